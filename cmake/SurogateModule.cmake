@@ -1,0 +1,32 @@
+# surogate_add_module(NAME SOURCES ... [CUDA_SOURCES ...] [DEPS ...])
+# Declares the static library surogate_<NAME> for one folder of src/ and records it so
+# the CLI links every module without a central list to edit.
+function(surogate_add_module name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;CUDA_SOURCES;DEPS" ${ARGN})
+  set(target surogate_${name})
+  set(sources ${ARG_SOURCES})
+  if(SUROGATE_CUDA AND ARG_CUDA_SOURCES)
+    list(APPEND sources ${ARG_CUDA_SOURCES})
+  endif()
+  add_library(${target} STATIC ${sources})
+  target_include_directories(${target} PUBLIC ${PROJECT_SOURCE_DIR}/src)
+  target_link_libraries(${target} PUBLIC ${ARG_DEPS})
+  target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra>)
+  if(SUROGATE_CUDA)
+    target_compile_definitions(${target} PUBLIC SUROGATE_WITH_CUDA=1)
+  endif()
+  set_property(GLOBAL APPEND PROPERTY SUROGATE_MODULES ${target})
+endfunction()
+
+# surogate_add_test(NAME SOURCES ... DEPS ...): one GoogleTest executable registered with CTest.
+function(surogate_add_test name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
+  add_executable(${name} ${ARG_SOURCES})
+  target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main)
+  target_compile_definitions(${name} PRIVATE
+    SUROGATE_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
+    SUROGATE_SHARED_DIR="${PROJECT_SOURCE_DIR}/../shared"
+    SUROGATE_BINARY="$<TARGET_FILE:surogate>")
+  include(GoogleTest)
+  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60)
+endfunction()

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs everything the build and the tests need on a fresh Debian 12 machine.
+# Idempotent: packages already present are skipped by apt and pip.
+# The CUDA toolkit (nvcc, cuBLASLt, cuDNN, NCCL) comes with the machine image.
+set -euo pipefail
+
+apt_packages=(
+  build-essential cmake ninja-build pkg-config
+  libyaml-cpp-dev nlohmann-json3-dev libfmt-dev libcli11-dev
+  libgtest-dev libgmock-dev libopenblas-dev
+  libcurl4-openssl-dev libpcre2-dev libzstd-dev libxxhash-dev libsnappy-dev zlib1g-dev
+  clang libclang-rt-14-dev
+)
+python_packages=(
+  "tokenizers>=0.19" "transformers>=4.45" jinja2 safetensors numpy pytest pyarrow pyyaml
+)
+
+missing=()
+for p in "${apt_packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  sudo_cmd=""
+  [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+python3 -m pip install -q --disable-pip-version-check "${python_packages[@]}"

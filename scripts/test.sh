@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Builds Surogate and runs the whole test suite: C++ unit tests (CTest) and the Python oracle
+# tests (pytest, comparing against Hugging Face tokenizers / transformers and files they write).
+# GPU tests are not run here (CI has no GPU): scripts/gpu_check.sh runs them on a GPU machine.
+#   SUROGATE_BUILD_DIR      build folder (default: build)
+#   SUROGATE_CUDA_ARCHS     CUDA architectures to compile (default: 90a here, to keep CI fast)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+build_dir=${SUROGATE_BUILD_DIR:-build}
+jobs=$(nproc)
+cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_CUDA_ARCHITECTURES="${SUROGATE_CUDA_ARCHS:-90a}" >/dev/null
+cmake --build "$build_dir" -j "$jobs"
+
+export SUROGATE_BIN="$PWD/$build_dir/surogate"
+status=0
+(cd "$build_dir" && ctest --output-on-failure -j "$jobs" --timeout 600) || status=1
+python3 -m pytest -q tests/python || status=1
+exit $status
