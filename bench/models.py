@@ -1,0 +1,71 @@
+"""The benchmark models: Qwen3 shapes (real sizes, random weights) and their FLOP counts.
+
+FLOPs per token follow the usual accounting: a matmul of an [m, k] by [k, n] costs 2mkn.
+Forward = 2 * (matmul parameters) + attention (2 * 2 * T * d_attn per layer per token, causal
+halves it). Full fine-tuning: backward computes input and weight gradients (2x forward).
+LoRA: the base weights are frozen, so backward computes only input gradients (1x forward for
+base matmuls); adapter FLOPs are counted too but are tiny.
+"""
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Qwen3Shape:
+    name: str
+    hidden: int
+    intermediate: int
+    layers: int
+    heads: int
+    kv_heads: int
+    head_dim: int = 128
+    vocab: int = 151936
+    tied: bool = True
+
+    def hf_config(self) -> dict:
+        return {
+            "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3",
+            "hidden_size": self.hidden, "intermediate_size": self.intermediate,
+            "num_hidden_layers": self.layers, "num_attention_heads": self.heads,
+            "num_key_value_heads": self.kv_heads, "head_dim": self.head_dim,
+            "vocab_size": self.vocab, "tie_word_embeddings": self.tied,
+            "rms_norm_eps": 1e-6, "rope_theta": 1000000.0, "max_position_embeddings": 40960,
+            "hidden_act": "silu", "attention_bias": False, "torch_dtype": "bfloat16",
+            "bos_token_id": 151643, "eos_token_id": 151645, "use_sliding_window": False,
+        }
+
+    def linear_params_per_layer(self) -> int:
+        q = self.hidden * self.heads * self.head_dim
+        kv = 2 * self.hidden * self.kv_heads * self.head_dim
+        o = self.heads * self.head_dim * self.hidden
+        mlp = 3 * self.hidden * self.intermediate
+        return q + kv + o + mlp
+
+    def lora_params_per_layer(self, rank: int) -> int:
+        dims = [(self.hidden, self.heads * self.head_dim), (self.hidden, self.kv_heads * self.head_dim),
+                (self.hidden, self.kv_heads * self.head_dim), (self.heads * self.head_dim, self.hidden),
+                (self.hidden, self.intermediate), (self.hidden, self.intermediate),
+                (self.intermediate, self.hidden)]
+        return sum(rank * (i + o) for i, o in dims)
+
+    def forward_flops_per_token(self, seq_len: int) -> float:
+        matmul = 2 * (self.layers * self.linear_params_per_layer() + self.vocab * self.hidden)
+        attention = self.layers * 2 * 2 * seq_len * self.heads * self.head_dim / 2  # causal
+        return matmul + attention
+
+    def training_flops_per_token(self, seq_len: int, mode: str, lora_rank: int = 16) -> float:
+        forward = self.forward_flops_per_token(seq_len)
+        attention = self.layers * 2 * 2 * seq_len * self.heads * self.head_dim / 2
+        if mode == "full":
+            return 3 * forward
+        # LoRA: forward + input-gradient backward for base matmuls and attention (2x attention
+        # forward for its backward), plus the adapters' forward and both backward products.
+        adapters = 2 * self.layers * self.lora_params_per_layer(lora_rank)
+        return 2 * forward + attention + 3 * adapters
+
+
+MODELS = {
+    "qwen3-0.6b": Qwen3Shape("qwen3-0.6b", 1024, 3072, 28, 16, 8),
+    "qwen3-1.7b": Qwen3Shape("qwen3-1.7b", 2048, 6144, 28, 16, 8),
+    "qwen3-4b": Qwen3Shape("qwen3-4b", 2560, 9728, 36, 32, 8),
+    "qwen3-8b": Qwen3Shape("qwen3-8b", 4096, 12288, 36, 32, 8, tied=False),
+}

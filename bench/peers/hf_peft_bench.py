@@ -1,0 +1,105 @@
+"""The peer benchmark: the same job in Hugging Face transformers (+ PEFT for LoRA), on the GPU.
+
+Runs on the GPU machine (PyTorch, transformers, peft installed there). Random weights, real
+Qwen3 shapes, bf16, SDPA attention, gradient checkpointing off unless --checkpointing; random
+token rows of full length stand in for packed data. Prints one JSON record per run.
+Optionally applies Liger-Kernel's fused ops (--liger) when its wheel was carried.
+
+  python3 bench/peers/hf_peft_bench.py --model qwen3-0.6b --mode lora --steps 6
+"""
+import argparse
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+from models import MODELS  # noqa: E402
+
+
+def build_model(shape, mode, lora_rank, liger):
+    import torch
+    import transformers
+    if liger:
+        from liger_kernel.transformers import apply_liger_kernel_to_qwen3
+        apply_liger_kernel_to_qwen3()
+    config = transformers.Qwen3Config(**{k: v for k, v in shape.hf_config().items() if k not in ("architectures", "torch_dtype")})
+    config._attn_implementation = "sdpa"
+    torch.manual_seed(0)
+    with torch.device("cuda"):
+        model = transformers.Qwen3ForCausalLM(config).to(torch.bfloat16)
+    if mode == "lora":
+        import peft
+        lora = peft.LoraConfig(r=lora_rank, lora_alpha=2 * lora_rank, lora_dropout=0.0, target_modules="all-linear",
+                               task_type="CAUSAL_LM")
+        model = peft.get_peft_model(model, lora)
+    return model
+
+
+def run(args):
+    import torch
+    shape = MODELS[args.model]
+    model = build_model(shape, args.mode, args.lora_rank, args.liger)
+    if args.checkpointing:
+        model.gradient_checkpointing_enable()
+        if args.mode == "lora":
+            model.enable_input_require_grads()
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=1e-4, fused=True)
+    tokens_per_step = args.micro_batch * args.seq_len * args.grad_accum
+    generator = torch.Generator(device="cuda").manual_seed(1)
+
+    def step():
+        for _ in range(args.grad_accum):
+            ids = torch.randint(0, shape.vocab, (args.micro_batch, args.seq_len), device="cuda", generator=generator)
+            out = model(input_ids=ids, labels=ids)
+            (out.loss / args.grad_accum).backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    for _ in range(args.warmup):
+        step()
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    start = time.perf_counter()
+    for _ in range(args.steps):
+        step()
+    torch.cuda.synchronize()
+    elapsed = time.perf_counter() - start
+    tokens_per_s = tokens_per_step * args.steps / elapsed
+    flops = shape.training_flops_per_token(args.seq_len, args.mode, args.lora_rank) * tokens_per_s
+    return {
+        "engine": "hf+peft" + ("+liger" if args.liger else "") if args.mode == "lora" else "hf" + ("+liger" if args.liger else ""),
+        "model": args.model, "mode": args.mode, "tokens_per_s": round(tokens_per_s, 1),
+        "tflops": round(flops / 1e12, 2), "peak_mem_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2),
+        "seq_len": args.seq_len, "micro_batch": args.micro_batch, "grad_accum": args.grad_accum,
+        "gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
+        "transformers": __import__("transformers").__version__,
+        "peft": __import__("peft").__version__ if args.mode == "lora" else None,
+        "checkpointing": args.checkpointing,
+    }
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", choices=sorted(MODELS), required=True)
+    parser.add_argument("--mode", choices=["lora", "full"], default="lora")
+    parser.add_argument("--lora-rank", type=int, default=16)
+    parser.add_argument("--seq-len", type=int, default=2048)
+    parser.add_argument("--micro-batch", type=int, default=2)
+    parser.add_argument("--grad-accum", type=int, default=4)
+    parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--warmup", type=int, default=1)
+    parser.add_argument("--checkpointing", action="store_true")
+    parser.add_argument("--liger", action="store_true")
+    args = parser.parse_args()
+    try:
+        record = run(args)
+    except Exception as error:  # an out-of-memory is a result too
+        record = {"engine": "hf+peft", "model": args.model, "mode": args.mode, "error": f"{type(error).__name__}: {error}"[:300]}
+    print(json.dumps(record), flush=True)
+
+
+if __name__ == "__main__":
+    main()
