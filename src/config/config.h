@@ -1,0 +1,201 @@
+// The run configuration: one field per option of the configuration reference, named exactly as
+// the option, with the documented default. Enumerated options are strings checked against their
+// allowed values when loaded (config_fields.cpp lists them). Values that default to something
+// derived from the model or another option are std::optional until resolved.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace surogate {
+
+struct DatasetConfig {
+  std::string path;
+  std::string type;                 // text | instruction | conversation | auto
+  std::optional<std::string> subset;
+  std::string split = "train";
+  std::optional<int64_t> samples;
+  // text
+  std::string text_field = "text";
+  // instruction
+  std::optional<std::string> instruction_field;
+  std::optional<std::string> output_field;
+  std::optional<std::string> input_field;
+  std::optional<std::string> system_prompt_type;   // field | fixed
+  std::optional<std::string> system_prompt_field;
+  std::optional<std::string> system_prompt;
+  std::optional<std::string> prompt_format;
+  std::optional<std::string> prompt_format_no_input;
+  // conversation
+  std::string messages_field = "messages";
+  std::optional<std::string> system_field;
+  std::optional<std::string> tools_field;
+  std::map<std::string, std::string> message_property_mappings = {{"role", "role"}, {"content", "content"}};
+};
+
+struct DistributedConfig {
+  std::string ray_address = "auto";
+  int64_t num_nodes = 1;
+  int64_t gpus_per_node = 0;
+  std::optional<std::string> worker_output_dir;
+};
+
+struct Config {
+  // General
+  std::optional<std::string> run_name;
+  bool apply_recommended_values = false;
+  int64_t num_epochs = 3;
+  std::string output_dir = "output";
+  std::optional<std::string> checkpoint_dir;        // resolved to output_dir when unset
+  bool resume_from_checkpoint = false;
+  int64_t save_steps = 50;
+  int64_t save_total_limit = 5;
+
+  // Model
+  std::string model;
+  std::optional<std::string> model_type;
+  std::optional<int64_t> sequence_len;              // the model's max when unset
+  std::optional<int64_t> max_model_len;
+  std::optional<std::string> rope_scaling;
+  std::optional<std::string> torch_dtype;           // bfloat16 | float16 | float32
+
+  // Recomputation
+  bool recompute_swiglu = true;
+  bool recompute_rmsnorm = true;
+  bool recompute_ffn = true;
+  bool recompute_qkv = true;
+  bool recompute_att = true;
+  bool recompute_block = true;
+  bool recompute_lora = true;
+
+  // Offloading
+  bool offload_residual = false;
+  bool offload_master = false;
+  bool offload_quants = false;
+  bool offload_optimizer = false;
+  bool offload_grads = false;
+  bool persistent_quants = false;
+  bool use_zero_copy = false;
+  bool use_write_combined = false;
+
+  // Multi-GPU (ZeRO)
+  int64_t zero_level = 1;
+  bool shard_weights = false;
+  bool shard_gradients = false;
+  bool use_all_to_all_reduce = false;
+  bool memcpy_all_gather = false;
+  bool memcpy_send_recv = false;
+  DistributedConfig distributed;
+
+  // Hardware
+  int64_t gpus = 1;
+  bool use_cuda_graphs = true;
+
+  // Mixed precision and recipes
+  std::string recipe = "bf16";                      // bf16 | fp8_hybrid | nvfp4
+  std::optional<std::string> gradient_dtype;
+  std::optional<std::string> master_dtype;
+  bool use_fused_rope = false;
+  int64_t fp8_amax_history = 1024;
+  std::string fp4_backend = "cutlass";              // cutlass | cudnn
+  int64_t skip_quant_first_layers = 0;
+  int64_t skip_quant_last_layers = 0;
+
+  // Optimizer
+  std::string optimizer = "adamw_8bit";             // adamw_8bit | normuon | adamw
+  double learning_rate = 2e-4;
+  std::string lr_scheduler_type = "linear";         // linear | cosine | wsd
+  double warmup_ratio = 0.0;
+  int64_t warmup_steps = 0;
+  int64_t cooldown_steps = 0;
+  double final_lr_fraction = 0.0;
+  double weight_decay = 0.1;
+  double max_grad_norm = 1.0;
+  double adamw_beta1 = 0.9;
+  double adamw_beta2 = 0.999;
+  double adamw_epsilon = 1e-8;
+  double normuon_momentum = 0.95;
+  double normuon_beta2 = 0.95;
+  bool normuon_cautious_wd = true;
+
+  // Training loop
+  int64_t per_device_train_batch_size = 2;
+  int64_t gradient_accumulation_steps = 4;
+  int64_t max_steps = -1;
+  int64_t eval_steps = 100;
+
+  // Datasets
+  std::vector<DatasetConfig> datasets;
+  std::vector<DatasetConfig> validation_datasets;
+  double validation_split_ratio = 0.1;
+  int64_t train_seed = 1234;
+  int64_t eval_seed = 1234;
+  std::optional<int64_t> dataloader_num_workers;
+  bool sample_packing = true;
+
+  // Memory
+  int64_t lmhead_chunks = 1;
+  int64_t attn_bwd_chunks = 1;
+  bool init_projections_to_zero = false;
+
+  // LoRA
+  bool lora = true;
+  int64_t lora_rank = 16;
+  int64_t lora_alpha = 32;
+  double lora_dropout = 0.05;
+  std::string lora_dtype = "fp32";                  // bf16 | fp32
+  std::vector<std::string> lora_target_modules = {"all-linear"};
+  bool merge_adapter = false;
+
+  // QLoRA
+  bool qlora_fp4 = false;
+  bool qlora_fp8 = false;
+  bool qlora_bnb = false;
+  int64_t qlora_block_size = 128;
+  int64_t qlora_bnb_block_size = 64;
+  bool qlora_bnb_double_quant = true;
+  bool qlora_four_over_six = true;
+
+  // Chat template and lengths
+  bool use_chat_template = true;
+  std::optional<std::string> template_name;         // the option `template` (a C++ keyword)
+  std::optional<std::string> system;
+  std::optional<int64_t> max_length;                // resolved to sequence_len when unset
+  std::string truncation_strategy = "delete";       // delete | left | right | split
+  std::string padding_side = "right";               // left | right
+  bool padding_free = false;
+  std::string loss_scale = "default";
+  int64_t sequence_parallel_size = 1;
+  std::optional<std::string> response_prefix;
+  std::optional<int64_t> max_pixels;
+  std::optional<std::string> norm_bbox;             // norm1000 | none
+  std::optional<std::string> agent_template;
+
+  // Logging and reporting
+  std::vector<std::string> report_to;               // wandb | aim
+  std::optional<std::string> log_file;
+  int64_t log_gpu_util = 100;
+  std::string wandb_project = "Surogate";
+  std::optional<std::string> wandb_name;
+  std::string aim_experiment = "Surogate";
+  std::optional<std::string> aim_repo;
+  std::optional<std::string> aim_name;
+
+  // Debugging
+  bool debug_time_breakdown = false;
+  bool debug_memory_breakdown = false;
+
+  // Where each explicitly set option came from ("config.yaml:12" or "--key=value"), for
+  // error messages raised after loading. Keys are option paths ("datasets[0].path").
+  std::map<std::string, std::string> sources;
+  // Why option implications changed values, in order ("recompute_block: true ⇒ recompute_att: true").
+  std::vector<std::string> notes;
+
+  // "config.yaml:12" for an option set in the file, else "the default".
+  std::string source_of(const std::string& key) const;
+};
+
+}  // namespace surogate

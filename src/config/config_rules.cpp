@@ -1,0 +1,190 @@
+#include "config/config_rules.h"
+
+#include <algorithm>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+
+namespace surogate {
+namespace {
+
+// Sets `target` to true because `cause` is true, noting it when it changes anything.
+void imply(Config& config, bool cause, const char* cause_name, bool& target, const char* target_name) {
+  if (cause && !target) {
+    target = true;
+    config.notes.push_back(fmt::format("{}: true ⇒ {}: true", cause_name, target_name));
+  }
+}
+
+void require(bool ok, const Config& config, const std::string& key, const std::string& message) {
+  if (!ok) fail_user("{}: option '{}' {}", config.source_of(key), key, message);
+}
+
+void require_positive(const Config& config, const std::string& key, int64_t value) {
+  require(value >= 1, config, key, fmt::format("must be at least 1 (got {})", value));
+}
+
+void require_fraction(const Config& config, const std::string& key, double value) {
+  require(value >= 0.0 && value <= 1.0, config, key, fmt::format("must be between 0 and 1 (got {})", value));
+}
+
+template <typename T>
+bool one_of(T value, std::initializer_list<T> allowed) {
+  return std::find(allowed.begin(), allowed.end(), value) != allowed.end();
+}
+
+void validate_dataset(const Config& config, const DatasetConfig& dataset, const std::string& key) {
+  require(!dataset.path.empty(), config, key + ".path", "is required: a local file or folder, or a hub dataset id");
+  require(!dataset.type.empty(), config, key + ".type", "is required: text, instruction, conversation or auto");
+  if (dataset.samples) require_positive(config, key + ".samples", *dataset.samples);
+  if (dataset.type == "instruction") {
+    require(dataset.instruction_field.has_value(), config, key + ".instruction_field",
+            "is required for type: instruction (the column holding the instruction)");
+    require(dataset.output_field.has_value(), config, key + ".output_field",
+            "is required for type: instruction (the column holding the expected answer)");
+  }
+  if (dataset.system_prompt_type == "field") {
+    require(dataset.system_prompt_field.has_value(), config, key + ".system_prompt_field",
+            "is required when system_prompt_type is field");
+  }
+  if (dataset.system_prompt_type == "fixed") {
+    require(dataset.system_prompt.has_value(), config, key + ".system_prompt",
+            "is required when system_prompt_type is fixed");
+  }
+}
+
+}  // namespace
+
+void apply_implications(Config& config) {
+  // recompute_lora only means something with LoRA; it requires (and sets) recompute_block.
+  if (config.lora) imply(config, config.recompute_lora, "recompute_lora", config.recompute_block, "recompute_block");
+  imply(config, config.recompute_block, "recompute_block", config.recompute_att, "recompute_att");
+  imply(config, config.recompute_block, "recompute_block", config.recompute_ffn, "recompute_ffn");
+  imply(config, config.recompute_block, "recompute_block", config.recompute_rmsnorm, "recompute_rmsnorm");
+  imply(config, config.recompute_att, "recompute_att", config.recompute_qkv, "recompute_qkv");
+  imply(config, config.recompute_ffn, "recompute_ffn", config.recompute_swiglu, "recompute_swiglu");
+  imply(config, config.zero_level >= 2, "zero_level >= 2", config.shard_gradients, "shard_gradients");
+  imply(config, config.zero_level >= 3, "zero_level 3", config.shard_weights, "shard_weights");
+
+  if (!config.checkpoint_dir) {
+    config.checkpoint_dir = config.output_dir;
+    config.notes.push_back("checkpoint_dir unset ⇒ checkpoint_dir: output_dir");
+  }
+  if (!config.max_length && config.sequence_len) {
+    config.max_length = config.sequence_len;
+    config.notes.push_back("max_length unset ⇒ max_length: sequence_len");
+  }
+  bool qlora = config.qlora_fp4 || config.qlora_fp8 || config.qlora_bnb;
+  if (config.use_cuda_graphs && qlora) {
+    config.use_cuda_graphs = false;
+    config.notes.push_back("QLoRA ⇒ use_cuda_graphs: false");
+  }
+  if (config.use_cuda_graphs && config.lora && config.recompute_lora && config.offload_residual) {
+    config.use_cuda_graphs = false;
+    config.notes.push_back("recompute_lora with offload_residual ⇒ use_cuda_graphs: false");
+  }
+  if (config.warmup_steps > 0 && config.warmup_ratio > 0.0) {
+    config.notes.push_back("warmup_steps > 0 ⇒ warmup_ratio is not used");
+  }
+}
+
+void validate_config(const Config& config, const std::string& file_label) {
+  if (config.model.empty()) {
+    fail_user("{}: option 'model' is required: a local Hugging Face model folder or a hub id like Qwen/Qwen3-0.6B",
+              file_label);
+  }
+  require_positive(config, "num_epochs", config.num_epochs);
+  require_positive(config, "save_steps", config.save_steps);
+  require_positive(config, "save_total_limit", config.save_total_limit);
+  if (config.sequence_len) require_positive(config, "sequence_len", *config.sequence_len);
+  if (config.max_model_len) require_positive(config, "max_model_len", *config.max_model_len);
+  if (config.max_length) require_positive(config, "max_length", *config.max_length);
+  require(one_of<int64_t>(config.zero_level, {1, 2, 3}), config, "zero_level",
+          fmt::format("must be 1, 2 or 3 (got {})", config.zero_level));
+  require(config.gpus >= 0, config, "gpus", fmt::format("must be 0 (all GPUs) or a positive count (got {})", config.gpus));
+  require_positive(config, "distributed.num_nodes", config.distributed.num_nodes);
+  require(config.distributed.gpus_per_node >= 0, config, "distributed.gpus_per_node", "must not be negative");
+  require_positive(config, "fp8_amax_history", config.fp8_amax_history);
+  require(config.skip_quant_first_layers >= 0, config, "skip_quant_first_layers", "must not be negative");
+  require(config.skip_quant_last_layers >= 0, config, "skip_quant_last_layers", "must not be negative");
+
+  require(config.learning_rate > 0.0, config, "learning_rate", fmt::format("must be positive (got {})", config.learning_rate));
+  require_fraction(config, "warmup_ratio", config.warmup_ratio);
+  require(config.warmup_steps >= 0, config, "warmup_steps", "must not be negative");
+  require(config.cooldown_steps >= 0, config, "cooldown_steps", "must not be negative");
+  require(config.cooldown_steps == 0 || config.lr_scheduler_type == "wsd", config, "cooldown_steps",
+          "only applies to lr_scheduler_type: wsd (linear and cosine decay over the whole run)");
+  require_fraction(config, "final_lr_fraction", config.final_lr_fraction);
+  require(config.weight_decay >= 0.0, config, "weight_decay", "must not be negative");
+  require(config.max_grad_norm >= 0.0, config, "max_grad_norm", "must not be negative (0 disables clipping)");
+  for (auto [key, value] : {std::pair{"adamw_beta1", config.adamw_beta1}, std::pair{"adamw_beta2", config.adamw_beta2},
+                            std::pair{"normuon_momentum", config.normuon_momentum},
+                            std::pair{"normuon_beta2", config.normuon_beta2}}) {
+    require(value >= 0.0 && value < 1.0, config, key, fmt::format("must be in [0, 1) (got {})", value));
+  }
+  require(config.adamw_epsilon > 0.0, config, "adamw_epsilon", "must be positive");
+
+  require_positive(config, "per_device_train_batch_size", config.per_device_train_batch_size);
+  require_positive(config, "gradient_accumulation_steps", config.gradient_accumulation_steps);
+  require(config.max_steps == -1 || config.max_steps >= 1, config, "max_steps",
+          fmt::format("must be -1 (derive from num_epochs) or at least 1 (got {})", config.max_steps));
+  require_positive(config, "eval_steps", config.eval_steps);
+  require_fraction(config, "validation_split_ratio", config.validation_split_ratio);
+  if (config.dataloader_num_workers) {
+    require(*config.dataloader_num_workers >= 0, config, "dataloader_num_workers", "must not be negative");
+  }
+  require_positive(config, "lmhead_chunks", config.lmhead_chunks);
+  require_positive(config, "attn_bwd_chunks", config.attn_bwd_chunks);
+  require_positive(config, "sequence_parallel_size", config.sequence_parallel_size);
+  require(config.log_gpu_util >= 0, config, "log_gpu_util", "must not be negative");
+
+  require_positive(config, "lora_rank", config.lora_rank);
+  require_positive(config, "lora_alpha", config.lora_alpha);
+  require(config.lora_dropout >= 0.0 && config.lora_dropout < 1.0, config, "lora_dropout",
+          fmt::format("must be in [0, 1) (got {})", config.lora_dropout));
+  require(!config.merge_adapter || config.lora, config, "merge_adapter", "needs lora: true (there is no adapter to merge)");
+
+  int qlora_modes = int(config.qlora_fp4) + int(config.qlora_fp8) + int(config.qlora_bnb);
+  require(qlora_modes <= 1, config, config.qlora_bnb ? "qlora_bnb" : "qlora_fp8",
+          "cannot be combined with another qlora_* mode: choose one of qlora_fp4, qlora_fp8, qlora_bnb");
+  if (qlora_modes == 1) {
+    std::string mode = config.qlora_fp4 ? "qlora_fp4" : config.qlora_fp8 ? "qlora_fp8" : "qlora_bnb";
+    require(config.lora, config, mode, "needs lora: true (QLoRA trains LoRA adapters on a quantized base model)");
+  }
+  require(one_of<int64_t>(config.qlora_block_size, {64, 128, 256}), config, "qlora_block_size",
+          fmt::format("must be 64, 128 or 256 (got {})", config.qlora_block_size));
+  require(one_of<int64_t>(config.qlora_bnb_block_size, {64, 128, 256, 512}), config, "qlora_bnb_block_size",
+          fmt::format("must be 64, 128, 256 or 512 (got {})", config.qlora_bnb_block_size));
+
+  require(!config.offload_quants || config.persistent_quants, config, "offload_quants",
+          "requires persistent_quants: true (only persistent quantized weights can live in host memory)");
+  require(!config.persistent_quants || config.shard_weights, config, "persistent_quants",
+          "requires shard_weights: true (or zero_level: 3)");
+
+  if (config.datasets.empty()) {
+    fail_user("{}: option 'datasets' needs at least one entry with path and type", file_label);
+  }
+  for (size_t i = 0; i < config.datasets.size(); ++i) {
+    validate_dataset(config, config.datasets[i], fmt::format("datasets[{}]", i));
+  }
+  for (size_t i = 0; i < config.validation_datasets.size(); ++i) {
+    validate_dataset(config, config.validation_datasets[i], fmt::format("validation_datasets[{}]", i));
+  }
+}
+
+void validate_for_hardware(const Config& config, int best_sm) {
+  auto need = [&](bool used, const std::string& key, int min_sm, const char* family) {
+    if (!used || best_sm >= min_sm) return;
+    std::string have = best_sm == 0 ? "no GPU" : fmt::format("SM{}", best_sm);
+    fail_user("{}: option '{}' needs a GPU of compute capability SM{}+ ({}), but this machine has {}",
+              config.source_of(key), key, min_sm, family, have);
+  };
+  need(config.recipe == "fp8_hybrid", "recipe", 89, "Ada, Hopper or Blackwell");
+  need(config.qlora_fp8, "qlora_fp8", 89, "Ada, Hopper or Blackwell");
+  need(config.recipe == "nvfp4", "recipe", 100, "Blackwell");
+  need(config.qlora_fp4, "qlora_fp4", 100, "Blackwell");
+}
+
+}  // namespace surogate

@@ -1,0 +1,25 @@
+// What the options imply for each other, and the constraints between them.
+#pragma once
+
+#include <string>
+
+#include "config/config.h"
+
+namespace surogate {
+
+// Applies the option implications (recompute hierarchy, ZeRO levels, defaults that follow other
+// options) and records each change in config.notes.
+void apply_implications(Config& config);
+
+// Checks ranges, enums that depend on other options, required dataset fields and cross-option
+// constraints. `file_label` names the config file in messages about missing options.
+void validate_config(const Config& config, const std::string& file_label);
+
+// Checks what needs a particular GPU: fp8 needs SM89+, fp4 needs SM100+. `best_sm` is the
+// compute capability as major*10+minor of the best GPU used, or 0 when running on the CPU.
+void validate_for_hardware(const Config& config, int best_sm);
+
+// Rejects options that are valid but not implemented in this build (feature_support.cpp).
+void check_feature_support(const Config& config);
+
+}  // namespace surogate

@@ -1,0 +1,134 @@
+// Typed decoding of YAML values into struct fields, with errors that name the option, where it
+// was set and what was expected. A FieldTable<Owner> lists the options of one struct (Config,
+// DatasetConfig, DistributedConfig); decoding, unknown-key detection and printing the resolved
+// configuration all walk the same table, so an option cannot be parsed but not printed.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <yaml-cpp/yaml.h>
+
+namespace surogate::config_detail {
+
+// Where a value came from, for messages: the option's full path and "file:line" or "--key=value".
+struct Where {
+  std::string key;
+  std::string source;  // "config.yaml:12" or "command line --key=value"
+  std::string file;    // the YAML file, empty for values from the command line
+};
+
+// Where a key node read from `file` sits ("file:line"), or `fallback` for command-line values.
+std::string source_of_key(const std::string& file, const YAML::Node& key, const std::string& fallback);
+
+[[noreturn]] void type_error(const Where& where, const std::string& expected, const YAML::Node& node);
+std::string describe_node(const YAML::Node& node);
+
+void decode(const YAML::Node& node, const Where& where, bool& out);
+void decode(const YAML::Node& node, const Where& where, int64_t& out);
+void decode(const YAML::Node& node, const Where& where, double& out);
+void decode(const YAML::Node& node, const Where& where, std::string& out);
+void decode(const YAML::Node& node, const Where& where, std::vector<std::string>& out);
+void decode(const YAML::Node& node, const Where& where, std::map<std::string, std::string>& out);
+
+template <typename T>
+void decode(const YAML::Node& node, const Where& where, std::optional<T>& out) {
+  if (node.IsNull()) {
+    out.reset();
+    return;
+  }
+  T value{};
+  decode(node, where, value);
+  out = std::move(value);
+}
+
+std::string type_label(const bool&);
+std::string type_label(const int64_t&);
+std::string type_label(const double&);
+std::string type_label(const std::string&);
+std::string type_label(const std::vector<std::string>&);
+std::string type_label(const std::map<std::string, std::string>&);
+template <typename T>
+std::string type_label(const std::optional<T>&) {
+  return type_label(T{}) + " or null";
+}
+
+YAML::Node encode(bool value);
+YAML::Node encode(int64_t value);
+YAML::Node encode(double value);
+YAML::Node encode(const std::string& value);
+YAML::Node encode(const std::vector<std::string>& value);
+YAML::Node encode(const std::map<std::string, std::string>& value);
+template <typename T>
+YAML::Node encode(const std::optional<T>& value) {
+  return value ? encode(*value) : YAML::Node(YAML::NodeType::Null);
+}
+
+template <typename Owner>
+struct Field {
+  std::string name;
+  std::function<void(Owner&, const YAML::Node&, const Where&)> assign;
+  std::function<YAML::Node(const Owner&)> dump;
+};
+
+template <typename Owner>
+using FieldTable = std::vector<Field<Owner>>;
+
+// An option whose value must be one of `choices` (for optional fields, or null).
+void check_choice(const std::string& value, const std::vector<std::string>& choices, const Where& where);
+
+template <typename Owner, typename Value>
+Field<Owner> field(std::string name, Value Owner::*member, std::vector<std::string> choices = {}) {
+  return Field<Owner>{
+      name,
+      [member, choices](Owner& owner, const YAML::Node& node, const Where& where) {
+        decode(node, where, owner.*member);
+        if constexpr (std::is_same_v<Value, std::string>) {
+          if (!choices.empty()) check_choice(owner.*member, choices, where);
+        } else if constexpr (std::is_same_v<Value, std::optional<std::string>>) {
+          if (!choices.empty() && owner.*member) check_choice(*(owner.*member), choices, where);
+        } else if constexpr (std::is_same_v<Value, std::vector<std::string>>) {
+          if (!choices.empty()) {
+            for (const auto& item : owner.*member) check_choice(item, choices, where);
+          }
+        }
+      },
+      [member](const Owner& owner) { return encode(owner.*member); }};
+}
+
+[[noreturn]] void unknown_option(const std::string& key, const std::string& prefix,
+                                 const std::vector<std::string>& known, const std::string& source);
+
+// Decodes every key of `map` into `owner` through `table`. Unknown keys are errors that suggest
+// the closest known option. `prefix` is prepended to keys in messages ("datasets[0].").
+template <typename Owner>
+void decode_fields(const FieldTable<Owner>& table, const YAML::Node& map, const std::string& prefix,
+                   const Where& parent, Owner& owner) {
+  for (const auto& entry : map) {
+    std::string key = entry.first.as<std::string>();
+    std::string full_key = prefix + key;
+    Where where{full_key, source_of_key(parent.file, entry.first, parent.source), parent.file};
+    auto found = std::find_if(table.begin(), table.end(), [&](const Field<Owner>& f) { return f.name == key; });
+    if (found == table.end()) {
+      std::vector<std::string> known;
+      for (const auto& f : table) known.push_back(f.name);
+      unknown_option(key, prefix, known, where.source);
+    }
+    found->assign(owner, entry.second, where);
+  }
+}
+
+// The fields of `owner` as an ordered YAML map, in table order.
+template <typename Owner>
+YAML::Node encode_fields(const FieldTable<Owner>& table, const Owner& owner) {
+  YAML::Node map(YAML::NodeType::Map);
+  for (const auto& f : table) map[f.name] = f.dump(owner);
+  return map;
+}
+
+}  // namespace surogate::config_detail

@@ -1,0 +1,142 @@
+#include <gtest/gtest.h>
+
+#include "config_test_util.h"
+
+namespace surogate {
+namespace {
+using testing_util::contains;
+using testing_util::kMinimalConfig;
+using testing_util::load_error;
+
+TEST(ConfigLoading, DefaultsMatchTheReference) {
+  Config config = load_config_from_string(kMinimalConfig, "config.yaml");
+  EXPECT_EQ(config.num_epochs, 3);
+  EXPECT_EQ(config.output_dir, "output");
+  EXPECT_EQ(config.save_steps, 50);
+  EXPECT_EQ(config.save_total_limit, 5);
+  EXPECT_EQ(config.optimizer, "adamw_8bit");
+  EXPECT_DOUBLE_EQ(config.learning_rate, 2e-4);
+  EXPECT_EQ(config.lr_scheduler_type, "linear");
+  EXPECT_DOUBLE_EQ(config.weight_decay, 0.1);
+  EXPECT_DOUBLE_EQ(config.max_grad_norm, 1.0);
+  EXPECT_DOUBLE_EQ(config.adamw_beta2, 0.999);
+  EXPECT_DOUBLE_EQ(config.adamw_epsilon, 1e-8);
+  EXPECT_DOUBLE_EQ(config.normuon_momentum, 0.95);
+  EXPECT_EQ(config.per_device_train_batch_size, 2);
+  EXPECT_EQ(config.gradient_accumulation_steps, 4);
+  EXPECT_EQ(config.max_steps, -1);
+  EXPECT_EQ(config.eval_steps, 100);
+  EXPECT_DOUBLE_EQ(config.validation_split_ratio, 0.1);
+  EXPECT_EQ(config.train_seed, 1234);
+  EXPECT_TRUE(config.sample_packing);
+  EXPECT_TRUE(config.lora);
+  EXPECT_EQ(config.lora_rank, 16);
+  EXPECT_EQ(config.lora_alpha, 32);
+  EXPECT_DOUBLE_EQ(config.lora_dropout, 0.05);
+  EXPECT_EQ(config.lora_dtype, "fp32");
+  EXPECT_EQ(config.lora_target_modules, std::vector<std::string>{"all-linear"});
+  EXPECT_EQ(config.qlora_block_size, 128);
+  EXPECT_EQ(config.qlora_bnb_block_size, 64);
+  EXPECT_EQ(config.recipe, "bf16");
+  EXPECT_EQ(config.zero_level, 1);
+  EXPECT_EQ(config.gpus, 1);
+  EXPECT_TRUE(config.use_cuda_graphs);
+  EXPECT_EQ(config.truncation_strategy, "delete");
+  EXPECT_EQ(config.padding_side, "right");
+  EXPECT_EQ(config.distributed.ray_address, "auto");
+  EXPECT_EQ(config.datasets.at(0).split, "train");
+  EXPECT_EQ(config.datasets.at(0).text_field, "text");
+  EXPECT_EQ(config.datasets.at(0).messages_field, "messages");
+  EXPECT_EQ(config.checkpoint_dir, "output");  // follows output_dir
+}
+
+TEST(ConfigLoading, UnknownKeySuggestsTheClosestOption) {
+  std::string message = load_error(std::string(kMinimalConfig) + "learning_rte: 0.001\n");
+  EXPECT_TRUE(contains(message, "config.yaml:5")) << message;
+  EXPECT_TRUE(contains(message, "unknown option 'learning_rte'")) << message;
+  EXPECT_TRUE(contains(message, "did you mean 'learning_rate'?")) << message;
+}
+
+TEST(ConfigLoading, UnknownKeyInsideADatasetEntry) {
+  std::string message = load_error("model: m\ndatasets:\n  - path: d.jsonl\n    type: text\n    text_feild: body\n");
+  EXPECT_TRUE(contains(message, "config.yaml:5")) << message;
+  EXPECT_TRUE(contains(message, "datasets[0].text_feild")) << message;
+  EXPECT_TRUE(contains(message, "did you mean 'datasets[0].text_field'?")) << message;
+}
+
+TEST(ConfigLoading, UnknownKeyInsideDistributed) {
+  std::string message = load_error(std::string(kMinimalConfig) + "distributed:\n  num_node: 2\n");
+  EXPECT_TRUE(contains(message, "distributed.num_node")) << message;
+  EXPECT_TRUE(contains(message, "distributed.num_nodes")) << message;
+}
+
+TEST(ConfigLoading, TypeErrorsNameTheLineAndExpectedType) {
+  std::string message = load_error(std::string(kMinimalConfig) + "num_epochs: three\n");
+  EXPECT_TRUE(contains(message, "config.yaml:5")) << message;
+  EXPECT_TRUE(contains(message, "'num_epochs' expects an integer, got 'three'")) << message;
+  EXPECT_TRUE(contains(load_error(std::string(kMinimalConfig) + "lora: maybe\n"), "true or false"));
+  EXPECT_TRUE(contains(load_error(std::string(kMinimalConfig) + "learning_rate: [1]\n"), "expects a number, got a list"));
+  EXPECT_TRUE(contains(load_error(std::string(kMinimalConfig) + "num_epochs: 1.5\n"), "expects an integer"));
+  EXPECT_TRUE(contains(load_error(std::string(kMinimalConfig) + "model: {a: 1}\n"), "expects a string, got a mapping"));
+}
+
+TEST(ConfigLoading, EnumErrorsListTheAllowedValues) {
+  std::string message = load_error(std::string(kMinimalConfig) + "lr_scheduler_type: cosin\n");
+  EXPECT_TRUE(contains(message, "linear, cosine, wsd")) << message;
+  EXPECT_TRUE(contains(message, "did you mean 'cosine'?")) << message;
+  EXPECT_TRUE(contains(load_error("model: m\ndatasets:\n  - path: d\n    type: chat\n"), "text, instruction, conversation, auto"));
+}
+
+TEST(ConfigLoading, InvalidYamlNamesLineAndColumn) {
+  std::string message = load_error("model: m\ndatasets: [\n  {path: x\n");
+  EXPECT_TRUE(contains(message, "config.yaml:")) << message;
+  EXPECT_TRUE(contains(message, "invalid YAML")) << message;
+  EXPECT_TRUE(contains(load_error(""), "is empty"));
+  EXPECT_TRUE(contains(load_error("- a\n- b\n"), "must be a mapping"));
+}
+
+TEST(ConfigLoading, OverridesReplaceFileValues) {
+  Config config = load_config_from_string(kMinimalConfig, "config.yaml",
+                                          {"--learning_rate=0.001", "--lora-rank=8", "num_epochs=1",
+                                           "--lora_target_modules=[q_proj, v_proj]", "--distributed.ray_address=local",
+                                           "--datasets.0.text_field=body"});
+  EXPECT_DOUBLE_EQ(config.learning_rate, 0.001);
+  EXPECT_EQ(config.lora_rank, 8);
+  EXPECT_EQ(config.num_epochs, 1);
+  EXPECT_EQ(config.lora_target_modules, (std::vector<std::string>{"q_proj", "v_proj"}));
+  EXPECT_EQ(config.distributed.ray_address, "local");
+  EXPECT_EQ(config.datasets[0].text_field, "body");
+  EXPECT_EQ(config.source_of("learning_rate"), "command line --learning_rate=0.001");
+  EXPECT_EQ(config.source_of("datasets[0].path"), "config.yaml:3");
+}
+
+TEST(ConfigLoading, OverrideErrorsNameTheCommandLine) {
+  std::string message = load_error(kMinimalConfig, {"--learnig_rate=0.1"});
+  EXPECT_TRUE(contains(message, "command line --learnig_rate=0.1")) << message;
+  EXPECT_TRUE(contains(message, "did you mean 'learning_rate'?")) << message;
+  EXPECT_TRUE(contains(load_error(kMinimalConfig, {"--num_epochs=x"}), "expects an integer"));
+  EXPECT_TRUE(contains(load_error(kMinimalConfig, {"--datasets.3.path=x"}), "existing entry"));
+  EXPECT_TRUE(contains(load_error(kMinimalConfig, {"--lora_rank"}), "--key=value"));
+}
+
+TEST(ConfigLoading, CollectOverridesAcceptsTheUsualSpellings) {
+  auto overrides = collect_overrides({"--a=1", "--b", "2", "--flag", "--c=x"});
+  EXPECT_EQ(overrides, (std::vector<std::string>{"--a=1", "--b=2", "--flag=true", "--c=x"}));
+  EXPECT_THROW(collect_overrides({"stray"}), UserError);
+}
+
+TEST(ConfigLoading, DumpRoundTrips) {
+  Config config = load_config_from_string(std::string(kMinimalConfig) + "learning_rate: 0.003\nrun_name: demo\n", "c.yaml");
+  std::string dumped = dump_config_yaml(config);
+  EXPECT_TRUE(contains(dumped, "learning_rate: 0.003"));
+  EXPECT_TRUE(contains(dumped, "template: ~") || contains(dumped, "template:"));
+  // The dump (minus the implied-notes comments) loads back to the same values.
+  Config again = load_config_from_string(dumped, "dump.yaml");
+  EXPECT_DOUBLE_EQ(again.learning_rate, 0.003);
+  EXPECT_EQ(again.run_name, "demo");
+  auto without_notes = [](const std::string& text) { return text.substr(0, text.find("# implied:")); };
+  EXPECT_EQ(without_notes(dump_config_yaml(again)), without_notes(dumped));
+}
+
+}  // namespace
+}  // namespace surogate

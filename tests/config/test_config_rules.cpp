@@ -1,0 +1,134 @@
+#include <gtest/gtest.h>
+
+#include "config/config_rules.h"
+#include "config_test_util.h"
+
+namespace surogate {
+namespace {
+using testing_util::contains;
+using testing_util::kMinimalConfig;
+using testing_util::load_error;
+
+Config load(const std::string& extra, const std::vector<std::string>& overrides = {}) {
+  return load_config_from_string(std::string(kMinimalConfig) + extra, "config.yaml", overrides);
+}
+
+TEST(ConfigRules, RecomputeHierarchy) {
+  Config config = load(
+      "lora: false\nrecompute_block: false\nrecompute_att: true\nrecompute_qkv: false\nrecompute_ffn: false\n"
+      "recompute_swiglu: false\nrecompute_rmsnorm: false\n");
+  EXPECT_TRUE(config.recompute_att);
+  EXPECT_TRUE(config.recompute_qkv);  // recompute_att ⇒ recompute_qkv
+  EXPECT_FALSE(config.recompute_ffn);
+  EXPECT_FALSE(config.recompute_swiglu);
+
+  config = load("lora: false\nrecompute_block: true\nrecompute_att: false\nrecompute_qkv: false\nrecompute_ffn: false\n"
+                "recompute_swiglu: false\nrecompute_rmsnorm: false\n");
+  EXPECT_TRUE(config.recompute_att && config.recompute_ffn && config.recompute_rmsnorm);
+  EXPECT_TRUE(config.recompute_qkv && config.recompute_swiglu);
+
+  config = load("lora: true\nrecompute_lora: true\nrecompute_block: false\n");
+  EXPECT_TRUE(config.recompute_block);  // recompute_lora ⇒ recompute_block
+  config = load("lora: false\nrecompute_lora: true\nrecompute_block: false\nrecompute_att: false\n"
+                "recompute_ffn: false\nrecompute_rmsnorm: false\n");
+  EXPECT_FALSE(config.recompute_block);  // only with LoRA
+}
+
+TEST(ConfigRules, ZeroLevelsShardWhatTheyPromise) {
+  // Multi-GPU is not implemented yet, so check the implication directly.
+  Config config;
+  config.zero_level = 3;
+  apply_implications(config);
+  EXPECT_TRUE(config.shard_gradients);
+  EXPECT_TRUE(config.shard_weights);
+  Config two;
+  two.zero_level = 2;
+  apply_implications(two);
+  EXPECT_TRUE(two.shard_gradients);
+  EXPECT_FALSE(two.shard_weights);
+}
+
+TEST(ConfigRules, DerivedDefaults) {
+  Config config = load("output_dir: runs/a\nsequence_len: 512\n");
+  EXPECT_EQ(config.checkpoint_dir, "runs/a");
+  EXPECT_EQ(config.max_length, 512);
+  config = load("output_dir: runs/a\ncheckpoint_dir: ckpt\nsequence_len: 512\nmax_length: 256\n");
+  EXPECT_EQ(config.checkpoint_dir, "ckpt");
+  EXPECT_EQ(config.max_length, 256);
+}
+
+TEST(ConfigRules, CudaGraphsOffForQLoRAAndRecomputeLoraWithOffload) {
+  Config config;
+  config.qlora_bnb = true;
+  apply_implications(config);
+  EXPECT_FALSE(config.use_cuda_graphs);
+  Config other;
+  other.offload_residual = true;
+  apply_implications(other);
+  EXPECT_FALSE(other.use_cuda_graphs);
+}
+
+TEST(ConfigRules, ConstraintsBetweenOptions) {
+  EXPECT_TRUE(contains(load_error(std::string(kMinimalConfig) + "offload_quants: true\n"), "requires persistent_quants"));
+  EXPECT_TRUE(contains(load_error(std::string(kMinimalConfig) + "persistent_quants: true\n"), "requires shard_weights"));
+  EXPECT_TRUE(contains(load_error(std::string(kMinimalConfig) + "qlora_block_size: 100\n"), "64, 128 or 256"));
+  EXPECT_TRUE(contains(load_error(std::string(kMinimalConfig) + "qlora_bnb_block_size: 32\n"), "64, 128, 256 or 512"));
+  EXPECT_TRUE(contains(load_error(std::string(kMinimalConfig) + "qlora_fp8: true\nqlora_bnb: true\n"), "choose one"));
+  EXPECT_TRUE(contains(load_error(std::string(kMinimalConfig) + "lora: false\nqlora_bnb: true\n"), "needs lora: true"));
+  EXPECT_TRUE(contains(load_error(std::string(kMinimalConfig) + "zero_level: 4\n"), "1, 2 or 3"));
+  EXPECT_TRUE(contains(load_error(std::string(kMinimalConfig) + "cooldown_steps: 10\n"), "wsd"));
+  EXPECT_TRUE(contains(load_error(std::string(kMinimalConfig) + "lora: false\nmerge_adapter: true\n"), "needs lora"));
+}
+
+TEST(ConfigRules, RangesAreChecked) {
+  for (const char* bad : {"validation_split_ratio: 1.5\n", "warmup_ratio: -0.1\n", "final_lr_fraction: 2\n",
+                          "lora_dropout: 1.0\n", "num_epochs: 0\n", "per_device_train_batch_size: 0\n",
+                          "max_steps: 0\n", "learning_rate: 0\n", "adamw_beta2: 1.0\n", "lmhead_chunks: 0\n"}) {
+    std::string message = load_error(std::string(kMinimalConfig) + bad);
+    EXPECT_TRUE(contains(message, "config.yaml:5")) << bad << " → " << message;
+  }
+}
+
+TEST(ConfigRules, DatasetRequirements) {
+  EXPECT_TRUE(contains(load_error("model: m\n"), "'datasets' needs at least one entry"));
+  EXPECT_TRUE(contains(load_error("datasets:\n  - {path: d, type: text}\n"), "option 'model' is required"));
+  std::string message = load_error("model: m\ndatasets:\n  - path: d\n    type: instruction\n    output_field: o\n");
+  EXPECT_TRUE(contains(message, "datasets[0].instruction_field")) << message;
+  message = load_error("model: m\ndatasets:\n  - path: d\n    type: instruction\n    instruction_field: i\n"
+                       "    output_field: o\n    system_prompt_type: fixed\n");
+  EXPECT_TRUE(contains(message, "datasets[0].system_prompt")) << message;
+  EXPECT_TRUE(contains(load_error("model: m\ndatasets:\n  - type: text\n"), "datasets[0].path"));
+}
+
+TEST(ConfigRules, HardwareGating) {
+  Config config = load("");
+  config.recipe = "fp8_hybrid";
+  EXPECT_THROW(validate_for_hardware(config, 80), UserError);
+  EXPECT_NO_THROW(validate_for_hardware(config, 90));
+  config.recipe = "nvfp4";
+  EXPECT_THROW(validate_for_hardware(config, 90), UserError);
+  EXPECT_NO_THROW(validate_for_hardware(config, 100));
+  config.recipe = "bf16";
+  config.qlora_fp4 = true;
+  try {
+    validate_for_hardware(config, 0);
+    FAIL();
+  } catch (const UserError& error) {
+    EXPECT_TRUE(contains(error.what(), "SM100+")) << error.what();
+    EXPECT_TRUE(contains(error.what(), "no GPU")) << error.what();
+  }
+}
+
+TEST(ConfigRules, NotYetImplementedOptionsAreRejectedByName) {
+  std::string message = load_error(std::string(kMinimalConfig) + "report_to: [wandb]\n");
+  EXPECT_TRUE(contains(message, "config.yaml:5")) << message;
+  EXPECT_TRUE(contains(message, "'report_to' is valid but not implemented yet")) << message;
+  EXPECT_TRUE(contains(load_error(std::string(kMinimalConfig) + "offload_master: true\n"), "'offload_master'"));
+  EXPECT_TRUE(contains(load_error(kMinimalConfig, {"--gpus=2"}), "command line --gpus=2"));
+  EXPECT_TRUE(contains(load_error("model: m\ndatasets:\n  - {path: 's3://b/k', type: text}\n"), "s3://"));
+  // Setting an option to its default is fine.
+  EXPECT_NO_THROW(load("gpus: 1\nrecipe: bf16\nreport_to: []\n"));
+}
+
+}  // namespace
+}  // namespace surogate
