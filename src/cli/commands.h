@@ -17,5 +17,7 @@ struct Command {
 };
 
 Command register_info_command(CLI::App& parent);
+Command register_sft_command(CLI::App& parent);
+Command register_pt_command(CLI::App& parent);
 
 }  // namespace surogate::cli

@@ -27,6 +27,8 @@ int main(int argc, char** argv) {
 
   std::vector<Command> commands = {
       register_info_command(app),
+      register_sft_command(app),
+      register_pt_command(app),
   };
 
   try {
