@@ -46,6 +46,26 @@ std::string format_cuda_version(int version) {
   return fmt::format("{}.{}", version / 1000, (version % 1000) / 10);
 }
 
+bool cuda_device_available(std::string* reason) {
+#ifdef SUROGATE_WITH_CUDA
+  int count = 0;
+  cudaError_t error = cudaGetDeviceCount(&count);
+  if (error != cudaSuccess) {
+    if (reason) *reason = fmt::format("no usable CUDA device: {}", cudaGetErrorString(error));
+    cudaGetLastError();
+    return false;
+  }
+  if (count == 0) {
+    if (reason) *reason = "no CUDA device visible";
+    return false;
+  }
+  return true;
+#else
+  if (reason) *reason = "this build has no CUDA backend (configured with SUROGATE_CUDA=OFF)";
+  return false;
+#endif
+}
+
 CudaEnvironment query_cuda_environment() {
   CudaEnvironment env;
   env.cudnn_version = cudnn_version();

@@ -30,6 +30,10 @@ struct CudaEnvironment {
 
 CudaEnvironment query_cuda_environment();
 
+// True when this build has CUDA and a device can be used; otherwise `reason` (if given) says why
+// not. GPU tests call this and skip with the reason on machines without a GPU.
+bool cuda_device_available(std::string* reason = nullptr);
+
 // "13.0" from 13000.
 std::string format_cuda_version(int version);
 

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# The one script for the GPU machine (see docs/cuda.md).
+#
+#   scripts/gpu_check.sh --prepare   (here, on the build machine) build the CUDA tests for sm_90a
+#                                    and collect them plus the non-CUDA shared libraries they
+#                                    need into carry/cuda/ (git-ignored; pass `carry` to the run)
+#   scripts/gpu_check.sh             (on the GPU machine) say where cuDNN / NCCL / cuBLASLt live,
+#                                    show nvidia-smi, run tests/cuda (then again under
+#                                    compute-sanitizer memcheck if present) and the measurements,
+#                                    and print a short table. Logs go to $OUT when it is set.
+#
+# The GPU image has the CUDA toolkit but none of our Debian libraries (fmt, gtest, ...), so the
+# binaries are built here (glibc 2.36, older than the GPU image's, so they run there) and the
+# few libraries ldd names outside glibc / libstdc++ / CUDA travel with them.
+set -uo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+carry="$root/carry/cuda"
+
+if [[ "${1:-}" == "--prepare" ]]; then
+  build="${BUILD_DIR:-$root/build-cuda}"
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_CUDA_ARCHITECTURES=90a >/dev/null || exit 1
+  cmake --build "$build" -j2 --target cuda_tests cuda_measure || exit 1
+  rm -rf "$carry" && mkdir -p "$carry/lib"
+  cp "$build/tests/cuda/cuda_tests" "$build/tests/cuda/cuda_measure" "$carry/"
+  strip --strip-debug "$carry/cuda_tests" "$carry/cuda_measure"
+  ldd "$carry/cuda_tests" "$carry/cuda_measure" | awk '/=> \// {print $3}' | sort -u | while read -r lib; do
+    case "$(basename "$lib")" in
+      libc.so*|libm.so*|libdl.so*|librt.so*|libpthread.so*|ld-linux*|libstdc++*|libgcc_s*|libcuda*|libcublas*) ;;
+      *) cp -L "$lib" "$carry/lib/" ;;
+    esac
+  done
+  du -sh "$carry"; ls -l "$carry" "$carry/lib"
+  exit 0
+fi
+
+log_dir="${OUT:-/tmp/gpu_check}"
+mkdir -p "$log_dir"
+section() { printf '\n=== %s ===\n' "$1"; }
+
+section "libraries (cuDNN, NCCL, cuBLASLt)"
+ldconfig -p | grep -E 'libcudnn\.so|libnccl\.so|libcublasLt\.so|libcudart\.so' || echo "ldconfig: none of them registered"
+find /usr /opt -maxdepth 6 \( -name 'libcudnn.so*' -o -name 'libnccl.so*' -o -name 'libcublasLt.so*' \) 2>/dev/null | sort
+python3 - <<'PY' 2>/dev/null || echo "python3: no nvidia wheels found"
+import glob, os, site
+roots = site.getsitepackages() + [site.getusersitepackages()]
+for root in roots:
+    for path in sorted(glob.glob(os.path.join(root, "nvidia", "*", "lib", "lib*.so*"))):
+        if any(name in path for name in ("cudnn.so", "nccl.so", "cublasLt.so")):
+            print(path)
+PY
+
+section "nvidia-smi"
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv 2>&1
+nvcc --version 2>/dev/null | tail -1
+
+if [[ ! -x "$carry/cuda_tests" ]]; then
+  echo "no carried binaries in $carry: run 'scripts/gpu_check.sh --prepare' on the build machine and carry carry/cuda"
+  exit 1
+fi
+# cuBLASLt / cudart come from the GPU machine's own toolkit; fmt from the carried folder.
+export LD_LIBRARY_PATH="$carry/lib:/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PATH:-}"
+section "dynamic libraries resolved for cuda_tests"
+ldd "$carry/cuda_tests" | grep -E 'cublas|cudart|fmt|not found'
+
+section "tests/cuda"
+"$carry/cuda_tests" --gtest_output="xml:$log_dir/cuda_tests.xml" 2>&1 | tee "$log_dir/cuda_tests.log" | grep -E '^\[ *(RUN|OK|FAILED|PASSED|SKIPPED) |Failure|error|Expected|Which is|relative' | head -120
+tests_status=${PIPESTATUS[0]}
+
+section "measurements"
+"$carry/cuda_measure" 2>&1 | tee "$log_dir/cuda_measure.log"
+measure_status=${PIPESTATUS[0]}
+
+memcheck_status="not run (compute-sanitizer missing)"
+if command -v compute-sanitizer >/dev/null 2>&1; then
+  section "compute-sanitizer memcheck over tests/cuda"
+  timeout 300 compute-sanitizer --tool memcheck --print-limit 20 "$carry/cuda_tests" >"$log_dir/memcheck.log" 2>&1
+  code=$?
+  grep -E 'ERROR SUMMARY|Invalid|out of bounds' "$log_dir/memcheck.log" | head -20
+  memcheck_status="exit $code"
+  section "compute-sanitizer racecheck over the shared-memory kernels"
+  timeout 240 compute-sanitizer --tool racecheck --print-limit 20 "$carry/cuda_tests" \
+    --gtest_filter='CudaAttention.*:CudaRmsnorm.*:CudaCrossEntropy.*' >"$log_dir/racecheck.log" 2>&1
+  code=$?
+  grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|hazard' "$log_dir/racecheck.log" | head -20
+  memcheck_status="$memcheck_status; racecheck exit $code"
+fi
+
+section "summary"
+printf '| step | result |\n| --- | --- |\n'
+printf '| tests/cuda | %s |\n' "$(grep -E '^\[  (PASSED|FAILED) ' "$log_dir/cuda_tests.log" | tr '\n' ' ') (exit $tests_status)"
+printf '| measurements | exit %s |\n' "$measure_status"
+printf '| memcheck | %s |\n' "$memcheck_status"
+grep -E '^\| ' "$log_dir/cuda_measure.log" | grep -v -- '---' | grep -v measurement
+exit $tests_status

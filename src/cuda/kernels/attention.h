@@ -1,0 +1,54 @@
+// Flash attention (forward and backward) for causal decoder training on packed documents.
+//
+// Layouts (row-major, bf16): q, out, dq [tokens, q_heads, head_dim]; k, v, dk, dv
+// [tokens, kv_heads, head_dim]; all tokens of a batch are flattened (B·T) and
+// cu_seqlens (int32 [documents + 1], 0 … tokens) marks the packed documents.
+// A query i sees key j iff j ≤ i, j is in i's document, and (window > 0 only) i − j < window.
+// GQA: q head h reads kv head h / (q_heads / kv_heads). logsumexp (fp32 [q_heads, tokens],
+// natural log, of the scaled scores) is saved by the forward for the backward.
+//
+// Kernels: FlashAttention-2 style, tensor cores through mma.sync m16n8k16 (bf16 in, fp32
+// accumulate; sm_80+, wgmma not used yet), head_dim 32, 64 or 128.
+//   forward:  a block of 4 warps owns 64 query rows of one head (16 per warp, Q fragments in
+//             registers) and walks 64-key tiles of K and V through shared memory (rows padded
+//             by 16 bytes: conflict-free fragment loads; V read with ldmatrix.trans). Online
+//             softmax in the exp2 domain; P goes from the score accumulators straight into
+//             the A operand of P·V without touching shared memory. Only key tiles that some
+//             row of the block can see are visited (causal + document + window bounds).
+//   backward: delta = rowsum(dO ∘ O) first; then a block owns 64 keys of one kv head (16 per
+//             warp, dK/dV accumulated in registers over every q head of its GQA group and
+//             every 32-query tile that can see those keys; written once: deterministic).
+//             dQ is accumulated with fp32 atomics into a workspace and converted to bf16 at
+//             the end: dQ is NOT bitwise deterministic (rounding-level differences).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace surogate::cuda {
+
+struct AttentionShape {
+  int64_t tokens = 0;
+  int q_heads = 0;
+  int kv_heads = 0;
+  int head_dim = 0;
+  int documents = 0;        // entries of cu_seqlens minus one
+  int window = 0;           // sliding window in tokens; 0 = unlimited
+  float softmax_scale = 0;  // usually 1 / sqrt(head_dim)
+};
+
+void attention_forward(__nv_bfloat16* out, float* logsumexp, const __nv_bfloat16* q, const __nv_bfloat16* k,
+                       const __nv_bfloat16* v, const int32_t* cu_seqlens, const AttentionShape& shape,
+                       cudaStream_t stream);
+
+// fp32 workspace the backward needs: dQ accumulator and delta.
+int64_t attention_backward_workspace_floats(const AttentionShape& shape);
+
+void attention_backward(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bfloat16* dv, float* workspace,
+                        const __nv_bfloat16* dout, const __nv_bfloat16* q, const __nv_bfloat16* k,
+                        const __nv_bfloat16* v, const __nv_bfloat16* out, const float* logsumexp,
+                        const int32_t* cu_seqlens, const AttentionShape& shape, cudaStream_t stream);
+
+}  // namespace surogate::cuda

@@ -1,0 +1,231 @@
+// Flash attention forward (see attention.h for layouts and masking, attention_tiles.cuh for
+// the fragment layouts). Tiles: 64 queries × 64 keys per step, 4 warps × 16 query rows.
+// K/V tiles are double-buffered: the cp.async copy of tile i+1 runs while tile i is computed.
+// Tiles that every row of the block sees entirely (away from the diagonal and document
+// boundaries: most of them) skip the per-element mask.
+#include "cuda/cuda_check.h"
+#include "cuda/kernels/attention.h"
+#include "cuda/kernels/attention_tiles.cuh"
+
+namespace surogate::cuda {
+namespace {
+
+using namespace attention;
+
+constexpr int kBlockQueries = 64;
+constexpr int kBlockKeys = 64;
+
+template <int kHeadDim>
+constexpr size_t forward_shared_bytes() {
+  return size_t{kBlockQueries + 4 * kBlockKeys} * (kHeadDim + kPad) * sizeof(__nv_bfloat16);
+}
+
+template <int kHeadDim>
+__global__ void __launch_bounds__(kThreads)
+    attention_forward_kernel(__nv_bfloat16* out, float* logsumexp, const __nv_bfloat16* q, const __nv_bfloat16* k,
+                             const __nv_bfloat16* v, const int32_t* cu_seqlens, AttentionShape shape) {
+  constexpr int kStride = kHeadDim + kPad;
+  constexpr int kSlices = kHeadDim / 16;       // k-slices of the head dimension
+  constexpr int kOutTiles = kHeadDim / 8;      // n-tiles of the output
+  constexpr int kScoreTiles = kBlockKeys / 8;  // n-tiles of the scores
+  extern __shared__ __align__(16) unsigned char shared_raw[];
+  __nv_bfloat16* tile_q = reinterpret_cast<__nv_bfloat16*>(shared_raw);
+  // Two stages of (K, V) after Q.
+  __nv_bfloat16* stages = tile_q + kBlockQueries * kStride;
+
+  const int head = blockIdx.y;
+  const int kv_head = head / (shape.q_heads / shape.kv_heads);
+  const int64_t tokens = shape.tokens;
+  const int64_t q_stride = int64_t{shape.q_heads} * kHeadDim, kv_stride = int64_t{shape.kv_heads} * kHeadDim;
+  const int64_t first_query = int64_t{blockIdx.x} * kBlockQueries;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+
+  load_tile<kHeadDim>(tile_q, q + first_query * q_stride + int64_t{head} * kHeadDim, q_stride, kBlockQueries,
+                      tokens - first_query);
+
+  // The two rows this thread accumulates, and the lowest key each may see.
+  int64_t rows[2], lowest[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    rows[r] = first_query + warp * 16 + g + 8 * r;
+    lowest[r] = rows[r] < tokens ? lowest_visible_key(cu_seqlens, shape.documents, shape.window, rows[r]) : tokens;
+  }
+  const int64_t key_begin = lowest_visible_key(cu_seqlens, shape.documents, shape.window, first_query);
+  const int64_t key_end = min(first_query + kBlockQueries, tokens);
+  // A key tile [first, first + 64) is fully visible to every row when it lies below the first
+  // row and at or above the lowest key the last row may see.
+  const int64_t last_row = key_end - 1;
+  const int64_t last_row_lowest = lowest_visible_key(cu_seqlens, shape.documents, shape.window, last_row);
+  const bool rows_complete = first_query + kBlockQueries <= tokens;
+  auto load_stage = [&](int stage, int64_t first_key) {
+    __nv_bfloat16* tile_k = stages + stage * 2 * kBlockKeys * kStride;
+    const int64_t offset = first_key * kv_stride + int64_t{kv_head} * kHeadDim;
+    load_tile_async<kHeadDim>(tile_k, k + offset, kv_stride, kBlockKeys, tokens - first_key);
+    load_tile_async<kHeadDim>(tile_k + kBlockKeys * kStride, v + offset, kv_stride, kBlockKeys, tokens - first_key);
+    copy_async_commit();
+  };
+  load_stage(0, key_begin);
+  __syncthreads();
+
+  uint32_t q_fragments[kSlices][4];
+#pragma unroll
+  for (int s = 0; s < kSlices; ++s) {
+    const __nv_bfloat16* base = tile_q + (warp * 16 + g) * kStride + s * 16 + 2 * t;
+    q_fragments[s][0] = load_pair(base);
+    q_fragments[s][1] = load_pair(base + 8 * kStride);
+    q_fragments[s][2] = load_pair(base + 8);
+    q_fragments[s][3] = load_pair(base + 8 * kStride + 8);
+  }
+
+  float accumulator[kOutTiles][4] = {};
+  float row_max[2] = {-INFINITY, -INFINITY};
+  float row_sum[2] = {0.0f, 0.0f};
+  const float scale_log2 = shape.softmax_scale * kLog2e;
+
+  int stage = 0;
+  for (int64_t first_key = key_begin; first_key < key_end; first_key += kBlockKeys, stage ^= 1) {
+    if (first_key + kBlockKeys < key_end) {
+      load_stage(stage ^ 1, first_key + kBlockKeys);  // that stage was released by the last barrier
+      copy_async_wait<1>();
+    } else {
+      copy_async_wait<0>();
+    }
+    __syncthreads();  // this stage's tiles are complete for every thread
+    const __nv_bfloat16* tile_k = stages + stage * 2 * kBlockKeys * kStride;
+    const __nv_bfloat16* tile_v = tile_k + kBlockKeys * kStride;
+    const bool fully_visible =
+        rows_complete && first_key + kBlockKeys - 1 <= first_query && first_key >= last_row_lowest;
+
+    float scores[kScoreTiles][4] = {};
+#pragma unroll
+    for (int s = 0; s < kSlices; ++s) {
+#pragma unroll
+      for (int n = 0; n < kScoreTiles; ++n) {
+        const __nv_bfloat16* base = tile_k + (n * 8 + g) * kStride + s * 16 + 2 * t;
+        mma_16816(scores[n], q_fragments[s], load_pair(base), load_pair(base + 8));
+      }
+    }
+
+    // Mask, scale to the exp2 domain, and update the running max.
+    float new_max[2] = {row_max[0], row_max[1]};
+    if (fully_visible) {
+#pragma unroll
+      for (int n = 0; n < kScoreTiles; ++n) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          scores[n][e] *= scale_log2;
+          new_max[e / 2] = fmaxf(new_max[e / 2], scores[n][e]);
+        }
+      }
+    } else {
+#pragma unroll
+      for (int n = 0; n < kScoreTiles; ++n) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int r = e / 2;
+          const int64_t key = first_key + n * 8 + 2 * t + (e % 2);
+          const bool visible = key <= rows[r] && key >= lowest[r] && rows[r] < tokens;
+          scores[n][e] = visible ? scores[n][e] * scale_log2 : -INFINITY;
+          new_max[r] = fmaxf(new_max[r], scores[n][e]);
+        }
+      }
+    }
+    float correction[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      new_max[r] = fmaxf(new_max[r], __shfl_xor_sync(0xffffffffu, new_max[r], 1));
+      new_max[r] = fmaxf(new_max[r], __shfl_xor_sync(0xffffffffu, new_max[r], 2));
+      const float base = new_max[r] == -INFINITY ? 0.0f : new_max[r];
+      correction[r] = exp2f(row_max[r] - base);
+      row_max[r] = new_max[r];
+      row_sum[r] *= correction[r];
+    }
+#pragma unroll
+    for (int n = 0; n < kScoreTiles; ++n) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = e / 2;
+        const float base = row_max[r] == -INFINITY ? 0.0f : row_max[r];
+        scores[n][e] = exp2f(scores[n][e] - base);
+        row_sum[r] += scores[n][e];
+      }
+    }
+#pragma unroll
+    for (int n = 0; n < kOutTiles; ++n) {
+      accumulator[n][0] *= correction[0];
+      accumulator[n][1] *= correction[0];
+      accumulator[n][2] *= correction[1];
+      accumulator[n][3] *= correction[1];
+    }
+
+    // accumulator += P · V, P straight from registers.
+#pragma unroll
+    for (int s = 0; s < kBlockKeys / 16; ++s) {
+      const uint32_t p[4] = {pack_bf16x2(scores[2 * s][0], scores[2 * s][1]),
+                             pack_bf16x2(scores[2 * s][2], scores[2 * s][3]),
+                             pack_bf16x2(scores[2 * s + 1][0], scores[2 * s + 1][1]),
+                             pack_bf16x2(scores[2 * s + 1][2], scores[2 * s + 1][3])};
+#pragma unroll
+      for (int d = 0; d < kHeadDim / 16; ++d) {
+        uint32_t b[4];
+        ldmatrix_x4_trans(b, tile_v + (s * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * kStride + d * 16 +
+                                 (lane >> 4) * 8);
+        mma_16816(accumulator[2 * d], p, b[0], b[1]);
+        mma_16816(accumulator[2 * d + 1], p, b[2], b[3]);
+      }
+    }
+    __syncthreads();  // every warp is done with this stage before it is refilled
+  }
+
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    row_sum[r] += __shfl_xor_sync(0xffffffffu, row_sum[r], 1);
+    row_sum[r] += __shfl_xor_sync(0xffffffffu, row_sum[r], 2);
+    if (rows[r] >= tokens) continue;
+    const float inverse = 1.0f / row_sum[r];
+    __nv_bfloat16* target = out + rows[r] * q_stride + int64_t{head} * kHeadDim + 2 * t;
+#pragma unroll
+    for (int n = 0; n < kOutTiles; ++n) {
+      *reinterpret_cast<__nv_bfloat162*>(target + n * 8) =
+          __floats2bfloat162_rn(accumulator[n][2 * r] * inverse, accumulator[n][2 * r + 1] * inverse);
+    }
+    if (t == 0) logsumexp[int64_t{head} * tokens + rows[r]] = row_max[r] / kLog2e + logf(row_sum[r]);
+  }
+}
+
+template <int kHeadDim>
+void launch_forward(__nv_bfloat16* out, float* logsumexp, const __nv_bfloat16* q, const __nv_bfloat16* k,
+                    const __nv_bfloat16* v, const int32_t* cu_seqlens, const AttentionShape& shape,
+                    cudaStream_t stream) {
+  constexpr size_t kShared = forward_shared_bytes<kHeadDim>();
+  CUDA_CHECK(cudaFuncSetAttribute(attention_forward_kernel<kHeadDim>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  static_cast<int>(kShared)));
+  const dim3 grid(static_cast<unsigned>((shape.tokens + kBlockQueries - 1) / kBlockQueries), shape.q_heads);
+  attention_forward_kernel<kHeadDim><<<grid, kThreads, kShared, stream>>>(out, logsumexp, q, k, v, cu_seqlens, shape);
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+void check_attention_shape(const AttentionShape& shape) {
+  CUDA_REQUIRE(shape.head_dim == 32 || shape.head_dim == 64 || shape.head_dim == 128,
+               "attention: head_dim must be 32, 64 or 128");
+  CUDA_REQUIRE(shape.q_heads > 0 && shape.kv_heads > 0 && shape.q_heads % shape.kv_heads == 0,
+               "attention: q_heads must be a positive multiple of kv_heads");
+  CUDA_REQUIRE(shape.documents > 0, "attention: cu_seqlens needs at least one document");
+  CUDA_REQUIRE(shape.window >= 0, "attention: window must be 0 (none) or positive");
+}
+
+void attention_forward(__nv_bfloat16* out, float* logsumexp, const __nv_bfloat16* q, const __nv_bfloat16* k,
+                       const __nv_bfloat16* v, const int32_t* cu_seqlens, const AttentionShape& shape,
+                       cudaStream_t stream) {
+  check_attention_shape(shape);
+  if (shape.tokens == 0) return;
+  switch (shape.head_dim) {
+    case 32: launch_forward<32>(out, logsumexp, q, k, v, cu_seqlens, shape, stream); break;
+    case 64: launch_forward<64>(out, logsumexp, q, k, v, cu_seqlens, shape, stream); break;
+    default: launch_forward<128>(out, logsumexp, q, k, v, cu_seqlens, shape, stream); break;
+  }
+}
+
+}  // namespace surogate::cuda

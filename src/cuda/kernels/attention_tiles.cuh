@@ -1,0 +1,119 @@
+// Tensor-core fragment helpers for the attention kernels: mma.sync m16n8k16 (bf16 → fp32),
+// ldmatrix.x4.trans, bf16 pair packing, and the visibility rule (causal + document + window).
+//
+// Fragment layout of m16n8k16 (g = lane / 4, t = lane % 4):
+//   A 16×16: a0 = (g, 2t..2t+1), a1 = (g+8, 2t..), a2 = (g, 2t+8..), a3 = (g+8, 2t+8..)
+//   B 16×8:  b0 = (k = 2t..2t+1, n = g), b1 = (k = 2t+8.., n = g)
+//   C 16×8:  c0,c1 = (g, 2t..2t+1), c2,c3 = (g+8, 2t..2t+1)
+// Two neighbouring C tiles (n-tiles 2j, 2j+1) re-packed to bf16 are exactly the A fragment of
+// the k-slice j: this is how probabilities feed the next product without shared memory.
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+#include "cuda/kernels/attention.h"
+
+namespace surogate::cuda {
+// Throws (CUDA_REQUIRE) on shapes the kernels do not handle; shared by forward and backward.
+void check_attention_shape(const AttentionShape& shape);
+}  // namespace surogate::cuda
+
+namespace surogate::cuda::attention {
+
+constexpr int kWarps = 4;
+constexpr int kThreads = kWarps * 32;
+constexpr int kPad = 8;  // bf16 elements of padding per shared-memory row (16 bytes)
+constexpr float kLog2e = 1.4426950408889634f;
+
+__device__ __forceinline__ void mma_16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Four 8×8 bf16 matrices, transposed; lane l gives the row address of matrix l / 8, row l % 8.
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const __nv_bfloat16* address) {
+  const uint32_t shared = static_cast<uint32_t>(__cvta_generic_to_shared(address));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(shared));
+}
+
+__device__ __forceinline__ uint32_t pack_bf16x2(float low, float high) {
+  __nv_bfloat162 pair = __floats2bfloat162_rn(low, high);
+  return *reinterpret_cast<uint32_t*>(&pair);
+}
+
+__device__ __forceinline__ uint32_t load_pair(const __nv_bfloat16* address) {
+  return *reinterpret_cast<const uint32_t*>(address);
+}
+
+// First token of the document holding `token` (largest cu_seqlens[d] ≤ token).
+__device__ __forceinline__ int64_t document_start(const int32_t* cu_seqlens, int documents, int64_t token) {
+  int low = 0, high = documents - 1;
+  while (low < high) {
+    const int middle = (low + high + 1) / 2;
+    if (cu_seqlens[middle] <= token) low = middle; else high = middle - 1;
+  }
+  return cu_seqlens[low];
+}
+
+// One past the last token of the document holding `token`.
+__device__ __forceinline__ int64_t document_end(const int32_t* cu_seqlens, int documents, int64_t token) {
+  int low = 0, high = documents - 1;
+  while (low < high) {
+    const int middle = (low + high + 1) / 2;
+    if (cu_seqlens[middle] <= token) low = middle; else high = middle - 1;
+  }
+  return cu_seqlens[low + 1];
+}
+
+// Lowest key a query sees: its document start, raised by the sliding window.
+__device__ __forceinline__ int64_t lowest_visible_key(const int32_t* cu_seqlens, int documents, int window,
+                                                      int64_t query) {
+  int64_t low = document_start(cu_seqlens, documents, query);
+  if (window > 0 && query - window + 1 > low) low = query - window + 1;
+  return low;
+}
+
+// Copies `rows` rows of head_dim bf16 (global row stride `stride` elements, starting at `source`)
+// into a padded shared tile; rows at or past `valid_rows` are zero-filled. 16-byte vectors.
+template <int kHeadDim>
+__device__ __forceinline__ void load_tile(__nv_bfloat16* tile, const __nv_bfloat16* source, int64_t stride,
+                                          int rows, int64_t valid_rows) {
+  constexpr int kVectors = kHeadDim / 8;
+  for (int chunk = threadIdx.x; chunk < rows * kVectors; chunk += kThreads) {
+    const int row = chunk / kVectors, column = (chunk % kVectors) * 8;
+    uint4 value = make_uint4(0, 0, 0, 0);
+    if (row < valid_rows) value = *reinterpret_cast<const uint4*>(source + row * stride + column);
+    *reinterpret_cast<uint4*>(tile + row * (kHeadDim + kPad) + column) = value;
+  }
+}
+
+// Asynchronous 16-byte global → shared copy (cp.async, sm_80+); `valid` false writes zeros.
+__device__ __forceinline__ void copy_async_16(void* shared_target, const void* global_source, bool valid) {
+  const uint32_t shared = static_cast<uint32_t>(__cvta_generic_to_shared(shared_target));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared), "l"(global_source),
+               "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void copy_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int kPending>
+__device__ __forceinline__ void copy_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending)); }
+
+// load_tile through cp.async: the caller commits, waits and synchronises.
+template <int kHeadDim>
+__device__ __forceinline__ void load_tile_async(__nv_bfloat16* tile, const __nv_bfloat16* source, int64_t stride,
+                                                int rows, int64_t valid_rows) {
+  constexpr int kVectors = kHeadDim / 8;
+  for (int chunk = threadIdx.x; chunk < rows * kVectors; chunk += kThreads) {
+    const int row = chunk / kVectors, column = (chunk % kVectors) * 8;
+    const bool valid = row < valid_rows;
+    copy_async_16(tile + row * (kHeadDim + kPad) + column, valid ? source + row * stride + column : source, valid);
+  }
+}
+
+}  // namespace surogate::cuda::attention

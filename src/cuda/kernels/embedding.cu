@@ -1,0 +1,63 @@
+// Embedding lookup and its scatter-add gradient (see embedding.h).
+#include "cuda/cuda_check.h"
+#include "cuda/kernels/embedding.h"
+#include "cuda/kernels/vector_math.cuh"
+
+namespace surogate::cuda {
+namespace {
+
+using kernels::Bf16x8;
+using kernels::kPackWidth;
+
+__global__ void embedding_forward_kernel(__nv_bfloat16* out, const int32_t* ids, const __nv_bfloat16* table,
+                                         int64_t tokens, int64_t vocab, int64_t channels) {
+  const int64_t vectors_per_row = channels / kPackWidth;
+  const int64_t index = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (index >= tokens * vectors_per_row) return;
+  const int64_t token = index / vectors_per_row, column = (index % vectors_per_row) * kPackWidth;
+  const int32_t id = ids[token];
+  Bf16x8 value{};
+  if (id >= 0 && id < vocab) value = kernels::load_bf16x8(table + id * channels + column);
+  kernels::store_bf16x8(out + token * channels + column, value);
+}
+
+__global__ void embedding_backward_kernel(float* dtable, const int32_t* ids, const __nv_bfloat16* dout,
+                                          int64_t tokens, int64_t vocab, int64_t channels) {
+  const int64_t vectors_per_row = channels / kPackWidth;
+  const int64_t index = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (index >= tokens * vectors_per_row) return;
+  const int64_t token = index / vectors_per_row, column = (index % vectors_per_row) * kPackWidth;
+  const int32_t id = ids[token];
+  if (id < 0 || id >= vocab) return;
+  float values[kPackWidth];
+  kernels::unpack(kernels::load_bf16x8(dout + token * channels + column), values);
+  float* target = dtable + id * channels + column;
+#pragma unroll
+  for (int i = 0; i < kPackWidth; ++i) atomicAdd(target + i, values[i]);
+}
+
+constexpr int kThreads = 256;
+
+unsigned blocks_for(int64_t work) { return static_cast<unsigned>((work + kThreads - 1) / kThreads); }
+
+}  // namespace
+
+void embedding_forward(__nv_bfloat16* out, const int32_t* ids, const __nv_bfloat16* table, int64_t tokens,
+                       int64_t vocab, int64_t channels, cudaStream_t stream) {
+  CUDA_REQUIRE(channels % kPackWidth == 0, "embedding: channels must be a multiple of 8");
+  if (tokens == 0) return;
+  embedding_forward_kernel<<<blocks_for(tokens * channels / kPackWidth), kThreads, 0, stream>>>(out, ids, table, tokens,
+                                                                                              vocab, channels);
+  CUDA_CHECK_LAUNCH();
+}
+
+void embedding_backward(float* dtable, const int32_t* ids, const __nv_bfloat16* dout, int64_t tokens, int64_t vocab,
+                        int64_t channels, cudaStream_t stream) {
+  CUDA_REQUIRE(channels % kPackWidth == 0, "embedding: channels must be a multiple of 8");
+  if (tokens == 0) return;
+  embedding_backward_kernel<<<blocks_for(tokens * channels / kPackWidth), kThreads, 0, stream>>>(
+      dtable, ids, dout, tokens, vocab, channels);
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace surogate::cuda

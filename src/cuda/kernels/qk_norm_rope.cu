@@ -1,0 +1,192 @@
+// Fused per-head RMSNorm + RoPE kernels (see qk_norm_rope.h).
+#include <algorithm>
+
+#include "cuda/cuda_check.h"
+#include "cuda/kernels/qk_norm_rope.h"
+#include "cuda/kernels/vector_math.cuh"
+
+namespace surogate::cuda {
+namespace {
+
+using kernels::kPackWidth;
+
+constexpr int kThreads = 256;
+constexpr int kMaxBackwardBlocks = 256;
+
+// Sum over the `lanes` consecutive lanes (a power of two ≤ 32) that share one row.
+__device__ __forceinline__ float group_sum(float value, int lanes) {
+  for (int offset = lanes / 2; offset > 0; offset /= 2) value += __shfl_xor_sync(0xffffffffu, value, offset);
+  return value;
+}
+
+// cos / sin of this lane's 8 angles (sine negated for the backward).
+__device__ __forceinline__ void rotation(float (&cosine)[kPackWidth], float (&sine)[kPackWidth], const float* inv_freq,
+                                         int first, float position, float scaling, float sine_sign) {
+#pragma unroll
+  for (int i = 0; i < kPackWidth; ++i) {
+    float s, c;
+    sincosf(position * inv_freq[first + i], &s, &c);
+    cosine[i] = c * scaling;
+    sine[i] = s * scaling * sine_sign;
+  }
+}
+
+__global__ void qk_norm_rope_forward_kernel(__nv_bfloat16* out, float* rstd_out, const __nv_bfloat16* input,
+                                            const __nv_bfloat16* weight, const float* inv_freq,
+                                            const int32_t* position_ids, QkNormRopeShape shape) {
+  const int lanes = shape.head_dim / 16, half = shape.head_dim / 2;
+  const int64_t rows = shape.tokens * shape.heads;
+  const int64_t row = (int64_t{blockIdx.x} * kThreads + threadIdx.x) / lanes;
+  const int lane = threadIdx.x % lanes;
+  const bool active = row < rows;  // inactive lanes still join the shuffles
+  const int first = lane * kPackWidth;
+  float low[kPackWidth] = {}, high[kPackWidth] = {};
+  if (active) {
+    kernels::unpack(kernels::load_bf16x8(input + row * shape.head_dim + first), low);
+    kernels::unpack(kernels::load_bf16x8(input + row * shape.head_dim + first + half), high);
+  }
+  float sum = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kPackWidth; ++i) sum += low[i] * low[i] + high[i] * high[i];
+  sum = group_sum(sum, lanes);
+  if (!active) return;
+  const float rstd = rsqrtf(sum / shape.head_dim + shape.epsilon);
+  if (lane == 0) rstd_out[row] = rstd;
+  float w_low[kPackWidth], w_high[kPackWidth], cosine[kPackWidth], sine[kPackWidth];
+  kernels::unpack(kernels::load_bf16x8(weight + first), w_low);
+  kernels::unpack(kernels::load_bf16x8(weight + first + half), w_high);
+  rotation(cosine, sine, inv_freq, first, static_cast<float>(position_ids[row / shape.heads]), shape.scaling, 1.0f);
+  float y_low[kPackWidth], y_high[kPackWidth];
+#pragma unroll
+  for (int i = 0; i < kPackWidth; ++i) {
+    const float n_low = low[i] * rstd * w_low[i], n_high = high[i] * rstd * w_high[i];
+    y_low[i] = n_low * cosine[i] - n_high * sine[i];
+    y_high[i] = n_high * cosine[i] + n_low * sine[i];
+  }
+  kernels::store_bf16x8(out + row * shape.head_dim + first, kernels::pack(y_low));
+  kernels::store_bf16x8(out + row * shape.head_dim + first + half, kernels::pack(y_high));
+}
+
+__global__ void qk_norm_rope_backward_kernel(__nv_bfloat16* dinput, float* partials, const __nv_bfloat16* dout,
+                                             const __nv_bfloat16* input, const __nv_bfloat16* weight,
+                                             const float* rstd_in, const float* inv_freq,
+                                             const int32_t* position_ids, QkNormRopeShape shape) {
+  extern __shared__ float lane_partials[];  // [kThreads][16]: this thread's dw for its 16 channels
+  const int lanes = shape.head_dim / 16, half = shape.head_dim / 2;
+  const int rows_per_block = kThreads / lanes;
+  const int64_t rows = shape.tokens * shape.heads;
+  const int lane = threadIdx.x % lanes, first = lane * kPackWidth;
+  float w_low[kPackWidth], w_high[kPackWidth];
+  kernels::unpack(kernels::load_bf16x8(weight + first), w_low);
+  kernels::unpack(kernels::load_bf16x8(weight + first + half), w_high);
+  float dw_low[kPackWidth] = {}, dw_high[kPackWidth] = {};
+
+  for (int64_t base = int64_t{blockIdx.x} * rows_per_block; base < rows; base += int64_t{gridDim.x} * rows_per_block) {
+    const int64_t row = base + threadIdx.x / lanes;
+    const bool active = row < rows;
+    float x_low[kPackWidth] = {}, x_high[kPackWidth] = {}, g_low[kPackWidth] = {}, g_high[kPackWidth] = {};
+    float dot = 0.0f, rstd = 0.0f;
+    if (active) {
+      float dy_low[kPackWidth], dy_high[kPackWidth], cosine[kPackWidth], sine[kPackWidth];
+      kernels::unpack(kernels::load_bf16x8(dout + row * shape.head_dim + first), dy_low);
+      kernels::unpack(kernels::load_bf16x8(dout + row * shape.head_dim + first + half), dy_high);
+      kernels::unpack(kernels::load_bf16x8(input + row * shape.head_dim + first), x_low);
+      kernels::unpack(kernels::load_bf16x8(input + row * shape.head_dim + first + half), x_high);
+      rotation(cosine, sine, inv_freq, first, static_cast<float>(position_ids[row / shape.heads]), shape.scaling,
+               -1.0f);
+      rstd = rstd_in[row];
+#pragma unroll
+      for (int i = 0; i < kPackWidth; ++i) {
+        const float dn_low = dy_low[i] * cosine[i] - dy_high[i] * sine[i];
+        const float dn_high = dy_high[i] * cosine[i] + dy_low[i] * sine[i];
+        x_low[i] *= rstd;
+        x_high[i] *= rstd;
+        g_low[i] = dn_low * w_low[i];
+        g_high[i] = dn_high * w_high[i];
+        dot += g_low[i] * x_low[i] + g_high[i] * x_high[i];
+        dw_low[i] += dn_low * x_low[i];
+        dw_high[i] += dn_high * x_high[i];
+      }
+    }
+    dot = group_sum(dot, lanes) / shape.head_dim;
+    if (!active) continue;
+    float dx_low[kPackWidth], dx_high[kPackWidth];
+#pragma unroll
+    for (int i = 0; i < kPackWidth; ++i) {
+      dx_low[i] = rstd * (g_low[i] - x_low[i] * dot);
+      dx_high[i] = rstd * (g_high[i] - x_high[i] * dot);
+    }
+    kernels::store_bf16x8(dinput + row * shape.head_dim + first, kernels::pack(dx_low));
+    kernels::store_bf16x8(dinput + row * shape.head_dim + first + half, kernels::pack(dx_high));
+  }
+
+  // Fixed-order reduction of the block's lanes that own the same channels.
+#pragma unroll
+  for (int i = 0; i < kPackWidth; ++i) {
+    lane_partials[threadIdx.x * 16 + i] = dw_low[i];
+    lane_partials[threadIdx.x * 16 + 8 + i] = dw_high[i];
+  }
+  __syncthreads();
+  for (int channel = threadIdx.x; channel < shape.head_dim; channel += kThreads) {
+    const int owner = channel < half ? channel / kPackWidth : (channel - half) / kPackWidth;
+    const int slot = channel < half ? channel % kPackWidth : 8 + (channel - half) % kPackWidth;
+    float sum = 0.0f;
+    for (int r = 0; r < rows_per_block; ++r) sum += lane_partials[(r * lanes + owner) * 16 + slot];
+    partials[int64_t{blockIdx.x} * shape.head_dim + channel] = sum;
+  }
+}
+
+__global__ void sum_partials_kernel(float* dweight, const float* partials, int partial_count, int channels) {
+  const int channel = blockIdx.x * blockDim.x + threadIdx.x;
+  if (channel >= channels) return;
+  float sum = 0.0f;
+  for (int p = 0; p < partial_count; ++p) sum += partials[int64_t{p} * channels + channel];
+  dweight[channel] += sum;
+}
+
+void check_shape(const QkNormRopeShape& shape) {
+  CUDA_REQUIRE(shape.head_dim % 16 == 0 && shape.head_dim >= 16 && shape.head_dim <= 256 &&
+                   ((shape.head_dim / 16) & (shape.head_dim / 16 - 1)) == 0,
+               "qk_norm_rope: head_dim must be 16, 32, 64, 128 or 256");
+  CUDA_REQUIRE(shape.heads > 0, "qk_norm_rope: heads must be positive");
+}
+
+int64_t backward_blocks(const QkNormRopeShape& shape) {
+  const int64_t rows_per_block = kThreads / (shape.head_dim / 16);
+  const int64_t needed = (shape.tokens * shape.heads + rows_per_block - 1) / rows_per_block;
+  return std::clamp<int64_t>(needed, 1, kMaxBackwardBlocks);
+}
+
+}  // namespace
+
+void qk_norm_rope_forward(__nv_bfloat16* out, float* rstd, const __nv_bfloat16* input, const __nv_bfloat16* weight,
+                          const float* inv_freq, const int32_t* position_ids, const QkNormRopeShape& shape,
+                          cudaStream_t stream) {
+  check_shape(shape);
+  const int64_t threads_total = shape.tokens * shape.heads * (shape.head_dim / 16);
+  if (threads_total == 0) return;
+  qk_norm_rope_forward_kernel<<<static_cast<unsigned>((threads_total + kThreads - 1) / kThreads), kThreads, 0,
+                                stream>>>(out, rstd, input, weight, inv_freq, position_ids, shape);
+  CUDA_CHECK_LAUNCH();
+}
+
+int64_t qk_norm_rope_backward_scratch_floats(const QkNormRopeShape& shape) {
+  return backward_blocks(shape) * shape.head_dim;
+}
+
+void qk_norm_rope_backward(__nv_bfloat16* dinput, float* dweight, float* scratch, const __nv_bfloat16* dout,
+                           const __nv_bfloat16* input, const __nv_bfloat16* weight, const float* rstd,
+                           const float* inv_freq, const int32_t* position_ids, const QkNormRopeShape& shape,
+                           cudaStream_t stream) {
+  check_shape(shape);
+  if (shape.tokens * shape.heads == 0) return;
+  const int blocks = static_cast<int>(backward_blocks(shape));
+  qk_norm_rope_backward_kernel<<<blocks, kThreads, kThreads * 16 * sizeof(float), stream>>>(
+      dinput, scratch, dout, input, weight, rstd, inv_freq, position_ids, shape);
+  CUDA_CHECK_LAUNCH();
+  sum_partials_kernel<<<static_cast<unsigned>((shape.head_dim + 255) / 256), 256, 0, stream>>>(
+      dweight, scratch, blocks, shape.head_dim);
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace surogate::cuda

@@ -1,0 +1,42 @@
+// Qwen3's per-head q/k RMSNorm fused with RoPE: one pass over q (or k) instead of two.
+//   forward:  n = x · rstd · w  (rstd over the head's head_dim channels, w shared by all heads)
+//             y = rope(n)       (HF rotate_half, full rotary: rotary_dim == head_dim; rope.h)
+//   backward: dn = ropeᵀ(dy);   dx = rstd · (g − x̂ · mean(g · x̂)),  g = dn · w,  x̂ = x · rstd
+//             dw += Σ_rows dn · x̂                                              (fp32)
+// Layout [tokens, heads, head_dim] bf16; rstd fp32 [tokens · heads] is saved by the forward;
+// the backward takes the forward's input x. head_dim must be a multiple of 16 (≤ 256).
+// Work layout: head_dim / 16 lanes per (token, head) row; each lane holds one 8-wide vector
+// of the first half and its rotation partner in the second half, so norm, rotation and store
+// happen in registers; the row's sum of squares is a shuffle reduction inside the lane group.
+// The backward runs a fixed grid (at most 256 blocks); each block reduces its lanes' dw in
+// shared memory in a fixed order and writes one partial row; a second kernel sums the partials
+// into dweight in a fixed order: deterministic. In place is allowed (out == in).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace surogate::cuda {
+
+struct QkNormRopeShape {
+  int64_t tokens = 0;
+  int heads = 0;
+  int head_dim = 0;
+  float epsilon = 1e-6f;
+  float scaling = 1.0f;  // HF attention_scaling applied to cos / sin
+};
+
+void qk_norm_rope_forward(__nv_bfloat16* out, float* rstd, const __nv_bfloat16* input, const __nv_bfloat16* weight,
+                          const float* inv_freq, const int32_t* position_ids, const QkNormRopeShape& shape,
+                          cudaStream_t stream);
+
+int64_t qk_norm_rope_backward_scratch_floats(const QkNormRopeShape& shape);
+
+void qk_norm_rope_backward(__nv_bfloat16* dinput, float* dweight, float* scratch, const __nv_bfloat16* dout,
+                           const __nv_bfloat16* input, const __nv_bfloat16* weight, const float* rstd,
+                           const float* inv_freq, const int32_t* position_ids, const QkNormRopeShape& shape,
+                           cudaStream_t stream);
+
+}  // namespace surogate::cuda

@@ -1,0 +1,181 @@
+// RMSNorm kernels (see rmsnorm.h for the maths, layouts and what is saved).
+#include <algorithm>
+
+#include "cuda/cuda_check.h"
+#include "cuda/kernels/rmsnorm.h"
+#include "cuda/kernels/vector_math.cuh"
+
+namespace surogate::cuda {
+namespace {
+
+using kernels::Bf16x8;
+using kernels::kPackWidth;
+
+constexpr int kMaxVectorsPerThread = 4;
+constexpr int64_t kBackwardPartials = 512;
+
+template <bool kResidual>
+__global__ void rmsnorm_forward_kernel(__nv_bfloat16* out, __nv_bfloat16* residual_out, float* rstd_out,
+                                       const __nv_bfloat16* residual_in, const __nv_bfloat16* input,
+                                       const __nv_bfloat16* weight, int channels, float epsilon) {
+  __shared__ float scratch[32];
+  const int64_t row_offset = static_cast<int64_t>(blockIdx.x) * channels;
+  const int vectors = channels / kPackWidth;
+  float values[kMaxVectorsPerThread][kPackWidth];
+  float sum_squares = 0.0f;
+#pragma unroll
+  for (int v = 0; v < kMaxVectorsPerThread; ++v) {
+    const int vector = threadIdx.x + v * blockDim.x;
+    if (vector >= vectors) continue;
+    const int64_t offset = row_offset + vector * kPackWidth;
+    kernels::unpack(kernels::load_bf16x8(input + offset), values[v]);
+    if constexpr (kResidual) {
+      float residual[kPackWidth];
+      kernels::unpack(kernels::load_bf16x8(residual_in + offset), residual);
+#pragma unroll
+      for (int i = 0; i < kPackWidth; ++i) values[v][i] += residual[i];
+      Bf16x8 rounded = kernels::pack(values[v]);
+      kernels::store_bf16x8(residual_out + offset, rounded);
+      kernels::unpack(rounded, values[v]);  // normalise exactly what was saved
+    }
+#pragma unroll
+    for (int i = 0; i < kPackWidth; ++i) sum_squares += values[v][i] * values[v][i];
+  }
+  sum_squares = kernels::block_sum(sum_squares, scratch);
+  const float rstd = rsqrtf(sum_squares / channels + epsilon);
+  if (threadIdx.x == 0) rstd_out[blockIdx.x] = rstd;
+#pragma unroll
+  for (int v = 0; v < kMaxVectorsPerThread; ++v) {
+    const int vector = threadIdx.x + v * blockDim.x;
+    if (vector >= vectors) continue;
+    float w[kPackWidth];
+    kernels::unpack(kernels::load_bf16x8(weight + vector * kPackWidth), w);
+#pragma unroll
+    for (int i = 0; i < kPackWidth; ++i) values[v][i] = values[v][i] * rstd * w[i];
+    kernels::store_bf16x8(out + row_offset + vector * kPackWidth, kernels::pack(values[v]));
+  }
+}
+
+__global__ void rmsnorm_backward_kernel(__nv_bfloat16* dinput, float* partials, const __nv_bfloat16* dout,
+                                        const __nv_bfloat16* dresidual, const __nv_bfloat16* input,
+                                        const __nv_bfloat16* weight, const float* rstd_in, int64_t rows,
+                                        int channels) {
+  __shared__ float scratch[32];
+  const int vectors = channels / kPackWidth;
+  float weights[kMaxVectorsPerThread][kPackWidth];
+  float dweight[kMaxVectorsPerThread][kPackWidth];
+#pragma unroll
+  for (int v = 0; v < kMaxVectorsPerThread; ++v) {
+    const int vector = threadIdx.x + v * blockDim.x;
+#pragma unroll
+    for (int i = 0; i < kPackWidth; ++i) dweight[v][i] = 0.0f;
+    if (vector < vectors) kernels::unpack(kernels::load_bf16x8(weight + vector * kPackWidth), weights[v]);
+  }
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const int64_t row_offset = row * channels;
+    const float rstd = rstd_in[row];
+    float normalized[kMaxVectorsPerThread][kPackWidth];
+    float scaled_grad[kMaxVectorsPerThread][kPackWidth];
+    float dot = 0.0f;
+#pragma unroll
+    for (int v = 0; v < kMaxVectorsPerThread; ++v) {
+      const int vector = threadIdx.x + v * blockDim.x;
+      if (vector >= vectors) continue;
+      float dy[kPackWidth];
+      kernels::unpack(kernels::load_bf16x8(input + row_offset + vector * kPackWidth), normalized[v]);
+      kernels::unpack(kernels::load_bf16x8(dout + row_offset + vector * kPackWidth), dy);
+#pragma unroll
+      for (int i = 0; i < kPackWidth; ++i) {
+        normalized[v][i] *= rstd;
+        scaled_grad[v][i] = dy[i] * weights[v][i];
+        dot += scaled_grad[v][i] * normalized[v][i];
+        dweight[v][i] += dy[i] * normalized[v][i];
+      }
+    }
+    const float mean_dot = kernels::block_sum(dot, scratch) / channels;
+#pragma unroll
+    for (int v = 0; v < kMaxVectorsPerThread; ++v) {
+      const int vector = threadIdx.x + v * blockDim.x;
+      if (vector >= vectors) continue;
+      const int64_t offset = row_offset + vector * kPackWidth;
+      float result[kPackWidth];
+      float residual[kPackWidth] = {};
+      if (dresidual) kernels::unpack(kernels::load_bf16x8(dresidual + offset), residual);
+#pragma unroll
+      for (int i = 0; i < kPackWidth; ++i)
+        result[i] = rstd * (scaled_grad[v][i] - normalized[v][i] * mean_dot) + residual[i];
+      kernels::store_bf16x8(dinput + offset, kernels::pack(result));
+    }
+  }
+  float* partial = partials + static_cast<int64_t>(blockIdx.x) * channels;
+#pragma unroll
+  for (int v = 0; v < kMaxVectorsPerThread; ++v) {
+    const int vector = threadIdx.x + v * blockDim.x;
+    if (vector >= vectors) continue;
+    float4* target = reinterpret_cast<float4*>(partial + vector * kPackWidth);
+    target[0] = make_float4(dweight[v][0], dweight[v][1], dweight[v][2], dweight[v][3]);
+    target[1] = make_float4(dweight[v][4], dweight[v][5], dweight[v][6], dweight[v][7]);
+  }
+}
+
+// dweight[c] += Σ_p partials[p, c], p in increasing order.
+__global__ void sum_partials_kernel(float* dweight, const float* partials, int partial_count, int channels) {
+  const int column = blockIdx.x * blockDim.x + threadIdx.x;
+  if (column >= channels) return;
+  float sum = 0.0f;
+  for (int p = 0; p < partial_count; ++p) sum += partials[static_cast<int64_t>(p) * channels + column];
+  dweight[column] += sum;
+}
+
+int threads_for(int64_t channels) {
+  const int64_t vectors = channels / kPackWidth;
+  const int64_t per_thread = (vectors + kMaxVectorsPerThread - 1) / kMaxVectorsPerThread;
+  return static_cast<int>(std::clamp<int64_t>((per_thread + 31) / 32 * 32, 32, 1024));
+}
+
+void check_shape(int64_t channels) {
+  CUDA_REQUIRE(channels % kPackWidth == 0, "rmsnorm: channels must be a multiple of 8");
+  CUDA_REQUIRE(channels <= 1024 * kMaxVectorsPerThread * kPackWidth, "rmsnorm: channels must be at most 32768");
+}
+
+}  // namespace
+
+void rmsnorm_forward(__nv_bfloat16* out, float* rstd, const __nv_bfloat16* input, const __nv_bfloat16* weight,
+                     int64_t rows, int64_t channels, float epsilon, cudaStream_t stream) {
+  check_shape(channels);
+  if (rows == 0) return;
+  rmsnorm_forward_kernel<false><<<static_cast<unsigned>(rows), threads_for(channels), 0, stream>>>(
+      out, nullptr, rstd, nullptr, input, weight, static_cast<int>(channels), epsilon);
+  CUDA_CHECK_LAUNCH();
+}
+
+void residual_rmsnorm_forward(__nv_bfloat16* out, __nv_bfloat16* residual_out, float* rstd,
+                              const __nv_bfloat16* residual_in, const __nv_bfloat16* input,
+                              const __nv_bfloat16* weight, int64_t rows, int64_t channels, float epsilon,
+                              cudaStream_t stream) {
+  check_shape(channels);
+  if (rows == 0) return;
+  rmsnorm_forward_kernel<true><<<static_cast<unsigned>(rows), threads_for(channels), 0, stream>>>(
+      out, residual_out, rstd, residual_in, input, weight, static_cast<int>(channels), epsilon);
+  CUDA_CHECK_LAUNCH();
+}
+
+int64_t rmsnorm_backward_scratch_floats(int64_t rows, int64_t channels) {
+  return std::min(rows, kBackwardPartials) * channels;
+}
+
+void rmsnorm_backward(__nv_bfloat16* dinput, float* dweight, float* scratch, const __nv_bfloat16* dout,
+                      const __nv_bfloat16* dresidual, const __nv_bfloat16* input, const __nv_bfloat16* weight,
+                      const float* rstd, int64_t rows, int64_t channels, cudaStream_t stream) {
+  check_shape(channels);
+  if (rows == 0) return;
+  const int partial_count = static_cast<int>(std::min(rows, kBackwardPartials));
+  rmsnorm_backward_kernel<<<partial_count, threads_for(channels), 0, stream>>>(
+      dinput, scratch, dout, dresidual, input, weight, rstd, rows, static_cast<int>(channels));
+  CUDA_CHECK_LAUNCH();
+  sum_partials_kernel<<<static_cast<unsigned>((channels + 255) / 256), 256, 0, stream>>>(
+      dweight, scratch, partial_count, static_cast<int>(channels));
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace surogate::cuda

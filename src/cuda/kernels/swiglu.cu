@@ -1,0 +1,79 @@
+// SwiGLU kernels (see swiglu.h).
+#include "cuda/cuda_check.h"
+#include "cuda/kernels/swiglu.h"
+#include "cuda/kernels/vector_math.cuh"
+
+namespace surogate::cuda {
+namespace {
+
+using kernels::kPackWidth;
+
+__device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + __expf(-x)); }
+
+__global__ void swiglu_forward_kernel(__nv_bfloat16* out, const __nv_bfloat16* gate, const __nv_bfloat16* up,
+                                      int64_t rows, int64_t channels, int64_t stride) {
+  const int64_t vectors_per_row = channels / kPackWidth;
+  const int64_t index = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (index >= rows * vectors_per_row) return;
+  const int64_t row = index / vectors_per_row, column = (index % vectors_per_row) * kPackWidth;
+  float g[kPackWidth], u[kPackWidth], y[kPackWidth];
+  kernels::unpack(kernels::load_bf16x8(gate + row * stride + column), g);
+  kernels::unpack(kernels::load_bf16x8(up + row * stride + column), u);
+#pragma unroll
+  for (int i = 0; i < kPackWidth; ++i) y[i] = g[i] * sigmoid(g[i]) * u[i];
+  kernels::store_bf16x8(out + row * channels + column, kernels::pack(y));
+}
+
+__global__ void swiglu_backward_kernel(__nv_bfloat16* dgate, __nv_bfloat16* dup, const __nv_bfloat16* dout,
+                                       const __nv_bfloat16* gate, const __nv_bfloat16* up, int64_t rows,
+                                       int64_t channels, int64_t stride) {
+  const int64_t vectors_per_row = channels / kPackWidth;
+  const int64_t index = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (index >= rows * vectors_per_row) return;
+  const int64_t row = index / vectors_per_row, column = (index % vectors_per_row) * kPackWidth;
+  float g[kPackWidth], u[kPackWidth], dy[kPackWidth], dg[kPackWidth], du[kPackWidth];
+  kernels::unpack(kernels::load_bf16x8(gate + row * stride + column), g);
+  kernels::unpack(kernels::load_bf16x8(up + row * stride + column), u);
+  kernels::unpack(kernels::load_bf16x8(dout + row * channels + column), dy);
+#pragma unroll
+  for (int i = 0; i < kPackWidth; ++i) {
+    const float s = sigmoid(g[i]);
+    du[i] = dy[i] * g[i] * s;
+    dg[i] = dy[i] * u[i] * s * (1.0f + g[i] * (1.0f - s));
+  }
+  kernels::store_bf16x8(dgate + row * stride + column, kernels::pack(dg));
+  kernels::store_bf16x8(dup + row * stride + column, kernels::pack(du));
+}
+
+constexpr int kThreads = 256;
+
+void check_shape(int64_t channels, int64_t stride) {
+  CUDA_REQUIRE(channels % kPackWidth == 0 && stride % kPackWidth == 0,
+               "swiglu: channels and input_stride must be multiples of 8");
+  CUDA_REQUIRE(stride >= channels, "swiglu: input_stride must be at least channels");
+}
+
+}  // namespace
+
+void swiglu_forward(__nv_bfloat16* out, const __nv_bfloat16* gate, const __nv_bfloat16* up, int64_t rows,
+                    int64_t channels, int64_t input_stride, cudaStream_t stream) {
+  check_shape(channels, input_stride);
+  const int64_t work = rows * channels / kPackWidth;
+  if (work == 0) return;
+  swiglu_forward_kernel<<<static_cast<unsigned>((work + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
+      out, gate, up, rows, channels, input_stride);
+  CUDA_CHECK_LAUNCH();
+}
+
+void swiglu_backward(__nv_bfloat16* dgate, __nv_bfloat16* dup, const __nv_bfloat16* dout,
+                     const __nv_bfloat16* gate, const __nv_bfloat16* up, int64_t rows, int64_t channels,
+                     int64_t input_stride, cudaStream_t stream) {
+  check_shape(channels, input_stride);
+  const int64_t work = rows * channels / kPackWidth;
+  if (work == 0) return;
+  swiglu_backward_kernel<<<static_cast<unsigned>((work + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
+      dgate, dup, dout, gate, up, rows, channels, input_stride);
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace surogate::cuda

@@ -1,0 +1,25 @@
+// SwiGLU, the gated MLP activation of Llama / Qwen / Mistral:
+//   forward:  out = silu(gate) · up,               silu(g) = g · σ(g)
+//   backward: dgate = dout · up · σ(g)·(1 + g·(1 − σ(g))),   dup = dout · silu(g)
+// out / dout are bf16 [rows, I]. gate and up are bf16 rows of I channels read with a row stride
+// (`input_stride` elements), so both a fused gate_up projection [rows, 2I] (gate = base,
+// up = base + I, stride 2I) and two separate [rows, I] tensors (stride I) work; dgate / dup are
+// written with the same stride. Elementwise in fp32, one 8-wide vector per thread; I must be a
+// multiple of 8. Nothing is saved beyond the inputs.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace surogate::cuda {
+
+void swiglu_forward(__nv_bfloat16* out, const __nv_bfloat16* gate, const __nv_bfloat16* up, int64_t rows,
+                    int64_t channels, int64_t input_stride, cudaStream_t stream);
+
+void swiglu_backward(__nv_bfloat16* dgate, __nv_bfloat16* dup, const __nv_bfloat16* dout,
+                     const __nv_bfloat16* gate, const __nv_bfloat16* up, int64_t rows, int64_t channels,
+                     int64_t input_stride, cudaStream_t stream);
+
+}  // namespace surogate::cuda

@@ -1,0 +1,33 @@
+// Chunk loop of the LM head + cross-entropy (see lm_head_loss.h).
+#include "cuda/lm_head_loss.h"
+
+#include <algorithm>
+
+#include "cuda/kernels/cross_entropy.h"
+
+namespace surogate::cuda {
+
+void lm_head_cross_entropy(Matmul& matmul, const LmHeadLossArguments& a, cudaStream_t stream) {
+  CUDA_REQUIRE(a.chunk_rows > 0 && a.rows >= 0 && a.channels > 0 && a.vocab > 0, "lm_head: bad shape");
+  for (int64_t start = 0; start < a.rows; start += a.chunk_rows) {
+    const int64_t rows = std::min(a.chunk_rows, a.rows - start);
+    const __nv_bfloat16* hidden = a.hidden + start * a.channels;
+    MatmulShape logits_shape{.m = rows, .n = a.vocab, .k = a.channels, .transpose_b = true};
+    matmul.run(logits_shape, a.logits_workspace, hidden, a.weight, nullptr, stream);
+    cross_entropy_forward_backward(a.logits_workspace, a.row_losses + start, a.labels + start, rows, a.vocab,
+                                   a.grad_scale, stream);
+    if (a.grad_scale == nullptr) continue;
+    if (a.dhidden) {
+      MatmulShape input_grad{.m = rows, .n = a.channels, .k = a.vocab};
+      matmul.run(input_grad, a.dhidden + start * a.channels, a.logits_workspace, a.weight, nullptr, stream);
+    }
+    if (a.dweight) {
+      MatmulShape weight_grad{.m = a.vocab, .n = a.channels, .k = rows, .transpose_a = true,
+                              .output = MatmulOutput::Float32, .accumulate = true};
+      matmul.run(weight_grad, a.dweight, a.logits_workspace, hidden, nullptr, stream);
+    }
+  }
+  sum_row_losses(a.loss_sum, a.row_losses, a.rows, stream);
+}
+
+}  // namespace surogate::cuda

@@ -1,0 +1,75 @@
+// bf16 matrix products through cuBLASLt, in row-major terms.
+//
+//   out[M, N] = alpha * op(A) · op(B) (+ bias[N]) (+ beta * out)
+//
+// A is stored row-major [M, K] (or [K, M] when transpose_a), B row-major [K, N] (or [N, K] when
+// transpose_b); accumulation is fp32; out is bf16 or fp32. The three products of a linear layer
+// y = x·Wᵀ with W stored [N, K] as in PyTorch:
+//   forward      y[M,N]  = x[M,K]  · W[N,K]ᵀ   transpose_b = true
+//   input grad   dx[M,K] = dy[M,N] · W[N,K]     (no transposes; K and N swap roles)
+//   weight grad  dW[N,K] = dy[M,N]ᵀ · x[M,K]    transpose_a = true, fp32 out, beta = 1 to accumulate
+//
+// cuBLASLt is column-major, so the call computes outᵀ = op(B)ᵀ·op(A)ᵀ: B becomes its first
+// operand. Descriptors, layouts and the heuristic's chosen algorithm are cached per shape
+// (first use of a shape asks the heuristic once; later calls reuse it), the handle and the
+// workspace belong to the Matmul object. One Matmul per stream/thread; it is not thread-safe.
+#pragma once
+
+#include <cublasLt.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <tuple>
+
+#include "cuda/device_buffer.h"
+
+namespace surogate::cuda {
+
+enum class MatmulOutput { BFloat16, Float32 };
+
+struct MatmulShape {
+  int64_t m = 0, n = 0, k = 0;
+  bool transpose_a = false;
+  bool transpose_b = false;
+  MatmulOutput output = MatmulOutput::BFloat16;
+  bool has_bias = false;       // bias is bf16 [N], added to every row (epilogue)
+  bool accumulate = false;     // beta = 1: out += product (for gradient accumulation)
+
+  auto key() const { return std::tie(m, n, k, transpose_a, transpose_b, output, has_bias, accumulate); }
+  bool operator<(const MatmulShape& other) const { return key() < other.key(); }
+};
+
+class Matmul {
+public:
+  explicit Matmul(size_t workspace_bytes = size_t{32} << 20);
+  ~Matmul();
+  Matmul(const Matmul&) = delete;
+  Matmul& operator=(const Matmul&) = delete;
+
+  // `out` is __nv_bfloat16* or float* as shape.output says. `bias` may be null unless has_bias.
+  void run(const MatmulShape& shape, void* out, const __nv_bfloat16* a, const __nv_bfloat16* b,
+           const __nv_bfloat16* bias, cudaStream_t stream, float alpha = 1.0f);
+
+  size_t cached_plans() const { return plans_.size(); }
+
+private:
+  struct Plan;
+  // A plan depends on the shape and on the pointers' alignments (cuBLASLt assumes 256-byte
+  // aligned operands unless told otherwise; chunked callers pass offset pointers).
+  struct PlanKey {
+    MatmulShape shape;
+    uint32_t alignment_a = 0, alignment_b = 0, alignment_out = 0, alignment_bias = 0;
+    auto key() const { return std::tuple_cat(shape.key(), std::tie(alignment_a, alignment_b, alignment_out, alignment_bias)); }
+    bool operator<(const PlanKey& other) const { return key() < other.key(); }
+  };
+  const Plan& plan_for(const PlanKey& key);
+
+  cublasLtHandle_t handle_ = nullptr;
+  DeviceBuffer<std::byte> workspace_;
+  std::map<PlanKey, std::unique_ptr<Plan>> plans_;
+};
+
+}  // namespace surogate::cuda

@@ -1,0 +1,166 @@
+// Measures on the GPU machine what the docs and benchmarks quote: the bf16 matmul ceiling
+// through cuBLASLt (8192³, the MFU denominator), device-to-device copy bandwidth, and the
+// speed of the attention and memory-bound kernels at training shapes. Inputs are random
+// (never zeros); each figure is the median of 20 timed runs after 5 warm-ups, timed with
+// CUDA events. Prints a table.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <random>
+#include <vector>
+
+#include <cuda_bf16.h>
+
+#include "cuda/device_buffer.h"
+#include "cuda/kernels/attention.h"
+#include "cuda/kernels/cross_entropy.h"
+#include "cuda/kernels/qk_norm_rope.h"
+#include "cuda/kernels/rmsnorm.h"
+#include "cuda/kernels/swiglu.h"
+#include "cuda/matmul.h"
+
+namespace {
+
+using surogate::cuda::DeviceBuffer;
+using surogate::cuda::Event;
+
+double median_ms(const std::function<void()>& work) {
+  for (int i = 0; i < 5; ++i) work();
+  std::vector<float> times;
+  Event start, stop;
+  for (int i = 0; i < 20; ++i) {
+    start.record(nullptr);
+    work();
+    stop.record(nullptr);
+    stop.synchronize();
+    times.push_back(stop.elapsed_ms_since(start));
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+DeviceBuffer<__nv_bfloat16> random_bf16(size_t count, float scale) {
+  std::mt19937 engine(1234);
+  std::uniform_real_distribution<float> distribution(-scale, scale);
+  std::vector<__nv_bfloat16> host(count);
+  for (auto& value : host) value = __float2bfloat16(distribution(engine));
+  return surogate::cuda::to_device(host);
+}
+
+// `amount` is flops or bytes; printed per second in units of 10^12 (TFLOP/s or TB/s).
+void row(const char* what, double ms, const char* unit, double amount) {
+  std::printf("| %-46s | %9.3f ms | %8.1f %s |\n", what, ms, amount / (ms * 1e-3) / 1e12, unit);
+}
+
+}  // namespace
+
+int main() {
+  using namespace surogate::cuda;
+  cudaDeviceProp props{};
+  CUDA_CHECK(cudaGetDeviceProperties(&props, 0));
+  std::printf("GPU: %s, %d SMs\n\n| measurement | median | rate |\n| --- | --- | --- |\n", props.name,
+              props.multiProcessorCount);
+
+  {  // bf16 matmul ceiling, 8192³, fp32 accumulate, bf16 out.
+    const int64_t n = 8192;
+    auto a = random_bf16(n * n, 1.0f), b = random_bf16(n * n, 1.0f);
+    DeviceBuffer<__nv_bfloat16> c(n * n);
+    Matmul matmul;
+    MatmulShape shape{.m = n, .n = n, .k = n, .transpose_b = true};
+    const double ms = median_ms([&] { matmul.run(shape, c.data(), a.data(), b.data(), nullptr, nullptr); });
+    row("cuBLASLt bf16 8192^3 (x.W^T)", ms, "TFLOP/s", 2.0 * n * n * n);
+    MatmulShape nn{.m = n, .n = n, .k = n};
+    const double ms_nn = median_ms([&] { matmul.run(nn, c.data(), a.data(), b.data(), nullptr, nullptr); });
+    row("cuBLASLt bf16 8192^3 (dy.W)", ms_nn, "TFLOP/s", 2.0 * n * n * n);
+  }
+  {  // device-to-device copy, 2 GiB, counting read + write.
+    const size_t bytes = size_t{2} << 30;
+    DeviceBuffer<std::byte> source(bytes), target(bytes);
+    CUDA_CHECK(cudaMemset(source.data(), 0x3c, bytes));
+    const double ms = median_ms([&] {
+      CUDA_CHECK(cudaMemcpyAsync(target.data(), source.data(), bytes, cudaMemcpyDeviceToDevice, nullptr));
+    });
+    row("copy 2 GiB device-to-device (read+write)", ms, "TB/s   ", 2.0 * bytes);
+  }
+  {  // attention at a Llama-8B-like shape: 8 documents of 2048 packed, 32/8 heads, head_dim 128.
+    const int64_t tokens = 16384;
+    AttentionShape shape{.tokens = tokens, .q_heads = 32, .kv_heads = 8, .head_dim = 128, .documents = 8,
+                         .window = 0, .softmax_scale = 0.0883883f};
+    std::vector<int32_t> cu;
+    for (int d = 0; d <= 8; ++d) cu.push_back(d * 2048);
+    auto cu_device = to_device(cu);
+    auto q = random_bf16(tokens * 32 * 128, 2.0f), k = random_bf16(tokens * 8 * 128, 2.0f),
+         v = random_bf16(tokens * 8 * 128, 1.0f), dout = random_bf16(tokens * 32 * 128, 1.0f);
+    DeviceBuffer<__nv_bfloat16> out(tokens * 32 * 128), dq(tokens * 32 * 128), dk(tokens * 8 * 128),
+        dv(tokens * 8 * 128);
+    DeviceBuffer<float> lse(tokens * 32), workspace(attention_backward_workspace_floats(shape));
+    // Causal: half of the 2048² score matrix per document and head; 4 flops per score·dim (QKᵀ, PV).
+    const double forward_flops = 8.0 * 32 * (2048.0 * 2048.0 / 2) * 128 * 4;
+    const double ms = median_ms([&] {
+      attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), cu_device.data(), shape, nullptr);
+    });
+    row("attention fwd 8x2048 causal, 32/8 heads, d128", ms, "TFLOP/s", forward_flops);
+    const double ms_backward = median_ms([&] {
+      attention_backward(dq.data(), dk.data(), dv.data(), workspace.data(), dout.data(), q.data(), k.data(), v.data(),
+                         out.data(), lse.data(), cu_device.data(), shape, nullptr);
+    });
+    row("attention bwd (same; 2.5x fwd flops)", ms_backward, "TFLOP/s", 2.5 * forward_flops);
+  }
+  {  // memory-bound kernels at 16384 tokens x 4096 channels.
+    const int64_t rows = 16384, channels = 4096;
+    auto x = random_bf16(rows * channels, 2.0f), w = random_bf16(channels, 1.0f), dy = random_bf16(rows * channels, 1.0f);
+    DeviceBuffer<__nv_bfloat16> y(rows * channels);
+    DeviceBuffer<float> rstd(rows), dweight(channels), scratch(rmsnorm_backward_scratch_floats(rows, channels));
+    const double bytes = 2.0 * rows * channels * 2;
+    row("rmsnorm fwd 16384x4096 (read+write)",
+        median_ms([&] { rmsnorm_forward(y.data(), rstd.data(), x.data(), w.data(), rows, channels, 1e-6f, nullptr); }),
+        "TB/s   ", bytes);
+    row("rmsnorm bwd 16384x4096 (3 tensors)", median_ms([&] {
+          rmsnorm_backward(y.data(), dweight.data(), scratch.data(), dy.data(), nullptr, x.data(), w.data(), rstd.data(),
+                           rows, channels, nullptr);
+        }),
+        "TB/s   ", 1.5 * bytes);
+    auto gate_up = random_bf16(rows * 2 * 14336 / 4, 2.0f);
+    DeviceBuffer<__nv_bfloat16> act(rows / 4 * 14336);
+    row("swiglu fwd 4096x14336 (fused gate_up)", median_ms([&] {
+          swiglu_forward(act.data(), gate_up.data(), gate_up.data() + 14336, rows / 4, 14336, 2 * 14336, nullptr);
+        }),
+        "TB/s   ", 3.0 * rows / 4 * 14336 * 2);
+  }
+  {  // Qwen3 q norm + rope over 16384 tokens x 32 heads x 128.
+    QkNormRopeShape shape{.tokens = 16384, .heads = 32, .head_dim = 128};
+    const int64_t count = shape.tokens * shape.heads * shape.head_dim;
+    auto x = random_bf16(count, 2.0f), w = random_bf16(128, 1.0f);
+    std::vector<float> inv_freq(64);
+    for (int i = 0; i < 64; ++i) inv_freq[i] = 1.0f / static_cast<float>(std::pow(1e6, i / 64.0));
+    std::vector<int32_t> positions(shape.tokens);
+    for (int64_t t = 0; t < shape.tokens; ++t) positions[t] = static_cast<int32_t>(t % 2048);
+    auto device_inv_freq = to_device(inv_freq);
+    auto device_positions = to_device(positions);
+    DeviceBuffer<__nv_bfloat16> y(count);
+    DeviceBuffer<float> rstd(shape.tokens * shape.heads);
+    row("qk-norm + rope fwd 16384x32x128 (read+write)", median_ms([&] {
+          qk_norm_rope_forward(y.data(), rstd.data(), x.data(), w.data(), device_inv_freq.data(),
+                               device_positions.data(), shape, nullptr);
+        }),
+        "TB/s   ", 2.0 * count * 2);
+  }
+  {  // fused cross-entropy on a 1024 x 151936 logits chunk (in place), read twice + written once.
+    const int64_t rows = 1024, vocab = 151936;
+    auto logits = random_bf16(rows * vocab, 4.0f);
+    std::vector<int32_t> labels(rows);
+    for (int64_t i = 0; i < rows; ++i) labels[i] = static_cast<int32_t>((i * 7919) % vocab);
+    auto device_labels = to_device(labels);
+    DeviceBuffer<float> losses(rows), scale(1);
+    DeviceBuffer<int32_t> count(1);
+    cross_entropy_gradient_scale(count.data(), scale.data(), device_labels.data(), rows, vocab, nullptr);
+    row("cross-entropy fwd+bwd 1024x151936 (r+w)", median_ms([&] {
+          cross_entropy_forward_backward(logits.data(), losses.data(), device_labels.data(), rows, vocab, scale.data(),
+                                         nullptr);
+        }),
+        "TB/s   ", 2.0 * rows * vocab * 2);
+  }
+  CUDA_CHECK(cudaDeviceSynchronize());
+  return 0;
+}

@@ -1,0 +1,143 @@
+// Fused softmax cross-entropy and the chunked LM head + cross-entropy vs float64 references.
+// Tolerances: per-row losses 1e-4 relative (fp32 log-sum-exp on bf16 logits); dlogits 4e-3
+// (one bf16 rounding); the chunked head, whose logits pass through bf16 and whose grads are
+// matmuls: 1e-2 relative (matmul class).
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "cuda/kernels/cross_entropy.h"
+#include "cuda/lm_head_loss.h"
+#include "test_helpers.h"
+
+namespace surogate::cuda::testing {
+namespace {
+
+std::vector<int32_t> random_labels(int64_t rows, int64_t vocab) {
+  std::uniform_int_distribution<int32_t> pick(0, static_cast<int32_t>(vocab) - 1);
+  std::vector<int32_t> labels(rows);
+  for (int64_t i = 0; i < rows; ++i) labels[i] = i % 5 == 3 ? kIgnoreIndex : pick(generator());
+  return labels;
+}
+
+// Loss per row and dlogits = (softmax − onehot) · scale, float64, from the given logits.
+void reference_cross_entropy(const std::vector<double>& logits, const std::vector<int32_t>& labels, int64_t rows,
+                             int64_t vocab, double scale, std::vector<double>& losses, std::vector<double>& dlogits) {
+  losses.assign(rows, 0.0);
+  dlogits.assign(rows * vocab, 0.0);
+  for (int64_t r = 0; r < rows; ++r) {
+    const int32_t label = labels[r];
+    if (label < 0 || label >= vocab) continue;
+    const double* row = &logits[r * vocab];
+    double max = row[0];
+    for (int64_t j = 1; j < vocab; ++j) max = std::max(max, row[j]);
+    double sum = 0.0;
+    for (int64_t j = 0; j < vocab; ++j) sum += std::exp(row[j] - max);
+    const double lse = max + std::log(sum);
+    losses[r] = lse - row[label];
+    for (int64_t j = 0; j < vocab; ++j) dlogits[r * vocab + j] = (std::exp(row[j] - lse) - (j == label)) * scale;
+  }
+}
+
+TEST(CudaCrossEntropy, LossGradientAndCount) {
+  SKIP_WITHOUT_GPU();
+  for (auto [rows, vocab] : {std::pair<int64_t, int64_t>{1, 8}, {7, 1001}, {33, 4096}, {10, 151936}}) {
+    auto logits = random_floats(rows * vocab, 6.0f);
+    auto labels = random_labels(rows, vocab);
+    labels[0] = static_cast<int32_t>(vocab - 1);
+    auto device_logits = device_bf16(logits);
+    auto device_labels = to_device(labels);
+    DeviceBuffer<float> losses(rows), scale(1), loss_sum(1);
+    DeviceBuffer<int32_t> count(1);
+    losses.poison();
+    loss_sum.poison();
+    cross_entropy_gradient_scale(count.data(), scale.data(), device_labels.data(), rows, vocab, nullptr);
+    cross_entropy_forward_backward(bf16_ptr(device_logits), losses.data(), device_labels.data(), rows, vocab,
+                                   scale.data(), nullptr);
+    sum_row_losses(loss_sum.data(), losses.data(), rows, nullptr);
+    synchronize();
+    int valid = 0;
+    for (int32_t label : labels) valid += label >= 0 && label < vocab;
+    std::vector<double> expected_losses, expected_dlogits;
+    reference_cross_entropy(std::vector<double>(logits.begin(), logits.end()), labels, rows, vocab,
+                            1.0 / std::max(valid, 1), expected_losses, expected_dlogits);
+    double expected_sum = 0.0;
+    for (double loss : expected_losses) expected_sum += loss;
+    const std::string where = "rows=" + std::to_string(rows) + " vocab=" + std::to_string(vocab);
+    EXPECT_EQ(count.download()[0], valid) << where;
+    EXPECT_LT(relative_error(losses.download(), expected_losses), 1e-4) << where;
+    EXPECT_LT(relative_error(download_bf16(device_logits), expected_dlogits), 4e-3) << where;
+    EXPECT_NEAR(loss_sum.download()[0], expected_sum, 1e-4 * std::max(1.0, std::fabs(expected_sum))) << where;
+  }
+}
+
+TEST(CudaLmHeadLoss, ChunkedMatchesFullReference) {
+  SKIP_WITHOUT_GPU();
+  struct Case {
+    int64_t rows, channels, vocab, chunk;
+  };
+  Matmul matmul;
+  for (const Case& c : {Case{5, 64, 1000, 16}, Case{67, 64, 1000, 16}, Case{130, 256, 4096, 64}}) {
+    auto hidden = random_floats(c.rows * c.channels), weight = random_floats(c.vocab * c.channels, 0.25f);
+    auto labels = random_labels(c.rows, c.vocab);
+    auto device_hidden = device_bf16(hidden), device_weight = device_bf16(weight);
+    auto device_labels = to_device(labels);
+    auto initial_dweight = random_fp32(c.vocab * c.channels, -0.01f, 0.01f);
+    auto dweight = to_device(initial_dweight);
+    DeviceBuffer<Bf16> workspace(c.chunk * c.vocab), dhidden(c.rows * c.channels);
+    DeviceBuffer<float> losses(c.rows), loss_sum(1), scale(1);
+    DeviceBuffer<int32_t> count(1);
+    dhidden.poison();
+    losses.poison();
+    loss_sum.poison();
+    cross_entropy_gradient_scale(count.data(), scale.data(), device_labels.data(), c.rows, c.vocab, nullptr);
+    LmHeadLossArguments arguments{.hidden = bf16_ptr(device_hidden), .weight = bf16_ptr(device_weight),
+                                  .labels = device_labels.data(), .rows = c.rows, .channels = c.channels,
+                                  .vocab = c.vocab, .chunk_rows = c.chunk, .logits_workspace = bf16_ptr(workspace),
+                                  .row_losses = losses.data(), .loss_sum = loss_sum.data(),
+                                  .grad_scale = scale.data(), .dhidden = bf16_ptr(dhidden),
+                                  .dweight = dweight.data()};
+    lm_head_cross_entropy(matmul, arguments, nullptr);
+    synchronize();
+
+    std::vector<double> logits(c.rows * c.vocab, 0.0);
+    for (int64_t r = 0; r < c.rows; ++r)
+      for (int64_t v = 0; v < c.vocab; ++v) {
+        double sum = 0.0;
+        for (int64_t k = 0; k < c.channels; ++k) sum += double(hidden[r * c.channels + k]) * weight[v * c.channels + k];
+        logits[r * c.vocab + v] = sum;
+      }
+    int valid = 0;
+    for (int32_t label : labels) valid += label >= 0;
+    std::vector<double> expected_losses, dlogits;
+    reference_cross_entropy(logits, labels, c.rows, c.vocab, 1.0 / std::max(valid, 1), expected_losses, dlogits);
+    std::vector<double> expected_dhidden(c.rows * c.channels, 0.0);
+    std::vector<double> expected_dweight(initial_dweight.begin(), initial_dweight.end());
+    for (int64_t r = 0; r < c.rows; ++r)
+      for (int64_t v = 0; v < c.vocab; ++v) {
+        const double d = dlogits[r * c.vocab + v];
+        if (d == 0.0) continue;
+        for (int64_t k = 0; k < c.channels; ++k) {
+          expected_dhidden[r * c.channels + k] += d * weight[v * c.channels + k];
+          expected_dweight[v * c.channels + k] += d * hidden[r * c.channels + k];
+        }
+      }
+    double expected_sum = 0.0;
+    for (double loss : expected_losses) expected_sum += loss;
+    const std::string where = "rows=" + std::to_string(c.rows) + " vocab=" + std::to_string(c.vocab);
+    EXPECT_LT(relative_error(losses.download(), expected_losses), 1e-2) << where;
+    EXPECT_NEAR(loss_sum.download()[0], expected_sum, 1e-2 * std::max(1.0, std::fabs(expected_sum))) << where;
+    EXPECT_LT(relative_error(download_bf16(dhidden), expected_dhidden), 1e-2) << where;
+    // dW's deviation is measured against the gradient added, not the random starting value.
+    std::vector<float> added = dweight.download();
+    std::vector<double> expected_added(expected_dweight.size());
+    for (size_t i = 0; i < added.size(); ++i) {
+      added[i] -= initial_dweight[i];
+      expected_added[i] = expected_dweight[i] - initial_dweight[i];
+    }
+    EXPECT_LT(relative_error(added, expected_added), 1e-2) << where;
+  }
+}
+
+}  // namespace
+}  // namespace surogate::cuda::testing
