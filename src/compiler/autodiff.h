@@ -1,0 +1,35 @@
+// Reverse-mode autodiff ahead of time: from a forward graph and its scalar loss, appends the
+// backward nodes that compute the gradient of every trainable parameter.
+//
+//  * Rules come from the op registry (one GradientRule per op) and run in reverse node order.
+//  * Only what is needed is differentiated: tensors that depend on a trainable parameter and
+//    reach the loss. Frozen parameters (LoRA base weights) and integer inputs get nothing.
+//  * Where a tensor fans out (residual stream, tied embedding used by embedding and lm-head),
+//    the contributions of its consumers are summed with `add` nodes.
+//  * Each trainable parameter P gets a persistent gradient tensor "P.grad" (role gradient),
+//    written by one `accumulate` node (P.grad += dP): gradients accumulate across micro-batches
+//    and the optimizer zeroes them after its step.
+// The loss gradient is seeded with `fill(1)`; scale the loss in the graph for a mean over
+// micro-batches.
+#pragma once
+
+#include <map>
+
+#include "graph/graph.h"
+#include "graph/op_registry.h"
+
+namespace surogate::compiler {
+
+struct TrainingGraph {
+  graph::Graph graph;                 // the forward nodes, then the backward nodes
+  graph::TensorId loss = graph::kNoTensor;
+  size_t forward_node_count = 0;
+  // trainable parameter -> its persistent gradient tensor
+  std::map<graph::TensorId, graph::TensorId> parameter_gradients;
+};
+
+// `loss` must be a floating tensor with one element produced by the forward graph. A trainable
+// parameter the loss does not depend on gets no gradient (and no entry in parameter_gradients).
+TrainingGraph build_training_graph(graph::Graph forward, graph::TensorId loss, const graph::OpRegistry& registry);
+
+}  // namespace surogate::compiler

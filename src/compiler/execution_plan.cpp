@@ -1,0 +1,57 @@
+// compile_training / compile_forward: run the passes in order and lay the steps out.
+#include "compiler/execution_plan.h"
+
+#include "compiler/autodiff.h"
+#include "core/error.h"
+#include "graph/verifier.h"
+
+namespace surogate::compiler {
+namespace {
+
+using namespace surogate::graph;
+
+void lay_out_steps(ExecutionPlan& plan) {
+  plan.forward_steps = plan.graph.nodes.size();
+  for (size_t i = 0; i < plan.graph.nodes.size(); ++i) {
+    const Node& node = plan.graph.nodes[i];
+    if (node.phase != NodePhase::Forward && plan.forward_steps == plan.graph.nodes.size()) plan.forward_steps = i;
+    PlanStep step;
+    step.node = static_cast<NodeId>(i);
+    for (TensorId id : node.inputs) step.inputs.push_back(plan.placement(id));
+    for (TensorId id : node.outputs) step.outputs.push_back(plan.placement(id));
+    plan.steps.push_back(std::move(step));
+  }
+}
+
+}  // namespace
+
+const TensorPlacement& ExecutionPlan::placement(TensorId id) const {
+  SUROGATE_CHECK(id >= 0 && static_cast<size_t>(id) < memory.placements.size(), "tensor id {} has no placement", id);
+  return memory.placements[static_cast<size_t>(id)];
+}
+
+ExecutionPlan compile_training(Graph forward, TensorId loss, const OpRegistry& registry, const CompileOptions& options) {
+  verify_graph(forward, registry);
+  TrainingGraph training = build_training_graph(std::move(forward), loss, registry);
+  RecomputeResult recomputed = apply_recompute(training.graph, options.recompute);
+  ExecutionPlan plan;
+  plan.graph = std::move(recomputed.graph);
+  plan.recomputed_nodes = recomputed.recomputed_nodes;
+  plan.loss = training.loss;
+  plan.parameter_gradients = std::move(training.parameter_gradients);
+  verify_graph(plan.graph, registry);
+  plan.memory = plan_memory(plan.graph, options.alignment);
+  lay_out_steps(plan);
+  return plan;
+}
+
+ExecutionPlan compile_forward(Graph forward, const OpRegistry& registry, const CompileOptions& options) {
+  verify_graph(forward, registry);
+  ExecutionPlan plan;
+  plan.graph = std::move(forward);
+  plan.memory = plan_memory(plan.graph, options.alignment);
+  lay_out_steps(plan);
+  return plan;
+}
+
+}  // namespace surogate::compiler

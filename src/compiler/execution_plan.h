@@ -1,0 +1,58 @@
+// The compiler's product: an ExecutionPlan a backend can run with no decisions left.
+//
+//   forward graph ─► autodiff ─► recompute ─► verify ─► memory plan ─► ExecutionPlan
+//
+// The plan holds the final graph (nodes in execution order), one step per node with the
+// placement of every tensor it reads and writes, the four region sizes (activation arena,
+// parameters, gradients, batch inputs) and the I/O bindings: where the caller writes inputs and parameters and
+// reads outputs and gradients. It is backend-neutral: a backend binds each step's op to its own
+// kernel (the CPU backend through OpDef::cpu) once, when the plan is loaded.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "compiler/memory_plan.h"
+#include "compiler/recompute.h"
+#include "graph/graph.h"
+#include "graph/op_registry.h"
+
+namespace surogate::compiler {
+
+struct PlanStep {
+  graph::NodeId node = graph::kNoNode;
+  std::vector<TensorPlacement> inputs;
+  std::vector<TensorPlacement> outputs;
+};
+
+struct ExecutionPlan {
+  graph::Graph graph;
+  std::vector<PlanStep> steps;  // one per node, in order
+  MemoryPlan memory;
+  graph::TensorId loss = graph::kNoTensor;  // kNoTensor for forward-only plans
+  std::map<graph::TensorId, graph::TensorId> parameter_gradients;  // parameter -> gradient
+  size_t forward_steps = 0;     // steps before the first backward/recompute step
+  size_t recomputed_nodes = 0;
+
+  const TensorPlacement& placement(graph::TensorId id) const;
+  graph::TensorId tensor(std::string_view name) const { return graph.require_tensor(name); }
+};
+
+struct CompileOptions {
+  RecomputePolicy recompute;
+  size_t alignment = 256;
+};
+
+// Training: forward + derived backward, recompute applied, memory planned.
+ExecutionPlan compile_training(graph::Graph forward, graph::TensorId loss, const graph::OpRegistry& registry,
+                               const CompileOptions& options = {});
+// Forward only (evaluation): the graph as given, memory planned.
+ExecutionPlan compile_forward(graph::Graph forward, const graph::OpRegistry& registry, const CompileOptions& options = {});
+
+// The `debug_memory_breakdown` report: region sizes, per-category bytes at the peak step,
+// and the largest arena tensors with their lifetimes. `optimizer_state_bytes` is the
+// optimizer's own figure, shown for a complete total.
+std::string format_memory_breakdown(const ExecutionPlan& plan, size_t top_tensors = 10, size_t optimizer_state_bytes = 0);
+
+}  // namespace surogate::compiler

@@ -1,0 +1,105 @@
+// Recompute planning: rewires backward reads of recomputable forward activations to copies of
+// their producers emitted just before first use (see recompute.h).
+#include "compiler/recompute.h"
+
+#include <unordered_map>
+
+#include "core/error.h"
+
+namespace surogate::compiler {
+namespace {
+
+using namespace surogate::graph;
+
+class Recomputer {
+public:
+  Recomputer(const Graph& source, const RecomputePolicy& policy) : source_(source), policy_(policy) {
+    for (TensorInfo info : source.tensors) {
+      info.producer = kNoNode;
+      result_.add_tensor(std::move(info));
+    }
+    result_.inputs = source.inputs;
+    result_.parameters = source.parameters;
+    result_.outputs = source.outputs;
+  }
+
+  Graph run(size_t& recomputed_nodes) {
+    for (const Node& node : source_.nodes) {
+      if (node.phase == NodePhase::Forward) {
+        result_.add_node(node);
+        continue;
+      }
+      Node rewired = node;
+      for (TensorId& input : rewired.inputs) input = resolve(input);
+      result_.add_node(std::move(rewired));
+    }
+    recomputed_nodes = recomputed_;
+    return std::move(result_);
+  }
+
+private:
+  bool is_recomputable(TensorId id) const {
+    const TensorInfo& info = source_.tensor(id);
+    if (info.role != TensorRole::Activation || info.producer == kNoNode || source_.is_output(id)) return false;
+    const Node& producer = source_.node(info.producer);
+    return producer.phase == NodePhase::Forward && policy_.recomputes(producer.recompute_group);
+  }
+
+  // The tensor a backward (or recompute) node should read in place of forward tensor `id`.
+  TensorId resolve(TensorId id) {
+    if (!is_recomputable(id)) return id;
+    if (auto found = copies_.find(id); found != copies_.end()) return found->second;
+    const Node& producer = source_.node(source_.tensor(id).producer);
+    Node copy = producer;
+    copy.phase = NodePhase::Recompute;
+    copy.name = unique("recompute." + producer.name);
+    for (TensorId& input : copy.inputs) input = resolve(input);
+    for (TensorId& output : copy.outputs) {
+      TensorInfo info = source_.tensor(output);
+      info.name = unique("recompute." + info.name);
+      info.producer = kNoNode;
+      TensorId fresh = result_.add_tensor(std::move(info));
+      copies_.emplace(output, fresh);
+      output = fresh;
+    }
+    result_.add_node(std::move(copy));
+    ++recomputed_;
+    return copies_.at(id);
+  }
+
+  std::string unique(const std::string& base) const {
+    if (!result_.find_tensor(base)) return base;
+    for (int suffix = 2;; ++suffix) {
+      std::string candidate = base + "." + std::to_string(suffix);
+      if (!result_.find_tensor(candidate)) return candidate;
+    }
+  }
+
+  const Graph& source_;
+  const RecomputePolicy& policy_;
+  Graph result_;
+  std::unordered_map<TensorId, TensorId> copies_;
+  size_t recomputed_ = 0;
+};
+
+}  // namespace
+
+bool RecomputePolicy::recomputes(std::string_view group) const {
+  if (group.empty()) return false;
+  if (group == "rmsnorm") return rmsnorm || block;
+  if (group == "qkv") return qkv || att || block;
+  if (group == "att") return att || block;
+  if (group == "swiglu") return swiglu || ffn || block;
+  if (group == "ffn") return ffn || block;
+  if (group == "block" || group.starts_with("block:")) return block;
+  fail_user("unknown recompute group '{}' (expected rmsnorm, qkv, att, swiglu, ffn, block or block:<layer>)", group);
+}
+
+RecomputeResult apply_recompute(const Graph& training_graph, const RecomputePolicy& policy) {
+  RecomputeResult result;
+  Recomputer recomputer(training_graph, policy);
+  result.graph = recomputer.run(result.recomputed_nodes);
+  return result;
+}
+
+}  // namespace surogate::compiler

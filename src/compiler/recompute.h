@@ -1,0 +1,49 @@
+// Save-vs-recompute planning. Backward nodes read forward activations. For each one, either the
+// activation stays alive from forward until its last backward use (saved), or, when the
+// recompute group of the node that produced it is enabled, that node is re-emitted (phase
+// "recompute") right before the first backward node that needs it, and backward reads the
+// copy. Recomputation recurses through inputs that are themselves recomputable; a tensor whose
+// producer has no enabled group (e.g. the residual stream between blocks) is a checkpoint and
+// is kept. Kernels are deterministic, so gradients are bit-identical with or without recompute.
+//
+// Groups (Node::recompute_group) and the options that enable them, following the configuration
+// hierarchy (block => att, ffn, rmsnorm; att => qkv; ffn => swiglu):
+//   "rmsnorm"  recompute_rmsnorm | recompute_block
+//   "qkv"      recompute_qkv | recompute_att | recompute_block
+//   "att"      recompute_att | recompute_block
+//   "swiglu"   recompute_swiglu | recompute_ffn | recompute_block
+//   "ffn"      recompute_ffn | recompute_block
+//   "block", "block:<layer>"   recompute_block
+#pragma once
+
+#include <string_view>
+
+#include "graph/graph.h"
+#include "graph/op_registry.h"
+
+namespace surogate::compiler {
+
+// The recompute_* options of the run configuration, as the planner needs them.
+struct RecomputePolicy {
+  bool rmsnorm = false;
+  bool qkv = false;
+  bool att = false;
+  bool swiglu = false;
+  bool ffn = false;
+  bool block = false;
+
+  bool recomputes(std::string_view group) const;
+  static RecomputePolicy none() { return {}; }
+  static RecomputePolicy all() { return {true, true, true, true, true, true}; }
+};
+
+struct RecomputeResult {
+  graph::Graph graph;  // nodes in execution order: forward, then backward with recompute nodes interleaved
+  size_t recomputed_nodes = 0;
+};
+
+// `training_graph` holds forward nodes (phase forward) followed by backward nodes. Tensor ids
+// of the input graph stay valid in the result; recompute copies get new tensors.
+RecomputeResult apply_recompute(const graph::Graph& training_graph, const RecomputePolicy& policy);
+
+}  // namespace surogate::compiler

@@ -1,0 +1,243 @@
+// The ops the engine itself emits, with shape rules, gradient rules and CPU kernels:
+//   add(a, b)              elementwise a + b (same type); autodiff sums fan-out gradients with it
+//   mul(a, b)              elementwise a * b (same type)
+//   scale(x){factor}       x * factor
+//   fill(){value, shape, dtype}   a tensor filled with `value` (the loss seed, zero gradients)
+//   sum(x)                 the sum of all elements, a scalar (shape [])
+//   broadcast(s){shape}    a scalar s repeated to `shape` (the gradient of sum)
+//   accumulate(g)          out += g, where out is a persistent parameter gradient; the only op
+//                          whose kernel reads its output (gradient accumulation across micro-batches)
+// Kernels support F32 and F64 (F64 is what finite-difference gradient checks run in).
+#include <fmt/ranges.h>
+
+#include "graph/op_registry.h"
+
+namespace surogate::graph {
+namespace {
+
+// Calls body(T{}) with T = float or double after the dtype of a bound tensor.
+template <typename Body>
+CpuKernel bind_floating(const CpuBindContext& ctx, DType dtype, Body body) {
+  if (dtype == DType::F32) return body(float{});
+  if (dtype == DType::F64) return body(double{});
+  fail_user("node '{}' (op {}): the CPU backend runs F32 or F64 tensors, got {}", ctx.node.name, ctx.node.op,
+            dtype_safetensors_name(dtype));
+}
+
+std::vector<TensorType> same_as_first(const InferContext& ctx) {
+  ctx.expect_floating(0);
+  for (size_t i = 1; i < ctx.input_count(); ++i) ctx.expect_same_type(0, i);
+  return {ctx.input(0)};
+}
+
+DType dtype_attr(const Attrs& attrs) {
+  std::string name = attrs.string_or("dtype", "F32");
+  auto dtype = dtype_from_safetensors_name(name);
+  if (!dtype) fail_user("{}: attribute 'dtype' is '{}', not a dtype (F32, BF16, ...)", attrs.where(), name);
+  return *dtype;
+}
+
+Shape shape_attr(const Attrs& attrs) {
+  Shape shape = attrs.integers("shape");
+  for (int64_t dim : shape) {
+    if (dim <= 0) fail_user("{}: attribute 'shape' {} has a non-positive dimension", attrs.where(), format_shape(shape));
+  }
+  return shape;
+}
+
+void register_add(OpRegistry& registry) {
+  registry.add(OpDef{
+      .name = "add",
+      .inputs = {"a", "b"},
+      .outputs = {"out"},
+      .infer = same_as_first,
+      .gradient = [](GradientContext& ctx) -> InputGradients {
+        TensorId grad = ctx.output_grad(0);
+        return {grad, grad};
+      },
+      .cpu = [](const CpuBindContext& ctx) {
+        int64_t count = ctx.outputs[0].numel();
+        return bind_floating(ctx, ctx.outputs[0].dtype, [count](auto zero) -> CpuKernel {
+          using T = decltype(zero);
+          return [count](const CpuKernelArgs& args) {
+            const T* a = args.inputs[0].as<T>();
+            const T* b = args.inputs[1].as<T>();
+            T* out = args.outputs[0].as<T>();
+            for (int64_t i = 0; i < count; ++i) out[i] = a[i] + b[i];
+          };
+        });
+      },
+  });
+}
+
+void register_mul(OpRegistry& registry) {
+  registry.add(OpDef{
+      .name = "mul",
+      .inputs = {"a", "b"},
+      .outputs = {"out"},
+      .infer = same_as_first,
+      .gradient = [](GradientContext& ctx) -> InputGradients {
+        TensorId grad = ctx.output_grad(0);
+        std::optional<TensorId> grad_a, grad_b;
+        if (ctx.needs_input_grad(0)) grad_a = ctx.op("mul", {grad, ctx.input(1)});
+        if (ctx.needs_input_grad(1)) grad_b = ctx.op("mul", {grad, ctx.input(0)});
+        return {grad_a, grad_b};
+      },
+      .cpu = [](const CpuBindContext& ctx) {
+        int64_t count = ctx.outputs[0].numel();
+        return bind_floating(ctx, ctx.outputs[0].dtype, [count](auto zero) -> CpuKernel {
+          using T = decltype(zero);
+          return [count](const CpuKernelArgs& args) {
+            const T* a = args.inputs[0].as<T>();
+            const T* b = args.inputs[1].as<T>();
+            T* out = args.outputs[0].as<T>();
+            for (int64_t i = 0; i < count; ++i) out[i] = a[i] * b[i];
+          };
+        });
+      },
+  });
+}
+
+void register_scale(OpRegistry& registry) {
+  registry.add(OpDef{
+      .name = "scale",
+      .inputs = {"x"},
+      .outputs = {"out"},
+      .infer = [](const InferContext& ctx) {
+        ctx.attrs.number("factor");
+        return same_as_first(ctx);
+      },
+      .gradient = [](GradientContext& ctx) -> InputGradients {
+        return {ctx.op("scale", {ctx.output_grad(0)}, {{"factor", ctx.attrs().number("factor")}})};
+      },
+      .cpu = [](const CpuBindContext& ctx) {
+        int64_t count = ctx.outputs[0].numel();
+        double factor = ctx.attrs.number("factor");
+        return bind_floating(ctx, ctx.outputs[0].dtype, [count, factor](auto zero) -> CpuKernel {
+          using T = decltype(zero);
+          return [count, factor](const CpuKernelArgs& args) {
+            const T* x = args.inputs[0].as<T>();
+            T* out = args.outputs[0].as<T>();
+            for (int64_t i = 0; i < count; ++i) out[i] = x[i] * static_cast<T>(factor);
+          };
+        });
+      },
+  });
+}
+
+void register_fill(OpRegistry& registry) {
+  registry.add(OpDef{
+      .name = "fill",
+      .inputs = {},
+      .outputs = {"out"},
+      .infer = [](const InferContext& ctx) {
+        ctx.attrs.number("value");
+        return std::vector<TensorType>{{dtype_attr(ctx.attrs), shape_attr(ctx.attrs)}};
+      },
+      .gradient = {},
+      .cpu = [](const CpuBindContext& ctx) {
+        int64_t count = ctx.outputs[0].numel();
+        double value = ctx.attrs.number("value");
+        return bind_floating(ctx, ctx.outputs[0].dtype, [count, value](auto zero) -> CpuKernel {
+          using T = decltype(zero);
+          return [count, value](const CpuKernelArgs& args) {
+            T* out = args.outputs[0].as<T>();
+            for (int64_t i = 0; i < count; ++i) out[i] = static_cast<T>(value);
+          };
+        });
+      },
+  });
+}
+
+void register_sum(OpRegistry& registry) {
+  registry.add(OpDef{
+      .name = "sum",
+      .inputs = {"x"},
+      .outputs = {"out"},
+      .infer = [](const InferContext& ctx) {
+        ctx.expect_floating(0);
+        return std::vector<TensorType>{{ctx.input(0).dtype, Shape{}}};
+      },
+      .gradient = [](GradientContext& ctx) -> InputGradients {
+        return {ctx.op("broadcast", {ctx.output_grad(0)}, {{"shape", ctx.type(ctx.input(0)).shape}})};
+      },
+      .cpu = [](const CpuBindContext& ctx) {
+        int64_t count = ctx.inputs[0].numel();
+        return bind_floating(ctx, ctx.outputs[0].dtype, [count](auto zero) -> CpuKernel {
+          using T = decltype(zero);
+          return [count](const CpuKernelArgs& args) {
+            const T* x = args.inputs[0].as<T>();
+            double total = 0.0;  // accumulate wide so float sums stay accurate
+            for (int64_t i = 0; i < count; ++i) total += static_cast<double>(x[i]);
+            args.outputs[0].as<T>()[0] = static_cast<T>(total);
+          };
+        });
+      },
+  });
+}
+
+void register_broadcast(OpRegistry& registry) {
+  registry.add(OpDef{
+      .name = "broadcast",
+      .inputs = {"scalar"},
+      .outputs = {"out"},
+      .infer = [](const InferContext& ctx) {
+        ctx.expect_floating(0);
+        if (ctx.input(0).numel() != 1) ctx.fail("{} must hold exactly one element", ctx.input_label(0));
+        return std::vector<TensorType>{{ctx.input(0).dtype, shape_attr(ctx.attrs)}};
+      },
+      .gradient = [](GradientContext& ctx) -> InputGradients {
+        TensorId total = ctx.op("sum", {ctx.output_grad(0)});
+        if (ctx.type(total).shape != ctx.type(ctx.input(0)).shape) {
+          fail_user("{}: broadcast of a non-scalar one-element tensor is not differentiable", ctx.attrs().where());
+        }
+        return {total};
+      },
+      .cpu = [](const CpuBindContext& ctx) {
+        int64_t count = ctx.outputs[0].numel();
+        return bind_floating(ctx, ctx.outputs[0].dtype, [count](auto zero) -> CpuKernel {
+          using T = decltype(zero);
+          return [count](const CpuKernelArgs& args) {
+            T value = args.inputs[0].as<T>()[0];
+            T* out = args.outputs[0].as<T>();
+            for (int64_t i = 0; i < count; ++i) out[i] = value;
+          };
+        });
+      },
+  });
+}
+
+void register_accumulate(OpRegistry& registry) {
+  registry.add(OpDef{
+      .name = "accumulate",
+      .inputs = {"gradient"},
+      .outputs = {"out"},
+      .infer = same_as_first,
+      .gradient = {},
+      .cpu = [](const CpuBindContext& ctx) {
+        int64_t count = ctx.outputs[0].numel();
+        return bind_floating(ctx, ctx.outputs[0].dtype, [count](auto zero) -> CpuKernel {
+          using T = decltype(zero);
+          return [count](const CpuKernelArgs& args) {
+            const T* gradient = args.inputs[0].as<T>();
+            T* out = args.outputs[0].as<T>();
+            for (int64_t i = 0; i < count; ++i) out[i] += gradient[i];
+          };
+        });
+      },
+  });
+}
+
+}  // namespace
+
+void register_core_ops(OpRegistry& registry) {
+  register_add(registry);
+  register_mul(registry);
+  register_scale(registry);
+  register_fill(registry);
+  register_sum(registry);
+  register_broadcast(registry);
+  register_accumulate(registry);
+}
+
+}  // namespace surogate::graph

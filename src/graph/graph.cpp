@@ -1,0 +1,102 @@
+// Graph storage: tensor/node tables, the name index and the enum spellings used by JSON IR.
+#include "graph/graph.h"
+
+#include <array>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "core/error.h"
+
+namespace surogate::graph {
+namespace {
+
+constexpr std::array<std::string_view, 5> kRoleNames{"input", "parameter", "constant", "activation", "gradient"};
+constexpr std::array<std::string_view, 3> kPhaseNames{"forward", "backward", "recompute"};
+
+}  // namespace
+
+int64_t shape_numel(const Shape& shape) {
+  int64_t count = 1;
+  for (int64_t dim : shape) count *= dim;
+  return count;
+}
+
+std::string format_shape(const Shape& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
+
+std::string format_type(const TensorType& type) {
+  return fmt::format("{}{}", dtype_safetensors_name(type.dtype), format_shape(type.shape));
+}
+
+std::string_view role_name(TensorRole role) { return kRoleNames[static_cast<size_t>(role)]; }
+
+std::optional<TensorRole> role_from_name(std::string_view name) {
+  for (size_t i = 0; i < kRoleNames.size(); ++i) {
+    if (kRoleNames[i] == name) return static_cast<TensorRole>(i);
+  }
+  return std::nullopt;
+}
+
+std::string_view phase_name(NodePhase phase) { return kPhaseNames[static_cast<size_t>(phase)]; }
+
+std::optional<NodePhase> phase_from_name(std::string_view name) {
+  for (size_t i = 0; i < kPhaseNames.size(); ++i) {
+    if (kPhaseNames[i] == name) return static_cast<NodePhase>(i);
+  }
+  return std::nullopt;
+}
+
+TensorId Graph::add_tensor(TensorInfo info) {
+  SUROGATE_CHECK(!name_index_.contains(info.name), "tensor name '{}' used twice", info.name);
+  auto id = static_cast<TensorId>(tensors.size());
+  name_index_.emplace(info.name, id);
+  tensors.push_back(std::move(info));
+  return id;
+}
+
+NodeId Graph::add_node(Node node) {
+  auto id = static_cast<NodeId>(nodes.size());
+  for (TensorId output : node.outputs) {
+    TensorInfo& info = tensor(output);
+    SUROGATE_CHECK(info.producer == kNoNode, "tensor '{}' is written by two nodes", info.name);
+    info.producer = id;
+  }
+  nodes.push_back(std::move(node));
+  return id;
+}
+
+const TensorInfo& Graph::tensor(TensorId id) const {
+  SUROGATE_CHECK(id >= 0 && static_cast<size_t>(id) < tensors.size(), "tensor id {} out of range", id);
+  return tensors[static_cast<size_t>(id)];
+}
+
+TensorInfo& Graph::tensor(TensorId id) {
+  SUROGATE_CHECK(id >= 0 && static_cast<size_t>(id) < tensors.size(), "tensor id {} out of range", id);
+  return tensors[static_cast<size_t>(id)];
+}
+
+const Node& Graph::node(NodeId id) const {
+  SUROGATE_CHECK(id >= 0 && static_cast<size_t>(id) < nodes.size(), "node id {} out of range", id);
+  return nodes[static_cast<size_t>(id)];
+}
+
+std::optional<TensorId> Graph::find_tensor(std::string_view name) const {
+  auto found = name_index_.find(std::string(name));
+  if (found == name_index_.end()) return std::nullopt;
+  return found->second;
+}
+
+TensorId Graph::require_tensor(std::string_view name) const {
+  auto found = find_tensor(name);
+  if (!found) fail_user("the graph has no tensor named '{}'", name);
+  return *found;
+}
+
+bool Graph::is_output(TensorId id) const {
+  for (TensorId output : outputs) {
+    if (output == id) return true;
+  }
+  return false;
+}
+
+}  // namespace surogate::graph
