@@ -1,0 +1,66 @@
+// Unsupported syntax and runtime failures become one UserError naming the template, the line and
+// the feature; undefined values behave like jinja2's default Undefined.
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "render_helper.h"
+
+namespace surogate::chat_template {
+namespace {
+
+using testing::render_source;
+
+std::string error_of(const std::string& source, const std::string& variables = "{}") {
+  try {
+    render_source(source, variables);
+  } catch (const UserError& error) {
+    return error.what();
+  }
+  return "no error";
+}
+
+TEST(Errors, UnsupportedTagsNameTheFeatureAndLine) {
+  EXPECT_EQ(error_of("a\n{% include 'x.jinja' %}"),
+            "chat template test.jinja, line 2: the Jinja tag '{% include %}' is not supported in chat templates");
+  EXPECT_NE(error_of("{% extends 'base' %}").find("'{% extends %}' is not supported"), std::string::npos);
+  EXPECT_NE(error_of("{% import 'm' as m %}").find("'{% import %}'"), std::string::npos);
+  EXPECT_NE(error_of("\n\n{% frobnicate %}").find("line 3: unknown Jinja tag '{% frobnicate %}'"), std::string::npos);
+  EXPECT_NE(error_of("{% for x in y recursive %}{% endfor %}").find("recursive"), std::string::npos);
+}
+
+TEST(Errors, UnknownFiltersAndTestsAreReportedAtParseTime) {
+  EXPECT_EQ(error_of("\n{{ x | lenght }}"),
+            "chat template test.jinja, line 2: unknown filter 'lenght' (did you mean 'length'?)");
+  EXPECT_NE(error_of("{{ x is frob }}").find("unknown test 'frob'"), std::string::npos);
+}
+
+TEST(Errors, SyntaxErrors) {
+  EXPECT_NE(error_of("{% if x %}open").find("'{% if %}' tag at line 1 is never closed"), std::string::npos);
+  EXPECT_NE(error_of("{% endfor %}").find("unexpected '{% endfor %}'"), std::string::npos);
+  EXPECT_NE(error_of("{{ 'abc }}").find("never closed"), std::string::npos);
+  EXPECT_NE(error_of("{{ 1 +  }}").find("expected an expression"), std::string::npos);
+  EXPECT_NE(error_of("{% break %}").find("outside of a for loop"), std::string::npos);
+}
+
+TEST(Errors, UndefinedSemantics) {
+  EXPECT_EQ(render_source("[{{ missing }}]{% for x in missing %}x{% endfor %}{{ missing | length }}"
+                          "{{ 'y' if not missing }}"),
+            "[]0y");
+  EXPECT_EQ(error_of("{{ missing.attribute }}"), "chat template test.jinja, line 1: 'missing' is undefined");
+  EXPECT_NE(error_of("{{ missing + 1 }}").find("'missing' is undefined"), std::string::npos);
+  EXPECT_NE(error_of("{{ m.nothing.deeper }}", R"({"m": {}})").find("'dict object' has no attribute 'nothing'"),
+            std::string::npos);
+}
+
+TEST(Errors, RuntimeTypeErrorsAndRaiseException) {
+  EXPECT_NE(error_of("\n{{ 'a' + 1 }}").find("line 2: unsupported operand type(s) for +: 'str' and 'int'"),
+            std::string::npos);
+  EXPECT_EQ(error_of("{{ raise_exception('Only user and assistant roles') }}"),
+            "chat template test.jinja, line 1: the template raised an error: Only user and assistant roles");
+  EXPECT_NE(error_of("{{ xs.append(1) }}", R"({"xs": []})").find("immutable sandbox"), std::string::npos);
+  EXPECT_NE(error_of("{{ 1 / 0 }}").find("division by zero"), std::string::npos);
+  EXPECT_NE(error_of("{{ f() }}", R"({"f": 1})").find("'int' object is not callable"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace surogate::chat_template
