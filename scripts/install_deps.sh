@@ -8,7 +8,7 @@ apt_packages=(
   build-essential cmake ninja-build pkg-config
   libyaml-cpp-dev nlohmann-json3-dev libfmt-dev libcli11-dev
   libgtest-dev libgmock-dev libopenblas-dev
-  libcurl4-openssl-dev libpcre2-dev libzstd-dev libxxhash-dev libsnappy-dev zlib1g-dev
+  libcurl4-openssl-dev libssl-dev libpcre2-dev libzstd-dev libxxhash-dev libsnappy-dev zlib1g-dev libicu-dev
   clang libclang-rt-14-dev
 )
 python_packages=(

@@ -1,0 +1,29 @@
+// Post-processors of tokenizer.json: what `add_special_tokens` adds around the encoded ids.
+// Supported: TemplateProcessing (the `single` template), BertProcessing / RobertaProcessing
+// (cls + ids + sep), ByteLevel (offsets only: no change to ids) and Sequence of those.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+namespace surogate::tokenizer {
+
+class JsonPath;
+
+class PostProcessor {
+ public:
+  static PostProcessor from_json(const nlohmann::json& component, const JsonPath& where);
+  // Wraps `ids` (the encoded text) in place.
+  void apply(std::vector<int32_t>& ids) const;
+  // How many ids the processor adds (prefix + suffix).
+  size_t added_count() const { return prefix_.size() + suffix_.size(); }
+
+ private:
+  void append(const nlohmann::json& component, const JsonPath& where);
+  std::vector<int32_t> prefix_;
+  std::vector<int32_t> suffix_;
+  bool has_template_ = false;
+};
+
+}  // namespace surogate::tokenizer
