@@ -19,11 +19,11 @@ carry="$root/carry/cuda"
 if [[ "${1:-}" == "--prepare" ]]; then
   build="${BUILD_DIR:-$root/build-cuda}"
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_CUDA_ARCHITECTURES=90a >/dev/null || exit 1
-  cmake --build "$build" -j2 --target cuda_tests cuda_measure || exit 1
+  cmake --build "$build" -j2 --target cuda_tests cuda_measure runtime_cuda_tests || exit 1
   rm -rf "$carry" && mkdir -p "$carry/lib"
-  cp "$build/tests/cuda/cuda_tests" "$build/tests/cuda/cuda_measure" "$carry/"
-  strip --strip-debug "$carry/cuda_tests" "$carry/cuda_measure"
-  ldd "$carry/cuda_tests" "$carry/cuda_measure" | awk '/=> \// {print $3}' | sort -u | while read -r lib; do
+  cp "$build/tests/cuda/cuda_tests" "$build/tests/cuda/cuda_measure" "$build/tests/runtime_cuda/runtime_cuda_tests" "$carry/"
+  strip --strip-debug "$carry/cuda_tests" "$carry/cuda_measure" "$carry/runtime_cuda_tests"
+  ldd "$carry/cuda_tests" "$carry/cuda_measure" "$carry/runtime_cuda_tests" | awk '/=> \// {print $3}' | sort -u | while read -r lib; do
     case "$(basename "$lib")" in
       libc.so*|libm.so*|libdl.so*|librt.so*|libpthread.so*|ld-linux*|libstdc++*|libgcc_s*|libcuda*|libcublas*) ;;
       *) cp -L "$lib" "$carry/lib/" ;;
@@ -66,6 +66,13 @@ section "tests/cuda"
 "$carry/cuda_tests" --gtest_output="xml:$log_dir/cuda_tests.xml" 2>&1 | tee "$log_dir/cuda_tests.log" | grep -E '^\[ *(RUN|OK|FAILED|PASSED|SKIPPED) |Failure|error|Expected|Which is|relative' | head -120
 tests_status=${PIPESTATUS[0]}
 
+runtime_status="not run (no carried runtime_cuda_tests)"
+if [[ -x "$carry/runtime_cuda_tests" ]]; then
+  section "tests/runtime_cuda (CudaBackend vs CpuBackend)"
+  "$carry/runtime_cuda_tests" 2>&1 | tee "$log_dir/runtime_cuda_tests.log" | grep -E '^\[ *(RUN|OK|FAILED|PASSED|SKIPPED) |Failure|Expected|Which is' | head -60
+  runtime_status="exit ${PIPESTATUS[0]}"
+fi
+
 section "measurements"
 "$carry/cuda_measure" 2>&1 | tee "$log_dir/cuda_measure.log"
 measure_status=${PIPESTATUS[0]}
@@ -88,6 +95,7 @@ fi
 section "summary"
 printf '| step | result |\n| --- | --- |\n'
 printf '| tests/cuda | %s |\n' "$(grep -E '^\[  (PASSED|FAILED) ' "$log_dir/cuda_tests.log" | tr '\n' ' ') (exit $tests_status)"
+printf '| tests/runtime_cuda | %s |\n' "$runtime_status"
 printf '| measurements | exit %s |\n' "$measure_status"
 printf '| memcheck | %s |\n' "$memcheck_status"
 grep -E '^\| ' "$log_dir/cuda_measure.log" | grep -v -- '---' | grep -v measurement

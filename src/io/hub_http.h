@@ -1,0 +1,66 @@
+// A small libcurl client for the hub: JSON GETs, HEADs without redirects (to read the
+// X-Linked-* / X-Repo-Commit headers of the resolve endpoint), and file downloads that append
+// to a partial file with a Range request. Connection failures throw HubUnreachableError so the
+// caller can fall back to the cache; a transfer cut short throws HubInterruptedError.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "core/error.h"
+
+namespace surogate::io {
+
+// The endpoint could not be reached at all (DNS, refused connection, timeout).
+class HubUnreachableError : public UserError {
+ public:
+  using UserError::UserError;
+};
+
+// A download stopped before its end; what arrived is kept and can be resumed.
+class HubInterruptedError : public UserError {
+ public:
+  using UserError::UserError;
+};
+
+struct HttpResponse {
+  long status = 0;
+  std::map<std::string, std::string> headers;  // lower-case names, of the last response
+  std::string body;
+};
+
+// Called with (bytes so far, total bytes or 0 when unknown).
+using ProgressCallback = std::function<void(uint64_t, uint64_t)>;
+
+class HttpClient {
+ public:
+  HttpClient(std::optional<std::string> token, long timeout_seconds);
+  HttpClient(const HttpClient&) = delete;
+  HttpClient& operator=(const HttpClient&) = delete;
+  ~HttpClient();
+
+  // GET following redirects; the body is kept in memory (for API JSON).
+  HttpResponse get(const std::string& url);
+  // HEAD without following redirects.
+  HttpResponse head(const std::string& url);
+  // GET following redirects into `file`: appends from `resume_from` bytes with a Range request
+  // (a 200 answer restarts the file from zero). Returns the final response (body empty).
+  HttpResponse download(const std::string& url, const std::filesystem::path& file, uint64_t resume_from,
+                        const ProgressCallback& progress);
+
+ private:
+  struct Handle;
+  std::unique_ptr<Handle> handle_;
+  std::optional<std::string> token_;
+  long timeout_seconds_;
+};
+
+// Percent-encodes a path segment list ("a/b c" → "a/b%20c"), keeping '/'.
+std::string url_encode_path(const std::string& path);
+
+}  // namespace surogate::io

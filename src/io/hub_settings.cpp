@@ -1,0 +1,86 @@
+// Environment → HubSettings, with the same precedence as huggingface_hub.
+#include "io/hub_settings.h"
+
+#include <cctype>
+#include <cstdlib>
+#include <fstream>
+#include <string_view>
+
+#include "core/error.h"
+
+namespace surogate::io {
+namespace {
+
+std::optional<std::string> environment(const char* name) {
+  const char* value = std::getenv(name);
+  if (value == nullptr || *value == '\0') return std::nullopt;
+  return std::string(value);
+}
+
+bool truthy(const std::optional<std::string>& value) {
+  if (!value) return false;
+  std::string lower;
+  for (char c : *value) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return lower == "1" || lower == "true" || lower == "yes" || lower == "on";
+}
+
+std::string trim(std::string text) {
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.pop_back();
+  size_t start = 0;
+  while (start < text.size() && std::isspace(static_cast<unsigned char>(text[start]))) ++start;
+  return text.substr(start);
+}
+
+}  // namespace
+
+HubSettings read_hub_settings() {
+  HubSettings settings;
+  if (auto endpoint = environment("HF_ENDPOINT")) {
+    settings.endpoint = *endpoint;
+    while (settings.endpoint.ends_with('/')) settings.endpoint.pop_back();
+  }
+  settings.offline = truthy(environment("HF_HUB_OFFLINE"));
+
+  std::filesystem::path home;
+  if (auto hf_home = environment("HF_HOME")) {
+    home = *hf_home;
+  } else if (auto xdg = environment("XDG_CACHE_HOME")) {
+    home = std::filesystem::path(*xdg) / "huggingface";
+  } else if (auto user_home = environment("HOME")) {
+    home = std::filesystem::path(*user_home) / ".cache" / "huggingface";
+  } else {
+    fail_user("cannot find the Hugging Face cache: set HF_HUB_CACHE or HF_HOME (HOME is not set)");
+  }
+  if (auto cache = environment("HF_HUB_CACHE")) {
+    settings.cache_dir = *cache;
+  } else if (auto legacy = environment("HUGGINGFACE_HUB_CACHE")) {
+    settings.cache_dir = *legacy;
+  } else {
+    settings.cache_dir = home / "hub";
+  }
+  settings.cache_dir = std::filesystem::absolute(settings.cache_dir);
+
+  if (auto token = environment("HF_TOKEN")) {
+    settings.token = trim(*token);
+  } else if (auto legacy_token = environment("HUGGING_FACE_HUB_TOKEN")) {
+    settings.token = trim(*legacy_token);
+  } else {
+    std::filesystem::path token_file = environment("HF_TOKEN_PATH").value_or((home / "token").string());
+    std::ifstream stream(token_file);
+    std::string line;
+    if (stream && std::getline(stream, line) && !trim(line).empty()) settings.token = trim(line);
+  }
+  if (settings.token && settings.token->empty()) settings.token.reset();
+
+  if (auto timeout = environment("HF_HUB_DOWNLOAD_TIMEOUT")) {
+    char* end = nullptr;
+    long value = std::strtol(timeout->c_str(), &end, 10);
+    if (end == timeout->c_str() || *end != '\0' || value <= 0) {
+      fail_user("HF_HUB_DOWNLOAD_TIMEOUT is '{}'; set it to a positive number of seconds", *timeout);
+    }
+    settings.timeout_seconds = value;
+  }
+  return settings;
+}
+
+}  // namespace surogate::io

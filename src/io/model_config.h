@@ -1,0 +1,109 @@
+// Hugging Face `config.json` for the decoder architectures Surogate trains (Llama, Mistral,
+// Qwen2, Qwen3) → one typed ModelConfig, with every default resolved the way transformers
+// resolves it, so later stages never look at JSON again. RoPE is accepted in both spellings:
+// the legacy `rope_theta` + `rope_scaling` and the newer `rope_parameters` object; either way
+// the result is a fully resolved RopeConfig. Bad or unsupported configs raise one UserError
+// naming config.json and the key.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/dtype.h"
+
+namespace surogate::io {
+
+enum class Architecture { Llama, Mistral, Qwen2, Qwen3 };
+
+// "LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM".
+std::string_view architecture_class_name(Architecture architecture);
+// "llama", "mistral", "qwen2", "qwen3" (config.json's model_type).
+std::string_view architecture_model_type(Architecture architecture);
+
+enum class RopeType { Default, Linear, Dynamic, Yarn, Llama3 };
+std::string_view rope_type_name(RopeType type);  // "default", "linear", "dynamic", "yarn", "llama3"
+
+// Everything needed to compute RoPE inverse frequencies and the attention scaling, with the
+// same meaning as transformers' modeling_rope_utils. Let d = rotary_dim (even) and
+// base_inv_freq[i] = 1 / theta^(2i/d) for i in [0, d/2).
+//  - Default: inv_freq = base_inv_freq.
+//  - Linear:  inv_freq = base_inv_freq / factor (positions stretched by `factor`).
+//  - Dynamic: NTK-aware; for a sequence of length L > original_max_position_embeddings use
+//             theta' = theta * ((factor * L / original_max) - (factor - 1))^(d / (d - 2)),
+//             otherwise the default frequencies.
+//  - Yarn:    interpolation/extrapolation blend between base_inv_freq / factor and
+//             base_inv_freq over the correction range found from beta_fast / beta_slow
+//             (floored/ceiled when `truncate`), against original_max_position_embeddings;
+//             cos and sin are multiplied by attention_factor (already resolved here from
+//             mscale / mscale_all_dim / factor when the config did not give it).
+//  - Llama3:  wavelengths 2*pi/inv_freq longer than original_max / low_freq_factor are
+//             divided by factor, shorter than original_max / high_freq_factor are kept, and
+//             those in between are smoothly interpolated.
+struct RopeConfig {
+  RopeType type = RopeType::Default;
+  double theta = 10000.0;                 // rope_theta: the frequency base
+  double partial_rotary_factor = 1.0;     // fraction of head_dim that is rotated
+  int64_t rotary_dim = 0;                 // head_dim * partial_rotary_factor, rounded down to even
+  double factor = 1.0;                    // linear / dynamic / yarn / llama3 scaling factor
+  // The pre-scaling context length: rope_scaling's original_max_position_embeddings, or
+  // max_position_embeddings when the config does not give one (the transformers fallback).
+  int64_t original_max_position_embeddings = 0;
+  double low_freq_factor = 1.0;           // llama3
+  double high_freq_factor = 4.0;          // llama3
+  double beta_fast = 32.0;                // yarn
+  double beta_slow = 1.0;                 // yarn
+  double attention_factor = 1.0;          // yarn: multiplies cos/sin (1.0 for other types)
+  std::optional<double> mscale;           // yarn: as given (already folded into attention_factor)
+  std::optional<double> mscale_all_dim;   // yarn: as given (already folded into attention_factor)
+  bool truncate = true;                   // yarn: round the correction range to integers
+};
+
+struct ModelConfig {
+  Architecture architecture = Architecture::Llama;
+  int64_t vocab_size = 0;
+  int64_t hidden_size = 0;
+  int64_t intermediate_size = 0;
+  int64_t num_hidden_layers = 0;
+  int64_t num_attention_heads = 0;
+  int64_t num_key_value_heads = 0;        // defaults to num_attention_heads
+  int64_t head_dim = 0;                   // defaults to hidden_size / num_attention_heads (Qwen3: 128)
+  double rms_norm_eps = 1e-6;
+  int64_t max_position_embeddings = 0;
+  bool tie_word_embeddings = false;
+  bool qkv_bias = false;                  // bias on q/k/v projections (Qwen2: always)
+  bool o_proj_bias = false;               // bias on the attention output projection
+  bool mlp_bias = false;                  // bias on gate/up/down projections (Llama mlp_bias)
+  bool qk_norm = false;                   // RMSNorm on q and k per head (Qwen3)
+  // Sliding-window attention: the window (tokens), and per layer whether it applies.
+  std::optional<int64_t> sliding_window;
+  std::vector<bool> sliding_window_layers;  // size num_hidden_layers
+  RopeConfig rope;
+  std::optional<DType> torch_dtype;        // `dtype` (new) or `torch_dtype` (legacy)
+  std::optional<int64_t> bos_token_id;
+  std::vector<int64_t> eos_token_ids;      // config.json may hold one id or a list
+  std::optional<int64_t> pad_token_id;
+  std::string hidden_act = "silu";         // only silu is supported
+  // The original config.json text (empty when built in code): save_model_config keeps the
+  // keys Surogate does not interpret.
+  std::string source_json;
+};
+
+// Reads `model_dir/config.json`. Throws UserError for a missing file, invalid JSON, an
+// unsupported architecture (listing the supported ones), missing required keys, non-positive
+// sizes, head counts that do not divide, unsupported hidden_act or RoPE type.
+ModelConfig load_model_config(const std::filesystem::path& model_dir);
+// Same from text; `source` names the file in error messages.
+ModelConfig parse_model_config(std::string_view json_text, const std::string& source);
+
+// Writes `model_dir/config.json` (atomically) so that transformers' AutoConfig loads it:
+// the source config's keys are kept and the interpreted fields overwritten; RoPE is written in
+// the legacy rope_theta / rope_scaling form, which every transformers version reads.
+void save_model_config(const ModelConfig& config, const std::filesystem::path& model_dir);
+// The JSON text save_model_config writes.
+std::string model_config_to_json(const ModelConfig& config);
+
+}  // namespace surogate::io

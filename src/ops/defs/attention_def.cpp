@@ -1,0 +1,150 @@
+// Graph ops "attention" and "attention_backward", over ops/attention.h (causal GQA softmax
+// attention, document masking, sliding window, flash-attention's logsumexp convention).
+//   attention(q, k, v [, document_ids I32 [B, T]]) -> out (q's type), logsumexp [B, Hq, T]
+//     q [B, T, Hq, D], k, v [B, T, Hkv, D]  (heads from the shapes), or flat
+//     q [B, T, Hq·D], k, v [B, T, Hkv·D] with attrs {query_heads, kv_heads, head_dim}.
+//     attrs: window (0 = full causal), scale (0 = 1/√D).
+//   attention_backward(q, k, v [, document_ids], out, logsumexp, d_out) -> d_q, d_k, d_v (same attrs).
+#include "ops/attention.h"
+#include "ops/defs/def_util.h"
+
+namespace surogate::ops::defs {
+namespace {
+using namespace graph;
+
+// Checks q, k, v (indices 0..2) and document_ids (3, when `has_documents`); returns the shape.
+AttentionShape attention_layout(const InferContext& ctx, bool has_documents) {
+  ctx.expect_floating(0);
+  ctx.expect_same_type(1, 2);
+  if (ctx.input(1).dtype != ctx.input(0).dtype) ctx.fail("{} must have the dtype of {}", ctx.input_label(1), ctx.input_label(0));
+  AttentionShape shape;
+  const Shape& q = ctx.input(0).shape;
+  const Shape& k = ctx.input(1).shape;
+  if (q.size() == 4) {
+    ctx.expect_rank(1, 4);
+    shape.query_heads = q[2];
+    shape.kv_heads = k[2];
+    shape.head_dim = q[3];
+    ctx.expect_dim(1, 3, shape.head_dim);
+  } else {
+    ctx.expect_rank(0, 3);
+    ctx.expect_rank(1, 3);
+    shape.query_heads = ctx.attrs.integer("query_heads");
+    shape.kv_heads = ctx.attrs.integer("kv_heads");
+    shape.head_dim = ctx.attrs.integer("head_dim");
+    if (shape.query_heads <= 0 || shape.kv_heads <= 0 || shape.head_dim <= 0) {
+      ctx.fail("attributes 'query_heads', 'kv_heads' and 'head_dim' must be positive");
+    }
+    ctx.expect_dim(0, 2, shape.query_heads * shape.head_dim);
+    ctx.expect_dim(1, 2, shape.kv_heads * shape.head_dim);
+  }
+  shape.batch = q[0];
+  shape.sequence = q[1];
+  ctx.expect_dim(1, 0, shape.batch);
+  ctx.expect_dim(1, 1, shape.sequence);
+  if (shape.query_heads % shape.kv_heads != 0) {
+    ctx.fail("query heads ({}) must be a multiple of kv heads ({})", shape.query_heads, shape.kv_heads);
+  }
+  if (has_documents) {
+    ctx.expect_dtype(3, DType::I32);
+    if (ctx.input(3).shape != Shape{shape.batch, shape.sequence}) {
+      ctx.fail("{} must be I32{}", ctx.input_label(3), format_shape({shape.batch, shape.sequence}));
+    }
+  }
+  shape.window = ctx.attrs.integer_or("window", 0);
+  if (shape.window < 0) ctx.fail("attribute 'window' must be 0 (full causal) or positive, got {}", shape.window);
+  shape.scale = ctx.attrs.number_or("scale", 0.0);
+  return shape;
+}
+
+// attention has 3 or 4 inputs; attention_backward 6 or 7: document ids are present when the
+// count is the larger one.
+AttentionShape bound_shape(const CpuBindContext& ctx, bool has_documents) {
+  std::vector<std::string> names{"q", "k", "v", "document_ids", "out", "logsumexp", "d_out"};
+  InferContext infer(ctx.node.op, ctx.attrs.where(), ctx.inputs, names, ctx.node.attrs);
+  return attention_layout(infer, has_documents);
+}
+
+void register_attention(OpRegistry& registry) {
+  registry.add(OpDef{
+      .name = "attention",
+      .inputs = {"q", "k", "v", "document_ids"},
+      .outputs = {"out", "logsumexp"},
+      .infer = [](const InferContext& ctx) {
+        if (ctx.input_count() != 3 && ctx.input_count() != 4) {
+          ctx.fail("attention takes q, k, v and optional document_ids, got {} inputs", ctx.input_count());
+        }
+        AttentionShape shape = attention_layout(ctx, ctx.input_count() == 4);
+        return std::vector<TensorType>{ctx.input(0),
+                                       {ctx.input(0).dtype, Shape{shape.batch, shape.query_heads, shape.sequence}}};
+      },
+      .gradient = [](GradientContext& ctx) -> InputGradients {
+        if (ctx.has_output_grad(1)) {
+          fail_user("{}: the logsumexp output of attention is not differentiable; use only 'out' in the loss",
+                    ctx.attrs().where());
+        }
+        bool has_documents = ctx.node().inputs.size() == 4;
+        std::vector<TensorId> inputs{ctx.input(0), ctx.input(1), ctx.input(2)};
+        if (has_documents) inputs.push_back(ctx.input(3));
+        inputs.insert(inputs.end(), {ctx.output(0), ctx.output(1), ctx.output_grad(0)});
+        auto grads = ctx.op("attention_backward", inputs, ctx.attrs().raw());
+        InputGradients result{if_needed(ctx, 0, grads[0]), if_needed(ctx, 1, grads[1]), if_needed(ctx, 2, grads[2])};
+        if (has_documents) result.push_back(std::nullopt);
+        return result;
+      },
+      .cpu = [](const CpuBindContext& ctx) {
+        bool has_documents = ctx.inputs.size() == 4;
+        AttentionShape shape = bound_shape(ctx, has_documents);
+        return bind_floating(ctx, ctx.inputs[0].dtype, [=](auto zero) -> CpuKernel {
+          using T = decltype(zero);
+          return [=](const CpuKernelArgs& args) {
+            attention_forward(shape, args.inputs[0].as<T>(), args.inputs[1].as<T>(), args.inputs[2].as<T>(),
+                              has_documents ? args.inputs[3].as<int32_t>() : nullptr, args.outputs[0].as<T>(),
+                              args.outputs[1].as<T>());
+          };
+        });
+      },
+      .variadic_inputs = true,
+  });
+  registry.add(OpDef{
+      .name = "attention_backward",
+      .inputs = {"q", "k", "v", "document_ids", "out", "logsumexp", "d_out"},
+      .outputs = {"d_q", "d_k", "d_v"},
+      .infer = [](const InferContext& ctx) {
+        if (ctx.input_count() != 6 && ctx.input_count() != 7) {
+          ctx.fail("attention_backward takes q, k, v, [document_ids,] out, logsumexp, d_out; got {} inputs",
+                   ctx.input_count());
+        }
+        size_t base = ctx.input_count() - 3;
+        AttentionShape shape = attention_layout(ctx, ctx.input_count() == 7);
+        ctx.expect_same_type(base, 0);
+        ctx.expect_same_type(base + 2, 0);
+        if (ctx.input(base + 1) != TensorType{ctx.input(0).dtype, Shape{shape.batch, shape.query_heads, shape.sequence}}) {
+          ctx.fail("{} must be {}[B, Hq, T]", ctx.input_label(base + 1), dtype_safetensors_name(ctx.input(0).dtype));
+        }
+        return std::vector<TensorType>{ctx.input(0), ctx.input(1), ctx.input(2)};
+      },
+      .gradient = {},
+      .cpu = [](const CpuBindContext& ctx) {
+        bool has_documents = ctx.inputs.size() == 7;
+        AttentionShape shape = bound_shape(ctx, has_documents);
+        size_t base = ctx.inputs.size() - 3;
+        return bind_floating(ctx, ctx.inputs[0].dtype, [=](auto zero) -> CpuKernel {
+          using T = decltype(zero);
+          return [=](const CpuKernelArgs& args) {
+            attention_backward(shape, args.inputs[0].as<T>(), args.inputs[1].as<T>(), args.inputs[2].as<T>(),
+                               has_documents ? args.inputs[3].as<int32_t>() : nullptr, args.inputs[base].as<T>(),
+                               args.inputs[base + 1].as<T>(), args.inputs[base + 2].as<T>(), args.outputs[0].as<T>(),
+                               args.outputs[1].as<T>(), args.outputs[2].as<T>());
+          };
+        });
+      },
+      .variadic_inputs = true,
+  });
+}
+
+}  // namespace
+
+void register_attention_ops(OpRegistry& registry) { register_attention(registry); }
+
+}  // namespace surogate::ops::defs

@@ -1,0 +1,222 @@
+// Graph ops for the LM head + token cross-entropy, over ops/cross_entropy.h (chunked logits,
+// labels already shifted, rows labelled ignore_index add nothing).
+//
+// Loss convention (token-weighted mean that survives gradient accumulation):
+//   lm_head_cross_entropy(hidden [..., D], weight [V, D], labels I32 [...]){chunks, ignore_index}
+//     -> loss_sum [] (Σ token losses), valid_tokens [] (count of scored rows, as a float of
+//        hidden's dtype, not differentiable), logsumexp [N] (saved for backward).
+//   The graph multiplies loss_sum by a scalar input (mul(loss_sum, loss_scale)) and the trainer
+//   writes loss_scale = 1 / (valid tokens of the whole accumulation window): the seeded
+//   gradient then reaches this op as d_loss_sum = loss_scale, every micro-batch's gradient is
+//   already divided by the window's token count, and the accumulated gradients and summed
+//   losses are exactly the window's token-weighted mean.
+//   lm_head_cross_entropy_backward(hidden, weight, labels, logsumexp, d_loss_sum) -> d_hidden, d_weight.
+// "lm_head_loss"(hidden, weight, targets, scale) -> (loss = scale·Σ, logsumexp) is the same
+// convention with the scale folded in (the trainer's decoder builder uses it), with
+// "lm_head_loss_backward"; "lm_head_accuracy" counts argmax hits (evaluation only).
+// Backward ops zero-fill d_weight before the math accumulates into it.
+#include <memory>
+#include <vector>
+
+#include "ops/cross_entropy.h"
+#include "ops/defs/def_util.h"
+
+namespace surogate::ops::defs {
+namespace {
+using namespace graph;
+
+// hidden (0), weight (1), labels (2): returns the row count.
+int64_t check_loss_inputs(const InferContext& ctx) {
+  ctx.expect_floating(0);
+  ctx.expect_min_rank(0, 1);
+  ctx.expect_rank(1, 2);
+  if (ctx.input(1).dtype != ctx.input(0).dtype) ctx.fail("{} must have the dtype of {}", ctx.input_label(1), ctx.input_label(0));
+  ctx.expect_dim(0, -1, ctx.input(1).shape[1]);
+  ctx.expect_dtype(2, DType::I32);
+  int64_t rows = ctx.input(0).numel() / ctx.input(1).shape[1];
+  if (ctx.input(2).numel() != rows) {
+    ctx.fail("{} must hold one label per row of {} ({} rows)", ctx.input_label(2), ctx.input_label(0), rows);
+  }
+  int64_t chunks = ctx.attrs.integer_or("chunks", 1);
+  if (chunks < 1) ctx.fail("attribute 'chunks' must be at least 1, got {}", chunks);
+  return rows;
+}
+
+void check_scalar(const InferContext& ctx, size_t index) {
+  if (ctx.input(index) != TensorType{ctx.input(0).dtype, Shape{}}) {
+    ctx.fail("{} must be a scalar {}[]", ctx.input_label(index), dtype_safetensors_name(ctx.input(0).dtype));
+  }
+}
+
+void check_logsumexp(const InferContext& ctx, size_t index, int64_t rows) {
+  if (ctx.input(index) != TensorType{ctx.input(0).dtype, Shape{rows}}) {
+    ctx.fail("{} must be {}", ctx.input_label(index), format_type({ctx.input(0).dtype, Shape{rows}}));
+  }
+}
+
+CrossEntropyShape loss_shape(const CpuBindContext& ctx) {
+  CrossEntropyShape shape;
+  shape.vocab = ctx.inputs[1].shape[0];
+  shape.hidden = ctx.inputs[1].shape[1];
+  shape.rows = ctx.inputs[0].numel() / shape.hidden;
+  shape.chunks = std::max<int64_t>(1, ctx.attrs.integer_or("chunks", 1));
+  shape.ignore_index = static_cast<int32_t>(ctx.attrs.integer_or("ignore_index", kIgnoreIndex));
+  return shape;
+}
+
+void register_cross_entropy(OpRegistry& registry) {
+  registry.add(OpDef{
+      .name = "lm_head_cross_entropy",
+      .inputs = {"hidden", "weight", "labels"},
+      .outputs = {"loss_sum", "valid_tokens", "logsumexp"},
+      .infer = [](const InferContext& ctx) {
+        int64_t rows = check_loss_inputs(ctx);
+        DType dtype = ctx.input(0).dtype;
+        return std::vector<TensorType>{{dtype, Shape{}}, {dtype, Shape{}}, {dtype, Shape{rows}}};
+      },
+      .gradient = [](GradientContext& ctx) -> InputGradients {
+        if (ctx.has_output_grad(2)) {
+          fail_user("{}: the logsumexp output of lm_head_cross_entropy is not differentiable", ctx.attrs().where());
+        }
+        auto grads = ctx.op("lm_head_cross_entropy_backward",
+                            {ctx.input(0), ctx.input(1), ctx.input(2), ctx.output(2), ctx.output_grad(0)},
+                            ctx.attrs().raw());
+        return {if_needed(ctx, 0, grads[0]), if_needed(ctx, 1, grads[1]), std::nullopt};
+      },
+      .cpu = [](const CpuBindContext& ctx) {
+        CrossEntropyShape shape = loss_shape(ctx);
+        return bind_floating(ctx, ctx.inputs[0].dtype, [=](auto zero) -> CpuKernel {
+          using T = decltype(zero);
+          return [=](const CpuKernelArgs& args) {
+            CrossEntropyResult result = lm_head_cross_entropy_forward(
+                shape, args.inputs[0].as<T>(), args.inputs[1].as<T>(), args.inputs[2].as<int32_t>(), args.outputs[2].as<T>());
+            args.outputs[0].as<T>()[0] = static_cast<T>(result.loss_sum);
+            args.outputs[1].as<T>()[0] = static_cast<T>(result.valid_tokens);
+          };
+        });
+      },
+  });
+  registry.add(OpDef{
+      .name = "lm_head_cross_entropy_backward",
+      .inputs = {"hidden", "weight", "labels", "logsumexp", "d_loss_sum"},
+      .outputs = {"d_hidden", "d_weight"},
+      .infer = [](const InferContext& ctx) {
+        int64_t rows = check_loss_inputs(ctx);
+        check_logsumexp(ctx, 3, rows);
+        check_scalar(ctx, 4);
+        return std::vector<TensorType>{ctx.input(0), ctx.input(1)};
+      },
+      .gradient = {},
+      .cpu = [](const CpuBindContext& ctx) {
+        CrossEntropyShape shape = loss_shape(ctx);
+        return bind_floating(ctx, ctx.inputs[0].dtype, [=](auto zero) -> CpuKernel {
+          using T = decltype(zero);
+          return [=](const CpuKernelArgs& args) {
+            zero_fill(args.outputs[1]);
+            lm_head_cross_entropy_backward(shape, args.inputs[0].as<T>(), args.inputs[1].as<T>(),
+                                           args.inputs[2].as<int32_t>(), args.inputs[3].as<T>(),
+                                           args.inputs[4].as<T>()[0], args.outputs[0].as<T>(), args.outputs[1].as<T>());
+          };
+        });
+      },
+  });
+}
+
+void register_lm_head_loss(OpRegistry& registry) {
+  registry.add(OpDef{
+      .name = "lm_head_loss",
+      .inputs = {"hidden", "weight", "targets", "scale"},
+      .outputs = {"loss", "logsumexp"},
+      .infer = [](const InferContext& ctx) {
+        int64_t rows = check_loss_inputs(ctx);
+        check_scalar(ctx, 3);
+        return std::vector<TensorType>{{ctx.input(0).dtype, Shape{}}, {ctx.input(0).dtype, Shape{rows}}};
+      },
+      .gradient = [](GradientContext& ctx) -> InputGradients {
+        auto grads = ctx.op("lm_head_loss_backward",
+                            {ctx.input(0), ctx.input(1), ctx.input(2), ctx.output(1), ctx.output_grad(0), ctx.input(3)},
+                            ctx.attrs().raw());
+        return {if_needed(ctx, 0, grads[0]), if_needed(ctx, 1, grads[1]), std::nullopt, std::nullopt};
+      },
+      .cpu = [](const CpuBindContext& ctx) {
+        CrossEntropyShape shape = loss_shape(ctx);
+        return bind_floating(ctx, ctx.inputs[0].dtype, [=](auto zero) -> CpuKernel {
+          using T = decltype(zero);
+          return [=](const CpuKernelArgs& args) {
+            CrossEntropyResult result = lm_head_cross_entropy_forward(
+                shape, args.inputs[0].as<T>(), args.inputs[1].as<T>(), args.inputs[2].as<int32_t>(), args.outputs[1].as<T>());
+            args.outputs[0].as<T>()[0] = static_cast<T>(result.loss_sum * static_cast<double>(args.inputs[3].as<T>()[0]));
+          };
+        });
+      },
+  });
+  registry.add(OpDef{
+      .name = "lm_head_loss_backward",
+      .inputs = {"hidden", "weight", "targets", "logsumexp", "d_loss", "scale"},
+      .outputs = {"d_hidden", "d_weight"},
+      .infer = [](const InferContext& ctx) {
+        int64_t rows = check_loss_inputs(ctx);
+        check_logsumexp(ctx, 3, rows);
+        check_scalar(ctx, 4);
+        check_scalar(ctx, 5);
+        return std::vector<TensorType>{ctx.input(0), ctx.input(1)};
+      },
+      .gradient = {},
+      .cpu = [](const CpuBindContext& ctx) {
+        CrossEntropyShape shape = loss_shape(ctx);
+        return bind_floating(ctx, ctx.inputs[0].dtype, [=](auto zero) -> CpuKernel {
+          using T = decltype(zero);
+          return [=](const CpuKernelArgs& args) {
+            zero_fill(args.outputs[1]);
+            T d_loss_sum = args.inputs[4].as<T>()[0] * args.inputs[5].as<T>()[0];
+            lm_head_cross_entropy_backward(shape, args.inputs[0].as<T>(), args.inputs[1].as<T>(),
+                                           args.inputs[2].as<int32_t>(), args.inputs[3].as<T>(), d_loss_sum,
+                                           args.outputs[0].as<T>(), args.outputs[1].as<T>());
+          };
+        });
+      },
+  });
+  registry.add(OpDef{
+      .name = "lm_head_accuracy",
+      .inputs = {"hidden", "weight", "targets"},
+      .outputs = {"correct"},
+      .infer = [](const InferContext& ctx) {
+        check_loss_inputs(ctx);
+        return std::vector<TensorType>{{ctx.input(0).dtype, Shape{}}};
+      },
+      .gradient = {},
+      .cpu = [](const CpuBindContext& ctx) {
+        CrossEntropyShape shape = loss_shape(ctx);
+        return bind_floating(ctx, ctx.inputs[0].dtype, [=](auto zero) -> CpuKernel {
+          using T = decltype(zero);
+          // One row of logits at a time; the scratch row is allocated here, at bind time.
+          auto scratch = std::make_shared<std::vector<T>>(static_cast<size_t>(shape.vocab));
+          return [=](const CpuKernelArgs& args) {
+            const T* hidden = args.inputs[0].as<T>();
+            const int32_t* targets = args.inputs[2].as<int32_t>();
+            int64_t correct = 0;
+            for (int64_t row = 0; row < shape.rows; ++row) {
+              if (targets[row] == shape.ignore_index) continue;
+              lm_head_logits(hidden + row * shape.hidden, args.inputs[1].as<T>(), 1, shape.hidden, shape.vocab,
+                             scratch->data());
+              int64_t best = 0;
+              for (int64_t v = 1; v < shape.vocab; ++v) {
+                if ((*scratch)[v] > (*scratch)[best]) best = v;
+              }
+              correct += best == targets[row] ? 1 : 0;
+            }
+            args.outputs[0].as<T>()[0] = static_cast<T>(correct);
+          };
+        });
+      },
+  });
+}
+
+}  // namespace
+
+void register_cross_entropy_ops(OpRegistry& registry) {
+  register_cross_entropy(registry);
+  register_lm_head_loss(registry);
+}
+
+}  // namespace surogate::ops::defs

@@ -1,0 +1,176 @@
+// Graph op "linear" (x [..., in], weight [out, in] [, bias [out]] -> [..., out], torch's layout)
+// over ops/linear.h, with split backward ops so a frozen weight (LoRA base) costs no d_W GEMM:
+//   linear_backward_input(d_out, weight)  -> d_x     [..., in]
+//   linear_backward_weight(d_out, x)      -> d_weight [out, in]   (zero-filled, then += d_outᵀ·x)
+//   bias_gradient(d_out)                  -> d_bias   [out]       (column sums, double accumulation)
+// "linear_backward"(d_out, x, weight) -> (d_x, d_weight) is kept for graphs that name it (the
+// trainer's stop-gap registrations emitted it).
+#include "ops/defs/def_util.h"
+#include "ops/linear.h"
+
+namespace surogate::ops::defs {
+namespace {
+using namespace graph;
+
+void expect_weight(const InferContext& ctx, size_t index, size_t reference) {
+  ctx.expect_rank(index, 2);
+  if (ctx.input(index).dtype != ctx.input(reference).dtype) {
+    ctx.fail("{} must have the dtype of {}", ctx.input_label(index), ctx.input_label(reference));
+  }
+}
+
+void register_linear(OpRegistry& registry) {
+  registry.add(OpDef{
+      .name = "linear",
+      .inputs = {"x", "weight", "bias"},
+      .outputs = {"out"},
+      .infer = [](const InferContext& ctx) {
+        if (ctx.input_count() != 2 && ctx.input_count() != 3) {
+          ctx.fail("linear takes x, weight and an optional bias, got {} inputs", ctx.input_count());
+        }
+        ctx.expect_floating(0);
+        ctx.expect_min_rank(0, 1);
+        expect_weight(ctx, 1, 0);
+        ctx.expect_dim(0, -1, ctx.input(1).shape[1]);
+        if (ctx.input_count() == 3) {
+          ctx.expect_rank(2, 1);
+          ctx.expect_dim(2, 0, ctx.input(1).shape[0]);
+          if (ctx.input(2).dtype != ctx.input(0).dtype) ctx.fail("{} must have the dtype of x", ctx.input_label(2));
+        }
+        Shape shape = ctx.input(0).shape;
+        shape.back() = ctx.input(1).shape[0];
+        return std::vector<TensorType>{{ctx.input(0).dtype, shape}};
+      },
+      .gradient = [](GradientContext& ctx) -> InputGradients {
+        TensorId d_out = ctx.output_grad(0);
+        InputGradients result(ctx.node().inputs.size());
+        if (ctx.needs_input_grad(0)) result[0] = ctx.op("linear_backward_input", {d_out, ctx.input(1)});
+        if (ctx.needs_input_grad(1)) result[1] = ctx.op("linear_backward_weight", {d_out, ctx.input(0)});
+        if (result.size() == 3 && ctx.needs_input_grad(2)) result[2] = ctx.op("bias_gradient", {d_out});
+        return result;
+      },
+      .cpu = [](const CpuBindContext& ctx) {
+        int64_t out = ctx.inputs[1].shape[0], in = ctx.inputs[1].shape[1], rows = ctx.inputs[0].numel() / in;
+        bool has_bias = ctx.inputs.size() == 3;
+        return bind_floating(ctx, ctx.inputs[0].dtype, [=](auto zero) -> CpuKernel {
+          using T = decltype(zero);
+          return [=](const CpuKernelArgs& args) {
+            linear_forward(args.inputs[0].as<T>(), args.inputs[1].as<T>(), has_bias ? args.inputs[2].as<T>() : nullptr,
+                           rows, in, out, args.outputs[0].as<T>());
+          };
+        });
+      },
+      .variadic_inputs = true,
+  });
+  registry.add(OpDef{
+      .name = "linear_backward_input",
+      .inputs = {"d_out", "weight"},
+      .outputs = {"d_x"},
+      .infer = [](const InferContext& ctx) {
+        ctx.expect_floating(0);
+        expect_weight(ctx, 1, 0);
+        ctx.expect_dim(0, -1, ctx.input(1).shape[0]);
+        Shape shape = ctx.input(0).shape;
+        shape.back() = ctx.input(1).shape[1];
+        return std::vector<TensorType>{{ctx.input(0).dtype, shape}};
+      },
+      .gradient = {},
+      .cpu = [](const CpuBindContext& ctx) {
+        int64_t out = ctx.inputs[1].shape[0], in = ctx.inputs[1].shape[1], rows = ctx.inputs[0].numel() / out;
+        return bind_floating(ctx, ctx.inputs[0].dtype, [=](auto zero) -> CpuKernel {
+          using T = decltype(zero);
+          return [=](const CpuKernelArgs& args) {
+            linear_backward<T>(args.inputs[0].as<T>(), nullptr, args.inputs[1].as<T>(), rows, in, out,
+                               args.outputs[0].as<T>(), nullptr, nullptr);
+          };
+        });
+      },
+  });
+  registry.add(OpDef{
+      .name = "linear_backward_weight",
+      .inputs = {"d_out", "x"},
+      .outputs = {"d_weight"},
+      .infer = [](const InferContext& ctx) {
+        ctx.expect_floating(0);
+        ctx.expect_min_rank(0, 1);
+        ctx.expect_min_rank(1, 1);
+        if (ctx.input(1).dtype != ctx.input(0).dtype) ctx.fail("{} must have the dtype of d_out", ctx.input_label(1));
+        if (ctx.input(0).numel() / last_dim(ctx.input(0)) != ctx.input(1).numel() / last_dim(ctx.input(1))) {
+          ctx.fail("{} and {} must have the same number of rows", ctx.input_label(0), ctx.input_label(1));
+        }
+        return std::vector<TensorType>{{ctx.input(0).dtype, Shape{last_dim(ctx.input(0)), last_dim(ctx.input(1))}}};
+      },
+      .gradient = {},
+      .cpu = [](const CpuBindContext& ctx) {
+        int64_t out = last_dim(ctx.inputs[0]), in = last_dim(ctx.inputs[1]), rows = ctx.inputs[1].numel() / in;
+        return bind_floating(ctx, ctx.inputs[0].dtype, [=](auto zero) -> CpuKernel {
+          using T = decltype(zero);
+          return [=](const CpuKernelArgs& args) {
+            zero_fill(args.outputs[0]);
+            linear_backward<T>(args.inputs[0].as<T>(), args.inputs[1].as<T>(), nullptr, rows, in, out, nullptr,
+                               args.outputs[0].as<T>(), nullptr);
+          };
+        });
+      },
+  });
+  registry.add(OpDef{
+      .name = "linear_backward",
+      .inputs = {"d_out", "x", "weight"},
+      .outputs = {"d_x", "d_weight"},
+      .infer = [](const InferContext& ctx) {
+        ctx.expect_floating(1);
+        expect_weight(ctx, 2, 1);
+        ctx.expect_dim(1, -1, ctx.input(2).shape[1]);
+        Shape shape = ctx.input(1).shape;
+        shape.back() = ctx.input(2).shape[0];
+        if (ctx.input(0) != TensorType{ctx.input(1).dtype, shape}) {
+          ctx.fail("{} must be {}", ctx.input_label(0), format_type({ctx.input(1).dtype, shape}));
+        }
+        return std::vector<TensorType>{ctx.input(1), ctx.input(2)};
+      },
+      .gradient = {},
+      .cpu = [](const CpuBindContext& ctx) {
+        int64_t out = ctx.inputs[2].shape[0], in = ctx.inputs[2].shape[1], rows = ctx.inputs[1].numel() / in;
+        return bind_floating(ctx, ctx.inputs[1].dtype, [=](auto zero) -> CpuKernel {
+          using T = decltype(zero);
+          return [=](const CpuKernelArgs& args) {
+            zero_fill(args.outputs[1]);
+            linear_backward<T>(args.inputs[0].as<T>(), args.inputs[1].as<T>(), args.inputs[2].as<T>(), rows, in, out,
+                               args.outputs[0].as<T>(), args.outputs[1].as<T>(), nullptr);
+          };
+        });
+      },
+  });
+  registry.add(OpDef{
+      .name = "bias_gradient",
+      .inputs = {"d_out"},
+      .outputs = {"d_bias"},
+      .infer = [](const InferContext& ctx) {
+        ctx.expect_floating(0);
+        ctx.expect_min_rank(0, 1);
+        return std::vector<TensorType>{{ctx.input(0).dtype, Shape{last_dim(ctx.input(0))}}};
+      },
+      .gradient = {},
+      .cpu = [](const CpuBindContext& ctx) {
+        int64_t width = last_dim(ctx.inputs[0]), rows = ctx.inputs[0].numel() / width;
+        return bind_floating(ctx, ctx.inputs[0].dtype, [=](auto zero) -> CpuKernel {
+          using T = decltype(zero);
+          return [=](const CpuKernelArgs& args) {
+            const T* d_out = args.inputs[0].as<T>();
+            T* d_bias = args.outputs[0].as<T>();
+            for (int64_t column = 0; column < width; ++column) {
+              double total = 0.0;
+              for (int64_t row = 0; row < rows; ++row) total += static_cast<double>(d_out[row * width + column]);
+              d_bias[column] = static_cast<T>(total);
+            }
+          };
+        });
+      },
+  });
+}
+
+}  // namespace
+
+void register_linear_ops(OpRegistry& registry) { register_linear(registry); }
+
+}  // namespace surogate::ops::defs

@@ -1,0 +1,18 @@
+// Calls one registration function per op family (see register_ops.h).
+#include "ops/defs/register_ops.h"
+
+#include "ops/defs/def_util.h"
+
+namespace surogate::ops {
+
+void register_model_ops(graph::OpRegistry& registry) {
+  defs::register_embedding_ops(registry);
+  defs::register_rmsnorm_ops(registry);
+  defs::register_linear_ops(registry);
+  defs::register_swiglu_ops(registry);
+  defs::register_rope_ops(registry);
+  defs::register_attention_ops(registry);
+  defs::register_cross_entropy_ops(registry);
+}
+
+}  // namespace surogate::ops

@@ -1,0 +1,169 @@
+// Graph ops "rmsnorm" and "fused_residual_rmsnorm" with their backward ops, over
+// ops/rmsnorm.h. rmsnorm normalises groups of weight.size() values: x [..., k·D] with weight [D]
+// is k rows per token (Qwen3's per-head q/k norm on a flat [B, T, H·Dh] projection).
+// rstd [rows] is an extra forward output so the planner can save or recompute it. Backward ops
+// zero-fill d_weight before the math accumulates into it.
+#include "ops/defs/def_util.h"
+#include "ops/rmsnorm.h"
+
+namespace surogate::ops::defs {
+namespace {
+using namespace graph;
+
+// Checks x (index x_index) against weight (index w_index) and returns the row count.
+int64_t norm_rows(const InferContext& ctx, size_t x_index, size_t w_index) {
+  ctx.expect_floating(x_index);
+  ctx.expect_rank(w_index, 1);
+  if (ctx.input(w_index).dtype != ctx.input(x_index).dtype) {
+    ctx.fail("{} must have the dtype of {}", ctx.input_label(w_index), ctx.input_label(x_index));
+  }
+  int64_t dim = ctx.input(w_index).shape[0];
+  if (dim <= 0 || ctx.input(x_index).shape.empty() || last_dim(ctx.input(x_index)) % dim != 0) {
+    ctx.fail("the last dimension of {} must be a multiple of the size of {}", ctx.input_label(x_index),
+             ctx.input_label(w_index));
+  }
+  return ctx.input(x_index).numel() / dim;
+}
+
+double eps_attr(const Attrs& attrs) {
+  double eps = attrs.number("eps");
+  if (!(eps >= 0.0)) fail_user("{}: attribute 'eps' must be non-negative, got {}", attrs.where(), eps);
+  return eps;
+}
+
+void register_rmsnorm(OpRegistry& registry) {
+  registry.add(OpDef{
+      .name = "rmsnorm",
+      .inputs = {"x", "weight"},
+      .outputs = {"out", "rstd"},
+      .infer = [](const InferContext& ctx) {
+        eps_attr(ctx.attrs);
+        int64_t rows = norm_rows(ctx, 0, 1);
+        return std::vector<TensorType>{ctx.input(0), {ctx.input(0).dtype, Shape{rows}}};
+      },
+      .gradient = [](GradientContext& ctx) -> InputGradients {
+        if (ctx.has_output_grad(1)) {
+          fail_user("{}: the rstd output of rmsnorm is not differentiable; use only 'out'", ctx.attrs().where());
+        }
+        auto grads = ctx.op("rmsnorm_backward", {ctx.output_grad(0), ctx.input(0), ctx.input(1), ctx.output(1)});
+        return {if_needed(ctx, 0, grads[0]), if_needed(ctx, 1, grads[1])};
+      },
+      .cpu = [](const CpuBindContext& ctx) {
+        int64_t dim = ctx.inputs[1].shape[0], rows = ctx.inputs[0].numel() / dim;
+        double eps = eps_attr(ctx.attrs);
+        return bind_floating(ctx, ctx.inputs[0].dtype, [=](auto zero) -> CpuKernel {
+          using T = decltype(zero);
+          return [=](const CpuKernelArgs& args) {
+            rmsnorm_forward(args.inputs[0].as<T>(), args.inputs[1].as<T>(), rows, dim, eps, args.outputs[0].as<T>(),
+                            args.outputs[1].as<T>());
+          };
+        });
+      },
+  });
+  registry.add(OpDef{
+      .name = "rmsnorm_backward",
+      .inputs = {"d_out", "x", "weight", "rstd"},
+      .outputs = {"d_x", "d_weight"},
+      .infer = [](const InferContext& ctx) {
+        int64_t rows = norm_rows(ctx, 1, 2);
+        ctx.expect_same_type(0, 1);
+        if (ctx.input(3) != TensorType{ctx.input(1).dtype, Shape{rows}}) {
+          ctx.fail("{} must be {}", ctx.input_label(3), format_type({ctx.input(1).dtype, Shape{rows}}));
+        }
+        return std::vector<TensorType>{ctx.input(1), ctx.input(2)};
+      },
+      .gradient = {},
+      .cpu = [](const CpuBindContext& ctx) {
+        int64_t dim = ctx.inputs[2].shape[0], rows = ctx.inputs[1].numel() / dim;
+        return bind_floating(ctx, ctx.inputs[1].dtype, [=](auto zero) -> CpuKernel {
+          using T = decltype(zero);
+          return [=](const CpuKernelArgs& args) {
+            zero_fill(args.outputs[1]);
+            rmsnorm_backward(args.inputs[0].as<T>(), args.inputs[1].as<T>(), args.inputs[2].as<T>(),
+                             args.inputs[3].as<T>(), rows, dim, args.outputs[0].as<T>(), args.outputs[1].as<T>());
+          };
+        });
+      },
+  });
+}
+
+// fused_residual_rmsnorm(residual_in, x, weight){eps} -> (residual_out = residual_in + x,
+// out = rmsnorm(residual_out), rstd).
+void register_fused_residual_rmsnorm(OpRegistry& registry) {
+  registry.add(OpDef{
+      .name = "fused_residual_rmsnorm",
+      .inputs = {"residual_in", "x", "weight"},
+      .outputs = {"residual_out", "out", "rstd"},
+      .infer = [](const InferContext& ctx) {
+        eps_attr(ctx.attrs);
+        ctx.expect_same_type(0, 1);
+        int64_t rows = norm_rows(ctx, 0, 2);
+        return std::vector<TensorType>{ctx.input(0), ctx.input(0), {ctx.input(0).dtype, Shape{rows}}};
+      },
+      .gradient = [](GradientContext& ctx) -> InputGradients {
+        if (ctx.has_output_grad(2)) {
+          fail_user("{}: the rstd output of fused_residual_rmsnorm is not differentiable", ctx.attrs().where());
+        }
+        std::vector<TensorId> inputs{ctx.output_grad(1), ctx.output(0), ctx.input(2), ctx.output(2)};
+        if (ctx.has_output_grad(0)) inputs.push_back(ctx.output_grad(0));
+        auto grads = ctx.op("fused_residual_rmsnorm_backward", inputs);
+        return {if_needed(ctx, 0, grads[0]), if_needed(ctx, 1, grads[0]), if_needed(ctx, 2, grads[1])};
+      },
+      .cpu = [](const CpuBindContext& ctx) {
+        int64_t dim = ctx.inputs[2].shape[0], rows = ctx.inputs[0].numel() / dim;
+        double eps = eps_attr(ctx.attrs);
+        return bind_floating(ctx, ctx.inputs[0].dtype, [=](auto zero) -> CpuKernel {
+          using T = decltype(zero);
+          return [=](const CpuKernelArgs& args) {
+            fused_residual_rmsnorm_forward(args.inputs[0].as<T>(), args.inputs[1].as<T>(), args.inputs[2].as<T>(), rows,
+                                           dim, eps, args.outputs[0].as<T>(), args.outputs[1].as<T>(),
+                                           args.outputs[2].as<T>());
+          };
+        });
+      },
+  });
+  // (d_out, residual_out, weight, rstd [, d_residual_out]) -> (d_input, d_weight); d_input is the
+  // gradient of both residual_in and x.
+  registry.add(OpDef{
+      .name = "fused_residual_rmsnorm_backward",
+      .inputs = {"d_out", "residual_out", "weight", "rstd", "d_residual_out"},
+      .outputs = {"d_input", "d_weight"},
+      .infer = [](const InferContext& ctx) {
+        if (ctx.input_count() != 4 && ctx.input_count() != 5) {
+          ctx.fail("takes d_out, residual_out, weight, rstd and an optional d_residual_out, got {} inputs",
+                   ctx.input_count());
+        }
+        int64_t rows = norm_rows(ctx, 1, 2);
+        ctx.expect_same_type(0, 1);
+        if (ctx.input_count() == 5) ctx.expect_same_type(4, 1);
+        if (ctx.input(3) != TensorType{ctx.input(1).dtype, Shape{rows}}) {
+          ctx.fail("{} must be {}", ctx.input_label(3), format_type({ctx.input(1).dtype, Shape{rows}}));
+        }
+        return std::vector<TensorType>{ctx.input(1), ctx.input(2)};
+      },
+      .gradient = {},
+      .cpu = [](const CpuBindContext& ctx) {
+        int64_t dim = ctx.inputs[2].shape[0], rows = ctx.inputs[1].numel() / dim;
+        bool has_residual_grad = ctx.inputs.size() == 5;
+        return bind_floating(ctx, ctx.inputs[1].dtype, [=](auto zero) -> CpuKernel {
+          using T = decltype(zero);
+          return [=](const CpuKernelArgs& args) {
+            zero_fill(args.outputs[1]);
+            fused_residual_rmsnorm_backward(args.inputs[0].as<T>(), has_residual_grad ? args.inputs[4].as<T>() : nullptr,
+                                            args.inputs[1].as<T>(), args.inputs[2].as<T>(), args.inputs[3].as<T>(),
+                                            rows, dim, args.outputs[0].as<T>(), args.outputs[1].as<T>());
+          };
+        });
+      },
+      .variadic_inputs = true,
+  });
+}
+
+}  // namespace
+
+void register_rmsnorm_ops(OpRegistry& registry) {
+  register_rmsnorm(registry);
+  register_fused_residual_rmsnorm(registry);
+}
+
+}  // namespace surogate::ops::defs

@@ -1,0 +1,213 @@
+// CudaBackend: binder check, memory check and allocation, kernel binding at load time; an
+// execute() that only enqueues work on one stream.
+#include "runtime/cuda_backend.h"
+
+#include <fmt/ranges.h>
+
+#include <cstring>
+#include <set>
+
+#include "core/error.h"
+
+namespace surogate::runtime {
+
+using namespace surogate::graph;
+using compiler::Storage;
+
+namespace {
+
+std::string format_bytes(size_t bytes) {
+  return fmt::format("{} bytes ({:.2f} MiB)", bytes, static_cast<double>(bytes) / (1024.0 * 1024.0));
+}
+
+}  // namespace
+
+void CudaBackend::PinnedFree::operator()(std::byte* pointer) const {
+  if (pointer) cudaFreeHost(pointer);  // at teardown: nothing to do about a failure
+}
+
+CudaBackend::CudaBackend(const CudaOpTable& table) : table_(table) {}
+
+CudaBackend::~CudaBackend() {
+  if (stream_) cudaStreamSynchronize(stream_->get());  // let queued kernels finish before freeing
+}
+
+void CudaBackend::check_loaded() const { SUROGATE_CHECK(plan_ != nullptr, "CudaBackend used before load()"); }
+
+void CudaBackend::check_bindable(const compiler::ExecutionPlan& plan) const {
+  std::set<std::string> missing;
+  std::string first_node;
+  for (const compiler::PlanStep& step : plan.steps) {
+    const Node& node = plan.graph.node(step.node);
+    if (table_.find(node.op) == nullptr && missing.insert(node.op).second && first_node.empty()) first_node = node.name;
+  }
+  if (!missing.empty()) {
+    fail_user("the CUDA backend has no kernel for op{} {} (first used by node '{}'); ops with CUDA kernels: {}. "
+              "Run this plan on the CPU backend, or add a CUDA binder for the op in src/runtime/",
+              missing.size() > 1 ? "s" : "", fmt::join(missing, ", "), first_node, fmt::join(table_.names(), ", "));
+  }
+}
+
+void CudaBackend::allocate(const compiler::MemoryPlan& memory) {
+  int device_count = 0;
+  cudaError_t status = cudaGetDeviceCount(&device_count);
+  if (status != cudaSuccess || device_count == 0) {
+    fail_user("the CUDA backend needs a GPU, but none is usable: {}",
+              status != cudaSuccess ? cudaGetErrorString(status) : "no CUDA device found");
+  }
+  CUDA_CHECK(cudaGetDevice(&memory_.device));
+  // Release what an earlier load() held before measuring what is free.
+  arena_ = {};
+  parameters_ = {};
+  gradients_ = {};
+  inputs_ = {};
+  const size_t alignment = memory.alignment;
+  const size_t arena = compiler::align_up(memory.arena_bytes, alignment);
+  const size_t parameters = compiler::align_up(memory.parameter_bytes, alignment);
+  const size_t gradients = compiler::align_up(memory.gradient_bytes, alignment);
+  const size_t inputs = compiler::align_up(memory.input_bytes, alignment);
+  memory_.required_bytes = arena + parameters + gradients + inputs;
+  CUDA_CHECK(cudaMemGetInfo(&memory_.free_bytes, &memory_.total_bytes));
+  if (memory_.required_bytes > memory_.free_bytes) {
+    fail_user("the plan needs {} of GPU memory (activation arena {}, parameters {}, gradients {}, inputs {}), but "
+              "GPU {} has only {} free of {}. Reduce the micro-batch or sequence length, or enable recompute",
+              format_bytes(memory_.required_bytes), format_bytes(arena), format_bytes(parameters),
+              format_bytes(gradients), format_bytes(inputs), memory_.device, format_bytes(memory_.free_bytes),
+              format_bytes(memory_.total_bytes));
+  }
+  stream_.emplace();
+  staged_.emplace(false);
+  staged_pending_ = false;
+  arena_ = cuda::DeviceBuffer<std::byte>(arena);
+  parameters_ = cuda::DeviceBuffer<std::byte>(parameters);
+  gradients_ = cuda::DeviceBuffer<std::byte>(gradients);
+  inputs_ = cuda::DeviceBuffer<std::byte>(inputs);
+  for (auto* buffer : {&arena_, &parameters_, &gradients_, &inputs_}) buffer->zero(stream_->get());
+  staging_.reset();
+  if (inputs > 0) {
+    void* pinned = nullptr;
+    CUDA_CHECK(cudaMallocHost(&pinned, inputs));
+    staging_.reset(static_cast<std::byte*>(pinned));
+  }
+  stream_->synchronize();
+}
+
+std::byte* CudaBackend::base(Storage storage) const {
+  switch (storage) {
+    case Storage::Arena: return const_cast<std::byte*>(arena_.data());
+    case Storage::Parameters: return const_cast<std::byte*>(parameters_.data());
+    case Storage::Gradients: return const_cast<std::byte*>(gradients_.data());
+    case Storage::Inputs: return const_cast<std::byte*>(inputs_.data());
+  }
+  return nullptr;
+}
+
+const TensorType& CudaBackend::type_of(TensorId tensor) const {
+  check_loaded();
+  return plan_->graph.tensor(tensor).type;
+}
+
+std::byte* CudaBackend::address(TensorId tensor) const {
+  check_loaded();
+  const compiler::TensorPlacement& placement = plan_->placement(tensor);
+  return base(placement.storage) + placement.offset;
+}
+
+CudaTensorView CudaBackend::view_of(TensorId tensor) const {
+  const TensorType& type = type_of(tensor);
+  return CudaTensorView{address(tensor), type.dtype, type.shape.data(), static_cast<int>(type.shape.size()),
+                        type.numel()};
+}
+
+void CudaBackend::load(const compiler::ExecutionPlan& plan, const OpRegistry& registry) {
+  check_bindable(plan);  // before the device is touched: a plan the table cannot run is refused at once
+  plan_ = nullptr;
+  steps_.clear();
+  allocate(plan.memory);
+  plan_ = &plan;
+  try {
+    bind_steps(registry);
+  } catch (...) {
+    plan_ = nullptr;  // a half-bound plan must not run
+    steps_.clear();
+    throw;
+  }
+}
+
+void CudaBackend::bind_steps(const OpRegistry& registry) {
+  const compiler::ExecutionPlan& plan = *plan_;
+  steps_.reserve(plan.steps.size());
+  for (const compiler::PlanStep& step : plan.steps) {
+    const Node& node = plan.graph.node(step.node);
+    registry.get(node.op);  // the op must also be known to the registry the plan was built with
+    std::vector<TensorType> input_types, output_types;
+    BoundStep bound;
+    for (TensorId id : node.inputs) {
+      input_types.push_back(type_of(id));
+      bound.inputs.push_back(view_of(id));
+    }
+    for (TensorId id : node.outputs) {
+      output_types.push_back(type_of(id));
+      bound.outputs.push_back(view_of(id));
+    }
+    CudaBindContext context{node, input_types, output_types,
+                            Attrs(node.attrs, fmt::format("node '{}' (op {})", node.name, node.op))};
+    bound.kernel = (*table_.find(node.op))(context);
+    SUROGATE_CHECK(static_cast<bool>(bound.kernel), "CUDA binder of op '{}' returned no kernel", node.op);
+    steps_.push_back(std::move(bound));
+  }
+}
+
+void CudaBackend::check_size(TensorId tensor, size_t bytes, const char* verb) const {
+  const TensorType& type = type_of(tensor);
+  if (bytes != type.size_bytes()) {
+    fail_user("tensor '{}' is {} ({} bytes), {} {} bytes", plan_->graph.tensor(tensor).name, format_type(type),
+              type.size_bytes(), verb, bytes);
+  }
+}
+
+void CudaBackend::write(TensorId tensor, std::span<const std::byte> data) {
+  check_size(tensor, data.size(), "got");
+  if (data.empty()) return;
+  CUDA_CHECK(cudaMemcpyAsync(address(tensor), data.data(), data.size(), cudaMemcpyHostToDevice, stream_->get()));
+  stream_->synchronize();  // the caller may reuse `data` at once; writes happen at load, not per step
+}
+
+void CudaBackend::read(TensorId tensor, std::span<std::byte> data) const {
+  check_size(tensor, data.size(), "asked for");
+  if (data.empty()) return;
+  CUDA_CHECK(cudaMemcpyAsync(data.data(), address(tensor), data.size(), cudaMemcpyDeviceToHost, stream_->get()));
+  stream_->synchronize();
+}
+
+void CudaBackend::execute(std::span<const InputBinding> inputs) {
+  check_loaded();
+  cudaStream_t stream = stream_->get();
+  if (!inputs.empty()) {
+    // The staging buffer is still the source of the previous execute's upload until that copy
+    // has run; it ran before the previous step's kernels, so this wait is normally immediate.
+    if (staged_pending_) staged_->synchronize();
+    for (const InputBinding& input : inputs) {
+      check_size(input.tensor, input.data.size(), "got");
+      const compiler::TensorPlacement& placement = plan_->placement(input.tensor);
+      if (placement.storage != Storage::Inputs) {
+        fail_user("execute(): tensor '{}' is not a graph input; use write() for parameters",
+                  plan_->graph.tensor(input.tensor).name);
+      }
+      if (input.data.empty()) continue;
+      std::byte* staged = staging_.get() + placement.offset;
+      std::memcpy(staged, input.data.data(), input.data.size());
+      CUDA_CHECK(cudaMemcpyAsync(address(input.tensor), staged, input.data.size(), cudaMemcpyHostToDevice, stream));
+    }
+    staged_->record(stream);
+    staged_pending_ = true;
+  }
+  for (const BoundStep& step : steps_) step.kernel(CudaKernelArgs{step.inputs, step.outputs, stream});
+}
+
+void CudaBackend::zero_gradients() {
+  check_loaded();
+  if (gradients_.bytes() > 0) CUDA_CHECK(cudaMemsetAsync(gradients_.data(), 0, gradients_.bytes(), stream_->get()));
+}
+
+}  // namespace surogate::runtime

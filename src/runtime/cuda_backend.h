@@ -1,0 +1,82 @@
+// CudaBackend: runs an ExecutionPlan on the current CUDA device through the same Backend
+// interface as CpuBackend. load() checks that every op has a CUDA binder (UserError naming the
+// missing ops, before touching the device), checks free device memory against the plan's four
+// regions (UserError with required vs free bytes), allocates them once (activation arena,
+// parameters + constants, gradients, batch inputs; zeroed), a pinned staging buffer for inputs
+// and one stream, then binds every step. execute() stages the given inputs, uploads them and
+// launches every step's kernels on that stream without synchronising the host; read() is the
+// one place that waits (for the stream, then copies out).
+// Floating tensors run in fp32 (tensors the plan marks F32); bf16 execution is a later step.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "cuda/device_buffer.h"
+#include "runtime/backend.h"
+#include "runtime/cuda_op_table.h"
+
+namespace surogate::runtime {
+
+// Device memory as load() found it, for reports and the trainer's memory breakdown.
+struct DeviceMemoryReport {
+  int device = 0;
+  size_t required_bytes = 0;  // the four regions together
+  size_t free_bytes = 0;      // free on the device before allocating
+  size_t total_bytes = 0;
+};
+
+class CudaBackend final : public Backend {
+public:
+  // `table` must outlive the backend; the default is the engine's built-in table.
+  explicit CudaBackend(const CudaOpTable& table = builtin_cuda_ops());
+  ~CudaBackend() override;
+
+  std::string_view name() const override { return "cuda"; }
+  void load(const compiler::ExecutionPlan& plan, const graph::OpRegistry& registry) override;
+  void write(graph::TensorId tensor, std::span<const std::byte> data) override;
+  void read(graph::TensorId tensor, std::span<std::byte> data) const override;
+  void execute(std::span<const InputBinding> inputs) override;
+  void zero_gradients() override;
+
+  const DeviceMemoryReport& memory_report() const { return memory_; }
+  cudaStream_t stream() const { return stream_ ? stream_->get() : nullptr; }
+
+private:
+  struct BoundStep {
+    CudaKernel kernel;
+    std::vector<CudaTensorView> inputs;
+    std::vector<CudaTensorView> outputs;
+  };
+  // Pinned host memory (cudaMallocHost) with RAII ownership.
+  struct PinnedFree {
+    void operator()(std::byte* pointer) const;
+  };
+
+  void check_bindable(const compiler::ExecutionPlan& plan) const;
+  void allocate(const compiler::MemoryPlan& memory);
+  void bind_steps(const graph::OpRegistry& registry);
+  std::byte* base(compiler::Storage storage) const;
+  std::byte* address(graph::TensorId tensor) const;
+  const graph::TensorType& type_of(graph::TensorId tensor) const;
+  CudaTensorView view_of(graph::TensorId tensor) const;
+  void check_size(graph::TensorId tensor, size_t bytes, const char* verb) const;
+  void check_loaded() const;
+
+  const CudaOpTable& table_;
+  const compiler::ExecutionPlan* plan_ = nullptr;
+  DeviceMemoryReport memory_;
+  cuda::DeviceBuffer<std::byte> arena_;
+  cuda::DeviceBuffer<std::byte> parameters_;
+  cuda::DeviceBuffer<std::byte> gradients_;
+  cuda::DeviceBuffer<std::byte> inputs_;
+  std::unique_ptr<std::byte, PinnedFree> staging_;  // input_bytes of pinned host memory
+  // Created in load(), so a backend can be constructed (and refuse a plan) without a device.
+  std::optional<cuda::Stream> stream_;
+  std::optional<cuda::Event> staged_;  // recorded after the last upload out of staging_
+  bool staged_pending_ = false;
+  std::vector<BoundStep> steps_;
+};
+
+}  // namespace surogate::runtime

@@ -1,0 +1,79 @@
+// CUDA binders for the engine's core ops (graph/core_ops.cpp), fp32 only: each parses its attrs
+// once at load and returns a closure that launches one kernel from runtime/cuda_elementwise.h.
+// Semantics match the CPU kernels: scale rounds its factor to float, sum accumulates in double.
+#include "runtime/cuda_elementwise.h"
+#include "runtime/cuda_op_table.h"
+
+namespace surogate::runtime {
+namespace {
+
+namespace k = cuda_kernels;
+
+CudaKernel bind_binary(const CudaBindContext& ctx,
+                       void (*launcher)(const float*, const float*, float*, int64_t, cudaStream_t)) {
+  ctx.expect_all(DType::F32);
+  const int64_t count = ctx.outputs[0].numel();
+  return [count, launcher](const CudaKernelArgs& args) {
+    launcher(args.inputs[0].as<const float>(), args.inputs[1].as<const float>(), args.outputs[0].as<float>(), count,
+             args.stream);
+  };
+}
+
+CudaKernel bind_add(const CudaBindContext& ctx) { return bind_binary(ctx, k::add_f32); }
+CudaKernel bind_mul(const CudaBindContext& ctx) { return bind_binary(ctx, k::mul_f32); }
+
+CudaKernel bind_scale(const CudaBindContext& ctx) {
+  ctx.expect_all(DType::F32);
+  const int64_t count = ctx.outputs[0].numel();
+  const float factor = static_cast<float>(ctx.attrs.number("factor"));
+  return [count, factor](const CudaKernelArgs& args) {
+    k::scale_f32(args.inputs[0].as<const float>(), factor, args.outputs[0].as<float>(), count, args.stream);
+  };
+}
+
+CudaKernel bind_fill(const CudaBindContext& ctx) {
+  ctx.expect_all(DType::F32);
+  const int64_t count = ctx.outputs[0].numel();
+  const float value = static_cast<float>(ctx.attrs.number("value"));
+  return [count, value](const CudaKernelArgs& args) {
+    k::fill_f32(value, args.outputs[0].as<float>(), count, args.stream);
+  };
+}
+
+CudaKernel bind_sum(const CudaBindContext& ctx) {
+  ctx.expect_all(DType::F32);
+  const int64_t count = ctx.inputs[0].numel();
+  return [count](const CudaKernelArgs& args) {
+    k::sum_f32(args.inputs[0].as<const float>(), args.outputs[0].as<float>(), count, args.stream);
+  };
+}
+
+CudaKernel bind_broadcast(const CudaBindContext& ctx) {
+  ctx.expect_all(DType::F32);
+  const int64_t count = ctx.outputs[0].numel();
+  return [count](const CudaKernelArgs& args) {
+    k::broadcast_f32(args.inputs[0].as<const float>(), args.outputs[0].as<float>(), count, args.stream);
+  };
+}
+
+CudaKernel bind_accumulate(const CudaBindContext& ctx) {
+  ctx.expect_all(DType::F32);
+  const int64_t count = ctx.outputs[0].numel();
+  return [count](const CudaKernelArgs& args) {
+    k::accumulate_f32(args.inputs[0].as<const float>(), args.outputs[0].as<float>(), count, args.stream);
+  };
+}
+
+}  // namespace
+
+void register_core_cuda_ops(CudaOpTable& table) {
+  table.add("add", bind_add);
+  table.add("mul", bind_mul);
+  table.add("scale", bind_scale);
+  table.add("fill", bind_fill);
+  table.add("sum", bind_sum);
+  table.add("broadcast", bind_broadcast);
+  table.add("accumulate", bind_accumulate);
+}
+
+}  // namespace surogate::runtime

@@ -1,0 +1,95 @@
+// fp32 core-op kernels: grid-stride elementwise loops and a one-block deterministic sum.
+#include "runtime/cuda_elementwise.h"
+
+#include <algorithm>
+
+#include "cuda/cuda_check.h"
+
+namespace surogate::runtime::cuda_kernels {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kSumThreads = 1024;
+
+int grid_for(int64_t count) {
+  int64_t blocks = (count + kThreads - 1) / kThreads;
+  return static_cast<int>(std::clamp<int64_t>(blocks, 1, 65535));
+}
+
+// Every elementwise kernel: out[i] = op(i) over a grid-stride loop with 64-bit indices.
+template <typename Op>
+__global__ void elementwise_kernel(Op op, int64_t count) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride) op(i);
+}
+
+template <typename Op>
+void launch(Op op, int64_t count, cudaStream_t stream) {
+  if (count <= 0) return;
+  elementwise_kernel<<<grid_for(count), kThreads, 0, stream>>>(op, count);
+  CUDA_CHECK_LAUNCH();
+}
+
+struct AddOp {
+  const float* a; const float* b; float* out;
+  __device__ void operator()(int64_t i) const { out[i] = __fadd_rn(a[i], b[i]); }
+};
+struct MulOp {
+  const float* a; const float* b; float* out;
+  __device__ void operator()(int64_t i) const { out[i] = __fmul_rn(a[i], b[i]); }
+};
+struct ScaleOp {
+  const float* x; float factor; float* out;
+  __device__ void operator()(int64_t i) const { out[i] = __fmul_rn(x[i], factor); }
+};
+struct FillOp {
+  float value; float* out;
+  __device__ void operator()(int64_t i) const { out[i] = value; }
+};
+struct BroadcastOp {
+  const float* scalar; float* out;
+  __device__ void operator()(int64_t i) const { out[i] = *scalar; }
+};
+struct AccumulateOp {
+  const float* gradient; float* out;
+  __device__ void operator()(int64_t i) const { out[i] = __fadd_rn(out[i], gradient[i]); }
+};
+
+// One block: each thread sums a strided slice in double, then a fixed shared-memory tree.
+__global__ void sum_kernel(const float* x, float* out, int64_t count) {
+  __shared__ double partial[kSumThreads];
+  double total = 0.0;
+  for (int64_t i = threadIdx.x; i < count; i += blockDim.x) total += static_cast<double>(x[i]);
+  partial[threadIdx.x] = total;
+  __syncthreads();
+  for (int width = blockDim.x / 2; width > 0; width /= 2) {
+    if (static_cast<int>(threadIdx.x) < width) partial[threadIdx.x] += partial[threadIdx.x + width];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) out[0] = static_cast<float>(partial[0]);
+}
+
+}  // namespace
+
+void add_f32(const float* a, const float* b, float* out, int64_t count, cudaStream_t stream) {
+  launch(AddOp{a, b, out}, count, stream);
+}
+void mul_f32(const float* a, const float* b, float* out, int64_t count, cudaStream_t stream) {
+  launch(MulOp{a, b, out}, count, stream);
+}
+void scale_f32(const float* x, float factor, float* out, int64_t count, cudaStream_t stream) {
+  launch(ScaleOp{x, factor, out}, count, stream);
+}
+void fill_f32(float value, float* out, int64_t count, cudaStream_t stream) { launch(FillOp{value, out}, count, stream); }
+void broadcast_f32(const float* scalar, float* out, int64_t count, cudaStream_t stream) {
+  launch(BroadcastOp{scalar, out}, count, stream);
+}
+void accumulate_f32(const float* gradient, float* out, int64_t count, cudaStream_t stream) {
+  launch(AccumulateOp{gradient, out}, count, stream);
+}
+void sum_f32(const float* x, float* out, int64_t count, cudaStream_t stream) {
+  sum_kernel<<<1, kSumThreads, 0, stream>>>(x, out, count);
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace surogate::runtime::cuda_kernels

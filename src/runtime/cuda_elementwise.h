@@ -1,0 +1,25 @@
+// fp32 kernels for the engine's core ops on the CUDA backend (add, mul, scale, fill, sum,
+// broadcast, accumulate). Plain host launchers on a stream, checked after every launch; no fmt
+// or graph headers so nvcc sees only this. `sum` is one block with a fixed reduction order and
+// double accumulation (like the CPU reference), so it is deterministic run to run.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace surogate::runtime::cuda_kernels {
+
+void add_f32(const float* a, const float* b, float* out, int64_t count, cudaStream_t stream);
+void mul_f32(const float* a, const float* b, float* out, int64_t count, cudaStream_t stream);
+// out = x * factor, factor rounded to float first (as the CPU kernel does).
+void scale_f32(const float* x, float factor, float* out, int64_t count, cudaStream_t stream);
+void fill_f32(float value, float* out, int64_t count, cudaStream_t stream);
+// out[i] = scalar[0] (a device pointer).
+void broadcast_f32(const float* scalar, float* out, int64_t count, cudaStream_t stream);
+// out += gradient.
+void accumulate_f32(const float* gradient, float* out, int64_t count, cudaStream_t stream);
+// out[0] = sum of x, accumulated in double.
+void sum_f32(const float* x, float* out, int64_t count, cudaStream_t stream);
+
+}  // namespace surogate::runtime::cuda_kernels
