@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "io/hub_cache.h"
 #include "io/hub_http.h"
+#include "io/hub_resolve.h"
 #include "io/hub_settings.h"
 #include "io/sha256.h"
 
@@ -72,6 +73,13 @@ void check_status(const HttpResponse& response, const HubRepo& repo, const std::
   fail_user("the hub answered HTTP {} for {} of {} '{}'; try again later", response.status, what, kind, repo.id);
 }
 
+// A revision is one URL segment: "refs/pr/1" → "refs%2Fpr%2F1" (as huggingface_hub quotes it).
+std::string encode_revision(const std::string& revision) {
+  std::string encoded;
+  for (char c : url_encode_path(revision)) encoded += c == '/' ? std::string("%2F") : std::string(1, c);
+  return encoded;
+}
+
 bool wanted_model_file(const std::string& name) {
   if (name.find('/') != std::string::npos) return false;  // sub-folders hold other formats
   static const char* kNames[] = {"config.json",          "generation_config.json", "tokenizer.json",
@@ -99,17 +107,20 @@ std::vector<std::string> select_files(const nlohmann::json& info, const HubRepo&
   for (const std::string& name : all) {
     if (name == ".gitattributes") continue;
     check_repo_file_name(name);
+    bool match = patterns.empty();
+    for (const std::string& pattern : patterns) match = match || ::fnmatch(pattern.c_str(), name.c_str(), 0) == 0;
     if (repo.type == RepoType::Model) {
       has_config = has_config || name == "config.json";
       has_safetensors = has_safetensors || name.ends_with(".safetensors");
       has_other_weights = has_other_weights || name.ends_with(".bin") || name.ends_with(".pth") ||
                           name.ends_with(".gguf");
-      if (wanted_model_file(name)) selected.push_back(name);
-    } else {
-      bool match = patterns.empty();
-      for (const std::string& pattern : patterns) match = match || ::fnmatch(pattern.c_str(), name.c_str(), 0) == 0;
-      if (match) selected.push_back(name);
+      if (match && wanted_model_file(name)) selected.push_back(name);
+    } else if (match) {
+      selected.push_back(name);
     }
+  }
+  if (repo.type == RepoType::Model && !patterns.empty() && selected.empty()) {
+    fail_user("model '{}' has no config, tokenizer or safetensors file matching the requested patterns", repo.id);
   }
   if (repo.type == RepoType::Model) {
     if (!has_config) {
@@ -257,7 +268,7 @@ fs::path resolve_online(const HubSettings& settings, const HubRepo& repo, const 
                         const std::vector<std::string>& patterns) {
   HttpClient http(settings.token, settings.timeout_seconds);
   const std::string api = settings.endpoint + "/api/" + std::string(repo_type_plural(repo.type)) + "/" +
-                          repo.id + "/revision/" + url_encode_path(repo.revision);
+                          repo.id + "/revision/" + encode_revision(repo.revision);
   HttpResponse response;
   try {
     response = http.get(api);
@@ -284,6 +295,13 @@ fs::path resolve_online(const HubSettings& settings, const HubRepo& repo, const 
     RemoteFile remote = lookup_file(http, settings, repo, commit, name);
     fs::path blob = cache.blob_path(remote.etag);
     if (!fs::exists(blob, error)) {
+      // Another process (a second rank, a Python tool) may be fetching the same blob: wait for it,
+      // then look again.
+      FileLock lock(cache.lock_path(remote.etag));
+      if (fs::exists(blob, error)) {
+        cache.link_snapshot_file(commit, name, remote.etag);
+        continue;
+      }
       if (fetched++ == 0) std::fprintf(stderr, "downloading %s into %s\n", repo.id.c_str(), cache.repo_folder().c_str());
       std::fprintf(stderr, "  %s%s\n", name.c_str(),
                    remote.size ? fmt::format(" ({})", format_bytes(*remote.size)).c_str() : "");
@@ -296,8 +314,7 @@ fs::path resolve_online(const HubSettings& settings, const HubRepo& repo, const 
   return snapshot;
 }
 
-fs::path resolve(const std::string& spec, RepoType type, const std::vector<std::string>& patterns) {
-  const HubRepo repo = parse_repo_spec(spec, type);
+fs::path resolve(const HubRepo& repo, const std::vector<std::string>& patterns) {
   const HubSettings settings = read_hub_settings();
   const HubCache cache(settings.cache_dir, repo);
   if (settings.offline) return offline_snapshot(cache, repo, "HF_HUB_OFFLINE is set");
@@ -322,7 +339,7 @@ bool looks_like_repo_id(const std::string& text) {
   }
 }
 
-fs::path resolve_model(const std::string& model_or_path) {
+fs::path resolve_model(const std::string& model_or_path, const std::vector<std::string>& file_patterns) {
   std::error_code error;
   if (fs::is_directory(model_or_path, error)) return model_or_path;
   if (fs::exists(model_or_path, error)) {
@@ -331,7 +348,20 @@ fs::path resolve_model(const std::string& model_or_path) {
   if (looks_like_local_path(model_or_path)) {
     fail_user("model folder '{}' does not exist; check the path", model_or_path);
   }
-  return resolve(model_or_path, RepoType::Model, {});
+  return resolve(parse_repo_spec(model_or_path, RepoType::Model), file_patterns);
+}
+
+fs::path resolve_hub_snapshot(const std::string& repo_id, RepoType type, const std::string& revision,
+                              const std::vector<std::string>& file_patterns) {
+  HubRepo repo = parse_repo_spec(repo_id, type);
+  if (revision.empty()) fail_user("'{}': the revision is empty; give a branch, tag or commit", repo_id);
+  if (repo_id.find('@') == std::string::npos) {
+    repo = parse_repo_spec(repo_id + "@" + revision, type);  // validates the revision the same way
+  } else if (revision != "main" && revision != repo.revision) {
+    fail_user("'{}' names revision '{}' but revision '{}' was also requested; give it once", repo_id,
+              repo.revision, revision);
+  }
+  return resolve(repo, file_patterns);
 }
 
 fs::path resolve_dataset(const std::string& dataset_or_path, const std::vector<std::string>& file_patterns) {
@@ -340,7 +370,7 @@ fs::path resolve_dataset(const std::string& dataset_or_path, const std::vector<s
   if (looks_like_local_path(dataset_or_path)) {
     fail_user("dataset path '{}' does not exist; check the path", dataset_or_path);
   }
-  return resolve(dataset_or_path, RepoType::Dataset, file_patterns);
+  return resolve(parse_repo_spec(dataset_or_path, RepoType::Dataset), file_patterns);
 }
 
 }  // namespace surogate::io

@@ -2,7 +2,12 @@
 // never see a half-written ref or link.
 #include "io/hub_cache.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <fstream>
 
@@ -77,6 +82,30 @@ fs::path HubCache::snapshot_folder(const std::string& commit) const {
   return repo_folder_ / "snapshots" / commit;
 }
 
+fs::path HubCache::lock_path(const std::string& etag) const {
+  return repo_folder_.parent_path() / ".locks" / repo_folder_.filename() / (etag + ".lock");
+}
+
+FileLock::FileLock(const fs::path& path) {
+  std::error_code error;
+  fs::create_directories(path.parent_path(), error);
+  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd_ < 0) {
+    fail_user("cannot create the lock file {}: {}; check the Hugging Face cache folder is writable",
+              path.string(), std::strerror(errno));
+  }
+  while (::flock(fd_, LOCK_EX) != 0) {
+    if (errno == EINTR) continue;
+    int saved = errno;
+    ::close(fd_);
+    fail_user("cannot lock {}: {}", path.string(), std::strerror(saved));
+  }
+}
+
+FileLock::~FileLock() {
+  if (fd_ >= 0) ::close(fd_);  // closing releases the flock
+}
+
 std::optional<fs::path> HubCache::cached_snapshot(const std::string& revision) const {
   std::error_code error;
   if (is_commit_hash(revision) && fs::is_directory(snapshot_folder(revision), error)) {
@@ -91,7 +120,10 @@ std::optional<fs::path> HubCache::cached_snapshot(const std::string& revision) c
 
 void HubCache::write_ref(const std::string& revision, const std::string& commit) const {
   if (revision == commit) return;
-  write_text_file_atomically(repo_folder_ / "refs" / revision, commit);
+  const fs::path ref = repo_folder_ / "refs" / revision;  // "refs/pr/1" nests, as in huggingface_hub
+  std::error_code error;
+  fs::create_directories(ref.parent_path(), error);
+  write_text_file_atomically(ref, commit);
 }
 
 void HubCache::link_snapshot_file(const std::string& commit, const std::string& file,

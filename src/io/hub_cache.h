@@ -31,6 +31,9 @@ class HubCache {
   const std::filesystem::path& repo_folder() const { return repo_folder_; }
   std::filesystem::path blob_path(const std::string& etag) const;
   std::filesystem::path snapshot_folder(const std::string& commit) const;
+  // <cache>/.locks/<repo folder>/<etag>.lock, the lock file huggingface_hub also uses (flock), so
+  // Surogate processes and Python tools never download the same blob at once.
+  std::filesystem::path lock_path(const std::string& etag) const;
 
   // The commit refs/<revision> names (or the revision itself when it is a commit hash with a
   // snapshot folder), if its snapshot exists.
@@ -41,6 +44,18 @@ class HubCache {
 
  private:
   std::filesystem::path repo_folder_;
+};
+
+// An exclusive flock on a lock file, held for the object's lifetime (waits for other holders).
+class FileLock {
+ public:
+  explicit FileLock(const std::filesystem::path& path);
+  FileLock(const FileLock&) = delete;
+  FileLock& operator=(const FileLock&) = delete;
+  ~FileLock();
+
+ private:
+  int fd_ = -1;
 };
 
 // Names from the server: a repo file path must be relative without "..", a commit 40 hex

@@ -101,7 +101,8 @@ ModelConfig parse_model_config(std::string_view json_text, const std::string& so
 
 // Writes `model_dir/config.json` (atomically) so that transformers' AutoConfig loads it:
 // the source config's keys are kept and the interpreted fields overwritten; RoPE is written in
-// the legacy rope_theta / rope_scaling form, which every transformers version reads.
+// the spelling the source used (rope_parameters when it had one, else the legacy rope_theta /
+// rope_scaling form, which every transformers version reads).
 void save_model_config(const ModelConfig& config, const std::filesystem::path& model_dir);
 // The JSON text save_model_config writes.
 std::string model_config_to_json(const ModelConfig& config);

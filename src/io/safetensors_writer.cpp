@@ -64,6 +64,49 @@ std::string shard_name(std::string_view base_name, size_t index, size_t count) {
   return fmt::format("{}-{:05d}-of-{:05d}.safetensors", base_name, index + 1, count);
 }
 
+// "<base>-00001-of-00003.safetensors"-shaped names (any shard count).
+bool is_shard_name(const std::string& name, std::string_view base_name) {
+  const std::string prefix = std::string(base_name) + "-";
+  constexpr std::string_view kSuffix = ".safetensors";
+  if (!name.starts_with(prefix) || !name.ends_with(kSuffix)) return false;
+  std::string_view middle(name);
+  middle = middle.substr(prefix.size(), middle.size() - prefix.size() - kSuffix.size());
+  if (middle.size() < 14 || middle.substr(5, 4) != "-of-") return false;
+  for (size_t i = 0; i < middle.size(); ++i) {
+    if (i >= 5 && i < 9) continue;
+    if (!std::isdigit(static_cast<unsigned char>(middle[i]))) return false;
+  }
+  return true;
+}
+
+// Removes what an earlier save of `base_name` left in `directory` that this save did not write
+// (old shards, an index next to a new single file, a single file next to a new index), so the
+// reader never mixes two saves. Runs after the new files are complete: a crash before it leaves
+// the old, self-consistent set readable.
+void remove_stale_files(const std::filesystem::path& directory, std::string_view base_name,
+                        const ShardedWriteResult& result) {
+  namespace fs = std::filesystem;
+  std::set<std::string> written;
+  for (const fs::path& file : result.files) written.insert(file.filename().string());
+  if (!result.index_file.empty()) written.insert(result.index_file.filename().string());
+  const std::string single = std::string(base_name) + ".safetensors";
+  const std::string index = single + ".index.json";
+  std::error_code error;
+  std::vector<fs::path> stale;
+  for (const auto& item : fs::directory_iterator(directory, error)) {
+    const std::string name = item.path().filename().string();
+    if (written.count(name) != 0) continue;
+    if (name == single || name == index || is_shard_name(name, base_name)) stale.push_back(item.path());
+  }
+  for (const fs::path& path : stale) {
+    fs::remove(path, error);
+    if (error) {
+      fail_user("cannot remove the stale file {} left by an earlier save: {}; delete it by hand, it does not "
+                "belong to the new checkpoint", path.string(), error.message());
+    }
+  }
+}
+
 }  // namespace
 
 void write_safetensors(const std::filesystem::path& path, std::span<const TensorToWrite> tensors,
@@ -107,6 +150,7 @@ ShardedWriteResult write_safetensors_sharded(const std::filesystem::path& direct
     std::filesystem::path path = directory / (std::string(base_name) + ".safetensors");
     write_safetensors(path, tensors, metadata);
     result.files.push_back(path);
+    remove_stale_files(directory, base_name, result);
     return result;
   }
   ordered_json weight_map = ordered_json::object();
@@ -121,6 +165,7 @@ ShardedWriteResult write_safetensors_sharded(const std::filesystem::path& direct
                         {"weight_map", weight_map}};
   result.index_file = directory / (std::string(base_name) + ".safetensors.index.json");
   write_text_file_atomically(result.index_file, index.dump(2) + "\n");
+  remove_stale_files(directory, base_name, result);
   return result;
 }
 

@@ -44,6 +44,8 @@ struct ShardedWriteResult {
 // written as `<base_name>.safetensors` with no index; more as
 // `<base_name>-00001-of-0000N.safetensors` plus `<base_name>.safetensors.index.json`
 // ({"metadata": {"total_size": N}, "weight_map": {name: file}}). The folder is created if needed.
+// Files of an earlier save with the same base name that this save did not write (old shards, a
+// stale index or single file) are removed once the new files are complete.
 ShardedWriteResult write_safetensors_sharded(const std::filesystem::path& directory,
                                              std::span<const TensorToWrite> tensors,
                                              uint64_t max_shard_bytes,
