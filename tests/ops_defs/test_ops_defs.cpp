@@ -376,8 +376,8 @@ TEST(OpsDefs, ShapeRulesGiveReadableErrors) {
   EXPECT_THROW(b.op("rmsnorm", {x, b.parameter("n", DType::F32, {5})}), UserError);  // eps missing
 }
 
-// The ops and attrs the trainer's decoder builder (src/train/model/decoder_graph.cpp) emits.
-TEST(OpsDefs, StopGapNamesAreRegistered) {
+// The ops the decoder builder (src/models/decoder_graph.cpp) emits.
+TEST(OpsDefs, DecoderOpNamesAreRegistered) {
   for (const char* name : {"embedding", "embedding_backward", "rmsnorm", "rmsnorm_backward", "linear", "linear_backward",
                            "bias_gradient", "swiglu", "swiglu_backward", "rope_cos_sin", "rope", "rope_backward",
                            "attention", "attention_backward", "lm_head_loss", "lm_head_loss_backward", "lm_head_accuracy"}) {

@@ -15,4 +15,11 @@ void register_model_ops(graph::OpRegistry& registry) {
   defs::register_cross_entropy_ops(registry);
 }
 
+graph::OpRegistry make_model_registry() {
+  graph::OpRegistry registry;
+  graph::register_core_ops(registry);
+  register_model_ops(registry);
+  return registry;
+}
+
 }  // namespace surogate::ops

@@ -1,0 +1,132 @@
+// Builds the decoder forward graph; see decoder_graph.h.
+#include "models/decoder_graph.h"
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "graph/builder.h"
+#include "models/model_spec.h"
+#include "ops/rope.h"
+
+namespace surogate::models {
+namespace {
+using graph::GraphBuilder;
+using graph::TensorId;
+
+struct Parameters {
+  GraphBuilder& builder;
+  std::map<std::string, graph::TensorId> ids;
+  TensorId get(const std::string& name) const { return ids.at(name); }
+  bool has(const std::string& name) const { return ids.contains(name); }
+};
+
+TensorId projection(GraphBuilder& b, const Parameters& p, TensorId x, const std::string& prefix, const std::string& label) {
+  std::vector<TensorId> inputs{x, p.get(prefix + ".weight")};
+  if (p.has(prefix + ".bias")) inputs.push_back(p.get(prefix + ".bias"));
+  return b.op("linear", inputs, nlohmann::json::object(), label);
+}
+
+}  // namespace
+
+DecoderGraph build_decoder_graph(const io::ModelConfig& config, const graph::OpRegistry& registry,
+                                 const DecoderGraphOptions& options) {
+  GraphBuilder b(registry);
+  const graph::Shape tokens{options.batch, options.sequence};
+  TensorId input_ids = b.input("input_ids", DType::I32, tokens);
+  TensorId position_ids = b.input("position_ids", DType::I32, tokens);
+  TensorId document_ids = b.input("document_ids", DType::I32, tokens);
+  TensorId targets = b.input("targets", DType::I32, tokens);
+  TensorId loss_scale = b.input("loss_scale", DType::F32, {});
+
+  Parameters params{b, {}};
+  for (const models::ParameterSpec& spec : models::parameter_specs(config)) {
+    params.ids[spec.name] = b.parameter(spec.name, options.dtype, spec.shape, true);
+  }
+
+  const double eps = config.rms_norm_eps;
+  const int64_t head_dim = config.head_dim, q_heads = config.num_attention_heads, kv_heads = config.num_key_value_heads;
+  ops::RopeFrequencies<float> frequencies = ops::rope_frequencies<float>(config.rope, options.sequence);
+  nlohmann::json rope_attrs{{"inv_freq", std::vector<double>(frequencies.inverse_frequency.begin(),
+                                                             frequencies.inverse_frequency.end())},
+                            {"attention_scaling", frequencies.attention_scaling},
+                            {"dtype", std::string(dtype_safetensors_name(options.dtype))}};
+  auto tables = b.op("rope_cos_sin", {position_ids}, rope_attrs, "rope");
+  TensorId cos = tables[0], sin = tables[1];
+
+  TensorId hidden = b.op("embedding", {input_ids, params.get("embed.weight")}, nlohmann::json::object(), "embed");
+  for (int64_t layer = 0; layer < config.num_hidden_layers; ++layer) {
+    const std::string prefix = fmt::format("layers.{}", layer);
+    auto scope = b.scope(prefix);
+    TensorId attention_out;
+    {
+      TensorId normed;
+      {
+        auto group = b.recompute_group("rmsnorm");
+        normed = b.op("rmsnorm", {hidden, params.get(prefix + ".ln1.weight")}, {{"eps", eps}}, "ln1");
+      }
+      TensorId q, k, v;
+      {
+        auto group = b.recompute_group("qkv");
+        q = projection(b, params, normed, prefix + ".attn.q_proj", "q");
+        k = projection(b, params, normed, prefix + ".attn.k_proj", "k");
+        v = projection(b, params, normed, prefix + ".attn.v_proj", "v");
+        if (config.qk_norm) {
+          q = b.op("rmsnorm", {q, params.get(prefix + ".attn.q_norm.weight")}, {{"eps", eps}}, "q_norm");
+          k = b.op("rmsnorm", {k, params.get(prefix + ".attn.k_norm.weight")}, {{"eps", eps}}, "k_norm");
+        }
+        q = b.op("rope", {q, cos, sin}, {{"heads", q_heads}, {"head_dim", head_dim}}, "q_rope");
+        k = b.op("rope", {k, cos, sin}, {{"heads", kv_heads}, {"head_dim", head_dim}}, "k_rope");
+      }
+      int64_t window = 0;
+      if (config.sliding_window && static_cast<size_t>(layer) < config.sliding_window_layers.size() &&
+          config.sliding_window_layers[static_cast<size_t>(layer)]) {
+        window = *config.sliding_window;
+      }
+      TensorId context;
+      {
+        auto group = b.recompute_group("att");
+        context = b.op("attention", {q, k, v, document_ids},
+                       {{"query_heads", q_heads}, {"kv_heads", kv_heads}, {"head_dim", head_dim}, {"window", window}},
+                       "attention");
+        attention_out = projection(b, params, context, prefix + ".attn.o_proj", "o");
+      }
+    }
+    hidden = b.op("add", {hidden, attention_out}, nlohmann::json::object(), "residual_attn");
+    TensorId mlp_out;
+    {
+      TensorId normed;
+      {
+        auto group = b.recompute_group("rmsnorm");
+        normed = b.op("rmsnorm", {hidden, params.get(prefix + ".ln2.weight")}, {{"eps", eps}}, "ln2");
+      }
+      auto group = b.recompute_group("ffn");
+      TensorId gate = projection(b, params, normed, prefix + ".mlp.gate_proj", "gate");
+      TensorId up = projection(b, params, normed, prefix + ".mlp.up_proj", "up");
+      TensorId activated;
+      {
+        auto inner = b.recompute_group("swiglu");
+        activated = b.op("swiglu", {gate, up}, nlohmann::json::object(), "swiglu");
+      }
+      mlp_out = projection(b, params, activated, prefix + ".mlp.down_proj", "down");
+    }
+    hidden = b.op("add", {hidden, mlp_out}, nlohmann::json::object(), "residual_mlp");
+  }
+  TensorId final_hidden = b.op("rmsnorm", {hidden, params.get("final_norm.weight")}, {{"eps", eps}}, "final_norm");
+  TensorId head = config.tie_word_embeddings ? params.get("embed.weight") : params.get("lm_head.weight");
+  DecoderGraph result;
+  result.loss = b.op("lm_head_loss", {final_hidden, head, targets, loss_scale},
+                     {{"chunks", std::max<int64_t>(1, options.lmhead_chunks)}}, "loss");
+  b.mark_output(result.loss);
+  if (options.with_accuracy) {
+    result.correct = b.op("lm_head_accuracy", {final_hidden, head, targets}, nlohmann::json::object(), "correct");
+    b.mark_output(result.correct);
+  }
+  result.graph = b.finish();
+  return result;
+}
+
+}  // namespace surogate::models

@@ -1,0 +1,40 @@
+// The forward graph of a Llama-family decoder (Llama, Mistral, Qwen2, Qwen3) for one micro-batch
+// of B × T tokens, built from io::ModelConfig with the parameter names of models/model_spec.h.
+// Inputs (written by the trainer per micro-batch):
+//   input_ids, position_ids, document_ids, targets  I32 [B, T]  (targets already shifted)
+//   loss_scale                                      F32 []      (1 / loss tokens of the window)
+// Output: "loss" = loss_scale · Σ token cross-entropy; with `with_accuracy`, also "correct"
+// (scored tokens whose argmax prediction is the target), for evaluation graphs.
+// Recompute groups follow docs/architecture.md: rmsnorm, qkv, att, swiglu, ffn; the residual
+// stream is untagged (a checkpoint).
+#pragma once
+
+#include <cstdint>
+
+#include "graph/graph.h"
+#include "graph/op_registry.h"
+#include "io/model_config.h"
+
+namespace surogate::models {
+
+struct DecoderGraphOptions {
+  int64_t batch = 1;
+  int64_t sequence = 1;
+  int64_t lmhead_chunks = 1;
+  bool with_accuracy = false;
+  // Floating dtype of parameters and activations: F32 (the CPU backend) or BF16 (the CUDA
+  // backend's bf16 recipe; RoPE tables in BF16 as transformers casts them). loss_scale, the loss,
+  // rstd and logsumexp stay F32 (ops/defs/statistic_dtype.h).
+  DType dtype = DType::F32;
+};
+
+struct DecoderGraph {
+  graph::Graph graph;
+  graph::TensorId loss = graph::kNoTensor;
+  graph::TensorId correct = graph::kNoTensor;  // kNoTensor unless with_accuracy
+};
+
+DecoderGraph build_decoder_graph(const io::ModelConfig& config, const graph::OpRegistry& registry,
+                                 const DecoderGraphOptions& options);
+
+}  // namespace surogate::models

@@ -1,0 +1,38 @@
+// Moving a model's weights between a Hugging Face folder and the engine, by the parameter list
+// of models/model_spec.h. Loading checks the whole checkpoint before handing out any tensor:
+// every expected HF tensor present, none left over (a stray tensor usually means the config
+// does not describe the checkpoint), every shape right; each problem is one UserError naming
+// the folder, the tensor and what to do. Any float dtype the checkpoint holds (F32, BF16, F16,
+// F64) is passed on as stored: the sink converts (CpuBackend::write_converted) or calls
+// io::read_tensor_as_float32. Saving writes HF names, F32, sharded like save_pretrained.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "io/safetensors.h"
+#include "models/model_spec.h"
+
+namespace surogate::models {
+
+using WeightSink = std::function<void(const ParameterSpec& spec, const io::SafetensorsTensor& tensor)>;
+
+// Opens the checkpoint in `model_dir` (single file or sharded), validates it against `specs`
+// and calls `sink` once per spec, in spec order.
+void load_hf_weights(const std::filesystem::path& model_dir, std::span<const ParameterSpec> specs,
+                     const WeightSink& sink);
+
+// Every parameter of `specs` read from `model_dir` as float32, in spec order.
+std::vector<std::vector<float>> load_hf_weights_as_float32(const std::filesystem::path& model_dir,
+                                                           std::span<const ParameterSpec> specs);
+
+// Writes the parameters under their HF names into `model_dir` as F32 safetensors
+// (model.safetensors, or shards of at most `max_shard_bytes` plus the index). `values[i]`
+// belongs to `specs[i]` and must hold shape-product floats.
+void save_hf_weights(const std::filesystem::path& model_dir, std::span<const ParameterSpec> specs,
+                     std::span<const std::vector<float>> values, uint64_t max_shard_bytes = 5'000'000'000);
+
+}  // namespace surogate::models

@@ -1,0 +1,86 @@
+// Parameter lists and HF name mapping for every fixture config: names, shapes, flags, and the
+// engine <-> HF round trip.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "io/model_config.h"
+#include "models/model_spec.h"
+
+namespace surogate::models {
+namespace {
+
+io::ModelConfig fixture_config(const std::string& name) {
+  return io::load_model_config(std::filesystem::path(SUROGATE_FIXTURES_DIR) / name);
+}
+
+const ParameterSpec* find(const std::vector<ParameterSpec>& specs, const std::string& name) {
+  for (const ParameterSpec& spec : specs) {
+    if (spec.name == name) return &spec;
+  }
+  return nullptr;
+}
+
+TEST(ModelSpec, LlamaGqaNamesAndShapes) {
+  io::ModelConfig config = fixture_config("llama_gqa_llama3");
+  std::vector<ParameterSpec> specs = parameter_specs(config);
+  // embed + 2 × (ln1, q, k, v, o, ln2, gate, up, down) + final norm + lm head
+  EXPECT_EQ(specs.size(), 1u + 2u * 9u + 2u);
+  const ParameterSpec* q = find(specs, "layers.1.attn.q_proj.weight");
+  ASSERT_NE(q, nullptr);
+  EXPECT_EQ(q->hf_name, "model.layers.1.self_attn.q_proj.weight");
+  EXPECT_EQ(q->shape, (graph::Shape{32, 32}));
+  const ParameterSpec* k = find(specs, "layers.0.attn.k_proj.weight");
+  ASSERT_NE(k, nullptr);
+  EXPECT_EQ(k->shape, (graph::Shape{16, 32}));  // 2 kv heads × head_dim 8
+  EXPECT_EQ(find(specs, "lm_head.weight")->hf_name, "lm_head.weight");
+  EXPECT_EQ(find(specs, "final_norm.weight")->hf_name, "model.norm.weight");
+  EXPECT_EQ(find(specs, "layers.0.mlp.down_proj.weight")->shape, (graph::Shape{32, 48}));
+  EXPECT_EQ(find(specs, "layers.0.attn.q_proj.bias"), nullptr);
+}
+
+TEST(ModelSpec, FlagsAddAndRemoveTensors) {
+  std::vector<ParameterSpec> qwen2 = parameter_specs(fixture_config("qwen2_bias_tied"));
+  EXPECT_NE(find(qwen2, "layers.0.attn.q_proj.bias"), nullptr);
+  EXPECT_NE(find(qwen2, "layers.0.attn.v_proj.bias"), nullptr);
+  EXPECT_EQ(find(qwen2, "layers.0.attn.o_proj.bias"), nullptr);
+  EXPECT_EQ(find(qwen2, "lm_head.weight"), nullptr) << "tied: no lm_head";
+
+  std::vector<ParameterSpec> qwen3 = parameter_specs(fixture_config("qwen3_qknorm"));
+  const ParameterSpec* q_norm = find(qwen3, "layers.1.attn.q_norm.weight");
+  ASSERT_NE(q_norm, nullptr);
+  EXPECT_EQ(q_norm->hf_name, "model.layers.1.self_attn.q_norm.weight");
+  EXPECT_EQ(q_norm->shape, (graph::Shape{8}));
+
+  std::vector<ParameterSpec> biased = parameter_specs(fixture_config("llama_bias_untied"));
+  EXPECT_NE(find(biased, "layers.0.attn.o_proj.bias"), nullptr);
+  EXPECT_NE(find(biased, "layers.1.mlp.down_proj.bias"), nullptr);
+  EXPECT_EQ(find(biased, "layers.0.attn.k_proj.weight")->shape, (graph::Shape{32, 32}));  // MHA
+}
+
+TEST(ModelSpec, NamesAreUniqueAndRoundTrip) {
+  for (const char* name : {"llama_gqa_llama3", "llama_bias_untied", "mistral_sliding", "qwen2_bias_tied",
+                           "qwen3_qknorm", "llama_rope_parameters_yarn"}) {
+    io::ModelConfig config = fixture_config(name);
+    std::set<std::string> engine, hf;
+    for (const ParameterSpec& spec : parameter_specs(config)) {
+      EXPECT_TRUE(engine.insert(spec.name).second) << spec.name;
+      EXPECT_TRUE(hf.insert(spec.hf_name).second) << spec.hf_name;
+      EXPECT_EQ(engine_name_for(config.architecture, spec.hf_name), spec.name);
+      EXPECT_EQ(hf_name_for(config.architecture, spec.name), spec.hf_name);
+    }
+  }
+}
+
+TEST(ModelSpec, UnknownNamesAreRejected) {
+  EXPECT_EQ(engine_name_for(io::Architecture::Llama, "model.layers.x.self_attn.q_proj.weight"), std::nullopt);
+  EXPECT_EQ(engine_name_for(io::Architecture::Llama, "model.layers.01.self_attn.q_proj.weight"), std::nullopt);
+  EXPECT_EQ(engine_name_for(io::Architecture::Llama, "model.layers..self_attn.q_proj.weight"), std::nullopt);
+  EXPECT_EQ(engine_name_for(io::Architecture::Qwen2, "transformer.wte.weight"), std::nullopt);
+  EXPECT_EQ(hf_name_for(io::Architecture::Mistral, "layers.12.attn.qkv.weight"), std::nullopt);
+  EXPECT_EQ(hf_name_for(io::Architecture::Mistral, "layers.12.attn.q_proj.weight"),
+            "model.layers.12.self_attn.q_proj.weight");
+}
+
+}  // namespace
+}  // namespace surogate::models

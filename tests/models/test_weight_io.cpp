@@ -1,0 +1,125 @@
+// Loading fixture checkpoints by the parameter list, saving them back, and the errors for
+// missing / extra / misshapen tensors.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "core/error.h"
+#include "io/model_config.h"
+#include "io/safetensors.h"
+#include "io/safetensors_writer.h"
+#include "models/weight_io.h"
+
+namespace surogate::models {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path fixture(const std::string& name) { return fs::path(SUROGATE_FIXTURES_DIR) / name; }
+
+fs::path scratch_dir(const std::string& name) {
+  fs::path dir = fs::temp_directory_path() / ("surogate_models_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+std::string error_of(const std::function<void()>& body) {
+  try {
+    body();
+  } catch (const UserError& error) {
+    return error.what();
+  }
+  return "";
+}
+
+TEST(WeightIo, LoadsEveryFixtureAndRoundTrips) {
+  for (const char* name : {"llama_gqa_llama3", "qwen2_bias_tied", "qwen3_qknorm"}) {
+    io::ModelConfig config = io::load_model_config(fixture(name));
+    std::vector<ParameterSpec> specs = parameter_specs(config);
+    std::vector<std::vector<float>> values = load_hf_weights_as_float32(fixture(name), specs);
+    ASSERT_EQ(values.size(), specs.size());
+    fs::path out = scratch_dir(name);
+    save_hf_weights(out, specs, values);
+    // Bit-exact: F32 in, F32 out, same HF names as the original file.
+    io::SafetensorsCheckpoint original = io::SafetensorsCheckpoint::open(fixture(name));
+    io::SafetensorsCheckpoint saved = io::SafetensorsCheckpoint::open(out);
+    EXPECT_EQ(saved.tensor_names(), original.tensor_names());
+    for (const std::string& tensor : original.tensor_names()) {
+      EXPECT_EQ(io::read_tensor_as_float32(saved.tensor(tensor)), io::read_tensor_as_float32(original.tensor(tensor)))
+          << tensor;
+    }
+    fs::remove_all(out);
+  }
+}
+
+TEST(WeightIo, ShardedSaveLoadsBack) {
+  io::ModelConfig config = io::load_model_config(fixture("mistral_sliding"));
+  std::vector<ParameterSpec> specs = parameter_specs(config);
+  std::vector<std::vector<float>> values = load_hf_weights_as_float32(fixture("mistral_sliding"), specs);
+  fs::path out = scratch_dir("sharded");
+  save_hf_weights(out, specs, values, 20'000);
+  EXPECT_TRUE(fs::exists(out / "model.safetensors.index.json"));
+  EXPECT_EQ(load_hf_weights_as_float32(out, specs), values);
+  fs::remove_all(out);
+}
+
+// Writes the fixture's tensors minus / plus / reshaped ones into a scratch folder.
+fs::path altered_copy(const std::string& tag, const std::string& drop, bool add_extra, bool reshape_first) {
+  io::SafetensorsCheckpoint original = io::SafetensorsCheckpoint::open(fixture("llama_gqa_llama3"));
+  std::vector<std::vector<float>> storage;
+  std::vector<io::TensorToWrite> tensors;
+  storage.reserve(original.tensor_count() + 1);
+  for (const std::string& name : original.tensor_names()) {
+    if (name == drop) continue;
+    storage.push_back(io::read_tensor_as_float32(original.tensor(name)));
+    std::vector<int64_t> shape = original.tensor(name).shape;
+    if (reshape_first && name == "model.norm.weight") {
+      storage.back().push_back(0.0f);
+      shape = {static_cast<int64_t>(storage.back().size())};
+    }
+    tensors.push_back({name, DType::F32, shape, std::as_bytes(std::span<const float>(storage.back()))});
+  }
+  if (add_extra) {
+    storage.push_back(std::vector<float>(4, 1.0f));
+    tensors.push_back({"model.layers.2.input_layernorm.weight", DType::F32, {4},
+                       std::as_bytes(std::span<const float>(storage.back()))});
+  }
+  fs::path dir = scratch_dir(tag);
+  io::write_safetensors(dir / "model.safetensors", tensors);
+  return dir;
+}
+
+TEST(WeightIo, MissingExtraAndMisshapenTensorsAreUserErrors) {
+  std::vector<ParameterSpec> specs = parameter_specs(io::load_model_config(fixture("llama_gqa_llama3")));
+  auto sink = [](const ParameterSpec&, const io::SafetensorsTensor&) {};
+
+  fs::path missing = altered_copy("missing", "model.layers.1.mlp.up_proj.weight", false, false);
+  std::string message = error_of([&] { load_hf_weights(missing, specs, sink); });
+  EXPECT_NE(message.find("lacks 1 tensor(s)"), std::string::npos) << message;
+  EXPECT_NE(message.find("model.layers.1.mlp.up_proj.weight"), std::string::npos) << message;
+
+  fs::path extra = altered_copy("extra", "", true, false);
+  message = error_of([&] { load_hf_weights(extra, specs, sink); });
+  EXPECT_NE(message.find("does not describe"), std::string::npos) << message;
+  EXPECT_NE(message.find("model.layers.2.input_layernorm.weight"), std::string::npos) << message;
+
+  fs::path misshapen = altered_copy("misshapen", "", false, true);
+  message = error_of([&] { load_hf_weights(misshapen, specs, sink); });
+  EXPECT_NE(message.find("model.norm.weight has shape [33]"), std::string::npos) << message;
+  EXPECT_NE(message.find("[32]"), std::string::npos) << message;
+
+  for (const fs::path& dir : {missing, extra, misshapen}) fs::remove_all(dir);
+}
+
+TEST(WeightIo, ConfigOfAnotherModelIsCaught) {
+  // Qwen2's config says tied + qkv bias; the Llama weights have lm_head and no biases.
+  std::vector<ParameterSpec> specs = parameter_specs(io::load_model_config(fixture("qwen2_bias_tied")));
+  std::string message = error_of([&] {
+    load_hf_weights(fixture("llama_gqa_llama3"), specs, [](const ParameterSpec&, const io::SafetensorsTensor&) {});
+  });
+  EXPECT_NE(message.find("q_proj.bias"), std::string::npos) << message;
+}
+
+}  // namespace
+}  // namespace surogate::models
