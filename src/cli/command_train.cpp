@@ -2,14 +2,14 @@
 // model folder and the datasets. Until the trainer lands, only --dry-run is available: it
 // prints the resolved configuration and exits 0.
 #include <filesystem>
-#include <fstream>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
 #include "config/config_loader.h"
 #include "core/error.h"
+#include "io/hf_hub.h"
+#include "io/model_config.h"
 
 namespace surogate::cli {
 namespace {
@@ -20,17 +20,31 @@ struct TrainArguments {
   bool dry_run = false;
 };
 
-void validate_model_folder(const Config& config) {
+// A local folder is used as is. Anything else must be a hub id ("org/name[@revision]"): it is
+// resolved through the Hugging Face cache (downloaded when online; with HF_HUB_OFFLINE=1 the cached
+// snapshot, or a clear error asking for a local path), and config.model becomes that snapshot
+// folder so every later stage reads local files only.
+void validate_model_folder(Config& config) {
   fs::path folder(config.model);
   if (!fs::is_directory(folder)) {
-    fail_user("{}: model '{}' is not a local folder (hub ids are resolved once downloading lands; give the path "
-              "of a Hugging Face model folder)", config.source_of("model"), config.model);
+    if (fs::exists(folder)) {
+      fail_user("{}: model '{}' is a file; give a Hugging Face model folder (holding config.json) or a hub id "
+                "like 'Qwen/Qwen3-0.6B'", config.source_of("model"), config.model);
+    }
+    if (!io::looks_like_repo_id(config.model)) {
+      fail_user("{}: model '{}' is not a local folder (no such path) and not a Hugging Face hub id like "
+                "'Qwen/Qwen3-0.6B'; check the path", config.source_of("model"), config.model);
+    }
+    try {
+      folder = io::resolve_model(config.model);
+    } catch (const UserError& error) {
+      throw UserError(fmt::format("{}: model: {}", config.source_of("model"), error.what()));
+    }
+    config.model = folder.string();
   }
-  fs::path config_json = folder / "config.json";
-  std::ifstream in(config_json);
-  if (!in) fail_user("model folder '{}' has no config.json: is it a Hugging Face model folder?", folder.string());
-  auto parsed = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (!parsed.is_object()) fail_user("{}: not a valid JSON object", config_json.string());
+  // The IO module's loader checks config.json fully: valid JSON, a supported architecture,
+  // required sizes, RoPE settings; its UserErrors name the file and key.
+  io::load_model_config(folder);
 }
 
 void validate_datasets(const Config& config, bool pretraining) {
