@@ -8,6 +8,10 @@
 #                                    show nvidia-smi, run tests/cuda (then again under
 #                                    compute-sanitizer memcheck if present) and the measurements,
 #                                    and print a short table. Logs go to $OUT when it is set.
+#                                    Also runs tests/runtime_cuda (runtime_cuda_tests and
+#                                    models_cuda_tests: decoder fixtures, CUDA bf16 vs CPU fp32)
+#                                    and, with BENCH_MODELS="qwen3-0.6b ...", bench/run_surogate.sh.
+#                                    SKIP_MEASURE=1 / SKIP_SANITIZER=1 skip those parts.
 #
 # The GPU image has the CUDA toolkit but none of our Debian libraries (fmt, gtest, ...), so the
 # binaries are built here (glibc 2.36, older than the GPU image's, so they run there) and the
@@ -19,11 +23,12 @@ carry="$root/carry/cuda"
 if [[ "${1:-}" == "--prepare" ]]; then
   build="${BUILD_DIR:-$root/build-cuda}"
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_CUDA_ARCHITECTURES=90a >/dev/null || exit 1
-  cmake --build "$build" -j2 --target cuda_tests cuda_measure runtime_cuda_tests || exit 1
+  binaries=(tests/cuda/cuda_tests tests/cuda/cuda_measure tests/runtime_cuda/runtime_cuda_tests
+            tests/runtime_cuda/models_cuda_tests tests/runtime_cuda/surogate_train_bench)
+  cmake --build "$build" -j2 --target "${binaries[@]##*/}" || exit 1
   rm -rf "$carry" && mkdir -p "$carry/lib"
-  cp "$build/tests/cuda/cuda_tests" "$build/tests/cuda/cuda_measure" "$build/tests/runtime_cuda/runtime_cuda_tests" "$carry/"
-  strip --strip-debug "$carry/cuda_tests" "$carry/cuda_measure" "$carry/runtime_cuda_tests"
-  ldd "$carry/cuda_tests" "$carry/cuda_measure" "$carry/runtime_cuda_tests" | awk '/=> \// {print $3}' | sort -u | while read -r lib; do
+  for binary in "${binaries[@]}"; do cp "$build/$binary" "$carry/"; strip --strip-debug "$carry/${binary##*/}"; done
+  for binary in "${binaries[@]}"; do ldd "$carry/${binary##*/}"; done | awk '/=> \// {print $3}' | sort -u | while read -r lib; do
     case "$(basename "$lib")" in
       libc.so*|libm.so*|libdl.so*|librt.so*|libpthread.so*|ld-linux*|libstdc++*|libgcc_s*|libcuda*|libcublas*) ;;
       *) cp -L "$lib" "$carry/lib/" ;;
@@ -72,13 +77,31 @@ if [[ -x "$carry/runtime_cuda_tests" ]]; then
   "$carry/runtime_cuda_tests" 2>&1 | tee "$log_dir/runtime_cuda_tests.log" | grep -E '^\[ *(RUN|OK|FAILED|PASSED|SKIPPED) |Failure|Expected|Which is' | head -60
   runtime_status="exit ${PIPESTATUS[0]}"
 fi
+models_status="not run (no carried models_cuda_tests)"
+if [[ -x "$carry/models_cuda_tests" ]]; then
+  section "tests/runtime_cuda models_cuda_tests (decoder fixtures: CUDA bf16 vs CPU fp32)"
+  SUROGATE_FIXTURES_DIR="$root/tests/fixtures" "$carry/models_cuda_tests" 2>&1 | tee "$log_dir/models_cuda_tests.log" |
+    grep -E '^\[ *(RUN|OK|FAILED|PASSED|SKIPPED|measured) |Failure|Expected|Which is|error' | head -120
+  models_status="exit ${PIPESTATUS[0]}"
+fi
 
-section "measurements"
-"$carry/cuda_measure" 2>&1 | tee "$log_dir/cuda_measure.log"
-measure_status=${PIPESTATUS[0]}
+bench_status="not run (BENCH_MODELS empty)"
+if [[ -n "${BENCH_MODELS:-}" && -x "$carry/surogate_train_bench" ]]; then
+  section "bench/run_surogate.sh $BENCH_MODELS"
+  # shellcheck disable=SC2086
+  OUT="$log_dir" bash "$root/bench/run_surogate.sh" $BENCH_MODELS 2>&1 | tee "$log_dir/bench.log"
+  bench_status="exit ${PIPESTATUS[0]}"
+fi
 
-memcheck_status="not run (compute-sanitizer missing)"
-if command -v compute-sanitizer >/dev/null 2>&1; then
+measure_status="skipped"
+if [[ "${SKIP_MEASURE:-0}" != 1 ]]; then
+  section "measurements"
+  "$carry/cuda_measure" 2>&1 | tee "$log_dir/cuda_measure.log"
+  measure_status=${PIPESTATUS[0]}
+fi
+
+memcheck_status="not run (compute-sanitizer missing or SKIP_SANITIZER=1)"
+if [[ "${SKIP_SANITIZER:-0}" != 1 ]] && command -v compute-sanitizer >/dev/null 2>&1; then
   section "compute-sanitizer memcheck over tests/cuda"
   timeout 300 compute-sanitizer --tool memcheck --print-limit 20 "$carry/cuda_tests" >"$log_dir/memcheck.log" 2>&1
   code=$?
@@ -96,7 +119,9 @@ section "summary"
 printf '| step | result |\n| --- | --- |\n'
 printf '| tests/cuda | %s |\n' "$(grep -E '^\[  (PASSED|FAILED) ' "$log_dir/cuda_tests.log" | tr '\n' ' ') (exit $tests_status)"
 printf '| tests/runtime_cuda | %s |\n' "$runtime_status"
+printf '| models_cuda_tests | %s |\n' "$models_status"
+printf '| bench | %s |\n' "$bench_status"
 printf '| measurements | exit %s |\n' "$measure_status"
 printf '| memcheck | %s |\n' "$memcheck_status"
-grep -E '^\| ' "$log_dir/cuda_measure.log" | grep -v -- '---' | grep -v measurement
+[[ -f "$log_dir/cuda_measure.log" ]] && grep -E '^\| ' "$log_dir/cuda_measure.log" | grep -v -- '---' | grep -v measurement
 exit $tests_status

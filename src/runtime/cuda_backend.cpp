@@ -4,7 +4,9 @@
 
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cstring>
+#include <map>
 #include <set>
 
 #include "core/error.h"
@@ -126,12 +128,56 @@ void CudaBackend::load(const compiler::ExecutionPlan& plan, const OpRegistry& re
   allocate(plan.memory);
   plan_ = &plan;
   try {
+    resources_ = std::make_unique<CudaResources>();
     bind_steps(registry);
+    allocate_scratch();
   } catch (...) {
     plan_ = nullptr;  // a half-bound plan must not run
     steps_.clear();
     throw;
   }
+}
+
+void CudaBackend::allocate_scratch() {
+  const size_t request = resources_->scratch_request();
+  size_t free_bytes = 0, total_bytes = 0;
+  CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  if (request > free_bytes) {
+    fail_user("the plan's kernels need {} of GPU scratch (the largest step's temporaries: fp32 weight-gradient "
+              "accumulators, attention workspace, LM-head logits chunk) after the plan's {} were allocated, but GPU "
+              "{} has only {} free. Reduce the micro-batch or sequence length, or raise lmhead_chunks",
+              format_bytes(request), format_bytes(memory_.required_bytes), memory_.device, format_bytes(free_bytes));
+  }
+  resources_->allocate_scratch();
+  memory_.scratch_bytes = resources_->scratch_bytes();
+  step_events_.clear();
+  if (time_breakdown_) {
+    for (size_t i = 0; i <= steps_.size(); ++i) step_events_.emplace_back(true);
+  }
+}
+
+void CudaBackend::set_time_breakdown(bool enabled) {
+  time_breakdown_ = enabled;
+  step_events_.clear();
+  if (enabled && plan_ != nullptr) {
+    for (size_t i = 0; i <= steps_.size(); ++i) step_events_.emplace_back(true);
+  }
+}
+
+std::vector<std::pair<std::string, double>> CudaBackend::time_breakdown() const {
+  check_loaded();
+  SUROGATE_CHECK(time_breakdown_ && step_events_.size() == steps_.size() + 1,
+                 "time_breakdown() needs set_time_breakdown(true) before execute()");
+  step_events_.back().synchronize();
+  std::map<std::string, double> by_op;
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    const Node& node = plan_->graph.node(plan_->steps[i].node);
+    const char* phase = node.phase == NodePhase::Forward ? "forward" : node.phase == NodePhase::Backward ? "backward" : "recompute";
+    by_op[fmt::format("{}:{}", phase, node.op)] += step_events_[i + 1].elapsed_ms_since(step_events_[i]);
+  }
+  std::vector<std::pair<std::string, double>> result(by_op.begin(), by_op.end());
+  std::sort(result.begin(), result.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  return result;
 }
 
 void CudaBackend::bind_steps(const OpRegistry& registry) {
@@ -151,7 +197,7 @@ void CudaBackend::bind_steps(const OpRegistry& registry) {
       bound.outputs.push_back(view_of(id));
     }
     CudaBindContext context{node, input_types, output_types,
-                            Attrs(node.attrs, fmt::format("node '{}' (op {})", node.name, node.op))};
+                            Attrs(node.attrs, fmt::format("node '{}' (op {})", node.name, node.op)), *resources_};
     bound.kernel = (*table_.find(node.op))(context);
     SUROGATE_CHECK(static_cast<bool>(bound.kernel), "CUDA binder of op '{}' returned no kernel", node.op);
     steps_.push_back(std::move(bound));
@@ -201,6 +247,14 @@ void CudaBackend::execute(std::span<const InputBinding> inputs) {
     }
     staged_->record(stream);
     staged_pending_ = true;
+  }
+  if (time_breakdown_ && step_events_.size() == steps_.size() + 1) {
+    step_events_[0].record(stream);
+    for (size_t i = 0; i < steps_.size(); ++i) {
+      steps_[i].kernel(CudaKernelArgs{steps_[i].inputs, steps_[i].outputs, stream});
+      step_events_[i + 1].record(stream);
+    }
+    return;
   }
   for (const BoundStep& step : steps_) step.kernel(CudaKernelArgs{step.inputs, step.outputs, stream});
 }

@@ -6,11 +6,14 @@
 // and one stream, then binds every step. execute() stages the given inputs, uploads them and
 // launches every step's kernels on that stream without synchronising the host; read() is the
 // one place that waits (for the stream, then copies out).
-// Floating tensors run in fp32 (tensors the plan marks F32); bf16 execution is a later step.
+// Core ops run F32 (add / fill / accumulate also BF16); the model ops run BF16 graphs
+// (models::DecoderGraphOptions::dtype), see runtime/cuda_model_ops.cpp.
 #pragma once
 
 #include <memory>
 #include <optional>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "cuda/device_buffer.h"
@@ -23,6 +26,7 @@ namespace surogate::runtime {
 struct DeviceMemoryReport {
   int device = 0;
   size_t required_bytes = 0;  // the four regions together
+  size_t scratch_bytes = 0;   // the steps' shared scratch (CudaResources), allocated after binding
   size_t free_bytes = 0;      // free on the device before allocating
   size_t total_bytes = 0;
 };
@@ -41,6 +45,13 @@ public:
   void zero_gradients() override;
 
   const DeviceMemoryReport& memory_report() const { return memory_; }
+
+  // debug_time_breakdown: when on, execute() records a CUDA event after every step, and
+  // time_breakdown() waits for the stream and returns the milliseconds of each op name summed
+  // over the steps of the last execute (phase-prefixed: "forward:linear", "backward:...",
+  // "recompute:..."). Off by default: the events cost a little launch overhead.
+  void set_time_breakdown(bool enabled);
+  std::vector<std::pair<std::string, double>> time_breakdown() const;
   cudaStream_t stream() const { return stream_ ? stream_->get() : nullptr; }
 
 private:
@@ -57,6 +68,7 @@ private:
   void check_bindable(const compiler::ExecutionPlan& plan) const;
   void allocate(const compiler::MemoryPlan& memory);
   void bind_steps(const graph::OpRegistry& registry);
+  void allocate_scratch();
   std::byte* base(compiler::Storage storage) const;
   std::byte* address(graph::TensorId tensor) const;
   const graph::TensorType& type_of(graph::TensorId tensor) const;
@@ -77,6 +89,9 @@ private:
   std::optional<cuda::Event> staged_;  // recorded after the last upload out of staging_
   bool staged_pending_ = false;
   std::vector<BoundStep> steps_;
+  std::unique_ptr<CudaResources> resources_;  // created in load(): it needs the device
+  bool time_breakdown_ = false;
+  std::vector<cuda::Event> step_events_;  // steps + 1 when time_breakdown_
 };
 
 }  // namespace surogate::runtime

@@ -1,7 +1,10 @@
-// CUDA binders for the engine's core ops (graph/core_ops.cpp), fp32 only: each parses its attrs
-// once at load and returns a closure that launches one kernel from runtime/cuda_elementwise.h.
+// CUDA binders for the engine's core ops (graph/core_ops.cpp), fp32; add, fill and accumulate also
+// bf16 (the residual stream and gradient sums of BF16 model graphs, bf16 fp32-summed, rounded
+// once). Each parses its attrs once at load and returns a closure that launches one kernel from
+// runtime/cuda_elementwise.h or runtime/cuda_model_kernels.h.
 // Semantics match the CPU kernels: scale rounds its factor to float, sum accumulates in double.
 #include "runtime/cuda_elementwise.h"
+#include "runtime/cuda_model_kernels.h"
 #include "runtime/cuda_op_table.h"
 
 namespace surogate::runtime {
@@ -19,7 +22,22 @@ CudaKernel bind_binary(const CudaBindContext& ctx,
   };
 }
 
-CudaKernel bind_add(const CudaBindContext& ctx) { return bind_binary(ctx, k::add_f32); }
+bool all_bf16(const CudaBindContext& ctx) {
+  for (const auto& type : ctx.inputs) if (type.dtype != DType::BF16) return false;
+  for (const auto& type : ctx.outputs) if (type.dtype != DType::BF16) return false;
+  return true;
+}
+
+CudaKernel bind_add(const CudaBindContext& ctx) {
+  if (all_bf16(ctx)) {
+    const int64_t count = ctx.outputs[0].numel();
+    return [count](const CudaKernelArgs& args) {
+      k::add_bf16(args.inputs[0].as<const __nv_bfloat16>(), args.inputs[1].as<const __nv_bfloat16>(),
+                  args.outputs[0].as<__nv_bfloat16>(), count, args.stream);
+    };
+  }
+  return bind_binary(ctx, k::add_f32);
+}
 CudaKernel bind_mul(const CudaBindContext& ctx) { return bind_binary(ctx, k::mul_f32); }
 
 CudaKernel bind_scale(const CudaBindContext& ctx) {
@@ -32,6 +50,13 @@ CudaKernel bind_scale(const CudaBindContext& ctx) {
 }
 
 CudaKernel bind_fill(const CudaBindContext& ctx) {
+  if (all_bf16(ctx)) {
+    const int64_t count = ctx.outputs[0].numel();
+    const float value = static_cast<float>(ctx.attrs.number("value"));
+    return [count, value](const CudaKernelArgs& args) {
+      k::fill_bf16(value, args.outputs[0].as<__nv_bfloat16>(), count, args.stream);
+    };
+  }
   ctx.expect_all(DType::F32);
   const int64_t count = ctx.outputs[0].numel();
   const float value = static_cast<float>(ctx.attrs.number("value"));
@@ -57,6 +82,13 @@ CudaKernel bind_broadcast(const CudaBindContext& ctx) {
 }
 
 CudaKernel bind_accumulate(const CudaBindContext& ctx) {
+  if (all_bf16(ctx)) {
+    const int64_t count = ctx.outputs[0].numel();
+    return [count](const CudaKernelArgs& args) {
+      k::accumulate_bf16(args.inputs[0].as<const __nv_bfloat16>(), args.outputs[0].as<__nv_bfloat16>(), count,
+                         args.stream);
+    };
+  }
   ctx.expect_all(DType::F32);
   const int64_t count = ctx.outputs[0].numel();
   return [count](const CudaKernelArgs& args) {

@@ -11,8 +11,7 @@ void CudaBindContext::expect_all(DType dtype) const {
   auto check = [&](std::span<const graph::TensorType> types, const char* what) {
     for (size_t i = 0; i < types.size(); ++i) {
       if (types[i].dtype != dtype) {
-        fail_user("node '{}' (op {}): the CUDA backend runs this op on {} tensors, but {} {} is {}; bf16 execution "
-                  "on the CUDA backend is not implemented yet",
+        fail_user("node '{}' (op {}): the CUDA backend runs this op on {} tensors, but {} {} is {}",
                   node.name, node.op, dtype_safetensors_name(dtype), what, i, graph::format_type(types[i]));
       }
     }
@@ -42,6 +41,7 @@ const CudaOpTable& builtin_cuda_ops() {
   static const CudaOpTable table = [] {
     CudaOpTable built;
     register_core_cuda_ops(built);
+    register_model_cuda_ops(built);
     return built;
   }();
   return table;

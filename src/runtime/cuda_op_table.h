@@ -9,6 +9,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <span>
@@ -16,6 +17,8 @@
 #include <string_view>
 #include <vector>
 
+#include "cuda/device_buffer.h"
+#include "cuda/matmul.h"
 #include "graph/op_registry.h"
 
 namespace surogate::runtime {
@@ -42,12 +45,34 @@ struct CudaKernelArgs {
 
 using CudaKernel = std::function<void(const CudaKernelArgs&)>;
 
+// What the bound steps of one plan share, owned by the backend: the cuBLASLt handle (one
+// stream, so one Matmul) and one scratch buffer. Steps run one after another on that stream, so
+// a step's temporaries (fp32 weight-gradient accumulators, attention workspaces, logits chunks)
+// can all live in the same buffer: binders ask for bytes at load time (`reserve_scratch`), the
+// backend allocates the largest request once after binding, and closures read `scratch()` when
+// they run.
+class CudaResources {
+public:
+  cuda::Matmul& matmul() { return matmul_; }
+  void reserve_scratch(size_t bytes) { scratch_request_ = std::max(scratch_request_, bytes); }
+  size_t scratch_request() const { return scratch_request_; }
+  void allocate_scratch() { scratch_ = cuda::DeviceBuffer<std::byte>(scratch_request_); }
+  std::byte* scratch() const { return const_cast<std::byte*>(scratch_.data()); }
+  size_t scratch_bytes() const { return scratch_.bytes(); }
+
+private:
+  cuda::Matmul matmul_;
+  size_t scratch_request_ = 0;
+  cuda::DeviceBuffer<std::byte> scratch_;
+};
+
 // What a CUDA binder sees at load time: types carry dtype and shape, no data.
 struct CudaBindContext {
   const graph::Node& node;
   std::span<const graph::TensorType> inputs;
   std::span<const graph::TensorType> outputs;
   graph::Attrs attrs;
+  CudaResources& resources;  // outlives every closure bound with it
 
   // UserError naming the node unless every input and output is `dtype`.
   void expect_all(DType dtype) const;
@@ -66,8 +91,12 @@ private:
   std::map<std::string, CudaBinder, std::less<>> binders_;
 };
 
-// add, mul, scale, fill, sum, broadcast, accumulate (F32), in runtime/cuda_core_ops.cpp.
+// add, mul, scale, fill, sum, broadcast, accumulate (F32; add, fill, accumulate also BF16), in
+// runtime/cuda_core_ops.cpp.
 void register_core_cuda_ops(CudaOpTable& table);
+
+// The decoder's model ops and their backward ops on bf16 tensors (runtime/cuda_model_ops.cpp).
+void register_model_cuda_ops(CudaOpTable& table);
 
 // The table the engine uses: every family registered above, built once on first use.
 const CudaOpTable& builtin_cuda_ops();

@@ -7,6 +7,7 @@
 //   attention_backward(q, k, v [, document_ids], out, logsumexp, d_out) -> d_q, d_k, d_v (same attrs).
 #include "ops/attention.h"
 #include "ops/defs/def_util.h"
+#include "ops/defs/statistic_dtype.h"
 
 namespace surogate::ops::defs {
 namespace {
@@ -76,7 +77,7 @@ void register_attention(OpRegistry& registry) {
         }
         AttentionShape shape = attention_layout(ctx, ctx.input_count() == 4);
         return std::vector<TensorType>{ctx.input(0),
-                                       {ctx.input(0).dtype, Shape{shape.batch, shape.query_heads, shape.sequence}}};
+                                       {statistic_dtype(ctx.input(0).dtype), Shape{shape.batch, shape.query_heads, shape.sequence}}};
       },
       .gradient = [](GradientContext& ctx) -> InputGradients {
         if (ctx.has_output_grad(1)) {
@@ -119,8 +120,9 @@ void register_attention(OpRegistry& registry) {
         AttentionShape shape = attention_layout(ctx, ctx.input_count() == 7);
         ctx.expect_same_type(base, 0);
         ctx.expect_same_type(base + 2, 0);
-        if (ctx.input(base + 1) != TensorType{ctx.input(0).dtype, Shape{shape.batch, shape.query_heads, shape.sequence}}) {
-          ctx.fail("{} must be {}[B, Hq, T]", ctx.input_label(base + 1), dtype_safetensors_name(ctx.input(0).dtype));
+        DType lse_dtype = statistic_dtype(ctx.input(0).dtype);
+        if (ctx.input(base + 1) != TensorType{lse_dtype, Shape{shape.batch, shape.query_heads, shape.sequence}}) {
+          ctx.fail("{} must be {}[B, Hq, T]", ctx.input_label(base + 1), dtype_safetensors_name(lse_dtype));
         }
         return std::vector<TensorType>{ctx.input(0), ctx.input(1), ctx.input(2)};
       },

@@ -20,6 +20,7 @@
 
 #include "ops/cross_entropy.h"
 #include "ops/defs/def_util.h"
+#include "ops/defs/statistic_dtype.h"
 
 namespace surogate::ops::defs {
 namespace {
@@ -43,14 +44,14 @@ int64_t check_loss_inputs(const InferContext& ctx) {
 }
 
 void check_scalar(const InferContext& ctx, size_t index) {
-  if (ctx.input(index) != TensorType{ctx.input(0).dtype, Shape{}}) {
-    ctx.fail("{} must be a scalar {}[]", ctx.input_label(index), dtype_safetensors_name(ctx.input(0).dtype));
+  if (ctx.input(index) != TensorType{statistic_dtype(ctx.input(0).dtype), Shape{}}) {
+    ctx.fail("{} must be a scalar {}[]", ctx.input_label(index), dtype_safetensors_name(statistic_dtype(ctx.input(0).dtype)));
   }
 }
 
 void check_logsumexp(const InferContext& ctx, size_t index, int64_t rows) {
-  if (ctx.input(index) != TensorType{ctx.input(0).dtype, Shape{rows}}) {
-    ctx.fail("{} must be {}", ctx.input_label(index), format_type({ctx.input(0).dtype, Shape{rows}}));
+  if (ctx.input(index) != TensorType{statistic_dtype(ctx.input(0).dtype), Shape{rows}}) {
+    ctx.fail("{} must be {}", ctx.input_label(index), format_type({statistic_dtype(ctx.input(0).dtype), Shape{rows}}));
   }
 }
 
@@ -71,7 +72,7 @@ void register_cross_entropy(OpRegistry& registry) {
       .outputs = {"loss_sum", "valid_tokens", "logsumexp"},
       .infer = [](const InferContext& ctx) {
         int64_t rows = check_loss_inputs(ctx);
-        DType dtype = ctx.input(0).dtype;
+        DType dtype = statistic_dtype(ctx.input(0).dtype);
         return std::vector<TensorType>{{dtype, Shape{}}, {dtype, Shape{}}, {dtype, Shape{rows}}};
       },
       .gradient = [](GradientContext& ctx) -> InputGradients {
@@ -130,7 +131,8 @@ void register_lm_head_loss(OpRegistry& registry) {
       .infer = [](const InferContext& ctx) {
         int64_t rows = check_loss_inputs(ctx);
         check_scalar(ctx, 3);
-        return std::vector<TensorType>{{ctx.input(0).dtype, Shape{}}, {ctx.input(0).dtype, Shape{rows}}};
+        return std::vector<TensorType>{{statistic_dtype(ctx.input(0).dtype), Shape{}},
+                                       {statistic_dtype(ctx.input(0).dtype), Shape{rows}}};
       },
       .gradient = [](GradientContext& ctx) -> InputGradients {
         auto grads = ctx.op("lm_head_loss_backward",
@@ -182,7 +184,7 @@ void register_lm_head_loss(OpRegistry& registry) {
       .outputs = {"correct"},
       .infer = [](const InferContext& ctx) {
         check_loss_inputs(ctx);
-        return std::vector<TensorType>{{ctx.input(0).dtype, Shape{}}};
+        return std::vector<TensorType>{{statistic_dtype(ctx.input(0).dtype), Shape{}}};
       },
       .gradient = {},
       .cpu = [](const CpuBindContext& ctx) {

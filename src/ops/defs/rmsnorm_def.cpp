@@ -4,6 +4,7 @@
 // rstd [rows] is an extra forward output so the planner can save or recompute it. Backward ops
 // zero-fill d_weight before the math accumulates into it.
 #include "ops/defs/def_util.h"
+#include "ops/defs/statistic_dtype.h"
 #include "ops/rmsnorm.h"
 
 namespace surogate::ops::defs {
@@ -39,7 +40,7 @@ void register_rmsnorm(OpRegistry& registry) {
       .infer = [](const InferContext& ctx) {
         eps_attr(ctx.attrs);
         int64_t rows = norm_rows(ctx, 0, 1);
-        return std::vector<TensorType>{ctx.input(0), {ctx.input(0).dtype, Shape{rows}}};
+        return std::vector<TensorType>{ctx.input(0), {statistic_dtype(ctx.input(0).dtype), Shape{rows}}};
       },
       .gradient = [](GradientContext& ctx) -> InputGradients {
         if (ctx.has_output_grad(1)) {
@@ -67,8 +68,8 @@ void register_rmsnorm(OpRegistry& registry) {
       .infer = [](const InferContext& ctx) {
         int64_t rows = norm_rows(ctx, 1, 2);
         ctx.expect_same_type(0, 1);
-        if (ctx.input(3) != TensorType{ctx.input(1).dtype, Shape{rows}}) {
-          ctx.fail("{} must be {}", ctx.input_label(3), format_type({ctx.input(1).dtype, Shape{rows}}));
+        if (ctx.input(3) != TensorType{statistic_dtype(ctx.input(1).dtype), Shape{rows}}) {
+          ctx.fail("{} must be {}", ctx.input_label(3), format_type({statistic_dtype(ctx.input(1).dtype), Shape{rows}}));
         }
         return std::vector<TensorType>{ctx.input(1), ctx.input(2)};
       },
@@ -98,7 +99,7 @@ void register_fused_residual_rmsnorm(OpRegistry& registry) {
         eps_attr(ctx.attrs);
         ctx.expect_same_type(0, 1);
         int64_t rows = norm_rows(ctx, 0, 2);
-        return std::vector<TensorType>{ctx.input(0), ctx.input(0), {ctx.input(0).dtype, Shape{rows}}};
+        return std::vector<TensorType>{ctx.input(0), ctx.input(0), {statistic_dtype(ctx.input(0).dtype), Shape{rows}}};
       },
       .gradient = [](GradientContext& ctx) -> InputGradients {
         if (ctx.has_output_grad(2)) {
@@ -136,8 +137,8 @@ void register_fused_residual_rmsnorm(OpRegistry& registry) {
         int64_t rows = norm_rows(ctx, 1, 2);
         ctx.expect_same_type(0, 1);
         if (ctx.input_count() == 5) ctx.expect_same_type(4, 1);
-        if (ctx.input(3) != TensorType{ctx.input(1).dtype, Shape{rows}}) {
-          ctx.fail("{} must be {}", ctx.input_label(3), format_type({ctx.input(1).dtype, Shape{rows}}));
+        if (ctx.input(3) != TensorType{statistic_dtype(ctx.input(1).dtype), Shape{rows}}) {
+          ctx.fail("{} must be {}", ctx.input_label(3), format_type({statistic_dtype(ctx.input(1).dtype), Shape{rows}}));
         }
         return std::vector<TensorType>{ctx.input(1), ctx.input(2)};
       },

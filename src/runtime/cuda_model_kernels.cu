@@ -1,0 +1,355 @@
+// Kernels around the model ops; see runtime/cuda_model_kernels.h.
+#include "runtime/cuda_model_kernels.h"
+
+#include <algorithm>
+
+#include "cuda/cuda_check.h"
+
+namespace surogate::runtime::cuda_kernels {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kMaxPlainHeadDim = 256;
+
+int grid_for(int64_t count) {
+  int64_t blocks = (count + kThreads - 1) / kThreads;
+  return static_cast<int>(std::clamp<int64_t>(blocks, 1, 65535 * 8));
+}
+
+template <typename Op>
+__global__ void elementwise_kernel(Op op, int64_t count) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride) op(i);
+}
+
+template <typename Op>
+void launch(Op op, int64_t count, cudaStream_t stream) {
+  if (count <= 0) return;
+  elementwise_kernel<<<grid_for(count), kThreads, 0, stream>>>(op, count);
+  CUDA_CHECK_LAUNCH();
+}
+
+__device__ __forceinline__ float load(const float* p, int64_t i) { return p[i]; }
+__device__ __forceinline__ float load(const bf16* p, int64_t i) { return __bfloat162float(p[i]); }
+__device__ __forceinline__ void store(float* p, int64_t i, float v) { p[i] = v; }
+__device__ __forceinline__ void store(bf16* p, int64_t i, float v) { p[i] = __float2bfloat16_rn(v); }
+
+struct AddOp {
+  const bf16* a; const bf16* b; bf16* out;
+  __device__ void operator()(int64_t i) const { out[i] = __float2bfloat16_rn(__bfloat162float(a[i]) + __bfloat162float(b[i])); }
+};
+struct AccumulateOp {
+  const bf16* gradient; bf16* out;
+  __device__ void operator()(int64_t i) const {
+    out[i] = __float2bfloat16_rn(__bfloat162float(out[i]) + __bfloat162float(gradient[i]));
+  }
+};
+struct FillOp {
+  float value; bf16* out;
+  __device__ void operator()(int64_t i) const { out[i] = __float2bfloat16_rn(value); }
+};
+struct ConvertOp {
+  const float* in; bf16* out;
+  __device__ void operator()(int64_t i) const { out[i] = __float2bfloat16_rn(in[i]); }
+};
+
+template <typename T>
+struct RopeTablesOp {
+  T* cos; T* sin; const int32_t* positions; const float* inv_freq; int half; float scaling;
+  __device__ void operator()(int64_t i) const {
+    const int64_t token = i / half;
+    const int f = static_cast<int>(i % half);
+    const float angle = __fmul_rn(static_cast<float>(positions[token]), inv_freq[f]);
+    store(cos, i, __fmul_rn(cosf(angle), scaling));
+    store(sin, i, __fmul_rn(sinf(angle), scaling));
+  }
+};
+
+template <typename T>
+struct RopeApplyOp {
+  bf16* out; const bf16* x; const T* cos; const T* sin; int heads, head_dim, half; float sign;
+  __device__ void operator()(int64_t i) const {
+    const int j = static_cast<int>(i % head_dim);
+    const int64_t token = i / (static_cast<int64_t>(heads) * head_dim);
+    const int64_t row = i - j;
+    float value;
+    if (j < half) {
+      const float c = load(cos, token * half + j), s = sign * load(sin, token * half + j);
+      value = __bfloat162float(x[i]) * c - __bfloat162float(x[row + j + half]) * s;
+    } else if (j < 2 * half) {
+      const float c = load(cos, token * half + j - half), s = sign * load(sin, token * half + j - half);
+      value = __bfloat162float(x[i]) * c + __bfloat162float(x[row + j - half]) * s;
+    } else {
+      value = __bfloat162float(x[i]);
+    }
+    out[i] = __float2bfloat16_rn(value);
+  }
+};
+
+// ---- cu_seqlens ----
+
+constexpr int kScanThreads = 1024;
+
+__device__ __forceinline__ bool starts_document(const int32_t* documents, int64_t sequence, int64_t t) {
+  if (t % sequence == 0) return true;
+  return documents != nullptr && documents[t] != documents[t - 1];
+}
+
+__global__ void cu_seqlens_kernel(int32_t* cu_seqlens, const int32_t* documents, int64_t tokens, int64_t sequence) {
+  __shared__ int counts[kScanThreads];
+  const int64_t per_thread = (tokens + kScanThreads - 1) / kScanThreads;
+  const int64_t begin = threadIdx.x * per_thread, end = min(tokens, begin + per_thread);
+  int count = 0;
+  for (int64_t t = begin; t < end; ++t) count += starts_document(documents, sequence, t) ? 1 : 0;
+  counts[threadIdx.x] = count;
+  __syncthreads();
+  // Inclusive Hillis–Steele scan.
+  for (int offset = 1; offset < kScanThreads; offset *= 2) {
+    int add = threadIdx.x >= offset ? counts[threadIdx.x - offset] : 0;
+    __syncthreads();
+    counts[threadIdx.x] += add;
+    __syncthreads();
+  }
+  int index = counts[threadIdx.x] - count;
+  for (int64_t t = begin; t < end; ++t) {
+    if (starts_document(documents, sequence, t)) cu_seqlens[index++] = static_cast<int32_t>(t);
+  }
+  const int total = counts[kScanThreads - 1];
+  for (int64_t i = total + threadIdx.x; i <= tokens; i += kScanThreads) cu_seqlens[i] = static_cast<int32_t>(tokens);
+}
+
+// ---- plain attention ----
+
+__device__ __forceinline__ int64_t document_start(const int32_t* cu, int64_t documents, int64_t token) {
+  int64_t low = 0, high = documents - 1;
+  while (low < high) {
+    const int64_t middle = (low + high + 1) / 2;
+    if (cu[middle] <= token) low = middle; else high = middle - 1;
+  }
+  return low;  // the document index
+}
+
+__global__ void plain_attention_forward_kernel(bf16* out, float* lse, const bf16* q, const bf16* k, const bf16* v,
+                                               const int32_t* cu, PlainAttentionShape s) {
+  const int64_t index = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (index >= s.tokens * s.q_heads) return;
+  const int64_t i = index / s.q_heads;
+  const int h = static_cast<int>(index % s.q_heads), kv = h / (s.q_heads / s.kv_heads);
+  const int D = s.head_dim;
+  int64_t low = cu[document_start(cu, s.tokens, i)];
+  if (s.window > 0 && i - s.window + 1 > low) low = i - s.window + 1;
+  const bf16* qi = q + (i * s.q_heads + h) * D;
+  float acc[kMaxPlainHeadDim];
+  for (int d = 0; d < D; ++d) acc[d] = 0.0f;
+  float m = -INFINITY, l = 0.0f;
+  for (int64_t j = low; j <= i; ++j) {
+    const bf16* kj = k + (j * s.kv_heads + kv) * D;
+    const bf16* vj = v + (j * s.kv_heads + kv) * D;
+    float score = 0.0f;
+    for (int d = 0; d < D; ++d) score += __bfloat162float(qi[d]) * __bfloat162float(kj[d]);
+    score *= s.scale;
+    const float m_new = fmaxf(m, score);
+    const float correction = expf(m - m_new), p = expf(score - m_new);
+    l = l * correction + p;
+    for (int d = 0; d < D; ++d) acc[d] = acc[d] * correction + p * __bfloat162float(vj[d]);
+    m = m_new;
+  }
+  bf16* oi = out + (i * s.q_heads + h) * D;
+  for (int d = 0; d < D; ++d) oi[d] = __float2bfloat16_rn(acc[d] / l);
+  lse[static_cast<int64_t>(h) * s.tokens + i] = m + logf(l);
+}
+
+__device__ float row_delta(const bf16* dout, const bf16* out, int D) {
+  float delta = 0.0f;
+  for (int d = 0; d < D; ++d) delta += __bfloat162float(dout[d]) * __bfloat162float(out[d]);
+  return delta;
+}
+
+__device__ float dot(const bf16* a, const bf16* b, int D) {
+  float sum = 0.0f;
+  for (int d = 0; d < D; ++d) sum += __bfloat162float(a[d]) * __bfloat162float(b[d]);
+  return sum;
+}
+
+__global__ void plain_attention_dq_kernel(bf16* dq, const bf16* dout, const bf16* q, const bf16* k, const bf16* v,
+                                          const bf16* out, const float* lse, const int32_t* cu, PlainAttentionShape s) {
+  const int64_t index = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (index >= s.tokens * s.q_heads) return;
+  const int64_t i = index / s.q_heads;
+  const int h = static_cast<int>(index % s.q_heads), kv = h / (s.q_heads / s.kv_heads);
+  const int D = s.head_dim;
+  int64_t low = cu[document_start(cu, s.tokens, i)];
+  if (s.window > 0 && i - s.window + 1 > low) low = i - s.window + 1;
+  const int64_t row = (i * s.q_heads + h) * D;
+  const float delta = row_delta(dout + row, out + row, D), l = lse[static_cast<int64_t>(h) * s.tokens + i];
+  float acc[kMaxPlainHeadDim];
+  for (int d = 0; d < D; ++d) acc[d] = 0.0f;
+  for (int64_t j = low; j <= i; ++j) {
+    const bf16* kj = k + (j * s.kv_heads + kv) * D;
+    const bf16* vj = v + (j * s.kv_heads + kv) * D;
+    const float p = expf(dot(q + row, kj, D) * s.scale - l);
+    const float ds = p * (dot(dout + row, vj, D) - delta);
+    for (int d = 0; d < D; ++d) acc[d] += ds * __bfloat162float(kj[d]);
+  }
+  for (int d = 0; d < D; ++d) dq[row + d] = __float2bfloat16_rn(acc[d] * s.scale);
+}
+
+__global__ void plain_attention_dkv_kernel(bf16* dk, bf16* dv, const bf16* dout, const bf16* q, const bf16* k,
+                                           const bf16* v, const bf16* out, const float* lse, const int32_t* cu,
+                                           PlainAttentionShape s) {
+  const int64_t index = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (index >= s.tokens * s.kv_heads) return;
+  const int64_t j = index / s.kv_heads;
+  const int kv = static_cast<int>(index % s.kv_heads), group = s.q_heads / s.kv_heads;
+  const int D = s.head_dim;
+  const int64_t end = cu[document_start(cu, s.tokens, j) + 1];
+  const int64_t last = s.window > 0 ? min(end, j + s.window) : end;  // queries i < j + window see j
+  const bf16* kj = k + (j * s.kv_heads + kv) * D;
+  const bf16* vj = v + (j * s.kv_heads + kv) * D;
+  float acc_k[kMaxPlainHeadDim], acc_v[kMaxPlainHeadDim];
+  for (int d = 0; d < D; ++d) acc_k[d] = acc_v[d] = 0.0f;
+  for (int h = kv * group; h < (kv + 1) * group; ++h) {
+    for (int64_t i = j; i < last; ++i) {
+      const int64_t row = (i * s.q_heads + h) * D;
+      const float p = expf(dot(q + row, kj, D) * s.scale - lse[static_cast<int64_t>(h) * s.tokens + i]);
+      const float ds = p * (dot(dout + row, vj, D) - row_delta(dout + row, out + row, D));
+      for (int d = 0; d < D; ++d) {
+        acc_v[d] += p * __bfloat162float(dout[row + d]);
+        acc_k[d] += ds * __bfloat162float(q[row + d]);
+      }
+    }
+  }
+  const int64_t base = (j * s.kv_heads + kv) * D;
+  for (int d = 0; d < D; ++d) {
+    dk[base + d] = __float2bfloat16_rn(acc_k[d] * s.scale);
+    dv[base + d] = __float2bfloat16_rn(acc_v[d]);
+  }
+}
+
+__global__ void bias_gradient_kernel(bf16* dbias, const bf16* dout, int64_t rows, int64_t columns) {
+  const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (c >= columns) return;
+  float sum = 0.0f;
+  for (int64_t r = 0; r < rows; ++r) sum += __bfloat162float(dout[r * columns + c]);
+  dbias[c] = __float2bfloat16_rn(sum);
+}
+
+__global__ void scalar_product_kernel(const float* a, const float* b, float* out) { out[0] = a[0] * b[0]; }
+
+__global__ void count_to_float_kernel(const int32_t* count, float* out) { out[0] = static_cast<float>(count[0]); }
+
+constexpr int kArgmaxThreads = 256;
+
+__global__ void argmax_hits_kernel(int32_t* hits, const bf16* logits, const int32_t* labels, int64_t vocab) {
+  __shared__ float best_value[kArgmaxThreads];
+  __shared__ int64_t best_index[kArgmaxThreads];
+  const int64_t row = blockIdx.x;
+  const int32_t label = labels[row];
+  if (label < 0 || label >= vocab) return;  // whole block returns together
+  float value = -INFINITY;
+  int64_t index = vocab;
+  for (int64_t c = threadIdx.x; c < vocab; c += kArgmaxThreads) {
+    const float x = __bfloat162float(logits[row * vocab + c]);
+    if (x > value) { value = x; index = c; }  // strided ascending: the first maximum of the slice
+  }
+  best_value[threadIdx.x] = value;
+  best_index[threadIdx.x] = index;
+  __syncthreads();
+  for (int offset = kArgmaxThreads / 2; offset > 0; offset /= 2) {
+    if (threadIdx.x < offset) {
+      const float other = best_value[threadIdx.x + offset];
+      const int64_t other_index = best_index[threadIdx.x + offset];
+      if (other > best_value[threadIdx.x] || (other == best_value[threadIdx.x] && other_index < best_index[threadIdx.x])) {
+        best_value[threadIdx.x] = other;
+        best_index[threadIdx.x] = other_index;
+      }
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0 && best_index[0] == label) atomicAdd(hits, 1);
+}
+
+}  // namespace
+
+void add_bf16(const bf16* a, const bf16* b, bf16* out, int64_t count, cudaStream_t stream) {
+  launch(AddOp{a, b, out}, count, stream);
+}
+void accumulate_bf16(const bf16* gradient, bf16* out, int64_t count, cudaStream_t stream) {
+  launch(AccumulateOp{gradient, out}, count, stream);
+}
+void fill_bf16(float value, bf16* out, int64_t count, cudaStream_t stream) { launch(FillOp{value, out}, count, stream); }
+void convert_f32_to_bf16(const float* in, bf16* out, int64_t count, cudaStream_t stream) {
+  launch(ConvertOp{in, out}, count, stream);
+}
+
+template <typename T>
+void rope_tables(T* cos, T* sin, const int32_t* position_ids, const float* inv_freq, int64_t tokens, int half,
+                 float scaling, cudaStream_t stream) {
+  launch(RopeTablesOp<T>{cos, sin, position_ids, inv_freq, half, scaling}, tokens * half, stream);
+}
+
+template <typename T>
+void rope_apply(bf16* out, const bf16* x, const T* cos, const T* sin, int64_t tokens, int heads, int head_dim,
+                int half, float sign, cudaStream_t stream) {
+  launch(RopeApplyOp<T>{out, x, cos, sin, heads, head_dim, half, sign}, tokens * heads * head_dim, stream);
+}
+
+template void rope_tables<float>(float*, float*, const int32_t*, const float*, int64_t, int, float, cudaStream_t);
+template void rope_tables<bf16>(bf16*, bf16*, const int32_t*, const float*, int64_t, int, float, cudaStream_t);
+template void rope_apply<float>(bf16*, const bf16*, const float*, const float*, int64_t, int, int, int, float,
+                                cudaStream_t);
+template void rope_apply<bf16>(bf16*, const bf16*, const bf16*, const bf16*, int64_t, int, int, int, float,
+                               cudaStream_t);
+
+void cu_seqlens_from_documents(int32_t* cu_seqlens, const int32_t* document_ids, int64_t rows, int64_t sequence,
+                               cudaStream_t stream) {
+  cu_seqlens_kernel<<<1, kScanThreads, 0, stream>>>(cu_seqlens, document_ids, rows * sequence, sequence);
+  CUDA_CHECK_LAUNCH();
+}
+
+void plain_attention_forward(bf16* out, float* logsumexp, const bf16* q, const bf16* k, const bf16* v,
+                             const int32_t* cu_seqlens, const PlainAttentionShape& shape, cudaStream_t stream) {
+  CUDA_REQUIRE(shape.head_dim > 0 && shape.head_dim <= kMaxPlainHeadDim, "plain attention: head_dim must be 1..256");
+  const int64_t threads = shape.tokens * shape.q_heads;
+  plain_attention_forward_kernel<<<static_cast<unsigned>((threads + 127) / 128), 128, 0, stream>>>(
+      out, logsumexp, q, k, v, cu_seqlens, shape);
+  CUDA_CHECK_LAUNCH();
+}
+
+void plain_attention_backward(bf16* dq, bf16* dk, bf16* dv, const bf16* dout, const bf16* q, const bf16* k,
+                              const bf16* v, const bf16* out, const float* logsumexp, const int32_t* cu_seqlens,
+                              const PlainAttentionShape& shape, cudaStream_t stream) {
+  CUDA_REQUIRE(shape.head_dim > 0 && shape.head_dim <= kMaxPlainHeadDim, "plain attention: head_dim must be 1..256");
+  const int64_t q_threads = shape.tokens * shape.q_heads, kv_threads = shape.tokens * shape.kv_heads;
+  plain_attention_dq_kernel<<<static_cast<unsigned>((q_threads + 127) / 128), 128, 0, stream>>>(
+      dq, dout, q, k, v, out, logsumexp, cu_seqlens, shape);
+  CUDA_CHECK_LAUNCH();
+  plain_attention_dkv_kernel<<<static_cast<unsigned>((kv_threads + 127) / 128), 128, 0, stream>>>(
+      dk, dv, dout, q, k, v, out, logsumexp, cu_seqlens, shape);
+  CUDA_CHECK_LAUNCH();
+}
+
+void bias_gradient(bf16* dbias, const bf16* dout, int64_t rows, int64_t columns, cudaStream_t stream) {
+  bias_gradient_kernel<<<static_cast<unsigned>((columns + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
+      dbias, dout, rows, columns);
+  CUDA_CHECK_LAUNCH();
+}
+
+void scalar_product(const float* a, const float* b, float* out, cudaStream_t stream) {
+  scalar_product_kernel<<<1, 1, 0, stream>>>(a, b, out);
+  CUDA_CHECK_LAUNCH();
+}
+
+void argmax_hits(int32_t* hits, const bf16* logits, const int32_t* labels, int64_t rows, int64_t vocab,
+                 cudaStream_t stream) {
+  if (rows <= 0) return;
+  argmax_hits_kernel<<<static_cast<unsigned>(rows), kArgmaxThreads, 0, stream>>>(hits, logits, labels, vocab);
+  CUDA_CHECK_LAUNCH();
+}
+
+void count_to_float(const int32_t* count, float* out, cudaStream_t stream) {
+  count_to_float_kernel<<<1, 1, 0, stream>>>(count, out);
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace surogate::runtime::cuda_kernels

@@ -1,0 +1,584 @@
+// CUDA binders for the decoder's model ops (ops/defs, docs/ops.md) and their backward ops, on
+// BF16 graphs (the bf16 recipe: bf16 weights and activations, fp32 accumulation inside every
+// kernel, fp32 rstd / logsumexp / loss). Each binder checks dtypes and kernel constraints at load
+// time (UserError naming the node), reserves its temporaries in the plan's shared scratch
+// (CudaResources) and returns a closure that only launches work on the stream.
+//
+// Where the graph contract and the src/cuda kernels differ, the binder bridges:
+//  * parameter gradients (d_weight, d_table) are BF16 tensors in a BF16 graph; the kernels that
+//    accumulate them in fp32 (embedding, rmsnorm, LM head) do so in scratch, then round once;
+//    linear weight gradients come out of cuBLASLt in bf16 directly (fp32 accumulate inside).
+//  * attention takes document ids [B, T]; the kernels take cu_seqlens over the B·T flattened
+//    tokens, built per call on the device (cuda_model_kernels.h). Its logsumexp output is laid
+//    out [Hq, B·T] (the kernels' layout, read only by the CUDA attention_backward), not the CPU's
+//    [B, Hq, T]. Head dims 32/64/128 use the flash kernels, other dims up to 256 a plain kernel.
+//  * lm_head_loss writes its logsumexp output as zeros: the CUDA backward recomputes each chunk's
+//    logits and softmax in its fused kernel and never reads it.
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "core/error.h"
+#include "cuda/cuda_check.h"
+#include "cuda/kernels/attention.h"
+#include "cuda/kernels/embedding.h"
+#include "cuda/kernels/rmsnorm.h"
+#include "cuda/kernels/swiglu.h"
+#include "cuda/lm_head_loss.h"
+#include "runtime/cuda_model_kernels.h"
+#include "runtime/cuda_op_table.h"
+
+namespace surogate::runtime {
+namespace {
+
+namespace k = cuda_kernels;
+using bf16 = __nv_bfloat16;
+
+// ---- load-time checks ----
+
+void expect_type(const CudaBindContext& ctx, bool output, size_t index, DType dtype) {
+  const graph::TensorType& type = output ? ctx.outputs[index] : ctx.inputs[index];
+  if (type.dtype != dtype) {
+    fail_user("node '{}' (op {}): the CUDA backend runs this op with {} {} as {}, got {}; build the model graph in "
+              "BF16 for the CUDA backend (models::DecoderGraphOptions::dtype)",
+              ctx.node.name, ctx.node.op, output ? "output" : "input", index, dtype_safetensors_name(dtype),
+              graph::format_type(type));
+  }
+}
+void expect_in(const CudaBindContext& ctx, size_t index, DType dtype) { expect_type(ctx, false, index, dtype); }
+void expect_out(const CudaBindContext& ctx, size_t index, DType dtype) { expect_type(ctx, true, index, dtype); }
+
+template <typename... Args>
+void require(const CudaBindContext& ctx, bool condition, fmt::format_string<Args...> format, Args&&... args) {
+  if (!condition) {
+    fail_user("node '{}' (op {}): {}", ctx.node.name, ctx.node.op, fmt::format(format, std::forward<Args>(args)...));
+  }
+}
+
+int64_t last(const graph::TensorType& type) { return type.shape.empty() ? 1 : type.shape.back(); }
+
+// Carves one step's temporaries out of the shared scratch (256-byte aligned pieces).
+struct ScratchLayout {
+  size_t bytes = 0;
+  size_t take(size_t size) {
+    size_t offset = bytes;
+    bytes = (offset + size + 255) / 256 * 256;
+    return offset;
+  }
+};
+
+template <typename T>
+T* at(CudaResources* resources, size_t offset) {
+  return reinterpret_cast<T*>(resources->scratch() + offset);
+}
+
+void zero_async(void* pointer, size_t bytes, cudaStream_t stream) {
+  if (bytes > 0) CUDA_CHECK(cudaMemsetAsync(pointer, 0, bytes, stream));
+}
+
+// ---- embedding ----
+
+CudaKernel bind_embedding(const CudaBindContext& ctx) {
+  expect_in(ctx, 0, DType::I32);
+  expect_in(ctx, 1, DType::BF16);
+  const int64_t vocab = ctx.inputs[1].shape[0], channels = ctx.inputs[1].shape[1], tokens = ctx.inputs[0].numel();
+  require(ctx, channels % 8 == 0, "the CUDA embedding needs a width that is a multiple of 8, got {}", channels);
+  return [=](const CudaKernelArgs& args) {
+    cuda::embedding_forward(args.outputs[0].as<bf16>(), args.inputs[0].as<const int32_t>(),
+                            args.inputs[1].as<const bf16>(), tokens, vocab, channels, args.stream);
+  };
+}
+
+CudaKernel bind_embedding_backward(const CudaBindContext& ctx) {
+  expect_in(ctx, 0, DType::I32);
+  expect_in(ctx, 1, DType::BF16);
+  expect_out(ctx, 0, DType::BF16);
+  const int64_t vocab = ctx.inputs[2].shape[0], channels = ctx.inputs[2].shape[1], tokens = ctx.inputs[0].numel();
+  require(ctx, channels % 8 == 0, "the CUDA embedding needs a width that is a multiple of 8, got {}", channels);
+  ScratchLayout layout;
+  const size_t table = layout.take(sizeof(float) * vocab * channels);
+  ctx.resources.reserve_scratch(layout.bytes);
+  CudaResources* resources = &ctx.resources;
+  return [=](const CudaKernelArgs& args) {
+    float* accumulator = at<float>(resources, table);
+    zero_async(accumulator, sizeof(float) * vocab * channels, args.stream);
+    cuda::embedding_backward(accumulator, args.inputs[0].as<const int32_t>(), args.inputs[1].as<const bf16>(), tokens,
+                             vocab, channels, args.stream);
+    k::convert_f32_to_bf16(accumulator, args.outputs[0].as<bf16>(), vocab * channels, args.stream);
+  };
+}
+
+// ---- rmsnorm ----
+
+void check_norm_width(const CudaBindContext& ctx, int64_t channels) {
+  require(ctx, channels % 8 == 0 && channels <= 32768,
+          "the CUDA rmsnorm needs a normalised width that is a multiple of 8 and at most 32768, got {}", channels);
+}
+
+CudaKernel bind_rmsnorm(const CudaBindContext& ctx) {
+  expect_in(ctx, 0, DType::BF16);
+  expect_out(ctx, 1, DType::F32);
+  const int64_t channels = ctx.inputs[1].shape[0], rows = ctx.inputs[0].numel() / channels;
+  check_norm_width(ctx, channels);
+  const float eps = static_cast<float>(ctx.attrs.number("eps"));
+  return [=](const CudaKernelArgs& args) {
+    cuda::rmsnorm_forward(args.outputs[0].as<bf16>(), args.outputs[1].as<float>(), args.inputs[0].as<const bf16>(),
+                          args.inputs[1].as<const bf16>(), rows, channels, eps, args.stream);
+  };
+}
+
+CudaKernel bind_fused_residual_rmsnorm(const CudaBindContext& ctx) {
+  expect_in(ctx, 0, DType::BF16);
+  expect_out(ctx, 2, DType::F32);
+  const int64_t channels = ctx.inputs[2].shape[0], rows = ctx.inputs[0].numel() / channels;
+  check_norm_width(ctx, channels);
+  const float eps = static_cast<float>(ctx.attrs.number("eps"));
+  return [=](const CudaKernelArgs& args) {
+    cuda::residual_rmsnorm_forward(args.outputs[1].as<bf16>(), args.outputs[0].as<bf16>(), args.outputs[2].as<float>(),
+                                   args.inputs[0].as<const bf16>(), args.inputs[1].as<const bf16>(),
+                                   args.inputs[2].as<const bf16>(), rows, channels, eps, args.stream);
+  };
+}
+
+// rmsnorm_backward (d_out, x, weight, rstd) and fused_residual_rmsnorm_backward (d_out,
+// residual_out, weight, rstd [, d_residual_out]) are the same kernel.
+CudaKernel bind_rmsnorm_backward(const CudaBindContext& ctx) {
+  expect_in(ctx, 0, DType::BF16);
+  expect_in(ctx, 3, DType::F32);
+  expect_out(ctx, 1, DType::BF16);
+  const int64_t channels = ctx.inputs[2].shape[0], rows = ctx.inputs[1].numel() / channels;
+  check_norm_width(ctx, channels);
+  const bool has_residual = ctx.inputs.size() == 5;
+  ScratchLayout layout;
+  const size_t partials = layout.take(sizeof(float) * cuda::rmsnorm_backward_scratch_floats(rows, channels));
+  const size_t dweight = layout.take(sizeof(float) * channels);
+  ctx.resources.reserve_scratch(layout.bytes);
+  CudaResources* resources = &ctx.resources;
+  return [=](const CudaKernelArgs& args) {
+    float* accumulator = at<float>(resources, dweight);
+    zero_async(accumulator, sizeof(float) * channels, args.stream);
+    cuda::rmsnorm_backward(args.outputs[0].as<bf16>(), accumulator, at<float>(resources, partials),
+                           args.inputs[0].as<const bf16>(), has_residual ? args.inputs[4].as<const bf16>() : nullptr,
+                           args.inputs[1].as<const bf16>(), args.inputs[2].as<const bf16>(),
+                           args.inputs[3].as<const float>(), rows, channels, args.stream);
+    k::convert_f32_to_bf16(accumulator, args.outputs[1].as<bf16>(), channels, args.stream);
+  };
+}
+
+// ---- linear (cuBLASLt) ----
+
+CudaKernel bind_linear(const CudaBindContext& ctx) {
+  expect_in(ctx, 0, DType::BF16);
+  const int64_t in = ctx.inputs[1].shape[1], out = ctx.inputs[1].shape[0], rows = ctx.inputs[0].numel() / in;
+  const bool has_bias = ctx.inputs.size() == 3;
+  cuda::MatmulShape shape{.m = rows, .n = out, .k = in, .transpose_b = true, .has_bias = has_bias};
+  CudaResources* resources = &ctx.resources;
+  return [=](const CudaKernelArgs& args) {
+    resources->matmul().run(shape, args.outputs[0].data, args.inputs[0].as<const bf16>(), args.inputs[1].as<const bf16>(),
+                            has_bias ? args.inputs[2].as<const bf16>() : nullptr, args.stream);
+  };
+}
+
+// d_x [rows, in] = d_out [rows, out] · W [out, in]
+cuda::MatmulShape input_gradient_shape(int64_t rows, int64_t out, int64_t in) {
+  return cuda::MatmulShape{.m = rows, .n = in, .k = out};
+}
+// d_W [out, in] = d_outᵀ · x, bf16 result of an fp32 accumulation
+cuda::MatmulShape weight_gradient_shape(int64_t rows, int64_t out, int64_t in) {
+  return cuda::MatmulShape{.m = out, .n = in, .k = rows, .transpose_a = true};
+}
+
+CudaKernel bind_linear_backward_input(const CudaBindContext& ctx) {
+  expect_in(ctx, 0, DType::BF16);
+  const int64_t out = ctx.inputs[1].shape[0], in = ctx.inputs[1].shape[1], rows = ctx.inputs[0].numel() / out;
+  cuda::MatmulShape shape = input_gradient_shape(rows, out, in);
+  CudaResources* resources = &ctx.resources;
+  return [=](const CudaKernelArgs& args) {
+    resources->matmul().run(shape, args.outputs[0].data, args.inputs[0].as<const bf16>(), args.inputs[1].as<const bf16>(),
+                            nullptr, args.stream);
+  };
+}
+
+CudaKernel bind_linear_backward_weight(const CudaBindContext& ctx) {
+  expect_in(ctx, 0, DType::BF16);
+  const int64_t out = last(ctx.inputs[0]), in = last(ctx.inputs[1]), rows = ctx.inputs[1].numel() / in;
+  cuda::MatmulShape shape = weight_gradient_shape(rows, out, in);
+  CudaResources* resources = &ctx.resources;
+  return [=](const CudaKernelArgs& args) {
+    resources->matmul().run(shape, args.outputs[0].data, args.inputs[0].as<const bf16>(), args.inputs[1].as<const bf16>(),
+                            nullptr, args.stream);
+  };
+}
+
+// linear_backward (d_out, x, weight) -> (d_x, d_weight)
+CudaKernel bind_linear_backward(const CudaBindContext& ctx) {
+  expect_in(ctx, 0, DType::BF16);
+  const int64_t out = ctx.inputs[2].shape[0], in = ctx.inputs[2].shape[1], rows = ctx.inputs[1].numel() / in;
+  cuda::MatmulShape input_shape = input_gradient_shape(rows, out, in), weight_shape = weight_gradient_shape(rows, out, in);
+  CudaResources* resources = &ctx.resources;
+  return [=](const CudaKernelArgs& args) {
+    resources->matmul().run(input_shape, args.outputs[0].data, args.inputs[0].as<const bf16>(),
+                            args.inputs[2].as<const bf16>(), nullptr, args.stream);
+    resources->matmul().run(weight_shape, args.outputs[1].data, args.inputs[0].as<const bf16>(),
+                            args.inputs[1].as<const bf16>(), nullptr, args.stream);
+  };
+}
+
+CudaKernel bind_bias_gradient(const CudaBindContext& ctx) {
+  expect_in(ctx, 0, DType::BF16);
+  const int64_t columns = last(ctx.inputs[0]), rows = ctx.inputs[0].numel() / columns;
+  return [=](const CudaKernelArgs& args) {
+    k::bias_gradient(args.outputs[0].as<bf16>(), args.inputs[0].as<const bf16>(), rows, columns, args.stream);
+  };
+}
+
+// ---- swiglu ----
+
+void check_swiglu_width(const CudaBindContext& ctx, int64_t channels) {
+  require(ctx, channels % 8 == 0, "the CUDA swiglu needs an intermediate size that is a multiple of 8, got {}", channels);
+}
+
+CudaKernel bind_swiglu(const CudaBindContext& ctx) {
+  expect_in(ctx, 0, DType::BF16);
+  const int64_t channels = last(ctx.inputs[0]), rows = ctx.inputs[0].numel() / channels;
+  check_swiglu_width(ctx, channels);
+  return [=](const CudaKernelArgs& args) {
+    cuda::swiglu_forward(args.outputs[0].as<bf16>(), args.inputs[0].as<const bf16>(), args.inputs[1].as<const bf16>(),
+                         rows, channels, channels, args.stream);
+  };
+}
+
+CudaKernel bind_swiglu_backward(const CudaBindContext& ctx) {
+  expect_in(ctx, 0, DType::BF16);
+  const int64_t channels = last(ctx.inputs[0]), rows = ctx.inputs[0].numel() / channels;
+  check_swiglu_width(ctx, channels);
+  return [=](const CudaKernelArgs& args) {
+    cuda::swiglu_backward(args.outputs[0].as<bf16>(), args.outputs[1].as<bf16>(), args.inputs[0].as<const bf16>(),
+                          args.inputs[1].as<const bf16>(), args.inputs[2].as<const bf16>(), rows, channels, channels,
+                          args.stream);
+  };
+}
+
+CudaKernel bind_swiglu_fused(const CudaBindContext& ctx) {
+  expect_in(ctx, 0, DType::BF16);
+  const int64_t channels = last(ctx.inputs[0]) / 2, rows = ctx.inputs[0].numel() / (2 * channels);
+  check_swiglu_width(ctx, channels);
+  return [=](const CudaKernelArgs& args) {
+    const bf16* gate_up = args.inputs[0].as<const bf16>();
+    cuda::swiglu_forward(args.outputs[0].as<bf16>(), gate_up, gate_up + channels, rows, channels, 2 * channels,
+                         args.stream);
+  };
+}
+
+CudaKernel bind_swiglu_fused_backward(const CudaBindContext& ctx) {
+  expect_in(ctx, 0, DType::BF16);
+  const int64_t channels = last(ctx.inputs[0]), rows = ctx.inputs[0].numel() / channels;
+  check_swiglu_width(ctx, channels);
+  return [=](const CudaKernelArgs& args) {
+    const bf16* gate_up = args.inputs[1].as<const bf16>();
+    bf16* d_gate_up = args.outputs[0].as<bf16>();
+    cuda::swiglu_backward(d_gate_up, d_gate_up + channels, args.inputs[0].as<const bf16>(), gate_up, gate_up + channels,
+                          rows, channels, 2 * channels, args.stream);
+  };
+}
+
+// ---- rope ----
+
+CudaKernel bind_rope_cos_sin(const CudaBindContext& ctx) {
+  expect_in(ctx, 0, DType::I32);
+  require(ctx, ctx.attrs.has("inv_freq"),
+          "the CUDA backend takes rope_cos_sin with an 'inv_freq' attribute (as models::build_decoder_graph writes "
+          "it); tables from RoPE-config attributes are computed on the CPU backend only");
+  std::vector<float> inverse;
+  for (const auto& value : ctx.attrs.raw().at("inv_freq")) inverse.push_back(static_cast<float>(value.get<double>()));
+  const float scaling = static_cast<float>(ctx.attrs.number_or("attention_scaling", 1.0));
+  const int half = static_cast<int>(inverse.size());
+  const int64_t tokens = ctx.inputs[0].numel();
+  const DType dtype = ctx.outputs[0].dtype;
+  require(ctx, dtype == DType::F32 || dtype == DType::BF16, "the CUDA backend writes F32 or BF16 RoPE tables, not {}",
+          dtype_safetensors_name(dtype));
+  auto device_inverse = std::make_shared<cuda::DeviceBuffer<float>>(cuda::to_device(inverse));
+  return [=](const CudaKernelArgs& args) {
+    if (dtype == DType::BF16) {
+      k::rope_tables(args.outputs[0].as<bf16>(), args.outputs[1].as<bf16>(), args.inputs[0].as<const int32_t>(),
+                     device_inverse->data(), tokens, half, scaling, args.stream);
+    } else {
+      k::rope_tables(args.outputs[0].as<float>(), args.outputs[1].as<float>(), args.inputs[0].as<const int32_t>(),
+                     device_inverse->data(), tokens, half, scaling, args.stream);
+    }
+  };
+}
+
+// rope (x, cos, sin) and rope_backward (d_out, cos, sin): rotation by +angle or −angle.
+CudaKernel bind_rope_with_sign(const CudaBindContext& ctx, float sign) {
+  expect_in(ctx, 0, DType::BF16);
+  const DType table = ctx.inputs[1].dtype;
+  require(ctx, table == DType::F32 || table == DType::BF16, "the CUDA backend reads F32 or BF16 RoPE tables, not {}",
+          dtype_safetensors_name(table));
+  const graph::Shape& x = ctx.inputs[0].shape;
+  int64_t heads = 0, head_dim = 0;
+  if (x.size() == 4 && !ctx.attrs.has("heads")) {
+    heads = x[2];
+    head_dim = x[3];
+  } else {
+    heads = ctx.attrs.integer("heads");
+    head_dim = ctx.attrs.integer("head_dim");
+  }
+  const int64_t tokens = ctx.inputs[0].numel() / (heads * head_dim);
+  const int half = static_cast<int>(last(ctx.inputs[1]));
+  return [=](const CudaKernelArgs& args) {
+    if (table == DType::BF16) {
+      k::rope_apply(args.outputs[0].as<bf16>(), args.inputs[0].as<const bf16>(), args.inputs[1].as<const bf16>(),
+                    args.inputs[2].as<const bf16>(), tokens, static_cast<int>(heads), static_cast<int>(head_dim), half,
+                    sign, args.stream);
+    } else {
+      k::rope_apply(args.outputs[0].as<bf16>(), args.inputs[0].as<const bf16>(), args.inputs[1].as<const float>(),
+                    args.inputs[2].as<const float>(), tokens, static_cast<int>(heads), static_cast<int>(head_dim), half,
+                    sign, args.stream);
+    }
+  };
+}
+
+CudaKernel bind_rope(const CudaBindContext& ctx) { return bind_rope_with_sign(ctx, 1.0f); }
+CudaKernel bind_rope_backward(const CudaBindContext& ctx) { return bind_rope_with_sign(ctx, -1.0f); }
+
+// ---- attention ----
+
+struct AttentionLayout {
+  int64_t batch = 0, sequence = 0;
+  int q_heads = 0, kv_heads = 0, head_dim = 0, window = 0;
+  float scale = 0.0f;
+  bool flash = false;
+  int64_t tokens() const { return batch * sequence; }
+};
+
+AttentionLayout attention_layout(const CudaBindContext& ctx) {
+  AttentionLayout layout;
+  const graph::Shape& q = ctx.inputs[0].shape;
+  const graph::Shape& k = ctx.inputs[1].shape;
+  if (q.size() == 4) {
+    layout.q_heads = static_cast<int>(q[2]);
+    layout.kv_heads = static_cast<int>(k[2]);
+    layout.head_dim = static_cast<int>(q[3]);
+  } else {
+    layout.q_heads = static_cast<int>(ctx.attrs.integer("query_heads"));
+    layout.kv_heads = static_cast<int>(ctx.attrs.integer("kv_heads"));
+    layout.head_dim = static_cast<int>(ctx.attrs.integer("head_dim"));
+  }
+  layout.batch = q[0];
+  layout.sequence = q[1];
+  layout.window = static_cast<int>(ctx.attrs.integer_or("window", 0));
+  const double scale = ctx.attrs.number_or("scale", 0.0);
+  layout.scale = static_cast<float>(scale > 0.0 ? scale : 1.0 / std::sqrt(static_cast<double>(layout.head_dim)));
+  layout.flash = layout.head_dim == 32 || layout.head_dim == 64 || layout.head_dim == 128;
+  require(ctx, layout.flash || layout.head_dim <= 256, "the CUDA attention supports head_dim up to 256, got {}",
+          layout.head_dim);
+  require(ctx, layout.tokens() < (int64_t{1} << 31), "the CUDA attention takes fewer than 2^31 tokens per call");
+  return layout;
+}
+
+cuda::AttentionShape flash_shape(const AttentionLayout& layout) {
+  // `documents` is an upper bound: cu_seqlens_from_documents pads past the last document.
+  return cuda::AttentionShape{layout.tokens(), layout.q_heads, layout.kv_heads, layout.head_dim,
+                              static_cast<int>(layout.tokens()), layout.window, layout.scale};
+}
+
+k::PlainAttentionShape plain_shape(const AttentionLayout& layout) {
+  return k::PlainAttentionShape{layout.tokens(), layout.q_heads, layout.kv_heads, layout.head_dim, layout.window,
+                                layout.scale};
+}
+
+CudaKernel bind_attention(const CudaBindContext& ctx) {
+  expect_in(ctx, 0, DType::BF16);
+  expect_out(ctx, 1, DType::F32);
+  const AttentionLayout layout = attention_layout(ctx);
+  const bool has_documents = ctx.inputs.size() == 4;
+  ScratchLayout scratch;
+  const size_t cu = scratch.take(sizeof(int32_t) * (layout.tokens() + 1));
+  ctx.resources.reserve_scratch(scratch.bytes);
+  CudaResources* resources = &ctx.resources;
+  return [=](const CudaKernelArgs& args) {
+    int32_t* cu_seqlens = at<int32_t>(resources, cu);
+    k::cu_seqlens_from_documents(cu_seqlens, has_documents ? args.inputs[3].as<const int32_t>() : nullptr,
+                                 layout.batch, layout.sequence, args.stream);
+    const bf16 *q = args.inputs[0].as<const bf16>(), *kk = args.inputs[1].as<const bf16>(),
+               *v = args.inputs[2].as<const bf16>();
+    if (layout.flash) {
+      cuda::attention_forward(args.outputs[0].as<bf16>(), args.outputs[1].as<float>(), q, kk, v, cu_seqlens,
+                              flash_shape(layout), args.stream);
+    } else {
+      k::plain_attention_forward(args.outputs[0].as<bf16>(), args.outputs[1].as<float>(), q, kk, v, cu_seqlens,
+                                 plain_shape(layout), args.stream);
+    }
+  };
+}
+
+CudaKernel bind_attention_backward(const CudaBindContext& ctx) {
+  expect_in(ctx, 0, DType::BF16);
+  const AttentionLayout layout = attention_layout(ctx);
+  const bool has_documents = ctx.inputs.size() == 7;
+  const size_t base = ctx.inputs.size() - 3;  // out, logsumexp, d_out
+  expect_in(ctx, base + 1, DType::F32);
+  ScratchLayout scratch;
+  const size_t cu = scratch.take(sizeof(int32_t) * (layout.tokens() + 1));
+  const size_t workspace =
+      scratch.take(layout.flash ? sizeof(float) * cuda::attention_backward_workspace_floats(flash_shape(layout)) : 0);
+  ctx.resources.reserve_scratch(scratch.bytes);
+  CudaResources* resources = &ctx.resources;
+  return [=](const CudaKernelArgs& args) {
+    int32_t* cu_seqlens = at<int32_t>(resources, cu);
+    k::cu_seqlens_from_documents(cu_seqlens, has_documents ? args.inputs[3].as<const int32_t>() : nullptr,
+                                 layout.batch, layout.sequence, args.stream);
+    const bf16 *q = args.inputs[0].as<const bf16>(), *kk = args.inputs[1].as<const bf16>(),
+               *v = args.inputs[2].as<const bf16>(), *out = args.inputs[base].as<const bf16>(),
+               *dout = args.inputs[base + 2].as<const bf16>();
+    const float* lse = args.inputs[base + 1].as<const float>();
+    bf16 *dq = args.outputs[0].as<bf16>(), *dk = args.outputs[1].as<bf16>(), *dv = args.outputs[2].as<bf16>();
+    if (layout.flash) {
+      cuda::attention_backward(dq, dk, dv, at<float>(resources, workspace), dout, q, kk, v, out, lse, cu_seqlens,
+                               flash_shape(layout), args.stream);
+    } else {
+      k::plain_attention_backward(dq, dk, dv, dout, q, kk, v, out, lse, cu_seqlens, plain_shape(layout), args.stream);
+    }
+  };
+}
+
+// ---- LM head + cross-entropy ----
+
+struct LossLayout {
+  int64_t rows = 0, channels = 0, vocab = 0, chunk_rows = 0;
+};
+
+LossLayout loss_layout(const CudaBindContext& ctx) {
+  expect_in(ctx, 0, DType::BF16);
+  expect_in(ctx, 2, DType::I32);
+  LossLayout layout;
+  layout.vocab = ctx.inputs[1].shape[0];
+  layout.channels = ctx.inputs[1].shape[1];
+  layout.rows = ctx.inputs[0].numel() / layout.channels;
+  const int64_t chunks = std::max<int64_t>(1, ctx.attrs.integer_or("chunks", 1));
+  layout.chunk_rows = std::max<int64_t>(1, (layout.rows + chunks - 1) / chunks);
+  require(ctx, ctx.attrs.integer_or("ignore_index", -100) == -100,
+          "the CUDA cross-entropy ignores label -100 (and any label outside the vocabulary); ignore_index {} is not "
+          "supported", ctx.attrs.integer_or("ignore_index", -100));
+  return layout;
+}
+
+cuda::LmHeadLossArguments loss_arguments(const LossLayout& layout, const CudaKernelArgs& args) {
+  cuda::LmHeadLossArguments arguments;
+  arguments.hidden = args.inputs[0].as<const bf16>();
+  arguments.weight = args.inputs[1].as<const bf16>();
+  arguments.labels = args.inputs[2].as<const int32_t>();
+  arguments.rows = layout.rows;
+  arguments.channels = layout.channels;
+  arguments.vocab = layout.vocab;
+  arguments.chunk_rows = layout.chunk_rows;
+  return arguments;
+}
+
+CudaKernel bind_lm_head_loss(const CudaBindContext& ctx) {
+  const LossLayout layout = loss_layout(ctx);
+  expect_in(ctx, 3, DType::F32);
+  expect_out(ctx, 0, DType::F32);
+  ScratchLayout scratch;
+  const size_t logits = scratch.take(sizeof(bf16) * layout.chunk_rows * layout.vocab);
+  const size_t row_losses = scratch.take(sizeof(float) * layout.rows);
+  const size_t loss_sum = scratch.take(sizeof(float));
+  ctx.resources.reserve_scratch(scratch.bytes);
+  CudaResources* resources = &ctx.resources;
+  return [=](const CudaKernelArgs& args) {
+    cuda::LmHeadLossArguments arguments = loss_arguments(layout, args);
+    arguments.logits_workspace = at<bf16>(resources, logits);
+    arguments.row_losses = at<float>(resources, row_losses);
+    arguments.loss_sum = at<float>(resources, loss_sum);
+    cuda::lm_head_cross_entropy(resources->matmul(), arguments, args.stream);
+    k::scalar_product(arguments.loss_sum, args.inputs[3].as<const float>(), args.outputs[0].as<float>(), args.stream);
+    zero_async(args.outputs[1].data, sizeof(float) * layout.rows, args.stream);
+  };
+}
+
+// (hidden, weight, targets, logsumexp, d_loss, scale) -> (d_hidden, d_weight)
+CudaKernel bind_lm_head_loss_backward(const CudaBindContext& ctx) {
+  const LossLayout layout = loss_layout(ctx);
+  expect_in(ctx, 4, DType::F32);
+  expect_in(ctx, 5, DType::F32);
+  expect_out(ctx, 1, DType::BF16);
+  ScratchLayout scratch;
+  const size_t logits = scratch.take(sizeof(bf16) * layout.chunk_rows * layout.vocab);
+  const size_t row_losses = scratch.take(sizeof(float) * layout.rows);
+  const size_t scalars = scratch.take(2 * sizeof(float));  // loss_sum, grad_scale
+  const size_t dweight = scratch.take(sizeof(float) * layout.vocab * layout.channels);
+  ctx.resources.reserve_scratch(scratch.bytes);
+  CudaResources* resources = &ctx.resources;
+  return [=](const CudaKernelArgs& args) {
+    float* grad_scale = at<float>(resources, scalars) + 1;
+    k::scalar_product(args.inputs[4].as<const float>(), args.inputs[5].as<const float>(), grad_scale, args.stream);
+    float* accumulator = at<float>(resources, dweight);
+    zero_async(accumulator, sizeof(float) * layout.vocab * layout.channels, args.stream);
+    cuda::LmHeadLossArguments arguments = loss_arguments(layout, args);
+    arguments.logits_workspace = at<bf16>(resources, logits);
+    arguments.row_losses = at<float>(resources, row_losses);
+    arguments.loss_sum = at<float>(resources, scalars);
+    arguments.grad_scale = grad_scale;
+    arguments.dhidden = args.outputs[0].as<bf16>();
+    arguments.dweight = accumulator;
+    cuda::lm_head_cross_entropy(resources->matmul(), arguments, args.stream);
+    k::convert_f32_to_bf16(accumulator, args.outputs[1].as<bf16>(), layout.vocab * layout.channels, args.stream);
+  };
+}
+
+// (hidden, weight, targets) -> correct: argmax hits over chunks of logits.
+CudaKernel bind_lm_head_accuracy(const CudaBindContext& ctx) {
+  const LossLayout layout = loss_layout(ctx);
+  expect_out(ctx, 0, DType::F32);
+  ScratchLayout scratch;
+  const size_t logits = scratch.take(sizeof(bf16) * layout.chunk_rows * layout.vocab);
+  const size_t hits = scratch.take(sizeof(int32_t));
+  ctx.resources.reserve_scratch(scratch.bytes);
+  CudaResources* resources = &ctx.resources;
+  return [=](const CudaKernelArgs& args) {
+    int32_t* count = at<int32_t>(resources, hits);
+    zero_async(count, sizeof(int32_t), args.stream);
+    bf16* chunk = at<bf16>(resources, logits);
+    const bf16* hidden = args.inputs[0].as<const bf16>();
+    const int32_t* labels = args.inputs[2].as<const int32_t>();
+    for (int64_t row = 0; row < layout.rows; row += layout.chunk_rows) {
+      const int64_t rows = std::min(layout.chunk_rows, layout.rows - row);
+      cuda::MatmulShape shape{.m = rows, .n = layout.vocab, .k = layout.channels, .transpose_b = true};
+      resources->matmul().run(shape, chunk, hidden + row * layout.channels, args.inputs[1].as<const bf16>(), nullptr,
+                              args.stream);
+      k::argmax_hits(count, chunk, labels + row, rows, layout.vocab, args.stream);
+    }
+    k::count_to_float(count, args.outputs[0].as<float>(), args.stream);
+  };
+}
+
+}  // namespace
+
+void register_model_cuda_ops(CudaOpTable& table) {
+  table.add("embedding", bind_embedding);
+  table.add("embedding_backward", bind_embedding_backward);
+  table.add("rmsnorm", bind_rmsnorm);
+  table.add("rmsnorm_backward", bind_rmsnorm_backward);
+  table.add("fused_residual_rmsnorm", bind_fused_residual_rmsnorm);
+  table.add("fused_residual_rmsnorm_backward", bind_rmsnorm_backward);
+  table.add("linear", bind_linear);
+  table.add("linear_backward_input", bind_linear_backward_input);
+  table.add("linear_backward_weight", bind_linear_backward_weight);
+  table.add("linear_backward", bind_linear_backward);
+  table.add("bias_gradient", bind_bias_gradient);
+  table.add("swiglu", bind_swiglu);
+  table.add("swiglu_backward", bind_swiglu_backward);
+  table.add("swiglu_fused", bind_swiglu_fused);
+  table.add("swiglu_fused_backward", bind_swiglu_fused_backward);
+  table.add("rope_cos_sin", bind_rope_cos_sin);
+  table.add("rope", bind_rope);
+  table.add("rope_backward", bind_rope_backward);
+  table.add("attention", bind_attention);
+  table.add("attention_backward", bind_attention_backward);
+  table.add("lm_head_loss", bind_lm_head_loss);
+  table.add("lm_head_loss_backward", bind_lm_head_loss_backward);
+  table.add("lm_head_accuracy", bind_lm_head_accuracy);
+}
+
+}  // namespace surogate::runtime

@@ -1,0 +1,68 @@
+// BF16 decoder graphs without a GPU (runs in CI): the shape rules accept BF16 parameters and
+// activations and keep the side outputs F32 (rstd, logsumexp, loss), autodiff gives BF16
+// gradients, and the CPU backend refuses the plan with a message naming the dtype (its kernels
+// are fp32 / fp64 only).
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include "compiler/execution_plan.h"
+#include "core/error.h"
+#include "io/model_config.h"
+#include "models/decoder_graph.h"
+#include "ops/defs/register_ops.h"
+#include "runtime/cpu_backend.h"
+
+namespace surogate {
+namespace {
+
+io::ModelConfig fixture_config(const std::string& name) {
+  return io::load_model_config(std::filesystem::path(SUROGATE_FIXTURES_DIR) / name);
+}
+
+TEST(Bf16DecoderGraph, SideOutputsStayF32AndGradientsAreBf16) {
+  const graph::OpRegistry registry = ops::make_model_registry();
+  models::DecoderGraphOptions options{.batch = 2, .sequence = 8, .lmhead_chunks = 2};
+  options.dtype = DType::BF16;
+  models::DecoderGraph decoder = models::build_decoder_graph(fixture_config("qwen3_qknorm"), registry, options);
+  compiler::ExecutionPlan plan = compiler::compile_training(std::move(decoder.graph), decoder.loss, registry);
+  EXPECT_EQ(plan.graph.tensor(plan.loss).type.dtype, DType::F32);
+  int rstd = 0, logsumexp = 0;
+  for (const graph::TensorInfo& tensor : plan.graph.tensors) {
+    if (tensor.name.ends_with(".rstd")) {
+      EXPECT_EQ(tensor.type.dtype, DType::F32) << tensor.name;
+      ++rstd;
+    }
+    if (tensor.name.ends_with(".logsumexp")) {
+      EXPECT_EQ(tensor.type.dtype, DType::F32) << tensor.name;
+      ++logsumexp;
+    }
+    if (tensor.name.ends_with("q_proj.weight")) EXPECT_EQ(tensor.type.dtype, DType::BF16) << tensor.name;
+  }
+  EXPECT_GT(rstd, 0);
+  EXPECT_GT(logsumexp, 0);
+  ASSERT_FALSE(plan.parameter_gradients.empty());
+  for (const auto& [parameter, gradient] : plan.parameter_gradients) {
+    EXPECT_EQ(plan.graph.tensor(gradient).type.dtype, DType::BF16) << plan.graph.tensor(gradient).name;
+  }
+}
+
+TEST(Bf16DecoderGraph, CpuBackendRefusesWithTheDtype) {
+  const graph::OpRegistry registry = ops::make_model_registry();
+  models::DecoderGraphOptions options{.batch = 1, .sequence = 8};
+  options.dtype = DType::BF16;
+  models::DecoderGraph decoder = models::build_decoder_graph(fixture_config("llama_bias_untied"), registry, options);
+  compiler::ExecutionPlan plan = compiler::compile_training(std::move(decoder.graph), decoder.loss, registry);
+  runtime::CpuBackend backend;
+  try {
+    backend.load(plan, registry);
+    FAIL() << "the CPU backend accepted a BF16 plan";
+  } catch (const UserError& error) {
+    EXPECT_NE(std::string(error.what()).find("BF16"), std::string::npos) << error.what();
+  }
+}
+
+}  // namespace
+}  // namespace surogate
