@@ -42,5 +42,6 @@ void register_swiglu_ops(graph::OpRegistry& registry);         // swiglu_def.cpp
 void register_rope_ops(graph::OpRegistry& registry);           // rope_def.cpp
 void register_attention_ops(graph::OpRegistry& registry);      // attention_def.cpp
 void register_cross_entropy_ops(graph::OpRegistry& registry);  // cross_entropy_def.cpp
+void register_dropout_ops(graph::OpRegistry& registry);        // dropout_def.cpp
 
 }  // namespace surogate::ops::defs

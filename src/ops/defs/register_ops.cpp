@@ -13,6 +13,7 @@ void register_model_ops(graph::OpRegistry& registry) {
   defs::register_rope_ops(registry);
   defs::register_attention_ops(registry);
   defs::register_cross_entropy_ops(registry);
+  defs::register_dropout_ops(registry);
 }
 
 graph::OpRegistry make_model_registry() {

@@ -1,0 +1,141 @@
+// PEFT adapter files and merging; see adapter_io.h.
+#include "models/adapter_io.h"
+
+#include <cmath>
+#include <fstream>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "io/safetensors.h"
+#include "io/safetensors_writer.h"
+
+namespace surogate::models {
+namespace fs = std::filesystem;
+
+void save_peft_adapter(const fs::path& dir, const std::vector<LoraAdapter>& adapters,
+                       const std::function<std::span<const float>(const ParameterSpec&)>& values,
+                       const nlohmann::json& adapter_config) {
+  fs::create_directories(dir);
+  std::vector<io::TensorToWrite> tensors;
+  for (const LoraAdapter& adapter : adapters) {
+    for (const ParameterSpec* matrix : {&adapter.a, &adapter.b}) {
+      std::span<const float> data = values(*matrix);
+      SUROGATE_CHECK(static_cast<int64_t>(data.size()) == graph::shape_numel(matrix->shape), "adapter {} size",
+                     matrix->name);
+      tensors.push_back({matrix->hf_name, DType::F32, matrix->shape, std::as_bytes(data)});
+    }
+  }
+  io::write_safetensors(dir / kAdapterWeightsFile, tensors, {{"format", "pt"}});
+  // Same temp + rename discipline as the weights: a reader never sees half a config.
+  const fs::path config_path = dir / kAdapterConfigFile, temporary = dir / (std::string(kAdapterConfigFile) + ".tmp");
+  {
+    std::ofstream stream(temporary, std::ios::binary | std::ios::trunc);
+    stream << adapter_config.dump(2) << "\n";
+    if (!stream) fail_user("cannot write {}: check the disk and permissions", temporary.string());
+  }
+  fs::rename(temporary, config_path);
+}
+
+namespace {
+
+nlohmann::json read_adapter_config(const fs::path& file) {
+  if (!fs::exists(file)) {
+    fail_user("{} does not exist: an adapter folder holds adapter_config.json and adapter_model.safetensors",
+              file.string());
+  }
+  std::ifstream stream(file);
+  nlohmann::json json = nlohmann::json::parse(stream, nullptr, false);
+  if (json.is_discarded() || !json.is_object()) fail_user("{}: not a JSON object", file.string());
+  if (json.value("peft_type", std::string("LORA")) != "LORA") {
+    fail_user("{}: peft_type '{}' is not supported; only LoRA adapters (peft_type LORA) can be loaded", file.string(),
+              json.value("peft_type", std::string()));
+  }
+  for (const char* key : {"r", "lora_alpha"}) {
+    if (!json.contains(key) || !json[key].is_number() || json[key].get<double>() <= 0) {
+      fail_user("{}: '{}' must be a positive number", file.string(), key);
+    }
+  }
+  return json;
+}
+
+}  // namespace
+
+PeftAdapter load_peft_adapter(const fs::path& dir, const io::ModelConfig& config) {
+  PeftAdapter adapter;
+  adapter.config = read_adapter_config(dir / kAdapterConfigFile);
+  const double rank = adapter.config["r"].get<double>(), alpha = adapter.config["lora_alpha"].get<double>();
+  adapter.scaling = adapter.config.value("use_rslora", false) ? alpha / std::sqrt(rank) : alpha / rank;
+
+  const fs::path weights_file = dir / kAdapterWeightsFile;
+  if (!fs::exists(weights_file)) {
+    fail_user("{} does not exist (adapters saved as .bin are not read: convert them to safetensors)",
+              weights_file.string());
+  }
+  io::SafetensorsCheckpoint checkpoint = io::SafetensorsCheckpoint::open(weights_file);
+  std::map<std::string, const ParameterSpec*> by_key;  // PEFT key → base projection
+  const std::vector<ParameterSpec> specs = parameter_specs(config);
+  for (const ParameterSpec& spec : specs) {
+    if (spec.shape.size() != 2) continue;
+    by_key[peft_key(spec.hf_name, 'A')] = &spec;
+    by_key[peft_key(spec.hf_name, 'B')] = &spec;
+  }
+  std::map<std::string, AdapterMatrices> found;  // base engine name → matrices
+  for (const std::string& key : checkpoint.tensor_names()) {
+    auto base = by_key.find(key);
+    if (base == by_key.end()) {
+      fail_user("{}: tensor '{}' is not the lora_A / lora_B of a projection of this model (embedding adapters, "
+                "modules_to_save and DoRA are not supported); is this adapter for another base model?",
+                weights_file.string(), key);
+    }
+    const io::SafetensorsTensor& tensor = checkpoint.tensor(key);
+    const bool is_a = key.ends_with(".lora_A.weight");
+    const graph::Shape& shape = base->second->shape;
+    graph::Shape expected = is_a ? graph::Shape{static_cast<int64_t>(rank), shape[1]}
+                                 : graph::Shape{shape[0], static_cast<int64_t>(rank)};
+    if (tensor.shape != expected) {
+      fail_user("{}: tensor '{}' has shape {}, expected {} (r = {} from adapter_config.json, base weight {} {})",
+                weights_file.string(), key, graph::format_shape(tensor.shape), graph::format_shape(expected), rank,
+                base->second->hf_name, graph::format_shape(shape));
+    }
+    AdapterMatrices& matrices = found[base->second->name];
+    matrices.base = *base->second;
+    matrices.rank = static_cast<int64_t>(rank);
+    (is_a ? matrices.a : matrices.b) = io::read_tensor_as_float32(tensor);
+  }
+  if (found.empty()) fail_user("{}: holds no LoRA tensors", weights_file.string());
+  for (const ParameterSpec& spec : specs) {
+    auto entry = found.find(spec.name);
+    if (entry == found.end()) continue;
+    if (entry->second.a.empty() || entry->second.b.empty()) {
+      fail_user("{}: '{}' is missing (every adapted projection needs both lora_A and lora_B)", weights_file.string(),
+                peft_key(spec.hf_name, entry->second.a.empty() ? 'A' : 'B'));
+    }
+    adapter.matrices.push_back(std::move(entry->second));
+  }
+  return adapter;
+}
+
+void merge_peft_adapter(const PeftAdapter& adapter, std::span<const ParameterSpec> specs,
+                        std::span<std::vector<float>> weights) {
+  SUROGATE_CHECK(specs.size() == weights.size(), "one weight per spec");
+  std::map<std::string, size_t> index;
+  for (size_t i = 0; i < specs.size(); ++i) index[specs[i].name] = i;
+  for (const AdapterMatrices& matrices : adapter.matrices) {
+    std::vector<float>& weight = weights[index.at(matrices.base.name)];
+    const int64_t out = matrices.base.shape[0], in = matrices.base.shape[1], rank = matrices.rank;
+    for (int64_t row = 0; row < out; ++row) {
+      for (int64_t col = 0; col < in; ++col) {
+        double sum = 0.0;
+        for (int64_t k = 0; k < rank; ++k) {
+          sum += static_cast<double>(matrices.b[static_cast<size_t>(row * rank + k)]) *
+                 static_cast<double>(matrices.a[static_cast<size_t>(k * in + col)]);
+        }
+        weight[static_cast<size_t>(row * in + col)] += static_cast<float>(adapter.scaling * sum);
+      }
+    }
+  }
+}
+
+}  // namespace surogate::models

@@ -1,0 +1,104 @@
+// The LoRA graph rewrite; see lora.h.
+#include "models/lora.h"
+
+#include <algorithm>
+#include <map>
+#include <unordered_map>
+
+#include "core/error.h"
+#include "graph/builder.h"
+
+namespace surogate::models {
+namespace {
+
+// "layers.3.attn.q_proj.weight" → "q_proj"; "" when the name is no layer matrix.
+std::string module_of(const std::string& engine_name) {
+  if (!engine_name.starts_with("layers.") || !engine_name.ends_with(".weight")) return "";
+  std::string stem = engine_name.substr(0, engine_name.size() - 7);
+  return stem.substr(stem.rfind('.') + 1);
+}
+
+}  // namespace
+
+std::string peft_key(const std::string& base_hf_name, char which) {
+  std::string stem = base_hf_name.ends_with(".weight") ? base_hf_name.substr(0, base_hf_name.size() - 7) : base_hf_name;
+  return "base_model.model." + stem + ".lora_" + which + ".weight";
+}
+
+std::vector<LoraAdapter> lora_adapters(const io::ModelConfig& config, const LoraOptions& options) {
+  if (options.rank <= 0) fail_user("lora_rank must be positive, got {}", options.rank);
+  std::vector<LoraAdapter> adapters;
+  std::map<std::string, int> matched;
+  for (const std::string& module : options.target_modules) matched[module] = 0;
+  for (const ParameterSpec& spec : parameter_specs(config)) {
+    const std::string module = module_of(spec.name);
+    if (spec.shape.size() != 2 || !matched.contains(module)) continue;
+    ++matched[module];
+    const std::string stem = spec.name.substr(0, spec.name.size() - 7);
+    LoraAdapter adapter;
+    adapter.base = spec;
+    adapter.a = {stem + ".lora_A.weight", peft_key(spec.hf_name, 'A'), {options.rank, spec.shape[1]}};
+    adapter.b = {stem + ".lora_B.weight", peft_key(spec.hf_name, 'B'), {spec.shape[0], options.rank}};
+    adapters.push_back(std::move(adapter));
+  }
+  for (const auto& [module, count] : matched) {
+    if (count == 0) fail_user("lora_target_modules: the model has no projection named '{}'", module);
+  }
+  return adapters;
+}
+
+graph::Graph apply_lora(const graph::Graph& forward, const graph::OpRegistry& registry,
+                        const std::vector<LoraAdapter>& adapters, const LoraOptions& options, bool training) {
+  using graph::TensorId;
+  graph::Graph rewritten = forward;
+  rewritten.nodes.clear();
+  for (graph::TensorInfo& info : rewritten.tensors) {
+    info.producer = graph::kNoNode;
+    info.trainable = false;  // the base model is frozen
+  }
+  graph::GraphBuilder builder(registry, std::move(rewritten));
+  const bool dropout = training && options.dropout > 0.0;
+  const TensorId seed = dropout ? builder.input(kDropoutSeed, DType::I32, {}) : graph::kNoTensor;
+
+  struct Pair {
+    TensorId a, b;
+  };
+  std::unordered_map<TensorId, Pair> by_base;
+  for (const LoraAdapter& adapter : adapters) {
+    TensorId base = forward.require_tensor(adapter.base.name);
+    by_base[base] = {builder.parameter(adapter.a.name, DType::F32, adapter.a.shape, true),
+                     builder.parameter(adapter.b.name, DType::F32, adapter.b.shape, true)};
+  }
+
+  const double scaling = lora_scaling(options);
+  std::unordered_map<TensorId, TensorId> replaced;  // base linear output → output with the adapter added
+  int64_t stream = 0;
+  size_t adapted = 0;
+  for (graph::Node node : forward.nodes) {
+    for (TensorId& input : node.inputs) {
+      if (auto found = replaced.find(input); found != replaced.end()) input = found->second;
+    }
+    builder.mutable_graph().add_node(node);
+    if (node.op != "linear" || node.inputs.size() < 2) continue;
+    auto adapter = by_base.find(node.inputs[1]);
+    if (adapter == by_base.end()) continue;
+    ++adapted;
+    auto scope = builder.scope(node.name);
+    auto group = builder.recompute_group(node.recompute_group);
+    TensorId x = node.inputs[0];
+    if (dropout) x = builder.op("dropout", {x, seed}, {{"p", options.dropout}, {"stream", stream}}, "lora_dropout");
+    ++stream;
+    TensorId down = builder.op("linear", {x, adapter->second.a}, nlohmann::json::object(), "lora_a");
+    TensorId up = builder.op("linear", {down, adapter->second.b}, nlohmann::json::object(), "lora_b");
+    TensorId scaled = builder.op("scale", {up}, {{"factor", scaling}}, "lora_scale");
+    replaced[node.outputs[0]] = builder.op("add", {node.outputs[0], scaled}, nlohmann::json::object(), "lora_out");
+  }
+  SUROGATE_CHECK(adapted == adapters.size(), "every LoRA target is the weight of exactly one linear node ({} of {})",
+                 adapted, adapters.size());
+  for (TensorId& output : builder.mutable_graph().outputs) {
+    if (auto found = replaced.find(output); found != replaced.end()) output = found->second;
+  }
+  return builder.finish();
+}
+
+}  // namespace surogate::models

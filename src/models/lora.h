@@ -1,0 +1,66 @@
+// LoRA (low-rank adapters) as a rewrite of a decoder forward graph (models/decoder_graph.h).
+// For every linear node whose weight W [out, in] is a targeted projection:
+//   y = linear(x, W[, b])  becomes  y' = y + (alpha / r) · linear(linear(dropout(x), A), B)
+// with trainable A [r, in] ("<base>.lora_A.weight") and B [out, r] ("<base>.lora_B.weight"),
+// where <base> is the projection's engine name without ".weight" ("layers.0.attn.q_proj").
+// Every parameter of the base model is marked non-trainable, so autodiff emits no gradient for
+// it (activation gradients still flow through the frozen weights to earlier adapters).
+// Dropout (training graphs with dropout > 0 only) reads the graph input "dropout_seed"
+// (I32 []), which the trainer writes per micro-batch; each adapted projection is its own
+// dropout stream. Evaluation graphs have no dropout, as PEFT in eval mode.
+// The LoRA nodes carry the recompute group of the linear they adapt.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "graph/graph.h"
+#include "graph/op_registry.h"
+#include "io/model_config.h"
+#include "models/model_spec.h"
+
+namespace surogate::models {
+
+inline constexpr const char* kDropoutSeed = "dropout_seed";
+
+struct LoraOptions {
+  int64_t rank = 16;
+  double alpha = 32.0;
+  double dropout = 0.0;
+  // PEFT module names of the projections to adapt ("q_proj", ..., "down_proj"), already resolved
+  // (train/lora_targets.h expands "all-linear").
+  std::vector<std::string> target_modules;
+};
+
+inline double lora_scaling(const LoraOptions& options) {
+  return options.alpha / static_cast<double>(options.rank);
+}
+
+// One adapted projection.
+struct LoraAdapter {
+  ParameterSpec base;   // the frozen projection weight (engine and HF names, [out, in])
+  ParameterSpec a;      // lora_A [r, in]; hf_name is PEFT's key
+  ParameterSpec b;      // lora_B [out, r]; hf_name is PEFT's key
+};
+
+// What a LoRA run needs to rebuild its graphs: the options and the resolved adapters.
+struct LoraSetup {
+  LoraOptions options;
+  std::vector<LoraAdapter> adapters;
+};
+
+// PEFT's key for an adapter matrix of the HF weight `base_hf_name` ("model.layers.0.self_attn.q_proj.weight"
+// → "base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight"); which is 'A' or 'B'.
+std::string peft_key(const std::string& base_hf_name, char which);
+
+// The adapters for `config`, in parameter order. A target module the model has no projection
+// of is a UserError.
+std::vector<LoraAdapter> lora_adapters(const io::ModelConfig& config, const LoraOptions& options);
+
+// The rewritten graph (see the file comment). `training` adds the dropout nodes when
+// options.dropout > 0.
+graph::Graph apply_lora(const graph::Graph& forward, const graph::OpRegistry& registry,
+                        const std::vector<LoraAdapter>& adapters, const LoraOptions& options, bool training);
+
+}  // namespace surogate::models

@@ -1,0 +1,52 @@
+// Graph op "dropout" (x, seed I32 [] -> out; attrs p, stream) over ops/dropout.h. The seed is a
+// graph input the caller writes per micro-batch, so the mask changes every step yet is a pure
+// function of (seed, stream, element): the gradient is the same op on d_out, and recompute and
+// resumed runs drop exactly the same elements.
+#include "ops/defs/def_util.h"
+#include "ops/dropout.h"
+
+namespace surogate::ops::defs {
+namespace {
+using namespace graph;
+
+double probability(const Attrs& attrs) {
+  const double p = attrs.number("p");
+  if (!(p >= 0.0 && p < 1.0)) fail_user("{}: dropout attr p = {} must be in [0, 1)", attrs.where(), p);
+  return p;
+}
+
+}  // namespace
+
+void register_dropout_ops(OpRegistry& registry) {
+  registry.add(OpDef{
+      .name = "dropout",
+      .inputs = {"x", "seed"},
+      .outputs = {"out"},
+      .infer = [](const InferContext& ctx) {
+        ctx.expect_floating(0);
+        ctx.expect_dtype(1, DType::I32);
+        ctx.expect_rank(1, 0);
+        probability(ctx.attrs);
+        ctx.attrs.integer("stream");
+        return std::vector<TensorType>{ctx.input(0)};
+      },
+      .gradient = [](GradientContext& ctx) -> InputGradients {
+        // d_x = d_out · mask / (1 − p): the same mask, regenerated from the same seed and stream.
+        return {ctx.op("dropout", {ctx.output_grad(0), ctx.input(1)}, ctx.attrs().raw()), std::nullopt};
+      },
+      .cpu = [](const CpuBindContext& ctx) {
+        const int64_t count = ctx.outputs[0].numel();
+        const double p = probability(ctx.attrs);
+        const auto stream = static_cast<uint64_t>(ctx.attrs.integer("stream"));
+        return bind_floating(ctx, ctx.inputs[0].dtype, [=](auto zero) -> CpuKernel {
+          using T = decltype(zero);
+          return [=](const CpuKernelArgs& args) {
+            const auto seed = static_cast<uint64_t>(static_cast<uint32_t>(*args.inputs[1].as<int32_t>()));
+            dropout_forward(args.inputs[0].as<T>(), count, p, seed, stream, args.outputs[0].as<T>());
+          };
+        });
+      },
+  });
+}
+
+}  // namespace surogate::ops::defs
