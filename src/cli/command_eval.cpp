@@ -1,0 +1,147 @@
+// `surogate eval --model DIR --data FILE [--batch-size N] [--seq-len T] [--device cpu|cuda]
+//  [--ir FILE] [--adapter DIR]`: token-weighted mean next-token cross-entropy of a model on
+// JSONL data, printed as one JSON line {"loss", "perplexity", "tokens"}. Rows with "input_ids"
+// are used as they are; other rows (text, instruction, conversation) are formatted and
+// tokenized by the data pipeline's formatter with the model folder's tokenizer, exactly as
+// training would see them. Sequences are packed into rows with per-document positions and
+// attention (see models/token_batches.h), so the result equals every sequence evaluated alone.
+#include <algorithm>
+#include <cmath>
+#include <iostream>
+#include <filesystem>
+#include <memory>
+#include <optional>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "config/config.h"
+#include "core/error.h"
+#include "data/formatter.h"
+#include "data/pipeline.h"
+#include "graph/json_ir.h"
+#include "io/model_config.h"
+#include "models/model_eval.h"
+#include "models/token_batches.h"
+#include "models/decoder_graph.h"
+#include "ops/defs/register_ops.h"
+
+namespace surogate::cli {
+
+// command_eval_cuda.cpp: the built-in decoder graph in BF16 on the CUDA backend.
+models::EvalResult evaluate_on_cuda(const graph::OpRegistry& registry, const io::ModelConfig& config,
+                                    const std::filesystem::path& model_dir,
+                                    const std::vector<models::TokenBatch>& batches, int64_t batch_size,
+                                    int64_t sequence_length, int64_t lmhead_chunks);
+
+namespace {
+
+struct EvalOptions {
+  std::string model_dir;
+  std::string data;
+  std::string adapter;
+  std::string device = "cpu";
+  std::string ir;
+  int64_t batch_size = 0;       // 0: the --ir graph's batch, else 1
+  int64_t sequence_length = 0;  // 0: the --ir graph's sequence, else the longest sequence in the data
+  int64_t lmhead_chunks = 1;
+};
+
+// Formats and tokenizes rows without "input_ids" the way the data pipeline does for a dataset of
+// type auto (text, instruction or conversation, decided per row), with the model folder's
+// tokenizer and chat template, loaded on the first such row.
+models::RowTokenizer pipeline_row_tokenizer(const std::filesystem::path& model_dir) {
+  auto settings = std::make_shared<data::DataSettings>();
+  settings->tokenizer_dir = model_dir;
+  auto tools = std::make_shared<std::optional<data::TextTools>>();
+  return [settings, tools](const nlohmann::json& row, const std::filesystem::path& path, int64_t line) {
+    const data::RowOrigin origin{path.string(), static_cast<uint64_t>(line), true};
+    if (!tools->has_value()) {
+      if (!std::filesystem::exists(settings->tokenizer_dir / "tokenizer.json")) {
+        fail_user("{}: the row has no \"input_ids\", and {} has no tokenizer.json to tokenize it with; add the "
+                  "model's tokenizer files or pre-tokenize the data ({{\"input_ids\": [...]}}).",
+                  origin.describe(), settings->tokenizer_dir.string());
+      }
+      *tools = data::load_text_tools(*settings);
+    }
+    data::Formatter formatter(DatasetConfig{}, settings->format, (*tools)->codec, (*tools)->renderer);
+    data::FormattedRow formatted = formatter.format(data::Row{row, origin});
+    if (!formatted.sample) fail_user("{}: the row cannot be evaluated: {}.", origin.describe(), formatted.drop_reason);
+    return models::TokenSequence{std::move(formatted.sample->input_ids), std::move(formatted.sample->labels)};
+  };
+}
+
+int run_eval(const EvalOptions& options) {
+  if (options.device == "cuda" && !options.ir.empty()) {
+    fail_user("--device cuda with --ir {}: the CUDA backend evaluates the built-in decoder graph (in BF16); run JSON "
+              "IR graphs with --device cpu.", options.ir);
+  }
+  if (!options.adapter.empty()) {
+    fail_user("--adapter {}: LoRA adapters are not supported by eval yet; merge the adapter into the "
+              "model first or evaluate the base model.", options.adapter);
+  }
+  io::ModelConfig config = io::load_model_config(options.model_dir);
+  const graph::OpRegistry registry = ops::make_model_registry();
+  graph::Graph forward;
+  int64_t batch_size = options.batch_size, sequence_length = options.sequence_length;
+  if (!options.ir.empty()) {
+    // The graph's shapes are fixed: they are the defaults of --batch-size / --seq-len.
+    forward = graph::load_json_ir(options.ir, registry);
+    if (std::optional<graph::TensorId> ids = forward.find_tensor(models::kInputIds);
+        ids && forward.tensor(*ids).type.shape.size() == 2) {
+      if (batch_size == 0) batch_size = forward.tensor(*ids).type.shape[0];
+      if (sequence_length == 0) sequence_length = forward.tensor(*ids).type.shape[1];
+    }
+  }
+  if (batch_size == 0) batch_size = 1;
+  std::vector<models::TokenSequence> sequences =
+      models::read_token_jsonl(options.data, config.vocab_size, pipeline_row_tokenizer(options.model_dir));
+  if (sequence_length == 0) {
+    for (const models::TokenSequence& sequence : sequences) {
+      sequence_length = std::max<int64_t>(sequence_length, static_cast<int64_t>(sequence.input_ids.size()));
+    }
+  }
+  std::vector<models::TokenBatch> batches = models::pack_token_batches(sequences, batch_size, sequence_length, options.data);
+  if (options.ir.empty()) {
+    forward = models::build_decoder_graph(config, registry,
+                                          {.batch = batch_size, .sequence = sequence_length,
+                                           .lmhead_chunks = options.lmhead_chunks})
+                  .graph;
+  } else {
+    models::check_model_graph(forward, config, {batch_size, sequence_length}, options.ir);
+  }
+  models::EvalResult result =
+      options.device == "cuda"
+          ? evaluate_on_cuda(registry, config, options.model_dir, batches, batch_size, sequence_length,
+                             options.lmhead_chunks)
+          : models::evaluate_on_cpu(registry, std::move(forward), config, options.model_dir, batches);
+  if (result.tokens == 0) fail_user("{}: no token has a label to score (every target is -100).", options.data);
+  const double loss = result.loss_sum / static_cast<double>(result.tokens);
+  nlohmann::json line = {{"loss", loss}, {"perplexity", std::exp(loss)}, {"tokens", result.tokens}};
+  std::cout << line.dump() << "\n";
+  return 0;
+}
+
+}  // namespace
+
+Command register_eval_command(CLI::App& parent) {
+  auto options = std::make_shared<EvalOptions>();
+  CLI::App* app = parent.add_subcommand("eval", "Loss and perplexity of a model on pre-tokenized data");
+  app->add_option("--model", options->model_dir, "HF model folder (config.json + safetensors)")->required();
+  app->add_option("--data", options->data,
+                  "JSONL: {\"input_ids\": [...], \"labels\"?: [...]} or a text / instruction / conversation row per line")
+      ->required();
+  app->add_option("--adapter", options->adapter, "PEFT LoRA adapter folder (not supported yet)");
+  app->add_option("--device", options->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
+  app->add_option("--batch-size", options->batch_size, "Rows per batch (default: the --ir graph's, else 1)")->check(CLI::PositiveNumber);
+  app->add_option("--seq-len", options->sequence_length, "Tokens per row (default: the --ir graph's, else the longest sequence)")
+      ->check(CLI::PositiveNumber);
+  app->add_option("--lmhead-chunks", options->lmhead_chunks, "Row chunks of the fused lm head + loss")
+      ->check(CLI::PositiveNumber);
+  app->add_option("--ir", options->ir, "Build the model from this JSON IR file (see `surogate ir`)");
+  return Command{app, [options] { return run_eval(*options); }};
+}
+
+const CommandRegistration kEvalRegistration{100, register_eval_command};
+
+}  // namespace surogate::cli
