@@ -41,6 +41,8 @@ HubSettings read_hub_settings() {
   }
   settings.offline = truthy(environment("HF_HUB_OFFLINE"));
 
+  // HF_HOME, else $XDG_CACHE_HOME/huggingface, else ~/.cache/huggingface; empty when none is set
+  // (then only an explicit HF_HUB_CACHE locates the cache, and there is no token file).
   std::filesystem::path home;
   if (auto hf_home = environment("HF_HOME")) {
     home = *hf_home;
@@ -48,15 +50,15 @@ HubSettings read_hub_settings() {
     home = std::filesystem::path(*xdg) / "huggingface";
   } else if (auto user_home = environment("HOME")) {
     home = std::filesystem::path(*user_home) / ".cache" / "huggingface";
-  } else {
-    fail_user("cannot find the Hugging Face cache: set HF_HUB_CACHE or HF_HOME (HOME is not set)");
   }
   if (auto cache = environment("HF_HUB_CACHE")) {
     settings.cache_dir = *cache;
   } else if (auto legacy = environment("HUGGINGFACE_HUB_CACHE")) {
     settings.cache_dir = *legacy;
-  } else {
+  } else if (!home.empty()) {
     settings.cache_dir = home / "hub";
+  } else {
+    fail_user("cannot find the Hugging Face cache: set HF_HUB_CACHE or HF_HOME (HOME is not set)");
   }
   settings.cache_dir = std::filesystem::absolute(settings.cache_dir);
 
@@ -65,10 +67,11 @@ HubSettings read_hub_settings() {
   } else if (auto legacy_token = environment("HUGGING_FACE_HUB_TOKEN")) {
     settings.token = trim(*legacy_token);
   } else {
-    std::filesystem::path token_file = environment("HF_TOKEN_PATH").value_or((home / "token").string());
-    std::ifstream stream(token_file);
+    std::optional<std::string> token_file = environment("HF_TOKEN_PATH");
+    if (!token_file && !home.empty()) token_file = (home / "token").string();
+    std::ifstream stream(token_file.value_or(std::string()));
     std::string line;
-    if (stream && std::getline(stream, line) && !trim(line).empty()) settings.token = trim(line);
+    if (token_file && stream && std::getline(stream, line) && !trim(line).empty()) settings.token = trim(line);
   }
   if (settings.token && settings.token->empty()) settings.token.reset();
 

@@ -2,10 +2,15 @@
 // revisions, etags, file paths), without any network.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <fstream>
+#include <map>
+#include <optional>
 
 #include "io/hf_hub.h"
 #include "io/hub_cache.h"
+#include "io/hub_resolve.h"
+#include "io/hub_settings.h"
 #include "io_test_helpers.h"
 
 namespace surogate::io {
@@ -78,6 +83,113 @@ TEST(HubNames, RejectsUnsafeNamesFromTheServer) {
   }
   check_commit_hash(std::string(40, 'f'));
   expect_user_error([] { check_commit_hash("main"); }, {"40-digit"});
+}
+
+using Variables = std::map<std::string, std::optional<std::string>>;
+
+// Sets the HF_* variables for one test and restores the previous environment afterwards.
+class ScopedEnvironment {
+ public:
+  explicit ScopedEnvironment(const Variables& values) {
+    for (const char* name : {"HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_HOME", "XDG_CACHE_HOME", "HOME",
+                             "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_TOKEN_PATH", "HF_HUB_OFFLINE",
+                             "HF_ENDPOINT", "HF_HUB_DOWNLOAD_TIMEOUT"}) {
+      const char* old = std::getenv(name);
+      saved_[name] = old ? std::optional<std::string>(old) : std::nullopt;
+      ::unsetenv(name);
+    }
+    for (const auto& [name, value] : values) {
+      if (value) ::setenv(name.c_str(), value->c_str(), 1);
+    }
+  }
+  ~ScopedEnvironment() {
+    for (const auto& [name, value] : saved_) {
+      if (value) {
+        ::setenv(name.c_str(), value->c_str(), 1);
+      } else {
+        ::unsetenv(name.c_str());
+      }
+    }
+  }
+
+ private:
+  std::map<std::string, std::optional<std::string>> saved_;
+};
+
+TEST(HubSettings, CacheFolderPrecedenceFollowsHuggingfaceHub) {
+  {
+    ScopedEnvironment env(Variables{{"HOME", "/home/u"}});
+    EXPECT_EQ(read_hub_settings().cache_dir, "/home/u/.cache/huggingface/hub");
+    EXPECT_EQ(read_hub_settings().endpoint, "https://huggingface.co");
+    EXPECT_FALSE(read_hub_settings().offline);
+  }
+  {
+    ScopedEnvironment env(Variables{{"HOME", "/home/u"}, {"XDG_CACHE_HOME", "/xdg"}});
+    EXPECT_EQ(read_hub_settings().cache_dir, "/xdg/huggingface/hub");
+  }
+  {
+    ScopedEnvironment env(Variables{{"HOME", "/home/u"}, {"XDG_CACHE_HOME", "/xdg"}, {"HF_HOME", "/hf"}});
+    EXPECT_EQ(read_hub_settings().cache_dir, "/hf/hub");
+  }
+  {
+    ScopedEnvironment env(Variables{{"HOME", "/home/u"}, {"HF_HOME", "/hf"}, {"HF_HUB_CACHE", "/cache"}});
+    EXPECT_EQ(read_hub_settings().cache_dir, "/cache");
+  }
+  {
+    ScopedEnvironment env(Variables{});
+    expect_user_error([] { read_hub_settings(); }, {"HF_HUB_CACHE", "HF_HOME"});
+  }
+}
+
+TEST(HubSettings, TokenOfflineEndpointAndTimeout) {
+  TemporaryFolder folder;
+  std::ofstream(folder.path() / "token") << "hf_file_token\n";
+  {
+    ScopedEnvironment env(Variables{{"HF_HOME", folder.path().string()}});
+    EXPECT_EQ(read_hub_settings().token, "hf_file_token");  // what `huggingface-cli login` writes
+  }
+  {
+    ScopedEnvironment env(Variables{{"HF_HOME", folder.path().string()}, {"HF_TOKEN", " hf_env \n"},
+                           {"HF_HUB_OFFLINE", "1"}, {"HF_ENDPOINT", "http://127.0.0.1:9/"},
+                           {"HF_HUB_DOWNLOAD_TIMEOUT", "5"}});
+    HubSettings settings = read_hub_settings();
+    EXPECT_EQ(settings.token, "hf_env");
+    EXPECT_TRUE(settings.offline);
+    EXPECT_EQ(settings.endpoint, "http://127.0.0.1:9");
+    EXPECT_EQ(settings.timeout_seconds, 5);
+  }
+  for (const char* value : {"true", "YES", "on"}) {
+    ScopedEnvironment env(Variables{{"HOME", "/home/u"}, {"HF_HUB_OFFLINE", value}});
+    EXPECT_TRUE(read_hub_settings().offline) << value;
+  }
+  {
+    ScopedEnvironment env(Variables{{"HOME", "/home/u"}, {"HF_HUB_OFFLINE", "0"}});
+    EXPECT_FALSE(read_hub_settings().offline);
+  }
+  {
+    ScopedEnvironment env(Variables{{"HOME", "/home/u"}, {"HF_HUB_DOWNLOAD_TIMEOUT", "soon"}});
+    expect_user_error([] { read_hub_settings(); }, {"HF_HUB_DOWNLOAD_TIMEOUT", "soon"});
+  }
+}
+
+TEST(HubResolve, OfflineWithoutCacheNamesTheRepoAndTheWayOut) {
+  TemporaryFolder folder;
+  ScopedEnvironment env(Variables{{"HF_HUB_CACHE", folder.path().string()}, {"HF_HUB_OFFLINE", "1"},
+                         {"HF_ENDPOINT", "http://127.0.0.1:9"}});
+  expect_user_error([] { resolve_hub_snapshot("org/data", RepoType::Dataset, "v2"); },
+                    {"dataset 'org/data' (revision v2)", "datasets--org--data", "HF_HUB_OFFLINE",
+                     "pass a local folder"});
+  // A cached snapshot is used as is, by ref or by commit, with no network at all.
+  HubCache cache(folder.path(), parse_repo_spec("org/data", RepoType::Dataset));
+  const std::string commit(40, 'c');
+  std::filesystem::create_directories(cache.snapshot_folder(commit));
+  cache.write_ref("v2", commit);
+  EXPECT_EQ(resolve_hub_snapshot("org/data", RepoType::Dataset, "v2"), cache.snapshot_folder(commit));
+  EXPECT_EQ(resolve_hub_snapshot("org/data@v2", RepoType::Dataset), cache.snapshot_folder(commit));
+  EXPECT_EQ(resolve_hub_snapshot("org/data", RepoType::Dataset, commit), cache.snapshot_folder(commit));
+  expect_user_error([] { resolve_hub_snapshot("org/data@v2", RepoType::Dataset, "v3"); }, {"give it once"});
+  expect_user_error([] { resolve_hub_snapshot("org/data", RepoType::Model, "v2"); }, {"model 'org/data'"});
+  expect_user_error([] { resolve_hub_snapshot("not a/repo", RepoType::Dataset); }, {"not a/repo"});
 }
 
 }  // namespace
