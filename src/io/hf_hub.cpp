@@ -279,6 +279,15 @@ fs::path resolve_online(const HubSettings& settings, const HubRepo& repo, const 
     }
     return offline_snapshot(cache, repo, fmt::format("the hub is unreachable ({})", unreachable.what()));
   }
+  // A hub that is up but failing (5xx, rate limited) is treated like an unreachable one when a
+  // cached snapshot exists, as huggingface_hub does; 4xx answers (missing, gated) are not.
+  if (response.status >= 500 || response.status == 429) {
+    if (auto snapshot = cache.cached_snapshot(repo.revision)) {
+      std::fprintf(stderr, "note: the hub answered HTTP %ld; using the cached copy of '%s'\n", response.status,
+                   repo.id.c_str());
+      return *snapshot;
+    }
+  }
   check_status(response, repo, "the file list");
   nlohmann::json info = nlohmann::json::parse(response.body, nullptr, /*allow_exceptions=*/false);
   if (info.is_discarded() || !info.is_object() || !info.contains("sha") || !info["sha"].is_string()) {

@@ -7,7 +7,7 @@ Serves one repo the way huggingface.co does for the calls Surogate makes:
   GET  same                                          -> the file (LFS: 302 to /lfs-storage/{sha256})
 Everything carries X-Repo-Commit. Supports Range requests and can be told to misbehave:
 require a token, cut a transfer short (for resume tests), serve corrupted bytes (hash
-mismatch). Unknown repos answer 404 with X-Error-Code: RepositoryNotFound. Every request is
+mismatch), fail the revision API with a given status (api_status). Unknown repos answer 404 with X-Error-Code: RepositoryNotFound. Every request is
 logged in `requests`. The server shuts itself down after `lifetime_seconds`.
 
 Use from tests: `with FakeHub(files, repo_id="org/tiny") as hub: hub.url ...`.
@@ -33,6 +33,7 @@ class FakeHub:
         self.required_token = None
         self.cut_short = {}       # file name -> how many more GETs to cut after half the bytes
         self.corrupt = set()      # file names served with one byte flipped
+        self.api_status = None    # when set, the revision API answers this HTTP status
         self.requests = []        # (method, path, headers dict)
         self.lock = threading.Lock()
         self.lifetime_seconds = lifetime_seconds
@@ -151,6 +152,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 return self._error(404, "RepositoryNotFound", "Repository not found", head_only)
             if not self._authorized(head_only):
                 return
+            if hub.api_status is not None:
+                return self._error(hub.api_status, "", "Service unavailable", head_only)
             if revision not in ("main", hub.commit):
                 return self._error(404, "RevisionNotFound", "Invalid rev id", head_only)
             body = json.dumps({"id": hub.repo_id, "sha": hub.commit,

@@ -168,6 +168,25 @@ def test_unknown_revision(surogate_bin, hub, tmp_path):
     assert "revision 'nope'" in result.stderr
 
 
+def test_failing_hub_falls_back_to_the_cache(surogate_bin, hub, tmp_path):
+    hub.api_status = 503
+    env = hub_env(tmp_path, hub.url)
+    uncached = download(surogate_bin, env, "org/tiny")
+    assert uncached.returncode == 2
+    assert "HTTP 503" in uncached.stderr and "try again later" in uncached.stderr
+    hub.api_status = None
+    first = download(surogate_bin, env, "org/tiny")
+    assert first.returncode == 0, first.stderr
+    hub.api_status = 503
+    cached = download(surogate_bin, env, "org/tiny")
+    assert cached.returncode == 0, cached.stderr
+    assert cached.stdout == first.stdout
+    assert "HTTP 503" in cached.stderr and "cached copy" in cached.stderr
+    hub.api_status = 404  # a 4xx is an answer about the repo, not an outage: no fallback
+    gone = download(surogate_bin, env, "org/tiny")
+    assert gone.returncode == 2 and "not found" in gone.stderr
+
+
 def test_unreachable_hub_without_cache(surogate_bin, hub, tmp_path):
     url = hub.url
     hub.stop()
