@@ -5,6 +5,7 @@
 // tokenized by the data pipeline's formatter with the model folder's tokenizer, exactly as
 // training would see them. Sequences are packed into rows with per-document positions and
 // attention (see models/token_batches.h), so the result equals every sequence evaluated alone.
+// --adapter merges a PEFT LoRA adapter into the fp32 weights first (models/model_eval.h).
 #include <algorithm>
 #include <cmath>
 #include <iostream>
@@ -76,9 +77,13 @@ int run_eval(const EvalOptions& options) {
     fail_user("--device cuda with --ir {}: the CUDA backend evaluates the built-in decoder graph (in BF16); run JSON "
               "IR graphs with --device cpu.", options.ir);
   }
-  if (!options.adapter.empty()) {
-    fail_user("--adapter {}: LoRA adapters are not supported by eval yet; merge the adapter into the "
-              "model first or evaluate the base model.", options.adapter);
+  if (options.device == "cuda" && !options.adapter.empty()) {
+    fail_user("--device cuda with --adapter {}: the CUDA eval path does not merge adapters yet; use --device cpu, "
+              "or `surogate merge` the adapter into the model first.", options.adapter);
+  }
+  if (!options.adapter.empty() && !std::filesystem::is_directory(options.adapter)) {
+    fail_user("--adapter {}: not a folder; give a PEFT adapter folder (adapter_config.json + "
+              "adapter_model.safetensors).", options.adapter);
   }
   io::ModelConfig config = io::load_model_config(options.model_dir);
   const graph::OpRegistry registry = ops::make_model_registry();
@@ -114,7 +119,7 @@ int run_eval(const EvalOptions& options) {
       options.device == "cuda"
           ? evaluate_on_cuda(registry, config, options.model_dir, batches, batch_size, sequence_length,
                              options.lmhead_chunks)
-          : models::evaluate_on_cpu(registry, std::move(forward), config, options.model_dir, batches);
+          : models::evaluate_on_cpu(registry, std::move(forward), config, options.model_dir, batches, options.adapter);
   if (result.tokens == 0) fail_user("{}: no token has a label to score (every target is -100).", options.data);
   const double loss = result.loss_sum / static_cast<double>(result.tokens);
   nlohmann::json line = {{"loss", loss}, {"perplexity", std::exp(loss)}, {"tokens", result.tokens}};
@@ -131,7 +136,7 @@ Command register_eval_command(CLI::App& parent) {
   app->add_option("--data", options->data,
                   "JSONL: {\"input_ids\": [...], \"labels\"?: [...]} or a text / instruction / conversation row per line")
       ->required();
-  app->add_option("--adapter", options->adapter, "PEFT LoRA adapter folder (not supported yet)");
+  app->add_option("--adapter", options->adapter, "PEFT LoRA adapter folder, merged into the weights before evaluating");
   app->add_option("--device", options->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   app->add_option("--batch-size", options->batch_size, "Rows per batch (default: the --ir graph's, else 1)")->check(CLI::PositiveNumber);
   app->add_option("--seq-len", options->sequence_length, "Tokens per row (default: the --ir graph's, else the longest sequence)")

@@ -5,6 +5,7 @@
 
 #include "compiler/execution_plan.h"
 #include "core/error.h"
+#include "models/adapter_io.h"
 #include "models/model_spec.h"
 #include "models/weight_io.h"
 #include "runtime/cpu_backend.h"
@@ -47,15 +48,26 @@ void check_model_graph(const graph::Graph& graph, const io::ModelConfig& config,
 }
 
 EvalResult evaluate_on_cpu(const graph::OpRegistry& registry, graph::Graph forward, const io::ModelConfig& config,
-                           const std::filesystem::path& model_dir, const std::vector<TokenBatch>& batches) {
+                           const std::filesystem::path& model_dir, const std::vector<TokenBatch>& batches,
+                           const std::filesystem::path& adapter_dir) {
   const graph::TensorId loss = forward.outputs.at(0);
   compiler::ExecutionPlan plan = compiler::compile_forward(std::move(forward), registry);
   runtime::CpuBackend backend;
   backend.load(plan, registry);
   std::vector<ParameterSpec> specs = parameter_specs(config);
-  load_hf_weights(model_dir, specs, [&](const ParameterSpec& spec, const io::SafetensorsTensor& tensor) {
-    backend.write_converted(plan.tensor(spec.name), tensor.dtype, tensor.bytes);
-  });
+  if (adapter_dir.empty()) {
+    load_hf_weights(model_dir, specs, [&](const ParameterSpec& spec, const io::SafetensorsTensor& tensor) {
+      backend.write_converted(plan.tensor(spec.name), tensor.dtype, tensor.bytes);
+    });
+  } else {
+    // The adapter is validated against the model before any weight is read.
+    const PeftAdapter adapter = load_peft_adapter(adapter_dir, config);
+    std::vector<std::vector<float>> weights = load_hf_weights_as_float32(model_dir, specs);
+    merge_peft_adapter(adapter, specs, weights);
+    for (size_t i = 0; i < specs.size(); ++i) {
+      backend.write_converted(plan.tensor(specs[i].name), DType::F32, std::as_bytes(std::span<const float>(weights[i])));
+    }
+  }
   const graph::TensorId inputs[] = {plan.tensor(kInputIds), plan.tensor(kPositionIds), plan.tensor(kDocumentIds),
                                     plan.tensor(kTargets)};
   const float unit_scale = 1.0f;  // the loss output is then the plain sum

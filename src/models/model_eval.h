@@ -1,6 +1,6 @@
 // Forward-only evaluation of a Llama-family graph on the CPU backend: compile the forward
-// graph, load the HF weights into its parameters (any float dtype, converted to fp32), run
-// every batch and sum the loss. Also checks that an externally supplied graph (JSON IR) has
+// graph, load the HF weights into its parameters (any float dtype, converted to fp32; a LoRA
+// adapter merged in when given), run every batch and sum the loss. Also checks that an externally supplied graph (JSON IR) has
 // the inputs and parameters this runner feeds, with one UserError per mismatch.
 // The graph contract (models/decoder_graph.h builds it): inputs input_ids, position_ids,
 // document_ids, targets (I32 [B, T]) and loss_scale (F32 []); parameters named as in
@@ -39,7 +39,11 @@ struct EvalResult {
 void check_model_graph(const graph::Graph& graph, const io::ModelConfig& config, const BatchShape& shape,
                        const std::string& source);
 
+// `adapter_dir`, when not empty, is a PEFT LoRA adapter (models/adapter_io.h) merged into the
+// fp32 weights before the first batch: W + scaling · B · A, which is what PEFT computes in eval
+// mode (no dropout), up to fp32 rounding.
 EvalResult evaluate_on_cpu(const graph::OpRegistry& registry, graph::Graph forward, const io::ModelConfig& config,
-                           const std::filesystem::path& model_dir, const std::vector<TokenBatch>& batches);
+                           const std::filesystem::path& model_dir, const std::vector<TokenBatch>& batches,
+                           const std::filesystem::path& adapter_dir = {});
 
 }  // namespace surogate::models

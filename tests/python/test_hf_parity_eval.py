@@ -7,10 +7,12 @@ errors for what eval does not do yet."""
 import json
 import math
 import pathlib
+import re
 import shutil
 
+import numpy as np
 import pytest
-from safetensors.numpy import load_file
+from safetensors.numpy import load_file, save_file
 
 from conftest import REPO_ROOT, run_surogate
 
@@ -48,10 +50,56 @@ def eval_line(surogate_bin, *args):
 def test_eval_refuses_what_is_not_wired(surogate_bin, tmp_path):
     folder = FIXTURES / "llama_gqa_llama3"
     data = folder / "data.jsonl"
-    cuda = run_surogate(surogate_bin, "eval", "--model", folder, "--data", data, "--device", "cuda")
-    assert cuda.returncode == 2 and "CUDA backend is not wired" in cuda.stderr
-    adapter = run_surogate(surogate_bin, "eval", "--model", folder, "--data", data, "--adapter", tmp_path)
-    assert adapter.returncode == 2 and "LoRA adapters are not supported" in adapter.stderr
+    adapter = run_surogate(surogate_bin, "eval", "--model", folder, "--data", data, "--device", "cuda",
+                           "--adapter", tmp_path)
+    assert adapter.returncode == 2 and "--device cuda with --adapter" in adapter.stderr
+    ir = run_surogate(surogate_bin, "eval", "--model", folder, "--data", data, "--device", "cuda", "--ir", tmp_path / "g.json")
+    assert ir.returncode == 2 and "--device cuda with --ir" in ir.stderr
+
+
+def test_adapter_is_merged_before_evaluating(surogate_bin, tmp_path):
+    """Base + PEFT adapter must score like a model whose weights were merged here, in numpy (float64)."""
+    base = FIXTURES / "llama_gqa_llama3"
+    data = base / "data.jsonl"
+    weights = load_file(str(base / "model.safetensors"))
+    rng = np.random.default_rng(7)
+    rank, alpha = 4, 8.0
+    adapter_tensors, merged = {}, dict(weights)
+    for layer in range(2):
+        for group, module in (("self_attn", "q_proj"), ("mlp", "down_proj")):
+            name = f"model.layers.{layer}.{group}.{module}.weight"
+            out_features, in_features = weights[name].shape
+            a = (0.3 * rng.standard_normal((rank, in_features))).astype(np.float32)
+            b = (0.3 * rng.standard_normal((out_features, rank))).astype(np.float32)
+            key = f"base_model.model.model.layers.{layer}.{group}.{module}"
+            adapter_tensors[key + ".lora_A.weight"] = a
+            adapter_tensors[key + ".lora_B.weight"] = b
+            delta = (alpha / rank) * (b.astype(np.float64) @ a.astype(np.float64))
+            merged[name] = (weights[name].astype(np.float64) + delta).astype(np.float32)
+    adapter = tmp_path / "adapter"
+    adapter.mkdir()
+    (adapter / "adapter_config.json").write_text(json.dumps(
+        {"peft_type": "LORA", "r": rank, "lora_alpha": alpha, "target_modules": ["q_proj", "down_proj"]}))
+    save_file(adapter_tensors, str(adapter / "adapter_model.safetensors"))
+    merged_model = tmp_path / "merged"
+    shutil.copytree(base, merged_model)
+    save_file(merged, str(merged_model / "model.safetensors"), metadata={"format": "pt"})
+
+    with_adapter = eval_line(surogate_bin, "--model", base, "--data", data, "--adapter", adapter)
+    reference = eval_line(surogate_bin, "--model", merged_model, "--data", data)
+    plain = eval_line(surogate_bin, "--model", base, "--data", data)
+    assert with_adapter["tokens"] == reference["tokens"] == plain["tokens"]
+    assert abs(with_adapter["loss"] - reference["loss"]) <= 1e-6 * abs(reference["loss"])
+    assert abs(with_adapter["loss"] - plain["loss"]) > 1e-2, "the adapter must change the loss"
+
+    # An adapter whose config does not match its tensors: the tensor, the shapes, nothing evaluated.
+    (adapter / "adapter_config.json").write_text(json.dumps({"peft_type": "LORA", "r": 2, "lora_alpha": alpha}))
+    wrong = run_surogate(surogate_bin, "eval", "--model", base, "--data", data, "--adapter", adapter)
+    assert wrong.returncode == 2 and wrong.stdout == ""
+    assert "adapter_model.safetensors" in wrong.stderr
+    assert re.search(r"lora_[AB]\.weight' has shape \[\d+, \d+\], expected \[\d+, \d+\] \(r = 2 from adapter_config", wrong.stderr)
+    missing = run_surogate(surogate_bin, "eval", "--model", base, "--data", data, "--adapter", tmp_path / "nothing")
+    assert missing.returncode == 2 and "--adapter" in missing.stderr and "not a folder" in missing.stderr
 
 
 def test_ir_prints_the_forward_graph_and_eval_runs_it(surogate_bin, tmp_path):
