@@ -298,3 +298,21 @@ def test_training_config_with_a_hub_model_id(surogate_bin, tmp_path):
     broken.write_text(config.read_text().replace("org/tiny", "org/na me"))
     bad = run_surogate(surogate_bin, "sft", broken, "--dry-run", env=env)
     assert bad.returncode == 2 and "not a local folder" in bad.stderr
+
+
+def test_concurrent_downloads_share_one_blob(surogate_bin, hub, tmp_path):
+    """Two processes (e.g. two ranks) fetching the same repo into one cache: the blob lock makes
+    one download it and the other reuse it; both print the same complete snapshot."""
+    import subprocess
+    env = hub_env(tmp_path, hub.url)
+    processes = [subprocess.Popen([str(surogate_bin), "download", "org/tiny"], stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True, env=env) for _ in range(2)]
+    outputs = [process.communicate(timeout=TIMEOUT_SECONDS) for process in processes]
+    for process, (stdout, stderr) in zip(processes, outputs):
+        assert process.returncode == 0, stderr
+    assert outputs[0][0] == outputs[1][0]
+    snapshot = pathlib.Path(outputs[0][0].strip())
+    assert (snapshot / "model.safetensors").read_bytes() == hub.files["model.safetensors"]
+    lock = tmp_path / "cache" / ".locks" / "models--org--tiny" / (hub.sha256("model.safetensors") + ".lock")
+    assert lock.exists()
+    assert not list((tmp_path / "cache/models--org--tiny/blobs").glob("*.incomplete"))
