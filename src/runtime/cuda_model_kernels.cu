@@ -2,6 +2,7 @@
 #include "runtime/cuda_model_kernels.h"
 
 #include <algorithm>
+#include <cstdint>
 
 #include "cuda/cuda_check.h"
 
@@ -44,6 +45,26 @@ struct AccumulateOp {
     out[i] = __float2bfloat16_rn(__bfloat162float(out[i]) + __bfloat162float(gradient[i]));
   }
 };
+// 8 bf16 per thread (16-byte loads) when the count is a multiple of 8 (arena tensors are 256-byte
+// aligned): the residual adds and gradient sums / accumulates are pure bandwidth.
+template <bool kAccumulate>
+struct AddVectorOp {
+  const bf16* a; const bf16* b; bf16* out;
+  __device__ void operator()(int64_t i) const {
+    const uint4 left = reinterpret_cast<const uint4*>(kAccumulate ? out : a)[i];
+    const uint4 right = reinterpret_cast<const uint4*>(b)[i];
+    const __nv_bfloat162* l = reinterpret_cast<const __nv_bfloat162*>(&left);
+    const __nv_bfloat162* r = reinterpret_cast<const __nv_bfloat162*>(&right);
+    uint4 result;
+    __nv_bfloat162* o = reinterpret_cast<__nv_bfloat162*>(&result);
+    for (int j = 0; j < 4; ++j) {
+      const float2 x = __bfloat1622float2(l[j]), y = __bfloat1622float2(r[j]);
+      o[j] = __floats2bfloat162_rn(x.x + y.x, x.y + y.y);
+    }
+    reinterpret_cast<uint4*>(out)[i] = result;
+  }
+};
+
 struct FillOp {
   float value; bf16* out;
   __device__ void operator()(int64_t i) const { out[i] = __float2bfloat16_rn(value); }
@@ -271,11 +292,18 @@ __global__ void argmax_hits_kernel(int32_t* hits, const bf16* logits, const int3
 
 }  // namespace
 
+static bool vectorizable(int64_t count, const void* a, const void* b, const void* c) {
+  auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  return count % 8 == 0 && aligned(a) && aligned(b) && aligned(c);
+}
+
 void add_bf16(const bf16* a, const bf16* b, bf16* out, int64_t count, cudaStream_t stream) {
-  launch(AddOp{a, b, out}, count, stream);
+  if (vectorizable(count, a, b, out)) launch(AddVectorOp<false>{a, b, out}, count / 8, stream);
+  else launch(AddOp{a, b, out}, count, stream);
 }
 void accumulate_bf16(const bf16* gradient, bf16* out, int64_t count, cudaStream_t stream) {
-  launch(AccumulateOp{gradient, out}, count, stream);
+  if (vectorizable(count, gradient, gradient, out)) launch(AddVectorOp<true>{nullptr, gradient, out}, count / 8, stream);
+  else launch(AccumulateOp{gradient, out}, count, stream);
 }
 void fill_bf16(float value, bf16* out, int64_t count, cudaStream_t stream) { launch(FillOp{value, out}, count, stream); }
 void convert_f32_to_bf16(const float* in, bf16* out, int64_t count, cudaStream_t stream) {

@@ -22,6 +22,7 @@
 #include "cuda/cuda_check.h"
 #include "cuda/kernels/attention.h"
 #include "cuda/kernels/embedding.h"
+#include "cuda/kernels/qk_norm_rope.h"
 #include "cuda/kernels/rmsnorm.h"
 #include "cuda/kernels/swiglu.h"
 #include "cuda/lm_head_loss.h"
@@ -115,13 +116,41 @@ void check_norm_width(const CudaBindContext& ctx, int64_t channels) {
           "the CUDA rmsnorm needs a normalised width that is a multiple of 8 and at most 32768, got {}", channels);
 }
 
+// Narrow rows (Qwen3's per-head q/k norm: [tokens · heads, head_dim]) are a poor fit for the
+// block-per-row rmsnorm kernels (most threads idle on 128 channels); the fused qk-norm + RoPE
+// kernels handle head_dim/16 lanes per row, and with every inverse frequency zero their rotation
+// is the identity (cos 0 = 1, sin 0 = 0 exactly), so they compute plain rmsnorm.
+struct NarrowNorm {
+  bool used = false;
+  cuda::QkNormRopeShape shape;
+  std::shared_ptr<cuda::DeviceBuffer<float>> zero_frequencies;
+  std::shared_ptr<cuda::DeviceBuffer<int32_t>> zero_positions;
+};
+
+NarrowNorm narrow_norm(int64_t rows, int64_t channels, float eps) {
+  NarrowNorm narrow;
+  narrow.used = channels % 16 == 0 && channels <= 256;
+  if (!narrow.used) return narrow;
+  narrow.shape = cuda::QkNormRopeShape{rows, 1, static_cast<int>(channels), eps, 1.0f};
+  narrow.zero_frequencies = std::make_shared<cuda::DeviceBuffer<float>>(cuda::to_device(std::vector<float>(channels / 2, 0.0f)));
+  narrow.zero_positions = std::make_shared<cuda::DeviceBuffer<int32_t>>(cuda::to_device(std::vector<int32_t>(rows, 0)));
+  return narrow;
+}
+
 CudaKernel bind_rmsnorm(const CudaBindContext& ctx) {
   expect_in(ctx, 0, DType::BF16);
   expect_out(ctx, 1, DType::F32);
   const int64_t channels = ctx.inputs[1].shape[0], rows = ctx.inputs[0].numel() / channels;
   check_norm_width(ctx, channels);
   const float eps = static_cast<float>(ctx.attrs.number("eps"));
+  const NarrowNorm narrow = narrow_norm(rows, channels, eps);
   return [=](const CudaKernelArgs& args) {
+    if (narrow.used) {
+      cuda::qk_norm_rope_forward(args.outputs[0].as<bf16>(), args.outputs[1].as<float>(), args.inputs[0].as<const bf16>(),
+                                 args.inputs[1].as<const bf16>(), narrow.zero_frequencies->data(),
+                                 narrow.zero_positions->data(), narrow.shape, args.stream);
+      return;
+    }
     cuda::rmsnorm_forward(args.outputs[0].as<bf16>(), args.outputs[1].as<float>(), args.inputs[0].as<const bf16>(),
                           args.inputs[1].as<const bf16>(), rows, channels, eps, args.stream);
   };
@@ -149,14 +178,26 @@ CudaKernel bind_rmsnorm_backward(const CudaBindContext& ctx) {
   const int64_t channels = ctx.inputs[2].shape[0], rows = ctx.inputs[1].numel() / channels;
   check_norm_width(ctx, channels);
   const bool has_residual = ctx.inputs.size() == 5;
+  // The forward op's eps is not needed: the backward reads the saved rstd.
+  const NarrowNorm narrow = has_residual ? NarrowNorm{} : narrow_norm(rows, channels, 0.0f);
   ScratchLayout layout;
-  const size_t partials = layout.take(sizeof(float) * cuda::rmsnorm_backward_scratch_floats(rows, channels));
+  const size_t partials = layout.take(sizeof(float) * (narrow.used ? cuda::qk_norm_rope_backward_scratch_floats(narrow.shape)
+                                                                   : cuda::rmsnorm_backward_scratch_floats(rows, channels)));
   const size_t dweight = layout.take(sizeof(float) * channels);
   ctx.resources.reserve_scratch(layout.bytes);
   CudaResources* resources = &ctx.resources;
   return [=](const CudaKernelArgs& args) {
     float* accumulator = at<float>(resources, dweight);
     zero_async(accumulator, sizeof(float) * channels, args.stream);
+    if (narrow.used) {
+      cuda::qk_norm_rope_backward(args.outputs[0].as<bf16>(), accumulator, at<float>(resources, partials),
+                                  args.inputs[0].as<const bf16>(), args.inputs[1].as<const bf16>(),
+                                  args.inputs[2].as<const bf16>(), args.inputs[3].as<const float>(),
+                                  narrow.zero_frequencies->data(), narrow.zero_positions->data(), narrow.shape,
+                                  args.stream);
+      k::convert_f32_to_bf16(accumulator, args.outputs[1].as<bf16>(), channels, args.stream);
+      return;
+    }
     cuda::rmsnorm_backward(args.outputs[0].as<bf16>(), accumulator, at<float>(resources, partials),
                            args.inputs[0].as<const bf16>(), has_residual ? args.inputs[4].as<const bf16>() : nullptr,
                            args.inputs[1].as<const bf16>(), args.inputs[2].as<const bf16>(),
