@@ -3,8 +3,8 @@
 //   linear_backward_input(d_out, weight)  -> d_x     [..., in]
 //   linear_backward_weight(d_out, x)      -> d_weight [out, in]   (zero-filled, then += d_outᵀ·x)
 //   bias_gradient(d_out)                  -> d_bias   [out]       (column sums, double accumulation)
-// "linear_backward"(d_out, x, weight) -> (d_x, d_weight) is kept for graphs that name it (the
-// trainer's stop-gap registrations emitted it).
+// "linear_backward"(d_out, x, weight) -> (d_x, d_weight) stays registered for JSON IR graphs
+// that name it; the gradient rule emits the split ops.
 #include "ops/defs/def_util.h"
 #include "ops/linear.h"
 
