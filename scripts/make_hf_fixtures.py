@@ -15,7 +15,7 @@ batch that was fed to it and what transformers computed from it on the CPU in fp
   packed                                           int32 [1]  1 when row 1 holds two documents
                                                    (position ids restart) and transformers
                                                    masked across them, 0 when it is one document
-  eval_loss_sum, eval_tokens                       f64 [1]   for data.jsonl (llama fixtures):
+  eval_loss_sum, eval_tokens                       f64 [1]   for data.jsonl:
                                                    summed next-token CE of every sequence run
                                                    alone, and the number of predicted tokens
 
@@ -189,10 +189,10 @@ def make_fixture(name, spec, out_dir, seed):
     }
     for parameter_name, parameter in model.named_parameters():
         expected["grad." + parameter_name] = parameter.grad.detach().float().contiguous()
-    if model_type == "llama":
-        loss_sum, tokens = eval_data(generator, directory, model)
-        expected["eval_loss_sum"] = torch.tensor([loss_sum], dtype=torch.float64)
-        expected["eval_tokens"] = torch.tensor([float(tokens)], dtype=torch.float64)
+    # Last, so the weights and the batch above do not depend on it.
+    loss_sum, tokens = eval_data(generator, directory, model)
+    expected["eval_loss_sum"] = torch.tensor([loss_sum], dtype=torch.float64)
+    expected["eval_tokens"] = torch.tensor([float(tokens)], dtype=torch.float64)
     save_file(expected, os.path.join(directory, "expected.safetensors"))
     print(f"{name}: loss={loss.item():.6f} packed={packed} files={sorted(os.listdir(directory))}")
 

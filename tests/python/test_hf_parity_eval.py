@@ -17,7 +17,9 @@ from safetensors.numpy import load_file, save_file
 from conftest import REPO_ROOT, run_surogate
 
 FIXTURES = REPO_ROOT / "tests" / "fixtures"
-EVAL_FIXTURES = ["llama_gqa_llama3", "llama_bias_untied", "llama_rope_parameters_yarn"]
+# Every fixture with eval data (scripts/make_hf_fixtures.py writes data.jsonl for each).
+EVAL_FIXTURES = sorted(path.name for path in FIXTURES.iterdir() if (path / "data.jsonl").exists())
+assert len(EVAL_FIXTURES) >= 3, f"fixtures with data.jsonl missing under {FIXTURES}"
 
 
 def expected_eval(name):
