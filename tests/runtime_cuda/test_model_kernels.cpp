@@ -1,0 +1,230 @@
+// The CUDA backend's own model kernels (runtime/cuda_model_kernels.h) against the CPU reference
+// ops (src/ops, double) on fresh random inputs at several shapes, odd sizes included. The
+// src/cuda kernels they wrap are tested in tests/cuda.
+// Error measure: max |gpu − ref| / max |ref| (tests/cuda/test_helpers.h); a NaN fails.
+// Tolerances:
+//   rope tables (F32 out)          1e-5  (fp32 angle and cosf/sinf vs double of the same fp32 angle)
+//   rope apply, bf16 adds/accumulate 4e-3  (one bf16 rounding of the output, ≤ 2^-9 relative)
+//   bias gradient                  4e-3  (fp32 column sum, one bf16 rounding)
+//   plain attention out            1e-2; logsumexp 1e-4; dq/dk/dv 2e-2  (as the flash kernels:
+//                                  bf16 inputs, fp32 math, bf16 outputs; dS·K sums of many terms)
+//   cu_seqlens, argmax hits        exact
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "cuda/test_helpers.h"
+#include "ops/attention.h"
+#include "ops/rope.h"
+#include "runtime/cuda_model_kernels.h"
+
+namespace surogate::runtime {
+namespace {
+
+using namespace cuda::testing;
+namespace k = cuda_kernels;
+using bf16 = __nv_bfloat16;
+
+std::vector<double> as_double(const std::vector<float>& values) { return {values.begin(), values.end()}; }
+
+// Packed documents: random lengths per row (each row of `sequence` tokens starts a document).
+std::vector<int32_t> random_documents(int64_t rows, int64_t sequence, std::vector<int32_t>* positions) {
+  std::vector<int32_t> documents;
+  std::uniform_int_distribution<int64_t> length(1, std::max<int64_t>(1, sequence / 2));
+  for (int64_t row = 0; row < rows; ++row) {
+    int64_t t = 0;
+    int32_t id = 0;
+    while (t < sequence) {
+      const int64_t end = std::min(sequence, t + length(generator()));
+      for (int64_t i = t; i < end; ++i) {
+        documents.push_back(id);
+        if (positions) positions->push_back(static_cast<int32_t>(i - t));
+      }
+      t = end;
+      ++id;
+    }
+  }
+  return documents;
+}
+
+TEST(CudaModelKernels, CuSeqlensFromDocuments) {
+  SKIP_WITHOUT_GPU();
+  for (auto [rows, sequence] : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {1, 37}, {3, 129}, {2, 2048}, {5, 333}}) {
+    std::vector<int32_t> documents = random_documents(rows, sequence, nullptr);
+    std::vector<int32_t> expected{0};
+    for (int64_t t = 1; t < rows * sequence; ++t) {
+      if (t % sequence == 0 || documents[t] != documents[t - 1]) expected.push_back(static_cast<int32_t>(t));
+    }
+    const int64_t tokens = rows * sequence;
+    expected.resize(static_cast<size_t>(tokens + 1), static_cast<int32_t>(tokens));
+    auto device_documents = cuda::to_device(documents);
+    cuda::DeviceBuffer<int32_t> cu(static_cast<size_t>(tokens + 1));
+    cu.poison();
+    k::cu_seqlens_from_documents(cu.data(), device_documents.data(), rows, sequence, nullptr);
+    EXPECT_EQ(cu.download(), expected) << rows << "x" << sequence;
+    k::cu_seqlens_from_documents(cu.data(), nullptr, rows, sequence, nullptr);  // one document per row
+    std::vector<int32_t> per_row;
+    for (int64_t r = 0; r < rows; ++r) per_row.push_back(static_cast<int32_t>(r * sequence));
+    per_row.resize(static_cast<size_t>(tokens + 1), static_cast<int32_t>(tokens));
+    EXPECT_EQ(cu.download(), per_row) << rows << "x" << sequence;
+  }
+}
+
+TEST(CudaModelKernels, RopeTablesAndApplyMatchCpu) {
+  SKIP_WITHOUT_GPU();
+  struct Case { int64_t tokens; int heads, head_dim, rotary_dim; };
+  for (Case c : {Case{7, 3, 8, 8}, Case{129, 4, 64, 64}, Case{333, 2, 128, 64}, Case{1, 1, 32, 32}}) {
+    std::vector<int32_t> positions;
+    random_documents(1, c.tokens, &positions);
+    ops::RopeFrequencies<double> frequencies;
+    std::vector<float> inverse(static_cast<size_t>(c.rotary_dim / 2));
+    for (size_t i = 0; i < inverse.size(); ++i) {
+      inverse[i] = static_cast<float>(1.0 / std::pow(10000.0, 2.0 * static_cast<double>(i) / c.rotary_dim));
+      frequencies.inverse_frequency.push_back(inverse[i]);
+    }
+    frequencies.attention_scaling = 1.25;
+    const size_t half = inverse.size(), table = static_cast<size_t>(c.tokens) * half;
+    // CPU tables from the same fp32 angle the kernel forms.
+    std::vector<double> cos(table), sin(table);
+    for (int64_t t = 0; t < c.tokens; ++t) {
+      for (size_t i = 0; i < half; ++i) {
+        const float angle = static_cast<float>(positions[t]) * inverse[i];
+        cos[t * half + i] = std::cos(static_cast<double>(angle)) * 1.25;
+        sin[t * half + i] = std::sin(static_cast<double>(angle)) * 1.25;
+      }
+    }
+    auto device_positions = cuda::to_device(positions);
+    auto device_inverse = cuda::to_device(inverse);
+    cuda::DeviceBuffer<float> gpu_cos(table), gpu_sin(table);
+    gpu_cos.poison();
+    gpu_sin.poison();
+    k::rope_tables(gpu_cos.data(), gpu_sin.data(), device_positions.data(), device_inverse.data(), c.tokens,
+                   static_cast<int>(half), 1.25f, nullptr);
+    EXPECT_LT(relative_error(gpu_cos.download(), cos), 1e-5);
+    EXPECT_LT(relative_error(gpu_sin.download(), sin), 1e-5);
+
+    const size_t count = static_cast<size_t>(c.tokens * c.heads * c.head_dim);
+    std::vector<float> x = random_floats(count);
+    std::vector<double> cos_used(table), sin_used(table);  // the GPU's fp32 tables, exactly
+    std::vector<float> cos_f = gpu_cos.download(), sin_f = gpu_sin.download();
+    std::copy(cos_f.begin(), cos_f.end(), cos_used.begin());
+    std::copy(sin_f.begin(), sin_f.end(), sin_used.begin());
+    std::vector<double> expected(count), expected_back(count);
+    ops::rope_forward(as_double(x).data(), cos_used.data(), sin_used.data(), c.tokens, c.heads, c.head_dim, c.rotary_dim,
+                      expected.data());
+    ops::rope_backward(as_double(x).data(), cos_used.data(), sin_used.data(), c.tokens, c.heads, c.head_dim,
+                       c.rotary_dim, expected_back.data());
+    auto device_x = device_bf16(x);
+    cuda::DeviceBuffer<Bf16> out(count);
+    for (float sign : {1.0f, -1.0f}) {
+      out.poison();
+      k::rope_apply(bf16_ptr(out), bf16_ptr(device_x), gpu_cos.data(), gpu_sin.data(), c.tokens, c.heads, c.head_dim,
+                    static_cast<int>(half), sign, nullptr);
+      EXPECT_LT(relative_error(download_bf16(out), sign > 0 ? expected : expected_back), 4e-3)
+          << c.tokens << " tokens, sign " << sign;
+    }
+  }
+}
+
+TEST(CudaModelKernels, Bf16AddAccumulateAndBiasGradient) {
+  SKIP_WITHOUT_GPU();
+  for (int64_t count : {1, 7, 8, 1001, 65536}) {
+    std::vector<float> a = random_floats(static_cast<size_t>(count)), b = random_floats(static_cast<size_t>(count));
+    std::vector<double> sum(static_cast<size_t>(count));
+    for (size_t i = 0; i < sum.size(); ++i) sum[i] = double(a[i]) + double(b[i]);
+    auto device_a = device_bf16(a), device_b = device_bf16(b);
+    cuda::DeviceBuffer<Bf16> out(static_cast<size_t>(count));
+    out.poison();
+    k::add_bf16(bf16_ptr(device_a), bf16_ptr(device_b), bf16_ptr(out), count, nullptr);
+    EXPECT_LT(relative_error(download_bf16(out), sum), 4e-3) << count;
+    k::accumulate_bf16(bf16_ptr(device_b), bf16_ptr(device_a), count, nullptr);
+    EXPECT_LT(relative_error(download_bf16(device_a), sum), 4e-3) << count;
+  }
+  for (auto [rows, columns] : std::vector<std::pair<int64_t, int64_t>>{{1, 5}, {37, 96}, {4096, 1024}, {333, 257}}) {
+    std::vector<float> dout = random_floats(static_cast<size_t>(rows * columns));
+    std::vector<double> expected(static_cast<size_t>(columns), 0.0);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < columns; ++c) expected[c] += dout[r * columns + c];
+    auto device_dout = device_bf16(dout);
+    cuda::DeviceBuffer<Bf16> dbias(static_cast<size_t>(columns));
+    dbias.poison();
+    k::bias_gradient(bf16_ptr(dbias), bf16_ptr(device_dout), rows, columns, nullptr);
+    EXPECT_LT(relative_error(download_bf16(dbias), expected), 4e-3) << rows << "x" << columns;
+  }
+}
+
+TEST(CudaModelKernels, PlainAttentionMatchesCpu) {
+  SKIP_WITHOUT_GPU();
+  struct Case { int64_t rows, sequence; int q_heads, kv_heads, head_dim, window; };
+  for (Case c : {Case{1, 1, 1, 1, 8, 0}, Case{2, 37, 4, 2, 8, 0}, Case{3, 64, 4, 1, 24, 5}, Case{1, 129, 2, 2, 96, 0}}) {
+    const int64_t tokens = c.rows * c.sequence;
+    std::vector<int32_t> documents = random_documents(c.rows, c.sequence, nullptr);
+    const size_t q_count = static_cast<size_t>(tokens * c.q_heads * c.head_dim);
+    const size_t kv_count = static_cast<size_t>(tokens * c.kv_heads * c.head_dim);
+    std::vector<float> q = random_floats(q_count), kk = random_floats(kv_count), v = random_floats(kv_count),
+                       dout = random_floats(q_count);
+    ops::AttentionShape shape{c.rows, c.sequence, c.q_heads, c.kv_heads, c.head_dim, 0.0, c.window};
+    std::vector<double> out(q_count), lse(static_cast<size_t>(tokens * c.q_heads)), dq(q_count), dk(kv_count),
+        dv(kv_count);
+    ops::attention_forward(shape, as_double(q).data(), as_double(kk).data(), as_double(v).data(), documents.data(),
+                           out.data(), lse.data());
+    // CPU logsumexp is [B, Hq, T]; the kernels' is [Hq, B·T].
+    std::vector<double> lse_kernel_layout(lse.size());
+    for (int64_t b = 0; b < c.rows; ++b)
+      for (int h = 0; h < c.q_heads; ++h)
+        for (int64_t t = 0; t < c.sequence; ++t)
+          lse_kernel_layout[h * tokens + b * c.sequence + t] = lse[(b * c.q_heads + h) * c.sequence + t];
+
+    auto device_documents = cuda::to_device(documents);
+    cuda::DeviceBuffer<int32_t> cu(static_cast<size_t>(tokens + 1));
+    k::cu_seqlens_from_documents(cu.data(), device_documents.data(), c.rows, c.sequence, nullptr);
+    auto device_q = device_bf16(q), device_k = device_bf16(kk), device_v = device_bf16(v), device_dout = device_bf16(dout);
+    cuda::DeviceBuffer<Bf16> gpu_out(q_count), gpu_dq(q_count), gpu_dk(kv_count), gpu_dv(kv_count);
+    cuda::DeviceBuffer<float> gpu_lse(lse.size());
+    for (auto* buffer : {&gpu_out, &gpu_dq, &gpu_dk, &gpu_dv}) buffer->poison();
+    gpu_lse.poison();
+    k::PlainAttentionShape plain{tokens, c.q_heads, c.kv_heads, c.head_dim, c.window,
+                                 static_cast<float>(1.0 / std::sqrt(double(c.head_dim)))};
+    k::plain_attention_forward(bf16_ptr(gpu_out), gpu_lse.data(), bf16_ptr(device_q), bf16_ptr(device_k),
+                               bf16_ptr(device_v), cu.data(), plain, nullptr);
+    std::vector<float> out_bf16 = download_bf16(gpu_out);
+    EXPECT_LT(relative_error(out_bf16, out), 1e-2);
+    EXPECT_LT(relative_error(gpu_lse.download(), lse_kernel_layout), 1e-4);
+    // The backward reads the GPU's own (bf16) out, as in a plan; the reference uses the same.
+    std::vector<double> out_used(out_bf16.begin(), out_bf16.end());
+    ops::attention_backward(shape, as_double(q).data(), as_double(kk).data(), as_double(v).data(), documents.data(),
+                            out_used.data(), lse.data(), as_double(dout).data(), dq.data(), dk.data(), dv.data());
+    k::plain_attention_backward(bf16_ptr(gpu_dq), bf16_ptr(gpu_dk), bf16_ptr(gpu_dv), bf16_ptr(device_dout),
+                                bf16_ptr(device_q), bf16_ptr(device_k), bf16_ptr(device_v), bf16_ptr(gpu_out),
+                                gpu_lse.data(), cu.data(), plain, nullptr);
+    EXPECT_LT(relative_error(download_bf16(gpu_dq), dq), 2e-2) << tokens << " tokens";
+    EXPECT_LT(relative_error(download_bf16(gpu_dk), dk), 2e-2) << tokens << " tokens";
+    EXPECT_LT(relative_error(download_bf16(gpu_dv), dv), 2e-2) << tokens << " tokens";
+  }
+}
+
+TEST(CudaModelKernels, ArgmaxHitsCountsFirstMaximum) {
+  SKIP_WITHOUT_GPU();
+  for (auto [rows, vocab] : std::vector<std::pair<int64_t, int64_t>>{{1, 3}, {37, 96}, {129, 1001}, {16, 151936}}) {
+    std::vector<float> logits = random_floats(static_cast<size_t>(rows * vocab));
+    std::vector<int32_t> labels(static_cast<size_t>(rows));
+    int32_t expected = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* row = logits.data() + r * vocab;
+      const int32_t best = static_cast<int32_t>(std::max_element(row, row + vocab) - row);
+      labels[r] = r % 3 == 0 ? best : (r % 3 == 1 ? -100 : static_cast<int32_t>((best + 1) % vocab));
+      if (r % 3 == 0) ++expected;
+    }
+    auto device_logits = device_bf16(logits);
+    auto device_labels = cuda::to_device(labels);
+    cuda::DeviceBuffer<int32_t> hits(1);
+    hits.zero(nullptr);
+    k::argmax_hits(hits.data(), bf16_ptr(device_logits), device_labels.data(), rows, vocab, nullptr);
+    EXPECT_EQ(hits.download()[0], expected) << rows << "x" << vocab;
+  }
+}
+
+}  // namespace
+}  // namespace surogate::runtime
