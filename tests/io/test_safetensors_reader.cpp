@@ -130,6 +130,10 @@ TEST(SafetensorsReader, RejectsEveryKindOfBadHeader) {
       {"trailing data", R"({"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}})", 5, "tensors use 1"},
       {"metadata not strings", R"({"__metadata__":{"k":1}})", 0, "__metadata__"},
       {"empty name", R"({"":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}})", 1, "empty name"},
+      // Deep nesting must not exhaust the stack (parser and destructor are not recursive).
+      {"deep nesting", R"({"a":)" + std::string(200000, '[') + std::string(200000, ']') + "}", 0,
+       "must be an object"},
+      {"deep unterminated", std::string(200000, '['), 0, "not valid JSON"},
   };
   for (const BadHeader& bad : cases) {
     SCOPED_TRACE(bad.label);
