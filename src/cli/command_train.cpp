@@ -1,6 +1,6 @@
 // `surogate sft CONFIG` and `surogate pt CONFIG`: load and validate the run configuration, the
-// model folder and the datasets. Until the trainer lands, only --dry-run is available: it
-// prints the resolved configuration and exits 0.
+// model folder and the datasets, then train (train/trainer.h, CPU backend). --dry-run stops
+// after validation and prints the resolved configuration.
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "io/hf_hub.h"
 #include "io/model_config.h"
+#include "train/trainer.h"
 
 namespace surogate::cli {
 namespace {
@@ -57,9 +58,9 @@ void validate_datasets(const Config& config, bool pretraining) {
         fail_user("{}: {}.path '{}' does not exist (hub dataset ids are not downloaded yet: give a local file or "
                   "folder)", config.source_of(key + ".path"), key, dataset.path);
       }
-      if (pretraining && dataset.type != "text") {
+      if (pretraining && dataset.type != DatasetType::Text) {
         fail_user("{}: {}.type is '{}', but `surogate pt` trains on raw text: use type: text (or `surogate sft`)",
-                  config.source_of(key + ".type"), key, dataset.type);
+                  config.source_of(key + ".type"), key, to_string(dataset.type));
       }
     }
   }
@@ -70,8 +71,11 @@ int run_training_command(const TrainArguments& arguments, const std::vector<std:
   validate_model_folder(config);
   validate_datasets(config, pretraining);
   if (!arguments.dry_run) {
-    fail_user("training is not available in this build yet; `surogate {} {} --dry-run` validates the configuration",
-              pretraining ? "pt" : "sft", arguments.config_path);
+    train::TrainerOptions options;
+    options.pretraining = pretraining;
+    options.default_run_name = fs::path(arguments.config_path).stem().string();
+    train::run_training(config, options);
+    return 0;
   }
   fmt::print("# {}: configuration is valid (dry run, nothing trained)\n", arguments.config_path);
   fmt::print("{}", dump_config_yaml(config));
@@ -101,5 +105,8 @@ Command register_pt_command(CLI::App& parent) {
   return register_training_command(parent, "pt", "Pretraining / continued pretraining on raw text from a YAML config",
                                    true);
 }
+
+const CommandRegistration kSftRegistration{70, register_sft_command};
+const CommandRegistration kPtRegistration{80, register_pt_command};
 
 }  // namespace surogate::cli

@@ -1,0 +1,63 @@
+// `surogate merge --model BASE --adapter ADAPTER --output OUT`: merges a PEFT LoRA adapter
+// (adapter_config.json + adapter_model.safetensors, e.g. a `surogate sft` LoRA output) into its
+// base model and writes a Hugging Face model folder: W + scaling · B · A in fp32 for every adapted
+// projection, saved in the base model's torch_dtype with its config, generation config and
+// tokenizer files (train/model_outputs.h). The adapter is checked against the base model first
+// (models/adapter_io.h), so a mismatched pair is one clear error and nothing is written.
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "cli/commands.h"
+#include "core/error.h"
+#include "io/model_config.h"
+#include "models/adapter_io.h"
+#include "models/model_spec.h"
+#include "models/weight_io.h"
+#include "train/model_outputs.h"
+
+namespace surogate::cli {
+namespace {
+namespace fs = std::filesystem;
+
+struct MergeArguments {
+  std::string model;
+  std::string adapter;
+  std::string output;
+};
+
+int run_merge(const MergeArguments& arguments) {
+  const fs::path model(arguments.model), adapter_dir(arguments.adapter), output(arguments.output);
+  if (!fs::is_directory(model)) fail_user("--model {}: not a folder; give the base model's Hugging Face folder", arguments.model);
+  if (!fs::is_directory(adapter_dir)) fail_user("--adapter {}: not a folder; give a PEFT adapter folder", arguments.adapter);
+  if (fs::exists(output) && (fs::equivalent(output, model) || fs::equivalent(output, adapter_dir))) {
+    fail_user("--output {}: must not be the base model or adapter folder", arguments.output);
+  }
+  io::ModelConfig config = io::load_model_config(model);
+  std::vector<models::ParameterSpec> specs = models::parameter_specs(config);
+  models::PeftAdapter adapter = models::load_peft_adapter(adapter_dir, config);
+  std::vector<std::vector<float>> weights = models::load_hf_weights_as_float32(model, specs);
+  models::merge_peft_adapter(adapter, specs, weights);
+  std::vector<train::WeightView> views;
+  for (size_t i = 0; i < specs.size(); ++i) views.push_back({specs[i].name, specs[i].shape, weights[i]});
+  train::save_hf_model(output, config, model, specs, views);
+  fmt::print("merged {} adapted projections (scaling {}) into {}\n", adapter.matrices.size(), adapter.scaling,
+             output.string());
+  return 0;
+}
+
+}  // namespace
+
+Command register_merge_command(CLI::App& parent) {
+  auto arguments = std::make_shared<MergeArguments>();
+  CLI::App* app = parent.add_subcommand("merge", "Merge a LoRA adapter into its base model (writes an HF model folder)");
+  app->add_option("--model", arguments->model, "Base model folder (config.json + safetensors)")->required();
+  app->add_option("--adapter", arguments->adapter, "PEFT adapter folder (adapter_config.json + adapter_model.safetensors)")
+      ->required();
+  app->add_option("--output", arguments->output, "Folder for the merged model")->required();
+  return Command{app, [arguments] { return run_merge(*arguments); }};
+}
+
+const CommandRegistration kMergeRegistration{90, register_merge_command};
+
+}  // namespace surogate::cli

@@ -1,0 +1,54 @@
+// PackedBatch → graph inputs; see batch_inputs.h.
+#include "train/batch_inputs.h"
+
+#include <span>
+
+#include "core/error.h"
+#include "data/sample.h"
+
+namespace surogate::train {
+
+BatchInputs::BatchInputs(const compiler::ExecutionPlan& plan)
+    : input_ids_(plan.tensor("input_ids")),
+      position_ids_(plan.tensor("position_ids")),
+      document_ids_(plan.tensor("document_ids")),
+      targets_id_(plan.tensor("targets")),
+      loss_scale_id_(plan.tensor("loss_scale")) {
+  const graph::Shape& shape = plan.graph.tensor(input_ids_).type.shape;
+  batch_ = shape.at(0);
+  sequence_ = shape.at(1);
+  targets_.resize(static_cast<size_t>(batch_ * sequence_));
+  document_ids_buffer_.resize(targets_.size());
+}
+
+namespace {
+template <typename T>
+std::span<const std::byte> bytes_of(const std::vector<T>& values) {
+  return std::as_bytes(std::span<const T>(values));
+}
+}  // namespace
+
+std::vector<runtime::InputBinding> BatchInputs::bind(const data::PackedBatch& batch, float loss_scale) {
+  SUROGATE_CHECK(batch.batch_size == batch_ && batch.sequence_length == sequence_, "batch shape matches the plan");
+  for (int64_t row = 0; row < batch_; ++row) {
+    for (int64_t i = 0; i < sequence_; ++i) {
+      size_t at = static_cast<size_t>(row * sequence_ + i);
+      targets_[at] = i + 1 < sequence_ ? batch.labels[at + 1] : data::kIgnoreLabel;
+    }
+  }
+  // Padding (-1) gets ids past every document's, one per row, so padding never attends to a document.
+  for (size_t at = 0; at < document_ids_buffer_.size(); ++at) {
+    int32_t id = batch.document_ids[at];
+    document_ids_buffer_[at] = id >= 0 ? id : static_cast<int32_t>(1'000'000'000 + at / static_cast<size_t>(sequence_));
+  }
+  loss_scale_ = loss_scale;
+  return {
+      {input_ids_, bytes_of(batch.input_ids)},
+      {position_ids_, bytes_of(batch.position_ids)},
+      {document_ids_, bytes_of(document_ids_buffer_)},
+      {targets_id_, bytes_of(targets_)},
+      {loss_scale_id_, std::as_bytes(std::span<const float>(&loss_scale_, 1))},
+  };
+}
+
+}  // namespace surogate::train

@@ -1,0 +1,35 @@
+// A data::PackedBatch turned into the decoder graph's inputs. The one place labels are shifted
+// for the loss: targets[b, i] = labels[b, i + 1] inside a row, -100 for a row's last token.
+// Because the data path stores labels[first token of every document] = -100, no prediction is
+// ever scored across a document boundary. Buffers are reused across micro-batches.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "compiler/execution_plan.h"
+#include "data/packing.h"
+#include "runtime/backend.h"
+
+namespace surogate::train {
+
+class BatchInputs {
+public:
+  // Looks up the inputs of `plan` (input_ids, position_ids, document_ids, targets, loss_scale).
+  explicit BatchInputs(const compiler::ExecutionPlan& plan);
+
+  // Fills the buffers from `batch` (its shape must be the plan's [B, T]) and returns bindings
+  // that stay valid until the next call.
+  std::vector<runtime::InputBinding> bind(const data::PackedBatch& batch, float loss_scale);
+
+  const std::vector<int32_t>& targets() const { return targets_; }
+
+private:
+  graph::TensorId input_ids_, position_ids_, document_ids_, targets_id_, loss_scale_id_;
+  int64_t batch_ = 0, sequence_ = 0;
+  std::vector<int32_t> targets_;
+  std::vector<int32_t> document_ids_buffer_;
+  float loss_scale_ = 1.0f;
+};
+
+}  // namespace surogate::train

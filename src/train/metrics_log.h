@@ -1,0 +1,29 @@
+// The run's JSONL log: one JSON object per line, flushed as it is written, so `tail -f` and a
+// crashed run both show every finished step. Lines carry "type": "config" | "step" | "eval" |
+// "summary" | "error".
+#pragma once
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace surogate::train {
+
+class MetricsLog {
+public:
+  // Creates the parent folder; appends when the file exists (a resumed run with the same log_file).
+  explicit MetricsLog(std::filesystem::path path);
+  void write(const std::string& type, nlohmann::json record);
+  const std::filesystem::path& path() const { return path_; }
+
+private:
+  std::filesystem::path path_;
+  std::ofstream stream_;
+};
+
+// {output_dir}/log-{run_name}-{YYYYmmdd-HHMMSS}.jsonl, or the configured log_file.
+std::filesystem::path default_log_path(const std::string& output_dir, const std::string& run_name);
+
+}  // namespace surogate::train

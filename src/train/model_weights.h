@@ -1,0 +1,27 @@
+// Getting a model's weights into the trainer: from the model folder's safetensors (any float
+// dtype, converted to the fp32 masters), or, when the folder has no safetensors (training from
+// scratch), a deterministic initialisation: normal(0, 0.02) for matrices, ones for norms, zeros
+// for biases, and zeros for the output projections (o_proj, down_proj) when
+// init_projections_to_zero is set, so every block starts as the identity on the residual stream.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <span>
+
+#include "models/model_spec.h"
+#include "train/checkpoint_io.h"
+
+namespace surogate::train {
+
+// True when `model_dir` holds a *.safetensors file or a safetensors index.
+bool has_safetensors(const std::filesystem::path& model_dir);
+
+// `weights[i]` belongs to `specs[i]`.
+void initialize_weights(std::span<const models::ParameterSpec> specs, std::span<const WeightView> weights,
+                        uint64_t seed, bool projections_to_zero);
+
+void load_weights(const std::filesystem::path& model_dir, std::span<const models::ParameterSpec> specs,
+                  std::span<const WeightView> weights);
+
+}  // namespace surogate::train

@@ -1,0 +1,469 @@
+// The training job; see trainer.h. Setup (model, plan, data, optimizer, schedule, resume) is done
+// once in Run's constructor; run() is the step loop.
+#include "train/trainer.h"
+
+#include <chrono>
+#include <cmath>
+#include <memory>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "compiler/execution_plan.h"
+#include "core/error.h"
+#include "data/data_loader.h"
+#include "data/pipeline.h"
+#include "io/model_config.h"
+#include "models/model_spec.h"
+#include "ops/gradient_norm.h"
+#include "runtime/cpu_backend.h"
+#include "train/batch_inputs.h"
+#include "train/checkpoint_io.h"
+#include "train/checkpoint_store.h"
+#include "train/evaluator.h"
+#include "train/html_report.h"
+#include "train/lora_targets.h"
+#include "train/lr_schedule.h"
+#include "models/lora.h"
+#include "train/metrics_log.h"
+#include "models/decoder_graph.h"
+#include "ops/defs/register_ops.h"
+#include "train/model_outputs.h"
+#include "train/model_weights.h"
+#include "train/optim/optimizer.h"
+#include "train/progress_display.h"
+
+namespace surogate::train {
+namespace {
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+models::LoraSetup lora_setup(const Config& config, const io::ModelConfig& model) {
+  models::LoraSetup setup;
+  setup.options.rank = config.lora_rank;
+  setup.options.alpha = static_cast<double>(config.lora_alpha);
+  setup.options.dropout = config.lora_dropout;
+  setup.options.target_modules = resolve_lora_targets(config.lora_target_modules);
+  if (config.lora_rank <= 0) fail_user("{}: lora_rank must be positive, got {}", config.source_of("lora_rank"), config.lora_rank);
+  if (!(config.lora_dropout >= 0.0 && config.lora_dropout < 1.0)) {
+    fail_user("{}: lora_dropout must be in [0, 1), got {}", config.source_of("lora_dropout"), config.lora_dropout);
+  }
+  setup.adapters = models::lora_adapters(model, setup.options);
+  return setup;
+}
+
+// PEFT's initialisation: A ~ kaiming-uniform(a = √5) = U(−1/√in, 1/√in), B = 0, so the adapted
+// model starts exactly at the base model. Seeded from train_seed (its own stream).
+void initialize_lora(const models::LoraSetup& lora, std::span<const WeightView> weights, uint64_t seed) {
+  std::mt19937_64 generator(seed ^ 0x4c6f5241ull);  // "LoRA"
+  for (const models::LoraAdapter& adapter : lora.adapters) {
+    for (const WeightView& weight : weights) {
+      if (weight.name == adapter.a.name) {
+        const double bound = 1.0 / std::sqrt(static_cast<double>(adapter.a.shape[1]));
+        for (float& value : weight.values) {
+          const double uniform = static_cast<double>(generator() >> 11) * 0x1.0p-53;
+          value = static_cast<float>((2.0 * uniform - 1.0) * bound);
+        }
+      } else if (weight.name == adapter.b.name) {
+        std::fill(weight.values.begin(), weight.values.end(), 0.0f);
+      }
+    }
+  }
+}
+
+// The dropout seed of micro-batch `micro` of optimizer step `step`: a function of the run's
+// seed and the position only, so a resumed run draws the same masks.
+int32_t dropout_seed(uint64_t train_seed, int64_t step, int64_t micro) {
+  uint64_t value = train_seed * 0x9e3779b97f4a7c15ull + static_cast<uint64_t>(step) * 0x100000001b3ull +
+                   static_cast<uint64_t>(micro);
+  value ^= value >> 29;
+  value *= 0xbf58476d1ce4e5b9ull;
+  value ^= value >> 32;
+  return static_cast<int32_t>(static_cast<uint32_t>(value));
+}
+
+compiler::RecomputePolicy recompute_policy(const Config& config) {
+  compiler::RecomputePolicy policy;
+  policy.rmsnorm = config.recompute_rmsnorm;
+  policy.qkv = config.recompute_qkv;
+  policy.att = config.recompute_att;
+  policy.swiglu = config.recompute_swiglu;
+  policy.ffn = config.recompute_ffn;
+  policy.block = config.recompute_block;
+  return policy;
+}
+
+bool no_weight_decay(const std::string& name) {
+  return name.ends_with(".bias") || name.ends_with("norm.weight") || name.ends_with("ln1.weight") ||
+         name.ends_with("ln2.weight");
+}
+
+LrScheduleType schedule_type(LrScheduler scheduler) {
+  switch (scheduler) {
+    case LrScheduler::Cosine: return LrScheduleType::Cosine;
+    case LrScheduler::Wsd: return LrScheduleType::Wsd;
+    case LrScheduler::Linear: break;
+  }
+  return LrScheduleType::Linear;
+}
+
+std::unique_ptr<Optimizer> make_optimizer(const Config& config, std::span<const ParameterSlot> slots) {
+  AdamWSettings adamw{config.adamw_beta1, config.adamw_beta2, config.adamw_epsilon};
+  switch (config.optimizer) {
+    case surogate::Optimizer::AdamW: return make_adamw(slots, adamw);
+    case surogate::Optimizer::AdamW8bit: return make_adamw_8bit(slots, adamw);
+    case surogate::Optimizer::NorMuon:
+      return make_normuon(slots, {config.normuon_momentum, config.normuon_beta2, config.normuon_cautious_wd, adamw});
+  }
+  return make_adamw(slots, adamw);
+}
+
+class Run {
+public:
+  Run(const Config& config, const TrainerOptions& options);
+  TrainingResult run();
+
+private:
+  void evaluate(bool final_eval);
+  void save_checkpoint();
+  void write_outputs();
+  [[noreturn]] void fail_non_finite(const std::string& what, double value);
+  std::vector<std::pair<std::string, std::string>> summary_rows() const;
+
+  const Config& config_;
+  TrainerOptions options_;
+  ProgressDisplay display_;
+  io::ModelConfig model_config_;
+  std::vector<models::ParameterSpec> specs_;  // the base model's parameters
+  std::optional<models::LoraSetup> lora_;
+  std::vector<WeightView> trainable_;        // what the optimizer updates and checkpoints hold
+  graph::TensorId dropout_seed_ = graph::kNoTensor;
+  int32_t dropout_seed_value_ = 0;
+  graph::OpRegistry registry_;
+  compiler::ExecutionPlan plan_;
+  runtime::CpuBackend backend_;
+  std::shared_ptr<data::TokenCache> cache_;
+  std::unique_ptr<data::DataLoader> loader_;
+  std::unique_ptr<Evaluator> evaluator_;
+  std::unique_ptr<BatchInputs> inputs_;
+  std::vector<WeightView> weights_;
+  std::vector<std::span<const float>> gradients_;
+  std::vector<ParameterSlot> slots_;
+  std::unique_ptr<Optimizer> optimizer_;
+  std::unique_ptr<LrSchedule> schedule_;
+  std::unique_ptr<CheckpointStore> store_;
+  std::unique_ptr<MetricsLog> log_;
+  TrainingState state_;
+  TrainingResult result_;
+  graph::TensorId loss_ = graph::kNoTensor;
+  int64_t batches_per_epoch_ = 0;
+  int64_t last_saved_step_ = -1;
+  std::string run_name_;
+};
+
+Run::Run(const Config& config, const TrainerOptions& options)
+    : config_(config),
+      options_(options),
+      display_(options.live_progress.value_or(ProgressDisplay::stdout_is_terminal())),
+      registry_(ops::make_model_registry()) {
+  run_name_ = config.run_name.value_or(options.default_run_name);
+  model_config_ = io::load_model_config(config.model);
+  specs_ = models::parameter_specs(model_config_);
+  if (config.lora) lora_ = lora_setup(config, model_config_);
+
+  // Data: tokenized and packed once into the token cache, memory-mapped here.
+  data::DataSettings data_settings = data::data_settings_from_config(config);
+  cache_ = data::load_or_build_cache(data_settings, {}, [this](const std::string& line) { display_.message(line); });
+  const auto pad_id = cache_->report().value("pad_id", 0);
+  const int64_t batch = config.per_device_train_batch_size, sequence = static_cast<int64_t>(data_settings.sequence_len);
+  if (cache_->train().rows() == 0) {
+    fail_user("{}: the training datasets produced no rows after formatting and length checks; see the data report "
+              "above", config.source_of("datasets"));
+  }
+  loader_ = std::make_unique<data::DataLoader>(cache_, cache_->train(), batch, static_cast<uint64_t>(config.train_seed),
+                                               pad_id);
+  batches_per_epoch_ = static_cast<int64_t>(loader_->batches_per_epoch());
+
+  // Model: graph → plan → backend; the parameters and gradients live in the backend's regions.
+  models::DecoderGraph decoder = models::build_decoder_graph(model_config_, registry_, {batch, sequence, config.lmhead_chunks, false});
+  // LoRA: the same graph with adapters on the targeted projections and the base frozen.
+  const graph::TensorId decoder_loss = decoder.loss;
+  graph::Graph forward = lora_ ? models::apply_lora(decoder.graph, registry_, lora_->adapters, lora_->options, true)
+                               : std::move(decoder.graph);
+  plan_ = compiler::compile_training(std::move(forward), decoder_loss, registry_, {recompute_policy(config), 256});
+  backend_.load(plan_, registry_);
+  loss_ = plan_.loss;
+  inputs_ = std::make_unique<BatchInputs>(plan_);
+  if (auto seed = plan_.graph.find_tensor(models::kDropoutSeed)) dropout_seed_ = *seed;
+  std::vector<models::ParameterSpec> all_specs = specs_;
+  if (lora_) {
+    for (const models::LoraAdapter& adapter : lora_->adapters) {
+      all_specs.push_back(adapter.a);
+      all_specs.push_back(adapter.b);
+    }
+  }
+  for (const models::ParameterSpec& spec : all_specs) {
+    graph::TensorId id = plan_.tensor(spec.name);
+    weights_.push_back({spec.name, spec.shape, backend_.view<float>(id)});
+    auto gradient = plan_.parameter_gradients.find(id);
+    if (gradient == plan_.parameter_gradients.end()) continue;  // frozen (LoRA base)
+    trainable_.push_back(weights_.back());
+    gradients_.push_back(backend_.view<float>(gradient->second));
+    ParameterSlot slot;
+    slot.name = spec.name;
+    slot.master = weights_.back().values.data();
+    slot.gradient = gradients_.back().data();
+    slot.rows = spec.shape.size() == 2 ? spec.shape[0] : 1;
+    slot.cols = spec.shape.size() == 2 ? spec.shape[1] : spec.shape[0];
+    slot.apply_weight_decay = !no_weight_decay(spec.name);
+    slot.is_hidden_matrix = spec.shape.size() == 2 && spec.name.starts_with("layers.");
+    slots_.push_back(slot);
+  }
+  SUROGATE_CHECK(!slots_.empty(), "the model has trainable parameters");
+  std::span<const WeightView> base_weights(weights_.data(), specs_.size());
+  if (has_safetensors(config.model)) {
+    load_weights(config.model, specs_, base_weights);
+  } else {
+    display_.message(fmt::format("{} has no safetensors: initialising the model from scratch (seed {})", config.model,
+                                 config.train_seed));
+    initialize_weights(specs_, base_weights, static_cast<uint64_t>(config.train_seed), config.init_projections_to_zero);
+  }
+  if (lora_) {
+    initialize_lora(*lora_, weights_, static_cast<uint64_t>(config.train_seed));
+    int64_t adapter_parameters = 0;
+    for (const WeightView& weight : trainable_) adapter_parameters += static_cast<int64_t>(weight.values.size());
+    display_.message(fmt::format("LoRA: rank {}, alpha {}, dropout {} on {} ({} projections, {} trainable parameters)",
+                                 config.lora_rank, config.lora_alpha, config.lora_dropout,
+                                 fmt::join(lora_->options.target_modules, ", "), lora_->adapters.size(), adapter_parameters));
+  }
+  optimizer_ = make_optimizer(config, slots_);
+  if (config.debug_memory_breakdown) {
+    size_t optimizer_bytes = 0;
+    for (const StateTensor& tensor : optimizer_->state_tensors()) optimizer_bytes += tensor.size_bytes;
+    display_.message(compiler::format_memory_breakdown(plan_, 10, optimizer_bytes));
+  }
+
+  // Steps and schedule.
+  const int64_t accumulation = std::max<int64_t>(1, config.gradient_accumulation_steps);
+  const int64_t steps_per_epoch = std::max<int64_t>(1, batches_per_epoch_ / accumulation);
+  state_.total_steps = config.max_steps > 0 ? config.max_steps : config.num_epochs * steps_per_epoch;
+  if (state_.total_steps <= 0) fail_user("{}: the run has no steps; set num_epochs or max_steps", config.source_of("num_epochs"));
+  LrScheduleSettings schedule{schedule_type(config.lr_scheduler_type), config.learning_rate, state_.total_steps,
+                              resolve_warmup_steps(config.warmup_steps, config.warmup_ratio, state_.total_steps),
+                              config.cooldown_steps, config.final_lr_fraction};
+  schedule_ = std::make_unique<LrSchedule>(schedule);
+  state_.train_seed = static_cast<uint64_t>(config.train_seed);
+  state_.schedule = {{"type", std::string(to_string(config.lr_scheduler_type))}, {"peak", schedule.peak_learning_rate},
+                     {"total_steps", schedule.total_steps}, {"warmup_steps", schedule.warmup_steps},
+                     {"cooldown_steps", schedule.cooldown_steps}, {"final_lr_fraction", schedule.final_lr_fraction}};
+
+  if (cache_->eval().rows() > 0) {
+    evaluator_ = std::make_unique<Evaluator>(model_config_, registry_, batch, sequence, config.lmhead_chunks, cache_,
+                                             static_cast<uint64_t>(config.eval_seed), pad_id, lora_ ? &*lora_ : nullptr);
+  }
+  store_ = std::make_unique<CheckpointStore>(config.checkpoint_dir.value_or(config.output_dir),
+                                             static_cast<int>(config.save_total_limit));
+  if (config.resume_from_checkpoint) {
+    if (auto latest = store_->latest()) {
+      std::vector<StateTensor> optimizer_state = optimizer_->state_tensors();
+      TrainingState restored = restore_checkpoint(*latest, trainable_, optimizer_state);
+      restored.total_steps = state_.total_steps;
+      restored.schedule = state_.schedule;
+      state_ = std::move(restored);
+      loader_->seek(state_.loader);
+      last_saved_step_ = state_.step;
+      display_.message(fmt::format("resumed from {} (step {})", latest->string(), state_.step));
+    } else {
+      display_.message("resume_from_checkpoint: no complete checkpoint yet; starting from step 0");
+    }
+  }
+  result_.first_step = state_.step;
+  log_ = std::make_unique<MetricsLog>(config.log_file ? fs::path(*config.log_file)
+                                                      : default_log_path(config.output_dir, run_name_));
+  log_->write("config", {{"run_name", run_name_}, {"command", options.pretraining ? "pt" : "sft"},
+                         {"model", config.model}, {"total_steps", state_.total_steps}, {"start_step", state_.step},
+                         {"batch_size", batch}, {"sequence_len", sequence}, {"gradient_accumulation_steps", accumulation},
+                         {"batches_per_epoch", batches_per_epoch_}, {"parameters", [&] {
+                            int64_t count = 0;
+                            for (const auto& spec : specs_) count += graph::shape_numel(spec.shape);
+                            return count;
+                          }()}});
+  result_.log_file = log_->path();
+}
+
+void Run::fail_non_finite(const std::string& what, double value) {
+  display_.finish();
+  std::string last = store_->latest() ? store_->latest()->string() : std::string("none written yet");
+  log_->write("error", {{"step", state_.step + 1}, {"what", what}, {"value", fmt::format("{}", value)}});
+  fail_user("training diverged at step {}: the {} is {}. The last good checkpoint is {}. Lower learning_rate, "
+            "raise warmup_steps or set max_grad_norm, then resume (resume_from_checkpoint: true)",
+            state_.step + 1, what, value, last);
+}
+
+void Run::evaluate(bool final_eval) {
+  if (!evaluator_) return;
+  EvalResult eval = evaluator_->run(weights_);
+  nlohmann::json record{{"step", state_.step}, {"eval_loss", eval.loss}, {"eval_accuracy", eval.accuracy},
+                        {"eval_tokens", eval.tokens}, {"final", final_eval}};
+  state_.eval_history.push_back(record);
+  log_->write("eval", record);
+  if (!result_.initial_eval_loss) result_.initial_eval_loss = eval.loss;
+  result_.eval_loss = eval.loss;
+  result_.eval_accuracy = eval.accuracy;
+  display_.message(fmt::format("eval @ step {}: loss {:.4f} | token accuracy {:.1f}% ({} tokens)", state_.step,
+                               eval.loss, 100.0 * eval.accuracy, eval.tokens));
+}
+
+void Run::save_checkpoint() {
+  std::vector<StateTensor> optimizer_state = optimizer_->state_tensors();
+  fs::path folder = store_->save(state_.step, [&](const fs::path& temporary) {
+    write_checkpoint_files(temporary, trainable_, optimizer_state, state_);
+  });
+  last_saved_step_ = state_.step;
+  log_->write("checkpoint", {{"step", state_.step}, {"path", folder.string()}});
+}
+
+// Full fine-tuning / pt: the HF model folder. LoRA: the PEFT adapter, and with merge_adapter the
+// merged HF model folder in output_dir/merged (a separate folder: transformers treats a folder
+// holding adapter_config.json as an adapter).
+void Run::write_outputs() {
+  if (!lora_) {
+    save_hf_model(config_.output_dir, model_config_, config_.model, specs_,
+                  std::span<const WeightView>(weights_.data(), specs_.size()));
+    return;
+  }
+  LoraSettings settings{static_cast<int>(config_.lora_rank), static_cast<int>(config_.lora_alpha), config_.lora_dropout,
+                        lora_->options.target_modules};
+  save_peft_output(config_.output_dir, config_.model, lora_->adapters, weights_,
+                   peft_adapter_config(settings, config_.model));
+  if (config_.merge_adapter) {
+    const fs::path merged = merged_model_dir(config_.output_dir);
+    std::vector<WeightView> merged_views;
+    std::vector<std::vector<float>> merged_values = merge_lora_weights(*lora_, specs_, weights_);
+    for (size_t i = 0; i < specs_.size(); ++i) merged_views.push_back({specs_[i].name, specs_[i].shape, merged_values[i]});
+    save_hf_model(merged, model_config_, config_.model, specs_, merged_views);
+    display_.message(fmt::format("merged model written to {}", merged.string()));
+  }
+}
+
+TrainingResult Run::run() {
+  const Clock::time_point start = Clock::now();
+  const int64_t accumulation = std::max<int64_t>(1, config_.gradient_accumulation_steps);
+  if (state_.step == 0) evaluate(false);
+  std::vector<data::PackedBatch> window(static_cast<size_t>(accumulation));
+  double step_seconds_total = 0.0;
+  int64_t steps_timed = 0;
+  while (state_.step < state_.total_steps) {
+    const Clock::time_point step_start = Clock::now();
+    int64_t loss_tokens = 0, tokens = 0;
+    for (data::PackedBatch& batch : window) {
+      batch = loader_->next();
+      loss_tokens += batch.num_loss_tokens;
+      tokens += batch.num_tokens;
+    }
+    const float scale = loss_tokens > 0 ? 1.0f / static_cast<float>(loss_tokens) : 0.0f;
+    double loss = 0.0;
+    int64_t micro = 0;
+    for (const data::PackedBatch& batch : window) {
+      std::vector<runtime::InputBinding> bindings = inputs_->bind(batch, scale);
+      if (dropout_seed_ != graph::kNoTensor) {
+        dropout_seed_value_ = dropout_seed(state_.train_seed, state_.step, micro);
+        bindings.push_back({dropout_seed_, std::as_bytes(std::span<const int32_t>(&dropout_seed_value_, 1))});
+      }
+      ++micro;
+      backend_.execute(bindings);
+      loss += backend_.view<float>(loss_)[0];
+    }
+    if (!std::isfinite(loss)) fail_non_finite("loss", loss);
+    const double grad_norm = ops::global_norm<float>(gradients_);
+    if (!std::isfinite(grad_norm)) fail_non_finite("gradient norm", grad_norm);
+    if (config_.max_grad_norm > 0) {
+      const double coefficient = ops::clip_coefficient(grad_norm, config_.max_grad_norm);
+      if (coefficient < 1.0) {
+        for (ParameterSlot& slot : slots_) ops::scale(const_cast<float*>(slot.gradient), slot.size(), static_cast<float>(coefficient));
+      }
+    }
+    const double learning_rate = schedule_->learning_rate(state_.step);
+    optimizer_->step(slots_, {state_.step, learning_rate, config_.weight_decay});
+    backend_.zero_gradients();
+    ++state_.step;
+    state_.loader = loader_->position();
+
+    const double seconds = seconds_since(step_start);
+    step_seconds_total += seconds;
+    ++steps_timed;
+    const double epoch = static_cast<double>(state_.loader.epoch) +
+                         static_cast<double>(state_.loader.index) / static_cast<double>(std::max<int64_t>(1, batches_per_epoch_));
+    nlohmann::json record{{"step", state_.step}, {"epoch", epoch}, {"loss", loss}, {"lr", learning_rate},
+                          {"grad_norm", grad_norm}, {"tokens", tokens}, {"loss_tokens", loss_tokens},
+                          {"tokens_per_second", tokens / std::max(seconds, 1e-9)}, {"step_seconds", seconds}};
+    state_.history.push_back(record);
+    log_->write("step", record);
+    result_.step_losses.push_back(loss);
+    if (!options_.quiet) {
+      display_.step({state_.step, state_.total_steps, epoch, loss, learning_rate, grad_norm,
+                     tokens / std::max(seconds, 1e-9),
+                     step_seconds_total / static_cast<double>(steps_timed) * static_cast<double>(state_.total_steps - state_.step)});
+    }
+    if (config_.eval_steps > 0 && state_.step % config_.eval_steps == 0 && state_.step < state_.total_steps) evaluate(false);
+    if (config_.save_steps > 0 && state_.step % config_.save_steps == 0) save_checkpoint();
+    if (options_.stop_after_step && state_.step == *options_.stop_after_step) {
+      display_.finish();
+      result_.steps = state_.step;
+      result_.seconds = seconds_since(start);
+      return result_;
+    }
+  }
+  display_.finish();
+  evaluate(true);
+  if (last_saved_step_ != state_.step) save_checkpoint();
+  write_outputs();
+  result_.steps = state_.step;
+  result_.seconds = seconds_since(start);
+  auto rows = summary_rows();
+  result_.report_file = fs::path(config_.output_dir) / fmt::format("report-{}.html", run_name_);
+  write_html_report(result_.report_file, fmt::format("Surogate {} run '{}'", options_.pretraining ? "pt" : "sft", run_name_),
+                    state_.history, state_.eval_history, rows);
+  nlohmann::json summary = nlohmann::json::object();
+  for (const auto& [key, value] : rows) summary[key] = value;
+  log_->write("summary", summary);
+  display_.message(format_summary_table("training summary", rows));
+  return result_;
+}
+
+std::vector<std::pair<std::string, std::string>> Run::summary_rows() const {
+  std::vector<std::pair<std::string, std::string>> rows;
+  rows.emplace_back("steps", fmt::format("{} (this run: {})", state_.step, state_.step - result_.first_step));
+  if (!state_.history.empty()) {
+    rows.emplace_back("first step loss", fmt::format("{:.4f}", state_.history.front()["loss"].get<double>()));
+    rows.emplace_back("last step loss", fmt::format("{:.4f}", state_.history.back()["loss"].get<double>()));
+  }
+  if (result_.initial_eval_loss) rows.emplace_back("eval loss before training", fmt::format("{:.4f}", *result_.initial_eval_loss));
+  if (result_.eval_loss) {
+    rows.emplace_back("final eval loss", fmt::format("{:.4f}", *result_.eval_loss));
+    rows.emplace_back("final eval token accuracy",
+                      fmt::format("{:.1f}% (chance {:.1f}%)", 100.0 * *result_.eval_accuracy, 100.0 / static_cast<double>(model_config_.vocab_size)));
+  }
+  rows.emplace_back("time", format_duration(result_.seconds));
+  if (lora_) {
+    rows.emplace_back("adapter (PEFT)", config_.output_dir);
+    if (config_.merge_adapter) rows.emplace_back("merged model", merged_model_dir(config_.output_dir).string());
+  } else {
+    rows.emplace_back("model", config_.output_dir);
+  }
+  rows.emplace_back("checkpoints", config_.checkpoint_dir.value_or(config_.output_dir));
+  rows.emplace_back("log", result_.log_file.string());
+  rows.emplace_back("report", (fs::path(config_.output_dir) / fmt::format("report-{}.html", run_name_)).string());
+  return rows;
+}
+
+}  // namespace
+
+TrainingResult run_training(const Config& config, const TrainerOptions& options) {
+  Run run(config, options);
+  return run.run();
+}
+
+}  // namespace surogate::train

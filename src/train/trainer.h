@@ -1,0 +1,49 @@
+// The trainer: runs one `surogate sft` / `surogate pt` job on the CPU backend.
+//
+// It orchestrates and does not compute: the model is a graph (train/model/decoder_graph.h)
+// compiled once with the configured recompute policy; the step loop only moves batches in,
+// executes the plan, and hands the gradients (views into the backend's gradient region) to the
+// optimizer, which updates the fp32 parameters in place. Per optimizer step:
+//   gradient_accumulation_steps micro-batches (loss scaled by 1 / loss tokens of the window, so
+//   gradients accumulate to the window's mean) → global grad norm → clip to max_grad_norm
+//   (0 disables) → optimizer step at the schedule's LR → zero gradients → log, eval, checkpoint.
+// A non-finite loss or gradient stops the run with a UserError naming the step; checkpoints
+// already written stay intact. At the end: final eval, final checkpoint, the HF model folder in
+// output_dir, the HTML report and a summary table.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+
+namespace surogate::train {
+
+struct TrainerOptions {
+  bool pretraining = false;             // `surogate pt`
+  std::string default_run_name = "run";  // used when run_name is unset (the config file's stem)
+  std::optional<bool> live_progress;     // default: stdout is a terminal
+  bool quiet = false;                    // no per-step lines (tests)
+  // Stop right after this optimizer step (its checkpoint, if due, is written) without the final
+  // eval / outputs, exactly as if the process had been killed there: what resume tests need.
+  std::optional<int64_t> stop_after_step;
+};
+
+struct TrainingResult {
+  int64_t steps = 0;                     // optimizer steps completed (total, including resumed ones)
+  int64_t first_step = 0;                // step the run started from (0 unless resumed)
+  std::vector<double> step_losses;       // this process's steps, in order
+  std::optional<double> eval_loss;       // final evaluation
+  std::optional<double> eval_accuracy;
+  std::optional<double> initial_eval_loss;
+  double seconds = 0.0;
+  std::filesystem::path log_file;
+  std::filesystem::path report_file;
+};
+
+TrainingResult run_training(const Config& config, const TrainerOptions& options);
+
+}  // namespace surogate::train
