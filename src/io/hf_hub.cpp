@@ -8,7 +8,11 @@
 #include <fnmatch.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <fstream>
+#include <functional>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -135,6 +139,48 @@ std::vector<std::string> select_files(const nlohmann::json& info, const HubRepo&
     fail_user("dataset '{}' has no files matching the requested patterns", repo.id);
   }
   return selected;
+}
+
+// The weight files a model needs, picked the way transformers picks them: the shards named by
+// model.safetensors.index.json, else model.safetensors, else every top-level *.safetensors.
+// Repos often carry a second copy in another layout (Mistral's consolidated.safetensors), which
+// would double the download. `fetch_now` downloads one file and returns its local path (used for
+// the index, which must be read before the shards are chosen).
+std::vector<std::string> drop_unneeded_weights(const std::vector<std::string>& files, const HubRepo& repo,
+                                               const std::function<fs::path(const std::string&)>& fetch_now) {
+  constexpr std::string_view kIndex = "model.safetensors.index.json";
+  auto listed = [&](std::string_view name) { return std::find(files.begin(), files.end(), name) != files.end(); };
+  std::set<std::string> needed;
+  if (listed(kIndex)) {
+    const fs::path index_path = fetch_now(std::string(kIndex));
+    std::ifstream stream(index_path);
+    nlohmann::json index = nlohmann::json::parse(stream, nullptr, /*allow_exceptions=*/false);
+    if (index.is_discarded() || !index.is_object() || !index.contains("weight_map") || !index["weight_map"].is_object()) {
+      fail_user("model '{}': {} is not an index with a 'weight_map' object; the repo is broken, use a local "
+                "folder instead", repo.id, kIndex);
+    }
+    needed.insert(std::string(kIndex));
+    for (const auto& [tensor, shard] : index["weight_map"].items()) {
+      if (!shard.is_string()) fail_user("model '{}': {} maps '{}' to a non-string", repo.id, kIndex, tensor);
+      const std::string& shard_name = shard.get_ref<const std::string&>();
+      check_repo_file_name(shard_name);
+      if (!listed(shard_name)) {
+        fail_user("model '{}': {} names shard '{}', which the repo does not have (or --include excluded)",
+                  repo.id, kIndex, shard_name);
+      }
+      needed.insert(shard_name);
+    }
+  } else if (listed("model.safetensors")) {
+    needed.insert("model.safetensors");
+  } else {
+    return files;
+  }
+  std::vector<std::string> kept;
+  for (const std::string& name : files) {
+    const bool weights = name.ends_with(".safetensors") || name.ends_with(".safetensors.index.json");
+    if (!weights || needed.count(name) != 0) kept.push_back(name);
+  }
+  return kept;
 }
 
 class ProgressPrinter {
@@ -295,29 +341,32 @@ fs::path resolve_online(const HubSettings& settings, const HubRepo& repo, const 
   }
   const std::string commit = info["sha"].get<std::string>();
   check_commit_hash(commit);
-  const std::vector<std::string> files = select_files(info, repo, patterns);
+  std::vector<std::string> files = select_files(info, repo, patterns);
   const fs::path snapshot = cache.snapshot_folder(commit);
   std::error_code error;
   size_t fetched = 0;
-  for (const std::string& name : files) {
-    if (fs::exists(snapshot / name, error)) continue;  // a live link to a finished blob
+  auto fetch = [&](const std::string& name) -> fs::path {
+    if (fs::exists(snapshot / name, error)) return snapshot / name;  // a live link to a finished blob
     RemoteFile remote = lookup_file(http, settings, repo, commit, name);
     fs::path blob = cache.blob_path(remote.etag);
     if (!fs::exists(blob, error)) {
       // Another process (a second rank, a Python tool) may be fetching the same blob: wait for it,
       // then look again.
       FileLock lock(cache.lock_path(remote.etag));
-      if (fs::exists(blob, error)) {
-        cache.link_snapshot_file(commit, name, remote.etag);
-        continue;
+      if (!fs::exists(blob, error)) {
+        if (fetched++ == 0) {
+          std::fprintf(stderr, "downloading %s into %s\n", repo.id.c_str(), cache.repo_folder().c_str());
+        }
+        std::fprintf(stderr, "  %s%s\n", name.c_str(),
+                     remote.size ? fmt::format(" ({})", format_bytes(*remote.size)).c_str() : "");
+        fetch_blob(http, remote, blob, repo, name);
       }
-      if (fetched++ == 0) std::fprintf(stderr, "downloading %s into %s\n", repo.id.c_str(), cache.repo_folder().c_str());
-      std::fprintf(stderr, "  %s%s\n", name.c_str(),
-                   remote.size ? fmt::format(" ({})", format_bytes(*remote.size)).c_str() : "");
-      fetch_blob(http, remote, blob, repo, name);
     }
     cache.link_snapshot_file(commit, name, remote.etag);
-  }
+    return snapshot / name;
+  };
+  if (repo.type == RepoType::Model) files = drop_unneeded_weights(files, repo, fetch);
+  for (const std::string& name : files) fetch(name);
   fs::create_directories(snapshot, error);
   cache.write_ref(repo.revision, commit);
   return snapshot;

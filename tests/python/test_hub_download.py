@@ -316,3 +316,37 @@ def test_concurrent_downloads_share_one_blob(surogate_bin, hub, tmp_path):
     lock = tmp_path / "cache" / ".locks" / "models--org--tiny" / (hub.sha256("model.safetensors") + ".lock")
     assert lock.exists()
     assert not list((tmp_path / "cache/models--org--tiny/blobs").glob("*.incomplete"))
+
+
+def test_only_the_weights_transformers_would_load_are_fetched(surogate_bin, tmp_path):
+    """Repos often hold a second copy of the weights (Mistral's consolidated.safetensors): with an
+    index only its shards are fetched, with model.safetensors only that file."""
+    shard = bytes(range(64))
+    files = {
+        "config.json": b"{}",
+        "model.safetensors.index.json": json.dumps({"metadata": {"total_size": 128}, "weight_map": {
+            "a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}}).encode(),
+        "model-00001-of-00002.safetensors": shard,
+        "model-00002-of-00002.safetensors": shard[::-1],
+        "consolidated.safetensors": b"x" * 4096,
+        "consolidated.safetensors.index.json": b"{}",
+    }
+    with FakeHub(files, repo_id="org/sharded") as hub:
+        result = download(surogate_bin, hub_env(tmp_path, hub.url), "org/sharded")
+        assert result.returncode == 0, result.stderr
+        snapshot = pathlib.Path(result.stdout.strip())
+        assert {p.name for p in snapshot.iterdir()} == {"config.json", "model.safetensors.index.json",
+                                                        "model-00001-of-00002.safetensors",
+                                                        "model-00002-of-00002.safetensors"}
+        assert not hub.gets_of("consolidated.safetensors")
+    single = {"config.json": b"{}", "model.safetensors": shard, "consolidated.safetensors": b"x" * 4096}
+    with FakeHub(single, repo_id="org/single") as hub:
+        result = download(surogate_bin, hub_env(tmp_path, hub.url), "org/single")
+        assert result.returncode == 0, result.stderr
+        assert {p.name for p in pathlib.Path(result.stdout.strip()).iterdir()} == {"config.json", "model.safetensors"}
+    broken = dict(files)
+    broken["model.safetensors.index.json"] = json.dumps({"weight_map": {"a": "model-00009-of-00009.safetensors"}}).encode()
+    with FakeHub(broken, repo_id="org/broken") as hub:
+        result = download(surogate_bin, hub_env(tmp_path, hub.url), "org/broken")
+        assert result.returncode == 2
+        assert "model-00009-of-00009.safetensors" in result.stderr and "does not have" in result.stderr
