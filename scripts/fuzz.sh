@@ -2,6 +2,7 @@
 # Builds the libFuzzer targets with clang (+ address / undefined-behaviour sanitizers) and runs
 # one of them for a while, starting from its checked-in seed corpus.
 #   scripts/fuzz.sh [SECONDS] [TARGET]      defaults: 60 seconds, fuzz_safetensors_header
+#                                           (targets: fuzz_safetensors_header, fuzz_model_config)
 #   SUROGATE_FUZZ_BUILD_DIR                 build folder (default: build-fuzz)
 # Needs clang and its libFuzzer runtime (Debian: clang, libclang-rt-14-dev; scripts/install_deps.sh
 # installs both). New interesting inputs go to <build>/corpus/<target>/ (the checked-in seeds are
@@ -14,7 +15,9 @@ cd "$(dirname "$0")/.."
 seconds=${1:-60}
 target=${2:-fuzz_safetensors_header}
 build_dir=${SUROGATE_FUZZ_BUILD_DIR:-build-fuzz}
-seed_dir="fuzz/corpus/${target#fuzz_}"
+seed_dirs=("fuzz/corpus/${target#fuzz_}")
+# The config.json samples of the io tests are good seeds too.
+[[ $target == fuzz_model_config ]] && seed_dirs+=(tests/io/data/configs)
 work_corpus="$build_dir/corpus/$target"
 
 cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
@@ -24,4 +27,4 @@ cmake --build "$build_dir" --target "$target"
 
 mkdir -p "$work_corpus" "$build_dir/artifacts"
 "$build_dir/fuzz/$target" -max_total_time="$seconds" -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
-  -artifact_prefix="$build_dir/artifacts/" -print_final_stats=1 "$work_corpus" "$seed_dir"
+  -artifact_prefix="$build_dir/artifacts/" -print_final_stats=1 "$work_corpus" "${seed_dirs[@]}"
