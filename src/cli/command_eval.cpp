@@ -131,7 +131,7 @@ int run_eval(const EvalOptions& options) {
 
 Command register_eval_command(CLI::App& parent) {
   auto options = std::make_shared<EvalOptions>();
-  CLI::App* app = parent.add_subcommand("eval", "Loss and perplexity of a model on pre-tokenized data");
+  CLI::App* app = parent.add_subcommand("eval", "Loss and perplexity of a model on JSONL data (token ids, or text / chat rows)");
   app->add_option("--model", options->model_dir, "HF model folder (config.json + safetensors)")->required();
   app->add_option("--data", options->data,
                   "JSONL: {\"input_ids\": [...], \"labels\"?: [...]} or a text / instruction / conversation row per line")
