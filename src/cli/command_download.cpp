@@ -59,4 +59,6 @@ Command register_download_command(CLI::App& parent) {
   return Command{app, [options] { return run_download(*options); }};
 }
 
+const CommandRegistration kDownloadRegistration{20, register_download_command};
+
 }  // namespace surogate::cli

@@ -57,4 +57,6 @@ Command register_info_command(CLI::App& parent) {
   return Command{app, run_info};
 }
 
+const CommandRegistration kInfoRegistration{10, register_info_command};
+
 }  // namespace surogate::cli

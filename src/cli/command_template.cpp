@@ -127,4 +127,6 @@ Command register_template_command(CLI::App& parent) {
                  }};
 }
 
+const CommandRegistration kTemplateRegistration{40, register_template_command};
+
 }  // namespace surogate::cli

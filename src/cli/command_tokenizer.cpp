@@ -176,4 +176,6 @@ Command register_tokenizer_command(CLI::App& parent) {
                  }};
 }
 
+const CommandRegistration kTokenizerRegistration{30, register_tokenizer_command};
+
 }  // namespace surogate::cli

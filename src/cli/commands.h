@@ -1,8 +1,12 @@
-// Every `surogate <command>` is declared here and defined in its own command_<name>.cpp.
-// A command registers its CLI11 subcommand and returns the function that runs it.
+// Every `surogate <command>` lives in its own command_<name>.cpp, which defines a function that
+// adds its CLI11 subcommand and registers that function at namespace scope:
+//   const CommandRegistration kRegistration{kOrder, register_info_command};
+// main.cpp adds every registered command, so a new command needs no edit outside its own file.
 #pragma once
 
 #include <functional>
+#include <utility>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -16,8 +20,14 @@ struct Command {
   CommandRunner run;
 };
 
-Command register_info_command(CLI::App& parent);
-Command register_sft_command(CLI::App& parent);
-Command register_pt_command(CLI::App& parent);
+using CommandFactory = Command (*)(CLI::App& parent);
+
+// Registers `factory` at static-initialisation time; `order` is the command's place in --help.
+struct CommandRegistration {
+  CommandRegistration(int order, CommandFactory factory);
+};
+
+// Every registered command, sorted by order.
+std::vector<CommandFactory> registered_commands();
 
 }  // namespace surogate::cli

@@ -1,6 +1,7 @@
 // `surogate`: the command-line entry point. Parses the subcommand, runs it, and maps errors to
 // exit codes: 0 success, 2 the user's mistake (UserError, bad arguments), 1 a bug in Surogate.
 #include <cstdio>
+#include <algorithm>
 #include <exception>
 #include <vector>
 
@@ -19,17 +20,38 @@ constexpr int kExitUserError = 2;
 
 }  // namespace
 
+namespace surogate::cli {
+namespace {
+
+std::vector<std::pair<int, CommandFactory>>& command_table() {
+  static std::vector<std::pair<int, CommandFactory>> table;  // function-local: safe during static init
+  return table;
+}
+
+}  // namespace
+
+CommandRegistration::CommandRegistration(int order, CommandFactory factory) {
+  command_table().emplace_back(order, factory);
+}
+
+std::vector<CommandFactory> registered_commands() {
+  auto table = command_table();
+  std::stable_sort(table.begin(), table.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<CommandFactory> factories;
+  for (const auto& entry : table) factories.push_back(entry.second);
+  return factories;
+}
+
+}  // namespace surogate::cli
+
 int main(int argc, char** argv) {
   using namespace surogate::cli;
   CLI::App app{"Surogate: fast LLM pre-training and fine-tuning on NVIDIA GPUs", "surogate"};
   app.set_version_flag("--version", std::string(surogate_version_string()));
   app.require_subcommand(1);
 
-  std::vector<Command> commands = {
-      register_info_command(app),
-      register_sft_command(app),
-      register_pt_command(app),
-  };
+  std::vector<Command> commands;
+  for (CommandFactory factory : registered_commands()) commands.push_back(factory(app));
 
   try {
     app.parse(argc, argv);

@@ -1,7 +1,8 @@
 // The run configuration: one field per option of the configuration reference, named exactly as
-// the option, with the documented default. Enumerated options are strings checked against their
-// allowed values when loaded (config_fields.cpp lists them). Values that default to something
-// derived from the model or another option are std::optional until resolved.
+// the option, with the documented default. Enumerated options are enums (config_enums.h, which
+// also converts them to and from their YAML spelling). Values that default to something derived
+// from the model or another option are std::optional; load_config() resolves those it can
+// (checkpoint_dir, max_length), the rest stay empty until the model is known.
 #pragma once
 
 #include <cstdint>
@@ -10,11 +11,13 @@
 #include <string>
 #include <vector>
 
+#include "config/config_enums.h"
+
 namespace surogate {
 
 struct DatasetConfig {
   std::string path;
-  std::string type;                 // text | instruction | conversation | auto
+  DatasetType type = DatasetType::Auto;  // required in the file; validated present
   std::optional<std::string> subset;
   std::string split = "train";
   std::optional<int64_t> samples;
@@ -24,7 +27,7 @@ struct DatasetConfig {
   std::optional<std::string> instruction_field;
   std::optional<std::string> output_field;
   std::optional<std::string> input_field;
-  std::optional<std::string> system_prompt_type;   // field | fixed
+  std::optional<SystemPromptType> system_prompt_type;
   std::optional<std::string> system_prompt_field;
   std::optional<std::string> system_prompt;
   std::optional<std::string> prompt_format;
@@ -60,7 +63,7 @@ struct Config {
   std::optional<int64_t> sequence_len;              // the model's max when unset
   std::optional<int64_t> max_model_len;
   std::optional<std::string> rope_scaling;
-  std::optional<std::string> torch_dtype;           // bfloat16 | float16 | float32
+  std::optional<TorchDtype> torch_dtype;            // from the model config when unset
 
   // Recomputation
   bool recompute_swiglu = true;
@@ -95,19 +98,19 @@ struct Config {
   bool use_cuda_graphs = true;
 
   // Mixed precision and recipes
-  std::string recipe = "bf16";                      // bf16 | fp8_hybrid | nvfp4
-  std::optional<std::string> gradient_dtype;
-  std::optional<std::string> master_dtype;
+  Recipe recipe = Recipe::Bf16;
+  std::optional<GradientDtype> gradient_dtype;      // the matmul dtype when unset
+  std::optional<MasterDtype> master_dtype;          // the model dtype when unset
   bool use_fused_rope = false;
   int64_t fp8_amax_history = 1024;
-  std::string fp4_backend = "cutlass";              // cutlass | cudnn
+  Fp4Backend fp4_backend = Fp4Backend::Cutlass;
   int64_t skip_quant_first_layers = 0;
   int64_t skip_quant_last_layers = 0;
 
   // Optimizer
-  std::string optimizer = "adamw_8bit";             // adamw_8bit | normuon | adamw
+  Optimizer optimizer = Optimizer::AdamW8bit;
   double learning_rate = 2e-4;
-  std::string lr_scheduler_type = "linear";         // linear | cosine | wsd
+  LrScheduler lr_scheduler_type = LrScheduler::Linear;
   double warmup_ratio = 0.0;
   int64_t warmup_steps = 0;
   int64_t cooldown_steps = 0;
@@ -146,7 +149,7 @@ struct Config {
   int64_t lora_rank = 16;
   int64_t lora_alpha = 32;
   double lora_dropout = 0.05;
-  std::string lora_dtype = "fp32";                  // bf16 | fp32
+  LoraDtype lora_dtype = LoraDtype::Fp32;
   std::vector<std::string> lora_target_modules = {"all-linear"};
   bool merge_adapter = false;
 
@@ -164,18 +167,18 @@ struct Config {
   std::optional<std::string> template_name;         // the option `template` (a C++ keyword)
   std::optional<std::string> system;
   std::optional<int64_t> max_length;                // resolved to sequence_len when unset
-  std::string truncation_strategy = "delete";       // delete | left | right | split
-  std::string padding_side = "right";               // left | right
+  TruncationStrategy truncation_strategy = TruncationStrategy::Delete;
+  PaddingSide padding_side = PaddingSide::Right;
   bool padding_free = false;
   std::string loss_scale = "default";
   int64_t sequence_parallel_size = 1;
   std::optional<std::string> response_prefix;
   std::optional<int64_t> max_pixels;
-  std::optional<std::string> norm_bbox;             // norm1000 | none
+  std::optional<NormBbox> norm_bbox;
   std::optional<std::string> agent_template;
 
   // Logging and reporting
-  std::vector<std::string> report_to;               // wandb | aim
+  std::vector<ReportTarget> report_to;
   std::optional<std::string> log_file;
   int64_t log_gpu_util = 100;
   std::string wandb_project = "Surogate";

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "core/error.h"
+
 namespace surogate::config_detail {
 namespace {
 
@@ -25,7 +27,7 @@ const FieldTable<DatasetConfig>& dataset_fields() {
   using D = DatasetConfig;
   static const FieldTable<D> table = {
       field("path", &D::path),
-      field("type", &D::type, {"text", "instruction", "conversation", "auto"}),
+      field("type", &D::type),
       field("subset", &D::subset),
       field("split", &D::split),
       field("samples", &D::samples),
@@ -33,7 +35,7 @@ const FieldTable<DatasetConfig>& dataset_fields() {
       field("instruction_field", &D::instruction_field),
       field("output_field", &D::output_field),
       field("input_field", &D::input_field),
-      field("system_prompt_type", &D::system_prompt_type, {"field", "fixed"}),
+      field("system_prompt_type", &D::system_prompt_type),
       field("system_prompt_field", &D::system_prompt_field),
       field("system_prompt", &D::system_prompt),
       field("prompt_format", &D::prompt_format),
@@ -64,7 +66,7 @@ const FieldTable<Config>& config_fields() {
       field("sequence_len", &C::sequence_len),
       field("max_model_len", &C::max_model_len),
       field("rope_scaling", &C::rope_scaling),
-      field("torch_dtype", &C::torch_dtype, {"bfloat16", "float16", "float32"}),
+      field("torch_dtype", &C::torch_dtype),
       // Recomputation
       field("recompute_swiglu", &C::recompute_swiglu),
       field("recompute_rmsnorm", &C::recompute_rmsnorm),
@@ -99,18 +101,18 @@ const FieldTable<Config>& config_fields() {
       field("gpus", &C::gpus),
       field("use_cuda_graphs", &C::use_cuda_graphs),
       // Recipes
-      field("recipe", &C::recipe, {"bf16", "fp8_hybrid", "nvfp4"}),
-      field("gradient_dtype", &C::gradient_dtype, {"bf16", "fp32", "fp8_e4m3", "fp8_e5m2"}),
-      field("master_dtype", &C::master_dtype, {"bf16", "fp32"}),
+      field("recipe", &C::recipe),
+      field("gradient_dtype", &C::gradient_dtype),
+      field("master_dtype", &C::master_dtype),
       field("use_fused_rope", &C::use_fused_rope),
       field("fp8_amax_history", &C::fp8_amax_history),
-      field("fp4_backend", &C::fp4_backend, {"cutlass", "cudnn"}),
+      field("fp4_backend", &C::fp4_backend),
       field("skip_quant_first_layers", &C::skip_quant_first_layers),
       field("skip_quant_last_layers", &C::skip_quant_last_layers),
       // Optimizer
-      field("optimizer", &C::optimizer, {"adamw_8bit", "normuon", "adamw"}),
+      field("optimizer", &C::optimizer),
       field("learning_rate", &C::learning_rate),
-      field("lr_scheduler_type", &C::lr_scheduler_type, {"linear", "cosine", "wsd"}),
+      field("lr_scheduler_type", &C::lr_scheduler_type),
       field("warmup_ratio", &C::warmup_ratio),
       field("warmup_steps", &C::warmup_steps),
       field("cooldown_steps", &C::cooldown_steps),
@@ -145,7 +147,7 @@ const FieldTable<Config>& config_fields() {
       field("lora_rank", &C::lora_rank),
       field("lora_alpha", &C::lora_alpha),
       field("lora_dropout", &C::lora_dropout),
-      field("lora_dtype", &C::lora_dtype, {"bf16", "fp32"}),
+      field("lora_dtype", &C::lora_dtype),
       field("lora_target_modules", &C::lora_target_modules),
       field("merge_adapter", &C::merge_adapter),
       // QLoRA
@@ -161,17 +163,17 @@ const FieldTable<Config>& config_fields() {
       field("template", &C::template_name),
       field("system", &C::system),
       field("max_length", &C::max_length),
-      field("truncation_strategy", &C::truncation_strategy, {"delete", "left", "right", "split"}),
-      field("padding_side", &C::padding_side, {"left", "right"}),
+      field("truncation_strategy", &C::truncation_strategy),
+      field("padding_side", &C::padding_side),
       field("padding_free", &C::padding_free),
       field("loss_scale", &C::loss_scale),
       field("sequence_parallel_size", &C::sequence_parallel_size),
       field("response_prefix", &C::response_prefix),
       field("max_pixels", &C::max_pixels),
-      field("norm_bbox", &C::norm_bbox, {"norm1000", "none"}),
+      field("norm_bbox", &C::norm_bbox),
       field("agent_template", &C::agent_template),
       // Logging
-      field("report_to", &C::report_to, {"wandb", "aim"}),
+      field("report_to", &C::report_to),
       field("log_file", &C::log_file),
       field("log_gpu_util", &C::log_gpu_util),
       field("wandb_project", &C::wandb_project),
@@ -202,6 +204,13 @@ Field<Config> dataset_list(std::string name, std::vector<DatasetConfig> Config::
           Where entry_where{fmt::format("{}[{}]", name, index), source_of_key(where.file, entry, where.source),
                             where.file};
           if (!entry.IsMap()) type_error(entry_where, "a mapping with at least path and type", entry);
+          for (const char* required : {"path", "type"}) {
+            if (!entry[required]) {
+              fail_user("{}: option '{}.{}' is missing: every dataset entry needs path (a local file or folder, "
+                        "or a hub dataset id) and type (one of: {})",
+                        entry_where.source, entry_where.key, required, join_names(enum_names<DatasetType>()));
+            }
+          }
           DatasetConfig dataset;
           decode_fields(dataset_fields(), entry, prefix, entry_where, dataset);
           list.push_back(std::move(dataset));

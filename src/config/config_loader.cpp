@@ -18,7 +18,8 @@ using config_detail::Where;
 void record_sources(const YAML::Node& node, const std::string& prefix, const std::string& file, Config& config) {
   if (node.IsMap()) {
     for (const auto& entry : node) {
-      std::string key = prefix + entry.first.as<std::string>();
+      if (!entry.first.IsScalar()) continue;  // decode_fields reports it with its line
+      std::string key = prefix + entry.first.Scalar();
       config.sources[key] = config_detail::source_of_key(file, entry.first, file);
       record_sources(entry.second, key + ".", file, config);
     }
@@ -96,7 +97,7 @@ Config load_config_from_string(const std::string& yaml_text, const std::string& 
   YAML::Node root;
   try {
     root = YAML::Load(yaml_text);
-  } catch (const YAML::ParserException& error) {
+  } catch (const YAML::Exception& error) {
     fail_user("{}:{}:{}: invalid YAML: {}", file_label, error.mark.line + 1, error.mark.column + 1, error.msg);
   }
   Config config;

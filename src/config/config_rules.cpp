@@ -37,19 +37,18 @@ bool one_of(T value, std::initializer_list<T> allowed) {
 
 void validate_dataset(const Config& config, const DatasetConfig& dataset, const std::string& key) {
   require(!dataset.path.empty(), config, key + ".path", "is required: a local file or folder, or a hub dataset id");
-  require(!dataset.type.empty(), config, key + ".type", "is required: text, instruction, conversation or auto");
   if (dataset.samples) require_positive(config, key + ".samples", *dataset.samples);
-  if (dataset.type == "instruction") {
+  if (dataset.type == DatasetType::Instruction) {
     require(dataset.instruction_field.has_value(), config, key + ".instruction_field",
             "is required for type: instruction (the column holding the instruction)");
     require(dataset.output_field.has_value(), config, key + ".output_field",
             "is required for type: instruction (the column holding the expected answer)");
   }
-  if (dataset.system_prompt_type == "field") {
+  if (dataset.system_prompt_type == SystemPromptType::Field) {
     require(dataset.system_prompt_field.has_value(), config, key + ".system_prompt_field",
             "is required when system_prompt_type is field");
   }
-  if (dataset.system_prompt_type == "fixed") {
+  if (dataset.system_prompt_type == SystemPromptType::Fixed) {
     require(dataset.system_prompt.has_value(), config, key + ".system_prompt",
             "is required when system_prompt_type is fixed");
   }
@@ -114,7 +113,7 @@ void validate_config(const Config& config, const std::string& file_label) {
   require_fraction(config, "warmup_ratio", config.warmup_ratio);
   require(config.warmup_steps >= 0, config, "warmup_steps", "must not be negative");
   require(config.cooldown_steps >= 0, config, "cooldown_steps", "must not be negative");
-  require(config.cooldown_steps == 0 || config.lr_scheduler_type == "wsd", config, "cooldown_steps",
+  require(config.cooldown_steps == 0 || config.lr_scheduler_type == LrScheduler::Wsd, config, "cooldown_steps",
           "only applies to lr_scheduler_type: wsd (linear and cosine decay over the whole run)");
   require_fraction(config, "final_lr_fraction", config.final_lr_fraction);
   require(config.weight_decay >= 0.0, config, "weight_decay", "must not be negative");
@@ -181,9 +180,9 @@ void validate_for_hardware(const Config& config, int best_sm) {
     fail_user("{}: option '{}' needs a GPU of compute capability SM{}+ ({}), but this machine has {}",
               config.source_of(key), key, min_sm, family, have);
   };
-  need(config.recipe == "fp8_hybrid", "recipe", 89, "Ada, Hopper or Blackwell");
+  need(config.recipe == Recipe::Fp8Hybrid, "recipe", 89, "Ada, Hopper or Blackwell");
   need(config.qlora_fp8, "qlora_fp8", 89, "Ada, Hopper or Blackwell");
-  need(config.recipe == "nvfp4", "recipe", 100, "Blackwell");
+  need(config.recipe == Recipe::Nvfp4, "recipe", 100, "Blackwell");
   need(config.qlora_fp4, "qlora_fp4", 100, "Blackwell");
 }
 

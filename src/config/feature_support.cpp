@@ -19,12 +19,12 @@ struct UnsupportedOption {
 const std::vector<UnsupportedOption>& unsupported_options() {
   static const std::vector<UnsupportedOption> table = {
       {"apply_recommended_values", [](const Config& c) { return c.apply_recommended_values; }},
-      {"recipe", [](const Config& c) { return c.recipe != "bf16"; }},
+      {"recipe", [](const Config& c) { return c.recipe != Recipe::Bf16; }},
       {"gradient_dtype", [](const Config& c) { return c.gradient_dtype.has_value(); }},
       {"master_dtype", [](const Config& c) { return c.master_dtype.has_value(); }},
       {"use_fused_rope", [](const Config& c) { return c.use_fused_rope; }},
       {"fp8_amax_history", [](const Config& c) { return c.fp8_amax_history != 1024; }},
-      {"fp4_backend", [](const Config& c) { return c.fp4_backend != "cutlass"; }},
+      {"fp4_backend", [](const Config& c) { return c.fp4_backend != Fp4Backend::Cutlass; }},
       {"skip_quant_first_layers", [](const Config& c) { return c.skip_quant_first_layers != 0; }},
       {"skip_quant_last_layers", [](const Config& c) { return c.skip_quant_last_layers != 0; }},
       {"offload_residual", [](const Config& c) { return c.offload_residual; }},
@@ -46,7 +46,7 @@ const std::vector<UnsupportedOption>& unsupported_options() {
       {"qlora_fp4", [](const Config& c) { return c.qlora_fp4; }},
       {"qlora_fp8", [](const Config& c) { return c.qlora_fp8; }},
       {"qlora_bnb", [](const Config& c) { return c.qlora_bnb; }},
-      {"lora_dtype", [](const Config& c) { return c.lora_dtype != "fp32"; }},
+      {"lora_dtype", [](const Config& c) { return c.lora_dtype != LoraDtype::Fp32; }},
       {"attn_bwd_chunks", [](const Config& c) { return c.attn_bwd_chunks != 1; }},
       {"dataloader_num_workers", [](const Config& c) { return c.dataloader_num_workers.has_value(); }},
       {"loss_scale", [](const Config& c) { return c.loss_scale != "default"; }},

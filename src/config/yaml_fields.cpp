@@ -35,6 +35,8 @@ std::string describe_node(const YAML::Node& node) {
   }
 }
 
+void fail_user_at(const std::string& source, const std::string& message) { fail_user("{}: {}", source, message); }
+
 void type_error(const Where& where, const std::string& expected, const YAML::Node& node) {
   fail_user("{}: option '{}' expects {}, got {}", where.source, where.key, expected, describe_node(node));
 }
@@ -117,8 +119,9 @@ YAML::Node encode(const std::map<std::string, std::string>& value) {
   return map;
 }
 
-void check_choice(const std::string& value, const std::vector<std::string>& choices, const Where& where) {
-  if (std::find(choices.begin(), choices.end(), value) != choices.end()) return;
+std::string join_names(const std::vector<std::string>& names) { return fmt::format("{}", fmt::join(names, ", ")); }
+
+void choice_error(const Where& where, const std::string& value, const std::vector<std::string>& choices) {
   auto suggestion = closest_match(value, choices);
   fail_user("{}: option '{}' is '{}', which is not one of: {}{}", where.source, where.key, value,
             fmt::join(choices, ", "), suggestion ? fmt::format(" (did you mean '{}'?)", *suggestion) : "");

@@ -14,7 +14,12 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "config/config_enums.h"
+
 namespace surogate::config_detail {
+
+// "a, b, c".
+std::string join_names(const std::vector<std::string>& names);
 
 // Where a value came from, for messages: the option's full path and "file:line" or "--key=value".
 struct Where {
@@ -26,6 +31,9 @@ struct Where {
 // Where a key node read from `file` sits ("file:line"), or `fallback` for command-line values.
 std::string source_of_key(const std::string& file, const YAML::Node& key, const std::string& fallback);
 
+// Throws UserError "<source>: <message>".
+[[noreturn]] void fail_user_at(const std::string& source, const std::string& message);
+
 [[noreturn]] void type_error(const Where& where, const std::string& expected, const YAML::Node& node);
 std::string describe_node(const YAML::Node& node);
 
@@ -36,6 +44,33 @@ void decode(const YAML::Node& node, const Where& where, std::string& out);
 void decode(const YAML::Node& node, const Where& where, std::vector<std::string>& out);
 void decode(const YAML::Node& node, const Where& where, std::map<std::string, std::string>& out);
 
+// An enum option: its value must be one of the spellings of EnumNames<E> (the message lists them
+// and suggests the closest).
+[[noreturn]] void choice_error(const Where& where, const std::string& value, const std::vector<std::string>& choices);
+
+template <ConfigEnum E>
+void decode(const YAML::Node& node, const Where& where, E& out) {
+  if (!node.IsScalar()) type_error(where, "one of: " + join_names(enum_names<E>()), node);
+  auto value = enum_from_string<E>(node.Scalar());
+  if (!value) choice_error(where, node.Scalar(), enum_names<E>());
+  out = *value;
+}
+
+// A list of enum values; a single value stands for a one-element list.
+template <ConfigEnum E>
+void decode(const YAML::Node& node, const Where& where, std::vector<E>& out) {
+  std::vector<std::string> names;
+  decode(node, where, names);
+  out.clear();
+  for (const auto& name : names) {
+    auto value = enum_from_string<E>(name);
+    if (!value) choice_error(where, name, enum_names<E>());
+    out.push_back(*value);
+  }
+}
+
+// Null unsets an optional option; anything else decodes as T. Declared after every other
+// decode() so that it sees them all.
 template <typename T>
 void decode(const YAML::Node& node, const Where& where, std::optional<T>& out) {
   if (node.IsNull()) {
@@ -53,6 +88,10 @@ std::string type_label(const double&);
 std::string type_label(const std::string&);
 std::string type_label(const std::vector<std::string>&);
 std::string type_label(const std::map<std::string, std::string>&);
+template <ConfigEnum E>
+std::string type_label(const E&) {
+  return "one of: " + join_names(enum_names<E>());
+}
 template <typename T>
 std::string type_label(const std::optional<T>&) {
   return type_label(T{}) + " or null";
@@ -64,6 +103,16 @@ YAML::Node encode(double value);
 YAML::Node encode(const std::string& value);
 YAML::Node encode(const std::vector<std::string>& value);
 YAML::Node encode(const std::map<std::string, std::string>& value);
+template <ConfigEnum E>
+YAML::Node encode(E value) {
+  return YAML::Node(std::string(to_string(value)));
+}
+template <ConfigEnum E>
+YAML::Node encode(const std::vector<E>& values) {
+  YAML::Node list(YAML::NodeType::Sequence);
+  for (E value : values) list.push_back(std::string(to_string(value)));
+  return list;
+}
 template <typename T>
 YAML::Node encode(const std::optional<T>& value) {
   return value ? encode(*value) : YAML::Node(YAML::NodeType::Null);
@@ -79,25 +128,11 @@ struct Field {
 template <typename Owner>
 using FieldTable = std::vector<Field<Owner>>;
 
-// An option whose value must be one of `choices` (for optional fields, or null).
-void check_choice(const std::string& value, const std::vector<std::string>& choices, const Where& where);
-
+// The option `name` stored in `member`, decoded and printed according to the member's type.
 template <typename Owner, typename Value>
-Field<Owner> field(std::string name, Value Owner::*member, std::vector<std::string> choices = {}) {
+Field<Owner> field(std::string name, Value Owner::*member) {
   return Field<Owner>{
-      name,
-      [member, choices](Owner& owner, const YAML::Node& node, const Where& where) {
-        decode(node, where, owner.*member);
-        if constexpr (std::is_same_v<Value, std::string>) {
-          if (!choices.empty()) check_choice(owner.*member, choices, where);
-        } else if constexpr (std::is_same_v<Value, std::optional<std::string>>) {
-          if (!choices.empty() && owner.*member) check_choice(*(owner.*member), choices, where);
-        } else if constexpr (std::is_same_v<Value, std::vector<std::string>>) {
-          if (!choices.empty()) {
-            for (const auto& item : owner.*member) check_choice(item, choices, where);
-          }
-        }
-      },
+      name, [member](Owner& owner, const YAML::Node& node, const Where& where) { decode(node, where, owner.*member); },
       [member](const Owner& owner) { return encode(owner.*member); }};
 }
 
@@ -109,10 +144,19 @@ Field<Owner> field(std::string name, Value Owner::*member, std::vector<std::stri
 template <typename Owner>
 void decode_fields(const FieldTable<Owner>& table, const YAML::Node& map, const std::string& prefix,
                    const Where& parent, Owner& owner) {
+  std::map<std::string, std::string> seen;  // key → where it was first set
   for (const auto& entry : map) {
-    std::string key = entry.first.as<std::string>();
+    if (!entry.first.IsScalar()) {
+      fail_user_at(source_of_key(parent.file, entry.first, parent.source),
+                   "option names must be plain words, got " + describe_node(entry.first));
+    }
+    std::string key = entry.first.Scalar();
     std::string full_key = prefix + key;
     Where where{full_key, source_of_key(parent.file, entry.first, parent.source), parent.file};
+    if (auto [previous, inserted] = seen.emplace(key, where.source); !inserted) {
+      fail_user_at(where.source, "option '" + full_key + "' is set twice (first at " + previous->second +
+                                     "); keep one of them");
+    }
     auto found = std::find_if(table.begin(), table.end(), [&](const Field<Owner>& f) { return f.name == key; });
     if (found == table.end()) {
       std::vector<std::string> known;

@@ -14,9 +14,9 @@ TEST(ConfigLoading, DefaultsMatchTheReference) {
   EXPECT_EQ(config.output_dir, "output");
   EXPECT_EQ(config.save_steps, 50);
   EXPECT_EQ(config.save_total_limit, 5);
-  EXPECT_EQ(config.optimizer, "adamw_8bit");
+  EXPECT_EQ(config.optimizer, Optimizer::AdamW8bit);
   EXPECT_DOUBLE_EQ(config.learning_rate, 2e-4);
-  EXPECT_EQ(config.lr_scheduler_type, "linear");
+  EXPECT_EQ(config.lr_scheduler_type, LrScheduler::Linear);
   EXPECT_DOUBLE_EQ(config.weight_decay, 0.1);
   EXPECT_DOUBLE_EQ(config.max_grad_norm, 1.0);
   EXPECT_DOUBLE_EQ(config.adamw_beta2, 0.999);
@@ -33,16 +33,16 @@ TEST(ConfigLoading, DefaultsMatchTheReference) {
   EXPECT_EQ(config.lora_rank, 16);
   EXPECT_EQ(config.lora_alpha, 32);
   EXPECT_DOUBLE_EQ(config.lora_dropout, 0.05);
-  EXPECT_EQ(config.lora_dtype, "fp32");
+  EXPECT_EQ(config.lora_dtype, LoraDtype::Fp32);
   EXPECT_EQ(config.lora_target_modules, std::vector<std::string>{"all-linear"});
   EXPECT_EQ(config.qlora_block_size, 128);
   EXPECT_EQ(config.qlora_bnb_block_size, 64);
-  EXPECT_EQ(config.recipe, "bf16");
+  EXPECT_EQ(config.recipe, Recipe::Bf16);
   EXPECT_EQ(config.zero_level, 1);
   EXPECT_EQ(config.gpus, 1);
   EXPECT_TRUE(config.use_cuda_graphs);
-  EXPECT_EQ(config.truncation_strategy, "delete");
-  EXPECT_EQ(config.padding_side, "right");
+  EXPECT_EQ(config.truncation_strategy, TruncationStrategy::Delete);
+  EXPECT_EQ(config.padding_side, PaddingSide::Right);
   EXPECT_EQ(config.distributed.ray_address, "auto");
   EXPECT_EQ(config.datasets.at(0).split, "train");
   EXPECT_EQ(config.datasets.at(0).text_field, "text");
@@ -77,7 +77,7 @@ TEST(ConfigLoading, TypeErrorsNameTheLineAndExpectedType) {
   EXPECT_TRUE(contains(load_error(std::string(kMinimalConfig) + "lora: maybe\n"), "true or false"));
   EXPECT_TRUE(contains(load_error(std::string(kMinimalConfig) + "learning_rate: [1]\n"), "expects a number, got a list"));
   EXPECT_TRUE(contains(load_error(std::string(kMinimalConfig) + "num_epochs: 1.5\n"), "expects an integer"));
-  EXPECT_TRUE(contains(load_error(std::string(kMinimalConfig) + "model: {a: 1}\n"), "expects a string, got a mapping"));
+  EXPECT_TRUE(contains(load_error("model: {a: 1}\ndatasets:\n  - path: d\n    type: text\n"), "expects a string, got a mapping"));
 }
 
 TEST(ConfigLoading, EnumErrorsListTheAllowedValues) {
@@ -93,6 +93,43 @@ TEST(ConfigLoading, InvalidYamlNamesLineAndColumn) {
   EXPECT_TRUE(contains(message, "invalid YAML")) << message;
   EXPECT_TRUE(contains(load_error(""), "is empty"));
   EXPECT_TRUE(contains(load_error("- a\n- b\n"), "must be a mapping"));
+}
+
+TEST(ConfigLoading, MalformedKeysAndDuplicatesAreUserErrors) {
+  std::string message = load_error(std::string(kMinimalConfig) + "? [a, b]\n: 1\n");
+  EXPECT_TRUE(contains(message, "config.yaml:5")) << message;
+  EXPECT_TRUE(contains(message, "option names must be plain words")) << message;
+  message = load_error(std::string(kMinimalConfig) + "lora_rank: 8\nlora_rank: 4\n");
+  EXPECT_TRUE(contains(message, "config.yaml:6: option 'lora_rank' is set twice (first at config.yaml:5)")) << message;
+  message = load_error("model: m\ndatasets:\n  - path: d\n    type: text\n    path: e\n");
+  EXPECT_TRUE(contains(message, "'datasets[0].path' is set twice")) << message;
+  EXPECT_TRUE(contains(load_error(std::string(kMinimalConfig) + "num_epochs: 99999999999999999999999\n"),
+                       "expects an integer"));
+  EXPECT_TRUE(contains(load_error(std::string(kMinimalConfig) + "learning_rate: .nan\n"), "expects a number"));
+  EXPECT_TRUE(contains(load_error("model: m\ndatasets: [1, 2]\n"), "datasets[0]"));
+  EXPECT_TRUE(contains(load_error("model: m\ndatasets: {path: x}\n"), "a list of dataset entries"));
+}
+
+TEST(ConfigLoading, EnumsParseToTheirValues) {
+  Config config = load_config_from_string(std::string(kMinimalConfig) +
+                                              "optimizer: normuon\nlr_scheduler_type: wsd\ntruncation_strategy: split\n"
+                                              "padding_side: left\ntorch_dtype: float16\n",
+                                          "config.yaml");
+  EXPECT_EQ(config.optimizer, Optimizer::NorMuon);
+  EXPECT_EQ(config.lr_scheduler_type, LrScheduler::Wsd);
+  EXPECT_EQ(config.truncation_strategy, TruncationStrategy::Split);
+  EXPECT_EQ(config.padding_side, PaddingSide::Left);
+  EXPECT_EQ(config.torch_dtype, TorchDtype::Float16);
+  EXPECT_EQ(to_dtype(*config.torch_dtype), DType::F16);
+  EXPECT_EQ(config.datasets[0].type, DatasetType::Text);
+  EXPECT_EQ(to_string(Optimizer::AdamW8bit), "adamw_8bit");
+  EXPECT_EQ(enum_from_string<Recipe>("fp8_hybrid"), Recipe::Fp8Hybrid);
+  EXPECT_FALSE(enum_from_string<Recipe>("FP8_HYBRID").has_value());
+  EXPECT_EQ(enum_names<PaddingSide>(), (std::vector<std::string>{"left", "right"}));
+  std::string message = load_error(std::string(kMinimalConfig) + "torch_dtype: bf16\n");
+  EXPECT_TRUE(contains(message, "config.yaml:5: option 'torch_dtype' is 'bf16', which is not one of: bfloat16, "
+                                "float16, float32")) << message;
+  EXPECT_TRUE(contains(load_error(std::string(kMinimalConfig) + "report_to: [wandb, tensorboard]\n"), "wandb, aim"));
 }
 
 TEST(ConfigLoading, OverridesReplaceFileValues) {

@@ -102,13 +102,13 @@ TEST(ConfigRules, DatasetRequirements) {
 
 TEST(ConfigRules, HardwareGating) {
   Config config = load("");
-  config.recipe = "fp8_hybrid";
+  config.recipe = Recipe::Fp8Hybrid;
   EXPECT_THROW(validate_for_hardware(config, 80), UserError);
   EXPECT_NO_THROW(validate_for_hardware(config, 90));
-  config.recipe = "nvfp4";
+  config.recipe = Recipe::Nvfp4;
   EXPECT_THROW(validate_for_hardware(config, 90), UserError);
   EXPECT_NO_THROW(validate_for_hardware(config, 100));
-  config.recipe = "bf16";
+  config.recipe = Recipe::Bf16;
   config.qlora_fp4 = true;
   try {
     validate_for_hardware(config, 0);

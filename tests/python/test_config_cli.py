@@ -3,11 +3,19 @@ import json
 
 from conftest import run_surogate
 
+# A complete (tiny) Hugging Face Llama config.json, as transformers writes one.
+TINY_LLAMA = {
+    "architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 64, "hidden_size": 32,
+    "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+    "max_position_embeddings": 128, "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "hidden_act": "silu",
+    "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+}
+
 
 def write_run(tmp_path, extra=""):
     model = tmp_path / "model"
     model.mkdir()
-    (model / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLM"]}))
+    (model / "config.json").write_text(json.dumps(TINY_LLAMA))
     (tmp_path / "data.jsonl").write_text('{"text": "hello"}\n')
     config = tmp_path / "config.yaml"
     config.write_text(f"model: {model}\ndatasets:\n  - path: {tmp_path / 'data.jsonl'}\n    type: text\n{extra}")
@@ -49,15 +57,60 @@ def test_pt_needs_text_datasets(surogate_bin, tmp_path):
     assert "use type: text" in result.stderr
 
 
-def test_training_without_dry_run_says_what_works(surogate_bin, tmp_path):
-    config = write_run(tmp_path)
-    result = run_surogate(surogate_bin, "sft", config)
-    assert result.returncode == 2
-    assert "--dry-run" in result.stderr
-
-
 def test_not_implemented_option_is_rejected_by_name(surogate_bin, tmp_path):
     config = write_run(tmp_path, "report_to: [wandb]\n")
     result = run_surogate(surogate_bin, "sft", config, "--dry-run")
     assert result.returncode == 2
     assert "'report_to' is valid but not implemented yet" in result.stderr
+
+
+def test_override_spellings(surogate_bin, tmp_path):
+    config = write_run(tmp_path)
+    result = run_surogate(surogate_bin, "sft", config, "--dry-run", "--lora-rank", "4", "--max_steps", "-1",
+                          "--distributed.ray_address=local", "--lora_target_modules=[q_proj,v_proj]")
+    assert result.returncode == 0, result.stderr
+    assert "lora_rank: 4" in result.stdout
+    assert "max_steps: -1" in result.stdout
+    assert "ray_address: local" in result.stdout
+    assert "- q_proj" in result.stdout and "- v_proj" in result.stdout
+    result = run_surogate(surogate_bin, "sft", config, "--dry-run", "--distributed.num_node=2")
+    assert result.returncode == 2
+    assert "did you mean 'distributed.num_nodes'?" in result.stderr
+
+
+def test_model_folder_needs_a_valid_config_json(surogate_bin, tmp_path):
+    config = write_run(tmp_path)
+    (tmp_path / "model" / "config.json").write_text("{not json")
+    result = run_surogate(surogate_bin, "sft", config, "--dry-run")
+    assert result.returncode == 2
+    assert "config.json" in result.stderr
+    (tmp_path / "model" / "config.json").write_text(json.dumps({**TINY_LLAMA, "architectures": ["GPT2LMHeadModel"]}))
+    result = run_surogate(surogate_bin, "sft", config, "--dry-run")
+    assert result.returncode == 2
+    assert "config.json" in result.stderr and "GPT2LMHeadModel" in result.stderr
+    (tmp_path / "model" / "config.json").unlink()
+    result = run_surogate(surogate_bin, "sft", config, "--dry-run")
+    assert result.returncode == 2
+    assert "config.json: not found" in result.stderr
+
+
+def test_missing_config_file_and_help(surogate_bin, tmp_path):
+    result = run_surogate(surogate_bin, "sft", tmp_path / "absent.yaml", "--dry-run")
+    assert result.returncode == 2
+    assert "absent.yaml" in result.stderr
+    result = run_surogate(surogate_bin, "sft", "--help")
+    assert result.returncode == 0
+    assert "--dry-run" in result.stdout
+
+
+def test_constraint_errors_reach_the_user(surogate_bin, tmp_path):
+    config = write_run(tmp_path, "qlora_block_size: 100\n")
+    result = run_surogate(surogate_bin, "sft", config, "--dry-run")
+    assert result.returncode == 2
+    assert f"{config}:5: option 'qlora_block_size' must be 64, 128 or 256" in result.stderr
+    other = tmp_path / "other"
+    other.mkdir()
+    config = write_run(other, "lr_scheduler_type: cosin\n")
+    result = run_surogate(surogate_bin, "sft", config, "--dry-run")
+    assert result.returncode == 2
+    assert "not one of: linear, cosine, wsd (did you mean 'cosine'?)" in result.stderr
