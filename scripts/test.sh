@@ -13,7 +13,7 @@ cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_CUDA_ARCHITECTURES="${SUROGATE_CUDA_ARCHS:-90a}" >/dev/null
 cmake --build "$build_dir" -j "$jobs"
 
-export SUROGATE_BIN="$PWD/$build_dir/surogate"
+export SUROGATE_BIN="$PWD/$build_dir/surogate" SUROGATE_BUILD_DIR="$PWD/$build_dir"
 status=0
 (cd "$build_dir" && ctest --output-on-failure -j "$jobs" --timeout 600) || status=1
 python3 -m pytest -q tests/python || status=1
