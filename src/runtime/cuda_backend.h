@@ -53,6 +53,9 @@ public:
   void set_time_breakdown(bool enabled);
   std::vector<std::pair<std::string, double>> time_breakdown() const;
   cudaStream_t stream() const { return stream_ ? stream_->get() : nullptr; }
+  // The device address of a tensor of the loaded plan, for callers that launch their own kernels
+  // on stream() (the trainer's gradient accumulation and optimizer step).
+  void* device_address(graph::TensorId tensor) const { return address(tensor); }
 
 private:
   struct BoundStep {

@@ -15,11 +15,11 @@
 #include "data/pipeline.h"
 #include "io/model_config.h"
 #include "models/model_spec.h"
-#include "ops/gradient_norm.h"
-#include "runtime/cpu_backend.h"
 #include "train/batch_inputs.h"
 #include "train/checkpoint_io.h"
 #include "train/checkpoint_store.h"
+#include "train/device/backend_selection.h"
+#include "train/device/training_device.h"
 #include "train/evaluator.h"
 #include "train/html_report.h"
 #include "train/lora_targets.h"
@@ -30,7 +30,6 @@
 #include "ops/defs/register_ops.h"
 #include "train/model_outputs.h"
 #include "train/model_weights.h"
-#include "train/optim/optimizer.h"
 #include "train/progress_display.h"
 
 namespace surogate::train {
@@ -95,11 +94,6 @@ compiler::RecomputePolicy recompute_policy(const Config& config) {
   return policy;
 }
 
-bool no_weight_decay(const std::string& name) {
-  return name.ends_with(".bias") || name.ends_with("norm.weight") || name.ends_with("ln1.weight") ||
-         name.ends_with("ln2.weight");
-}
-
 LrScheduleType schedule_type(LrScheduler scheduler) {
   switch (scheduler) {
     case LrScheduler::Cosine: return LrScheduleType::Cosine;
@@ -107,17 +101,6 @@ LrScheduleType schedule_type(LrScheduler scheduler) {
     case LrScheduler::Linear: break;
   }
   return LrScheduleType::Linear;
-}
-
-std::unique_ptr<Optimizer> make_optimizer(const Config& config, std::span<const ParameterSlot> slots) {
-  AdamWSettings adamw{config.adamw_beta1, config.adamw_beta2, config.adamw_epsilon};
-  switch (config.optimizer) {
-    case surogate::Optimizer::AdamW: return make_adamw(slots, adamw);
-    case surogate::Optimizer::AdamW8bit: return make_adamw_8bit(slots, adamw);
-    case surogate::Optimizer::NorMuon:
-      return make_normuon(slots, {config.normuon_momentum, config.normuon_beta2, config.normuon_cautious_wd, adamw});
-  }
-  return make_adamw(slots, adamw);
 }
 
 class Run {
@@ -138,26 +121,21 @@ private:
   io::ModelConfig model_config_;
   std::vector<models::ParameterSpec> specs_;  // the base model's parameters
   std::optional<models::LoraSetup> lora_;
-  std::vector<WeightView> trainable_;        // what the optimizer updates and checkpoints hold
   graph::TensorId dropout_seed_ = graph::kNoTensor;
   int32_t dropout_seed_value_ = 0;
   graph::OpRegistry registry_;
   compiler::ExecutionPlan plan_;
-  runtime::CpuBackend backend_;
+  TrainingBackend backend_kind_ = TrainingBackend::Cpu;
+  std::unique_ptr<TrainingDevice> device_;   // backend, parameters, gradients, optimizer
   std::shared_ptr<data::TokenCache> cache_;
   std::unique_ptr<data::DataLoader> loader_;
   std::unique_ptr<Evaluator> evaluator_;
   std::unique_ptr<BatchInputs> inputs_;
-  std::vector<WeightView> weights_;
-  std::vector<std::span<const float>> gradients_;
-  std::vector<ParameterSlot> slots_;
-  std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<LrSchedule> schedule_;
   std::unique_ptr<CheckpointStore> store_;
   std::unique_ptr<MetricsLog> log_;
   TrainingState state_;
   TrainingResult result_;
-  graph::TensorId loss_ = graph::kNoTensor;
   int64_t batches_per_epoch_ = 0;
   int64_t last_saved_step_ = -1;
   std::string run_name_;
@@ -169,6 +147,12 @@ Run::Run(const Config& config, const TrainerOptions& options)
       display_(options.live_progress.value_or(ProgressDisplay::stdout_is_terminal())),
       registry_(ops::make_model_registry()) {
   run_name_ = config.run_name.value_or(options.default_run_name);
+  BackendChoice choice = choose_training_backend(config, probe_machine());
+  backend_kind_ = options.backend.value_or(choice.backend);
+  display_.message(backend_kind_ == choice.backend
+                       ? choice.message
+                       : fmt::format("training on the {} backend (chosen by the caller)",
+                                     backend_kind_ == TrainingBackend::Cuda ? "CUDA" : "CPU"));
   model_config_ = io::load_model_config(config.model);
   specs_ = models::parameter_specs(model_config_);
   if (config.lora) lora_ = lora_setup(config, model_config_);
@@ -187,42 +171,35 @@ Run::Run(const Config& config, const TrainerOptions& options)
   batches_per_epoch_ = static_cast<int64_t>(loader_->batches_per_epoch());
 
   // Model: graph → plan → backend; the parameters and gradients live in the backend's regions.
-  models::DecoderGraph decoder = models::build_decoder_graph(model_config_, registry_, {batch, sequence, config.lmhead_chunks, false});
+  // The CUDA backend runs the bf16 recipe: parameters and activations in bf16.
+  models::DecoderGraphOptions graph_options{batch, sequence, config.lmhead_chunks, false};
+  if (backend_kind_ == TrainingBackend::Cuda) graph_options.dtype = DType::BF16;
+  models::DecoderGraph decoder = models::build_decoder_graph(model_config_, registry_, graph_options);
   // LoRA: the same graph with adapters on the targeted projections and the base frozen.
   const graph::TensorId decoder_loss = decoder.loss;
   graph::Graph forward = lora_ ? models::apply_lora(decoder.graph, registry_, lora_->adapters, lora_->options, true)
                                : std::move(decoder.graph);
   plan_ = compiler::compile_training(std::move(forward), decoder_loss, registry_, {recompute_policy(config), 256});
-  backend_.load(plan_, registry_);
-  loss_ = plan_.loss;
   inputs_ = std::make_unique<BatchInputs>(plan_);
   if (auto seed = plan_.graph.find_tensor(models::kDropoutSeed)) dropout_seed_ = *seed;
-  std::vector<models::ParameterSpec> all_specs = specs_;
+  TrainingDeviceSetup device_setup{&plan_, &registry_, specs_, &config};
   if (lora_) {
     for (const models::LoraAdapter& adapter : lora_->adapters) {
-      all_specs.push_back(adapter.a);
-      all_specs.push_back(adapter.b);
+      device_setup.specs.push_back(adapter.a);
+      device_setup.specs.push_back(adapter.b);
     }
   }
-  for (const models::ParameterSpec& spec : all_specs) {
-    graph::TensorId id = plan_.tensor(spec.name);
-    weights_.push_back({spec.name, spec.shape, backend_.view<float>(id)});
-    auto gradient = plan_.parameter_gradients.find(id);
-    if (gradient == plan_.parameter_gradients.end()) continue;  // frozen (LoRA base)
-    trainable_.push_back(weights_.back());
-    gradients_.push_back(backend_.view<float>(gradient->second));
-    ParameterSlot slot;
-    slot.name = spec.name;
-    slot.master = weights_.back().values.data();
-    slot.gradient = gradients_.back().data();
-    slot.rows = spec.shape.size() == 2 ? spec.shape[0] : 1;
-    slot.cols = spec.shape.size() == 2 ? spec.shape[1] : spec.shape[0];
-    slot.apply_weight_decay = !no_weight_decay(spec.name);
-    slot.is_hidden_matrix = spec.shape.size() == 2 && spec.name.starts_with("layers.");
-    slots_.push_back(slot);
+  if (backend_kind_ == TrainingBackend::Cuda) {
+#if SUROGATE_WITH_CUDA
+    device_ = make_cuda_training_device(device_setup);
+#else
+    fail_user("the CUDA backend was asked for, but this surogate was built without CUDA");
+#endif
+  } else {
+    device_ = make_cpu_training_device(device_setup);
   }
-  SUROGATE_CHECK(!slots_.empty(), "the model has trainable parameters");
-  std::span<const WeightView> base_weights(weights_.data(), specs_.size());
+  const std::span<const WeightView> weights = device_->weights();
+  std::span<const WeightView> base_weights = weights.first(specs_.size());
   if (has_safetensors(config.model)) {
     load_weights(config.model, specs_, base_weights);
   } else {
@@ -231,17 +208,17 @@ Run::Run(const Config& config, const TrainerOptions& options)
     initialize_weights(specs_, base_weights, static_cast<uint64_t>(config.train_seed), config.init_projections_to_zero);
   }
   if (lora_) {
-    initialize_lora(*lora_, weights_, static_cast<uint64_t>(config.train_seed));
+    initialize_lora(*lora_, weights, static_cast<uint64_t>(config.train_seed));
     int64_t adapter_parameters = 0;
-    for (const WeightView& weight : trainable_) adapter_parameters += static_cast<int64_t>(weight.values.size());
+    for (const WeightView& weight : device_->trainable()) adapter_parameters += static_cast<int64_t>(weight.values.size());
     display_.message(fmt::format("LoRA: rank {}, alpha {}, dropout {} on {} ({} projections, {} trainable parameters)",
                                  config.lora_rank, config.lora_alpha, config.lora_dropout,
                                  fmt::join(lora_->options.target_modules, ", "), lora_->adapters.size(), adapter_parameters));
   }
-  optimizer_ = make_optimizer(config, slots_);
+  device_->upload();
   if (config.debug_memory_breakdown) {
     size_t optimizer_bytes = 0;
-    for (const StateTensor& tensor : optimizer_->state_tensors()) optimizer_bytes += tensor.size_bytes;
+    for (const StateTensor& tensor : device_->optimizer_state()) optimizer_bytes += tensor.size_bytes;
     display_.message(compiler::format_memory_breakdown(plan_, 10, optimizer_bytes));
   }
 
@@ -267,8 +244,9 @@ Run::Run(const Config& config, const TrainerOptions& options)
                                              static_cast<int>(config.save_total_limit));
   if (config.resume_from_checkpoint) {
     if (auto latest = store_->latest()) {
-      std::vector<StateTensor> optimizer_state = optimizer_->state_tensors();
-      TrainingState restored = restore_checkpoint(*latest, trainable_, optimizer_state);
+      std::vector<StateTensor> optimizer_state = device_->optimizer_state();
+      TrainingState restored = restore_checkpoint(*latest, device_->trainable(), optimizer_state);
+      device_->upload();
       restored.total_steps = state_.total_steps;
       restored.schedule = state_.schedule;
       state_ = std::move(restored);
@@ -304,7 +282,8 @@ void Run::fail_non_finite(const std::string& what, double value) {
 
 void Run::evaluate(bool final_eval) {
   if (!evaluator_) return;
-  EvalResult eval = evaluator_->run(weights_);
+  device_->download();
+  EvalResult eval = evaluator_->run(device_->weights());
   nlohmann::json record{{"step", state_.step}, {"eval_loss", eval.loss}, {"eval_accuracy", eval.accuracy},
                         {"eval_tokens", eval.tokens}, {"final", final_eval}};
   state_.eval_history.push_back(record);
@@ -317,9 +296,10 @@ void Run::evaluate(bool final_eval) {
 }
 
 void Run::save_checkpoint() {
-  std::vector<StateTensor> optimizer_state = optimizer_->state_tensors();
+  device_->download();
+  std::vector<StateTensor> optimizer_state = device_->optimizer_state();
   fs::path folder = store_->save(state_.step, [&](const fs::path& temporary) {
-    write_checkpoint_files(temporary, trainable_, optimizer_state, state_);
+    write_checkpoint_files(temporary, device_->trainable(), optimizer_state, state_);
   });
   last_saved_step_ = state_.step;
   log_->write("checkpoint", {{"step", state_.step}, {"path", folder.string()}});
@@ -329,19 +309,20 @@ void Run::save_checkpoint() {
 // merged HF model folder in output_dir/merged (a separate folder: transformers treats a folder
 // holding adapter_config.json as an adapter).
 void Run::write_outputs() {
+  device_->download();
+  const std::span<const WeightView> weights = device_->weights();
   if (!lora_) {
-    save_hf_model(config_.output_dir, model_config_, config_.model, specs_,
-                  std::span<const WeightView>(weights_.data(), specs_.size()));
+    save_hf_model(config_.output_dir, model_config_, config_.model, specs_, weights.first(specs_.size()));
     return;
   }
   LoraSettings settings{static_cast<int>(config_.lora_rank), static_cast<int>(config_.lora_alpha), config_.lora_dropout,
                         lora_->options.target_modules};
-  save_peft_output(config_.output_dir, config_.model, lora_->adapters, weights_,
+  save_peft_output(config_.output_dir, config_.model, lora_->adapters, weights,
                    peft_adapter_config(settings, config_.model));
   if (config_.merge_adapter) {
     const fs::path merged = merged_model_dir(config_.output_dir);
     std::vector<WeightView> merged_views;
-    std::vector<std::vector<float>> merged_values = merge_lora_weights(*lora_, specs_, weights_);
+    std::vector<std::vector<float>> merged_values = merge_lora_weights(*lora_, specs_, weights);
     for (size_t i = 0; i < specs_.size(); ++i) merged_views.push_back({specs_[i].name, specs_[i].shape, merged_values[i]});
     save_hf_model(merged, model_config_, config_.model, specs_, merged_views);
     display_.message(fmt::format("merged model written to {}", merged.string()));
@@ -364,7 +345,6 @@ TrainingResult Run::run() {
       tokens += batch.num_tokens;
     }
     const float scale = loss_tokens > 0 ? 1.0f / static_cast<float>(loss_tokens) : 0.0f;
-    double loss = 0.0;
     int64_t micro = 0;
     for (const data::PackedBatch& batch : window) {
       std::vector<runtime::InputBinding> bindings = inputs_->bind(batch, scale);
@@ -373,21 +353,14 @@ TrainingResult Run::run() {
         bindings.push_back({dropout_seed_, std::as_bytes(std::span<const int32_t>(&dropout_seed_value_, 1))});
       }
       ++micro;
-      backend_.execute(bindings);
-      loss += backend_.view<float>(loss_)[0];
+      device_->accumulate(bindings);
     }
+    const StepMetrics metrics = device_->measure();
+    const double loss = metrics.loss, grad_norm = metrics.grad_norm;
     if (!std::isfinite(loss)) fail_non_finite("loss", loss);
-    const double grad_norm = ops::global_norm<float>(gradients_);
     if (!std::isfinite(grad_norm)) fail_non_finite("gradient norm", grad_norm);
-    if (config_.max_grad_norm > 0) {
-      const double coefficient = ops::clip_coefficient(grad_norm, config_.max_grad_norm);
-      if (coefficient < 1.0) {
-        for (ParameterSlot& slot : slots_) ops::scale(const_cast<float*>(slot.gradient), slot.size(), static_cast<float>(coefficient));
-      }
-    }
     const double learning_rate = schedule_->learning_rate(state_.step);
-    optimizer_->step(slots_, {state_.step, learning_rate, config_.weight_decay});
-    backend_.zero_gradients();
+    device_->update({state_.step, learning_rate, config_.weight_decay});
     ++state_.step;
     state_.loader = loader_->position();
 

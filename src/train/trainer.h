@@ -1,9 +1,10 @@
-// The trainer: runs one `surogate sft` / `surogate pt` job on the CPU backend.
+// The trainer: runs one `surogate sft` / `surogate pt` job on the CUDA backend (bf16 recipe) when
+// this build has CUDA and a GPU is visible, else on the CPU backend (train/device/backend_selection.h).
 //
 // It orchestrates and does not compute: the model is a graph (train/model/decoder_graph.h)
 // compiled once with the configured recompute policy; the step loop only moves batches in,
-// executes the plan, and hands the gradients (views into the backend's gradient region) to the
-// optimizer, which updates the fp32 parameters in place. Per optimizer step:
+// executes the plan and drives a TrainingDevice (train/device/training_device.h: backend,
+// master weights, gradients, optimizer), the same loop on every device. Per optimizer step:
 //   gradient_accumulation_steps micro-batches (loss scaled by 1 / loss tokens of the window, so
 //   gradients accumulate to the window's mean) → global grad norm → clip to max_grad_norm
 //   (0 disables) → optimizer step at the schedule's LR → zero gradients → log, eval, checkpoint.
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "config/config.h"
+#include "train/device/backend_selection.h"
 
 namespace surogate::train {
 
@@ -30,6 +32,8 @@ struct TrainerOptions {
   // Stop right after this optimizer step (its checkpoint, if due, is written) without the final
   // eval / outputs, exactly as if the process had been killed there: what resume tests need.
   std::optional<int64_t> stop_after_step;
+  // Overrides the backend choice (tests compare the CPU and CUDA runs of one job in one process).
+  std::optional<TrainingBackend> backend;
 };
 
 struct TrainingResult {

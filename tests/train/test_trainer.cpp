@@ -19,69 +19,20 @@
 #include "io/safetensors.h"
 #include "train/checkpoint_store.h"
 #include "train/trainer.h"
+#include "trainer_fixture.h"
 
 namespace surogate::train {
 namespace {
 namespace fs = std::filesystem;
 
-class TrainerTest : public ::testing::Test {
+// These are CPU tests whatever the machine: the CUDA runs are tests/train_cuda.
+class TrainerTest : public TrainerFixture {
 protected:
-  static void SetUpTestSuite() {
-    root_ = fs::temp_directory_path() / fmt::format("surogate-trainer-test-{}", ::getpid());
-    fs::remove_all(root_);
-    fs::create_directories(root_);
-    std::string command = fmt::format("python3 {}/examples/quickstart/make_example.py {} > /dev/null", SUROGATE_SOURCE_DIR,
-                                      (root_ / "example").string());
-    ASSERT_EQ(std::system(command.c_str()), 0) << command;
-    std::ofstream text(root_ / "text.jsonl");
-    for (int i = 0; i < 400; ++i) text << fmt::format("{{\"text\": \"abc abc abc abc xyz xyz xyz {}\"}}\n", "abcdefgh"[i % 8]);
-  }
-  static void TearDownTestSuite() { fs::remove_all(root_); }
-
-  // A config for the example; `extra` holds "key: value" lines that replace or add to the
-  // defaults below (the loader rejects a key given twice). Outputs go to root_/name.
-  static Config config(const std::string& name, const std::string& extra, bool pretraining = false) {
-    fs::path example = root_ / "example";
-    std::vector<std::pair<std::string, std::string>> keys = {
-        {"model", (example / "model").string()}, {"output_dir", (root_ / name).string()}, {"sequence_len", "64"},
-        {"lora", "false"}, {"init_projections_to_zero", "true"}, {"use_chat_template", "false"},
-        {"optimizer", "adamw"}, {"learning_rate", "3e-3"}, {"warmup_steps", "3"}, {"weight_decay", "0.0"},
-        {"per_device_train_batch_size", "4"}, {"gradient_accumulation_steps", "2"},
-        {"validation_split_ratio", "0.02"}, {"eval_steps", "1000"}, {"save_steps", "1000"}};
-    std::istringstream lines(extra);
-    for (std::string line; std::getline(lines, line);) {
-      const size_t colon = line.find(": ");
-      if (colon == std::string::npos) continue;
-      const std::string key = line.substr(0, colon), value = line.substr(colon + 2);
-      auto found = std::find_if(keys.begin(), keys.end(), [&](const auto& entry) { return entry.first == key; });
-      if (found != keys.end()) found->second = value;
-      else keys.emplace_back(key, value);
-    }
-    std::string yaml;
-    for (const auto& [key, value] : keys) yaml += key + ": " + value + "\n";
-    yaml += "datasets:\n";
-    yaml += pretraining ? fmt::format("  - path: {}\n    type: text\n", (root_ / "text.jsonl").string())
-                        : fmt::format("  - path: {}\n    type: instruction\n    instruction_field: instruction\n"
-                                      "    output_field: output\n    prompt_format: \"reverse: {{instruction}} = {{output}}\"\n",
-                                      (example / "train.jsonl").string());
-    fs::path file = root_ / (name + ".yaml");
-    std::ofstream(file) << yaml;
-    return load_config(file);
-  }
-
   static TrainerOptions quiet(bool pretraining = false) {
-    TrainerOptions options;
-    options.pretraining = pretraining;
-    options.quiet = true;
-    options.live_progress = false;
+    TrainerOptions options = TrainerFixture::quiet(pretraining);
+    options.backend = TrainingBackend::Cpu;
     return options;
   }
-
-  static double mean(const std::vector<double>& values, size_t from, size_t to) {
-    return std::accumulate(values.begin() + from, values.begin() + to, 0.0) / static_cast<double>(to - from);
-  }
-
-  static inline fs::path root_;
 };
 
 TEST_F(TrainerTest, SftFullFineTuningLowersLossAndWritesAnHfModelFolder) {

@@ -1,0 +1,36 @@
+// Which backend `surogate sft` / `surogate pt` train on, decided from the configuration and what
+// the machine offers, separately from probing the machine so CI (no GPU) can test every case:
+//   - `gpus` > 1, or `gpus: 0` (all) with more than one GPU visible: UserError naming `gpus`
+//     (multi-GPU training is not implemented yet);
+//   - a CUDA build with a visible GPU: the CUDA backend with the bf16 recipe; a `recipe` other
+//     than bf16, or an optimizer the CUDA backend does not have yet (`adamw_8bit`, `normuon`),
+//     is a UserError naming the option;
+//   - otherwise the CPU backend (fp32), with one line saying why.
+#pragma once
+
+#include <string>
+
+#include "config/config.h"
+
+namespace surogate::train {
+
+enum class TrainingBackend { Cpu, Cuda };
+
+struct MachineOffer {
+  bool cuda_built = false;
+  int visible_gpus = 0;
+  std::string gpu_name;        // of device 0, for the log line
+  std::string why_no_gpu;      // when visible_gpus == 0
+};
+
+struct BackendChoice {
+  TrainingBackend backend = TrainingBackend::Cpu;
+  std::string message;         // the line the trainer prints
+};
+
+BackendChoice choose_training_backend(const Config& config, const MachineOffer& machine);
+
+// What this process can use (cuda::query_cuda_environment; safe without a driver).
+MachineOffer probe_machine();
+
+}  // namespace surogate::train

@@ -1,0 +1,40 @@
+// See gradient_accumulate.h. Memory-bound and tiny next to the backward pass: one grid-stride
+// loop per tensor, bf16 read, fp32 read-modify-write, bf16 zero.
+#include "train/device/gradient_accumulate.h"
+
+#include "cuda/cuda_check.h"
+
+namespace surogate::train::cuda_kernels {
+namespace {
+
+__global__ void accumulate_kernel(__nv_bfloat16* const* gradients, float* const* accumulators, const int64_t* counts) {
+  const int tensor = blockIdx.y;
+  __nv_bfloat16* gradient = gradients[tensor];
+  float* accumulator = accumulators[tensor];
+  const int64_t count = counts[tensor];
+  const __nv_bfloat16 zero = __float2bfloat16(0.0f);
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    accumulator[i] += __bfloat162float(gradient[i]);
+    gradient[i] = zero;
+  }
+}
+
+}  // namespace
+
+void accumulate_bf16_gradients(__nv_bfloat16* const* gradients, float* const* accumulators, const int64_t* counts,
+                               int tensor_count, cudaStream_t stream) {
+  if (tensor_count == 0) return;
+  // 64 blocks of 256 threads per tensor: enough to fill the GPU for the large matrices, while
+  // the small ones (norms, biases) finish in one pass.
+  int remaining = tensor_count, first = 0;
+  while (remaining > 0) {
+    const int chunk = remaining < 65535 ? remaining : 65535;
+    accumulate_kernel<<<dim3(64, chunk), 256, 0, stream>>>(gradients + first, accumulators + first, counts + first);
+    CUDA_CHECK_LAUNCH();
+    first += chunk;
+    remaining -= chunk;
+  }
+}
+
+}  // namespace surogate::train::cuda_kernels

@@ -1,0 +1,75 @@
+// What the trainer needs from a device, so that one step loop (train/trainer.cpp) drives the CPU
+// and the CUDA backend alike. A TrainingDevice owns the backend with the loaded plan, the
+// trainable parameters' master weights, their gradients and the optimizer state.
+//
+// The host side always sees fp32 copies of every parameter (weights(), trainable()) and the
+// optimizer state as host tensors (optimizer_state(), the CPU optimizers' names and layout), so
+// weight loading, checkpoints and outputs are one code path whatever the device:
+//   - after writing host weights or state (initialisation, loading, resume): upload();
+//   - before reading them (evaluation, checkpoint, outputs): download().
+// On the CPU device both are no-ops: the host views are the backend's own buffers.
+//
+// One optimizer step: accumulate() once per micro-batch (gradients add up), then measure()
+// (the window's summed loss and the global gradient norm before clipping; the one place that
+// waits for the device), then update() (clip to max_grad_norm, optimizer step, zero gradients).
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "compiler/execution_plan.h"
+#include "config/config.h"
+#include "graph/op_registry.h"
+#include "models/model_spec.h"
+#include "runtime/backend.h"
+#include "train/checkpoint_io.h"
+#include "train/optim/optimizer.h"
+
+namespace surogate::train {
+
+struct StepMetrics {
+  double loss = 0.0;       // sum of the micro-batches' losses
+  double grad_norm = 0.0;  // global L2 norm of the accumulated gradients, before clipping
+};
+
+class TrainingDevice {
+public:
+  virtual ~TrainingDevice() = default;
+  // One line for the log: backend and precision.
+  virtual std::string description() const = 0;
+
+  // Host fp32 copies of every parameter, in the order of the specs given at construction, and
+  // the subset with gradients (what the optimizer updates and checkpoints hold).
+  virtual std::span<const WeightView> weights() const = 0;
+  virtual std::span<const WeightView> trainable() const = 0;
+  // The optimizer state as host tensors (for checkpoints; restore fills them, then upload()).
+  virtual std::vector<StateTensor> optimizer_state() = 0;
+
+  virtual void upload() = 0;
+  virtual void download() = 0;
+
+  virtual void accumulate(std::span<const runtime::InputBinding> inputs) = 0;
+  virtual StepMetrics measure() = 0;
+  virtual void update(const OptimizerStep& step) = 0;
+};
+
+// What both devices are built from. `specs` are every parameter of the plan (base model, then
+// LoRA adapters); those with a gradient in the plan are trainable.
+struct TrainingDeviceSetup {
+  const compiler::ExecutionPlan* plan = nullptr;  // must outlive the device
+  const graph::OpRegistry* registry = nullptr;
+  std::vector<models::ParameterSpec> specs;
+  const Config* config = nullptr;                  // optimizer, its settings, max_grad_norm, accumulation
+};
+
+// Norms and biases get no weight decay; NorMuon orthogonalises only hidden 2-D matrices.
+bool applies_weight_decay(const std::string& parameter_name);
+
+std::unique_ptr<TrainingDevice> make_cpu_training_device(const TrainingDeviceSetup& setup);
+// Only in CUDA builds (device/cuda_training_device.cpp); the caller checks the selection first.
+std::unique_ptr<TrainingDevice> make_cuda_training_device(const TrainingDeviceSetup& setup);
+
+}  // namespace surogate::train

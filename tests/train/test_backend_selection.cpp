@@ -1,0 +1,89 @@
+// Which backend training runs on (train/device/backend_selection.h), for every kind of machine,
+// without needing one: CPU fallback with a reason, CUDA with the bf16 recipe, and the clear
+// errors for what the CUDA trainer does not have yet (multi-GPU, other recipes, optimizers,
+// precisions).
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "config/config.h"
+#include "core/error.h"
+#include "train/device/backend_selection.h"
+
+namespace surogate::train {
+namespace {
+
+MachineOffer cpu_build() { return {false, 0, "", "no CUDA backend"}; }
+MachineOffer no_gpu() { return {true, 0, "", "no CUDA device is visible"}; }
+MachineOffer gpus(int count) { return {true, count, "NVIDIA H100 80GB HBM3", "ok"}; }
+
+std::string error_of(const Config& config, const MachineOffer& machine) {
+  try {
+    choose_training_backend(config, machine);
+  } catch (const UserError& error) {
+    return error.what();
+  }
+  return "";
+}
+
+TEST(BackendSelection, CpuBuildOrNoGpuTrainsOnTheCpuAndSaysWhy) {
+  Config config;
+  BackendChoice choice = choose_training_backend(config, cpu_build());
+  EXPECT_EQ(choice.backend, TrainingBackend::Cpu);
+  EXPECT_NE(choice.message.find("built without CUDA"), std::string::npos) << choice.message;
+  EXPECT_NE(choice.message.find("CPU backend (fp32)"), std::string::npos) << choice.message;
+  choice = choose_training_backend(config, no_gpu());
+  EXPECT_EQ(choice.backend, TrainingBackend::Cpu);
+  EXPECT_NE(choice.message.find("no CUDA device is visible"), std::string::npos) << choice.message;
+  // Options the CUDA backend lacks still train on the CPU, where they exist.
+  config.optimizer = Optimizer::NorMuon;
+  EXPECT_EQ(choose_training_backend(config, no_gpu()).backend, TrainingBackend::Cpu);
+}
+
+TEST(BackendSelection, OneVisibleGpuTrainsOnCudaWithTheBf16Recipe) {
+  Config config;  // gpus: 1, recipe: bf16 (the defaults); the default optimizer is adamw_8bit
+  config.optimizer = Optimizer::AdamW;
+  BackendChoice choice = choose_training_backend(config, gpus(1));
+  EXPECT_EQ(choice.backend, TrainingBackend::Cuda);
+  EXPECT_NE(choice.message.find("NVIDIA H100"), std::string::npos) << choice.message;
+  EXPECT_NE(choice.message.find("bf16"), std::string::npos) << choice.message;
+  config.gpus = 0;  // all visible GPUs: one
+  EXPECT_EQ(choose_training_backend(config, gpus(1)).backend, TrainingBackend::Cuda);
+  config.master_dtype = MasterDtype::Fp32;
+  config.gradient_dtype = GradientDtype::Fp32;
+  EXPECT_EQ(choose_training_backend(config, gpus(1)).backend, TrainingBackend::Cuda);
+}
+
+TEST(BackendSelection, MultiGpuIsNotImplementedYetAndNamesGpus) {
+  Config config;
+  config.optimizer = Optimizer::AdamW;
+  config.gpus = 2;
+  EXPECT_NE(error_of(config, gpus(2)).find("gpus: 2"), std::string::npos) << error_of(config, gpus(2));
+  EXPECT_NE(error_of(config, no_gpu()).find("not implemented yet"), std::string::npos);
+  config.gpus = 0;
+  EXPECT_NE(error_of(config, gpus(4)).find("gpus: 0"), std::string::npos) << error_of(config, gpus(4));
+  EXPECT_EQ(choose_training_backend(config, no_gpu()).backend, TrainingBackend::Cpu);
+}
+
+TEST(BackendSelection, WhatTheCudaTrainerLacksIsAClearErrorNamingTheOption) {
+  Config config;
+  config.optimizer = Optimizer::AdamW;
+  config.recipe = Recipe::Fp8Hybrid;
+  EXPECT_NE(error_of(config, gpus(1)).find("recipe: fp8_hybrid"), std::string::npos) << error_of(config, gpus(1));
+  config.recipe = Recipe::Bf16;
+  for (Optimizer optimizer : {Optimizer::AdamW8bit, Optimizer::NorMuon}) {
+    config.optimizer = optimizer;
+    std::string error = error_of(config, gpus(1));
+    EXPECT_NE(error.find(std::string("optimizer: ") + std::string(to_string(optimizer))), std::string::npos) << error;
+    EXPECT_NE(error.find("CUDA backend"), std::string::npos) << error;
+  }
+  config.optimizer = Optimizer::AdamW;
+  config.master_dtype = MasterDtype::Bf16;
+  EXPECT_NE(error_of(config, gpus(1)).find("master_dtype: bf16"), std::string::npos) << error_of(config, gpus(1));
+  config.master_dtype.reset();
+  config.gradient_dtype = GradientDtype::Bf16;
+  EXPECT_NE(error_of(config, gpus(1)).find("gradient_dtype: bf16"), std::string::npos) << error_of(config, gpus(1));
+}
+
+}  // namespace
+}  // namespace surogate::train
