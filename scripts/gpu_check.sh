@@ -18,7 +18,7 @@
 # few libraries ldd names outside glibc / libstdc++ / CUDA travel with them.
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-carry="$root/carry/cuda"
+carry="${CARRY_DIR:-$root/carry/cuda}"  # another folder under carry/ lets two helpers prepare side by side
 
 if [[ "${1:-}" == "--prepare" ]]; then
   build="${BUILD_DIR:-$root/build-cuda}"

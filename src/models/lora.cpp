@@ -66,8 +66,11 @@ graph::Graph apply_lora(const graph::Graph& forward, const graph::OpRegistry& re
   std::unordered_map<TensorId, Pair> by_base;
   for (const LoraAdapter& adapter : adapters) {
     TensorId base = forward.require_tensor(adapter.base.name);
-    by_base[base] = {builder.parameter(adapter.a.name, DType::F32, adapter.a.shape, true),
-                     builder.parameter(adapter.b.name, DType::F32, adapter.b.shape, true)};
+    // The adapters take the base weight's dtype: F32 in CPU graphs, BF16 in the CUDA backend's
+    // BF16 graphs (every op of the rewrite then runs in one dtype).
+    const DType dtype = forward.tensor(base).type.dtype;
+    by_base[base] = {builder.parameter(adapter.a.name, dtype, adapter.a.shape, true),
+                     builder.parameter(adapter.b.name, dtype, adapter.b.shape, true)};
   }
 
   const double scaling = lora_scaling(options);

@@ -183,6 +183,13 @@ std::vector<std::pair<std::string, double>> CudaBackend::time_breakdown() const 
 void CudaBackend::bind_steps(const OpRegistry& registry) {
   const compiler::ExecutionPlan& plan = *plan_;
   steps_.reserve(plan.steps.size());
+  std::set<TensorId> read;  // what some step, the caller (graph outputs, loss) or the optimizer reads
+  for (const compiler::PlanStep& step : plan.steps) {
+    for (TensorId id : plan.graph.node(step.node).inputs) read.insert(id);
+  }
+  for (TensorId id : plan.graph.outputs) read.insert(id);
+  for (const auto& [parameter, gradient] : plan.parameter_gradients) read.insert(gradient);
+  read.insert(plan.loss);
   for (const compiler::PlanStep& step : plan.steps) {
     const Node& node = plan.graph.node(step.node);
     registry.get(node.op);  // the op must also be known to the registry the plan was built with
@@ -198,6 +205,7 @@ void CudaBackend::bind_steps(const OpRegistry& registry) {
     }
     CudaBindContext context{node, input_types, output_types,
                             Attrs(node.attrs, fmt::format("node '{}' (op {})", node.name, node.op)), *resources_};
+    for (TensorId id : node.outputs) context.outputs_read.push_back(read.contains(id));
     bound.kernel = (*table_.find(node.op))(context);
     SUROGATE_CHECK(static_cast<bool>(bound.kernel), "CUDA binder of op '{}' returned no kernel", node.op);
     steps_.push_back(std::move(bound));

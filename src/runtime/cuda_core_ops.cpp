@@ -1,9 +1,10 @@
-// CUDA binders for the engine's core ops (graph/core_ops.cpp), fp32; add, fill and accumulate also
-// bf16 (the residual stream and gradient sums of BF16 model graphs, bf16 fp32-summed, rounded
+// CUDA binders for the engine's core ops (graph/core_ops.cpp), fp32; add, scale, fill and accumulate
+// also bf16 (the residual stream and gradient sums of BF16 model graphs, bf16 fp32-summed, rounded
 // once). Each parses its attrs once at load and returns a closure that launches one kernel from
 // runtime/cuda_elementwise.h or runtime/cuda_model_kernels.h.
 // Semantics match the CPU kernels: scale rounds its factor to float, sum accumulates in double.
 #include "runtime/cuda_elementwise.h"
+#include "runtime/cuda_lora_kernels.h"
 #include "runtime/cuda_model_kernels.h"
 #include "runtime/cuda_op_table.h"
 
@@ -41,6 +42,14 @@ CudaKernel bind_add(const CudaBindContext& ctx) {
 CudaKernel bind_mul(const CudaBindContext& ctx) { return bind_binary(ctx, k::mul_f32); }
 
 CudaKernel bind_scale(const CudaBindContext& ctx) {
+  if (all_bf16(ctx)) {  // the LoRA branch's alpha / r in BF16 graphs
+    const int64_t count = ctx.outputs[0].numel();
+    const float factor = static_cast<float>(ctx.attrs.number("factor"));
+    return [count, factor](const CudaKernelArgs& args) {
+      k::scale_bf16(args.inputs[0].as<const __nv_bfloat16>(), factor, args.outputs[0].as<__nv_bfloat16>(), count,
+                    args.stream);
+    };
+  }
   ctx.expect_all(DType::F32);
   const int64_t count = ctx.outputs[0].numel();
   const float factor = static_cast<float>(ctx.attrs.number("factor"));

@@ -548,14 +548,17 @@ CudaKernel bind_lm_head_loss_backward(const CudaBindContext& ctx) {
   const size_t logits = scratch.take(sizeof(bf16) * layout.chunk_rows * layout.vocab);
   const size_t row_losses = scratch.take(sizeof(float) * layout.rows);
   const size_t scalars = scratch.take(2 * sizeof(float));  // loss_sum, grad_scale
-  const size_t dweight = scratch.take(sizeof(float) * layout.vocab * layout.channels);
+  // A frozen head (LoRA, tied or not) has nobody reading d_weight: skip its GEMM per chunk, the
+  // fp32 accumulator and the rounding pass.
+  const bool weight_gradient = ctx.output_read(1);
+  const size_t dweight = weight_gradient ? scratch.take(sizeof(float) * layout.vocab * layout.channels) : 0;
   ctx.resources.reserve_scratch(scratch.bytes);
   CudaResources* resources = &ctx.resources;
   return [=](const CudaKernelArgs& args) {
     float* grad_scale = at<float>(resources, scalars) + 1;
     k::scalar_product(args.inputs[4].as<const float>(), args.inputs[5].as<const float>(), grad_scale, args.stream);
-    float* accumulator = at<float>(resources, dweight);
-    zero_async(accumulator, sizeof(float) * layout.vocab * layout.channels, args.stream);
+    float* accumulator = weight_gradient ? at<float>(resources, dweight) : nullptr;
+    if (weight_gradient) zero_async(accumulator, sizeof(float) * layout.vocab * layout.channels, args.stream);
     cuda::LmHeadLossArguments arguments = loss_arguments(layout, args);
     arguments.logits_workspace = at<bf16>(resources, logits);
     arguments.row_losses = at<float>(resources, row_losses);
@@ -564,7 +567,9 @@ CudaKernel bind_lm_head_loss_backward(const CudaBindContext& ctx) {
     arguments.dhidden = args.outputs[0].as<bf16>();
     arguments.dweight = accumulator;
     cuda::lm_head_cross_entropy(resources->matmul(), arguments, args.stream);
-    k::convert_f32_to_bf16(accumulator, args.outputs[1].as<bf16>(), layout.vocab * layout.channels, args.stream);
+    if (weight_gradient) {
+      k::convert_f32_to_bf16(accumulator, args.outputs[1].as<bf16>(), layout.vocab * layout.channels, args.stream);
+    }
   };
 }
 

@@ -3,8 +3,8 @@
 // launches kernels on the given stream (no allocation, no host synchronisation). The table is
 // filled by explicit functions, one per op family (register_core_cuda_ops, ...), like the op
 // registry; the CUDA backend refuses a plan containing an op the table lacks, at load time.
-// Closure contract = the CPU one (graph/op_registry.h): write every element of every output,
-// never read outputs (accumulate excepted), inputs and outputs never alias.
+// Closure contract = the CPU one (graph/op_registry.h): write every element of every output
+// (except outputs nothing reads, see CudaBindContext::outputs_read), never read outputs (accumulate excepted), inputs and outputs never alias.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -73,6 +73,12 @@ struct CudaBindContext {
   std::span<const graph::TensorType> outputs;
   graph::Attrs attrs;
   CudaResources& resources;  // outlives every closure bound with it
+  // Per output: whether anything reads it (a later step, a graph output, a parameter gradient).
+  // A binder may skip the work of an output nobody reads (the frozen LM head's weight gradient in
+  // LoRA plans) and leave it unwritten; empty means every output is read.
+  std::vector<bool> outputs_read = {};
+
+  bool output_read(size_t index) const { return outputs_read.empty() || outputs_read[index]; }
 
   // UserError naming the node unless every input and output is `dtype`.
   void expect_all(DType dtype) const;
@@ -91,12 +97,15 @@ private:
   std::map<std::string, CudaBinder, std::less<>> binders_;
 };
 
-// add, mul, scale, fill, sum, broadcast, accumulate (F32; add, fill, accumulate also BF16), in
+// add, mul, scale, fill, sum, broadcast, accumulate (F32; add, scale, fill, accumulate also BF16), in
 // runtime/cuda_core_ops.cpp.
 void register_core_cuda_ops(CudaOpTable& table);
 
 // The decoder's model ops and their backward ops on bf16 tensors (runtime/cuda_model_ops.cpp).
 void register_model_cuda_ops(CudaOpTable& table);
+
+// dropout (BF16 / F32; the LoRA rewrite's adapter-input dropout), in runtime/cuda_lora_ops.cpp.
+void register_lora_cuda_ops(CudaOpTable& table);
 
 // The table the engine uses: every family registered above, built once on first use.
 const CudaOpTable& builtin_cuda_ops();

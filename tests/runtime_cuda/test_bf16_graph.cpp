@@ -1,7 +1,8 @@
 // BF16 decoder graphs without a GPU (runs in CI): the shape rules accept BF16 parameters and
 // activations and keep the side outputs F32 (rstd, logsumexp, loss), autodiff gives BF16
 // gradients, and the CPU backend refuses the plan with a message naming the dtype (its kernels
-// are fp32 / fp64 only).
+// are fp32 / fp64 only). LoRA on a BF16 graph: adapters and the dropout path take BF16, F32 graphs
+// keep F32 adapters.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -12,6 +13,7 @@
 #include "core/error.h"
 #include "io/model_config.h"
 #include "models/decoder_graph.h"
+#include "models/lora.h"
 #include "ops/defs/register_ops.h"
 #include "runtime/cpu_backend.h"
 
@@ -61,6 +63,35 @@ TEST(Bf16DecoderGraph, CpuBackendRefusesWithTheDtype) {
     FAIL() << "the CPU backend accepted a BF16 plan";
   } catch (const UserError& error) {
     EXPECT_NE(std::string(error.what()).find("BF16"), std::string::npos) << error.what();
+  }
+}
+
+
+TEST(Bf16DecoderGraph, LoraAdaptersTakeTheBaseWeightDtype) {
+  const graph::OpRegistry registry = ops::make_model_registry();
+  const io::ModelConfig config = fixture_config("qwen3_qknorm");
+  models::LoraOptions lora{.rank = 4, .alpha = 8.0, .dropout = 0.1,
+                           .target_modules = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}};
+  const std::vector<models::LoraAdapter> adapters = models::lora_adapters(config, lora);
+  for (DType dtype : {DType::F32, DType::BF16}) {
+    models::DecoderGraphOptions options{.batch = 2, .sequence = 8, .lmhead_chunks = 2};
+    options.dtype = dtype;
+    models::DecoderGraph decoder = models::build_decoder_graph(config, registry, options);
+    graph::Graph forward = models::apply_lora(decoder.graph, registry, adapters, lora, true);
+    compiler::ExecutionPlan plan = compiler::compile_training(std::move(forward), decoder.loss, registry);
+    ASSERT_EQ(plan.parameter_gradients.size(), 2 * adapters.size());
+    for (const auto& [parameter, gradient] : plan.parameter_gradients) {
+      EXPECT_EQ(plan.graph.tensor(parameter).type.dtype, dtype) << plan.graph.tensor(parameter).name;
+      EXPECT_EQ(plan.graph.tensor(gradient).type.dtype, dtype) << plan.graph.tensor(gradient).name;
+    }
+    int dropouts = 0;
+    for (const graph::Node& node : plan.graph.nodes) {
+      if (node.op != "dropout") continue;
+      ++dropouts;
+      EXPECT_EQ(plan.graph.tensor(node.outputs[0]).type.dtype, dtype) << node.name;
+    }
+    // One per adapter forward, plus the backward ones where the input gradient is needed.
+    EXPECT_GT(dropouts, static_cast<int>(adapters.size()));
   }
 }
 

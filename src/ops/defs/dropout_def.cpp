@@ -1,7 +1,8 @@
 // Graph op "dropout" (x, seed I32 [] -> out; attrs p, stream) over ops/dropout.h. The seed is a
 // graph input the caller writes per micro-batch, so the mask changes every step yet is a pure
 // function of (seed, stream, element): the gradient is the same op on d_out, and recompute and
-// resumed runs drop exactly the same elements.
+// resumed runs drop exactly the same elements. x may be F32 / F64 (CPU) or BF16 (the CUDA backend's
+// BF16 graphs: runtime/cuda_lora_ops.cpp draws the same mask).
 #include "ops/defs/def_util.h"
 #include "ops/dropout.h"
 

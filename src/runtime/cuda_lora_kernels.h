@@ -1,0 +1,42 @@
+// Kernels for the ops the LoRA rewrite (models/lora.h) adds to a BF16 graph beyond linear / add:
+// `scale` in bf16 and the counter-based `dropout` (ops/dropout.h) in bf16 and fp32; plus the
+// bf16 → fp32 widening an optimizer step needs to read bf16 gradients. Plain host launchers on a
+// stream, checked after every launch; no graph headers.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace surogate::runtime::cuda_kernels {
+
+// The dropout mask of ops/dropout.cpp, bit for bit: SplitMix64's finaliser, element i kept when
+//   double(mix(mix(mix(seed) ^ stream) ^ i) >> 11) · 2^-53 >= p.
+// The kernels compare the 53-bit integer against dropout_threshold(p) = ceil(p · 2^53) instead,
+// which is the same test exactly (p · 2^53 is exact in double, and the 53-bit value is an
+// integer), so no double arithmetic runs on the device.
+__host__ __device__ inline uint64_t dropout_mix(uint64_t value) {
+  value += 0x9e3779b97f4a7c15ull;
+  value = (value ^ (value >> 30)) * 0xbf58476d1ce4e5b9ull;
+  value = (value ^ (value >> 27)) * 0x94d049bb133111ebull;
+  return value ^ (value >> 31);
+}
+uint64_t dropout_threshold(double probability);
+
+// out = x · factor (fp32 product of bf16(x) and float(factor), rounded once), as the CPU `scale`
+// with its factor rounded to float.
+void scale_bf16(const __nv_bfloat16* x, float factor, __nv_bfloat16* out, int64_t count, cudaStream_t stream);
+
+// out[i] = keep(seed, stream, i) ? x[i] · float(1 / (1 − p)) : 0 (one bf16 rounding of the fp32
+// product for bf16). `seed` is a device pointer to the graph's I32 seed scalar, read as uint32 like
+// the CPU op. probability in [0, 1).
+void dropout_bf16(const __nv_bfloat16* x, const int32_t* seed, uint64_t stream_id, double probability,
+                  __nv_bfloat16* out, int64_t count, cudaStream_t stream);
+void dropout_f32(const float* x, const int32_t* seed, uint64_t stream_id, double probability, float* out,
+                 int64_t count, cudaStream_t stream);
+
+// out[i] = float(in[i]).
+void convert_bf16_to_f32(const __nv_bfloat16* in, float* out, int64_t count, cudaStream_t stream);
+
+}  // namespace surogate::runtime::cuda_kernels
