@@ -1,0 +1,92 @@
+// Dataset file selection; see dataset_files.h.
+#include "data/dataset_files.h"
+
+#include <algorithm>
+#include <set>
+
+#include "core/error.h"
+#include "data/row_reader.h"
+#include "io/hf_hub.h"
+
+namespace surogate::data {
+namespace {
+
+namespace fs = std::filesystem;
+
+const char* const kKnownSplits[] = {"train", "test", "validation", "valid", "dev", "eval"};
+
+// True when `relative` belongs to `split` by its file name or a folder name.
+bool names_split(const fs::path& relative, const std::string& split) {
+  for (auto it = relative.begin(); it != relative.end(); ++it) {
+    if (std::next(it) != relative.end() && it->string() == split) return true;
+  }
+  std::string name = relative.filename().string();
+  if (name.rfind(split, 0) != 0) return false;
+  if (name.size() == split.size()) return true;
+  char next = name[split.size()];
+  return next == '-' || next == '.';
+}
+
+}  // namespace
+
+std::vector<fs::path> select_dataset_files(const DatasetConfig& dataset) {
+  if (dataset.path.empty()) fail_user("a dataset has no `path`: set it to a local file, folder or hub dataset id");
+  if (dataset.path.rfind("s3://", 0) == 0 || dataset.path.rfind("gs://", 0) == 0) {
+    fail_user("dataset {}: s3:// and gs:// paths are not supported yet; download the files and use a local path",
+              dataset.path);
+  }
+  fs::path root = dataset.path;
+  if (!fs::exists(root)) {
+    if (!io::looks_like_repo_id(dataset.path)) {
+      fail_user("dataset path '{}' does not exist and is not a hub dataset id (org/name); check the path",
+                dataset.path);
+    }
+    root = io::resolve_dataset(dataset.path);
+  }
+  if (fs::is_regular_file(root)) {
+    if (!is_supported_data_file(root)) {
+      fail_user("dataset file {} has an unsupported type: use .jsonl, .json, .txt or .parquet", root.string());
+    }
+    return {root};
+  }
+  if (dataset.subset) {
+    root /= *dataset.subset;
+    if (!fs::is_directory(root)) {
+      fail_user("dataset {}: subset '{}' is not a folder of the dataset ({} does not exist)", dataset.path,
+                *dataset.subset, root.string());
+    }
+  }
+  std::vector<fs::path> all;
+  for (auto it = fs::recursive_directory_iterator(root); it != fs::recursive_directory_iterator(); ++it) {
+    std::string name = it->path().filename().string();
+    if (!name.empty() && name[0] == '.') {
+      if (it->is_directory()) it.disable_recursion_pending();
+      continue;
+    }
+    if (it->is_regular_file() && is_supported_data_file(it->path())) all.push_back(fs::relative(it->path(), root));
+  }
+  std::sort(all.begin(), all.end());
+  if (all.empty()) {
+    fail_user("dataset folder {} holds no .jsonl, .json, .txt or .parquet files", root.string());
+  }
+  std::vector<fs::path> chosen;
+  std::set<std::string> splits_seen;
+  for (const auto& relative : all) {
+    if (names_split(relative, dataset.split)) chosen.push_back(root / relative);
+    for (const char* split : kKnownSplits) {
+      if (names_split(relative, split)) splits_seen.insert(split);
+    }
+  }
+  if (chosen.empty()) {
+    if (!splits_seen.empty()) {
+      std::string found;
+      for (const auto& split : splits_seen) found += (found.empty() ? "" : ", ") + split;
+      fail_user("dataset {}: no file belongs to split '{}'; the folder has splits: {}. Set `split`", dataset.path,
+                dataset.split, found);
+    }
+    for (const auto& relative : all) chosen.push_back(root / relative);
+  }
+  return chosen;
+}
+
+}  // namespace surogate::data

@@ -1,0 +1,23 @@
+// Which files a dataset entry reads (`path`, `subset`, `split`):
+//   - a local file: that file; `split` and `subset` do not apply to a single file.
+//   - a local folder (or a hub dataset "org/name", downloaded into the HF cache by
+//     io::resolve_dataset): `subset` selects the sub-folder of that name; then every supported
+//     file below it (.jsonl .ndjson .json .txt .parquet; hidden files skipped) in sorted path
+//     order. `split` keeps the files whose name starts with the split followed by '-' or '.'
+//     (train.jsonl, train-00000-of-00002.parquet) or that sit in a folder named after
+//     the split (train/part0.jsonl). When no file names any split (train, test, validation,
+//     valid, dev, eval), the folder is unsplit and all its files are used. When files name
+//     other splits but not this one, that is an error listing the splits found.
+//   - anything else is an error (s3:// and gs:// URLs are not supported yet).
+#pragma once
+
+#include <filesystem>
+#include <vector>
+
+#include "config/config.h"
+
+namespace surogate::data {
+
+std::vector<std::filesystem::path> select_dataset_files(const DatasetConfig& dataset);
+
+}  // namespace surogate::data

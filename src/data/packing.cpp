@@ -1,0 +1,173 @@
+// Packing documents into rows and assembling batches; see packing.h.
+#include "data/packing.h"
+
+#include <algorithm>
+#include <map>
+#include <numeric>
+#include <random>
+
+#include "core/error.h"
+
+namespace surogate::data {
+namespace {
+
+// Document indices in a deterministic pseudo-random order (std::shuffle's output is not
+// specified across standard libraries, so the Fisher-Yates loop is written out).
+std::vector<size_t> shuffled_order(size_t count, uint64_t seed) {
+  std::vector<size_t> order(count);
+  std::iota(order.begin(), order.end(), 0);
+  std::mt19937_64 generator(seed);
+  for (size_t i = count; i > 1; --i) {
+    size_t j = static_cast<size_t>(generator() % i);
+    std::swap(order[i - 1], order[j]);
+  }
+  return order;
+}
+
+void write_row(PackedRows& out, const std::vector<const TokenizedSample*>& documents, const PackingOptions& options,
+               PackingStats& stats) {
+  const size_t T = options.sequence_length;
+  size_t used = 0;
+  for (const auto* document : documents) used += document->input_ids.size();
+  SUROGATE_CHECK(used <= T, "row overflow: {} > {}", used, T);
+  size_t padding = T - used;
+  auto add_padding = [&] {
+    if (padding == 0) return;
+    out.input_ids.insert(out.input_ids.end(), padding, options.pad_id);
+    out.labels.insert(out.labels.end(), padding, kIgnoreLabel);
+    out.position_ids.insert(out.position_ids.end(), padding, 0);
+    out.segment_lengths.push_back(-static_cast<int32_t>(padding));
+  };
+  if (options.pad_left) add_padding();
+  for (const auto* document : documents) {
+    const size_t length = document->input_ids.size();
+    out.input_ids.insert(out.input_ids.end(), document->input_ids.begin(), document->input_ids.end());
+    out.labels.insert(out.labels.end(), document->labels.begin(), document->labels.end());
+    out.labels[out.labels.size() - length] = kIgnoreLabel;  // nothing in this document predicts its first token
+    for (size_t p = 0; p < length; ++p) out.position_ids.push_back(static_cast<int32_t>(p));
+    out.segment_lengths.push_back(static_cast<int32_t>(length));
+    stats.tokens += length;
+    for (size_t p = 1; p < length; ++p) stats.loss_tokens += document->labels[p] != kIgnoreLabel ? 1 : 0;
+  }
+  if (!options.pad_left) add_padding();
+  out.row_segment_offsets.push_back(out.segment_lengths.size());
+  ++stats.rows;
+  stats.slots += T;
+}
+
+}  // namespace
+
+PackedRows pack_documents(std::vector<TokenizedSample> documents, const PackingOptions& options, PackingStats& stats) {
+  const size_t T = options.sequence_length;
+  SUROGATE_CHECK(T > 0, "sequence length must be positive");
+  for (const auto& document : documents) {
+    SUROGATE_CHECK(!document.input_ids.empty() && document.input_ids.size() <= T, "document of {} tokens for T={}",
+                   document.input_ids.size(), T);
+  }
+  PackedRows out;
+  out.sequence_length = T;
+  stats.documents += documents.size();
+  std::vector<size_t> order = shuffled_order(documents.size(), options.seed);
+  std::vector<std::vector<const TokenizedSample*>> rows;
+  switch (options.mode) {
+    case PackingMode::OnePerRow:
+      for (size_t index : order) rows.push_back({&documents[index]});
+      break;
+    case PackingMode::Sequential: {
+      size_t used = T;
+      for (size_t index : order) {
+        size_t length = documents[index].input_ids.size();
+        if (used + length > T) {
+          rows.emplace_back();
+          used = 0;
+        }
+        rows.back().push_back(&documents[index]);
+        used += length;
+      }
+      break;
+    }
+    case PackingMode::BestFit: {
+      std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+        return documents[a].input_ids.size() > documents[b].input_ids.size();
+      });
+      std::multimap<size_t, size_t> room;  // free tokens → row
+      for (size_t index : order) {
+        size_t length = documents[index].input_ids.size();
+        auto best = room.lower_bound(length);
+        size_t row;
+        size_t free_tokens;
+        if (best == room.end()) {
+          row = rows.size();
+          rows.emplace_back();
+          free_tokens = T;
+        } else {
+          row = best->second;
+          free_tokens = best->first;
+          room.erase(best);
+        }
+        rows[row].push_back(&documents[index]);
+        if (free_tokens - length > 0) room.emplace(free_tokens - length, row);
+      }
+      break;
+    }
+  }
+  out.input_ids.reserve(rows.size() * T);
+  out.labels.reserve(rows.size() * T);
+  out.position_ids.reserve(rows.size() * T);
+  for (const auto& row : rows) write_row(out, row, options, stats);
+  return out;
+}
+
+PackedRowsView view_of(const PackedRows& rows) {
+  return PackedRowsView{rows.sequence_length, rows.input_ids,           rows.labels,
+                        rows.position_ids,    rows.row_segment_offsets, rows.segment_lengths};
+}
+
+PackedBatch make_batch(const PackedRowsView& rows, std::span<const uint64_t> row_indices, int32_t pad_id) {
+  const size_t T = rows.sequence_length;
+  PackedBatch batch;
+  batch.batch_size = static_cast<int64_t>(row_indices.size());
+  batch.sequence_length = static_cast<int64_t>(T);
+  batch.input_ids.reserve(row_indices.size() * T);
+  batch.labels.reserve(row_indices.size() * T);
+  batch.position_ids.reserve(row_indices.size() * T);
+  batch.document_ids.reserve(row_indices.size() * T);
+  batch.cu_seqlens.push_back(0);
+  int32_t offset = 0;
+  int32_t document = 0;
+  for (uint64_t row : row_indices) {
+    SUROGATE_CHECK(row <= rows.rows(), "row {} of {}", row, rows.rows());
+    if (row == rows.rows()) {  // a padding-only row
+      batch.input_ids.insert(batch.input_ids.end(), T, pad_id);
+      batch.labels.insert(batch.labels.end(), T, kIgnoreLabel);
+      batch.position_ids.insert(batch.position_ids.end(), T, 0);
+      batch.document_ids.insert(batch.document_ids.end(), T, -1);
+      offset += static_cast<int32_t>(T);
+      batch.cu_seqlens.push_back(offset);
+      batch.max_seqlen = std::max(batch.max_seqlen, static_cast<int32_t>(T));
+      continue;
+    }
+    auto begin = static_cast<long>(row * T);
+    batch.input_ids.insert(batch.input_ids.end(), rows.input_ids.begin() + begin, rows.input_ids.begin() + begin + static_cast<long>(T));
+    batch.labels.insert(batch.labels.end(), rows.labels.begin() + begin, rows.labels.begin() + begin + static_cast<long>(T));
+    batch.position_ids.insert(batch.position_ids.end(), rows.position_ids.begin() + begin,
+                              rows.position_ids.begin() + begin + static_cast<long>(T));
+    for (uint64_t s = rows.row_segment_offsets[row]; s < rows.row_segment_offsets[row + 1]; ++s) {
+      int32_t length = rows.segment_lengths[s];
+      bool padding = length < 0;
+      int32_t size = padding ? -length : length;
+      batch.document_ids.insert(batch.document_ids.end(), static_cast<size_t>(size), padding ? -1 : document);
+      if (!padding) {
+        ++document;
+        batch.num_tokens += size;
+      }
+      offset += size;
+      batch.cu_seqlens.push_back(offset);
+      batch.max_seqlen = std::max(batch.max_seqlen, size);
+    }
+  }
+  for (int32_t label : batch.labels) batch.num_loss_tokens += label != kIgnoreLabel ? 1 : 0;
+  return batch;
+}
+
+}  // namespace surogate::data

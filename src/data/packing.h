@@ -1,0 +1,90 @@
+// Documents → fixed-length rows of T tokens, and the PackedBatch the trainer consumes.
+//
+// Three layouts, chosen from the config:
+//   sample_packing: true   best-fit packing: documents (already ≤ T) are placed, longest first,
+//                          into the row with the least room that still fits them; rows are then
+//                          nearly full.
+//   padding_free: true     (without sample_packing) documents are concatenated in their shuffled
+//                          order; a document that does not fit starts the next row. No reordering,
+//                          padding only at row ends.
+//   both false             one document per row, padded to T.
+// Padding sits at the end of a row (padding_side: right) or its start (left); pad tokens have
+// label -100 and position 0. Every row is a list of segments (documents and padding runs) whose
+// lengths add up to T; position_ids restart at 0 for each document, so with cu_seqlens (varlen
+// attention) or document_ids (masking) attention never crosses a document.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "data/sample.h"
+
+namespace surogate::data {
+
+enum class PackingMode { OnePerRow, Sequential, BestFit };
+
+struct PackingOptions {
+  size_t sequence_length = 0;  // T
+  PackingMode mode = PackingMode::BestFit;
+  bool pad_left = false;
+  int32_t pad_id = 0;
+  uint64_t seed = 0;  // document order before packing
+};
+
+// A packed split: rows × T tokens plus each row's segments.
+struct PackedRows {
+  size_t sequence_length = 0;
+  std::vector<int32_t> input_ids;     // rows × T
+  std::vector<int32_t> labels;        // rows × T, unshifted (sample.h)
+  std::vector<int32_t> position_ids;  // rows × T
+  std::vector<uint64_t> row_segment_offsets{0};  // rows + 1 offsets into segment_lengths
+  std::vector<int32_t> segment_lengths;          // > 0: a document, < 0: a padding run of -length
+  size_t rows() const { return row_segment_offsets.size() - 1; }
+};
+
+struct PackingStats {
+  uint64_t documents = 0;
+  uint64_t rows = 0;
+  uint64_t tokens = 0;       // non-padding
+  uint64_t loss_tokens = 0;  // labels != -100
+  uint64_t slots = 0;        // rows × T
+  double efficiency() const { return slots == 0 ? 0.0 : static_cast<double>(tokens) / static_cast<double>(slots); }
+};
+
+// Read-only view of packed rows, from memory or from a memory-mapped token cache.
+struct PackedRowsView {
+  size_t sequence_length = 0;
+  std::span<const int32_t> input_ids;
+  std::span<const int32_t> labels;
+  std::span<const int32_t> position_ids;
+  std::span<const uint64_t> row_segment_offsets;
+  std::span<const int32_t> segment_lengths;
+  size_t rows() const { return row_segment_offsets.empty() ? 0 : row_segment_offsets.size() - 1; }
+};
+PackedRowsView view_of(const PackedRows& rows);
+
+// Every document must have 1..T tokens (fit_to_length guarantees it).
+PackedRows pack_documents(std::vector<TokenizedSample> documents, const PackingOptions& options, PackingStats& stats);
+
+// A micro-batch of B rows of T tokens, flattened row-major.
+struct PackedBatch {
+  int64_t batch_size = 0;       // B
+  int64_t sequence_length = 0;  // T
+  std::vector<int32_t> input_ids;     // [B*T]
+  std::vector<int32_t> labels;        // [B*T] unshifted; the loss scores logits[i] against labels[i+1] within a row
+  std::vector<int32_t> position_ids;  // [B*T], restart at 0 per document
+  std::vector<int32_t> document_ids;  // [B*T], index of the token's document in the batch, -1 for padding
+  // Offsets into the flattened B*T tokens of every segment (documents and padding runs), from 0 to
+  // B*T; no segment crosses a row. Feed to varlen attention as cu_seqlens.
+  std::vector<int32_t> cu_seqlens;
+  int32_t max_seqlen = 0;        // longest segment
+  int64_t num_tokens = 0;        // non-padding tokens
+  int64_t num_loss_tokens = 0;   // labels != -100: the loss normaliser
+};
+
+// Assembles the rows `row_indices` into a batch; an index equal to rows.rows() stands for a row
+// of padding only (used to fill the last batch of an epoch).
+PackedBatch make_batch(const PackedRowsView& rows, std::span<const uint64_t> row_indices, int32_t pad_id);
+
+}  // namespace surogate::data

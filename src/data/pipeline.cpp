@@ -1,0 +1,328 @@
+// Orchestration of the data path; see pipeline.h. Formatting, truncation, packing and the cache
+// format live in their own files; this file wires them to the config, tokenizer and template.
+#include "data/pipeline.h"
+
+#include <fstream>
+#include <numeric>
+#include <random>
+
+#include <xxhash.h>
+
+#include "chat_template/chat_template.h"
+#include "core/error.h"
+#include "data/dataset_files.h"
+#include "data/row_reader.h"
+#include "data/truncation.h"
+#include "io/hf_hub.h"
+#include "tokenizer/tokenizer.h"
+
+namespace surogate::data {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+json read_json_file(const fs::path& path) {
+  std::ifstream stream(path);
+  if (!stream) return json();
+  return json::parse(stream, nullptr, false);
+}
+
+std::string file_bytes(const fs::path& path) {
+  std::ifstream stream(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(stream), {});
+}
+
+json dataset_json(const DatasetConfig& d) {
+  json j;
+  j["path"] = d.path;
+  j["type"] = static_cast<int>(d.type);
+  j["subset"] = d.subset.value_or("");
+  j["split"] = d.split;
+  j["samples"] = d.samples.value_or(-1);
+  j["text_field"] = d.text_field;
+  j["instruction_field"] = d.instruction_field.value_or("");
+  j["output_field"] = d.output_field.value_or("");
+  j["input_field"] = d.input_field.value_or("");
+  j["system_prompt_type"] = d.system_prompt_type ? static_cast<int>(*d.system_prompt_type) : -1;
+  j["system_prompt_field"] = d.system_prompt_field.value_or("");
+  j["system_prompt"] = d.system_prompt.value_or("");
+  j["prompt_format"] = d.prompt_format.value_or("");
+  j["prompt_format_no_input"] = d.prompt_format_no_input.value_or("");
+  j["messages_field"] = d.messages_field;
+  j["system_field"] = d.system_field.value_or("");
+  j["tools_field"] = d.tools_field.value_or("");
+  j["message_property_mappings"] = d.message_property_mappings;
+  json files = json::array();
+  for (const auto& file : select_dataset_files(d)) {
+    files.push_back({file.string(), fs::file_size(file),
+                     static_cast<int64_t>(fs::last_write_time(file).time_since_epoch().count())});
+  }
+  j["files"] = files;
+  return j;
+}
+
+// Formats and length-fits every row of one dataset entry; documents are grouped per row so the
+// validation split never separates the pieces of one row.
+std::vector<std::vector<TokenizedSample>> read_dataset(const DatasetConfig& dataset, const DataSettings& settings,
+                                                       const TextTools& tools, DatasetReport& report,
+                                                       const ProgressFn& progress) {
+  std::vector<fs::path> files = select_dataset_files(dataset);
+  report.path = dataset.path;
+  report.files = files.size();
+  Formatter formatter(dataset, settings.format, tools.codec, tools.renderer);
+  auto reader = open_row_reader(files);
+  LengthStats length_stats;
+  std::vector<std::vector<TokenizedSample>> rows;
+  Row row;
+  while ((!dataset.samples || report.rows_read < static_cast<uint64_t>(*dataset.samples)) && reader->next(row)) {
+    ++report.rows_read;
+    if (progress && report.rows_read % 256 == 0) progress(dataset.path, report.rows_read);
+    FormattedRow formatted = formatter.format(row);
+    if (!formatted.sample) {
+      ++report.dropped[formatted.drop_reason];
+      continue;
+    }
+    report.tokenization_differs += formatted.tokenization_differs ? 1 : 0;
+    std::vector<TokenizedSample> documents;
+    fit_to_length(std::move(*formatted.sample), settings.max_length, settings.truncation_strategy, documents,
+                  length_stats);
+    report.documents += documents.size();
+    if (!documents.empty()) rows.push_back(std::move(documents));
+  }
+  if (progress) progress(dataset.path, report.rows_read);
+  report.type = formatter.resolved_type();
+  report.truncated = length_stats.truncated;
+  report.split = length_stats.split;
+  for (const auto& [reason, count] : length_stats.dropped) report.dropped[reason] += count;
+  return rows;
+}
+
+void flatten(std::vector<std::vector<TokenizedSample>>& rows, std::vector<TokenizedSample>& out) {
+  for (auto& documents : rows) {
+    for (auto& document : documents) out.push_back(std::move(document));
+  }
+}
+
+json packing_json(const PackingStats& stats) {
+  return {{"documents", stats.documents}, {"rows", stats.rows},   {"tokens", stats.tokens},
+          {"loss_tokens", stats.loss_tokens}, {"slots", stats.slots}, {"efficiency", stats.efficiency()}};
+}
+
+// `train_on_inputs` is read once Config has it (it is not in the configuration reference yet).
+template <typename ConfigType>
+bool train_on_inputs_of(const ConfigType& config) {
+  if constexpr (requires { config.train_on_inputs; }) {
+    return config.train_on_inputs;
+  } else {
+    return false;
+  }
+}
+
+}  // namespace
+
+DataSettings data_settings_from_config(const Config& config) {
+  DataSettings settings;
+  settings.datasets = config.datasets;
+  settings.validation_datasets = config.validation_datasets;
+  settings.validation_split_ratio = config.validation_split_ratio;
+  settings.train_seed = config.train_seed;
+  settings.eval_seed = config.eval_seed;
+  if (settings.datasets.empty()) fail_user("no `datasets` in the config: add at least one dataset entry");
+  if (config.model.empty()) fail_user("`model` is not set: the tokenizer is read from the model folder");
+  settings.tokenizer_dir = io::resolve_model(config.model);
+  int64_t sequence_len = 0;
+  if (config.sequence_len) {
+    sequence_len = *config.sequence_len;
+  } else {
+    json model_config = read_json_file(settings.tokenizer_dir / "config.json");
+    if (model_config.is_object() && model_config.value("max_position_embeddings", 0) > 0) {
+      sequence_len = model_config["max_position_embeddings"].get<int64_t>();
+    } else {
+      fail_user("sequence_len is not set and {} gives no max_position_embeddings: set sequence_len",
+                (settings.tokenizer_dir / "config.json").string());
+    }
+  }
+  if (sequence_len <= 0) fail_user("sequence_len must be positive (got {})", sequence_len);
+  int64_t max_length = config.max_length.value_or(sequence_len);
+  if (max_length <= 0 || max_length > sequence_len) {
+    fail_user("max_length ({}) must be between 1 and sequence_len ({})", max_length, sequence_len);
+  }
+  settings.sequence_len = static_cast<size_t>(sequence_len);
+  settings.max_length = static_cast<size_t>(max_length);
+  settings.truncation_strategy = config.truncation_strategy;
+  settings.pad_left = config.padding_side == PaddingSide::Left;
+  settings.padding_free = config.padding_free;
+  settings.sample_packing = config.sample_packing;
+  settings.format.use_chat_template = config.use_chat_template;
+  settings.format.system = config.system;
+  settings.format.train_on_inputs = train_on_inputs_of(config);
+  settings.template_name = config.template_name;
+  settings.cache_path = fs::path(config.output_dir) / "tokenized" / "dataset.surotok";
+  return settings;
+}
+
+TextTools load_text_tools(const DataSettings& settings) {
+  auto tokenizer = std::make_shared<tokenizer::Tokenizer>(tokenizer::Tokenizer::load(settings.tokenizer_dir));
+  TextTools tools;
+  tools.codec.encode = [tokenizer](std::string_view text, bool special) { return tokenizer->encode(text, special); };
+  tools.codec.decode = [tokenizer](std::span<const int32_t> ids) { return tokenizer->decode(ids, false); };
+  tools.codec.eos_id = tokenizer->eos_token_id();
+  tools.codec.pad_id = tokenizer->pad_token_id();
+  if (!settings.format.use_chat_template) return tools;
+  std::shared_ptr<chat_template::ChatTemplate> chat;
+  if (settings.template_name && *settings.template_name != "auto") {
+    chat = std::make_shared<chat_template::ChatTemplate>(chat_template::ChatTemplate::builtin(*settings.template_name));
+    tools.template_identity = "builtin:" + *settings.template_name;
+  } else if (tokenizer->config().contains("chat_template")) {
+    chat = std::make_shared<chat_template::ChatTemplate>(
+        chat_template::ChatTemplate::from_tokenizer_config(tokenizer->config(), (settings.tokenizer_dir / "tokenizer_config.json").string()));
+    tools.template_identity = "tokenizer_config";
+  } else {
+    return tools;  // no template: conversation rows will say how to configure one
+  }
+  tools.renderer = [chat](const json& messages, const json& tool_list, bool generation_prompt) {
+    chat_template::ChatRenderInput input;
+    input.messages = chat_template::OrderedJson(messages);
+    input.tools = tool_list.is_null() ? chat_template::OrderedJson(nullptr) : chat_template::OrderedJson(tool_list);
+    input.add_generation_prompt = generation_prompt;
+    return chat->render(input);
+  };
+  return tools;
+}
+
+PreparedData prepare_data(const DataSettings& settings, const TextTools& tools, const ProgressFn& progress) {
+  PreparedData prepared;
+  std::vector<TokenizedSample> train_documents;
+  std::vector<TokenizedSample> eval_documents;
+  for (const auto& dataset : settings.datasets) {
+    prepared.datasets.emplace_back();
+    auto rows = read_dataset(dataset, settings, tools, prepared.datasets.back(), progress);
+    if (settings.validation_datasets.empty() && settings.validation_split_ratio > 0.0) {
+      // Hold out whole rows, chosen by a permutation seeded with eval_seed.
+      std::vector<size_t> order(rows.size());
+      std::iota(order.begin(), order.end(), 0);
+      std::mt19937_64 generator(static_cast<uint64_t>(settings.eval_seed));
+      for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[generator() % i]);
+      auto held_out = static_cast<size_t>(static_cast<double>(rows.size()) * settings.validation_split_ratio);
+      for (size_t k = 0; k < order.size(); ++k) {
+        auto& target = k < held_out ? eval_documents : train_documents;
+        for (auto& document : rows[order[k]]) target.push_back(std::move(document));
+      }
+    } else {
+      flatten(rows, train_documents);
+    }
+  }
+  for (const auto& dataset : settings.validation_datasets) {
+    DatasetReport report;
+    auto rows = read_dataset(dataset, settings, tools, report, progress);
+    report.path = "validation: " + report.path;
+    prepared.datasets.push_back(report);
+    flatten(rows, eval_documents);
+  }
+  if (train_documents.empty()) {
+    fail_user("no training documents are left after reading the datasets (see the drop reasons with `surogate "
+              "tokenize`); check the dataset fields and max_length");
+  }
+  PackingOptions options;
+  options.sequence_length = settings.sequence_len;
+  options.mode = settings.sample_packing ? PackingMode::BestFit
+                 : settings.padding_free ? PackingMode::Sequential
+                                         : PackingMode::OnePerRow;
+  options.pad_left = settings.pad_left;
+  options.pad_id = tools.codec.pad_id.value_or(tools.codec.eos_id.value_or(0));
+  options.seed = static_cast<uint64_t>(settings.train_seed);
+  prepared.train = pack_documents(std::move(train_documents), options, prepared.train_packing);
+  options.seed = static_cast<uint64_t>(settings.eval_seed);
+  prepared.eval = pack_documents(std::move(eval_documents), options, prepared.eval_packing);
+  return prepared;
+}
+
+json PreparedData::report() const {
+  json report;
+  report["datasets"] = json::array();
+  for (const auto& d : datasets) {
+    report["datasets"].push_back({{"path", d.path}, {"type", d.type}, {"files", d.files}, {"rows_read", d.rows_read},
+                                  {"documents", d.documents}, {"dropped", d.dropped}, {"truncated", d.truncated},
+                                  {"split", d.split}, {"tokenization_differs", d.tokenization_differs}});
+  }
+  report["train"] = packing_json(train_packing);
+  report["eval"] = packing_json(eval_packing);
+  return report;
+}
+
+uint64_t cache_key(const DataSettings& settings, const TextTools& tools) {
+  json key;
+  key["format_version"] = kTokenCacheVersion;
+  key["datasets"] = json::array();
+  for (const auto& d : settings.datasets) key["datasets"].push_back(dataset_json(d));
+  key["validation_datasets"] = json::array();
+  for (const auto& d : settings.validation_datasets) key["validation_datasets"].push_back(dataset_json(d));
+  key["validation_split_ratio"] = settings.validation_split_ratio;
+  key["train_seed"] = settings.train_seed;
+  key["eval_seed"] = settings.eval_seed;
+  key["sequence_len"] = settings.sequence_len;
+  key["max_length"] = settings.max_length;
+  key["truncation_strategy"] = static_cast<int>(settings.truncation_strategy);
+  key["pad_left"] = settings.pad_left;
+  key["padding_free"] = settings.padding_free;
+  key["sample_packing"] = settings.sample_packing;
+  key["use_chat_template"] = settings.format.use_chat_template;
+  key["system"] = settings.format.system.value_or("");
+  key["train_on_inputs"] = settings.format.train_on_inputs;
+  key["template"] = tools.template_identity;
+  std::string tokenizer_json = file_bytes(settings.tokenizer_dir / "tokenizer.json");
+  std::string tokenizer_config = file_bytes(settings.tokenizer_dir / "tokenizer_config.json");
+  key["tokenizer_json"] = XXH3_64bits(tokenizer_json.data(), tokenizer_json.size());
+  key["tokenizer_config"] = XXH3_64bits(tokenizer_config.data(), tokenizer_config.size());
+  std::string text = key.dump();
+  return XXH3_64bits(text.data(), text.size());
+}
+
+std::shared_ptr<TokenCache> load_or_build_cache(const DataSettings& settings, const ProgressFn& progress,
+                                                const std::function<void(const std::string&)>& log) {
+  TextTools tools = load_text_tools(settings);
+  uint64_t key = cache_key(settings, tools);
+  TokenCache::Problem problem;
+  if (auto cache = TokenCache::open(settings.cache_path, key, problem)) {
+    if (log) log(fmt::format("token cache {} is up to date; reusing it", settings.cache_path.string()));
+    return cache;
+  }
+  if (log) {
+    log(fmt::format("token cache {} is {}; tokenizing the datasets", settings.cache_path.string(), problem.reason));
+  }
+  PreparedData prepared = prepare_data(settings, tools, progress);
+  json report = prepared.report();
+  report["pad_id"] = tools.codec.pad_id.value_or(tools.codec.eos_id.value_or(0));
+  write_token_cache(settings.cache_path, key, prepared.train, prepared.eval, report);
+  auto cache = TokenCache::open(settings.cache_path, key, problem);
+  SUROGATE_CHECK(cache != nullptr, "the token cache just written does not read back: {}", problem.reason);
+  return cache;
+}
+
+std::vector<std::string> describe_report(const json& report) {
+  std::vector<std::string> lines;
+  for (const auto& d : report.value("datasets", json::array())) {
+    lines.push_back(fmt::format("{} ({}): {} files, {} rows read, {} documents, {} truncated, {} split",
+                                d.value("path", ""), d.value("type", ""), d.value("files", 0), d.value("rows_read", 0),
+                                d.value("documents", 0), d.value("truncated", 0), d.value("split", 0)));
+    for (const auto& [reason, count] : d.value("dropped", json::object()).items()) {
+      lines.push_back(fmt::format("  dropped {}: {}", count.get<uint64_t>(), reason));
+    }
+    if (d.value("tokenization_differs", 0) > 0) {
+      lines.push_back(fmt::format("  {} rows tokenize differently span by span than as a whole (masks follow the "
+                                  "spans)",
+                                  d.value("tokenization_differs", 0)));
+    }
+  }
+  for (const char* split : {"train", "eval"}) {
+    const json& p = report.value(split, json::object());
+    lines.push_back(fmt::format("{}: {} documents packed into {} rows, {} tokens ({} with loss), packing efficiency "
+                                "{:.1f}%",
+                                split, p.value("documents", 0), p.value("rows", 0), p.value("tokens", 0),
+                                p.value("loss_tokens", 0), 100.0 * p.value("efficiency", 0.0)));
+  }
+  return lines;
+}
+
+}  // namespace surogate::data

@@ -1,0 +1,93 @@
+// The whole data path of a run: config → dataset files → rows → formatted, length-fitted
+// documents → validation split → packed rows → token cache. `surogate tokenize`, `preview` and
+// the trainer all go through here, so they see exactly the same tokens.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "config/config.h"
+#include "data/formatter.h"
+#include "data/packing.h"
+#include "data/token_cache.h"
+
+namespace surogate::data {
+
+// The options the data path depends on, resolved from a Config.
+struct DataSettings {
+  std::vector<DatasetConfig> datasets;
+  std::vector<DatasetConfig> validation_datasets;
+  double validation_split_ratio = 0.1;
+  int64_t train_seed = 1234;
+  int64_t eval_seed = 1234;
+  size_t sequence_len = 0;  // T
+  size_t max_length = 0;    // longest document; ≤ T
+  TruncationStrategy truncation_strategy = TruncationStrategy::Delete;
+  bool pad_left = false;
+  bool padding_free = false;
+  bool sample_packing = true;
+  FormatOptions format;
+  std::optional<std::string> template_name;
+  std::filesystem::path tokenizer_dir;  // holds tokenizer.json (+ tokenizer_config.json)
+  std::filesystem::path cache_path;     // <output_dir>/tokenized/dataset.surotok
+};
+
+// UserError when sequence_len cannot be known (unset and no max_position_embeddings in the
+// model's config.json) or max_length exceeds it.
+DataSettings data_settings_from_config(const Config& config);
+
+// The tokenizer and chat template named by the settings, as the formatters' interfaces.
+struct TextTools {
+  TextCodec codec;
+  ChatRenderer renderer;  // empty when use_chat_template is false or no template exists
+  std::string template_identity;  // for the cache key
+};
+TextTools load_text_tools(const DataSettings& settings);
+
+// Counts for one dataset entry.
+struct DatasetReport {
+  std::string path;
+  std::string type;
+  uint64_t files = 0;
+  uint64_t rows_read = 0;
+  uint64_t documents = 0;  // after formatting and length fitting
+  std::map<std::string, uint64_t> dropped;
+  uint64_t truncated = 0;
+  uint64_t split = 0;
+  uint64_t tokenization_differs = 0;
+};
+
+struct PreparedData {
+  PackedRows train;
+  PackedRows eval;
+  std::vector<DatasetReport> datasets;
+  PackingStats train_packing;
+  PackingStats eval_packing;
+  nlohmann::json report() const;
+};
+
+// Progress: rows read so far for the dataset being read.
+using ProgressFn = std::function<void(const std::string& dataset, uint64_t rows)>;
+PreparedData prepare_data(const DataSettings& settings, const TextTools& tools, const ProgressFn& progress);
+
+// Hash of everything the cache content depends on.
+uint64_t cache_key(const DataSettings& settings, const TextTools& tools);
+
+// The cache for these settings: reused when valid, else (re)built with a message through `log`
+// saying why ("stale", "corrupt", "missing").
+std::shared_ptr<TokenCache> load_or_build_cache(const DataSettings& settings, const ProgressFn& progress,
+                                                const std::function<void(const std::string&)>& log);
+
+// Human-readable summary lines of a report (samples read, dropped with reasons, truncated,
+// split, packing efficiency).
+std::vector<std::string> describe_report(const nlohmann::json& report);
+
+}  // namespace surogate::data

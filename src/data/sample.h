@@ -1,0 +1,46 @@
+// One tokenized training document and the codec interfaces formatters use.
+//
+// Label convention (the one place to read it): labels are stored UNSHIFTED and aligned with
+// input_ids: labels[i] == input_ids[i] when token i carries loss, else kIgnoreLabel (-100).
+// The shift happens exactly once, in the loss: the logits at position i are scored against
+// labels[i + 1]. Because nothing inside a document predicts its first token, labels[0] of every
+// document is always kIgnoreLabel; this is also what keeps packed documents from scoring a
+// prediction across a document boundary.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "data/row_reader.h"
+
+namespace surogate::data {
+
+inline constexpr int32_t kIgnoreLabel = -100;
+
+struct TokenizedSample {
+  std::vector<int32_t> input_ids;
+  std::vector<int32_t> labels;  // same length as input_ids; see the convention above
+  RowOrigin origin;
+};
+
+// What the formatters need from a tokenizer (tokenizer::Tokenizer is adapted to this in
+// pipeline.cpp; tests can use a tiny byte-level codec).
+struct TextCodec {
+  std::function<std::vector<int32_t>(std::string_view text, bool add_special_tokens)> encode;
+  std::function<std::string(std::span<const int32_t> ids)> decode;
+  std::optional<int32_t> eos_id;
+  std::optional<int32_t> pad_id;
+};
+
+// Renders a conversation (OpenAI-style messages, optional tools) through a chat template.
+using ChatRenderer =
+    std::function<std::string(const nlohmann::json& messages, const nlohmann::json& tools, bool add_generation_prompt)>;
+
+}  // namespace surogate::data

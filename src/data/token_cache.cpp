@@ -1,0 +1,185 @@
+// Token cache writing and validated memory-mapped reading; see token_cache.h.
+#include "data/token_cache.h"
+
+#include <cstring>
+
+#include <xxhash.h>
+
+#include "core/error.h"
+#include "io/atomic_file.h"
+#include "io/mapped_file.h"
+
+namespace surogate::data {
+namespace {
+
+constexpr char kMagic[8] = {'S', 'U', 'R', 'O', 'T', 'O', 'K', '\0'};
+constexpr size_t kHeaderBytes = 128;
+
+struct Header {
+  char magic[8];
+  uint32_t version;
+  uint32_t header_bytes;
+  uint64_t key;
+  uint64_t payload_bytes;
+  uint64_t payload_checksum;
+  uint64_t sequence_length;
+  uint64_t train_rows;
+  uint64_t train_segments;
+  uint64_t eval_rows;
+  uint64_t eval_segments;
+  uint64_t stats_bytes;
+};
+static_assert(sizeof(Header) <= kHeaderBytes);
+
+uint64_t split_bytes(uint64_t rows, uint64_t segments, uint64_t T) {
+  return rows * T * 4 * 3 + (rows + 1) * 8 + segments * 4;
+}
+
+template <typename T>
+void put(const io::ByteSink& sink, XXH3_state_t* state, const std::vector<T>& values) {
+  if (values.empty()) return;
+  sink(values.data(), values.size() * sizeof(T));
+  XXH3_64bits_update(state, values.data(), values.size() * sizeof(T));
+}
+
+}  // namespace
+
+void write_token_cache(const std::filesystem::path& path, uint64_t key, const PackedRows& train,
+                       const PackedRows& eval, const nlohmann::json& report) {
+  std::string stats = report.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
+  const uint64_t T = train.sequence_length;
+  SUROGATE_CHECK(eval.rows() == 0 || eval.sequence_length == T, "train and eval differ in T");
+  Header header{};
+  std::memcpy(header.magic, kMagic, 8);
+  header.version = kTokenCacheVersion;
+  header.header_bytes = kHeaderBytes;
+  header.key = key;
+  header.sequence_length = T;
+  header.train_rows = train.rows();
+  header.train_segments = train.segment_lengths.size();
+  header.eval_rows = eval.rows();
+  header.eval_segments = eval.segment_lengths.size();
+  header.stats_bytes = stats.size();
+  header.payload_bytes = split_bytes(header.train_rows, header.train_segments, T) +
+                         split_bytes(header.eval_rows, header.eval_segments, T) + stats.size();
+  // The checksum covers the payload, which is written after the header: compute it first.
+  auto hash_payload = [&](const io::ByteSink& sink) {
+    XXH3_state_t* state = XXH3_createState();
+    XXH3_64bits_reset(state);
+    for (const PackedRows* rows : {&train, &eval}) {
+      put(sink, state, rows->input_ids);
+      put(sink, state, rows->labels);
+      put(sink, state, rows->position_ids);
+      put(sink, state, rows->row_segment_offsets);
+      put(sink, state, rows->segment_lengths);
+    }
+    sink(stats.data(), stats.size());
+    XXH3_64bits_update(state, stats.data(), stats.size());
+    uint64_t digest = XXH3_64bits_digest(state);
+    XXH3_freeState(state);
+    return digest;
+  };
+  header.payload_checksum = hash_payload([](const void*, size_t) {});
+  std::filesystem::create_directories(path.parent_path().empty() ? "." : path.parent_path());
+  io::write_file_atomically(path, [&](const io::ByteSink& sink) {
+    char block[kHeaderBytes] = {};
+    std::memcpy(block, &header, sizeof(header));
+    sink(block, kHeaderBytes);
+    hash_payload(sink);
+  });
+}
+
+std::shared_ptr<TokenCache> TokenCache::open(const std::filesystem::path& path, uint64_t expected_key, Problem& problem) {
+  if (!std::filesystem::exists(path)) {
+    problem.reason = "missing";
+    return nullptr;
+  }
+  auto file = std::make_unique<io::MappedFile>(path);
+  auto bytes = file->bytes();
+  if (bytes.size() < kHeaderBytes) {
+    problem.reason = "corrupt (shorter than its header)";
+    return nullptr;
+  }
+  Header header;
+  std::memcpy(&header, bytes.data(), sizeof(header));
+  if (std::memcmp(header.magic, kMagic, 8) != 0) {
+    problem.reason = "corrupt (not a Surogate token cache)";
+    return nullptr;
+  }
+  if (header.version != kTokenCacheVersion || header.header_bytes != kHeaderBytes) {
+    problem.reason = "stale (written by another format version)";
+    return nullptr;
+  }
+  if (header.key != expected_key) {
+    problem.reason = "stale (the datasets, tokenizer, template or data settings changed)";
+    return nullptr;
+  }
+  const uint64_t T = header.sequence_length;
+  // Guard the size arithmetic against absurd header values before trusting it.
+  if (T == 0 || T > (1ull << 24) || header.train_rows > (1ull << 36) || header.eval_rows > (1ull << 36) ||
+      header.train_segments > (1ull << 40) || header.eval_segments > (1ull << 40) ||
+      header.stats_bytes > (1ull << 40)) {
+    problem.reason = "corrupt (impossible sizes in the header)";
+    return nullptr;
+  }
+  uint64_t expected_payload = split_bytes(header.train_rows, header.train_segments, T) +
+                              split_bytes(header.eval_rows, header.eval_segments, T) + header.stats_bytes;
+  if (header.payload_bytes != expected_payload || bytes.size() != kHeaderBytes + expected_payload) {
+    problem.reason = "corrupt (truncated or wrong size)";
+    return nullptr;
+  }
+  const auto* payload = reinterpret_cast<const uint8_t*>(bytes.data()) + kHeaderBytes;
+  if (XXH3_64bits(payload, expected_payload) != header.payload_checksum) {
+    problem.reason = "corrupt (checksum mismatch)";
+    return nullptr;
+  }
+  auto cache = std::shared_ptr<TokenCache>(new TokenCache());
+  const uint8_t* cursor = payload;
+  auto take_split = [&](uint64_t rows, uint64_t segments) {
+    PackedRowsView view;
+    view.sequence_length = T;
+    auto ints = [&](uint64_t count) {
+      std::span<const int32_t> span(reinterpret_cast<const int32_t*>(cursor), count);
+      cursor += count * 4;
+      return span;
+    };
+    view.input_ids = ints(rows * T);
+    view.labels = ints(rows * T);
+    view.position_ids = ints(rows * T);
+    view.row_segment_offsets = std::span<const uint64_t>(reinterpret_cast<const uint64_t*>(cursor), rows + 1);
+    cursor += (rows + 1) * 8;
+    view.segment_lengths = ints(segments);
+    return view;
+  };
+  cache->train_ = take_split(header.train_rows, header.train_segments);
+  cache->eval_ = take_split(header.eval_rows, header.eval_segments);
+  cache->report_ = nlohmann::json::parse(reinterpret_cast<const char*>(cursor),
+                                         reinterpret_cast<const char*>(cursor) + header.stats_bytes, nullptr, false);
+  // Segment tables index the token arrays: check them once so batches never read out of bounds.
+  for (const PackedRowsView* view : {&cache->train_, &cache->eval_}) {
+    uint64_t previous = 0;
+    for (size_t r = 0; r < view->row_segment_offsets.size(); ++r) {
+      uint64_t offset = view->row_segment_offsets[r];
+      if (offset < previous || offset > view->segment_lengths.size() || (r == 0 && offset != 0)) {
+        problem.reason = "corrupt (bad segment table)";
+        return nullptr;
+      }
+      if (r > 0) {
+        int64_t total = 0;
+        for (uint64_t s = previous; s < offset; ++s) total += std::abs(static_cast<int64_t>(view->segment_lengths[s]));
+        if (static_cast<uint64_t>(total) != T) {
+          problem.reason = "corrupt (segments do not cover a row)";
+          return nullptr;
+        }
+      }
+      previous = offset;
+    }
+  }
+  cache->key_ = header.key;
+  cache->file_ = std::move(file);
+  return cache;
+}
+
+TokenCache::~TokenCache() = default;
+
+}  // namespace surogate::data
