@@ -15,7 +15,7 @@ BackendChoice choose_training_backend(const Config& config, const MachineOffer& 
   }
   if (!machine.cuda_built || machine.visible_gpus == 0) {
     std::string why = machine.cuda_built ? machine.why_no_gpu : std::string("this surogate was built without CUDA");
-    return {TrainingBackend::Cpu, fmt::format("no GPU ({}): training on the CPU backend (fp32)", why)};
+    return {TrainingBackend::Cpu, fmt::format("training on the CPU backend (fp32): {}", why)};
   }
   if (config.recipe != Recipe::Bf16) {
     fail_user("{}: recipe: {} is not implemented yet on the CUDA backend; use recipe: bf16",
