@@ -63,7 +63,8 @@ std::vector<fs::path> select_dataset_files(const DatasetConfig& dataset) {
       if (it->is_directory()) it.disable_recursion_pending();
       continue;
     }
-    if (it->is_regular_file() && is_supported_data_file(it->path())) all.push_back(fs::relative(it->path(), root));
+    // lexically: fs::relative would resolve hub-cache symlinks into blob names without extensions.
+    if (it->is_regular_file() && is_supported_data_file(it->path())) all.push_back(it->path().lexically_relative(root));
   }
   std::sort(all.begin(), all.end());
   if (all.empty()) {

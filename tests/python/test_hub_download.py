@@ -350,3 +350,23 @@ def test_only_the_weights_transformers_would_load_are_fetched(surogate_bin, tmp_
         result = download(surogate_bin, hub_env(tmp_path, hub.url), "org/broken")
         assert result.returncode == 2
         assert "model-00009-of-00009.safetensors" in result.stderr and "does not have" in result.stderr
+
+
+def test_training_config_with_a_hub_dataset_id(surogate_bin, tmp_path, shared_dir):
+    """`datasets: - path: org/name`: `surogate tokenize` downloads the dataset's split files into
+    the cache and tokenizes them; offline with nothing cached is a clear error."""
+    rows = [{"text": f"document number {i}"} for i in range(5)]
+    files = {"data/train.jsonl": "".join(json.dumps(r) + "\n" for r in rows).encode(), "README.md": b"# data"}
+    config = tmp_path / "run.yaml"
+    config.write_text(f"model: {shared_dir / 'data' / 'tokenizers' / 'qwen3'}\noutput_dir: {tmp_path / 'out'}\n"
+                      "sequence_len: 32\nvalidation_split_ratio: 0\ndatasets:\n  - path: org/data\n    type: text\n")
+    with FakeHub(files, repo_id="org/data", repo_type="datasets") as hub:
+        env = hub_env(tmp_path, hub.url)
+        offline = run_surogate(surogate_bin, "tokenize", config, env=dict(env, HF_HUB_OFFLINE="1"))
+        assert offline.returncode == 2
+        assert "org/data" in offline.stderr and "cache" in offline.stderr
+        online = run_surogate(surogate_bin, "tokenize", config, env=env)
+        assert online.returncode == 0, online.stderr
+        snapshot = tmp_path / "cache" / "datasets--org--data" / "snapshots" / hub.commit
+        assert (snapshot / "data" / "train.jsonl").read_bytes() == files["data/train.jsonl"]
+        assert "5" in online.stdout
