@@ -114,3 +114,15 @@ def test_constraint_errors_reach_the_user(surogate_bin, tmp_path):
     result = run_surogate(surogate_bin, "sft", config, "--dry-run")
     assert result.returncode == 2
     assert "not one of: linear, cosine, wsd (did you mean 'cosine'?)" in result.stderr
+
+
+def test_fp32_master_and_gradient_dtype_are_accepted_others_rejected(surogate_bin, tmp_path):
+    cases = {"ok": "master_dtype: fp32\ngradient_dtype: fp32\n", "master": "master_dtype: bf16\n",
+             "gradient": "gradient_dtype: bf16\n"}
+    results = {}
+    for name, extra in cases.items():
+        (tmp_path / name).mkdir()
+        results[name] = run_surogate(surogate_bin, "sft", write_run(tmp_path / name, extra), "--dry-run")
+    assert results["ok"].returncode == 0, results["ok"].stderr
+    assert results["master"].returncode == 2 and "'master_dtype' is valid but not implemented yet" in results["master"].stderr
+    assert results["gradient"].returncode == 2 and "'gradient_dtype' is valid but not implemented yet" in results["gradient"].stderr
