@@ -5,16 +5,12 @@
 #include <cmath>
 
 #include "cuda/cuda_check.h"
+#include "runtime/cuda_launch.cuh"
 
 namespace surogate::runtime::cuda_kernels {
 namespace {
 
 using bf16 = __nv_bfloat16;
-constexpr int kThreads = 256;
-
-int grid_for(int64_t count) {
-  return static_cast<int>(std::clamp<int64_t>((count + kThreads - 1) / kThreads, 1, 65535 * 8));
-}
 
 // 8 elements per vector (16 bytes of bf16) where the count and pointers allow it.
 bool vectorizable(int64_t count, const void* a, const void* b) {

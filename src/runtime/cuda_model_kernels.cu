@@ -5,30 +5,13 @@
 #include <cstdint>
 
 #include "cuda/cuda_check.h"
+#include "runtime/cuda_launch.cuh"
 
 namespace surogate::runtime::cuda_kernels {
 namespace {
 
-constexpr int kThreads = 256;
 constexpr int kMaxPlainHeadDim = 256;
 
-int grid_for(int64_t count) {
-  int64_t blocks = (count + kThreads - 1) / kThreads;
-  return static_cast<int>(std::clamp<int64_t>(blocks, 1, 65535 * 8));
-}
-
-template <typename Op>
-__global__ void elementwise_kernel(Op op, int64_t count) {
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride) op(i);
-}
-
-template <typename Op>
-void launch(Op op, int64_t count, cudaStream_t stream) {
-  if (count <= 0) return;
-  elementwise_kernel<<<grid_for(count), kThreads, 0, stream>>>(op, count);
-  CUDA_CHECK_LAUNCH();
-}
 
 __device__ __forceinline__ float load(const float* p, int64_t i) { return p[i]; }
 __device__ __forceinline__ float load(const bf16* p, int64_t i) { return __bfloat162float(p[i]); }

@@ -19,6 +19,17 @@ namespace {
 constexpr const char* kMarkerName = "complete.json";
 constexpr const char* kPrefix = "checkpoint-";
 constexpr const char* kPartialSuffix = ".partial";
+constexpr const char* kDeletingSuffix = ".deleting";
+
+// Removes a checkpoint folder so that a kill at any moment leaves nothing that looks like a
+// checkpoint: the folder is first renamed (atomic) to `<name>.deleting`, which the next save
+// removes if this removal is cut short.
+void remove_checkpoint_folder(const fs::path& folder) {
+  fs::path doomed = folder;
+  doomed += kDeletingSuffix;
+  fs::rename(folder, doomed);
+  fs::remove_all(doomed);
+}
 
 }  // namespace
 
@@ -94,9 +105,10 @@ std::optional<fs::path> CheckpointStore::latest() const {
 void CheckpointStore::remove_stale_partials() const {
   std::error_code error;
   for (const auto& entry : fs::directory_iterator(root_, error)) {
-    if (entry.is_directory() && entry.path().filename().string().ends_with(kPartialSuffix)) {
-      fs::remove_all(entry.path(), error);
-    }
+    if (!entry.is_directory()) continue;
+    std::string name = entry.path().filename().string();
+    if (!name.starts_with(kPrefix)) continue;
+    if (name.ends_with(kPartialSuffix) || name.ends_with(kDeletingSuffix)) fs::remove_all(entry.path(), error);
   }
 }
 
@@ -121,7 +133,7 @@ fs::path CheckpointStore::save(int64_t step, const std::function<void(const fs::
   write_file_atomically(partial / kMarkerName, marker.dump(2));
 
   // A checkpoint of the same step from an earlier, interrupted run is replaced.
-  if (fs::exists(final_path)) fs::remove_all(final_path);
+  if (fs::exists(final_path)) remove_checkpoint_folder(final_path);
   fs::rename(partial, final_path);
   fsync_path(root_);
   rotate();
@@ -132,7 +144,7 @@ void CheckpointStore::rotate() const {
   if (total_limit_ <= 0) return;
   auto all = complete_checkpoints();
   while (static_cast<int>(all.size()) > total_limit_) {
-    fs::remove_all(all.front());
+    remove_checkpoint_folder(all.front());
     all.erase(all.begin());
   }
 }

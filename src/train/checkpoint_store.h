@@ -7,6 +7,8 @@
 // at any moment therefore leaves either the previous checkpoints untouched plus a `.partial`
 // folder (ignored and removed on the next save), or a complete new checkpoint. A folder
 // without a valid marker, or whose files don't match it, is never chosen for resuming.
+// Rotation and replacement rename a checkpoint to `checkpoint-<step>.deleting` before removing
+// it, so a kill during a removal never leaves a half-deleted `checkpoint-<step>` behind.
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,7 @@
+#include <algorithm>
 #include <fstream>
+#include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -58,6 +61,19 @@ TEST_F(CheckpointStoreTest, AnInterruptedSaveNeverBecomesTheLatest) {
   store.save(30, [](const fs::path& p) { write_weights(p, "next"); });
   EXPECT_FALSE(fs::exists(root_ / "checkpoint-20.partial"));
   EXPECT_EQ(store.latest()->filename(), "checkpoint-30");
+}
+
+TEST_F(CheckpointStoreTest, ARemovalCutShortLeavesNoHalfDeletedCheckpoint) {
+  CheckpointStore store(root_, 2);
+  for (int step : {1, 2}) store.save(step, [](const fs::path& p) { write_weights(p, "x"); });
+  // What a kill during rotation leaves: the oldest checkpoint renamed aside, half removed.
+  fs::rename(root_ / "checkpoint-1", root_ / "checkpoint-1.deleting");
+  fs::remove(root_ / "checkpoint-1.deleting" / "weights.bin");
+  store.save(3, [](const fs::path& p) { write_weights(p, "x"); });
+  std::vector<std::string> left;
+  for (const auto& entry : fs::directory_iterator(root_)) left.push_back(entry.path().filename().string());
+  std::sort(left.begin(), left.end());
+  EXPECT_EQ(left, (std::vector<std::string>{"checkpoint-2", "checkpoint-3"}));
 }
 
 TEST_F(CheckpointStoreTest, ACheckpointWithATruncatedFileIsNotComplete) {
