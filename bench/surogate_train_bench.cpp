@@ -3,6 +3,7 @@
 //   surogate_train_bench --config DIR --seq 2048 --batch 2 --steps 10 [--warmup 3] [--name qwen3-0.6b]
 //                        [--mode fwd-bwd|full|lora] [--grad-accum 4] [--lora-rank 16]
 //                        [--documents packed|full] [--recompute none|all] [--lmhead-chunks N]
+//                        [--optimizer adamw|adamw_8bit|normuon]
 //
 // Builds the BF16 decoder graph (models::build_decoder_graph) for one micro-batch, compiles the
 // training plan (forward + backward), loads it on the CUDA backend with random bf16 weights
@@ -12,9 +13,9 @@
 //  * full / lora: the job of docs/benchmarks.md. One optimizer step = zero_gradients, --grad-accum
 //    micro-batches (gradients summed in the plan's bf16 gradient tensors), then the update over
 //    the trainable parameters: bf16 gradient → fp32, global L2 norm and clip factor (max norm 1,
-//    cuda/kernels/grad_norm.h), AdamW on fp32 master weights and moments writing the bf16 weights
-//    the plan reads (cuda/kernels/adamw.h; lr 1e-4, weight decay 0.01, as torch's AdamW default
-//    in the peers). lora: models::apply_lora with rank r, alpha 2r, on all seven projections of
+//    cuda/kernels/grad_norm.h), then the trainer's device optimizer (train/device/device_optimizer.h;
+//    --optimizer, default adamw as torch's AdamW in the peers; lr 1e-4, weight decay 0.01) on fp32
+//    master weights, writing the bf16 weights the plan reads. lora: models::apply_lora with rank r, alpha 2r, on all seven projections of
 //    every layer, base frozen; full: every parameter trainable.
 // --documents packed: rows of random documents of 256..2048 tokens (positions restart); full: one
 // document per row (every row attends over its whole length, as the peers' rows do).
@@ -41,7 +42,6 @@
 #include "core/error.h"
 #include "cuda/cuda_check.h"
 #include "cuda/device_buffer.h"
-#include "cuda/kernels/adamw.h"
 #include "cuda/kernels/grad_norm.h"
 #include "io/model_config.h"
 #include "models/decoder_graph.h"
@@ -50,6 +50,8 @@
 #include "ops/defs/register_ops.h"
 #include "runtime/cuda_backend.h"
 #include "runtime/cuda_lora_kernels.h"
+#include "train/device/device_optimizer.h"
+#include "train/device/training_device.h"
 
 namespace {
 
@@ -57,6 +59,7 @@ using namespace surogate;
 
 struct Options {
   std::string config_dir, name = "model", recompute = "none", mode = "fwd-bwd", documents = "packed";
+  std::string optimizer = "adamw";
   int64_t seq = 2048, batch = 2, steps = 10, warmup = 3, lmhead_chunks = 4, grad_accum = 4, lora_rank = 16;
 };
 
@@ -78,12 +81,16 @@ Options parse(int argc, char** argv) {
     else if (flag == "--documents") options.documents = value;
     else if (flag == "--grad-accum") options.grad_accum = std::stoll(value);
     else if (flag == "--lora-rank") options.lora_rank = std::stoll(value);
+    else if (flag == "--optimizer") options.optimizer = value;
     else fail_user("unknown option {}", flag);
   }
   if (options.config_dir.empty()) fail_user("--config <folder with config.json> is required");
   if (options.recompute != "none" && options.recompute != "all") fail_user("--recompute is none or all");
   if (options.mode != "fwd-bwd" && options.mode != "full" && options.mode != "lora") fail_user("--mode is fwd-bwd, full or lora");
   if (options.documents != "packed" && options.documents != "full") fail_user("--documents is packed or full");
+  if (options.optimizer != "adamw" && options.optimizer != "adamw_8bit" && options.optimizer != "normuon") {
+    fail_user("--optimizer is adamw, adamw_8bit or normuon");
+  }
   if (options.grad_accum < 1 || options.lora_rank < 1) fail_user("--grad-accum and --lora-rank must be positive");
   return options;
 }
@@ -126,14 +133,18 @@ std::vector<runtime::InputBinding> bindings(const compiler::ExecutionPlan& plan,
 double gib(size_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0); }
 
 // The optimizer update over the plan's trainable parameters, enqueued on the backend's stream:
-// fp32 gradient copies, master weights and moments (all allocated here, before timing).
-class Optimizer {
+// fp32 gradient copies, master weights and the device optimizer's state (all allocated here,
+// before timing).
+class OptimizerUpdate {
 public:
-  Optimizer(runtime::CudaBackend& backend, const compiler::ExecutionPlan& plan) : backend_(backend) {
+  OptimizerUpdate(runtime::CudaBackend& backend, const compiler::ExecutionPlan& plan, surogate::Optimizer which)
+      : backend_(backend) {
     std::vector<const float*> gradient_pointers;
     std::vector<int64_t> counts;
     for (const auto& [parameter, gradient] : plan.parameter_gradients) {
       Slot slot;
+      slot.name = plan.graph.tensor(parameter).name;
+      slot.shape = plan.graph.tensor(parameter).type.shape;
       slot.count = plan.graph.tensor(parameter).type.numel();
       slot.weight = static_cast<__nv_bfloat16*>(backend.device_address(parameter));
       slot.gradient = static_cast<const __nv_bfloat16*>(backend.device_address(gradient));
@@ -143,10 +154,23 @@ public:
     }
     gradients_ = cuda::DeviceBuffer<float>(total_);
     master_ = cuda::DeviceBuffer<float>(total_);
-    first_ = cuda::DeviceBuffer<float>(total_);
-    second_ = cuda::DeviceBuffer<float>(total_);
-    first_.zero(backend.stream());
-    second_.zero(backend.stream());
+    std::vector<train::DeviceParameter> parameters;
+    for (const Slot& slot : slots_) {
+      train::DeviceParameter p;
+      p.name = slot.name;
+      p.rows = slot.shape.size() == 2 ? slot.shape[0] : 1;
+      p.cols = slot.shape.size() == 2 ? slot.shape[1] : slot.count;
+      p.weight = slot.weight;
+      p.master = master_.data() + slot.offset;
+      p.gradient = gradients_.data() + slot.offset;
+      p.apply_weight_decay = train::applies_weight_decay(slot.name);
+      p.is_hidden_matrix = train::is_hidden_matrix(slot.name, slot.shape);
+      parameters.push_back(p);
+    }
+    Config config;
+    config.optimizer = which;
+    optimizer_ = train::make_device_optimizer(config, std::move(parameters));
+    optimizer_->upload(backend.stream());
     for (const Slot& slot : slots_) {
       runtime::cuda_kernels::convert_bf16_to_f32(slot.weight, master_.data() + slot.offset, slot.count, backend.stream());
       gradient_pointers.push_back(gradients_.data() + slot.offset);
@@ -167,16 +191,7 @@ public:
     }
     cuda::global_grad_norm(norm_.data(), partials_.data(), pointers_.data(), counts_.data(),
                            static_cast<int>(slots_.size()), 1.0f, stream);
-    const double lr = 1e-4, beta1 = 0.9, beta2 = 0.999;
-    cuda::AdamWStep coefficients;
-    coefficients.step_size = static_cast<float>(lr / (1.0 - std::pow(beta1, double(t_))));
-    coefficients.second_correction = static_cast<float>(1.0 / std::sqrt(1.0 - std::pow(beta2, double(t_))));
-    coefficients.decay = static_cast<float>(lr * 0.01);
-    for (const Slot& slot : slots_) {
-      cuda::adamw_update(slot.weight, master_.data() + slot.offset, first_.data() + slot.offset,
-                         second_.data() + slot.offset, gradients_.data() + slot.offset, norm_.data() + 1, slot.count,
-                         coefficients, stream);
-    }
+    optimizer_->step(train::OptimizerStep{t_ - 1, 1e-4, 0.01}, norm_.data() + 1, stream);
   }
 
   int64_t parameters() const {
@@ -188,6 +203,8 @@ public:
 
 private:
   struct Slot {
+    std::string name;
+    std::vector<int64_t> shape;
     __nv_bfloat16* weight = nullptr;
     const __nv_bfloat16* gradient = nullptr;
     int64_t count = 0;
@@ -197,7 +214,8 @@ private:
   std::vector<Slot> slots_;
   size_t total_ = 0;
   int64_t t_ = 0;
-  cuda::DeviceBuffer<float> gradients_, master_, first_, second_, partials_, norm_;
+  cuda::DeviceBuffer<float> gradients_, master_, partials_, norm_;
+  std::unique_ptr<train::DeviceOptimizer> optimizer_;
   cuda::DeviceBuffer<const float*> pointers_;
   cuda::DeviceBuffer<int64_t> counts_;
 };
@@ -254,8 +272,13 @@ int run(const Options& options) {
     }
     backend.write(plan.tensor(spec.name), std::as_bytes(std::span<const uint16_t>(bits)));
   }
-  std::unique_ptr<Optimizer> optimizer;
-  if (optimize) optimizer = std::make_unique<Optimizer>(backend, plan);
+  std::unique_ptr<OptimizerUpdate> optimizer;
+  if (optimize) {
+    const surogate::Optimizer which = options.optimizer == "adamw_8bit" ? surogate::Optimizer::AdamW8bit
+                                      : options.optimizer == "normuon"  ? surogate::Optimizer::NorMuon
+                                                                        : surogate::Optimizer::AdamW;
+    optimizer = std::make_unique<OptimizerUpdate>(backend, plan, which);
+  }
   const int64_t accum = optimize ? options.grad_accum : 1;
 
   std::mt19937 rng(1234);
@@ -316,12 +339,12 @@ int run(const Options& options) {
   const std::string mode = options.mode == "fwd-bwd" ? "full-fwd-bwd" : options.mode;
   std::printf("%s\n", fmt::format(
       "{{\"engine\": \"surogate\", \"model\": \"{}\", \"mode\": \"{}\", \"tokens_per_s\": {:.1f}, \"step_ms\": {:.3f}, "
-      "\"optimizer_ms\": {:.3f}, \"loss\": {:.5f}, \"parameters\": {}, \"trainable_parameters\": {}, "
+      "\"optimizer\": \"{}\", \"optimizer_ms\": {:.3f}, \"loss\": {:.5f}, \"parameters\": {}, \"trainable_parameters\": {}, "
       "\"trainable_tensors\": {}, \"lora_rank\": {}, \"seq_len\": {}, \"micro_batch\": {}, \"grad_accum\": {}, "
       "\"documents\": \"{}\", \"recompute\": \"{}\", \"lmhead_chunks\": {}, \"steps\": {}, \"peak_mem_gib\": {:.2f}, "
       "\"regions_gib\": {:.2f}, \"scratch_gib\": {:.2f}, \"compile_s\": {:.2f}, \"gpu\": \"{}\", "
       "\"breakdown_total_ms\": {:.3f}, \"breakdown_ms\": {{{}}}}}",
-      options.name, mode, tokens_per_s, step_ms, optimizer_ms, loss, parameter_count,
+      options.name, mode, tokens_per_s, step_ms, optimize ? options.optimizer : "none", optimizer_ms, loss, parameter_count,
       optimizer ? optimizer->parameters() : 0, optimizer ? optimizer->tensors() : 0, lora ? options.lora_rank : 0,
       options.seq, options.batch, accum, options.documents, options.recompute, options.lmhead_chunks, options.steps,
       gib(total_bytes - free_bytes), gib(memory.required_bytes), gib(memory.scratch_bytes), compile_s, properties.name,

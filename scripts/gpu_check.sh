@@ -10,7 +10,8 @@
 #                                    and print a short table. Logs go to $OUT when it is set.
 #                                    Also runs tests/runtime_cuda (runtime_cuda_tests and
 #                                    models_cuda_tests: decoder fixtures, CUDA bf16 vs CPU fp32)
-#                                    and, with BENCH_MODELS="qwen3-0.6b ...", bench/run_surogate.sh.
+#                                    tests/train_cuda (TRAIN_FILTER=gtest filter) and, with
+#                                    BENCH_MODELS="qwen3-0.6b ...", bench/run_surogate.sh.
 #                                    SKIP_MEASURE=1 / SKIP_SANITIZER=1 skip those parts.
 #
 # The GPU image has the CUDA toolkit but none of our Debian libraries (fmt, gtest, ...), so the
@@ -24,7 +25,8 @@ if [[ "${1:-}" == "--prepare" ]]; then
   build="${BUILD_DIR:-$root/build-cuda}"
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_CUDA_ARCHITECTURES=90a >/dev/null || exit 1
   binaries=(tests/cuda/cuda_tests tests/cuda/cuda_measure tests/runtime_cuda/runtime_cuda_tests
-            tests/runtime_cuda/models_cuda_tests tests/runtime_cuda/surogate_train_bench)
+            tests/runtime_cuda/models_cuda_tests tests/runtime_cuda/surogate_train_bench
+            tests/train_cuda/train_cuda_tests)
   cmake --build "$build" -j2 --target "${binaries[@]##*/}" || exit 1
   rm -rf "$carry" && mkdir -p "$carry/lib"
   for binary in "${binaries[@]}"; do cp "$build/$binary" "$carry/"; strip --strip-debug "$carry/${binary##*/}"; done
@@ -85,6 +87,14 @@ if [[ -x "$carry/models_cuda_tests" ]]; then
   models_status="exit ${PIPESTATUS[0]}"
 fi
 
+train_status="not run (no carried train_cuda_tests)"
+if [[ -x "$carry/train_cuda_tests" ]]; then
+  section "tests/train_cuda (trainer and device optimizers: CUDA vs CPU)"
+  SUROGATE_SOURCE_DIR="$root" "$carry/train_cuda_tests" ${TRAIN_FILTER:+--gtest_filter="$TRAIN_FILTER"} 2>&1 |
+    tee "$log_dir/train_cuda_tests.log" | grep -E '^\[ *(RUN|OK|FAILED|PASSED|SKIPPED) |Failure|Expected|Which is|max \|delta|differ|beyond' | head -120
+  train_status="exit ${PIPESTATUS[0]}"
+fi
+
 bench_status="not run (BENCH_MODELS empty)"
 if [[ -n "${BENCH_MODELS:-}" && -x "$carry/surogate_train_bench" ]]; then
   section "bench/run_surogate.sh $BENCH_MODELS"
@@ -120,6 +130,7 @@ printf '| step | result |\n| --- | --- |\n'
 printf '| tests/cuda | %s |\n' "$(grep -E '^\[  (PASSED|FAILED) ' "$log_dir/cuda_tests.log" | tr '\n' ' ') (exit $tests_status)"
 printf '| tests/runtime_cuda | %s |\n' "$runtime_status"
 printf '| models_cuda_tests | %s |\n' "$models_status"
+printf '| train_cuda_tests | %s |\n' "$train_status"
 printf '| bench | %s |\n' "$bench_status"
 printf '| measurements | exit %s |\n' "$measure_status"
 printf '| memcheck | %s |\n' "$memcheck_status"

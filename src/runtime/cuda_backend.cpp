@@ -1,8 +1,11 @@
 // CudaBackend: binder check, memory check and allocation, kernel binding at load time; an
-// execute() that only enqueues work on one stream.
+// execute() that only enqueues work on one stream, eagerly or as one captured CUDA graph.
 #include "runtime/cuda_backend.h"
 
+#include <fmt/format.h>
 #include <fmt/ranges.h>
+
+#include <cstdio>
 
 #include <algorithm>
 #include <cstring>
@@ -32,6 +35,15 @@ CudaBackend::CudaBackend(const CudaOpTable& table) : table_(table) {}
 
 CudaBackend::~CudaBackend() {
   if (stream_) cudaStreamSynchronize(stream_->get());  // let queued kernels finish before freeing
+  destroy_graph();
+}
+
+void CudaBackend::destroy_graph() {
+  // At teardown and re-load: nothing useful to do about a failure.
+  if (graph_exec_) cudaGraphExecDestroy(graph_exec_);
+  if (graph_) cudaGraphDestroy(graph_);
+  graph_exec_ = nullptr;
+  graph_ = nullptr;
 }
 
 void CudaBackend::check_loaded() const { SUROGATE_CHECK(plan_ != nullptr, "CudaBackend used before load()"); }
@@ -123,6 +135,13 @@ CudaTensorView CudaBackend::view_of(TensorId tensor) const {
 
 void CudaBackend::load(const compiler::ExecutionPlan& plan, const OpRegistry& registry) {
   check_bindable(plan);  // before the device is touched: a plan the table cannot run is refused at once
+  // The graph holds the old plan's addresses: wait for its last launch, then drop it before the
+  // regions it points into are freed.
+  if (stream_) stream_->synchronize();
+  destroy_graph();
+  warmed_up_ = false;
+  graph_failed_ = false;
+  graph_launched_ = false;
   plan_ = nullptr;
   steps_.clear();
   allocate(plan.memory);
@@ -163,6 +182,8 @@ void CudaBackend::set_time_breakdown(bool enabled) {
     for (size_t i = 0; i <= steps_.size(); ++i) step_events_.emplace_back(true);
   }
 }
+
+void CudaBackend::set_cuda_graphs(bool enabled) { cuda_graphs_ = enabled; }
 
 std::vector<std::pair<std::string, double>> CudaBackend::time_breakdown() const {
   check_loaded();
@@ -256,15 +277,68 @@ void CudaBackend::execute(std::span<const InputBinding> inputs) {
     staged_->record(stream);
     staged_pending_ = true;
   }
+  graph_launched_ = false;
   if (time_breakdown_ && step_events_.size() == steps_.size() + 1) {
     step_events_[0].record(stream);
     for (size_t i = 0; i < steps_.size(); ++i) {
       steps_[i].kernel(CudaKernelArgs{steps_[i].inputs, steps_[i].outputs, stream});
       step_events_[i + 1].record(stream);
     }
+    warmed_up_ = true;
     return;
   }
+  // The graph replays the kernels with the arguments they had at capture: every address is fixed
+  // after load() (regions, scratch, cuBLASLt workspace) and every per-call value (batch, dropout
+  // seed, loss scale) is device memory the steps read, so a replay is the eager run exactly.
+  if (cuda_graphs_ && warmed_up_ && !graph_failed_ && (graph_exec_ != nullptr || capture_graph(stream))) {
+    CUDA_CHECK(cudaGraphLaunch(graph_exec_, stream));
+    graph_launched_ = true;
+    return;
+  }
+  launch_steps(stream);
+  warmed_up_ = true;
+}
+
+void CudaBackend::launch_steps(cudaStream_t stream) const {
   for (const BoundStep& step : steps_) step.kernel(CudaKernelArgs{step.inputs, step.outputs, stream});
+}
+
+bool CudaBackend::capture_graph(cudaStream_t stream) {
+  std::string failure;
+  cudaGraph_t captured = nullptr;
+  // Thread-local mode: an unsafe call from this thread while capturing (an allocation, a
+  // synchronisation) fails the capture and lands here, while other threads' CUDA calls are left
+  // alone. The uploads enqueued before BeginCapture are not part of the graph; they stay ahead of
+  // it on the stream.
+  cudaError_t status = cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal);
+  if (status != cudaSuccess) {
+    failure = fmt::format("cudaStreamBeginCapture: {}", cudaGetErrorString(status));
+  } else {
+    try {
+      launch_steps(stream);
+    } catch (const std::exception& error) {
+      failure = error.what();
+    }
+    status = cudaStreamEndCapture(stream, &captured);  // always: takes the stream out of capture mode
+    if (failure.empty() && status != cudaSuccess) failure = fmt::format("cudaStreamEndCapture: {}", cudaGetErrorString(status));
+  }
+  if (failure.empty()) {
+    status = cudaGraphInstantiate(&graph_exec_, captured, 0);
+    if (status != cudaSuccess) {
+      graph_exec_ = nullptr;
+      failure = fmt::format("cudaGraphInstantiate: {}", cudaGetErrorString(status));
+    }
+  }
+  if (failure.empty()) {
+    graph_ = captured;
+    return true;
+  }
+  if (captured) cudaGraphDestroy(captured);
+  cudaGetLastError();  // a refused capture leaves its error as the thread's last error: clear it
+  graph_failed_ = true;
+  fmt::print(stderr, "warning: use_cuda_graphs: capturing the step's kernels into a CUDA graph failed ({}); "
+             "running them without a graph from now on\n", failure);
+  return false;
 }
 
 void CudaBackend::zero_gradients() {

@@ -4,8 +4,9 @@
 // regions (UserError with required vs free bytes), allocates them once (activation arena,
 // parameters + constants, gradients, batch inputs; zeroed), a pinned staging buffer for inputs
 // and one stream, then binds every step. execute() stages the given inputs, uploads them and
-// launches every step's kernels on that stream without synchronising the host; read() is the
-// one place that waits (for the stream, then copies out).
+// launches every step's kernels on that stream without synchronising the host (with
+// set_cuda_graphs, from the second execute after load on, as one captured CUDA graph); read()
+// is the one place that waits (for the stream, then copies out).
 // Core ops run F32 (add / fill / accumulate also BF16); the model ops run BF16 graphs
 // (models::DecoderGraphOptions::dtype), see runtime/cuda_model_ops.cpp.
 #pragma once
@@ -52,6 +53,16 @@ public:
   // "recompute:..."). Off by default: the events cost a little launch overhead.
   void set_time_breakdown(bool enabled);
   std::vector<std::pair<std::string, double>> time_breakdown() const;
+  // use_cuda_graphs: when on, execute() replays the steps' kernels as one CUDA graph. The first
+  // execute after load() runs eagerly (a warm-up: cuBLASLt plans, kernel attributes and lazily
+  // loaded modules are set up there, outside any capture); the next one captures the steps into a
+  // graph and launches it, later ones only launch it. Inputs are uploaded before the graph, on the
+  // same stream, into the same fixed addresses the graph reads. A capture or instantiation that
+  // fails is reported once on stderr and execute() stays eager until the next load(). Ignored
+  // (eager, the graph kept) while time_breakdown is on.
+  void set_cuda_graphs(bool enabled);
+  // Whether the last execute() launched the captured graph (for tests and reports).
+  bool graph_launched() const { return graph_launched_; }
   cudaStream_t stream() const { return stream_ ? stream_->get() : nullptr; }
   // The device address of a tensor of the loaded plan, for callers that launch their own kernels
   // on stream() (the trainer's gradient accumulation and optimizer step).
@@ -78,6 +89,11 @@ private:
   CudaTensorView view_of(graph::TensorId tensor) const;
   void check_size(graph::TensorId tensor, size_t bytes, const char* verb) const;
   void check_loaded() const;
+  void launch_steps(cudaStream_t stream) const;
+  // Captures launch_steps into graph_ / graph_exec_; false (after one line on stderr, the stream
+  // out of capture mode and the error state cleared) when CUDA refuses.
+  bool capture_graph(cudaStream_t stream);
+  void destroy_graph();
 
   const CudaOpTable& table_;
   const compiler::ExecutionPlan* plan_ = nullptr;
@@ -95,6 +111,12 @@ private:
   std::unique_ptr<CudaResources> resources_;  // created in load(): it needs the device
   bool time_breakdown_ = false;
   std::vector<cuda::Event> step_events_;  // steps + 1 when time_breakdown_
+  bool cuda_graphs_ = false;
+  bool warmed_up_ = false;     // an eager execute ran since load()
+  bool graph_failed_ = false;  // capture was refused since load(): stay eager
+  bool graph_launched_ = false;
+  cudaGraph_t graph_ = nullptr;
+  cudaGraphExec_t graph_exec_ = nullptr;
 };
 
 }  // namespace surogate::runtime

@@ -21,10 +21,6 @@ BackendChoice choose_training_backend(const Config& config, const MachineOffer& 
     fail_user("{}: recipe: {} is not implemented yet on the CUDA backend; use recipe: bf16",
               config.source_of("recipe"), to_string(config.recipe));
   }
-  if (config.optimizer != surogate::Optimizer::AdamW) {
-    fail_user("{}: optimizer: {} is not implemented yet on the CUDA backend (it runs on the CPU backend); use "
-              "optimizer: adamw on the GPU", config.source_of("optimizer"), to_string(config.optimizer));
-  }
   if (config.master_dtype && *config.master_dtype != MasterDtype::Fp32) {
     fail_user("{}: master_dtype: {} is not implemented yet on the CUDA backend; the master weights are fp32",
               config.source_of("master_dtype"), to_string(*config.master_dtype));
@@ -35,7 +31,7 @@ BackendChoice choose_training_backend(const Config& config, const MachineOffer& 
   }
   return {TrainingBackend::Cuda,
           fmt::format("training on the CUDA backend ({}): bf16 weights and activations, fp32 master weights, "
-                      "gradient accumulation and AdamW moments", machine.gpu_name)};
+                      "gradient accumulation and {} state", machine.gpu_name, to_string(config.optimizer))};
 }
 
 MachineOffer probe_machine() {

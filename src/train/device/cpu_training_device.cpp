@@ -17,6 +17,10 @@ bool applies_weight_decay(const std::string& name) {
            name.ends_with("ln2.weight"));
 }
 
+bool is_hidden_matrix(const std::string& name, const std::vector<int64_t>& shape) {
+  return shape.size() == 2 && name.starts_with("layers.");
+}
+
 namespace {
 
 std::unique_ptr<Optimizer> make_cpu_optimizer(const Config& config, std::span<const ParameterSlot> slots) {
@@ -49,7 +53,7 @@ public:
       slot.rows = spec.shape.size() == 2 ? spec.shape[0] : 1;
       slot.cols = spec.shape.size() == 2 ? spec.shape[1] : spec.shape[0];
       slot.apply_weight_decay = applies_weight_decay(spec.name);
-      slot.is_hidden_matrix = spec.shape.size() == 2 && spec.name.starts_with("layers.");
+      slot.is_hidden_matrix = is_hidden_matrix(spec.name, spec.shape);
       slots_.push_back(slot);
     }
     SUROGATE_CHECK(!slots_.empty(), "the model has trainable parameters");

@@ -1,11 +1,12 @@
 // The CUDA training device (bf16 recipe): the plan runs in bf16 on CudaBackend; every trainable
-// parameter also has an fp32 master copy, fp32 AdamW moments and an fp32 gradient accumulator
-// on the device. Per optimizer step, all on the backend's stream:
+// parameter also has an fp32 master copy and an fp32 gradient accumulator on the device, and the
+// optimizer (device_optimizer.h: adamw, adamw_8bit or normuon) keeps its state there too.
+// Per optimizer step, all on the backend's stream:
 //   per micro-batch: execute (bf16 gradients) → accumulate_bf16_gradients (fp32 += bf16, bf16 = 0)
 //                    → the loss scalar copied into pinned host memory (asynchronously)
 //   measure():       global_grad_norm (norm and clip factor on the device) → one wait, read both
-//   update():        adamw_update per tensor (gradient scaled by the device clip factor, master
-//                    updated, bf16 weight rewritten) → fp32 accumulators zeroed
+//   update():        the optimizer's step (gradients scaled by the device clip factor, masters
+//                    updated, bf16 weights rewritten) → fp32 accumulators zeroed
 // The host waits only in measure(), to read the loss and grad norm the trainer logs and checks.
 // Host copies: weights() are fp32 (the masters after download()); frozen weights (the LoRA
 // base) live on the device only in bf16, written once from the host copy by upload().
@@ -16,18 +17,17 @@
 #include "core/bfloat16.h"
 #include "core/error.h"
 #include "cuda/device_buffer.h"
-#include "cuda/kernels/adamw.h"
 #include "cuda/kernels/grad_norm.h"
 #include "runtime/cuda_backend.h"
+#include "train/device/device_optimizer.h"
 #include "train/device/gradient_accumulate.h"
 #include "train/device/training_device.h"
-#include "train/optim/adamw_math.h"
 
 namespace surogate::train {
 namespace {
 
 // Offsets into the fp32 device buffers are rounded up to 4 floats, so every tensor starts
-// 16-byte aligned (the grad-norm and AdamW kernels load float4 vectors).
+// 16-byte aligned (the grad-norm and optimizer kernels load float4 vectors).
 int64_t aligned(int64_t count) { return (count + 3) / 4 * 4; }
 
 struct PinnedFloats {
@@ -45,6 +45,8 @@ public:
         max_micro_batches_(std::max<int64_t>(1, config_.gradient_accumulation_steps)),
         losses_(static_cast<size_t>(max_micro_batches_)), norm_(2) {
     backend_.load(plan_, *setup.registry);
+    backend_.set_time_breakdown(config_.debug_time_breakdown);
+    backend_.set_cuda_graphs(config_.use_cuda_graphs);
     loss_ = plan_.loss;
     host_values_.reserve(setup.specs.size());
     int64_t total = 0;
@@ -59,18 +61,15 @@ public:
       ids_.push_back(id);
       auto gradient = plan_.parameter_gradients.find(id);
       if (gradient == plan_.parameter_gradients.end()) continue;  // frozen (LoRA base)
-      Trainable entry{weights_.size() - 1, id, gradient->second, total, type.numel(),
-                      applies_weight_decay(spec.name)};
+      Trainable entry{weights_.size() - 1, id, gradient->second, total, type.numel()};
       total += aligned(entry.count);
       entries_.push_back(entry);
       trainable_.push_back(weights_.back());
-      first_moment_.emplace_back(static_cast<size_t>(entry.count), 0.0f);
-      second_moment_.emplace_back(static_cast<size_t>(entry.count), 0.0f);
     }
     SUROGATE_CHECK(!entries_.empty(), "the model has trainable parameters");
+    std::vector<DeviceParameter> parameters = describe_parameters();
+    check_free_memory(total, device_optimizer_bytes(config_, parameters));
     master_ = cuda::DeviceBuffer<float>(static_cast<size_t>(total));
-    exp_avg_ = cuda::DeviceBuffer<float>(static_cast<size_t>(total));
-    exp_avg_sq_ = cuda::DeviceBuffer<float>(static_cast<size_t>(total));
     accumulators_ = cuda::DeviceBuffer<float>(static_cast<size_t>(total));
     accumulators_.zero(backend_.stream());
     norm_result_ = cuda::DeviceBuffer<float>(2);
@@ -87,27 +86,27 @@ public:
     gradient_table_ = cuda::to_device(bf16_gradients);
     accumulator_table_ = cuda::to_device(accumulators);
     count_table_ = cuda::to_device(counts);
+    for (size_t i = 0; i < entries_.size(); ++i) {
+      parameters[i].master = master_.data() + entries_[i].offset;
+      parameters[i].gradient = accumulators_.data() + entries_[i].offset;
+    }
+    optimizer_ = make_device_optimizer(config_, std::move(parameters));
   }
 
   std::string description() const override {
-    return "CUDA backend, bf16 weights and activations, fp32 master weights, gradient accumulation and AdamW moments";
+    return fmt::format("CUDA backend, bf16 weights and activations, fp32 master weights and gradient accumulation, {} "
+                       "state", optimizer_->name());
   }
   std::span<const WeightView> weights() const override { return weights_; }
   std::span<const WeightView> trainable() const override { return trainable_; }
 
-  std::vector<StateTensor> optimizer_state() override {
-    // The CPU AdamW's names, dtypes and shapes, so checkpoints are interchangeable.
-    std::vector<StateTensor> tensors;
-    for (size_t index = 0; index < entries_.size(); ++index) {
-      const WeightView& weight = trainable_[index];
-      std::vector<int64_t> shape = weight.shape.size() == 2 ? weight.shape : std::vector<int64_t>{1, weight.shape[0]};
-      tensors.push_back({weight.name + ".exp_avg", DType::F32, shape, first_moment_[index].data(),
-                         first_moment_[index].size() * sizeof(float)});
-      tensors.push_back({weight.name + ".exp_avg_sq", DType::F32, shape, second_moment_[index].data(),
-                         second_moment_[index].size() * sizeof(float)});
-    }
-    return tensors;
+  std::vector<std::pair<std::string, double>> time_breakdown() override {
+    if (!config_.debug_time_breakdown) return {};
+    return backend_.time_breakdown();
   }
+
+  // The CPU optimizers' names, dtypes and shapes, so checkpoints are interchangeable.
+  std::vector<StateTensor> optimizer_state() override { return optimizer_->state_tensors(); }
 
   void upload() override {
     cudaStream_t stream = backend_.stream();
@@ -120,9 +119,8 @@ public:
     for (size_t index = 0; index < entries_.size(); ++index) {
       const Trainable& entry = entries_[index];
       copy(master_.data() + entry.offset, weights_[entry.weight].values.data(), entry.count, cudaMemcpyHostToDevice, stream);
-      copy(exp_avg_.data() + entry.offset, first_moment_[index].data(), entry.count, cudaMemcpyHostToDevice, stream);
-      copy(exp_avg_sq_.data() + entry.offset, second_moment_[index].data(), entry.count, cudaMemcpyHostToDevice, stream);
     }
+    optimizer_->upload(stream);
     CUDA_CHECK(cudaStreamSynchronize(stream));
   }
 
@@ -131,9 +129,8 @@ public:
     for (size_t index = 0; index < entries_.size(); ++index) {
       const Trainable& entry = entries_[index];
       copy(weights_[entry.weight].values.data(), master_.data() + entry.offset, entry.count, cudaMemcpyDeviceToHost, stream);
-      copy(first_moment_[index].data(), exp_avg_.data() + entry.offset, entry.count, cudaMemcpyDeviceToHost, stream);
-      copy(second_moment_[index].data(), exp_avg_sq_.data() + entry.offset, entry.count, cudaMemcpyDeviceToHost, stream);
     }
+    optimizer_->download(stream);
     CUDA_CHECK(cudaStreamSynchronize(stream));
   }
 
@@ -165,31 +162,55 @@ public:
 
   void update(const OptimizerStep& step) override {
     cudaStream_t stream = backend_.stream();
-    AdamWSettings settings{config_.adamw_beta1, config_.adamw_beta2, config_.adamw_epsilon};
-    AdamWCoefficients coefficients = adamw_coefficients(settings, step);
     // norm_result_[1] is the clip factor global_grad_norm left on the device (1 when
-    // max_grad_norm is 0), read by the kernel: no host round trip.
-    const float* clip = norm_result_.data() + 1;
-    for (const Trainable& entry : entries_) {
-      cuda::AdamWStep kernel_step{coefficients.beta1, coefficients.beta2, coefficients.epsilon,
-                                  coefficients.step_size, coefficients.second_correction,
-                                  entry.weight_decay ? static_cast<float>(step.learning_rate * step.weight_decay) : 0.0f};
-      cuda::adamw_update(static_cast<__nv_bfloat16*>(backend_.device_address(entry.parameter)),
-                         master_.data() + entry.offset, exp_avg_.data() + entry.offset,
-                         exp_avg_sq_.data() + entry.offset, accumulators_.data() + entry.offset, clip, entry.count,
-                         kernel_step, stream);
-    }
+    // max_grad_norm is 0), read by the kernels: no host round trip.
+    optimizer_->step(step, norm_result_.data() + 1, stream);
     accumulators_.zero(stream);
   }
 
 private:
+  // The trainable parameters as the optimizer sees them; master and gradient pointers are filled
+  // once those buffers exist.
+  std::vector<DeviceParameter> describe_parameters() {
+    std::vector<DeviceParameter> parameters;
+    for (const Trainable& entry : entries_) {
+      const WeightView& weight = weights_[entry.weight];
+      DeviceParameter parameter;
+      parameter.name = weight.name;
+      parameter.rows = weight.shape.size() == 2 ? weight.shape[0] : 1;
+      parameter.cols = weight.shape.size() == 2 ? weight.shape[1] : entry.count;
+      parameter.weight = static_cast<__nv_bfloat16*>(backend_.device_address(entry.parameter));
+      parameter.apply_weight_decay = applies_weight_decay(weight.name);
+      parameter.is_hidden_matrix = is_hidden_matrix(weight.name, weight.shape);
+      parameters.push_back(std::move(parameter));
+    }
+    return parameters;
+  }
+
+  // The out-of-memory report for what the trainer adds to the plan, made before allocating it.
+  void check_free_memory(int64_t trainable_floats, size_t optimizer_bytes) const {
+    const size_t fp32_bytes = static_cast<size_t>(trainable_floats) * sizeof(float);
+    const size_t needed = 2 * fp32_bytes + optimizer_bytes;
+    size_t free_bytes = 0, total_bytes = 0;
+    CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+    if (needed > free_bytes) {
+      const runtime::DeviceMemoryReport& plan = backend_.memory_report();
+      fail_user("training needs {:.2f} GiB more GPU memory than the plan's {:.2f} GiB (fp32 master weights {:.2f} GiB, "
+                "fp32 gradient accumulators {:.2f} GiB, {} optimizer state {:.2f} GiB), but GPU {} has only {:.2f} GiB "
+                "free of {:.2f} GiB. Train fewer parameters (LoRA, a smaller lora_rank), use optimizer: adamw_8bit, or "
+                "reduce the micro-batch or sequence length",
+                gib(needed), gib(plan.required_bytes + plan.scratch_bytes), gib(fp32_bytes), gib(fp32_bytes),
+                to_string(config_.optimizer), gib(optimizer_bytes), plan.device, gib(free_bytes), gib(total_bytes));
+    }
+  }
+  static double gib(size_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0); }
+
   struct Trainable {
     size_t weight;               // index into weights_
     graph::TensorId parameter;   // the bf16 weight in the plan
     graph::TensorId gradient;    // its bf16 gradient
     int64_t offset;              // into the fp32 buffers
     int64_t count;
-    bool weight_decay;
   };
 
   static void copy(float* destination, const float* source, int64_t count, cudaMemcpyKind kind, cudaStream_t stream) {
@@ -205,8 +226,8 @@ private:
   std::vector<WeightView> weights_, trainable_;
   std::vector<graph::TensorId> ids_;
   std::vector<Trainable> entries_;
-  std::vector<std::vector<float>> first_moment_, second_moment_;  // host copies for checkpoints
-  cuda::DeviceBuffer<float> master_, exp_avg_, exp_avg_sq_, accumulators_, norm_result_, norm_partials_;
+  cuda::DeviceBuffer<float> master_, accumulators_, norm_result_, norm_partials_;
+  std::unique_ptr<DeviceOptimizer> optimizer_;
   cuda::DeviceBuffer<__nv_bfloat16*> gradient_table_;
   cuda::DeviceBuffer<float*> accumulator_table_;
   cuda::DeviceBuffer<int64_t> count_table_;

@@ -18,6 +18,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "compiler/execution_plan.h"
@@ -54,6 +55,10 @@ public:
   virtual void accumulate(std::span<const runtime::InputBinding> inputs) = 0;
   virtual StepMetrics measure() = 0;
   virtual void update(const OptimizerStep& step) = 0;
+
+  // debug_time_breakdown: milliseconds per "phase:op" of the last micro-batch run (waits for it);
+  // empty on devices without per-op timing (the CPU).
+  virtual std::vector<std::pair<std::string, double>> time_breakdown() { return {}; }
 };
 
 // What both devices are built from. `specs` are every parameter of the plan (base model, then
@@ -67,6 +72,7 @@ struct TrainingDeviceSetup {
 
 // Norms and biases get no weight decay; NorMuon orthogonalises only hidden 2-D matrices.
 bool applies_weight_decay(const std::string& parameter_name);
+bool is_hidden_matrix(const std::string& parameter_name, const std::vector<int64_t>& shape);
 
 std::unique_ptr<TrainingDevice> make_cpu_training_device(const TrainingDeviceSetup& setup);
 // Only in CUDA builds (device/cuda_training_device.cpp); the caller checks the selection first.

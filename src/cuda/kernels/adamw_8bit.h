@@ -1,0 +1,33 @@
+// 8-bit AdamW step (the device twin of train/optim/adamw_8bit.cpp): both moments are stored as
+// one byte per element, the index of the nearest of 256 code values, times a per-block absolute
+// maximum (blocks of kAdamW8bitBlock elements). Per block and step:
+//   m, v   = dequantise(codes, absmax)
+//   g      = grad · grad_scale                       (grad_scale: the device clip factor, may be null)
+//   m      = β1·m + (1−β1)·g,   v = β2·v + (1−β2)·g²
+//   master = master − (step_size · m / (sqrt(v) · second_correction + ε) + decay · master)
+//   params = bf16(master)
+//   absmax = max |m| (max v) over the block; codes = nearest code of m / absmax (v / absmax)
+// The arithmetic is written with explicit round-to-nearest operations in the CPU optimizer's
+// order, so the result matches it except where the CPU compiler fuses multiply-adds. One CUDA
+// block of 256 threads per quantisation block; the code books sit in shared memory.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "cuda/kernels/adamw.h"
+
+namespace surogate::cuda {
+
+constexpr int64_t kAdamW8bitBlock = 2048;  // equals train::kQuantizationBlockSize
+
+// signed_code / unsigned_code: the 256 sorted code values of the first / second moment's map
+// (train/optim/quantization_map.h), on the device. absmax arrays hold ceil(count / 2048) floats.
+void adamw_8bit_update(__nv_bfloat16* params, float* master, uint8_t* first_codes, float* first_absmax,
+                       uint8_t* second_codes, float* second_absmax, const float* signed_code,
+                       const float* unsigned_code, const float* grad, const float* grad_scale, int64_t count,
+                       const AdamWStep& step, cudaStream_t stream);
+
+}  // namespace surogate::cuda

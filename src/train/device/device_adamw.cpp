@@ -1,0 +1,68 @@
+// AdamW on the device: fp32 moments, one fused update kernel per tensor (cuda/kernels/adamw.h).
+// State tensors as the CPU AdamW: `<name>.exp_avg` and `<name>.exp_avg_sq`, F32 [rows, cols].
+#include "cuda/kernels/adamw.h"
+#include "train/device/device_optimizer.h"
+#include "train/optim/adamw_math.h"
+
+namespace surogate::train {
+namespace {
+
+class DeviceAdamW final : public DeviceOptimizer {
+public:
+  DeviceAdamW(std::vector<DeviceParameter> parameters, const AdamWSettings& settings)
+      : parameters_(std::move(parameters)), settings_(settings) {
+    for (const DeviceParameter& parameter : parameters_) {
+      offsets_.push_back(first_.add(parameter.size(), 0.0f));
+      second_.add(parameter.size(), 0.0f);
+    }
+    first_.allocate();
+    second_.allocate();
+  }
+
+  std::string_view name() const override { return "adamw"; }
+
+  std::vector<StateTensor> state_tensors() override {
+    std::vector<StateTensor> tensors;
+    for (size_t i = 0; i < parameters_.size(); ++i) {
+      const DeviceParameter& p = parameters_[i];
+      const size_t bytes = static_cast<size_t>(p.size()) * sizeof(float);
+      tensors.push_back({p.name + ".exp_avg", DType::F32, {p.rows, p.cols}, first_.host(offsets_[i]), bytes});
+      tensors.push_back({p.name + ".exp_avg_sq", DType::F32, {p.rows, p.cols}, second_.host(offsets_[i]), bytes});
+    }
+    return tensors;
+  }
+
+  void upload(cudaStream_t stream) override {
+    first_.upload(stream);
+    second_.upload(stream);
+  }
+  void download(cudaStream_t stream) override {
+    first_.download(stream);
+    second_.download(stream);
+  }
+
+  void step(const OptimizerStep& step, const float* clip, cudaStream_t stream) override {
+    AdamWCoefficients c = adamw_coefficients(settings_, step);
+    for (size_t i = 0; i < parameters_.size(); ++i) {
+      const DeviceParameter& p = parameters_[i];
+      cuda::AdamWStep kernel_step{c.beta1, c.beta2, c.epsilon, c.step_size, c.second_correction,
+                                  p.apply_weight_decay ? static_cast<float>(step.learning_rate * step.weight_decay) : 0.0f};
+      cuda::adamw_update(p.weight, p.master, first_.device(offsets_[i]), second_.device(offsets_[i]), p.gradient, clip,
+                         p.size(), kernel_step, stream);
+    }
+  }
+
+private:
+  std::vector<DeviceParameter> parameters_;
+  AdamWSettings settings_;
+  MirroredState<float> first_, second_;
+  std::vector<int64_t> offsets_;
+};
+
+}  // namespace
+
+std::unique_ptr<DeviceOptimizer> make_device_adamw(std::vector<DeviceParameter> parameters, const AdamWSettings& settings) {
+  return std::make_unique<DeviceAdamW>(std::move(parameters), settings);
+}
+
+}  // namespace surogate::train

@@ -1,0 +1,100 @@
+// 8-bit AdamW on the device (cuda/kernels/adamw_8bit.h): the moments as one byte per element
+// plus one fp32 absmax per 2048 elements, the CPU adamw_8bit's code books and block layout.
+// State tensors as the CPU optimizer: `<name>.exp_avg.codes` U8 [size], `<name>.exp_avg.absmax`
+// F32 [blocks], and the same two for `.exp_avg_sq`.
+#include "cuda/kernels/adamw_8bit.h"
+#include "train/device/device_optimizer.h"
+#include "train/optim/adamw_math.h"
+#include "train/optim/quantization_map.h"
+
+namespace surogate::train {
+namespace {
+
+static_assert(cuda::kAdamW8bitBlock == kQuantizationBlockSize, "the device and CPU 8-bit blocks must agree");
+
+class DeviceAdamW8bit final : public DeviceOptimizer {
+public:
+  DeviceAdamW8bit(std::vector<DeviceParameter> parameters, const AdamWSettings& settings)
+      : parameters_(std::move(parameters)), settings_(settings) {
+    const auto& signed_map = dynamic_quantization_map(true);
+    const auto& unsigned_map = dynamic_quantization_map(false);
+    // Fresh state decodes to zero: the code of 0.0 with absmax 0.
+    const uint8_t signed_zero = nearest_code(signed_map, 0.0f), unsigned_zero = nearest_code(unsigned_map, 0.0f);
+    for (const DeviceParameter& parameter : parameters_) {
+      const int64_t blocks = quantization_blocks(parameter.size());
+      Offsets offsets{first_codes_.add(parameter.size(), signed_zero), first_absmax_.add(blocks, 0.0f)};
+      second_codes_.add(parameter.size(), unsigned_zero);
+      second_absmax_.add(blocks, 0.0f);
+      offsets_.push_back(offsets);
+    }
+    for (auto* state : {&first_absmax_, &second_absmax_}) state->allocate();
+    for (auto* state : {&first_codes_, &second_codes_}) state->allocate();
+    signed_code_ = cuda::to_device(std::vector<float>(signed_map.begin(), signed_map.end()));
+    unsigned_code_ = cuda::to_device(std::vector<float>(unsigned_map.begin(), unsigned_map.end()));
+  }
+
+  std::string_view name() const override { return "adamw_8bit"; }
+
+  std::vector<StateTensor> state_tensors() override {
+    std::vector<StateTensor> tensors;
+    for (size_t i = 0; i < parameters_.size(); ++i) {
+      const DeviceParameter& p = parameters_[i];
+      const Offsets& o = offsets_[i];
+      const int64_t blocks = quantization_blocks(p.size());
+      const size_t codes = static_cast<size_t>(p.size()), absmax = static_cast<size_t>(blocks) * sizeof(float);
+      tensors.push_back({p.name + ".exp_avg.codes", DType::U8, {p.size()}, first_codes_.host(o.codes), codes});
+      tensors.push_back({p.name + ".exp_avg.absmax", DType::F32, {blocks}, first_absmax_.host(o.absmax), absmax});
+      tensors.push_back({p.name + ".exp_avg_sq.codes", DType::U8, {p.size()}, second_codes_.host(o.codes), codes});
+      tensors.push_back({p.name + ".exp_avg_sq.absmax", DType::F32, {blocks}, second_absmax_.host(o.absmax), absmax});
+    }
+    return tensors;
+  }
+
+  void upload(cudaStream_t stream) override {
+    first_codes_.upload(stream);
+    second_codes_.upload(stream);
+    first_absmax_.upload(stream);
+    second_absmax_.upload(stream);
+  }
+  void download(cudaStream_t stream) override {
+    first_codes_.download(stream);
+    second_codes_.download(stream);
+    first_absmax_.download(stream);
+    second_absmax_.download(stream);
+  }
+
+  void step(const OptimizerStep& step, const float* clip, cudaStream_t stream) override {
+    AdamWCoefficients c = adamw_coefficients(settings_, step);
+    for (size_t i = 0; i < parameters_.size(); ++i) {
+      const DeviceParameter& p = parameters_[i];
+      const Offsets& o = offsets_[i];
+      cuda::AdamWStep kernel_step{c.beta1, c.beta2, c.epsilon, c.step_size, c.second_correction,
+                                  p.apply_weight_decay ? static_cast<float>(step.learning_rate * step.weight_decay) : 0.0f};
+      cuda::adamw_8bit_update(p.weight, p.master, first_codes_.device(o.codes), first_absmax_.device(o.absmax),
+                              second_codes_.device(o.codes), second_absmax_.device(o.absmax), signed_code_.data(),
+                              unsigned_code_.data(), p.gradient, clip, p.size(), kernel_step, stream);
+    }
+  }
+
+private:
+  struct Offsets {
+    int64_t codes;   // into both code states (same sizes)
+    int64_t absmax;  // into both absmax states
+  };
+
+  std::vector<DeviceParameter> parameters_;
+  AdamWSettings settings_;
+  MirroredState<uint8_t> first_codes_, second_codes_;
+  MirroredState<float> first_absmax_, second_absmax_;
+  std::vector<Offsets> offsets_;
+  cuda::DeviceBuffer<float> signed_code_, unsigned_code_;
+};
+
+}  // namespace
+
+std::unique_ptr<DeviceOptimizer> make_device_adamw_8bit(std::vector<DeviceParameter> parameters,
+                                                        const AdamWSettings& settings) {
+  return std::make_unique<DeviceAdamW8bit>(std::move(parameters), settings);
+}
+
+}  // namespace surogate::train

@@ -1,0 +1,57 @@
+// The device optimizer chosen by the `optimizer` option (see device_optimizer.h).
+#include "train/device/device_optimizer.h"
+
+#include <algorithm>
+
+#include "train/optim/quantization_map.h"
+
+namespace surogate::train {
+namespace {
+
+// Elements rounded up to whole 16-byte vectors, as MirroredState lays them out.
+size_t vector_bytes(int64_t count, size_t element) {
+  const int64_t per_vector = 16 / static_cast<int64_t>(element);
+  return static_cast<size_t>((count + per_vector - 1) / per_vector * per_vector) * element;
+}
+
+}  // namespace
+
+size_t device_optimizer_bytes(const Config& config, const std::vector<DeviceParameter>& parameters) {
+  size_t bytes = 0;
+  int64_t largest = 0, largest_small_side = 0;
+  for (const DeviceParameter& p : parameters) {
+    switch (config.optimizer) {
+      case surogate::Optimizer::AdamW: bytes += 2 * vector_bytes(p.size(), sizeof(float)); break;
+      case surogate::Optimizer::AdamW8bit:
+        bytes += 2 * vector_bytes(p.size(), 1) + 2 * vector_bytes(quantization_blocks(p.size()), sizeof(float));
+        break;
+      case surogate::Optimizer::NorMuon: {
+        const bool hidden = p.is_hidden_matrix && p.rows > 1;
+        bytes += vector_bytes(p.size(), sizeof(float)) + vector_bytes(hidden ? p.rows : p.size(), sizeof(float));
+        if (hidden) {
+          largest = std::max(largest, p.size());
+          largest_small_side = std::max(largest_small_side, std::min(p.rows, p.cols));
+        }
+        break;
+      }
+    }
+  }
+  // NorMuon's workspace: the direction and Newton–Schulz's ping-pong copy of the largest hidden
+  // matrix, its Gram and polynomial matrices.
+  bytes += static_cast<size_t>(2 * largest + 2 * largest_small_side * largest_small_side) * sizeof(float);
+  return bytes;
+}
+
+std::unique_ptr<DeviceOptimizer> make_device_optimizer(const Config& config, std::vector<DeviceParameter> parameters) {
+  AdamWSettings adamw{config.adamw_beta1, config.adamw_beta2, config.adamw_epsilon};
+  switch (config.optimizer) {
+    case surogate::Optimizer::AdamW: return make_device_adamw(std::move(parameters), adamw);
+    case surogate::Optimizer::AdamW8bit: return make_device_adamw_8bit(std::move(parameters), adamw);
+    case surogate::Optimizer::NorMuon:
+      return make_device_normuon(std::move(parameters),
+                                 {config.normuon_momentum, config.normuon_beta2, config.normuon_cautious_wd, adamw});
+  }
+  return make_device_adamw(std::move(parameters), adamw);
+}
+
+}  // namespace surogate::train

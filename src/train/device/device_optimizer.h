@@ -1,0 +1,87 @@
+// The optimizer half of the CUDA training device: one implementation per `optimizer` option
+// (device_adamw.cpp, device_adamw_8bit.cpp, device_normuon.cpp), each the twin of the CPU
+// optimizer of the same name in train/optim/. The training device owns the parameters' bf16
+// weights, fp32 masters and fp32 gradient accumulators; the optimizer owns its state on the
+// device, plus a host copy with the CPU optimizer's tensor names, dtypes and shapes, so a
+// checkpoint written on one backend resumes on the other.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "config/config.h"
+#include "cuda/device_buffer.h"
+#include "train/optim/optimizer.h"
+
+namespace surogate::train {
+
+struct DeviceParameter {
+  std::string name;
+  int64_t rows = 1;                 // a 1-D parameter has rows = 1 (as ParameterSlot)
+  int64_t cols = 0;
+  __nv_bfloat16* weight = nullptr;  // the plan's bf16 copy, rewritten from the master each step
+  float* master = nullptr;
+  const float* gradient = nullptr;  // the summed gradient, before clipping
+  bool apply_weight_decay = true;
+  bool is_hidden_matrix = false;    // NorMuon orthogonalises only these
+  int64_t size() const { return rows * cols; }
+};
+
+class DeviceOptimizer {
+public:
+  virtual ~DeviceOptimizer() = default;
+  virtual std::string_view name() const = 0;
+  // Host views of the state (filled by download(), sent by upload()).
+  virtual std::vector<StateTensor> state_tensors() = 0;
+  virtual void upload(cudaStream_t stream) = 0;
+  virtual void download(cudaStream_t stream) = 0;
+  // One step on `stream`; `clip` is the device scalar every gradient is multiplied by first.
+  virtual void step(const OptimizerStep& step, const float* clip, cudaStream_t stream) = 0;
+};
+
+// Device bytes the optimizer `config` names will allocate for `parameters` (state, workspaces),
+// for the out-of-memory report made before anything is allocated.
+size_t device_optimizer_bytes(const Config& config, const std::vector<DeviceParameter>& parameters);
+
+// `parameters` must outlive the optimizer's use of their pointers (the training device's buffers).
+std::unique_ptr<DeviceOptimizer> make_device_optimizer(const Config& config, std::vector<DeviceParameter> parameters);
+std::unique_ptr<DeviceOptimizer> make_device_adamw(std::vector<DeviceParameter> parameters, const AdamWSettings& settings);
+std::unique_ptr<DeviceOptimizer> make_device_adamw_8bit(std::vector<DeviceParameter> parameters,
+                                                        const AdamWSettings& settings);
+std::unique_ptr<DeviceOptimizer> make_device_normuon(std::vector<DeviceParameter> parameters,
+                                                     const NorMuonSettings& settings);
+
+// One kind of optimizer state for every tensor, concatenated: a host vector and a device buffer
+// of the same layout, each tensor starting 16-byte aligned (the kernels load 16-byte vectors).
+template <typename T>
+class MirroredState {
+public:
+  // Reserves `count` elements initialised to `initial`; returns the tensor's offset.
+  int64_t add(int64_t count, T initial) {
+    const int64_t per_vector = 16 / static_cast<int64_t>(sizeof(T));
+    const int64_t offset = static_cast<int64_t>(host_.size());
+    host_.resize(static_cast<size_t>(offset + (count + per_vector - 1) / per_vector * per_vector), T{});
+    std::fill(host_.begin() + offset, host_.begin() + offset + count, initial);
+    return offset;
+  }
+  void allocate() { device_ = cuda::DeviceBuffer<T>(host_.size()); }
+  T* host(int64_t offset) { return host_.data() + offset; }
+  T* device(int64_t offset) { return device_.data() + offset; }
+  void upload(cudaStream_t stream) { copy(device_.data(), host_.data(), cudaMemcpyHostToDevice, stream); }
+  void download(cudaStream_t stream) { copy(host_.data(), device_.data(), cudaMemcpyDeviceToHost, stream); }
+
+private:
+  void copy(T* destination, const T* source, cudaMemcpyKind kind, cudaStream_t stream) {
+    if (!host_.empty()) CUDA_CHECK(cudaMemcpyAsync(destination, source, host_.size() * sizeof(T), kind, stream));
+  }
+  std::vector<T> host_;
+  cuda::DeviceBuffer<T> device_;
+};
+
+}  // namespace surogate::train
