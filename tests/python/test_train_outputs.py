@@ -207,7 +207,8 @@ def test_killing_a_run_at_any_moment_leaves_a_resumable_checkpoint(surogate_bin,
     config = sft_config(tmp_path / "kill.yaml", ex / "model", out,
                         "lora: false\nsave_total_limit: 2\nresume_from_checkpoint: true\n")
     def complete_steps():
-        return sorted(int(p.name.split("-")[1]) for p in out.glob("checkpoint-*") if not p.name.endswith(".partial"))
+        # checkpoint-<step> only: `.partial` (being written) and `.deleting` (being removed) are not
+        return sorted(int(p.name.split("-")[1]) for p in out.glob("checkpoint-*") if p.name.split("-")[1].isdigit())
 
     # Each run resumes from the previous one's latest checkpoint; once it has written a new one, it
     # is killed a little later: while training the next step, or in the middle of the next save.
