@@ -34,16 +34,25 @@ __device__ __forceinline__ float block_max(float value, float* shared) {
 }
 
 __global__ void __launch_bounds__(kThreads)
-adamw_8bit_kernel(__nv_bfloat16* params, float* master, uint8_t* first_codes, float* first_absmax,
-                  uint8_t* second_codes, float* second_absmax, const float* signed_code,
-                  const float* unsigned_code, const float* grad, const float* grad_scale, int64_t count,
-                  AdamWStep s) {
+adamw_8bit_kernel(const AdamW8bitTensor* tensors, const AdamW8bitJob* jobs, const float* signed_code,
+                  const float* unsigned_code, const float* grad_scale, AdamWStep s) {
   __shared__ float signed_map[256];
   __shared__ float unsigned_map[256];
   __shared__ float reduction[kThreads / 32];
   signed_map[threadIdx.x] = signed_code[threadIdx.x];
   unsigned_map[threadIdx.x] = unsigned_code[threadIdx.x];
-  const int64_t block = blockIdx.x;
+  const AdamW8bitJob job = jobs[blockIdx.x];
+  const AdamW8bitTensor t = tensors[job.tensor];
+  __nv_bfloat16* params = t.params;
+  float* master = t.master;
+  uint8_t* first_codes = t.first_codes;
+  uint8_t* second_codes = t.second_codes;
+  float* first_absmax = t.first_absmax;
+  float* second_absmax = t.second_absmax;
+  const float* grad = t.grad;
+  const int64_t count = t.count;
+  const float decay = t.decays ? s.decay : 0.0f;
+  const int64_t block = job.block;
   const float old_first_absmax = first_absmax[block];
   const float old_second_absmax = second_absmax[block];
   const float scale = grad_scale ? *grad_scale : 1.0f;
@@ -66,7 +75,7 @@ adamw_8bit_kernel(__nv_bfloat16* params, float* master, uint8_t* first_codes, fl
     const float update = __fdiv_rn(__fmul_rn(s.step_size, m[k]),
                                    __fadd_rn(__fmul_rn(__fsqrt_rn(v[k]), s.second_correction), s.epsilon));
     float p = master[index];
-    p = __fsub_rn(p, __fadd_rn(update, __fmul_rn(s.decay, p)));
+    p = __fsub_rn(p, __fadd_rn(update, __fmul_rn(decay, p)));
     master[index] = p;
     if (params) params[index] = __float2bfloat16(p);
     m_max = fmaxf(m_max, fabsf(m[k]));
@@ -91,16 +100,13 @@ adamw_8bit_kernel(__nv_bfloat16* params, float* master, uint8_t* first_codes, fl
 
 }  // namespace
 
-void adamw_8bit_update(__nv_bfloat16* params, float* master, uint8_t* first_codes, float* first_absmax,
-                       uint8_t* second_codes, float* second_absmax, const float* signed_code,
-                       const float* unsigned_code, const float* grad, const float* grad_scale, int64_t count,
+void adamw_8bit_update(const AdamW8bitTensor* tensors, const AdamW8bitJob* jobs, int64_t job_count,
+                       const float* signed_code, const float* unsigned_code, const float* grad_scale,
                        const AdamWStep& step, cudaStream_t stream) {
-  if (count == 0) return;
-  const int64_t blocks = (count + kAdamW8bitBlock - 1) / kAdamW8bitBlock;
-  CUDA_REQUIRE(blocks <= 0x7fffffff, "adamw_8bit_update: tensor too large");
-  adamw_8bit_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
-      params, master, first_codes, first_absmax, second_codes, second_absmax, signed_code, unsigned_code, grad,
-      grad_scale, count, step);
+  if (job_count == 0) return;
+  CUDA_REQUIRE(job_count <= 0x7fffffff, "adamw_8bit_update: too many blocks for one launch");
+  adamw_8bit_kernel<<<static_cast<unsigned>(job_count), kThreads, 0, stream>>>(tensors, jobs, signed_code,
+                                                                                unsigned_code, grad_scale, step);
   CUDA_CHECK_LAUNCH();
 }
 

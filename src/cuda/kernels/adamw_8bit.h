@@ -8,8 +8,10 @@
 //   params = bf16(master)
 //   absmax = max |m| (max v) over the block; codes = nearest code of m / absmax (v / absmax)
 // The arithmetic is written with explicit round-to-nearest operations in the CPU optimizer's
-// order, so the result matches it except where the CPU compiler fuses multiply-adds. One CUDA
-// block of 256 threads per quantisation block; the code books sit in shared memory.
+// order, so the result matches it except where the CPU compiler fuses multiply-adds. One launch
+// updates many tensors (a LoRA model has hundreds of small ones): one CUDA block of 256 threads
+// per quantisation block of any tensor, found through a job table; the code books sit in shared
+// memory.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -23,11 +25,30 @@ namespace surogate::cuda {
 
 constexpr int64_t kAdamW8bitBlock = 2048;  // equals train::kQuantizationBlockSize
 
-// signed_code / unsigned_code: the 256 sorted code values of the first / second moment's map
-// (train/optim/quantization_map.h), on the device. absmax arrays hold ceil(count / 2048) floats.
-void adamw_8bit_update(__nv_bfloat16* params, float* master, uint8_t* first_codes, float* first_absmax,
-                       uint8_t* second_codes, float* second_absmax, const float* signed_code,
-                       const float* unsigned_code, const float* grad, const float* grad_scale, int64_t count,
+// One tensor's pointers (device memory); absmax arrays hold ceil(count / 2048) floats.
+struct AdamW8bitTensor {
+  __nv_bfloat16* params = nullptr;  // may be null
+  float* master = nullptr;
+  uint8_t* first_codes = nullptr;
+  float* first_absmax = nullptr;
+  uint8_t* second_codes = nullptr;
+  float* second_absmax = nullptr;
+  const float* grad = nullptr;
+  int64_t count = 0;
+  int decays = 1;                   // 0: no weight decay (norms, biases)
+};
+
+// One entry per quantisation block to update: {index into the tensor table, block in the tensor}.
+struct AdamW8bitJob {
+  int32_t tensor;
+  int32_t block;
+};
+
+// Every job's block in one launch. tensors / jobs / codes are device arrays; signed_code and
+// unsigned_code are the 256 sorted code values of the first / second moment's map
+// (train/optim/quantization_map.h). step.decay (lr · weight_decay) applies where `decays`.
+void adamw_8bit_update(const AdamW8bitTensor* tensors, const AdamW8bitJob* jobs, int64_t job_count,
+                       const float* signed_code, const float* unsigned_code, const float* grad_scale,
                        const AdamWStep& step, cudaStream_t stream);
 
 }  // namespace surogate::cuda

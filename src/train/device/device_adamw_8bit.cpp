@@ -2,6 +2,9 @@
 // plus one fp32 absmax per 2048 elements, the CPU adamw_8bit's code books and block layout.
 // State tensors as the CPU optimizer: `<name>.exp_avg.codes` U8 [size], `<name>.exp_avg.absmax`
 // F32 [blocks], and the same two for `.exp_avg_sq`.
+#include <cstdint>
+
+#include "core/error.h"
 #include "cuda/kernels/adamw_8bit.h"
 #include "train/device/device_optimizer.h"
 #include "train/optim/adamw_math.h"
@@ -31,6 +34,24 @@ public:
     for (auto* state : {&first_codes_, &second_codes_}) state->allocate();
     signed_code_ = cuda::to_device(std::vector<float>(signed_map.begin(), signed_map.end()));
     unsigned_code_ = cuda::to_device(std::vector<float>(unsigned_map.begin(), unsigned_map.end()));
+
+    // The launch tables, built once: every pointer is fixed for the optimizer's life.
+    std::vector<cuda::AdamW8bitTensor> tensors;
+    std::vector<cuda::AdamW8bitJob> jobs;
+    for (size_t i = 0; i < parameters_.size(); ++i) {
+      const DeviceParameter& p = parameters_[i];
+      const Offsets& o = offsets_[i];
+      tensors.push_back({p.weight, p.master, first_codes_.device(o.codes), first_absmax_.device(o.absmax),
+                         second_codes_.device(o.codes), second_absmax_.device(o.absmax), p.gradient, p.size(),
+                         p.apply_weight_decay ? 1 : 0});
+      const int64_t blocks = quantization_blocks(p.size());
+      SUROGATE_CHECK(blocks <= INT32_MAX, "parameter '{}' has too many 8-bit blocks", p.name);
+      for (int64_t block = 0; block < blocks; ++block) {
+        jobs.push_back({static_cast<int32_t>(i), static_cast<int32_t>(block)});
+      }
+    }
+    tensors_ = cuda::to_device(tensors);
+    jobs_ = cuda::to_device(jobs);
   }
 
   std::string_view name() const override { return "adamw_8bit"; }
@@ -65,15 +86,10 @@ public:
 
   void step(const OptimizerStep& step, const float* clip, cudaStream_t stream) override {
     AdamWCoefficients c = adamw_coefficients(settings_, step);
-    for (size_t i = 0; i < parameters_.size(); ++i) {
-      const DeviceParameter& p = parameters_[i];
-      const Offsets& o = offsets_[i];
-      cuda::AdamWStep kernel_step{c.beta1, c.beta2, c.epsilon, c.step_size, c.second_correction,
-                                  p.apply_weight_decay ? static_cast<float>(step.learning_rate * step.weight_decay) : 0.0f};
-      cuda::adamw_8bit_update(p.weight, p.master, first_codes_.device(o.codes), first_absmax_.device(o.absmax),
-                              second_codes_.device(o.codes), second_absmax_.device(o.absmax), signed_code_.data(),
-                              unsigned_code_.data(), p.gradient, clip, p.size(), kernel_step, stream);
-    }
+    cuda::AdamWStep kernel_step{c.beta1, c.beta2, c.epsilon, c.step_size, c.second_correction,
+                                static_cast<float>(step.learning_rate * step.weight_decay)};
+    cuda::adamw_8bit_update(tensors_.data(), jobs_.data(), static_cast<int64_t>(jobs_.size()), signed_code_.data(),
+                            unsigned_code_.data(), clip, kernel_step, stream);
   }
 
 private:
@@ -88,6 +104,8 @@ private:
   MirroredState<float> first_absmax_, second_absmax_;
   std::vector<Offsets> offsets_;
   cuda::DeviceBuffer<float> signed_code_, unsigned_code_;
+  cuda::DeviceBuffer<cuda::AdamW8bitTensor> tensors_;
+  cuda::DeviceBuffer<cuda::AdamW8bitJob> jobs_;
 };
 
 }  // namespace
