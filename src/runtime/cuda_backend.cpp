@@ -62,7 +62,37 @@ void CudaBackend::check_bindable(const compiler::ExecutionPlan& plan) const {
   }
 }
 
-void CudaBackend::allocate(const compiler::MemoryPlan& memory) {
+void CudaBackend::share_parameters_with(const CudaBackend& owner) {
+  owner.check_loaded();
+  SUROGATE_CHECK(&owner != this, "a CudaBackend cannot share parameters with itself");
+  parameter_owner_ = &owner;
+}
+
+size_t CudaBackend::place_parameters(const compiler::ExecutionPlan& plan) {
+  parameter_addresses_.clear();
+  own_parameter_offsets_.clear();
+  if (parameter_owner_ == nullptr) return plan.memory.parameter_bytes;
+  const compiler::ExecutionPlan& owner = *parameter_owner_->plan_;
+  parameter_addresses_.assign(plan.graph.tensors.size(), nullptr);
+  size_t own_bytes = 0;
+  for (size_t id = 0; id < plan.graph.tensors.size(); ++id) {
+    const compiler::TensorPlacement& placement = plan.memory.placements[id];
+    if (placement.storage != Storage::Parameters) continue;
+    const TensorInfo& tensor = plan.graph.tensors[id];
+    std::optional<TensorId> theirs = owner.graph.find_tensor(tensor.name);
+    if (theirs && owner.placement(*theirs).storage == Storage::Parameters &&
+        owner.graph.tensor(*theirs).type == tensor.type) {
+      parameter_addresses_[id] = parameter_owner_->address(*theirs);
+    } else {
+      own_parameter_offsets_.emplace_back(static_cast<TensorId>(id), own_bytes);
+      own_bytes += compiler::align_up(std::max<size_t>(placement.size_bytes, 1), plan.memory.alignment);
+    }
+  }
+  return own_bytes;
+}
+
+void CudaBackend::allocate(const compiler::ExecutionPlan& plan) {
+  const compiler::MemoryPlan& memory = plan.memory;
   int device_count = 0;
   cudaError_t status = cudaGetDeviceCount(&device_count);
   if (status != cudaSuccess || device_count == 0) {
@@ -77,7 +107,7 @@ void CudaBackend::allocate(const compiler::MemoryPlan& memory) {
   inputs_ = {};
   const size_t alignment = memory.alignment;
   const size_t arena = compiler::align_up(memory.arena_bytes, alignment);
-  const size_t parameters = compiler::align_up(memory.parameter_bytes, alignment);
+  const size_t parameters = compiler::align_up(place_parameters(plan), alignment);
   const size_t gradients = compiler::align_up(memory.gradient_bytes, alignment);
   const size_t inputs = compiler::align_up(memory.input_bytes, alignment);
   memory_.required_bytes = arena + parameters + gradients + inputs;
@@ -97,6 +127,7 @@ void CudaBackend::allocate(const compiler::MemoryPlan& memory) {
   gradients_ = cuda::DeviceBuffer<std::byte>(gradients);
   inputs_ = cuda::DeviceBuffer<std::byte>(inputs);
   for (auto* buffer : {&arena_, &parameters_, &gradients_, &inputs_}) buffer->zero(stream_->get());
+  for (const auto& [id, offset] : own_parameter_offsets_) parameter_addresses_[id] = parameters_.data() + offset;
   staging_.reset();
   if (inputs > 0) {
     void* pinned = nullptr;
@@ -124,6 +155,7 @@ const TensorType& CudaBackend::type_of(TensorId tensor) const {
 std::byte* CudaBackend::address(TensorId tensor) const {
   check_loaded();
   const compiler::TensorPlacement& placement = plan_->placement(tensor);
+  if (placement.storage == Storage::Parameters && !parameter_addresses_.empty()) return parameter_addresses_[tensor];
   return base(placement.storage) + placement.offset;
 }
 
@@ -144,7 +176,7 @@ void CudaBackend::load(const compiler::ExecutionPlan& plan, const OpRegistry& re
   graph_launched_ = false;
   plan_ = nullptr;
   steps_.clear();
-  allocate(plan.memory);
+  allocate(plan);
   plan_ = &plan;
   try {
     resources_ = std::make_unique<CudaResources>();

@@ -47,6 +47,13 @@ public:
 
   const DeviceMemoryReport& memory_report() const { return memory_; }
 
+  // Before load(): every parameter (or constant) of the next plan that `owner`'s loaded plan also
+  // has, by name, dtype and shape, is read in place from `owner` instead of a copy of its own
+  // (the evaluator's forward plan reading the training plan's weights); the rest get their own
+  // memory as usual. `owner` must stay loaded while this backend runs; a write() to a shared
+  // tensor writes the owner's.
+  void share_parameters_with(const CudaBackend& owner);
+
   // debug_time_breakdown: when on, execute() records a CUDA event after every step, and
   // time_breakdown() waits for the stream and returns the milliseconds of each op name summed
   // over the steps of the last execute (phase-prefixed: "forward:linear", "backward:...",
@@ -80,7 +87,10 @@ private:
   };
 
   void check_bindable(const compiler::ExecutionPlan& plan) const;
-  void allocate(const compiler::MemoryPlan& memory);
+  void allocate(const compiler::ExecutionPlan& plan);
+  // The size of the plan's own Parameters region. With a parameter owner: the shared tensors'
+  // addresses into parameter_addresses_, the others' offsets into own_parameter_offsets_.
+  size_t place_parameters(const compiler::ExecutionPlan& plan);
   void bind_steps(const graph::OpRegistry& registry);
   void allocate_scratch();
   std::byte* base(compiler::Storage storage) const;
@@ -100,6 +110,9 @@ private:
   DeviceMemoryReport memory_;
   cuda::DeviceBuffer<std::byte> arena_;
   cuda::DeviceBuffer<std::byte> parameters_;
+  const CudaBackend* parameter_owner_ = nullptr;
+  std::vector<std::byte*> parameter_addresses_;  // per TensorId; filled only with a parameter owner
+  std::vector<std::pair<graph::TensorId, size_t>> own_parameter_offsets_;
   cuda::DeviceBuffer<std::byte> gradients_;
   cuda::DeviceBuffer<std::byte> inputs_;
   std::unique_ptr<std::byte, PinnedFree> staging_;  // input_bytes of pinned host memory

@@ -1,41 +1,32 @@
-// Validation loss and accuracy; see evaluator.h.
+// Validation loss and accuracy; see evaluator.h. The CPU evaluator lives here.
 #include "train/evaluator.h"
 
 #include <algorithm>
 #include <cstring>
 
 #include "models/decoder_graph.h"
+#include "runtime/cpu_backend.h"
 
 namespace surogate::train {
 
-Evaluator::Evaluator(const io::ModelConfig& config, const graph::OpRegistry& registry, int64_t batch, int64_t sequence,
-                     int64_t lmhead_chunks, std::shared_ptr<const data::TokenCache> cache, uint64_t seed,
-                     int32_t pad_id, const models::LoraSetup* lora)
-    : loader_(cache, cache->eval(), batch, seed, pad_id) {
-  models::DecoderGraph decoder = models::build_decoder_graph(config, registry, {batch, sequence, lmhead_chunks, true});
-  graph::Graph forward = lora ? models::apply_lora(decoder.graph, registry, lora->adapters, lora->options, false)
-                              : std::move(decoder.graph);
-  plan_ = compiler::compile_forward(std::move(forward), registry);
-  loss_ = plan_.tensor("loss");
-  correct_ = plan_.tensor("correct");
-  backend_.load(plan_, registry);
-  inputs_ = std::make_unique<BatchInputs>(plan_);
+graph::Graph evaluation_graph(const EvaluatorSetup& setup, DType dtype) {
+  models::DecoderGraphOptions options{setup.batch, setup.sequence, setup.lmhead_chunks, true};
+  options.dtype = dtype;
+  models::DecoderGraph decoder = models::build_decoder_graph(*setup.config, *setup.registry, options);
+  if (!setup.lora) return std::move(decoder.graph);
+  return models::apply_lora(decoder.graph, *setup.registry, setup.lora->adapters, setup.lora->options, false);
 }
 
-EvalResult Evaluator::run(std::span<const WeightView> weights) {
-  for (const WeightView& weight : weights) {
-    std::span<float> destination = backend_.view<float>(plan_.tensor(weight.name));
-    std::copy(weight.values.begin(), weight.values.end(), destination.begin());
-  }
-  loader_.seek({0, 0});
+EvalResult evaluate_split(data::DataLoader& loader, BatchInputs& inputs, const EvaluateBatch& evaluate_batch) {
+  loader.seek({0, 0});
   double loss_sum = 0.0, correct = 0.0;
   int64_t tokens = 0;
-  for (uint64_t index = 0; index < loader_.batches_per_epoch(); ++index) {
-    data::PackedBatch batch = loader_.next();
-    backend_.execute(inputs_->bind(batch, 1.0f));
-    loss_sum += backend_.view<float>(loss_)[0];
-    correct += backend_.view<float>(correct_)[0];
-    tokens += static_cast<int64_t>(std::count_if(inputs_->targets().begin(), inputs_->targets().end(),
+  for (uint64_t index = 0; index < loader.batches_per_epoch(); ++index) {
+    data::PackedBatch batch = loader.next();
+    auto [batch_loss, batch_correct] = evaluate_batch(inputs.bind(batch, 1.0f));
+    loss_sum += batch_loss;
+    correct += batch_correct;
+    tokens += static_cast<int64_t>(std::count_if(inputs.targets().begin(), inputs.targets().end(),
                                                  [](int32_t target) { return target >= 0; }));
   }
   EvalResult result;
@@ -45,6 +36,45 @@ EvalResult Evaluator::run(std::span<const WeightView> weights) {
     result.accuracy = correct / static_cast<double>(tokens);
   }
   return result;
+}
+
+namespace {
+
+class CpuEvaluator final : public Evaluator {
+public:
+  CpuEvaluator(const EvaluatorSetup& setup, std::span<const WeightView> weights)
+      : weights_(weights), loader_(setup.cache, setup.cache->eval(), setup.batch, setup.seed, setup.pad_id) {
+    plan_ = compiler::compile_forward(evaluation_graph(setup, DType::F32), *setup.registry);
+    loss_ = plan_.tensor("loss");
+    correct_ = plan_.tensor("correct");
+    backend_.load(plan_, *setup.registry);
+    inputs_ = std::make_unique<BatchInputs>(plan_);
+  }
+
+  EvalResult run() override {
+    for (const WeightView& weight : weights_) {
+      std::span<float> destination = backend_.view<float>(plan_.tensor(weight.name));
+      std::copy(weight.values.begin(), weight.values.end(), destination.begin());
+    }
+    return evaluate_split(loader_, *inputs_, [this](std::span<const runtime::InputBinding> bindings) {
+      backend_.execute(bindings);
+      return std::pair<double, double>(backend_.view<float>(loss_)[0], backend_.view<float>(correct_)[0]);
+    });
+  }
+
+private:
+  std::span<const WeightView> weights_;
+  compiler::ExecutionPlan plan_;
+  runtime::CpuBackend backend_;
+  data::DataLoader loader_;
+  std::unique_ptr<BatchInputs> inputs_;
+  graph::TensorId loss_ = graph::kNoTensor, correct_ = graph::kNoTensor;
+};
+
+}  // namespace
+
+std::unique_ptr<Evaluator> make_cpu_evaluator(const EvaluatorSetup& setup, std::span<const WeightView> weights) {
+  return std::make_unique<CpuEvaluator>(setup, weights);
 }
 
 }  // namespace surogate::train

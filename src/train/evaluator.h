@@ -1,17 +1,25 @@
 // Evaluation on the validation split: a forward-only plan of the same decoder (plus the
-// next-token accuracy op) on its own CPU backend, so evaluating never touches the training
+// next-token accuracy op) on its own backend, so evaluating never touches the training
 // gradients or the training loader. Every evaluation visits every validation row once, in the
 // same order, so eval numbers are comparable across steps and across resumed runs.
+//
+// The training device makes its evaluator (TrainingDevice::make_evaluator): on the CPU an fp32
+// plan on a CpuBackend that copies the device's weights in (make_cpu_evaluator); on the GPU a bf16
+// plan on a CudaBackend that reads the training backend's bf16 weights in place, with no copy
+// (train/device/cuda_evaluator.cpp).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <span>
+#include <utility>
 
 #include "compiler/execution_plan.h"
 #include "data/data_loader.h"
+#include "graph/op_registry.h"
 #include "io/model_config.h"
 #include "models/lora.h"
-#include "runtime/cpu_backend.h"
+#include "runtime/backend.h"
 #include "train/batch_inputs.h"
 #include "train/checkpoint_io.h"
 
@@ -23,22 +31,34 @@ struct EvalResult {
   int64_t tokens = 0;     // scored tokens
 };
 
+struct EvaluatorSetup {
+  const io::ModelConfig* config = nullptr;
+  const graph::OpRegistry* registry = nullptr;
+  int64_t batch = 1, sequence = 1, lmhead_chunks = 1;
+  std::shared_ptr<const data::TokenCache> cache;
+  uint64_t seed = 0;
+  int32_t pad_id = 0;
+  const models::LoraSetup* lora = nullptr;  // the adapters, evaluated without dropout (PEFT's eval mode)
+};
+
 class Evaluator {
 public:
-  Evaluator(const io::ModelConfig& config, const graph::OpRegistry& registry, int64_t batch, int64_t sequence,
-            int64_t lmhead_chunks, std::shared_ptr<const data::TokenCache> cache, uint64_t seed, int32_t pad_id,
-            const models::LoraSetup* lora = nullptr);
-
-  // With `lora`, the graph carries the adapters (no dropout: evaluation is PEFT's eval mode).
-  // Copies `weights` (the trainer's parameters, base and adapters, by name) in and evaluates the whole split.
-  EvalResult run(std::span<const WeightView> weights);
-
-private:
-  compiler::ExecutionPlan plan_;
-  runtime::CpuBackend backend_;
-  data::DataLoader loader_;
-  std::unique_ptr<BatchInputs> inputs_;
-  graph::TensorId loss_ = graph::kNoTensor, correct_ = graph::kNoTensor;
+  virtual ~Evaluator() = default;
+  // Evaluates the whole split with the training device's current weights.
+  virtual EvalResult run() = 0;
 };
+
+// The forward graph both evaluators compile: the decoder with its accuracy output, in `dtype`,
+// with the LoRA adapters (no dropout) when the setup has them.
+graph::Graph evaluation_graph(const EvaluatorSetup& setup, DType dtype);
+
+// One batch: execute the bindings, return {summed loss, correct predictions}.
+using EvaluateBatch = std::function<std::pair<double, double>(std::span<const runtime::InputBinding>)>;
+
+// Every batch of the split from the start, through `evaluate_batch`, summed into the result.
+EvalResult evaluate_split(data::DataLoader& loader, BatchInputs& inputs, const EvaluateBatch& evaluate_batch);
+
+// `weights` are the CPU training device's fp32 parameters (its backend's own buffers).
+std::unique_ptr<Evaluator> make_cpu_evaluator(const EvaluatorSetup& setup, std::span<const WeightView> weights);
 
 }  // namespace surogate::train

@@ -2,8 +2,10 @@
 // once in Run's constructor; run() is the step loop.
 #include "train/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <map>
 #include <memory>
 #include <random>
 
@@ -112,6 +114,8 @@ private:
   void evaluate(bool final_eval);
   void save_checkpoint();
   void write_outputs();
+  void add_time_breakdown();
+  void report_time_breakdown();
   [[noreturn]] void fail_non_finite(const std::string& what, double value);
   std::vector<std::pair<std::string, std::string>> summary_rows() const;
 
@@ -139,6 +143,9 @@ private:
   int64_t batches_per_epoch_ = 0;
   int64_t last_saved_step_ = -1;
   std::string run_name_;
+  // debug_time_breakdown: ms per "phase:op" summed over the timed micro-batches (one per step).
+  std::map<std::string, double> time_breakdown_ms_;
+  int64_t time_breakdown_samples_ = 0;
 };
 
 Run::Run(const Config& config, const TrainerOptions& options)
@@ -149,6 +156,14 @@ Run::Run(const Config& config, const TrainerOptions& options)
   run_name_ = config.run_name.value_or(options.default_run_name);
   BackendChoice choice = choose_training_backend(config, probe_machine());
   backend_kind_ = options.backend.value_or(choice.backend);
+  if (config.debug_time_breakdown && backend_kind_ != TrainingBackend::Cuda) {
+    // Per-op times come from CUDA events around each kernel step; the CPU backend has none, and a
+    // debug option that silently prints nothing would look like it worked.
+    fail_user("{}: debug_time_breakdown needs the CUDA backend (it times each op's kernels with CUDA events), but "
+              "this run would train on the CPU backend ({}). Remove the option, or run on a machine with a GPU",
+              config.source_of("debug_time_breakdown"),
+              backend_kind_ == choice.backend ? choice.message : std::string("chosen by the caller"));
+  }
   display_.message(backend_kind_ == choice.backend
                        ? choice.message
                        : fmt::format("training on the {} backend (chosen by the caller)",
@@ -237,8 +252,8 @@ Run::Run(const Config& config, const TrainerOptions& options)
                      {"cooldown_steps", schedule.cooldown_steps}, {"final_lr_fraction", schedule.final_lr_fraction}};
 
   if (cache_->eval().rows() > 0) {
-    evaluator_ = std::make_unique<Evaluator>(model_config_, registry_, batch, sequence, config.lmhead_chunks, cache_,
-                                             static_cast<uint64_t>(config.eval_seed), pad_id, lora_ ? &*lora_ : nullptr);
+    evaluator_ = device_->make_evaluator({&model_config_, &registry_, batch, sequence, config.lmhead_chunks, cache_,
+                                          static_cast<uint64_t>(config.eval_seed), pad_id, lora_ ? &*lora_ : nullptr});
   }
   store_ = std::make_unique<CheckpointStore>(config.checkpoint_dir.value_or(config.output_dir),
                                              static_cast<int>(config.save_total_limit));
@@ -282,8 +297,7 @@ void Run::fail_non_finite(const std::string& what, double value) {
 
 void Run::evaluate(bool final_eval) {
   if (!evaluator_) return;
-  device_->download();
-  EvalResult eval = evaluator_->run(device_->weights());
+  EvalResult eval = evaluator_->run();
   nlohmann::json record{{"step", state_.step}, {"eval_loss", eval.loss}, {"eval_accuracy", eval.accuracy},
                         {"eval_tokens", eval.tokens}, {"final", final_eval}};
   state_.eval_history.push_back(record);
@@ -356,6 +370,7 @@ TrainingResult Run::run() {
       device_->accumulate(bindings);
     }
     const StepMetrics metrics = device_->measure();
+    if (config_.debug_time_breakdown) add_time_breakdown();
     const double loss = metrics.loss, grad_norm = metrics.grad_norm;
     if (!std::isfinite(loss)) fail_non_finite("loss", loss);
     if (!std::isfinite(grad_norm)) fail_non_finite("gradient norm", grad_norm);
@@ -384,6 +399,7 @@ TrainingResult Run::run() {
     if (config_.save_steps > 0 && state_.step % config_.save_steps == 0) save_checkpoint();
     if (options_.stop_after_step && state_.step == *options_.stop_after_step) {
       display_.finish();
+      report_time_breakdown();
       result_.steps = state_.step;
       result_.seconds = seconds_since(start);
       return result_;
@@ -403,7 +419,41 @@ TrainingResult Run::run() {
   for (const auto& [key, value] : rows) summary[key] = value;
   log_->write("summary", summary);
   display_.message(format_summary_table("training summary", rows));
+  report_time_breakdown();
   return result_;
+}
+
+// After measure(), which waited for the step: the per-op times of its last micro-batch.
+void Run::add_time_breakdown() {
+  const std::vector<std::pair<std::string, double>> breakdown = device_->time_breakdown();
+  if (breakdown.empty()) return;
+  for (const auto& [op, ms] : breakdown) time_breakdown_ms_[op] += ms;
+  ++time_breakdown_samples_;
+}
+
+// The mean per-op time of one micro-batch over the run's steps, largest first, as a table and a
+// "time_breakdown" log record. Only the plan's steps (forward, backward, recompute) are timed, not
+// the gradient accumulation and optimizer kernels around them.
+void Run::report_time_breakdown() {
+  if (!config_.debug_time_breakdown || time_breakdown_samples_ == 0) return;
+  std::vector<std::pair<std::string, double>> mean;
+  double total = 0.0;
+  for (const auto& [op, ms] : time_breakdown_ms_) {
+    mean.emplace_back(op, ms / static_cast<double>(time_breakdown_samples_));
+    total += mean.back().second;
+  }
+  std::sort(mean.begin(), mean.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  std::vector<std::pair<std::string, std::string>> rows;
+  nlohmann::json ops = nlohmann::json::array();
+  for (const auto& [op, ms] : mean) {
+    const double percent = total > 0.0 ? 100.0 * ms / total : 0.0;
+    rows.emplace_back(op, fmt::format("{:9.3f} ms {:5.1f}%", ms, percent));
+    ops.push_back({{"op", op}, {"ms", ms}, {"percent", percent}});
+  }
+  rows.emplace_back("total", fmt::format("{:9.3f} ms", total));
+  log_->write("time_breakdown", {{"micro_batches", time_breakdown_samples_}, {"total_ms", total}, {"ops", ops}});
+  display_.message(format_summary_table(
+      fmt::format("time per micro-batch (mean of {} steps' last micro-batch)", time_breakdown_samples_), rows));
 }
 
 std::vector<std::pair<std::string, std::string>> Run::summary_rows() const {

@@ -66,6 +66,9 @@ public:
   std::span<const WeightView> weights() const override { return weights_; }
   std::span<const WeightView> trainable() const override { return trainable_; }
   std::vector<StateTensor> optimizer_state() override { return optimizer_->state_tensors(); }
+  std::unique_ptr<Evaluator> make_evaluator(const EvaluatorSetup& setup) override {
+    return make_cpu_evaluator(setup, weights_);
+  }
   void upload() override {}
   void download() override {}
 

@@ -19,6 +19,7 @@
 #include "cuda/device_buffer.h"
 #include "cuda/kernels/grad_norm.h"
 #include "runtime/cuda_backend.h"
+#include "train/device/cuda_evaluator.h"
 #include "train/device/device_optimizer.h"
 #include "train/device/gradient_accumulate.h"
 #include "train/device/training_device.h"
@@ -103,6 +104,10 @@ public:
   std::vector<std::pair<std::string, double>> time_breakdown() override {
     if (!config_.debug_time_breakdown) return {};
     return backend_.time_breakdown();
+  }
+
+  std::unique_ptr<Evaluator> make_evaluator(const EvaluatorSetup& setup) override {
+    return make_cuda_evaluator(setup, backend_);
   }
 
   // The CPU optimizers' names, dtypes and shapes, so checkpoints are interchangeable.

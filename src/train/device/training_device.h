@@ -27,6 +27,7 @@
 #include "models/model_spec.h"
 #include "runtime/backend.h"
 #include "train/checkpoint_io.h"
+#include "train/evaluator.h"
 #include "train/optim/optimizer.h"
 
 namespace surogate::train {
@@ -59,6 +60,9 @@ public:
   // debug_time_breakdown: milliseconds per "phase:op" of the last micro-batch run (waits for it);
   // empty on devices without per-op timing (the CPU).
   virtual std::vector<std::pair<std::string, double>> time_breakdown() { return {}; }
+
+  // The validation evaluator that reads this device's current weights (see train/evaluator.h).
+  virtual std::unique_ptr<Evaluator> make_evaluator(const EvaluatorSetup& setup) = 0;
 };
 
 // What both devices are built from. `specs` are every parameter of the plan (base model, then

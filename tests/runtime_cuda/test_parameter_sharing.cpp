@@ -1,0 +1,86 @@
+// CudaBackend::share_parameters_with: a forward plan reading another backend's parameters in
+// place (how the trainer's GPU evaluator reads the training weights). On the toy transformer:
+// the sharing backend's loss equals, bit for bit, that of a backend holding its own copy of the
+// same parameters (same kernels, same inputs); it allocates none of the shared parameters'
+// memory; and it sees a parameter written into the owner afterwards without any copy.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "compiler/engine_test_util.h"
+#include "compiler/toy_ops.h"
+#include "cuda/device_info.h"
+#include "runtime/cuda_backend.h"
+#include "runtime_cuda/toy_cuda_ops.h"
+
+namespace surogate::testing {
+namespace {
+
+using compiler::ExecutionPlan;
+using runtime::CpuBackend;
+using runtime::CudaBackend;
+using runtime::InputBinding;
+
+constexpr int64_t kRows = 37, kWidth = 24, kHidden = 40;
+
+float loss_of(CudaBackend& backend, const ExecutionPlan& plan, graph::TensorId loss_id, const std::vector<float>& x) {
+  static const std::vector<float> target = random_values<float>(kRows * kWidth, 8, 1.0);
+  const InputBinding inputs[] = {{plan.tensor("x"), std::as_bytes(std::span<const float>(x))},
+                                 {plan.tensor("target"), std::as_bytes(std::span<const float>(target))}};
+  backend.execute(inputs);
+  float loss = 0.0f;
+  backend.read(loss_id, std::as_writable_bytes(std::span<float>(&loss, 1)));
+  return loss;
+}
+
+TEST(CudaParameterSharing, AForwardPlanReadsTheOwnersParametersInPlace) {
+  std::string reason;
+  if (!cuda::cuda_device_available(&reason)) GTEST_SKIP() << reason;
+  ToyModel training_model = build_toy_transformer(3, kRows, kWidth, kHidden, DType::F32);
+  ExecutionPlan training = compiler::compile_training(std::move(training_model.graph), training_model.loss,
+                                                      toy_registry(), {});
+  ToyModel forward_model = build_toy_transformer(3, kRows, kWidth, kHidden, DType::F32);
+  const std::string loss_name = forward_model.graph.tensor(forward_model.loss).name;
+  ExecutionPlan forward = compiler::compile_forward(std::move(forward_model.graph), toy_registry());
+  ASSERT_FALSE(forward.graph.parameters.empty());
+  const graph::TensorId loss = forward.tensor(loss_name);
+
+  CpuBackend cpu;  // the source of random parameters
+  cpu.load(training, toy_registry());
+  randomize_all<float>(cpu, training, 21);
+  CudaBackend owner(toy_cuda_table());
+  owner.load(training, toy_registry());
+  for (graph::TensorId id : training.graph.parameters) owner.write(id, std::as_bytes(cpu.view<float>(id)));
+
+  CudaBackend shared(toy_cuda_table());
+  shared.share_parameters_with(owner);
+  shared.load(forward, toy_registry());
+  CudaBackend copied(toy_cuda_table());
+  copied.load(forward, toy_registry());
+  for (graph::TensorId id : forward.graph.parameters) {
+    copied.write(id, std::as_bytes(cpu.view<float>(training.tensor(forward.graph.tensor(id).name))));
+  }
+
+  EXPECT_EQ(shared.memory_report().required_bytes + forward.memory.parameter_bytes,
+            copied.memory_report().required_bytes)
+      << "the sharing backend allocated shared parameters";
+  const std::vector<float> x = random_values<float>(kRows * kWidth, 7, 0.5);
+  const float shared_loss = loss_of(shared, forward, loss, x);
+  EXPECT_NE(shared_loss, 0.0f);
+  EXPECT_EQ(shared_loss, loss_of(copied, forward, loss, x));
+
+  // A parameter changed in the owner (as an optimizer step does) is what the next execute reads.
+  const graph::TensorId first = forward.graph.parameters.front();
+  const std::string name = forward.graph.tensor(first).name;
+  std::vector<float> changed = random_values<float>(cpu.view<float>(training.tensor(name)).size(), 99, 0.5);
+  owner.write(training.tensor(name), std::as_bytes(std::span<const float>(changed)));
+  copied.write(first, std::as_bytes(std::span<const float>(changed)));
+  const float changed_loss = loss_of(shared, forward, loss, x);
+  EXPECT_NE(changed_loss, shared_loss);
+  EXPECT_EQ(changed_loss, loss_of(copied, forward, loss, x));
+}
+
+}  // namespace
+}  // namespace surogate::testing
