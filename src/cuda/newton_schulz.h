@@ -4,7 +4,8 @@
 // on the wide orientation, so the Gram matrix is min(rows, cols)². The matrix stays in its
 // row-major [rows, cols] memory: read column-major it is Xᵀ (wide) or X (tall), and the
 // products are arranged for that, so no transpose is ever written.
-// The workspace is sized once for the largest matrix the caller will pass.
+// A call orthogonalises a stack of same-shape matrices at once (strided-batched products). The
+// workspace is sized once for the largest stack the caller will pass.
 #pragma once
 
 #include <cublas_v2.h>
@@ -18,18 +19,19 @@ namespace surogate::cuda {
 
 class NewtonSchulz {
 public:
-  // max_count: the largest rows·cols; max_small_side: the largest min(rows, cols).
-  NewtonSchulz(int64_t max_count, int64_t max_small_side);
+  // max_values: the largest matrices·rows·cols of a call; max_gram_values: the largest
+  // matrices·min(rows, cols)²; max_matrices: the most matrices in one call.
+  NewtonSchulz(int64_t max_values, int64_t max_gram_values, int64_t max_matrices);
   ~NewtonSchulz();
   NewtonSchulz(const NewtonSchulz&) = delete;
   NewtonSchulz& operator=(const NewtonSchulz&) = delete;
 
-  // In place on x [rows, cols] (row-major), on `stream`.
-  void orthogonalize(float* x, int64_t rows, int64_t cols, cudaStream_t stream, int steps = 5);
+  // In place on x [matrices, rows, cols] (row-major, stacked), on `stream`.
+  void orthogonalize(float* x, int64_t matrices, int64_t rows, int64_t cols, cudaStream_t stream, int steps = 5);
 
 private:
   cublasHandle_t handle_ = nullptr;
-  int64_t max_count_, max_small_side_;
+  int64_t max_values_, max_gram_values_, max_matrices_;
   DeviceBuffer<float> next_, gram_, poly_;
   DeviceBuffer<double> norm_;
 };

@@ -2,7 +2,9 @@
 // (train/optim/), the oracle: the same parameters and gradients for 6 steps, then the fp32
 // masters, the bf16 weights and the state tensors compared. The parameters cover a wide and a
 // tall hidden matrix (NorMuon's two Newton–Schulz orientations; several 2048-element 8-bit
-// blocks, the last one partial) and a 1-D norm weight (no weight decay; AdamW under NorMuon).
+// blocks, the last one partial), each twice (NorMuon updates same-shape matrices as one batched
+// group; one of the pair without weight decay) and a 1-D norm weight (no weight decay; AdamW
+// under NorMuon).
 // The device gradients are scaled by a device clip factor of 0.5; the CPU ones are scaled by
 // 0.5 beforehand (exact in fp32), as the CPU trainer clips.
 //
@@ -52,7 +54,9 @@ struct Shape {
 const std::vector<Shape>& shapes() {
   static const std::vector<Shape> all = {{"layers.0.mlp.up.weight", 48, 160, true, true},
                                          {"layers.0.mlp.down.weight", 200, 40, true, true},
-                                         {"layers.0.ln1.weight", 1, 70, false, false}};
+                                         {"layers.0.ln1.weight", 1, 70, false, false},
+                                         {"layers.1.mlp.up.weight", 48, 160, true, true},
+                                         {"layers.1.mlp.down.weight", 200, 40, false, true}};
   return all;
 }
 

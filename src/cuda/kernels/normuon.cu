@@ -12,7 +12,7 @@ namespace {
 constexpr int kThreads = 256;
 
 unsigned grid_for(int64_t count) {
-  return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>((count + kThreads - 1) / kThreads, 4096)));
+  return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>((count + kThreads - 1) / kThreads, 8192)));
 }
 
 __device__ __forceinline__ double block_sum(double value, double* shared) {
@@ -26,111 +26,122 @@ __device__ __forceinline__ double block_sum(double value, double* shared) {
   return value;
 }
 
-__global__ void momentum_kernel(float* momentum, float* update, const float* grad, const float* grad_scale,
-                                int64_t count, float mu) {
+__global__ void momentum_kernel(NorMuonGroup g, const float* grad_scale, float mu) {
   const float scale = grad_scale ? *grad_scale : 1.0f;
   const float rest = __fsub_rn(1.0f, mu);
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
+  const int64_t count = g.rows * g.cols, total = g.matrices * count;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const float g = grad_scale ? __fmul_rn(grad[i], scale) : grad[i];
-    const float m = __fadd_rn(__fmul_rn(mu, momentum[i]), __fmul_rn(rest, g));
-    momentum[i] = m;
-    update[i] = __fadd_rn(__fmul_rn(mu, m), __fmul_rn(rest, g));
+    const int64_t k = i / count, j = i - k * count;
+    const float raw = g.grad[k][j];
+    const float gradient = grad_scale ? __fmul_rn(raw, scale) : raw;
+    float* momentum = g.momentum[k];
+    const float m = __fadd_rn(__fmul_rn(mu, momentum[j]), __fmul_rn(rest, gradient));
+    momentum[j] = m;
+    g.update[i] = __fadd_rn(__fmul_rn(mu, m), __fmul_rn(rest, gradient));
   }
 }
 
-__global__ void __launch_bounds__(kThreads)
-normalize_rows_kernel(float* update, float* second_moment, int64_t cols, float beta2, double* norm_squared) {
+// One block per row of the stacked direction.
+__global__ void __launch_bounds__(kThreads) normalize_rows_kernel(NorMuonGroup g, float beta2) {
   __shared__ double shared[kThreads / 32];
-  float* row = update + static_cast<int64_t>(blockIdx.x) * cols;
+  const int64_t k = blockIdx.x / g.rows, r = blockIdx.x - k * g.rows;
+  float* row = g.update + static_cast<int64_t>(blockIdx.x) * g.cols;
   double square = 0.0;
-  for (int64_t j = threadIdx.x; j < cols; j += kThreads) square += static_cast<double>(row[j]) * row[j];
-  const double mean_square = block_sum(square, shared) / static_cast<double>(cols);
+  for (int64_t j = threadIdx.x; j < g.cols; j += kThreads) square += static_cast<double>(row[j]) * row[j];
+  const double mean_square = block_sum(square, shared) / static_cast<double>(g.cols);
+  float* second = g.second_moment[k] + r;
   // Every thread computes the same new moment; thread 0 stores it.
-  const float moment = __fadd_rn(__fmul_rn(beta2, second_moment[blockIdx.x]),
+  const float moment = __fadd_rn(__fmul_rn(beta2, *second),
                                  __fmul_rn(__fsub_rn(1.0f, beta2), static_cast<float>(mean_square)));
   const float inverse = __fdiv_rn(1.0f, __fadd_rn(__fsqrt_rn(moment), kNorMuonEpsilon));
   double scaled = 0.0;
-  for (int64_t j = threadIdx.x; j < cols; j += kThreads) {
+  for (int64_t j = threadIdx.x; j < g.cols; j += kThreads) {
     const float value = __fmul_rn(row[j], inverse);
     row[j] = value;
     scaled += static_cast<double>(value) * value;
   }
   scaled = block_sum(scaled, shared);
   if (threadIdx.x == 0) {
-    second_moment[blockIdx.x] = moment;
-    atomicAdd(norm_squared, scaled);
+    *second = moment;
+    atomicAdd(g.norms + k, scaled);
   }
 }
 
-__global__ void apply_kernel(__nv_bfloat16* params, float* master, const float* update, int64_t count,
-                             double rms_numerator, const double* norm_squared, float lr, float decay, bool cautious) {
-  const float rms_scale = static_cast<float>(rms_numerator / (sqrt(*norm_squared) + kNorMuonEpsilon));
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
+__global__ void apply_kernel(NorMuonGroup g, double rms_numerator, float lr, float decay, bool cautious) {
+  const int64_t count = g.rows * g.cols, total = g.matrices * count;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const float u = __fmul_rn(update[i], rms_scale);
-    float w = master[i];
-    const bool decays = !cautious || __fmul_rn(u, w) > 0.0f;
+    const int64_t k = i / count, j = i - k * count;
+    const float rms_scale = static_cast<float>(rms_numerator / (sqrt(g.norms[k]) + kNorMuonEpsilon));
+    const float u = __fmul_rn(g.update[i], rms_scale);
+    float* master = g.master[k];
+    float w = master[j];
+    const bool decays = g.decays[k] != 0 && (!cautious || __fmul_rn(u, w) > 0.0f);
     w = __fsub_rn(w, __fmul_rn(lr, __fadd_rn(u, decays ? __fmul_rn(decay, w) : 0.0f)));
-    master[i] = w;
-    if (params) params[i] = __float2bfloat16(w);
+    master[j] = w;
+    if (g.params[k]) g.params[k][j] = __float2bfloat16(w);
   }
 }
 
-__global__ void sum_of_squares_kernel(const float* x, int64_t count, double* sum) {
+__global__ void sum_of_squares_kernel(const float* x, int64_t count, double* sums) {
   __shared__ double shared[kThreads / 32];
+  const float* matrix = x + static_cast<int64_t>(blockIdx.y) * count;
   double square = 0.0;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    square += static_cast<double>(x[i]) * x[i];
+    square += static_cast<double>(matrix[i]) * matrix[i];
   }
   square = block_sum(square, shared);
-  if (threadIdx.x == 0) atomicAdd(sum, square);
+  if (threadIdx.x == 0) atomicAdd(sums + blockIdx.y, square);
 }
 
-__global__ void scale_by_inverse_norm_kernel(float* x, int64_t count, const double* sum) {
-  const float scale = __fdiv_rn(1.0f, __fadd_rn(static_cast<float>(sqrt(*sum)), 1e-7f));
+__global__ void scale_by_inverse_norm_kernel(float* x, int64_t count, const double* sums) {
+  float* matrix = x + static_cast<int64_t>(blockIdx.y) * count;
+  const float scale = __fdiv_rn(1.0f, __fadd_rn(static_cast<float>(sqrt(sums[blockIdx.y])), 1e-7f));
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    x[i] = __fmul_rn(x[i], scale);
+    matrix[i] = __fmul_rn(matrix[i], scale);
   }
 }
 
 }  // namespace
 
-void normuon_momentum(float* momentum, float* update, const float* grad, const float* grad_scale, int64_t count,
-                      float mu, cudaStream_t stream) {
-  if (count == 0) return;
-  momentum_kernel<<<grid_for(count), kThreads, 0, stream>>>(momentum, update, grad, grad_scale, count, mu);
+void normuon_momentum(const NorMuonGroup& group, const float* grad_scale, float mu, cudaStream_t stream) {
+  const int64_t total = group.matrices * group.rows * group.cols;
+  if (total == 0) return;
+  momentum_kernel<<<grid_for(total), kThreads, 0, stream>>>(group, grad_scale, mu);
   CUDA_CHECK_LAUNCH();
 }
 
-void normuon_normalize_rows(float* update, float* second_moment, int64_t rows, int64_t cols, float beta2,
-                            double* norm_squared, cudaStream_t stream) {
-  CUDA_CHECK(cudaMemsetAsync(norm_squared, 0, sizeof(double), stream));
-  if (rows == 0 || cols == 0) return;
+void normuon_normalize_rows(const NorMuonGroup& group, float beta2, cudaStream_t stream) {
+  CUDA_CHECK(cudaMemsetAsync(group.norms, 0, static_cast<size_t>(group.matrices) * sizeof(double), stream));
+  const int64_t rows = group.matrices * group.rows;
+  if (rows == 0 || group.cols == 0) return;
   CUDA_REQUIRE(rows <= 0x7fffffff, "normuon_normalize_rows: too many rows");
-  normalize_rows_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(update, second_moment, cols, beta2,
-                                                                               norm_squared);
+  normalize_rows_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(group, beta2);
   CUDA_CHECK_LAUNCH();
 }
 
-void normuon_apply(__nv_bfloat16* params, float* master, const float* update, int64_t rows, int64_t cols,
-                   const double* norm_squared, float learning_rate, float decay, bool cautious, cudaStream_t stream) {
-  const int64_t count = rows * cols;
-  if (count == 0) return;
+void normuon_apply(const NorMuonGroup& group, float learning_rate, float decay, bool cautious, cudaStream_t stream) {
+  const int64_t count = group.rows * group.cols, total = group.matrices * count;
+  if (total == 0) return;
   const double rms_numerator = 0.2 * std::sqrt(static_cast<double>(count));
-  apply_kernel<<<grid_for(count), kThreads, 0, stream>>>(params, master, update, count, rms_numerator, norm_squared,
-                                                         learning_rate, decay, cautious);
+  apply_kernel<<<grid_for(total), kThreads, 0, stream>>>(group, rms_numerator, learning_rate, decay, cautious);
   CUDA_CHECK_LAUNCH();
 }
 
-void frobenius_normalize(float* x, int64_t count, double* sum, cudaStream_t stream) {
-  CUDA_CHECK(cudaMemsetAsync(sum, 0, sizeof(double), stream));
-  if (count == 0) return;
-  sum_of_squares_kernel<<<grid_for(count), kThreads, 0, stream>>>(x, count, sum);
+void frobenius_normalize(float* x, int64_t matrices, int64_t count, double* sums, cudaStream_t stream) {
+  CUDA_CHECK(cudaMemsetAsync(sums, 0, static_cast<size_t>(matrices) * sizeof(double), stream));
+  if (matrices == 0 || count == 0) return;
+  CUDA_REQUIRE(matrices <= 65535, "frobenius_normalize: at most 65535 matrices per call");
+  // Blocks per matrix: enough to fill the GPU whether the group is many small or few large ones.
+  const unsigned per_matrix = static_cast<unsigned>(
+      std::max<int64_t>(1, std::min<int64_t>((count + kThreads - 1) / kThreads, std::max<int64_t>(1, 1024 / matrices))));
+  const dim3 grid(per_matrix, static_cast<unsigned>(matrices));
+  sum_of_squares_kernel<<<grid, kThreads, 0, stream>>>(x, count, sums);
   CUDA_CHECK_LAUNCH();
-  scale_by_inverse_norm_kernel<<<grid_for(count), kThreads, 0, stream>>>(x, count, sum);
+  scale_by_inverse_norm_kernel<<<grid, kThreads, 0, stream>>>(x, count, sums);
   CUDA_CHECK_LAUNCH();
 }
 

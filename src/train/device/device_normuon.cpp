@@ -3,8 +3,15 @@
 // normalisation → RMS-matched update with (cautious) weight decay; every other parameter takes
 // AdamW with the same two state buffers. State tensors as the CPU optimizer: `<name>.momentum`
 // F32 [rows, cols] and `<name>.second_moment` F32 [rows] (hidden matrices) or [rows, cols].
+//
+// Hidden matrices of one shape are updated as a group (a LoRA model's hundreds of adapters are a
+// handful of shapes): their directions are stacked, Newton–Schulz runs as strided-batched
+// products, and each part of the step is one launch per group. A group holds at most
+// kGroupValues values, so full fine-tuning's large matrices still go a few at a time.
 #include <algorithm>
+#include <map>
 #include <optional>
+#include <utility>
 
 #include "cuda/kernels/adamw.h"
 #include "cuda/kernels/normuon.h"
@@ -15,28 +22,65 @@
 namespace surogate::train {
 namespace {
 
+constexpr int64_t kGroupValues = int64_t{16} << 20;  // 64 MiB of fp32 direction per group
+constexpr int64_t kGroupMatrices = 4096;
+
+bool is_hidden(const DeviceParameter& p) { return p.is_hidden_matrix && p.rows > 1; }
+
+// The hidden matrices' indices, grouped by shape and cut to the group limits.
+std::vector<std::vector<size_t>> matrix_groups(const std::vector<DeviceParameter>& parameters) {
+  std::map<std::pair<int64_t, int64_t>, std::vector<size_t>> by_shape;
+  for (size_t i = 0; i < parameters.size(); ++i) {
+    if (is_hidden(parameters[i])) by_shape[{parameters[i].rows, parameters[i].cols}].push_back(i);
+  }
+  std::vector<std::vector<size_t>> groups;
+  for (const auto& [shape, members] : by_shape) {
+    const int64_t count = shape.first * shape.second;
+    const size_t per_group = static_cast<size_t>(std::clamp<int64_t>(kGroupValues / count, 1, kGroupMatrices));
+    for (size_t begin = 0; begin < members.size(); begin += per_group) {
+      groups.emplace_back(members.begin() + static_cast<std::ptrdiff_t>(begin),
+                          members.begin() + static_cast<std::ptrdiff_t>(std::min(members.size(), begin + per_group)));
+    }
+  }
+  return groups;
+}
+
+struct Workspace {
+  int64_t values = 0, gram_values = 0, matrices = 0;
+};
+
+Workspace workspace_for(const std::vector<DeviceParameter>& parameters,
+                        const std::vector<std::vector<size_t>>& groups) {
+  Workspace workspace;
+  for (const std::vector<size_t>& group : groups) {
+    const DeviceParameter& p = parameters[group.front()];
+    const int64_t matrices = static_cast<int64_t>(group.size()), side = std::min(p.rows, p.cols);
+    workspace.values = std::max(workspace.values, matrices * p.size());
+    workspace.gram_values = std::max(workspace.gram_values, matrices * side * side);
+    workspace.matrices = std::max(workspace.matrices, matrices);
+  }
+  return workspace;
+}
+
 class DeviceNorMuon final : public DeviceOptimizer {
 public:
   DeviceNorMuon(std::vector<DeviceParameter> parameters, const NorMuonSettings& settings)
       : parameters_(std::move(parameters)), settings_(settings) {
-    int64_t largest = 0, largest_small_side = 0;
     for (const DeviceParameter& p : parameters_) {
-      const bool hidden = p.is_hidden_matrix && p.rows > 1;
-      hidden_.push_back(hidden);
+      hidden_.push_back(is_hidden(p));
       first_offsets_.push_back(momentum_.add(p.size(), 0.0f));
-      second_offsets_.push_back(second_moment_.add(hidden ? p.rows : p.size(), 0.0f));
-      if (hidden) {
-        largest = std::max(largest, p.size());
-        largest_small_side = std::max(largest_small_side, std::min(p.rows, p.cols));
-      }
+      second_offsets_.push_back(second_moment_.add(hidden_.back() ? p.rows : p.size(), 0.0f));
     }
     momentum_.allocate();
     second_moment_.allocate();
-    if (largest > 0) {
-      update_ = cuda::DeviceBuffer<float>(static_cast<size_t>(largest));
-      norm_squared_ = cuda::DeviceBuffer<double>(1);
-      newton_schulz_.emplace(largest, largest_small_side);
+    const std::vector<std::vector<size_t>> groups = matrix_groups(parameters_);
+    const Workspace workspace = workspace_for(parameters_, groups);
+    if (workspace.matrices > 0) {
+      update_ = cuda::DeviceBuffer<float>(static_cast<size_t>(workspace.values));
+      norms_ = cuda::DeviceBuffer<double>(static_cast<size_t>(workspace.matrices));
+      newton_schulz_.emplace(workspace.values, workspace.gram_values, workspace.matrices);
     }
+    for (const std::vector<size_t>& members : groups) groups_.push_back(make_group(members));
   }
 
   std::string_view name() const override { return "normuon"; }
@@ -65,23 +109,57 @@ public:
   }
 
   void step(const OptimizerStep& step, const float* clip, cudaStream_t stream) override {
+    for (Group& group : groups_) step_group(group, step, clip, stream);
     for (size_t i = 0; i < parameters_.size(); ++i) {
-      if (hidden_[i]) step_matrix(i, step, clip, stream); else step_adamw(i, step, clip, stream);
+      if (!hidden_[i]) step_adamw(i, step, clip, stream);
     }
   }
 
 private:
-  void step_matrix(size_t i, const OptimizerStep& step, const float* clip, cudaStream_t stream) {
-    const DeviceParameter& p = parameters_[i];
-    float* momentum = momentum_.device(first_offsets_[i]);
-    cuda::normuon_momentum(momentum, update_.data(), p.gradient, clip, p.size(),
-                           static_cast<float>(settings_.momentum), stream);
-    newton_schulz_->orthogonalize(update_.data(), p.rows, p.cols, stream);
-    cuda::normuon_normalize_rows(update_.data(), second_moment_.device(second_offsets_[i]), p.rows, p.cols,
-                                 static_cast<float>(settings_.beta2), norm_squared_.data(), stream);
-    const float decay = p.apply_weight_decay ? static_cast<float>(step.weight_decay) : 0.0f;
-    cuda::normuon_apply(p.weight, p.master, update_.data(), p.rows, p.cols, norm_squared_.data(),
-                        static_cast<float>(step.learning_rate), decay, settings_.cautious_weight_decay, stream);
+  // A group's per-matrix pointer tables, on the device for the kernels.
+  struct Group {
+    cuda::NorMuonGroup view;
+    cuda::DeviceBuffer<float*> momentum, second_moment, master;
+    cuda::DeviceBuffer<const float*> grad;
+    cuda::DeviceBuffer<__nv_bfloat16*> params;
+    cuda::DeviceBuffer<int> decays;
+  };
+
+  Group make_group(const std::vector<size_t>& members) {
+    std::vector<float*> momentum, second, master;
+    std::vector<const float*> grad;
+    std::vector<__nv_bfloat16*> params;
+    std::vector<int> decays;
+    for (size_t i : members) {
+      const DeviceParameter& p = parameters_[i];
+      momentum.push_back(momentum_.device(first_offsets_[i]));
+      second.push_back(second_moment_.device(second_offsets_[i]));
+      master.push_back(p.master);
+      grad.push_back(p.gradient);
+      params.push_back(p.weight);
+      decays.push_back(p.apply_weight_decay ? 1 : 0);
+    }
+    Group group;
+    group.momentum = cuda::to_device(momentum);
+    group.second_moment = cuda::to_device(second);
+    group.master = cuda::to_device(master);
+    group.grad = cuda::to_device(grad);
+    group.params = cuda::to_device(params);
+    group.decays = cuda::to_device(decays);
+    const DeviceParameter& first = parameters_[members.front()];
+    group.view = {static_cast<int64_t>(members.size()), first.rows, first.cols, group.momentum.data(),
+                  group.grad.data(), group.second_moment.data(), group.master.data(), group.params.data(),
+                  group.decays.data(), update_.data(), norms_.data()};
+    return group;
+  }
+
+  void step_group(const Group& group, const OptimizerStep& step, const float* clip, cudaStream_t stream) {
+    const cuda::NorMuonGroup& g = group.view;
+    cuda::normuon_momentum(g, clip, static_cast<float>(settings_.momentum), stream);
+    newton_schulz_->orthogonalize(g.update, g.matrices, g.rows, g.cols, stream);
+    cuda::normuon_normalize_rows(g, static_cast<float>(settings_.beta2), stream);
+    cuda::normuon_apply(g, static_cast<float>(step.learning_rate), static_cast<float>(step.weight_decay),
+                        settings_.cautious_weight_decay, stream);
   }
 
   void step_adamw(size_t i, const OptimizerStep& step, const float* clip, cudaStream_t stream) {
@@ -98,12 +176,20 @@ private:
   std::vector<bool> hidden_;
   MirroredState<float> momentum_, second_moment_;
   std::vector<int64_t> first_offsets_, second_offsets_;
-  cuda::DeviceBuffer<float> update_;          // the orthogonalised direction of the matrix in hand
-  cuda::DeviceBuffer<double> norm_squared_;
+  cuda::DeviceBuffer<float> update_;   // the stacked direction of the group in hand
+  cuda::DeviceBuffer<double> norms_;   // its per-matrix norms
   std::optional<cuda::NewtonSchulz> newton_schulz_;
+  std::vector<Group> groups_;
 };
 
 }  // namespace
+
+size_t device_normuon_workspace_bytes(const std::vector<DeviceParameter>& parameters) {
+  const Workspace workspace = workspace_for(parameters, matrix_groups(parameters));
+  // The direction and Newton–Schulz's ping-pong copy, the Gram and polynomial stacks, the norms.
+  return static_cast<size_t>(2 * workspace.values + 2 * workspace.gram_values) * sizeof(float) +
+         static_cast<size_t>(2 * workspace.matrices) * sizeof(double);
+}
 
 std::unique_ptr<DeviceOptimizer> make_device_normuon(std::vector<DeviceParameter> parameters,
                                                      const NorMuonSettings& settings) {

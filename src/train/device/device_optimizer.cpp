@@ -18,7 +18,6 @@ size_t vector_bytes(int64_t count, size_t element) {
 
 size_t device_optimizer_bytes(const Config& config, const std::vector<DeviceParameter>& parameters) {
   size_t bytes = 0;
-  int64_t largest = 0, largest_small_side = 0;
   for (const DeviceParameter& p : parameters) {
     switch (config.optimizer) {
       case surogate::Optimizer::AdamW: bytes += 2 * vector_bytes(p.size(), sizeof(float)); break;
@@ -28,17 +27,11 @@ size_t device_optimizer_bytes(const Config& config, const std::vector<DevicePara
       case surogate::Optimizer::NorMuon: {
         const bool hidden = p.is_hidden_matrix && p.rows > 1;
         bytes += vector_bytes(p.size(), sizeof(float)) + vector_bytes(hidden ? p.rows : p.size(), sizeof(float));
-        if (hidden) {
-          largest = std::max(largest, p.size());
-          largest_small_side = std::max(largest_small_side, std::min(p.rows, p.cols));
-        }
         break;
       }
     }
   }
-  // NorMuon's workspace: the direction and Newton–Schulz's ping-pong copy of the largest hidden
-  // matrix, its Gram and polynomial matrices.
-  bytes += static_cast<size_t>(2 * largest + 2 * largest_small_side * largest_small_side) * sizeof(float);
+  if (config.optimizer == surogate::Optimizer::NorMuon) bytes += device_normuon_workspace_bytes(parameters);
   return bytes;
 }
 

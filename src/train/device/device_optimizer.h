@@ -48,6 +48,8 @@ public:
 // Device bytes the optimizer `config` names will allocate for `parameters` (state, workspaces),
 // for the out-of-memory report made before anything is allocated.
 size_t device_optimizer_bytes(const Config& config, const std::vector<DeviceParameter>& parameters);
+// NorMuon's part beyond its state: the stacked directions and Newton–Schulz workspaces.
+size_t device_normuon_workspace_bytes(const std::vector<DeviceParameter>& parameters);
 
 // `parameters` must outlive the optimizer's use of their pointers (the training device's buffers).
 std::unique_ptr<DeviceOptimizer> make_device_optimizer(const Config& config, std::vector<DeviceParameter> parameters);
