@@ -57,7 +57,6 @@ const std::vector<UnsupportedOption>& unsupported_options() {
       {"agent_template", [](const Config& c) { return c.agent_template.has_value(); }},
       {"report_to", [](const Config& c) { return !c.report_to.empty(); }},
       {"log_gpu_util", [](const Config& c) { return c.log_gpu_util != 100; }},
-      {"debug_time_breakdown", [](const Config& c) { return c.debug_time_breakdown; }},
   };
   return table;
 }

@@ -130,5 +130,14 @@ TEST(ConfigRules, NotYetImplementedOptionsAreRejectedByName) {
   EXPECT_NO_THROW(load("gpus: 1\nrecipe: bf16\nreport_to: []\n"));
 }
 
+TEST(ConfigRules, CudaDebugAndGraphOptionsAreAccepted) {
+  // Implemented on the CUDA trainer; the CPU backend refuses debug_time_breakdown itself, once
+  // the backend is known (src/train/trainer.cpp).
+  Config config = load("debug_time_breakdown: true\n");
+  EXPECT_TRUE(config.debug_time_breakdown);
+  EXPECT_TRUE(load("").use_cuda_graphs);
+  EXPECT_FALSE(load("use_cuda_graphs: false\n").use_cuda_graphs);
+}
+
 }  // namespace
 }  // namespace surogate

@@ -6,14 +6,22 @@
 //   core-op graph: 1e-6      toy transformer loss and gradients: 1e-5
 // Without a GPU the device tests skip with the reason; the load-time refusal of ops without a
 // CUDA binder needs no device and always runs.
+// CUDA graphs (set_cuda_graphs): the eager warm-up, the capturing execute and the replays after it
+// must give the eager run's loss and gradients bit for bit (same kernels, same arguments, same
+// order), with a new batch uploaded before every call; a capture CUDA refuses falls back to eager
+// execution with one warning line.
 #include <gtest/gtest.h>
+
+#include <cuda_runtime_api.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <string>
 
 #include "compiler/engine_test_util.h"
 #include "compiler/toy_ops.h"
+#include "cuda/cuda_check.h"
 #include "cuda/device_info.h"
 #include "runtime/cuda_backend.h"
 #include "runtime_cuda/toy_cuda_ops.h"
@@ -27,6 +35,10 @@ using compiler::ExecutionPlan;
 using compiler::RecomputePolicy;
 using runtime::CpuBackend;
 using runtime::CudaBackend;
+using runtime::CudaBindContext;
+using runtime::CudaKernel;
+using runtime::CudaKernelArgs;
+using runtime::CudaOpTable;
 using runtime::InputBinding;
 
 #define SKIP_WITHOUT_GPU()                                          \
@@ -170,6 +182,171 @@ TEST(CudaBackend, GradientsAreBitIdenticalUnderRecompute) {
       ++index;
     }
   }
+}
+
+// The loss and every parameter gradient, as read back after one execute.
+std::vector<std::vector<float>> results(const CudaBackend& gpu, const ExecutionPlan& plan) {
+  std::vector<std::vector<float>> values{read_cuda(gpu, plan, plan.loss)};
+  for (const auto& [parameter, gradient] : plan.parameter_gradients) values.push_back(read_cuda(gpu, plan, gradient));
+  return values;
+}
+
+bool bitwise_equal(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i].size() != b[i].size() || std::memcmp(a[i].data(), b[i].data(), a[i].size() * sizeof(float)) != 0) return false;
+  }
+  return true;
+}
+
+TEST(CudaBackend, CudaGraphReplaysAreBitIdenticalToEagerRunsWithNewInputs) {
+  SKIP_WITHOUT_GPU();
+  ExecutionPlan plan = compile_toy(RecomputePolicy::none());
+  CpuBackend cpu;
+  cpu.load(plan, toy_registry());
+  randomize_all<float>(cpu, plan, 5);
+  constexpr int kCalls = 5;
+  std::vector<std::vector<float>> batches;
+  for (int call = 0; call < kCalls; ++call) batches.push_back(random_values<float>(kRows * kWidth, 300 + call, 0.5));
+  // Per call: gradients cleared first, except before the last call (they accumulate over a replay).
+  auto run = [&](CudaBackend& gpu, bool graphs, std::vector<std::vector<std::vector<float>>>& per_call,
+                 std::vector<bool>& launched) {
+    gpu.set_cuda_graphs(graphs);
+    for (int call = 0; call < kCalls; ++call) {
+      if (call + 1 < kCalls) gpu.zero_gradients();
+      InputBinding input{plan.tensor("x"), std::as_bytes(std::span<const float>(batches[call]))};
+      gpu.execute(std::span<const InputBinding>(&input, 1));
+      launched.push_back(gpu.graph_launched());
+      per_call.push_back(results(gpu, plan));
+    }
+  };
+  std::vector<std::vector<std::vector<float>>> eager, graphed;
+  std::vector<bool> eager_launched, graph_launched;
+  {
+    CudaBackend gpu(toy_cuda_table());
+    gpu.load(plan, toy_registry());
+    copy_leaves(cpu, gpu, plan);
+    run(gpu, false, eager, eager_launched);
+  }
+  CudaBackend gpu(toy_cuda_table());
+  gpu.load(plan, toy_registry());
+  copy_leaves(cpu, gpu, plan);
+  run(gpu, true, graphed, graph_launched);
+  EXPECT_EQ(eager_launched, std::vector<bool>(kCalls, false));
+  // Call 1 is the eager warm-up, call 2 captures and launches, calls 3.. replay.
+  EXPECT_EQ(graph_launched, (std::vector<bool>{false, true, true, true, true}));
+  for (int call = 0; call < kCalls; ++call) {
+    EXPECT_TRUE(bitwise_equal(graphed[call], eager[call])) << "call " << call + 1;
+    // Each batch changes the loss: a replay that read a stale batch could not match the eager run.
+    if (call > 0) EXPECT_NE(eager[call][0][0], eager[call - 1][0][0]) << "call " << call + 1;
+  }
+  // And the eager sequence itself is the CPU's (the same accumulation pattern).
+  for (int call = 0; call < kCalls; ++call) {
+    if (call + 1 < kCalls) cpu.zero_gradients();
+    InputBinding input{plan.tensor("x"), std::as_bytes(std::span<const float>(batches[call]))};
+    cpu.execute(std::span<const InputBinding>(&input, 1));
+  }
+  expect_same_results(cpu, gpu, plan, 1e-5);
+
+  // A re-load drops the graph: warm-up and capture again, against the new regions.
+  gpu.load(plan, toy_registry());
+  copy_leaves(cpu, gpu, plan);
+  std::vector<std::vector<std::vector<float>>> reloaded;
+  std::vector<bool> reloaded_launched;
+  run(gpu, true, reloaded, reloaded_launched);
+  EXPECT_EQ(reloaded_launched, (std::vector<bool>{false, true, true, true, true}));
+  for (int call = 0; call < kCalls; ++call) EXPECT_TRUE(bitwise_equal(reloaded[call], eager[call])) << "call " << call + 1;
+}
+
+TEST(CudaBackend, TimeBreakdownRunsEagerlyBesideACapturedGraph) {
+  SKIP_WITHOUT_GPU();
+  ExecutionPlan plan = compile_toy(RecomputePolicy::none());
+  CpuBackend cpu;
+  cpu.load(plan, toy_registry());
+  randomize_all<float>(cpu, plan, 5);
+  CudaBackend gpu(toy_cuda_table());
+  gpu.load(plan, toy_registry());
+  copy_leaves(cpu, gpu, plan);
+  gpu.set_cuda_graphs(true);
+  gpu.execute({});
+  gpu.execute({});
+  ASSERT_TRUE(gpu.graph_launched());
+  gpu.zero_gradients();
+  gpu.execute({});
+  const std::vector<std::vector<float>> replayed = results(gpu, plan);
+  // Per-op events need the steps launched one by one: the breakdown runs eagerly.
+  gpu.set_time_breakdown(true);
+  gpu.zero_gradients();
+  gpu.execute({});
+  EXPECT_FALSE(gpu.graph_launched());
+  const auto breakdown = gpu.time_breakdown();
+  ASSERT_FALSE(breakdown.empty());
+  EXPECT_TRUE(std::any_of(breakdown.begin(), breakdown.end(),
+                          [](const auto& entry) { return entry.first == "forward:toy_matmul"; }));
+  for (const auto& [op, ms] : breakdown) EXPECT_GE(ms, 0.0) << op;
+  EXPECT_TRUE(bitwise_equal(results(gpu, plan), replayed));
+  // Off again: back to the graph, which is still valid.
+  gpu.set_time_breakdown(false);
+  gpu.zero_gradients();
+  gpu.execute({});
+  EXPECT_TRUE(gpu.graph_launched());
+  EXPECT_TRUE(bitwise_equal(results(gpu, plan), replayed));
+}
+
+// The built-in table, with `sum` bound to a closure that synchronises its stream first: harmless
+// when run eagerly, refused by CUDA inside a stream capture (a kernel launcher that breaks capture).
+CudaOpTable table_with_capture_breaking_sum() {
+  CudaOpTable table;
+  for (const std::string& name : runtime::builtin_cuda_ops().names()) {
+    const runtime::CudaBinder inner = *runtime::builtin_cuda_ops().find(name);
+    if (name != "sum") {
+      table.add(name, inner);
+      continue;
+    }
+    table.add(name, [inner](const CudaBindContext& context) -> CudaKernel {
+      CudaKernel kernel = inner(context);
+      return [kernel](const CudaKernelArgs& args) {
+        CUDA_CHECK(cudaStreamSynchronize(args.stream));
+        kernel(args);
+      };
+    });
+  }
+  return table;
+}
+
+TEST(CudaBackend, RefusedCaptureWarnsOnceAndStaysEager) {
+  SKIP_WITHOUT_GPU();
+  OpRegistry registry;
+  register_core_ops(registry);
+  GraphBuilder b(registry);
+  TensorId x = b.input("x", DType::F32, {kRows, 5});
+  TensorId w = b.parameter("w", DType::F32, {kRows, 5});
+  TensorId loss = b.op("sum", {b.op("mul", {x, w}, {}, "xw")}, {}, "loss");
+  b.mark_output(loss);
+  ExecutionPlan plan = compiler::compile_training(b.finish(), loss, registry);
+  const CudaOpTable table = table_with_capture_breaking_sum();
+  CpuBackend cpu;
+  cpu.load(plan, registry);
+  randomize_all<float>(cpu, plan, 11);
+  CudaBackend gpu(table);
+  gpu.load(plan, registry);
+  copy_leaves(cpu, gpu, plan);
+  gpu.set_cuda_graphs(true);
+  ::testing::internal::CaptureStderr();
+  for (int call = 0; call < 4; ++call) {
+    std::vector<float> batch = random_values<float>(kRows * 5, 40 + call, 1.0);
+    InputBinding input{x, std::as_bytes(std::span<const float>(batch))};
+    gpu.zero_gradients();
+    cpu.zero_gradients();
+    gpu.execute(std::span<const InputBinding>(&input, 1));
+    cpu.execute(std::span<const InputBinding>(&input, 1));
+    EXPECT_FALSE(gpu.graph_launched()) << "call " << call + 1;
+    expect_same_results(cpu, gpu, plan, 1e-6);
+  }
+  const std::string warnings = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(warnings.find("use_cuda_graphs"), std::string::npos) << warnings;
+  EXPECT_EQ(std::count(warnings.begin(), warnings.end(), '\n'), 1) << warnings;
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);  // the refused capture left no error behind
 }
 
 TEST(CudaBackend, ReportsMemoryAndRejectsWrongSizedWrites) {
