@@ -15,7 +15,8 @@
 # TFLOP/s from bench/models.py's FLOP accounting for the mode and MFU against the measured bf16
 # matmul ceiling of bench/results/*-h100-peers.jsonl (786.1 TFLOP/s).
 # Env: BENCH_STEPS (10), BENCH_WARMUP (3), BENCH_RECOMPUTE (none), BENCH_OPTIMIZER (adamw; or
-# adamw_8bit, normuon: the trainer's device optimizers), CARRY_DIR (carry/cuda),
+# adamw_8bit, normuon: the trainer's device optimizers), BENCH_CUDA_GRAPHS (on, as the trainer's
+# use_cuda_graphs default; off), CARRY_DIR (carry/cuda),
 # BENCH_BIN ($CARRY_DIR/surogate_train_bench).
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -44,7 +45,8 @@ json.dump(MODELS[sys.argv[2]].hf_config(), open(sys.argv[3] + "/config.json", "w
 PY
   record="$("$bin" --config "$dir" --name "$model" --mode "$mode" --documents "$documents" --seq 2048 --batch 2 \
              --grad-accum 4 --lora-rank 16 --steps "${BENCH_STEPS:-10}" --warmup "${BENCH_WARMUP:-3}" \
-             --recompute "${BENCH_RECOMPUTE:-none}" --lmhead-chunks 4 --optimizer "${BENCH_OPTIMIZER:-adamw}")" || { echo "$model: benchmark failed" >&2; status=1; continue; }
+             --recompute "${BENCH_RECOMPUTE:-none}" --lmhead-chunks 4 --optimizer "${BENCH_OPTIMIZER:-adamw}" \
+             --cuda-graphs "${BENCH_CUDA_GRAPHS:-on}")" || { echo "$model: benchmark failed" >&2; status=1; continue; }
   python3 - "$root" "$record" "$ceiling" "$mode" "$driver" "$cuda_version" "$cublaslt" <<'PY' | tee -a "$out"
 import json, sys
 sys.path.insert(0, sys.argv[1] + "/bench")
@@ -58,6 +60,8 @@ record["mfu"] = round(record["tflops"] / float(sys.argv[3]), 4)
 record["ceiling_tflops"] = float(sys.argv[3])
 record["versions"] = {"driver": sys.argv[5], "cuda": sys.argv[6], "cublaslt": sys.argv[7]}
 prefix = f"BENCH_OPTIMIZER={record['optimizer']} " if record.get("optimizer") not in (None, "none", "adamw") else ""
+if record.get("cuda_graphs") is False:
+    prefix += "BENCH_CUDA_GRAPHS=off "
 record["command"] = f"{prefix}bash bench/run_surogate.sh --mode {mode} {record['model']}"
 print(json.dumps(record))
 PY

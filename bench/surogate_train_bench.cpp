@@ -3,7 +3,7 @@
 //   surogate_train_bench --config DIR --seq 2048 --batch 2 --steps 10 [--warmup 3] [--name qwen3-0.6b]
 //                        [--mode fwd-bwd|full|lora] [--grad-accum 4] [--lora-rank 16]
 //                        [--documents packed|full] [--recompute none|all] [--lmhead-chunks N]
-//                        [--optimizer adamw|adamw_8bit|normuon]
+//                        [--optimizer adamw|adamw_8bit|normuon] [--cuda-graphs on|off]
 //
 // Builds the BF16 decoder graph (models::build_decoder_graph) for one micro-batch, compiles the
 // training plan (forward + backward), loads it on the CUDA backend with random bf16 weights
@@ -60,6 +60,7 @@ using namespace surogate;
 struct Options {
   std::string config_dir, name = "model", recompute = "none", mode = "fwd-bwd", documents = "packed";
   std::string optimizer = "adamw";
+  bool cuda_graphs = true;  // as the trainer's use_cuda_graphs default
   int64_t seq = 2048, batch = 2, steps = 10, warmup = 3, lmhead_chunks = 4, grad_accum = 4, lora_rank = 16;
 };
 
@@ -82,6 +83,10 @@ Options parse(int argc, char** argv) {
     else if (flag == "--grad-accum") options.grad_accum = std::stoll(value);
     else if (flag == "--lora-rank") options.lora_rank = std::stoll(value);
     else if (flag == "--optimizer") options.optimizer = value;
+    else if (flag == "--cuda-graphs") {
+      if (value != "on" && value != "off") fail_user("--cuda-graphs is on or off");
+      options.cuda_graphs = value == "on";
+    }
     else fail_user("unknown option {}", flag);
   }
   if (options.config_dir.empty()) fail_user("--config <folder with config.json> is required");
@@ -243,6 +248,7 @@ int run(const Options& options) {
 
   runtime::CudaBackend backend;
   backend.load(plan, registry);
+  backend.set_cuda_graphs(options.cuda_graphs);  // the micro-batch's kernels replayed as one graph
 
   // Random weights: a pool of 2^20 + 1 bf16 values from a cheap xorshift sum of uniforms
   // (Irwin–Hall, ≈ normal), std 0.02, each tensor read cyclically from a different pool offset
@@ -339,12 +345,12 @@ int run(const Options& options) {
   const std::string mode = options.mode == "fwd-bwd" ? "full-fwd-bwd" : options.mode;
   std::printf("%s\n", fmt::format(
       "{{\"engine\": \"surogate\", \"model\": \"{}\", \"mode\": \"{}\", \"tokens_per_s\": {:.1f}, \"step_ms\": {:.3f}, "
-      "\"optimizer\": \"{}\", \"optimizer_ms\": {:.3f}, \"loss\": {:.5f}, \"parameters\": {}, \"trainable_parameters\": {}, "
+      "\"cuda_graphs\": {}, \"optimizer\": \"{}\", \"optimizer_ms\": {:.3f}, \"loss\": {:.5f}, \"parameters\": {}, \"trainable_parameters\": {}, "
       "\"trainable_tensors\": {}, \"lora_rank\": {}, \"seq_len\": {}, \"micro_batch\": {}, \"grad_accum\": {}, "
       "\"documents\": \"{}\", \"recompute\": \"{}\", \"lmhead_chunks\": {}, \"steps\": {}, \"peak_mem_gib\": {:.2f}, "
       "\"regions_gib\": {:.2f}, \"scratch_gib\": {:.2f}, \"compile_s\": {:.2f}, \"gpu\": \"{}\", "
       "\"breakdown_total_ms\": {:.3f}, \"breakdown_ms\": {{{}}}}}",
-      options.name, mode, tokens_per_s, step_ms, optimize ? options.optimizer : "none", optimizer_ms, loss, parameter_count,
+      options.name, mode, tokens_per_s, step_ms, options.cuda_graphs, optimize ? options.optimizer : "none", optimizer_ms, loss, parameter_count,
       optimizer ? optimizer->parameters() : 0, optimizer ? optimizer->tensors() : 0, lora ? options.lora_rank : 0,
       options.seq, options.batch, accum, options.documents, options.recompute, options.lmhead_chunks, options.steps,
       gib(total_bytes - free_bytes), gib(memory.required_bytes), gib(memory.scratch_bytes), compile_s, properties.name,
