@@ -15,24 +15,17 @@
 #include <string>
 
 #include "cuda/device_info.h"
-#include "train/trainer_fixture.h"
+#include "train_cuda/cuda_trainer_fixture.h"
 
 namespace surogate::train {
 namespace {
 
-class CudaEvaluationTest : public TrainerFixture {
+class CudaEvaluationTest : public CudaTrainerFixture {
 protected:
-  void SetUp() override {
-    std::string reason;
-    if (!cuda::cuda_device_available(&reason)) GTEST_SKIP() << reason;
-  }
   static void expect_matches_cpu(const std::string& name, const std::string& extra) {
-    TrainerOptions cpu_options = quiet(), cuda_options = quiet();
-    cpu_options.backend = TrainingBackend::Cpu;
-    cuda_options.backend = TrainingBackend::Cuda;
     const std::string job = "max_steps: 20\nvalidation_split_ratio: 0.1\neval_steps: 10\n" + extra;
-    TrainingResult cpu = run_training(config(name + "-cpu", job), cpu_options);
-    TrainingResult cuda = run_training(config(name + "-cuda", job), cuda_options);
+    TrainingResult cpu = run_training(config(name + "-cpu", job), on(TrainingBackend::Cpu));
+    TrainingResult cuda = run_training(config(name + "-cuda", job), on(TrainingBackend::Cuda));
     ASSERT_TRUE(cpu.initial_eval_loss && cuda.initial_eval_loss && cpu.eval_loss && cuda.eval_loss);
     std::printf("%s: eval loss before %.5f (cpu %.5f), after %.5f (cpu %.5f), accuracy %.4f (cpu %.4f)\n",
                 name.c_str(), *cuda.initial_eval_loss, *cpu.initial_eval_loss, *cuda.eval_loss, *cpu.eval_loss,

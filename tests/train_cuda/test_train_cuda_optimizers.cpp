@@ -3,9 +3,8 @@
 // written on the GPU resumes the run exactly (8-bit codes and absmax, NorMuon momentum and
 // second moments restored bit for bit).
 //
-// Tolerances, as tests/train_cuda/test_train_cuda.cpp states them for AdamW (bf16 on CUDA, fp32
-// on the CPU; the gap grows with the steps): step 1 < 0.01 nats, every step < 0.03 nats, mean of
-// the last 5 steps < 0.02 nats. A wrong optimizer step moves the loss by 0.3+ nats within them.
+// Tolerances: cuda_trainer_fixture.h's (step 1 < 0.01 nats, every step < 0.03, mean of the last 5
+// < 0.02); a wrong optimizer step moves the loss by 0.3+ nats within them.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,40 +12,13 @@
 #include <vector>
 
 #include "cuda/device_info.h"
-#include "train/trainer_fixture.h"
+#include "train_cuda/cuda_trainer_fixture.h"
 
 namespace surogate::train {
 namespace {
 
-class CudaOptimizerTrainingTest : public TrainerFixture {
+class CudaOptimizerTrainingTest : public CudaTrainerFixture {
 protected:
-  void SetUp() override {
-    std::string reason;
-    if (!cuda::cuda_device_available(&reason)) GTEST_SKIP() << reason;
-  }
-  static TrainerOptions on(TrainingBackend backend) {
-    TrainerOptions options = quiet();
-    options.backend = backend;
-    return options;
-  }
-  static void expect_tracks_cpu(const std::string& name, const std::string& extra) {
-    TrainingResult cpu = run_training(config(name + "-cpu", extra), on(TrainingBackend::Cpu));
-    TrainingResult cuda = run_training(config(name + "-cuda", extra), on(TrainingBackend::Cuda));
-    ASSERT_EQ(cuda.step_losses.size(), cpu.step_losses.size());
-    const size_t steps = cpu.step_losses.size();
-    double max_delta = 0.0, last_mean = 0.0;
-    for (size_t i = 0; i < steps; ++i) {
-      const double delta = std::abs(cuda.step_losses[i] - cpu.step_losses[i]);
-      max_delta = std::max(max_delta, delta);
-      if (i + 5 >= steps) last_mean += delta / 5.0;
-      EXPECT_LT(delta, i == 0 ? 0.01 : 0.03) << name << " step " << i + 1;
-    }
-    std::printf("%s: loss %.4f -> %.4f (cpu %.4f -> %.4f), max |delta| %.5f, mean |delta| over the last 5 %.5f\n",
-                name.c_str(), cuda.step_losses.front(), cuda.step_losses.back(), cpu.step_losses.front(),
-                cpu.step_losses.back(), max_delta, last_mean);
-    EXPECT_LT(last_mean, 0.02) << name;
-    EXPECT_LT(cuda.step_losses.back(), cuda.step_losses.front() - 0.3) << name;
-  }
   static void expect_exact_resume(const std::string& name, const std::string& optimizer) {
     const std::string extra = "max_steps: 10\nsave_steps: 5\n" + optimizer;
     TrainingResult straight = run_training(config(name + "-straight", extra), on(TrainingBackend::Cuda));
