@@ -1,8 +1,6 @@
 // AdamW on the device: fp32 moments, one fused update kernel per tensor (cuda/kernels/adamw.h).
 // State tensors as the CPU AdamW: `<name>.exp_avg` and `<name>.exp_avg_sq`, F32 [rows, cols].
-#include "cuda/kernels/adamw.h"
 #include "train/device/device_optimizer.h"
-#include "train/optim/adamw_math.h"
 
 namespace surogate::train {
 namespace {
@@ -42,13 +40,10 @@ public:
   }
 
   void step(const OptimizerStep& step, const float* clip, cudaStream_t stream) override {
-    AdamWCoefficients c = adamw_coefficients(settings_, step);
     for (size_t i = 0; i < parameters_.size(); ++i) {
       const DeviceParameter& p = parameters_[i];
-      cuda::AdamWStep kernel_step{c.beta1, c.beta2, c.epsilon, c.step_size, c.second_correction,
-                                  p.apply_weight_decay ? static_cast<float>(step.learning_rate * step.weight_decay) : 0.0f};
       cuda::adamw_update(p.weight, p.master, first_.device(offsets_[i]), second_.device(offsets_[i]), p.gradient, clip,
-                         p.size(), kernel_step, stream);
+                         p.size(), adamw_kernel_step(settings_, step, p.apply_weight_decay), stream);
     }
   }
 

@@ -7,7 +7,6 @@
 #include "core/error.h"
 #include "cuda/kernels/adamw_8bit.h"
 #include "train/device/device_optimizer.h"
-#include "train/optim/adamw_math.h"
 #include "train/optim/quantization_map.h"
 
 namespace surogate::train {
@@ -85,11 +84,9 @@ public:
   }
 
   void step(const OptimizerStep& step, const float* clip, cudaStream_t stream) override {
-    AdamWCoefficients c = adamw_coefficients(settings_, step);
-    cuda::AdamWStep kernel_step{c.beta1, c.beta2, c.epsilon, c.step_size, c.second_correction,
-                                static_cast<float>(step.learning_rate * step.weight_decay)};
+    // Decay applies per tensor (the table's `decays`), so the step carries lr · wd for all.
     cuda::adamw_8bit_update(tensors_.data(), jobs_.data(), static_cast<int64_t>(jobs_.size()), signed_code_.data(),
-                            unsigned_code_.data(), clip, kernel_step, stream);
+                            unsigned_code_.data(), clip, adamw_kernel_step(settings_, step, true), stream);
   }
 
 private:

@@ -13,11 +13,9 @@
 #include <optional>
 #include <utility>
 
-#include "cuda/kernels/adamw.h"
 #include "cuda/kernels/normuon.h"
 #include "cuda/newton_schulz.h"
 #include "train/device/device_optimizer.h"
-#include "train/optim/adamw_math.h"
 
 namespace surogate::train {
 namespace {
@@ -164,11 +162,8 @@ private:
 
   void step_adamw(size_t i, const OptimizerStep& step, const float* clip, cudaStream_t stream) {
     const DeviceParameter& p = parameters_[i];
-    AdamWCoefficients c = adamw_coefficients(settings_.adamw, step);
-    cuda::AdamWStep kernel_step{c.beta1, c.beta2, c.epsilon, c.step_size, c.second_correction,
-                                p.apply_weight_decay ? static_cast<float>(step.learning_rate * step.weight_decay) : 0.0f};
     cuda::adamw_update(p.weight, p.master, momentum_.device(first_offsets_[i]), second_moment_.device(second_offsets_[i]),
-                       p.gradient, clip, p.size(), kernel_step, stream);
+                       p.gradient, clip, p.size(), adamw_kernel_step(settings_.adamw, step, p.apply_weight_decay), stream);
   }
 
   std::vector<DeviceParameter> parameters_;

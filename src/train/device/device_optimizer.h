@@ -17,6 +17,8 @@
 
 #include "config/config.h"
 #include "cuda/device_buffer.h"
+#include "cuda/kernels/adamw.h"
+#include "train/optim/adamw_math.h"
 #include "train/optim/optimizer.h"
 
 namespace surogate::train {
@@ -58,6 +60,13 @@ std::unique_ptr<DeviceOptimizer> make_device_adamw_8bit(std::vector<DeviceParame
                                                         const AdamWSettings& settings);
 std::unique_ptr<DeviceOptimizer> make_device_normuon(std::vector<DeviceParameter> parameters,
                                                      const NorMuonSettings& settings);
+
+// The AdamW kernels' coefficients for one step; weight decay (lr · wd) only where `decays`.
+inline cuda::AdamWStep adamw_kernel_step(const AdamWSettings& settings, const OptimizerStep& step, bool decays) {
+  const AdamWCoefficients c = adamw_coefficients(settings, step);
+  return {c.beta1, c.beta2, c.epsilon, c.step_size, c.second_correction,
+          decays ? static_cast<float>(step.learning_rate * step.weight_decay) : 0.0f};
+}
 
 // One kind of optimizer state for every tensor, concatenated: a host vector and a device buffer
 // of the same layout, each tensor starting 16-byte aligned (the kernels load 16-byte vectors).
