@@ -11,6 +11,13 @@ namespace {
 
 using namespace surogate::graph;
 
+// fused_residual_rmsnorm (out, residual_out, rstd) = (norm, residual stream, rstd). Its
+// residual_out is never recomputed: it is the residual stream, the checkpoint between blocks
+// (recomputing it would need the block's output and recurse through every earlier layer). Its
+// out and rstd are recomputed by a plain rmsnorm of the kept residual_out, which both backends
+// compute bit for bit as the fused op does (both normalise the stored, rounded residual_out).
+constexpr std::string_view kFusedResidualNorm = "fused_residual_rmsnorm";
+
 class Recomputer {
 public:
   Recomputer(const Graph& source, const RecomputePolicy& policy) : source_(source), policy_(policy) {
@@ -42,6 +49,7 @@ private:
     const TensorInfo& info = source_.tensor(id);
     if (info.role != TensorRole::Activation || info.producer == kNoNode || source_.is_output(id)) return false;
     const Node& producer = source_.node(info.producer);
+    if (producer.op == kFusedResidualNorm && id == producer.outputs[1]) return false;
     return producer.phase == NodePhase::Forward && policy_.recomputes(producer.recompute_group);
   }
 
@@ -51,6 +59,11 @@ private:
     if (auto found = copies_.find(id); found != copies_.end()) return found->second;
     const Node& producer = source_.node(source_.tensor(id).producer);
     Node copy = producer;
+    if (producer.op == kFusedResidualNorm) {
+      copy.op = "rmsnorm";
+      copy.inputs = {producer.outputs[1], producer.inputs[2]};
+      copy.outputs = {producer.outputs[0], producer.outputs[2]};
+    }
     copy.phase = NodePhase::Recompute;
     copy.name = unique("recompute." + producer.name);
     for (TensorId& input : copy.inputs) input = resolve(input);

@@ -5,6 +5,9 @@
 // copy. Recomputation recurses through inputs that are themselves recomputable; a tensor whose
 // producer has no enabled group (e.g. the residual stream between blocks) is a checkpoint and
 // is kept. Kernels are deterministic, so gradients are bit-identical with or without recompute.
+// The fused residual add + norm (fused_residual_rmsnorm, tagged "rmsnorm") produces the residual
+// stream itself: that output stays a checkpoint, and its norm outputs are recomputed by an
+// rmsnorm of the kept stream, so the option saves what it saved on the unfused add + rmsnorm.
 //
 // Groups (Node::recompute_group) and the options that enable them, following the configuration
 // hierarchy (block => att, ffn, rmsnorm; att => qkv; ffn => swiglu):

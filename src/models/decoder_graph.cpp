@@ -54,10 +54,34 @@ DecoderGraph build_decoder_graph(const io::ModelConfig& config, const graph::OpR
                                                              frequencies.inverse_frequency.end())},
                             {"attention_scaling", frequencies.attention_scaling},
                             {"dtype", std::string(dtype_safetensors_name(options.dtype))}};
-  auto tables = b.op("rope_cos_sin", {position_ids}, rope_attrs, "rope");
-  TensorId cos = tables[0], sin = tables[1];
+  // Qwen3 (q/k norm) rotates inside fused_rmsnorm_rope, from the same frequencies and the
+  // position ids; the other models read cos/sin tables.
+  TensorId cos = graph::kNoTensor, sin = graph::kNoTensor;
+  if (!config.qk_norm) {
+    auto tables = b.op("rope_cos_sin", {position_ids}, rope_attrs, "rope");
+    cos = tables[0];
+    sin = tables[1];
+  }
+  auto norm_rope_attrs = [&](int64_t heads) {
+    return nlohmann::json{{"heads", heads}, {"head_dim", head_dim}, {"eps", eps},
+                          {"inv_freq", rope_attrs["inv_freq"]}, {"attention_scaling", rope_attrs["attention_scaling"]}};
+  };
 
+  // The residual stream. Each block's output is added to it by the norm that reads the sum (ln2,
+  // the next layer's ln1, final_norm) in one fused_residual_rmsnorm, whose first output is the
+  // normalised tensor (named as the norm: "layers.N.ln2") and second the new stream
+  // ("layers.N.ln2.residual_out"). `pending` is the block output not yet added (none before the
+  // first layer's ln1, which is a plain rmsnorm of the embeddings).
   TensorId hidden = b.op("embedding", {input_ids, params.get("embed.weight")}, nlohmann::json::object(), "embed");
+  TensorId pending = graph::kNoTensor;
+  auto add_and_norm = [&](const std::string& weight, const std::string& label) -> TensorId {
+    if (pending == graph::kNoTensor) return b.op("rmsnorm", {hidden, params.get(weight)}, {{"eps", eps}}, label);
+    graph::OpOutputs outputs =
+        b.op("fused_residual_rmsnorm", {hidden, pending, params.get(weight)}, {{"eps", eps}}, label);
+    hidden = outputs[1];
+    pending = graph::kNoTensor;
+    return outputs[0];
+  };
   for (int64_t layer = 0; layer < config.num_hidden_layers; ++layer) {
     const std::string prefix = fmt::format("layers.{}", layer);
     auto scope = b.scope(prefix);
@@ -66,7 +90,7 @@ DecoderGraph build_decoder_graph(const io::ModelConfig& config, const graph::OpR
       TensorId normed;
       {
         auto group = b.recompute_group("rmsnorm");
-        normed = b.op("rmsnorm", {hidden, params.get(prefix + ".ln1.weight")}, {{"eps", eps}}, "ln1");
+        normed = add_and_norm(prefix + ".ln1.weight", "ln1");
       }
       TensorId q, k, v;
       {
@@ -75,11 +99,14 @@ DecoderGraph build_decoder_graph(const io::ModelConfig& config, const graph::OpR
         k = projection(b, params, normed, prefix + ".attn.k_proj", "k");
         v = projection(b, params, normed, prefix + ".attn.v_proj", "v");
         if (config.qk_norm) {
-          q = b.op("rmsnorm", {q, params.get(prefix + ".attn.q_norm.weight")}, {{"eps", eps}}, "q_norm");
-          k = b.op("rmsnorm", {k, params.get(prefix + ".attn.k_norm.weight")}, {{"eps", eps}}, "k_norm");
+          q = b.op("fused_rmsnorm_rope", {q, params.get(prefix + ".attn.q_norm.weight"), position_ids},
+                   norm_rope_attrs(q_heads), "q_norm_rope");
+          k = b.op("fused_rmsnorm_rope", {k, params.get(prefix + ".attn.k_norm.weight"), position_ids},
+                   norm_rope_attrs(kv_heads), "k_norm_rope");
+        } else {
+          q = b.op("rope", {q, cos, sin}, {{"heads", q_heads}, {"head_dim", head_dim}}, "q_rope");
+          k = b.op("rope", {k, cos, sin}, {{"heads", kv_heads}, {"head_dim", head_dim}}, "k_rope");
         }
-        q = b.op("rope", {q, cos, sin}, {{"heads", q_heads}, {"head_dim", head_dim}}, "q_rope");
-        k = b.op("rope", {k, cos, sin}, {{"heads", kv_heads}, {"head_dim", head_dim}}, "k_rope");
       }
       int64_t window = 0;
       if (config.sliding_window && static_cast<size_t>(layer) < config.sliding_window_layers.size() &&
@@ -95,13 +122,13 @@ DecoderGraph build_decoder_graph(const io::ModelConfig& config, const graph::OpR
         attention_out = projection(b, params, context, prefix + ".attn.o_proj", "o");
       }
     }
-    hidden = b.op("add", {hidden, attention_out}, nlohmann::json::object(), "residual_attn");
+    pending = attention_out;
     TensorId mlp_out;
     {
       TensorId normed;
       {
         auto group = b.recompute_group("rmsnorm");
-        normed = b.op("rmsnorm", {hidden, params.get(prefix + ".ln2.weight")}, {{"eps", eps}}, "ln2");
+        normed = add_and_norm(prefix + ".ln2.weight", "ln2");
       }
       auto group = b.recompute_group("ffn");
       TensorId gate = projection(b, params, normed, prefix + ".mlp.gate_proj", "gate");
@@ -113,9 +140,9 @@ DecoderGraph build_decoder_graph(const io::ModelConfig& config, const graph::OpR
       }
       mlp_out = projection(b, params, activated, prefix + ".mlp.down_proj", "down");
     }
-    hidden = b.op("add", {hidden, mlp_out}, nlohmann::json::object(), "residual_mlp");
+    pending = mlp_out;
   }
-  TensorId final_hidden = b.op("rmsnorm", {hidden, params.get("final_norm.weight")}, {{"eps", eps}}, "final_norm");
+  TensorId final_hidden = add_and_norm("final_norm.weight", "final_norm");
   TensorId head = config.tie_word_embeddings ? params.get("embed.weight") : params.get("lm_head.weight");
   DecoderGraph result;
   result.loss = b.op("lm_head_loss", {final_hidden, head, targets, loss_scale},

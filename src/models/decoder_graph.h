@@ -5,8 +5,10 @@
 //   loss_scale                                      F32 []      (1 / loss tokens of the window)
 // Output: "loss" = loss_scale · Σ token cross-entropy; with `with_accuracy`, also "correct"
 // (scored tokens whose argmax prediction is the target), for evaluation graphs.
-// Recompute groups follow docs/architecture.md: rmsnorm, qkv, att, swiglu, ffn; the residual
-// stream is untagged (a checkpoint).
+// Recompute groups follow docs/architecture.md: rmsnorm, qkv, att, swiglu, ffn. The residual
+// adds are fused into the norms that follow them (fused_residual_rmsnorm: ln2, the next layer's
+// ln1, final_norm), and Qwen3's q/k norm into RoPE (fused_rmsnorm_rope); the residual stream
+// stays a checkpoint (compiler/recompute.h).
 #pragma once
 
 #include <cstdint>

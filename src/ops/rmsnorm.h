@@ -19,7 +19,8 @@ template <typename T>
 void rmsnorm_forward(const T* x, const T* weight, int64_t rows, int64_t dim, double eps, T* y,
                      T* rstd);
 
-// d_x = ∂L/∂x (written), d_weight += ∂L/∂weight.
+// d_x = ∂L/∂x (written), d_weight += ∂L/∂weight. d_x may be d_y (each element is written after
+// its d_y is read; rmsnorm_rope's backward relies on it).
 template <typename T>
 void rmsnorm_backward(const T* d_y, const T* x, const T* weight, const T* rstd, int64_t rows,
                       int64_t dim, T* d_x, T* d_weight);

@@ -116,10 +116,13 @@ void check_norm_width(const CudaBindContext& ctx, int64_t channels) {
           "the CUDA rmsnorm needs a normalised width that is a multiple of 8 and at most 32768, got {}", channels);
 }
 
-// Narrow rows (Qwen3's per-head q/k norm: [tokens · heads, head_dim]) are a poor fit for the
+// Narrow rows (a per-head norm: [tokens · heads, head_dim]) are a poor fit for the
 // block-per-row rmsnorm kernels (most threads idle on 128 channels); the fused qk-norm + RoPE
 // kernels handle head_dim/16 lanes per row, and with every inverse frequency zero their rotation
-// is the identity (cos 0 = 1, sin 0 = 0 exactly), so they compute plain rmsnorm.
+// is the identity (cos 0 = 1, sin 0 = 0 exactly), so they compute plain rmsnorm. Only per-head
+// rows take that path (x wider than the weight): a hidden-size norm always runs the block kernel,
+// the one fused_residual_rmsnorm runs, so the rmsnorm the recompute planner re-emits for a fused
+// norm's output (compiler/recompute.h) reproduces it bit for bit, also on tiny models.
 struct NarrowNorm {
   bool used = false;
   cuda::QkNormRopeShape shape;
@@ -127,9 +130,9 @@ struct NarrowNorm {
   std::shared_ptr<cuda::DeviceBuffer<int32_t>> zero_positions;
 };
 
-NarrowNorm narrow_norm(int64_t rows, int64_t channels, float eps) {
+NarrowNorm narrow_norm(int64_t rows, int64_t channels, int64_t x_width, float eps) {
   NarrowNorm narrow;
-  narrow.used = channels % 16 == 0 && channels <= 256;
+  narrow.used = x_width > channels && channels % 16 == 0 && channels <= 256;
   if (!narrow.used) return narrow;
   narrow.shape = cuda::QkNormRopeShape{rows, 1, static_cast<int>(channels), eps, 1.0f};
   narrow.zero_frequencies = std::make_shared<cuda::DeviceBuffer<float>>(cuda::to_device(std::vector<float>(channels / 2, 0.0f)));
@@ -143,7 +146,7 @@ CudaKernel bind_rmsnorm(const CudaBindContext& ctx) {
   const int64_t channels = ctx.inputs[1].shape[0], rows = ctx.inputs[0].numel() / channels;
   check_norm_width(ctx, channels);
   const float eps = static_cast<float>(ctx.attrs.number("eps"));
-  const NarrowNorm narrow = narrow_norm(rows, channels, eps);
+  const NarrowNorm narrow = narrow_norm(rows, channels, last(ctx.inputs[0]), eps);
   return [=](const CudaKernelArgs& args) {
     if (narrow.used) {
       cuda::qk_norm_rope_forward(args.outputs[0].as<bf16>(), args.outputs[1].as<float>(), args.inputs[0].as<const bf16>(),
@@ -163,7 +166,7 @@ CudaKernel bind_fused_residual_rmsnorm(const CudaBindContext& ctx) {
   check_norm_width(ctx, channels);
   const float eps = static_cast<float>(ctx.attrs.number("eps"));
   return [=](const CudaKernelArgs& args) {
-    cuda::residual_rmsnorm_forward(args.outputs[1].as<bf16>(), args.outputs[0].as<bf16>(), args.outputs[2].as<float>(),
+    cuda::residual_rmsnorm_forward(args.outputs[0].as<bf16>(), args.outputs[1].as<bf16>(), args.outputs[2].as<float>(),
                                    args.inputs[0].as<const bf16>(), args.inputs[1].as<const bf16>(),
                                    args.inputs[2].as<const bf16>(), rows, channels, eps, args.stream);
   };
@@ -179,7 +182,7 @@ CudaKernel bind_rmsnorm_backward(const CudaBindContext& ctx) {
   check_norm_width(ctx, channels);
   const bool has_residual = ctx.inputs.size() == 5;
   // The forward op's eps is not needed: the backward reads the saved rstd.
-  const NarrowNorm narrow = has_residual ? NarrowNorm{} : narrow_norm(rows, channels, 0.0f);
+  const NarrowNorm narrow = has_residual ? NarrowNorm{} : narrow_norm(rows, channels, last(ctx.inputs[1]), 0.0f);
   ScratchLayout layout;
   const size_t partials = layout.take(sizeof(float) * (narrow.used ? cuda::qk_norm_rope_backward_scratch_floats(narrow.shape)
                                                                    : cuda::rmsnorm_backward_scratch_floats(rows, channels)));

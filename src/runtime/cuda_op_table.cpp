@@ -43,6 +43,7 @@ const CudaOpTable& builtin_cuda_ops() {
     register_core_cuda_ops(built);
     register_model_cuda_ops(built);
     register_lora_cuda_ops(built);
+    register_fused_cuda_ops(built);
     return built;
   }();
   return table;

@@ -107,6 +107,9 @@ void register_model_cuda_ops(CudaOpTable& table);
 // dropout (BF16 / F32; the LoRA rewrite's adapter-input dropout), in runtime/cuda_lora_ops.cpp.
 void register_lora_cuda_ops(CudaOpTable& table);
 
+// fused_rmsnorm_rope(_backward) (Qwen3's q/k norm + RoPE on bf16), in runtime/cuda_fused_ops.cpp.
+void register_fused_cuda_ops(CudaOpTable& table);
+
 // The table the engine uses: every family registered above, built once on first use.
 const CudaOpTable& builtin_cuda_ops();
 

@@ -79,5 +79,32 @@ TEST_P(DecoderRecompute, PeakFallsAndGradientsStayBitIdentical) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, DecoderRecompute, ::testing::Values("llama_bias_untied", "qwen3_qknorm"));
 
+// The residual adds are fused into the norms (fused_residual_rmsnorm: ln2, the next layer's ln1,
+// final_norm). Under recompute_rmsnorm the stream they produce stays a checkpoint: no fused node
+// is re-emitted, and each recomputed fused norm is an rmsnorm of the kept stream.
+TEST(DecoderRecomputeFusedNorm, ResidualStreamStaysACheckpoint) {
+  testing::Fixture fixture = testing::open_fixture("qwen3_qknorm");
+  const graph::OpRegistry registry = ops::make_model_registry();
+  DecoderGraph decoder =
+      build_decoder_graph(fixture.config, registry, {.batch = fixture.batch, .sequence = fixture.sequence});
+  compiler::ExecutionPlan plan = compiler::compile_training(std::move(decoder.graph), decoder.loss, registry,
+                                                            {.recompute = {.rmsnorm = true}});
+  const graph::Graph& g = plan.graph;
+  const int64_t layers = fixture.config.num_hidden_layers;
+  size_t fused_forward = 0, norms_of_stream = 0;
+  for (const graph::Node& node : g.nodes) {
+    if (node.phase == graph::NodePhase::Forward && node.op == "fused_residual_rmsnorm") ++fused_forward;
+    if (node.phase != graph::NodePhase::Recompute) continue;
+    EXPECT_NE(node.op, "fused_residual_rmsnorm") << node.name;
+    const graph::NodeId producer = g.tensor(node.inputs[0]).producer;
+    if (node.op == "rmsnorm" && producer != graph::kNoNode && g.node(producer).op == "fused_residual_rmsnorm") {
+      EXPECT_EQ(node.inputs[0], g.node(producer).outputs[1]) << node.name << " reads the residual stream";
+      ++norms_of_stream;
+    }
+  }
+  EXPECT_EQ(fused_forward, static_cast<size_t>(2 * layers));      // ln2 of each layer, ln1 of layers ≥ 1, final_norm
+  EXPECT_EQ(norms_of_stream, static_cast<size_t>(2 * layers - 1));  // final_norm is untagged (always saved)
+}
+
 }  // namespace
 }  // namespace surogate::models

@@ -154,8 +154,8 @@ TEST(OpsDefs, FusedResidualRmsnormBothOutputs) {
         TensorId r = b.parameter("r", DType::F64, {3, 6});
         TensorId x = b.parameter("x", DType::F64, {3, 6});
         TensorId w = b.parameter("w", DType::F64, {6});
-        auto outs = b.op("fused_residual_rmsnorm", {r, x, w}, {{"eps", 1e-6}});
-        return b.op("add", {probe_loss(b, outs[0], "probe_r"), probe_loss(b, outs[1], "probe_y")});
+        auto outs = b.op("fused_residual_rmsnorm", {r, x, w}, {{"eps", 1e-6}});  // (out, residual_out, rstd)
+        return b.op("add", {probe_loss(b, outs[1], "probe_r"), probe_loss(b, outs[0], "probe_y")});
       },
       {});
   EXPECT_EQ(checked, 3u);
@@ -168,7 +168,7 @@ TEST(OpsDefs, FusedResidualRmsnormNormOnly) {
         TensorId x = b.parameter("x", DType::F64, {3, 6});
         TensorId w = b.parameter("w", DType::F64, {6});
         auto outs = b.op("fused_residual_rmsnorm", {r, x, w}, {{"eps", 1e-6}});
-        return probe_loss(b, outs[1]);
+        return probe_loss(b, outs[0]);
       },
       {});
   EXPECT_EQ(checked, 3u);
@@ -233,6 +233,95 @@ TEST(OpsDefs, RopeFromConfigAttrsPartialRotary) {
       },
       {{"position_ids", {0, 1, 2, 0, 1, 3, 4, 5, 6, 7}}});
   EXPECT_EQ(checked, 2u);
+}
+
+// Qwen3's q/k norm + RoPE: full rotary on a flat projection, partial rotary with a scaling.
+TEST(OpsDefs, FusedRmsnormRopeFullAndPartialRotary) {
+  size_t checked = check_gradients(
+      [](GraphBuilder& b) {
+        TensorId positions = b.input("position_ids", DType::I32, {2, 5});
+        TensorId q = b.parameter("q", DType::F64, {2, 5, 3 * 8});
+        TensorId wq = b.parameter("wq", DType::F64, {8});
+        TensorId k = b.parameter("k", DType::F64, {2, 5, 2 * 8});
+        TensorId wk = b.parameter("wk", DType::F64, {8});
+        json full{{"heads", 3}, {"head_dim", 8}, {"eps", 1e-6}, {"inv_freq", {1.0, 0.1, 0.01, 0.001}}};
+        json partial{{"heads", 2},       {"head_dim", 8},          {"eps", 1e-6},
+                     {"inv_freq", {0.7, 0.05}}, {"attention_scaling", 1.2}};
+        TensorId a = b.op("fused_rmsnorm_rope", {q, wq, positions}, full);
+        TensorId c = b.op("fused_rmsnorm_rope", {k, wk, positions}, partial);
+        return b.op("add", {probe_loss(b, a, "p1"), probe_loss(b, c, "p2")});
+      },
+      {{"position_ids", {0, 1, 2, 0, 1, 3, 4, 5, 6, 7}}});
+  EXPECT_EQ(checked, 4u);
+}
+
+// In F32 (the CPU oracle's dtype) the fused op's output and gradients are the unfused graph's
+// rmsnorm → rope_cos_sin → rope bit for bit: the decoder's switch to it changes no CPU result.
+TEST(OpsDefs, FusedRmsnormRopeEqualsUnfusedGraphInF32) {
+  const std::vector<int32_t> positions{0, 1, 2, 3, 0, 1, 0, 1, 2, 3, 4, 5};
+  const json inv_freq = {1.0, 0.31622776601683794, 0.1, 0.031622776601683794};
+  auto run = [&](bool fused) {
+    GraphBuilder b(registry());
+    TensorId ids = b.input("position_ids", DType::I32, {2, 6});
+    TensorId x = b.parameter("x", DType::F32, {2, 6, 2 * 8});
+    TensorId w = b.parameter("w", DType::F32, {8});
+    TensorId out;
+    if (fused) {
+      out = b.op("fused_rmsnorm_rope", {x, w, ids},
+                 {{"heads", 2}, {"head_dim", 8}, {"eps", 1e-6}, {"inv_freq", inv_freq}, {"attention_scaling", 1.1}});
+    } else {
+      TensorId normed = b.op("rmsnorm", {x, w}, {{"eps", 1e-6}});
+      auto tables = b.op("rope_cos_sin", {ids}, {{"inv_freq", inv_freq}, {"attention_scaling", 1.1}});
+      out = b.op("rope", {normed, tables[0], tables[1]}, {{"heads", 2}, {"head_dim", 8}});
+    }
+    TensorId probe = b.parameter("probe", DType::F32, b.type(out).shape, false);
+    TensorId loss = b.op("sum", {b.op("mul", {out, probe})});
+    b.mark_output(out);
+    b.mark_output(loss);
+    compiler::ExecutionPlan plan = compiler::compile_training(b.finish(), loss, registry());
+    runtime::CpuBackend backend;
+    backend.load(plan, registry());
+    uint32_t seed = 5;
+    for (const char* name : {"x", "w", "probe"}) {
+      TensorId id = plan.tensor(name);
+      auto values = random_doubles(static_cast<size_t>(plan.graph.tensor(id).type.numel()), seed++, 1.5);
+      std::vector<float> floats(values.begin(), values.end());
+      backend.write(id, std::as_bytes(std::span<const float>(floats)));
+    }
+    runtime::InputBinding input{plan.tensor("position_ids"), std::as_bytes(std::span<const int32_t>(positions))};
+    backend.zero_gradients();
+    backend.execute(std::span<const runtime::InputBinding>(&input, 1));
+    std::vector<std::vector<float>> results;
+    const TensorId d_x = plan.parameter_gradients.at(plan.tensor("x"));
+    const TensorId d_w = plan.parameter_gradients.at(plan.tensor("w"));
+    for (TensorId id : {out, d_x, d_w}) {
+      std::vector<float> values(static_cast<size_t>(plan.graph.tensor(id).type.numel()));
+      backend.read(id, std::as_writable_bytes(std::span<float>(values)));
+      results.push_back(std::move(values));
+    }
+    return results;
+  };
+  const auto fused = run(true), unfused = run(false);
+  EXPECT_EQ(fused[0], unfused[0]) << "out";
+  EXPECT_EQ(fused[1], unfused[1]) << "d_x";
+  EXPECT_EQ(fused[2], unfused[2]) << "d_weight";
+}
+
+TEST(OpsDefs, FusedRmsnormRopeShapeRules) {
+  GraphBuilder b(registry());
+  TensorId ids = b.input("ids", DType::I32, {2, 3});
+  TensorId x = b.parameter("x", DType::F32, {2, 3, 16});
+  TensorId w = b.parameter("w", DType::F32, {8});
+  const json attrs{{"heads", 2}, {"head_dim", 8}, {"eps", 1e-6}, {"inv_freq", {1.0, 0.1, 0.01, 0.001}}};
+  EXPECT_NO_THROW(b.op("fused_rmsnorm_rope", {x, w, ids}, attrs));
+  json wide_rotary = attrs;
+  wide_rotary["inv_freq"] = {1.0, 0.5, 0.25, 0.125, 0.0625};  // rotary_dim 10 > head_dim 8
+  EXPECT_THROW(b.op("fused_rmsnorm_rope", {x, w, ids}, wide_rotary), UserError);
+  json three_heads = attrs;
+  three_heads["heads"] = 3;  // 3 · 8 != 16
+  EXPECT_THROW(b.op("fused_rmsnorm_rope", {x, w, ids}, three_heads), UserError);
+  EXPECT_THROW(b.op("fused_rmsnorm_rope", {x, w, b.input("few", DType::I32, {2})}, attrs), UserError);
+  EXPECT_THROW(b.op("fused_rmsnorm_rope", {x, b.parameter("w16", DType::F32, {16}), ids}, attrs), UserError);
 }
 
 TEST(OpsDefs, AttentionGqaDocumentsWindow) {
@@ -339,10 +428,10 @@ TEST(OpsDefs, TwoLayerLlamaComposition) {
                                   {{"query_heads", heads}, {"kv_heads", kv_heads}, {"head_dim", head_dim}, {"window", 0}});
           TensorId attention_out = b.op("linear", {context, param(".o.weight", {hidden_size, heads * head_dim})});
           auto fused = b.op("fused_residual_rmsnorm", {h, attention_out, param(".ln2.weight", {hidden_size})}, {{"eps", 1e-6}});
-          TensorId gate = b.op("linear", {fused[1], param(".gate.weight", {inter, hidden_size})});
-          TensorId up = b.op("linear", {fused[1], param(".up.weight", {inter, hidden_size})});
+          TensorId gate = b.op("linear", {fused[0], param(".gate.weight", {inter, hidden_size})});
+          TensorId up = b.op("linear", {fused[0], param(".up.weight", {inter, hidden_size})});
           TensorId down = b.op("linear", {b.op("swiglu", {gate, up}), param(".down.weight", {hidden_size, inter})});
-          h = b.op("add", {fused[0], down});
+          h = b.op("add", {fused[1], down});
         }
         TensorId final_hidden = b.op("rmsnorm", {h, b.parameter("final_norm.weight", DType::F64, {hidden_size})}, {{"eps", 1e-6}});
         TensorId scale = b.parameter("loss_scale", DType::F64, {}, false);
@@ -380,7 +469,9 @@ TEST(OpsDefs, ShapeRulesGiveReadableErrors) {
 TEST(OpsDefs, DecoderOpNamesAreRegistered) {
   for (const char* name : {"embedding", "embedding_backward", "rmsnorm", "rmsnorm_backward", "linear", "linear_backward",
                            "bias_gradient", "swiglu", "swiglu_backward", "rope_cos_sin", "rope", "rope_backward",
-                           "attention", "attention_backward", "lm_head_loss", "lm_head_loss_backward", "lm_head_accuracy"}) {
+                           "attention", "attention_backward", "lm_head_loss", "lm_head_loss_backward", "lm_head_accuracy",
+                           "fused_residual_rmsnorm", "fused_residual_rmsnorm_backward", "fused_rmsnorm_rope",
+                           "fused_rmsnorm_rope_backward"}) {
     EXPECT_NE(registry().find(name), nullptr) << name;
   }
 }

@@ -9,15 +9,26 @@
 //   plain attention out            1e-2; logsumexp 1e-4; dq/dk/dv 2e-2  (as the flash kernels:
 //                                  bf16 inputs, fp32 math, bf16 outputs; dS·K sums of many terms)
 //   cu_seqlens, argmax hits        exact
+// The fused norm ops through the CUDA backend's binders (a one-node BF16 plan per op):
+//   fused_rmsnorm_rope out, d_x      1e-2  (bf16 in/out, one or two bf16 roundings, fp32 math)
+//                      rstd          1e-5  (fp32 sum of squares over head_dim, rsqrtf)
+//                      d_weight      1e-2  (fp32 sum over all rows, one bf16 rounding)
+//   fused_residual_rmsnorm           the same bounds; residual_out 4e-3 (one rounding of a sum)
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
+#include "compiler/execution_plan.h"
 #include "cuda/test_helpers.h"
+#include "graph/builder.h"
 #include "ops/attention.h"
+#include "ops/defs/register_ops.h"
+#include "ops/rmsnorm.h"
+#include "ops/rmsnorm_rope.h"
 #include "ops/rope.h"
+#include "runtime/cuda_backend.h"
 #include "runtime/cuda_model_kernels.h"
 
 namespace surogate::runtime {
@@ -223,6 +234,167 @@ TEST(CudaModelKernels, ArgmaxHitsCountsFirstMaximum) {
     hits.zero(nullptr);
     k::argmax_hits(hits.data(), bf16_ptr(device_logits), device_labels.data(), rows, vocab, nullptr);
     EXPECT_EQ(hits.download()[0], expected) << rows << "x" << vocab;
+  }
+}
+
+// A forward-only plan of the given nodes on the CUDA backend: floating operands are frozen
+// parameters written from host floats (BF16 bits or F32), position_ids an input.
+struct CudaNodePlan {
+  graph::OpRegistry registry = ops::make_model_registry();
+  graph::GraphBuilder builder{registry};
+  compiler::ExecutionPlan plan;
+  CudaBackend backend;
+
+  graph::TensorId operand(const std::string& name, DType dtype, graph::Shape shape) {
+    return builder.parameter(name, dtype, std::move(shape), false);
+  }
+  void load(const std::vector<graph::TensorId>& outputs) {
+    for (graph::TensorId id : outputs) builder.mark_output(id);
+    plan = compiler::compile_forward(builder.finish(), registry);
+    backend.load(plan, registry);
+  }
+  void write(const std::string& name, const std::vector<float>& values) {
+    const graph::TensorId id = plan.tensor(name);
+    if (plan.graph.tensor(id).type.dtype == DType::BF16) {
+      const std::vector<Bf16> bits = to_bf16(values);
+      backend.write(id, std::as_bytes(std::span<const Bf16>(bits)));
+    } else {
+      backend.write(id, std::as_bytes(std::span<const float>(values)));
+    }
+  }
+  void run(const std::vector<int32_t>& positions) {
+    std::vector<InputBinding> inputs;
+    if (auto id = plan.graph.find_tensor("position_ids")) {
+      inputs.push_back({*id, std::as_bytes(std::span<const int32_t>(positions))});
+    }
+    backend.execute(inputs);
+  }
+  std::vector<float> read(graph::TensorId id) {
+    const graph::TensorType& type = plan.graph.tensor(id).type;
+    if (type.dtype == DType::BF16) {
+      std::vector<Bf16> bits(static_cast<size_t>(type.numel()));
+      backend.read(id, std::as_writable_bytes(std::span<Bf16>(bits)));
+      return from_bf16(bits);
+    }
+    std::vector<float> values(static_cast<size_t>(type.numel()));
+    backend.read(id, std::as_writable_bytes(std::span<float>(values)));
+    return values;
+  }
+};
+
+// Qwen3's q/k norm + RoPE: the qk_norm_rope kernels (head_dim 64 / 128, full rotary, GQA-sized
+// head counts) and the unfused fallback (head_dim 8, and partial rotary), against the CPU op in
+// double on the same bf16 inputs. The backward node reads the reference rstd, so both sides
+// differentiate at the same point.
+TEST(CudaModelKernels, FusedRmsnormRopeBindersMatchCpu) {
+  SKIP_WITHOUT_GPU();
+  struct Case { int64_t batch, sequence; int heads, head_dim, rotary_dim; };
+  for (Case c : {Case{2, 37, 4, 64, 64}, Case{1, 129, 2, 128, 128}, Case{3, 5, 3, 8, 8}, Case{2, 17, 2, 64, 32}}) {
+    SCOPED_TRACE(::testing::Message() << c.batch << "x" << c.sequence << " heads " << c.heads << " head_dim "
+                                      << c.head_dim << " rotary " << c.rotary_dim);
+    const int64_t tokens = c.batch * c.sequence, rows = tokens * c.heads, count = rows * c.head_dim;
+    std::vector<int32_t> positions;
+    random_documents(c.batch, c.sequence, &positions);
+    ops::RopeFrequencies<double> frequencies;
+    std::vector<double> inv_freq;
+    for (int i = 0; i < c.rotary_dim / 2; ++i) {
+      const float value = static_cast<float>(1.0 / std::pow(10000.0, 2.0 * i / c.rotary_dim));
+      inv_freq.push_back(value);
+      frequencies.inverse_frequency.push_back(value);
+    }
+    frequencies.attention_scaling = static_cast<double>(1.1f);
+    const std::vector<float> x = random_floats(static_cast<size_t>(count), 2.0f);
+    const std::vector<float> d_out = random_floats(static_cast<size_t>(count));
+    std::vector<float> weight = random_floats(static_cast<size_t>(c.head_dim), 0.5f);
+    for (float& w : weight) w = bf16_to_float(float_to_bf16(w + 1.0f));
+
+    const ops::RmsnormRopeShape shape{tokens, c.heads, c.head_dim};
+    std::vector<double> out(count), rstd(rows), d_x(count), d_weight(c.head_dim, 0.0);
+    ops::rmsnorm_rope_forward(as_double(x).data(), as_double(weight).data(), frequencies, positions.data(), shape, 1e-6,
+                              out.data(), rstd.data());
+    ops::rmsnorm_rope_backward(as_double(d_out).data(), as_double(x).data(), as_double(weight).data(), rstd.data(),
+                               frequencies, positions.data(), shape, d_x.data(), d_weight.data());
+
+    CudaNodePlan gpu;
+    const graph::Shape flat{c.batch, c.sequence, static_cast<int64_t>(c.heads) * c.head_dim};
+    const nlohmann::json attrs{{"heads", c.heads}, {"head_dim", c.head_dim}, {"eps", 1e-6}, {"inv_freq", inv_freq},
+                               {"attention_scaling", 1.1f}};
+    graph::TensorId ids = gpu.builder.input("position_ids", DType::I32, {c.batch, c.sequence});
+    graph::TensorId gx = gpu.operand("x", DType::BF16, flat), gw = gpu.operand("w", DType::BF16, {c.head_dim});
+    auto forward = gpu.builder.op("fused_rmsnorm_rope", {gx, gw, ids}, attrs);
+    auto backward = gpu.builder.op("fused_rmsnorm_rope_backward",
+                                   {gpu.operand("d_out", DType::BF16, flat), gx, gw,
+                                    gpu.operand("rstd_ref", DType::F32, {rows}), ids}, attrs);
+    gpu.load({forward[0], forward[1], backward[0], backward[1]});
+    gpu.write("x", x);
+    gpu.write("w", weight);
+    gpu.write("d_out", d_out);
+    gpu.write("rstd_ref", std::vector<float>(rstd.begin(), rstd.end()));
+    gpu.run(positions);
+    EXPECT_LT(relative_error(gpu.read(forward[0]), out), 1e-2);
+    EXPECT_LT(relative_error(gpu.read(forward[1]), rstd), 1e-5);
+    EXPECT_LT(relative_error(gpu.read(backward[0]), d_x), 1e-2);
+    EXPECT_LT(relative_error(gpu.read(backward[1]), d_weight), 1e-2);
+  }
+}
+
+// fused_residual_rmsnorm (out, residual_out, rstd) and its backward with and without the
+// gradient arriving along the residual stream, against the CPU op in double.
+TEST(CudaModelKernels, FusedResidualRmsnormBindersMatchCpu) {
+  SKIP_WITHOUT_GPU();
+  for (auto [rows, channels] : std::vector<std::pair<int64_t, int64_t>>{{37, 64}, {130, 1024}, {4, 4096}}) {
+    SCOPED_TRACE(::testing::Message() << rows << "x" << channels);
+    const size_t count = static_cast<size_t>(rows * channels);
+    const std::vector<float> residual = random_floats(count, 2.0f), x = random_floats(count), d_out = random_floats(count),
+                             d_stream = random_floats(count);
+    std::vector<float> weight = random_floats(static_cast<size_t>(channels), 0.5f);
+    for (float& w : weight) w = bf16_to_float(float_to_bf16(w + 1.0f));
+    std::vector<double> residual_out(count), unrounded_out(count), unrounded_rstd(rows);
+    ops::fused_residual_rmsnorm_forward(as_double(residual).data(), as_double(x).data(), as_double(weight).data(), rows,
+                                        channels, 1e-6, residual_out.data(), unrounded_out.data(), unrounded_rstd.data());
+    // The kernel normalises the stream it stores (bf16-rounded residual_out), so out and rstd are
+    // compared with the norm of that; the backward reads it and the reference rstd.
+    std::vector<float> stored(count);
+    for (size_t i = 0; i < count; ++i) stored[i] = bf16_to_float(float_to_bf16(static_cast<float>(residual_out[i])));
+    std::vector<double> stored_rstd(rows), stored_out(count);
+    ops::rmsnorm_forward(as_double(stored).data(), as_double(weight).data(), rows, channels, 1e-6, stored_out.data(),
+                         stored_rstd.data());
+    std::vector<double> d_input(count), d_input_stream(count), d_weight(channels, 0.0), d_weight_stream(channels, 0.0);
+    const double* no_stream_gradient = nullptr;
+    ops::fused_residual_rmsnorm_backward(as_double(d_out).data(), no_stream_gradient, as_double(stored).data(),
+                                         as_double(weight).data(), stored_rstd.data(), rows, channels, d_input.data(),
+                                         d_weight.data());
+    ops::fused_residual_rmsnorm_backward(as_double(d_out).data(), as_double(d_stream).data(), as_double(stored).data(),
+                                         as_double(weight).data(), stored_rstd.data(), rows, channels,
+                                         d_input_stream.data(), d_weight_stream.data());
+
+    CudaNodePlan gpu;
+    const graph::Shape shape{rows, channels};
+    graph::TensorId gw = gpu.operand("w", DType::BF16, {channels});
+    auto forward = gpu.builder.op("fused_residual_rmsnorm",
+                                  {gpu.operand("r", DType::BF16, shape), gpu.operand("x", DType::BF16, shape), gw},
+                                  {{"eps", 1e-6}});
+    graph::TensorId g_dout = gpu.operand("d_out", DType::BF16, shape), g_stored = gpu.operand("stored", DType::BF16, shape);
+    graph::TensorId g_rstd = gpu.operand("rstd_ref", DType::F32, {rows});
+    auto backward = gpu.builder.op("fused_residual_rmsnorm_backward", {g_dout, g_stored, gw, g_rstd});
+    auto backward_stream = gpu.builder.op("fused_residual_rmsnorm_backward",
+                                          {g_dout, g_stored, gw, g_rstd, gpu.operand("d_stream", DType::BF16, shape)});
+    gpu.load({forward[0], forward[1], forward[2], backward[0], backward[1], backward_stream[0], backward_stream[1]});
+    gpu.write("r", residual);
+    gpu.write("x", x);
+    gpu.write("w", weight);
+    gpu.write("d_out", d_out);
+    gpu.write("stored", stored);
+    gpu.write("rstd_ref", std::vector<float>(stored_rstd.begin(), stored_rstd.end()));
+    gpu.write("d_stream", d_stream);
+    gpu.run({});
+    EXPECT_LT(relative_error(gpu.read(forward[0]), stored_out), 1e-2) << "out";
+    EXPECT_LT(relative_error(gpu.read(forward[1]), residual_out), 4e-3) << "residual_out";
+    EXPECT_LT(relative_error(gpu.read(forward[2]), stored_rstd), 1e-5) << "rstd";
+    EXPECT_LT(relative_error(gpu.read(backward[0]), d_input), 1e-2) << "d_input";
+    EXPECT_LT(relative_error(gpu.read(backward[1]), d_weight), 1e-2) << "d_weight";
+    EXPECT_LT(relative_error(gpu.read(backward_stream[0]), d_input_stream), 1e-2) << "d_input + d_residual_out";
+    EXPECT_LT(relative_error(gpu.read(backward_stream[1]), d_weight_stream), 1e-2) << "d_weight";
   }
 }
 

@@ -11,6 +11,7 @@ void register_model_ops(graph::OpRegistry& registry) {
   defs::register_linear_ops(registry);
   defs::register_swiglu_ops(registry);
   defs::register_rope_ops(registry);
+  defs::register_rmsnorm_rope_ops(registry);
   defs::register_attention_ops(registry);
   defs::register_cross_entropy_ops(registry);
   defs::register_dropout_ops(registry);

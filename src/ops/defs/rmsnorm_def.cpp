@@ -88,13 +88,15 @@ void register_rmsnorm(OpRegistry& registry) {
   });
 }
 
-// fused_residual_rmsnorm(residual_in, x, weight){eps} -> (residual_out = residual_in + x,
-// out = rmsnorm(residual_out), rstd).
+// fused_residual_rmsnorm(residual_in, x, weight){eps} -> (out = rmsnorm(residual_out),
+// residual_out = residual_in + x, rstd). `out` comes first, as in rmsnorm, so the node's name is
+// the normalised tensor's (the decoder's "layers.N.ln2", "final_norm") and the residual stream is
+// "<name>.residual_out".
 void register_fused_residual_rmsnorm(OpRegistry& registry) {
   registry.add(OpDef{
       .name = "fused_residual_rmsnorm",
       .inputs = {"residual_in", "x", "weight"},
-      .outputs = {"residual_out", "out", "rstd"},
+      .outputs = {"out", "residual_out", "rstd"},
       .infer = [](const InferContext& ctx) {
         eps_attr(ctx.attrs);
         ctx.expect_same_type(0, 1);
@@ -105,8 +107,8 @@ void register_fused_residual_rmsnorm(OpRegistry& registry) {
         if (ctx.has_output_grad(2)) {
           fail_user("{}: the rstd output of fused_residual_rmsnorm is not differentiable", ctx.attrs().where());
         }
-        std::vector<TensorId> inputs{ctx.output_grad(1), ctx.output(0), ctx.input(2), ctx.output(2)};
-        if (ctx.has_output_grad(0)) inputs.push_back(ctx.output_grad(0));
+        std::vector<TensorId> inputs{ctx.output_grad(0), ctx.output(1), ctx.input(2), ctx.output(2)};
+        if (ctx.has_output_grad(1)) inputs.push_back(ctx.output_grad(1));
         auto grads = ctx.op("fused_residual_rmsnorm_backward", inputs);
         return {if_needed(ctx, 0, grads[0]), if_needed(ctx, 1, grads[0]), if_needed(ctx, 2, grads[1])};
       },
@@ -117,7 +119,7 @@ void register_fused_residual_rmsnorm(OpRegistry& registry) {
           using T = decltype(zero);
           return [=](const CpuKernelArgs& args) {
             fused_residual_rmsnorm_forward(args.inputs[0].as<T>(), args.inputs[1].as<T>(), args.inputs[2].as<T>(), rows,
-                                           dim, eps, args.outputs[0].as<T>(), args.outputs[1].as<T>(),
+                                           dim, eps, args.outputs[1].as<T>(), args.outputs[0].as<T>(),
                                            args.outputs[2].as<T>());
           };
         });

@@ -1,0 +1,164 @@
+// CUDA binders for fused_rmsnorm_rope and its backward (ops/defs/rmsnorm_rope_def.cpp): Qwen3's
+// per-head q/k RMSNorm and RoPE in one pass, on BF16 graphs (fp32 math inside, fp32 rstd).
+//
+// Where src/cuda/kernels/qk_norm_rope.h fits (full rotary: rotary_dim == head_dim, head_dim 16,
+// 32, 64, 128 or 256) the binders call it: it normalises, scales and rotates in registers with
+// cos/sin computed in fp32 from inv_freq and the position ids, so neither the normalised tensor
+// nor a cos/sin table is written or read. Other shapes (the tiny test models' head_dim 8, partial
+// rotary) run the unfused kernels through the plan's scratch: rmsnorm into a bf16 temporary, fp32
+// tables (rope_tables), rope_apply; backward the transposed rotation into a bf16 temporary, then
+// the rmsnorm backward. Both paths compute the CPU op's math; the fused one rounds once instead of
+// twice and uses unrounded cos/sin, so it is closer to the fp32 reference than the unfused pair.
+// d_weight is accumulated in fp32 in scratch and rounded once into the bf16 output.
+#include <memory>
+#include <vector>
+
+#include "core/error.h"
+#include "cuda/cuda_check.h"
+#include "cuda/kernels/qk_norm_rope.h"
+#include "cuda/kernels/rmsnorm.h"
+#include "runtime/cuda_model_kernels.h"
+#include "runtime/cuda_op_table.h"
+
+namespace surogate::runtime {
+namespace {
+
+namespace k = cuda_kernels;
+using bf16 = __nv_bfloat16;
+
+template <typename... Args>
+void require(const CudaBindContext& ctx, bool condition, fmt::format_string<Args...> format, Args&&... args) {
+  if (!condition) {
+    fail_user("node '{}' (op {}): {}", ctx.node.name, ctx.node.op, fmt::format(format, std::forward<Args>(args)...));
+  }
+}
+
+void expect_input(const CudaBindContext& ctx, size_t index, DType dtype) {
+  require(ctx, ctx.inputs[index].dtype == dtype, "the CUDA backend runs this op with input {} as {}, got {}", index,
+          dtype_safetensors_name(dtype), graph::format_type(ctx.inputs[index]));
+}
+
+// One step's temporaries in the shared scratch (256-byte aligned pieces).
+struct ScratchLayout {
+  size_t bytes = 0;
+  size_t take(size_t size) {
+    size_t offset = bytes;
+    bytes = (offset + size + 255) / 256 * 256;
+    return offset;
+  }
+};
+
+template <typename T>
+T* at(CudaResources* resources, size_t offset) {
+  return reinterpret_cast<T*>(resources->scratch() + offset);
+}
+
+struct NormRope {
+  cuda::QkNormRopeShape shape;  // tokens, heads, head_dim, eps, attention scaling
+  int half = 0;                 // rotary_dim / 2
+  bool fused = false;           // the qk_norm_rope kernels fit the shape
+  std::shared_ptr<cuda::DeviceBuffer<float>> inverse_frequency;
+
+  int64_t rows() const { return shape.tokens * shape.heads; }
+  int64_t count() const { return rows() * shape.head_dim; }
+};
+
+// x at x_index, weight after it, position_ids last; attrs as the op's shape rule checked them.
+NormRope norm_rope_of(const CudaBindContext& ctx, size_t x_index) {
+  expect_input(ctx, x_index, DType::BF16);
+  expect_input(ctx, x_index + 1, DType::BF16);
+  expect_input(ctx, ctx.inputs.size() - 1, DType::I32);
+  NormRope layout;
+  const int64_t heads = ctx.attrs.integer("heads"), head_dim = ctx.attrs.integer("head_dim");
+  std::vector<float> inverse;
+  for (const auto& value : ctx.attrs.raw().at("inv_freq")) inverse.push_back(static_cast<float>(value.get<double>()));
+  layout.half = static_cast<int>(inverse.size());
+  layout.shape = cuda::QkNormRopeShape{ctx.inputs[x_index].numel() / (heads * head_dim), static_cast<int>(heads),
+                                       static_cast<int>(head_dim), static_cast<float>(ctx.attrs.number_or("eps", 0.0)),
+                                       static_cast<float>(ctx.attrs.number_or("attention_scaling", 1.0))};
+  const bool kernel_width = head_dim == 16 || head_dim == 32 || head_dim == 64 || head_dim == 128 || head_dim == 256;
+  layout.fused = kernel_width && 2 * layout.half == head_dim;
+  require(ctx, layout.fused || (head_dim % 8 == 0 && head_dim <= 32768),
+          "the CUDA q/k norm + RoPE needs a head_dim that is a multiple of 8, got {}", head_dim);
+  layout.inverse_frequency = std::make_shared<cuda::DeviceBuffer<float>>(cuda::to_device(inverse));
+  return layout;
+}
+
+// (x, weight, position_ids) -> (out, rstd)
+CudaKernel bind_fused_rmsnorm_rope(const CudaBindContext& ctx) {
+  const NormRope layout = norm_rope_of(ctx, 0);
+  require(ctx, ctx.outputs[1].dtype == DType::F32, "rstd must be F32 in a BF16 graph");
+  if (layout.fused) {
+    return [=](const CudaKernelArgs& args) {
+      cuda::qk_norm_rope_forward(args.outputs[0].as<bf16>(), args.outputs[1].as<float>(), args.inputs[0].as<const bf16>(),
+                                 args.inputs[1].as<const bf16>(), layout.inverse_frequency->data(),
+                                 args.inputs[2].as<const int32_t>(), layout.shape, args.stream);
+    };
+  }
+  ScratchLayout scratch;
+  const size_t normed = scratch.take(sizeof(bf16) * layout.count());
+  const size_t cos = scratch.take(sizeof(float) * layout.shape.tokens * layout.half);
+  const size_t sin = scratch.take(sizeof(float) * layout.shape.tokens * layout.half);
+  ctx.resources.reserve_scratch(scratch.bytes);
+  CudaResources* resources = &ctx.resources;
+  return [=](const CudaKernelArgs& args) {
+    const cuda::QkNormRopeShape& s = layout.shape;
+    cuda::rmsnorm_forward(at<bf16>(resources, normed), args.outputs[1].as<float>(), args.inputs[0].as<const bf16>(),
+                          args.inputs[1].as<const bf16>(), layout.rows(), s.head_dim, s.epsilon, args.stream);
+    k::rope_tables(at<float>(resources, cos), at<float>(resources, sin), args.inputs[2].as<const int32_t>(),
+                   layout.inverse_frequency->data(), s.tokens, layout.half, s.scaling, args.stream);
+    k::rope_apply(args.outputs[0].as<bf16>(), at<const bf16>(resources, normed), at<const float>(resources, cos),
+                  at<const float>(resources, sin), s.tokens, s.heads, s.head_dim, layout.half, 1.0f, args.stream);
+  };
+}
+
+// (d_out, x, weight, rstd, position_ids) -> (d_x, d_weight)
+CudaKernel bind_fused_rmsnorm_rope_backward(const CudaBindContext& ctx) {
+  const NormRope layout = norm_rope_of(ctx, 1);
+  expect_input(ctx, 0, DType::BF16);
+  expect_input(ctx, 3, DType::F32);
+  require(ctx, ctx.outputs[1].dtype == DType::BF16, "d_weight must be BF16 in a BF16 graph");
+  const int64_t channels = layout.shape.head_dim;
+  ScratchLayout scratch;
+  const size_t dweight = scratch.take(sizeof(float) * channels);
+  const size_t partials = scratch.take(
+      sizeof(float) * (layout.fused ? cuda::qk_norm_rope_backward_scratch_floats(layout.shape)
+                                    : cuda::rmsnorm_backward_scratch_floats(layout.rows(), channels)));
+  const size_t dnormed = layout.fused ? 0 : scratch.take(sizeof(bf16) * layout.count());
+  const size_t cos = layout.fused ? 0 : scratch.take(sizeof(float) * layout.shape.tokens * layout.half);
+  const size_t sin = layout.fused ? 0 : scratch.take(sizeof(float) * layout.shape.tokens * layout.half);
+  ctx.resources.reserve_scratch(scratch.bytes);
+  CudaResources* resources = &ctx.resources;
+  return [=](const CudaKernelArgs& args) {
+    const cuda::QkNormRopeShape& s = layout.shape;
+    float* accumulator = at<float>(resources, dweight);
+    CUDA_CHECK(cudaMemsetAsync(accumulator, 0, sizeof(float) * channels, args.stream));
+    const bf16* d_out = args.inputs[0].as<const bf16>();
+    const bf16* x = args.inputs[1].as<const bf16>();
+    const bf16* weight = args.inputs[2].as<const bf16>();
+    const float* rstd = args.inputs[3].as<const float>();
+    const int32_t* positions = args.inputs[4].as<const int32_t>();
+    if (layout.fused) {
+      cuda::qk_norm_rope_backward(args.outputs[0].as<bf16>(), accumulator, at<float>(resources, partials), d_out, x,
+                                  weight, rstd, layout.inverse_frequency->data(), positions, s, args.stream);
+    } else {
+      k::rope_tables(at<float>(resources, cos), at<float>(resources, sin), positions, layout.inverse_frequency->data(),
+                     s.tokens, layout.half, s.scaling, args.stream);
+      k::rope_apply(at<bf16>(resources, dnormed), d_out, at<const float>(resources, cos), at<const float>(resources, sin),
+                    s.tokens, s.heads, s.head_dim, layout.half, -1.0f, args.stream);
+      cuda::rmsnorm_backward(args.outputs[0].as<bf16>(), accumulator, at<float>(resources, partials),
+                             at<const bf16>(resources, dnormed), nullptr, x, weight, rstd, layout.rows(), channels,
+                             args.stream);
+    }
+    k::convert_f32_to_bf16(accumulator, args.outputs[1].as<bf16>(), channels, args.stream);
+  };
+}
+
+}  // namespace
+
+void register_fused_cuda_ops(CudaOpTable& table) {
+  table.add("fused_rmsnorm_rope", bind_fused_rmsnorm_rope);
+  table.add("fused_rmsnorm_rope_backward", bind_fused_rmsnorm_rope_backward);
+}
+
+}  // namespace surogate::runtime
