@@ -40,7 +40,7 @@ protected:
 TEST_F(CudaEvaluationTest, FullFineTuningEvaluatesOnTheGpuLikeTheCpu) { expect_matches_cpu("eval-full", ""); }
 
 TEST_F(CudaEvaluationTest, LoraEvaluatesOnTheGpuLikeTheCpu) {
-  expect_matches_cpu("eval-lora", "lora: true\nlora_rank: 8\nlora_alpha: 16\nlora_dropout: 0.0\nlearning_rate: 2e-2\n");
+  expect_matches_cpu("eval-lora", "lora: true\nlora_rank: 8\nlora_alpha: 16\nlora_dropout: 0.0\nlearning_rate: 1e-2\n");
 }
 
 }  // namespace

@@ -34,9 +34,12 @@ TEST_F(CudaTrainerTest, FullFineTuningTracksTheCpuRun) {
 }
 
 TEST_F(CudaTrainerTest, LoraTracksTheCpuRun) {
-  // LoRA on the from-scratch model learns slowly at rank 4; a high LR makes the curve move.
+  // LoRA on the from-scratch model learns slowly; a high LR makes the curve move. Not higher than
+  // 1e-2: at 2e-2 this run is chaotic (on the CPU alone, a 5e-7 relative change of the learning
+  // rate moves the step-17 loss by 0.009), so bf16 rounding differences grow into loss gaps that
+  // say nothing about correctness.
   expect_tracks_cpu("lora", "max_steps: 20\nlora: true\nlora_rank: 8\nlora_alpha: 16\nlora_dropout: 0.0\n"
-                            "learning_rate: 2e-2\n");
+                            "learning_rate: 1e-2\n");
 }
 
 TEST_F(CudaTrainerTest, ResumedRunReproducesTheUninterruptedRunsLosses) {
