@@ -38,21 +38,6 @@ void expect_input(const CudaBindContext& ctx, size_t index, DType dtype) {
           dtype_safetensors_name(dtype), graph::format_type(ctx.inputs[index]));
 }
 
-// One step's temporaries in the shared scratch (256-byte aligned pieces).
-struct ScratchLayout {
-  size_t bytes = 0;
-  size_t take(size_t size) {
-    size_t offset = bytes;
-    bytes = (offset + size + 255) / 256 * 256;
-    return offset;
-  }
-};
-
-template <typename T>
-T* at(CudaResources* resources, size_t offset) {
-  return reinterpret_cast<T*>(resources->scratch() + offset);
-}
-
 struct NormRope {
   cuda::QkNormRopeShape shape;  // tokens, heads, head_dim, eps, attention scaling
   int half = 0;                 // rotary_dim / 2
@@ -103,12 +88,12 @@ CudaKernel bind_fused_rmsnorm_rope(const CudaBindContext& ctx) {
   CudaResources* resources = &ctx.resources;
   return [=](const CudaKernelArgs& args) {
     const cuda::QkNormRopeShape& s = layout.shape;
-    cuda::rmsnorm_forward(at<bf16>(resources, normed), args.outputs[1].as<float>(), args.inputs[0].as<const bf16>(),
+    cuda::rmsnorm_forward(scratch_at<bf16>(resources, normed), args.outputs[1].as<float>(), args.inputs[0].as<const bf16>(),
                           args.inputs[1].as<const bf16>(), layout.rows(), s.head_dim, s.epsilon, args.stream);
-    k::rope_tables(at<float>(resources, cos), at<float>(resources, sin), args.inputs[2].as<const int32_t>(),
+    k::rope_tables(scratch_at<float>(resources, cos), scratch_at<float>(resources, sin), args.inputs[2].as<const int32_t>(),
                    layout.inverse_frequency->data(), s.tokens, layout.half, s.scaling, args.stream);
-    k::rope_apply(args.outputs[0].as<bf16>(), at<const bf16>(resources, normed), at<const float>(resources, cos),
-                  at<const float>(resources, sin), s.tokens, s.heads, s.head_dim, layout.half, 1.0f, args.stream);
+    k::rope_apply(args.outputs[0].as<bf16>(), scratch_at<const bf16>(resources, normed), scratch_at<const float>(resources, cos),
+                  scratch_at<const float>(resources, sin), s.tokens, s.heads, s.head_dim, layout.half, 1.0f, args.stream);
   };
 }
 
@@ -131,7 +116,7 @@ CudaKernel bind_fused_rmsnorm_rope_backward(const CudaBindContext& ctx) {
   CudaResources* resources = &ctx.resources;
   return [=](const CudaKernelArgs& args) {
     const cuda::QkNormRopeShape& s = layout.shape;
-    float* accumulator = at<float>(resources, dweight);
+    float* accumulator = scratch_at<float>(resources, dweight);
     CUDA_CHECK(cudaMemsetAsync(accumulator, 0, sizeof(float) * channels, args.stream));
     const bf16* d_out = args.inputs[0].as<const bf16>();
     const bf16* x = args.inputs[1].as<const bf16>();
@@ -139,15 +124,15 @@ CudaKernel bind_fused_rmsnorm_rope_backward(const CudaBindContext& ctx) {
     const float* rstd = args.inputs[3].as<const float>();
     const int32_t* positions = args.inputs[4].as<const int32_t>();
     if (layout.fused) {
-      cuda::qk_norm_rope_backward(args.outputs[0].as<bf16>(), accumulator, at<float>(resources, partials), d_out, x,
+      cuda::qk_norm_rope_backward(args.outputs[0].as<bf16>(), accumulator, scratch_at<float>(resources, partials), d_out, x,
                                   weight, rstd, layout.inverse_frequency->data(), positions, s, args.stream);
     } else {
-      k::rope_tables(at<float>(resources, cos), at<float>(resources, sin), positions, layout.inverse_frequency->data(),
+      k::rope_tables(scratch_at<float>(resources, cos), scratch_at<float>(resources, sin), positions, layout.inverse_frequency->data(),
                      s.tokens, layout.half, s.scaling, args.stream);
-      k::rope_apply(at<bf16>(resources, dnormed), d_out, at<const float>(resources, cos), at<const float>(resources, sin),
+      k::rope_apply(scratch_at<bf16>(resources, dnormed), d_out, scratch_at<const float>(resources, cos), scratch_at<const float>(resources, sin),
                     s.tokens, s.heads, s.head_dim, layout.half, -1.0f, args.stream);
-      cuda::rmsnorm_backward(args.outputs[0].as<bf16>(), accumulator, at<float>(resources, partials),
-                             at<const bf16>(resources, dnormed), nullptr, x, weight, rstd, layout.rows(), channels,
+      cuda::rmsnorm_backward(args.outputs[0].as<bf16>(), accumulator, scratch_at<float>(resources, partials),
+                             scratch_at<const bf16>(resources, dnormed), nullptr, x, weight, rstd, layout.rows(), channels,
                              args.stream);
     }
     k::convert_f32_to_bf16(accumulator, args.outputs[1].as<bf16>(), channels, args.stream);

@@ -58,21 +58,6 @@ void require(const CudaBindContext& ctx, bool condition, fmt::format_string<Args
 
 int64_t last(const graph::TensorType& type) { return type.shape.empty() ? 1 : type.shape.back(); }
 
-// Carves one step's temporaries out of the shared scratch (256-byte aligned pieces).
-struct ScratchLayout {
-  size_t bytes = 0;
-  size_t take(size_t size) {
-    size_t offset = bytes;
-    bytes = (offset + size + 255) / 256 * 256;
-    return offset;
-  }
-};
-
-template <typename T>
-T* at(CudaResources* resources, size_t offset) {
-  return reinterpret_cast<T*>(resources->scratch() + offset);
-}
-
 void zero_async(void* pointer, size_t bytes, cudaStream_t stream) {
   if (bytes > 0) CUDA_CHECK(cudaMemsetAsync(pointer, 0, bytes, stream));
 }
@@ -101,7 +86,7 @@ CudaKernel bind_embedding_backward(const CudaBindContext& ctx) {
   ctx.resources.reserve_scratch(layout.bytes);
   CudaResources* resources = &ctx.resources;
   return [=](const CudaKernelArgs& args) {
-    float* accumulator = at<float>(resources, table);
+    float* accumulator = scratch_at<float>(resources, table);
     zero_async(accumulator, sizeof(float) * vocab * channels, args.stream);
     cuda::embedding_backward(accumulator, args.inputs[0].as<const int32_t>(), args.inputs[1].as<const bf16>(), tokens,
                              vocab, channels, args.stream);
@@ -190,10 +175,10 @@ CudaKernel bind_rmsnorm_backward(const CudaBindContext& ctx) {
   ctx.resources.reserve_scratch(layout.bytes);
   CudaResources* resources = &ctx.resources;
   return [=](const CudaKernelArgs& args) {
-    float* accumulator = at<float>(resources, dweight);
+    float* accumulator = scratch_at<float>(resources, dweight);
     zero_async(accumulator, sizeof(float) * channels, args.stream);
     if (narrow.used) {
-      cuda::qk_norm_rope_backward(args.outputs[0].as<bf16>(), accumulator, at<float>(resources, partials),
+      cuda::qk_norm_rope_backward(args.outputs[0].as<bf16>(), accumulator, scratch_at<float>(resources, partials),
                                   args.inputs[0].as<const bf16>(), args.inputs[1].as<const bf16>(),
                                   args.inputs[2].as<const bf16>(), args.inputs[3].as<const float>(),
                                   narrow.zero_frequencies->data(), narrow.zero_positions->data(), narrow.shape,
@@ -201,7 +186,7 @@ CudaKernel bind_rmsnorm_backward(const CudaBindContext& ctx) {
       k::convert_f32_to_bf16(accumulator, args.outputs[1].as<bf16>(), channels, args.stream);
       return;
     }
-    cuda::rmsnorm_backward(args.outputs[0].as<bf16>(), accumulator, at<float>(resources, partials),
+    cuda::rmsnorm_backward(args.outputs[0].as<bf16>(), accumulator, scratch_at<float>(resources, partials),
                            args.inputs[0].as<const bf16>(), has_residual ? args.inputs[4].as<const bf16>() : nullptr,
                            args.inputs[1].as<const bf16>(), args.inputs[2].as<const bf16>(),
                            args.inputs[3].as<const float>(), rows, channels, args.stream);
@@ -442,7 +427,7 @@ CudaKernel bind_attention(const CudaBindContext& ctx) {
   ctx.resources.reserve_scratch(scratch.bytes);
   CudaResources* resources = &ctx.resources;
   return [=](const CudaKernelArgs& args) {
-    int32_t* cu_seqlens = at<int32_t>(resources, cu);
+    int32_t* cu_seqlens = scratch_at<int32_t>(resources, cu);
     k::cu_seqlens_from_documents(cu_seqlens, has_documents ? args.inputs[3].as<const int32_t>() : nullptr,
                                  layout.batch, layout.sequence, args.stream);
     const bf16 *q = args.inputs[0].as<const bf16>(), *kk = args.inputs[1].as<const bf16>(),
@@ -470,7 +455,7 @@ CudaKernel bind_attention_backward(const CudaBindContext& ctx) {
   ctx.resources.reserve_scratch(scratch.bytes);
   CudaResources* resources = &ctx.resources;
   return [=](const CudaKernelArgs& args) {
-    int32_t* cu_seqlens = at<int32_t>(resources, cu);
+    int32_t* cu_seqlens = scratch_at<int32_t>(resources, cu);
     k::cu_seqlens_from_documents(cu_seqlens, has_documents ? args.inputs[3].as<const int32_t>() : nullptr,
                                  layout.batch, layout.sequence, args.stream);
     const bf16 *q = args.inputs[0].as<const bf16>(), *kk = args.inputs[1].as<const bf16>(),
@@ -479,7 +464,7 @@ CudaKernel bind_attention_backward(const CudaBindContext& ctx) {
     const float* lse = args.inputs[base + 1].as<const float>();
     bf16 *dq = args.outputs[0].as<bf16>(), *dk = args.outputs[1].as<bf16>(), *dv = args.outputs[2].as<bf16>();
     if (layout.flash) {
-      cuda::attention_backward(dq, dk, dv, at<float>(resources, workspace), dout, q, kk, v, out, lse, cu_seqlens,
+      cuda::attention_backward(dq, dk, dv, scratch_at<float>(resources, workspace), dout, q, kk, v, out, lse, cu_seqlens,
                                flash_shape(layout), args.stream);
     } else {
       k::plain_attention_backward(dq, dk, dv, dout, q, kk, v, out, lse, cu_seqlens, plain_shape(layout), args.stream);
@@ -532,9 +517,9 @@ CudaKernel bind_lm_head_loss(const CudaBindContext& ctx) {
   CudaResources* resources = &ctx.resources;
   return [=](const CudaKernelArgs& args) {
     cuda::LmHeadLossArguments arguments = loss_arguments(layout, args);
-    arguments.logits_workspace = at<bf16>(resources, logits);
-    arguments.row_losses = at<float>(resources, row_losses);
-    arguments.loss_sum = at<float>(resources, loss_sum);
+    arguments.logits_workspace = scratch_at<bf16>(resources, logits);
+    arguments.row_losses = scratch_at<float>(resources, row_losses);
+    arguments.loss_sum = scratch_at<float>(resources, loss_sum);
     cuda::lm_head_cross_entropy(resources->matmul(), arguments, args.stream);
     k::scalar_product(arguments.loss_sum, args.inputs[3].as<const float>(), args.outputs[0].as<float>(), args.stream);
     zero_async(args.outputs[1].data, sizeof(float) * layout.rows, args.stream);
@@ -558,14 +543,14 @@ CudaKernel bind_lm_head_loss_backward(const CudaBindContext& ctx) {
   ctx.resources.reserve_scratch(scratch.bytes);
   CudaResources* resources = &ctx.resources;
   return [=](const CudaKernelArgs& args) {
-    float* grad_scale = at<float>(resources, scalars) + 1;
+    float* grad_scale = scratch_at<float>(resources, scalars) + 1;
     k::scalar_product(args.inputs[4].as<const float>(), args.inputs[5].as<const float>(), grad_scale, args.stream);
-    float* accumulator = weight_gradient ? at<float>(resources, dweight) : nullptr;
+    float* accumulator = weight_gradient ? scratch_at<float>(resources, dweight) : nullptr;
     if (weight_gradient) zero_async(accumulator, sizeof(float) * layout.vocab * layout.channels, args.stream);
     cuda::LmHeadLossArguments arguments = loss_arguments(layout, args);
-    arguments.logits_workspace = at<bf16>(resources, logits);
-    arguments.row_losses = at<float>(resources, row_losses);
-    arguments.loss_sum = at<float>(resources, scalars);
+    arguments.logits_workspace = scratch_at<bf16>(resources, logits);
+    arguments.row_losses = scratch_at<float>(resources, row_losses);
+    arguments.loss_sum = scratch_at<float>(resources, scalars);
     arguments.grad_scale = grad_scale;
     arguments.dhidden = args.outputs[0].as<bf16>();
     arguments.dweight = accumulator;
@@ -586,9 +571,9 @@ CudaKernel bind_lm_head_accuracy(const CudaBindContext& ctx) {
   ctx.resources.reserve_scratch(scratch.bytes);
   CudaResources* resources = &ctx.resources;
   return [=](const CudaKernelArgs& args) {
-    int32_t* count = at<int32_t>(resources, hits);
+    int32_t* count = scratch_at<int32_t>(resources, hits);
     zero_async(count, sizeof(int32_t), args.stream);
-    bf16* chunk = at<bf16>(resources, logits);
+    bf16* chunk = scratch_at<bf16>(resources, logits);
     const bf16* hidden = args.inputs[0].as<const bf16>();
     const int32_t* labels = args.inputs[2].as<const int32_t>();
     for (int64_t row = 0; row < layout.rows; row += layout.chunk_rows) {

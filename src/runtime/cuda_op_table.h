@@ -66,6 +66,23 @@ private:
   cuda::DeviceBuffer<std::byte> scratch_;
 };
 
+// Carves one step's temporaries out of the shared scratch (256-byte aligned pieces): a binder
+// take()s its pieces at bind time, reserves layout.bytes, and its kernel finds them with
+// scratch_at once the backend has allocated the scratch.
+struct ScratchLayout {
+  size_t bytes = 0;
+  size_t take(size_t size) {
+    size_t offset = bytes;
+    bytes = (offset + size + 255) / 256 * 256;
+    return offset;
+  }
+};
+
+template <typename T>
+T* scratch_at(CudaResources* resources, size_t offset) {
+  return reinterpret_cast<T*>(resources->scratch() + offset);
+}
+
 // What a CUDA binder sees at load time: types carry dtype and shape, no data.
 struct CudaBindContext {
   const graph::Node& node;
