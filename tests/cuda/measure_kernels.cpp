@@ -50,7 +50,7 @@ DeviceBuffer<__nv_bfloat16> random_bf16(size_t count, float scale) {
 
 // `amount` is flops or bytes; printed per second in units of 10^12 (TFLOP/s or TB/s).
 void row(const char* what, double ms, const char* unit, double amount) {
-  std::printf("| %-46s | %9.3f ms | %8.1f %s |\n", what, ms, amount / (ms * 1e-3) / 1e12, unit);
+  std::printf("| %-58s | %9.3f ms | %8.1f %s |\n", what, ms, amount / (ms * 1e-3) / 1e12, unit);
 }
 
 }  // namespace
@@ -83,29 +83,41 @@ int main() {
     });
     row("copy 2 GiB device-to-device (read+write)", ms, "TB/s   ", 2.0 * bytes);
   }
-  {  // attention at a Llama-8B-like shape: 8 documents of 2048 packed, 32/8 heads, head_dim 128.
-    const int64_t tokens = 16384;
-    AttentionShape shape{.tokens = tokens, .q_heads = 32, .kv_heads = 8, .head_dim = 128, .documents = 8,
-                         .window = 0, .softmax_scale = 0.0883883f};
+  // Attention: the benchmark jobs' shapes (micro-batch 2 × 2048 packed as 2 documents; Qwen3-8B
+  // 32/8 heads, Qwen3-0.6B 16/8, head_dim 128) and 8 documents × 2048 at 32/8 heads.
+  struct AttentionCase {
+    const char* name;
+    int documents, q_heads, kv_heads;
+  };
+  for (const AttentionCase& c : {AttentionCase{"8x2048, 32/8 heads", 8, 32, 8}, AttentionCase{"2x2048, 32/8 (8B job)", 2, 32, 8},
+                                 AttentionCase{"2x2048, 16/8 (0.6B job)", 2, 16, 8}}) {
+    const int64_t tokens = int64_t{c.documents} * 2048;
+    AttentionShape shape{.tokens = tokens, .q_heads = c.q_heads, .kv_heads = c.kv_heads, .head_dim = 128,
+                         .documents = c.documents, .window = 0, .softmax_scale = 0.0883883f};
     std::vector<int32_t> cu;
-    for (int d = 0; d <= 8; ++d) cu.push_back(d * 2048);
+    for (int d = 0; d <= c.documents; ++d) cu.push_back(d * 2048);
     auto cu_device = to_device(cu);
-    auto q = random_bf16(tokens * 32 * 128, 2.0f), k = random_bf16(tokens * 8 * 128, 2.0f),
-         v = random_bf16(tokens * 8 * 128, 1.0f), dout = random_bf16(tokens * 32 * 128, 1.0f);
-    DeviceBuffer<__nv_bfloat16> out(tokens * 32 * 128), dq(tokens * 32 * 128), dk(tokens * 8 * 128),
-        dv(tokens * 8 * 128);
-    DeviceBuffer<float> lse(tokens * 32), workspace(attention_backward_workspace_floats(shape));
+    const int64_t q_count = tokens * c.q_heads * 128, kv_count = tokens * c.kv_heads * 128;
+    auto q = random_bf16(q_count, 2.0f), k = random_bf16(kv_count, 2.0f), v = random_bf16(kv_count, 1.0f),
+         dout = random_bf16(q_count, 1.0f);
+    DeviceBuffer<__nv_bfloat16> out(q_count), dq(q_count), dk(kv_count), dv(kv_count);
+    DeviceBuffer<float> lse(tokens * c.q_heads), workspace(attention_backward_workspace_floats(shape));
     // Causal: half of the 2048² score matrix per document and head; 4 flops per score·dim (QKᵀ, PV).
-    const double forward_flops = 8.0 * 32 * (2048.0 * 2048.0 / 2) * 128 * 4;
+    const double forward_flops = double(c.documents) * c.q_heads * (2048.0 * 2048.0 / 2) * 128 * 4;
     const double ms = median_ms([&] {
       attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), cu_device.data(), shape, nullptr);
     });
-    row("attention fwd 8x2048 causal, 32/8 heads, d128", ms, "TFLOP/s", forward_flops);
-    const double ms_backward = median_ms([&] {
-      attention_backward(dq.data(), dk.data(), dv.data(), workspace.data(), dout.data(), q.data(), k.data(), v.data(),
-                         out.data(), lse.data(), cu_device.data(), shape, nullptr);
-    });
-    row("attention bwd (same; 2.5x fwd flops)", ms_backward, "TFLOP/s", 2.5 * forward_flops);
+    char label[96];
+    std::snprintf(label, sizeof label, "attention fwd %s", c.name);
+    row(label, ms, "TFLOP/s", forward_flops);
+    for (int warps : {4, 8}) {
+      const double ms_backward = median_ms([&] {
+        attention_backward(dq.data(), dk.data(), dv.data(), workspace.data(), dout.data(), q.data(), k.data(),
+                           v.data(), out.data(), lse.data(), cu_device.data(), shape, nullptr, warps);
+      });
+      std::snprintf(label, sizeof label, "attention bwd %s, %d warps (2.5x fwd flops)", c.name, warps);
+      row(label, ms_backward, "TFLOP/s", 2.5 * forward_flops);
+    }
   }
   {  // memory-bound kernels at 16384 tokens x 4096 channels.
     const int64_t rows = 16384, channels = 4096;

@@ -3,7 +3,8 @@
 // Tolerances: output 1e-2 relative (probabilities are rounded to bf16 before P·V, matmul
 // class); logsumexp 1e-4 relative (fp32 scores); dq, dk, dv 2e-2 relative (two bf16
 // roundings, of P / dS and of the output, over long fp32 accumulations). dk and dv must be
-// bitwise reproducible (written once per block); dq uses atomics and need not be.
+// bitwise reproducible (written once per block, GQA partials summed in a fixed order); dq uses
+// atomics and need not be. The backward runs with both key-block widths (4 and 8 warps).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -110,29 +111,33 @@ TEST(CudaAttention, ForwardBackwardPackedCausalGqaWindow) {
     logsumexp.poison();
     attention_forward(bf16_ptr(out), logsumexp.data(), bf16_ptr(device_q), bf16_ptr(device_k), bf16_ptr(device_v),
                       device_cu.data(), shape, nullptr);
-    std::vector<Bf16> dk_runs[2], dv_runs[2];
-    for (int run = 0; run < 2; ++run) {
-      dq.poison();
-      dk.poison();
-      dv.poison();
-      attention_backward(bf16_ptr(dq), bf16_ptr(dk), bf16_ptr(dv), workspace.data(), bf16_ptr(device_dout),
-                         bf16_ptr(device_q), bf16_ptr(device_k), bf16_ptr(device_v), bf16_ptr(out), logsumexp.data(),
-                         device_cu.data(), shape, nullptr);
-      synchronize();
-      dk_runs[run] = dk.download();
-      dv_runs[run] = dv.download();
-    }
     const Reference r = reference_attention(q, k, v, dout, c.cu_seqlens, shape);
     const std::string where = "tokens=" + std::to_string(shape.tokens) + " heads=" + std::to_string(c.q_heads) + "/" +
                               std::to_string(c.kv_heads) + " head_dim=" + std::to_string(c.head_dim) +
                               " window=" + std::to_string(c.window);
     EXPECT_LT(relative_error(download_bf16(out), r.out), 1e-2) << where;
     EXPECT_LT(relative_error(logsumexp.download(), r.logsumexp), 1e-4) << where;
-    EXPECT_LT(relative_error(download_bf16(dq), r.dq), 2e-2) << where;
-    EXPECT_LT(relative_error(from_bf16(dk_runs[0]), r.dk), 2e-2) << where;
-    EXPECT_LT(relative_error(from_bf16(dv_runs[0]), r.dv), 2e-2) << where;
-    EXPECT_EQ(dk_runs[0], dk_runs[1]) << "dk not deterministic, " << where;
-    EXPECT_EQ(dv_runs[0], dv_runs[1]) << "dv not deterministic, " << where;
+    for (int warps : {4, 8}) {
+      const std::string at = where + " key_block_warps=" + std::to_string(warps);
+      std::vector<Bf16> dk_runs[2], dv_runs[2];
+      for (int run = 0; run < 2; ++run) {
+        dq.poison();
+        dk.poison();
+        dv.poison();
+        workspace.poison();
+        attention_backward(bf16_ptr(dq), bf16_ptr(dk), bf16_ptr(dv), workspace.data(), bf16_ptr(device_dout),
+                           bf16_ptr(device_q), bf16_ptr(device_k), bf16_ptr(device_v), bf16_ptr(out),
+                           logsumexp.data(), device_cu.data(), shape, nullptr, warps);
+        synchronize();
+        dk_runs[run] = dk.download();
+        dv_runs[run] = dv.download();
+      }
+      EXPECT_LT(relative_error(download_bf16(dq), r.dq), 2e-2) << at;
+      EXPECT_LT(relative_error(from_bf16(dk_runs[0]), r.dk), 2e-2) << at;
+      EXPECT_LT(relative_error(from_bf16(dv_runs[0]), r.dv), 2e-2) << at;
+      EXPECT_EQ(dk_runs[0], dk_runs[1]) << "dk not deterministic, " << at;
+      EXPECT_EQ(dv_runs[0], dv_runs[1]) << "dv not deterministic, " << at;
+    }
   }
 }
 

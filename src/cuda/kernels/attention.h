@@ -15,11 +15,14 @@
 //             softmax in the exp2 domain; P goes from the score accumulators straight into
 //             the A operand of P·V without touching shared memory. Only key tiles that some
 //             row of the block can see are visited (causal + document + window bounds).
-//   backward: delta = rowsum(dO ∘ O) first; then a block owns 64 keys of one kv head (16 per
-//             warp, dK/dV accumulated in registers over every q head of its GQA group and
-//             every 32-query tile that can see those keys; written once: deterministic).
-//             dQ is accumulated with fp32 atomics into a workspace and converted to bf16 at
-//             the end: dQ is NOT bitwise deterministic (rounding-level differences).
+//   backward: delta = rowsum(dO ∘ O) first; then a block owns 64 keys (4 warps × 16; 128 keys
+//             and 8 warps on request, head_dim 64/128) of ONE q head, dK/dV accumulated in registers over
+//             every 32-query tile that can see those keys. One block per (q head, key block)
+//             keeps the causal work balanced across SMs. With GQA each block writes its head's
+//             dK/dV partial in fp32 and a second kernel sums the group in a fixed order, so dK
+//             and dV are bitwise deterministic. dQ is accumulated with fp32 atomics into a
+//             workspace and converted to bf16 at the end: dQ is NOT bitwise deterministic
+//             (rounding-level differences).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -43,12 +46,14 @@ void attention_forward(__nv_bfloat16* out, float* logsumexp, const __nv_bfloat16
                        const __nv_bfloat16* v, const int32_t* cu_seqlens, const AttentionShape& shape,
                        cudaStream_t stream);
 
-// fp32 workspace the backward needs: dQ accumulator and delta.
+// fp32 workspace the backward needs: dQ accumulator, delta and, with GQA, the per-q-head dK / dV
+// partials (3 × tokens × q_heads × head_dim + tokens × q_heads floats).
 int64_t attention_backward_workspace_floats(const AttentionShape& shape);
 
 void attention_backward(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bfloat16* dv, float* workspace,
                         const __nv_bfloat16* dout, const __nv_bfloat16* q, const __nv_bfloat16* k,
                         const __nv_bfloat16* v, const __nv_bfloat16* out, const float* logsumexp,
-                        const int32_t* cu_seqlens, const AttentionShape& shape, cudaStream_t stream);
+                        const int32_t* cu_seqlens, const AttentionShape& shape, cudaStream_t stream,
+                        int key_block_warps = 0);  // 0: the tuned default; 4 or 8 to measure both
 
 }  // namespace surogate::cuda

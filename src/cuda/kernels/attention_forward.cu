@@ -1,7 +1,7 @@
 // Flash attention forward (see attention.h for layouts and masking, attention_tiles.cuh for
 // the fragment layouts). Tiles: 64 queries × 64 keys per step, 4 warps × 16 query rows.
 // K/V tiles are double-buffered: the cp.async copy of tile i+1 runs while tile i is computed.
-// Tiles that every row of the block sees entirely (away from the diagonal and document
+// K fragments come through ldmatrix. Tiles that every row of the block sees entirely (away from the diagonal and document
 // boundaries: most of them) skip the per-element mask.
 #include "cuda/cuda_check.h"
 #include "cuda/kernels/attention.h"
@@ -33,11 +33,13 @@ __global__ void __launch_bounds__(kThreads)
   // Two stages of (K, V) after Q.
   __nv_bfloat16* stages = tile_q + kBlockQueries * kStride;
 
-  const int head = blockIdx.y;
+  // Heads vary fastest and query blocks run from the last one down: the blocks with the most
+  // causal work start first and the short ones fill the tail.
+  const int head = blockIdx.x;
   const int kv_head = head / (shape.q_heads / shape.kv_heads);
   const int64_t tokens = shape.tokens;
   const int64_t q_stride = int64_t{shape.q_heads} * kHeadDim, kv_stride = int64_t{shape.kv_heads} * kHeadDim;
-  const int64_t first_query = int64_t{blockIdx.x} * kBlockQueries;
+  const int64_t first_query = int64_t{gridDim.y - 1 - blockIdx.y} * kBlockQueries;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
 
   load_tile<kHeadDim>(tile_q, q + first_query * q_stride + int64_t{head} * kHeadDim, q_stride, kBlockQueries,
@@ -100,9 +102,11 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int s = 0; s < kSlices; ++s) {
 #pragma unroll
-      for (int n = 0; n < kScoreTiles; ++n) {
-        const __nv_bfloat16* base = tile_k + (n * 8 + g) * kStride + s * 16 + 2 * t;
-        mma_16816(scores[n], q_fragments[s], load_pair(base), load_pair(base + 8));
+      for (int n = 0; n < kScoreTiles; n += 2) {
+        uint32_t b[4];  // B fragments of key n-tiles n and n + 1
+        ldmatrix_x4(b, tile_k + (n * 8 + (lane >> 4) * 8 + (lane & 7)) * kStride + s * 16 + ((lane >> 3) & 1) * 8);
+        mma_16816(scores[n], q_fragments[s], b[0], b[1]);
+        mma_16816(scores[n + 1], q_fragments[s], b[2], b[3]);
       }
     }
 
@@ -200,7 +204,9 @@ void launch_forward(__nv_bfloat16* out, float* logsumexp, const __nv_bfloat16* q
   constexpr size_t kShared = forward_shared_bytes<kHeadDim>();
   CUDA_CHECK(cudaFuncSetAttribute(attention_forward_kernel<kHeadDim>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   static_cast<int>(kShared)));
-  const dim3 grid(static_cast<unsigned>((shape.tokens + kBlockQueries - 1) / kBlockQueries), shape.q_heads);
+  const int64_t query_blocks = (shape.tokens + kBlockQueries - 1) / kBlockQueries;
+  CUDA_REQUIRE(query_blocks <= 65535, "attention forward: too many tokens for one launch");
+  const dim3 grid(shape.q_heads, static_cast<unsigned>(query_blocks));
   attention_forward_kernel<kHeadDim><<<grid, kThreads, kShared, stream>>>(out, logsumexp, q, k, v, cu_seqlens, shape);
   CUDA_CHECK_LAUNCH();
 }

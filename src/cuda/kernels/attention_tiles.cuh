@@ -35,6 +35,17 @@ __device__ __forceinline__ void mma_16816(float (&c)[4], const uint32_t (&a)[4],
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// Four 8×8 bf16 matrices; lane l gives the row address of matrix l / 8, row l % 8. Lane (g, t)
+// receives row g, columns 2t..2t+1 of each matrix: from a row-major [m][k] tile this is an A
+// fragment (matrices: rows 0-7 / 8-15 × k 0-7 / 8-15), from a row-major [n][k] tile the B
+// fragments of two neighbouring n-tiles.
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const __nv_bfloat16* address) {
+  const uint32_t shared = static_cast<uint32_t>(__cvta_generic_to_shared(address));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(shared));
+}
+
 // Four 8×8 bf16 matrices, transposed; lane l gives the row address of matrix l / 8, row l % 8.
 __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const __nv_bfloat16* address) {
   const uint32_t shared = static_cast<uint32_t>(__cvta_generic_to_shared(address));
@@ -82,11 +93,11 @@ __device__ __forceinline__ int64_t lowest_visible_key(const int32_t* cu_seqlens,
 
 // Copies `rows` rows of head_dim bf16 (global row stride `stride` elements, starting at `source`)
 // into a padded shared tile; rows at or past `valid_rows` are zero-filled. 16-byte vectors.
-template <int kHeadDim>
+template <int kHeadDim, int kThreadCount = kThreads>
 __device__ __forceinline__ void load_tile(__nv_bfloat16* tile, const __nv_bfloat16* source, int64_t stride,
                                           int rows, int64_t valid_rows) {
   constexpr int kVectors = kHeadDim / 8;
-  for (int chunk = threadIdx.x; chunk < rows * kVectors; chunk += kThreads) {
+  for (int chunk = threadIdx.x; chunk < rows * kVectors; chunk += kThreadCount) {
     const int row = chunk / kVectors, column = (chunk % kVectors) * 8;
     uint4 value = make_uint4(0, 0, 0, 0);
     if (row < valid_rows) value = *reinterpret_cast<const uint4*>(source + row * stride + column);
@@ -105,11 +116,11 @@ template <int kPending>
 __device__ __forceinline__ void copy_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending)); }
 
 // load_tile through cp.async: the caller commits, waits and synchronises.
-template <int kHeadDim>
+template <int kHeadDim, int kThreadCount = kThreads>
 __device__ __forceinline__ void load_tile_async(__nv_bfloat16* tile, const __nv_bfloat16* source, int64_t stride,
                                                 int rows, int64_t valid_rows) {
   constexpr int kVectors = kHeadDim / 8;
-  for (int chunk = threadIdx.x; chunk < rows * kVectors; chunk += kThreads) {
+  for (int chunk = threadIdx.x; chunk < rows * kVectors; chunk += kThreadCount) {
     const int row = chunk / kVectors, column = (chunk % kVectors) * 8;
     const bool valid = row < valid_rows;
     copy_async_16(tile + row * (kHeadDim + kPad) + column, valid ? source + row * stride + column : source, valid);
