@@ -74,6 +74,49 @@ int main() {
     const double ms_nn = median_ms([&] { matmul.run(nn, c.data(), a.data(), b.data(), nullptr, nullptr); });
     row("cuBLASLt bf16 8192^3 (dy.W)", ms_nn, "TFLOP/s", 2.0 * n * n * n);
   }
+  {  // The 8B LoRA job's products at 4096 tokens: base projections and the rank-16 adapter GEMMs
+     // (memory-bound: their rate is printed as the bytes of the big operand per second).
+    const int64_t tokens = 4096, hidden = 4096, rank = 16;
+    Matmul matmul;
+    auto x = random_bf16(tokens * 12288, 1.0f), w = random_bf16(12288 * hidden, 1.0f),
+         dy = random_bf16(tokens * 12288, 1.0f), down = random_bf16(tokens * rank, 1.0f),
+         lora_a = random_bf16(rank * 12288, 1.0f), lora_b = random_bf16(12288 * rank, 1.0f);
+    DeviceBuffer<__nv_bfloat16> y(tokens * 12288), small(tokens * rank);
+    DeviceBuffer<float> grad(12288 * rank);
+    for (int64_t out : {int64_t{1024}, hidden, int64_t{12288}}) {
+      char label[96];
+      MatmulShape forward{.m = tokens, .n = out, .k = hidden, .transpose_b = true};
+      std::snprintf(label, sizeof label, "linear fwd %ldx%ld -> %ld", long(tokens), long(hidden), long(out));
+      row(label, median_ms([&] { matmul.run(forward, y.data(), x.data(), w.data(), nullptr, nullptr); }), "TFLOP/s",
+          2.0 * tokens * hidden * out);
+      MatmulShape input_grad{.m = tokens, .n = hidden, .k = out};
+      std::snprintf(label, sizeof label, "linear dx %ldx%ld <- %ld", long(tokens), long(hidden), long(out));
+      row(label, median_ms([&] { matmul.run(input_grad, y.data(), dy.data(), w.data(), nullptr, nullptr); }),
+          "TFLOP/s", 2.0 * tokens * hidden * out);
+      MatmulShape lora_up{.m = tokens, .n = out, .k = rank, .transpose_b = true};
+      std::snprintf(label, sizeof label, "lora B fwd %ldx%ld -> %ld (out bytes)", long(tokens), long(rank), long(out));
+      row(label, median_ms([&] { matmul.run(lora_up, y.data(), down.data(), lora_b.data(), nullptr, nullptr); }),
+          "TB/s   ", 2.0 * tokens * out);
+      MatmulShape d_down{.m = tokens, .n = rank, .k = out};
+      std::snprintf(label, sizeof label, "lora d_down %ldx%ld -> %ld (dy bytes)", long(tokens), long(out), long(rank));
+      row(label, median_ms([&] { matmul.run(d_down, small.data(), dy.data(), lora_b.data(), nullptr, nullptr); }),
+          "TB/s   ", 2.0 * tokens * out);
+      MatmulShape grad_b{.m = out, .n = rank, .k = tokens, .transpose_a = true, .output = MatmulOutput::Float32,
+                         .accumulate = true};
+      std::snprintf(label, sizeof label, "lora dB %ldx%ld (dy bytes)", long(out), long(rank));
+      row(label, median_ms([&] { matmul.run(grad_b, grad.data(), dy.data(), down.data(), nullptr, nullptr); }),
+          "TB/s   ", 2.0 * tokens * out);
+    }
+    MatmulShape lora_down{.m = tokens, .n = rank, .k = hidden, .transpose_b = true};
+    row("lora A fwd 4096x4096 -> 16 (x bytes)",
+        median_ms([&] { matmul.run(lora_down, small.data(), x.data(), lora_a.data(), nullptr, nullptr); }), "TB/s   ",
+        2.0 * tokens * hidden);
+    MatmulShape grad_a{.m = rank, .n = hidden, .k = tokens, .transpose_a = true, .output = MatmulOutput::Float32,
+                       .accumulate = true};
+    row("lora dA 16x4096 (x bytes)",
+        median_ms([&] { matmul.run(grad_a, grad.data(), down.data(), x.data(), nullptr, nullptr); }), "TB/s   ",
+        2.0 * tokens * hidden);
+  }
   {  // device-to-device copy, 2 GiB, counting read + write.
     const size_t bytes = size_t{2} << 30;
     DeviceBuffer<std::byte> source(bytes), target(bytes);

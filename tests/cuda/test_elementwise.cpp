@@ -142,13 +142,13 @@ void check_rmsnorm(int64_t rows, int64_t channels, bool fused) {
 
 TEST(CudaRmsnorm, ForwardBackward) {
   SKIP_WITHOUT_GPU();
-  for (auto [rows, channels] : {std::pair<int64_t, int64_t>{1, 8}, {7, 24}, {129, 1000}, {1031, 4096}, {3, 12288}})
+  for (auto [rows, channels] : {std::pair<int64_t, int64_t>{1, 8}, {7, 24}, {129, 1000}, {1031, 4096}, {17, 8192}, {3, 12288}, {2, 32768}})
     check_rmsnorm(rows, channels, false);
 }
 
 TEST(CudaRmsnorm, FusedResidualForwardBackward) {
   SKIP_WITHOUT_GPU();
-  for (auto [rows, channels] : {std::pair<int64_t, int64_t>{1, 8}, {33, 328}, {600, 2048}})
+  for (auto [rows, channels] : {std::pair<int64_t, int64_t>{1, 8}, {33, 328}, {600, 2048}, {40, 6144}})
     check_rmsnorm(rows, channels, true);
 }
 

@@ -56,16 +56,17 @@ __global__ void rmsnorm_forward_kernel(__nv_bfloat16* out, __nv_bfloat16* residu
   }
 }
 
-__global__ void rmsnorm_backward_kernel(__nv_bfloat16* dinput, float* partials, const __nv_bfloat16* dout,
+template <int kVectors>
+__global__ void __launch_bounds__(kVectors < 4 ? 512 : 1024) rmsnorm_backward_kernel(__nv_bfloat16* dinput, float* partials, const __nv_bfloat16* dout,
                                         const __nv_bfloat16* dresidual, const __nv_bfloat16* input,
                                         const __nv_bfloat16* weight, const float* rstd_in, int64_t rows,
                                         int channels) {
   __shared__ float scratch[32];
   const int vectors = channels / kPackWidth;
-  float weights[kMaxVectorsPerThread][kPackWidth];
-  float dweight[kMaxVectorsPerThread][kPackWidth];
+  float weights[kVectors][kPackWidth];
+  float dweight[kVectors][kPackWidth];
 #pragma unroll
-  for (int v = 0; v < kMaxVectorsPerThread; ++v) {
+  for (int v = 0; v < kVectors; ++v) {
     const int vector = threadIdx.x + v * blockDim.x;
 #pragma unroll
     for (int i = 0; i < kPackWidth; ++i) dweight[v][i] = 0.0f;
@@ -74,16 +75,25 @@ __global__ void rmsnorm_backward_kernel(__nv_bfloat16* dinput, float* partials, 
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const int64_t row_offset = row * channels;
     const float rstd = rstd_in[row];
-    float normalized[kMaxVectorsPerThread][kPackWidth];
-    float scaled_grad[kMaxVectorsPerThread][kPackWidth];
+    float normalized[kVectors][kPackWidth];
+    float scaled_grad[kVectors][kPackWidth];
+    float residual[kVectors][kPackWidth];
     float dot = 0.0f;
 #pragma unroll
-    for (int v = 0; v < kMaxVectorsPerThread; ++v) {
+    for (int v = 0; v < kVectors; ++v) {
       const int vector = threadIdx.x + v * blockDim.x;
       if (vector >= vectors) continue;
       float dy[kPackWidth];
       kernels::unpack(kernels::load_bf16x8(input + row_offset + vector * kPackWidth), normalized[v]);
       kernels::unpack(kernels::load_bf16x8(dout + row_offset + vector * kPackWidth), dy);
+      // The residual gradient is loaded with the others, before the reduction, so all three
+      // reads of the row are in flight together.
+      if (dresidual) {
+        kernels::unpack(kernels::load_bf16x8(dresidual + row_offset + vector * kPackWidth), residual[v]);
+      } else {
+#pragma unroll
+        for (int i = 0; i < kPackWidth; ++i) residual[v][i] = 0.0f;
+      }
 #pragma unroll
       for (int i = 0; i < kPackWidth; ++i) {
         normalized[v][i] *= rstd;
@@ -94,22 +104,20 @@ __global__ void rmsnorm_backward_kernel(__nv_bfloat16* dinput, float* partials, 
     }
     const float mean_dot = kernels::block_sum(dot, scratch) / channels;
 #pragma unroll
-    for (int v = 0; v < kMaxVectorsPerThread; ++v) {
+    for (int v = 0; v < kVectors; ++v) {
       const int vector = threadIdx.x + v * blockDim.x;
       if (vector >= vectors) continue;
       const int64_t offset = row_offset + vector * kPackWidth;
       float result[kPackWidth];
-      float residual[kPackWidth] = {};
-      if (dresidual) kernels::unpack(kernels::load_bf16x8(dresidual + offset), residual);
 #pragma unroll
       for (int i = 0; i < kPackWidth; ++i)
-        result[i] = rstd * (scaled_grad[v][i] - normalized[v][i] * mean_dot) + residual[i];
+        result[i] = rstd * (scaled_grad[v][i] - normalized[v][i] * mean_dot) + residual[v][i];
       kernels::store_bf16x8(dinput + offset, kernels::pack(result));
     }
   }
   float* partial = partials + static_cast<int64_t>(blockIdx.x) * channels;
 #pragma unroll
-  for (int v = 0; v < kMaxVectorsPerThread; ++v) {
+  for (int v = 0; v < kVectors; ++v) {
     const int vector = threadIdx.x + v * blockDim.x;
     if (vector >= vectors) continue;
     float4* target = reinterpret_cast<float4*>(partial + vector * kPackWidth);
@@ -125,6 +133,21 @@ __global__ void sum_partials_kernel(float* dweight, const float* partials, int p
   float sum = 0.0f;
   for (int p = 0; p < partial_count; ++p) sum += partials[static_cast<int64_t>(p) * channels + column];
   dweight[column] += sum;
+}
+
+// The backward is latency-bound (a block reduction between the loads and the stores of each
+// row): as few vectors per thread as 512 threads allow (one up to 4096 channels, two up to
+// 8192) gives the SM more warps to overlap rows; the kernel is compiled per vector count to keep
+// its register arrays that small. Wider rows fall back to four vectors and up to 1024 threads.
+int backward_vectors_per_thread(int64_t channels) {
+  const int64_t vectors = channels / kPackWidth;
+  const int64_t per_thread = (vectors + 511) / 512;
+  return static_cast<int>(per_thread <= 2 ? per_thread : kMaxVectorsPerThread);
+}
+
+int backward_threads_for(int64_t channels, int per_thread) {
+  const int64_t vectors = channels / kPackWidth;
+  return static_cast<int>(std::clamp<int64_t>(((vectors + per_thread - 1) / per_thread + 31) / 32 * 32, 32, 1024));
 }
 
 int threads_for(int64_t channels) {
@@ -170,8 +193,15 @@ void rmsnorm_backward(__nv_bfloat16* dinput, float* dweight, float* scratch, con
   check_shape(channels);
   if (rows == 0) return;
   const int partial_count = static_cast<int>(std::min(rows, kBackwardPartials));
-  rmsnorm_backward_kernel<<<partial_count, threads_for(channels), 0, stream>>>(
-      dinput, scratch, dout, dresidual, input, weight, rstd, rows, static_cast<int>(channels));
+  const int per_thread = backward_vectors_per_thread(channels);
+  const int threads = backward_threads_for(channels, per_thread);
+  auto launch = [&](auto kernel) {
+    kernel<<<partial_count, threads, 0, stream>>>(dinput, scratch, dout, dresidual, input, weight, rstd, rows,
+                                                  static_cast<int>(channels));
+  };
+  if (per_thread == 1) launch(rmsnorm_backward_kernel<1>);
+  else if (per_thread == 2) launch(rmsnorm_backward_kernel<2>);
+  else launch(rmsnorm_backward_kernel<kMaxVectorsPerThread>);
   CUDA_CHECK_LAUNCH();
   sum_partials_kernel<<<static_cast<unsigned>((channels + 255) / 256), 256, 0, stream>>>(
       dweight, scratch, partial_count, static_cast<int>(channels));
