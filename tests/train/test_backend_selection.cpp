@@ -1,7 +1,7 @@
 // Which backend training runs on (train/device/backend_selection.h), for every kind of machine,
 // without needing one: CPU fallback with a reason, CUDA with the bf16 recipe, and the clear
-// errors for what the CUDA trainer does not have yet (multi-GPU, other recipes, optimizers,
-// precisions).
+// errors for what the CUDA trainer does not have yet (multi-GPU, other recipes, fp8 gradients),
+// and master_dtype / gradient_dtype bf16: honoured on CUDA, refused by name on the CPU backend.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -80,11 +80,46 @@ TEST(BackendSelection, WhatTheCudaTrainerLacksIsAClearErrorNamingTheOption) {
   config.recipe = Recipe::Fp8Hybrid;
   EXPECT_NE(error_of(config, gpus(1)).find("recipe: fp8_hybrid"), std::string::npos) << error_of(config, gpus(1));
   config.recipe = Recipe::Bf16;
+  for (GradientDtype fp8 : {GradientDtype::Fp8E4M3, GradientDtype::Fp8E5M2}) {
+    config.gradient_dtype = fp8;
+    const std::string message = error_of(config, gpus(1));
+    EXPECT_NE(message.find(std::string("gradient_dtype: ") + std::string(to_string(fp8))), std::string::npos) << message;
+    EXPECT_NE(message.find("fp8 recipes"), std::string::npos) << message;
+  }
+}
+
+TEST(BackendSelection, Bf16MasterAndGradientsTrainOnCudaAndTheMessageSaysSo) {
+  Config config;
+  config.optimizer = Optimizer::AdamW;
   config.master_dtype = MasterDtype::Bf16;
-  EXPECT_NE(error_of(config, gpus(1)).find("master_dtype: bf16"), std::string::npos) << error_of(config, gpus(1));
+  BackendChoice choice = choose_training_backend(config, gpus(1));
+  EXPECT_EQ(choice.backend, TrainingBackend::Cuda);
+  EXPECT_NE(choice.message.find("bf16 master weights (stochastic rounding"), std::string::npos) << choice.message;
+  EXPECT_NE(choice.message.find("fp32 gradient accumulation"), std::string::npos) << choice.message;
   config.master_dtype.reset();
   config.gradient_dtype = GradientDtype::Bf16;
-  EXPECT_NE(error_of(config, gpus(1)).find("gradient_dtype: bf16"), std::string::npos) << error_of(config, gpus(1));
+  choice = choose_training_backend(config, gpus(1));
+  EXPECT_EQ(choice.backend, TrainingBackend::Cuda);
+  EXPECT_NE(choice.message.find("fp32 master weights"), std::string::npos) << choice.message;
+  EXPECT_NE(choice.message.find("bf16 gradient accumulation"), std::string::npos) << choice.message;
+}
+
+TEST(BackendSelection, Bf16MasterOrGradientsOnTheCpuBackendIsAnErrorNamingTheOption) {
+  Config config;
+  config.master_dtype = MasterDtype::Bf16;
+  for (const MachineOffer& machine : {cpu_build(), no_gpu()}) {
+    const std::string message = error_of(config, machine);
+    EXPECT_NE(message.find("master_dtype: bf16"), std::string::npos) << message;
+    EXPECT_NE(message.find("implemented on the CUDA backend only"), std::string::npos) << message;
+  }
+  config.master_dtype = MasterDtype::Fp32;
+  config.gradient_dtype = GradientDtype::Bf16;
+  const std::string message = error_of(config, no_gpu());
+  EXPECT_NE(message.find("gradient_dtype: bf16"), std::string::npos) << message;
+  EXPECT_NE(message.find("implemented on the CUDA backend only"), std::string::npos) << message;
+  config.gradient_dtype = GradientDtype::Fp32;
+  EXPECT_EQ(choose_training_backend(config, no_gpu()).backend, TrainingBackend::Cpu);
+  EXPECT_NO_THROW(check_cpu_backend_precision(config));
 }
 
 }  // namespace

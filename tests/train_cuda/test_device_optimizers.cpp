@@ -10,8 +10,7 @@
 //
 // Tolerances:
 //   adamw:      masters within 2e-6 and moments within 1e-6 (relative to max(1, |value|)). The
-//               two kernels differ only in rounding (the device applies decay as w·(1 − lr·wd),
-//               nvcc fuses multiply-adds).
+//               two kernels differ only in rounding (the device applies decay as w·(1 − lr·wd)).
 //   adamw_8bit: written with explicit round-to-nearest operations in the CPU's order, so codes
 //               are expected identical; a value that lands within an ulp of a midpoint between
 //               two codes may still round the other way, so at most 0.1% of the codes may differ

@@ -1,12 +1,21 @@
-// AdamW step on fp32 master weights with decoupled weight decay (PyTorch's AdamW):
+// AdamW step with decoupled weight decay (PyTorch's AdamW):
 //   g = grad · grad_scale            (grad_scale: device scalar from grad-norm clipping, may be null)
 //   m = β1·m + (1−β1)·g,   v = β2·v + (1−β2)·g²
-//   master = master · (1 − lr·wd) − step_size · m / (sqrt(v) · second_correction + ε)
-//   params = bf16(master)            (params may be null when the master is the only copy)
+//   w = w · (1 − lr·wd) − step_size · m / (sqrt(v) · second_correction + ε)
 // with step_size = lr / (1 − β1^t) and second_correction = 1 / sqrt(1 − β2^t), the same
 // coefficients as the CPU optimizer (train/optim/adamw_math.h), computed on the host per step.
-// Memory-bound: 16-byte fp32 vectors (4 elements per thread) when the element count is a
-// multiple of 4, a scalar loop otherwise; grid-stride.
+// Every operation is one round-to-nearest fp32 operation in the order written (no fused
+// multiply-adds), so a host computation of the same formula reproduces the kernel bit for bit.
+//
+// Where the weight w lives (master_dtype):
+//   fp32 master: w is master[i]; params[i] = bf16(w) round to nearest (params may be null when
+//                the master is the only copy);
+//   bf16 master: master is null; w is read from params[i] and written back as
+//                stochastic_round_bf16(w, rounding_bits(step.rounding_key, i))
+//                (core/stochastic_rounding.h; step.rounding_key is the parameter's key).
+// The gradient (gradient_dtype) is fp32 or bf16 (one overload each).
+// Memory-bound: 4 elements per thread (16-byte fp32 / 8-byte bf16 vectors) when the element
+// count is a multiple of 4, a scalar loop otherwise; grid-stride.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -23,10 +32,16 @@ struct AdamWStep {
   float step_size = 0.0f;          // lr / (1 − β1^t)
   float second_correction = 1.0f;  // 1 / sqrt(1 − β2^t)
   float decay = 0.0f;              // lr · weight_decay (0 for norms and biases)
+  // bf16 master only: adamw_update takes the parameter's key (rounding_parameter_key),
+  // adamw_8bit_update the step's key (rounding_step_key; each tensor's key from its table index).
+  uint64_t rounding_key = 0;
 };
 
 void adamw_update(__nv_bfloat16* params, float* master, float* first_moment, float* second_moment,
                   const float* grad, const float* grad_scale, int64_t count, const AdamWStep& step,
+                  cudaStream_t stream);
+void adamw_update(__nv_bfloat16* params, float* master, float* first_moment, float* second_moment,
+                  const __nv_bfloat16* grad, const float* grad_scale, int64_t count, const AdamWStep& step,
                   cudaStream_t stream);
 
 }  // namespace surogate::cuda

@@ -1,6 +1,7 @@
 // 8-bit AdamW kernel (see adamw_8bit.h).
 #include "cuda/cuda_check.h"
 #include "cuda/kernels/adamw_8bit.h"
+#include "cuda/kernels/optimizer_precision.cuh"
 
 namespace surogate::cuda {
 namespace {
@@ -50,6 +51,8 @@ adamw_8bit_kernel(const AdamW8bitTensor* tensors, const AdamW8bitJob* jobs, cons
   float* first_absmax = t.first_absmax;
   float* second_absmax = t.second_absmax;
   const float* grad = t.grad;
+  const __nv_bfloat16* grad_bf16 = t.grad_bf16;
+  const uint64_t rounding_key = master ? 0 : rounding_parameter_key(s.rounding_key, static_cast<uint64_t>(job.tensor));
   const int64_t count = t.count;
   const float decay = t.decays ? s.decay : 0.0f;
   const int64_t block = job.block;
@@ -67,17 +70,22 @@ adamw_8bit_kernel(const AdamW8bitTensor* tensors, const AdamW8bitJob* jobs, cons
     m[k] = 0.0f;
     v[k] = 0.0f;
     if (index >= count) continue;
-    const float g = grad_scale ? __fmul_rn(grad[index], scale) : grad[index];
+    const float raw = grad ? grad[index] : __bfloat162float(grad_bf16[index]);
+    const float g = grad_scale ? __fmul_rn(raw, scale) : raw;
     const float m_old = __fmul_rn(signed_map[first_codes[index]], old_first_absmax);
     const float v_old = __fmul_rn(unsigned_map[second_codes[index]], old_second_absmax);
     m[k] = __fadd_rn(__fmul_rn(s.beta1, m_old), __fmul_rn(__fsub_rn(1.0f, s.beta1), g));
     v[k] = __fadd_rn(__fmul_rn(s.beta2, v_old), __fmul_rn(__fmul_rn(__fsub_rn(1.0f, s.beta2), g), g));
     const float update = __fdiv_rn(__fmul_rn(s.step_size, m[k]),
                                    __fadd_rn(__fmul_rn(__fsqrt_rn(v[k]), s.second_correction), s.epsilon));
-    float p = master[index];
+    float p = master ? master[index] : __bfloat162float(params[index]);
     p = __fsub_rn(p, __fadd_rn(update, __fmul_rn(decay, p)));
-    master[index] = p;
-    if (params) params[index] = __float2bfloat16(p);
+    if (master) {
+      master[index] = p;
+      if (params) params[index] = __float2bfloat16(p);
+    } else {
+      params[index] = kernels::stochastic_bf16(p, rounding_key, index);
+    }
     m_max = fmaxf(m_max, fabsf(m[k]));
     v_max = fmaxf(v_max, v[k]);
   }

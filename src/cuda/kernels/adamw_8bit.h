@@ -6,6 +6,10 @@
 //   m      = β1·m + (1−β1)·g,   v = β2·v + (1−β2)·g²
 //   master = master − (step_size · m / (sqrt(v) · second_correction + ε) + decay · master)
 //   params = bf16(master)
+// With a bf16 master (master null: master_dtype bf16) the weight is read from params and written
+// back stochastically rounded (core/stochastic_rounding.h), the tensor's key being
+// rounding_parameter_key(step.rounding_key, its index in the tensor table). The gradient is
+// fp32 (grad) or bf16 (grad_bf16; gradient_dtype bf16), exactly one of them set.
 //   absmax = max |m| (max v) over the block; codes = nearest code of m / absmax (v / absmax)
 // The arithmetic is written with explicit round-to-nearest operations in the CPU optimizer's
 // order, so the result matches it except where the CPU compiler fuses multiply-adds. One launch
@@ -27,8 +31,8 @@ constexpr int64_t kAdamW8bitBlock = 2048;  // equals train::kQuantizationBlockSi
 
 // One tensor's pointers (device memory); absmax arrays hold ceil(count / 2048) floats.
 struct AdamW8bitTensor {
-  __nv_bfloat16* params = nullptr;  // may be null
-  float* master = nullptr;
+  __nv_bfloat16* params = nullptr;  // may be null with an fp32 master
+  float* master = nullptr;          // null: params are the (bf16) master
   uint8_t* first_codes = nullptr;
   float* first_absmax = nullptr;
   uint8_t* second_codes = nullptr;
@@ -36,6 +40,7 @@ struct AdamW8bitTensor {
   const float* grad = nullptr;
   int64_t count = 0;
   int decays = 1;                   // 0: no weight decay (norms, biases)
+  const __nv_bfloat16* grad_bf16 = nullptr;  // instead of grad
 };
 
 // One entry per quantisation block to update: {index into the tensor table, block in the tensor}.

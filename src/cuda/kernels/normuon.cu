@@ -5,6 +5,7 @@
 
 #include "cuda/cuda_check.h"
 #include "cuda/kernels/normuon.h"
+#include "cuda/kernels/optimizer_precision.cuh"
 
 namespace surogate::cuda {
 namespace {
@@ -33,7 +34,7 @@ __global__ void momentum_kernel(NorMuonGroup g, const float* grad_scale, float m
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t k = i / count, j = i - k * count;
-    const float raw = g.grad[k][j];
+    const float raw = g.grad ? g.grad[k][j] : __bfloat162float(g.grad_bf16[k][j]);
     const float gradient = grad_scale ? __fmul_rn(raw, scale) : raw;
     float* momentum = g.momentum[k];
     const float m = __fadd_rn(__fmul_rn(mu, momentum[j]), __fmul_rn(rest, gradient));
@@ -68,19 +69,25 @@ __global__ void __launch_bounds__(kThreads) normalize_rows_kernel(NorMuonGroup g
   }
 }
 
-__global__ void apply_kernel(NorMuonGroup g, double rms_numerator, float lr, float decay, bool cautious) {
+__global__ void apply_kernel(NorMuonGroup g, double rms_numerator, float lr, float decay, bool cautious,
+                             uint64_t rounding_step_key) {
   const int64_t count = g.rows * g.cols, total = g.matrices * count;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t k = i / count, j = i - k * count;
     const float rms_scale = static_cast<float>(rms_numerator / (sqrt(g.norms[k]) + kNorMuonEpsilon));
     const float u = __fmul_rn(g.update[i], rms_scale);
-    float* master = g.master[k];
-    float w = master[j];
+    float* master = g.master ? g.master[k] : nullptr;
+    float w = master ? master[j] : __bfloat162float(g.params[k][j]);
     const bool decays = g.decays[k] != 0 && (!cautious || __fmul_rn(u, w) > 0.0f);
     w = __fsub_rn(w, __fmul_rn(lr, __fadd_rn(u, decays ? __fmul_rn(decay, w) : 0.0f)));
-    master[j] = w;
-    if (g.params[k]) g.params[k][j] = __float2bfloat16(w);
+    if (master) {
+      master[j] = w;
+      if (g.params[k]) g.params[k][j] = __float2bfloat16(w);
+    } else {
+      const uint64_t key = rounding_parameter_key(rounding_step_key, g.parameter_index[k]);
+      g.params[k][j] = kernels::stochastic_bf16(w, key, j);
+    }
   }
 }
 
@@ -123,11 +130,14 @@ void normuon_normalize_rows(const NorMuonGroup& group, float beta2, cudaStream_t
   CUDA_CHECK_LAUNCH();
 }
 
-void normuon_apply(const NorMuonGroup& group, float learning_rate, float decay, bool cautious, cudaStream_t stream) {
+void normuon_apply(const NorMuonGroup& group, float learning_rate, float decay, bool cautious,
+                   uint64_t rounding_step_key, cudaStream_t stream) {
   const int64_t count = group.rows * group.cols, total = group.matrices * count;
   if (total == 0) return;
   const double rms_numerator = 0.2 * std::sqrt(static_cast<double>(count));
-  apply_kernel<<<grid_for(total), kThreads, 0, stream>>>(group, rms_numerator, learning_rate, decay, cautious);
+  CUDA_REQUIRE(group.master || group.parameter_index, "normuon_apply: a bf16 master needs parameter indices");
+  apply_kernel<<<grid_for(total), kThreads, 0, stream>>>(group, rms_numerator, learning_rate, decay, cautious,
+                                                         rounding_step_key);
   CUDA_CHECK_LAUNCH();
 }
 

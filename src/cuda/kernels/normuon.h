@@ -9,6 +9,10 @@
 //                           W −= lr (u + wd · [!cautious or u·W > 0] · W);  params = bf16(W)
 // U / O is the group's stacked direction [matrices, rows, cols]; everything else is reached
 // through per-matrix device pointer tables.
+// Precision options: the gradients are fp32 (grad) or bf16 (grad_bf16, gradient_dtype bf16);
+// with a bf16 master (master null, master_dtype bf16) W is read from params and written back
+// stochastically rounded with rounding_parameter_key(rounding_step_key, parameter_index[k])
+// (core/stochastic_rounding.h).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -25,16 +29,19 @@ struct NorMuonGroup {
   float* const* momentum = nullptr;       // [matrices] → [rows, cols]
   const float* const* grad = nullptr;     // [matrices] → [rows, cols]
   float* const* second_moment = nullptr;  // [matrices] → [rows]
-  float* const* master = nullptr;         // [matrices] → [rows, cols]
-  __nv_bfloat16* const* params = nullptr; // [matrices] → [rows, cols] (entries may be null)
+  float* const* master = nullptr;         // [matrices] → [rows, cols]; null: params are the master
+  __nv_bfloat16* const* params = nullptr; // [matrices] → [rows, cols] (entries may be null with a master)
   const int* decays = nullptr;            // [matrices]: 0 = no weight decay
   float* update = nullptr;                // [matrices, rows, cols]
   double* norms = nullptr;                // [matrices]
+  const __nv_bfloat16* const* grad_bf16 = nullptr;  // [matrices] → [rows, cols], instead of grad
+  const uint32_t* parameter_index = nullptr;        // [matrices]: for the rounding key (bf16 master)
 };
 
 void normuon_momentum(const NorMuonGroup& group, const float* grad_scale, float mu, cudaStream_t stream);
 void normuon_normalize_rows(const NorMuonGroup& group, float beta2, cudaStream_t stream);
-void normuon_apply(const NorMuonGroup& group, float learning_rate, float decay, bool cautious, cudaStream_t stream);
+void normuon_apply(const NorMuonGroup& group, float learning_rate, float decay, bool cautious,
+                   uint64_t rounding_step_key, cudaStream_t stream);
 
 // For each of `matrices` stacked matrices of `count` values: Σ x² into sums[k] (zeroed here),
 // then x *= 1 / (sqrt(sums[k]) + 1e-7): the Frobenius normalisation that starts Newton–Schulz.

@@ -8,6 +8,19 @@
 
 namespace surogate::train {
 
+void check_cpu_backend_precision(const Config& config) {
+  if (config.master_dtype && *config.master_dtype != MasterDtype::Fp32) {
+    fail_user("{}: master_dtype: {} is implemented on the CUDA backend only; the CPU backend is the fp32 reference "
+              "and keeps fp32 master weights. Remove the option or train on a machine with a GPU",
+              config.source_of("master_dtype"), to_string(*config.master_dtype));
+  }
+  if (config.gradient_dtype && *config.gradient_dtype != GradientDtype::Fp32) {
+    fail_user("{}: gradient_dtype: {} is implemented on the CUDA backend only; the CPU backend is the fp32 reference "
+              "and accumulates gradients in fp32. Remove the option or train on a machine with a GPU",
+              config.source_of("gradient_dtype"), to_string(*config.gradient_dtype));
+  }
+}
+
 BackendChoice choose_training_backend(const Config& config, const MachineOffer& machine) {
   if (config.gpus > 1 || (config.gpus == 0 && machine.visible_gpus > 1)) {
     fail_user("{}: gpus: {} asks for multi-GPU training, which is not implemented yet ({} GPU(s) visible); set "
@@ -15,23 +28,26 @@ BackendChoice choose_training_backend(const Config& config, const MachineOffer& 
   }
   if (!machine.cuda_built || machine.visible_gpus == 0) {
     std::string why = machine.cuda_built ? machine.why_no_gpu : std::string("this surogate was built without CUDA");
+    check_cpu_backend_precision(config);
     return {TrainingBackend::Cpu, fmt::format("training on the CPU backend (fp32): {}", why)};
   }
   if (config.recipe != Recipe::Bf16) {
     fail_user("{}: recipe: {} is not implemented yet on the CUDA backend; use recipe: bf16",
               config.source_of("recipe"), to_string(config.recipe));
   }
-  if (config.master_dtype && *config.master_dtype != MasterDtype::Fp32) {
-    fail_user("{}: master_dtype: {} is not implemented yet on the CUDA backend; the master weights are fp32",
-              config.source_of("master_dtype"), to_string(*config.master_dtype));
+  if (config.gradient_dtype && *config.gradient_dtype != GradientDtype::Fp32 &&
+      *config.gradient_dtype != GradientDtype::Bf16) {
+    fail_user("{}: gradient_dtype: {} belongs to the fp8 recipes, which are not implemented yet; use gradient_dtype: "
+              "bf16 or fp32", config.source_of("gradient_dtype"), to_string(*config.gradient_dtype));
   }
-  if (config.gradient_dtype && *config.gradient_dtype != GradientDtype::Fp32) {
-    fail_user("{}: gradient_dtype: {} is not implemented yet on the CUDA backend; gradients accumulate in fp32",
-              config.source_of("gradient_dtype"), to_string(*config.gradient_dtype));
-  }
+  const bool bf16_master = config.master_dtype == MasterDtype::Bf16;
+  const bool bf16_gradients = config.gradient_dtype == GradientDtype::Bf16;
   return {TrainingBackend::Cuda,
-          fmt::format("training on the CUDA backend ({}): bf16 weights and activations, fp32 master weights, "
-                      "gradient accumulation and {} state", machine.gpu_name, to_string(config.optimizer))};
+          fmt::format("training on the CUDA backend ({}): bf16 weights and activations, {}, {} gradient accumulation "
+                      "and {} state",
+                      machine.gpu_name,
+                      bf16_master ? "bf16 master weights (stochastic rounding, no fp32 copy)" : "fp32 master weights",
+                      bf16_gradients ? "bf16" : "fp32", to_string(config.optimizer))};
 }
 
 MachineOffer probe_machine() {

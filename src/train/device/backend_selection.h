@@ -2,10 +2,11 @@
 // the machine offers, separately from probing the machine so CI (no GPU) can test every case:
 //   - `gpus` > 1, or `gpus: 0` (all) with more than one GPU visible: UserError naming `gpus`
 //     (multi-GPU training is not implemented yet);
-//   - a CUDA build with a visible GPU: the CUDA backend with the bf16 recipe; a `recipe` other
-//     than bf16, or an optimizer the CUDA backend does not have yet (`adamw_8bit`, `normuon`),
-//     is a UserError naming the option;
-//   - otherwise the CPU backend (fp32), with one line saying why.
+//   - a CUDA build with a visible GPU: the CUDA backend with the bf16 recipe (master_dtype and
+//     gradient_dtype bf16 or fp32); a `recipe` other than bf16, or an fp8 gradient_dtype, is a
+//     UserError naming the option;
+//   - otherwise the CPU backend (fp32), with one line saying why; master_dtype or gradient_dtype
+//     other than fp32 is then a UserError naming the option (check_cpu_backend_precision).
 #pragma once
 
 #include <string>
@@ -29,6 +30,10 @@ struct BackendChoice {
 };
 
 BackendChoice choose_training_backend(const Config& config, const MachineOffer& machine);
+
+// The CPU backend is the fp32 oracle: master_dtype / gradient_dtype other than fp32 are a
+// UserError naming the option (they are implemented on the CUDA backend).
+void check_cpu_backend_precision(const Config& config);
 
 // What this process can use (cuda::query_cuda_environment; safe without a driver).
 MachineOffer probe_machine();

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "ops/gradient_norm.h"
 #include "runtime/cpu_backend.h"
+#include "train/device/backend_selection.h"
 #include "train/device/training_device.h"
 
 namespace surogate::train {
@@ -37,6 +38,7 @@ std::unique_ptr<Optimizer> make_cpu_optimizer(const Config& config, std::span<co
 class CpuTrainingDevice final : public TrainingDevice {
 public:
   explicit CpuTrainingDevice(const TrainingDeviceSetup& setup) : plan_(*setup.plan), config_(*setup.config) {
+    check_cpu_backend_precision(config_);  // also when a caller forces the CPU backend
     backend_.load(plan_, *setup.registry);
     loss_ = plan_.loss;
     for (const models::ParameterSpec& spec : setup.specs) {

@@ -1,15 +1,21 @@
 // The CUDA training device (bf16 recipe): the plan runs in bf16 on CudaBackend; every trainable
-// parameter also has an fp32 master copy and an fp32 gradient accumulator on the device, and the
-// optimizer (device_optimizer.h: adamw, adamw_8bit or normuon) keeps its state there too.
+// parameter also has a master copy and a gradient accumulator on the device, and the optimizer
+// (device_optimizer.h: adamw, adamw_8bit or normuon) keeps its state there too.
+//   master_dtype fp32 (default): an fp32 master per parameter; the bf16 weights are rewritten
+//                                from it (round to nearest) each step;
+//   master_dtype bf16:           no master copy; the optimizer updates the bf16 weights in place
+//                                with stochastic rounding (core/stochastic_rounding.h);
+//   gradient_dtype fp32 (default) / bf16: the accumulators' dtype.
 // Per optimizer step, all on the backend's stream:
-//   per micro-batch: execute (bf16 gradients) → accumulate_bf16_gradients (fp32 += bf16, bf16 = 0)
-//                    → the loss scalar copied into pinned host memory (asynchronously)
+//   per micro-batch: execute (bf16 gradients) → accumulate_bf16_gradients (accumulator += bf16,
+//                    bf16 = 0) → the loss scalar copied into pinned host memory (asynchronously)
 //   measure():       global_grad_norm (norm and clip factor on the device) → one wait, read both
 //   update():        the optimizer's step (gradients scaled by the device clip factor, masters
-//                    updated, bf16 weights rewritten) → fp32 accumulators zeroed
+//                    updated, bf16 weights rewritten) → accumulators zeroed
 // The host waits only in measure(), to read the loss and grad norm the trainer logs and checks.
-// Host copies: weights() are fp32 (the masters after download()); frozen weights (the LoRA
-// base) live on the device only in bf16, written once from the host copy by upload().
+// Host copies: weights() are fp32 (after download(): the fp32 masters, or the bf16 weights
+// widened exactly); frozen weights (the LoRA base) live on the device only in bf16, written once
+// from the host copy by upload().
 #include <cstring>
 
 #include <fmt/format.h>
@@ -27,8 +33,9 @@
 namespace surogate::train {
 namespace {
 
-// Offsets into the fp32 device buffers are rounded up to 4 floats, so every tensor starts
-// 16-byte aligned (the grad-norm and optimizer kernels load float4 vectors).
+// Offsets into the master and accumulator buffers are rounded up to 4 elements, so every tensor
+// starts 16-byte (fp32) or 8-byte (bf16) aligned (the grad-norm and optimizer kernels load
+// 4-element vectors).
 int64_t aligned(int64_t count) { return (count + 3) / 4 * 4; }
 
 struct PinnedFloats {
@@ -44,7 +51,11 @@ public:
   explicit CudaTrainingDevice(const TrainingDeviceSetup& setup)
       : plan_(*setup.plan), config_(*setup.config),
         max_micro_batches_(std::max<int64_t>(1, config_.gradient_accumulation_steps)),
+        bf16_master_(config_.master_dtype == MasterDtype::Bf16),
+        bf16_gradients_(config_.gradient_dtype == GradientDtype::Bf16),
         losses_(static_cast<size_t>(max_micro_batches_)), norm_(2) {
+    SUROGATE_CHECK(!config_.gradient_dtype || *config_.gradient_dtype == GradientDtype::Fp32 || bf16_gradients_,
+                   "gradient_dtype fp8 was rejected when the configuration was loaded");
     backend_.load(plan_, *setup.registry);
     backend_.set_time_breakdown(config_.debug_time_breakdown);
     backend_.set_cuda_graphs(config_.use_cuda_graphs);
@@ -70,33 +81,43 @@ public:
     SUROGATE_CHECK(!entries_.empty(), "the model has trainable parameters");
     std::vector<DeviceParameter> parameters = describe_parameters();
     check_free_memory(total, device_optimizer_bytes(config_, parameters));
-    master_ = cuda::DeviceBuffer<float>(static_cast<size_t>(total));
-    accumulators_ = cuda::DeviceBuffer<float>(static_cast<size_t>(total));
-    accumulators_.zero(backend_.stream());
+    if (!bf16_master_) master_ = cuda::DeviceBuffer<float>(static_cast<size_t>(total));
+    if (bf16_gradients_) {
+      bf16_accumulators_ = cuda::DeviceBuffer<__nv_bfloat16>(static_cast<size_t>(total));
+    } else {
+      accumulators_ = cuda::DeviceBuffer<float>(static_cast<size_t>(total));
+    }
+    zero_accumulators(backend_.stream());
     norm_result_ = cuda::DeviceBuffer<float>(2);
     norm_partials_ = cuda::DeviceBuffer<float>(static_cast<size_t>(cuda::kGradNormBlocks) * entries_.size());
     // The pointer tables of the multi-tensor kernels, built once.
-    std::vector<__nv_bfloat16*> bf16_gradients;
+    std::vector<__nv_bfloat16*> bf16_gradients, bf16_accumulators;
     std::vector<float*> accumulators;
     std::vector<int64_t> counts;
     for (const Trainable& entry : entries_) {
       bf16_gradients.push_back(static_cast<__nv_bfloat16*>(backend_.device_address(entry.gradient)));
-      accumulators.push_back(accumulators_.data() + entry.offset);
+      if (bf16_gradients_) bf16_accumulators.push_back(bf16_accumulators_.data() + entry.offset);
+      else accumulators.push_back(accumulators_.data() + entry.offset);
       counts.push_back(entry.count);
     }
     gradient_table_ = cuda::to_device(bf16_gradients);
-    accumulator_table_ = cuda::to_device(accumulators);
+    if (bf16_gradients_) bf16_accumulator_table_ = cuda::to_device(bf16_accumulators);
+    else accumulator_table_ = cuda::to_device(accumulators);
     count_table_ = cuda::to_device(counts);
     for (size_t i = 0; i < entries_.size(); ++i) {
-      parameters[i].master = master_.data() + entries_[i].offset;
-      parameters[i].gradient = accumulators_.data() + entries_[i].offset;
+      const int64_t offset = entries_[i].offset;
+      if (!bf16_master_) parameters[i].master = master_.data() + offset;
+      if (bf16_gradients_) parameters[i].gradient_bf16 = bf16_accumulators_.data() + offset;
+      else parameters[i].gradient = accumulators_.data() + offset;
     }
     optimizer_ = make_device_optimizer(config_, std::move(parameters));
   }
 
   std::string description() const override {
-    return fmt::format("CUDA backend, bf16 weights and activations, fp32 master weights and gradient accumulation, {} "
-                       "state", optimizer_->name());
+    return fmt::format("CUDA backend, bf16 weights and activations, {}, {} gradient accumulation, {} state",
+                       bf16_master_ ? "bf16 master weights (updated in place with stochastic rounding, no fp32 copy)"
+                                    : "fp32 master weights",
+                       bf16_gradients_ ? "bf16" : "fp32", optimizer_->name());
   }
   std::span<const WeightView> weights() const override { return weights_; }
   std::span<const WeightView> trainable() const override { return trainable_; }
@@ -121,7 +142,9 @@ public:
       for (size_t k = 0; k < values.size(); ++k) bits[k] = float_to_bf16(values[k]);
       backend_.write(ids_[i], std::as_bytes(std::span<const uint16_t>(bits)));
     }
-    for (size_t index = 0; index < entries_.size(); ++index) {
+    // A bf16 master is the bf16 weight just written (exact when the host values came from a
+    // download or a checkpoint of this device).
+    for (size_t index = 0; index < entries_.size() && !bf16_master_; ++index) {
       const Trainable& entry = entries_[index];
       copy(master_.data() + entry.offset, weights_[entry.weight].values.data(), entry.count, cudaMemcpyHostToDevice, stream);
     }
@@ -133,7 +156,15 @@ public:
     cudaStream_t stream = backend_.stream();
     for (size_t index = 0; index < entries_.size(); ++index) {
       const Trainable& entry = entries_[index];
-      copy(weights_[entry.weight].values.data(), master_.data() + entry.offset, entry.count, cudaMemcpyDeviceToHost, stream);
+      std::span<float> values = host_values_[entry.weight];
+      if (bf16_master_) {
+        // The bf16 weights widened to fp32, exactly (what checkpoints and outputs save).
+        std::vector<uint16_t> bits(values.size());
+        backend_.read(entry.parameter, std::as_writable_bytes(std::span<uint16_t>(bits)));
+        for (size_t k = 0; k < bits.size(); ++k) values[k] = bf16_to_float(bits[k]);
+      } else {
+        copy(values.data(), master_.data() + entry.offset, entry.count, cudaMemcpyDeviceToHost, stream);
+      }
     }
     optimizer_->download(stream);
     CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -145,8 +176,14 @@ public:
     }
     cudaStream_t stream = backend_.stream();
     backend_.execute(inputs);
-    cuda_kernels::accumulate_bf16_gradients(gradient_table_.data(), accumulator_table_.data(), count_table_.data(),
-                                            static_cast<int>(entries_.size()), stream);
+    const int tensors = static_cast<int>(entries_.size());
+    if (bf16_gradients_) {
+      cuda_kernels::accumulate_bf16_gradients(gradient_table_.data(), bf16_accumulator_table_.data(),
+                                              count_table_.data(), tensors, stream);
+    } else {
+      cuda_kernels::accumulate_bf16_gradients(gradient_table_.data(), accumulator_table_.data(), count_table_.data(),
+                                              tensors, stream);
+    }
     CUDA_CHECK(cudaMemcpyAsync(losses_.data + micro_batches_, backend_.device_address(loss_), sizeof(float),
                                cudaMemcpyDeviceToHost, stream));
     ++micro_batches_;
@@ -154,8 +191,15 @@ public:
 
   StepMetrics measure() override {
     cudaStream_t stream = backend_.stream();
-    cuda::global_grad_norm(norm_result_.data(), norm_partials_.data(), accumulator_table_.data(), count_table_.data(),
-                           static_cast<int>(entries_.size()), static_cast<float>(config_.max_grad_norm), stream);
+    const int tensors = static_cast<int>(entries_.size());
+    const float max_norm = static_cast<float>(config_.max_grad_norm);
+    if (bf16_gradients_) {
+      cuda::global_grad_norm(norm_result_.data(), norm_partials_.data(), bf16_accumulator_table_.data(),
+                             count_table_.data(), tensors, max_norm, stream);
+    } else {
+      cuda::global_grad_norm(norm_result_.data(), norm_partials_.data(), accumulator_table_.data(), count_table_.data(),
+                             tensors, max_norm, stream);
+    }
     CUDA_CHECK(cudaMemcpyAsync(norm_.data, norm_result_.data(), 2 * sizeof(float), cudaMemcpyDeviceToHost, stream));
     CUDA_CHECK(cudaStreamSynchronize(stream));
     StepMetrics metrics;
@@ -170,10 +214,15 @@ public:
     // norm_result_[1] is the clip factor global_grad_norm left on the device (1 when
     // max_grad_norm is 0), read by the kernels: no host round trip.
     optimizer_->step(step, norm_result_.data() + 1, stream);
-    accumulators_.zero(stream);
+    zero_accumulators(stream);
   }
 
 private:
+  void zero_accumulators(cudaStream_t stream) {
+    accumulators_.zero(stream);
+    bf16_accumulators_.zero(stream);
+  }
+
   // The trainable parameters as the optimizer sees them; master and gradient pointers are filled
   // once those buffers exist.
   std::vector<DeviceParameter> describe_parameters() {
@@ -193,18 +242,27 @@ private:
   }
 
   // The out-of-memory report for what the trainer adds to the plan, made before allocating it.
-  void check_free_memory(int64_t trainable_floats, size_t optimizer_bytes) const {
-    const size_t fp32_bytes = static_cast<size_t>(trainable_floats) * sizeof(float);
-    const size_t needed = 2 * fp32_bytes + optimizer_bytes;
+  void check_free_memory(int64_t trainable_elements, size_t optimizer_bytes) const {
+    const size_t elements = static_cast<size_t>(trainable_elements);
+    const size_t master_bytes = bf16_master_ ? 0 : elements * sizeof(float);
+    const size_t accumulator_bytes = elements * (bf16_gradients_ ? sizeof(__nv_bfloat16) : sizeof(float));
+    const size_t needed = master_bytes + accumulator_bytes + optimizer_bytes;
     size_t free_bytes = 0, total_bytes = 0;
     CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
     if (needed > free_bytes) {
       const runtime::DeviceMemoryReport& plan = backend_.memory_report();
-      fail_user("training needs {:.2f} GiB more GPU memory than the plan's {:.2f} GiB (fp32 master weights {:.2f} GiB, "
-                "fp32 gradient accumulators {:.2f} GiB, {} optimizer state {:.2f} GiB), but GPU {} has only {:.2f} GiB "
-                "free of {:.2f} GiB. Train fewer parameters (LoRA, a smaller lora_rank), use optimizer: adamw_8bit, or "
-                "reduce the micro-batch or sequence length",
-                gib(needed), gib(plan.required_bytes + plan.scratch_bytes), gib(fp32_bytes), gib(fp32_bytes),
+      const std::string masters =
+          bf16_master_ ? fmt::format("no master copy (master_dtype: bf16 saves {:.2f} GiB)", gib(elements * sizeof(float)))
+                       : fmt::format("fp32 master weights {:.2f} GiB", gib(master_bytes));
+      const std::string accumulators =
+          bf16_gradients_ ? fmt::format("bf16 gradient accumulators {:.2f} GiB (gradient_dtype: bf16 saves {:.2f} GiB)",
+                                        gib(accumulator_bytes), gib(elements * sizeof(float) - accumulator_bytes))
+                          : fmt::format("fp32 gradient accumulators {:.2f} GiB", gib(accumulator_bytes));
+      fail_user("training needs {:.2f} GiB more GPU memory than the plan's {:.2f} GiB ({}, {}, {} optimizer state "
+                "{:.2f} GiB), but GPU {} has only {:.2f} GiB free of {:.2f} GiB. Train fewer parameters (LoRA, a smaller "
+                "lora_rank), use optimizer: adamw_8bit, master_dtype: bf16 or gradient_dtype: bf16, or reduce the "
+                "micro-batch or sequence length",
+                gib(needed), gib(plan.required_bytes + plan.scratch_bytes), masters, accumulators,
                 to_string(config_.optimizer), gib(optimizer_bytes), plan.device, gib(free_bytes), gib(total_bytes));
     }
   }
@@ -214,7 +272,7 @@ private:
     size_t weight;               // index into weights_
     graph::TensorId parameter;   // the bf16 weight in the plan
     graph::TensorId gradient;    // its bf16 gradient
-    int64_t offset;              // into the fp32 buffers
+    int64_t offset;              // into the master and accumulator buffers
     int64_t count;
   };
 
@@ -225,16 +283,19 @@ private:
   const compiler::ExecutionPlan& plan_;
   const Config& config_;
   int64_t max_micro_batches_;
+  bool bf16_master_, bf16_gradients_;
   runtime::CudaBackend backend_;
   graph::TensorId loss_ = graph::kNoTensor;
   std::vector<std::vector<float>> host_values_;
   std::vector<WeightView> weights_, trainable_;
   std::vector<graph::TensorId> ids_;
   std::vector<Trainable> entries_;
-  cuda::DeviceBuffer<float> master_, accumulators_, norm_result_, norm_partials_;
+  cuda::DeviceBuffer<float> master_, accumulators_, norm_result_, norm_partials_;  // master_ / accumulators_: fp32 only
+  cuda::DeviceBuffer<__nv_bfloat16> bf16_accumulators_;  // gradient_dtype bf16 only
   std::unique_ptr<DeviceOptimizer> optimizer_;
   cuda::DeviceBuffer<__nv_bfloat16*> gradient_table_;
   cuda::DeviceBuffer<float*> accumulator_table_;
+  cuda::DeviceBuffer<__nv_bfloat16*> bf16_accumulator_table_;
   cuda::DeviceBuffer<int64_t> count_table_;
   PinnedFloats losses_, norm_;
   int64_t micro_batches_ = 0;

@@ -7,8 +7,8 @@ namespace {
 
 class DeviceAdamW final : public DeviceOptimizer {
 public:
-  DeviceAdamW(std::vector<DeviceParameter> parameters, const AdamWSettings& settings)
-      : parameters_(std::move(parameters)), settings_(settings) {
+  DeviceAdamW(std::vector<DeviceParameter> parameters, const AdamWSettings& settings, uint64_t rounding_seed)
+      : parameters_(std::move(parameters)), settings_(settings), rounding_seed_(rounding_seed) {
     for (const DeviceParameter& parameter : parameters_) {
       offsets_.push_back(first_.add(parameter.size(), 0.0f));
       second_.add(parameter.size(), 0.0f);
@@ -41,23 +41,24 @@ public:
 
   void step(const OptimizerStep& step, const float* clip, cudaStream_t stream) override {
     for (size_t i = 0; i < parameters_.size(); ++i) {
-      const DeviceParameter& p = parameters_[i];
-      cuda::adamw_update(p.weight, p.master, first_.device(offsets_[i]), second_.device(offsets_[i]), p.gradient, clip,
-                         p.size(), adamw_kernel_step(settings_, step, p.apply_weight_decay), stream);
+      adamw_parameter_update(parameters_[i], i, first_.device(offsets_[i]), second_.device(offsets_[i]), clip, settings_,
+                             step, rounding_seed_, stream);
     }
   }
 
 private:
   std::vector<DeviceParameter> parameters_;
   AdamWSettings settings_;
+  uint64_t rounding_seed_;
   MirroredState<float> first_, second_;
   std::vector<int64_t> offsets_;
 };
 
 }  // namespace
 
-std::unique_ptr<DeviceOptimizer> make_device_adamw(std::vector<DeviceParameter> parameters, const AdamWSettings& settings) {
-  return std::make_unique<DeviceAdamW>(std::move(parameters), settings);
+std::unique_ptr<DeviceOptimizer> make_device_adamw(std::vector<DeviceParameter> parameters, const AdamWSettings& settings,
+                                                   uint64_t rounding_seed) {
+  return std::make_unique<DeviceAdamW>(std::move(parameters), settings, rounding_seed);
 }
 
 }  // namespace surogate::train

@@ -16,8 +16,8 @@ static_assert(cuda::kAdamW8bitBlock == kQuantizationBlockSize, "the device and C
 
 class DeviceAdamW8bit final : public DeviceOptimizer {
 public:
-  DeviceAdamW8bit(std::vector<DeviceParameter> parameters, const AdamWSettings& settings)
-      : parameters_(std::move(parameters)), settings_(settings) {
+  DeviceAdamW8bit(std::vector<DeviceParameter> parameters, const AdamWSettings& settings, uint64_t rounding_seed)
+      : parameters_(std::move(parameters)), settings_(settings), rounding_seed_(rounding_seed) {
     const auto& signed_map = dynamic_quantization_map(true);
     const auto& unsigned_map = dynamic_quantization_map(false);
     // Fresh state decodes to zero: the code of 0.0 with absmax 0.
@@ -42,7 +42,7 @@ public:
       const Offsets& o = offsets_[i];
       tensors.push_back({p.weight, p.master, first_codes_.device(o.codes), first_absmax_.device(o.absmax),
                          second_codes_.device(o.codes), second_absmax_.device(o.absmax), p.gradient, p.size(),
-                         p.apply_weight_decay ? 1 : 0});
+                         p.apply_weight_decay ? 1 : 0, p.gradient_bf16});
       const int64_t blocks = quantization_blocks(p.size());
       SUROGATE_CHECK(blocks <= INT32_MAX, "parameter '{}' has too many 8-bit blocks", p.name);
       for (int64_t block = 0; block < blocks; ++block) {
@@ -84,9 +84,12 @@ public:
   }
 
   void step(const OptimizerStep& step, const float* clip, cudaStream_t stream) override {
-    // Decay applies per tensor (the table's `decays`), so the step carries lr · wd for all.
+    // Decay applies per tensor (the table's `decays`), so the step carries lr · wd for all; the
+    // rounding key is the step's (a bf16 master's tensor key comes from its table index).
     cuda::adamw_8bit_update(tensors_.data(), jobs_.data(), static_cast<int64_t>(jobs_.size()), signed_code_.data(),
-                            unsigned_code_.data(), clip, adamw_kernel_step(settings_, step, true), stream);
+                            unsigned_code_.data(), clip,
+                            adamw_kernel_step(settings_, step, true, device_rounding_step_key(rounding_seed_, step)),
+                            stream);
   }
 
 private:
@@ -97,6 +100,7 @@ private:
 
   std::vector<DeviceParameter> parameters_;
   AdamWSettings settings_;
+  uint64_t rounding_seed_;
   MirroredState<uint8_t> first_codes_, second_codes_;
   MirroredState<float> first_absmax_, second_absmax_;
   std::vector<Offsets> offsets_;
@@ -108,8 +112,8 @@ private:
 }  // namespace
 
 std::unique_ptr<DeviceOptimizer> make_device_adamw_8bit(std::vector<DeviceParameter> parameters,
-                                                        const AdamWSettings& settings) {
-  return std::make_unique<DeviceAdamW8bit>(std::move(parameters), settings);
+                                                        const AdamWSettings& settings, uint64_t rounding_seed) {
+  return std::make_unique<DeviceAdamW8bit>(std::move(parameters), settings, rounding_seed);
 }
 
 }  // namespace surogate::train

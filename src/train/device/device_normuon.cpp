@@ -62,8 +62,8 @@ Workspace workspace_for(const std::vector<DeviceParameter>& parameters,
 
 class DeviceNorMuon final : public DeviceOptimizer {
 public:
-  DeviceNorMuon(std::vector<DeviceParameter> parameters, const NorMuonSettings& settings)
-      : parameters_(std::move(parameters)), settings_(settings) {
+  DeviceNorMuon(std::vector<DeviceParameter> parameters, const NorMuonSettings& settings, uint64_t rounding_seed)
+      : parameters_(std::move(parameters)), settings_(settings), rounding_seed_(rounding_seed) {
     for (const DeviceParameter& p : parameters_) {
       hidden_.push_back(is_hidden(p));
       first_offsets_.push_back(momentum_.add(p.size(), 0.0f));
@@ -119,35 +119,45 @@ private:
     cuda::NorMuonGroup view;
     cuda::DeviceBuffer<float*> momentum, second_moment, master;
     cuda::DeviceBuffer<const float*> grad;
+    cuda::DeviceBuffer<const __nv_bfloat16*> grad_bf16;
     cuda::DeviceBuffer<__nv_bfloat16*> params;
     cuda::DeviceBuffer<int> decays;
+    cuda::DeviceBuffer<uint32_t> parameter_index;
   };
 
   Group make_group(const std::vector<size_t>& members) {
     std::vector<float*> momentum, second, master;
     std::vector<const float*> grad;
+    std::vector<const __nv_bfloat16*> grad_bf16;
     std::vector<__nv_bfloat16*> params;
     std::vector<int> decays;
+    std::vector<uint32_t> parameter_index;
     for (size_t i : members) {
       const DeviceParameter& p = parameters_[i];
       momentum.push_back(momentum_.device(first_offsets_[i]));
       second.push_back(second_moment_.device(second_offsets_[i]));
       master.push_back(p.master);
       grad.push_back(p.gradient);
+      grad_bf16.push_back(p.gradient_bf16);
       params.push_back(p.weight);
       decays.push_back(p.apply_weight_decay ? 1 : 0);
+      parameter_index.push_back(static_cast<uint32_t>(i));
     }
+    // A group's parameters share the training device's precision options: one table each.
+    const DeviceParameter& first = parameters_[members.front()];
     Group group;
     group.momentum = cuda::to_device(momentum);
     group.second_moment = cuda::to_device(second);
-    group.master = cuda::to_device(master);
-    group.grad = cuda::to_device(grad);
+    if (first.master) group.master = cuda::to_device(master);
+    if (first.gradient) group.grad = cuda::to_device(grad);
+    else group.grad_bf16 = cuda::to_device(grad_bf16);
     group.params = cuda::to_device(params);
     group.decays = cuda::to_device(decays);
-    const DeviceParameter& first = parameters_[members.front()];
+    group.parameter_index = cuda::to_device(parameter_index);
     group.view = {static_cast<int64_t>(members.size()), first.rows, first.cols, group.momentum.data(),
                   group.grad.data(), group.second_moment.data(), group.master.data(), group.params.data(),
-                  group.decays.data(), update_.data(), norms_.data()};
+                  group.decays.data(), update_.data(), norms_.data(), group.grad_bf16.data(),
+                  group.parameter_index.data()};
     return group;
   }
 
@@ -157,17 +167,17 @@ private:
     newton_schulz_->orthogonalize(g.update, g.matrices, g.rows, g.cols, stream);
     cuda::normuon_normalize_rows(g, static_cast<float>(settings_.beta2), stream);
     cuda::normuon_apply(g, static_cast<float>(step.learning_rate), static_cast<float>(step.weight_decay),
-                        settings_.cautious_weight_decay, stream);
+                        settings_.cautious_weight_decay, device_rounding_step_key(rounding_seed_, step), stream);
   }
 
   void step_adamw(size_t i, const OptimizerStep& step, const float* clip, cudaStream_t stream) {
-    const DeviceParameter& p = parameters_[i];
-    cuda::adamw_update(p.weight, p.master, momentum_.device(first_offsets_[i]), second_moment_.device(second_offsets_[i]),
-                       p.gradient, clip, p.size(), adamw_kernel_step(settings_.adamw, step, p.apply_weight_decay), stream);
+    adamw_parameter_update(parameters_[i], i, momentum_.device(first_offsets_[i]),
+                           second_moment_.device(second_offsets_[i]), clip, settings_.adamw, step, rounding_seed_, stream);
   }
 
   std::vector<DeviceParameter> parameters_;
   NorMuonSettings settings_;
+  uint64_t rounding_seed_;
   std::vector<bool> hidden_;
   MirroredState<float> momentum_, second_moment_;
   std::vector<int64_t> first_offsets_, second_offsets_;
@@ -187,8 +197,8 @@ size_t device_normuon_workspace_bytes(const std::vector<DeviceParameter>& parame
 }
 
 std::unique_ptr<DeviceOptimizer> make_device_normuon(std::vector<DeviceParameter> parameters,
-                                                     const NorMuonSettings& settings) {
-  return std::make_unique<DeviceNorMuon>(std::move(parameters), settings);
+                                                     const NorMuonSettings& settings, uint64_t rounding_seed) {
+  return std::make_unique<DeviceNorMuon>(std::move(parameters), settings, rounding_seed);
 }
 
 }  // namespace surogate::train

@@ -37,14 +37,15 @@ size_t device_optimizer_bytes(const Config& config, const std::vector<DevicePara
 
 std::unique_ptr<DeviceOptimizer> make_device_optimizer(const Config& config, std::vector<DeviceParameter> parameters) {
   AdamWSettings adamw{config.adamw_beta1, config.adamw_beta2, config.adamw_epsilon};
+  const uint64_t seed = static_cast<uint64_t>(config.train_seed);
   switch (config.optimizer) {
-    case surogate::Optimizer::AdamW: return make_device_adamw(std::move(parameters), adamw);
-    case surogate::Optimizer::AdamW8bit: return make_device_adamw_8bit(std::move(parameters), adamw);
+    case surogate::Optimizer::AdamW: return make_device_adamw(std::move(parameters), adamw, seed);
+    case surogate::Optimizer::AdamW8bit: return make_device_adamw_8bit(std::move(parameters), adamw, seed);
     case surogate::Optimizer::NorMuon:
       return make_device_normuon(std::move(parameters),
-                                 {config.normuon_momentum, config.normuon_beta2, config.normuon_cautious_wd, adamw});
+                                 {config.normuon_momentum, config.normuon_beta2, config.normuon_cautious_wd, adamw}, seed);
   }
-  return make_device_adamw(std::move(parameters), adamw);
+  return make_device_adamw(std::move(parameters), adamw, seed);
 }
 
 }  // namespace surogate::train

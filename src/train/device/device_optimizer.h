@@ -1,9 +1,13 @@
 // The optimizer half of the CUDA training device: one implementation per `optimizer` option
 // (device_adamw.cpp, device_adamw_8bit.cpp, device_normuon.cpp), each the twin of the CPU
 // optimizer of the same name in train/optim/. The training device owns the parameters' bf16
-// weights, fp32 masters and fp32 gradient accumulators; the optimizer owns its state on the
-// device, plus a host copy with the CPU optimizer's tensor names, dtypes and shapes, so a
-// checkpoint written on one backend resumes on the other.
+// weights, masters and gradient accumulators; the optimizer owns its state on the device, plus a
+// host copy with the CPU optimizer's tensor names, dtypes and shapes, so a checkpoint written on
+// one backend resumes on the other.
+// Precision options: the masters are fp32 (`master`), or absent with master_dtype bf16 (the
+// kernels update the bf16 `weight` in place with stochastic rounding keyed by the run's seed,
+// the optimizer step and the parameter's index in the list: core/stochastic_rounding.h); the
+// accumulators are fp32 (`gradient`) or bf16 (`gradient_bf16`, gradient_dtype bf16).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -17,6 +21,7 @@
 
 #include "config/config.h"
 #include "cuda/device_buffer.h"
+#include "core/stochastic_rounding.h"
 #include "cuda/kernels/adamw.h"
 #include "train/optim/adamw_math.h"
 #include "train/optim/optimizer.h"
@@ -28,8 +33,9 @@ struct DeviceParameter {
   int64_t rows = 1;                 // a 1-D parameter has rows = 1 (as ParameterSlot)
   int64_t cols = 0;
   __nv_bfloat16* weight = nullptr;  // the plan's bf16 copy, rewritten from the master each step
-  float* master = nullptr;
-  const float* gradient = nullptr;  // the summed gradient, before clipping
+  float* master = nullptr;          // null: master_dtype bf16, `weight` is the master
+  const float* gradient = nullptr;  // the summed gradient, before clipping (fp32 accumulators) ...
+  const __nv_bfloat16* gradient_bf16 = nullptr;  // ... or this (bf16 accumulators)
   bool apply_weight_decay = true;
   bool is_hidden_matrix = false;    // NorMuon orthogonalises only these
   int64_t size() const { return rows * cols; }
@@ -54,18 +60,42 @@ size_t device_optimizer_bytes(const Config& config, const std::vector<DevicePara
 size_t device_normuon_workspace_bytes(const std::vector<DeviceParameter>& parameters);
 
 // `parameters` must outlive the optimizer's use of their pointers (the training device's buffers).
+// `rounding_seed` keys the stochastic rounding of bf16 masters (the factory passes train_seed).
 std::unique_ptr<DeviceOptimizer> make_device_optimizer(const Config& config, std::vector<DeviceParameter> parameters);
-std::unique_ptr<DeviceOptimizer> make_device_adamw(std::vector<DeviceParameter> parameters, const AdamWSettings& settings);
+std::unique_ptr<DeviceOptimizer> make_device_adamw(std::vector<DeviceParameter> parameters, const AdamWSettings& settings,
+                                                   uint64_t rounding_seed = 0);
 std::unique_ptr<DeviceOptimizer> make_device_adamw_8bit(std::vector<DeviceParameter> parameters,
-                                                        const AdamWSettings& settings);
+                                                        const AdamWSettings& settings, uint64_t rounding_seed = 0);
 std::unique_ptr<DeviceOptimizer> make_device_normuon(std::vector<DeviceParameter> parameters,
-                                                     const NorMuonSettings& settings);
+                                                     const NorMuonSettings& settings, uint64_t rounding_seed = 0);
 
-// The AdamW kernels' coefficients for one step; weight decay (lr · wd) only where `decays`.
-inline cuda::AdamWStep adamw_kernel_step(const AdamWSettings& settings, const OptimizerStep& step, bool decays) {
+// The AdamW kernels' coefficients for one step; weight decay (lr · wd) only where `decays`;
+// `rounding_key` as cuda::AdamWStep documents (0 with fp32 masters).
+inline cuda::AdamWStep adamw_kernel_step(const AdamWSettings& settings, const OptimizerStep& step, bool decays,
+                                         uint64_t rounding_key = 0) {
   const AdamWCoefficients c = adamw_coefficients(settings, step);
   return {c.beta1, c.beta2, c.epsilon, c.step_size, c.second_correction,
-          decays ? static_cast<float>(step.learning_rate * step.weight_decay) : 0.0f};
+          decays ? static_cast<float>(step.learning_rate * step.weight_decay) : 0.0f, rounding_key};
+}
+
+// The stochastic-rounding key of step `step` for a seed (core/stochastic_rounding.h).
+inline uint64_t device_rounding_step_key(uint64_t seed, const OptimizerStep& step) {
+  return rounding_step_key(seed, static_cast<uint64_t>(step.step));
+}
+
+// cuda::adamw_update for one parameter, with its gradient in whichever dtype it accumulates in;
+// `index` is the parameter's position in the optimizer's list (its rounding key).
+inline void adamw_parameter_update(const DeviceParameter& p, size_t index, float* first_moment, float* second_moment,
+                                   const float* clip, const AdamWSettings& settings, const OptimizerStep& step,
+                                   uint64_t rounding_seed, cudaStream_t stream) {
+  const uint64_t key = p.master ? 0 : rounding_parameter_key(device_rounding_step_key(rounding_seed, step), index);
+  const cuda::AdamWStep kernel_step = adamw_kernel_step(settings, step, p.apply_weight_decay, key);
+  if (p.gradient) {
+    cuda::adamw_update(p.weight, p.master, first_moment, second_moment, p.gradient, clip, p.size(), kernel_step, stream);
+  } else {
+    cuda::adamw_update(p.weight, p.master, first_moment, second_moment, p.gradient_bf16, clip, p.size(), kernel_step,
+                       stream);
+  }
 }
 
 // One kind of optimizer state for every tensor, concatenated: a host vector and a device buffer

@@ -1,5 +1,5 @@
 // See gradient_accumulate.h. Memory-bound and tiny next to the backward pass: one grid-stride
-// loop per tensor, bf16 read, fp32 read-modify-write, bf16 zero.
+// loop per tensor, bf16 read, accumulator read-modify-write, bf16 zero.
 #include "train/device/gradient_accumulate.h"
 
 #include "cuda/cuda_check.h"
@@ -7,23 +7,29 @@
 namespace surogate::train::cuda_kernels {
 namespace {
 
-__global__ void accumulate_kernel(__nv_bfloat16* const* gradients, float* const* accumulators, const int64_t* counts) {
+__device__ __forceinline__ void add_into(float& accumulator, float gradient) { accumulator += gradient; }
+__device__ __forceinline__ void add_into(__nv_bfloat16& accumulator, float gradient) {
+  accumulator = __float2bfloat16(__bfloat162float(accumulator) + gradient);
+}
+
+template <typename Accumulator>
+__global__ void accumulate_kernel(__nv_bfloat16* const* gradients, Accumulator* const* accumulators,
+                                  const int64_t* counts) {
   const int tensor = blockIdx.y;
   __nv_bfloat16* gradient = gradients[tensor];
-  float* accumulator = accumulators[tensor];
+  Accumulator* accumulator = accumulators[tensor];
   const int64_t count = counts[tensor];
   const __nv_bfloat16 zero = __float2bfloat16(0.0f);
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    accumulator[i] += __bfloat162float(gradient[i]);
+    add_into(accumulator[i], __bfloat162float(gradient[i]));
     gradient[i] = zero;
   }
 }
 
-}  // namespace
-
-void accumulate_bf16_gradients(__nv_bfloat16* const* gradients, float* const* accumulators, const int64_t* counts,
-                               int tensor_count, cudaStream_t stream) {
+template <typename Accumulator>
+void launch(__nv_bfloat16* const* gradients, Accumulator* const* accumulators, const int64_t* counts,
+            int tensor_count, cudaStream_t stream) {
   if (tensor_count == 0) return;
   // 64 blocks of 256 threads per tensor: enough to fill the GPU for the large matrices, while
   // the small ones (norms, biases) finish in one pass.
@@ -35,6 +41,18 @@ void accumulate_bf16_gradients(__nv_bfloat16* const* gradients, float* const* ac
     first += chunk;
     remaining -= chunk;
   }
+}
+
+}  // namespace
+
+void accumulate_bf16_gradients(__nv_bfloat16* const* gradients, float* const* accumulators, const int64_t* counts,
+                               int tensor_count, cudaStream_t stream) {
+  launch(gradients, accumulators, counts, tensor_count, stream);
+}
+
+void accumulate_bf16_gradients(__nv_bfloat16* const* gradients, __nv_bfloat16* const* accumulators,
+                               const int64_t* counts, int tensor_count, cudaStream_t stream) {
+  launch(gradients, accumulators, counts, tensor_count, stream);
 }
 
 }  // namespace surogate::train::cuda_kernels

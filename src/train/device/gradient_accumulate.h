@@ -1,7 +1,8 @@
 // Gradient accumulation for the CUDA training device: the bf16 gradients one micro-batch's
-// backward pass wrote are added into the fp32 accumulators and then zeroed, for many tensors in
-// one launch (grid.y = tensor), so accumulation over gradient_accumulation_steps happens in fp32.
-// Plain host launcher on a stream; no fmt or graph headers so nvcc sees only this.
+// backward pass wrote are added into the accumulators and then zeroed, for many tensors in one
+// launch (grid.y = tensor). The accumulators are fp32 (gradient_dtype fp32, the default) or bf16
+// (gradient_dtype bf16: the fp32 sum of accumulator and gradient rounded to nearest bf16, half
+// the memory). Plain host launcher on a stream; no fmt or graph headers so nvcc sees only this.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -15,5 +16,7 @@ namespace surogate::train::cuda_kernels {
 // The pointer and count arrays live on the device.
 void accumulate_bf16_gradients(__nv_bfloat16* const* gradients, float* const* accumulators, const int64_t* counts,
                                int tensor_count, cudaStream_t stream);
+void accumulate_bf16_gradients(__nv_bfloat16* const* gradients, __nv_bfloat16* const* accumulators,
+                               const int64_t* counts, int tensor_count, cudaStream_t stream);
 
 }  // namespace surogate::train::cuda_kernels
