@@ -29,6 +29,7 @@
 #include "cuda/device_info.h"
 #include "cuda/kernels/adamw.h"
 #include "train/device/device_optimizer.h"
+#include "train_cuda/optimizer_test_shapes.h"
 
 namespace surogate::train {
 namespace {
@@ -117,22 +118,8 @@ TEST(MasterBf16Kernels, AdamWUpdateMatchesTheHostFormulaBitForBit) {
   }
 }
 
-struct Shape {
-  std::string name;
-  int64_t rows, cols;
-  bool decay, hidden;
-};
-
-// As test_device_optimizers.cpp: NorMuon's two orientations, a pair of one shape (one group), a
-// 1-D norm weight (AdamW under NorMuon, no decay), 8-bit blocks with a partial last one.
-const std::vector<Shape>& shapes() {
-  static const std::vector<Shape> all = {{"layers.0.mlp.up.weight", 48, 160, true, true},
-                                         {"layers.0.mlp.down.weight", 200, 40, true, true},
-                                         {"layers.0.ln1.weight", 1, 70, false, false},
-                                         {"layers.1.mlp.up.weight", 48, 160, true, true},
-                                         {"layers.1.mlp.down.weight", 200, 40, false, true}};
-  return all;
-}
+using Shape = OptimizerTestShape;
+const std::vector<Shape>& shapes() { return optimizer_test_shapes(); }
 
 struct OneStep {
   std::vector<std::vector<float>> weights;  // after the step: the fp32 masters, or the bf16 weights widened

@@ -36,6 +36,7 @@
 #include "cuda/device_buffer.h"
 #include "cuda/device_info.h"
 #include "train/device/device_optimizer.h"
+#include "train_cuda/optimizer_test_shapes.h"
 #include "train/optim/optimizer.h"
 
 namespace surogate::train {
@@ -44,20 +45,8 @@ namespace {
 constexpr float kClip = 0.5f;
 constexpr double kLearningRate = 1e-2;
 
-struct Shape {
-  std::string name;
-  int64_t rows, cols;
-  bool decay, hidden;
-};
-
-const std::vector<Shape>& shapes() {
-  static const std::vector<Shape> all = {{"layers.0.mlp.up.weight", 48, 160, true, true},
-                                         {"layers.0.mlp.down.weight", 200, 40, true, true},
-                                         {"layers.0.ln1.weight", 1, 70, false, false},
-                                         {"layers.1.mlp.up.weight", 48, 160, true, true},
-                                         {"layers.1.mlp.down.weight", 200, 40, false, true}};
-  return all;
-}
+using Shape = OptimizerTestShape;
+const std::vector<Shape>& shapes() { return optimizer_test_shapes(); }
 
 std::vector<float> random_vector(size_t size, uint32_t seed, float scale) {
   std::mt19937 rng(seed);

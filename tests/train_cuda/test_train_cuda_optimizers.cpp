@@ -17,22 +17,7 @@
 namespace surogate::train {
 namespace {
 
-class CudaOptimizerTrainingTest : public CudaTrainerFixture {
-protected:
-  static void expect_exact_resume(const std::string& name, const std::string& optimizer) {
-    const std::string extra = "max_steps: 10\nsave_steps: 5\n" + optimizer;
-    TrainingResult straight = run_training(config(name + "-straight", extra), on(TrainingBackend::Cuda));
-    TrainerOptions interrupted = on(TrainingBackend::Cuda);
-    interrupted.stop_after_step = 5;
-    TrainingResult first = run_training(config(name + "-resumed", extra), interrupted);
-    TrainingResult second = run_training(config(name + "-resumed", extra + "resume_from_checkpoint: true\n"),
-                                         on(TrainingBackend::Cuda));
-    ASSERT_EQ(first.step_losses.size() + second.step_losses.size(), straight.step_losses.size());
-    std::vector<double> joined = first.step_losses;
-    joined.insert(joined.end(), second.step_losses.begin(), second.step_losses.end());
-    for (size_t i = 0; i < joined.size(); ++i) EXPECT_EQ(joined[i], straight.step_losses[i]) << name << " step " << i + 1;
-  }
-};
+class CudaOptimizerTrainingTest : public CudaTrainerFixture {};
 
 TEST_F(CudaOptimizerTrainingTest, AdamW8bitFullFineTuningTracksTheCpuRun) {
   expect_tracks_cpu("adamw8bit-full", "max_steps: 20\noptimizer: adamw_8bit\n");

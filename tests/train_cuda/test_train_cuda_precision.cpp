@@ -39,36 +39,7 @@ protected:
   static void expect_tracks_fp32(const std::string& name, const std::string& extra, const std::string& precision) {
     TrainingResult fp32 = run_training(config(name + "-fp32", extra), on(TrainingBackend::Cuda));
     TrainingResult bf16 = run_training(config(name + "-bf16", extra + precision), on(TrainingBackend::Cuda));
-    ASSERT_EQ(bf16.step_losses.size(), fp32.step_losses.size());
-    const size_t steps = fp32.step_losses.size();
-    double max_delta = 0.0, last_mean = 0.0;
-    for (size_t i = 0; i < steps; ++i) {
-      const double delta = std::abs(bf16.step_losses[i] - fp32.step_losses[i]);
-      std::printf("%s step %2zu: fp32 %.5f bf16 %.5f |delta| %.5f\n", name.c_str(), i + 1, fp32.step_losses[i],
-                  bf16.step_losses[i], delta);
-      max_delta = std::max(max_delta, delta);
-      if (i + 5 >= steps) last_mean += delta / 5.0;
-      if (i == 0) EXPECT_EQ(bf16.step_losses[i], fp32.step_losses[i]) << name << " step 1";
-      EXPECT_LT(delta, kPrecisionStepTolerance) << name << " step " << i + 1;
-    }
-    std::printf("%s: max |delta| %.5f, mean |delta| over the last 5 steps %.5f\n", name.c_str(), max_delta, last_mean);
-    EXPECT_LT(last_mean, kPrecisionLastStepsTolerance) << name;
-    EXPECT_LT(bf16.step_losses.back(), bf16.step_losses.front() - 0.3) << name;
-  }
-
-  static void expect_exact_resume(const std::string& name, const std::string& options) {
-    const std::string extra = "max_steps: 10\nsave_steps: 5\n" + options;
-    TrainingResult straight = run_training(config(name + "-straight", extra), on(TrainingBackend::Cuda));
-    TrainerOptions interrupted = on(TrainingBackend::Cuda);
-    interrupted.stop_after_step = 5;
-    TrainingResult first = run_training(config(name + "-resumed", extra), interrupted);
-    TrainingResult second = run_training(config(name + "-resumed", extra + "resume_from_checkpoint: true\n"),
-                                         on(TrainingBackend::Cuda));
-    EXPECT_EQ(second.first_step, 5);
-    ASSERT_EQ(first.step_losses.size() + second.step_losses.size(), straight.step_losses.size());
-    std::vector<double> joined = first.step_losses;
-    joined.insert(joined.end(), second.step_losses.begin(), second.step_losses.end());
-    for (size_t i = 0; i < joined.size(); ++i) EXPECT_EQ(joined[i], straight.step_losses[i]) << name << " step " << i + 1;
+    expect_tracks(name, fp32, bf16, 0.0, kPrecisionStepTolerance, kPrecisionLastStepsTolerance);
   }
 };
 
