@@ -1,5 +1,6 @@
 // Autodiff: which tensors need gradients, then the per-op rules in reverse order, summing
-// fan-out contributions and accumulating into persistent parameter gradients.
+// fan-out contributions (or handing the partial sum to a rule that folds it into its own
+// kernel) and accumulating into persistent parameter gradients.
 #include "compiler/autodiff.h"
 
 #include <algorithm>
@@ -56,6 +57,14 @@ public:
     return list.front();
   }
 
+  // total(), and the tensor's list emptied: a gradient rule folds the sum into its own output
+  // (GradientContext::take_pending_input_grad) and contributes that instead.
+  std::optional<TensorId> take(GraphBuilder& builder, TensorId tensor) {
+    std::optional<TensorId> sum = total(builder, tensor);
+    contributions_[static_cast<size_t>(tensor)].clear();
+    return sum;
+  }
+
 private:
   std::vector<std::vector<TensorId>> contributions_;
 };
@@ -94,11 +103,15 @@ void differentiate_node(GraphBuilder& builder, GradientTable& table, const Reach
               node.name, node.op);
   }
   auto scope = builder.scope("grad." + node.name);
-  GradientContext context(builder, node, std::move(output_grads), needs);
+  GradientContext context(builder, node, std::move(output_grads), needs,
+                          [&](TensorId input) { return table.take(builder, input); });
   InputGradients gradients = def.gradient(context);
   SUROGATE_CHECK(gradients.size() == node.inputs.size(), "gradient rule of op '{}' returned {} gradients for {} inputs",
                  node.op, gradients.size(), node.inputs.size());
   for (size_t i = 0; i < gradients.size(); ++i) {
+    SUROGATE_CHECK(!context.taken_pending()[i] || gradients[i].has_value(),
+                   "gradient rule of op '{}' (node '{}') took input {}'s pending gradient but returned none", node.op,
+                   node.name, i);
     if (!gradients[i] || !needs[i]) continue;
     const TensorType& expected = builder.type(node.inputs[i]);
     const TensorType& actual = builder.type(*gradients[i]);

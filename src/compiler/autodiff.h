@@ -5,7 +5,9 @@
 //  * Only what is needed is differentiated: tensors that depend on a trainable parameter and
 //    reach the loss. Frozen parameters (LoRA base weights) and integer inputs get nothing.
 //  * Where a tensor fans out (residual stream, tied embedding used by embedding and lm-head),
-//    the contributions of its consumers are summed with `add` nodes.
+//    the contributions of its consumers are summed with `add` nodes, unless a rule takes the
+//    partial sum and folds it into its own kernel (GradientContext::take_pending_input_grad:
+//    linear's input gradient in low-precision graphs is one matmul with beta = 1).
 //  * Each trainable parameter P gets a persistent gradient tensor "P.grad" (role gradient),
 //    written by one `accumulate` node (P.grad += dP): gradients accumulate across micro-batches
 //    and the optimizer zeroes them after its step.

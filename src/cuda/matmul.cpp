@@ -1,5 +1,5 @@
-// cuBLASLt plans: one operation descriptor, three matrix layouts and one heuristic-chosen
-// algorithm per MatmulShape, built on first use and reused (see matmul.h for the conventions).
+// cuBLASLt plans: one operation descriptor, three matrix layouts (C, when it is a separate
+// addend, shares D's) and one heuristic-chosen algorithm per MatmulShape, built on first use and reused (see matmul.h for the conventions).
 #include "cuda/matmul.h"
 
 #include <fmt/format.h>
@@ -93,7 +93,7 @@ const Matmul::Plan& Matmul::plan_for(const PlanKey& key) {
   const std::pair<cublasLtMatmulPreferenceAttributes_t, uint32_t> alignments[] = {
       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, key.alignment_b},  // cuBLAS "A" is our B
       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, key.alignment_a},
-      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, key.alignment_out},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, shape.has_addend ? key.alignment_addend : key.alignment_out},
       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, key.alignment_out}};
   for (const auto& [attribute, value] : alignments) {
     if (status == CUBLAS_STATUS_SUCCESS)
@@ -114,16 +114,20 @@ const Matmul::Plan& Matmul::plan_for(const PlanKey& key) {
 }
 
 void Matmul::run(const MatmulShape& shape, void* out, const __nv_bfloat16* a, const __nv_bfloat16* b,
-                 const __nv_bfloat16* bias, cudaStream_t stream, float alpha) {
+                 const __nv_bfloat16* bias, cudaStream_t stream, float alpha, const void* addend) {
   CUDA_REQUIRE(!shape.has_bias || bias != nullptr, "matmul: has_bias without a bias pointer");
+  CUDA_REQUIRE(shape.has_addend == (addend != nullptr), "matmul: an addend pointer exactly when has_addend");
+  CUDA_REQUIRE(!(shape.has_addend && shape.accumulate), "matmul: has_addend and accumulate both set");
+  CUDA_REQUIRE(addend != out, "matmul: the addend must not alias out (use accumulate)");
   const PlanKey key{shape, alignment_of(a), alignment_of(b), alignment_of(out),
-                    shape.has_bias ? alignment_of(bias) : 0u};
+                    shape.has_bias ? alignment_of(bias) : 0u, shape.has_addend ? alignment_of(addend) : 0u};
   const Plan& plan = plan_for(key);
   if (shape.has_bias) {
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.operation, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
   }
-  const float beta = shape.accumulate ? 1.0f : 0.0f;
-  CUBLAS_CHECK(cublasLtMatmul(handle_, plan.operation, &alpha, b, plan.first, a, plan.second, &beta, out, plan.output,
+  const float beta = shape.accumulate || shape.has_addend ? 1.0f : 0.0f;
+  const void* c = shape.has_addend ? addend : out;  // C has D's layout and type
+  CUBLAS_CHECK(cublasLtMatmul(handle_, plan.operation, &alpha, b, plan.first, a, plan.second, &beta, c, plan.output,
                               out, plan.output, &plan.algorithm, workspace_.data(), workspace_.bytes(), stream));
 }
 

@@ -1,6 +1,6 @@
 // bf16 matrix products through cuBLASLt, in row-major terms.
 //
-//   out[M, N] = alpha * op(A) · op(B) (+ bias[N]) (+ beta * out)
+//   out[M, N] = alpha * op(A) · op(B) (+ bias[N]) (+ out when accumulate) (+ addend when has_addend)
 //
 // A is stored row-major [M, K] (or [K, M] when transpose_a), B row-major [K, N] (or [N, K] when
 // transpose_b); accumulation is fp32; out is bf16 or fp32. The three products of a linear layer
@@ -8,6 +8,8 @@
 //   forward      y[M,N]  = x[M,K]  · W[N,K]ᵀ   transpose_b = true
 //   input grad   dx[M,K] = dy[M,N] · W[N,K]     (no transposes; K and N swap roles)
 //   weight grad  dW[N,K] = dy[M,N]ᵀ · x[M,K]    transpose_a = true, fp32 out, beta = 1 to accumulate
+// has_addend reads a separate [M, N] tensor of out's type as cuBLASLt's C (beta = 1, C ≠ D): the
+// product plus an existing tensor in one pass (linear_add, linear_backward_input_add), rounded once.
 //
 // cuBLASLt is column-major, so the call computes outᵀ = op(B)ᵀ·op(A)ᵀ: B becomes its first
 // operand. Descriptors, layouts and the heuristic's chosen algorithm are cached per shape
@@ -37,8 +39,9 @@ struct MatmulShape {
   MatmulOutput output = MatmulOutput::BFloat16;
   bool has_bias = false;       // bias is bf16 [N], added to every row (epilogue)
   bool accumulate = false;     // beta = 1: out += product (for gradient accumulation)
+  bool has_addend = false;     // beta = 1 with C = addend [M, N] (out's dtype), not out; excludes accumulate
 
-  auto key() const { return std::tie(m, n, k, transpose_a, transpose_b, output, has_bias, accumulate); }
+  auto key() const { return std::tie(m, n, k, transpose_a, transpose_b, output, has_bias, accumulate, has_addend); }
   bool operator<(const MatmulShape& other) const { return key() < other.key(); }
 };
 
@@ -49,9 +52,10 @@ public:
   Matmul(const Matmul&) = delete;
   Matmul& operator=(const Matmul&) = delete;
 
-  // `out` is __nv_bfloat16* or float* as shape.output says. `bias` may be null unless has_bias.
+  // `out` is __nv_bfloat16* or float* as shape.output says. `bias` may be null unless has_bias;
+  // `addend` (out's dtype, [M, N], not aliasing out) must be given exactly when has_addend.
   void run(const MatmulShape& shape, void* out, const __nv_bfloat16* a, const __nv_bfloat16* b,
-           const __nv_bfloat16* bias, cudaStream_t stream, float alpha = 1.0f);
+           const __nv_bfloat16* bias, cudaStream_t stream, float alpha = 1.0f, const void* addend = nullptr);
 
   size_t cached_plans() const { return plans_.size(); }
 
@@ -61,8 +65,10 @@ private:
   // aligned operands unless told otherwise; chunked callers pass offset pointers).
   struct PlanKey {
     MatmulShape shape;
-    uint32_t alignment_a = 0, alignment_b = 0, alignment_out = 0, alignment_bias = 0;
-    auto key() const { return std::tuple_cat(shape.key(), std::tie(alignment_a, alignment_b, alignment_out, alignment_bias)); }
+    uint32_t alignment_a = 0, alignment_b = 0, alignment_out = 0, alignment_bias = 0, alignment_addend = 0;
+    auto key() const {
+      return std::tuple_cat(shape.key(), std::tie(alignment_a, alignment_b, alignment_out, alignment_bias, alignment_addend));
+    }
     bool operator<(const PlanKey& other) const { return key() < other.key(); }
   };
   const Plan& plan_for(const PlanKey& key);

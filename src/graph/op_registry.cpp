@@ -115,12 +115,15 @@ void InferContext::expect_dim(size_t index, int dim, int64_t size) const {
 // ---- GradientContext -----------------------------------------------------------------------
 
 GradientContext::GradientContext(GraphBuilder& builder, Node forward_node,
-                                 std::vector<std::optional<TensorId>> output_grads, std::vector<bool> needs_input_grad)
+                                 std::vector<std::optional<TensorId>> output_grads, std::vector<bool> needs_input_grad,
+                                 TakePendingGrad take_pending)
     : builder(builder),
       node_(std::move(forward_node)),
       attrs_(node_.attrs, fmt::format("node '{}' (op {})", node_.name, node_.op)),
       output_grads_(std::move(output_grads)),
-      needs_input_grad_(std::move(needs_input_grad)) {
+      needs_input_grad_(std::move(needs_input_grad)),
+      take_pending_(std::move(take_pending)),
+      taken_pending_(node_.inputs.size(), false) {
   SUROGATE_CHECK(output_grads_.size() == node_.outputs.size(), "one output gradient slot per output");
   SUROGATE_CHECK(needs_input_grad_.size() == node_.inputs.size(), "one needs-grad flag per input");
 }
@@ -148,6 +151,13 @@ TensorId GradientContext::output_grad(size_t index) {
 bool GradientContext::needs_input_grad(size_t index) const {
   SUROGATE_CHECK(index < needs_input_grad_.size(), "{}: gradient rule asked about input {}", node_.op, index);
   return needs_input_grad_[index];
+}
+
+std::optional<TensorId> GradientContext::take_pending_input_grad(size_t index) {
+  if (!needs_input_grad(index) || !take_pending_) return std::nullopt;
+  std::optional<TensorId> pending = take_pending_(input(index));
+  if (pending) taken_pending_[index] = true;
+  return pending;
 }
 
 OpOutputs GradientContext::op(const std::string& op_name, std::vector<TensorId> inputs, nlohmann::json attrs,

@@ -146,8 +146,12 @@ using InputGradients = std::vector<std::optional<TensorId>>;
 
 class GradientContext {
 public:
+  // Hands over the sum of the contributions a tensor's gradient has received so far (autodiff's
+  // table, emptied for that tensor); nullopt when there are none.
+  using TakePendingGrad = std::function<std::optional<TensorId>(TensorId)>;
+
   GradientContext(GraphBuilder& builder, Node forward_node, std::vector<std::optional<TensorId>> output_grads,
-                  std::vector<bool> needs_input_grad);
+                  std::vector<bool> needs_input_grad, TakePendingGrad take_pending = {});
 
   GraphBuilder& builder;
   const Node& node() const { return node_; }
@@ -159,6 +163,14 @@ public:
   // The gradient of output `index`; emits a zeros tensor of the output's type when absent.
   TensorId output_grad(size_t index);
   bool needs_input_grad(size_t index) const;
+  // The gradient contributions input `index` already has from the consumers differentiated
+  // before this node (later in forward order), summed, and handed to this rule: the gradient the
+  // rule returns for that input must include them. nullopt when there are none or the input
+  // needs no gradient. Lets a rule fold autodiff's fan-out `add` into its own kernel (a matmul
+  // with beta = 1: linear's input gradient in low-precision graphs).
+  std::optional<TensorId> take_pending_input_grad(size_t index);
+  // Inputs whose pending contributions this rule took (autodiff checks it returned a gradient).
+  const std::vector<bool>& taken_pending() const { return taken_pending_; }
   // builder.op with names under "grad.<forward node>"; phase is already Backward.
   OpOutputs op(const std::string& op_name, std::vector<TensorId> inputs,
                nlohmann::json attrs = nlohmann::json::object(), const std::string& name = "");
@@ -170,6 +182,8 @@ private:
   Attrs attrs_;
   std::vector<std::optional<TensorId>> output_grads_;
   std::vector<bool> needs_input_grad_;
+  TakePendingGrad take_pending_;
+  std::vector<bool> taken_pending_;
 };
 
 // A tensor as a CPU kernel sees it at run time.

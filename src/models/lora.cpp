@@ -92,18 +92,21 @@ graph::Graph apply_lora(const graph::Graph& forward, const graph::OpRegistry& re
     if (dropout) x = builder.op("dropout", {x, seed}, {{"p", options.dropout}, {"stream", stream}}, "lora_dropout");
     ++stream;
     TensorId down = builder.op("linear", {x, adapter->second.a}, nlohmann::json::object(), "lora_a");
-    TensorId scaled;
     if (builder.type(down).dtype == DType::F32 || builder.type(down).dtype == DType::F64) {
       TensorId up = builder.op("linear", {down, adapter->second.b}, nlohmann::json::object(), "lora_b");
-      scaled = builder.op("scale", {up}, {{"factor", scaling}}, "lora_scale");
+      TensorId scaled = builder.op("scale", {up}, {{"factor", scaling}}, "lora_scale");
+      replaced[node.outputs[0]] = builder.op("add", {node.outputs[0], scaled}, nlohmann::json::object(), "lora_out");
     } else {
       // Low-precision (GPU) graphs scale the rank-r tensor instead of the [tokens, out] one: the
       // same product, a pass over r columns instead of `out` forward and backward (with PEFT's
       // usual alpha = 2r the factor is a power of two, so bf16 gives the same bits either way).
+      // The B product takes the base output as its addend (one matmul with beta = 1), so no
+      // [tokens, out] adapter output is written and re-read by an add; its gradient with respect
+      // to the base output is d_out itself.
       TensorId down_scaled = builder.op("scale", {down}, {{"factor", scaling}}, "lora_scale");
-      scaled = builder.op("linear", {down_scaled, adapter->second.b}, nlohmann::json::object(), "lora_b");
+      replaced[node.outputs[0]] = builder.op("linear_add", {down_scaled, adapter->second.b, node.outputs[0]},
+                                             nlohmann::json::object(), "lora_out");
     }
-    replaced[node.outputs[0]] = builder.op("add", {node.outputs[0], scaled}, nlohmann::json::object(), "lora_out");
   }
   SUROGATE_CHECK(adapted == adapters.size(), "every LoRA target is the weight of exactly one linear node ({} of {})",
                  adapted, adapters.size());

@@ -9,6 +9,10 @@
 // (I32 []), which the trainer writes per micro-batch; each adapted projection is its own
 // dropout stream. Evaluation graphs have no dropout, as PEFT in eval mode.
 // The LoRA nodes carry the recompute group of the linear they adapt.
+// Node form: F32 / F64 graphs (the CPU backend) emit lora_a = linear(x, A), lora_b = linear(·, B),
+// lora_scale = scale(·), lora_out = add(y, ·); low-precision graphs (BF16 on the CUDA backend)
+// emit lora_a, lora_scale = scale(lora_a) on the rank-r tensor, and
+// lora_out = linear_add(lora_scale, B, y): the B product with y as its addend, one matmul.
 #pragma once
 
 #include <cstdint>

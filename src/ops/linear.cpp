@@ -1,7 +1,8 @@
-// Linear and LoRA-linear forward/backward through cblas GEMMs (see linear.h). The bias
+// Linear (plain and with an addend) and LoRA-linear forward/backward through cblas GEMMs (see linear.h). The bias
 // gradient is reduced over rows in double so the float oracle does not drift with N.
 #include "ops/linear.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "ops/blas.h"
@@ -46,6 +47,22 @@ void linear_backward(const T* d_y, const T* x, const T* weight, int64_t rows, in
 }
 
 template <typename T>
+void linear_add_forward(const T* x, const T* weight, const T* addend, int64_t rows, int64_t in_features,
+                        int64_t out_features, T* y) {
+  std::copy(addend, addend + rows * out_features, y);
+  gemm(false, true, rows, out_features, in_features, T(1), x, in_features, weight, in_features, T(1), y,
+       out_features);
+}
+
+template <typename T>
+void linear_input_gradient_add(const T* d_y, const T* weight, const T* addend, int64_t rows, int64_t in_features,
+                               int64_t out_features, T* d_x) {
+  std::copy(addend, addend + rows * in_features, d_x);
+  gemm(false, false, rows, in_features, out_features, T(1), d_y, out_features, weight, in_features, T(1), d_x,
+       in_features);
+}
+
+template <typename T>
 void lora_linear_forward(const T* x, const T* lora_a, const T* lora_b, int64_t rows,
                          int64_t in_features, int64_t rank, int64_t out_features, T scale,
                          T* hidden, T* y) {
@@ -80,6 +97,8 @@ void lora_linear_backward(const T* d_y, const T* x, const T* lora_a, const T* lo
   template void linear_forward<T>(const T*, const T*, const T*, int64_t, int64_t, int64_t, T*);    \
   template void linear_backward<T>(const T*, const T*, const T*, int64_t, int64_t, int64_t, T*,    \
                                    T*, T*);                                                        \
+  template void linear_add_forward<T>(const T*, const T*, const T*, int64_t, int64_t, int64_t, T*); \
+  template void linear_input_gradient_add<T>(const T*, const T*, const T*, int64_t, int64_t, int64_t, T*); \
   template void lora_linear_forward<T>(const T*, const T*, const T*, int64_t, int64_t, int64_t,    \
                                        int64_t, T, T*, T*);                                        \
   template void lora_linear_backward<T>(const T*, const T*, const T*, const T*, const T*, int64_t, \

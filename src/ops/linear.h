@@ -6,6 +6,11 @@
 //   y += scale · (x · Aᵀ) · Bᵀ
 // lora_linear_forward saves hidden = x · Aᵀ [N, r] for its backward.
 //
+// linear_add (the LoRA output y + scale·(x·Aᵀ)·Bᵀ as one product with a separate addend):
+//   y[N, out] = x · Wᵀ + addend      (addend [N, out], read only; y WRITTEN)
+// linear_input_gradient_add (an input gradient that also sums the other contributions):
+//   d_x[N, in] = d_y · W + addend     (addend [N, in], read only; d_x WRITTEN)
+//
 // Gradient semantics:
 //   linear_backward:      d_x WRITTEN (may be nullptr: not needed), d_weight and d_bias
 //                         ACCUMULATED (+=; either may be nullptr: frozen / no bias).
@@ -26,6 +31,16 @@ void linear_forward(const T* x, const T* weight, const T* bias, int64_t rows, in
 template <typename T>
 void linear_backward(const T* d_y, const T* x, const T* weight, int64_t rows, int64_t in_features,
                      int64_t out_features, T* d_x, T* d_weight, T* d_bias);
+
+// y = x · Wᵀ + addend; y and addend do not alias.
+template <typename T>
+void linear_add_forward(const T* x, const T* weight, const T* addend, int64_t rows, int64_t in_features,
+                        int64_t out_features, T* y);
+
+// d_x = d_y · W + addend; d_x and addend do not alias.
+template <typename T>
+void linear_input_gradient_add(const T* d_y, const T* weight, const T* addend, int64_t rows, int64_t in_features,
+                               int64_t out_features, T* d_x);
 
 // y += scale · hidden · Bᵀ with hidden = x · Aᵀ (written to `hidden`, [rows, rank]).
 template <typename T>

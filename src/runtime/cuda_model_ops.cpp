@@ -208,6 +208,19 @@ CudaKernel bind_linear(const CudaBindContext& ctx) {
   };
 }
 
+// linear_add (x, W, addend) -> x·Wᵀ + addend: one cuBLASLt matmul with the addend as C (beta = 1),
+// fp32 accumulation, rounded to bf16 once.
+CudaKernel bind_linear_add(const CudaBindContext& ctx) {
+  ctx.expect_all(DType::BF16);
+  const int64_t in = ctx.inputs[1].shape[1], out = ctx.inputs[1].shape[0], rows = ctx.inputs[0].numel() / in;
+  cuda::MatmulShape shape{.m = rows, .n = out, .k = in, .transpose_b = true, .has_addend = true};
+  CudaResources* resources = &ctx.resources;
+  return [=](const CudaKernelArgs& args) {
+    resources->matmul().run(shape, args.outputs[0].data, args.inputs[0].as<const bf16>(), args.inputs[1].as<const bf16>(),
+                            nullptr, args.stream, 1.0f, args.inputs[2].data);
+  };
+}
+
 // d_x [rows, in] = d_out [rows, out] · W [out, in]
 cuda::MatmulShape input_gradient_shape(int64_t rows, int64_t out, int64_t in) {
   return cuda::MatmulShape{.m = rows, .n = in, .k = out};
@@ -225,6 +238,19 @@ CudaKernel bind_linear_backward_input(const CudaBindContext& ctx) {
   return [=](const CudaKernelArgs& args) {
     resources->matmul().run(shape, args.outputs[0].data, args.inputs[0].as<const bf16>(), args.inputs[1].as<const bf16>(),
                             nullptr, args.stream);
+  };
+}
+
+// linear_backward_input_add (d_out, W, addend) -> d_out·W + addend, one matmul (addend as C).
+CudaKernel bind_linear_backward_input_add(const CudaBindContext& ctx) {
+  ctx.expect_all(DType::BF16);
+  const int64_t out = ctx.inputs[1].shape[0], in = ctx.inputs[1].shape[1], rows = ctx.inputs[0].numel() / out;
+  cuda::MatmulShape shape = input_gradient_shape(rows, out, in);
+  shape.has_addend = true;
+  CudaResources* resources = &ctx.resources;
+  return [=](const CudaKernelArgs& args) {
+    resources->matmul().run(shape, args.outputs[0].data, args.inputs[0].as<const bf16>(), args.inputs[1].as<const bf16>(),
+                            nullptr, args.stream, 1.0f, args.inputs[2].data);
   };
 }
 
@@ -598,6 +624,8 @@ void register_model_cuda_ops(CudaOpTable& table) {
   table.add("fused_residual_rmsnorm_backward", bind_rmsnorm_backward);
   table.add("linear", bind_linear);
   table.add("linear_backward_input", bind_linear_backward_input);
+  table.add("linear_add", bind_linear_add);
+  table.add("linear_backward_input_add", bind_linear_backward_input_add);
   table.add("linear_backward_weight", bind_linear_backward_weight);
   table.add("linear_backward", bind_linear_backward);
   table.add("bias_gradient", bind_bias_gradient);

@@ -1,5 +1,6 @@
-// Autodiff: gradients of composed graphs match finite differences (F64), fan-out sums,
-// frozen parameters get nothing, gradients accumulate across executions.
+// Autodiff: gradients of composed graphs match finite differences (F64), fan-out sums (and a
+// rule folding the partial sum into its own output), frozen parameters get nothing, gradients
+// accumulate across executions.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -140,6 +141,81 @@ TEST(Autodiff, RejectsNonScalarLossesAndOpsWithoutGradientRules) {
     EXPECT_NE(std::string(error.what()).find("node 'no_rule' (op accumulate) has no gradient rule"), std::string::npos)
         << error.what();
   }
+}
+
+// "twice"(x) = 2x whose gradient rule takes x's pending contributions and returns
+// add(pending, 2·d_out) itself (as linear's rule folds them into a matmul in BF16 graphs); with
+// `drop` it takes them and returns nothing, which autodiff must refuse.
+const OpRegistry& folding_registry() {
+  static const OpRegistry registry = [] {
+    OpRegistry r;
+    register_core_ops(r);
+    register_toy_ops(r);
+    for (bool drop : {false, true}) {
+      r.add(OpDef{
+          .name = drop ? "twice_dropping" : "twice",
+          .inputs = {"x"},
+          .outputs = {"out"},
+          .infer = [](const InferContext& ctx) { return std::vector<TensorType>{ctx.input(0)}; },
+          .gradient = [drop](GradientContext& ctx) -> InputGradients {
+            std::optional<TensorId> pending = ctx.take_pending_input_grad(0);
+            if (drop) return {std::nullopt};
+            TensorId own = ctx.op("scale", {ctx.output_grad(0)}, {{"factor", 2.0}});
+            return {pending ? ctx.op("add", {*pending, own}, {}, "folded") : own};
+          },
+          .cpu = [](const CpuBindContext& ctx) -> CpuKernel {
+            const int64_t count = ctx.outputs[0].numel();
+            return [count](const CpuKernelArgs& args) {
+              for (int64_t i = 0; i < count; ++i) args.outputs[0].as<double>()[i] = 2.0 * args.inputs[0].as<double>()[i];
+            };
+          },
+      });
+    }
+    return r;
+  }();
+  return registry;
+}
+
+TEST(Autodiff, RuleThatTakesPendingContributionsReplacesTheFanOutSum) {
+  GraphBuilder b(folding_registry());
+  TensorId x = b.parameter("x", DType::F64, {2, 3});
+  TensorId doubled = b.op("twice", {x}, {}, "doubled");          // differentiated last: takes the others
+  TensorId squared = b.op("mul", {x, x}, {}, "squared");         // two contributions
+  TensorId bent = b.op("toy_tanh", {x}, {}, "bent");             // one more
+  TensorId loss = b.op("sum", {b.op("add", {b.op("add", {doubled, squared}), bent})}, {}, "loss");
+  b.mark_output(loss);
+  Graph forward = b.finish();
+
+  compiler::TrainingGraph training = compiler::build_training_graph(forward, loss, folding_registry());
+  size_t sums = 0, folded = 0;
+  for (const Node& node : training.graph.nodes) {
+    if (node.op == "add" && node.name.find("grad.x.sum") != std::string::npos) ++sums;
+    if (node.name.ends_with(".folded")) ++folded;
+  }
+  // tanh's and mul's two contributions take two adds when 'twice' takes them; the rule's own add
+  // replaces the third add autodiff would have emitted.
+  EXPECT_EQ(folded, 1u);
+  EXPECT_EQ(sums, 2u);
+  ExecutionPlan plan = compiler::compile_training(std::move(forward), loss, folding_registry());
+  CpuBackend backend;
+  backend.load(plan, folding_registry());
+  std::vector<double> values = random_values<double>(6, 4);
+  std::copy(values.begin(), values.end(), backend.view<double>(x).begin());
+  backend.zero_gradients();
+  run_loss(backend, plan);
+  const std::vector<double> gradient = read_vector<double>(backend, plan.parameter_gradients.at(x));
+  for (size_t i = 0; i < values.size(); ++i) {
+    const double t = std::tanh(values[i]);
+    EXPECT_NEAR(gradient[i], 2.0 + 2.0 * values[i] + (1.0 - t * t), 1e-12) << i;
+  }
+}
+
+TEST(Autodiff, RuleThatTakesPendingContributionsMustReturnAGradient) {
+  GraphBuilder b(folding_registry());
+  TensorId x = b.parameter("x", DType::F64, {3});
+  TensorId loss = b.op("sum", {b.op("add", {b.op("twice_dropping", {x}), b.op("toy_tanh", {x})})}, {}, "loss");
+  b.mark_output(loss);
+  EXPECT_THROW(compiler::build_training_graph(b.finish(), loss, folding_registry()), InternalError);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // cuBLASLt wrapper vs a float64 CPU product, for the three products of a linear layer, the bias
-// epilogue and fp32 accumulation. Tolerance: 1e-2 relative (bf16 output rounding plus fp32
-// accumulation order); fp32 outputs 1e-4 (accumulation order only).
+// epilogue, fp32 accumulation and a separate bf16 addend (C ≠ D, beta = 1). Tolerance: 1e-2
+// relative (bf16 output rounding plus fp32 accumulation order); fp32 outputs 1e-4 (accumulation
+// order only).
 #include <gtest/gtest.h>
 
 #include "cuda/matmul.h"
@@ -88,6 +89,32 @@ TEST(CudaMatmul, WeightGradientAccumulatesInFp32) {
     EXPECT_LT(relative_error(dw.download(), reference), 1e-4) << "M=" << c.m << " N=" << c.n << " K=" << c.k;
   }
   EXPECT_EQ(matmul.cached_plans(), std::size(kCases));
+}
+
+// out = product + addend with the addend a separate bf16 tensor (linear_add's forward and
+// linear_backward_input_add's product): the addend is read, never written; a second addend
+// pointer of the same alignment reuses the plan.
+TEST(CudaMatmul, SeparateAddendIsAddedOnce) {
+  SKIP_WITHOUT_GPU();
+  Matmul matmul;
+  for (const Case& c : kCases) {
+    for (bool transpose_b : {true, false}) {  // forward x·Wᵀ + c, input gradient dy·W + c
+      auto a = random_floats(c.m * c.k), b = random_floats(c.k * c.n), addend = random_floats(c.m * c.n, 4.0f);
+      auto device_a = device_bf16(a), device_b = device_bf16(b), device_addend = device_bf16(addend);
+      DeviceBuffer<Bf16> out(c.m * c.n);
+      out.poison();
+      MatmulShape shape{.m = c.m, .n = c.n, .k = c.k, .transpose_b = transpose_b, .has_addend = true};
+      matmul.run(shape, out.data(), bf16_ptr(device_a), bf16_ptr(device_b), nullptr, nullptr, 1.0f,
+                 device_addend.data());
+      synchronize();
+      auto reference = reference_product(a, b, c.m, c.n, c.k, false, transpose_b);
+      for (size_t i = 0; i < reference.size(); ++i) reference[i] += addend[i];
+      EXPECT_LT(relative_error(download_bf16(out), reference), 1e-2)
+          << "M=" << c.m << " N=" << c.n << " K=" << c.k << " transpose_b=" << transpose_b;
+      EXPECT_EQ(download_bf16(device_addend), addend) << "the addend was written";
+    }
+  }
+  EXPECT_EQ(matmul.cached_plans(), 2 * std::size(kCases));
 }
 
 }  // namespace

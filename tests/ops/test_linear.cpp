@@ -1,5 +1,8 @@
 // Linear and LoRA-linear: forward against naive loops, gradients by finite differences,
-// accumulation of parameter gradients, float vs double.
+// accumulation of parameter gradients, float vs double; linear_add / linear_input_gradient_add
+// against the product plus the addend.
+#include <array>
+
 #include "gradient_check.h"
 #include "ops/linear.h"
 
@@ -97,6 +100,43 @@ TEST(Linear, FloatAgreesWithDouble) {
   linear_forward(x_float.data(), weight_float.data(), static_cast<const float*>(nullptr), rows, in,
                  out, y_float.data());
   EXPECT_LT(testing::max_relative_error(y_float, y), testing::kFloatTolerance);
+}
+
+// y = x·Wᵀ + addend and d_x = d_y·W + addend equal the plain product plus the addend (the same
+// double sums, only the order of the final addition differs: 1e-14), addend left untouched.
+TEST(LinearAdd, ProductsWithAnAddendEqualProductPlusAddend) {
+  for (auto [rows, in, out] : std::vector<std::array<int64_t, 3>>{{1, 1, 1}, {5, 7, 3}, {13, 4, 22}}) {
+    const std::vector<double> x = random_vector(rows * in, 40), weight = random_vector(out * in, 41);
+    const std::vector<double> addend_out = random_vector(rows * out, 42), addend_in = random_vector(rows * in, 43);
+    const std::vector<double> d_y = random_vector(rows * out, 44);
+    std::vector<double> y(rows * out), product(rows * out), d_x(rows * in), d_x_plain(rows * in);
+    linear_add_forward(x.data(), weight.data(), addend_out.data(), rows, in, out, y.data());
+    linear_forward(x.data(), weight.data(), static_cast<const double*>(nullptr), rows, in, out, product.data());
+    for (size_t i = 0; i < y.size(); ++i) EXPECT_NEAR(y[i], product[i] + addend_out[i], 1e-14) << rows << "x" << in;
+    linear_input_gradient_add(d_y.data(), weight.data(), addend_in.data(), rows, in, out, d_x.data());
+    linear_backward(d_y.data(), static_cast<const double*>(nullptr), weight.data(), rows, in, out, d_x_plain.data(),
+                    static_cast<double*>(nullptr), static_cast<double*>(nullptr));
+    for (size_t i = 0; i < d_x.size(); ++i) EXPECT_NEAR(d_x[i], d_x_plain[i] + addend_in[i], 1e-14) << rows << "x" << in;
+    EXPECT_EQ(addend_out, random_vector(rows * out, 42));
+  }
+}
+
+TEST(LinearAdd, GradientsMatchFiniteDifferences) {
+  const int64_t rows = 6, in = 5, out = 4;
+  std::vector<double> x = random_vector(rows * in, 50), weight = random_vector(out * in, 51);
+  std::vector<double> addend = random_vector(rows * out, 52);
+  const std::vector<double> weights = random_vector(rows * out, 53);
+  std::vector<double> y(rows * out);
+  auto loss = [&] {
+    linear_add_forward(x.data(), weight.data(), addend.data(), rows, in, out, y.data());
+    return testing::weighted_sum(y, weights);
+  };
+  std::vector<double> d_x(x.size()), d_weight(weight.size(), 0.0);
+  linear_backward(weights.data(), x.data(), weight.data(), rows, in, out, d_x.data(), d_weight.data(),
+                  static_cast<double*>(nullptr));
+  testing::expect_gradient_matches(loss, x, d_x, 54, "d_x");
+  testing::expect_gradient_matches(loss, weight, d_weight, 55, "d_weight");
+  testing::expect_gradient_matches(loss, addend, weights, 56, "d_addend");  // d_addend = d_y
 }
 
 }  // namespace

@@ -204,6 +204,92 @@ TEST(OpsDefs, LinearFrozenWeightSkipsWeightGradient) {
             1u);
 }
 
+// linear_add: d_x and d_weight as linear's, d_addend = d_out (every operand trainable).
+TEST(OpsDefs, LinearAdd) {
+  size_t checked = check_gradients(
+      [](GraphBuilder& b) {
+        TensorId x = b.parameter("x", DType::F64, {2, 3, 5});
+        TensorId w = b.parameter("w", DType::F64, {4, 5});
+        TensorId addend = b.parameter("addend", DType::F64, {2, 3, 4});
+        return probe_loss(b, b.op("linear_add", {x, w, addend}));
+      },
+      {});
+  EXPECT_EQ(checked, 3u);
+}
+
+// linear_add and linear_backward_input_add on the CPU backend equal the product plus the addend
+// (the same double sums; only the order of the last addition differs: 1e-14).
+TEST(OpsDefs, LinearAddOpsEqualProductPlusAddend) {
+  GraphBuilder b(registry());
+  TensorId x = b.parameter("x", DType::F64, {3, 5}, false), w = b.parameter("w", DType::F64, {4, 5}, false);
+  TensorId c_out = b.parameter("c_out", DType::F64, {3, 4}, false), c_in = b.parameter("c_in", DType::F64, {3, 5}, false);
+  TensorId d = b.parameter("d", DType::F64, {3, 4}, false);
+  TensorId fused_forward = b.op("linear_add", {x, w, c_out});
+  TensorId plain_forward = b.op("add", {b.op("linear", {x, w}), c_out});
+  TensorId fused_input = b.op("linear_backward_input_add", {d, w, c_in});
+  TensorId plain_input = b.op("add", {b.op("linear_backward_input", {d, w}), c_in});
+  for (TensorId id : {fused_forward, plain_forward, fused_input, plain_input}) b.mark_output(id);
+  compiler::ExecutionPlan plan = compiler::compile_forward(b.finish(), registry());
+  runtime::CpuBackend backend;
+  backend.load(plan, registry());
+  uint32_t seed = 21;
+  for (TensorId id : plan.graph.parameters) {
+    auto values = random_doubles(static_cast<size_t>(plan.graph.tensor(id).type.numel()), seed++, 1.0);
+    backend.write(id, std::as_bytes(std::span<const double>(values)));
+  }
+  backend.execute({});
+  auto read = [&](TensorId id) {
+    std::vector<double> values(static_cast<size_t>(plan.graph.tensor(id).type.numel()));
+    backend.read(id, std::as_writable_bytes(std::span<double>(values)));
+    return values;
+  };
+  for (auto [fused, plain] : {std::pair{fused_forward, plain_forward}, std::pair{fused_input, plain_input}}) {
+    const std::vector<double> a = read(fused), e = read(plain);
+    for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], e[i], 1e-14) << plan.graph.tensor(fused).name << "[" << i << "]";
+  }
+}
+
+TEST(OpsDefs, LinearAddShapeRules) {
+  GraphBuilder b(registry());
+  TensorId x = b.parameter("x", DType::F32, {3, 5}), w = b.parameter("w", DType::F32, {4, 5});
+  EXPECT_THROW(b.op("linear_add", {x, w, b.parameter("c35", DType::F32, {3, 5})}), UserError);  // not the out shape
+  EXPECT_THROW(b.op("linear_add", {x, w, b.parameter("c64", DType::F64, {3, 4})}), UserError);  // not the dtype
+  EXPECT_THROW(b.op("linear_add", {x, w}), UserError);
+  EXPECT_THROW(b.op("linear_backward_input_add", {b.parameter("d", DType::F32, {3, 4}), w,
+                                                  b.parameter("c34", DType::F32, {3, 4})}), UserError);
+  EXPECT_EQ(b.type(b.op("linear_add", {x, w, b.parameter("c", DType::F32, {3, 4})})),
+            (graph::TensorType{DType::F32, {3, 4}}));
+}
+
+// x fans out to three linears (frozen weights) and a linear_add. In a BF16 graph the input
+// gradients fold x's earlier contributions into their matmul (linear_backward_input_add), so
+// autodiff emits no add for x; an F32 graph keeps three plain products and two adds.
+TEST(OpsDefs, LowPrecisionLinearInputGradientsFoldTheFanOutSum) {
+  for (DType dtype : {DType::BF16, DType::F32}) {
+    GraphBuilder b(registry());
+    TensorId x = b.parameter("x", dtype, {2, 3, 8});
+    TensorId total;
+    for (int i = 0; i < 3; ++i) {
+      TensorId w = b.parameter("w" + std::to_string(i), dtype, {6, 8}, false);
+      TensorId y = i < 2 ? b.op("linear", {x, w}) : b.op("linear_add", {x, w, b.parameter("c", dtype, {2, 3, 6}, false)});
+      total = i == 0 ? y : b.op("add", {total, y});
+    }
+    TensorId loss = b.op("sum", {total});
+    b.mark_output(loss);
+    compiler::ExecutionPlan plan = compiler::compile_training(b.finish(), loss, registry());
+    std::map<std::string, int> backward;
+    int sums_of_x = 0;
+    for (const graph::Node& node : plan.graph.nodes) {
+      if (node.phase != graph::NodePhase::Backward) continue;
+      ++backward[node.op];
+      if (node.op == "add" && node.name.find("grad.x.sum") != std::string::npos) ++sums_of_x;
+    }
+    EXPECT_EQ(sums_of_x, dtype == DType::BF16 ? 0 : 2) << dtype_safetensors_name(dtype);
+    EXPECT_EQ(backward["linear_backward_input"], dtype == DType::BF16 ? 1 : 3) << dtype_safetensors_name(dtype);
+    EXPECT_EQ(backward["linear_backward_input_add"], dtype == DType::BF16 ? 2 : 0) << dtype_safetensors_name(dtype);
+  }
+}
+
 TEST(OpsDefs, Swiglu) {
   size_t checked = check_gradients(
       [](GraphBuilder& b) {

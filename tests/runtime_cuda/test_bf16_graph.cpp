@@ -2,11 +2,12 @@
 // activations and keep the side outputs F32 (rstd, logsumexp, loss), autodiff gives BF16
 // gradients, and the CPU backend refuses the plan with a message naming the dtype (its kernels
 // are fp32 / fp64 only). LoRA on a BF16 graph: adapters and the dropout path take BF16, F32 graphs
-// keep F32 adapters.
+// keep F32 adapters; the adapter output is one linear_add in BF16 graphs, an add in F32 ones.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <string>
 
 #include "compiler/execution_plan.h"
@@ -92,6 +93,42 @@ TEST(Bf16DecoderGraph, LoraAdaptersTakeTheBaseWeightDtype) {
     }
     // One per adapter forward, plus the backward ones where the input gradient is needed.
     EXPECT_GT(dropouts, static_cast<int>(adapters.size()));
+  }
+}
+
+// The adapter output: F32 graphs add(y, scale(linear(linear(x, A), B))) as before; BF16 graphs
+// one linear_add(scale(linear(x, A)), B, y) per adapter, and input gradients fold the fan-out
+// sums (linear_backward_input_add) instead of separate products and adds.
+TEST(Bf16DecoderGraph, LoraOutputIsOneLinearAddInBf16Graphs) {
+  const graph::OpRegistry registry = ops::make_model_registry();
+  const io::ModelConfig config = fixture_config("qwen3_qknorm");
+  models::LoraOptions lora{.rank = 4, .alpha = 8.0, .dropout = 0.0,
+                           .target_modules = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}};
+  const std::vector<models::LoraAdapter> adapters = models::lora_adapters(config, lora);
+  for (DType dtype : {DType::F32, DType::BF16}) {
+    SCOPED_TRACE(dtype_safetensors_name(dtype));
+    models::DecoderGraphOptions options{.batch = 2, .sequence = 8, .lmhead_chunks = 2};
+    options.dtype = dtype;
+    models::DecoderGraph decoder = models::build_decoder_graph(config, registry, options);
+    graph::Graph forward = models::apply_lora(decoder.graph, registry, adapters, lora, true);
+    std::map<std::string, int> lora_out_ops;
+    for (const graph::Node& node : forward.nodes) {
+      if (node.name.ends_with(".lora_out")) ++lora_out_ops[node.op];
+    }
+    const int count = static_cast<int>(adapters.size());
+    EXPECT_EQ(lora_out_ops, (std::map<std::string, int>{{dtype == DType::BF16 ? "linear_add" : "add", count}}));
+    compiler::ExecutionPlan plan = compiler::compile_training(std::move(forward), decoder.loss, registry);
+    int folded = 0;
+    for (const graph::Node& node : plan.graph.nodes) folded += node.op == "linear_backward_input_add";
+    if (dtype == DType::F32) {
+      EXPECT_EQ(folded, 0);
+    } else {
+      // Per layer, one per consumer of a projection input after the first: the first norm's
+      // output feeds q/k/v and their three lora_A (5), the attention output o and its lora_A (1),
+      // the second norm's gate/up and theirs (3), the swiglu output down and its lora_A (1).
+      // Layer 0's first norm output depends on no adapter, so it gets no gradient at all.
+      EXPECT_EQ(folded, 10 * static_cast<int>(config.num_hidden_layers) - 5);
+    }
   }
 }
 

@@ -14,6 +14,8 @@
 //                      rstd          1e-5  (fp32 sum of squares over head_dim, rsqrtf)
 //                      d_weight      1e-2  (fp32 sum over all rows, one bf16 rounding)
 //   fused_residual_rmsnorm           the same bounds; residual_out 4e-3 (one rounding of a sum)
+//   linear_add, linear_backward_input_add  1e-2  (bf16 operands, fp32 accumulation of product and
+//                                    addend in cuBLASLt, one bf16 rounding; as tests/cuda matmul)
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -24,6 +26,7 @@
 #include "cuda/test_helpers.h"
 #include "graph/builder.h"
 #include "ops/attention.h"
+#include "ops/linear.h"
 #include "ops/defs/register_ops.h"
 #include "ops/rmsnorm.h"
 #include "ops/rmsnorm_rope.h"
@@ -395,6 +398,47 @@ TEST(CudaModelKernels, FusedResidualRmsnormBindersMatchCpu) {
     EXPECT_LT(relative_error(gpu.read(backward[1]), d_weight), 1e-2) << "d_weight";
     EXPECT_LT(relative_error(gpu.read(backward_stream[0]), d_input_stream), 1e-2) << "d_input + d_residual_out";
     EXPECT_LT(relative_error(gpu.read(backward_stream[1]), d_weight_stream), 1e-2) << "d_weight";
+  }
+}
+
+// linear_add (x·Wᵀ + c) and linear_backward_input_add (d·W + c) through the CUDA binders (one
+// cuBLASLt matmul each, the addend as C) against the CPU ops in double on the same bf16 inputs,
+// at LoRA's B shapes (in = rank) and odd sizes; the addend is as large as the product.
+TEST(CudaModelKernels, LinearAddBindersMatchCpu) {
+  SKIP_WITHOUT_GPU();
+  struct Case { int64_t batch, sequence, in, out; };
+  for (Case c : {Case{1, 1, 8, 8}, Case{1, 37, 53, 71}, Case{2, 64, 16, 1024}, Case{3, 43, 1024, 16}}) {
+    SCOPED_TRACE(::testing::Message() << c.batch << "x" << c.sequence << " in " << c.in << " out " << c.out);
+    const int64_t rows = c.batch * c.sequence;
+    const std::vector<float> x = random_floats(static_cast<size_t>(rows * c.in)),
+                             w = random_floats(static_cast<size_t>(c.out * c.in)),
+                             c_out = random_floats(static_cast<size_t>(rows * c.out), 4.0f),
+                             d = random_floats(static_cast<size_t>(rows * c.out)),
+                             c_in = random_floats(static_cast<size_t>(rows * c.in), 4.0f);
+    std::vector<double> y(rows * c.out), d_x(rows * c.in);
+    ops::linear_add_forward(as_double(x).data(), as_double(w).data(), as_double(c_out).data(), rows, c.in, c.out,
+                            y.data());
+    ops::linear_input_gradient_add(as_double(d).data(), as_double(w).data(), as_double(c_in).data(), rows, c.in, c.out,
+                                   d_x.data());
+
+    CudaNodePlan gpu;
+    graph::TensorId gw = gpu.operand("w", DType::BF16, {c.out, c.in});
+    graph::TensorId forward = gpu.builder.op(
+        "linear_add", {gpu.operand("x", DType::BF16, {c.batch, c.sequence, c.in}), gw,
+                       gpu.operand("c_out", DType::BF16, {c.batch, c.sequence, c.out})});
+    graph::TensorId backward = gpu.builder.op(
+        "linear_backward_input_add", {gpu.operand("d", DType::BF16, {c.batch, c.sequence, c.out}), gw,
+                                      gpu.operand("c_in", DType::BF16, {c.batch, c.sequence, c.in})});
+    gpu.load({forward, backward});
+    gpu.write("x", x);
+    gpu.write("w", w);
+    gpu.write("c_out", c_out);
+    gpu.write("d", d);
+    gpu.write("c_in", c_in);
+    gpu.run({});
+    EXPECT_LT(relative_error(gpu.read(forward), y), 1e-2) << "linear_add";
+    EXPECT_LT(relative_error(gpu.read(backward), d_x), 1e-2) << "linear_backward_input_add";
+    EXPECT_EQ(gpu.read(gpu.plan.tensor("c_out")), c_out) << "the addend was written";
   }
 }
 

@@ -5,6 +5,15 @@
 //   bias_gradient(d_out)                  -> d_bias   [out]       (column sums, double accumulation)
 // "linear_backward"(d_out, x, weight) -> (d_x, d_weight) stays registered for JSON IR graphs
 // that name it; the gradient rule emits the split ops.
+//
+// "linear_add"(x, weight, addend) -> x·Wᵀ + addend (addend has out's type): the LoRA rewrite's
+// output in low-precision graphs, one matmul with a separate addend (beta = 1) instead of a
+// product and an add. Its gradients: d_x and d_weight as linear's, d_addend = d_out itself.
+//   linear_backward_input_add(d_out, weight, addend) -> d_out·W + addend
+// In low-precision graphs (not F32 / F64) the input gradient of linear and linear_add takes the
+// contributions x already has from its other consumers (GradientContext::take_pending_input_grad)
+// as that addend, so autodiff's fan-out add disappears into the matmul. F32 / F64 graphs (the
+// CPU backend, gradient checks) keep the separate product and add, bit for bit as before.
 #include "ops/defs/def_util.h"
 #include "ops/linear.h"
 
@@ -19,6 +28,44 @@ void expect_weight(const InferContext& ctx, size_t index, size_t reference) {
   }
 }
 
+bool folds_gradient_sums(DType dtype) { return dtype != DType::F32 && dtype != DType::F64; }
+
+// d_x = d_out · W for input 0 of linear / linear_add (weight is input 1), with x's pending
+// gradient contributions as the addend in low-precision graphs.
+TensorId input_gradient(GradientContext& ctx, TensorId d_out) {
+  if (folds_gradient_sums(ctx.type(d_out).dtype)) {
+    if (auto pending = ctx.take_pending_input_grad(0)) {
+      return ctx.op("linear_backward_input_add", {d_out, ctx.input(1), *pending});
+    }
+  }
+  return ctx.op("linear_backward_input", {d_out, ctx.input(1)});
+}
+
+// x [..., in] · weight [out, in]ᵀ: the output type [..., out].
+TensorType product_type(const InferContext& ctx) {
+  ctx.expect_floating(0);
+  ctx.expect_min_rank(0, 1);
+  expect_weight(ctx, 1, 0);
+  ctx.expect_dim(0, -1, ctx.input(1).shape[1]);
+  Shape shape = ctx.input(0).shape;
+  shape.back() = ctx.input(1).shape[0];
+  return {ctx.input(0).dtype, shape};
+}
+
+// d_out [..., out] · weight [out, in]: the input-gradient type [..., in].
+TensorType input_gradient_type(const InferContext& ctx) {
+  ctx.expect_floating(0);
+  expect_weight(ctx, 1, 0);
+  ctx.expect_dim(0, -1, ctx.input(1).shape[0]);
+  Shape shape = ctx.input(0).shape;
+  shape.back() = ctx.input(1).shape[1];
+  return {ctx.input(0).dtype, shape};
+}
+
+void expect_addend(const InferContext& ctx, size_t index, const TensorType& result) {
+  if (ctx.input(index) != result) ctx.fail("{} must be {} (the product's type)", ctx.input_label(index), format_type(result));
+}
+
 void register_linear(OpRegistry& registry) {
   registry.add(OpDef{
       .name = "linear",
@@ -28,23 +75,18 @@ void register_linear(OpRegistry& registry) {
         if (ctx.input_count() != 2 && ctx.input_count() != 3) {
           ctx.fail("linear takes x, weight and an optional bias, got {} inputs", ctx.input_count());
         }
-        ctx.expect_floating(0);
-        ctx.expect_min_rank(0, 1);
-        expect_weight(ctx, 1, 0);
-        ctx.expect_dim(0, -1, ctx.input(1).shape[1]);
+        TensorType result = product_type(ctx);
         if (ctx.input_count() == 3) {
           ctx.expect_rank(2, 1);
           ctx.expect_dim(2, 0, ctx.input(1).shape[0]);
           if (ctx.input(2).dtype != ctx.input(0).dtype) ctx.fail("{} must have the dtype of x", ctx.input_label(2));
         }
-        Shape shape = ctx.input(0).shape;
-        shape.back() = ctx.input(1).shape[0];
-        return std::vector<TensorType>{{ctx.input(0).dtype, shape}};
+        return std::vector<TensorType>{result};
       },
       .gradient = [](GradientContext& ctx) -> InputGradients {
         TensorId d_out = ctx.output_grad(0);
         InputGradients result(ctx.node().inputs.size());
-        if (ctx.needs_input_grad(0)) result[0] = ctx.op("linear_backward_input", {d_out, ctx.input(1)});
+        if (ctx.needs_input_grad(0)) result[0] = input_gradient(ctx, d_out);
         if (ctx.needs_input_grad(1)) result[1] = ctx.op("linear_backward_weight", {d_out, ctx.input(0)});
         if (result.size() == 3 && ctx.needs_input_grad(2)) result[2] = ctx.op("bias_gradient", {d_out});
         return result;
@@ -63,17 +105,59 @@ void register_linear(OpRegistry& registry) {
       .variadic_inputs = true,
   });
   registry.add(OpDef{
+      .name = "linear_add",
+      .inputs = {"x", "weight", "addend"},
+      .outputs = {"out"},
+      .infer = [](const InferContext& ctx) {
+        TensorType result = product_type(ctx);
+        expect_addend(ctx, 2, result);
+        return std::vector<TensorType>{result};
+      },
+      .gradient = [](GradientContext& ctx) -> InputGradients {
+        TensorId d_out = ctx.output_grad(0);
+        InputGradients result(3);
+        if (ctx.needs_input_grad(0)) result[0] = input_gradient(ctx, d_out);
+        if (ctx.needs_input_grad(1)) result[1] = ctx.op("linear_backward_weight", {d_out, ctx.input(0)});
+        result[2] = if_needed(ctx, 2, d_out);
+        return result;
+      },
+      .cpu = [](const CpuBindContext& ctx) {
+        int64_t out = ctx.inputs[1].shape[0], in = ctx.inputs[1].shape[1], rows = ctx.inputs[0].numel() / in;
+        return bind_floating(ctx, ctx.inputs[0].dtype, [=](auto zero) -> CpuKernel {
+          using T = decltype(zero);
+          return [=](const CpuKernelArgs& args) {
+            linear_add_forward(args.inputs[0].as<T>(), args.inputs[1].as<T>(), args.inputs[2].as<T>(), rows, in, out,
+                               args.outputs[0].as<T>());
+          };
+        });
+      },
+  });
+  registry.add(OpDef{
+      .name = "linear_backward_input_add",
+      .inputs = {"d_out", "weight", "addend"},
+      .outputs = {"d_x"},
+      .infer = [](const InferContext& ctx) {
+        TensorType result = input_gradient_type(ctx);
+        expect_addend(ctx, 2, result);
+        return std::vector<TensorType>{result};
+      },
+      .gradient = {},
+      .cpu = [](const CpuBindContext& ctx) {
+        int64_t out = ctx.inputs[1].shape[0], in = ctx.inputs[1].shape[1], rows = ctx.inputs[0].numel() / out;
+        return bind_floating(ctx, ctx.inputs[0].dtype, [=](auto zero) -> CpuKernel {
+          using T = decltype(zero);
+          return [=](const CpuKernelArgs& args) {
+            linear_input_gradient_add(args.inputs[0].as<T>(), args.inputs[1].as<T>(), args.inputs[2].as<T>(), rows, in,
+                                      out, args.outputs[0].as<T>());
+          };
+        });
+      },
+  });
+  registry.add(OpDef{
       .name = "linear_backward_input",
       .inputs = {"d_out", "weight"},
       .outputs = {"d_x"},
-      .infer = [](const InferContext& ctx) {
-        ctx.expect_floating(0);
-        expect_weight(ctx, 1, 0);
-        ctx.expect_dim(0, -1, ctx.input(1).shape[0]);
-        Shape shape = ctx.input(0).shape;
-        shape.back() = ctx.input(1).shape[1];
-        return std::vector<TensorType>{{ctx.input(0).dtype, shape}};
-      },
+      .infer = [](const InferContext& ctx) { return std::vector<TensorType>{input_gradient_type(ctx)}; },
       .gradient = {},
       .cpu = [](const CpuBindContext& ctx) {
         int64_t out = ctx.inputs[1].shape[0], in = ctx.inputs[1].shape[1], rows = ctx.inputs[0].numel() / out;
