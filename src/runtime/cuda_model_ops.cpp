@@ -7,7 +7,7 @@
 // Where the graph contract and the src/cuda kernels differ, the binder bridges:
 //  * parameter gradients (d_weight, d_table) are BF16 tensors in a BF16 graph; the kernels that
 //    accumulate them in fp32 (embedding, rmsnorm, LM head) do so in scratch, then round once;
-//    linear weight gradients come out of cuBLASLt in bf16 directly (fp32 accumulate inside).
+//    linear weight gradients come out of cuBLASLt in bf16 directly (runtime/cuda_linear_ops.cpp).
 //  * attention takes document ids [B, T]; the kernels take cu_seqlens over the B·T flattened
 //    tokens, built per call on the device (cuda_model_kernels.h). Its logsumexp output is laid
 //    out [Hq, B·T] (the kernels' layout, read only by the CUDA attention_backward), not the CPU's
@@ -27,6 +27,7 @@
 #include "cuda/kernels/swiglu.h"
 #include "cuda/lm_head_loss.h"
 #include "runtime/cuda_model_kernels.h"
+#include "runtime/cuda_bind_checks.h"
 #include "runtime/cuda_op_table.h"
 
 namespace surogate::runtime {
@@ -34,33 +35,6 @@ namespace {
 
 namespace k = cuda_kernels;
 using bf16 = __nv_bfloat16;
-
-// ---- load-time checks ----
-
-void expect_type(const CudaBindContext& ctx, bool output, size_t index, DType dtype) {
-  const graph::TensorType& type = output ? ctx.outputs[index] : ctx.inputs[index];
-  if (type.dtype != dtype) {
-    fail_user("node '{}' (op {}): the CUDA backend runs this op with {} {} as {}, got {}; build the model graph in "
-              "BF16 for the CUDA backend (models::DecoderGraphOptions::dtype)",
-              ctx.node.name, ctx.node.op, output ? "output" : "input", index, dtype_safetensors_name(dtype),
-              graph::format_type(type));
-  }
-}
-void expect_in(const CudaBindContext& ctx, size_t index, DType dtype) { expect_type(ctx, false, index, dtype); }
-void expect_out(const CudaBindContext& ctx, size_t index, DType dtype) { expect_type(ctx, true, index, dtype); }
-
-template <typename... Args>
-void require(const CudaBindContext& ctx, bool condition, fmt::format_string<Args...> format, Args&&... args) {
-  if (!condition) {
-    fail_user("node '{}' (op {}): {}", ctx.node.name, ctx.node.op, fmt::format(format, std::forward<Args>(args)...));
-  }
-}
-
-int64_t last(const graph::TensorType& type) { return type.shape.empty() ? 1 : type.shape.back(); }
-
-void zero_async(void* pointer, size_t bytes, cudaStream_t stream) {
-  if (bytes > 0) CUDA_CHECK(cudaMemsetAsync(pointer, 0, bytes, stream));
-}
 
 // ---- embedding ----
 
@@ -191,99 +165,6 @@ CudaKernel bind_rmsnorm_backward(const CudaBindContext& ctx) {
                            args.inputs[1].as<const bf16>(), args.inputs[2].as<const bf16>(),
                            args.inputs[3].as<const float>(), rows, channels, args.stream);
     k::convert_f32_to_bf16(accumulator, args.outputs[1].as<bf16>(), channels, args.stream);
-  };
-}
-
-// ---- linear (cuBLASLt) ----
-
-CudaKernel bind_linear(const CudaBindContext& ctx) {
-  expect_in(ctx, 0, DType::BF16);
-  const int64_t in = ctx.inputs[1].shape[1], out = ctx.inputs[1].shape[0], rows = ctx.inputs[0].numel() / in;
-  const bool has_bias = ctx.inputs.size() == 3;
-  cuda::MatmulShape shape{.m = rows, .n = out, .k = in, .transpose_b = true, .has_bias = has_bias};
-  CudaResources* resources = &ctx.resources;
-  return [=](const CudaKernelArgs& args) {
-    resources->matmul().run(shape, args.outputs[0].data, args.inputs[0].as<const bf16>(), args.inputs[1].as<const bf16>(),
-                            has_bias ? args.inputs[2].as<const bf16>() : nullptr, args.stream);
-  };
-}
-
-// linear_add (x, W, addend) -> x·Wᵀ + addend: one cuBLASLt matmul with the addend as C (beta = 1),
-// fp32 accumulation, rounded to bf16 once.
-CudaKernel bind_linear_add(const CudaBindContext& ctx) {
-  ctx.expect_all(DType::BF16);
-  const int64_t in = ctx.inputs[1].shape[1], out = ctx.inputs[1].shape[0], rows = ctx.inputs[0].numel() / in;
-  cuda::MatmulShape shape{.m = rows, .n = out, .k = in, .transpose_b = true, .has_addend = true};
-  CudaResources* resources = &ctx.resources;
-  return [=](const CudaKernelArgs& args) {
-    resources->matmul().run(shape, args.outputs[0].data, args.inputs[0].as<const bf16>(), args.inputs[1].as<const bf16>(),
-                            nullptr, args.stream, 1.0f, args.inputs[2].data);
-  };
-}
-
-// d_x [rows, in] = d_out [rows, out] · W [out, in]
-cuda::MatmulShape input_gradient_shape(int64_t rows, int64_t out, int64_t in) {
-  return cuda::MatmulShape{.m = rows, .n = in, .k = out};
-}
-// d_W [out, in] = d_outᵀ · x, bf16 result of an fp32 accumulation
-cuda::MatmulShape weight_gradient_shape(int64_t rows, int64_t out, int64_t in) {
-  return cuda::MatmulShape{.m = out, .n = in, .k = rows, .transpose_a = true};
-}
-
-CudaKernel bind_linear_backward_input(const CudaBindContext& ctx) {
-  expect_in(ctx, 0, DType::BF16);
-  const int64_t out = ctx.inputs[1].shape[0], in = ctx.inputs[1].shape[1], rows = ctx.inputs[0].numel() / out;
-  cuda::MatmulShape shape = input_gradient_shape(rows, out, in);
-  CudaResources* resources = &ctx.resources;
-  return [=](const CudaKernelArgs& args) {
-    resources->matmul().run(shape, args.outputs[0].data, args.inputs[0].as<const bf16>(), args.inputs[1].as<const bf16>(),
-                            nullptr, args.stream);
-  };
-}
-
-// linear_backward_input_add (d_out, W, addend) -> d_out·W + addend, one matmul (addend as C).
-CudaKernel bind_linear_backward_input_add(const CudaBindContext& ctx) {
-  ctx.expect_all(DType::BF16);
-  const int64_t out = ctx.inputs[1].shape[0], in = ctx.inputs[1].shape[1], rows = ctx.inputs[0].numel() / out;
-  cuda::MatmulShape shape = input_gradient_shape(rows, out, in);
-  shape.has_addend = true;
-  CudaResources* resources = &ctx.resources;
-  return [=](const CudaKernelArgs& args) {
-    resources->matmul().run(shape, args.outputs[0].data, args.inputs[0].as<const bf16>(), args.inputs[1].as<const bf16>(),
-                            nullptr, args.stream, 1.0f, args.inputs[2].data);
-  };
-}
-
-CudaKernel bind_linear_backward_weight(const CudaBindContext& ctx) {
-  expect_in(ctx, 0, DType::BF16);
-  const int64_t out = last(ctx.inputs[0]), in = last(ctx.inputs[1]), rows = ctx.inputs[1].numel() / in;
-  cuda::MatmulShape shape = weight_gradient_shape(rows, out, in);
-  CudaResources* resources = &ctx.resources;
-  return [=](const CudaKernelArgs& args) {
-    resources->matmul().run(shape, args.outputs[0].data, args.inputs[0].as<const bf16>(), args.inputs[1].as<const bf16>(),
-                            nullptr, args.stream);
-  };
-}
-
-// linear_backward (d_out, x, weight) -> (d_x, d_weight)
-CudaKernel bind_linear_backward(const CudaBindContext& ctx) {
-  expect_in(ctx, 0, DType::BF16);
-  const int64_t out = ctx.inputs[2].shape[0], in = ctx.inputs[2].shape[1], rows = ctx.inputs[1].numel() / in;
-  cuda::MatmulShape input_shape = input_gradient_shape(rows, out, in), weight_shape = weight_gradient_shape(rows, out, in);
-  CudaResources* resources = &ctx.resources;
-  return [=](const CudaKernelArgs& args) {
-    resources->matmul().run(input_shape, args.outputs[0].data, args.inputs[0].as<const bf16>(),
-                            args.inputs[2].as<const bf16>(), nullptr, args.stream);
-    resources->matmul().run(weight_shape, args.outputs[1].data, args.inputs[0].as<const bf16>(),
-                            args.inputs[1].as<const bf16>(), nullptr, args.stream);
-  };
-}
-
-CudaKernel bind_bias_gradient(const CudaBindContext& ctx) {
-  expect_in(ctx, 0, DType::BF16);
-  const int64_t columns = last(ctx.inputs[0]), rows = ctx.inputs[0].numel() / columns;
-  return [=](const CudaKernelArgs& args) {
-    k::bias_gradient(args.outputs[0].as<bf16>(), args.inputs[0].as<const bf16>(), rows, columns, args.stream);
   };
 }
 
@@ -622,13 +503,6 @@ void register_model_cuda_ops(CudaOpTable& table) {
   table.add("rmsnorm_backward", bind_rmsnorm_backward);
   table.add("fused_residual_rmsnorm", bind_fused_residual_rmsnorm);
   table.add("fused_residual_rmsnorm_backward", bind_rmsnorm_backward);
-  table.add("linear", bind_linear);
-  table.add("linear_backward_input", bind_linear_backward_input);
-  table.add("linear_add", bind_linear_add);
-  table.add("linear_backward_input_add", bind_linear_backward_input_add);
-  table.add("linear_backward_weight", bind_linear_backward_weight);
-  table.add("linear_backward", bind_linear_backward);
-  table.add("bias_gradient", bind_bias_gradient);
   table.add("swiglu", bind_swiglu);
   table.add("swiglu_backward", bind_swiglu_backward);
   table.add("swiglu_fused", bind_swiglu_fused);

@@ -121,6 +121,10 @@ void register_core_cuda_ops(CudaOpTable& table);
 // The decoder's model ops and their backward ops on bf16 tensors (runtime/cuda_model_ops.cpp).
 void register_model_cuda_ops(CudaOpTable& table);
 
+// linear, linear_add and their backward ops, bias_gradient (cuBLASLt, bf16), in
+// runtime/cuda_linear_ops.cpp.
+void register_linear_cuda_ops(CudaOpTable& table);
+
 // dropout (BF16 / F32; the LoRA rewrite's adapter-input dropout), in runtime/cuda_lora_ops.cpp.
 void register_lora_cuda_ops(CudaOpTable& table);
 

@@ -1,0 +1,120 @@
+// CUDA binders for the linear family on BF16 graphs (ops/defs/linear_def.cpp): linear,
+// linear_add (x·Wᵀ + c as one cuBLASLt product with a separate C, beta = 1), their input gradients
+// (linear_backward_input, linear_backward_input_add: dy·W [+ c]), the weight gradient (bf16 out of
+// an fp32 accumulation inside cuBLASLt), linear_backward and bias_gradient. All products go
+// through the plan's one Matmul (CudaResources::matmul, cuda/matmul.h).
+#include "cuda/matmul.h"
+#include "runtime/cuda_bind_checks.h"
+#include "runtime/cuda_model_kernels.h"
+#include "runtime/cuda_op_table.h"
+
+namespace surogate::runtime {
+namespace {
+
+namespace k = cuda_kernels;
+using bf16 = __nv_bfloat16;
+
+CudaKernel bind_linear(const CudaBindContext& ctx) {
+  expect_in(ctx, 0, DType::BF16);
+  const int64_t in = ctx.inputs[1].shape[1], out = ctx.inputs[1].shape[0], rows = ctx.inputs[0].numel() / in;
+  const bool has_bias = ctx.inputs.size() == 3;
+  cuda::MatmulShape shape{.m = rows, .n = out, .k = in, .transpose_b = true, .has_bias = has_bias};
+  CudaResources* resources = &ctx.resources;
+  return [=](const CudaKernelArgs& args) {
+    resources->matmul().run(shape, args.outputs[0].data, args.inputs[0].as<const bf16>(), args.inputs[1].as<const bf16>(),
+                            has_bias ? args.inputs[2].as<const bf16>() : nullptr, args.stream);
+  };
+}
+
+// linear_add (x, W, addend) -> x·Wᵀ + addend: one cuBLASLt matmul with the addend as C (beta = 1),
+// fp32 accumulation, rounded to bf16 once.
+CudaKernel bind_linear_add(const CudaBindContext& ctx) {
+  ctx.expect_all(DType::BF16);
+  const int64_t in = ctx.inputs[1].shape[1], out = ctx.inputs[1].shape[0], rows = ctx.inputs[0].numel() / in;
+  cuda::MatmulShape shape{.m = rows, .n = out, .k = in, .transpose_b = true, .has_addend = true};
+  CudaResources* resources = &ctx.resources;
+  return [=](const CudaKernelArgs& args) {
+    resources->matmul().run(shape, args.outputs[0].data, args.inputs[0].as<const bf16>(), args.inputs[1].as<const bf16>(),
+                            nullptr, args.stream, 1.0f, args.inputs[2].data);
+  };
+}
+
+// d_x [rows, in] = d_out [rows, out] · W [out, in]
+cuda::MatmulShape input_gradient_shape(int64_t rows, int64_t out, int64_t in) {
+  return cuda::MatmulShape{.m = rows, .n = in, .k = out};
+}
+// d_W [out, in] = d_outᵀ · x, bf16 result of an fp32 accumulation
+cuda::MatmulShape weight_gradient_shape(int64_t rows, int64_t out, int64_t in) {
+  return cuda::MatmulShape{.m = out, .n = in, .k = rows, .transpose_a = true};
+}
+
+CudaKernel bind_linear_backward_input(const CudaBindContext& ctx) {
+  expect_in(ctx, 0, DType::BF16);
+  const int64_t out = ctx.inputs[1].shape[0], in = ctx.inputs[1].shape[1], rows = ctx.inputs[0].numel() / out;
+  cuda::MatmulShape shape = input_gradient_shape(rows, out, in);
+  CudaResources* resources = &ctx.resources;
+  return [=](const CudaKernelArgs& args) {
+    resources->matmul().run(shape, args.outputs[0].data, args.inputs[0].as<const bf16>(), args.inputs[1].as<const bf16>(),
+                            nullptr, args.stream);
+  };
+}
+
+// linear_backward_input_add (d_out, W, addend) -> d_out·W + addend, one matmul (addend as C).
+CudaKernel bind_linear_backward_input_add(const CudaBindContext& ctx) {
+  ctx.expect_all(DType::BF16);
+  const int64_t out = ctx.inputs[1].shape[0], in = ctx.inputs[1].shape[1], rows = ctx.inputs[0].numel() / out;
+  cuda::MatmulShape shape = input_gradient_shape(rows, out, in);
+  shape.has_addend = true;
+  CudaResources* resources = &ctx.resources;
+  return [=](const CudaKernelArgs& args) {
+    resources->matmul().run(shape, args.outputs[0].data, args.inputs[0].as<const bf16>(), args.inputs[1].as<const bf16>(),
+                            nullptr, args.stream, 1.0f, args.inputs[2].data);
+  };
+}
+
+CudaKernel bind_linear_backward_weight(const CudaBindContext& ctx) {
+  expect_in(ctx, 0, DType::BF16);
+  const int64_t out = last(ctx.inputs[0]), in = last(ctx.inputs[1]), rows = ctx.inputs[1].numel() / in;
+  cuda::MatmulShape shape = weight_gradient_shape(rows, out, in);
+  CudaResources* resources = &ctx.resources;
+  return [=](const CudaKernelArgs& args) {
+    resources->matmul().run(shape, args.outputs[0].data, args.inputs[0].as<const bf16>(), args.inputs[1].as<const bf16>(),
+                            nullptr, args.stream);
+  };
+}
+
+// linear_backward (d_out, x, weight) -> (d_x, d_weight)
+CudaKernel bind_linear_backward(const CudaBindContext& ctx) {
+  expect_in(ctx, 0, DType::BF16);
+  const int64_t out = ctx.inputs[2].shape[0], in = ctx.inputs[2].shape[1], rows = ctx.inputs[1].numel() / in;
+  cuda::MatmulShape input_shape = input_gradient_shape(rows, out, in), weight_shape = weight_gradient_shape(rows, out, in);
+  CudaResources* resources = &ctx.resources;
+  return [=](const CudaKernelArgs& args) {
+    resources->matmul().run(input_shape, args.outputs[0].data, args.inputs[0].as<const bf16>(),
+                            args.inputs[2].as<const bf16>(), nullptr, args.stream);
+    resources->matmul().run(weight_shape, args.outputs[1].data, args.inputs[0].as<const bf16>(),
+                            args.inputs[1].as<const bf16>(), nullptr, args.stream);
+  };
+}
+
+CudaKernel bind_bias_gradient(const CudaBindContext& ctx) {
+  expect_in(ctx, 0, DType::BF16);
+  const int64_t columns = last(ctx.inputs[0]), rows = ctx.inputs[0].numel() / columns;
+  return [=](const CudaKernelArgs& args) {
+    k::bias_gradient(args.outputs[0].as<bf16>(), args.inputs[0].as<const bf16>(), rows, columns, args.stream);
+  };
+}
+
+}  // namespace
+
+void register_linear_cuda_ops(CudaOpTable& table) {
+  table.add("linear", bind_linear);
+  table.add("linear_add", bind_linear_add);
+  table.add("linear_backward_input", bind_linear_backward_input);
+  table.add("linear_backward_input_add", bind_linear_backward_input_add);
+  table.add("linear_backward_weight", bind_linear_backward_weight);
+  table.add("linear_backward", bind_linear_backward);
+  table.add("bias_gradient", bind_bias_gradient);
+}
+
+}  // namespace surogate::runtime
