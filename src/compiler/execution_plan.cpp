@@ -2,6 +2,7 @@
 #include "compiler/execution_plan.h"
 
 #include "compiler/autodiff.h"
+#include "compiler/loss_input_grad.h"
 #include "core/error.h"
 #include "graph/verifier.h"
 
@@ -32,6 +33,7 @@ const TensorPlacement& ExecutionPlan::placement(TensorId id) const {
 
 ExecutionPlan compile_training(Graph forward, TensorId loss, const OpRegistry& registry, const CompileOptions& options) {
   verify_graph(forward, registry);
+  if (options.loss_input_grad_in_forward) compute_loss_input_grad_in_forward(forward, loss, registry);
   TrainingGraph training = build_training_graph(std::move(forward), loss, registry);
   RecomputeResult recomputed = apply_recompute(training.graph, options.recompute);
   ExecutionPlan plan;

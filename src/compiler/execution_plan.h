@@ -1,6 +1,6 @@
 // The compiler's product: an ExecutionPlan a backend can run with no decisions left.
 //
-//   forward graph ─► autodiff ─► recompute ─► verify ─► memory plan ─► ExecutionPlan
+//   forward graph ─► frozen-head loss rewrite ─► autodiff ─► recompute ─► verify ─► memory plan ─► ExecutionPlan
 //
 // The plan holds the final graph (nodes in execution order), one step per node with the
 // placement of every tensor it reads and writes, the four region sizes (activation arena,
@@ -42,6 +42,8 @@ struct ExecutionPlan {
 struct CompileOptions {
   RecomputePolicy recompute;
   size_t alignment = 256;
+  // The frozen-head loss rewrite (compiler/loss_input_grad.h); off only to compare against it.
+  bool loss_input_grad_in_forward = true;
 };
 
 // Training: forward + derived backward, recompute applied, memory planned.

@@ -2,6 +2,8 @@
 //   add(a, b)              elementwise a + b (same type); autodiff sums fan-out gradients with it
 //   mul(a, b)              elementwise a * b (same type)
 //   scale(x){factor}       x * factor
+//   scale_by(x, factor)    x * factor for a scalar tensor factor (shape []): F32 for a BF16 / F16 x,
+//                          x's dtype otherwise (the loss gradient d_loss times a saved gradient)
 //   fill(){value, shape, dtype}   a tensor filled with `value` (the loss seed, zero gradients)
 //   sum(x)                 the sum of all elements, a scalar (shape [])
 //   broadcast(s){shape}    a scalar s repeated to `shape` (the gradient of sum)
@@ -125,6 +127,41 @@ void register_scale(OpRegistry& registry) {
   });
 }
 
+void register_scale_by(OpRegistry& registry) {
+  registry.add(OpDef{
+      .name = "scale_by",
+      .inputs = {"x", "factor"},
+      .outputs = {"out"},
+      .infer = [](const InferContext& ctx) {
+        ctx.expect_floating(0);
+        const DType x = ctx.input(0).dtype;
+        const DType factor = x == DType::BF16 || x == DType::F16 ? DType::F32 : x;
+        if (ctx.input(1) != TensorType{factor, Shape{}}) {
+          ctx.fail("{} must be a scalar {}[]", ctx.input_label(1), dtype_safetensors_name(factor));
+        }
+        return std::vector<TensorType>{ctx.input(0)};
+      },
+      .gradient = [](GradientContext& ctx) -> InputGradients {
+        if (ctx.needs_input_grad(1)) {
+          fail_user("{}: the factor of scale_by is not differentiable", ctx.attrs().where());
+        }
+        return {ctx.op("scale_by", {ctx.output_grad(0), ctx.input(1)}), std::nullopt};
+      },
+      .cpu = [](const CpuBindContext& ctx) {
+        int64_t count = ctx.outputs[0].numel();
+        return bind_floating(ctx, ctx.outputs[0].dtype, [count](auto zero) -> CpuKernel {
+          using T = decltype(zero);
+          return [count](const CpuKernelArgs& args) {
+            const T* x = args.inputs[0].as<T>();
+            const T factor = args.inputs[1].as<T>()[0];
+            T* out = args.outputs[0].as<T>();
+            for (int64_t i = 0; i < count; ++i) out[i] = x[i] * factor;
+          };
+        });
+      },
+  });
+}
+
 void register_fill(OpRegistry& registry) {
   registry.add(OpDef{
       .name = "fill",
@@ -234,6 +271,7 @@ void register_core_ops(OpRegistry& registry) {
   register_add(registry);
   register_mul(registry);
   register_scale(registry);
+  register_scale_by(registry);
   register_fill(registry);
   register_sum(registry);
   register_broadcast(registry);

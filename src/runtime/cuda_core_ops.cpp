@@ -1,4 +1,4 @@
-// CUDA binders for the engine's core ops (graph/core_ops.cpp), fp32; add, scale, fill and accumulate
+// CUDA binders for the engine's core ops (graph/core_ops.cpp), fp32; add, scale, scale_by, fill and accumulate
 // also bf16 (the residual stream and gradient sums of BF16 model graphs, bf16 fp32-summed, rounded
 // once). Each parses its attrs once at load and returns a closure that launches one kernel from
 // runtime/cuda_elementwise.h or runtime/cuda_model_kernels.h.
@@ -58,6 +58,22 @@ CudaKernel bind_scale(const CudaBindContext& ctx) {
   };
 }
 
+// scale_by (x, factor []) -> x · factor: BF16 x with an F32 factor, or F32 throughout.
+CudaKernel bind_scale_by(const CudaBindContext& ctx) {
+  const int64_t count = ctx.outputs[0].numel();
+  if (ctx.inputs[0].dtype == DType::BF16 && ctx.outputs[0].dtype == DType::BF16) {
+    return [count](const CudaKernelArgs& args) {
+      k::scale_bf16_by(args.inputs[0].as<const __nv_bfloat16>(), args.inputs[1].as<const float>(),
+                       args.outputs[0].as<__nv_bfloat16>(), count, args.stream);
+    };
+  }
+  ctx.expect_all(DType::F32);
+  return [count](const CudaKernelArgs& args) {
+    k::mul_scalar_f32(args.inputs[0].as<const float>(), args.inputs[1].as<const float>(), args.outputs[0].as<float>(),
+                      count, args.stream);
+  };
+}
+
 CudaKernel bind_fill(const CudaBindContext& ctx) {
   if (all_bf16(ctx)) {
     const int64_t count = ctx.outputs[0].numel();
@@ -111,6 +127,7 @@ void register_core_cuda_ops(CudaOpTable& table) {
   table.add("add", bind_add);
   table.add("mul", bind_mul);
   table.add("scale", bind_scale);
+  table.add("scale_by", bind_scale_by);
   table.add("fill", bind_fill);
   table.add("sum", bind_sum);
   table.add("broadcast", bind_broadcast);

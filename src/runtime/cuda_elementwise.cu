@@ -24,6 +24,10 @@ struct ScaleOp {
   const float* x; float factor; float* out;
   __device__ void operator()(int64_t i) const { out[i] = __fmul_rn(x[i], factor); }
 };
+struct MulScalarOp {
+  const float* x; const float* factor; float* out;
+  __device__ void operator()(int64_t i) const { out[i] = __fmul_rn(x[i], *factor); }
+};
 struct FillOp {
   float value; float* out;
   __device__ void operator()(int64_t i) const { out[i] = value; }
@@ -61,6 +65,9 @@ void mul_f32(const float* a, const float* b, float* out, int64_t count, cudaStre
 }
 void scale_f32(const float* x, float factor, float* out, int64_t count, cudaStream_t stream) {
   launch(ScaleOp{x, factor, out}, count, stream);
+}
+void mul_scalar_f32(const float* x, const float* factor, float* out, int64_t count, cudaStream_t stream) {
+  launch(MulScalarOp{x, factor, out}, count, stream);
 }
 void fill_f32(float value, float* out, int64_t count, cudaStream_t stream) { launch(FillOp{value, out}, count, stream); }
 void broadcast_f32(const float* scalar, float* out, int64_t count, cudaStream_t stream) {

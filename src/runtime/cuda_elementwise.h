@@ -1,4 +1,4 @@
-// fp32 kernels for the engine's core ops on the CUDA backend (add, mul, scale, fill, sum,
+// fp32 kernels for the engine's core ops on the CUDA backend (add, mul, scale, scale_by, fill, sum,
 // broadcast, accumulate). Plain host launchers on a stream, checked after every launch; no fmt
 // or graph headers so nvcc sees only this. `sum` is one block with a fixed reduction order and
 // double accumulation (like the CPU reference), so it is deterministic run to run.
@@ -14,6 +14,8 @@ void add_f32(const float* a, const float* b, float* out, int64_t count, cudaStre
 void mul_f32(const float* a, const float* b, float* out, int64_t count, cudaStream_t stream);
 // out = x * factor, factor rounded to float first (as the CPU kernel does).
 void scale_f32(const float* x, float factor, float* out, int64_t count, cudaStream_t stream);
+// out = x * factor[0] (a device pointer: scale_by).
+void mul_scalar_f32(const float* x, const float* factor, float* out, int64_t count, cudaStream_t stream);
 void fill_f32(float value, float* out, int64_t count, cudaStream_t stream);
 // out[i] = scalar[0] (a device pointer).
 void broadcast_f32(const float* scalar, float* out, int64_t count, cudaStream_t stream);

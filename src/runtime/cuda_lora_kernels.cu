@@ -17,7 +17,10 @@ bool vectorizable(int64_t count, const void* a, const void* b) {
   return count % 8 == 0 && reinterpret_cast<uintptr_t>(a) % 16 == 0 && reinterpret_cast<uintptr_t>(b) % 16 == 0;
 }
 
-__global__ void scale_bf16_kernel(const bf16* x, float factor, bf16* out, int64_t count, bool vector) {
+// factor_on_device, when set, replaces factor (a graph scalar, read on the device).
+__global__ void scale_bf16_kernel(const bf16* x, float factor, const float* factor_on_device, bf16* out, int64_t count,
+                                  bool vector) {
+  if (factor_on_device != nullptr) factor = *factor_on_device;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (vector) {
@@ -95,7 +98,16 @@ uint64_t dropout_threshold(double probability) {
 void scale_bf16(const bf16* x, float factor, bf16* out, int64_t count, cudaStream_t stream) {
   if (count <= 0) return;
   const bool vector = vectorizable(count, x, out);
-  scale_bf16_kernel<<<grid_for(vector ? count / 8 : count), kThreads, 0, stream>>>(x, factor, out, count, vector);
+  scale_bf16_kernel<<<grid_for(vector ? count / 8 : count), kThreads, 0, stream>>>(x, factor, nullptr, out, count,
+                                                                                   vector);
+  CUDA_CHECK_LAUNCH();
+}
+
+void scale_bf16_by(const bf16* x, const float* factor, bf16* out, int64_t count, cudaStream_t stream) {
+  if (count <= 0) return;
+  const bool vector = vectorizable(count, x, out);
+  scale_bf16_kernel<<<grid_for(vector ? count / 8 : count), kThreads, 0, stream>>>(x, 0.0f, factor, out, count,
+                                                                                   vector);
   CUDA_CHECK_LAUNCH();
 }
 

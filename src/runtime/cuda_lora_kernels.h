@@ -27,6 +27,9 @@ uint64_t dropout_threshold(double probability);
 // out = x · factor (fp32 product of bf16(x) and float(factor), rounded once), as the CPU `scale`
 // with its factor rounded to float.
 void scale_bf16(const __nv_bfloat16* x, float factor, __nv_bfloat16* out, int64_t count, cudaStream_t stream);
+// The same with the factor a device scalar (scale_by: d_loss times a gradient saved in the forward).
+void scale_bf16_by(const __nv_bfloat16* x, const float* factor, __nv_bfloat16* out, int64_t count,
+                   cudaStream_t stream);
 
 // out[i] = keep(seed, stream, i) ? x[i] · float(1 / (1 − p)) : 0 (one bf16 rounding of the fp32
 // product for bf16). `seed` is a device pointer to the graph's I32 seed scalar, read as uint32 like

@@ -114,12 +114,17 @@ private:
   std::map<std::string, CudaBinder, std::less<>> binders_;
 };
 
-// add, mul, scale, fill, sum, broadcast, accumulate (F32; add, scale, fill, accumulate also BF16), in
+// add, mul, scale, scale_by, fill, sum, broadcast, accumulate (F32; add, scale, scale_by, fill,
+// accumulate also BF16), in
 // runtime/cuda_core_ops.cpp.
 void register_core_cuda_ops(CudaOpTable& table);
 
 // The decoder's model ops and their backward ops on bf16 tensors (runtime/cuda_model_ops.cpp).
 void register_model_cuda_ops(CudaOpTable& table);
+
+// lm_head_loss (and its frozen-head form lm_head_loss_with_input_grad), lm_head_loss_backward,
+// lm_head_accuracy (chunked LM head + cross-entropy on bf16), in runtime/cuda_loss_ops.cpp.
+void register_loss_cuda_ops(CudaOpTable& table);
 
 // linear, linear_add and their backward ops, bias_gradient (cuBLASLt, bf16), in
 // runtime/cuda_linear_ops.cpp.

@@ -488,6 +488,55 @@ TEST(OpsDefs, LmHeadLossStopGapConvention) {
   EXPECT_EQ(checked, 2u);
 }
 
+// A frozen head: compile_training rewrites lm_head_loss to lm_head_loss_with_input_grad
+// (compiler/loss_input_grad.h), whose backward only scales the saved ∂loss/∂hidden by d_loss.
+// The hidden gradient still matches finite differences, and equals bit for bit the one of the plan
+// compiled without the rewrite (lm_head_loss_backward); a trainable head is not rewritten.
+TEST(OpsDefs, LmHeadLossFrozenHeadGradientComesFromTheForward) {
+  auto build = [](bool trainable_head) {
+    return [trainable_head](GraphBuilder& b) {
+      TensorId labels = b.input("targets", DType::I32, {2, 4});
+      TensorId hidden = b.parameter("hidden", DType::F64, {2, 4, 6});
+      TensorId weight = b.parameter("weight", DType::F64, {11, 6}, trainable_head);
+      TensorId scale = b.parameter("loss_scale", DType::F64, {}, false);
+      return b.op("lm_head_loss", {hidden, weight, labels, scale}, {{"chunks", 2}})[0];
+    };
+  };
+  EXPECT_EQ(check_gradients(build(false), {{"targets", kLabels}}, {{"loss_scale", 0.25}}), 1u);
+
+  auto hidden_gradient = [&](bool trainable_head, bool rewrite) {
+    GraphBuilder builder(registry());
+    TensorId loss = build(trainable_head)(builder);
+    builder.mark_output(loss);
+    compiler::CompileOptions options;
+    options.loss_input_grad_in_forward = rewrite;
+    surogate::Run run{compiler::compile_training(builder.finish(), loss, registry(), options), {}};
+    const graph::Graph& g = run.plan.graph;
+    bool rewritten = false, recomputes_logits = false;
+    for (const graph::Node& node : g.nodes) {
+      rewritten |= node.op == "lm_head_loss_with_input_grad";
+      recomputes_logits |= node.op == "lm_head_loss_backward";
+    }
+    EXPECT_EQ(rewritten, rewrite && !trainable_head);
+    EXPECT_EQ(recomputes_logits, !rewritten);
+    run.backend.load(run.plan, registry());
+    const std::vector<double> hidden = random_doubles(48, 3, 0.5), weight = random_doubles(66, 4, 0.5);
+    const double scale = 0.25;
+    run.backend.write(g.require_tensor("hidden"), std::as_bytes(std::span<const double>(hidden)));
+    run.backend.write(g.require_tensor("weight"), std::as_bytes(std::span<const double>(weight)));
+    run.backend.write(g.require_tensor("loss_scale"), std::as_bytes(std::span<const double>(&scale, 1)));
+    run.backend.write(g.require_tensor("targets"), std::as_bytes(std::span<const int32_t>(kLabels)));
+    run.step();
+    std::vector<double> gradient(48);
+    run.backend.read(run.plan.parameter_gradients.at(g.require_tensor("hidden")),
+                     std::as_writable_bytes(std::span<double>(gradient)));
+    return gradient;
+  };
+  const std::vector<double> from_forward = hidden_gradient(false, true);
+  EXPECT_EQ(from_forward, hidden_gradient(false, false));
+  EXPECT_EQ(from_forward, hidden_gradient(true, true));
+}
+
 // A 2-layer Llama-shaped decoder: tied embedding, GQA with RoPE (flat projections, attrs give
 // the heads), packed documents, SwiGLU MLP, chunked loss scaled to a token mean.
 TEST(OpsDefs, TwoLayerLlamaComposition) {
@@ -556,6 +605,7 @@ TEST(OpsDefs, DecoderOpNamesAreRegistered) {
   for (const char* name : {"embedding", "embedding_backward", "rmsnorm", "rmsnorm_backward", "linear", "linear_backward",
                            "bias_gradient", "swiglu", "swiglu_backward", "rope_cos_sin", "rope", "rope_backward",
                            "attention", "attention_backward", "lm_head_loss", "lm_head_loss_backward", "lm_head_accuracy",
+                           "lm_head_loss_with_input_grad", "scale_by",
                            "fused_residual_rmsnorm", "fused_residual_rmsnorm_backward", "fused_rmsnorm_rope",
                            "fused_rmsnorm_rope_backward"}) {
     EXPECT_NE(registry().find(name), nullptr) << name;

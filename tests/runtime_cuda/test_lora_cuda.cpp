@@ -12,6 +12,9 @@
 //    activation rounded to bf16 along the chain): loss 1e-2 relative, gradients 5e-2 of each
 //    tensor's largest entry. With dropout on, a mask differing from the CPU's gives lora_A
 //    gradient errors of order 1 (dA is a product with the dropped input), far over 5e-2.
+//  * The frozen head's input gradient computed in the forward (lm_head_loss_with_input_grad, the
+//    default) gives the same loss and adapter gradients, bit for bit, as the plan compiled without
+//    that rewrite (lm_head_loss_backward recomputing the logits): d_loss is exactly 1.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -183,18 +186,26 @@ TEST_P(LoraDecoderOnCuda, LossAndAdapterGradientsMatchCpu) {
   }
   inputs.loss_scale = 1.0f / static_cast<float>(rows * sequence - 4);
 
-  float losses[2] = {};
-  std::vector<std::vector<float>> gradients[2];
-  for (int device = 0; device < 2; ++device) {
+  // run 0: CPU; 1: CUDA; 2: CUDA without the frozen-head loss rewrite.
+  float losses[3] = {};
+  std::vector<std::vector<float>> gradients[3];
+  for (int device = 0; device < 3; ++device) {
     models::DecoderGraphOptions options{.batch = rows, .sequence = sequence, .lmhead_chunks = 2};
-    if (device == 1) options.dtype = DType::BF16;
+    if (device >= 1) options.dtype = DType::BF16;
     models::DecoderGraph decoder = models::build_decoder_graph(config, registry, options);
     graph::Graph forward = models::apply_lora(decoder.graph, registry, adapters, lora, true);
     for (const models::LoraAdapter& adapter : adapters) {
       ASSERT_EQ(forward.tensor(forward.require_tensor(adapter.a.name)).type.dtype, options.dtype) << adapter.a.name;
     }
-    compiler::ExecutionPlan plan = compiler::compile_training(std::move(forward), decoder.loss, registry);
+    compiler::CompileOptions compile_options;
+    compile_options.loss_input_grad_in_forward = device != 2;
+    compiler::ExecutionPlan plan = compiler::compile_training(std::move(forward), decoder.loss, registry, compile_options);
     ASSERT_EQ(plan.parameter_gradients.size(), 2 * adapters.size()) << "only the adapters are trainable";
+    const auto has_op = [&](const char* op) {
+      return std::any_of(plan.graph.nodes.begin(), plan.graph.nodes.end(), [&](const graph::Node& n) { return n.op == op; });
+    };
+    EXPECT_EQ(has_op("lm_head_loss_with_input_grad"), device != 2);
+    EXPECT_EQ(has_op("lm_head_loss_backward"), device == 2);
     std::unique_ptr<runtime::Backend> backend;
     if (device == 0) backend = std::make_unique<runtime::CpuBackend>();
     else backend = std::make_unique<runtime::CudaBackend>();
@@ -260,6 +271,10 @@ TEST_P(LoraDecoderOnCuda, LossAndAdapterGradientsMatchCpu) {
   }
   std::printf("[ measured ] lora dropout=%.1f: worst adapter gradient error %.2e (%s)\n", dropout, worst,
               worst_name.c_str());
+  EXPECT_EQ(std::memcmp(&losses[1], &losses[2], sizeof(float)), 0) << losses[1] << " vs " << losses[2];
+  for (size_t i = 0; i < gradients[1].size(); ++i) {
+    EXPECT_EQ(gradients[1][i], gradients[2][i]) << "adapter gradient " << i << " differs without the frozen-head rewrite";
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Dropout, LoraDecoderOnCuda, ::testing::Values(0.0, 0.1),

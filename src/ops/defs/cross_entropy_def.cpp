@@ -14,6 +14,11 @@
 // "lm_head_loss"(hidden, weight, targets, scale) -> (loss = scale·Σ, logsumexp) is the same
 // convention with the scale folded in (the trainer's decoder builder uses it), with
 // "lm_head_loss_backward"; "lm_head_accuracy" counts argmax hits (evaluation only).
+// "lm_head_loss_with_input_grad"(hidden, weight, targets, scale) -> (loss, logsumexp, d_hidden) is
+// lm_head_loss that also writes d_hidden = ∂loss/∂hidden in the same pass over the logits; its
+// gradient is scale_by(d_hidden, d_loss). The compiler rewrites a training graph's lm_head_loss to
+// it when the head weight is frozen (compiler/loss_input_grad.h), so the backward never
+// recomputes the logits. Its weight must not need a gradient.
 // Backward ops zero-fill d_weight before the math accumulates into it.
 #include <memory>
 #include <vector>
@@ -148,6 +153,44 @@ void register_lm_head_loss(OpRegistry& registry) {
             CrossEntropyResult result = lm_head_cross_entropy_forward(
                 shape, args.inputs[0].as<T>(), args.inputs[1].as<T>(), args.inputs[2].as<int32_t>(), args.outputs[1].as<T>());
             args.outputs[0].as<T>()[0] = static_cast<T>(result.loss_sum * static_cast<double>(args.inputs[3].as<T>()[0]));
+          };
+        });
+      },
+  });
+  registry.add(OpDef{
+      .name = "lm_head_loss_with_input_grad",
+      .inputs = {"hidden", "weight", "targets", "scale"},
+      .outputs = {"loss", "logsumexp", "d_hidden"},
+      .infer = [](const InferContext& ctx) {
+        int64_t rows = check_loss_inputs(ctx);
+        check_scalar(ctx, 3);
+        return std::vector<TensorType>{{statistic_dtype(ctx.input(0).dtype), Shape{}},
+                                       {statistic_dtype(ctx.input(0).dtype), Shape{rows}}, ctx.input(0)};
+      },
+      .gradient = [](GradientContext& ctx) -> InputGradients {
+        if (ctx.needs_input_grad(1)) {
+          fail_user("{}: lm_head_loss_with_input_grad computes no weight gradient, but its weight is trainable; "
+                    "use lm_head_loss", ctx.attrs().where());
+        }
+        if (ctx.has_output_grad(1) || ctx.has_output_grad(2)) {
+          fail_user("{}: only the loss output of lm_head_loss_with_input_grad is differentiable", ctx.attrs().where());
+        }
+        std::optional<TensorId> d_hidden;
+        if (ctx.needs_input_grad(0)) d_hidden = ctx.op("scale_by", {ctx.output(2), ctx.output_grad(0)});
+        return {d_hidden, std::nullopt, std::nullopt, std::nullopt};
+      },
+      .cpu = [](const CpuBindContext& ctx) {
+        CrossEntropyShape shape = loss_shape(ctx);
+        return bind_floating(ctx, ctx.inputs[0].dtype, [=](auto zero) -> CpuKernel {
+          using T = decltype(zero);
+          return [=](const CpuKernelArgs& args) {
+            const T scale = args.inputs[3].as<T>()[0];
+            CrossEntropyResult result = lm_head_cross_entropy_forward(
+                shape, args.inputs[0].as<T>(), args.inputs[1].as<T>(), args.inputs[2].as<int32_t>(), args.outputs[1].as<T>());
+            args.outputs[0].as<T>()[0] = static_cast<T>(result.loss_sum * static_cast<double>(scale));
+            lm_head_cross_entropy_backward(shape, args.inputs[0].as<T>(), args.inputs[1].as<T>(),
+                                           args.inputs[2].as<int32_t>(), args.outputs[1].as<T>(), scale,
+                                           args.outputs[2].as<T>(), static_cast<T*>(nullptr));
           };
         });
       },

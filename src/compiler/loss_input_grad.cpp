@@ -1,0 +1,28 @@
+// compute_loss_input_grad_in_forward: see compiler/loss_input_grad.h.
+#include "compiler/loss_input_grad.h"
+
+namespace surogate::compiler {
+
+using namespace surogate::graph;
+
+bool compute_loss_input_grad_in_forward(Graph& forward, TensorId loss, const OpRegistry& registry) {
+  if (registry.find("lm_head_loss_with_input_grad") == nullptr) return false;
+  const NodeId producer = forward.tensor(loss).producer;
+  if (producer == kNoNode) return false;
+  Node& node = forward.nodes[static_cast<size_t>(producer)];
+  if (node.op != "lm_head_loss" || node.outputs.empty() || node.outputs[0] != loss) return false;
+  const TensorInfo& weight = forward.tensor(node.inputs[1]);
+  const bool frozen = (weight.role == TensorRole::Parameter && !weight.trainable) || weight.role == TensorRole::Constant;
+  if (!frozen) return false;
+  TensorInfo d_hidden;
+  d_hidden.name = forward.tensor(loss).name + ".d_hidden";
+  d_hidden.type = forward.tensor(node.inputs[0]).type;
+  d_hidden.role = TensorRole::Activation;
+  d_hidden.producer = producer;
+  const TensorId id = forward.add_tensor(std::move(d_hidden));  // invalidates `weight`, not `node`
+  node.op = "lm_head_loss_with_input_grad";
+  node.outputs.push_back(id);
+  return true;
+}
+
+}  // namespace surogate::compiler

@@ -1,0 +1,172 @@
+// CUDA binders for the LM head + cross-entropy ops (ops/defs/cross_entropy_def.cpp) on BF16 graphs:
+// lm_head_loss, its frozen-head form lm_head_loss_with_input_grad, lm_head_loss_backward and
+// lm_head_accuracy, all over the chunked kernel of cuda/lm_head_loss.h (the [rows, V] logits are
+// never held whole). They write the logsumexp output as zeros: the CUDA backward recomputes each
+// chunk's logits and softmax in its fused kernel and never reads it.
+#include <algorithm>
+
+#include "core/error.h"
+#include "cuda/lm_head_loss.h"
+#include "runtime/cuda_bind_checks.h"
+#include "runtime/cuda_model_kernels.h"
+#include "runtime/cuda_op_table.h"
+
+namespace surogate::runtime {
+namespace {
+
+namespace k = cuda_kernels;
+using bf16 = __nv_bfloat16;
+
+struct LossLayout {
+  int64_t rows = 0, channels = 0, vocab = 0, chunk_rows = 0;
+};
+
+LossLayout loss_layout(const CudaBindContext& ctx) {
+  expect_in(ctx, 0, DType::BF16);
+  expect_in(ctx, 2, DType::I32);
+  LossLayout layout;
+  layout.vocab = ctx.inputs[1].shape[0];
+  layout.channels = ctx.inputs[1].shape[1];
+  layout.rows = ctx.inputs[0].numel() / layout.channels;
+  const int64_t chunks = std::max<int64_t>(1, ctx.attrs.integer_or("chunks", 1));
+  layout.chunk_rows = std::max<int64_t>(1, (layout.rows + chunks - 1) / chunks);
+  require(ctx, ctx.attrs.integer_or("ignore_index", -100) == -100,
+          "the CUDA cross-entropy ignores label -100 (and any label outside the vocabulary); ignore_index {} is not "
+          "supported", ctx.attrs.integer_or("ignore_index", -100));
+  return layout;
+}
+
+cuda::LmHeadLossArguments loss_arguments(const LossLayout& layout, const CudaKernelArgs& args) {
+  cuda::LmHeadLossArguments arguments;
+  arguments.hidden = args.inputs[0].as<const bf16>();
+  arguments.weight = args.inputs[1].as<const bf16>();
+  arguments.labels = args.inputs[2].as<const int32_t>();
+  arguments.rows = layout.rows;
+  arguments.channels = layout.channels;
+  arguments.vocab = layout.vocab;
+  arguments.chunk_rows = layout.chunk_rows;
+  return arguments;
+}
+
+CudaKernel bind_lm_head_loss(const CudaBindContext& ctx) {
+  const LossLayout layout = loss_layout(ctx);
+  expect_in(ctx, 3, DType::F32);
+  expect_out(ctx, 0, DType::F32);
+  ScratchLayout scratch;
+  const size_t logits = scratch.take(sizeof(bf16) * layout.chunk_rows * layout.vocab);
+  const size_t row_losses = scratch.take(sizeof(float) * layout.rows);
+  const size_t loss_sum = scratch.take(sizeof(float));
+  ctx.resources.reserve_scratch(scratch.bytes);
+  CudaResources* resources = &ctx.resources;
+  return [=](const CudaKernelArgs& args) {
+    cuda::LmHeadLossArguments arguments = loss_arguments(layout, args);
+    arguments.logits_workspace = scratch_at<bf16>(resources, logits);
+    arguments.row_losses = scratch_at<float>(resources, row_losses);
+    arguments.loss_sum = scratch_at<float>(resources, loss_sum);
+    cuda::lm_head_cross_entropy(resources->matmul(), arguments, args.stream);
+    k::scalar_product(arguments.loss_sum, args.inputs[3].as<const float>(), args.outputs[0].as<float>(), args.stream);
+    zero_async(args.outputs[1].data, sizeof(float) * layout.rows, args.stream);
+  };
+}
+
+// (hidden, weight, targets, scale) -> (loss, logsumexp, d_hidden = ∂loss/∂hidden): the frozen-head
+// form (compiler/loss_input_grad.h). One pass per chunk: logits, softmax-CE with grad_scale = scale,
+// dlogits · W. The backward is then only d_loss · d_hidden, so the logits are not recomputed.
+CudaKernel bind_lm_head_loss_with_input_grad(const CudaBindContext& ctx) {
+  const LossLayout layout = loss_layout(ctx);
+  expect_in(ctx, 3, DType::F32);
+  expect_out(ctx, 0, DType::F32);
+  expect_out(ctx, 2, DType::BF16);
+  ScratchLayout scratch;
+  const size_t logits = scratch.take(sizeof(bf16) * layout.chunk_rows * layout.vocab);
+  const size_t row_losses = scratch.take(sizeof(float) * layout.rows);
+  const size_t loss_sum = scratch.take(sizeof(float));
+  ctx.resources.reserve_scratch(scratch.bytes);
+  const bool input_gradient = ctx.output_read(2);
+  CudaResources* resources = &ctx.resources;
+  return [=](const CudaKernelArgs& args) {
+    cuda::LmHeadLossArguments arguments = loss_arguments(layout, args);
+    arguments.logits_workspace = scratch_at<bf16>(resources, logits);
+    arguments.row_losses = scratch_at<float>(resources, row_losses);
+    arguments.loss_sum = scratch_at<float>(resources, loss_sum);
+    if (input_gradient) {
+      arguments.grad_scale = args.inputs[3].as<const float>();
+      arguments.dhidden = args.outputs[2].as<bf16>();
+    }
+    cuda::lm_head_cross_entropy(resources->matmul(), arguments, args.stream);
+    k::scalar_product(arguments.loss_sum, args.inputs[3].as<const float>(), args.outputs[0].as<float>(), args.stream);
+    zero_async(args.outputs[1].data, sizeof(float) * layout.rows, args.stream);
+  };
+}
+
+// (hidden, weight, targets, logsumexp, d_loss, scale) -> (d_hidden, d_weight)
+CudaKernel bind_lm_head_loss_backward(const CudaBindContext& ctx) {
+  const LossLayout layout = loss_layout(ctx);
+  expect_in(ctx, 4, DType::F32);
+  expect_in(ctx, 5, DType::F32);
+  expect_out(ctx, 1, DType::BF16);
+  ScratchLayout scratch;
+  const size_t logits = scratch.take(sizeof(bf16) * layout.chunk_rows * layout.vocab);
+  const size_t row_losses = scratch.take(sizeof(float) * layout.rows);
+  const size_t scalars = scratch.take(2 * sizeof(float));  // loss_sum, grad_scale
+  // A frozen head (LoRA, tied or not) has nobody reading d_weight: skip its GEMM per chunk, the
+  // fp32 accumulator and the rounding pass.
+  const bool weight_gradient = ctx.output_read(1);
+  const size_t dweight = weight_gradient ? scratch.take(sizeof(float) * layout.vocab * layout.channels) : 0;
+  ctx.resources.reserve_scratch(scratch.bytes);
+  CudaResources* resources = &ctx.resources;
+  return [=](const CudaKernelArgs& args) {
+    float* grad_scale = scratch_at<float>(resources, scalars) + 1;
+    k::scalar_product(args.inputs[4].as<const float>(), args.inputs[5].as<const float>(), grad_scale, args.stream);
+    float* accumulator = weight_gradient ? scratch_at<float>(resources, dweight) : nullptr;
+    if (weight_gradient) zero_async(accumulator, sizeof(float) * layout.vocab * layout.channels, args.stream);
+    cuda::LmHeadLossArguments arguments = loss_arguments(layout, args);
+    arguments.logits_workspace = scratch_at<bf16>(resources, logits);
+    arguments.row_losses = scratch_at<float>(resources, row_losses);
+    arguments.loss_sum = scratch_at<float>(resources, scalars);
+    arguments.grad_scale = grad_scale;
+    arguments.dhidden = args.outputs[0].as<bf16>();
+    arguments.dweight = accumulator;
+    cuda::lm_head_cross_entropy(resources->matmul(), arguments, args.stream);
+    if (weight_gradient) {
+      k::convert_f32_to_bf16(accumulator, args.outputs[1].as<bf16>(), layout.vocab * layout.channels, args.stream);
+    }
+  };
+}
+
+// (hidden, weight, targets) -> correct: argmax hits over chunks of logits.
+CudaKernel bind_lm_head_accuracy(const CudaBindContext& ctx) {
+  const LossLayout layout = loss_layout(ctx);
+  expect_out(ctx, 0, DType::F32);
+  ScratchLayout scratch;
+  const size_t logits = scratch.take(sizeof(bf16) * layout.chunk_rows * layout.vocab);
+  const size_t hits = scratch.take(sizeof(int32_t));
+  ctx.resources.reserve_scratch(scratch.bytes);
+  CudaResources* resources = &ctx.resources;
+  return [=](const CudaKernelArgs& args) {
+    int32_t* count = scratch_at<int32_t>(resources, hits);
+    zero_async(count, sizeof(int32_t), args.stream);
+    bf16* chunk = scratch_at<bf16>(resources, logits);
+    const bf16* hidden = args.inputs[0].as<const bf16>();
+    const int32_t* labels = args.inputs[2].as<const int32_t>();
+    for (int64_t row = 0; row < layout.rows; row += layout.chunk_rows) {
+      const int64_t rows = std::min(layout.chunk_rows, layout.rows - row);
+      cuda::MatmulShape shape{.m = rows, .n = layout.vocab, .k = layout.channels, .transpose_b = true};
+      resources->matmul().run(shape, chunk, hidden + row * layout.channels, args.inputs[1].as<const bf16>(), nullptr,
+                              args.stream);
+      k::argmax_hits(count, chunk, labels + row, rows, layout.vocab, args.stream);
+    }
+    k::count_to_float(count, args.outputs[0].as<float>(), args.stream);
+  };
+}
+
+}  // namespace
+
+void register_loss_cuda_ops(CudaOpTable& table) {
+  table.add("lm_head_loss", bind_lm_head_loss);
+  table.add("lm_head_loss_with_input_grad", bind_lm_head_loss_with_input_grad);
+  table.add("lm_head_loss_backward", bind_lm_head_loss_backward);
+  table.add("lm_head_accuracy", bind_lm_head_accuracy);
+}
+
+}  // namespace surogate::runtime
