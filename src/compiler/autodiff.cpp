@@ -121,6 +121,40 @@ void differentiate_node(GraphBuilder& builder, GradientTable& table, const Reach
   }
 }
 
+bool is_read(const Graph& graph, TensorId id) {
+  for (const Node& node : graph.nodes) {
+    if (std::find(node.inputs.begin(), node.inputs.end(), id) != node.inputs.end()) return true;
+  }
+  return false;
+}
+
+// The persistent gradient `name` of a parameter whose total gradient this micro-batch is
+// `gradient`. In low-precision graphs a gradient that is one weight product read by nothing else
+// (LoRA's A and B: linear_backward_weight) is turned into linear_backward_weight_accumulate
+// writing the persistent gradient itself (a matmul with beta = 1): no temporary, no accumulate
+// pass. Otherwise an accumulate node adds the temporary in. F32 / F64 graphs always take the
+// accumulate node, so the CPU reference keeps its summation order.
+TensorId accumulate_into_gradient(GraphBuilder& builder, const OpRegistry& registry, TensorId gradient,
+                                  const std::string& name) {
+  Graph& graph = builder.mutable_graph();
+  const DType dtype = graph.tensor(gradient).type.dtype;
+  const NodeId producer = graph.tensor(gradient).producer;
+  if (dtype != DType::F32 && dtype != DType::F64 && producer != kNoNode &&
+      registry.find("linear_backward_weight_accumulate") != nullptr) {
+    Node& node = graph.nodes[static_cast<size_t>(producer)];
+    if (node.op == "linear_backward_weight" && node.phase == NodePhase::Backward && node.outputs.size() == 1 &&
+        !is_read(graph, gradient)) {
+      node.op = "linear_backward_weight_accumulate";
+      graph.rename_tensor(gradient, name);
+      graph.tensor(gradient).role = TensorRole::Gradient;
+      return gradient;
+    }
+  }
+  TensorId persistent = builder.op("accumulate", {gradient}, nlohmann::json::object(), name);
+  builder.mutable_graph().tensor(persistent).role = TensorRole::Gradient;
+  return persistent;
+}
+
 }  // namespace
 
 TrainingGraph build_training_graph(Graph forward, TensorId loss, const OpRegistry& registry) {
@@ -161,9 +195,7 @@ TrainingGraph build_training_graph(Graph forward, TensorId loss, const OpRegistr
       std::string name = builder.tensor(parameter).name + ".grad";
       std::optional<TensorId> gradient = table.total(builder, parameter);  // may grow the tensor table
       if (!gradient) continue;
-      TensorId persistent = builder.op("accumulate", {*gradient}, nlohmann::json::object(), name);
-      builder.mutable_graph().tensor(persistent).role = TensorRole::Gradient;
-      result.parameter_gradients.emplace(parameter, persistent);
+      result.parameter_gradients.emplace(parameter, accumulate_into_gradient(builder, registry, *gradient, name));
     }
   }
   result.graph = builder.finish();

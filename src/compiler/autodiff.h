@@ -10,7 +10,9 @@
 //    linear's input gradient in low-precision graphs is one matmul with beta = 1).
 //  * Each trainable parameter P gets a persistent gradient tensor "P.grad" (role gradient),
 //    written by one `accumulate` node (P.grad += dP): gradients accumulate across micro-batches
-//    and the optimizer zeroes them after its step.
+//    and the optimizer zeroes them after its step. In low-precision graphs a dP that is one
+//    weight product (LoRA's adapters) is computed into P.grad directly instead
+//    (linear_backward_weight_accumulate: P.grad += dP in the matmul, beta = 1).
 // The loss gradient is seeded with `fill(1)`; scale the loss in the graph for a mean over
 // micro-batches.
 #pragma once

@@ -262,6 +262,7 @@ void register_accumulate(OpRegistry& registry) {
           };
         });
       },
+      .accumulates_into_output = true,
   });
 }
 

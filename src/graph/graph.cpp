@@ -54,6 +54,14 @@ TensorId Graph::add_tensor(TensorInfo info) {
   return id;
 }
 
+void Graph::rename_tensor(TensorId id, std::string name) {
+  SUROGATE_CHECK(!name_index_.contains(name), "tensor name '{}' used twice", name);
+  TensorInfo& info = tensor(id);
+  name_index_.erase(info.name);
+  name_index_.emplace(name, id);
+  info.name = std::move(name);
+}
+
 NodeId Graph::add_node(Node node) {
   auto id = static_cast<NodeId>(nodes.size());
   for (TensorId output : node.outputs) {

@@ -85,6 +85,8 @@ public:
 
   // Adds a tensor; the name must be unique (SUROGATE_CHECK: builders make names unique).
   TensorId add_tensor(TensorInfo info);
+  // Gives a tensor a new unique name (SUROGATE_CHECK on a clash).
+  void rename_tensor(TensorId id, std::string name);
   // Appends a node and records it as the producer of its outputs.
   NodeId add_node(Node node);
 

@@ -227,6 +227,9 @@ struct OpDef {
   GradientRule gradient;  // `.gradient = {}`: gradients cannot flow through this op
   CpuBinder cpu;          // `.cpu = {}`: no CPU kernel (planning works, the CPU backend refuses)
   bool variadic_inputs = false;
+  // The op adds into its output instead of overwriting it (accumulate,
+  // linear_backward_weight_accumulate): the only ops that may write a parameter's gradient.
+  bool accumulates_into_output = false;
 };
 
 class OpRegistry {

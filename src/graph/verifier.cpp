@@ -71,8 +71,12 @@ void verify_graph(const Graph& graph, const OpRegistry& registry) {
       if (produced_by[static_cast<size_t>(id)] != kNoNode) {
         fail_user("{}: output '{}' is already produced by node {}", label, info.name, produced_by[static_cast<size_t>(id)]);
       }
-      if (info.role == TensorRole::Gradient && node.op != "accumulate") {
-        fail_user("{}: gradient '{}' may only be written by an accumulate node", label, info.name);
+      if (info.role == TensorRole::Gradient) {
+        const OpDef* def = registry.find(node.op);
+        if (def == nullptr || !def->accumulates_into_output) {
+          fail_user("{}: gradient '{}' may only be written by an op that accumulates into it (accumulate, "
+                    "linear_backward_weight_accumulate)", label, info.name);
+        }
       }
       produced_by[static_cast<size_t>(id)] = static_cast<NodeId>(n);
       referenced[static_cast<size_t>(id)] = true;

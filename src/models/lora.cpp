@@ -97,15 +97,12 @@ graph::Graph apply_lora(const graph::Graph& forward, const graph::OpRegistry& re
       TensorId scaled = builder.op("scale", {up}, {{"factor", scaling}}, "lora_scale");
       replaced[node.outputs[0]] = builder.op("add", {node.outputs[0], scaled}, nlohmann::json::object(), "lora_out");
     } else {
-      // Low-precision (GPU) graphs scale the rank-r tensor instead of the [tokens, out] one: the
-      // same product, a pass over r columns instead of `out` forward and backward (with PEFT's
-      // usual alpha = 2r the factor is a power of two, so bf16 gives the same bits either way).
-      // The B product takes the base output as its addend (one matmul with beta = 1), so no
-      // [tokens, out] adapter output is written and re-read by an add; its gradient with respect
-      // to the base output is d_out itself.
-      TensorId down_scaled = builder.op("scale", {down}, {{"factor", scaling}}, "lora_scale");
-      replaced[node.outputs[0]] = builder.op("linear_add", {down_scaled, adapter->second.b, node.outputs[0]},
-                                             nlohmann::json::object(), "lora_out");
+      // Low-precision (GPU) graphs: the B product takes the base output as its addend and the
+      // scaling as its factor (one matmul, alpha = scaling, beta = 1), so no [tokens, out] adapter
+      // output is written and re-read by an add and no separate scale pass runs either way; its
+      // gradient with respect to the base output is d_out itself.
+      replaced[node.outputs[0]] = builder.op("linear_add", {down, adapter->second.b, node.outputs[0]},
+                                             {{"scale", scaling}}, "lora_out");
     }
   }
   SUROGATE_CHECK(adapted == adapters.size(), "every LoRA target is the weight of exactly one linear node ({} of {})",

@@ -11,8 +11,8 @@
 // The LoRA nodes carry the recompute group of the linear they adapt.
 // Node form: F32 / F64 graphs (the CPU backend) emit lora_a = linear(x, A), lora_b = linear(·, B),
 // lora_scale = scale(·), lora_out = add(y, ·); low-precision graphs (BF16 on the CUDA backend)
-// emit lora_a, lora_scale = scale(lora_a) on the rank-r tensor, and
-// lora_out = linear_add(lora_scale, B, y): the B product with y as its addend, one matmul.
+// emit lora_a and lora_out = linear_add(lora_a, B, y){scale = alpha / r}: the B product with y as
+// its addend and the scaling as its factor, one matmul.
 #pragma once
 
 #include <cstdint>

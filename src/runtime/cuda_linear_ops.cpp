@@ -1,7 +1,8 @@
 // CUDA binders for the linear family on BF16 graphs (ops/defs/linear_def.cpp): linear,
-// linear_add (x·Wᵀ + c as one cuBLASLt product with a separate C, beta = 1), their input gradients
-// (linear_backward_input, linear_backward_input_add: dy·W [+ c]), the weight gradient (bf16 out of
-// an fp32 accumulation inside cuBLASLt), linear_backward and bias_gradient. All products go
+// linear_add (scale·x·Wᵀ + c as one cuBLASLt product with a separate C, alpha = scale, beta = 1), their
+// input gradients (linear_backward_input, linear_backward_input_add: scale·dy·W [+ c]), the weight gradient (bf16 out of
+// an fp32 accumulation inside cuBLASLt; linear_backward_weight_accumulate adds it into the persistent
+// gradient with beta = 1), linear_backward and bias_gradient. All products go
 // through the plan's one Matmul (CudaResources::matmul, cuda/matmul.h).
 #include "cuda/matmul.h"
 #include "runtime/cuda_bind_checks.h"
@@ -26,16 +27,21 @@ CudaKernel bind_linear(const CudaBindContext& ctx) {
   };
 }
 
-// linear_add (x, W, addend) -> x·Wᵀ + addend: one cuBLASLt matmul with the addend as C (beta = 1),
-// fp32 accumulation, rounded to bf16 once.
+// The product factor (attribute `scale`, default 1: the LoRA scaling on linear_add and its
+// backward ops) as cuBLASLt's alpha, rounded to float.
+float alpha_of(const CudaBindContext& ctx) { return static_cast<float>(ctx.attrs.number_or("scale", 1.0)); }
+
+// linear_add (x, W, addend){scale} -> scale·x·Wᵀ + addend: one cuBLASLt matmul with the addend as C
+// (alpha = scale, beta = 1), fp32 accumulation, rounded to bf16 once.
 CudaKernel bind_linear_add(const CudaBindContext& ctx) {
   ctx.expect_all(DType::BF16);
   const int64_t in = ctx.inputs[1].shape[1], out = ctx.inputs[1].shape[0], rows = ctx.inputs[0].numel() / in;
   cuda::MatmulShape shape{.m = rows, .n = out, .k = in, .transpose_b = true, .has_addend = true};
+  const float alpha = alpha_of(ctx);
   CudaResources* resources = &ctx.resources;
   return [=](const CudaKernelArgs& args) {
     resources->matmul().run(shape, args.outputs[0].data, args.inputs[0].as<const bf16>(), args.inputs[1].as<const bf16>(),
-                            nullptr, args.stream, 1.0f, args.inputs[2].data);
+                            nullptr, args.stream, alpha, args.inputs[2].data);
   };
 }
 
@@ -52,10 +58,11 @@ CudaKernel bind_linear_backward_input(const CudaBindContext& ctx) {
   expect_in(ctx, 0, DType::BF16);
   const int64_t out = ctx.inputs[1].shape[0], in = ctx.inputs[1].shape[1], rows = ctx.inputs[0].numel() / out;
   cuda::MatmulShape shape = input_gradient_shape(rows, out, in);
+  const float alpha = alpha_of(ctx);
   CudaResources* resources = &ctx.resources;
   return [=](const CudaKernelArgs& args) {
     resources->matmul().run(shape, args.outputs[0].data, args.inputs[0].as<const bf16>(), args.inputs[1].as<const bf16>(),
-                            nullptr, args.stream);
+                            nullptr, args.stream, alpha);
   };
 }
 
@@ -65,10 +72,11 @@ CudaKernel bind_linear_backward_input_add(const CudaBindContext& ctx) {
   const int64_t out = ctx.inputs[1].shape[0], in = ctx.inputs[1].shape[1], rows = ctx.inputs[0].numel() / out;
   cuda::MatmulShape shape = input_gradient_shape(rows, out, in);
   shape.has_addend = true;
+  const float alpha = alpha_of(ctx);
   CudaResources* resources = &ctx.resources;
   return [=](const CudaKernelArgs& args) {
     resources->matmul().run(shape, args.outputs[0].data, args.inputs[0].as<const bf16>(), args.inputs[1].as<const bf16>(),
-                            nullptr, args.stream, 1.0f, args.inputs[2].data);
+                            nullptr, args.stream, alpha, args.inputs[2].data);
   };
 }
 
@@ -76,10 +84,26 @@ CudaKernel bind_linear_backward_weight(const CudaBindContext& ctx) {
   expect_in(ctx, 0, DType::BF16);
   const int64_t out = last(ctx.inputs[0]), in = last(ctx.inputs[1]), rows = ctx.inputs[1].numel() / in;
   cuda::MatmulShape shape = weight_gradient_shape(rows, out, in);
+  const float alpha = alpha_of(ctx);
   CudaResources* resources = &ctx.resources;
   return [=](const CudaKernelArgs& args) {
     resources->matmul().run(shape, args.outputs[0].data, args.inputs[0].as<const bf16>(), args.inputs[1].as<const bf16>(),
-                            nullptr, args.stream);
+                            nullptr, args.stream, alpha);
+  };
+}
+
+// linear_backward_weight_accumulate (d_out, x){scale} -> d_weight += scale·d_outᵀ·x: the persistent
+// bf16 gradient is cuBLASLt's C and D (beta = 1), one rounding of the fp32 sum.
+CudaKernel bind_linear_backward_weight_accumulate(const CudaBindContext& ctx) {
+  ctx.expect_all(DType::BF16);
+  const int64_t out = last(ctx.inputs[0]), in = last(ctx.inputs[1]), rows = ctx.inputs[1].numel() / in;
+  cuda::MatmulShape shape = weight_gradient_shape(rows, out, in);
+  shape.accumulate = true;
+  const float alpha = alpha_of(ctx);
+  CudaResources* resources = &ctx.resources;
+  return [=](const CudaKernelArgs& args) {
+    resources->matmul().run(shape, args.outputs[0].data, args.inputs[0].as<const bf16>(), args.inputs[1].as<const bf16>(),
+                            nullptr, args.stream, alpha);
   };
 }
 
@@ -113,6 +137,7 @@ void register_linear_cuda_ops(CudaOpTable& table) {
   table.add("linear_backward_input", bind_linear_backward_input);
   table.add("linear_backward_input_add", bind_linear_backward_input_add);
   table.add("linear_backward_weight", bind_linear_backward_weight);
+  table.add("linear_backward_weight_accumulate", bind_linear_backward_weight_accumulate);
   table.add("linear_backward", bind_linear_backward);
   table.add("bias_gradient", bind_bias_gradient);
 }

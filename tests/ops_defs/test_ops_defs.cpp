@@ -217,6 +217,22 @@ TEST(OpsDefs, LinearAdd) {
   EXPECT_EQ(checked, 3u);
 }
 
+// linear_add with a product factor (the LoRA scaling in low-precision graphs): scale·x·Wᵀ + addend;
+// the backward ops carry the factor. In a BF16-like graph (here F64, where the input gradient
+// is not folded) and with x fanning out, so linear_backward_input(_add) both see it.
+TEST(OpsDefs, LinearAddWithScale) {
+  size_t checked = check_gradients(
+      [](GraphBuilder& b) {
+        TensorId x = b.parameter("x", DType::F64, {2, 3, 5});
+        TensorId w = b.parameter("w", DType::F64, {4, 5});
+        TensorId addend = b.parameter("addend", DType::F64, {2, 3, 4});
+        TensorId y = b.op("linear_add", {x, w, addend}, {{"scale", 2.5}});
+        return b.op("add", {probe_loss(b, y), probe_loss(b, b.op("linear", {x, w}), "probe2")});
+      },
+      {});
+  EXPECT_EQ(checked, 3u);
+}
+
 // linear_add and linear_backward_input_add on the CPU backend equal the product plus the addend
 // (the same double sums; only the order of the last addition differs: 1e-14).
 TEST(OpsDefs, LinearAddOpsEqualProductPlusAddend) {
@@ -228,7 +244,18 @@ TEST(OpsDefs, LinearAddOpsEqualProductPlusAddend) {
   TensorId plain_forward = b.op("add", {b.op("linear", {x, w}), c_out});
   TensorId fused_input = b.op("linear_backward_input_add", {d, w, c_in});
   TensorId plain_input = b.op("add", {b.op("linear_backward_input", {d, w}), c_in});
-  for (TensorId id : {fused_forward, plain_forward, fused_input, plain_input}) b.mark_output(id);
+  // With a product factor (the LoRA scaling): the factor multiplies the product, not the addend.
+  const json factor{{"scale", 2.5}};
+  TensorId scaled_forward = b.op("linear_add", {x, w, c_out}, factor);
+  TensorId plain_scaled_forward = b.op("add", {b.op("scale", {b.op("linear", {x, w})}, {{"factor", 2.5}}), c_out});
+  TensorId scaled_input = b.op("linear_backward_input_add", {d, w, c_in}, factor);
+  TensorId plain_scaled_input = b.op("add", {b.op("linear_backward_input", {d, w}, factor), c_in});
+  TensorId scaled_weight = b.op("linear_backward_weight", {d, x}, factor);
+  TensorId plain_scaled_weight = b.op("scale", {b.op("linear_backward_weight", {d, x})}, {{"factor", 2.5}});
+  for (TensorId id : {fused_forward, plain_forward, fused_input, plain_input, scaled_forward, plain_scaled_forward,
+                      scaled_input, plain_scaled_input, scaled_weight, plain_scaled_weight}) {
+    b.mark_output(id);
+  }
   compiler::ExecutionPlan plan = compiler::compile_forward(b.finish(), registry());
   runtime::CpuBackend backend;
   backend.load(plan, registry());
@@ -243,10 +270,36 @@ TEST(OpsDefs, LinearAddOpsEqualProductPlusAddend) {
     backend.read(id, std::as_writable_bytes(std::span<double>(values)));
     return values;
   };
-  for (auto [fused, plain] : {std::pair{fused_forward, plain_forward}, std::pair{fused_input, plain_input}}) {
+  for (auto [fused, plain] : {std::pair{fused_forward, plain_forward}, std::pair{fused_input, plain_input},
+                              std::pair{scaled_forward, plain_scaled_forward}, std::pair{scaled_input, plain_scaled_input},
+                              std::pair{scaled_weight, plain_scaled_weight}}) {
     const std::vector<double> a = read(fused), e = read(plain);
     for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], e[i], 1e-14) << plan.graph.tensor(fused).name << "[" << i << "]";
   }
+}
+
+// linear_backward_weight_accumulate adds scale·d_outᵀ·x into what its output holds (autodiff's
+// form of a low-precision weight gradient); here the output starts from known values.
+TEST(OpsDefs, LinearBackwardWeightAccumulateAddsIntoItsOutput) {
+  GraphBuilder b(registry());
+  TensorId x = b.parameter("x", DType::F64, {3, 5}, false), d = b.parameter("d", DType::F64, {3, 4}, false);
+  TensorId accumulated = b.op("linear_backward_weight_accumulate", {d, x}, {{"scale", 2.5}});
+  TensorId product = b.op("linear_backward_weight", {d, x});
+  b.mark_output(accumulated);
+  b.mark_output(product);
+  compiler::ExecutionPlan plan = compiler::compile_forward(b.finish(), registry());
+  runtime::CpuBackend backend;
+  backend.load(plan, registry());
+  const std::vector<double> xs = random_doubles(15, 31, 1.0), ds = random_doubles(12, 32, 1.0),
+                            start = random_doubles(20, 33, 1.0);
+  backend.write(x, std::as_bytes(std::span<const double>(xs)));
+  backend.write(d, std::as_bytes(std::span<const double>(ds)));
+  backend.write(accumulated, std::as_bytes(std::span<const double>(start)));
+  backend.execute({});
+  std::vector<double> result(20), plain(20);
+  backend.read(accumulated, std::as_writable_bytes(std::span<double>(result)));
+  backend.read(product, std::as_writable_bytes(std::span<double>(plain)));
+  for (size_t i = 0; i < result.size(); ++i) EXPECT_NEAR(result[i], start[i] + 2.5 * plain[i], 1e-14) << i;
 }
 
 TEST(OpsDefs, LinearAddShapeRules) {
@@ -605,7 +658,7 @@ TEST(OpsDefs, DecoderOpNamesAreRegistered) {
   for (const char* name : {"embedding", "embedding_backward", "rmsnorm", "rmsnorm_backward", "linear", "linear_backward",
                            "bias_gradient", "swiglu", "swiglu_backward", "rope_cos_sin", "rope", "rope_backward",
                            "attention", "attention_backward", "lm_head_loss", "lm_head_loss_backward", "lm_head_accuracy",
-                           "lm_head_loss_with_input_grad", "scale_by",
+                           "lm_head_loss_with_input_grad", "scale_by", "linear_backward_weight_accumulate",
                            "fused_residual_rmsnorm", "fused_residual_rmsnorm_backward", "fused_rmsnorm_rope",
                            "fused_rmsnorm_rope_backward"}) {
     EXPECT_NE(registry().find(name), nullptr) << name;

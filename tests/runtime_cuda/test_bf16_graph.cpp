@@ -97,8 +97,9 @@ TEST(Bf16DecoderGraph, LoraAdaptersTakeTheBaseWeightDtype) {
 }
 
 // The adapter output: F32 graphs add(y, scale(linear(linear(x, A), B))) as before; BF16 graphs
-// one linear_add(scale(linear(x, A)), B, y) per adapter, and input gradients fold the fan-out
-// sums (linear_backward_input_add) instead of separate products and adds.
+// one linear_add(linear(x, A), B, y){scale} per adapter, and input gradients fold the fan-out
+// sums (linear_backward_input_add) instead of separate products and adds, and the adapter
+// gradients are written into their persistent gradients by the matmul (no accumulate nodes).
 TEST(Bf16DecoderGraph, LoraOutputIsOneLinearAddInBf16Graphs) {
   const graph::OpRegistry registry = ops::make_model_registry();
   const io::ModelConfig config = fixture_config("qwen3_qknorm");
@@ -118,8 +119,16 @@ TEST(Bf16DecoderGraph, LoraOutputIsOneLinearAddInBf16Graphs) {
     const int count = static_cast<int>(adapters.size());
     EXPECT_EQ(lora_out_ops, (std::map<std::string, int>{{dtype == DType::BF16 ? "linear_add" : "add", count}}));
     compiler::ExecutionPlan plan = compiler::compile_training(std::move(forward), decoder.loss, registry);
-    int folded = 0;
-    for (const graph::Node& node : plan.graph.nodes) folded += node.op == "linear_backward_input_add";
+    int folded = 0, accumulates = 0, fused_accumulates = 0;
+    for (const graph::Node& node : plan.graph.nodes) {
+      folded += node.op == "linear_backward_input_add";
+      accumulates += node.op == "accumulate";
+      fused_accumulates += node.op == "linear_backward_weight_accumulate";
+    }
+    // Every adapter gradient is one weight product: BF16 graphs compute it into the persistent
+    // gradient (beta = 1), F32 graphs keep product + accumulate.
+    EXPECT_EQ(accumulates, dtype == DType::BF16 ? 0 : 2 * count);
+    EXPECT_EQ(fused_accumulates, dtype == DType::BF16 ? 2 * count : 0);
     if (dtype == DType::F32) {
       EXPECT_EQ(folded, 0);
     } else {

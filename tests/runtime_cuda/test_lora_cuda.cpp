@@ -15,6 +15,8 @@
 //  * The frozen head's input gradient computed in the forward (lm_head_loss_with_input_grad, the
 //    default) gives the same loss and adapter gradients, bit for bit, as the plan compiled without
 //    that rewrite (lm_head_loss_backward recomputing the logits): d_loss is exactly 1.
+//  * A second micro-batch without zeroing doubles the adapter gradients (within one bf16
+//    rounding): the fused linear_backward_weight_accumulate adds into the gradient.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -231,19 +233,42 @@ TEST_P(LoraDecoderOnCuda, LossAndAdapterGradientsMatchCpu) {
     backend->zero_gradients();
     backend->execute(bindings);
     backend->read(plan.loss, std::as_writable_bytes(std::span<float>(&losses[device], 1)));
-    for (const models::LoraAdapter& adapter : adapters) {
-      for (const models::ParameterSpec* spec : {&adapter.a, &adapter.b}) {
-        const size_t count = static_cast<size_t>(graph::shape_numel(spec->shape));
-        std::vector<float> gradient(count);
-        const graph::TensorId id = plan.parameter_gradients.at(plan.tensor(spec->name));
-        if (device == 0) {
-          backend->read(id, std::as_writable_bytes(std::span<float>(gradient)));
-        } else {
-          std::vector<uint16_t> bits(count);
-          backend->read(id, std::as_writable_bytes(std::span<uint16_t>(bits)));
-          std::transform(bits.begin(), bits.end(), gradient.begin(), bf16_to_float);
+    auto read_gradients = [&] {
+      std::vector<std::vector<float>> result;
+      for (const models::LoraAdapter& adapter : adapters) {
+        for (const models::ParameterSpec* spec : {&adapter.a, &adapter.b}) {
+          const size_t count = static_cast<size_t>(graph::shape_numel(spec->shape));
+          std::vector<float> gradient(count);
+          const graph::TensorId id = plan.parameter_gradients.at(plan.tensor(spec->name));
+          if (device == 0) {
+            backend->read(id, std::as_writable_bytes(std::span<float>(gradient)));
+          } else {
+            std::vector<uint16_t> bits(count);
+            backend->read(id, std::as_writable_bytes(std::span<uint16_t>(bits)));
+            std::transform(bits.begin(), bits.end(), gradient.begin(), bf16_to_float);
+          }
+          result.push_back(std::move(gradient));
         }
-        gradients[device].push_back(std::move(gradient));
+      }
+      return result;
+    };
+    gradients[device] = read_gradients();
+    if (device == 1) {
+      // A second micro-batch without zeroing accumulates: on CUDA the adapter gradients are
+      // written by linear_backward_weight_accumulate (beta = 1), so each is bf16(g + product) with
+      // bf16(product) = g: within 3 half-ulps (3 · 2^-9 of 2g) of 2g, plus 1e-3 of the tensor's
+      // largest entry for the dQ atomics' order, which may differ between the two runs.
+      // Overwriting instead of accumulating would be off by g itself.
+      backend->execute(bindings);
+      const std::vector<std::vector<float>> twice = read_gradients();
+      for (size_t t = 0; t < twice.size(); ++t) {
+        float largest = 0.0f;
+        for (float value : gradients[1][t]) largest = std::max(largest, std::abs(value));
+        for (size_t i = 0; i < twice[t].size(); ++i) {
+          const float expected = 2.0f * gradients[1][t][i];
+          ASSERT_LE(std::abs(twice[t][i] - expected), std::abs(expected) * 0x1p-7f + 1e-3f * largest)
+              << "adapter gradient " << t << "[" << i << "] after two micro-batches";
+        }
       }
     }
   }

@@ -6,14 +6,22 @@
 // "linear_backward"(d_out, x, weight) -> (d_x, d_weight) stays registered for JSON IR graphs
 // that name it; the gradient rule emits the split ops.
 //
-// "linear_add"(x, weight, addend) -> x·Wᵀ + addend (addend has out's type): the LoRA rewrite's
-// output in low-precision graphs, one matmul with a separate addend (beta = 1) instead of a
-// product and an add. Its gradients: d_x and d_weight as linear's, d_addend = d_out itself.
-//   linear_backward_input_add(d_out, weight, addend) -> d_out·W + addend
+// "linear_add"(x, weight, addend){scale = 1} -> scale·x·Wᵀ + addend (addend has out's type): the
+// LoRA rewrite's output in low-precision graphs, one matmul with a separate addend (beta = 1, the
+// LoRA scaling as alpha) instead of a product, a scale and an add. Its gradients: d_x and d_weight
+// as linear's times scale, d_addend = d_out itself.
+//   linear_backward_input_add(d_out, weight, addend){scale = 1} -> scale·d_out·W + addend
+// linear_backward_input and linear_backward_weight take the same optional `scale` on their product.
+// "linear_backward_weight_accumulate"(d_out, x){scale} -> d_weight += scale·d_outᵀ·x: autodiff's
+// form of a low-precision parameter gradient that is one weight product (LoRA's A and B), written
+// straight into the persistent gradient instead of a temporary plus an accumulate node.
 // In low-precision graphs (not F32 / F64) the input gradient of linear and linear_add takes the
 // contributions x already has from its other consumers (GradientContext::take_pending_input_grad)
 // as that addend, so autodiff's fan-out add disappears into the matmul. F32 / F64 graphs (the
 // CPU backend, gradient checks) keep the separate product and add, bit for bit as before.
+#include <algorithm>
+#include <vector>
+
 #include "ops/defs/def_util.h"
 #include "ops/linear.h"
 
@@ -30,15 +38,30 @@ void expect_weight(const InferContext& ctx, size_t index, size_t reference) {
 
 bool folds_gradient_sums(DType dtype) { return dtype != DType::F32 && dtype != DType::F64; }
 
-// d_x = d_out · W for input 0 of linear / linear_add (weight is input 1), with x's pending
+// The product factor of linear_add and the backward ops (attribute `scale`, default 1).
+double product_scale(const Attrs& attrs) { return attrs.number_or("scale", 1.0); }
+
+// {"scale": s} for the backward ops of a node with product factor s (nothing when s is 1).
+nlohmann::json scale_attrs(double scale) {
+  return scale == 1.0 ? nlohmann::json::object() : nlohmann::json{{"scale", scale}};
+}
+
+// d_x = scale · d_out · W for input 0 of linear / linear_add (weight is input 1), with x's pending
 // gradient contributions as the addend in low-precision graphs.
-TensorId input_gradient(GradientContext& ctx, TensorId d_out) {
+TensorId input_gradient(GradientContext& ctx, TensorId d_out, double scale = 1.0) {
   if (folds_gradient_sums(ctx.type(d_out).dtype)) {
     if (auto pending = ctx.take_pending_input_grad(0)) {
-      return ctx.op("linear_backward_input_add", {d_out, ctx.input(1), *pending});
+      return ctx.op("linear_backward_input_add", {d_out, ctx.input(1), *pending}, scale_attrs(scale));
     }
   }
-  return ctx.op("linear_backward_input", {d_out, ctx.input(1)});
+  return ctx.op("linear_backward_input", {d_out, ctx.input(1)}, scale_attrs(scale));
+}
+
+// out[i] = scale · out[i] (+ addend[i]): the CPU ops' product factor, applied after the product.
+template <typename T>
+void scale_product(T* out, int64_t count, double scale, const T* addend) {
+  const T factor = static_cast<T>(scale);
+  for (int64_t i = 0; i < count; ++i) out[i] = out[i] * factor + (addend != nullptr ? addend[i] : T(0));
 }
 
 // x [..., in] · weight [out, in]ᵀ: the output type [..., out].
@@ -60,6 +83,18 @@ TensorType input_gradient_type(const InferContext& ctx) {
   Shape shape = ctx.input(0).shape;
   shape.back() = ctx.input(1).shape[1];
   return {ctx.input(0).dtype, shape};
+}
+
+// d_out [..., out]ᵀ · x [..., in]: the weight-gradient type [out, in].
+std::vector<TensorType> weight_gradient_type(const InferContext& ctx) {
+  ctx.expect_floating(0);
+  ctx.expect_min_rank(0, 1);
+  ctx.expect_min_rank(1, 1);
+  if (ctx.input(1).dtype != ctx.input(0).dtype) ctx.fail("{} must have the dtype of d_out", ctx.input_label(1));
+  if (ctx.input(0).numel() / last_dim(ctx.input(0)) != ctx.input(1).numel() / last_dim(ctx.input(1))) {
+    ctx.fail("{} and {} must have the same number of rows", ctx.input_label(0), ctx.input_label(1));
+  }
+  return {{ctx.input(0).dtype, Shape{last_dim(ctx.input(0)), last_dim(ctx.input(1))}}};
 }
 
 void expect_addend(const InferContext& ctx, size_t index, const TensorType& result) {
@@ -115,19 +150,29 @@ void register_linear(OpRegistry& registry) {
       },
       .gradient = [](GradientContext& ctx) -> InputGradients {
         TensorId d_out = ctx.output_grad(0);
+        const double scale = product_scale(ctx.attrs());
         InputGradients result(3);
-        if (ctx.needs_input_grad(0)) result[0] = input_gradient(ctx, d_out);
-        if (ctx.needs_input_grad(1)) result[1] = ctx.op("linear_backward_weight", {d_out, ctx.input(0)});
+        if (ctx.needs_input_grad(0)) result[0] = input_gradient(ctx, d_out, scale);
+        if (ctx.needs_input_grad(1)) {
+          result[1] = ctx.op("linear_backward_weight", {d_out, ctx.input(0)}, scale_attrs(scale));
+        }
         result[2] = if_needed(ctx, 2, d_out);
         return result;
       },
       .cpu = [](const CpuBindContext& ctx) {
         int64_t out = ctx.inputs[1].shape[0], in = ctx.inputs[1].shape[1], rows = ctx.inputs[0].numel() / in;
+        const double scale = product_scale(ctx.attrs);
         return bind_floating(ctx, ctx.inputs[0].dtype, [=](auto zero) -> CpuKernel {
           using T = decltype(zero);
           return [=](const CpuKernelArgs& args) {
-            linear_add_forward(args.inputs[0].as<T>(), args.inputs[1].as<T>(), args.inputs[2].as<T>(), rows, in, out,
-                               args.outputs[0].as<T>());
+            if (scale == 1.0) {
+              linear_add_forward(args.inputs[0].as<T>(), args.inputs[1].as<T>(), args.inputs[2].as<T>(), rows, in, out,
+                                 args.outputs[0].as<T>());
+              return;
+            }
+            linear_forward(args.inputs[0].as<T>(), args.inputs[1].as<T>(), static_cast<const T*>(nullptr), rows, in, out,
+                           args.outputs[0].as<T>());
+            scale_product(args.outputs[0].as<T>(), rows * out, scale, args.inputs[2].as<T>());
           };
         });
       },
@@ -144,11 +189,18 @@ void register_linear(OpRegistry& registry) {
       .gradient = {},
       .cpu = [](const CpuBindContext& ctx) {
         int64_t out = ctx.inputs[1].shape[0], in = ctx.inputs[1].shape[1], rows = ctx.inputs[0].numel() / out;
+        const double scale = product_scale(ctx.attrs);
         return bind_floating(ctx, ctx.inputs[0].dtype, [=](auto zero) -> CpuKernel {
           using T = decltype(zero);
           return [=](const CpuKernelArgs& args) {
-            linear_input_gradient_add(args.inputs[0].as<T>(), args.inputs[1].as<T>(), args.inputs[2].as<T>(), rows, in,
-                                      out, args.outputs[0].as<T>());
+            if (scale == 1.0) {
+              linear_input_gradient_add(args.inputs[0].as<T>(), args.inputs[1].as<T>(), args.inputs[2].as<T>(), rows,
+                                        in, out, args.outputs[0].as<T>());
+              return;
+            }
+            linear_backward<T>(args.inputs[0].as<T>(), nullptr, args.inputs[1].as<T>(), rows, in, out,
+                               args.outputs[0].as<T>(), nullptr, nullptr);
+            scale_product(args.outputs[0].as<T>(), rows * in, scale, args.inputs[2].as<T>());
           };
         });
       },
@@ -161,11 +213,13 @@ void register_linear(OpRegistry& registry) {
       .gradient = {},
       .cpu = [](const CpuBindContext& ctx) {
         int64_t out = ctx.inputs[1].shape[0], in = ctx.inputs[1].shape[1], rows = ctx.inputs[0].numel() / out;
+        const double scale = product_scale(ctx.attrs);
         return bind_floating(ctx, ctx.inputs[0].dtype, [=](auto zero) -> CpuKernel {
           using T = decltype(zero);
           return [=](const CpuKernelArgs& args) {
             linear_backward<T>(args.inputs[0].as<T>(), nullptr, args.inputs[1].as<T>(), rows, in, out,
                                args.outputs[0].as<T>(), nullptr, nullptr);
+            if (scale != 1.0) scale_product(args.outputs[0].as<T>(), rows * in, scale, static_cast<const T*>(nullptr));
           };
         });
       },
@@ -174,28 +228,43 @@ void register_linear(OpRegistry& registry) {
       .name = "linear_backward_weight",
       .inputs = {"d_out", "x"},
       .outputs = {"d_weight"},
-      .infer = [](const InferContext& ctx) {
-        ctx.expect_floating(0);
-        ctx.expect_min_rank(0, 1);
-        ctx.expect_min_rank(1, 1);
-        if (ctx.input(1).dtype != ctx.input(0).dtype) ctx.fail("{} must have the dtype of d_out", ctx.input_label(1));
-        if (ctx.input(0).numel() / last_dim(ctx.input(0)) != ctx.input(1).numel() / last_dim(ctx.input(1))) {
-          ctx.fail("{} and {} must have the same number of rows", ctx.input_label(0), ctx.input_label(1));
-        }
-        return std::vector<TensorType>{{ctx.input(0).dtype, Shape{last_dim(ctx.input(0)), last_dim(ctx.input(1))}}};
-      },
+      .infer = weight_gradient_type,
       .gradient = {},
       .cpu = [](const CpuBindContext& ctx) {
         int64_t out = last_dim(ctx.inputs[0]), in = last_dim(ctx.inputs[1]), rows = ctx.inputs[1].numel() / in;
+        const double scale = product_scale(ctx.attrs);
         return bind_floating(ctx, ctx.inputs[0].dtype, [=](auto zero) -> CpuKernel {
           using T = decltype(zero);
           return [=](const CpuKernelArgs& args) {
             zero_fill(args.outputs[0]);
             linear_backward<T>(args.inputs[0].as<T>(), args.inputs[1].as<T>(), nullptr, rows, in, out, nullptr,
                                args.outputs[0].as<T>(), nullptr);
+            if (scale != 1.0) scale_product(args.outputs[0].as<T>(), out * in, scale, static_cast<const T*>(nullptr));
           };
         });
       },
+  });
+  registry.add(OpDef{
+      .name = "linear_backward_weight_accumulate",
+      .inputs = {"d_out", "x"},
+      .outputs = {"d_weight"},
+      .infer = weight_gradient_type,
+      .gradient = {},
+      .cpu = [](const CpuBindContext& ctx) {
+        int64_t out = last_dim(ctx.inputs[0]), in = last_dim(ctx.inputs[1]), rows = ctx.inputs[1].numel() / in;
+        const double scale = product_scale(ctx.attrs);
+        return bind_floating(ctx, ctx.inputs[0].dtype, [=](auto zero) -> CpuKernel {
+          using T = decltype(zero);
+          return [=](const CpuKernelArgs& args) {
+            std::vector<T> product(static_cast<size_t>(out * in), T(0));
+            linear_backward<T>(args.inputs[0].as<T>(), args.inputs[1].as<T>(), nullptr, rows, in, out, nullptr,
+                               product.data(), nullptr);
+            scale_product(product.data(), out * in, scale, args.outputs[0].as<T>());
+            std::copy(product.begin(), product.end(), args.outputs[0].as<T>());
+          };
+        });
+      },
+      .accumulates_into_output = true,
   });
   registry.add(OpDef{
       .name = "linear_backward",
