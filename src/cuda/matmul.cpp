@@ -2,6 +2,8 @@
 // addend, shares D's) and one heuristic-chosen algorithm per MatmulShape, built on first use and reused (see matmul.h for the conventions).
 #include "cuda/matmul.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include <cstdint>
@@ -27,7 +29,9 @@ struct Matmul::Plan {
   }
 };
 
-Matmul::Matmul(size_t workspace_bytes) : workspace_(workspace_bytes) {
+Matmul::Matmul(size_t workspace_bytes, int heuristic_rank)
+    : workspace_(workspace_bytes), heuristic_rank_(heuristic_rank) {
+  CUDA_REQUIRE(heuristic_rank >= 0 && heuristic_rank < 16, "matmul: heuristic_rank must be in [0, 16)");
   CUBLAS_CHECK(cublasLtCreate(&handle_));
 }
 
@@ -88,7 +92,7 @@ const Matmul::Plan& Matmul::plan_for(const PlanKey& key) {
   size_t workspace_bytes = workspace_.bytes();
   cublasStatus_t status = cublasLtMatmulPreferenceSetAttribute(
       preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes, sizeof(workspace_bytes));
-  cublasLtMatmulHeuristicResult_t result{};
+  cublasLtMatmulHeuristicResult_t results[16]{};
   int found_count = 0;
   const std::pair<cublasLtMatmulPreferenceAttributes_t, uint32_t> alignments[] = {
       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, key.alignment_b},  // cuBLAS "A" is our B
@@ -101,7 +105,7 @@ const Matmul::Plan& Matmul::plan_for(const PlanKey& key) {
   }
   if (status == CUBLAS_STATUS_SUCCESS) {
     status = cublasLtMatmulAlgoGetHeuristic(handle_, plan->operation, plan->first, plan->second, plan->output,
-                                            plan->output, preference, 1, &result, &found_count);
+                                            plan->output, preference, heuristic_rank_ + 1, results, &found_count);
   }
   cublasLtMatmulPreferenceDestroy(preference);
   CUBLAS_CHECK(status);
@@ -109,7 +113,7 @@ const Matmul::Plan& Matmul::plan_for(const PlanKey& key) {
     throw CudaError(fmt::format("cuBLASLt has no algorithm for matmul M={} N={} K={} transpose_a={} transpose_b={}",
                                 shape.m, shape.n, shape.k, shape.transpose_a, shape.transpose_b));
   }
-  plan->algorithm = result.algo;
+  plan->algorithm = results[std::min(heuristic_rank_, found_count - 1)].algo;
   return *plans_.emplace(key, std::move(plan)).first->second;
 }
 

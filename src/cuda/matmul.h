@@ -47,7 +47,9 @@ struct MatmulShape {
 
 class Matmul {
 public:
-  explicit Matmul(size_t workspace_bytes = size_t{32} << 20);
+  // heuristic_rank picks which of cuBLASLt's ranked algorithms a new plan uses (0: its first
+  // choice; the last one found when it offers fewer); the measurement tool compares them.
+  explicit Matmul(size_t workspace_bytes = size_t{32} << 20, int heuristic_rank = 0);
   ~Matmul();
   Matmul(const Matmul&) = delete;
   Matmul& operator=(const Matmul&) = delete;
@@ -75,6 +77,7 @@ private:
 
   cublasLtHandle_t handle_ = nullptr;
   DeviceBuffer<std::byte> workspace_;
+  int heuristic_rank_ = 0;
   std::map<PlanKey, std::unique_ptr<Plan>> plans_;
 };
 

@@ -117,6 +117,45 @@ int main() {
         median_ms([&] { matmul.run(grad_a, grad.data(), down.data(), x.data(), nullptr, nullptr); }), "TB/s   ",
         2.0 * tokens * hidden);
   }
+  {  // The adapter GEMMs of the 8B job under each of cuBLASLt's first 8 ranked algorithms (one
+     // Matmul per rank; rank 0 is what the engine uses). Rate: bytes of the big operands per second.
+    const int64_t tokens = 4096, rank = 16;
+    auto big = random_bf16(tokens * 12288, 1.0f), big2 = random_bf16(tokens * 12288, 1.0f),
+         small = random_bf16(tokens * rank, 1.0f), adapter = random_bf16(12288 * rank, 1.0f);
+    DeviceBuffer<__nv_bfloat16> out(tokens * 12288), grad(12288 * rank);
+    struct Case {
+      const char* label;
+      MatmulShape shape;
+      const __nv_bfloat16* a;
+      const __nv_bfloat16* b;
+      void* out;
+      const void* addend;
+      double bytes;
+    };
+    const Case cases[] = {
+        {"A fwd x[4096,4096]·Aᵀ", {.m = tokens, .n = rank, .k = 4096, .transpose_b = true}, big.data(), adapter.data(),
+         small.data(), nullptr, 2.0 * tokens * 4096},
+        {"B fwd +y [4096,16]·Bᵀ -> 4096", {.m = tokens, .n = 4096, .k = rank, .transpose_b = true, .has_addend = true},
+         small.data(), adapter.data(), out.data(), big2.data(), 4.0 * tokens * 4096},
+        {"d_down dy[4096,12288]·B", {.m = tokens, .n = rank, .k = 12288}, big.data(), adapter.data(), small.data(),
+         nullptr, 2.0 * tokens * 12288},
+        {"dB += dyᵀ[12288]·u", {.m = 12288, .n = rank, .k = tokens, .transpose_a = true, .accumulate = true},
+         big.data(), small.data(), grad.data(), nullptr, 2.0 * tokens * 12288},
+        {"dA += duᵀ·x[4096]", {.m = rank, .n = 4096, .k = tokens, .transpose_a = true, .accumulate = true},
+         small.data(), big.data(), grad.data(), nullptr, 2.0 * tokens * 4096},
+        {"dx = du·A + c [4096]", {.m = tokens, .n = 4096, .k = rank, .has_addend = true}, small.data(),
+         adapter.data(), out.data(), big2.data(), 4.0 * tokens * 4096},
+    };
+    for (const Case& c : cases) {
+      for (int heuristic = 0; heuristic < 8; ++heuristic) {
+        Matmul matmul(size_t{32} << 20, heuristic);
+        char label[96];
+        std::snprintf(label, sizeof label, "%s, algorithm %d", c.label, heuristic);
+        row(label, median_ms([&] { matmul.run(c.shape, c.out, c.a, c.b, nullptr, nullptr, 1.0f, c.addend); }),
+            "TB/s   ", c.bytes);
+      }
+    }
+  }
   {  // device-to-device copy, 2 GiB, counting read + write.
     const size_t bytes = size_t{2} << 30;
     DeviceBuffer<std::byte> source(bytes), target(bytes);
@@ -147,12 +186,15 @@ int main() {
     DeviceBuffer<float> lse(tokens * c.q_heads), workspace(attention_backward_workspace_floats(shape));
     // Causal: half of the 2048² score matrix per document and head; 4 flops per score·dim (QKᵀ, PV).
     const double forward_flops = double(c.documents) * c.q_heads * (2048.0 * 2048.0 / 2) * 128 * 4;
-    const double ms = median_ms([&] {
-      attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), cu_device.data(), shape, nullptr);
-    });
     char label[96];
-    std::snprintf(label, sizeof label, "attention fwd %s", c.name);
-    row(label, ms, "TFLOP/s", forward_flops);
+    for (int blocks_per_sm : {2, 3}) {
+      const double ms = median_ms([&] {
+        attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), cu_device.data(), shape, nullptr,
+                          blocks_per_sm);
+      });
+      std::snprintf(label, sizeof label, "attention fwd %s, %d blocks/SM", c.name, blocks_per_sm);
+      row(label, ms, "TFLOP/s", forward_flops);
+    }
     for (int warps : {4, 8}) {
       const double ms_backward = median_ms([&] {
         attention_backward(dq.data(), dk.data(), dv.data(), workspace.data(), dout.data(), q.data(), k.data(),

@@ -42,9 +42,11 @@ struct AttentionShape {
   float softmax_scale = 0;  // usually 1 / sqrt(head_dim)
 };
 
+// blocks_per_sm: 0 is the default (2: the verified, measured kernel); 3 is the variant that shares
+// the Q tile with a K buffer to fit three blocks per SM, selectable to test and measure it.
 void attention_forward(__nv_bfloat16* out, float* logsumexp, const __nv_bfloat16* q, const __nv_bfloat16* k,
                        const __nv_bfloat16* v, const int32_t* cu_seqlens, const AttentionShape& shape,
-                       cudaStream_t stream);
+                       cudaStream_t stream, int blocks_per_sm = 0);
 
 // fp32 workspace the backward needs: dQ accumulator, delta and, with GQA, the per-q-head dK / dV
 // partials (3 × tokens × q_heads × head_dim + tokens × q_heads floats).

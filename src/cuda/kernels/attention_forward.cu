@@ -1,6 +1,10 @@
 // Flash attention forward (see attention.h for layouts and masking, attention_tiles.cuh for
 // the fragment layouts). Tiles: 64 queries × 64 keys per step, 4 warps × 16 query rows.
 // K/V tiles are double-buffered: the cp.async copy of tile i+1 runs while tile i is computed.
+// Occupancy variant (kBlocksPerSm, chosen by the caller to measure both): 2 keeps the Q tile in
+// its own buffer (five tiles of shared memory, up to 255 registers); 3 reads Q into registers once
+// and lets it borrow the second stage's K buffer (four tiles, 68 KiB at head_dim 128) under a
+// 168-register bound, so three blocks share an SM.
 // K fragments come through ldmatrix. Tiles that every row of the block sees entirely (away from the diagonal and document
 // boundaries: most of them) skip the per-element mask.
 #include "cuda/cuda_check.h"
@@ -15,13 +19,23 @@ using namespace attention;
 constexpr int kBlockQueries = 64;
 constexpr int kBlockKeys = 64;
 
-template <int kHeadDim>
-constexpr size_t forward_shared_bytes() {
-  return size_t{kBlockQueries + 4 * kBlockKeys} * (kHeadDim + kPad) * sizeof(__nv_bfloat16);
+// Whether the Q tile borrows the second stage's K buffer (the three-blocks-per-SM variant).
+template <int kBlocksPerSm>
+constexpr bool q_in_stage() {
+  static_assert(kBlockQueries == kBlockKeys, "the Q tile must fit a K buffer");
+  return kBlocksPerSm > 2;
 }
 
-template <int kHeadDim>
-__global__ void __launch_bounds__(kThreads)
+template <int kHeadDim, int kBlocksPerSm>
+constexpr size_t forward_shared_bytes() {
+  return size_t{(q_in_stage<kBlocksPerSm>() ? 0 : kBlockQueries) + 4 * kBlockKeys} * (kHeadDim + kPad) *
+         sizeof(__nv_bfloat16);
+}
+
+// The default variant keeps the plain bound (no minimum block count: a minimum of 1 makes ptxas
+// take 230 registers instead of 179).
+template <int kHeadDim, int kBlocksPerSm>
+__global__ void __launch_bounds__(kThreads, q_in_stage<kBlocksPerSm>() ? kBlocksPerSm : 0)
     attention_forward_kernel(__nv_bfloat16* out, float* logsumexp, const __nv_bfloat16* q, const __nv_bfloat16* k,
                              const __nv_bfloat16* v, const int32_t* cu_seqlens, AttentionShape shape) {
   constexpr int kStride = kHeadDim + kPad;
@@ -29,9 +43,10 @@ __global__ void __launch_bounds__(kThreads)
   constexpr int kOutTiles = kHeadDim / 8;      // n-tiles of the output
   constexpr int kScoreTiles = kBlockKeys / 8;  // n-tiles of the scores
   extern __shared__ __align__(16) unsigned char shared_raw[];
-  __nv_bfloat16* tile_q = reinterpret_cast<__nv_bfloat16*>(shared_raw);
-  // Two stages of (K, V) after Q.
-  __nv_bfloat16* stages = tile_q + kBlockQueries * kStride;
+  constexpr bool kQInStage = q_in_stage<kBlocksPerSm>();
+  // Two stages of (K, V) after Q, or with Q where the second stage's K goes.
+  __nv_bfloat16* tile_q = reinterpret_cast<__nv_bfloat16*>(shared_raw) + (kQInStage ? 2 * kBlockKeys * kStride : 0);
+  __nv_bfloat16* stages = reinterpret_cast<__nv_bfloat16*>(shared_raw) + (kQInStage ? 0 : kBlockQueries * kStride);
 
   // Heads vary fastest and query blocks run from the last one down: the blocks with the most
   // causal work start first and the short ones fill the tail.
@@ -78,6 +93,7 @@ __global__ void __launch_bounds__(kThreads)
     q_fragments[s][2] = load_pair(base + 8);
     q_fragments[s][3] = load_pair(base + 8 * kStride + 8);
   }
+  if constexpr (kQInStage) __syncthreads();  // all Q fragments are read before stage 1 overwrites the tile
 
   float accumulator[kOutTiles][4] = {};
   float row_max[2] = {-INFINITY, -INFINITY};
@@ -197,17 +213,18 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-template <int kHeadDim>
+template <int kHeadDim, int kBlocksPerSm>
 void launch_forward(__nv_bfloat16* out, float* logsumexp, const __nv_bfloat16* q, const __nv_bfloat16* k,
                     const __nv_bfloat16* v, const int32_t* cu_seqlens, const AttentionShape& shape,
                     cudaStream_t stream) {
-  constexpr size_t kShared = forward_shared_bytes<kHeadDim>();
-  CUDA_CHECK(cudaFuncSetAttribute(attention_forward_kernel<kHeadDim>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  static_cast<int>(kShared)));
+  constexpr size_t kShared = forward_shared_bytes<kHeadDim, kBlocksPerSm>();
+  CUDA_CHECK(cudaFuncSetAttribute(attention_forward_kernel<kHeadDim, kBlocksPerSm>,
+                                  cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kShared)));
   const int64_t query_blocks = (shape.tokens + kBlockQueries - 1) / kBlockQueries;
   CUDA_REQUIRE(query_blocks <= 65535, "attention forward: too many tokens for one launch");
   const dim3 grid(shape.q_heads, static_cast<unsigned>(query_blocks));
-  attention_forward_kernel<kHeadDim><<<grid, kThreads, kShared, stream>>>(out, logsumexp, q, k, v, cu_seqlens, shape);
+  attention_forward_kernel<kHeadDim, kBlocksPerSm>
+      <<<grid, kThreads, kShared, stream>>>(out, logsumexp, q, k, v, cu_seqlens, shape);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -222,15 +239,28 @@ void check_attention_shape(const AttentionShape& shape) {
   CUDA_REQUIRE(shape.window >= 0, "attention: window must be 0 (none) or positive");
 }
 
+template <int kBlocksPerSm>
+void launch_forward_for_head_dim(__nv_bfloat16* out, float* logsumexp, const __nv_bfloat16* q, const __nv_bfloat16* k,
+                                 const __nv_bfloat16* v, const int32_t* cu_seqlens, const AttentionShape& shape,
+                                 cudaStream_t stream) {
+  switch (shape.head_dim) {
+    case 32: launch_forward<32, kBlocksPerSm>(out, logsumexp, q, k, v, cu_seqlens, shape, stream); break;
+    case 64: launch_forward<64, kBlocksPerSm>(out, logsumexp, q, k, v, cu_seqlens, shape, stream); break;
+    default: launch_forward<128, kBlocksPerSm>(out, logsumexp, q, k, v, cu_seqlens, shape, stream); break;
+  }
+}
+
 void attention_forward(__nv_bfloat16* out, float* logsumexp, const __nv_bfloat16* q, const __nv_bfloat16* k,
                        const __nv_bfloat16* v, const int32_t* cu_seqlens, const AttentionShape& shape,
-                       cudaStream_t stream) {
+                       cudaStream_t stream, int blocks_per_sm) {
   check_attention_shape(shape);
+  CUDA_REQUIRE(blocks_per_sm == 0 || blocks_per_sm == 2 || blocks_per_sm == 3,
+               "attention forward: blocks_per_sm must be 0 (the default), 2 or 3");
   if (shape.tokens == 0) return;
-  switch (shape.head_dim) {
-    case 32: launch_forward<32>(out, logsumexp, q, k, v, cu_seqlens, shape, stream); break;
-    case 64: launch_forward<64>(out, logsumexp, q, k, v, cu_seqlens, shape, stream); break;
-    default: launch_forward<128>(out, logsumexp, q, k, v, cu_seqlens, shape, stream); break;
+  if (blocks_per_sm == 3) {
+    launch_forward_for_head_dim<3>(out, logsumexp, q, k, v, cu_seqlens, shape, stream);
+  } else {
+    launch_forward_for_head_dim<2>(out, logsumexp, q, k, v, cu_seqlens, shape, stream);
   }
 }
 
