@@ -16,7 +16,8 @@
 # matmul ceiling of bench/results/*-h100-peers.jsonl (786.1 TFLOP/s).
 # Env: BENCH_STEPS (10), BENCH_WARMUP (3), BENCH_RECOMPUTE (none), BENCH_OPTIMIZER (adamw; or
 # adamw_8bit, normuon: the trainer's device optimizers), BENCH_CUDA_GRAPHS (on, as the trainer's
-# use_cuda_graphs default; off), CARRY_DIR (carry/cuda),
+# use_cuda_graphs default; off), BENCH_BATCH_LORA_INPUTS (off; on batches the q/k/v and gate/up
+# adapters' low-rank products, models/lora.h), CARRY_DIR (carry/cuda),
 # BENCH_BIN ($CARRY_DIR/surogate_train_bench).
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -46,7 +47,7 @@ PY
   record="$("$bin" --config "$dir" --name "$model" --mode "$mode" --documents "$documents" --seq 2048 --batch 2 \
              --grad-accum 4 --lora-rank 16 --steps "${BENCH_STEPS:-10}" --warmup "${BENCH_WARMUP:-3}" \
              --recompute "${BENCH_RECOMPUTE:-none}" --lmhead-chunks 4 --optimizer "${BENCH_OPTIMIZER:-adamw}" \
-             --cuda-graphs "${BENCH_CUDA_GRAPHS:-on}")" || { echo "$model: benchmark failed" >&2; status=1; continue; }
+             --cuda-graphs "${BENCH_CUDA_GRAPHS:-on}" --batch-lora-inputs "${BENCH_BATCH_LORA_INPUTS:-off}")" || { echo "$model: benchmark failed" >&2; status=1; continue; }
   python3 - "$root" "$record" "$ceiling" "$mode" "$driver" "$cuda_version" "$cublaslt" <<'PY' | tee -a "$out"
 import json, sys
 sys.path.insert(0, sys.argv[1] + "/bench")
@@ -62,6 +63,8 @@ record["versions"] = {"driver": sys.argv[5], "cuda": sys.argv[6], "cublaslt": sy
 prefix = f"BENCH_OPTIMIZER={record['optimizer']} " if record.get("optimizer") not in (None, "none", "adamw") else ""
 if record.get("cuda_graphs") is False:
     prefix += "BENCH_CUDA_GRAPHS=off "
+if record.get("batch_lora_inputs"):
+    prefix += "BENCH_BATCH_LORA_INPUTS=on "
 record["command"] = f"{prefix}bash bench/run_surogate.sh --mode {mode} {record['model']}"
 print(json.dumps(record))
 PY

@@ -73,11 +73,29 @@ graph::Graph apply_lora(const graph::Graph& forward, const graph::OpRegistry& re
                      builder.parameter(adapter.b.name, dtype, adapter.b.shape, true)};
   }
 
+  // Adapted projections that share their input and recompute group, in node order, when their
+  // low-rank products are batched (see lora.h); keyed by the first one's node index.
+  std::map<size_t, std::vector<size_t>> shared_input_groups;
+  if (options.batch_shared_inputs && !dropout) {
+    std::map<std::pair<TensorId, std::string>, std::vector<size_t>> by_input;
+    for (size_t n = 0; n < forward.nodes.size(); ++n) {
+      const graph::Node& node = forward.nodes[n];
+      if (node.op == "linear" && node.inputs.size() >= 2 && by_base.contains(node.inputs[1])) {
+        by_input[{node.inputs[0], node.recompute_group}].push_back(n);
+      }
+    }
+    for (auto& [key, members] : by_input) {
+      if (members.size() >= 2) shared_input_groups[members.front()] = std::move(members);
+    }
+  }
+  std::unordered_map<TensorId, TensorId> batched_down;  // base weight → its piece of a shared x·Aᵀ
+
   const double scaling = lora_scaling(options);
   std::unordered_map<TensorId, TensorId> replaced;  // base linear output → output with the adapter added
   int64_t stream = 0;
   size_t adapted = 0;
-  for (graph::Node node : forward.nodes) {
+  for (size_t n = 0; n < forward.nodes.size(); ++n) {
+    graph::Node node = forward.nodes[n];
     for (TensorId& input : node.inputs) {
       if (auto found = replaced.find(input); found != replaced.end()) input = found->second;
     }
@@ -91,7 +109,24 @@ graph::Graph apply_lora(const graph::Graph& forward, const graph::OpRegistry& re
     TensorId x = node.inputs[0];
     if (dropout) x = builder.op("dropout", {x, seed}, {{"p", options.dropout}, {"stream", stream}}, "lora_dropout");
     ++stream;
-    TensorId down = builder.op("linear", {x, adapter->second.a}, nlohmann::json::object(), "lora_a");
+    if (auto shared = shared_input_groups.find(n); shared != shared_input_groups.end()) {
+      std::vector<TensorId> a_matrices;
+      std::vector<int64_t> ranks;
+      for (size_t member : shared->second) {
+        a_matrices.push_back(by_base.at(forward.nodes[member].inputs[1]).a);
+        ranks.push_back(builder.type(a_matrices.back()).shape[0]);
+      }
+      TensorId a_cat = builder.op("concat", a_matrices, {{"axis", 0}}, "lora_a_cat");
+      TensorId down_shared = builder.op("linear", {x, a_cat}, nlohmann::json::object(), "lora_a_shared");
+      graph::OpOutputs pieces = builder.op("split", {down_shared}, {{"axis", -1}, {"sizes", ranks}}, "lora_a_part");
+      for (size_t i = 0; i < shared->second.size(); ++i) {
+        batched_down[forward.nodes[shared->second[i]].inputs[1]] = pieces[i];
+      }
+    }
+    auto batched = batched_down.find(node.inputs[1]);
+    TensorId down = batched != batched_down.end()
+                        ? batched->second
+                        : builder.op("linear", {x, adapter->second.a}, nlohmann::json::object(), "lora_a");
     if (builder.type(down).dtype == DType::F32 || builder.type(down).dtype == DType::F64) {
       TensorId up = builder.op("linear", {down, adapter->second.b}, nlohmann::json::object(), "lora_b");
       TensorId scaled = builder.op("scale", {up}, {{"factor", scaling}}, "lora_scale");

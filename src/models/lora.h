@@ -9,6 +9,11 @@
 // (I32 []), which the trainer writes per micro-batch; each adapted projection is its own
 // dropout stream. Evaluation graphs have no dropout, as PEFT in eval mode.
 // The LoRA nodes carry the recompute group of the linear they adapt.
+// With batch_shared_inputs (no dropout), adapters whose projections read the same tensor get
+// lora_a_cat = concat(A_1, A_2, ...) (rows), lora_a_shared = linear(x, lora_a_cat) and
+// lora_a_part = split(lora_a_shared) (columns, one piece per adapter) at the first of them, and
+// each adapter's B product reads its piece: one pass over x forward and backward instead of one
+// per adapter, and one input-gradient product for x instead of one per adapter.
 // Node form: F32 / F64 graphs (the CPU backend) emit lora_a = linear(x, A), lora_b = linear(·, B),
 // lora_scale = scale(·), lora_out = add(y, ·); low-precision graphs (BF16 on the CUDA backend)
 // emit lora_a and lora_out = linear_add(lora_a, B, y){scale = alpha / r}: the B product with y as
@@ -35,6 +40,11 @@ struct LoraOptions {
   // PEFT module names of the projections to adapt ("q_proj", ..., "down_proj"), already resolved
   // (train/lora_targets.h expands "all-linear").
   std::vector<std::string> target_modules;
+  // Engine-internal, not a configuration option: adapters that read the same input (q/k/v,
+  // gate/up) share one low-rank product x·[A_1; A_2; ...]ᵀ (concat, linear, split) instead of one
+  // product each, when there is no dropout (each adapter drops its own elements). Off by default
+  // until measured on the GPU; tests and bench/surogate_train_bench (--batch-lora-inputs) turn it on.
+  bool batch_shared_inputs = false;
 };
 
 inline double lora_scaling(const LoraOptions& options) {

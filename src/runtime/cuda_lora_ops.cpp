@@ -1,9 +1,15 @@
-// CUDA binder for `dropout` (ops/defs/dropout_def.cpp), the one op of the LoRA rewrite
-// (models/lora.h) that is not a core or decoder op; bf16 (BF16 graphs) and fp32. The mask is the
-// CPU op's function of (seed, stream, element index), so a CUDA run drops exactly the elements
-// the CPU reference drops (runtime/cuda_lora_kernels.h); the backward is the same op on d_out.
-// (`scale`, which the rewrite also emits, is a core op: runtime/cuda_core_ops.cpp.)
+// CUDA binders for the ops of the LoRA rewrite (models/lora.h) that are not core or decoder ops:
+//  * `dropout` (ops/defs/dropout_def.cpp), bf16 (BF16 graphs) and fp32. The mask is the CPU op's
+//    function of (seed, stream, element index), so a CUDA run drops exactly the elements the CPU
+//    reference drops (runtime/cuda_lora_kernels.h); the backward is the same op on d_out.
+//  * `concat` / `split` (ops/defs/concat_split_def.cpp), any dtype: one cudaMemcpy2DAsync per
+//    piece (rows of `outer`, each piece a contiguous run of size · inner elements), so a piece
+//    lands byte for byte where the CPU kernel puts it.
+// (`scale`, which F32 graphs' rewrite also emits, is a core op: runtime/cuda_core_ops.cpp.)
+#include <vector>
+
 #include "core/error.h"
+#include "cuda/cuda_check.h"
 #include "runtime/cuda_lora_kernels.h"
 #include "runtime/cuda_op_table.h"
 
@@ -35,8 +41,62 @@ CudaKernel bind_dropout(const CudaBindContext& ctx) {
   };
 }
 
+// Where the pieces of a concat / split sit in the joined tensor, in bytes.
+struct PieceLayout {
+  size_t outer = 1;                // rows: the product of the dimensions before the axis
+  size_t joined_row = 0;           // bytes of one row of the joined tensor
+  std::vector<size_t> offsets;     // of each piece within a row
+  std::vector<size_t> widths;      // bytes of each piece's row
+};
+
+PieceLayout piece_layout(const CudaBindContext& ctx, const graph::TensorType& joined,
+                         std::span<const graph::TensorType> pieces) {
+  const int64_t axis_attr = ctx.attrs.integer("axis");
+  const size_t rank = joined.shape.size();
+  const size_t axis = static_cast<size_t>(axis_attr < 0 ? axis_attr + static_cast<int64_t>(rank) : axis_attr);
+  const size_t element = dtype_size_bytes(joined.dtype);
+  size_t inner = 1;
+  PieceLayout layout;
+  for (size_t d = 0; d < axis; ++d) layout.outer *= static_cast<size_t>(joined.shape[d]);
+  for (size_t d = axis + 1; d < rank; ++d) inner *= static_cast<size_t>(joined.shape[d]);
+  layout.joined_row = static_cast<size_t>(joined.shape[axis]) * inner * element;
+  size_t offset = 0;
+  for (const graph::TensorType& piece : pieces) {
+    layout.offsets.push_back(offset);
+    layout.widths.push_back(static_cast<size_t>(piece.shape[axis]) * inner * element);
+    offset += layout.widths.back();
+  }
+  return layout;
+}
+
+CudaKernel bind_concat(const CudaBindContext& ctx) {
+  const PieceLayout layout = piece_layout(ctx, ctx.outputs[0], ctx.inputs);
+  return [layout](const CudaKernelArgs& args) {
+    auto* joined = static_cast<std::byte*>(args.outputs[0].data);
+    for (size_t p = 0; p < layout.widths.size(); ++p) {
+      CUDA_CHECK(cudaMemcpy2DAsync(joined + layout.offsets[p], layout.joined_row, args.inputs[p].data, layout.widths[p],
+                                   layout.widths[p], layout.outer, cudaMemcpyDeviceToDevice, args.stream));
+    }
+  };
+}
+
+CudaKernel bind_split(const CudaBindContext& ctx) {
+  const PieceLayout layout = piece_layout(ctx, ctx.inputs[0], ctx.outputs);
+  return [layout](const CudaKernelArgs& args) {
+    const auto* joined = static_cast<const std::byte*>(args.inputs[0].data);
+    for (size_t p = 0; p < layout.widths.size(); ++p) {
+      CUDA_CHECK(cudaMemcpy2DAsync(args.outputs[p].data, layout.widths[p], joined + layout.offsets[p], layout.joined_row,
+                                   layout.widths[p], layout.outer, cudaMemcpyDeviceToDevice, args.stream));
+    }
+  };
+}
+
 }  // namespace
 
-void register_lora_cuda_ops(CudaOpTable& table) { table.add("dropout", bind_dropout); }
+void register_lora_cuda_ops(CudaOpTable& table) {
+  table.add("dropout", bind_dropout);
+  table.add("concat", bind_concat);
+  table.add("split", bind_split);
+}
 
 }  // namespace surogate::runtime

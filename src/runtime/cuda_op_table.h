@@ -130,7 +130,8 @@ void register_loss_cuda_ops(CudaOpTable& table);
 // runtime/cuda_linear_ops.cpp.
 void register_linear_cuda_ops(CudaOpTable& table);
 
-// dropout (BF16 / F32; the LoRA rewrite's adapter-input dropout), in runtime/cuda_lora_ops.cpp.
+// dropout (BF16 / F32; the LoRA rewrite's adapter-input dropout), concat and split (any dtype; its
+// batched low-rank products), in runtime/cuda_lora_ops.cpp.
 void register_lora_cuda_ops(CudaOpTable& table);
 
 // fused_rmsnorm_rope(_backward) (Qwen3's q/k norm + RoPE on bf16), in runtime/cuda_fused_ops.cpp.

@@ -1,9 +1,12 @@
 // The LoRA graph rewrite (models/lora.h) on a tiny Llama: only adapters get gradients, the
 // adapter gradients (through dropout) match finite differences, recompute reproduces them
 // bit for bit, B = 0 leaves the base model's loss unchanged, and merging (models/adapter_io.h)
-// gives the same loss as the adapter graph.
+// gives the same loss as the adapter graph. Batching the low-rank products of adapters that read
+// the same input (batch_shared_inputs: q/k/v, gate/up) changes neither loss nor gradients beyond
+// fp32 summation order.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -126,6 +129,61 @@ TEST(LoraGraph, AdapterGradientsThroughDropoutMatchFiniteDifferences) {
 TEST(LoraGraph, RecomputeGivesIdenticalAdapterGradients) {
   Model saved(options(0.3), true, compiler::RecomputePolicy::none());
   Model recomputed(options(0.3), true, compiler::RecomputePolicy::all());
+  EXPECT_GT(recomputed.plan.recomputed_nodes, 0u);
+  EXPECT_EQ(saved.loss(), recomputed.loss());
+  for (const auto& adapter : saved.adapters) {
+    auto a = saved.backend.view<float>(saved.plan.parameter_gradients.at(saved.plan.tensor(adapter.a.name)));
+    auto b = recomputed.backend.view<float>(recomputed.plan.parameter_gradients.at(recomputed.plan.tensor(adapter.a.name)));
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size_bytes()), 0) << adapter.a.name;
+  }
+}
+
+models::LoraOptions all_linear(bool batch_shared_inputs, double dropout = 0.0) {
+  models::LoraOptions lora = options(dropout);
+  lora.target_modules = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
+  lora.batch_shared_inputs = batch_shared_inputs;
+  return lora;
+}
+
+int count_ops(const graph::Graph& graph, const std::string& op) {
+  return static_cast<int>(std::count_if(graph.nodes.begin(), graph.nodes.end(),
+                                        [&](const graph::Node& node) { return node.op == op; }));
+}
+
+// q/k/v read the first norm's output and gate/up the second's: one concat, product and split per
+// group and layer. fp32 tolerances: the batched product sums in another order (BLAS blocking), so
+// the loss agrees to 1e-6 relative and every adapter gradient to 1e-5 of its largest entry; a
+// wrong piece (an adapter reading another's columns) or a missing gradient path is off by order 1.
+TEST(LoraGraph, SharedInputAdaptersGiveTheSameLossAndGradients) {
+  Model separate(all_linear(false), true, compiler::RecomputePolicy::none());
+  Model batched(all_linear(true), true, compiler::RecomputePolicy::none());
+  EXPECT_EQ(count_ops(separate.plan.graph, "concat"), 0);
+  EXPECT_EQ(count_ops(batched.plan.graph, "concat"), 2 * 2 + 2 * 2);  // forward A and backward d_down, 2 groups × 2 layers
+  EXPECT_EQ(count_ops(batched.plan.graph, "split"), 2 * 2 + 2 * 2);
+  const double expected = separate.loss(), actual = batched.loss();
+  EXPECT_NEAR(actual, expected, 1e-6 * std::abs(expected));
+  for (const auto& adapter : separate.adapters) {
+    for (const auto* matrix : {&adapter.a, &adapter.b}) {
+      auto want = separate.backend.view<float>(separate.plan.parameter_gradients.at(separate.plan.tensor(matrix->name)));
+      auto got = batched.backend.view<float>(batched.plan.parameter_gradients.at(batched.plan.tensor(matrix->name)));
+      ASSERT_EQ(want.size(), got.size());
+      float largest = 0.0f, worst = 0.0f;
+      for (size_t i = 0; i < want.size(); ++i) {
+        largest = std::max(largest, std::abs(want[i]));
+        worst = std::max(worst, std::abs(want[i] - got[i]));
+      }
+      EXPECT_GT(largest, 0.0f) << matrix->name;
+      EXPECT_LE(worst, 1e-5f * largest) << matrix->name;
+    }
+  }
+  // With dropout every adapter drops its own elements: nothing is batched.
+  Model with_dropout(all_linear(true, 0.3), true, compiler::RecomputePolicy::none());
+  EXPECT_EQ(count_ops(with_dropout.plan.graph, "concat"), 0);
+}
+
+TEST(LoraGraph, SharedInputAdaptersRecomputeBitForBit) {
+  Model saved(all_linear(true), true, compiler::RecomputePolicy::none());
+  Model recomputed(all_linear(true), true, compiler::RecomputePolicy::all());
   EXPECT_GT(recomputed.plan.recomputed_nodes, 0u);
   EXPECT_EQ(saved.loss(), recomputed.loss());
   for (const auto& adapter : saved.adapters) {

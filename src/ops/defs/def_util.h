@@ -44,5 +44,6 @@ void register_rmsnorm_rope_ops(graph::OpRegistry& registry);   // rmsnorm_rope_d
 void register_attention_ops(graph::OpRegistry& registry);      // attention_def.cpp
 void register_cross_entropy_ops(graph::OpRegistry& registry);  // cross_entropy_def.cpp
 void register_dropout_ops(graph::OpRegistry& registry);        // dropout_def.cpp
+void register_concat_split_ops(graph::OpRegistry& registry);   // concat_split_def.cpp
 
 }  // namespace surogate::ops::defs
