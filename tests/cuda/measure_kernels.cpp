@@ -121,7 +121,7 @@ int main() {
      // Matmul per rank; rank 0 is what the engine uses). Rate: bytes of the big operands per second.
     const int64_t tokens = 4096, rank = 16;
     auto big = random_bf16(tokens * 12288, 1.0f), big2 = random_bf16(tokens * 12288, 1.0f),
-         small = random_bf16(tokens * rank, 1.0f), adapter = random_bf16(12288 * rank, 1.0f);
+         small = random_bf16(tokens * 3 * rank, 1.0f), adapter = random_bf16(12288 * rank, 1.0f);
     DeviceBuffer<__nv_bfloat16> out(tokens * 12288), grad(12288 * rank);
     struct Case {
       const char* label;
@@ -145,6 +145,13 @@ int main() {
          small.data(), big.data(), grad.data(), nullptr, 2.0 * tokens * 4096},
         {"dx = du·A + c [4096]", {.m = tokens, .n = 4096, .k = rank, .has_addend = true}, small.data(),
          adapter.data(), out.data(), big2.data(), 4.0 * tokens * 4096},
+        // The same with q/k/v batched (LoraOptions::batch_shared_inputs): rank 3·16 = 48.
+        {"A fwd x[4096,4096]·A_catᵀ (48)", {.m = tokens, .n = 3 * rank, .k = 4096, .transpose_b = true}, big.data(),
+         adapter.data(), small.data(), nullptr, 2.0 * tokens * 4096},
+        {"dA_cat += du_catᵀ·x[4096] (48)", {.m = 3 * rank, .n = 4096, .k = tokens, .transpose_a = true,
+         .accumulate = true}, small.data(), big.data(), grad.data(), nullptr, 2.0 * tokens * 4096},
+        {"dx = du_cat·A_cat + c [4096] (48)", {.m = tokens, .n = 4096, .k = 3 * rank, .has_addend = true},
+         small.data(), adapter.data(), out.data(), big2.data(), 4.0 * tokens * 4096},
     };
     for (const Case& c : cases) {
       for (int heuristic = 0; heuristic < 8; ++heuristic) {
