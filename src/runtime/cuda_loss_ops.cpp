@@ -48,41 +48,21 @@ cuda::LmHeadLossArguments loss_arguments(const LossLayout& layout, const CudaKer
   return arguments;
 }
 
-CudaKernel bind_lm_head_loss(const CudaBindContext& ctx) {
+// The forward pass shared by lm_head_loss (hidden, weight, targets, scale) -> (loss, logsumexp) and
+// its frozen-head form lm_head_loss_with_input_grad, which also writes output 2, d_hidden =
+// ∂loss/∂hidden (compiler/loss_input_grad.h): the same chunks with grad_scale = scale and
+// dlogits · W, so its backward is only d_loss · d_hidden and the logits are not recomputed.
+CudaKernel bind_lm_head_loss_forward(const CudaBindContext& ctx, bool has_input_gradient) {
   const LossLayout layout = loss_layout(ctx);
   expect_in(ctx, 3, DType::F32);
   expect_out(ctx, 0, DType::F32);
+  if (has_input_gradient) expect_out(ctx, 2, DType::BF16);
   ScratchLayout scratch;
   const size_t logits = scratch.take(sizeof(bf16) * layout.chunk_rows * layout.vocab);
   const size_t row_losses = scratch.take(sizeof(float) * layout.rows);
   const size_t loss_sum = scratch.take(sizeof(float));
   ctx.resources.reserve_scratch(scratch.bytes);
-  CudaResources* resources = &ctx.resources;
-  return [=](const CudaKernelArgs& args) {
-    cuda::LmHeadLossArguments arguments = loss_arguments(layout, args);
-    arguments.logits_workspace = scratch_at<bf16>(resources, logits);
-    arguments.row_losses = scratch_at<float>(resources, row_losses);
-    arguments.loss_sum = scratch_at<float>(resources, loss_sum);
-    cuda::lm_head_cross_entropy(resources->matmul(), arguments, args.stream);
-    k::scalar_product(arguments.loss_sum, args.inputs[3].as<const float>(), args.outputs[0].as<float>(), args.stream);
-    zero_async(args.outputs[1].data, sizeof(float) * layout.rows, args.stream);
-  };
-}
-
-// (hidden, weight, targets, scale) -> (loss, logsumexp, d_hidden = ∂loss/∂hidden): the frozen-head
-// form (compiler/loss_input_grad.h). One pass per chunk: logits, softmax-CE with grad_scale = scale,
-// dlogits · W. The backward is then only d_loss · d_hidden, so the logits are not recomputed.
-CudaKernel bind_lm_head_loss_with_input_grad(const CudaBindContext& ctx) {
-  const LossLayout layout = loss_layout(ctx);
-  expect_in(ctx, 3, DType::F32);
-  expect_out(ctx, 0, DType::F32);
-  expect_out(ctx, 2, DType::BF16);
-  ScratchLayout scratch;
-  const size_t logits = scratch.take(sizeof(bf16) * layout.chunk_rows * layout.vocab);
-  const size_t row_losses = scratch.take(sizeof(float) * layout.rows);
-  const size_t loss_sum = scratch.take(sizeof(float));
-  ctx.resources.reserve_scratch(scratch.bytes);
-  const bool input_gradient = ctx.output_read(2);
+  const bool input_gradient = has_input_gradient && ctx.output_read(2);
   CudaResources* resources = &ctx.resources;
   return [=](const CudaKernelArgs& args) {
     cuda::LmHeadLossArguments arguments = loss_arguments(layout, args);
@@ -98,6 +78,9 @@ CudaKernel bind_lm_head_loss_with_input_grad(const CudaBindContext& ctx) {
     zero_async(args.outputs[1].data, sizeof(float) * layout.rows, args.stream);
   };
 }
+
+CudaKernel bind_lm_head_loss(const CudaBindContext& ctx) { return bind_lm_head_loss_forward(ctx, false); }
+CudaKernel bind_lm_head_loss_with_input_grad(const CudaBindContext& ctx) { return bind_lm_head_loss_forward(ctx, true); }
 
 // (hidden, weight, targets, logsumexp, d_loss, scale) -> (d_hidden, d_weight)
 CudaKernel bind_lm_head_loss_backward(const CudaBindContext& ctx) {

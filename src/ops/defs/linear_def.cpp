@@ -97,6 +97,31 @@ std::vector<TensorType> weight_gradient_type(const InferContext& ctx) {
   return {{ctx.input(0).dtype, Shape{last_dim(ctx.input(0)), last_dim(ctx.input(1))}}};
 }
 
+// CPU kernel of linear_backward_weight(_accumulate): d_weight [out, in] = scale · d_outᵀ · x,
+// written into output 0, or added to what it holds (accumulate: the product is formed apart first).
+CpuKernel bind_weight_gradient(const CpuBindContext& ctx, bool accumulate) {
+  const int64_t out = last_dim(ctx.inputs[0]), in = last_dim(ctx.inputs[1]), rows = ctx.inputs[1].numel() / in;
+  const double scale = product_scale(ctx.attrs);
+  return bind_floating(ctx, ctx.inputs[0].dtype, [=](auto zero) -> CpuKernel {
+    using T = decltype(zero);
+    return [=](const CpuKernelArgs& args) {
+      T* d_weight = args.outputs[0].as<T>();
+      std::vector<T> product;
+      if (accumulate) product.assign(static_cast<size_t>(out * in), T(0));
+      else zero_fill(args.outputs[0]);
+      T* target = accumulate ? product.data() : d_weight;
+      linear_backward<T>(args.inputs[0].as<T>(), args.inputs[1].as<T>(), nullptr, rows, in, out, nullptr, target,
+                         nullptr);
+      if (accumulate) {
+        scale_product(target, out * in, scale, static_cast<const T*>(d_weight));
+        std::copy(product.begin(), product.end(), d_weight);
+      } else if (scale != 1.0) {
+        scale_product(target, out * in, scale, static_cast<const T*>(nullptr));
+      }
+    };
+  });
+}
+
 void expect_addend(const InferContext& ctx, size_t index, const TensorType& result) {
   if (ctx.input(index) != result) ctx.fail("{} must be {} (the product's type)", ctx.input_label(index), format_type(result));
 }
@@ -230,19 +255,7 @@ void register_linear(OpRegistry& registry) {
       .outputs = {"d_weight"},
       .infer = weight_gradient_type,
       .gradient = {},
-      .cpu = [](const CpuBindContext& ctx) {
-        int64_t out = last_dim(ctx.inputs[0]), in = last_dim(ctx.inputs[1]), rows = ctx.inputs[1].numel() / in;
-        const double scale = product_scale(ctx.attrs);
-        return bind_floating(ctx, ctx.inputs[0].dtype, [=](auto zero) -> CpuKernel {
-          using T = decltype(zero);
-          return [=](const CpuKernelArgs& args) {
-            zero_fill(args.outputs[0]);
-            linear_backward<T>(args.inputs[0].as<T>(), args.inputs[1].as<T>(), nullptr, rows, in, out, nullptr,
-                               args.outputs[0].as<T>(), nullptr);
-            if (scale != 1.0) scale_product(args.outputs[0].as<T>(), out * in, scale, static_cast<const T*>(nullptr));
-          };
-        });
-      },
+      .cpu = [](const CpuBindContext& ctx) { return bind_weight_gradient(ctx, false); },
   });
   registry.add(OpDef{
       .name = "linear_backward_weight_accumulate",
@@ -250,20 +263,7 @@ void register_linear(OpRegistry& registry) {
       .outputs = {"d_weight"},
       .infer = weight_gradient_type,
       .gradient = {},
-      .cpu = [](const CpuBindContext& ctx) {
-        int64_t out = last_dim(ctx.inputs[0]), in = last_dim(ctx.inputs[1]), rows = ctx.inputs[1].numel() / in;
-        const double scale = product_scale(ctx.attrs);
-        return bind_floating(ctx, ctx.inputs[0].dtype, [=](auto zero) -> CpuKernel {
-          using T = decltype(zero);
-          return [=](const CpuKernelArgs& args) {
-            std::vector<T> product(static_cast<size_t>(out * in), T(0));
-            linear_backward<T>(args.inputs[0].as<T>(), args.inputs[1].as<T>(), nullptr, rows, in, out, nullptr,
-                               product.data(), nullptr);
-            scale_product(product.data(), out * in, scale, args.outputs[0].as<T>());
-            std::copy(product.begin(), product.end(), args.outputs[0].as<T>());
-          };
-        });
-      },
+      .cpu = [](const CpuBindContext& ctx) { return bind_weight_gradient(ctx, true); },
       .accumulates_into_output = true,
   });
   registry.add(OpDef{
