@@ -17,7 +17,8 @@
 # Env: BENCH_STEPS (10), BENCH_WARMUP (3), BENCH_RECOMPUTE (none), BENCH_OPTIMIZER (adamw; or
 # adamw_8bit, normuon: the trainer's device optimizers), BENCH_CUDA_GRAPHS (on, as the trainer's
 # use_cuda_graphs default; off), BENCH_BATCH_LORA_INPUTS (off; on batches the q/k/v and gate/up
-# adapters' low-rank products, models/lora.h), CARRY_DIR (carry/cuda),
+# adapters' low-rank products, models/lora.h), BENCH_FUSE_LORA_BACKWARD (off; on takes each B
+# product's two gradients from one pass, cuda/kernels/low_rank_backward.h), CARRY_DIR (carry/cuda),
 # BENCH_BIN ($CARRY_DIR/surogate_train_bench).
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -47,7 +48,8 @@ PY
   record="$("$bin" --config "$dir" --name "$model" --mode "$mode" --documents "$documents" --seq 2048 --batch 2 \
              --grad-accum 4 --lora-rank 16 --steps "${BENCH_STEPS:-10}" --warmup "${BENCH_WARMUP:-3}" \
              --recompute "${BENCH_RECOMPUTE:-none}" --lmhead-chunks 4 --optimizer "${BENCH_OPTIMIZER:-adamw}" \
-             --cuda-graphs "${BENCH_CUDA_GRAPHS:-on}" --batch-lora-inputs "${BENCH_BATCH_LORA_INPUTS:-off}")" || { echo "$model: benchmark failed" >&2; status=1; continue; }
+             --cuda-graphs "${BENCH_CUDA_GRAPHS:-on}" --batch-lora-inputs "${BENCH_BATCH_LORA_INPUTS:-off}" \
+             --fuse-lora-backward "${BENCH_FUSE_LORA_BACKWARD:-off}")" || { echo "$model: benchmark failed" >&2; status=1; continue; }
   python3 - "$root" "$record" "$ceiling" "$mode" "$driver" "$cuda_version" "$cublaslt" <<'PY' | tee -a "$out"
 import json, sys
 sys.path.insert(0, sys.argv[1] + "/bench")
@@ -65,6 +67,8 @@ if record.get("cuda_graphs") is False:
     prefix += "BENCH_CUDA_GRAPHS=off "
 if record.get("batch_lora_inputs"):
     prefix += "BENCH_BATCH_LORA_INPUTS=on "
+if record.get("fuse_lora_backward"):
+    prefix += "BENCH_FUSE_LORA_BACKWARD=on "
 record["command"] = f"{prefix}bash bench/run_surogate.sh --mode {mode} {record['model']}"
 print(json.dumps(record))
 PY

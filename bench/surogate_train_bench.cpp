@@ -62,6 +62,7 @@ struct Options {
   std::string optimizer = "adamw";
   bool cuda_graphs = true;  // as the trainer's use_cuda_graphs default
   bool batch_lora_inputs = false;  // models::LoraOptions::batch_shared_inputs (off, as the trainer)
+  bool fuse_lora_backward = false;  // models::LoraOptions::fuse_low_rank_backward (off, as the trainer)
   int64_t seq = 2048, batch = 2, steps = 10, warmup = 3, lmhead_chunks = 4, grad_accum = 4, lora_rank = 16;
 };
 
@@ -91,6 +92,10 @@ Options parse(int argc, char** argv) {
     else if (flag == "--batch-lora-inputs") {
       if (value != "on" && value != "off") fail_user("--batch-lora-inputs is on or off");
       options.batch_lora_inputs = value == "on";
+    }
+    else if (flag == "--fuse-lora-backward") {
+      if (value != "on" && value != "off") fail_user("--fuse-lora-backward is on or off");
+      options.fuse_lora_backward = value == "on";
     }
     else fail_user("unknown option {}", flag);
   }
@@ -241,7 +246,8 @@ int run(const Options& options) {
   models::LoraOptions lora_options{.rank = options.lora_rank, .alpha = 2.0 * double(options.lora_rank), .dropout = 0.0,
                                    .target_modules = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
                                                       "down_proj"},
-                                   .batch_shared_inputs = options.batch_lora_inputs};
+                                   .batch_shared_inputs = options.batch_lora_inputs,
+                                   .fuse_low_rank_backward = options.fuse_lora_backward};
   std::vector<models::LoraAdapter> adapters;
   if (lora) adapters = models::lora_adapters(config, lora_options);
   graph::Graph forward = lora ? models::apply_lora(decoder.graph, registry, adapters, lora_options, true)
@@ -351,12 +357,13 @@ int run(const Options& options) {
   const std::string mode = options.mode == "fwd-bwd" ? "full-fwd-bwd" : options.mode;
   std::printf("%s\n", fmt::format(
       "{{\"engine\": \"surogate\", \"model\": \"{}\", \"mode\": \"{}\", \"tokens_per_s\": {:.1f}, \"step_ms\": {:.3f}, "
-      "\"cuda_graphs\": {}, \"batch_lora_inputs\": {}, \"optimizer\": \"{}\", \"optimizer_ms\": {:.3f}, \"loss\": {:.5f}, \"parameters\": {}, \"trainable_parameters\": {}, "
+      "\"cuda_graphs\": {}, \"batch_lora_inputs\": {}, \"fuse_lora_backward\": {}, \"optimizer\": \"{}\", \"optimizer_ms\": {:.3f}, \"loss\": {:.5f}, \"parameters\": {}, \"trainable_parameters\": {}, "
       "\"trainable_tensors\": {}, \"lora_rank\": {}, \"seq_len\": {}, \"micro_batch\": {}, \"grad_accum\": {}, "
       "\"documents\": \"{}\", \"recompute\": \"{}\", \"lmhead_chunks\": {}, \"steps\": {}, \"peak_mem_gib\": {:.2f}, "
       "\"regions_gib\": {:.2f}, \"scratch_gib\": {:.2f}, \"compile_s\": {:.2f}, \"gpu\": \"{}\", "
       "\"breakdown_total_ms\": {:.3f}, \"breakdown_ms\": {{{}}}}}",
-      options.name, mode, tokens_per_s, step_ms, options.cuda_graphs, lora && options.batch_lora_inputs, optimize ? options.optimizer : "none", optimizer_ms, loss, parameter_count,
+      options.name, mode, tokens_per_s, step_ms, options.cuda_graphs, lora && options.batch_lora_inputs,
+      lora && options.fuse_lora_backward, optimize ? options.optimizer : "none", optimizer_ms, loss, parameter_count,
       optimizer ? optimizer->parameters() : 0, optimizer ? optimizer->tensors() : 0, lora ? options.lora_rank : 0,
       options.seq, options.batch, accum, options.documents, options.recompute, options.lmhead_chunks, options.steps,
       gib(total_bytes - free_bytes), gib(memory.required_bytes), gib(memory.scratch_bytes), compile_s, properties.name,

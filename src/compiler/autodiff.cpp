@@ -128,23 +128,37 @@ bool is_read(const Graph& graph, TensorId id) {
   return false;
 }
 
+// Ops whose output `output` is a weight gradient, and their forms that add it into the persistent
+// gradient instead (a matmul with beta = 1, or the fused low-rank kernel's final pass).
+struct AccumulatingForm {
+  const char* op;
+  const char* accumulating_op;
+  size_t output;
+};
+constexpr AccumulatingForm kAccumulatingForms[] = {
+    {"linear_backward_weight", "linear_backward_weight_accumulate", 0},
+    {"linear_backward_low_rank", "linear_backward_low_rank_accumulate", 1},
+};
+
 // The persistent gradient `name` of a parameter whose total gradient this micro-batch is
 // `gradient`. In low-precision graphs a gradient that is one weight product read by nothing else
-// (LoRA's A and B: linear_backward_weight) is turned into linear_backward_weight_accumulate
-// writing the persistent gradient itself (a matmul with beta = 1): no temporary, no accumulate
-// pass. Otherwise an accumulate node adds the temporary in. F32 / F64 graphs always take the
-// accumulate node, so the CPU reference keeps its summation order.
+// (LoRA's A and B) is written into the persistent gradient by its producer, turned into its
+// accumulating form: no temporary, no accumulate pass. Otherwise an accumulate node adds the
+// temporary in. F32 / F64 graphs always take the accumulate node, so the CPU reference keeps its
+// summation order.
 TensorId accumulate_into_gradient(GraphBuilder& builder, const OpRegistry& registry, TensorId gradient,
                                   const std::string& name) {
   Graph& graph = builder.mutable_graph();
   const DType dtype = graph.tensor(gradient).type.dtype;
   const NodeId producer = graph.tensor(gradient).producer;
-  if (dtype != DType::F32 && dtype != DType::F64 && producer != kNoNode &&
-      registry.find("linear_backward_weight_accumulate") != nullptr) {
+  if (dtype != DType::F32 && dtype != DType::F64 && producer != kNoNode && !is_read(graph, gradient)) {
     Node& node = graph.nodes[static_cast<size_t>(producer)];
-    if (node.op == "linear_backward_weight" && node.phase == NodePhase::Backward && node.outputs.size() == 1 &&
-        !is_read(graph, gradient)) {
-      node.op = "linear_backward_weight_accumulate";
+    for (const AccumulatingForm& form : kAccumulatingForms) {
+      if (node.op != form.op || node.phase != NodePhase::Backward || node.outputs.size() <= form.output ||
+          node.outputs[form.output] != gradient || registry.find(form.accumulating_op) == nullptr) {
+        continue;
+      }
+      node.op = form.accumulating_op;
       graph.rename_tensor(gradient, name);
       graph.tensor(gradient).role = TensorRole::Gradient;
       return gradient;

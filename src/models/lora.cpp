@@ -136,8 +136,9 @@ graph::Graph apply_lora(const graph::Graph& forward, const graph::OpRegistry& re
       // scaling as its factor (one matmul, alpha = scaling, beta = 1), so no [tokens, out] adapter
       // output is written and re-read by an add and no separate scale pass runs either way; its
       // gradient with respect to the base output is d_out itself.
-      replaced[node.outputs[0]] = builder.op("linear_add", {down, adapter->second.b, node.outputs[0]},
-                                             {{"scale", scaling}}, "lora_out");
+      nlohmann::json attrs{{"scale", scaling}};
+      if (options.fuse_low_rank_backward) attrs["fused_backward"] = true;
+      replaced[node.outputs[0]] = builder.op("linear_add", {down, adapter->second.b, node.outputs[0]}, attrs, "lora_out");
     }
   }
   SUROGATE_CHECK(adapted == adapters.size(), "every LoRA target is the weight of exactly one linear node ({} of {})",

@@ -45,6 +45,10 @@ struct LoraOptions {
   // product each, when there is no dropout (each adapter drops its own elements). Off by default
   // until measured on the GPU; tests and bench/surogate_train_bench (--batch-lora-inputs) turn it on.
   bool batch_shared_inputs = false;
+  // Engine-internal too: low-precision graphs take both gradients of each B product from one pass
+  // over d_out (linear_add's `fused_backward`: linear_backward_low_rank, cuda/kernels/
+  // low_rank_backward.h) instead of two skinny matmuls. Off until measured on the GPU.
+  bool fuse_low_rank_backward = false;
 };
 
 inline double lora_scaling(const LoraOptions& options) {

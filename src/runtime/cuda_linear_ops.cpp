@@ -2,8 +2,10 @@
 // linear_add (scale·x·Wᵀ + c as one cuBLASLt product with a separate C, alpha = scale, beta = 1), their
 // input gradients (linear_backward_input, linear_backward_input_add: scale·dy·W [+ c]), the weight gradient (bf16 out of
 // an fp32 accumulation inside cuBLASLt; linear_backward_weight_accumulate adds it into the persistent
-// gradient with beta = 1), linear_backward and bias_gradient. All products go
+// gradient with beta = 1), linear_backward, linear_backward_low_rank(_accumulate) (both gradients of
+// a narrow product from one pass over d_out, cuda/kernels/low_rank_backward.h) and bias_gradient. All products go
 // through the plan's one Matmul (CudaResources::matmul, cuda/matmul.h).
+#include "cuda/kernels/low_rank_backward.h"
 #include "cuda/matmul.h"
 #include "runtime/cuda_bind_checks.h"
 #include "runtime/cuda_model_kernels.h"
@@ -121,6 +123,37 @@ CudaKernel bind_linear_backward(const CudaBindContext& ctx) {
   };
 }
 
+// linear_backward_low_rank(_accumulate) (d_out [rows, N], x [rows, r], W [N, r]){scale} ->
+// (d_x = scale·d_out·W, d_W (+)= scale·d_outᵀ·x): the fused kernel (one pass over d_out) when
+// it takes the shape and the pointers, else the two matmuls.
+CudaKernel bind_linear_backward_low_rank(const CudaBindContext& ctx, bool accumulate) {
+  ctx.expect_all(DType::BF16);
+  const int64_t out = ctx.inputs[2].shape[0], in = ctx.inputs[2].shape[1], rows = ctx.inputs[1].numel() / in;
+  const float alpha = alpha_of(ctx);
+  const cuda::LowRankBackwardShape fused{.tokens = rows, .columns = out, .rank = static_cast<int>(in), .scale = alpha,
+                                         .accumulate = accumulate};
+  // The kernel's ranks and width rule; the pointers' alignment is checked per call.
+  const bool may_fuse = (in == 16 || in == 32) && out % 8 == 0 && rows > 0;
+  ScratchLayout scratch;
+  const size_t workspace = may_fuse ? scratch.take(sizeof(float) * cuda::low_rank_backward_workspace_floats(fused)) : 0;
+  ctx.resources.reserve_scratch(scratch.bytes);
+  cuda::MatmulShape input_shape = input_gradient_shape(rows, out, in), weight_shape = weight_gradient_shape(rows, out, in);
+  weight_shape.accumulate = accumulate;
+  CudaResources* resources = &ctx.resources;
+  return [=](const CudaKernelArgs& args) {
+    const bf16* d_out = args.inputs[0].as<const bf16>();
+    const bf16* x = args.inputs[1].as<const bf16>();
+    const bf16* weight = args.inputs[2].as<const bf16>();
+    if (may_fuse && cuda::low_rank_backward_supported(fused, d_out, x, weight)) {
+      cuda::low_rank_backward(args.outputs[0].as<bf16>(), args.outputs[1].as<bf16>(),
+                              scratch_at<float>(resources, workspace), d_out, x, weight, fused, args.stream);
+      return;
+    }
+    resources->matmul().run(input_shape, args.outputs[0].data, d_out, weight, nullptr, args.stream, alpha);
+    resources->matmul().run(weight_shape, args.outputs[1].data, d_out, x, nullptr, args.stream, alpha);
+  };
+}
+
 CudaKernel bind_bias_gradient(const CudaBindContext& ctx) {
   expect_in(ctx, 0, DType::BF16);
   const int64_t columns = last(ctx.inputs[0]), rows = ctx.inputs[0].numel() / columns;
@@ -139,6 +172,10 @@ void register_linear_cuda_ops(CudaOpTable& table) {
   table.add("linear_backward_weight", bind_linear_backward_weight);
   table.add("linear_backward_weight_accumulate", bind_linear_backward_weight_accumulate);
   table.add("linear_backward", bind_linear_backward);
+  table.add("linear_backward_low_rank",
+            [](const CudaBindContext& ctx) { return bind_linear_backward_low_rank(ctx, false); });
+  table.add("linear_backward_low_rank_accumulate",
+            [](const CudaBindContext& ctx) { return bind_linear_backward_low_rank(ctx, true); });
   table.add("bias_gradient", bind_bias_gradient);
 }
 

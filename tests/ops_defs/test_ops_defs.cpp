@@ -363,6 +363,45 @@ TEST(OpsDefs, LinearBackwardWeightAccumulateAddsIntoItsOutput) {
   for (size_t i = 0; i < result.size(); ++i) EXPECT_NEAR(result[i], start[i] + 2.5 * plain[i], 1e-14) << i;
 }
 
+// linear_backward_low_rank(_accumulate): both gradients of a product with a narrow x in one op
+// (the fused LoRA B backward), equal to linear_backward_input and linear_backward_weight with the
+// same factor; the accumulating form adds d_weight to what its output holds.
+TEST(OpsDefs, LinearBackwardLowRankEqualsTheSeparateProducts) {
+  for (bool accumulate : {false, true}) {
+    SCOPED_TRACE(accumulate ? "accumulate" : "write");
+    GraphBuilder b(registry());
+    TensorId d = b.parameter("d", DType::F64, {3, 6}, false), x = b.parameter("x", DType::F64, {3, 2}, false);
+    TensorId w = b.parameter("w", DType::F64, {6, 2}, false);
+    const json factor{{"scale", 2.5}};
+    graph::OpOutputs both = b.op(accumulate ? "linear_backward_low_rank_accumulate" : "linear_backward_low_rank",
+                                 {d, x, w}, factor);
+    TensorId d_x = b.op("linear_backward_input", {d, w}, factor), d_w = b.op("linear_backward_weight", {d, x}, factor);
+    for (TensorId id : {both[0], both[1], d_x, d_w}) b.mark_output(id);
+    compiler::ExecutionPlan plan = compiler::compile_forward(b.finish(), registry());
+    runtime::CpuBackend backend;
+    backend.load(plan, registry());
+    uint32_t seed = 41;
+    for (TensorId id : plan.graph.parameters) {
+      auto values = random_doubles(static_cast<size_t>(plan.graph.tensor(id).type.numel()), seed++, 1.0);
+      backend.write(id, std::as_bytes(std::span<const double>(values)));
+    }
+    const std::vector<double> start = random_doubles(12, 45, 1.0);
+    backend.write(both[1], std::as_bytes(std::span<const double>(start)));
+    backend.execute({});
+    auto read = [&](TensorId id, size_t count) {
+      std::vector<double> values(count);
+      backend.read(id, std::as_writable_bytes(std::span<double>(values)));
+      return values;
+    };
+    const std::vector<double> fused_x = read(both[0], 6), fused_w = read(both[1], 12), plain_x = read(d_x, 6),
+                              plain_w = read(d_w, 12);
+    for (size_t i = 0; i < 6; ++i) EXPECT_NEAR(fused_x[i], plain_x[i], 1e-14) << "d_x " << i;
+    for (size_t i = 0; i < 12; ++i) {
+      EXPECT_NEAR(fused_w[i], plain_w[i] + (accumulate ? start[i] : 0.0), 1e-14) << "d_weight " << i;
+    }
+  }
+}
+
 TEST(OpsDefs, LinearAddShapeRules) {
   GraphBuilder b(registry());
   TensorId x = b.parameter("x", DType::F32, {3, 5}), w = b.parameter("w", DType::F32, {4, 5});
@@ -720,6 +759,7 @@ TEST(OpsDefs, DecoderOpNamesAreRegistered) {
                            "bias_gradient", "swiglu", "swiglu_backward", "rope_cos_sin", "rope", "rope_backward",
                            "attention", "attention_backward", "lm_head_loss", "lm_head_loss_backward", "lm_head_accuracy",
                            "lm_head_loss_with_input_grad", "scale_by", "linear_backward_weight_accumulate",
+                           "linear_backward_low_rank", "linear_backward_low_rank_accumulate", "concat", "split",
                            "fused_residual_rmsnorm", "fused_residual_rmsnorm_backward", "fused_rmsnorm_rope",
                            "fused_rmsnorm_rope_backward"}) {
     EXPECT_NE(registry().find(name), nullptr) << name;

@@ -129,6 +129,23 @@ TEST(Bf16DecoderGraph, LoraOutputIsOneLinearAddInBf16Graphs) {
     // gradient (beta = 1), F32 graphs keep product + accumulate.
     EXPECT_EQ(accumulates, dtype == DType::BF16 ? 0 : 2 * count);
     EXPECT_EQ(fused_accumulates, dtype == DType::BF16 ? 2 * count : 0);
+    if (dtype == DType::BF16) {
+      // With fuse_low_rank_backward each B product's two gradients come from one op, which also
+      // writes B's persistent gradient; the A gradients stay weight products.
+      models::LoraOptions fused = lora;
+      fused.fuse_low_rank_backward = true;
+      models::DecoderGraph again = models::build_decoder_graph(config, registry, options);
+      compiler::ExecutionPlan fused_plan = compiler::compile_training(
+          models::apply_lora(again.graph, registry, adapters, fused, true), again.loss, registry);
+      std::map<std::string, int> ops, unfused_ops;
+      for (const graph::Node& node : fused_plan.graph.nodes) ++ops[node.op];
+      for (const graph::Node& node : plan.graph.nodes) ++unfused_ops[node.op];
+      EXPECT_EQ(ops["linear_backward_low_rank_accumulate"], count);
+      EXPECT_EQ(ops["linear_backward_weight_accumulate"], count);
+      EXPECT_EQ(ops["accumulate"], 0);
+      EXPECT_EQ(unfused_ops["linear_backward_input"] - ops["linear_backward_input"], count)
+          << "d_x of every B product comes from the fused op";
+    }
     if (dtype == DType::F32) {
       EXPECT_EQ(folded, 0);
     } else {

@@ -17,8 +17,9 @@
 //    that rewrite (lm_head_loss_backward recomputing the logits): d_loss is exactly 1.
 //  * A second micro-batch without zeroing doubles the adapter gradients (within one bf16
 //    rounding): the fused linear_backward_weight_accumulate adds into the gradient.
-//  * With the low-rank products of q/k/v and gate/up batched (concat / split on the GPU), loss and
-//    adapter gradients meet the same CPU tolerances.
+//  * With the low-rank products of q/k/v and gate/up batched (concat / split on the GPU), and with
+//    each B product's gradients from the fused low-rank kernel, loss and adapter gradients meet the
+//    same CPU tolerances.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -191,15 +192,17 @@ TEST_P(LoraDecoderOnCuda, LossAndAdapterGradientsMatchCpu) {
   inputs.loss_scale = 1.0f / static_cast<float>(rows * sequence - 4);
 
   // run 0: CPU; 1: CUDA; 2: CUDA without the frozen-head loss rewrite; 3: CUDA with the low-rank
-  // products of q/k/v and gate/up batched (LoraOptions::batch_shared_inputs; without dropout only).
-  float losses[4] = {};
-  std::vector<std::vector<float>> gradients[4];
-  for (int device = 0; device < 4; ++device) {
+  // products of q/k/v and gate/up batched (LoraOptions::batch_shared_inputs; without dropout only);
+  // 4: CUDA with each B product's gradients from the fused kernel (fuse_low_rank_backward).
+  float losses[5] = {};
+  std::vector<std::vector<float>> gradients[5];
+  for (int device = 0; device < 5; ++device) {
     models::DecoderGraphOptions options{.batch = rows, .sequence = sequence, .lmhead_chunks = 2};
     if (device >= 1) options.dtype = DType::BF16;
     models::DecoderGraph decoder = models::build_decoder_graph(config, registry, options);
     models::LoraOptions run_lora = lora;
     run_lora.batch_shared_inputs = device == 3;
+    run_lora.fuse_low_rank_backward = device == 4;
     graph::Graph forward = models::apply_lora(decoder.graph, registry, adapters, run_lora, true);
     for (const models::LoraAdapter& adapter : adapters) {
       ASSERT_EQ(forward.tensor(forward.require_tensor(adapter.a.name)).type.dtype, options.dtype) << adapter.a.name;
@@ -214,6 +217,7 @@ TEST_P(LoraDecoderOnCuda, LossAndAdapterGradientsMatchCpu) {
     EXPECT_EQ(has_op("lm_head_loss_with_input_grad"), device != 2);
     EXPECT_EQ(has_op("lm_head_loss_backward"), device == 2);
     EXPECT_EQ(has_op("concat"), device == 3 && dropout == 0.0);
+    EXPECT_EQ(has_op("linear_backward_low_rank_accumulate"), device == 4);
     std::unique_ptr<runtime::Backend> backend;
     if (device == 0) backend = std::make_unique<runtime::CpuBackend>();
     else backend = std::make_unique<runtime::CudaBackend>();
@@ -303,16 +307,20 @@ TEST_P(LoraDecoderOnCuda, LossAndAdapterGradientsMatchCpu) {
   std::printf("[ measured ] lora dropout=%.1f: worst adapter gradient error %.2e (%s)\n", dropout, worst,
               worst_name.c_str());
   EXPECT_EQ(std::memcmp(&losses[1], &losses[2], sizeof(float)), 0) << losses[1] << " vs " << losses[2];
-  // Batched low-rank products: the same comparison with the CPU, the same tolerances.
-  EXPECT_LT(std::abs(double(losses[3]) - losses[0]) / std::abs(double(losses[0])), kLossTolerance) << "batched";
-  for (size_t t = 0; t < gradients[0].size(); ++t) {
-    double diff = 0.0, scale = 0.0;
-    for (size_t i = 0; i < gradients[0][t].size(); ++i) {
-      const double actual = gradients[3][t][i];
-      diff = std::max(diff, std::isnan(actual) ? INFINITY : std::abs(actual - gradients[0][t][i]));
-      scale = std::max(scale, std::abs(double(gradients[0][t][i])));
+  // Batched low-rank products (run 3) and the fused B backward (run 4): the same comparison with
+  // the CPU, the same tolerances.
+  for (int run : {3, 4}) {
+    const char* what = run == 3 ? "batched" : "fused low-rank backward";
+    EXPECT_LT(std::abs(double(losses[run]) - losses[0]) / std::abs(double(losses[0])), kLossTolerance) << what;
+    for (size_t t = 0; t < gradients[0].size(); ++t) {
+      double diff = 0.0, scale = 0.0;
+      for (size_t i = 0; i < gradients[0][t].size(); ++i) {
+        const double actual = gradients[run][t][i];
+        diff = std::max(diff, std::isnan(actual) ? INFINITY : std::abs(actual - gradients[0][t][i]));
+        scale = std::max(scale, std::abs(double(gradients[0][t][i])));
+      }
+      EXPECT_LT(diff / scale, kGradientTolerance) << what << ", adapter gradient " << t;
     }
-    EXPECT_LT(diff / scale, kGradientTolerance) << "batched, adapter gradient " << t;
   }
   for (size_t i = 0; i < gradients[1].size(); ++i) {
     EXPECT_EQ(gradients[1][i], gradients[2][i]) << "adapter gradient " << i << " differs without the frozen-head rewrite";

@@ -12,6 +12,10 @@
 // as linear's times scale, d_addend = d_out itself.
 //   linear_backward_input_add(d_out, weight, addend){scale = 1} -> scale·d_out·W + addend
 // linear_backward_input and linear_backward_weight take the same optional `scale` on their product.
+// "linear_backward_low_rank"(d_out, x, weight){scale} -> (scale·d_out·W, scale·d_outᵀ·x): both
+// gradients of linear_add from one pass over d_out, for a narrow x (LoRA's B product, x the rank-r
+// tensor); the rule emits it when the node has `fused_backward` (models::LoraOptions) and x has no
+// other consumer. Its "_accumulate" form adds d_weight into the persistent gradient (autodiff).
 // "linear_backward_weight_accumulate"(d_out, x){scale} -> d_weight += scale·d_outᵀ·x: autodiff's
 // form of a low-precision parameter gradient that is one weight product (LoRA's A and B), written
 // straight into the persistent gradient instead of a temporary plus an accumulate node.
@@ -122,6 +126,39 @@ CpuKernel bind_weight_gradient(const CpuBindContext& ctx, bool accumulate) {
   });
 }
 
+// (d_out [..., out], x [..., in], weight [out, in]) -> (d_x: x's type, d_weight: weight's type).
+std::vector<TensorType> both_gradients_type(const InferContext& ctx) {
+  ctx.expect_floating(1);
+  expect_weight(ctx, 2, 1);
+  ctx.expect_dim(1, -1, ctx.input(2).shape[1]);
+  Shape shape = ctx.input(1).shape;
+  shape.back() = ctx.input(2).shape[0];
+  if (ctx.input(0) != TensorType{ctx.input(1).dtype, shape}) {
+    ctx.fail("{} must be {}", ctx.input_label(0), format_type({ctx.input(1).dtype, shape}));
+  }
+  return {ctx.input(1), ctx.input(2)};
+}
+
+// CPU kernel of linear_backward_low_rank(_accumulate): d_x = scale · d_out · W (written) and
+// d_weight = scale · d_outᵀ · x (written, or added to what it holds).
+CpuKernel bind_both_gradients(const CpuBindContext& ctx, bool accumulate) {
+  const int64_t out = ctx.inputs[2].shape[0], in = ctx.inputs[2].shape[1], rows = ctx.inputs[1].numel() / in;
+  const double scale = product_scale(ctx.attrs);
+  return bind_floating(ctx, ctx.inputs[1].dtype, [=](auto zero) -> CpuKernel {
+    using T = decltype(zero);
+    return [=](const CpuKernelArgs& args) {
+      T* d_x = args.outputs[0].as<T>();
+      T* d_weight = args.outputs[1].as<T>();
+      std::vector<T> product(static_cast<size_t>(out * in), T(0));
+      linear_backward<T>(args.inputs[0].as<T>(), args.inputs[1].as<T>(), args.inputs[2].as<T>(), rows, in, out, d_x,
+                         product.data(), nullptr);
+      scale_product(d_x, rows * in, scale, static_cast<const T*>(nullptr));
+      scale_product(product.data(), out * in, scale, accumulate ? static_cast<const T*>(d_weight) : nullptr);
+      std::copy(product.begin(), product.end(), d_weight);
+    };
+  });
+}
+
 void expect_addend(const InferContext& ctx, size_t index, const TensorType& result) {
   if (ctx.input(index) != result) ctx.fail("{} must be {} (the product's type)", ctx.input_label(index), format_type(result));
 }
@@ -177,11 +214,24 @@ void register_linear(OpRegistry& registry) {
         TensorId d_out = ctx.output_grad(0);
         const double scale = product_scale(ctx.attrs());
         InputGradients result(3);
+        result[2] = if_needed(ctx, 2, d_out);
+        if (ctx.attrs().boolean_or("fused_backward", false) && folds_gradient_sums(ctx.type(d_out).dtype) &&
+            ctx.needs_input_grad(0) && ctx.needs_input_grad(1)) {
+          if (std::optional<TensorId> pending = ctx.take_pending_input_grad(0)) {  // x has other consumers
+            result[0] = ctx.op("linear_backward_input_add", {d_out, ctx.input(1), *pending}, scale_attrs(scale));
+            result[1] = ctx.op("linear_backward_weight", {d_out, ctx.input(0)}, scale_attrs(scale));
+            return result;
+          }
+          // Both gradients from one pass over d_out (LoRA's B product: x is the rank-r tensor).
+          OpOutputs both = ctx.op("linear_backward_low_rank", {d_out, ctx.input(0), ctx.input(1)}, scale_attrs(scale));
+          result[0] = both[0];
+          result[1] = both[1];
+          return result;
+        }
         if (ctx.needs_input_grad(0)) result[0] = input_gradient(ctx, d_out, scale);
         if (ctx.needs_input_grad(1)) {
           result[1] = ctx.op("linear_backward_weight", {d_out, ctx.input(0)}, scale_attrs(scale));
         }
-        result[2] = if_needed(ctx, 2, d_out);
         return result;
       },
       .cpu = [](const CpuBindContext& ctx) {
@@ -270,17 +320,7 @@ void register_linear(OpRegistry& registry) {
       .name = "linear_backward",
       .inputs = {"d_out", "x", "weight"},
       .outputs = {"d_x", "d_weight"},
-      .infer = [](const InferContext& ctx) {
-        ctx.expect_floating(1);
-        expect_weight(ctx, 2, 1);
-        ctx.expect_dim(1, -1, ctx.input(2).shape[1]);
-        Shape shape = ctx.input(1).shape;
-        shape.back() = ctx.input(2).shape[0];
-        if (ctx.input(0) != TensorType{ctx.input(1).dtype, shape}) {
-          ctx.fail("{} must be {}", ctx.input_label(0), format_type({ctx.input(1).dtype, shape}));
-        }
-        return std::vector<TensorType>{ctx.input(1), ctx.input(2)};
-      },
+      .infer = both_gradients_type,
       .gradient = {},
       .cpu = [](const CpuBindContext& ctx) {
         int64_t out = ctx.inputs[2].shape[0], in = ctx.inputs[2].shape[1], rows = ctx.inputs[1].numel() / in;
@@ -293,6 +333,23 @@ void register_linear(OpRegistry& registry) {
           };
         });
       },
+  });
+  registry.add(OpDef{
+      .name = "linear_backward_low_rank",
+      .inputs = {"d_out", "x", "weight"},
+      .outputs = {"d_x", "d_weight"},
+      .infer = both_gradients_type,
+      .gradient = {},
+      .cpu = [](const CpuBindContext& ctx) { return bind_both_gradients(ctx, false); },
+  });
+  registry.add(OpDef{
+      .name = "linear_backward_low_rank_accumulate",
+      .inputs = {"d_out", "x", "weight"},
+      .outputs = {"d_x", "d_weight"},
+      .infer = both_gradients_type,
+      .gradient = {},
+      .cpu = [](const CpuBindContext& ctx) { return bind_both_gradients(ctx, true); },
+      .accumulates_into_output = true,
   });
   registry.add(OpDef{
       .name = "bias_gradient",

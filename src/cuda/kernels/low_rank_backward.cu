@@ -1,0 +1,280 @@
+// Fused backward of a rank-r product (see low_rank_backward.h). Fragment layouts and the
+// ldmatrix / mma helpers are attention_tiles.cuh's (g = lane / 4, t = lane % 4).
+//
+// Per 128-token × 128-column tile of d_out (dy) in shared memory, with 8 warps:
+//   d_x partial:  warp w takes tokens 16w..16w+15: A = dy rows (ldmatrix), B = W rows of the tile's
+//                 columns ([k = column][n = r], ldmatrix.trans), K = the tile's 128 columns;
+//   d_Wᵀ partial: warp w takes columns 16w..16w+15: A = xᵀ (m = r, k = token; built from x in
+//                 shared memory with scalar loads), B = dy ([k = token][n = column], ldmatrix.trans),
+//                 K = the tile's 128 tokens.
+// A block walks 2 token tiles × `column_tiles` column tiles (dy double-buffered with cp.async),
+// keeping the d_x sums of both token tiles and the d_Wᵀ sums of every column tile in registers,
+// then writes them as fp32 partials: d_x [column block][T][r], d_Wᵀ [token block][r][N].
+#include "cuda/kernels/low_rank_backward.h"
+
+#include <algorithm>
+
+#include "cuda/cuda_check.h"
+#include "cuda/kernels/attention_tiles.cuh"
+
+namespace surogate::cuda {
+namespace {
+
+using attention::copy_async_16;
+using attention::copy_async_commit;
+using attention::copy_async_wait;
+using attention::ldmatrix_x4;
+using attention::ldmatrix_x4_trans;
+using attention::mma_16816;
+
+constexpr int kWarps = 8;
+constexpr int kThreads = 32 * kWarps;
+constexpr int kTile = 128;                  // tokens and columns of one dy tile
+constexpr int kTokenTiles = 2;              // token tiles per block
+constexpr int kBlockTokens = kTile * kTokenTiles;
+constexpr int kMaxColumnTiles = 4;
+constexpr int kPad = 8;                     // bf16 per shared row: 16 bytes, conflict-free ldmatrix
+constexpr int kTileStride = kTile + kPad;
+
+template <int kRank>
+constexpr size_t shared_bytes() {
+  return sizeof(__nv_bfloat16) * (size_t{2} * kTile * kTileStride + size_t{kBlockTokens} * (kRank + kPad) +
+                                  size_t{kMaxColumnTiles} * kTile * (kRank + kPad));
+}
+
+__device__ __forceinline__ uint32_t pack_raw(__nv_bfloat16 low, __nv_bfloat16 high) {
+  return static_cast<uint32_t>(__bfloat16_as_ushort(low)) | (static_cast<uint32_t>(__bfloat16_as_ushort(high)) << 16);
+}
+
+// Copies `rows` rows of `width` bf16 (global row stride `stride`) into shared rows of
+// `shared_stride`; rows at or past `valid_rows` and columns at or past `valid_columns` are zeros.
+__device__ __forceinline__ void load_rows_async(__nv_bfloat16* target, int shared_stride, const __nv_bfloat16* source,
+                                                int64_t stride, int rows, int width, int64_t valid_rows,
+                                                int64_t valid_columns) {
+  const int vectors = width / 8;
+  for (int chunk = threadIdx.x; chunk < rows * vectors; chunk += kThreads) {
+    const int row = chunk / vectors, column = (chunk % vectors) * 8;
+    const bool valid = row < valid_rows && column < valid_columns;
+    copy_async_16(target + row * shared_stride + column, valid ? source + row * stride + column : source, valid);
+  }
+}
+
+// kColumnTiles is a template parameter so that the step loop unrolls and every sum stays in
+// registers (a runtime tile index would put them in local memory).
+template <int kRank, int kColumnTiles>
+__global__ void __launch_bounds__(kThreads)
+    low_rank_partials_kernel(float* dx_partials, float* dw_partials, const __nv_bfloat16* dy, const __nv_bfloat16* x,
+                             const __nv_bfloat16* weight, int64_t tokens, int64_t columns) {
+  constexpr int column_tiles = kColumnTiles;
+  constexpr int kRankStride = kRank + kPad;
+  constexpr int kRankTiles = kRank / 8;      // n-tiles of the d_x product
+  constexpr int kRankBlocks = kRank / 16;    // m-tiles of the d_Wᵀ product
+  extern __shared__ __align__(16) unsigned char shared_raw[];
+  __nv_bfloat16* stages = reinterpret_cast<__nv_bfloat16*>(shared_raw);    // 2 × [kTile][kTileStride]
+  __nv_bfloat16* x_tile = stages + 2 * kTile * kTileStride;                // [kBlockTokens][kRankStride]
+  __nv_bfloat16* w_tile = x_tile + kBlockTokens * kRankStride;             // [column_tiles · kTile][kRankStride]
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int64_t first_token = int64_t{blockIdx.y} * kBlockTokens;
+  const int64_t first_column = int64_t{blockIdx.x} * column_tiles * kTile;
+  constexpr int steps = kTokenTiles * column_tiles;
+
+  load_rows_async(x_tile, kRankStride, x + first_token * kRank, kRank, kBlockTokens, kRank, tokens - first_token, kRank);
+  load_rows_async(w_tile, kRankStride, weight + first_column * kRank, kRank, column_tiles * kTile, kRank,
+                  columns - first_column, kRank);
+  auto load_step = [&](int step) {
+    const int token_tile = step / column_tiles, column_tile = step % column_tiles;
+    const int64_t row0 = first_token + token_tile * kTile, column0 = first_column + column_tile * kTile;
+    load_rows_async(stages + (step & 1) * kTile * kTileStride, kTileStride, dy + row0 * columns + column0, columns,
+                    kTile, kTile, tokens - row0, columns - column0);
+    copy_async_commit();
+  };
+  load_step(0);
+
+  float dx_sums[kTokenTiles][kRankTiles][4] = {};
+  float dw_sums[kColumnTiles][kRankBlocks][2][4] = {};
+#pragma unroll
+  for (int step = 0; step < steps; ++step) {
+    if (step + 1 < steps) {
+      load_step(step + 1);  // that stage was released by the last barrier
+      copy_async_wait<1>();
+    } else {
+      copy_async_wait<0>();
+    }
+    __syncthreads();
+    const __nv_bfloat16* tile = stages + (step & 1) * kTile * kTileStride;
+    const int token_tile = step / column_tiles, column_tile = step % column_tiles;
+
+#pragma unroll
+    for (int k = 0; k < kTile / 16; ++k) {
+      // d_x += dy[16 tokens of this warp, 16 columns] · W[those columns, r]
+      uint32_t a[4];
+      ldmatrix_x4(a, tile + (warp * 16 + (lane & 15)) * kTileStride + k * 16 + (lane >> 4) * 8);
+#pragma unroll
+      for (int j = 0; j < kRank / 16; ++j) {
+        uint32_t b[4];
+        ldmatrix_x4_trans(b, w_tile + (column_tile * kTile + k * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * kRankStride +
+                                 j * 16 + (lane >> 4) * 8);
+        mma_16816(dx_sums[token_tile][2 * j], a, b[0], b[1]);
+        mma_16816(dx_sums[token_tile][2 * j + 1], a, b[2], b[3]);
+      }
+      // d_Wᵀ += xᵀ[r, 16 tokens] · dy[those tokens, 16 columns of this warp]
+      uint32_t b[4];
+      ldmatrix_x4_trans(b, tile + (k * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * kTileStride + warp * 16 +
+                               (lane >> 4) * 8);
+      const __nv_bfloat16* x_rows = x_tile + (token_tile * kTile + k * 16 + 2 * t) * kRankStride;
+#pragma unroll
+      for (int m = 0; m < kRankBlocks; ++m) {
+        const int r = m * 16 + g;
+        const uint32_t xa[4] = {pack_raw(x_rows[r], x_rows[kRankStride + r]),
+                                pack_raw(x_rows[r + 8], x_rows[kRankStride + r + 8]),
+                                pack_raw(x_rows[8 * kRankStride + r], x_rows[9 * kRankStride + r]),
+                                pack_raw(x_rows[8 * kRankStride + r + 8], x_rows[9 * kRankStride + r + 8])};
+        mma_16816(dw_sums[column_tile][m][0], xa, b[0], b[1]);
+        mma_16816(dw_sums[column_tile][m][1], xa, b[2], b[3]);
+      }
+    }
+    __syncthreads();  // every warp is done with this stage before it is refilled
+  }
+
+  // d_x partials [column block][T][r]: c0, c1 = (token g, r 2t..2t+1), c2, c3 = token g + 8.
+#pragma unroll
+  for (int token_tile = 0; token_tile < kTokenTiles; ++token_tile) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int64_t token = first_token + token_tile * kTile + warp * 16 + g + 8 * half;
+      if (token >= tokens) continue;
+      float* row = dx_partials + (int64_t{blockIdx.x} * tokens + token) * kRank;
+#pragma unroll
+      for (int n = 0; n < kRankTiles; ++n) {
+        *reinterpret_cast<float2*>(row + n * 8 + 2 * t) =
+            make_float2(dx_sums[token_tile][n][2 * half], dx_sums[token_tile][n][2 * half + 1]);
+      }
+    }
+  }
+  // d_Wᵀ partials [token block][r][N]: c0, c1 = (r g, columns 2t..2t+1), c2, c3 = r g + 8.
+#pragma unroll
+  for (int column_tile = 0; column_tile < kColumnTiles; ++column_tile) {
+#pragma unroll
+    for (int m = 0; m < kRankBlocks; ++m) {
+#pragma unroll
+      for (int n = 0; n < 2; ++n) {
+        const int64_t column = first_column + column_tile * kTile + warp * 16 + n * 8 + 2 * t;
+        if (column >= columns) continue;  // columns is a multiple of 8: column + 1 is in too
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const int r = m * 16 + g + 8 * half;
+          *reinterpret_cast<float2*>(dw_partials + (int64_t{blockIdx.y} * kRank + r) * columns + column) =
+              make_float2(dw_sums[column_tile][m][n][2 * half], dw_sums[column_tile][m][n][2 * half + 1]);
+        }
+      }
+    }
+  }
+}
+
+// Sums the partials in block order, scales, rounds once: d_x first (T·r elements), then d_W
+// (N·r, indexed r-major so the partial reads are coalesced).
+__global__ void low_rank_reduce_kernel(__nv_bfloat16* d_x, __nv_bfloat16* d_weight, const float* dx_partials,
+                                       const float* dw_partials, int64_t tokens, int64_t columns, int rank,
+                                       int column_blocks, int token_blocks, float scale, bool accumulate) {
+  const int64_t dx_count = tokens * rank, total = dx_count + columns * rank;
+  for (int64_t index = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; index < total;
+       index += int64_t{gridDim.x} * blockDim.x) {
+    float sum = 0.0f;
+    if (index < dx_count) {
+      for (int block = 0; block < column_blocks; ++block) sum += dx_partials[block * dx_count + index];
+      d_x[index] = __float2bfloat16_rn(scale * sum);
+    } else {
+      const int64_t element = index - dx_count;  // r-major: element = r · N + column
+      const int64_t r = element / columns, column = element % columns;
+      for (int block = 0; block < token_blocks; ++block) sum += dw_partials[(block * int64_t{rank} + r) * columns + column];
+      __nv_bfloat16* target = d_weight + column * rank + r;
+      const float product = scale * sum;
+      *target = __float2bfloat16_rn(accumulate ? product + __bfloat162float(*target) : product);
+    }
+  }
+}
+
+int sm_count() {
+  static const int count = [] {
+    int device = 0, value = 0;
+    CUDA_CHECK(cudaGetDevice(&device));
+    CUDA_CHECK(cudaDeviceGetAttribute(&value, cudaDevAttrMultiProcessorCount, device));
+    return value;
+  }();
+  return count;
+}
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Column tiles per block: as many as keep one block per SM busy (fewer partials), at least 1.
+int column_tiles_for(const LowRankBackwardShape& shape) {
+  const int64_t token_blocks = ceil_div(shape.tokens, kBlockTokens);
+  for (int tiles = kMaxColumnTiles; tiles > 1; tiles /= 2) {
+    if (ceil_div(shape.columns, int64_t{tiles} * kTile) * token_blocks >= sm_count()) return tiles;
+  }
+  return 1;
+}
+
+template <int kRank, int kColumnTiles>
+void launch_partials(float* dx_partials, float* dw_partials, const __nv_bfloat16* d_out, const __nv_bfloat16* x,
+                     const __nv_bfloat16* weight, const LowRankBackwardShape& shape, dim3 grid, cudaStream_t stream) {
+  constexpr size_t kShared = shared_bytes<kRank>();
+  CUDA_CHECK(cudaFuncSetAttribute(low_rank_partials_kernel<kRank, kColumnTiles>,
+                                  cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kShared)));
+  low_rank_partials_kernel<kRank, kColumnTiles>
+      <<<grid, kThreads, kShared, stream>>>(dx_partials, dw_partials, d_out, x, weight, shape.tokens, shape.columns);
+  CUDA_CHECK_LAUNCH();
+}
+
+template <int kRank>
+void launch(__nv_bfloat16* d_x, __nv_bfloat16* d_weight, float* workspace, const __nv_bfloat16* d_out,
+            const __nv_bfloat16* x, const __nv_bfloat16* weight, const LowRankBackwardShape& shape, cudaStream_t stream) {
+  const int column_tiles = column_tiles_for(shape);
+  const int64_t column_blocks = ceil_div(shape.columns, int64_t{column_tiles} * kTile);
+  const int64_t token_blocks = ceil_div(shape.tokens, kBlockTokens);
+  CUDA_REQUIRE(column_blocks <= 65535 && token_blocks <= 65535, "low_rank_backward: too many tokens or columns");
+  float* dx_partials = workspace;
+  float* dw_partials = workspace + column_blocks * shape.tokens * kRank;
+  const dim3 grid(static_cast<unsigned>(column_blocks), static_cast<unsigned>(token_blocks));
+  switch (column_tiles) {
+    case 4: launch_partials<kRank, 4>(dx_partials, dw_partials, d_out, x, weight, shape, grid, stream); break;
+    case 2: launch_partials<kRank, 2>(dx_partials, dw_partials, d_out, x, weight, shape, grid, stream); break;
+    default: launch_partials<kRank, 1>(dx_partials, dw_partials, d_out, x, weight, shape, grid, stream); break;
+  }
+  const int64_t total = (shape.tokens + shape.columns) * kRank;
+  const int blocks = static_cast<int>(std::min<int64_t>(ceil_div(total, 256), 4 * sm_count()));
+  low_rank_reduce_kernel<<<blocks, 256, 0, stream>>>(d_x, d_weight, dx_partials, dw_partials, shape.tokens,
+                                                     shape.columns, kRank, static_cast<int>(column_blocks),
+                                                     static_cast<int>(token_blocks), shape.scale, shape.accumulate);
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+bool low_rank_backward_supported(const LowRankBackwardShape& shape, const void* d_out, const void* x,
+                                 const void* weight) {
+  auto aligned = [](const void* pointer) { return reinterpret_cast<uintptr_t>(pointer) % 16 == 0; };
+  return (shape.rank == 16 || shape.rank == 32) && shape.columns > 0 && shape.columns % 8 == 0 && shape.tokens > 0 &&
+         aligned(d_out) && aligned(x) && aligned(weight);
+}
+
+int64_t low_rank_backward_workspace_floats(const LowRankBackwardShape& shape) {
+  // The most partials: one column tile per block.
+  return (ceil_div(shape.columns, kTile) * shape.tokens + ceil_div(shape.tokens, kBlockTokens) * shape.columns) *
+         shape.rank;
+}
+
+void low_rank_backward(__nv_bfloat16* d_x, __nv_bfloat16* d_weight, float* workspace, const __nv_bfloat16* d_out,
+                       const __nv_bfloat16* x, const __nv_bfloat16* weight, const LowRankBackwardShape& shape,
+                       cudaStream_t stream) {
+  CUDA_REQUIRE(low_rank_backward_supported(shape, d_out, x, weight),
+               "low_rank_backward: rank 16 or 32, columns a multiple of 8 and 16-byte aligned operands");
+  if (shape.rank == 16) {
+    launch<16>(d_x, d_weight, workspace, d_out, x, weight, shape, stream);
+  } else {
+    launch<32>(d_x, d_weight, workspace, d_out, x, weight, shape, stream);
+  }
+}
+
+}  // namespace surogate::cuda
