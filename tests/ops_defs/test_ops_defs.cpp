@@ -254,6 +254,38 @@ TEST(OpsDefs, ConcatAndSplit) {
   EXPECT_EQ(read(pieces[1], 4), cv);
 }
 
+// scale_by: a tensor times a scalar tensor (the frozen-head loss backward's d_loss · d_hidden);
+// the gradient of x matches finite differences; the factor must be a scalar of the statistic dtype
+// and is not differentiable.
+TEST(OpsDefs, ScaleBy) {
+  size_t checked = check_gradients(
+      [](GraphBuilder& b) {
+        TensorId x = b.parameter("x", DType::F64, {2, 3});
+        TensorId factor = b.parameter("factor", DType::F64, {}, false);
+        return probe_loss(b, b.op("scale_by", {x, factor}));
+      },
+      {}, {{"factor", -1.75}});
+  EXPECT_EQ(checked, 1u);
+  GraphBuilder b(registry());
+  TensorId x = b.parameter("x", DType::F32, {2, 3});
+  EXPECT_THROW(b.op("scale_by", {x, b.parameter("v", DType::F32, {1})}), UserError);    // not a scalar
+  EXPECT_THROW(b.op("scale_by", {x, b.parameter("d", DType::F64, {})}), UserError);     // not x's dtype
+  TensorId bf16 = b.parameter("h", DType::BF16, {2, 3});
+  EXPECT_THROW(b.op("scale_by", {bf16, b.parameter("s16", DType::BF16, {})}), UserError);  // F32 for BF16 x
+  EXPECT_EQ(b.type(b.op("scale_by", {bf16, b.parameter("s32", DType::F32, {})})), b.type(bf16));
+  GraphBuilder with_trainable_factor(registry());
+  TensorId x2 = with_trainable_factor.parameter("x", DType::F32, {2, 3});
+  TensorId factor = with_trainable_factor.parameter("factor", DType::F32, {});
+  TensorId loss = with_trainable_factor.op("sum", {with_trainable_factor.op("scale_by", {x2, factor})});
+  with_trainable_factor.mark_output(loss);
+  try {
+    compiler::compile_training(with_trainable_factor.finish(), loss, registry());
+    ADD_FAILURE() << "a trainable factor was accepted";
+  } catch (const UserError& error) {
+    EXPECT_NE(std::string(error.what()).find("not differentiable"), std::string::npos) << error.what();
+  }
+}
+
 TEST(OpsDefs, ConcatAndSplitShapeRules) {
   GraphBuilder b(registry());
   TensorId x = b.parameter("x", DType::F32, {2, 3}), y = b.parameter("y", DType::F32, {3, 3});
