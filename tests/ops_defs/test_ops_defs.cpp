@@ -70,6 +70,26 @@ struct Run {
   }
 };
 
+// A forward-only plan on the CPU backend, for comparing op outputs: parameters filled with seeded
+// random doubles, outputs read back as doubles.
+struct ForwardRun {
+  compiler::ExecutionPlan plan;
+  runtime::CpuBackend backend;
+
+  ForwardRun(GraphBuilder& builder, uint32_t seed) : plan(compiler::compile_forward(builder.finish(), registry())) {
+    backend.load(plan, registry());
+    for (TensorId id : plan.graph.parameters) {
+      auto values = random_doubles(static_cast<size_t>(plan.graph.tensor(id).type.numel()), seed++, 1.0);
+      backend.write(id, std::as_bytes(std::span<const double>(values)));
+    }
+  }
+  std::vector<double> read(TensorId id) {
+    std::vector<double> values(static_cast<size_t>(plan.graph.tensor(id).type.numel()));
+    backend.read(id, std::as_writable_bytes(std::span<double>(values)));
+    return values;
+  }
+};
+
 // Builds, compiles and runs the graph; checks every parameter gradient by finite differences.
 // Returns the number of gradients checked.
 size_t check_gradients(const std::function<TensorId(GraphBuilder&)>& build, const IntInputs& ints,
@@ -349,25 +369,15 @@ TEST(OpsDefs, LinearAddOpsEqualProductPlusAddend) {
                       scaled_input, plain_scaled_input, scaled_weight, plain_scaled_weight}) {
     b.mark_output(id);
   }
-  compiler::ExecutionPlan plan = compiler::compile_forward(b.finish(), registry());
-  runtime::CpuBackend backend;
-  backend.load(plan, registry());
-  uint32_t seed = 21;
-  for (TensorId id : plan.graph.parameters) {
-    auto values = random_doubles(static_cast<size_t>(plan.graph.tensor(id).type.numel()), seed++, 1.0);
-    backend.write(id, std::as_bytes(std::span<const double>(values)));
-  }
-  backend.execute({});
-  auto read = [&](TensorId id) {
-    std::vector<double> values(static_cast<size_t>(plan.graph.tensor(id).type.numel()));
-    backend.read(id, std::as_writable_bytes(std::span<double>(values)));
-    return values;
-  };
+  ForwardRun run(b, 21);
+  run.backend.execute({});
   for (auto [fused, plain] : {std::pair{fused_forward, plain_forward}, std::pair{fused_input, plain_input},
                               std::pair{scaled_forward, plain_scaled_forward}, std::pair{scaled_input, plain_scaled_input},
                               std::pair{scaled_weight, plain_scaled_weight}}) {
-    const std::vector<double> a = read(fused), e = read(plain);
-    for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], e[i], 1e-14) << plan.graph.tensor(fused).name << "[" << i << "]";
+    const std::vector<double> a = run.read(fused), e = run.read(plain);
+    for (size_t i = 0; i < a.size(); ++i) {
+      EXPECT_NEAR(a[i], e[i], 1e-14) << run.plan.graph.tensor(fused).name << "[" << i << "]";
+    }
   }
 }
 
@@ -409,24 +419,12 @@ TEST(OpsDefs, LinearBackwardLowRankEqualsTheSeparateProducts) {
                                  {d, x, w}, factor);
     TensorId d_x = b.op("linear_backward_input", {d, w}, factor), d_w = b.op("linear_backward_weight", {d, x}, factor);
     for (TensorId id : {both[0], both[1], d_x, d_w}) b.mark_output(id);
-    compiler::ExecutionPlan plan = compiler::compile_forward(b.finish(), registry());
-    runtime::CpuBackend backend;
-    backend.load(plan, registry());
-    uint32_t seed = 41;
-    for (TensorId id : plan.graph.parameters) {
-      auto values = random_doubles(static_cast<size_t>(plan.graph.tensor(id).type.numel()), seed++, 1.0);
-      backend.write(id, std::as_bytes(std::span<const double>(values)));
-    }
+    ForwardRun run(b, 41);
     const std::vector<double> start = random_doubles(12, 45, 1.0);
-    backend.write(both[1], std::as_bytes(std::span<const double>(start)));
-    backend.execute({});
-    auto read = [&](TensorId id, size_t count) {
-      std::vector<double> values(count);
-      backend.read(id, std::as_writable_bytes(std::span<double>(values)));
-      return values;
-    };
-    const std::vector<double> fused_x = read(both[0], 6), fused_w = read(both[1], 12), plain_x = read(d_x, 6),
-                              plain_w = read(d_w, 12);
+    run.backend.write(both[1], std::as_bytes(std::span<const double>(start)));
+    run.backend.execute({});
+    const std::vector<double> fused_x = run.read(both[0]), fused_w = run.read(both[1]), plain_x = run.read(d_x),
+                              plain_w = run.read(d_w);
     for (size_t i = 0; i < 6; ++i) EXPECT_NEAR(fused_x[i], plain_x[i], 1e-14) << "d_x " << i;
     for (size_t i = 0; i < 12; ++i) {
       EXPECT_NEAR(fused_w[i], plain_w[i] + (accumulate ? start[i] : 0.0), 1e-14) << "d_weight " << i;
