@@ -2,9 +2,10 @@
 // graph built with GraphBuilder, compiled with compile_training, run on the CpuBackend in F64,
 // and every parameter gradient is checked against central finite differences of the whole
 // graph's loss (directional derivative along a random direction, step 1e-5, relative error
-// < 1e-6). Floating operands are trainable parameters so activation gradients are checked too;
-// the loss is sum(out · probe) with a frozen random probe. Plus a 2-layer Llama-shaped decoder,
-// shape-rule errors, and the names the trainer's decoder builder relies on.
+// < 1e-6; ops_defs_test_util.h). Floating operands are trainable parameters so activation
+// gradients are checked too; the loss is sum(out · probe) with a frozen random probe. Plus a
+// 2-layer Llama-shaped decoder, shape-rule errors, and the names the trainer's decoder builder
+// relies on. The linear family is in test_linear_defs.cpp, concat / split in test_concat_split_defs.cpp.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -14,137 +15,11 @@
 
 #include "compiler/execution_plan.h"
 #include "core/error.h"
-#include "graph/builder.h"
-#include "graph/op_registry.h"
-#include "ops/defs/register_ops.h"
-#include "runtime/cpu_backend.h"
+#include "ops_defs_test_util.h"
 
 namespace surogate {
 namespace {
-using graph::GraphBuilder;
-using graph::Shape;
-using graph::TensorId;
-using nlohmann::json;
-
-constexpr double kStep = 1e-5;
-constexpr double kTolerance = 1e-6;
-
-const graph::OpRegistry& registry() {
-  static const graph::OpRegistry instance = [] {
-    graph::OpRegistry r;
-    graph::register_core_ops(r);
-    ops::register_model_ops(r);
-    return r;
-  }();
-  return instance;
-}
-
-std::vector<double> random_doubles(size_t count, uint32_t seed, double scale) {
-  std::mt19937 generator(seed);
-  std::uniform_real_distribution<double> distribution(-scale, scale);
-  std::vector<double> values(count);
-  for (double& value : values) value = distribution(generator);
-  return values;
-}
-
-// sum(out · probe) with a frozen random probe of out's type.
-TensorId probe_loss(GraphBuilder& b, TensorId out, const std::string& name = "probe") {
-  TensorId probe = b.parameter(name, DType::F64, b.type(out).shape, /*trainable=*/false);
-  return b.op("sum", {b.op("mul", {out, probe})});
-}
-
-using IntInputs = std::map<std::string, std::vector<int32_t>>;
-
-struct Run {
-  compiler::ExecutionPlan plan;
-  runtime::CpuBackend backend;
-  double loss() {
-    double value = 0.0;
-    backend.read(plan.loss, std::as_writable_bytes(std::span<double>(&value, 1)));
-    return value;
-  }
-  double step() {
-    backend.zero_gradients();
-    backend.execute({});
-    return loss();
-  }
-};
-
-// A forward-only plan on the CPU backend, for comparing op outputs: parameters filled with seeded
-// random doubles, outputs read back as doubles.
-struct ForwardRun {
-  compiler::ExecutionPlan plan;
-  runtime::CpuBackend backend;
-
-  ForwardRun(GraphBuilder& builder, uint32_t seed) : plan(compiler::compile_forward(builder.finish(), registry())) {
-    backend.load(plan, registry());
-    for (TensorId id : plan.graph.parameters) {
-      auto values = random_doubles(static_cast<size_t>(plan.graph.tensor(id).type.numel()), seed++, 1.0);
-      backend.write(id, std::as_bytes(std::span<const double>(values)));
-    }
-  }
-  std::vector<double> read(TensorId id) {
-    std::vector<double> values(static_cast<size_t>(plan.graph.tensor(id).type.numel()));
-    backend.read(id, std::as_writable_bytes(std::span<double>(values)));
-    return values;
-  }
-};
-
-// Builds, compiles and runs the graph; checks every parameter gradient by finite differences.
-// Returns the number of gradients checked.
-size_t check_gradients(const std::function<TensorId(GraphBuilder&)>& build, const IntInputs& ints,
-                       std::map<std::string, double> fixed = {}) {
-  GraphBuilder builder(registry());
-  TensorId loss = build(builder);
-  builder.mark_output(loss);
-  Run run{compiler::compile_training(builder.finish(), loss, registry()), {}};
-  run.backend.load(run.plan, registry());
-  const graph::Graph& g = run.plan.graph;
-  uint32_t seed = 11;
-  for (TensorId id : g.parameters) {
-    auto values = random_doubles(static_cast<size_t>(g.tensor(id).type.numel()), seed++, 0.5);
-    if (auto it = fixed.find(g.tensor(id).name); it != fixed.end()) values.assign(values.size(), it->second);
-    run.backend.write(id, std::as_bytes(std::span<const double>(values)));
-  }
-  for (TensorId id : g.inputs) {
-    const auto& info = g.tensor(id);
-    auto it = ints.find(info.name);
-    EXPECT_NE(it, ints.end()) << "no values for input " << info.name;
-    if (it == ints.end()) return 0;
-    run.backend.write(id, std::as_bytes(std::span<const int32_t>(it->second)));
-  }
-  const double loss0 = run.step();
-  EXPECT_TRUE(std::isfinite(loss0));
-  size_t checked = 0;
-  for (auto [parameter, gradient_id] : run.plan.parameter_gradients) {
-    const std::string& name = g.tensor(parameter).name;
-    const size_t count = static_cast<size_t>(g.tensor(parameter).type.numel());
-    std::vector<double> gradient(count), original(count);
-    run.backend.read(gradient_id, std::as_writable_bytes(std::span<double>(gradient)));
-    run.backend.read(parameter, std::as_writable_bytes(std::span<double>(original)));
-    auto direction = random_doubles(count, seed++, 1.0);
-    double analytic = 0.0;
-    for (size_t i = 0; i < count; ++i) analytic += gradient[i] * direction[i];
-    auto evaluate = [&](double sign) {
-      std::vector<double> moved(original);
-      for (size_t i = 0; i < count; ++i) moved[i] += sign * kStep * direction[i];
-      run.backend.write(parameter, std::as_bytes(std::span<const double>(moved)));
-      return run.step();
-    };
-    const double numeric = (evaluate(+1.0) - evaluate(-1.0)) / (2.0 * kStep);
-    run.backend.write(parameter, std::as_bytes(std::span<const double>(original)));
-    const double error = std::abs(analytic - numeric) / std::max({std::abs(analytic), std::abs(numeric), 1e-8});
-    EXPECT_GT(std::abs(numeric), 1e-6) << "parameter " << name << ": the check is vacuous (zero derivative)";
-    EXPECT_LT(error, kTolerance) << "parameter " << name << ": analytic " << analytic << " numeric " << numeric;
-    // Running again gives the same gradient (outputs fully overwritten, parameter grads re-zeroed).
-    run.step();
-    std::vector<double> again(count);
-    run.backend.read(gradient_id, std::as_writable_bytes(std::span<double>(again)));
-    EXPECT_EQ(again, gradient) << "parameter " << name << ": gradient changed between identical steps";
-    ++checked;
-  }
-  return checked;
-}
+using namespace ops_defs_testing;
 
 TEST(OpsDefs, Embedding) {
   size_t checked = check_gradients(
@@ -194,86 +69,6 @@ TEST(OpsDefs, FusedResidualRmsnormNormOnly) {
   EXPECT_EQ(checked, 3u);
 }
 
-TEST(OpsDefs, LinearWithBias) {
-  size_t checked = check_gradients(
-      [](GraphBuilder& b) {
-        TensorId x = b.parameter("x", DType::F64, {2, 3, 5});
-        TensorId w = b.parameter("w", DType::F64, {4, 5});
-        TensorId bias = b.parameter("b", DType::F64, {4});
-        return probe_loss(b, b.op("linear", {x, w, bias}));
-      },
-      {});
-  EXPECT_EQ(checked, 3u);
-}
-
-TEST(OpsDefs, LinearFrozenWeightSkipsWeightGradient) {
-  GraphBuilder b(registry());
-  TensorId x = b.parameter("x", DType::F64, {3, 5});
-  TensorId w = b.parameter("w", DType::F64, {4, 5}, /*trainable=*/false);
-  TensorId loss = probe_loss(b, b.op("linear", {x, w}));
-  b.mark_output(loss);
-  auto plan = compiler::compile_training(b.finish(), loss, registry());
-  for (const auto& node : plan.graph.nodes) EXPECT_NE(node.op, "linear_backward_weight");
-  EXPECT_EQ(check_gradients(
-                [](GraphBuilder& b2) {
-                  TensorId x2 = b2.parameter("x", DType::F64, {3, 5});
-                  TensorId w2 = b2.parameter("w", DType::F64, {4, 5}, false);
-                  return probe_loss(b2, b2.op("linear", {x2, w2}));
-                },
-                {}),
-            1u);
-}
-
-// concat along the first and the last axis and split back: values land where they should
-// (concat then split is the identity, checked exactly) and the gradients (each op's is the other)
-// match finite differences.
-TEST(OpsDefs, ConcatAndSplit) {
-  for (int64_t axis : {int64_t{0}, int64_t{-1}, int64_t{1}}) {
-    SCOPED_TRACE(::testing::Message() << "axis " << axis);
-    size_t checked = check_gradients(
-        [axis](GraphBuilder& b) {
-          // Three pieces of 1, 2 and 3 along the axis, in a [2, 3, 4]-like frame.
-          auto shape = [axis](int64_t size) {
-            Shape result{2, 3, 4};
-            result[axis < 0 ? 2 : static_cast<size_t>(axis)] = size;
-            return result;
-          };
-          TensorId a = b.parameter("a", DType::F64, shape(1));
-          TensorId c = b.parameter("c", DType::F64, shape(2));
-          TensorId d = b.parameter("d", DType::F64, shape(3));
-          TensorId joined = b.op("concat", {a, c, d}, {{"axis", axis}});
-          graph::OpOutputs pieces =
-              b.op("split", {b.op("scale", {joined}, {{"factor", 1.5}})}, {{"axis", axis}, {"sizes", {2, 4}}});
-          return b.op("add", {probe_loss(b, pieces[0], "p0"), probe_loss(b, pieces[1], "p1")});
-        },
-        {});
-    EXPECT_EQ(checked, 3u);
-  }
-  GraphBuilder b(registry());
-  TensorId a = b.parameter("a", DType::F32, {2, 3}, false), c = b.parameter("c", DType::F32, {2, 2}, false);
-  TensorId joined = b.op("concat", {a, c}, {{"axis", -1}});
-  EXPECT_EQ(b.type(joined), (graph::TensorType{DType::F32, {2, 5}}));
-  graph::OpOutputs pieces = b.op("split", {joined}, {{"axis", 1}, {"sizes", {3, 2}}});
-  b.mark_output(joined);
-  b.mark_output(pieces[0]);
-  b.mark_output(pieces[1]);
-  compiler::ExecutionPlan plan = compiler::compile_forward(b.finish(), registry());
-  runtime::CpuBackend backend;
-  backend.load(plan, registry());
-  const std::vector<float> av{1, 2, 3, 4, 5, 6}, cv{7, 8, 9, 10};
-  backend.write(a, std::as_bytes(std::span<const float>(av)));
-  backend.write(c, std::as_bytes(std::span<const float>(cv)));
-  backend.execute({});
-  auto read = [&](TensorId id, size_t count) {
-    std::vector<float> values(count);
-    backend.read(id, std::as_writable_bytes(std::span<float>(values)));
-    return values;
-  };
-  EXPECT_EQ(read(joined, 10), (std::vector<float>{1, 2, 3, 7, 8, 4, 5, 6, 9, 10}));
-  EXPECT_EQ(read(pieces[0], 6), av);
-  EXPECT_EQ(read(pieces[1], 4), cv);
-}
-
 // scale_by: a tensor times a scalar tensor (the frozen-head loss backward's d_loss · d_hidden);
 // the gradient of x matches finite differences; the factor must be a scalar of the statistic dtype
 // and is not differentiable.
@@ -303,173 +98,6 @@ TEST(OpsDefs, ScaleBy) {
     ADD_FAILURE() << "a trainable factor was accepted";
   } catch (const UserError& error) {
     EXPECT_NE(std::string(error.what()).find("not differentiable"), std::string::npos) << error.what();
-  }
-}
-
-TEST(OpsDefs, ConcatAndSplitShapeRules) {
-  GraphBuilder b(registry());
-  TensorId x = b.parameter("x", DType::F32, {2, 3}), y = b.parameter("y", DType::F32, {3, 3});
-  EXPECT_THROW(b.op("concat", {x, y}, {{"axis", 1}}), UserError);                            // dim 0 differs
-  EXPECT_THROW(b.op("concat", {x, b.parameter("z", DType::F64, {2, 3})}, {{"axis", 0}}), UserError);  // dtype
-  EXPECT_THROW(b.op("concat", {x, x}, {{"axis", 2}}), UserError);                            // no such axis
-  EXPECT_THROW(b.op("split", {x}, {{"axis", 1}, {"sizes", {1, 1}}}), UserError);             // sums to 2, not 3
-  EXPECT_THROW(b.op("split", {x}, {{"axis", 1}, {"sizes", {3, 0}}}), UserError);             // empty piece
-  EXPECT_EQ(b.type(b.op("concat", {x, y}, {{"axis", 0}})), (graph::TensorType{DType::F32, {5, 3}}));
-}
-
-// linear_add: d_x and d_weight as linear's, d_addend = d_out (every operand trainable).
-TEST(OpsDefs, LinearAdd) {
-  size_t checked = check_gradients(
-      [](GraphBuilder& b) {
-        TensorId x = b.parameter("x", DType::F64, {2, 3, 5});
-        TensorId w = b.parameter("w", DType::F64, {4, 5});
-        TensorId addend = b.parameter("addend", DType::F64, {2, 3, 4});
-        return probe_loss(b, b.op("linear_add", {x, w, addend}));
-      },
-      {});
-  EXPECT_EQ(checked, 3u);
-}
-
-// linear_add with a product factor (the LoRA scaling in low-precision graphs): scale·x·Wᵀ + addend;
-// the backward ops carry the factor. In a BF16-like graph (here F64, where the input gradient
-// is not folded) and with x fanning out, so linear_backward_input(_add) both see it.
-TEST(OpsDefs, LinearAddWithScale) {
-  size_t checked = check_gradients(
-      [](GraphBuilder& b) {
-        TensorId x = b.parameter("x", DType::F64, {2, 3, 5});
-        TensorId w = b.parameter("w", DType::F64, {4, 5});
-        TensorId addend = b.parameter("addend", DType::F64, {2, 3, 4});
-        TensorId y = b.op("linear_add", {x, w, addend}, {{"scale", 2.5}});
-        return b.op("add", {probe_loss(b, y), probe_loss(b, b.op("linear", {x, w}), "probe2")});
-      },
-      {});
-  EXPECT_EQ(checked, 3u);
-}
-
-// linear_add and linear_backward_input_add on the CPU backend equal the product plus the addend
-// (the same double sums; only the order of the last addition differs: 1e-14).
-TEST(OpsDefs, LinearAddOpsEqualProductPlusAddend) {
-  GraphBuilder b(registry());
-  TensorId x = b.parameter("x", DType::F64, {3, 5}, false), w = b.parameter("w", DType::F64, {4, 5}, false);
-  TensorId c_out = b.parameter("c_out", DType::F64, {3, 4}, false), c_in = b.parameter("c_in", DType::F64, {3, 5}, false);
-  TensorId d = b.parameter("d", DType::F64, {3, 4}, false);
-  TensorId fused_forward = b.op("linear_add", {x, w, c_out});
-  TensorId plain_forward = b.op("add", {b.op("linear", {x, w}), c_out});
-  TensorId fused_input = b.op("linear_backward_input_add", {d, w, c_in});
-  TensorId plain_input = b.op("add", {b.op("linear_backward_input", {d, w}), c_in});
-  // With a product factor (the LoRA scaling): the factor multiplies the product, not the addend.
-  const json factor{{"scale", 2.5}};
-  TensorId scaled_forward = b.op("linear_add", {x, w, c_out}, factor);
-  TensorId plain_scaled_forward = b.op("add", {b.op("scale", {b.op("linear", {x, w})}, {{"factor", 2.5}}), c_out});
-  TensorId scaled_input = b.op("linear_backward_input_add", {d, w, c_in}, factor);
-  TensorId plain_scaled_input = b.op("add", {b.op("linear_backward_input", {d, w}, factor), c_in});
-  TensorId scaled_weight = b.op("linear_backward_weight", {d, x}, factor);
-  TensorId plain_scaled_weight = b.op("scale", {b.op("linear_backward_weight", {d, x})}, {{"factor", 2.5}});
-  for (TensorId id : {fused_forward, plain_forward, fused_input, plain_input, scaled_forward, plain_scaled_forward,
-                      scaled_input, plain_scaled_input, scaled_weight, plain_scaled_weight}) {
-    b.mark_output(id);
-  }
-  ForwardRun run(b, 21);
-  run.backend.execute({});
-  for (auto [fused, plain] : {std::pair{fused_forward, plain_forward}, std::pair{fused_input, plain_input},
-                              std::pair{scaled_forward, plain_scaled_forward}, std::pair{scaled_input, plain_scaled_input},
-                              std::pair{scaled_weight, plain_scaled_weight}}) {
-    const std::vector<double> a = run.read(fused), e = run.read(plain);
-    for (size_t i = 0; i < a.size(); ++i) {
-      EXPECT_NEAR(a[i], e[i], 1e-14) << run.plan.graph.tensor(fused).name << "[" << i << "]";
-    }
-  }
-}
-
-// linear_backward_weight_accumulate adds scale·d_outᵀ·x into what its output holds (autodiff's
-// form of a low-precision weight gradient); here the output starts from known values.
-TEST(OpsDefs, LinearBackwardWeightAccumulateAddsIntoItsOutput) {
-  GraphBuilder b(registry());
-  TensorId x = b.parameter("x", DType::F64, {3, 5}, false), d = b.parameter("d", DType::F64, {3, 4}, false);
-  TensorId accumulated = b.op("linear_backward_weight_accumulate", {d, x}, {{"scale", 2.5}});
-  TensorId product = b.op("linear_backward_weight", {d, x});
-  b.mark_output(accumulated);
-  b.mark_output(product);
-  compiler::ExecutionPlan plan = compiler::compile_forward(b.finish(), registry());
-  runtime::CpuBackend backend;
-  backend.load(plan, registry());
-  const std::vector<double> xs = random_doubles(15, 31, 1.0), ds = random_doubles(12, 32, 1.0),
-                            start = random_doubles(20, 33, 1.0);
-  backend.write(x, std::as_bytes(std::span<const double>(xs)));
-  backend.write(d, std::as_bytes(std::span<const double>(ds)));
-  backend.write(accumulated, std::as_bytes(std::span<const double>(start)));
-  backend.execute({});
-  std::vector<double> result(20), plain(20);
-  backend.read(accumulated, std::as_writable_bytes(std::span<double>(result)));
-  backend.read(product, std::as_writable_bytes(std::span<double>(plain)));
-  for (size_t i = 0; i < result.size(); ++i) EXPECT_NEAR(result[i], start[i] + 2.5 * plain[i], 1e-14) << i;
-}
-
-// linear_backward_low_rank(_accumulate): both gradients of a product with a narrow x in one op
-// (the fused LoRA B backward), equal to linear_backward_input and linear_backward_weight with the
-// same factor; the accumulating form adds d_weight to what its output holds.
-TEST(OpsDefs, LinearBackwardLowRankEqualsTheSeparateProducts) {
-  for (bool accumulate : {false, true}) {
-    SCOPED_TRACE(accumulate ? "accumulate" : "write");
-    GraphBuilder b(registry());
-    TensorId d = b.parameter("d", DType::F64, {3, 6}, false), x = b.parameter("x", DType::F64, {3, 2}, false);
-    TensorId w = b.parameter("w", DType::F64, {6, 2}, false);
-    const json factor{{"scale", 2.5}};
-    graph::OpOutputs both = b.op(accumulate ? "linear_backward_low_rank_accumulate" : "linear_backward_low_rank",
-                                 {d, x, w}, factor);
-    TensorId d_x = b.op("linear_backward_input", {d, w}, factor), d_w = b.op("linear_backward_weight", {d, x}, factor);
-    for (TensorId id : {both[0], both[1], d_x, d_w}) b.mark_output(id);
-    ForwardRun run(b, 41);
-    const std::vector<double> start = random_doubles(12, 45, 1.0);
-    run.backend.write(both[1], std::as_bytes(std::span<const double>(start)));
-    run.backend.execute({});
-    const std::vector<double> fused_x = run.read(both[0]), fused_w = run.read(both[1]), plain_x = run.read(d_x),
-                              plain_w = run.read(d_w);
-    for (size_t i = 0; i < 6; ++i) EXPECT_NEAR(fused_x[i], plain_x[i], 1e-14) << "d_x " << i;
-    for (size_t i = 0; i < 12; ++i) {
-      EXPECT_NEAR(fused_w[i], plain_w[i] + (accumulate ? start[i] : 0.0), 1e-14) << "d_weight " << i;
-    }
-  }
-}
-
-TEST(OpsDefs, LinearAddShapeRules) {
-  GraphBuilder b(registry());
-  TensorId x = b.parameter("x", DType::F32, {3, 5}), w = b.parameter("w", DType::F32, {4, 5});
-  EXPECT_THROW(b.op("linear_add", {x, w, b.parameter("c35", DType::F32, {3, 5})}), UserError);  // not the out shape
-  EXPECT_THROW(b.op("linear_add", {x, w, b.parameter("c64", DType::F64, {3, 4})}), UserError);  // not the dtype
-  EXPECT_THROW(b.op("linear_add", {x, w}), UserError);
-  EXPECT_THROW(b.op("linear_backward_input_add", {b.parameter("d", DType::F32, {3, 4}), w,
-                                                  b.parameter("c34", DType::F32, {3, 4})}), UserError);
-  EXPECT_EQ(b.type(b.op("linear_add", {x, w, b.parameter("c", DType::F32, {3, 4})})),
-            (graph::TensorType{DType::F32, {3, 4}}));
-}
-
-// x fans out to three linears (frozen weights) and a linear_add. In a BF16 graph the input
-// gradients fold x's earlier contributions into their matmul (linear_backward_input_add), so
-// autodiff emits no add for x; an F32 graph keeps three plain products and two adds.
-TEST(OpsDefs, LowPrecisionLinearInputGradientsFoldTheFanOutSum) {
-  for (DType dtype : {DType::BF16, DType::F32}) {
-    GraphBuilder b(registry());
-    TensorId x = b.parameter("x", dtype, {2, 3, 8});
-    TensorId total;
-    for (int i = 0; i < 3; ++i) {
-      TensorId w = b.parameter("w" + std::to_string(i), dtype, {6, 8}, false);
-      TensorId y = i < 2 ? b.op("linear", {x, w}) : b.op("linear_add", {x, w, b.parameter("c", dtype, {2, 3, 6}, false)});
-      total = i == 0 ? y : b.op("add", {total, y});
-    }
-    TensorId loss = b.op("sum", {total});
-    b.mark_output(loss);
-    compiler::ExecutionPlan plan = compiler::compile_training(b.finish(), loss, registry());
-    std::map<std::string, int> backward;
-    int sums_of_x = 0;
-    for (const graph::Node& node : plan.graph.nodes) {
-      if (node.phase != graph::NodePhase::Backward) continue;
-      ++backward[node.op];
-      if (node.op == "add" && node.name.find("grad.x.sum") != std::string::npos) ++sums_of_x;
-    }
-    EXPECT_EQ(sums_of_x, dtype == DType::BF16 ? 0 : 2) << dtype_safetensors_name(dtype);
-    EXPECT_EQ(backward["linear_backward_input"], dtype == DType::BF16 ? 1 : 3) << dtype_safetensors_name(dtype);
-    EXPECT_EQ(backward["linear_backward_input_add"], dtype == DType::BF16 ? 2 : 0) << dtype_safetensors_name(dtype);
   }
 }
 
@@ -693,7 +321,7 @@ TEST(OpsDefs, LmHeadLossFrozenHeadGradientComesFromTheForward) {
     builder.mark_output(loss);
     compiler::CompileOptions options;
     options.loss_input_grad_in_forward = rewrite;
-    surogate::Run run{compiler::compile_training(builder.finish(), loss, registry(), options), {}};
+    ops_defs_testing::Run run{compiler::compile_training(builder.finish(), loss, registry(), options), {}};
     const graph::Graph& g = run.plan.graph;
     bool rewritten = false, recomputes_logits = false;
     for (const graph::Node& node : g.nodes) {
