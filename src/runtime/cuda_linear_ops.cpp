@@ -33,17 +33,15 @@ CudaKernel bind_linear(const CudaBindContext& ctx) {
 // backward ops) as cuBLASLt's alpha, rounded to float.
 float alpha_of(const CudaBindContext& ctx) { return static_cast<float>(ctx.attrs.number_or("scale", 1.0)); }
 
-// linear_add (x, W, addend){scale} -> scale·x·Wᵀ + addend: one cuBLASLt matmul with the addend as C
-// (alpha = scale, beta = 1), fp32 accumulation, rounded to bf16 once.
-CudaKernel bind_linear_add(const CudaBindContext& ctx) {
-  ctx.expect_all(DType::BF16);
-  const int64_t in = ctx.inputs[1].shape[1], out = ctx.inputs[1].shape[0], rows = ctx.inputs[0].numel() / in;
-  cuda::MatmulShape shape{.m = rows, .n = out, .k = in, .transpose_b = true, .has_addend = true};
+// One cuBLASLt product of inputs 0 and 1 into output 0, alpha = the node's scale; with
+// shape.has_addend, input 2 is cuBLASLt's C (beta = 1, C ≠ D); with shape.accumulate, output 0
+// is (beta = 1, C = D). fp32 accumulation, rounded to bf16 once.
+CudaKernel bind_product(const CudaBindContext& ctx, const cuda::MatmulShape& shape) {
   const float alpha = alpha_of(ctx);
   CudaResources* resources = &ctx.resources;
   return [=](const CudaKernelArgs& args) {
     resources->matmul().run(shape, args.outputs[0].data, args.inputs[0].as<const bf16>(), args.inputs[1].as<const bf16>(),
-                            nullptr, args.stream, alpha, args.inputs[2].data);
+                            nullptr, args.stream, alpha, shape.has_addend ? args.inputs[2].data : nullptr);
   };
 }
 
@@ -56,57 +54,33 @@ cuda::MatmulShape weight_gradient_shape(int64_t rows, int64_t out, int64_t in) {
   return cuda::MatmulShape{.m = out, .n = in, .k = rows, .transpose_a = true};
 }
 
-CudaKernel bind_linear_backward_input(const CudaBindContext& ctx) {
-  expect_in(ctx, 0, DType::BF16);
+// linear_add (x, W, addend){scale} -> scale·x·Wᵀ + addend, the addend as C.
+CudaKernel bind_linear_add(const CudaBindContext& ctx) {
+  ctx.expect_all(DType::BF16);
+  const int64_t in = ctx.inputs[1].shape[1], out = ctx.inputs[1].shape[0], rows = ctx.inputs[0].numel() / in;
+  return bind_product(ctx, {.m = rows, .n = out, .k = in, .transpose_b = true, .has_addend = true});
+}
+
+// linear_backward_input (d_out, W){scale} -> scale·d_out·W; its _add form (d_out, W, addend) adds
+// the addend (a fan-out's earlier gradient contributions) as C.
+CudaKernel bind_linear_backward_input(const CudaBindContext& ctx, bool has_addend) {
+  if (has_addend) ctx.expect_all(DType::BF16);
+  else expect_in(ctx, 0, DType::BF16);
   const int64_t out = ctx.inputs[1].shape[0], in = ctx.inputs[1].shape[1], rows = ctx.inputs[0].numel() / out;
   cuda::MatmulShape shape = input_gradient_shape(rows, out, in);
-  const float alpha = alpha_of(ctx);
-  CudaResources* resources = &ctx.resources;
-  return [=](const CudaKernelArgs& args) {
-    resources->matmul().run(shape, args.outputs[0].data, args.inputs[0].as<const bf16>(), args.inputs[1].as<const bf16>(),
-                            nullptr, args.stream, alpha);
-  };
+  shape.has_addend = has_addend;
+  return bind_product(ctx, shape);
 }
 
-// linear_backward_input_add (d_out, W, addend) -> d_out·W + addend, one matmul (addend as C).
-CudaKernel bind_linear_backward_input_add(const CudaBindContext& ctx) {
-  ctx.expect_all(DType::BF16);
-  const int64_t out = ctx.inputs[1].shape[0], in = ctx.inputs[1].shape[1], rows = ctx.inputs[0].numel() / out;
-  cuda::MatmulShape shape = input_gradient_shape(rows, out, in);
-  shape.has_addend = true;
-  const float alpha = alpha_of(ctx);
-  CudaResources* resources = &ctx.resources;
-  return [=](const CudaKernelArgs& args) {
-    resources->matmul().run(shape, args.outputs[0].data, args.inputs[0].as<const bf16>(), args.inputs[1].as<const bf16>(),
-                            nullptr, args.stream, alpha, args.inputs[2].data);
-  };
-}
-
-CudaKernel bind_linear_backward_weight(const CudaBindContext& ctx) {
-  expect_in(ctx, 0, DType::BF16);
+// linear_backward_weight (d_out, x){scale} -> scale·d_outᵀ·x; its _accumulate form adds it into
+// the persistent bf16 gradient (cuBLASLt's C and D, beta = 1), one rounding of the fp32 sum.
+CudaKernel bind_linear_backward_weight(const CudaBindContext& ctx, bool accumulate) {
+  if (accumulate) ctx.expect_all(DType::BF16);
+  else expect_in(ctx, 0, DType::BF16);
   const int64_t out = last(ctx.inputs[0]), in = last(ctx.inputs[1]), rows = ctx.inputs[1].numel() / in;
   cuda::MatmulShape shape = weight_gradient_shape(rows, out, in);
-  const float alpha = alpha_of(ctx);
-  CudaResources* resources = &ctx.resources;
-  return [=](const CudaKernelArgs& args) {
-    resources->matmul().run(shape, args.outputs[0].data, args.inputs[0].as<const bf16>(), args.inputs[1].as<const bf16>(),
-                            nullptr, args.stream, alpha);
-  };
-}
-
-// linear_backward_weight_accumulate (d_out, x){scale} -> d_weight += scale·d_outᵀ·x: the persistent
-// bf16 gradient is cuBLASLt's C and D (beta = 1), one rounding of the fp32 sum.
-CudaKernel bind_linear_backward_weight_accumulate(const CudaBindContext& ctx) {
-  ctx.expect_all(DType::BF16);
-  const int64_t out = last(ctx.inputs[0]), in = last(ctx.inputs[1]), rows = ctx.inputs[1].numel() / in;
-  cuda::MatmulShape shape = weight_gradient_shape(rows, out, in);
-  shape.accumulate = true;
-  const float alpha = alpha_of(ctx);
-  CudaResources* resources = &ctx.resources;
-  return [=](const CudaKernelArgs& args) {
-    resources->matmul().run(shape, args.outputs[0].data, args.inputs[0].as<const bf16>(), args.inputs[1].as<const bf16>(),
-                            nullptr, args.stream, alpha);
-  };
+  shape.accumulate = accumulate;
+  return bind_product(ctx, shape);
 }
 
 // linear_backward (d_out, x, weight) -> (d_x, d_weight)
@@ -167,10 +141,12 @@ CudaKernel bind_bias_gradient(const CudaBindContext& ctx) {
 void register_linear_cuda_ops(CudaOpTable& table) {
   table.add("linear", bind_linear);
   table.add("linear_add", bind_linear_add);
-  table.add("linear_backward_input", bind_linear_backward_input);
-  table.add("linear_backward_input_add", bind_linear_backward_input_add);
-  table.add("linear_backward_weight", bind_linear_backward_weight);
-  table.add("linear_backward_weight_accumulate", bind_linear_backward_weight_accumulate);
+  table.add("linear_backward_input", [](const CudaBindContext& ctx) { return bind_linear_backward_input(ctx, false); });
+  table.add("linear_backward_input_add",
+            [](const CudaBindContext& ctx) { return bind_linear_backward_input(ctx, true); });
+  table.add("linear_backward_weight", [](const CudaBindContext& ctx) { return bind_linear_backward_weight(ctx, false); });
+  table.add("linear_backward_weight_accumulate",
+            [](const CudaBindContext& ctx) { return bind_linear_backward_weight(ctx, true); });
   table.add("linear_backward", bind_linear_backward);
   table.add("linear_backward_low_rank",
             [](const CudaBindContext& ctx) { return bind_linear_backward_low_rank(ctx, false); });
