@@ -16,9 +16,10 @@
 # matmul ceiling of bench/results/*-h100-peers.jsonl (786.1 TFLOP/s).
 # Env: BENCH_STEPS (10), BENCH_WARMUP (3), BENCH_RECOMPUTE (none), BENCH_OPTIMIZER (adamw; or
 # adamw_8bit, normuon: the trainer's device optimizers), BENCH_CUDA_GRAPHS (on, as the trainer's
-# use_cuda_graphs default; off), BENCH_BATCH_LORA_INPUTS (off; on batches the q/k/v and gate/up
-# adapters' low-rank products, models/lora.h), BENCH_FUSE_LORA_BACKWARD (off; on takes each B
-# product's two gradients from one pass, cuda/kernels/low_rank_backward.h), CARRY_DIR (carry/cuda),
+# use_cuda_graphs default; off), BENCH_BATCH_LORA_INPUTS (on, as the CUDA trainer: one low-rank
+# product for the q/k/v and one for the gate/up adapters, models/lora.h; off), BENCH_FUSE_LORA_BACKWARD
+# (on, as the CUDA trainer: each B product's two gradients from one pass,
+# cuda/kernels/low_rank_backward.h; off), CARRY_DIR (carry/cuda),
 # BENCH_BIN ($CARRY_DIR/surogate_train_bench).
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -48,8 +49,8 @@ PY
   record="$("$bin" --config "$dir" --name "$model" --mode "$mode" --documents "$documents" --seq 2048 --batch 2 \
              --grad-accum 4 --lora-rank 16 --steps "${BENCH_STEPS:-10}" --warmup "${BENCH_WARMUP:-3}" \
              --recompute "${BENCH_RECOMPUTE:-none}" --lmhead-chunks 4 --optimizer "${BENCH_OPTIMIZER:-adamw}" \
-             --cuda-graphs "${BENCH_CUDA_GRAPHS:-on}" --batch-lora-inputs "${BENCH_BATCH_LORA_INPUTS:-off}" \
-             --fuse-lora-backward "${BENCH_FUSE_LORA_BACKWARD:-off}")" || { echo "$model: benchmark failed" >&2; status=1; continue; }
+             --cuda-graphs "${BENCH_CUDA_GRAPHS:-on}" --batch-lora-inputs "${BENCH_BATCH_LORA_INPUTS:-on}" \
+             --fuse-lora-backward "${BENCH_FUSE_LORA_BACKWARD:-on}")" || { echo "$model: benchmark failed" >&2; status=1; continue; }
   python3 - "$root" "$record" "$ceiling" "$mode" "$driver" "$cuda_version" "$cublaslt" <<'PY' | tee -a "$out"
 import json, sys
 sys.path.insert(0, sys.argv[1] + "/bench")
@@ -65,10 +66,10 @@ record["versions"] = {"driver": sys.argv[5], "cuda": sys.argv[6], "cublaslt": sy
 prefix = f"BENCH_OPTIMIZER={record['optimizer']} " if record.get("optimizer") not in (None, "none", "adamw") else ""
 if record.get("cuda_graphs") is False:
     prefix += "BENCH_CUDA_GRAPHS=off "
-if record.get("batch_lora_inputs"):
-    prefix += "BENCH_BATCH_LORA_INPUTS=on "
-if record.get("fuse_lora_backward"):
-    prefix += "BENCH_FUSE_LORA_BACKWARD=on "
+if record["mode"] == "lora" and not record.get("batch_lora_inputs"):
+    prefix += "BENCH_BATCH_LORA_INPUTS=off "
+if record["mode"] == "lora" and not record.get("fuse_lora_backward"):
+    prefix += "BENCH_FUSE_LORA_BACKWARD=off "
 record["command"] = f"{prefix}bash bench/run_surogate.sh --mode {mode} {record['model']}"
 print(json.dumps(record))
 PY

@@ -61,8 +61,8 @@ struct Options {
   std::string config_dir, name = "model", recompute = "none", mode = "fwd-bwd", documents = "packed";
   std::string optimizer = "adamw";
   bool cuda_graphs = true;  // as the trainer's use_cuda_graphs default
-  bool batch_lora_inputs = false;  // models::LoraOptions::batch_shared_inputs (off, as the trainer)
-  bool fuse_lora_backward = false;  // models::LoraOptions::fuse_low_rank_backward (off, as the trainer)
+  bool batch_lora_inputs = true;   // models::LoraOptions::batch_shared_inputs (on, as the CUDA trainer)
+  bool fuse_lora_backward = true;  // models::LoraOptions::fuse_low_rank_backward (on, as the CUDA trainer)
   int64_t seq = 2048, batch = 2, steps = 10, warmup = 3, lmhead_chunks = 4, grad_accum = 4, lora_rank = 16;
 };
 

@@ -171,6 +171,11 @@ Run::Run(const Config& config, const TrainerOptions& options)
   model_config_ = io::load_model_config(config.model);
   specs_ = models::parameter_specs(model_config_);
   if (config.lora) lora_ = lora_setup(config, model_config_);
+  if (lora_ && backend_kind_ == TrainingBackend::Cuda) {
+    // The bf16 graph's faster LoRA forms (models/lora.h), measured on the H100 (docs/benchmarks.md).
+    lora_->options.batch_shared_inputs = true;
+    lora_->options.fuse_low_rank_backward = true;
+  }
 
   // Data: tokenized and packed once into the token cache, memory-mapped here.
   data::DataSettings data_settings = data::data_settings_from_config(config);

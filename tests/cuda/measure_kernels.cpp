@@ -174,17 +174,23 @@ int main() {
   }
   // Attention: the benchmark jobs' shapes (micro-batch 2 × 2048 packed as 2 documents; Qwen3-8B
   // 32/8 heads, Qwen3-0.6B 16/8, head_dim 128) and 8 documents × 2048 at 32/8 heads.
+  // "padded": cu_seqlens as the runtime passes it (tokens + 1 entries, documents = tokens).
   struct AttentionCase {
     const char* name;
     int documents, q_heads, kv_heads;
+    bool padded;
   };
-  for (const AttentionCase& c : {AttentionCase{"8x2048, 32/8 heads", 8, 32, 8}, AttentionCase{"2x2048, 32/8 (8B job)", 2, 32, 8},
-                                 AttentionCase{"2x2048, 16/8 (0.6B job)", 2, 16, 8}}) {
+  for (const AttentionCase& c :
+       {AttentionCase{"8x2048, 32/8 heads", 8, 32, 8, false}, AttentionCase{"2x2048, 32/8 (8B job)", 2, 32, 8, false},
+        AttentionCase{"2x2048, 32/8 (8B job) padded", 2, 32, 8, true},
+        AttentionCase{"2x2048, 16/8 (0.6B job)", 2, 16, 8, false}}) {
     const int64_t tokens = int64_t{c.documents} * 2048;
     AttentionShape shape{.tokens = tokens, .q_heads = c.q_heads, .kv_heads = c.kv_heads, .head_dim = 128,
-                         .documents = c.documents, .window = 0, .softmax_scale = 0.0883883f};
+                         .documents = c.padded ? static_cast<int>(tokens) : c.documents, .window = 0,
+                         .softmax_scale = 0.0883883f};
     std::vector<int32_t> cu;
     for (int d = 0; d <= c.documents; ++d) cu.push_back(d * 2048);
+    if (c.padded) cu.resize(tokens + 1, static_cast<int32_t>(tokens));
     auto cu_device = to_device(cu);
     const int64_t q_count = tokens * c.q_heads * 128, kv_count = tokens * c.kv_heads * 128;
     auto q = random_bf16(q_count, 2.0f), k = random_bf16(kv_count, 2.0f), v = random_bf16(kv_count, 1.0f),

@@ -5,7 +5,9 @@
 // roundings, of P / dS and of the output, over long fp32 accumulations). dk and dv must be
 // bitwise reproducible (written once per block, GQA partials summed in a fixed order); dq uses
 // atomics and need not be. The backward runs with both key-block widths (4 and 8 warps), the
-// forward in both occupancy variants (2 and 3 blocks per SM), which must agree bit for bit.
+// forward in both occupancy variants (2 and 3 blocks per SM), which must agree bit for bit, and
+// both with the exact cu_seqlens and with the padded list the runtime passes (same bits; dq within
+// 1e-2 of the exact run's, the spread of its atomics' order).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -116,7 +118,7 @@ TEST(CudaAttention, ForwardBackwardPackedCausalGqaWindow) {
     // bits: they run the same arithmetic in the same order.
     std::vector<Bf16> outputs[2];
     for (int variant = 0; variant < 2; ++variant) {
-      const int blocks_per_sm = variant == 0 ? 3 : 2;  // the default (2) last: the backward reads it
+      const int blocks_per_sm = variant == 0 ? 2 : 3;  // the default (3) last: the backward reads it
       out.poison();
       logsumexp.poison();
       attention_forward(bf16_ptr(out), logsumexp.data(), bf16_ptr(device_q), bf16_ptr(device_k), bf16_ptr(device_v),
@@ -149,6 +151,35 @@ TEST(CudaAttention, ForwardBackwardPackedCausalGqaWindow) {
       EXPECT_EQ(dk_runs[0], dk_runs[1]) << "dk not deterministic, " << at;
       EXPECT_EQ(dv_runs[0], dv_runs[1]) << "dv not deterministic, " << at;
     }
+    // The runtime passes cu_seqlens padded with `tokens` up to tokens + 1 entries (documents =
+    // tokens, an upper bound): the same bits as the exact list, dq within its atomics' rounding.
+    attention_backward(bf16_ptr(dq), bf16_ptr(dk), bf16_ptr(dv), workspace.data(), bf16_ptr(device_dout),
+                       bf16_ptr(device_q), bf16_ptr(device_k), bf16_ptr(device_v), bf16_ptr(out), logsumexp.data(),
+                       device_cu.data(), shape, nullptr);
+    synchronize();
+    const std::vector<Bf16> exact_dk = dk.download(), exact_dv = dv.download();
+    const std::vector<float> exact_dq = download_bf16(dq);
+    std::vector<int32_t> padded_cu = c.cu_seqlens;
+    padded_cu.resize(shape.tokens + 1, static_cast<int32_t>(shape.tokens));
+    auto device_padded_cu = to_device(padded_cu);
+    AttentionShape padded_shape = shape;
+    padded_shape.documents = static_cast<int>(shape.tokens);
+    out.poison();
+    logsumexp.poison();
+    attention_forward(bf16_ptr(out), logsumexp.data(), bf16_ptr(device_q), bf16_ptr(device_k), bf16_ptr(device_v),
+                      device_padded_cu.data(), padded_shape, nullptr);
+    synchronize();
+    EXPECT_EQ(out.download(), outputs[1]) << "padded cu_seqlens change the forward, " << where;
+    dq.poison();
+    dk.poison();
+    dv.poison();
+    attention_backward(bf16_ptr(dq), bf16_ptr(dk), bf16_ptr(dv), workspace.data(), bf16_ptr(device_dout),
+                       bf16_ptr(device_q), bf16_ptr(device_k), bf16_ptr(device_v), bf16_ptr(out), logsumexp.data(),
+                       device_padded_cu.data(), padded_shape, nullptr);
+    synchronize();
+    EXPECT_EQ(dk.download(), exact_dk) << "padded cu_seqlens change dk, " << where;
+    EXPECT_EQ(dv.download(), exact_dv) << "padded cu_seqlens change dv, " << where;
+    EXPECT_LT(relative_error(download_bf16(dq), exact_dq), 1e-2) << "padded cu_seqlens change dq, " << where;
   }
 }
 

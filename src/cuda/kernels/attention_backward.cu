@@ -131,8 +131,11 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
                                     kBlockKeys, tokens - first_key);
 
   // Queries that can see some key of this block: from first_key to the end of the last key's
-  // document, cut by the window.
-  int64_t query_end = document_end(cu_seqlens, shape.documents, last_key);
+  // document, cut by the window. Those queries lie in the documents first_document … last_document,
+  // so their per-step searches run over that range only (usually one document: no search).
+  const int first_document = document_index(cu_seqlens, 0, shape.documents - 1, first_key);
+  const int last_document = document_index(cu_seqlens, first_document, shape.documents - 1, last_key);
+  int64_t query_end = cu_seqlens[last_document + 1];
   if (shape.window > 0) query_end = min(query_end, last_key + shape.window);
   query_end = min(query_end, tokens);
 
@@ -154,8 +157,13 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
       const bool valid = query < tokens;
       stage_lse(stage)[threadIdx.x] = valid ? logsumexp[int64_t{head} * tokens + query] * kLog2e : 0.0f;
       stage_delta(stage)[threadIdx.x] = valid ? delta[int64_t{head} * tokens + query] : 0.0f;
-      stage_lowest(stage)[threadIdx.x] = static_cast<int>(
-          valid ? lowest_visible_key(cu_seqlens, shape.documents, shape.window, query) : tokens);
+      // A query at or past query_end (the last step's tail) sees no key of this block.
+      int64_t lowest = tokens;
+      if (query < query_end) {
+        lowest = cu_seqlens[document_index(cu_seqlens, first_document, last_document, query)];
+        if (shape.window > 0 && query - shape.window + 1 > lowest) lowest = query - shape.window + 1;
+      }
+      stage_lowest(stage)[threadIdx.x] = static_cast<int>(lowest);
     }
   };
   if (steps > 0) prefetch(0, 0);

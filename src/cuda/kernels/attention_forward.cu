@@ -257,10 +257,10 @@ void attention_forward(__nv_bfloat16* out, float* logsumexp, const __nv_bfloat16
   CUDA_REQUIRE(blocks_per_sm == 0 || blocks_per_sm == 2 || blocks_per_sm == 3,
                "attention forward: blocks_per_sm must be 0 (the default), 2 or 3");
   if (shape.tokens == 0) return;
-  if (blocks_per_sm == 3) {
-    launch_forward_for_head_dim<3>(out, logsumexp, q, k, v, cu_seqlens, shape, stream);
-  } else {
+  if (blocks_per_sm == 2) {
     launch_forward_for_head_dim<2>(out, logsumexp, q, k, v, cu_seqlens, shape, stream);
+  } else {
+    launch_forward_for_head_dim<3>(out, logsumexp, q, k, v, cu_seqlens, shape, stream);
   }
 }
 

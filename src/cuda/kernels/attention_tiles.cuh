@@ -63,24 +63,26 @@ __device__ __forceinline__ uint32_t load_pair(const __nv_bfloat16* address) {
   return *reinterpret_cast<const uint32_t*>(address);
 }
 
-// First token of the document holding `token` (largest cu_seqlens[d] ≤ token).
-__device__ __forceinline__ int64_t document_start(const int32_t* cu_seqlens, int documents, int64_t token) {
-  int low = 0, high = documents - 1;
+// Index of the document holding `token` (largest d in [low, high] with cu_seqlens[d] ≤ token).
+// The runtime passes cu_seqlens padded to `tokens` entries (an upper bound on the documents), so
+// a search over all of them is ~12 dependent loads: kernels that search per query narrow
+// [low, high] to the documents their block can touch first.
+__device__ __forceinline__ int document_index(const int32_t* cu_seqlens, int low, int high, int64_t token) {
   while (low < high) {
     const int middle = (low + high + 1) / 2;
     if (cu_seqlens[middle] <= token) low = middle; else high = middle - 1;
   }
-  return cu_seqlens[low];
+  return low;
+}
+
+// First token of the document holding `token`.
+__device__ __forceinline__ int64_t document_start(const int32_t* cu_seqlens, int documents, int64_t token) {
+  return cu_seqlens[document_index(cu_seqlens, 0, documents - 1, token)];
 }
 
 // One past the last token of the document holding `token`.
 __device__ __forceinline__ int64_t document_end(const int32_t* cu_seqlens, int documents, int64_t token) {
-  int low = 0, high = documents - 1;
-  while (low < high) {
-    const int middle = (low + high + 1) / 2;
-    if (cu_seqlens[middle] <= token) low = middle; else high = middle - 1;
-  }
-  return cu_seqlens[low + 1];
+  return cu_seqlens[document_index(cu_seqlens, 0, documents - 1, token) + 1];
 }
 
 // Lowest key a query sees: its document start, raised by the sliding window.
