@@ -18,6 +18,10 @@ std::string module_of(const std::string& engine_name) {
   return stem.substr(stem.rfind('.') + 1);
 }
 
+// F32 / F64 graphs (the CPU backend, gradient checks) keep the adapter as separate product, scale
+// and add nodes.
+bool is_full_precision(DType dtype) { return dtype == DType::F32 || dtype == DType::F64; }
+
 }  // namespace
 
 std::string peft_key(const std::string& base_hf_name, char which) {
@@ -99,11 +103,16 @@ graph::Graph apply_lora(const graph::Graph& forward, const graph::OpRegistry& re
     for (TensorId& input : node.inputs) {
       if (auto found = replaced.find(input); found != replaced.end()) input = found->second;
     }
-    builder.mutable_graph().add_node(node);
-    if (node.op != "linear" || node.inputs.size() < 2) continue;
-    auto adapter = by_base.find(node.inputs[1]);
-    if (adapter == by_base.end()) continue;
+    auto adapter = node.op == "linear" && node.inputs.size() >= 2 ? by_base.find(node.inputs[1]) : by_base.end();
+    if (adapter == by_base.end()) {
+      builder.mutable_graph().add_node(node);
+      continue;
+    }
     ++adapted;
+    // Low-precision graphs without a bias: the base product comes last, with the adapter's output
+    // as its addend (below); every other form keeps the base node first.
+    const bool addend_into_base = node.inputs.size() == 2 && !is_full_precision(forward.tensor(node.inputs[1]).type.dtype);
+    if (!addend_into_base) builder.mutable_graph().add_node(node);
     auto scope = builder.scope(node.name);
     auto group = builder.recompute_group(node.recompute_group);
     TensorId x = node.inputs[0];
@@ -127,17 +136,28 @@ graph::Graph apply_lora(const graph::Graph& forward, const graph::OpRegistry& re
     TensorId down = batched != batched_down.end()
                         ? batched->second
                         : builder.op("linear", {x, adapter->second.a}, nlohmann::json::object(), "lora_a");
-    if (builder.type(down).dtype == DType::F32 || builder.type(down).dtype == DType::F64) {
+    if (is_full_precision(builder.type(down).dtype)) {
       TensorId up = builder.op("linear", {down, adapter->second.b}, nlohmann::json::object(), "lora_b");
       TensorId scaled = builder.op("scale", {up}, {{"factor", scaling}}, "lora_scale");
       replaced[node.outputs[0]] = builder.op("add", {node.outputs[0], scaled}, nlohmann::json::object(), "lora_out");
+      continue;
+    }
+    // Low-precision (GPU) graphs: the scaling is the B product's factor (cuBLASLt's alpha).
+    nlohmann::json attrs{{"scale", scaling}};
+    if (options.fuse_low_rank_backward) attrs["fused_backward"] = true;
+    if (addend_into_base) {
+      // lora_b = scaling·u·Bᵀ (only written), then the base node becomes linear_add(x, W, lora_b)
+      // with its own name and output: the base matmul reads the adapter output as its C in the
+      // epilogue, where a compute-bound product hides it, instead of a separate pass that reads
+      // the base output and writes the sum. Its gradient to lora_b is d_out itself.
+      TensorId up = builder.op("linear", {down, adapter->second.b}, attrs, "lora_b");
+      graph::Node base = node;
+      base.op = "linear_add";
+      base.inputs.push_back(up);
+      builder.mutable_graph().add_node(base);
     } else {
-      // Low-precision (GPU) graphs: the B product takes the base output as its addend and the
-      // scaling as its factor (one matmul, alpha = scaling, beta = 1), so no [tokens, out] adapter
-      // output is written and re-read by an add and no separate scale pass runs either way; its
-      // gradient with respect to the base output is d_out itself.
-      nlohmann::json attrs{{"scale", scaling}};
-      if (options.fuse_low_rank_backward) attrs["fused_backward"] = true;
+      // With a bias the B product takes the base output as its addend instead (one matmul,
+      // alpha = scaling, beta = 1).
       replaced[node.outputs[0]] = builder.op("linear_add", {down, adapter->second.b, node.outputs[0]}, attrs, "lora_out");
     }
   }

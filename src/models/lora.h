@@ -16,8 +16,9 @@
 // per adapter, and one input-gradient product for x instead of one per adapter.
 // Node form: F32 / F64 graphs (the CPU backend) emit lora_a = linear(x, A), lora_b = linear(·, B),
 // lora_scale = scale(·), lora_out = add(y, ·); low-precision graphs (BF16 on the CUDA backend)
-// emit lora_a and lora_out = linear_add(lora_a, B, y){scale = alpha / r}: the B product with y as
-// its addend and the scaling as its factor, one matmul.
+// emit lora_a, lora_b = linear(lora_a, B){scale = alpha / r} and turn the base node itself into
+// linear_add(x, W, lora_b): the base matmul adds the adapter output in its epilogue (beta = 1).
+// A base with a bias keeps its node and gets lora_out = linear_add(lora_a, B, y){scale} instead.
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,5 @@
-// CUDA binders for the linear family on BF16 graphs (ops/defs/linear_def.cpp): linear,
-// linear_add (scale·x·Wᵀ + c as one cuBLASLt product with a separate C, alpha = scale, beta = 1), their
+// CUDA binders for the linear family on BF16 graphs (ops/defs/linear_def.cpp): linear (alpha =
+// its scale), linear_add (scale·x·Wᵀ + c as one cuBLASLt product with a separate C, alpha = scale, beta = 1), their
 // input gradients (linear_backward_input, linear_backward_input_add: scale·dy·W [+ c]), the weight gradient (bf16 out of
 // an fp32 accumulation inside cuBLASLt; linear_backward_weight_accumulate adds it into the persistent
 // gradient with beta = 1), linear_backward, linear_backward_low_rank(_accumulate) (both gradients of
@@ -17,21 +17,22 @@ namespace {
 namespace k = cuda_kernels;
 using bf16 = __nv_bfloat16;
 
+// The product factor (attribute `scale`, default 1: the LoRA scaling on the B product and its
+// backward ops) as cuBLASLt's alpha, rounded to float.
+float alpha_of(const CudaBindContext& ctx) { return static_cast<float>(ctx.attrs.number_or("scale", 1.0)); }
+
 CudaKernel bind_linear(const CudaBindContext& ctx) {
   expect_in(ctx, 0, DType::BF16);
   const int64_t in = ctx.inputs[1].shape[1], out = ctx.inputs[1].shape[0], rows = ctx.inputs[0].numel() / in;
   const bool has_bias = ctx.inputs.size() == 3;
   cuda::MatmulShape shape{.m = rows, .n = out, .k = in, .transpose_b = true, .has_bias = has_bias};
+  const float alpha = alpha_of(ctx);
   CudaResources* resources = &ctx.resources;
   return [=](const CudaKernelArgs& args) {
     resources->matmul().run(shape, args.outputs[0].data, args.inputs[0].as<const bf16>(), args.inputs[1].as<const bf16>(),
-                            has_bias ? args.inputs[2].as<const bf16>() : nullptr, args.stream);
+                            has_bias ? args.inputs[2].as<const bf16>() : nullptr, args.stream, alpha);
   };
 }
-
-// The product factor (attribute `scale`, default 1: the LoRA scaling on linear_add and its
-// backward ops) as cuBLASLt's alpha, rounded to float.
-float alpha_of(const CudaBindContext& ctx) { return static_cast<float>(ctx.attrs.number_or("scale", 1.0)); }
 
 // One cuBLASLt product of inputs 0 and 1 into output 0, alpha = the node's scale; with
 // shape.has_addend, input 2 is cuBLASLt's C (beta = 1, C ≠ D); with shape.accumulate, output 0

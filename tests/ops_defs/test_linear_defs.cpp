@@ -1,5 +1,5 @@
 // The linear family's graph ops (src/ops/defs/linear_def.cpp) on the CPU backend in F64: gradients
-// of linear and linear_add (with and without the LoRA product factor) against finite differences,
+// of linear and linear_add (each with and without the LoRA product factor) against finite differences,
 // the fused and accumulating forms equal to the separate products, shape rules, and the fan-out
 // folding of low-precision graphs.
 #include <gtest/gtest.h>
@@ -73,6 +73,29 @@ TEST(OpsDefs, LinearAddWithScale) {
       },
       {});
   EXPECT_EQ(checked, 3u);
+}
+
+// linear with a product factor (LoRA's B product in low-precision graphs): scale·x·Wᵀ, and the
+// backward ops carry the factor; x fans out so both input-gradient forms see it. A bias with a
+// scale is refused by name.
+TEST(OpsDefs, LinearWithScale) {
+  size_t checked = check_gradients(
+      [](GraphBuilder& b) {
+        TensorId x = b.parameter("x", DType::F64, {2, 3, 5});
+        TensorId w = b.parameter("w", DType::F64, {4, 5});
+        TensorId y = b.op("linear", {x, w}, {{"scale", 2.5}});
+        return b.op("add", {probe_loss(b, y), probe_loss(b, b.op("linear", {x, w}), "probe2")});
+      },
+      {});
+  EXPECT_EQ(checked, 2u);
+  GraphBuilder b(registry());
+  TensorId x = b.parameter("x", DType::F32, {3, 5}), w = b.parameter("w", DType::F32, {4, 5});
+  try {
+    b.op("linear", {x, w, b.parameter("bias", DType::F32, {4})}, {{"scale", 2.0}});
+    ADD_FAILURE() << "a linear with a bias and a scale was accepted";
+  } catch (const UserError& error) {
+    EXPECT_NE(std::string(error.what()).find("takes no scale"), std::string::npos) << error.what();
+  }
 }
 
 // linear_add and linear_backward_input_add on the CPU backend equal the product plus the addend

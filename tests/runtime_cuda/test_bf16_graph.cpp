@@ -97,9 +97,10 @@ TEST(Bf16DecoderGraph, LoraAdaptersTakeTheBaseWeightDtype) {
 }
 
 // The adapter output: F32 graphs add(y, scale(linear(linear(x, A), B))) as before; BF16 graphs
-// one linear_add(linear(x, A), B, y){scale} per adapter, and input gradients fold the fan-out
-// sums (linear_backward_input_add) instead of separate products and adds, and the adapter
-// gradients are written into their persistent gradients by the matmul (no accumulate nodes).
+// turn each adapted base node into linear_add(x, W, linear(linear(x, A), B){scale}) (the adapter
+// output is the base matmul's addend), input gradients fold the fan-out sums
+// (linear_backward_input_add) instead of separate products and adds, and the adapter gradients
+// are written into their persistent gradients by the matmul (no accumulate nodes).
 TEST(Bf16DecoderGraph, LoraOutputIsOneLinearAddInBf16Graphs) {
   const graph::OpRegistry registry = ops::make_model_registry();
   const io::ModelConfig config = fixture_config("qwen3_qknorm");
@@ -112,12 +113,21 @@ TEST(Bf16DecoderGraph, LoraOutputIsOneLinearAddInBf16Graphs) {
     options.dtype = dtype;
     models::DecoderGraph decoder = models::build_decoder_graph(config, registry, options);
     graph::Graph forward = models::apply_lora(decoder.graph, registry, adapters, lora, true);
-    std::map<std::string, int> lora_out_ops;
+    std::map<std::string, int> lora_out_ops, lora_b_ops, base_ops;
     for (const graph::Node& node : forward.nodes) {
       if (node.name.ends_with(".lora_out")) ++lora_out_ops[node.op];
+      if (node.name.ends_with(".lora_b")) ++lora_b_ops[node.op];
+      if (node.inputs.size() >= 2 && forward.tensor(node.inputs[1]).name.ends_with("_proj.weight")) ++base_ops[node.op];
     }
     const int count = static_cast<int>(adapters.size());
-    EXPECT_EQ(lora_out_ops, (std::map<std::string, int>{{dtype == DType::BF16 ? "linear_add" : "add", count}}));
+    EXPECT_EQ(lora_b_ops, (std::map<std::string, int>{{"linear", count}}));
+    if (dtype == DType::BF16) {
+      EXPECT_TRUE(lora_out_ops.empty());
+      EXPECT_EQ(base_ops, (std::map<std::string, int>{{"linear_add", count}}));
+    } else {
+      EXPECT_EQ(lora_out_ops, (std::map<std::string, int>{{"add", count}}));
+      EXPECT_EQ(base_ops, (std::map<std::string, int>{{"linear", count}}));
+    }
     compiler::ExecutionPlan plan = compiler::compile_training(std::move(forward), decoder.loss, registry);
     int folded = 0, accumulates = 0, fused_accumulates = 0;
     for (const graph::Node& node : plan.graph.nodes) {

@@ -6,16 +6,18 @@
 // "linear_backward"(d_out, x, weight) -> (d_x, d_weight) stays registered for JSON IR graphs
 // that name it; the gradient rule emits the split ops.
 //
+// linear takes an optional product factor `scale` (default 1; not with a bias): LoRA's B product
+// in low-precision graphs, scale·u·Bᵀ.
 // "linear_add"(x, weight, addend){scale = 1} -> scale·x·Wᵀ + addend (addend has out's type): the
-// LoRA rewrite's output in low-precision graphs, one matmul with a separate addend (beta = 1, the
-// LoRA scaling as alpha) instead of a product, a scale and an add. Its gradients: d_x and d_weight
-// as linear's times scale, d_addend = d_out itself.
+// LoRA rewrite's adapted projection in low-precision graphs, the frozen base product with the
+// adapter's output as a separate addend (one matmul, beta = 1) instead of a product and an add.
+// Its gradients: d_x and d_weight as linear's times scale, d_addend = d_out itself.
 //   linear_backward_input_add(d_out, weight, addend){scale = 1} -> scale·d_out·W + addend
 // linear_backward_input and linear_backward_weight take the same optional `scale` on their product.
 // "linear_backward_low_rank"(d_out, x, weight){scale} -> (scale·d_out·W, scale·d_outᵀ·x): both
 // gradients of linear_add from one pass over d_out, for a narrow x (LoRA's B product, x the rank-r
-// tensor); the rule emits it when the node has `fused_backward` (models::LoraOptions) and x has no
-// other consumer. Its "_accumulate" form adds d_weight into the persistent gradient (autodiff).
+// tensor); the rule of linear / linear_add emits it when the node has `fused_backward`
+// (models::LoraOptions) and x has no other consumer. Its "_accumulate" form adds d_weight into the persistent gradient (autodiff).
 // "linear_backward_weight_accumulate"(d_out, x){scale} -> d_weight += scale·d_outᵀ·x: autodiff's
 // form of a low-precision parameter gradient that is one weight product (LoRA's A and B), written
 // straight into the persistent gradient instead of a temporary plus an accumulate node.
@@ -159,6 +161,27 @@ CpuKernel bind_both_gradients(const CpuBindContext& ctx, bool accumulate) {
   });
 }
 
+// Gradients of the product inputs (x, weight) of linear / linear_add with product factor `scale`.
+// With `fused_backward` (LoRA's B product, low-precision graphs) both come from one pass over d_out
+// (linear_backward_low_rank) when x has no other consumer.
+void product_gradients(GradientContext& ctx, TensorId d_out, InputGradients& result) {
+  const double scale = product_scale(ctx.attrs());
+  if (ctx.attrs().boolean_or("fused_backward", false) && folds_gradient_sums(ctx.type(d_out).dtype) &&
+      ctx.needs_input_grad(0) && ctx.needs_input_grad(1)) {
+    if (std::optional<TensorId> pending = ctx.take_pending_input_grad(0)) {  // x has other consumers
+      result[0] = ctx.op("linear_backward_input_add", {d_out, ctx.input(1), *pending}, scale_attrs(scale));
+      result[1] = ctx.op("linear_backward_weight", {d_out, ctx.input(0)}, scale_attrs(scale));
+      return;
+    }
+    OpOutputs both = ctx.op("linear_backward_low_rank", {d_out, ctx.input(0), ctx.input(1)}, scale_attrs(scale));
+    result[0] = both[0];
+    result[1] = both[1];
+    return;
+  }
+  if (ctx.needs_input_grad(0)) result[0] = input_gradient(ctx, d_out, scale);
+  if (ctx.needs_input_grad(1)) result[1] = ctx.op("linear_backward_weight", {d_out, ctx.input(0)}, scale_attrs(scale));
+}
+
 void expect_addend(const InferContext& ctx, size_t index, const TensorType& result) {
   if (ctx.input(index) != result) ctx.fail("{} must be {} (the product's type)", ctx.input_label(index), format_type(result));
 }
@@ -177,25 +200,27 @@ void register_linear(OpRegistry& registry) {
           ctx.expect_rank(2, 1);
           ctx.expect_dim(2, 0, ctx.input(1).shape[0]);
           if (ctx.input(2).dtype != ctx.input(0).dtype) ctx.fail("{} must have the dtype of x", ctx.input_label(2));
+          if (product_scale(ctx.attrs) != 1.0) ctx.fail("a linear with a bias takes no scale");
         }
         return std::vector<TensorType>{result};
       },
       .gradient = [](GradientContext& ctx) -> InputGradients {
         TensorId d_out = ctx.output_grad(0);
         InputGradients result(ctx.node().inputs.size());
-        if (ctx.needs_input_grad(0)) result[0] = input_gradient(ctx, d_out);
-        if (ctx.needs_input_grad(1)) result[1] = ctx.op("linear_backward_weight", {d_out, ctx.input(0)});
+        product_gradients(ctx, d_out, result);
         if (result.size() == 3 && ctx.needs_input_grad(2)) result[2] = ctx.op("bias_gradient", {d_out});
         return result;
       },
       .cpu = [](const CpuBindContext& ctx) {
         int64_t out = ctx.inputs[1].shape[0], in = ctx.inputs[1].shape[1], rows = ctx.inputs[0].numel() / in;
         bool has_bias = ctx.inputs.size() == 3;
+        const double scale = product_scale(ctx.attrs);
         return bind_floating(ctx, ctx.inputs[0].dtype, [=](auto zero) -> CpuKernel {
           using T = decltype(zero);
           return [=](const CpuKernelArgs& args) {
             linear_forward(args.inputs[0].as<T>(), args.inputs[1].as<T>(), has_bias ? args.inputs[2].as<T>() : nullptr,
                            rows, in, out, args.outputs[0].as<T>());
+            if (scale != 1.0) scale_product(args.outputs[0].as<T>(), rows * out, scale, static_cast<const T*>(nullptr));
           };
         });
       },
@@ -212,26 +237,9 @@ void register_linear(OpRegistry& registry) {
       },
       .gradient = [](GradientContext& ctx) -> InputGradients {
         TensorId d_out = ctx.output_grad(0);
-        const double scale = product_scale(ctx.attrs());
         InputGradients result(3);
         result[2] = if_needed(ctx, 2, d_out);
-        if (ctx.attrs().boolean_or("fused_backward", false) && folds_gradient_sums(ctx.type(d_out).dtype) &&
-            ctx.needs_input_grad(0) && ctx.needs_input_grad(1)) {
-          if (std::optional<TensorId> pending = ctx.take_pending_input_grad(0)) {  // x has other consumers
-            result[0] = ctx.op("linear_backward_input_add", {d_out, ctx.input(1), *pending}, scale_attrs(scale));
-            result[1] = ctx.op("linear_backward_weight", {d_out, ctx.input(0)}, scale_attrs(scale));
-            return result;
-          }
-          // Both gradients from one pass over d_out (LoRA's B product: x is the rank-r tensor).
-          OpOutputs both = ctx.op("linear_backward_low_rank", {d_out, ctx.input(0), ctx.input(1)}, scale_attrs(scale));
-          result[0] = both[0];
-          result[1] = both[1];
-          return result;
-        }
-        if (ctx.needs_input_grad(0)) result[0] = input_gradient(ctx, d_out, scale);
-        if (ctx.needs_input_grad(1)) {
-          result[1] = ctx.op("linear_backward_weight", {d_out, ctx.input(0)}, scale_attrs(scale));
-        }
+        product_gradients(ctx, d_out, result);
         return result;
       },
       .cpu = [](const CpuBindContext& ctx) {
