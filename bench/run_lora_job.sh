@@ -3,11 +3,15 @@
 # (LoRA r16 all-linear on Qwen3 0.6B / 1.7B / 4B / 8B, full fine-tuning on 0.6B / 1.7B; seq 2048,
 # micro-batch 2, grad-accum 4, AdamW in the step). Here, first:
 #   CARRY_DIR=carry/cudal BUILD_DIR=build-cudal scripts/gpu_check.sh --prepare
-# then run `bash bench/run_lora_job.sh` there with carry ["carry/cudal"]. Logs and
+# then run `bash bench/run_lora_job.sh` there with carry ["carry/cudal.tar.gz"] (unpacked here when
+# the folder is missing). Logs and
 # surogate.jsonl land in $OUT. Env: LORA_MODELS, FULL_MODELS, SKIP_TESTS=1.
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 export CARRY_DIR="${CARRY_DIR:-$root/carry/cudal}"
+if [[ ! -x "$CARRY_DIR/surogate_train_bench" && -f "$CARRY_DIR.tar.gz" ]]; then
+  tar -xzf "$CARRY_DIR.tar.gz" -C "$(dirname "$CARRY_DIR")" || exit 1
+fi
 export LD_LIBRARY_PATH="$CARRY_DIR/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 log="${OUT:-/tmp/lora_job}"
 mkdir -p "$log"

@@ -3,7 +3,8 @@
 #
 #   scripts/gpu_check.sh --prepare   (here, on the build machine) build the CUDA tests for sm_90a
 #                                    and collect them plus the non-CUDA shared libraries they
-#                                    need into carry/cuda/ (git-ignored; pass `carry` to the run)
+#                                    need into carry/cuda/ and carry/cuda.tar.gz (git-ignored;
+#                                    pass the .tar.gz as `carry`: the run unpacks it)
 #   scripts/gpu_check.sh             (on the GPU machine) say where cuDNN / NCCL / cuBLASLt live,
 #                                    show nvidia-smi, run tests/cuda (then again under
 #                                    compute-sanitizer memcheck if present) and the measurements,
@@ -36,8 +37,14 @@ if [[ "${1:-}" == "--prepare" ]]; then
       *) cp -L "$lib" "$carry/lib/" ;;
     esac
   done
-  du -sh "$carry"; ls -l "$carry" "$carry/lib"
+  # The folder (~125 MiB with OpenBLAS, ICU, curl) is over the 64 MiB a device call carries; the
+  # gzip beside it (~45 MiB) travels instead and is unpacked on the GPU machine (below).
+  tar -czf "$carry.tar.gz" -C "$(dirname "$carry")" "$(basename "$carry")" || exit 1
+  du -sh "$carry" "$carry.tar.gz"; ls -l "$carry" "$carry/lib"
   exit 0
+fi
+if [[ ! -x "$carry/cuda_tests" && -f "$carry.tar.gz" ]]; then
+  tar -xzf "$carry.tar.gz" -C "$(dirname "$carry")" || exit 1
 fi
 
 log_dir="${OUT:-/tmp/gpu_check}"
