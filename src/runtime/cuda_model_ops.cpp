@@ -313,7 +313,8 @@ AttentionLayout attention_layout(const CudaBindContext& ctx) {
 cuda::AttentionShape flash_shape(const AttentionLayout& layout) {
   // `documents` is an upper bound: cu_seqlens_from_documents pads past the last document.
   return cuda::AttentionShape{layout.tokens(), layout.q_heads, layout.kv_heads, layout.head_dim,
-                              static_cast<int>(layout.tokens()), layout.window, layout.scale};
+                              static_cast<int>(layout.tokens()), layout.window, layout.scale,
+                              static_cast<int>(layout.sequence)};
 }
 
 k::PlainAttentionShape plain_shape(const AttentionLayout& layout) {

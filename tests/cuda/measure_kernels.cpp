@@ -199,7 +199,7 @@ int main() {
     DeviceBuffer<float> lse(tokens * c.q_heads), workspace(attention_backward_workspace_floats(shape));
     // Causal: half of the 2048² score matrix per document and head; 4 flops per score·dim (QKᵀ, PV).
     const double forward_flops = double(c.documents) * c.q_heads * (2048.0 * 2048.0 / 2) * 128 * 4;
-    char label[96];
+    char label[128];
     for (int blocks_per_sm : {2, 3}) {
       const double ms = median_ms([&] {
         attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), cu_device.data(), shape, nullptr,
@@ -208,12 +208,18 @@ int main() {
       std::snprintf(label, sizeof label, "attention fwd %s, %d blocks/SM", c.name, blocks_per_sm);
       row(label, ms, "TFLOP/s", forward_flops);
     }
-    for (int warps : {4, 8}) {
+    // Rows of 2048 tokens (the job's micro-batch rows: every row's heavy key blocks first).
+    shape.sequence = 2048;
+    for (int variant = 0; variant < 3; ++variant) {
+      const int warps = variant == 1 ? 8 : 4;
+      const AttentionBackwardBlocks blocks =
+          variant == 2 ? AttentionBackwardBlocks::PerQueryHead : AttentionBackwardBlocks::WholeGroup;
       const double ms_backward = median_ms([&] {
         attention_backward(dq.data(), dk.data(), dv.data(), workspace.data(), dout.data(), q.data(), k.data(),
-                           v.data(), out.data(), lse.data(), cu_device.data(), shape, nullptr, warps);
+                           v.data(), out.data(), lse.data(), cu_device.data(), shape, nullptr, warps, blocks);
       });
-      std::snprintf(label, sizeof label, "attention bwd %s, %d warps (2.5x fwd flops)", c.name, warps);
+      std::snprintf(label, sizeof label, "attention bwd %s, %d warps, %s (2.5x fwd flops)", c.name, warps,
+                    variant == 2 ? "per q head" : "whole group");
       row(label, ms_backward, "TFLOP/s", 2.5 * forward_flops);
     }
   }

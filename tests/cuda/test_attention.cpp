@@ -3,8 +3,9 @@
 // Tolerances: output 1e-2 relative (probabilities are rounded to bf16 before P·V, matmul
 // class); logsumexp 1e-4 relative (fp32 scores); dq, dk, dv 2e-2 relative (two bf16
 // roundings, of P / dS and of the output, over long fp32 accumulations). dk and dv must be
-// bitwise reproducible (written once per block, GQA partials summed in a fixed order); dq uses
-// atomics and need not be. The backward runs with both key-block widths (4 and 8 warps), the
+// bitwise reproducible (a group's heads accumulated in a fixed order, or GQA partials summed in a
+// fixed order); dq uses atomics and need not be. The backward runs with both key-block widths (4
+// and 8 warps) and both work splits (whole group, per q head), with and without batch rows, the
 // forward in both occupancy variants (2 and 3 blocks per SM), which must agree bit for bit, and
 // both with the exact cu_seqlens and with the padded list the runtime passes (same bits; dq within
 // 1e-2 of the exact run's, the spread of its atomics' order).
@@ -84,6 +85,7 @@ Reference reference_attention(const std::vector<float>& q, const std::vector<flo
 struct Case {
   std::vector<int32_t> cu_seqlens;
   int q_heads, kv_heads, head_dim, window;
+  int sequence = 0;  // batch row length (AttentionShape::sequence); 0 = not given
 };
 
 TEST(CudaAttention, ForwardBackwardPackedCausalGqaWindow) {
@@ -97,11 +99,14 @@ TEST(CudaAttention, ForwardBackwardPackedCausalGqaWindow) {
       {{0, 70, 77, 260}, 4, 1, 128, 33},
       {{0, 1100}, 2, 1, 128, 0},          // many tiles: pipelining and the unmasked fast path
       {{0, 700, 1100}, 4, 2, 64, 300},
+      {{0, 300, 512, 700, 1024}, 4, 2, 64, 0, 512},  // two rows: their key blocks interleave
+      {{0, 128, 256, 384}, 8, 2, 128, 0, 128},
   };
   for (const Case& c : cases) {
     AttentionShape shape{.tokens = c.cu_seqlens.back(), .q_heads = c.q_heads, .kv_heads = c.kv_heads,
                          .head_dim = c.head_dim, .documents = static_cast<int>(c.cu_seqlens.size()) - 1,
-                         .window = c.window, .softmax_scale = 1.0f / std::sqrt(float(c.head_dim))};
+                         .window = c.window, .softmax_scale = 1.0f / std::sqrt(float(c.head_dim)),
+                         .sequence = c.sequence};
     const int64_t q_count = shape.tokens * c.q_heads * c.head_dim, kv_count = shape.tokens * c.kv_heads * c.head_dim;
     auto q = random_floats(q_count, 2.0f), k = random_floats(kv_count, 2.0f), v = random_floats(kv_count);
     auto dout = random_floats(q_count);
@@ -113,7 +118,7 @@ TEST(CudaAttention, ForwardBackwardPackedCausalGqaWindow) {
     const Reference r = reference_attention(q, k, v, dout, c.cu_seqlens, shape);
     const std::string where = "tokens=" + std::to_string(shape.tokens) + " heads=" + std::to_string(c.q_heads) + "/" +
                               std::to_string(c.kv_heads) + " head_dim=" + std::to_string(c.head_dim) +
-                              " window=" + std::to_string(c.window);
+                              " window=" + std::to_string(c.window) + " sequence=" + std::to_string(c.sequence);
     // Both occupancy variants of the forward (3 shares the Q tile with a K buffer) give the same
     // bits: they run the same arithmetic in the same order.
     std::vector<Bf16> outputs[2];
@@ -130,8 +135,12 @@ TEST(CudaAttention, ForwardBackwardPackedCausalGqaWindow) {
       EXPECT_LT(relative_error(logsumexp.download(), r.logsumexp), 1e-4) << at;
     }
     EXPECT_EQ(outputs[0], outputs[1]) << "the two forward variants differ, " << where;
-    for (int warps : {4, 8}) {
-      const std::string at = where + " key_block_warps=" + std::to_string(warps);
+    for (int variant = 0; variant < 4; ++variant) {
+      const int warps = variant % 2 == 0 ? 4 : 8;
+      const AttentionBackwardBlocks blocks =
+          variant < 2 ? AttentionBackwardBlocks::WholeGroup : AttentionBackwardBlocks::PerQueryHead;
+      const std::string at = where + " key_block_warps=" + std::to_string(warps) +
+                             (variant < 2 ? " whole group" : " per q head");
       std::vector<Bf16> dk_runs[2], dv_runs[2];
       for (int run = 0; run < 2; ++run) {
         dq.poison();
@@ -140,7 +149,7 @@ TEST(CudaAttention, ForwardBackwardPackedCausalGqaWindow) {
         workspace.poison();
         attention_backward(bf16_ptr(dq), bf16_ptr(dk), bf16_ptr(dv), workspace.data(), bf16_ptr(device_dout),
                            bf16_ptr(device_q), bf16_ptr(device_k), bf16_ptr(device_v), bf16_ptr(out),
-                           logsumexp.data(), device_cu.data(), shape, nullptr, warps);
+                           logsumexp.data(), device_cu.data(), shape, nullptr, warps, blocks);
         synchronize();
         dk_runs[run] = dk.download();
         dv_runs[run] = dv.download();

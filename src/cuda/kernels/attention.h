@@ -16,13 +16,14 @@
 //             the A operand of P·V without touching shared memory. Only key tiles that some
 //             row of the block can see are visited (causal + document + window bounds).
 //   backward: delta = rowsum(dO ∘ O) first; then a block owns 64 keys (4 warps × 16; 128 keys
-//             and 8 warps on request, head_dim 64/128) of ONE q head, dK/dV accumulated in registers over
-//             every 32-query tile that can see those keys. One block per (q head, key block)
-//             keeps the causal work balanced across SMs. With GQA each block writes its head's
-//             dK/dV partial in fp32 and a second kernel sums the group in a fixed order, so dK
-//             and dV are bitwise deterministic. dQ is accumulated with fp32 atomics into a
-//             workspace and converted to bf16 at the end: dQ is NOT bitwise deterministic
-//             (rounding-level differences).
+//             and 8 warps on request, head_dim 64/128) of one kv head, dK/dV accumulated in
+//             registers over every 32-query tile that can see those keys, for each q head of the
+//             group in turn (fixed order: dK and dV are bitwise deterministic). Blocks start with
+//             every batch row's heaviest causal key blocks (AttentionShape::sequence). The
+//             PerQueryHead variant runs one block per (q head, key block) and sums fp32 dK/dV
+//             partials of the group in a fixed order after. dQ is accumulated with fp32 atomics
+//             into a workspace and converted to bf16 at the end: dQ is NOT bitwise
+//             deterministic (rounding-level differences).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -40,7 +41,13 @@ struct AttentionShape {
   int documents = 0;        // entries of cu_seqlens minus one
   int window = 0;           // sliding window in tokens; 0 = unlimited
   float softmax_scale = 0;  // usually 1 / sqrt(head_dim)
+  int sequence = 0;         // tokens per batch row (the backward starts every row's heavy blocks
+                            // first); 0 = unknown
 };
+
+// How the backward splits its work: one block per (kv head, key block) walking every q head of
+// the group (the default), or per (q head, key block) with fp32 dK / dV partials summed after.
+enum class AttentionBackwardBlocks { Default, WholeGroup, PerQueryHead };
 
 // blocks_per_sm: 0 is the default, 3: the Q tile shares a K buffer so three blocks fit per SM (H100,
 // 2026-11-23: 8B job shape 175 -> 211 TFLOP/s, same bits); 2 keeps the earlier kernel, selectable to
@@ -49,14 +56,15 @@ void attention_forward(__nv_bfloat16* out, float* logsumexp, const __nv_bfloat16
                        const __nv_bfloat16* v, const int32_t* cu_seqlens, const AttentionShape& shape,
                        cudaStream_t stream, int blocks_per_sm = 0);
 
-// fp32 workspace the backward needs: dQ accumulator, delta and, with GQA, the per-q-head dK / dV
-// partials (3 × tokens × q_heads × head_dim + tokens × q_heads floats).
+// fp32 workspace the backward needs: dQ accumulator, delta and, with GQA, room for the PerQueryHead
+// variant's dK / dV partials (3 × tokens × q_heads × head_dim + tokens × q_heads floats).
 int64_t attention_backward_workspace_floats(const AttentionShape& shape);
 
 void attention_backward(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bfloat16* dv, float* workspace,
                         const __nv_bfloat16* dout, const __nv_bfloat16* q, const __nv_bfloat16* k,
                         const __nv_bfloat16* v, const __nv_bfloat16* out, const float* logsumexp,
                         const int32_t* cu_seqlens, const AttentionShape& shape, cudaStream_t stream,
-                        int key_block_warps = 0);  // 0: the tuned default; 4 or 8 to measure both
+                        int key_block_warps = 0,  // 0: the tuned default; 4 or 8 to measure both
+                        AttentionBackwardBlocks blocks = AttentionBackwardBlocks::Default);
 
 }  // namespace surogate::cuda

@@ -1,12 +1,15 @@
-// Flash attention backward (see attention.h). A block owns kBlockKeys = 16·kWarps keys of ONE q
-// head (warp w: keys 16w..16w+15) and walks every 32-query tile that can see them; blocks are
-// launched head-fastest from the first key block on, so the heaviest (causal) blocks start first.
+// Flash attention backward (see attention.h). A block owns kBlockKeys = 16·kWarps keys (warp w:
+// keys 16w..16w+15) of one kv head and walks every 32-query tile that can see them, for each q
+// head of the kv head's group in turn (or of ONE q head: AttentionBackwardBlocks::PerQueryHead);
+// blocks are launched head-fastest from the first key block of every row on, so the heaviest
+// (causal) blocks start first.
 // Q / dO tiles are double-buffered with cp.async; steps whose 32 queries all see all keys skip the
 // per-element mask. Per step, with the warp's keys as the M dimension of the first four products:
 //   Sᵀ = K·Qᵀ → Pᵀ = exp(scale·Sᵀ − lse)         dPᵀ = V·dOᵀ       dSᵀ = Pᵀ ∘ (dPᵀ − delta)
 //   dV += Pᵀ·dO      dK += dSᵀ·Q  (registers)     dQ += dS·K (dSᵀ via shared memory, fp32 atomics)
-// GQA: with several q heads per kv head, each block writes its head's dK / dV partial in fp32 and
-// a second kernel sums the group in a fixed order, so dK / dV stay bitwise deterministic.
+// GQA: dK / dV of the whole group accumulate in registers in a fixed order (head, then query
+// step), so they are bitwise deterministic; the per-q-head blocks write fp32 partials that a second
+// kernel sums in a fixed order instead.
 #include "cuda/cuda_check.h"
 #include "cuda/kernels/attention.h"
 #include "cuda/kernels/attention_tiles.cuh"
@@ -87,7 +90,20 @@ __device__ __forceinline__ void atomic_add_pair(float* target, float x, float y)
 #endif
 }
 
-template <int kHeadDim, int kWarps>
+// The key block of grid row y: with rows of `sequence` tokens (a multiple of kBlockKeys), the rows'
+// blocks interleave (row 0 block 0, row 1 block 0, row 0 block 1, ...) so that every row's heaviest
+// causal blocks start first; otherwise blocks go in token order.
+template <int kBlockKeys>
+__device__ __forceinline__ int64_t key_block_of(unsigned y, const AttentionShape& shape) {
+  if (shape.sequence <= 0 || shape.sequence % kBlockKeys != 0 || shape.tokens % shape.sequence != 0) return y;
+  const int64_t rows = shape.tokens / shape.sequence, per_row = shape.sequence / kBlockKeys;
+  return (y % rows) * per_row + y / rows;
+}
+
+// kWholeGroup: a block owns its keys for every q head of the kv head's group (grid.x = kv heads)
+// and accumulates dK / dV over all of them in registers; otherwise one q head (grid.x = q heads)
+// with fp32 partials summed by sum_group_kernel when the group has several heads.
+template <int kHeadDim, int kWarps, bool kWholeGroup>
 __global__ void __launch_bounds__(kWarps * 32, 1)
     attention_backward_kernel(__nv_bfloat16* dk, __nv_bfloat16* dv, float* dk_partial, float* dv_partial,
                               float* dq_accumulator, const __nv_bfloat16* dout, const __nv_bfloat16* q,
@@ -116,12 +132,13 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
   auto stage_delta = [&](int stage) { return row_stages + (stage * 3 + 1) * kBlockQueries; };
   auto stage_lowest = [&](int stage) { return reinterpret_cast<int*>(row_stages + (stage * 3 + 2) * kBlockQueries); };
 
-  const int head = blockIdx.x;
   const int group = shape.q_heads / shape.kv_heads;
-  const int kv_head = head / group;
+  const int kv_head = kWholeGroup ? static_cast<int>(blockIdx.x) : static_cast<int>(blockIdx.x) / group;
+  const int first_head = kWholeGroup ? kv_head * group : static_cast<int>(blockIdx.x);
+  const int block_heads = kWholeGroup ? group : 1;
   const int64_t tokens = shape.tokens;
   const int64_t q_stride = int64_t{shape.q_heads} * kHeadDim, kv_stride = int64_t{shape.kv_heads} * kHeadDim;
-  const int64_t first_key = int64_t{blockIdx.y} * kBlockKeys;
+  const int64_t first_key = key_block_of<kBlockKeys>(blockIdx.y, shape) * kBlockKeys;
   const int64_t last_key = min(first_key + kBlockKeys, tokens) - 1;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
 
@@ -144,9 +161,12 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
   float grad_k[kOutTiles][4] = {};
   float grad_v[kOutTiles][4] = {};
 
+  // Work items: the query steps of each of the block's heads in turn (index = head · steps + step).
   const int steps = static_cast<int>((query_end - first_key + kBlockQueries - 1) / kBlockQueries);
-  auto prefetch = [&](int stage, int step) {
-    const int64_t first_query = first_key + int64_t{step} * kBlockQueries;
+  const int items = steps * block_heads;
+  auto prefetch = [&](int stage, int item) {
+    const int head = first_head + item / steps;
+    const int64_t first_query = first_key + int64_t{item % steps} * kBlockQueries;
     const int64_t offset = first_query * q_stride + int64_t{head} * kHeadDim;
     load_tile_async<kHeadDim, kThreadCount>(stage_q(stage), q + offset, q_stride, kBlockQueries, tokens - first_query);
     load_tile_async<kHeadDim, kThreadCount>(stage_do(stage), dout + offset, q_stride, kBlockQueries,
@@ -166,13 +186,14 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
       stage_lowest(stage)[threadIdx.x] = static_cast<int>(lowest);
     }
   };
-  if (steps > 0) prefetch(0, 0);
+  if (items > 0) prefetch(0, 0);
 
-  for (int step = 0; step < steps; ++step) {
-    const int stage = step & 1;
-    const int64_t first_query = first_key + int64_t{step} * kBlockQueries;
-    if (step + 1 < steps) {
-      prefetch(stage ^ 1, step + 1);  // that stage's last readers finished before the previous mid barrier
+  for (int item = 0; item < items; ++item) {
+    const int stage = item & 1;
+    const int head = first_head + item / steps;
+    const int64_t first_query = first_key + int64_t{item % steps} * kBlockQueries;
+    if (item + 1 < items) {
+      prefetch(stage ^ 1, item + 1);  // that stage's last readers finished before the previous mid barrier
       copy_async_wait<1>();
     } else {
       copy_async_wait<0>();
@@ -293,7 +314,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     if (keys[r] >= tokens) continue;
-    if (group == 1) {
+    if (kWholeGroup || group == 1) {
       const int64_t offset = keys[r] * kv_stride + int64_t{kv_head} * kHeadDim + 2 * t;
 #pragma unroll
       for (int n = 0; n < kOutTiles; ++n) {
@@ -303,7 +324,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
             __floats2bfloat162_rn(grad_v[n][2 * r], grad_v[n][2 * r + 1]);
       }
     } else {
-      const int64_t offset = keys[r] * q_stride + int64_t{head} * kHeadDim + 2 * t;
+      const int64_t offset = keys[r] * q_stride + int64_t{first_head} * kHeadDim + 2 * t;
 #pragma unroll
       for (int n = 0; n < kOutTiles; ++n) {
         *reinterpret_cast<float2*>(dk_partial + offset + n * 8) =
@@ -314,7 +335,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
   }
 }
 
-template <int kHeadDim, int kWarps>
+template <int kHeadDim, int kWarps, bool kWholeGroup>
 void launch_backward(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bfloat16* dv, float* workspace,
                      const __nv_bfloat16* dout, const __nv_bfloat16* q, const __nv_bfloat16* k,
                      const __nv_bfloat16* v, const __nv_bfloat16* out, const float* logsumexp,
@@ -335,16 +356,16 @@ void launch_backward(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bfloat16* dv, fl
       delta, dout, out, shape.tokens, shape.q_heads);
   CUDA_CHECK_LAUNCH();
   constexpr size_t kShared = backward_shared_bytes<kHeadDim, kWarps>();
-  CUDA_CHECK(cudaFuncSetAttribute(attention_backward_kernel<kHeadDim, kWarps>,
+  CUDA_CHECK(cudaFuncSetAttribute(attention_backward_kernel<kHeadDim, kWarps, kWholeGroup>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kShared)));
-  const dim3 grid(shape.q_heads, static_cast<unsigned>(key_blocks));
-  attention_backward_kernel<kHeadDim, kWarps><<<grid, kWarps * 32, kShared, stream>>>(
+  const dim3 grid(kWholeGroup ? shape.kv_heads : shape.q_heads, static_cast<unsigned>(key_blocks));
+  attention_backward_kernel<kHeadDim, kWarps, kWholeGroup><<<grid, kWarps * 32, kShared, stream>>>(
       dk, dv, dk_partial, dv_partial, dq_accumulator, dout, q, k, v, logsumexp, delta, cu_seqlens, shape);
   CUDA_CHECK_LAUNCH();
   convert_dq_kernel<<<static_cast<unsigned>((q_elements / 4 + 255) / 256), 256, 0, stream>>>(dq, dq_accumulator,
                                                                                            q_elements);
   CUDA_CHECK_LAUNCH();
-  if (group > 1) {
+  if (!kWholeGroup && group > 1) {
     const int64_t kv_elements = shape.tokens * shape.kv_heads * kHeadDim;
     const unsigned blocks = static_cast<unsigned>((kv_elements / 4 + 255) / 256);
     sum_group_kernel<<<blocks, 256, 0, stream>>>(dk, dk_partial, shape.tokens, shape.kv_heads, group, kHeadDim);
@@ -366,19 +387,24 @@ void attention_backward(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bfloat16* dv,
                         const __nv_bfloat16* dout, const __nv_bfloat16* q, const __nv_bfloat16* k,
                         const __nv_bfloat16* v, const __nv_bfloat16* out, const float* logsumexp,
                         const int32_t* cu_seqlens, const AttentionShape& shape, cudaStream_t stream,
-                        int key_block_warps) {
+                        int key_block_warps, AttentionBackwardBlocks blocks) {
   check_attention_shape(shape);
   CUDA_REQUIRE(key_block_warps == 0 || key_block_warps == 4 || key_block_warps == 8,
                "attention backward: key_block_warps must be 0 (default), 4 or 8");
   if (shape.tokens == 0) return;
   // 4 warps (64 keys, two blocks per SM) measured ~3% faster than 8 on H100 (docs/cuda.md).
   const bool wide = key_block_warps == 8;
-#define SUROGATE_BACKWARD(D, W) \
-  launch_backward<D, W>(dq, dk, dv, workspace, dout, q, k, v, out, logsumexp, cu_seqlens, shape, stream)
+  const bool whole_group = blocks != AttentionBackwardBlocks::PerQueryHead;
+#define SUROGATE_BACKWARD(D, W)                                                                                  \
+  if (whole_group) {                                                                                           \
+    launch_backward<D, W, true>(dq, dk, dv, workspace, dout, q, k, v, out, logsumexp, cu_seqlens, shape, stream); \
+  } else {                                                                                                     \
+    launch_backward<D, W, false>(dq, dk, dv, workspace, dout, q, k, v, out, logsumexp, cu_seqlens, shape, stream); \
+  }
   switch (shape.head_dim) {
     case 32: SUROGATE_BACKWARD(32, 4); break;
-    case 64: if (wide) SUROGATE_BACKWARD(64, 8); else SUROGATE_BACKWARD(64, 4); break;
-    default: if (wide) SUROGATE_BACKWARD(128, 8); else SUROGATE_BACKWARD(128, 4); break;
+    case 64: if (wide) { SUROGATE_BACKWARD(64, 8); } else { SUROGATE_BACKWARD(64, 4); } break;
+    default: if (wide) { SUROGATE_BACKWARD(128, 8); } else { SUROGATE_BACKWARD(128, 4); } break;
   }
 #undef SUROGATE_BACKWARD
 }
