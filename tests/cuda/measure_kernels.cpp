@@ -196,7 +196,8 @@ int main() {
     auto q = random_bf16(q_count, 2.0f), k = random_bf16(kv_count, 2.0f), v = random_bf16(kv_count, 1.0f),
          dout = random_bf16(q_count, 1.0f);
     DeviceBuffer<__nv_bfloat16> out(q_count), dq(q_count), dk(kv_count), dv(kv_count);
-    DeviceBuffer<float> lse(tokens * c.q_heads), workspace(attention_backward_workspace_floats(shape));
+    DeviceBuffer<float> lse(tokens * c.q_heads),
+        workspace(attention_backward_workspace_floats(shape, AttentionBackwardBlocks::PerQueryHead));
     // Causal: half of the 2048² score matrix per document and head; 4 flops per score·dim (QKᵀ, PV).
     const double forward_flops = double(c.documents) * c.q_heads * (2048.0 * 2048.0 / 2) * 128 * 4;
     char label[128];

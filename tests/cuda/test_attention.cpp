@@ -114,7 +114,12 @@ TEST(CudaAttention, ForwardBackwardPackedCausalGqaWindow) {
          device_dout = device_bf16(dout);
     auto device_cu = to_device(c.cu_seqlens);
     DeviceBuffer<Bf16> out(q_count), dq(q_count), dk(kv_count), dv(kv_count);
-    DeviceBuffer<float> logsumexp(shape.tokens * c.q_heads), workspace(attention_backward_workspace_floats(shape));
+    // The per-q-head split needs the largest workspace; the default one runs in its own, exact size
+    // below (memcheck sees any overrun).
+    DeviceBuffer<float> logsumexp(shape.tokens * c.q_heads),
+        workspace(attention_backward_workspace_floats(shape, AttentionBackwardBlocks::PerQueryHead)),
+        default_workspace(attention_backward_workspace_floats(shape));
+    EXPECT_EQ(attention_backward_workspace_floats(shape), shape.tokens * c.q_heads * (c.head_dim + 1)) << "dQ and delta";
     const Reference r = reference_attention(q, k, v, dout, c.cu_seqlens, shape);
     const std::string where = "tokens=" + std::to_string(shape.tokens) + " heads=" + std::to_string(c.q_heads) + "/" +
                               std::to_string(c.kv_heads) + " head_dim=" + std::to_string(c.head_dim) +
@@ -162,7 +167,7 @@ TEST(CudaAttention, ForwardBackwardPackedCausalGqaWindow) {
     }
     // The runtime passes cu_seqlens padded with `tokens` up to tokens + 1 entries (documents =
     // tokens, an upper bound): the same bits as the exact list, dq within its atomics' rounding.
-    attention_backward(bf16_ptr(dq), bf16_ptr(dk), bf16_ptr(dv), workspace.data(), bf16_ptr(device_dout),
+    attention_backward(bf16_ptr(dq), bf16_ptr(dk), bf16_ptr(dv), default_workspace.data(), bf16_ptr(device_dout),
                        bf16_ptr(device_q), bf16_ptr(device_k), bf16_ptr(device_v), bf16_ptr(out), logsumexp.data(),
                        device_cu.data(), shape, nullptr);
     synchronize();
@@ -182,7 +187,7 @@ TEST(CudaAttention, ForwardBackwardPackedCausalGqaWindow) {
     dq.poison();
     dk.poison();
     dv.poison();
-    attention_backward(bf16_ptr(dq), bf16_ptr(dk), bf16_ptr(dv), workspace.data(), bf16_ptr(device_dout),
+    attention_backward(bf16_ptr(dq), bf16_ptr(dk), bf16_ptr(dv), default_workspace.data(), bf16_ptr(device_dout),
                        bf16_ptr(device_q), bf16_ptr(device_k), bf16_ptr(device_v), bf16_ptr(out), logsumexp.data(),
                        device_padded_cu.data(), padded_shape, nullptr);
     synchronize();

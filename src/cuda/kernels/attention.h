@@ -56,9 +56,11 @@ void attention_forward(__nv_bfloat16* out, float* logsumexp, const __nv_bfloat16
                        const __nv_bfloat16* v, const int32_t* cu_seqlens, const AttentionShape& shape,
                        cudaStream_t stream, int blocks_per_sm = 0);
 
-// fp32 workspace the backward needs: dQ accumulator, delta and, with GQA, room for the PerQueryHead
-// variant's dK / dV partials (3 × tokens × q_heads × head_dim + tokens × q_heads floats).
-int64_t attention_backward_workspace_floats(const AttentionShape& shape);
+// fp32 workspace the backward needs for a work split: the dQ accumulator and delta (tokens ×
+// q_heads × (head_dim + 1) floats) and, for the PerQueryHead split with GQA, the dK / dV partials
+// (2 × tokens × q_heads × head_dim more).
+int64_t attention_backward_workspace_floats(const AttentionShape& shape,
+                                            AttentionBackwardBlocks blocks = AttentionBackwardBlocks::Default);
 
 void attention_backward(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bfloat16* dv, float* workspace,
                         const __nv_bfloat16* dout, const __nv_bfloat16* q, const __nv_bfloat16* k,

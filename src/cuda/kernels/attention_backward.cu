@@ -343,11 +343,13 @@ void launch_backward(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bfloat16* dv, fl
   constexpr int kBlockKeys = 16 * kWarps;
   const int group = shape.q_heads / shape.kv_heads;
   const int64_t q_elements = shape.tokens * shape.q_heads * kHeadDim;
-  // dQ | dK, dV partials (GQA only) | delta: the vector-accessed parts first, 16-byte aligned.
+  // dQ | dK, dV partials (per-q-head split with GQA only) | delta: the vector-accessed parts
+  // first, 16-byte aligned.
+  const bool partials = !kWholeGroup && group > 1;
   float* dq_accumulator = workspace;
   float* dk_partial = dq_accumulator + q_elements;
   float* dv_partial = dk_partial + q_elements;
-  float* delta = group > 1 ? dv_partial + q_elements : dk_partial;
+  float* delta = partials ? dv_partial + q_elements : dk_partial;
   const int64_t key_blocks = (shape.tokens + kBlockKeys - 1) / kBlockKeys;
   CUDA_REQUIRE(key_blocks <= 65535, "attention backward: too many tokens for one launch");
   CUDA_CHECK(cudaMemsetAsync(dq_accumulator, 0, q_elements * sizeof(float), stream));
@@ -365,7 +367,7 @@ void launch_backward(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bfloat16* dv, fl
   convert_dq_kernel<<<static_cast<unsigned>((q_elements / 4 + 255) / 256), 256, 0, stream>>>(dq, dq_accumulator,
                                                                                            q_elements);
   CUDA_CHECK_LAUNCH();
-  if (!kWholeGroup && group > 1) {
+  if (partials) {
     const int64_t kv_elements = shape.tokens * shape.kv_heads * kHeadDim;
     const unsigned blocks = static_cast<unsigned>((kv_elements / 4 + 255) / 256);
     sum_group_kernel<<<blocks, 256, 0, stream>>>(dk, dk_partial, shape.tokens, shape.kv_heads, group, kHeadDim);
@@ -377,10 +379,11 @@ void launch_backward(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bfloat16* dv, fl
 
 }  // namespace
 
-int64_t attention_backward_workspace_floats(const AttentionShape& shape) {
+int64_t attention_backward_workspace_floats(const AttentionShape& shape, AttentionBackwardBlocks blocks) {
   const int64_t q_elements = shape.tokens * shape.q_heads * int64_t{shape.head_dim};
   const bool grouped = shape.kv_heads > 0 && shape.q_heads / shape.kv_heads > 1;
-  return q_elements + shape.tokens * shape.q_heads + (grouped ? 2 * q_elements : 0);
+  const bool partials = grouped && blocks == AttentionBackwardBlocks::PerQueryHead;
+  return q_elements + shape.tokens * shape.q_heads + (partials ? 2 * q_elements : 0);
 }
 
 void attention_backward(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bfloat16* dv, float* workspace,
