@@ -111,7 +111,8 @@ graph::Graph apply_lora(const graph::Graph& forward, const graph::OpRegistry& re
     ++adapted;
     // Low-precision graphs without a bias: the base product comes last, with the adapter's output
     // as its addend (below); every other form keeps the base node first.
-    const bool addend_into_base = node.inputs.size() == 2 && !is_full_precision(forward.tensor(node.inputs[1]).type.dtype);
+    const bool addend_into_base =
+        node.inputs.size() == 2 && !is_full_precision(forward.tensor(node.inputs[1]).type.dtype);
     if (!addend_into_base) builder.mutable_graph().add_node(node);
     auto scope = builder.scope(node.name);
     auto group = builder.recompute_group(node.recompute_group);
@@ -158,7 +159,8 @@ graph::Graph apply_lora(const graph::Graph& forward, const graph::OpRegistry& re
     } else {
       // With a bias the B product takes the base output as its addend instead (one matmul,
       // alpha = scaling, beta = 1).
-      replaced[node.outputs[0]] = builder.op("linear_add", {down, adapter->second.b, node.outputs[0]}, attrs, "lora_out");
+      replaced[node.outputs[0]] =
+          builder.op("linear_add", {down, adapter->second.b, node.outputs[0]}, attrs, "lora_out");
     }
   }
   SUROGATE_CHECK(adapted == adapters.size(), "every LoRA target is the weight of exactly one linear node ({} of {})",

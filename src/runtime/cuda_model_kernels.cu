@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "cuda/cuda_check.h"
+#include "cuda/kernels/document_search.cuh"
 #include "runtime/cuda_launch.cuh"
 
 namespace surogate::runtime::cuda_kernels {
@@ -124,13 +125,9 @@ __global__ void cu_seqlens_kernel(int32_t* cu_seqlens, const int32_t* documents,
 
 // ---- plain attention ----
 
-__device__ __forceinline__ int64_t document_start(const int32_t* cu, int64_t documents, int64_t token) {
-  int64_t low = 0, high = documents - 1;
-  while (low < high) {
-    const int64_t middle = (low + high + 1) / 2;
-    if (cu[middle] <= token) low = middle; else high = middle - 1;
-  }
-  return low;  // the document index
+// The document index of a token in the padded cu_seqlens (tokens + 1 entries).
+__device__ __forceinline__ int64_t document_of(const int32_t* cu, int64_t tokens, int64_t token) {
+  return surogate::cuda::document_index(cu, 0, static_cast<int>(tokens) - 1, token);
 }
 
 __global__ void plain_attention_forward_kernel(bf16* out, float* lse, const bf16* q, const bf16* k, const bf16* v,
@@ -140,7 +137,7 @@ __global__ void plain_attention_forward_kernel(bf16* out, float* lse, const bf16
   const int64_t i = index / s.q_heads;
   const int h = static_cast<int>(index % s.q_heads), kv = h / (s.q_heads / s.kv_heads);
   const int D = s.head_dim;
-  int64_t low = cu[document_start(cu, s.tokens, i)];
+  int64_t low = cu[document_of(cu, s.tokens, i)];
   if (s.window > 0 && i - s.window + 1 > low) low = i - s.window + 1;
   const bf16* qi = q + (i * s.q_heads + h) * D;
   float acc[kMaxPlainHeadDim];
@@ -182,7 +179,7 @@ __global__ void plain_attention_dq_kernel(bf16* dq, const bf16* dout, const bf16
   const int64_t i = index / s.q_heads;
   const int h = static_cast<int>(index % s.q_heads), kv = h / (s.q_heads / s.kv_heads);
   const int D = s.head_dim;
-  int64_t low = cu[document_start(cu, s.tokens, i)];
+  int64_t low = cu[document_of(cu, s.tokens, i)];
   if (s.window > 0 && i - s.window + 1 > low) low = i - s.window + 1;
   const int64_t row = (i * s.q_heads + h) * D;
   const float delta = row_delta(dout + row, out + row, D), l = lse[static_cast<int64_t>(h) * s.tokens + i];
@@ -206,7 +203,7 @@ __global__ void plain_attention_dkv_kernel(bf16* dk, bf16* dv, const bf16* dout,
   const int64_t j = index / s.kv_heads;
   const int kv = static_cast<int>(index % s.kv_heads), group = s.q_heads / s.kv_heads;
   const int D = s.head_dim;
-  const int64_t end = cu[document_start(cu, s.tokens, j) + 1];
+  const int64_t end = cu[document_of(cu, s.tokens, j) + 1];
   const int64_t last = s.window > 0 ? min(end, j + s.window) : end;  // queries i < j + window see j
   const bf16* kj = k + (j * s.kv_heads + kv) * D;
   const bf16* vj = v + (j * s.kv_heads + kv) * D;

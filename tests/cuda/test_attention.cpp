@@ -119,7 +119,8 @@ TEST(CudaAttention, ForwardBackwardPackedCausalGqaWindow) {
     DeviceBuffer<float> logsumexp(shape.tokens * c.q_heads),
         workspace(attention_backward_workspace_floats(shape, AttentionBackwardBlocks::PerQueryHead)),
         default_workspace(attention_backward_workspace_floats(shape));
-    EXPECT_EQ(attention_backward_workspace_floats(shape), shape.tokens * c.q_heads * (c.head_dim + 1)) << "dQ and delta";
+    EXPECT_EQ(attention_backward_workspace_floats(shape), shape.tokens * c.q_heads * (c.head_dim + 1))
+        << "the default split needs dQ and delta only";
     const Reference r = reference_attention(q, k, v, dout, c.cu_seqlens, shape);
     const std::string where = "tokens=" + std::to_string(shape.tokens) + " heads=" + std::to_string(c.q_heads) + "/" +
                               std::to_string(c.kv_heads) + " head_dim=" + std::to_string(c.head_dim) +

@@ -47,7 +47,7 @@ struct AttentionShape {
 
 // How the backward splits its work: one block per (kv head, key block) walking every q head of
 // the group (the default), or per (q head, key block) with fp32 dK / dV partials summed after.
-enum class AttentionBackwardBlocks { Default, WholeGroup, PerQueryHead };
+enum class AttentionBackwardBlocks { WholeGroup, PerQueryHead };
 
 // blocks_per_sm: 0 is the default, 3: the Q tile shares a K buffer so three blocks fit per SM (H100,
 // 2026-11-23: 8B job shape 175 -> 211 TFLOP/s, same bits); 2 keeps the earlier kernel, selectable to
@@ -60,13 +60,13 @@ void attention_forward(__nv_bfloat16* out, float* logsumexp, const __nv_bfloat16
 // q_heads × (head_dim + 1) floats) and, for the PerQueryHead split with GQA, the dK / dV partials
 // (2 × tokens × q_heads × head_dim more).
 int64_t attention_backward_workspace_floats(const AttentionShape& shape,
-                                            AttentionBackwardBlocks blocks = AttentionBackwardBlocks::Default);
+                                            AttentionBackwardBlocks blocks = AttentionBackwardBlocks::WholeGroup);
 
 void attention_backward(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bfloat16* dv, float* workspace,
                         const __nv_bfloat16* dout, const __nv_bfloat16* q, const __nv_bfloat16* k,
                         const __nv_bfloat16* v, const __nv_bfloat16* out, const float* logsumexp,
                         const int32_t* cu_seqlens, const AttentionShape& shape, cudaStream_t stream,
                         int key_block_warps = 0,  // 0: the tuned default; 4 or 8 to measure both
-                        AttentionBackwardBlocks blocks = AttentionBackwardBlocks::Default);
+                        AttentionBackwardBlocks blocks = AttentionBackwardBlocks::WholeGroup);
 
 }  // namespace surogate::cuda

@@ -178,12 +178,9 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
       stage_lse(stage)[threadIdx.x] = valid ? logsumexp[int64_t{head} * tokens + query] * kLog2e : 0.0f;
       stage_delta(stage)[threadIdx.x] = valid ? delta[int64_t{head} * tokens + query] : 0.0f;
       // A query at or past query_end (the last step's tail) sees no key of this block.
-      int64_t lowest = tokens;
-      if (query < query_end) {
-        lowest = cu_seqlens[document_index(cu_seqlens, first_document, last_document, query)];
-        if (shape.window > 0 && query - shape.window + 1 > lowest) lowest = query - shape.window + 1;
-      }
-      stage_lowest(stage)[threadIdx.x] = static_cast<int>(lowest);
+      stage_lowest(stage)[threadIdx.x] = static_cast<int>(
+          query < query_end ? lowest_visible_key(cu_seqlens, first_document, last_document, shape.window, query)
+                            : tokens);
     }
   };
   if (items > 0) prefetch(0, 0);
@@ -397,7 +394,7 @@ void attention_backward(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bfloat16* dv,
   if (shape.tokens == 0) return;
   // 4 warps (64 keys, two blocks per SM) measured ~3% faster than 8 on H100 (docs/cuda.md).
   const bool wide = key_block_warps == 8;
-  const bool whole_group = blocks != AttentionBackwardBlocks::PerQueryHead;
+  const bool whole_group = blocks == AttentionBackwardBlocks::WholeGroup;
 #define SUROGATE_BACKWARD(D, W)                                                                                  \
   if (whole_group) {                                                                                           \
     launch_backward<D, W, true>(dq, dk, dv, workspace, dout, q, k, v, out, logsumexp, cu_seqlens, shape, stream); \

@@ -61,18 +61,21 @@ __global__ void __launch_bounds__(kThreads, q_in_stage<kBlocksPerSm>() ? kBlocks
                       tokens - first_query);
 
   // The two rows this thread accumulates, and the lowest key each may see.
+  const int last_document = shape.documents - 1;
   int64_t rows[2], lowest[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     rows[r] = first_query + warp * 16 + g + 8 * r;
-    lowest[r] = rows[r] < tokens ? lowest_visible_key(cu_seqlens, shape.documents, shape.window, rows[r]) : tokens;
+    lowest[r] =
+        rows[r] < tokens ? lowest_visible_key(cu_seqlens, 0, last_document, shape.window, rows[r]) : tokens;
   }
-  const int64_t key_begin = lowest_visible_key(cu_seqlens, shape.documents, shape.window, first_query);
+  const int64_t key_begin = lowest_visible_key(cu_seqlens, 0, last_document, shape.window, first_query);
   const int64_t key_end = min(first_query + kBlockQueries, tokens);
   // A key tile [first, first + 64) is fully visible to every row when it lies below the first
   // row and at or above the lowest key the last row may see.
   const int64_t last_row = key_end - 1;
-  const int64_t last_row_lowest = lowest_visible_key(cu_seqlens, shape.documents, shape.window, last_row);
+  const int64_t last_row_lowest =
+      lowest_visible_key(cu_seqlens, 0, last_document, shape.window, last_row);
   const bool rows_complete = first_query + kBlockQueries <= tokens;
   auto load_stage = [&](int stage, int64_t first_key) {
     __nv_bfloat16* tile_k = stages + stage * 2 * kBlockKeys * kStride;

@@ -1,5 +1,5 @@
 // Tensor-core fragment helpers for the attention kernels: mma.sync m16n8k16 (bf16 → fp32),
-// ldmatrix.x4.trans, bf16 pair packing, and the visibility rule (causal + document + window).
+// ldmatrix.x4.trans, bf16 pair packing, tile copies (the document search: document_search.cuh).
 //
 // Fragment layout of m16n8k16 (g = lane / 4, t = lane % 4):
 //   A 16×16: a0 = (g, 2t..2t+1), a1 = (g+8, 2t..), a2 = (g, 2t+8..), a3 = (g+8, 2t+8..)
@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "cuda/kernels/attention.h"
+#include "cuda/kernels/document_search.cuh"
 
 namespace surogate::cuda {
 // Throws (CUDA_REQUIRE) on shapes the kernels do not handle; shared by forward and backward.
@@ -61,44 +62,6 @@ __device__ __forceinline__ uint32_t pack_bf16x2(float low, float high) {
 
 __device__ __forceinline__ uint32_t load_pair(const __nv_bfloat16* address) {
   return *reinterpret_cast<const uint32_t*>(address);
-}
-
-// Index of the document holding `token` (largest d in [low, high] with cu_seqlens[d] ≤ token;
-// cu_seqlens[low] ≤ token). The runtime passes cu_seqlens padded with `tokens` to tokens + 1
-// entries (an upper bound on the documents), so the real documents sit at the list's start: the
-// search gallops from `low` (1, 2, 4, ... entries on) before it bisects, about 2·log2 of the
-// documents it passes instead of log2 of the whole list. Kernels that search per query narrow
-// [low, high] to the documents their block can touch first.
-__device__ __forceinline__ int document_index(const int32_t* cu_seqlens, int low, int high, int64_t token) {
-  int step = 1;
-  while (low + step <= high && cu_seqlens[low + step] <= token) {
-    low += step;
-    step *= 2;
-  }
-  high = min(high, low + step - 1);  // cu_seqlens[low + step] > token, or past high
-  while (low < high) {
-    const int middle = (low + high + 1) / 2;
-    if (cu_seqlens[middle] <= token) low = middle; else high = middle - 1;
-  }
-  return low;
-}
-
-// First token of the document holding `token`.
-__device__ __forceinline__ int64_t document_start(const int32_t* cu_seqlens, int documents, int64_t token) {
-  return cu_seqlens[document_index(cu_seqlens, 0, documents - 1, token)];
-}
-
-// One past the last token of the document holding `token`.
-__device__ __forceinline__ int64_t document_end(const int32_t* cu_seqlens, int documents, int64_t token) {
-  return cu_seqlens[document_index(cu_seqlens, 0, documents - 1, token) + 1];
-}
-
-// Lowest key a query sees: its document start, raised by the sliding window.
-__device__ __forceinline__ int64_t lowest_visible_key(const int32_t* cu_seqlens, int documents, int window,
-                                                      int64_t query) {
-  int64_t low = document_start(cu_seqlens, documents, query);
-  if (window > 0 && query - window + 1 > low) low = query - window + 1;
-  return low;
 }
 
 // Copies `rows` rows of head_dim bf16 (global row stride `stride` elements, starting at `source`)

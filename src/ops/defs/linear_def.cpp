@@ -17,7 +17,8 @@
 // "linear_backward_low_rank"(d_out, x, weight){scale} -> (scale·d_out·W, scale·d_outᵀ·x): both
 // gradients of linear_add from one pass over d_out, for a narrow x (LoRA's B product, x the rank-r
 // tensor); the rule of linear / linear_add emits it when the node has `fused_backward`
-// (models::LoraOptions) and x has no other consumer. Its "_accumulate" form adds d_weight into the persistent gradient (autodiff).
+// (models::LoraOptions) and x has no other consumer. Its "_accumulate" form adds d_weight into the
+// persistent gradient (autodiff).
 // "linear_backward_weight_accumulate"(d_out, x){scale} -> d_weight += scale·d_outᵀ·x: autodiff's
 // form of a low-precision parameter gradient that is one weight product (LoRA's A and B), written
 // straight into the persistent gradient instead of a temporary plus an accumulate node.
