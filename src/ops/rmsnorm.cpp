@@ -49,6 +49,7 @@ void rmsnorm_backward(const T* d_y, const T* x, const T* weight, const T* rstd, 
       output[c] = static_cast<T>(inverse * (scaled_gradient - normalized * mean_projection));
     }
   }
+  if (d_weight == nullptr) return;
   for (int64_t c = 0; c < dim; ++c) d_weight[c] += static_cast<T>(weight_gradient[c]);
 }
 

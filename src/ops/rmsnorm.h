@@ -7,7 +7,8 @@
 //   residual_out = residual_in + x ;  y = rmsnorm(residual_out)
 //
 // Saved for backward: rstd [rows] (plus x, or residual_out for the fused op).
-// Gradient semantics: d_x / d_input are WRITTEN, d_weight is ACCUMULATED (+=).
+// Gradient semantics: d_x / d_input are WRITTEN, d_weight is ACCUMULATED (+=); a null d_weight
+// (frozen weight) skips it.
 // Sums of squares and the backward reductions accumulate in double, also for T = float.
 #pragma once
 

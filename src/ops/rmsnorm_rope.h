@@ -10,7 +10,7 @@
 //
 // x, y: [tokens, heads, head_dim]; rstd [tokens · heads] (saved with x for backward);
 // rotary_dim = 2 · frequencies.inverse_frequency.size() ≤ head_dim.
-// Gradient semantics: d_x WRITTEN, d_weight ACCUMULATED (+=).
+// Gradient semantics: d_x WRITTEN, d_weight ACCUMULATED (+=) unless null (frozen weight).
 #pragma once
 
 #include <cstdint>

@@ -97,18 +97,21 @@ CudaKernel bind_fused_rmsnorm_rope(const CudaBindContext& ctx) {
   };
 }
 
-// (d_out, x, weight, rstd, position_ids) -> (d_x, d_weight)
+// (d_out, x, weight, rstd, position_ids) -> (d_x[, d_weight]): no d_weight output (weight_grad
+// false, a frozen weight) skips the weight's reduction.
 CudaKernel bind_fused_rmsnorm_rope_backward(const CudaBindContext& ctx) {
   const NormRope layout = norm_rope_of(ctx, 1);
   expect_input(ctx, 0, DType::BF16);
   expect_input(ctx, 3, DType::F32);
-  require(ctx, ctx.outputs[1].dtype == DType::BF16, "d_weight must be BF16 in a BF16 graph");
+  const bool weight_grad = ctx.outputs.size() == 2;
+  require(ctx, !weight_grad || ctx.outputs[1].dtype == DType::BF16, "d_weight must be BF16 in a BF16 graph");
   const int64_t channels = layout.shape.head_dim;
   ScratchLayout scratch;
-  const size_t dweight = scratch.take(sizeof(float) * channels);
-  const size_t partials = scratch.take(
-      sizeof(float) * (layout.fused ? cuda::qk_norm_rope_backward_scratch_floats(layout.shape)
-                                    : cuda::rmsnorm_backward_scratch_floats(layout.rows(), channels)));
+  const size_t dweight = weight_grad ? scratch.take(sizeof(float) * channels) : 0;
+  const size_t partials =
+      !weight_grad ? 0
+                   : scratch.take(sizeof(float) * (layout.fused ? cuda::qk_norm_rope_backward_scratch_floats(layout.shape)
+                                                                : cuda::rmsnorm_backward_scratch_floats(layout.rows(), channels)));
   const size_t dnormed = layout.fused ? 0 : scratch.take(sizeof(bf16) * layout.count());
   const size_t cos = layout.fused ? 0 : scratch.take(sizeof(float) * layout.shape.tokens * layout.half);
   const size_t sin = layout.fused ? 0 : scratch.take(sizeof(float) * layout.shape.tokens * layout.half);
@@ -116,26 +119,27 @@ CudaKernel bind_fused_rmsnorm_rope_backward(const CudaBindContext& ctx) {
   CudaResources* resources = &ctx.resources;
   return [=](const CudaKernelArgs& args) {
     const cuda::QkNormRopeShape& s = layout.shape;
-    float* accumulator = scratch_at<float>(resources, dweight);
-    CUDA_CHECK(cudaMemsetAsync(accumulator, 0, sizeof(float) * channels, args.stream));
+    float* accumulator = weight_grad ? scratch_at<float>(resources, dweight) : nullptr;
+    float* partial_rows = weight_grad ? scratch_at<float>(resources, partials) : nullptr;
+    if (weight_grad) CUDA_CHECK(cudaMemsetAsync(accumulator, 0, sizeof(float) * channels, args.stream));
     const bf16* d_out = args.inputs[0].as<const bf16>();
     const bf16* x = args.inputs[1].as<const bf16>();
     const bf16* weight = args.inputs[2].as<const bf16>();
     const float* rstd = args.inputs[3].as<const float>();
     const int32_t* positions = args.inputs[4].as<const int32_t>();
     if (layout.fused) {
-      cuda::qk_norm_rope_backward(args.outputs[0].as<bf16>(), accumulator, scratch_at<float>(resources, partials), d_out, x,
-                                  weight, rstd, layout.inverse_frequency->data(), positions, s, args.stream);
+      cuda::qk_norm_rope_backward(args.outputs[0].as<bf16>(), accumulator, partial_rows, d_out, x, weight, rstd,
+                                  layout.inverse_frequency->data(), positions, s, args.stream);
     } else {
       k::rope_tables(scratch_at<float>(resources, cos), scratch_at<float>(resources, sin), positions, layout.inverse_frequency->data(),
                      s.tokens, layout.half, s.scaling, args.stream);
       k::rope_apply(scratch_at<bf16>(resources, dnormed), d_out, scratch_at<const float>(resources, cos), scratch_at<const float>(resources, sin),
                     s.tokens, s.heads, s.head_dim, layout.half, -1.0f, args.stream);
-      cuda::rmsnorm_backward(args.outputs[0].as<bf16>(), accumulator, scratch_at<float>(resources, partials),
+      cuda::rmsnorm_backward(args.outputs[0].as<bf16>(), accumulator, partial_rows,
                              scratch_at<const bf16>(resources, dnormed), nullptr, x, weight, rstd, layout.rows(), channels,
                              args.stream);
     }
-    k::convert_f32_to_bf16(accumulator, args.outputs[1].as<bf16>(), channels, args.stream);
+    if (weight_grad) k::convert_f32_to_bf16(accumulator, args.outputs[1].as<bf16>(), channels, args.stream);
   };
 }
 

@@ -129,39 +129,41 @@ CudaKernel bind_fused_residual_rmsnorm(const CudaBindContext& ctx) {
 }
 
 // rmsnorm_backward (d_out, x, weight, rstd) and fused_residual_rmsnorm_backward (d_out,
-// residual_out, weight, rstd [, d_residual_out]) are the same kernel.
+// residual_out, weight, rstd [, d_residual_out]) are the same kernel. Without a d_weight output
+// (weight_grad false: a frozen weight) the kernels skip the weight's reduction.
 CudaKernel bind_rmsnorm_backward(const CudaBindContext& ctx) {
   expect_in(ctx, 0, DType::BF16);
   expect_in(ctx, 3, DType::F32);
-  expect_out(ctx, 1, DType::BF16);
+  const bool weight_grad = ctx.outputs.size() == 2;
+  if (weight_grad) expect_out(ctx, 1, DType::BF16);
   const int64_t channels = ctx.inputs[2].shape[0], rows = ctx.inputs[1].numel() / channels;
   check_norm_width(ctx, channels);
   const bool has_residual = ctx.inputs.size() == 5;
   // The forward op's eps is not needed: the backward reads the saved rstd.
   const NarrowNorm narrow = has_residual ? NarrowNorm{} : narrow_norm(rows, channels, last(ctx.inputs[1]), 0.0f);
   ScratchLayout layout;
-  const size_t partials = layout.take(sizeof(float) * (narrow.used ? cuda::qk_norm_rope_backward_scratch_floats(narrow.shape)
-                                                                   : cuda::rmsnorm_backward_scratch_floats(rows, channels)));
-  const size_t dweight = layout.take(sizeof(float) * channels);
+  const size_t partials = weight_grad ? layout.take(sizeof(float) * (narrow.used ? cuda::qk_norm_rope_backward_scratch_floats(narrow.shape)
+                                                                                 : cuda::rmsnorm_backward_scratch_floats(rows, channels)))
+                                      : 0;
+  const size_t dweight = weight_grad ? layout.take(sizeof(float) * channels) : 0;
   ctx.resources.reserve_scratch(layout.bytes);
   CudaResources* resources = &ctx.resources;
   return [=](const CudaKernelArgs& args) {
-    float* accumulator = scratch_at<float>(resources, dweight);
-    zero_async(accumulator, sizeof(float) * channels, args.stream);
+    float* accumulator = weight_grad ? scratch_at<float>(resources, dweight) : nullptr;
+    float* scratch = weight_grad ? scratch_at<float>(resources, partials) : nullptr;
+    if (weight_grad) zero_async(accumulator, sizeof(float) * channels, args.stream);
     if (narrow.used) {
-      cuda::qk_norm_rope_backward(args.outputs[0].as<bf16>(), accumulator, scratch_at<float>(resources, partials),
-                                  args.inputs[0].as<const bf16>(), args.inputs[1].as<const bf16>(),
-                                  args.inputs[2].as<const bf16>(), args.inputs[3].as<const float>(),
-                                  narrow.zero_frequencies->data(), narrow.zero_positions->data(), narrow.shape,
-                                  args.stream);
-      k::convert_f32_to_bf16(accumulator, args.outputs[1].as<bf16>(), channels, args.stream);
-      return;
+      cuda::qk_norm_rope_backward(args.outputs[0].as<bf16>(), accumulator, scratch, args.inputs[0].as<const bf16>(),
+                                  args.inputs[1].as<const bf16>(), args.inputs[2].as<const bf16>(),
+                                  args.inputs[3].as<const float>(), narrow.zero_frequencies->data(),
+                                  narrow.zero_positions->data(), narrow.shape, args.stream);
+    } else {
+      cuda::rmsnorm_backward(args.outputs[0].as<bf16>(), accumulator, scratch, args.inputs[0].as<const bf16>(),
+                             has_residual ? args.inputs[4].as<const bf16>() : nullptr, args.inputs[1].as<const bf16>(),
+                             args.inputs[2].as<const bf16>(), args.inputs[3].as<const float>(), rows, channels,
+                             args.stream);
     }
-    cuda::rmsnorm_backward(args.outputs[0].as<bf16>(), accumulator, scratch_at<float>(resources, partials),
-                           args.inputs[0].as<const bf16>(), has_residual ? args.inputs[4].as<const bf16>() : nullptr,
-                           args.inputs[1].as<const bf16>(), args.inputs[2].as<const bf16>(),
-                           args.inputs[3].as<const float>(), rows, channels, args.stream);
-    k::convert_f32_to_bf16(accumulator, args.outputs[1].as<bf16>(), channels, args.stream);
+    if (weight_grad) k::convert_f32_to_bf16(accumulator, args.outputs[1].as<bf16>(), channels, args.stream);
   };
 }
 

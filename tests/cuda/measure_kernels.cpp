@@ -15,6 +15,7 @@
 #include "cuda/device_buffer.h"
 #include "cuda/kernels/attention.h"
 #include "cuda/kernels/cross_entropy.h"
+#include "cuda/kernels/low_rank_backward.h"
 #include "cuda/kernels/qk_norm_rope.h"
 #include "cuda/kernels/rmsnorm.h"
 #include "cuda/kernels/swiglu.h"
@@ -238,6 +239,11 @@ int main() {
                            rows, channels, nullptr);
         }),
         "TB/s   ", 1.5 * bytes);
+    row("rmsnorm bwd 16384x4096, frozen weight (no dw)", median_ms([&] {
+          rmsnorm_backward(y.data(), nullptr, nullptr, dy.data(), nullptr, x.data(), w.data(), rstd.data(), rows,
+                           channels, nullptr);
+        }),
+        "TB/s   ", 1.5 * bytes);
     auto gate_up = random_bf16(rows * 2 * 14336 / 4, 2.0f);
     DeviceBuffer<__nv_bfloat16> act(rows / 4 * 14336);
     row("swiglu fwd 4096x14336 (fused gate_up)", median_ms([&] {
@@ -277,6 +283,30 @@ int main() {
                                          nullptr);
         }),
         "TB/s   ", 2.0 * rows * vocab * 2);
+  }
+  {  // The fused low-rank backward (LoRA's B product) at the 8B job's shapes, with the launcher's
+     // tiling and with every other (column tiles x token tiles x stages). Rate: dy bytes per second.
+    const int64_t tokens = 4096;
+    auto dy = random_bf16(tokens * 12288, 1.0f), x = random_bf16(tokens * 16, 1.0f), w = random_bf16(12288 * 16, 1.0f);
+    DeviceBuffer<__nv_bfloat16> dx(tokens * 16), dw(12288 * 16);
+    for (int64_t columns : {int64_t{1024}, int64_t{4096}, int64_t{12288}}) {
+      std::vector<LowRankTiling> tilings{{}};
+      for (int column_tiles : {1, 2, 4})
+        for (int token_tiles : {1, 2, 4})
+          for (int stages : {2, 3, 4}) tilings.push_back({column_tiles, token_tiles, stages});
+      for (const LowRankTiling& tiling : tilings) {
+        const LowRankBackwardShape shape{.tokens = tokens, .columns = columns, .rank = 16, .scale = 2.0f,
+                                         .accumulate = true, .tiling = tiling};
+        DeviceBuffer<float> workspace(low_rank_backward_workspace_floats(shape));
+        char label[96];
+        std::snprintf(label, sizeof label, "low-rank bwd dy[4096,%ld] r16, tiling %d/%d/%d%s", long(columns),
+                      tiling.column_tiles, tiling.token_tiles, tiling.stages, tiling.column_tiles ? "" : " (auto)");
+        row(label, median_ms([&] {
+              low_rank_backward(dx.data(), dw.data(), workspace.data(), dy.data(), x.data(), w.data(), shape, nullptr);
+            }),
+            "TB/s   ", 2.0 * tokens * columns);
+      }
+    }
   }
   CUDA_CHECK(cudaDeviceSynchronize());
   return 0;

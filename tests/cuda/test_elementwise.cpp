@@ -127,6 +127,12 @@ void check_rmsnorm(int64_t rows, int64_t channels, bool fused) {
     dweight_results[run] = dweight.download();
     dinput_results[run] = dinput.download();
   }
+  // A frozen weight (null dweight, no scratch): the same dinput, bit for bit.
+  dinput.poison();
+  rmsnorm_backward(bf16_ptr(dinput), nullptr, nullptr, bf16_ptr(device_dy), fused ? bf16_ptr(device_dresidual) : nullptr,
+                   saved_input, bf16_ptr(device_w), rstd.data(), rows, channels, nullptr);
+  synchronize();
+  const std::vector<Bf16> frozen_dinput = dinput.download();
   std::vector<double> expected_dweight = reference.dweight;
   for (int64_t c = 0; c < channels; ++c) expected_dweight[c] += initial_dweight[c];
 
@@ -138,6 +144,7 @@ void check_rmsnorm(int64_t rows, int64_t channels, bool fused) {
   EXPECT_LT(relative_error(dweight_results[0], expected_dweight), kFp32Accumulate) << where;
   EXPECT_EQ(dweight_results[0], dweight_results[1]) << "dweight not deterministic, " << where;
   EXPECT_EQ(dinput_results[0], dinput_results[1]) << "dinput not deterministic, " << where;
+  EXPECT_EQ(frozen_dinput, dinput_results[0]) << "dinput without dweight differs, " << where;
 }
 
 TEST(CudaRmsnorm, ForwardBackward) {

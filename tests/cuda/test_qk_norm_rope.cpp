@@ -43,6 +43,12 @@ TEST(CudaQkNormRope, ForwardBackwardMatchesNormThenRope) {
       synchronize();
       result = dweight.download();
     }
+    const std::vector<Bf16> dx_with_dweight = dx.download();
+    dx.poison();  // a frozen weight (null dweight, no scratch): the same dx, bit for bit
+    qk_norm_rope_backward(bf16_ptr(dx), nullptr, nullptr, bf16_ptr(device_dy), bf16_ptr(device_x), bf16_ptr(device_w),
+                          rstd.data(), device_inv_freq.data(), device_positions.data(), shape, nullptr);
+    synchronize();
+    const std::vector<Bf16> dx_frozen = dx.download();
 
     std::vector<double> expected(count), expected_dx(count), expected_rstd(rows), expected_dw(initial.begin(), initial.end());
     for (int64_t r = 0; r < rows; ++r) {
@@ -75,6 +81,7 @@ TEST(CudaQkNormRope, ForwardBackwardMatchesNormThenRope) {
     EXPECT_LT(relative_error(download_bf16(dx), expected_dx), 4e-3) << where;
     EXPECT_LT(relative_error(dweight_runs[0], expected_dw), 1e-4) << where;
     EXPECT_EQ(dweight_runs[0], dweight_runs[1]) << "dweight not deterministic, " << where;
+    EXPECT_EQ(dx_frozen, dx_with_dweight) << "dx without dweight differs, " << where;
   }
 }
 

@@ -69,6 +69,49 @@ TEST(OpsDefs, FusedResidualRmsnormNormOnly) {
   EXPECT_EQ(checked, 3u);
 }
 
+// A frozen norm weight (LoRA's base model): the backward node carries weight_grad false and has
+// d_x as its only output, and the activations' gradients still match finite differences.
+TEST(OpsDefs, NormsWithAFrozenWeightGiveNoWeightGradient) {
+  const json rope_attrs{{"heads", 2}, {"head_dim", 8}, {"eps", 1e-6}, {"inv_freq", {1.0, 0.1, 0.01, 0.001}}};
+  auto rmsnorm = [](GraphBuilder& b) {
+    TensorId x = b.parameter("x", DType::F64, {2, 3, 8});
+    return probe_loss(b, b.op("rmsnorm", {x, b.parameter("w", DType::F64, {4}, false)}, {{"eps", 1e-5}}));
+  };
+  auto fused_residual = [](GraphBuilder& b) {
+    TensorId r = b.parameter("r", DType::F64, {3, 6});
+    TensorId x = b.parameter("x", DType::F64, {3, 6});
+    auto outs = b.op("fused_residual_rmsnorm", {r, x, b.parameter("w", DType::F64, {6}, false)}, {{"eps", 1e-6}});
+    return b.op("add", {probe_loss(b, outs[1], "probe_r"), probe_loss(b, outs[0], "probe_y")});
+  };
+  auto fused_rope = [&](GraphBuilder& b) {
+    TensorId positions = b.input("position_ids", DType::I32, {2, 3});
+    TensorId q = b.parameter("q", DType::F64, {2, 3, 2 * 8});
+    return probe_loss(b, b.op("fused_rmsnorm_rope", {q, b.parameter("w", DType::F64, {8}, false), positions}, rope_attrs));
+  };
+  const IntInputs positions{{"position_ids", {0, 1, 2, 0, 1, 2}}};
+  EXPECT_EQ(check_gradients(rmsnorm, {}), 1u);
+  EXPECT_EQ(check_gradients(fused_residual, {}), 2u);
+  EXPECT_EQ(check_gradients(fused_rope, positions), 1u);
+  const std::pair<std::function<TensorId(GraphBuilder&)>, const char*> cases[] = {
+      {rmsnorm, "rmsnorm_backward"},
+      {fused_residual, "fused_residual_rmsnorm_backward"},
+      {fused_rope, "fused_rmsnorm_rope_backward"}};
+  for (const auto& [build, backward_op] : cases) {
+    GraphBuilder b(registry());
+    TensorId loss = build(b);
+    b.mark_output(loss);
+    compiler::ExecutionPlan plan = compiler::compile_training(b.finish(), loss, registry());
+    int found = 0;
+    for (const graph::Node& node : plan.graph.nodes) {
+      if (node.op != backward_op) continue;
+      ++found;
+      EXPECT_EQ(node.outputs.size(), 1u) << backward_op;
+      EXPECT_EQ(node.attrs.value("weight_grad", true), false) << backward_op;
+    }
+    EXPECT_EQ(found, 1) << backward_op;
+  }
+}
+
 // scale_by: a tensor times a scalar tensor (the frozen-head loss backward's d_loss · d_hidden);
 // the gradient of x matches finite differences; the factor must be a scalar of the statistic dtype
 // and is not differentiable.

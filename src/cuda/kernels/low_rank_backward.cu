@@ -30,20 +30,13 @@ using attention::mma_16816;
 constexpr int kWarps = 8;
 constexpr int kThreads = 32 * kWarps;
 constexpr int kTile = 128;                  // tokens and columns of one dy tile
-constexpr int kTokenTiles = 2;              // token tiles per block
-constexpr int kBlockTokens = kTile * kTokenTiles;
-constexpr int kMaxColumnTiles = 4;
 constexpr int kPad = 8;                     // bf16 per shared row: 16 bytes, conflict-free ldmatrix
 constexpr int kTileStride = kTile + kPad;
 
-template <int kRank>
+template <int kRank, int kColumnTiles, int kTokenTiles, int kStages>
 constexpr size_t shared_bytes() {
-  return sizeof(__nv_bfloat16) * (size_t{2} * kTile * kTileStride + size_t{kBlockTokens} * (kRank + kPad) +
-                                  size_t{kMaxColumnTiles} * kTile * (kRank + kPad));
-}
-
-__device__ __forceinline__ uint32_t pack_raw(__nv_bfloat16 low, __nv_bfloat16 high) {
-  return static_cast<uint32_t>(__bfloat16_as_ushort(low)) | (static_cast<uint32_t>(__bfloat16_as_ushort(high)) << 16);
+  return sizeof(__nv_bfloat16) * (size_t{kStages} * kTile * kTileStride + size_t{kTokenTiles} * kTile * (kRank + kPad) +
+                                  size_t{kColumnTiles} * kTile * (kRank + kPad));
 }
 
 // Copies `rows` rows of `width` bf16 (global row stride `stride`) into shared rows of
@@ -59,51 +52,54 @@ __device__ __forceinline__ void load_rows_async(__nv_bfloat16* target, int share
   }
 }
 
-// kColumnTiles is a template parameter so that the step loop unrolls and every sum stays in
-// registers (a runtime tile index would put them in local memory).
-template <int kRank, int kColumnTiles>
+// A block owns kTokenTiles · 128 tokens × kColumnTiles · 128 columns and walks its dy tiles
+// column-fastest through a ring of kStages shared buffers (cp.async, kStages − 1 tiles in flight,
+// one barrier per tile). The tile counts are template parameters so that the step loop unrolls
+// and every sum stays in registers (a runtime tile index would put them in local memory).
+template <int kRank, int kColumnTiles, int kTokenTiles, int kStages>
 __global__ void __launch_bounds__(kThreads)
     low_rank_partials_kernel(float* dx_partials, float* dw_partials, const __nv_bfloat16* dy, const __nv_bfloat16* x,
                              const __nv_bfloat16* weight, int64_t tokens, int64_t columns) {
-  constexpr int column_tiles = kColumnTiles;
   constexpr int kRankStride = kRank + kPad;
   constexpr int kRankTiles = kRank / 8;      // n-tiles of the d_x product
   constexpr int kRankBlocks = kRank / 16;    // m-tiles of the d_Wᵀ product
+  constexpr int kSteps = kTokenTiles * kColumnTiles;
   extern __shared__ __align__(16) unsigned char shared_raw[];
-  __nv_bfloat16* stages = reinterpret_cast<__nv_bfloat16*>(shared_raw);    // 2 × [kTile][kTileStride]
-  __nv_bfloat16* x_tile = stages + 2 * kTile * kTileStride;                // [kBlockTokens][kRankStride]
-  __nv_bfloat16* w_tile = x_tile + kBlockTokens * kRankStride;             // [column_tiles · kTile][kRankStride]
+  __nv_bfloat16* stages = reinterpret_cast<__nv_bfloat16*>(shared_raw);      // kStages × [kTile][kTileStride]
+  __nv_bfloat16* x_tile = stages + kStages * kTile * kTileStride;            // [kTokenTiles · kTile][kRankStride]
+  __nv_bfloat16* w_tile = x_tile + kTokenTiles * kTile * kRankStride;        // [kColumnTiles · kTile][kRankStride]
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int64_t first_token = int64_t{blockIdx.y} * kBlockTokens;
-  const int64_t first_column = int64_t{blockIdx.x} * column_tiles * kTile;
-  constexpr int steps = kTokenTiles * column_tiles;
+  const int64_t first_token = int64_t{blockIdx.y} * kTokenTiles * kTile;
+  const int64_t first_column = int64_t{blockIdx.x} * kColumnTiles * kTile;
 
-  load_rows_async(x_tile, kRankStride, x + first_token * kRank, kRank, kBlockTokens, kRank, tokens - first_token, kRank);
-  load_rows_async(w_tile, kRankStride, weight + first_column * kRank, kRank, column_tiles * kTile, kRank,
+  load_rows_async(x_tile, kRankStride, x + first_token * kRank, kRank, kTokenTiles * kTile, kRank,
+                  tokens - first_token, kRank);
+  load_rows_async(w_tile, kRankStride, weight + first_column * kRank, kRank, kColumnTiles * kTile, kRank,
                   columns - first_column, kRank);
+  // Every step commits one group (empty past the last tile), so "all but the newest kStages − 2
+  // groups are complete" always means "this step's tile (and x, W, in the first group) landed".
   auto load_step = [&](int step) {
-    const int token_tile = step / column_tiles, column_tile = step % column_tiles;
-    const int64_t row0 = first_token + token_tile * kTile, column0 = first_column + column_tile * kTile;
-    load_rows_async(stages + (step & 1) * kTile * kTileStride, kTileStride, dy + row0 * columns + column0, columns,
-                    kTile, kTile, tokens - row0, columns - column0);
+    if (step < kSteps) {
+      const int token_tile = step / kColumnTiles, column_tile = step % kColumnTiles;
+      const int64_t row0 = first_token + token_tile * kTile, column0 = first_column + column_tile * kTile;
+      load_rows_async(stages + (step % kStages) * kTile * kTileStride, kTileStride, dy + row0 * columns + column0,
+                      columns, kTile, kTile, tokens - row0, columns - column0);
+    }
     copy_async_commit();
   };
-  load_step(0);
+#pragma unroll
+  for (int step = 0; step < kStages - 1; ++step) load_step(step);
 
   float dx_sums[kTokenTiles][kRankTiles][4] = {};
   float dw_sums[kColumnTiles][kRankBlocks][2][4] = {};
 #pragma unroll
-  for (int step = 0; step < steps; ++step) {
-    if (step + 1 < steps) {
-      load_step(step + 1);  // that stage was released by the last barrier
-      copy_async_wait<1>();
-    } else {
-      copy_async_wait<0>();
-    }
-    __syncthreads();
-    const __nv_bfloat16* tile = stages + (step & 1) * kTile * kTileStride;
-    const int token_tile = step / column_tiles, column_tile = step % column_tiles;
+  for (int step = 0; step < kSteps; ++step) {
+    copy_async_wait<kStages - 2>();
+    __syncthreads();  // this step's tile is complete; every warp is done with step − 1's buffer
+    load_step(step + kStages - 1);  // into step − 1's buffer
+    const __nv_bfloat16* tile = stages + (step % kStages) * kTile * kTileStride;
+    const int token_tile = step / kColumnTiles, column_tile = step % kColumnTiles;
 
 #pragma unroll
     for (int k = 0; k < kTile / 16; ++k) {
@@ -122,19 +118,17 @@ __global__ void __launch_bounds__(kThreads)
       uint32_t b[4];
       ldmatrix_x4_trans(b, tile + (k * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * kTileStride + warp * 16 +
                                (lane >> 4) * 8);
-      const __nv_bfloat16* x_rows = x_tile + (token_tile * kTile + k * 16 + 2 * t) * kRankStride;
 #pragma unroll
       for (int m = 0; m < kRankBlocks; ++m) {
-        const int r = m * 16 + g;
-        const uint32_t xa[4] = {pack_raw(x_rows[r], x_rows[kRankStride + r]),
-                                pack_raw(x_rows[r + 8], x_rows[kRankStride + r + 8]),
-                                pack_raw(x_rows[8 * kRankStride + r], x_rows[9 * kRankStride + r]),
-                                pack_raw(x_rows[8 * kRankStride + r + 8], x_rows[9 * kRankStride + r + 8])};
+        // A = xᵀ (m = r, k = token) from x [token][r] with ldmatrix.trans: matrix j of lane l
+        // is tokens (j / 2) · 8 + l % 8, r columns (j % 2) · 8 of the block m.
+        uint32_t xa[4];
+        ldmatrix_x4_trans(xa, x_tile + (token_tile * kTile + k * 16 + (lane & 7) + (lane >> 4) * 8) * kRankStride +
+                                  m * 16 + ((lane >> 3) & 1) * 8);
         mma_16816(dw_sums[column_tile][m][0], xa, b[0], b[1]);
         mma_16816(dw_sums[column_tile][m][1], xa, b[2], b[3]);
       }
     }
-    __syncthreads();  // every warp is done with this stage before it is refilled
   }
 
   // d_x partials [column block][T][r]: c0, c1 = (token g, r 2t..2t+1), c2, c3 = token g + 8.
@@ -207,40 +201,74 @@ int sm_count() {
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// Column tiles per block: as many as keep one block per SM busy (fewer partials), at least 1.
-int column_tiles_for(const LowRankBackwardShape& shape) {
-  const int64_t token_blocks = ceil_div(shape.tokens, kBlockTokens);
-  for (int tiles = kMaxColumnTiles; tiles > 1; tiles /= 2) {
-    if (ceil_div(shape.columns, int64_t{tiles} * kTile) * token_blocks >= sm_count()) return tiles;
+// The tiling the launcher takes when the shape names none: 2 token tiles and 2 stages, and as
+// many column tiles (up to 4) as keep one block per SM busy (fewer partials).
+LowRankTiling tiling_for(const LowRankBackwardShape& shape) {
+  if (shape.tiling.column_tiles != 0) return shape.tiling;
+  LowRankTiling tiling{.column_tiles = 1, .token_tiles = 2, .stages = 2};
+  const int64_t token_blocks = ceil_div(shape.tokens, int64_t{tiling.token_tiles} * kTile);
+  for (int tiles = 4; tiles > 1; tiles /= 2) {
+    if (ceil_div(shape.columns, int64_t{tiles} * kTile) * token_blocks >= sm_count()) {
+      tiling.column_tiles = tiles;
+      break;
+    }
   }
-  return 1;
+  return tiling;
+}
+
+bool valid_tiling(const LowRankTiling& tiling) {
+  const bool columns = tiling.column_tiles == 1 || tiling.column_tiles == 2 || tiling.column_tiles == 4;
+  const bool tokens = tiling.token_tiles == 1 || tiling.token_tiles == 2 || tiling.token_tiles == 4;
+  return columns && tokens && (tiling.stages == 2 || tiling.stages == 3 || tiling.stages == 4);
+}
+
+template <int kRank, int kColumnTiles, int kTokenTiles, int kStages>
+void launch_partials(float* dx_partials, float* dw_partials, const __nv_bfloat16* d_out, const __nv_bfloat16* x,
+                     const __nv_bfloat16* weight, const LowRankBackwardShape& shape, dim3 grid, cudaStream_t stream) {
+  constexpr size_t kShared = shared_bytes<kRank, kColumnTiles, kTokenTiles, kStages>();
+  auto kernel = low_rank_partials_kernel<kRank, kColumnTiles, kTokenTiles, kStages>;
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kShared)));
+  kernel<<<grid, kThreads, kShared, stream>>>(dx_partials, dw_partials, d_out, x, weight, shape.tokens, shape.columns);
+  CUDA_CHECK_LAUNCH();
+}
+
+// The runtime tiling to the template parameters: column tiles, then token tiles, then stages.
+template <int kRank, int kColumnTiles, int kTokenTiles>
+void launch_with_stages(const LowRankTiling& tiling, float* dx_partials, float* dw_partials,
+                        const __nv_bfloat16* d_out, const __nv_bfloat16* x, const __nv_bfloat16* weight,
+                        const LowRankBackwardShape& shape, dim3 grid, cudaStream_t stream) {
+  switch (tiling.stages) {
+    case 4: launch_partials<kRank, kColumnTiles, kTokenTiles, 4>(dx_partials, dw_partials, d_out, x, weight, shape, grid, stream); break;
+    case 3: launch_partials<kRank, kColumnTiles, kTokenTiles, 3>(dx_partials, dw_partials, d_out, x, weight, shape, grid, stream); break;
+    default: launch_partials<kRank, kColumnTiles, kTokenTiles, 2>(dx_partials, dw_partials, d_out, x, weight, shape, grid, stream); break;
+  }
 }
 
 template <int kRank, int kColumnTiles>
-void launch_partials(float* dx_partials, float* dw_partials, const __nv_bfloat16* d_out, const __nv_bfloat16* x,
-                     const __nv_bfloat16* weight, const LowRankBackwardShape& shape, dim3 grid, cudaStream_t stream) {
-  constexpr size_t kShared = shared_bytes<kRank>();
-  CUDA_CHECK(cudaFuncSetAttribute(low_rank_partials_kernel<kRank, kColumnTiles>,
-                                  cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kShared)));
-  low_rank_partials_kernel<kRank, kColumnTiles>
-      <<<grid, kThreads, kShared, stream>>>(dx_partials, dw_partials, d_out, x, weight, shape.tokens, shape.columns);
-  CUDA_CHECK_LAUNCH();
+void launch_with_token_tiles(const LowRankTiling& tiling, float* dx_partials, float* dw_partials,
+                             const __nv_bfloat16* d_out, const __nv_bfloat16* x, const __nv_bfloat16* weight,
+                             const LowRankBackwardShape& shape, dim3 grid, cudaStream_t stream) {
+  switch (tiling.token_tiles) {
+    case 4: launch_with_stages<kRank, kColumnTiles, 4>(tiling, dx_partials, dw_partials, d_out, x, weight, shape, grid, stream); break;
+    case 2: launch_with_stages<kRank, kColumnTiles, 2>(tiling, dx_partials, dw_partials, d_out, x, weight, shape, grid, stream); break;
+    default: launch_with_stages<kRank, kColumnTiles, 1>(tiling, dx_partials, dw_partials, d_out, x, weight, shape, grid, stream); break;
+  }
 }
 
 template <int kRank>
 void launch(__nv_bfloat16* d_x, __nv_bfloat16* d_weight, float* workspace, const __nv_bfloat16* d_out,
             const __nv_bfloat16* x, const __nv_bfloat16* weight, const LowRankBackwardShape& shape, cudaStream_t stream) {
-  const int column_tiles = column_tiles_for(shape);
-  const int64_t column_blocks = ceil_div(shape.columns, int64_t{column_tiles} * kTile);
-  const int64_t token_blocks = ceil_div(shape.tokens, kBlockTokens);
+  const LowRankTiling tiling = tiling_for(shape);
+  const int64_t column_blocks = ceil_div(shape.columns, int64_t{tiling.column_tiles} * kTile);
+  const int64_t token_blocks = ceil_div(shape.tokens, int64_t{tiling.token_tiles} * kTile);
   CUDA_REQUIRE(column_blocks <= 65535 && token_blocks <= 65535, "low_rank_backward: too many tokens or columns");
   float* dx_partials = workspace;
   float* dw_partials = workspace + column_blocks * shape.tokens * kRank;
   const dim3 grid(static_cast<unsigned>(column_blocks), static_cast<unsigned>(token_blocks));
-  switch (column_tiles) {
-    case 4: launch_partials<kRank, 4>(dx_partials, dw_partials, d_out, x, weight, shape, grid, stream); break;
-    case 2: launch_partials<kRank, 2>(dx_partials, dw_partials, d_out, x, weight, shape, grid, stream); break;
-    default: launch_partials<kRank, 1>(dx_partials, dw_partials, d_out, x, weight, shape, grid, stream); break;
+  switch (tiling.column_tiles) {
+    case 4: launch_with_token_tiles<kRank, 4>(tiling, dx_partials, dw_partials, d_out, x, weight, shape, grid, stream); break;
+    case 2: launch_with_token_tiles<kRank, 2>(tiling, dx_partials, dw_partials, d_out, x, weight, shape, grid, stream); break;
+    default: launch_with_token_tiles<kRank, 1>(tiling, dx_partials, dw_partials, d_out, x, weight, shape, grid, stream); break;
   }
   const int64_t total = (shape.tokens + shape.columns) * kRank;
   const int blocks = static_cast<int>(std::min<int64_t>(ceil_div(total, 256), 4 * sm_count()));
@@ -255,13 +283,18 @@ void launch(__nv_bfloat16* d_x, __nv_bfloat16* d_weight, float* workspace, const
 bool low_rank_backward_supported(const LowRankBackwardShape& shape, const void* d_out, const void* x,
                                  const void* weight) {
   auto aligned = [](const void* pointer) { return reinterpret_cast<uintptr_t>(pointer) % 16 == 0; };
+  const bool tiling = shape.tiling.column_tiles == 0 || valid_tiling(shape.tiling);
   return (shape.rank == 16 || shape.rank == 32) && shape.columns > 0 && shape.columns % 8 == 0 && shape.tokens > 0 &&
-         aligned(d_out) && aligned(x) && aligned(weight);
+         tiling && aligned(d_out) && aligned(x) && aligned(weight);
 }
 
 int64_t low_rank_backward_workspace_floats(const LowRankBackwardShape& shape) {
-  // The most partials: one column tile per block.
-  return (ceil_div(shape.columns, kTile) * shape.tokens + ceil_div(shape.tokens, kBlockTokens) * shape.columns) *
+  // The launcher's choice depends on the GPU's SM count: size for its most partials (1 column
+  // tile per block), so that this needs no device.
+  LowRankTiling tiling = shape.tiling;
+  if (tiling.column_tiles == 0) tiling = LowRankTiling{.column_tiles = 1, .token_tiles = 2, .stages = 2};
+  return (ceil_div(shape.columns, int64_t{tiling.column_tiles} * kTile) * shape.tokens +
+          ceil_div(shape.tokens, int64_t{tiling.token_tiles} * kTile) * shape.columns) *
          shape.rank;
 }
 

@@ -120,6 +120,7 @@ __global__ void qk_norm_rope_backward_kernel(__nv_bfloat16* dinput, float* parti
     kernels::store_bf16x8(dinput + row * shape.head_dim + first + half, kernels::pack(dx_high));
   }
 
+  if (partials == nullptr) return;  // frozen weight: no dw (uniform over the block)
   // Fixed-order reduction of the block's lanes that own the same channels.
 #pragma unroll
   for (int i = 0; i < kPackWidth; ++i) {
@@ -182,8 +183,9 @@ void qk_norm_rope_backward(__nv_bfloat16* dinput, float* dweight, float* scratch
   if (shape.tokens * shape.heads == 0) return;
   const int blocks = static_cast<int>(backward_blocks(shape));
   qk_norm_rope_backward_kernel<<<blocks, kThreads, kThreads * 16 * sizeof(float), stream>>>(
-      dinput, scratch, dout, input, weight, rstd, inv_freq, position_ids, shape);
+      dinput, dweight ? scratch : nullptr, dout, input, weight, rstd, inv_freq, position_ids, shape);
   CUDA_CHECK_LAUNCH();
+  if (dweight == nullptr) return;
   sum_partials_kernel<<<static_cast<unsigned>((shape.head_dim + 255) / 256), 256, 0, stream>>>(
       dweight, scratch, blocks, shape.head_dim);
   CUDA_CHECK_LAUNCH();

@@ -10,7 +10,8 @@
 // happen in registers; the row's sum of squares is a shuffle reduction inside the lane group.
 // The backward runs a fixed grid (at most 256 blocks); each block reduces its lanes' dw in
 // shared memory in a fixed order and writes one partial row; a second kernel sums the partials
-// into dweight in a fixed order: deterministic. In place is allowed (out == in).
+// into dweight in a fixed order: deterministic. A null dweight (frozen weight) skips both. In
+// place is allowed (out == in).
 #pragma once
 
 #include <cuda_bf16.h>

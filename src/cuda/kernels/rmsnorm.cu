@@ -115,6 +115,7 @@ __global__ void __launch_bounds__(kVectors < 4 ? 512 : 1024) rmsnorm_backward_ke
       kernels::store_bf16x8(dinput + offset, kernels::pack(result));
     }
   }
+  if (partials == nullptr) return;  // frozen weight: no dw
   float* partial = partials + static_cast<int64_t>(blockIdx.x) * channels;
 #pragma unroll
   for (int v = 0; v < kVectors; ++v) {
@@ -196,13 +197,14 @@ void rmsnorm_backward(__nv_bfloat16* dinput, float* dweight, float* scratch, con
   const int per_thread = backward_vectors_per_thread(channels);
   const int threads = backward_threads_for(channels, per_thread);
   auto launch = [&](auto kernel) {
-    kernel<<<partial_count, threads, 0, stream>>>(dinput, scratch, dout, dresidual, input, weight, rstd, rows,
+    kernel<<<partial_count, threads, 0, stream>>>(dinput, dweight ? scratch : nullptr, dout, dresidual, input, weight, rstd, rows,
                                                   static_cast<int>(channels));
   };
   if (per_thread == 1) launch(rmsnorm_backward_kernel<1>);
   else if (per_thread == 2) launch(rmsnorm_backward_kernel<2>);
   else launch(rmsnorm_backward_kernel<kMaxVectorsPerThread>);
   CUDA_CHECK_LAUNCH();
+  if (dweight == nullptr) return;
   sum_partials_kernel<<<static_cast<unsigned>((channels + 255) / 256), 256, 0, stream>>>(
       dweight, scratch, partial_count, static_cast<int>(channels));
   CUDA_CHECK_LAUNCH();

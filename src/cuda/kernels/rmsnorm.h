@@ -15,7 +15,8 @@
 // registers (so x is read once), C must be a multiple of 8 and at most 32768. The backward
 // runs a fixed grid of min(rows, 512) blocks, each accumulating its rows' dw in registers and
 // writing one fp32 partial row to `scratch`; a second kernel sums the partials in a fixed
-// order into dweight (fp32, +=). Bitwise deterministic.
+// order into dweight (fp32, +=). Bitwise deterministic. A null dweight (frozen weight) skips
+// the partials and the second kernel.
 #pragma once
 
 #include <cuda_bf16.h>

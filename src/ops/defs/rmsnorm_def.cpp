@@ -2,8 +2,10 @@
 // ops/rmsnorm.h. rmsnorm normalises groups of weight.size() values: x [..., k·D] with weight [D]
 // is k rows per token (Qwen3's per-head q/k norm on a flat [B, T, H·Dh] projection).
 // rstd [rows] is an extra forward output so the planner can save or recompute it. Backward ops
-// zero-fill d_weight before the math accumulates into it.
+// zero-fill d_weight before the math accumulates into it; with the attribute weight_grad false
+// (the weight is frozen: LoRA) they have no d_weight output and skip that reduction.
 #include "ops/defs/def_util.h"
+#include "ops/defs/norm_weight_grad.h"
 #include "ops/defs/statistic_dtype.h"
 #include "ops/rmsnorm.h"
 
@@ -46,8 +48,9 @@ void register_rmsnorm(OpRegistry& registry) {
         if (ctx.has_output_grad(1)) {
           fail_user("{}: the rstd output of rmsnorm is not differentiable; use only 'out'", ctx.attrs().where());
         }
-        auto grads = ctx.op("rmsnorm_backward", {ctx.output_grad(0), ctx.input(0), ctx.input(1), ctx.output(1)});
-        return {if_needed(ctx, 0, grads[0]), if_needed(ctx, 1, grads[1])};
+        auto grads = ctx.op("rmsnorm_backward", {ctx.output_grad(0), ctx.input(0), ctx.input(1), ctx.output(1)},
+                            weight_grad_attrs(ctx, 1));
+        return {if_needed(ctx, 0, grads[0]), weight_gradient(ctx, 1, grads)};
       },
       .cpu = [](const CpuBindContext& ctx) {
         int64_t dim = ctx.inputs[1].shape[0], rows = ctx.inputs[0].numel() / dim;
@@ -71,7 +74,7 @@ void register_rmsnorm(OpRegistry& registry) {
         if (ctx.input(3) != TensorType{statistic_dtype(ctx.input(1).dtype), Shape{rows}}) {
           ctx.fail("{} must be {}", ctx.input_label(3), format_type({statistic_dtype(ctx.input(1).dtype), Shape{rows}}));
         }
-        return std::vector<TensorType>{ctx.input(1), ctx.input(2)};
+        return backward_types(ctx, ctx.input(1), ctx.input(2));
       },
       .gradient = {},
       .cpu = [](const CpuBindContext& ctx) {
@@ -79,9 +82,9 @@ void register_rmsnorm(OpRegistry& registry) {
         return bind_floating(ctx, ctx.inputs[1].dtype, [=](auto zero) -> CpuKernel {
           using T = decltype(zero);
           return [=](const CpuKernelArgs& args) {
-            zero_fill(args.outputs[1]);
+            T* d_weight = weight_gradient_out<T>(args);
             rmsnorm_backward(args.inputs[0].as<T>(), args.inputs[1].as<T>(), args.inputs[2].as<T>(),
-                             args.inputs[3].as<T>(), rows, dim, args.outputs[0].as<T>(), args.outputs[1].as<T>());
+                             args.inputs[3].as<T>(), rows, dim, args.outputs[0].as<T>(), d_weight);
           };
         });
       },
@@ -109,8 +112,8 @@ void register_fused_residual_rmsnorm(OpRegistry& registry) {
         }
         std::vector<TensorId> inputs{ctx.output_grad(0), ctx.output(1), ctx.input(2), ctx.output(2)};
         if (ctx.has_output_grad(1)) inputs.push_back(ctx.output_grad(1));
-        auto grads = ctx.op("fused_residual_rmsnorm_backward", inputs);
-        return {if_needed(ctx, 0, grads[0]), if_needed(ctx, 1, grads[0]), if_needed(ctx, 2, grads[1])};
+        auto grads = ctx.op("fused_residual_rmsnorm_backward", inputs, weight_grad_attrs(ctx, 2));
+        return {if_needed(ctx, 0, grads[0]), if_needed(ctx, 1, grads[0]), weight_gradient(ctx, 2, grads)};
       },
       .cpu = [](const CpuBindContext& ctx) {
         int64_t dim = ctx.inputs[2].shape[0], rows = ctx.inputs[0].numel() / dim;
@@ -142,7 +145,7 @@ void register_fused_residual_rmsnorm(OpRegistry& registry) {
         if (ctx.input(3) != TensorType{statistic_dtype(ctx.input(1).dtype), Shape{rows}}) {
           ctx.fail("{} must be {}", ctx.input_label(3), format_type({statistic_dtype(ctx.input(1).dtype), Shape{rows}}));
         }
-        return std::vector<TensorType>{ctx.input(1), ctx.input(2)};
+        return backward_types(ctx, ctx.input(1), ctx.input(2));
       },
       .gradient = {},
       .cpu = [](const CpuBindContext& ctx) {
@@ -151,10 +154,10 @@ void register_fused_residual_rmsnorm(OpRegistry& registry) {
         return bind_floating(ctx, ctx.inputs[1].dtype, [=](auto zero) -> CpuKernel {
           using T = decltype(zero);
           return [=](const CpuKernelArgs& args) {
-            zero_fill(args.outputs[1]);
+            T* d_weight = weight_gradient_out<T>(args);
             fused_residual_rmsnorm_backward(args.inputs[0].as<T>(), has_residual_grad ? args.inputs[4].as<T>() : nullptr,
                                             args.inputs[1].as<T>(), args.inputs[2].as<T>(), args.inputs[3].as<T>(),
-                                            rows, dim, args.outputs[0].as<T>(), args.outputs[1].as<T>());
+                                            rows, dim, args.outputs[0].as<T>(), d_weight);
           };
         });
       },

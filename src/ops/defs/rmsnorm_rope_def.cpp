@@ -1,13 +1,15 @@
 // Graph ops for Qwen3's per-head q/k RMSNorm fused with RoPE, over ops/rmsnorm_rope.h:
 //   fused_rmsnorm_rope(x [..., H·D], weight [D], position_ids I32 [...]) -> out (x's type), rstd [tokens·H]
 //     attrs: heads, head_dim, eps, inv_freq (list of rotary_dim / 2 numbers), attention_scaling (1)
-//   fused_rmsnorm_rope_backward(d_out, x, weight, rstd, position_ids) -> d_x, d_weight (same attrs)
+//   fused_rmsnorm_rope_backward(d_out, x, weight, rstd, position_ids) -> d_x, d_weight (same attrs;
+//     with weight_grad false, for a frozen weight, d_x only: norm_weight_grad.h)
 // The rotation's cos/sin come from inv_freq and the position ids inside the op (what the CUDA
 // kernel computes in registers), so no table tensor is read; the decoder passes the frequencies it
 // gives rope_cos_sin, and on the CPU the op equals rmsnorm → rope_cos_sin → rope bit for bit.
 // position_ids holds one id per token of x (tokens = x.numel() / (H·D)). rstd is an extra output
 // for the backward (not differentiable); the backward zero-fills d_weight before accumulating.
 #include "ops/defs/def_util.h"
+#include "ops/defs/norm_weight_grad.h"
 #include "ops/defs/statistic_dtype.h"
 #include "ops/rmsnorm_rope.h"
 
@@ -96,8 +98,8 @@ void register_rmsnorm_rope(OpRegistry& registry) {
         }
         auto grads = ctx.op("fused_rmsnorm_rope_backward",
                             {ctx.output_grad(0), ctx.input(0), ctx.input(1), ctx.output(1), ctx.input(2)},
-                            ctx.attrs().raw());
-        return {if_needed(ctx, 0, grads[0]), if_needed(ctx, 1, grads[1]), std::nullopt};
+                            weight_grad_attrs(ctx, 1, ctx.attrs().raw()));
+        return {if_needed(ctx, 0, grads[0]), weight_gradient(ctx, 1, grads), std::nullopt};
       },
       .cpu = [](const CpuBindContext& ctx) {
         const RmsnormRopeShape shape = bound_shape(ctx, false);
@@ -118,7 +120,7 @@ void register_rmsnorm_rope(OpRegistry& registry) {
       .infer = [](const InferContext& ctx) {
         norm_rope_shape(ctx, 1, 2, 3, 4);
         ctx.expect_same_type(0, 1);
-        return std::vector<TensorType>{ctx.input(1), ctx.input(2)};
+        return backward_types(ctx, ctx.input(1), ctx.input(2));
       },
       .gradient = {},
       .cpu = [](const CpuBindContext& ctx) {
@@ -126,10 +128,10 @@ void register_rmsnorm_rope(OpRegistry& registry) {
         return bind_floating(ctx, ctx.inputs[1].dtype, [&](auto zero) -> CpuKernel {
           using T = decltype(zero);
           return [shape, frequencies = frequencies_of<T>(ctx.attrs)](const CpuKernelArgs& args) {
-            zero_fill(args.outputs[1]);
+            T* d_weight = weight_gradient_out<T>(args);
             rmsnorm_rope_backward(args.inputs[0].as<T>(), args.inputs[1].as<T>(), args.inputs[2].as<T>(),
                                   args.inputs[3].as<T>(), frequencies, args.inputs[4].as<int32_t>(), shape,
-                                  args.outputs[0].as<T>(), args.outputs[1].as<T>());
+                                  args.outputs[0].as<T>(), d_weight);
           };
         });
       },
