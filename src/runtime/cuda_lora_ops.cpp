@@ -2,15 +2,18 @@
 //  * `dropout` (ops/defs/dropout_def.cpp), bf16 (BF16 graphs) and fp32. The mask is the CPU op's
 //    function of (seed, stream, element index), so a CUDA run drops exactly the elements the CPU
 //    reference drops (runtime/cuda_lora_kernels.h); the backward is the same op on d_out.
-//  * `concat` / `split` (ops/defs/concat_split_def.cpp), any dtype: one cudaMemcpy2DAsync per
-//    piece (rows of `outer`, each piece a contiguous run of size · inner elements), so a piece
-//    lands byte for byte where the CPU kernel puts it.
+//  * `concat` / `split` (ops/defs/concat_split_def.cpp), any dtype: one launch that moves every
+//    piece (runtime/cuda_piece_copy.h; rows of `outer`, each piece a contiguous run of size · inner
+//    elements), so a piece lands byte for byte where the CPU kernel puts it; more than 8 pieces
+//    take one cudaMemcpy2DAsync each.
 // (`scale`, which F32 graphs' rewrite also emits, is a core op: runtime/cuda_core_ops.cpp.)
+#include <span>
 #include <vector>
 
 #include "core/error.h"
 #include "cuda/cuda_check.h"
 #include "runtime/cuda_lora_kernels.h"
+#include "runtime/cuda_piece_copy.h"
 #include "runtime/cuda_op_table.h"
 
 namespace surogate::runtime {
@@ -69,8 +72,27 @@ PieceLayout piece_layout(const CudaBindContext& ctx, const graph::TensorType& jo
   return layout;
 }
 
+// The pieces' pointers of one run into the kernel's argument (up to PieceCopy::kMaxPieces).
+k::PieceCopy piece_copy(const PieceLayout& layout, void* joined, std::span<const CudaTensorView> pieces) {
+  k::PieceCopy copy;
+  copy.pieces = static_cast<int>(pieces.size());
+  copy.outer = static_cast<int64_t>(layout.outer);
+  copy.joined = joined;
+  for (size_t p = 0; p < pieces.size(); ++p) {
+    copy.piece_data[p] = pieces[p].data;
+    copy.offsets[p] = static_cast<int64_t>(layout.offsets[p]);
+  }
+  copy.offsets[pieces.size()] = static_cast<int64_t>(layout.joined_row);
+  return copy;
+}
+
 CudaKernel bind_concat(const CudaBindContext& ctx) {
   const PieceLayout layout = piece_layout(ctx, ctx.outputs[0], ctx.inputs);
+  if (layout.widths.size() <= static_cast<size_t>(k::PieceCopy::kMaxPieces)) {
+    return [layout](const CudaKernelArgs& args) {
+      k::copy_pieces(piece_copy(layout, args.outputs[0].data, args.inputs), true, args.stream);
+    };
+  }
   return [layout](const CudaKernelArgs& args) {
     auto* joined = static_cast<std::byte*>(args.outputs[0].data);
     for (size_t p = 0; p < layout.widths.size(); ++p) {
@@ -82,6 +104,11 @@ CudaKernel bind_concat(const CudaBindContext& ctx) {
 
 CudaKernel bind_split(const CudaBindContext& ctx) {
   const PieceLayout layout = piece_layout(ctx, ctx.inputs[0], ctx.outputs);
+  if (layout.widths.size() <= static_cast<size_t>(k::PieceCopy::kMaxPieces)) {
+    return [layout](const CudaKernelArgs& args) {
+      k::copy_pieces(piece_copy(layout, args.inputs[0].data, args.outputs), false, args.stream);
+    };
+  }
   return [layout](const CudaKernelArgs& args) {
     const auto* joined = static_cast<const std::byte*>(args.inputs[0].data);
     for (size_t p = 0; p < layout.widths.size(); ++p) {

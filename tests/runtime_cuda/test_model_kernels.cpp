@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <random>
 #include <vector>
 
 #include "compiler/execution_plan.h"
@@ -33,6 +34,7 @@
 #include "ops/rope.h"
 #include "runtime/cuda_backend.h"
 #include "runtime/cuda_model_kernels.h"
+#include "runtime/cuda_piece_copy.h"
 
 namespace surogate::runtime {
 namespace {
@@ -83,6 +85,53 @@ TEST(CudaModelKernels, CuSeqlensFromDocuments) {
     for (int64_t r = 0; r < rows; ++r) per_row.push_back(static_cast<int32_t>(r * sequence));
     per_row.resize(static_cast<size_t>(tokens + 1), static_cast<int32_t>(tokens));
     EXPECT_EQ(cu.download(), per_row) << rows << "x" << sequence;
+  }
+}
+
+// concat / split in one launch: joined rows are the pieces' rows side by side, byte for byte, in
+// every copy unit (16-byte pieces of LoRA's batched products, odd widths, an empty piece), and a
+// split of the joined tensor gives the pieces back.
+TEST(CudaModelKernels, PieceCopyConcatsAndSplitsByteForByte) {
+  SKIP_WITHOUT_GPU();
+  struct Case {
+    int64_t outer;
+    std::vector<int64_t> widths;  // bytes per row of each piece
+  };
+  for (const Case& c : {Case{4096, {32, 32, 32}}, Case{7, {8, 24}}, Case{5, {6, 10, 4}}, Case{3, {3, 0, 5}},
+                        Case{1, {16}}, Case{33, {4, 4, 4, 4, 4, 4, 4, 12}}}) {
+    std::vector<int64_t> offsets{0};
+    for (int64_t width : c.widths) offsets.push_back(offsets.back() + width);
+    const int64_t row = offsets.back();
+    std::mt19937 generator(static_cast<uint32_t>(row * 131 + c.outer));
+    std::vector<std::vector<uint8_t>> pieces;
+    std::vector<cuda::DeviceBuffer<uint8_t>> device_pieces;
+    std::vector<uint8_t> expected(static_cast<size_t>(c.outer * row));
+    for (size_t p = 0; p < c.widths.size(); ++p) {
+      std::vector<uint8_t> bytes(static_cast<size_t>(std::max<int64_t>(c.outer * c.widths[p], 1)));
+      for (uint8_t& b : bytes) b = static_cast<uint8_t>(generator());
+      for (int64_t r = 0; r < c.outer; ++r) {
+        std::copy_n(bytes.begin() + r * c.widths[p], c.widths[p], expected.begin() + r * row + offsets[p]);
+      }
+      device_pieces.push_back(cuda::to_device(bytes));
+      pieces.push_back(std::move(bytes));
+    }
+    cuda::DeviceBuffer<uint8_t> joined(expected.size());
+    joined.poison();
+    k::PieceCopy copy;
+    copy.pieces = static_cast<int>(c.widths.size());
+    copy.outer = c.outer;
+    copy.joined = joined.data();
+    for (size_t p = 0; p < c.widths.size(); ++p) {
+      copy.piece_data[p] = device_pieces[p].data();
+      copy.offsets[p + 1] = offsets[p + 1];
+    }
+    k::copy_pieces(copy, true, nullptr);
+    EXPECT_EQ(joined.download(), expected) << "concat, row of " << row << " bytes";
+    for (auto& piece : device_pieces) piece.poison();
+    k::copy_pieces(copy, false, nullptr);
+    for (size_t p = 0; p < c.widths.size(); ++p) {
+      if (c.widths[p] > 0) EXPECT_EQ(device_pieces[p].download(), pieces[p]) << "split, piece " << p << " of row " << row;
+    }
   }
 }
 
