@@ -29,20 +29,21 @@ constexpr size_t backward_shared_bytes() {
          size_t{kBlockKeys} * kScoreStride * sizeof(__nv_bfloat16) + size_t{6} * kBlockQueries * sizeof(float);
 }
 
-// delta[h, i] = Σ_d dO[i, h, d] · O[i, h, d]; one thread per (token, head).
+// delta[h, i] = Σ_d dO[i, h, d] · O[i, h, d], and the (token, head) row of the fp32 dQ
+// accumulator zeroed on the way (no separate memset pass): head_dim / 8 lanes per row, each with
+// one 16-byte vector of dO and of O, summed by shuffles inside the lane group.
 template <int kHeadDim>
-__global__ void attention_delta_kernel(float* delta, const __nv_bfloat16* dout, const __nv_bfloat16* out,
-                                       int64_t tokens, int heads) {
-  const int64_t index = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
-  if (index >= tokens * heads) return;
-  const int64_t token = index / heads;
-  const int head = static_cast<int>(index % heads);
-  const __nv_bfloat16* a = dout + index * kHeadDim;
-  const __nv_bfloat16* b = out + index * kHeadDim;
+__global__ void attention_delta_kernel(float* delta, float* dq_accumulator, const __nv_bfloat16* dout,
+                                       const __nv_bfloat16* out, int64_t tokens, int heads) {
+  constexpr int kLanes = kHeadDim / 8;  // 4, 8 or 16: whole groups inside a warp
+  const int64_t thread = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
+  const int64_t row = thread / kLanes;  // token · heads + head
+  const int lane = static_cast<int>(thread % kLanes);
+  const bool active = row < tokens * heads;
   float sum = 0.0f;
-#pragma unroll
-  for (int d = 0; d < kHeadDim; d += 8) {
-    uint4 va = *reinterpret_cast<const uint4*>(a + d), vb = *reinterpret_cast<const uint4*>(b + d);
+  if (active) {
+    const int64_t offset = row * kHeadDim + lane * 8;
+    const uint4 va = *reinterpret_cast<const uint4*>(dout + offset), vb = *reinterpret_cast<const uint4*>(out + offset);
     const __nv_bfloat162* pa = reinterpret_cast<const __nv_bfloat162*>(&va);
     const __nv_bfloat162* pb = reinterpret_cast<const __nv_bfloat162*>(&vb);
 #pragma unroll
@@ -50,8 +51,13 @@ __global__ void attention_delta_kernel(float* delta, const __nv_bfloat16* dout, 
       const float2 fa = __bfloat1622float2(pa[i]), fb = __bfloat1622float2(pb[i]);
       sum += fa.x * fb.x + fa.y * fb.y;
     }
+    float4* zero = reinterpret_cast<float4*>(dq_accumulator + offset);
+    zero[0] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    zero[1] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
   }
-  delta[int64_t{head} * tokens + token] = sum;
+#pragma unroll
+  for (int width = kLanes / 2; width > 0; width /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, width);
+  if (active && lane == 0) delta[int64_t{row % heads} * tokens + row / heads] = sum;
 }
 
 __global__ void convert_dq_kernel(__nv_bfloat16* dq, const float* accumulator, int64_t count) {
@@ -349,10 +355,9 @@ void launch_backward(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bfloat16* dv, fl
   float* delta = partials ? dv_partial + q_elements : dk_partial;
   const int64_t key_blocks = (shape.tokens + kBlockKeys - 1) / kBlockKeys;
   CUDA_REQUIRE(key_blocks <= 65535, "attention backward: too many tokens for one launch");
-  CUDA_CHECK(cudaMemsetAsync(dq_accumulator, 0, q_elements * sizeof(float), stream));
-  const int64_t rows = shape.tokens * shape.q_heads;
-  attention_delta_kernel<kHeadDim><<<static_cast<unsigned>((rows + 255) / 256), 256, 0, stream>>>(
-      delta, dout, out, shape.tokens, shape.q_heads);
+  const int64_t delta_threads = shape.tokens * shape.q_heads * (kHeadDim / 8);
+  attention_delta_kernel<kHeadDim><<<static_cast<unsigned>((delta_threads + 255) / 256), 256, 0, stream>>>(
+      delta, dq_accumulator, dout, out, shape.tokens, shape.q_heads);
   CUDA_CHECK_LAUNCH();
   constexpr size_t kShared = backward_shared_bytes<kHeadDim, kWarps>();
   CUDA_CHECK(cudaFuncSetAttribute(attention_backward_kernel<kHeadDim, kWarps, kWholeGroup>,
