@@ -118,6 +118,39 @@ int main() {
         median_ms([&] { matmul.run(grad_a, grad.data(), down.data(), x.data(), nullptr, nullptr); }), "TB/s   ",
         2.0 * tokens * hidden);
   }
+  {  // The 8B job's base products (with the adapter output / earlier gradient as addend) under
+     // cuBLASLt's first 6 ranked algorithms: is the heuristic's first choice the fastest?
+    const int64_t tokens = 4096, hidden = 4096;
+    auto x = random_bf16(tokens * 12288, 1.0f), w = random_bf16(12288 * hidden, 1.0f),
+         addend = random_bf16(tokens * 12288, 1.0f);
+    DeviceBuffer<__nv_bfloat16> y(tokens * 12288);
+    struct Case {
+      const char* label;
+      MatmulShape shape;
+    };
+    const Case cases[] = {
+        {"base fwd x[4096,4096]·Wᵀ+c -> 1024", {.m = tokens, .n = 1024, .k = hidden, .transpose_b = true, .has_addend = true}},
+        {"base fwd x[4096,4096]·Wᵀ+c -> 4096", {.m = tokens, .n = 4096, .k = hidden, .transpose_b = true, .has_addend = true}},
+        {"base fwd x[4096,4096]·Wᵀ+c -> 12288", {.m = tokens, .n = 12288, .k = hidden, .transpose_b = true, .has_addend = true}},
+        {"base fwd x[4096,12288]·Wᵀ+c -> 4096", {.m = tokens, .n = 4096, .k = 12288, .transpose_b = true, .has_addend = true}},
+        {"base dx dy[4096,1024]·W -> 4096", {.m = tokens, .n = hidden, .k = 1024}},
+        {"base dx dy[4096,1024]·W+c -> 4096", {.m = tokens, .n = hidden, .k = 1024, .has_addend = true}},
+        {"base dx dy[4096,12288]·W+c -> 4096", {.m = tokens, .n = hidden, .k = 12288, .has_addend = true}},
+        {"base dx dy[4096,4096]·W -> 12288", {.m = tokens, .n = 12288, .k = 4096}},
+    };
+    for (const Case& c : cases) {
+      for (int heuristic = 0; heuristic < 6; ++heuristic) {
+        Matmul matmul(size_t{32} << 20, heuristic);
+        char label[96];
+        std::snprintf(label, sizeof label, "%s, algorithm %d", c.label, heuristic);
+        row(label, median_ms([&] {
+              matmul.run(c.shape, y.data(), x.data(), w.data(), nullptr, nullptr, 1.0f,
+                         c.shape.has_addend ? addend.data() : nullptr);
+            }),
+            "TFLOP/s", 2.0 * c.shape.m * c.shape.n * c.shape.k);
+      }
+    }
+  }
   {  // The adapter GEMMs of the 8B job under each of cuBLASLt's first 8 ranked algorithms (one
      // Matmul per rank; rank 0 is what the engine uses). Rate: bytes of the big operands per second.
     const int64_t tokens = 4096, rank = 16;
