@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <random>
 
 #include "cuda/kernels/adamw.h"
 #include "cuda/kernels/grad_norm.h"
@@ -46,6 +47,76 @@ TEST(CudaAdamW, MatchesReferenceWithClipScaleAndDecay) {
     EXPECT_LT(relative_error(device_v.download(), expected_v), 1e-5) << where;
     const auto bits = params.download();
     for (int64_t i = 0; i < count; ++i) ASSERT_EQ(bits[i], float_to_bf16(new_master[i])) << where << " index " << i;
+  }
+}
+
+// Every tensor in one launch gives what one launch per tensor gives, bit for bit: counts that are
+// and are not multiples of 4 (vector and scalar paths), blocks that end inside a tensor, an empty
+// tensor, fp32 and bf16 gradients, no bf16 copy, and a tensor without weight decay.
+TEST(CudaAdamW, TensorsInOneLaunchEqualOneLaunchEach) {
+  SKIP_WITHOUT_GPU();
+  struct Spec {
+    int64_t count;
+    bool bf16_grad, has_params, decays;
+  };
+  const std::vector<Spec> specs = {{4096, false, true, true},   {1, true, true, true},     {0, false, true, true},
+                                   {100003, true, true, false}, {65536, true, false, true}, {12, false, true, true},
+                                   {20000, false, true, true}};
+  AdamWStep step;
+  step.step_size = 1e-3f / (1.0f - std::pow(step.beta1, 2.0f));
+  step.second_correction = 1.0f / std::sqrt(1.0f - std::pow(step.beta2, 2.0f));
+  step.decay = 1e-4f;
+  const auto clip = to_device(std::vector<float>{0.8f});
+  struct State {
+    DeviceBuffer<float> master, m, v, grad;
+    DeviceBuffer<Bf16> grad_bf16, params;
+  };
+  auto make = [&](const Spec& spec, uint32_t seed) {
+    std::mt19937 generator(seed);
+    auto values = [&](float low, float high) {
+      std::uniform_real_distribution<float> distribution(low, high);
+      std::vector<float> out(static_cast<size_t>(spec.count));
+      for (float& x : out) x = distribution(generator);
+      return out;
+    };
+    State state{to_device(values(-1.0f, 1.0f)), to_device(values(-0.01f, 0.01f)), to_device(values(0.0f, 1e-3f)),
+                to_device(values(-0.1f, 0.1f)), device_bf16(values(-0.1f, 0.1f)), DeviceBuffer<Bf16>(spec.count)};
+    state.params.poison();
+    return state;
+  };
+  std::vector<State> separate, joined;
+  std::vector<AdamWTensor> tensors;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const Spec& spec = specs[i];
+    separate.push_back(make(spec, static_cast<uint32_t>(i)));
+    joined.push_back(make(spec, static_cast<uint32_t>(i)));
+    State& a = separate.back();
+    AdamWStep own = step;
+    if (!spec.decays) own.decay = 0.0f;
+    __nv_bfloat16* params = spec.has_params ? bf16_ptr(a.params) : nullptr;
+    if (spec.bf16_grad) {
+      adamw_update(params, a.master.data(), a.m.data(), a.v.data(), bf16_ptr(a.grad_bf16), clip.data(), spec.count,
+                   own, nullptr);
+    } else {
+      adamw_update(params, a.master.data(), a.m.data(), a.v.data(), a.grad.data(), clip.data(), spec.count, own,
+                   nullptr);
+    }
+    State& b = joined.back();
+    tensors.push_back({.params = spec.has_params ? bf16_ptr(b.params) : nullptr, .master = b.master.data(),
+                       .first_moment = b.m.data(), .second_moment = b.v.data(),
+                       .grad = spec.bf16_grad ? nullptr : b.grad.data(),
+                       .grad_bf16 = spec.bf16_grad ? bf16_ptr(b.grad_bf16) : nullptr, .count = spec.count,
+                       .decays = spec.decays});
+  }
+  const AdamWTensorTable table(tensors);
+  adamw_update_tensors(table, clip.data(), step, nullptr);
+  synchronize();
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const std::string where = "tensor " + std::to_string(i) + " of " + std::to_string(specs[i].count);
+    EXPECT_EQ(joined[i].master.download(), separate[i].master.download()) << where;
+    EXPECT_EQ(joined[i].m.download(), separate[i].m.download()) << where;
+    EXPECT_EQ(joined[i].v.download(), separate[i].v.download()) << where;
+    if (specs[i].has_params) EXPECT_EQ(joined[i].params.download(), separate[i].params.download()) << where;
   }
 }
 

@@ -15,56 +15,129 @@ __device__ __forceinline__ float adamw_element(float w, float& m, float& v, floa
   return __fsub_rn(__fmul_rn(w, __fsub_rn(1.0f, s.decay)), __fdiv_rn(__fmul_rn(s.step_size, m), denominator));
 }
 
+// Elements 4·index .. 4·index + 3 of one tensor with an fp32 master (all pointers aligned).
+template <typename Grad>
+__device__ __forceinline__ void adamw_master_vector(__nv_bfloat16* params, float* master, float* first_moment,
+                                                    float* second_moment, const Grad* grad, int64_t index,
+                                                    float scale, const AdamWStep& step) {
+  float4 w = reinterpret_cast<float4*>(master)[index];
+  float4 m = reinterpret_cast<float4*>(first_moment)[index];
+  float4 v = reinterpret_cast<float4*>(second_moment)[index];
+  const float4 g = kernels::load4(grad, index);
+  w.x = adamw_element(w.x, m.x, v.x, __fmul_rn(g.x, scale), step);
+  w.y = adamw_element(w.y, m.y, v.y, __fmul_rn(g.y, scale), step);
+  w.z = adamw_element(w.z, m.z, v.z, __fmul_rn(g.z, scale), step);
+  w.w = adamw_element(w.w, m.w, v.w, __fmul_rn(g.w, scale), step);
+  reinterpret_cast<float4*>(first_moment)[index] = m;
+  reinterpret_cast<float4*>(second_moment)[index] = v;
+  reinterpret_cast<float4*>(master)[index] = w;
+  if (!params) return;
+  const __nv_bfloat162 low = __floats2bfloat162_rn(w.x, w.y), high = __floats2bfloat162_rn(w.z, w.w);
+  uint2 packed;
+  packed.x = *reinterpret_cast<const uint32_t*>(&low);
+  packed.y = *reinterpret_cast<const uint32_t*>(&high);
+  reinterpret_cast<uint2*>(params)[index] = packed;
+}
+
+// Element `index` of one tensor with an fp32 master.
+template <typename Grad>
+__device__ __forceinline__ void adamw_master_scalar(__nv_bfloat16* params, float* master, float* first_moment,
+                                                    float* second_moment, const Grad* grad, int64_t index,
+                                                    float scale, const AdamWStep& step) {
+  float m = first_moment[index], v = second_moment[index];
+  const float w = adamw_element(master[index], m, v, __fmul_rn(kernels::load_gradient(grad, index), scale), step);
+  first_moment[index] = m;
+  second_moment[index] = v;
+  master[index] = w;
+  if (params) params[index] = __float2bfloat16(w);
+}
+
 // kMaster: fp32 master weights (else the bf16 params are the master, stochastically rounded).
 template <bool kVector, bool kMaster, typename Grad>
 __global__ void adamw_kernel(__nv_bfloat16* params, float* master, float* first_moment, float* second_moment,
                              const Grad* grad, const float* grad_scale, int64_t count, AdamWStep step) {
   const float scale = grad_scale ? *grad_scale : 1.0f;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  const int64_t first_index = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if constexpr (kVector) {
-    for (int64_t index = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; index < count / 4;
-         index += stride) {
-      float4 w = kMaster ? reinterpret_cast<float4*>(master)[index] : kernels::load4(params, index);
-      float4 m = reinterpret_cast<float4*>(first_moment)[index];
-      float4 v = reinterpret_cast<float4*>(second_moment)[index];
-      const float4 g = kernels::load4(grad, index);
-      w.x = adamw_element(w.x, m.x, v.x, __fmul_rn(g.x, scale), step);
-      w.y = adamw_element(w.y, m.y, v.y, __fmul_rn(g.y, scale), step);
-      w.z = adamw_element(w.z, m.z, v.z, __fmul_rn(g.z, scale), step);
-      w.w = adamw_element(w.w, m.w, v.w, __fmul_rn(g.w, scale), step);
-      reinterpret_cast<float4*>(first_moment)[index] = m;
-      reinterpret_cast<float4*>(second_moment)[index] = v;
-      __nv_bfloat162 low, high;
+    for (int64_t index = first_index; index < count / 4; index += stride) {
       if constexpr (kMaster) {
-        reinterpret_cast<float4*>(master)[index] = w;
-        if (!params) continue;
-        low = __floats2bfloat162_rn(w.x, w.y);
-        high = __floats2bfloat162_rn(w.z, w.w);
+        adamw_master_vector(params, master, first_moment, second_moment, grad, index, scale, step);
       } else {
+        float4 w = kernels::load4(params, index);
+        float4 m = reinterpret_cast<float4*>(first_moment)[index];
+        float4 v = reinterpret_cast<float4*>(second_moment)[index];
+        const float4 g = kernels::load4(grad, index);
+        w.x = adamw_element(w.x, m.x, v.x, __fmul_rn(g.x, scale), step);
+        w.y = adamw_element(w.y, m.y, v.y, __fmul_rn(g.y, scale), step);
+        w.z = adamw_element(w.z, m.z, v.z, __fmul_rn(g.z, scale), step);
+        w.w = adamw_element(w.w, m.w, v.w, __fmul_rn(g.w, scale), step);
+        reinterpret_cast<float4*>(first_moment)[index] = m;
+        reinterpret_cast<float4*>(second_moment)[index] = v;
         const int64_t first = 4 * index;
-        low = __halves2bfloat162(kernels::stochastic_bf16(w.x, step.rounding_key, first),
-                                 kernels::stochastic_bf16(w.y, step.rounding_key, first + 1));
-        high = __halves2bfloat162(kernels::stochastic_bf16(w.z, step.rounding_key, first + 2),
-                                  kernels::stochastic_bf16(w.w, step.rounding_key, first + 3));
+        const __nv_bfloat162 low = __halves2bfloat162(kernels::stochastic_bf16(w.x, step.rounding_key, first),
+                                                      kernels::stochastic_bf16(w.y, step.rounding_key, first + 1));
+        const __nv_bfloat162 high = __halves2bfloat162(kernels::stochastic_bf16(w.z, step.rounding_key, first + 2),
+                                                       kernels::stochastic_bf16(w.w, step.rounding_key, first + 3));
+        uint2 packed;
+        packed.x = *reinterpret_cast<const uint32_t*>(&low);
+        packed.y = *reinterpret_cast<const uint32_t*>(&high);
+        reinterpret_cast<uint2*>(params)[index] = packed;
       }
-      uint2 packed;
-      packed.x = *reinterpret_cast<uint32_t*>(&low);
-      packed.y = *reinterpret_cast<uint32_t*>(&high);
-      reinterpret_cast<uint2*>(params)[index] = packed;
     }
   } else {
-    for (int64_t index = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; index < count;
-         index += stride) {
-      float m = first_moment[index], v = second_moment[index];
-      const float old = kMaster ? master[index] : __bfloat162float(params[index]);
-      const float w = adamw_element(old, m, v, __fmul_rn(kernels::load_gradient(grad, index), scale), step);
-      first_moment[index] = m;
-      second_moment[index] = v;
+    for (int64_t index = first_index; index < count; index += stride) {
       if constexpr (kMaster) {
-        master[index] = w;
-        if (params) params[index] = __float2bfloat16(w);
+        adamw_master_scalar(params, master, first_moment, second_moment, grad, index, scale, step);
       } else {
+        float m = first_moment[index], v = second_moment[index];
+        const float w = adamw_element(__bfloat162float(params[index]), m, v,
+                                      __fmul_rn(kernels::load_gradient(grad, index), scale), step);
+        first_moment[index] = m;
+        second_moment[index] = v;
         params[index] = kernels::stochastic_bf16(w, step.rounding_key, index);
+      }
+    }
+  }
+}
+
+// adamw_update_tensors: block b updates elements [kTensorBlock · (b − start), + kTensorBlock) of
+// the tensor whose blocks start at the largest block_starts entry ≤ b (empty tensors own none).
+constexpr int kTensorThreads = 256;
+constexpr int64_t kTensorBlock = 4 * 4 * kTensorThreads;  // 4 vectors of 4 elements per thread
+
+__global__ void adamw_tensors_kernel(const AdamWTensor* tensors, const int64_t* block_starts, int size,
+                                     const float* grad_scale, AdamWStep step) {
+  const float scale = grad_scale ? *grad_scale : 1.0f;
+  const int64_t block = blockIdx.x;
+  int low = 0, high = size - 1;
+  while (low < high) {
+    const int middle = (low + high + 1) / 2;
+    if (block_starts[middle] <= block) low = middle;
+    else high = middle - 1;
+  }
+  const AdamWTensor tensor = tensors[low];
+  if (!tensor.decays) step.decay = 0.0f;
+  const int64_t begin = (block - block_starts[low]) * kTensorBlock;
+  const int64_t end = begin + kTensorBlock < tensor.count ? begin + kTensorBlock : tensor.count;
+  if (tensor.vector) {
+    for (int64_t index = begin / 4 + threadIdx.x; index < end / 4; index += kTensorThreads) {
+      if (tensor.grad) {
+        adamw_master_vector(tensor.params, tensor.master, tensor.first_moment, tensor.second_moment, tensor.grad, index,
+                            scale, step);
+      } else {
+        adamw_master_vector(tensor.params, tensor.master, tensor.first_moment, tensor.second_moment, tensor.grad_bf16,
+                            index, scale, step);
+      }
+    }
+  } else {
+    for (int64_t index = begin + threadIdx.x; index < end; index += kTensorThreads) {
+      if (tensor.grad) {
+        adamw_master_scalar(tensor.params, tensor.master, tensor.first_moment, tensor.second_moment, tensor.grad, index,
+                            scale, step);
+      } else {
+        adamw_master_scalar(tensor.params, tensor.master, tensor.first_moment, tensor.second_moment, tensor.grad_bf16,
+                            index, scale, step);
       }
     }
   }
@@ -99,7 +172,35 @@ void dispatch(__nv_bfloat16* params, float* master, float* first_moment, float* 
   }
 }
 
+bool aligned(const void* pointer, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(pointer) % bytes == 0; }
+
 }  // namespace
+
+AdamWTensorTable::AdamWTensorTable(std::vector<AdamWTensor> tensors) : size_(static_cast<int>(tensors.size())) {
+  CUDA_REQUIRE(!tensors.empty(), "adamw_update_tensors: no tensors");
+  std::vector<int64_t> starts;
+  for (AdamWTensor& tensor : tensors) {
+    CUDA_REQUIRE(tensor.count == 0 || (tensor.master && tensor.first_moment && tensor.second_moment &&
+                                       (tensor.grad || tensor.grad_bf16)),
+                 "adamw_update_tensors: every tensor needs an fp32 master, both moments and a gradient");
+    tensor.vector = tensor.count % 4 == 0 && aligned(tensor.master, 16) && aligned(tensor.first_moment, 16) &&
+                    aligned(tensor.second_moment, 16) && aligned(tensor.params, 8) &&
+                    (tensor.grad ? aligned(tensor.grad, 16) : aligned(tensor.grad_bf16, 8));
+    starts.push_back(blocks_);
+    blocks_ += (tensor.count + kTensorBlock - 1) / kTensorBlock;
+  }
+  tensors_ = to_device(tensors);
+  block_starts_ = to_device(starts);
+}
+
+void adamw_update_tensors(const AdamWTensorTable& table, const float* grad_scale, const AdamWStep& step,
+                          cudaStream_t stream) {
+  if (table.blocks() == 0) return;
+  CUDA_REQUIRE(table.blocks() <= 0x7fffffff, "adamw_update_tensors: too many elements");
+  adamw_tensors_kernel<<<static_cast<unsigned>(table.blocks()), kTensorThreads, 0, stream>>>(
+      table.tensors(), table.block_starts(), table.size(), grad_scale, step);
+  CUDA_CHECK_LAUNCH();
+}
 
 void adamw_update(__nv_bfloat16* params, float* master, float* first_moment, float* second_moment,
                   const float* grad, const float* grad_scale, int64_t count, const AdamWStep& step,

@@ -22,6 +22,9 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <vector>
+
+#include "cuda/device_buffer.h"
 
 namespace surogate::cuda {
 
@@ -43,5 +46,39 @@ void adamw_update(__nv_bfloat16* params, float* master, float* first_moment, flo
 void adamw_update(__nv_bfloat16* params, float* master, float* first_moment, float* second_moment,
                   const __nv_bfloat16* grad, const float* grad_scale, int64_t count, const AdamWStep& step,
                   cudaStream_t stream);
+
+// Many tensors in one launch, for fp32 masters (the LoRA job steps 504 adapter tensors: one
+// launch each cost ~4 ms a step). The same element-wise update as adamw_update, bit for bit;
+// step.decay applies to the tensors with `decays`, 0 to the others.
+struct AdamWTensor {
+  __nv_bfloat16* params = nullptr;  // may be null
+  float* master = nullptr;
+  float* first_moment = nullptr;
+  float* second_moment = nullptr;
+  const float* grad = nullptr;              // the gradient: fp32 ...
+  const __nv_bfloat16* grad_bf16 = nullptr;  // ... or bf16
+  int64_t count = 0;
+  bool decays = true;
+  bool vector = false;  // set by AdamWTensorTable: 4-element vectors (count and pointers allow)
+};
+
+// The device copy of a fixed list of tensors and of where each one's blocks start.
+class AdamWTensorTable {
+public:
+  explicit AdamWTensorTable(std::vector<AdamWTensor> tensors);
+  const AdamWTensor* tensors() const { return tensors_.data(); }
+  const int64_t* block_starts() const { return block_starts_.data(); }
+  int size() const { return size_; }
+  int64_t blocks() const { return blocks_; }
+
+private:
+  DeviceBuffer<AdamWTensor> tensors_;
+  DeviceBuffer<int64_t> block_starts_;
+  int size_ = 0;
+  int64_t blocks_ = 0;
+};
+
+void adamw_update_tensors(const AdamWTensorTable& table, const float* grad_scale, const AdamWStep& step,
+                          cudaStream_t stream);
 
 }  // namespace surogate::cuda
