@@ -108,10 +108,9 @@ CudaKernel bind_fused_rmsnorm_rope_backward(const CudaBindContext& ctx) {
   const int64_t channels = layout.shape.head_dim;
   ScratchLayout scratch;
   const size_t dweight = weight_grad ? scratch.take(sizeof(float) * channels) : 0;
-  const size_t partials =
-      !weight_grad ? 0
-                   : scratch.take(sizeof(float) * (layout.fused ? cuda::qk_norm_rope_backward_scratch_floats(layout.shape)
-                                                                : cuda::rmsnorm_backward_scratch_floats(layout.rows(), channels)));
+  const int64_t partial_floats = layout.fused ? cuda::qk_norm_rope_backward_scratch_floats(layout.shape)
+                                              : cuda::rmsnorm_backward_scratch_floats(layout.rows(), channels);
+  const size_t partials = weight_grad ? scratch.take(sizeof(float) * partial_floats) : 0;
   const size_t dnormed = layout.fused ? 0 : scratch.take(sizeof(bf16) * layout.count());
   const size_t cos = layout.fused ? 0 : scratch.take(sizeof(float) * layout.shape.tokens * layout.half);
   const size_t sin = layout.fused ? 0 : scratch.take(sizeof(float) * layout.shape.tokens * layout.half);

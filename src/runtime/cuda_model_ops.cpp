@@ -141,10 +141,10 @@ CudaKernel bind_rmsnorm_backward(const CudaBindContext& ctx) {
   const bool has_residual = ctx.inputs.size() == 5;
   // The forward op's eps is not needed: the backward reads the saved rstd.
   const NarrowNorm narrow = has_residual ? NarrowNorm{} : narrow_norm(rows, channels, last(ctx.inputs[1]), 0.0f);
+  const int64_t partial_floats = narrow.used ? cuda::qk_norm_rope_backward_scratch_floats(narrow.shape)
+                                             : cuda::rmsnorm_backward_scratch_floats(rows, channels);
   ScratchLayout layout;
-  const size_t partials = weight_grad ? layout.take(sizeof(float) * (narrow.used ? cuda::qk_norm_rope_backward_scratch_floats(narrow.shape)
-                                                                                 : cuda::rmsnorm_backward_scratch_floats(rows, channels)))
-                                      : 0;
+  const size_t partials = weight_grad ? layout.take(sizeof(float) * partial_floats) : 0;
   const size_t dweight = weight_grad ? layout.take(sizeof(float) * channels) : 0;
   ctx.resources.reserve_scratch(layout.bytes);
   CudaResources* resources = &ctx.resources;

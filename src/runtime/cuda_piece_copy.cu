@@ -34,9 +34,10 @@ __global__ void copy_pieces_kernel(PieceCopy copy, bool into_joined) {
     int piece = 0;
     while (piece + 1 < copy.pieces && copy.offsets[piece + 1] <= within) ++piece;
     const int64_t width = copy.offsets[piece + 1] - copy.offsets[piece];
-    T* joined = reinterpret_cast<T*>(static_cast<unsigned char*>(copy.joined) + row * copy.offsets[copy.pieces] + within);
-    T* part = reinterpret_cast<T*>(static_cast<unsigned char*>(copy.piece_data[piece]) + row * width +
-                                   (within - copy.offsets[piece]));
+    auto* joined_row = static_cast<unsigned char*>(copy.joined) + row * copy.offsets[copy.pieces];
+    auto* piece_row = static_cast<unsigned char*>(copy.piece_data[piece]) + row * width;
+    T* joined = reinterpret_cast<T*>(joined_row + within);
+    T* part = reinterpret_cast<T*>(piece_row + (within - copy.offsets[piece]));
     if (into_joined) {
       *joined = *part;
     } else {

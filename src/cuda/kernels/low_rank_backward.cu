@@ -221,36 +221,44 @@ bool valid_tiling(const LowRankTiling& tiling) {
   return columns && tokens && (tiling.stages == 2 || tiling.stages == 3 || tiling.stages == 4);
 }
 
+// Everything one launch of the partials kernel takes but its template parameters.
+struct PartialsLaunch {
+  float* dx_partials;
+  float* dw_partials;
+  const __nv_bfloat16* d_out;
+  const __nv_bfloat16* x;
+  const __nv_bfloat16* weight;
+  int64_t tokens, columns;
+  dim3 grid;
+  cudaStream_t stream;
+};
+
 template <int kRank, int kColumnTiles, int kTokenTiles, int kStages>
-void launch_partials(float* dx_partials, float* dw_partials, const __nv_bfloat16* d_out, const __nv_bfloat16* x,
-                     const __nv_bfloat16* weight, const LowRankBackwardShape& shape, dim3 grid, cudaStream_t stream) {
+void launch_partials(const PartialsLaunch& l) {
   constexpr size_t kShared = shared_bytes<kRank, kColumnTiles, kTokenTiles, kStages>();
   auto kernel = low_rank_partials_kernel<kRank, kColumnTiles, kTokenTiles, kStages>;
   CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kShared)));
-  kernel<<<grid, kThreads, kShared, stream>>>(dx_partials, dw_partials, d_out, x, weight, shape.tokens, shape.columns);
+  kernel<<<l.grid, kThreads, kShared, l.stream>>>(l.dx_partials, l.dw_partials, l.d_out, l.x, l.weight, l.tokens,
+                                                 l.columns);
   CUDA_CHECK_LAUNCH();
 }
 
 // The runtime tiling to the template parameters: column tiles, then token tiles, then stages.
 template <int kRank, int kColumnTiles, int kTokenTiles>
-void launch_with_stages(const LowRankTiling& tiling, float* dx_partials, float* dw_partials,
-                        const __nv_bfloat16* d_out, const __nv_bfloat16* x, const __nv_bfloat16* weight,
-                        const LowRankBackwardShape& shape, dim3 grid, cudaStream_t stream) {
+void launch_with_stages(const LowRankTiling& tiling, const PartialsLaunch& l) {
   switch (tiling.stages) {
-    case 4: launch_partials<kRank, kColumnTiles, kTokenTiles, 4>(dx_partials, dw_partials, d_out, x, weight, shape, grid, stream); break;
-    case 3: launch_partials<kRank, kColumnTiles, kTokenTiles, 3>(dx_partials, dw_partials, d_out, x, weight, shape, grid, stream); break;
-    default: launch_partials<kRank, kColumnTiles, kTokenTiles, 2>(dx_partials, dw_partials, d_out, x, weight, shape, grid, stream); break;
+    case 4: launch_partials<kRank, kColumnTiles, kTokenTiles, 4>(l); break;
+    case 3: launch_partials<kRank, kColumnTiles, kTokenTiles, 3>(l); break;
+    default: launch_partials<kRank, kColumnTiles, kTokenTiles, 2>(l); break;
   }
 }
 
 template <int kRank, int kColumnTiles>
-void launch_with_token_tiles(const LowRankTiling& tiling, float* dx_partials, float* dw_partials,
-                             const __nv_bfloat16* d_out, const __nv_bfloat16* x, const __nv_bfloat16* weight,
-                             const LowRankBackwardShape& shape, dim3 grid, cudaStream_t stream) {
+void launch_with_token_tiles(const LowRankTiling& tiling, const PartialsLaunch& l) {
   switch (tiling.token_tiles) {
-    case 4: launch_with_stages<kRank, kColumnTiles, 4>(tiling, dx_partials, dw_partials, d_out, x, weight, shape, grid, stream); break;
-    case 2: launch_with_stages<kRank, kColumnTiles, 2>(tiling, dx_partials, dw_partials, d_out, x, weight, shape, grid, stream); break;
-    default: launch_with_stages<kRank, kColumnTiles, 1>(tiling, dx_partials, dw_partials, d_out, x, weight, shape, grid, stream); break;
+    case 4: launch_with_stages<kRank, kColumnTiles, 4>(tiling, l); break;
+    case 2: launch_with_stages<kRank, kColumnTiles, 2>(tiling, l); break;
+    default: launch_with_stages<kRank, kColumnTiles, 1>(tiling, l); break;
   }
 }
 
@@ -263,11 +271,13 @@ void launch(__nv_bfloat16* d_x, __nv_bfloat16* d_weight, float* workspace, const
   CUDA_REQUIRE(column_blocks <= 65535 && token_blocks <= 65535, "low_rank_backward: too many tokens or columns");
   float* dx_partials = workspace;
   float* dw_partials = workspace + column_blocks * shape.tokens * kRank;
-  const dim3 grid(static_cast<unsigned>(column_blocks), static_cast<unsigned>(token_blocks));
+  const PartialsLaunch partials{dx_partials, dw_partials, d_out, x, weight, shape.tokens, shape.columns,
+                                dim3(static_cast<unsigned>(column_blocks), static_cast<unsigned>(token_blocks)),
+                                stream};
   switch (tiling.column_tiles) {
-    case 4: launch_with_token_tiles<kRank, 4>(tiling, dx_partials, dw_partials, d_out, x, weight, shape, grid, stream); break;
-    case 2: launch_with_token_tiles<kRank, 2>(tiling, dx_partials, dw_partials, d_out, x, weight, shape, grid, stream); break;
-    default: launch_with_token_tiles<kRank, 1>(tiling, dx_partials, dw_partials, d_out, x, weight, shape, grid, stream); break;
+    case 4: launch_with_token_tiles<kRank, 4>(tiling, partials); break;
+    case 2: launch_with_token_tiles<kRank, 2>(tiling, partials); break;
+    default: launch_with_token_tiles<kRank, 1>(tiling, partials); break;
   }
   const int64_t total = (shape.tokens + shape.columns) * kRank;
   const int blocks = static_cast<int>(std::min<int64_t>(ceil_div(total, 256), 4 * sm_count()));

@@ -197,7 +197,8 @@ void rmsnorm_backward(__nv_bfloat16* dinput, float* dweight, float* scratch, con
   const int per_thread = backward_vectors_per_thread(channels);
   const int threads = backward_threads_for(channels, per_thread);
   auto launch = [&](auto kernel) {
-    kernel<<<partial_count, threads, 0, stream>>>(dinput, dweight ? scratch : nullptr, dout, dresidual, input, weight, rstd, rows,
+    kernel<<<partial_count, threads, 0, stream>>>(dinput, dweight ? scratch : nullptr, dout, dresidual, input, weight,
+                                                  rstd, rows,
                                                   static_cast<int>(channels));
   };
   if (per_thread == 1) launch(rmsnorm_backward_kernel<1>);
