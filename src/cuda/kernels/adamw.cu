@@ -15,12 +15,11 @@ __device__ __forceinline__ float adamw_element(float w, float& m, float& v, floa
   return __fsub_rn(__fmul_rn(w, __fsub_rn(1.0f, s.decay)), __fdiv_rn(__fmul_rn(s.step_size, m), denominator));
 }
 
-// Elements 4·index .. 4·index + 3 of one tensor with an fp32 master (all pointers aligned).
+// The updated weights 4·index .. 4·index + 3 from their old values `w`; the moments are read and
+// written back (all pointers aligned).
 template <typename Grad>
-__device__ __forceinline__ void adamw_master_vector(__nv_bfloat16* params, float* master, float* first_moment,
-                                                    float* second_moment, const Grad* grad, int64_t index,
-                                                    float scale, const AdamWStep& step) {
-  float4 w = reinterpret_cast<float4*>(master)[index];
+__device__ __forceinline__ float4 adamw_vector(float4 w, float* first_moment, float* second_moment, const Grad* grad,
+                                               int64_t index, float scale, const AdamWStep& step) {
   float4 m = reinterpret_cast<float4*>(first_moment)[index];
   float4 v = reinterpret_cast<float4*>(second_moment)[index];
   const float4 g = kernels::load4(grad, index);
@@ -30,6 +29,27 @@ __device__ __forceinline__ void adamw_master_vector(__nv_bfloat16* params, float
   w.w = adamw_element(w.w, m.w, v.w, __fmul_rn(g.w, scale), step);
   reinterpret_cast<float4*>(first_moment)[index] = m;
   reinterpret_cast<float4*>(second_moment)[index] = v;
+  return w;
+}
+
+// The updated weight `index` from its old value `w`; the moments are read and written back.
+template <typename Grad>
+__device__ __forceinline__ float adamw_scalar(float w, float* first_moment, float* second_moment, const Grad* grad,
+                                              int64_t index, float scale, const AdamWStep& step) {
+  float m = first_moment[index], v = second_moment[index];
+  w = adamw_element(w, m, v, __fmul_rn(kernels::load_gradient(grad, index), scale), step);
+  first_moment[index] = m;
+  second_moment[index] = v;
+  return w;
+}
+
+// Elements 4·index .. 4·index + 3 of one tensor with an fp32 master (all pointers aligned).
+template <typename Grad>
+__device__ __forceinline__ void adamw_master_vector(__nv_bfloat16* params, float* master, float* first_moment,
+                                                    float* second_moment, const Grad* grad, int64_t index,
+                                                    float scale, const AdamWStep& step) {
+  const float4 w = adamw_vector(reinterpret_cast<float4*>(master)[index], first_moment, second_moment, grad, index,
+                                scale, step);
   reinterpret_cast<float4*>(master)[index] = w;
   if (!params) return;
   const __nv_bfloat162 low = __floats2bfloat162_rn(w.x, w.y), high = __floats2bfloat162_rn(w.z, w.w);
@@ -44,10 +64,7 @@ template <typename Grad>
 __device__ __forceinline__ void adamw_master_scalar(__nv_bfloat16* params, float* master, float* first_moment,
                                                     float* second_moment, const Grad* grad, int64_t index,
                                                     float scale, const AdamWStep& step) {
-  float m = first_moment[index], v = second_moment[index];
-  const float w = adamw_element(master[index], m, v, __fmul_rn(kernels::load_gradient(grad, index), scale), step);
-  first_moment[index] = m;
-  second_moment[index] = v;
+  const float w = adamw_scalar(master[index], first_moment, second_moment, grad, index, scale, step);
   master[index] = w;
   if (params) params[index] = __float2bfloat16(w);
 }
@@ -64,16 +81,8 @@ __global__ void adamw_kernel(__nv_bfloat16* params, float* master, float* first_
       if constexpr (kMaster) {
         adamw_master_vector(params, master, first_moment, second_moment, grad, index, scale, step);
       } else {
-        float4 w = kernels::load4(params, index);
-        float4 m = reinterpret_cast<float4*>(first_moment)[index];
-        float4 v = reinterpret_cast<float4*>(second_moment)[index];
-        const float4 g = kernels::load4(grad, index);
-        w.x = adamw_element(w.x, m.x, v.x, __fmul_rn(g.x, scale), step);
-        w.y = adamw_element(w.y, m.y, v.y, __fmul_rn(g.y, scale), step);
-        w.z = adamw_element(w.z, m.z, v.z, __fmul_rn(g.z, scale), step);
-        w.w = adamw_element(w.w, m.w, v.w, __fmul_rn(g.w, scale), step);
-        reinterpret_cast<float4*>(first_moment)[index] = m;
-        reinterpret_cast<float4*>(second_moment)[index] = v;
+        const float4 w =
+            adamw_vector(kernels::load4(params, index), first_moment, second_moment, grad, index, scale, step);
         const int64_t first = 4 * index;
         const __nv_bfloat162 low = __halves2bfloat162(kernels::stochastic_bf16(w.x, step.rounding_key, first),
                                                       kernels::stochastic_bf16(w.y, step.rounding_key, first + 1));
@@ -90,11 +99,8 @@ __global__ void adamw_kernel(__nv_bfloat16* params, float* master, float* first_
       if constexpr (kMaster) {
         adamw_master_scalar(params, master, first_moment, second_moment, grad, index, scale, step);
       } else {
-        float m = first_moment[index], v = second_moment[index];
-        const float w = adamw_element(__bfloat162float(params[index]), m, v,
-                                      __fmul_rn(kernels::load_gradient(grad, index), scale), step);
-        first_moment[index] = m;
-        second_moment[index] = v;
+        const float w =
+            adamw_scalar(__bfloat162float(params[index]), first_moment, second_moment, grad, index, scale, step);
         params[index] = kernels::stochastic_bf16(w, step.rounding_key, index);
       }
     }
@@ -105,6 +111,21 @@ __global__ void adamw_kernel(__nv_bfloat16* params, float* master, float* first_
 // the tensor whose blocks start at the largest block_starts entry ≤ b (empty tensors own none).
 constexpr int kTensorThreads = 256;
 constexpr int64_t kTensorBlock = 4 * 4 * kTensorThreads;  // 4 vectors of 4 elements per thread
+
+// Elements [begin, end) of one tensor of the table (begin a multiple of 4).
+template <typename Grad>
+__device__ __forceinline__ void adamw_tensor_range(const AdamWTensor& t, const Grad* grad, int64_t begin, int64_t end,
+                                                   float scale, const AdamWStep& step) {
+  if (t.vector) {
+    for (int64_t index = begin / 4 + threadIdx.x; index < end / 4; index += kTensorThreads) {
+      adamw_master_vector(t.params, t.master, t.first_moment, t.second_moment, grad, index, scale, step);
+    }
+  } else {
+    for (int64_t index = begin + threadIdx.x; index < end; index += kTensorThreads) {
+      adamw_master_scalar(t.params, t.master, t.first_moment, t.second_moment, grad, index, scale, step);
+    }
+  }
+}
 
 __global__ void adamw_tensors_kernel(const AdamWTensor* tensors, const int64_t* block_starts, int size,
                                      const float* grad_scale, AdamWStep step) {
@@ -120,26 +141,10 @@ __global__ void adamw_tensors_kernel(const AdamWTensor* tensors, const int64_t* 
   if (!tensor.decays) step.decay = 0.0f;
   const int64_t begin = (block - block_starts[low]) * kTensorBlock;
   const int64_t end = begin + kTensorBlock < tensor.count ? begin + kTensorBlock : tensor.count;
-  if (tensor.vector) {
-    for (int64_t index = begin / 4 + threadIdx.x; index < end / 4; index += kTensorThreads) {
-      if (tensor.grad) {
-        adamw_master_vector(tensor.params, tensor.master, tensor.first_moment, tensor.second_moment, tensor.grad, index,
-                            scale, step);
-      } else {
-        adamw_master_vector(tensor.params, tensor.master, tensor.first_moment, tensor.second_moment, tensor.grad_bf16,
-                            index, scale, step);
-      }
-    }
+  if (tensor.grad) {
+    adamw_tensor_range(tensor, tensor.grad, begin, end, scale, step);
   } else {
-    for (int64_t index = begin + threadIdx.x; index < end; index += kTensorThreads) {
-      if (tensor.grad) {
-        adamw_master_scalar(tensor.params, tensor.master, tensor.first_moment, tensor.second_moment, tensor.grad, index,
-                            scale, step);
-      } else {
-        adamw_master_scalar(tensor.params, tensor.master, tensor.first_moment, tensor.second_moment, tensor.grad_bf16,
-                            index, scale, step);
-      }
-    }
+    adamw_tensor_range(tensor, tensor.grad_bf16, begin, end, scale, step);
   }
 }
 
