@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # Desk check of the fragment addressing in src/cuda/kernels/low_rank_backward.cu, for work without
-# a GPU: emulates one block of low_rank_partials_kernel lane by lane with the PTX semantics of
+# a GPU: emulates one block of low_rank_partials_kernel (2 token tiles, the stage ring aside) lane by lane with the PTX semantics of
 # ldmatrix.x4 (.trans) and mma.m16n8k16 (as attention_tiles.cuh describes them), with the kernel's
 # shared-memory layouts and index expressions copied by hand, and compares the d_x and d_Wᵀ
 # partials with numpy. It checks the index math only, not the CUDA code; the GPU test is
@@ -63,14 +63,7 @@ def run(R, CT, T=256, N=None):
                     mma(dx_sums[w, tt, 2*j], a, b[:, 0], b[:, 1]); mma(dx_sums[w, tt, 2*j+1], a, b[:, 2], b[:, 3])
                 b = ldmatrix_x4(tile, lambda l: (k*16 + (l & 7) + ((l >> 3) & 1) * 8) * S + w*16 + (l >> 4) * 8, True)
                 for m in range(R // 16):
-                    xa = np.zeros((32, 4, 2))
-                    for l in range(32):
-                        g, t = l // 4, l % 4
-                        base = (tt*128 + k*16 + 2*t) * RS; r = m*16 + g
-                        xa[l, 0] = [xs[base + r], xs[base + RS + r]]
-                        xa[l, 1] = [xs[base + r + 8], xs[base + RS + r + 8]]
-                        xa[l, 2] = [xs[base + 8*RS + r], xs[base + 9*RS + r]]
-                        xa[l, 3] = [xs[base + 8*RS + r + 8], xs[base + 9*RS + r + 8]]
+                    xa = ldmatrix_x4(xs, lambda l: (tt*128 + k*16 + (l & 7) + (l >> 4) * 8) * RS + m*16 + ((l >> 3) & 1) * 8, True)
                     mma(dw_sums[w, ct, m, 0], xa, b[:, 0], b[:, 1]); mma(dw_sums[w, ct, m, 1], xa, b[:, 2], b[:, 3])
     dx = np.zeros((T, R)); dwT = np.zeros((R, N))
     for w in range(8):
