@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
-# Desk check of the fragment addressing in src/cuda/kernels/low_rank_backward.cu, for work without
-# a GPU: emulates one block of low_rank_partials_kernel (2 token tiles; the stage ring aside) lane
-# by lane with the PTX semantics of ldmatrix.x4 (.trans) and mma.m16n8k16 (as attention_tiles.cuh
-# describes them), with the kernel's shared-memory layouts and index expressions copied by hand,
-# and compares the d_x and d_Wᵀ partials with numpy. It checks the index math only, not the CUDA code; the GPU test is
-# tests/cuda/test_low_rank_backward.cpp. Keep the expressions in step with the kernel when it changes.
-# Usage: python3 scripts/emulate_low_rank_fragments.py   (about a minute; prints the max errors)
+# Desk check of the fragment addressing in src/cuda/kernels/low_rank_backward.cu, for work without a
+# GPU: emulates one block of low_rank_partials_kernel (2 token tiles; the stage ring aside) lane by
+# lane with the PTX semantics of ldmatrix.x4 (.trans) and mma.m16n8k16 (as attention_tiles.cuh
+# describes them), with the kernel's shared-memory layouts and index expressions copied by hand, and
+# compares the d_x and d_Wᵀ partials with numpy. It checks the index math only, not the CUDA code;
+# the GPU test is tests/cuda/test_low_rank_backward.cpp. Keep the expressions in step with the
+# kernel when it changes. Usage: python3 scripts/emulate_low_rank_fragments.py   (about a minute;
+# prints the max errors)
 import numpy as np
 rng = np.random.default_rng(0)
 kTile, kPad = 128, 8
