@@ -30,18 +30,12 @@ if [[ "${SKIP_TESTS:-0}" != 1 ]]; then
 fi
 : >"$log/bench.log"
 status=0
-# One model: Surogate, then the peer on the same GPU (retried with gradient checkpointing when it
-# runs out of memory, as bench/run_peers.sh does).
+# One model: Surogate, then the peer on the same GPU (bench/peers/peer_run.sh).
+source "$root/bench/peers/peer_run.sh"
 job() {  # mode model
   OUT="$log" bash "$root/bench/run_surogate.sh" --mode "$1" "$2" >>"$log/bench.log" 2>&1 || status=1
   [[ "${PEERS:-1}" == 0 ]] && return
-  local line
-  line=$(python3 "$root/bench/peers/hf_peft_bench.py" --model "$2" --mode "$1" --steps "${PEER_STEPS:-5}" 2>>"$log/bench.log" | tail -1)
-  if [[ "$line" == *'"error"'* && "$line" == *"OutOfMemory"* ]]; then
-    line=$(python3 "$root/bench/peers/hf_peft_bench.py" --model "$2" --mode "$1" --steps "${PEER_STEPS:-5}" \
-             --checkpointing 2>>"$log/bench.log" | tail -1)
-  fi
-  echo "$line" >>"$log/peers.jsonl"
+  peer_run "$2" "$1" --steps "${PEER_STEPS:-5}" 2>>"$log/bench.log" >>"$log/peers.jsonl"
 }
 for model in ${LORA_MODELS:-qwen3-0.6b qwen3-1.7b qwen3-4b qwen3-8b}; do job lora "$model"; done
 for model in ${FULL_MODELS:-qwen3-0.6b qwen3-1.7b}; do job full "$model"; done

@@ -16,13 +16,9 @@ if ls carry/wheels/liger_kernel-*.whl >/dev/null 2>&1; then
 fi
 
 python3 bench/matmul_ceiling.py | tee -a "$results"
+source bench/peers/peer_run.sh
 run_peer() {  # model mode [extra flags]
-  local line
-  line=$(python3 bench/peers/hf_peft_bench.py --model "$1" --mode "$2" "${@:3}" 2>/dev/null | tail -1)
-  if [[ "$line" == *'"error"'* && "$line" == *"OutOfMemory"* ]]; then
-    line=$(python3 bench/peers/hf_peft_bench.py --model "$1" --mode "$2" --checkpointing "${@:3}" 2>/dev/null | tail -1)
-  fi
-  echo "$line" | tee -a "$results"
+  peer_run "$@" 2>/dev/null | tee -a "$results"
 }
 for model in qwen3-0.6b qwen3-1.7b qwen3-4b qwen3-8b; do
   run_peer "$model" lora
