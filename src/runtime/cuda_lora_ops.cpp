@@ -2,16 +2,15 @@
 //  * `dropout` (ops/defs/dropout_def.cpp), bf16 (BF16 graphs) and fp32. The mask is the CPU op's
 //    function of (seed, stream, element index), so a CUDA run drops exactly the elements the CPU
 //    reference drops (runtime/cuda_lora_kernels.h); the backward is the same op on d_out.
-//  * `concat` / `split` (ops/defs/concat_split_def.cpp), any dtype: one launch that moves every
-//    piece (runtime/cuda_piece_copy.h; rows of `outer`, each piece a contiguous run of size · inner
-//    elements), so a piece lands byte for byte where the CPU kernel puts it; more than 8 pieces
-//    take one cudaMemcpy2DAsync each.
+//  * `concat` / `split` (ops/defs/concat_split_def.cpp), any dtype: one launch per 8 pieces
+//    (runtime/cuda_piece_copy.h; rows of `outer`, each piece a contiguous run of size · inner
+//    elements), so a piece lands byte for byte where the CPU kernel puts it.
 // (`scale`, which F32 graphs' rewrite also emits, is a core op: runtime/cuda_core_ops.cpp.)
+#include <algorithm>
 #include <span>
 #include <vector>
 
 #include "core/error.h"
-#include "cuda/cuda_check.h"
 #include "runtime/cuda_lora_kernels.h"
 #include "runtime/cuda_piece_copy.h"
 #include "runtime/cuda_op_table.h"
@@ -72,49 +71,36 @@ PieceLayout piece_layout(const CudaBindContext& ctx, const graph::TensorType& jo
   return layout;
 }
 
-// The pieces' pointers of one run into the kernel's argument (up to PieceCopy::kMaxPieces).
-k::PieceCopy piece_copy(const PieceLayout& layout, void* joined, std::span<const CudaTensorView> pieces) {
-  k::PieceCopy copy;
-  copy.pieces = static_cast<int>(pieces.size());
-  copy.outer = static_cast<int64_t>(layout.outer);
-  copy.joined = joined;
-  for (size_t p = 0; p < pieces.size(); ++p) {
-    copy.piece_data[p] = pieces[p].data;
-    copy.offsets[p] = static_cast<int64_t>(layout.offsets[p]);
+// Moves every piece of a concat (into_joined) or split, up to PieceCopy::kMaxPieces per launch.
+void copy_all_pieces(const PieceLayout& layout, void* joined, std::span<const CudaTensorView> pieces, bool into_joined,
+                     cudaStream_t stream) {
+  for (size_t first = 0; first < pieces.size(); first += k::PieceCopy::kMaxPieces) {
+    const size_t count = std::min<size_t>(k::PieceCopy::kMaxPieces, pieces.size() - first);
+    k::PieceCopy copy;
+    copy.pieces = static_cast<int>(count);
+    copy.outer = static_cast<int64_t>(layout.outer);
+    copy.joined_row = static_cast<int64_t>(layout.joined_row);
+    copy.joined = joined;
+    for (size_t p = 0; p < count; ++p) {
+      copy.piece_data[p] = pieces[first + p].data;
+      copy.offsets[p] = static_cast<int64_t>(layout.offsets[first + p]);
+    }
+    copy.offsets[count] = static_cast<int64_t>(layout.offsets[first + count - 1] + layout.widths[first + count - 1]);
+    k::copy_pieces(copy, into_joined, stream);
   }
-  copy.offsets[pieces.size()] = static_cast<int64_t>(layout.joined_row);
-  return copy;
 }
 
 CudaKernel bind_concat(const CudaBindContext& ctx) {
   const PieceLayout layout = piece_layout(ctx, ctx.outputs[0], ctx.inputs);
-  if (layout.widths.size() <= static_cast<size_t>(k::PieceCopy::kMaxPieces)) {
-    return [layout](const CudaKernelArgs& args) {
-      k::copy_pieces(piece_copy(layout, args.outputs[0].data, args.inputs), true, args.stream);
-    };
-  }
   return [layout](const CudaKernelArgs& args) {
-    auto* joined = static_cast<std::byte*>(args.outputs[0].data);
-    for (size_t p = 0; p < layout.widths.size(); ++p) {
-      CUDA_CHECK(cudaMemcpy2DAsync(joined + layout.offsets[p], layout.joined_row, args.inputs[p].data, layout.widths[p],
-                                   layout.widths[p], layout.outer, cudaMemcpyDeviceToDevice, args.stream));
-    }
+    copy_all_pieces(layout, args.outputs[0].data, args.inputs, true, args.stream);
   };
 }
 
 CudaKernel bind_split(const CudaBindContext& ctx) {
   const PieceLayout layout = piece_layout(ctx, ctx.inputs[0], ctx.outputs);
-  if (layout.widths.size() <= static_cast<size_t>(k::PieceCopy::kMaxPieces)) {
-    return [layout](const CudaKernelArgs& args) {
-      k::copy_pieces(piece_copy(layout, args.inputs[0].data, args.outputs), false, args.stream);
-    };
-  }
   return [layout](const CudaKernelArgs& args) {
-    const auto* joined = static_cast<const std::byte*>(args.inputs[0].data);
-    for (size_t p = 0; p < layout.widths.size(); ++p) {
-      CUDA_CHECK(cudaMemcpy2DAsync(args.outputs[p].data, layout.widths[p], joined + layout.offsets[p], layout.joined_row,
-                                   layout.widths[p], layout.outer, cudaMemcpyDeviceToDevice, args.stream));
-    }
+    copy_all_pieces(layout, args.inputs[0].data, args.outputs, false, args.stream);
   };
 }
 

@@ -89,23 +89,26 @@ TEST(CudaModelKernels, CuSeqlensFromDocuments) {
 }
 
 // concat / split in one launch: joined rows are the pieces' rows side by side, byte for byte, in
-// every copy unit (16-byte pieces of LoRA's batched products, odd widths, an empty piece), and a
-// split of the joined tensor gives the pieces back.
+// every copy unit (16-byte pieces of LoRA's batched products, odd widths, an empty piece), also for
+// pieces that start inside the joined row (a binder's second launch past 8 pieces: the bytes around
+// them stay untouched), and a split of the joined tensor gives the pieces back.
 TEST(CudaModelKernels, PieceCopyConcatsAndSplitsByteForByte) {
   SKIP_WITHOUT_GPU();
   struct Case {
     int64_t outer;
     std::vector<int64_t> widths;  // bytes per row of each piece
+    int64_t before = 0, after = 0;  // joined bytes per row outside the pieces
   };
   for (const Case& c : {Case{4096, {32, 32, 32}}, Case{7, {8, 24}}, Case{5, {6, 10, 4}}, Case{3, {3, 0, 5}},
-                        Case{1, {16}}, Case{33, {4, 4, 4, 4, 4, 4, 4, 12}}}) {
-    std::vector<int64_t> offsets{0};
+                        Case{1, {16}}, Case{33, {4, 4, 4, 4, 4, 4, 4, 12}}, Case{9, {32, 32}, 64, 32},
+                        Case{4, {2, 6}, 6, 2}}) {
+    std::vector<int64_t> offsets{c.before};
     for (int64_t width : c.widths) offsets.push_back(offsets.back() + width);
-    const int64_t row = offsets.back();
+    const int64_t row = offsets.back() + c.after;
     std::mt19937 generator(static_cast<uint32_t>(row * 131 + c.outer));
     std::vector<std::vector<uint8_t>> pieces;
     std::vector<cuda::DeviceBuffer<uint8_t>> device_pieces;
-    std::vector<uint8_t> expected(static_cast<size_t>(c.outer * row));
+    std::vector<uint8_t> expected(static_cast<size_t>(c.outer * row), 0xA5);  // the joined buffer's poison
     for (size_t p = 0; p < c.widths.size(); ++p) {
       std::vector<uint8_t> bytes(static_cast<size_t>(std::max<int64_t>(c.outer * c.widths[p], 1)));
       for (uint8_t& b : bytes) b = static_cast<uint8_t>(generator());
@@ -116,14 +119,15 @@ TEST(CudaModelKernels, PieceCopyConcatsAndSplitsByteForByte) {
       pieces.push_back(std::move(bytes));
     }
     cuda::DeviceBuffer<uint8_t> joined(expected.size());
-    joined.poison();
+    CUDA_CHECK(cudaMemset(joined.data(), 0xA5, expected.size()));
     k::PieceCopy copy;
     copy.pieces = static_cast<int>(c.widths.size());
     copy.outer = c.outer;
+    copy.joined_row = row;
     copy.joined = joined.data();
-    for (size_t p = 0; p < c.widths.size(); ++p) {
-      copy.piece_data[p] = device_pieces[p].data();
-      copy.offsets[p + 1] = offsets[p + 1];
+    for (size_t p = 0; p <= c.widths.size(); ++p) {
+      if (p < c.widths.size()) copy.piece_data[p] = device_pieces[p].data();
+      copy.offsets[p] = offsets[p];
     }
     k::copy_pieces(copy, true, nullptr);
     EXPECT_EQ(joined.download(), expected) << "concat, row of " << row << " bytes";
