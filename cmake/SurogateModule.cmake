@@ -18,15 +18,21 @@ function(surogate_add_module name)
   set_property(GLOBAL APPEND PROPERTY SUROGATE_MODULES ${target})
 endfunction()
 
+# The real tokenizers of tests/fixtures/tokenizers/, unpacked by tests/fixtures/CMakeLists.txt.
+set(SUROGATE_TOKENIZERS_DIR "${PROJECT_BINARY_DIR}/tests/fixtures/tokenizers")
+
 # surogate_add_test(NAME SOURCES ... DEPS ...): one GoogleTest executable registered with CTest.
+# Everything a test reads is inside the repository (tests/fixtures/) or the build tree.
 function(surogate_add_test name)
   cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main)
   target_compile_definitions(${name} PRIVATE
     SUROGATE_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
-    SUROGATE_SHARED_DIR="${PROJECT_SOURCE_DIR}/../shared"
+    SUROGATE_FIXTURES_DIR="${PROJECT_SOURCE_DIR}/tests/fixtures"
+    SUROGATE_TOKENIZERS_DIR="${SUROGATE_TOKENIZERS_DIR}"
     SUROGATE_BINARY="$<TARGET_FILE:surogate>")
+  add_dependencies(${name} surogate_test_tokenizers)
   include(GoogleTest)
   gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60)
 endfunction()

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Tokenizer throughput: Surogate (`surogate tokenizer encode`, batch API on all cores) against HF
 `tokenizers` (`encode_batch`, all cores) on the same generated multilingual corpus, for the three
-shared tokenizers. Prints MB/s for each and the ratio, checks that the ids agree, and can write
-the results table as Markdown.
+test tokenizers (tests/fixtures/tokenizers, unpacked by the build into
+build/tests/fixtures/tokenizers). Prints MB/s for each and the ratio, checks that the ids agree,
+and can write the results table as Markdown.
 
     python3 bench/tokenizer/bench_tokenizer.py --binary build/surogate [--megabytes 16] [--output FILE.md]
 """
@@ -21,7 +22,7 @@ import tokenizers
 from tokenizers import Tokenizer
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-SHARED = REPO.parent / "shared" / "data" / "tokenizers"
+TOKENIZERS = REPO / "build" / "tests" / "fixtures" / "tokenizers"  # unpacked by the build
 NAMES = ["qwen3", "llama3", "llama2"]
 
 ENGLISH = ("the of and to in a is that for it as was with be by on not he this are or his from at which but "
@@ -109,7 +110,7 @@ def bench_ours(binary, folder, payload, repeats):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--binary", default=str(REPO / "build" / "surogate"))
-    parser.add_argument("--tokenizers", default=str(SHARED), help="folder with qwen3/ llama3/ llama2/")
+    parser.add_argument("--tokenizers", default=str(TOKENIZERS), help="folder with qwen3/ llama3/ llama2/")
     parser.add_argument("--megabytes", type=float, default=16.0)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--output", help="write the results as a Markdown file")

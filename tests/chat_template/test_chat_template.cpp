@@ -1,5 +1,5 @@
 // The ChatTemplate API: template selection from tokenizer configs, built-ins, the system
-// override, generation spans, and the real Qwen3 / Llama 3 templates from shared/data.
+// override, generation spans, and the real Qwen3 / Llama 3 templates (tests/fixtures/tokenizers).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -16,8 +16,9 @@ OrderedJson conversation() {
 }
 
 std::filesystem::path tokenizer_directory(const std::string& model) {
-  std::filesystem::path directory = std::filesystem::path(SUROGATE_SHARED_DIR) / "data" / "tokenizers" / model;
-  if (!std::filesystem::exists(directory)) ADD_FAILURE() << "missing shared data: " << directory;
+  std::filesystem::path directory = std::filesystem::path(SUROGATE_TOKENIZERS_DIR) / model;
+  if (!std::filesystem::exists(directory / "tokenizer_config.json"))
+    ADD_FAILURE() << "missing unpacked tokenizer (build the surogate_test_tokenizers target): " << directory;
   return directory;
 }
 

@@ -1,6 +1,7 @@
 // Checks the option tables against the product reference itself: every option documented in
-// shared/docs/reference/configuration.md exists with the documented default, and every option
-// Surogate accepts is documented there (or listed as an addition in docs/configuration.md).
+// tests/fixtures/reference/configuration.md (a copy of the product reference, see the README
+// there) exists with the documented default, and every option Surogate accepts is documented
+// there (or listed as an addition in docs/configuration.md).
 #include <cstdlib>
 #include <fstream>
 #include <set>
@@ -43,8 +44,9 @@ bool is_option_name(const std::string& text) {
 
 // The option rows of the reference tables, with the section they belong to.
 std::vector<ReferenceRow> read_reference() {
-  std::ifstream in(std::string(SUROGATE_SHARED_DIR) + "/docs/reference/configuration.md");
-  EXPECT_TRUE(in.good()) << "reference not found under " << SUROGATE_SHARED_DIR;
+  const std::string path = std::string(SUROGATE_FIXTURES_DIR) + "/reference/configuration.md";
+  std::ifstream in(path);
+  EXPECT_TRUE(in.good()) << "reference not found: " << path;
   const std::set<std::string> types = {"string", "bool", "int", "float", "list", "dict"};
   std::vector<ReferenceRow> rows;
   std::string scope;

@@ -1,12 +1,13 @@
-"""Shared fixtures for the Python oracle tests: where the built binary and shared data live."""
+"""Common fixtures for the Python oracle tests: the built binary and the real tokenizers."""
 import os
 import pathlib
 import subprocess
+import tarfile
 
 import pytest
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
-SHARED_DIR = REPO_ROOT.parent / "shared"
+TOKENIZER_ARCHIVES = REPO_ROOT / "tests" / "fixtures" / "tokenizers"
 
 
 @pytest.fixture(scope="session")
@@ -18,10 +19,19 @@ def surogate_bin() -> pathlib.Path:
 
 
 @pytest.fixture(scope="session")
-def shared_dir() -> pathlib.Path:
-    if not SHARED_DIR.exists():
-        pytest.fail(f"shared data folder not found at {SHARED_DIR}")
-    return SHARED_DIR
+def tokenizers_dir(tmp_path_factory) -> pathlib.Path:
+    """A folder with qwen3/, llama3/ and llama2/ (tokenizer.json, tokenizer_config.json), unpacked
+    once per session from the archives committed under tests/fixtures/tokenizers/."""
+    archives = sorted(TOKENIZER_ARCHIVES.glob("*/tokenizer.tar.xz"))
+    if len(archives) < 3:
+        pytest.fail(f"tokenizer archives missing under {TOKENIZER_ARCHIVES}")
+    root = tmp_path_factory.mktemp("tokenizers")
+    # The "data" filter where this Python has it (3.11.4+): plain files only, nothing outside root.
+    safe = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
+    for archive in archives:
+        with tarfile.open(archive, "r:xz") as tar:
+            tar.extractall(root / archive.parent.name, **safe)
+    return root
 
 
 def run_surogate(binary, *args, input_text=None, check=False, cwd=None, env=None):

@@ -1,8 +1,8 @@
 """Chat-template parity: `surogate template render` must print exactly what transformers'
 apply_chat_template(..., tokenize=False) prints, for the Qwen3 and Llama 3 templates shipped in
-shared/data and for our built-in `qwen` / `llama3` templates, over conversations covering system
-prompts, multi-turn, tools, tool calls and responses, thinking blocks, enable_thinking, generation
-prompts, unicode and Jinja-like braces in content."""
+tests/fixtures/tokenizers and for our built-in `qwen` / `llama3` templates, over conversations
+covering system prompts, multi-turn, tools, tool calls and responses, thinking blocks,
+enable_thinking, generation prompts, unicode and Jinja-like braces in content."""
 import json
 import warnings
 
@@ -158,22 +158,22 @@ def compare(surogate_bin, tokenizer, template_args, model):
 
 
 @pytest.mark.parametrize("model", ["qwen3", "llama3"])
-def test_tokenizer_template_matches_transformers(surogate_bin, shared_dir, model):
-    directory = shared_dir / "data" / "tokenizers" / model
+def test_tokenizer_template_matches_transformers(surogate_bin, tokenizers_dir, model):
+    directory = tokenizers_dir / model
     tokenizer = transformers.AutoTokenizer.from_pretrained(str(directory))
     assert compare(surogate_bin, tokenizer, ["--tokenizer", directory], model) > 20
 
 
-def test_builtin_qwen_matches_qwen3(surogate_bin, shared_dir):
-    directory = shared_dir / "data" / "tokenizers" / "qwen3"
+def test_builtin_qwen_matches_qwen3(surogate_bin, tokenizers_dir):
+    directory = tokenizers_dir / "qwen3"
     tokenizer = transformers.AutoTokenizer.from_pretrained(str(directory))
     compare(surogate_bin, tokenizer, ["--template", "qwen"], "qwen3")
 
 
-def test_builtin_llama3_matches_llama3_with_generation_prompt(surogate_bin, shared_dir):
+def test_builtin_llama3_matches_llama3_with_generation_prompt(surogate_bin, tokenizers_dir):
     # The shipped Llama 3 template always ends with the assistant header; ours does so only with
     # add_generation_prompt, so compare those renders.
-    directory = shared_dir / "data" / "tokenizers" / "llama3"
+    directory = tokenizers_dir / "llama3"
     tokenizer = transformers.AutoTokenizer.from_pretrained(str(directory))
     requests = [{"messages": messages, "add_generation_prompt": True} for messages in CONVERSATIONS.values()]
     expected = [hf_render(tokenizer, r["messages"], None, True, None) for r in requests]

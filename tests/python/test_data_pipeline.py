@@ -12,9 +12,9 @@ from conftest import run_surogate
 transformers = pytest.importorskip("transformers")
 
 
-def write_config(tmp_path, shared_dir, dataset, **extra):
+def write_config(tmp_path, tokenizers_dir, dataset, **extra):
     extra.setdefault("sequence_len", 64)
-    lines = [f"model: {shared_dir / 'data' / 'tokenizers' / 'qwen3'}", f"output_dir: {tmp_path / 'out'}", "datasets:"]
+    lines = [f"model: {tokenizers_dir / 'qwen3'}", f"output_dir: {tmp_path / 'out'}", "datasets:"]
     first = True
     for key, value in dataset.items():
         lines.append(("  - " if first else "    ") + f"{key}: {json.dumps(value)}")
@@ -33,10 +33,10 @@ def chat_rows(count):
                           {"role": "assistant", "content": "You are welcome."}]} for i in range(count)]
 
 
-def test_tokenize_builds_reuses_and_rebuilds_the_cache(tmp_path, surogate_bin, shared_dir):
+def test_tokenize_builds_reuses_and_rebuilds_the_cache(tmp_path, surogate_bin, tokenizers_dir):
     data = tmp_path / "chat.jsonl"
     data.write_text("".join(json.dumps(row) + "\n" for row in chat_rows(40)))
-    config = write_config(tmp_path, shared_dir, {"path": str(data), "type": "conversation"})
+    config = write_config(tmp_path, tokenizers_dir, {"path": str(data), "type": "conversation"})
     first = run_surogate(surogate_bin, "tokenize", config)
     assert first.returncode == 0, first.stderr
     assert "missing" in first.stderr
@@ -57,14 +57,14 @@ def test_tokenize_builds_reuses_and_rebuilds_the_cache(tmp_path, surogate_bin, s
     assert corrupt.returncode == 0 and "corrupt" in corrupt.stderr
 
 
-def test_preview_loss_mask_matches_the_template_assistant_spans(tmp_path, surogate_bin, shared_dir):
+def test_preview_loss_mask_matches_the_template_assistant_spans(tmp_path, surogate_bin, tokenizers_dir):
     rows = chat_rows(1)
     data = tmp_path / "chat.jsonl"
     data.write_text(json.dumps(rows[0]) + "\n")
-    config = write_config(tmp_path, shared_dir, {"path": str(data), "type": "conversation"}, sequence_len=256)
+    config = write_config(tmp_path, tokenizers_dir, {"path": str(data), "type": "conversation"}, sequence_len=256)
     result = run_surogate(surogate_bin, "preview", config, "-n", "1")
     assert result.returncode == 0, result.stderr
-    tokenizer = transformers.AutoTokenizer.from_pretrained(str(shared_dir / "data" / "tokenizers" / "qwen3"))
+    tokenizer = transformers.AutoTokenizer.from_pretrained(str(tokenizers_dir / "qwen3"))
     full = tokenizer.apply_chat_template(rows[0]["messages"], tokenize=False)
     assert full in result.stdout
     ids_line = next(line for line in result.stdout.splitlines() if line.startswith("ids: "))
@@ -77,10 +77,10 @@ def test_preview_loss_mask_matches_the_template_assistant_spans(tmp_path, suroga
     assert loss_runs == ["It is 0.<|im_end|>\n", "<think>\n\n</think>\n\nYou are welcome.<|im_end|>\n"]
 
 
-def test_instruction_and_text_types(tmp_path, surogate_bin, shared_dir):
+def test_instruction_and_text_types(tmp_path, surogate_bin, tokenizers_dir):
     data = tmp_path / "alpaca.json"
     data.write_text(json.dumps([{"instruction": "Add", "input": "1 1", "output": "2"}]))
-    config = write_config(tmp_path, shared_dir, {"path": str(data), "type": "instruction",
+    config = write_config(tmp_path, tokenizers_dir, {"path": str(data), "type": "instruction",
                                                   "instruction_field": "instruction", "input_field": "input",
                                                   "output_field": "output"}, use_chat_template=False)
     result = run_surogate(surogate_bin, "preview", config, "-n", "1")
@@ -90,17 +90,17 @@ def test_instruction_and_text_types(tmp_path, surogate_bin, shared_dir):
 
     text = tmp_path / "doc.txt"
     text.write_text("hello world " * 50)
-    config = write_config(tmp_path, shared_dir, {"path": str(text), "type": "text"}, truncation_strategy="split",
+    config = write_config(tmp_path, tokenizers_dir, {"path": str(text), "type": "text"}, truncation_strategy="split",
                           validation_split_ratio=0.0)
     result = run_surogate(surogate_bin, "tokenize", config)
     assert result.returncode == 0, result.stderr
     assert "1 split" in result.stdout
 
 
-def test_bad_line_is_reported_with_file_and_line(tmp_path, surogate_bin, shared_dir):
+def test_bad_line_is_reported_with_file_and_line(tmp_path, surogate_bin, tokenizers_dir):
     data = tmp_path / "bad.jsonl"
     data.write_text(json.dumps(chat_rows(1)[0]) + "\n" + '{"messages": [{"role": "wizard", "content": "x"}]}\n')
-    config = write_config(tmp_path, shared_dir, {"path": str(data), "type": "conversation"})
+    config = write_config(tmp_path, tokenizers_dir, {"path": str(data), "type": "conversation"})
     result = run_surogate(surogate_bin, "tokenize", config)
     assert result.returncode == 2
     assert f"{data}:2" in result.stderr and "wizard" in result.stderr

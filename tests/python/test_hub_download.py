@@ -352,13 +352,13 @@ def test_only_the_weights_transformers_would_load_are_fetched(surogate_bin, tmp_
         assert "model-00009-of-00009.safetensors" in result.stderr and "does not have" in result.stderr
 
 
-def test_training_config_with_a_hub_dataset_id(surogate_bin, tmp_path, shared_dir):
+def test_training_config_with_a_hub_dataset_id(surogate_bin, tmp_path, tokenizers_dir):
     """`datasets: - path: org/name`: `surogate tokenize` downloads the dataset's split files into
     the cache and tokenizes them; offline with nothing cached is a clear error."""
     rows = [{"text": f"document number {i}"} for i in range(5)]
     files = {"data/train.jsonl": "".join(json.dumps(r) + "\n" for r in rows).encode(), "README.md": b"# data"}
     config = tmp_path / "run.yaml"
-    config.write_text(f"model: {shared_dir / 'data' / 'tokenizers' / 'qwen3'}\noutput_dir: {tmp_path / 'out'}\n"
+    config.write_text(f"model: {tokenizers_dir / 'qwen3'}\noutput_dir: {tmp_path / 'out'}\n"
                       "sequence_len: 32\nvalidation_split_ratio: 0\ndatasets:\n  - path: org/data\n    type: text\n")
     with FakeHub(files, repo_id="org/data", repo_type="datasets") as hub:
         env = hub_env(tmp_path, hub.url)

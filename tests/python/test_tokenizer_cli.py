@@ -5,34 +5,34 @@ import json
 from conftest import run_surogate
 
 
-def tokenizer_dir(shared_dir, name="qwen3"):
-    return shared_dir / "data" / "tokenizers" / name
+def tokenizer_dir(root, name="qwen3"):
+    return root / name
 
 
-def test_encode_writes_one_line_per_input(surogate_bin, shared_dir):
-    result = run_surogate(surogate_bin, "tokenizer", "encode", "--tokenizer", tokenizer_dir(shared_dir),
+def test_encode_writes_one_line_per_input(surogate_bin, tokenizers_dir):
+    result = run_surogate(surogate_bin, "tokenizer", "encode", "--tokenizer", tokenizer_dir(tokenizers_dir),
                           input_text='{"text": "Hello world"}\n{"text": ""}\n')
     assert result.returncode == 0, result.stderr
     rows = [json.loads(line) for line in result.stdout.splitlines()]
     assert rows == [{"ids": [9707, 1879]}, {"ids": []}]
 
 
-def test_malformed_json_line_names_the_line(surogate_bin, shared_dir):
-    result = run_surogate(surogate_bin, "tokenizer", "encode", "--tokenizer", tokenizer_dir(shared_dir),
+def test_malformed_json_line_names_the_line(surogate_bin, tokenizers_dir):
+    result = run_surogate(surogate_bin, "tokenizer", "encode", "--tokenizer", tokenizer_dir(tokenizers_dir),
                           input_text='{"text": "ok"}\n{"text": \n')
     assert result.returncode == 2
     assert "line 2" in result.stderr
 
 
-def test_missing_text_key_names_the_line(surogate_bin, shared_dir):
-    result = run_surogate(surogate_bin, "tokenizer", "encode", "--tokenizer", tokenizer_dir(shared_dir),
+def test_missing_text_key_names_the_line(surogate_bin, tokenizers_dir):
+    result = run_surogate(surogate_bin, "tokenizer", "encode", "--tokenizer", tokenizer_dir(tokenizers_dir),
                           input_text='{"text": "a"}\n{"text": "b"}\n{"txt": "c"}\n')
     assert result.returncode == 2
     assert "line 3" in result.stderr and '"text"' in result.stderr
 
 
-def test_decode_rejects_non_integer_ids(surogate_bin, shared_dir):
-    result = run_surogate(surogate_bin, "tokenizer", "decode", "--tokenizer", tokenizer_dir(shared_dir),
+def test_decode_rejects_non_integer_ids(surogate_bin, tokenizers_dir):
+    result = run_surogate(surogate_bin, "tokenizer", "decode", "--tokenizer", tokenizer_dir(tokenizers_dir),
                           input_text='{"ids": [1, "x"]}\n')
     assert result.returncode == 2
     assert "line 1" in result.stderr

@@ -1,6 +1,7 @@
-"""Token-id parity of `surogate tokenizer encode/decode` with HF `tokenizers` on the three shared
-tokenizers (Qwen3, Llama 3, Llama 2), over a corpus built here: many scripts, emoji sequences,
-code, whitespace runs, numbers, special tokens and look-alikes, invalid UTF-8, random Unicode.
+"""Token-id parity of `surogate tokenizer encode/decode` with HF `tokenizers` on the three real
+tokenizers of tests/fixtures/tokenizers (Qwen3, Llama 3, Llama 2), over a corpus built here: many
+scripts, emoji sequences, code, whitespace runs, numbers, special tokens and look-alikes, invalid
+UTF-8, random Unicode.
 
 Invalid UTF-8 contract: raw bytes given to Surogate equal HF on bytes.decode("utf-8", "replace").
 """
@@ -143,8 +144,8 @@ def corpus():
 
 @pytest.mark.parametrize("name", TOKENIZERS)
 @pytest.mark.parametrize("add_special_tokens", [False, True])
-def test_encode_matches_hf(surogate_bin, shared_dir, corpus, name, add_special_tokens):
-    folder = shared_dir / "data" / "tokenizers" / name
+def test_encode_matches_hf(surogate_bin, tokenizers_dir, corpus, name, add_special_tokens):
+    folder = tokenizers_dir / name
     hf = Tokenizer.from_file(str(folder / "tokenizer.json"))
     expected = [e.ids for e in hf.encode_batch(corpus, add_special_tokens=add_special_tokens)]
     args = ["encode", "--tokenizer", folder] + (["--add-special-tokens"] if add_special_tokens else [])
@@ -155,8 +156,8 @@ def test_encode_matches_hf(surogate_bin, shared_dir, corpus, name, add_special_t
 
 
 @pytest.mark.parametrize("name", TOKENIZERS)
-def test_invalid_utf8_is_replaced_like_python(surogate_bin, shared_dir, name):
-    folder = shared_dir / "data" / "tokenizers" / name
+def test_invalid_utf8_is_replaced_like_python(surogate_bin, tokenizers_dir, name):
+    folder = tokenizers_dir / name
     hf = Tokenizer.from_file(str(folder / "tokenizer.json"))
     decoded = [raw.decode("utf-8", "replace") for raw in INVALID_UTF8]
     expected = [e.ids for e in hf.encode_batch(decoded, add_special_tokens=False)]
@@ -168,8 +169,8 @@ def test_invalid_utf8_is_replaced_like_python(surogate_bin, shared_dir, name):
 
 @pytest.mark.parametrize("name", TOKENIZERS)
 @pytest.mark.parametrize("skip_special_tokens", [False, True])
-def test_decode_matches_hf(surogate_bin, shared_dir, corpus, name, skip_special_tokens):
-    folder = shared_dir / "data" / "tokenizers" / name
+def test_decode_matches_hf(surogate_bin, tokenizers_dir, corpus, name, skip_special_tokens):
+    folder = tokenizers_dir / name
     hf = Tokenizer.from_file(str(folder / "tokenizer.json"))
     id_lists = [e.ids for e in hf.encode_batch(corpus, add_special_tokens=True)]
     rng = random.Random(7)
@@ -184,9 +185,9 @@ def test_decode_matches_hf(surogate_bin, shared_dir, corpus, name, skip_special_
 
 
 @pytest.mark.parametrize("name", TOKENIZERS)
-def test_round_trip_recovers_text(surogate_bin, shared_dir, corpus, name):
+def test_round_trip_recovers_text(surogate_bin, tokenizers_dir, corpus, name):
     """decode(encode(text)) equals HF's round trip of the same text."""
-    folder = shared_dir / "data" / "tokenizers" / name
+    folder = tokenizers_dir / name
     hf = Tokenizer.from_file(str(folder / "tokenizer.json"))
     ours_ids = [row["ids"] for row in run_cli(surogate_bin, ["encode", "--tokenizer", folder],
                                               b"".join(text_line(t) for t in corpus))]

@@ -1,5 +1,6 @@
-// The three shared tokenizer folders load, give HF's ids for a few fixed texts (values taken from
-// HF `tokenizers`), expose their config, and encode_batch equals encode.
+// The three real tokenizers (tests/fixtures/tokenizers, unpacked into the build tree) load, give
+// HF's ids for a few fixed texts (values taken from HF `tokenizers`), expose their config, and
+// encode_batch equals encode.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -10,10 +11,9 @@ namespace surogate::tokenizer {
 namespace {
 
 std::filesystem::path folder(const char* name) {
-  const std::filesystem::path path =
-      std::filesystem::path(SUROGATE_SHARED_DIR) / "data" / "tokenizers" / name;
+  const std::filesystem::path path = std::filesystem::path(SUROGATE_TOKENIZERS_DIR) / name;
   if (!std::filesystem::exists(path / "tokenizer.json"))
-    ADD_FAILURE() << "missing shared data: " << path;
+    ADD_FAILURE() << "missing unpacked tokenizer (build the surogate_test_tokenizers target): " << path;
   return path;
 }
 
