@@ -10,6 +10,7 @@ apt_packages=(
   libgtest-dev libgmock-dev libopenblas-dev
   libcurl4-openssl-dev libssl-dev libpcre2-dev libzstd-dev libxxhash-dev libsnappy-dev zlib1g-dev libicu-dev
   clang libclang-rt-14-dev
+  libgloo-dev
 )
 python_packages=(
   "tokenizers>=0.19" "transformers>=4.45" jinja2 safetensors numpy pytest pyarrow pyyaml

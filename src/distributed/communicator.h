@@ -1,0 +1,43 @@
+// The collectives data parallelism needs, behind one interface for every transport: gloo for
+// CPU ranks (gloo_communicator.h), NCCL for GPUs (nccl_communicator.h). Buffers are contiguous
+// F32 or BF16 elements in the memory of the rank's device (host memory for gloo, device memory
+// for NCCL, where the calls are enqueued on the communicator's stream).
+//
+// Every rank of the world calls the same collectives in the same order with the same counts.
+// Sums are computed in the buffer's dtype (BF16: each pairwise sum in fp32, rounded to nearest
+// even), and every rank receives the same bits. Pieces: a buffer split into world_size
+// consecutive pieces, piece r belonging to rank r (shard_placement.h); pieces may differ in
+// size and may be empty.
+#pragma once
+
+#include <cstddef>
+#include <span>
+#include <string_view>
+
+#include "core/dtype.h"
+
+namespace surogate::distributed {
+
+class Communicator {
+public:
+  virtual ~Communicator() = default;
+  virtual std::string_view name() const = 0;  // "gloo", "nccl"
+  virtual int rank() const = 0;
+  virtual int world_size() const = 0;
+
+  // data[0, count) ← the sum over ranks of data[0, count).
+  virtual void all_reduce_sum(void* data, size_t count, DType dtype) = 0;
+  // This rank's piece ← the sum over ranks of that piece; the other pieces are left undefined.
+  virtual void reduce_scatter_sum(void* data, std::span<const size_t> piece_counts, DType dtype) = 0;
+  // Every piece ← its owner's piece (in place: each rank's own piece is its input).
+  virtual void all_gather(void* data, std::span<const size_t> piece_counts, DType dtype) = 0;
+  // data[0, count) ← root's data[0, count).
+  virtual void broadcast(void* data, size_t count, DType dtype, int root) = 0;
+  // Returns once every rank has entered it.
+  virtual void barrier() = 0;
+};
+
+// The element size of a collective's dtype (F32 or BF16; anything else is an internal error).
+size_t collective_element_bytes(DType dtype);
+
+}  // namespace surogate::distributed

@@ -1,0 +1,192 @@
+// The gloo communicator; see gloo_communicator.h. Sums use gloo's ring all-reduce; reduce-scatter
+// is one gloo reduce per piece (to its owner), all-gather gloo's allgatherv (pieces of any size),
+// broadcast and barrier gloo's own. BF16 sums go through a reduction function that adds in fp32
+// and rounds to nearest even.
+#include "distributed/gloo_communicator.h"
+
+#include <gloo/allgatherv.h>
+#include <gloo/allreduce.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+#include <gloo/reduce.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/hash_store.h>
+#include <gloo/transport/tcp/device.h>
+
+#include <cstdint>
+#include <exception>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "core/bfloat16.h"
+#include "core/error.h"
+
+namespace surogate::distributed {
+
+namespace {
+
+void sum_f32(void* out, const void* a, const void* b, size_t count) {
+  float* o = static_cast<float*>(out);
+  const float* x = static_cast<const float*>(a);
+  const float* y = static_cast<const float*>(b);
+  for (size_t i = 0; i < count; ++i) o[i] = x[i] + y[i];
+}
+
+void sum_bf16(void* out, const void* a, const void* b, size_t count) {
+  uint16_t* o = static_cast<uint16_t*>(out);
+  const uint16_t* x = static_cast<const uint16_t*>(a);
+  const uint16_t* y = static_cast<const uint16_t*>(b);
+  for (size_t i = 0; i < count; ++i) o[i] = float_to_bf16(bf16_to_float(x[i]) + bf16_to_float(y[i]));
+}
+
+gloo::AllreduceOptions::Func sum_function(DType dtype) {
+  collective_element_bytes(dtype);
+  return dtype == DType::F32 ? &sum_f32 : &sum_bf16;
+}
+
+// gloo's options are typed by element; F32 and BF16 both travel as their own bytes.
+template <typename Options>
+void set_output(Options& options, void* data, size_t count, DType dtype) {
+  if (dtype == DType::F32) options.template setOutput<float>(static_cast<float*>(data), count);
+  else options.template setOutput<uint16_t>(static_cast<uint16_t*>(data), count);
+}
+
+class GlooCommunicator final : public Communicator {
+public:
+  explicit GlooCommunicator(std::shared_ptr<gloo::Context> context) : context_(std::move(context)) {}
+
+  std::string_view name() const override { return "gloo"; }
+  int rank() const override { return context_->rank; }
+  int world_size() const override { return context_->size; }
+
+  void all_reduce_sum(void* data, size_t count, DType dtype) override {
+    if (count == 0 || world_size() == 1) return;
+    guarded("all-reduce", [&] {
+      gloo::AllreduceOptions options(context_);
+      set_output(options, data, count, dtype);
+      options.setReduceFunction(sum_function(dtype));
+      options.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
+      options.setTag(next_tag());
+      gloo::allreduce(options);
+    });
+  }
+
+  void reduce_scatter_sum(void* data, std::span<const size_t> piece_counts, DType dtype) override {
+    check_pieces(piece_counts);
+    if (world_size() == 1) return;
+    const size_t element = collective_element_bytes(dtype);
+    size_t offset = 0;
+    for (int owner = 0; owner < world_size(); ++owner) {
+      const size_t count = piece_counts[static_cast<size_t>(owner)];
+      if (count > 0) {
+        guarded("reduce-scatter", [&] {
+          gloo::ReduceOptions options(context_);
+          set_output(options, static_cast<std::byte*>(data) + offset * element, count, dtype);
+          options.setRoot(owner);
+          options.setReduceFunction(sum_function(dtype));
+          options.setTag(next_tag());
+          gloo::reduce(options);
+        });
+      }
+      offset += count;
+    }
+  }
+
+  void all_gather(void* data, std::span<const size_t> piece_counts, DType dtype) override {
+    check_pieces(piece_counts);
+    if (world_size() == 1) return;
+    const size_t element = collective_element_bytes(dtype);
+    size_t offset = 0, total = 0;
+    for (int r = 0; r < world_size(); ++r) {
+      if (r < rank()) offset += piece_counts[static_cast<size_t>(r)];
+      total += piece_counts[static_cast<size_t>(r)];
+    }
+    if (total == 0) return;
+    // allgatherv reads this rank's input while it writes the output: give it a copy of the piece.
+    const size_t own = piece_counts[static_cast<size_t>(rank())];
+    staging_.assign(static_cast<std::byte*>(data) + offset * element, static_cast<std::byte*>(data) + (offset + own) * element);
+    guarded("all-gather", [&] {
+      gloo::AllgathervOptions options(context_);
+      std::vector<size_t> counts(piece_counts.begin(), piece_counts.end());
+      if (dtype == DType::F32) {
+        options.setInput<float>(reinterpret_cast<float*>(staging_.data()), own);
+        options.setOutput<float>(static_cast<float*>(data), counts);
+      } else {
+        options.setInput<uint16_t>(reinterpret_cast<uint16_t*>(staging_.data()), own);
+        options.setOutput<uint16_t>(static_cast<uint16_t*>(data), counts);
+      }
+      options.setTag(next_tag());
+      gloo::allgatherv(options);
+    });
+  }
+
+  void broadcast(void* data, size_t count, DType dtype, int root) override {
+    SUROGATE_CHECK(root >= 0 && root < world_size(), "broadcast root is a rank of the world");
+    if (count == 0 || world_size() == 1) return;
+    guarded("broadcast", [&] {
+      gloo::BroadcastOptions options(context_);
+      set_output(options, data, count, dtype);
+      options.setRoot(root);
+      options.setTag(next_tag());
+      gloo::broadcast(options);
+    });
+  }
+
+  void barrier() override {
+    if (world_size() == 1) return;
+    guarded("barrier", [&] {
+      gloo::BarrierOptions options(context_);
+      options.setTag(next_tag());
+      gloo::barrier(options);
+    });
+  }
+
+private:
+  void check_pieces(std::span<const size_t> piece_counts) const {
+    SUROGATE_CHECK(piece_counts.size() == static_cast<size_t>(world_size()), "one piece per rank");
+  }
+  uint32_t next_tag() { return tag_++; }
+
+  // gloo reports a peer that never arrives (or a broken connection) as an exception; it becomes
+  // an error naming the collective and the rank.
+  template <typename Body>
+  void guarded(const char* what, Body&& body) {
+    try {
+      body();
+    } catch (const std::exception& error) {
+      throw std::runtime_error(fmt::format("rank {} of {}: the {} failed ({}); another rank stopped or is stuck",
+                                           rank(), world_size(), what, error.what()));
+    }
+  }
+
+  std::shared_ptr<gloo::Context> context_;
+  uint32_t tag_ = 0;
+  std::vector<std::byte> staging_;
+};
+
+}  // namespace
+
+std::vector<std::unique_ptr<Communicator>> connect_in_process_gloo(RankThreads& threads,
+                                                                   std::chrono::milliseconds timeout) {
+  const int world = threads.world_size();
+  std::vector<std::unique_ptr<Communicator>> communicators(static_cast<size_t>(world));
+  if (world == 1) {
+    // A world of one needs no transport: every collective returns at once.
+    auto context = std::make_shared<gloo::Context>(0, 1);
+    communicators[0] = std::make_unique<GlooCommunicator>(std::move(context));
+    return communicators;
+  }
+  gloo::rendezvous::HashStore store;
+  gloo::transport::tcp::attr loopback("127.0.0.1");
+  threads.run([&](int rank) {
+    auto device = gloo::transport::tcp::CreateDevice(loopback);
+    auto context = std::make_shared<gloo::rendezvous::Context>(rank, world);
+    context->setTimeout(timeout);
+    context->connectFullMesh(store, device);
+    communicators[static_cast<size_t>(rank)] = std::make_unique<GlooCommunicator>(std::move(context));
+  });
+  return communicators;
+}
+
+}  // namespace surogate::distributed

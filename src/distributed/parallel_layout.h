@@ -1,0 +1,35 @@
+// The parallel layout of a training run, described once: how many ranks train together and how
+// their state is sharded. Today that is data parallelism over `world_size` ranks with ZeRO-1
+// (each rank keeps the whole model and gradients, and the optimizer state of its shard only);
+// sequence and pipeline parallelism and ZeRO-2/3 extend this struct when they land.
+//
+// Data: one optimizer step reads the global window of gradient_accumulation_steps × world_size
+// micro-batches from the one deterministic loader order; micro-batch i of the window belongs to
+// rank i mod world_size (owner_of_micro_batch). So N ranks see exactly the micro-batches one rank
+// with N times the accumulation sees, and the order does not depend on timing.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "config/config.h"
+
+namespace surogate::distributed {
+
+struct ParallelLayout {
+  int world_size = 1;  // data-parallel ranks
+  int zero_level = 1;  // 1: optimizer state sharded
+  bool data_parallel() const { return world_size > 1; }
+  std::string describe() const;  // "2 data-parallel ranks, ZeRO-1 (optimizer state sharded)"
+};
+
+// The layout of a run on CPU ranks: `gpus: N` (N > 1) asks for N ranks; 0 and 1 mean one rank
+// (no GPU is visible, so "every visible GPU" is none and the run trains on one CPU rank).
+ParallelLayout cpu_parallel_layout(const Config& config);
+
+// Which rank trains micro-batch `index` (0-based, within one optimizer step's window).
+inline int owner_of_micro_batch(int64_t index, int world_size) {
+  return static_cast<int>(index % static_cast<int64_t>(world_size));
+}
+
+}  // namespace surogate::distributed

@@ -1,0 +1,147 @@
+// The gloo communicator in worlds of 2 and 3 rank threads: every collective against a serial
+// computation of the same result (F32 sums in ring order may differ from the serial order by
+// rounding; the inputs here are small integers, so every sum is exact and compared bit for bit),
+// BF16 sums, uneven and empty pieces, and RankThreads rethrowing a rank's exception.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <stdexcept>
+#include <vector>
+
+#include "core/bfloat16.h"
+#include "distributed/gloo_communicator.h"
+#include "distributed/rank_threads.h"
+
+namespace surogate::distributed {
+namespace {
+
+// Rank r's input element i: a small integer, so sums in any order are exact in fp32 and bf16.
+float input(int rank, size_t i) { return static_cast<float>(static_cast<int>((i * 7 + static_cast<size_t>(rank) * 13) % 23) - 11); }
+
+class GlooWorld : public ::testing::TestWithParam<int> {
+protected:
+  void SetUp() override {
+    threads_ = std::make_unique<RankThreads>(GetParam());
+    communicators_ = connect_in_process_gloo(*threads_, std::chrono::seconds(60));
+  }
+  int world() const { return GetParam(); }
+  std::unique_ptr<RankThreads> threads_;
+  std::vector<std::unique_ptr<Communicator>> communicators_;
+};
+
+TEST_P(GlooWorld, RanksAndName) {
+  for (int rank = 0; rank < world(); ++rank) {
+    EXPECT_EQ(communicators_[rank]->rank(), rank);
+    EXPECT_EQ(communicators_[rank]->world_size(), world());
+    EXPECT_EQ(communicators_[rank]->name(), "gloo");
+  }
+}
+
+TEST_P(GlooWorld, AllReduceSumsF32AndBf16) {
+  const size_t count = 1000003 / 3;  // several of gloo's 1 MiB segments, not a multiple of the world
+  std::vector<std::vector<float>> f32(world(), std::vector<float>(count));
+  std::vector<std::vector<uint16_t>> bf16(world(), std::vector<uint16_t>(count));
+  for (int rank = 0; rank < world(); ++rank) {
+    for (size_t i = 0; i < count; ++i) {
+      f32[rank][i] = input(rank, i);
+      bf16[rank][i] = float_to_bf16(input(rank, i));
+    }
+  }
+  threads_->run([&](int rank) {
+    communicators_[rank]->all_reduce_sum(f32[rank].data(), count, DType::F32);
+    communicators_[rank]->all_reduce_sum(bf16[rank].data(), count, DType::BF16);
+  });
+  for (size_t i = 0; i < count; ++i) {
+    float expected = 0.0f;
+    for (int rank = 0; rank < world(); ++rank) expected += input(rank, i);
+    for (int rank = 0; rank < world(); ++rank) {
+      ASSERT_EQ(f32[rank][i], expected) << "rank " << rank << " element " << i;
+      ASSERT_EQ(bf16_to_float(bf16[rank][i]), expected) << "rank " << rank << " element " << i;
+    }
+  }
+}
+
+TEST_P(GlooWorld, ReduceScatterLeavesEachRankTheSumOfItsPiece) {
+  std::vector<size_t> pieces;
+  for (int rank = 0; rank < world(); ++rank) pieces.push_back(rank == 1 ? 0 : 50 + 17 * rank);  // rank 1: empty
+  size_t count = 0;
+  for (size_t piece : pieces) count += piece;
+  std::vector<std::vector<float>> data(world(), std::vector<float>(count));
+  for (int rank = 0; rank < world(); ++rank) {
+    for (size_t i = 0; i < count; ++i) data[rank][i] = input(rank, i);
+  }
+  threads_->run([&](int rank) { communicators_[rank]->reduce_scatter_sum(data[rank].data(), pieces, DType::F32); });
+  size_t offset = 0;
+  for (int rank = 0; rank < world(); ++rank) {
+    for (size_t i = offset; i < offset + pieces[rank]; ++i) {
+      float expected = 0.0f;
+      for (int r = 0; r < world(); ++r) expected += input(r, i);
+      ASSERT_EQ(data[rank][i], expected) << "rank " << rank << " element " << i;
+    }
+    offset += pieces[rank];
+  }
+}
+
+TEST_P(GlooWorld, AllGatherCopiesEveryOwnersPiece) {
+  std::vector<size_t> pieces;
+  for (int rank = 0; rank < world(); ++rank) pieces.push_back(rank == 0 ? 0 : 1000 + 333 * rank);
+  size_t count = 0;
+  for (size_t piece : pieces) count += piece;
+  std::vector<std::vector<uint16_t>> data(world(), std::vector<uint16_t>(count, 0xffff));
+  size_t offset = 0;
+  std::vector<uint16_t> expected(count);
+  for (int rank = 0; rank < world(); ++rank) {
+    for (size_t i = offset; i < offset + pieces[rank]; ++i) {
+      expected[i] = float_to_bf16(input(rank, i));
+      data[rank][i] = expected[i];
+    }
+    offset += pieces[rank];
+  }
+  threads_->run([&](int rank) { communicators_[rank]->all_gather(data[rank].data(), pieces, DType::BF16); });
+  for (int rank = 0; rank < world(); ++rank) EXPECT_EQ(data[rank], expected) << "rank " << rank;
+}
+
+TEST_P(GlooWorld, BroadcastFromEveryRootAndBarrier) {
+  for (int root = 0; root < world(); ++root) {
+    std::vector<std::vector<float>> data(world(), std::vector<float>(777));
+    for (int rank = 0; rank < world(); ++rank) {
+      for (size_t i = 0; i < 777; ++i) data[rank][i] = input(rank, i);
+    }
+    threads_->run([&](int rank) {
+      communicators_[rank]->barrier();
+      communicators_[rank]->broadcast(data[rank].data(), 777, DType::F32, root);
+    });
+    for (int rank = 0; rank < world(); ++rank) EXPECT_EQ(data[rank], data[root]) << "root " << root;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Worlds, GlooWorld, ::testing::Values(2, 3));
+
+TEST(GlooCommunicator, AWorldOfOneChangesNothing) {
+  RankThreads threads(1);
+  std::vector<std::unique_ptr<Communicator>> communicators = connect_in_process_gloo(threads);
+  std::vector<float> data{1.0f, 2.0f, 3.0f};
+  const std::vector<size_t> pieces{3};
+  communicators[0]->all_reduce_sum(data.data(), 3, DType::F32);
+  communicators[0]->reduce_scatter_sum(data.data(), pieces, DType::F32);
+  communicators[0]->all_gather(data.data(), pieces, DType::F32);
+  communicators[0]->broadcast(data.data(), 3, DType::F32, 0);
+  communicators[0]->barrier();
+  EXPECT_EQ(data, (std::vector<float>{1.0f, 2.0f, 3.0f}));
+}
+
+TEST(RankThreads, RunsEveryRankAndRethrowsARanksError) {
+  RankThreads threads(3);
+  std::vector<int> seen(3, 0);
+  threads.run([&](int rank) { seen[rank] += rank + 1; });
+  threads.run([&](int rank) { seen[rank] += rank + 1; });
+  EXPECT_EQ(seen, (std::vector<int>{2, 4, 6}));
+  EXPECT_THROW(threads.run([](int rank) {
+    if (rank == 2) throw std::runtime_error("rank 2 failed");
+  }), std::runtime_error);
+  threads.run([&](int rank) { seen[rank] = 0; });  // still usable after an error
+  EXPECT_EQ(seen, (std::vector<int>{0, 0, 0}));
+}
+
+}  // namespace
+}  // namespace surogate::distributed
