@@ -51,9 +51,10 @@ struct EvalOptions {
 // Formats and tokenizes rows without "input_ids" the way the data pipeline does for a dataset of
 // type auto (text, instruction or conversation, decided per row), with the model folder's
 // tokenizer and chat template, loaded on the first such row.
-models::RowTokenizer pipeline_row_tokenizer(const std::filesystem::path& model_dir) {
+models::RowTokenizer pipeline_row_tokenizer(const std::filesystem::path& model_dir, int64_t vocab_size) {
   auto settings = std::make_shared<data::DataSettings>();
   settings->tokenizer_dir = model_dir;
+  settings->model_vocabulary = data::ModelVocabulary{vocab_size, model_dir / "config.json"};
   auto tools = std::make_shared<std::optional<data::TextTools>>();
   return [settings, tools](const nlohmann::json& row, const std::filesystem::path& path, int64_t line) {
     const data::RowOrigin origin{path.string(), static_cast<uint64_t>(line), true};
@@ -100,7 +101,7 @@ int run_eval(const EvalOptions& options) {
   }
   if (batch_size == 0) batch_size = 1;
   std::vector<models::TokenSequence> sequences =
-      models::read_token_jsonl(options.data, config.vocab_size, pipeline_row_tokenizer(options.model_dir));
+      models::read_token_jsonl(options.data, config.vocab_size, pipeline_row_tokenizer(options.model_dir, config.vocab_size));
   if (sequence_length == 0) {
     for (const models::TokenSequence& sequence : sequences) {
       sequence_length = std::max<int64_t>(sequence_length, static_cast<int64_t>(sequence.input_ids.size()));

@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 #include "config/config_loader.h"
 #include "core/error.h"
+#include "data/pipeline.h"
 #include "io/hf_hub.h"
 #include "io/model_config.h"
 #include "train/trainer.h"
@@ -67,10 +68,31 @@ void validate_datasets(const Config& config, bool pretraining) {
   }
 }
 
+// Training writes the token cache, checkpoints and outputs under these; an existing file there
+// would fail only after tokenizing (or training).
+void validate_output_folders(const Config& config) {
+  for (const char* key : {"output_dir", "checkpoint_dir"}) {
+    const std::string& folder = std::string(key) == "output_dir" ? config.output_dir
+                                                                  : config.checkpoint_dir.value_or(config.output_dir);
+    if (fs::exists(folder) && !fs::is_directory(folder)) {
+      fail_user("{}: {} '{}' is a file; give a folder (it is created when missing)", config.source_of(key), key,
+                folder);
+    }
+  }
+}
+
+// What training reads before it tokenizes: sequence_len / max_length against the model, the
+// tokenizer files, the chat template, and that the tokenizer fits the model's vocabulary
+// (data/vocabulary_check.h). Training itself does the same in the data pipeline.
+void validate_text_tools(const Config& config) {
+  data::load_text_tools(data::data_settings_from_config(config));
+}
+
 int run_training_command(const TrainArguments& arguments, const std::vector<std::string>& extras, bool pretraining) {
   Config config = load_config(arguments.config_path, collect_overrides(extras));
   validate_model_folder(config);
   validate_datasets(config, pretraining);
+  validate_output_folders(config);
   if (!arguments.dry_run) {
     train::TrainerOptions options;
     options.pretraining = pretraining;
@@ -78,6 +100,7 @@ int run_training_command(const TrainArguments& arguments, const std::vector<std:
     train::run_training(config, options);
     return 0;
   }
+  validate_text_tools(config);
   fmt::print("# {}: configuration is valid (dry run, nothing trained)\n", arguments.config_path);
   fmt::print("{}", dump_config_yaml(config));
   return 0;

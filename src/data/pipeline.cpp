@@ -131,13 +131,17 @@ DataSettings data_settings_from_config(const Config& config) {
   if (settings.datasets.empty()) fail_user("no `datasets` in the config: add at least one dataset entry");
   if (config.model.empty()) fail_user("`model` is not set: the tokenizer is read from the model folder");
   settings.tokenizer_dir = io::resolve_model(config.model);
+  settings.model_vocabulary = read_model_vocabulary(settings.tokenizer_dir);
   int64_t sequence_len = 0;
   if (config.sequence_len) {
     sequence_len = *config.sequence_len;
   } else {
     json model_config = read_json_file(settings.tokenizer_dir / "config.json");
-    if (model_config.is_object() && model_config.value("max_position_embeddings", 0) > 0) {
-      sequence_len = model_config["max_position_embeddings"].get<int64_t>();
+    const json* limit = model_config.is_object() && model_config.contains("max_position_embeddings")
+                            ? &model_config["max_position_embeddings"]
+                            : nullptr;
+    if (limit != nullptr && limit->is_number_integer() && limit->get<int64_t>() > 0) {
+      sequence_len = limit->get<int64_t>();
     } else {
       fail_user("sequence_len is not set and {} gives no max_position_embeddings: set sequence_len",
                 (settings.tokenizer_dir / "config.json").string());
@@ -164,6 +168,9 @@ DataSettings data_settings_from_config(const Config& config) {
 
 TextTools load_text_tools(const DataSettings& settings) {
   auto tokenizer = std::make_shared<tokenizer::Tokenizer>(tokenizer::Tokenizer::load(settings.tokenizer_dir));
+  if (settings.model_vocabulary) {
+    check_tokenizer_fits_model(*tokenizer, settings.tokenizer_dir / "tokenizer.json", *settings.model_vocabulary);
+  }
   TextTools tools;
   tools.codec.encode = [tokenizer](std::string_view text, bool special) { return tokenizer->encode(text, special); };
   tools.codec.decode = [tokenizer](std::span<const int32_t> ids) { return tokenizer->decode(ids, false); };
@@ -221,8 +228,18 @@ PreparedData prepare_data(const DataSettings& settings, const TextTools& tools, 
     flatten(rows, eval_documents);
   }
   if (train_documents.empty()) {
-    fail_user("no training documents are left after reading the datasets (see the drop reasons with `surogate "
-              "tokenize`); check the dataset fields and max_length");
+    // Say per dataset what happened to its rows: none read (an empty file), or why each was dropped.
+    std::string details;
+    for (const DatasetReport& report : prepared.datasets) {
+      if (report.path.starts_with("validation: ")) continue;
+      std::string reasons;
+      for (const auto& [reason, count] : report.dropped) reasons += fmt::format("; {} dropped: {}", count, reason);
+      details += fmt::format("\n  {}: {} rows read{}", report.path, report.rows_read,
+                             report.rows_read == 0 ? " (the dataset is empty)" : reasons);
+    }
+    fail_user("no training documents are left after reading the datasets:{}\nFix the data, or the dataset fields, "
+              "max_length / sequence_len ({} / {}) and truncation_strategy",
+              details, settings.max_length, settings.sequence_len);
   }
   PackingOptions options;
   options.sequence_length = settings.sequence_len;

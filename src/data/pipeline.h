@@ -18,6 +18,7 @@
 #include "data/formatter.h"
 #include "data/packing.h"
 #include "data/token_cache.h"
+#include "data/vocabulary_check.h"
 
 namespace surogate::data {
 
@@ -38,6 +39,9 @@ struct DataSettings {
   std::optional<std::string> template_name;
   std::filesystem::path tokenizer_dir;  // holds tokenizer.json (+ tokenizer_config.json)
   std::filesystem::path cache_path;     // <output_dir>/tokenized/dataset.surotok
+  // The model's vocab_size when the model folder has a config.json: load_text_tools then checks
+  // that the tokenizer produces no id beyond it (data/vocabulary_check.h).
+  std::optional<ModelVocabulary> model_vocabulary;
 };
 
 // UserError when sequence_len cannot be known (unset and no max_position_embeddings in the
@@ -50,6 +54,8 @@ struct TextTools {
   ChatRenderer renderer;  // empty when use_chat_template is false or no template exists
   std::string template_identity;  // for the cache key
 };
+// UserError (naming tokenizer.json and config.json) when settings.model_vocabulary is set and the
+// tokenizer can produce ids beyond it.
 TextTools load_text_tools(const DataSettings& settings);
 
 // Counts for one dataset entry.

@@ -2,6 +2,7 @@
 import json
 
 from conftest import run_surogate
+from tiny_model import TOKENIZER_CONFIG, char_tokenizer
 
 # A complete (tiny) Hugging Face Llama config.json, as transformers writes one.
 TINY_LLAMA = {
@@ -16,6 +17,9 @@ def write_run(tmp_path, extra=""):
     model = tmp_path / "model"
     model.mkdir()
     (model / "config.json").write_text(json.dumps(TINY_LLAMA))
+    # --dry-run loads the tokenizer as training does.
+    (model / "tokenizer.json").write_text(json.dumps(char_tokenizer()))
+    (model / "tokenizer_config.json").write_text(json.dumps(TOKENIZER_CONFIG))
     (tmp_path / "data.jsonl").write_text('{"text": "hello"}\n')
     config = tmp_path / "config.yaml"
     config.write_text(f"model: {model}\ndatasets:\n  - path: {tmp_path / 'data.jsonl'}\n    type: text\n{extra}")

@@ -9,6 +9,7 @@ import pytest
 
 from conftest import run_surogate
 from fake_hub_server import FakeHub
+from tiny_model import char_tokenizer
 
 TIMEOUT_SECONDS = 60
 
@@ -279,7 +280,8 @@ def test_training_config_with_a_hub_model_id(surogate_bin, tmp_path):
     (tmp_path / "data.jsonl").write_text('{"text": "hello"}\n')
     config = tmp_path / "run.yaml"
     config.write_text(f"model: org/tiny\ndatasets:\n  - path: {tmp_path / 'data.jsonl'}\n    type: text\n")
-    files = {"config.json": json.dumps(TINY_LLAMA).encode(), "tokenizer.json": b"{}"}
+    # --dry-run loads the tokenizer as training does: a real (tiny) tokenizer.json.
+    files = {"config.json": json.dumps(TINY_LLAMA).encode(), "tokenizer.json": json.dumps(char_tokenizer()).encode()}
     with FakeHub(files, repo_id="org/tiny") as hub:
         env = hub_env(tmp_path, hub.url)
         offline = run_surogate(surogate_bin, "sft", config, "--dry-run", env=dict(env, HF_HUB_OFFLINE="1"))
