@@ -10,12 +10,21 @@
 namespace surogate::tokenizer {
 namespace {
 
+// A token id as written in the file: a non-negative integer that fits int32 (a larger one would
+// silently wrap around).
+int32_t token_id(const nlohmann::json& value, const JsonPath& where) {
+  if (!value.is_number_integer() || value.get<int64_t>() < 0 || value.get<int64_t>() > INT32_MAX) {
+    fail_at(where, fmt::format("token ids must be non-negative 32-bit integers, found {}", value.dump()));
+  }
+  return value.get<int32_t>();
+}
+
 int32_t token_id_of_pair(const nlohmann::json& pair, const JsonPath& where) {
   // BertProcessing / RobertaProcessing spell a token as ["[CLS]", 101].
   if (!pair.is_array() || pair.size() != 2 || !pair[1].is_number_integer()) {
     fail_at(where, "expected [\"token\", id]");
   }
-  return pair[1].get<int32_t>();
+  return token_id(pair[1], where);
 }
 
 }  // namespace
@@ -39,7 +48,9 @@ void PostProcessor::append(const nlohmann::json& component, const JsonPath& wher
     fail_at(where, "only one special-token-adding post-processor is supported in a Sequence");
   if (type == "BertProcessing" || type == "RobertaProcessing") {
     prefix_.push_back(token_id_of_pair(require_field(component, "cls", where), where.child("cls")));
+    id_sources_.push_back({prefix_.back(), where.file(), where.child("cls").key()});
     suffix_.push_back(token_id_of_pair(require_field(component, "sep", where), where.child("sep")));
+    id_sources_.push_back({suffix_.back(), where.file(), where.child("sep").key()});
     has_template_ = true;
     return;
   }
@@ -69,10 +80,10 @@ void PostProcessor::append(const nlohmann::json& component, const JsonPath& wher
           require_field(special_tokens[name], "ids", where.child("special_tokens").child(name));
       if (!ids.is_array())
         fail_at(where.child("special_tokens").child(name).child("ids"), "expected a list of ids");
+      const JsonPath ids_at = where.child("special_tokens").child(name).child("ids");
       for (const auto& id : ids) {
-        if (!id.is_number_integer())
-          fail_at(where.child("special_tokens").child(name).child("ids"), "ids must be integers");
-        (seen_sequence ? suffix_ : prefix_).push_back(id.get<int32_t>());
+        (seen_sequence ? suffix_ : prefix_).push_back(token_id(id, ids_at));
+        id_sources_.push_back({token_id(id, ids_at), ids_at.file(), ids_at.key()});
       }
     }
     if (!seen_sequence)
@@ -82,6 +93,17 @@ void PostProcessor::append(const nlohmann::json& component, const JsonPath& wher
   }
   fail_unsupported(where, "post-processor", type,
                    "TemplateProcessing, BertProcessing, RobertaProcessing, ByteLevel, Sequence");
+}
+
+void PostProcessor::check_ids_below(size_t vocab_size) const {
+  for (const IdSource& source : id_sources_) {
+    if (static_cast<size_t>(source.id) >= vocab_size) {
+      fail_at(JsonPath(source.file, source.key),
+              fmt::format("the post-processor adds token id {}, but the tokenizer's ids end at {} (model.vocab and "
+                          "added_tokens); use the id of one of its tokens",
+                          source.id, vocab_size - 1));
+    }
+  }
 }
 
 void PostProcessor::apply(std::vector<int32_t>& ids) const {

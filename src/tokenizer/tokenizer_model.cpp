@@ -54,6 +54,7 @@ std::shared_ptr<const TokenizerModel> TokenizerModel::from_json(const nlohmann::
   for (const AddedToken& token : tokenizer->added_.tokens())
     limit = std::max(limit, static_cast<size_t>(token.id) + 1);
   tokenizer->vocab_size_ = limit;
+  tokenizer->post_processor_.check_ids_below(limit);
   return tokenizer;
 }
 

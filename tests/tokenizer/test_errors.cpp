@@ -75,6 +75,26 @@ TEST(Errors, BrokenModelsAreNamed) {
   EXPECT_NE(user_error([&] { make(document); }).find("added_tokens[0].id"), std::string::npos);
 }
 
+// The ids a post-processor adds reach the model as they are: an id outside the tokenizer's own
+// vocabulary (or one that does not fit int32 and would wrap around) is a broken file.
+TEST(Errors, PostProcessorIdsMustBeTokensOfTheVocabulary) {
+  const nlohmann::json good = testing::sentencepiece_tokenizer();
+  EXPECT_EQ(make(good).encode("hi", true).front(), 1);
+  for (const nlohmann::json bad_id : {nlohmann::json(-7), nlohmann::json(5000), nlohmann::json(int64_t{1} << 40)}) {
+    nlohmann::json document = good;
+    document["post_processor"]["special_tokens"]["<s>"]["ids"] = {bad_id};
+    std::string message = user_error([&] { make(document); });
+    EXPECT_NE(message.find("test tokenizer.json: key 'post_processor.special_tokens.<s>.ids'"), std::string::npos)
+        << message;
+    EXPECT_NE(message.find(bad_id.dump()), std::string::npos) << message;
+  }
+  nlohmann::json document = good;
+  document["post_processor"] = {{"type", "BertProcessing"}, {"cls", {"<s>", 1}}, {"sep", {"</s>", 900}}};
+  std::string message = user_error([&] { make(document); });
+  EXPECT_NE(message.find("post_processor.sep"), std::string::npos) << message;
+  EXPECT_NE(message.find("900"), std::string::npos) << message;
+}
+
 TEST(Errors, MissingAndMalformedFiles) {
   const std::filesystem::path dir =
       std::filesystem::temp_directory_path() / "surogate_tokenizer_errors";
