@@ -78,6 +78,7 @@ struct BinaryExpression : Expression {
   BinaryOperator op;
   ExpressionPointer left;
   ExpressionPointer right;
+  int chain = 1;  // binary operators nested to the left through `left`, this one included
   BinaryExpression(BinaryOperator op_, ExpressionPointer left_, ExpressionPointer right_, int line_)
       : Expression(ExpressionKind::kBinary, line_), op(op_), left(std::move(left_)), right(std::move(right_)) {}
 };

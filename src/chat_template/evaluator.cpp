@@ -45,6 +45,7 @@ Evaluator::Flow Evaluator::execute(const StatementList& body) {
 }
 
 Evaluator::Flow Evaluator::execute_statement(const Statement& statement) {
+  if (stack_.exhausted()) fail(statement.line, "the template nests blocks or calls too deeply");
   switch (statement.kind) {
     case StatementKind::kText:
       output_->append(static_cast<const TextStatement&>(statement).text);
@@ -282,6 +283,7 @@ CallArguments Evaluator::evaluate_arguments(const ArgumentExpressions& arguments
 }
 
 Value Evaluator::evaluate(const Expression& expression) {
+  if (stack_.exhausted()) fail(expression.line, "the template nests expressions or calls too deeply");
   switch (expression.kind) {
     case ExpressionKind::kLiteral:
       return static_cast<const LiteralExpression&>(expression).value;
@@ -379,9 +381,21 @@ Value Evaluator::evaluate_call(const CallExpression& expression) {
   return call(callee, arguments, expression.line);
 }
 
+// Nested macro calls (a recursive macro) are bounded, as Python bounds Jinja's recursion: without
+// a limit, a macro that never stops recursing would overflow the stack and crash the process.
+constexpr int kMaxCallDepth = 200;
+
 Value Evaluator::call(const Value& callee, CallArguments& arguments, int line) {
   if (callee.is_undefined()) fail_undefined(line, callee);
   if (callee.kind() != Value::Kind::kCallable) fail(line, fmt::format("'{}' object is not callable", callee.type_name()));
+  if (call_depth_ >= kMaxCallDepth) {
+    fail(line, fmt::format("calls nest more than {} deep (a macro that recurses without end?)", kMaxCallDepth));
+  }
+  ++call_depth_;
+  struct DepthGuard {
+    int& depth;
+    ~DepthGuard() { --depth; }
+  } guard{call_depth_};
   return callee.as_callable().function(*this, arguments, line);
 }
 

@@ -12,6 +12,7 @@
 
 #include "chat_template/ast.h"
 #include "chat_template/chat_template.h"
+#include "chat_template/stack_guard.h"
 #include "chat_template/value.h"
 
 namespace surogate::chat_template {
@@ -69,6 +70,8 @@ private:
   std::string* output_ = nullptr;
   std::string* top_output_ = nullptr;
   std::vector<TextSpan>* spans_ = nullptr;
+  int call_depth_ = 0;  // nested macro / caller() calls, bounded by kMaxCallDepth
+  detail::StackGuard stack_;  // bounds the recursion of evaluate / execute_statement
 };
 
 }  // namespace surogate::chat_template

@@ -20,6 +20,7 @@ namespace detail {
 // Parses until one of `end_tags` opens a block tag; leaves the parser after that tag's name.
 StatementList Parser::parse_body(std::initializer_list<std::string_view> end_tags, std::string_view opener,
                                  int opener_line, std::string& found_end) {
+  check_nesting();
   StatementList body;
   while (true) {
     const Token& token = current();

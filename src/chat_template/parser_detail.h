@@ -15,7 +15,12 @@
 #include "chat_template/lexer.h"
 #include "chat_template/template_error.h"
 
+#include "chat_template/stack_guard.h"
+
 namespace surogate::chat_template::detail {
+
+// The longest chain of binary operators one expression may hold (see Parser::binary).
+inline constexpr int kMaxOperatorChain = 1000;
 
 class Parser {
 public:
@@ -123,7 +128,13 @@ private:
   std::unique_ptr<FilterExpression> parse_filter(ExpressionPointer operand);
   ExpressionPointer parse_filters_and_tests(ExpressionPointer node);
 
+  // Fails (naming the line) when nesting has used up the parser's stack budget.
+  void check_nesting() const {
+    if (stack_.exhausted()) fail("the template nests blocks or expressions too deeply");
+  }
+
   const std::vector<Token>& tokens_;
+  StackGuard stack_;
   const std::string& source_name_;
   size_t index_ = 0;
   int loop_depth_ = 0;

@@ -26,6 +26,7 @@ ExpressionPointer Parser::parse_tuple(bool with_condition) {
 }
 
 ExpressionPointer Parser::parse_expression(bool with_condition) {
+  check_nesting();
   int line = current().line;
   auto value = parse_or();
   if (!with_condition) return value;
@@ -41,7 +42,16 @@ ExpressionPointer Parser::parse_expression(bool with_condition) {
 }
 
 ExpressionPointer Parser::binary(BinaryOperator op, ExpressionPointer left, ExpressionPointer right, int line) {
-  return std::make_unique<BinaryExpression>(op, std::move(left), std::move(right), line);
+  // A chain `a + b + c + ...` nests to the left without recursing here; bound its length so that
+  // evaluating (and destroying) the tree stays within the stack too.
+  int chain = 1;
+  if (left->kind == ExpressionKind::kBinary) chain = static_cast<const BinaryExpression&>(*left).chain + 1;
+  if (chain > kMaxOperatorChain) {
+    fail(fmt::format("an expression chains more than {} operators; split it", kMaxOperatorChain), line);
+  }
+  auto node = std::make_unique<BinaryExpression>(op, std::move(left), std::move(right), line);
+  node->chain = chain;
+  return node;
 }
 
 ExpressionPointer Parser::parse_or() {
@@ -65,6 +75,7 @@ ExpressionPointer Parser::parse_and() {
 }
 
 ExpressionPointer Parser::parse_not() {
+  check_nesting();
   if (is_name("not")) {
     int line = current().line;
     advance();
@@ -150,6 +161,7 @@ ExpressionPointer Parser::parse_power() {
 }
 
 ExpressionPointer Parser::parse_unary(bool with_filter) {
+  check_nesting();
   int line = current().line;
   ExpressionPointer node;
   if (accept_operator("-")) {

@@ -62,5 +62,23 @@ TEST(Errors, RuntimeTypeErrorsAndRaiseException) {
   EXPECT_NE(error_of("{{ f() }}", R"({"f": 1})").find("'int' object is not callable"), std::string::npos);
 }
 
+// A template from a model folder that recurses without end, or nests expressions absurdly deep,
+// is an error naming the template and line, never a stack overflow.
+TEST(Errors, RunawayRecursionAndDeepNestingAreErrorsNotCrashes) {
+  EXPECT_NE(error_of("{% macro f(x) %}{{ f(x) }}{% endmacro %}\n{{ f(1) }}").find("nest more than 200 deep"),
+            std::string::npos);
+  // Bounded recursion still works.
+  EXPECT_EQ(error_of("{% macro count(n) %}{% if n > 0 %}{{ n }}{{ count(n - 1) }}{% endif %}{% endmacro %}"
+                     "{{ count(50) }}"),
+            "no error");
+  const std::string deep = "{{ " + std::string(100000, '(') + "1" + std::string(100000, ')') + " }}";
+  EXPECT_NE(error_of(deep).find("chat template test.jinja, line 1"), std::string::npos);
+  const std::string deep_list = "{{ " + std::string(100000, '[') + std::string(100000, ']') + " }}";
+  EXPECT_NE(error_of(deep_list).find("chat template test.jinja, line 1"), std::string::npos);
+  std::string chain = "{{ 1";
+  for (int i = 0; i < 100000; ++i) chain += " + 1";
+  EXPECT_NE(error_of(chain + " }}").find("chains more than 1000 operators"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace surogate::chat_template
