@@ -199,6 +199,11 @@ ModelConfig parse_model_config(std::string_view json_text, const std::string& so
     if (!model.torch_dtype) {
       fields.fail(dtype_key, fmt::format("is '{}', not a known dtype (e.g. bfloat16, float16, float32)", *dtype_name));
     }
+    // The dtype the model's weights are written back in (training outputs, merge): a float type
+    // Surogate writes. Caught here, not after a whole training run.
+    if (*model.torch_dtype != DType::F32 && *model.torch_dtype != DType::BF16 && *model.torch_dtype != DType::F16) {
+      fields.fail(dtype_key, fmt::format("is '{}'; a model's dtype must be bfloat16, float16 or float32", *dtype_name));
+    }
   }
   model.bos_token_id = fields.integer("bos_token_id");
   model.pad_token_id = fields.integer("pad_token_id");

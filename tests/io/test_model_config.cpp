@@ -243,6 +243,9 @@ TEST(ModelConfig, ErrorsNameTheKey) {
       {"kv heads do not divide", [](json& c) { c["num_key_value_heads"] = 3; }, {"'num_key_value_heads'", "divide"}},
       {"gelu", [](json& c) { c["hidden_act"] = "gelu"; }, {"'hidden_act'", "gelu", "silu"}},
       {"bad dtype", [](json& c) { c["torch_dtype"] = "float7"; }, {"'torch_dtype'", "float7"}},
+      // Not a dtype outputs can be written in: refused when the config is read, not after training.
+      {"integer dtype", [](json& c) { c["torch_dtype"] = "int8"; }, {"'torch_dtype'", "int8", "bfloat16, float16 or float32"}},
+      {"float64 dtype", [](json& c) { c["dtype"] = "float64"; }, {"'dtype'", "float64"}},
       {"unknown rope", [](json& c) { c["rope_scaling"] = {{"rope_type", "longrope"}, {"factor", 2}}; },
        {"'rope_scaling.rope_type'", "longrope", "yarn"}},
       {"rope without factor", [](json& c) { c["rope_scaling"] = {{"type", "linear"}}; }, {"'rope_scaling.factor'", "missing"}},
