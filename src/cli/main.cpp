@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <algorithm>
 #include <exception>
+#include <filesystem>
+#include <new>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -73,6 +75,17 @@ int main(int argc, char** argv) {
     return kExitUserError;
   } catch (const surogate::UserError& e) {
     fmt::print(stderr, "error: {}\n", e.what());
+    return kExitUserError;
+  } catch (const std::bad_alloc&) {
+    // Sizes come from the user's config and model: running out of host memory is theirs to fix.
+    fmt::print(stderr, "error: out of host memory: the job does not fit in this machine's memory. Lower "
+                       "sequence_len or per_device_train_batch_size, use a smaller model (the sizes in its "
+                       "config.json), or run on a machine with more memory\n");
+    return kExitUserError;
+  } catch (const std::filesystem::filesystem_error& e) {
+    // A path the user gave (or one under output_dir) cannot be created, read or written.
+    fmt::print(stderr, "error: {}: {}; check that the path is right and writable (and that the disk is not full)\n",
+               e.path1().string(), e.code().message());
     return kExitUserError;
   } catch (const std::exception& e) {
     fmt::print(stderr, "internal error (please report this as a bug): {}\n", e.what());

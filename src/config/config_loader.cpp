@@ -74,7 +74,9 @@ void apply_override(const std::string& raw, Config& config) {
     auto second_dot = rest.find('.');
     std::string index_text = rest.substr(0, second_dot);
     size_t index = 0;
-    bool numeric = !index_text.empty() && index_text.find_first_not_of("0123456789") == std::string::npos;
+    // At most 9 digits: a longer index names no entry anyway, and would overflow std::stoul.
+    bool numeric = !index_text.empty() && index_text.size() <= 9 &&
+                   index_text.find_first_not_of("0123456789") == std::string::npos;
     if (numeric) index = std::stoul(index_text);
     if (!numeric || second_dot == std::string::npos || index >= list.size()) {
       fail_user("{}: '{}' must name an existing entry and field, like {}.0.path ({} has {} entries)", source, key,
@@ -118,6 +120,10 @@ Config load_config_from_string(const std::string& yaml_text, const std::string& 
 }
 
 Config load_config(const std::filesystem::path& yaml_file, const std::vector<std::string>& overrides) {
+  if (std::filesystem::is_directory(yaml_file)) {
+    fail_user("the config file '{}' is a folder; give the YAML file (e.g. {}/config.yaml)", yaml_file.string(),
+              yaml_file.string());
+  }
   std::ifstream in(yaml_file);
   if (!in) fail_user("cannot read the config file '{}': check the path", yaml_file.string());
   std::stringstream text;

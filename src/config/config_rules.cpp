@@ -1,6 +1,9 @@
 #include "config/config_rules.h"
 
 #include <algorithm>
+#include <cctype>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include <fmt/format.h>
@@ -35,7 +38,30 @@ bool one_of(T value, std::initializer_list<T> allowed) {
   return std::find(allowed.begin(), allowed.end(), value) != allowed.end();
 }
 
+// An instruction prompt format may use {system}, {instruction}, {input} and {output}; any other
+// {name} would stay in the prompt as literal text, so a misspelt placeholder (say {instrution})
+// would silently drop the field from every sample. {instruction} itself must be there.
+void validate_prompt_format(const Config& config, const std::string& key, const std::optional<std::string>& format) {
+  if (!format) return;
+  const std::string& text = *format;
+  for (size_t open = text.find('{'); open != std::string::npos; open = text.find('{', open + 1)) {
+    size_t end = open + 1;
+    while (end < text.size() && (std::isalnum(static_cast<unsigned char>(text[end])) || text[end] == '_')) ++end;
+    if (end == open + 1 || end >= text.size() || text[end] != '}' || std::isdigit(static_cast<unsigned char>(text[open + 1]))) {
+      continue;  // not {identifier}: literal text
+    }
+    const std::string name = text.substr(open + 1, end - open - 1);
+    require(one_of<std::string>(name, {"system", "instruction", "input", "output"}), config, key,
+            fmt::format("uses the placeholder {{{}}}, which is not one of {{system}}, {{instruction}}, {{input}}, "
+                        "{{output}}", name));
+  }
+  require(text.find("{instruction}") != std::string::npos, config, key,
+          "must contain {instruction} (otherwise the instruction is left out of every sample)");
+}
+
 void validate_dataset(const Config& config, const DatasetConfig& dataset, const std::string& key) {
+  validate_prompt_format(config, key + ".prompt_format", dataset.prompt_format);
+  validate_prompt_format(config, key + ".prompt_format_no_input", dataset.prompt_format_no_input);
   require(!dataset.path.empty(), config, key + ".path", "is required: a local file or folder, or a hub dataset id");
   if (dataset.samples) require_positive(config, key + ".samples", *dataset.samples);
   if (dataset.type == DatasetType::Instruction) {

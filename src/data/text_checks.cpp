@@ -49,7 +49,10 @@ std::string checked_string(const nlohmann::json& value, const std::string& field
 std::string required_string(const nlohmann::json& object, const std::string& field, const RowOrigin& origin,
                             const std::string& what) {
   auto found = object.find(field);
-  if (found == object.end() || found->is_null()) {
+  if (found != object.end() && found->is_null()) {
+    fail_user("{}: field '{}' ({}) is null; give it a string or remove the row", origin.describe(), field, what);
+  }
+  if (found == object.end()) {
     std::string present;
     for (auto it = object.begin(); it != object.end(); ++it) present += (present.empty() ? "" : ", ") + it.key();
     fail_user("{}: missing field '{}' ({}); the row has: {}. Set {} to the right column name", origin.describe(), field,

@@ -80,7 +80,13 @@ void write_token_cache(const std::filesystem::path& path, uint64_t key, const Pa
     return digest;
   };
   header.payload_checksum = hash_payload([](const void*, size_t) {});
-  std::filesystem::create_directories(path.parent_path().empty() ? "." : path.parent_path());
+  const std::filesystem::path folder = path.parent_path().empty() ? "." : path.parent_path();
+  std::error_code error;
+  std::filesystem::create_directories(folder, error);
+  if (error) {
+    fail_user("cannot create the token cache folder {}: {}; output_dir (or `surogate tokenize --output`) must be a "
+              "writable folder, not a file", folder.string(), error.message());
+  }
   io::write_file_atomically(path, [&](const io::ByteSink& sink) {
     char block[kHeaderBytes] = {};
     std::memcpy(block, &header, sizeof(header));

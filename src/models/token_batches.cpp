@@ -52,6 +52,7 @@ int64_t TokenBatch::scored_tokens() const {
 
 std::vector<TokenSequence> read_token_jsonl(const std::filesystem::path& path, int64_t vocab_size,
                                             const RowTokenizer& tokenize_row) {
+  if (std::filesystem::is_directory(path)) fail_user("{}: is a folder; --data takes one JSONL file.", path.string());
   std::ifstream file(path);
   if (!file) fail_user("{}: cannot open the data file; check the --data path.", path.string());
   std::vector<TokenSequence> sequences;

@@ -100,6 +100,22 @@ TEST(ConfigRules, DatasetRequirements) {
   EXPECT_TRUE(contains(load_error("model: m\ndatasets:\n  - type: text\n"), "datasets[0].path"));
 }
 
+// A misspelt placeholder would stay in every prompt as literal text and drop the field silently.
+TEST(ConfigRules, PromptFormatPlaceholdersAreChecked) {
+  const std::string instruction =
+      "model: m\ndatasets:\n  - path: d\n    type: instruction\n    instruction_field: i\n    output_field: o\n";
+  std::string message = load_error(instruction + "    prompt_format: \"Q: {instrution} A: {output}\"\n");
+  EXPECT_TRUE(contains(message, "config.yaml:7: option 'datasets[0].prompt_format' uses the placeholder {instrution}"))
+      << message;
+  message = load_error(instruction + "    prompt_format_no_input: \"Answer: {output}\"\n");
+  EXPECT_TRUE(contains(message, "'datasets[0].prompt_format_no_input' must contain {instruction}")) << message;
+  // The four placeholders, and braces that are not {identifier}, are fine.
+  Config config = load_config_from_string(
+      instruction + "    prompt_format: \"{system}{instruction} {input} -> {output} {} { x } {1} {\\\"json\\\": 1}\"\n",
+      "config.yaml", {});
+  EXPECT_TRUE(config.datasets[0].prompt_format.has_value());
+}
+
 TEST(ConfigRules, HardwareGating) {
   Config config = load("");
   config.recipe = Recipe::Fp8Hybrid;
@@ -124,7 +140,7 @@ TEST(ConfigRules, NotYetImplementedOptionsAreRejectedByName) {
   EXPECT_TRUE(contains(message, "config.yaml:5")) << message;
   EXPECT_TRUE(contains(message, "'report_to' is valid but not implemented yet")) << message;
   EXPECT_TRUE(contains(load_error(std::string(kMinimalConfig) + "offload_master: true\n"), "'offload_master'"));
-  EXPECT_TRUE(contains(load_error(kMinimalConfig, {"--gpus=2"}), "command line --gpus=2"));
+  EXPECT_TRUE(contains(load_error(kMinimalConfig, {"--zero_level=2"}), "command line --zero_level=2"));
   EXPECT_TRUE(contains(load_error("model: m\ndatasets:\n  - {path: 's3://b/k', type: text}\n"), "s3://"));
   // Setting an option to its default is fine.
   EXPECT_NO_THROW(load("gpus: 1\nrecipe: bf16\nreport_to: []\n"));
