@@ -32,6 +32,8 @@ constexpr std::array<ArchitectureInfo, 4> kArchitectures{{
     {Architecture::Qwen3, "Qwen3ForCausalLM", "qwen3", 32768},
 }};
 
+constexpr int64_t kMaxLayers = 10000;
+
 const ArchitectureInfo& info(Architecture architecture) {
   for (const auto& entry : kArchitectures) {
     if (entry.architecture == architecture) return entry;
@@ -148,6 +150,13 @@ ModelConfig parse_model_config(std::string_view json_text, const std::string& so
   model.hidden_size = fields.required_positive_integer("hidden_size");
   model.intermediate_size = fields.required_positive_integer("intermediate_size");
   model.num_hidden_layers = fields.required_positive_integer("num_hidden_layers");
+  // A sanity bound, not a capability limit: published decoders have at most a few hundred layers,
+  // and a typo here (320000 for 32) would otherwise exhaust memory building the graph and be
+  // killed by the operating system without a message.
+  if (model.num_hidden_layers > kMaxLayers) {
+    fields.fail("num_hidden_layers", fmt::format("is {}, more than the {} layers Surogate accepts; check the value",
+                                                 model.num_hidden_layers, kMaxLayers));
+  }
   model.num_attention_heads = fields.required_positive_integer("num_attention_heads");
   model.num_key_value_heads = fields.positive_integer_or("num_key_value_heads", model.num_attention_heads);
   if (model.num_attention_heads % model.num_key_value_heads != 0) {

@@ -237,6 +237,8 @@ TEST(ModelConfig, ErrorsNameTheKey) {
       {"no architecture", [](json& c) { c.erase("architectures"); }, {"'architectures'", "missing"}},
       {"missing hidden_size", [](json& c) { c.erase("hidden_size"); }, {"'hidden_size'", "missing"}},
       {"zero layers", [](json& c) { c["num_hidden_layers"] = 0; }, {"'num_hidden_layers'", "positive"}},
+      {"absurd layer count", [](json& c) { c["num_hidden_layers"] = 1000000000; },
+       {"'num_hidden_layers'", "1000000000", "more than the 10000 layers"}},
       {"negative vocab", [](json& c) { c["vocab_size"] = -5; }, {"'vocab_size'", "positive"}},
       {"string size", [](json& c) { c["intermediate_size"] = "big"; }, {"'intermediate_size'", "integer"}},
       {"heads do not divide", [](json& c) { c["num_attention_heads"] = 5; }, {"'num_attention_heads'", "divide hidden_size"}},
