@@ -80,7 +80,7 @@ graph::Graph apply_lora(const graph::Graph& forward, const graph::OpRegistry& re
   // Adapted projections that share their input and recompute group, in node order, when their
   // low-rank products are batched (see lora.h); keyed by the first one's node index.
   std::map<size_t, std::vector<size_t>> shared_input_groups;
-  if (options.batch_shared_inputs && !dropout) {
+  if (options.batch_shared_inputs) {
     std::map<std::pair<TensorId, std::string>, std::vector<size_t>> by_input;
     for (size_t n = 0; n < forward.nodes.size(); ++n) {
       const graph::Node& node = forward.nodes[n];
@@ -93,6 +93,9 @@ graph::Graph apply_lora(const graph::Graph& forward, const graph::OpRegistry& re
     }
   }
   std::unordered_map<TensorId, TensorId> batched_down;  // base weight → its piece of a shared x·Aᵀ
+  // Adapter input → its dropped copy: the adapters that read one input (q/k/v, gate/up) share one
+  // mask, drawn once (and the low-rank products stay batchable); see lora.h.
+  std::map<std::pair<TensorId, std::string>, TensorId> dropped_inputs;
 
   const double scaling = lora_scaling(options);
   std::unordered_map<TensorId, TensorId> replaced;  // base linear output → output with the adapter added
@@ -117,7 +120,13 @@ graph::Graph apply_lora(const graph::Graph& forward, const graph::OpRegistry& re
     auto scope = builder.scope(node.name);
     auto group = builder.recompute_group(node.recompute_group);
     TensorId x = node.inputs[0];
-    if (dropout) x = builder.op("dropout", {x, seed}, {{"p", options.dropout}, {"stream", stream}}, "lora_dropout");
+    if (dropout) {
+      auto [found, fresh] = dropped_inputs.try_emplace({x, node.recompute_group}, graph::kNoTensor);
+      if (fresh) {
+        found->second = builder.op("dropout", {x, seed}, {{"p", options.dropout}, {"stream", stream}}, "lora_dropout");
+      }
+      x = found->second;
+    }
     ++stream;
     if (auto shared = shared_input_groups.find(n); shared != shared_input_groups.end()) {
       std::vector<TensorId> a_matrices;

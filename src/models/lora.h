@@ -6,10 +6,13 @@
 // Every parameter of the base model is marked non-trainable, so autodiff emits no gradient for
 // it (activation gradients still flow through the frozen weights to earlier adapters).
 // Dropout (training graphs with dropout > 0 only) reads the graph input "dropout_seed"
-// (I32 []), which the trainer writes per micro-batch; each adapted projection is its own
-// dropout stream. Evaluation graphs have no dropout, as PEFT in eval mode.
+// (I32 []), which the trainer writes per micro-batch. The input is dropped once, and the adapters
+// that read it (q/k/v of a layer, gate/up) share that mask: one dropout pass per distinct input
+// instead of one per adapter, and the batched low-rank product below still applies. (PEFT draws a
+// mask per adapter; each adapter here still sees its input dropped with rate p, only the masks of
+// adapters on one input coincide.) Evaluation graphs have no dropout, as PEFT in eval mode.
 // The LoRA nodes carry the recompute group of the linear they adapt.
-// With batch_shared_inputs (no dropout), adapters whose projections read the same tensor get
+// With batch_shared_inputs, adapters whose projections read the same tensor get
 // lora_a_cat = concat(A_1, A_2, ...) (rows), lora_a_shared = linear(x, lora_a_cat) and
 // lora_a_part = split(lora_a_shared) (columns, one piece per adapter) at the first of them, and
 // each adapter's B product reads its piece: one pass over x forward and backward instead of one
@@ -43,7 +46,7 @@ struct LoraOptions {
   std::vector<std::string> target_modules;
   // Engine-internal, not a configuration option: adapters that read the same input (q/k/v,
   // gate/up) share one low-rank product x·[A_1; A_2; ...]ᵀ (concat, linear, split) instead of one
-  // product each, when there is no dropout (each adapter drops its own elements). Off here (the CPU
+  // product each. Off here (the CPU
   // backend's graphs keep one product per adapter); the trainer turns it on for the CUDA backend
   // (H100 8B LoRA +1.3%), as does bench/surogate_train_bench (--batch-lora-inputs).
   bool batch_shared_inputs = false;

@@ -1,21 +1,41 @@
-// Inverted dropout with a counter-based mask: element i of a tensor is kept when
-//   uniform(seed, stream, i) >= p,   out[i] = kept ? x[i] / (1 − p) : 0,
-// where uniform() hashes (seed, stream, i) with SplitMix64 finalisers into [0, 1). The mask is a
-// pure function of those three numbers, so nothing is saved for backward (the gradient is the
-// same dropout applied to d_out), recompute reproduces it exactly, and a training run that feeds
-// the same seed per micro-batch after a resume drops the same elements. `stream` separates the
-// dropout sites of one graph (LoRA uses one per adapted projection).
+// Inverted dropout with a counter-based mask. Element i of a tensor is kept when its 16-bit
+// uniform draw is at least the threshold t = round(p · 65536):
+//   bits = mix(mix(mix(seed) ^ stream) ^ (i / 4)),  draw(i) = (bits >> 16·(i mod 4)) & 0xffff,
+//   out[i] = draw(i) >= t ? x[i] / (1 − t/65536) : 0,
+// where mix() is SplitMix64's finaliser. One 64-bit hash serves four neighbouring elements (so a
+// GPU kernel that draws the mask stays bound by memory, not by 64-bit multiplies), and the rate
+// actually applied is t/65536, p rounded to a multiple of 2^-16 (0.05 → 0.0500031), with the
+// kept elements scaled by the exact inverse of that rate, so the expectation is x.
+// The mask is a pure function of (seed, stream, i), so nothing is saved for backward (the
+// gradient is the same dropout applied to d_out), recompute reproduces it exactly, and a training
+// run that feeds the same seed per micro-batch after a resume drops the same elements. `stream`
+// separates the dropout sites of one graph (LoRA uses one per distinct adapter input).
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 
 namespace surogate::ops {
 
-// The keep test for element `index`; exposed for tests.
+// t = round(p · 65536), the keep test's threshold on the 16-bit draw, for p in [0, 1) (at most
+// 65535: p just below 1 still keeps the draws equal to 0xffff). Inline so the CUDA kernels
+// (runtime/cuda_lora_kernels.cu) use this very definition.
+inline uint32_t dropout_threshold16(double probability) {
+  return static_cast<uint32_t>(std::min(65535.0, std::nearbyint(probability * 65536.0)));
+}
+// The factor kept elements are multiplied by: 1 / (1 − t/65536), as a double.
+inline double dropout_keep_scale(double probability) {
+  return 65536.0 / (65536.0 - static_cast<double>(dropout_threshold16(probability)));
+}
+
+// The keep test for element `index`; exposed for tests and the CUDA kernels' checks.
 bool dropout_keeps(uint64_t seed, uint64_t stream, uint64_t index, double probability);
 
-// out = dropout(x); p in [0, 1). p == 0 copies x. Used for d_x = dropout(d_out) too.
+// out = dropout(x) (+ addend when given: the gradient form that folds a pending sum); p in
+// [0, 1). p == 0 copies x. Used for d_x = dropout(d_out) too.
 template <typename T>
-void dropout_forward(const T* x, int64_t count, double probability, uint64_t seed, uint64_t stream, T* out);
+void dropout_forward(const T* x, int64_t count, double probability, uint64_t seed, uint64_t stream, T* out,
+                     const T* addend = nullptr);
 
 }  // namespace surogate::ops

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "cuda/cuda_check.h"
+#include "ops/dropout.h"
 #include "runtime/cuda_launch.cuh"
 
 namespace surogate::runtime::cuda_kernels {
@@ -41,39 +42,49 @@ __global__ void scale_bf16_kernel(const bf16* x, float factor, const float* fact
 __device__ __forceinline__ uint64_t dropout_base(const int32_t* seed, uint64_t stream_id) {
   return dropout_mix(dropout_mix(static_cast<uint64_t>(static_cast<uint32_t>(*seed))) ^ stream_id);
 }
-__device__ __forceinline__ bool keeps(uint64_t base, uint64_t index, uint64_t threshold) {
-  return (dropout_mix(base ^ index) >> 11) >= threshold;
+// The four 16-bit draws of elements 4q .. 4q+3 (ops/dropout.h): draw j is bits 16j .. 16j+15.
+__device__ __forceinline__ uint64_t dropout_draws(uint64_t base, uint64_t quad) { return dropout_mix(base ^ quad); }
+__device__ __forceinline__ bool keeps(uint64_t draws, int lane, uint32_t threshold) {
+  return static_cast<uint32_t>((draws >> (16 * lane)) & 0xffffu) >= threshold;
 }
 
-__global__ void dropout_bf16_kernel(const bf16* x, const int32_t* seed, uint64_t stream_id, uint64_t threshold,
-                                    float keep_scale, bf16* out, int64_t count, bool vector) {
+// out = (addend +) dropout(x). Vector form: 8 bf16 per thread (two hashes); scalar form otherwise.
+__global__ void dropout_bf16_kernel(const bf16* x, const bf16* addend, const int32_t* seed, uint64_t stream_id,
+                                    uint32_t threshold, float keep_scale, bf16* out, int64_t count, bool vector) {
   const uint64_t base = dropout_base(seed, stream_id);
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (vector) {
     for (int64_t v = first; v < count / 8; v += stride) {
       uint4 packed = reinterpret_cast<const uint4*>(x)[v];
+      uint4 extra = addend != nullptr ? reinterpret_cast<const uint4*>(addend)[v] : uint4{0, 0, 0, 0};
       bf16* values = reinterpret_cast<bf16*>(&packed);
+      const bf16* sums = reinterpret_cast<const bf16*>(&extra);
+      const uint64_t draws[2] = {dropout_draws(base, static_cast<uint64_t>(2 * v)),
+                                 dropout_draws(base, static_cast<uint64_t>(2 * v + 1))};
       for (int j = 0; j < 8; ++j) {
-        const bool keep = keeps(base, static_cast<uint64_t>(v * 8 + j), threshold);
-        values[j] = keep ? __float2bfloat16_rn(__bfloat162float(values[j]) * keep_scale) : __float2bfloat16_rn(0.0f);
+        const float dropped = keeps(draws[j / 4], j % 4, threshold) ? __bfloat162float(values[j]) * keep_scale : 0.0f;
+        values[j] = __float2bfloat16_rn(addend != nullptr ? __bfloat162float(sums[j]) + dropped : dropped);
       }
       reinterpret_cast<uint4*>(out)[v] = packed;
     }
     return;
   }
   for (int64_t i = first; i < count; i += stride) {
-    out[i] = keeps(base, static_cast<uint64_t>(i), threshold) ? __float2bfloat16_rn(__bfloat162float(x[i]) * keep_scale)
-                                                              : __float2bfloat16_rn(0.0f);
+    const uint64_t draws = dropout_draws(base, static_cast<uint64_t>(i) >> 2);
+    const float dropped = keeps(draws, static_cast<int>(i & 3), threshold) ? __bfloat162float(x[i]) * keep_scale : 0.0f;
+    out[i] = __float2bfloat16_rn(addend != nullptr ? __bfloat162float(addend[i]) + dropped : dropped);
   }
 }
 
-__global__ void dropout_f32_kernel(const float* x, const int32_t* seed, uint64_t stream_id, uint64_t threshold,
-                                   float keep_scale, float* out, int64_t count) {
+__global__ void dropout_f32_kernel(const float* x, const float* addend, const int32_t* seed, uint64_t stream_id,
+                                   uint32_t threshold, float keep_scale, float* out, int64_t count) {
   const uint64_t base = dropout_base(seed, stream_id);
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride) {
-    out[i] = keeps(base, static_cast<uint64_t>(i), threshold) ? x[i] * keep_scale : 0.0f;
+    const uint64_t draws = dropout_draws(base, static_cast<uint64_t>(i) >> 2);
+    const float dropped = keeps(draws, static_cast<int>(i & 3), threshold) ? x[i] * keep_scale : 0.0f;
+    out[i] = addend != nullptr ? addend[i] + dropped : dropped;
   }
 }
 
@@ -86,14 +97,11 @@ __global__ void convert_bf16_to_f32_kernel(const bf16* in, float* out, int64_t c
 
 float keep_scale_of(double probability) {
   CUDA_REQUIRE(probability >= 0.0 && probability < 1.0, "dropout probability in [0, 1)");
-  return static_cast<float>(1.0 / (1.0 - probability));  // as the CPU op: the double quotient rounded to T
+  return static_cast<float>(ops::dropout_keep_scale(probability));  // as the CPU op: the double rounded to T
 }
 
 }  // namespace
 
-uint64_t dropout_threshold(double probability) {
-  return static_cast<uint64_t>(std::ceil(probability * 0x1.0p53));
-}
 
 void scale_bf16(const bf16* x, float factor, bf16* out, int64_t count, cudaStream_t stream) {
   if (count <= 0) return;
@@ -112,21 +120,22 @@ void scale_bf16_by(const bf16* x, const float* factor, bf16* out, int64_t count,
 }
 
 void dropout_bf16(const bf16* x, const int32_t* seed, uint64_t stream_id, double probability, bf16* out, int64_t count,
-                  cudaStream_t stream) {
+                  cudaStream_t stream, const bf16* addend) {
   const float keep_scale = keep_scale_of(probability);
   if (count <= 0) return;
-  const bool vector = vectorizable(count, x, out);
+  const bool vector = vectorizable(count, x, out) && (addend == nullptr || vectorizable(count, addend, out));
   dropout_bf16_kernel<<<grid_for(vector ? count / 8 : count), kThreads, 0, stream>>>(
-      x, seed, stream_id, dropout_threshold(probability), keep_scale, out, count, vector);
+      x, addend, seed, stream_id, ops::dropout_threshold16(probability), keep_scale, out, count, vector);
   CUDA_CHECK_LAUNCH();
 }
 
 void dropout_f32(const float* x, const int32_t* seed, uint64_t stream_id, double probability, float* out, int64_t count,
-                 cudaStream_t stream) {
+                 cudaStream_t stream, const float* addend) {
   const float keep_scale = keep_scale_of(probability);
   if (count <= 0) return;
-  dropout_f32_kernel<<<grid_for(count), kThreads, 0, stream>>>(x, seed, stream_id, dropout_threshold(probability),
-                                                               keep_scale, out, count);
+  dropout_f32_kernel<<<grid_for(count), kThreads, 0, stream>>>(x, addend, seed, stream_id,
+                                                               ops::dropout_threshold16(probability), keep_scale, out,
+                                                               count);
   CUDA_CHECK_LAUNCH();
 }
 

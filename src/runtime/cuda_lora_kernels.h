@@ -11,18 +11,15 @@
 
 namespace surogate::runtime::cuda_kernels {
 
-// The dropout mask of ops/dropout.cpp, bit for bit: SplitMix64's finaliser, element i kept when
-//   double(mix(mix(mix(seed) ^ stream) ^ i) >> 11) · 2^-53 >= p.
-// The kernels compare the 53-bit integer against dropout_threshold(p) = ceil(p · 2^53) instead,
-// which is the same test exactly (p · 2^53 is exact in double, and the 53-bit value is an
-// integer), so no double arithmetic runs on the device.
+// The dropout mask of ops/dropout.h, bit for bit: SplitMix64's finaliser, one hash per four
+// elements, element i kept when its 16-bit draw (bits 16·(i mod 4) of mix(mix(mix(seed) ^ stream)
+// ^ (i / 4))) is at least ops::dropout_threshold16(p); integer arithmetic only on the device.
 __host__ __device__ inline uint64_t dropout_mix(uint64_t value) {
   value += 0x9e3779b97f4a7c15ull;
   value = (value ^ (value >> 30)) * 0xbf58476d1ce4e5b9ull;
   value = (value ^ (value >> 27)) * 0x94d049bb133111ebull;
   return value ^ (value >> 31);
 }
-uint64_t dropout_threshold(double probability);
 
 // out = x · factor (fp32 product of bf16(x) and float(factor), rounded once), as the CPU `scale`
 // with its factor rounded to float.
@@ -31,13 +28,13 @@ void scale_bf16(const __nv_bfloat16* x, float factor, __nv_bfloat16* out, int64_
 void scale_bf16_by(const __nv_bfloat16* x, const float* factor, __nv_bfloat16* out, int64_t count,
                    cudaStream_t stream);
 
-// out[i] = keep(seed, stream, i) ? x[i] · float(1 / (1 − p)) : 0 (one bf16 rounding of the fp32
-// product for bf16). `seed` is a device pointer to the graph's I32 seed scalar, read as uint32 like
-// the CPU op. probability in [0, 1).
+// out[i] = (addend[i] +) (keep(seed, stream, i) ? x[i] · float(ops::dropout_keep_scale(p)) : 0),
+// summed in fp32 and rounded once for bf16. `seed` is a device pointer to the graph's I32 seed
+// scalar, read as uint32 like the CPU op. probability in [0, 1). addend may be null.
 void dropout_bf16(const __nv_bfloat16* x, const int32_t* seed, uint64_t stream_id, double probability,
-                  __nv_bfloat16* out, int64_t count, cudaStream_t stream);
+                  __nv_bfloat16* out, int64_t count, cudaStream_t stream, const __nv_bfloat16* addend = nullptr);
 void dropout_f32(const float* x, const int32_t* seed, uint64_t stream_id, double probability, float* out,
-                 int64_t count, cudaStream_t stream);
+                 int64_t count, cudaStream_t stream, const float* addend = nullptr);
 
 // out[i] = float(in[i]).
 void convert_bf16_to_f32(const __nv_bfloat16* in, float* out, int64_t count, cudaStream_t stream);

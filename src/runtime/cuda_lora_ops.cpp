@@ -1,7 +1,8 @@
 // CUDA binders for the ops of the LoRA rewrite (models/lora.h) that are not core or decoder ops:
-//  * `dropout` (ops/defs/dropout_def.cpp), bf16 (BF16 graphs) and fp32. The mask is the CPU op's
-//    function of (seed, stream, element index), so a CUDA run drops exactly the elements the CPU
-//    reference drops (runtime/cuda_lora_kernels.h); the backward is the same op on d_out.
+//  * `dropout` and `dropout_add` (ops/defs/dropout_def.cpp), bf16 (BF16 graphs) and fp32. The mask
+//    is the CPU op's function of (seed, stream, element index), so a CUDA run drops exactly the
+//    elements the CPU reference drops (runtime/cuda_lora_kernels.h); the backward is the same op on
+//    d_out, dropout_add when it folds the input's pending gradient sum.
 //  * `concat` / `split` (ops/defs/concat_split_def.cpp), any dtype: one launch per 8 pieces
 //    (runtime/cuda_piece_copy.h; rows of `outer`, each piece a contiguous run of size · inner
 //    elements), so a piece lands byte for byte where the CPU kernel puts it.
@@ -20,12 +21,15 @@ namespace {
 
 namespace k = cuda_kernels;
 
+// dropout (x, seed) and dropout_add (x, seed, addend): the addend, when present, is input 2.
 CudaKernel bind_dropout(const CudaBindContext& ctx) {
   const DType dtype = ctx.inputs[0].dtype;
+  const bool with_addend = ctx.inputs.size() == 3;
   if (ctx.inputs[1].dtype != DType::I32 || ctx.outputs[0].dtype != dtype ||
-      (dtype != DType::BF16 && dtype != DType::F32)) {
-    fail_user("node '{}' (op dropout): the CUDA backend runs dropout on BF16 or F32 tensors with an I32 seed, got {} "
-              "and seed {}", ctx.node.name, graph::format_type(ctx.inputs[0]), graph::format_type(ctx.inputs[1]));
+      (with_addend && ctx.inputs[2].dtype != dtype) || (dtype != DType::BF16 && dtype != DType::F32)) {
+    fail_user("node '{}' (op {}): the CUDA backend runs dropout on BF16 or F32 tensors with an I32 seed, got {} "
+              "and seed {}", ctx.node.name, ctx.node.op, graph::format_type(ctx.inputs[0]),
+              graph::format_type(ctx.inputs[1]));
   }
   const double p = ctx.attrs.number("p");
   if (!(p >= 0.0 && p < 1.0)) fail_user("node '{}' (op dropout): attr p = {} must be in [0, 1)", ctx.node.name, p);
@@ -34,12 +38,14 @@ CudaKernel bind_dropout(const CudaBindContext& ctx) {
   if (dtype == DType::BF16) {
     return [=](const CudaKernelArgs& args) {
       k::dropout_bf16(args.inputs[0].as<const __nv_bfloat16>(), args.inputs[1].as<const int32_t>(), stream_id, p,
-                      args.outputs[0].as<__nv_bfloat16>(), count, args.stream);
+                      args.outputs[0].as<__nv_bfloat16>(), count, args.stream,
+                      with_addend ? args.inputs[2].as<const __nv_bfloat16>() : nullptr);
     };
   }
   return [=](const CudaKernelArgs& args) {
     k::dropout_f32(args.inputs[0].as<const float>(), args.inputs[1].as<const int32_t>(), stream_id, p,
-                   args.outputs[0].as<float>(), count, args.stream);
+                   args.outputs[0].as<float>(), count, args.stream,
+                   with_addend ? args.inputs[2].as<const float>() : nullptr);
   };
 }
 
@@ -108,6 +114,7 @@ CudaKernel bind_split(const CudaBindContext& ctx) {
 
 void register_lora_cuda_ops(CudaOpTable& table) {
   table.add("dropout", bind_dropout);
+  table.add("dropout_add", bind_dropout);
   table.add("concat", bind_concat);
   table.add("split", bind_split);
 }

@@ -62,5 +62,33 @@ TEST(Dropout, GradientIsTheSameMaskOnTheUpstreamGradient) {
   testing::expect_gradient_matches(loss, x, d_x, 12, "d_x");
 }
 
+// The applied rate is p rounded to a multiple of 2^-16 and kept elements are scaled by its exact
+// inverse, so the expectation of out is x; 0.05 -> 3277/65536.
+TEST(Dropout, RateIsPRoundedToSixteenBitsAndScaleIsItsInverse) {
+  EXPECT_EQ(dropout_threshold16(0.05), 3277u);
+  EXPECT_EQ(dropout_threshold16(0.0), 0u);
+  EXPECT_EQ(dropout_threshold16(0.999999), 65535u);
+  EXPECT_DOUBLE_EQ(dropout_keep_scale(0.05), 65536.0 / (65536.0 - 3277.0));
+  // Every one of the four 16-bit lanes of a hash is used: the keep rate holds for each lane.
+  const int64_t count = 400000;
+  int64_t kept[4] = {0, 0, 0, 0};
+  for (int64_t i = 0; i < count; ++i) kept[i % 4] += dropout_keeps(5, 3, static_cast<uint64_t>(i), 0.3) ? 1 : 0;
+  for (int lane = 0; lane < 4; ++lane) {
+    // Binomial(100000, 0.7): standard deviation 145; 5 sigma.
+    EXPECT_NEAR(static_cast<double>(kept[lane]), 0.7 * count / 4, 725.0) << "lane " << lane;
+  }
+}
+
+// dropout_add (the gradient form that folds a pending sum) is addend + dropout(x), element for
+// element, with the same mask.
+TEST(Dropout, AddendFormAddsTheDroppedValues) {
+  const int64_t count = 1000;
+  const std::vector<double> x = random_vector(count, 5), addend = random_vector(count, 6);
+  std::vector<double> dropped(count), summed(count);
+  dropout_forward(x.data(), count, 0.2, 17, 4, dropped.data());
+  dropout_forward(x.data(), count, 0.2, 17, 4, summed.data(), addend.data());
+  for (int64_t i = 0; i < count; ++i) EXPECT_EQ(summed[i], addend[i] + dropped[i]) << i;
+}
+
 }  // namespace
 }  // namespace surogate::ops

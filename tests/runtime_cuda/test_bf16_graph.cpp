@@ -85,14 +85,18 @@ TEST(Bf16DecoderGraph, LoraAdaptersTakeTheBaseWeightDtype) {
       EXPECT_EQ(plan.graph.tensor(parameter).type.dtype, dtype) << plan.graph.tensor(parameter).name;
       EXPECT_EQ(plan.graph.tensor(gradient).type.dtype, dtype) << plan.graph.tensor(gradient).name;
     }
-    int dropouts = 0;
+    int forward_dropouts = 0, backward_dropouts = 0;
     for (const graph::Node& node : plan.graph.nodes) {
-      if (node.op != "dropout") continue;
-      ++dropouts;
+      if (node.op != "dropout" && node.op != "dropout_add") continue;
+      (node.phase == graph::NodePhase::Forward ? forward_dropouts : backward_dropouts) += 1;
       EXPECT_EQ(plan.graph.tensor(node.outputs[0]).type.dtype, dtype) << node.name;
+      // BF16 graphs fold the input's other gradient contributions into the dropout's backward.
+      if (node.phase == graph::NodePhase::Backward) EXPECT_EQ(node.op == "dropout_add", dtype == DType::BF16) << node.name;
     }
-    // One per adapter forward, plus the backward ones where the input gradient is needed.
-    EXPECT_GT(dropouts, static_cast<int>(adapters.size()));
+    // One mask per distinct adapter input (ln1, attention output, ln2, SwiGLU output per layer),
+    // and one backward per forward where the input gradient is needed.
+    EXPECT_EQ(forward_dropouts, 4 * static_cast<int>(config.num_hidden_layers));
+    EXPECT_GT(backward_dropouts, 0);
   }
 }
 

@@ -154,12 +154,7 @@ int count_ops(const graph::Graph& graph, const std::string& op) {
 // group and layer. fp32 tolerances: the batched product sums in another order (BLAS blocking), so
 // the loss agrees to 1e-6 relative and every adapter gradient to 1e-5 of its largest entry; a
 // wrong piece (an adapter reading another's columns) or a missing gradient path is off by order 1.
-TEST(LoraGraph, SharedInputAdaptersGiveTheSameLossAndGradients) {
-  Model separate(all_linear(false), true, compiler::RecomputePolicy::none());
-  Model batched(all_linear(true), true, compiler::RecomputePolicy::none());
-  EXPECT_EQ(count_ops(separate.plan.graph, "concat"), 0);
-  EXPECT_EQ(count_ops(batched.plan.graph, "concat"), 2 * 2 + 2 * 2);  // forward A and backward d_down, 2 groups × 2 layers
-  EXPECT_EQ(count_ops(batched.plan.graph, "split"), 2 * 2 + 2 * 2);
+void expect_same_loss_and_adapter_gradients(Model& separate, Model& batched) {
   const double expected = separate.loss(), actual = batched.loss();
   EXPECT_NEAR(actual, expected, 1e-6 * std::abs(expected));
   for (const auto& adapter : separate.adapters) {
@@ -176,9 +171,32 @@ TEST(LoraGraph, SharedInputAdaptersGiveTheSameLossAndGradients) {
       EXPECT_LE(worst, 1e-5f * largest) << matrix->name;
     }
   }
-  // With dropout every adapter drops its own elements: nothing is batched.
-  Model with_dropout(all_linear(true, 0.3), true, compiler::RecomputePolicy::none());
-  EXPECT_EQ(count_ops(with_dropout.plan.graph, "concat"), 0);
+}
+
+TEST(LoraGraph, SharedInputAdaptersGiveTheSameLossAndGradients) {
+  Model separate(all_linear(false), true, compiler::RecomputePolicy::none());
+  Model batched(all_linear(true), true, compiler::RecomputePolicy::none());
+  EXPECT_EQ(count_ops(separate.plan.graph, "concat"), 0);
+  EXPECT_EQ(count_ops(batched.plan.graph, "concat"), 2 * 2 + 2 * 2);  // forward A and backward d_down, 2 groups × 2 layers
+  EXPECT_EQ(count_ops(batched.plan.graph, "split"), 2 * 2 + 2 * 2);
+  expect_same_loss_and_adapter_gradients(separate, batched);
+}
+
+// Dropout draws one mask per distinct adapter input (q/k/v share the first norm's, gate/up the
+// second's), so batching stays on under dropout and gives the separate products' loss and
+// gradients; the forward has one dropout per input: 4 per layer (ln1, attention output, ln2, SwiGLU).
+TEST(LoraGraph, AdaptersOnOneInputShareOneDropoutMaskAndStayBatched) {
+  Model separate(all_linear(false, 0.3), true, compiler::RecomputePolicy::none());
+  Model batched(all_linear(true, 0.3), true, compiler::RecomputePolicy::none());
+  auto forward_dropouts = [](const graph::Graph& graph) {
+    return std::count_if(graph.nodes.begin(), graph.nodes.end(), [](const graph::Node& node) {
+      return node.op == "dropout" && node.phase == graph::NodePhase::Forward;
+    });
+  };
+  EXPECT_EQ(forward_dropouts(separate.plan.graph), 4 * 2);
+  EXPECT_EQ(forward_dropouts(batched.plan.graph), 4 * 2);
+  EXPECT_EQ(count_ops(batched.plan.graph, "concat"), 2 * 2 + 2 * 2);
+  expect_same_loss_and_adapter_gradients(separate, batched);
 }
 
 TEST(LoraGraph, SharedInputAdaptersRecomputeBitForBit) {
