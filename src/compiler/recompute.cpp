@@ -50,7 +50,8 @@ private:
     if (info.role != TensorRole::Activation || info.producer == kNoNode || source_.is_output(id)) return false;
     const Node& producer = source_.node(info.producer);
     if (producer.op == kFusedResidualNorm && id == producer.outputs[1]) return false;
-    return producer.phase == NodePhase::Forward && policy_.recomputes(producer.recompute_group);
+    return producer.phase == NodePhase::Forward && policy_.recomputes(producer.recompute_group) &&
+           !policy_.keeps_outputs_of(producer);
   }
 
   // The tensor a backward (or recompute) node should read in place of forward tensor `id`.
@@ -106,6 +107,30 @@ bool RecomputePolicy::recomputes(std::string_view group) const {
   if (group == "ffn") return ffn || block;
   if (group == "block" || group.starts_with("block:")) return block;
   fail_user("unknown recompute group '{}' (expected rmsnorm, qkv, att, swiglu, ffn, block or block:<layer>)", group);
+}
+
+bool RecomputePolicy::keeps_outputs_of(const graph::Node& producer) const {
+  if (keep_expensive_layers <= 0 || !is_expensive_to_recompute(producer.op)) return false;
+  const int64_t layer = layer_of(producer);
+  return layer >= 0 && layer < keep_expensive_layers;
+}
+
+bool is_expensive_to_recompute(std::string_view op) {
+  return op == "linear" || op == "linear_add" || op == "attention";
+}
+
+int64_t layer_of(const graph::Node& node) {
+  constexpr std::string_view kPrefix = "layers.";
+  std::string_view name = node.name;
+  if (!name.starts_with(kPrefix)) return -1;
+  name.remove_prefix(kPrefix.size());
+  int64_t layer = 0;
+  size_t digits = 0;
+  while (digits < name.size() && name[digits] >= '0' && name[digits] <= '9') {
+    layer = layer * 10 + (name[digits] - '0');
+    ++digits;
+  }
+  return digits > 0 ? layer : -1;
 }
 
 RecomputeResult apply_recompute(const Graph& training_graph, const RecomputePolicy& policy) {

@@ -17,6 +17,12 @@
 //   "swiglu"   recompute_swiglu | recompute_ffn | recompute_block
 //   "ffn"      recompute_ffn | recompute_block
 //   "block", "block:<layer>"   recompute_block
+//
+// Within the enabled groups, keep_expensive_layers lets the planner keep what is expensive to
+// re-run — the outputs of matmuls (linear, linear_add) and attention (its output and log-sum-exp)
+// — for the layers [0, keep_expensive_layers) and recompute only the cheap ops around them
+// (norms, RoPE, SwiGLU, dropout, concat / split). compiler/recompute_choice.h picks the largest
+// count whose plan fits the device; 0 recomputes everything the options enable.
 #pragma once
 
 #include <string_view>
@@ -34,11 +40,20 @@ struct RecomputePolicy {
   bool swiglu = false;
   bool ffn = false;
   bool block = false;
+  int64_t keep_expensive_layers = 0;
 
   bool recomputes(std::string_view group) const;
+  bool any() const { return rmsnorm || qkv || att || swiglu || ffn || block; }
+  // Whether the outputs of `producer` (a forward node of an enabled group) stay saved.
+  bool keeps_outputs_of(const graph::Node& producer) const;
   static RecomputePolicy none() { return {}; }
   static RecomputePolicy all() { return {true, true, true, true, true, true}; }
 };
+
+// Matmuls and attention: re-running them costs real compute (see keep_expensive_layers).
+bool is_expensive_to_recompute(std::string_view op);
+// The decoder layer a node belongs to, from its scope ("layers.3.q" → 3); -1 outside the layers.
+int64_t layer_of(const graph::Node& node);
 
 struct RecomputeResult {
   graph::Graph graph;  // nodes in execution order: forward, then backward with recompute nodes interleaved

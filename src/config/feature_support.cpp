@@ -18,7 +18,6 @@ struct UnsupportedOption {
 
 const std::vector<UnsupportedOption>& unsupported_options() {
   static const std::vector<UnsupportedOption> table = {
-      {"apply_recommended_values", [](const Config& c) { return c.apply_recommended_values; }},
       {"recipe", [](const Config& c) { return c.recipe != Recipe::Bf16; }},
       // bf16 and fp32 are implemented (on the CUDA backend); fp8 belongs to the fp8 recipes.
       {"gradient_dtype", [](const Config& c) {

@@ -96,4 +96,24 @@ CudaEnvironment query_cuda_environment() {
   return env;
 }
 
+uint64_t gpu_free_bytes(int device) {
+#ifdef SUROGATE_WITH_CUDA
+  int previous = 0;
+  if (cudaGetDevice(&previous) != cudaSuccess || cudaSetDevice(device) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  size_t free_bytes = 0, total_bytes = 0;
+  if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) {
+    cudaGetLastError();
+    free_bytes = 0;
+  }
+  cudaSetDevice(previous);
+  return free_bytes;
+#else
+  (void)device;
+  return 0;
+#endif
+}
+
 }  // namespace surogate::cuda

@@ -34,6 +34,9 @@ CudaEnvironment query_cuda_environment();
 // not. GPU tests call this and skip with the reason on machines without a GPU.
 bool cuda_device_available(std::string* reason = nullptr);
 
+// Bytes free on GPU `device` now (creates its CUDA context); 0 when it cannot be asked.
+uint64_t gpu_free_bytes(int device);
+
 // "13.0" from 13000.
 std::string format_cuda_version(int version);
 

@@ -33,6 +33,7 @@
 #include "train/model_outputs.h"
 #include "train/model_weights.h"
 #include "train/progress_display.h"
+#include "train/training_plan.h"
 
 namespace surogate::train {
 namespace {
@@ -85,17 +86,6 @@ int32_t dropout_seed(uint64_t train_seed, int64_t step, int64_t micro) {
   return static_cast<int32_t>(static_cast<uint32_t>(value));
 }
 
-compiler::RecomputePolicy recompute_policy(const Config& config) {
-  compiler::RecomputePolicy policy;
-  policy.rmsnorm = config.recompute_rmsnorm;
-  policy.qkv = config.recompute_qkv;
-  policy.att = config.recompute_att;
-  policy.swiglu = config.recompute_swiglu;
-  policy.ffn = config.recompute_ffn;
-  policy.block = config.recompute_block;
-  return policy;
-}
-
 LrScheduleType schedule_type(LrScheduler scheduler) {
   switch (scheduler) {
     case LrScheduler::Cosine: return LrScheduleType::Cosine;
@@ -145,6 +135,15 @@ private:
   std::string run_name_;
   // debug_time_breakdown: ms per "phase:op" summed over the timed micro-batches (one per step).
   std::map<std::string, double> time_breakdown_ms_;
+  // Start-up: seconds per phase from the constructor's start to the first step (logged as
+  // "startup" and printed in one line; bench/ reports it).
+  Clock::time_point constructed_ = Clock::now();
+  std::vector<std::pair<std::string, double>> startup_seconds_;
+  Clock::time_point phase_start_ = Clock::now();
+  void end_phase(const std::string& name) {
+    startup_seconds_.emplace_back(name, seconds_since(phase_start_));
+    phase_start_ = Clock::now();
+  }
   int64_t time_breakdown_samples_ = 0;
 };
 
@@ -154,7 +153,8 @@ Run::Run(const Config& config, const TrainerOptions& options)
       display_(options.live_progress.value_or(ProgressDisplay::stdout_is_terminal())),
       registry_(ops::make_model_registry()) {
   run_name_ = config.run_name.value_or(options.default_run_name);
-  BackendChoice choice = choose_training_backend(config, probe_machine());
+  const MachineOffer machine = probe_machine();
+  BackendChoice choice = choose_training_backend(config, machine);
   backend_kind_ = options.backend.value_or(choice.backend);
   if (config.debug_time_breakdown && backend_kind_ != TrainingBackend::Cuda) {
     // Per-op times come from CUDA events around each kernel step; the CPU backend has none, and a
@@ -179,7 +179,9 @@ Run::Run(const Config& config, const TrainerOptions& options)
 
   // Data: tokenized and packed once into the token cache, memory-mapped here.
   data::DataSettings data_settings = data::data_settings_from_config(config);
+  end_phase("model config");
   cache_ = data::load_or_build_cache(data_settings, {}, [this](const std::string& line) { display_.message(line); });
+  end_phase("data");
   const auto pad_id = cache_->report().value("pad_id", 0);
   const int64_t batch = config.per_device_train_batch_size, sequence = static_cast<int64_t>(data_settings.sequence_len);
   if (cache_->train().rows() == 0) {
@@ -199,7 +201,12 @@ Run::Run(const Config& config, const TrainerOptions& options)
   const graph::TensorId decoder_loss = decoder.loss;
   graph::Graph forward = lora_ ? models::apply_lora(decoder.graph, registry_, lora_->adapters, lora_->options, true)
                                : std::move(decoder.graph);
-  plan_ = compiler::compile_training(std::move(forward), decoder_loss, registry_, {recompute_policy(config), 256});
+  end_phase("graph");
+  TrainingPlan planned = plan_training(forward, decoder_loss, registry_, config, model_config_.num_hidden_layers,
+                                       backend_kind_, machine);
+  plan_ = std::move(planned.plan);
+  display_.message(planned.message);
+  end_phase("plan");
   inputs_ = std::make_unique<BatchInputs>(plan_);
   if (auto seed = plan_.graph.find_tensor(models::kDropoutSeed)) dropout_seed_ = *seed;
   TrainingDeviceSetup device_setup{&plan_, &registry_, specs_, &config};
@@ -218,6 +225,7 @@ Run::Run(const Config& config, const TrainerOptions& options)
   } else {
     device_ = make_cpu_training_device(device_setup);
   }
+  end_phase("device");
   const std::span<const WeightView> weights = device_->weights();
   std::span<const WeightView> base_weights = weights.first(specs_.size());
   if (has_safetensors(config.model)) {
@@ -235,7 +243,9 @@ Run::Run(const Config& config, const TrainerOptions& options)
                                  config.lora_rank, config.lora_alpha, config.lora_dropout,
                                  fmt::join(lora_->options.target_modules, ", "), lora_->adapters.size(), adapter_parameters));
   }
+  end_phase("weights");
   device_->upload();
+  end_phase("upload");
   if (config.debug_memory_breakdown) {
     size_t optimizer_bytes = 0;
     for (const StateTensor& tensor : device_->optimizer_state()) optimizer_bytes += tensor.size_bytes;
@@ -351,7 +361,21 @@ void Run::write_outputs() {
 TrainingResult Run::run() {
   const Clock::time_point start = Clock::now();
   const int64_t accumulation = std::max<int64_t>(1, config_.gradient_accumulation_steps);
-  if (state_.step == 0) evaluate(false);
+  end_phase("setup");
+  if (state_.step == 0) {
+    evaluate(false);
+    end_phase("first eval");
+  }
+  {
+    nlohmann::json record{{"total_seconds", seconds_since(constructed_)}};
+    std::string line;
+    for (const auto& [phase, seconds] : startup_seconds_) {
+      record[phase] = seconds;
+      if (seconds >= 0.05) line += fmt::format("{}{} {:.1f} s", line.empty() ? "" : ", ", phase, seconds);
+    }
+    log_->write("startup", record);
+    display_.message(fmt::format("start-up {:.1f} s ({})", seconds_since(constructed_), line));
+  }
   std::vector<data::PackedBatch> window(static_cast<size_t>(accumulation));
   double step_seconds_total = 0.0;
   int64_t steps_timed = 0;

@@ -55,7 +55,10 @@ MachineOffer probe_machine() {
   MachineOffer offer;
   offer.cuda_built = environment.built_with_cuda;
   offer.visible_gpus = static_cast<int>(environment.gpus.size());
-  if (!environment.gpus.empty()) offer.gpu_name = environment.gpus.front().name;
+  if (!environment.gpus.empty()) {
+    offer.gpu_name = environment.gpus.front().name;
+    offer.gpu_total_bytes = environment.gpus.front().memory_total_bytes;
+  }
   offer.why_no_gpu = environment.status;
   return offer;
 }

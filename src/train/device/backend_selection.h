@@ -11,6 +11,7 @@
 
 #include <string>
 
+#include <cstdint>
 #include "config/config.h"
 
 namespace surogate::train {
@@ -24,6 +25,7 @@ struct MachineOffer {
   std::string why_no_gpu;      // when visible_gpus == 0
 };
 
+  uint64_t gpu_total_bytes = 0;  // of device 0
 struct BackendChoice {
   TrainingBackend backend = TrainingBackend::Cpu;
   std::string message;         // the line the trainer prints

@@ -1,0 +1,85 @@
+// The memory-driven recompute choice; see recompute_choice.h.
+#include "compiler/recompute_choice.h"
+
+#include <fmt/format.h>
+
+namespace surogate::compiler {
+namespace {
+
+std::string gib(size_t bytes) { return fmt::format("{:.1f} GiB", static_cast<double>(bytes) / (1u << 30)); }
+
+std::string describe(const ExecutionPlan& plan, const RecomputePolicy& policy, int64_t layers) {
+  const std::string arena = fmt::format("activation arena {}", gib(plan.memory.arena_bytes));
+  if (!policy.any()) return fmt::format("recompute: none needed — every activation is kept ({})", arena);
+  if (policy.keep_expensive_layers >= layers) {
+    return fmt::format("recompute: norms, RoPE, SwiGLU and dropout re-run in the backward; matmul and attention "
+                       "outputs kept in all {} layers, as memory allows ({})", layers, arena);
+  }
+  if (policy.keep_expensive_layers <= 0) {
+    return fmt::format("recompute: everything the recompute_* options enable, matmuls and attention included ({})",
+                       arena);
+  }
+  return fmt::format("recompute: norms, RoPE, SwiGLU and dropout re-run in the backward; matmul and attention outputs "
+                     "kept in {} of {} layers (more would not fit), re-run in the others ({})",
+                     policy.keep_expensive_layers, layers, arena);
+}
+
+}  // namespace
+
+ExecutionPlan compile_training_to_fit(const graph::Graph& forward, graph::TensorId loss,
+                                      const graph::OpRegistry& registry, const CompileOptions& options,
+                                      int64_t layers, bool recommended, const PlanFits& fits,
+                                      RecomputeChoice* choice) {
+  RecomputeChoice local;
+  RecomputeChoice& out = choice != nullptr ? *choice : local;
+  out = {};
+  out.layers = layers;
+  auto compile = [&](const RecomputePolicy& policy) {
+    CompileOptions with = options;
+    with.recompute = policy;
+    ++out.compiled_plans;
+    return compile_training(forward, loss, registry, with);
+  };
+  auto finish = [&](ExecutionPlan plan, const RecomputePolicy& policy, bool fitted) {
+    out.policy = policy;
+    out.fits = fitted;
+    out.summary = describe(plan, policy, layers);
+    return plan;
+  };
+
+  RecomputePolicy allowed = recommended ? RecomputePolicy::all() : options.recompute;
+  allowed.keep_expensive_layers = 0;
+  ExecutionPlan nothing = compile(RecomputePolicy::none());
+  if (!allowed.any() || fits(nothing)) {
+    const bool fitted = fits(nothing);
+    return finish(std::move(nothing), RecomputePolicy::none(), fitted);
+  }
+  if (layers > 0) {
+    RecomputePolicy keeping = allowed;
+    keeping.keep_expensive_layers = layers;
+    ExecutionPlan plan = compile(keeping);
+    if (fits(plan)) return finish(std::move(plan), keeping, true);
+  }
+  ExecutionPlan literal = compile(allowed);
+  if (!fits(literal)) return finish(std::move(literal), allowed, false);
+  // Invariant: keeping `low` layers fits (low = 0 is the literal plan), keeping `high` does not.
+  int64_t low = 0, high = layers;
+  ExecutionPlan best = std::move(literal);
+  while (high - low > 1) {
+    const int64_t middle = low + (high - low) / 2;
+    RecomputePolicy trial = allowed;
+    trial.keep_expensive_layers = middle;
+    ExecutionPlan candidate = compile(trial);
+    if (fits(candidate)) {
+      low = middle;
+      best = std::move(candidate);
+    } else {
+      high = middle;
+    }
+  }
+  RecomputePolicy chosen = allowed;
+  chosen.keep_expensive_layers = low;
+  return finish(std::move(best), chosen, true);
+}
+
+}  // namespace surogate::compiler

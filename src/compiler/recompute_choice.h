@@ -1,0 +1,39 @@
+// How much to recompute, decided by memory. The recompute_* options say which groups *may* be
+// recomputed (compiler/recompute.h): recomputation trades compute for memory, so it is used as
+// far as the device's memory requires and no further. Re-running a matmul or attention in the
+// backward costs about a third of a training step; re-running a norm, RoPE, SwiGLU or dropout
+// costs a bandwidth pass. The plans tried, fastest first:
+//   1. nothing recomputed; if that plan fits, done;
+//   2. the cheap ops of every enabled group re-run, every layer's matmul and attention outputs
+//      kept;
+//   3. otherwise the literal plan (everything enabled recomputed); if even that does not fit, it is
+//      returned as is (the device then reports what it needs, before any weight is loaded);
+//   4. otherwise the largest number of layers that keep their expensive outputs, by bisection.
+// With `recommended` (apply_recommended_values) every group is allowed, whatever the options say.
+// `fits` is the device's test (train/device/memory_budget.h); a caller with no limit passes
+// one that always says yes.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "compiler/execution_plan.h"
+
+namespace surogate::compiler {
+
+struct RecomputeChoice {
+  RecomputePolicy policy;  // what the returned plan was compiled with
+  int64_t layers = 0;      // of the model
+  bool fits = true;        // whether the returned plan passed `fits`
+  int compiled_plans = 0;  // how many plans were compiled to decide
+  std::string summary;     // one line for the log: what is recomputed and what is kept
+};
+
+using PlanFits = std::function<bool(const ExecutionPlan&)>;
+
+ExecutionPlan compile_training_to_fit(const graph::Graph& forward, graph::TensorId loss,
+                                      const graph::OpRegistry& registry, const CompileOptions& options,
+                                      int64_t layers, bool recommended, const PlanFits& fits,
+                                      RecomputeChoice* choice = nullptr);
+
+}  // namespace surogate::compiler

@@ -1,0 +1,163 @@
+// The memory-driven recompute choice (compiler/recompute_choice.h) on a real decoder: keeping the
+// matmul and attention outputs leaves only cheap ops in the recompute phase and gradients
+// bit-identical; the choice recomputes nothing when everything fits, keeps every layer's
+// expensive outputs when that fits, the literal options when only they fit, the largest fitting
+// layer count in between, and `recommended` allows every group.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "compiler/recompute_choice.h"
+#include "models/decoder_graph.h"
+#include "models/model_spec.h"
+#include "ops/defs/register_ops.h"
+#include "runtime/cpu_backend.h"
+#include "fixture_util.h"
+
+namespace surogate::models {
+namespace {
+
+constexpr const char* kFixture = "qwen3_qknorm";
+
+struct Decoder {
+  testing::Fixture fixture = testing::open_fixture(kFixture);
+  graph::OpRegistry registry = ops::make_model_registry();
+  DecoderGraph decoder =
+      build_decoder_graph(fixture.config, registry, {.batch = fixture.batch, .sequence = fixture.sequence});
+  int64_t layers() const { return fixture.config.num_hidden_layers; }
+};
+
+// Loss, then every parameter gradient, after one training step of `plan`.
+std::vector<std::vector<float>> run_step(Decoder& model, const compiler::ExecutionPlan& plan) {
+  runtime::CpuBackend backend;
+  backend.load(plan, model.registry);
+  testing::load_weights(backend, plan, kFixture, model.fixture.config,
+                        1.0f / static_cast<float>(model.fixture.scored_tokens()));
+  backend.zero_gradients();
+  backend.execute(testing::bindings(plan, model.fixture));
+  std::vector<std::vector<float>> results;
+  auto keep = [&](graph::TensorId id) {
+    std::span<float> values = backend.view<float>(id);
+    results.emplace_back(values.begin(), values.end());
+  };
+  keep(plan.loss);
+  for (const ParameterSpec& spec : parameter_specs(model.fixture.config)) {
+    keep(plan.parameter_gradients.at(plan.tensor(spec.name)));
+  }
+  return results;
+}
+
+compiler::ExecutionPlan compile(Decoder& model, compiler::RecomputePolicy policy) {
+  return compiler::compile_training(model.decoder.graph, model.decoder.loss, model.registry, {.recompute = policy});
+}
+
+TEST(RecomputeChoice, KeepingExpensiveOutputsRecomputesOnlyCheapOpsWithTheSameGradients) {
+  Decoder model;
+  compiler::RecomputePolicy keeping = compiler::RecomputePolicy::all();
+  keeping.keep_expensive_layers = model.layers();
+  const compiler::ExecutionPlan saved = compile(model, compiler::RecomputePolicy::none());
+  const compiler::ExecutionPlan cheap = compile(model, keeping);
+  const compiler::ExecutionPlan literal = compile(model, compiler::RecomputePolicy::all());
+  int expensive_recomputed = 0;
+  for (const graph::Node& node : cheap.graph.nodes) {
+    if (node.phase == graph::NodePhase::Recompute && compiler::is_expensive_to_recompute(node.op)) ++expensive_recomputed;
+  }
+  EXPECT_EQ(expensive_recomputed, 0);
+  EXPECT_GT(cheap.recomputed_nodes, 0u);
+  EXPECT_LT(cheap.recomputed_nodes, literal.recomputed_nodes);
+  EXPECT_LE(literal.memory.peak_live_bytes, cheap.memory.peak_live_bytes);
+  EXPECT_LT(cheap.memory.peak_live_bytes, saved.memory.peak_live_bytes);
+  const auto want = run_step(model, saved), got = run_step(model, cheap);
+  ASSERT_EQ(want.size(), got.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    ASSERT_EQ(want[i].size(), got[i].size());
+    EXPECT_EQ(std::memcmp(want[i].data(), got[i].data(), want[i].size() * sizeof(float)), 0)
+        << "result " << i << " (0 = loss, then gradients) differs";
+  }
+}
+
+TEST(RecomputeChoice, LayerOfANodeComesFromItsScope) {
+  graph::Node node;
+  node.name = "layers.12.attn.q";
+  EXPECT_EQ(compiler::layer_of(node), 12);
+  node.name = "final_norm";
+  EXPECT_EQ(compiler::layer_of(node), -1);
+  node.name = "layers.x";
+  EXPECT_EQ(compiler::layer_of(node), -1);
+}
+
+TEST(RecomputeChoice, PicksTheLargestKeptLayerCountThatFits) {
+  Decoder model;
+  const compiler::CompileOptions options{.recompute = compiler::RecomputePolicy::all()};
+  auto arena_of = [&](int64_t kept) {
+    compiler::RecomputePolicy policy = compiler::RecomputePolicy::all();
+    policy.keep_expensive_layers = kept;
+    return compile(model, policy).memory.arena_bytes;
+  };
+  const int64_t layers = model.layers();
+  ASSERT_GE(layers, 2);
+  const size_t all_kept = arena_of(layers), none_kept = arena_of(0);
+  ASSERT_LT(none_kept, all_kept);
+
+  compiler::RecomputeChoice choice;
+  auto under = [](size_t limit) {
+    return [limit](const compiler::ExecutionPlan& plan) { return plan.memory.arena_bytes <= limit; };
+  };
+  // Room for every activation: nothing is recomputed, one plan compiled.
+  const size_t saved = compile(model, compiler::RecomputePolicy::none()).memory.arena_bytes;
+  ASSERT_LT(all_kept, saved);
+  const compiler::ExecutionPlan fastest = compiler::compile_training_to_fit(
+      model.decoder.graph, model.decoder.loss, model.registry, options, layers, false, under(saved), &choice);
+  EXPECT_FALSE(choice.policy.any());
+  EXPECT_EQ(fastest.recomputed_nodes, 0u);
+  EXPECT_EQ(choice.compiled_plans, 1);
+  EXPECT_NE(choice.summary.find("none needed"), std::string::npos) << choice.summary;
+  // Room for the plan that re-runs only cheap ops: every layer keeps its expensive outputs.
+  compiler::compile_training_to_fit(model.decoder.graph, model.decoder.loss, model.registry, options, layers, false,
+                                    under(all_kept), &choice);
+  EXPECT_EQ(choice.policy.keep_expensive_layers, layers);
+  EXPECT_TRUE(choice.fits);
+  EXPECT_EQ(choice.compiled_plans, 2);
+  EXPECT_NE(choice.summary.find("all"), std::string::npos) << choice.summary;
+  // Room for the literal plan only.
+  compiler::compile_training_to_fit(model.decoder.graph, model.decoder.loss, model.registry, options, layers, false,
+                                    under(none_kept), &choice);
+  EXPECT_TRUE(choice.fits);
+  for (int64_t kept = choice.policy.keep_expensive_layers + 1; kept <= layers; ++kept) {
+    EXPECT_GT(arena_of(kept), none_kept) << "keeping " << kept << " layers would have fit";
+  }
+  // Room for nothing: the literal plan, marked as not fitting (the device reports it).
+  compiler::compile_training_to_fit(model.decoder.graph, model.decoder.loss, model.registry, options, layers, false,
+                                    under(0), &choice);
+  EXPECT_FALSE(choice.fits);
+  EXPECT_EQ(choice.policy.keep_expensive_layers, 0);
+  // Between: the chosen count fits and one more would not.
+  const size_t middle = arena_of(layers / 2);
+  const compiler::ExecutionPlan plan = compiler::compile_training_to_fit(
+      model.decoder.graph, model.decoder.loss, model.registry, options, layers, false, under(middle), &choice);
+  EXPECT_TRUE(choice.fits);
+  EXPECT_LE(plan.memory.arena_bytes, middle);
+  EXPECT_GE(choice.policy.keep_expensive_layers, layers / 2);
+  if (choice.policy.keep_expensive_layers < layers) EXPECT_GT(arena_of(choice.policy.keep_expensive_layers + 1), middle);
+}
+
+TEST(RecomputeChoice, RecommendedValuesAllowEveryGroup) {
+  Decoder model;
+  compiler::RecomputeChoice choice;
+  const compiler::CompileOptions no_recompute{.recompute = compiler::RecomputePolicy::none()};
+  const compiler::ExecutionPlan plan = compiler::compile_training_to_fit(
+      model.decoder.graph, model.decoder.loss, model.registry, no_recompute, model.layers(), true,
+      [](const compiler::ExecutionPlan&) { return true; }, &choice);
+  EXPECT_EQ(plan.recomputed_nodes, 0u);
+  EXPECT_FALSE(choice.policy.any());
+  // With nothing fitting but the most frugal plan, every group is allowed even though the
+  // options enabled none.
+  const compiler::ExecutionPlan frugal = compiler::compile_training_to_fit(
+      model.decoder.graph, model.decoder.loss, model.registry, no_recompute, model.layers(), true,
+      [&](const compiler::ExecutionPlan& candidate) { return candidate.recomputed_nodes > 0; }, &choice);
+  EXPECT_TRUE(choice.policy.block);
+  EXPECT_GT(frugal.recomputed_nodes, 0u);
+}
+
+}  // namespace
+}  // namespace surogate::models
