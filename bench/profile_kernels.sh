@@ -15,8 +15,8 @@
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 carry="${CARRY_DIR:-$root/carry/cuda}"
-if [[ ! -x "$carry/surogate_train_bench" && -f "$carry.tar.gz" ]]; then
-  tar -xzf "$carry.tar.gz" -C "$(dirname "$carry")" || exit 1
+if [[ ! -x "$carry/surogate_train_bench" && -f "$carry.tar.xz" ]]; then
+  tar -xJf "$carry.tar.xz" -C "$(dirname "$carry")" || exit 1
 fi
 export LD_LIBRARY_PATH="$carry/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 model="${1:-qwen3-8b}"

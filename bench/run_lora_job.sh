@@ -6,14 +6,14 @@
 # checkpointing only where it would not fit) on the same GPU, and a table with the ratio. Here,
 # first:
 #   CARRY_DIR=carry/cudal BUILD_DIR=build-cudal scripts/gpu_check.sh --prepare
-# then run `bash bench/run_lora_job.sh` there with carry ["carry/cudal.tar.gz"] (unpacked here when
+# then run `bash bench/run_lora_job.sh` there with carry ["carry/cudal.tar.xz"] (unpacked here when
 # the folder is missing). Logs, surogate.jsonl and peers.jsonl land in $OUT. Env: LORA_MODELS,
 # FULL_MODELS, SKIP_TESTS=1, PEERS=0 (Surogate only), PEER_STEPS (5).
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 export CARRY_DIR="${CARRY_DIR:-$root/carry/cudal}"
-if [[ ! -x "$CARRY_DIR/surogate_train_bench" && -f "$CARRY_DIR.tar.gz" ]]; then
-  tar -xzf "$CARRY_DIR.tar.gz" -C "$(dirname "$CARRY_DIR")" || exit 1
+if [[ ! -x "$CARRY_DIR/surogate_train_bench" && -f "$CARRY_DIR.tar.xz" ]]; then
+  tar -xJf "$CARRY_DIR.tar.xz" -C "$(dirname "$CARRY_DIR")" || exit 1
 fi
 export LD_LIBRARY_PATH="$CARRY_DIR/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 log="${OUT:-/tmp/lora_job}"

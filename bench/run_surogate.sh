@@ -14,7 +14,7 @@
 # Writes one JSON record per model to stdout and to $OUT/surogate.jsonl (when OUT is set), with
 # TFLOP/s from bench/models.py's FLOP accounting for the mode and MFU against the measured bf16
 # matmul ceiling of bench/results/*-h100-peers.jsonl (786.1 TFLOP/s).
-# Env: BENCH_STEPS (10), BENCH_WARMUP (3), BENCH_RECOMPUTE (none), BENCH_OPTIMIZER (adamw; or
+# Env: BENCH_STEPS (10), BENCH_WARMUP (3), BENCH_RECOMPUTE (none), BENCH_LMHEAD_CHUNKS (4), BENCH_OPTIMIZER (adamw; or
 # adamw_8bit, normuon: the trainer's device optimizers), BENCH_CUDA_GRAPHS (on, as the trainer's
 # use_cuda_graphs default; off), BENCH_BATCH_LORA_INPUTS (on, as the CUDA trainer: one low-rank
 # product for the q/k/v and one for the gate/up adapters, models/lora.h; off), BENCH_FUSE_LORA_BACKWARD
@@ -48,7 +48,7 @@ json.dump(MODELS[sys.argv[2]].hf_config(), open(sys.argv[3] + "/config.json", "w
 PY
   record="$("$bin" --config "$dir" --name "$model" --mode "$mode" --documents "$documents" --seq 2048 --batch 2 \
              --grad-accum 4 --lora-rank 16 --steps "${BENCH_STEPS:-10}" --warmup "${BENCH_WARMUP:-3}" \
-             --recompute "${BENCH_RECOMPUTE:-none}" --lmhead-chunks 4 --optimizer "${BENCH_OPTIMIZER:-adamw}" \
+             --recompute "${BENCH_RECOMPUTE:-none}" --lmhead-chunks "${BENCH_LMHEAD_CHUNKS:-4}" --optimizer "${BENCH_OPTIMIZER:-adamw}" \
              --cuda-graphs "${BENCH_CUDA_GRAPHS:-on}" --batch-lora-inputs "${BENCH_BATCH_LORA_INPUTS:-on}" \
              --fuse-lora-backward "${BENCH_FUSE_LORA_BACKWARD:-on}")" || { echo "$model: benchmark failed" >&2; status=1; continue; }
   python3 - "$root" "$record" "$ceiling" "$mode" "$driver" "$cuda_version" "$cublaslt" <<'PY' | tee -a "$out"

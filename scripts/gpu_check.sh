@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The one script for the GPU machine (see docs/cuda.md).
 #
-#   scripts/gpu_check.sh --prepare   (here, on the build machine) build the CUDA tests for sm_90a
+#   scripts/gpu_check.sh --prepare   (here, on the build machine) build the CUDA tests and the
+#                                    `surogate` CLI (bench/run_cli_job.sh) for sm_90a
 #                                    and collect them plus the non-CUDA shared libraries they
-#                                    need into carry/cuda/ and carry/cuda.tar.gz (git-ignored;
-#                                    pass the .tar.gz as `carry`: the run unpacks it)
+#                                    need into carry/cuda/ and carry/cuda.tar.xz (git-ignored;
+#                                    pass the .tar.xz as `carry`: the run unpacks it)
 #   scripts/gpu_check.sh             (on the GPU machine) say where cuDNN / NCCL / cuBLASLt live,
 #                                    show nvidia-smi, run tests/cuda (then again under
 #                                    compute-sanitizer memcheck if present) and the measurements,
@@ -25,9 +26,12 @@ carry="${CARRY_DIR:-$root/carry/cuda}"  # another folder under carry/ lets two h
 if [[ "${1:-}" == "--prepare" ]]; then
   build="${BUILD_DIR:-$root/build-cuda}"
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_CUDA_ARCHITECTURES=90a >/dev/null || exit 1
-  binaries=(tests/cuda/cuda_tests tests/cuda/cuda_measure tests/runtime_cuda/runtime_cuda_tests
+  # CARRY_BINARIES (build-relative paths) carries fewer, e.g. "surogate tests/runtime_cuda/surogate_train_bench"
+  # for a benchmark-only call.
+  default_binaries="tests/cuda/cuda_tests tests/cuda/cuda_measure tests/runtime_cuda/runtime_cuda_tests
             tests/runtime_cuda/models_cuda_tests tests/runtime_cuda/surogate_train_bench
-            tests/train_cuda/train_cuda_tests)
+            tests/train_cuda/train_cuda_tests surogate"
+  read -r -a binaries <<<"$(echo ${CARRY_BINARIES:-$default_binaries})"
   cmake --build "$build" -j2 --target "${binaries[@]##*/}" || exit 1
   rm -rf "$carry" && mkdir -p "$carry/lib"
   for binary in "${binaries[@]}"; do cp "$build/$binary" "$carry/"; strip --strip-debug "$carry/${binary##*/}"; done
@@ -37,14 +41,16 @@ if [[ "${1:-}" == "--prepare" ]]; then
       *) cp -L "$lib" "$carry/lib/" ;;
     esac
   done
-  # The folder (~125 MiB with OpenBLAS, ICU, curl) is over the 64 MiB a device call carries; the
-  # gzip beside it (~45 MiB) travels instead and is unpacked on the GPU machine (below).
-  tar -czf "$carry.tar.gz" -C "$(dirname "$carry")" "$(basename "$carry")" || exit 1
-  du -sh "$carry" "$carry.tar.gz"; ls -l "$carry" "$carry/lib"
+  # The folder (~210 MiB with the CLI, OpenBLAS, ICU, curl) is over the 64 MiB a device call
+  # carries; the xz archive beside it (~41 MiB; gzip was 63 MiB) travels instead and is unpacked on
+  # the GPU machine (below).
+  rm -f "$carry.tar.gz"
+  tar -cf - -C "$(dirname "$carry")" "$(basename "$carry")" | xz -T2 -6 >"$carry.tar.xz" || exit 1
+  du -sh "$carry" "$carry.tar.xz"; ls -l "$carry" "$carry/lib"
   exit 0
 fi
-if [[ ! -x "$carry/cuda_tests" && -f "$carry.tar.gz" ]]; then
-  tar -xzf "$carry.tar.gz" -C "$(dirname "$carry")" || exit 1
+if [[ ! -x "$carry/cuda_tests" && -f "$carry.tar.xz" ]]; then
+  tar -xJf "$carry.tar.xz" -C "$(dirname "$carry")" || exit 1
 fi
 
 log_dir="${OUT:-/tmp/gpu_check}"

@@ -16,7 +16,9 @@
 // Host copies: weights() are fp32 (after download(): the fp32 masters, or the bf16 weights
 // widened exactly); frozen weights (the LoRA base) live on the device only in bf16, written once
 // from the host copy by upload().
+#include <algorithm>
 #include <cstring>
+#include <memory>
 
 #include <fmt/format.h>
 
@@ -24,6 +26,7 @@
 #include "core/error.h"
 #include "cuda/device_buffer.h"
 #include "cuda/kernels/grad_norm.h"
+#include "ops/parallel_for.h"
 #include "runtime/cuda_backend.h"
 #include "train/device/cuda_evaluator.h"
 #include "train/device/device_optimizer.h"
@@ -44,6 +47,44 @@ struct PinnedFloats {
   ~PinnedFloats() { if (data) cudaFreeHost(data); }
   PinnedFloats(const PinnedFloats&) = delete;
   PinnedFloats& operator=(const PinnedFloats&) = delete;
+};
+
+// Two halves of pinned host memory for upload(): a half is refilled only after the copy that
+// last read it has run (one event per half).
+class UploadStaging {
+public:
+  explicit UploadStaging(size_t elements_per_half) : elements_(elements_per_half) {
+    void* pinned = nullptr;
+    CUDA_CHECK(cudaMallocHost(&pinned, 2 * elements_ * sizeof(uint16_t)));
+    memory_ = static_cast<uint16_t*>(pinned);
+    for (cudaEvent_t& event : done_) CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+  }
+  UploadStaging(const UploadStaging&) = delete;
+  UploadStaging& operator=(const UploadStaging&) = delete;
+  ~UploadStaging() {
+    for (int half = 0; half < 2; ++half) {
+      if (pending_[half]) cudaEventSynchronize(done_[half]);
+      cudaEventDestroy(done_[half]);
+    }
+    cudaFreeHost(memory_);
+  }
+  // The half's memory, once the copy that last read it has run.
+  uint16_t* wait_for(int half) {
+    if (pending_[half]) CUDA_CHECK(cudaEventSynchronize(done_[half]));
+    pending_[half] = false;
+    return memory_ + static_cast<size_t>(half) * elements_;
+  }
+  // A copy reading the half was queued on `stream`.
+  void issued(int half, cudaStream_t stream) {
+    CUDA_CHECK(cudaEventRecord(done_[half], stream));
+    pending_[half] = true;
+  }
+
+private:
+  size_t elements_;
+  uint16_t* memory_ = nullptr;
+  cudaEvent_t done_[2] = {};
+  bool pending_[2] = {false, false};
 };
 
 class CudaTrainingDevice final : public TrainingDevice {
@@ -68,8 +109,11 @@ public:
       if (type.dtype != DType::BF16) {
         fail_user("the CUDA trainer needs a bf16 plan, but parameter '{}' is {}", spec.name, dtype_safetensors_name(type.dtype));
       }
-      host_values_.emplace_back(static_cast<size_t>(type.numel()), 0.0f);
-      weights_.push_back({spec.name, spec.shape, host_values_.back()});
+      // Uninitialised: every value is written (loaded, initialised or restored) before upload(),
+      // and zeroing 32 GB of an 8B model's host copies took ~15 s of start-up.
+      const auto count = static_cast<size_t>(type.numel());
+      host_values_.push_back(std::make_unique_for_overwrite<float[]>(count));
+      weights_.push_back({spec.name, spec.shape, std::span<float>(host_values_.back().get(), count)});
       ids_.push_back(id);
       auto gradient = plan_.parameter_gradients.find(id);
       if (gradient == plan_.parameter_gradients.end()) continue;  // frozen (LoRA base)
@@ -134,13 +178,31 @@ public:
   // The CPU optimizers' names, dtypes and shapes, so checkpoints are interchangeable.
   std::vector<StateTensor> optimizer_state() override { return optimizer_->state_tensors(); }
 
+  // Every weight is rounded to bf16 on all cores into one of two pinned staging buffers while the
+  // other one's copy to the device runs (an 8B model: 16 GB through 64 MiB halves, at the host
+  // link's speed instead of one core's rounding plus a pageable copy per tensor).
   void upload() override {
     cudaStream_t stream = backend_.stream();
+    constexpr size_t kStagingElements = size_t{32} << 20;  // 64 MiB of bf16 per half
+    UploadStaging staging(kStagingElements);
+    int half = 0;
     for (size_t i = 0; i < weights_.size(); ++i) {
       std::span<const float> values = weights_[i].values;
-      std::vector<uint16_t> bits(values.size());
-      for (size_t k = 0; k < values.size(); ++k) bits[k] = float_to_bf16(values[k]);
-      backend_.write(ids_[i], std::as_bytes(std::span<const uint16_t>(bits)));
+      auto* device = static_cast<uint16_t*>(backend_.device_address(ids_[i]));
+      for (size_t first = 0; first < values.size(); first += kStagingElements) {
+        const size_t count = std::min(kStagingElements, values.size() - first);
+        uint16_t* bits = staging.wait_for(half);
+        constexpr int64_t kBlock = int64_t{1} << 20;
+        const auto blocks = static_cast<int64_t>((count + kBlock - 1) / kBlock);
+        ops::parallel_for(blocks, [&](int64_t block) {
+          const size_t begin = static_cast<size_t>(block * kBlock);
+          const size_t end = std::min(count, begin + static_cast<size_t>(kBlock));
+          for (size_t k = begin; k < end; ++k) bits[k] = float_to_bf16(values[first + k]);
+        });
+        CUDA_CHECK(cudaMemcpyAsync(device + first, bits, count * sizeof(uint16_t), cudaMemcpyHostToDevice, stream));
+        staging.issued(half, stream);
+        half ^= 1;
+      }
     }
     // A bf16 master is the bf16 weight just written (exact when the host values came from a
     // download or a checkpoint of this device).
@@ -156,7 +218,7 @@ public:
     cudaStream_t stream = backend_.stream();
     for (size_t index = 0; index < entries_.size(); ++index) {
       const Trainable& entry = entries_[index];
-      std::span<float> values = host_values_[entry.weight];
+      std::span<float> values = weights_[entry.weight].values;
       if (bf16_master_) {
         // The bf16 weights widened to fp32, exactly (what checkpoints and outputs save).
         std::vector<uint16_t> bits(values.size());
@@ -286,7 +348,7 @@ private:
   bool bf16_master_, bf16_gradients_;
   runtime::CudaBackend backend_;
   graph::TensorId loss_ = graph::kNoTensor;
-  std::vector<std::vector<float>> host_values_;
+  std::vector<std::unique_ptr<float[]>> host_values_;
   std::vector<WeightView> weights_, trainable_;
   std::vector<graph::TensorId> ids_;
   std::vector<Trainable> entries_;

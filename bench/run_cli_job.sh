@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# The user's path on the GPU machine, in one call: for each model, an HF model folder (random
+# bf16 weights, the real Qwen3 tokenizer: bench/cli/make_hf_model.py) and a packed-text dataset
+# (bench/cli/make_text_data.py), then the `surogate` CLI itself — `surogate pt config.yaml` —
+# with the reference's defaults (LoRA r16 all-linear, lora_dropout 0.05, every recompute_* on,
+# adamw_8bit; seq 2048, micro-batch 2, grad-accum 4) and with the fast settings (recompute off,
+# lora_dropout 0), the bench binary on the fast settings (the CLI and it must agree within 3 %),
+# and transformers + PEFT on the same GPU (bench/peers/peer_run.sh; PEERS=0 skips).
+# Prints tokens/s (median of the steps after the first two), MFU against the measured bf16 matmul
+# ceiling, peak GPU memory (nvidia-smi, sampled), and the start-up: seconds from the command to
+# the first step, as the trainer logs it ("startup" record: data, plan, weights, upload, first
+# eval), with the token cache built (first run) and reused (the runs after it).
+# Here, first: BUILD_DIR=build CARRY_DIR=carry/cudal scripts/gpu_check.sh --prepare; then on the
+# GPU machine `bash bench/run_cli_job.sh` with carry ["carry/cudal.tar.xz"].
+# Env: CLI_MODELS (qwen3-0.6b qwen3-8b), CLI_VARIANTS (defaults fast fast-long; also recommended),
+# CLI_STEPS (10),
+# BENCH_BINARY=0 (skip the bench binary), PEERS=0, PEER_STEPS (5). Records: $OUT/cli.jsonl.
+set -uo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+export CARRY_DIR="${CARRY_DIR:-$root/carry/cudal}"
+if [[ ! -x "$CARRY_DIR/surogate" && -f "$CARRY_DIR.tar.xz" ]]; then
+  tar -xJf "$CARRY_DIR.tar.xz" -C "$(dirname "$CARRY_DIR")" || exit 1
+fi
+export LD_LIBRARY_PATH="$CARRY_DIR/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+log="${OUT:-/tmp/cli_job}"
+work="${CLI_WORK:-/tmp/cli_work}"
+mkdir -p "$log" "$work"
+surogate="$CARRY_DIR/surogate"
+steps="${CLI_STEPS:-10}"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+[[ -f "$work/text.jsonl" ]] || python3 "$root/bench/cli/make_text_data.py" "$work/text.jsonl" 2000 50 600
+[[ -f "$work/text-long.jsonl" ]] || python3 "$root/bench/cli/make_text_data.py" "$work/text-long.jsonl" 200 2000 2100
+
+variant_yaml() {  # variant model_dir out_dir (one per model: the token cache under it is reused)
+  local data="$work/text.jsonl"
+  [[ "$1" == *-long ]] && data="$work/text-long.jsonl"
+  cat <<YAML
+model: $2
+output_dir: $3
+log_file: $3/log-$1.jsonl
+datasets:
+  - path: $data
+    type: text
+sequence_len: 2048
+max_steps: $steps
+save_steps: 1000
+YAML
+  case "$1" in
+    defaults) ;;
+    fast|fast-long) printf 'lora_dropout: 0.0\n'
+          # -long: documents of 2,300+ tokens cut to the row (one document per row, as the bench
+          # binary's rows): the CLI / binary comparison on the same work.
+          [[ "$1" == fast-long ]] && printf 'truncation_strategy: right\n'
+          for r in recompute_swiglu recompute_rmsnorm recompute_ffn recompute_qkv recompute_att recompute_block \
+                   recompute_lora; do printf '%s: false\n' "$r"; done ;;
+    recommended) printf 'apply_recommended_values: true\n' ;;
+    *) echo "unknown variant $1" >&2; return 1 ;;
+  esac
+}
+
+source "$root/bench/peers/peer_run.sh"
+status=0
+for model in ${CLI_MODELS:-qwen3-0.6b qwen3-8b}; do
+  dir="$work/$model"
+  [[ -f "$dir/config.json" ]] || python3 "$root/bench/cli/make_hf_model.py" "$model" "$dir" || { status=1; continue; }
+  rm -rf "$work/out-$model"  # the first variant builds the token cache, the others reuse it
+  for variant in ${CLI_VARIANTS:-defaults fast fast-long}; do
+    out="$work/out-$model"
+    variant_yaml "$variant" "$dir" "$out" >"$work/$model-$variant.yaml"
+    nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 >"$work/mem.txt" 2>/dev/null &
+    sampler=$!
+    start=$(date +%s.%N)
+    "$surogate" pt "$work/$model-$variant.yaml" >"$log/$model-$variant.log" 2>&1 || { echo "$model $variant: exit $?"; status=1; }
+    kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null
+    python3 - "$out/log-$variant.jsonl" "$model" "$variant" "$start" "$work/mem.txt" "$root" <<'PY' | tee -a "$log/cli.jsonl"
+import glob, json, statistics, sys
+sys.path.insert(0, sys.argv[6] + "/bench")
+from models import MODELS
+out, model, variant, start = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+records = [json.loads(l) for f in glob.glob(out) for l in open(f) if l.startswith("{")]
+steps = [r for r in records if r.get("event", r.get("type")) == "step" or ("tokens_per_second" in r and "step" in r)]
+startup = next((r for r in records if "total_seconds" in r), {})
+first_step = min((r["time"] - r["step_seconds"] for r in steps), default=None)
+timed = [r["tokens_per_second"] for r in steps[2:]] or [r["tokens_per_second"] for r in steps]
+mem = [float(x) for x in open(sys.argv[5]).read().split() if x.replace(".", "").isdigit()]
+tps = statistics.median(timed) if timed else 0.0
+flops = MODELS[model].training_flops_per_token(2048, "lora")
+ceiling = 786.1
+print(json.dumps({"model": model, "variant": variant, "engine": "surogate CLI", "tokens_per_s": tps,
+                  "tflops": tps * flops / 1e12, "mfu": tps * flops / 1e12 / ceiling,
+                  "peak_mem_gib": max(mem, default=0) / 1024, "steps": len(steps),
+                  "command_to_first_step_s": (first_step - start) if first_step else None,
+                  "startup": startup}))
+PY
+  done
+  if [[ "${BENCH_BINARY:-1}" != 0 ]]; then
+    OUT="$log" BENCH_OPTIMIZER=adamw_8bit BENCH_LMHEAD_CHUNKS=1 BENCH_STEPS=6 BENCH_WARMUP=2 \
+      bash "$root/bench/run_surogate.sh" --mode lora "$model" >>"$log/bench.log" 2>&1 || status=1
+  fi
+  if [[ "${PEERS:-1}" != 0 ]]; then
+    peer_run "$model" lora --steps "${PEER_STEPS:-5}" 2>>"$log/peers.log" >>"$log/peers.jsonl"
+  fi
+  rm -rf "$work/out-$model"
+done
+python3 - "$log" <<'PY'
+import json, os, sys
+log = sys.argv[1]
+def load(name):
+    path = os.path.join(log, name)
+    rows = []
+    if os.path.exists(path):
+        for line in open(path):
+            try: rows.append(json.loads(line))
+            except json.JSONDecodeError: pass
+    return rows
+cli, binary, peers = load("cli.jsonl"), load("surogate.jsonl"), load("peers.jsonl")
+peer = {r["model"]: r for r in peers if "tokens_per_s" in r}
+bench = {r["model"]: r for r in binary if "tokens_per_s" in r}
+print("| model | settings | CLI tok/s | MFU | peak GiB | command → first step s | bench binary tok/s | CLI / binary | peer | peer tok/s | CLI / peer |")
+print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: |")
+for r in cli:
+    b = bench.get(r["model"]) if r["variant"] == "fast-long" else None
+    p = peer.get(r["model"])
+    first = r["command_to_first_step_s"]
+    print(f"| {r['model']} | {r['variant']} | {r['tokens_per_s']:.0f} | {100*r['mfu']:.1f}% | {r['peak_mem_gib']:.1f} | "
+          f"{first:.1f} | " if first is not None else f"| {r['model']} | {r['variant']} | {r['tokens_per_s']:.0f} | — | — | — | ", end="")
+    print((f"{b['tokens_per_s']:.0f} | {r['tokens_per_s']/b['tokens_per_s']:.3f} | " if b else "— | — | ") +
+          (f"{p['engine']} | {p['tokens_per_s']:.0f} | {r['tokens_per_s']/p['tokens_per_s']:.2f}x |" if p else "— | — | — |"))
+for r in cli:
+    s = r.get("startup") or {}
+    print(f"start-up {r['model']} {r['variant']}: " + ", ".join(f"{k} {v:.1f}s" for k, v in s.items() if isinstance(v, (int, float))))
+PY
+exit $status
