@@ -6,6 +6,9 @@
 #   SUROGATE_CUDA_ARCHS     CUDA architectures to compile (default: 90a here, to keep CI fast)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# ccache (CMakeLists.txt) keys on relative paths below the checkout, so a fresh clone elsewhere
+# (CI) reuses what an earlier build compiled.
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}"
 
 build_dir=${SUROGATE_BUILD_DIR:-build}
 jobs=$(nproc)
