@@ -4,6 +4,16 @@ a tiny Llama-shaped model config (trained from scratch: no weights file).
 
   python3 examples/quickstart/make_example.py [OUTPUT_DIR]   (default: examples/quickstart/generated)
 
+  OUTPUT_DIR/train.jsonl   4000 rows {"instruction": "abc", "output": "cba"}: 3-6 random letters
+  OUTPUT_DIR/valid.jsonl   200 held-out rows (words that are not in train.jsonl)
+  OUTPUT_DIR/model/        config.json (2-layer Llama, 0.4 M parameters), tokenizer.json,
+                           tokenizer_config.json
+
+config.yaml renders a row as PROMPT_FORMAT ("abc=cba"; loss only on "cba" and </s>). The short
+prompt is deliberate: on 2 CPU cores every token costs, and "abc=" packs about 80 examples into a
+16 x 64-token batch where "reverse: abc = " packs about 37. The tokenizer also covers
+"reverse: " (the tests' prompt format for the same data).
+
 Standard library only, deterministic (fixed seed), so it runs on a fresh machine.
 """
 import json
@@ -13,8 +23,13 @@ import sys
 
 ALPHABET = "abcdefghijklmnopqrstuvwxyz"
 SPECIAL = ["<pad>", "<s>", "</s>", "<unk>"]
-# Every character the prompts and answers use.
+# Every character the prompts and answers use (35 tokens with the specials).
 CHARACTERS = sorted(set(ALPHABET + " :=reversRV"))
+# config.yaml's prompt_format (tests/python/test_quickstart_example.py checks that they agree);
+# evaluate.py decodes from PROMPT_FORMAT up to "{output}".
+PROMPT_FORMAT = "{instruction}={output}"
+MIN_LETTERS, MAX_LETTERS = 3, 6
+TRAIN_ROWS, VALID_ROWS = 4000, 200
 
 
 def tokenizer_json() -> dict:
@@ -57,7 +72,7 @@ def model_config(vocab_size: int) -> dict:
 def samples(rng: random.Random, count: int, seen: set) -> list:
     rows = []
     while len(rows) < count:
-        word = "".join(rng.choice(ALPHABET) for _ in range(rng.randint(3, 8)))
+        word = "".join(rng.choice(ALPHABET) for _ in range(rng.randint(MIN_LETTERS, MAX_LETTERS)))
         if word in seen:
             continue
         seen.add(word)
@@ -75,7 +90,7 @@ def main() -> None:
     (model_dir / "config.json").write_text(json.dumps(model_config(len(tokenizer["model"]["vocab"])), indent=1))
     rng = random.Random(1234)
     seen: set = set()
-    for name, count in (("train.jsonl", 4000), ("valid.jsonl", 200)):
+    for name, count in (("train.jsonl", TRAIN_ROWS), ("valid.jsonl", VALID_ROWS)):
         with open(out / name, "w") as f:
             for row in samples(rng, count, seen):
                 f.write(json.dumps(row) + "\n")

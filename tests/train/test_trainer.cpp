@@ -39,10 +39,12 @@ TEST_F(TrainerTest, SftFullFineTuningLowersLossAndWritesAnHfModelFolder) {
   TrainingResult result = run_training(config("sft", "max_steps: 30\n"), quiet());
   ASSERT_EQ(result.steps, 30);
   ASSERT_EQ(result.step_losses.size(), 30u);
-  // From scratch the first loss is about ln(35) = 3.56. In 30 steps the model learns the answer's
-  // letter distribution (ln 26 = 3.26 is the uniform-letters loss), not yet the reversal: the
-  // loss must fall by at least 0.5 nats (measured: 3.84 -> 3.16).
-  EXPECT_NEAR(result.step_losses.front(), std::log(35.0), 0.3);
+  // From scratch the first loss is about ln(35) = 3.56, a little above it (the initial logits are
+  // not uniform; measured: first step 3.79, eval before training 3.82, other data orders up to
+  // 3.87). In 30 steps the model learns the answer's letter distribution (ln 26 = 3.26 is the
+  // uniform-letters loss), not yet the reversal: the loss must fall by at least 0.5 nats
+  // (measured: eval 3.82 -> 3.12).
+  EXPECT_NEAR(result.step_losses.front(), std::log(35.0), 0.4);
   EXPECT_LT(mean(result.step_losses, 25, 30), result.step_losses.front() - 0.5);
   ASSERT_TRUE(result.eval_loss && result.initial_eval_loss);
   EXPECT_LT(*result.eval_loss, *result.initial_eval_loss - 0.5);
