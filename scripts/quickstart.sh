@@ -10,6 +10,9 @@
 # SUROGATE_CUDA_ARCHS picks the CUDA architectures to compile (default 90a, Hopper).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# ccache (CMakeLists.txt) keys on relative paths below the checkout, so a fresh clone elsewhere
+# (CI) reuses what an earlier build compiled.
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="${SUROGATE_CUDA_ARCHS:-90a}" >/dev/null
 cmake --build build -j "$(nproc)"
 python3 examples/quickstart/make_example.py
