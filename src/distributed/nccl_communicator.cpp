@@ -1,0 +1,159 @@
+// The NCCL communicator; see nccl_communicator.h. Sums, reduce-scatter, all-gather and broadcast
+// map to NCCL's collectives, in place. NCCL's reduce-scatter and all-gather take equal pieces:
+// uneven pieces (whole-tensor shards) become one grouped call per owner (ncclReduce to the
+// owner, ncclBroadcast from it), which is how NCCL expresses the "v" variants.
+#include "distributed/nccl_communicator.h"
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <cstring>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "cuda/cuda_check.h"
+
+namespace surogate::distributed {
+namespace {
+
+void check_nccl(ncclResult_t result, const char* what, int rank, int world) {
+  if (result == ncclSuccess) return;
+  throw std::runtime_error(fmt::format("rank {} of {}: NCCL {} failed: {}", rank, world, what, ncclGetErrorString(result)));
+}
+
+ncclDataType_t nccl_type(DType dtype) {
+  collective_element_bytes(dtype);  // F32 or BF16
+  return dtype == DType::F32 ? ncclFloat32 : ncclBfloat16;
+}
+
+class NcclCommunicator final : public Communicator {
+public:
+  NcclCommunicator(ncclComm_t comm, int rank, int world, int device, cudaStream_t stream)
+      : comm_(comm), rank_(rank), world_(world), device_(device), stream_(stream) {
+    CUDA_CHECK(cudaMalloc(&scratch_, sizeof(float)));
+  }
+  ~NcclCommunicator() override {
+    cudaSetDevice(device_);
+    cudaStreamSynchronize(stream_);
+    cudaFree(scratch_);
+    ncclCommDestroy(comm_);
+  }
+
+  std::string_view name() const override { return "nccl"; }
+  int rank() const override { return rank_; }
+  int world_size() const override { return world_; }
+
+  void all_reduce_sum(void* data, size_t count, DType dtype) override {
+    if (count == 0) return;
+    CUDA_CHECK(cudaSetDevice(device_));
+    check(ncclAllReduce(data, data, count, nccl_type(dtype), ncclSum, comm_, stream_), "all-reduce");
+  }
+
+  void reduce_scatter_sum(void* data, std::span<const size_t> piece_counts, DType dtype) override {
+    check_pieces(piece_counts);
+    CUDA_CHECK(cudaSetDevice(device_));
+    const size_t element = collective_element_bytes(dtype);
+    if (equal(piece_counts)) {
+      const size_t count = piece_counts[0];
+      if (count == 0) return;
+      std::byte* own = static_cast<std::byte*>(data) + static_cast<size_t>(rank_) * count * element;
+      check(ncclReduceScatter(data, own, count, nccl_type(dtype), ncclSum, comm_, stream_), "reduce-scatter");
+      return;
+    }
+    check(ncclGroupStart(), "group start");
+    size_t offset = 0;
+    for (int owner = 0; owner < world_; ++owner) {
+      const size_t count = piece_counts[static_cast<size_t>(owner)];
+      std::byte* piece = static_cast<std::byte*>(data) + offset * element;
+      if (count > 0) check(ncclReduce(piece, piece, count, nccl_type(dtype), ncclSum, owner, comm_, stream_), "reduce-scatter");
+      offset += count;
+    }
+    check(ncclGroupEnd(), "reduce-scatter");
+  }
+
+  void all_gather(void* data, std::span<const size_t> piece_counts, DType dtype) override {
+    check_pieces(piece_counts);
+    CUDA_CHECK(cudaSetDevice(device_));
+    const size_t element = collective_element_bytes(dtype);
+    if (equal(piece_counts)) {
+      const size_t count = piece_counts[0];
+      if (count == 0) return;
+      const std::byte* own = static_cast<const std::byte*>(data) + static_cast<size_t>(rank_) * count * element;
+      check(ncclAllGather(own, data, count, nccl_type(dtype), comm_, stream_), "all-gather");
+      return;
+    }
+    check(ncclGroupStart(), "group start");
+    size_t offset = 0;
+    for (int owner = 0; owner < world_; ++owner) {
+      const size_t count = piece_counts[static_cast<size_t>(owner)];
+      std::byte* piece = static_cast<std::byte*>(data) + offset * element;
+      if (count > 0) check(ncclBroadcast(piece, piece, count, nccl_type(dtype), owner, comm_, stream_), "all-gather");
+      offset += count;
+    }
+    check(ncclGroupEnd(), "all-gather");
+  }
+
+  void broadcast(void* data, size_t count, DType dtype, int root) override {
+    SUROGATE_CHECK(root >= 0 && root < world_, "broadcast root is a rank of the world");
+    if (count == 0) return;
+    CUDA_CHECK(cudaSetDevice(device_));
+    check(ncclBroadcast(data, data, count, nccl_type(dtype), root, comm_, stream_), "broadcast");
+  }
+
+  void barrier() override {
+    CUDA_CHECK(cudaSetDevice(device_));
+    check(ncclAllReduce(scratch_, scratch_, 1, ncclFloat32, ncclSum, comm_, stream_), "barrier");
+    CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+
+private:
+  void check(ncclResult_t result, const char* what) const { check_nccl(result, what, rank_, world_); }
+  void check_pieces(std::span<const size_t> piece_counts) const {
+    SUROGATE_CHECK(piece_counts.size() == static_cast<size_t>(world_), "one piece per rank");
+  }
+  static bool equal(std::span<const size_t> piece_counts) {
+    for (size_t count : piece_counts) {
+      if (count != piece_counts[0]) return false;
+    }
+    return true;
+  }
+
+  ncclComm_t comm_;
+  int rank_, world_, device_;
+  cudaStream_t stream_;
+  void* scratch_ = nullptr;
+};
+
+}  // namespace
+
+NcclUniqueId make_nccl_unique_id() {
+  ncclUniqueId id;
+  check_nccl(ncclGetUniqueId(&id), "unique id", 0, 1);
+  static_assert(sizeof(id) == sizeof(NcclUniqueId::bytes));
+  NcclUniqueId result;
+  std::memcpy(result.bytes.data(), &id, sizeof(id));
+  return result;
+}
+
+std::unique_ptr<Communicator> connect_nccl(const NcclUniqueId& id, int rank, int world_size, int device, void* stream) {
+  CUDA_CHECK(cudaSetDevice(device));
+  ncclUniqueId nccl_id;
+  std::memcpy(&nccl_id, id.bytes.data(), sizeof(nccl_id));
+  ncclComm_t comm = nullptr;
+  check_nccl(ncclCommInitRank(&comm, world_size, nccl_id, rank), "init", rank, world_size);
+  return std::make_unique<NcclCommunicator>(comm, rank, world_size, device, static_cast<cudaStream_t>(stream));
+}
+
+std::vector<std::unique_ptr<Communicator>> connect_in_process_nccl(RankThreads& threads, std::span<void* const> streams) {
+  SUROGATE_CHECK(streams.size() == static_cast<size_t>(threads.world_size()), "one stream per rank");
+  const NcclUniqueId id = make_nccl_unique_id();
+  std::vector<std::unique_ptr<Communicator>> communicators(streams.size());
+  threads.run([&](int rank) {
+    communicators[static_cast<size_t>(rank)] = connect_nccl(id, rank, threads.world_size(), rank, streams[static_cast<size_t>(rank)]);
+  });
+  return communicators;
+}
+
+}  // namespace surogate::distributed
