@@ -37,7 +37,6 @@ const std::vector<UnsupportedOption>& unsupported_options() {
       {"persistent_quants", [](const Config& c) { return c.persistent_quants; }},
       {"use_zero_copy", [](const Config& c) { return c.use_zero_copy; }},
       {"use_write_combined", [](const Config& c) { return c.use_write_combined; }},
-      {"gpus", [](const Config& c) { return c.gpus != 1; }},
       {"zero_level", [](const Config& c) { return c.zero_level != 1; }},
       {"shard_weights", [](const Config& c) { return c.shard_weights; }},
       {"shard_gradients", [](const Config& c) { return c.shard_gradients; }},

@@ -254,7 +254,8 @@ Run::Run(const Config& config, const TrainerOptions& options)
 
   // Steps and schedule.
   const int64_t accumulation = std::max<int64_t>(1, config.gradient_accumulation_steps);
-  const int64_t steps_per_epoch = std::max<int64_t>(1, batches_per_epoch_ / accumulation);
+  // One step reads accumulation micro-batches per data-parallel rank (effective batch = batch × accumulation × ranks).
+  const int64_t steps_per_epoch = std::max<int64_t>(1, batches_per_epoch_ / (accumulation * device_->data_parallel_ranks()));
   state_.total_steps = config.max_steps > 0 ? config.max_steps : config.num_epochs * steps_per_epoch;
   if (state_.total_steps <= 0) fail_user("{}: the run has no steps; set num_epochs or max_steps", config.source_of("num_epochs"));
   LrScheduleSettings schedule{schedule_type(config.lr_scheduler_type), config.learning_rate, state_.total_steps,
@@ -293,6 +294,7 @@ Run::Run(const Config& config, const TrainerOptions& options)
   log_->write("config", {{"run_name", run_name_}, {"command", options.pretraining ? "pt" : "sft"},
                          {"model", config.model}, {"total_steps", state_.total_steps}, {"start_step", state_.step},
                          {"batch_size", batch}, {"sequence_len", sequence}, {"gradient_accumulation_steps", accumulation},
+                         {"data_parallel_ranks", device_->data_parallel_ranks()},
                          {"batches_per_epoch", batches_per_epoch_}, {"parameters", [&] {
                             int64_t count = 0;
                             for (const auto& spec : specs_) count += graph::shape_numel(spec.shape);
@@ -376,7 +378,7 @@ TrainingResult Run::run() {
     log_->write("startup", record);
     display_.message(fmt::format("start-up {:.1f} s ({})", seconds_since(constructed_), line));
   }
-  std::vector<data::PackedBatch> window(static_cast<size_t>(accumulation));
+  std::vector<data::PackedBatch> window(static_cast<size_t>(accumulation * device_->data_parallel_ranks()));
   double step_seconds_total = 0.0;
   int64_t steps_timed = 0;
   while (state_.step < state_.total_steps) {

@@ -63,15 +63,26 @@ TEST(BackendSelection, EveryOptimizerTrainsOnCudaAndTheMessageNamesIt) {
   }
 }
 
-TEST(BackendSelection, MultiGpuIsNotImplementedYetAndNamesGpus) {
+TEST(BackendSelection, MultiGpuOnCudaIsNotImplementedYetAndNamesGpus) {
   Config config;
   config.optimizer = Optimizer::AdamW;
   config.gpus = 2;
   EXPECT_NE(error_of(config, gpus(2)).find("gpus: 2"), std::string::npos) << error_of(config, gpus(2));
-  EXPECT_NE(error_of(config, no_gpu()).find("not implemented yet"), std::string::npos);
+  EXPECT_NE(error_of(config, gpus(1)).find("not implemented yet on the CUDA backend"), std::string::npos);
   config.gpus = 0;
   EXPECT_NE(error_of(config, gpus(4)).find("gpus: 0"), std::string::npos) << error_of(config, gpus(4));
   EXPECT_EQ(choose_training_backend(config, no_gpu()).backend, TrainingBackend::Cpu);
+}
+
+TEST(BackendSelection, GpusOnTheCpuBackendAreDataParallelCpuRanks) {
+  Config config;
+  config.optimizer = Optimizer::AdamW;
+  config.gpus = 3;
+  BackendChoice choice = choose_training_backend(config, no_gpu());
+  EXPECT_EQ(choice.backend, TrainingBackend::Cpu);
+  EXPECT_NE(choice.message.find("gpus: 3 runs 3 data-parallel ranks, ZeRO-1"), std::string::npos) << choice.message;
+  config.gpus = 0;  // every visible GPU: none, so one rank
+  EXPECT_EQ(choose_training_backend(config, no_gpu()).message.find("data-parallel"), std::string::npos);
 }
 
 TEST(BackendSelection, WhatTheCudaTrainerLacksIsAClearErrorNamingTheOption) {

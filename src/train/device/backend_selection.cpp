@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "cuda/device_info.h"
+#include "distributed/parallel_layout.h"
 
 namespace surogate::train {
 
@@ -22,14 +23,17 @@ void check_cpu_backend_precision(const Config& config) {
 }
 
 BackendChoice choose_training_backend(const Config& config, const MachineOffer& machine) {
-  if (config.gpus > 1 || (config.gpus == 0 && machine.visible_gpus > 1)) {
-    fail_user("{}: gpus: {} asks for multi-GPU training, which is not implemented yet ({} GPU(s) visible); set "
-              "gpus: 1", config.source_of("gpus"), config.gpus, machine.visible_gpus);
-  }
   if (!machine.cuda_built || machine.visible_gpus == 0) {
     std::string why = machine.cuda_built ? machine.why_no_gpu : std::string("this surogate was built without CUDA");
     check_cpu_backend_precision(config);
+    const distributed::ParallelLayout layout = distributed::cpu_parallel_layout(config);
+    if (layout.data_parallel()) why += fmt::format("; gpus: {} runs {} on CPU threads", config.gpus, layout.describe());
     return {TrainingBackend::Cpu, fmt::format("training on the CPU backend (fp32): {}", why)};
+  }
+  if (config.gpus > 1 || (config.gpus == 0 && machine.visible_gpus > 1)) {
+    fail_user("{}: gpus: {} asks for multi-GPU training, which is not implemented yet on the CUDA backend ({} GPU(s) "
+              "visible; data parallelism runs on CPU ranks only for now); set gpus: 1",
+              config.source_of("gpus"), config.gpus, machine.visible_gpus);
   }
   if (config.recipe != Recipe::Bf16) {
     fail_user("{}: recipe: {} is not implemented yet on the CUDA backend; use recipe: bf16",

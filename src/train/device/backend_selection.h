@@ -1,7 +1,9 @@
 // Which backend `surogate sft` / `surogate pt` train on, decided from the configuration and what
 // the machine offers, separately from probing the machine so CI (no GPU) can test every case:
+//   - no CUDA or no visible GPU: the CPU backend (below); `gpus: N` (N > 1) then trains N
+//     data-parallel CPU ranks (distributed/parallel_layout.h), which the line says;
 //   - `gpus` > 1, or `gpus: 0` (all) with more than one GPU visible: UserError naming `gpus`
-//     (multi-GPU training is not implemented yet);
+//     (multi-GPU training on the CUDA backend is not implemented yet);
 //   - a CUDA build with a visible GPU: the CUDA backend with the bf16 recipe (master_dtype and
 //     gradient_dtype bf16 or fp32); a `recipe` other than bf16, or an fp8 gradient_dtype, is a
 //     UserError naming the option;
@@ -9,9 +11,9 @@
 //     other than fp32 is then a UserError naming the option (check_cpu_backend_precision).
 #pragma once
 
+#include <cstdint>
 #include <string>
 
-#include <cstdint>
 #include "config/config.h"
 
 namespace surogate::train {
@@ -23,9 +25,9 @@ struct MachineOffer {
   int visible_gpus = 0;
   std::string gpu_name;        // of device 0, for the log line
   std::string why_no_gpu;      // when visible_gpus == 0
+  uint64_t gpu_total_bytes = 0;  // of device 0
 };
 
-  uint64_t gpu_total_bytes = 0;  // of device 0
 struct BackendChoice {
   TrainingBackend backend = TrainingBackend::Cpu;
   std::string message;         // the line the trainer prints

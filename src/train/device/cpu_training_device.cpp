@@ -8,7 +8,10 @@
 #include "core/error.h"
 #include "ops/gradient_norm.h"
 #include "runtime/cpu_backend.h"
+#include "distributed/parallel_layout.h"
 #include "train/device/backend_selection.h"
+#include "train/device/cpu_data_parallel_device.h"
+#include "train/device/cpu_parameters.h"
 #include "train/device/training_device.h"
 
 namespace surogate::train {
@@ -22,7 +25,30 @@ bool is_hidden_matrix(const std::string& name, const std::vector<int64_t>& shape
   return shape.size() == 2 && name.starts_with("layers.");
 }
 
-namespace {
+CpuParameters bind_cpu_parameters(runtime::CpuBackend& backend, const compiler::ExecutionPlan& plan,
+                                  std::span<const models::ParameterSpec> specs) {
+  CpuParameters parameters;
+  parameters.weights.reserve(specs.size());
+  for (const models::ParameterSpec& spec : specs) {
+    graph::TensorId id = plan.tensor(spec.name);
+    parameters.weights.push_back({spec.name, spec.shape, backend.view<float>(id)});
+    auto gradient = plan.parameter_gradients.find(id);
+    if (gradient == plan.parameter_gradients.end()) continue;  // frozen (LoRA base)
+    parameters.trainable.push_back(parameters.weights.back());
+    parameters.gradients.push_back(backend.view<float>(gradient->second));
+    ParameterSlot slot;
+    slot.name = spec.name;
+    slot.master = parameters.weights.back().values.data();
+    slot.gradient = parameters.gradients.back().data();
+    slot.rows = spec.shape.size() == 2 ? spec.shape[0] : 1;
+    slot.cols = spec.shape.size() == 2 ? spec.shape[1] : spec.shape[0];
+    slot.apply_weight_decay = applies_weight_decay(spec.name);
+    slot.is_hidden_matrix = is_hidden_matrix(spec.name, spec.shape);
+    parameters.slots.push_back(slot);
+  }
+  SUROGATE_CHECK(!parameters.slots.empty(), "the model has trainable parameters");
+  return parameters;
+}
 
 std::unique_ptr<Optimizer> make_cpu_optimizer(const Config& config, std::span<const ParameterSlot> slots) {
   AdamWSettings adamw{config.adamw_beta1, config.adamw_beta2, config.adamw_epsilon};
@@ -35,41 +61,35 @@ std::unique_ptr<Optimizer> make_cpu_optimizer(const Config& config, std::span<co
   return make_adamw(slots, adamw);
 }
 
+void clip_slot_gradients(std::span<const ParameterSlot> slots, double grad_norm, double max_grad_norm) {
+  if (max_grad_norm <= 0) return;
+  const double coefficient = ops::clip_coefficient(grad_norm, max_grad_norm);
+  if (coefficient >= 1.0) return;
+  for (const ParameterSlot& slot : slots) {
+    ops::scale(const_cast<float*>(slot.gradient), slot.size(), static_cast<float>(coefficient));
+  }
+}
+
+namespace {
+
 class CpuTrainingDevice final : public TrainingDevice {
 public:
   explicit CpuTrainingDevice(const TrainingDeviceSetup& setup) : plan_(*setup.plan), config_(*setup.config) {
     check_cpu_backend_precision(config_);  // also when a caller forces the CPU backend
     backend_.load(plan_, *setup.registry);
     loss_ = plan_.loss;
-    for (const models::ParameterSpec& spec : setup.specs) {
-      graph::TensorId id = plan_.tensor(spec.name);
-      weights_.push_back({spec.name, spec.shape, backend_.view<float>(id)});
-      auto gradient = plan_.parameter_gradients.find(id);
-      if (gradient == plan_.parameter_gradients.end()) continue;  // frozen (LoRA base)
-      trainable_.push_back(weights_.back());
-      gradients_.push_back(backend_.view<float>(gradient->second));
-      ParameterSlot slot;
-      slot.name = spec.name;
-      slot.master = weights_.back().values.data();
-      slot.gradient = gradients_.back().data();
-      slot.rows = spec.shape.size() == 2 ? spec.shape[0] : 1;
-      slot.cols = spec.shape.size() == 2 ? spec.shape[1] : spec.shape[0];
-      slot.apply_weight_decay = applies_weight_decay(spec.name);
-      slot.is_hidden_matrix = is_hidden_matrix(spec.name, spec.shape);
-      slots_.push_back(slot);
-    }
-    SUROGATE_CHECK(!slots_.empty(), "the model has trainable parameters");
-    optimizer_ = make_cpu_optimizer(config_, slots_);
+    parameters_ = bind_cpu_parameters(backend_, plan_, setup.specs);
+    optimizer_ = make_cpu_optimizer(config_, parameters_.slots);
   }
 
   std::string description() const override {
     return fmt::format("CPU backend, fp32 weights, gradients and {} state", optimizer_->name());
   }
-  std::span<const WeightView> weights() const override { return weights_; }
-  std::span<const WeightView> trainable() const override { return trainable_; }
+  std::span<const WeightView> weights() const override { return parameters_.weights; }
+  std::span<const WeightView> trainable() const override { return parameters_.trainable; }
   std::vector<StateTensor> optimizer_state() override { return optimizer_->state_tensors(); }
   std::unique_ptr<Evaluator> make_evaluator(const EvaluatorSetup& setup) override {
-    return make_cpu_evaluator(setup, weights_);
+    return make_cpu_evaluator(setup, parameters_.weights);
   }
   void upload() override {}
   void download() override {}
@@ -80,22 +100,15 @@ public:
   }
 
   StepMetrics measure() override {
-    StepMetrics metrics{loss_sum_, ops::global_norm<float>(gradients_)};
+    StepMetrics metrics{loss_sum_, ops::global_norm<float>(parameters_.gradients)};
     grad_norm_ = metrics.grad_norm;
     loss_sum_ = 0.0;
     return metrics;
   }
 
   void update(const OptimizerStep& step) override {
-    if (config_.max_grad_norm > 0) {
-      const double coefficient = ops::clip_coefficient(grad_norm_, config_.max_grad_norm);
-      if (coefficient < 1.0) {
-        for (ParameterSlot& slot : slots_) {
-          ops::scale(const_cast<float*>(slot.gradient), slot.size(), static_cast<float>(coefficient));
-        }
-      }
-    }
-    optimizer_->step(slots_, step);
+    clip_slot_gradients(parameters_.slots, grad_norm_, config_.max_grad_norm);
+    optimizer_->step(parameters_.slots, step);
     backend_.zero_gradients();
   }
 
@@ -104,9 +117,7 @@ private:
   const Config& config_;
   runtime::CpuBackend backend_;
   graph::TensorId loss_ = graph::kNoTensor;
-  std::vector<WeightView> weights_, trainable_;
-  std::vector<std::span<const float>> gradients_;
-  std::vector<ParameterSlot> slots_;
+  CpuParameters parameters_;
   std::unique_ptr<Optimizer> optimizer_;
   double loss_sum_ = 0.0, grad_norm_ = 0.0;
 };
@@ -114,6 +125,8 @@ private:
 }  // namespace
 
 std::unique_ptr<TrainingDevice> make_cpu_training_device(const TrainingDeviceSetup& setup) {
+  const distributed::ParallelLayout layout = distributed::cpu_parallel_layout(*setup.config);
+  if (layout.data_parallel()) return make_cpu_data_parallel_training_device(setup, layout);
   return std::make_unique<CpuTrainingDevice>(setup);
 }
 

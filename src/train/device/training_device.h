@@ -12,6 +12,8 @@
 // One optimizer step: accumulate() once per micro-batch (gradients add up), then measure()
 // (the window's summed loss and the global gradient norm before clipping; the one place that
 // waits for the device), then update() (clip to max_grad_norm, optimizer step, zero gradients).
+// A data-parallel device (data_parallel_ranks() > 1) takes gradient_accumulation_steps micro-batches
+// per rank each step and spreads them over its ranks (train/device/cpu_data_parallel_device.cpp).
 #pragma once
 
 #include <memory>
@@ -49,6 +51,10 @@ public:
   virtual std::span<const WeightView> trainable() const = 0;
   // The optimizer state as host tensors (for checkpoints; restore fills them, then upload()).
   virtual std::vector<StateTensor> optimizer_state() = 0;
+
+  // Ranks training together: each optimizer step's window is gradient_accumulation_steps × this
+  // many micro-batches, all given to accumulate() in window order.
+  virtual int data_parallel_ranks() const { return 1; }
 
   virtual void upload() = 0;
   virtual void download() = 0;

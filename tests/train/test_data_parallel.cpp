@@ -1,0 +1,142 @@
+// gpus: N on the CPU backend (N data-parallel ranks, ZeRO-1) trains the quickstart job as one rank
+// does with the same global batch: N ranks × gradient_accumulation_steps A against one rank with
+// accumulation N·A reads the same micro-batches in the same order and normalises by the same loss
+// tokens, so the per-step losses differ only by the order of fp32 additions (each rank sums its
+// own micro-batches, then gloo's ring sums the ranks). Stated tolerances: per-step losses within
+// 2e-4 relative, weights after the run within 5e-5 absolute (measured 2026-11-25: the losses
+// identical to the last bit — the weight differences stay below an fp32 loss's resolution — and
+// weights within 1.3e-6 (full) and 5.4e-6 (LoRA, lr 1e-2)). Checkpoints have the single-rank
+// format; a run resumes exactly on the same world size and continues on another.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <set>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "io/safetensors.h"
+#include "train/device/backend_selection.h"
+#include "trainer_fixture.h"
+
+namespace surogate::train {
+namespace {
+namespace fs = std::filesystem;
+
+constexpr double kRelativeTolerance = 2e-4;
+constexpr double kWeightTolerance = 5e-5;
+
+class DataParallelTest : public TrainerFixture {
+protected:
+  void SetUp() override {
+    // On a machine with a GPU, gpus: N > 1 asks for the CUDA backend's multi-GPU training, which
+    // is not implemented yet; these are CPU tests (CI).
+    if (probe_machine().visible_gpus > 0) GTEST_SKIP() << "a GPU is visible: gpus: N means GPUs here";
+  }
+  static TrainerOptions quiet(bool pretraining = false) {
+    TrainerOptions options = TrainerFixture::quiet(pretraining);
+    options.backend = TrainingBackend::Cpu;
+    return options;
+  }
+  static void expect_same_losses(const std::vector<double>& one, const std::vector<double>& many) {
+    ASSERT_EQ(one.size(), many.size());
+    double largest = 0.0;
+    for (size_t i = 0; i < one.size(); ++i) {
+      EXPECT_NEAR(many[i], one[i], kRelativeTolerance * std::fabs(one[i])) << "step " << i + 1;
+      largest = std::max(largest, std::fabs(many[i] - one[i]) / std::fabs(one[i]));
+    }
+    fmt::print("largest relative loss difference over {} steps: {:.2e}\n", one.size(), largest);
+  }
+  // The largest |a - b| over every F32 tensor of two safetensors files with the same tensors.
+  static double largest_weight_difference(const fs::path& a, const fs::path& b) {
+    io::SafetensorsFile first = io::SafetensorsFile::open(a), second = io::SafetensorsFile::open(b);
+    double largest = 0.0;
+    for (const io::SafetensorsTensor& tensor : first.tensors()) {
+      const io::SafetensorsTensor& other = second.tensor(tensor.name);
+      EXPECT_EQ(tensor.bytes.size(), other.bytes.size()) << tensor.name;
+      std::vector<float> x(tensor.bytes.size() / sizeof(float)), y(x.size());
+      std::memcpy(x.data(), tensor.bytes.data(), x.size() * sizeof(float));
+      std::memcpy(y.data(), other.bytes.data(), std::min(other.bytes.size(), y.size() * sizeof(float)));
+      for (size_t i = 0; i < x.size(); ++i) largest = std::max(largest, std::fabs(static_cast<double>(x[i]) - y[i]));
+    }
+    fmt::print("largest weight difference: {:.2e}\n", largest);
+    return largest;
+  }
+  static std::set<std::string> tensor_names(const fs::path& file) {
+    std::set<std::string> names;
+    io::SafetensorsFile safetensors = io::SafetensorsFile::open(file);
+    for (const auto& tensor : safetensors.tensors()) names.insert(fmt::format("{} {}", tensor.name, fmt::join(tensor.shape, "x")));
+    return names;
+  }
+};
+
+TEST_F(DataParallelTest, TwoRanksFullFineTuningMatchOneRankWithTheSameGlobalBatch) {
+  const std::string common = "max_steps: 6\noptimizer: adamw\n";
+  TrainingResult one = run_training(config("dp_full_1", common + "gradient_accumulation_steps: 4\n"), quiet());
+  TrainingResult two = run_training(config("dp_full_2", common + "gpus: 2\ngradient_accumulation_steps: 2\n"), quiet());
+  expect_same_losses(one.step_losses, two.step_losses);
+  ASSERT_TRUE(one.eval_loss && two.eval_loss);
+  EXPECT_NEAR(*two.eval_loss, *one.eval_loss, kRelativeTolerance * *one.eval_loss);
+  // The same update: after 6 steps the weights (|w| up to ~1) differ by fp32 rounding only.
+  EXPECT_LT(largest_weight_difference(root_ / "dp_full_1" / "checkpoint-6" / "model.safetensors",
+                                      root_ / "dp_full_2" / "checkpoint-6" / "model.safetensors"), kWeightTolerance);
+  // The outputs and checkpoints are the single-rank files.
+  EXPECT_EQ(tensor_names(root_ / "dp_full_2" / "model.safetensors"), tensor_names(root_ / "dp_full_1" / "model.safetensors"));
+  EXPECT_EQ(tensor_names(root_ / "dp_full_2" / "checkpoint-6" / "optimizer.safetensors"),
+            tensor_names(root_ / "dp_full_1" / "checkpoint-6" / "optimizer.safetensors"));
+}
+
+// AdamW with fp32 moments: with adamw_8bit a last-bit difference in a gradient can move a moment
+// to the neighbouring 8-bit code, a step of up to lr × a few % (measured 2e-4 here); the 8-bit
+// state is covered by the resume test below.
+TEST_F(DataParallelTest, ThreeRanksLoraWithDropoutMatchOneRank) {
+  const std::string common = "max_steps: 5\nlora: true\nlora_rank: 4\nlora_dropout: 0.05\noptimizer: adamw\n"
+                             "learning_rate: 1e-2\nper_device_train_batch_size: 2\n";
+  TrainingResult one = run_training(config("dp_lora_1", common + "gradient_accumulation_steps: 3\n"), quiet());
+  TrainingResult three = run_training(config("dp_lora_3", common + "gpus: 3\ngradient_accumulation_steps: 1\n"), quiet());
+  expect_same_losses(one.step_losses, three.step_losses);
+  EXPECT_LT(largest_weight_difference(root_ / "dp_lora_1" / "checkpoint-5" / "model.safetensors",
+                                      root_ / "dp_lora_3" / "checkpoint-5" / "model.safetensors"), kWeightTolerance);
+  EXPECT_EQ(tensor_names(root_ / "dp_lora_3" / "adapter_model.safetensors"),
+            tensor_names(root_ / "dp_lora_1" / "adapter_model.safetensors"));
+  EXPECT_EQ(tensor_names(root_ / "dp_lora_3" / "checkpoint-5" / "optimizer.safetensors"),
+            tensor_names(root_ / "dp_lora_1" / "checkpoint-5" / "optimizer.safetensors"));
+}
+
+TEST_F(DataParallelTest, TwoRanksPretrainingWithNorMuonMatchOneRank) {
+  const std::string common = "max_steps: 5\noptimizer: normuon\nlearning_rate: 1e-2\n";
+  TrainingResult one = run_training(config("dp_pt_1", common + "gradient_accumulation_steps: 2\n", true), quiet(true));
+  TrainingResult two = run_training(config("dp_pt_2", common + "gpus: 2\ngradient_accumulation_steps: 1\n", true), quiet(true));
+  expect_same_losses(one.step_losses, two.step_losses);
+}
+
+TEST_F(DataParallelTest, ResumeOnTheSameWorldSizeIsExactAndAnotherWorldSizeContinues) {
+  const std::string extra = "max_steps: 8\nsave_steps: 4\noptimizer: adamw_8bit\ngpus: 2\ngradient_accumulation_steps: 1\n";
+  TrainingResult straight = run_training(config("dp_straight", extra), quiet());
+  ASSERT_EQ(straight.step_losses.size(), 8u);
+
+  TrainerOptions interrupted = quiet();
+  interrupted.stop_after_step = 4;
+  ASSERT_EQ(run_training(config("dp_resumed", extra), interrupted).step_losses.size(), 4u);
+  TrainingResult resumed = run_training(config("dp_resumed", extra + "resume_from_checkpoint: true\n"), quiet());
+  ASSERT_EQ(resumed.first_step, 4);
+  ASSERT_EQ(resumed.step_losses.size(), 4u);
+  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(resumed.step_losses[i], straight.step_losses[4 + i]) << "step " << i + 5;
+
+  // The same checkpoint continued by one rank with the same global batch (accumulation 2).
+  fs::remove_all(root_ / "dp_one_rank");
+  fs::create_directories(root_ / "dp_one_rank");
+  fs::copy(root_ / "dp_resumed" / "checkpoint-4", root_ / "dp_one_rank" / "checkpoint-4", fs::copy_options::recursive);
+  TrainingResult one_rank = run_training(
+      config("dp_one_rank", "max_steps: 8\nsave_steps: 4\noptimizer: adamw_8bit\ngradient_accumulation_steps: 2\n"
+                            "resume_from_checkpoint: true\n"),
+      quiet());
+  ASSERT_EQ(one_rank.first_step, 4);
+  expect_same_losses(std::vector<double>(straight.step_losses.begin() + 4, straight.step_losses.end()), one_rank.step_losses);
+}
+
+}  // namespace
+}  // namespace surogate::train
