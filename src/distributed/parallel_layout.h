@@ -1,7 +1,9 @@
 // The parallel layout of a training run, described once: how many ranks train together and how
 // their state is sharded. Today that is data parallelism over `world_size` ranks with ZeRO-1
-// (each rank keeps the whole model and gradients, and the optimizer state of its shard only);
-// sequence and pipeline parallelism and ZeRO-2/3 extend this struct when they land.
+// (each rank keeps the whole model and gradients, and the optimizer state of its shard only) or
+// ZeRO-2 (`shard_gradients`: the gradients are reduce-scattered, each rank keeping the summed
+// gradients of its shard only); sequence and pipeline parallelism and ZeRO-3 extend this struct
+// when they land.
 //
 // Data: one optimizer step reads the global window of gradient_accumulation_steps × world_size
 // micro-batches from the one deterministic loader order; micro-batch i of the window belongs to
@@ -18,7 +20,8 @@ namespace surogate::distributed {
 
 struct ParallelLayout {
   int world_size = 1;  // data-parallel ranks
-  int zero_level = 1;  // 1: optimizer state sharded
+  int zero_level = 1;            // 1: optimizer state sharded; 2: and gradients
+  bool shard_gradients = false;  // zero_level >= 2 or shard_gradients: reduce-scatter, not all-reduce
   bool data_parallel() const { return world_size > 1; }
   std::string describe() const;  // "2 data-parallel ranks, ZeRO-1 (optimizer state sharded)"
 };

@@ -140,7 +140,7 @@ TEST(ConfigRules, NotYetImplementedOptionsAreRejectedByName) {
   EXPECT_TRUE(contains(message, "config.yaml:5")) << message;
   EXPECT_TRUE(contains(message, "'report_to' is valid but not implemented yet")) << message;
   EXPECT_TRUE(contains(load_error(std::string(kMinimalConfig) + "offload_master: true\n"), "'offload_master'"));
-  EXPECT_TRUE(contains(load_error(kMinimalConfig, {"--zero_level=2"}), "command line --zero_level=2"));
+  EXPECT_TRUE(contains(load_error(kMinimalConfig, {"--zero_level=3"}), "command line --zero_level=3"));
   EXPECT_TRUE(contains(load_error("model: m\ndatasets:\n  - {path: 's3://b/k', type: text}\n"), "s3://"));
   // Setting an option to its default is fine.
   EXPECT_NO_THROW(load("gpus: 1\nrecipe: bf16\nreport_to: []\n"));

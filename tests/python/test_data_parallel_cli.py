@@ -1,7 +1,7 @@
 """`surogate sft config.yaml --gpus=2` on the CPU backend: two data-parallel ranks in one process.
 The run says so, logs `data_parallel_ranks`, takes gradient_accumulation_steps micro-batches per
 rank each step, and gives the per-step losses of `--gpus=1` with twice the accumulation (tolerance
-2e-4 relative, from the order of fp32 additions only); `--zero_level=2` is still rejected by name."""
+2e-4 relative, from the order of fp32 additions only); `--zero_level=3` is still rejected by name."""
 import json
 import shutil
 import subprocess
@@ -60,7 +60,7 @@ datasets:
     assert all(abs(a - b) <= 2e-4 * abs(a) for a, b in zip(one, two)), (one, two)
 
 
-def test_zero_levels_two_and_three_are_still_rejected_by_name(surogate_bin, tmp_path):
+def test_zero_level_three_is_still_rejected_by_name(surogate_bin, tmp_path):
     config = tmp_path / "c.yaml"
     config.write_text("model: m\ndatasets:\n  - path: d.jsonl\n    type: text\n")
     result = run_surogate(surogate_bin, "sft", config, "--gpus=2", "--zero_level=3", "--dry-run")

@@ -81,6 +81,11 @@ TEST(BackendSelection, GpusOnTheCpuBackendAreDataParallelCpuRanks) {
   BackendChoice choice = choose_training_backend(config, no_gpu());
   EXPECT_EQ(choice.backend, TrainingBackend::Cpu);
   EXPECT_NE(choice.message.find("gpus: 3 runs 3 data-parallel ranks, ZeRO-1"), std::string::npos) << choice.message;
+  config.shard_gradients = true;  // zero_level: 2 implies it
+  EXPECT_NE(choose_training_backend(config, no_gpu()).message.find("3 data-parallel ranks, ZeRO-2"), std::string::npos);
+  config.gpus = 1;
+  EXPECT_NE(error_of(config, gpus(1)).find("shard_gradients"), std::string::npos) << error_of(config, gpus(1));
+  config.shard_gradients = false;
   config.gpus = 0;  // every visible GPU: none, so one rank
   EXPECT_EQ(choose_training_backend(config, no_gpu()).message.find("data-parallel"), std::string::npos);
 }

@@ -35,6 +35,12 @@ BackendChoice choose_training_backend(const Config& config, const MachineOffer& 
               "visible; data parallelism runs on CPU ranks only for now); set gpus: 1",
               config.source_of("gpus"), config.gpus, machine.visible_gpus);
   }
+  if (config.shard_gradients) {
+    fail_user("{}: {} (gradients sharded over data-parallel ranks) is implemented on CPU ranks only; the CUDA "
+              "backend trains one GPU and keeps ZeRO-1. Remove the option",
+              config.source_of(config.zero_level >= 2 ? "zero_level" : "shard_gradients"),
+              config.zero_level >= 2 ? fmt::format("zero_level: {}", config.zero_level) : std::string("shard_gradients"));
+  }
   if (config.recipe != Recipe::Bf16) {
     fail_user("{}: recipe: {} is not implemented yet on the CUDA backend; use recipe: bf16",
               config.source_of("recipe"), to_string(config.recipe));

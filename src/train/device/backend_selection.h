@@ -3,7 +3,8 @@
 //   - no CUDA or no visible GPU: the CPU backend (below); `gpus: N` (N > 1) then trains N
 //     data-parallel CPU ranks (distributed/parallel_layout.h), which the line says;
 //   - `gpus` > 1, or `gpus: 0` (all) with more than one GPU visible: UserError naming `gpus`
-//     (multi-GPU training on the CUDA backend is not implemented yet);
+//     (multi-GPU training on the CUDA backend is not implemented yet); on the CUDA backend
+//     `zero_level: 2` / `shard_gradients` are a UserError naming the option;
 //   - a CUDA build with a visible GPU: the CUDA backend with the bf16 recipe (master_dtype and
 //     gradient_dtype bf16 or fp32); a `recipe` other than bf16, or an fp8 gradient_dtype, is a
 //     UserError naming the option;

@@ -12,6 +12,8 @@
 //     window), so each rank's gradient is its share of the window's mean and the sum over ranks
 //     is the window's mean — exactly what one rank computes over the same micro-batches, up to
 //     the order of the fp32 additions. No division by N. The loss is the ranks' losses summed.
+//   ZeRO-2 (layout.shard_gradients): a reduce-scatter instead of the all-reduce, so rank r ends
+//     with the summed gradients of its shard only; the norm is the ranks' sums of squares added.
 //   update(): rank r clips and steps the optimizer for its shard only (distributed::place_shards:
 //     a contiguous run of whole tensors of the flat buffer; its optimizer holds state for those
 //     tensors alone: ZeRO-1), writes its updated weights into its piece of the flat buffer, and
@@ -25,6 +27,7 @@
 #include "train/device/cpu_data_parallel_device.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -56,6 +59,7 @@ struct Rank {
   std::unique_ptr<distributed::Communicator> communicator;
   std::vector<MicroBatch> pending;
   double loss_sum = 0.0;
+  double shard_squares = 0.0;              // ZeRO-2: the sum of squares of the shard's summed gradients
   std::vector<float> flat;                 // gradients in measure(), weights in update()
 };
 
@@ -150,7 +154,13 @@ public:
         const std::span<const float> gradient = rank.parameters.gradients[unit];
         std::memcpy(rank.flat.data() + offsets_[unit], gradient.data(), gradient.size_bytes());
       }
-      rank.communicator->all_reduce_sum(rank.flat.data(), total_, DType::F32);
+      if (layout_.shard_gradients) {
+        rank.communicator->reduce_scatter_sum(rank.flat.data(), shard_sizes_, DType::F32);
+        const std::span<const float> shard(rank.flat.data() + rank.shard.begin, rank.shard.size());
+        rank.shard_squares = ops::sum_of_squares(shard.data(), static_cast<int64_t>(shard.size()));
+      } else {
+        rank.communicator->all_reduce_sum(rank.flat.data(), total_, DType::F32);
+      }
     });
     micro_batches_ = 0;
     StepMetrics metrics;
@@ -158,9 +168,17 @@ public:
       metrics.loss += rank->loss_sum;
       rank->loss_sum = 0.0;
     }
-    // Every rank holds the same summed gradients: rank 0's give the norm.
-    const std::span<const float> flat(ranks_[0]->flat);
-    metrics.grad_norm = ops::global_norm<float>(std::span<const std::span<const float>>(&flat, 1));
+    if (layout_.shard_gradients) {
+      // Each rank holds its shard's sums: the norm adds the ranks' sums of squares (in one
+      // process the caller adds them; a world of processes will all-reduce them).
+      double squares = 0.0;
+      for (const auto& rank : ranks_) squares += rank->shard_squares;
+      metrics.grad_norm = std::sqrt(squares);
+    } else {
+      // Every rank holds the same summed gradients: rank 0's give the norm.
+      const std::span<const float> flat(ranks_[0]->flat);
+      metrics.grad_norm = ops::global_norm<float>(std::span<const std::span<const float>>(&flat, 1));
+    }
     grad_norm_ = metrics.grad_norm;
     return metrics;
   }
