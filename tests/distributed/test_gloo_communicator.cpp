@@ -1,11 +1,13 @@
 // The gloo communicator in worlds of 2 and 3 rank threads: every collective against a serial
 // computation of the same result (F32 sums in ring order may differ from the serial order by
 // rounding; the inputs here are small integers, so every sum is exact and compared bit for bit),
-// BF16 sums, uneven and empty pieces, and RankThreads rethrowing a rank's exception.
+// BF16 sums, uneven and empty pieces, a rank that never arrives (timeout, not a hang), and
+// RankThreads rethrowing a rank's exception.
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "core/bfloat16.h"
@@ -128,6 +130,31 @@ TEST(GlooCommunicator, AWorldOfOneChangesNothing) {
   communicators[0]->broadcast(data.data(), 3, DType::F32, 0);
   communicators[0]->barrier();
   EXPECT_EQ(data, (std::vector<float>{1.0f, 2.0f, 3.0f}));
+}
+
+// A rank that stops before a collective must not hang the others: gloo's timeout fails them with
+// a message naming the collective, and run() rethrows the first error.
+TEST(GlooCommunicator, ARankThatNeverArrivesFailsTheOthersAfterTheTimeout) {
+  RankThreads threads(2);
+  std::vector<std::unique_ptr<Communicator>> communicators = connect_in_process_gloo(threads, std::chrono::seconds(2));
+  std::vector<std::string> errors(2);
+  try {
+    threads.run([&](int rank) {
+      try {
+        if (rank == 1) throw std::runtime_error("rank 1 stopped");
+        std::vector<float> data(16, 1.0f);
+        communicators[rank]->all_reduce_sum(data.data(), data.size(), DType::F32);
+      } catch (const std::exception& error) {
+        errors[rank] = error.what();
+        throw;
+      }
+    });
+    FAIL() << "run() returned normally";
+  } catch (const std::runtime_error&) {
+  }
+  EXPECT_EQ(errors[1], "rank 1 stopped");
+  EXPECT_NE(errors[0].find("rank 0 of 2: the all-reduce failed"), std::string::npos) << errors[0];
+  EXPECT_NE(errors[0].find("another rank stopped or is stuck"), std::string::npos) << errors[0];
 }
 
 TEST(RankThreads, RunsEveryRankAndRethrowsARanksError) {
