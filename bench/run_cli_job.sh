@@ -55,6 +55,8 @@ YAML
           for r in recompute_swiglu recompute_rmsnorm recompute_ffn recompute_qkv recompute_att recompute_block \
                    recompute_lora; do printf '%s: false\n' "$r"; done ;;
     recommended) printf 'apply_recommended_values: true\n' ;;
+    full) printf 'lora: false\n' ;;  # full fine-tuning with the defaults: where recompute must choose
+    full-b4) printf 'lora: false\nper_device_train_batch_size: 4\n' ;;  # more than fits: partial recompute
     *) echo "unknown variant $1" >&2; return 1 ;;
   esac
 }
@@ -68,13 +70,15 @@ for model in ${CLI_MODELS:-qwen3-0.6b qwen3-8b}; do
   for variant in ${CLI_VARIANTS:-defaults fast fast-long}; do
     out="$work/out-$model"
     variant_yaml "$variant" "$dir" "$out" >"$work/$model-$variant.yaml"
+    # The dry run's predicted peak (train/memory_prediction.h), set beside the measured one.
+    "$surogate" pt "$work/$model-$variant.yaml" --dry-run >"$work/dryrun.txt" 2>&1 || echo "$model $variant: dry run failed"
     nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 >"$work/mem.txt" 2>/dev/null &
     sampler=$!
     start=$(date +%s.%N)
     "$surogate" pt "$work/$model-$variant.yaml" >"$log/$model-$variant.log" 2>&1 || { echo "$model $variant: exit $?"; status=1; }
     kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null
-    python3 - "$out/log-$variant.jsonl" "$model" "$variant" "$start" "$work/mem.txt" "$root" <<'PY' | tee -a "$log/cli.jsonl"
-import glob, json, statistics, sys
+    python3 - "$out/log-$variant.jsonl" "$model" "$variant" "$start" "$work/mem.txt" "$root" "$work/dryrun.txt" <<'PY' | tee -a "$log/cli.jsonl"
+import glob, json, re, statistics, sys
 sys.path.insert(0, sys.argv[6] + "/bench")
 from models import MODELS
 out, model, variant, start = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
@@ -87,9 +91,11 @@ mem = [float(x) for x in open(sys.argv[5]).read().split() if x.replace(".", "").
 tps = statistics.median(timed) if timed else 0.0
 flops = MODELS[model].training_flops_per_token(2048, "lora")
 ceiling = 786.1
+predicted = re.search(r"predicted peak\s+([0-9.]+) GiB", open(sys.argv[7]).read())
 print(json.dumps({"model": model, "variant": variant, "engine": "surogate CLI", "tokens_per_s": tps,
                   "tflops": tps * flops / 1e12, "mfu": tps * flops / 1e12 / ceiling,
                   "peak_mem_gib": max(mem, default=0) / 1024, "steps": len(steps),
+                  "predicted_peak_gib": float(predicted.group(1)) if predicted else None,
                   "command_to_first_step_s": (first_step - start) if first_step else None,
                   "startup": startup}))
 PY
@@ -134,6 +140,10 @@ for r in cli:
           f"{first:.1f} | " if first is not None else f"| {r['model']} | {r['variant']} | {r['tokens_per_s']:.0f} | — | — | — | ", end="")
     print((f"{b['tokens_per_s']:.0f} | {r['tokens_per_s']/b['tokens_per_s']:.3f} | " if b else "— | — | ") +
           (f"{p['engine']} | {p['tokens_per_s']:.0f} | {r['tokens_per_s']/p['tokens_per_s']:.2f}x |" if p else "— | — | — |"))
+for r in cli:
+    if r.get("predicted_peak_gib") and r["peak_mem_gib"]:
+        print(f"memory {r['model']} {r['variant']}: predicted {r['predicted_peak_gib']:.2f} GiB, measured "
+              f"{r['peak_mem_gib']:.2f} GiB (nvidia-smi), {100 * (r['predicted_peak_gib'] / r['peak_mem_gib'] - 1):+.1f}%")
 for r in cli:
     s = r.get("startup") or {}
     print(f"start-up {r['model']} {r['variant']}: " + ", ".join(f"{k} {v:.1f}s" for k, v in s.items() if isinstance(v, (int, float))))

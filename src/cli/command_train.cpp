@@ -1,7 +1,10 @@
 // `surogate sft CONFIG` and `surogate pt CONFIG`: load and validate the run configuration, the
-// model folder and the datasets, then train (train/trainer.h, CPU backend). --dry-run stops
-// after validation and prints the resolved configuration.
+// model folder and the datasets, then train (train/trainer.h). --dry-run stops after validation
+// and prints the predicted memory (train/memory_prediction.h; --gpu-memory for a GPU of another
+// size) and the resolved configuration.
 #include <filesystem>
+#include <optional>
+#include <string>
 
 #include <fmt/format.h>
 
@@ -11,6 +14,7 @@
 #include "data/pipeline.h"
 #include "io/hf_hub.h"
 #include "io/model_config.h"
+#include "train/memory_prediction.h"
 #include "train/trainer.h"
 
 namespace surogate::cli {
@@ -20,7 +24,30 @@ namespace fs = std::filesystem;
 struct TrainArguments {
   std::string config_path;
   bool dry_run = false;
+  std::string gpu_memory;  // --gpu-memory: predict for a GPU of this size (dry run)
 };
+
+// "80GiB", "80 GB", "81920MiB", "85899345920": bytes. GiB / MiB / KiB are powers of 1024,
+// GB / MB / KB of 1000, a bare number is bytes.
+size_t parse_memory_size(const std::string& text) {
+  size_t end = 0;
+  double value = 0.0;
+  try {
+    value = std::stod(text, &end);
+  } catch (const std::exception&) {
+    end = 0;
+  }
+  std::string unit = text.substr(end);
+  unit.erase(0, unit.find_first_not_of(' '));
+  const std::pair<const char*, double> units[] = {{"", 1.0},         {"B", 1.0},   {"KiB", 1024.0},
+                                                   {"MiB", 1 << 20},  {"GiB", 1 << 30}, {"TiB", 1099511627776.0},
+                                                   {"KB", 1e3},       {"MB", 1e6},  {"GB", 1e9},
+                                                   {"TB", 1e12}};
+  for (const auto& [name, factor] : units) {
+    if (end > 0 && unit == name && value > 0.0) return static_cast<size_t>(value * factor);
+  }
+  fail_user("--gpu-memory '{}': give a positive size such as 80GiB, 24GiB, 81920MiB or 80GB", text);
+}
 
 // A local folder is used as is. Anything else must be a hub id ("org/name[@revision]"): it is
 // resolved through the Hugging Face cache (downloaded when online; with HF_HUB_OFFLINE=1 the cached
@@ -93,6 +120,12 @@ int run_training_command(const TrainArguments& arguments, const std::vector<std:
   validate_model_folder(config);
   validate_datasets(config, pretraining);
   validate_output_folders(config);
+  if (!arguments.gpu_memory.empty() && !arguments.dry_run) {
+    fail_user("--gpu-memory '{}' predicts memory for a GPU of that size and needs --dry-run; training uses the GPU "
+              "it runs on", arguments.gpu_memory);
+  }
+  std::optional<size_t> gpu_memory;
+  if (!arguments.gpu_memory.empty()) gpu_memory = parse_memory_size(arguments.gpu_memory);
   if (!arguments.dry_run) {
     train::TrainerOptions options;
     options.pretraining = pretraining;
@@ -101,7 +134,9 @@ int run_training_command(const TrainArguments& arguments, const std::vector<std:
     return 0;
   }
   validate_text_tools(config);
+  const train::MemoryPrediction prediction = train::predict_training_memory(config, gpu_memory);
   fmt::print("# {}: configuration is valid (dry run, nothing trained)\n", arguments.config_path);
+  fmt::print("{}", train::format_memory_prediction(prediction));
   fmt::print("{}", dump_config_yaml(config));
   return 0;
 }
@@ -110,7 +145,10 @@ Command register_training_command(CLI::App& parent, const char* name, const char
   auto arguments = std::make_shared<TrainArguments>();
   CLI::App* app = parent.add_subcommand(name, description);
   app->add_option("config", arguments->config_path, "YAML configuration file")->required();
-  app->add_flag("--dry-run", arguments->dry_run, "Validate config, model folder and datasets; print the resolved config");
+  app->add_flag("--dry-run", arguments->dry_run,
+                "Validate config, model folder and datasets; print the predicted memory and the resolved config");
+  app->add_option("--gpu-memory", arguments->gpu_memory,
+                  "With --dry-run: predict the memory for a GPU of this size (e.g. 80GiB, 24GiB)");
   app->allow_extras();
   app->footer("Any option of the configuration can be overridden: --key=value, --nested.key=value");
   return Command{app, [arguments, app, pretraining] {

@@ -28,7 +28,6 @@
 #include "train/lr_schedule.h"
 #include "models/lora.h"
 #include "train/metrics_log.h"
-#include "models/decoder_graph.h"
 #include "ops/defs/register_ops.h"
 #include "train/model_outputs.h"
 #include "train/model_weights.h"
@@ -41,20 +40,6 @@ namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
-
-models::LoraSetup lora_setup(const Config& config, const io::ModelConfig& model) {
-  models::LoraSetup setup;
-  setup.options.rank = config.lora_rank;
-  setup.options.alpha = static_cast<double>(config.lora_alpha);
-  setup.options.dropout = config.lora_dropout;
-  setup.options.target_modules = resolve_lora_targets(config.lora_target_modules);
-  if (config.lora_rank <= 0) fail_user("{}: lora_rank must be positive, got {}", config.source_of("lora_rank"), config.lora_rank);
-  if (!(config.lora_dropout >= 0.0 && config.lora_dropout < 1.0)) {
-    fail_user("{}: lora_dropout must be in [0, 1), got {}", config.source_of("lora_dropout"), config.lora_dropout);
-  }
-  setup.adapters = models::lora_adapters(model, setup.options);
-  return setup;
-}
 
 // PEFT's initialisation: A ~ kaiming-uniform(a = √5) = U(−1/√in, 1/√in), B = 0, so the adapted
 // model starts exactly at the base model. Seeded from train_seed (its own stream).
@@ -170,12 +155,7 @@ Run::Run(const Config& config, const TrainerOptions& options)
                                      backend_kind_ == TrainingBackend::Cuda ? "CUDA" : "CPU"));
   model_config_ = io::load_model_config(config.model);
   specs_ = models::parameter_specs(model_config_);
-  if (config.lora) lora_ = lora_setup(config, model_config_);
-  if (lora_ && backend_kind_ == TrainingBackend::Cuda) {
-    // The bf16 graph's faster LoRA forms (models/lora.h), measured on the H100 (docs/benchmarks.md).
-    lora_->options.batch_shared_inputs = true;
-    lora_->options.fuse_low_rank_backward = true;
-  }
+  if (config.lora) lora_ = lora_setup(config, model_config_, backend_kind_);
 
   // Data: tokenized and packed once into the token cache, memory-mapped here.
   data::DataSettings data_settings = data::data_settings_from_config(config);
@@ -193,17 +173,8 @@ Run::Run(const Config& config, const TrainerOptions& options)
   batches_per_epoch_ = static_cast<int64_t>(loader_->batches_per_epoch());
 
   // Model: graph → plan → backend; the parameters and gradients live in the backend's regions.
-  // The CUDA backend runs the bf16 recipe: parameters and activations in bf16.
-  models::DecoderGraphOptions graph_options{batch, sequence, config.lmhead_chunks, false};
-  if (backend_kind_ == TrainingBackend::Cuda) graph_options.dtype = DType::BF16;
-  models::DecoderGraph decoder = models::build_decoder_graph(model_config_, registry_, graph_options);
-  // LoRA: the same graph with adapters on the targeted projections and the base frozen.
-  const graph::TensorId decoder_loss = decoder.loss;
-  graph::Graph forward = lora_ ? models::apply_lora(decoder.graph, registry_, lora_->adapters, lora_->options, true)
-                               : std::move(decoder.graph);
-  end_phase("graph");
-  TrainingPlan planned = plan_training(forward, decoder_loss, registry_, config, model_config_.num_hidden_layers,
-                                       backend_kind_, machine);
+  TrainingPlan planned = plan_training(config, model_config_, registry_, lora_ ? &*lora_ : nullptr, backend_kind_, batch,
+                                       sequence, device_memory(backend_kind_, machine));
   plan_ = std::move(planned.plan);
   display_.message(planned.message);
   end_phase("plan");

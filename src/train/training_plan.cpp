@@ -3,31 +3,54 @@
 
 #include <fmt/format.h>
 
+#include "core/error.h"
 #include "core/system_info.h"
 #include "cuda/device_info.h"
+#include "models/decoder_graph.h"
 #include "train/device/memory_budget.h"
+#include "train/lora_targets.h"
 
 namespace surogate::train {
 namespace {
 
 std::string gib(size_t bytes) { return fmt::format("{:.1f} GiB", static_cast<double>(bytes) / (1u << 30)); }
 
-// Bytes the device offers the plan: free GPU memory (or available host memory) less the reserve.
-size_t budget_bytes(TrainingBackend backend, const MachineOffer& machine) {
-  size_t free_bytes = 0, total_bytes = 0;
-  if (backend == TrainingBackend::Cuda) {
-    free_bytes = cuda::gpu_free_bytes(0);
-    total_bytes = machine.gpu_total_bytes;
-  } else {
-    const HostInfo host = query_host_info();
-    free_bytes = host.memory_available_bytes;
-    total_bytes = host.memory_total_bytes;
+}  // namespace
+
+models::LoraSetup lora_setup(const Config& config, const io::ModelConfig& model, TrainingBackend backend) {
+  models::LoraSetup setup;
+  setup.options.rank = config.lora_rank;
+  setup.options.alpha = static_cast<double>(config.lora_alpha);
+  setup.options.dropout = config.lora_dropout;
+  setup.options.target_modules = resolve_lora_targets(config.lora_target_modules);
+  if (config.lora_rank <= 0) fail_user("{}: lora_rank must be positive, got {}", config.source_of("lora_rank"), config.lora_rank);
+  if (!(config.lora_dropout >= 0.0 && config.lora_dropout < 1.0)) {
+    fail_user("{}: lora_dropout must be in [0, 1), got {}", config.source_of("lora_dropout"), config.lora_dropout);
   }
-  const size_t reserve = device_reserve_bytes(total_bytes);
-  return free_bytes > reserve ? free_bytes - reserve : 0;
+  setup.adapters = models::lora_adapters(model, setup.options);
+  if (backend == TrainingBackend::Cuda) {
+    // The bf16 graph's faster LoRA forms (models/lora.h), measured on the H100 (docs/benchmarks.md).
+    setup.options.batch_shared_inputs = true;
+    setup.options.fuse_low_rank_backward = true;
+  }
+  return setup;
 }
 
-}  // namespace
+TrainingForward build_training_forward(const Config& config, const io::ModelConfig& model,
+                                       const graph::OpRegistry& registry, const models::LoraSetup* lora,
+                                       TrainingBackend backend, int64_t batch, int64_t sequence,
+                                       bool training) {
+  // The CUDA backend runs the bf16 recipe: parameters and activations in bf16.
+  models::DecoderGraphOptions options{batch, sequence, config.lmhead_chunks, false};
+  if (backend == TrainingBackend::Cuda) options.dtype = DType::BF16;
+  models::DecoderGraph decoder = models::build_decoder_graph(model, registry, options);
+  TrainingForward forward{std::move(decoder.graph), decoder.loss};
+  // LoRA: the same graph with adapters on the targeted projections and the base frozen.
+  if (lora != nullptr) {
+    forward.graph = models::apply_lora(forward.graph, registry, lora->adapters, lora->options, training);
+  }
+  return forward;
+}
 
 compiler::RecomputePolicy recompute_policy(const Config& config) {
   compiler::RecomputePolicy policy;
@@ -40,22 +63,50 @@ compiler::RecomputePolicy recompute_policy(const Config& config) {
   return policy;
 }
 
-TrainingPlan plan_training(const graph::Graph& forward, graph::TensorId loss, const graph::OpRegistry& registry,
-                           const Config& config, int64_t layers, TrainingBackend backend, const MachineOffer& machine) {
+DeviceMemory device_memory(TrainingBackend backend, const MachineOffer& machine, std::optional<size_t> gpu_memory_bytes) {
+  if (gpu_memory_bytes) {
+    return {fmt::format("a GPU of {} (--gpu-memory)", gib(*gpu_memory_bytes)), *gpu_memory_bytes, *gpu_memory_bytes};
+  }
+  if (backend == TrainingBackend::Cuda) {
+    return {fmt::format("GPU 0 ({}, memory free now)", machine.gpu_name), cuda::gpu_free_bytes(0),
+            machine.gpu_total_bytes};
+  }
+  const HostInfo host = query_host_info();
+  return {"the host (CPU backend, memory available now)", host.memory_available_bytes, host.memory_total_bytes};
+}
+
+TrainingPlan plan_training(const Config& config, const io::ModelConfig& model, const graph::OpRegistry& registry,
+                           const models::LoraSetup* lora, TrainingBackend backend, int64_t batch, int64_t sequence,
+                           const DeviceMemory& device) {
   TrainingPlan result;
-  result.budget_bytes = budget_bytes(backend, machine);
-  // Without a measurable budget (a host that reports no memory) every plan is taken to fit.
-  const size_t budget = result.budget_bytes;
+  result.device = device;
+  result.margin_bytes = device_margin_bytes(device.total_bytes);
+  result.context_bytes = backend == TrainingBackend::Cuda ? kCudaContextBytes : 0;
+  // The evaluator's own backend (forward only, no dropout): its arena and LM-head scratch.
+  const TrainingForward evaluation = build_training_forward(config, model, registry, lora, backend, batch, sequence, false);
+  const compiler::ExecutionPlan evaluation_plan = compiler::compile_forward(evaluation.graph, registry);
+  result.evaluation_bytes = evaluation_plan.memory.arena_bytes + lm_head_workspace_bytes(evaluation_plan);
+
+  const TrainingForward forward = build_training_forward(config, model, registry, lora, backend, batch, sequence);
   auto fits = [&](const compiler::ExecutionPlan& plan) {
-    return budget == 0 || plan_device_bytes(plan, config) <= budget;
+    TrainingPlan candidate;
+    candidate.device = device;
+    candidate.margin_bytes = result.margin_bytes;
+    candidate.context_bytes = result.context_bytes;
+    candidate.evaluation_bytes = result.evaluation_bytes;
+    candidate.memory = plan_memory(plan, config);
+    candidate.lm_head_workspace = lm_head_workspace_bytes(plan);
+    return candidate.fits();
   };
-  result.plan = compiler::compile_training_to_fit(forward, loss, registry, {recompute_policy(config), 256}, layers,
-                                                  config.apply_recommended_values, fits, &result.recompute);
-  result.device_bytes = plan_device_bytes(result.plan, config);
-  const char* device = backend == TrainingBackend::Cuda ? "GPU" : "host";
-  result.message = fmt::format("{}{}; needs {} of the {} {} offers", config.apply_recommended_values
+  result.plan = compiler::compile_training_to_fit(forward.graph, forward.loss, registry, {recompute_policy(config), 256},
+                                                  model.num_hidden_layers, config.apply_recommended_values, fits,
+                                                  &result.recompute);
+  result.memory = plan_memory(result.plan, config);
+  result.lm_head_workspace = lm_head_workspace_bytes(result.plan);
+  result.message = fmt::format("{}{}; predicted peak {} of the {} {} offers", config.apply_recommended_values
                                    ? "apply_recommended_values: " : "",
-                               result.recompute.summary, gib(result.device_bytes), gib(budget), device);
+                               result.recompute.summary, gib(result.predicted_peak()), gib(device.offered_bytes),
+                               backend == TrainingBackend::Cuda ? "GPU" : "host");
   return result;
 }
 

@@ -1,30 +1,73 @@
-// The training step's execution plan for the device the run trains on: the forward graph
+// The training step's graph and execution plan for the device the run trains on: the decoder
+// forward graph (bf16 on the CUDA backend, fp32 on the CPU) with the LoRA rewrite when `lora`,
 // compiled with the recompute the options allow and the device's memory requires
-// (compiler/recompute_choice.h; apply_recommended_values lets it choose no recompute at all).
-// The budget is the memory free on GPU 0 (CUDA) or available on the host (CPU) less a reserve
-// for workspaces (train/device/memory_budget.h).
+// (compiler/recompute_choice.h; apply_recommended_values allows every group). A plan fits when
+// its predicted peak (train/device/memory_budget.h: the plan, its trainable state, the LM head's
+// workspace, the evaluator, the CUDA context) plus a margin is at most what the device offers:
+// the memory free on GPU 0, available on the host, or given (`--dry-run --gpu-memory`).
+// The trainer and the dry run's memory prediction (train/memory_prediction.h) both build here.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "compiler/recompute_choice.h"
 #include "config/config.h"
+#include "io/model_config.h"
+#include "models/lora.h"
 #include "train/device/backend_selection.h"
+#include "train/device/memory_budget.h"
 
 namespace surogate::train {
+
+// The LoRA adapters and options of the configuration (lora_rank, lora_alpha, lora_dropout,
+// lora_target_modules), with the CUDA backend's faster graph forms on (models/lora.h).
+models::LoraSetup lora_setup(const Config& config, const io::ModelConfig& model, TrainingBackend backend);
+
+struct TrainingForward {
+  graph::Graph graph;
+  graph::TensorId loss = graph::kNoTensor;
+};
+
+// The forward graph of one micro-batch [batch, sequence] as the backend trains it (`training`:
+// with the LoRA dropout; false: as the evaluator runs it).
+TrainingForward build_training_forward(const Config& config, const io::ModelConfig& model,
+                                       const graph::OpRegistry& registry, const models::LoraSetup* lora,
+                                       TrainingBackend backend, int64_t batch, int64_t sequence,
+                                       bool training = true);
 
 // The recompute groups the configuration enables (recompute_* after the implications).
 compiler::RecomputePolicy recompute_policy(const Config& config);
 
+// What the device offers and what it holds beside the training plan (memory_budget.h).
+struct DeviceMemory {
+  std::string name;            // for messages: "GPU 0 (NVIDIA H100 ...)", "a GPU of 24 GiB", "host"
+  size_t offered_bytes = 0;    // free now (or the size given); 0 = unknown, every plan fits
+  size_t total_bytes = 0;      // the device's size (for the margin)
+};
+// GPU 0 on the CUDA backend, the host's available memory on the CPU backend, or a GPU of
+// `gpu_memory_bytes` when given (the dry run's --gpu-memory).
+DeviceMemory device_memory(TrainingBackend backend, const MachineOffer& machine,
+                           std::optional<size_t> gpu_memory_bytes = std::nullopt);
+
 struct TrainingPlan {
   compiler::ExecutionPlan plan;
   compiler::RecomputeChoice recompute;
-  size_t device_bytes = 0;     // what the plan and its trainable state need (memory_budget.h)
-  size_t budget_bytes = 0;     // what the device offers for them
-  std::string message;         // the line the trainer prints
+  PlanMemory memory;                // the plan's regions and its trainable state
+  size_t lm_head_workspace = 0;     // the training backend's LM-head scratch
+  size_t evaluation_bytes = 0;      // the evaluator's backend: forward arena + LM-head scratch
+  size_t context_bytes = 0;         // CUDA context and libraries (0 on the CPU)
+  size_t margin_bytes = 0;          // kept free beyond the prediction
+  DeviceMemory device;
+  size_t predicted_peak() const { return memory.total() + lm_head_workspace + evaluation_bytes + context_bytes; }
+  bool fits() const { return device.offered_bytes == 0 || predicted_peak() + margin_bytes <= device.offered_bytes; }
+  std::string message;              // the line the trainer prints
 };
 
-TrainingPlan plan_training(const graph::Graph& forward, graph::TensorId loss, const graph::OpRegistry& registry,
-                           const Config& config, int64_t layers, TrainingBackend backend, const MachineOffer& machine);
+// The training step's plan for micro-batches [batch, sequence] on `device`: the forward graph
+// (build_training_forward), the recompute the options allow and the device's memory requires.
+TrainingPlan plan_training(const Config& config, const io::ModelConfig& model, const graph::OpRegistry& registry,
+                           const models::LoraSetup* lora, TrainingBackend backend, int64_t batch, int64_t sequence,
+                           const DeviceMemory& device);
 
 }  // namespace surogate::train

@@ -4,35 +4,67 @@
 #include <algorithm>
 
 #include "compiler/memory_plan.h"
+#include "train/optim/quantization_map.h"
 
 namespace surogate::train {
 
-size_t training_state_bytes_per_element(const Config& config) {
-  const size_t master = config.master_dtype == MasterDtype::Bf16 ? 0 : sizeof(float);
-  const size_t accumulator = config.gradient_dtype == GradientDtype::Bf16 ? 2 : sizeof(float);
-  size_t optimizer = 0;
+namespace {
+
+size_t master_bytes_per_element(const Config& config) {
+  return config.master_dtype == MasterDtype::Bf16 ? 0 : sizeof(float);
+}
+size_t accumulator_bytes_per_element(const Config& config) {
+  return config.gradient_dtype == GradientDtype::Bf16 ? 2 : sizeof(float);
+}
+// The optimizer state of `trainable` elements, as the device optimizers lay it out
+// (train/device/device_optimizer.cpp, up to per-tensor rounding to 16 bytes).
+size_t optimizer_bytes(const Config& config, size_t trainable) {
   switch (config.optimizer) {
-    case surogate::Optimizer::AdamW: optimizer = 2 * sizeof(float); break;
-    case surogate::Optimizer::AdamW8bit: optimizer = 3; break;  // two bytes of state plus block scales, rounded up
-    case surogate::Optimizer::NorMuon: optimizer = 2 * sizeof(float); break;  // momentum plus at most one second moment each
+    case surogate::Optimizer::AdamW: return trainable * 2 * sizeof(float);
+    case surogate::Optimizer::AdamW8bit:  // two 8-bit moments and their fp32 absmax per block
+      return trainable * 2 + 2 * sizeof(float) * static_cast<size_t>(quantization_blocks(static_cast<int64_t>(trainable)));
+    case surogate::Optimizer::NorMuon: return trainable * 2 * sizeof(float);  // momentum + at most one second moment each
   }
-  return master + accumulator + optimizer;
+  return trainable * 2 * sizeof(float);
 }
 
-size_t plan_device_bytes(const compiler::ExecutionPlan& plan, const Config& config) {
+}  // namespace
+
+PlanMemory plan_memory(const compiler::ExecutionPlan& plan, const Config& config) {
   const compiler::MemoryPlan& memory = plan.memory;
   const size_t alignment = memory.alignment;
   size_t trainable = 0;
   for (const auto& [parameter, gradient] : plan.parameter_gradients) {
     trainable += static_cast<size_t>(plan.graph.tensor(parameter).type.numel());
   }
-  return compiler::align_up(memory.arena_bytes, alignment) + compiler::align_up(memory.parameter_bytes, alignment) +
-         compiler::align_up(memory.gradient_bytes, alignment) + compiler::align_up(memory.input_bytes, alignment) +
-         trainable * training_state_bytes_per_element(config);
+  PlanMemory result;
+  result.activations = compiler::align_up(memory.arena_bytes, alignment);
+  result.weights = compiler::align_up(memory.parameter_bytes, alignment);
+  result.gradients = compiler::align_up(memory.gradient_bytes, alignment);
+  result.inputs = compiler::align_up(memory.input_bytes, alignment);
+  result.masters = trainable * master_bytes_per_element(config);
+  result.accumulators = trainable * accumulator_bytes_per_element(config);
+  result.optimizer = optimizer_bytes(config, trainable);
+  return result;
 }
 
-size_t device_reserve_bytes(size_t total_bytes) {
-  return std::max<size_t>(size_t{3} << 30, total_bytes / 100 * 8);
+size_t lm_head_workspace_bytes(const compiler::ExecutionPlan& plan) {
+  for (const graph::Node& node : plan.graph.nodes) {
+    if (!node.op.starts_with("lm_head_loss") || node.op.ends_with("backward")) continue;
+    const graph::TensorType& hidden = plan.graph.tensor(node.inputs[0]).type;
+    const graph::TensorType& weight = plan.graph.tensor(node.inputs[1]).type;
+    const int64_t rows = hidden.numel() / hidden.shape.back();
+    const int64_t chunks = std::max<int64_t>(1, node.attrs.value("chunks", int64_t{1}));
+    const int64_t chunk_rows = (rows + chunks - 1) / chunks;
+    const bool trainable_head = plan.parameter_gradients.contains(node.inputs[1]);
+    return static_cast<size_t>(chunk_rows * weight.shape[0] * 2 + rows * 4 + 16) +
+           (trainable_head ? static_cast<size_t>(weight.numel()) * sizeof(float) : 0);
+  }
+  return 0;
+}
+
+size_t device_margin_bytes(size_t total_bytes) {
+  return std::max<size_t>(size_t{1} << 30, total_bytes / 100 * 2);
 }
 
 }  // namespace surogate::train

@@ -1,0 +1,164 @@
+// The dry run's memory prediction; see memory_prediction.h.
+#include "train/memory_prediction.h"
+
+#include <functional>
+
+#include <fmt/format.h>
+
+#include "data/pipeline.h"
+#include "io/model_config.h"
+#include "ops/defs/register_ops.h"
+#include "train/training_plan.h"
+
+namespace surogate::train {
+namespace {
+
+std::string gib(size_t bytes) {
+  if (bytes < (size_t{1} << 30)) return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1u << 20));
+  return fmt::format("{:.2f} GiB", static_cast<double>(bytes) / (1u << 30));
+}
+
+struct Target {
+  TrainingBackend backend = TrainingBackend::Cpu;
+  DeviceMemory memory;
+};
+
+Target target_device(const Config& config, std::optional<size_t> gpu_memory_bytes) {
+  // The backend the run would take (train/device/backend_selection.h), without its option checks:
+  // a dry run validates a configuration that may be meant for another machine.
+  (void)config;
+  const MachineOffer machine = gpu_memory_bytes ? MachineOffer{} : probe_machine();
+  const bool gpu = gpu_memory_bytes || (machine.cuda_built && machine.visible_gpus > 0);
+  const TrainingBackend backend = gpu ? TrainingBackend::Cuda : TrainingBackend::Cpu;
+  return {backend, device_memory(backend, machine, gpu_memory_bytes)};
+}
+
+// The plan the trainer would compile for `config` on `target`.
+TrainingPlan plan_for(const Config& config, const io::ModelConfig& model, const Target& target) {
+  const graph::OpRegistry registry = ops::make_model_registry();
+  const auto sequence = static_cast<int64_t>(data::data_settings_from_config(config).sequence_len);
+  std::optional<models::LoraSetup> lora;
+  if (config.lora) lora = lora_setup(config, model, target.backend);
+  return plan_training(config, model, registry, lora ? &*lora : nullptr, target.backend,
+                       config.per_device_train_batch_size, sequence, target.memory);
+}
+
+// One change to the configuration that saves memory, when it applies.
+struct Lever {
+  std::string description;
+  std::function<bool(Config&)> apply;  // false when it does not apply to this configuration
+};
+
+std::vector<Lever> levers() {
+  return {
+      {"recompute_block: true (recompute allowed in every group)",
+       [](Config& c) {
+         if (c.recompute_block && c.recompute_att && c.recompute_ffn && c.recompute_rmsnorm && c.recompute_qkv &&
+             c.recompute_swiglu) {
+           return false;
+         }
+         c.recompute_block = c.recompute_att = c.recompute_ffn = c.recompute_rmsnorm = c.recompute_qkv =
+             c.recompute_swiglu = true;
+         return true;
+       }},
+      {"optimizer: adamw_8bit",
+       [](Config& c) {
+         if (c.optimizer == surogate::Optimizer::AdamW8bit) return false;
+         c.optimizer = surogate::Optimizer::AdamW8bit;
+         return true;
+       }},
+      {"master_dtype: bf16",
+       [](Config& c) {
+         if (c.master_dtype == MasterDtype::Bf16) return false;
+         c.master_dtype = MasterDtype::Bf16;
+         return true;
+       }},
+      {"lora: true (train adapters, not every weight)",
+       [](Config& c) {
+         if (c.lora) return false;
+         c.lora = true;
+         return true;
+       }},
+      {"lmhead_chunks: 8",
+       [](Config& c) {
+         if (c.lmhead_chunks >= 8) return false;
+         c.lmhead_chunks = 8;
+         return true;
+       }},
+      {"per_device_train_batch_size: 1 (gradient_accumulation_steps raised to keep the batch)",
+       [](Config& c) {
+         if (c.per_device_train_batch_size <= 1) return false;
+         c.gradient_accumulation_steps *= c.per_device_train_batch_size;
+         c.per_device_train_batch_size = 1;
+         return true;
+       }},
+  };
+}
+
+}  // namespace
+
+MemoryPrediction predict_training_memory(const Config& config, std::optional<size_t> gpu_memory_bytes) {
+  const io::ModelConfig model = io::load_model_config(config.model);
+  const Target target = target_device(config, gpu_memory_bytes);
+  const TrainingPlan plan = plan_for(config, model, target);
+  MemoryPrediction prediction;
+  prediction.device = target.memory.name;
+  prediction.device_bytes = target.memory.offered_bytes;
+  prediction.margin_bytes = plan.margin_bytes;
+  const PlanMemory& m = plan.memory;
+  prediction.categories = {{"weights", m.weights},
+                           {"master weights (trainable)", m.masters},
+                           {"optimizer state", m.optimizer},
+                           {"gradients (one micro-batch)", m.gradients},
+                           {"gradient accumulators", m.accumulators},
+                           {"activations (planned arena)", m.activations},
+                           {"batch", m.inputs},
+                           {"LM-head workspace", plan.lm_head_workspace},
+                           {"evaluation (its arena and LM-head workspace)", plan.evaluation_bytes}};
+  if (plan.context_bytes > 0) prediction.categories.emplace_back("CUDA context and libraries", plan.context_bytes);
+  prediction.total_bytes = plan.predicted_peak();
+  prediction.recompute = plan.recompute.summary;
+  prediction.fits = plan.fits();
+  if (prediction.fits) return prediction;
+
+  // Each lever alone, then the levers together in order until the plan fits.
+  const std::vector<Lever> all = levers();
+  for (const Lever& lever : all) {
+    Config changed = config;
+    if (lever.apply(changed) && plan_for(changed, model, target).fits()) {
+      prediction.suggestions.push_back(lever.description);
+    }
+  }
+  if (!prediction.suggestions.empty()) return prediction;
+  Config combined = config;
+  std::string names;
+  for (const Lever& lever : all) {
+    if (!lever.apply(combined)) continue;
+    names += (names.empty() ? "" : " + ") + lever.description;
+    if (plan_for(combined, model, target).fits()) {
+      prediction.suggestions.push_back(names);
+      return prediction;
+    }
+  }
+  return prediction;
+}
+
+std::string format_memory_prediction(const MemoryPrediction& p) {
+  std::string out = fmt::format("# predicted memory on {}\n", p.device);
+  for (const auto& [name, bytes] : p.categories) out += fmt::format("#   {:<44} {:>12}\n", name, gib(bytes));
+  out += fmt::format("#   {:<44} {:>12} of {} offered (with {} kept free): {}\n", "predicted peak", gib(p.total_bytes),
+                     gib(p.device_bytes), gib(p.margin_bytes), p.fits ? "fits" : "does NOT fit");
+  out += fmt::format("# {}\n", p.recompute);
+  if (!p.fits) {
+    if (p.suggestions.empty()) {
+      out += "# nothing this build offers makes it fit (QLoRA, offloading and ZeRO-3 are not implemented yet): use a "
+             "GPU with more memory, a shorter sequence_len or a smaller model\n";
+    } else {
+      out += "# options that make it fit (each line is enough; a line with + needs all of them):\n";
+      for (const std::string& suggestion : p.suggestions) out += fmt::format("#   - {}\n", suggestion);
+    }
+  }
+  return out;
+}
+
+}  // namespace surogate::train

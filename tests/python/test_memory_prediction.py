@@ -1,0 +1,89 @@
+"""`surogate sft|pt --dry-run` predicts the memory of the run before anything is loaded
+(train/memory_prediction.h): by category, the predicted peak against what the device offers
+(--gpu-memory for a GPU of that size), and when it does not fit, the options that would make it
+fit, each checked on the plan itself. Runs on a machine without a GPU (the prediction is the
+CUDA backend's plan, compiled on the CPU)."""
+import json
+import re
+
+from conftest import run_surogate
+from tiny_model import write_model
+
+# A Qwen3-1.7B-shaped model (config only: a dry run loads no weights) with the tiny character
+# tokenizer, so no hub and no large files are needed.
+QWEN3_1_7B = {
+    "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": 2048,
+    "intermediate_size": 6144, "num_hidden_layers": 28, "num_attention_heads": 16,
+    "num_key_value_heads": 8, "head_dim": 128, "tie_word_embeddings": True, "rms_norm_eps": 1e-6,
+    "rope_theta": 1000000.0, "max_position_embeddings": 40960, "hidden_act": "silu",
+    "attention_bias": False, "torch_dtype": "bfloat16",
+}
+
+
+def write_job(tmp_path, lora, optimizer="adamw"):
+    model = write_model(tmp_path / "model", vocab_size=151936)
+    config = json.loads((model / "config.json").read_text())
+    config.update(QWEN3_1_7B)
+    (model / "config.json").write_text(json.dumps(config))
+    data = tmp_path / "train.jsonl"
+    data.write_text("".join(json.dumps({"text": "abc def ghi " * 20}) + "\n" for _ in range(8)))
+    job = tmp_path / "job.yaml"
+    job.write_text(f"model: {model}\noutput_dir: {tmp_path / 'out'}\nsequence_len: 2048\n"
+                   f"lora: {'true' if lora else 'false'}\noptimizer: {optimizer}\n"
+                   f"datasets:\n  - path: {data}\n    type: text\n")
+    return job
+
+
+def gib(output, category):
+    match = re.search(rf"#   {re.escape(category)}\s+([0-9.]+) (GiB|MiB)", output)
+    assert match, f"no '{category}' line in:\n{output}"
+    return float(match.group(1)) / (1024 if match.group(2) == "MiB" else 1)
+
+
+def test_full_fine_tuning_that_does_not_fit_names_the_options_that_would(surogate_bin, tmp_path):
+    result = run_surogate(surogate_bin, "pt", write_job(tmp_path, lora=False), "--dry-run", "--gpu-memory", "24GiB")
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "predicted memory on a GPU of 24.0 GiB" in out
+    assert "does NOT fit" in out
+    # adamw: two fp32 moments per trainable weight, fp32 masters: one; bf16 weights: half of that.
+    assert abs(gib(out, "optimizer state") - 2 * gib(out, "master weights (trainable)")) < 0.02
+    assert abs(gib(out, "master weights (trainable)") - 2 * gib(out, "weights")) < 0.02
+    # The recompute choice already recomputes all it may before suggesting anything else.
+    assert "everything the recompute_* options enable" in out
+    assert "- lora: true" in out
+    # Each other lever alone still leaves ~30 GiB (checked on the plan, not listed blindly).
+    assert "- master_dtype: bf16" not in out and "- optimizer: adamw_8bit" not in out
+
+
+def test_lora_on_a_large_gpu_fits_without_recompute(surogate_bin, tmp_path):
+    result = run_surogate(surogate_bin, "pt", write_job(tmp_path, lora=True), "--dry-run", "--gpu-memory", "80GiB")
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert re.search(r"predicted peak\s+[0-9.]+ GiB of 80.0+ GiB offered .*: fits", out), out
+    assert "recompute: none needed" in out
+    # LoRA: the trainable state is the adapters' (tens of MiB), the frozen weights are bf16.
+    assert gib(out, "master weights (trainable)") < 0.1
+    assert gib(out, "weights") > 3.0
+    total = sum(gib(out, c) for c in ["weights", "master weights (trainable)", "optimizer state",
+                                      "gradients (one micro-batch)", "gradient accumulators",
+                                      "activations (planned arena)", "batch", "LM-head workspace",
+                                      "evaluation (its arena and LM-head workspace)", "CUDA context and libraries"])
+    assert abs(total - gib(out, "predicted peak")) < 0.05
+
+
+def test_a_smaller_gpu_makes_the_plan_recompute(surogate_bin, tmp_path):
+    job = write_job(tmp_path, lora=True)
+    roomy = run_surogate(surogate_bin, "pt", job, "--dry-run", "--gpu-memory", "80GiB").stdout
+    tight = run_surogate(surogate_bin, "pt", job, "--dry-run", "--gpu-memory", "15GiB").stdout
+    assert "recompute: none needed" not in tight, tight
+    assert gib(tight, "activations (planned arena)") < gib(roomy, "activations (planned arena)")
+    assert ": fits" in tight
+
+
+def test_gpu_memory_needs_dry_run_and_a_size(surogate_bin, tmp_path):
+    job = write_job(tmp_path, lora=True)
+    result = run_surogate(surogate_bin, "pt", job, "--gpu-memory", "80GiB")
+    assert result.returncode == 2 and "needs --dry-run" in result.stderr
+    result = run_surogate(surogate_bin, "pt", job, "--dry-run", "--gpu-memory", "lots")
+    assert result.returncode == 2 and "--gpu-memory 'lots'" in result.stderr
