@@ -15,6 +15,7 @@ import numpy as np
 
 from safetensors import safe_open
 
+from tiny_model import weight_shapes
 from conftest import REPO_ROOT, run_surogate
 
 
@@ -22,23 +23,6 @@ def make_example(tmp_path):
     subprocess.run([sys.executable, str(REPO_ROOT / "examples/quickstart/make_example.py"), str(tmp_path / "ex")],
                    check=True, capture_output=True)
     return tmp_path / "ex"
-
-
-def expected_shapes(config):
-    hidden, inter = config["hidden_size"], config["intermediate_size"]
-    head_dim = config["head_dim"]
-    q, kv = config["num_attention_heads"] * head_dim, config["num_key_value_heads"] * head_dim
-    shapes = {"model.embed_tokens.weight": [config["vocab_size"], hidden], "model.norm.weight": [hidden]}
-    for layer in range(config["num_hidden_layers"]):
-        p = f"model.layers.{layer}."
-        shapes.update({
-            p + "input_layernorm.weight": [hidden], p + "post_attention_layernorm.weight": [hidden],
-            p + "self_attn.q_proj.weight": [q, hidden], p + "self_attn.k_proj.weight": [kv, hidden],
-            p + "self_attn.v_proj.weight": [kv, hidden], p + "self_attn.o_proj.weight": [hidden, q],
-            p + "mlp.gate_proj.weight": [inter, hidden], p + "mlp.up_proj.weight": [inter, hidden],
-            p + "mlp.down_proj.weight": [hidden, inter],
-        })
-    return shapes
 
 
 def test_sft_writes_a_hf_model_folder_log_and_report(surogate_bin, tmp_path):
@@ -78,7 +62,7 @@ datasets:
     with safe_open(str(out / "model.safetensors"), framework="numpy") as f:
         shapes = {name: list(f.get_slice(name).get_shape()) for name in f.keys()}
         assert all(str(f.get_tensor(name).dtype) == "float32" for name in f.keys())
-    assert shapes == expected_shapes(base)
+    assert shapes == weight_shapes(base)
 
     logs = list(out.glob("log-config-*.jsonl"))
     assert len(logs) == 1

@@ -19,6 +19,22 @@ double probability(const Attrs& attrs) {
   return p;
 }
 
+// dropout (x, seed) and dropout_add (x, seed, addend): the addend, when present, is input 2.
+CpuKernel bind_cpu_dropout(const CpuBindContext& ctx) {
+  const int64_t count = ctx.outputs[0].numel();
+  const double p = probability(ctx.attrs);
+  const auto stream = static_cast<uint64_t>(ctx.attrs.integer("stream"));
+  const bool with_addend = ctx.inputs.size() == 3;
+  return bind_floating(ctx, ctx.inputs[0].dtype, [=](auto zero) -> CpuKernel {
+    using T = decltype(zero);
+    return [=](const CpuKernelArgs& args) {
+      const auto seed = static_cast<uint64_t>(static_cast<uint32_t>(*args.inputs[1].as<int32_t>()));
+      dropout_forward(args.inputs[0].as<T>(), count, p, seed, stream, args.outputs[0].as<T>(),
+                      with_addend ? args.inputs[2].as<T>() : nullptr);
+    };
+  });
+}
+
 }  // namespace
 
 void register_dropout_ops(OpRegistry& registry) {
@@ -47,18 +63,7 @@ void register_dropout_ops(OpRegistry& registry) {
         }
         return {ctx.op("dropout", {ctx.output_grad(0), ctx.input(1)}, ctx.attrs().raw()), std::nullopt};
       },
-      .cpu = [](const CpuBindContext& ctx) {
-        const int64_t count = ctx.outputs[0].numel();
-        const double p = probability(ctx.attrs);
-        const auto stream = static_cast<uint64_t>(ctx.attrs.integer("stream"));
-        return bind_floating(ctx, ctx.inputs[0].dtype, [=](auto zero) -> CpuKernel {
-          using T = decltype(zero);
-          return [=](const CpuKernelArgs& args) {
-            const auto seed = static_cast<uint64_t>(static_cast<uint32_t>(*args.inputs[1].as<int32_t>()));
-            dropout_forward(args.inputs[0].as<T>(), count, p, seed, stream, args.outputs[0].as<T>());
-          };
-        });
-      },
+      .cpu = bind_cpu_dropout,
   });
   registry.add(OpDef{
       .name = "dropout_add",
@@ -73,19 +78,7 @@ void register_dropout_ops(OpRegistry& registry) {
         ctx.attrs.integer("stream");
         return std::vector<TensorType>{ctx.input(0)};
       },
-      .cpu = [](const CpuBindContext& ctx) {
-        const int64_t count = ctx.outputs[0].numel();
-        const double p = probability(ctx.attrs);
-        const auto stream = static_cast<uint64_t>(ctx.attrs.integer("stream"));
-        return bind_floating(ctx, ctx.inputs[0].dtype, [=](auto zero) -> CpuKernel {
-          using T = decltype(zero);
-          return [=](const CpuKernelArgs& args) {
-            const auto seed = static_cast<uint64_t>(static_cast<uint32_t>(*args.inputs[1].as<int32_t>()));
-            dropout_forward(args.inputs[0].as<T>(), count, p, seed, stream, args.outputs[0].as<T>(),
-                            args.inputs[2].as<T>());
-          };
-        });
-      },
+      .cpu = bind_cpu_dropout,
   });
 }
 
