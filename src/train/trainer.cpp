@@ -32,6 +32,7 @@
 #include "train/model_outputs.h"
 #include "train/model_weights.h"
 #include "train/progress_display.h"
+#include "train/memory_prediction.h"
 #include "train/training_plan.h"
 
 namespace surogate::train {
@@ -175,6 +176,11 @@ Run::Run(const Config& config, const TrainerOptions& options)
   // Model: graph → plan → backend; the parameters and gradients live in the backend's regions.
   TrainingPlan planned = plan_training(config, model_config_, registry_, lora_ ? &*lora_ : nullptr, backend_kind_, batch,
                                        sequence, device_memory(backend_kind_, machine));
+  if (!planned.fits()) {
+    // Before any weight is loaded or device memory taken: what it needs, and what would fit.
+    fail_user("the run does not fit {}; nothing was loaded. The prediction (as `--dry-run` prints it):\n{}",
+              planned.device.name, format_memory_prediction(predict_training_memory(config, std::nullopt)));
+  }
   plan_ = std::move(planned.plan);
   display_.message(planned.message);
   end_phase("plan");

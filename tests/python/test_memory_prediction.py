@@ -87,3 +87,19 @@ def test_gpu_memory_needs_dry_run_and_a_size(surogate_bin, tmp_path):
     assert result.returncode == 2 and "needs --dry-run" in result.stderr
     result = run_surogate(surogate_bin, "pt", job, "--dry-run", "--gpu-memory", "lots")
     assert result.returncode == 2 and "--gpu-memory 'lots'" in result.stderr
+
+
+def test_a_run_that_cannot_fit_stops_before_loading_anything(surogate_bin, tmp_path):
+    # Full fine-tuning of a Qwen3-32B shape needs ~570 GiB: more than any host or GPU this runs on.
+    job = write_job(tmp_path, lora=False)
+    model = tmp_path / "model" / "config.json"
+    config = json.loads(model.read_text())
+    config.update({"hidden_size": 5120, "intermediate_size": 25600, "num_hidden_layers": 64,
+                   "num_attention_heads": 64, "num_key_value_heads": 8, "tie_word_embeddings": False})
+    model.write_text(json.dumps(config))
+    result = run_surogate(surogate_bin, "pt", job)
+    assert result.returncode == 2, result.stderr
+    assert "the run does not fit" in result.stderr and "nothing was loaded" in result.stderr
+    assert "does NOT fit" in result.stderr and "predicted peak" in result.stderr
+    assert "internal error" not in result.stderr
+    assert not list((tmp_path / "out").glob("checkpoint-*"))
