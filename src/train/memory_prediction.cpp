@@ -105,6 +105,7 @@ MemoryPrediction predict_training_memory(const Config& config, std::optional<siz
   prediction.device = target.memory.name;
   prediction.device_bytes = target.memory.offered_bytes;
   prediction.margin_bytes = plan.margin_bytes;
+  prediction.ranks = plan.ranks;
   const PlanMemory& m = plan.memory;
   prediction.categories = {{"weights", m.weights},
                            {"master weights (trainable)", m.masters},
@@ -146,6 +147,10 @@ MemoryPrediction predict_training_memory(const Config& config, std::optional<siz
 std::string format_memory_prediction(const MemoryPrediction& p) {
   std::string out = fmt::format("# predicted memory on {}\n", p.device);
   for (const auto& [name, bytes] : p.categories) out += fmt::format("#   {:<44} {:>12}\n", name, gib(bytes));
+  if (p.ranks > 1) {
+    out += fmt::format("#   ({} data-parallel rank threads: each holds the above but the evaluation, and the optimizer "
+                       "state is shared out among them)\n", p.ranks);
+  }
   out += fmt::format("#   {:<44} {:>12} of {} offered (with {} kept free): {}\n", "predicted peak", gib(p.total_bytes),
                      gib(p.device_bytes), gib(p.margin_bytes), p.fits ? "fits" : "does NOT fit");
   out += fmt::format("# {}\n", p.recompute);

@@ -24,6 +24,7 @@ struct MemoryPrediction {
   size_t total_bytes = 0;                                // the categories' sum: the predicted peak
   size_t device_bytes = 0;                               // what the device offers in all
   size_t margin_bytes = 0;                               // kept free beyond the predicted peak
+  int ranks = 1;                                         // CPU data-parallel rank threads
   bool fits = false;
   std::string recompute;                                 // the recompute choice's line
   std::vector<std::string> suggestions;                  // when it does not fit

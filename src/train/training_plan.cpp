@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "core/system_info.h"
 #include "cuda/device_info.h"
+#include "distributed/parallel_layout.h"
 #include "models/decoder_graph.h"
 #include "train/device/memory_budget.h"
 #include "train/lora_targets.h"
@@ -81,6 +82,7 @@ TrainingPlan plan_training(const Config& config, const io::ModelConfig& model, c
   TrainingPlan result;
   result.device = device;
   result.margin_bytes = device_margin_bytes(device.total_bytes);
+  if (backend == TrainingBackend::Cpu) result.ranks = distributed::cpu_parallel_layout(config).world_size;
   result.context_bytes = backend == TrainingBackend::Cuda ? kCudaContextBytes : 0;
   // The evaluator's own backend (forward only, no dropout): its arena and LM-head scratch.
   const TrainingForward evaluation = build_training_forward(config, model, registry, lora, backend, batch, sequence, false);
@@ -94,6 +96,7 @@ TrainingPlan plan_training(const Config& config, const io::ModelConfig& model, c
     candidate.margin_bytes = result.margin_bytes;
     candidate.context_bytes = result.context_bytes;
     candidate.evaluation_bytes = result.evaluation_bytes;
+    candidate.ranks = result.ranks;
     candidate.memory = plan_memory(plan, config);
     candidate.lm_head_workspace = lm_head_workspace_bytes(plan);
     return candidate.fits();

@@ -66,3 +66,22 @@ def test_zero_level_three_is_still_rejected_by_name(surogate_bin, tmp_path):
     result = run_surogate(surogate_bin, "sft", config, "--gpus=2", "--zero_level=3", "--dry-run")
     assert result.returncode == 2
     assert "'zero_level' is valid but not implemented yet" in result.stderr + result.stdout
+
+
+@pytest.mark.skipif(gpu_visible(), reason="a GPU is visible: gpus: 2 means two GPUs here (not implemented yet)")
+def test_the_dry_run_predicts_memory_for_every_rank_thread(surogate_bin, tmp_path):
+    subprocess.run([sys.executable, str(REPO_ROOT / "examples/quickstart/make_example.py"), str(tmp_path / "ex")],
+                   check=True, capture_output=True)
+    config = REPO_ROOT / "examples/quickstart/config.yaml"
+    ex = tmp_path / "ex"
+    paths = [f"--model={ex / 'model'}", f"--datasets.0.path={ex / 'train.jsonl'}",
+             f"--validation_datasets.0.path={ex / 'valid.jsonl'}", f"--output_dir={tmp_path / 'out'}"]
+    peaks = {}
+    for ranks in (1, 2):
+        result = run_surogate(surogate_bin, "sft", config, "--dry-run", *paths, f"--gpus={ranks}", cwd=tmp_path)
+        assert result.returncode == 0, result.stderr
+        assert ("2 data-parallel rank threads" in result.stdout) == (ranks == 2)
+        line = next(l for l in result.stdout.splitlines() if "predicted peak" in l)
+        peaks[ranks] = float(line.split()[3])
+    # A second rank holds another backend but shares the optimizer state and the evaluator.
+    assert peaks[1] < peaks[2] < 2 * peaks[1]
