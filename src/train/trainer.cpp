@@ -353,7 +353,7 @@ TrainingResult Run::run() {
       if (seconds >= 0.05) line += fmt::format("{}{} {:.1f} s", line.empty() ? "" : ", ", phase, seconds);
     }
     log_->write("startup", record);
-    display_.message(fmt::format("start-up {:.1f} s ({})", seconds_since(constructed_), line));
+    display_.message(fmt::format("start-up {:.1f} s{}", seconds_since(constructed_), line.empty() ? "" : " (" + line + ")"));
   }
   std::vector<data::PackedBatch> window(static_cast<size_t>(accumulation * device_->data_parallel_ranks()));
   double step_seconds_total = 0.0;

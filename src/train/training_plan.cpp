@@ -14,7 +14,10 @@
 namespace surogate::train {
 namespace {
 
-std::string gib(size_t bytes) { return fmt::format("{:.1f} GiB", static_cast<double>(bytes) / (1u << 30)); }
+std::string gib(size_t bytes) {
+  if (bytes < (size_t{1} << 30)) return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1u << 20));
+  return fmt::format("{:.1f} GiB", static_cast<double>(bytes) / (1u << 30));
+}
 
 }  // namespace
 
