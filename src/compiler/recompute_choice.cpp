@@ -3,16 +3,13 @@
 
 #include <fmt/format.h>
 
+#include "core/strings.h"
+
 namespace surogate::compiler {
 namespace {
 
-std::string gib(size_t bytes) {
-  if (bytes < (size_t{1} << 30)) return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1u << 20));
-  return fmt::format("{:.1f} GiB", static_cast<double>(bytes) / (1u << 30));
-}
-
 std::string describe(const ExecutionPlan& plan, const RecomputePolicy& policy, int64_t layers) {
-  const std::string arena = fmt::format("activation arena {}", gib(plan.memory.arena_bytes));
+  const std::string arena = fmt::format("activation arena {}", format_memory_size(plan.memory.arena_bytes));
   if (!policy.any()) return fmt::format("recompute: none needed — every activation is kept ({})", arena);
   if (policy.keep_expensive_layers >= layers) {
     return fmt::format("recompute: norms, RoPE, SwiGLU and dropout re-run in the backward; matmul and attention "

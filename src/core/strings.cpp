@@ -1,5 +1,7 @@
 #include "core/strings.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <numeric>
 
@@ -31,6 +33,11 @@ std::optional<std::string> closest_match(std::string_view word, const std::vecto
     }
   }
   return best;
+}
+
+std::string format_memory_size(size_t bytes) {
+  if (bytes < (size_t{1} << 30)) return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1u << 20));
+  return fmt::format("{:.2f} GiB", static_cast<double>(bytes) / (1u << 30));
 }
 
 }  // namespace surogate

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "core/strings.h"
 #include "data/pipeline.h"
 #include "io/model_config.h"
 #include "ops/defs/register_ops.h"
@@ -13,20 +14,14 @@
 namespace surogate::train {
 namespace {
 
-std::string gib(size_t bytes) {
-  if (bytes < (size_t{1} << 30)) return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1u << 20));
-  return fmt::format("{:.2f} GiB", static_cast<double>(bytes) / (1u << 30));
-}
-
 struct Target {
   TrainingBackend backend = TrainingBackend::Cpu;
   DeviceMemory memory;
 };
 
-Target target_device(const Config& config, std::optional<size_t> gpu_memory_bytes) {
+Target target_device(std::optional<size_t> gpu_memory_bytes) {
   // The backend the run would take (train/device/backend_selection.h), without its option checks:
   // a dry run validates a configuration that may be meant for another machine.
-  (void)config;
   const MachineOffer machine = gpu_memory_bytes ? MachineOffer{} : probe_machine();
   const bool gpu = gpu_memory_bytes || (machine.cuda_built && machine.visible_gpus > 0);
   const TrainingBackend backend = gpu ? TrainingBackend::Cuda : TrainingBackend::Cpu;
@@ -99,14 +94,14 @@ std::vector<Lever> levers() {
 
 MemoryPrediction predict_training_memory(const Config& config, std::optional<size_t> gpu_memory_bytes) {
   const io::ModelConfig model = io::load_model_config(config.model);
-  const Target target = target_device(config, gpu_memory_bytes);
+  const Target target = target_device(gpu_memory_bytes);
   const TrainingPlan plan = plan_for(config, model, target);
   MemoryPrediction prediction;
   prediction.device = target.memory.name;
   prediction.device_bytes = target.memory.offered_bytes;
   prediction.margin_bytes = plan.margin_bytes;
-  prediction.ranks = plan.ranks;
-  const PlanMemory& m = plan.memory;
+  prediction.ranks = plan.memory.ranks;
+  const PlanMemory& m = plan.memory.plan;
   prediction.categories = {{"weights", m.weights},
                            {"master weights (trainable)", m.masters},
                            {"optimizer state", m.optimizer},
@@ -114,10 +109,10 @@ MemoryPrediction predict_training_memory(const Config& config, std::optional<siz
                            {"gradient accumulators", m.accumulators},
                            {"activations (planned arena)", m.activations},
                            {"batch", m.inputs},
-                           {"LM-head workspace", plan.lm_head_workspace},
-                           {"evaluation (its arena and LM-head workspace)", plan.evaluation_bytes}};
-  if (plan.context_bytes > 0) prediction.categories.emplace_back("CUDA context and libraries", plan.context_bytes);
-  prediction.total_bytes = plan.predicted_peak();
+                           {"LM-head workspace", plan.memory.lm_head_workspace},
+                           {"evaluation (its arena and LM-head workspace)", plan.memory.evaluation}};
+  if (plan.memory.context > 0) prediction.categories.emplace_back("CUDA context and libraries", plan.memory.context);
+  prediction.total_bytes = plan.memory.peak();
   prediction.recompute = plan.recompute.summary;
   prediction.fits = plan.fits();
   if (prediction.fits) return prediction;
@@ -146,13 +141,16 @@ MemoryPrediction predict_training_memory(const Config& config, std::optional<siz
 
 std::string format_memory_prediction(const MemoryPrediction& p) {
   std::string out = fmt::format("# predicted memory on {}\n", p.device);
-  for (const auto& [name, bytes] : p.categories) out += fmt::format("#   {:<44} {:>12}\n", name, gib(bytes));
+  for (const auto& [name, bytes] : p.categories) {
+    out += fmt::format("#   {:<44} {:>12}\n", name, format_memory_size(bytes));
+  }
   if (p.ranks > 1) {
     out += fmt::format("#   ({} data-parallel rank threads: each holds the above but the evaluation, and the optimizer "
                        "state is shared out among them)\n", p.ranks);
   }
-  out += fmt::format("#   {:<44} {:>12} of {} offered (with {} kept free): {}\n", "predicted peak", gib(p.total_bytes),
-                     gib(p.device_bytes), gib(p.margin_bytes), p.fits ? "fits" : "does NOT fit");
+  out += fmt::format("#   {:<44} {:>12} of {} offered (with {} kept free): {}\n", "predicted peak",
+                     format_memory_size(p.total_bytes), format_memory_size(p.device_bytes),
+                     format_memory_size(p.margin_bytes), p.fits ? "fits" : "does NOT fit");
   out += fmt::format("# {}\n", p.recompute);
   if (!p.fits) {
     if (p.suggestions.empty()) {

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/strings.h"
 #include "core/system_info.h"
 #include "cuda/device_info.h"
 #include "distributed/parallel_layout.h"
@@ -12,15 +13,6 @@
 #include "train/lora_targets.h"
 
 namespace surogate::train {
-namespace {
-
-std::string gib(size_t bytes) {
-  if (bytes < (size_t{1} << 30)) return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1u << 20));
-  return fmt::format("{:.1f} GiB", static_cast<double>(bytes) / (1u << 30));
-}
-
-}  // namespace
-
 models::LoraSetup lora_setup(const Config& config, const io::ModelConfig& model, TrainingBackend backend) {
   models::LoraSetup setup;
   setup.options.rank = config.lora_rank;
@@ -69,7 +61,8 @@ compiler::RecomputePolicy recompute_policy(const Config& config) {
 
 DeviceMemory device_memory(TrainingBackend backend, const MachineOffer& machine, std::optional<size_t> gpu_memory_bytes) {
   if (gpu_memory_bytes) {
-    return {fmt::format("a GPU of {} (--gpu-memory)", gib(*gpu_memory_bytes)), *gpu_memory_bytes, *gpu_memory_bytes};
+    return {fmt::format("a GPU of {} (--gpu-memory)", format_memory_size(*gpu_memory_bytes)), *gpu_memory_bytes,
+            *gpu_memory_bytes};
   }
   if (backend == TrainingBackend::Cuda) {
     return {fmt::format("GPU 0 ({}, memory free now)", machine.gpu_name), cuda::gpu_free_bytes(0),
@@ -85,33 +78,31 @@ TrainingPlan plan_training(const Config& config, const io::ModelConfig& model, c
   TrainingPlan result;
   result.device = device;
   result.margin_bytes = device_margin_bytes(device.total_bytes);
-  if (backend == TrainingBackend::Cpu) result.ranks = distributed::cpu_parallel_layout(config).world_size;
-  result.context_bytes = backend == TrainingBackend::Cuda ? kCudaContextBytes : 0;
+  MemoryEstimate& memory = result.memory;
+  if (backend == TrainingBackend::Cpu) memory.ranks = distributed::cpu_parallel_layout(config).world_size;
+  memory.context = backend == TrainingBackend::Cuda ? kCudaContextBytes : 0;
   // The evaluator's own backend (forward only, no dropout): its arena and LM-head scratch.
   const TrainingForward evaluation = build_training_forward(config, model, registry, lora, backend, batch, sequence, false);
   const compiler::ExecutionPlan evaluation_plan = compiler::compile_forward(evaluation.graph, registry);
-  result.evaluation_bytes = evaluation_plan.memory.arena_bytes + lm_head_workspace_bytes(evaluation_plan);
+  memory.evaluation = evaluation_plan.memory.arena_bytes + lm_head_workspace_bytes(evaluation_plan);
 
-  const TrainingForward forward = build_training_forward(config, model, registry, lora, backend, batch, sequence);
-  auto fits = [&](const compiler::ExecutionPlan& plan) {
-    TrainingPlan candidate;
-    candidate.device = device;
-    candidate.margin_bytes = result.margin_bytes;
-    candidate.context_bytes = result.context_bytes;
-    candidate.evaluation_bytes = result.evaluation_bytes;
-    candidate.ranks = result.ranks;
-    candidate.memory = plan_memory(plan, config);
+  // The parts a recompute choice changes are the plan's own; the rest is fixed above.
+  auto estimate = [&](const compiler::ExecutionPlan& plan) {
+    MemoryEstimate candidate = memory;
+    candidate.plan = plan_memory(plan, config);
     candidate.lm_head_workspace = lm_head_workspace_bytes(plan);
-    return candidate.fits();
+    return candidate;
   };
-  result.plan = compiler::compile_training_to_fit(forward.graph, forward.loss, registry, {recompute_policy(config), 256},
-                                                  model.num_hidden_layers, config.apply_recommended_values, fits,
-                                                  &result.recompute);
-  result.memory = plan_memory(result.plan, config);
-  result.lm_head_workspace = lm_head_workspace_bytes(result.plan);
+  const TrainingForward forward = build_training_forward(config, model, registry, lora, backend, batch, sequence);
+  result.plan = compiler::compile_training_to_fit(
+      forward.graph, forward.loss, registry, {recompute_policy(config), 256}, model.num_hidden_layers,
+      config.apply_recommended_values,
+      [&](const compiler::ExecutionPlan& plan) { return result.fits_in(estimate(plan).peak()); }, &result.recompute);
+  memory = estimate(result.plan);
   result.message = fmt::format("{}{}; predicted peak {} of the {} {} offers", config.apply_recommended_values
                                    ? "apply_recommended_values: " : "",
-                               result.recompute.summary, gib(result.predicted_peak()), gib(device.offered_bytes),
+                               result.recompute.summary, format_memory_size(result.memory.peak()),
+                               format_memory_size(device.offered_bytes),
                                backend == TrainingBackend::Cuda ? "GPU" : "host");
   return result;
 }

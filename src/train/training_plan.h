@@ -53,20 +53,11 @@ DeviceMemory device_memory(TrainingBackend backend, const MachineOffer& machine,
 struct TrainingPlan {
   compiler::ExecutionPlan plan;
   compiler::RecomputeChoice recompute;
-  PlanMemory memory;                // the plan's regions and its trainable state
-  size_t lm_head_workspace = 0;     // the training backend's LM-head scratch
-  size_t evaluation_bytes = 0;      // the evaluator's backend: forward arena + LM-head scratch
-  size_t context_bytes = 0;         // CUDA context and libraries (0 on the CPU)
-  size_t margin_bytes = 0;          // kept free beyond the prediction
-  int ranks = 1;                    // CPU data parallel (gpus: N on the CPU backend): rank threads
+  MemoryEstimate memory;            // what the run will hold on the device
   DeviceMemory device;
-  // Every rank thread holds its own backend (weights, gradients, activations, LM-head scratch)
-  // and its share of the optimizer state; one evaluator serves them all.
-  size_t predicted_peak() const {
-    return static_cast<size_t>(ranks) * (memory.total() - memory.optimizer + lm_head_workspace) + memory.optimizer +
-           evaluation_bytes + context_bytes;
-  }
-  bool fits() const { return device.offered_bytes == 0 || predicted_peak() + margin_bytes <= device.offered_bytes; }
+  size_t margin_bytes = 0;          // kept free beyond the prediction
+  bool fits() const { return fits_in(memory.peak()); }
+  bool fits_in(size_t peak) const { return device.offered_bytes == 0 || peak + margin_bytes <= device.offered_bytes; }
   std::string message;              // the line the trainer prints
 };
 

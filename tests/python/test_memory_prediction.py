@@ -44,7 +44,7 @@ def test_full_fine_tuning_that_does_not_fit_names_the_options_that_would(surogat
     result = run_surogate(surogate_bin, "pt", write_job(tmp_path, lora=False), "--dry-run", "--gpu-memory", "24GiB")
     assert result.returncode == 0, result.stderr
     out = result.stdout
-    assert "predicted memory on a GPU of 24.0 GiB" in out
+    assert "predicted memory on a GPU of 24.00 GiB" in out
     assert "does NOT fit" in out
     # adamw: two fp32 moments per trainable weight, fp32 masters: one; bf16 weights: half of that.
     assert abs(gib(out, "optimizer state") - 2 * gib(out, "master weights (trainable)")) < 0.02

@@ -38,6 +38,21 @@ size_t lm_head_workspace_bytes(const compiler::ExecutionPlan& plan);
 // What the CUDA context, cuBLASLt's workspace and the kernels' modules hold (H100, driver 580).
 inline constexpr size_t kCudaContextBytes = size_t{600} << 20;
 
+// Everything a run holds on its device, as predicted.
+struct MemoryEstimate {
+  PlanMemory plan;                 // the training plan's regions and its trainable state
+  size_t lm_head_workspace = 0;    // the training backend's LM-head scratch
+  size_t evaluation = 0;           // the evaluator's backend: forward arena + LM-head scratch
+  size_t context = 0;              // CUDA context and libraries (0 on the CPU)
+  int ranks = 1;                   // CPU data parallel (gpus: N on the CPU backend): rank threads
+  // Every rank thread holds its own backend (weights, gradients, activations, LM-head scratch)
+  // and its share of the optimizer state; one evaluator serves them all.
+  size_t peak() const {
+    return static_cast<size_t>(ranks) * (plan.total() - plan.optimizer + lm_head_workspace) + plan.optimizer +
+           evaluation + context;
+  }
+};
+
 // Kept free beyond the prediction, for what it does not see (allocator rounding, fragmentation):
 // 2% of the device's memory, at least 1 GiB.
 size_t device_margin_bytes(size_t total_bytes);
