@@ -14,11 +14,9 @@
 # for each profiled launch instead of the table (with PROFILE_FILTER and a few PROFILE_LAUNCHES).
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-carry="${CARRY_DIR:-$root/carry/cuda}"
-if [[ ! -x "$carry/surogate_train_bench" && -f "$carry.tar.xz" ]]; then
-  tar -xJf "$carry.tar.xz" -C "$(dirname "$carry")" || exit 1
-fi
-export LD_LIBRARY_PATH="$carry/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+source "$root/bench/carry_env.sh"
+use_carry cuda surogate_train_bench || exit 1
+carry="$CARRY_DIR"
 model="${1:-qwen3-8b}"
 layers="${2:-2}"
 mode="${PROFILE_MODE:-lora}"

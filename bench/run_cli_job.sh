@@ -11,18 +11,17 @@
 # ceiling, peak GPU memory (nvidia-smi, sampled), and the start-up: seconds from the command to
 # the first step, as the trainer logs it ("startup" record: data, plan, weights, upload, first
 # eval), with the token cache built (first run) and reused (the runs after it).
-# Here, first: BUILD_DIR=build CARRY_DIR=carry/cudal scripts/gpu_check.sh --prepare; then on the
-# GPU machine `bash bench/run_cli_job.sh` with carry ["carry/cudal.tar.xz"].
+# Here, first: BUILD_DIR=build CARRY_DIR=carry/cli CARRY_BINARIES="surogate
+# tests/runtime_cuda/surogate_train_bench" scripts/gpu_check.sh --prepare; then on the GPU machine
+# `CARRY_DIR=$PWD/carry/cli bash bench/run_cli_job.sh` with carry ["carry/cli.tar.xz"] (a full
+# carry/cudal from a plain --prepare works too, and is the default).
 # Env: CLI_MODELS (qwen3-0.6b qwen3-8b), CLI_VARIANTS (defaults fast fast-long; also recommended),
 # CLI_STEPS (10),
 # BENCH_BINARY=0 (skip the bench binary), PEERS=0, PEER_STEPS (5). Records: $OUT/cli.jsonl.
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-export CARRY_DIR="${CARRY_DIR:-$root/carry/cudal}"
-if [[ ! -x "$CARRY_DIR/surogate" && -f "$CARRY_DIR.tar.xz" ]]; then
-  tar -xJf "$CARRY_DIR.tar.xz" -C "$(dirname "$CARRY_DIR")" || exit 1
-fi
-export LD_LIBRARY_PATH="$CARRY_DIR/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+source "$root/bench/carry_env.sh"
+use_carry cudal surogate || exit 1
 log="${OUT:-/tmp/cli_job}"
 work="${CLI_WORK:-/tmp/cli_work}"
 mkdir -p "$log" "$work"

@@ -11,11 +11,8 @@
 # FULL_MODELS, SKIP_TESTS=1, PEERS=0 (Surogate only), PEER_STEPS (5).
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-export CARRY_DIR="${CARRY_DIR:-$root/carry/cudal}"
-if [[ ! -x "$CARRY_DIR/surogate_train_bench" && -f "$CARRY_DIR.tar.xz" ]]; then
-  tar -xJf "$CARRY_DIR.tar.xz" -C "$(dirname "$CARRY_DIR")" || exit 1
-fi
-export LD_LIBRARY_PATH="$CARRY_DIR/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+source "$root/bench/carry_env.sh"
+use_carry cudal surogate_train_bench || exit 1
 log="${OUT:-/tmp/lora_job}"
 mkdir -p "$log"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv 2>&1
