@@ -2,6 +2,7 @@
 import os
 import pathlib
 import subprocess
+import sys
 import tarfile
 
 import pytest
@@ -38,3 +39,11 @@ def run_surogate(binary, *args, input_text=None, check=False, cwd=None, env=None
     """Runs the CLI and returns the CompletedProcess (text mode)."""
     return subprocess.run([str(binary), *map(str, args)], input=input_text, capture_output=True,
                           text=True, check=check, cwd=cwd, env=env)
+
+
+def make_quickstart_example(tmp_path):
+    """The embedded example (model config, character tokenizer, train / valid JSONL) written by
+    examples/quickstart/make_example.py into tmp_path/ex; returns that folder."""
+    subprocess.run([sys.executable, str(REPO_ROOT / "examples/quickstart/make_example.py"), str(tmp_path / "ex")],
+                   check=True, capture_output=True)
+    return tmp_path / "ex"

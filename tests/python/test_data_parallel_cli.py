@@ -5,11 +5,10 @@ rank each step, and gives the per-step losses of `--gpus=1` with twice the accum
 import json
 import shutil
 import subprocess
-import sys
 
 import pytest
 
-from conftest import REPO_ROOT, run_surogate
+from conftest import REPO_ROOT, make_quickstart_example, run_surogate
 
 
 def gpu_visible():
@@ -18,9 +17,7 @@ def gpu_visible():
 
 @pytest.mark.skipif(gpu_visible(), reason="a GPU is visible: gpus: 2 means two GPUs here (not implemented yet)")
 def test_gpus_two_on_the_cpu_backend_matches_one_rank_with_twice_the_accumulation(surogate_bin, tmp_path):
-    subprocess.run([sys.executable, str(REPO_ROOT / "examples/quickstart/make_example.py"), str(tmp_path / "ex")],
-                   check=True, capture_output=True)
-    ex = tmp_path / "ex"
+    ex = make_quickstart_example(tmp_path)
     config = tmp_path / "dp.yaml"
     config.write_text(f"""model: {ex / 'model'}
 sequence_len: 64
@@ -70,10 +67,8 @@ def test_zero_level_three_is_still_rejected_by_name(surogate_bin, tmp_path):
 
 @pytest.mark.skipif(gpu_visible(), reason="a GPU is visible: gpus: 2 means two GPUs here (not implemented yet)")
 def test_the_dry_run_predicts_memory_for_every_rank_thread(surogate_bin, tmp_path):
-    subprocess.run([sys.executable, str(REPO_ROOT / "examples/quickstart/make_example.py"), str(tmp_path / "ex")],
-                   check=True, capture_output=True)
+    ex = make_quickstart_example(tmp_path)
     config = REPO_ROOT / "examples/quickstart/config.yaml"
-    ex = tmp_path / "ex"
     paths = [f"--model={ex / 'model'}", f"--datasets.0.path={ex / 'train.jsonl'}",
              f"--validation_datasets.0.path={ex / 'valid.jsonl'}", f"--output_dir={tmp_path / 'out'}"]
     peaks = {}

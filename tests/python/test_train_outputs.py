@@ -16,17 +16,11 @@ import numpy as np
 from safetensors import safe_open
 
 from tiny_model import weight_shapes
-from conftest import REPO_ROOT, run_surogate
-
-
-def make_example(tmp_path):
-    subprocess.run([sys.executable, str(REPO_ROOT / "examples/quickstart/make_example.py"), str(tmp_path / "ex")],
-                   check=True, capture_output=True)
-    return tmp_path / "ex"
+from conftest import REPO_ROOT, make_quickstart_example, run_surogate
 
 
 def test_sft_writes_a_hf_model_folder_log_and_report(surogate_bin, tmp_path):
-    ex = make_example(tmp_path)
+    ex = make_quickstart_example(tmp_path)
     out = tmp_path / "out"
     config = tmp_path / "config.yaml"
     config.write_text(f"""model: {ex / 'model'}
@@ -80,7 +74,7 @@ datasets:
 
 
 def test_pt_trains_on_text(surogate_bin, tmp_path):
-    ex = make_example(tmp_path)
+    ex = make_quickstart_example(tmp_path)
     data = tmp_path / "text.jsonl"
     data.write_text("".join(json.dumps({"text": f"abc abc xyz {w}"}) + "\n" for w in ["ab", "cd", "ef"] * 50))
     config = tmp_path / "pt.yaml"
@@ -119,7 +113,7 @@ def read_tensors(file):
 
 
 def test_lora_writes_a_peft_adapter_merge_adapter_and_surogate_merge_agree(surogate_bin, tmp_path):
-    ex = make_example(tmp_path)
+    ex = make_quickstart_example(tmp_path)
     # A base with weights: two steps of full fine-tuning from scratch.
     base = tmp_path / "base"
     result = run_surogate(surogate_bin, "sft", sft_config(tmp_path / "base.yaml", ex / "model", base,
@@ -186,7 +180,7 @@ def test_lora_writes_a_peft_adapter_merge_adapter_and_surogate_merge_agree(surog
 def test_killing_a_run_at_any_moment_leaves_a_resumable_checkpoint(surogate_bin, tmp_path):
     """SIGKILL at several moments of a run that saves every step (so most kills land in or near a
     save); each time the resumed run starts from a complete checkpoint and finishes."""
-    ex = make_example(tmp_path)
+    ex = make_quickstart_example(tmp_path)
     out = tmp_path / "killed"
     config = sft_config(tmp_path / "kill.yaml", ex / "model", out,
                         "lora: false\nsave_total_limit: 2\nresume_from_checkpoint: true\n")
@@ -222,7 +216,7 @@ def test_trained_model_folder_matches_an_independent_numpy_llama(surogate_bin, t
     sys.path.insert(0, str(REPO_ROOT / "examples" / "quickstart"))
     import evaluate as numpy_llama
 
-    ex = make_example(tmp_path)
+    ex = make_quickstart_example(tmp_path)
     out = tmp_path / "full"
     result = run_surogate(surogate_bin, "sft", sft_config(tmp_path / "full.yaml", ex / "model", out,
                                                            "lora: false\ninit_projections_to_zero: false\n"))
