@@ -20,7 +20,7 @@ namespace surogate::train {
 
 struct MemoryPrediction {
   std::string device;                                    // what it was predicted for
-  std::vector<std::pair<std::string, size_t>> categories;  // name, bytes (the reserve last)
+  std::vector<std::pair<std::string, size_t>> categories;  // name, bytes; their sum is total_bytes
   size_t total_bytes = 0;                                // the categories' sum: the predicted peak
   size_t device_bytes = 0;                               // what the device offers in all
   size_t margin_bytes = 0;                               // kept free beyond the predicted peak
