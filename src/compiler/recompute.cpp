@@ -100,13 +100,16 @@ private:
 
 bool RecomputePolicy::recomputes(std::string_view group) const {
   if (group.empty()) return false;
+  // A quantized weight's dequantized copy (models/qlora.h) is rebuilt for backward under every
+  // policy: keeping it would hold a full-precision copy of the weights.
+  if (group == "dequant") return true;
   if (group == "rmsnorm") return rmsnorm || block;
   if (group == "qkv") return qkv || att || block;
   if (group == "att") return att || block;
   if (group == "swiglu") return swiglu || ffn || block;
   if (group == "ffn") return ffn || block;
   if (group == "block" || group.starts_with("block:")) return block;
-  fail_user("unknown recompute group '{}' (expected rmsnorm, qkv, att, swiglu, ffn, block or block:<layer>)", group);
+  fail_user("unknown recompute group '{}' (expected rmsnorm, qkv, att, swiglu, ffn, block, block:<layer> or dequant)", group);
 }
 
 bool RecomputePolicy::keeps_outputs_of(const graph::Node& producer) const {

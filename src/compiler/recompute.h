@@ -17,6 +17,7 @@
 //   "swiglu"   recompute_swiglu | recompute_ffn | recompute_block
 //   "ffn"      recompute_ffn | recompute_block
 //   "block", "block:<layer>"   recompute_block
+//   "dequant"  always (a QLoRA weight's dequantized copy, models/qlora.h, is never kept)
 //
 // Within the enabled groups, keep_expensive_layers lets the planner keep what is expensive to
 // re-run — the outputs of matmuls (linear, linear_add) and attention (its output and log-sum-exp)

@@ -46,6 +46,7 @@ const CudaOpTable& builtin_cuda_ops() {
     register_linear_cuda_ops(built);
     register_lora_cuda_ops(built);
     register_fused_cuda_ops(built);
+    register_quant_cuda_ops(built);
     return built;
   }();
   return table;

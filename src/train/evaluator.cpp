@@ -14,7 +14,10 @@ graph::Graph evaluation_graph(const EvaluatorSetup& setup, DType dtype) {
   options.dtype = dtype;
   models::DecoderGraph decoder = models::build_decoder_graph(*setup.config, *setup.registry, options);
   if (!setup.lora) return std::move(decoder.graph);
-  return models::apply_lora(decoder.graph, *setup.registry, setup.lora->adapters, setup.lora->options, false);
+  graph::Graph graph =
+      models::apply_lora(decoder.graph, *setup.registry, setup.lora->adapters, setup.lora->options, false);
+  if (setup.nf4) graph = models::apply_nf4_quantization(graph, *setup.registry, *setup.nf4);
+  return graph;
 }
 
 EvalResult evaluate_split(data::DataLoader& loader, BatchInputs& inputs, const EvaluateBatch& evaluate_batch) {
@@ -42,12 +45,14 @@ namespace {
 
 class CpuEvaluator final : public Evaluator {
 public:
-  CpuEvaluator(const EvaluatorSetup& setup, std::span<const WeightView> weights)
+  CpuEvaluator(const EvaluatorSetup& setup, std::span<const WeightView> weights,
+               std::span<const StoredNf4Weight> quantized)
       : weights_(weights), loader_(setup.cache, setup.cache->eval(), setup.batch, setup.seed, setup.pad_id) {
     plan_ = compiler::compile_forward(evaluation_graph(setup, DType::F32), *setup.registry);
     loss_ = plan_.tensor("loss");
     correct_ = plan_.tensor("correct");
     backend_.load(plan_, *setup.registry);
+    for (const StoredNf4Weight& stored : quantized) write_quantized(backend_, plan_, stored.weight, stored.pieces);
     inputs_ = std::make_unique<BatchInputs>(plan_);
   }
 
@@ -73,8 +78,9 @@ private:
 
 }  // namespace
 
-std::unique_ptr<Evaluator> make_cpu_evaluator(const EvaluatorSetup& setup, std::span<const WeightView> weights) {
-  return std::make_unique<CpuEvaluator>(setup, weights);
+std::unique_ptr<Evaluator> make_cpu_evaluator(const EvaluatorSetup& setup, std::span<const WeightView> weights,
+                                              std::span<const StoredNf4Weight> quantized) {
+  return std::make_unique<CpuEvaluator>(setup, weights, quantized);
 }
 
 }  // namespace surogate::train

@@ -22,6 +22,8 @@
 #include "runtime/backend.h"
 #include "train/batch_inputs.h"
 #include "train/checkpoint_io.h"
+#include "models/qlora.h"
+#include "train/quantized_weights.h"
 
 namespace surogate::train {
 
@@ -39,6 +41,7 @@ struct EvaluatorSetup {
   uint64_t seed = 0;
   int32_t pad_id = 0;
   const models::LoraSetup* lora = nullptr;  // the adapters, evaluated without dropout (PEFT's eval mode)
+  const models::Nf4Options* nf4 = nullptr;  // QLoRA: the frozen projections in NF4 (models/qlora.h)
 };
 
 class Evaluator {
@@ -59,6 +62,8 @@ using EvaluateBatch = std::function<std::pair<double, double>(std::span<const ru
 EvalResult evaluate_split(data::DataLoader& loader, BatchInputs& inputs, const EvaluateBatch& evaluate_batch);
 
 // `weights` are the CPU training device's fp32 parameters (its backend's own buffers).
-std::unique_ptr<Evaluator> make_cpu_evaluator(const EvaluatorSetup& setup, std::span<const WeightView> weights);
+// `quantized`: the QLoRA base, written into the evaluator's backend once.
+std::unique_ptr<Evaluator> make_cpu_evaluator(const EvaluatorSetup& setup, std::span<const WeightView> weights,
+                                              std::span<const StoredNf4Weight> quantized = {});
 
 }  // namespace surogate::train

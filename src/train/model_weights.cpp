@@ -30,7 +30,7 @@ bool is_norm(const std::string& name) {
 }  // namespace
 
 void initialize_weights(std::span<const models::ParameterSpec> specs, std::span<const WeightView> weights,
-                        uint64_t seed, bool projections_to_zero) {
+                        uint64_t seed, bool projections_to_zero, const WeightWritten& written) {
   SUROGATE_CHECK(specs.size() == weights.size(), "one weight view per parameter");
   std::mt19937_64 generator(seed);
   // Box-Muller on the standard 64-bit Mersenne twister: the same values on every platform.
@@ -49,11 +49,12 @@ void initialize_weights(std::span<const models::ParameterSpec> specs, std::span<
         value = static_cast<float>(0.02 * radius * std::cos(2.0 * M_PI * uniform()));
       }
     }
+    if (written) written(i);
   }
 }
 
 void load_weights(const fs::path& model_dir, std::span<const models::ParameterSpec> specs,
-                  std::span<const WeightView> weights) {
+                  std::span<const WeightView> weights, const WeightWritten& written) {
   SUROGATE_CHECK(specs.size() == weights.size(), "one weight view per parameter");
   size_t index = 0;
   models::load_hf_weights(model_dir, specs, [&](const models::ParameterSpec& spec, const io::SafetensorsTensor& tensor) {
@@ -67,6 +68,7 @@ void load_weights(const fs::path& model_dir, std::span<const models::ParameterSp
       fail_user("{}: tensor {} holds a non-finite value ({} at element {}); the weights are damaged: re-download or "
                 "re-export the model", model_dir.string(), tensor.name, *bad, bad - values.begin());
     }
+    if (written) written(index);
     ++index;
   });
 }

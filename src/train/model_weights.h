@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <span>
 
 #include "models/model_spec.h"
@@ -17,11 +18,14 @@ namespace surogate::train {
 // True when `model_dir` holds a *.safetensors file or a safetensors index.
 bool has_safetensors(const std::filesystem::path& model_dir);
 
+// Called with i once weights[i] holds its values (QLoRA quantizes it then; views may share memory).
+using WeightWritten = std::function<void(size_t index)>;
+
 // `weights[i]` belongs to `specs[i]`.
 void initialize_weights(std::span<const models::ParameterSpec> specs, std::span<const WeightView> weights,
-                        uint64_t seed, bool projections_to_zero);
+                        uint64_t seed, bool projections_to_zero, const WeightWritten& written = {});
 
 void load_weights(const std::filesystem::path& model_dir, std::span<const models::ParameterSpec> specs,
-                  std::span<const WeightView> weights);
+                  std::span<const WeightView> weights, const WeightWritten& written = {});
 
 }  // namespace surogate::train

@@ -101,6 +101,8 @@ private:
   io::ModelConfig model_config_;
   std::vector<models::ParameterSpec> specs_;  // the base model's parameters
   std::optional<models::LoraSetup> lora_;
+  std::optional<models::Nf4Options> nf4_;                 // qlora_bnb
+  std::vector<models::QuantizedWeight> quantized_;        // the base weights the plan stores in NF4
   graph::TensorId dropout_seed_ = graph::kNoTensor;
   int32_t dropout_seed_value_ = 0;
   graph::OpRegistry registry_;
@@ -186,7 +188,16 @@ Run::Run(const Config& config, const TrainerOptions& options)
   end_phase("plan");
   inputs_ = std::make_unique<BatchInputs>(plan_);
   if (auto seed = plan_.graph.find_tensor(models::kDropoutSeed)) dropout_seed_ = *seed;
-  TrainingDeviceSetup device_setup{&plan_, &registry_, specs_, &config};
+  // QLoRA: the weights the plan stores in NF4 reach the device through store_quantized().
+  nf4_ = nf4_options(config);
+  quantized_ = models::quantized_weights(plan_.graph);
+  auto is_quantized = [this](const std::string& name) {
+    return std::any_of(quantized_.begin(), quantized_.end(), [&](const auto& weight) { return weight.name == name; });
+  };
+  TrainingDeviceSetup device_setup{&plan_, &registry_, {}, &config};
+  for (const models::ParameterSpec& spec : specs_) {
+    if (!is_quantized(spec.name)) device_setup.specs.push_back(spec);
+  }
   if (lora_) {
     for (const models::LoraAdapter& adapter : lora_->adapters) {
       device_setup.specs.push_back(adapter.a);
@@ -204,13 +215,37 @@ Run::Run(const Config& config, const TrainerOptions& options)
   }
   end_phase("device");
   const std::span<const WeightView> weights = device_->weights();
-  std::span<const WeightView> base_weights = weights.first(specs_.size());
+  // Every base weight is loaded (or initialised) into the device's host copy, or, when the plan
+  // stores it in NF4, into one scratch buffer that is quantized onto the device at once.
+  std::vector<WeightView> base_weights;
+  std::vector<float> scratch;
+  for (const models::QuantizedWeight& weight : quantized_) {
+    scratch.resize(std::max(scratch.size(), static_cast<size_t>(weight.nf4.numel)));
+  }
+  size_t next_device_weight = 0;
+  for (const models::ParameterSpec& spec : specs_) {
+    if (is_quantized(spec.name)) {
+      base_weights.push_back({spec.name, spec.shape, std::span<float>(scratch).first(graph::shape_numel(spec.shape))});
+    } else {
+      base_weights.push_back(weights[next_device_weight++]);
+    }
+  }
+  auto store_if_quantized = [&](size_t index) {
+    for (const models::QuantizedWeight& weight : quantized_) {
+      if (weight.name == specs_[index].name) device_->store_quantized(weight, base_weights[index].values);
+    }
+  };
   if (has_safetensors(config.model)) {
-    load_weights(config.model, specs_, base_weights);
+    load_weights(config.model, specs_, base_weights, store_if_quantized);
   } else {
     display_.message(fmt::format("{} has no safetensors: initialising the model from scratch (seed {})", config.model,
                                  config.train_seed));
-    initialize_weights(specs_, base_weights, static_cast<uint64_t>(config.train_seed), config.init_projections_to_zero);
+    initialize_weights(specs_, base_weights, static_cast<uint64_t>(config.train_seed), config.init_projections_to_zero,
+                       store_if_quantized);
+  }
+  if (!quantized_.empty()) {
+    display_.message(fmt::format("QLoRA: {} base weights stored in NF4 (block {}, double quantization {})",
+                                 quantized_.size(), nf4_->block_size, nf4_->double_quant ? "on" : "off"));
   }
   if (lora_) {
     initialize_lora(*lora_, weights, static_cast<uint64_t>(config.train_seed));
@@ -246,7 +281,8 @@ Run::Run(const Config& config, const TrainerOptions& options)
 
   if (cache_->eval().rows() > 0) {
     evaluator_ = device_->make_evaluator({&model_config_, &registry_, batch, sequence, config.lmhead_chunks, cache_,
-                                          static_cast<uint64_t>(config.eval_seed), pad_id, lora_ ? &*lora_ : nullptr});
+                                          static_cast<uint64_t>(config.eval_seed), pad_id, lora_ ? &*lora_ : nullptr,
+                                          nf4_ ? &*nf4_ : nullptr});
   }
   store_ = std::make_unique<CheckpointStore>(config.checkpoint_dir.value_or(config.output_dir),
                                              static_cast<int>(config.save_total_limit));
@@ -330,7 +366,27 @@ void Run::write_outputs() {
   if (config_.merge_adapter) {
     const fs::path merged = merged_model_dir(config_.output_dir);
     std::vector<WeightView> merged_views;
-    std::vector<std::vector<float>> merged_values = merge_lora_weights(*lora_, specs_, weights);
+    // QLoRA: the adapters merge into the base as the model folder holds it (full precision), not
+    // into its NF4 approximation.
+    std::vector<std::vector<float>> original;
+    std::vector<WeightView> sources(weights.begin(), weights.end());
+    if (!quantized_.empty()) {
+      sources.clear();
+      std::vector<WeightView> base;
+      original.resize(specs_.size());
+      for (size_t i = 0; i < specs_.size(); ++i) {
+        original[i].resize(static_cast<size_t>(graph::shape_numel(specs_[i].shape)));
+        base.push_back({specs_[i].name, specs_[i].shape, original[i]});
+      }
+      if (has_safetensors(config_.model)) {
+        load_weights(config_.model, specs_, base);
+      } else {
+        initialize_weights(specs_, base, static_cast<uint64_t>(config_.train_seed), config_.init_projections_to_zero);
+      }
+      sources = base;
+      for (const WeightView& adapter : device_->trainable()) sources.push_back(adapter);
+    }
+    std::vector<std::vector<float>> merged_values = merge_lora_weights(*lora_, specs_, sources);
     for (size_t i = 0; i < specs_.size(); ++i) merged_views.push_back({specs_[i].name, specs_[i].shape, merged_values[i]});
     save_hf_model(merged, model_config_, config_.model, specs_, merged_views);
     display_.message(fmt::format("merged model written to {}", merged.string()));

@@ -15,6 +15,7 @@
 #include "config/config.h"
 #include "io/model_config.h"
 #include "models/lora.h"
+#include "models/qlora.h"
 #include "train/device/backend_selection.h"
 #include "train/device/memory_budget.h"
 
@@ -24,13 +25,17 @@ namespace surogate::train {
 // lora_target_modules), with the CUDA backend's faster graph forms on (models/lora.h).
 models::LoraSetup lora_setup(const Config& config, const io::ModelConfig& model, TrainingBackend backend);
 
+// QLoRA with qlora_bnb: the NF4 layout of the frozen base (qlora_bnb_block_size,
+// qlora_bnb_double_quant); nullopt otherwise.
+std::optional<models::Nf4Options> nf4_options(const Config& config);
+
 struct TrainingForward {
   graph::Graph graph;
   graph::TensorId loss = graph::kNoTensor;
 };
 
 // The forward graph of one micro-batch [batch, sequence] as the backend trains it (`training`:
-// with the LoRA dropout; false: as the evaluator runs it).
+// with the LoRA dropout; false: as the evaluator runs it), with the NF4 base under qlora_bnb.
 TrainingForward build_training_forward(const Config& config, const io::ModelConfig& model,
                                        const graph::OpRegistry& registry, const models::LoraSetup* lora,
                                        TrainingBackend backend, int64_t batch, int64_t sequence,

@@ -78,6 +78,7 @@ void register_dropout_ops(OpRegistry& registry) {
         ctx.attrs.integer("stream");
         return std::vector<TensorType>{ctx.input(0)};
       },
+      .gradient = {},
       .cpu = bind_cpu_dropout,
   });
 }

@@ -40,6 +40,7 @@
 #include "runtime/cpu_backend.h"
 #include "train/device/backend_selection.h"
 #include "train/device/cpu_parameters.h"
+#include "train/quantized_weights.h"
 
 namespace surogate::train {
 namespace {
@@ -115,7 +116,11 @@ public:
     return tensors;
   }
   std::unique_ptr<Evaluator> make_evaluator(const EvaluatorSetup& setup) override {
-    return make_cpu_evaluator(setup, ranks_[0]->parameters.weights);
+    return make_cpu_evaluator(setup, ranks_[0]->parameters.weights, quantized_);
+  }
+  void store_quantized(const models::QuantizedWeight& weight, std::span<const float> values) override {
+    quantized_.push_back({weight, quantize_weight(weight, values)});
+    for (auto& rank : ranks_) write_quantized(rank->backend, plan_, weight, quantized_.back().pieces);
   }
 
   // Every rank starts from rank 0's parameters (frozen ones included). The optimizer state needs
@@ -210,6 +215,7 @@ private:
   distributed::ParallelLayout layout_;
   distributed::RankThreads threads_;
   std::vector<std::unique_ptr<Rank>> ranks_;
+  std::vector<StoredNf4Weight> quantized_;  // QLoRA's base, kept for the evaluator's backend
   std::vector<size_t> offsets_;      // each trainable tensor's offset in the flat buffer
   size_t total_ = 0;                 // the flat buffer's elements
   std::vector<size_t> shard_sizes_;  // the all-gather's pieces, one per rank

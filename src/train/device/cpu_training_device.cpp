@@ -13,6 +13,7 @@
 #include "train/device/cpu_data_parallel_device.h"
 #include "train/device/cpu_parameters.h"
 #include "train/device/training_device.h"
+#include "train/quantized_weights.h"
 
 namespace surogate::train {
 
@@ -89,7 +90,11 @@ public:
   std::span<const WeightView> trainable() const override { return parameters_.trainable; }
   std::vector<StateTensor> optimizer_state() override { return optimizer_->state_tensors(); }
   std::unique_ptr<Evaluator> make_evaluator(const EvaluatorSetup& setup) override {
-    return make_cpu_evaluator(setup, parameters_.weights);
+    return make_cpu_evaluator(setup, parameters_.weights, quantized_);
+  }
+  void store_quantized(const models::QuantizedWeight& weight, std::span<const float> values) override {
+    quantized_.push_back({weight, quantize_weight(weight, values)});
+    write_quantized(backend_, plan_, weight, quantized_.back().pieces);
   }
   void upload() override {}
   void download() override {}
@@ -118,6 +123,7 @@ private:
   runtime::CpuBackend backend_;
   graph::TensorId loss_ = graph::kNoTensor;
   CpuParameters parameters_;
+  std::vector<StoredNf4Weight> quantized_;  // QLoRA's base, kept for the evaluator's backend
   std::unique_ptr<Optimizer> optimizer_;
   double loss_sum_ = 0.0, grad_norm_ = 0.0;
 };

@@ -32,6 +32,7 @@
 #include "train/device/device_optimizer.h"
 #include "train/device/gradient_accumulate.h"
 #include "train/device/training_device.h"
+#include "train/quantized_weights.h"
 
 namespace surogate::train {
 namespace {
@@ -212,6 +213,10 @@ public:
     }
     optimizer_->upload(stream);
     CUDA_CHECK(cudaStreamSynchronize(stream));
+  }
+
+  void store_quantized(const models::QuantizedWeight& weight, std::span<const float> values) override {
+    write_quantized(backend_, plan_, weight, quantize_weight(weight, values));
   }
 
   void download() override {

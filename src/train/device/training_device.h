@@ -27,6 +27,7 @@
 #include "config/config.h"
 #include "graph/op_registry.h"
 #include "models/model_spec.h"
+#include "models/qlora.h"
 #include "runtime/backend.h"
 #include "train/checkpoint_io.h"
 #include "train/evaluator.h"
@@ -59,6 +60,11 @@ public:
   virtual void upload() = 0;
   virtual void download() = 0;
 
+  // QLoRA: the frozen weights the plan stores in NF4 (models/qlora.h) are not among weights();
+  // each loaded one is handed here once, before upload(): quantized on the host and written to
+  // the device (every rank's).
+  virtual void store_quantized(const models::QuantizedWeight& weight, std::span<const float> values) = 0;
+
   virtual void accumulate(std::span<const runtime::InputBinding> inputs) = 0;
   virtual StepMetrics measure() = 0;
   virtual void update(const OptimizerStep& step) = 0;
@@ -72,7 +78,8 @@ public:
 };
 
 // What both devices are built from. `specs` are every parameter of the plan (base model, then
-// LoRA adapters); those with a gradient in the plan are trainable.
+// LoRA adapters); those with a gradient in the plan are trainable. Weights the plan stores
+// quantized (QLoRA) are not among them: they arrive through store_quantized().
 struct TrainingDeviceSetup {
   const compiler::ExecutionPlan* plan = nullptr;  // must outlive the device
   const graph::OpRegistry* registry = nullptr;

@@ -1,0 +1,117 @@
+// The NF4 rewrite of a decoder's frozen projections; see qlora.h.
+#include "models/qlora.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+#include "core/error.h"
+#include "graph/builder.h"
+
+namespace surogate::models {
+namespace {
+using graph::TensorId;
+
+constexpr const char* kDequantize = "dequantize_nf4";
+
+bool reads_as_weight(const graph::Node& node, TensorId id) {
+  if (node.op != "linear" && node.op != "linear_add") return false;
+  for (size_t i = 0; i < node.inputs.size(); ++i) {
+    if (node.inputs[i] == id && i != 1) return false;
+  }
+  return true;
+}
+
+// The frozen 2-D parameters under "layers." that only linear / linear_add read, as their weight.
+std::vector<TensorId> quantizable_weights(const graph::Graph& forward) {
+  std::unordered_map<TensorId, bool> only_weight;  // parameter → read only as a weight so far
+  for (const graph::Node& node : forward.nodes) {
+    for (TensorId input : node.inputs) {
+      const graph::TensorInfo& info = forward.tensor(input);
+      if (info.role != graph::TensorRole::Parameter || info.trainable || info.type.shape.size() != 2 ||
+          !info.name.starts_with("layers.")) {
+        continue;
+      }
+      auto [found, fresh] = only_weight.try_emplace(input, true);
+      found->second = found->second && reads_as_weight(node, input);
+    }
+  }
+  std::vector<TensorId> result;
+  for (TensorId id : forward.parameters) {
+    if (auto found = only_weight.find(id); found != only_weight.end() && found->second) result.push_back(id);
+  }
+  return result;
+}
+
+}  // namespace
+
+graph::Graph apply_nf4_quantization(const graph::Graph& forward, const graph::OpRegistry& registry,
+                                    const Nf4Options& options) {
+  if (options.block_size < 2 || options.block_size % 2 != 0) {
+    fail_user("the NF4 block size must be even, got {}", options.block_size);
+  }
+  const std::vector<TensorId> weights = quantizable_weights(forward);
+  graph::Graph rewritten = forward;
+  rewritten.nodes.clear();
+  for (graph::TensorInfo& info : rewritten.tensors) info.producer = graph::kNoNode;
+  std::erase_if(rewritten.parameters,
+                [&](TensorId id) { return std::find(weights.begin(), weights.end(), id) != weights.end(); });
+  graph::GraphBuilder builder(registry, std::move(rewritten));
+
+  // Each weight becomes an activation; its dequantize_nf4 node is emitted before its first reader.
+  std::unordered_map<TensorId, graph::Node> pending;
+  for (TensorId id : weights) {
+    graph::TensorInfo& info = builder.mutable_graph().tensor(id);
+    info.role = graph::TensorRole::Activation;
+    quant::Nf4Shape shape{info.type.numel(), options.block_size, options.double_quant};
+    graph::Node node;
+    node.name = info.name + ".dequant";
+    node.op = kDequantize;
+    node.recompute_group = "dequant";
+    node.outputs = {id};
+    node.attrs = {{"shape", info.type.shape},
+                  {"block_size", options.block_size},
+                  {"dtype", std::string(dtype_safetensors_name(info.type.dtype))}};
+    const std::string name = info.name;
+    node.inputs.push_back(builder.parameter(name + ".nf4", DType::U8, {shape.packed_bytes()}, false));
+    if (options.double_quant) {
+      node.inputs.push_back(builder.parameter(name + ".absmax", DType::U8, {shape.blocks()}, false));
+      node.inputs.push_back(builder.parameter(name + ".nested_absmax", DType::F32, {shape.absmax2_count()}, false));
+      node.inputs.push_back(builder.parameter(name + ".offset", DType::F32, {1}, false));
+    } else {
+      node.inputs.push_back(builder.parameter(name + ".absmax", DType::F32, {shape.blocks()}, false));
+    }
+    pending.emplace(id, std::move(node));
+  }
+  for (const graph::Node& node : forward.nodes) {
+    for (TensorId input : node.inputs) {
+      auto found = pending.find(input);
+      if (found == pending.end()) continue;
+      builder.mutable_graph().add_node(std::move(found->second));
+      pending.erase(found);
+    }
+    builder.mutable_graph().add_node(node);
+  }
+  return builder.finish();
+}
+
+std::vector<QuantizedWeight> quantized_weights(const graph::Graph& graph) {
+  std::vector<QuantizedWeight> result;
+  for (const graph::Node& node : graph.nodes) {
+    if (node.op != kDequantize || node.phase != graph::NodePhase::Forward) continue;
+    const graph::TensorInfo& weight = graph.tensor(node.outputs[0]);
+    QuantizedWeight entry;
+    entry.name = weight.name;
+    entry.shape = weight.type.shape;
+    entry.nf4 = {weight.type.numel(), node.attrs.at("block_size").get<int64_t>(), node.inputs.size() == 4};
+    entry.packed = graph.tensor(node.inputs[0]).name;
+    entry.absmax = graph.tensor(node.inputs[1]).name;
+    if (entry.nf4.double_quant) {
+      entry.nested_absmax = graph.tensor(node.inputs[2]).name;
+      entry.offset = graph.tensor(node.inputs[3]).name;
+    }
+    result.push_back(std::move(entry));
+  }
+  return result;
+}
+
+}  // namespace surogate::models
