@@ -68,4 +68,5 @@ MODELS = {
     "qwen3-1.7b": Qwen3Shape("qwen3-1.7b", 2048, 6144, 28, 16, 8),
     "qwen3-4b": Qwen3Shape("qwen3-4b", 2560, 9728, 36, 32, 8),
     "qwen3-8b": Qwen3Shape("qwen3-8b", 4096, 12288, 36, 32, 8, tied=False),
+    "qwen3-14b": Qwen3Shape("qwen3-14b", 5120, 17408, 40, 40, 8, tied=False),
 }

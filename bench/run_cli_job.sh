@@ -47,6 +47,9 @@ save_steps: 1000
 YAML
   case "$1" in
     defaults) ;;
+    qlora-fast) printf 'qlora_bnb: true\nlora_dropout: 0.0\n'
+          for r in recompute_swiglu recompute_rmsnorm recompute_ffn recompute_qkv recompute_att recompute_block \
+                   recompute_lora; do printf '%s: false\n' "$r"; done ;;
     fast|fast-long) printf 'lora_dropout: 0.0\n'
           # -long: documents of 2,300+ tokens cut to the row (one document per row, as the bench
           # binary's rows): the CLI / binary comparison on the same work.
@@ -54,6 +57,7 @@ YAML
           for r in recompute_swiglu recompute_rmsnorm recompute_ffn recompute_qkv recompute_att recompute_block \
                    recompute_lora; do printf '%s: false\n' "$r"; done ;;
     recommended) printf 'apply_recommended_values: true\n' ;;
+    qlora) printf 'qlora_bnb: true\n' ;;  # QLoRA NF4 (block 64, double quantization) with the defaults
     full) printf 'lora: false\n' ;;  # full fine-tuning with the defaults: where recompute must choose
     full-b4) printf 'lora: false\nper_device_train_batch_size: 4\n' ;;  # more than fits: partial recompute
     *) echo "unknown variant $1" >&2; return 1 ;;
