@@ -133,3 +133,27 @@ def test_bad_tool_data_names_file_line_and_problem(tmp_path, surogate_bin, token
     result = preview(tmp_path, surogate_bin, tokenizers_dir, rows)
     assert result.returncode != 0
     assert "tools.jsonl:2" in result.stderr and message in result.stderr, result.stderr
+
+
+def test_unknown_loss_scale_is_a_config_error_with_a_suggestion(tmp_path, surogate_bin, tokenizers_dir):
+    result = preview(tmp_path, surogate_bin, tokenizers_dir, [AGENT_ROW], loss_scale="last_rund")
+    assert result.returncode != 0
+    assert "unknown loss_scale 'last_rund'" in result.stderr and "did you mean 'last_round'" in result.stderr
+
+
+def test_response_prefix_and_ignore_empty_think_in_preview(tmp_path, surogate_bin, tokenizers_dir):
+    row = {"messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello!"},
+                        {"role": "user", "content": "Bye"}, {"role": "assistant", "content": "Bye!"}]}
+    result = preview(tmp_path, surogate_bin, tokenizers_dir, [row], response_prefix="<think>\n\n</think>\n\n",
+                     loss_scale="ignore_empty_think")
+    assert result.returncode == 0, result.stderr
+    tokenizer = transformers.AutoTokenizer.from_pretrained(str(tokenizers_dir / "qwen3"))
+    prefixed = [dict(m, content="<think>\n\n</think>\n\n" + m["content"]) if m["role"] == "assistant" else m
+                for m in row["messages"]]
+    assert preview_ids(result.stdout) == [hf_ids(tokenizer, prefixed, None)]
+    assert loss_runs(result.stdout) == ["Hello!<|im_end|>\n", "Bye!<|im_end|>\n"]
+
+
+def test_agent_template_is_still_rejected(tmp_path, surogate_bin, tokenizers_dir):
+    result = preview(tmp_path, surogate_bin, tokenizers_dir, [AGENT_ROW], agent_template="hermes")
+    assert result.returncode != 0 and "'agent_template' is valid but not implemented yet" in result.stderr
