@@ -59,14 +59,15 @@ void check_scalar(const InferContext& ctx, size_t index) {
   }
 }
 
-// The optional weights input at `index`: F32 [rows]. True when present.
+// The optional weights input at `index`: F32, one per row (any shape, like the labels). True when present.
 bool check_token_weights(const InferContext& ctx, size_t index, int64_t rows) {
   if (ctx.input_count() == index) return false;
   if (ctx.input_count() != index + 1) {
     ctx.fail("takes {} inputs, or {} with token weights; got {}", index, index + 1, ctx.input_count());
   }
-  if (ctx.input(index) != TensorType{DType::F32, Shape{rows}}) {
-    ctx.fail("{} (token weights) must be F32[{}], one per row", ctx.input_label(index), rows);
+  if (ctx.input(index).dtype != DType::F32 || ctx.input(index).numel() != rows) {
+    ctx.fail("{} (token weights) must be F32 with one value per row of {} ({} rows)", ctx.input_label(index),
+             ctx.input_label(0), rows);
   }
   return true;
 }
