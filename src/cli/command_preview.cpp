@@ -23,19 +23,28 @@ struct PreviewArguments {
   int count = 3;
 };
 
-// Token pieces joined, loss runs marked.
+// Token pieces joined, loss runs marked. With token weights (loss_scale hermes / react) a run of
+// weight w != 1 opens with "×w " inside the marker (yellow on a terminal instead of green).
 std::string mark_loss(const data::TokenizedSample& sample, const data::TextCodec& codec, bool colour) {
   std::string out;
-  bool in_loss = false;
+  float current = 0.0f;  // weight of the open run; 0 = outside loss
+  auto close = [&] {
+    if (current != 0.0f) out += colour ? "\x1b[0m" : "⟧";
+  };
   for (size_t i = 0; i < sample.input_ids.size(); ++i) {
-    bool loss = sample.labels[i] != data::kIgnoreLabel;
-    if (loss != in_loss) {
-      out += loss ? (colour ? "\x1b[32m" : "⟦") : (colour ? "\x1b[0m" : "⟧");
-      in_loss = loss;
+    const bool loss = sample.labels[i] != data::kIgnoreLabel;
+    const float weight = !loss ? 0.0f : sample.weights.empty() ? 1.0f : sample.weights[i];
+    if (weight != current) {
+      close();
+      if (weight != 0.0f) {
+        out += colour ? (weight == 1.0f ? "\x1b[32m" : "\x1b[33m") : "⟦";
+        if (weight != 1.0f) out += fmt::format("×{:g} ", weight);
+      }
+      current = weight;
     }
     out += codec.decode(std::span<const int32_t>(&sample.input_ids[i], 1));
   }
-  if (in_loss) out += colour ? "\x1b[0m" : "⟧";
+  close();
   return out;
 }
 

@@ -15,7 +15,7 @@ void lm_head_cross_entropy(Matmul& matmul, const LmHeadLossArguments& a, cudaStr
     MatmulShape logits_shape{.m = rows, .n = a.vocab, .k = a.channels, .transpose_b = true};
     matmul.run(logits_shape, a.logits_workspace, hidden, a.weight, nullptr, stream);
     cross_entropy_forward_backward(a.logits_workspace, a.row_losses + start, a.labels + start, rows, a.vocab,
-                                   a.grad_scale, stream);
+                                   a.grad_scale, stream, a.weights ? a.weights + start : nullptr);
     if (a.grad_scale == nullptr) continue;
     if (a.dhidden) {
       MatmulShape input_grad{.m = rows, .n = a.channels, .k = a.vocab};

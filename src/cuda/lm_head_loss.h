@@ -24,6 +24,7 @@ struct LmHeadLossArguments {
   const __nv_bfloat16* hidden = nullptr;  // [rows, channels]
   const __nv_bfloat16* weight = nullptr;  // [vocab, channels]
   const int32_t* labels = nullptr;        // [rows], shifted, -100 = ignore
+  const float* weights = nullptr;         // [rows] loss weights (loss_scale strategies), or null for 1
   int64_t rows = 0;
   int64_t channels = 0;
   int64_t vocab = 0;

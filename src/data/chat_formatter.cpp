@@ -6,32 +6,31 @@
 // locating the turn's content in the full text and its end-of-turn suffix from the prefix
 // rendering. The text is then tokenized span by span so the mask is exact.
 #include <algorithm>
+#include <set>
 
 #include "core/error.h"
 #include "data/formatter.h"
 #include "data/text_checks.h"
+#include "data/loss_scale.h"
+#include "data/tool_turns.h"
 
 namespace surogate::data {
 namespace {
 
-using nlohmann::json;
 
 std::optional<std::string> canonical_role(const std::string& role) {
   if (role == "user" || role == "human") return "user";
   if (role == "assistant" || role == "gpt" || role == "model" || role == "bot" || role == "chatgpt") return "assistant";
   if (role == "system") return "system";
   if (role == "tool" || role == "function" || role == "observation" || role == "ipython") return "tool";
+  if (role == "tool_response") return "tool_response";
+  if (role == "tool_call" || role == "function_call") return "tool_call";
   return std::nullopt;
 }
 
 bool starts_with(const std::string& text, const std::string& prefix) {
   return text.size() >= prefix.size() && text.compare(0, prefix.size(), prefix) == 0;
 }
-
-struct CharSpan {
-  size_t begin;
-  size_t end;
-};
 
 }  // namespace
 
@@ -49,7 +48,7 @@ FormattedRow Formatter::format_conversation(const Row& row) const {
   if (found->empty()) fail_user("{}: the conversation in '{}' is empty; remove the row", origin.describe(), dataset_.messages_field);
 
   std::map<std::string, std::string> mapping = dataset_.message_property_mappings;
-  const json& first = found->front();
+  const RowValue& first = found->front();
   bool default_mapping = mapping.count("role") && mapping["role"] == "role" && mapping.count("content") &&
                          mapping["content"] == "content";
   if (default_mapping && first.is_object() && !first.contains("role") && first.contains("from") && first.contains("value")) {
@@ -58,11 +57,13 @@ FormattedRow Formatter::format_conversation(const Row& row) const {
   }
   const std::string role_key = mapping.count("role") ? mapping["role"] : "role";
   const std::string content_key = mapping.count("content") ? mapping["content"] : "content";
+  std::set<std::string> mapped_sources;
+  for (const auto& entry : mapping) mapped_sources.insert(entry.second);
 
-  json messages = json::array();
+  RowValue messages = RowValue::array();
   std::string system = dataset_.system_field ? optional_string(row.value, *dataset_.system_field, origin, "system_field") : "";
   size_t index = 0;
-  for (const json& message : *found) {
+  for (const RowValue& message : *found) {
     ++index;
     if (!message.is_object()) {
       fail_user("{}: message {} of '{}' is a {}, expected an object with '{}' and '{}'", origin.describe(), index,
@@ -71,12 +72,17 @@ FormattedRow Formatter::format_conversation(const Row& row) const {
     std::string role_name = required_string(message, role_key, origin, "message_property_mappings.role");
     auto role = canonical_role(role_name);
     if (!role) {
-      fail_user("{}: message {} has unknown role '{}'; use user/human, assistant/gpt, system or tool, or map the "
-                "role names in message_property_mappings",
+      fail_user("{}: message {} has unknown role '{}'; use user/human, assistant/gpt, system, tool/tool_response or "
+                "tool_call, or map the role names in message_property_mappings",
                 origin.describe(), index, role_name);
     }
-    json out = json::object();
+    RowValue out = RowValue::object();
     out["role"] = *role;
+    // Unmapped properties (tool_calls, tool_call_id, name, reasoning_content, ...) pass through
+    // under their own names; mapped ones under their target names.
+    for (const auto& [key, value] : message.items()) {
+      if (!mapped_sources.count(key) && key != "role" && key != "content") out[key] = value;
+    }
     for (const auto& [target, source] : mapping) {
       if (target == "role" || target == "content") continue;
       if (message.contains(source)) out[target] = message[source];
@@ -84,34 +90,22 @@ FormattedRow Formatter::format_conversation(const Row& row) const {
     auto content = message.find(content_key);
     if ((content == message.end() || content->is_null()) && out.contains("tool_calls")) {
       out["content"] = "";
+    } else if (*role == "tool_call" && content != message.end() && content->is_object()) {
+      out["content"] = *content;  // the call written as an object instead of a JSON string
     } else {
       out["content"] = required_string(message, content_key, origin, "message_property_mappings.content");
     }
     messages.push_back(std::move(out));
   }
+  const std::string tools_field = dataset_.tools_field.value_or("tools");
+  RowValue tools = read_tools(row.value, tools_field, origin);
+  messages = normalise_tool_turns(messages, tools, origin);
   bool has_system = messages.front()["role"] == "system";
   if (!has_system) {
     if (system.empty() && options_.system) system = *options_.system;
-    if (!system.empty()) messages.insert(messages.begin(), json{{"role", "system"}, {"content", system}});
+    if (!system.empty()) messages.insert(messages.begin(), RowValue{{"role", "system"}, {"content", system}});
   }
-  json tools;
-  if (dataset_.tools_field) {
-    auto tools_value = row.value.find(*dataset_.tools_field);
-    if (tools_value != row.value.end() && !tools_value->is_null()) {
-      tools = *tools_value;
-      if (tools.is_string()) {
-        tools = json::parse(tools.get<std::string>(), nullptr, false);
-        if (tools.is_discarded()) {
-          fail_user("{}: field '{}' (tools_field) is a string but not valid JSON; store the tool list as JSON",
-                    origin.describe(), *dataset_.tools_field);
-        }
-      }
-      if (!tools.is_array()) {
-        fail_user("{}: field '{}' (tools_field) must be a list of tool definitions", origin.describe(), *dataset_.tools_field);
-      }
-    }
-  }
-  bool any_assistant = std::any_of(messages.begin(), messages.end(), [](const json& m) { return m["role"] == "assistant"; });
+  bool any_assistant = std::any_of(messages.begin(), messages.end(), [](const RowValue& m) { return m["role"] == "assistant"; });
   if (!any_assistant && !options_.train_on_inputs) {
     FormattedRow dropped;
     dropped.drop_reason = "no assistant turn";
@@ -120,13 +114,54 @@ FormattedRow Formatter::format_conversation(const Row& row) const {
   return tokenize_chat(messages, tools, origin);
 }
 
-FormattedRow Formatter::tokenize_chat(const json& messages, const json& tools, const RowOrigin& origin) const {
+namespace {
+
+// Where assistant turn `i` ends in `full`, given that it starts at `begin` and renders as
+// `turn_text` when it is the last message. Usually `turn_text` is exactly what `full` holds at
+// `begin`. Templates that add text to the last turn only (Qwen3's empty <think> block, or the
+// reasoning of turns after the last user message) put it first: the turn inside the conversation
+// is then the longest suffix of `turn_text` that `full` holds at `begin`.
+std::optional<size_t> turn_end(const std::string& full, size_t begin, const std::string& turn_text) {
+  for (size_t skip = 0; skip < turn_text.size(); ++skip) {
+    size_t length = turn_text.size() - skip;
+    if (full.compare(begin, length, turn_text, skip, length) != 0) continue;
+    std::string_view matched(turn_text.data() + skip, length);
+    if (matched.find_first_not_of(" \t\n") == std::string_view::npos) return std::nullopt;
+    return begin + length;
+  }
+  return std::nullopt;
+}
+
+// The names of the tool calls of `message` that do not appear in `text`: a template that drops
+// tool calls would train the model on turns that lost them.
+std::string dropped_tool_calls(const RowValue& message, std::string_view text) {
+  std::string missing;
+  auto calls = message.find("tool_calls");
+  if (calls == message.end() || !calls->is_array()) return missing;
+  for (const auto& call : *calls) {
+    std::string name = function_name(call);
+    if (!name.empty() && text.find(name) == std::string_view::npos) missing += (missing.empty() ? "" : ", ") + name;
+  }
+  return missing;
+}
+
+}  // namespace
+
+FormattedRow Formatter::tokenize_chat(const RowValue& given_messages, const RowValue& tools, const RowOrigin& origin) const {
+  RowValue messages = given_messages;
+  if (options_.response_prefix) {
+    for (auto& message : messages) {
+      if (message["role"] != "assistant" || !message["content"].is_string()) continue;
+      const std::string& content = message["content"].get_ref<const std::string&>();
+      if (!content.starts_with(*options_.response_prefix)) message["content"] = *options_.response_prefix + content;
+    }
+  }
   if (!renderer_ || !options_.use_chat_template) {
     fail_user("{}: this row is a conversation, which needs a chat template: set use_chat_template: true and use a "
               "tokenizer whose tokenizer_config.json has chat_template (or set `template` to a built-in name)",
               origin.describe());
   }
-  auto render = [&](const json& subset, bool generation_prompt) {
+  auto render = [&](const RowValue& subset, bool generation_prompt) {
     try {
       return renderer_(subset, tools, generation_prompt);
     } catch (const UserError& error) {
@@ -136,62 +171,63 @@ FormattedRow Formatter::tokenize_chat(const json& messages, const json& tools, c
   FormattedRow result;
   result.text = render(messages, false);
 
-  std::vector<CharSpan> spans;
+  std::vector<WeightedSpan> turns;
   for (size_t i = 0; i < messages.size(); ++i) {
     if (messages[i]["role"] != "assistant") continue;
-    json before(messages.begin(), messages.begin() + static_cast<long>(i));
-    json through(messages.begin(), messages.begin() + static_cast<long>(i + 1));
+    RowValue before(messages.begin(), messages.begin() + static_cast<long>(i));
+    RowValue through(messages.begin(), messages.begin() + static_cast<long>(i + 1));
     std::string start_text = render(before, true);
     std::string end_text = render(through, false);
-    if (!starts_with(result.text, start_text)) {
+    if (!starts_with(result.text, start_text) || end_text.size() < start_text.size() ||
+        end_text.compare(0, start_text.size(), start_text) != 0) {
       fail_user("{}: the chat template renders the conversation before assistant turn {} differently from the whole "
                 "conversation, so its loss mask cannot be computed; use another template (`template:`)",
                 origin.describe(), i + 1);
     }
-    CharSpan span{start_text.size(), 0};
-    if (starts_with(result.text, end_text) && end_text.size() >= span.begin) {
-      span.end = end_text.size();
-    } else {
-      // The turn renders differently when it is last: find its content, then the end-of-turn text
-      // that follows the content in the prefix rendering.
-      const std::string& content = messages[i]["content"].get_ref<const std::string&>();
-      size_t content_in_prefix = end_text.rfind(content);
-      size_t content_in_full = result.text.find(content, span.begin);
-      if (content.empty() || content_in_prefix == std::string::npos || content_in_full == std::string::npos) {
-        fail_user("{}: cannot locate assistant turn {} in the rendered conversation; the chat template changes the "
-                  "turn's text, so its loss mask cannot be computed; use another template (`template:`)",
-                  origin.describe(), i + 1);
-      }
-      std::string suffix = end_text.substr(content_in_prefix + content.size());
-      size_t content_end = content_in_full + content.size();
-      if (result.text.compare(content_end, suffix.size(), suffix) != 0) {
-        fail_user("{}: the end of assistant turn {} renders differently inside the conversation than at its end; "
-                  "the loss mask cannot be computed; use another template (`template:`)",
-                  origin.describe(), i + 1);
-      }
-      span.end = content_end + suffix.size();
+    std::string missing = dropped_tool_calls(messages[i], std::string_view(end_text).substr(start_text.size()));
+    if (!missing.empty()) {
+      fail_user("{}: the chat template does not render the tool calls of assistant turn {} ({}), so the model would "
+                "not learn them; set agent_template (hermes, llama3 or react_en) to write tool calls as text",
+                origin.describe(), i + 1, missing);
     }
-    if (span.end > span.begin) spans.push_back(span);
+    auto end = turn_end(result.text, start_text.size(), end_text.substr(start_text.size()));
+    if (!end) {
+      fail_user("{}: cannot locate assistant turn {} in the rendered conversation; the chat template changes the "
+                "turn's text once later turns follow, so its loss mask cannot be computed; use another template "
+                "(`template:`)",
+                origin.describe(), i + 1);
+    }
+    if (*end > start_text.size()) turns.push_back({start_text.size(), *end, 1.0f});
   }
+  const LossScale scale = options_.train_on_inputs ? LossScale::All : options_.loss_scale;
+  std::vector<WeightedSpan> spans = loss_spans(scale, result.text, turns);
 
   TokenizedSample sample;
   sample.origin = origin;
+  bool weighted = false;
   size_t cursor = 0;
-  auto append = [&](size_t begin, size_t end, bool loss) {
+  auto append = [&](size_t begin, size_t end, float weight) {
     if (end <= begin) return;
     std::vector<int32_t> ids = codec_.encode(std::string_view(result.text).substr(begin, end - begin), false);
     for (int32_t id : ids) {
       sample.input_ids.push_back(id);
-      sample.labels.push_back(loss || options_.train_on_inputs ? id : kIgnoreLabel);
+      sample.labels.push_back(weight > 0.0f ? id : kIgnoreLabel);
+      sample.weights.push_back(weight);
     }
+    weighted = weighted || (weight != 0.0f && weight != 1.0f);
   };
-  for (const CharSpan& span : spans) {
-    append(cursor, span.begin, false);
-    append(span.begin, span.end, true);
+  for (const WeightedSpan& span : spans) {
+    append(cursor, span.begin, 0.0f);
+    append(span.begin, span.end, span.weight);
     cursor = span.end;
   }
-  append(cursor, result.text.size(), false);
-  if (!sample.labels.empty()) sample.labels[0] = kIgnoreLabel;
+  append(cursor, result.text.size(), 0.0f);
+  if (!sample.labels.empty()) {
+    sample.labels[0] = kIgnoreLabel;
+    sample.weights[0] = 0.0f;
+  }
+  // Weights of 0 and 1 say no more than the labels: such samples carry none (see sample.h).
+  if (!weighted) sample.weights.clear();
   result.tokenization_differs = codec_.encode(result.text, false) != sample.input_ids;
   result.sample = std::move(sample);
   return result;

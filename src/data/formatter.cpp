@@ -123,12 +123,12 @@ FormattedRow Formatter::format_instruction(const Row& row) const {
 
   bool custom_format = dataset_.prompt_format || dataset_.prompt_format_no_input;
   if (options_.use_chat_template && !custom_format) {
-    nlohmann::json messages = nlohmann::json::array();
+    RowValue messages = RowValue::array();
     if (system.empty() && options_.system) system = *options_.system;
     if (!system.empty()) messages.push_back({{"role", "system"}, {"content", system}});
     messages.push_back({{"role", "user"}, {"content", input.empty() ? instruction : instruction + "\n\n" + input}});
     messages.push_back({{"role", "assistant"}, {"content", output}});
-    return tokenize_chat(messages, nlohmann::json(), origin);
+    return tokenize_chat(messages, RowValue(), origin);
   }
 
   std::string format;
@@ -143,7 +143,7 @@ FormattedRow Formatter::format_instruction(const Row& row) const {
       {"system", system_value}, {"instruction", instruction}, {"input", input}};
   size_t marker = format.find("{output}");
   std::string prompt = fill_prompt_format(format.substr(0, marker), values);
-  std::string completion = output;
+  std::string completion = options_.response_prefix.value_or("") + output;
   if (marker != std::string::npos) completion += fill_prompt_format(format.substr(marker + 8), values);
 
   FormattedRow result;

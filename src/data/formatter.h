@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "config/config.h"
+#include "data/loss_scale.h"
 #include "data/sample.h"
 
 namespace surogate::data {
@@ -29,7 +30,10 @@ namespace surogate::data {
 struct FormatOptions {
   bool use_chat_template = true;
   std::optional<std::string> system;  // top-level `system`: default system prompt for chats
-  bool train_on_inputs = false;
+  bool train_on_inputs = false;  // loss on every token (as loss_scale: all)
+  LossScale loss_scale = LossScale::Default;
+  // Text put before every assistant response (`response_prefix`), e.g. Qwen3's empty think block.
+  std::optional<std::string> response_prefix;
 };
 
 // A formatted row: the text the model sees and its tokens, or the reason it was dropped.
@@ -54,7 +58,7 @@ private:
   FormattedRow format_instruction(const Row& row) const;
   FormattedRow format_conversation(const Row& row) const;
   // Renders messages through the chat template and tokenizes with assistant loss masks.
-  FormattedRow tokenize_chat(const nlohmann::json& messages, const nlohmann::json& tools, const RowOrigin& origin) const;
+  FormattedRow tokenize_chat(const RowValue& messages, const RowValue& tools, const RowOrigin& origin) const;
   void detect_type(const Row& row);
 
   DatasetConfig dataset_;

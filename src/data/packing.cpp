@@ -25,7 +25,7 @@ std::vector<size_t> shuffled_order(size_t count, uint64_t seed) {
 }
 
 void write_row(PackedRows& out, const std::vector<const TokenizedSample*>& documents, const PackingOptions& options,
-               PackingStats& stats) {
+               bool weighted, PackingStats& stats) {
   const size_t T = options.sequence_length;
   size_t used = 0;
   for (const auto* document : documents) used += document->input_ids.size();
@@ -36,6 +36,7 @@ void write_row(PackedRows& out, const std::vector<const TokenizedSample*>& docum
     out.input_ids.insert(out.input_ids.end(), padding, options.pad_id);
     out.labels.insert(out.labels.end(), padding, kIgnoreLabel);
     out.position_ids.insert(out.position_ids.end(), padding, 0);
+    if (weighted) out.loss_weights.insert(out.loss_weights.end(), padding, 0.0f);
     out.segment_lengths.push_back(-static_cast<int32_t>(padding));
   };
   if (options.pad_left) add_padding();
@@ -44,6 +45,12 @@ void write_row(PackedRows& out, const std::vector<const TokenizedSample*>& docum
     out.input_ids.insert(out.input_ids.end(), document->input_ids.begin(), document->input_ids.end());
     out.labels.insert(out.labels.end(), document->labels.begin(), document->labels.end());
     out.labels[out.labels.size() - length] = kIgnoreLabel;  // nothing in this document predicts its first token
+    if (weighted) {
+      for (size_t p = 0; p < length; ++p) {
+        const bool labelled = p > 0 && document->labels[p] != kIgnoreLabel;
+        out.loss_weights.push_back(!labelled ? 0.0f : document->weights.empty() ? 1.0f : document->weights[p]);
+      }
+    }
     for (size_t p = 0; p < length; ++p) out.position_ids.push_back(static_cast<int32_t>(p));
     out.segment_lengths.push_back(static_cast<int32_t>(length));
     stats.tokens += length;
@@ -114,13 +121,15 @@ PackedRows pack_documents(std::vector<TokenizedSample> documents, const PackingO
   out.input_ids.reserve(rows.size() * T);
   out.labels.reserve(rows.size() * T);
   out.position_ids.reserve(rows.size() * T);
-  for (const auto& row : rows) write_row(out, row, options, stats);
+  const bool weighted = std::any_of(documents.begin(), documents.end(),
+                                   [](const TokenizedSample& document) { return !document.weights.empty(); });
+  for (const auto& row : rows) write_row(out, row, options, weighted, stats);
   return out;
 }
 
 PackedRowsView view_of(const PackedRows& rows) {
-  return PackedRowsView{rows.sequence_length, rows.input_ids,           rows.labels,
-                        rows.position_ids,    rows.row_segment_offsets, rows.segment_lengths};
+  return PackedRowsView{rows.sequence_length, rows.input_ids,          rows.labels,         rows.position_ids,
+                        rows.loss_weights,    rows.row_segment_offsets, rows.segment_lengths};
 }
 
 PackedBatch make_batch(const PackedRowsView& rows, std::span<const uint64_t> row_indices, int32_t pad_id) {
@@ -142,6 +151,7 @@ PackedBatch make_batch(const PackedRowsView& rows, std::span<const uint64_t> row
       batch.labels.insert(batch.labels.end(), T, kIgnoreLabel);
       batch.position_ids.insert(batch.position_ids.end(), T, 0);
       batch.document_ids.insert(batch.document_ids.end(), T, -1);
+      if (!rows.loss_weights.empty()) batch.loss_weights.insert(batch.loss_weights.end(), T, 0.0f);
       offset += static_cast<int32_t>(T);
       batch.cu_seqlens.push_back(offset);
       batch.max_seqlen = std::max(batch.max_seqlen, static_cast<int32_t>(T));
@@ -152,6 +162,10 @@ PackedBatch make_batch(const PackedRowsView& rows, std::span<const uint64_t> row
     batch.labels.insert(batch.labels.end(), rows.labels.begin() + begin, rows.labels.begin() + begin + static_cast<long>(T));
     batch.position_ids.insert(batch.position_ids.end(), rows.position_ids.begin() + begin,
                               rows.position_ids.begin() + begin + static_cast<long>(T));
+    if (!rows.loss_weights.empty()) {
+      batch.loss_weights.insert(batch.loss_weights.end(), rows.loss_weights.begin() + begin,
+                                rows.loss_weights.begin() + begin + static_cast<long>(T));
+    }
     for (uint64_t s = rows.row_segment_offsets[row]; s < rows.row_segment_offsets[row + 1]; ++s) {
       int32_t length = rows.segment_lengths[s];
       bool padding = length < 0;
@@ -167,6 +181,13 @@ PackedBatch make_batch(const PackedRowsView& rows, std::span<const uint64_t> row
     }
   }
   for (int32_t label : batch.labels) batch.num_loss_tokens += label != kIgnoreLabel ? 1 : 0;
+  batch.loss_weight_sum = static_cast<double>(batch.num_loss_tokens);
+  if (!batch.loss_weights.empty()) {
+    batch.loss_weight_sum = 0.0;
+    for (size_t i = 0; i < batch.labels.size(); ++i) {
+      if (batch.labels[i] != kIgnoreLabel) batch.loss_weight_sum += batch.loss_weights[i];
+    }
+  }
   return batch;
 }
 

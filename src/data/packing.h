@@ -38,6 +38,9 @@ struct PackedRows {
   std::vector<int32_t> input_ids;     // rows × T
   std::vector<int32_t> labels;        // rows × T, unshifted (sample.h)
   std::vector<int32_t> position_ids;  // rows × T
+  // rows × T loss weights when some document has weights (sample.h), else empty; 0 wherever the
+  // label is -100, 1 on the labelled tokens of documents without weights.
+  std::vector<float> loss_weights;
   std::vector<uint64_t> row_segment_offsets{0};  // rows + 1 offsets into segment_lengths
   std::vector<int32_t> segment_lengths;          // > 0: a document, < 0: a padding run of -length
   size_t rows() const { return row_segment_offsets.size() - 1; }
@@ -58,6 +61,7 @@ struct PackedRowsView {
   std::span<const int32_t> input_ids;
   std::span<const int32_t> labels;
   std::span<const int32_t> position_ids;
+  std::span<const float> loss_weights;  // empty when unweighted
   std::span<const uint64_t> row_segment_offsets;
   std::span<const int32_t> segment_lengths;
   size_t rows() const { return row_segment_offsets.empty() ? 0 : row_segment_offsets.size() - 1; }
@@ -80,7 +84,11 @@ struct PackedBatch {
   std::vector<int32_t> cu_seqlens;
   int32_t max_seqlen = 0;        // longest segment
   int64_t num_tokens = 0;        // non-padding tokens
-  int64_t num_loss_tokens = 0;   // labels != -100: the loss normaliser
+  int64_t num_loss_tokens = 0;   // labels != -100
+  // [B*T], unshifted like labels, only when the rows are weighted (loss_scale hermes / react);
+  // empty otherwise, and then every labelled token weighs 1.
+  std::vector<float> loss_weights;
+  double loss_weight_sum = 0.0;  // Σ weights of labelled tokens (= num_loss_tokens unweighted): the loss normaliser
 };
 
 // Assembles the rows `row_indices` into a batch; an index equal to rows.rows() stands for a row

@@ -161,6 +161,10 @@ DataSettings data_settings_from_config(const Config& config) {
   settings.format.use_chat_template = config.use_chat_template;
   settings.format.system = config.system;
   settings.format.train_on_inputs = train_on_inputs_of(config);
+  auto loss_scale = parse_loss_scale(config.loss_scale);
+  if (!loss_scale) fail_user("{}: unknown loss_scale '{}'", config.source_of("loss_scale"), config.loss_scale);
+  settings.format.loss_scale = *loss_scale;
+  settings.format.response_prefix = config.response_prefix;
   settings.template_name = config.template_name;
   settings.cache_path = fs::path(config.output_dir) / "tokenized" / "dataset.surotok";
   return settings;
@@ -188,10 +192,10 @@ TextTools load_text_tools(const DataSettings& settings) {
   } else {
     return tools;  // no template: conversation rows will say how to configure one
   }
-  tools.renderer = [chat](const json& messages, const json& tool_list, bool generation_prompt) {
+  tools.renderer = [chat](const RowValue& messages, const RowValue& tool_list, bool generation_prompt) {
     chat_template::ChatRenderInput input;
-    input.messages = chat_template::OrderedJson(messages);
-    input.tools = tool_list.is_null() ? chat_template::OrderedJson(nullptr) : chat_template::OrderedJson(tool_list);
+    input.messages = messages;
+    input.tools = tool_list;
     input.add_generation_prompt = generation_prompt;
     return chat->render(input);
   };
@@ -287,6 +291,8 @@ uint64_t cache_key(const DataSettings& settings, const TextTools& tools) {
   key["use_chat_template"] = settings.format.use_chat_template;
   key["system"] = settings.format.system.value_or("");
   key["train_on_inputs"] = settings.format.train_on_inputs;
+  key["loss_scale"] = static_cast<int>(settings.format.loss_scale);
+  key["response_prefix"] = settings.format.response_prefix.value_or("");
   key["template"] = tools.template_identity;
   std::string tokenizer_json = file_bytes(settings.tokenizer_dir / "tokenizer.json");
   std::string tokenizer_config = file_bytes(settings.tokenizer_dir / "tokenizer_config.json");

@@ -11,7 +11,7 @@
 namespace surogate::data {
 namespace {
 
-using nlohmann::json;
+using json = RowValue;
 
 std::string lower_extension(const std::filesystem::path& path) {
   std::string extension = path.extension().string();
@@ -188,7 +188,8 @@ public:
   bool next(Row& row) override {
     while (cursor_ >= rows_.size()) {
       if (next_group_ >= file_.num_row_groups()) return false;
-      rows_ = file_.read_row_group(next_group_++);
+      rows_.clear();
+      for (auto& value : file_.read_row_group(next_group_++)) rows_.emplace_back(std::move(value));
       cursor_ = 0;
     }
     row.value = std::move(rows_[cursor_++]);

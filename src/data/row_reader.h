@@ -31,8 +31,12 @@ struct RowOrigin {
   std::string describe() const;
 };
 
+// Row values keep their keys in file order: tool schemas and call arguments reach chat templates
+// (`tools | tojson`), which must print keys in the order the dataset wrote them, as Python does.
+using RowValue = nlohmann::ordered_json;
+
 struct Row {
-  nlohmann::json value;  // always a JSON object
+  RowValue value;  // always a JSON object
   RowOrigin origin;
 };
 

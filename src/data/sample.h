@@ -27,6 +27,10 @@ inline constexpr int32_t kIgnoreLabel = -100;
 struct TokenizedSample {
   std::vector<int32_t> input_ids;
   std::vector<int32_t> labels;  // same length as input_ids; see the convention above
+  // Loss weights (loss_scale strategies that weigh parts of a response): empty means every token
+  // with a label weighs 1, which is every strategy but the weighted ones; else one per token,
+  // 0 where the label is kIgnoreLabel. The loss is Σ weight·ce / Σ weight over labelled tokens.
+  std::vector<float> weights;
   RowOrigin origin;
 };
 
@@ -40,7 +44,8 @@ struct TextCodec {
 };
 
 // Renders a conversation (OpenAI-style messages, optional tools) through a chat template.
+// Messages and tools keep key order (RowValue), as `tojson` in templates prints it.
 using ChatRenderer =
-    std::function<std::string(const nlohmann::json& messages, const nlohmann::json& tools, bool add_generation_prompt)>;
+    std::function<std::string(const RowValue& messages, const RowValue& tools, bool add_generation_prompt)>;
 
 }  // namespace surogate::data

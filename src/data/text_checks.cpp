@@ -32,7 +32,7 @@ bool is_valid_utf8(std::string_view text) {
 }
 
 namespace {
-std::string checked_string(const nlohmann::json& value, const std::string& field, const RowOrigin& origin,
+std::string checked_string(const RowValue& value, const std::string& field, const RowOrigin& origin,
                            const std::string& what) {
   if (!value.is_string()) {
     fail_user("{}: field '{}' ({}) must be a string but is a {}; fix the row or point {} at a text column",
@@ -46,7 +46,7 @@ std::string checked_string(const nlohmann::json& value, const std::string& field
 }
 }  // namespace
 
-std::string required_string(const nlohmann::json& object, const std::string& field, const RowOrigin& origin,
+std::string required_string(const RowValue& object, const std::string& field, const RowOrigin& origin,
                             const std::string& what) {
   auto found = object.find(field);
   if (found != object.end() && found->is_null()) {
@@ -61,7 +61,7 @@ std::string required_string(const nlohmann::json& object, const std::string& fie
   return checked_string(*found, field, origin, what);
 }
 
-std::string optional_string(const nlohmann::json& object, const std::string& field, const RowOrigin& origin,
+std::string optional_string(const RowValue& object, const std::string& field, const RowOrigin& origin,
                             const std::string& what) {
   auto found = object.find(field);
   if (found == object.end() || found->is_null()) return {};

@@ -28,11 +28,12 @@ struct Header {
   uint64_t eval_rows;
   uint64_t eval_segments;
   uint64_t stats_bytes;
+  uint64_t weighted;  // 1: each split stores rows × T float loss weights after its segment table
 };
 static_assert(sizeof(Header) <= kHeaderBytes);
 
-uint64_t split_bytes(uint64_t rows, uint64_t segments, uint64_t T) {
-  return rows * T * 4 * 3 + (rows + 1) * 8 + segments * 4;
+uint64_t split_bytes(uint64_t rows, uint64_t segments, uint64_t T, bool weighted) {
+  return rows * T * 4 * (weighted ? 4 : 3) + (rows + 1) * 8 + segments * 4;
 }
 
 template <typename T>
@@ -60,8 +61,18 @@ void write_token_cache(const std::filesystem::path& path, uint64_t key, const Pa
   header.eval_rows = eval.rows();
   header.eval_segments = eval.segment_lengths.size();
   header.stats_bytes = stats.size();
-  header.payload_bytes = split_bytes(header.train_rows, header.train_segments, T) +
-                         split_bytes(header.eval_rows, header.eval_segments, T) + stats.size();
+  const bool weighted = !train.loss_weights.empty() || !eval.loss_weights.empty();
+  header.weighted = weighted ? 1 : 0;
+  // Both splits store weights when either has them; a split without them gets 1 per labelled token.
+  auto weights_of = [&](const PackedRows& rows) {
+    if (!weighted || !rows.loss_weights.empty()) return rows.loss_weights;
+    std::vector<float> ones(rows.labels.size());
+    for (size_t i = 0; i < ones.size(); ++i) ones[i] = rows.labels[i] != kIgnoreLabel ? 1.0f : 0.0f;
+    return ones;
+  };
+  const std::vector<float> train_weights = weights_of(train), eval_weights = weights_of(eval);
+  header.payload_bytes = split_bytes(header.train_rows, header.train_segments, T, weighted) +
+                         split_bytes(header.eval_rows, header.eval_segments, T, weighted) + stats.size();
   // The checksum covers the payload, which is written after the header: compute it first.
   auto hash_payload = [&](const io::ByteSink& sink) {
     XXH3_state_t* state = XXH3_createState();
@@ -72,6 +83,7 @@ void write_token_cache(const std::filesystem::path& path, uint64_t key, const Pa
       put(sink, state, rows->position_ids);
       put(sink, state, rows->row_segment_offsets);
       put(sink, state, rows->segment_lengths);
+      put(sink, state, rows == &train ? train_weights : eval_weights);
     }
     sink(stats.data(), stats.size());
     XXH3_64bits_update(state, stats.data(), stats.size());
@@ -128,8 +140,9 @@ std::shared_ptr<TokenCache> TokenCache::open(const std::filesystem::path& path, 
     problem.reason = "corrupt (impossible sizes in the header)";
     return nullptr;
   }
-  uint64_t expected_payload = split_bytes(header.train_rows, header.train_segments, T) +
-                              split_bytes(header.eval_rows, header.eval_segments, T) + header.stats_bytes;
+  const bool weighted = header.weighted == 1;
+  uint64_t expected_payload = split_bytes(header.train_rows, header.train_segments, T, weighted) +
+                              split_bytes(header.eval_rows, header.eval_segments, T, weighted) + header.stats_bytes;
   if (header.payload_bytes != expected_payload || bytes.size() != kHeaderBytes + expected_payload) {
     problem.reason = "corrupt (truncated or wrong size)";
     return nullptr;
@@ -155,6 +168,10 @@ std::shared_ptr<TokenCache> TokenCache::open(const std::filesystem::path& path, 
     view.row_segment_offsets = std::span<const uint64_t>(reinterpret_cast<const uint64_t*>(cursor), rows + 1);
     cursor += (rows + 1) * 8;
     view.segment_lengths = ints(segments);
+    if (weighted) {
+      view.loss_weights = std::span<const float>(reinterpret_cast<const float*>(cursor), rows * T);
+      cursor += rows * T * 4;
+    }
     return view;
   };
   cache->train_ = take_split(header.train_rows, header.train_segments);

@@ -29,7 +29,7 @@ class MappedFile;
 
 namespace surogate::data {
 
-inline constexpr uint32_t kTokenCacheVersion = 1;
+inline constexpr uint32_t kTokenCacheVersion = 2;  // 2: optional loss weights
 
 void write_token_cache(const std::filesystem::path& path, uint64_t key, const PackedRows& train,
                        const PackedRows& eval, const nlohmann::json& report);

@@ -15,6 +15,7 @@ bool has_loss(const TokenizedSample& sample) {
 
 void keep(TokenizedSample sample, std::vector<TokenizedSample>& out, LengthStats& stats) {
   if (!sample.labels.empty()) sample.labels[0] = kIgnoreLabel;
+  if (!sample.weights.empty()) sample.weights[0] = 0.0f;
   if (!has_loss(sample)) {
     ++stats.dropped["no loss tokens after truncation"];
     return;
@@ -27,6 +28,9 @@ TokenizedSample slice(const TokenizedSample& sample, size_t begin, size_t end) {
   piece.origin = sample.origin;
   piece.input_ids.assign(sample.input_ids.begin() + static_cast<long>(begin), sample.input_ids.begin() + static_cast<long>(end));
   piece.labels.assign(sample.labels.begin() + static_cast<long>(begin), sample.labels.begin() + static_cast<long>(end));
+  if (!sample.weights.empty()) {
+    piece.weights.assign(sample.weights.begin() + static_cast<long>(begin), sample.weights.begin() + static_cast<long>(end));
+  }
   return piece;
 }
 

@@ -41,6 +41,8 @@ DecoderGraph build_decoder_graph(const io::ModelConfig& config, const graph::OpR
   TensorId document_ids = b.input("document_ids", DType::I32, tokens);
   TensorId targets = b.input("targets", DType::I32, tokens);
   TensorId loss_scale = b.input("loss_scale", DType::F32, {});
+  std::optional<TensorId> loss_weights;
+  if (options.token_weights) loss_weights = b.input("loss_weights", DType::F32, tokens);
 
   Parameters params{b, {}};
   for (const models::ParameterSpec& spec : models::parameter_specs(config)) {
@@ -145,8 +147,9 @@ DecoderGraph build_decoder_graph(const io::ModelConfig& config, const graph::OpR
   TensorId final_hidden = add_and_norm("final_norm.weight", "final_norm");
   TensorId head = config.tie_word_embeddings ? params.get("embed.weight") : params.get("lm_head.weight");
   DecoderGraph result;
-  result.loss = b.op("lm_head_loss", {final_hidden, head, targets, loss_scale},
-                     {{"chunks", std::max<int64_t>(1, options.lmhead_chunks)}}, "loss");
+  std::vector<TensorId> loss_inputs = {final_hidden, head, targets, loss_scale};
+  if (loss_weights) loss_inputs.push_back(*loss_weights);
+  result.loss = b.op("lm_head_loss", loss_inputs, {{"chunks", std::max<int64_t>(1, options.lmhead_chunks)}}, "loss");
   b.mark_output(result.loss);
   if (options.with_accuracy) {
     result.correct = b.op("lm_head_accuracy", {final_hidden, head, targets}, nlohmann::json::object(), "correct");

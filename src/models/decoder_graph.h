@@ -28,6 +28,9 @@ struct DecoderGraphOptions {
   // backend's bf16 recipe; RoPE tables in BF16 as transformers casts them). loss_scale, the loss,
   // rstd and logsumexp stay F32 (ops/defs/statistic_dtype.h).
   DType dtype = DType::F32;
+  // An input "loss_weights" F32 [B, T] (shifted like targets) weighing each token's loss
+  // (loss_scale strategies hermes / react); without it the loss op reads no weights at all.
+  bool token_weights = false;
 };
 
 struct DecoderGraph {

@@ -51,7 +51,7 @@ void lm_head_logits(const T* hidden, const T* weight, int64_t rows, int64_t hidd
 template <typename T>
 CrossEntropyResult lm_head_cross_entropy_forward(const CrossEntropyShape& shape, const T* hidden,
                                                  const T* weight, const int32_t* labels,
-                                                 T* logsumexp) {
+                                                 T* logsumexp, const float* token_weights) {
   check_shape(shape);
   const int64_t chunk_rows = rows_per_chunk(shape), vocab = shape.vocab, dim = shape.hidden;
   std::vector<T> logits(static_cast<size_t>(chunk_rows * vocab));
@@ -65,7 +65,8 @@ CrossEntropyResult lm_head_cross_entropy_forward(const CrossEntropyShape& shape,
       const double normalizer = row_logsumexp(row, vocab);
       logsumexp[begin + local] = static_cast<T>(normalizer);
       const int32_t label = labels[begin + local];
-      row_loss[local] = is_valid_label(shape, label) ? normalizer - row[label] : 0.0;
+      const double token_weight = token_weights != nullptr ? token_weights[begin + local] : 1.0;
+      row_loss[local] = is_valid_label(shape, label) ? token_weight * (normalizer - row[label]) : 0.0;
     });
     for (int64_t local = 0; local < count; ++local) {
       if (labels[begin + local] == shape.ignore_index) continue;
@@ -79,7 +80,8 @@ CrossEntropyResult lm_head_cross_entropy_forward(const CrossEntropyShape& shape,
 template <typename T>
 void lm_head_cross_entropy_backward(const CrossEntropyShape& shape, const T* hidden,
                                     const T* weight, const int32_t* labels, const T* logsumexp,
-                                    T d_loss_sum, T* d_hidden, T* d_weight) {
+                                    T d_loss_sum, T* d_hidden, T* d_weight,
+                                    const float* token_weights) {
   check_shape(shape);
   const int64_t chunk_rows = rows_per_chunk(shape), vocab = shape.vocab, dim = shape.hidden;
   std::vector<T> logits(static_cast<size_t>(chunk_rows * vocab));
@@ -96,7 +98,8 @@ void lm_head_cross_entropy_backward(const CrossEntropyShape& shape, const T* hid
         return;
       }
       const double normalizer = logsumexp[begin + local];
-      const double scale = d_loss_sum;
+      const double scale = static_cast<double>(d_loss_sum) *
+                           (token_weights != nullptr ? static_cast<double>(token_weights[begin + local]) : 1.0);
       for (int64_t v = 0; v < vocab; ++v) {
         const double probability = std::exp(static_cast<double>(row[v]) - normalizer);
         row[v] = static_cast<T>(scale * (probability - (v == label ? 1.0 : 0.0)));
@@ -113,9 +116,11 @@ void lm_head_cross_entropy_backward(const CrossEntropyShape& shape, const T* hid
 
 #define SUROGATE_INSTANTIATE_CROSS_ENTROPY(T)                                                      \
   template CrossEntropyResult lm_head_cross_entropy_forward<T>(const CrossEntropyShape&, const T*, \
-                                                               const T*, const int32_t*, T*);      \
+                                                               const T*, const int32_t*, T*,       \
+                                                               const float*);                      \
   template void lm_head_cross_entropy_backward<T>(const CrossEntropyShape&, const T*, const T*,    \
-                                                  const int32_t*, const T*, T, T*, T*);            \
+                                                  const int32_t*, const T*, T, T*, T*,             \
+                                                  const float*);                                   \
   template void lm_head_logits<T>(const T*, const T*, int64_t, int64_t, int64_t, T*);
 SUROGATE_INSTANTIATE_CROSS_ENTROPY(float)
 SUROGATE_INSTANTIATE_CROSS_ENTROPY(double)

@@ -16,6 +16,11 @@
 //   d_hidden = d_logits · weight        (WRITTEN)
 //   d_weight += d_logitsᵀ · hidden      (ACCUMULATED; nullptr when the head is frozen)
 // Per-row losses are summed in row order in double, so loss_sum does not depend on `chunks`.
+// Token weights (loss_scale strategies that weigh parts of a response): `token_weights` [N], or
+// null for all 1 (read only when given, so the unweighted path does no extra work). Row n then
+// contributes w_n · (lse_n − logits[n, label_n]) to loss_sum and its gradient is scaled by w_n;
+// valid_tokens still counts rows. The weighted mean is loss_sum / Σ w over valid rows, which the
+// trainer's scale input divides by.
 #pragma once
 
 #include <cstdint>
@@ -40,12 +45,13 @@ struct CrossEntropyResult {
 template <typename T>
 CrossEntropyResult lm_head_cross_entropy_forward(const CrossEntropyShape& shape, const T* hidden,
                                                  const T* weight, const int32_t* labels,
-                                                 T* logsumexp);
+                                                 T* logsumexp, const float* token_weights = nullptr);
 
 template <typename T>
 void lm_head_cross_entropy_backward(const CrossEntropyShape& shape, const T* hidden,
                                     const T* weight, const int32_t* labels, const T* logsumexp,
-                                    T d_loss_sum, T* d_hidden, T* d_weight);
+                                    T d_loss_sum, T* d_hidden, T* d_weight,
+                                    const float* token_weights = nullptr);
 
 // Full logits [N, V] = hidden · weightᵀ, for parity tests against HF.
 template <typename T>

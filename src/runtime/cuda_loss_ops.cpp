@@ -19,7 +19,15 @@ using bf16 = __nv_bfloat16;
 
 struct LossLayout {
   int64_t rows = 0, channels = 0, vocab = 0, chunk_rows = 0;
+  int weights_input = -1;  // index of the optional token-weights input (F32 [rows]), -1 when absent
 };
+
+// The op has token weights when it has one input more than `unweighted_inputs`.
+void find_token_weights(const CudaBindContext& ctx, LossLayout& layout, size_t unweighted_inputs) {
+  if (ctx.inputs.size() <= unweighted_inputs) return;
+  expect_in(ctx, unweighted_inputs, DType::F32);
+  layout.weights_input = static_cast<int>(unweighted_inputs);
+}
 
 LossLayout loss_layout(const CudaBindContext& ctx) {
   expect_in(ctx, 0, DType::BF16);
@@ -41,6 +49,7 @@ cuda::LmHeadLossArguments loss_arguments(const LossLayout& layout, const CudaKer
   arguments.hidden = args.inputs[0].as<const bf16>();
   arguments.weight = args.inputs[1].as<const bf16>();
   arguments.labels = args.inputs[2].as<const int32_t>();
+  if (layout.weights_input >= 0) arguments.weights = args.inputs[layout.weights_input].as<const float>();
   arguments.rows = layout.rows;
   arguments.channels = layout.channels;
   arguments.vocab = layout.vocab;
@@ -48,12 +57,13 @@ cuda::LmHeadLossArguments loss_arguments(const LossLayout& layout, const CudaKer
   return arguments;
 }
 
-// The forward pass shared by lm_head_loss (hidden, weight, targets, scale) -> (loss, logsumexp) and
+// The forward pass shared by lm_head_loss (hidden, weight, targets, scale[, weights]) -> (loss, logsumexp) and
 // its frozen-head form lm_head_loss_with_input_grad, which also writes output 2, d_hidden =
 // ∂loss/∂hidden (compiler/loss_input_grad.h): the same chunks with grad_scale = scale and
 // dlogits · W, so its backward is only d_loss · d_hidden and the logits are not recomputed.
 CudaKernel bind_lm_head_loss_forward(const CudaBindContext& ctx, bool has_input_gradient) {
-  const LossLayout layout = loss_layout(ctx);
+  LossLayout layout = loss_layout(ctx);
+  find_token_weights(ctx, layout, 4);
   expect_in(ctx, 3, DType::F32);
   expect_out(ctx, 0, DType::F32);
   if (has_input_gradient) expect_out(ctx, 2, DType::BF16);
@@ -82,9 +92,10 @@ CudaKernel bind_lm_head_loss_forward(const CudaBindContext& ctx, bool has_input_
 CudaKernel bind_lm_head_loss(const CudaBindContext& ctx) { return bind_lm_head_loss_forward(ctx, false); }
 CudaKernel bind_lm_head_loss_with_input_grad(const CudaBindContext& ctx) { return bind_lm_head_loss_forward(ctx, true); }
 
-// (hidden, weight, targets, logsumexp, d_loss, scale) -> (d_hidden, d_weight)
+// (hidden, weight, targets, logsumexp, d_loss, scale[, weights]) -> (d_hidden, d_weight)
 CudaKernel bind_lm_head_loss_backward(const CudaBindContext& ctx) {
-  const LossLayout layout = loss_layout(ctx);
+  LossLayout layout = loss_layout(ctx);
+  find_token_weights(ctx, layout, 6);
   expect_in(ctx, 4, DType::F32);
   expect_in(ctx, 5, DType::F32);
   expect_out(ctx, 1, DType::BF16);

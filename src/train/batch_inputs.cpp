@@ -13,12 +13,14 @@ BatchInputs::BatchInputs(const compiler::ExecutionPlan& plan)
       position_ids_(plan.tensor("position_ids")),
       document_ids_(plan.tensor("document_ids")),
       targets_id_(plan.tensor("targets")),
-      loss_scale_id_(plan.tensor("loss_scale")) {
+      loss_scale_id_(plan.tensor("loss_scale")),
+      loss_weights_id_(plan.graph.find_tensor("loss_weights")) {
   const graph::Shape& shape = plan.graph.tensor(input_ids_).type.shape;
   batch_ = shape.at(0);
   sequence_ = shape.at(1);
   targets_.resize(static_cast<size_t>(batch_ * sequence_));
   document_ids_buffer_.resize(targets_.size());
+  if (loss_weights_id_) loss_weights_.resize(targets_.size());
 }
 
 namespace {
@@ -42,13 +44,22 @@ std::vector<runtime::InputBinding> BatchInputs::bind(const data::PackedBatch& ba
     document_ids_buffer_[at] = id >= 0 ? id : static_cast<int32_t>(1'000'000'000 + at / static_cast<size_t>(sequence_));
   }
   loss_scale_ = loss_scale;
-  return {
+  std::vector<runtime::InputBinding> bindings = {
       {input_ids_, bytes_of(batch.input_ids)},
       {position_ids_, bytes_of(batch.position_ids)},
       {document_ids_, bytes_of(document_ids_buffer_)},
       {targets_id_, bytes_of(targets_)},
       {loss_scale_id_, std::as_bytes(std::span<const float>(&loss_scale_, 1))},
   };
+  if (loss_weights_id_) {
+    const bool weighted = !batch.loss_weights.empty();
+    for (size_t at = 0; at < targets_.size(); ++at) {
+      const bool last = (at + 1) % static_cast<size_t>(sequence_) == 0;
+      loss_weights_[at] = last || targets_[at] == data::kIgnoreLabel ? 0.0f : weighted ? batch.loss_weights[at + 1] : 1.0f;
+    }
+    bindings.push_back({*loss_weights_id_, bytes_of(loss_weights_)});
+  }
+  return bindings;
 }
 
 }  // namespace surogate::train

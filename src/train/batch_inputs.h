@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "compiler/execution_plan.h"
@@ -15,7 +16,9 @@ namespace surogate::train {
 
 class BatchInputs {
 public:
-  // Looks up the inputs of `plan` (input_ids, position_ids, document_ids, targets, loss_scale).
+  // Looks up the inputs of `plan` (input_ids, position_ids, document_ids, targets, loss_scale, and
+  // loss_weights when the plan weighs tokens: shifted like targets, 1 per labelled token of a
+  // batch that carries no weights).
   explicit BatchInputs(const compiler::ExecutionPlan& plan);
 
   // Fills the buffers from `batch` (its shape must be the plan's [B, T]) and returns bindings
@@ -26,6 +29,8 @@ public:
 
 private:
   graph::TensorId input_ids_, position_ids_, document_ids_, targets_id_, loss_scale_id_;
+  std::optional<graph::TensorId> loss_weights_id_;
+  std::vector<float> loss_weights_;
   int64_t batch_ = 0, sequence_ = 0;
   std::vector<int32_t> targets_;
   std::vector<int32_t> document_ids_buffer_;

@@ -417,12 +417,15 @@ TrainingResult Run::run() {
   while (state_.step < state_.total_steps) {
     const Clock::time_point step_start = Clock::now();
     int64_t loss_tokens = 0, tokens = 0;
+    double loss_weight = 0.0;  // Σ token weights (= loss_tokens unless loss_scale weighs tokens)
     for (data::PackedBatch& batch : window) {
       batch = loader_->next();
       loss_tokens += batch.num_loss_tokens;
+      loss_weight += batch.loss_weight_sum;
       tokens += batch.num_tokens;
     }
-    const float scale = loss_tokens > 0 ? 1.0f / static_cast<float>(loss_tokens) : 0.0f;
+    // The loss is the window's weighted mean Σ w·ce / Σ w (the plain token mean when unweighted).
+    const float scale = loss_weight > 0.0 ? static_cast<float>(1.0 / loss_weight) : 0.0f;
     int64_t micro = 0;
     for (const data::PackedBatch& batch : window) {
       std::vector<runtime::InputBinding> bindings = inputs_->bind(batch, scale);

@@ -1,6 +1,8 @@
 // The training plan under the device's memory budget; see training_plan.h.
 #include "train/training_plan.h"
 
+#include "data/loss_scale.h"
+
 #include <fmt/format.h>
 
 #include "core/error.h"
@@ -44,6 +46,8 @@ TrainingForward build_training_forward(const Config& config, const io::ModelConf
   // The CUDA backend runs the bf16 recipe: parameters and activations in bf16.
   models::DecoderGraphOptions options{batch, sequence, config.lmhead_chunks, false};
   if (backend == TrainingBackend::Cuda) options.dtype = DType::BF16;
+  const auto loss_scale = data::parse_loss_scale(config.loss_scale);
+  options.token_weights = training && loss_scale && data::loss_scale_has_weights(*loss_scale);
   models::DecoderGraph decoder = models::build_decoder_graph(model, registry, options);
   TrainingForward forward{std::move(decoder.graph), decoder.loss};
   // LoRA: the same graph with adapters on the targeted projections and the base frozen.

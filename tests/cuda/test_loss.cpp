@@ -141,3 +141,45 @@ TEST(CudaLmHeadLoss, ChunkedMatchesFullReference) {
 
 }  // namespace
 }  // namespace surogate::cuda::testing
+
+namespace surogate::cuda::testing {
+namespace {
+
+// Token weights (loss_scale strategies): row r's loss and dlogits are the unweighted ones times
+// weights[r], for the fused kernel and the chunked head. Same tolerances as above.
+TEST(CudaCrossEntropy, TokenWeightsScaleEachRow) {
+  SKIP_WITHOUT_GPU();
+  const int64_t rows = 37, vocab = 4096;
+  auto logits = random_floats(rows * vocab, 6.0f);
+  auto labels = random_labels(rows, vocab);
+  std::vector<float> weights(rows);
+  for (int64_t r = 0; r < rows; ++r) weights[r] = r % 3 == 0 ? 2.0f : r % 3 == 1 ? 1.0f : 0.0f;
+  auto device_logits = device_bf16(logits);
+  auto device_labels = to_device(labels);
+  auto device_weights = to_device(weights);
+  DeviceBuffer<float> losses(rows), scale(1), loss_sum(1);
+  DeviceBuffer<int32_t> count(1);
+  losses.poison();
+  cross_entropy_gradient_scale(count.data(), scale.data(), device_labels.data(), rows, vocab, nullptr);
+  cross_entropy_forward_backward(bf16_ptr(device_logits), losses.data(), device_labels.data(), rows, vocab,
+                                 scale.data(), nullptr, device_weights.data());
+  sum_row_losses(loss_sum.data(), losses.data(), rows, nullptr);
+  synchronize();
+  int valid = 0;
+  for (int32_t label : labels) valid += label >= 0 && label < vocab;
+  std::vector<double> expected_losses, expected_dlogits;
+  reference_cross_entropy(std::vector<double>(logits.begin(), logits.end()), labels, rows, vocab,
+                          1.0 / std::max(valid, 1), expected_losses, expected_dlogits);
+  double expected_sum = 0.0;
+  for (int64_t r = 0; r < rows; ++r) {
+    expected_losses[r] *= weights[r];
+    expected_sum += expected_losses[r];
+    for (int64_t j = 0; j < vocab; ++j) expected_dlogits[r * vocab + j] *= weights[r];
+  }
+  EXPECT_LT(relative_error(losses.download(), expected_losses), 1e-4);
+  EXPECT_LT(relative_error(download_bf16(device_logits), expected_dlogits), 4e-3);
+  EXPECT_NEAR(loss_sum.download()[0], expected_sum, 1e-4 * std::max(1.0, std::fabs(expected_sum)));
+}
+
+}  // namespace
+}  // namespace surogate::cuda::testing

@@ -125,6 +125,44 @@ TEST(CrossEntropy, FloatAgreesWithDouble) {
   EXPECT_LT(testing::max_relative_error(lse_float, lse), testing::kFloatTolerance);
 }
 
+// A row of weight 2 is the same row scored twice: rows [a, b, c] with weights [2, 1, 0] must give
+// the loss and weight gradient of rows [a, a, b] unweighted, and a's hidden gradient twice the
+// duplicated row's (a weight-0 row adds nothing, like an ignored label).
+TEST(CrossEntropy, TokenWeightsEqualRepeatedRows) {
+  const int64_t rows = 3;
+  const std::vector<double> hidden = random_vector(rows * kHidden, 11, -2, 2);
+  const std::vector<double> weight = random_vector(kVocab * kHidden, 12);
+  const std::vector<int32_t> labels = {4, 9, 2};
+  const std::vector<float> token_weights = {2.0f, 1.0f, 0.0f};
+  std::vector<double> repeated_hidden;
+  for (int64_t row : {0, 0, 1}) {
+    repeated_hidden.insert(repeated_hidden.end(), hidden.begin() + row * kHidden, hidden.begin() + (row + 1) * kHidden);
+  }
+  const std::vector<int32_t> repeated_labels = {4, 4, 9};
+  for (int64_t chunks : {1, 2}) {
+    std::vector<double> lse(rows), repeated_lse(3);
+    const CrossEntropyShape shape{rows, kHidden, kVocab, chunks};
+    const CrossEntropyShape repeated_shape{3, kHidden, kVocab, chunks};
+    const CrossEntropyResult weighted = lm_head_cross_entropy_forward(shape, hidden.data(), weight.data(), labels.data(),
+                                                                      lse.data(), token_weights.data());
+    const CrossEntropyResult repeated = lm_head_cross_entropy_forward(
+        repeated_shape, repeated_hidden.data(), weight.data(), repeated_labels.data(), repeated_lse.data());
+    EXPECT_NEAR(weighted.loss_sum, repeated.loss_sum, 1e-12 * repeated.loss_sum);
+    std::vector<double> d_hidden(rows * kHidden), d_weight(kVocab * kHidden, 0.0);
+    std::vector<double> repeated_d_hidden(3 * kHidden), repeated_d_weight(kVocab * kHidden, 0.0);
+    lm_head_cross_entropy_backward(shape, hidden.data(), weight.data(), labels.data(), lse.data(), 0.25, d_hidden.data(),
+                                   d_weight.data(), token_weights.data());
+    lm_head_cross_entropy_backward(repeated_shape, repeated_hidden.data(), weight.data(), repeated_labels.data(),
+                                   repeated_lse.data(), 0.25, repeated_d_hidden.data(), repeated_d_weight.data());
+    for (size_t i = 0; i < d_weight.size(); ++i) EXPECT_NEAR(d_weight[i], repeated_d_weight[i], 1e-14);
+    for (int64_t c = 0; c < kHidden; ++c) {
+      EXPECT_NEAR(d_hidden[c], repeated_d_hidden[c] + repeated_d_hidden[kHidden + c], 1e-14);
+      EXPECT_NEAR(d_hidden[kHidden + c], repeated_d_hidden[2 * kHidden + c], 1e-14);
+      EXPECT_EQ(d_hidden[2 * kHidden + c], 0.0);
+    }
+  }
+}
+
 TEST(CrossEntropy, LabelOutsideVocabularyIsAnInternalError) {
   // Raised on a parallel_for worker and rethrown on the calling thread.
   const std::vector<double> hidden = random_vector(4 * 2, 13), weight = random_vector(3 * 2, 14);

@@ -26,11 +26,12 @@ struct SoftmaxState {
 
 template <bool kVector>
 __global__ void cross_entropy_kernel(__nv_bfloat16* logits, float* row_losses, const int32_t* labels, int64_t vocab,
-                                     const float* grad_scale) {
+                                     const float* grad_scale, const float* weights) {
   __shared__ float scratch[32];
   __nv_bfloat16* row = logits + static_cast<int64_t>(blockIdx.x) * vocab;
   const int32_t label = labels[blockIdx.x];
   const bool valid = label >= 0 && label < vocab;
+  const float weight = weights != nullptr ? weights[blockIdx.x] : 1.0f;  // uniform branch: null costs nothing
   const float label_logit = valid ? __bfloat162float(row[label]) : 0.0f;  // read before the row is overwritten
 
   SoftmaxState state;
@@ -48,10 +49,10 @@ __global__ void cross_entropy_kernel(__nv_bfloat16* logits, float* row_losses, c
   const float local_sum = state.max == -INFINITY ? 0.0f : state.sum * __expf(state.max - row_max);
   const float row_sum = kernels::block_sum(local_sum, scratch);
   const float log_sum_exp = row_max + logf(row_sum);
-  if (threadIdx.x == 0) row_losses[blockIdx.x] = valid ? log_sum_exp - label_logit : 0.0f;
+  if (threadIdx.x == 0) row_losses[blockIdx.x] = valid ? weight * (log_sum_exp - label_logit) : 0.0f;
   if (grad_scale == nullptr) return;
 
-  const float scale = valid ? *grad_scale : 0.0f;
+  const float scale = valid ? *grad_scale * weight : 0.0f;
   if constexpr (kVector) {
     for (int64_t column = threadIdx.x * kPackWidth; column < vocab; column += kThreads * kPackWidth) {
       float values[kPackWidth];
@@ -94,15 +95,16 @@ __global__ void sum_losses_kernel(float* loss_sum, const float* row_losses, int6
 }  // namespace
 
 void cross_entropy_forward_backward(__nv_bfloat16* logits, float* row_losses, const int32_t* labels, int64_t rows,
-                                    int64_t vocab, const float* grad_scale, cudaStream_t stream) {
+                                    int64_t vocab, const float* grad_scale, cudaStream_t stream,
+                                    const float* weights) {
   CUDA_REQUIRE(vocab > 0, "cross_entropy: vocab must be positive");
   if (rows == 0) return;
   if (vocab % kPackWidth == 0) {
     cross_entropy_kernel<true><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(logits, row_losses, labels,
-                                                                                     vocab, grad_scale);
+                                                                                     vocab, grad_scale, weights);
   } else {
     cross_entropy_kernel<false><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(logits, row_losses, labels,
-                                                                                      vocab, grad_scale);
+                                                                                      vocab, grad_scale, weights);
   }
   CUDA_CHECK_LAUNCH();
 }

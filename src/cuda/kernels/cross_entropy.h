@@ -11,6 +11,8 @@
 // grad_scale is a device scalar (1 / number of valid labels for a mean loss, computed on the
 // device by cross_entropy_gradient_scale so the host never waits); null means forward only
 // (logits are left untouched).
+// weights (nullable, fp32 [rows]): per-row loss weights (loss_scale strategies); row r's loss and
+// gradient are multiplied by weights[r]. Null means 1 and the kernel reads nothing more.
 // Work layout: one block of 512 threads per row; two passes over the row (an online max/sum
 // pass, then the gradient pass, which re-reads the row from L2); 16-byte vectors when V is a
 // multiple of 8, a scalar loop otherwise.
@@ -26,7 +28,8 @@ namespace surogate::cuda {
 constexpr int32_t kIgnoreIndex = -100;
 
 void cross_entropy_forward_backward(__nv_bfloat16* logits, float* row_losses, const int32_t* labels, int64_t rows,
-                                    int64_t vocab, const float* grad_scale, cudaStream_t stream);
+                                    int64_t vocab, const float* grad_scale, cudaStream_t stream,
+                                    const float* weights = nullptr);
 
 // valid_count = #labels in [0, V); grad_scale = 1 / max(valid_count, 1).
 void cross_entropy_gradient_scale(int32_t* valid_count, float* grad_scale, const int32_t* labels, int64_t rows,

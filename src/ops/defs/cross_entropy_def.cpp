@@ -19,6 +19,11 @@
 // gradient is scale_by(d_hidden, d_loss). The compiler rewrites a training graph's lm_head_loss to
 // it when the head weight is frozen (compiler/loss_input_grad.h), so the backward never
 // recomputes the logits. Its weight must not need a gradient.
+// Token weights: lm_head_loss and lm_head_loss_with_input_grad take an optional fifth input,
+// weights F32 [rows] (loss_scale strategies that weigh parts of a response; not differentiable),
+// and lm_head_loss_backward the same as its seventh. Row n's loss and gradient are multiplied by
+// weights[n]; the scale input is then 1 / Σ weights of the window (a weighted mean). Graphs
+// without the input run exactly the unweighted kernels.
 // Backward ops zero-fill d_weight before the math accumulates into it.
 #include <memory>
 #include <vector>
@@ -52,6 +57,24 @@ void check_scalar(const InferContext& ctx, size_t index) {
   if (ctx.input(index) != TensorType{statistic_dtype(ctx.input(0).dtype), Shape{}}) {
     ctx.fail("{} must be a scalar {}[]", ctx.input_label(index), dtype_safetensors_name(statistic_dtype(ctx.input(0).dtype)));
   }
+}
+
+// The optional weights input at `index`: F32, one per row (any shape, like the labels). True when present.
+bool check_token_weights(const InferContext& ctx, size_t index, int64_t rows) {
+  if (ctx.input_count() == index) return false;
+  if (ctx.input_count() != index + 1) {
+    ctx.fail("takes {} inputs, or {} with token weights; got {}", index, index + 1, ctx.input_count());
+  }
+  if (ctx.input(index).dtype != DType::F32 || ctx.input(index).numel() != rows) {
+    ctx.fail("{} (token weights) must be F32 with one value per row of {} ({} rows)", ctx.input_label(index),
+             ctx.input_label(0), rows);
+  }
+  return true;
+}
+
+// The weights of a bound op whose weights input would be at `index`, or null.
+const float* token_weights(const CpuKernelArgs& args, size_t index) {
+  return args.inputs.size() > index ? args.inputs[index].as<const float>() : nullptr;
 }
 
 void check_logsumexp(const InferContext& ctx, size_t index, int64_t rows) {
@@ -131,19 +154,24 @@ void register_cross_entropy(OpRegistry& registry) {
 void register_lm_head_loss(OpRegistry& registry) {
   registry.add(OpDef{
       .name = "lm_head_loss",
-      .inputs = {"hidden", "weight", "targets", "scale"},
+      .inputs = {"hidden", "weight", "targets", "scale", "weights"},
       .outputs = {"loss", "logsumexp"},
       .infer = [](const InferContext& ctx) {
         int64_t rows = check_loss_inputs(ctx);
         check_scalar(ctx, 3);
+        check_token_weights(ctx, 4, rows);
         return std::vector<TensorType>{{statistic_dtype(ctx.input(0).dtype), Shape{}},
                                        {statistic_dtype(ctx.input(0).dtype), Shape{rows}}};
       },
       .gradient = [](GradientContext& ctx) -> InputGradients {
-        auto grads = ctx.op("lm_head_loss_backward",
-                            {ctx.input(0), ctx.input(1), ctx.input(2), ctx.output(1), ctx.output_grad(0), ctx.input(3)},
-                            ctx.attrs().raw());
-        return {if_needed(ctx, 0, grads[0]), if_needed(ctx, 1, grads[1]), std::nullopt, std::nullopt};
+        std::vector<TensorId> inputs = {ctx.input(0),  ctx.input(1),          ctx.input(2),
+                                        ctx.output(1), ctx.output_grad(0), ctx.input(3)};
+        const bool weighted = ctx.node().inputs.size() == 5;
+        if (weighted) inputs.push_back(ctx.input(4));
+        auto grads = ctx.op("lm_head_loss_backward", inputs, ctx.attrs().raw());
+        InputGradients result = {if_needed(ctx, 0, grads[0]), if_needed(ctx, 1, grads[1]), std::nullopt, std::nullopt};
+        if (weighted) result.push_back(std::nullopt);
+        return result;
       },
       .cpu = [](const CpuBindContext& ctx) {
         CrossEntropyShape shape = loss_shape(ctx);
@@ -151,19 +179,22 @@ void register_lm_head_loss(OpRegistry& registry) {
           using T = decltype(zero);
           return [=](const CpuKernelArgs& args) {
             CrossEntropyResult result = lm_head_cross_entropy_forward(
-                shape, args.inputs[0].as<T>(), args.inputs[1].as<T>(), args.inputs[2].as<int32_t>(), args.outputs[1].as<T>());
+                shape, args.inputs[0].as<T>(), args.inputs[1].as<T>(), args.inputs[2].as<int32_t>(), args.outputs[1].as<T>(),
+                token_weights(args, 4));
             args.outputs[0].as<T>()[0] = static_cast<T>(result.loss_sum * static_cast<double>(args.inputs[3].as<T>()[0]));
           };
         });
       },
+      .variadic_inputs = true,
   });
   registry.add(OpDef{
       .name = "lm_head_loss_with_input_grad",
-      .inputs = {"hidden", "weight", "targets", "scale"},
+      .inputs = {"hidden", "weight", "targets", "scale", "weights"},
       .outputs = {"loss", "logsumexp", "d_hidden"},
       .infer = [](const InferContext& ctx) {
         int64_t rows = check_loss_inputs(ctx);
         check_scalar(ctx, 3);
+        check_token_weights(ctx, 4, rows);
         return std::vector<TensorType>{{statistic_dtype(ctx.input(0).dtype), Shape{}},
                                        {statistic_dtype(ctx.input(0).dtype), Shape{rows}}, ctx.input(0)};
       },
@@ -177,7 +208,9 @@ void register_lm_head_loss(OpRegistry& registry) {
         }
         std::optional<TensorId> d_hidden;
         if (ctx.needs_input_grad(0)) d_hidden = ctx.op("scale_by", {ctx.output(2), ctx.output_grad(0)});
-        return {d_hidden, std::nullopt, std::nullopt, std::nullopt};
+        InputGradients result = {d_hidden, std::nullopt, std::nullopt, std::nullopt};
+        if (ctx.node().inputs.size() == 5) result.push_back(std::nullopt);
+        return result;
       },
       .cpu = [](const CpuBindContext& ctx) {
         CrossEntropyShape shape = loss_shape(ctx);
@@ -185,25 +218,29 @@ void register_lm_head_loss(OpRegistry& registry) {
           using T = decltype(zero);
           return [=](const CpuKernelArgs& args) {
             const T scale = args.inputs[3].as<T>()[0];
+            const float* weights = token_weights(args, 4);
             CrossEntropyResult result = lm_head_cross_entropy_forward(
-                shape, args.inputs[0].as<T>(), args.inputs[1].as<T>(), args.inputs[2].as<int32_t>(), args.outputs[1].as<T>());
+                shape, args.inputs[0].as<T>(), args.inputs[1].as<T>(), args.inputs[2].as<int32_t>(), args.outputs[1].as<T>(),
+                weights);
             args.outputs[0].as<T>()[0] = static_cast<T>(result.loss_sum * static_cast<double>(scale));
             lm_head_cross_entropy_backward(shape, args.inputs[0].as<T>(), args.inputs[1].as<T>(),
                                            args.inputs[2].as<int32_t>(), args.outputs[1].as<T>(), scale,
-                                           args.outputs[2].as<T>(), static_cast<T*>(nullptr));
+                                           args.outputs[2].as<T>(), static_cast<T*>(nullptr), weights);
           };
         });
       },
+      .variadic_inputs = true,
   });
   registry.add(OpDef{
       .name = "lm_head_loss_backward",
-      .inputs = {"hidden", "weight", "targets", "logsumexp", "d_loss", "scale"},
+      .inputs = {"hidden", "weight", "targets", "logsumexp", "d_loss", "scale", "weights"},
       .outputs = {"d_hidden", "d_weight"},
       .infer = [](const InferContext& ctx) {
         int64_t rows = check_loss_inputs(ctx);
         check_logsumexp(ctx, 3, rows);
         check_scalar(ctx, 4);
         check_scalar(ctx, 5);
+        check_token_weights(ctx, 6, rows);
         return std::vector<TensorType>{ctx.input(0), ctx.input(1)};
       },
       .gradient = {},
@@ -216,10 +253,11 @@ void register_lm_head_loss(OpRegistry& registry) {
             T d_loss_sum = args.inputs[4].as<T>()[0] * args.inputs[5].as<T>()[0];
             lm_head_cross_entropy_backward(shape, args.inputs[0].as<T>(), args.inputs[1].as<T>(),
                                            args.inputs[2].as<int32_t>(), args.inputs[3].as<T>(), d_loss_sum,
-                                           args.outputs[0].as<T>(), args.outputs[1].as<T>());
+                                           args.outputs[0].as<T>(), args.outputs[1].as<T>(), token_weights(args, 6));
           };
         });
       },
+      .variadic_inputs = true,
   });
   registry.add(OpDef{
       .name = "lm_head_accuracy",
