@@ -144,6 +144,15 @@ ModelConfig parse_model_config(std::string_view json_text, const std::string& so
     fail_user("{}: not a valid JSON object; re-download the model or fix the file", source);
   }
   JsonFields fields(config, source);
+  if (auto quantization = config.find("quantization_config"); quantization != config.end()) {
+    // Checkpoints saved quantized (bitsandbytes 4/8-bit, FP8 with block scales, GPTQ, ...) hold
+    // packed integers where the loader expects float weights.
+    const std::string method = quantization->is_object() ? quantization->value("quant_method", std::string("unknown"))
+                                                         : std::string("unknown");
+    fail_user("{}: the model is saved quantized (quantization_config, quant_method '{}'), which Surogate does not "
+              "load yet; give the full-precision (bf16 / fp16 / fp32) checkpoint — with qlora_bnb: true it is "
+              "quantized to NF4 on load", source, method);
+  }
   ModelConfig model;
   model.architecture = parse_architecture(config, fields);
   model.vocab_size = fields.required_positive_integer("vocab_size");

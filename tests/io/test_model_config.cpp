@@ -307,5 +307,19 @@ TEST(ModelConfig, SaveThenLoadKeepsEveryField) {
   }
 }
 
+
+TEST(ModelConfig, QuantizedCheckpointIsOneClearError) {
+  json config = minimal_llama();
+  config["quantization_config"] = {{"quant_method", "bitsandbytes"}, {"load_in_4bit", true}};
+  try {
+    parse_model_config(config.dump(), "model/config.json");
+    FAIL() << "a quantized checkpoint was accepted";
+  } catch (const UserError& error) {
+    const std::string message = error.what();
+    EXPECT_NE(message.find("model/config.json"), std::string::npos) << message;
+    EXPECT_NE(message.find("'bitsandbytes'"), std::string::npos) << message;
+    EXPECT_NE(message.find("full-precision"), std::string::npos) << message;
+  }
+}
 }  // namespace
 }  // namespace surogate::io

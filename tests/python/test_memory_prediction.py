@@ -103,3 +103,23 @@ def test_a_run_that_cannot_fit_stops_before_loading_anything(surogate_bin, tmp_p
     assert "does NOT fit" in result.stderr and "predicted peak" in result.stderr
     assert "internal error" not in result.stderr
     assert not list((tmp_path / "out").glob("checkpoint-*"))
+
+
+def test_qlora_predicts_the_nf4_base_and_is_suggested_when_bf16_lora_does_not_fit(surogate_bin, tmp_path):
+    job = write_job(tmp_path, lora=True)
+    lora = run_surogate(surogate_bin, "pt", job, "--dry-run", "--gpu-memory", "80GiB")
+    assert lora.returncode == 0, lora.stderr
+    qlora_job = tmp_path / "qlora.yaml"
+    qlora_job.write_text(job.read_text() + "qlora_bnb: true\n")
+    qlora = run_surogate(surogate_bin, "pt", qlora_job, "--dry-run", "--gpu-memory", "80GiB")
+    assert qlora.returncode == 0, qlora.stderr
+    # NF4 with double quantization: 4.127 bits per projection weight instead of 16; the embeddings,
+    # LM head and norms stay bf16, so the whole is between a quarter and a half of the bf16 weights.
+    ratio = gib(qlora.stdout, "weights") / gib(lora.stdout, "weights")
+    assert 0.25 < ratio < 0.5, (gib(qlora.stdout, "weights"), gib(lora.stdout, "weights"))
+    # A GPU smaller than the bf16 weights alone: no recompute can fit bf16 LoRA, and the dry run
+    # names QLoRA as a way to fit.
+    size = gib(lora.stdout, "weights") + 1.5
+    small = run_surogate(surogate_bin, "pt", job, "--dry-run", "--gpu-memory", f"{size:.2f}GiB")
+    assert small.returncode == 0, small.stderr
+    assert "qlora_bnb: true (the frozen base in NF4" in small.stdout, small.stdout

@@ -90,6 +90,7 @@ void register_dequantize_ops(OpRegistry& registry) {
       },
       .gradient = {},
       .cpu = bind_cpu,
+      .variadic_inputs = true,  // 2 or 4 (double quantization); the shape rule checks
   });
 }
 
