@@ -90,6 +90,10 @@ private:
   void evaluate(bool final_eval);
   void save_checkpoint();
   void write_outputs();
+  // The base model's weights into `views` (spec order): from the model folder, or the
+  // deterministic initialisation when it holds no safetensors. `written` sees each one filled.
+  void read_base_weights(std::span<const WeightView> views, const WeightWritten& written = {}) const;
+  const models::QuantizedWeight* quantized_weight(const std::string& name) const;
   void add_time_breakdown();
   void report_time_breakdown();
   [[noreturn]] void fail_non_finite(const std::string& what, double value);
@@ -191,12 +195,9 @@ Run::Run(const Config& config, const TrainerOptions& options)
   // QLoRA: the weights the plan stores in NF4 reach the device through store_quantized().
   nf4_ = nf4_options(config);
   quantized_ = models::quantized_weights(plan_.graph);
-  auto is_quantized = [this](const std::string& name) {
-    return std::any_of(quantized_.begin(), quantized_.end(), [&](const auto& weight) { return weight.name == name; });
-  };
   TrainingDeviceSetup device_setup{&plan_, &registry_, {}, &config};
   for (const models::ParameterSpec& spec : specs_) {
-    if (!is_quantized(spec.name)) device_setup.specs.push_back(spec);
+    if (quantized_weight(spec.name) == nullptr) device_setup.specs.push_back(spec);
   }
   if (lora_) {
     for (const models::LoraAdapter& adapter : lora_->adapters) {
@@ -224,25 +225,21 @@ Run::Run(const Config& config, const TrainerOptions& options)
   }
   size_t next_device_weight = 0;
   for (const models::ParameterSpec& spec : specs_) {
-    if (is_quantized(spec.name)) {
+    if (quantized_weight(spec.name) != nullptr) {
       base_weights.push_back({spec.name, spec.shape, std::span<float>(scratch).first(graph::shape_numel(spec.shape))});
     } else {
       base_weights.push_back(weights[next_device_weight++]);
     }
   }
-  auto store_if_quantized = [&](size_t index) {
-    for (const models::QuantizedWeight& weight : quantized_) {
-      if (weight.name == specs_[index].name) device_->store_quantized(weight, base_weights[index].values);
-    }
-  };
-  if (has_safetensors(config.model)) {
-    load_weights(config.model, specs_, base_weights, store_if_quantized);
-  } else {
+  if (!has_safetensors(config.model)) {
     display_.message(fmt::format("{} has no safetensors: initialising the model from scratch (seed {})", config.model,
                                  config.train_seed));
-    initialize_weights(specs_, base_weights, static_cast<uint64_t>(config.train_seed), config.init_projections_to_zero,
-                       store_if_quantized);
   }
+  read_base_weights(base_weights, [&](size_t index) {
+    if (const models::QuantizedWeight* weight = quantized_weight(specs_[index].name)) {
+      device_->store_quantized(*weight, base_weights[index].values);
+    }
+  });
   if (!quantized_.empty()) {
     display_.message(fmt::format("QLoRA: {} base weights stored in NF4 (block {}, double quantization {})",
                                  quantized_.size(), nf4_->block_size, nf4_->double_quant ? "on" : "off"));
@@ -368,22 +365,15 @@ void Run::write_outputs() {
     std::vector<WeightView> merged_views;
     // QLoRA: the adapters merge into the base as the model folder holds it (full precision), not
     // into its NF4 approximation.
-    std::vector<std::vector<float>> original;
+    std::vector<std::vector<float>> original(quantized_.empty() ? 0 : specs_.size());
     std::vector<WeightView> sources(weights.begin(), weights.end());
     if (!quantized_.empty()) {
       sources.clear();
-      std::vector<WeightView> base;
-      original.resize(specs_.size());
       for (size_t i = 0; i < specs_.size(); ++i) {
         original[i].resize(static_cast<size_t>(graph::shape_numel(specs_[i].shape)));
-        base.push_back({specs_[i].name, specs_[i].shape, original[i]});
+        sources.push_back({specs_[i].name, specs_[i].shape, original[i]});
       }
-      if (has_safetensors(config_.model)) {
-        load_weights(config_.model, specs_, base);
-      } else {
-        initialize_weights(specs_, base, static_cast<uint64_t>(config_.train_seed), config_.init_projections_to_zero);
-      }
-      sources = base;
+      read_base_weights(sources);
       for (const WeightView& adapter : device_->trainable()) sources.push_back(adapter);
     }
     std::vector<std::vector<float>> merged_values = merge_lora_weights(*lora_, specs_, sources);
@@ -391,6 +381,22 @@ void Run::write_outputs() {
     save_hf_model(merged, model_config_, config_.model, specs_, merged_views);
     display_.message(fmt::format("merged model written to {}", merged.string()));
   }
+}
+
+void Run::read_base_weights(std::span<const WeightView> views, const WeightWritten& written) const {
+  if (has_safetensors(config_.model)) {
+    load_weights(config_.model, specs_, views, written);
+  } else {
+    initialize_weights(specs_, views, static_cast<uint64_t>(config_.train_seed), config_.init_projections_to_zero,
+                       written);
+  }
+}
+
+const models::QuantizedWeight* Run::quantized_weight(const std::string& name) const {
+  for (const models::QuantizedWeight& weight : quantized_) {
+    if (weight.name == name) return &weight;
+  }
+  return nullptr;
 }
 
 TrainingResult Run::run() {

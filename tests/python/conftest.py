@@ -47,3 +47,10 @@ def make_quickstart_example(tmp_path):
     subprocess.run([sys.executable, str(REPO_ROOT / "examples/quickstart/make_example.py"), str(tmp_path / "ex")],
                    check=True, capture_output=True)
     return tmp_path / "ex"
+
+
+def read_tensors(file):
+    """Every tensor of a safetensors file as numpy arrays, by name."""
+    from safetensors import safe_open
+    with safe_open(str(file), framework="numpy") as f:
+        return {name: f.get_tensor(name) for name in f.keys()}

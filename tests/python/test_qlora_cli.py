@@ -11,10 +11,9 @@
 import json
 
 import numpy as np
-from safetensors import safe_open
 from safetensors.numpy import save_file
 
-from conftest import make_quickstart_example, run_surogate
+from conftest import make_quickstart_example, read_tensors, run_surogate
 
 NF4_LEVELS = np.array([-1.0, -0.6961928009986877, -0.5250730514526367, -0.39491748809814453,
                        -0.28444138169288635, -0.18477343022823334, -0.09105003625154495, 0.0,
@@ -70,11 +69,6 @@ def first_eval_loss(out):
             if record.get("type") == "eval" and record["step"] == 0:
                 return record["eval_loss"]
     raise AssertionError(f"no eval record at step 0 under {out}")
-
-
-def read_tensors(file):
-    with safe_open(str(file), framework="numpy") as f:
-        return {name: f.get_tensor(name) for name in f.keys()}
 
 
 def test_qlora_computes_with_the_nf4_base_and_merges_into_the_original(surogate_bin, tmp_path):

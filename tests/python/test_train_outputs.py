@@ -16,7 +16,7 @@ import numpy as np
 from safetensors import safe_open
 
 from tiny_model import weight_shapes
-from conftest import REPO_ROOT, make_quickstart_example, run_surogate
+from conftest import REPO_ROOT, make_quickstart_example, read_tensors, run_surogate
 
 
 def test_sft_writes_a_hf_model_folder_log_and_report(surogate_bin, tmp_path):
@@ -105,11 +105,6 @@ datasets:
     prompt_format: "reverse: {{instruction}} = {{output}}"
 {extra}""")
     return path
-
-
-def read_tensors(file):
-    with safe_open(str(file), framework="numpy") as f:
-        return {name: f.get_tensor(name) for name in f.keys()}
 
 
 def test_lora_writes_a_peft_adapter_merge_adapter_and_surogate_merge_agree(surogate_bin, tmp_path):
