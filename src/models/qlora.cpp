@@ -94,7 +94,7 @@ graph::Graph apply_nf4_quantization(const graph::Graph& forward, const graph::Op
   return builder.finish();
 }
 
-std::vector<QuantizedWeight> quantized_weights(const graph::Graph& graph) {
+std::vector<QuantizedWeight> nf4_weights(const graph::Graph& graph) {
   std::vector<QuantizedWeight> result;
   for (const graph::Node& node : graph.nodes) {
     if (node.op != kDequantize || node.phase != graph::NodePhase::Forward) continue;
@@ -102,13 +102,9 @@ std::vector<QuantizedWeight> quantized_weights(const graph::Graph& graph) {
     QuantizedWeight entry;
     entry.name = weight.name;
     entry.shape = weight.type.shape;
+    entry.format = WeightFormat::Nf4;
     entry.nf4 = {weight.type.numel(), node.attrs.at("block_size").get<int64_t>(), node.inputs.size() == 4};
-    entry.packed = graph.tensor(node.inputs[0]).name;
-    entry.absmax = graph.tensor(node.inputs[1]).name;
-    if (entry.nf4.double_quant) {
-      entry.nested_absmax = graph.tensor(node.inputs[2]).name;
-      entry.offset = graph.tensor(node.inputs[3]).name;
-    }
+    for (TensorId input : node.inputs) entry.pieces.push_back(graph.tensor(input).name);
     result.push_back(std::move(entry));
   }
   return result;

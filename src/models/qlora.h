@@ -19,7 +19,7 @@
 
 #include "graph/graph.h"
 #include "graph/op_registry.h"
-#include "quant/nf4.h"
+#include "models/quantized_weight.h"
 
 namespace surogate::models {
 
@@ -28,19 +28,11 @@ struct Nf4Options {
   bool double_quant = true;    // qlora_bnb_double_quant
 };
 
-// One weight the graph stores in NF4.
-struct QuantizedWeight {
-  std::string name;            // the weight's engine name ("layers.0.attn.q_proj.weight")
-  graph::Shape shape;
-  quant::Nf4Shape nf4;
-  std::string packed, absmax, nested_absmax, offset;  // parameter names (the last two: double quant)
-};
-
 // The rewritten graph (see the file comment).
 graph::Graph apply_nf4_quantization(const graph::Graph& forward, const graph::OpRegistry& registry,
                                     const Nf4Options& options);
 
 // The weights `graph` stores in NF4, in node order (read from its dequantize_nf4 nodes).
-std::vector<QuantizedWeight> quantized_weights(const graph::Graph& graph);
+std::vector<QuantizedWeight> nf4_weights(const graph::Graph& graph);
 
 }  // namespace surogate::models

@@ -46,13 +46,13 @@ namespace {
 class CpuEvaluator final : public Evaluator {
 public:
   CpuEvaluator(const EvaluatorSetup& setup, std::span<const WeightView> weights,
-               std::span<const StoredNf4Weight> quantized)
+               std::span<const StoredQuantizedWeight> quantized)
       : weights_(weights), loader_(setup.cache, setup.cache->eval(), setup.batch, setup.seed, setup.pad_id) {
     plan_ = compiler::compile_forward(evaluation_graph(setup, DType::F32), *setup.registry);
     loss_ = plan_.tensor("loss");
     correct_ = plan_.tensor("correct");
     backend_.load(plan_, *setup.registry);
-    for (const StoredNf4Weight& stored : quantized) write_quantized(backend_, plan_, stored.weight, stored.pieces);
+    for (const StoredQuantizedWeight& stored : quantized) write_quantized(backend_, plan_, stored.weight, stored.pieces);
     inputs_ = std::make_unique<BatchInputs>(plan_);
   }
 
@@ -79,7 +79,7 @@ private:
 }  // namespace
 
 std::unique_ptr<Evaluator> make_cpu_evaluator(const EvaluatorSetup& setup, std::span<const WeightView> weights,
-                                              std::span<const StoredNf4Weight> quantized) {
+                                              std::span<const StoredQuantizedWeight> quantized) {
   return std::make_unique<CpuEvaluator>(setup, weights, quantized);
 }
 

@@ -64,6 +64,6 @@ EvalResult evaluate_split(data::DataLoader& loader, BatchInputs& inputs, const E
 // `weights` are the CPU training device's fp32 parameters (its backend's own buffers).
 // `quantized`: the QLoRA base, written into the evaluator's backend once.
 std::unique_ptr<Evaluator> make_cpu_evaluator(const EvaluatorSetup& setup, std::span<const WeightView> weights,
-                                              std::span<const StoredNf4Weight> quantized = {});
+                                              std::span<const StoredQuantizedWeight> quantized = {});
 
 }  // namespace surogate::train

@@ -2,51 +2,65 @@
 #include "train/quantized_weights.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "core/error.h"
 #include "ops/parallel_for.h"
+#include "quant/nf4.h"
 
 namespace surogate::train {
+namespace {
 
-Nf4Pieces quantize_weight(const models::QuantizedWeight& weight, std::span<const float> values) {
+template <typename T>
+std::vector<std::byte> bytes_of(std::span<const T> values) {
+  std::vector<std::byte> bytes(values.size_bytes());
+  if (!bytes.empty()) std::memcpy(bytes.data(), values.data(), bytes.size());
+  return bytes;
+}
+
+QuantizedPieces quantize_nf4(const models::QuantizedWeight& weight, std::span<const float> values) {
   const quant::Nf4Shape& shape = weight.nf4;
-  SUROGATE_CHECK(static_cast<int64_t>(values.size()) == shape.numel, "weight '{}' has {} values, expected {}",
-                 weight.name, values.size(), shape.numel);
-  Nf4Pieces pieces;
-  pieces.packed.resize(static_cast<size_t>(shape.packed_bytes()));
-  pieces.absmax.resize(static_cast<size_t>(shape.blocks()));
+  std::vector<uint8_t> packed(static_cast<size_t>(shape.packed_bytes()));
+  std::vector<float> absmax(static_cast<size_t>(shape.blocks()));
   constexpr int64_t kBlocksPerTask = 1024;
   const int64_t tasks = (shape.blocks() + kBlocksPerTask - 1) / kBlocksPerTask;
   ops::parallel_for(tasks, [&](int64_t task) {
     const int64_t first = task * kBlocksPerTask;
     quant::quantize_nf4_blocks(values.data(), shape, first, std::min(shape.blocks(), first + kBlocksPerTask),
-                               pieces.packed.data(), pieces.absmax.data());
+                               packed.data(), absmax.data());
   });
-  if (shape.double_quant) {
-    pieces.nested = quant::quantize_absmax(pieces.absmax);
-    pieces.absmax.clear();
+  QuantizedPieces pieces;
+  pieces.bytes.push_back(bytes_of<uint8_t>(packed));
+  if (!shape.double_quant) {
+    pieces.bytes.push_back(bytes_of<float>(absmax));
+    return pieces;
   }
+  const quant::QuantizedAbsmax nested = quant::quantize_absmax(absmax);
+  pieces.bytes.push_back(bytes_of<uint8_t>(nested.codes));
+  pieces.bytes.push_back(bytes_of<float>(nested.absmax2));
+  pieces.bytes.push_back(bytes_of<float>(std::span<const float>(&nested.offset, 1)));
   return pieces;
 }
 
-namespace {
-template <typename T>
-void write_piece(runtime::Backend& backend, const compiler::ExecutionPlan& plan, const std::string& name,
-                 std::span<const T> values) {
-  backend.write(plan.tensor(name), std::as_bytes(values));
-}
 }  // namespace
 
-void write_quantized(runtime::Backend& backend, const compiler::ExecutionPlan& plan,
-                     const models::QuantizedWeight& weight, const Nf4Pieces& pieces) {
-  write_piece<uint8_t>(backend, plan, weight.packed, pieces.packed);
-  if (!weight.nf4.double_quant) {
-    write_piece<float>(backend, plan, weight.absmax, pieces.absmax);
-    return;
+QuantizedPieces quantize_weight(const models::QuantizedWeight& weight, std::span<const float> values) {
+  SUROGATE_CHECK(static_cast<int64_t>(values.size()) == weight.numel(), "weight '{}' has {} values, expected {}",
+                 weight.name, values.size(), weight.numel());
+  QuantizedPieces pieces;
+  switch (weight.format) {
+    case models::WeightFormat::Nf4: pieces = quantize_nf4(weight, values); break;
   }
-  write_piece<uint8_t>(backend, plan, weight.absmax, pieces.nested.codes);
-  write_piece<float>(backend, plan, weight.nested_absmax, pieces.nested.absmax2);
-  write_piece<float>(backend, plan, weight.offset, std::span<const float>(&pieces.nested.offset, 1));
+  SUROGATE_CHECK(pieces.bytes.size() == weight.pieces.size(), "weight '{}': {} pieces quantized, {} named",
+                 weight.name, pieces.bytes.size(), weight.pieces.size());
+  return pieces;
+}
+
+void write_quantized(runtime::Backend& backend, const compiler::ExecutionPlan& plan,
+                     const models::QuantizedWeight& weight, const QuantizedPieces& pieces) {
+  for (size_t i = 0; i < weight.pieces.size(); ++i) {
+    backend.write(plan.tensor(weight.pieces[i]), pieces.bytes[i]);
+  }
 }
 
 }  // namespace surogate::train

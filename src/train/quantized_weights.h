@@ -1,36 +1,35 @@
-// QLoRA's frozen base on the way in: each loaded (or initialised) weight that the plan stores in NF4
-// (models/qlora.h) is quantized on the host, on all cores, and its pieces are written into the
-// backend's parameters. The base never exists in full precision on the host beyond the one weight
-// being loaded, nor on the device beyond the dequantized copy a matmul reads.
+// The quantized frozen base on the way in: each loaded (or initialised) weight that the plan stores
+// quantized (models/quantized_weight.h: NF4 for QLoRA, FP8 for the fp8_hybrid recipe) is
+// quantized on the host, on all cores, and its pieces are written into the backend's parameters.
+// The base never exists in full precision on the host beyond the one weight being loaded.
 #pragma once
 
+#include <cstddef>
 #include <span>
 #include <vector>
 
 #include "compiler/execution_plan.h"
-#include "models/qlora.h"
-#include "quant/nf4.h"
+#include "models/quantized_weight.h"
 #include "runtime/backend.h"
 
 namespace surogate::train {
 
-struct Nf4Pieces {
-  std::vector<uint8_t> packed;
-  std::vector<float> absmax;        // plain
-  quant::QuantizedAbsmax nested;    // double quantization
+// The bytes of each of weight.pieces, in that order.
+struct QuantizedPieces {
+  std::vector<std::vector<std::byte>> bytes;
 };
 
-// `values` (the weight's numel floats) in NF4 as `weight` describes.
-Nf4Pieces quantize_weight(const models::QuantizedWeight& weight, std::span<const float> values);
+// `values` (the weight's numel floats) in the format `weight` describes.
+QuantizedPieces quantize_weight(const models::QuantizedWeight& weight, std::span<const float> values);
 
 // A weight as the CPU devices keep it for their evaluator (which has its own backend).
-struct StoredNf4Weight {
+struct StoredQuantizedWeight {
   models::QuantizedWeight weight;
-  Nf4Pieces pieces;
+  QuantizedPieces pieces;
 };
 
 // Writes the pieces into the parameters `plan` gives them on `backend`.
 void write_quantized(runtime::Backend& backend, const compiler::ExecutionPlan& plan,
-                     const models::QuantizedWeight& weight, const Nf4Pieces& pieces);
+                     const models::QuantizedWeight& weight, const QuantizedPieces& pieces);
 
 }  // namespace surogate::train

@@ -221,7 +221,7 @@ Run::Run(const Config& config, const TrainerOptions& options)
   std::vector<WeightView> base_weights;
   std::vector<float> scratch;
   for (const models::QuantizedWeight& weight : quantized_) {
-    scratch.resize(std::max(scratch.size(), static_cast<size_t>(weight.nf4.numel)));
+    scratch.resize(std::max(scratch.size(), static_cast<size_t>(weight.numel())));
   }
   size_t next_device_weight = 0;
   for (const models::ParameterSpec& spec : specs_) {
@@ -240,7 +240,7 @@ Run::Run(const Config& config, const TrainerOptions& options)
       device_->store_quantized(*weight, base_weights[index].values);
     }
   });
-  if (!quantized_.empty()) {
+  if (nf4_ && !quantized_.empty()) {
     display_.message(fmt::format("QLoRA: {} base weights stored in NF4 (block {}, double quantization {})",
                                  quantized_.size(), nf4_->block_size, nf4_->double_quant ? "on" : "off"));
   }

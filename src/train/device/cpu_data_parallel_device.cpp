@@ -215,7 +215,7 @@ private:
   distributed::ParallelLayout layout_;
   distributed::RankThreads threads_;
   std::vector<std::unique_ptr<Rank>> ranks_;
-  std::vector<StoredNf4Weight> quantized_;  // QLoRA's base, kept for the evaluator's backend
+  std::vector<StoredQuantizedWeight> quantized_;  // QLoRA's base, kept for the evaluator's backend
   std::vector<size_t> offsets_;      // each trainable tensor's offset in the flat buffer
   size_t total_ = 0;                 // the flat buffer's elements
   std::vector<size_t> shard_sizes_;  // the all-gather's pieces, one per rank

@@ -123,7 +123,7 @@ private:
   runtime::CpuBackend backend_;
   graph::TensorId loss_ = graph::kNoTensor;
   CpuParameters parameters_;
-  std::vector<StoredNf4Weight> quantized_;  // QLoRA's base, kept for the evaluator's backend
+  std::vector<StoredQuantizedWeight> quantized_;  // QLoRA's base, kept for the evaluator's backend
   std::unique_ptr<Optimizer> optimizer_;
   double loss_sum_ = 0.0, grad_norm_ = 0.0;
 };

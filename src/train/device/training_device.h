@@ -27,7 +27,7 @@
 #include "config/config.h"
 #include "graph/op_registry.h"
 #include "models/model_spec.h"
-#include "models/qlora.h"
+#include "models/quantized_weight.h"
 #include "runtime/backend.h"
 #include "train/checkpoint_io.h"
 #include "train/evaluator.h"
@@ -60,7 +60,7 @@ public:
   virtual void upload() = 0;
   virtual void download() = 0;
 
-  // QLoRA: the frozen weights the plan stores in NF4 (models/qlora.h) are not among weights();
+  // The frozen weights the plan stores quantized (models/quantized_weight.h) are not among weights();
   // each loaded one is handed here once, before upload(): quantized on the host and written to
   // the device (every rank's).
   virtual void store_quantized(const models::QuantizedWeight& weight, std::span<const float> values) = 0;
