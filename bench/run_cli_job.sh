@@ -15,7 +15,8 @@
 # tests/runtime_cuda/surogate_train_bench" scripts/gpu_check.sh --prepare; then on the GPU machine
 # `CARRY_DIR=$PWD/carry/cli bash bench/run_cli_job.sh` with carry ["carry/cli.tar.xz"] (a full
 # carry/cudal from a plain --prepare works too, and is the default).
-# Env: CLI_MODELS (qwen3-0.6b qwen3-8b), CLI_VARIANTS (defaults fast fast-long; also recommended),
+# Env: CLI_MODELS (qwen3-0.6b qwen3-8b), CLI_VARIANTS (defaults fast fast-long; also recommended,
+# qlora, qlora-fast, fp8, fp8-fast, full, full-b4; MFU is against the bf16 ceiling for every variant),
 # CLI_STEPS (10),
 # BENCH_BINARY=0 (skip the bench binary), PEERS=0, PEER_STEPS (5). Records: $OUT/cli.jsonl.
 set -uo pipefail
@@ -57,6 +58,10 @@ YAML
           for r in recompute_swiglu recompute_rmsnorm recompute_ffn recompute_qkv recompute_att recompute_block \
                    recompute_lora; do printf '%s: false\n' "$r"; done ;;
     recommended) printf 'apply_recommended_values: true\n' ;;
+    fp8) printf 'recipe: fp8_hybrid\n' ;;  # the fp8_hybrid recipe with the defaults
+    fp8-fast) printf 'recipe: fp8_hybrid\nlora_dropout: 0.0\n'
+          for r in recompute_swiglu recompute_rmsnorm recompute_ffn recompute_qkv recompute_att recompute_block \
+                   recompute_lora; do printf '%s: false\n' "$r"; done ;;
     qlora) printf 'qlora_bnb: true\n' ;;  # QLoRA NF4 (block 64, double quantization) with the defaults
     full) printf 'lora: false\n' ;;  # full fine-tuning with the defaults: where recompute must choose
     full-b4) printf 'lora: false\nper_device_train_batch_size: 4\n' ;;  # more than fits: partial recompute
@@ -100,6 +105,7 @@ print(json.dumps({"model": model, "variant": variant, "engine": "surogate CLI", 
                   "peak_mem_gib": max(mem, default=0) / 1024, "steps": len(steps),
                   "predicted_peak_gib": float(predicted.group(1)) if predicted else None,
                   "command_to_first_step_s": (first_step - start) if first_step else None,
+                  "losses": [r.get("loss") for r in steps],
                   "startup": startup}))
 PY
   done

@@ -115,6 +115,35 @@ void apply_implications(Config& config) {
   }
 }
 
+namespace {
+
+// The fp8_hybrid recipe's options and what it combines with (models/fp8_recipe.h).
+void validate_fp8_recipe(const Config& config) {
+  const bool fp8 = config.recipe == Recipe::Fp8Hybrid;
+  const char* only_fp8 = "only applies to recipe: fp8_hybrid (the quantized recipe this version implements); "
+                         "set recipe: fp8_hybrid or remove the option";
+  require(fp8 || config.fp8_amax_history == 1024, config, "fp8_amax_history", only_fp8);
+  require(fp8 || config.skip_quant_first_layers == 0, config, "skip_quant_first_layers", only_fp8);
+  require(fp8 || config.skip_quant_last_layers == 0, config, "skip_quant_last_layers", only_fp8);
+  const bool fp8_gradients = config.gradient_dtype && (*config.gradient_dtype == GradientDtype::Fp8E4M3 ||
+                                                       *config.gradient_dtype == GradientDtype::Fp8E5M2);
+  require(fp8 || !fp8_gradients, config, "gradient_dtype",
+          "fp8_e4m3 / fp8_e5m2 are the fp8_hybrid recipe's backward-matmul formats; set recipe: fp8_hybrid, or "
+          "use bf16 / fp32");
+  if (!fp8) return;
+  require(config.lora, config, "recipe",
+          "fp8_hybrid is implemented for LoRA (lora: true) so far: full fine-tuning and pt in FP8 are not "
+          "implemented yet; use recipe: bf16 for them");
+  require(!config.qlora_bnb && !config.qlora_fp8 && !config.qlora_fp4, config, "recipe",
+          "fp8_hybrid does not combine with a qlora_* mode yet (a quantized base is dequantized to bf16 for its "
+          "products); use one or the other");
+  require(config.gpus == 1, config, "recipe",
+          "fp8_hybrid trains on one device so far (its scaling state is not shared between data-parallel ranks "
+          "yet); set gpus: 1");
+}
+
+}  // namespace
+
 void validate_config(const Config& config, const std::string& file_label) {
   if (config.model.empty()) {
     fail_user("{}: option 'model' is required: a local Hugging Face model folder or a hub id like Qwen/Qwen3-0.6B",
@@ -134,6 +163,7 @@ void validate_config(const Config& config, const std::string& file_label) {
   require_positive(config, "fp8_amax_history", config.fp8_amax_history);
   require(config.skip_quant_first_layers >= 0, config, "skip_quant_first_layers", "must not be negative");
   require(config.skip_quant_last_layers >= 0, config, "skip_quant_last_layers", "must not be negative");
+  validate_fp8_recipe(config);
 
   require(config.learning_rate > 0.0, config, "learning_rate", fmt::format("must be positive (got {})", config.learning_rate));
   require_fraction(config, "warmup_ratio", config.warmup_ratio);

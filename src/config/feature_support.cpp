@@ -18,17 +18,10 @@ struct UnsupportedOption {
 
 const std::vector<UnsupportedOption>& unsupported_options() {
   static const std::vector<UnsupportedOption> table = {
-      {"recipe", [](const Config& c) { return c.recipe != Recipe::Bf16; }},
-      // bf16 and fp32 are implemented (on the CUDA backend); fp8 belongs to the fp8 recipes.
-      {"gradient_dtype", [](const Config& c) {
-         return c.gradient_dtype && (*c.gradient_dtype == GradientDtype::Fp8E4M3 ||
-                                     *c.gradient_dtype == GradientDtype::Fp8E5M2);
-       }},
+      // fp8_hybrid is implemented for LoRA (config_rules.cpp says so for full fine-tuning).
+      {"recipe", [](const Config& c) { return c.recipe == Recipe::Nvfp4; }},
       {"use_fused_rope", [](const Config& c) { return c.use_fused_rope; }},
-      {"fp8_amax_history", [](const Config& c) { return c.fp8_amax_history != 1024; }},
       {"fp4_backend", [](const Config& c) { return c.fp4_backend != Fp4Backend::Cutlass; }},
-      {"skip_quant_first_layers", [](const Config& c) { return c.skip_quant_first_layers != 0; }},
-      {"skip_quant_last_layers", [](const Config& c) { return c.skip_quant_last_layers != 0; }},
       {"offload_residual", [](const Config& c) { return c.offload_residual; }},
       {"offload_master", [](const Config& c) { return c.offload_master; }},
       {"offload_quants", [](const Config& c) { return c.offload_quants; }},

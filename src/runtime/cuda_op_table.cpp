@@ -47,6 +47,7 @@ const CudaOpTable& builtin_cuda_ops() {
     register_lora_cuda_ops(built);
     register_fused_cuda_ops(built);
     register_quant_cuda_ops(built);
+    register_fp8_cuda_ops(built);
     return built;
   }();
   return table;

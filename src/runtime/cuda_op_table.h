@@ -12,12 +12,14 @@
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "cuda/device_buffer.h"
+#include "cuda/fp8_matmul.h"
 #include "cuda/matmul.h"
 #include "graph/op_registry.h"
 
@@ -54,6 +56,12 @@ using CudaKernel = std::function<void(const CudaKernelArgs&)>;
 class CudaResources {
 public:
   cuda::Matmul& matmul() { return matmul_; }
+  // The FP8 products' own cuBLASLt handle and workspace, made by the first binder that asks
+  // (fp8_hybrid plans only).
+  cuda::Fp8Matmul& fp8_matmul() {
+    if (!fp8_matmul_) fp8_matmul_ = std::make_unique<cuda::Fp8Matmul>();
+    return *fp8_matmul_;
+  }
   void reserve_scratch(size_t bytes) { scratch_request_ = std::max(scratch_request_, bytes); }
   size_t scratch_request() const { return scratch_request_; }
   void allocate_scratch() { scratch_ = cuda::DeviceBuffer<std::byte>(scratch_request_); }
@@ -62,6 +70,7 @@ public:
 
 private:
   cuda::Matmul matmul_;
+  std::unique_ptr<cuda::Fp8Matmul> fp8_matmul_;
   size_t scratch_request_ = 0;
   cuda::DeviceBuffer<std::byte> scratch_;
 };
@@ -139,6 +148,10 @@ void register_fused_cuda_ops(CudaOpTable& table);
 
 // dequantize_nf4 (QLoRA's NF4 base weights to bf16), in runtime/cuda_quant_ops.cpp.
 void register_quant_cuda_ops(CudaOpTable& table);
+
+// quantize_fp8, linear_fp8, linear_fp8_backward_input (the fp8_hybrid recipe), in
+// runtime/cuda_fp8_ops.cpp.
+void register_fp8_cuda_ops(CudaOpTable& table);
 
 // The table the engine uses: every family registered above, built once on first use.
 const CudaOpTable& builtin_cuda_ops();

@@ -13,10 +13,16 @@ graph::Graph evaluation_graph(const EvaluatorSetup& setup, DType dtype) {
   models::DecoderGraphOptions options{setup.batch, setup.sequence, setup.lmhead_chunks, true};
   options.dtype = dtype;
   models::DecoderGraph decoder = models::build_decoder_graph(*setup.config, *setup.registry, options);
-  if (!setup.lora) return std::move(decoder.graph);
-  graph::Graph graph =
-      models::apply_lora(decoder.graph, *setup.registry, setup.lora->adapters, setup.lora->options, false);
-  if (setup.nf4) graph = models::apply_nf4_quantization(graph, *setup.registry, *setup.nf4);
+  graph::Graph graph = std::move(decoder.graph);
+  if (setup.lora) {
+    graph = models::apply_lora(graph, *setup.registry, setup.lora->adapters, setup.lora->options, false);
+    if (setup.nf4) graph = models::apply_nf4_quantization(graph, *setup.registry, *setup.nf4);
+  }
+  if (setup.fp8) {
+    models::Fp8Options options = *setup.fp8;
+    options.amax_history = 0;  // each tensor at its own scale: evaluation leaves the training state alone
+    graph = models::apply_fp8_recipe(graph, *setup.registry, options);
+  }
   return graph;
 }
 

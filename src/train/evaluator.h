@@ -22,6 +22,7 @@
 #include "runtime/backend.h"
 #include "train/batch_inputs.h"
 #include "train/checkpoint_io.h"
+#include "models/fp8_recipe.h"
 #include "models/qlora.h"
 #include "train/quantized_weights.h"
 
@@ -42,6 +43,7 @@ struct EvaluatorSetup {
   int32_t pad_id = 0;
   const models::LoraSetup* lora = nullptr;  // the adapters, evaluated without dropout (PEFT's eval mode)
   const models::Nf4Options* nf4 = nullptr;  // QLoRA: the frozen projections in NF4 (models/qlora.h)
+  const models::Fp8Options* fp8 = nullptr;  // fp8_hybrid (models/fp8_recipe.h), run with current scaling
 };
 
 class Evaluator {

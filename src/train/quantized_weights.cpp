@@ -6,6 +6,8 @@
 
 #include "core/error.h"
 #include "ops/parallel_for.h"
+#include "quant/fp8.h"
+#include "quant/fp8_scaling.h"
 #include "quant/nf4.h"
 
 namespace surogate::train {
@@ -42,6 +44,28 @@ QuantizedPieces quantize_nf4(const models::QuantizedWeight& weight, std::span<co
   return pieces;
 }
 
+// Per-tensor E4M3 at scale 448 / amax: the codes [out, in], the same codes transposed [in, out]
+// and scale_inv (models/fp8_recipe.h).
+QuantizedPieces quantize_fp8_tensor(const models::QuantizedWeight& weight, std::span<const float> values) {
+  const int64_t rows = weight.shape.at(0), columns = weight.shape.at(1);
+  const float scale = quant::fp8_scale(quant::amax_of(values), quant::Fp8Format::E4M3);
+  std::vector<std::byte> codes(values.size()), transposed(values.size());
+  ops::parallel_for(rows, [&](int64_t row) {
+    for (int64_t column = 0; column < columns; ++column) {
+      const auto code = static_cast<std::byte>(
+          quant::fp8_encode(values[static_cast<size_t>(row * columns + column)] * scale, quant::Fp8Format::E4M3));
+      codes[static_cast<size_t>(row * columns + column)] = code;
+      transposed[static_cast<size_t>(column * rows + row)] = code;
+    }
+  });
+  const float scale_inv = 1.0f / scale;
+  QuantizedPieces pieces;
+  pieces.bytes.push_back(std::move(codes));
+  pieces.bytes.push_back(std::move(transposed));
+  pieces.bytes.push_back(bytes_of<float>(std::span<const float>(&scale_inv, 1)));
+  return pieces;
+}
+
 }  // namespace
 
 QuantizedPieces quantize_weight(const models::QuantizedWeight& weight, std::span<const float> values) {
@@ -50,6 +74,7 @@ QuantizedPieces quantize_weight(const models::QuantizedWeight& weight, std::span
   QuantizedPieces pieces;
   switch (weight.format) {
     case models::WeightFormat::Nf4: pieces = quantize_nf4(weight, values); break;
+    case models::WeightFormat::Fp8Tensor: pieces = quantize_fp8_tensor(weight, values); break;
   }
   SUROGATE_CHECK(pieces.bytes.size() == weight.pieces.size(), "weight '{}': {} pieces quantized, {} named",
                  weight.name, pieces.bytes.size(), weight.pieces.size());

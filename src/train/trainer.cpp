@@ -106,6 +106,7 @@ private:
   std::vector<models::ParameterSpec> specs_;  // the base model's parameters
   std::optional<models::LoraSetup> lora_;
   std::optional<models::Nf4Options> nf4_;                 // qlora_bnb
+  std::optional<models::Fp8Options> fp8_;                 // recipe fp8_hybrid
   std::vector<models::QuantizedWeight> quantized_;        // the base weights the plan stores in NF4
   graph::TensorId dropout_seed_ = graph::kNoTensor;
   int32_t dropout_seed_value_ = 0;
@@ -194,6 +195,7 @@ Run::Run(const Config& config, const TrainerOptions& options)
   if (auto seed = plan_.graph.find_tensor(models::kDropoutSeed)) dropout_seed_ = *seed;
   // QLoRA: the weights the plan stores in NF4 reach the device through store_quantized().
   nf4_ = nf4_options(config);
+  fp8_ = fp8_options(config, model_config_);
   quantized_ = models::quantized_weights(plan_.graph);
   TrainingDeviceSetup device_setup{&plan_, &registry_, {}, &config};
   for (const models::ParameterSpec& spec : specs_) {
@@ -244,6 +246,15 @@ Run::Run(const Config& config, const TrainerOptions& options)
     display_.message(fmt::format("QLoRA: {} base weights stored in NF4 (block {}, double quantization {})",
                                  quantized_.size(), nf4_->block_size, nf4_->double_quant ? "on" : "off"));
   }
+  if (fp8_) {
+    const auto state = models::fp8_scaling_state(plan_.graph);
+    display_.message(fmt::format(
+        "fp8_hybrid: {} projections in FP8 (E4M3 weights and inputs, {} gradients; layers {}–{} of {}), delayed "
+        "scaling over {} steps at {} sites",
+        quantized_.size(), fp8_->gradient_format == quant::Fp8Format::E4M3 ? "E4M3" : "E5M2",
+        fp8_->skip_first_layers, fp8_->layers - fp8_->skip_last_layers - 1, fp8_->layers, fp8_->amax_history,
+        state ? state->sites : 0));
+  }
   if (lora_) {
     initialize_lora(*lora_, weights, static_cast<uint64_t>(config.train_seed));
     int64_t adapter_parameters = 0;
@@ -279,7 +290,7 @@ Run::Run(const Config& config, const TrainerOptions& options)
   if (cache_->eval().rows() > 0) {
     evaluator_ = device_->make_evaluator({&model_config_, &registry_, batch, sequence, config.lmhead_chunks, cache_,
                                           static_cast<uint64_t>(config.eval_seed), pad_id, lora_ ? &*lora_ : nullptr,
-                                          nf4_ ? &*nf4_ : nullptr});
+                                          nf4_ ? &*nf4_ : nullptr, fp8_ ? &*fp8_ : nullptr});
   }
   store_ = std::make_unique<CheckpointStore>(config.checkpoint_dir.value_or(config.output_dir),
                                              static_cast<int>(config.save_total_limit));

@@ -39,6 +39,17 @@ std::optional<models::Nf4Options> nf4_options(const Config& config) {
   return models::Nf4Options{config.qlora_bnb_block_size, config.qlora_bnb_double_quant};
 }
 
+std::optional<models::Fp8Options> fp8_options(const Config& config, const io::ModelConfig& model) {
+  if (config.recipe != Recipe::Fp8Hybrid) return std::nullopt;
+  models::Fp8Options options;
+  options.layers = model.num_hidden_layers;
+  options.skip_first_layers = config.skip_quant_first_layers;
+  options.skip_last_layers = config.skip_quant_last_layers;
+  options.amax_history = config.fp8_amax_history;
+  if (config.gradient_dtype == GradientDtype::Fp8E4M3) options.gradient_format = quant::Fp8Format::E4M3;
+  return options;
+}
+
 TrainingForward build_training_forward(const Config& config, const io::ModelConfig& model,
                                        const graph::OpRegistry& registry, const models::LoraSetup* lora,
                                        TrainingBackend backend, int64_t batch, int64_t sequence,
@@ -54,6 +65,10 @@ TrainingForward build_training_forward(const Config& config, const io::ModelConf
   if (lora != nullptr) {
     forward.graph = models::apply_lora(forward.graph, registry, lora->adapters, lora->options, training);
     if (const auto nf4 = nf4_options(config)) forward.graph = models::apply_nf4_quantization(forward.graph, registry, *nf4);
+  }
+  if (auto fp8 = fp8_options(config, model)) {
+    if (!training) fp8->amax_history = 0;  // evaluation: each tensor at its own scale, no state
+    forward.graph = models::apply_fp8_recipe(forward.graph, registry, *fp8);
   }
   return forward;
 }

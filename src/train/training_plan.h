@@ -14,6 +14,7 @@
 #include "compiler/recompute_choice.h"
 #include "config/config.h"
 #include "io/model_config.h"
+#include "models/fp8_recipe.h"
 #include "models/lora.h"
 #include "models/qlora.h"
 #include "train/device/backend_selection.h"
@@ -28,6 +29,11 @@ models::LoraSetup lora_setup(const Config& config, const io::ModelConfig& model,
 // QLoRA with qlora_bnb: the NF4 layout of the frozen base (qlora_bnb_block_size,
 // qlora_bnb_double_quant); nullopt otherwise.
 std::optional<models::Nf4Options> nf4_options(const Config& config);
+
+// recipe fp8_hybrid: which projections run in FP8 (skip_quant_first_layers / _last_layers),
+// fp8_amax_history and the backward format (gradient_dtype fp8_e4m3; E5M2 otherwise); nullopt
+// for the other recipes.
+std::optional<models::Fp8Options> fp8_options(const Config& config, const io::ModelConfig& model);
 
 struct TrainingForward {
   graph::Graph graph;

@@ -3,6 +3,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
+#include "config/config_rules.h"
 #include "core/error.h"
 #include "cuda/device_info.h"
 #include "distributed/parallel_layout.h"
@@ -15,7 +18,10 @@ void check_cpu_backend_precision(const Config& config) {
               "and keeps fp32 master weights. Remove the option or train on a machine with a GPU",
               config.source_of("master_dtype"), to_string(*config.master_dtype));
   }
-  if (config.gradient_dtype && *config.gradient_dtype != GradientDtype::Fp32) {
+  const bool fp8_gradients = config.recipe == Recipe::Fp8Hybrid && config.gradient_dtype &&
+                             (*config.gradient_dtype == GradientDtype::Fp8E4M3 ||
+                              *config.gradient_dtype == GradientDtype::Fp8E5M2);
+  if (config.gradient_dtype && *config.gradient_dtype != GradientDtype::Fp32 && !fp8_gradients) {
     fail_user("{}: gradient_dtype: {} is implemented on the CUDA backend only; the CPU backend is the fp32 reference "
               "and accumulates gradients in fp32. Remove the option or train on a machine with a GPU",
               config.source_of("gradient_dtype"), to_string(*config.gradient_dtype));
@@ -41,21 +47,19 @@ BackendChoice choose_training_backend(const Config& config, const MachineOffer& 
               config.source_of(config.zero_level >= 2 ? "zero_level" : "shard_gradients"),
               config.zero_level >= 2 ? fmt::format("zero_level: {}", config.zero_level) : std::string("shard_gradients"));
   }
-  if (config.recipe != Recipe::Bf16) {
-    fail_user("{}: recipe: {} is not implemented yet on the CUDA backend; use recipe: bf16",
-              config.source_of("recipe"), to_string(config.recipe));
+  validate_for_hardware(config, machine.best_sm);
+  if (config.recipe == Recipe::Nvfp4) {
+    fail_user("{}: recipe: nvfp4 is not implemented yet on the CUDA backend; use recipe: bf16 or fp8_hybrid",
+              config.source_of("recipe"));
   }
-  if (config.gradient_dtype && *config.gradient_dtype != GradientDtype::Fp32 &&
-      *config.gradient_dtype != GradientDtype::Bf16) {
-    fail_user("{}: gradient_dtype: {} belongs to the fp8 recipes, which are not implemented yet; use gradient_dtype: "
-              "bf16 or fp32", config.source_of("gradient_dtype"), to_string(*config.gradient_dtype));
-  }
+  const bool fp8 = config.recipe == Recipe::Fp8Hybrid;
   const bool bf16_master = config.master_dtype == MasterDtype::Bf16;
   const bool bf16_gradients = config.gradient_dtype == GradientDtype::Bf16;
   return {TrainingBackend::Cuda,
-          fmt::format("training on the CUDA backend ({}): bf16 weights and activations, {}, {} gradient accumulation "
-                      "and {} state",
+          fmt::format("training on the CUDA backend ({}): {}, {}, {} gradient accumulation and {} state",
                       machine.gpu_name,
+                      fp8 ? "fp8_hybrid recipe (E4M3 projections, E5M2 gradients, bf16 elsewhere)"
+                          : "bf16 weights and activations",
                       bf16_master ? "bf16 master weights (stochastic rounding, no fp32 copy)" : "fp32 master weights",
                       bf16_gradients ? "bf16" : "fp32", to_string(config.optimizer))};
 }
@@ -68,6 +72,7 @@ MachineOffer probe_machine() {
   if (!environment.gpus.empty()) {
     offer.gpu_name = environment.gpus.front().name;
     offer.gpu_total_bytes = environment.gpus.front().memory_total_bytes;
+    for (const cuda::GpuInfo& gpu : environment.gpus) offer.best_sm = std::max(offer.best_sm, gpu.sm_major * 10 + gpu.sm_minor);
   }
   offer.why_no_gpu = environment.status;
   return offer;

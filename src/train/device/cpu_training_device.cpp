@@ -1,17 +1,20 @@
 // The CPU training device: CpuBackend in fp32, the parameters' host views are the backend's own
 // parameter buffers (the masters), gradients are views into its gradient region, and the CPU
 // optimizers (adamw, adamw_8bit, normuon) update them in place.
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
 
 #include "core/error.h"
-#include "ops/gradient_norm.h"
-#include "runtime/cpu_backend.h"
 #include "distributed/parallel_layout.h"
+#include "ops/gradient_norm.h"
+#include "quant/fp8_scaling.h"
+#include "runtime/cpu_backend.h"
 #include "train/device/backend_selection.h"
 #include "train/device/cpu_data_parallel_device.h"
 #include "train/device/cpu_parameters.h"
+#include "train/device/fp8_state.h"
 #include "train/device/training_device.h"
 #include "train/quantized_weights.h"
 
@@ -81,6 +84,10 @@ public:
     loss_ = plan_.loss;
     parameters_ = bind_cpu_parameters(backend_, plan_, setup.specs);
     optimizer_ = make_cpu_optimizer(config_, parameters_.slots);
+    if ((fp8_ = fp8_state(plan_))) {
+      std::span<float> values = backend_.view<float>(fp8_->tensor);
+      std::fill(values.begin(), values.end(), 0.0f);
+    }
   }
 
   std::string description() const override {
@@ -88,7 +95,11 @@ public:
   }
   std::span<const WeightView> weights() const override { return parameters_.weights; }
   std::span<const WeightView> trainable() const override { return parameters_.trainable; }
-  std::vector<StateTensor> optimizer_state() override { return optimizer_->state_tensors(); }
+  std::vector<StateTensor> optimizer_state() override {
+    std::vector<StateTensor> tensors = optimizer_->state_tensors();
+    if (fp8_) tensors.push_back(fp8_->state_tensor(backend_.view<float>(fp8_->tensor).data()));
+    return tensors;
+  }
   std::unique_ptr<Evaluator> make_evaluator(const EvaluatorSetup& setup) override {
     return make_cpu_evaluator(setup, parameters_.weights, quantized_);
   }
@@ -115,6 +126,10 @@ public:
     clip_slot_gradients(parameters_.slots, grad_norm_, config_.max_grad_norm);
     optimizer_->step(parameters_.slots, step);
     backend_.zero_gradients();
+    if (fp8_) {
+      quant::roll_fp8_history(backend_.view<float>(fp8_->tensor).data(), fp8_->shape.sites, fp8_->shape.history,
+                              step.step);
+    }
   }
 
 private:
@@ -125,6 +140,7 @@ private:
   CpuParameters parameters_;
   std::vector<StoredQuantizedWeight> quantized_;  // QLoRA's base, kept for the evaluator's backend
   std::unique_ptr<Optimizer> optimizer_;
+  std::optional<Fp8State> fp8_;  // fp8_hybrid's scaling state, in the backend's memory
   double loss_sum_ = 0.0, grad_norm_ = 0.0;
 };
 

@@ -25,11 +25,13 @@
 #include "core/bfloat16.h"
 #include "core/error.h"
 #include "cuda/device_buffer.h"
+#include "cuda/kernels/fp8_quantize.h"
 #include "cuda/kernels/grad_norm.h"
 #include "ops/parallel_for.h"
 #include "runtime/cuda_backend.h"
 #include "train/device/cuda_evaluator.h"
 #include "train/device/device_optimizer.h"
+#include "train/device/fp8_state.h"
 #include "train/device/gradient_accumulate.h"
 #include "train/device/training_device.h"
 #include "train/quantized_weights.h"
@@ -96,8 +98,9 @@ public:
         bf16_master_(config_.master_dtype == MasterDtype::Bf16),
         bf16_gradients_(config_.gradient_dtype == GradientDtype::Bf16),
         losses_(static_cast<size_t>(max_micro_batches_)), norm_(2) {
-    SUROGATE_CHECK(!config_.gradient_dtype || *config_.gradient_dtype == GradientDtype::Fp32 || bf16_gradients_,
-                   "gradient_dtype fp8 was rejected when the configuration was loaded");
+    SUROGATE_CHECK(!config_.gradient_dtype || *config_.gradient_dtype == GradientDtype::Fp32 || bf16_gradients_ ||
+                       config_.recipe == Recipe::Fp8Hybrid,
+                   "gradient_dtype fp8 without recipe fp8_hybrid was rejected when the configuration was loaded");
     backend_.load(plan_, *setup.registry);
     backend_.set_time_breakdown(config_.debug_time_breakdown);
     backend_.set_cuda_graphs(config_.use_cuda_graphs);
@@ -133,6 +136,7 @@ public:
       accumulators_ = cuda::DeviceBuffer<float>(static_cast<size_t>(total));
     }
     zero_accumulators(backend_.stream());
+    if ((fp8_ = fp8_state(plan_))) fp8_host_.assign(static_cast<size_t>(fp8_->shape.floats()), 0.0f);
     norm_result_ = cuda::DeviceBuffer<float>(2);
     norm_partials_ = cuda::DeviceBuffer<float>(static_cast<size_t>(cuda::kGradNormBlocks) * entries_.size());
     // The pointer tables of the multi-tensor kernels, built once.
@@ -177,7 +181,11 @@ public:
   }
 
   // The CPU optimizers' names, dtypes and shapes, so checkpoints are interchangeable.
-  std::vector<StateTensor> optimizer_state() override { return optimizer_->state_tensors(); }
+  std::vector<StateTensor> optimizer_state() override {
+    std::vector<StateTensor> tensors = optimizer_->state_tensors();
+    if (fp8_) tensors.push_back(fp8_->state_tensor(fp8_host_.data()));
+    return tensors;
+  }
 
   // Every weight is rounded to bf16 on all cores into one of two pinned staging buffers while the
   // other one's copy to the device runs (an 8B model: 16 GB through 64 MiB halves, at the host
@@ -212,6 +220,7 @@ public:
       copy(master_.data() + entry.offset, weights_[entry.weight].values.data(), entry.count, cudaMemcpyHostToDevice, stream);
     }
     optimizer_->upload(stream);
+    if (fp8_) copy(fp8_device(), fp8_host_.data(), fp8_host_.size(), cudaMemcpyHostToDevice, stream);
     CUDA_CHECK(cudaStreamSynchronize(stream));
   }
 
@@ -234,6 +243,7 @@ public:
       }
     }
     optimizer_->download(stream);
+    if (fp8_) copy(fp8_host_.data(), fp8_device(), fp8_host_.size(), cudaMemcpyDeviceToHost, stream);
     CUDA_CHECK(cudaStreamSynchronize(stream));
   }
 
@@ -282,9 +292,12 @@ public:
     // max_grad_norm is 0), read by the kernels: no host round trip.
     optimizer_->step(step, norm_result_.data() + 1, stream);
     zero_accumulators(stream);
+    if (fp8_) cuda::fp8_roll_history(fp8_device(), fp8_->shape.sites, fp8_->shape.history, step.step, stream);
   }
 
 private:
+  float* fp8_device() { return static_cast<float*>(backend_.device_address(fp8_->tensor)); }
+
   void zero_accumulators(cudaStream_t stream) {
     accumulators_.zero(stream);
     bf16_accumulators_.zero(stream);
@@ -365,6 +378,8 @@ private:
   cuda::DeviceBuffer<__nv_bfloat16*> bf16_accumulator_table_;
   cuda::DeviceBuffer<int64_t> count_table_;
   PinnedFloats losses_, norm_;
+  std::optional<Fp8State> fp8_;   // fp8_hybrid's scaling state (in the plan's parameters)
+  std::vector<float> fp8_host_;   // its host copy: zeros at the start, what checkpoints read and restore
   int64_t micro_batches_ = 0;
 };
 

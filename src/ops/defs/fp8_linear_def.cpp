@@ -1,0 +1,282 @@
+// The fp8_hybrid recipe's graph ops (models/fp8_recipe.h inserts them), with CPU kernels that
+// emulate the recipe exactly (the CUDA kernels are tested against them, runtime/cuda_fp8_ops.cpp):
+//
+//   quantize_fp8(x [, state]){format, site} -> (q [x's shape, F8_E4M3 / F8_E5M2], scale_inv F32[1])
+//     q = fp8_encode(x · scale) (quant/fp8.h), scale = fp8_scale(amax): with a state tensor
+//     (training), delayed scaling from row `site` (quant/fp8_scaling.h), recording x's amax; without
+//     (evaluation), x's own amax. No gradient (the recipe's matmuls carry x's gradient, below).
+//
+//   linear_fp8(x, xq, x_scale_inv, w, w_t, w_scale_inv [, bias | addend] [, state])
+//            {extra: "bias" | "addend" (absent: neither), grad_site, grad_format}
+//     -> out [..., out_features] in x's dtype:
+//     (Σ_k decode(xq)·decode(w)) · (x_scale_inv · w_scale_inv) (+ bias | + addend), w E4M3
+//     [out, in] and w_t its transpose [in, out] (what the backward's product reads: FP8 tensor-core
+//     products take both operands K-major). x itself is not read: it is the input the gradient
+//     flows to. The state (last input, with grad_site) is the backward's.
+//     Gradients: d_x = linear_fp8_backward_input(d_out, w_t, w_scale_inv, state [, x's pending
+//     gradient]); d_addend = d_out; d_bias = bias_gradient(d_out). w, w_t and the scales are frozen.
+//
+//   linear_fp8_backward_input(d_out, w_t, w_scale_inv, state [, addend]){site, format}
+//     -> d_x: d_out quantized (format, default E5M2) with state row `site`, then
+//     (Σ_o decode(dq)·decode(w_t)) · (dq_scale_inv · w_scale_inv) (+ addend).
+//
+// CPU: products of decoded values summed in fp32 by the reference matmul (ops/linear.h), scaled
+// after, as cuBLASLt applies its scale pointers; the GPU sums in another order, so products agree
+// to fp32 rounding, quantized tensors bit for bit.
+#include <cstring>
+#include <vector>
+
+#include "ops/defs/def_util.h"
+#include "ops/linear.h"
+#include "quant/fp8.h"
+#include "quant/fp8_scaling.h"
+
+namespace surogate::ops::defs {
+namespace {
+using namespace graph;
+using quant::Fp8Format;
+
+Fp8Format format_named(const std::string& name, const std::string& where) {
+  if (name == "e4m3") return Fp8Format::E4M3;
+  if (name == "e5m2") return Fp8Format::E5M2;
+  fail_user("{}: FP8 format must be \"e4m3\" or \"e5m2\", got \"{}\"", where, name);
+}
+
+DType dtype_of(Fp8Format format) { return format == Fp8Format::E4M3 ? DType::F8_E4M3 : DType::F8_E5M2; }
+
+void expect_state(const InferContext& ctx, size_t index, int64_t site) {
+  ctx.expect_dtype(index, DType::F32);
+  ctx.expect_rank(index, 2);
+  if (site < 0 || site >= ctx.input(index).shape[0] || ctx.input(index).shape[1] <= quant::kFp8StateHeader) {
+    ctx.fail("site {} is not a row of the scaling state {}", site, ctx.input_label(index));
+  }
+}
+
+void expect_scale(const InferContext& ctx, size_t index) {
+  ctx.expect_dtype(index, DType::F32);
+  if (ctx.input(index).numel() != 1) ctx.fail("{} must hold one scale", ctx.input_label(index));
+}
+
+// The values `count` elements of `x` (float or double) quantize to, their scale_inv, and the state
+// row's update (quant/fp8_scaling.h).
+template <typename T>
+float quantize(const T* x, int64_t count, Fp8Format format, float* row, uint8_t* out) {
+  std::vector<float> values(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) values[static_cast<size_t>(i)] = static_cast<float>(x[i]);
+  const float amax = quant::amax_of(values);
+  float used = amax;
+  if (row != nullptr) {
+    row[1] = quant::amax_max(row[1], amax);
+    used = quant::site_amax(row);
+  }
+  const float scale = quant::fp8_scale(used, format);
+  for (int64_t i = 0; i < count; ++i) out[i] = quant::fp8_encode(values[static_cast<size_t>(i)] * scale, format);
+  return 1.0f / scale;
+}
+
+std::vector<float> decoded(const uint8_t* codes, int64_t count, Fp8Format format) {
+  float table[256];
+  for (int code = 0; code < 256; ++code) table[code] = quant::fp8_decode(static_cast<uint8_t>(code), format);
+  std::vector<float> values(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) values[static_cast<size_t>(i)] = table[codes[i]];
+  return values;
+}
+
+// out[rows, n] = (a[rows, k] · b[n, k]ᵀ) · factor (+ extra: bias [n] or addend [rows, n]), T out.
+template <typename T>
+void scaled_product(const std::vector<float>& a, const std::vector<float>& b, int64_t rows, int64_t k, int64_t n,
+                    float factor, const T* bias, const T* addend, T* out) {
+  std::vector<float> product(static_cast<size_t>(rows * n));
+  linear_forward<float>(a.data(), b.data(), nullptr, rows, k, n, product.data());
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < n; ++c) {
+      const size_t i = static_cast<size_t>(r * n + c);
+      T value = static_cast<T>(product[i] * factor);
+      if (bias != nullptr) value += bias[c];
+      if (addend != nullptr) value += addend[i];
+      out[i] = value;
+    }
+  }
+}
+
+// ---- quantize_fp8 ----
+
+std::vector<TensorType> infer_quantize(const InferContext& ctx) {
+  if (ctx.input_count() != 1 && ctx.input_count() != 2) ctx.fail("quantize_fp8 takes x and an optional state");
+  ctx.expect_floating(0);
+  const Fp8Format format = format_named(ctx.attrs.string("format"), ctx.where());
+  if (ctx.input_count() == 2) expect_state(ctx, 1, ctx.attrs.integer("site"));
+  return {{dtype_of(format), ctx.input(0).shape}, {DType::F32, Shape{1}}};
+}
+
+CpuKernel bind_quantize(const CpuBindContext& ctx) {
+  const Fp8Format format = format_named(ctx.attrs.string("format"), ctx.attrs.where());
+  const bool has_state = ctx.inputs.size() == 2;
+  const int64_t offset = has_state ? ctx.attrs.integer("site") * ctx.inputs[1].shape[1] : 0;
+  const int64_t count = ctx.inputs[0].numel();
+  return bind_floating(ctx, ctx.inputs[0].dtype, [=](auto zero) -> CpuKernel {
+    using T = decltype(zero);
+    return [=](const CpuKernelArgs& args) {
+      float* row = has_state ? args.inputs[1].as<float>() + offset : nullptr;
+      *args.outputs[1].as<float>() = quantize(args.inputs[0].as<T>(), count, format, row, args.outputs[0].as<uint8_t>());
+    };
+  });
+}
+
+// ---- linear_fp8 ----
+
+struct LinearFp8Layout {
+  bool bias = false, addend = false, state = false;
+  size_t extra_index() const { return 6; }
+  size_t state_index() const { return 6 + ((bias || addend) ? 1 : 0); }
+  size_t count() const { return state_index() + (state ? 1 : 0); }
+};
+
+LinearFp8Layout layout_of(const Attrs& attrs) {
+  LinearFp8Layout layout;
+  const std::string extra = attrs.string_or("extra", "");
+  if (extra == "bias") layout.bias = true;
+  else if (extra == "addend") layout.addend = true;
+  else if (!extra.empty()) fail_user("{}: linear_fp8's extra must be \"bias\" or \"addend\", got \"{}\"", attrs.where(), extra);
+  layout.state = attrs.has("grad_site");
+  return layout;
+}
+
+std::vector<TensorType> infer_linear(const InferContext& ctx) {
+  const LinearFp8Layout layout = layout_of(ctx.attrs);
+  if (ctx.input_count() != layout.count()) {
+    ctx.fail("linear_fp8 with these attributes takes {} inputs, got {}", layout.count(), ctx.input_count());
+  }
+  ctx.expect_floating(0);
+  ctx.expect_dtype(1, DType::F8_E4M3);
+  if (ctx.input(1).shape != ctx.input(0).shape) ctx.fail("{} must have x's shape", ctx.input_label(1));
+  expect_scale(ctx, 2);
+  ctx.expect_dtype(3, DType::F8_E4M3);
+  ctx.expect_dtype(4, DType::F8_E4M3);
+  ctx.expect_rank(3, 2);
+  ctx.expect_rank(4, 2);
+  const int64_t out = ctx.input(3).shape[0], in = ctx.input(3).shape[1];
+  if (ctx.input(4).shape != Shape{in, out}) ctx.fail("{} must be w's transpose [{}, {}]", ctx.input_label(4), in, out);
+  ctx.expect_dim(0, -1, in);
+  expect_scale(ctx, 5);
+  Shape shape = ctx.input(0).shape;
+  shape.back() = out;
+  const TensorType result{ctx.input(0).dtype, shape};
+  if (layout.bias && ctx.input(6) != TensorType{result.dtype, Shape{out}}) {
+    ctx.fail("{} must be {}", ctx.input_label(6), format_type({result.dtype, Shape{out}}));
+  }
+  if (layout.addend && ctx.input(6) != result) ctx.fail("{} must be {}", ctx.input_label(6), format_type(result));
+  if (layout.state) {
+    expect_state(ctx, layout.state_index(), ctx.attrs.integer("grad_site"));
+    format_named(ctx.attrs.string_or("grad_format", "e5m2"), ctx.where());
+  }
+  return {result};
+}
+
+InputGradients linear_gradient(GradientContext& ctx) {
+  const LinearFp8Layout layout = layout_of(ctx.attrs());
+  TensorId d_out = ctx.output_grad(0);
+  InputGradients result(ctx.node().inputs.size());
+  if (layout.addend) result[6] = if_needed(ctx, 6, d_out);
+  if (layout.bias && ctx.needs_input_grad(6)) result[6] = ctx.op("bias_gradient", {d_out});
+  if (ctx.needs_input_grad(0)) {
+    if (!layout.state) {
+      fail_user("{}: linear_fp8 without a scaling state (an evaluation graph) has no gradient", ctx.node().name);
+    }
+    nlohmann::json attrs{{"site", ctx.attrs().integer("grad_site")},
+                         {"format", ctx.attrs().string_or("grad_format", "e5m2")}};
+    std::vector<TensorId> inputs{d_out, ctx.input(4), ctx.input(5), ctx.input(layout.state_index())};
+    if (auto pending = ctx.take_pending_input_grad(0)) inputs.push_back(*pending);
+    result[0] = ctx.op("linear_fp8_backward_input", inputs, attrs);
+  }
+  return result;
+}
+
+CpuKernel bind_linear(const CpuBindContext& ctx) {
+  const LinearFp8Layout layout = layout_of(ctx.attrs);
+  const int64_t out = ctx.inputs[3].shape[0], in = ctx.inputs[3].shape[1], rows = ctx.inputs[0].numel() / in;
+  return bind_floating(ctx, ctx.inputs[0].dtype, [=](auto zero) -> CpuKernel {
+    using T = decltype(zero);
+    return [=](const CpuKernelArgs& args) {
+      const std::vector<float> x = decoded(args.inputs[1].as<uint8_t>(), rows * in, Fp8Format::E4M3);
+      const std::vector<float> w = decoded(args.inputs[3].as<uint8_t>(), out * in, Fp8Format::E4M3);
+      const float factor = *args.inputs[2].as<float>() * *args.inputs[5].as<float>();
+      scaled_product<T>(x, w, rows, in, out, factor, layout.bias ? args.inputs[6].as<T>() : nullptr,
+                        layout.addend ? args.inputs[6].as<T>() : nullptr, args.outputs[0].as<T>());
+    };
+  });
+}
+
+// ---- linear_fp8_backward_input ----
+
+std::vector<TensorType> infer_backward_input(const InferContext& ctx) {
+  if (ctx.input_count() != 4 && ctx.input_count() != 5) {
+    ctx.fail("linear_fp8_backward_input takes d_out, w_t, w_scale_inv, state and an optional addend");
+  }
+  ctx.expect_floating(0);
+  ctx.expect_dtype(1, DType::F8_E4M3);
+  ctx.expect_rank(1, 2);
+  const int64_t in = ctx.input(1).shape[0], out = ctx.input(1).shape[1];
+  ctx.expect_dim(0, -1, out);
+  expect_scale(ctx, 2);
+  expect_state(ctx, 3, ctx.attrs.integer("site"));
+  format_named(ctx.attrs.string("format"), ctx.where());
+  Shape shape = ctx.input(0).shape;
+  shape.back() = in;
+  const TensorType result{ctx.input(0).dtype, shape};
+  if (ctx.input_count() == 5 && ctx.input(4) != result) ctx.fail("{} must be {}", ctx.input_label(4), format_type(result));
+  return {result};
+}
+
+CpuKernel bind_backward_input(const CpuBindContext& ctx) {
+  const int64_t in = ctx.inputs[1].shape[0], out = ctx.inputs[1].shape[1], rows = ctx.inputs[0].numel() / out;
+  const Fp8Format format = format_named(ctx.attrs.string("format"), ctx.attrs.where());
+  const int64_t offset = ctx.attrs.integer("site") * ctx.inputs[3].shape[1];
+  const bool has_addend = ctx.inputs.size() == 5;
+  return bind_floating(ctx, ctx.inputs[0].dtype, [=](auto zero) -> CpuKernel {
+    using T = decltype(zero);
+    return [=](const CpuKernelArgs& args) {
+      std::vector<uint8_t> codes(static_cast<size_t>(rows * out));
+      const float d_scale_inv =
+          quantize(args.inputs[0].as<T>(), rows * out, format, args.inputs[3].as<float>() + offset, codes.data());
+      const std::vector<float> d_out = decoded(codes.data(), rows * out, format);
+      const std::vector<float> w_t = decoded(args.inputs[1].as<uint8_t>(), in * out, Fp8Format::E4M3);
+      scaled_product<T>(d_out, w_t, rows, out, in, d_scale_inv * *args.inputs[2].as<float>(), nullptr,
+                        has_addend ? args.inputs[4].as<T>() : nullptr, args.outputs[0].as<T>());
+    };
+  });
+}
+
+}  // namespace
+
+void register_fp8_ops(OpRegistry& registry) {
+  registry.add(OpDef{
+      .name = "quantize_fp8",
+      .inputs = {"x", "state"},
+      .outputs = {"q", "scale_inv"},
+      .infer = infer_quantize,
+      .gradient = {},
+      .cpu = bind_quantize,
+      .variadic_inputs = true,
+  });
+  registry.add(OpDef{
+      .name = "linear_fp8",
+      .inputs = {"x", "xq", "x_scale_inv", "w", "w_t", "w_scale_inv", "extra", "state"},
+      .outputs = {"out"},
+      .infer = infer_linear,
+      .gradient = linear_gradient,
+      .cpu = bind_linear,
+      .variadic_inputs = true,
+  });
+  registry.add(OpDef{
+      .name = "linear_fp8_backward_input",
+      .inputs = {"d_out", "w_t", "w_scale_inv", "state", "addend"},
+      .outputs = {"d_x"},
+      .infer = infer_backward_input,
+      .gradient = {},
+      .cpu = bind_backward_input,
+      .variadic_inputs = true,
+  });
+}
+
+}  // namespace surogate::ops::defs

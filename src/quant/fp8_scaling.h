@@ -1,0 +1,42 @@
+// Delayed per-tensor scaling of the fp8_hybrid recipe: the state each quantization site keeps,
+// and the rules both backends follow (the CPU ops in ops/defs/fp8_linear_def.cpp and the CUDA
+// kernels in cuda/kernels/fp8_quantize.cu implement the same ones).
+//
+// A site (one tensor the graph quantizes: a matmul input, or a gradient in backward) owns a row
+// of `2 + history` floats in the graph's one state tensor (models/fp8_recipe.h):
+//   row[0]  the delayed amax: the largest amax of the last `history` optimizer steps; 0 until a
+//           step has been recorded;
+//   row[1]  this step's amax so far (a running max over its micro-batches; a recomputed tensor
+//           records the same value again, which changes nothing);
+//   row[2 + s % history]  the amax of step s.
+// A site quantizes with scale = fp8_scale(row[0]) once the history has a value (every micro-batch
+// of a step uses the same scale, so a recomputed tensor is bit-identical), recording its amax into
+// row[1]; before that ("the first steps scaled from the current amax") it records its amax first
+// and scales by row[1]. After each optimizer step, roll_fp8_history moves row[1] into the history
+// and row[0] becomes the history's maximum.
+// Amaxes compare as the bit patterns of non-negative floats (so a NaN wins and then fp8_scale
+// gives 1), which is what the CUDA kernels' integer atomicMax does.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "quant/fp8.h"
+
+namespace surogate::quant {
+
+inline constexpr int64_t kFp8StateHeader = 2;
+
+// max of two amaxes (non-negative floats, NaN bigger than everything) as the kernels compare them.
+float amax_max(float a, float b);
+// max |values| under the same order.
+float amax_of(std::span<const float> values);
+
+// The amax a site scales by, after its current amax has been recorded when row[0] is 0.
+inline float site_amax(const float* row) { return row[0] > 0.0f ? row[0] : row[1]; }
+
+// After optimizer step `step`: for each of `sites` rows of `state`, the history slot of `step`
+// takes row[1], row[1] becomes 0 and row[0] the history's maximum.
+void roll_fp8_history(float* state, int64_t sites, int64_t history, int64_t step);
+
+}  // namespace surogate::quant
