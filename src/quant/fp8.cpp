@@ -2,6 +2,7 @@
 #include "quant/fp8.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 
 namespace surogate::quant {
@@ -10,11 +11,12 @@ namespace {
 struct Layout {
   int mantissa_bits;
   int bias;
-  uint8_t max_code;  // the largest finite magnitude's code
+  uint8_t max_code;   // the largest finite magnitude's code
+  float min_normal;   // 2^(1 − bias)
 };
 
 Layout layout(Fp8Format format) {
-  return format == Fp8Format::E4M3 ? Layout{3, 7, 0x7E} : Layout{2, 15, 0x7B};
+  return format == Fp8Format::E4M3 ? Layout{3, 7, 0x7E, 0x1p-6f} : Layout{2, 15, 0x7B, 0x1p-14f};
 }
 
 }  // namespace
@@ -41,29 +43,27 @@ float fp8_decode(uint8_t code, Fp8Format format) {
 }
 
 uint8_t fp8_encode(float x, Fp8Format format) {
+  // On the float's bits: the magnitude's mantissa rounded to `mantissa_bits` (to nearest, ties to
+  // even: add half an ulp minus one, plus the kept lowest bit), the exponent rebiased; below the
+  // smallest normal the value is a multiple of the subnormal spacing, found by an exact scaling.
   const Layout l = layout(format);
-  const uint8_t sign = std::signbit(x) ? 0x80 : 0x00;
-  if (std::isnan(x)) return static_cast<uint8_t>(sign | 0x7F);
-  const double magnitude = std::fabs(static_cast<double>(x));
-  if (magnitude >= fp8_max(format)) return static_cast<uint8_t>(sign | l.max_code);
-  if (magnitude == 0.0) return sign;
-  // The spacing of representable values around x: 2^(e − mantissa_bits) for x in [2^e, 2^(e+1)),
-  // the subnormal spacing below the smallest normal exponent. x / spacing is exact in double, and
-  // nearbyint rounds it to nearest, ties to even (the default rounding mode).
+  const uint32_t bits = std::bit_cast<uint32_t>(x);
+  const auto sign = static_cast<uint8_t>((bits >> 24) & 0x80);
+  const uint32_t magnitude = bits & 0x7FFFFFFFu;
+  if (magnitude > 0x7F800000u) return static_cast<uint8_t>(sign | 0x7F);  // NaN
+  const float value = std::bit_cast<float>(magnitude);
+  if (value >= fp8_max(format)) return static_cast<uint8_t>(sign | l.max_code);
   const int min_exponent = 1 - l.bias;
-  const int exponent = std::max(std::ilogb(magnitude), min_exponent);
-  double steps = std::nearbyint(std::ldexp(magnitude, l.mantissa_bits - exponent));
-  const int implicit = 1 << l.mantissa_bits;
-  int biased = exponent + l.bias;
-  if (steps < implicit) {  // subnormal (only reachable at the smallest exponent)
+  if (value < l.min_normal) {
+    // Subnormal: value / 2^(min_exponent − mantissa_bits) is below 2^mantissa_bits and exact;
+    // rounding up to 2^mantissa_bits gives the smallest normal's code, which is that number.
+    const float steps = std::nearbyint(std::ldexp(value, l.mantissa_bits - min_exponent));
     return static_cast<uint8_t>(sign | static_cast<int>(steps));
   }
-  if (steps == 2 * implicit) {  // rounded up into the next binade
-    steps = implicit;
-    ++biased;
-  }
-  const int code = (biased << l.mantissa_bits) | (static_cast<int>(steps) - implicit);
-  return static_cast<uint8_t>(sign | std::min(code, static_cast<int>(l.max_code)));
+  const int drop = 23 - l.mantissa_bits;
+  const uint32_t rounded = (magnitude + (1u << (drop - 1)) - 1u + ((magnitude >> drop) & 1u)) >> drop;
+  const uint32_t code = rounded - (static_cast<uint32_t>(127 - l.bias) << l.mantissa_bits);
+  return static_cast<uint8_t>(sign | std::min<uint32_t>(code, l.max_code));
 }
 
 float fp8_scale(float amax, Fp8Format format) {

@@ -52,10 +52,19 @@ QuantizedPieces quantize_fp8_tensor(const models::QuantizedWeight& weight, std::
   std::vector<std::byte> codes(values.size()), transposed(values.size());
   ops::parallel_for(rows, [&](int64_t row) {
     for (int64_t column = 0; column < columns; ++column) {
-      const auto code = static_cast<std::byte>(
-          quant::fp8_encode(values[static_cast<size_t>(row * columns + column)] * scale, quant::Fp8Format::E4M3));
-      codes[static_cast<size_t>(row * columns + column)] = code;
-      transposed[static_cast<size_t>(column * rows + row)] = code;
+      const size_t i = static_cast<size_t>(row * columns + column);
+      codes[i] = static_cast<std::byte>(quant::fp8_encode(values[i] * scale, quant::Fp8Format::E4M3));
+    }
+  });
+  // The transpose in 64 × 64 tiles (a tile's reads and writes stay in cache).
+  constexpr int64_t kTile = 64;
+  const int64_t row_tiles = (rows + kTile - 1) / kTile, column_tiles = (columns + kTile - 1) / kTile;
+  ops::parallel_for(row_tiles * column_tiles, [&](int64_t tile) {
+    const int64_t row0 = tile / column_tiles * kTile, column0 = tile % column_tiles * kTile;
+    for (int64_t row = row0; row < std::min(rows, row0 + kTile); ++row) {
+      for (int64_t column = column0; column < std::min(columns, column0 + kTile); ++column) {
+        transposed[static_cast<size_t>(column * rows + row)] = codes[static_cast<size_t>(row * columns + column)];
+      }
     }
   });
   const float scale_inv = 1.0f / scale;

@@ -4,6 +4,7 @@
 // conversion is compared with this one bit for bit in tests/runtime_cuda/test_fp8_cuda.cpp.)
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <limits>
 
@@ -85,6 +86,47 @@ TEST(Fp8Scale, IsMaxOverAmaxOrOne) {
   // The scaled amax lands on the largest finite value (or within its rounding).
   const float amax = 3.7f;
   EXPECT_EQ(fp8_encode(amax * fp8_scale(amax, Fp8Format::E4M3), Fp8Format::E4M3), 0x7E);
+}
+
+}  // namespace
+}  // namespace surogate::quant
+
+namespace surogate::quant {
+namespace {
+
+// The encoder against a plain definition (nearest representable value by search over every finite
+// code, ties to the even code, saturating) on a sweep of floats: every exponent, mantissas near
+// the rounding boundaries, and random bit patterns.
+uint8_t encode_by_search(float x, Fp8Format format) {
+  if (std::isnan(x)) return 0x7F;
+  const uint8_t sign = std::signbit(x) ? 0x80 : 0x00;
+  const double a = std::fabs(static_cast<double>(x));
+  if (a >= fp8_max(format)) return static_cast<uint8_t>(sign | (format == Fp8Format::E4M3 ? 0x7E : 0x7B));
+  int best = 0;
+  double best_distance = INFINITY;
+  for (int code = 0; code < 0x80; ++code) {
+    const float value = fp8_decode(static_cast<uint8_t>(code), format);
+    if (!std::isfinite(value)) continue;
+    const double distance = std::fabs(a - value);
+    if (distance < best_distance || (distance == best_distance && code % 2 == 0)) {
+      best = code;
+      best_distance = distance;
+    }
+  }
+  return static_cast<uint8_t>(sign | best);
+}
+
+TEST_P(Fp8Formats, EncoderEqualsNearestBySearch) {
+  const Fp8Format format = GetParam();
+  uint32_t state = 12345;
+  for (int i = 0; i < 200000; ++i) {
+    state = state * 1664525u + 1013904223u;
+    // Exponents from 2^-30 to 2^20 (beyond both formats' ranges), any mantissa.
+    const uint32_t exponent = 97 + (state >> 8) % 51;
+    const uint32_t bits = ((state & 1u) << 31) | (exponent << 23) | ((state * 2654435761u) & 0x7FFFFFu);
+    const float x = std::bit_cast<float>(bits);
+    ASSERT_EQ(fp8_encode(x, format), encode_by_search(x, format)) << x;
+  }
 }
 
 }  // namespace

@@ -5,8 +5,10 @@
 //     E5M2, the 8-wide path and the scalar one, values spanning subnormals to large magnitudes;
 //   - fp8_roll_history equals quant::roll_fp8_history;
 //   - Fp8Matmul (cuBLASLt) equals the product of the decoded codes times both scales, computed in
-//     double, within fp32 accumulation and bf16 output rounding: |got − ref| ≤ 2⁻⁷·|ref| + 2⁻¹²·Σ|a·b|
-//     (fast accumulation on) — E4M3 × E4M3 with a bias, E5M2 × E4M3 with an addend.
+//     double, within the accumulation and bf16 output rounding: |got − ref| ≤ 2⁻⁷·|ref| + e·Σ|a·b|,
+//     in the settings the engine runs them (runtime/cuda_fp8_ops.cpp): the forward's E4M3 × E4M3
+//     with fast accumulation (e = 2⁻¹²: partial sums kept in fewer bits), with and without a bias;
+//     the backward's E5M2 × E4M3 with full fp32 accumulation (e = 2⁻¹⁴ ≈ K·2⁻²⁴ for K = 1024) and an addend.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -95,6 +97,8 @@ TEST(Fp8Cuda, RollHistoryMatchesCpuReference) {
 }
 
 void check_product(int64_t m, int64_t n, int64_t k, quant::Fp8Format a_format, bool bias, bool addend) {
+  const bool fast = a_format == quant::Fp8Format::E4M3;  // as the forward runs; gradients accumulate fully
+  const int error_exponent = fast ? -12 : -14;
   std::mt19937 rng(static_cast<uint32_t>(m * 31 + n * 7 + k));
   std::uniform_int_distribution<int> code(0, 255);
   auto random_codes = [&](int64_t count, quant::Fp8Format format) {
@@ -120,7 +124,7 @@ void check_product(int64_t m, int64_t n, int64_t k, quant::Fp8Format a_format, b
   const cuda::Fp8MatmulShape shape{.m = m, .n = n, .k = k,
                                    .a_format = a_format == quant::Fp8Format::E4M3 ? cuda::Fp8Operand::E4M3
                                                                                   : cuda::Fp8Operand::E5M2,
-                                   .has_bias = bias, .has_addend = addend, .fast_accumulation = true};
+                                   .has_bias = bias, .has_addend = addend, .fast_accumulation = fast};
   matmul.run(shape, reinterpret_cast<__nv_bfloat16*>(out.data()), a_device.data(), a_scale_device.data(), b_device.data(),
              b_scale_device.data(), bias ? reinterpret_cast<const __nv_bfloat16*>(bias_device.data()) : nullptr,
              addend ? reinterpret_cast<const __nv_bfloat16*>(addend_device.data()) : nullptr, nullptr);
@@ -138,7 +142,7 @@ void check_product(int64_t m, int64_t n, int64_t k, quant::Fp8Format a_format, b
       if (bias) expected += bf16_to_float(bias_bits[c]);
       if (addend) expected += bf16_to_float(addend_bits[r * n + c]);
       const double actual = bf16_to_float(got[r * n + c]);
-      const double tolerance = std::ldexp(std::fabs(expected), -7) + std::ldexp(magnitude * a_scale * b_scale, -12) + 1e-6;
+      const double tolerance = std::ldexp(std::fabs(expected), -7) + std::ldexp(magnitude * a_scale * b_scale, error_exponent) + 1e-6;
       ASSERT_NEAR(actual, expected, tolerance) << "row " << r << ", column " << c << " of " << m << "x" << n << "x" << k;
     }
   }

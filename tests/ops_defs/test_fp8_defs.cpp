@@ -1,0 +1,154 @@
+// The fp8_hybrid ops' CPU emulation (src/ops/defs/fp8_linear_def.cpp) against the rules written out
+// here: quantize_fp8 scales by the current amax until the site has a delayed one, records the
+// amax either way, and encodes with quant::fp8_encode; linear_fp8's output and its input gradient
+// (through autodiff: linear_fp8_backward_input quantizing d_out in E5M2 at its own site) equal the
+// products of the decoded codes times the two scales, summed in double here (fp32 in the op:
+// relative tolerance 1e-5); roll_fp8_history moves the step's amax into the history.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <span>
+#include <vector>
+
+#include "compiler/execution_plan.h"
+#include "ops_defs_test_util.h"
+#include "quant/fp8.h"
+#include "quant/fp8_scaling.h"
+
+namespace surogate {
+namespace {
+using namespace ops_defs_testing;
+using quant::Fp8Format;
+
+std::vector<float> random_floats(size_t count, uint32_t seed, double scale) {
+  std::vector<double> values = random_doubles(count, seed, scale);
+  return std::vector<float>(values.begin(), values.end());
+}
+
+template <typename T>
+std::vector<T> read(runtime::CpuBackend& backend, TensorId id, size_t count) {
+  std::vector<T> values(count);
+  backend.read(id, std::as_writable_bytes(std::span<T>(values)));
+  return values;
+}
+
+template <typename T>
+void write(runtime::CpuBackend& backend, TensorId id, const std::vector<T>& values) {
+  backend.write(id, std::as_bytes(std::span<const T>(values)));
+}
+
+TEST(OpsDefsFp8, QuantizeScalesByCurrentThenDelayedAmax) {
+  GraphBuilder b(registry());
+  TensorId x = b.input("x", DType::F32, {4, 8});
+  TensorId state = b.parameter("state", DType::F32, {2, 2 + 4}, false);
+  auto outputs = b.op("quantize_fp8", {x, state}, {{"format", "e4m3"}, {"site", 1}});
+  b.mark_output(outputs[0]);
+  b.mark_output(outputs[1]);
+  compiler::ExecutionPlan plan = compiler::compile_forward(b.finish(), registry());
+  runtime::CpuBackend backend;
+  backend.load(plan, registry());
+  const std::vector<float> values = random_floats(32, 3, 5.0);
+  const float amax = quant::amax_of(values);
+  write(backend, plan.tensor("x"), values);
+
+  auto check = [&](const std::vector<float>& row_before, float expected_scale, float expected_recorded) {
+    std::vector<float> rows(12, 0.0f);
+    std::copy(row_before.begin(), row_before.end(), rows.begin() + 6);
+    write(backend, plan.tensor("state"), rows);
+    backend.execute({});
+    const std::vector<uint8_t> codes = read<uint8_t>(backend, outputs[0], 32);
+    for (size_t i = 0; i < 32; ++i) EXPECT_EQ(codes[i], quant::fp8_encode(values[i] * expected_scale, Fp8Format::E4M3));
+    EXPECT_EQ(read<float>(backend, outputs[1], 1)[0], 1.0f / expected_scale);
+    const std::vector<float> after = read<float>(backend, plan.tensor("state"), 12);
+    EXPECT_EQ(after[7], expected_recorded);
+    EXPECT_EQ(after[6], row_before[0]);
+    for (size_t i = 0; i < 6; ++i) EXPECT_EQ(after[i], 0.0f) << "another site's row was touched";
+  };
+  check({0, 0, 0, 0, 0, 0}, 448.0f / amax, amax);                  // no history: the current amax
+  check({0, amax * 2, 0, 0, 0, 0}, 448.0f / (amax * 2), amax * 2);  // no history, a larger amax earlier this step
+  check({amax / 4, 0, 0, 0, 0, 0}, 448.0f / (amax / 4), amax);     // delayed (values saturate), recorded
+}
+
+TEST(OpsDefsFp8, RollMovesTheStepsAmaxIntoTheHistory) {
+  std::vector<float> row{0.0f, 3.0f, 0.0f, 0.0f, 0.0f};
+  quant::roll_fp8_history(row.data(), 1, 3, 0);
+  EXPECT_EQ(row, (std::vector<float>{3.0f, 0.0f, 3.0f, 0.0f, 0.0f}));
+  row[1] = 1.0f;
+  quant::roll_fp8_history(row.data(), 1, 3, 1);
+  EXPECT_EQ(row, (std::vector<float>{3.0f, 0.0f, 3.0f, 1.0f, 0.0f}));
+  row[1] = 2.0f;
+  quant::roll_fp8_history(row.data(), 1, 3, 3);  // overwrites step 0's slot: the 3 leaves the window
+  EXPECT_EQ(row, (std::vector<float>{2.0f, 0.0f, 2.0f, 1.0f, 0.0f}));
+}
+
+// y = linear_fp8(x, quantize(x), w…) and d_x from autodiff, against the decoded products.
+TEST(OpsDefsFp8, LinearAndInputGradientEqualDecodedProducts) {
+  const int64_t rows = 3, in = 16, out = 8;
+  GraphBuilder b(registry());
+  TensorId x = b.parameter("x", DType::F32, {rows, in});
+  TensorId w = b.parameter("w.fp8", DType::F8_E4M3, {out, in}, false);
+  TensorId w_t = b.parameter("w.fp8_t", DType::F8_E4M3, {in, out}, false);
+  TensorId w_scale_inv = b.parameter("w.scale_inv", DType::F32, {1}, false);
+  TensorId state = b.parameter("state", DType::F32, {2, 2 + 4}, false);
+  auto q = b.op("quantize_fp8", {x, state}, {{"format", "e4m3"}, {"site", 0}});
+  TensorId y = b.op("linear_fp8", {x, q[0], q[1], w, w_t, w_scale_inv, state}, {{"grad_site", 1}, {"grad_format", "e5m2"}});
+  TensorId probe = b.parameter("probe", DType::F32, {rows, out}, false);
+  TensorId loss = b.op("sum", {b.op("mul", {y, probe})});
+  b.mark_output(loss);
+  b.mark_output(y);
+  compiler::ExecutionPlan plan = compiler::compile_training(b.finish(), loss, registry());
+  runtime::CpuBackend backend;
+  backend.load(plan, registry());
+
+  const std::vector<float> x_values = random_floats(rows * in, 1, 2.0), probe_values = random_floats(rows * out, 2, 0.5);
+  const std::vector<float> weight = random_floats(out * in, 3, 0.1);
+  const float w_scale = quant::fp8_scale(quant::amax_of(weight), Fp8Format::E4M3);
+  std::vector<uint8_t> codes(weight.size()), transposed(weight.size());
+  for (int64_t o = 0; o < out; ++o) {
+    for (int64_t i = 0; i < in; ++i) {
+      codes[o * in + i] = transposed[i * out + o] = quant::fp8_encode(weight[o * in + i] * w_scale, Fp8Format::E4M3);
+    }
+  }
+  write(backend, plan.tensor("x"), x_values);
+  write(backend, plan.tensor("probe"), probe_values);
+  write(backend, plan.tensor("w.fp8"), codes);
+  write(backend, plan.tensor("w.fp8_t"), transposed);
+  write(backend, plan.tensor("w.scale_inv"), std::vector<float>{1.0f / w_scale});
+  write(backend, plan.tensor("state"), std::vector<float>(12, 0.0f));
+  backend.zero_gradients();
+  backend.execute({});
+
+  const float x_scale = quant::fp8_scale(quant::amax_of(x_values), Fp8Format::E4M3);
+  const std::vector<float> y_values = read<float>(backend, y, rows * out);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t o = 0; o < out; ++o) {
+      double sum = 0.0;
+      for (int64_t i = 0; i < in; ++i) {
+        sum += double(quant::fp8_decode(quant::fp8_encode(x_values[r * in + i] * x_scale, Fp8Format::E4M3), Fp8Format::E4M3)) *
+               quant::fp8_decode(codes[o * in + i], Fp8Format::E4M3);
+      }
+      const double expected = sum * (1.0f / x_scale) * (1.0f / w_scale);
+      EXPECT_NEAR(y_values[r * out + o], expected, 1e-5 * std::fabs(expected) + 1e-7) << r << ", " << o;
+    }
+  }
+  // d_y = probe, quantized in E5M2 at its current amax; d_x = decode(d_q) · decode(w) · both scales.
+  const float g_scale = quant::fp8_scale(quant::amax_of(probe_values), Fp8Format::E5M2);
+  const std::vector<float> d_x = read<float>(backend, plan.parameter_gradients.at(x), rows * in);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t i = 0; i < in; ++i) {
+      double sum = 0.0;
+      for (int64_t o = 0; o < out; ++o) {
+        sum += double(quant::fp8_decode(quant::fp8_encode(probe_values[r * out + o] * g_scale, Fp8Format::E5M2), Fp8Format::E5M2)) *
+               quant::fp8_decode(codes[o * in + i], Fp8Format::E4M3);
+      }
+      const double expected = sum * (1.0f / g_scale) * (1.0f / w_scale);
+      EXPECT_NEAR(d_x[r * in + i], expected, 1e-5 * std::fabs(expected) + 1e-7) << r << ", " << i;
+    }
+  }
+  const std::vector<float> rows_after = read<float>(backend, plan.tensor("state"), 12);
+  EXPECT_EQ(rows_after[1], quant::amax_of(x_values));
+  EXPECT_EQ(rows_after[7], quant::amax_of(probe_values));
+}
+
+}  // namespace
+}  // namespace surogate
