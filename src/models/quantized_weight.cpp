@@ -6,7 +6,9 @@
 namespace surogate::models {
 
 std::vector<QuantizedWeight> quantized_weights(const graph::Graph& graph) {
-  return nf4_weights(graph);
+  std::vector<QuantizedWeight> result = nf4_weights(graph);
+  for (QuantizedWeight& weight : fp8_block_weights(graph)) result.push_back(std::move(weight));
+  return result;
 }
 
 }  // namespace surogate::models

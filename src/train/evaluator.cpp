@@ -16,7 +16,7 @@ graph::Graph evaluation_graph(const EvaluatorSetup& setup, DType dtype) {
   if (!setup.lora) return std::move(decoder.graph);
   graph::Graph graph =
       models::apply_lora(decoder.graph, *setup.registry, setup.lora->adapters, setup.lora->options, false);
-  if (setup.nf4) graph = models::apply_nf4_quantization(graph, *setup.registry, *setup.nf4);
+  if (setup.qlora) graph = models::apply_qlora_quantization(graph, *setup.registry, *setup.qlora);
   return graph;
 }
 

@@ -46,5 +46,6 @@ void register_cross_entropy_ops(graph::OpRegistry& registry);  // cross_entropy_
 void register_dropout_ops(graph::OpRegistry& registry);        // dropout_def.cpp
 void register_concat_split_ops(graph::OpRegistry& registry);   // concat_split_def.cpp
 void register_dequantize_ops(graph::OpRegistry& registry);     // dequantize_nf4_def.cpp
+void register_dequantize_fp8_blocks_ops(graph::OpRegistry& registry);  // dequantize_fp8_blocks_def.cpp
 
 }  // namespace surogate::ops::defs

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include "config/config_rules.h"
 #include "core/error.h"
 #include "cuda/device_info.h"
 #include "distributed/parallel_layout.h"
@@ -41,6 +42,7 @@ BackendChoice choose_training_backend(const Config& config, const MachineOffer& 
               config.source_of(config.zero_level >= 2 ? "zero_level" : "shard_gradients"),
               config.zero_level >= 2 ? fmt::format("zero_level: {}", config.zero_level) : std::string("shard_gradients"));
   }
+  validate_for_hardware(config, machine.gpu_sm);  // qlora_fp8 and the FP8 / FP4 recipes need SM89+ / SM100+
   if (config.recipe != Recipe::Bf16) {
     fail_user("{}: recipe: {} is not implemented yet on the CUDA backend; use recipe: bf16",
               config.source_of("recipe"), to_string(config.recipe));
@@ -68,6 +70,7 @@ MachineOffer probe_machine() {
   if (!environment.gpus.empty()) {
     offer.gpu_name = environment.gpus.front().name;
     offer.gpu_total_bytes = environment.gpus.front().memory_total_bytes;
+    offer.gpu_sm = environment.gpus.front().sm_major * 10 + environment.gpus.front().sm_minor;
   }
   offer.why_no_gpu = environment.status;
   return offer;
