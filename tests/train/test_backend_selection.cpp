@@ -15,7 +15,7 @@ namespace {
 
 MachineOffer cpu_build() { return {false, 0, "", "no CUDA backend"}; }
 MachineOffer no_gpu() { return {true, 0, "", "no CUDA device is visible"}; }
-MachineOffer gpus(int count) { return {true, count, "NVIDIA H100 80GB HBM3", "ok"}; }
+MachineOffer gpus(int count, int sm = 90) { return {true, count, "NVIDIA H100 80GB HBM3", "ok", 0, sm}; }
 
 std::string error_of(const Config& config, const MachineOffer& machine) {
   try {
@@ -102,6 +102,19 @@ TEST(BackendSelection, WhatTheCudaTrainerLacksIsAClearErrorNamingTheOption) {
     EXPECT_NE(message.find(std::string("gradient_dtype: ") + std::string(to_string(fp8))), std::string::npos) << message;
     EXPECT_NE(message.find("fp8 recipes"), std::string::npos) << message;
   }
+}
+
+TEST(BackendSelection, QloraFp8NeedsSm89) {
+  Config config;
+  config.lora = true;
+  config.qlora_fp8 = true;
+  EXPECT_EQ(choose_training_backend(config, gpus(1, 89)).backend, TrainingBackend::Cuda);
+  EXPECT_EQ(choose_training_backend(config, gpus(1, 90)).backend, TrainingBackend::Cuda);
+  const std::string message = error_of(config, gpus(1, 80));
+  EXPECT_NE(message.find("'qlora_fp8' needs a GPU of compute capability SM89+"), std::string::npos) << message;
+  EXPECT_NE(message.find("SM80"), std::string::npos) << message;
+  // The CPU backend emulates it exactly: no GPU, no requirement.
+  EXPECT_EQ(choose_training_backend(config, gpus(0)).backend, TrainingBackend::Cpu);
 }
 
 TEST(BackendSelection, Bf16MasterAndGradientsTrainOnCudaAndTheMessageSaysSo) {

@@ -42,7 +42,6 @@ BackendChoice choose_training_backend(const Config& config, const MachineOffer& 
               config.source_of(config.zero_level >= 2 ? "zero_level" : "shard_gradients"),
               config.zero_level >= 2 ? fmt::format("zero_level: {}", config.zero_level) : std::string("shard_gradients"));
   }
-  validate_for_hardware(config, machine.gpu_sm);  // qlora_fp8 and the FP8 / FP4 recipes need SM89+ / SM100+
   if (config.recipe != Recipe::Bf16) {
     fail_user("{}: recipe: {} is not implemented yet on the CUDA backend; use recipe: bf16",
               config.source_of("recipe"), to_string(config.recipe));
@@ -52,6 +51,8 @@ BackendChoice choose_training_backend(const Config& config, const MachineOffer& 
     fail_user("{}: gradient_dtype: {} belongs to the fp8 recipes, which are not implemented yet; use gradient_dtype: "
               "bf16 or fp32", config.source_of("gradient_dtype"), to_string(*config.gradient_dtype));
   }
+  // qlora_fp8 (and the FP8 / FP4 modes) need SM89+ / SM100+; an unknown SM (0) is not checked.
+  if (machine.gpu_sm > 0) validate_for_hardware(config, machine.gpu_sm);
   const bool bf16_master = config.master_dtype == MasterDtype::Bf16;
   const bool bf16_gradients = config.gradient_dtype == GradientDtype::Bf16;
   return {TrainingBackend::Cuda,
