@@ -9,15 +9,14 @@ std::optional<Fp8BlockCheckpoint> parse_quantization_config(const nlohmann::json
   const auto found = config.find("quantization_config");
   if (found == config.end() || found->is_null()) return std::nullopt;
   const nlohmann::json& quantization = *found;
-  const std::string method = quantization.is_object() && quantization.value("quant_method", nlohmann::json()).is_string()
-                                 ? quantization["quant_method"].get<std::string>()
-                                 : std::string("unknown");
+  const bool named = quantization.is_object() && quantization.value("quant_method", nlohmann::json()).is_string();
+  const std::string method = named ? quantization["quant_method"].get<std::string>() : std::string("unknown");
   if (method != "fp8" || !quantization.contains("weight_block_size")) {
     const char* kind = method == "fp8" ? " without weight_block_size (per-tensor FP8)" : "";
-    fail_user("{}: the model is saved quantized (quantization_config, quant_method '{}'{}), which Surogate does not "
-              "load; give the full-precision (bf16 / fp16 / fp32) checkpoint — with qlora_bnb: true or qlora_fp8: true "
-              "it is quantized on load. Of quantized checkpoints only FP8 with block scales (quant_method 'fp8' with "
-              "weight_block_size) loads", source, method, kind);
+    fail_user("{}: the model is saved quantized (quantization_config, quant_method '{}'{}), which Surogate does "
+              "not load; give the full-precision (bf16 / fp16 / fp32) checkpoint — with qlora_bnb: true or "
+              "qlora_fp8: true it is quantized on load. Of quantized checkpoints only FP8 with block scales "
+              "(quant_method 'fp8' with weight_block_size) loads", source, method, kind);
   }
   const nlohmann::json& block = quantization["weight_block_size"];
   if (!block.is_array() || block.size() != 2 || !block[0].is_number_integer() || !block[1].is_number_integer() ||

@@ -92,7 +92,8 @@ DequantizeNode fp8_block_node(const QloraOptions& options) {
 
 graph::Graph apply_qlora_quantization(const graph::Graph& forward, const graph::OpRegistry& registry,
                                       const QloraOptions& options) {
-  const DequantizeNode make_node = options.format == WeightFormat::Fp8Block ? fp8_block_node(options) : nf4_node(options);
+  const DequantizeNode make_node =
+      options.format == WeightFormat::Fp8Block ? fp8_block_node(options) : nf4_node(options);
   const std::vector<TensorId> weights = quantizable_weights(forward);
   graph::Graph rewritten = forward;
   rewritten.nodes.clear();

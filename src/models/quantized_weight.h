@@ -1,6 +1,6 @@
 // A frozen base weight that a graph stores quantized instead of in its float dtype, whatever the
-// format: the pass that rewrote the graph (models/qlora.h for NF4 and FP8 blocks,
-// models/fp8_recipe.h for the fp8_hybrid recipe's FP8 copies) names the parameters that hold it, and the trainer fills them
+// format: the pass that rewrote the graph (models/qlora.h for NF4 and FP8 blocks, models/fp8_recipe.h for the
+// fp8_hybrid recipe's FP8 copies) names the parameters that hold it, and the trainer fills them
 // from the full-precision weight as it loads (train/quantized_weights.h). quantized_weights()
 // is the one list of them the trainer, the devices and the evaluators read.
 #pragma once

@@ -49,10 +49,11 @@ quant::Fp8BlockShape fp8_block_shape(const io::SafetensorsCheckpoint& checkpoint
   }
   const graph::Shape expected{shape.row_blocks(), shape.col_blocks()};
   if (scale->shape != expected || !is_float(scale->dtype)) {
-    fail_user("{}: tensor {} is {}{} but FP8 blocks of {}x{} (quantization_config.weight_block_size) over {} need a "
-              "float tensor of shape {}; config.json does not match the weights", checkpoint.file_of(scale_name(spec)).string(),
-              scale_name(spec), dtype_safetensors_name(scale->dtype), graph::format_shape(scale->shape), shape.block_rows,
-              shape.block_cols, spec.hf_name, graph::format_shape(expected));
+    fail_user("{}: tensor {} is {}{} but FP8 blocks of {}x{} (quantization_config.weight_block_size) over {} need "
+              "a float tensor of shape {}; config.json does not match the weights",
+              checkpoint.file_of(scale_name(spec)).string(), scale_name(spec), dtype_safetensors_name(scale->dtype),
+              graph::format_shape(scale->shape), shape.block_rows, shape.block_cols, spec.hf_name,
+              graph::format_shape(expected));
   }
   return shape;
 }

@@ -17,7 +17,9 @@ struct Range {
   int64_t begin;
   int64_t end;
 };
-Range block_range(int64_t index, int64_t block, int64_t size) { return {index * block, std::min(size, (index + 1) * block)}; }
+Range block_range(int64_t index, int64_t block, int64_t size) {
+  return {index * block, std::min(size, (index + 1) * block)};
+}
 
 const std::array<float, 256>& decoded_codes() {
   static const std::array<float, 256> table = [] {

@@ -137,7 +137,8 @@ void register_lora_cuda_ops(CudaOpTable& table);
 // fused_rmsnorm_rope(_backward) (Qwen3's q/k norm + RoPE on bf16), in runtime/cuda_fused_ops.cpp.
 void register_fused_cuda_ops(CudaOpTable& table);
 
-// dequantize_nf4, dequantize_fp8_blocks (QLoRA's NF4 / FP8 base weights to bf16), in runtime/cuda_quant_ops.cpp.
+// dequantize_nf4, dequantize_fp8_blocks (QLoRA's NF4 / FP8 base weights to bf16), in
+// runtime/cuda_quant_ops.cpp.
 void register_quant_cuda_ops(CudaOpTable& table);
 
 // The table the engine uses: every family registered above, built once on first use.

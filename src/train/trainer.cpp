@@ -413,9 +413,9 @@ void Run::load_base_weights(std::span<const WeightView> base_weights) {
       });
   if (dequantized > 0) {
     const io::Fp8BlockCheckpoint& blocks = *model_config_.fp8_block_checkpoint;
+    const char* again = config_.qlora_fp8 ? " (qlora_block_size differs: quantized again in its blocks)" : "";
     display_.message(fmt::format("{} is saved in FP8 blocks of {}x{}: {} weights dequantized on load{}", config_.model,
-                                 blocks.block_rows, blocks.block_cols, dequantized,
-                                 config_.qlora_fp8 ? " (qlora_block_size differs: quantized again in its blocks)" : ""));
+                                 blocks.block_rows, blocks.block_cols, dequantized, again));
   }
   if (!qlora_ || quantized_.empty()) return;
   if (qlora_->format == models::WeightFormat::Fp8Block) {

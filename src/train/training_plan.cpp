@@ -54,7 +54,9 @@ TrainingForward build_training_forward(const Config& config, const io::ModelConf
   // LoRA: the same graph with adapters on the targeted projections and the base frozen.
   if (lora != nullptr) {
     forward.graph = models::apply_lora(forward.graph, registry, lora->adapters, lora->options, training);
-    if (const auto qlora = qlora_options(config)) forward.graph = models::apply_qlora_quantization(forward.graph, registry, *qlora);
+    if (const auto qlora = qlora_options(config)) {
+      forward.graph = models::apply_qlora_quantization(forward.graph, registry, *qlora);
+    }
   }
   return forward;
 }
