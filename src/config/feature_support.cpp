@@ -39,7 +39,6 @@ const std::vector<UnsupportedOption>& unsupported_options() {
       {"memcpy_send_recv", [](const Config& c) { return c.memcpy_send_recv; }},
       {"distributed.num_nodes", [](const Config& c) { return c.distributed.num_nodes != 1; }},
       {"qlora_fp4", [](const Config& c) { return c.qlora_fp4; }},
-      {"qlora_fp8", [](const Config& c) { return c.qlora_fp8; }},
       {"lora_dtype", [](const Config& c) { return c.lora_dtype != LoraDtype::Fp32; }},
       {"attn_bwd_chunks", [](const Config& c) { return c.attn_bwd_chunks != 1; }},
       {"dataloader_num_workers", [](const Config& c) { return c.dataloader_num_workers.has_value(); }},

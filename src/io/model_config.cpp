@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "io/atomic_file.h"
 #include "io/json_fields.h"
+#include "io/model_config_quantization.h"
 #include "io/model_config_rope.h"
 
 namespace surogate::io {
@@ -144,17 +145,9 @@ ModelConfig parse_model_config(std::string_view json_text, const std::string& so
     fail_user("{}: not a valid JSON object; re-download the model or fix the file", source);
   }
   JsonFields fields(config, source);
-  if (auto quantization = config.find("quantization_config"); quantization != config.end()) {
-    // Checkpoints saved quantized (bitsandbytes 4/8-bit, FP8 with block scales, GPTQ, ...) hold
-    // packed integers where the loader expects float weights.
-    const std::string method = quantization->is_object() ? quantization->value("quant_method", std::string("unknown"))
-                                                         : std::string("unknown");
-    fail_user("{}: the model is saved quantized (quantization_config, quant_method '{}'), which Surogate does not "
-              "load yet; give the full-precision (bf16 / fp16 / fp32) checkpoint — with qlora_bnb: true it is "
-              "quantized to NF4 on load", source, method);
-  }
   ModelConfig model;
   model.architecture = parse_architecture(config, fields);
+  model.fp8_block_checkpoint = parse_quantization_config(config, source);
   model.vocab_size = fields.required_positive_integer("vocab_size");
   model.hidden_size = fields.required_positive_integer("hidden_size");
   model.intermediate_size = fields.required_positive_integer("intermediate_size");
@@ -249,6 +242,7 @@ std::string model_config_to_json(const ModelConfig& model) {
     if (source.is_object()) config = std::move(source);
   }
   const bool as_rope_parameters = config.contains("rope_parameters");
+  config.erase("quantization_config");  // the weights Surogate writes are full precision
   config["architectures"] = {std::string(architecture_class_name(model.architecture))};
   config["model_type"] = std::string(architecture_model_type(model.architecture));
   config["vocab_size"] = model.vocab_size;

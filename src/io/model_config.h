@@ -62,6 +62,14 @@ struct RopeConfig {
   bool truncate = true;                   // yarn: round the correction range to integers
 };
 
+// A checkpoint saved in FP8 with block scales (quantization_config quant_method "fp8" with
+// weight_block_size [rows, cols]; io/model_config_quantization.h): its quantized weights are F8_E4M3
+// with `<name>_scale_inv` beside them (quant/fp8_blocks.h); other tensors are plain floats.
+struct Fp8BlockCheckpoint {
+  int64_t block_rows = 128;
+  int64_t block_cols = 128;
+};
+
 struct ModelConfig {
   Architecture architecture = Architecture::Llama;
   int64_t vocab_size = 0;
@@ -87,6 +95,7 @@ struct ModelConfig {
   std::vector<int64_t> eos_token_ids;      // config.json may hold one id or a list
   std::optional<int64_t> pad_token_id;
   std::string hidden_act = "silu";         // only silu is supported
+  std::optional<Fp8BlockCheckpoint> fp8_block_checkpoint;  // config.json's quantization_config
   // The original config.json text (empty when built in code): save_model_config keeps the
   // keys Surogate does not interpret.
   std::string source_json;
@@ -94,7 +103,8 @@ struct ModelConfig {
 
 // Reads `model_dir/config.json`. Throws UserError for a missing file, invalid JSON, an
 // unsupported architecture (listing the supported ones), missing required keys, non-positive
-// sizes, head counts that do not divide, unsupported hidden_act or RoPE type.
+// sizes, head counts that do not divide, unsupported hidden_act or RoPE type, a quantization_config
+// other than FP8 with block scales.
 ModelConfig load_model_config(const std::filesystem::path& model_dir);
 // Same from text; `source` names the file in error messages.
 ModelConfig parse_model_config(std::string_view json_text, const std::string& source);
@@ -102,7 +112,8 @@ ModelConfig parse_model_config(std::string_view json_text, const std::string& so
 // Writes `model_dir/config.json` (atomically) so that transformers' AutoConfig loads it:
 // the source config's keys are kept and the interpreted fields overwritten; RoPE is written in
 // the spelling the source used (rope_parameters when it had one, else the legacy rope_theta /
-// rope_scaling form, which every transformers version reads).
+// rope_scaling form, which every transformers version reads). quantization_config is dropped: the
+// weights Surogate writes are full precision.
 void save_model_config(const ModelConfig& config, const std::filesystem::path& model_dir);
 // The JSON text save_model_config writes.
 std::string model_config_to_json(const ModelConfig& config);

@@ -32,6 +32,9 @@ struct ParameterSpec {
   std::string name;     // engine name
   std::string hf_name;  // Hugging Face checkpoint name
   graph::Shape shape;
+  // Set when config.json says the checkpoint is saved in FP8 with block scales: the tensor may be
+  // F8_E4M3 codes with `<hf_name>_scale_inv` beside it (models/weight_io.h).
+  std::optional<io::Fp8BlockCheckpoint> checkpoint_fp8_blocks = std::nullopt;
 };
 
 // One row of an architecture's name table; "{layer}" stands for the layer index.

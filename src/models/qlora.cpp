@@ -1,17 +1,20 @@
-// The NF4 rewrite of a decoder's frozen projections; see qlora.h.
+// The quantized-base rewrite of a decoder's frozen projections (NF4, FP8 blocks); see qlora.h.
 #include "models/qlora.h"
 
 #include <algorithm>
+#include <functional>
 #include <unordered_map>
 
 #include "core/error.h"
 #include "graph/builder.h"
+#include "quant/fp8_blocks.h"
 
 namespace surogate::models {
 namespace {
 using graph::TensorId;
 
-constexpr const char* kDequantize = "dequantize_nf4";
+constexpr const char* kDequantizeNf4 = "dequantize_nf4";
+constexpr const char* kDequantizeFp8Blocks = "dequantize_fp8_blocks";
 
 bool reads_as_weight(const graph::Node& node, TensorId id) {
   if (node.op != "linear" && node.op != "linear_add") return false;
@@ -42,36 +45,22 @@ std::vector<TensorId> quantizable_weights(const graph::Graph& forward) {
   return result;
 }
 
-}  // namespace
+// The format's part of the rewrite: the op, attrs and pieces (new frozen parameters) of one
+// weight's dequantization node; the rewrite adds its name, output and recompute group.
+using DequantizeNode = std::function<graph::Node(graph::GraphBuilder& builder, const graph::TensorInfo& weight)>;
 
-graph::Graph apply_nf4_quantization(const graph::Graph& forward, const graph::OpRegistry& registry,
-                                    const Nf4Options& options) {
+DequantizeNode nf4_node(const QloraOptions& options) {
   if (options.block_size < 2 || options.block_size % 2 != 0) {
     fail_user("the NF4 block size must be even, got {}", options.block_size);
   }
-  const std::vector<TensorId> weights = quantizable_weights(forward);
-  graph::Graph rewritten = forward;
-  rewritten.nodes.clear();
-  for (graph::TensorInfo& info : rewritten.tensors) info.producer = graph::kNoNode;
-  std::erase_if(rewritten.parameters,
-                [&](TensorId id) { return std::find(weights.begin(), weights.end(), id) != weights.end(); });
-  graph::GraphBuilder builder(registry, std::move(rewritten));
-
-  // Each weight becomes an activation; its dequantize_nf4 node is emitted before its first reader.
-  std::unordered_map<TensorId, graph::Node> pending;
-  for (TensorId id : weights) {
-    graph::TensorInfo& info = builder.mutable_graph().tensor(id);
-    info.role = graph::TensorRole::Activation;
+  return [options](graph::GraphBuilder& builder, const graph::TensorInfo& info) {
     quant::Nf4Shape shape{info.type.numel(), options.block_size, options.double_quant};
     graph::Node node;
-    node.name = info.name + ".dequant";
-    node.op = kDequantize;
-    node.recompute_group = "dequant";
-    node.outputs = {id};
+    node.op = kDequantizeNf4;
     node.attrs = {{"shape", info.type.shape},
                   {"block_size", options.block_size},
                   {"dtype", std::string(dtype_safetensors_name(info.type.dtype))}};
-    const std::string name = info.name;
+    const std::string& name = info.name;
     node.inputs.push_back(builder.parameter(name + ".nf4", DType::U8, {shape.packed_bytes()}, false));
     if (options.double_quant) {
       node.inputs.push_back(builder.parameter(name + ".absmax", DType::U8, {shape.blocks()}, false));
@@ -80,6 +69,48 @@ graph::Graph apply_nf4_quantization(const graph::Graph& forward, const graph::Op
     } else {
       node.inputs.push_back(builder.parameter(name + ".absmax", DType::F32, {shape.blocks()}, false));
     }
+    return node;
+  };
+}
+
+DequantizeNode fp8_block_node(const QloraOptions& options) {
+  if (options.block_size < 1) fail_user("the FP8 block size must be positive, got {}", options.block_size);
+  return [options](graph::GraphBuilder& builder, const graph::TensorInfo& info) {
+    const graph::Shape& shape = info.type.shape;
+    const quant::Fp8BlockShape blocks{shape[0], shape[1], options.block_size, options.block_size};
+    graph::Node node;
+    node.op = kDequantizeFp8Blocks;
+    node.attrs = {{"block_size", options.block_size}, {"dtype", std::string(dtype_safetensors_name(info.type.dtype))}};
+    node.inputs.push_back(builder.parameter(info.name + ".fp8", DType::F8_E4M3, shape, false));
+    node.inputs.push_back(
+        builder.parameter(info.name + ".scale_inv", DType::F32, {blocks.row_blocks(), blocks.col_blocks()}, false));
+    return node;
+  };
+}
+
+}  // namespace
+
+graph::Graph apply_qlora_quantization(const graph::Graph& forward, const graph::OpRegistry& registry,
+                                      const QloraOptions& options) {
+  const DequantizeNode make_node =
+      options.format == WeightFormat::Fp8Block ? fp8_block_node(options) : nf4_node(options);
+  const std::vector<TensorId> weights = quantizable_weights(forward);
+  graph::Graph rewritten = forward;
+  rewritten.nodes.clear();
+  for (graph::TensorInfo& info : rewritten.tensors) info.producer = graph::kNoNode;
+  std::erase_if(rewritten.parameters,
+                [&](TensorId id) { return std::find(weights.begin(), weights.end(), id) != weights.end(); });
+  graph::GraphBuilder builder(registry, std::move(rewritten));
+
+  // Each weight becomes an activation; its dequantization node is emitted before its first reader.
+  std::unordered_map<TensorId, graph::Node> pending;
+  for (TensorId id : weights) {
+    builder.mutable_graph().tensor(id).role = graph::TensorRole::Activation;
+    const graph::TensorInfo weight = builder.mutable_graph().tensor(id);  // a copy: make_node adds tensors
+    graph::Node node = make_node(builder, weight);
+    node.name = weight.name + ".dequant";
+    node.recompute_group = "dequant";
+    node.outputs = {id};
     pending.emplace(id, std::move(node));
   }
   for (const graph::Node& node : forward.nodes) {
@@ -97,13 +128,30 @@ graph::Graph apply_nf4_quantization(const graph::Graph& forward, const graph::Op
 std::vector<QuantizedWeight> nf4_weights(const graph::Graph& graph) {
   std::vector<QuantizedWeight> result;
   for (const graph::Node& node : graph.nodes) {
-    if (node.op != kDequantize || node.phase != graph::NodePhase::Forward) continue;
+    if (node.op != kDequantizeNf4 || node.phase != graph::NodePhase::Forward) continue;
     const graph::TensorInfo& weight = graph.tensor(node.outputs[0]);
     QuantizedWeight entry;
     entry.name = weight.name;
     entry.shape = weight.type.shape;
     entry.format = WeightFormat::Nf4;
     entry.nf4 = {weight.type.numel(), node.attrs.at("block_size").get<int64_t>(), node.inputs.size() == 4};
+    for (TensorId input : node.inputs) entry.pieces.push_back(graph.tensor(input).name);
+    result.push_back(std::move(entry));
+  }
+  return result;
+}
+
+std::vector<QuantizedWeight> fp8_block_weights(const graph::Graph& graph) {
+  std::vector<QuantizedWeight> result;
+  for (const graph::Node& node : graph.nodes) {
+    if (node.op != kDequantizeFp8Blocks || node.phase != graph::NodePhase::Forward) continue;
+    const graph::TensorInfo& weight = graph.tensor(node.outputs[0]);
+    const int64_t block = node.attrs.at("block_size").get<int64_t>();
+    QuantizedWeight entry;
+    entry.name = weight.name;
+    entry.shape = weight.type.shape;
+    entry.format = WeightFormat::Fp8Block;
+    entry.fp8_blocks = {weight.type.shape[0], weight.type.shape[1], block, block};
     for (TensorId input : node.inputs) entry.pieces.push_back(graph.tensor(input).name);
     result.push_back(std::move(entry));
   }

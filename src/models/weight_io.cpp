@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "io/safetensors_writer.h"
+#include "ops/parallel_for.h"
 
 namespace surogate::models {
 namespace {
@@ -28,10 +29,51 @@ bool is_float(DType dtype) {
   return dtype == DType::F32 || dtype == DType::BF16 || dtype == DType::F16 || dtype == DType::F64;
 }
 
+std::string scale_name(const ParameterSpec& spec) { return spec.hf_name + "_scale_inv"; }
+
+// The FP8 block layout of a spec's F8_E4M3 tensor, its scale_inv checked (see weight_io.h).
+quant::Fp8BlockShape fp8_block_shape(const io::SafetensorsCheckpoint& checkpoint, const ParameterSpec& spec) {
+  const std::string file = checkpoint.file_of(spec.hf_name).string();
+  if (!spec.checkpoint_fp8_blocks || spec.shape.size() != 2) {
+    fail_user("{}: tensor {} is stored as F8_E4M3, but {}; only FP8 checkpoints with block scales "
+              "(quantization_config quant_method 'fp8' with weight_block_size) load: give the full-precision "
+              "checkpoint or fix config.json", file, spec.hf_name,
+              spec.checkpoint_fp8_blocks ? "it is not a matrix" : "config.json has no FP8 quantization_config");
+  }
+  const quant::Fp8BlockShape shape{spec.shape[0], spec.shape[1], spec.checkpoint_fp8_blocks->block_rows,
+                                   spec.checkpoint_fp8_blocks->block_cols};
+  const io::SafetensorsTensor* scale = checkpoint.find(scale_name(spec));
+  if (scale == nullptr) {
+    fail_user("{}: tensor {} is stored as F8_E4M3 but its block scales {} are missing; the checkpoint is incomplete: "
+              "re-download it", file, spec.hf_name, scale_name(spec));
+  }
+  const graph::Shape expected{shape.row_blocks(), shape.col_blocks()};
+  if (scale->shape != expected || !is_float(scale->dtype)) {
+    fail_user("{}: tensor {} is {}{} but FP8 blocks of {}x{} (quantization_config.weight_block_size) over {} need "
+              "a float tensor of shape {}; config.json does not match the weights",
+              checkpoint.file_of(scale_name(spec)).string(), scale_name(spec), dtype_safetensors_name(scale->dtype),
+              graph::format_shape(scale->shape), shape.block_rows, shape.block_cols, spec.hf_name,
+              graph::format_shape(expected));
+  }
+  return shape;
+}
+
+// The weight dequantized to F32, handed on as a tensor that views `buffer`.
+io::SafetensorsTensor dequantized(const Fp8BlockTensor& tensor, std::vector<float>& buffer) {
+  const std::vector<float> scale_inv = io::read_tensor_as_float32(tensor.scale_inv);
+  buffer.resize(static_cast<size_t>(tensor.shape.numel()));
+  const auto* codes = reinterpret_cast<const uint8_t*>(tensor.codes.bytes.data());
+  ops::parallel_for(tensor.shape.row_blocks(), [&](int64_t block_row) {
+    quant::dequantize_fp8_blocks(codes, scale_inv.data(), tensor.shape, block_row, block_row + 1, buffer.data());
+  });
+  return io::SafetensorsTensor{tensor.codes.name, DType::F32, tensor.codes.shape,
+                               std::as_bytes(std::span<const float>(buffer))};
+}
+
 }  // namespace
 
 void load_hf_weights(const std::filesystem::path& model_dir, std::span<const ParameterSpec> specs,
-                     const WeightSink& sink) {
+                     const WeightSink& sink, const Fp8BlockSink& fp8_sink) {
   io::SafetensorsCheckpoint checkpoint = io::SafetensorsCheckpoint::open(model_dir);
   const std::string where = model_dir.string();
   std::set<std::string> expected;
@@ -39,6 +81,8 @@ void load_hf_weights(const std::filesystem::path& model_dir, std::span<const Par
   for (const ParameterSpec& spec : specs) {
     expected.insert(spec.hf_name);
     if (!checkpoint.contains(spec.hf_name)) missing.push_back(spec.hf_name);
+    const io::SafetensorsTensor* tensor = checkpoint.find(spec.hf_name);
+    if (tensor != nullptr && tensor->dtype == DType::F8_E4M3) expected.insert(scale_name(spec));
   }
   if (!missing.empty()) {
     fail_user("{}: the checkpoint lacks {} tensor(s) that config.json implies: {}. Check that "
@@ -61,13 +105,24 @@ void load_hf_weights(const std::filesystem::path& model_dir, std::span<const Par
                 "match the weights.", checkpoint.file_of(spec.hf_name).string(), spec.hf_name,
                 graph::format_shape(tensor.shape), graph::format_shape(spec.shape));
     }
-    if (!is_float(tensor.dtype)) {
+    if (tensor.dtype == DType::F8_E4M3) {
+      fp8_block_shape(checkpoint, spec);
+    } else if (!is_float(tensor.dtype)) {
       fail_user("{}: tensor {} is stored as {}; only F32, BF16, F16 and F64 weights can be loaded "
-                "(quantized checkpoints are not supported here).",
+                "(and F8_E4M3 with block scales).",
                 checkpoint.file_of(spec.hf_name).string(), spec.hf_name, dtype_safetensors_name(tensor.dtype));
     }
   }
-  for (const ParameterSpec& spec : specs) sink(spec, checkpoint.tensor(spec.hf_name));
+  std::vector<float> buffer;  // one dequantized FP8 weight at a time
+  for (const ParameterSpec& spec : specs) {
+    const io::SafetensorsTensor& tensor = checkpoint.tensor(spec.hf_name);
+    if (tensor.dtype != DType::F8_E4M3) {
+      sink(spec, tensor);
+      continue;
+    }
+    const Fp8BlockTensor fp8{tensor, checkpoint.tensor(scale_name(spec)), fp8_block_shape(checkpoint, spec)};
+    if (!fp8_sink || !fp8_sink(spec, fp8)) sink(spec, dequantized(fp8, buffer));
+  }
 }
 
 std::vector<std::vector<float>> load_hf_weights_as_float32(const std::filesystem::path& model_dir,

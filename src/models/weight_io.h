@@ -4,7 +4,11 @@
 // does not describe the checkpoint), every shape right; each problem is one UserError naming
 // the folder, the tensor and what to do. Any float dtype the checkpoint holds (F32, BF16, F16,
 // F64) is passed on as stored: the sink converts (CpuBackend::write_converted) or calls
-// io::read_tensor_as_float32. Saving writes HF names, F32, sharded like save_pretrained.
+// io::read_tensor_as_float32. A checkpoint saved in FP8 with block scales (config.json's
+// quantization_config, io/model_config_quantization.h) loads too: each F8_E4M3 weight with its
+// `<hf_name>_scale_inv` is dequantized (quant/fp8_blocks.h) to F32 and passed on like a float
+// tensor, unless an Fp8BlockSink takes it as stored. Saving writes HF names, F32, sharded like
+// save_pretrained.
 #pragma once
 
 #include <cstdint>
@@ -15,15 +19,26 @@
 
 #include "io/safetensors.h"
 #include "models/model_spec.h"
+#include "quant/fp8_blocks.h"
 
 namespace surogate::models {
 
 using WeightSink = std::function<void(const ParameterSpec& spec, const io::SafetensorsTensor& tensor)>;
 
+// A weight the checkpoint stores in FP8 blocks, as stored.
+struct Fp8BlockTensor {
+  const io::SafetensorsTensor& codes;      // F8_E4M3 [rows, cols]
+  const io::SafetensorsTensor& scale_inv;  // a float dtype [row_blocks, col_blocks]
+  quant::Fp8BlockShape shape;
+};
+// Takes an FP8 block weight as stored and returns true, or returns false to have it dequantized
+// and passed to the WeightSink.
+using Fp8BlockSink = std::function<bool(const ParameterSpec& spec, const Fp8BlockTensor& tensor)>;
+
 // Opens the checkpoint in `model_dir` (single file or sharded), validates it against `specs`
-// and calls `sink` once per spec, in spec order.
+// and calls `fp8_sink` (FP8 block weights, when given) or `sink` once per spec, in spec order.
 void load_hf_weights(const std::filesystem::path& model_dir, std::span<const ParameterSpec> specs,
-                     const WeightSink& sink);
+                     const WeightSink& sink, const Fp8BlockSink& fp8_sink = {});
 
 // Every parameter of `specs` read from `model_dir` as float32, in spec order.
 std::vector<std::vector<float>> load_hf_weights_as_float32(const std::filesystem::path& model_dir,

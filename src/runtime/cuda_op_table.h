@@ -146,7 +146,8 @@ void register_lora_cuda_ops(CudaOpTable& table);
 // fused_rmsnorm_rope(_backward) (Qwen3's q/k norm + RoPE on bf16), in runtime/cuda_fused_ops.cpp.
 void register_fused_cuda_ops(CudaOpTable& table);
 
-// dequantize_nf4 (QLoRA's NF4 base weights to bf16), in runtime/cuda_quant_ops.cpp.
+// dequantize_nf4, dequantize_fp8_blocks (QLoRA's NF4 / FP8 base weights to bf16), in
+// runtime/cuda_quant_ops.cpp.
 void register_quant_cuda_ops(CudaOpTable& table);
 
 // quantize_fp8, linear_fp8, linear_fp8_backward_input (the fp8_hybrid recipe), in

@@ -1,7 +1,8 @@
-// CUDA binder for `dequantize_nf4` (ops/defs/dequantize_nf4_def.cpp, models/qlora.h): a QLoRA
-// base weight rebuilt in bf16 from its NF4 pieces before the matmul that reads it
-// (cuda/kernels/dequantize_nf4.h).
+// CUDA binders for `dequantize_nf4` and `dequantize_fp8_blocks` (ops/defs/dequantize_*_def.cpp,
+// models/qlora.h): a QLoRA base weight rebuilt in bf16 from its NF4 or FP8 block pieces before the
+// matmul that reads it (cuda/kernels/dequantize_nf4.h, cuda/kernels/dequantize_fp8_blocks.h).
 #include "core/error.h"
+#include "cuda/kernels/dequantize_fp8_blocks.h"
 #include "cuda/kernels/dequantize_nf4.h"
 #include "runtime/cuda_op_table.h"
 
@@ -33,8 +34,25 @@ CudaKernel bind_dequantize_nf4(const CudaBindContext& ctx) {
   };
 }
 
+CudaKernel bind_dequantize_fp8_blocks(const CudaBindContext& ctx) {
+  if (ctx.outputs[0].dtype != DType::BF16) {
+    fail_user("node '{}' (op dequantize_fp8_blocks): the CUDA backend writes BF16 weights, got {}", ctx.node.name,
+              graph::format_type(ctx.outputs[0]));
+  }
+  const int64_t rows = ctx.outputs[0].shape[0], cols = ctx.outputs[0].shape[1];
+  const int64_t block = ctx.attrs.integer("block_size");
+  return [=](const CudaKernelArgs& args) {
+    const cuda::Fp8BlockDeviceView view{args.inputs[0].as<const uint8_t>(), args.inputs[1].as<const float>(), rows,
+                                        cols, block};
+    cuda::dequantize_fp8_blocks_bf16(view, args.outputs[0].as<__nv_bfloat16>(), args.stream);
+  };
+}
+
 }  // namespace
 
-void register_quant_cuda_ops(CudaOpTable& table) { table.add("dequantize_nf4", bind_dequantize_nf4); }
+void register_quant_cuda_ops(CudaOpTable& table) {
+  table.add("dequantize_nf4", bind_dequantize_nf4);
+  table.add("dequantize_fp8_blocks", bind_dequantize_fp8_blocks);
+}
 
 }  // namespace surogate::runtime

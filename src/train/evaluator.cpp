@@ -16,7 +16,7 @@ graph::Graph evaluation_graph(const EvaluatorSetup& setup, DType dtype) {
   graph::Graph graph = std::move(decoder.graph);
   if (setup.lora) {
     graph = models::apply_lora(graph, *setup.registry, setup.lora->adapters, setup.lora->options, false);
-    if (setup.nf4) graph = models::apply_nf4_quantization(graph, *setup.registry, *setup.nf4);
+    if (setup.qlora) graph = models::apply_qlora_quantization(graph, *setup.registry, *setup.qlora);
   }
   if (setup.fp8) {
     models::Fp8Options options = *setup.fp8;

@@ -42,7 +42,7 @@ struct EvaluatorSetup {
   uint64_t seed = 0;
   int32_t pad_id = 0;
   const models::LoraSetup* lora = nullptr;  // the adapters, evaluated without dropout (PEFT's eval mode)
-  const models::Nf4Options* nf4 = nullptr;  // QLoRA: the frozen projections in NF4 (models/qlora.h)
+  const models::QloraOptions* qlora = nullptr;  // QLoRA: the frozen projections quantized (models/qlora.h)
   const models::Fp8Options* fp8 = nullptr;  // fp8_hybrid (models/fp8_recipe.h), run with current scaling
 };
 

@@ -2,12 +2,14 @@
 #include "train/quantized_weights.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "core/error.h"
 #include "ops/parallel_for.h"
 #include "quant/fp8.h"
 #include "quant/fp8_scaling.h"
+#include "quant/fp8_blocks.h"
 #include "quant/nf4.h"
 
 namespace surogate::train {
@@ -75,6 +77,20 @@ QuantizedPieces quantize_fp8_tensor(const models::QuantizedWeight& weight, std::
   return pieces;
 }
 
+// Square blocks of E4M3 with one scale each (models/qlora.h, quant/fp8_blocks.h).
+QuantizedPieces quantize_fp8_blocks(const models::QuantizedWeight& weight, std::span<const float> values) {
+  const quant::Fp8BlockShape& shape = weight.fp8_blocks;
+  std::vector<uint8_t> codes(static_cast<size_t>(shape.numel()));
+  std::vector<float> scale_inv(static_cast<size_t>(shape.blocks()));
+  ops::parallel_for(shape.row_blocks(), [&](int64_t block_row) {
+    quant::quantize_fp8_blocks(values.data(), shape, block_row, block_row + 1, codes.data(), scale_inv.data());
+  });
+  QuantizedPieces pieces;
+  pieces.bytes.push_back(bytes_of<uint8_t>(codes));
+  pieces.bytes.push_back(bytes_of<float>(scale_inv));
+  return pieces;
+}
+
 }  // namespace
 
 QuantizedPieces quantize_weight(const models::QuantizedWeight& weight, std::span<const float> values) {
@@ -84,9 +100,38 @@ QuantizedPieces quantize_weight(const models::QuantizedWeight& weight, std::span
   switch (weight.format) {
     case models::WeightFormat::Nf4: pieces = quantize_nf4(weight, values); break;
     case models::WeightFormat::Fp8Tensor: pieces = quantize_fp8_tensor(weight, values); break;
+    case models::WeightFormat::Fp8Block: pieces = quantize_fp8_blocks(weight, values); break;
   }
   SUROGATE_CHECK(pieces.bytes.size() == weight.pieces.size(), "weight '{}': {} pieces quantized, {} named",
                  weight.name, pieces.bytes.size(), weight.pieces.size());
+  return pieces;
+}
+
+std::optional<QuantizedPieces> stored_fp8_pieces(const models::QuantizedWeight& weight,
+                                                 const models::Fp8BlockTensor& tensor) {
+  const quant::Fp8BlockShape& want = weight.fp8_blocks;
+  if (weight.format != models::WeightFormat::Fp8Block || tensor.shape.block_rows != want.block_rows ||
+      tensor.shape.block_cols != want.block_cols) {
+    return std::nullopt;
+  }
+  SUROGATE_CHECK(tensor.shape.rows == want.rows && tensor.shape.cols == want.cols, "weight '{}': stored shape differs",
+                 weight.name);
+  QuantizedPieces pieces;
+  pieces.bytes.emplace_back(tensor.codes.bytes.begin(), tensor.codes.bytes.end());
+  for (std::byte code : pieces.bytes.back()) {
+    if ((std::to_integer<uint8_t>(code) & 0x7F) == 0x7F) {
+      fail_user("tensor {} holds an F8_E4M3 NaN code; the weights are damaged: re-download or re-export the model",
+                tensor.codes.name);
+    }
+  }
+  const std::vector<float> scale_inv = io::read_tensor_as_float32(tensor.scale_inv);
+  for (float value : scale_inv) {
+    if (!std::isfinite(value) || value <= 0.0f) {
+      fail_user("tensor {} holds the block scale {}; scales must be finite and positive: the weights are damaged, "
+                "re-download or re-export the model", tensor.scale_inv.name, value);
+    }
+  }
+  pieces.bytes.push_back(bytes_of<float>(scale_inv));
   return pieces;
 }
 

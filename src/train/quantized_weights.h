@@ -1,15 +1,18 @@
 // The quantized frozen base on the way in: each loaded (or initialised) weight that the plan stores
 // quantized (models/quantized_weight.h: NF4 for QLoRA, FP8 for the fp8_hybrid recipe) is
-// quantized on the host, on all cores, and its pieces are written into the backend's parameters.
+// quantized on the host, on all cores (or, from a checkpoint saved in the same FP8 blocks, taken as
+// stored), and its pieces are written into the backend's parameters.
 // The base never exists in full precision on the host beyond the one weight being loaded.
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <span>
 #include <vector>
 
 #include "compiler/execution_plan.h"
 #include "models/quantized_weight.h"
+#include "models/weight_io.h"
 #include "runtime/backend.h"
 
 namespace surogate::train {
@@ -21,6 +24,13 @@ struct QuantizedPieces {
 
 // `values` (the weight's numel floats) in the format `weight` describes.
 QuantizedPieces quantize_weight(const models::QuantizedWeight& weight, std::span<const float> values);
+
+// A weight the checkpoint already stores in FP8 blocks (models/weight_io.h), as `weight`'s pieces
+// (codes and scale_inv copied as they are) when `weight` is in FP8 blocks of the same size; nullopt
+// otherwise (then it is dequantized on load and quantized again). A NaN code or a scale_inv that is
+// not finite and positive is a UserError naming the tensor (a damaged file).
+std::optional<QuantizedPieces> stored_fp8_pieces(const models::QuantizedWeight& weight,
+                                                 const models::Fp8BlockTensor& tensor);
 
 // A weight as the CPU devices keep it for their evaluator (which has its own backend).
 struct StoredQuantizedWeight {

@@ -32,6 +32,7 @@
 #include "train/model_outputs.h"
 #include "train/model_weights.h"
 #include "train/progress_display.h"
+#include "train/quantized_weights.h"
 #include "train/memory_prediction.h"
 #include "train/training_plan.h"
 
@@ -91,8 +92,11 @@ private:
   void save_checkpoint();
   void write_outputs();
   // The base model's weights into `views` (spec order): from the model folder, or the
-  // deterministic initialisation when it holds no safetensors. `written` sees each one filled.
-  void read_base_weights(std::span<const WeightView> views, const WeightWritten& written = {}) const;
+  // deterministic initialisation when it holds no safetensors. `written` sees each one filled;
+  // `stored_fp8` may take the weights a checkpoint saved in FP8 blocks holds as they are.
+  void read_base_weights(std::span<const WeightView> views, const WeightWritten& written = {},
+                         const models::Fp8BlockSink& stored_fp8 = {}) const;
+  void load_base_weights(std::span<const WeightView> base_weights);
   const models::QuantizedWeight* quantized_weight(const std::string& name) const;
   void add_time_breakdown();
   void report_time_breakdown();
@@ -105,9 +109,9 @@ private:
   io::ModelConfig model_config_;
   std::vector<models::ParameterSpec> specs_;  // the base model's parameters
   std::optional<models::LoraSetup> lora_;
-  std::optional<models::Nf4Options> nf4_;                 // qlora_bnb
+  std::optional<models::QloraOptions> qlora_;             // qlora_bnb, qlora_fp8
   std::optional<models::Fp8Options> fp8_;                 // recipe fp8_hybrid
-  std::vector<models::QuantizedWeight> quantized_;        // the base weights the plan stores in NF4
+  std::vector<models::QuantizedWeight> quantized_;        // the base weights the plan stores quantized
   graph::TensorId dropout_seed_ = graph::kNoTensor;
   int32_t dropout_seed_value_ = 0;
   graph::OpRegistry registry_;
@@ -193,8 +197,8 @@ Run::Run(const Config& config, const TrainerOptions& options)
   end_phase("plan");
   inputs_ = std::make_unique<BatchInputs>(plan_);
   if (auto seed = plan_.graph.find_tensor(models::kDropoutSeed)) dropout_seed_ = *seed;
-  // QLoRA: the weights the plan stores in NF4 reach the device through store_quantized().
-  nf4_ = nf4_options(config);
+  // QLoRA: the weights the plan stores quantized reach the device through store_quantized().
+  qlora_ = qlora_options(config);
   fp8_ = fp8_options(config, model_config_);
   quantized_ = models::quantized_weights(plan_.graph);
   TrainingDeviceSetup device_setup{&plan_, &registry_, {}, &config};
@@ -219,7 +223,7 @@ Run::Run(const Config& config, const TrainerOptions& options)
   end_phase("device");
   const std::span<const WeightView> weights = device_->weights();
   // Every base weight is loaded (or initialised) into the device's host copy, or, when the plan
-  // stores it in NF4, into one scratch buffer that is quantized onto the device at once.
+  // stores it quantized, into one scratch buffer that is quantized onto the device at once.
   std::vector<WeightView> base_weights;
   std::vector<float> scratch;
   for (const models::QuantizedWeight& weight : quantized_) {
@@ -237,15 +241,7 @@ Run::Run(const Config& config, const TrainerOptions& options)
     display_.message(fmt::format("{} has no safetensors: initialising the model from scratch (seed {})", config.model,
                                  config.train_seed));
   }
-  read_base_weights(base_weights, [&](size_t index) {
-    if (const models::QuantizedWeight* weight = quantized_weight(specs_[index].name)) {
-      device_->store_quantized(*weight, base_weights[index].values);
-    }
-  });
-  if (nf4_ && !quantized_.empty()) {
-    display_.message(fmt::format("QLoRA: {} base weights stored in NF4 (block {}, double quantization {})",
-                                 quantized_.size(), nf4_->block_size, nf4_->double_quant ? "on" : "off"));
-  }
+  load_base_weights(base_weights);
   if (fp8_) {
     const auto state = models::fp8_scaling_state(plan_.graph);
     display_.message(fmt::format(
@@ -290,7 +286,7 @@ Run::Run(const Config& config, const TrainerOptions& options)
   if (cache_->eval().rows() > 0) {
     evaluator_ = device_->make_evaluator({&model_config_, &registry_, batch, sequence, config.lmhead_chunks, cache_,
                                           static_cast<uint64_t>(config.eval_seed), pad_id, lora_ ? &*lora_ : nullptr,
-                                          nf4_ ? &*nf4_ : nullptr, fp8_ ? &*fp8_ : nullptr});
+                                          qlora_ ? &*qlora_ : nullptr, fp8_ ? &*fp8_ : nullptr});
   }
   store_ = std::make_unique<CheckpointStore>(config.checkpoint_dir.value_or(config.output_dir),
                                              static_cast<int>(config.save_total_limit));
@@ -374,8 +370,8 @@ void Run::write_outputs() {
   if (config_.merge_adapter) {
     const fs::path merged = merged_model_dir(config_.output_dir);
     std::vector<WeightView> merged_views;
-    // QLoRA: the adapters merge into the base as the model folder holds it (full precision), not
-    // into its NF4 approximation.
+    // QLoRA: the adapters merge into the base as the model folder holds it (full precision; a
+    // checkpoint saved in FP8 blocks dequantized), not into its quantized approximation.
     std::vector<std::vector<float>> original(quantized_.empty() ? 0 : specs_.size());
     std::vector<WeightView> sources(weights.begin(), weights.end());
     if (!quantized_.empty()) {
@@ -394,12 +390,54 @@ void Run::write_outputs() {
   }
 }
 
-void Run::read_base_weights(std::span<const WeightView> views, const WeightWritten& written) const {
+void Run::read_base_weights(std::span<const WeightView> views, const WeightWritten& written,
+                            const models::Fp8BlockSink& stored_fp8) const {
   if (has_safetensors(config_.model)) {
-    load_weights(config_.model, specs_, views, written);
+    load_weights(config_.model, specs_, views, written, stored_fp8);
   } else {
     initialize_weights(specs_, views, static_cast<uint64_t>(config_.train_seed), config_.init_projections_to_zero,
                        written);
+  }
+}
+
+// The base weights into the device: each weight the plan stores quantized is quantized as it
+// arrives, or, from a checkpoint saved in FP8 blocks of the plan's block size, taken as stored.
+void Run::load_base_weights(std::span<const WeightView> base_weights) {
+  int64_t taken_as_stored = 0, dequantized = 0;
+  read_base_weights(
+      base_weights,
+      [&](size_t index) {
+        if (const models::QuantizedWeight* weight = quantized_weight(specs_[index].name)) {
+          device_->store_quantized(*weight, quantize_weight(*weight, base_weights[index].values));
+        }
+      },
+      [&](const models::ParameterSpec& spec, const models::Fp8BlockTensor& tensor) {
+        const models::QuantizedWeight* weight = quantized_weight(spec.name);
+        std::optional<QuantizedPieces> pieces = weight ? stored_fp8_pieces(*weight, tensor) : std::nullopt;
+        if (!pieces) {
+          ++dequantized;
+          return false;
+        }
+        device_->store_quantized(*weight, std::move(*pieces));
+        ++taken_as_stored;
+        return true;
+      });
+  if (dequantized > 0) {
+    const io::Fp8BlockCheckpoint& blocks = *model_config_.fp8_block_checkpoint;
+    const char* again = config_.qlora_fp8 ? " (qlora_block_size differs: quantized again in its blocks)" : "";
+    display_.message(fmt::format("{} is saved in FP8 blocks of {}x{}: {} weights dequantized on load{}", config_.model,
+                                 blocks.block_rows, blocks.block_cols, dequantized, again));
+  }
+  if (!qlora_ || quantized_.empty()) return;
+  if (qlora_->format == models::WeightFormat::Fp8Block) {
+    display_.message(fmt::format("QLoRA: {} base weights stored in FP8 E4M3 (blocks of {}x{}{})", quantized_.size(),
+                                 qlora_->block_size, qlora_->block_size,
+                                 taken_as_stored > 0 ? fmt::format(", {} taken as stored from the FP8 checkpoint",
+                                                                   taken_as_stored)
+                                                     : std::string()));
+  } else {
+    display_.message(fmt::format("QLoRA: {} base weights stored in NF4 (block {}, double quantization {})",
+                                 quantized_.size(), qlora_->block_size, qlora_->double_quant ? "on" : "off"));
   }
 }
 

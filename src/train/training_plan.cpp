@@ -34,9 +34,10 @@ models::LoraSetup lora_setup(const Config& config, const io::ModelConfig& model,
   return setup;
 }
 
-std::optional<models::Nf4Options> nf4_options(const Config& config) {
+std::optional<models::QloraOptions> qlora_options(const Config& config) {
+  if (config.qlora_fp8) return models::QloraOptions{models::WeightFormat::Fp8Block, config.qlora_block_size, false};
   if (!config.qlora_bnb) return std::nullopt;
-  return models::Nf4Options{config.qlora_bnb_block_size, config.qlora_bnb_double_quant};
+  return models::QloraOptions{models::WeightFormat::Nf4, config.qlora_bnb_block_size, config.qlora_bnb_double_quant};
 }
 
 std::optional<models::Fp8Options> fp8_options(const Config& config, const io::ModelConfig& model) {
@@ -64,7 +65,9 @@ TrainingForward build_training_forward(const Config& config, const io::ModelConf
   // LoRA: the same graph with adapters on the targeted projections and the base frozen.
   if (lora != nullptr) {
     forward.graph = models::apply_lora(forward.graph, registry, lora->adapters, lora->options, training);
-    if (const auto nf4 = nf4_options(config)) forward.graph = models::apply_nf4_quantization(forward.graph, registry, *nf4);
+    if (const auto qlora = qlora_options(config)) {
+      forward.graph = models::apply_qlora_quantization(forward.graph, registry, *qlora);
+    }
   }
   if (auto fp8 = fp8_options(config, model)) {
     if (!training) fp8->amax_history = 0;  // evaluation: each tensor at its own scale, no state

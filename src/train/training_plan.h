@@ -26,9 +26,9 @@ namespace surogate::train {
 // lora_target_modules), with the CUDA backend's faster graph forms on (models/lora.h).
 models::LoraSetup lora_setup(const Config& config, const io::ModelConfig& model, TrainingBackend backend);
 
-// QLoRA with qlora_bnb: the NF4 layout of the frozen base (qlora_bnb_block_size,
-// qlora_bnb_double_quant); nullopt otherwise.
-std::optional<models::Nf4Options> nf4_options(const Config& config);
+// QLoRA: the format and layout of the frozen base: NF4 under qlora_bnb (qlora_bnb_block_size,
+// qlora_bnb_double_quant), FP8 blocks under qlora_fp8 (qlora_block_size); nullopt otherwise.
+std::optional<models::QloraOptions> qlora_options(const Config& config);
 
 // recipe fp8_hybrid: which projections run in FP8 (skip_quant_first_layers / _last_layers),
 // fp8_amax_history and the backward format (gradient_dtype fp8_e4m3; E5M2 otherwise); nullopt
@@ -41,7 +41,7 @@ struct TrainingForward {
 };
 
 // The forward graph of one micro-batch [batch, sequence] as the backend trains it (`training`:
-// with the LoRA dropout; false: as the evaluator runs it), with the NF4 base under qlora_bnb.
+// with the LoRA dropout; false: as the evaluator runs it), with the quantized base under qlora_bnb / qlora_fp8.
 TrainingForward build_training_forward(const Config& config, const io::ModelConfig& model,
                                        const graph::OpRegistry& registry, const models::LoraSetup* lora,
                                        TrainingBackend backend, int64_t batch, int64_t sequence,

@@ -146,10 +146,10 @@ TEST(ConfigRules, NotYetImplementedOptionsAreRejectedByName) {
   EXPECT_NO_THROW(load("gpus: 1\nrecipe: bf16\nreport_to: []\n"));
 }
 
-TEST(ConfigRules, MasterAndGradientDtypesBf16AndFp32AreAcceptedFp8Rejected) {
+TEST(ConfigRules, MasterAndGradientDtypesBf16AndFp32AreAcceptedFp8NeedsTheFp8Recipe) {
   // bf16 and fp32 load (the backend decides: the CUDA trainer honours them, the CPU backend
-  // refuses bf16 by name, train/device/backend_selection.h); the fp8 gradient dtypes belong to
-  // the fp8 recipes, not implemented yet.
+  // refuses bf16 by name, train/device/backend_selection.h); the fp8 gradient dtypes are the
+  // fp8_hybrid recipe's backward formats, an error naming gradient_dtype without it.
   Config config = load("master_dtype: bf16\ngradient_dtype: bf16\n");
   EXPECT_EQ(config.master_dtype, MasterDtype::Bf16);
   EXPECT_EQ(config.gradient_dtype, GradientDtype::Bf16);
@@ -158,7 +158,9 @@ TEST(ConfigRules, MasterAndGradientDtypesBf16AndFp32AreAcceptedFp8Rejected) {
   EXPECT_EQ(config.gradient_dtype, GradientDtype::Fp32);
   for (const char* fp8 : {"fp8_e4m3", "fp8_e5m2"}) {
     std::string message = load_error(std::string(kMinimalConfig) + "gradient_dtype: " + fp8 + "\n");
-    EXPECT_TRUE(contains(message, "'gradient_dtype' is valid but not implemented yet")) << message;
+    EXPECT_TRUE(contains(message, "gradient_dtype") && contains(message, "set recipe: fp8_hybrid")) << message;
+    config = load(std::string("recipe: fp8_hybrid\nlora: true\ngradient_dtype: ") + fp8 + "\n");
+    EXPECT_EQ(config.recipe, Recipe::Fp8Hybrid);
   }
 }
 

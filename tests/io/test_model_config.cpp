@@ -321,5 +321,35 @@ TEST(ModelConfig, QuantizedCheckpointIsOneClearError) {
     EXPECT_NE(message.find("full-precision"), std::string::npos) << message;
   }
 }
+
+TEST(ModelConfig, Fp8BlockCheckpointIsReadAndNotWrittenBack) {
+  json config = minimal_llama();
+  config["quantization_config"] = {{"quant_method", "fp8"}, {"fmt", "e4m3"}, {"activation_scheme", "dynamic"},
+                                   {"weight_block_size", {128, 64}}};
+  const ModelConfig model = parse_model_config(config.dump(), "model/config.json");
+  ASSERT_TRUE(model.fp8_block_checkpoint.has_value());
+  EXPECT_EQ(model.fp8_block_checkpoint->block_rows, 128);
+  EXPECT_EQ(model.fp8_block_checkpoint->block_cols, 64);
+  // What Surogate writes (merged models) is full precision: no quantization_config.
+  EXPECT_FALSE(json::parse(model_config_to_json(model)).contains("quantization_config"));
+  EXPECT_FALSE(parse_model_config(minimal_llama().dump(), "model/config.json").fp8_block_checkpoint.has_value());
+}
+
+TEST(ModelConfig, OtherFp8QuantizationConfigsNameTheKey) {
+  const std::vector<std::pair<json, std::string>> cases = {
+      {{{"quant_method", "fp8"}, {"activation_scheme", "dynamic"}}, "without weight_block_size"},
+      {{{"quant_method", "fp8"}, {"weight_block_size", {128}}}, "quantization_config.weight_block_size"},
+      {{{"quant_method", "fp8"}, {"weight_block_size", {128, 0}}}, "quantization_config.weight_block_size"},
+      {{{"quant_method", "fp8"}, {"weight_block_size", {128, 128}}, {"fmt", "e5m2"}}, "quantization_config.fmt"},
+      {{{"quant_method", "fp8"}, {"weight_block_size", {128, 128}}, {"activation_scheme", "static"}},
+       "quantization_config.activation_scheme"},
+      {{{"quant_method", "gptq"}, {"bits", 4}}, "'gptq'"},
+  };
+  for (const auto& [quantization, expected] : cases) {
+    json config = minimal_llama();
+    config["quantization_config"] = quantization;
+    expect_user_error([&] { parse_model_config(config.dump(), "model/config.json"); }, {"model/config.json", expected});
+  }
+}
 }  // namespace
 }  // namespace surogate::io

@@ -2,6 +2,7 @@
 // missing / extra / misshapen tensors.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "core/error.h"
@@ -9,6 +10,7 @@
 #include "io/safetensors.h"
 #include "io/safetensors_writer.h"
 #include "models/weight_io.h"
+#include "quant/fp8_blocks.h"
 
 namespace surogate::models {
 namespace {
@@ -122,6 +124,87 @@ TEST(WeightIo, ConfigOfAnotherModelIsCaught) {
     load_hf_weights(fixture("llama_gqa_llama3"), specs, [](const ParameterSpec&, const io::SafetensorsTensor&) {});
   });
   EXPECT_NE(message.find("q_proj.bias"), std::string::npos) << message;
+}
+
+// A copy of llama_gqa_llama3 with model.layers.0.mlp.up_proj.weight saved in FP8 blocks of 16 x 16
+// (its scale_inv shaped `scale_shape`, or absent when empty).
+fs::path fp8_copy(const std::string& tag, const std::vector<float>& weight, const graph::Shape& shape,
+                  const graph::Shape& scale_shape, std::vector<uint8_t>& codes, std::vector<float>& scale_inv) {
+  const std::string name = "model.layers.0.mlp.up_proj.weight";
+  io::SafetensorsCheckpoint original = io::SafetensorsCheckpoint::open(fixture("llama_gqa_llama3"));
+  const quant::Fp8BlockShape blocks{shape[0], shape[1], 16, 16};
+  codes.resize(weight.size());
+  scale_inv.assign(static_cast<size_t>(blocks.blocks()), 0.0f);
+  quant::quantize_fp8_blocks(weight.data(), blocks, 0, blocks.row_blocks(), codes.data(), scale_inv.data());
+  std::vector<io::TensorToWrite> tensors;
+  for (const std::string& tensor : original.tensor_names()) {
+    const io::SafetensorsTensor& t = original.tensor(tensor);
+    if (tensor == name) {
+      tensors.push_back({name, DType::F8_E4M3, shape, std::as_bytes(std::span<const uint8_t>(codes))});
+    } else {
+      tensors.push_back({tensor, t.dtype, t.shape, t.bytes});
+    }
+  }
+  if (!scale_shape.empty()) {
+    tensors.push_back({name + "_scale_inv", DType::F32, scale_shape, std::as_bytes(std::span<const float>(scale_inv))});
+  }
+  fs::path dir = scratch_dir(tag);
+  io::write_safetensors(dir / "model.safetensors", tensors);
+  return dir;
+}
+
+TEST(WeightIo, Fp8BlockWeightsAreDequantizedOrTakenAsStored) {
+  io::ModelConfig config = io::load_model_config(fixture("llama_gqa_llama3"));
+  const std::vector<ParameterSpec> plain_specs = parameter_specs(config);
+  config.fp8_block_checkpoint = io::Fp8BlockCheckpoint{16, 16};
+  const std::vector<ParameterSpec> specs = parameter_specs(config);
+  const std::vector<std::vector<float>> original = load_hf_weights_as_float32(fixture("llama_gqa_llama3"), specs);
+  size_t index = 0;
+  while (specs[index].hf_name != "model.layers.0.mlp.up_proj.weight") ++index;
+  const graph::Shape shape = specs[index].shape;
+  const quant::Fp8BlockShape blocks{shape[0], shape[1], 16, 16};
+  std::vector<uint8_t> codes;
+  std::vector<float> scale_inv;
+  const fs::path dir = fp8_copy("fp8", original[index], shape, {blocks.row_blocks(), blocks.col_blocks()}, codes, scale_inv);
+
+  // Dequantized on load, exactly as quant/fp8_blocks.h computes it; every other tensor as before.
+  const std::vector<std::vector<float>> loaded = load_hf_weights_as_float32(dir, specs);
+  std::vector<float> expected(original[index].size());
+  quant::dequantize_fp8_blocks(codes.data(), scale_inv.data(), blocks, 0, blocks.row_blocks(), expected.data());
+  EXPECT_EQ(loaded[index], expected);
+  EXPECT_NE(loaded[index], original[index]);
+  for (size_t i = 0; i < specs.size(); ++i) {
+    if (i != index) EXPECT_EQ(loaded[i], original[i]) << specs[i].hf_name;
+  }
+  // Taken as stored by an Fp8BlockSink: the codes and scales as written, and not passed to the sink.
+  int sunk = 0, taken = 0;
+  load_hf_weights(dir, specs, [&](const ParameterSpec&, const io::SafetensorsTensor&) { ++sunk; },
+                  [&](const ParameterSpec& spec, const Fp8BlockTensor& tensor) {
+                    EXPECT_EQ(spec.hf_name, "model.layers.0.mlp.up_proj.weight");
+                    EXPECT_EQ(tensor.shape.block_rows, 16);
+                    EXPECT_TRUE(std::equal(codes.begin(), codes.end(),
+                                           reinterpret_cast<const uint8_t*>(tensor.codes.bytes.data())));
+                    EXPECT_EQ(io::read_tensor_as_float32(tensor.scale_inv), scale_inv);
+                    ++taken;
+                    return true;
+                  });
+  EXPECT_EQ(taken, 1);
+  EXPECT_EQ(sunk, static_cast<int>(specs.size()) - 1);
+
+  // Without a quantization_config in config.json, F8_E4M3 weights are refused by name.
+  std::string message = error_of([&] { load_hf_weights(dir, plain_specs, [](auto&, auto&) {}); });
+  EXPECT_NE(message.find("model.layers.0.mlp.up_proj.weight"), std::string::npos) << message;
+  fs::remove_all(dir);
+
+  // A missing or misshapen scale_inv names the tensor.
+  const fs::path no_scale = fp8_copy("fp8_no_scale", original[index], shape, {}, codes, scale_inv);
+  message = error_of([&] { load_hf_weights(no_scale, specs, [](auto&, auto&) {}); });
+  EXPECT_NE(message.find("model.layers.0.mlp.up_proj.weight_scale_inv are missing"), std::string::npos) << message;
+  fs::remove_all(no_scale);
+  const fs::path bad_scale = fp8_copy("fp8_bad_scale", original[index], shape, {1, blocks.blocks()}, codes, scale_inv);
+  message = error_of([&] { load_hf_weights(bad_scale, specs, [](auto&, auto&) {}); });
+  EXPECT_NE(message.find("weight_block_size"), std::string::npos) << message;
+  fs::remove_all(bad_scale);
 }
 
 }  // namespace

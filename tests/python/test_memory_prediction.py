@@ -123,3 +123,26 @@ def test_qlora_predicts_the_nf4_base_and_is_suggested_when_bf16_lora_does_not_fi
     small = run_surogate(surogate_bin, "pt", job, "--dry-run", "--gpu-memory", f"{size:.2f}GiB")
     assert small.returncode == 0, small.stderr
     assert "qlora_bnb: true (the frozen base in NF4" in small.stdout, small.stdout
+
+
+def test_qlora_fp8_predicts_the_fp8_base_and_is_not_suggested_without_a_known_sm89_gpu(surogate_bin, tmp_path):
+    job = write_job(tmp_path, lora=True)
+    lora = run_surogate(surogate_bin, "pt", job, "--dry-run", "--gpu-memory", "80GiB")
+    assert lora.returncode == 0, lora.stderr
+    fp8_job = tmp_path / "qlora-fp8.yaml"
+    fp8_job.write_text(job.read_text() + "qlora_fp8: true\n")
+    fp8 = run_surogate(surogate_bin, "pt", fp8_job, "--dry-run", "--gpu-memory", "80GiB")
+    assert fp8.returncode == 0, fp8.stderr
+    # The projections (1.41 G weights) in one byte each plus one fp32 scale per 128 x 128 block
+    # instead of two bytes: the weights shrink by 1.41 G bytes less their scales (~0.3 MiB); the
+    # embeddings and norms stay bf16.
+    projections = 28 * (2048 * 2048 * 2 + 1024 * 2048 * 2 + 3 * 6144 * 2048)
+    saved = projections - projections * 4 / (128 * 128)
+    assert abs((gib(lora.stdout, "weights") - gib(fp8.stdout, "weights")) - saved / 2**30) < 0.01
+    # A GPU smaller than the bf16 weights: qlora_bnb is offered; qlora_fp8 needs SM89+, which a GPU
+    # given only by its size (--gpu-memory) is not known to have.
+    size = gib(lora.stdout, "weights") + 1.5
+    small = run_surogate(surogate_bin, "pt", job, "--dry-run", "--gpu-memory", f"{size:.2f}GiB")
+    assert small.returncode == 0, small.stderr
+    assert "qlora_bnb: true (the frozen base in NF4" in small.stdout, small.stdout
+    assert "- qlora_fp8: true" not in small.stdout, small.stdout

@@ -15,7 +15,7 @@ namespace {
 
 MachineOffer cpu_build() { return {false, 0, "", "no CUDA backend"}; }
 MachineOffer no_gpu() { return {true, 0, "", "no CUDA device is visible"}; }
-MachineOffer gpus(int count) { return {true, count, "NVIDIA H100 80GB HBM3", "ok"}; }
+MachineOffer gpus(int count, int sm = 90) { return {true, count, "NVIDIA H100 80GB HBM3", "ok", 0, sm}; }
 
 std::string error_of(const Config& config, const MachineOffer& machine) {
   try {
@@ -93,15 +93,36 @@ TEST(BackendSelection, GpusOnTheCpuBackendAreDataParallelCpuRanks) {
 TEST(BackendSelection, WhatTheCudaTrainerLacksIsAClearErrorNamingTheOption) {
   Config config;
   config.optimizer = Optimizer::AdamW;
+  config.recipe = Recipe::Nvfp4;
+  EXPECT_NE(error_of(config, gpus(1, 100)).find("recipe: nvfp4 is not implemented yet"), std::string::npos)
+      << error_of(config, gpus(1, 100));
+}
+
+TEST(BackendSelection, Fp8HybridNeedsSm89AndTheMessageSaysSo) {
+  Config config;
+  config.lora = true;
   config.recipe = Recipe::Fp8Hybrid;
-  EXPECT_NE(error_of(config, gpus(1)).find("recipe: fp8_hybrid"), std::string::npos) << error_of(config, gpus(1));
-  config.recipe = Recipe::Bf16;
-  for (GradientDtype fp8 : {GradientDtype::Fp8E4M3, GradientDtype::Fp8E5M2}) {
-    config.gradient_dtype = fp8;
-    const std::string message = error_of(config, gpus(1));
-    EXPECT_NE(message.find(std::string("gradient_dtype: ") + std::string(to_string(fp8))), std::string::npos) << message;
-    EXPECT_NE(message.find("fp8 recipes"), std::string::npos) << message;
-  }
+  config.gradient_dtype = GradientDtype::Fp8E4M3;
+  const BackendChoice choice = choose_training_backend(config, gpus(1, 90));
+  EXPECT_EQ(choice.backend, TrainingBackend::Cuda);
+  EXPECT_NE(choice.message.find("fp8_hybrid recipe"), std::string::npos) << choice.message;
+  EXPECT_NE(error_of(config, gpus(1, 80)).find("'recipe' needs a GPU of compute capability SM89+"), std::string::npos)
+      << error_of(config, gpus(1, 80));
+  // The CPU backend emulates the recipe, E4M3 gradients included.
+  EXPECT_EQ(choose_training_backend(config, gpus(0)).backend, TrainingBackend::Cpu);
+}
+
+TEST(BackendSelection, QloraFp8NeedsSm89) {
+  Config config;
+  config.lora = true;
+  config.qlora_fp8 = true;
+  EXPECT_EQ(choose_training_backend(config, gpus(1, 89)).backend, TrainingBackend::Cuda);
+  EXPECT_EQ(choose_training_backend(config, gpus(1, 90)).backend, TrainingBackend::Cuda);
+  const std::string message = error_of(config, gpus(1, 80));
+  EXPECT_NE(message.find("'qlora_fp8' needs a GPU of compute capability SM89+"), std::string::npos) << message;
+  EXPECT_NE(message.find("SM80"), std::string::npos) << message;
+  // The CPU backend emulates it exactly: no GPU, no requirement.
+  EXPECT_EQ(choose_training_backend(config, gpus(0)).backend, TrainingBackend::Cpu);
 }
 
 TEST(BackendSelection, Bf16MasterAndGradientsTrainOnCudaAndTheMessageSaysSo) {

@@ -3,8 +3,6 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
-
 #include "config/config_rules.h"
 #include "core/error.h"
 #include "cuda/device_info.h"
@@ -47,18 +45,19 @@ BackendChoice choose_training_backend(const Config& config, const MachineOffer& 
               config.source_of(config.zero_level >= 2 ? "zero_level" : "shard_gradients"),
               config.zero_level >= 2 ? fmt::format("zero_level: {}", config.zero_level) : std::string("shard_gradients"));
   }
-  validate_for_hardware(config, machine.best_sm);
   if (config.recipe == Recipe::Nvfp4) {
     fail_user("{}: recipe: nvfp4 is not implemented yet on the CUDA backend; use recipe: bf16 or fp8_hybrid",
               config.source_of("recipe"));
   }
+  // qlora_fp8 (and the FP8 / FP4 modes) need SM89+ / SM100+; an unknown SM (0) is not checked.
+  if (machine.gpu_sm > 0) validate_for_hardware(config, machine.gpu_sm);
   const bool fp8 = config.recipe == Recipe::Fp8Hybrid;
   const bool bf16_master = config.master_dtype == MasterDtype::Bf16;
   const bool bf16_gradients = config.gradient_dtype == GradientDtype::Bf16;
   return {TrainingBackend::Cuda,
           fmt::format("training on the CUDA backend ({}): {}, {}, {} gradient accumulation and {} state",
                       machine.gpu_name,
-                      fp8 ? "fp8_hybrid recipe (E4M3 projections, E5M2 gradients, bf16 elsewhere)"
+                      fp8 ? "fp8_hybrid recipe (FP8 projections, bf16 elsewhere)"
                           : "bf16 weights and activations",
                       bf16_master ? "bf16 master weights (stochastic rounding, no fp32 copy)" : "fp32 master weights",
                       bf16_gradients ? "bf16" : "fp32", to_string(config.optimizer))};
@@ -72,7 +71,7 @@ MachineOffer probe_machine() {
   if (!environment.gpus.empty()) {
     offer.gpu_name = environment.gpus.front().name;
     offer.gpu_total_bytes = environment.gpus.front().memory_total_bytes;
-    for (const cuda::GpuInfo& gpu : environment.gpus) offer.best_sm = std::max(offer.best_sm, gpu.sm_major * 10 + gpu.sm_minor);
+    offer.gpu_sm = environment.gpus.front().sm_major * 10 + environment.gpus.front().sm_minor;
   }
   offer.why_no_gpu = environment.status;
   return offer;

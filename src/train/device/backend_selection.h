@@ -27,7 +27,7 @@ struct MachineOffer {
   std::string gpu_name;        // of device 0, for the log line
   std::string why_no_gpu;      // when visible_gpus == 0
   uint64_t gpu_total_bytes = 0;  // of device 0
-  int best_sm = 0;               // the highest compute capability visible (89 for SM8.9)
+  int gpu_sm = 0;                // of device 0: compute capability major · 10 + minor
 };
 
 struct BackendChoice {

@@ -118,8 +118,8 @@ public:
   std::unique_ptr<Evaluator> make_evaluator(const EvaluatorSetup& setup) override {
     return make_cpu_evaluator(setup, ranks_[0]->parameters.weights, quantized_);
   }
-  void store_quantized(const models::QuantizedWeight& weight, std::span<const float> values) override {
-    quantized_.push_back({weight, quantize_weight(weight, values)});
+  void store_quantized(const models::QuantizedWeight& weight, QuantizedPieces pieces) override {
+    quantized_.push_back({weight, std::move(pieces)});
     for (auto& rank : ranks_) write_quantized(rank->backend, plan_, weight, quantized_.back().pieces);
   }
 

@@ -103,8 +103,8 @@ public:
   std::unique_ptr<Evaluator> make_evaluator(const EvaluatorSetup& setup) override {
     return make_cpu_evaluator(setup, parameters_.weights, quantized_);
   }
-  void store_quantized(const models::QuantizedWeight& weight, std::span<const float> values) override {
-    quantized_.push_back({weight, quantize_weight(weight, values)});
+  void store_quantized(const models::QuantizedWeight& weight, QuantizedPieces pieces) override {
+    quantized_.push_back({weight, std::move(pieces)});
     write_quantized(backend_, plan_, weight, quantized_.back().pieces);
   }
   void upload() override {}

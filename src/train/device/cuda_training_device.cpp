@@ -224,8 +224,8 @@ public:
     CUDA_CHECK(cudaStreamSynchronize(stream));
   }
 
-  void store_quantized(const models::QuantizedWeight& weight, std::span<const float> values) override {
-    write_quantized(backend_, plan_, weight, quantize_weight(weight, values));
+  void store_quantized(const models::QuantizedWeight& weight, QuantizedPieces pieces) override {
+    write_quantized(backend_, plan_, weight, pieces);
   }
 
   void download() override {

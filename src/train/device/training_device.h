@@ -28,6 +28,7 @@
 #include "graph/op_registry.h"
 #include "models/model_spec.h"
 #include "models/quantized_weight.h"
+#include "train/quantized_weights.h"
 #include "runtime/backend.h"
 #include "train/checkpoint_io.h"
 #include "train/evaluator.h"
@@ -61,9 +62,9 @@ public:
   virtual void download() = 0;
 
   // The frozen weights the plan stores quantized (models/quantized_weight.h) are not among weights();
-  // each loaded one is handed here once, before upload(): quantized on the host and written to
-  // the device (every rank's).
-  virtual void store_quantized(const models::QuantizedWeight& weight, std::span<const float> values) = 0;
+  // each loaded one is handed here once, before upload(), quantized on the host (the trainer:
+  // train/quantized_weights.h), and written to the device (every rank's).
+  virtual void store_quantized(const models::QuantizedWeight& weight, QuantizedPieces pieces) = 0;
 
   virtual void accumulate(std::span<const runtime::InputBinding> inputs) = 0;
   virtual StepMetrics measure() = 0;
