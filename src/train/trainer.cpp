@@ -195,7 +195,7 @@ Run::Run(const Config& config, const TrainerOptions& options)
   // QLoRA: the weights the plan stores in NF4 reach the device through store_quantized().
   nf4_ = nf4_options(config);
   quantized_ = models::quantized_weights(plan_.graph);
-  TrainingDeviceSetup device_setup{&plan_, &registry_, {}, &config};
+  TrainingDeviceSetup device_setup{&plan_, &registry_, {}, &config, options.data_parallel_device};
   for (const models::ParameterSpec& spec : specs_) {
     if (quantized_weight(spec.name) == nullptr) device_setup.specs.push_back(spec);
   }
