@@ -5,7 +5,9 @@
 // a CudaRankState on GPU r (cuda_rank_state.h: its CudaBackend, the flat fp32 masters and gradient
 // accumulators, its optimizer), joined by NCCL (distributed/nccl_communicator.h) with every
 // collective enqueued on the rank's backend stream, so compute and communication stay in order
-// without host waits.
+// without host waits. A rank makes no call that may wait for the device (allocation, pinned
+// memory) between entering a task and enqueuing that task's collectives, so no rank blocks while
+// a peer's collective waits for it (NCCL's rule for several GPUs driven from one process).
 //
 // One optimizer step, as the trainer sees one device:
 //   accumulate() × (gradient_accumulation_steps × N): micro-batch i of the window is copied to
@@ -176,11 +178,16 @@ public:
 
   // GPU 0 gets the host copies; every other GPU receives GPU 0's bf16 weights (frozen ones
   // included) and fp32 masters. Each rank's optimizer state comes from its own host view.
+  // GPU 0's upload is done before any rank enqueues a broadcast: its pinned staging memory is
+  // allocated and freed on the way, and a rank must not make such calls (which may wait for
+  // every GPU) while a peer's collective waits for it.
   void upload() override {
+    threads_.run([&](int r) {
+      if (r == 0) ranks_[0].state->upload_weights(weights_);
+    });
     threads_.run([&](int r) {
       Rank& rank = ranks_[static_cast<size_t>(r)];
       CudaRankState& state = *rank.state;
-      if (r == 0) state.upload_weights(weights_);
       for (size_t i = 0; i < weights_.size(); ++i) {
         rank.communicator->broadcast(state.backend().device_address(trainable_layout_.ids[i]),
                                      weights_[i].values.size(), DType::BF16, 0);
