@@ -78,9 +78,13 @@ public:
   RankZeroEvaluator(distributed::RankThreads& threads, std::unique_ptr<Evaluator> inner)
       : threads_(threads), inner_(std::move(inner)) {}
   ~RankZeroEvaluator() override {
-    threads_.run([&](int r) {
-      if (r == 0) inner_.reset();
-    });
+    try {
+      threads_.run([&](int r) {
+        if (r == 0) inner_.reset();
+      });
+    } catch (...) {
+      // Shutting down after a failure: nothing more to report.
+    }
   }
   EvalResult run() override {
     EvalResult result;
@@ -110,15 +114,7 @@ public:
     if (visible < layout_.world_size) {
       fail_user("{}: {} GPUs asked for, {} visible", config_.source_of("gpus"), layout_.world_size, visible);
     }
-    // Host copies: rank 0's, as the single-GPU device keeps them.
-    host_values_.reserve(setup.specs.size());
-    for (const models::ParameterSpec& spec : setup.specs) {
-      const auto count = static_cast<size_t>(graph::shape_numel(spec.shape));
-      host_values_.push_back(std::make_unique_for_overwrite<float[]>(count));
-      weights_.push_back({spec.name, spec.shape, std::span<float>(host_values_.back().get(), count)});
-    }
-    for (const CudaTrainable& entry : trainable_layout_.entries) trainable_.push_back(weights_[entry.weight]);
-
+    host_ = cuda_host_weights(setup.specs, trainable_layout_);  // rank 0's host copies
     const std::vector<size_t> sizes = trainable_layout_.unit_sizes();
     const std::vector<distributed::Shard> shards = distributed::place_shards(sizes, layout_.world_size);
     shard_sizes_ = distributed::shard_sizes(shards);
@@ -142,8 +138,8 @@ public:
                        layout_.world_size - 1);
   }
   int data_parallel_ranks() const override { return layout_.world_size; }
-  std::span<const WeightView> weights() const override { return weights_; }
-  std::span<const WeightView> trainable() const override { return trainable_; }
+  std::span<const WeightView> weights() const override { return host_.weights; }
+  std::span<const WeightView> trainable() const override { return host_.trainable; }
 
   std::vector<StateTensor> optimizer_state() override {
     std::vector<StateTensor> tensors;
@@ -183,14 +179,14 @@ public:
   // every GPU) while a peer's collective waits for it.
   void upload() override {
     threads_.run([&](int r) {
-      if (r == 0) ranks_[0].state->upload_weights(weights_);
+      if (r == 0) ranks_[0].state->upload_weights(host_.weights);
     });
     threads_.run([&](int r) {
       Rank& rank = ranks_[static_cast<size_t>(r)];
       CudaRankState& state = *rank.state;
-      for (size_t i = 0; i < weights_.size(); ++i) {
+      for (size_t i = 0; i < host_.weights.size(); ++i) {
         rank.communicator->broadcast(state.backend().device_address(trainable_layout_.ids[i]),
-                                     weights_[i].values.size(), DType::BF16, 0);
+                                     host_.weights[i].values.size(), DType::BF16, 0);
       }
       rank.communicator->broadcast(state.masters(), static_cast<size_t>(trainable_layout_.total), DType::F32, 0);
       if (state.optimizer()) state.optimizer()->upload(state.stream());
@@ -203,7 +199,7 @@ public:
   void download() override {
     threads_.run([&](int r) {
       CudaRankState& state = *ranks_[static_cast<size_t>(r)].state;
-      if (r == 0) state.download_trainable(weights_);
+      if (r == 0) state.download_trainable(host_.weights);
       if (state.optimizer()) state.optimizer()->download(state.stream());
       state.synchronize();
     });
@@ -310,8 +306,7 @@ private:
   distributed::ParallelLayout layout_;
   distributed::RankThreads threads_;
   CudaTrainableLayout trainable_layout_;
-  std::vector<std::unique_ptr<float[]>> host_values_;
-  std::vector<WeightView> weights_, trainable_;
+  CudaHostWeights host_;
   std::vector<Rank> ranks_;
   std::vector<size_t> shard_sizes_;  // the collectives' pieces (elements of the flat buffers), one per rank
   std::string optimizer_name_;

@@ -95,6 +95,18 @@ CudaTrainableLayout cuda_trainable_layout(const compiler::ExecutionPlan& plan, s
   return layout;
 }
 
+CudaHostWeights cuda_host_weights(std::span<const models::ParameterSpec> specs, const CudaTrainableLayout& layout) {
+  CudaHostWeights host;
+  host.values.reserve(specs.size());
+  for (const models::ParameterSpec& spec : specs) {
+    const auto count = static_cast<size_t>(graph::shape_numel(spec.shape));
+    host.values.push_back(std::make_unique_for_overwrite<float[]>(count));
+    host.weights.push_back({spec.name, spec.shape, std::span<float>(host.values.back().get(), count)});
+  }
+  for (const CudaTrainable& entry : layout.entries) host.trainable.push_back(host.weights[entry.weight]);
+  return host;
+}
+
 CudaRankState::Pinned::Pinned(size_t count) {
   CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&data), count * sizeof(float)));
 }

@@ -47,6 +47,15 @@ struct CudaTrainableLayout {
 };
 CudaTrainableLayout cuda_trainable_layout(const compiler::ExecutionPlan& plan, std::span<const models::ParameterSpec> specs);
 
+// The host fp32 copies a CUDA training device shows the trainer (weights(), trainable()), one per
+// spec. Uninitialised: every value is written (loaded, initialised or restored) before upload(),
+// and zeroing 32 GB of an 8B model's host copies took ~15 s of start-up.
+struct CudaHostWeights {
+  std::vector<std::unique_ptr<float[]>> values;
+  std::vector<WeightView> weights, trainable;
+};
+CudaHostWeights cuda_host_weights(std::span<const models::ParameterSpec> specs, const CudaTrainableLayout& layout);
+
 class CudaRankState {
 public:
   // Loads the plan on the current device and allocates the flat buffers and the optimizer for the

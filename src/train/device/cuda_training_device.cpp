@@ -37,18 +37,9 @@ namespace {
 class CudaTrainingDevice final : public TrainingDevice {
 public:
   explicit CudaTrainingDevice(const TrainingDeviceSetup& setup)
-      : plan_(*setup.plan), config_(*setup.config), layout_(cuda_trainable_layout(plan_, setup.specs)) {
-    host_values_.reserve(setup.specs.size());
-    for (const models::ParameterSpec& spec : setup.specs) {
-      // Uninitialised: every value is written (loaded, initialised or restored) before upload(),
-      // and zeroing 32 GB of an 8B model's host copies took ~15 s of start-up.
-      const auto count = static_cast<size_t>(graph::shape_numel(spec.shape));
-      host_values_.push_back(std::make_unique_for_overwrite<float[]>(count));
-      weights_.push_back({spec.name, spec.shape, std::span<float>(host_values_.back().get(), count)});
-    }
-    for (const CudaTrainable& entry : layout_.entries) trainable_.push_back(weights_[entry.weight]);
-    rank_ = std::make_unique<CudaRankState>(setup, layout_, 0, layout_.entries.size());
-  }
+      : plan_(*setup.plan), config_(*setup.config), layout_(cuda_trainable_layout(plan_, setup.specs)),
+        host_(cuda_host_weights(setup.specs, layout_)), weights_(host_.weights), trainable_(host_.trainable),
+        rank_(std::make_unique<CudaRankState>(setup, layout_, 0, layout_.entries.size())) {}
 
   std::string description() const override {
     return fmt::format("CUDA backend, bf16 weights and activations, {}, {} gradient accumulation, {} state",
@@ -107,8 +98,9 @@ private:
   const compiler::ExecutionPlan& plan_;
   const Config& config_;
   CudaTrainableLayout layout_;
-  std::vector<std::unique_ptr<float[]>> host_values_;
-  std::vector<WeightView> weights_, trainable_;
+  CudaHostWeights host_;
+  const std::vector<WeightView>& weights_;
+  const std::vector<WeightView>& trainable_;
   std::unique_ptr<CudaRankState> rank_;  // the backend, masters, accumulators and optimizer
 };
 
