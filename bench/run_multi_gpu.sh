@@ -18,7 +18,11 @@
 # tests/distributed_cuda/distributed_cuda_tests" scripts/gpu_check.sh --prepare; then on the GPU machine
 # `bash bench/run_multi_gpu.sh` with carry ["carry/dp.tar.xz"].
 # Env: DP_MODELS ("qwen3-8b:lora qwen3-1.7b:full"), DP_GPUS ("1 2 4", capped at the visible GPUs),
-# DP_ZERO ("1 2"), DP_STEPS (10), SKIP_TESTS=1, PEERS=0, PEER_STEPS (5). Records: $OUT/multi_gpu.jsonl.
+# DP_ZERO ("1 2"), DP_STEPS (10), SKIP_TESTS=1, SKIP_SCALING=1, PEERS=0, PEER_STEPS (5). Records:
+# $OUT/multi_gpu.jsonl. A device call has 10 minutes: the tests, then one model per call, e.g.
+#   SKIP_SCALING=1 bash bench/run_multi_gpu.sh
+#   SKIP_TESTS=1 DP_MODELS=qwen3-1.7b:full bash bench/run_multi_gpu.sh
+#   SKIP_TESTS=1 DP_MODELS=qwen3-8b:lora bash bench/run_multi_gpu.sh
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 source "$root/bench/carry_env.sh"
@@ -73,6 +77,7 @@ YAML
   done
 }
 
+[[ "${SKIP_SCALING:-0}" == 1 ]] && exit $status
 printf '\n=== scaling ===\n'
 zero_levels="${DP_ZERO:-1 2}"
 first_zero="${zero_levels%% *}"
