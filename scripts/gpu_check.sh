@@ -37,7 +37,8 @@ if [[ "${1:-}" == "--prepare" ]]; then
   for binary in "${binaries[@]}"; do cp "$build/$binary" "$carry/"; strip --strip-debug "$carry/${binary##*/}"; done
   for binary in "${binaries[@]}"; do ldd "$carry/${binary##*/}"; done | awk '/=> \// {print $3}' | sort -u | while read -r lib; do
     case "$(basename "$lib")" in
-      libc.so*|libm.so*|libdl.so*|librt.so*|libpthread.so*|ld-linux*|libstdc++*|libgcc_s*|libcuda*|libcublas*) ;;
+      # NCCL (218 MiB) too: the GPU image has it in ldconfig (docs/cuda.md), same soname.
+      libc.so*|libm.so*|libdl.so*|librt.so*|libpthread.so*|ld-linux*|libstdc++*|libgcc_s*|libcuda*|libcublas*|libnccl*) ;;
       *) cp -L "$lib" "$carry/lib/" ;;
     esac
   done

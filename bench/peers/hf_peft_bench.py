@@ -6,6 +6,11 @@ token rows of full length stand in for packed data. Prints one JSON record per r
 Optionally applies Liger-Kernel's fused ops (--liger) when its wheel was carried.
 
   python3 bench/peers/hf_peft_bench.py --model qwen3-0.6b --mode lora --steps 6
+
+Under torchrun (WORLD_SIZE > 1: `torchrun --nproc_per_node 2 bench/peers/hf_peft_bench.py ...`)
+the model is wrapped in DistributedDataParallel (NCCL, one process per GPU, gradient sync on the
+last micro-batch of each step); each rank reads its own random rows, the record (rank 0's) gives
+tokens/s over all GPUs and per GPU, and the peak memory of rank 0's GPU.
 """
 import argparse
 import json
@@ -36,7 +41,8 @@ def build_model(shape, mode, lora_rank, liger):
     return model
 
 
-def run(args):
+def run(args, world, rank):
+    import contextlib
     import torch
     shape = MODELS[args.model]
     model = build_model(shape, args.mode, args.lora_rank, args.liger)
@@ -45,15 +51,20 @@ def run(args):
         if args.mode == "lora":
             model.enable_input_require_grads()
     params = [p for p in model.parameters() if p.requires_grad]
+    if world > 1:
+        model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[torch.cuda.current_device()])
     optimizer = torch.optim.AdamW(params, lr=1e-4, fused=True)
-    tokens_per_step = args.micro_batch * args.seq_len * args.grad_accum
-    generator = torch.Generator(device="cuda").manual_seed(1)
+    tokens_per_step = args.micro_batch * args.seq_len * args.grad_accum * world
+    generator = torch.Generator(device="cuda").manual_seed(1 + rank)
 
     def step():
-        for _ in range(args.grad_accum):
+        for micro in range(args.grad_accum):
             ids = torch.randint(0, shape.vocab, (args.micro_batch, args.seq_len), device="cuda", generator=generator)
-            out = model(input_ids=ids, labels=ids)
-            (out.loss / args.grad_accum).backward()
+            # DDP: gradients are all-reduced on the window's last micro-batch only.
+            sync = world == 1 or micro == args.grad_accum - 1
+            with contextlib.nullcontext() if sync else model.no_sync():
+                out = model(input_ids=ids, labels=ids)
+                (out.loss / args.grad_accum).backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
@@ -73,6 +84,7 @@ def run(args):
         "engine": "hf+peft" + ("+liger" if args.liger else "") if args.mode == "lora" else "hf" + ("+liger" if args.liger else ""),
         "model": args.model, "mode": args.mode, "tokens_per_s": round(tokens_per_s, 1),
         "tflops": round(flops / 1e12, 2), "peak_mem_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2),
+        "gpus": world, "tokens_per_s_per_gpu": round(tokens_per_s / world, 1),
         "seq_len": args.seq_len, "micro_batch": args.micro_batch, "grad_accum": args.grad_accum,
         "gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
         "transformers": __import__("transformers").__version__,
@@ -94,11 +106,20 @@ def main():
     parser.add_argument("--checkpointing", action="store_true")
     parser.add_argument("--liger", action="store_true")
     args = parser.parse_args()
+    world, rank = int(os.environ.get("WORLD_SIZE", "1")), int(os.environ.get("RANK", "0"))
+    if world > 1:
+        import torch
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+        torch.distributed.init_process_group("nccl")
     try:
-        record = run(args)
+        record = run(args, world, rank)
     except Exception as error:  # an out-of-memory is a result too
-        record = {"engine": "hf+peft", "model": args.model, "mode": args.mode, "error": f"{type(error).__name__}: {error}"[:300]}
-    print(json.dumps(record), flush=True)
+        record = {"engine": "hf+peft", "model": args.model, "mode": args.mode, "gpus": world,
+                  "error": f"{type(error).__name__}: {error}"[:300]}
+    if rank == 0:
+        print(json.dumps(record), flush=True)
+    if world > 1:
+        torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":

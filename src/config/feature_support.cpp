@@ -30,8 +30,7 @@ const std::vector<UnsupportedOption>& unsupported_options() {
       {"persistent_quants", [](const Config& c) { return c.persistent_quants; }},
       {"use_zero_copy", [](const Config& c) { return c.use_zero_copy; }},
       {"use_write_combined", [](const Config& c) { return c.use_write_combined; }},
-      // ZeRO-1 and ZeRO-2 (shard_gradients) run on CPU ranks; the CUDA backend refuses
-      // shard_gradients by name (train/device/backend_selection.cpp).
+      // ZeRO-1 and ZeRO-2 (shard_gradients) run on CPU ranks and on GPUs; ZeRO-3 does not yet.
       {"zero_level", [](const Config& c) { return c.zero_level == 3; }},
       {"shard_weights", [](const Config& c) { return c.shard_weights; }},
       {"use_all_to_all_reduce", [](const Config& c) { return c.use_all_to_all_reduce; }},

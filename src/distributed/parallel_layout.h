@@ -29,6 +29,9 @@ struct ParallelLayout {
 // The layout of a run on CPU ranks: `gpus: N` (N > 1) asks for N ranks; 0 and 1 mean one rank
 // (no GPU is visible, so "every visible GPU" is none and the run trains on one CPU rank).
 ParallelLayout cpu_parallel_layout(const Config& config);
+// The layout of a run on GPUs: `gpus: N` asks for GPUs 0..N-1, `gpus: 0` for every visible one.
+// The caller (train/device/backend_selection.cpp) has checked that N GPUs are visible.
+ParallelLayout gpu_parallel_layout(const Config& config, int visible_gpus);
 
 // Which rank trains micro-batch `index` (0-based, within one optimizer step's window).
 inline int owner_of_micro_batch(int64_t index, int world_size) {

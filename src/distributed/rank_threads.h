@@ -1,5 +1,5 @@
-// One thread per rank, for worlds whose ranks live in this process (CPU ranks today; one thread
-// per GPU later, as the reference drives its GPUs). run(task) calls task(rank) on every rank's
+// One thread per rank, for worlds whose ranks live in this process (CPU ranks, and one thread
+// per GPU, as the reference drives its GPUs). run(task) calls task(rank) on every rank's
 // thread at once and returns when all have finished; the first exception thrown by a rank is
 // rethrown on the caller's thread. Collectives are called from inside tasks, so every rank must
 // reach the same collectives: a task that can fail does so before its first collective.

@@ -118,6 +118,8 @@ MemoryPrediction predict_training_memory(const Config& config, std::optional<siz
   prediction.device_bytes = target.memory.offered_bytes;
   prediction.margin_bytes = plan.margin_bytes;
   prediction.ranks = plan.memory.ranks;
+  prediction.gpus = plan.memory.gpus;
+  prediction.shard_gradients = config.shard_gradients || config.zero_level >= 2;
   const PlanMemory& m = plan.memory.plan;
   prediction.categories = {{"weights", m.weights},
                            {"master weights (trainable)", m.masters},
@@ -164,6 +166,13 @@ std::string format_memory_prediction(const MemoryPrediction& p) {
   if (p.ranks > 1) {
     out += fmt::format("#   ({} data-parallel rank threads: each holds the above but the evaluation, and the optimizer "
                        "state is shared out among them)\n", p.ranks);
+  }
+  if (p.gpus > 1) {
+    out += fmt::format("#   (per GPU, each of {} data-parallel GPUs; GPU 0 also holds the evaluation. The optimizer state "
+                       "is the largest ZeRO-1 shard: whole tensors per GPU{})\n",
+                       p.gpus, p.shard_gradients ? "; ZeRO-2 reduce-scatters the gradients, but each GPU still "
+                                                   "accumulates its micro-batches into full-size accumulators"
+                                                 : "");
   }
   out += fmt::format("#   {:<44} {:>12} of {} offered (with {} kept free): {}\n", "predicted peak",
                      format_memory_size(p.total_bytes), format_memory_size(p.device_bytes),

@@ -4,7 +4,9 @@
 // this machine has, for a GPU of `gpu_memory_bytes` (--gpu-memory), or for the CPU backend when
 // no GPU is visible. By category: weights, master weights, optimizer state, gradients and their
 // accumulators, activations, the batch, the LM head's workspace, the evaluator's forward arena and
-// (CUDA) the context and libraries; their sum is the predicted peak. When it does not
+// (CUDA) the context and libraries; their sum is the predicted peak. With `gpus: N` on GPUs the
+// prediction is per GPU (GPU 0's, which also runs the evaluation): the optimizer state is the
+// largest ZeRO-1 shard's. When it does not
 // fit, the options that would make it fit are tried on the plan itself (each alone, then
 // together in order) and named.
 #pragma once
@@ -25,6 +27,8 @@ struct MemoryPrediction {
   size_t device_bytes = 0;                               // what the device offers in all
   size_t margin_bytes = 0;                               // kept free beyond the predicted peak
   int ranks = 1;                                         // CPU data-parallel rank threads
+  int gpus = 1;                                          // data-parallel GPUs: the categories are per GPU
+  bool shard_gradients = false;                          // ZeRO-2 (zero_level 2 / shard_gradients)
   bool fits = false;
   std::string recompute;                                 // the recompute choice's line
   std::vector<std::string> suggestions;                  // when it does not fit

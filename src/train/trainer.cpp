@@ -201,7 +201,7 @@ Run::Run(const Config& config, const TrainerOptions& options)
   qlora_ = qlora_options(config);
   fp8_ = fp8_options(config, model_config_);
   quantized_ = models::quantized_weights(plan_.graph);
-  TrainingDeviceSetup device_setup{&plan_, &registry_, {}, &config};
+  TrainingDeviceSetup device_setup{&plan_, &registry_, {}, &config, options.data_parallel_device};
   for (const models::ParameterSpec& spec : specs_) {
     if (quantized_weight(spec.name) == nullptr) device_setup.specs.push_back(spec);
   }

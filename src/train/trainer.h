@@ -34,6 +34,8 @@ struct TrainerOptions {
   std::optional<int64_t> stop_after_step;
   // Overrides the backend choice (tests compare the CPU and CUDA runs of one job in one process).
   std::optional<TrainingBackend> backend;
+  // The data-parallel device even for one rank (tests run the gloo / NCCL path with a world of one).
+  bool data_parallel_device = false;
 };
 
 struct TrainingResult {

@@ -90,11 +90,11 @@ compiler::RecomputePolicy recompute_policy(const Config& config) {
 DeviceMemory device_memory(TrainingBackend backend, const MachineOffer& machine, std::optional<size_t> gpu_memory_bytes) {
   if (gpu_memory_bytes) {
     return {fmt::format("a GPU of {} (--gpu-memory)", format_memory_size(*gpu_memory_bytes)), *gpu_memory_bytes,
-            *gpu_memory_bytes};
+            *gpu_memory_bytes, machine.visible_gpus};
   }
   if (backend == TrainingBackend::Cuda) {
     return {fmt::format("GPU 0 ({}, memory free now)", machine.gpu_name), cuda::gpu_free_bytes(0),
-            machine.gpu_total_bytes};
+            machine.gpu_total_bytes, machine.visible_gpus};
   }
   const HostInfo host = query_host_info();
   return {"the host (CPU backend, memory available now)", host.memory_available_bytes, host.memory_total_bytes};
@@ -108,6 +108,7 @@ TrainingPlan plan_training(const Config& config, const io::ModelConfig& model, c
   result.margin_bytes = device_margin_bytes(device.total_bytes);
   MemoryEstimate& memory = result.memory;
   if (backend == TrainingBackend::Cpu) memory.ranks = distributed::cpu_parallel_layout(config).world_size;
+  if (backend == TrainingBackend::Cuda) memory.gpus = distributed::gpu_parallel_layout(config, device.visible_gpus).world_size;
   memory.context = backend == TrainingBackend::Cuda ? kCudaContextBytes : 0;
   // The evaluator's own backend (forward only, no dropout): its arena and LM-head scratch.
   const TrainingForward evaluation = build_training_forward(config, model, registry, lora, backend, batch, sequence, false);
@@ -117,7 +118,7 @@ TrainingPlan plan_training(const Config& config, const io::ModelConfig& model, c
   // The parts a recompute choice changes are the plan's own; the rest is fixed above.
   auto estimate = [&](const compiler::ExecutionPlan& plan) {
     MemoryEstimate candidate = memory;
-    candidate.plan = plan_memory(plan, config);
+    candidate.plan = plan_memory(plan, config, memory.gpus);
     candidate.lm_head_workspace = lm_head_workspace_bytes(plan);
     return candidate;
   };
@@ -127,11 +128,12 @@ TrainingPlan plan_training(const Config& config, const io::ModelConfig& model, c
       config.apply_recommended_values,
       [&](const compiler::ExecutionPlan& plan) { return result.fits_in(estimate(plan).peak()); }, &result.recompute);
   memory = estimate(result.plan);
-  result.message = fmt::format("{}{}; predicted peak {} of the {} {} offers", config.apply_recommended_values
+  result.message = fmt::format("{}{}; predicted peak {} of the {} {} offers{}", config.apply_recommended_values
                                    ? "apply_recommended_values: " : "",
                                result.recompute.summary, format_memory_size(result.memory.peak()),
                                format_memory_size(device.offered_bytes),
-                               backend == TrainingBackend::Cuda ? "GPU" : "host");
+                               backend == TrainingBackend::Cuda ? "GPU" : "host",
+                               memory.gpus > 1 ? fmt::format(" (per GPU, {} GPUs)", memory.gpus) : std::string());
   return result;
 }
 

@@ -55,6 +55,7 @@ struct DeviceMemory {
   std::string name;            // for messages: "GPU 0 (NVIDIA H100 ...)", "a GPU of 24 GiB", "host"
   size_t offered_bytes = 0;    // free now (or the size given); 0 = unknown, every plan fits
   size_t total_bytes = 0;      // the device's size (for the margin)
+  int visible_gpus = 0;        // what `gpus: 0` means (0 with --gpu-memory: one GPU is predicted)
 };
 // GPU 0 on the CUDA backend, the host's available memory on the CPU backend, or a GPU of
 // `gpu_memory_bytes` when given (the dry run's --gpu-memory).

@@ -120,8 +120,9 @@ def test_constraint_errors_reach_the_user(surogate_bin, tmp_path):
     assert "not one of: linear, cosine, wsd (did you mean 'cosine'?)" in result.stderr
 
 
-def test_master_and_gradient_dtype_bf16_and_fp32_are_accepted_fp8_rejected(surogate_bin, tmp_path):
-    # bf16 is honoured on the CUDA backend (the CPU backend refuses it when training starts).
+def test_master_and_gradient_dtype_bf16_and_fp32_are_accepted_fp8_needs_the_fp8_recipe(surogate_bin, tmp_path):
+    # bf16 is honoured on the CUDA backend (the CPU backend refuses it when training starts); the fp8
+    # gradient dtypes are the fp8_hybrid recipe's backward formats.
     cases = {"fp32": "master_dtype: fp32\ngradient_dtype: fp32\n", "bf16": "master_dtype: bf16\ngradient_dtype: bf16\n",
              "fp8": "gradient_dtype: fp8_e4m3\n"}
     results = {}
@@ -130,4 +131,4 @@ def test_master_and_gradient_dtype_bf16_and_fp32_are_accepted_fp8_rejected(surog
         results[name] = run_surogate(surogate_bin, "sft", write_run(tmp_path / name, extra), "--dry-run")
     assert results["fp32"].returncode == 0, results["fp32"].stderr
     assert results["bf16"].returncode == 0, results["bf16"].stderr
-    assert results["fp8"].returncode == 2 and "'gradient_dtype' is valid but not implemented yet" in results["fp8"].stderr
+    assert results["fp8"].returncode == 2 and "set recipe: fp8_hybrid" in results["fp8"].stderr, results["fp8"].stderr

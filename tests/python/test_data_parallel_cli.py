@@ -15,7 +15,7 @@ def gpu_visible():
     return shutil.which("nvidia-smi") is not None and subprocess.run(["nvidia-smi", "-L"], capture_output=True).returncode == 0
 
 
-@pytest.mark.skipif(gpu_visible(), reason="a GPU is visible: gpus: 2 means two GPUs here (not implemented yet)")
+@pytest.mark.skipif(gpu_visible(), reason="a GPU is visible: gpus: 2 means two GPUs here (test_data_parallel_gpus_cli.py)")
 def test_gpus_two_on_the_cpu_backend_matches_one_rank_with_twice_the_accumulation(surogate_bin, tmp_path):
     ex = make_quickstart_example(tmp_path)
     config = tmp_path / "dp.yaml"
@@ -65,7 +65,7 @@ def test_zero_level_three_is_still_rejected_by_name(surogate_bin, tmp_path):
     assert "'zero_level' is valid but not implemented yet" in result.stderr + result.stdout
 
 
-@pytest.mark.skipif(gpu_visible(), reason="a GPU is visible: gpus: 2 means two GPUs here (not implemented yet)")
+@pytest.mark.skipif(gpu_visible(), reason="a GPU is visible: gpus: 2 means two GPUs here (test_data_parallel_gpus_cli.py)")
 def test_the_dry_run_predicts_memory_for_every_rank_thread(surogate_bin, tmp_path):
     ex = make_quickstart_example(tmp_path)
     config = REPO_ROOT / "examples/quickstart/config.yaml"

@@ -146,3 +146,30 @@ def test_qlora_fp8_predicts_the_fp8_base_and_is_not_suggested_without_a_known_sm
     assert small.returncode == 0, small.stderr
     assert "qlora_bnb: true (the frozen base in NF4" in small.stdout, small.stdout
     assert "- qlora_fp8: true" not in small.stdout, small.stdout
+
+
+def test_data_parallel_gpus_are_predicted_per_gpu_with_the_optimizer_state_sharded(surogate_bin, tmp_path):
+    # Full fine-tuning of the 1.7B shape on 1, 2 and 4 GPUs of 80 GiB: each GPU holds the whole
+    # model, masters, gradients and accumulators, and its ZeRO-1 shard of the optimizer state
+    # (whole tensors: the tied 151936 × 2048 embedding alone is ~18 % of the parameters, so a
+    # shard is at most an even share plus that).
+    job = write_job(tmp_path, lora=False)
+    outputs = {}
+    for count in (1, 2, 4):
+        result = run_surogate(surogate_bin, "pt", job, "--dry-run", "--gpu-memory", "80GiB", f"--gpus={count}")
+        assert result.returncode == 0, result.stderr
+        outputs[count] = result.stdout
+    one = outputs[1]
+    assert "data-parallel GPUs" not in one
+    for count in (2, 4):
+        out = outputs[count]
+        assert f"per GPU, each of {count} data-parallel GPUs" in out, out
+        for category in ["weights", "master weights (trainable)", "gradient accumulators"]:
+            assert gib(out, category) == gib(one, category), category
+        share = gib(out, "optimizer state") / gib(one, "optimizer state")
+        assert 1 / count - 0.01 <= share <= 1 / count + 0.2, share
+        assert gib(out, "predicted peak") < gib(one, "predicted peak")
+    # ZeRO-2 says what it does and does not shrink yet.
+    result = run_surogate(surogate_bin, "pt", job, "--dry-run", "--gpu-memory", "80GiB", "--gpus=2", "--zero_level=2")
+    assert result.returncode == 0, result.stderr
+    assert "ZeRO-2 reduce-scatters the gradients" in result.stdout

@@ -1,6 +1,7 @@
 // Which backend training runs on (train/device/backend_selection.h), for every kind of machine,
 // without needing one: CPU fallback with a reason, CUDA with the bf16 recipe, and the clear
-// errors for what the CUDA trainer does not have yet (multi-GPU, other recipes, fp8 gradients),
+// errors for what the CUDA trainer does not have yet (more GPUs than visible, bf16 masters on
+// several GPUs, other recipes, fp8 gradients), data-parallel GPUs and CPU ranks,
 // and master_dtype / gradient_dtype bf16: honoured on CUDA, refused by name on the CPU backend.
 #include <gtest/gtest.h>
 
@@ -63,15 +64,32 @@ TEST(BackendSelection, EveryOptimizerTrainsOnCudaAndTheMessageNamesIt) {
   }
 }
 
-TEST(BackendSelection, MultiGpuOnCudaIsNotImplementedYetAndNamesGpus) {
+TEST(BackendSelection, SeveralGpusAreDataParallelGpusAndTheirLimitsNameTheOption) {
   Config config;
   config.optimizer = Optimizer::AdamW;
   config.gpus = 2;
-  EXPECT_NE(error_of(config, gpus(2)).find("gpus: 2"), std::string::npos) << error_of(config, gpus(2));
-  EXPECT_NE(error_of(config, gpus(1)).find("not implemented yet on the CUDA backend"), std::string::npos);
+  BackendChoice choice = choose_training_backend(config, gpus(2));
+  EXPECT_EQ(choice.backend, TrainingBackend::Cuda);
+  EXPECT_NE(choice.message.find("gpus: 2 runs 2 data-parallel ranks, ZeRO-1"), std::string::npos) << choice.message;
+  EXPECT_NE(choice.message.find("GPUs 0-1"), std::string::npos) << choice.message;
+  EXPECT_NE(choice.message.find("NCCL"), std::string::npos) << choice.message;
+  config.shard_gradients = true;  // zero_level: 2 implies it
+  EXPECT_NE(choose_training_backend(config, gpus(2)).message.find("ZeRO-2"), std::string::npos);
+  config.shard_gradients = false;
+  // More GPUs than visible: an error naming gpus and what is visible.
+  const std::string too_many = error_of(config, gpus(1));
+  EXPECT_NE(too_many.find("gpus: 2 asks for 2 GPUs, but 1 is visible"), std::string::npos) << too_many;
+  // gpus: 0 is every visible GPU.
   config.gpus = 0;
-  EXPECT_NE(error_of(config, gpus(4)).find("gpus: 0"), std::string::npos) << error_of(config, gpus(4));
+  choice = choose_training_backend(config, gpus(4));
+  EXPECT_NE(choice.message.find("4 data-parallel ranks"), std::string::npos) << choice.message;
+  EXPECT_EQ(choose_training_backend(config, gpus(1)).message.find("data-parallel"), std::string::npos);
   EXPECT_EQ(choose_training_backend(config, no_gpu()).backend, TrainingBackend::Cpu);
+  // bf16 masters are one GPU's only.
+  config.master_dtype = MasterDtype::Bf16;
+  const std::string bf16 = error_of(config, gpus(2));
+  EXPECT_NE(bf16.find("master_dtype: bf16 is implemented on one GPU only"), std::string::npos) << bf16;
+  EXPECT_EQ(choose_training_backend(config, gpus(1)).backend, TrainingBackend::Cuda);
 }
 
 TEST(BackendSelection, GpusOnTheCpuBackendAreDataParallelCpuRanks) {
@@ -83,8 +101,8 @@ TEST(BackendSelection, GpusOnTheCpuBackendAreDataParallelCpuRanks) {
   EXPECT_NE(choice.message.find("gpus: 3 runs 3 data-parallel ranks, ZeRO-1"), std::string::npos) << choice.message;
   config.shard_gradients = true;  // zero_level: 2 implies it
   EXPECT_NE(choose_training_backend(config, no_gpu()).message.find("3 data-parallel ranks, ZeRO-2"), std::string::npos);
-  config.gpus = 1;
-  EXPECT_NE(error_of(config, gpus(1)).find("shard_gradients"), std::string::npos) << error_of(config, gpus(1));
+  config.gpus = 1;  // one GPU: ZeRO-2 has nothing to shard, the run is the single-GPU one
+  EXPECT_EQ(choose_training_backend(config, gpus(1)).message.find("data-parallel"), std::string::npos);
   config.shard_gradients = false;
   config.gpus = 0;  // every visible GPU: none, so one rank
   EXPECT_EQ(choose_training_backend(config, no_gpu()).message.find("data-parallel"), std::string::npos);

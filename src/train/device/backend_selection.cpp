@@ -34,16 +34,16 @@ BackendChoice choose_training_backend(const Config& config, const MachineOffer& 
     if (layout.data_parallel()) why += fmt::format("; gpus: {} runs {} on CPU threads", config.gpus, layout.describe());
     return {TrainingBackend::Cpu, fmt::format("training on the CPU backend (fp32): {}", why)};
   }
-  if (config.gpus > 1 || (config.gpus == 0 && machine.visible_gpus > 1)) {
-    fail_user("{}: gpus: {} asks for multi-GPU training, which is not implemented yet on the CUDA backend ({} GPU(s) "
-              "visible; data parallelism runs on CPU ranks only for now); set gpus: 1",
-              config.source_of("gpus"), config.gpus, machine.visible_gpus);
+  if (config.gpus > machine.visible_gpus) {
+    fail_user("{}: gpus: {} asks for {} GPUs, but {} {} visible; set gpus to at most {} (0 uses every visible GPU)",
+              config.source_of("gpus"), config.gpus, config.gpus, machine.visible_gpus,
+              machine.visible_gpus == 1 ? "is" : "are", machine.visible_gpus);
   }
-  if (config.shard_gradients) {
-    fail_user("{}: {} (gradients sharded over data-parallel ranks) is implemented on CPU ranks only; the CUDA "
-              "backend trains one GPU and keeps ZeRO-1. Remove the option",
-              config.source_of(config.zero_level >= 2 ? "zero_level" : "shard_gradients"),
-              config.zero_level >= 2 ? fmt::format("zero_level: {}", config.zero_level) : std::string("shard_gradients"));
+  const distributed::ParallelLayout layout = distributed::gpu_parallel_layout(config, machine.visible_gpus);
+  if (layout.data_parallel() && config.master_dtype == MasterDtype::Bf16) {
+    fail_user("{}: master_dtype: bf16 is implemented on one GPU only; with gpus: {} ({} data-parallel GPUs) keep "
+              "fp32 master weights (remove the option), or train on one GPU",
+              config.source_of("master_dtype"), config.gpus, layout.world_size);
   }
   if (config.recipe == Recipe::Nvfp4) {
     fail_user("{}: recipe: nvfp4 is not implemented yet on the CUDA backend; use recipe: bf16 or fp8_hybrid",
@@ -54,13 +54,18 @@ BackendChoice choose_training_backend(const Config& config, const MachineOffer& 
   const bool fp8 = config.recipe == Recipe::Fp8Hybrid;
   const bool bf16_master = config.master_dtype == MasterDtype::Bf16;
   const bool bf16_gradients = config.gradient_dtype == GradientDtype::Bf16;
+  const std::string ranks =
+      layout.data_parallel()
+          ? fmt::format("; gpus: {} runs {} on GPUs 0-{} (threads of this process, NCCL)", config.gpus,
+                        layout.describe(), layout.world_size - 1)
+          : std::string();
   return {TrainingBackend::Cuda,
-          fmt::format("training on the CUDA backend ({}): {}, {}, {} gradient accumulation and {} state",
+          fmt::format("training on the CUDA backend ({}): {}, {}, {} gradient accumulation and {} state{}",
                       machine.gpu_name,
                       fp8 ? "fp8_hybrid recipe (FP8 projections, bf16 elsewhere)"
                           : "bf16 weights and activations",
                       bf16_master ? "bf16 master weights (stochastic rounding, no fp32 copy)" : "fp32 master weights",
-                      bf16_gradients ? "bf16" : "fp32", to_string(config.optimizer))};
+                      bf16_gradients ? "bf16" : "fp32", to_string(config.optimizer), ranks)};
 }
 
 MachineOffer probe_machine() {

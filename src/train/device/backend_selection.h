@@ -2,9 +2,10 @@
 // the machine offers, separately from probing the machine so CI (no GPU) can test every case:
 //   - no CUDA or no visible GPU: the CPU backend (below); `gpus: N` (N > 1) then trains N
 //     data-parallel CPU ranks (distributed/parallel_layout.h), which the line says;
-//   - `gpus` > 1, or `gpus: 0` (all) with more than one GPU visible: UserError naming `gpus`
-//     (multi-GPU training on the CUDA backend is not implemented yet); on the CUDA backend
-//     `zero_level: 2` / `shard_gradients` are a UserError naming the option;
+//   - on the CUDA backend, `gpus: N` (N > 1) or `gpus: 0` with several GPUs visible trains that
+//     many data-parallel GPUs (distributed/parallel_layout.h, ZeRO-1 or ZeRO-2), which the line
+//     says; more GPUs than are visible is a UserError naming `gpus`, and so is `master_dtype: bf16`
+//     with several GPUs (naming `master_dtype`);
 //   - a CUDA build with a visible GPU: the CUDA backend with the bf16 recipe (master_dtype and
 //     gradient_dtype bf16 or fp32); a `recipe` other than bf16, or an fp8 gradient_dtype, is a
 //     UserError naming the option;

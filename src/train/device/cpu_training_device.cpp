@@ -148,7 +148,7 @@ private:
 
 std::unique_ptr<TrainingDevice> make_cpu_training_device(const TrainingDeviceSetup& setup) {
   const distributed::ParallelLayout layout = distributed::cpu_parallel_layout(*setup.config);
-  if (layout.data_parallel()) return make_cpu_data_parallel_training_device(setup, layout);
+  if (layout.data_parallel() || setup.data_parallel_device) return make_cpu_data_parallel_training_device(setup, layout);
   return std::make_unique<CpuTrainingDevice>(setup);
 }
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "compiler/memory_plan.h"
+#include "distributed/shard_placement.h"
 #include "train/optim/quantization_map.h"
 
 namespace surogate::train {
@@ -30,12 +31,14 @@ size_t optimizer_bytes(const Config& config, size_t trainable) {
 
 }  // namespace
 
-PlanMemory plan_memory(const compiler::ExecutionPlan& plan, const Config& config) {
+PlanMemory plan_memory(const compiler::ExecutionPlan& plan, const Config& config, int optimizer_shards) {
   const compiler::MemoryPlan& memory = plan.memory;
   const size_t alignment = memory.alignment;
   size_t trainable = 0;
+  std::vector<size_t> sizes;
   for (const auto& [parameter, gradient] : plan.parameter_gradients) {
-    trainable += static_cast<size_t>(plan.graph.tensor(parameter).type.numel());
+    sizes.push_back(static_cast<size_t>(plan.graph.tensor(parameter).type.numel()));
+    trainable += sizes.back();
   }
   PlanMemory result;
   result.activations = compiler::align_up(memory.arena_bytes, alignment);
@@ -45,6 +48,14 @@ PlanMemory plan_memory(const compiler::ExecutionPlan& plan, const Config& config
   result.masters = trainable * master_bytes_per_element(config);
   result.accumulators = trainable * accumulator_bytes_per_element(config);
   result.optimizer = optimizer_bytes(config, trainable);
+  if (optimizer_shards > 1) {
+    result.optimizer = 0;
+    for (const distributed::Shard& shard : distributed::place_shards(sizes, optimizer_shards)) {
+      size_t elements = 0;
+      for (size_t unit = shard.first_unit; unit < shard.end_unit; ++unit) elements += sizes[unit];
+      result.optimizer = std::max(result.optimizer, optimizer_bytes(config, elements));
+    }
+  }
   return result;
 }
 

@@ -28,7 +28,9 @@ struct PlanMemory {
   size_t optimizer = 0;     // optimizer state
   size_t total() const { return activations + weights + gradients + inputs + masters + accumulators + optimizer; }
 };
-PlanMemory plan_memory(const compiler::ExecutionPlan& plan, const Config& config);
+// With `optimizer_shards` > 1 (data-parallel GPUs, ZeRO-1), `optimizer` is the largest shard's:
+// the trainable tensors placed over the ranks as the device places them (distributed::place_shards).
+PlanMemory plan_memory(const compiler::ExecutionPlan& plan, const Config& config, int optimizer_shards = 1);
 
 // The scratch the CUDA lm_head_loss ops of `plan` take (runtime/cuda_loss_ops.cpp): one chunk of
 // bf16 logits, the per-row losses and, with a trainable head, its fp32 weight-gradient
@@ -45,8 +47,10 @@ struct MemoryEstimate {
   size_t evaluation = 0;           // the evaluator's backend: forward arena + LM-head scratch
   size_t context = 0;              // CUDA context and libraries (0 on the CPU)
   int ranks = 1;                   // CPU data parallel (gpus: N on the CPU backend): rank threads
-  // Every rank thread holds its own backend (weights, gradients, activations, LM-head scratch)
-  // and its share of the optimizer state; one evaluator serves them all.
+  int gpus = 1;                    // GPU data parallel: the estimate is per GPU (GPU 0's, with the evaluator)
+  // Every CPU rank thread holds its own backend (weights, gradients, activations, LM-head
+  // scratch) and its share of the optimizer state; one evaluator serves them all. Each GPU holds
+  // the same but its shard of the optimizer state (plan.optimizer is already the largest shard).
   size_t peak() const {
     return static_cast<size_t>(ranks) * (plan.total() - plan.optimizer + lm_head_workspace) + plan.optimizer +
            evaluation + context;

@@ -13,7 +13,8 @@
 // (the window's summed loss and the global gradient norm before clipping; the one place that
 // waits for the device), then update() (clip to max_grad_norm, optimizer step, zero gradients).
 // A data-parallel device (data_parallel_ranks() > 1) takes gradient_accumulation_steps micro-batches
-// per rank each step and spreads them over its ranks (train/device/cpu_data_parallel_device.cpp).
+// per rank each step and spreads them over its ranks (train/device/cpu_data_parallel_device.cpp,
+// train/device/cuda_data_parallel_device.cpp).
 #pragma once
 
 #include <memory>
@@ -86,6 +87,8 @@ struct TrainingDeviceSetup {
   const graph::OpRegistry* registry = nullptr;
   std::vector<models::ParameterSpec> specs;
   const Config* config = nullptr;                  // optimizer, its settings, max_grad_norm, accumulation
+  // The data-parallel device even for a world of one (tests: the gloo / NCCL path on one rank).
+  bool data_parallel_device = false;
 };
 
 // Norms and biases get no weight decay; NorMuon orthogonalises only hidden 2-D matrices.
@@ -94,6 +97,7 @@ bool is_hidden_matrix(const std::string& parameter_name, const std::vector<int64
 
 std::unique_ptr<TrainingDevice> make_cpu_training_device(const TrainingDeviceSetup& setup);
 // Only in CUDA builds (device/cuda_training_device.cpp); the caller checks the selection first.
+// Both return their data-parallel device when the configuration asks for several ranks.
 std::unique_ptr<TrainingDevice> make_cuda_training_device(const TrainingDeviceSetup& setup);
 
 }  // namespace surogate::train

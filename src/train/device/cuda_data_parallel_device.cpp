@@ -1,0 +1,322 @@
+// Data parallelism with ZeRO-1/2 on GPUs: the TrainingDevice the trainer drives when `gpus: N`
+// (N > 1, or 0 with several GPUs visible) trains on the CUDA backend. The shape is the CPU ranks'
+// (cpu_data_parallel_device.cpp); what differs is where the state lives. The ranks are threads of
+// this process (distributed/rank_threads.h); rank r calls cudaSetDevice(r) on its thread and holds
+// a CudaRankState on GPU r (cuda_rank_state.h: its CudaBackend, the flat fp32 masters and gradient
+// accumulators, its optimizer), joined by NCCL (distributed/nccl_communicator.h) with every
+// collective enqueued on the rank's backend stream, so compute and communication stay in order
+// without host waits. A rank makes no call that may wait for the device (allocation, pinned
+// memory) between entering a task and enqueuing that task's collectives, so no rank blocks while
+// a peer's collective waits for it (NCCL's rule for several GPUs driven from one process).
+//
+// One optimizer step, as the trainer sees one device:
+//   accumulate() × (gradient_accumulation_steps × N): micro-batch i of the window is copied to
+//     rank i mod N (distributed::owner_of_micro_batch); nothing runs yet.
+//   measure(): every rank enqueues its micro-batches (execute, bf16 gradients added into its flat
+//     accumulators), then sums the flat accumulators over the ranks in place: one NCCL all-reduce
+//     (in their dtype: fp32, or bf16 with gradient_dtype bf16). The trainer scaled every
+//     micro-batch's loss by 1 / (loss tokens of the whole window), so the sum is the window's mean
+//     gradient, as one GPU computes it with accumulation N × A, up to the order of the additions.
+//     The norm and clip factor come from the summed buffer (global_grad_norm on the device); the
+//     loss is the ranks' losses summed.
+//   ZeRO-2 (layout.shard_gradients): a reduce-scatter instead of the all-reduce, so rank r holds
+//     the summed gradients of its shard only; each rank takes its shard's norm, the host adds the
+//     squares and every rank's device clip factor is set from the total.
+//   update(): rank r steps its optimizer for its shard only (distributed::place_shards over the
+//     flat buffer's tensors; ZeRO-1: its optimizer holds state for those tensors alone), which
+//     updates its fp32 masters and bf16 weights of the shard; an NCCL all-gather of the flat fp32
+//     masters gives every rank every shard's masters, and each rank rewrites the bf16 weights of
+//     the other shards from them (round to nearest even, as the optimizer kernels do, so every
+//     rank holds the same bits); then the accumulators are zeroed.
+//
+// The host side is rank 0's: weights() and trainable() are host copies, uploaded to GPU 0 and
+// broadcast to the others by upload() (bf16 weights and fp32 masters through NCCL); download()
+// reads GPU 0's masters. optimizer_state() is the ranks' shards in rank order, which is the
+// single-GPU optimizer's list of tensors, so checkpoints have the single-GPU format and a run
+// resumes on any number of GPUs. The evaluator reads GPU 0's weights and runs on rank 0's thread.
+// master_dtype bf16 is rejected with several GPUs (backend_selection.cpp): its masters are the
+// bf16 weights themselves, scattered in each plan, and its stochastic-rounding keys are per
+// position in the single-GPU optimizer's list.
+#include "train/device/cuda_data_parallel_device.h"
+
+#include <cuda_runtime_api.h>
+
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "cuda/cuda_check.h"
+#include "distributed/nccl_communicator.h"
+#include "distributed/rank_threads.h"
+#include "distributed/shard_placement.h"
+#include "train/device/cuda_evaluator.h"
+#include "train/device/cuda_rank_state.h"
+#include "train/quantized_weights.h"
+
+namespace surogate::train {
+namespace {
+
+// A micro-batch's inputs, copied: the trainer reuses its buffers for the next micro-batch.
+struct MicroBatch {
+  std::vector<graph::TensorId> tensors;
+  std::vector<std::vector<std::byte>> bytes;
+};
+
+struct Rank {
+  std::unique_ptr<CudaRankState> state;
+  std::unique_ptr<distributed::Communicator> communicator;
+  distributed::Shard shard;
+  std::vector<MicroBatch> pending;
+  double loss_sum = 0.0;
+};
+
+// The evaluator of GPU 0's weights, run on rank 0's thread (its CUDA device and the thread its
+// backend was made on).
+class RankZeroEvaluator final : public Evaluator {
+public:
+  RankZeroEvaluator(distributed::RankThreads& threads, std::unique_ptr<Evaluator> inner)
+      : threads_(threads), inner_(std::move(inner)) {}
+  ~RankZeroEvaluator() override {
+    try {
+      threads_.run([&](int r) {
+        if (r == 0) inner_.reset();
+      });
+    } catch (...) {
+      // Shutting down after a failure: nothing more to report.
+    }
+  }
+  EvalResult run() override {
+    EvalResult result;
+    threads_.run([&](int r) {
+      if (r == 0) result = inner_->run();
+    });
+    return result;
+  }
+
+private:
+  distributed::RankThreads& threads_;
+  std::unique_ptr<Evaluator> inner_;
+};
+
+class CudaDataParallelDevice final : public TrainingDevice {
+public:
+  CudaDataParallelDevice(const TrainingDeviceSetup& setup, const distributed::ParallelLayout& layout)
+      : plan_(*setup.plan), config_(*setup.config), layout_(layout), threads_(layout.world_size),
+        trainable_layout_(cuda_trainable_layout(plan_, setup.specs)) {
+    if (config_.master_dtype == MasterDtype::Bf16) {
+      // backend_selection.cpp refuses it with several GPUs; a world of one (tests) too.
+      fail_user("{}: master_dtype: bf16 is implemented on one GPU only, not on the data-parallel device",
+                config_.source_of("master_dtype"));
+    }
+    int visible = 0;
+    CUDA_CHECK(cudaGetDeviceCount(&visible));
+    if (visible < layout_.world_size) {
+      fail_user("{}: {} GPUs asked for, {} visible", config_.source_of("gpus"), layout_.world_size, visible);
+    }
+    host_ = cuda_host_weights(setup.specs, trainable_layout_);  // rank 0's host copies
+    const std::vector<size_t> sizes = trainable_layout_.unit_sizes();
+    const std::vector<distributed::Shard> shards = distributed::place_shards(sizes, layout_.world_size);
+    shard_sizes_ = distributed::shard_sizes(shards);
+    ranks_.resize(static_cast<size_t>(layout_.world_size));
+    try {
+      connect_ranks(setup, shards);
+    } catch (...) {
+      release_ranks();
+      throw;
+    }
+    optimizer_name_ = to_string(config_.optimizer);
+  }
+
+  ~CudaDataParallelDevice() override { release_ranks(); }
+
+  std::string description() const override {
+    return fmt::format("CUDA backend, bf16 weights and activations, fp32 master weights, {} gradient accumulation, "
+                       "{} state; {} (GPUs 0-{}, threads of this process, NCCL)",
+                       config_.gradient_dtype == GradientDtype::Bf16 ? "bf16" : "fp32", optimizer_name_,
+                       layout_.data_parallel() ? layout_.describe() : "a data-parallel world of one",
+                       layout_.world_size - 1);
+  }
+  int data_parallel_ranks() const override { return layout_.world_size; }
+  std::span<const WeightView> weights() const override { return host_.weights; }
+  std::span<const WeightView> trainable() const override { return host_.trainable; }
+
+  std::vector<StateTensor> optimizer_state() override {
+    std::vector<StateTensor> tensors;
+    for (Rank& rank : ranks_) {
+      if (rank.state->optimizer() == nullptr) continue;
+      for (StateTensor& tensor : rank.state->optimizer()->state_tensors()) tensors.push_back(std::move(tensor));
+    }
+    return tensors;
+  }
+
+  std::vector<std::pair<std::string, double>> time_breakdown() override {
+    if (!config_.debug_time_breakdown) return {};
+    std::vector<std::pair<std::string, double>> times;
+    threads_.run([&](int r) {
+      if (r == 0) times = ranks_[0].state->backend().time_breakdown();
+    });
+    return times;
+  }
+
+  std::unique_ptr<Evaluator> make_evaluator(const EvaluatorSetup& setup) override {
+    std::unique_ptr<Evaluator> inner;
+    threads_.run([&](int r) {
+      if (r == 0) inner = make_cuda_evaluator(setup, ranks_[0].state->backend());
+    });
+    return std::make_unique<RankZeroEvaluator>(threads_, std::move(inner));
+  }
+
+  void store_quantized(const models::QuantizedWeight& weight, QuantizedPieces pieces) override {
+    threads_.run([&](int r) { write_quantized(ranks_[static_cast<size_t>(r)].state->backend(), plan_, weight, pieces); });
+  }
+
+  // GPU 0 gets the host copies; every other GPU receives GPU 0's bf16 weights (frozen ones
+  // included) and fp32 masters. Each rank's optimizer state comes from its own host view.
+  // GPU 0's upload is done before any rank enqueues a broadcast: its pinned staging memory is
+  // allocated and freed on the way, and a rank must not make such calls (which may wait for
+  // every GPU) while a peer's collective waits for it.
+  void upload() override {
+    threads_.run([&](int r) {
+      if (r == 0) ranks_[0].state->upload_weights(host_.weights);
+    });
+    threads_.run([&](int r) {
+      Rank& rank = ranks_[static_cast<size_t>(r)];
+      CudaRankState& state = *rank.state;
+      for (size_t i = 0; i < host_.weights.size(); ++i) {
+        rank.communicator->broadcast(state.backend().device_address(trainable_layout_.ids[i]),
+                                     host_.weights[i].values.size(), DType::BF16, 0);
+      }
+      rank.communicator->broadcast(state.masters(), static_cast<size_t>(trainable_layout_.total), DType::F32, 0);
+      if (state.optimizer()) state.optimizer()->upload(state.stream());
+      state.synchronize();
+    });
+  }
+
+  // Every GPU holds the same masters after update(); GPU 0's are the host's. Each rank's
+  // optimizer state goes to its own host view.
+  void download() override {
+    threads_.run([&](int r) {
+      CudaRankState& state = *ranks_[static_cast<size_t>(r)].state;
+      if (r == 0) state.download_trainable(host_.weights);
+      if (state.optimizer()) state.optimizer()->download(state.stream());
+      state.synchronize();
+    });
+  }
+
+  void accumulate(std::span<const runtime::InputBinding> inputs) override {
+    const int owner = distributed::owner_of_micro_batch(micro_batches_++, layout_.world_size);
+    MicroBatch batch;
+    for (const runtime::InputBinding& input : inputs) {
+      batch.tensors.push_back(input.tensor);
+      batch.bytes.emplace_back(input.data.begin(), input.data.end());
+    }
+    ranks_[static_cast<size_t>(owner)].pending.push_back(std::move(batch));
+  }
+
+  StepMetrics measure() override {
+    // Every rank's micro-batches first, collectives after: a rank that fails to enqueue stops the
+    // run before any rank waits in a collective for it.
+    threads_.run([&](int r) {
+      Rank& rank = ranks_[static_cast<size_t>(r)];
+      for (const MicroBatch& batch : rank.pending) {
+        std::vector<runtime::InputBinding> bindings;
+        for (size_t i = 0; i < batch.tensors.size(); ++i) bindings.push_back({batch.tensors[i], batch.bytes[i]});
+        rank.state->accumulate(bindings);
+      }
+      rank.pending.clear();
+    });
+    const size_t tensors = trainable_layout_.entries.size();
+    threads_.run([&](int r) {
+      Rank& rank = ranks_[static_cast<size_t>(r)];
+      CudaRankState& state = *rank.state;
+      if (layout_.shard_gradients) {
+        rank.communicator->reduce_scatter_sum(state.accumulators(), shard_sizes_, state.accumulator_dtype());
+        state.gradient_norm(rank.shard.first_unit, rank.shard.end_unit);
+      } else {
+        rank.communicator->all_reduce_sum(state.accumulators(), static_cast<size_t>(trainable_layout_.total),
+                                          state.accumulator_dtype());
+        state.gradient_norm(0, tensors);
+      }
+      state.synchronize();
+      rank.loss_sum = state.loss_sum();
+    });
+    micro_batches_ = 0;
+    StepMetrics metrics;
+    for (const Rank& rank : ranks_) metrics.loss += rank.loss_sum;
+    if (layout_.shard_gradients) {
+      // Each rank holds its shard's sums: the norm adds the ranks' squares (exactly the shard's
+      // norm with one rank: a float's square is exact in double), and every rank clips by it.
+      double squares = 0.0;
+      for (const Rank& rank : ranks_) squares += static_cast<double>(rank.state->norm()) * rank.state->norm();
+      metrics.grad_norm = std::sqrt(squares);
+      threads_.run([&](int r) { ranks_[static_cast<size_t>(r)].state->set_clip_factor(metrics.grad_norm); });
+    } else {
+      // Every rank holds the same summed gradients (NCCL gives every rank the same bits).
+      metrics.grad_norm = ranks_[0].state->norm();
+    }
+    return metrics;
+  }
+
+  void update(const OptimizerStep& step) override {
+    threads_.run([&](int r) {
+      Rank& rank = ranks_[static_cast<size_t>(r)];
+      CudaRankState& state = *rank.state;
+      state.step(step);
+      rank.communicator->all_gather(state.masters(), shard_sizes_, DType::F32);
+      state.refresh_weights_from_masters(0, rank.shard.first_unit);
+      state.refresh_weights_from_masters(rank.shard.end_unit, trainable_layout_.entries.size());
+      state.zero_accumulators();
+    });
+  }
+
+private:
+  // Every rank's state first (no collective yet, so a rank that fails here, e.g. out of memory,
+  // stops the run with its message), then the NCCL world on the ranks' streams.
+  void connect_ranks(const TrainingDeviceSetup& setup, const std::vector<distributed::Shard>& shards) {
+    threads_.run([&](int r) {
+      CUDA_CHECK(cudaSetDevice(r));
+      Rank& rank = ranks_[static_cast<size_t>(r)];
+      rank.shard = shards[static_cast<size_t>(r)];
+      rank.state = std::make_unique<CudaRankState>(setup, trainable_layout_, rank.shard.first_unit, rank.shard.end_unit);
+    });
+    std::vector<void*> streams;
+    for (const Rank& rank : ranks_) streams.push_back(rank.state->stream());
+    std::vector<std::unique_ptr<distributed::Communicator>> communicators =
+        distributed::connect_in_process_nccl(threads_, streams);
+    for (size_t r = 0; r < ranks_.size(); ++r) ranks_[r].communicator = std::move(communicators[r]);
+  }
+
+  // Each rank's CUDA objects are released on its own thread (its device current).
+  void release_ranks() noexcept {
+    try {
+      threads_.run([&](int r) {
+        Rank& rank = ranks_[static_cast<size_t>(r)];
+        rank.communicator.reset();
+        rank.state.reset();
+      });
+    } catch (...) {
+      // Shutting down after a failure: nothing more to report.
+    }
+  }
+
+  const compiler::ExecutionPlan& plan_;
+  const Config& config_;
+  distributed::ParallelLayout layout_;
+  distributed::RankThreads threads_;
+  CudaTrainableLayout trainable_layout_;
+  CudaHostWeights host_;
+  std::vector<Rank> ranks_;
+  std::vector<size_t> shard_sizes_;  // the collectives' pieces (elements of the flat buffers), one per rank
+  std::string optimizer_name_;
+  int64_t micro_batches_ = 0;        // accumulate() calls since the last measure()
+};
+
+}  // namespace
+
+std::unique_ptr<TrainingDevice> make_cuda_data_parallel_training_device(const TrainingDeviceSetup& setup,
+                                                                        const distributed::ParallelLayout& layout) {
+  return std::make_unique<CudaDataParallelDevice>(setup, layout);
+}
+
+}  // namespace surogate::train

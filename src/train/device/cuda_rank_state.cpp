@@ -1,0 +1,338 @@
+// One GPU's training state; see cuda_rank_state.h.
+#include "train/device/cuda_rank_state.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "core/bfloat16.h"
+#include "core/error.h"
+#include "cuda/kernels/grad_norm.h"
+#include "ops/parallel_for.h"
+#include "train/device/gradient_accumulate.h"
+#include "train/device/weights_from_masters.h"
+
+namespace surogate::train {
+namespace {
+
+// Offsets into the master and accumulator buffers are rounded up to 4 elements, so every tensor
+// starts 16-byte (fp32) or 8-byte (bf16) aligned (the grad-norm and optimizer kernels load
+// 4-element vectors).
+int64_t aligned(int64_t count) { return (count + 3) / 4 * 4; }
+
+double gib(size_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0); }
+
+void copy(float* destination, const float* source, int64_t count, cudaMemcpyKind kind, cudaStream_t stream) {
+  CUDA_CHECK(cudaMemcpyAsync(destination, source, static_cast<size_t>(count) * sizeof(float), kind, stream));
+}
+
+// Two halves of pinned host memory for upload_weights(): a half is refilled only after the copy
+// that last read it has run (one event per half).
+class UploadStaging {
+public:
+  explicit UploadStaging(size_t elements_per_half) : elements_(elements_per_half) {
+    void* pinned = nullptr;
+    CUDA_CHECK(cudaMallocHost(&pinned, 2 * elements_ * sizeof(uint16_t)));
+    memory_ = static_cast<uint16_t*>(pinned);
+    for (cudaEvent_t& event : done_) CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+  }
+  UploadStaging(const UploadStaging&) = delete;
+  UploadStaging& operator=(const UploadStaging&) = delete;
+  ~UploadStaging() {
+    for (int half = 0; half < 2; ++half) {
+      if (pending_[half]) cudaEventSynchronize(done_[half]);
+      cudaEventDestroy(done_[half]);
+    }
+    cudaFreeHost(memory_);
+  }
+  // The half's memory, once the copy that last read it has run.
+  uint16_t* wait_for(int half) {
+    if (pending_[half]) CUDA_CHECK(cudaEventSynchronize(done_[half]));
+    pending_[half] = false;
+    return memory_ + static_cast<size_t>(half) * elements_;
+  }
+  // A copy reading the half was queued on `stream`.
+  void issued(int half, cudaStream_t stream) {
+    CUDA_CHECK(cudaEventRecord(done_[half], stream));
+    pending_[half] = true;
+  }
+
+private:
+  size_t elements_;
+  uint16_t* memory_ = nullptr;
+  cudaEvent_t done_[2] = {};
+  bool pending_[2] = {false, false};
+};
+
+}  // namespace
+
+std::vector<size_t> CudaTrainableLayout::unit_sizes() const {
+  std::vector<size_t> sizes;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const int64_t end = i + 1 < entries.size() ? entries[i + 1].offset : total;
+    sizes.push_back(static_cast<size_t>(end - entries[i].offset));
+  }
+  return sizes;
+}
+
+CudaTrainableLayout cuda_trainable_layout(const compiler::ExecutionPlan& plan, std::span<const models::ParameterSpec> specs) {
+  CudaTrainableLayout layout;
+  for (size_t index = 0; index < specs.size(); ++index) {
+    const models::ParameterSpec& spec = specs[index];
+    graph::TensorId id = plan.tensor(spec.name);
+    const graph::TensorType& type = plan.graph.tensor(id).type;
+    if (type.dtype != DType::BF16) {
+      fail_user("the CUDA trainer needs a bf16 plan, but parameter '{}' is {}", spec.name, dtype_safetensors_name(type.dtype));
+    }
+    layout.ids.push_back(id);
+    auto gradient = plan.parameter_gradients.find(id);
+    if (gradient == plan.parameter_gradients.end()) continue;  // frozen (LoRA base)
+    layout.entries.push_back({index, id, gradient->second, layout.total, type.numel()});
+    layout.total += aligned(type.numel());
+  }
+  SUROGATE_CHECK(!layout.entries.empty(), "the model has trainable parameters");
+  return layout;
+}
+
+CudaHostWeights cuda_host_weights(std::span<const models::ParameterSpec> specs, const CudaTrainableLayout& layout) {
+  CudaHostWeights host;
+  host.values.reserve(specs.size());
+  for (const models::ParameterSpec& spec : specs) {
+    const auto count = static_cast<size_t>(graph::shape_numel(spec.shape));
+    host.values.push_back(std::make_unique_for_overwrite<float[]>(count));
+    host.weights.push_back({spec.name, spec.shape, std::span<float>(host.values.back().get(), count)});
+  }
+  for (const CudaTrainable& entry : layout.entries) host.trainable.push_back(host.weights[entry.weight]);
+  return host;
+}
+
+CudaRankState::Pinned::Pinned(size_t count) {
+  CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&data), count * sizeof(float)));
+}
+CudaRankState::Pinned::~Pinned() {
+  if (data) cudaFreeHost(data);
+}
+
+CudaRankState::CudaRankState(const TrainingDeviceSetup& setup, const CudaTrainableLayout& layout, size_t first, size_t end)
+    : config_(*setup.config), layout_(layout),
+      max_micro_batches_(std::max<int64_t>(1, config_.gradient_accumulation_steps)),
+      bf16_master_(config_.master_dtype == MasterDtype::Bf16),
+      bf16_gradients_(config_.gradient_dtype == GradientDtype::Bf16),
+      losses_(static_cast<size_t>(max_micro_batches_)), norm_(2) {
+  SUROGATE_CHECK(!config_.gradient_dtype || *config_.gradient_dtype == GradientDtype::Fp32 || bf16_gradients_ ||
+                     config_.recipe == Recipe::Fp8Hybrid,
+                 "gradient_dtype fp8 without recipe fp8_hybrid was rejected when the configuration was loaded");
+  SUROGATE_CHECK(first <= end && end <= layout.entries.size(), "the optimizer's tensors are trainable tensors");
+  const compiler::ExecutionPlan& plan = *setup.plan;
+  backend_.load(plan, *setup.registry);
+  backend_.set_time_breakdown(config_.debug_time_breakdown);
+  backend_.set_cuda_graphs(config_.use_cuda_graphs);
+  loss_ = plan.loss;
+  // The trainable parameters as the optimizer sees them; master and gradient pointers are filled
+  // once those buffers exist.
+  std::vector<DeviceParameter> parameters;
+  for (size_t i = first; i < end; ++i) {
+    const CudaTrainable& entry = layout.entries[i];
+    const models::ParameterSpec& spec = setup.specs[entry.weight];
+    DeviceParameter parameter;
+    parameter.name = spec.name;
+    parameter.rows = spec.shape.size() == 2 ? spec.shape[0] : 1;
+    parameter.cols = spec.shape.size() == 2 ? spec.shape[1] : entry.count;
+    parameter.weight = static_cast<__nv_bfloat16*>(backend_.device_address(entry.parameter));
+    parameter.apply_weight_decay = applies_weight_decay(spec.name);
+    parameter.is_hidden_matrix = is_hidden_matrix(spec.name, spec.shape);
+    parameters.push_back(std::move(parameter));
+  }
+  check_free_memory(parameters.empty() ? 0 : device_optimizer_bytes(config_, parameters));
+  const auto total = static_cast<size_t>(layout.total);
+  if (!bf16_master_) master_ = cuda::DeviceBuffer<float>(total);
+  if (bf16_gradients_) {
+    bf16_accumulators_ = cuda::DeviceBuffer<__nv_bfloat16>(total);
+  } else {
+    accumulators_ = cuda::DeviceBuffer<float>(total);
+  }
+  zero_accumulators();
+  norm_result_ = cuda::DeviceBuffer<float>(2);
+  norm_partials_ = cuda::DeviceBuffer<float>(static_cast<size_t>(cuda::kGradNormBlocks) * layout.entries.size());
+  // The pointer tables of the multi-tensor kernels, built once.
+  std::vector<__nv_bfloat16*> bf16_gradients, bf16_accumulators, weights;
+  std::vector<float*> accumulators, masters;
+  std::vector<int64_t> counts;
+  for (const CudaTrainable& entry : layout.entries) {
+    bf16_gradients.push_back(static_cast<__nv_bfloat16*>(backend_.device_address(entry.gradient)));
+    weights.push_back(static_cast<__nv_bfloat16*>(backend_.device_address(entry.parameter)));
+    if (bf16_gradients_) bf16_accumulators.push_back(bf16_accumulators_.data() + entry.offset);
+    else accumulators.push_back(accumulators_.data() + entry.offset);
+    if (!bf16_master_) masters.push_back(master_.data() + entry.offset);
+    counts.push_back(entry.count);
+  }
+  gradient_table_ = cuda::to_device(bf16_gradients);
+  weight_table_ = cuda::to_device(weights);
+  if (bf16_gradients_) bf16_accumulator_table_ = cuda::to_device(bf16_accumulators);
+  else accumulator_table_ = cuda::to_device(accumulators);
+  if (!bf16_master_) master_table_ = cuda::to_device(masters);
+  count_table_ = cuda::to_device(counts);
+  for (size_t i = 0; i < parameters.size(); ++i) {
+    const int64_t offset = layout.entries[first + i].offset;
+    if (!bf16_master_) parameters[i].master = master_.data() + offset;
+    if (bf16_gradients_) parameters[i].gradient_bf16 = bf16_accumulators_.data() + offset;
+    else parameters[i].gradient = accumulators_.data() + offset;
+  }
+  if (!parameters.empty()) optimizer_ = make_device_optimizer(config_, std::move(parameters));
+}
+
+void* CudaRankState::accumulators() {
+  return bf16_gradients_ ? static_cast<void*>(bf16_accumulators_.data()) : static_cast<void*>(accumulators_.data());
+}
+
+void CudaRankState::accumulate(std::span<const runtime::InputBinding> inputs) {
+  if (micro_batches_ >= max_micro_batches_) {
+    fail_user("internal: more micro-batches than gradient_accumulation_steps ({}) in one step", max_micro_batches_);
+  }
+  cudaStream_t stream = backend_.stream();
+  backend_.execute(inputs);
+  const int tensors = static_cast<int>(layout_.entries.size());
+  if (bf16_gradients_) {
+    cuda_kernels::accumulate_bf16_gradients(gradient_table_.data(), bf16_accumulator_table_.data(), count_table_.data(),
+                                            tensors, stream);
+  } else {
+    cuda_kernels::accumulate_bf16_gradients(gradient_table_.data(), accumulator_table_.data(), count_table_.data(),
+                                            tensors, stream);
+  }
+  CUDA_CHECK(cudaMemcpyAsync(losses_.data + micro_batches_, backend_.device_address(loss_), sizeof(float),
+                             cudaMemcpyDeviceToHost, stream));
+  ++micro_batches_;
+}
+
+double CudaRankState::loss_sum() {
+  double sum = 0.0;
+  for (int64_t i = 0; i < micro_batches_; ++i) sum += losses_.data[i];
+  micro_batches_ = 0;
+  return sum;
+}
+
+void CudaRankState::gradient_norm(size_t first, size_t end) {
+  cudaStream_t stream = backend_.stream();
+  const int tensors = static_cast<int>(end - first);
+  const float max_norm = static_cast<float>(config_.max_grad_norm);
+  if (tensors == 0) {
+    norm_.data[0] = 0.0f;
+    set_clip_factor(0.0);
+    return;
+  }
+  if (bf16_gradients_) {
+    cuda::global_grad_norm(norm_result_.data(), norm_partials_.data(), bf16_accumulator_table_.data() + first,
+                           count_table_.data() + first, tensors, max_norm, stream);
+  } else {
+    cuda::global_grad_norm(norm_result_.data(), norm_partials_.data(), accumulator_table_.data() + first,
+                           count_table_.data() + first, tensors, max_norm, stream);
+  }
+  CUDA_CHECK(cudaMemcpyAsync(norm_.data, norm_result_.data(), 2 * sizeof(float), cudaMemcpyDeviceToHost, stream));
+}
+
+void CudaRankState::set_clip_factor(double norm) {
+  // global_grad_norm's finish, in the same float arithmetic (cuda/kernels/grad_norm.cu).
+  const float value = static_cast<float>(norm);
+  const float max_norm = static_cast<float>(config_.max_grad_norm);
+  norm_.data[1] = max_norm > 0.0f ? std::fmin(1.0f, max_norm / (value + 1e-6f)) : 1.0f;
+  CUDA_CHECK(cudaMemcpyAsync(norm_result_.data() + 1, norm_.data + 1, sizeof(float), cudaMemcpyHostToDevice,
+                             backend_.stream()));
+}
+
+void CudaRankState::step(const OptimizerStep& step) {
+  // The clip factor gradient_norm() (or set_clip_factor) left on the device (1 when max_grad_norm
+  // is 0) is read by the kernels: no host round trip.
+  if (optimizer_) optimizer_->step(step, clip_factor(), backend_.stream());
+}
+
+void CudaRankState::zero_accumulators() {
+  accumulators_.zero(backend_.stream());
+  bf16_accumulators_.zero(backend_.stream());
+}
+
+void CudaRankState::refresh_weights_from_masters(size_t first, size_t end) {
+  SUROGATE_CHECK(!bf16_master_, "weights are refreshed from fp32 masters only");
+  cuda_kernels::weights_from_masters(weight_table_.data() + first, master_table_.data() + first,
+                                     count_table_.data() + first, static_cast<int>(end - first), backend_.stream());
+}
+
+void CudaRankState::synchronize() { CUDA_CHECK(cudaStreamSynchronize(backend_.stream())); }
+
+// Every weight is rounded to bf16 on all cores into one of two pinned staging buffers while the
+// other one's copy to the device runs (an 8B model: 16 GB through 64 MiB halves, at the host
+// link's speed instead of one core's rounding plus a pageable copy per tensor).
+void CudaRankState::upload_weights(std::span<const WeightView> weights) {
+  cudaStream_t stream = backend_.stream();
+  constexpr size_t kStagingElements = size_t{32} << 20;  // 64 MiB of bf16 per half
+  UploadStaging staging(kStagingElements);
+  int half = 0;
+  for (size_t i = 0; i < weights.size(); ++i) {
+    std::span<const float> values = weights[i].values;
+    auto* device = static_cast<uint16_t*>(backend_.device_address(layout_.ids[i]));
+    for (size_t first = 0; first < values.size(); first += kStagingElements) {
+      const size_t count = std::min(kStagingElements, values.size() - first);
+      uint16_t* bits = staging.wait_for(half);
+      constexpr int64_t kBlock = int64_t{1} << 20;
+      const auto blocks = static_cast<int64_t>((count + kBlock - 1) / kBlock);
+      ops::parallel_for(blocks, [&](int64_t block) {
+        const size_t begin = static_cast<size_t>(block * kBlock);
+        const size_t end = std::min(count, begin + static_cast<size_t>(kBlock));
+        for (size_t k = begin; k < end; ++k) bits[k] = float_to_bf16(values[first + k]);
+      });
+      CUDA_CHECK(cudaMemcpyAsync(device + first, bits, count * sizeof(uint16_t), cudaMemcpyHostToDevice, stream));
+      staging.issued(half, stream);
+      half ^= 1;
+    }
+  }
+  // A bf16 master is the bf16 weight just written (exact when the host values came from a
+  // download or a checkpoint of this device).
+  for (size_t index = 0; index < layout_.entries.size() && !bf16_master_; ++index) {
+    const CudaTrainable& entry = layout_.entries[index];
+    copy(master_.data() + entry.offset, weights[entry.weight].values.data(), entry.count, cudaMemcpyHostToDevice, stream);
+  }
+  CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+void CudaRankState::download_trainable(std::span<const WeightView> weights) {
+  cudaStream_t stream = backend_.stream();
+  for (const CudaTrainable& entry : layout_.entries) {
+    std::span<float> values = weights[entry.weight].values;
+    if (bf16_master_) {
+      // The bf16 weights widened to fp32, exactly (what checkpoints and outputs save).
+      std::vector<uint16_t> bits(values.size());
+      backend_.read(entry.parameter, std::as_writable_bytes(std::span<uint16_t>(bits)));
+      for (size_t k = 0; k < bits.size(); ++k) values[k] = bf16_to_float(bits[k]);
+    } else {
+      copy(values.data(), master_.data() + entry.offset, entry.count, cudaMemcpyDeviceToHost, stream);
+    }
+  }
+  CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+// The out-of-memory report for what the trainer adds to the plan, made before allocating it.
+void CudaRankState::check_free_memory(size_t optimizer_bytes) const {
+  const auto elements = static_cast<size_t>(layout_.total);
+  const size_t master_bytes = bf16_master_ ? 0 : elements * sizeof(float);
+  const size_t accumulator_bytes = elements * (bf16_gradients_ ? sizeof(__nv_bfloat16) : sizeof(float));
+  const size_t needed = master_bytes + accumulator_bytes + optimizer_bytes;
+  size_t free_bytes = 0, total_bytes = 0;
+  CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  if (needed <= free_bytes) return;
+  const runtime::DeviceMemoryReport& plan = backend_.memory_report();
+  const std::string masters =
+      bf16_master_ ? fmt::format("no master copy (master_dtype: bf16 saves {:.2f} GiB)", gib(elements * sizeof(float)))
+                   : fmt::format("fp32 master weights {:.2f} GiB", gib(master_bytes));
+  const std::string accumulators =
+      bf16_gradients_ ? fmt::format("bf16 gradient accumulators {:.2f} GiB (gradient_dtype: bf16 saves {:.2f} GiB)",
+                                    gib(accumulator_bytes), gib(elements * sizeof(float) - accumulator_bytes))
+                      : fmt::format("fp32 gradient accumulators {:.2f} GiB", gib(accumulator_bytes));
+  fail_user("training needs {:.2f} GiB more GPU memory than the plan's {:.2f} GiB ({}, {}, {} optimizer state "
+            "{:.2f} GiB), but GPU {} has only {:.2f} GiB free of {:.2f} GiB. Train fewer parameters (LoRA, a smaller "
+            "lora_rank), use optimizer: adamw_8bit, master_dtype: bf16 or gradient_dtype: bf16, or reduce the "
+            "micro-batch or sequence length",
+            gib(needed), gib(plan.required_bytes + plan.scratch_bytes), masters, accumulators,
+            to_string(config_.optimizer), gib(optimizer_bytes), plan.device, gib(free_bytes), gib(total_bytes));
+}
+
+}  // namespace surogate::train

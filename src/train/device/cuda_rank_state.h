@@ -1,0 +1,139 @@
+// One GPU's training state: what the single-GPU device (cuda_training_device.cpp) holds, and what
+// each rank of the data-parallel device (cuda_data_parallel_device.cpp) holds on its GPU.
+//   - the CudaBackend with the loaded bf16 plan (weights, one micro-batch's bf16 gradients, arena);
+//   - the flat buffers of the trainable tensors (CudaTrainableLayout: spec order, each tensor's
+//     start rounded up to 4 elements): fp32 masters (absent with master_dtype bf16) and the
+//     gradient accumulators (fp32, or bf16 with gradient_dtype bf16);
+//   - the device optimizer (device_optimizer.h) for a contiguous run of the trainable tensors:
+//     all of them on one GPU, a rank's shard under ZeRO-1;
+//   - the loss of each micro-batch (pinned, copied asynchronously) and the gradient norm with
+//     its clip factor (on the device, read by the optimizer kernels).
+// Everything is enqueued on the backend's stream; the object is made, used and destroyed on a
+// thread whose current CUDA device is the one it lives on. It holds no host copy of the weights:
+// those belong to the device that owns it (rank 0's host views in data parallelism).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "cuda/device_buffer.h"
+#include "runtime/cuda_backend.h"
+#include "train/device/device_optimizer.h"
+#include "train/device/training_device.h"
+
+namespace surogate::train {
+
+struct CudaTrainable {
+  size_t weight;               // index into the specs (and the device's host weights)
+  graph::TensorId parameter;   // the bf16 weight in the plan
+  graph::TensorId gradient;    // its bf16 gradient
+  int64_t offset;              // into the flat master and accumulator buffers
+  int64_t count;
+};
+
+// Where every parameter lives, from the plan alone (no device needed): UserError if a parameter
+// is not bf16 (the CUDA trainer runs the bf16 recipe).
+struct CudaTrainableLayout {
+  std::vector<graph::TensorId> ids;     // every spec's tensor in the plan, in spec order
+  std::vector<CudaTrainable> entries;   // the trainable ones, in spec order
+  int64_t total = 0;                    // elements of the flat buffers
+  // Each trainable tensor's elements in the flat buffers, padding included (what shards split).
+  std::vector<size_t> unit_sizes() const;
+};
+CudaTrainableLayout cuda_trainable_layout(const compiler::ExecutionPlan& plan, std::span<const models::ParameterSpec> specs);
+
+// The host fp32 copies a CUDA training device shows the trainer (weights(), trainable()), one per
+// spec. Uninitialised: every value is written (loaded, initialised or restored) before upload(),
+// and zeroing 32 GB of an 8B model's host copies took ~15 s of start-up.
+struct CudaHostWeights {
+  std::vector<std::unique_ptr<float[]>> values;
+  std::vector<WeightView> weights, trainable;
+};
+CudaHostWeights cuda_host_weights(std::span<const models::ParameterSpec> specs, const CudaTrainableLayout& layout);
+
+class CudaRankState {
+public:
+  // Loads the plan on the current device and allocates the flat buffers and the optimizer for the
+  // trainable tensors [first, end) of `layout` (none when first == end), after checking that they
+  // fit in the free memory (UserError naming what takes the room and what would help).
+  CudaRankState(const TrainingDeviceSetup& setup, const CudaTrainableLayout& layout, size_t first, size_t end);
+  CudaRankState(const CudaRankState&) = delete;
+  CudaRankState& operator=(const CudaRankState&) = delete;
+
+  runtime::CudaBackend& backend() { return backend_; }
+  cudaStream_t stream() const { return backend_.stream(); }
+  bool bf16_master() const { return bf16_master_; }
+  bool bf16_gradients() const { return bf16_gradients_; }
+  DeviceOptimizer* optimizer() { return optimizer_.get(); }  // null when the shard is empty
+
+  // The flat buffers (ZeRO collectives run on them): masters (null with bf16 masters) and the
+  // accumulators, whose dtype is F32 or BF16.
+  float* masters() { return master_.data(); }
+  void* accumulators();
+  DType accumulator_dtype() const { return bf16_gradients_ ? DType::BF16 : DType::F32; }
+
+  // One micro-batch: execute (bf16 gradients), add them into the accumulators, copy its loss to
+  // the host asynchronously. At most gradient_accumulation_steps calls between two loss_sum().
+  void accumulate(std::span<const runtime::InputBinding> inputs);
+  // The summed losses of the micro-batches since the last call (after synchronize()).
+  double loss_sum();
+
+  // Enqueues the global L2 norm of the accumulated gradients of tensors [first, end) and the
+  // clip factor for max_grad_norm (both on the device, and copied to the host: norm() after
+  // synchronize()).
+  void gradient_norm(size_t first, size_t end);
+  float norm() const { return norm_.data[0]; }
+  // Sets the device clip factor from a norm computed elsewhere (ZeRO-2: the ranks' shards
+  // together), with global_grad_norm's formula.
+  void set_clip_factor(double norm);
+  const float* clip_factor() const { return norm_result_.data() + 1; }
+
+  // The optimizer's step for its tensors (gradients scaled by clip_factor()); nothing if none.
+  void step(const OptimizerStep& step);
+  void zero_accumulators();
+  // The bf16 weights of tensors [first, end) rewritten from their fp32 masters (round to nearest
+  // even, as the optimizer kernels write them).
+  void refresh_weights_from_masters(size_t first, size_t end);
+  void synchronize();
+
+  // Host → device: every weight rounded to bf16 (`weights` in spec order), the fp32 masters from
+  // the trainable ones; the optimizer state is not touched. Waits for the copies.
+  void upload_weights(std::span<const WeightView> weights);
+  // Device → host: the trainable weights (fp32 masters, or the bf16 weights widened exactly).
+  // Waits for the copies.
+  void download_trainable(std::span<const WeightView> weights);
+
+private:
+  void check_free_memory(size_t optimizer_bytes) const;
+
+  const Config& config_;
+  const CudaTrainableLayout& layout_;
+  int64_t max_micro_batches_;
+  bool bf16_master_, bf16_gradients_;
+  runtime::CudaBackend backend_;
+  graph::TensorId loss_ = graph::kNoTensor;
+  cuda::DeviceBuffer<float> master_, accumulators_, norm_result_, norm_partials_;  // master_ / accumulators_: fp32 only
+  cuda::DeviceBuffer<__nv_bfloat16> bf16_accumulators_;  // gradient_dtype bf16 only
+  std::unique_ptr<DeviceOptimizer> optimizer_;
+  // The multi-tensor kernels' pointer tables, one entry per trainable tensor, built once.
+  cuda::DeviceBuffer<__nv_bfloat16*> gradient_table_, weight_table_;
+  cuda::DeviceBuffer<float*> accumulator_table_, master_table_;
+  cuda::DeviceBuffer<__nv_bfloat16*> bf16_accumulator_table_;
+  cuda::DeviceBuffer<int64_t> count_table_;
+  struct Pinned {
+    float* data = nullptr;
+    explicit Pinned(size_t count);
+    ~Pinned();
+    Pinned(const Pinned&) = delete;
+    Pinned& operator=(const Pinned&) = delete;
+  };
+  Pinned losses_, norm_;
+  int64_t micro_batches_ = 0;
+};
+
+}  // namespace surogate::train

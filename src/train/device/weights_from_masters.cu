@@ -1,0 +1,34 @@
+// See weights_from_masters.h. Memory-bound: one grid-stride loop per tensor.
+#include "train/device/weights_from_masters.h"
+
+#include "cuda/cuda_check.h"
+
+namespace surogate::train::cuda_kernels {
+namespace {
+
+__global__ void weights_from_masters_kernel(__nv_bfloat16* const* weights, const float* const* masters,
+                                            const int64_t* counts) {
+  const int tensor = blockIdx.y;
+  __nv_bfloat16* weight = weights[tensor];
+  const float* master = masters[tensor];
+  const int64_t count = counts[tensor];
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    weight[i] = __float2bfloat16(master[i]);
+  }
+}
+
+}  // namespace
+
+void weights_from_masters(__nv_bfloat16* const* weights, const float* const* masters, const int64_t* counts,
+                          int tensor_count, cudaStream_t stream) {
+  int first = 0;
+  while (first < tensor_count) {
+    const int chunk = tensor_count - first < 65535 ? tensor_count - first : 65535;
+    weights_from_masters_kernel<<<dim3(64, chunk), 256, 0, stream>>>(weights + first, masters + first, counts + first);
+    CUDA_CHECK_LAUNCH();
+    first += chunk;
+  }
+}
+
+}  // namespace surogate::train::cuda_kernels
