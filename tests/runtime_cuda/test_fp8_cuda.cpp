@@ -7,8 +7,10 @@
 //   - Fp8Matmul (cuBLASLt) equals the product of the decoded codes times both scales, computed in
 //     double, within the accumulation and bf16 output rounding: |got − ref| ≤ 2⁻⁷·|ref| + e·Σ|a·b|,
 //     in the settings the engine runs them (runtime/cuda_fp8_ops.cpp): the forward's E4M3 × E4M3
-//     with fast accumulation (e = 2⁻¹²: partial sums kept in fewer bits), with and without a bias;
-//     the backward's E5M2 × E4M3 with full fp32 accumulation (e = 2⁻¹⁴ ≈ K·2⁻²⁴ for K = 1024) and an addend.
+//     with fast accumulation, with and without a bias; the backward's E5M2 × E4M3 with promoted
+//     accumulation and an addend. Hopper's FP8 tensor cores keep about 14 bits of the running sum
+//     (DeepSeek-V3 technical report, 3.3.2), promoted to fp32 periodically without fast
+//     accumulation: e = 2⁻¹² promoted, 2⁻¹⁰ fast (measured on the H100: 2⁻¹³·⁴ and 2⁻¹¹·⁸ worst).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -98,7 +100,7 @@ TEST(Fp8Cuda, RollHistoryMatchesCpuReference) {
 
 void check_product(int64_t m, int64_t n, int64_t k, quant::Fp8Format a_format, bool bias, bool addend) {
   const bool fast = a_format == quant::Fp8Format::E4M3;  // as the forward runs; gradients accumulate fully
-  const int error_exponent = fast ? -12 : -14;
+  const int error_exponent = fast ? -10 : -12;
   std::mt19937 rng(static_cast<uint32_t>(m * 31 + n * 7 + k));
   std::uniform_int_distribution<int> code(0, 255);
   auto random_codes = [&](int64_t count, quant::Fp8Format format) {
