@@ -10,16 +10,28 @@
 //     with fast accumulation, with and without a bias; the backward's E5M2 × E4M3 with promoted
 //     accumulation and an addend. Hopper's FP8 tensor cores keep about 14 bits of the running sum
 //     (DeepSeek-V3 technical report, 3.3.2), promoted to fp32 periodically without fast
-//     accumulation: e = 2⁻¹² promoted, 2⁻¹⁰ fast (measured on the H100: 2⁻¹³·⁴ and 2⁻¹¹·⁸ worst).
+//     accumulation: e = 2⁻¹² promoted, 2⁻¹⁰ fast (measured on the H100: 2⁻¹³·⁴ and 2⁻¹¹·⁸ worst);
+//   - the ops bound in a graph (runtime/cuda_fp8_ops.cpp): quantize_fp8 → linear_fp8 with an addend,
+//     and linear_fp8_backward_input with an addend, BF16 on the CUDA backend against the F32 CPU
+//     emulation from the same (bf16-exact) values: the state rows equal bit for bit (the same
+//     amaxes recorded at the right sites), y and d_x within 1e-2 of each tensor's largest entry
+//     (bf16 outputs, accumulation order). Autodiff's use of the ops is checked on the CPU
+//     (tests/ops_defs/test_fp8_defs.cpp).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "compiler/execution_plan.h"
 #include "core/bfloat16.h"
+#include "graph/builder.h"
+#include "ops/defs/register_ops.h"
+#include "runtime/cpu_backend.h"
+#include "runtime/cuda_backend.h"
 #include "cuda/device_buffer.h"
 #include "cuda/device_info.h"
 #include "cuda/fp8_matmul.h"
@@ -155,6 +167,113 @@ TEST(Fp8Cuda, MatmulMatchesDecodedProduct) {
   check_product(256, 384, 512, quant::Fp8Format::E4M3, true, false);
   check_product(200, 128, 1024, quant::Fp8Format::E5M2, false, true);
   check_product(64, 64, 64, quant::Fp8Format::E4M3, false, false);
+}
+
+// quantize_fp8 → linear_fp8 with an addend, and the input gradient's op for d_y = probe with an
+// addend of its own (what autodiff emits for x with another consumer), as a graph of `dtype`.
+compiler::ExecutionPlan fp8_chain(const graph::OpRegistry& registry, DType dtype, int64_t rows, int64_t in, int64_t out) {
+  graph::GraphBuilder b(registry);
+  graph::TensorId x = b.parameter("x", dtype, {rows, in}, false);
+  graph::TensorId addend = b.parameter("addend", dtype, {rows, out}, false);
+  graph::TensorId w = b.parameter("w.fp8", DType::F8_E4M3, {out, in}, false);
+  graph::TensorId w_t = b.parameter("w.fp8_t", DType::F8_E4M3, {in, out}, false);
+  graph::TensorId w_scale_inv = b.parameter("w.scale_inv", DType::F32, {1}, false);
+  graph::TensorId state = b.parameter("state", DType::F32, {3, 2 + 8}, false);
+  graph::TensorId probe = b.parameter("probe", dtype, {rows, out}, false);
+  graph::TensorId pending = b.parameter("pending", dtype, {rows, in}, false);
+  auto q = b.op("quantize_fp8", {x, state}, {{"format", "e4m3"}, {"site", 2}});
+  graph::TensorId y = b.op("linear_fp8", {x, q[0], q[1], w, w_t, w_scale_inv, addend, state},
+                           {{"extra", "addend"}, {"grad_site", 0}, {"grad_format", "e5m2"}}, "y");
+  graph::TensorId d_x = b.op("linear_fp8_backward_input", {probe, w_t, w_scale_inv, state, pending},
+                             {{"site", 0}, {"format", "e5m2"}}, "d_x");
+  b.mark_output(y);
+  b.mark_output(d_x);
+  return compiler::compile_forward(b.finish(), registry);
+}
+
+TEST(Fp8Cuda, GraphOpsMatchTheCpuEmulation) {
+  if (skip_without_gpu()) GTEST_SKIP();
+  graph::OpRegistry registry = ops::make_model_registry();
+  const int64_t rows = 64, in = 128, out = 96;
+  std::mt19937 rng(11);
+  auto bf16_exact = [&](size_t count, float scale) {
+    std::normal_distribution<float> normal(0.0f, scale);
+    std::vector<float> values(count);
+    for (float& value : values) value = bf16_to_float(float_to_bf16(normal(rng)));
+    return values;
+  };
+  const std::vector<float> x = bf16_exact(rows * in, 1.0f), addend = bf16_exact(rows * out, 1.0f);
+  const std::vector<float> pending = bf16_exact(rows * in, 0.001f);
+  const std::vector<float> probe = bf16_exact(rows * out, 0.01f), weight = bf16_exact(out * in, 0.05f);
+  const float w_scale = quant::fp8_scale(quant::amax_of(weight), quant::Fp8Format::E4M3);
+  std::vector<uint8_t> codes(weight.size()), transposed(weight.size());
+  for (int64_t o = 0; o < out; ++o) {
+    for (int64_t i = 0; i < in; ++i) {
+      codes[o * in + i] = transposed[i * out + o] =
+          quant::fp8_encode(weight[o * in + i] * w_scale, quant::Fp8Format::E4M3);
+    }
+  }
+  const std::vector<float> w_scale_inv{1.0f / w_scale}, state(30, 0.0f);
+
+  struct Result {
+    std::vector<float> y, d_x, state;
+  };
+  auto run = [&](runtime::Backend& backend, const compiler::ExecutionPlan& plan, bool bf16) {
+    backend.load(plan, registry);
+    auto write_floats = [&](const char* name, const std::vector<float>& values) {
+      if (!bf16) {
+        backend.write(plan.tensor(name), std::as_bytes(std::span<const float>(values)));
+        return;
+      }
+      std::vector<uint16_t> bits(values.size());
+      for (size_t i = 0; i < values.size(); ++i) bits[i] = float_to_bf16(values[i]);
+      backend.write(plan.tensor(name), std::as_bytes(std::span<const uint16_t>(bits)));
+    };
+    auto read_floats = [&](graph::TensorId id, size_t count) {
+      std::vector<float> values(count);
+      if (!bf16) {
+        backend.read(id, std::as_writable_bytes(std::span<float>(values)));
+        return values;
+      }
+      std::vector<uint16_t> bits(count);
+      backend.read(id, std::as_writable_bytes(std::span<uint16_t>(bits)));
+      for (size_t i = 0; i < count; ++i) values[i] = bf16_to_float(bits[i]);
+      return values;
+    };
+    write_floats("x", x);
+    write_floats("addend", addend);
+    write_floats("probe", probe);
+    write_floats("pending", pending);
+    backend.write(plan.tensor("w.fp8"), std::as_bytes(std::span<const uint8_t>(codes)));
+    backend.write(plan.tensor("w.fp8_t"), std::as_bytes(std::span<const uint8_t>(transposed)));
+    backend.write(plan.tensor("w.scale_inv"), std::as_bytes(std::span<const float>(w_scale_inv)));
+    backend.write(plan.tensor("state"), std::as_bytes(std::span<const float>(state)));
+    backend.execute({});
+    Result result;
+    result.y = read_floats(plan.tensor("y"), rows * out);
+    result.d_x = read_floats(plan.tensor("d_x"), rows * in);
+    result.state.resize(30);
+    backend.read(plan.tensor("state"), std::as_writable_bytes(std::span<float>(result.state)));
+    return result;
+  };
+  const compiler::ExecutionPlan cpu_plan = fp8_chain(registry, DType::F32, rows, in, out);
+  const compiler::ExecutionPlan cuda_plan = fp8_chain(registry, DType::BF16, rows, in, out);
+  runtime::CpuBackend cpu;
+  runtime::CudaBackend gpu;
+  const Result expected = run(cpu, cpu_plan, false), actual = run(gpu, cuda_plan, true);
+
+  EXPECT_EQ(actual.state, expected.state);
+  EXPECT_EQ(expected.state[2 * 10 + 1], quant::amax_of(x));      // site 2: x's amax
+  EXPECT_EQ(expected.state[0 * 10 + 1], quant::amax_of(probe));  // site 0: d_y = probe
+  auto expect_close = [](const std::vector<float>& got, const std::vector<float>& want, const char* what) {
+    float largest = 0.0f;
+    for (float value : want) largest = std::max(largest, std::fabs(value));
+    for (size_t i = 0; i < want.size(); ++i) {
+      ASSERT_NEAR(got[i], want[i], 1e-2 * largest) << what << " element " << i;
+    }
+  };
+  expect_close(actual.y, expected.y, "y");
+  expect_close(actual.d_x, expected.d_x, "d_x");
 }
 
 }  // namespace
