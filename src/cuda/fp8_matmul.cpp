@@ -5,27 +5,12 @@
 
 #include <utility>
 
+#include "cuda/cublaslt_plan.h"
 #include "cuda/cuda_check.h"
 
 namespace surogate::cuda {
 
-struct Fp8Matmul::Plan {
-  cublasLtMatmulDesc_t operation = nullptr;
-  cublasLtMatrixLayout_t first = nullptr;   // cuBLAS "A": our b (the E4M3 weight operand)
-  cublasLtMatrixLayout_t second = nullptr;  // cuBLAS "B": our a
-  cublasLtMatrixLayout_t output = nullptr;  // D, and C when there is an addend (bf16 [N, M] column-major)
-  cublasLtMatmulAlgo_t algorithm{};
-
-  Plan() = default;
-  Plan(const Plan&) = delete;
-  Plan& operator=(const Plan&) = delete;
-  ~Plan() {
-    if (output) cublasLtMatrixLayoutDestroy(output);
-    if (second) cublasLtMatrixLayoutDestroy(second);
-    if (first) cublasLtMatrixLayoutDestroy(first);
-    if (operation) cublasLtMatmulDescDestroy(operation);
-  }
-};
+struct Fp8Matmul::Plan : CublasLtPlan {};  // cuBLAS "A" is our b (the E4M3 weight operand), "B" our a
 
 Fp8Matmul::Fp8Matmul(size_t workspace_bytes) : workspace_(workspace_bytes) { CUBLAS_CHECK(cublasLtCreate(&handle_)); }
 
@@ -35,13 +20,6 @@ Fp8Matmul::~Fp8Matmul() {
 }
 
 namespace {
-
-uint32_t alignment_of(const void* pointer) {
-  const auto address = reinterpret_cast<uintptr_t>(pointer);
-  uint32_t alignment = 256;
-  while (alignment > 1 && address % alignment != 0) alignment /= 2;
-  return alignment;
-}
 
 template <typename T>
 void set(cublasLtMatmulDesc_t operation, cublasLtMatmulDescAttributes_t attribute, const T& value) {
@@ -74,33 +52,13 @@ const Fp8Matmul::Plan& Fp8Matmul::plan_for(const PlanKey& key) {
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->second, a_type, k, m, k));
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->output, CUDA_R_16BF, n, m, n));
 
-  cublasLtMatmulPreference_t preference = nullptr;
-  CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&preference));
-  size_t workspace_bytes = workspace_.bytes();
-  cublasStatus_t status = cublasLtMatmulPreferenceSetAttribute(
-      preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes, sizeof(workspace_bytes));
-  const std::pair<cublasLtMatmulPreferenceAttributes_t, uint32_t> alignments[] = {
-      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, key.alignment_b},
-      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, key.alignment_a},
-      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, shape.has_addend ? key.alignment_addend : key.alignment_out},
-      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, key.alignment_out}};
-  for (const auto& [attribute, value] : alignments) {
-    if (status == CUBLAS_STATUS_SUCCESS) status = cublasLtMatmulPreferenceSetAttribute(preference, attribute, &value, sizeof(value));
-  }
-  cublasLtMatmulHeuristicResult_t result{};
-  int found_count = 0;
-  if (status == CUBLAS_STATUS_SUCCESS) {
-    status = cublasLtMatmulAlgoGetHeuristic(handle_, plan->operation, plan->first, plan->second, plan->output,
-                                            plan->output, preference, 1, &result, &found_count);
-  }
-  cublasLtMatmulPreferenceDestroy(preference);
-  CUBLAS_CHECK(status);
-  if (found_count == 0) {
+  const CublasLtAlignments alignments{key.alignment_b, key.alignment_a,
+                                      shape.has_addend ? key.alignment_addend : key.alignment_out, key.alignment_out};
+  if (!choose_algorithm(handle_, *plan, workspace_.bytes(), alignments)) {
     throw CudaError(fmt::format("cuBLASLt has no FP8 algorithm for M={} N={} K={} (a {}, bias {}, addend {})", shape.m,
                                 shape.n, shape.k, shape.a_format == Fp8Operand::E4M3 ? "E4M3" : "E5M2", shape.has_bias,
                                 shape.has_addend));
   }
-  plan->algorithm = result.algo;
   return *plans_.emplace(key, std::move(plan)).first->second;
 }
 
@@ -111,7 +69,7 @@ void Fp8Matmul::run(const Fp8MatmulShape& shape, __nv_bfloat16* out, const void*
   CUDA_REQUIRE(shape.has_addend == (addend != nullptr), "fp8 matmul: an addend pointer exactly when has_addend");
   CUDA_REQUIRE(addend == nullptr || static_cast<const void*>(addend) != static_cast<const void*>(out),
                "fp8 matmul: the addend must not alias out");
-  const PlanKey key{shape, alignment_of(a), alignment_of(b), alignment_of(out), shape.has_addend ? alignment_of(addend) : 0u};
+  const PlanKey key{shape, pointer_alignment(a), pointer_alignment(b), pointer_alignment(out), shape.has_addend ? pointer_alignment(addend) : 0u};
   const Plan& plan = plan_for(key);
   // cuBLAS's A is our b, its B our a: their scale pointers follow.
   set(plan.operation, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, b_scale_inv);

@@ -2,32 +2,13 @@
 // addend, shares D's) and one heuristic-chosen algorithm per MatmulShape, built on first use and reused (see matmul.h for the conventions).
 #include "cuda/matmul.h"
 
-#include <algorithm>
-
 #include <fmt/format.h>
 
-#include <cstdint>
-#include <utility>
+#include "cuda/cublaslt_plan.h"
 
 namespace surogate::cuda {
 
-struct Matmul::Plan {
-  cublasLtMatmulDesc_t operation = nullptr;
-  cublasLtMatrixLayout_t first = nullptr;   // cuBLAS "A": our B
-  cublasLtMatrixLayout_t second = nullptr;  // cuBLAS "B": our A
-  cublasLtMatrixLayout_t output = nullptr;
-  cublasLtMatmulAlgo_t algorithm{};
-
-  Plan() = default;
-  Plan(const Plan&) = delete;
-  Plan& operator=(const Plan&) = delete;
-  ~Plan() {
-    if (output) cublasLtMatrixLayoutDestroy(output);
-    if (second) cublasLtMatrixLayoutDestroy(second);
-    if (first) cublasLtMatrixLayoutDestroy(first);
-    if (operation) cublasLtMatmulDescDestroy(operation);
-  }
-};
+struct Matmul::Plan : CublasLtPlan {};
 
 Matmul::Matmul(size_t workspace_bytes, int heuristic_rank)
     : workspace_(workspace_bytes), heuristic_rank_(heuristic_rank) {
@@ -39,18 +20,6 @@ Matmul::~Matmul() {
   plans_.clear();
   if (handle_) cublasLtDestroy(handle_);
 }
-
-namespace {
-
-// Largest power of two (up to 256) dividing the address.
-uint32_t alignment_of(const void* pointer) {
-  const auto address = reinterpret_cast<uintptr_t>(pointer);
-  uint32_t alignment = 256;
-  while (alignment > 1 && address % alignment != 0) alignment /= 2;
-  return alignment;
-}
-
-}  // namespace
 
 const Matmul::Plan& Matmul::plan_for(const PlanKey& key) {
   const MatmulShape& shape = key.shape;
@@ -87,33 +56,13 @@ const Matmul::Plan& Matmul::plan_for(const PlanKey& key) {
   }
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->output, output_type, n, m, n));
 
-  cublasLtMatmulPreference_t preference = nullptr;
-  CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&preference));
-  size_t workspace_bytes = workspace_.bytes();
-  cublasStatus_t status = cublasLtMatmulPreferenceSetAttribute(
-      preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes, sizeof(workspace_bytes));
-  cublasLtMatmulHeuristicResult_t results[16]{};
-  int found_count = 0;
-  const std::pair<cublasLtMatmulPreferenceAttributes_t, uint32_t> alignments[] = {
-      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, key.alignment_b},  // cuBLAS "A" is our B
-      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, key.alignment_a},
-      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, shape.has_addend ? key.alignment_addend : key.alignment_out},
-      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, key.alignment_out}};
-  for (const auto& [attribute, value] : alignments) {
-    if (status == CUBLAS_STATUS_SUCCESS)
-      status = cublasLtMatmulPreferenceSetAttribute(preference, attribute, &value, sizeof(value));
-  }
-  if (status == CUBLAS_STATUS_SUCCESS) {
-    status = cublasLtMatmulAlgoGetHeuristic(handle_, plan->operation, plan->first, plan->second, plan->output,
-                                            plan->output, preference, heuristic_rank_ + 1, results, &found_count);
-  }
-  cublasLtMatmulPreferenceDestroy(preference);
-  CUBLAS_CHECK(status);
-  if (found_count == 0) {
+  // cuBLAS "A" is our B.
+  const CublasLtAlignments alignments{key.alignment_b, key.alignment_a,
+                                      shape.has_addend ? key.alignment_addend : key.alignment_out, key.alignment_out};
+  if (!choose_algorithm(handle_, *plan, workspace_.bytes(), alignments, heuristic_rank_)) {
     throw CudaError(fmt::format("cuBLASLt has no algorithm for matmul M={} N={} K={} transpose_a={} transpose_b={}",
                                 shape.m, shape.n, shape.k, shape.transpose_a, shape.transpose_b));
   }
-  plan->algorithm = results[std::min(heuristic_rank_, found_count - 1)].algo;
   return *plans_.emplace(key, std::move(plan)).first->second;
 }
 
@@ -123,8 +72,8 @@ void Matmul::run(const MatmulShape& shape, void* out, const __nv_bfloat16* a, co
   CUDA_REQUIRE(shape.has_addend == (addend != nullptr), "matmul: an addend pointer exactly when has_addend");
   CUDA_REQUIRE(!(shape.has_addend && shape.accumulate), "matmul: has_addend and accumulate both set");
   CUDA_REQUIRE(addend != out, "matmul: the addend must not alias out (use accumulate)");
-  const PlanKey key{shape, alignment_of(a), alignment_of(b), alignment_of(out),
-                    shape.has_bias ? alignment_of(bias) : 0u, shape.has_addend ? alignment_of(addend) : 0u};
+  const PlanKey key{shape, pointer_alignment(a), pointer_alignment(b), pointer_alignment(out),
+                    shape.has_bias ? pointer_alignment(bias) : 0u, shape.has_addend ? pointer_alignment(addend) : 0u};
   const Plan& plan = plan_for(key);
   if (shape.has_bias) {
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.operation, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));

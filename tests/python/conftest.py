@@ -49,6 +49,26 @@ def make_quickstart_example(tmp_path):
     return tmp_path / "ex"
 
 
+def quickstart_sft_config(path, model, out, ex, extra="", **settings):
+    """Writes a `surogate sft` YAML to `path` for the quickstart example's reverse-string data in
+    `ex` (train and validation splits): adamw at 1e-2, seq 64, micro-batch 4, no chat template,
+    max_steps 3, eval_steps 100, one micro-batch per step. `settings` replace or add top-level
+    options (gradient_accumulation_steps=2, save_steps=3, ...); `extra` is appended as YAML."""
+    options = {"sequence_len": 64, "use_chat_template": "false", "optimizer": "adamw", "learning_rate": "1e-2",
+               "per_device_train_batch_size": 4, "gradient_accumulation_steps": 1, "max_steps": 3, "eval_steps": 100}
+    options.update(settings)
+    lines = "".join(f"{key}: {value}\n" for key, value in options.items())
+    split = """  - path: {file}
+    type: instruction
+    instruction_field: instruction
+    output_field: output
+    prompt_format: "reverse: {{instruction}} = {{output}}"
+"""
+    path.write_text(f"model: {model}\noutput_dir: {out}\n{lines}datasets:\n{split.format(file=ex / 'train.jsonl')}"
+                    f"validation_datasets:\n{split.format(file=ex / 'valid.jsonl')}{extra}")
+    return path
+
+
 def read_tensors(file):
     """Every tensor of a safetensors file as numpy arrays, by name."""
     from safetensors import safe_open

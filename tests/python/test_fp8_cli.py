@@ -14,37 +14,14 @@ import shutil
 
 import numpy as np
 
-from conftest import make_quickstart_example, read_tensors, run_surogate
+from conftest import make_quickstart_example, quickstart_sft_config, read_tensors, run_surogate
 
 LORA = "lora: true\nlora_rank: 4\nlora_alpha: 8\nlora_dropout: 0.0\n"
 
 
 def config(path, model, out, ex, extra):
-    path.write_text(f"""model: {model}
-output_dir: {out}
-sequence_len: 64
-use_chat_template: false
-optimizer: adamw
-learning_rate: 1e-2
-per_device_train_batch_size: 4
-gradient_accumulation_steps: 2
-max_steps: 6
-eval_steps: 3
-save_steps: 3
-datasets:
-  - path: {ex / 'train.jsonl'}
-    type: instruction
-    instruction_field: instruction
-    output_field: output
-    prompt_format: "reverse: {{instruction}} = {{output}}"
-validation_datasets:
-  - path: {ex / 'valid.jsonl'}
-    type: instruction
-    instruction_field: instruction
-    output_field: output
-    prompt_format: "reverse: {{instruction}} = {{output}}"
-{extra}""")
-    return path
+    return quickstart_sft_config(path, model, out, ex, extra, gradient_accumulation_steps=2, max_steps=6,
+                                 eval_steps=3, save_steps=3)
 
 
 def step_losses(out):

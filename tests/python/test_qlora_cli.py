@@ -13,7 +13,7 @@ import json
 import numpy as np
 from safetensors.numpy import save_file
 
-from conftest import make_quickstart_example, read_tensors, run_surogate
+from conftest import make_quickstart_example, quickstart_sft_config, read_tensors, run_surogate
 
 NF4_LEVELS = np.array([-1.0, -0.6961928009986877, -0.5250730514526367, -0.39491748809814453,
                        -0.28444138169288635, -0.18477343022823334, -0.09105003625154495, 0.0,
@@ -36,30 +36,7 @@ def nf4_round_trip(weight, block=64):
 
 
 def config(path, model, out, ex, extra):
-    path.write_text(f"""model: {model}
-output_dir: {out}
-sequence_len: 64
-use_chat_template: false
-optimizer: adamw
-learning_rate: 1e-2
-per_device_train_batch_size: 4
-gradient_accumulation_steps: 1
-max_steps: 3
-eval_steps: 100
-datasets:
-  - path: {ex / 'train.jsonl'}
-    type: instruction
-    instruction_field: instruction
-    output_field: output
-    prompt_format: "reverse: {{instruction}} = {{output}}"
-validation_datasets:
-  - path: {ex / 'valid.jsonl'}
-    type: instruction
-    instruction_field: instruction
-    output_field: output
-    prompt_format: "reverse: {{instruction}} = {{output}}"
-{extra}""")
-    return path
+    return quickstart_sft_config(path, model, out, ex, extra)
 
 
 def first_eval_loss(out):
