@@ -142,6 +142,28 @@ void validate_fp8_recipe(const Config& config) {
           "yet); set gpus: 1");
 }
 
+// The offload_* options of the CUDA backend (train/device/host_offload_plan.h).
+void validate_offload(const Config& config) {
+  const bool offload = config.offload_master || config.offload_optimizer || config.offload_grads;
+  for (const char* key : {"use_zero_copy", "use_write_combined"}) {
+    const bool set = std::string(key) == "use_zero_copy" ? config.use_zero_copy : config.use_write_combined;
+    require(!set || offload, config, key,
+            "only applies to offloaded buffers: set offload_master, offload_optimizer or offload_grads, or remove it");
+  }
+  require(!config.offload_master || config.master_dtype != MasterDtype::Bf16, config, "offload_master",
+          "offloads the fp32 master weights, and master_dtype: bf16 keeps none; remove one of the two");
+  // Staging (use_zero_copy off) cuts the step into chunks of whole tensors, each with its own
+  // optimizer: NorMuon groups matrices across tensors, and bf16 masters key their stochastic
+  // rounding by a tensor's place in the one optimizer's list.
+  const bool staged = (config.offload_master || config.offload_optimizer) && !config.use_zero_copy;
+  require(!staged || config.optimizer != Optimizer::NorMuon, config, config.offload_master ? "offload_master" : "offload_optimizer",
+          "with optimizer: normuon needs use_zero_copy: true (the staged step, use_zero_copy: false, is implemented "
+          "for adamw and adamw_8bit)");
+  require(!staged || !config.offload_optimizer || config.master_dtype != MasterDtype::Bf16, config, "offload_optimizer",
+          "with master_dtype: bf16 needs use_zero_copy: true (the staged step, use_zero_copy: false, is implemented "
+          "with fp32 master weights)");
+}
+
 }  // namespace
 
 void validate_config(const Config& config, const std::string& file_label) {
@@ -213,6 +235,7 @@ void validate_config(const Config& config, const std::string& file_label) {
   require(one_of<int64_t>(config.qlora_bnb_block_size, {64, 128, 256, 512}), config, "qlora_bnb_block_size",
           fmt::format("must be 64, 128, 256 or 512 (got {})", config.qlora_bnb_block_size));
 
+  validate_offload(config);
   require(!config.offload_quants || config.persistent_quants, config, "offload_quants",
           "requires persistent_quants: true (only persistent quantized weights can live in host memory)");
   require(!config.persistent_quants || config.shard_weights, config, "persistent_quants",

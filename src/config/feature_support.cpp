@@ -23,13 +23,8 @@ const std::vector<UnsupportedOption>& unsupported_options() {
       {"use_fused_rope", [](const Config& c) { return c.use_fused_rope; }},
       {"fp4_backend", [](const Config& c) { return c.fp4_backend != Fp4Backend::Cutlass; }},
       {"offload_residual", [](const Config& c) { return c.offload_residual; }},
-      {"offload_master", [](const Config& c) { return c.offload_master; }},
       {"offload_quants", [](const Config& c) { return c.offload_quants; }},
-      {"offload_optimizer", [](const Config& c) { return c.offload_optimizer; }},
-      {"offload_grads", [](const Config& c) { return c.offload_grads; }},
       {"persistent_quants", [](const Config& c) { return c.persistent_quants; }},
-      {"use_zero_copy", [](const Config& c) { return c.use_zero_copy; }},
-      {"use_write_combined", [](const Config& c) { return c.use_write_combined; }},
       // ZeRO-1 and ZeRO-2 (shard_gradients) run on CPU ranks and on GPUs; ZeRO-3 does not yet.
       {"zero_level", [](const Config& c) { return c.zero_level == 3; }},
       {"shard_weights", [](const Config& c) { return c.shard_weights; }},

@@ -202,6 +202,7 @@ Run::Run(const Config& config, const TrainerOptions& options)
   fp8_ = fp8_options(config, model_config_);
   quantized_ = models::quantized_weights(plan_.graph);
   TrainingDeviceSetup device_setup{&plan_, &registry_, {}, &config, options.data_parallel_device};
+  if (options.offload_chunk_bytes) device_setup.offload_chunk_bytes = *options.offload_chunk_bytes;
   for (const models::ParameterSpec& spec : specs_) {
     if (quantized_weight(spec.name) == nullptr) device_setup.specs.push_back(spec);
   }
