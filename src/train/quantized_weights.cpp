@@ -11,6 +11,7 @@
 #include "quant/fp8_scaling.h"
 #include "quant/fp8_blocks.h"
 #include "quant/nf4.h"
+#include "quant/nvfp4.h"
 
 namespace surogate::train {
 namespace {
@@ -91,6 +92,25 @@ QuantizedPieces quantize_fp8_blocks(const models::QuantizedWeight& weight, std::
   return pieces;
 }
 
+// NVFP4 (models/qlora.h, quant/nvfp4.h): the packed codes, the E4M3 block scales, the tensor scale.
+QuantizedPieces quantize_nvfp4(const models::QuantizedWeight& weight, std::span<const float> values) {
+  const quant::Nvfp4Shape& shape = weight.nvfp4;
+  const quant::Nvfp4TensorScale scale = quant::nvfp4_tensor_scale(quant::amax_of(values), weight.nvfp4_rule);
+  std::vector<uint8_t> packed(static_cast<size_t>(shape.packed_bytes()));
+  std::vector<uint8_t> block_scales(static_cast<size_t>(shape.block_scales()));
+  constexpr int64_t kRowsPerTask = 16;
+  ops::parallel_for((shape.rows + kRowsPerTask - 1) / kRowsPerTask, [&](int64_t task) {
+    const int64_t first = task * kRowsPerTask;
+    quant::quantize_nvfp4_rows(values.data(), shape, scale, weight.nvfp4_rule, first,
+                               std::min(shape.rows, first + kRowsPerTask), packed.data(), block_scales.data());
+  });
+  QuantizedPieces pieces;
+  pieces.bytes.push_back(bytes_of<uint8_t>(packed));
+  pieces.bytes.push_back(bytes_of<uint8_t>(block_scales));
+  pieces.bytes.push_back(bytes_of<float>(std::span<const float>(&scale.decode, 1)));
+  return pieces;
+}
+
 }  // namespace
 
 QuantizedPieces quantize_weight(const models::QuantizedWeight& weight, std::span<const float> values) {
@@ -101,6 +121,7 @@ QuantizedPieces quantize_weight(const models::QuantizedWeight& weight, std::span
     case models::WeightFormat::Nf4: pieces = quantize_nf4(weight, values); break;
     case models::WeightFormat::Fp8Tensor: pieces = quantize_fp8_tensor(weight, values); break;
     case models::WeightFormat::Fp8Block: pieces = quantize_fp8_blocks(weight, values); break;
+    case models::WeightFormat::Nvfp4: pieces = quantize_nvfp4(weight, values); break;
   }
   SUROGATE_CHECK(pieces.bytes.size() == weight.pieces.size(), "weight '{}': {} pieces quantized, {} named",
                  weight.name, pieces.bytes.size(), weight.pieces.size());

@@ -109,7 +109,7 @@ private:
   io::ModelConfig model_config_;
   std::vector<models::ParameterSpec> specs_;  // the base model's parameters
   std::optional<models::LoraSetup> lora_;
-  std::optional<models::QloraOptions> qlora_;             // qlora_bnb, qlora_fp8
+  std::optional<models::QloraOptions> qlora_;             // qlora_bnb, qlora_fp8, qlora_fp4
   std::optional<models::Fp8Options> fp8_;                 // recipe fp8_hybrid
   std::vector<models::QuantizedWeight> quantized_;        // the base weights the plan stores quantized
   graph::TensorId dropout_seed_ = graph::kNoTensor;
@@ -435,6 +435,11 @@ void Run::load_base_weights(std::span<const WeightView> base_weights) {
                                  taken_as_stored > 0 ? fmt::format(", {} taken as stored from the FP8 checkpoint",
                                                                    taken_as_stored)
                                                      : std::string()));
+  } else if (qlora_->format == models::WeightFormat::Nvfp4) {
+    display_.message(fmt::format("QLoRA: {} base weights stored in NVFP4 (E2M1, an E4M3 scale per 16 values and a "
+                                 "tensor scale; {} block scales), dequantized to {} for the products",
+                                 quantized_.size(), qlora_->four_over_six ? "Four Over Six" : "6-based",
+                                 backend_kind_ == TrainingBackend::Cuda ? "bf16" : "fp32"));
   } else {
     display_.message(fmt::format("QLoRA: {} base weights stored in NF4 (block {}, double quantization {})",
                                  quantized_.size(), qlora_->block_size, qlora_->double_quant ? "on" : "off"));

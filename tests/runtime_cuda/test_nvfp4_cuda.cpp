@@ -1,0 +1,85 @@
+// NVFP4 on the CUDA side: the dequantization kernel (cuda/kernels/dequantize_fp4.h) against the CPU
+// reference (quant/nvfp4.h) on fresh random weights — the bf16 output equals the reference's fp32
+// value rounded to bf16, bit for bit, for NVIDIA's rule and Four Over Six, on the 16-wide path
+// (cols a multiple of 16) and the scalar one (a ragged last block, an odd column count), with a
+// block of zeros. And the CPU's E2M1 encoder against CUDA's own conversion (cuda_fp4.h's
+// __nv_cvt_float_to_fp4, which is cvt.rn.satfinite.e2m1x2.f32 on Blackwell and NVIDIA's emulation
+// of it elsewhere) on every 97th float: that part needs no GPU.
+#include <gtest/gtest.h>
+
+#include <cuda_fp4.h>
+
+#include <bit>
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/bfloat16.h"
+#include "cuda/device_buffer.h"
+#include "cuda/device_info.h"
+#include "cuda/kernels/dequantize_fp4.h"
+#include "quant/nvfp4.h"
+
+namespace surogate {
+namespace {
+
+TEST(Nvfp4Cuda, E2m1EncoderIsCudasConversion) {
+  int64_t checked = 0;
+  for (uint64_t bits = 0; bits <= 0xFFFFFFFFull; bits += 97) {
+    const float x = std::bit_cast<float>(static_cast<uint32_t>(bits));
+    const auto expected = static_cast<uint8_t>(__nv_cvt_float_to_fp4(x, __NV_E2M1, cudaRoundNearest));
+    ASSERT_EQ(quant::e2m1_encode(x), expected) << "bits " << std::hex << bits;
+    ++checked;
+  }
+  EXPECT_GT(checked, 44'000'000);
+}
+
+bool skip_without_gpu() {
+  std::string reason;
+  if (cuda::cuda_device_available(&reason)) return false;
+  std::printf("skipped: %s\n", reason.c_str());
+  return true;
+}
+
+TEST(Nvfp4Cuda, DequantizeMatchesCpuReferenceRoundedToBf16) {
+  if (skip_without_gpu()) GTEST_SKIP();
+  std::mt19937 rng(20261126);
+  std::normal_distribution<float> normal(0.0f, 0.02f);
+  const std::vector<quant::Nvfp4Shape> shapes = {{64, 4096}, {256, 1024}, {7, 40}, {5, 33}, {1, 16}};
+  for (const quant::Nvfp4Shape& shape : shapes) {
+    for (quant::Nvfp4ScaleRule rule : {quant::Nvfp4ScaleRule::Six, quant::Nvfp4ScaleRule::FourOverSix}) {
+      std::vector<float> values(static_cast<size_t>(shape.numel()));
+      for (float& value : values) value = bf16_to_float(float_to_bf16(normal(rng)));
+      if (shape.rows > 1) std::fill(values.begin() + shape.cols, values.begin() + shape.cols + 16, 0.0f);
+      float amax = 0.0f;
+      for (float value : values) amax = std::max(amax, std::fabs(value));
+      const quant::Nvfp4TensorScale scale = quant::nvfp4_tensor_scale(amax, rule);
+      std::vector<uint8_t> packed(static_cast<size_t>(shape.packed_bytes()));
+      std::vector<uint8_t> block_scales(static_cast<size_t>(shape.block_scales()));
+      quant::quantize_nvfp4_rows(values.data(), shape, scale, rule, 0, shape.rows, packed.data(), block_scales.data());
+      std::vector<float> expected(values.size());
+      quant::dequantize_nvfp4_rows(packed.data(), block_scales.data(), scale.decode, shape, 0, shape.rows,
+                                   expected.data());
+
+      cuda::DeviceBuffer<uint8_t> packed_device = cuda::to_device(packed);
+      cuda::DeviceBuffer<uint8_t> scales_device = cuda::to_device(block_scales);
+      cuda::DeviceBuffer<float> decode_device = cuda::to_device(std::vector<float>{scale.decode});
+      cuda::DeviceBuffer<uint16_t> out(values.size());
+      out.poison();
+      const cuda::Nvfp4DeviceView view{packed_device.data(), scales_device.data(), decode_device.data(), shape.rows,
+                                       shape.cols};
+      cuda::dequantize_fp4_bf16(view, reinterpret_cast<__nv_bfloat16*>(out.data()), nullptr);
+      const std::vector<uint16_t> actual = out.download();
+      for (size_t i = 0; i < values.size(); ++i) {
+        ASSERT_EQ(actual[i], float_to_bf16(expected[i]))
+            << shape.rows << "x" << shape.cols << ", four over six " << (rule == quant::Nvfp4ScaleRule::FourOverSix)
+            << ", element " << i;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace surogate
