@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "ops/parallel_for.h"
+#include "quant/dynamic_map.h"
 #include "quant/fp8.h"
 #include "quant/fp8_scaling.h"
 #include "quant/fp8_blocks.h"
@@ -153,6 +154,35 @@ std::optional<QuantizedPieces> stored_fp8_pieces(const models::QuantizedWeight& 
     }
   }
   pieces.bytes.push_back(bytes_of<float>(scale_inv));
+  return pieces;
+}
+
+std::optional<QuantizedPieces> stored_bnb_pieces(const models::QuantizedWeight& weight,
+                                                 const models::Bnb4bitTensor& tensor) {
+  const bool nf4 = tensor.quant_type == "nf4" && tensor.quant_map == quant::kNf4Levels &&
+                   (!tensor.double_quant() ||
+                    (tensor.nested_block_size == quant::kAbsmaxBlock && tensor.nested_quant_map == quant::kDynamicMap));
+  if (weight.format != models::WeightFormat::Nf4 || !nf4 || tensor.block_size != weight.nf4.block_size) {
+    return std::nullopt;
+  }
+  SUROGATE_CHECK(tensor.numel == weight.numel(), "weight '{}': stored size differs", weight.name);
+  QuantizedPieces pieces;
+  pieces.bytes.emplace_back(tensor.codes.bytes.begin(), tensor.codes.bytes.end());
+  if (weight.nf4.double_quant && tensor.double_quant()) {
+    pieces.bytes.emplace_back(tensor.absmax.bytes.begin(), tensor.absmax.bytes.end());
+    pieces.bytes.push_back(bytes_of<float>(io::read_tensor_as_float32(*tensor.nested_absmax)));
+    pieces.bytes.push_back(bytes_of<float>(std::span<const float>(&tensor.nested_offset, 1)));
+    return pieces;
+  }
+  const std::vector<float> absmax = models::bnb_4bit_block_absmax(tensor);
+  if (!weight.nf4.double_quant) {
+    pieces.bytes.push_back(bytes_of<float>(absmax));
+    return pieces;
+  }
+  const quant::QuantizedAbsmax nested = quant::quantize_absmax(absmax);
+  pieces.bytes.push_back(bytes_of<uint8_t>(nested.codes));
+  pieces.bytes.push_back(bytes_of<float>(nested.absmax2));
+  pieces.bytes.push_back(bytes_of<float>(std::span<const float>(&nested.offset, 1)));
   return pieces;
 }
 
