@@ -1,8 +1,10 @@
-// NVFP4 on the CUDA side: the dequantization kernel (cuda/kernels/dequantize_fp4.h) against the CPU
-// reference (quant/nvfp4.h) on fresh random weights — the bf16 output equals the reference's fp32
-// value rounded to bf16, bit for bit, for NVIDIA's rule and Four Over Six, on the 16-wide path
-// (cols a multiple of 16) and the scalar one (a ragged last block, an odd column count), with a
-// block of zeros. And the CPU's E2M1 encoder against CUDA's own conversion (cuda_fp4.h's
+// NVFP4 on the CUDA side against the CPU reference (quant/nvfp4.h), on fresh random bf16 tensors,
+// for NVIDIA's rule and Four Over Six, on shapes with cols a multiple of 16 and with a ragged last
+// block and an odd column count, with a block of zeros:
+// - the dequantization kernel (cuda/kernels/dequantize_fp4.h): the bf16 output equals the
+//   reference's fp32 value rounded to bf16, bit for bit (the 16-wide path and the scalar one);
+// - the nvfp4 recipe's quantizer (cuda/kernels/quantize_nvfp4.h): amax, packed codes, block scales
+//   and tensor scale equal the CPU's byte for byte. And the CPU's E2M1 encoder against CUDA's own conversion (cuda_fp4.h's
 // __nv_cvt_float_to_fp4, which is cvt.rn.satfinite.e2m1x2.f32 on Blackwell and NVIDIA's emulation
 // of it elsewhere) on every 97th float: that part needs no GPU.
 #include <gtest/gtest.h>
@@ -20,6 +22,7 @@
 #include "cuda/device_buffer.h"
 #include "cuda/device_info.h"
 #include "cuda/kernels/dequantize_fp4.h"
+#include "cuda/kernels/quantize_nvfp4.h"
 #include "quant/nvfp4.h"
 
 namespace surogate {
@@ -77,6 +80,52 @@ TEST(Nvfp4Cuda, DequantizeMatchesCpuReferenceRoundedToBf16) {
             << shape.rows << "x" << shape.cols << ", four over six " << (rule == quant::Nvfp4ScaleRule::FourOverSix)
             << ", element " << i;
       }
+    }
+  }
+}
+
+TEST(Nvfp4Cuda, QuantizerMatchesCpuReference) {
+  if (skip_without_gpu()) GTEST_SKIP();
+  std::mt19937 rng(20261127);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const std::vector<quant::Nvfp4Shape> shapes = {{256, 2048}, {7, 40}, {5, 33}, {3, 16}};
+  for (const quant::Nvfp4Shape& shape : shapes) {
+    for (quant::Nvfp4ScaleRule rule : {quant::Nvfp4ScaleRule::Six, quant::Nvfp4ScaleRule::FourOverSix}) {
+      // Activation-like values: a wide range of block magnitudes, some outliers.
+      std::vector<uint16_t> bits(static_cast<size_t>(shape.numel()));
+      std::vector<float> values(bits.size());
+      for (size_t i = 0; i < bits.size(); ++i) {
+        const float magnitude = (i % 97 == 0) ? 40.0f : std::exp2(static_cast<float>(i / 16 % 12) - 6.0f);
+        bits[i] = float_to_bf16(normal(rng) * magnitude);
+        values[i] = bf16_to_float(bits[i]);
+      }
+      if (shape.rows > 1) {
+        std::fill(values.begin() + shape.cols, values.begin() + shape.cols + 16, 0.0f);
+        std::fill(bits.begin() + shape.cols, bits.begin() + shape.cols + 16, uint16_t{0});
+      }
+      float amax = 0.0f;
+      for (float value : values) amax = std::max(amax, std::fabs(value));
+      const quant::Nvfp4TensorScale scale = quant::nvfp4_tensor_scale(amax, rule);
+      std::vector<uint8_t> packed(static_cast<size_t>(shape.packed_bytes()));
+      std::vector<uint8_t> block_scales(static_cast<size_t>(shape.block_scales()));
+      quant::quantize_nvfp4_rows(values.data(), shape, scale, rule, 0, shape.rows, packed.data(), block_scales.data());
+
+      cuda::DeviceBuffer<uint16_t> x = cuda::to_device(bits);
+      cuda::DeviceBuffer<float> amax_device(1), decode_device(1);
+      cuda::DeviceBuffer<uint8_t> packed_device(packed.size()), scales_device(block_scales.size());
+      packed_device.poison();
+      scales_device.poison();
+      const auto* input = reinterpret_cast<const __nv_bfloat16*>(x.data());
+      cuda::nvfp4_amax(input, shape.numel(), amax_device.data(), nullptr);
+      cuda::quantize_nvfp4(input, shape.rows, shape.cols, rule == quant::Nvfp4ScaleRule::FourOverSix,
+                           amax_device.data(), packed_device.data(), scales_device.data(), decode_device.data(),
+                           nullptr);
+      const std::string where = std::to_string(shape.rows) + "x" + std::to_string(shape.cols) +
+                                (rule == quant::Nvfp4ScaleRule::FourOverSix ? " four over six" : " six");
+      EXPECT_EQ(amax_device.download().at(0), amax) << where;
+      EXPECT_EQ(decode_device.download().at(0), scale.decode) << where;
+      EXPECT_EQ(packed_device.download(), packed) << where;
+      EXPECT_EQ(scales_device.download(), block_scales) << where;
     }
   }
 }
