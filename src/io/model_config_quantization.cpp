@@ -30,7 +30,9 @@ bool flag(const nlohmann::json& quantization, const std::string& key, const std:
   for (const std::string& name : {key, "_" + key}) {
     const auto found = quantization.find(name);
     if (found == quantization.end() || found->is_null()) continue;
-    if (!found->is_boolean()) fail_user("{}: quantization_config.{} must be true or false, got {}", source, name, found->dump());
+    if (!found->is_boolean()) {
+      fail_user("{}: quantization_config.{} must be true or false, got {}", source, name, found->dump());
+    }
     return found->get<bool>();
   }
   return false;

@@ -38,7 +38,8 @@ public:
     const io::SafetensorsTensor* tensor = checkpoint_.find(name);
     if (tensor == nullptr) fail(name, fmt::format("is missing (the quant state of {})", spec_.hf_name));
     if (floating ? !is_float(tensor->dtype) : tensor->dtype != DType::U8) {
-      fail(name, fmt::format("is {}, expected {}", dtype_safetensors_name(tensor->dtype), floating ? "a float dtype" : "U8"));
+      fail(name, fmt::format("is {}, expected {}", dtype_safetensors_name(tensor->dtype),
+                             floating ? "a float dtype" : "U8"));
     }
     if (count >= 0 && tensor->element_count() != count) {
       fail(name, fmt::format("holds {} values, expected {}", tensor->element_count(), count));
@@ -146,7 +147,8 @@ std::vector<float> bnb_4bit_block_absmax(const Bnb4bitTensor& tensor) {
   const auto* codes = reinterpret_cast<const uint8_t*>(tensor.absmax.bytes.data());
   std::vector<float> absmax(static_cast<size_t>(tensor.blocks()));
   for (int64_t block = 0; block < tensor.blocks(); ++block) {
-    const float scaled = tensor.nested_quant_map[codes[block]] * nested[static_cast<size_t>(block / tensor.nested_block_size)];
+    const float nested_scale = nested[static_cast<size_t>(block / tensor.nested_block_size)];
+    const float scaled = tensor.nested_quant_map[codes[block]] * nested_scale;
     absmax[static_cast<size_t>(block)] = scaled + tensor.nested_offset;
   }
   return absmax;

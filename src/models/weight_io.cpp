@@ -79,7 +79,8 @@ bool is_bnb_4bit(const ParameterSpec& spec, const io::SafetensorsTensor& tensor)
 io::SafetensorsTensor dequantized(const Bnb4bitTensor& tensor, const ParameterSpec& spec, std::vector<float>& buffer) {
   buffer.resize(static_cast<size_t>(tensor.numel));
   dequantize_bnb_4bit(tensor, buffer);
-  return io::SafetensorsTensor{tensor.codes.name, DType::F32, spec.shape, std::as_bytes(std::span<const float>(buffer))};
+  return io::SafetensorsTensor{tensor.codes.name, DType::F32, spec.shape,
+                               std::as_bytes(std::span<const float>(buffer))};
 }
 
 }  // namespace

@@ -426,10 +426,12 @@ void Run::load_base_weights(std::span<const WeightView> base_weights) {
         }
       },
       [&](const models::ParameterSpec& spec, const models::Fp8BlockTensor& tensor) {
-        return take(spec.name, [&](const models::QuantizedWeight& weight) { return stored_fp8_pieces(weight, tensor); });
+        return take(spec.name,
+                    [&](const models::QuantizedWeight& weight) { return stored_fp8_pieces(weight, tensor); });
       },
       [&](const models::ParameterSpec& spec, const models::Bnb4bitTensor& tensor) {
-        return take(spec.name, [&](const models::QuantizedWeight& weight) { return stored_bnb_pieces(weight, tensor); });
+        return take(spec.name,
+                    [&](const models::QuantizedWeight& weight) { return stored_bnb_pieces(weight, tensor); });
       });
   if (dequantized > 0 && model_config_.fp8_block_checkpoint) {
     const io::Fp8BlockCheckpoint& blocks = *model_config_.fp8_block_checkpoint;

@@ -42,7 +42,8 @@ struct TrainingForward {
 };
 
 // The forward graph of one micro-batch [batch, sequence] as the backend trains it (`training`:
-// with the LoRA dropout; false: as the evaluator runs it), with the quantized base under qlora_bnb / qlora_fp8 / qlora_fp4.
+// with the LoRA dropout; false: as the evaluator runs it), with the quantized base under
+// qlora_bnb / qlora_fp8 / qlora_fp4.
 TrainingForward build_training_forward(const Config& config, const io::ModelConfig& model,
                                        const graph::OpRegistry& registry, const models::LoraSetup* lora,
                                        TrainingBackend backend, int64_t batch, int64_t sequence,

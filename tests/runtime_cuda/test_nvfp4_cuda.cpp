@@ -4,9 +4,10 @@
 // - the dequantization kernel (cuda/kernels/dequantize_fp4.h): the bf16 output equals the
 //   reference's fp32 value rounded to bf16, bit for bit (the 16-wide path and the scalar one);
 // - the nvfp4 recipe's quantizer (cuda/kernels/quantize_nvfp4.h): amax, packed codes, block scales
-//   and tensor scale equal the CPU's byte for byte. And the CPU's E2M1 encoder against CUDA's own conversion (cuda_fp4.h's
-// __nv_cvt_float_to_fp4, which is cvt.rn.satfinite.e2m1x2.f32 on Blackwell and NVIDIA's emulation
-// of it elsewhere) on every 97th float: that part needs no GPU.
+//   and tensor scale equal the CPU's byte for byte.
+// And the CPU's E2M1 encoder against CUDA's own conversion (cuda_fp4.h's __nv_cvt_float_to_fp4,
+// which is cvt.rn.satfinite.e2m1x2.f32 on Blackwell and NVIDIA's emulation of it elsewhere) on every
+// 97th float: that part needs no GPU.
 #include <gtest/gtest.h>
 
 #include <cuda_fp4.h>

@@ -24,7 +24,9 @@ __global__ void amax_kernel(const __nv_bfloat16* x, int64_t n, float* amax) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
     largest = fmaxf(largest, fabsf(__bfloat162float(x[i])));
   }
-  for (int offset = 16; offset > 0; offset /= 2) largest = fmaxf(largest, __shfl_xor_sync(0xFFFFFFFFu, largest, offset));
+  for (int offset = 16; offset > 0; offset /= 2) {
+    largest = fmaxf(largest, __shfl_xor_sync(0xFFFFFFFFu, largest, offset));
+  }
   // Non-negative floats order as their bit patterns.
   if ((threadIdx.x & 31) == 0) atomicMax(reinterpret_cast<unsigned int*>(amax), __float_as_uint(largest));
 }

@@ -6,6 +6,7 @@
 // attrs: shape ([rows, cols], the weight's), dtype (the output's: F32 on the CPU, BF16 on the GPU).
 // Four Over Six needs nothing here: the block's choice lives in its scale. No gradient: the base
 // weights of QLoRA are frozen.
+#include <algorithm>
 #include <vector>
 
 #include "ops/defs/def_util.h"
@@ -38,8 +39,8 @@ CpuKernel bind_cpu(const CpuBindContext& ctx) {
     constexpr int64_t kRowsPerTask = 16;
     parallel_for((shape.rows + kRowsPerTask - 1) / kRowsPerTask, [&](int64_t task) {
       const int64_t first = task * kRowsPerTask;
-      quant::dequantize_nvfp4_rows(packed, block_scales, decode, shape, first, std::min(shape.rows, first + kRowsPerTask),
-                                   out);
+      const int64_t end = std::min(shape.rows, first + kRowsPerTask);
+      quant::dequantize_nvfp4_rows(packed, block_scales, decode, shape, first, end, out);
     });
   };
 }
