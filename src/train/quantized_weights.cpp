@@ -24,6 +24,19 @@ std::vector<std::byte> bytes_of(std::span<const T> values) {
   return bytes;
 }
 
+// NF4's absmax pieces after the codes: the fp32 absmax, or with double quantization its 8-bit codes,
+// the second-level absmax and the offset (quant/nf4.h).
+void append_absmax(QuantizedPieces& pieces, std::span<const float> absmax, bool double_quant) {
+  if (!double_quant) {
+    pieces.bytes.push_back(bytes_of<float>(absmax));
+    return;
+  }
+  const quant::QuantizedAbsmax nested = quant::quantize_absmax(absmax);
+  pieces.bytes.push_back(bytes_of<uint8_t>(nested.codes));
+  pieces.bytes.push_back(bytes_of<float>(nested.absmax2));
+  pieces.bytes.push_back(bytes_of<float>(std::span<const float>(&nested.offset, 1)));
+}
+
 QuantizedPieces quantize_nf4(const models::QuantizedWeight& weight, std::span<const float> values) {
   const quant::Nf4Shape& shape = weight.nf4;
   std::vector<uint8_t> packed(static_cast<size_t>(shape.packed_bytes()));
@@ -37,14 +50,7 @@ QuantizedPieces quantize_nf4(const models::QuantizedWeight& weight, std::span<co
   });
   QuantizedPieces pieces;
   pieces.bytes.push_back(bytes_of<uint8_t>(packed));
-  if (!shape.double_quant) {
-    pieces.bytes.push_back(bytes_of<float>(absmax));
-    return pieces;
-  }
-  const quant::QuantizedAbsmax nested = quant::quantize_absmax(absmax);
-  pieces.bytes.push_back(bytes_of<uint8_t>(nested.codes));
-  pieces.bytes.push_back(bytes_of<float>(nested.absmax2));
-  pieces.bytes.push_back(bytes_of<float>(std::span<const float>(&nested.offset, 1)));
+  append_absmax(pieces, absmax, shape.double_quant);
   return pieces;
 }
 
@@ -174,15 +180,7 @@ std::optional<QuantizedPieces> stored_bnb_pieces(const models::QuantizedWeight& 
     pieces.bytes.push_back(bytes_of<float>(std::span<const float>(&tensor.nested_offset, 1)));
     return pieces;
   }
-  const std::vector<float> absmax = models::bnb_4bit_block_absmax(tensor);
-  if (!weight.nf4.double_quant) {
-    pieces.bytes.push_back(bytes_of<float>(absmax));
-    return pieces;
-  }
-  const quant::QuantizedAbsmax nested = quant::quantize_absmax(absmax);
-  pieces.bytes.push_back(bytes_of<uint8_t>(nested.codes));
-  pieces.bytes.push_back(bytes_of<float>(nested.absmax2));
-  pieces.bytes.push_back(bytes_of<float>(std::span<const float>(&nested.offset, 1)));
+  append_absmax(pieces, models::bnb_4bit_block_absmax(tensor), weight.nf4.double_quant);
   return pieces;
 }
 

@@ -25,7 +25,7 @@ import numpy as np
 from safetensors.numpy import load_file, save_file
 
 from conftest import make_quickstart_example, read_tensors, run_surogate
-from test_qlora_cli import NF4_LEVELS, NF4_MIDPOINTS, PROJECTIONS, config, first_eval_loss
+from test_qlora_cli import NF4_LEVELS, NF4_MIDPOINTS, PROJECTIONS, config, first_eval_loss, trained_base
 from test_qlora_fp8_cli import copy_folder, train
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -108,11 +108,7 @@ def same_adapter(first, second):
 
 def test_bnb_4bit_checkpoints_load_as_stored_or_dequantized(surogate_bin, tmp_path):
     ex = make_quickstart_example(tmp_path)
-    base = tmp_path / "base"
-    result = run_surogate(surogate_bin, "sft", config(tmp_path / "base.yaml", ex / "model", base, ex,
-                                                      "lora: false\ninit_projections_to_zero: false\n"),
-                          "--max_steps=2")
-    assert result.returncode == 0, result.stderr + result.stdout
+    base = trained_base(surogate_bin, tmp_path, ex)
 
     # NF4 without double quantization: the codes and absmax taken as stored equal quantize-on-load.
     plain = tmp_path / "bnb-nf4"

@@ -13,7 +13,7 @@ from safetensors.numpy import save_file
 
 import nvfp4_reference
 from conftest import make_quickstart_example, read_tensors, run_surogate
-from test_qlora_cli import PROJECTIONS, config, first_eval_loss
+from test_qlora_cli import PROJECTIONS, config, first_eval_loss, trained_base
 from test_qlora_fp8_cli import copy_folder, train
 
 LORA = "lora: true\nlora_rank: 4\nlora_alpha: 8\nlora_dropout: 0.0\n"
@@ -21,11 +21,7 @@ LORA = "lora: true\nlora_rank: 4\nlora_alpha: 8\nlora_dropout: 0.0\n"
 
 def test_qlora_fp4_trains_exactly_as_lora_on_the_nvfp4_rounded_model_and_merges(surogate_bin, tmp_path):
     ex = make_quickstart_example(tmp_path)
-    base = tmp_path / "base"
-    result = run_surogate(surogate_bin, "sft", config(tmp_path / "base.yaml", ex / "model", base, ex,
-                                                      "lora: false\ninit_projections_to_zero: false\n"),
-                          "--max_steps=2")
-    assert result.returncode == 0, result.stderr + result.stdout
+    base = trained_base(surogate_bin, tmp_path, ex)
     weights = read_tensors(base / "model.safetensors")
     is_projection = {name: name.split(".")[-2] in PROJECTIONS for name in weights}
 

@@ -47,6 +47,26 @@ bool skip_without_gpu() {
   return true;
 }
 
+// The CPU reference's quantization of `values`.
+struct CpuQuantized {
+  float amax = 0.0f;
+  quant::Nvfp4TensorScale scale;
+  std::vector<uint8_t> packed;
+  std::vector<uint8_t> block_scales;
+};
+
+CpuQuantized quantize_on_cpu(const std::vector<float>& values, const quant::Nvfp4Shape& shape,
+                             quant::Nvfp4ScaleRule rule) {
+  CpuQuantized result;
+  for (float value : values) result.amax = std::max(result.amax, std::fabs(value));
+  result.scale = quant::nvfp4_tensor_scale(result.amax, rule);
+  result.packed.resize(static_cast<size_t>(shape.packed_bytes()));
+  result.block_scales.resize(static_cast<size_t>(shape.block_scales()));
+  quant::quantize_nvfp4_rows(values.data(), shape, result.scale, rule, 0, shape.rows, result.packed.data(),
+                             result.block_scales.data());
+  return result;
+}
+
 TEST(Nvfp4Cuda, DequantizeMatchesCpuReferenceRoundedToBf16) {
   if (skip_without_gpu()) GTEST_SKIP();
   std::mt19937 rng(20261126);
@@ -57,12 +77,10 @@ TEST(Nvfp4Cuda, DequantizeMatchesCpuReferenceRoundedToBf16) {
       std::vector<float> values(static_cast<size_t>(shape.numel()));
       for (float& value : values) value = bf16_to_float(float_to_bf16(normal(rng)));
       if (shape.rows > 1) std::fill(values.begin() + shape.cols, values.begin() + shape.cols + 16, 0.0f);
-      float amax = 0.0f;
-      for (float value : values) amax = std::max(amax, std::fabs(value));
-      const quant::Nvfp4TensorScale scale = quant::nvfp4_tensor_scale(amax, rule);
-      std::vector<uint8_t> packed(static_cast<size_t>(shape.packed_bytes()));
-      std::vector<uint8_t> block_scales(static_cast<size_t>(shape.block_scales()));
-      quant::quantize_nvfp4_rows(values.data(), shape, scale, rule, 0, shape.rows, packed.data(), block_scales.data());
+      const CpuQuantized cpu = quantize_on_cpu(values, shape, rule);
+      const std::vector<uint8_t>& packed = cpu.packed;
+      const std::vector<uint8_t>& block_scales = cpu.block_scales;
+      const quant::Nvfp4TensorScale& scale = cpu.scale;
       std::vector<float> expected(values.size());
       quant::dequantize_nvfp4_rows(packed.data(), block_scales.data(), scale.decode, shape, 0, shape.rows,
                                    expected.data());
@@ -104,12 +122,10 @@ TEST(Nvfp4Cuda, QuantizerMatchesCpuReference) {
         std::fill(values.begin() + shape.cols, values.begin() + shape.cols + 16, 0.0f);
         std::fill(bits.begin() + shape.cols, bits.begin() + shape.cols + 16, uint16_t{0});
       }
-      float amax = 0.0f;
-      for (float value : values) amax = std::max(amax, std::fabs(value));
-      const quant::Nvfp4TensorScale scale = quant::nvfp4_tensor_scale(amax, rule);
-      std::vector<uint8_t> packed(static_cast<size_t>(shape.packed_bytes()));
-      std::vector<uint8_t> block_scales(static_cast<size_t>(shape.block_scales()));
-      quant::quantize_nvfp4_rows(values.data(), shape, scale, rule, 0, shape.rows, packed.data(), block_scales.data());
+      const CpuQuantized cpu = quantize_on_cpu(values, shape, rule);
+      const std::vector<uint8_t>& packed = cpu.packed;
+      const std::vector<uint8_t>& block_scales = cpu.block_scales;
+      const quant::Nvfp4TensorScale& scale = cpu.scale;
 
       cuda::DeviceBuffer<uint16_t> x = cuda::to_device(bits);
       cuda::DeviceBuffer<float> amax_device(1), decode_device(1);
@@ -123,7 +139,7 @@ TEST(Nvfp4Cuda, QuantizerMatchesCpuReference) {
                            nullptr);
       const std::string where = std::to_string(shape.rows) + "x" + std::to_string(shape.cols) +
                                 (rule == quant::Nvfp4ScaleRule::FourOverSix ? " four over six" : " six");
-      EXPECT_EQ(amax_device.download().at(0), amax) << where;
+      EXPECT_EQ(amax_device.download().at(0), cpu.amax) << where;
       EXPECT_EQ(decode_device.download().at(0), scale.decode) << where;
       EXPECT_EQ(packed_device.download(), packed) << where;
       EXPECT_EQ(scales_device.download(), block_scales) << where;

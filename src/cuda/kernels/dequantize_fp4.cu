@@ -1,12 +1,10 @@
 // NVFP4 dequantization kernels; see dequantize_fp4.h.
 #include "cuda/kernels/dequantize_fp4.h"
 
-#include <cuda_fp16.h>
-#include <cuda_fp8.h>
-
 #include <algorithm>
 
 #include "cuda/cuda_check.h"
+#include "cuda/kernels/fp4_fp8_values.cuh"
 
 namespace surogate::cuda {
 namespace {
@@ -14,40 +12,24 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kBlock = 16;  // values per E4M3 scale
 
-// quant::kE2m1Values, copied into shared memory by each CTA (a warp's lanes index it differently).
-__constant__ float kE2m1[16] = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
-                                -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
-
-__device__ void load_levels(float* levels) {
-  if (threadIdx.x < 16) levels[threadIdx.x] = kE2m1[threadIdx.x];
-  __syncthreads();
-}
-
-__device__ float decode_e4m3(uint8_t code) {
-  const __half_raw half = __nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(code), __NV_E4M3);
-  return __half2float(__half(half));
-}
-
-__device__ __nv_bfloat16 value(const float* levels, uint32_t code, float scale, float decode) {
-  return __float2bfloat16_rn(__fmul_rn(__fmul_rn(levels[code], scale), decode));
+__device__ __nv_bfloat16 value(uint32_t code, float scale, float decode) {
+  return __float2bfloat16_rn(__fmul_rn(__fmul_rn(e2m1_value(code), scale), decode));
 }
 
 // cols % 16 == 0: block b of the tensor is row b / (cols / 16), its 8 packed bytes contiguous.
 __global__ void dequantize_block16(Nvfp4DeviceView view, __nv_bfloat16* out) {
-  __shared__ float levels[16];
-  load_levels(levels);
   const float decode = *view.tensor_scale;
   const int64_t blocks = view.rows * view.cols / kBlock;
   for (int64_t block = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; block < blocks;
        block += int64_t{gridDim.x} * blockDim.x) {
-    const float scale = decode_e4m3(view.block_scales[block]);
+    const float scale = e4m3_value(view.block_scales[block]);
     const uint2 bytes = reinterpret_cast<const uint2*>(view.packed)[block];
     __align__(16) __nv_bfloat16 values[kBlock];
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
       const uint32_t byte = ((i < 4 ? bytes.x : bytes.y) >> (8 * (i % 4))) & 0xFF;
-      values[2 * i] = value(levels, byte & 0x0F, scale, decode);
-      values[2 * i + 1] = value(levels, byte >> 4, scale, decode);
+      values[2 * i] = value(byte & 0x0F, scale, decode);
+      values[2 * i + 1] = value(byte >> 4, scale, decode);
     }
     uint4* target = reinterpret_cast<uint4*>(out) + 2 * block;
     target[0] = reinterpret_cast<const uint4*>(values)[0];
@@ -56,16 +38,14 @@ __global__ void dequantize_block16(Nvfp4DeviceView view, __nv_bfloat16* out) {
 }
 
 __global__ void dequantize_scalar(Nvfp4DeviceView view, __nv_bfloat16* out) {
-  __shared__ float levels[16];
-  load_levels(levels);
   const float decode = *view.tensor_scale;
   const int64_t packed_cols = (view.cols + 1) / 2, scale_cols = (view.cols + kBlock - 1) / kBlock;
   const int64_t numel = view.rows * view.cols;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < numel; i += int64_t{gridDim.x} * blockDim.x) {
     const int64_t row = i / view.cols, column = i % view.cols;
     const uint8_t byte = view.packed[row * packed_cols + column / 2];
-    const float scale = decode_e4m3(view.block_scales[row * scale_cols + column / kBlock]);
-    out[i] = value(levels, column % 2 == 0 ? byte & 0x0F : byte >> 4, scale, decode);
+    const float scale = e4m3_value(view.block_scales[row * scale_cols + column / kBlock]);
+    out[i] = value(column % 2 == 0 ? byte & 0x0F : byte >> 4, scale, decode);
   }
 }
 

@@ -1,7 +1,6 @@
 // NVFP4 quantization kernels; see quantize_nvfp4.h.
 #include "cuda/kernels/quantize_nvfp4.h"
 
-#include <cuda_fp16.h>
 #include <cuda_fp4.h>
 #include <cuda_fp8.h>
 
@@ -9,15 +8,13 @@
 #include <cfloat>
 
 #include "cuda/cuda_check.h"
+#include "cuda/kernels/fp4_fp8_values.cuh"
 
 namespace surogate::cuda {
 namespace {
 
 constexpr int kThreads = 256;
 constexpr int kBlock = 16;  // values per E4M3 scale
-
-__constant__ float kE2m1[16] = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
-                                -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
 
 __global__ void amax_kernel(const __nv_bfloat16* x, int64_t n, float* amax) {
   float largest = 0.0f;
@@ -43,11 +40,6 @@ __device__ TensorScale tensor_scale(float amax, bool four_over_six) {
   return {encode, __fdiv_rn(1.0f, encode)};
 }
 
-__device__ float decode_e4m3(uint8_t code) {
-  const __half_raw half = __nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(code), __NV_E4M3);
-  return __half2float(__half(half));
-}
-
 // One block quantized with the limit L: its scale code and value, and its 8 packed bytes.
 struct Candidate {
   uint8_t scale;
@@ -58,7 +50,7 @@ struct Candidate {
 __device__ Candidate candidate(const float* x, int count, float encode, float scaled_bmax, float limit) {
   Candidate c;
   c.scale = static_cast<uint8_t>(__nv_cvt_float_to_fp8(__fdiv_rn(scaled_bmax, limit), __NV_SATFINITE, __NV_E4M3));
-  c.scale_value = decode_e4m3(c.scale);
+  c.scale_value = e4m3_value(c.scale);
   const float factor = c.scale_value > 0.0f ? __fdiv_rn(encode, c.scale_value) : 0.0f;
 #pragma unroll
   for (int pair = 0; pair < kBlock / 2; ++pair) {
@@ -75,7 +67,7 @@ __device__ float squared_error(const Candidate& c, const float* x, int count, fl
   float error = 0.0f;
   for (int i = 0; i < count; ++i) {
     const uint32_t code = (i % 2 == 0) ? c.bytes[i / 2] & 0x0F : c.bytes[i / 2] >> 4;
-    const float value = __fmul_rn(__fmul_rn(kE2m1[code], c.scale_value), decode);
+    const float value = __fmul_rn(__fmul_rn(e2m1_value(code), c.scale_value), decode);
     const float difference = __fsub_rn(value, x[i]);
     error = __fadd_rn(error, __fmul_rn(difference, difference));
   }
