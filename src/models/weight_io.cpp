@@ -105,6 +105,14 @@ void load_hf_weights(const std::filesystem::path& model_dir, std::span<const Par
               "config.json belongs to these weights (layer count, biases, qk-norm, "
               "tie_word_embeddings).", where, missing.size(), list_some(missing));
   }
+  for (const ParameterSpec& spec : specs) {
+    // Before the stray-tensor check: a bitsandbytes state would read as stray tensors.
+    if (checkpoint.tensor(spec.hf_name).dtype == DType::U8 && !spec.checkpoint_bnb_4bit) {
+      fail_user("{}: tensor {} is stored as U8 (4-bit codes?), but config.json has no bitsandbytes 4-bit "
+                "quantization_config (quant_method 'bitsandbytes', load_in_4bit): give the full-precision "
+                "checkpoint or fix config.json", checkpoint.file_of(spec.hf_name).string(), spec.hf_name);
+    }
+  }
   std::vector<std::string> extra;
   for (const std::string& name : checkpoint.tensor_names()) {
     if (expected.count(name) == 0 && !is_ignorable(name)) extra.push_back(name);

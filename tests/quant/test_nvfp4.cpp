@@ -7,6 +7,7 @@
 // splitting the rows among callers changes nothing.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -36,7 +37,8 @@ std::vector<T> read(const std::string& name) {
 // The E2M1 code nearest to x, ties to the even code, by search (saturating; NaN → +6).
 uint8_t e2m1_by_search(float x) {
   if (std::isnan(x)) return 0x7;
-  const double magnitude = std::fabs(static_cast<double>(x));
+  // Anything above 7 is nearest to 6 (clamped so that huge values do not tie in double precision).
+  const double magnitude = std::min(std::fabs(static_cast<double>(x)), 7.0);
   int best = 0;
   for (int code = 1; code < 8; ++code) {
     const double here = std::fabs(magnitude - kE2m1Values[code]);
