@@ -161,12 +161,18 @@ def test_qlora_fp4_predicts_the_nvfp4_base_and_is_suggested_on_any_gpu(surogate_
     projections = 28 * (2048 * 2048 * 2 + 1024 * 2048 * 2 + 3 * 6144 * 2048)
     saved = projections * 2 - projections / 2 - projections / 16 - 28 * 7 * 4
     assert abs((gib(lora.stdout, "weights") - gib(fp4.stdout, "weights")) - saved / 2**30) < 0.01
-    # A GPU smaller than the bf16 weights: qlora_fp4 is offered, whatever the GPU (it dequantizes
-    # to bf16, no FP4 tensor cores needed).
-    size = gib(lora.stdout, "weights") + 1.5
-    small = run_surogate(surogate_bin, "pt", job, "--dry-run", "--gpu-memory", f"{size:.2f}GiB")
+    # A GPU half a GiB short of bf16 LoRA with every recompute on: qlora_fp4 alone (1.9 GiB saved) is
+    # offered, whatever the GPU (it dequantizes to bf16, no FP4 tensor cores needed).
+    small = run_surogate(surogate_bin, "pt", job, "--dry-run", "--gpu-memory",
+                         f"{gib(lora.stdout, 'weights') + 1.5:.2f}GiB")
     assert small.returncode == 0, small.stderr
-    assert "qlora_fp4: true (the frozen base in NVFP4" in small.stdout, small.stdout
+    assert "recompute: everything the recompute_* options enable" in small.stdout, small.stdout
+    size = gib(small.stdout, "predicted peak") + 0.5  # 1 GiB is kept free
+    short = run_surogate(surogate_bin, "pt", job, "--dry-run", "--gpu-memory", f"{size:.2f}GiB")
+    assert short.returncode == 0, short.stderr
+    assert "does NOT fit" in short.stdout, short.stdout
+    assert "#   - qlora_fp4: true (the frozen base in NVFP4, about 0.28 of its bf16 size, on any GPU)\n" in short.stdout, \
+        short.stdout
 
 
 def test_data_parallel_gpus_are_predicted_per_gpu_with_the_optimizer_state_sharded(surogate_bin, tmp_path):

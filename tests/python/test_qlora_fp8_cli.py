@@ -165,7 +165,7 @@ def test_fp8_checkpoint_errors_name_the_key(surogate_bin, tmp_path):
     ex = make_quickstart_example(tmp_path)
     model_config = json.loads((ex / "model" / "config.json").read_text())
     for quantization, expected in [
-        ({"quant_method": "bitsandbytes", "load_in_4bit": True}, "quant_method 'bitsandbytes'"),
+        ({"quant_method": "bitsandbytes", "load_in_8bit": True}, "quantization_config.load_in_8bit"),
         ({"quant_method": "fp8", "activation_scheme": "dynamic"}, "without weight_block_size"),
         (dict(FP8_CONFIG, activation_scheme="static"), "quantization_config.activation_scheme"),
         (dict(FP8_CONFIG, weight_block_size=[128]), "quantization_config.weight_block_size"),
