@@ -16,6 +16,7 @@
 
 #include "core/bfloat16.h"
 #include "core/error.h"
+#include "fixture_tensor.h"
 #include "io/safetensors.h"
 #include "io/safetensors_writer.h"
 #include "models/weight_io.h"
@@ -34,10 +35,7 @@ const io::SafetensorsFile& bnb() {
 
 template <typename T>
 std::vector<T> read(const std::string& name) {
-  const io::SafetensorsTensor& tensor = bnb().tensor(name);
-  std::vector<T> values(tensor.bytes.size() / sizeof(T));
-  std::memcpy(values.data(), tensor.bytes.data(), tensor.bytes.size());
-  return values;
+  return testing::fixture_tensor<T>(bnb(), name);
 }
 
 const std::string kName = "model.layers.0.mlp.down_proj.weight";

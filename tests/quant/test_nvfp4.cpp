@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "fixture_tensor.h"
 #include "io/safetensors.h"
 #include "quant/nvfp4.h"
 
@@ -28,10 +29,7 @@ const io::SafetensorsFile& fixture() {
 
 template <typename T>
 std::vector<T> read(const std::string& name) {
-  const io::SafetensorsTensor& tensor = fixture().tensor(name);
-  std::vector<T> values(tensor.bytes.size() / sizeof(T));
-  std::memcpy(values.data(), tensor.bytes.data(), tensor.bytes.size());
-  return values;
+  return testing::fixture_tensor<T>(fixture(), name);
 }
 
 // The E2M1 code nearest to x, ties to the even code, by search (saturating; NaN → +6).
