@@ -124,8 +124,6 @@ TEST(ConfigRules, HardwareGating) {
   config.recipe = Recipe::Nvfp4;
   EXPECT_THROW(validate_for_hardware(config, 90), UserError);
   EXPECT_NO_THROW(validate_for_hardware(config, 100));
-  config.recipe = Recipe::Bf16;
-  config.qlora_fp4 = true;
   try {
     validate_for_hardware(config, 0);
     FAIL();
@@ -133,6 +131,25 @@ TEST(ConfigRules, HardwareGating) {
     EXPECT_TRUE(contains(error.what(), "SM100+")) << error.what();
     EXPECT_TRUE(contains(error.what(), "no GPU")) << error.what();
   }
+  // qlora_fp4 stores the base in NVFP4 and dequantizes it to bf16: any GPU, or the CPU.
+  config.recipe = Recipe::Bf16;
+  config.qlora_fp4 = true;
+  EXPECT_NO_THROW(validate_for_hardware(config, 0));
+  EXPECT_NO_THROW(validate_for_hardware(config, 80));
+}
+
+TEST(ConfigRules, Fp4OptionsThatNeedBlackwellOrQloraFp4AreErrors) {
+  std::string message = load_error(std::string(kMinimalConfig) + "recipe: nvfp4\n");
+  EXPECT_TRUE(contains(message, "'recipe' nvfp4 is not implemented yet")) << message;
+  EXPECT_TRUE(contains(message, "Blackwell")) << message;
+  message = load_error(std::string(kMinimalConfig) + "lora: true\nqlora_fp4: true\nfp4_backend: cudnn\n");
+  EXPECT_TRUE(contains(message, "'fp4_backend' only applies to recipe: nvfp4")) << message;
+  message = load_error(std::string(kMinimalConfig) + "qlora_four_over_six: false\n");
+  EXPECT_TRUE(contains(message, "'qlora_four_over_six' only applies to qlora_fp4")) << message;
+  Config config = load_config_from_string(std::string(kMinimalConfig) + "lora: true\nqlora_fp4: true\n"
+                                          "qlora_four_over_six: false\n", "config.yaml", {});
+  EXPECT_TRUE(config.qlora_fp4);
+  EXPECT_FALSE(config.qlora_four_over_six);
 }
 
 TEST(ConfigRules, NotYetImplementedOptionsAreRejectedByName) {

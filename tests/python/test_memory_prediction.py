@@ -148,6 +148,33 @@ def test_qlora_fp8_predicts_the_fp8_base_and_is_not_suggested_without_a_known_sm
     assert "- qlora_fp8: true" not in small.stdout, small.stdout
 
 
+def test_qlora_fp4_predicts_the_nvfp4_base_and_is_suggested_on_any_gpu(surogate_bin, tmp_path):
+    job = write_job(tmp_path, lora=True)
+    lora = run_surogate(surogate_bin, "pt", job, "--dry-run", "--gpu-memory", "80GiB")
+    assert lora.returncode == 0, lora.stderr
+    fp4_job = tmp_path / "qlora-fp4.yaml"
+    fp4_job.write_text(job.read_text() + "qlora_fp4: true\n")
+    fp4 = run_surogate(surogate_bin, "pt", fp4_job, "--dry-run", "--gpu-memory", "80GiB")
+    assert fp4.returncode == 0, fp4.stderr
+    # The projections (1.41 G weights) in half a byte each plus one E4M3 byte per 16 (and one fp32
+    # tensor scale each) instead of two bytes: 1.4375 bytes saved per projection weight.
+    projections = 28 * (2048 * 2048 * 2 + 1024 * 2048 * 2 + 3 * 6144 * 2048)
+    saved = projections * 2 - projections / 2 - projections / 16 - 28 * 7 * 4
+    assert abs((gib(lora.stdout, "weights") - gib(fp4.stdout, "weights")) - saved / 2**30) < 0.01
+    # A GPU half a GiB short of bf16 LoRA with every recompute on: qlora_fp4 alone (1.9 GiB saved) is
+    # offered, whatever the GPU (it dequantizes to bf16, no FP4 tensor cores needed).
+    small = run_surogate(surogate_bin, "pt", job, "--dry-run", "--gpu-memory",
+                         f"{gib(lora.stdout, 'weights') + 1.5:.2f}GiB")
+    assert small.returncode == 0, small.stderr
+    assert "recompute: everything the recompute_* options enable" in small.stdout, small.stdout
+    size = gib(small.stdout, "predicted peak") + 0.5  # 1 GiB is kept free
+    short = run_surogate(surogate_bin, "pt", job, "--dry-run", "--gpu-memory", f"{size:.2f}GiB")
+    assert short.returncode == 0, short.stderr
+    assert "does NOT fit" in short.stdout, short.stdout
+    assert "#   - qlora_fp4: true (the frozen base in NVFP4, about 0.28 of its bf16 size, on any GPU)\n" in short.stdout, \
+        short.stdout
+
+
 def test_data_parallel_gpus_are_predicted_per_gpu_with_the_optimizer_state_sharded(surogate_bin, tmp_path):
     # Full fine-tuning of the 1.7B shape on 1, 2 and 4 GPUs of 80 GiB: each GPU holds the whole
     # model, masters, gradients and accumulators, and its ZeRO-1 shard of the optimizer state
