@@ -9,6 +9,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "data/agent_template.h"
 #include "data/formatter.h"
 #include "data/text_checks.h"
 #include "data/loss_scale.h"
@@ -147,8 +148,19 @@ std::string dropped_tool_calls(const RowValue& message, std::string_view text) {
 
 }  // namespace
 
-FormattedRow Formatter::tokenize_chat(const RowValue& given_messages, const RowValue& tools, const RowOrigin& origin) const {
+FormattedRow Formatter::tokenize_chat(const RowValue& given_messages, const RowValue& given_tools,
+                                      const RowOrigin& origin) const {
   RowValue messages = given_messages;
+  RowValue tools = given_tools;
+  // With an agent template the tools and tool turns are text in ordinary messages: the chat
+  // template gets no tools, and `marks` say which text of each message is a call or a result.
+  std::vector<std::vector<AgentMark>> marks;
+  if (options_.agent_template) {
+    AgentConversation converted = apply_agent_template(*options_.agent_template, messages, tools, origin);
+    messages = std::move(converted.messages);
+    marks = std::move(converted.marks);
+    tools = nullptr;
+  }
   if (options_.response_prefix) {
     for (auto& message : messages) {
       if (message["role"] != "assistant" || !message["content"].is_string()) continue;
@@ -171,7 +183,7 @@ FormattedRow Formatter::tokenize_chat(const RowValue& given_messages, const RowV
   FormattedRow result;
   result.text = render(messages, false);
 
-  std::vector<WeightedSpan> turns;
+  std::vector<AssistantTurn> turns;
   for (size_t i = 0; i < messages.size(); ++i) {
     if (messages[i]["role"] != "assistant") continue;
     RowValue before(messages.begin(), messages.begin() + static_cast<long>(i));
@@ -197,7 +209,18 @@ FormattedRow Formatter::tokenize_chat(const RowValue& given_messages, const RowV
                 "(`template:`)",
                 origin.describe(), i + 1);
     }
-    if (*end > start_text.size()) turns.push_back({start_text.size(), *end, 1.0f});
+    if (*end <= start_text.size()) continue;
+    AssistantTurn turn{{start_text.size(), *end, 1.0f}, std::nullopt, {}};
+    if (options_.agent_template) {
+      auto placed = place_agent_marks(result.text, turn.span, marks[i]);
+      if (!placed) {
+        fail_user("{}: the chat template changed the tool calls or tool results that agent_template {} wrote into "
+                  "assistant turn {}, so their loss cannot be placed; use another template (`template:`)",
+                  origin.describe(), agent_template_name(*options_.agent_template), i + 1);
+      }
+      turn = std::move(*placed);
+    }
+    turns.push_back(std::move(turn));
   }
   const LossScale scale = options_.train_on_inputs ? LossScale::All : options_.loss_scale;
   std::vector<WeightedSpan> spans = loss_spans(scale, result.text, turns);
