@@ -134,8 +134,9 @@ private:
     if (!has_calls(message)) return push(message, {});
     std::vector<AgentMark> marks;
     std::string text = content;
-    size_t index = 0;
-    for (const auto& call : message["tool_calls"]) {
+    const RowValue& calls = message["tool_calls"];
+    for (size_t index = 0; index < calls.size(); ++index) {
+      const RowValue& call = calls[index];
       std::string written;
       if (format_ == AgentTemplate::Hermes) {
         // As Qwen's template: a newline before every call but a first one with no text before it.
@@ -143,12 +144,14 @@ private:
         written = "<tool_call>\n{\"name\": \"" + function_name(call) + "\", \"arguments\": " + arguments_text(call) +
                   "}\n</tool_call>";
       } else {
-        if (!text.empty()) text += "\n";
+        // One call per line; the newline before the next call belongs to this one ("}\n" is one
+        // token of byte-level BPE tokenizers, and a loss boundary inside it would split it).
+        if (index == 0 && !text.empty()) text += "\n";
         written = "{\"name\": \"" + function_name(call) + "\", \"parameters\": " + arguments_text(call) + "}";
+        if (index + 1 < calls.size()) written += "\n";
       }
       text += written;
       marks.push_back({AgentMark::Kind::ToolCall, std::move(written)});
-      ++index;
     }
     push(with_content(message, std::move(text)), std::move(marks));
   }
@@ -185,8 +188,8 @@ private:
     if (has_calls(message)) {
       if (!text.empty() && text.back() != '\n') text += "\n";
       for (const auto& call : message["tool_calls"]) {
-        std::string written = "Action: " + function_name(call) + "\nAction Input: " + arguments_text(call);
-        text += written + "\n";
+        std::string written = "Action: " + function_name(call) + "\nAction Input: " + arguments_text(call) + "\n";
+        text += written;
         marks.push_back({AgentMark::Kind::ToolCall, std::move(written)});
       }
       text += kReactObservation;
@@ -292,6 +295,10 @@ std::optional<AssistantTurn> place_agent_marks(std::string_view text, const Weig
     size_t begin = text.find(needle, cursor);
     if (begin == std::string_view::npos || begin + needle.size() > turn.end) return std::nullopt;
     size_t end = begin + needle.size();
+    // The whitespace the mark ends with, where the rendering kept it.
+    std::string_view tail =
+        std::string_view(mark.text).substr(static_cast<size_t>(needle.data() - mark.text.data()) + needle.size());
+    if (end + tail.size() <= turn.end && text.substr(end, tail.size()) == tail) end += tail.size();
     if (mark.kind == AgentMark::Kind::ToolResult) {
       while (begin > cursor && is_space(text[begin - 1])) --begin;
       while (end < turn.end && is_space(text[end])) ++end;

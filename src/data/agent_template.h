@@ -11,7 +11,7 @@
 //             {"name": ..., "parameters": {...}}; each tool response as a message of role ipython.
 //   react_en  (ReAct, English; `react` is the same) the tools and the Thought / Action /
 //             Action Input / Observation format in the system message; an assistant message, its
-//             calls as "Action: name\nAction Input: {...}", then "Observation:" and the tool
+//             calls as "Action: name\nAction Input: {...}\n", then "Observation:" and the tool
 //             results, and the assistant's next message form ONE assistant turn; the results
 //             inside it carry no loss.
 // Messages come after data/tool_turns.h's normalisation (roles system, user, assistant with
@@ -54,8 +54,9 @@ AgentConversation apply_agent_template(AgentTemplate format, const RowValue& mes
                                        const RowOrigin& origin);
 
 // Where `marks` lie in the rendered assistant turn `turn` of `text`, found in order (the template
-// may trim the message, so each is found without its surrounding whitespace; tool results then
-// take the whitespace around them). nullopt when one is missing (the template changed the text).
+// may trim the message, so each is found without its surrounding whitespace, then keeps the
+// whitespace it ends with where the rendering has it; tool results take all the whitespace
+// around them). nullopt when one is missing (the template changed the text).
 std::optional<AssistantTurn> place_agent_marks(std::string_view text, const WeightedSpan& turn,
                                                const std::vector<AgentMark>& marks);
 

@@ -121,12 +121,18 @@ namespace {
 // `turn_text` when it is the last message. Usually `turn_text` is exactly what `full` holds at
 // `begin`. Templates that add text to the last turn only (Qwen3's empty <think> block, or the
 // reasoning of turns after the last user message) put it first: the turn inside the conversation
-// is then the longest suffix of `turn_text` that `full` holds at `begin`.
-std::optional<size_t> turn_end(const std::string& full, size_t begin, const std::string& turn_text) {
+// is then the longest suffix of `turn_text` that `full` holds at `begin`. Templates that end
+// every rendering with the same text (`epilogue`; the original Llama 3 template always writes an
+// assistant header last) have it after the turn: it is not part of the turn.
+std::optional<size_t> turn_end(const std::string& full, size_t begin, std::string_view turn_text,
+                               std::string_view epilogue) {
+  if (!epilogue.empty() && turn_text.ends_with(epilogue)) {
+    if (auto end = turn_end(full, begin, turn_text.substr(0, turn_text.size() - epilogue.size()), {})) return end;
+  }
   for (size_t skip = 0; skip < turn_text.size(); ++skip) {
     size_t length = turn_text.size() - skip;
     if (full.compare(begin, length, turn_text, skip, length) != 0) continue;
-    std::string_view matched(turn_text.data() + skip, length);
+    std::string_view matched = turn_text.substr(skip, length);
     if (matched.find_first_not_of(" \t\n") == std::string_view::npos) return std::nullopt;
     return begin + length;
   }
@@ -182,6 +188,14 @@ FormattedRow Formatter::tokenize_chat(const RowValue& given_messages, const RowV
   };
   FormattedRow result;
   result.text = render(messages, false);
+  // What the template writes after any conversation: its rendering of none, when this one ends
+  // with it too (templates that need a message fail on none: then there is no epilogue).
+  std::string epilogue;
+  try {
+    epilogue = renderer_(RowValue::array(), RowValue(), false);
+  } catch (const UserError&) {
+  }
+  if (!result.text.ends_with(epilogue)) epilogue.clear();
 
   std::vector<AssistantTurn> turns;
   for (size_t i = 0; i < messages.size(); ++i) {
@@ -202,7 +216,7 @@ FormattedRow Formatter::tokenize_chat(const RowValue& given_messages, const RowV
                 "not learn them; set agent_template (hermes, llama3 or react_en) to write tool calls as text",
                 origin.describe(), i + 1, missing);
     }
-    auto end = turn_end(result.text, start_text.size(), end_text.substr(start_text.size()));
+    auto end = turn_end(result.text, start_text.size(), std::string_view(end_text).substr(start_text.size()), epilogue);
     if (!end) {
       fail_user("{}: cannot locate assistant turn {} in the rendered conversation; the chat template changes the "
                 "turn's text once later turns follow, so its loss mask cannot be computed; use another template "

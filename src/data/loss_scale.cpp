@@ -62,7 +62,8 @@ std::vector<WeightedSpan> hermes_calls(std::string_view text, const WeightedSpan
   return regions;
 }
 
-// From a line starting "Action:" to the end of the "Action Input:" line after it.
+// From a line starting "Action:" to the end of the "Action Input:" line after it, its newline
+// included (byte-level BPE joins a newline to the punctuation before it: "}\n" is one token).
 std::vector<WeightedSpan> react_actions(std::string_view text, const WeightedSpan& turn) {
   std::vector<WeightedSpan> regions;
   auto line_end = [&](size_t from) {
@@ -76,6 +77,7 @@ std::vector<WeightedSpan> react_actions(std::string_view text, const WeightedSpa
     if (line.starts_with("Action:")) {
       size_t stop = end;
       if (end < turn.end && text.substr(end + 1).starts_with("Action Input:")) stop = line_end(end + 1);
+      if (stop < turn.end) ++stop;  // the newline
       regions.push_back({at, stop, 2.0f});
       end = stop;
     }

@@ -105,6 +105,9 @@ TEST(AgentTemplate, Llama3WritesLlama31sJsonFormat) {
       "ipython: -3",
       "assistant: Paris 21, Oslo -3."}));
   ASSERT_EQ(converted.marks[2].size(), 2u);
+  // The newline between two calls belongs to the first.
+  EXPECT_EQ(converted.marks[2][0].text,
+            "{\"name\": \"get_weather\", \"parameters\": {\"unit\": \"c\", \"city\": \"Paris\"}}\n");
   EXPECT_EQ(converted.marks[2][1].text, "{\"name\": \"get_weather\", \"parameters\": {\"city\":\"Oslo\"}}");
 }
 
@@ -122,7 +125,7 @@ TEST(AgentTemplate, ReactEnWritesOneTurnWithObservations) {
       "assistant: Checking.\nAction: get_weather\nAction Input: {\"unit\": \"c\", \"city\": \"Paris\"}\n"
       "Action: get_weather\nAction Input: {\"city\":\"Oslo\"}\nObservation: 21\nObservation: -3\nParis 21, Oslo -3."}));
   ASSERT_EQ(converted.marks[2].size(), 3u);
-  EXPECT_EQ(converted.marks[2][1].text, "Action: get_weather\nAction Input: {\"city\":\"Oslo\"}");
+  EXPECT_EQ(converted.marks[2][1].text, "Action: get_weather\nAction Input: {\"city\":\"Oslo\"}\n");
   EXPECT_EQ(converted.marks[2][2].kind, AgentMark::Kind::ToolResult);
   EXPECT_EQ(converted.marks[2][2].text, " 21\nObservation: -3\n");
 }
@@ -177,6 +180,10 @@ TEST(AgentTemplate, MarksArePlacedInATrimmedRendering) {
   EXPECT_EQ(text.substr((*placed->tool_calls)[0].begin, 26), "Action: f\nAction Input: {}");
   ASSERT_EQ(placed->tool_results.size(), 1u);
   EXPECT_EQ(text.substr(placed->tool_results[0].begin, placed->tool_results[0].end - placed->tool_results[0].begin), " ok");
+  // Trailing whitespace of a mark is kept where the rendering has it.
+  placed = place_agent_marks("<a>Action: f\nObservation:", {3, 25, 1.0f}, {{AgentMark::Kind::ToolCall, "Action: f\n"}});
+  ASSERT_TRUE(placed);
+  EXPECT_EQ((*placed->tool_calls)[0], (WeightedSpan{3, 13, 2.0f}));
   // A mark the template changed is not found.
   EXPECT_FALSE(place_agent_marks(text, {3, text.size(), 1.0f}, {{AgentMark::Kind::ToolCall, "Action: g"}}));
 }
@@ -221,7 +228,8 @@ TEST(AgentTemplate, ReactEnLossUnderEachStrategy) {
     EXPECT_EQ(weights_of(text, map, "Thought: t\n"), std::string(11, '1'));
     EXPECT_EQ(weights_of(text, map, action), std::string(action.size(), call));
     // The stop word "Observation:" is the model's; the result after it is the tool's.
-    EXPECT_EQ(weights_of(text, map, "\nObservation: 21\nFinal"), std::string(13, '1') + "...." + std::string(5, '1'));
+    EXPECT_EQ(weights_of(text, map, "\nObservation: 21\nFinal"),
+              std::string(1, call) + std::string(12, '1') + "...." + std::string(5, '1'));
     EXPECT_EQ(weights_of(text, map, "Answer: 21<|end|>\n"), std::string(18, '1'));
     EXPECT_EQ(weights_of(text, map, "<|user|>q<|end|>\n"), std::string(17, '.'));
   }

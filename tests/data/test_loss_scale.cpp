@@ -63,7 +63,7 @@ TEST(LossScale, ReactWeighsActionAndActionInputLines) {
   std::string text = "Thought: look it up\nAction: search\nAction Input: {\"q\": 1}\nObservation: x";
   auto spans = loss_spans(LossScale::React, text, plain_turns({{0, text.size(), 1.0f}}));
   ASSERT_EQ(spans.size(), 3u);
-  EXPECT_EQ(span_text(text, spans[1]), "Action: search\nAction Input: {\"q\": 1}");
+  EXPECT_EQ(span_text(text, spans[1]), "Action: search\nAction Input: {\"q\": 1}\n");  // its newline too
   EXPECT_EQ(spans[1].weight, 2.0f);
 }
 

@@ -152,8 +152,3 @@ def test_response_prefix_and_ignore_empty_think_in_preview(tmp_path, surogate_bi
                 for m in row["messages"]]
     assert preview_ids(result.stdout) == [hf_ids(tokenizer, prefixed, None)]
     assert loss_runs(result.stdout) == ["Hello!<|im_end|>\n", "Bye!<|im_end|>\n"]
-
-
-def test_agent_template_is_still_rejected(tmp_path, surogate_bin, tokenizers_dir):
-    result = preview(tmp_path, surogate_bin, tokenizers_dir, [AGENT_ROW], agent_template="hermes")
-    assert result.returncode != 0 and "'agent_template' is valid but not implemented yet" in result.stderr
