@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from conftest import run_surogate
+from conftest import REPO_ROOT, run_surogate
 from test_tool_datasets import AGENT_AS_OPENAI, AGENT_ROW, OPENAI_ROW, WEATHER, hf_ids, loss_runs, preview, preview_ids
 
 transformers = pytest.importorskip("transformers")
@@ -169,3 +169,33 @@ def test_agent_loss_scale_without_tool_calls_warns_once(tmp_path, surogate_bin, 
     for extra in ([], ["--agent_template=llama3", "--model=" + str(tokenizers_dir / "llama3")]):
         quiet = run_surogate(surogate_bin, "tokenize", config, *extra)
         assert quiet.returncode == 0 and "warning" not in quiet.stderr, quiet.stderr
+
+
+@pytest.mark.parametrize("config", ["config.yaml", "react.yaml"])
+def test_tool_calling_example_configs_preview(surogate_bin, tokenizers_dir, config):
+    # The example configs as written, with the test copy of the Qwen3 tokenizer as the model.
+    result = run_surogate(surogate_bin, "preview", REPO_ROOT / "examples/tool_calling" / config, "-n", "6",
+                          f"--model={tokenizers_dir / 'qwen3'}", cwd=REPO_ROOT)
+    assert result.returncode == 0, result.stderr
+    samples = result.stdout.split("=== sample ")[1:]
+    assert len(samples) == 6
+    # Rows 1-5 call a tool, whose call weighs 2; row 6 is a plain chat.
+    assert ["⟦×2 " in sample for sample in samples] == [True] * 5 + [False]
+    if config == "react.yaml":
+        assert all("Observation:⟧ {" in sample for sample in samples[:5])
+
+
+@pytest.mark.parametrize("agent_template, model", [("hermes", "llama3"), ("llama3", "llama3"), ("react_en", "llama3"),
+                                                   ("llama3", "qwen3")])
+def test_example_dataset_with_each_agent_template(tmp_path, surogate_bin, tokenizers_dir, agent_template, model):
+    rows = [json.loads(line) for line in (REPO_ROOT / "examples/tool_calling/train.jsonl").read_text().splitlines()]
+    result = preview(tmp_path, surogate_bin, tokenizers_dir, rows, model=model, agent_template=agent_template,
+                     loss_scale="react")
+    assert result.returncode == 0, result.stderr
+    samples = result.stdout.split("=== sample ")[1:]
+    assert ["⟦×2 " in sample for sample in samples] == [True] * 5 + [False]
+    # Span-wise tokens equal tokenizing the whole text: the loss boundaries fall between tokens.
+    tok = tokenizer(tokenizers_dir, model)
+    for sample, ids in zip(samples, preview_ids(result.stdout)):
+        assert tok(preview_text("--- text ---\n" + sample.split("--- text ---\n")[1]), add_special_tokens=False)[
+            "input_ids"] == ids
