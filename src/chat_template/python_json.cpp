@@ -9,7 +9,8 @@ namespace surogate::chat_template {
 std::string python_json(const nlohmann::ordered_json& value, std::optional<int> indent) {
   JsonDumpOptions options;
   if (indent) options.indent = std::string(static_cast<size_t>(*indent), ' ');
-  return python_json_dumps(Value::from_json(value), options, [](const std::string& message) { fail_user("{}", message); });
+  auto fail = [](const std::string& message) { fail_user("{}", message); };
+  return python_json_dumps(Value::from_json(value), options, fail);
 }
 
 }  // namespace surogate::chat_template

@@ -23,7 +23,8 @@ void check_name(const Config& config, const char* key, const std::string& value,
 }  // namespace
 
 const std::vector<std::string>& loss_scale_names() {
-  static const std::vector<std::string> names = {"default", "last_round", "all", "ignore_empty_think", "hermes", "react"};
+  static const std::vector<std::string> names = {"default", "last_round",         "all",
+                                                 "ignore_empty_think", "hermes", "react"};
   return names;
 }
 

@@ -4,7 +4,9 @@
 // render(messages[:i+1]) ends. Templates that render an earlier assistant turn differently once
 // later turns follow (Qwen3 adds an empty <think> block to the last turn only) are handled by
 // locating the turn's content in the full text and its end-of-turn suffix from the prefix
-// rendering. The text is then tokenized span by span so the mask is exact.
+// rendering. With `agent_template` the tools and tool turns are first written as text
+// (data/agent_template.h), and the calls / results it wrote are located in each turn for the
+// loss_scale. The text is then tokenized span by span so the mask is exact.
 #include <algorithm>
 #include <set>
 

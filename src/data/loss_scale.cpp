@@ -133,7 +133,9 @@ std::vector<WeightedSpan> loss_spans(LossScale scale, std::string_view text, con
   }
   const size_t first = scale == LossScale::LastRound && !turns.empty() ? turns.size() - 1 : 0;
   for (size_t i = first; i < turns.size(); ++i) {
-    for (const WeightedSpan& piece : split_turn(turns[i].span, turn_regions(scale, text, turns[i]))) out.push_back(piece);
+    for (const WeightedSpan& piece : split_turn(turns[i].span, turn_regions(scale, text, turns[i]))) {
+      out.push_back(piece);
+    }
   }
   return out;
 }

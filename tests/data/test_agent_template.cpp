@@ -56,15 +56,19 @@ TEST(AgentTemplate, NamesAreTheConfigsNames) {
 
 TEST(AgentTemplate, HermesWritesQwensFormat) {
   auto converted = apply_agent_template(AgentTemplate::Hermes, weather_conversation(), kTools, kOrigin);
-  const std::string call1 = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"unit\": \"c\", \"city\": \"Paris\"}}\n</tool_call>";
-  const std::string call2 = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\":\"Oslo\"}}\n</tool_call>";
+  const std::string call1 =
+      "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"unit\": \"c\", \"city\": \"Paris\"}}\n</tool_call>";
+  const std::string call2 =
+      "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\":\"Oslo\"}}\n</tool_call>";
   EXPECT_EQ(contents(converted), (std::vector<std::string>{
       "system: Be brief.\n\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
       "You are provided with function signatures within <tools></tools> XML tags:\n<tools>\n"
-      "{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description\": \"Current weather of a city\", "
-      "\"parameters\": {\"type\": \"object\", \"properties\": {\"unit\": {\"type\": \"string\"}, \"city\": {\"type\": \"string\"}}}}}\n"
+      "{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", "
+      "\"description\": \"Current weather of a city\", \"parameters\": {\"type\": \"object\", "
+      "\"properties\": {\"unit\": {\"type\": \"string\"}, \"city\": {\"type\": \"string\"}}}}}\n"
       "</tools>\n\nFor each function call, return a json object with function name and arguments within "
-      "<tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call>",
+      "<tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": "
+      "<args-json-object>}\n</tool_call>",
       "user:  Paris and Oslo? ",
       "assistant: Checking.\n" + call1 + "\n" + call2,
       "user: <tool_response>\n21\n</tool_response>\n<tool_response>\n-3\n</tool_response>",
@@ -142,7 +146,8 @@ TEST(AgentTemplate, ReactEnObservesHandWrittenActionsAndKeepsSeparateTurns) {
 }
 
 TEST(AgentTemplate, RowsWithoutToolsComeBackUnchanged) {
-  RowValue messages = RowValue::parse(R"([{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"}])");
+  RowValue messages =
+      RowValue::parse(R"([{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"}])");
   for (AgentTemplate format : {AgentTemplate::Hermes, AgentTemplate::Llama3, AgentTemplate::ReactEn}) {
     auto converted = apply_agent_template(format, messages, nullptr, kOrigin);
     EXPECT_EQ(converted.messages, messages);
@@ -179,7 +184,8 @@ TEST(AgentTemplate, MarksArePlacedInATrimmedRendering) {
   ASSERT_EQ(placed->tool_calls->size(), 1u);
   EXPECT_EQ(text.substr((*placed->tool_calls)[0].begin, 26), "Action: f\nAction Input: {}");
   ASSERT_EQ(placed->tool_results.size(), 1u);
-  EXPECT_EQ(text.substr(placed->tool_results[0].begin, placed->tool_results[0].end - placed->tool_results[0].begin), " ok");
+  const WeightedSpan& result = placed->tool_results[0];
+  EXPECT_EQ(text.substr(result.begin, result.end - result.begin), " ok");
   // Trailing whitespace of a mark is kept where the rendering has it.
   placed = place_agent_marks("<a>Action: f\nObservation:", {3, 25, 1.0f}, {{AgentMark::Kind::ToolCall, "Action: f\n"}});
   ASSERT_TRUE(placed);
@@ -218,7 +224,8 @@ std::string weights_of(const std::string& text, const std::string& map, const st
 
 TEST(AgentTemplate, ReactEnLossUnderEachStrategy) {
   RowValue messages = RowValue::parse(R"([{"role": "user", "content": "q"},
-      {"role": "assistant", "content": "Thought: t", "tool_calls": [{"function": {"name": "get_weather", "arguments": {"city": "P"}}}]},
+      {"role": "assistant", "content": "Thought: t",
+       "tool_calls": [{"function": {"name": "get_weather", "arguments": {"city": "P"}}}]},
       {"role": "tool", "content": "21"}, {"role": "assistant", "content": "Final Answer: 21"}])");
   const std::string action = "Action: get_weather\nAction Input: {\"city\": \"P\"}";
   for (LossScale scale : {LossScale::React, LossScale::Hermes, LossScale::Default}) {
@@ -240,16 +247,19 @@ TEST(AgentTemplate, ReactEnLossUnderEachStrategy) {
 
 TEST(AgentTemplate, CallsWeighUnderEachTemplateAndResponsesCarryNoLoss) {
   RowValue messages = RowValue::parse(R"([{"role": "user", "content": "q"},
-      {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "get_weather", "arguments": {"city": "P"}}}]},
+      {"role": "assistant", "content": "",
+       "tool_calls": [{"function": {"name": "get_weather", "arguments": {"city": "P"}}}]},
       {"role": "tool", "content": "21"}, {"role": "assistant", "content": "It is 21."}])");
   struct Case {
     AgentTemplate format;
     std::string call, response;
   };
-  for (const Case& c : {Case{AgentTemplate::Hermes, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"P\"}}\n</tool_call>",
-                             "<|user|><tool_response>\n21\n</tool_response><|end|>\n"},
-                        Case{AgentTemplate::Llama3, "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"P\"}}",
-                             "<|ipython|>21<|end|>\n"}}) {
+  const std::vector<Case> cases = {
+      {AgentTemplate::Hermes, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"P\"}}\n</tool_call>",
+       "<|user|><tool_response>\n21\n</tool_response><|end|>\n"},
+      {AgentTemplate::Llama3, "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"P\"}}",
+       "<|ipython|>21<|end|>\n"}};
+  for (const Case& c : cases) {
     for (LossScale scale : {LossScale::Hermes, LossScale::React}) {
       std::string text;
       std::string map = weight_map(scale, c.format, messages, &text);

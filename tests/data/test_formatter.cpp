@@ -160,7 +160,9 @@ TEST(Formatter, TextATemplateWritesAfterEveryConversationIsNotPartOfATurn) {
   // Like the original Llama 3 template: an assistant header ends every rendering.
   ChatRenderer renderer = [](const nlohmann::json& messages, const nlohmann::json&, bool) {
     std::string text;
-    for (const auto& m : messages) text += "<" + m["role"].get<std::string>() + ">" + m["content"].get<std::string>() + "</>";
+    for (const auto& m : messages) {
+      text += "<" + m["role"].get<std::string>() + ">" + m["content"].get<std::string>() + "</>";
+    }
     return text + "<assistant>";
   };
   DatasetConfig dataset;
