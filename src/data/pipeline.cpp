@@ -302,6 +302,9 @@ json PreparedData::report() const {
 uint64_t cache_key(const DataSettings& settings, const TextTools& tools) {
   json key;
   key["format_version"] = kTokenCacheVersion;
+  // How labels are derived from the same text; raised when that changes (2: a template's epilogue,
+  // such as the original Llama 3 template's last assistant header, carries no loss).
+  key["labelling"] = 2;
   key["datasets"] = json::array();
   for (const auto& d : settings.datasets) key["datasets"].push_back(dataset_json(d));
   key["validation_datasets"] = json::array();
