@@ -18,6 +18,10 @@
 # Env: CLI_MODELS (qwen3-0.6b qwen3-8b), CLI_VARIANTS (defaults fast fast-long; also recommended,
 # qlora, qlora-fast, qlora-fp8, qlora-fp8-fast, qlora-fp4, fp8, fp8-fast, full, full-b4, full-offload,
 # full-offload-zc, full-offload-all; MFU is against the bf16 ceiling for every variant),
+# tools, tools-hermes, tools-react: `surogate sft` on a tool-calling conversation dataset
+# (bench/cli/make_tool_data.py) with the fast settings and loss_scale default / hermes (per-token
+# weights; tools vs tools-hermes is the cost of the weights, issue 24: at most 2 %) / agent_template
+# react_en with loss_scale react),
 # CLI_STEPS (10),
 # BENCH_BINARY=0 (skip the bench binary), PEERS=0, PEER_STEPS (5). Records: $OUT/cli.jsonl.
 set -uo pipefail
@@ -32,17 +36,21 @@ steps="${CLI_STEPS:-10}"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 [[ -f "$work/text.jsonl" ]] || python3 "$root/bench/cli/make_text_data.py" "$work/text.jsonl" 2000 50 600
 [[ -f "$work/text-long.jsonl" ]] || python3 "$root/bench/cli/make_text_data.py" "$work/text-long.jsonl" 200 2000 2100
+[[ -f "$work/tools.jsonl" ]] || python3 "$root/bench/cli/make_tool_data.py" "$work/tools.jsonl" 2000
+
+command_of() { [[ "$1" == tools* ]] && echo sft || echo pt; }  # tool variants train conversations
 
 variant_yaml() {  # variant model_dir out_dir (one per model: the token cache under it is reused)
-  local data="$work/text.jsonl"
+  local data="$work/text.jsonl" type=text
   [[ "$1" == *-long ]] && data="$work/text-long.jsonl"
+  [[ "$1" == tools* ]] && data="$work/tools.jsonl" type=conversation
   cat <<YAML
 model: $2
 output_dir: $3
 log_file: $3/log-$1.jsonl
 datasets:
   - path: $data
-    type: text
+    type: $type
 sequence_len: 2048
 max_steps: $steps
 save_steps: 1000
@@ -54,7 +62,9 @@ YAML
           printf 'lora_dropout: 0.0\n'
           for r in recompute_swiglu recompute_rmsnorm recompute_ffn recompute_qkv recompute_att recompute_block \
                    recompute_lora; do printf '%s: false\n' "$r"; done ;;
-    fast|fast-long) printf 'lora_dropout: 0.0\n'
+    fast|fast-long|tools|tools-hermes|tools-react) printf 'lora_dropout: 0.0\n'
+          [[ "$1" == tools-hermes ]] && printf 'loss_scale: hermes\n'
+          [[ "$1" == tools-react ]] && printf 'agent_template: react_en\nloss_scale: react\n'
           # -long: documents of 2,300+ tokens cut to the row (one document per row, as the bench
           # binary's rows): the CLI / binary comparison on the same work.
           [[ "$1" == fast-long ]] && printf 'truncation_strategy: right\n'
@@ -90,11 +100,13 @@ for model in ${CLI_MODELS:-qwen3-0.6b qwen3-8b}; do
     out="$work/out-$model"
     variant_yaml "$variant" "$dir" "$out" >"$work/$model-$variant.yaml"
     # The dry run's predicted peak (train/memory_prediction.h), set beside the measured one.
-    "$surogate" pt "$work/$model-$variant.yaml" --dry-run >"$work/dryrun.txt" 2>&1 || echo "$model $variant: dry run failed"
+    "$surogate" "$(command_of "$variant")" "$work/$model-$variant.yaml" --dry-run >"$work/dryrun.txt" 2>&1 ||
+      echo "$model $variant: dry run failed"
     nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 >"$work/mem.txt" 2>/dev/null &
     sampler=$!
     start=$(date +%s.%N)
-    "$surogate" pt "$work/$model-$variant.yaml" >"$log/$model-$variant.log" 2>&1 || { echo "$model $variant: exit $?"; status=1; }
+    "$surogate" "$(command_of "$variant")" "$work/$model-$variant.yaml" >"$log/$model-$variant.log" 2>&1 ||
+      { echo "$model $variant: exit $?"; status=1; }
     kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null
     python3 - "$out/log-$variant.jsonl" "$model" "$variant" "$start" "$work/mem.txt" "$root" "$work/dryrun.txt" <<'PY' | tee -a "$log/cli.jsonl"
 import glob, json, re, statistics, sys

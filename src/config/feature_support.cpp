@@ -35,7 +35,6 @@ const std::vector<UnsupportedOption>& unsupported_options() {
       {"sequence_parallel_size", [](const Config& c) { return c.sequence_parallel_size != 1; }},
       {"max_pixels", [](const Config& c) { return c.max_pixels.has_value(); }},
       {"norm_bbox", [](const Config& c) { return c.norm_bbox.has_value(); }},
-      {"agent_template", [](const Config& c) { return c.agent_template.has_value(); }},
       {"report_to", [](const Config& c) { return !c.report_to.empty(); }},
       {"log_gpu_util", [](const Config& c) { return c.log_gpu_util != 100; }},
   };
