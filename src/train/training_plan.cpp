@@ -58,6 +58,7 @@ TrainingForward build_training_forward(const Config& config, const io::ModelConf
   // The CUDA backend runs the bf16 recipe: parameters and activations in bf16.
   models::DecoderGraphOptions options{batch, sequence, config.lmhead_chunks, false};
   if (backend == TrainingBackend::Cuda) options.dtype = DType::BF16;
+  options.fused_rope = config.use_fused_rope;
   const auto loss_scale = data::parse_loss_scale(config.loss_scale);
   options.token_weights = training && loss_scale && data::loss_scale_has_weights(*loss_scale);
   models::DecoderGraph decoder = models::build_decoder_graph(model, registry, options);

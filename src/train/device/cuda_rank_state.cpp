@@ -8,6 +8,7 @@
 
 #include "core/bfloat16.h"
 #include "core/error.h"
+#include "cuda/kernels/fp8_quantize.h"
 #include "cuda/kernels/grad_norm.h"
 #include "ops/parallel_for.h"
 #include "train/device/gradient_accumulate.h"
@@ -180,6 +181,17 @@ CudaRankState::CudaRankState(const TrainingDeviceSetup& setup, const CudaTrainab
     else parameters[i].gradient = accumulators_.data() + offset;
   }
   if (!parameters.empty()) optimizer_ = make_device_optimizer(config_, std::move(parameters));
+  fp8_copies_ = fp8_weight_copies(plan);
+  if (!fp8_copies_.empty()) fp8_amax_ = cuda::DeviceBuffer<float>(1);
+}
+
+void CudaRankState::refresh_fp8_weight_copies() {
+  for (const Fp8WeightCopy& copy : fp8_copies_) {
+    cuda::fp8_quantize_weight(static_cast<const __nv_bfloat16*>(backend_.device_address(copy.weight)), copy.rows,
+                              copy.columns, fp8_amax_.data(), static_cast<uint8_t*>(backend_.device_address(copy.codes)),
+                              static_cast<uint8_t*>(backend_.device_address(copy.transposed)),
+                              static_cast<float*>(backend_.device_address(copy.scale_inv)), backend_.stream());
+  }
 }
 
 void* CudaRankState::accumulators() {
