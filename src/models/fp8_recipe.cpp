@@ -52,6 +52,7 @@ std::unordered_map<TensorId, WeightSource> quantized_weight_ids(const graph::Gra
       const graph::TensorInfo& info = forward.tensor(input);
       if (info.type.shape.size() != 2) continue;
       WeightSource source;
+      if (info.role == graph::TensorRole::Parameter && info.trainable && !options.trained_weights) continue;
       if (info.role == graph::TensorRole::Parameter) source = info.trainable ? WeightSource::Trained : WeightSource::Frozen;
       else if (info.role == graph::TensorRole::Activation && is_dequantization(forward, input)) source = WeightSource::Dequantized;
       else continue;

@@ -51,6 +51,9 @@ struct Fp8Options {
   int64_t skip_last_layers = 0;     // skip_quant_last_layers
   int64_t amax_history = 1024;      // fp8_amax_history; 0: current scaling, no state (evaluation)
   quant::Fp8Format gradient_format = quant::Fp8Format::E5M2;  // gradient_dtype
+  // Whether trainable weights are quantized (full fine-tuning, pt). False with LoRA: the graph's
+  // trainable 2-D weights are then the adapters, which stay in the graph's dtype.
+  bool trained_weights = true;
 };
 
 graph::Graph apply_fp8_recipe(const graph::Graph& forward, const graph::OpRegistry& registry, const Fp8Options& options);

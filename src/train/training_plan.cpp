@@ -48,6 +48,7 @@ std::optional<models::Fp8Options> fp8_options(const Config& config, const io::Mo
   options.skip_last_layers = config.skip_quant_last_layers;
   options.amax_history = config.fp8_amax_history;
   if (config.gradient_dtype == GradientDtype::Fp8E4M3) options.gradient_format = quant::Fp8Format::E4M3;
+  options.trained_weights = !config.lora;  // LoRA's trainable weights are the adapters
   return options;
 }
 

@@ -160,7 +160,7 @@ TEST(OpsDefsFp8, QuantizeWeightWritesCodesTransposeAndScale) {
   GraphBuilder b(registry());
   TensorId w = b.parameter("w", DType::F32, {out, in}, false);
   auto pieces = b.op("quantize_fp8_weight", {w});
-  for (TensorId piece : pieces) b.mark_output(piece);
+  for (TensorId piece : pieces.ids) b.mark_output(piece);
   EXPECT_EQ(b.type(pieces[1]).shape, (Shape{in, out}));
   compiler::ExecutionPlan plan = compiler::compile_forward(b.finish(), registry());
   runtime::CpuBackend backend;
