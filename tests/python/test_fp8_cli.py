@@ -43,6 +43,20 @@ def step_losses(out):
     return losses
 
 
+def check_resumes_exactly(surogate_bin, path, out, losses):
+    """Resumes the 6-step run of `path` from its step-3 checkpoint: steps 4-6 equal `losses` bit for bit."""
+    shutil.rmtree(out / "checkpoint-6")
+    for log in out.glob("log-*.jsonl"):
+        log.unlink()
+    result = run_surogate(surogate_bin, "sft", path, "--resume_from_checkpoint=true")
+    assert result.returncode == 0, result.stderr + result.stdout
+    assert "resumed from" in result.stdout, result.stdout
+    resumed = step_losses(out)
+    assert sorted(resumed) == [4, 5, 6]
+    for step in resumed:
+        assert resumed[step] == losses[step], (step, resumed[step], losses[step])
+
+
 def test_fp8_lora_tracks_fp32_lora_and_resumes_exactly(surogate_bin, tmp_path):
     ex = make_quickstart_example(tmp_path)
     reference = tmp_path / "fp32"
@@ -75,18 +89,8 @@ def test_fp8_lora_tracks_fp32_lora_and_resumes_exactly(surogate_bin, tmp_path):
     assert (history[recorded, :6] > 0).all()
     np.testing.assert_array_equal(state[:, 0], history.max(axis=1))
 
-    # Resume from step 3: the same losses as the uninterrupted run, bit for bit.
-    shutil.rmtree(out / "checkpoint-6")
-    for log in out.glob("log-*.jsonl"):
-        log.unlink()
     (out / "adapter_model.safetensors").unlink()
-    result = run_surogate(surogate_bin, "sft", path, "--resume_from_checkpoint=true")
-    assert result.returncode == 0, result.stderr + result.stdout
-    assert "resumed from" in result.stdout, result.stdout
-    resumed = step_losses(out)
-    assert sorted(resumed) == [4, 5, 6]
-    for step in resumed:
-        assert resumed[step] == fp8[step], (step, resumed[step], fp8[step])
+    check_resumes_exactly(surogate_bin, path, out, fp8)
 
 
 def test_skip_layers_and_e4m3_gradients(surogate_bin, tmp_path):
@@ -131,15 +135,7 @@ def test_fp8_full_fine_tuning_tracks_fp32_and_resumes_exactly(surogate_bin, tmp_
     assert "model.layers.0.self_attn.q_proj.weight" in weights
     assert "fp8.scaling" in read_tensors(out / "checkpoint-6" / "optimizer.safetensors")
 
-    shutil.rmtree(out / "checkpoint-6")
-    for log in out.glob("log-*.jsonl"):
-        log.unlink()
-    result = run_surogate(surogate_bin, "sft", path, "--resume_from_checkpoint=true")
-    assert result.returncode == 0, result.stderr + result.stdout
-    resumed = step_losses(out)
-    assert sorted(resumed) == [4, 5, 6]
-    for step in resumed:
-        assert resumed[step] == fp8[step], (step, resumed[step], fp8[step])
+    check_resumes_exactly(surogate_bin, path, out, fp8)
 
 
 def test_fp8_pt_tracks_fp32(surogate_bin, tmp_path):

@@ -1,13 +1,16 @@
-// A forward-only plan of a few nodes on the CUDA backend, for the binder tests
-// (test_model_kernels.cpp, test_fused_rope_cuda.cpp): floating operands are frozen parameters
-// written from host floats (BF16 bits or F32), position_ids an input.
+// What the binder tests (test_model_kernels.cpp, test_fused_rope_cuda.cpp) share: a forward-only
+// plan of a few nodes on the CUDA backend (floating operands are frozen parameters written from
+// host floats, BF16 bits or F32; position_ids an input), and default RoPE frequencies as the
+// model builder writes them (fp32 values) for the op attribute and the double reference.
 #pragma once
 
+#include <cmath>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "compiler/execution_plan.h"
+#include "ops/rope.h"
 #include "cuda/test_helpers.h"
 #include "graph/builder.h"
 #include "ops/defs/register_ops.h"
@@ -57,5 +60,22 @@ struct CudaNodePlan {
     return values;
   }
 };
+
+// theta 10000's inverse frequencies for `rotary_dim`, rounded to fp32: the "inv_freq" attribute
+// and the same values (with `scaling`) for ops::rope_* in double.
+struct TestRopeFrequencies {
+  std::vector<double> inv_freq;
+  ops::RopeFrequencies<double> reference;
+};
+inline TestRopeFrequencies test_rope_frequencies(int rotary_dim, float scaling) {
+  TestRopeFrequencies result;
+  for (int i = 0; i < rotary_dim / 2; ++i) {
+    const float value = static_cast<float>(1.0 / std::pow(10000.0, 2.0 * i / rotary_dim));
+    result.inv_freq.push_back(value);
+    result.reference.inverse_frequency.push_back(value);
+  }
+  result.reference.attention_scaling = static_cast<double>(scaling);
+  return result;
+}
 
 }  // namespace surogate::runtime

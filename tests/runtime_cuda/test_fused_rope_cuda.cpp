@@ -29,14 +29,9 @@ TEST(CudaFusedRope, BindersMatchTheCpuRotation) {
     const int64_t count = c.tokens * c.heads * c.head_dim;
     std::vector<int32_t> positions(static_cast<size_t>(c.tokens));
     for (int64_t t = 0; t < c.tokens; ++t) positions[static_cast<size_t>(t)] = static_cast<int32_t>((t * 7) % 97);
-    ops::RopeFrequencies<double> frequencies;
-    std::vector<double> inv_freq;
-    for (int i = 0; i < c.rotary_dim / 2; ++i) {
-      const float value = static_cast<float>(1.0 / std::pow(10000.0, 2.0 * i / c.rotary_dim));
-      inv_freq.push_back(value);
-      frequencies.inverse_frequency.push_back(value);
-    }
-    frequencies.attention_scaling = static_cast<double>(1.1f);
+    const TestRopeFrequencies rope = test_rope_frequencies(c.rotary_dim, 1.1f);
+    const ops::RopeFrequencies<double>& frequencies = rope.reference;
+    const std::vector<double>& inv_freq = rope.inv_freq;
     const std::vector<float> x = random_floats(static_cast<size_t>(count), 2.0f);
     const std::vector<float> d_out = random_floats(static_cast<size_t>(count));
     const auto half = static_cast<size_t>(c.rotary_dim / 2);

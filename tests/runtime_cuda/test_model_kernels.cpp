@@ -307,14 +307,9 @@ TEST(CudaModelKernels, FusedRmsnormRopeBindersMatchCpu) {
     const int64_t tokens = c.batch * c.sequence, rows = tokens * c.heads, count = rows * c.head_dim;
     std::vector<int32_t> positions;
     random_documents(c.batch, c.sequence, &positions);
-    ops::RopeFrequencies<double> frequencies;
-    std::vector<double> inv_freq;
-    for (int i = 0; i < c.rotary_dim / 2; ++i) {
-      const float value = static_cast<float>(1.0 / std::pow(10000.0, 2.0 * i / c.rotary_dim));
-      inv_freq.push_back(value);
-      frequencies.inverse_frequency.push_back(value);
-    }
-    frequencies.attention_scaling = static_cast<double>(1.1f);
+    const TestRopeFrequencies rope = test_rope_frequencies(c.rotary_dim, 1.1f);
+    const ops::RopeFrequencies<double>& frequencies = rope.reference;
+    const std::vector<double>& inv_freq = rope.inv_freq;
     const std::vector<float> x = random_floats(static_cast<size_t>(count), 2.0f);
     const std::vector<float> d_out = random_floats(static_cast<size_t>(count));
     std::vector<float> weight = random_floats(static_cast<size_t>(c.head_dim), 0.5f);

@@ -109,10 +109,7 @@ TEST_F(CudaDataParallelTest, Bf16GradientsAndPretrainingOnAWorldOfOneEqualTheSin
 }
 
 TEST_F(CudaDataParallelTest, Fp8FullFineTuningOnAWorldOfOneEqualsTheSingleGpuDevice) {
-  expect_world_of_one_equals_single_gpu("fp8", "optimizer: adamw
-recipe: fp8_hybrid
-gradient_accumulation_steps: 2
-");
+  expect_world_of_one_equals_single_gpu("fp8", "optimizer: adamw\nrecipe: fp8_hybrid\ngradient_accumulation_steps: 2\n");
 }
 
 TEST_F(CudaDataParallelTest, ACheckpointOfTheDataParallelDeviceResumesOnTheSingleGpuDeviceExactly) {
@@ -146,16 +143,10 @@ TEST_F(CudaDataParallelTest, TwoGpusMatchOneGpuWithTwiceTheAccumulation) {
 
 TEST_F(CudaDataParallelTest, TwoGpusFp8MatchOneGpuWithTwiceTheAccumulation) {
   if (visible_gpus() < 2) GTEST_SKIP() << "needs 2 GPUs, " << visible_gpus() << " visible";
-  const std::string common = "max_steps: 20
-optimizer: adamw
-per_device_train_batch_size: 2
-recipe: fp8_hybrid
-";
-  TrainingResult one = run_training(config("dp1-fp8", common + "gradient_accumulation_steps: 4
-"), on(TrainingBackend::Cuda));
-  TrainingResult two = run_training(config("dp2-fp8", common + "gpus: 2
-gradient_accumulation_steps: 2
-"),
+  const std::string common = "max_steps: 20\noptimizer: adamw\nper_device_train_batch_size: 2\nrecipe: fp8_hybrid\n";
+  TrainingResult one =
+      run_training(config("dp1-fp8", common + "gradient_accumulation_steps: 4\n"), on(TrainingBackend::Cuda));
+  TrainingResult two = run_training(config("dp2-fp8", common + "gpus: 2\ngradient_accumulation_steps: 2\n"),
                                     on(TrainingBackend::Cuda));
   expect_tracks("gpus-2-fp8", one, two, 1e-5, 0.01, 0.005);
 }

@@ -41,6 +41,7 @@
 // after, as cuBLASLt applies its scale pointers; the GPU sums in another order, so products agree
 // to fp32 rounding, quantized tensors bit for bit.
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "ops/defs/def_util.h"
@@ -115,6 +116,26 @@ void scaled_product(const std::vector<float>& a, const std::vector<float>& b, in
       out[i] = value;
     }
   }
+}
+
+// The products' sizes: d_out [rows, out], the weight [out, in].
+struct ProductShape {
+  int64_t rows = 0, in = 0, out = 0;
+};
+
+// The input gradient of both backward ops: d_out quantized with its site's row (`format`), then
+// d_x = decode(dq) · decode(w_t)ᵀ · (dq_scale_inv · w_scale_inv) (+ addend). Returns the decoded
+// gradient and its scale_inv (the weight gradient's operand).
+template <typename T>
+std::pair<std::vector<float>, float> input_gradient(const T* d_out, const uint8_t* w_t, float w_scale_inv, float* row,
+                                                    Fp8Format format, ProductShape shape, const T* addend, T* d_x) {
+  const int64_t count = shape.rows * shape.out;
+  std::vector<uint8_t> codes(static_cast<size_t>(count));
+  const float d_scale_inv = quantize(d_out, count, format, row, codes.data());
+  std::vector<float> gradient = decoded(codes.data(), count, format);
+  const std::vector<float> weight_t = decoded(w_t, shape.in * shape.out, Fp8Format::E4M3);
+  scaled_product<T>(gradient, weight_t, shape.rows, shape.out, shape.in, d_scale_inv * w_scale_inv, nullptr, addend, d_x);
+  return {std::move(gradient), d_scale_inv};
 }
 
 // ---- quantize_fp8 ----
@@ -295,12 +316,8 @@ CpuKernel bind_backward_input(const CpuBindContext& ctx) {
   return bind_floating(ctx, ctx.inputs[0].dtype, [=](auto zero) -> CpuKernel {
     using T = decltype(zero);
     return [=](const CpuKernelArgs& args) {
-      std::vector<uint8_t> codes(static_cast<size_t>(rows * out));
-      const float d_scale_inv =
-          quantize(args.inputs[0].as<T>(), rows * out, format, args.inputs[3].as<float>() + offset, codes.data());
-      const std::vector<float> d_out = decoded(codes.data(), rows * out, format);
-      const std::vector<float> w_t = decoded(args.inputs[1].as<uint8_t>(), in * out, Fp8Format::E4M3);
-      scaled_product<T>(d_out, w_t, rows, out, in, d_scale_inv * *args.inputs[2].as<float>(), nullptr,
+      input_gradient<T>(args.inputs[0].as<T>(), args.inputs[1].as<uint8_t>(), *args.inputs[2].as<float>(),
+                        args.inputs[3].as<float>() + offset, format, {rows, in, out},
                         has_addend ? args.inputs[4].as<T>() : nullptr, args.outputs[0].as<T>());
     };
   });
@@ -341,13 +358,10 @@ CpuKernel bind_backward(const CpuBindContext& ctx, bool accumulate) {
   return bind_floating(ctx, ctx.inputs[0].dtype, [=](auto zero) -> CpuKernel {
     using T = decltype(zero);
     return [=](const CpuKernelArgs& args) {
-      std::vector<uint8_t> codes(static_cast<size_t>(rows * out));
-      const float d_scale_inv =
-          quantize(args.inputs[0].as<T>(), rows * out, format, args.inputs[5].as<float>() + offset, codes.data());
-      const std::vector<float> d_out = decoded(codes.data(), rows * out, format);
-      const std::vector<float> w_t = decoded(args.inputs[3].as<uint8_t>(), in * out, Fp8Format::E4M3);
-      scaled_product<T>(d_out, w_t, rows, out, in, d_scale_inv * *args.inputs[4].as<float>(), nullptr,
-                        has_addend ? args.inputs[6].as<T>() : nullptr, args.outputs[0].as<T>());
+      const auto [d_out, d_scale_inv] =
+          input_gradient<T>(args.inputs[0].as<T>(), args.inputs[3].as<uint8_t>(), *args.inputs[4].as<float>(),
+                            args.inputs[5].as<float>() + offset, format, {rows, in, out},
+                            has_addend ? args.inputs[6].as<T>() : nullptr, args.outputs[0].as<T>());
       // d_weight [out, in] = d_qᵀ · x_q, summed in fp32, then both scales.
       const std::vector<float> x = decoded(args.inputs[1].as<uint8_t>(), rows * in, Fp8Format::E4M3);
       std::vector<float> product(static_cast<size_t>(out * in), 0.0f);
