@@ -16,8 +16,9 @@
 # `CARRY_DIR=$PWD/carry/cli bash bench/run_cli_job.sh` with carry ["carry/cli.tar.xz"] (a full
 # carry/cudal from a plain --prepare works too, and is the default).
 # Env: CLI_MODELS (qwen3-0.6b qwen3-8b), CLI_VARIANTS (defaults fast fast-long; also recommended,
-# qlora, qlora-fast, qlora-fp8, qlora-fp8-fast, qlora-fp4, fp8, fp8-fast, full, full-b4, full-offload,
-# full-offload-zc, full-offload-all; MFU is against the bf16 ceiling for every variant),
+# qlora, qlora-fast, qlora-fp8, qlora-fp8-fast, qlora-fp4, fp8, fp8-fast, fp8-qlora, full, full-b4,
+# full-fast, full-fp8, full-fp8-fast, full-offload, full-offload-zc, full-offload-all; MFU is against
+# the bf16 ceiling for every variant, with full fine-tuning's FLOPs for the full-* variants),
 # tools, tools-hermes, tools-react: `surogate sft` on a tool-calling conversation dataset
 # (bench/cli/make_tool_data.py) with the fast settings and loss_scale default / hermes (per-token
 # weights; tools vs tools-hermes is the cost of the weights, issue 24: at most 2 %) / agent_template
@@ -78,7 +79,13 @@ YAML
     qlora) printf 'qlora_bnb: true\n' ;;  # QLoRA NF4 (block 64, double quantization) with the defaults
     qlora-fp8) printf 'qlora_fp8: true\n' ;;  # QLoRA FP8 E4M3 (blocks of 128 x 128) with the defaults
     qlora-fp4) printf 'qlora_fp4: true\n' ;;  # QLoRA NVFP4 (Four Over Six), dequantized to bf16, with the defaults
+    fp8-qlora) printf 'recipe: fp8_hybrid\nqlora_bnb: true\n' ;;  # the NF4 base dequantized, then E4M3 per micro-batch
     full) printf 'lora: false\n' ;;  # full fine-tuning with the defaults: where recompute must choose
+    full-fp8) printf 'lora: false\nrecipe: fp8_hybrid\n' ;;  # the same with fp8_hybrid (FP8 copy per step)
+    full-fast|full-fp8-fast) printf 'lora: false\n'  # full fine-tuning, recompute off
+          [[ "$1" == full-fp8-fast ]] && printf 'recipe: fp8_hybrid\n'
+          for r in recompute_swiglu recompute_rmsnorm recompute_ffn recompute_qkv recompute_att recompute_block; do
+            printf '%s: false\n' "$r"; done ;;
     full-b4) printf 'lora: false\nper_device_train_batch_size: 4\n' ;;  # more than fits: partial recompute
     # Full fine-tuning with the masters and optimizer state in pinned host memory: staged through
     # two GPU slots (-offload), read through the mapping (-offload-zc), and the gradient
@@ -120,7 +127,7 @@ first_step = min((r["time"] - r["step_seconds"] for r in steps), default=None)
 timed = [r["tokens_per_second"] for r in steps[2:]] or [r["tokens_per_second"] for r in steps]
 mem = [float(x) for x in open(sys.argv[5]).read().split() if x.replace(".", "").isdigit()]
 tps = statistics.median(timed) if timed else 0.0
-flops = MODELS[model].training_flops_per_token(2048, "lora")
+flops = MODELS[model].training_flops_per_token(2048, "full" if variant.startswith("full") else "lora")
 ceiling = 786.1
 predicted = re.search(r"predicted peak\s+([0-9.]+) GiB", open(sys.argv[7]).read())
 print(json.dumps({"model": model, "variant": variant, "engine": "surogate CLI", "tokens_per_s": tps,
