@@ -12,6 +12,7 @@
 #include "config/config_loader.h"
 #include "core/error.h"
 #include "data/pipeline.h"
+#include "distributed/launcher_environment.h"
 #include "io/hf_hub.h"
 #include "io/model_config.h"
 #include "train/memory_prediction.h"
@@ -128,6 +129,7 @@ int run_training_command(const TrainArguments& arguments, const std::vector<std:
   if (!arguments.gpu_memory.empty()) gpu_memory = parse_memory_size(arguments.gpu_memory);
   if (!arguments.dry_run) {
     train::TrainerOptions options;
+    options.processes = distributed::read_launcher_environment();
     options.pretraining = pretraining;
     options.default_run_name = fs::path(arguments.config_path).stem().string();
     train::run_training(config, options);
