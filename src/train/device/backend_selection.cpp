@@ -10,6 +10,19 @@
 
 namespace surogate::train {
 
+namespace {
+
+// config_rules.cpp refuses fp8_hybrid with gpus > 1; ranks spread over processes reach here.
+void check_single_rank_recipe(const Config& config, const distributed::ParallelLayout& layout) {
+  if (layout.data_parallel() && config.recipe == Recipe::Fp8Hybrid) {
+    fail_user("{}: recipe: fp8_hybrid trains on one device so far (its scaling state is not shared between "
+              "data-parallel ranks yet), but this run has {}; use recipe: bf16, or train one process on one device",
+              config.source_of("recipe"), layout.describe());
+  }
+}
+
+}  // namespace
+
 void check_cpu_backend_precision(const Config& config) {
   if (config.master_dtype && *config.master_dtype != MasterDtype::Fp32) {
     fail_user("{}: master_dtype: {} is implemented on the CUDA backend only; the CPU backend is the fp32 reference "
@@ -32,6 +45,7 @@ BackendChoice choose_training_backend(const Config& config, const MachineOffer& 
     std::string why = machine.cuda_built ? machine.why_no_gpu : std::string("this surogate was built without CUDA");
     check_cpu_backend_precision(config);
     const distributed::ParallelLayout layout = distributed::cpu_parallel_layout(config, placement);
+    check_single_rank_recipe(config, layout);
     if (layout.data_parallel()) {
       why += layout.spans_processes() ? fmt::format("; {} on CPU threads", layout.describe())
                                       : fmt::format("; gpus: {} runs {} on CPU threads", config.gpus, layout.describe());
@@ -47,6 +61,7 @@ BackendChoice choose_training_backend(const Config& config, const MachineOffer& 
               machine.visible_gpus == 1 ? "is" : "are", key, machine.visible_gpus);
   }
   const distributed::ParallelLayout layout = distributed::gpu_parallel_layout(config, machine.visible_gpus, placement);
+  check_single_rank_recipe(config, layout);
   if (layout.data_parallel() && config.master_dtype == MasterDtype::Bf16) {
     fail_user("{}: master_dtype: bf16 is implemented on one GPU only; with gpus: {} ({} data-parallel GPUs) keep "
               "fp32 master weights (remove the option), or train on one GPU",
