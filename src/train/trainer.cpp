@@ -85,6 +85,15 @@ LrScheduleType schedule_type(LrScheduler scheduler) {
   return LrScheduleType::Linear;
 }
 
+// The processes of the run: this one alone, or the world the launcher variables describe (after
+// checking that distributed.num_nodes agrees with it, before waiting for anyone).
+std::unique_ptr<distributed::ProcessWorld> connect_processes(const Config& config, const TrainerOptions& options) {
+  distributed::ProcessPlacement placement;
+  if (options.processes) placement = {options.processes->rank, options.processes->size};
+  distributed::check_nodes_match_processes(config, placement);
+  return options.processes ? distributed::ProcessWorld::connect(*options.processes) : distributed::ProcessWorld::single();
+}
+
 class Run {
 public:
   Run(const Config& config, const TrainerOptions& options);
@@ -160,8 +169,7 @@ private:
 Run::Run(const Config& config, const TrainerOptions& options)
     : config_(config),
       options_(options),
-      world_(options.processes ? distributed::ProcessWorld::connect(*options.processes)
-                               : distributed::ProcessWorld::single()),
+      world_(connect_processes(config, options)),
       display_(options.live_progress.value_or(ProgressDisplay::stdout_is_terminal()), !world_->leads()),
       registry_(ops::make_model_registry()) {
   run_name_ = config.run_name.value_or(options.default_run_name);
@@ -182,7 +190,6 @@ Run::Run(const Config& config, const TrainerOptions& options)
                        : fmt::format("training on the {} backend (chosen by the caller)",
                                      backend_kind_ == TrainingBackend::Cuda ? "CUDA" : "CPU"));
   // Every process drives the same number of ranks (the global rank of each follows from it).
-  distributed::check_nodes_match_processes(config, placement);
   const distributed::ParallelLayout ranks =
       backend_kind_ == TrainingBackend::Cuda ? distributed::gpu_parallel_layout(config, machine.visible_gpus, placement)
                                              : distributed::cpu_parallel_layout(config, placement);
