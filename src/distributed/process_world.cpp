@@ -19,6 +19,7 @@
 #include <gloo/transport/tcp/device.h>
 #include <gloo/transport/unbound_buffer.h>
 
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 
@@ -109,6 +110,9 @@ std::unique_ptr<ProcessWorld> ProcessWorld::single() { return std::unique_ptr<Pr
 std::unique_ptr<ProcessWorld> ProcessWorld::connect(const ProcessWorldSpec& spec) {
   std::unique_ptr<ProcessWorld> world(new ProcessWorld(spec));
   if (spec.size == 1) return world;
+  // gloo writes to its peers with writev, which raises SIGPIPE when a peer has gone; ignored (as
+  // Python does for PyTorch), the write fails instead and the collective reports the peer.
+  std::signal(SIGPIPE, SIG_IGN);
   Channel& channel = *world->channel_;
   if (spec.rank == 0) channel.server = std::make_unique<TcpStoreServer>(spec.master_address, spec.master_port);
   channel.store = std::make_unique<TcpStoreClient>(spec.master_address, spec.master_port, spec.timeout);

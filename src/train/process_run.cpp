@@ -6,6 +6,9 @@
 
 #include <fmt/format.h>
 
+#include "distributed/parallel_layout.h"
+#include "train/checkpoint_io.h"
+
 namespace surogate::train {
 namespace {
 namespace fs = std::filesystem;
@@ -15,6 +18,14 @@ namespace fs = std::filesystem;
 constexpr std::chrono::hours kPatientWait(48);
 
 }  // namespace
+
+std::unique_ptr<distributed::ProcessWorld> connect_processes(const Config& config,
+                                                             const std::optional<distributed::ProcessWorldSpec>& spec) {
+  distributed::ProcessPlacement placement;
+  if (spec) placement = {spec->rank, spec->size};
+  distributed::check_nodes_match_processes(config, placement);
+  return spec ? distributed::ProcessWorld::connect(*spec) : distributed::ProcessWorld::single();
+}
 
 std::shared_ptr<data::TokenCache> load_process_token_cache(const Config& config, const std::string& run_name,
                                                            data::DataSettings settings,
@@ -37,12 +48,17 @@ std::shared_ptr<data::TokenCache> load_process_token_cache(const Config& config,
   return cache ? cache : build();
 }
 
-std::optional<TrainingState> share_resumed_state(distributed::ProcessWorld& world,
-                                                 const std::optional<TrainingState>& restored_on_leader) {
-  if (world.alone()) return restored_on_leader;
-  const std::string text = world.broadcast(restored_on_leader ? to_json(*restored_on_leader).dump() : std::string());
-  if (text.empty()) return std::nullopt;
-  return training_state_from_json(nlohmann::json::parse(text), "the training state rank 0 resumed from");
+std::optional<ResumedRun> resume_latest_checkpoint(distributed::ProcessWorld& world, const CheckpointStore& store,
+                                                   TrainingDevice& device) {
+  const std::optional<fs::path> latest = world.leads() ? store.latest() : std::nullopt;
+  if (world.broadcast(latest ? "found" : "") != "found") return std::nullopt;
+  std::vector<StateTensor> optimizer_state = device.optimizer_state();  // on rank 0: every process's shards
+  std::optional<TrainingState> restored;
+  if (latest) restored = restore_checkpoint(*latest, device.trainable(), optimizer_state);
+  device.upload();
+  const std::string text = world.broadcast(restored ? to_json(*restored).dump() : std::string());
+  if (!restored) restored = training_state_from_json(nlohmann::json::parse(text), "the training state rank 0 resumed");
+  return ResumedRun{std::move(*restored), latest};
 }
 
 void finish_together(distributed::ProcessWorld& world) { world.barrier(kPatientWait); }

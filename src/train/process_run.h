@@ -5,8 +5,9 @@
 //     /tmp/surogate-<run_name>/node-<rank>/), as the reference places worker-local data; otherwise
 //     (processes sharing machines, perhaps a filesystem) rank 0 builds it in output_dir first, then
 //     the first process of each machine, then the rest only read it;
+//   - the world is connected once distributed.num_nodes is known to agree with it;
 //   - on resume only rank 0 reads the checkpoint folder (it need not be shared): the others
-//     receive its training state (step, loader position) from it;
+//     take part in moving the optimizer shards and receive its training state from it;
 //   - at the end every process waits for rank 0 to write the outputs, so they exit together.
 #pragma once
 
@@ -17,10 +18,18 @@
 
 #include "config/config.h"
 #include "data/pipeline.h"
+#include "distributed/launcher_environment.h"
 #include "distributed/process_world.h"
+#include "train/checkpoint_store.h"
+#include "train/device/training_device.h"
 #include "train/training_state.h"
 
 namespace surogate::train {
+
+// This process alone (no spec), or the world the launcher variables describe, after checking
+// distributed.num_nodes against it (before waiting for anyone).
+std::unique_ptr<distributed::ProcessWorld> connect_processes(const Config& config,
+                                                             const std::optional<distributed::ProcessWorldSpec>& spec);
 
 // The token cache of this process, built or reused as above (`log` prints the cache's lines).
 std::shared_ptr<data::TokenCache> load_process_token_cache(const Config& config, const std::string& run_name,
@@ -28,9 +37,16 @@ std::shared_ptr<data::TokenCache> load_process_token_cache(const Config& config,
                                                            distributed::ProcessWorld& world,
                                                            const std::function<void(const std::string&)>& log);
 
-// Rank 0 passes what it restored (nullopt: nothing to resume); every process gets the same back.
-std::optional<TrainingState> share_resumed_state(distributed::ProcessWorld& world,
-                                                 const std::optional<TrainingState>& restored_on_leader);
+// resume_from_checkpoint: rank 0 restores the latest complete checkpoint of `store` into the
+// device's host views (the trainable weights, every process's optimizer shards), upload() sends
+// them to every rank, and every process receives the training state. Every process calls it;
+// nullopt when there is no complete checkpoint. `folder` is set in rank 0's process.
+struct ResumedRun {
+  TrainingState state;
+  std::optional<std::filesystem::path> folder;
+};
+std::optional<ResumedRun> resume_latest_checkpoint(distributed::ProcessWorld& world, const CheckpointStore& store,
+                                                   TrainingDevice& device);
 
 // Returns when every process has reached it; no timeout worth the name (rank 0 may be writing a
 // large model), but a process that stopped still fails it at once.

@@ -5,9 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <map>
 #include <memory>
-#include <random>
 
 #include <fmt/format.h>
 
@@ -35,6 +33,7 @@
 #include "train/model_weights.h"
 #include "train/process_run.h"
 #include "train/progress_display.h"
+#include "train/time_breakdown.h"
 #include "train/quantized_weights.h"
 #include "train/memory_prediction.h"
 #include "train/training_plan.h"
@@ -46,36 +45,6 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
-// PEFT's initialisation: A ~ kaiming-uniform(a = √5) = U(−1/√in, 1/√in), B = 0, so the adapted
-// model starts exactly at the base model. Seeded from train_seed (its own stream).
-void initialize_lora(const models::LoraSetup& lora, std::span<const WeightView> weights, uint64_t seed) {
-  std::mt19937_64 generator(seed ^ 0x4c6f5241ull);  // "LoRA"
-  for (const models::LoraAdapter& adapter : lora.adapters) {
-    for (const WeightView& weight : weights) {
-      if (weight.name == adapter.a.name) {
-        const double bound = 1.0 / std::sqrt(static_cast<double>(adapter.a.shape[1]));
-        for (float& value : weight.values) {
-          const double uniform = static_cast<double>(generator() >> 11) * 0x1.0p-53;
-          value = static_cast<float>((2.0 * uniform - 1.0) * bound);
-        }
-      } else if (weight.name == adapter.b.name) {
-        std::fill(weight.values.begin(), weight.values.end(), 0.0f);
-      }
-    }
-  }
-}
-
-// The dropout seed of micro-batch `micro` of optimizer step `step`: a function of the run's
-// seed and the position only, so a resumed run draws the same masks.
-int32_t dropout_seed(uint64_t train_seed, int64_t step, int64_t micro) {
-  uint64_t value = train_seed * 0x9e3779b97f4a7c15ull + static_cast<uint64_t>(step) * 0x100000001b3ull +
-                   static_cast<uint64_t>(micro);
-  value ^= value >> 29;
-  value *= 0xbf58476d1ce4e5b9ull;
-  value ^= value >> 32;
-  return static_cast<int32_t>(static_cast<uint32_t>(value));
-}
-
 LrScheduleType schedule_type(LrScheduler scheduler) {
   switch (scheduler) {
     case LrScheduler::Cosine: return LrScheduleType::Cosine;
@@ -83,15 +52,6 @@ LrScheduleType schedule_type(LrScheduler scheduler) {
     case LrScheduler::Linear: break;
   }
   return LrScheduleType::Linear;
-}
-
-// The processes of the run: this one alone, or the world the launcher variables describe (after
-// checking that distributed.num_nodes agrees with it, before waiting for anyone).
-std::unique_ptr<distributed::ProcessWorld> connect_processes(const Config& config, const TrainerOptions& options) {
-  distributed::ProcessPlacement placement;
-  if (options.processes) placement = {options.processes->rank, options.processes->size};
-  distributed::check_nodes_match_processes(config, placement);
-  return options.processes ? distributed::ProcessWorld::connect(*options.processes) : distributed::ProcessWorld::single();
 }
 
 class Run {
@@ -114,7 +74,6 @@ private:
                          const models::Fp8BlockSink& stored_fp8 = {}) const;
   void load_base_weights(std::span<const WeightView> base_weights);
   const models::QuantizedWeight* quantized_weight(const std::string& name) const;
-  void add_time_breakdown();
   void report_time_breakdown();
   [[noreturn]] void fail_non_finite(const std::string& what, double value);
   std::vector<std::pair<std::string, std::string>> summary_rows() const;
@@ -152,8 +111,7 @@ private:
   // The window's micro-batches this process trains, and each one's index in the window.
   std::vector<data::PackedBatch> window_;
   std::vector<int64_t> window_indices_;
-  // debug_time_breakdown: ms per "phase:op" summed over the timed micro-batches (one per step).
-  std::map<std::string, double> time_breakdown_ms_;
+  TimeBreakdown time_breakdown_;  // debug_time_breakdown
   // Start-up: seconds per phase from the constructor's start to the first step (logged as
   // "startup" and printed in one line; bench/ reports it).
   Clock::time_point constructed_ = Clock::now();
@@ -163,13 +121,12 @@ private:
     startup_seconds_.emplace_back(name, seconds_since(phase_start_));
     phase_start_ = Clock::now();
   }
-  int64_t time_breakdown_samples_ = 0;
 };
 
 Run::Run(const Config& config, const TrainerOptions& options)
     : config_(config),
       options_(options),
-      world_(connect_processes(config, options)),
+      world_(connect_processes(config, options.processes)),
       display_(options.live_progress.value_or(ProgressDisplay::stdout_is_terminal()), !world_->leads()),
       registry_(ops::make_model_registry()) {
   run_name_ = config.run_name.value_or(options.default_run_name);
@@ -330,36 +287,28 @@ Run::Run(const Config& config, const TrainerOptions& options)
     result_.log_file = log_->path();
   }
   log("config", {{"run_name", run_name_}, {"command", options.pretraining ? "pt" : "sft"},
-                         {"model", config.model}, {"total_steps", state_.total_steps}, {"start_step", state_.step},
-                         {"batch_size", batch}, {"sequence_len", sequence}, {"gradient_accumulation_steps", accumulation},
-                         {"data_parallel_ranks", device_->data_parallel_ranks()},
-                         {"batches_per_epoch", batches_per_epoch_}, {"parameters", [&] {
-                            int64_t count = 0;
-                            for (const auto& spec : specs_) count += graph::shape_numel(spec.shape);
-                            return count;
-                          }()}});
+                  {"model", config.model}, {"total_steps", state_.total_steps}, {"start_step", state_.step},
+                  {"batch_size", batch}, {"sequence_len", sequence}, {"gradient_accumulation_steps", accumulation},
+                  {"data_parallel_ranks", device_->data_parallel_ranks()},
+                  {"batches_per_epoch", batches_per_epoch_}, {"parameters", [&] {
+                     int64_t count = 0;
+                     for (const auto& spec : specs_) count += graph::shape_numel(spec.shape);
+                     return count;
+                   }()}});
 }
 
-// Rank 0 reads the latest complete checkpoint (the others need not see the folder): every
-// process takes part in gathering and scattering the optimizer shards and receives the state.
 void Run::resume() {
-  const std::optional<fs::path> latest = world_->leads() ? store_->latest() : std::nullopt;
-  const bool found = world_->broadcast(latest ? "found" : "") == "found";
-  if (!found) {
+  std::optional<ResumedRun> resumed = resume_latest_checkpoint(*world_, *store_, *device_);
+  if (!resumed) {
     display_.message("resume_from_checkpoint: no complete checkpoint yet; starting from step 0");
     return;
   }
-  std::vector<StateTensor> optimizer_state = device_->optimizer_state();
-  std::optional<TrainingState> restored;
-  if (latest) restored = restore_checkpoint(*latest, device_->trainable(), optimizer_state);
-  device_->upload();
-  restored = share_resumed_state(*world_, restored);
-  restored->total_steps = state_.total_steps;
-  restored->schedule = state_.schedule;
-  state_ = std::move(*restored);
+  resumed->state.total_steps = state_.total_steps;
+  resumed->state.schedule = state_.schedule;
+  state_ = std::move(resumed->state);
   loader_->seek(state_.loader);
   last_saved_step_ = state_.step;
-  if (latest) display_.message(fmt::format("resumed from {} (step {})", latest->string(), state_.step));
+  if (resumed->folder) display_.message(fmt::format("resumed from {} (step {})", resumed->folder->string(), state_.step));
 }
 
 void Run::fail_non_finite(const std::string& what, double value) {
@@ -543,7 +492,7 @@ TrainingResult Run::run() {
       device_->accumulate(bindings);
     }
     const StepMetrics metrics = device_->measure();
-    if (config_.debug_time_breakdown) add_time_breakdown();
+    if (config_.debug_time_breakdown) time_breakdown_.add(device_->time_breakdown());  // measure() waited
     const double loss = metrics.loss, grad_norm = metrics.grad_norm;
     if (!std::isfinite(loss)) fail_non_finite("loss", loss);
     if (!std::isfinite(grad_norm)) fail_non_finite("gradient norm", grad_norm);
@@ -602,37 +551,11 @@ TrainingResult Run::run() {
   return result_;
 }
 
-// After measure(), which waited for the step: the per-op times of its last micro-batch.
-void Run::add_time_breakdown() {
-  const std::vector<std::pair<std::string, double>> breakdown = device_->time_breakdown();
-  if (breakdown.empty()) return;
-  for (const auto& [op, ms] : breakdown) time_breakdown_ms_[op] += ms;
-  ++time_breakdown_samples_;
-}
-
-// The mean per-op time of one micro-batch over the run's steps, largest first, as a table and a
-// "time_breakdown" log record. Only the plan's steps (forward, backward, recompute) are timed, not
-// the gradient accumulation and optimizer kernels around them.
+// The mean per-op time of one micro-batch over the run's steps (train/time_breakdown.h).
 void Run::report_time_breakdown() {
-  if (!config_.debug_time_breakdown || time_breakdown_samples_ == 0) return;
-  std::vector<std::pair<std::string, double>> mean;
-  double total = 0.0;
-  for (const auto& [op, ms] : time_breakdown_ms_) {
-    mean.emplace_back(op, ms / static_cast<double>(time_breakdown_samples_));
-    total += mean.back().second;
-  }
-  std::sort(mean.begin(), mean.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
-  std::vector<std::pair<std::string, std::string>> rows;
-  nlohmann::json ops = nlohmann::json::array();
-  for (const auto& [op, ms] : mean) {
-    const double percent = total > 0.0 ? 100.0 * ms / total : 0.0;
-    rows.emplace_back(op, fmt::format("{:9.3f} ms {:5.1f}%", ms, percent));
-    ops.push_back({{"op", op}, {"ms", ms}, {"percent", percent}});
-  }
-  rows.emplace_back("total", fmt::format("{:9.3f} ms", total));
-  log("time_breakdown", {{"micro_batches", time_breakdown_samples_}, {"total_ms", total}, {"ops", ops}});
-  display_.message(format_summary_table(
-      fmt::format("time per micro-batch (mean of {} steps' last micro-batch)", time_breakdown_samples_), rows));
+  if (!config_.debug_time_breakdown || time_breakdown_.empty()) return;
+  log("time_breakdown", time_breakdown_.record());
+  display_.message(time_breakdown_.table());
 }
 
 std::vector<std::pair<std::string, std::string>> Run::summary_rows() const {

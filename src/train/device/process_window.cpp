@@ -5,15 +5,22 @@
 
 namespace surogate::train {
 
-MicroBatchTotals TrainingDevice::window_totals(std::span<const MicroBatchTotals> taken) {
+namespace {
+
+// Σ of the counts, in the given order.
+MicroBatchTotals sum_in_order(std::span<const MicroBatchTotals> batches) {
   MicroBatchTotals sum;
-  for (const MicroBatchTotals& batch : taken) {
+  for (const MicroBatchTotals& batch : batches) {
     sum.loss_weight += batch.loss_weight;
     sum.loss_tokens += batch.loss_tokens;
     sum.tokens += batch.tokens;
   }
   return sum;
 }
+
+}  // namespace
+
+MicroBatchTotals TrainingDevice::window_totals(std::span<const MicroBatchTotals> taken) { return sum_in_order(taken); }
 
 ProcessWindow::ProcessWindow(const distributed::ParallelLayout& layout, distributed::ProcessWorld* world)
     : layout_(layout), world_(world) {
@@ -31,15 +38,7 @@ int ProcessWindow::next_local_rank() {
 }
 
 MicroBatchTotals ProcessWindow::totals(std::span<const MicroBatchTotals> taken) {
-  if (!layout_.spans_processes()) {
-    MicroBatchTotals sum;
-    for (const MicroBatchTotals& batch : taken) {
-      sum.loss_weight += batch.loss_weight;
-      sum.loss_tokens += batch.loss_tokens;
-      sum.tokens += batch.tokens;
-    }
-    return sum;
-  }
+  if (!layout_.spans_processes()) return sum_in_order(taken);
   // Every process takes the same number of micro-batches (gradient_accumulation_steps per rank).
   // Counts travel as doubles: exact below 2^53.
   std::vector<double> mine;
@@ -48,16 +47,15 @@ MicroBatchTotals ProcessWindow::totals(std::span<const MicroBatchTotals> taken) 
   }
   const std::vector<double> every = world_->all_gather(mine);
   const size_t per_process = taken.size();
+  // The window in its own order: micro-batch i is the next one of the process holding rank i mod N.
   std::vector<size_t> next(static_cast<size_t>(layout_.processes), 0);
-  MicroBatchTotals sum;
+  std::vector<MicroBatchTotals> window;
   for (int64_t index = 0; index < static_cast<int64_t>(per_process) * layout_.processes; ++index) {
     const int process = distributed::owner_of_micro_batch(index, layout_.world_size) / layout_.local_ranks;
     const double* batch = every.data() + (static_cast<size_t>(process) * per_process + next[static_cast<size_t>(process)]++) * 3;
-    sum.loss_weight += batch[0];
-    sum.loss_tokens += static_cast<int64_t>(batch[1]);
-    sum.tokens += static_cast<int64_t>(batch[2]);
+    window.push_back({batch[0], static_cast<int64_t>(batch[1]), static_cast<int64_t>(batch[2])});
   }
-  return sum;
+  return sum_in_order(window);
 }
 
 double ProcessWindow::sum_over_ranks(std::span<const double> local) {
