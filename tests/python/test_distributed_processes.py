@@ -186,6 +186,12 @@ def test_a_killed_rank_stops_the_other_with_a_clear_message(surogate_bin, tmp_pa
     checkpoint = stderr.split("the last complete checkpoint is ")[1].split(" (resume")[0]
     assert pathlib.Path(checkpoint).parent.resolve() == (tmp_path / "run").resolve()
     assert (pathlib.Path(checkpoint) / "complete.json").exists()
+    # The checkpoint named is usable: the run continues from it (here on one process, two threads).
+    step = int(pathlib.Path(checkpoint).name.split("-")[1])
+    resumed = run_surogate(surogate_bin, "sft", config, "--gpus=2", "--resume_from_checkpoint=true",
+                           f"--max_steps={step + 1}")
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"resumed from {checkpoint} (step {step})" in resumed.stdout
 
 
 def test_a_rank_that_never_starts_is_named_after_the_timeout(surogate_bin, tmp_path, example):

@@ -4,7 +4,8 @@ connection are Ray's real ones). `surogate sft --distributed.num_nodes=2` hands 
 driver, which runs one worker per node: the run equals two processes started with the launcher
 variables and one process with two rank threads, bit for bit (the same gloo collectives in the same
 order), each node keeps its token cache under worker_output_dir/node-<rank>/, and only rank 0 writes
-output_dir. A cluster too small for num_nodes is a clear error, and so is a Python without Ray.
+output_dir. `ray_address: local` starts Ray here and gives the same run. A cluster too small for
+num_nodes is a clear error, and so is a Python without Ray.
 
 The cluster tests skip only when `ray` is not importable (scripts/install_deps.sh installs it)."""
 import os
@@ -70,6 +71,21 @@ def test_two_ray_nodes_equal_two_rank_threads(surogate_bin, tmp_path, cluster):
     assert_same_tensors(tmp_path / "threads" / "adapter_model.safetensors", tmp_path / "ray" / "adapter_model.safetensors")
     assert_same_tensors(tmp_path / "threads" / "checkpoint-3" / "optimizer.safetensors",
                         tmp_path / "ray" / "checkpoint-3" / "optimizer.safetensors")
+
+
+@needs_ray
+@cpu_only
+def test_ray_address_local_starts_ray_on_this_machine(surogate_bin, tmp_path):
+    # Both "nodes" on this machine (SPREAD, not STRICT_SPREAD), each with its own cache folder.
+    config = lora_config(tmp_path, "local")
+    result = run_surogate(surogate_bin, "sft", config, "--distributed.num_nodes=2", "--distributed.ray_address=local",
+                          f"--distributed.worker_output_dir={tmp_path / 'workers'}")
+    assert result.returncode == 0, result.stderr + result.stdout
+    assert "Ray: 2 nodes" in result.stdout
+    assert (tmp_path / "workers" / "node-1" / "tokenized" / "dataset.surotok").exists()
+    threads = lora_config(tmp_path, "threads")
+    assert run_surogate(surogate_bin, "sft", threads, "--gpus=2").returncode == 0
+    assert steps(tmp_path / "local") == steps(tmp_path / "threads")
 
 
 @needs_ray
