@@ -61,6 +61,6 @@ std::optional<ResumedRun> resume_latest_checkpoint(distributed::ProcessWorld& wo
   return ResumedRun{std::move(*restored), latest};
 }
 
-void finish_together(distributed::ProcessWorld& world) { world.barrier(kPatientWait); }
+void wait_for_rank_zero(distributed::ProcessWorld& world) { world.barrier(kPatientWait); }
 
 }  // namespace surogate::train

@@ -8,7 +8,8 @@
 //   - the world is connected once distributed.num_nodes is known to agree with it;
 //   - on resume only rank 0 reads the checkpoint folder (it need not be shared): the others
 //     take part in moving the optimizer shards and receive its training state from it;
-//   - at the end every process waits for rank 0 to write the outputs, so they exit together.
+//   - rank 0 alone evaluates and writes checkpoints and outputs; the others wait for it in a
+//     barrier without the collectives' timeout, and at the end they exit together.
 #pragma once
 
 #include <functional>
@@ -48,8 +49,9 @@ struct ResumedRun {
 std::optional<ResumedRun> resume_latest_checkpoint(distributed::ProcessWorld& world, const CheckpointStore& store,
                                                    TrainingDevice& device);
 
-// Returns when every process has reached it; no timeout worth the name (rank 0 may be writing a
-// large model), but a process that stopped still fails it at once.
-void finish_together(distributed::ProcessWorld& world);
+// Returns when every process has reached it: the others wait here while rank 0 evaluates, writes
+// a checkpoint or the outputs, with no timeout worth the name (that may take long), where the
+// next collective's timeout would fail them; a process that stopped still fails it at once.
+void wait_for_rank_zero(distributed::ProcessWorld& world);
 
 }  // namespace surogate::train

@@ -320,29 +320,34 @@ void Run::fail_non_finite(const std::string& what, double value) {
             state_.step + 1, what, value, last);
 }
 
+// Rank 0's process evaluates (the others have no evaluator and wait for it).
 void Run::evaluate(bool final_eval) {
-  if (!evaluator_) return;
-  EvalResult eval = evaluator_->run();
-  nlohmann::json record{{"step", state_.step}, {"eval_loss", eval.loss}, {"eval_accuracy", eval.accuracy},
-                        {"eval_tokens", eval.tokens}, {"final", final_eval}};
-  state_.eval_history.push_back(record);
-  log("eval", record);
-  if (!result_.initial_eval_loss) result_.initial_eval_loss = eval.loss;
-  result_.eval_loss = eval.loss;
-  result_.eval_accuracy = eval.accuracy;
-  display_.message(fmt::format("eval @ step {}: loss {:.4f} | token accuracy {:.1f}% ({} tokens)", state_.step,
-                               eval.loss, 100.0 * eval.accuracy, eval.tokens));
+  if (evaluator_) {
+    EvalResult eval = evaluator_->run();
+    nlohmann::json record{{"step", state_.step}, {"eval_loss", eval.loss}, {"eval_accuracy", eval.accuracy},
+                          {"eval_tokens", eval.tokens}, {"final", final_eval}};
+    state_.eval_history.push_back(record);
+    log("eval", record);
+    if (!result_.initial_eval_loss) result_.initial_eval_loss = eval.loss;
+    result_.eval_loss = eval.loss;
+    result_.eval_accuracy = eval.accuracy;
+    display_.message(fmt::format("eval @ step {}: loss {:.4f} | token accuracy {:.1f}% ({} tokens)", state_.step,
+                                 eval.loss, 100.0 * eval.accuracy, eval.tokens));
+  }
+  wait_for_rank_zero(*world_);
 }
 
 void Run::save_checkpoint() {
   device_->download();
   std::vector<StateTensor> optimizer_state = device_->optimizer_state();  // every process's shards, on rank 0
   last_saved_step_ = state_.step;
-  if (!world_->leads()) return;
-  fs::path folder = store_->save(state_.step, [&](const fs::path& temporary) {
-    write_checkpoint_files(temporary, device_->trainable(), optimizer_state, state_);
-  });
-  log("checkpoint", {{"step", state_.step}, {"path", folder.string()}});
+  if (world_->leads()) {
+    fs::path folder = store_->save(state_.step, [&](const fs::path& temporary) {
+      write_checkpoint_files(temporary, device_->trainable(), optimizer_state, state_);
+    });
+    log("checkpoint", {{"step", state_.step}, {"path", folder.string()}});
+  }
+  wait_for_rank_zero(*world_);
 }
 
 // Full fine-tuning / pt: the HF model folder. LoRA: the PEFT adapter, and with merge_adapter the
@@ -532,7 +537,7 @@ TrainingResult Run::run() {
   if (last_saved_step_ != state_.step) save_checkpoint();
   result_.steps = state_.step;
   if (!world_->leads()) {
-    finish_together(*world_);
+    wait_for_rank_zero(*world_);
     result_.seconds = seconds_since(start);
     return result_;
   }
@@ -547,7 +552,7 @@ TrainingResult Run::run() {
   log("summary", summary);
   display_.message(format_summary_table("training summary", rows));
   report_time_breakdown();
-  finish_together(*world_);
+  wait_for_rank_zero(*world_);
   return result_;
 }
 
