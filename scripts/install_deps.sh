@@ -14,6 +14,7 @@ apt_packages=(
 )
 python_packages=(
   "tokenizers>=0.19" "transformers>=4.45" jinja2 safetensors numpy pytest pyarrow pyyaml
+  "ray>=2.9"  # optional at run time: multi-node training (distributed.num_nodes > 1); the Ray tests need it
 )
 
 missing=()

@@ -170,6 +170,34 @@ void validate_fp4(const Config& config) {
           "only applies to qlora_fp4 (the NVFP4 base's block scale rule); set qlora_fp4: true or remove the option");
 }
 
+// The multi-GPU transport options of the reference's own threads backend, and where Ray is.
+void validate_distributed(const Config& config) {
+  require(!config.use_all_to_all_reduce, config, "use_all_to_all_reduce",
+          "is not offered: gradients are summed by the collective library's own all-reduce and reduce-scatter "
+          "(NCCL on GPUs, which picks ring, tree or NVLS by size and topology — NCCL_ALGO chooses one; gloo on CPU "
+          "ranks); an all-to-all exchange built beside them would be a second transport that sums in another order. "
+          "Remove the option");
+  require(!config.memcpy_all_gather, config, "memcpy_all_gather",
+          "is not offered: it belongs to a threads-only backend that copies shards between the GPUs of one process "
+          "with cudaMemcpy; here every all-gather is NCCL's, the same within a machine (where NCCL moves data over "
+          "NVLink or PCIe itself) and across processes and machines. Remove the option");
+  require(!config.memcpy_send_recv, config, "memcpy_send_recv",
+          "is not offered: it belongs to a threads-only backend that copies between the GPUs of one process with "
+          "cudaMemcpy; here every transfer between ranks is an NCCL collective, within a machine and across "
+          "machines alike. Remove the option");
+  const std::string& address = config.distributed.ray_address;
+  const size_t colon = address.rfind(':');
+  const bool host_and_port = colon != std::string::npos && colon > 0 && colon + 1 < address.size() &&
+                             address.find_first_not_of("0123456789", colon + 1) == std::string::npos;
+  require(address == "auto" || address == "local" || (address.starts_with("ray://") && address.size() > 6) ||
+              host_and_port,
+          config, "distributed.ray_address",
+          fmt::format("must be auto (the Ray cluster running here), local (start Ray on this machine), "
+                      "ray://host:port (a cluster's Ray client server) or a cluster's host:port (got '{}')", address));
+  require(!config.distributed.worker_output_dir || !config.distributed.worker_output_dir->empty(), config,
+          "distributed.worker_output_dir", "must name a folder when set (or leave it unset for /tmp/surogate-<run_name>)");
+}
+
 }  // namespace
 
 void validate_config(const Config& config, const std::string& file_label) {
@@ -188,6 +216,7 @@ void validate_config(const Config& config, const std::string& file_label) {
   require(config.gpus >= 0, config, "gpus", fmt::format("must be 0 (all GPUs) or a positive count (got {})", config.gpus));
   require_positive(config, "distributed.num_nodes", config.distributed.num_nodes);
   require(config.distributed.gpus_per_node >= 0, config, "distributed.gpus_per_node", "must not be negative");
+  validate_distributed(config);
   require_positive(config, "fp8_amax_history", config.fp8_amax_history);
   require(config.skip_quant_first_layers >= 0, config, "skip_quant_first_layers", "must not be negative");
   require(config.skip_quant_last_layers >= 0, config, "skip_quant_last_layers", "must not be negative");

@@ -24,10 +24,6 @@ const std::vector<UnsupportedOption>& unsupported_options() {
       // ZeRO-1 and ZeRO-2 (shard_gradients) run on CPU ranks and on GPUs; ZeRO-3 does not yet.
       {"zero_level", [](const Config& c) { return c.zero_level == 3; }},
       {"shard_weights", [](const Config& c) { return c.shard_weights; }},
-      {"use_all_to_all_reduce", [](const Config& c) { return c.use_all_to_all_reduce; }},
-      {"memcpy_all_gather", [](const Config& c) { return c.memcpy_all_gather; }},
-      {"memcpy_send_recv", [](const Config& c) { return c.memcpy_send_recv; }},
-      {"distributed.num_nodes", [](const Config& c) { return c.distributed.num_nodes != 1; }},
       {"lora_dtype", [](const Config& c) { return c.lora_dtype != LoraDtype::Fp32; }},
       {"attn_bwd_chunks", [](const Config& c) { return c.attn_bwd_chunks != 1; }},
       {"dataloader_num_workers", [](const Config& c) { return c.dataloader_num_workers.has_value(); }},

@@ -38,6 +38,12 @@ public:
   virtual void broadcast(void* data, size_t count, DType dtype, int root) = 0;
   // Returns once every rank has entered it.
   virtual void barrier() = 0;
+  // Returns once the collectives called so far have completed. gloo's return complete, so it
+  // does nothing; NCCL waits for the communicator's stream (and so for whatever else was enqueued
+  // on it) by polling it together with NCCL's asynchronous error: a peer that stopped, or nothing
+  // completing within the timeout, aborts the communicator and throws RankFailure instead of
+  // leaving this rank waiting forever.
+  virtual void synchronize() {}
 };
 
 // The element size of a collective's dtype (F32 or BF16; anything else is an internal error).

@@ -82,4 +82,21 @@ void load_weights(const fs::path& model_dir, std::span<const models::ParameterSp
   });
 }
 
+void initialize_lora(const models::LoraSetup& lora, std::span<const WeightView> weights, uint64_t seed) {
+  std::mt19937_64 generator(seed ^ 0x4c6f5241ull);  // "LoRA"
+  for (const models::LoraAdapter& adapter : lora.adapters) {
+    for (const WeightView& weight : weights) {
+      if (weight.name == adapter.a.name) {
+        const double bound = 1.0 / std::sqrt(static_cast<double>(adapter.a.shape[1]));
+        for (float& value : weight.values) {
+          const double uniform = static_cast<double>(generator() >> 11) * 0x1.0p-53;
+          value = static_cast<float>((2.0 * uniform - 1.0) * bound);
+        }
+      } else if (weight.name == adapter.b.name) {
+        std::fill(weight.values.begin(), weight.values.end(), 0.0f);
+      }
+    }
+  }
+}
+
 }  // namespace surogate::train

@@ -10,6 +10,7 @@
 #include <functional>
 #include <span>
 
+#include "models/lora.h"
 #include "models/model_spec.h"
 #include "models/weight_io.h"
 #include "train/checkpoint_io.h"
@@ -25,6 +26,11 @@ using WeightWritten = std::function<void(size_t index)>;
 // `weights[i]` belongs to `specs[i]`.
 void initialize_weights(std::span<const models::ParameterSpec> specs, std::span<const WeightView> weights,
                         uint64_t seed, bool projections_to_zero, const WeightWritten& written = {});
+
+// PEFT's initialisation of the LoRA adapters among `weights`: A ~ kaiming-uniform(a = √5) =
+// U(−1/√in, 1/√in), B = 0, so the adapted model starts exactly at the base model. Seeded from
+// `seed` (train_seed; its own stream).
+void initialize_lora(const models::LoraSetup& lora, std::span<const WeightView> weights, uint64_t seed);
 
 // `stored_fp8` / `stored_bnb`: take the weights the checkpoint stores in FP8 blocks / bitsandbytes
 // 4-bit as they are (models/weight_io.h); those taken are neither written into `weights` nor reported

@@ -92,13 +92,14 @@ compiler::RecomputePolicy recompute_policy(const Config& config) {
   return policy;
 }
 
-DeviceMemory device_memory(TrainingBackend backend, const MachineOffer& machine, std::optional<size_t> gpu_memory_bytes) {
+DeviceMemory device_memory(TrainingBackend backend, const MachineOffer& machine, std::optional<size_t> gpu_memory_bytes,
+                           int gpu) {
   if (gpu_memory_bytes) {
     return {fmt::format("a GPU of {} (--gpu-memory)", format_memory_size(*gpu_memory_bytes)), *gpu_memory_bytes,
             *gpu_memory_bytes, machine.visible_gpus};
   }
   if (backend == TrainingBackend::Cuda) {
-    return {fmt::format("GPU 0 ({}, memory free now)", machine.gpu_name), cuda::gpu_free_bytes(0),
+    return {fmt::format("GPU {} ({}, memory free now)", gpu, machine.gpu_name), cuda::gpu_free_bytes(gpu),
             machine.gpu_total_bytes, machine.visible_gpus};
   }
   const HostInfo host = query_host_info();

@@ -59,10 +59,11 @@ struct DeviceMemory {
   size_t total_bytes = 0;      // the device's size (for the margin)
   int visible_gpus = 0;        // what `gpus: 0` means (0 with --gpu-memory: one GPU is predicted)
 };
-// GPU 0 on the CUDA backend, the host's available memory on the CPU backend, or a GPU of
-// `gpu_memory_bytes` when given (the dry run's --gpu-memory).
+// GPU `gpu` (this process's first; 0 unless a launcher placed it) on the CUDA backend, the host's
+// available memory on the CPU backend, or a GPU of `gpu_memory_bytes` when given (the dry run's
+// --gpu-memory).
 DeviceMemory device_memory(TrainingBackend backend, const MachineOffer& machine,
-                           std::optional<size_t> gpu_memory_bytes = std::nullopt);
+                           std::optional<size_t> gpu_memory_bytes = std::nullopt, int gpu = 0);
 
 struct TrainingPlan {
   compiler::ExecutionPlan plan;

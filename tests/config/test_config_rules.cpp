@@ -163,6 +163,31 @@ TEST(ConfigRules, NotYetImplementedOptionsAreRejectedByName) {
   EXPECT_NO_THROW(load("gpus: 1\nrecipe: bf16\nreport_to: []\n"));
 }
 
+TEST(ConfigRules, TheThreadsBackendsTransportOptionsAreRefusedWithTheirReason) {
+  for (const char* option : {"use_all_to_all_reduce", "memcpy_all_gather", "memcpy_send_recv"}) {
+    const std::string message = load_error(std::string(kMinimalConfig) + option + ": true\n");
+    EXPECT_TRUE(contains(message, "config.yaml:5")) << message;
+    EXPECT_TRUE(contains(message, "option '" + std::string(option) + "' is not offered")) << message;
+    EXPECT_TRUE(contains(message, "NCCL")) << message;
+    EXPECT_FALSE(contains(message, "not implemented yet")) << message;
+  }
+  EXPECT_NO_THROW(load("use_all_to_all_reduce: false\nmemcpy_all_gather: false\nmemcpy_send_recv: false\n"));
+}
+
+TEST(ConfigRules, MultiNodeOptions) {
+  // num_nodes > 1 is implemented (Ray or the launcher variables); the Ray address has four forms.
+  for (const char* address : {"auto", "local", "ray://head:10001", "10.0.0.1:6379"}) {
+    EXPECT_NO_THROW(load(std::string("distributed:\n  num_nodes: 4\n  ray_address: \"") + address + "\"\n")) << address;
+  }
+  for (const char* address : {"head", "ray://", "head:port", ":6379"}) {
+    const std::string message = load_error(std::string(kMinimalConfig) + "distributed:\n  ray_address: \"" + address + "\"\n");
+    EXPECT_TRUE(contains(message, "distributed.ray_address")) << message;
+    EXPECT_TRUE(contains(message, std::string("(got '") + address + "')")) << message;
+  }
+  EXPECT_TRUE(contains(load_error(std::string(kMinimalConfig) + "distributed:\n  worker_output_dir: \"\"\n"),
+                       "distributed.worker_output_dir"));
+}
+
 TEST(ConfigRules, MasterAndGradientDtypesBf16AndFp32AreAcceptedFp8NeedsTheFp8Recipe) {
   // bf16 and fp32 load (the backend decides: the CUDA trainer honours them, the CPU backend
   // refuses bf16 by name, train/device/backend_selection.h); the fp8 gradient dtypes are the

@@ -152,7 +152,7 @@ private:
 }  // namespace
 
 std::unique_ptr<TrainingDevice> make_cpu_training_device(const TrainingDeviceSetup& setup) {
-  const distributed::ParallelLayout layout = distributed::cpu_parallel_layout(*setup.config);
+  const distributed::ParallelLayout layout = distributed::cpu_parallel_layout(*setup.config, distributed::process_placement(setup.world));
   if (layout.data_parallel() || setup.data_parallel_device) return make_cpu_data_parallel_training_device(setup, layout);
   return std::make_unique<CpuTrainingDevice>(setup);
 }
