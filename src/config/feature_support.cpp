@@ -45,8 +45,6 @@ const std::vector<UnsupportedOption>& unsupported_options() {
       {"max_pixels", [](const Config& c) { return c.max_pixels.has_value(); }},
       {"norm_bbox", [](const Config& c) { return c.norm_bbox.has_value(); }},
       {"agent_template", [](const Config& c) { return c.agent_template.has_value(); }},
-      {"report_to", [](const Config& c) { return !c.report_to.empty(); }},
-      {"log_gpu_util", [](const Config& c) { return c.log_gpu_util != 100; }},
   };
   return table;
 }

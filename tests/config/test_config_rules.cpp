@@ -136,14 +136,16 @@ TEST(ConfigRules, HardwareGating) {
 }
 
 TEST(ConfigRules, NotYetImplementedOptionsAreRejectedByName) {
-  std::string message = load_error(std::string(kMinimalConfig) + "report_to: [wandb]\n");
+  std::string message = load_error(std::string(kMinimalConfig) + "offload_residual: true\n");
   EXPECT_TRUE(contains(message, "config.yaml:5")) << message;
-  EXPECT_TRUE(contains(message, "'report_to' is valid but not implemented yet")) << message;
+  EXPECT_TRUE(contains(message, "'offload_residual' is valid but not implemented yet")) << message;
   EXPECT_TRUE(contains(load_error(std::string(kMinimalConfig) + "offload_master: true\n"), "'offload_master'"));
   EXPECT_TRUE(contains(load_error(kMinimalConfig, {"--zero_level=3"}), "command line --zero_level=3"));
   EXPECT_TRUE(contains(load_error("model: m\ndatasets:\n  - {path: 's3://b/k', type: text}\n"), "s3://"));
   // Setting an option to its default is fine.
-  EXPECT_NO_THROW(load("gpus: 1\nrecipe: bf16\nreport_to: []\n"));
+  EXPECT_NO_THROW(load("gpus: 1\nrecipe: bf16\noffload_master: false\n"));
+  // Implemented since: trackers and GPU sampling.
+  EXPECT_NO_THROW(load("report_to: [wandb, aim]\nlog_gpu_util: 5\n"));
 }
 
 TEST(ConfigRules, MasterAndGradientDtypesBf16AndFp32AreAcceptedFp8NeedsTheFp8Recipe) {
