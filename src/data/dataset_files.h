@@ -1,7 +1,8 @@
 // Which files a dataset entry reads (`path`, `subset`, `split`):
 //   - a local file: that file; `split` and `subset` do not apply to a single file.
-//   - a local folder (or a hub dataset "org/name", downloaded into the HF cache by
-//     io::resolve_dataset): `subset` selects the sub-folder of that name; then every supported
+//   - a hub dataset "org/name": the files data/hub_dataset.h chooses for `subset` / `split`,
+//     downloaded into the HF cache (offline: its cached snapshot, read as a folder below).
+//   - a local folder: `subset` selects the sub-folder of that name; then every supported
 //     file below it (.jsonl .ndjson .json .txt .parquet; hidden files skipped) in sorted path
 //     order. `split` keeps the files whose name starts with the split followed by '-' or '.'
 //     (train.jsonl, train-00000-of-00002.parquet) or that sit in a folder named after
@@ -19,5 +20,12 @@
 namespace surogate::data {
 
 std::vector<std::filesystem::path> select_dataset_files(const DatasetConfig& dataset);
+
+// The split rule above for paths relative to the dataset's root (sorted): those naming `split`;
+// all of them when none names any known split; else a UserError naming `dataset_name` and listing
+// the splits there are.
+std::vector<std::filesystem::path> choose_split_files(const std::vector<std::filesystem::path>& relative,
+                                                      const std::string& split, const std::string& dataset_name);
+bool path_names_split(const std::filesystem::path& relative, const std::string& split);
 
 }  // namespace surogate::data
