@@ -49,8 +49,6 @@ const std::vector<UnsupportedOption>& unsupported_options() {
   return table;
 }
 
-bool is_remote_url(const std::string& path) { return path.starts_with("s3://") || path.starts_with("gs://"); }
-
 }  // namespace
 
 void check_feature_support(const Config& config) {
@@ -59,15 +57,6 @@ void check_feature_support(const Config& config) {
       fail_user("{}: option '{}' is valid but not implemented yet in this version of Surogate; remove it or "
                 "set it back to its default (docs/configuration.md lists what is not implemented yet)",
                 config.source_of(option.key), option.key);
-    }
-  }
-  for (const auto* list : {&config.datasets, &config.validation_datasets}) {
-    for (size_t i = 0; i < list->size(); ++i) {
-      if (is_remote_url((*list)[i].path)) {
-        std::string key = (list == &config.datasets ? "datasets[" : "validation_datasets[") + std::to_string(i) + "].path";
-        fail_user("{}: option '{}' is an s3:// or gs:// URL, which is not implemented yet in this version of "
-                  "Surogate; download the files and give a local path", config.source_of(key), key);
-      }
     }
   }
 }

@@ -8,6 +8,7 @@
 #include "data/row_reader.h"
 #include "data/hub_dataset.h"
 #include "io/hf_hub.h"
+#include "io/object_store.h"
 
 namespace surogate::data {
 namespace {
@@ -51,12 +52,11 @@ std::vector<fs::path> choose_split_files(const std::vector<fs::path>& relative, 
 
 std::vector<fs::path> select_dataset_files(const DatasetConfig& dataset) {
   if (dataset.path.empty()) fail_user("a dataset has no `path`: set it to a local file, folder or hub dataset id");
-  if (dataset.path.rfind("s3://", 0) == 0 || dataset.path.rfind("gs://", 0) == 0) {
-    fail_user("dataset {}: s3:// and gs:// paths are not supported yet; download the files and use a local path",
-              dataset.path);
-  }
   fs::path root = dataset.path;
-  if (!fs::exists(root)) {
+  if (io::is_object_store_url(dataset.path)) {
+    // The object, or the data files under the prefix, in the local cache; then as a local path.
+    root = io::fetch_object_store_path(dataset.path, [](const std::string& key) { return is_supported_data_file(key); });
+  } else if (!fs::exists(root)) {
     if (!io::looks_like_repo_id(dataset.path)) {
       fail_user("dataset path '{}' does not exist and is not a hub dataset id (org/name); check the path",
                 dataset.path);

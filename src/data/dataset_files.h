@@ -9,7 +9,9 @@
 //     the split (train/part0.jsonl). When no file names any split (train, test, validation,
 //     valid, dev, eval), the folder is unsplit and all its files are used. When files name
 //     other splits but not this one, that is an error listing the splits found.
-//   - anything else is an error (s3:// and gs:// URLs are not supported yet).
+//   - s3://bucket/key, gs://bucket/key: the object, or the data files under the prefix, fetched
+//     into the local cache (io/object_store.h), then as a local file or folder.
+//   - anything else is an error.
 #pragma once
 
 #include <filesystem>

@@ -72,7 +72,7 @@ std::vector<std::string> strings_of(const YAML::Node& node) {
   std::vector<std::string> values;
   if (node.IsScalar()) values.push_back(node.as<std::string>());
   if (node.IsSequence()) {
-    for (const auto& item : node) {
+    for (const YAML::Node item : node) {
       if (item.IsScalar()) values.push_back(item.as<std::string>());
     }
   }
@@ -88,7 +88,7 @@ std::map<std::string, std::vector<std::string>> split_patterns(const YAML::Node&
   } else if (data_files.IsMap()) {
     for (const auto& entry : data_files) splits[entry.first.as<std::string>()] = strings_of(entry.second);
   } else if (data_files.IsSequence()) {
-    for (const auto& item : data_files) {
+    for (const YAML::Node item : data_files) {
       if (item.IsScalar()) {
         splits["train"].push_back(item.as<std::string>());
       } else if (item.IsMap() && item["split"] && item["path"]) {
@@ -102,26 +102,23 @@ std::map<std::string, std::vector<std::string>> split_patterns(const YAML::Node&
 // The config a dataset entry means among README's `configs`.
 YAML::Node choose_config(const YAML::Node& configs, const DatasetConfig& dataset) {
   std::set<std::string> names;
-  YAML::Node marked, named_default;
-  for (const auto& config : configs) {
+  std::optional<YAML::Node> marked, named_default, only;
+  for (const YAML::Node config : configs) {
     if (!config.IsMap()) continue;
     const std::string name = config["config_name"] ? config["config_name"].as<std::string>() : "default";
     names.insert(name);
     if (dataset.subset && name == *dataset.subset) return config;
-    if (config["default"] && config["default"].as<bool>(false)) marked = config;
-    if (name == "default") named_default = config;
+    if (config["default"] && config["default"].as<bool>(false)) marked.emplace(config);
+    if (name == "default") named_default.emplace(config);
+    only.emplace(config);
   }
   if (dataset.subset) {
     fail_user("dataset {}: subset '{}' is not one of its configurations: {}. Set `subset` to one of them",
               dataset.path, *dataset.subset, join(names));
   }
-  if (marked) return marked;
-  if (named_default) return named_default;
-  if (names.size() == 1) {
-    for (const auto& config : configs) {
-      if (config.IsMap()) return config;
-    }
-  }
+  if (marked) return *marked;
+  if (named_default) return *named_default;
+  if (names.size() == 1 && only) return *only;
   fail_user("dataset {} has several configurations ({}): set `subset` to one of them", dataset.path, join(names));
 }
 
