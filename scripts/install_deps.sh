@@ -14,6 +14,10 @@ apt_packages=(
 )
 python_packages=(
   "tokenizers>=0.19" "transformers>=4.45" jinja2 safetensors numpy pytest pyarrow pyyaml
+  # report_to's trackers (optional at run time; tested offline / with a local repository)
+  wandb aim
+  # local emulators for the s3:// and gs:// tests
+  "moto[server]" gcp-storage-emulator
 )
 
 missing=()

@@ -187,17 +187,17 @@ std::string service_account_assertion(const std::string& client_email, const std
 
 GcsSettings read_gcs_settings(const std::string& url, long timeout_seconds) {
   GcsSettings settings;
-  if (auto emulator = environment("STORAGE_EMULATOR_HOST")) {
+  const std::optional<std::string> emulator = environment("STORAGE_EMULATOR_HOST");
+  if (emulator) {
     std::string endpoint = *emulator;
     while (!endpoint.empty() && endpoint.back() == '/') endpoint.pop_back();
     settings.endpoint = endpoint.find("://") == std::string::npos ? "http://" + endpoint : endpoint;
-    settings.access_token = environment("GOOGLE_OAUTH_ACCESS_TOKEN");
-    return settings;
   }
   if ((settings.access_token = environment("GOOGLE_OAUTH_ACCESS_TOKEN"))) return settings;
   std::optional<std::string> path = environment("GOOGLE_APPLICATION_CREDENTIALS");
   const fs::path gcloud_default = home() + "/.config/gcloud/application_default_credentials.json";
-  if (!path && fs::exists(gcloud_default)) path = gcloud_default.string();
+  if (!path && !emulator && fs::exists(gcloud_default)) path = gcloud_default.string();
+  if (!path && emulator) return settings;  // emulators take requests without credentials
   if (!path) {
     fail_user("{}: no Google Cloud credentials: set GOOGLE_APPLICATION_CREDENTIALS to a service-account key file, "
               "or GOOGLE_OAUTH_ACCESS_TOKEN to an access token (`gcloud auth print-access-token`), or run `gcloud "

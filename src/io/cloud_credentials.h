@@ -5,11 +5,12 @@
 //        and AWS_CONFIG_FILE (~/.aws/config); region from AWS_REGION, AWS_DEFAULT_REGION, the
 //        profile's `region`, else us-east-1; endpoint from AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL or
 //        the profile's `endpoint_url` (path-style requests), else https://<bucket>.s3.<region>.amazonaws.com.
-//   GCS: STORAGE_EMULATOR_HOST (an emulator: no credentials needed); else an access token from
-//        GOOGLE_OAUTH_ACCESS_TOKEN; else GOOGLE_APPLICATION_CREDENTIALS (or gcloud's
+//   GCS: endpoint https://storage.googleapis.com, or STORAGE_EMULATOR_HOST (an emulator, where
+//        credentials are optional); an access token from GOOGLE_OAUTH_ACCESS_TOKEN, else
+//        GOOGLE_APPLICATION_CREDENTIALS (or, without an emulator, gcloud's
 //        ~/.config/gcloud/application_default_credentials.json): a service-account key (a JWT
-//        signed with its RS256 key, exchanged at its token_uri) or an authorized-user file (its
-//        refresh token exchanged).
+//        signed with its RS256 key, exchanged at its token_uri for a read-only token) or an
+//        authorized-user file (its refresh token exchanged).
 // Missing credentials are a UserError naming the variables to set.
 #pragma once
 
