@@ -118,12 +118,14 @@ std::vector<std::pair<std::string, std::vector<Series>>> gpu_plot_series(const n
   for (int index : indices) {
     const std::string gpu = fmt::format("GPU {}", index);
     const std::string first = kColors[color++ % std::size(kColors)], second = kColors[color++ % std::size(kColors)];
+    // Labels are unique across the plots (they name the report's data-points series).
     utilization.push_back(gpu_series(gpu_history, index, "utilization_percent", gpu + " compute", first, 1.0));
-    utilization.push_back(gpu_series(gpu_history, index, "memory_utilization_percent", gpu + " memory", second, 1.0));
+    utilization.push_back(
+        gpu_series(gpu_history, index, "memory_utilization_percent", gpu + " memory activity", second, 1.0));
     memory.push_back(gpu_series(gpu_history, index, "memory_used_bytes", gpu + " used", first, 1.0 / kGiB));
-    power.push_back(gpu_series(gpu_history, index, "power_watts", gpu, first, 1.0));
-    clocks.push_back(gpu_series(gpu_history, index, "sm_clock_mhz", gpu + " SM", first, 1.0));
-    clocks.push_back(gpu_series(gpu_history, index, "memory_clock_mhz", gpu + " memory", second, 1.0));
+    power.push_back(gpu_series(gpu_history, index, "power_watts", gpu + " power", first, 1.0));
+    clocks.push_back(gpu_series(gpu_history, index, "sm_clock_mhz", gpu + " SM clock", first, 1.0));
+    clocks.push_back(gpu_series(gpu_history, index, "memory_clock_mhz", gpu + " memory clock", second, 1.0));
   }
   return {{"GPU utilisation (%)", utilization},
           {"GPU memory used (GiB)", memory},

@@ -139,6 +139,8 @@ TEST(GpuUtilization, HtmlReportPlotsTheSamplesWithTheirExactValues) {
   const std::string html = text.str();
   EXPECT_NE(html.find("GPU utilisation (%)"), std::string::npos);
   EXPECT_NE(html.find("GPU power (W)"), std::string::npos);
+  EXPECT_NE(html.find("data-series=\"GPU 0 power\" data-points=\"10:300.5 20:300.5\""), std::string::npos) << html;
+  EXPECT_NE(html.find("data-series=\"GPU 1 memory clock\" data-points=\"10:2619 20:2619\""), std::string::npos);
   EXPECT_NE(html.find("data-series=\"GPU 0 compute\" data-points=\"10:10 20:20\""), std::string::npos) << html;
   EXPECT_NE(html.find("data-series=\"GPU 1 compute\" data-points=\"10:11 20:21\""), std::string::npos) << html;
   EXPECT_NE(html.find("data-series=\"GPU 0 used\" data-points=\"10:1 20:2\""), std::string::npos) << html;  // GiB
