@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <spawn.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -28,6 +29,14 @@ namespace {
 // Records waiting for a helper that does not read (wandb.init stalls on a network timeout for
 // up to 90 s); far more than a run logs in that time, small in memory.
 constexpr size_t kMaxQueued = 200000;
+
+// Moves `fd` to 10 or above (close-on-exec), so the child's dup2 onto 0..3 never overwrites it.
+int high_fd(int fd) {
+  if (fd < 0 || fd >= 10) return fd;
+  const int moved = ::fcntl(fd, F_DUPFD_CLOEXEC, 10);
+  ::close(fd);
+  return moved;
+}
 
 // The exit of `pid` as words.
 std::string describe_status(int status) {
@@ -68,13 +77,18 @@ std::unique_ptr<TrackerFeed> TrackerFeed::start(const TrackerSetup& setup, const
   };
   std::error_code error;
   if (setup.helper_log.has_parent_path()) std::filesystem::create_directories(setup.helper_log.parent_path(), error);
-  const int log = ::open(setup.helper_log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  const int log = high_fd(::open(setup.helper_log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
   if (log < 0) return fail(fmt::format("{} cannot be written: {}", setup.helper_log.string(), std::strerror(errno)));
   int sockets[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sockets) != 0) {
     ::close(log);
     return fail(fmt::format("socketpair: {}", std::strerror(errno)));
   }
+  sockets[0] = high_fd(sockets[0]);
+  sockets[1] = high_fd(sockets[1]);
+  // A blocked send wakes up every second, so closing can give up on a helper that stopped reading.
+  const timeval wake{1, 0};
+  ::setsockopt(sockets[0], SOL_SOCKET, SO_SNDTIMEO, &wake, sizeof wake);
   // The helper: stdin = its end of the socket, stdout / stderr = the log file, fd 3 = our stderr
   // (for its one-line warnings and the tracker links).
   posix_spawn_file_actions_t actions;
@@ -140,6 +154,10 @@ void TrackerFeed::write_loop() {
       // MSG_NOSIGNAL: a helper that died gives EPIPE here, not a SIGPIPE that ends the run.
       const ssize_t sent = ::send(socket_, line.data() + written, line.size() - written, MSG_NOSIGNAL);
       if (sent < 0 && errno == EINTR) continue;
+      if (sent < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        std::lock_guard lock(mutex_);
+        if (!closing_ || std::chrono::steady_clock::now() < give_up_at_) continue;
+      }
       if (sent <= 0) {
         std::lock_guard lock(mutex_);
         broken_ = true;
@@ -158,6 +176,7 @@ void TrackerFeed::close_stream() {
   {
     std::lock_guard lock(mutex_);
     closing_ = true;
+    give_up_at_ = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   }
   ready_.notify_one();
   if (writer_.joinable()) writer_.join();

@@ -70,6 +70,7 @@ class TrackerFeed {
   bool closing_ = false;
   bool broken_ = false;     // the helper stopped reading
   size_t dropped_ = 0;      // records not queued because the queue was full
+  std::chrono::steady_clock::time_point give_up_at_;  // closing: a helper not reading by then is left
   std::thread writer_;
 };
 
