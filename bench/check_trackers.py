@@ -67,8 +67,12 @@ def wandb_history(records):
     for record in records:
         if record["type"] != "history":
             continue
-        values = {"/".join(item["nested_key"]) if "nested_key" in item else item["key"]: json.loads(item["value_json"])
-                  for item in record["history"]["item"]}
+        items = record["history"]["item"]
+        if isinstance(items, dict):  # `wandb leet inspect --json` gives the decoded values
+            values = dict(items)
+        else:  # the raw protobuf form: [{"key" or "nested_key", "value_json"}]
+            values = {"/".join(item["nested_key"]) if "nested_key" in item else item["key"]: json.loads(item["value_json"])
+                      for item in items}
         step = values.get("_step", record["history"].get("step", {}).get("num", 0))
         history.setdefault(int(step), {}).update({k: v for k, v in values.items() if not k.startswith("_")})
     return history

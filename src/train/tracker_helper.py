@@ -92,8 +92,9 @@ class WandbTracker:
         settings = start["wandb"]
         run_id = state.get("wandb_id") if start.get("resumed") else None
         arguments = dict(project=settings["project"], name=settings["name"], config=config,
-                         id=run_id or wandb.util.generate_id(), resume="allow",
                          settings=wandb.Settings(console="off"))
+        if run_id:
+            arguments.update(id=run_id, resume="allow")
         if not os.environ.get("WANDB_DIR") and settings.get("dir"):
             os.makedirs(settings["dir"], exist_ok=True)
             arguments["dir"] = settings["dir"]

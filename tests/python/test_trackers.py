@@ -145,9 +145,6 @@ def test_a_tracker_failing_mid_run_costs_one_warning_and_the_others_go_on(suroga
     packages = fake_package(tmp_path, "wandb", """
 class Settings:
     def __init__(self, **kwargs): pass
-class util:
-    @staticmethod
-    def generate_id(): return "fakeid01"
 class _Run:
     id = "fakeid01"; url = None; dir = "nowhere"
     class config:
