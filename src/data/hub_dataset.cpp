@@ -50,9 +50,14 @@ bool matches(const std::string& pattern, const std::string& path) {
 YAML::Node readme_header(const std::string& readme, const std::string& dataset) {
   std::istringstream stream(readme);
   std::string line, header;
-  if (!std::getline(stream, line) || line.find_first_not_of("-") != std::string::npos || line.size() != 3) return {};
+  auto next_line = [&] {
+    if (!std::getline(stream, line)) return false;
+    if (!line.empty() && line.back() == '\r') line.pop_back();  // CRLF files
+    return true;
+  };
+  if (!next_line() || line != "---") return {};
   bool closed = false;
-  while (std::getline(stream, line)) {
+  while (next_line()) {
     if (line == "---") {
       closed = true;
       break;

@@ -215,6 +215,10 @@ def test_s3_requests_carry_a_sigv4_signature_botocore_agrees_with_and_403_is_cle
         from botocore.awsrequest import AWSRequest
         from botocore.credentials import Credentials
         signed = [name for name in headers["authorization"].split("SignedHeaders=")[1].split(",")[0].split(";")]
+        # AWS rejects requests whose x-amz-* headers are not all signed.
+        assert {"host", "x-amz-date", "x-amz-content-sha256", "x-amz-security-token"} <= set(signed), signed
+        assert headers["authorization"].startswith("AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/")
+        assert "/eu-central-1/s3/aws4_request" in headers["authorization"]
         request = AWSRequest(method="GET", url=store.url + path,
                              headers={name: headers[name] for name in signed if name != "host"})
         request.context["timestamp"] = headers["x-amz-date"]
