@@ -188,7 +188,7 @@ def test_log_gpu_util_on_the_cpu_backend_warns_once_when_set_and_never_by_defaul
     ex = make_quickstart_example(tmp_path)
     default = run_surogate(surogate_bin, "sft", write_config(tmp_path, ex, tmp_path / "a"))
     assert default.returncode == 0, default.stderr
-    assert "log_gpu_util" not in default.stdout + default.stderr
+    assert "warning" not in default.stdout + default.stderr
     explicit = run_surogate(surogate_bin, "sft", write_config(tmp_path, ex, tmp_path / "b", log_gpu_util=1))
     assert explicit.returncode == 0, explicit.stderr
     text = explicit.stdout + explicit.stderr
@@ -196,5 +196,6 @@ def test_log_gpu_util_on_the_cpu_backend_warns_once_when_set_and_never_by_defaul
     if "CUDA backend" in explicit.stdout:  # on a GPU machine: a sample after every step
         assert [r["step"] for r in samples] == [1, 2, 3] and "GPU utilisation" in explicit.stdout, text
         return
-    assert text.count("log_gpu_util") == 1 and "CPU backend" in text and "config.yaml:" in text, text
+    assert text.count("warning:") == 1 and text.count("log_gpu_util asks") == 1, text
+    assert "CPU backend" in text and "config.yaml:" in text, text
     assert not samples
