@@ -86,8 +86,8 @@ def s3_env(tmp_path, endpoint, **extra):
                     AWS_ENDPOINT_URL=endpoint, **extra)
 
 
-def write_config(tmp_path, tokenizers_dir, path, **dataset):
-    config = tmp_path / "run.yaml"
+def write_config(tmp_path, tokenizers_dir, path, name="run.yaml", **dataset):
+    config = tmp_path / name
     entry = "".join(f"    {key}: {value}\n" for key, value in dataset.items())
     config.write_text(f"model: {tokenizers_dir / 'qwen3'}\noutput_dir: {tmp_path / 'out'}\nsequence_len: 64\n"
                       f"validation_split_ratio: 0\ndatasets:\n  - type: text\n    path: {path}\n{entry}")
@@ -101,7 +101,7 @@ def preview(surogate_bin, config, env):
 def test_s3_prefix_and_object_are_fetched_cached_and_refreshed(surogate_bin, tmp_path, tokenizers_dir, s3):
     endpoint, client, server = s3
     env = s3_env(tmp_path, endpoint)
-    prefix = write_config(tmp_path, tokenizers_dir, "s3://data/sft")
+    prefix = write_config(tmp_path, tokenizers_dir, "s3://data/sft", name="prefix.yaml")
     result = preview(surogate_bin, prefix, env)
     assert result.returncode == 0, result.stderr
     assert "s3 train one" in result.stdout and "s3 train two" in result.stdout and "s3 test" not in result.stdout
@@ -110,7 +110,7 @@ def test_s3_prefix_and_object_are_fetched_cached_and_refreshed(surogate_bin, tmp
         ["test.jsonl", "train.jsonl"]  # notes.csv is not a data file: not fetched
     assert (bucket / "sft" / "train.jsonl").read_bytes() == jsonl(["s3 train one", "s3 train two"])
 
-    single = write_config(tmp_path, tokenizers_dir, "s3://data/single.jsonl")
+    single = write_config(tmp_path, tokenizers_dir, "s3://data/single.jsonl", name="single.yaml")
     result = preview(surogate_bin, single, env)
     assert result.returncode == 0, result.stderr
     assert "single object" in result.stdout
