@@ -16,7 +16,8 @@
 # `CARRY_DIR=$PWD/carry/cli bash bench/run_cli_job.sh` with carry ["carry/cli.tar.xz"] (a full
 # carry/cudal from a plain --prepare works too, and is the default).
 # Env: CLI_MODELS (qwen3-0.6b qwen3-8b), CLI_VARIANTS (defaults fast fast-long; also recommended,
-# qlora, qlora-fast, qlora-fp8, qlora-fp8-fast, fp8, fp8-fast, full, full-b4; MFU is against the bf16 ceiling for every variant),
+# qlora, qlora-fast, qlora-fp8, qlora-fp8-fast, qlora-fp4, fp8, fp8-fast, full, full-b4, full-offload,
+# full-offload-zc, full-offload-all; MFU is against the bf16 ceiling for every variant),
 # CLI_STEPS (10),
 # BENCH_BINARY=0 (skip the bench binary), PEERS=0, PEER_STEPS (5). Records: $OUT/cli.jsonl.
 set -uo pipefail
@@ -66,8 +67,15 @@ YAML
                    recompute_lora; do printf '%s: false\n' "$r"; done ;;
     qlora) printf 'qlora_bnb: true\n' ;;  # QLoRA NF4 (block 64, double quantization) with the defaults
     qlora-fp8) printf 'qlora_fp8: true\n' ;;  # QLoRA FP8 E4M3 (blocks of 128 x 128) with the defaults
+    qlora-fp4) printf 'qlora_fp4: true\n' ;;  # QLoRA NVFP4 (Four Over Six), dequantized to bf16, with the defaults
     full) printf 'lora: false\n' ;;  # full fine-tuning with the defaults: where recompute must choose
     full-b4) printf 'lora: false\nper_device_train_batch_size: 4\n' ;;  # more than fits: partial recompute
+    # Full fine-tuning with the masters and optimizer state in pinned host memory: staged through
+    # two GPU slots (-offload), read through the mapping (-offload-zc), and the gradient
+    # accumulators too (-offload-all).
+    full-offload) printf 'lora: false\noffload_master: true\noffload_optimizer: true\n' ;;
+    full-offload-zc) printf 'lora: false\noffload_master: true\noffload_optimizer: true\nuse_zero_copy: true\n' ;;
+    full-offload-all) printf 'lora: false\noffload_master: true\noffload_optimizer: true\noffload_grads: true\n' ;;
     *) echo "unknown variant $1" >&2; return 1 ;;
   esac
 }

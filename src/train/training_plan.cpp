@@ -36,6 +36,9 @@ models::LoraSetup lora_setup(const Config& config, const io::ModelConfig& model,
 
 std::optional<models::QloraOptions> qlora_options(const Config& config) {
   if (config.qlora_fp8) return models::QloraOptions{models::WeightFormat::Fp8Block, config.qlora_block_size, false};
+  if (config.qlora_fp4) {
+    return models::QloraOptions{models::WeightFormat::Nvfp4, quant::kNvfp4Block, false, config.qlora_four_over_six};
+  }
   if (!config.qlora_bnb) return std::nullopt;
   return models::QloraOptions{models::WeightFormat::Nf4, config.qlora_bnb_block_size, config.qlora_bnb_double_quant};
 }

@@ -68,7 +68,7 @@ class CpuDataParallelDevice final : public TrainingDevice {
 public:
   CpuDataParallelDevice(const TrainingDeviceSetup& setup, const distributed::ParallelLayout& layout)
       : plan_(*setup.plan), config_(*setup.config), layout_(layout), threads_(layout.world_size) {
-    check_cpu_backend_precision(config_);
+    check_cpu_backend_options(config_);
     std::vector<std::unique_ptr<distributed::Communicator>> communicators = distributed::connect_in_process_gloo(threads_);
     for (int r = 0; r < layout_.world_size; ++r) {
       auto rank = std::make_unique<Rank>();

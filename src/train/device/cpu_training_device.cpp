@@ -79,7 +79,7 @@ namespace {
 class CpuTrainingDevice final : public TrainingDevice {
 public:
   explicit CpuTrainingDevice(const TrainingDeviceSetup& setup) : plan_(*setup.plan), config_(*setup.config) {
-    check_cpu_backend_precision(config_);  // also when a caller forces the CPU backend
+    check_cpu_backend_options(config_);  // also when a caller forces the CPU backend
     backend_.load(plan_, *setup.registry);
     loss_ = plan_.loss;
     parameters_ = bind_cpu_parameters(backend_, plan_, setup.specs);

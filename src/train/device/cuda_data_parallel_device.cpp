@@ -42,6 +42,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cmath>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -108,6 +109,12 @@ public:
       // backend_selection.cpp refuses it with several GPUs; a world of one (tests) too.
       fail_user("{}: master_dtype: bf16 is implemented on one GPU only, not on the data-parallel device",
                 config_.source_of("master_dtype"));
+    }
+    for (const auto& [key, set] : {std::pair{"offload_master", config_.offload_master},
+                                   std::pair{"offload_grads", config_.offload_grads}}) {
+      // backend_selection.cpp refuses them with several GPUs; a world of one (tests) too: the
+      // collectives run on the masters and accumulators in GPU memory.
+      if (set) fail_user("{}: {} is implemented on one GPU only, not on the data-parallel device", config_.source_of(key), key);
     }
     int visible = 0;
     CUDA_CHECK(cudaGetDeviceCount(&visible));
