@@ -18,6 +18,7 @@
 #include "distributed/launcher_environment.h"
 #include "distributed/ray_launch.h"
 #include "io/hf_hub.h"
+#include "io/object_store.h"
 #include "io/model_config.h"
 #include "train/memory_prediction.h"
 #include "train/trainer.h"
@@ -87,10 +88,10 @@ void validate_datasets(const Config& config, bool pretraining) {
     for (size_t i = 0; i < list->size(); ++i) {
       const DatasetConfig& dataset = (*list)[i];
       std::string key = fmt::format("{}[{}]", name, i);
-      // A hub id (org/name) is downloaded by the data pipeline; anything else must exist here.
-      if (!fs::exists(dataset.path) && !io::looks_like_repo_id(dataset.path)) {
-        fail_user("{}: {}.path '{}' does not exist: give a local file or folder, or a hub dataset id "
-                  "(org/name)", config.source_of(key + ".path"), key, dataset.path);
+      // A hub id (org/name) or an s3:// / gs:// URL is downloaded by the data pipeline; anything else must exist here.
+      if (!fs::exists(dataset.path) && !io::looks_like_repo_id(dataset.path) && !io::is_object_store_url(dataset.path)) {
+        fail_user("{}: {}.path '{}' does not exist: give a local file or folder, a hub dataset id (org/name), or an "
+                  "s3:// / gs:// URL", config.source_of(key + ".path"), key, dataset.path);
       }
       if (pretraining && dataset.type != DatasetType::Text) {
         fail_user("{}: {}.type is '{}', but `surogate pt` trains on raw text: use type: text (or `surogate sft`)",

@@ -63,6 +63,14 @@ void validate_dataset(const Config& config, const DatasetConfig& dataset, const 
   validate_prompt_format(config, key + ".prompt_format", dataset.prompt_format);
   validate_prompt_format(config, key + ".prompt_format_no_input", dataset.prompt_format_no_input);
   require(!dataset.path.empty(), config, key + ".path", "is required: a local file or folder, or a hub dataset id");
+  for (const char* scheme : {"s3://", "gs://"}) {
+    if (dataset.path.starts_with(scheme)) {
+      const std::string bucket = dataset.path.substr(5, dataset.path.find('/', 5) - 5);
+      require(!bucket.empty(), config, key + ".path",
+              fmt::format("'{}' names no bucket: write {}BUCKET/KEY (an object, or a prefix of objects)", dataset.path,
+                          scheme));
+    }
+  }
   if (dataset.samples) require_positive(config, key + ".samples", *dataset.samples);
   if (dataset.type == DatasetType::Instruction) {
     require(dataset.instruction_field.has_value(), config, key + ".instruction_field",

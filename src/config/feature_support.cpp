@@ -30,13 +30,9 @@ const std::vector<UnsupportedOption>& unsupported_options() {
       {"sequence_parallel_size", [](const Config& c) { return c.sequence_parallel_size != 1; }},
       {"max_pixels", [](const Config& c) { return c.max_pixels.has_value(); }},
       {"norm_bbox", [](const Config& c) { return c.norm_bbox.has_value(); }},
-      {"report_to", [](const Config& c) { return !c.report_to.empty(); }},
-      {"log_gpu_util", [](const Config& c) { return c.log_gpu_util != 100; }},
   };
   return table;
 }
-
-bool is_remote_url(const std::string& path) { return path.starts_with("s3://") || path.starts_with("gs://"); }
 
 }  // namespace
 
@@ -46,15 +42,6 @@ void check_feature_support(const Config& config) {
       fail_user("{}: option '{}' is valid but not implemented yet in this version of Surogate; remove it or "
                 "set it back to its default (docs/configuration.md lists what is not implemented yet)",
                 config.source_of(option.key), option.key);
-    }
-  }
-  for (const auto* list : {&config.datasets, &config.validation_datasets}) {
-    for (size_t i = 0; i < list->size(); ++i) {
-      if (is_remote_url((*list)[i].path)) {
-        std::string key = (list == &config.datasets ? "datasets[" : "validation_datasets[") + std::to_string(i) + "].path";
-        fail_user("{}: option '{}' is an s3:// or gs:// URL, which is not implemented yet in this version of "
-                  "Surogate; download the files and give a local path", config.source_of(key), key);
-      }
     }
   }
 }

@@ -23,6 +23,7 @@
 #include "train/device/backend_selection.h"
 #include "train/device/training_device.h"
 #include "train/evaluator.h"
+#include "train/gpu_utilization.h"
 #include "train/html_report.h"
 #include "train/lora_targets.h"
 #include "train/lr_schedule.h"
@@ -36,6 +37,7 @@
 #include "train/time_breakdown.h"
 #include "train/quantized_weights.h"
 #include "train/memory_prediction.h"
+#include "train/tracker_feed.h"
 #include "train/training_plan.h"
 
 namespace surogate::train {
@@ -104,6 +106,8 @@ private:
   std::unique_ptr<LrSchedule> schedule_;
   std::unique_ptr<CheckpointStore> store_;
   std::unique_ptr<MetricsLog> log_;
+  std::unique_ptr<TrackerFeed> trackers_;         // report_to
+  std::unique_ptr<GpuUtilizationLog> gpu_log_;    // log_gpu_util
   TrainingState state_;
   TrainingResult result_;
   int64_t batches_per_epoch_ = 0;
@@ -292,6 +296,17 @@ Run::Run(const Config& config, const TrainerOptions& options)
     log_ = std::make_unique<MetricsLog>(config.log_file ? fs::path(*config.log_file)
                                                         : default_log_path(config.output_dir, run_name_));
     result_.log_file = log_->path();
+    if (!config.report_to.empty()) {
+      trackers_ = TrackerFeed::start(tracker_setup(config, run_name_, state_.step > 0),
+                                     [this](const std::string& line) { display_.message(line); });
+      if (trackers_) log_->set_observer([this](const nlohmann::json& record) { trackers_->send(record); });
+    }
+    GpuUtilizationPlan gpu = gpu_utilization_plan(
+        config.log_gpu_util, config.source_of("log_gpu_util"),
+        backend_kind_ == TrainingBackend::Cuda ? static_cast<int>(device_->data_parallel_ranks()) : 0,
+        cuda::open_nvml_sampler);
+    gpu_log_ = std::move(gpu.log);
+    if (gpu.warning) display_.message(*gpu.warning);
   }
   log("config", {{"run_name", run_name_}, {"command", options.pretraining ? "pt" : "sft"},
                   {"model", config.model}, {"total_steps", state_.total_steps}, {"start_step", state_.step},
@@ -550,6 +565,11 @@ TrainingResult Run::run() {
                           {"tokens_per_second", tokens / std::max(seconds, 1e-9)}, {"step_seconds", seconds}};
     state_.history.push_back(record);
     log("step", record);
+    if (gpu_log_ && gpu_log_->due(state_.step)) {  // rank 0's process only
+      nlohmann::json sample = gpu_log_->sample(state_.step);
+      state_.gpu_history.push_back(sample);
+      log("gpu", sample);
+    }
     result_.step_losses.push_back(loss);
     if (!options_.quiet) {
       display_.step({state_.step, state_.total_steps, epoch, loss, learning_rate, grad_norm,
@@ -580,12 +600,16 @@ TrainingResult Run::run() {
   auto rows = summary_rows();
   result_.report_file = fs::path(config_.output_dir) / fmt::format("report-{}.html", run_name_);
   write_html_report(result_.report_file, fmt::format("Surogate {} run '{}'", options_.pretraining ? "pt" : "sft", run_name_),
-                    state_.history, state_.eval_history, rows);
+                    state_.history, state_.eval_history, rows, gpu_plot_series(state_.gpu_history));
   nlohmann::json summary = nlohmann::json::object();
   for (const auto& [key, value] : rows) summary[key] = value;
   log("summary", summary);
   display_.message(format_summary_table("training summary", rows));
   report_time_breakdown();
+  if (trackers_) {
+    // The trackers upload what they hold (wandb online); the run itself is complete.
+    trackers_->finish(std::chrono::seconds(300), [this](const std::string& line) { display_.message(line); });
+  }
   wait_for_rank_zero(*world_);
   return result_;
 }
@@ -611,6 +635,7 @@ std::vector<std::pair<std::string, std::string>> Run::summary_rows() const {
                       fmt::format("{:.1f}% (chance {:.1f}%)", 100.0 * *result_.eval_accuracy, 100.0 / static_cast<double>(model_config_.vocab_size)));
   }
   rows.emplace_back("time", format_duration(result_.seconds));
+  for (auto& row : gpu_summary_rows(state_.gpu_history)) rows.push_back(std::move(row));
   if (lora_) {
     rows.emplace_back("adapter (PEFT)", config_.output_dir);
     if (config_.merge_adapter) rows.emplace_back("merged model", merged_model_dir(config_.output_dir).string());
