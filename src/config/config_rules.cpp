@@ -178,8 +178,15 @@ void validate_fp4(const Config& config) {
           "only applies to qlora_fp4 (the NVFP4 base's block scale rule); set qlora_fp4: true or remove the option");
 }
 
-// The multi-GPU transport options of the reference's own threads backend, and where Ray is.
+// The multi-GPU transport options of the reference's own threads backend, ZeRO-3's limits, and
+// where Ray is.
 void validate_distributed(const Config& config) {
+  // The FP8 copies of trained weights (models/fp8_recipe.h) are rewritten from each whole weight
+  // after every step, on every rank; ZeRO-3 keeps no rank's whole weights between uses.
+  require(!config.shard_weights || config.recipe != Recipe::Fp8Hybrid || config.lora, config,
+          config.zero_level >= 3 ? "zero_level" : "shard_weights",
+          "with recipe: fp8_hybrid needs lora: true: full fine-tuning in FP8 keeps an FP8 copy of every trained weight "
+          "on every rank, which sharded weights cannot give. Use zero_level 1 or 2 with fp8_hybrid, or recipe: bf16");
   require(!config.use_all_to_all_reduce, config, "use_all_to_all_reduce",
           "is not offered: gradients are summed by the collective library's own all-reduce and reduce-scatter "
           "(NCCL on GPUs, which picks ring, tree or NVLS by size and topology — NCCL_ALGO chooses one; gloo on CPU "

@@ -21,9 +21,6 @@ const std::vector<UnsupportedOption>& unsupported_options() {
       {"offload_residual", [](const Config& c) { return c.offload_residual; }},
       {"offload_quants", [](const Config& c) { return c.offload_quants; }},
       {"persistent_quants", [](const Config& c) { return c.persistent_quants; }},
-      // ZeRO-1 and ZeRO-2 (shard_gradients) run on CPU ranks and on GPUs; ZeRO-3 does not yet.
-      {"zero_level", [](const Config& c) { return c.zero_level == 3; }},
-      {"shard_weights", [](const Config& c) { return c.shard_weights; }},
       {"lora_dtype", [](const Config& c) { return c.lora_dtype != LoraDtype::Fp32; }},
       {"attn_bwd_chunks", [](const Config& c) { return c.attn_bwd_chunks != 1; }},
       {"dataloader_num_workers", [](const Config& c) { return c.dataloader_num_workers.has_value(); }},

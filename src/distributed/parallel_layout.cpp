@@ -20,8 +20,11 @@ std::string ParallelLayout::describe() const {
   const std::string spread =
       spans_processes() ? fmt::format(" ({} processes × {} rank{})", processes, local_ranks, local_ranks == 1 ? "" : "s")
                         : std::string();
-  return fmt::format("{} data-parallel ranks{}, ZeRO-{} ({})", world_size, spread, shard_gradients ? 2 : 1,
-                     shard_gradients ? "optimizer state and gradients sharded" : "optimizer state sharded");
+  const int level = shard_weights ? 3 : shard_gradients ? 2 : 1;
+  const char* sharded = shard_weights     ? "weights, gradients and optimizer state sharded; weights gathered per layer"
+                        : shard_gradients ? "optimizer state and gradients sharded"
+                                          : "optimizer state sharded";
+  return fmt::format("{} data-parallel ranks{}, ZeRO-{} ({})", world_size, spread, level, sharded);
 }
 
 namespace {
@@ -39,8 +42,9 @@ ParallelLayout layout_of(const Config& config, int local_ranks, const ProcessPla
   layout.first_rank = placement.rank * layout.local_ranks;
   layout.world_size = layout.local_ranks * placement.count;
   layout.zero_level = static_cast<int>(config.zero_level);
-  layout.shard_gradients = config.shard_gradients || config.zero_level >= 2;
-  SUROGATE_CHECK(layout.zero_level <= 2 && !config.shard_weights, "ZeRO-3 is not implemented; config checks reject it");
+  // A rank keeps the weights it steps; the others' gradients it never needs (ZeRO-2's reduce-scatter).
+  layout.shard_weights = config.shard_weights || config.zero_level >= 3;
+  layout.shard_gradients = config.shard_gradients || config.zero_level >= 2 || layout.shard_weights;
   return layout;
 }
 

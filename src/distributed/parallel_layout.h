@@ -1,9 +1,11 @@
 // The parallel layout of a training run, described once: how many ranks train together, where
 // this process's ranks sit among them, and how their state is sharded. Today that is data
 // parallelism over `world_size` ranks with ZeRO-1 (each rank keeps the whole model and gradients,
-// and the optimizer state of its shard only) or ZeRO-2 (`shard_gradients`: the gradients are
-// reduce-scattered, each rank keeping the summed gradients of its shard only); sequence and
-// pipeline parallelism and ZeRO-3 extend this struct when they land.
+// and the optimizer state of its shard only), ZeRO-2 (`shard_gradients`: the gradients are
+// reduce-scattered, each rank keeping the summed gradients of its shard only) or ZeRO-3
+// (`shard_weights`: each rank also keeps only its shard of the weights, gathered layer by layer
+// for the steps that read them; gradients reduce-scattered as in ZeRO-2); sequence and pipeline
+// parallelism extend this struct when they land.
 //
 // Ranks and processes: a run is one process or a world of processes (process_world.h), and each
 // process drives the same number of rank threads — `gpus` of them (`distributed.gpus_per_node`
@@ -43,8 +45,9 @@ struct ParallelLayout {
   int first_rank = 0;    // the global rank of this process's first rank
   int first_device = 0;  // GPUs: the CUDA device of this process's first rank
   int processes = 1;
-  int zero_level = 1;            // 1: optimizer state sharded; 2: and gradients
-  bool shard_gradients = false;  // zero_level >= 2 or shard_gradients: reduce-scatter, not all-reduce
+  int zero_level = 1;            // 1: optimizer state sharded; 2: and gradients; 3: and weights
+  bool shard_gradients = false;  // zero_level >= 2, shard_gradients or shard_weights: reduce-scatter, not all-reduce
+  bool shard_weights = false;    // zero_level 3 or shard_weights: weights sharded, gathered per layer
   bool data_parallel() const { return world_size > 1; }
   bool spans_processes() const { return processes > 1; }
   bool holds_rank(int rank) const { return rank >= first_rank && rank < first_rank + local_ranks; }

@@ -138,7 +138,15 @@ void CpuBackend::write_converted(TensorId tensor, DType source, std::span<const 
 void CpuBackend::execute(std::span<const InputBinding> inputs) {
   check_loaded();
   for (const InputBinding& input : inputs) write(input.tensor, input.data);
-  for (const BoundStep& step : steps_) step.kernel(step.args);
+  if (observer_ == nullptr) {
+    for (const BoundStep& step : steps_) step.kernel(step.args);
+    return;
+  }
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    observer_->before_step(i);
+    steps_[i].kernel(steps_[i].args);
+    observer_->after_step(i);
+  }
 }
 
 void CpuBackend::zero_gradients() {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "runtime/backend.h"
+#include "runtime/step_observer.h"
 
 namespace surogate::runtime {
 
@@ -49,6 +50,10 @@ public:
 
   size_t arena_bytes() const { return arena_.size(); }
   const std::byte* arena_data() const { return arena_.data(); }
+  std::byte* arena_data() { return arena_.data(); }
+
+  // Called around every step of execute() while set (nullptr: none); must outlive its use.
+  void set_step_observer(StepObserver* observer) { observer_ = observer; }
 
 private:
   struct BoundStep {
@@ -70,6 +75,7 @@ private:
   AlignedBuffer gradients_;
   AlignedBuffer inputs_;
   std::vector<BoundStep> steps_;
+  StepObserver* observer_ = nullptr;
 };
 
 }  // namespace surogate::runtime

@@ -310,11 +310,14 @@ void CudaBackend::execute(std::span<const InputBinding> inputs) {
     staged_pending_ = true;
   }
   graph_launched_ = false;
-  if (time_breakdown_ && step_events_.size() == steps_.size() + 1) {
-    step_events_[0].record(stream);
+  const bool timed = time_breakdown_ && step_events_.size() == steps_.size() + 1;
+  if (timed || observer_ != nullptr) {
+    if (timed) step_events_[0].record(stream);
     for (size_t i = 0; i < steps_.size(); ++i) {
+      if (observer_ != nullptr) observer_->before_step(i);
       steps_[i].kernel(CudaKernelArgs{steps_[i].inputs, steps_[i].outputs, stream});
-      step_events_[i + 1].record(stream);
+      if (observer_ != nullptr) observer_->after_step(i);
+      if (timed) step_events_[i + 1].record(stream);
     }
     warmed_up_ = true;
     return;

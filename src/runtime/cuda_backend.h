@@ -20,6 +20,7 @@
 #include "cuda/device_buffer.h"
 #include "runtime/backend.h"
 #include "runtime/cuda_op_table.h"
+#include "runtime/step_observer.h"
 
 namespace surogate::runtime {
 
@@ -68,6 +69,10 @@ public:
   // fails is reported once on stderr and execute() stays eager until the next load(). Ignored
   // (eager, the graph kept) while time_breakdown is on.
   void set_cuda_graphs(bool enabled);
+  // Called around every step of execute() while set (nullptr: none; must outlive its use). An
+  // execute with an observer runs eagerly: the observer enqueues its own work between the steps
+  // (on this stream, or on its own streams ordered by events), decided on the host.
+  void set_step_observer(StepObserver* observer) { observer_ = observer; }
   // Whether the last execute() launched the captured graph (for tests and reports).
   bool graph_launched() const { return graph_launched_; }
   cudaStream_t stream() const { return stream_ ? stream_->get() : nullptr; }
@@ -125,6 +130,7 @@ private:
   bool time_breakdown_ = false;
   std::vector<cuda::Event> step_events_;  // steps + 1 when time_breakdown_
   bool cuda_graphs_ = false;
+  StepObserver* observer_ = nullptr;
   bool warmed_up_ = false;     // an eager execute ran since load()
   bool graph_failed_ = false;  // capture was refused since load(): stay eager
   bool graph_launched_ = false;

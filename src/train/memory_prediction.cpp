@@ -92,6 +92,13 @@ std::vector<Lever> levers(int sm, bool cuda) {
       offload_lever("offload_master: true (fp32 master weights in pinned host memory)", &Config::offload_master, cuda),
       offload_lever("offload_grads: true (gradient accumulators in pinned host memory; slow)", &Config::offload_grads,
                     cuda),
+      {"zero_level: 3 (each data-parallel rank keeps its shard of the weights, gathered a layer at a time)",
+       [](Config& c) {
+         if (c.shard_weights || c.zero_level >= 3 || c.gpus == 1) return false;
+         c.zero_level = 3;
+         c.shard_weights = c.shard_gradients = true;
+         return true;
+       }},
       {"lora: true (train adapters, not every weight)",
        [](Config& c) {
          if (c.lora) return false;
@@ -148,9 +155,11 @@ MemoryPrediction predict_training_memory(const Config& config, std::optional<siz
   prediction.margin_bytes = plan.margin_bytes;
   prediction.ranks = plan.memory.ranks;
   prediction.gpus = plan.memory.gpus;
-  prediction.shard_gradients = config.shard_gradients || config.zero_level >= 2;
+  prediction.shard_gradients = config.shard_gradients || config.zero_level >= 2 || config.shard_weights;
+  prediction.shard_weights = plan.memory.shard_weights;
   const PlanMemory& m = plan.memory.plan;
-  prediction.categories = {{"weights", m.weights},
+  prediction.categories = {{prediction.shard_weights ? "weights (this rank's shard)" : "weights", m.weights},
+                           {"gathered weights (per-layer buffers)", m.gathered},
                            {"master weights (trainable)", m.masters},
                            {"optimizer state", m.optimizer},
                            {"gradients (one micro-batch)", m.gradients},
@@ -161,6 +170,9 @@ MemoryPrediction predict_training_memory(const Config& config, std::optional<siz
                            {"LM-head workspace", plan.memory.lm_head_workspace},
                            {"evaluation (its arena and LM-head workspace)", plan.memory.evaluation}};
   if (plan.memory.context > 0) prediction.categories.emplace_back("CUDA context and libraries", plan.memory.context);
+  if (plan.memory.weight_copies > 0) {
+    prediction.categories.emplace_back("host copies of the weights (one per process)", plan.memory.weight_copies);
+  }
   prediction.total_bytes = plan.memory.peak();
   prediction.host_offloaded_bytes = plan.memory.host_offloaded();
   prediction.recompute = plan.recompute.summary;
@@ -195,15 +207,21 @@ std::string format_memory_prediction(const MemoryPrediction& p) {
     out += fmt::format("#   {:<44} {:>12}\n", name, format_memory_size(bytes));
   }
   if (p.ranks > 1) {
-    out += fmt::format("#   ({} data-parallel rank threads: each holds the above but the evaluation, and the optimizer "
-                       "state is shared out among them)\n", p.ranks);
+    out += fmt::format("#   ({} data-parallel rank threads: each holds the above but the evaluation{}, and the optimizer "
+                       "state is shared out among them{})\n",
+                       p.ranks, p.shard_weights ? " and the host copies" : "",
+                       p.shard_weights ? "; ZeRO-3: each keeps its shard of the weights and gathers a layer at a time" : "");
   }
   if (p.gpus > 1) {
     out += fmt::format("#   (per GPU, each of {} data-parallel GPUs; GPU 0 also holds the evaluation. The optimizer state "
-                       "is the largest ZeRO-1 shard: whole tensors per GPU{})\n",
-                       p.gpus, p.shard_gradients ? "; ZeRO-2 reduce-scatters the gradients, but each GPU still "
-                                                   "accumulates its micro-batches into full-size accumulators"
-                                                 : "");
+                       "is the largest ZeRO-1 shard: whole tensors per GPU{}{})\n",
+                       p.gpus,
+                       p.shard_weights ? "; ZeRO-3 keeps the largest shard of the weights and their masters, and gathers "
+                                         "a layer at a time into the per-layer buffers"
+                                       : "",
+                       p.shard_gradients ? "; ZeRO-2 reduce-scatters the gradients, but each GPU still "
+                                           "accumulates its micro-batches into full-size accumulators"
+                                         : "");
   }
   out += fmt::format("#   {:<44} {:>12} of {} offered (with {} kept free): {}\n", "predicted peak",
                      format_memory_size(p.total_bytes), format_memory_size(p.device_bytes),
@@ -215,8 +233,8 @@ std::string format_memory_prediction(const MemoryPrediction& p) {
   out += fmt::format("# {}\n", p.recompute);
   if (!p.fits) {
     if (p.suggestions.empty()) {
-      out += "# nothing this build offers makes it fit (ZeRO-3 and offload_residual are not implemented yet): use a "
-             "GPU with more memory, a shorter sequence_len or a smaller model\n";
+      out += "# nothing this build offers makes it fit (offload_residual is not implemented yet): use a GPU with more "
+             "memory, more GPUs with zero_level: 3, a shorter sequence_len or a smaller model\n";
     } else {
       out += "# options that make it fit (each line is enough; a line with + needs all of them):\n";
       for (const std::string& suggestion : p.suggestions) out += fmt::format("#   - {}\n", suggestion);

@@ -6,7 +6,8 @@
 // accumulators, activations, the batch, the LM head's workspace, the evaluator's forward arena and
 // (CUDA) the context and libraries; their sum is the predicted peak. With `gpus: N` on GPUs the
 // prediction is per GPU (GPU 0's, which also runs the evaluation): the optimizer state is the
-// largest ZeRO-1 shard's. With offload_* options the offloaded categories are 0 on the device,
+// largest ZeRO-1 shard's; under ZeRO-3 the weights are the largest rank's shard, beside the
+// per-layer gather buffers. With offload_* options the offloaded categories are 0 on the device,
 // the staging slots are a category of their own, and the pinned host memory is reported beside
 // the peak. When it does not
 // fit, the options that would make it fit are tried on the plan itself (each alone, then
@@ -31,6 +32,7 @@ struct MemoryPrediction {
   int ranks = 1;                                         // CPU data-parallel rank threads
   int gpus = 1;                                          // data-parallel GPUs: the categories are per GPU
   bool shard_gradients = false;                          // ZeRO-2 (zero_level 2 / shard_gradients)
+  bool shard_weights = false;                            // ZeRO-3 over several ranks (zero_level 3 / shard_weights)
   bool fits = false;
   size_t host_offloaded_bytes = 0;                       // pinned host memory of the offload_* options (per GPU)
   std::string recompute;                                 // the recompute choice's line

@@ -197,6 +197,7 @@ Run::Run(const Config& config, const TrainerOptions& options)
   quantized_ = models::quantized_weights(plan_.graph);
   TrainingDeviceSetup device_setup{&plan_, &registry_, {}, &config, options.data_parallel_device, world_.get()};
   if (options.offload_chunk_bytes) device_setup.offload_chunk_bytes = *options.offload_chunk_bytes;
+  if (options.gradient_bucket_bytes) device_setup.gradient_bucket_bytes = *options.gradient_bucket_bytes;
   for (const models::ParameterSpec& spec : specs_) {
     if (quantized_weight(spec.name) == nullptr) device_setup.specs.push_back(spec);
   }
@@ -344,6 +345,7 @@ void Run::fail_non_finite(const std::string& what, double value) {
 
 // Rank 0's process evaluates (the others have no evaluator and wait for it).
 void Run::evaluate(bool final_eval) {
+  if (cache_->eval().rows() > 0) device_->before_evaluation();  // every process: it may be collective
   if (evaluator_) {
     EvalResult eval = evaluator_->run();
     nlohmann::json record{{"step", state_.step}, {"eval_loss", eval.loss}, {"eval_accuracy", eval.accuracy},

@@ -41,6 +41,9 @@ struct TrainerOptions {
   // Tests: the staged offload step's chunk size (train/device/host_offload_plan.h), small enough
   // that a tiny model's step runs in several chunks through both slots.
   std::optional<size_t> offload_chunk_bytes;
+  // Tests: the data-parallel gradient buckets' size (train/device/gradient_buckets.h), small
+  // enough that a tiny model's gradients travel in several buckets during the backward.
+  std::optional<size_t> gradient_bucket_bytes;
   // This process is one of several (the CLI reads the launcher variables: RANK, WORLD_SIZE, ...):
   // their ranks train together, rank 0's process writes the log, checkpoints and outputs.
   std::optional<distributed::ProcessWorldSpec> processes;

@@ -12,6 +12,7 @@
 #include "distributed/parallel_layout.h"
 #include "models/decoder_graph.h"
 #include "train/device/memory_budget.h"
+#include "train/device/weight_shards.h"
 #include "train/lora_targets.h"
 
 namespace surogate::train {
@@ -113,18 +114,34 @@ TrainingPlan plan_training(const Config& config, const io::ModelConfig& model, c
   result.device = device;
   result.margin_bytes = device_margin_bytes(device.total_bytes);
   MemoryEstimate& memory = result.memory;
-  if (backend == TrainingBackend::Cpu) memory.ranks = distributed::cpu_parallel_layout(config).world_size;
-  if (backend == TrainingBackend::Cuda) memory.gpus = distributed::gpu_parallel_layout(config, device.visible_gpus).world_size;
+  const distributed::ParallelLayout layout = backend == TrainingBackend::Cpu
+                                                ? distributed::cpu_parallel_layout(config)
+                                                : distributed::gpu_parallel_layout(config, device.visible_gpus);
+  if (backend == TrainingBackend::Cpu) memory.ranks = layout.world_size;
+  if (backend == TrainingBackend::Cuda) memory.gpus = layout.world_size;
+  // ZeRO-3 shards the weights over several ranks (one rank has nothing to shard).
+  memory.shard_weights = layout.shard_weights && layout.data_parallel();
+  const int weight_shards = memory.shard_weights ? layout.world_size : 1;
   memory.context = backend == TrainingBackend::Cuda ? kCudaContextBytes : 0;
-  // The evaluator's own backend (forward only, no dropout): its arena and LM-head scratch.
+  // The evaluator's own backend (forward only, no dropout): its arena and LM-head scratch. Under
+  // ZeRO-3 a GPU's evaluator gathers the weights layer by layer too (its own gather buffers); CPU
+  // ranks keep host copies of every weight, which their evaluator reads.
   const TrainingForward evaluation = build_training_forward(config, model, registry, lora, backend, batch, sequence, false);
   const compiler::ExecutionPlan evaluation_plan = compiler::compile_forward(evaluation.graph, registry);
   memory.evaluation = evaluation_plan.memory.arena_bytes + lm_head_workspace_bytes(evaluation_plan);
+  if (memory.shard_weights && backend == TrainingBackend::Cuda) {
+    memory.evaluation += evaluation_gathering(evaluation_plan).region_bytes;
+  }
+  if (memory.shard_weights && backend == TrainingBackend::Cpu) {
+    for (graph::TensorId id : shardable_weights(evaluation_plan)) {
+      memory.weight_copies += evaluation_plan.graph.tensor(id).type.size_bytes();
+    }
+  }
 
   // The parts a recompute choice changes are the plan's own; the rest is fixed above.
   auto estimate = [&](const compiler::ExecutionPlan& plan) {
     MemoryEstimate candidate = memory;
-    candidate.plan = plan_memory(plan, config, memory.gpus);
+    candidate.plan = plan_memory(plan, config, memory.gpus, weight_shards);
     candidate.lm_head_workspace = lm_head_workspace_bytes(plan);
     return candidate;
   };

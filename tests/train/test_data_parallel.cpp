@@ -15,6 +15,14 @@
 // and a 3-rank fp8 run resumes exactly. Without the all-reduce both the state check (4 ranks) and
 // the weights (2 ranks: 1.4e-2 apart) fail; with it, measured 2026-11-25: losses within 1.9e-8
 // relative, weights within 8.7e-7.
+// ZeRO-3 (zero_level: 3): each rank keeps its shard of the weights (the base included under
+// LoRA) and gathers a layer's weights one use ahead of the steps that read them; the same
+// tolerances hold for full fine-tuning, LoRA with dropout and pt with NorMuon (the gradients are
+// the same sums as ZeRO-2's, and the gathered weights are the owners' bits), a ZeRO-3 run resumes
+// exactly on its world size and continues on another (ZeRO-3 or one rank). The gradients travel
+// in buckets during the last micro-batch's backward: with buckets of 4 KiB (a dozen or more on
+// the quickstart model) two ranks give bit for bit what one bucket gives (a sum of two fp32
+// values does not depend on the order), ZeRO-1 and ZeRO-2.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -47,6 +55,12 @@ protected:
   static TrainerOptions quiet(bool pretraining = false) {
     TrainerOptions options = TrainerFixture::quiet(pretraining);
     options.backend = TrainingBackend::Cpu;
+    return options;
+  }
+  // Gradient buckets small enough that the quickstart model's gradients travel in many.
+  static TrainerOptions small_buckets(bool pretraining = false) {
+    TrainerOptions options = quiet(pretraining);
+    options.gradient_bucket_bytes = 4096;
     return options;
   }
   static void expect_same_losses(const std::vector<double>& one, const std::vector<double>& many) {
@@ -171,18 +185,104 @@ TEST_F(DataParallelTest, ThreeRanksFp8LoraMatchOneRankAndResumeExactly) {
   for (size_t i = 0; i < 3; ++i) EXPECT_EQ(resumed.step_losses[i], three.step_losses[3 + i]) << "step " << i + 4;
 }
 
+TEST_F(DataParallelTest, ZeroThreeFullFineTuningOnThreeRanksMatchesOneRank) {
+  const std::string common = "max_steps: 5\noptimizer: adamw\nmax_grad_norm: 0.5\nper_device_train_batch_size: 2\n";
+  TrainingResult one = run_training(config("dp_zero3_1", common + "gradient_accumulation_steps: 3\n"), quiet());
+  TrainingResult three = run_training(
+      config("dp_zero3_3", common + "gpus: 3\nzero_level: 3\ngradient_accumulation_steps: 1\n"), small_buckets());
+  expect_same_losses(one.step_losses, three.step_losses);
+  ASSERT_TRUE(one.eval_loss && three.eval_loss);  // the evaluator reads the weights gathered to the host
+  EXPECT_NEAR(*three.eval_loss, *one.eval_loss, kRelativeTolerance * *one.eval_loss);
+  EXPECT_LT(largest_weight_difference(root_ / "dp_zero3_1" / "checkpoint-5" / "model.safetensors",
+                                      root_ / "dp_zero3_3" / "checkpoint-5" / "model.safetensors"), kWeightTolerance);
+  EXPECT_LT(largest_weight_difference(root_ / "dp_zero3_1" / "model.safetensors",
+                                      root_ / "dp_zero3_3" / "model.safetensors"), kWeightTolerance);
+  EXPECT_EQ(tensor_names(root_ / "dp_zero3_3" / "checkpoint-5" / "optimizer.safetensors"),
+            tensor_names(root_ / "dp_zero3_1" / "checkpoint-5" / "optimizer.safetensors"));
+}
+
+TEST_F(DataParallelTest, ZeroThreeLoraWithDropoutOnTwoRanksMatchesOneRank) {
+  // The frozen base is sharded too: each rank keeps half of it.
+  const std::string common = "max_steps: 5\nlora: true\nlora_rank: 4\nlora_dropout: 0.05\noptimizer: adamw\n"
+                             "learning_rate: 1e-2\nper_device_train_batch_size: 2\n";
+  TrainingResult one = run_training(config("dp_zero3_lora_1", common + "gradient_accumulation_steps: 4\n"), quiet());
+  TrainingResult two = run_training(
+      config("dp_zero3_lora_2", common + "gpus: 2\nzero_level: 3\ngradient_accumulation_steps: 2\n"), small_buckets());
+  expect_same_losses(one.step_losses, two.step_losses);
+  EXPECT_LT(largest_weight_difference(root_ / "dp_zero3_lora_1" / "adapter_model.safetensors",
+                                      root_ / "dp_zero3_lora_2" / "adapter_model.safetensors"), kWeightTolerance);
+  EXPECT_EQ(tensor_names(root_ / "dp_zero3_lora_2" / "adapter_model.safetensors"),
+            tensor_names(root_ / "dp_zero3_lora_1" / "adapter_model.safetensors"));
+}
+
+TEST_F(DataParallelTest, ZeroThreePretrainingWithNorMuonMatchesOneRank) {
+  const std::string common = "max_steps: 5\noptimizer: normuon\nlearning_rate: 1e-2\n";
+  TrainingResult one = run_training(config("dp_zero3_pt_1", common + "gradient_accumulation_steps: 2\n", true), quiet(true));
+  TrainingResult two = run_training(
+      config("dp_zero3_pt_2", common + "gpus: 2\nshard_weights: true\ngradient_accumulation_steps: 1\n", true),
+      small_buckets(true));
+  expect_same_losses(one.step_losses, two.step_losses);
+}
+
+TEST_F(DataParallelTest, ZeroThreeResumesExactlyOnItsWorldSizeAndContinuesOnAnother) {
+  const std::string common = "max_steps: 8\nsave_steps: 4\noptimizer: adamw_8bit\n";
+  const std::string two_ranks = common + "gpus: 2\nzero_level: 3\ngradient_accumulation_steps: 3\n";
+  TrainingResult straight = run_training(config("dp_zero3_straight", two_ranks), small_buckets());
+  ASSERT_EQ(straight.step_losses.size(), 8u);
+  TrainerOptions interrupted = small_buckets();
+  interrupted.stop_after_step = 4;
+  ASSERT_EQ(run_training(config("dp_zero3_resumed", two_ranks), interrupted).step_losses.size(), 4u);
+  TrainingResult resumed =
+      run_training(config("dp_zero3_resumed", two_ranks + "resume_from_checkpoint: true\n"), small_buckets());
+  ASSERT_EQ(resumed.first_step, 4);
+  ASSERT_EQ(resumed.step_losses.size(), 4u);
+  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(resumed.step_losses[i], straight.step_losses[4 + i]) << "step " << i + 5;
+
+  // The same checkpoint continued on three ZeRO-3 ranks and on one rank, with the same global batch.
+  const std::vector<std::pair<std::string, std::string>> continuations = {
+      {"dp_zero3_on_3", "gpus: 3\nzero_level: 3\ngradient_accumulation_steps: 2\n"},
+      {"dp_zero3_on_1", "gradient_accumulation_steps: 6\n"}};
+  for (const auto& [name, world] : continuations) {
+    SCOPED_TRACE(name);
+    fs::remove_all(root_ / name);
+    fs::create_directories(root_ / name);
+    fs::copy(root_ / "dp_zero3_resumed" / "checkpoint-4", root_ / name / "checkpoint-4", fs::copy_options::recursive);
+    TrainingResult continued = run_training(config(name, common + world + "resume_from_checkpoint: true\n"), small_buckets());
+    ASSERT_EQ(continued.first_step, 4);
+    expect_same_losses(std::vector<double>(straight.step_losses.begin() + 4, straight.step_losses.end()),
+                       continued.step_losses);
+  }
+}
+
+TEST_F(DataParallelTest, SmallGradientBucketsGiveTwoRanksExactlyWhatOneBucketGives) {
+  for (const std::string zero : {"zero_level: 1\n", "zero_level: 2\n"}) {
+    SCOPED_TRACE(zero);
+    const std::string job = "max_steps: 4\nsave_steps: 4\noptimizer: adamw\nmax_grad_norm: 0.5\ngpus: 2\n"
+                            "gradient_accumulation_steps: 2\n" + zero;
+    const std::string tag = zero.substr(12, 1);
+    TrainingResult one_bucket = run_training(config("dp_one_bucket_z" + tag, job), quiet());
+    TrainingResult buckets = run_training(config("dp_buckets_z" + tag, job), small_buckets());
+    EXPECT_EQ(one_bucket.step_losses, buckets.step_losses);
+    EXPECT_EQ(largest_weight_difference(root_ / ("dp_one_bucket_z" + tag) / "checkpoint-4" / "model.safetensors",
+                                        root_ / ("dp_buckets_z" + tag) / "checkpoint-4" / "model.safetensors"),
+              0.0);
+  }
+}
+
 // The data-parallel device with a world of one (its rank thread, the gloo collectives on one
-// rank, the flat buffers) against the plain CPU device: tolerance none for ZeRO-1 and ZeRO-2
-// (sums over one rank leave the buffers as they are, and the optimizers see the same gradients).
+// rank, the flat buffers; under ZeRO-3 the gathers of its own weights) against the plain CPU
+// device: tolerance none for ZeRO-1, 2 and 3 (sums over one rank leave the buffers as they are,
+// a gather over one rank copies its weights, and the optimizers see the same gradients).
 class CpuWorldOfOneTest : public TrainerFixture {};
 
 TEST_F(CpuWorldOfOneTest, TheDataParallelDeviceWithOneRankEqualsThePlainDevice) {
-  for (const std::string zero : {"zero_level: 1\n", "zero_level: 2\n"}) {
+  for (const std::string zero : {"zero_level: 1\n", "zero_level: 2\n", "zero_level: 3\n"}) {
     SCOPED_TRACE(zero);
     const std::string extra = "max_steps: 4\nsave_steps: 4\noptimizer: adamw\nmax_grad_norm: 0.5\n" + zero;
     TrainerOptions plain = quiet(), one = quiet();
     plain.backend = one.backend = TrainingBackend::Cpu;
     one.data_parallel_device = true;
+    one.gradient_bucket_bytes = 4096;
     const std::string tag = zero.substr(12, 1);
     TrainingResult a = run_training(config("plain-z" + tag, extra), plain);
     TrainingResult b = run_training(config("world-of-one-z" + tag, extra), one);

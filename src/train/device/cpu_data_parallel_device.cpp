@@ -15,6 +15,9 @@
 //     sum over ranks is the window's mean — exactly what one rank computes over the same
 //     micro-batches, up to the order of the fp32 additions. No division by N. The loss is the
 //     ranks' losses summed in rank order (process_window.h).
+//     The gradients travel in buckets (gradient_buckets.h): during each rank's last micro-batch,
+//     a bucket of the flat buffer is packed and summed as soon as the backward has written its
+//     last gradient.
 //   ZeRO-2 (layout.shard_gradients): a reduce-scatter instead of the all-reduce, so rank r ends
 //     with the summed gradients of its shard only; the norm is the ranks' sums of squares added.
 //   update(): rank r clips and steps the optimizer for its shard only (distributed::place_shards:
@@ -22,13 +25,23 @@
 //     tensors alone: ZeRO-1), writes its updated weights into its piece of the flat buffer, and
 //     an all-gather gives every rank every piece; each copies them into its backend.
 //
+// ZeRO-3 (layout.shard_weights): each rank's backend runs the plan with the weights in gather
+// buffers (compiler/weight_gathering.h, weight_shards.h) and keeps only its pieces of them
+// (cpu_weight_gatherer.h: the masters of its trainable weights, which its optimizer updates in
+// place, and its share of the frozen base); its gatherer fills the buffers before the steps that
+// read them. The gradients are reduce-scattered as in ZeRO-2 and update() moves no weights. The
+// host side then holds copies of every weight: upload() broadcasts rank 0's tensor by tensor and
+// each owner keeps its own; download() (and before_evaluation(), since the evaluator reads the
+// host copies) broadcasts each trainable weight from its owner into them. The frozen ones never
+// change, so their host copies stay as loaded.
+//
 // fp8_hybrid: each rank's plan holds the scaling state (models/fp8_recipe.h). Before it is rolled
 // after a step, every rank's state is all-reduced with the max of the amaxes (only this step's
 // row[1] differs between ranks), so every rank rolls the same delayed amaxes and quantizes exactly
 // as one rank running the whole window would (quant/fp8_scaling.h). The FP8 copies of trained
 // weights are rewritten on every rank from its (identical) weights after the all-gather.
 //
-// The host side is the first local rank's (global rank 0's in the leading process): weights()
+// The host side (ZeRO-1/2) is the first local rank's (global rank 0's in the leading process): weights()
 // and trainable() are its views; upload() broadcasts rank 0's weights (and fp8_hybrid's scaling
 // state) to every rank (after loading, initialising or resuming). optimizer_state() is the ranks' shards in rank order, which
 // is the single-rank optimizer's list of tensors (same names, shapes and order, since shards are
@@ -42,6 +55,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -54,6 +68,8 @@
 #include "train/device/backend_selection.h"
 #include "quant/fp8_scaling.h"
 #include "train/device/cpu_parameters.h"
+#include "train/device/cpu_weight_gatherer.h"
+#include "train/device/weight_shards.h"
 #include "train/device/fp8_state.h"
 #include "train/fp8_weight_copies.h"
 #include "train/device/process_optimizer_state.h"
@@ -80,6 +96,16 @@ struct Rank {
   double loss_sum = 0.0;
   double shard_squares = 0.0;              // ZeRO-2: the sum of squares of the shard's summed gradients
   std::vector<float> flat;                 // gradients in measure(), weights in update()
+  std::unique_ptr<CpuWeightGatherer> gatherer;  // ZeRO-3: the rank's pieces and their gathers
+  std::unique_ptr<CpuGradientReducer> reducer;  // the gradient buckets, during the last micro-batch
+  runtime::StepObserverList first_batches, last_batch;  // what each micro-batch's execute calls
+  std::vector<float> scratch;                   // ZeRO-3: one weight on its way to or from the host
+};
+
+// ZeRO-3's host copies of every weight (the trainer's weights() and trainable()).
+struct HostCopies {
+  std::vector<std::vector<float>> values;
+  std::vector<WeightView> weights, trainable;
 };
 
 class CpuDataParallelDevice final : public TrainingDevice {
@@ -92,10 +118,29 @@ public:
     distributed::ProcessWorld& world = setup.world != nullptr ? *setup.world : *(alone = distributed::ProcessWorld::single());
     std::vector<std::unique_ptr<distributed::Communicator>> communicators =
         distributed::connect_gloo(threads_, world, layout_.first_rank, layout_.world_size);
+    // The flat buffer: every trainable tensor, in spec order; the optimizer's shards over it.
+    std::vector<size_t> sizes;
+    std::vector<graph::TensorId> gradients;
+    for (const models::ParameterSpec& spec : setup.specs) {
+      weight_ids_.push_back(plan_.tensor(spec.name));
+      auto gradient = plan_.parameter_gradients.find(weight_ids_.back());
+      if (gradient == plan_.parameter_gradients.end()) continue;
+      trainable_ids_.push_back(weight_ids_.back());
+      gradients.push_back(gradient->second);
+      offsets_.push_back(total_);
+      sizes.push_back(static_cast<size_t>(graph::shape_numel(spec.shape)));
+      total_ += sizes.back();
+    }
+    const std::vector<distributed::Shard> shards = distributed::place_shards(sizes, layout_.world_size);
+    shard_sizes_ = distributed::shard_sizes(shards);
+    if (layout_.shard_weights) shard_weights(setup, shards);
+    const compiler::ExecutionPlan& rank_plan = gathered_plan_ ? *gathered_plan_ : plan_;
+    buckets_ = plan_gradient_buckets(rank_plan, gradients, sizes, shards,
+                                     std::max<size_t>(1, setup.gradient_bucket_bytes / sizeof(float)));
     for (int r = 0; r < layout_.local_ranks; ++r) {
       auto rank = std::make_unique<Rank>();
-      rank->backend.load(plan_, *setup.registry);
-      rank->parameters = bind_cpu_parameters(rank->backend, plan_, setup.specs);
+      rank->backend.load(rank_plan, *setup.registry);
+      rank->parameters = bind_cpu_parameters(rank->backend, rank_plan, setup.specs);
       rank->communicator = std::move(communicators[static_cast<size_t>(r)]);
       ranks_.push_back(std::move(rank));
     }
@@ -103,22 +148,25 @@ public:
       for (auto& rank : ranks_) std::ranges::fill(rank->backend.view<float>(fp8_->tensor), 0.0f);
     }
     fp8_copies_ = fp8_weight_copies(plan_);
-    // The flat buffer: every trainable tensor, in plan order.
-    std::vector<size_t> sizes;
-    for (const WeightView& weight : ranks_[0]->parameters.trainable) {
-      offsets_.push_back(total_);
-      sizes.push_back(weight.values.size());
-      total_ += weight.values.size();
-    }
-    const std::vector<distributed::Shard> shards = distributed::place_shards(sizes, layout_.world_size);
-    shard_sizes_ = distributed::shard_sizes(shards);
     for (int r = 0; r < layout_.local_ranks; ++r) {
       Rank& rank = *ranks_[static_cast<size_t>(r)];
       rank.shard = shards[static_cast<size_t>(layout_.first_rank + r)];
       rank.flat.assign(total_, 0.0f);
+      if (gathered_plan_) {
+        rank.gatherer = std::make_unique<CpuWeightGatherer>(gathering_, layout_.first_rank + r, rank.backend,
+                                                            *rank.communicator);
+        rank.scratch.resize(scratch_elements_);
+        rank.first_batches.add(rank.gatherer.get());
+        rank.last_batch.add(rank.gatherer.get());
+      }
+      rank.reducer = std::make_unique<CpuGradientReducer>(buckets_, rank.parameters.gradients, offsets_, rank.flat.data(),
+                                                          *rank.communicator, layout_.shard_gradients);
+      rank.last_batch.add(rank.reducer.get());
       for (size_t unit = rank.shard.first_unit; unit < rank.shard.end_unit; ++unit) {
         ParameterSlot slot = rank.parameters.slots[unit];
         slot.gradient = rank.flat.data() + offsets_[unit];
+        // ZeRO-3: the master is the rank's own copy, which the gathers read.
+        if (rank.gatherer) slot.master = rank.gatherer->owned(trainable_ids_[unit]).data();
         rank.shard_slots.push_back(slot);
       }
       if (!rank.shard_slots.empty()) rank.optimizer = make_cpu_optimizer(config_, rank.shard_slots);
@@ -133,8 +181,12 @@ public:
   int data_parallel_ranks() const override { return layout_.world_size; }
   bool takes_micro_batch(int64_t index) const override { return window_.takes(index); }
   MicroBatchTotals window_totals(std::span<const MicroBatchTotals> taken) override { return window_.totals(taken); }
-  std::span<const WeightView> weights() const override { return ranks_[0]->parameters.weights; }
-  std::span<const WeightView> trainable() const override { return ranks_[0]->parameters.trainable; }
+  std::span<const WeightView> weights() const override {
+    return gathered_plan_ ? std::span<const WeightView>(host_.weights) : ranks_[0]->parameters.weights;
+  }
+  std::span<const WeightView> trainable() const override {
+    return gathered_plan_ ? std::span<const WeightView>(host_.trainable) : ranks_[0]->parameters.trainable;
+  }
   // The ranks' shards (gathered to the leader across processes), then fp8_hybrid's scaling state,
   // the same on every rank after each step's all-reduce: rank 0's.
   std::vector<StateTensor> optimizer_state() override {
@@ -143,7 +195,7 @@ public:
     return tensors;
   }
   std::unique_ptr<Evaluator> make_evaluator(const EvaluatorSetup& setup) override {
-    return make_cpu_evaluator(setup, ranks_[0]->parameters.weights, quantized_);
+    return make_cpu_evaluator(setup, weights(), quantized_);
   }
   void store_quantized(const models::QuantizedWeight& weight, QuantizedPieces pieces) override {
     quantized_.push_back({weight, std::move(pieces)});
@@ -157,8 +209,12 @@ public:
     optimizer_exchange_.scatter(local_optimizer_state());
     threads_.run([&](int r) {
       Rank& rank = *ranks_[static_cast<size_t>(r)];
-      for (const WeightView& weight : rank.parameters.weights) {
-        rank.communicator->broadcast(weight.values.data(), weight.values.size(), DType::F32, 0);
+      if (rank.gatherer) {
+        upload_shards(rank, r);
+      } else {
+        for (const WeightView& weight : rank.parameters.weights) {
+          rank.communicator->broadcast(weight.values.data(), weight.values.size(), DType::F32, 0);
+        }
       }
       if (fp8_) {
         std::span<float> state = rank.backend.view<float>(fp8_->tensor);
@@ -167,7 +223,22 @@ public:
       refresh_fp8_weight_copies(rank.backend, fp8_copies_);
     });
   }
-  void download() override {}  // every rank holds the same weights after update(); rank 0's are the host's
+  // ZeRO-1/2: every rank holds the same weights after update(); rank 0's are the host's. ZeRO-3:
+  // each trainable weight is broadcast from its owner and the first local rank writes the host copy.
+  void download() override {
+    if (!gathered_plan_) return;
+    threads_.run([&](int r) {
+      Rank& rank = *ranks_[static_cast<size_t>(r)];
+      for (size_t unit = 0; unit < trainable_ids_.size(); ++unit) {
+        const std::span<float> owned = rank.gatherer->owned(trainable_ids_[unit]);
+        const std::span<float> scratch = std::span<float>(rank.scratch).first(host_.trainable[unit].values.size());
+        if (!owned.empty()) std::ranges::copy(owned, scratch.begin());
+        rank.communicator->broadcast(scratch.data(), scratch.size(), DType::F32, rank.gatherer->owner(trainable_ids_[unit]));
+        if (r == 0) std::ranges::copy(scratch, host_.trainable[unit].values.begin());
+      }
+    });
+  }
+  void before_evaluation() override { download(); }
 
   void accumulate(std::span<const runtime::InputBinding> inputs) override {
     const int owner = window_.next_local_rank();
@@ -182,23 +253,22 @@ public:
   StepMetrics measure() override {
     threads_.run([&](int r) {
       Rank& rank = *ranks_[static_cast<size_t>(r)];
-      for (const MicroBatch& batch : rank.pending) {
+      SUROGATE_CHECK(!rank.pending.empty(), "every rank trains gradient_accumulation_steps micro-batches a step");
+      for (size_t index = 0; index < rank.pending.size(); ++index) {
+        const MicroBatch& batch = rank.pending[index];
         std::vector<runtime::InputBinding> bindings;
         for (size_t i = 0; i < batch.tensors.size(); ++i) bindings.push_back({batch.tensors[i], batch.bytes[i]});
+        // The last micro-batch's backward reduces the gradient buckets as it completes them.
+        runtime::StepObserverList& observers = index + 1 == rank.pending.size() ? rank.last_batch : rank.first_batches;
+        rank.backend.set_step_observer(observers.empty() ? nullptr : &observers);
         rank.backend.execute(bindings);
         rank.loss_sum += rank.backend.view<float>(plan_.loss)[0];
       }
+      rank.backend.set_step_observer(nullptr);
       rank.pending.clear();
-      for (size_t unit = 0; unit < offsets_.size(); ++unit) {
-        const std::span<const float> gradient = rank.parameters.gradients[unit];
-        std::memcpy(rank.flat.data() + offsets_[unit], gradient.data(), gradient.size_bytes());
-      }
       if (layout_.shard_gradients) {
-        rank.communicator->reduce_scatter_sum(rank.flat.data(), shard_sizes_, DType::F32);
         const std::span<const float> shard(rank.flat.data() + rank.shard.begin, rank.shard.size());
         rank.shard_squares = ops::sum_of_squares(shard.data(), static_cast<int64_t>(shard.size()));
-      } else {
-        rank.communicator->all_reduce_sum(rank.flat.data(), total_, DType::F32);
       }
     });
     window_.restart();
@@ -229,16 +299,9 @@ public:
         clip_slot_gradients(rank.shard_slots, grad_norm_, config_.max_grad_norm);
         rank.optimizer->step(rank.shard_slots, step);
       }
-      // The flat buffer now carries weights: this rank's piece in, every piece out.
-      const std::vector<WeightView>& trainable = rank.parameters.trainable;
-      for (size_t unit = rank.shard.first_unit; unit < rank.shard.end_unit; ++unit) {
-        std::memcpy(rank.flat.data() + offsets_[unit], trainable[unit].values.data(), trainable[unit].values.size_bytes());
-      }
-      rank.communicator->all_gather(rank.flat.data(), shard_sizes_, DType::F32);
-      for (size_t unit = 0; unit < trainable.size(); ++unit) {
-        if (unit >= rank.shard.first_unit && unit < rank.shard.end_unit) continue;
-        std::memcpy(trainable[unit].values.data(), rank.flat.data() + offsets_[unit], trainable[unit].values.size_bytes());
-      }
+      // ZeRO-1/2: the flat buffer now carries weights: this rank's piece in, every piece out.
+      // ZeRO-3: the rank's own copies are the masters just updated, gathered where they are read.
+      if (!rank.gatherer) publish_shard(rank);
       refresh_fp8_weight_copies(rank.backend, fp8_copies_);
       rank.backend.zero_gradients();
       if (fp8_) {
@@ -250,6 +313,50 @@ public:
   }
 
 private:
+  // ZeRO-3: the plan with the weights in gather buffers, their schedule and the host copies.
+  void shard_weights(const TrainingDeviceSetup& setup, const std::vector<distributed::Shard>& shards) {
+    gathered_plan_ = plan_;
+    gathering_ = zero3_gathering(*gathered_plan_, trainable_ids_, shards, layout_.world_size);
+    const std::vector<graph::TensorId> shardable = shardable_weights(plan_);
+    SUROGATE_CHECK(std::set<graph::TensorId>(shardable.begin(), shardable.end()) ==
+                       std::set<graph::TensorId>(weight_ids_.begin(), weight_ids_.end()),
+                   "ZeRO-3 shards exactly the weights the trainer loads");
+    compiler::apply_weight_gathering(*gathered_plan_, gathering_);
+    size_t largest = 0;
+    for (const models::ParameterSpec& spec : setup.specs) {
+      const auto count = static_cast<size_t>(graph::shape_numel(spec.shape));
+      largest = std::max(largest, count);
+      host_.values.emplace_back(count, 0.0f);
+      host_.weights.push_back({spec.name, spec.shape, std::span<float>(host_.values.back())});
+      if (plan_.parameter_gradients.contains(plan_.tensor(spec.name))) host_.trainable.push_back(host_.weights.back());
+    }
+    scratch_elements_ = largest;
+  }
+
+  // ZeRO-3 upload: each weight broadcast from global rank 0's host copy; its owner keeps it.
+  void upload_shards(Rank& rank, int r) {
+    for (size_t i = 0; i < weight_ids_.size(); ++i) {
+      const std::span<float> scratch = std::span<float>(rank.scratch).first(host_.weights[i].values.size());
+      if (layout_.first_rank + r == 0) std::ranges::copy(host_.weights[i].values, scratch.begin());
+      rank.communicator->broadcast(scratch.data(), scratch.size(), DType::F32, 0);
+      const std::span<float> owned = rank.gatherer->owned(weight_ids_[i]);
+      if (!owned.empty()) std::ranges::copy(scratch, owned.begin());
+    }
+  }
+
+  // ZeRO-1/2: this rank's updated weights to every rank through the flat buffer.
+  void publish_shard(Rank& rank) {
+    const std::vector<WeightView>& trainable = rank.parameters.trainable;
+    for (size_t unit = rank.shard.first_unit; unit < rank.shard.end_unit; ++unit) {
+      std::memcpy(rank.flat.data() + offsets_[unit], trainable[unit].values.data(), trainable[unit].values.size_bytes());
+    }
+    rank.communicator->all_gather(rank.flat.data(), shard_sizes_, DType::F32);
+    for (size_t unit = 0; unit < trainable.size(); ++unit) {
+      if (unit >= rank.shard.first_unit && unit < rank.shard.end_unit) continue;
+      std::memcpy(trainable[unit].values.data(), rank.flat.data() + offsets_[unit], trainable[unit].values.size_bytes());
+    }
+  }
+
   // This process's ranks' optimizer state, in rank order.
   std::vector<StateTensor> local_optimizer_state() {
     std::vector<StateTensor> tensors;
@@ -270,6 +377,13 @@ private:
   std::vector<StoredQuantizedWeight> quantized_;  // QLoRA's base, kept for the evaluator's backend
   std::optional<Fp8State> fp8_;                   // fp8_hybrid's scaling state, in each rank's plan
   std::vector<Fp8WeightCopy> fp8_copies_;         // the trained weights' FP8 copies (full fine-tuning)
+  std::vector<graph::TensorId> weight_ids_;     // every spec's tensor, in spec order
+  std::vector<graph::TensorId> trainable_ids_;  // the trainable ones (the flat buffer's units)
+  GradientBuckets buckets_;
+  std::optional<compiler::ExecutionPlan> gathered_plan_;  // ZeRO-3: the ranks' plan (weights in gather buffers)
+  compiler::WeightGathering gathering_;
+  HostCopies host_;                  // ZeRO-3: what weights() and trainable() show
+  size_t scratch_elements_ = 0;      // ZeRO-3: the largest weight
   std::vector<size_t> offsets_;      // each trainable tensor's offset in the flat buffer
   size_t total_ = 0;                 // the flat buffer's elements
   std::vector<size_t> shard_sizes_;  // the all-gather's pieces, one per rank

@@ -133,6 +133,10 @@ public:
       // collectives run on the masters and accumulators in GPU memory.
       if (set) fail_user("{}: {} is implemented on one GPU only, not on the data-parallel device", config_.source_of(key), key);
     }
+    if (layout_.shard_weights) {
+      fail_user("{}: ZeRO-3 (shard_weights) runs on CPU ranks in this build; on GPUs use zero_level 1 or 2",
+                config_.source_of(config_.zero_level >= 3 ? "zero_level" : "shard_weights"));
+    }
     int visible = 0;
     CUDA_CHECK(cudaGetDeviceCount(&visible));
     if (visible < layout_.first_device + layout_.local_ranks) {

@@ -2,11 +2,13 @@
 #include "train/device/memory_budget.h"
 
 #include <algorithm>
+#include <set>
 #include <utility>
 
 #include "compiler/memory_plan.h"
 #include "distributed/shard_placement.h"
 #include "train/device/host_offload_plan.h"
+#include "train/device/weight_shards.h"
 #include "train/optim/quantization_map.h"
 
 namespace surogate::train {
@@ -33,16 +35,19 @@ size_t optimizer_bytes(const Config& config, size_t trainable) {
 
 }  // namespace
 
-PlanMemory plan_memory(const compiler::ExecutionPlan& plan, const Config& config, int optimizer_shards) {
+PlanMemory plan_memory(const compiler::ExecutionPlan& plan, const Config& config, int optimizer_shards,
+                       int weight_shards) {
   const compiler::MemoryPlan& memory = plan.memory;
   const size_t alignment = memory.alignment;
   size_t trainable = 0;
   std::vector<size_t> sizes;
+  std::vector<graph::TensorId> trainable_ids;
   // The trainable tensors as the CUDA device lays them out (parameter order, starts rounded up to
   // 4 elements), for the offload staging slots.
   std::vector<TrainableExtent> extents;
   int64_t flat = 0;
   for (const auto& [parameter, gradient] : plan.parameter_gradients) {
+    trainable_ids.push_back(parameter);
     sizes.push_back(static_cast<size_t>(plan.graph.tensor(parameter).type.numel()));
     trainable += sizes.back();
     const auto count = static_cast<int64_t>(sizes.back()), padded = (count + 3) / 4 * 4;
@@ -64,6 +69,24 @@ PlanMemory plan_memory(const compiler::ExecutionPlan& plan, const Config& config
       for (size_t unit = shard.first_unit; unit < shard.end_unit; ++unit) elements += sizes[unit];
       result.optimizer = std::max(result.optimizer, optimizer_bytes(config, elements));
     }
+  }
+  if (weight_shards > 1) {
+    // ZeRO-3: the rank keeps its shard of the weights, and the masters of its trainable ones.
+    const std::vector<distributed::Shard> shards = distributed::place_shards(sizes, weight_shards);
+    const compiler::WeightGathering gathering = zero3_gathering(plan, trainable_ids, shards, weight_shards);
+    std::set<graph::TensorId> sharded;
+    for (const compiler::GatherGroup& group : gathering.groups) sharded.insert(group.tensors.begin(), group.tensors.end());
+    size_t kept = 0;  // the parameter region's bytes that stay: what is not sharded
+    for (size_t id = 0; id < memory.placements.size(); ++id) {
+      const compiler::TensorPlacement& placement = memory.placements[id];
+      if (placement.storage != compiler::Storage::Parameters || sharded.contains(static_cast<graph::TensorId>(id))) continue;
+      kept += compiler::align_up(std::max<size_t>(placement.size_bytes, 1), alignment);
+    }
+    result.weights = kept + gathering.largest_owned_bytes();
+    result.gathered = gathering.region_bytes;
+    size_t largest_shard = 0;
+    for (const distributed::Shard& shard : shards) largest_shard = std::max(largest_shard, shard.size());
+    result.masters = largest_shard * master_bytes_per_element(config);
   }
   const HostOffloadPlan offload = plan_host_offload(config, extents);
   result.staging = offload.staging_bytes();

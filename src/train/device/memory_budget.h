@@ -27,8 +27,9 @@ struct PlanMemory {
   size_t accumulators = 0;  // gradient accumulators across micro-batches
   size_t optimizer = 0;     // optimizer state
   size_t staging = 0;       // offload staging: two GPU slots (host_offload_plan.h)
+  size_t gathered = 0;      // ZeRO-3: the per-layer gather buffers (weights then holds the rank's shard)
   size_t total() const {
-    return activations + weights + gradients + inputs + masters + accumulators + optimizer + staging;
+    return activations + weights + gradients + inputs + masters + accumulators + optimizer + staging + gathered;
   }
   // Not on the device: what offload_master / offload_optimizer / offload_grads put in pinned
   // host memory instead (the three categories above are then 0).
@@ -37,7 +38,11 @@ struct PlanMemory {
 };
 // With `optimizer_shards` > 1 (data-parallel GPUs, ZeRO-1), `optimizer` is the largest shard's:
 // the trainable tensors placed over the ranks as the device places them (distributed::place_shards).
-PlanMemory plan_memory(const compiler::ExecutionPlan& plan, const Config& config, int optimizer_shards = 1);
+// With `weight_shards` > 1 (ZeRO-3 over that many ranks, train/device/weight_shards.h), `weights`
+// is the parameter region left (what is not sharded) plus the largest rank's shard of the rest,
+// `gathered` the gather buffers, and `masters` the largest shard's masters.
+PlanMemory plan_memory(const compiler::ExecutionPlan& plan, const Config& config, int optimizer_shards = 1,
+                       int weight_shards = 1);
 
 // The scratch the CUDA lm_head_loss ops of `plan` take (runtime/cuda_loss_ops.cpp): one chunk of
 // bf16 logits, the per-row losses and, with a trainable head, its fp32 weight-gradient
@@ -53,14 +58,16 @@ struct MemoryEstimate {
   size_t lm_head_workspace = 0;    // the training backend's LM-head scratch
   size_t evaluation = 0;           // the evaluator's backend: forward arena + LM-head scratch
   size_t context = 0;              // CUDA context and libraries (0 on the CPU)
+  size_t weight_copies = 0;        // CPU ranks under ZeRO-3: the host copies of every weight (one per process)
   int ranks = 1;                   // CPU data parallel (gpus: N on the CPU backend): rank threads
   int gpus = 1;                    // GPU data parallel: the estimate is per GPU (GPU 0's, with the evaluator)
+  bool shard_weights = false;      // ZeRO-3 over the ranks or GPUs above
   // Every CPU rank thread holds its own backend (weights, gradients, activations, LM-head
   // scratch) and its share of the optimizer state; one evaluator serves them all. Each GPU holds
   // the same but its shard of the optimizer state (plan.optimizer is already the largest shard).
   size_t peak() const {
     return static_cast<size_t>(ranks) * (plan.total() - plan.optimizer + lm_head_workspace) + plan.optimizer +
-           evaluation + context;
+           evaluation + context + weight_copies;
   }
   // Pinned host memory the offload_* options take (per GPU).
   size_t host_offloaded() const { return plan.host(); }

@@ -35,6 +35,7 @@
 #include "train/quantized_weights.h"
 #include "runtime/backend.h"
 #include "train/checkpoint_io.h"
+#include "train/device/gradient_buckets.h"
 #include "train/device/host_offload_plan.h"
 #include "train/evaluator.h"
 #include "train/optim/optimizer.h"
@@ -79,6 +80,10 @@ public:
 
   virtual void upload() = 0;
   virtual void download() = 0;
+  // Before each evaluation, on every process (the leader's evaluator then reads the weights): a
+  // device whose evaluator cannot read the weights where training keeps them brings them there
+  // (ZeRO-3: the shards gathered into the host copies). Collective; nothing by default.
+  virtual void before_evaluation() {}
 
   // The frozen weights the plan stores quantized (models/quantized_weight.h) are not among weights();
   // each loaded one is handed here once, before upload(), quantized on the host (the trainer:
@@ -111,6 +116,8 @@ struct TrainingDeviceSetup {
   distributed::ProcessWorld* world = nullptr;
   // The staged offload step's chunk size (host_offload_plan.h; tests make it small).
   size_t offload_chunk_bytes = kOffloadChunkBytes;
+  // Data parallelism: the gradient buckets' size (gradient_buckets.h; tests make it small).
+  size_t gradient_bucket_bytes = kGradientBucketBytes;
 };
 
 // Norms and biases get no weight decay; NorMuon orthogonalises only hidden 2-D matrices.

@@ -1,0 +1,66 @@
+// Gradient buckets; see gradient_buckets.h.
+#include "train/device/gradient_buckets.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+
+#include "core/error.h"
+
+namespace surogate::train {
+
+GradientBuckets plan_gradient_buckets(const compiler::ExecutionPlan& plan, std::span<const graph::TensorId> gradients,
+                                      std::span<const size_t> unit_sizes, std::span<const distributed::Shard> shards,
+                                      size_t bucket_elements) {
+  SUROGATE_CHECK(gradients.size() == unit_sizes.size(), "one size per gradient");
+  // The last step writing each gradient tensor (an accumulate node, or an accumulating product).
+  std::map<graph::TensorId, int> last_write;
+  for (size_t step = 0; step < plan.steps.size(); ++step) {
+    for (graph::TensorId id : plan.graph.node(plan.steps[step].node).outputs) last_write[id] = static_cast<int>(step);
+  }
+  const int final_step = std::max(0, static_cast<int>(plan.steps.size()) - 1);
+  GradientBuckets result;
+  result.ready_after.assign(plan.steps.size(), {});
+  size_t offset = 0;
+  for (size_t unit = 0; unit < gradients.size(); ++unit) {
+    if (result.buckets.empty() || result.buckets.back().size() >= std::max<size_t>(bucket_elements, 1)) {
+      result.buckets.push_back({unit, unit, offset, offset, -1, {}});
+    }
+    GradientBucket& bucket = result.buckets.back();
+    bucket.end_unit = unit + 1;
+    offset += unit_sizes[unit];
+    bucket.end = offset;
+    auto written = last_write.find(gradients[unit]);
+    // A gradient no step writes (no path to the loss) stays zero: ready after the last step.
+    bucket.ready_step = std::max(bucket.ready_step, written == last_write.end() ? final_step : written->second);
+  }
+  for (size_t b = 0; b < result.buckets.size(); ++b) {
+    GradientBucket& bucket = result.buckets[b];
+    for (const distributed::Shard& shard : shards) {
+      const size_t begin = std::clamp(shard.begin, bucket.begin, bucket.end);
+      const size_t end = std::clamp(shard.end, bucket.begin, bucket.end);
+      bucket.piece_counts.push_back(end - begin);
+    }
+    if (!result.ready_after.empty()) result.ready_after[static_cast<size_t>(bucket.ready_step)].push_back(b);
+  }
+  return result;
+}
+
+CpuGradientReducer::CpuGradientReducer(const GradientBuckets& buckets, std::span<const std::span<const float>> gradients,
+                                       std::span<const size_t> offsets, float* flat,
+                                       distributed::Communicator& communicator, bool reduce_scatter)
+    : buckets_(buckets), gradients_(gradients), offsets_(offsets), flat_(flat), communicator_(communicator),
+      reduce_scatter_(reduce_scatter) {}
+
+void CpuGradientReducer::after_step(size_t step) {
+  for (size_t b : buckets_.ready_after[step]) {
+    const GradientBucket& bucket = buckets_.buckets[b];
+    for (size_t unit = bucket.first_unit; unit < bucket.end_unit; ++unit) {
+      std::memcpy(flat_ + offsets_[unit], gradients_[unit].data(), gradients_[unit].size_bytes());
+    }
+    if (reduce_scatter_) communicator_.reduce_scatter_sum(flat_ + bucket.begin, bucket.piece_counts, DType::F32);
+    else communicator_.all_reduce_sum(flat_ + bucket.begin, bucket.size(), DType::F32);
+  }
+}
+
+}  // namespace surogate::train

@@ -1,0 +1,73 @@
+// Gradient communication in buckets, overlapped with the backward. A data-parallel rank's
+// gradients are one flat buffer (the trainable tensors in the device's order); instead of one
+// all-reduce (or ZeRO-2 reduce-scatter) of the whole buffer after the last micro-batch, the
+// buffer is cut into buckets of whole tensors (about kGradientBucketBytes each, in flat order),
+// and each bucket is reduced as soon as the last micro-batch's backward has written the last of
+// its gradients: the plan says at which step that is (the last step with one of the bucket's
+// gradient tensors as output). The later layers' gradients are complete first, so while the
+// backward computes the earlier layers the later buckets travel. Every rank runs the same plan,
+// so the buckets are reduced in the same order everywhere.
+//
+// The schedule is plain data; each device runs it with a step observer (runtime/step_observer.h):
+// CPU ranks pack the bucket's gradients into the flat buffer and call gloo at once
+// (CpuGradientReducer, below: the same bucketing logic the GPUs run, tested in CI); GPUs add the
+// micro-batch's bf16 gradients of the bucket into the flat accumulators on the compute stream
+// and reduce them on the communication stream (cuda_weight_gatherer.h's stream), ordered by an
+// event (cuda_data_parallel_device.cpp).
+#pragma once
+
+#include <cstddef>
+#include <span>
+#include <vector>
+
+#include "compiler/execution_plan.h"
+#include "distributed/communicator.h"
+#include "distributed/shard_placement.h"
+#include "runtime/step_observer.h"
+
+namespace surogate::train {
+
+// About 32 MiB of fp32 gradients per bucket (PyTorch DDP's default is 25 MB).
+inline constexpr size_t kGradientBucketBytes = size_t{32} << 20;
+
+struct GradientBucket {
+  size_t first_unit = 0, end_unit = 0;  // the trainable tensors [first_unit, end_unit)
+  size_t begin = 0, end = 0;            // their elements [begin, end) of the flat buffer
+  int ready_step = 0;                   // the last step writing one of their gradients
+  std::vector<size_t> piece_counts;     // per rank: its shard's elements within the bucket (ZeRO-2)
+  size_t size() const { return end - begin; }
+};
+
+struct GradientBuckets {
+  std::vector<GradientBucket> buckets;            // in flat order
+  std::vector<std::vector<size_t>> ready_after;   // per step of the plan: the buckets complete after it
+};
+
+// `gradients`: each trainable tensor's gradient in the plan (flat order); `unit_sizes`: its
+// elements in the flat buffer (padding included); `shards`: the ranks' shards of the flat
+// buffer; `bucket_elements`: a bucket is closed once it holds at least this many elements.
+GradientBuckets plan_gradient_buckets(const compiler::ExecutionPlan& plan, std::span<const graph::TensorId> gradients,
+                                      std::span<const size_t> unit_sizes, std::span<const distributed::Shard> shards,
+                                      size_t bucket_elements);
+
+// A CPU rank's reducer: after a bucket's ready step, its gradients (the backend's views, which
+// hold the rank's sum over its micro-batches) are packed into `flat` and summed over the ranks
+// (all-reduce, or reduce-scatter into the rank's shard under ZeRO-2).
+class CpuGradientReducer final : public runtime::StepObserver {
+public:
+  CpuGradientReducer(const GradientBuckets& buckets, std::span<const std::span<const float>> gradients,
+                     std::span<const size_t> offsets, float* flat, distributed::Communicator& communicator,
+                     bool reduce_scatter);
+  void before_step(size_t) override {}
+  void after_step(size_t step) override;
+
+private:
+  const GradientBuckets& buckets_;
+  std::span<const std::span<const float>> gradients_;
+  std::span<const size_t> offsets_;
+  float* flat_;
+  distributed::Communicator& communicator_;
+  bool reduce_scatter_;
+};
+
+}  // namespace surogate::train
