@@ -5,7 +5,8 @@ Two processes give exactly the per-step losses, grad norms, final weights and ch
 state of one process with `gpus: 2` rank threads (fp32, bit for bit: the same gloo collectives run in
 the same order, and the host-side sums — the window's loss weights, the ranks' losses and squared
 norms — are taken in the same fixed order whichever process holds which rank), for LoRA and full
-fine-tuning, ZeRO-1 and ZeRO-2, and for 2 processes x 2 rank threads against 4 threads. Only rank 0
+fine-tuning, ZeRO-1, ZeRO-2 and ZeRO-3 (each process keeps its shard of the weights, gathered per
+layer across the processes), and for 2 processes x 2 rank threads against 4 threads. Only rank 0
 writes (one log, the outputs, checkpoints). A checkpoint of two processes resumes exactly on two
 processes or two threads, and on one rank within 5e-5 (the order of the fp32 additions differs).
 A killed rank stops the other with a message naming the last complete checkpoint, a rank that
@@ -97,8 +98,8 @@ def write_config(tmp_path, example, name, lora, zero_level, **settings):
     return quickstart_sft_config(tmp_path / f"{name}.yaml", example / "model", tmp_path / name, example, extra, **options)
 
 
-@pytest.mark.parametrize("lora,zero_level", [(True, 1), (True, 2), (False, 1), (False, 2)],
-                         ids=["lora-zero1", "lora-zero2", "full-zero1", "full-zero2"])
+@pytest.mark.parametrize("lora,zero_level", [(True, 1), (True, 2), (True, 3), (False, 1), (False, 2), (False, 3)],
+                         ids=["lora-zero1", "lora-zero2", "lora-zero3", "full-zero1", "full-zero2", "full-zero3"])
 def test_two_processes_equal_one_process_with_two_rank_threads(surogate_bin, tmp_path, example, lora, zero_level):
     # LoRA keeps its dropout (0.05), whose masks are seeded by each micro-batch's place in the window.
     threads = write_config(tmp_path, example, "threads", lora, zero_level)

@@ -224,9 +224,13 @@ public:
     });
   }
   // ZeRO-1/2: every rank holds the same weights after update(); rank 0's are the host's. ZeRO-3:
-  // each trainable weight is broadcast from its owner and the first local rank writes the host copy.
+  // each trainable weight is broadcast from its owner and the first local rank writes the host
+  // copy — only when a step changed them since (every process makes the same calls, so they all
+  // agree; the leader's last download for the outputs then finds its copies current and calls
+  // no collective alone).
   void download() override {
-    if (!gathered_plan_) return;
+    if (!gathered_plan_ || host_current_) return;
+    host_current_ = true;
     threads_.run([&](int r) {
       Rank& rank = *ranks_[static_cast<size_t>(r)];
       for (size_t unit = 0; unit < trainable_ids_.size(); ++unit) {
@@ -310,6 +314,7 @@ public:
         quant::roll_fp8_history(state.data(), fp8_->shape.sites, fp8_->shape.history, step.step);
       }
     });
+    host_current_ = false;
   }
 
 private:
@@ -384,6 +389,7 @@ private:
   compiler::WeightGathering gathering_;
   HostCopies host_;                  // ZeRO-3: what weights() and trainable() show
   size_t scratch_elements_ = 0;      // ZeRO-3: the largest weight
+  bool host_current_ = true;         // ZeRO-3: no step since the host copies were uploaded or downloaded
   std::vector<size_t> offsets_;      // each trainable tensor's offset in the flat buffer
   size_t total_ = 0;                 // the flat buffer's elements
   std::vector<size_t> shard_sizes_;  // the all-gather's pieces, one per rank
