@@ -38,9 +38,10 @@
 
 namespace surogate::compiler {
 
-// Each weight's start in a buffer is a multiple of this many elements (the kernels load
-// 16-byte vectors; 64 elements keep bf16 and fp32 weights 128-byte aligned).
-inline constexpr size_t kGatherAlignmentElements = 64;
+// Each weight's start in a buffer is a multiple of this many elements: 256 bytes for bf16 (512
+// for fp32), the alignment the parameter region gives, so cuBLASLt picks the same algorithms for
+// a gathered weight as for a resident one (it takes the operands' alignment up to 256 bytes).
+inline constexpr size_t kGatherAlignmentElements = 128;
 
 struct ShardedWeight {
   graph::TensorId tensor = graph::kNoTensor;

@@ -79,6 +79,8 @@ public:
   // The device address of a tensor of the loaded plan, for callers that launch their own kernels
   // on stream() (the trainer's gradient accumulation and optimizer step).
   void* device_address(graph::TensorId tensor) const { return address(tensor); }
+  // The activation arena's start (ZeRO-3's gather buffers lie at fixed offsets in it).
+  std::byte* arena_data() { return arena_.data(); }
 
 private:
   struct BoundStep {

@@ -2,8 +2,10 @@
 // model (tiny Llama from scratch, string reversal).
 //
 // World of one (any machine with one GPU): the data-parallel device with one rank — its rank
-// thread, CudaRankState, NCCL communicator on the rank's stream, all-reduce / reduce-scatter of
-// the flat accumulators, all-gather of the masters — against the plain single-GPU device.
+// thread, CudaRankState, NCCL communicators on the rank's stream and on its side stream, the
+// gradient buckets (4 KiB here, so a dozen or more) added and all-reduced / reduce-scattered on
+// the side stream during the last micro-batch's backward, all-gather of the masters — against the
+// plain single-GPU device.
 // Tolerance: none. One rank's collectives copy or leave its buffers unchanged (a sum over one
 // rank), the grad norm and clip factor are the same kernel's (ZeRO-2: the host's sqrt of the
 // squared float norm is that float exactly, and its clip factor is global_grad_norm's formula in
@@ -13,6 +15,12 @@
 //   (normuon, full), gradient_dtype bf16 (bf16 all-reduce), pt, fp8_hybrid full fine-tuning (the
 //   scaling state's all-reduce max over one rank changes nothing); a checkpoint of the
 //   data-parallel device resumes on the single-GPU device exactly (the single-GPU format).
+//   ZeRO-3: the weights in gather buffers filled on the side stream one use ahead (the rank's own
+//   bf16 pieces copied in and all-gathered over one rank), the optimizer writing the rank's own
+//   copies, uploads and downloads through the chunked broadcasts, the evaluator gathering from the
+//   host copies: full fine-tuning with clipping, LoRA with dropout, QLoRA, pt with NorMuon, and a
+//   ZeRO-3 checkpoint resuming on the single-GPU device — bit for bit too (gathered weights sit
+//   256-byte aligned, as in the parameter region, so cuBLASLt picks the same algorithms).
 //
 // Two or more GPUs (skipped with fewer): gpus: 2 with accumulation A against gpus: 1 with 2A,
 // ZeRO-1 and ZeRO-2. The same micro-batches give the same bf16 gradients on every GPU; only the
@@ -22,7 +30,9 @@
 // 0.01 nats over 20 steps, the mean over the last 5 within 0.005 (the CPU ranks, fp32, agree to
 // 2e-8 relative; this bounds bf16 weight-rounding flips; not yet measured on a multi-GPU machine).
 // fp8_hybrid on 2 GPUs: the same bounds (the scaling state is all-reduced with the max before each
-// roll, so both GPUs quantize with the scales one GPU uses).
+// roll, so both GPUs quantize with the scales one GPU uses). ZeRO-3 on 2 GPUs, full fine-tuning and
+// LoRA: the same bounds (the gathered weights are the owners' bf16 bits; the gradients are
+// ZeRO-2's sums).
 #include <gtest/gtest.h>
 
 #include <cuda_runtime_api.h>
@@ -44,6 +54,7 @@ protected:
   static TrainerOptions data_parallel() {
     TrainerOptions options = on(TrainingBackend::Cuda);
     options.data_parallel_device = true;
+    options.gradient_bucket_bytes = 4096;  // many buckets on the quickstart model
     return options;
   }
   static int visible_gpus() {
@@ -112,6 +123,42 @@ TEST_F(CudaDataParallelTest, Fp8FullFineTuningOnAWorldOfOneEqualsTheSingleGpuDev
   expect_world_of_one_equals_single_gpu("fp8", "optimizer: adamw\nrecipe: fp8_hybrid\ngradient_accumulation_steps: 2\n");
 }
 
+TEST_F(CudaDataParallelTest, ZeroThreeFullFineTuningWithClippingOnAWorldOfOneEqualsTheSingleGpuDevice) {
+  expect_world_of_one_equals_single_gpu("zero3-full", "optimizer: adamw\nzero_level: 3\nmax_grad_norm: 0.5\n"
+                                                      "gradient_accumulation_steps: 2\n");
+}
+
+TEST_F(CudaDataParallelTest, ZeroThreeLoraWithDropoutOnAWorldOfOneEqualsTheSingleGpuDevice) {
+  expect_world_of_one_equals_single_gpu("zero3-lora", "optimizer: adamw_8bit\nzero_level: 3\nlora: true\nlora_rank: 8\n"
+                                                      "lora_alpha: 16\nlora_dropout: 0.1\nlearning_rate: 1e-2\n");
+}
+
+TEST_F(CudaDataParallelTest, ZeroThreeQloraOnAWorldOfOneEqualsTheSingleGpuDevice) {
+  // The NF4 base stays whole on every rank; the rest (adapters, norms, embedding, head) is gathered.
+  expect_world_of_one_equals_single_gpu("zero3-qlora", "optimizer: adamw\nzero_level: 3\nlora: true\nlora_rank: 8\n"
+                                                       "lora_alpha: 16\nqlora_bnb: true\nlearning_rate: 1e-2\n");
+}
+
+TEST_F(CudaDataParallelTest, ZeroThreePretrainingWithNorMuonOnAWorldOfOneEqualsTheSingleGpuDevice) {
+  expect_world_of_one_equals_single_gpu("zero3-pt", "optimizer: normuon\nshard_weights: true\nlearning_rate: 1e-2\n",
+                                        true);
+}
+
+TEST_F(CudaDataParallelTest, AZeroThreeCheckpointResumesOnTheSingleGpuDeviceExactly) {
+  const std::string extra = "max_steps: 10\nsave_steps: 5\noptimizer: adamw\n";
+  TrainingResult straight = run_training(config("zero3-straight", extra), on(TrainingBackend::Cuda));
+  TrainerOptions interrupted = data_parallel();
+  interrupted.stop_after_step = 5;
+  TrainingResult first = run_training(config("zero3-resumed", extra + "zero_level: 3\n"), interrupted);
+  TrainingResult second =
+      run_training(config("zero3-resumed", extra + "resume_from_checkpoint: true\n"), on(TrainingBackend::Cuda));
+  EXPECT_EQ(second.first_step, 5);
+  std::vector<double> joined = first.step_losses;
+  joined.insert(joined.end(), second.step_losses.begin(), second.step_losses.end());
+  ASSERT_EQ(joined.size(), straight.step_losses.size());
+  for (size_t i = 0; i < joined.size(); ++i) EXPECT_EQ(joined[i], straight.step_losses[i]) << "step " << i + 1;
+}
+
 TEST_F(CudaDataParallelTest, ACheckpointOfTheDataParallelDeviceResumesOnTheSingleGpuDeviceExactly) {
   const std::string extra = "max_steps: 10\nsave_steps: 5\noptimizer: adamw_8bit\n";
   TrainingResult straight = run_training(config("dp-straight", extra), on(TrainingBackend::Cuda));
@@ -149,6 +196,24 @@ TEST_F(CudaDataParallelTest, TwoGpusFp8MatchOneGpuWithTwiceTheAccumulation) {
   TrainingResult two = run_training(config("dp2-fp8", common + "gpus: 2\ngradient_accumulation_steps: 2\n"),
                                     on(TrainingBackend::Cuda));
   expect_tracks("gpus-2-fp8", one, two, 1e-5, 0.01, 0.005);
+}
+
+TEST_F(CudaDataParallelTest, TwoGpusZeroThreeMatchOneGpuWithTwiceTheAccumulation) {
+  if (visible_gpus() < 2) GTEST_SKIP() << "needs 2 GPUs, " << visible_gpus() << " visible";
+  const std::vector<std::pair<std::string, std::string>> jobs = {
+      {"full", "optimizer: adamw\nmax_grad_norm: 0.5\nper_device_train_batch_size: 2\n"},
+      {"lora", "optimizer: adamw\nlora: true\nlora_rank: 8\nlora_alpha: 16\nlora_dropout: 0.0\nlearning_rate: 1e-2\n"}};
+  for (const auto& [tag, job] : jobs) {
+    SCOPED_TRACE(tag);
+    const std::string common = "max_steps: 20\n" + job;
+    TrainingResult one = run_training(config("dp1-zero3-" + tag, common + "gradient_accumulation_steps: 4\n"),
+                                      on(TrainingBackend::Cuda));
+    TrainerOptions buckets = on(TrainingBackend::Cuda);
+    buckets.gradient_bucket_bytes = 4096;
+    TrainingResult two = run_training(
+        config("dp2-zero3-" + tag, common + "gpus: 2\nzero_level: 3\ngradient_accumulation_steps: 2\n"), buckets);
+    expect_tracks("gpus-2-zero-3-" + tag, one, two, 1e-5, 0.01, 0.005);
+  }
 }
 
 TEST_F(CudaDataParallelTest, TwoGpusLoraMatchOneGpuAndWriteTheSingleGpuOutputs) {

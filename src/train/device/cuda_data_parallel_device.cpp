@@ -17,8 +17,10 @@
 //     to rank i mod N (distributed::owner_of_micro_batch); the trainer hands this process only its
 //     own ranks' micro-batches (takes_micro_batch), each copied to its rank; nothing runs yet.
 //   measure(): every rank enqueues its micro-batches (execute, bf16 gradients added into its flat
-//     accumulators), then sums the flat accumulators over the ranks in place: one NCCL all-reduce
-//     (in their dtype: fp32, or bf16 with gradient_dtype bf16). The trainer scaled every
+//     accumulators), and the flat accumulators are summed over the ranks in place, in their dtype
+//     (fp32, or bf16 with gradient_dtype bf16), bucket by bucket during the last micro-batch's
+//     backward (cuda_gradient_reducer.h: each bucket's gradients added and all-reduced on the
+//     rank's side stream as soon as the backward has written them). The trainer scaled every
 //     micro-batch's loss by 1 / (loss tokens of the whole window), so the sum is the window's mean
 //     gradient, as one GPU computes it with accumulation N × A, up to the order of the additions.
 //     The norm and clip factor come from the summed buffer (global_grad_norm on the device); the
@@ -26,6 +28,17 @@
 //   ZeRO-2 (layout.shard_gradients): a reduce-scatter instead of the all-reduce, so rank r holds
 //     the summed gradients of its shard only; each rank takes its shard's norm, the host adds the
 //     squares and every rank's device clip factor is set from the total.
+//   ZeRO-3 (layout.shard_weights): each GPU's backend runs the plan with the weights in gather
+//     buffers (compiler/weight_gathering.h, weight_shards.h); the rank keeps its pieces in bf16
+//     (CudaWeightShard: its trainable weights, which its optimizer writes, and its share of the
+//     frozen base) and fp32 masters of its optimizer's tensors only, and its gatherer
+//     (cuda_weight_gatherer.h) fills the buffers on the side stream one use ahead. Gradients as in
+//     ZeRO-2; update() moves no weights. upload() broadcasts rank 0's host copies tensor by tensor
+//     in chunks (each owner rounds its own to bf16 and keeps the fp32 masters of its trainable
+//     ones); download() and before_evaluation() broadcast each trainable tensor's master from its
+//     owner into the host copies, which the evaluator (a gathering one: cuda_evaluator.h) reads.
+//     With an observer the backend runs eagerly: ZeRO-3 gives up CUDA graphs, and the other levels
+//     keep them for all but each step's last micro-batch.
 //   update(): rank r steps its optimizer for its shard only (distributed::place_shards over the
 //     flat buffer's tensors; ZeRO-1: its optimizer holds state for those tensors alone), which
 //     updates its fp32 masters and bf16 weights of the shard; an NCCL all-gather of the flat fp32
@@ -53,7 +66,10 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cmath>
+#include <optional>
+#include <set>
 #include <utility>
 
 #include <fmt/format.h>
@@ -65,8 +81,12 @@
 #include "cuda/kernels/fp8_quantize.h"
 #include "distributed/shard_placement.h"
 #include "train/device/cuda_evaluator.h"
+#include "train/device/cuda_gradient_reducer.h"
+#include "train/device/cuda_weight_gatherer.h"
 #include "train/device/fp8_state.h"
 #include "train/device/cuda_rank_state.h"
+#include "train/device/weight_shards.h"
+#include "train/device/weights_from_masters.h"
 #include "train/device/process_optimizer_state.h"
 #include "train/device/process_window.h"
 #include "train/quantized_weights.h"
@@ -82,11 +102,23 @@ struct MicroBatch {
 
 struct Rank {
   std::unique_ptr<CudaRankState> state;
-  std::unique_ptr<distributed::Communicator> communicator;
+  std::unique_ptr<distributed::Communicator> communicator;  // on the backend's stream
   distributed::Shard shard;
   std::vector<MicroBatch> pending;
   double loss_sum = 0.0;
+  // The side stream and its own NCCL communicator: the gradient buckets, ZeRO-3's gathers.
+  std::optional<cuda::Stream> side;
+  std::unique_ptr<distributed::Communicator> side_communicator;
+  std::unique_ptr<CudaGradientReducer> reducer;
+  cuda::DeviceBuffer<__nv_bfloat16> owned;  // ZeRO-3: the rank's pieces of the weights
+  CudaWeightShard weight_shard;
+  std::unique_ptr<CudaWeightGatherer> gatherer;
+  runtime::StepObserverList first_batches, last_batch;  // what each micro-batch's execute calls
+  cuda::DeviceBuffer<float> scratch;        // ZeRO-3: a chunk of a weight on its way to or from the host
 };
+
+// ZeRO-3 moves weights between the host copies and the ranks in chunks of this many elements.
+constexpr size_t kTransferChunkElements = size_t{4} << 20;  // 16 MiB of fp32
 
 // The evaluator of GPU 0's weights, run on rank 0's thread (its CUDA device and the thread its
 // backend was made on).
@@ -133,10 +165,6 @@ public:
       // collectives run on the masters and accumulators in GPU memory.
       if (set) fail_user("{}: {} is implemented on one GPU only, not on the data-parallel device", config_.source_of(key), key);
     }
-    if (layout_.shard_weights) {
-      fail_user("{}: ZeRO-3 (shard_weights) runs on CPU ranks in this build; on GPUs use zero_level 1 or 2",
-                config_.source_of(config_.zero_level >= 3 ? "zero_level" : "shard_weights"));
-    }
     int visible = 0;
     CUDA_CHECK(cudaGetDeviceCount(&visible));
     if (visible < layout_.first_device + layout_.local_ranks) {
@@ -147,6 +175,23 @@ public:
     const std::vector<size_t> sizes = trainable_layout_.unit_sizes();
     const std::vector<distributed::Shard> shards = distributed::place_shards(sizes, layout_.world_size);
     shard_sizes_ = distributed::shard_sizes(shards);
+    std::vector<graph::TensorId> trainable_ids, gradients;
+    for (const CudaTrainable& entry : trainable_layout_.entries) {
+      trainable_ids.push_back(entry.parameter);
+      gradients.push_back(entry.gradient);
+    }
+    if (layout_.shard_weights) {
+      gathered_plan_ = plan_;
+      gathering_ = zero3_gathering(*gathered_plan_, trainable_ids, shards, layout_.world_size);
+      const std::vector<graph::TensorId> shardable = shardable_weights(plan_);
+      SUROGATE_CHECK(std::set<graph::TensorId>(shardable.begin(), shardable.end()) ==
+                         std::set<graph::TensorId>(trainable_layout_.ids.begin(), trainable_layout_.ids.end()),
+                     "ZeRO-3 shards exactly the weights the trainer loads");
+      compiler::apply_weight_gathering(*gathered_plan_, gathering_);
+    }
+    const size_t accumulator_bytes = config_.gradient_dtype == GradientDtype::Bf16 ? 2 : sizeof(float);
+    buckets_ = plan_gradient_buckets(gathered_plan_ ? *gathered_plan_ : plan_, gradients, sizes, shards,
+                                     std::max<size_t>(1, setup.gradient_bucket_bytes / accumulator_bytes));
     ranks_.resize(static_cast<size_t>(layout_.local_ranks));
     try {
       connect_ranks(setup, shards);
@@ -193,7 +238,10 @@ public:
   std::unique_ptr<Evaluator> make_evaluator(const EvaluatorSetup& setup) override {
     std::unique_ptr<Evaluator> inner;
     threads_.run([&](int r) {
-      if (r == 0) inner = make_cuda_evaluator(setup, ranks_[0].state->backend());
+      if (r != 0) return;
+      // ZeRO-3: no GPU keeps the whole weights; the evaluator gathers them from the host copies.
+      inner = gathered_plan_ ? make_cuda_gathering_evaluator(setup, ranks_[0].state->backend(), host_.weights)
+                             : make_cuda_evaluator(setup, ranks_[0].state->backend());
     });
     return std::make_unique<RankZeroEvaluator>(threads_, std::move(inner));
   }
@@ -210,6 +258,10 @@ public:
   // every GPU) while a peer's collective waits for it.
   void upload() override {
     optimizer_exchange_.scatter(local_optimizer_state());
+    if (gathered_plan_) {
+      upload_shards();
+      return;
+    }
     threads_.run([&](int r) {
       if (r != 0 || layout_.first_rank != 0) return;
       ranks_[0].state->upload_weights(host_.weights);
@@ -233,12 +285,14 @@ public:
     });
   }
 
-  // Every GPU holds the same masters after update(); GPU 0's are the host's. Each rank's
-  // optimizer state goes to its own host view.
+  // Every GPU holds the same masters after update(); GPU 0's are the host's (ZeRO-3: each
+  // trainable tensor's from its owner, download_shards). Each rank's optimizer state goes to its
+  // own host view.
   void download() override {
+    if (gathered_plan_) download_shards();
     threads_.run([&](int r) {
       CudaRankState& state = *ranks_[static_cast<size_t>(r)].state;
-      if (r == 0) state.download_trainable(host_.weights);
+      if (r == 0 && !gathered_plan_) state.download_trainable(host_.weights);
       if (state.optimizer()) state.optimizer()->download(state.stream());
       if (r == 0 && fp8_) {
         CUDA_CHECK(cudaMemcpyAsync(fp8_host_.data(), fp8_device(state), fp8_host_.size() * sizeof(float),
@@ -246,6 +300,11 @@ public:
       }
       state.synchronize();
     });
+  }
+
+  // ZeRO-3: the evaluator reads the host copies.
+  void before_evaluation() override {
+    if (gathered_plan_) download_shards();
   }
 
   void accumulate(std::span<const runtime::InputBinding> inputs) override {
@@ -259,29 +318,32 @@ public:
   }
 
   StepMetrics measure() override {
-    // Every rank's micro-batches first, collectives after: a rank that fails to enqueue stops the
-    // run before any rank waits in a collective for it.
+    // Every rank's micro-batches: the last one's backward reduces the gradient buckets on the side
+    // stream (and under ZeRO-3 every micro-batch gathers its weights there). Only enqueued: the
+    // host waits below, once every rank has enqueued its part.
     threads_.run([&](int r) {
       Rank& rank = ranks_[static_cast<size_t>(r)];
-      for (const MicroBatch& batch : rank.pending) {
+      SUROGATE_CHECK(!rank.pending.empty(), "every rank trains gradient_accumulation_steps micro-batches a step");
+      for (size_t index = 0; index < rank.pending.size(); ++index) {
+        const MicroBatch& batch = rank.pending[index];
         std::vector<runtime::InputBinding> bindings;
         for (size_t i = 0; i < batch.tensors.size(); ++i) bindings.push_back({batch.tensors[i], batch.bytes[i]});
-        rank.state->accumulate(bindings);
+        const bool last = index + 1 == rank.pending.size();
+        runtime::StepObserverList& observers = last ? rank.last_batch : rank.first_batches;
+        rank.state->backend().set_step_observer(observers.empty() ? nullptr : &observers);
+        rank.state->accumulate(bindings, !last);
       }
+      rank.state->backend().set_step_observer(nullptr);
       rank.pending.clear();
+      rank.reducer->finish();
     });
     const size_t tensors = trainable_layout_.entries.size();
     threads_.run([&](int r) {
       Rank& rank = ranks_[static_cast<size_t>(r)];
       CudaRankState& state = *rank.state;
-      if (layout_.shard_gradients) {
-        rank.communicator->reduce_scatter_sum(state.accumulators(), shard_sizes_, state.accumulator_dtype());
-        state.gradient_norm(rank.shard.first_unit, rank.shard.end_unit);
-      } else {
-        rank.communicator->all_reduce_sum(state.accumulators(), static_cast<size_t>(trainable_layout_.total),
-                                          state.accumulator_dtype());
-        state.gradient_norm(0, tensors);
-      }
+      if (layout_.shard_gradients) state.gradient_norm(rank.shard.first_unit, rank.shard.end_unit);
+      else state.gradient_norm(0, tensors);
+      rank.side_communicator->synchronize();
       rank.communicator->synchronize();
       rank.loss_sum = state.loss_sum();
     });
@@ -310,9 +372,13 @@ public:
       Rank& rank = ranks_[static_cast<size_t>(r)];
       CudaRankState& state = *rank.state;
       state.step(step);
-      rank.communicator->all_gather(state.masters(), shard_sizes_, DType::F32);
-      state.refresh_weights_from_masters(0, rank.shard.first_unit);
-      state.refresh_weights_from_masters(rank.shard.end_unit, trainable_layout_.entries.size());
+      if (!gathered_plan_) {
+        // ZeRO-1/2: every rank's updated masters to every rank, and the bf16 weights from them.
+        // ZeRO-3: the optimizer wrote the rank's own weights, gathered where they are read.
+        rank.communicator->all_gather(state.masters(), shard_sizes_, DType::F32);
+        state.refresh_weights_from_masters(0, rank.shard.first_unit);
+        state.refresh_weights_from_masters(rank.shard.end_unit, trainable_layout_.entries.size());
+      }
       state.refresh_fp8_weight_copies();
       state.zero_accumulators();
       if (fp8_) {
@@ -320,25 +386,134 @@ public:
         cuda::fp8_roll_history(fp8_device(state), fp8_->shape.sites, fp8_->shape.history, step.step, state.stream());
       }
     });
+    host_current_ = false;
   }
 
 private:
   // Every rank's state first (no collective yet, so a rank that fails here, e.g. out of memory,
   // stops the run with its message), then the NCCL world on the ranks' streams.
   void connect_ranks(const TrainingDeviceSetup& setup, const std::vector<distributed::Shard>& shards) {
+    TrainingDeviceSetup rank_setup = setup;
+    if (gathered_plan_) rank_setup.plan = &*gathered_plan_;
     threads_.run([&](int r) {
       CUDA_CHECK(cudaSetDevice(layout_.first_device + r));
       Rank& rank = ranks_[static_cast<size_t>(r)];
-      rank.shard = shards[static_cast<size_t>(layout_.first_rank + r)];
-      rank.state = std::make_unique<CudaRankState>(setup, trainable_layout_, rank.shard.first_unit, rank.shard.end_unit);
+      const int global = layout_.first_rank + r;
+      rank.shard = shards[static_cast<size_t>(global)];
+      if (gathered_plan_) {
+        rank.owned = cuda::DeviceBuffer<__nv_bfloat16>(gathering_.owned_elements[static_cast<size_t>(global)]);
+        rank.owned.zero();
+        rank.weight_shard = {&gathering_, global, rank.owned.data()};
+        rank.scratch = cuda::DeviceBuffer<float>(kTransferChunkElements);
+      }
+      rank.state = std::make_unique<CudaRankState>(rank_setup, trainable_layout_, rank.shard.first_unit,
+                                                   rank.shard.end_unit, gathered_plan_ ? &rank.weight_shard : nullptr);
+      rank.side.emplace();
+      CUDA_CHECK(cudaDeviceSynchronize());  // the owned buffer zeroed before anything reads it
     });
-    std::vector<void*> streams;
-    for (const Rank& rank : ranks_) streams.push_back(rank.state->stream());
+    std::vector<void*> streams, sides;
+    for (const Rank& rank : ranks_) {
+      streams.push_back(rank.state->stream());
+      sides.push_back(rank.side->get());
+    }
     std::unique_ptr<distributed::ProcessWorld> alone;
     distributed::ProcessWorld& world = setup.world != nullptr ? *setup.world : *(alone = distributed::ProcessWorld::single());
     std::vector<std::unique_ptr<distributed::Communicator>> communicators = distributed::connect_nccl_world(
         threads_, world, layout_.first_rank, layout_.world_size, layout_.first_device, streams);
-    for (size_t r = 0; r < ranks_.size(); ++r) ranks_[r].communicator = std::move(communicators[r]);
+    std::vector<std::unique_ptr<distributed::Communicator>> side_communicators = distributed::connect_nccl_world(
+        threads_, world, layout_.first_rank, layout_.world_size, layout_.first_device, sides);
+    threads_.run([&](int r) {
+      Rank& rank = ranks_[static_cast<size_t>(r)];
+      rank.communicator = std::move(communicators[static_cast<size_t>(r)]);
+      rank.side_communicator = std::move(side_communicators[static_cast<size_t>(r)]);
+      if (gathered_plan_) {
+        rank.gatherer = std::make_unique<CudaWeightGatherer>(gathering_, rank.state->backend(), rank.side->get(),
+                                                             all_gather_fill(rank.weight_shard, *rank.side_communicator));
+        rank.first_batches.add(rank.gatherer.get());
+        rank.last_batch.add(rank.gatherer.get());
+      }
+      rank.reducer = std::make_unique<CudaGradientReducer>(buckets_, *rank.state, rank.side->get(),
+                                                           *rank.side_communicator, layout_.shard_gradients);
+      rank.last_batch.add(rank.reducer.get());
+    });
+  }
+
+  // ZeRO-3: every weight from global rank 0's host copy, a chunk at a time over the ranks'
+  // communicator; its owner rounds it to bf16 into its own copy and keeps the fp32 master of a
+  // trainable one. Rank 0 writes fp8_hybrid's scaling state first (as upload() does otherwise).
+  void upload_shards() {
+    threads_.run([&](int r) {
+      if (r != 0 || layout_.first_rank != 0 || !fp8_) return;
+      CUDA_CHECK(cudaMemcpy(fp8_device(*ranks_[0].state), fp8_host_.data(), fp8_host_.size() * sizeof(float),
+                            cudaMemcpyHostToDevice));
+    });
+    std::vector<int> trainable_index(host_.weights.size(), -1);
+    for (size_t u = 0; u < trainable_layout_.entries.size(); ++u) {
+      trainable_index[trainable_layout_.entries[u].weight] = static_cast<int>(u);
+    }
+    threads_.run([&](int r) {
+      Rank& rank = ranks_[static_cast<size_t>(r)];
+      CudaRankState& state = *rank.state;
+      cudaStream_t stream = state.stream();
+      const bool source = layout_.first_rank + r == 0;
+      for (size_t i = 0; i < host_.weights.size(); ++i) {
+        const std::span<const float> values = host_.weights[i].values;
+        __nv_bfloat16* owned = rank.weight_shard.weight(trainable_layout_.ids[i]);
+        const int unit = trainable_index[i];
+        for (size_t first = 0; first < values.size(); first += kTransferChunkElements) {
+          const size_t count = std::min(kTransferChunkElements, values.size() - first);
+          if (source) {
+            CUDA_CHECK(cudaMemcpyAsync(rank.scratch.data(), values.data() + first, count * sizeof(float),
+                                       cudaMemcpyHostToDevice, stream));
+          }
+          rank.communicator->broadcast(rank.scratch.data(), count, DType::F32, 0);
+          if (owned == nullptr) continue;
+          cuda_kernels::round_to_bf16(rank.scratch.data(), owned + first, static_cast<int64_t>(count), stream);
+          if (unit >= 0) {
+            CUDA_CHECK(cudaMemcpyAsync(state.master(static_cast<size_t>(unit)) + first, rank.scratch.data(),
+                                       count * sizeof(float), cudaMemcpyDefault, stream));
+          }
+        }
+      }
+      if (fp8_) rank.communicator->broadcast(fp8_device(state), fp8_host_.size(), DType::F32, 0);
+      state.refresh_fp8_weight_copies();
+      if (state.optimizer()) state.optimizer()->upload(stream);
+      rank.communicator->synchronize();
+    });
+    host_current_ = true;
+  }
+
+  // ZeRO-3: each trainable tensor's fp32 master broadcast from its owner, a chunk at a time; each
+  // process's first rank writes its host copies. Only when a step changed them since the last
+  // upload or download: every process makes the same calls, so they all agree, and the leader's
+  // download for the outputs then finds its copies current and calls no collective alone.
+  void download_shards() {
+    if (host_current_) return;
+    host_current_ = true;
+    threads_.run([&](int r) {
+      Rank& rank = ranks_[static_cast<size_t>(r)];
+      CudaRankState& state = *rank.state;
+      cudaStream_t stream = state.stream();
+      for (size_t u = 0; u < trainable_layout_.entries.size(); ++u) {
+        const CudaTrainable& entry = trainable_layout_.entries[u];
+        const int owner = gathering_.groups[gathering_.locate(entry.parameter).group]
+                              .owners[gathering_.locate(entry.parameter).index];
+        const std::span<float> values = host_.weights[entry.weight].values;
+        for (size_t first = 0; first < values.size(); first += kTransferChunkElements) {
+          const size_t count = std::min(kTransferChunkElements, values.size() - first);
+          if (owner == layout_.first_rank + r) {
+            CUDA_CHECK(cudaMemcpyAsync(rank.scratch.data(), state.master(u) + first, count * sizeof(float),
+                                       cudaMemcpyDefault, stream));
+          }
+          rank.communicator->broadcast(rank.scratch.data(), count, DType::F32, owner);
+          if (r == 0) {
+            CUDA_CHECK(cudaMemcpyAsync(values.data() + first, rank.scratch.data(), count * sizeof(float),
+                                       cudaMemcpyDeviceToHost, stream));
+          }
+        }
+      }
+      rank.communicator->synchronize();
+    });
   }
 
   float* fp8_device(CudaRankState& state) const {
@@ -350,8 +525,15 @@ private:
     try {
       threads_.run([&](int r) {
         Rank& rank = ranks_[static_cast<size_t>(r)];
+        if (rank.side) rank.side->synchronize();
+        rank.gatherer.reset();
+        rank.reducer.reset();
+        rank.side_communicator.reset();
         rank.communicator.reset();
         rank.state.reset();
+        rank.side.reset();
+        rank.owned = {};
+        rank.scratch = {};
       });
     } catch (...) {
       // Shutting down after a failure: nothing more to report.
@@ -378,6 +560,10 @@ private:
   CudaHostWeights host_;
   std::vector<Rank> ranks_;
   std::vector<size_t> shard_sizes_;  // the collectives' pieces (elements of the flat buffers), one per rank
+  GradientBuckets buckets_;
+  std::optional<compiler::ExecutionPlan> gathered_plan_;  // ZeRO-3: the ranks' plan (weights in gather buffers)
+  compiler::WeightGathering gathering_;
+  bool host_current_ = true;         // ZeRO-3: no step since the host copies were uploaded or downloaded
   std::string optimizer_name_;
   std::optional<Fp8State> fp8_;      // fp8_hybrid's scaling state (in each GPU's plan)
   std::vector<float> fp8_host_;      // rank 0's host copy: zeros at the start, what checkpoints read and restore

@@ -1,7 +1,16 @@
 // The GPU evaluator; see cuda_evaluator.h.
 #include "train/device/cuda_evaluator.h"
 
+#include <algorithm>
+#include <map>
+#include <string>
+
+#include "core/bfloat16.h"
 #include "cuda/cuda_check.h"
+#include "cuda/host_buffer.h"
+#include "ops/parallel_for.h"
+#include "train/device/cuda_weight_gatherer.h"
+#include "train/device/weight_shards.h"
 
 namespace surogate::train {
 namespace {
@@ -38,7 +47,91 @@ private:
   graph::TensorId loss_ = graph::kNoTensor, correct_ = graph::kNoTensor;
 };
 
+class CudaGatheringEvaluator final : public Evaluator {
+public:
+  CudaGatheringEvaluator(const EvaluatorSetup& setup, runtime::CudaBackend& training, std::span<const WeightView> weights)
+      : training_(training), weights_(weights),
+        loader_(setup.cache, setup.cache->eval(), setup.batch, setup.seed, setup.pad_id) {
+    plan_ = compiler::compile_forward(evaluation_graph(setup, DType::BF16), *setup.registry);
+    gathering_ = evaluation_gathering(plan_);
+    compiler::apply_weight_gathering(plan_, gathering_);
+    loss_ = plan_.tensor("loss");
+    correct_ = plan_.tensor("correct");
+    backend_.share_parameters_with(training_);
+    backend_.load(plan_, *setup.registry);
+    inputs_ = std::make_unique<BatchInputs>(plan_);
+    size_t elements = 0;
+    for (const compiler::GatherGroup& group : gathering_.groups) {
+      image_offsets_.push_back(elements);
+      elements += group.elements;
+    }
+    image_ = cuda::PinnedHostBuffer<uint16_t>(elements);
+    std::fill_n(image_.data(), elements, uint16_t{0});
+    gatherer_ = std::make_unique<CudaWeightGatherer>(
+        gathering_, backend_, side_.get(), [this](size_t g, void* buffer, cudaStream_t stream) {
+          CUDA_CHECK(cudaMemcpyAsync(buffer, image_.data() + image_offsets_[g], gathering_.groups[g].bytes(),
+                                     cudaMemcpyHostToDevice, stream));
+        });
+    backend_.set_step_observer(gatherer_.get());
+  }
+  ~CudaGatheringEvaluator() override {
+    // The image and the events must outlive the copies in flight (none after a run: its reads wait).
+    cudaStreamSynchronize(side_.get());
+  }
+
+  EvalResult run() override {
+    CUDA_CHECK(cudaStreamSynchronize(training_.stream()));
+    fill_image();
+    return evaluate_split(loader_, *inputs_, [this](std::span<const runtime::InputBinding> bindings) {
+      backend_.execute(bindings);
+      float loss = 0.0f, correct = 0.0f;
+      backend_.read(loss_, std::as_writable_bytes(std::span<float>(&loss, 1)));
+      backend_.read(correct_, std::as_writable_bytes(std::span<float>(&correct, 1)));
+      return std::pair<double, double>(loss, correct);
+    });
+  }
+
+private:
+  // The host copies rounded to bf16 (to nearest even, as the ranks round the weights they keep)
+  // into the image, laid out as the gather buffers.
+  void fill_image() {
+    std::map<std::string, std::span<const float>> by_name;
+    for (const WeightView& weight : weights_) by_name[weight.name] = weight.values;
+    for (size_t g = 0; g < gathering_.groups.size(); ++g) {
+      const compiler::GatherGroup& group = gathering_.groups[g];
+      for (size_t i = 0; i < group.tensors.size(); ++i) {
+        const std::span<const float> values = by_name.at(plan_.graph.tensor(group.tensors[i]).name);
+        uint16_t* out = image_.data() + image_offsets_[g] + group.tensor_offsets[i];
+        ops::parallel_for(static_cast<int64_t>((values.size() + kBlock - 1) / kBlock), [&](int64_t block) {
+          const size_t begin = static_cast<size_t>(block) * kBlock;
+          const size_t end = std::min(values.size(), begin + kBlock);
+          for (size_t k = begin; k < end; ++k) out[k] = float_to_bf16(values[k]);
+        });
+      }
+    }
+  }
+
+  static constexpr size_t kBlock = size_t{1} << 20;
+  runtime::CudaBackend& training_;
+  std::span<const WeightView> weights_;
+  compiler::ExecutionPlan plan_;
+  compiler::WeightGathering gathering_;
+  runtime::CudaBackend backend_;
+  data::DataLoader loader_;
+  std::unique_ptr<BatchInputs> inputs_;
+  graph::TensorId loss_ = graph::kNoTensor, correct_ = graph::kNoTensor;
+  cuda::Stream side_;
+  cuda::PinnedHostBuffer<uint16_t> image_;  // every group's bf16 bits, back to back
+  std::vector<size_t> image_offsets_;
+  std::unique_ptr<CudaWeightGatherer> gatherer_;
+};
+
 }  // namespace
+
+std::unique_ptr<Evaluator> make_cuda_gathering_evaluator(const EvaluatorSetup& setup, runtime::CudaBackend& training,
+                                                         std::span<const WeightView> weights) {
+  return std::make_unique<CudaGatheringEvaluator>(setup, training, weights);
+}
 
 std::unique_ptr<Evaluator> make_cuda_evaluator(const EvaluatorSetup& setup, runtime::CudaBackend& training) {
   return std::make_unique<CudaEvaluator>(setup, training);

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <memory>
+#include <span>
 
 #include "runtime/cuda_backend.h"
 #include "train/evaluator.h"
@@ -14,5 +15,14 @@ namespace surogate::train {
 
 // `training` must stay loaded (and alive) while the evaluator exists.
 std::unique_ptr<Evaluator> make_cuda_evaluator(const EvaluatorSetup& setup, runtime::CudaBackend& training);
+
+// Under ZeRO-3, where no GPU keeps the whole weights: the forward plan gathers them layer by layer
+// (train/device/weight_shards.h: evaluation_gathering) from a pinned bf16 image of `weights` (the
+// device's host copies, current after TrainingDevice::before_evaluation), rebuilt at the start of
+// each run() and copied in a group at a time on a side stream, one use ahead; the parameters the
+// plan keeps whole (a quantized base) are still read in place from `training`. Its GPU memory is
+// the forward arena and two layers' buffers; the image is host memory.
+std::unique_ptr<Evaluator> make_cuda_gathering_evaluator(const EvaluatorSetup& setup, runtime::CudaBackend& training,
+                                                         std::span<const WeightView> weights);
 
 }  // namespace surogate::train

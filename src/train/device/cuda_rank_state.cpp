@@ -125,8 +125,9 @@ CudaRankState::Pinned::~Pinned() {
   if (data) cudaFreeHost(data);
 }
 
-CudaRankState::CudaRankState(const TrainingDeviceSetup& setup, const CudaTrainableLayout& layout, size_t first, size_t end)
-    : config_(*setup.config), layout_(layout),
+CudaRankState::CudaRankState(const TrainingDeviceSetup& setup, const CudaTrainableLayout& layout, size_t first, size_t end,
+                             const CudaWeightShard* shard)
+    : config_(*setup.config), layout_(layout), shard_(shard),
       max_micro_batches_(std::max<int64_t>(1, config_.gradient_accumulation_steps)),
       bf16_master_(config_.master_dtype == MasterDtype::Bf16),
       bf16_gradients_(config_.gradient_dtype == GradientDtype::Bf16),
@@ -150,12 +151,25 @@ CudaRankState::CudaRankState(const TrainingDeviceSetup& setup, const CudaTrainab
     parameter.name = spec.name;
     parameter.rows = spec.shape.size() == 2 ? spec.shape[0] : 1;
     parameter.cols = spec.shape.size() == 2 ? spec.shape[1] : entry.count;
-    parameter.weight = static_cast<__nv_bfloat16*>(backend_.device_address(entry.parameter));
+    // ZeRO-3: the rank's own copy (the plan's weight is a gather buffer).
+    parameter.weight = shard_ ? shard_->weight(entry.parameter)
+                              : static_cast<__nv_bfloat16*>(backend_.device_address(entry.parameter));
+    SUROGATE_CHECK(parameter.weight != nullptr, "a rank keeps the weights it steps");
     parameter.apply_weight_decay = applies_weight_decay(spec.name);
     parameter.is_hidden_matrix = is_hidden_matrix(spec.name, spec.shape);
     parameters.push_back(std::move(parameter));
   }
-  offload_ = plan_host_offload(config_, layout.extents(first, end), setup.offload_chunk_bytes);
+  // The masters: every trainable tensor's, or under ZeRO-3 only those of the optimizer's tensors
+  // [first, end), a contiguous run of the flat layout starting at master_base_.
+  int64_t master_count = layout.total;
+  if (shard_) {
+    SUROGATE_CHECK(!bf16_master_, "ZeRO-3 keeps fp32 masters");
+    master_base_ = first < layout.entries.size() ? layout.entries[first].offset : layout.total;
+    master_count = (end < layout.entries.size() ? layout.entries[end].offset : layout.total) - master_base_;
+  }
+  std::vector<TrainableExtent> extents = layout.extents(first, end);
+  for (TrainableExtent& extent : extents) extent.offset -= master_base_;
+  offload_ = plan_host_offload(config_, extents, setup.offload_chunk_bytes);
   // Offloaded state takes no GPU memory but NorMuon's workspaces; staging takes two slots.
   size_t optimizer_bytes = 0;
   if (!parameters.empty()) {
@@ -163,15 +177,16 @@ CudaRankState::CudaRankState(const TrainingDeviceSetup& setup, const CudaTrainab
                       : config_.optimizer == surogate::Optimizer::NorMuon ? device_normuon_workspace_bytes(parameters)
                                                                          : 0;
   }
+  master_count_ = master_count;
   check_free_memory(optimizer_bytes + offload_.staging_bytes());
   const auto total = static_cast<size_t>(layout.total);
   const bool write_combined = offload_.write_combined;
   if (!bf16_master_ && offload_.masters) {
-    host_master_ = cuda::PinnedHostBuffer<float>(total, write_combined);
+    host_master_ = cuda::PinnedHostBuffer<float>(static_cast<size_t>(master_count), write_combined);
     masters_host_ = host_master_.data();
     masters_ = host_master_.device_data();
   } else if (!bf16_master_) {
-    master_ = cuda::DeviceBuffer<float>(total);
+    master_ = cuda::DeviceBuffer<float>(static_cast<size_t>(master_count));
     masters_host_ = masters_ = master_.data();
   }
   if (bf16_gradients_ && offload_.gradients) {
@@ -194,12 +209,15 @@ CudaRankState::CudaRankState(const TrainingDeviceSetup& setup, const CudaTrainab
   std::vector<__nv_bfloat16*> bf16_gradients, bf16_accumulators, weights;
   std::vector<float*> accumulators, masters;
   std::vector<int64_t> counts;
-  for (const CudaTrainable& entry : layout.entries) {
+  for (size_t i = 0; i < layout.entries.size(); ++i) {
+    const CudaTrainable& entry = layout.entries[i];
+    const bool has_master = !shard_ || (i >= first && i < end);  // ZeRO-3: the optimizer's tensors only
     bf16_gradients.push_back(static_cast<__nv_bfloat16*>(backend_.device_address(entry.gradient)));
-    weights.push_back(static_cast<__nv_bfloat16*>(backend_.device_address(entry.parameter)));
+    weights.push_back(shard_ ? shard_->weight(entry.parameter)
+                             : static_cast<__nv_bfloat16*>(backend_.device_address(entry.parameter)));
     if (bf16_gradients_) bf16_accumulators.push_back(bf16_accumulators_data_ + entry.offset);
     else accumulators.push_back(accumulators_data_ + entry.offset);
-    if (!bf16_master_) masters.push_back(masters_ + entry.offset);
+    if (!bf16_master_) masters.push_back(has_master ? masters_ + (entry.offset - master_base_) : nullptr);
     counts.push_back(entry.count);
   }
   gradient_table_ = cuda::to_device(bf16_gradients);
@@ -212,7 +230,7 @@ CudaRankState::CudaRankState(const TrainingDeviceSetup& setup, const CudaTrainab
   float* optimizer_masters = offload_.staged ? masters_host_ : masters_;
   for (size_t i = 0; i < parameters.size(); ++i) {
     const int64_t offset = layout.entries[first + i].offset;
-    if (!bf16_master_) parameters[i].master = optimizer_masters + offset;
+    if (!bf16_master_) parameters[i].master = optimizer_masters + (offset - master_base_);
     if (bf16_gradients_) parameters[i].gradient_bf16 = bf16_accumulators_data_ + offset;
     else parameters[i].gradient = accumulators_data_ + offset;
   }
@@ -241,23 +259,35 @@ void* CudaRankState::accumulators() {
   return bf16_gradients_ ? static_cast<void*>(bf16_accumulators_data_) : static_cast<void*>(accumulators_data_);
 }
 
-void CudaRankState::accumulate(std::span<const runtime::InputBinding> inputs) {
+void CudaRankState::accumulate(std::span<const runtime::InputBinding> inputs, bool add_gradients_now) {
   if (micro_batches_ >= max_micro_batches_) {
     fail_user("internal: more micro-batches than gradient_accumulation_steps ({}) in one step", max_micro_batches_);
   }
   cudaStream_t stream = backend_.stream();
   backend_.execute(inputs);
-  const int tensors = static_cast<int>(layout_.entries.size());
-  if (bf16_gradients_) {
-    cuda_kernels::accumulate_bf16_gradients(gradient_table_.data(), bf16_accumulator_table_.data(), count_table_.data(),
-                                            tensors, stream);
-  } else {
-    cuda_kernels::accumulate_bf16_gradients(gradient_table_.data(), accumulator_table_.data(), count_table_.data(),
-                                            tensors, stream);
-  }
+  if (add_gradients_now) add_gradients(0, layout_.entries.size());
   CUDA_CHECK(cudaMemcpyAsync(losses_.data + micro_batches_, backend_.device_address(loss_), sizeof(float),
                              cudaMemcpyDeviceToHost, stream));
   ++micro_batches_;
+}
+
+void CudaRankState::add_gradients(size_t first, size_t end) {
+  SUROGATE_CHECK(first <= end && end <= layout_.entries.size(), "gradients of trainable tensors");
+  if (first == end) return;
+  cudaStream_t stream = backend_.stream();
+  const int tensors = static_cast<int>(end - first);
+  if (bf16_gradients_) {
+    cuda_kernels::accumulate_bf16_gradients(gradient_table_.data() + first, bf16_accumulator_table_.data() + first,
+                                            count_table_.data() + first, tensors, stream);
+  } else {
+    cuda_kernels::accumulate_bf16_gradients(gradient_table_.data() + first, accumulator_table_.data() + first,
+                                            count_table_.data() + first, tensors, stream);
+  }
+}
+
+float* CudaRankState::master(size_t index) {
+  SUROGATE_CHECK(!bf16_master_ && index < layout_.entries.size(), "trainable tensors have fp32 masters");
+  return masters_host_ + (layout_.entries[index].offset - master_base_);
 }
 
 double CudaRankState::loss_sum() {
@@ -311,7 +341,7 @@ void CudaRankState::zero_accumulators() {
 }
 
 void CudaRankState::refresh_weights_from_masters(size_t first, size_t end) {
-  SUROGATE_CHECK(!bf16_master_, "weights are refreshed from fp32 masters only");
+  SUROGATE_CHECK(!bf16_master_ && !shard_, "weights are refreshed from every fp32 master only without ZeRO-3");
   cuda_kernels::weights_from_masters(weight_table_.data() + first, master_table_.data() + first,
                                      count_table_.data() + first, static_cast<int>(end - first), backend_.stream());
 }
@@ -322,6 +352,7 @@ void CudaRankState::synchronize() { CUDA_CHECK(cudaStreamSynchronize(backend_.st
 // other one's copy to the device runs (an 8B model: 16 GB through 64 MiB halves, at the host
 // link's speed instead of one core's rounding plus a pageable copy per tensor).
 void CudaRankState::upload_weights(std::span<const WeightView> weights) {
+  SUROGATE_CHECK(!shard_, "ZeRO-3 uploads through the data-parallel device");
   cudaStream_t stream = backend_.stream();
   constexpr size_t kStagingElements = size_t{32} << 20;  // 64 MiB of bf16 per half
   UploadStaging staging(kStagingElements);
@@ -354,6 +385,7 @@ void CudaRankState::upload_weights(std::span<const WeightView> weights) {
 }
 
 void CudaRankState::download_trainable(std::span<const WeightView> weights) {
+  SUROGATE_CHECK(!shard_, "ZeRO-3 downloads through the data-parallel device");
   cudaStream_t stream = backend_.stream();
   for (const CudaTrainable& entry : layout_.entries) {
     std::span<float> values = weights[entry.weight].values;
@@ -372,7 +404,7 @@ void CudaRankState::download_trainable(std::span<const WeightView> weights) {
 // The out-of-memory report for what the trainer adds to the plan, made before allocating it.
 void CudaRankState::check_free_memory(size_t optimizer_bytes) const {
   const auto elements = static_cast<size_t>(layout_.total);
-  const size_t master_bytes = bf16_master_ || offload_.masters ? 0 : elements * sizeof(float);
+  const size_t master_bytes = bf16_master_ || offload_.masters ? 0 : static_cast<size_t>(master_count_) * sizeof(float);
   const size_t accumulator_bytes =
       offload_.gradients ? 0 : elements * (bf16_gradients_ ? sizeof(__nv_bfloat16) : sizeof(float));
   const size_t needed = master_bytes + accumulator_bytes + optimizer_bytes;

@@ -13,7 +13,10 @@
 //   - the loss of each micro-batch (pinned, copied asynchronously) and the gradient norm with
 //     its clip factor (on the device, read by the optimizer kernels);
 //   - fp8_hybrid full fine-tuning: the FP8 copies of the trained weights (train/fp8_weight_copies.h),
-//     rewritten from the bf16 weights by refresh_fp8_weight_copies() once per optimizer step.
+//     rewritten from the bf16 weights by refresh_fp8_weight_copies() once per optimizer step;
+//   - ZeRO-3 (a CudaWeightShard given): the plan's weights lie in gather buffers, the rank keeps
+//     its pieces in the shard's owned buffer, and the masters cover the optimizer's tensors only
+//     (the optimizer writes the bf16 weights it steps into the owned buffer).
 // Everything is enqueued on the backend's stream; the object is made, used and destroyed on a
 // thread whose current CUDA device is the one it lives on. It holds no host copy of the weights:
 // those belong to the device that owns it (rank 0's host views in data parallelism).
@@ -30,6 +33,7 @@
 #include "cuda/device_buffer.h"
 #include "cuda/host_buffer.h"
 #include "runtime/cuda_backend.h"
+#include "train/device/cuda_weight_gatherer.h"
 #include "train/device/device_optimizer.h"
 #include "train/device/host_offload_plan.h"
 #include "train/device/training_device.h"
@@ -72,7 +76,9 @@ public:
   // Loads the plan on the current device and allocates the flat buffers and the optimizer for the
   // trainable tensors [first, end) of `layout` (none when first == end), after checking that they
   // fit in the free memory (UserError naming what takes the room and what would help).
-  CudaRankState(const TrainingDeviceSetup& setup, const CudaTrainableLayout& layout, size_t first, size_t end);
+  // `shard` (ZeRO-3; null otherwise) must outlive the state.
+  CudaRankState(const TrainingDeviceSetup& setup, const CudaTrainableLayout& layout, size_t first, size_t end,
+                const CudaWeightShard* shard = nullptr);
   CudaRankState(const CudaRankState&) = delete;
   CudaRankState& operator=(const CudaRankState&) = delete;
 
@@ -88,12 +94,19 @@ public:
   // accumulators, whose dtype is F32 or BF16. On the GPU (the data-parallel device refuses
   // offload_master and offload_grads).
   float* masters() { return masters_; }
+  // The fp32 master of trainable tensor `index` (device or mapped host address); under ZeRO-3
+  // only the optimizer's tensors have one.
+  float* master(size_t index);
   void* accumulators();
   DType accumulator_dtype() const { return bf16_gradients_ ? DType::BF16 : DType::F32; }
 
   // One micro-batch: execute (bf16 gradients), add them into the accumulators, copy its loss to
   // the host asynchronously. At most gradient_accumulation_steps calls between two loss_sum().
-  void accumulate(std::span<const runtime::InputBinding> inputs);
+  // `add_gradients` false: a step observer adds them during the execute (gradient buckets).
+  void accumulate(std::span<const runtime::InputBinding> inputs, bool add_gradients = true);
+  // The micro-batch's bf16 gradients of trainable tensors [first, end) added into the accumulators
+  // (and zeroed), on the backend's stream.
+  void add_gradients(size_t first, size_t end);
   // The summed losses of the micro-batches since the last call (after synchronize()).
   double loss_sum();
 
@@ -132,6 +145,9 @@ private:
 
   const Config& config_;
   const CudaTrainableLayout& layout_;
+  const CudaWeightShard* shard_ = nullptr;
+  int64_t master_base_ = 0;   // the first master's offset in the flat layout (ZeRO-3: the shard's start)
+  int64_t master_count_ = 0;  // the masters' elements (the whole layout's, or ZeRO-3's shard's)
   int64_t max_micro_batches_;
   bool bf16_master_, bf16_gradients_;
   runtime::CudaBackend backend_;

@@ -18,7 +18,20 @@ __global__ void weights_from_masters_kernel(__nv_bfloat16* const* weights, const
   }
 }
 
+__global__ void round_to_bf16_kernel(const float* master, __nv_bfloat16* weight, int64_t count) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    weight[i] = __float2bfloat16(master[i]);
+  }
+}
+
 }  // namespace
+
+void round_to_bf16(const float* master, __nv_bfloat16* weight, int64_t count, cudaStream_t stream) {
+  if (count <= 0) return;
+  round_to_bf16_kernel<<<256, 256, 0, stream>>>(master, weight, count);
+  CUDA_CHECK_LAUNCH();
+}
 
 void weights_from_masters(__nv_bfloat16* const* weights, const float* const* masters, const int64_t* counts,
                           int tensor_count, cudaStream_t stream) {

@@ -1,0 +1,43 @@
+// The gradient buckets (gradient_buckets.h) on a GPU rank: during the last micro-batch of a step,
+// after the step that completes a bucket the observer adds the micro-batch's bf16 gradients of the
+// bucket's tensors into the flat accumulators (compute stream), records an event, and the side
+// stream — the one ZeRO-3's gathers use, with its own NCCL communicator — waits for it and sums the
+// bucket's accumulators over the ranks (all-reduce, or reduce-scatter into each rank's shard under
+// ZeRO-2/3), while the backward goes on with the earlier layers. finish() makes the compute stream
+// wait for the last reduction before anything reads the summed gradients.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <vector>
+
+#include "cuda/device_buffer.h"
+#include "distributed/communicator.h"
+#include "runtime/step_observer.h"
+#include "train/device/cuda_rank_state.h"
+#include "train/device/gradient_buckets.h"
+
+namespace surogate::train {
+
+class CudaGradientReducer final : public runtime::StepObserver {
+public:
+  // `communicator` enqueues on `side`.
+  CudaGradientReducer(const GradientBuckets& buckets, CudaRankState& state, cudaStream_t side,
+                      distributed::Communicator& communicator, bool reduce_scatter);
+
+  void before_step(size_t) override {}
+  void after_step(size_t step) override;
+  // The compute stream waits for every reduction enqueued so far.
+  void finish();
+
+private:
+  const GradientBuckets& buckets_;
+  CudaRankState& state_;
+  cudaStream_t side_;
+  distributed::Communicator& communicator_;
+  bool reduce_scatter_;
+  std::vector<cuda::Event> added_;  // one per bucket
+  cuda::Event reduced_;
+};
+
+}  // namespace surogate::train
