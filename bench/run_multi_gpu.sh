@@ -2,13 +2,14 @@
 # The multi-GPU command (issue 16), for a lent machine with 2 or 4 GPUs: the data-parallel tests,
 # then the scaling benchmark, in one call.
 #   1. tests: tests/distributed_cuda (the NCCL collectives on every visible GPU), tests/train_cuda
-#      CudaDataParallel* (a world of one against the single-GPU device, and gpus: 2 against one
-#      GPU with twice the accumulation) and tests/python/test_data_parallel_gpus_cli.py (the CLI
+#      CudaDataParallel* (a world of one against the single-GPU device, ZeRO-3 included, and
+#      gpus: 2 against one GPU with twice the accumulation, ZeRO-1/2/3) and tests/python/test_data_parallel_gpus_cli.py (the CLI
 #      with --gpus=2, and two processes of one GPU each started with the launcher variables, one
 #      of them killed; needs pytest).
 #   2. scaling: the `surogate` CLI (`surogate pt`, HF folders with random weights made by
 #      bench/cli/make_hf_model.py, packed text) for Qwen3-8B LoRA and Qwen3-1.7B full fine-tuning
-#      on 1 → 2 → 4 GPUs (as many as are visible), ZeRO-1 and ZeRO-2, with the fast settings of
+#      on 1 → 2 → 4 GPUs (as many as are visible), ZeRO-1, ZeRO-2 and ZeRO-3 (weights sharded and
+#      gathered per layer: the row whose peak memory per GPU should fall with the GPUs), with the fast settings of
 #      bench/run_cli_job.sh (seq 2048, micro-batch 2, grad-accum 4 per GPU, recompute off,
 #      lora_dropout 0, adamw_8bit): tokens/s (median of the steps after the first two), tokens/s
 #      per GPU, scaling efficiency (tokens/s on N GPUs / (N × on one)), the peak memory of the
@@ -19,7 +20,7 @@
 # tests/distributed_cuda/distributed_cuda_tests" scripts/gpu_check.sh --prepare; then on the GPU machine
 # `bash bench/run_multi_gpu.sh` with carry ["carry/dp.tar.xz"].
 # Env: DP_MODELS ("qwen3-8b:lora qwen3-1.7b:full"), DP_GPUS ("1 2 4", capped at the visible GPUs),
-# DP_ZERO ("1 2"), DP_STEPS (10), SKIP_TESTS=1, SKIP_SCALING=1, PEERS=0, PEER_STEPS (5). Records:
+# DP_ZERO ("1 2 3"), DP_STEPS (10), SKIP_TESTS=1, SKIP_SCALING=1, PEERS=0, PEER_STEPS (5). Records:
 # $OUT/multi_gpu.jsonl. A device call has 10 minutes: the tests, then one model per call, e.g.
 #   SKIP_SCALING=1 bash bench/run_multi_gpu.sh
 #   SKIP_TESTS=1 DP_MODELS=qwen3-1.7b:full bash bench/run_multi_gpu.sh
@@ -80,7 +81,7 @@ YAML
 
 [[ "${SKIP_SCALING:-0}" == 1 ]] && exit $status
 printf '\n=== scaling ===\n'
-zero_levels="${DP_ZERO:-1 2}"
+zero_levels="${DP_ZERO:-1 2 3}"
 first_zero="${zero_levels%% *}"
 for spec in ${DP_MODELS:-qwen3-8b:lora qwen3-1.7b:full}; do
   model="${spec%%:*}" mode="${spec##*:}"

@@ -156,15 +156,25 @@ TEST(ConfigRules, NotYetImplementedOptionsAreRejectedByName) {
   std::string message = load_error(std::string(kMinimalConfig) + "offload_residual: true\n");
   EXPECT_TRUE(contains(message, "config.yaml:5")) << message;
   EXPECT_TRUE(contains(message, "'offload_residual' is valid but not implemented yet")) << message;
-  EXPECT_TRUE(contains(load_error(kMinimalConfig, {"--zero_level=3"}), "command line --zero_level=3"));
+  EXPECT_TRUE(contains(load_error(kMinimalConfig, {"--persistent_quants=true", "--zero_level=3"}),
+                       "command line --persistent_quants=true"));
   // s3:// and gs:// paths are implemented; one without a bucket is an error naming the key.
   EXPECT_NO_THROW(load_config_from_string("model: m\ndatasets:\n  - {path: 's3://bucket/k', type: text}\n", "config.yaml"));
   const std::string no_bucket = load_error("model: m\ndatasets:\n  - {path: 'gs:///k', type: text}\n");
   EXPECT_TRUE(contains(no_bucket, "datasets[0].path") && contains(no_bucket, "names no bucket")) << no_bucket;
   // Setting an option to its default is fine.
   EXPECT_NO_THROW(load("gpus: 1\nrecipe: bf16\noffload_master: false\n"));
-  // Implemented since: trackers and GPU sampling.
+  // Implemented since: trackers and GPU sampling; ZeRO-3.
   EXPECT_NO_THROW(load("report_to: [wandb, aim]\nlog_gpu_util: 5\n"));
+  EXPECT_NO_THROW(load("zero_level: 3\n"));
+  EXPECT_NO_THROW(load("shard_weights: true\nrecipe: fp8_hybrid\nlora: true\n"));
+}
+
+TEST(ConfigRules, ZeroThreeWithFp8FullFineTuningIsRefusedByName) {
+  const std::string message = load_error(std::string(kMinimalConfig) + "zero_level: 3\nrecipe: fp8_hybrid\nlora: false\n");
+  EXPECT_TRUE(contains(message, "'zero_level' with recipe: fp8_hybrid needs lora: true")) << message;
+  const std::string alone = load_error(std::string(kMinimalConfig) + "shard_weights: true\nrecipe: fp8_hybrid\nlora: false\n");
+  EXPECT_TRUE(contains(alone, "'shard_weights' with recipe: fp8_hybrid")) << alone;
 }
 
 TEST(ConfigRules, TheThreadsBackendsTransportOptionsAreRefusedWithTheirReason) {

@@ -1,8 +1,11 @@
 """`surogate sft config.yaml --gpus=2` on the CPU backend: two data-parallel ranks in one process.
 The run says so, logs `data_parallel_ranks`, takes gradient_accumulation_steps micro-batches per
 rank each step, and gives the per-step losses of `--gpus=1` with twice the accumulation (tolerance
-2e-4 relative, from the order of fp32 additions only); `--zero_level=3` is still rejected by name."""
+2e-4 relative, from the order of fp32 additions only), also with `--zero_level=3` (each rank keeps
+its shard of the weights and gathers a layer at a time). The dry run predicts every rank thread;
+under ZeRO-3 each rank's weights shrink to its shard, beside the per-layer gather buffers."""
 import json
+import re
 import shutil
 import subprocess
 
@@ -51,18 +54,22 @@ datasets:
     assert "gpus: 2 runs 2 data-parallel ranks, ZeRO-1" in stdout
     assert record["data_parallel_ranks"] == 2 and record["gradient_accumulation_steps"] == 1
     assert (tmp_path / "two" / "adapter_model.safetensors").exists()
+    stdout, _, zero3 = losses("zero3", "--gpus=2", "--gradient_accumulation_steps=1", "--zero_level=3")
+    assert "gpus: 2 runs 2 data-parallel ranks, ZeRO-3 (weights, gradients and optimizer state sharded" in stdout
+    assert (tmp_path / "zero3" / "adapter_model.safetensors").exists()
     _, record, one = losses("one", "--gradient_accumulation_steps=2")
     assert record["data_parallel_ranks"] == 1
-    assert len(one) == len(two) == 4
+    assert len(one) == len(two) == len(zero3) == 4
     assert all(abs(a - b) <= 2e-4 * abs(a) for a, b in zip(one, two)), (one, two)
+    assert all(abs(a - b) <= 2e-4 * abs(a) for a, b in zip(one, zero3)), (one, zero3)
 
 
-def test_zero_level_three_is_still_rejected_by_name(surogate_bin, tmp_path):
+def test_zero_level_three_with_fp8_full_fine_tuning_is_an_error_naming_it(surogate_bin, tmp_path):
     config = tmp_path / "c.yaml"
-    config.write_text("model: m\ndatasets:\n  - path: d.jsonl\n    type: text\n")
+    config.write_text("model: m\nlora: false\nrecipe: fp8_hybrid\ndatasets:\n  - path: d.jsonl\n    type: text\n")
     result = run_surogate(surogate_bin, "sft", config, "--gpus=2", "--zero_level=3", "--dry-run")
     assert result.returncode == 2
-    assert "'zero_level' is valid but not implemented yet" in result.stderr + result.stdout
+    assert "'zero_level' with recipe: fp8_hybrid needs lora: true" in result.stderr
 
 
 @pytest.mark.skipif(gpu_visible(), reason="a GPU is visible: gpus: 2 means two GPUs here (test_data_parallel_gpus_cli.py)")
@@ -80,3 +87,34 @@ def test_the_dry_run_predicts_memory_for_every_rank_thread(surogate_bin, tmp_pat
         peaks[ranks] = float(line.split()[3])
     # A second rank holds another backend but shares the optimizer state and the evaluator.
     assert peaks[1] < peaks[2] < 2 * peaks[1]
+
+
+@pytest.mark.skipif(gpu_visible(), reason="a GPU is visible: gpus: N means GPUs here (test_memory_prediction.py)")
+def test_the_dry_run_of_zero_three_on_rank_threads_shards_the_weights(surogate_bin, tmp_path):
+    # The quickstart model on 4 CPU ranks: under ZeRO-3 a rank's weights (and masters) are its
+    # shard — whole tensors, the largest rank's printed — beside the gather buffers, and the
+    # process keeps host copies of the weights once.
+    ex = make_quickstart_example(tmp_path)
+    config = REPO_ROOT / "examples/quickstart/config.yaml"
+    paths = [f"--model={ex / 'model'}", f"--datasets.0.path={ex / 'train.jsonl'}",
+             f"--validation_datasets.0.path={ex / 'valid.jsonl'}", f"--output_dir={tmp_path / 'out'}", "--gpus=4"]
+
+    def categories(*overrides):
+        result = run_surogate(surogate_bin, "sft", config, "--dry-run", *paths, *overrides, cwd=tmp_path)
+        assert result.returncode == 0, result.stderr
+        found = {}
+        for line in result.stdout.splitlines():
+            match = re.match(r"#   (.+?)\s+([0-9.]+) (MiB|GiB)$", line)
+            if match:
+                found[match.group(1)] = float(match.group(2)) * (1024 if match.group(3) == "GiB" else 1)
+        return result.stdout, found
+
+    _, zero1 = categories()
+    out, zero3 = categories("--zero_level=3")
+    assert "ZeRO-3: each keeps its shard of the weights" in out
+    weights = zero1["weights"]
+    assert zero3["weights (this rank's shard)"] < 0.6 * weights
+    assert zero3["master weights (trainable)"] < 0.6 * zero1["master weights (trainable)"]
+    assert 0 < zero3["gathered weights (per-layer buffers)"] <= weights
+    assert abs(zero3["host copies of the weights (one per process)"] - weights) < 0.05
+    assert zero1["gathered weights (per-layer buffers)"] == 0
