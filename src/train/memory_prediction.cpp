@@ -84,7 +84,8 @@ std::vector<Lever> levers(int sm, bool cuda) {
        }},
       {"master_dtype: bf16",
        [](Config& c) {
-         if (c.master_dtype == MasterDtype::Bf16) return false;
+         // One GPU's only (backend_selection.cpp refuses it with several).
+         if (c.master_dtype == MasterDtype::Bf16 || c.gpus != 1) return false;
          c.master_dtype = MasterDtype::Bf16;
          return true;
        }},

@@ -202,6 +202,34 @@ def test_data_parallel_gpus_are_predicted_per_gpu_with_the_optimizer_state_shard
     assert "ZeRO-2 reduce-scatters the gradients" in result.stdout
 
 
+def test_zero_three_predicts_each_gpu_with_its_shard_of_the_weights(surogate_bin, tmp_path):
+    # Full fine-tuning of the 1.7B shape on 4 GPUs: under ZeRO-3 a GPU keeps its shard of the bf16
+    # weights and of the fp32 masters (whole tensors: an even share plus at most the tied
+    # embedding), beside gather buffers of about the embedding plus a layer; the gradients and
+    # accumulators stay full-size (ZeRO-2's), so the peak falls by what the weights and masters save.
+    job = write_job(tmp_path, lora=False)
+    outputs = {}
+    for zero in ("1", "3"):
+        result = run_surogate(surogate_bin, "pt", job, "--dry-run", "--gpu-memory", "80GiB", "--gpus=4", f"--zero_level={zero}")
+        assert result.returncode == 0, result.stderr
+        outputs[zero] = result.stdout
+    one, three = outputs["1"], outputs["3"]
+    assert "ZeRO-3 keeps the largest shard of the weights" in three
+    weights = gib(one, "weights")
+    assert 1 / 4 - 0.01 <= gib(three, "weights (this rank's shard)") / weights <= 1 / 4 + 0.2
+    assert 1 / 4 - 0.01 <= gib(three, "master weights (trainable)") / gib(one, "master weights (trainable)") <= 1 / 4 + 0.2
+    assert 0 < gib(three, "gathered weights (per-layer buffers)") < 0.3 * weights
+    assert gib(one, "gathered weights (per-layer buffers)") == 0
+    for category in ["optimizer state", "gradient accumulators", "activations (planned arena)"]:
+        assert gib(three, category) == gib(one, category), category
+    assert gib(three, "predicted peak") < gib(one, "predicted peak") - 0.5 * weights
+    # On a GPU too small for ZeRO-1, zero_level: 3 is named among the options that make it fit,
+    # and master_dtype: bf16 (one GPU's only) is not.
+    result = run_surogate(surogate_bin, "pt", job, "--dry-run", "--gpu-memory", "24GiB", "--gpus=4")
+    assert "does NOT fit" in result.stdout and "- zero_level: 3" in result.stdout, result.stdout
+    assert "- master_dtype: bf16" not in result.stdout
+
+
 def test_offloading_moves_masters_and_optimizer_state_to_host_memory(surogate_bin, tmp_path):
     job = write_job(tmp_path, lora=False)
     plain = run_surogate(surogate_bin, "pt", job, "--dry-run", "--gpu-memory", "80GiB").stdout
