@@ -222,6 +222,7 @@ public:
       }
       refresh_fp8_weight_copies(rank.backend, fp8_copies_);
     });
+    host_current_ = true;  // ZeRO-3: the owners hold what the host copies hold
   }
   // ZeRO-1/2: every rank holds the same weights after update(); rank 0's are the host's. ZeRO-3:
   // each trainable weight is broadcast from its owner and the first local rank writes the host

@@ -15,20 +15,33 @@
 namespace surogate::train {
 namespace {
 
+// `gather_from` null: the weights are read in place from `training`. Otherwise (ZeRO-3) they are
+// gathered layer by layer from a pinned bf16 image of those host copies.
 class CudaEvaluator final : public Evaluator {
 public:
-  CudaEvaluator(const EvaluatorSetup& setup, runtime::CudaBackend& training)
+  CudaEvaluator(const EvaluatorSetup& setup, runtime::CudaBackend& training, const std::span<const WeightView>* gather_from)
       : training_(training), loader_(setup.cache, setup.cache->eval(), setup.batch, setup.seed, setup.pad_id) {
     plan_ = compiler::compile_forward(evaluation_graph(setup, DType::BF16), *setup.registry);
+    if (gather_from != nullptr) {
+      host_weights_ = *gather_from;
+      gathering_ = evaluation_gathering(plan_);
+      compiler::apply_weight_gathering(plan_, gathering_);
+    }
     loss_ = plan_.tensor("loss");
     correct_ = plan_.tensor("correct");
-    backend_.share_parameters_with(training_);
+    backend_.share_parameters_with(training_);  // what the plan keeps whole (all of it without gathering)
     backend_.load(plan_, *setup.registry);
     inputs_ = std::make_unique<BatchInputs>(plan_);
+    if (gather_from != nullptr) start_gathering();
+  }
+  ~CudaEvaluator() override {
+    // The image and the events must outlive the copies in flight (none after a run: its reads wait).
+    if (side_) cudaStreamSynchronize(side_->get());
   }
 
   EvalResult run() override {
     CUDA_CHECK(cudaStreamSynchronize(training_.stream()));
+    if (gatherer_) fill_image();
     return evaluate_split(loader_, *inputs_, [this](std::span<const runtime::InputBinding> bindings) {
       backend_.execute(bindings);
       float loss = 0.0f, correct = 0.0f;
@@ -39,27 +52,9 @@ public:
   }
 
 private:
-  runtime::CudaBackend& training_;
-  compiler::ExecutionPlan plan_;
-  runtime::CudaBackend backend_;
-  data::DataLoader loader_;
-  std::unique_ptr<BatchInputs> inputs_;
-  graph::TensorId loss_ = graph::kNoTensor, correct_ = graph::kNoTensor;
-};
-
-class CudaGatheringEvaluator final : public Evaluator {
-public:
-  CudaGatheringEvaluator(const EvaluatorSetup& setup, runtime::CudaBackend& training, std::span<const WeightView> weights)
-      : training_(training), weights_(weights),
-        loader_(setup.cache, setup.cache->eval(), setup.batch, setup.seed, setup.pad_id) {
-    plan_ = compiler::compile_forward(evaluation_graph(setup, DType::BF16), *setup.registry);
-    gathering_ = evaluation_gathering(plan_);
-    compiler::apply_weight_gathering(plan_, gathering_);
-    loss_ = plan_.tensor("loss");
-    correct_ = plan_.tensor("correct");
-    backend_.share_parameters_with(training_);
-    backend_.load(plan_, *setup.registry);
-    inputs_ = std::make_unique<BatchInputs>(plan_);
+  // The image (every group's bf16 bits back to back, laid out as its buffer) and the observer
+  // that copies a group in on the side stream, one use ahead.
+  void start_gathering() {
     size_t elements = 0;
     for (const compiler::GatherGroup& group : gathering_.groups) {
       image_offsets_.push_back(elements);
@@ -67,36 +62,20 @@ public:
     }
     image_ = cuda::PinnedHostBuffer<uint16_t>(elements);
     std::fill_n(image_.data(), elements, uint16_t{0});
+    side_.emplace();
     gatherer_ = std::make_unique<CudaWeightGatherer>(
-        gathering_, backend_, side_.get(), [this](size_t g, void* buffer, cudaStream_t stream) {
+        gathering_, backend_, side_->get(), [this](size_t g, void* buffer, cudaStream_t stream) {
           CUDA_CHECK(cudaMemcpyAsync(buffer, image_.data() + image_offsets_[g], gathering_.groups[g].bytes(),
                                      cudaMemcpyHostToDevice, stream));
         });
     backend_.set_step_observer(gatherer_.get());
   }
-  ~CudaGatheringEvaluator() override {
-    // The image and the events must outlive the copies in flight (none after a run: its reads wait).
-    cudaStreamSynchronize(side_.get());
-  }
 
-  EvalResult run() override {
-    CUDA_CHECK(cudaStreamSynchronize(training_.stream()));
-    fill_image();
-    return evaluate_split(loader_, *inputs_, [this](std::span<const runtime::InputBinding> bindings) {
-      backend_.execute(bindings);
-      float loss = 0.0f, correct = 0.0f;
-      backend_.read(loss_, std::as_writable_bytes(std::span<float>(&loss, 1)));
-      backend_.read(correct_, std::as_writable_bytes(std::span<float>(&correct, 1)));
-      return std::pair<double, double>(loss, correct);
-    });
-  }
-
-private:
-  // The host copies rounded to bf16 (to nearest even, as the ranks round the weights they keep)
-  // into the image, laid out as the gather buffers.
+  // The host copies rounded to bf16 (to nearest even, as the ranks round the weights they keep).
   void fill_image() {
     std::map<std::string, std::span<const float>> by_name;
-    for (const WeightView& weight : weights_) by_name[weight.name] = weight.values;
+    for (const WeightView& weight : host_weights_) by_name[weight.name] = weight.values;
+    constexpr size_t kBlock = size_t{1} << 20;
     for (size_t g = 0; g < gathering_.groups.size(); ++g) {
       const compiler::GatherGroup& group = gathering_.groups[g];
       for (size_t i = 0; i < group.tensors.size(); ++i) {
@@ -111,30 +90,30 @@ private:
     }
   }
 
-  static constexpr size_t kBlock = size_t{1} << 20;
   runtime::CudaBackend& training_;
-  std::span<const WeightView> weights_;
   compiler::ExecutionPlan plan_;
-  compiler::WeightGathering gathering_;
   runtime::CudaBackend backend_;
   data::DataLoader loader_;
   std::unique_ptr<BatchInputs> inputs_;
   graph::TensorId loss_ = graph::kNoTensor, correct_ = graph::kNoTensor;
-  cuda::Stream side_;
-  cuda::PinnedHostBuffer<uint16_t> image_;  // every group's bf16 bits, back to back
-  std::vector<size_t> image_offsets_;
+  // ZeRO-3 only:
+  std::span<const WeightView> host_weights_;
+  compiler::WeightGathering gathering_;
+  std::optional<cuda::Stream> side_;
+  cuda::PinnedHostBuffer<uint16_t> image_;
+  std::vector<size_t> image_offsets_;  // each group's start in the image (elements)
   std::unique_ptr<CudaWeightGatherer> gatherer_;
 };
 
 }  // namespace
 
-std::unique_ptr<Evaluator> make_cuda_gathering_evaluator(const EvaluatorSetup& setup, runtime::CudaBackend& training,
-                                                         std::span<const WeightView> weights) {
-  return std::make_unique<CudaGatheringEvaluator>(setup, training, weights);
+std::unique_ptr<Evaluator> make_cuda_evaluator(const EvaluatorSetup& setup, runtime::CudaBackend& training) {
+  return std::make_unique<CudaEvaluator>(setup, training, nullptr);
 }
 
-std::unique_ptr<Evaluator> make_cuda_evaluator(const EvaluatorSetup& setup, runtime::CudaBackend& training) {
-  return std::make_unique<CudaEvaluator>(setup, training);
+std::unique_ptr<Evaluator> make_cuda_gathering_evaluator(const EvaluatorSetup& setup, runtime::CudaBackend& training,
+                                                         std::span<const WeightView> weights) {
+  return std::make_unique<CudaEvaluator>(setup, training, &weights);
 }
 
 }  // namespace surogate::train
