@@ -1,4 +1,4 @@
-// Data parallelism with ZeRO-1/2 on CPU ranks: the TrainingDevice the trainer drives when `gpus: N`
+// Data parallelism with ZeRO-1/2/3 on CPU ranks: the TrainingDevice the trainer drives when `gpus: N`
 // (N > 1) trains on the CPU backend, or when the ranks are spread over several processes (a
 // launcher or Ray: distributed/process_world.h). This process's ranks are threads
 // (distributed/rank_threads.h), each with its own CpuBackend (plan, parameters, gradients,
@@ -41,10 +41,10 @@
 // as one rank running the whole window would (quant/fp8_scaling.h). The FP8 copies of trained
 // weights are rewritten on every rank from its (identical) weights after the all-gather.
 //
-// The host side (ZeRO-1/2) is the first local rank's (global rank 0's in the leading process): weights()
-// and trainable() are its views; upload() broadcasts rank 0's weights (and fp8_hybrid's scaling
-// state) to every rank (after loading, initialising or resuming). optimizer_state() is the ranks' shards in rank order, which
-// is the single-rank optimizer's list of tensors (same names, shapes and order, since shards are
+// The host side (ZeRO-1/2) is the first local rank's (global rank 0's in the leading process):
+// weights() and trainable() are its views; upload() broadcasts rank 0's weights (and fp8_hybrid's
+// scaling state) to every rank (after loading, initialising or resuming). optimizer_state() is the
+// ranks' shards in rank order, which is the single-rank optimizer's list of tensors (same names, shapes and order, since shards are
 // contiguous runs of whole tensors), so checkpoints have the single-rank format and a run resumes
 // on any number of ranks; across processes the leader gathers the others' shards to save them
 // and scatters them back after a resume (process_optimizer_state.h). The same gloo collectives in

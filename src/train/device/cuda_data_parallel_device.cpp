@@ -1,4 +1,4 @@
-// Data parallelism with ZeRO-1/2 on GPUs: the TrainingDevice the trainer drives when `gpus: N`
+// Data parallelism with ZeRO-1/2/3 on GPUs: the TrainingDevice the trainer drives when `gpus: N`
 // (N > 1, or 0 with several GPUs visible) trains on the CUDA backend, or when the ranks are spread
 // over several processes (a launcher or Ray: distributed/process_world.h). The shape is the CPU
 // ranks' (cpu_data_parallel_device.cpp); what differs is where the state lives. This process's
@@ -83,10 +83,10 @@
 #include "train/device/cuda_evaluator.h"
 #include "train/device/cuda_gradient_reducer.h"
 #include "train/device/cuda_weight_gatherer.h"
+#include "train/device/cuda_weight_transfer.h"
 #include "train/device/fp8_state.h"
 #include "train/device/cuda_rank_state.h"
 #include "train/device/weight_shards.h"
-#include "train/device/weights_from_masters.h"
 #include "train/device/process_optimizer_state.h"
 #include "train/device/process_window.h"
 #include "train/quantized_weights.h"
@@ -117,8 +117,6 @@ struct Rank {
   cuda::DeviceBuffer<float> scratch;        // ZeRO-3: a chunk of a weight on its way to or from the host
 };
 
-// ZeRO-3 moves weights between the host copies and the ranks in chunks of this many elements.
-constexpr size_t kTransferChunkElements = size_t{4} << 20;  // 16 MiB of fp32
 
 // The evaluator of GPU 0's weights, run on rank 0's thread (its CUDA device and the thread its
 // backend was made on).
@@ -438,82 +436,41 @@ private:
     });
   }
 
-  // ZeRO-3: every weight from global rank 0's host copy, a chunk at a time over the ranks'
-  // communicator; its owner rounds it to bf16 into its own copy and keeps the fp32 master of a
-  // trainable one. Rank 0 writes fp8_hybrid's scaling state first (as upload() does otherwise).
+  // ZeRO-3 (cuda_weight_transfer.h): rank 0 writes fp8_hybrid's scaling state first (as upload()
+  // does otherwise), then every weight reaches its owner.
   void upload_shards() {
     threads_.run([&](int r) {
       if (r != 0 || layout_.first_rank != 0 || !fp8_) return;
       CUDA_CHECK(cudaMemcpy(fp8_device(*ranks_[0].state), fp8_host_.data(), fp8_host_.size() * sizeof(float),
                             cudaMemcpyHostToDevice));
     });
-    std::vector<int> trainable_index(host_.weights.size(), -1);
-    for (size_t u = 0; u < trainable_layout_.entries.size(); ++u) {
-      trainable_index[trainable_layout_.entries[u].weight] = static_cast<int>(u);
-    }
     threads_.run([&](int r) {
       Rank& rank = ranks_[static_cast<size_t>(r)];
       CudaRankState& state = *rank.state;
-      cudaStream_t stream = state.stream();
-      const bool source = layout_.first_rank + r == 0;
-      for (size_t i = 0; i < host_.weights.size(); ++i) {
-        const std::span<const float> values = host_.weights[i].values;
-        __nv_bfloat16* owned = rank.weight_shard.weight(trainable_layout_.ids[i]);
-        const int unit = trainable_index[i];
-        for (size_t first = 0; first < values.size(); first += kTransferChunkElements) {
-          const size_t count = std::min(kTransferChunkElements, values.size() - first);
-          if (source) {
-            CUDA_CHECK(cudaMemcpyAsync(rank.scratch.data(), values.data() + first, count * sizeof(float),
-                                       cudaMemcpyHostToDevice, stream));
-          }
-          rank.communicator->broadcast(rank.scratch.data(), count, DType::F32, 0);
-          if (owned == nullptr) continue;
-          cuda_kernels::round_to_bf16(rank.scratch.data(), owned + first, static_cast<int64_t>(count), stream);
-          if (unit >= 0) {
-            CUDA_CHECK(cudaMemcpyAsync(state.master(static_cast<size_t>(unit)) + first, rank.scratch.data(),
-                                       count * sizeof(float), cudaMemcpyDefault, stream));
-          }
-        }
-      }
+      upload_weight_shards(transfer(rank, r), trainable_layout_, host_.weights);
       if (fp8_) rank.communicator->broadcast(fp8_device(state), fp8_host_.size(), DType::F32, 0);
       state.refresh_fp8_weight_copies();
-      if (state.optimizer()) state.optimizer()->upload(stream);
+      if (state.optimizer()) state.optimizer()->upload(state.stream());
       rank.communicator->synchronize();
     });
     host_current_ = true;
   }
 
-  // ZeRO-3: each trainable tensor's fp32 master broadcast from its owner, a chunk at a time; each
-  // process's first rank writes its host copies. Only when a step changed them since the last
-  // upload or download: every process makes the same calls, so they all agree, and the leader's
-  // download for the outputs then finds its copies current and calls no collective alone.
+  // ZeRO-3: the trainable weights' masters into the host copies, only when a step changed them
+  // since the last upload or download: every process makes the same calls, so they all agree, and
+  // the leader's download for the outputs then finds its copies current and calls no collective alone.
   void download_shards() {
     if (host_current_) return;
     host_current_ = true;
     threads_.run([&](int r) {
       Rank& rank = ranks_[static_cast<size_t>(r)];
-      CudaRankState& state = *rank.state;
-      cudaStream_t stream = state.stream();
-      for (size_t u = 0; u < trainable_layout_.entries.size(); ++u) {
-        const CudaTrainable& entry = trainable_layout_.entries[u];
-        const int owner = gathering_.groups[gathering_.locate(entry.parameter).group]
-                              .owners[gathering_.locate(entry.parameter).index];
-        const std::span<float> values = host_.weights[entry.weight].values;
-        for (size_t first = 0; first < values.size(); first += kTransferChunkElements) {
-          const size_t count = std::min(kTransferChunkElements, values.size() - first);
-          if (owner == layout_.first_rank + r) {
-            CUDA_CHECK(cudaMemcpyAsync(rank.scratch.data(), state.master(u) + first, count * sizeof(float),
-                                       cudaMemcpyDefault, stream));
-          }
-          rank.communicator->broadcast(rank.scratch.data(), count, DType::F32, owner);
-          if (r == 0) {
-            CUDA_CHECK(cudaMemcpyAsync(values.data() + first, rank.scratch.data(), count * sizeof(float),
-                                       cudaMemcpyDeviceToHost, stream));
-          }
-        }
-      }
+      download_weight_shards(transfer(rank, r), trainable_layout_, host_.weights);
       rank.communicator->synchronize();
     });
+  }
+
+  CudaShardTransfer transfer(Rank& rank, int r) {
+    return {*rank.state, *rank.communicator, rank.weight_shard, rank.scratch.data(), r == 0};
   }
 
   float* fp8_device(CudaRankState& state) const {

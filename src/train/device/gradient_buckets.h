@@ -12,8 +12,7 @@
 // CPU ranks pack the bucket's gradients into the flat buffer and call gloo at once
 // (CpuGradientReducer, below: the same bucketing logic the GPUs run, tested in CI); GPUs add the
 // micro-batch's bf16 gradients of the bucket into the flat accumulators on the compute stream
-// and reduce them on the communication stream (cuda_weight_gatherer.h's stream), ordered by an
-// event (cuda_data_parallel_device.cpp).
+// and reduce them on the rank's side stream, ordered by an event (cuda_gradient_reducer.h).
 #pragma once
 
 #include <cstddef>
