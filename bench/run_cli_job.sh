@@ -17,7 +17,7 @@
 # carry/cudal from a plain --prepare works too, and is the default).
 # Env: CLI_MODELS (qwen3-0.6b qwen3-8b), CLI_VARIANTS (defaults fast fast-long; also recommended,
 # qlora, qlora-fast, qlora-fp8, qlora-fp8-fast, qlora-fp4, fp8, fp8-fast, full, full-b4, full-offload,
-# full-offload-zc, full-offload-all; MFU is against the bf16 ceiling for every variant),
+# full-offload-zc, full-offload-all, full-offload-residual; MFU is against the bf16 ceiling for every variant),
 # CLI_STEPS (10),
 # BENCH_BINARY=0 (skip the bench binary), PEERS=0, PEER_STEPS (5). Records: $OUT/cli.jsonl.
 set -uo pipefail
@@ -76,6 +76,9 @@ YAML
     full-offload) printf 'lora: false\noffload_master: true\noffload_optimizer: true\n' ;;
     full-offload-zc) printf 'lora: false\noffload_master: true\noffload_optimizer: true\nuse_zero_copy: true\n' ;;
     full-offload-all) printf 'lora: false\noffload_master: true\noffload_optimizer: true\noffload_grads: true\n' ;;
+    # -offload plus the residual stream's checkpoints in pinned host memory (offload_residual,
+    # with the recompute defaults: what recompute_block keeps then leaves the GPU too).
+    full-offload-residual) printf 'lora: false\noffload_master: true\noffload_optimizer: true\noffload_residual: true\n' ;;
     *) echo "unknown variant $1" >&2; return 1 ;;
   esac
 }

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "compiler/recompute.h"
 #include "config/config.h"
 #include "train/device/backend_selection.h"
 
@@ -39,6 +40,9 @@ struct TrainerOptions {
   // Tests: the staged offload step's chunk size (train/device/host_offload_plan.h), small enough
   // that a tiny model's step runs in several chunks through both slots.
   std::optional<size_t> offload_chunk_bytes;
+  // Tests: compile with exactly this recompute policy instead of the memory-driven choice (a tiny
+  // model fits without recompute, but offload_residual is meant to run with recompute_block).
+  std::optional<compiler::RecomputePolicy> recompute;
 };
 
 struct TrainingResult {
