@@ -117,7 +117,8 @@ void apply_implications(Config& config) {
 
 namespace {
 
-// The fp8_hybrid recipe's options and what it combines with (models/fp8_recipe.h).
+// The fp8_hybrid recipe's options (models/fp8_recipe.h). The recipe itself combines with every
+// training mode (LoRA, QLoRA, full fine-tuning, pt) and with data parallelism.
 void validate_fp8_recipe(const Config& config) {
   const bool fp8 = config.recipe == Recipe::Fp8Hybrid;
   const char* only_fp8 = "only applies to recipe: fp8_hybrid (the quantized recipe this version implements); "
@@ -130,16 +131,6 @@ void validate_fp8_recipe(const Config& config) {
   require(fp8 || !fp8_gradients, config, "gradient_dtype",
           "fp8_e4m3 / fp8_e5m2 are the fp8_hybrid recipe's backward-matmul formats; set recipe: fp8_hybrid, or "
           "use bf16 / fp32");
-  if (!fp8) return;
-  require(config.lora, config, "recipe",
-          "fp8_hybrid is implemented for LoRA (lora: true) so far: full fine-tuning and pt in FP8 are not "
-          "implemented yet; use recipe: bf16 for them");
-  require(!config.qlora_bnb && !config.qlora_fp8 && !config.qlora_fp4, config, "recipe",
-          "fp8_hybrid does not combine with a qlora_* mode yet (a quantized base is dequantized to bf16 for its "
-          "products); use one or the other");
-  require(config.gpus == 1, config, "recipe",
-          "fp8_hybrid trains on one device so far (its scaling state is not shared between data-parallel ranks "
-          "yet); set gpus: 1");
 }
 
 // The offload_* options of the CUDA backend (train/device/host_offload_plan.h).

@@ -18,7 +18,6 @@ struct UnsupportedOption {
 
 const std::vector<UnsupportedOption>& unsupported_options() {
   static const std::vector<UnsupportedOption> table = {
-      {"use_fused_rope", [](const Config& c) { return c.use_fused_rope; }},
       {"offload_quants", [](const Config& c) { return c.offload_quants; }},
       {"persistent_quants", [](const Config& c) { return c.persistent_quants; }},
       // ZeRO-1 and ZeRO-2 (shard_gradients) run on CPU ranks and on GPUs; ZeRO-3 does not yet.
@@ -34,7 +33,6 @@ const std::vector<UnsupportedOption>& unsupported_options() {
       {"sequence_parallel_size", [](const Config& c) { return c.sequence_parallel_size != 1; }},
       {"max_pixels", [](const Config& c) { return c.max_pixels.has_value(); }},
       {"norm_bbox", [](const Config& c) { return c.norm_bbox.has_value(); }},
-      {"agent_template", [](const Config& c) { return c.agent_template.has_value(); }},
       {"report_to", [](const Config& c) { return !c.report_to.empty(); }},
       {"log_gpu_util", [](const Config& c) { return c.log_gpu_util != 100; }},
   };

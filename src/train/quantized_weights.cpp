@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "ops/fp8_tensor.h"
 #include "ops/parallel_for.h"
 #include "quant/dynamic_map.h"
 #include "quant/fp8.h"
@@ -55,29 +56,12 @@ QuantizedPieces quantize_nf4(const models::QuantizedWeight& weight, std::span<co
 }
 
 // Per-tensor E4M3 at scale 448 / amax: the codes [out, in], the same codes transposed [in, out]
-// and scale_inv (models/fp8_recipe.h).
+// and scale_inv (models/fp8_recipe.h, ops/fp8_tensor.h).
 QuantizedPieces quantize_fp8_tensor(const models::QuantizedWeight& weight, std::span<const float> values) {
   const int64_t rows = weight.shape.at(0), columns = weight.shape.at(1);
-  const float scale = quant::fp8_scale(quant::amax_of(values), quant::Fp8Format::E4M3);
   std::vector<std::byte> codes(values.size()), transposed(values.size());
-  ops::parallel_for(rows, [&](int64_t row) {
-    for (int64_t column = 0; column < columns; ++column) {
-      const size_t i = static_cast<size_t>(row * columns + column);
-      codes[i] = static_cast<std::byte>(quant::fp8_encode(values[i] * scale, quant::Fp8Format::E4M3));
-    }
-  });
-  // The transpose in 64 × 64 tiles (a tile's reads and writes stay in cache).
-  constexpr int64_t kTile = 64;
-  const int64_t row_tiles = (rows + kTile - 1) / kTile, column_tiles = (columns + kTile - 1) / kTile;
-  ops::parallel_for(row_tiles * column_tiles, [&](int64_t tile) {
-    const int64_t row0 = tile / column_tiles * kTile, column0 = tile % column_tiles * kTile;
-    for (int64_t row = row0; row < std::min(rows, row0 + kTile); ++row) {
-      for (int64_t column = column0; column < std::min(columns, column0 + kTile); ++column) {
-        transposed[static_cast<size_t>(column * rows + row)] = codes[static_cast<size_t>(row * columns + column)];
-      }
-    }
-  });
-  const float scale_inv = 1.0f / scale;
+  const float scale_inv = ops::quantize_fp8_tensor(values.data(), rows, columns, reinterpret_cast<uint8_t*>(codes.data()),
+                                                   reinterpret_cast<uint8_t*>(transposed.data()));
   QuantizedPieces pieces;
   pieces.bytes.push_back(std::move(codes));
   pieces.bytes.push_back(std::move(transposed));

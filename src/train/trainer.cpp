@@ -246,10 +246,14 @@ Run::Run(const Config& config, const TrainerOptions& options)
   load_base_weights(base_weights);
   if (fp8_) {
     const auto state = models::fp8_scaling_state(plan_.graph);
+    const char* weights_in_fp8 = !models::fp8_trained_weights(plan_.graph).empty()
+                                     ? "E4M3 copies of the trained weights made once per step, E4M3 inputs"
+                                 : qlora_ ? "the dequantized base and the inputs in E4M3"
+                                          : "E4M3 weights and inputs";
     display_.message(fmt::format(
-        "fp8_hybrid: {} projections in FP8 (E4M3 weights and inputs, {} gradients; layers {}–{} of {}), delayed "
-        "scaling over {} steps at {} sites",
-        quantized_.size(), fp8_->gradient_format == quant::Fp8Format::E4M3 ? "E4M3" : "E5M2",
+        "fp8_hybrid: {} projections in FP8 ({}, {} gradients; layers {}–{} of {}), delayed scaling over {} steps "
+        "at {} sites",
+        models::fp8_projection_count(plan_.graph), weights_in_fp8, fp8_->gradient_format == quant::Fp8Format::E4M3 ? "E4M3" : "E5M2",
         fp8_->skip_first_layers, fp8_->layers - fp8_->skip_last_layers - 1, fp8_->layers, fp8_->amax_history,
         state ? state->sites : 0));
   }
@@ -288,7 +292,8 @@ Run::Run(const Config& config, const TrainerOptions& options)
   if (cache_->eval().rows() > 0) {
     evaluator_ = device_->make_evaluator({&model_config_, &registry_, batch, sequence, config.lmhead_chunks, cache_,
                                           static_cast<uint64_t>(config.eval_seed), pad_id, lora_ ? &*lora_ : nullptr,
-                                          qlora_ ? &*qlora_ : nullptr, fp8_ ? &*fp8_ : nullptr});
+                                          qlora_ ? &*qlora_ : nullptr, fp8_ ? &*fp8_ : nullptr,
+                                          config.use_fused_rope});
   }
   store_ = std::make_unique<CheckpointStore>(config.checkpoint_dir.value_or(config.output_dir),
                                              static_cast<int>(config.save_total_limit));

@@ -207,6 +207,16 @@ TEST(ConfigRules, OffloadOptionsLoadAndTheirCombinationsAreChecked) {
   EXPECT_NO_THROW(load("offload_grads: true\noptimizer: normuon\n"));  // gradients are never staged
 }
 
+TEST(ConfigRules, Fp8HybridCombinesWithEveryTrainingModeAndFusedRopeIsAccepted) {
+  // fp8_hybrid runs LoRA, QLoRA, full fine-tuning, pt and data parallelism (models/fp8_recipe.h);
+  // use_fused_rope is implemented on both backends.
+  for (const char* mode : {"lora: true\n", "lora: false\n", "lora: true\nqlora_bnb: true\n",
+                           "lora: true\nqlora_fp8: true\n", "lora: false\ngpus: 2\n"}) {
+    EXPECT_EQ(load(std::string("recipe: fp8_hybrid\n") + mode).recipe, Recipe::Fp8Hybrid) << mode;
+  }
+  EXPECT_TRUE(load("use_fused_rope: true\n").use_fused_rope);
+}
+
 TEST(ConfigRules, CudaDebugAndGraphOptionsAreAccepted) {
   // Implemented on the CUDA trainer; the CPU backend refuses debug_time_breakdown itself, once
   // the backend is known (src/train/trainer.cpp).

@@ -8,6 +8,7 @@
 
 #include "core/bfloat16.h"
 #include "core/error.h"
+#include "cuda/kernels/fp8_quantize.h"
 #include "cuda/kernels/grad_norm.h"
 #include "ops/parallel_for.h"
 #include "train/device/gradient_accumulate.h"
@@ -215,6 +216,8 @@ CudaRankState::CudaRankState(const TrainingDeviceSetup& setup, const CudaTrainab
     if (bf16_gradients_) parameters[i].gradient_bf16 = bf16_accumulators_data_ + offset;
     else parameters[i].gradient = accumulators_data_ + offset;
   }
+  fp8_copies_ = fp8_weight_copies(plan);
+  if (!fp8_copies_.empty()) fp8_amax_ = cuda::DeviceBuffer<float>(1);
   if (parameters.empty()) return;
   if (offload_.staged) {
     optimizer_ = make_staged_optimizer(config_, std::move(parameters), offload_, masters_host_);
@@ -222,6 +225,15 @@ CudaRankState::CudaRankState(const TrainingDeviceSetup& setup, const CudaTrainab
     const StateMemory memory{offload_.optimizer ? StateMemory::Place::HostMapped : StateMemory::Place::Device,
                              write_combined, nullptr};
     optimizer_ = make_device_optimizer(config_, std::move(parameters), memory);
+  }
+}
+
+void CudaRankState::refresh_fp8_weight_copies() {
+  for (const Fp8WeightCopy& copy : fp8_copies_) {
+    cuda::fp8_quantize_weight(static_cast<const __nv_bfloat16*>(backend_.device_address(copy.weight)), copy.rows,
+                              copy.columns, fp8_amax_.data(), static_cast<uint8_t*>(backend_.device_address(copy.codes)),
+                              static_cast<uint8_t*>(backend_.device_address(copy.transposed)),
+                              static_cast<float*>(backend_.device_address(copy.scale_inv)), backend_.stream());
   }
 }
 

@@ -11,7 +11,9 @@
 //     them through the mapping, or the optimizer stages them through two GPU slots
 //     (staged_optimizer.h);
 //   - the loss of each micro-batch (pinned, copied asynchronously) and the gradient norm with
-//     its clip factor (on the device, read by the optimizer kernels).
+//     its clip factor (on the device, read by the optimizer kernels);
+//   - fp8_hybrid full fine-tuning: the FP8 copies of the trained weights (train/fp8_weight_copies.h),
+//     rewritten from the bf16 weights by refresh_fp8_weight_copies() once per optimizer step.
 // Everything is enqueued on the backend's stream; the object is made, used and destroyed on a
 // thread whose current CUDA device is the one it lives on. It holds no host copy of the weights:
 // those belong to the device that owns it (rank 0's host views in data parallelism).
@@ -31,6 +33,7 @@
 #include "train/device/device_optimizer.h"
 #include "train/device/host_offload_plan.h"
 #include "train/device/training_device.h"
+#include "train/fp8_weight_copies.h"
 
 namespace surogate::train {
 
@@ -112,6 +115,11 @@ public:
   void refresh_weights_from_masters(size_t first, size_t end);
   void synchronize();
 
+  // fp8_hybrid full fine-tuning: every trained weight's FP8 copy rewritten from its bf16 weight
+  // (cuda::fp8_quantize_weight); nothing without such weights. After the weights change: upload,
+  // optimizer step, all-gather.
+  void refresh_fp8_weight_copies();
+
   // Host → device: every weight rounded to bf16 (`weights` in spec order), the fp32 masters from
   // the trainable ones; the optimizer state is not touched. Waits for the copies.
   void upload_weights(std::span<const WeightView> weights);
@@ -145,6 +153,8 @@ private:
   cuda::DeviceBuffer<float*> accumulator_table_, master_table_;
   cuda::DeviceBuffer<__nv_bfloat16*> bf16_accumulator_table_;
   cuda::DeviceBuffer<int64_t> count_table_;
+  std::vector<Fp8WeightCopy> fp8_copies_;
+  cuda::DeviceBuffer<float> fp8_amax_;  // fp8_quantize_weight's scratch
   struct Pinned {
     float* data = nullptr;
     explicit Pinned(size_t count);
