@@ -130,7 +130,14 @@ void CudaBackend::allocate(const compiler::ExecutionPlan& plan) {
   inputs_ = cuda::DeviceBuffer<std::byte>(inputs);
   for (auto* buffer : {&arena_, &parameters_, &gradients_, &inputs_}) buffer->zero(stream_->get());
   for (const auto& [id, offset] : own_parameter_offsets_) parameter_addresses_[id] = parameters_.data() + offset;
-  host_ = cuda::PinnedHostBuffer<std::byte>(memory.host_bytes);
+  try {
+    host_ = cuda::PinnedHostBuffer<std::byte>(memory.host_bytes);
+  } catch (const cuda::CudaError& error) {
+    cudaGetLastError();  // not a sticky error: clear it
+    fail_user("the plan's host region (offload_residual: the residual checkpoints between forward and backward) "
+              "needs {} of pinned host memory, and the host refused it ({}). Free host memory or set "
+              "offload_residual: false", format_bytes(memory.host_bytes), error.what());
+  }
   memory_.host_bytes = host_.bytes();
   staging_.reset();
   if (inputs > 0) {

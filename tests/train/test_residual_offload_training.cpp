@@ -4,7 +4,7 @@
 // weights and optimizer state. Tolerance: none (the copies move bytes; no value changes). Run
 // with the memory-driven recompute choice (nothing recomputed on this tiny model) and with every
 // group recomputed (TrainerOptions::recompute), the combination the option is meant for; full
-// fine-tuning and LoRA with dropout. The memory breakdown the run prints shows the checkpoints in
+// fine-tuning, LoRA with dropout, two data-parallel ranks. The memory breakdown the run prints shows the checkpoints in
 // the host region: the option took effect.
 #include <gtest/gtest.h>
 
@@ -51,6 +51,11 @@ TEST_F(ResidualOffloadTraining, FullFineTuningWithRecomputeBlockEqualsTheRunWith
 
 TEST_F(ResidualOffloadTraining, LoraWithDropoutAndRecomputeBlockEqualsTheRunWithoutIt) {
   expect_offload_changes_nothing("lora-block", kLora, compiler::RecomputePolicy::all(), 2);
+}
+
+// Two data-parallel CPU ranks: each rank's backend has its own host region.
+TEST_F(ResidualOffloadTraining, DataParallelRanksEqualTheRunWithoutIt) {
+  expect_offload_changes_nothing("ranks", "optimizer: adamw\ngpus: 2\n", compiler::RecomputePolicy::all(), 2);
 }
 
 }  // namespace
