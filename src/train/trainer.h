@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "compiler/recompute.h"
 #include "config/config.h"
 #include "distributed/launcher_environment.h"
 #include "train/device/backend_selection.h"
@@ -44,6 +45,9 @@ struct TrainerOptions {
   // This process is one of several (the CLI reads the launcher variables: RANK, WORLD_SIZE, ...):
   // their ranks train together, rank 0's process writes the log, checkpoints and outputs.
   std::optional<distributed::ProcessWorldSpec> processes;
+  // Tests: compile with exactly this recompute policy instead of the memory-driven choice (a tiny
+  // model fits without recompute, but offload_residual is meant to run with recompute_block).
+  std::optional<compiler::RecomputePolicy> recompute;
 };
 
 struct TrainingResult {

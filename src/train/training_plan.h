@@ -77,9 +77,12 @@ struct TrainingPlan {
 };
 
 // The training step's plan for micro-batches [batch, sequence] on `device`: the forward graph
-// (build_training_forward), the recompute the options allow and the device's memory requires.
+// (build_training_forward), the recompute the options allow and the device's memory requires
+// (or exactly `forced_recompute`, tests only: TrainerOptions::recompute), with offload_residual's
+// host copies when set.
 TrainingPlan plan_training(const Config& config, const io::ModelConfig& model, const graph::OpRegistry& registry,
                            const models::LoraSetup* lora, TrainingBackend backend, int64_t batch, int64_t sequence,
-                           const DeviceMemory& device);
+                           const DeviceMemory& device,
+                           std::optional<compiler::RecomputePolicy> forced_recompute = std::nullopt);
 
 }  // namespace surogate::train
