@@ -19,6 +19,7 @@
 #include "graph/op_registry.h"
 #include "io/model_config.h"
 #include "models/lora.h"
+#include "models/model_definition.h"
 #include "runtime/backend.h"
 #include "train/batch_inputs.h"
 #include "train/checkpoint_io.h"
@@ -44,6 +45,7 @@ struct EvaluatorSetup {
   const models::LoraSetup* lora = nullptr;  // the adapters, evaluated without dropout (PEFT's eval mode)
   const models::QloraOptions* qlora = nullptr;  // QLoRA: the frozen projections quantized (models/qlora.h)
   const models::Fp8Options* fp8 = nullptr;  // fp8_hybrid (models/fp8_recipe.h), run with current scaling
+  models::ModelDefinition definition;       // model_definition: the IR file the graph comes from
 };
 
 class Evaluator {

@@ -1,10 +1,12 @@
 // The run's JSONL log: one JSON object per line, flushed as it is written, so `tail -f` and a
 // crashed run both show every finished step. Lines carry "type": "config" | "step" | "eval" |
-// "summary" | "error".
+// "summary" | "error". An observer (the Python package's callback) sees each record after it is
+// written.
 #pragma once
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -13,14 +15,16 @@ namespace surogate::train {
 
 class MetricsLog {
 public:
+  using Observer = std::function<void(const std::string& type, const nlohmann::json& record)>;
   // Creates the parent folder; appends when the file exists (a resumed run with the same log_file).
-  explicit MetricsLog(std::filesystem::path path);
+  explicit MetricsLog(std::filesystem::path path, Observer observer = {});
   void write(const std::string& type, nlohmann::json record);
   const std::filesystem::path& path() const { return path_; }
 
 private:
   std::filesystem::path path_;
   std::ofstream stream_;
+  Observer observer_;
 };
 
 // {output_dir}/log-{run_name}-{YYYYmmdd-HHMMSS}.jsonl, or the configured log_file.

@@ -98,6 +98,7 @@ private:
                          const models::Fp8BlockSink& stored_fp8 = {}) const;
   void load_base_weights(std::span<const WeightView> base_weights);
   const models::QuantizedWeight* quantized_weight(const std::string& name) const;
+  void stop_early();
   void add_time_breakdown();
   void report_time_breakdown();
   [[noreturn]] void fail_non_finite(const std::string& what, double value);
@@ -286,7 +287,8 @@ Run::Run(const Config& config, const TrainerOptions& options)
   if (cache_->eval().rows() > 0) {
     evaluator_ = device_->make_evaluator({&model_config_, &registry_, batch, sequence, config.lmhead_chunks, cache_,
                                           static_cast<uint64_t>(config.eval_seed), pad_id, lora_ ? &*lora_ : nullptr,
-                                          qlora_ ? &*qlora_ : nullptr, fp8_ ? &*fp8_ : nullptr});
+                                          qlora_ ? &*qlora_ : nullptr, fp8_ ? &*fp8_ : nullptr,
+                                          model_definition(config)});
   }
   store_ = std::make_unique<CheckpointStore>(config.checkpoint_dir.value_or(config.output_dir),
                                              static_cast<int>(config.save_total_limit));
@@ -300,14 +302,15 @@ Run::Run(const Config& config, const TrainerOptions& options)
       state_ = std::move(restored);
       loader_->seek(state_.loader);
       last_saved_step_ = state_.step;
+      result_.checkpoint = *latest;
       display_.message(fmt::format("resumed from {} (step {})", latest->string(), state_.step));
     } else {
       display_.message("resume_from_checkpoint: no complete checkpoint yet; starting from step 0");
     }
   }
   result_.first_step = state_.step;
-  log_ = std::make_unique<MetricsLog>(config.log_file ? fs::path(*config.log_file)
-                                                      : default_log_path(config.output_dir, run_name_));
+  log_ = std::make_unique<MetricsLog>(
+      config.log_file ? fs::path(*config.log_file) : default_log_path(config.output_dir, run_name_), options.on_record);
   log_->write("config", {{"run_name", run_name_}, {"command", options.pretraining ? "pt" : "sft"},
                          {"model", config.model}, {"total_steps", state_.total_steps}, {"start_step", state_.step},
                          {"batch_size", batch}, {"sequence_len", sequence}, {"gradient_accumulation_steps", accumulation},
@@ -350,6 +353,7 @@ void Run::save_checkpoint() {
     write_checkpoint_files(temporary, device_->trainable(), optimizer_state, state_);
   });
   last_saved_step_ = state_.step;
+  result_.checkpoint = folder;
   log_->write("checkpoint", {{"step", state_.step}, {"path", folder.string()}});
 }
 
@@ -526,6 +530,11 @@ TrainingResult Run::run() {
       result_.seconds = seconds_since(start);
       return result_;
     }
+    if (options_.stop_requested && state_.step < state_.total_steps && options_.stop_requested()) {
+      stop_early();
+      result_.seconds = seconds_since(start);
+      return result_;
+    }
   }
   display_.finish();
   evaluate(true);
@@ -543,6 +552,19 @@ TrainingResult Run::run() {
   display_.message(format_summary_table("training summary", rows));
   report_time_breakdown();
   return result_;
+}
+
+// The caller asked to stop (TrainerOptions::stop_requested): a checkpoint of this step, so
+// resume_from_checkpoint continues exactly here, and no final evaluation or outputs.
+void Run::stop_early() {
+  display_.finish();
+  if (last_saved_step_ != state_.step) save_checkpoint();
+  log_->write("stopped", {{"step", state_.step}, {"checkpoint", result_.checkpoint.string()}});
+  display_.message(fmt::format("stopped at step {} of {}: checkpoint {} (resume_from_checkpoint: true continues from it)",
+                               state_.step, state_.total_steps, result_.checkpoint.string()));
+  report_time_breakdown();
+  result_.steps = state_.step;
+  result_.stopped = true;
 }
 
 // After measure(), which waited for the step: the per-op times of its last micro-batch.
