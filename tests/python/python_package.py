@@ -1,0 +1,49 @@
+"""The Python package as a user gets it: `pip install <repo>` into a fresh virtual environment.
+
+The install reuses the engine the test build compiled: its own build folder (build-python beside
+build, so ccache finds every object the main build compiled with the same flags: same depth under
+the checkout, same CUDA architectures) instead of compiling the engine a second time.
+SUROGATE_PYTHON_BUILD_DIR names another folder.
+"""
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+class Package:
+    """The virtual environment with surogate installed: its python, its `surogate` CLI, and the
+    module imported into this test process (same interpreter version)."""
+
+    def __init__(self, venv: pathlib.Path):
+        self.venv = venv
+        self.python = venv / "bin" / "python"
+        self.cli = venv / "bin" / "surogate"
+        site = subprocess.run([str(self.python), "-c", "import surogate, os; print(os.path.dirname(os.path.dirname("
+                               "surogate.__file__)))"], capture_output=True, text=True, check=True).stdout.strip()
+        if site not in sys.path:
+            sys.path.append(site)
+        import surogate  # noqa: E402  (from the venv's site-packages)
+
+        self.module = surogate
+
+    def run_python(self, script: str, **kwargs) -> subprocess.CompletedProcess:
+        return subprocess.run([str(self.python), "-c", script], capture_output=True, text=True, **kwargs)
+
+
+def install(tmp_path_factory) -> Package:
+    venv = tmp_path_factory.mktemp("venv")
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    build_dir = pathlib.Path(os.environ.get("SUROGATE_PYTHON_BUILD_DIR", REPO_ROOT / "build-python"))
+    env = dict(os.environ, CCACHE_BASEDIR=os.environ.get("CCACHE_BASEDIR", str(REPO_ROOT)))
+    command = [str(venv / "bin" / "python"), "-m", "pip", "install", "--disable-pip-version-check", "-q", str(REPO_ROOT),
+               "-C", f"build-dir={build_dir}",
+               "-C", f"cmake.define.CMAKE_CUDA_ARCHITECTURES={os.environ.get('SUROGATE_CUDA_ARCHS', '90a')}"]
+    result = subprocess.run(command, capture_output=True, text=True, env=env)
+    if result.returncode != 0:
+        pytest.fail(f"pip install of the repository failed:\n{result.stdout[-4000:]}\n{result.stderr[-8000:]}")
+    return Package(venv)
