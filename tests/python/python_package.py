@@ -36,6 +36,8 @@ class Package:
 
 
 def install(tmp_path_factory) -> Package:
+    if os.environ.get("SUROGATE_PREINSTALLED"):  # a venv that already has it (scripts/python_gpu_check.sh)
+        return Package(pathlib.Path(os.environ["SUROGATE_PREINSTALLED"]))
     venv = tmp_path_factory.mktemp("venv")
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     build_dir = pathlib.Path(os.environ.get("SUROGATE_PYTHON_BUILD_DIR", REPO_ROOT / "build-python"))
