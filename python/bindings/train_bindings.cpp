@@ -80,6 +80,14 @@ nb::dict train(const ConfigSource& source, bool pretraining, const std::string& 
         nlohmann::json metrics = record;
         metrics["type"] = type;
         callback(to_python(metrics));
+      } catch (nb::python_error& error) {
+        // Ctrl-C while the callback ran: the same clean stop as Ctrl-C while the engine ran.
+        if (error.matches(PyExc_KeyboardInterrupt)) {
+          interrupt = std::current_exception();
+          return;
+        }
+        callback_error = std::current_exception();
+        throw CallbackFailed{};
       } catch (...) {
         callback_error = std::current_exception();
         throw CallbackFailed{};
@@ -87,6 +95,7 @@ nb::dict train(const ConfigSource& source, bool pretraining, const std::string& 
     };
   }
   options.stop_requested = [&] {
+    if (interrupt) return true;
     nb::gil_scoped_acquire acquire;
     if (PyErr_CheckSignals() == 0) return false;
     interrupt = std::make_exception_ptr(nb::python_error());  // takes the KeyboardInterrupt out of Python's state

@@ -117,9 +117,9 @@ def attention_block(g: Graph, c: ModelConfig, p: Dict[str, Tensor], batch: Dict[
                 return {"heads": heads, "head_dim": c.head_dim, "eps": c.rms_norm_eps, "inv_freq": rope["inv_freq"],
                         "attention_scaling": rope["attention_scaling"]}
             q = g.ops.fused_rmsnorm_rope(q, p[f"{prefix}.attn.q_norm.weight"], batch["position_ids"],
-                                         name="q_norm_rope", **norm_rope(c.num_attention_heads))
+                                         name="q_norm_rope", **norm_rope(c.num_attention_heads))[0]
             k = g.ops.fused_rmsnorm_rope(k, p[f"{prefix}.attn.k_norm.weight"], batch["position_ids"],
-                                         name="k_norm_rope", **norm_rope(c.num_key_value_heads))
+                                         name="k_norm_rope", **norm_rope(c.num_key_value_heads))[0]
         else:
             cos, sin = tables
             q = g.ops.rope(q, cos, sin, heads=c.num_attention_heads, head_dim=c.head_dim, name="q_rope")
@@ -127,8 +127,7 @@ def attention_block(g: Graph, c: ModelConfig, p: Dict[str, Tensor], batch: Dict[
     with g.recompute("att"):
         context = g.ops.attention(q, k, v, batch["document_ids"], query_heads=c.num_attention_heads,
                                   kv_heads=c.num_key_value_heads, head_dim=c.head_dim,
-                                  window=c.sliding_window_per_layer[layer], name="attention")
-        context = context[0] if isinstance(context, tuple) else context
+                                  window=c.sliding_window_per_layer[layer], name="attention")[0]
         return projection(g, p, context, f"{prefix}.attn.o_proj", "o")
 
 
