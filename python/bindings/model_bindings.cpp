@@ -53,10 +53,11 @@ DType engine_dtype(const nb::dlpack::dtype& dtype) {
             static_cast<int>(dtype.code), static_cast<int>(dtype.bits));
 }
 
-// The weight itself (no copy), owned by the session object `self`.
-nb::ndarray<> weight_array(nb::handle self, const SessionTensor& tensor, bool on_gpu) {
+// The weight itself (no copy), owned by the session object `self`: an object with __dlpack__ and
+// __dlpack_device__ (nanobind's array_api framework), which numpy / torch from_dlpack take.
+nb::ndarray<nb::array_api> weight_array(nb::handle self, const SessionTensor& tensor, bool on_gpu) {
   std::vector<size_t> shape(tensor.shape.begin(), tensor.shape.end());
-  return nb::ndarray<>(tensor.data, shape.size(), shape.data(), self, nullptr, dlpack_dtype(tensor.dtype),
+  return nb::ndarray<nb::array_api>(tensor.data, shape.size(), shape.data(), self, nullptr, dlpack_dtype(tensor.dtype),
                        on_gpu ? nb::device::cuda::value : nb::device::cpu::value, 0);
 }
 

@@ -153,7 +153,7 @@ void bind_training(nb::module_& module) {
       },
       "The micro-batch shape [batch, sequence], model folder and output_dir of the run a configuration describes.");
   module.def("option_defaults", &option_defaults);
-  module.def("train", &train, nb::arg("source"), nb::arg("pretraining"), nb::arg("run_name"), nb::arg("callback"));
+  module.def("train", &train, nb::arg("source"), nb::arg("pretraining"), nb::arg("run_name"), nb::arg("callback").none());
 }
 
 }  // namespace surogate::python

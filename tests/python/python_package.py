@@ -35,6 +35,20 @@ class Package:
         return subprocess.run([str(self.python), "-c", script], capture_output=True, text=True, **kwargs)
 
 
+def main_build_settings() -> dict:
+    """The settings of the tests' build (SUROGATE_BUILD_DIR, else build/) that change compile flags,
+    so the package's build compiles with the same ones and ccache serves every object."""
+    cache = pathlib.Path(os.environ.get("SUROGATE_BUILD_DIR", REPO_ROOT / "build")) / "CMakeCache.txt"
+    settings = {"CMAKE_CUDA_ARCHITECTURES": os.environ.get("SUROGATE_CUDA_ARCHS", "90a")}
+    if cache.exists():
+        for line in cache.read_text().splitlines():
+            key, _, value = line.partition("=")
+            name = key.split(":")[0]
+            if name in ("SUROGATE_CUDA", "CMAKE_CUDA_ARCHITECTURES") and value:
+                settings[name] = value
+    return settings
+
+
 def install(tmp_path_factory) -> Package:
     if os.environ.get("SUROGATE_PREINSTALLED"):  # a venv that already has it (scripts/python_gpu_check.sh)
         return Package(pathlib.Path(os.environ["SUROGATE_PREINSTALLED"]))
@@ -43,8 +57,8 @@ def install(tmp_path_factory) -> Package:
     build_dir = pathlib.Path(os.environ.get("SUROGATE_PYTHON_BUILD_DIR", REPO_ROOT / "build-python"))
     env = dict(os.environ, CCACHE_BASEDIR=os.environ.get("CCACHE_BASEDIR", str(REPO_ROOT)))
     command = [str(venv / "bin" / "python"), "-m", "pip", "install", "--disable-pip-version-check", "-q", str(REPO_ROOT),
-               "-C", f"build-dir={build_dir}",
-               "-C", f"cmake.define.CMAKE_CUDA_ARCHITECTURES={os.environ.get('SUROGATE_CUDA_ARCHS', '90a')}"]
+               "-C", f"build-dir={build_dir}"]
+    command += [f"-C=cmake.define.{key}={value}" for key, value in main_build_settings().items()]
     result = subprocess.run(command, capture_output=True, text=True, env=env)
     if result.returncode != 0:
         pytest.fail(f"pip install of the repository failed:\n{result.stdout[-4000:]}\n{result.stderr[-8000:]}")
