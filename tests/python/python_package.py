@@ -35,6 +35,12 @@ class Package:
         return subprocess.run([str(self.python), "-c", script], capture_output=True, text=True, **kwargs)
 
 
+# What decides the compile commands: the compilers (pip's environment may pick g++ where CMake alone
+# picks c++, which ccache counts as another compiler), CUDA on or off, the CUDA architectures.
+BUILD_SETTINGS = ("CMAKE_C_COMPILER", "CMAKE_CXX_COMPILER", "CMAKE_CUDA_COMPILER", "SUROGATE_CUDA",
+                  "CMAKE_CUDA_ARCHITECTURES")
+
+
 def main_build_settings() -> dict:
     """The settings of the tests' build (SUROGATE_BUILD_DIR, else build/) that change compile flags,
     so the package's build compiles with the same ones and ccache serves every object."""
@@ -44,7 +50,7 @@ def main_build_settings() -> dict:
         for line in cache.read_text().splitlines():
             key, _, value = line.partition("=")
             name = key.split(":")[0]
-            if name in ("SUROGATE_CUDA", "CMAKE_CUDA_ARCHITECTURES") and value:
+            if name in BUILD_SETTINGS and value:
                 settings[name] = value
     return settings
 
@@ -58,7 +64,8 @@ def install(tmp_path_factory) -> Package:
     env = dict(os.environ, CCACHE_BASEDIR=os.environ.get("CCACHE_BASEDIR", str(REPO_ROOT)))
     command = [str(venv / "bin" / "python"), "-m", "pip", "install", "--disable-pip-version-check", "-q", str(REPO_ROOT),
                "-C", f"build-dir={build_dir}"]
-    command += [f"-C=cmake.define.{key}={value}" for key, value in main_build_settings().items()]
+    for key, value in main_build_settings().items():
+        command += ["-C", f"cmake.define.{key}={value}"]
     result = subprocess.run(command, capture_output=True, text=True, env=env)
     if result.returncode != 0:
         pytest.fail(f"pip install of the repository failed:\n{result.stdout[-4000:]}\n{result.stderr[-8000:]}")
