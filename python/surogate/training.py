@@ -131,7 +131,9 @@ def resolved_config(config: ConfigLike, overrides: Optional[Mapping[str, Any]] =
 
 
 def _options_help() -> str:
-    rows: List[str] = [f"    {name}: {default}" for name, default in _engine.option_defaults()]
+    required = ("model", "datasets")
+    rows: List[str] = [f"    {name}: {'(required)' if name in required else default}"
+                       for name, default in _engine.option_defaults()]
     return ("\nOptions (name: default; docs/configuration.md has types, meanings and constraints;\n"
             "``model`` and ``datasets`` are required):\n" + "\n".join(rows) + "\n")
 
