@@ -19,8 +19,15 @@ if [[ "${1:-}" == "--prepare" ]]; then
   rm -rf "$carry" && mkdir -p "$carry/lib"
   # build-python-gpu sits beside build-cuda (scripts/gpu_check.sh): same depth and flags, so ccache
   # has every object gpu_check.sh --prepare compiled.
+  # The compilers build-cuda used (pip's environment may otherwise pick g++ for c++: another
+  # compiler to ccache).
+  defines=(-C cmake.define.CMAKE_CUDA_ARCHITECTURES=90a)
+  for key in CMAKE_C_COMPILER CMAKE_CXX_COMPILER CMAKE_CUDA_COMPILER; do
+    value=$(grep -s "^$key:" "$root/build-cuda/CMakeCache.txt" | cut -d= -f2-)
+    [[ -n "$value" ]] && defines+=(-C "cmake.define.$key=$value")
+  done
   CCACHE_BASEDIR="$root" "$python" -m pip wheel --no-deps -w "$carry" "$root" -C build-dir="$root/build-python-gpu" \
-    -C cmake.define.CMAKE_CUDA_ARCHITECTURES=90a || exit 1
+    "${defines[@]}" || exit 1
   mkdir -p "$carry/unpacked" && (cd "$carry/unpacked" && "$python" -m zipfile -e "$carry"/surogate-*.whl .)
   for binary in "$carry"/unpacked/surogate/_engine*.so "$carry"/unpacked/surogate-*.data/scripts/surogate; do ldd "$binary"; done |
     awk '/=> \// {print $3}' | sort -u | while read -r lib; do

@@ -156,10 +156,14 @@ def test_ctrl_c_stops_at_a_step_boundary_with_a_checkpoint_the_run_resumes_from(
     stdout, stderr = process.communicate(timeout=300)
     assert process.returncode == 0, stderr
     assert stdout.strip().endswith("interrupted"), stdout
-    steps = [int(line.split()[2]) for line in stdout.splitlines() if line.startswith("callback step")]
-    stopped_at = steps[-1] if steps else 3
+    # The one checkpoint is the step the run stopped at, which its log says it finished last.
+    checkpoints = sorted(out.glob("checkpoint-*"))
+    assert len(checkpoints) == 1, sorted(p.name for p in out.iterdir())
+    stopped_at = int(checkpoints[0].name.split("-")[1])
     assert 3 <= stopped_at < 200
-    assert (out / f"checkpoint-{stopped_at}").is_dir(), sorted(p.name for p in out.iterdir())
+    records = [json.loads(line) for log in out.glob("log-*.jsonl") for line in log.read_text().splitlines()]
+    assert [r["step"] for r in records if r["type"] == "step"][-1] == stopped_at
+    assert [r for r in records if r["type"] == "stopped"][0]["checkpoint"] == str(checkpoints[0])
     assert not (out / "model.safetensors").exists()  # no final outputs: the run did not end
     # Resuming continues from that step, with the losses an uninterrupted run has there.
     resumed = surogate_package.module.train(quickstart_options(ex, out, max_steps=stopped_at + 2, save_steps=1000,
