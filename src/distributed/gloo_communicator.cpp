@@ -40,6 +40,14 @@ void sum_bf16(void* out, const void* a, const void* b, size_t count) {
   for (size_t i = 0; i < count; ++i) o[i] = float_to_bf16(bf16_to_float(x[i]) + bf16_to_float(y[i]));
 }
 
+// Non-negative floats by their bit patterns (quant::amax_max's order).
+void max_amax(void* out, const void* a, const void* b, size_t count) {
+  uint32_t* o = static_cast<uint32_t*>(out);
+  const uint32_t* x = static_cast<const uint32_t*>(a);
+  const uint32_t* y = static_cast<const uint32_t*>(b);
+  for (size_t i = 0; i < count; ++i) o[i] = x[i] >= y[i] ? x[i] : y[i];
+}
+
 gloo::AllreduceOptions::Func sum_function(DType dtype) {
   collective_element_bytes(dtype);
   return dtype == DType::F32 ? &sum_f32 : &sum_bf16;
@@ -66,6 +74,18 @@ public:
       gloo::AllreduceOptions options(context_);
       set_output(options, data, count, dtype);
       options.setReduceFunction(sum_function(dtype));
+      options.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
+      options.setTag(next_tag());
+      gloo::allreduce(options);
+    });
+  }
+
+  void all_reduce_amax(float* data, size_t count) override {
+    if (count == 0 || world_size() == 1) return;
+    guarded("all-reduce (max)", [&] {
+      gloo::AllreduceOptions options(context_);
+      options.setOutput<uint32_t>(reinterpret_cast<uint32_t*>(data), count);
+      options.setReduceFunction(&max_amax);
       options.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
       options.setTag(next_tag());
       gloo::allreduce(options);

@@ -51,6 +51,13 @@ public:
     check(ncclAllReduce(data, data, count, nccl_type(dtype), ncclSum, comm_, stream_), "all-reduce");
   }
 
+  // Non-negative floats order as their bit patterns: NCCL's unsigned max is amax_max.
+  void all_reduce_amax(float* data, size_t count) override {
+    if (count == 0) return;
+    CUDA_CHECK(cudaSetDevice(device_));
+    check(ncclAllReduce(data, data, count, ncclUint32, ncclMax, comm_, stream_), "all-reduce (max)");
+  }
+
   void reduce_scatter_sum(void* data, std::span<const size_t> piece_counts, DType dtype) override {
     check_pieces(piece_counts);
     CUDA_CHECK(cudaSetDevice(device_));

@@ -31,6 +31,10 @@ struct DecoderGraphOptions {
   // An input "loss_weights" F32 [B, T] (shifted like targets) weighing each token's loss
   // (loss_scale strategies hermes / react); without it the loss op reads no weights at all.
   bool token_weights = false;
+  // use_fused_rope: models without q/k norm rotate q and k with fused_rope (cos/sin computed from
+  // the position ids inside the op) instead of rope_cos_sin tables read by rope. Qwen3's
+  // fused_rmsnorm_rope always computes them inside.
+  bool fused_rope = false;
 };
 
 struct DecoderGraph {

@@ -97,6 +97,12 @@ DecoderGraph specialize_ir_graph(const Graph& ir, const io::ModelConfig& config,
     fail_user("{}: the graph declares '{}'; leave it out: the engine adds that input itself when loss_scale weighs "
               "tokens", definition.source, kLossWeights);
   }
+  if (options.fused_rope) {
+    // The option picks how the built-in builder writes RoPE; a definition writes its own rope ops.
+    fail_user("{}: use_fused_rope chooses the built-in builder's RoPE ops; a model_definition graph names its own "
+              "(rope_cos_sin + rope, or fused_rope): remove use_fused_rope, or write fused_rope into the graph",
+              definition.source);
+  }
   if (options.token_weights) require_loss_op(ir, definition, "a loss_scale that weighs tokens");
   if (options.with_accuracy) require_loss_op(ir, definition, "evaluation (validation_datasets)");
   DecoderGraph result;

@@ -10,6 +10,7 @@
 //   * token weights (loss_scale strategies that weigh tokens): an input "loss_weights" F32 [B, T]
 //     after the file's inputs, read by the loss node as its fifth input;
 //   * evaluation graphs: lm_head_accuracy(hidden, head, targets) named "correct" beside the loss.
+// use_fused_rope is refused: it chooses the builder's RoPE ops, and a definition names its own.
 // For the built-in architectures the rules give exactly the builder's graph for the same options
 // (tests/models/test_model_definition.cpp), which is what makes them the rules.
 // The file must take the inputs and parameters the engine feeds (models::check_model_graph): the

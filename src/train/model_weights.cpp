@@ -55,7 +55,7 @@ void initialize_weights(std::span<const models::ParameterSpec> specs, std::span<
 
 void load_weights(const fs::path& model_dir, std::span<const models::ParameterSpec> specs,
                   std::span<const WeightView> weights, const WeightWritten& written,
-                  const models::Fp8BlockSink& stored_fp8) {
+                  const models::Fp8BlockSink& stored_fp8, const models::Bnb4bitSink& stored_bnb) {
   SUROGATE_CHECK(specs.size() == weights.size(), "one weight view per parameter");
   size_t index = 0;
   models::load_hf_weights(model_dir, specs, [&](const models::ParameterSpec& spec, const io::SafetensorsTensor& tensor) {
@@ -73,6 +73,10 @@ void load_weights(const fs::path& model_dir, std::span<const models::ParameterSp
     ++index;
   }, [&](const models::ParameterSpec& spec, const models::Fp8BlockTensor& tensor) {
     if (!stored_fp8 || !stored_fp8(spec, tensor)) return false;
+    ++index;
+    return true;
+  }, [&](const models::ParameterSpec& spec, const models::Bnb4bitTensor& tensor) {
+    if (!stored_bnb || !stored_bnb(spec, tensor)) return false;
     ++index;
     return true;
   });

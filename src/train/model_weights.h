@@ -26,10 +26,11 @@ using WeightWritten = std::function<void(size_t index)>;
 void initialize_weights(std::span<const models::ParameterSpec> specs, std::span<const WeightView> weights,
                         uint64_t seed, bool projections_to_zero, const WeightWritten& written = {});
 
-// `stored_fp8`: takes the weights the checkpoint stores in FP8 blocks as they are (models/weight_io.h);
-// those it takes are neither written into `weights` nor reported to `written`.
+// `stored_fp8` / `stored_bnb`: take the weights the checkpoint stores in FP8 blocks / bitsandbytes
+// 4-bit as they are (models/weight_io.h); those taken are neither written into `weights` nor reported
+// to `written`.
 void load_weights(const std::filesystem::path& model_dir, std::span<const models::ParameterSpec> specs,
                   std::span<const WeightView> weights, const WeightWritten& written = {},
-                  const models::Fp8BlockSink& stored_fp8 = {});
+                  const models::Fp8BlockSink& stored_fp8 = {}, const models::Bnb4bitSink& stored_bnb = {});
 
 }  // namespace surogate::train

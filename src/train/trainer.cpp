@@ -93,9 +93,10 @@ private:
   void write_outputs();
   // The base model's weights into `views` (spec order): from the model folder, or the
   // deterministic initialisation when it holds no safetensors. `written` sees each one filled;
-  // `stored_fp8` may take the weights a checkpoint saved in FP8 blocks holds as they are.
+  // `stored_fp8` / `stored_bnb` may take the weights a checkpoint saved in FP8 blocks / bitsandbytes
+  // 4-bit holds as they are.
   void read_base_weights(std::span<const WeightView> views, const WeightWritten& written = {},
-                         const models::Fp8BlockSink& stored_fp8 = {}) const;
+                         const models::Fp8BlockSink& stored_fp8 = {}, const models::Bnb4bitSink& stored_bnb = {}) const;
   void load_base_weights(std::span<const WeightView> base_weights);
   const models::QuantizedWeight* quantized_weight(const std::string& name) const;
   void stop_early();
@@ -110,7 +111,7 @@ private:
   io::ModelConfig model_config_;
   std::vector<models::ParameterSpec> specs_;  // the base model's parameters
   std::optional<models::LoraSetup> lora_;
-  std::optional<models::QloraOptions> qlora_;             // qlora_bnb, qlora_fp8
+  std::optional<models::QloraOptions> qlora_;             // qlora_bnb, qlora_fp8, qlora_fp4
   std::optional<models::Fp8Options> fp8_;                 // recipe fp8_hybrid
   std::vector<models::QuantizedWeight> quantized_;        // the base weights the plan stores quantized
   graph::TensorId dropout_seed_ = graph::kNoTensor;
@@ -203,6 +204,7 @@ Run::Run(const Config& config, const TrainerOptions& options)
   fp8_ = fp8_options(config, model_config_);
   quantized_ = models::quantized_weights(plan_.graph);
   TrainingDeviceSetup device_setup{&plan_, &registry_, {}, &config, options.data_parallel_device};
+  if (options.offload_chunk_bytes) device_setup.offload_chunk_bytes = *options.offload_chunk_bytes;
   for (const models::ParameterSpec& spec : specs_) {
     if (quantized_weight(spec.name) == nullptr) device_setup.specs.push_back(spec);
   }
@@ -245,10 +247,14 @@ Run::Run(const Config& config, const TrainerOptions& options)
   load_base_weights(base_weights);
   if (fp8_) {
     const auto state = models::fp8_scaling_state(plan_.graph);
+    const char* weights_in_fp8 = !models::fp8_trained_weights(plan_.graph).empty()
+                                     ? "E4M3 copies of the trained weights made once per step, E4M3 inputs"
+                                 : qlora_ ? "the dequantized base and the inputs in E4M3"
+                                          : "E4M3 weights and inputs";
     display_.message(fmt::format(
-        "fp8_hybrid: {} projections in FP8 (E4M3 weights and inputs, {} gradients; layers {}–{} of {}), delayed "
-        "scaling over {} steps at {} sites",
-        quantized_.size(), fp8_->gradient_format == quant::Fp8Format::E4M3 ? "E4M3" : "E5M2",
+        "fp8_hybrid: {} projections in FP8 ({}, {} gradients; layers {}–{} of {}), delayed scaling over {} steps "
+        "at {} sites",
+        models::fp8_projection_count(plan_.graph), weights_in_fp8, fp8_->gradient_format == quant::Fp8Format::E4M3 ? "E4M3" : "E5M2",
         fp8_->skip_first_layers, fp8_->layers - fp8_->skip_last_layers - 1, fp8_->layers, fp8_->amax_history,
         state ? state->sites : 0));
   }
@@ -288,7 +294,7 @@ Run::Run(const Config& config, const TrainerOptions& options)
     evaluator_ = device_->make_evaluator({&model_config_, &registry_, batch, sequence, config.lmhead_chunks, cache_,
                                           static_cast<uint64_t>(config.eval_seed), pad_id, lora_ ? &*lora_ : nullptr,
                                           qlora_ ? &*qlora_ : nullptr, fp8_ ? &*fp8_ : nullptr,
-                                          model_definition(config)});
+                                          config.use_fused_rope, model_definition(config)});
   }
   store_ = std::make_unique<CheckpointStore>(config.checkpoint_dir.value_or(config.output_dir),
                                              static_cast<int>(config.save_total_limit));
@@ -375,7 +381,8 @@ void Run::write_outputs() {
     const fs::path merged = merged_model_dir(config_.output_dir);
     std::vector<WeightView> merged_views;
     // QLoRA: the adapters merge into the base as the model folder holds it (full precision; a
-    // checkpoint saved in FP8 blocks dequantized), not into its quantized approximation.
+    // checkpoint saved in FP8 blocks or bitsandbytes 4-bit dequantized), not into its quantized
+    // approximation.
     std::vector<std::vector<float>> original(quantized_.empty() ? 0 : specs_.size());
     std::vector<WeightView> sources(weights.begin(), weights.end());
     if (!quantized_.empty()) {
@@ -395,9 +402,9 @@ void Run::write_outputs() {
 }
 
 void Run::read_base_weights(std::span<const WeightView> views, const WeightWritten& written,
-                            const models::Fp8BlockSink& stored_fp8) const {
+                            const models::Fp8BlockSink& stored_fp8, const models::Bnb4bitSink& stored_bnb) const {
   if (has_safetensors(config_.model)) {
-    load_weights(config_.model, specs_, views, written, stored_fp8);
+    load_weights(config_.model, specs_, views, written, stored_fp8, stored_bnb);
   } else {
     initialize_weights(specs_, views, static_cast<uint64_t>(config_.train_seed), config_.init_projections_to_zero,
                        written);
@@ -405,9 +412,21 @@ void Run::read_base_weights(std::span<const WeightView> views, const WeightWritt
 }
 
 // The base weights into the device: each weight the plan stores quantized is quantized as it
-// arrives, or, from a checkpoint saved in FP8 blocks of the plan's block size, taken as stored.
+// arrives, or, from a checkpoint saved in FP8 blocks of the plan's block size or in bitsandbytes NF4
+// of its block size, taken as stored.
 void Run::load_base_weights(std::span<const WeightView> base_weights) {
   int64_t taken_as_stored = 0, dequantized = 0;
+  auto take = [&](const std::string& name, auto stored) {
+    const models::QuantizedWeight* weight = quantized_weight(name);
+    std::optional<QuantizedPieces> pieces = weight ? stored(*weight) : std::nullopt;
+    if (!pieces) {
+      ++dequantized;
+      return false;
+    }
+    device_->store_quantized(*weight, std::move(*pieces));
+    ++taken_as_stored;
+    return true;
+  };
   read_base_weights(
       base_weights,
       [&](size_t index) {
@@ -416,21 +435,27 @@ void Run::load_base_weights(std::span<const WeightView> base_weights) {
         }
       },
       [&](const models::ParameterSpec& spec, const models::Fp8BlockTensor& tensor) {
-        const models::QuantizedWeight* weight = quantized_weight(spec.name);
-        std::optional<QuantizedPieces> pieces = weight ? stored_fp8_pieces(*weight, tensor) : std::nullopt;
-        if (!pieces) {
-          ++dequantized;
-          return false;
-        }
-        device_->store_quantized(*weight, std::move(*pieces));
-        ++taken_as_stored;
-        return true;
+        return take(spec.name,
+                    [&](const models::QuantizedWeight& weight) { return stored_fp8_pieces(weight, tensor); });
+      },
+      [&](const models::ParameterSpec& spec, const models::Bnb4bitTensor& tensor) {
+        return take(spec.name,
+                    [&](const models::QuantizedWeight& weight) { return stored_bnb_pieces(weight, tensor); });
       });
-  if (dequantized > 0) {
+  if (dequantized > 0 && model_config_.fp8_block_checkpoint) {
     const io::Fp8BlockCheckpoint& blocks = *model_config_.fp8_block_checkpoint;
     const char* again = config_.qlora_fp8 ? " (qlora_block_size differs: quantized again in its blocks)" : "";
     display_.message(fmt::format("{} is saved in FP8 blocks of {}x{}: {} weights dequantized on load{}", config_.model,
                                  blocks.block_rows, blocks.block_cols, dequantized, again));
+  }
+  if (dequantized > 0 && model_config_.bnb_4bit_checkpoint) {
+    const io::Bnb4bitCheckpoint& bnb = *model_config_.bnb_4bit_checkpoint;
+    const char* again = !qlora_ ? ""
+                        : qlora_->format != models::WeightFormat::Nf4 || bnb.quant_type != "nf4"
+                            ? " (the plan's format differs: quantized again)"
+                            : " (qlora_bnb_block_size differs: quantized again in its blocks)";
+    display_.message(fmt::format("{} is saved in bitsandbytes 4-bit ({}): {} weights dequantized on load{}",
+                                 config_.model, bnb.quant_type, dequantized, again));
   }
   if (!qlora_ || quantized_.empty()) return;
   if (qlora_->format == models::WeightFormat::Fp8Block) {
@@ -439,9 +464,17 @@ void Run::load_base_weights(std::span<const WeightView> base_weights) {
                                  taken_as_stored > 0 ? fmt::format(", {} taken as stored from the FP8 checkpoint",
                                                                    taken_as_stored)
                                                      : std::string()));
+  } else if (qlora_->format == models::WeightFormat::Nvfp4) {
+    display_.message(fmt::format("QLoRA: {} base weights stored in NVFP4 (E2M1, an E4M3 scale per 16 values and a "
+                                 "tensor scale; {} block scales), dequantized to {} for the products",
+                                 quantized_.size(), qlora_->four_over_six ? "Four Over Six" : "6-based",
+                                 backend_kind_ == TrainingBackend::Cuda ? "bf16" : "fp32"));
   } else {
-    display_.message(fmt::format("QLoRA: {} base weights stored in NF4 (block {}, double quantization {})",
-                                 quantized_.size(), qlora_->block_size, qlora_->double_quant ? "on" : "off"));
+    display_.message(fmt::format("QLoRA: {} base weights stored in NF4 (block {}, double quantization {}{})",
+                                 quantized_.size(), qlora_->block_size, qlora_->double_quant ? "on" : "off",
+                                 taken_as_stored > 0 ? fmt::format("; {} taken as stored from the bitsandbytes checkpoint",
+                                                                   taken_as_stored)
+                                                     : std::string()));
   }
 }
 

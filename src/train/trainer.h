@@ -39,6 +39,9 @@ struct TrainerOptions {
   std::optional<TrainingBackend> backend;
   // The data-parallel device even for one rank (tests run the gloo / NCCL path with a world of one).
   bool data_parallel_device = false;
+  // Tests: the staged offload step's chunk size (train/device/host_offload_plan.h), small enough
+  // that a tiny model's step runs in several chunks through both slots.
+  std::optional<size_t> offload_chunk_bytes;
   // Sees every record of the run's log (train/metrics_log.h: "config", "step", "eval",
   // "checkpoint", "summary", ...) as it is written: the Python package's step callback. An
   // exception it throws ends the run there (no checkpoint, no outputs) and reaches the caller.

@@ -35,6 +35,9 @@ models::LoraSetup lora_setup(const Config& config, const io::ModelConfig& model,
 
 std::optional<models::QloraOptions> qlora_options(const Config& config) {
   if (config.qlora_fp8) return models::QloraOptions{models::WeightFormat::Fp8Block, config.qlora_block_size, false};
+  if (config.qlora_fp4) {
+    return models::QloraOptions{models::WeightFormat::Nvfp4, quant::kNvfp4Block, false, config.qlora_four_over_six};
+  }
   if (!config.qlora_bnb) return std::nullopt;
   return models::QloraOptions{models::WeightFormat::Nf4, config.qlora_bnb_block_size, config.qlora_bnb_double_quant};
 }
@@ -47,6 +50,7 @@ std::optional<models::Fp8Options> fp8_options(const Config& config, const io::Mo
   options.skip_last_layers = config.skip_quant_last_layers;
   options.amax_history = config.fp8_amax_history;
   if (config.gradient_dtype == GradientDtype::Fp8E4M3) options.gradient_format = quant::Fp8Format::E4M3;
+  options.trained_weights = !config.lora;  // LoRA's trainable weights are the adapters
   return options;
 }
 
@@ -63,6 +67,7 @@ TrainingForward build_training_forward(const Config& config, const io::ModelConf
   // The CUDA backend runs the bf16 recipe: parameters and activations in bf16.
   models::DecoderGraphOptions options{batch, sequence, config.lmhead_chunks, false};
   if (backend == TrainingBackend::Cuda) options.dtype = DType::BF16;
+  options.fused_rope = config.use_fused_rope;
   const auto loss_scale = data::parse_loss_scale(config.loss_scale);
   options.token_weights = training && loss_scale && data::loss_scale_has_weights(*loss_scale);
   models::DecoderGraph decoder = models::build_model_graph(model, registry, options, model_definition(config));

@@ -28,7 +28,8 @@ namespace surogate::train {
 models::LoraSetup lora_setup(const Config& config, const io::ModelConfig& model, TrainingBackend backend);
 
 // QLoRA: the format and layout of the frozen base: NF4 under qlora_bnb (qlora_bnb_block_size,
-// qlora_bnb_double_quant), FP8 blocks under qlora_fp8 (qlora_block_size); nullopt otherwise.
+// qlora_bnb_double_quant), FP8 blocks under qlora_fp8 (qlora_block_size), NVFP4 under qlora_fp4
+// (qlora_four_over_six); nullopt otherwise.
 std::optional<models::QloraOptions> qlora_options(const Config& config);
 
 // recipe fp8_hybrid: which projections run in FP8 (skip_quant_first_layers / _last_layers),
@@ -46,7 +47,8 @@ struct TrainingForward {
 };
 
 // The forward graph of one micro-batch [batch, sequence] as the backend trains it (`training`:
-// with the LoRA dropout; false: as the evaluator runs it), with the quantized base under qlora_bnb / qlora_fp8.
+// with the LoRA dropout; false: as the evaluator runs it), with the quantized base under
+// qlora_bnb / qlora_fp8 / qlora_fp4.
 TrainingForward build_training_forward(const Config& config, const io::ModelConfig& model,
                                        const graph::OpRegistry& registry, const models::LoraSetup* lora,
                                        TrainingBackend backend, int64_t batch, int64_t sequence,

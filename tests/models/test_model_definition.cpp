@@ -98,6 +98,11 @@ TEST(ModelDefinition, FileIsReadFromDiskAndErrorsNameItAndWhatToChange) {
     EXPECT_NE(accuracy.find("evaluation"), std::string::npos) << accuracy;
   }
 
+  DecoderGraphOptions fused{2, 8, 1, false};
+  fused.fused_rope = true;
+  EXPECT_NE(error_of([&] { build_model_graph(fixture.config, registry, fused, definition); }).find("use_fused_rope"),
+            std::string::npos);
+
   const ModelDefinition missing{folder / "absent.json", "model_definition 'absent.json'"};
   EXPECT_NE(error_of([&] { build_model_graph(fixture.config, registry, {2, 8, 1, false}, missing); }).find("not a file"),
             std::string::npos);

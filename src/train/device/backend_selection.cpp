@@ -1,6 +1,8 @@
 // The training backend choice; see backend_selection.h.
 #include "train/device/backend_selection.h"
 
+#include <utility>
+
 #include <fmt/format.h>
 
 #include "config/config_rules.h"
@@ -10,7 +12,7 @@
 
 namespace surogate::train {
 
-void check_cpu_backend_precision(const Config& config) {
+void check_cpu_backend_options(const Config& config) {
   if (config.master_dtype && *config.master_dtype != MasterDtype::Fp32) {
     fail_user("{}: master_dtype: {} is implemented on the CUDA backend only; the CPU backend is the fp32 reference "
               "and keeps fp32 master weights. Remove the option or train on a machine with a GPU",
@@ -24,12 +26,20 @@ void check_cpu_backend_precision(const Config& config) {
               "and accumulates gradients in fp32. Remove the option or train on a machine with a GPU",
               config.source_of("gradient_dtype"), to_string(*config.gradient_dtype));
   }
+  for (const auto& [key, set] : {std::pair{"offload_master", config.offload_master},
+                                 std::pair{"offload_optimizer", config.offload_optimizer},
+                                 std::pair{"offload_grads", config.offload_grads}}) {
+    if (!set) continue;
+    fail_user("{}: {} moves GPU memory to pinned host memory; it applies to the CUDA backend only, and this run "
+              "trains on the CPU backend. Remove the option or train on a machine with a GPU",
+              config.source_of(key), key);
+  }
 }
 
 BackendChoice choose_training_backend(const Config& config, const MachineOffer& machine) {
   if (!machine.cuda_built || machine.visible_gpus == 0) {
     std::string why = machine.cuda_built ? machine.why_no_gpu : std::string("this surogate was built without CUDA");
-    check_cpu_backend_precision(config);
+    check_cpu_backend_options(config);
     const distributed::ParallelLayout layout = distributed::cpu_parallel_layout(config);
     if (layout.data_parallel()) why += fmt::format("; gpus: {} runs {} on CPU threads", config.gpus, layout.describe());
     return {TrainingBackend::Cpu, fmt::format("training on the CPU backend (fp32): {}", why)};
@@ -44,6 +54,14 @@ BackendChoice choose_training_backend(const Config& config, const MachineOffer& 
     fail_user("{}: master_dtype: bf16 is implemented on one GPU only; with gpus: {} ({} data-parallel GPUs) keep "
               "fp32 master weights (remove the option), or train on one GPU",
               config.source_of("master_dtype"), config.gpus, layout.world_size);
+  }
+  for (const auto& [key, set] : {std::pair{"offload_master", config.offload_master},
+                                 std::pair{"offload_grads", config.offload_grads}}) {
+    if (!set || !layout.data_parallel()) continue;
+    fail_user("{}: {} is implemented on one GPU only (the data-parallel GPUs exchange masters and gradients in GPU "
+              "memory); with gpus: {} ({} data-parallel GPUs) remove it — offload_optimizer works with several GPUs "
+              "— or train on one GPU",
+              config.source_of(key), key, config.gpus, layout.world_size);
   }
   if (config.recipe == Recipe::Nvfp4) {
     fail_user("{}: recipe: nvfp4 is not implemented yet on the CUDA backend; use recipe: bf16 or fp8_hybrid",

@@ -10,7 +10,8 @@
 //     gradient_dtype bf16 or fp32); a `recipe` other than bf16, or an fp8 gradient_dtype, is a
 //     UserError naming the option;
 //   - otherwise the CPU backend (fp32), with one line saying why; master_dtype or gradient_dtype
-//     other than fp32 is then a UserError naming the option (check_cpu_backend_precision).
+//     other than fp32, or an offload_* option, is then a UserError naming the option
+//     (check_cpu_backend_options).
 #pragma once
 
 #include <cstdint>
@@ -38,9 +39,10 @@ struct BackendChoice {
 
 BackendChoice choose_training_backend(const Config& config, const MachineOffer& machine);
 
-// The CPU backend is the fp32 oracle: master_dtype / gradient_dtype other than fp32 are a
-// UserError naming the option (they are implemented on the CUDA backend).
-void check_cpu_backend_precision(const Config& config);
+// The CPU backend is the fp32 oracle: master_dtype / gradient_dtype other than fp32 and the
+// offload_* options (they move GPU memory to the host) are a UserError naming the option (they
+// are implemented on the CUDA backend).
+void check_cpu_backend_options(const Config& config);
 
 // What this process can use (cuda::query_cuda_environment; safe without a driver).
 MachineOffer probe_machine();

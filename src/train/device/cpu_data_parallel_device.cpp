@@ -19,8 +19,14 @@
 //     tensors alone: ZeRO-1), writes its updated weights into its piece of the flat buffer, and
 //     an all-gather gives every rank every piece; each copies them into its backend.
 //
+// fp8_hybrid: each rank's plan holds the scaling state (models/fp8_recipe.h). Before it is rolled
+// after a step, every rank's state is all-reduced with the max of the amaxes (only this step's
+// row[1] differs between ranks), so every rank rolls the same delayed amaxes and quantizes exactly
+// as one rank running the whole window would (quant/fp8_scaling.h). The FP8 copies of trained
+// weights are rewritten on every rank from its (identical) weights after the all-gather.
+//
 // The host side is rank 0's: weights() and trainable() are its views; upload() broadcasts rank
-// 0's weights to the others (after loading, initialising or resuming). optimizer_state() is the
+// 0's weights (and scaling state) to the others (after loading, initialising or resuming). optimizer_state() is the
 // ranks' shards in rank order, which is the single-rank optimizer's list of tensors (same names,
 // shapes and order, since shards are contiguous runs of whole tensors), so checkpoints have the
 // single-rank format and a run resumes on any number of ranks.
@@ -39,7 +45,10 @@
 #include "ops/gradient_norm.h"
 #include "runtime/cpu_backend.h"
 #include "train/device/backend_selection.h"
+#include "quant/fp8_scaling.h"
 #include "train/device/cpu_parameters.h"
+#include "train/device/fp8_state.h"
+#include "train/fp8_weight_copies.h"
 #include "train/quantized_weights.h"
 
 namespace surogate::train {
@@ -68,7 +77,7 @@ class CpuDataParallelDevice final : public TrainingDevice {
 public:
   CpuDataParallelDevice(const TrainingDeviceSetup& setup, const distributed::ParallelLayout& layout)
       : plan_(*setup.plan), config_(*setup.config), layout_(layout), threads_(layout.world_size) {
-    check_cpu_backend_precision(config_);
+    check_cpu_backend_options(config_);
     std::vector<std::unique_ptr<distributed::Communicator>> communicators = distributed::connect_in_process_gloo(threads_);
     for (int r = 0; r < layout_.world_size; ++r) {
       auto rank = std::make_unique<Rank>();
@@ -77,6 +86,10 @@ public:
       rank->communicator = std::move(communicators[static_cast<size_t>(r)]);
       ranks_.push_back(std::move(rank));
     }
+    if ((fp8_ = fp8_state(plan_))) {
+      for (auto& rank : ranks_) std::ranges::fill(rank->backend.view<float>(fp8_->tensor), 0.0f);
+    }
+    fp8_copies_ = fp8_weight_copies(plan_);
     // The flat buffer: every trainable tensor, in plan order.
     std::vector<size_t> sizes;
     for (const WeightView& weight : ranks_[0]->parameters.trainable) {
@@ -113,6 +126,7 @@ public:
       if (!rank->optimizer) continue;
       for (StateTensor& tensor : rank->optimizer->state_tensors()) tensors.push_back(std::move(tensor));
     }
+    if (fp8_) tensors.push_back(fp8_->state_tensor(ranks_[0]->backend.view<float>(fp8_->tensor).data()));
     return tensors;
   }
   std::unique_ptr<Evaluator> make_evaluator(const EvaluatorSetup& setup) override {
@@ -123,14 +137,19 @@ public:
     for (auto& rank : ranks_) write_quantized(rank->backend, plan_, weight, quantized_.back().pieces);
   }
 
-  // Every rank starts from rank 0's parameters (frozen ones included). The optimizer state needs
-  // nothing: optimizer_state() views each rank's own shard.
+  // Every rank starts from rank 0's parameters (frozen ones included) and scaling state. The
+  // optimizer state needs nothing: optimizer_state() views each rank's own shard.
   void upload() override {
     threads_.run([&](int r) {
       Rank& rank = *ranks_[static_cast<size_t>(r)];
       for (const WeightView& weight : rank.parameters.weights) {
         rank.communicator->broadcast(weight.values.data(), weight.values.size(), DType::F32, 0);
       }
+      if (fp8_) {
+        std::span<float> state = rank.backend.view<float>(fp8_->tensor);
+        rank.communicator->broadcast(state.data(), state.size(), DType::F32, 0);
+      }
+      refresh_fp8_weight_copies(rank.backend, fp8_copies_);
     });
   }
   void download() override {}  // every rank holds the same weights after update(); rank 0's are the host's
@@ -205,7 +224,13 @@ public:
         if (unit >= rank.shard.first_unit && unit < rank.shard.end_unit) continue;
         std::memcpy(trainable[unit].values.data(), rank.flat.data() + offsets_[unit], trainable[unit].values.size_bytes());
       }
+      refresh_fp8_weight_copies(rank.backend, fp8_copies_);
       rank.backend.zero_gradients();
+      if (fp8_) {
+        std::span<float> state = rank.backend.view<float>(fp8_->tensor);
+        rank.communicator->all_reduce_amax(state.data(), state.size());
+        quant::roll_fp8_history(state.data(), fp8_->shape.sites, fp8_->shape.history, step.step);
+      }
     });
   }
 
@@ -216,6 +241,8 @@ private:
   distributed::RankThreads threads_;
   std::vector<std::unique_ptr<Rank>> ranks_;
   std::vector<StoredQuantizedWeight> quantized_;  // QLoRA's base, kept for the evaluator's backend
+  std::optional<Fp8State> fp8_;                   // fp8_hybrid's scaling state, in each rank's plan
+  std::vector<Fp8WeightCopy> fp8_copies_;         // the trained weights' FP8 copies (full fine-tuning)
   std::vector<size_t> offsets_;      // each trainable tensor's offset in the flat buffer
   size_t total_ = 0;                 // the flat buffer's elements
   std::vector<size_t> shard_sizes_;  // the all-gather's pieces, one per rank

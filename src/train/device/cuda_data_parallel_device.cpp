@@ -29,6 +29,12 @@
 //     the other shards from them (round to nearest even, as the optimizer kernels do, so every
 //     rank holds the same bits); then the accumulators are zeroed.
 //
+// fp8_hybrid: each GPU's plan holds the scaling state. In update(), before the roll, an NCCL
+// all-reduce takes the max of every rank's state (only this step's amaxes differ), so every GPU
+// rolls the same delayed amaxes and quantizes as one GPU running the whole window would; the
+// trained weights' FP8 copies are rewritten on every GPU after the all-gather. The state's host
+// copy is rank 0's (checkpoints); upload() writes it to every GPU.
+//
 // The host side is rank 0's: weights() and trainable() are host copies, uploaded to GPU 0 and
 // broadcast to the others by upload() (bf16 weights and fp32 masters through NCCL); download()
 // reads GPU 0's masters. optimizer_state() is the ranks' shards in rank order, which is the
@@ -42,6 +48,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cmath>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -49,8 +56,10 @@
 #include "cuda/cuda_check.h"
 #include "distributed/nccl_communicator.h"
 #include "distributed/rank_threads.h"
+#include "cuda/kernels/fp8_quantize.h"
 #include "distributed/shard_placement.h"
 #include "train/device/cuda_evaluator.h"
+#include "train/device/fp8_state.h"
 #include "train/device/cuda_rank_state.h"
 #include "train/quantized_weights.h"
 
@@ -109,6 +118,12 @@ public:
       fail_user("{}: master_dtype: bf16 is implemented on one GPU only, not on the data-parallel device",
                 config_.source_of("master_dtype"));
     }
+    for (const auto& [key, set] : {std::pair{"offload_master", config_.offload_master},
+                                   std::pair{"offload_grads", config_.offload_grads}}) {
+      // backend_selection.cpp refuses them with several GPUs; a world of one (tests) too: the
+      // collectives run on the masters and accumulators in GPU memory.
+      if (set) fail_user("{}: {} is implemented on one GPU only, not on the data-parallel device", config_.source_of(key), key);
+    }
     int visible = 0;
     CUDA_CHECK(cudaGetDeviceCount(&visible));
     if (visible < layout_.world_size) {
@@ -126,6 +141,7 @@ public:
       throw;
     }
     optimizer_name_ = to_string(config_.optimizer);
+    if ((fp8_ = fp8_state(plan_))) fp8_host_.assign(static_cast<size_t>(fp8_->shape.floats()), 0.0f);
   }
 
   ~CudaDataParallelDevice() override { release_ranks(); }
@@ -147,6 +163,7 @@ public:
       if (rank.state->optimizer() == nullptr) continue;
       for (StateTensor& tensor : rank.state->optimizer()->state_tensors()) tensors.push_back(std::move(tensor));
     }
+    if (fp8_) tensors.push_back(fp8_->state_tensor(fp8_host_.data()));
     return tensors;
   }
 
@@ -179,6 +196,11 @@ public:
   void upload() override {
     threads_.run([&](int r) {
       if (r == 0) ranks_[0].state->upload_weights(host_.weights);
+      if (fp8_) {
+        CudaRankState& state = *ranks_[static_cast<size_t>(r)].state;
+        CUDA_CHECK(cudaMemcpy(fp8_device(state), fp8_host_.data(), fp8_host_.size() * sizeof(float),
+                              cudaMemcpyHostToDevice));
+      }
     });
     threads_.run([&](int r) {
       Rank& rank = ranks_[static_cast<size_t>(r)];
@@ -188,6 +210,7 @@ public:
                                      host_.weights[i].values.size(), DType::BF16, 0);
       }
       rank.communicator->broadcast(state.masters(), static_cast<size_t>(trainable_layout_.total), DType::F32, 0);
+      state.refresh_fp8_weight_copies();
       if (state.optimizer()) state.optimizer()->upload(state.stream());
       state.synchronize();
     });
@@ -200,6 +223,10 @@ public:
       CudaRankState& state = *ranks_[static_cast<size_t>(r)].state;
       if (r == 0) state.download_trainable(host_.weights);
       if (state.optimizer()) state.optimizer()->download(state.stream());
+      if (r == 0 && fp8_) {
+        CUDA_CHECK(cudaMemcpyAsync(fp8_host_.data(), fp8_device(state), fp8_host_.size() * sizeof(float),
+                                   cudaMemcpyDeviceToHost, state.stream()));
+      }
       state.synchronize();
     });
   }
@@ -266,7 +293,12 @@ public:
       rank.communicator->all_gather(state.masters(), shard_sizes_, DType::F32);
       state.refresh_weights_from_masters(0, rank.shard.first_unit);
       state.refresh_weights_from_masters(rank.shard.end_unit, trainable_layout_.entries.size());
+      state.refresh_fp8_weight_copies();
       state.zero_accumulators();
+      if (fp8_) {
+        rank.communicator->all_reduce_amax(fp8_device(state), fp8_host_.size());
+        cuda::fp8_roll_history(fp8_device(state), fp8_->shape.sites, fp8_->shape.history, step.step, state.stream());
+      }
     });
   }
 
@@ -285,6 +317,10 @@ private:
     std::vector<std::unique_ptr<distributed::Communicator>> communicators =
         distributed::connect_in_process_nccl(threads_, streams);
     for (size_t r = 0; r < ranks_.size(); ++r) ranks_[r].communicator = std::move(communicators[r]);
+  }
+
+  float* fp8_device(CudaRankState& state) const {
+    return static_cast<float*>(state.backend().device_address(fp8_->tensor));
   }
 
   // Each rank's CUDA objects are released on its own thread (its device current).
@@ -310,6 +346,8 @@ private:
   std::vector<size_t> shard_sizes_;  // the collectives' pieces (elements of the flat buffers), one per rank
   std::string optimizer_name_;
   int64_t micro_batches_ = 0;        // accumulate() calls since the last measure()
+  std::optional<Fp8State> fp8_;      // fp8_hybrid's scaling state (in each GPU's plan)
+  std::vector<float> fp8_host_;      // rank 0's host copy: zeros at the start, what checkpoints read and restore
 };
 
 }  // namespace

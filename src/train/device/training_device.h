@@ -32,6 +32,7 @@
 #include "train/quantized_weights.h"
 #include "runtime/backend.h"
 #include "train/checkpoint_io.h"
+#include "train/device/host_offload_plan.h"
 #include "train/evaluator.h"
 #include "train/optim/optimizer.h"
 
@@ -89,6 +90,8 @@ struct TrainingDeviceSetup {
   const Config* config = nullptr;                  // optimizer, its settings, max_grad_norm, accumulation
   // The data-parallel device even for a world of one (tests: the gloo / NCCL path on one rank).
   bool data_parallel_device = false;
+  // The staged offload step's chunk size (host_offload_plan.h; tests make it small).
+  size_t offload_chunk_bytes = kOffloadChunkBytes;
 };
 
 // Norms and biases get no weight decay; NorMuon orthogonalises only hidden 2-D matrices.
