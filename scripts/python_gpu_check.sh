@@ -15,7 +15,7 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 carry="$root/carry/python"
 
 if [[ "${1:-}" == "--prepare" ]]; then
-  python="${PYTHON:-python3.12}"
+  python="${PYTHON:-python3.12}"  # here: PYTHON=/root/.pyenv/versions/3.12.1/bin/python3.12
   rm -rf "$carry" && mkdir -p "$carry/lib"
   # build-python-gpu sits beside build-cuda (scripts/gpu_check.sh): same depth and flags, so ccache
   # has every object gpu_check.sh --prepare compiled.
