@@ -12,7 +12,6 @@
 #include "core/system_info.h"
 #include "cuda/device_info.h"
 #include "distributed/parallel_layout.h"
-#include "models/decoder_graph.h"
 #include "train/device/memory_budget.h"
 #include "train/lora_targets.h"
 
@@ -57,6 +56,12 @@ std::optional<models::Fp8Options> fp8_options(const Config& config, const io::Mo
   return options;
 }
 
+models::ModelDefinition model_definition(const Config& config) {
+  if (!config.model_definition) return {};
+  return {*config.model_definition,
+          fmt::format("{}: model_definition '{}'", config.source_of("model_definition"), *config.model_definition)};
+}
+
 TrainingForward build_training_forward(const Config& config, const io::ModelConfig& model,
                                        const graph::OpRegistry& registry, const models::LoraSetup* lora,
                                        TrainingBackend backend, int64_t batch, int64_t sequence,
@@ -67,7 +72,7 @@ TrainingForward build_training_forward(const Config& config, const io::ModelConf
   options.fused_rope = config.use_fused_rope;
   const auto loss_scale = data::parse_loss_scale(config.loss_scale);
   options.token_weights = training && loss_scale && data::loss_scale_has_weights(*loss_scale);
-  models::DecoderGraph decoder = models::build_decoder_graph(model, registry, options);
+  models::DecoderGraph decoder = models::build_model_graph(model, registry, options, model_definition(config));
   TrainingForward forward{std::move(decoder.graph), decoder.loss};
   // LoRA: the same graph with adapters on the targeted projections and the base frozen.
   if (lora != nullptr) {

@@ -80,3 +80,11 @@ def read_tensors(file):
     from safetensors import safe_open
     with safe_open(str(file), framework="numpy") as f:
         return {name: f.get_tensor(name) for name in f.keys()}
+
+
+@pytest.fixture(scope="session")
+def surogate_package(tmp_path_factory):
+    """The repository pip-installed into a fresh virtual environment (tests/python/python_package.py),
+    once per session."""
+    from python_package import install
+    return install(tmp_path_factory)
