@@ -18,7 +18,6 @@ struct UnsupportedOption {
 
 const std::vector<UnsupportedOption>& unsupported_options() {
   static const std::vector<UnsupportedOption> table = {
-      {"offload_residual", [](const Config& c) { return c.offload_residual; }},
       {"offload_quants", [](const Config& c) { return c.offload_quants; }},
       {"persistent_quants", [](const Config& c) { return c.persistent_quants; }},
       {"lora_dtype", [](const Config& c) { return c.lora_dtype != LoraDtype::Fp32; }},

@@ -2,6 +2,7 @@
 #include "train/memory_prediction.h"
 
 #include <functional>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -87,6 +88,13 @@ std::vector<Lever> levers(int sm, bool cuda) {
          // One GPU's only (backend_selection.cpp refuses it with several).
          if (c.master_dtype == MasterDtype::Bf16 || c.gpus != 1) return false;
          c.master_dtype = MasterDtype::Bf16;
+         return true;
+       }},
+      {"offload_residual: true (the residual stream's checkpoints in pinned host memory)",
+       [cuda](Config& c) {
+         if (!cuda || c.offload_residual) return false;
+         c.offload_residual = true;
+         if (c.lora && c.recompute_lora) c.use_cuda_graphs = false;  // as the configuration's implication does
          return true;
        }},
       offload_lever("offload_optimizer: true (optimizer state in pinned host memory)", &Config::offload_optimizer, cuda),
@@ -176,6 +184,11 @@ MemoryPrediction predict_training_memory(const Config& config, std::optional<siz
   }
   prediction.total_bytes = plan.memory.peak();
   prediction.host_offloaded_bytes = plan.memory.host_offloaded();
+  for (const auto& [bytes, option] : {std::pair{m.host_residuals, "offload_residual"}, std::pair{m.host_masters, "offload_master"},
+                                      std::pair{m.host_optimizer, "offload_optimizer"},
+                                      std::pair{m.host_accumulators, "offload_grads"}}) {
+    if (bytes > 0) prediction.host_offloaded_by += (prediction.host_offloaded_by.empty() ? "" : ", ") + std::string(option);
+  }
   prediction.recompute = plan.recompute.summary;
   prediction.fits = plan.fits();
   if (prediction.fits) return prediction;
@@ -228,14 +241,14 @@ std::string format_memory_prediction(const MemoryPrediction& p) {
                      format_memory_size(p.total_bytes), format_memory_size(p.device_bytes),
                      format_memory_size(p.margin_bytes), p.fits ? "fits" : "does NOT fit");
   if (p.host_offloaded_bytes > 0) {
-    out += fmt::format("#   {:<44} {:>12} (not on the GPU: offload_master / offload_optimizer / offload_grads{})\n",
-                       "pinned host memory", format_memory_size(p.host_offloaded_bytes), p.gpus > 1 ? ", per GPU" : "");
+    out += fmt::format("#   {:<44} {:>12} (not on the GPU: {}{})\n", "pinned host memory",
+                       format_memory_size(p.host_offloaded_bytes), p.host_offloaded_by, p.gpus > 1 ? ", per GPU" : "");
   }
   out += fmt::format("# {}\n", p.recompute);
   if (!p.fits) {
     if (p.suggestions.empty()) {
-      out += "# nothing this build offers makes it fit (offload_residual is not implemented yet): use a GPU with more "
-             "memory, more GPUs with zero_level: 3, a shorter sequence_len or a smaller model\n";
+      out += "# nothing this build offers makes it fit: use a GPU with more memory, more GPUs with zero_level: 3, "
+             "a shorter sequence_len or a smaller model\n";
     } else {
       out += "# options that make it fit (each line is enough; a line with + needs all of them):\n";
       for (const std::string& suggestion : p.suggestions) out += fmt::format("#   - {}\n", suggestion);

@@ -8,8 +8,8 @@
 // prediction is per GPU (GPU 0's, which also runs the evaluation): the optimizer state is the
 // largest ZeRO-1 shard's; under ZeRO-3 the weights are the largest rank's shard, beside the
 // per-layer gather buffers. With offload_* options the offloaded categories are 0 on the device,
-// the staging slots are a category of their own, and the pinned host memory is reported beside
-// the peak. When it does not
+// the staging slots are a category of their own, the activations are the arena offload_residual
+// leaves on the device, and the pinned host memory is reported beside the peak. When it does not
 // fit, the options that would make it fit are tried on the plan itself (each alone, then
 // together in order) and named.
 #pragma once
@@ -35,6 +35,7 @@ struct MemoryPrediction {
   bool shard_weights = false;                            // ZeRO-3 over several ranks (zero_level 3 / shard_weights)
   bool fits = false;
   size_t host_offloaded_bytes = 0;                       // pinned host memory of the offload_* options (per GPU)
+  std::string host_offloaded_by;                         // which options put it there ("offload_residual, ...")
   std::string recompute;                                 // the recompute choice's line
   std::vector<std::string> suggestions;                  // when it does not fit
 };

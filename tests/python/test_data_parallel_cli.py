@@ -6,16 +6,10 @@ its shard of the weights and gathers a layer at a time). The dry run predicts ev
 under ZeRO-3 each rank's weights shrink to its shard, beside the per-layer gather buffers."""
 import json
 import re
-import shutil
-import subprocess
 
 import pytest
 
-from conftest import REPO_ROOT, make_quickstart_example, run_surogate
-
-
-def gpu_visible():
-    return shutil.which("nvidia-smi") is not None and subprocess.run(["nvidia-smi", "-L"], capture_output=True).returncode == 0
+from conftest import REPO_ROOT, gpu_visible, make_quickstart_example, run_surogate
 
 
 @pytest.mark.skipif(gpu_visible(), reason="a GPU is visible: gpus: 2 means two GPUs here (test_data_parallel_gpus_cli.py)")
