@@ -1,6 +1,7 @@
 // HF checkpoint <-> engine parameters (see weight_io.h).
 #include "models/weight_io.h"
 
+#include <cstring>
 #include <set>
 #include <string>
 
@@ -70,6 +71,47 @@ io::SafetensorsTensor dequantized(const Fp8BlockTensor& tensor, std::vector<floa
                                std::as_bytes(std::span<const float>(buffer))};
 }
 
+// The spec of one piece of a stacked parameter (for the FP8 checks, which read hf_name and shape).
+ParameterSpec piece_spec(const ParameterSpec& spec, const HfPiece& piece) {
+  ParameterSpec single = spec;
+  single.hf_name = piece.name;
+  single.shape = piece.shape;
+  single.experts = 0;
+  return single;
+}
+
+// A stacked expert parameter assembled from its per-expert tensors into `bytes`: in their dtype
+// when they share one float dtype, else (mixed dtypes, FP8 blocks) as F32.
+io::SafetensorsTensor stack_pieces(const io::SafetensorsCheckpoint& checkpoint, const ParameterSpec& spec,
+                                   std::vector<std::byte>& bytes) {
+  const std::vector<HfPiece> pieces = hf_pieces(spec);
+  DType dtype = checkpoint.tensor(pieces.front().name).dtype;
+  for (const HfPiece& piece : pieces) {
+    if (checkpoint.tensor(piece.name).dtype != dtype || dtype == DType::F8_E4M3) dtype = DType::F32;
+  }
+  const size_t element = dtype_size_bytes(dtype);
+  bytes.resize(static_cast<size_t>(graph::shape_numel(spec.shape)) * element);
+  std::vector<float> converted;
+  for (const HfPiece& piece : pieces) {
+    const io::SafetensorsTensor& tensor = checkpoint.tensor(piece.name);
+    std::byte* target = bytes.data() + static_cast<size_t>(piece.offset) * element;
+    if (tensor.dtype == dtype) {
+      std::memcpy(target, tensor.bytes.data(), tensor.bytes.size());
+      continue;
+    }
+    if (tensor.dtype == DType::F8_E4M3) {
+      const ParameterSpec single = piece_spec(spec, piece);
+      const Fp8BlockTensor fp8{tensor, checkpoint.tensor(scale_name(single)), fp8_block_shape(checkpoint, single)};
+      io::SafetensorsTensor plain = dequantized(fp8, converted);
+      std::memcpy(target, plain.bytes.data(), plain.bytes.size());
+      continue;
+    }
+    converted = io::read_tensor_as_float32(tensor);
+    std::memcpy(target, converted.data(), converted.size() * sizeof(float));
+  }
+  return io::SafetensorsTensor{spec.hf_name, dtype, spec.shape, std::span<const std::byte>(bytes)};
+}
+
 }  // namespace
 
 void load_hf_weights(const std::filesystem::path& model_dir, std::span<const ParameterSpec> specs,
@@ -79,15 +121,17 @@ void load_hf_weights(const std::filesystem::path& model_dir, std::span<const Par
   std::set<std::string> expected;
   std::vector<std::string> missing;
   for (const ParameterSpec& spec : specs) {
-    expected.insert(spec.hf_name);
-    if (!checkpoint.contains(spec.hf_name)) missing.push_back(spec.hf_name);
-    const io::SafetensorsTensor* tensor = checkpoint.find(spec.hf_name);
-    if (tensor != nullptr && tensor->dtype == DType::F8_E4M3) expected.insert(scale_name(spec));
+    for (const HfPiece& piece : hf_pieces(spec)) {
+      expected.insert(piece.name);
+      const io::SafetensorsTensor* tensor = checkpoint.find(piece.name);
+      if (tensor == nullptr) missing.push_back(piece.name);
+      if (tensor != nullptr && tensor->dtype == DType::F8_E4M3) expected.insert(piece.name + "_scale_inv");
+    }
   }
   if (!missing.empty()) {
     fail_user("{}: the checkpoint lacks {} tensor(s) that config.json implies: {}. Check that "
               "config.json belongs to these weights (layer count, biases, qk-norm, "
-              "tie_word_embeddings).", where, missing.size(), list_some(missing));
+              "tie_word_embeddings, experts).", where, missing.size(), list_some(missing));
   }
   std::vector<std::string> extra;
   for (const std::string& name : checkpoint.tensor_names()) {
@@ -95,26 +139,33 @@ void load_hf_weights(const std::filesystem::path& model_dir, std::span<const Par
   }
   if (!extra.empty()) {
     fail_user("{}: the checkpoint holds {} tensor(s) that config.json does not describe: {}. "
-              "Check config.json (e.g. tie_word_embeddings, attention_bias, num_hidden_layers).",
-              where, extra.size(), list_some(extra));
+              "Check config.json (e.g. tie_word_embeddings, attention_bias, num_hidden_layers, num_experts, "
+              "mlp_only_layers).", where, extra.size(), list_some(extra));
   }
   for (const ParameterSpec& spec : specs) {
-    const io::SafetensorsTensor& tensor = checkpoint.tensor(spec.hf_name);
-    if (tensor.shape != spec.shape) {
-      fail_user("{}: tensor {} has shape {} but config.json implies {}; the config does not "
-                "match the weights.", checkpoint.file_of(spec.hf_name).string(), spec.hf_name,
-                graph::format_shape(tensor.shape), graph::format_shape(spec.shape));
-    }
-    if (tensor.dtype == DType::F8_E4M3) {
-      fp8_block_shape(checkpoint, spec);
-    } else if (!is_float(tensor.dtype)) {
-      fail_user("{}: tensor {} is stored as {}; only F32, BF16, F16 and F64 weights can be loaded "
-                "(and F8_E4M3 with block scales).",
-                checkpoint.file_of(spec.hf_name).string(), spec.hf_name, dtype_safetensors_name(tensor.dtype));
+    for (const HfPiece& piece : hf_pieces(spec)) {
+      const io::SafetensorsTensor& tensor = checkpoint.tensor(piece.name);
+      if (tensor.shape != piece.shape) {
+        fail_user("{}: tensor {} has shape {} but config.json implies {}; the config does not "
+                  "match the weights.", checkpoint.file_of(piece.name).string(), piece.name,
+                  graph::format_shape(tensor.shape), graph::format_shape(piece.shape));
+      }
+      if (tensor.dtype == DType::F8_E4M3) {
+        fp8_block_shape(checkpoint, piece_spec(spec, piece));
+      } else if (!is_float(tensor.dtype)) {
+        fail_user("{}: tensor {} is stored as {}; only F32, BF16, F16 and F64 weights can be loaded "
+                  "(and F8_E4M3 with block scales).",
+                  checkpoint.file_of(piece.name).string(), piece.name, dtype_safetensors_name(tensor.dtype));
+      }
     }
   }
   std::vector<float> buffer;  // one dequantized FP8 weight at a time
+  std::vector<std::byte> stacked;  // one stacked expert parameter at a time
   for (const ParameterSpec& spec : specs) {
+    if (spec.experts > 0) {
+      sink(spec, stack_pieces(checkpoint, spec, stacked));
+      continue;
+    }
     const io::SafetensorsTensor& tensor = checkpoint.tensor(spec.hf_name);
     if (tensor.dtype != DType::F8_E4M3) {
       sink(spec, tensor);
@@ -144,12 +195,15 @@ void save_hf_weights(const std::filesystem::path& model_dir, std::span<const Par
     SUROGATE_CHECK(static_cast<int64_t>(values[i].size()) == graph::shape_numel(specs[i].shape),
                    "parameter {} has {} values for shape {}", specs[i].name, values[i].size(),
                    graph::format_shape(specs[i].shape));
-    tensors.push_back(io::TensorToWrite{
-        .name = specs[i].hf_name,
-        .dtype = DType::F32,
-        .shape = specs[i].shape,
-        .bytes = std::as_bytes(std::span<const float>(values[i])),
-    });
+    for (HfPiece& piece : hf_pieces(specs[i])) {
+      const std::span<const float> slice(values[i].data() + piece.offset, static_cast<size_t>(graph::shape_numel(piece.shape)));
+      tensors.push_back(io::TensorToWrite{
+          .name = std::move(piece.name),
+          .dtype = DType::F32,
+          .shape = std::move(piece.shape),
+          .bytes = std::as_bytes(slice),
+      });
+    }
   }
   io::write_safetensors_sharded(model_dir, tensors, max_shard_bytes, {{"format", "pt"}});
 }
