@@ -1,6 +1,8 @@
 // The fp8_hybrid rewrite; see fp8_recipe.h.
 #include "models/fp8_recipe.h"
 
+#include "models/model_spec.h"
+
 #include <algorithm>
 #include <charconv>
 #include <unordered_map>
@@ -38,7 +40,10 @@ std::unordered_set<TensorId> quantized_weight_ids(const graph::Graph& forward, c
     for (size_t i = 0; i < node.inputs.size(); ++i) {
       const TensorId input = node.inputs[i];
       const graph::TensorInfo& info = forward.tensor(input);
-      if (info.role != graph::TensorRole::Parameter || info.trainable || info.type.shape.size() != 2) continue;
+      if (info.role != graph::TensorRole::Parameter || info.trainable || info.type.shape.size() != 2 ||
+          is_router_weight(info.name)) {
+        continue;
+      }
       const int64_t layer = layer_of(info.name);
       if (layer < options.skip_first_layers || layer >= options.layers - options.skip_last_layers) continue;
       auto [found, fresh] = only_weight.try_emplace(input, true);

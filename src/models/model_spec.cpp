@@ -131,6 +131,11 @@ std::optional<std::string> engine_name_for(io::Architecture architecture, std::s
   return std::nullopt;
 }
 
+bool is_router_weight(std::string_view engine_name) {
+  return engine_name.starts_with("layers.") &&
+         (engine_name.ends_with(".mlp.router.weight") || engine_name.ends_with(".mlp.shared_expert_gate.weight"));
+}
+
 std::vector<HfPiece> hf_pieces(const ParameterSpec& spec) {
   if (spec.experts == 0) return {HfPiece{spec.hf_name, spec.shape, 0}};
   const graph::Shape piece_shape(spec.shape.begin() + 1, spec.shape.end());

@@ -73,6 +73,11 @@ std::vector<NameMapping> hf_name_table(io::Architecture architecture);
 // order, final norm, lm head).
 std::vector<ParameterSpec> parameter_specs(const io::ModelConfig& config);
 
+// An MoE router (layers.{i}.mlp.router.weight, layers.{i}.mlp.shared_expert_gate.weight): quantized
+// formats (QLoRA, FP8) leave it in the model's dtype, since its rounding would move tokens between
+// experts.
+bool is_router_weight(std::string_view engine_name);
+
 // Name conversion through the architecture's table. Unknown names return std::nullopt. A
 // per-expert HF name converts to its stacked engine parameter; the HF name of a stacked parameter
 // keeps the "{expert}" slot.

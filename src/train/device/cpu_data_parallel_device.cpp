@@ -38,6 +38,7 @@
 #include "distributed/shard_placement.h"
 #include "ops/gradient_norm.h"
 #include "runtime/cpu_backend.h"
+#include "models/decoder_graph.h"
 #include "train/device/backend_selection.h"
 #include "train/device/cpu_parameters.h"
 #include "train/quantized_weights.h"
@@ -59,7 +60,7 @@ struct Rank {
   std::unique_ptr<Optimizer> optimizer;    // state for the shard's tensors only (none if empty)
   std::unique_ptr<distributed::Communicator> communicator;
   std::vector<MicroBatch> pending;
-  double loss_sum = 0.0;
+  double loss_sum = 0.0, aux_sum = 0.0;
   double shard_squares = 0.0;              // ZeRO-2: the sum of squares of the shard's summed gradients
   std::vector<float> flat;                 // gradients in measure(), weights in update()
 };
@@ -67,7 +68,8 @@ struct Rank {
 class CpuDataParallelDevice final : public TrainingDevice {
 public:
   CpuDataParallelDevice(const TrainingDeviceSetup& setup, const distributed::ParallelLayout& layout)
-      : plan_(*setup.plan), config_(*setup.config), layout_(layout), threads_(layout.world_size) {
+      : plan_(*setup.plan), config_(*setup.config), layout_(layout), threads_(layout.world_size),
+        router_aux_loss_(plan_.graph.find_tensor(models::kRouterAuxLoss)) {
     check_cpu_backend_precision(config_);
     std::vector<std::unique_ptr<distributed::Communicator>> communicators = distributed::connect_in_process_gloo(threads_);
     for (int r = 0; r < layout_.world_size; ++r) {
@@ -153,6 +155,7 @@ public:
         for (size_t i = 0; i < batch.tensors.size(); ++i) bindings.push_back({batch.tensors[i], batch.bytes[i]});
         rank.backend.execute(bindings);
         rank.loss_sum += rank.backend.view<float>(plan_.loss)[0];
+        if (router_aux_loss_) rank.aux_sum += rank.backend.view<float>(*router_aux_loss_)[0];
       }
       rank.pending.clear();
       for (size_t unit = 0; unit < offsets_.size(); ++unit) {
@@ -169,9 +172,11 @@ public:
     });
     micro_batches_ = 0;
     StepMetrics metrics;
+    if (router_aux_loss_) metrics.router_aux_loss = 0.0;
     for (const auto& rank : ranks_) {
       metrics.loss += rank->loss_sum;
-      rank->loss_sum = 0.0;
+      if (router_aux_loss_) *metrics.router_aux_loss += rank->aux_sum;
+      rank->loss_sum = rank->aux_sum = 0.0;
     }
     if (layout_.shard_gradients) {
       // Each rank holds its shard's sums: the norm adds the ranks' sums of squares (in one
@@ -214,6 +219,7 @@ private:
   const Config& config_;
   distributed::ParallelLayout layout_;
   distributed::RankThreads threads_;
+  std::optional<graph::TensorId> router_aux_loss_;  // MoE plans with the router loss
   std::vector<std::unique_ptr<Rank>> ranks_;
   std::vector<StoredQuantizedWeight> quantized_;  // QLoRA's base, kept for the evaluator's backend
   std::vector<size_t> offsets_;      // each trainable tensor's offset in the flat buffer

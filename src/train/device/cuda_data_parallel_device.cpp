@@ -69,6 +69,7 @@ struct Rank {
   distributed::Shard shard;
   std::vector<MicroBatch> pending;
   double loss_sum = 0.0;
+  std::optional<double> aux_sum;
 };
 
 // The evaluator of GPU 0's weights, run on rank 0's thread (its CUDA device and the thread its
@@ -240,10 +241,14 @@ public:
       }
       state.synchronize();
       rank.loss_sum = state.loss_sum();
+      rank.aux_sum = state.router_aux_loss_sum();
     });
     micro_batches_ = 0;
     StepMetrics metrics;
-    for (const Rank& rank : ranks_) metrics.loss += rank.loss_sum;
+    for (const Rank& rank : ranks_) {
+      metrics.loss += rank.loss_sum;
+      if (rank.aux_sum) metrics.router_aux_loss = metrics.router_aux_loss.value_or(0.0) + *rank.aux_sum;
+    }
     if (layout_.shard_gradients) {
       // Each rank holds its shard's sums: the norm adds the ranks' squares (exactly the shard's
       // norm with one rank: a float's square is exact in double), and every rank clips by it.
