@@ -37,9 +37,10 @@ std::string error_of(const std::function<void()>& body) {
 
 TEST(WeightIo, LoadsEveryFixtureAndRoundTrips) {
   // Every architecture and flag combination of the fixtures: Llama (GQA, biases, tied), Mistral,
-  // Qwen2 (q/k/v bias, tied), Qwen3 (q/k norm).
+  // Qwen2 (q/k/v bias, tied), Qwen3 (q/k norm), and the MoE models, whose stacked experts are
+  // read from and written to one tensor per expert.
   for (const char* name : {"llama_gqa_llama3", "llama_bias_untied", "llama_rope_parameters_yarn", "mistral_sliding",
-                           "qwen2_bias_tied", "qwen3_qknorm"}) {
+                           "qwen2_bias_tied", "qwen3_qknorm", "qwen3_moe_topk", "qwen2_moe_shared", "mixtral_topk"}) {
     io::ModelConfig config = io::load_model_config(fixture(name));
     std::vector<ParameterSpec> specs = parameter_specs(config);
     std::vector<std::vector<float>> values = load_hf_weights_as_float32(fixture(name), specs);
