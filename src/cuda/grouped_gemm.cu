@@ -33,28 +33,36 @@ constexpr int kAlignment = 8;  // elements of 16 bytes: TMA rows
 using TileShape = Shape<_128, _128, _64>;
 using ClusterShape = Shape<_1, _1, _1>;
 
-template <class LayoutA, class LayoutB>
-struct GroupedKernel {
-  using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
-      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
-      cutlass::epilogue::collective::EpilogueTileAuto, float, float, Element, cutlass::layout::RowMajor*, kAlignment,
-      Element, cutlass::layout::RowMajor*, kAlignment, cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative,
-      cutlass::epilogue::fusion::LinearCombination<Element, float>>::CollectiveOp;
-  using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
-      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Element, LayoutA*, kAlignment, Element, LayoutB*, kAlignment,
-      float, TileShape, ClusterShape,
-      cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
-          sizeof(typename CollectiveEpilogue::SharedStorage))>,
-      cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative>::CollectiveOp;
-  using Kernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, CollectiveMainloop, CollectiveEpilogue>;
-  using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
-};
+// The epilogue (D = alpha·acc + beta·C, row-major bf16 C / D through pointer arrays) is shared by
+// the three products. Everything is spelled at namespace scope, without templates of our own:
+// nvcc 13's front end mis-emits CUTLASS's builders inside a class template for the host compiler.
+using Epilogue = cutlass::epilogue::collective::CollectiveBuilder<
+    cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
+    cutlass::epilogue::collective::EpilogueTileAuto, float, float, Element, cutlass::layout::RowMajor*, kAlignment,
+    Element, cutlass::layout::RowMajor*, kAlignment, cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative,
+    cutlass::epilogue::fusion::LinearCombination<Element, float>>::CollectiveOp;
+using Stages = cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(sizeof(Epilogue::SharedStorage))>;
+using Schedule = cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative;
 
-// y = x·Wᵀ: A = x rows (K-major), B = W_e [N, K] (K-major). dx = dy·W: B = W_e [K, N] (N-major).
+// y = x·Wᵀ: A = x rows (K-major), B = W_e [N, K] (K-major).
+using ForwardMainloop = cutlass::gemm::collective::CollectiveBuilder<
+    cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Element, cutlass::layout::RowMajor*, kAlignment, Element,
+    cutlass::layout::ColumnMajor*, kAlignment, float, TileShape, ClusterShape, Stages, Schedule>::CollectiveOp;
+// dx = dy·W: B = W_e [K, N] (N-major).
+using BackwardInputMainloop = cutlass::gemm::collective::CollectiveBuilder<
+    cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Element, cutlass::layout::RowMajor*, kAlignment, Element,
+    cutlass::layout::RowMajor*, kAlignment, float, TileShape, ClusterShape, Stages, Schedule>::CollectiveOp;
 // dW = dyᵀ·x: A = dy_e seen as [out, rows] (M-major), B = x_e [rows, in] (N-major).
-using ForwardKernel = GroupedKernel<cutlass::layout::RowMajor, cutlass::layout::ColumnMajor>;
-using BackwardInputKernel = GroupedKernel<cutlass::layout::RowMajor, cutlass::layout::RowMajor>;
-using BackwardWeightKernel = GroupedKernel<cutlass::layout::ColumnMajor, cutlass::layout::RowMajor>;
+using BackwardWeightMainloop = cutlass::gemm::collective::CollectiveBuilder<
+    cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Element, cutlass::layout::ColumnMajor*, kAlignment, Element,
+    cutlass::layout::RowMajor*, kAlignment, float, TileShape, ClusterShape, Stages, Schedule>::CollectiveOp;
+
+using ForwardGemm = cutlass::gemm::device::GemmUniversalAdapter<
+    cutlass::gemm::kernel::GemmUniversal<ProblemShape, ForwardMainloop, Epilogue>>;
+using BackwardInputGemm = cutlass::gemm::device::GemmUniversalAdapter<
+    cutlass::gemm::kernel::GemmUniversal<ProblemShape, BackwardInputMainloop, Epilogue>>;
+using BackwardWeightGemm = cutlass::gemm::device::GemmUniversalAdapter<
+    cutlass::gemm::kernel::GemmUniversal<ProblemShape, BackwardWeightMainloop, Epilogue>>;
 
 // Per expert e with rows [offsets[e], offsets[e + 1]): the problem size and operand pointers.
 __global__ void prepare_groups_kernel(GroupedGemmKind kind, const int32_t* offsets, int experts, int64_t out_features,
@@ -125,9 +133,8 @@ struct GroupedGemm::Impl {
 
 namespace {
 
-template <class Kernel>
+template <class Gemm>
 struct KernelImpl final : GroupedGemm::Impl {
-  using Gemm = typename Kernel::Gemm;
   using StrideA = typename Gemm::GemmKernel::InternalStrideA;
   using StrideB = typename Gemm::GemmKernel::InternalStrideB;
   using StrideC = typename Gemm::GemmKernel::InternalStrideC;
@@ -198,13 +205,13 @@ GroupedGemm::GroupedGemm(GroupedGemmKind kind, int experts, int64_t out_features
                  "grouped GEMM extents must be multiples of {}", kAlignment);
   switch (kind) {
     case GroupedGemmKind::Forward:
-      impl_ = std::make_unique<KernelImpl<ForwardKernel>>(kind, experts, out_features, in_features, accumulate);
+      impl_ = std::make_unique<KernelImpl<ForwardGemm>>(kind, experts, out_features, in_features, accumulate);
       break;
     case GroupedGemmKind::BackwardInput:
-      impl_ = std::make_unique<KernelImpl<BackwardInputKernel>>(kind, experts, out_features, in_features, accumulate);
+      impl_ = std::make_unique<KernelImpl<BackwardInputGemm>>(kind, experts, out_features, in_features, accumulate);
       break;
     case GroupedGemmKind::BackwardWeight:
-      impl_ = std::make_unique<KernelImpl<BackwardWeightKernel>>(kind, experts, out_features, in_features, accumulate);
+      impl_ = std::make_unique<KernelImpl<BackwardWeightGemm>>(kind, experts, out_features, in_features, accumulate);
       break;
   }
 }
