@@ -28,7 +28,7 @@ def moe_model(tmp_path, fixture, ex):
 
 
 def step_records(out):
-    logs = list(out.glob("log-config-*.jsonl"))
+    logs = list(out.glob("log-*.jsonl"))
     assert len(logs) == 1
     records = [json.loads(line) for line in logs[0].read_text().splitlines()]
     return [r for r in records if r["type"] == "step"]
@@ -99,9 +99,12 @@ def test_full_fine_tuning_keeps_the_checkpoint_layout(surogate_bin, tmp_path):
         base = read_tensors(model / "model.safetensors")
         trained = read_tensors(out / "model.safetensors")
         assert {k: v.shape for k, v in trained.items()} == {k: v.shape for k, v in base.items()}
-        expert = ("model.layers.0.block_sparse_moe.experts.1.w2.weight" if fixture == "mixtral_topk"
-                  else "model.layers.1.mlp.experts.1.down_proj.weight")
-        assert not np.array_equal(trained[expert], base[expert]), "the experts were trained"
+        # Every expert of every MoE layer moved (each got tokens in 3 steps of 4 rows; AdamW's first
+        # step moves each weight by about the learning rate).
+        experts = [k for k in base if ".experts." in k]
+        assert experts
+        for name in experts:
+            assert np.abs(trained[name] - base[name]).max() > 1e-4, f"{name} was not trained"
         saved = json.loads((out / "config.json").read_text())
         source = json.loads((model / "config.json").read_text())
         for key in ("num_experts", "num_local_experts", "num_experts_per_tok", "moe_intermediate_size",

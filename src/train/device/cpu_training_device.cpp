@@ -45,8 +45,8 @@ CpuParameters bind_cpu_parameters(runtime::CpuBackend& backend, const compiler::
     slot.name = spec.name;
     slot.master = parameters.weights.back().values.data();
     slot.gradient = parameters.gradients.back().data();
-    slot.rows = spec.shape.size() == 2 ? spec.shape[0] : 1;
-    slot.cols = spec.shape.size() == 2 ? spec.shape[1] : spec.shape[0];
+    slot.rows = spec.shape.size() == 2 ? spec.shape[0] : 1;  // a stacked expert tensor [E, out, in] is one row
+    slot.cols = spec.shape.size() == 2 ? spec.shape[1] : graph::shape_numel(spec.shape);
     slot.apply_weight_decay = applies_weight_decay(spec.name);
     slot.is_hidden_matrix = is_hidden_matrix(spec.name, spec.shape);
     parameters.slots.push_back(slot);
