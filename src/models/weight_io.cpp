@@ -2,6 +2,8 @@
 #include "models/weight_io.h"
 
 #include <cstring>
+#include <map>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -112,15 +114,81 @@ io::SafetensorsTensor stack_pieces(const io::SafetensorsCheckpoint& checkpoint, 
   return io::SafetensorsTensor{spec.hf_name, dtype, spec.shape, std::span<const std::byte>(bytes)};
 }
 
+// transformers 5 keeps a layer's experts fused in memory (`mlp.experts.gate_up_proj` [E, 2I, H],
+// gate rows first, and `mlp.experts.down_proj` [E, H, I]; Mixtral's under `mlp.` too) and writes
+// that layout when saved with save_original_format=False. The stacked parameter's part of it.
+struct FusedExperts {
+  std::string name;
+  int64_t part = 0, parts = 1;  // along dimension 1
+};
+
+std::optional<FusedExperts> fused_source(const ParameterSpec& spec) {
+  if (spec.experts == 0) return std::nullopt;
+  const std::string slot = ".experts." + std::string(kExpertSlot) + ".";
+  const size_t at = spec.hf_name.find(slot);
+  if (at == std::string::npos) return std::nullopt;
+  std::string prefix = spec.hf_name.substr(0, at);
+  if (const size_t moe = prefix.find(".block_sparse_moe"); moe != std::string::npos) {
+    prefix.replace(moe, std::string(".block_sparse_moe").size(), ".mlp");
+  }
+  const std::string module = spec.hf_name.substr(at + slot.size());
+  if (module == "gate_proj.weight" || module == "w1.weight") return FusedExperts{prefix + ".experts.gate_up_proj", 0, 2};
+  if (module == "up_proj.weight" || module == "w3.weight") return FusedExperts{prefix + ".experts.gate_up_proj", 1, 2};
+  if (module == "down_proj.weight" || module == "w2.weight") return FusedExperts{prefix + ".experts.down_proj", 0, 1};
+  return std::nullopt;
+}
+
+graph::Shape fused_shape(const ParameterSpec& spec, const FusedExperts& fused) {
+  return {spec.shape[0], spec.shape[1] * fused.parts, spec.shape[2]};
+}
+
+// The spec's rows of the fused tensor, copied into `bytes` in the stored dtype.
+io::SafetensorsTensor slice_fused(const io::SafetensorsTensor& tensor, const ParameterSpec& spec,
+                                  const FusedExperts& fused, std::vector<std::byte>& bytes) {
+  const size_t element = dtype_size_bytes(tensor.dtype);
+  const int64_t block = spec.shape[1] * spec.shape[2];  // one expert's part, elements
+  bytes.resize(static_cast<size_t>(spec.experts * block) * element);
+  for (int64_t expert = 0; expert < spec.experts; ++expert) {
+    const int64_t source = (expert * fused.parts + fused.part) * block;
+    std::memcpy(bytes.data() + static_cast<size_t>(expert * block) * element,
+                tensor.bytes.data() + static_cast<size_t>(source) * element, static_cast<size_t>(block) * element);
+  }
+  return io::SafetensorsTensor{tensor.name, tensor.dtype, spec.shape, std::span<const std::byte>(bytes)};
+}
+
 }  // namespace
 
-void load_hf_weights(const std::filesystem::path& model_dir, std::span<const ParameterSpec> specs,
+void load_hf_weights(const std::filesystem::path& model_dir, std::span<const ParameterSpec> requested,
                      const WeightSink& sink, const Fp8BlockSink& fp8_sink) {
   io::SafetensorsCheckpoint checkpoint = io::SafetensorsCheckpoint::open(model_dir);
+  // Mixtral saved in transformers 5's layout has its router under `mlp.` too: the names as stored.
+  std::vector<ParameterSpec> specs(requested.begin(), requested.end());
+  for (ParameterSpec& spec : specs) {
+    const size_t moe = spec.hf_name.find(".block_sparse_moe.");
+    if (spec.experts > 0 || moe == std::string::npos || checkpoint.contains(spec.hf_name)) continue;
+    std::string renamed = spec.hf_name;
+    renamed.replace(moe, std::string(".block_sparse_moe.").size(), ".mlp.");
+    if (checkpoint.contains(renamed)) spec.hf_name = renamed;
+  }
   const std::string where = model_dir.string();
   std::set<std::string> expected;
   std::vector<std::string> missing;
+  // Stacked experts stored fused (transformers 5's layout) instead of per expert: spec index → source.
+  std::map<size_t, FusedExperts> fused;
   for (const ParameterSpec& spec : specs) {
+    const std::optional<FusedExperts> source = fused_source(spec);
+    if (source && !checkpoint.contains(hf_pieces(spec).front().name) && checkpoint.contains(source->name)) {
+      const io::SafetensorsTensor& tensor = checkpoint.tensor(source->name);
+      if (tensor.shape != fused_shape(spec, *source) || !is_float(tensor.dtype)) {
+        fail_user("{}: tensor {} is {}{} but config.json implies a float tensor of shape {} (the experts of {} fused); "
+                  "the config does not match the weights.", checkpoint.file_of(source->name).string(), source->name,
+                  dtype_safetensors_name(tensor.dtype), graph::format_shape(tensor.shape),
+                  graph::format_shape(fused_shape(spec, *source)), spec.name);
+      }
+      expected.insert(source->name);
+      fused[static_cast<size_t>(&spec - specs.data())] = *source;
+      continue;
+    }
     for (const HfPiece& piece : hf_pieces(spec)) {
       expected.insert(piece.name);
       const io::SafetensorsTensor* tensor = checkpoint.find(piece.name);
@@ -143,6 +211,7 @@ void load_hf_weights(const std::filesystem::path& model_dir, std::span<const Par
               "mlp_only_layers).", where, extra.size(), list_some(extra));
   }
   for (const ParameterSpec& spec : specs) {
+    if (fused.contains(static_cast<size_t>(&spec - specs.data()))) continue;  // checked above
     for (const HfPiece& piece : hf_pieces(spec)) {
       const io::SafetensorsTensor& tensor = checkpoint.tensor(piece.name);
       if (tensor.shape != piece.shape) {
@@ -162,17 +231,22 @@ void load_hf_weights(const std::filesystem::path& model_dir, std::span<const Par
   std::vector<float> buffer;  // one dequantized FP8 weight at a time
   std::vector<std::byte> stacked;  // one stacked expert parameter at a time
   for (const ParameterSpec& spec : specs) {
+    const ParameterSpec& original = requested[static_cast<size_t>(&spec - specs.data())];  // what the sink knows
+    if (auto source = fused.find(static_cast<size_t>(&spec - specs.data())); source != fused.end()) {
+      sink(original, slice_fused(checkpoint.tensor(source->second.name), spec, source->second, stacked));
+      continue;
+    }
     if (spec.experts > 0) {
-      sink(spec, stack_pieces(checkpoint, spec, stacked));
+      sink(original, stack_pieces(checkpoint, spec, stacked));
       continue;
     }
     const io::SafetensorsTensor& tensor = checkpoint.tensor(spec.hf_name);
     if (tensor.dtype != DType::F8_E4M3) {
-      sink(spec, tensor);
+      sink(original, tensor);
       continue;
     }
     const Fp8BlockTensor fp8{tensor, checkpoint.tensor(scale_name(spec)), fp8_block_shape(checkpoint, spec)};
-    if (!fp8_sink || !fp8_sink(spec, fp8)) sink(spec, dequantized(fp8, buffer));
+    if (!fp8_sink || !fp8_sink(original, fp8)) sink(original, dequantized(fp8, buffer));
   }
 }
 

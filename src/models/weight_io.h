@@ -7,8 +7,10 @@
 // io::read_tensor_as_float32. A checkpoint saved in FP8 with block scales (config.json's
 // quantization_config, io/model_config_quantization.h) loads too: each F8_E4M3 weight with its
 // `<hf_name>_scale_inv` is dequantized (quant/fp8_blocks.h) to F32 and passed on like a float
-// tensor, unless an Fp8BlockSink takes it as stored. Saving writes HF names, F32, sharded like
-// save_pretrained.
+// tensor, unless an Fp8BlockSink takes it as stored. Stacked MoE experts load from one tensor per
+// expert, or from transformers 5's fused layout (`mlp.experts.gate_up_proj` [E, 2I, H] and
+// `mlp.experts.down_proj`, what save_pretrained(save_original_format=False) writes). Saving writes
+// HF names (one tensor per expert), F32, sharded like save_pretrained.
 #pragma once
 
 #include <cstdint>
