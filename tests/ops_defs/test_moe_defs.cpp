@@ -43,6 +43,22 @@ TEST(MoeDefs, BlockGradientsMatchFiniteDifferences) {
   }
 }
 
+TEST(MoeDefs, BlockWithoutTheRouterLossHasNoProbabilityGradient) {
+  // Without the load-balancing loss the router's backward takes no probability gradient (4 inputs).
+  EXPECT_EQ(check_gradients(
+                [](GraphBuilder& b) {
+                  TensorId x = b.parameter("x", DType::F64, {2, 3, 8});
+                  TensorId router = b.parameter("router", DType::F64, {4, 8});
+                  TensorId weight = b.parameter("experts", DType::F64, {4, 5, 8});
+                  graph::OpOutputs route = b.op("router_topk", {b.op("linear", {x, router})}, {{"top_k", 2}, {"normalize", true}});
+                  graph::OpOutputs dispatch = b.op("moe_dispatch", {route[1]}, {{"experts", 4}});
+                  TensorId y = b.op("expert_linear", {b.op("moe_permute", {x, dispatch[0], dispatch[1]}), weight, dispatch[2]});
+                  return probe_loss(b, b.op("moe_unpermute", {y, route[0], dispatch[1]}));
+                },
+                {}),
+            3u);
+}
+
 TEST(MoeDefs, RouterLossGradientReachesTheRouterAlone) {
   // Only the load-balancing loss: its gradient flows to the router through the probabilities.
   EXPECT_EQ(check_gradients(

@@ -118,6 +118,7 @@ void register_router_topk(OpRegistry& registry) {
           };
         });
       },
+      .variadic_inputs = true,  // d_probs is optional (no router loss)
   });
 }
 
