@@ -119,7 +119,7 @@ public:
   }
 
   StepMetrics measure() override {
-    StepMetrics metrics{loss_sum_, ops::global_norm<float>(parameters_.gradients)};
+    StepMetrics metrics{loss_sum_, ops::global_norm<float>(parameters_.gradients), std::nullopt};
     if (router_aux_loss_ != graph::kNoTensor) metrics.router_aux_loss = aux_sum_;
     grad_norm_ = metrics.grad_norm;
     loss_sum_ = aux_sum_ = 0.0;
