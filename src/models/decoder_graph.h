@@ -37,6 +37,10 @@ struct DecoderGraphOptions {
   // An input "loss_weights" F32 [B, T] (shifted like targets) weighing each token's loss
   // (loss_scale strategies hermes / react); without it the loss op reads no weights at all.
   bool token_weights = false;
+  // use_fused_rope: models without q/k norm rotate q and k with fused_rope (cos/sin computed from
+  // the position ids inside the op) instead of rope_cos_sin tables read by rope. Qwen3's
+  // fused_rmsnorm_rope always computes them inside.
+  bool fused_rope = false;
   // Training graphs of MoE models: the micro-batches of one optimizer step (gradient accumulation ×
   // data-parallel ranks); 0 leaves the router loss out (evaluation).
   int64_t router_aux_loss_micro_batches = 0;

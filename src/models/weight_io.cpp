@@ -73,6 +73,18 @@ io::SafetensorsTensor dequantized(const Fp8BlockTensor& tensor, std::vector<floa
                                std::as_bytes(std::span<const float>(buffer))};
 }
 
+// A spec whose tensor is U8 in a bitsandbytes 4-bit checkpoint: packed codes with a quant state.
+bool is_bnb_4bit(const ParameterSpec& spec, const io::SafetensorsTensor& tensor) {
+  return spec.checkpoint_bnb_4bit && tensor.dtype == DType::U8;
+}
+
+// The weight dequantized to F32, handed on as a tensor that views `buffer`.
+io::SafetensorsTensor dequantized(const Bnb4bitTensor& tensor, const ParameterSpec& spec, std::vector<float>& buffer) {
+  buffer.resize(static_cast<size_t>(tensor.numel));
+  dequantize_bnb_4bit(tensor, buffer);
+  return io::SafetensorsTensor{tensor.codes.name, DType::F32, spec.shape,
+                               std::as_bytes(std::span<const float>(buffer))};
+
 // The spec of one piece of a stacked parameter (for the FP8 checks, which read hf_name and shape).
 ParameterSpec piece_spec(const ParameterSpec& spec, const HfPiece& piece) {
   ParameterSpec single = spec;
@@ -159,8 +171,9 @@ io::SafetensorsTensor slice_fused(const io::SafetensorsTensor& tensor, const Par
 }  // namespace
 
 void load_hf_weights(const std::filesystem::path& model_dir, std::span<const ParameterSpec> requested,
-                     const WeightSink& sink, const Fp8BlockSink& fp8_sink) {
+                     const WeightSink& sink, const Fp8BlockSink& fp8_sink, const Bnb4bitSink& bnb_sink) {
   io::SafetensorsCheckpoint checkpoint = io::SafetensorsCheckpoint::open(model_dir);
+  const std::string where = model_dir.string();
   // Mixtral saved in transformers 5's layout has its router under `mlp.` too: the names as stored.
   std::vector<ParameterSpec> specs(requested.begin(), requested.end());
   for (ParameterSpec& spec : specs) {
@@ -170,36 +183,53 @@ void load_hf_weights(const std::filesystem::path& model_dir, std::span<const Par
     renamed.replace(moe, std::string(".block_sparse_moe.").size(), ".mlp.");
     if (checkpoint.contains(renamed)) spec.hf_name = renamed;
   }
-  const std::string where = model_dir.string();
   std::set<std::string> expected;
   std::vector<std::string> missing;
   // Stacked experts stored fused (transformers 5's layout) instead of per expert: spec index → source.
   std::map<size_t, FusedExperts> fused;
   for (const ParameterSpec& spec : specs) {
-    const std::optional<FusedExperts> source = fused_source(spec);
-    if (source && !checkpoint.contains(hf_pieces(spec).front().name) && checkpoint.contains(source->name)) {
-      const io::SafetensorsTensor& tensor = checkpoint.tensor(source->name);
-      if (tensor.shape != fused_shape(spec, *source) || !is_float(tensor.dtype)) {
-        fail_user("{}: tensor {} is {}{} but config.json implies a float tensor of shape {} (the experts of {} fused); "
-                  "the config does not match the weights.", checkpoint.file_of(source->name).string(), source->name,
-                  dtype_safetensors_name(tensor.dtype), graph::format_shape(tensor.shape),
-                  graph::format_shape(fused_shape(spec, *source)), spec.name);
+    if (spec.experts > 0) {
+      const std::optional<FusedExperts> source = fused_source(spec);
+      if (source && !checkpoint.contains(hf_pieces(spec).front().name) && checkpoint.contains(source->name)) {
+        const io::SafetensorsTensor& tensor = checkpoint.tensor(source->name);
+        if (tensor.shape != fused_shape(spec, *source) || !is_float(tensor.dtype)) {
+          fail_user("{}: tensor {} is {}{} but config.json implies a float tensor of shape {} (the experts of {} "
+                    "fused); the config does not match the weights.", checkpoint.file_of(source->name).string(),
+                    source->name, dtype_safetensors_name(tensor.dtype), graph::format_shape(tensor.shape),
+                    graph::format_shape(fused_shape(spec, *source)), spec.name);
+        }
+        expected.insert(source->name);
+        fused[static_cast<size_t>(&spec - specs.data())] = *source;
+        continue;
       }
-      expected.insert(source->name);
-      fused[static_cast<size_t>(&spec - specs.data())] = *source;
+      for (const HfPiece& piece : hf_pieces(spec)) {
+        expected.insert(piece.name);
+        const io::SafetensorsTensor* tensor = checkpoint.find(piece.name);
+        if (tensor == nullptr) missing.push_back(piece.name);
+        if (tensor != nullptr && tensor->dtype == DType::F8_E4M3) expected.insert(piece.name + "_scale_inv");
+      }
       continue;
     }
-    for (const HfPiece& piece : hf_pieces(spec)) {
-      expected.insert(piece.name);
-      const io::SafetensorsTensor* tensor = checkpoint.find(piece.name);
-      if (tensor == nullptr) missing.push_back(piece.name);
-      if (tensor != nullptr && tensor->dtype == DType::F8_E4M3) expected.insert(piece.name + "_scale_inv");
+    expected.insert(spec.hf_name);
+    if (!checkpoint.contains(spec.hf_name)) missing.push_back(spec.hf_name);
+    const io::SafetensorsTensor* tensor = checkpoint.find(spec.hf_name);
+    if (tensor != nullptr && tensor->dtype == DType::F8_E4M3) expected.insert(scale_name(spec));
+    if (tensor != nullptr && is_bnb_4bit(spec, *tensor)) {
+      for (std::string& name : bnb_4bit_state_names(checkpoint, spec.hf_name)) expected.insert(std::move(name));
     }
   }
   if (!missing.empty()) {
     fail_user("{}: the checkpoint lacks {} tensor(s) that config.json implies: {}. Check that "
               "config.json belongs to these weights (layer count, biases, qk-norm, "
               "tie_word_embeddings, experts).", where, missing.size(), list_some(missing));
+  }
+  for (const ParameterSpec& spec : specs) {
+    // Before the stray-tensor check: a bitsandbytes state would read as stray tensors.
+    if (spec.experts == 0 && checkpoint.tensor(spec.hf_name).dtype == DType::U8 && !spec.checkpoint_bnb_4bit) {
+      fail_user("{}: tensor {} is stored as U8 (4-bit codes?), but config.json has no bitsandbytes 4-bit "
+                "quantization_config (quant_method 'bitsandbytes', load_in_4bit): give the full-precision "
+                "checkpoint or fix config.json", checkpoint.file_of(spec.hf_name).string(), spec.hf_name);
+    }
   }
   std::vector<std::string> extra;
   for (const std::string& name : checkpoint.tensor_names()) {
@@ -210,25 +240,41 @@ void load_hf_weights(const std::filesystem::path& model_dir, std::span<const Par
               "Check config.json (e.g. tie_word_embeddings, attention_bias, num_hidden_layers, num_experts, "
               "mlp_only_layers).", where, extra.size(), list_some(extra));
   }
+  auto check_float = [&](const std::string& name, const io::SafetensorsTensor& tensor) {
+    if (!is_float(tensor.dtype)) {
+      fail_user("{}: tensor {} is stored as {}; only F32, BF16, F16 and F64 weights can be loaded (and F8_E4M3 "
+                "with block scales, U8 with a bitsandbytes 4-bit quant state: config.json's quantization_config says "
+                "which).", checkpoint.file_of(name).string(), name, dtype_safetensors_name(tensor.dtype));
+    }
+  };
+  auto check_shape = [&](const std::string& name, const io::SafetensorsTensor& tensor, const graph::Shape& shape) {
+    if (tensor.shape != shape) {
+      fail_user("{}: tensor {} has shape {} but config.json implies {}; the config does not "
+                "match the weights.", checkpoint.file_of(name).string(), name, graph::format_shape(tensor.shape),
+                graph::format_shape(shape));
+    }
+  };
   for (const ParameterSpec& spec : specs) {
     if (fused.contains(static_cast<size_t>(&spec - specs.data()))) continue;  // checked above
-    for (const HfPiece& piece : hf_pieces(spec)) {
-      const io::SafetensorsTensor& tensor = checkpoint.tensor(piece.name);
-      if (tensor.shape != piece.shape) {
-        fail_user("{}: tensor {} has shape {} but config.json implies {}; the config does not "
-                  "match the weights.", checkpoint.file_of(piece.name).string(), piece.name,
-                  graph::format_shape(tensor.shape), graph::format_shape(piece.shape));
+    if (spec.experts > 0) {
+      for (const HfPiece& piece : hf_pieces(spec)) {
+        const io::SafetensorsTensor& tensor = checkpoint.tensor(piece.name);
+        check_shape(piece.name, tensor, piece.shape);
+        if (tensor.dtype == DType::F8_E4M3) fp8_block_shape(checkpoint, piece_spec(spec, piece));
+        else check_float(piece.name, tensor);
       }
-      if (tensor.dtype == DType::F8_E4M3) {
-        fp8_block_shape(checkpoint, piece_spec(spec, piece));
-      } else if (!is_float(tensor.dtype)) {
-        fail_user("{}: tensor {} is stored as {}; only F32, BF16, F16 and F64 weights can be loaded "
-                  "(and F8_E4M3 with block scales).",
-                  checkpoint.file_of(piece.name).string(), piece.name, dtype_safetensors_name(tensor.dtype));
-      }
+      continue;
     }
+    const io::SafetensorsTensor& tensor = checkpoint.tensor(spec.hf_name);
+    if (is_bnb_4bit(spec, tensor)) {
+      read_bnb_4bit_tensor(checkpoint, spec);  // its shape is in its quant state
+      continue;
+    }
+    check_shape(spec.hf_name, tensor, spec.shape);
+    if (tensor.dtype == DType::F8_E4M3) fp8_block_shape(checkpoint, spec);
+    else check_float(spec.hf_name, tensor);
   }
-  std::vector<float> buffer;  // one dequantized FP8 weight at a time
+  std::vector<float> buffer;       // one dequantized weight at a time
   std::vector<std::byte> stacked;  // one stacked expert parameter at a time
   for (const ParameterSpec& spec : specs) {
     const ParameterSpec& original = requested[static_cast<size_t>(&spec - specs.data())];  // what the sink knows
@@ -241,6 +287,11 @@ void load_hf_weights(const std::filesystem::path& model_dir, std::span<const Par
       continue;
     }
     const io::SafetensorsTensor& tensor = checkpoint.tensor(spec.hf_name);
+    if (is_bnb_4bit(spec, tensor)) {
+      const Bnb4bitTensor bnb = read_bnb_4bit_tensor(checkpoint, spec);
+      if (!bnb_sink || !bnb_sink(original, bnb)) sink(original, dequantized(bnb, spec, buffer));
+      continue;
+    }
     if (tensor.dtype != DType::F8_E4M3) {
       sink(original, tensor);
       continue;

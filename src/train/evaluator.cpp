@@ -6,12 +6,14 @@
 
 #include "models/decoder_graph.h"
 #include "runtime/cpu_backend.h"
+#include "train/fp8_weight_copies.h"
 
 namespace surogate::train {
 
 graph::Graph evaluation_graph(const EvaluatorSetup& setup, DType dtype) {
   models::DecoderGraphOptions options{setup.batch, setup.sequence, setup.lmhead_chunks, true};
   options.dtype = dtype;
+  options.fused_rope = setup.fused_rope;
   models::DecoderGraph decoder = models::build_decoder_graph(*setup.config, *setup.registry, options);
   graph::Graph graph = std::move(decoder.graph);
   if (setup.lora) {
@@ -59,6 +61,7 @@ public:
     correct_ = plan_.tensor("correct");
     backend_.load(plan_, *setup.registry);
     for (const StoredQuantizedWeight& stored : quantized) write_quantized(backend_, plan_, stored.weight, stored.pieces);
+    fp8_copies_ = fp8_weight_copies(plan_);
     inputs_ = std::make_unique<BatchInputs>(plan_);
   }
 
@@ -67,6 +70,7 @@ public:
       std::span<float> destination = backend_.view<float>(plan_.tensor(weight.name));
       std::copy(weight.values.begin(), weight.values.end(), destination.begin());
     }
+    refresh_fp8_weight_copies(backend_, fp8_copies_);
     return evaluate_split(loader_, *inputs_, [this](std::span<const runtime::InputBinding> bindings) {
       backend_.execute(bindings);
       return std::pair<double, double>(backend_.view<float>(loss_)[0], backend_.view<float>(correct_)[0]);
@@ -79,6 +83,7 @@ private:
   runtime::CpuBackend backend_;
   data::DataLoader loader_;
   std::unique_ptr<BatchInputs> inputs_;
+  std::vector<Fp8WeightCopy> fp8_copies_;  // fp8_hybrid full fine-tuning: made from the copied weights
   graph::TensorId loss_ = graph::kNoTensor, correct_ = graph::kNoTensor;
 };
 

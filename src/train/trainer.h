@@ -10,7 +10,8 @@
 //   (0 disables) → optimizer step at the schedule's LR → zero gradients → log, eval, checkpoint.
 // A non-finite loss or gradient stops the run with a UserError naming the step; checkpoints
 // already written stay intact. At the end: final eval, final checkpoint, the HF model folder in
-// output_dir, the HTML report and a summary table.
+// output_dir, the HTML report and a summary table. Several processes (TrainerOptions::processes)
+// run this same loop, each over its ranks' micro-batches (train/process_run.h: what else differs).
 #pragma once
 
 #include <cstdint>
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "config/config.h"
+#include "distributed/launcher_environment.h"
 #include "train/device/backend_selection.h"
 
 namespace surogate::train {
@@ -36,6 +38,12 @@ struct TrainerOptions {
   std::optional<TrainingBackend> backend;
   // The data-parallel device even for one rank (tests run the gloo / NCCL path with a world of one).
   bool data_parallel_device = false;
+  // Tests: the staged offload step's chunk size (train/device/host_offload_plan.h), small enough
+  // that a tiny model's step runs in several chunks through both slots.
+  std::optional<size_t> offload_chunk_bytes;
+  // This process is one of several (the CLI reads the launcher variables: RANK, WORLD_SIZE, ...):
+  // their ranks train together, rank 0's process writes the log, checkpoints and outputs.
+  std::optional<distributed::ProcessWorldSpec> processes;
 };
 
 struct TrainingResult {

@@ -17,7 +17,8 @@ nlohmann::json to_json(const TrainingState& state) {
           {"train_seed", state.train_seed},
           {"schedule", state.schedule},
           {"history", state.history},
-          {"eval_history", state.eval_history}};
+          {"eval_history", state.eval_history},
+          {"gpu_history", state.gpu_history}};
 }
 
 TrainingState training_state_from_json(const nlohmann::json& json, const std::string& source) {
@@ -34,6 +35,8 @@ TrainingState training_state_from_json(const nlohmann::json& json, const std::st
     state.schedule = json.at("schedule");
     state.history = json.at("history");
     state.eval_history = json.at("eval_history");
+    // Absent in checkpoints written before log_gpu_util was implemented.
+    state.gpu_history = json.value("gpu_history", nlohmann::json::array());
     return state;
   } catch (const nlohmann::json::exception& error) {
     fail_user("{}: trainer state is damaged ({}); resume from an earlier checkpoint or set "

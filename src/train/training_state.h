@@ -22,6 +22,7 @@ struct TrainingState {
   nlohmann::json schedule;          // the LR schedule settings the run used
   nlohmann::json history = nlohmann::json::array();       // one object per optimizer step
   nlohmann::json eval_history = nlohmann::json::array();  // one object per evaluation
+  nlohmann::json gpu_history = nlohmann::json::array();   // one "gpu" record per log_gpu_util sample
 };
 
 nlohmann::json to_json(const TrainingState& state);
