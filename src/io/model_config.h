@@ -78,6 +78,8 @@ struct Fp8BlockCheckpoint {
 struct Bnb4bitCheckpoint {
   std::string quant_type = "nf4";  // bnb_4bit_quant_type: nf4 or fp4
   bool double_quant = false;       // bnb_4bit_use_double_quant
+};
+
 // The mixture-of-experts block of Qwen2-MoE, Qwen3-MoE and Mixtral (io/model_config_moe.h): a
 // router picks `experts_per_token` of `experts` SwiGLU experts per token by softmax top-k, their
 // outputs are summed with the (optionally renormalised) router probabilities; Qwen2-MoE adds a
