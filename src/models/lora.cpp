@@ -91,8 +91,9 @@ std::vector<LoraAdapter> lora_adapters(const io::ModelConfig& config, const Lora
       a_shape.insert(a_shape.begin(), spec.experts);
       b_shape.insert(b_shape.begin(), spec.experts);
     }
-    adapter.a = {stem + ".lora_A.weight", peft_key(spec.hf_name, 'A'), a_shape, spec.experts};
-    adapter.b = {stem + ".lora_B.weight", peft_key(spec.hf_name, 'B'), b_shape, spec.experts};
+    adapter.a = {stem + ".lora_A.weight", peft_key(spec.hf_name, 'A'), a_shape};
+    adapter.b = {stem + ".lora_B.weight", peft_key(spec.hf_name, 'B'), b_shape};
+    adapter.a.experts = adapter.b.experts = spec.experts;
     adapters.push_back(std::move(adapter));
   }
   for (const auto& [module, count] : matched) {

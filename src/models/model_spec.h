@@ -41,16 +41,16 @@ struct ParameterSpec {
   std::string name;     // engine name
   std::string hf_name;  // Hugging Face checkpoint name
   graph::Shape shape;
-  // A stack of `experts` per-expert tensors along dimension 0 (0: a plain tensor): the checkpoint
-  // holds one tensor per expert, named hf_name with "{expert}" replaced by its index, of shape
-  // shape[1:] (hf_pieces).
-  int64_t experts = 0;
   // Set when config.json says the checkpoint is saved in FP8 with block scales: the tensor may be
   // F8_E4M3 codes with `<hf_name>_scale_inv` beside it (models/weight_io.h).
   std::optional<io::Fp8BlockCheckpoint> checkpoint_fp8_blocks = std::nullopt;
   // Set when config.json says the checkpoint is saved by bitsandbytes in 4 bits: the tensor may be U8
   // packed codes with its quant state beside it (models/bnb_checkpoint.h).
   bool checkpoint_bnb_4bit = false;
+  // A stack of `experts` per-expert tensors along dimension 0 (0: a plain tensor): the checkpoint
+  // holds one tensor per expert, named hf_name with "{expert}" replaced by its index, of shape
+  // shape[1:] (hf_pieces).
+  int64_t experts = 0;
 };
 
 // One checkpoint tensor of a parameter: its HF name, shape and first element in the parameter.
