@@ -84,6 +84,7 @@ io::SafetensorsTensor dequantized(const Bnb4bitTensor& tensor, const ParameterSp
   dequantize_bnb_4bit(tensor, buffer);
   return io::SafetensorsTensor{tensor.codes.name, DType::F32, spec.shape,
                                std::as_bytes(std::span<const float>(buffer))};
+}
 
 // The spec of one piece of a stacked parameter (for the FP8 checks, which read hf_name and shape).
 ParameterSpec piece_spec(const ParameterSpec& spec, const HfPiece& piece) {
