@@ -564,7 +564,7 @@ TrainingResult Run::run() {
                           {"grad_norm", grad_norm}, {"tokens", tokens}, {"loss_tokens", loss_tokens},
                           {"tokens_per_second", tokens / std::max(seconds, 1e-9)}, {"step_seconds", seconds}};
     if (metrics.router_aux_loss) {  // MoE: the mean of the micro-batches' load-balancing losses
-      record["router_aux_loss"] = *metrics.router_aux_loss / static_cast<double>(window.size());
+      record["router_aux_loss"] = *metrics.router_aux_loss / static_cast<double>(window_size);  // every rank's
     }
     state_.history.push_back(record);
     log("step", record);
