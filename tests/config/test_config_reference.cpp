@@ -141,7 +141,8 @@ TEST(ConfigReference, EveryDocumentedOptionExistsWithItsDefault) {
 }
 
 TEST(ConfigReference, EveryAcceptedOptionIsDocumented) {
-  std::set<std::string> documented;
+  // Options Surogate adds to the reference, each listed in docs/configuration.md ("Additions").
+  std::set<std::string> documented = {"model_definition"};
   for (const auto& row : read_reference()) documented.insert((row.scope.empty() ? "" : row.scope + ".") + row.name);
   YAML::Node dump = default_dump();
   for (const auto& [scope, node] : {std::pair<std::string, YAML::Node>{"", dump},
