@@ -1,7 +1,10 @@
 // The NCCL communicator; see nccl_communicator.h. Sums, reduce-scatter, all-gather and broadcast
 // map to NCCL's collectives, in place. NCCL's reduce-scatter and all-gather take equal pieces:
 // uneven pieces (whole-tensor shards) become one grouped call per owner (ncclReduce to the
-// owner, ncclBroadcast from it), which is how NCCL expresses the "v" variants.
+// owner, ncclBroadcast from it), which is how NCCL expresses the "v" variants. All-to-all and the
+// pipeline's point-to-point transfers are ncclSend / ncclRecv (grouped for the all-to-all), enqueued
+// on the stream like the collectives: receive() returns once enqueued, and the stream's later work
+// sees the data; wait_sends() has nothing to wait for on the host.
 #include "distributed/nccl_communicator.h"
 
 #include <cuda_runtime_api.h>
@@ -119,6 +122,33 @@ public:
     check(ncclAllReduce(scratch_, scratch_, 1, ncclFloat32, ncclSum, comm_, stream_), "barrier");
     synchronize();
   }
+
+  void all_to_all(const void* input, void* output, size_t chunk_count, DType dtype) override {
+    if (chunk_count == 0) return;
+    CUDA_CHECK(cudaSetDevice(device_));
+    const size_t chunk_bytes = chunk_count * collective_element_bytes(dtype);
+    check(ncclGroupStart(), "group start");
+    for (int peer = 0; peer < world_; ++peer) {
+      const std::byte* sent = static_cast<const std::byte*>(input) + static_cast<size_t>(peer) * chunk_bytes;
+      std::byte* received = static_cast<std::byte*>(output) + static_cast<size_t>(peer) * chunk_bytes;
+      check(ncclSend(sent, chunk_count, nccl_type(dtype), peer, comm_, stream_), "all-to-all");
+      check(ncclRecv(received, chunk_count, nccl_type(dtype), peer, comm_, stream_), "all-to-all");
+    }
+    check(ncclGroupEnd(), "all-to-all");
+  }
+
+  // NCCL matches point-to-point calls by order between a pair of ranks, not by tag.
+  void send(const void* data, size_t count, DType dtype, int peer, uint32_t /*tag*/) override {
+    if (count == 0) return;
+    CUDA_CHECK(cudaSetDevice(device_));
+    check(ncclSend(data, count, nccl_type(dtype), peer, comm_, stream_), "send");
+  }
+  void receive(void* data, size_t count, DType dtype, int peer, uint32_t /*tag*/) override {
+    if (count == 0) return;
+    CUDA_CHECK(cudaSetDevice(device_));
+    check(ncclRecv(data, count, nccl_type(dtype), peer, comm_, stream_), "receive");
+  }
+  void wait_sends() override {}
 
   void synchronize() override {
     using Clock = std::chrono::steady_clock;

@@ -8,7 +8,6 @@
 #include "core/strings.h"
 #include "data/pipeline.h"
 #include "io/model_config.h"
-#include "ops/defs/register_ops.h"
 #include "train/training_plan.h"
 
 namespace surogate::train {
@@ -31,7 +30,7 @@ Target target_device(std::optional<size_t> gpu_memory_bytes) {
 
 // The plan the trainer would compile for `config` on `target`.
 TrainingPlan plan_for(const Config& config, const io::ModelConfig& model, const Target& target) {
-  const graph::OpRegistry registry = ops::make_model_registry();
+  const graph::OpRegistry registry = make_training_registry();
   const auto sequence = static_cast<int64_t>(data::data_settings_from_config(config).sequence_len);
   std::optional<models::LoraSetup> lora;
   if (config.lora) lora = lora_setup(config, model, target.backend);

@@ -29,7 +29,6 @@
 #include "train/lr_schedule.h"
 #include "models/lora.h"
 #include "train/metrics_log.h"
-#include "ops/defs/register_ops.h"
 #include "train/model_outputs.h"
 #include "train/model_weights.h"
 #include "train/process_run.h"
@@ -97,6 +96,7 @@ private:
   int32_t dropout_seed_value_ = 0;
   graph::OpRegistry registry_;
   compiler::ExecutionPlan plan_;
+  std::shared_ptr<const PipelinePlan> pipeline_;  // pipeline_parallel_size > 1: the stages' plans
   TrainingBackend backend_kind_ = TrainingBackend::Cpu;
   std::unique_ptr<TrainingDevice> device_;   // backend, parameters, gradients, optimizer
   std::shared_ptr<data::TokenCache> cache_;
@@ -133,7 +133,7 @@ Run::Run(const Config& config, const TrainerOptions& options)
       options_(options),
       world_(connect_processes(config, options.processes)),
       display_(options.live_progress.value_or(ProgressDisplay::stdout_is_terminal()), !world_->leads()),
-      registry_(ops::make_model_registry()) {
+      registry_(make_training_registry()) {
   run_name_ = config.run_name.value_or(options.default_run_name);
   const distributed::ProcessPlacement placement = distributed::process_placement(world_.get());
   const MachineOffer machine = probe_machine();
@@ -187,6 +187,7 @@ Run::Run(const Config& config, const TrainerOptions& options)
               planned.device.name, format_memory_prediction(predict_training_memory(config, std::nullopt)));
   }
   plan_ = std::move(planned.plan);
+  pipeline_ = std::move(planned.pipeline);
   display_.message(planned.message);
   end_phase("plan");
   inputs_ = std::make_unique<BatchInputs>(plan_);
@@ -197,6 +198,7 @@ Run::Run(const Config& config, const TrainerOptions& options)
   quantized_ = models::quantized_weights(plan_.graph);
   TrainingDeviceSetup device_setup{&plan_, &registry_, {}, &config, options.data_parallel_device, world_.get()};
   if (options.offload_chunk_bytes) device_setup.offload_chunk_bytes = *options.offload_chunk_bytes;
+  device_setup.pipeline = pipeline_.get();
   for (const models::ParameterSpec& spec : specs_) {
     if (quantized_weight(spec.name) == nullptr) device_setup.specs.push_back(spec);
   }

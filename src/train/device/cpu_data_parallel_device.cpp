@@ -54,6 +54,8 @@
 #include "train/device/backend_selection.h"
 #include "quant/fp8_scaling.h"
 #include "train/device/cpu_parameters.h"
+#include "train/device/micro_batch.h"
+#include "train/device/sequence_groups.h"
 #include "train/device/fp8_state.h"
 #include "train/fp8_weight_copies.h"
 #include "train/device/process_optimizer_state.h"
@@ -62,12 +64,6 @@
 
 namespace surogate::train {
 namespace {
-
-// A micro-batch's inputs, copied: the trainer reuses its buffers for the next micro-batch.
-struct MicroBatch {
-  std::vector<graph::TensorId> tensors;
-  std::vector<std::vector<std::byte>> bytes;
-};
 
 struct Rank {
   runtime::CpuBackend backend;
@@ -92,9 +88,10 @@ public:
     distributed::ProcessWorld& world = setup.world != nullptr ? *setup.world : *(alone = distributed::ProcessWorld::single());
     std::vector<std::unique_ptr<distributed::Communicator>> communicators =
         distributed::connect_gloo(threads_, world, layout_.first_rank, layout_.world_size);
+    sequence_groups_ = connect_cpu_sequence_groups(threads_, world, layout_);
     for (int r = 0; r < layout_.local_ranks; ++r) {
       auto rank = std::make_unique<Rank>();
-      rank->backend.load(plan_, *setup.registry);
+      rank->backend.load(plan_, sequence_groups_.registry(r, *setup.registry));
       rank->parameters = bind_cpu_parameters(rank->backend, plan_, setup.specs);
       rank->communicator = std::move(communicators[static_cast<size_t>(r)]);
       ranks_.push_back(std::move(rank));
@@ -130,7 +127,7 @@ public:
     return fmt::format("CPU backend, fp32 weights, gradients and {} state; {} ({}, gloo)", optimizer_name_,
                        layout_.describe(), layout_.spans_processes() ? "rank threads in each process" : "threads of this process");
   }
-  int data_parallel_ranks() const override { return layout_.world_size; }
+  int data_parallel_ranks() const override { return layout_.data_size; }
   bool takes_micro_batch(int64_t index) const override { return window_.takes(index); }
   MicroBatchTotals window_totals(std::span<const MicroBatchTotals> taken) override { return window_.totals(taken); }
   std::span<const WeightView> weights() const override { return ranks_[0]->parameters.weights; }
@@ -169,23 +166,20 @@ public:
   }
   void download() override {}  // every rank holds the same weights after update(); rank 0's are the host's
 
+  // The micro-batch goes to its replica's ranks, each of a sequence group keeping its slice.
   void accumulate(std::span<const runtime::InputBinding> inputs) override {
-    const int owner = window_.next_local_rank();
-    MicroBatch batch;
-    for (const runtime::InputBinding& input : inputs) {
-      batch.tensors.push_back(input.tensor);
-      batch.bytes.emplace_back(input.data.begin(), input.data.end());
+    for (const int local : window_.next_local_ranks()) {
+      const int sequence = layout_.place(layout_.first_rank + local).sequence;
+      ranks_[static_cast<size_t>(local)]->pending.push_back(
+          copy_micro_batch(plan_, plan_, inputs, sequence, layout_.sequence_size));
     }
-    ranks_[static_cast<size_t>(owner)]->pending.push_back(std::move(batch));
   }
 
   StepMetrics measure() override {
     threads_.run([&](int r) {
       Rank& rank = *ranks_[static_cast<size_t>(r)];
       for (const MicroBatch& batch : rank.pending) {
-        std::vector<runtime::InputBinding> bindings;
-        for (size_t i = 0; i < batch.tensors.size(); ++i) bindings.push_back({batch.tensors[i], batch.bytes[i]});
-        rank.backend.execute(bindings);
+        rank.backend.execute(batch.bindings());
         rank.loss_sum += rank.backend.view<float>(plan_.loss)[0];
       }
       rank.pending.clear();
@@ -264,6 +258,7 @@ private:
   const Config& config_;
   distributed::ParallelLayout layout_;
   distributed::RankThreads threads_;
+  SequenceGroups sequence_groups_;  // sequence parallelism: each rank's group and exchange ops
   ProcessWindow window_;
   ProcessOptimizerState optimizer_exchange_;
   std::vector<std::unique_ptr<Rank>> ranks_;

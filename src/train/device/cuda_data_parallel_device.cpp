@@ -67,18 +67,13 @@
 #include "train/device/cuda_evaluator.h"
 #include "train/device/fp8_state.h"
 #include "train/device/cuda_rank_state.h"
+#include "train/device/micro_batch.h"
 #include "train/device/process_optimizer_state.h"
 #include "train/device/process_window.h"
 #include "train/quantized_weights.h"
 
 namespace surogate::train {
 namespace {
-
-// A micro-batch's inputs, copied: the trainer reuses its buffers for the next micro-batch.
-struct MicroBatch {
-  std::vector<graph::TensorId> tensors;
-  std::vector<std::vector<std::byte>> bytes;
-};
 
 struct Rank {
   std::unique_ptr<CudaRankState> state;
@@ -160,10 +155,10 @@ public:
     return fmt::format("CUDA backend, bf16 weights and activations, fp32 master weights, {} gradient accumulation, "
                        "{} state; {} (GPUs {}-{}, threads of this process, NCCL)",
                        config_.gradient_dtype == GradientDtype::Bf16 ? "bf16" : "fp32", optimizer_name_,
-                       layout_.data_parallel() ? layout_.describe() : "a data-parallel world of one",
+                       layout_.several_ranks() ? layout_.describe() : "a data-parallel world of one",
                        layout_.first_device, layout_.first_device + layout_.local_ranks - 1);
   }
-  int data_parallel_ranks() const override { return layout_.world_size; }
+  int data_parallel_ranks() const override { return layout_.data_size; }
   bool takes_micro_batch(int64_t index) const override { return window_.takes(index); }
   MicroBatchTotals window_totals(std::span<const MicroBatchTotals> taken) override { return window_.totals(taken); }
   std::span<const WeightView> weights() const override { return host_.weights; }
@@ -244,14 +239,13 @@ public:
     });
   }
 
+  // The micro-batch goes to its replica's ranks, each of a sequence group keeping its slice.
   void accumulate(std::span<const runtime::InputBinding> inputs) override {
-    const int owner = window_.next_local_rank();
-    MicroBatch batch;
-    for (const runtime::InputBinding& input : inputs) {
-      batch.tensors.push_back(input.tensor);
-      batch.bytes.emplace_back(input.data.begin(), input.data.end());
+    for (const int local : window_.next_local_ranks()) {
+      const int sequence = layout_.place(layout_.first_rank + local).sequence;
+      ranks_[static_cast<size_t>(local)].pending.push_back(
+          copy_micro_batch(plan_, plan_, inputs, sequence, layout_.sequence_size));
     }
-    ranks_[static_cast<size_t>(owner)].pending.push_back(std::move(batch));
   }
 
   StepMetrics measure() override {
@@ -260,9 +254,7 @@ public:
     threads_.run([&](int r) {
       Rank& rank = ranks_[static_cast<size_t>(r)];
       for (const MicroBatch& batch : rank.pending) {
-        std::vector<runtime::InputBinding> bindings;
-        for (size_t i = 0; i < batch.tensors.size(); ++i) bindings.push_back({batch.tensors[i], batch.bytes[i]});
-        rank.state->accumulate(bindings);
+        rank.state->accumulate(batch.bindings());
       }
       rank.pending.clear();
     });

@@ -41,6 +41,8 @@
 
 namespace surogate::train {
 
+struct PipelinePlan;  // train/pipeline_plan.h
+
 // The counts of one micro-batch that the loss normalisation and the log need.
 struct MicroBatchTotals {
   double loss_weight = 0.0;  // Σ token weights (= loss tokens unless loss_scale weighs tokens)
@@ -111,6 +113,9 @@ struct TrainingDeviceSetup {
   distributed::ProcessWorld* world = nullptr;
   // The staged offload step's chunk size (host_offload_plan.h; tests make it small).
   size_t offload_chunk_bytes = kOffloadChunkBytes;
+  // pipeline_parallel_size > 1: the stages' plans (`plan` is then the whole model's forward plan,
+  // whose inputs the trainer binds); must outlive the device.
+  const PipelinePlan* pipeline = nullptr;
 };
 
 // Norms and biases get no weight decay; NorMuon orthogonalises only hidden 2-D matrices.
