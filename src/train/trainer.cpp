@@ -180,7 +180,7 @@ Run::Run(const Config& config, const TrainerOptions& options)
   // Model: graph → plan → backend; the parameters and gradients live in the backend's regions.
   const int first_gpu = ranks.first_device;
   TrainingPlan planned = plan_training(config, model_config_, registry_, lora_ ? &*lora_ : nullptr, backend_kind_, batch,
-                                       sequence, device_memory(backend_kind_, machine, std::nullopt, first_gpu));
+                                       sequence, device_memory(backend_kind_, machine, std::nullopt, first_gpu), &ranks);
   if (!planned.fits()) {
     // Before any weight is loaded or device memory taken: what it needs, and what would fit.
     fail_user("the run does not fit {}; nothing was loaded. The prediction (as `--dry-run` prints it):\n{}",

@@ -121,15 +121,16 @@ DeviceMemory device_memory(TrainingBackend backend, const MachineOffer& machine,
 
 TrainingPlan plan_training(const Config& config, const io::ModelConfig& model, const graph::OpRegistry& registry,
                            const models::LoraSetup* lora, TrainingBackend backend, int64_t batch, int64_t sequence,
-                           const DeviceMemory& device) {
+                           const DeviceMemory& device, const distributed::ParallelLayout* run_layout) {
   TrainingPlan result;
   result.device = device;
   result.margin_bytes = device_margin_bytes(device.total_bytes);
   MemoryEstimate& memory = result.memory;
-  const distributed::ParallelLayout layout = backend == TrainingBackend::Cuda
-                                                ? distributed::gpu_parallel_layout(config, device.visible_gpus)
-                                                : distributed::cpu_parallel_layout(config);
-  if (backend == TrainingBackend::Cpu) memory.ranks = layout.world_size;
+  const distributed::ParallelLayout layout = run_layout != nullptr                ? *run_layout
+                                             : backend == TrainingBackend::Cuda ? distributed::gpu_parallel_layout(config, device.visible_gpus)
+                                                                                : distributed::cpu_parallel_layout(config);
+  // CPU ranks: every rank thread of this process holds its own backend.
+  if (backend == TrainingBackend::Cpu) memory.ranks = layout.local_ranks;
   if (backend == TrainingBackend::Cuda) memory.gpus = layout.world_size;
   // The optimizer state is shared out among the ranks that hold the same parameters.
   const int optimizer_shards = backend == TrainingBackend::Cuda ? layout.gradient_group_size() : 1;

@@ -15,6 +15,7 @@
 #include "compiler/recompute_choice.h"
 #include "config/config.h"
 #include "distributed/communicator.h"
+#include "distributed/parallel_layout.h"
 #include "graph/op_registry.h"
 #include "io/model_config.h"
 #include "models/fp8_recipe.h"
@@ -92,8 +93,10 @@ struct TrainingPlan {
 // The training step's plan for micro-batches [batch, sequence] on `device`: the forward graph
 // (build_training_forward), the recompute the options allow and the device's memory requires;
 // with pipeline_parallel_size > 1, each stage's (train/pipeline_plan.h), judged stage by stage.
+// `layout`: the run's (the trainer's, which knows this process's place among the processes); null:
+// the layout of one process from the configuration (the dry run).
 TrainingPlan plan_training(const Config& config, const io::ModelConfig& model, const graph::OpRegistry& registry,
                            const models::LoraSetup* lora, TrainingBackend backend, int64_t batch, int64_t sequence,
-                           const DeviceMemory& device);
+                           const DeviceMemory& device, const distributed::ParallelLayout* layout = nullptr);
 
 }  // namespace surogate::train

@@ -69,3 +69,27 @@ def test_a_layout_the_model_cannot_split_names_the_option(surogate_bin, tmp_path
     result = run_surogate(surogate_bin, "sft", config, "--gpus=3", "--sequence_parallel_size=2")
     assert result.returncode == 2
     assert "sequence_parallel_size: 2 needs the ranks to be a multiple of 2, but this run has 3 ranks" in result.stderr
+
+
+def test_sequence_groups_spread_over_processes_equal_threads(surogate_bin, tmp_path):
+    """4 processes of one rank each (launcher variables), each sequence group spanning two of them,
+    give exactly the numbers of one process with 4 rank threads: the same gloo collectives and
+    exchanges in the same order, host sums in a fixed order."""
+    from test_distributed_processes import finish, launch, start, steps, assert_same_tensors
+    ex = make_quickstart_example(tmp_path)
+
+    def write(name):
+        return quickstart_sft_config(tmp_path / f"{name}.yaml", ex / "model", tmp_path / name, ex, lora="false",
+                                     max_steps=3, save_steps=3, sequence_parallel_size=2)
+
+    result = run_surogate(surogate_bin, "sft", write("threads"), "--gpus=4")
+    assert result.returncode == 0, result.stderr + result.stdout
+    (_, stdout0, _), *_ = launch(surogate_bin, write("processes"), 4)
+    assert "4 ranks (2 data-parallel × 2 sequence-parallel) (4 processes × 1 rank), ZeRO-1" in stdout0
+    assert len(steps(tmp_path / "threads")) == 3 and steps(tmp_path / "processes") == steps(tmp_path / "threads")
+    for part in ("model.safetensors", "optimizer.safetensors"):
+        assert_same_tensors(tmp_path / "threads" / "checkpoint-3" / part, tmp_path / "processes" / "checkpoint-3" / part)
+    # A pipeline's stages are rank threads of one process in this version.
+    results = finish(start(surogate_bin, write("pipeline"), 2, "--sequence_parallel_size=1", "--pipeline_parallel_size=2"))
+    assert all(code == 2 for code, _, _ in results), results
+    assert "pipeline_parallel_size: 2 runs its stages as rank threads of one process" in results[0][2]
