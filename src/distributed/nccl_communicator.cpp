@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <map>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -248,6 +249,34 @@ std::vector<std::unique_ptr<Communicator>> connect_nccl_world(RankThreads& threa
     communicators[static_cast<size_t>(local)] =
         connect_nccl(id, first_rank + local, world_size, first_device + local, streams[static_cast<size_t>(local)],
                      world.timeout());
+  });
+  return communicators;
+}
+
+std::vector<std::unique_ptr<Communicator>> connect_nccl_groups(RankThreads& threads, ProcessWorld& world, int first_rank,
+                                                               int world_size, int first_device,
+                                                               std::span<void* const> streams,
+                                                               const std::function<RankGroup(int)>& group_of) {
+  SUROGATE_CHECK(streams.size() == static_cast<size_t>(threads.world_size()), "one stream per rank");
+  // Every group of the world in rank order; the leader's ids, one per group, in that order.
+  std::map<std::string, size_t> index;
+  for (int rank = 0; rank < world_size; ++rank) index.try_emplace(group_of(rank).name, index.size());
+  std::string ids(index.size() * sizeof(NcclUniqueId::bytes), '\0');
+  if (world.leads()) {
+    for (size_t group = 0; group < index.size(); ++group) {
+      const NcclUniqueId id = make_nccl_unique_id();
+      std::memcpy(ids.data() + group * sizeof(id.bytes), id.bytes.data(), sizeof(id.bytes));
+    }
+  }
+  if (!world.alone()) ids = world.broadcast(ids);
+  SUROGATE_CHECK(ids.size() == index.size() * sizeof(NcclUniqueId::bytes), "one NCCL unique id per group");
+  std::vector<std::unique_ptr<Communicator>> communicators(streams.size());
+  threads.run([&](int local) {
+    const RankGroup group = group_of(first_rank + local);
+    NcclUniqueId id;
+    std::memcpy(id.bytes.data(), ids.data() + index.at(group.name) * sizeof(id.bytes), sizeof(id.bytes));
+    communicators[static_cast<size_t>(local)] = connect_nccl(id, group.rank, group.size, first_device + local,
+                                                             streams[static_cast<size_t>(local)], world.timeout());
   });
   return communicators;
 }

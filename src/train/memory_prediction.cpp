@@ -157,7 +157,7 @@ void predict_layouts(const Config& config, const io::ModelConfig& model, const T
       if (ranks % (sequence * pipeline) != 0 || (sequence > 1 && pipeline > 1)) continue;
       LayoutPrediction layout{ranks / (sequence * pipeline), sequence, pipeline};
       layout.configured = sequence == config.sequence_parallel_size && pipeline == config.pipeline_parallel_size;
-      layout.cpu_ranks_only = target.backend == TrainingBackend::Cuda && (sequence > 1 || pipeline > 1);
+      layout.cpu_ranks_only = target.backend == TrainingBackend::Cuda && pipeline > 1;
       Config variant = config;
       variant.gpus = ranks;
       variant.sequence_parallel_size = sequence;

@@ -19,8 +19,8 @@
 // one the engine picks: the first that fits of data parallelism alone (only gradients travel),
 // then sequence parallelism with the fewest ranks per group (activations cross at every
 // attention), then pipeline parallelism with the fewest stages (the bubble grows with the stages).
-// On the CUDA backend sequence and pipeline layouts are predicted but marked as CPU ranks' only
-// (their GPU ranks are not wired yet), and not picked.
+// On the CUDA backend pipeline layouts are predicted but marked as CPU ranks' only (a CUDA pipeline
+// device is not built yet), and not picked.
 #pragma once
 
 #include <cstddef>
@@ -38,7 +38,7 @@ struct LayoutPrediction {
   size_t peak_bytes = 0;        // as MemoryPrediction::total_bytes: per GPU, or the host's for every CPU rank
   bool fits = false;
   bool configured = false;      // the layout the configuration sets
-  bool cpu_ranks_only = false;  // sequence / pipeline on the CUDA backend: not trainable there yet
+  bool cpu_ranks_only = false;  // a pipeline on the CUDA backend: not trainable there yet
   std::string refusal;          // why this layout cannot train the model (empty: it can)
 };
 

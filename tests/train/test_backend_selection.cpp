@@ -108,6 +108,22 @@ TEST(BackendSelection, GpusOnTheCpuBackendAreDataParallelCpuRanks) {
   EXPECT_EQ(choose_training_backend(config, no_gpu()).message.find("data-parallel"), std::string::npos);
 }
 
+TEST(BackendSelection, SequenceParallelGpusTrainOnCudaAPipelineIsCpuRanksOnly) {
+  Config config;
+  config.gpus = 4;
+  config.sequence_parallel_size = 2;
+  BackendChoice choice = choose_training_backend(config, gpus(4));
+  EXPECT_EQ(choice.backend, TrainingBackend::Cuda);
+  EXPECT_NE(choice.message.find("4 ranks (2 data-parallel × 2 sequence-parallel)"), std::string::npos) << choice.message;
+  config.sequence_parallel_size = 1;
+  config.pipeline_parallel_size = 2;
+  EXPECT_NE(error_of(config, gpus(4)).find("pipeline_parallel_size: 2 trains on CPU ranks in this version"),
+            std::string::npos);
+  choice = choose_training_backend(config, no_gpu());
+  EXPECT_EQ(choice.backend, TrainingBackend::Cpu);
+  EXPECT_NE(choice.message.find("4 ranks (2 data-parallel × 2 pipeline stages)"), std::string::npos) << choice.message;
+}
+
 TEST(BackendSelection, WhatTheCudaTrainerLacksIsAClearErrorNamingTheOption) {
   Config config;
   config.optimizer = Optimizer::AdamW;

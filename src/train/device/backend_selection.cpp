@@ -57,12 +57,11 @@ BackendChoice choose_training_backend(const Config& config, const MachineOffer& 
               machine.visible_gpus == 1 ? "is" : "are", key, machine.visible_gpus);
   }
   const distributed::ParallelLayout layout = distributed::gpu_parallel_layout(config, machine.visible_gpus, placement);
-  for (const auto& [key, size] : {std::pair{"sequence_parallel_size", layout.sequence_size},
-                                  std::pair{"pipeline_parallel_size", layout.pipeline_size}}) {
-    if (size == 1) continue;
-    fail_user("{}: {}: {} trains on CPU ranks in this version (its GPU ranks are not wired yet: docs/training.md, "
-              "\"Sequence and pipeline parallelism\"); on GPUs use data parallelism (gpus: N, zero_level), or run "
-              "`--dry-run` to see which layout would fit", config.source_of(key), key, size);
+  if (layout.pipeline_size > 1) {
+    fail_user("{}: pipeline_parallel_size: {} trains on CPU ranks in this version (a CUDA pipeline device is not built "
+              "yet: docs/training.md, \"Sequence and pipeline parallelism\"); on GPUs use data or sequence "
+              "parallelism, or run `--dry-run` to see which layout would fit",
+              config.source_of("pipeline_parallel_size"), layout.pipeline_size);
   }
   if (layout.several_ranks() && config.master_dtype == MasterDtype::Bf16) {
     fail_user("{}: master_dtype: bf16 is implemented on one GPU only; with gpus: {} ({} data-parallel GPUs) keep "

@@ -22,6 +22,12 @@
 //     tensors alone: ZeRO-1), writes its updated weights into its piece of the flat buffer, and
 //     an all-gather gives every rank every piece; each copies them into its backend.
 //
+// Sequence parallelism (layout.sequence_size > 1): the plan is a sequence slice's
+// (distributed/sequence_parallel_graph.h), each rank's backend binds the exchange ops to its sequence
+// group's gloo communicator (sequence_groups.h), and accumulate() gives every rank of a replica its
+// slice of the micro-batch (micro_batch.h); the rest is unchanged, the sums and ZeRO shards running
+// over every rank of the world.
+//
 // fp8_hybrid: each rank's plan holds the scaling state (models/fp8_recipe.h). Before it is rolled
 // after a step, every rank's state is all-reduced with the max of the amaxes (only this step's
 // row[1] differs between ranks), so every rank rolls the same delayed amaxes and quantizes exactly

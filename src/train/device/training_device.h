@@ -39,6 +39,10 @@
 #include "train/evaluator.h"
 #include "train/optim/optimizer.h"
 
+namespace surogate::runtime {
+class CudaOpTable;  // runtime/cuda_op_table.h
+}
+
 namespace surogate::train {
 
 struct PipelinePlan;  // train/pipeline_plan.h
@@ -116,6 +120,9 @@ struct TrainingDeviceSetup {
   // pipeline_parallel_size > 1: the stages' plans (`plan` is then the whole model's forward plan,
   // whose inputs the trainer binds); must outlive the device.
   const PipelinePlan* pipeline = nullptr;
+  // CUDA: the kernel table a rank's backend binds from (sequence parallelism: the built-in table and
+  // the exchange ops bound to its group, distributed/sequence_exchange_cuda.h); null: the built-in.
+  const runtime::CudaOpTable* cuda_ops = nullptr;
 };
 
 // Norms and biases get no weight decay; NorMuon orthogonalises only hidden 2-D matrices.
