@@ -266,7 +266,11 @@ Run::Run(const Config& config, const TrainerOptions& options)
   if (config.debug_memory_breakdown) {
     size_t optimizer_bytes = 0;
     for (const StateTensor& tensor : device_->optimizer_state()) optimizer_bytes += tensor.size_bytes;
-    display_.message(compiler::format_memory_breakdown(plan_, 10, optimizer_bytes));
+    if (!pipeline_) display_.message(compiler::format_memory_breakdown(plan_, 10, optimizer_bytes));
+    for (size_t stage = 0; pipeline_ && stage < pipeline_->stages.size(); ++stage) {  // each stage's own plan
+      display_.message(fmt::format("pipeline stage {}:\n{}", stage,
+                                   compiler::format_memory_breakdown(pipeline_->stages[stage].training, 10)));
+    }
   }
 
   // Steps and schedule.

@@ -25,8 +25,13 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "compiler/execution_plan.h"
 #include "core/error.h"
+#include "graph/builder.h"
 #include "io/safetensors.h"
+#include "models/lora.h"
+#include "ops/defs/register_ops.h"
+#include "train/device/micro_batch.h"
 #include "train/device/backend_selection.h"
 #include "trainer_fixture.h"
 
@@ -147,6 +152,25 @@ TEST_F(ModelParallelTest, StagesWithDataParallelAndUserBoundariesMatchOneRank) {
   expect_same_training(one, "pp2dp2_1", four, "pp2dp2_4", 4);
 }
 
+// QLoRA (the NF4 base reaches every rank's plans through store_quantized) and pt.
+TEST_F(ModelParallelTest, QloraAndPretrainingSplitAsOneRank) {
+  const std::string qlora = kOptimizer + "max_steps: 3\nsave_steps: 3\nlora: true\nlora_rank: 4\nlora_dropout: 0.0\n"
+                                         "qlora_bnb: true\nlearning_rate: 1e-2\ngradient_accumulation_steps: 2\n";
+  TrainingResult one = run_training(config("qlora_1", qlora), cpu());
+  TrainingResult sequence = run_training(config("qlora_sp2", qlora + "gpus: 2\nsequence_parallel_size: 2\n"), cpu());
+  TrainingResult pipeline = run_training(config("qlora_pp2", qlora + "gpus: 2\npipeline_parallel_size: 2\n"), cpu());
+  expect_same_training(one, "qlora_1", sequence, "qlora_sp2", 3);
+  expect_same_training(one, "qlora_1", pipeline, "qlora_pp2", 3);
+  const std::string pt = kOptimizer + "max_steps: 3\nsave_steps: 3\ngradient_accumulation_steps: 2\n";
+  TrainerOptions pretraining = cpu();
+  pretraining.pretraining = true;
+  TrainingResult pt_one = run_training(config("pt_1", pt, true), pretraining);
+  TrainingResult pt_sequence = run_training(config("pt_sp2", pt + "gpus: 2\nsequence_parallel_size: 2\n", true), pretraining);
+  TrainingResult pt_pipeline = run_training(config("pt_pp2", pt + "gpus: 2\npipeline_parallel_size: 2\n", true), pretraining);
+  expect_same_training(pt_one, "pt_1", pt_sequence, "pt_sp2", 3);
+  expect_same_training(pt_one, "pt_1", pt_pipeline, "pt_pp2", 3);
+}
+
 // A checkpoint has the single-rank tensors: a pipeline run resumes exactly on its own layout, and
 // a run stopped with two sequence ranks continues with two pipeline stages (and matches one rank).
 TEST_F(ModelParallelTest, ResumeExactlyAndAcrossLayouts) {
@@ -194,6 +218,49 @@ TEST_F(ModelParallelTest, LayoutMistakesNameTheOption) {
   EXPECT_NE(error_of(config("bad_stages", "max_steps: 1\ngpus: 4\npipeline_parallel_size: 4\n"))
                 .find("needs at least one layer per stage, but the model has 2 layers"),
             std::string::npos);
+}
+
+// A sequence rank keeps its slice of each row of the token inputs, the other inputs whole, and a
+// dropout seed of its own (else every slice would draw the same masks).
+TEST(SequenceSlices, EachRankKeepsItsTokensAndDrawsItsOwnDropout) {
+  const graph::OpRegistry registry = ops::make_model_registry();
+  auto plan_with_tokens = [&](int64_t tokens) {
+    graph::GraphBuilder b(registry);
+    const graph::TensorId ids = b.input("input_ids", DType::F32, {2, tokens});
+    const graph::TensorId documents = b.input("document_ids", DType::F32, {2, 8});
+    const graph::TensorId seed = b.input(models::kDropoutSeed, DType::I32, {});
+    b.mark_output(b.op("sum", {b.op("dropout", {ids, seed}, {{"p", 0.1}, {"stream", 0}})}, nlohmann::json::object(), "a"));
+    b.mark_output(b.op("sum", {documents}, nlohmann::json::object(), "b"));
+    return compiler::compile_forward(b.finish(), registry);
+  };
+  const compiler::ExecutionPlan whole = plan_with_tokens(8), sliced = plan_with_tokens(4);
+  std::vector<float> ids(16), documents(16);
+  for (size_t i = 0; i < 16; ++i) ids[i] = documents[i] = static_cast<float>(i);
+  const int32_t seed = 12345;
+  const std::vector<runtime::InputBinding> inputs = {
+      {whole.tensor("input_ids"), std::as_bytes(std::span<const float>(ids))},
+      {whole.tensor("document_ids"), std::as_bytes(std::span<const float>(documents))},
+      {whole.tensor(models::kDropoutSeed), std::as_bytes(std::span<const int32_t>(&seed, 1))}};
+  std::vector<int32_t> seeds;
+  for (int rank = 0; rank < 2; ++rank) {
+    const MicroBatch batch = copy_micro_batch(whole, sliced, inputs, rank, 2);
+    ASSERT_EQ(batch.tensors.size(), 3u);
+    std::vector<float> slice(8);
+    std::memcpy(slice.data(), batch.bytes[0].data(), 32);
+    for (int64_t row = 0; row < 2; ++row) {
+      for (int64_t t = 0; t < 4; ++t) EXPECT_EQ(slice[row * 4 + t], static_cast<float>(row * 8 + rank * 4 + t));
+    }
+    EXPECT_EQ(batch.bytes[1].size(), 64u);  // the document ids whole
+    int32_t drawn = 0;
+    std::memcpy(&drawn, batch.bytes[2].data(), 4);
+    seeds.push_back(drawn);
+  }
+  EXPECT_NE(seeds[0], seeds[1]);
+  // Without sequence parallelism everything is copied as bound.
+  const MicroBatch plain = copy_micro_batch(whole, whole, inputs);
+  int32_t kept = 0;
+  std::memcpy(&kept, plain.bytes[2].data(), 4);
+  EXPECT_EQ(kept, seed);
 }
 
 }  // namespace

@@ -173,7 +173,7 @@ public:
         const WeightView& host = host_weights_[host_index_.at(weight.name)];
         std::ranges::copy(host.values, weight.values.begin());
       }
-      rank->runner->refresh_forward_weights();
+      rank->runner->refresh_forward_weights(false);
     }
   }
 
@@ -239,7 +239,7 @@ public:
       for (size_t index : rank.tied) {
         rank.tied_pair->broadcast(trainable[index].values.data(), trainable[index].values.size(), DType::F32, 0);
       }
-      rank.runner->refresh_forward_weights();
+      rank.runner->refresh_forward_weights(true);
       rank.runner->training().zero_gradients();
     });
   }

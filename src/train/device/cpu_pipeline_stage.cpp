@@ -37,9 +37,13 @@ CpuPipelineStage::CpuPipelineStage(const PipelineStagePlan& plan, const graph::O
     sent_gradient_inputs_.push_back(training.tensor(tensor.name + distributed::kPipelineGradSuffix));
     gradients_.emplace_back(forward.graph.tensor(sent_forward_.back()).type.numel());
   }
+  // The fp32 weights both plans hold (QLoRA's quantized pieces are frozen: store_quantized writes
+  // them into both); the trainable ones change with every update.
   for (graph::TensorId id : forward.graph.parameters) {
-    const std::string& name = forward.graph.tensor(id).name;
-    shared_weights_.emplace_back(training.tensor(name), id);
+    const graph::TensorInfo& info = forward.graph.tensor(id);
+    if (info.type.dtype != DType::F32) continue;
+    const graph::TensorId in_training = training.tensor(info.name);
+    (training.parameter_gradients.contains(in_training) ? trained_weights_ : frozen_weights_).emplace_back(in_training, id);
   }
 }
 
@@ -51,11 +55,14 @@ StageMicroBatch CpuPipelineStage::take(const compiler::ExecutionPlan& source,
   return batch;
 }
 
-void CpuPipelineStage::refresh_forward_weights() {
+void CpuPipelineStage::refresh_forward_weights(bool trained_only) {
   if (last()) return;
-  for (const auto& [training, forward] : shared_weights_) {
-    const std::span<float> from = training_.view<float>(training);
-    std::ranges::copy(from, forward_.view<float>(forward).begin());
+  for (const auto* weights : {&trained_weights_, &frozen_weights_}) {
+    if (trained_only && weights == &frozen_weights_) continue;
+    for (const auto& [training, forward] : *weights) {
+      const std::span<float> from = training_.view<float>(training);
+      std::ranges::copy(from, forward_.view<float>(forward).begin());
+    }
   }
 }
 

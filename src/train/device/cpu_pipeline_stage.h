@@ -49,8 +49,9 @@ public:
   bool last() const { return plan_.graph.sent.empty(); }
   // The micro-batch's inputs this stage's plans read.
   StageMicroBatch take(const compiler::ExecutionPlan& source, std::span<const runtime::InputBinding> inputs) const;
-  // The forward plan's weights ← the training plan's (after loading, an update or a resume).
-  void refresh_forward_weights();
+  // The forward plan's weights ← the training plan's: every fp32 weight (after loading or a
+  // resume), or only the trained ones (after an update).
+  void refresh_forward_weights(bool trained_only);
   // Writes a weight the stage's plans hold (both backends; nothing when they hold none).
   void write_weight(const std::string& name, std::span<const std::byte> bytes);
 
@@ -76,7 +77,8 @@ private:
   // in the training plan.
   std::vector<graph::TensorId> received_training_, received_gradients_, received_forward_;
   std::vector<graph::TensorId> sent_forward_, sent_gradient_inputs_;
-  std::vector<std::pair<graph::TensorId, graph::TensorId>> shared_weights_;  // training id, forward id
+  // Weights both plans hold, (training id, forward id): trained, and frozen fp32 ones.
+  std::vector<std::pair<graph::TensorId, graph::TensorId>> trained_weights_, frozen_weights_;
   // Per micro-batch of the step: received tensors, sent tensors, gradients to send back.
   std::vector<std::vector<std::vector<float>>> received_, sent_, returned_;
   std::vector<float> incoming_;   // one gradient from one later stage, before it is summed

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "models/lora.h"
 
 namespace surogate::train {
 
@@ -24,6 +25,14 @@ MicroBatch copy_micro_batch(const compiler::ExecutionPlan& source, const compile
     batch.tensors.push_back(*id);
     if (input.data.size() == type.size_bytes()) {
       batch.bytes.emplace_back(input.data.begin(), input.data.end());
+      if (name == models::kDropoutSeed && ranks > 1) {
+        // Each slice draws its own LoRA dropout masks: the ranks of a group index their slices'
+        // elements alike, so one seed would give every slice the same mask.
+        int32_t seed = 0;
+        std::memcpy(&seed, batch.bytes.back().data(), sizeof(seed));
+        seed = static_cast<int32_t>(static_cast<uint32_t>(seed) * 0x9e3779b1u + static_cast<uint32_t>(sequence) * 0x85ebca6bu);
+        std::memcpy(batch.bytes.back().data(), &seed, sizeof(seed));
+      }
       continue;
     }
     // A token input this plan holds at T/N per row: rank `sequence`'s slice of each row.

@@ -3,8 +3,10 @@
 // Under sequence parallelism (distributed/sequence_parallel_graph.h) the trainer binds the whole
 // [B, T] micro-batch while a rank's plan takes its token inputs at [B, T/N]: rank s of a sequence
 // group of N then keeps tokens [s·T/N, (s+1)·T/N) of every row of those inputs, and the other
-// inputs whole (the document ids [B, T], loss_scale, the dropout seed). Inputs are matched to the
-// plan by name, so a plan other than the trainer's (a pipeline stage's) takes the inputs it has.
+// inputs whole (the document ids [B, T], loss_scale), but for the LoRA dropout seed, which each
+// rank mixes with its index in the group so that the slices draw independent masks. Inputs are
+// matched to the plan by name, so a plan other than the trainer's (a pipeline stage's) takes the
+// inputs it has.
 #pragma once
 
 #include <cstddef>
