@@ -156,6 +156,9 @@ void validate_model_parallel(const Config& config) {
     require(!set || config.recipe != Recipe::Fp8Hybrid, config, key,
             "cannot be combined with recipe: fp8_hybrid yet (its quantizers scale by one amax over a whole "
             "micro-batch's tensor, which the split ranks do not hold); use recipe: bf16");
+    require(!set || !config.offload_residual, config, key,
+            "cannot be combined with offload_residual yet (the residual checkpoints' host copies are not built for "
+            "split graphs); remove one of the two");
   }
   if (!config.pipeline_stage_layers.empty()) {
     require(static_cast<int64_t>(config.pipeline_stage_layers.size()) == config.pipeline_parallel_size, config,

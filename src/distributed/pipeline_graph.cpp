@@ -98,8 +98,11 @@ std::vector<StageGraph> split_pipeline_stages(const Graph& forward, TensorId los
   const std::vector<int> stage_of_node = node_stages(forward, stages);
   const std::vector<bool> derived = batch_derived(forward);
   auto producer_stage = [&](TensorId id) { return stage_of_node[static_cast<size_t>(forward.tensor(id).producer)]; };
-  SUROGATE_CHECK(forward.tensor(loss).producer != kNoNode && producer_stage(loss) == count - 1,
-                 "the loss is computed after the last layer");
+  if (forward.tensor(loss).producer == kNoNode || producer_stage(loss) != count - 1) {
+    fail_user("pipeline_parallel_size: {} splits the graph by its layers' node names (layers.<n>…), but the loss "
+              "'{}' is not computed after the last of them; a model_definition graph must name its layers' nodes so",
+              count, forward.tensor(loss).name);
+  }
 
   // Each stage's nodes: its own, plus copies of the batch-derived producers it reads from others.
   std::vector<std::set<size_t>> members(static_cast<size_t>(count));
@@ -126,7 +129,10 @@ std::vector<StageGraph> split_pipeline_stages(const Graph& forward, TensorId los
         const TensorInfo& info = forward.tensor(input);
         if (is_leaf(info) || members[static_cast<size_t>(stage)].contains(static_cast<size_t>(info.producer))) continue;
         const int from = producer_stage(input);
-        SUROGATE_CHECK(from < stage, "tensor '{}' flows from stage {} back to stage {}", info.name, from, stage);
+        if (from > stage) {
+          fail_user("pipeline_parallel_size: tensor '{}' is computed in stage {} but read by stage {} before it: the "
+                    "graph's nodes named layers.<n>… are not in layer order", info.name, from, stage);
+        }
         auto [found, fresh] = crossing_index.try_emplace(input, crossing.size());
         if (fresh) crossing.push_back({info.name, from, {}});
         std::vector<int>& to = crossing[found->second].to;

@@ -19,6 +19,7 @@
 #include "graph/op_registry.h"
 #include "io/model_config.h"
 #include "models/lora.h"
+#include "models/model_definition.h"
 #include "runtime/backend.h"
 #include "train/batch_inputs.h"
 #include "train/checkpoint_io.h"
@@ -45,6 +46,7 @@ struct EvaluatorSetup {
   const models::QloraOptions* qlora = nullptr;  // QLoRA: the frozen projections quantized (models/qlora.h)
   const models::Fp8Options* fp8 = nullptr;  // fp8_hybrid (models/fp8_recipe.h), run with current scaling
   bool fused_rope = false;                  // use_fused_rope (models::DecoderGraphOptions::fused_rope)
+  models::ModelDefinition definition;       // model_definition: the IR file the graph comes from
 };
 
 class Evaluator {

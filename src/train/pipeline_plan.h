@@ -43,7 +43,7 @@ using StagePlanFits = std::function<bool(const compiler::ExecutionPlan& training
 
 // `forward` / `loss`: the whole model's forward graph as train/training_plan.h builds it.
 PipelinePlan plan_pipeline(const Config& config, const graph::Graph& forward, graph::TensorId loss, int64_t layers,
-                           const graph::OpRegistry& registry, const compiler::RecomputePolicy& policy,
+                           const graph::OpRegistry& registry, const compiler::CompileOptions& options,
                            const StagePlanFits& fits);
 
 }  // namespace surogate::train

@@ -19,6 +19,7 @@
 #include "graph/op_registry.h"
 #include "io/model_config.h"
 #include "models/fp8_recipe.h"
+#include "models/model_definition.h"
 #include "models/lora.h"
 #include "models/qlora.h"
 #include "train/device/backend_selection.h"
@@ -45,6 +46,10 @@ std::optional<models::QloraOptions> qlora_options(const Config& config);
 // fp8_amax_history and the backward format (gradient_dtype fp8_e4m3; E5M2 otherwise); nullopt
 // for the other recipes.
 std::optional<models::Fp8Options> fp8_options(const Config& config, const io::ModelConfig& model);
+
+// Where the model's graph comes from: the `model_definition` JSON IR file, or (unset) the
+// architecture's built-in builder (models/model_definition.h).
+models::ModelDefinition model_definition(const Config& config);
 
 struct TrainingForward {
   graph::Graph graph;
@@ -91,12 +96,15 @@ struct TrainingPlan {
 };
 
 // The training step's plan for micro-batches [batch, sequence] on `device`: the forward graph
-// (build_training_forward), the recompute the options allow and the device's memory requires;
-// with pipeline_parallel_size > 1, each stage's (train/pipeline_plan.h), judged stage by stage.
-// `layout`: the run's (the trainer's, which knows this process's place among the processes); null:
-// the layout of one process from the configuration (the dry run).
+// (build_training_forward), the recompute the options allow and the device's memory requires
+// (or exactly `forced_recompute`, tests only: TrainerOptions::recompute), with offload_residual's
+// host copies when set; with pipeline_parallel_size > 1, each stage's (train/pipeline_plan.h),
+// judged stage by stage. `layout`: the run's (the trainer's, which knows this process's place
+// among the processes); null: the layout of one process from the configuration (the dry run).
 TrainingPlan plan_training(const Config& config, const io::ModelConfig& model, const graph::OpRegistry& registry,
                            const models::LoraSetup* lora, TrainingBackend backend, int64_t batch, int64_t sequence,
-                           const DeviceMemory& device, const distributed::ParallelLayout* layout = nullptr);
+                           const DeviceMemory& device,
+                           std::optional<compiler::RecomputePolicy> forced_recompute = std::nullopt,
+                           const distributed::ParallelLayout* layout = nullptr);
 
 }  // namespace surogate::train
