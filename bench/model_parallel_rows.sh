@@ -21,6 +21,8 @@
 # (SKIP_MP_CONTEXT, SKIP_MP_EQUIVALENCE, SKIP_MP_BUBBLE, SKIP_MP_BEYOND).
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
+# These rows validate sequence parallelism's GPU path, which a run otherwise refuses until they have.
+export SUROGATE_ALLOW_UNVALIDATED_SEQUENCE_PARALLEL_CUDA=1
 source "$root/bench/carry_env.sh"
 use_carry dp surogate || exit 1
 log="${OUT:-/tmp/multi_gpu}"

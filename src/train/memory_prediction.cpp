@@ -13,6 +13,7 @@
 #include "core/strings.h"
 #include "data/pipeline.h"
 #include "io/model_config.h"
+#include "train/device/backend_selection.h"
 #include "train/training_plan.h"
 
 namespace surogate::train {
@@ -166,6 +167,8 @@ void predict_layouts(const Config& config, const io::ModelConfig& model, const T
       LayoutPrediction layout{ranks / (sequence * pipeline), sequence, pipeline};
       layout.configured = sequence == config.sequence_parallel_size && pipeline == config.pipeline_parallel_size;
       layout.cpu_ranks_only = target.backend == TrainingBackend::Cuda && pipeline > 1;
+      layout.unvalidated = target.backend == TrainingBackend::Cuda && sequence > 1 &&
+                           !unvalidated_sequence_parallel_cuda_allowed();
       Config variant = config;
       variant.gpus = ranks;
       variant.sequence_parallel_size = sequence;
@@ -191,7 +194,7 @@ void predict_layouts(const Config& config, const io::ModelConfig& model, const T
                    });
   for (size_t index = 0; index < prediction.layouts.size(); ++index) {
     const LayoutPrediction& layout = prediction.layouts[index];
-    if (layout.fits && layout.refusal.empty() && !layout.cpu_ranks_only) {
+    if (layout.fits && layout.refusal.empty() && !layout.cpu_ranks_only && !layout.unvalidated) {
       prediction.picked_layout = index;
       break;
     }
@@ -305,7 +308,9 @@ std::string format_memory_prediction(const MemoryPrediction& p) {
       const std::string verdict = !layout.refusal.empty() ? "cannot: " + layout.refusal
                                   : fmt::format("{:>12}  {}{}", format_memory_size(layout.peak_bytes),
                                                 layout.fits ? "fits" : "does NOT fit",
-                                                layout.cpu_ranks_only ? " (CPU ranks only in this version)" : "");
+                                                layout.cpu_ranks_only ? " (CPU ranks only in this version)"
+                                                : layout.unvalidated  ? " (not validated on GPUs yet)"
+                                                                      : "");
       out += fmt::format("#   {:<12} {}{}\n", layout_name(layout), verdict, layout.configured ? "   <- configured" : "");
     }
     if (p.picked_layout) {

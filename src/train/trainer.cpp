@@ -575,6 +575,9 @@ TrainingResult Run::run() {
     nlohmann::json record{{"step", state_.step}, {"epoch", epoch}, {"loss", loss}, {"lr", learning_rate},
                           {"grad_norm", grad_norm}, {"tokens", tokens}, {"loss_tokens", loss_tokens},
                           {"tokens_per_second", tokens / std::max(seconds, 1e-9)}, {"step_seconds", seconds}};
+    if (metrics.router_aux_loss) {  // MoE: the mean of the micro-batches' load-balancing losses
+      record["router_aux_loss"] = *metrics.router_aux_loss / static_cast<double>(window_size);  // every rank's
+    }
     state_.history.push_back(record);
     log("step", record);
     if (gpu_log_ && gpu_log_->due(state_.step)) {  // rank 0's process only

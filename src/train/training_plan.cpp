@@ -31,7 +31,7 @@ models::LoraSetup lora_setup(const Config& config, const io::ModelConfig& model,
   setup.options.rank = config.lora_rank;
   setup.options.alpha = static_cast<double>(config.lora_alpha);
   setup.options.dropout = config.lora_dropout;
-  setup.options.target_modules = resolve_lora_targets(config.lora_target_modules);
+  setup.options.target_modules = resolve_lora_targets(config.lora_target_modules, models::lora_module_names(model));
   if (config.lora_rank <= 0) fail_user("{}: lora_rank must be positive, got {}", config.source_of("lora_rank"), config.lora_rank);
   if (!(config.lora_dropout >= 0.0 && config.lora_dropout < 1.0)) {
     fail_user("{}: lora_dropout must be in [0, 1), got {}", config.source_of("lora_dropout"), config.lora_dropout);
@@ -75,13 +75,17 @@ models::ModelDefinition model_definition(const Config& config) {
 TrainingForward build_training_forward(const Config& config, const io::ModelConfig& model,
                                        const graph::OpRegistry& registry, const models::LoraSetup* lora,
                                        TrainingBackend backend, int64_t batch, int64_t sequence,
-                                       bool training) {
+                                       bool training, int64_t data_parallel_ranks) {
   // The CUDA backend runs the bf16 recipe: parameters and activations in bf16.
   models::DecoderGraphOptions options{batch, sequence, config.lmhead_chunks, false};
   if (backend == TrainingBackend::Cuda) options.dtype = DType::BF16;
   options.fused_rope = config.use_fused_rope;
   const auto loss_scale = data::parse_loss_scale(config.loss_scale);
   options.token_weights = training && loss_scale && data::loss_scale_has_weights(*loss_scale);
+  if (training) {
+    options.router_aux_loss_micro_batches =
+        std::max<int64_t>(1, config.gradient_accumulation_steps) * std::max<int64_t>(1, data_parallel_ranks);
+  }
   models::DecoderGraph decoder = models::build_model_graph(model, registry, options, model_definition(config));
   TrainingForward forward{std::move(decoder.graph), decoder.loss};
   // LoRA: the same graph with adapters on the targeted projections and the base frozen.
@@ -157,7 +161,9 @@ TrainingPlan plan_training(const Config& config, const io::ModelConfig& model, c
     candidate.lm_head_workspace = lm_head_workspace_bytes(plan);
     return candidate;
   };
-  const TrainingForward forward = build_training_forward(config, model, registry, lora, backend, batch, sequence);
+  // MoE's router loss is weighted for the step's micro-batches: accumulation × the replicas.
+  const TrainingForward forward =
+      build_training_forward(config, model, registry, lora, backend, batch, sequence, true, layout.data_size);
   const compiler::CompileOptions options{
       .recompute = recompute_policy(config), .alignment = 256, .offload_residual = config.offload_residual};
   const std::string per_gpu = memory.gpus > 1 ? fmt::format(" (per GPU, {} GPUs)", memory.gpus) : std::string();

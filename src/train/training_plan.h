@@ -60,10 +60,13 @@ struct TrainingForward {
 // with the LoRA dropout, and with sequence_parallel_size N > 1 as each rank of a sequence group
 // runs it, on sequence / N tokens (distributed/sequence_parallel_graph.h); false: as the evaluator
 // runs it), with the quantized base under qlora_bnb / qlora_fp8 / qlora_fp4.
+// Training graphs of MoE models whose config.json sets output_router_logits add the router
+// load-balancing loss weighted for `data_parallel_ranks` × gradient_accumulation_steps micro-batches
+// per optimizer step (models/decoder_graph.h).
 TrainingForward build_training_forward(const Config& config, const io::ModelConfig& model,
                                        const graph::OpRegistry& registry, const models::LoraSetup* lora,
                                        TrainingBackend backend, int64_t batch, int64_t sequence,
-                                       bool training = true);
+                                       bool training = true, int64_t data_parallel_ranks = 1);
 
 // The recompute groups the configuration enables (recompute_* after the implications).
 compiler::RecomputePolicy recompute_policy(const Config& config);

@@ -11,6 +11,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstdlib>
+
 #include <string>
 
 #include "train_cuda/cuda_trainer_fixture.h"
@@ -18,11 +20,15 @@
 namespace surogate::train {
 namespace {
 
+// The GPU path is refused until these tests have run on hardware (backend_selection.cpp): they run it.
+const bool kSequenceParallelAllowed = ::setenv("SUROGATE_ALLOW_UNVALIDATED_SEQUENCE_PARALLEL_CUDA", "1", 1) == 0;
+
 class CudaSequenceParallelTest : public CudaTrainerFixture {
 protected:
   void SetUp() override {
     int count = 0;
     if (cudaGetDeviceCount(&count) != cudaSuccess || count < 2) GTEST_SKIP() << "needs 2 GPUs, " << count << " visible";
+    ASSERT_TRUE(kSequenceParallelAllowed);
   }
 };
 

@@ -1,6 +1,9 @@
 // The training backend choice; see backend_selection.h.
 #include "train/device/backend_selection.h"
 
+#include <cstdlib>
+#include <string_view>
+
 #include <utility>
 
 #include <fmt/format.h>
@@ -57,6 +60,13 @@ BackendChoice choose_training_backend(const Config& config, const MachineOffer& 
               machine.visible_gpus == 1 ? "is" : "are", key, machine.visible_gpus);
   }
   const distributed::ParallelLayout layout = distributed::gpu_parallel_layout(config, machine.visible_gpus, placement);
+  // Refused rather than risk a silently wrong result before the GPU tests have run on hardware.
+  if (layout.sequence_size > 1 && !unvalidated_sequence_parallel_cuda_allowed()) {
+    fail_user("{}: sequence_parallel_size: {} on GPUs is not validated on a multi-GPU machine yet in this version "
+              "(its GPU tests have not run on hardware); train it on CPU ranks for now, or set "
+              "SUROGATE_ALLOW_UNVALIDATED_SEQUENCE_PARALLEL_CUDA=1 to run the unvalidated GPU path",
+              config.source_of("sequence_parallel_size"), layout.sequence_size);
+  }
   if (layout.pipeline_size > 1) {
     fail_user("{}: pipeline_parallel_size: {} trains on CPU ranks in this version (a CUDA pipeline device is not built "
               "yet: docs/training.md, \"Sequence and pipeline parallelism\"); on GPUs use data or sequence "
@@ -99,6 +109,11 @@ BackendChoice choose_training_backend(const Config& config, const MachineOffer& 
                           : "bf16 weights and activations",
                       bf16_master ? "bf16 master weights (stochastic rounding, no fp32 copy)" : "fp32 master weights",
                       bf16_gradients ? "bf16" : "fp32", to_string(config.optimizer), ranks)};
+}
+
+bool unvalidated_sequence_parallel_cuda_allowed() {
+  const char* allow = std::getenv("SUROGATE_ALLOW_UNVALIDATED_SEQUENCE_PARALLEL_CUDA");
+  return allow != nullptr && std::string_view(allow) == "1";
 }
 
 MachineOffer probe_machine() {

@@ -57,6 +57,7 @@
 #include "distributed/shard_placement.h"
 #include "ops/gradient_norm.h"
 #include "runtime/cpu_backend.h"
+#include "models/decoder_graph.h"
 #include "train/device/backend_selection.h"
 #include "quant/fp8_scaling.h"
 #include "train/device/cpu_parameters.h"
@@ -79,7 +80,7 @@ struct Rank {
   std::unique_ptr<Optimizer> optimizer;    // state for the shard's tensors only (none if empty)
   std::unique_ptr<distributed::Communicator> communicator;
   std::vector<MicroBatch> pending;
-  double loss_sum = 0.0;
+  double loss_sum = 0.0, aux_sum = 0.0;
   double shard_squares = 0.0;              // ZeRO-2: the sum of squares of the shard's summed gradients
   std::vector<float> flat;                 // gradients in measure(), weights in update()
 };
@@ -88,7 +89,8 @@ class CpuDataParallelDevice final : public TrainingDevice {
 public:
   CpuDataParallelDevice(const TrainingDeviceSetup& setup, const distributed::ParallelLayout& layout)
       : plan_(*setup.plan), config_(*setup.config), layout_(layout), threads_(layout.local_ranks),
-        window_(layout, setup.world), optimizer_exchange_(setup.world) {
+        window_(layout, setup.world), optimizer_exchange_(setup.world),
+        router_aux_loss_(plan_.graph.find_tensor(models::kRouterAuxLoss)) {
     check_cpu_backend_options(config_);
     std::unique_ptr<distributed::ProcessWorld> alone;
     distributed::ProcessWorld& world = setup.world != nullptr ? *setup.world : *(alone = distributed::ProcessWorld::single());
@@ -187,6 +189,7 @@ public:
       for (const MicroBatch& batch : rank.pending) {
         rank.backend.execute(batch.bindings());
         rank.loss_sum += rank.backend.view<float>(plan_.loss)[0];
+        if (router_aux_loss_) rank.aux_sum += rank.backend.view<float>(*router_aux_loss_)[0];
       }
       rank.pending.clear();
       for (size_t unit = 0; unit < offsets_.size(); ++unit) {
@@ -203,13 +206,15 @@ public:
     });
     window_.restart();
     StepMetrics metrics;
-    std::vector<double> losses, squares;
+    std::vector<double> losses, squares, aux_losses;
     for (const auto& rank : ranks_) {
       losses.push_back(rank->loss_sum);
       squares.push_back(rank->shard_squares);
-      rank->loss_sum = 0.0;
+      aux_losses.push_back(rank->aux_sum);
+      rank->loss_sum = rank->aux_sum = 0.0;
     }
     metrics.loss = window_.sum_over_ranks(losses);
+    if (router_aux_loss_) metrics.router_aux_loss = window_.sum_over_ranks(aux_losses);
     if (layout_.shard_gradients) {
       // Each rank holds its shard's sums: the norm adds every rank's sum of squares.
       metrics.grad_norm = std::sqrt(window_.sum_over_ranks(squares));
@@ -267,6 +272,7 @@ private:
   SequenceGroups sequence_groups_;  // sequence parallelism: each rank's group and exchange ops
   ProcessWindow window_;
   ProcessOptimizerState optimizer_exchange_;
+  std::optional<graph::TensorId> router_aux_loss_;  // MoE plans with the router loss
   std::vector<std::unique_ptr<Rank>> ranks_;
   std::vector<StoredQuantizedWeight> quantized_;  // QLoRA's base, kept for the evaluator's backend
   std::optional<Fp8State> fp8_;                   // fp8_hybrid's scaling state, in each rank's plan

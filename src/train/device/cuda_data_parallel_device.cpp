@@ -90,6 +90,7 @@ struct Rank {
   distributed::Shard shard;
   std::vector<MicroBatch> pending;
   double loss_sum = 0.0;
+  std::optional<double> aux_sum;
 };
 
 // The evaluator of GPU 0's weights, run on rank 0's thread (its CUDA device and the thread its
@@ -281,15 +282,18 @@ public:
       }
       rank.communicator->synchronize();
       rank.loss_sum = state.loss_sum();
+      rank.aux_sum = state.router_aux_loss_sum();
     });
     window_.restart();
     StepMetrics metrics;
-    std::vector<double> losses, squares;
+    std::vector<double> losses, squares, aux_losses;
     for (const Rank& rank : ranks_) {
       losses.push_back(rank.loss_sum);
       squares.push_back(static_cast<double>(rank.state->norm()) * rank.state->norm());
+      aux_losses.push_back(rank.aux_sum.value_or(0.0));
     }
     metrics.loss = window_.sum_over_ranks(losses);
+    if (!ranks_.empty() && ranks_.front().aux_sum) metrics.router_aux_loss = window_.sum_over_ranks(aux_losses);
     if (layout_.shard_gradients) {
       // Each rank holds its shard's sums: the norm adds every rank's squares (exactly the shard's
       // norm with one rank: a float's square is exact in double), and every rank clips by it.

@@ -97,6 +97,7 @@ public:
     rank_->synchronize();
     StepMetrics metrics;
     metrics.loss = rank_->loss_sum();
+    metrics.router_aux_loss = rank_->router_aux_loss_sum();
     metrics.grad_norm = rank_->norm();
     return metrics;
   }

@@ -20,6 +20,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -57,6 +58,9 @@ struct MicroBatchTotals {
 struct StepMetrics {
   double loss = 0.0;       // sum of the micro-batches' losses
   double grad_norm = 0.0;  // global L2 norm of the accumulated gradients, before clipping
+  // MoE models training with the router load-balancing loss: the sum of the micro-batches'
+  // unweighted aux losses (the plan's "router_aux_loss" output; models/decoder_graph.h).
+  std::optional<double> router_aux_loss;
 };
 
 class TrainingDevice {
