@@ -12,10 +12,20 @@
 #include "core/system_info.h"
 #include "cuda/device_info.h"
 #include "distributed/parallel_layout.h"
+#include "distributed/sequence_exchange_ops.h"
+#include "distributed/sequence_parallel_graph.h"
+#include "ops/defs/register_ops.h"
 #include "train/device/memory_budget.h"
 #include "train/lora_targets.h"
 
 namespace surogate::train {
+
+graph::OpRegistry make_training_registry(distributed::Communicator* sequence_group) {
+  graph::OpRegistry registry = ops::make_model_registry();
+  distributed::register_sequence_exchange_ops(registry, sequence_group);
+  return registry;
+}
+
 models::LoraSetup lora_setup(const Config& config, const io::ModelConfig& model, TrainingBackend backend) {
   models::LoraSetup setup;
   setup.options.rank = config.lora_rank;
@@ -89,6 +99,9 @@ TrainingForward build_training_forward(const Config& config, const io::ModelConf
     if (!training) fp8->amax_history = 0;  // evaluation: each tensor at its own scale, no state
     forward.graph = models::apply_fp8_recipe(forward.graph, registry, *fp8);
   }
+  if (training && config.sequence_parallel_size > 1) {
+    forward.graph = distributed::apply_sequence_parallel(forward.graph, registry, config.sequence_parallel_size);
+  }
   return forward;
 }
 
@@ -119,13 +132,20 @@ DeviceMemory device_memory(TrainingBackend backend, const MachineOffer& machine,
 
 TrainingPlan plan_training(const Config& config, const io::ModelConfig& model, const graph::OpRegistry& registry,
                            const models::LoraSetup* lora, TrainingBackend backend, int64_t batch, int64_t sequence,
-                           const DeviceMemory& device, std::optional<compiler::RecomputePolicy> forced_recompute) {
+                           const DeviceMemory& device, std::optional<compiler::RecomputePolicy> forced_recompute,
+                           const distributed::ParallelLayout* run_layout) {
   TrainingPlan result;
   result.device = device;
   result.margin_bytes = device_margin_bytes(device.total_bytes);
   MemoryEstimate& memory = result.memory;
-  if (backend == TrainingBackend::Cpu) memory.ranks = distributed::cpu_parallel_layout(config).world_size;
-  if (backend == TrainingBackend::Cuda) memory.gpus = distributed::gpu_parallel_layout(config, device.visible_gpus).world_size;
+  const distributed::ParallelLayout layout = run_layout != nullptr                ? *run_layout
+                                             : backend == TrainingBackend::Cuda ? distributed::gpu_parallel_layout(config, device.visible_gpus)
+                                                                                : distributed::cpu_parallel_layout(config);
+  // CPU ranks: every rank thread of this process holds its own backend.
+  if (backend == TrainingBackend::Cpu) memory.ranks = layout.local_ranks;
+  if (backend == TrainingBackend::Cuda) memory.gpus = layout.world_size;
+  // The optimizer state is shared out among the ranks that hold the same parameters.
+  const int optimizer_shards = backend == TrainingBackend::Cuda ? layout.gradient_group_size() : 1;
   memory.context = backend == TrainingBackend::Cuda ? kCudaContextBytes : 0;
   // The evaluator's own backend (forward only, no dropout): its arena and LM-head scratch.
   const TrainingForward evaluation = build_training_forward(config, model, registry, lora, backend, batch, sequence, false);
@@ -135,16 +155,44 @@ TrainingPlan plan_training(const Config& config, const io::ModelConfig& model, c
   // The parts a recompute choice changes are the plan's own; the rest is fixed above.
   auto estimate = [&](const compiler::ExecutionPlan& plan) {
     MemoryEstimate candidate = memory;
-    candidate.plan = plan_memory(plan, config, memory.gpus);
+    candidate.plan = plan_memory(plan, config, optimizer_shards);
     // offload_residual's host region is the device's own memory on the CPU backend.
     if (backend == TrainingBackend::Cpu) candidate.plan.activations += std::exchange(candidate.plan.host_residuals, 0);
     candidate.lm_head_workspace = lm_head_workspace_bytes(plan);
     return candidate;
   };
-  const int64_t ranks = backend == TrainingBackend::Cuda ? memory.gpus : memory.ranks;
-  const TrainingForward forward = build_training_forward(config, model, registry, lora, backend, batch, sequence, true, ranks);
+  // MoE's router loss is weighted for the step's micro-batches: accumulation × the replicas.
+  const TrainingForward forward =
+      build_training_forward(config, model, registry, lora, backend, batch, sequence, true, layout.data_size);
   const compiler::CompileOptions options{
       .recompute = recompute_policy(config), .alignment = 256, .offload_residual = config.offload_residual};
+  const std::string per_gpu = memory.gpus > 1 ? fmt::format(" (per GPU, {} GPUs)", memory.gpus) : std::string();
+  if (config.pipeline_parallel_size > 1) {
+    // Each stage's plan is judged with what the stage holds beside it; the run needs the largest.
+    auto stage_estimate = [&](const compiler::ExecutionPlan& plan, size_t extra) {
+      MemoryEstimate candidate = estimate(plan);
+      candidate.pipeline = extra;
+      return candidate;
+    };
+    auto pipeline = std::make_shared<PipelinePlan>(plan_pipeline(
+        config, forward.graph, forward.loss, model.num_hidden_layers, registry, options,
+        [&](const compiler::ExecutionPlan& plan, size_t extra) { return result.fits_in(stage_estimate(plan, extra).peak()); }));
+    size_t largest = 0;
+    for (const PipelineStagePlan& stage : pipeline->stages) {
+      const MemoryEstimate candidate = stage_estimate(stage.training, stage.extra_bytes);
+      if (candidate.peak() < largest) continue;
+      largest = candidate.peak();
+      memory = candidate;
+      result.recompute = stage.recompute;
+    }
+    result.plan = compiler::compile_forward(forward.graph, registry);
+    result.pipeline = std::move(pipeline);
+    result.message = fmt::format("pipeline: {}; largest stage: {}; predicted peak {} of the {} {} offers{}",
+                                 result.pipeline->describe(), result.recompute.summary,
+                                 format_memory_size(result.memory.peak()), format_memory_size(device.offered_bytes),
+                                 backend == TrainingBackend::Cuda ? "GPU" : "host", per_gpu);
+    return result;
+  }
   auto fits = [&](const compiler::ExecutionPlan& plan) { return result.fits_in(estimate(plan).peak()); };
   if (forced_recompute) {
     compiler::CompileOptions forced = options;
@@ -162,8 +210,7 @@ TrainingPlan plan_training(const Config& config, const io::ModelConfig& model, c
                                    ? "apply_recommended_values: " : "",
                                result.recompute.summary, format_memory_size(result.memory.peak()),
                                format_memory_size(device.offered_bytes),
-                               backend == TrainingBackend::Cuda ? "GPU" : "host",
-                               memory.gpus > 1 ? fmt::format(" (per GPU, {} GPUs)", memory.gpus) : std::string());
+                               backend == TrainingBackend::Cuda ? "GPU" : "host", per_gpu);
   return result;
 }
 

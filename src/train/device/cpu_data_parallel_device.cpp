@@ -22,6 +22,12 @@
 //     tensors alone: ZeRO-1), writes its updated weights into its piece of the flat buffer, and
 //     an all-gather gives every rank every piece; each copies them into its backend.
 //
+// Sequence parallelism (layout.sequence_size > 1): the plan is a sequence slice's
+// (distributed/sequence_parallel_graph.h), each rank's backend binds the exchange ops to its sequence
+// group's gloo communicator (sequence_groups.h), and accumulate() gives every rank of a replica its
+// slice of the micro-batch (micro_batch.h); the rest is unchanged, the sums and ZeRO shards running
+// over every rank of the world.
+//
 // fp8_hybrid: each rank's plan holds the scaling state (models/fp8_recipe.h). Before it is rolled
 // after a step, every rank's state is all-reduced with the max of the amaxes (only this step's
 // row[1] differs between ranks), so every rank rolls the same delayed amaxes and quantizes exactly
@@ -55,6 +61,8 @@
 #include "train/device/backend_selection.h"
 #include "quant/fp8_scaling.h"
 #include "train/device/cpu_parameters.h"
+#include "train/device/micro_batch.h"
+#include "train/device/sequence_groups.h"
 #include "train/device/fp8_state.h"
 #include "train/fp8_weight_copies.h"
 #include "train/device/process_optimizer_state.h"
@@ -63,12 +71,6 @@
 
 namespace surogate::train {
 namespace {
-
-// A micro-batch's inputs, copied: the trainer reuses its buffers for the next micro-batch.
-struct MicroBatch {
-  std::vector<graph::TensorId> tensors;
-  std::vector<std::vector<std::byte>> bytes;
-};
 
 struct Rank {
   runtime::CpuBackend backend;
@@ -94,9 +96,10 @@ public:
     distributed::ProcessWorld& world = setup.world != nullptr ? *setup.world : *(alone = distributed::ProcessWorld::single());
     std::vector<std::unique_ptr<distributed::Communicator>> communicators =
         distributed::connect_gloo(threads_, world, layout_.first_rank, layout_.world_size);
+    sequence_groups_ = connect_cpu_sequence_groups(threads_, world, layout_);
     for (int r = 0; r < layout_.local_ranks; ++r) {
       auto rank = std::make_unique<Rank>();
-      rank->backend.load(plan_, *setup.registry);
+      rank->backend.load(plan_, sequence_groups_.registry(r, *setup.registry));
       rank->parameters = bind_cpu_parameters(rank->backend, plan_, setup.specs);
       rank->communicator = std::move(communicators[static_cast<size_t>(r)]);
       ranks_.push_back(std::move(rank));
@@ -132,7 +135,7 @@ public:
     return fmt::format("CPU backend, fp32 weights, gradients and {} state; {} ({}, gloo)", optimizer_name_,
                        layout_.describe(), layout_.spans_processes() ? "rank threads in each process" : "threads of this process");
   }
-  int data_parallel_ranks() const override { return layout_.world_size; }
+  int data_parallel_ranks() const override { return layout_.data_size; }
   bool takes_micro_batch(int64_t index) const override { return window_.takes(index); }
   MicroBatchTotals window_totals(std::span<const MicroBatchTotals> taken) override { return window_.totals(taken); }
   std::span<const WeightView> weights() const override { return ranks_[0]->parameters.weights; }
@@ -171,23 +174,20 @@ public:
   }
   void download() override {}  // every rank holds the same weights after update(); rank 0's are the host's
 
+  // The micro-batch goes to its replica's ranks, each of a sequence group keeping its slice.
   void accumulate(std::span<const runtime::InputBinding> inputs) override {
-    const int owner = window_.next_local_rank();
-    MicroBatch batch;
-    for (const runtime::InputBinding& input : inputs) {
-      batch.tensors.push_back(input.tensor);
-      batch.bytes.emplace_back(input.data.begin(), input.data.end());
+    for (const int local : window_.next_local_ranks()) {
+      const int sequence = layout_.place(layout_.first_rank + local).sequence;
+      ranks_[static_cast<size_t>(local)]->pending.push_back(
+          copy_micro_batch(plan_, plan_, inputs, sequence, layout_.sequence_size));
     }
-    ranks_[static_cast<size_t>(owner)]->pending.push_back(std::move(batch));
   }
 
   StepMetrics measure() override {
     threads_.run([&](int r) {
       Rank& rank = *ranks_[static_cast<size_t>(r)];
       for (const MicroBatch& batch : rank.pending) {
-        std::vector<runtime::InputBinding> bindings;
-        for (size_t i = 0; i < batch.tensors.size(); ++i) bindings.push_back({batch.tensors[i], batch.bytes[i]});
-        rank.backend.execute(bindings);
+        rank.backend.execute(batch.bindings());
         rank.loss_sum += rank.backend.view<float>(plan_.loss)[0];
         if (router_aux_loss_) rank.aux_sum += rank.backend.view<float>(*router_aux_loss_)[0];
       }
@@ -269,6 +269,7 @@ private:
   const Config& config_;
   distributed::ParallelLayout layout_;
   distributed::RankThreads threads_;
+  SequenceGroups sequence_groups_;  // sequence parallelism: each rank's group and exchange ops
   ProcessWindow window_;
   ProcessOptimizerState optimizer_exchange_;
   std::optional<graph::TensorId> router_aux_loss_;  // MoE plans with the router loss

@@ -15,6 +15,7 @@
 #include "train/device/backend_selection.h"
 #include "train/device/cpu_data_parallel_device.h"
 #include "train/device/cpu_parameters.h"
+#include "train/device/cpu_pipeline_device.h"
 #include "train/device/fp8_state.h"
 #include "train/device/training_device.h"
 #include "train/fp8_weight_copies.h"
@@ -157,7 +158,11 @@ private:
 
 std::unique_ptr<TrainingDevice> make_cpu_training_device(const TrainingDeviceSetup& setup) {
   const distributed::ParallelLayout layout = distributed::cpu_parallel_layout(*setup.config, distributed::process_placement(setup.world));
-  if (layout.data_parallel() || setup.data_parallel_device) return make_cpu_data_parallel_training_device(setup, layout);
+  if (layout.pipeline_size > 1) {
+    SUROGATE_CHECK(setup.pipeline != nullptr, "a pipeline layout comes with the stages' plans");
+    return make_cpu_pipeline_training_device(setup, layout);
+  }
+  if (layout.several_ranks() || setup.data_parallel_device) return make_cpu_data_parallel_training_device(setup, layout);
   return std::make_unique<CpuTrainingDevice>(setup);
 }
 

@@ -131,6 +131,7 @@ CudaRankState::CudaRankState(const TrainingDeviceSetup& setup, const CudaTrainab
       max_micro_batches_(std::max<int64_t>(1, config_.gradient_accumulation_steps)),
       bf16_master_(config_.master_dtype == MasterDtype::Bf16),
       bf16_gradients_(config_.gradient_dtype == GradientDtype::Bf16),
+      backend_(setup.cuda_ops != nullptr ? *setup.cuda_ops : runtime::builtin_cuda_ops()),
       losses_(static_cast<size_t>(2 * max_micro_batches_)), norm_(2) {
   SUROGATE_CHECK(!config_.gradient_dtype || *config_.gradient_dtype == GradientDtype::Fp32 || bf16_gradients_ ||
                      config_.recipe == Recipe::Fp8Hybrid,

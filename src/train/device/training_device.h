@@ -40,7 +40,13 @@
 #include "train/evaluator.h"
 #include "train/optim/optimizer.h"
 
+namespace surogate::runtime {
+class CudaOpTable;  // runtime/cuda_op_table.h
+}
+
 namespace surogate::train {
+
+struct PipelinePlan;  // train/pipeline_plan.h
 
 // The counts of one micro-batch that the loss normalisation and the log need.
 struct MicroBatchTotals {
@@ -115,6 +121,12 @@ struct TrainingDeviceSetup {
   distributed::ProcessWorld* world = nullptr;
   // The staged offload step's chunk size (host_offload_plan.h; tests make it small).
   size_t offload_chunk_bytes = kOffloadChunkBytes;
+  // pipeline_parallel_size > 1: the stages' plans (`plan` is then the whole model's forward plan,
+  // whose inputs the trainer binds); must outlive the device.
+  const PipelinePlan* pipeline = nullptr;
+  // CUDA: the kernel table a rank's backend binds from (sequence parallelism: the built-in table and
+  // the exchange ops bound to its group, distributed/sequence_exchange_cuda.h); null: the built-in.
+  const runtime::CudaOpTable* cuda_ops = nullptr;
 };
 
 // Norms and biases get no weight decay; NorMuon orthogonalises only hidden 2-D matrices.
