@@ -23,7 +23,6 @@ const std::vector<UnsupportedOption>& unsupported_options() {
       {"lora_dtype", [](const Config& c) { return c.lora_dtype != LoraDtype::Fp32; }},
       {"attn_bwd_chunks", [](const Config& c) { return c.attn_bwd_chunks != 1; }},
       {"dataloader_num_workers", [](const Config& c) { return c.dataloader_num_workers.has_value(); }},
-      {"sequence_parallel_size", [](const Config& c) { return c.sequence_parallel_size != 1; }},
       {"max_pixels", [](const Config& c) { return c.max_pixels.has_value(); }},
       {"norm_bbox", [](const Config& c) { return c.norm_bbox.has_value(); }},
   };
