@@ -1,7 +1,10 @@
 // `surogate sft CONFIG` and `surogate pt CONFIG`: load and validate the run configuration, the
 // model folder and the datasets, then train (train/trainer.h). --dry-run stops after validation
 // and prints the predicted memory (train/memory_prediction.h; --gpu-memory for a GPU of another
-// size) and the resolved configuration.
+// size) and the resolved configuration. With max_restarts > 0 this process supervises the
+// training, run as a child process that is restarted after a failure (train/restart_supervisor.h).
+// Exit codes: 0, 2 (the user's mistake), 1 (internal or CUDA error), 3 (training diverged).
+#include <cstdlib>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -15,6 +18,8 @@
 #include "io/hf_hub.h"
 #include "io/model_config.h"
 #include "train/memory_prediction.h"
+#include "train/metrics_log.h"
+#include "train/restart_supervisor.h"
 #include "train/trainer.h"
 
 namespace surogate::cli {
@@ -115,6 +120,73 @@ void validate_text_tools(const Config& config) {
   data::load_text_tools(data::data_settings_from_config(config));
 }
 
+constexpr int kExitDiverged = 3;
+
+// SUROGATE_TEST_FAULTS (tests only): failures to inject, "key=value,key=value" with the keys
+// checkpoint_write_delay_ms, crash_after_step, error_after_step, nonfinite_loss_at_step,
+// nonfinite_loss_from_step, and every_attempt=1 (a supervised run's restarts see them too; by
+// default only its first attempt does). `attempt` is this process's attempt (0: the first).
+train::InjectedFaults faults_from_environment(size_t attempt) {
+  train::InjectedFaults faults;
+  const char* text = std::getenv("SUROGATE_TEST_FAULTS");
+  if (text == nullptr || *text == '\0') return faults;
+  bool every_attempt = false;
+  std::string rest = text;
+  while (!rest.empty()) {
+    const size_t comma = rest.find(',');
+    const std::string item = rest.substr(0, comma);
+    rest = comma == std::string::npos ? "" : rest.substr(comma + 1);
+    const size_t equals = item.find('=');
+    int64_t value = -1;
+    try {
+      if (equals != std::string::npos) value = std::stoll(item.substr(equals + 1));
+    } catch (const std::exception&) {
+      value = -1;
+    }
+    const std::string key = item.substr(0, equals);
+    if (value < 0) fail_user("SUROGATE_TEST_FAULTS: '{}' is not key=non-negative-integer", item);
+    if (key == "checkpoint_write_delay_ms") faults.checkpoint_write_delay = std::chrono::milliseconds(value);
+    else if (key == "crash_after_step") faults.crash_after_step = value;
+    else if (key == "error_after_step") faults.error_after_step = value;
+    else if (key == "nonfinite_loss_at_step") faults.nonfinite_loss_at_step = value;
+    else if (key == "nonfinite_loss_from_step") faults.nonfinite_loss_from_step = value;
+    else if (key == "every_attempt") every_attempt = value != 0;
+    else fail_user("SUROGATE_TEST_FAULTS: unknown fault '{}' (checkpoint_write_delay_ms, crash_after_step, "
+                   "error_after_step, nonfinite_loss_at_step, nonfinite_loss_from_step, every_attempt)", key);
+  }
+  return attempt == 0 || every_attempt ? faults : train::InjectedFaults{};
+}
+
+// Trains in this process, or (max_restarts > 0 and not already a supervised child) supervises a
+// child process that does.
+int train_or_supervise(const Config& config, const TrainArguments& arguments, const std::vector<std::string>& extras,
+                       bool pretraining) {
+  train::TrainerOptions options;
+  options.pretraining = pretraining;
+  options.default_run_name = fs::path(arguments.config_path).stem().string();
+  const std::optional<std::vector<train::RestartRecord>> restarts = train::supervised_restarts();
+  if (!restarts && config.max_restarts > 0) {
+    train::SupervisedRun run;
+    run.arguments = {pretraining ? "pt" : "sft", arguments.config_path};
+    run.arguments.insert(run.arguments.end(), extras.begin(), extras.end());
+    run.max_restarts = static_cast<int>(config.max_restarts);
+    run.log_file = config.log_file ? fs::path(*config.log_file)
+                                   : train::default_log_path(config.output_dir,
+                                                             config.run_name.value_or(options.default_run_name));
+    run.checkpoint_dir = config.checkpoint_dir.value_or(config.output_dir);
+    return train::supervise_training(run);
+  }
+  if (restarts) options.restarts = *restarts;
+  options.faults = faults_from_environment(restarts ? restarts->size() : 0);
+  try {
+    train::run_training(config, options);
+  } catch (const train::TrainingDiverged& error) {
+    fmt::print(stderr, "error: {}\n", error.what());
+    return kExitDiverged;
+  }
+  return 0;
+}
+
 int run_training_command(const TrainArguments& arguments, const std::vector<std::string>& extras, bool pretraining) {
   Config config = load_config(arguments.config_path, collect_overrides(extras));
   validate_model_folder(config);
@@ -126,13 +198,7 @@ int run_training_command(const TrainArguments& arguments, const std::vector<std:
   }
   std::optional<size_t> gpu_memory;
   if (!arguments.gpu_memory.empty()) gpu_memory = parse_memory_size(arguments.gpu_memory);
-  if (!arguments.dry_run) {
-    train::TrainerOptions options;
-    options.pretraining = pretraining;
-    options.default_run_name = fs::path(arguments.config_path).stem().string();
-    train::run_training(config, options);
-    return 0;
-  }
+  if (!arguments.dry_run) return train_or_supervise(config, arguments, extras, pretraining);
   validate_text_tools(config);
   const train::MemoryPrediction prediction = train::predict_training_memory(config, gpu_memory);
   fmt::print("# {}: configuration is valid (dry run, nothing trained)\n", arguments.config_path);

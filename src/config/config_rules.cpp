@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <optional>
 #include <string>
 #include <vector>
@@ -93,6 +94,22 @@ void apply_implications(Config& config) {
   imply(config, config.zero_level >= 2, "zero_level >= 2", config.shard_gradients, "shard_gradients");
   imply(config, config.zero_level >= 3, "zero_level 3", config.shard_weights, "shard_weights");
 
+  // lora_dtype: bf16 keeps the adapters (every trainable tensor of a LoRA run) and their
+  // optimizer inputs in bf16: no fp32 masters, bf16 gradient accumulators. An error naming either
+  // dtype then also names lora_dtype, where the value came from.
+  if (config.lora && config.lora_dtype == LoraDtype::Bf16) {
+    const std::string origin = config.source_of("lora_dtype") + " (lora_dtype: bf16 ⇒ ";
+    if (!config.master_dtype) {
+      config.master_dtype = MasterDtype::Bf16;
+      config.sources["master_dtype"] = origin + "master_dtype: bf16)";
+      config.notes.push_back("lora_dtype: bf16 ⇒ master_dtype: bf16");
+    }
+    if (!config.gradient_dtype) {
+      config.gradient_dtype = GradientDtype::Bf16;
+      config.sources["gradient_dtype"] = origin + "gradient_dtype: bf16)";
+      config.notes.push_back("lora_dtype: bf16 ⇒ gradient_dtype: bf16");
+    }
+  }
   if (!config.checkpoint_dir) {
     config.checkpoint_dir = config.output_dir;
     config.notes.push_back("checkpoint_dir unset ⇒ checkpoint_dir: output_dir");
@@ -142,6 +159,19 @@ void validate_fp8_recipe(const Config& config) {
           "yet); set gpus: 1");
 }
 
+// fp16's dynamic loss scale (train/fp16_loss_scaler.h). Whether a run computes in fp16 may depend
+// on the model's config.json (torch_dtype unset); the trainer checks that case when it knows.
+void validate_fp16_loss_scale(const Config& config) {
+  require(std::isfinite(config.fp16_loss_scale) && config.fp16_loss_scale >= 1.0, config, "fp16_loss_scale",
+          fmt::format("must be a finite number of at least 1 (got {}); powers of two keep the scaling exact",
+                      config.fp16_loss_scale));
+  require_positive(config, "fp16_loss_scale_window", config.fp16_loss_scale_window);
+  const bool not_fp16 = config.torch_dtype && *config.torch_dtype != TorchDtype::Float16;
+  const char* only_fp16 = "only applies to fp16 training (torch_dtype: float16); remove it or set torch_dtype: float16";
+  require(!not_fp16 || !config.sources.contains("fp16_loss_scale"), config, "fp16_loss_scale", only_fp16);
+  require(!not_fp16 || !config.sources.contains("fp16_loss_scale_window"), config, "fp16_loss_scale_window", only_fp16);
+}
+
 }  // namespace
 
 void validate_config(const Config& config, const std::string& file_label) {
@@ -152,6 +182,9 @@ void validate_config(const Config& config, const std::string& file_label) {
   require_positive(config, "num_epochs", config.num_epochs);
   require_positive(config, "save_steps", config.save_steps);
   require_positive(config, "save_total_limit", config.save_total_limit);
+  require(config.max_restarts >= 0, config, "max_restarts", "must not be negative (0: a failed run stays stopped)");
+  require(config.max_nonfinite_steps >= 0, config, "max_nonfinite_steps",
+          "must not be negative (0: the first non-finite step stops the run)");
   if (config.sequence_len) require_positive(config, "sequence_len", *config.sequence_len);
   if (config.max_model_len) require_positive(config, "max_model_len", *config.max_model_len);
   if (config.max_length) require_positive(config, "max_length", *config.max_length);
@@ -164,6 +197,7 @@ void validate_config(const Config& config, const std::string& file_label) {
   require(config.skip_quant_first_layers >= 0, config, "skip_quant_first_layers", "must not be negative");
   require(config.skip_quant_last_layers >= 0, config, "skip_quant_last_layers", "must not be negative");
   validate_fp8_recipe(config);
+  validate_fp16_loss_scale(config);
 
   require(config.learning_rate > 0.0, config, "learning_rate", fmt::format("must be positive (got {})", config.learning_rate));
   require_fraction(config, "warmup_ratio", config.warmup_ratio);
@@ -200,6 +234,16 @@ void validate_config(const Config& config, const std::string& file_label) {
   require(config.lora_dropout >= 0.0 && config.lora_dropout < 1.0, config, "lora_dropout",
           fmt::format("must be in [0, 1) (got {})", config.lora_dropout));
   require(!config.merge_adapter || config.lora, config, "merge_adapter", "needs lora: true (there is no adapter to merge)");
+  if (config.lora_dtype == LoraDtype::Bf16) {
+    require(config.lora, config, "lora_dtype", "bf16 applies to LoRA adapters; with lora: false remove it");
+    require(config.recipe != Recipe::Fp8Hybrid, config, "lora_dtype",
+            "bf16 does not combine with recipe: fp8_hybrid yet (there gradient_dtype is the FP8 backward format); "
+            "use lora_dtype: fp32 with it");
+    require(config.master_dtype == MasterDtype::Bf16 && config.gradient_dtype == GradientDtype::Bf16, config,
+            "lora_dtype",
+            "bf16 keeps the adapters' masters and gradients in bf16, but master_dtype or gradient_dtype is set to "
+            "another dtype; remove one of them");
+  }
 
   int qlora_modes = int(config.qlora_fp4) + int(config.qlora_fp8) + int(config.qlora_bnb);
   require(qlora_modes <= 1, config, config.qlora_bnb ? "qlora_bnb" : "qlora_fp8",

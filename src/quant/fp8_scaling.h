@@ -39,4 +39,7 @@ inline float site_amax(const float* row) { return row[0] > 0.0f ? row[0] : row[1
 // takes row[1], row[1] becomes 0 and row[0] the history's maximum.
 void roll_fp8_history(float* state, int64_t sites, int64_t history, int64_t step);
 
+// After a step that was skipped (not applied): each row[1] back to 0, the history untouched.
+void drop_current_amaxes(float* state, int64_t sites, int64_t history);
+
 }  // namespace surogate::quant

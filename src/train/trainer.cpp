@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <csignal>
+#include <limits>
 #include <map>
 #include <memory>
 #include <random>
@@ -20,6 +22,7 @@
 #include "train/batch_inputs.h"
 #include "train/checkpoint_io.h"
 #include "train/checkpoint_store.h"
+#include "train/checkpoint_writer.h"
 #include "train/device/backend_selection.h"
 #include "train/device/training_device.h"
 #include "train/evaluator.h"
@@ -90,6 +93,11 @@ public:
 private:
   void evaluate(bool final_eval);
   void save_checkpoint();
+  // Logs a checkpoint the writer thread finished (nothing when none).
+  void log_saved(const std::optional<SavedCheckpoint>& saved);
+  // A step that is not applied: gradients dropped, logged; too many in a row end the run.
+  void skip_step(const std::string& what, double value, nlohmann::json& record);
+  void inject_faults_after_step() const;
   void write_outputs();
   // The base model's weights into `views` (spec order): from the model folder, or the
   // deterministic initialisation when it holds no safetensors. `written` sees each one filled;
@@ -101,6 +109,7 @@ private:
   void add_time_breakdown();
   void report_time_breakdown();
   [[noreturn]] void fail_non_finite(const std::string& what, double value);
+  std::string restarts_summary() const;
   std::vector<std::pair<std::string, std::string>> summary_rows() const;
 
   const Config& config_;
@@ -142,6 +151,9 @@ private:
     phase_start_ = Clock::now();
   }
   int64_t time_breakdown_samples_ = 0;
+  std::vector<std::string> resume_warnings_;  // checkpoints skipped on resume, logged once the log is open
+  // Last: destroyed first, so a write in flight finishes while the store and device still exist.
+  std::unique_ptr<CheckpointWriter> writer_;
 };
 
 Run::Run(const Config& config, const TrainerOptions& options)
@@ -290,8 +302,15 @@ Run::Run(const Config& config, const TrainerOptions& options)
   }
   store_ = std::make_unique<CheckpointStore>(config.checkpoint_dir.value_or(config.output_dir),
                                              static_cast<int>(config.save_total_limit));
+  writer_ = std::make_unique<CheckpointWriter>(*store_, options.faults.checkpoint_write_delay);
   if (config.resume_from_checkpoint) {
-    if (auto latest = store_->latest()) {
+    // The newest checkpoint whose files match their manifest; damaged or half-written ones are
+    // skipped with a warning naming them.
+    auto latest = store_->latest_verified([this](const std::string& warning) {
+      display_.message("warning: " + warning);
+      resume_warnings_.push_back(warning);
+    });
+    if (latest) {
       std::vector<StateTensor> optimizer_state = device_->optimizer_state();
       TrainingState restored = restore_checkpoint(*latest, device_->trainable(), optimizer_state);
       device_->upload();
@@ -302,7 +321,7 @@ Run::Run(const Config& config, const TrainerOptions& options)
       last_saved_step_ = state_.step;
       display_.message(fmt::format("resumed from {} (step {})", latest->string(), state_.step));
     } else {
-      display_.message("resume_from_checkpoint: no complete checkpoint yet; starting from step 0");
+      display_.message("resume_from_checkpoint: no checkpoint that verifies yet; starting from step 0");
     }
   }
   result_.first_step = state_.step;
@@ -318,15 +337,55 @@ Run::Run(const Config& config, const TrainerOptions& options)
                             return count;
                           }()}});
   result_.log_file = log_->path();
+  for (const std::string& warning : resume_warnings_) log_->write("warning", {{"what", warning}});
+  for (const RestartRecord& restart : options.restarts) {
+    display_.message(fmt::format("restart {} of at most {} after the previous attempt ended: {}; {}", restart.attempt,
+                                 config.max_restarts, restart.reason,
+                                 result_.first_step > 0 ? fmt::format("resumed at step {}", result_.first_step)
+                                                        : std::string("started again from step 0")));
+  }
 }
 
 void Run::fail_non_finite(const std::string& what, double value) {
   display_.finish();
+  log_saved(writer_->wait());  // the checkpoint in flight is good: finish it before naming the last one
   std::string last = store_->latest() ? store_->latest()->string() : std::string("none written yet");
-  log_->write("error", {{"step", state_.step + 1}, {"what", what}, {"value", fmt::format("{}", value)}});
-  fail_user("training diverged at step {}: the {} is {}. The last good checkpoint is {}. Lower learning_rate, "
-            "raise warmup_steps or set max_grad_norm, then resume (resume_from_checkpoint: true)",
-            state_.step + 1, what, value, last);
+  log_->write("error", {{"step", state_.step}, {"what", what}, {"value", fmt::format("{}", value)},
+                        {"consecutive_nonfinite_steps", state_.consecutive_nonfinite_steps}});
+  throw TrainingDiverged(fmt::format(
+      "training diverged at step {}: the {} is {} ({} non-finite step{} in a row; max_nonfinite_steps: {}). The last "
+      "good checkpoint is {}. Lower learning_rate, raise warmup_steps or set max_grad_norm, then resume "
+      "(resume_from_checkpoint: true)",
+      state_.step, what, value, state_.consecutive_nonfinite_steps, state_.consecutive_nonfinite_steps == 1 ? "" : "s",
+      config_.max_nonfinite_steps, last));
+}
+
+void Run::skip_step(const std::string& what, double value, nlohmann::json& record) {
+  device_->skip_update();
+  ++state_.skipped_steps;
+  ++state_.consecutive_nonfinite_steps;
+  record["skipped"] = true;
+  record["nonfinite"] = what;
+  display_.message(fmt::format("step {} skipped: the {} is {} (nothing applied; {} in a row, max_nonfinite_steps: {})",
+                               state_.step, what, value, state_.consecutive_nonfinite_steps,
+                               config_.max_nonfinite_steps));
+}
+
+// Tests' injected failures (TrainerOptions::faults), after the step's checkpoint was started.
+void Run::inject_faults_after_step() const {
+  const InjectedFaults& faults = options_.faults;
+  if (faults.crash_after_step && state_.step == *faults.crash_after_step) std::raise(SIGKILL);
+  if (faults.error_after_step && state_.step == *faults.error_after_step) {
+    throw std::runtime_error(fmt::format("injected failure after step {} (SUROGATE_TEST_FAULTS)", state_.step));
+  }
+}
+
+std::string Run::restarts_summary() const {
+  std::string text = std::to_string(options_.restarts.size());
+  for (const RestartRecord& restart : options_.restarts) {
+    text += fmt::format("{} {}: {}", &restart == &options_.restarts.front() ? " —" : ";", restart.attempt, restart.reason);
+  }
+  return text + fmt::format(" (the last resumed at step {})", result_.first_step);
 }
 
 void Run::evaluate(bool final_eval) {
@@ -343,20 +402,28 @@ void Run::evaluate(bool final_eval) {
                                eval.loss, 100.0 * eval.accuracy, eval.tokens));
 }
 
+// The step's state is copied off the device (or, on the CPU, copied) and written by the writer
+// thread while training goes on; a previous write still in flight is waited for first.
 void Run::save_checkpoint() {
-  device_->download();
-  std::vector<StateTensor> optimizer_state = device_->optimizer_state();
-  fs::path folder = store_->save(state_.step, [&](const fs::path& temporary) {
-    write_checkpoint_files(temporary, device_->trainable(), optimizer_state, state_);
-  });
+  const Clock::time_point start = Clock::now();
+  log_saved(writer_->wait());
+  CheckpointSnapshot snapshot = take_checkpoint_snapshot(*device_, state_);
+  snapshot.blocked_seconds = seconds_since(start);
+  writer_->start(std::move(snapshot));
   last_saved_step_ = state_.step;
-  log_->write("checkpoint", {{"step", state_.step}, {"path", folder.string()}});
+}
+
+void Run::log_saved(const std::optional<SavedCheckpoint>& saved) {
+  if (!saved) return;
+  log_->write("checkpoint", {{"step", saved->step}, {"path", saved->path.string()}, {"bytes", saved->bytes},
+                             {"blocked_seconds", saved->blocked_seconds}, {"write_seconds", saved->write_seconds}});
 }
 
 // Full fine-tuning / pt: the HF model folder. LoRA: the PEFT adapter, and with merge_adapter the
 // merged HF model folder in output_dir/merged (a separate folder: transformers treats a folder
 // holding adapter_config.json as an adapter).
 void Run::write_outputs() {
+  log_saved(writer_->wait());  // download() writes the host copies a checkpoint in flight reads
   device_->download();
   const std::span<const WeightView> weights = device_->weights();
   if (!lora_) {
@@ -493,11 +560,19 @@ TrainingResult Run::run() {
     }
     const StepMetrics metrics = device_->measure();
     if (config_.debug_time_breakdown) add_time_breakdown();
-    const double loss = metrics.loss, grad_norm = metrics.grad_norm;
-    if (!std::isfinite(loss)) fail_non_finite("loss", loss);
-    if (!std::isfinite(grad_norm)) fail_non_finite("gradient norm", grad_norm);
+    double loss = metrics.loss;
+    const double grad_norm = metrics.grad_norm;
+    const InjectedFaults& faults = options_.faults;
+    if ((faults.nonfinite_loss_at_step && state_.step + 1 == *faults.nonfinite_loss_at_step) ||
+        (faults.nonfinite_loss_from_step && state_.step + 1 >= *faults.nonfinite_loss_from_step)) {
+      loss = std::numeric_limits<double>::quiet_NaN();
+    }
     const double learning_rate = schedule_->learning_rate(state_.step);
-    device_->update({state_.step, learning_rate, config_.weight_decay});
+    const bool finite = std::isfinite(loss) && std::isfinite(grad_norm);
+    if (finite) {
+      device_->update({state_.step, learning_rate, config_.weight_decay});
+      state_.consecutive_nonfinite_steps = 0;
+    }
     ++state_.step;
     state_.loader = loader_->position();
 
@@ -509,9 +584,14 @@ TrainingResult Run::run() {
     nlohmann::json record{{"step", state_.step}, {"epoch", epoch}, {"loss", loss}, {"lr", learning_rate},
                           {"grad_norm", grad_norm}, {"tokens", tokens}, {"loss_tokens", loss_tokens},
                           {"tokens_per_second", tokens / std::max(seconds, 1e-9)}, {"step_seconds", seconds}};
+    if (!finite) skip_step(std::isfinite(loss) ? "gradient norm" : "loss", std::isfinite(loss) ? grad_norm : loss, record);
     state_.history.push_back(record);
     log_->write("step", record);
     result_.step_losses.push_back(loss);
+    if (state_.consecutive_nonfinite_steps > config_.max_nonfinite_steps) {
+      fail_non_finite(std::isfinite(loss) ? "gradient norm" : "loss", std::isfinite(loss) ? grad_norm : loss);
+    }
+    log_saved(writer_->poll());
     if (!options_.quiet) {
       display_.step({state_.step, state_.total_steps, epoch, loss, learning_rate, grad_norm,
                      tokens / std::max(seconds, 1e-9),
@@ -519,8 +599,10 @@ TrainingResult Run::run() {
     }
     if (config_.eval_steps > 0 && state_.step % config_.eval_steps == 0 && state_.step < state_.total_steps) evaluate(false);
     if (config_.save_steps > 0 && state_.step % config_.save_steps == 0) save_checkpoint();
+    inject_faults_after_step();
     if (options_.stop_after_step && state_.step == *options_.stop_after_step) {
       display_.finish();
+      log_saved(writer_->wait());
       report_time_breakdown();
       result_.steps = state_.step;
       result_.seconds = seconds_since(start);
@@ -531,7 +613,9 @@ TrainingResult Run::run() {
   evaluate(true);
   if (last_saved_step_ != state_.step) save_checkpoint();
   write_outputs();
+  log_saved(writer_->wait());
   result_.steps = state_.step;
+  result_.skipped_steps = state_.skipped_steps;
   result_.seconds = seconds_since(start);
   auto rows = summary_rows();
   result_.report_file = fs::path(config_.output_dir) / fmt::format("report-{}.html", run_name_);
@@ -581,10 +665,21 @@ void Run::report_time_breakdown() {
 std::vector<std::pair<std::string, std::string>> Run::summary_rows() const {
   std::vector<std::pair<std::string, std::string>> rows;
   rows.emplace_back("steps", fmt::format("{} (this run: {})", state_.step, state_.step - result_.first_step));
-  if (!state_.history.empty()) {
-    rows.emplace_back("first step loss", fmt::format("{:.4f}", state_.history.front()["loss"].get<double>()));
-    rows.emplace_back("last step loss", fmt::format("{:.4f}", state_.history.back()["loss"].get<double>()));
+  const nlohmann::json* first = nullptr;
+  const nlohmann::json* last = nullptr;
+  for (const nlohmann::json& record : state_.history) {
+    if (!record.contains("loss") || !record["loss"].is_number()) continue;  // a skipped step's loss is null
+    if (first == nullptr) first = &record;
+    last = &record;
   }
+  if (first != nullptr) {
+    rows.emplace_back("first step loss", fmt::format("{:.4f}", (*first)["loss"].get<double>()));
+    rows.emplace_back("last step loss", fmt::format("{:.4f}", (*last)["loss"].get<double>()));
+  }
+  if (state_.skipped_steps > 0) {
+    rows.emplace_back("skipped steps", fmt::format("{} (non-finite loss or gradient, nothing applied)", state_.skipped_steps));
+  }
+  if (!options_.restarts.empty()) rows.emplace_back("restarts", restarts_summary());
   if (result_.initial_eval_loss) rows.emplace_back("eval loss before training", fmt::format("{:.4f}", *result_.initial_eval_loss));
   if (result_.eval_loss) {
     rows.emplace_back("final eval loss", fmt::format("{:.4f}", *result_.eval_loss));

@@ -8,11 +8,13 @@
 //   gradient_accumulation_steps micro-batches (loss scaled by 1 / loss tokens of the window, so
 //   gradients accumulate to the window's mean) → global grad norm → clip to max_grad_norm
 //   (0 disables) → optimizer step at the schedule's LR → zero gradients → log, eval, checkpoint.
-// A non-finite loss or gradient stops the run with a UserError naming the step; checkpoints
-// already written stay intact. At the end: final eval, final checkpoint, the HF model folder in
-// output_dir, the HTML report and a summary table.
+// A step with a non-finite loss or gradient is skipped (nothing applied, logged); more than
+// max_nonfinite_steps in a row stop the run with TrainingDiverged naming the step. Checkpoints are
+// written by a writer thread while training goes on (train/checkpoint_writer.h). At the end: final
+// eval, final checkpoint, the HF model folder in output_dir, the HTML report and a summary table.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -20,9 +22,34 @@
 #include <vector>
 
 #include "config/config.h"
+#include "core/error.h"
 #include "train/device/backend_selection.h"
 
 namespace surogate::train {
+
+// A restart of a supervised run (train/restart_supervisor.h): which attempt it started, and why
+// the one before it ended.
+struct RestartRecord {
+  int attempt = 0;              // 1 for the first restart
+  std::string reason;           // "killed by signal 9 (Killed)", "exit code 1 (internal or CUDA error)", ...
+};
+
+// Failures injected by tests (the CLI reads them from SUROGATE_TEST_FAULTS; in a supervised run
+// only the first attempt sees them, unless every_attempt=1).
+struct InjectedFaults {
+  std::chrono::milliseconds checkpoint_write_delay{0};  // the writer sleeps before the manifest
+  std::optional<int64_t> crash_after_step;              // the process kills itself (SIGKILL)
+  std::optional<int64_t> error_after_step;              // an internal error is thrown (as a CUDA error would be)
+  std::optional<int64_t> nonfinite_loss_at_step;        // this step's loss reads NaN
+  std::optional<int64_t> nonfinite_loss_from_step;      // this step's and every later step's loss reads NaN
+};
+
+// Too many consecutive non-finite steps (max_nonfinite_steps): the CLI exits with code 3, which a
+// supervised run (max_restarts) restarts from its latest good checkpoint.
+class TrainingDiverged : public UserError {
+public:
+  using UserError::UserError;
+};
 
 struct TrainerOptions {
   bool pretraining = false;             // `surogate pt`
@@ -36,12 +63,16 @@ struct TrainerOptions {
   std::optional<TrainingBackend> backend;
   // The data-parallel device even for one rank (tests run the gloo / NCCL path with a world of one).
   bool data_parallel_device = false;
+  InjectedFaults faults;
+  // Set by a supervised run's restarts: the restarts so far (logged at start and in the report).
+  std::vector<RestartRecord> restarts;
 };
 
 struct TrainingResult {
   int64_t steps = 0;                     // optimizer steps completed (total, including resumed ones)
   int64_t first_step = 0;                // step the run started from (0 unless resumed)
-  std::vector<double> step_losses;       // this process's steps, in order
+  std::vector<double> step_losses;       // this process's steps, in order (NaN for a skipped step)
+  int64_t skipped_steps = 0;             // steps not applied, in the whole run
   std::optional<double> eval_loss;       // final evaluation
   std::optional<double> eval_accuracy;
   std::optional<double> initial_eval_loss;

@@ -17,7 +17,10 @@ nlohmann::json to_json(const TrainingState& state) {
           {"train_seed", state.train_seed},
           {"schedule", state.schedule},
           {"history", state.history},
-          {"eval_history", state.eval_history}};
+          {"eval_history", state.eval_history},
+          {"skipped_steps", state.skipped_steps},
+          {"consecutive_nonfinite_steps", state.consecutive_nonfinite_steps},
+          {"loss_scale", state.loss_scale}};
 }
 
 TrainingState training_state_from_json(const nlohmann::json& json, const std::string& source) {
@@ -34,6 +37,10 @@ TrainingState training_state_from_json(const nlohmann::json& json, const std::st
     state.schedule = json.at("schedule");
     state.history = json.at("history");
     state.eval_history = json.at("eval_history");
+    // Written since the async checkpoints (earlier checkpoints: nothing skipped, no loss scale).
+    state.skipped_steps = json.value("skipped_steps", int64_t{0});
+    state.consecutive_nonfinite_steps = json.value("consecutive_nonfinite_steps", int64_t{0});
+    state.loss_scale = json.value("loss_scale", nlohmann::json());
     return state;
   } catch (const nlohmann::json::exception& error) {
     fail_user("{}: trainer state is damaged ({}); resume from an earlier checkpoint or set "

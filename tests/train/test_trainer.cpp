@@ -199,7 +199,7 @@ TEST_F(TrainerTest, DivergenceStopsWithTheStepAndKeepsTheLastCheckpoint) {
     run_training(config("diverge", "max_steps: 40\nsave_steps: 1\nlearning_rate: 1e30\nmax_grad_norm: 0\nwarmup_steps: 0\n"),
                  quiet());
     FAIL() << "a diverging run must stop";
-  } catch (const UserError& error) {
+  } catch (const TrainingDiverged& error) {
     EXPECT_NE(std::string(error.what()).find("training diverged at step"), std::string::npos) << error.what();
   }
   CheckpointStore store(root_ / "diverge", 5);

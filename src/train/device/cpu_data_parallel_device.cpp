@@ -209,6 +209,10 @@ public:
     });
   }
 
+  void skip_update() override {
+    threads_.run([&](int r) { ranks_[static_cast<size_t>(r)]->backend.zero_gradients(); });
+  }
+
 private:
   const compiler::ExecutionPlan& plan_;
   const Config& config_;

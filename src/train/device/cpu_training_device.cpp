@@ -132,6 +132,11 @@ public:
     }
   }
 
+  void skip_update() override {
+    backend_.zero_gradients();
+    if (fp8_) quant::drop_current_amaxes(backend_.view<float>(fp8_->tensor).data(), fp8_->shape.sites, fp8_->shape.history);
+  }
+
 private:
   const compiler::ExecutionPlan& plan_;
   const Config& config_;

@@ -195,6 +195,8 @@ public:
 
   // Every GPU holds the same masters after update(); GPU 0's are the host's. Each rank's
   // optimizer state goes to its own host view.
+  bool host_views_are_live() const override { return false; }
+
   void download() override {
     threads_.run([&](int r) {
       CudaRankState& state = *ranks_[static_cast<size_t>(r)].state;
@@ -268,6 +270,10 @@ public:
       state.refresh_weights_from_masters(rank.shard.end_unit, trainable_layout_.entries.size());
       state.zero_accumulators();
     });
+  }
+
+  void skip_update() override {
+    threads_.run([&](int r) { ranks_[static_cast<size_t>(r)].state->zero_accumulators(); });
   }
 
 private:

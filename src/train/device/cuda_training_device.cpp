@@ -25,6 +25,7 @@
 #include "core/error.h"
 #include "cuda/kernels/fp8_quantize.h"
 #include "distributed/parallel_layout.h"
+#include "quant/fp8_scaling.h"
 #include "train/device/backend_selection.h"
 #include "train/device/cuda_data_parallel_device.h"
 #include "train/device/cuda_evaluator.h"
@@ -88,6 +89,8 @@ public:
     rank_->synchronize();
   }
 
+  bool host_views_are_live() const override { return false; }
+
   void accumulate(std::span<const runtime::InputBinding> inputs) override { rank_->accumulate(inputs); }
 
   StepMetrics measure() override {
@@ -103,6 +106,16 @@ public:
     rank_->step(step);
     rank_->zero_accumulators();
     if (fp8_) cuda::fp8_roll_history(fp8_device(), fp8_->shape.sites, fp8_->shape.history, step.step, rank_->stream());
+  }
+
+  void skip_update() override {
+    rank_->zero_accumulators();
+    if (fp8_) {
+      // Each site's row[1] (this step's amax) back to 0, the history untouched (quant/fp8_scaling.h).
+      const size_t row_bytes = static_cast<size_t>(quant::kFp8StateHeader + fp8_->shape.history) * sizeof(float);
+      CUDA_CHECK(cudaMemset2DAsync(fp8_device() + 1, row_bytes, 0, sizeof(float),
+                                   static_cast<size_t>(fp8_->shape.sites), rank_->stream()));
+    }
   }
 
 private:

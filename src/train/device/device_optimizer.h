@@ -21,6 +21,7 @@
 
 #include "config/config.h"
 #include "cuda/device_buffer.h"
+#include "cuda/host_registration.h"
 #include "core/stochastic_rounding.h"
 #include "cuda/kernels/adamw.h"
 #include "train/optim/adamw_math.h"
@@ -111,7 +112,11 @@ public:
     std::fill(host_.begin() + offset, host_.begin() + offset + count, initial);
     return offset;
   }
-  void allocate() { device_ = cuda::DeviceBuffer<T>(host_.size()); }
+  // The host copy is page-locked too: checkpoints download it while training waits.
+  void allocate() {
+    device_ = cuda::DeviceBuffer<T>(host_.size());
+    pinned_ = cuda::HostRegistration(host_.data(), host_.size() * sizeof(T));
+  }
   T* host(int64_t offset) { return host_.data() + offset; }
   T* device(int64_t offset) { return device_.data() + offset; }
   void upload(cudaStream_t stream) { copy(device_.data(), host_.data(), cudaMemcpyHostToDevice, stream); }
@@ -123,6 +128,7 @@ private:
   }
   std::vector<T> host_;
   cuda::DeviceBuffer<T> device_;
+  cuda::HostRegistration pinned_;  // of host_, which never grows after allocate()
 };
 
 }  // namespace surogate::train
