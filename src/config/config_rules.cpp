@@ -159,15 +159,19 @@ void validate_fp8_recipe(const Config& config) {
           "yet); set gpus: 1");
 }
 
-// fp16's dynamic loss scale (train/fp16_loss_scaler.h). Whether a run computes in fp16 may depend
-// on the model's config.json (torch_dtype unset); the trainer checks that case when it knows.
+// fp16's dynamic loss scale (train/fp16_loss_scaler.h): only with torch_dtype: float16, the option
+// that asks for fp16 training.
 void validate_fp16_loss_scale(const Config& config) {
   require(std::isfinite(config.fp16_loss_scale) && config.fp16_loss_scale >= 1.0, config, "fp16_loss_scale",
           fmt::format("must be a finite number of at least 1 (got {}); powers of two keep the scaling exact",
                       config.fp16_loss_scale));
   require_positive(config, "fp16_loss_scale_window", config.fp16_loss_scale_window);
-  const bool not_fp16 = config.torch_dtype && *config.torch_dtype != TorchDtype::Float16;
+  const bool not_fp16 = config.torch_dtype != TorchDtype::Float16;
   const char* only_fp16 = "only applies to fp16 training (torch_dtype: float16); remove it or set torch_dtype: float16";
+  if (!not_fp16) {
+    require(config.recipe == Recipe::Bf16, config, "torch_dtype",
+            "float16 (fp16 training with loss scaling) does not combine with recipe: fp8_hybrid; use one of them");
+  }
   require(!not_fp16 || !config.sources.contains("fp16_loss_scale"), config, "fp16_loss_scale", only_fp16);
   require(!not_fp16 || !config.sources.contains("fp16_loss_scale_window"), config, "fp16_loss_scale_window", only_fp16);
 }
@@ -226,6 +230,10 @@ void validate_config(const Config& config, const std::string& file_label) {
   }
   require_positive(config, "lmhead_chunks", config.lmhead_chunks);
   require_positive(config, "attn_bwd_chunks", config.attn_bwd_chunks);
+  require(config.attn_bwd_chunks <= config.per_device_train_batch_size, config, "attn_bwd_chunks",
+          fmt::format("splits the attention backward over the micro-batch's rows, so it can be at most "
+                      "per_device_train_batch_size ({}), got {}",
+                      config.per_device_train_batch_size, config.attn_bwd_chunks));
   require_positive(config, "sequence_parallel_size", config.sequence_parallel_size);
   require(config.log_gpu_util >= 0, config, "log_gpu_util", "must not be negative");
 

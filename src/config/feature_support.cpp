@@ -38,16 +38,12 @@ const std::vector<UnsupportedOption>& unsupported_options() {
       {"memcpy_send_recv", [](const Config& c) { return c.memcpy_send_recv; }},
       {"distributed.num_nodes", [](const Config& c) { return c.distributed.num_nodes != 1; }},
       {"qlora_fp4", [](const Config& c) { return c.qlora_fp4; }},
-      {"attn_bwd_chunks", [](const Config& c) { return c.attn_bwd_chunks != 1; }},
       {"sequence_parallel_size", [](const Config& c) { return c.sequence_parallel_size != 1; }},
       {"max_pixels", [](const Config& c) { return c.max_pixels.has_value(); }},
       {"norm_bbox", [](const Config& c) { return c.norm_bbox.has_value(); }},
       {"agent_template", [](const Config& c) { return c.agent_template.has_value(); }},
       {"report_to", [](const Config& c) { return !c.report_to.empty(); }},
       {"log_gpu_util", [](const Config& c) { return c.log_gpu_util != 100; }},
-      // fp16 training with dynamic loss scaling (torch_dtype: float16) is not in this build yet.
-      {"fp16_loss_scale", [](const Config& c) { return c.sources.contains("fp16_loss_scale"); }},
-      {"fp16_loss_scale_window", [](const Config& c) { return c.sources.contains("fp16_loss_scale_window"); }},
   };
   return table;
 }

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "models/decoder_graph.h"
+#include "models/fp16_emulation.h"
 #include "runtime/cpu_backend.h"
 
 namespace surogate::train {
@@ -22,6 +23,9 @@ graph::Graph evaluation_graph(const EvaluatorSetup& setup, DType dtype) {
     models::Fp8Options options = *setup.fp8;
     options.amax_history = 0;  // each tensor at its own scale: evaluation leaves the training state alone
     graph = models::apply_fp8_recipe(graph, *setup.registry, options);
+  }
+  if (setup.fp16 && dtype == DType::F32) {
+    graph = models::apply_fp16_emulation(graph, models::sixteen_bit_tensors(evaluation_graph(setup, DType::BF16)));
   }
   return graph;
 }

@@ -26,6 +26,7 @@
 #include "train/device/backend_selection.h"
 #include "train/device/training_device.h"
 #include "train/evaluator.h"
+#include "train/fp16_loss_scaler.h"
 #include "train/html_report.h"
 #include "train/lora_targets.h"
 #include "train/lr_schedule.h"
@@ -97,6 +98,8 @@ private:
   void log_saved(const std::optional<SavedCheckpoint>& saved);
   // A step that is not applied: gradients dropped, logged; too many in a row end the run.
   void skip_step(const std::string& what, double value, nlohmann::json& record);
+  // fp16: the gradients overflowed at the step's loss scale; skipped, the scale halves.
+  void skip_overflow(double loss_scale, nlohmann::json& record);
   void inject_faults_after_step() const;
   void write_outputs();
   // The base model's weights into `views` (spec order): from the model folder, or the
@@ -152,6 +155,7 @@ private:
   }
   int64_t time_breakdown_samples_ = 0;
   std::vector<std::string> resume_warnings_;  // checkpoints skipped on resume, logged once the log is open
+  std::optional<Fp16LossScaler> loss_scaler_;  // torch_dtype: float16
   // Last: destroyed first, so a write in flight finishes while the store and device still exist.
   std::unique_ptr<CheckpointWriter> writer_;
 };
@@ -296,9 +300,15 @@ Run::Run(const Config& config, const TrainerOptions& options)
                      {"cooldown_steps", schedule.cooldown_steps}, {"final_lr_fraction", schedule.final_lr_fraction}};
 
   if (cache_->eval().rows() > 0) {
-    evaluator_ = device_->make_evaluator({&model_config_, &registry_, batch, sequence, config.lmhead_chunks, cache_,
-                                          static_cast<uint64_t>(config.eval_seed), pad_id, lora_ ? &*lora_ : nullptr,
-                                          qlora_ ? &*qlora_ : nullptr, fp8_ ? &*fp8_ : nullptr});
+    EvaluatorSetup evaluation{&model_config_, &registry_, batch, sequence, config.lmhead_chunks, cache_,
+                              static_cast<uint64_t>(config.eval_seed), pad_id, lora_ ? &*lora_ : nullptr,
+                              qlora_ ? &*qlora_ : nullptr, fp8_ ? &*fp8_ : nullptr};
+    evaluation.fp16 = fp16_training(config);
+    evaluator_ = device_->make_evaluator(evaluation);
+  }
+  if (fp16_training(config)) {
+    loss_scaler_.emplace(config.fp16_loss_scale, config.fp16_loss_scale_window);
+    state_.loss_scale = loss_scaler_->to_json();
   }
   store_ = std::make_unique<CheckpointStore>(config.checkpoint_dir.value_or(config.output_dir),
                                              static_cast<int>(config.save_total_limit));
@@ -317,6 +327,10 @@ Run::Run(const Config& config, const TrainerOptions& options)
       restored.total_steps = state_.total_steps;
       restored.schedule = state_.schedule;
       state_ = std::move(restored);
+      if (loss_scaler_) {
+        loss_scaler_->restore(state_.loss_scale);
+        state_.loss_scale = loss_scaler_->to_json();
+      }
       loader_->seek(state_.loader);
       last_saved_step_ = state_.step;
       display_.message(fmt::format("resumed from {} (step {})", latest->string(), state_.step));
@@ -369,6 +383,16 @@ void Run::skip_step(const std::string& what, double value, nlohmann::json& recor
   display_.message(fmt::format("step {} skipped: the {} is {} (nothing applied; {} in a row, max_nonfinite_steps: {})",
                                state_.step, what, value, state_.consecutive_nonfinite_steps,
                                config_.max_nonfinite_steps));
+}
+
+void Run::skip_overflow(double loss_scale, nlohmann::json& record) {
+  device_->skip_update();
+  ++state_.skipped_steps;
+  record["skipped"] = true;
+  record["nonfinite"] = "gradient norm";
+  record["loss_scale_overflow"] = true;
+  display_.message(fmt::format("step {} skipped: fp16 gradients overflowed at loss scale {}; the scale is now {}",
+                               state_.step, loss_scale, loss_scaler_->scale()));
 }
 
 // Tests' injected failures (TrainerOptions::faults), after the step's checkpoint was started.
@@ -546,8 +570,10 @@ TrainingResult Run::run() {
       loss_weight += batch.loss_weight_sum;
       tokens += batch.num_tokens;
     }
-    // The loss is the window's weighted mean Σ w·ce / Σ w (the plain token mean when unweighted).
-    const float scale = loss_weight > 0.0 ? static_cast<float>(1.0 / loss_weight) : 0.0f;
+    // The loss is the window's weighted mean Σ w·ce / Σ w (the plain token mean when unweighted);
+    // fp16: times the loss scale, so every gradient is that much larger (undone before the update).
+    const double loss_scale = loss_scaler_ ? loss_scaler_->scale() : 1.0;
+    const float scale = loss_weight > 0.0 ? static_cast<float>(loss_scale / loss_weight) : 0.0f;
     int64_t micro = 0;
     for (const data::PackedBatch& batch : window) {
       std::vector<runtime::InputBinding> bindings = inputs_->bind(batch, scale);
@@ -560,8 +586,8 @@ TrainingResult Run::run() {
     }
     const StepMetrics metrics = device_->measure();
     if (config_.debug_time_breakdown) add_time_breakdown();
-    double loss = metrics.loss;
-    const double grad_norm = metrics.grad_norm;
+    double loss = metrics.loss / loss_scale;
+    const double grad_norm = metrics.grad_norm / loss_scale;
     const InjectedFaults& faults = options_.faults;
     if ((faults.nonfinite_loss_at_step && state_.step + 1 == *faults.nonfinite_loss_at_step) ||
         (faults.nonfinite_loss_from_step && state_.step + 1 >= *faults.nonfinite_loss_from_step)) {
@@ -569,8 +595,11 @@ TrainingResult Run::run() {
     }
     const double learning_rate = schedule_->learning_rate(state_.step);
     const bool finite = std::isfinite(loss) && std::isfinite(grad_norm);
+    // fp16: finite loss, overflowed gradients — the scale was too high, not a divergence (unless
+    // it is already 1).
+    const bool overflow = loss_scaler_ && !finite && std::isfinite(loss) && !loss_scaler_->at_minimum();
     if (finite) {
-      device_->update({state_.step, learning_rate, config_.weight_decay});
+      device_->update({state_.step, learning_rate, config_.weight_decay, 1.0 / loss_scale});
       state_.consecutive_nonfinite_steps = 0;
     }
     ++state_.step;
@@ -584,7 +613,16 @@ TrainingResult Run::run() {
     nlohmann::json record{{"step", state_.step}, {"epoch", epoch}, {"loss", loss}, {"lr", learning_rate},
                           {"grad_norm", grad_norm}, {"tokens", tokens}, {"loss_tokens", loss_tokens},
                           {"tokens_per_second", tokens / std::max(seconds, 1e-9)}, {"step_seconds", seconds}};
-    if (!finite) skip_step(std::isfinite(loss) ? "gradient norm" : "loss", std::isfinite(loss) ? grad_norm : loss, record);
+    if (loss_scaler_) {
+      record["loss_scale"] = loss_scale;
+      if (std::isfinite(loss)) loss_scaler_->update(finite);
+      state_.loss_scale = loss_scaler_->to_json();
+    }
+    if (overflow) {
+      skip_overflow(loss_scale, record);
+    } else if (!finite) {
+      skip_step(std::isfinite(loss) ? "gradient norm" : "loss", std::isfinite(loss) ? grad_norm : loss, record);
+    }
     state_.history.push_back(record);
     log_->write("step", record);
     result_.step_losses.push_back(loss);
@@ -680,6 +718,11 @@ std::vector<std::pair<std::string, std::string>> Run::summary_rows() const {
     rows.emplace_back("skipped steps", fmt::format("{} (non-finite loss or gradient, nothing applied)", state_.skipped_steps));
   }
   if (!options_.restarts.empty()) rows.emplace_back("restarts", restarts_summary());
+  if (loss_scaler_) {
+    rows.emplace_back("fp16 loss scale", fmt::format("{} at the end; {} step{} skipped for overflowed gradients",
+                                                     loss_scaler_->scale(), loss_scaler_->overflows(),
+                                                     loss_scaler_->overflows() == 1 ? "" : "s"));
+  }
   if (result_.initial_eval_loss) rows.emplace_back("eval loss before training", fmt::format("{:.4f}", *result_.initial_eval_loss));
   if (result_.eval_loss) {
     rows.emplace_back("final eval loss", fmt::format("{:.4f}", *result_.eval_loss));

@@ -11,6 +11,7 @@
 #include "cuda/device_info.h"
 #include "distributed/parallel_layout.h"
 #include "models/decoder_graph.h"
+#include "models/fp16_emulation.h"
 #include "train/device/memory_budget.h"
 #include "train/lora_targets.h"
 
@@ -57,6 +58,7 @@ TrainingForward build_training_forward(const Config& config, const io::ModelConf
                                        bool training) {
   // The CUDA backend runs the bf16 recipe: parameters and activations in bf16.
   models::DecoderGraphOptions options{batch, sequence, config.lmhead_chunks, false};
+  options.attention_backward_chunks = config.attn_bwd_chunks;
   if (backend == TrainingBackend::Cuda) options.dtype = DType::BF16;
   const auto loss_scale = data::parse_loss_scale(config.loss_scale);
   options.token_weights = training && loss_scale && data::loss_scale_has_weights(*loss_scale);
@@ -72,6 +74,13 @@ TrainingForward build_training_forward(const Config& config, const io::ModelConf
   if (auto fp8 = fp8_options(config, model)) {
     if (!training) fp8->amax_history = 0;  // evaluation: each tensor at its own scale, no state
     forward.graph = models::apply_fp8_recipe(forward.graph, registry, *fp8);
+  }
+  // fp16 on the CPU backend: rounded to fp16 wherever the GPU graph (the bf16 twin, same names)
+  // holds 16-bit values (models/fp16_emulation.h).
+  if (backend == TrainingBackend::Cpu && fp16_training(config)) {
+    const TrainingForward twin =
+        build_training_forward(config, model, registry, lora, TrainingBackend::Cuda, batch, sequence, training);
+    forward.graph = models::apply_fp16_emulation(forward.graph, models::sixteen_bit_tensors(twin.graph));
   }
   return forward;
 }

@@ -27,7 +27,10 @@
 #include <filesystem>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "compiler/execution_plan.h"
 #include "core/bfloat16.h"
@@ -151,11 +154,14 @@ TEST_P(DecoderOnCuda, LossAndGradientsMatchCpu) {
   float cpu_loss = 0.0f;
   cpu.read(cpu_plan.loss, std::as_writable_bytes(std::span<float>(&cpu_loss, 1)));
 
-  // CUDA, bf16; loss once with no recompute and once with every group recomputed.
-  for (bool recompute : {false, true}) {
+  // CUDA, bf16; loss once with no recompute, once with every group recomputed, and once with the
+  // attention backward over slices of one batch row each (attn_bwd_chunks = batch).
+  for (auto [recompute, chunks] : {std::pair{false, int64_t{1}}, std::pair{true, int64_t{1}}, std::pair{false, batch.batch}}) {
     SCOPED_TRACE(recompute ? "recompute on" : "recompute off");
+    SCOPED_TRACE(fmt::format("attention backward in {} chunks", chunks));
     models::DecoderGraphOptions options = cpu_options;
     options.dtype = DType::BF16;
+    options.attention_backward_chunks = chunks;
     models::DecoderGraph graph = models::build_decoder_graph(config, registry, options);
     compiler::CompileOptions compile;
     if (recompute) compile.recompute = compiler::RecomputePolicy::all();

@@ -19,6 +19,7 @@ void register_model_ops(graph::OpRegistry& registry) {
   defs::register_dequantize_ops(registry);
   defs::register_dequantize_fp8_blocks_ops(registry);
   defs::register_fp8_ops(registry);
+  defs::register_round_fp16_ops(registry);
 }
 
 graph::OpRegistry make_model_registry() {

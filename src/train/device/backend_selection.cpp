@@ -32,7 +32,17 @@ BackendChoice choose_training_backend(const Config& config, const MachineOffer& 
     check_cpu_backend_precision(config);
     const distributed::ParallelLayout layout = distributed::cpu_parallel_layout(config);
     if (layout.data_parallel()) why += fmt::format("; gpus: {} runs {} on CPU threads", config.gpus, layout.describe());
-    return {TrainingBackend::Cpu, fmt::format("training on the CPU backend (fp32): {}", why)};
+    const char* precision = fp16_training(config)
+                                ? "fp16 emulated in fp32: fp16-rounded weight copies, activations and gradients, fp32 "
+                                  "masters and accumulators, dynamic loss scaling"
+                                : "fp32";
+    return {TrainingBackend::Cpu, fmt::format("training on the CPU backend ({}): {}", precision, why)};
+  }
+  if (fp16_training(config)) {
+    fail_user("{}: torch_dtype: float16 (fp16 training with dynamic loss scaling) runs on the CPU backend's emulation "
+              "in this build; the CUDA backend's fp16 kernels are not implemented yet. Set torch_dtype: bfloat16 (or "
+              "remove it) to train in bf16 on the GPU",
+              config.source_of("torch_dtype"));
   }
   if (config.gpus > machine.visible_gpus) {
     fail_user("{}: gpus: {} asks for {} GPUs, but {} {} visible; set gpus to at most {} (0 uses every visible GPU)",
@@ -67,6 +77,8 @@ BackendChoice choose_training_backend(const Config& config, const MachineOffer& 
                       bf16_master ? "bf16 master weights (stochastic rounding, no fp32 copy)" : "fp32 master weights",
                       bf16_gradients ? "bf16" : "fp32", to_string(config.optimizer), ranks)};
 }
+
+bool fp16_training(const Config& config) { return config.torch_dtype == TorchDtype::Float16; }
 
 MachineOffer probe_machine() {
   cuda::CudaEnvironment environment = cuda::query_cuda_environment();

@@ -10,7 +10,10 @@
 //     gradient_dtype bf16 or fp32); a `recipe` other than bf16, or an fp8 gradient_dtype, is a
 //     UserError naming the option;
 //   - otherwise the CPU backend (fp32), with one line saying why; master_dtype or gradient_dtype
-//     other than fp32 is then a UserError naming the option (check_cpu_backend_precision).
+//     other than fp32 is then a UserError naming the option (check_cpu_backend_precision);
+//   - torch_dtype: float16 asks for fp16 training with dynamic loss scaling: on the CPU backend
+//     its emulation (models/fp16_emulation.h), which the line says; the CUDA backend's fp16
+//     kernels are not in this build, so there it is a UserError naming torch_dtype.
 #pragma once
 
 #include <cstdint>
@@ -37,6 +40,9 @@ struct BackendChoice {
 };
 
 BackendChoice choose_training_backend(const Config& config, const MachineOffer& machine);
+
+// torch_dtype: float16 — fp16 compute copies and activations, fp32 masters, dynamic loss scaling.
+bool fp16_training(const Config& config);
 
 // The CPU backend is the fp32 oracle: master_dtype / gradient_dtype other than fp32 are a
 // UserError naming the option (they are implemented on the CUDA backend).

@@ -261,6 +261,8 @@ public:
   }
 
   void update(const OptimizerStep& step) override {
+    // fp16 loss scaling is the CPU emulation's in this build (torch_dtype: float16 is refused on CUDA).
+    SUROGATE_CHECK(step.gradient_scale == 1.0, "no gradient scale on the CUDA backend");
     threads_.run([&](int r) {
       Rank& rank = ranks_[static_cast<size_t>(r)];
       CudaRankState& state = *rank.state;

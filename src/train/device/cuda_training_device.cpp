@@ -103,6 +103,8 @@ public:
   }
 
   void update(const OptimizerStep& step) override {
+    // fp16 loss scaling is the CPU emulation's in this build (torch_dtype: float16 is refused on CUDA).
+    SUROGATE_CHECK(step.gradient_scale == 1.0, "no gradient scale on the CUDA backend");
     rank_->step(step);
     rank_->zero_accumulators();
     if (fp8_) cuda::fp8_roll_history(fp8_device(), fp8_->shape.sites, fp8_->shape.history, step.step, rank_->stream());
