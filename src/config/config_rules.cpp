@@ -172,8 +172,10 @@ void validate_fp16_loss_scale(const Config& config) {
     require(config.recipe == Recipe::Bf16, config, "torch_dtype",
             "float16 (fp16 training with loss scaling) does not combine with recipe: fp8_hybrid; use one of them");
   }
-  require(!not_fp16 || !config.sources.contains("fp16_loss_scale"), config, "fp16_loss_scale", only_fp16);
-  require(!not_fp16 || !config.sources.contains("fp16_loss_scale_window"), config, "fp16_loss_scale_window", only_fp16);
+  // Set to anything but its default (a dumped configuration lists every option at its value).
+  require(!not_fp16 || config.fp16_loss_scale == Config{}.fp16_loss_scale, config, "fp16_loss_scale", only_fp16);
+  require(!not_fp16 || config.fp16_loss_scale_window == Config{}.fp16_loss_scale_window, config,
+          "fp16_loss_scale_window", only_fp16);
 }
 
 }  // namespace

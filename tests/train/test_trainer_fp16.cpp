@@ -6,7 +6,9 @@
 // loss scale included. The 200-step quickstart comparison is tests/python/test_fp16_cli.py.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -46,18 +48,21 @@ TEST_F(Fp16Test, TheEmulationTracksFp32) {
   ASSERT_EQ(fp16.step_losses.size(), fp32.step_losses.size());
   EXPECT_EQ(fp16.skipped_steps, 0);
   int equal = 0;
+  double worst = 0.0;
   for (size_t i = 0; i < fp32.step_losses.size(); ++i) {
+    worst = std::max(worst, std::abs(fp16.step_losses[i] - fp32.step_losses[i]) / fp32.step_losses[i]);
     EXPECT_NEAR(fp16.step_losses[i], fp32.step_losses[i], 0.02 * fp32.step_losses[i]) << "step " << i + 1;
     equal += fp16.step_losses[i] == fp32.step_losses[i];
   }
+  std::printf("[ measured ] fp16 vs fp32, 20 steps: largest relative loss gap %.5f\n", worst);
   EXPECT_LT(equal, 20) << "the fp16 run is the fp32 run: nothing was rounded";
   ASSERT_TRUE(fp16.eval_loss && fp32.eval_loss);
   EXPECT_NEAR(*fp16.eval_loss, *fp32.eval_loss, 0.02 * *fp32.eval_loss);
 }
 
 // A loss scale of 2^40 overflows the fp16 gradients: those steps are skipped and the scale halves
-// each time until the gradients fit; no checkpoint ever holds a non-finite weight, and the run
-// then trains (its loss falls).
+// each time (measured: steps 1-21 down to 2^19, and once more at step 23 — dynamic scaling finds the
+// edge); no checkpoint ever holds a non-finite weight, and the run then trains (its loss falls).
 TEST_F(Fp16Test, AnOverflowingLossScaleBacksOffWithoutANonFiniteWeight) {
   TrainingResult result = run_training(
       config("overflow", "max_steps: 40\nsave_steps: 1\nsave_total_limit: 100\ntorch_dtype: float16\n"
@@ -70,11 +75,12 @@ TEST_F(Fp16Test, AnOverflowingLossScaleBacksOffWithoutANonFiniteWeight) {
   for (const nlohmann::json& step : steps) {
     EXPECT_EQ(step["loss_scale"].get<double>(), scale) << step.dump();
     if (step.value("loss_scale_overflow", false)) {
-      EXPECT_EQ(overflowed, step["step"].get<int>() - 1) << "overflows come first, in a row";
+      EXPECT_TRUE(step["skipped"].get<bool>());
       ++overflowed;
       scale /= 2.0;
     }
   }
+  EXPECT_TRUE(steps[0].value("loss_scale_overflow", false));
   EXPECT_GE(overflowed, 3);
   EXPECT_LT(overflowed, 35);
   EXPECT_EQ(result.skipped_steps, overflowed);
@@ -87,8 +93,9 @@ TEST_F(Fp16Test, AnOverflowingLossScaleBacksOffWithoutANonFiniteWeight) {
       }
     }
   }
-  const double first = result.step_losses[static_cast<size_t>(overflowed)];
-  EXPECT_LT(result.step_losses.back(), first - 0.3);
+  size_t first_applied = 0;
+  while (steps[first_applied].value("skipped", false)) ++first_applied;
+  EXPECT_LT(result.step_losses.back(), result.step_losses[first_applied] - 0.3);
 }
 
 // fp16_loss_scale_window: 3 — after 3 clean steps in a row the scale doubles.
