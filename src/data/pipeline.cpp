@@ -351,7 +351,9 @@ std::vector<std::string> describe_report(const json& report) {
     lines.push_back(fmt::format("{} ({}): {} files, {} rows read, {} documents, {} truncated, {} split",
                                 d.value("path", ""), d.value("type", ""), d.value("files", 0), d.value("rows_read", 0),
                                 d.value("documents", 0), d.value("truncated", 0), d.value("split", 0)));
-    for (const auto& [reason, count] : d.value("dropped", json::object()).items()) {
+    // A named copy: items() of the temporary value() returns would iterate a destroyed object.
+    const json dropped = d.value("dropped", json::object());
+    for (const auto& [reason, count] : dropped.items()) {
       lines.push_back(fmt::format("  dropped {}: {}", count.get<uint64_t>(), reason));
     }
     if (d.value("tokenization_differs", 0) > 0) {
