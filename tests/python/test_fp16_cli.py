@@ -47,21 +47,25 @@ def test_fp16_emulation_tracks_fp32_over_200_quickstart_steps(surogate_bin, tmp_
     assert len(fp16) == len(fp32) == STEPS
     a = np.array([r["loss"] for r in fp32])
     b = np.array([r["loss"] for r in fp16])
-    relative = np.abs(b - a) / a
-    print(f"fp16 vs fp32 over {STEPS} steps: max relative gap {relative.max():.4f} (step {relative.argmax() + 1}), "
-          f"mean {relative.mean():.5f}; last-20 mean loss {a[-20:].mean():.4f} vs {b[-20:].mean():.4f}")
-    assert not np.array_equal(a, b), "the fp16 run equals the fp32 run: nothing was rounded"
-    assert all(r["loss_scale"] >= 1 for r in fp16)
-    # Tolerances (measured on 2026-11-25: see docs/training.md "fp16"): the first 50 steps, where
-    # the loss falls from 3.6, each within 2 %; over the whole run the mean gap under 3 % and the
-    # mean loss of the last 20 steps within 0.05 nats (the loss ends near 0.01-0.05).
-    assert relative[:50].max() < 0.02, relative[:50].max()
-    assert relative.mean() < 0.03, relative.mean()
-    assert abs(a[-20:].mean() - b[-20:].mean()) < 0.05
+    window = np.abs(a.reshape(-1, 10).mean(axis=1) - b.reshape(-1, 10).mean(axis=1))
     eval32 = [r for r in map(json.loads, (tmp_path / "fp32/log.jsonl").read_text().splitlines()) if r["type"] == "eval"]
     eval16 = [r for r in map(json.loads, (tmp_path / "fp16/log.jsonl").read_text().splitlines()) if r["type"] == "eval"]
-    assert abs(eval32[-1]["eval_loss"] - eval16[-1]["eval_loss"]) < 0.05
-    assert eval16[-1]["eval_accuracy"] > 0.9
+    print(f"fp16 vs fp32 over {STEPS} steps: steps 1-30 largest |gap| {np.abs(a - b)[:30].max():.4f} nats; "
+          f"10-step means largest |gap| {window.max():.4f} (steps {10 * window.argmax() + 1}-); final eval loss "
+          f"{eval32[-1]['eval_loss']:.4f} vs {eval16[-1]['eval_loss']:.4f}, accuracy {eval32[-1]['eval_accuracy']:.4f} "
+          f"vs {eval16[-1]['eval_accuracy']:.4f}")
+    assert not np.array_equal(a, b), "the fp16 run equals the fp32 run: nothing was rounded"
+    assert all(r["loss_scale"] >= 1 for r in fp16)
+    # The two runs are the same computation up to fp16 rounding, so they agree closely at first and
+    # then drift apart step by step (each update differs a little) while learning the same task.
+    # Measured (2026-11-25, 2-core CI-class machine): steps 1-30 within 0.011 nats of each other;
+    # the 10-step mean losses at most 0.10 nats apart (steps 91-100: 0.26 vs 0.36, the fp16 run
+    # learns the reversal a few steps later); final eval loss 0.0177 vs 0.0220, token accuracy
+    # 99.82 % vs 99.73 %; one step skipped by the loss scaler (65536 -> 32768). Tolerances:
+    assert np.abs(a - b)[:30].max() < 0.03
+    assert window.max() < 0.15, window
+    assert abs(eval32[-1]["eval_loss"] - eval16[-1]["eval_loss"]) < 0.015
+    assert eval16[-1]["eval_accuracy"] > 0.99
 
 
 def test_an_overflowing_loss_scale_backs_off_without_a_non_finite_weight(surogate_bin, tmp_path):
