@@ -20,7 +20,6 @@ const std::vector<UnsupportedOption>& unsupported_options() {
   static const std::vector<UnsupportedOption> table = {
       // fp8_hybrid is implemented for LoRA (config_rules.cpp says so for full fine-tuning).
       {"recipe", [](const Config& c) { return c.recipe == Recipe::Nvfp4; }},
-      {"use_fused_rope", [](const Config& c) { return c.use_fused_rope; }},
       {"fp4_backend", [](const Config& c) { return c.fp4_backend != Fp4Backend::Cutlass; }},
       {"offload_residual", [](const Config& c) { return c.offload_residual; }},
       {"offload_master", [](const Config& c) { return c.offload_master; }},

@@ -13,6 +13,7 @@ namespace surogate::train {
 graph::Graph evaluation_graph(const EvaluatorSetup& setup, DType dtype) {
   models::DecoderGraphOptions options{setup.batch, setup.sequence, setup.lmhead_chunks, true};
   options.dtype = dtype;
+  options.fused_rope = setup.fused_rope;
   models::DecoderGraph decoder = models::build_decoder_graph(*setup.config, *setup.registry, options);
   graph::Graph graph = std::move(decoder.graph);
   if (setup.lora) {

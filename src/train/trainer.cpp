@@ -304,6 +304,7 @@ Run::Run(const Config& config, const TrainerOptions& options)
                               static_cast<uint64_t>(config.eval_seed), pad_id, lora_ ? &*lora_ : nullptr,
                               qlora_ ? &*qlora_ : nullptr, fp8_ ? &*fp8_ : nullptr};
     evaluation.fp16 = fp16_training(config);
+    evaluation.fused_rope = config.use_fused_rope;
     evaluator_ = device_->make_evaluator(evaluation);
   }
   if (fp16_training(config)) {

@@ -59,6 +59,7 @@ TrainingForward build_training_forward(const Config& config, const io::ModelConf
   // The CUDA backend runs the bf16 recipe: parameters and activations in bf16.
   models::DecoderGraphOptions options{batch, sequence, config.lmhead_chunks, false};
   options.attention_backward_chunks = config.attn_bwd_chunks;
+  options.fused_rope = config.use_fused_rope;
   if (backend == TrainingBackend::Cuda) options.dtype = DType::BF16;
   const auto loss_scale = data::parse_loss_scale(config.loss_scale);
   options.token_weights = training && loss_scale && data::loss_scale_has_weights(*loss_scale);

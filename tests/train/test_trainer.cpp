@@ -110,6 +110,16 @@ TEST_F(TrainerTest, CheckpointsAreCompleteFoldersRotatedToTheLimit) {
   }
 }
 
+// use_fused_rope and attn_bwd_chunks change how RoPE and the attention backward run, not what
+// they compute: on the CPU the losses are the plain run's, bit for bit.
+TEST_F(TrainerTest, FusedRopeAndChunkedAttentionBackwardGiveTheSameRun) {
+  const std::string extra = "max_steps: 4\n";
+  TrainingResult plain = run_training(config("rope_plain", extra), quiet());
+  TrainingResult fused = run_training(config("rope_fused", extra + "use_fused_rope: true\nattn_bwd_chunks: 3\n"), quiet());
+  EXPECT_EQ(fused.step_losses, plain.step_losses);
+  EXPECT_EQ(*fused.eval_loss, *plain.eval_loss);
+}
+
 TEST_F(TrainerTest, NormuonTrains) {
   TrainingResult result = run_training(config("normuon", "max_steps: 15\noptimizer: normuon\nlearning_rate: 0.01\n"), quiet());
   EXPECT_LT(mean(result.step_losses, 10, 15), result.step_losses.front() - 0.5);

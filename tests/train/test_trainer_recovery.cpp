@@ -130,6 +130,19 @@ TEST_F(RecoveryTest, ANonFiniteStepIsSkippedWithoutTouchingTheWeights) {
   EXPECT_EQ(skipped, 1);
 }
 
+// fp8_hybrid: the amaxes recorded during a skipped step are dropped, not rolled into the delayed
+// scaling history (the checkpoint's fp8.scaling state equals the one before the step).
+TEST_F(RecoveryTest, AFp8StepThatIsSkippedLeavesTheScalingStateAlone) {
+  TrainerOptions options = quiet();
+  options.faults.nonfinite_loss_at_step = 3;
+  run_training(config("skip_fp8", "max_steps: 4\nsave_steps: 1\nlora: true\nrecipe: fp8_hybrid\n"), options);
+  const fs::path out = root_ / "skip_fp8";
+  for (const char* file : {"model.safetensors", "optimizer.safetensors"}) {
+    EXPECT_EQ(bytes_of(out / "checkpoint-3" / file), bytes_of(out / "checkpoint-2" / file)) << file;
+    EXPECT_NE(bytes_of(out / "checkpoint-4" / file), bytes_of(out / "checkpoint-3" / file)) << file;
+  }
+}
+
 // More than max_nonfinite_steps non-finite steps in a row: TrainingDiverged naming the step.
 TEST_F(RecoveryTest, TooManyNonFiniteStepsInARowStopTheRunAsDiverged) {
   TrainerOptions options = quiet();
