@@ -16,8 +16,10 @@
 # `CARRY_DIR=$PWD/carry/cli bash bench/run_cli_job.sh` with carry ["carry/cli.tar.xz"] (a full
 # carry/cudal from a plain --prepare works too, and is the default).
 # Env: CLI_MODELS (qwen3-0.6b qwen3-8b), CLI_VARIANTS (defaults fast fast-long; also recommended,
-# qlora, qlora-fast, qlora-fp8, qlora-fp8-fast, fp8, fp8-fast, full, full-b4, attn-chunks (the
-# defaults with attn_bwd_chunks: 2), save and full-save (the defaults, LoRA or full fine-tuning,
+# qlora, qlora-fast, qlora-fp8, qlora-fp8-fast, fp8, fp8-fast, full, full-b4, lmhead8 (the defaults
+# with lmhead_chunks: 8, so the LM head no longer holds the largest scratch) and attn-chunks (the
+# same with attn_bwd_chunks: 2: the peak-memory difference is what the chunked attention backward
+# saves), save and full-save (the defaults, LoRA or full fine-tuning,
 # with a checkpoint every 5 steps: the record's save_step_ratio is the wall time of each step that
 # follows a save (the save's snapshot is in it) over the median of the others, with the snapshot's
 # blocked_seconds and bytes); MFU is against the bf16 ceiling for every variant),
@@ -72,7 +74,8 @@ YAML
     qlora-fp8) printf 'qlora_fp8: true\n' ;;  # QLoRA FP8 E4M3 (blocks of 128 x 128) with the defaults
     full|full-save) printf 'lora: false\n' ;;  # full fine-tuning with the defaults: where recompute must choose
     save) ;;  # the defaults (LoRA), a checkpoint every 5 steps
-    attn-chunks) printf 'attn_bwd_chunks: 2\n' ;;  # the defaults, attention backward over 2 slices of the rows
+    lmhead8) printf 'lmhead_chunks: 8\n' ;;
+    attn-chunks) printf 'lmhead_chunks: 8\nattn_bwd_chunks: 2\n' ;;  # attention backward over 2 slices of the rows
     full-b4) printf 'lora: false\nper_device_train_batch_size: 4\n' ;;  # more than fits: partial recompute
     *) echo "unknown variant $1" >&2; return 1 ;;
   esac
