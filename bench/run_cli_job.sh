@@ -16,13 +16,19 @@
 # `CARRY_DIR=$PWD/carry/cli bash bench/run_cli_job.sh` with carry ["carry/cli.tar.xz"] (a full
 # carry/cudal from a plain --prepare works too, and is the default).
 # Env: CLI_MODELS (qwen3-0.6b qwen3-8b), CLI_VARIANTS (defaults fast fast-long; also recommended,
-# qlora, qlora-fast, qlora-fp8, qlora-fp8-fast, fp8, fp8-fast, full, full-b4, lmhead8 (the defaults
-# with lmhead_chunks: 8, so the LM head no longer holds the largest scratch) and attn-chunks (the
-# same with attn_bwd_chunks: 2: the peak-memory difference is what the chunked attention backward
-# saves), save and full-save (the defaults, LoRA or full fine-tuning,
+# qlora, qlora-fast, qlora-fp8, qlora-fp8-fast, qlora-fp4, fp8, fp8-fast, fp8-qlora, full, full-b4,
+# full-fast, full-fp8, full-fp8-fast, full-offload, full-offload-zc, full-offload-all; MFU is against
+# the bf16 ceiling for every variant, with full fine-tuning's FLOPs for the full-* variants),
+# tools, tools-hermes, tools-react: `surogate sft` on a tool-calling conversation dataset
+# (bench/cli/make_tool_data.py) with the fast settings and loss_scale default / hermes (per-token
+# weights; tools vs tools-hermes is the cost of the weights, issue 24: at most 2 %) / agent_template
+# react_en with loss_scale react),
+# lmhead8 (the defaults with lmhead_chunks: 8, so the LM head no longer holds the largest scratch)
+# and attn-chunks (the same with attn_bwd_chunks: 2: the peak-memory difference is what the
+# chunked attention backward saves), save and full-save (the defaults, LoRA or full fine-tuning,
 # with a checkpoint every 5 steps: the record's save_step_ratio is the wall time of each step that
 # follows a save (the save's snapshot is in it) over the median of the others, with the snapshot's
-# blocked_seconds and bytes); MFU is against the bf16 ceiling for every variant),
+# blocked_seconds and bytes)),
 # CLI_STEPS (10),
 # BENCH_BINARY=0 (skip the bench binary), PEERS=0, PEER_STEPS (5). Records: $OUT/cli.jsonl.
 set -uo pipefail
@@ -37,17 +43,21 @@ steps="${CLI_STEPS:-10}"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 [[ -f "$work/text.jsonl" ]] || python3 "$root/bench/cli/make_text_data.py" "$work/text.jsonl" 2000 50 600
 [[ -f "$work/text-long.jsonl" ]] || python3 "$root/bench/cli/make_text_data.py" "$work/text-long.jsonl" 200 2000 2100
+[[ -f "$work/tools.jsonl" ]] || python3 "$root/bench/cli/make_tool_data.py" "$work/tools.jsonl" 2000
+
+command_of() { [[ "$1" == tools* ]] && echo sft || echo pt; }  # tool variants train conversations
 
 variant_yaml() {  # variant model_dir out_dir (one per model: the token cache under it is reused)
-  local data="$work/text.jsonl"
+  local data="$work/text.jsonl" type=text
   [[ "$1" == *-long ]] && data="$work/text-long.jsonl"
+  [[ "$1" == tools* ]] && data="$work/tools.jsonl" type=conversation
   cat <<YAML
 model: $2
 output_dir: $3
 log_file: $3/log-$1.jsonl
 datasets:
   - path: $data
-    type: text
+    type: $type
 sequence_len: 2048
 max_steps: $steps
 YAML
@@ -59,7 +69,9 @@ YAML
           printf 'lora_dropout: 0.0\n'
           for r in recompute_swiglu recompute_rmsnorm recompute_ffn recompute_qkv recompute_att recompute_block \
                    recompute_lora; do printf '%s: false\n' "$r"; done ;;
-    fast|fast-long) printf 'lora_dropout: 0.0\n'
+    fast|fast-long|tools|tools-hermes|tools-react) printf 'lora_dropout: 0.0\n'
+          [[ "$1" == tools-hermes ]] && printf 'loss_scale: hermes\n'
+          [[ "$1" == tools-react ]] && printf 'agent_template: react_en\nloss_scale: react\n'
           # -long: documents of 2,300+ tokens cut to the row (one document per row, as the bench
           # binary's rows): the CLI / binary comparison on the same work.
           [[ "$1" == fast-long ]] && printf 'truncation_strategy: right\n'
@@ -72,11 +84,24 @@ YAML
                    recompute_lora; do printf '%s: false\n' "$r"; done ;;
     qlora) printf 'qlora_bnb: true\n' ;;  # QLoRA NF4 (block 64, double quantization) with the defaults
     qlora-fp8) printf 'qlora_fp8: true\n' ;;  # QLoRA FP8 E4M3 (blocks of 128 x 128) with the defaults
+    qlora-fp4) printf 'qlora_fp4: true\n' ;;  # QLoRA NVFP4 (Four Over Six), dequantized to bf16, with the defaults
+    fp8-qlora) printf 'recipe: fp8_hybrid\nqlora_bnb: true\n' ;;  # the NF4 base dequantized, then E4M3 per micro-batch
     full|full-save) printf 'lora: false\n' ;;  # full fine-tuning with the defaults: where recompute must choose
+    full-fp8) printf 'lora: false\nrecipe: fp8_hybrid\n' ;;  # the same with fp8_hybrid (FP8 copy per step)
+    full-fast|full-fp8-fast) printf 'lora: false\n'  # full fine-tuning, recompute off
+          [[ "$1" == full-fp8-fast ]] && printf 'recipe: fp8_hybrid\n'
+          for r in recompute_swiglu recompute_rmsnorm recompute_ffn recompute_qkv recompute_att recompute_block; do
+            printf '%s: false\n' "$r"; done ;;
     save) ;;  # the defaults (LoRA), a checkpoint every 5 steps
     lmhead8) printf 'lmhead_chunks: 8\n' ;;
     attn-chunks) printf 'lmhead_chunks: 8\nattn_bwd_chunks: 2\n' ;;  # attention backward over 2 slices of the rows
     full-b4) printf 'lora: false\nper_device_train_batch_size: 4\n' ;;  # more than fits: partial recompute
+    # Full fine-tuning with the masters and optimizer state in pinned host memory: staged through
+    # two GPU slots (-offload), read through the mapping (-offload-zc), and the gradient
+    # accumulators too (-offload-all).
+    full-offload) printf 'lora: false\noffload_master: true\noffload_optimizer: true\n' ;;
+    full-offload-zc) printf 'lora: false\noffload_master: true\noffload_optimizer: true\nuse_zero_copy: true\n' ;;
+    full-offload-all) printf 'lora: false\noffload_master: true\noffload_optimizer: true\noffload_grads: true\n' ;;
     *) echo "unknown variant $1" >&2; return 1 ;;
   esac
 }
@@ -91,11 +116,13 @@ for model in ${CLI_MODELS:-qwen3-0.6b qwen3-8b}; do
     out="$work/out-$model"
     variant_yaml "$variant" "$dir" "$out" >"$work/$model-$variant.yaml"
     # The dry run's predicted peak (train/memory_prediction.h), set beside the measured one.
-    "$surogate" pt "$work/$model-$variant.yaml" --dry-run >"$work/dryrun.txt" 2>&1 || echo "$model $variant: dry run failed"
+    "$surogate" "$(command_of "$variant")" "$work/$model-$variant.yaml" --dry-run >"$work/dryrun.txt" 2>&1 ||
+      echo "$model $variant: dry run failed"
     nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 >"$work/mem.txt" 2>/dev/null &
     sampler=$!
     start=$(date +%s.%N)
-    "$surogate" pt "$work/$model-$variant.yaml" >"$log/$model-$variant.log" 2>&1 || { echo "$model $variant: exit $?"; status=1; }
+    "$surogate" "$(command_of "$variant")" "$work/$model-$variant.yaml" >"$log/$model-$variant.log" 2>&1 ||
+      { echo "$model $variant: exit $?"; status=1; }
     kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null
     python3 - "$out/log-$variant.jsonl" "$model" "$variant" "$start" "$work/mem.txt" "$root" "$work/dryrun.txt" <<'PY' | tee -a "$log/cli.jsonl"
 import glob, json, re, statistics, sys
@@ -109,7 +136,7 @@ first_step = min((r["time"] - r["step_seconds"] for r in steps), default=None)
 timed = [r["tokens_per_second"] for r in steps[2:]] or [r["tokens_per_second"] for r in steps]
 mem = [float(x) for x in open(sys.argv[5]).read().split() if x.replace(".", "").isdigit()]
 tps = statistics.median(timed) if timed else 0.0
-flops = MODELS[model].training_flops_per_token(2048, "lora")
+flops = MODELS[model].training_flops_per_token(2048, "full" if variant.startswith("full") else "lora")
 ceiling = 786.1
 predicted = re.search(r"predicted peak\s+([0-9.]+) GiB", open(sys.argv[7]).read())
 # Saving steps: a checkpoint is snapshotted after step s is logged, so the wall time from step s's

@@ -4,7 +4,8 @@
 #   1. tests: tests/distributed_cuda (the NCCL collectives on every visible GPU), tests/train_cuda
 #      CudaDataParallel* (a world of one against the single-GPU device, and gpus: 2 against one
 #      GPU with twice the accumulation) and tests/python/test_data_parallel_gpus_cli.py (the CLI
-#      with --gpus=2; needs pytest).
+#      with --gpus=2, and two processes of one GPU each started with the launcher variables, one
+#      of them killed; needs pytest).
 #   2. scaling: the `surogate` CLI (`surogate pt`, HF folders with random weights made by
 #      bench/cli/make_hf_model.py, packed text) for Qwen3-8B LoRA and Qwen3-1.7B full fine-tuning
 #      on 1 → 2 → 4 GPUs (as many as are visible), ZeRO-1 and ZeRO-2, with the fast settings of

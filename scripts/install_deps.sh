@@ -14,6 +14,11 @@ apt_packages=(
 )
 python_packages=(
   "tokenizers>=0.19" "transformers>=4.45" jinja2 safetensors numpy pytest pyarrow pyyaml
+  "ray>=2.9"  # optional at run time: multi-node training (distributed.num_nodes > 1); the Ray tests need it
+  # report_to's trackers (optional at run time; tested offline / with a local repository)
+  wandb aim
+  # local emulators for the s3:// and gs:// tests
+  "moto[server]" gcp-storage-emulator
 )
 
 missing=()

@@ -1,5 +1,8 @@
 // `surogate sft CONFIG` and `surogate pt CONFIG`: load and validate the run configuration, the
-// model folder and the datasets, then train (train/trainer.h). --dry-run stops after validation
+// model folder and the datasets, then train (train/trainer.h): alone, as one process of several
+// that a launcher started (its variables: distributed/launcher_environment.h), or, with
+// distributed.num_nodes > 1 and no launcher, by handing the run to the Ray driver, which starts
+// this command on every node (distributed/ray_launch.h). --dry-run stops after validation
 // and prints the predicted memory (train/memory_prediction.h; --gpu-memory for a GPU of another
 // size) and the resolved configuration. With max_restarts > 0 this process supervises the
 // training, run as a child process that is restarted after a failure (train/restart_supervisor.h).
@@ -15,7 +18,10 @@
 #include "config/config_loader.h"
 #include "core/error.h"
 #include "data/pipeline.h"
+#include "distributed/launcher_environment.h"
+#include "distributed/ray_launch.h"
 #include "io/hf_hub.h"
+#include "io/object_store.h"
 #include "io/model_config.h"
 #include "train/memory_prediction.h"
 #include "train/metrics_log.h"
@@ -87,10 +93,10 @@ void validate_datasets(const Config& config, bool pretraining) {
     for (size_t i = 0; i < list->size(); ++i) {
       const DatasetConfig& dataset = (*list)[i];
       std::string key = fmt::format("{}[{}]", name, i);
-      // A hub id (org/name) is downloaded by the data pipeline; anything else must exist here.
-      if (!fs::exists(dataset.path) && !io::looks_like_repo_id(dataset.path)) {
-        fail_user("{}: {}.path '{}' does not exist: give a local file or folder, or a hub dataset id "
-                  "(org/name)", config.source_of(key + ".path"), key, dataset.path);
+      // A hub id (org/name) or an s3:// / gs:// URL is downloaded by the data pipeline; anything else must exist here.
+      if (!fs::exists(dataset.path) && !io::looks_like_repo_id(dataset.path) && !io::is_object_store_url(dataset.path)) {
+        fail_user("{}: {}.path '{}' does not exist: give a local file or folder, a hub dataset id (org/name), or an "
+                  "s3:// / gs:// URL", config.source_of(key + ".path"), key, dataset.path);
       }
       if (pretraining && dataset.type != DatasetType::Text) {
         fail_user("{}: {}.type is '{}', but `surogate pt` trains on raw text: use type: text (or `surogate sft`)",
@@ -162,6 +168,24 @@ train::InjectedFaults faults_from_environment(size_t attempt) {
 int train_or_supervise(const Config& config, const TrainArguments& arguments, const std::vector<std::string>& extras,
                        bool pretraining) {
   train::TrainerOptions options;
+  options.processes = distributed::read_launcher_environment();
+  if (config.max_restarts > 0 && (options.processes || config.distributed.num_nodes > 1)) {
+    // One process of a world cannot restart alone: its peers would wait for it in a collective.
+    fail_user("{}: max_restarts restarts a run of one process; this run has several (a launcher's RANK / WORLD_SIZE, "
+              "or distributed.num_nodes > 1). Remove it and let the launcher restart the job (torchrun "
+              "--max-restarts, srun --requeue)",
+              config.source_of("max_restarts"));
+  }
+  if (config.distributed.num_nodes > 1 && !options.processes) {
+    // Several machines and no launcher: Ray starts this command on every node (distributed/ray_launch.h).
+    distributed::RayLaunch launch;
+    launch.command = {pretraining ? "pt" : "sft", arguments.config_path};
+    launch.command.insert(launch.command.end(), extras.begin(), extras.end());
+    launch.num_nodes = config.distributed.num_nodes;
+    launch.gpus_per_node = config.distributed.gpus_per_node > 0 ? config.distributed.gpus_per_node : config.gpus;
+    launch.ray_address = config.distributed.ray_address;
+    distributed::launch_through_ray(launch);
+  }
   options.pretraining = pretraining;
   options.default_run_name = fs::path(arguments.config_path).stem().string();
   const std::optional<std::vector<train::RestartRecord>> restarts = train::supervised_restarts();

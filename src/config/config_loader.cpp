@@ -7,7 +7,7 @@
 
 #include "config/config_fields.h"
 #include "config/config_rules.h"
-#include "config/loss_scale_names.h"
+#include "config/data_option_names.h"
 #include "core/error.h"
 
 namespace surogate {
@@ -116,7 +116,7 @@ Config load_config_from_string(const std::string& yaml_text, const std::string& 
   for (const auto& override_text : overrides) apply_override(override_text, config);
   apply_implications(config);
   validate_config(config, file_label);
-  check_loss_scale_name(config);
+  check_data_option_names(config);
   check_feature_support(config);
   return config;
 }

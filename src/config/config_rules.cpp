@@ -64,6 +64,14 @@ void validate_dataset(const Config& config, const DatasetConfig& dataset, const 
   validate_prompt_format(config, key + ".prompt_format", dataset.prompt_format);
   validate_prompt_format(config, key + ".prompt_format_no_input", dataset.prompt_format_no_input);
   require(!dataset.path.empty(), config, key + ".path", "is required: a local file or folder, or a hub dataset id");
+  for (const char* scheme : {"s3://", "gs://"}) {
+    if (dataset.path.starts_with(scheme)) {
+      const std::string bucket = dataset.path.substr(5, dataset.path.find('/', 5) - 5);
+      require(!bucket.empty(), config, key + ".path",
+              fmt::format("'{}' names no bucket: write {}BUCKET/KEY (an object, or a prefix of objects)", dataset.path,
+                          scheme));
+    }
+  }
   if (dataset.samples) require_positive(config, key + ".samples", *dataset.samples);
   if (dataset.type == DatasetType::Instruction) {
     require(dataset.instruction_field.has_value(), config, key + ".instruction_field",
@@ -134,7 +142,8 @@ void apply_implications(Config& config) {
 
 namespace {
 
-// The fp8_hybrid recipe's options and what it combines with (models/fp8_recipe.h).
+// The fp8_hybrid recipe's options (models/fp8_recipe.h). The recipe itself combines with every
+// training mode (LoRA, QLoRA, full fine-tuning, pt) and with data parallelism.
 void validate_fp8_recipe(const Config& config) {
   const bool fp8 = config.recipe == Recipe::Fp8Hybrid;
   const char* only_fp8 = "only applies to recipe: fp8_hybrid (the quantized recipe this version implements); "
@@ -147,16 +156,71 @@ void validate_fp8_recipe(const Config& config) {
   require(fp8 || !fp8_gradients, config, "gradient_dtype",
           "fp8_e4m3 / fp8_e5m2 are the fp8_hybrid recipe's backward-matmul formats; set recipe: fp8_hybrid, or "
           "use bf16 / fp32");
-  if (!fp8) return;
-  require(config.lora, config, "recipe",
-          "fp8_hybrid is implemented for LoRA (lora: true) so far: full fine-tuning and pt in FP8 are not "
-          "implemented yet; use recipe: bf16 for them");
-  require(!config.qlora_bnb && !config.qlora_fp8 && !config.qlora_fp4, config, "recipe",
-          "fp8_hybrid does not combine with a qlora_* mode yet (a quantized base is dequantized to bf16 for its "
-          "products); use one or the other");
-  require(config.gpus == 1, config, "recipe",
-          "fp8_hybrid trains on one device so far (its scaling state is not shared between data-parallel ranks "
-          "yet); set gpus: 1");
+}
+
+// The offload_* options of the CUDA backend (train/device/host_offload_plan.h).
+void validate_offload(const Config& config) {
+  const bool offload = config.offload_master || config.offload_optimizer || config.offload_grads;
+  for (const char* key : {"use_zero_copy", "use_write_combined"}) {
+    const bool set = std::string(key) == "use_zero_copy" ? config.use_zero_copy : config.use_write_combined;
+    require(!set || offload, config, key,
+            "only applies to offloaded buffers: set offload_master, offload_optimizer or offload_grads, or remove it");
+  }
+  require(!config.offload_master || config.master_dtype != MasterDtype::Bf16, config, "offload_master",
+          "offloads the fp32 master weights, and master_dtype: bf16 keeps none; remove one of the two");
+  // Staging (use_zero_copy off) cuts the step into chunks of whole tensors, each with its own
+  // optimizer: NorMuon groups matrices across tensors, and bf16 masters key their stochastic
+  // rounding by a tensor's place in the one optimizer's list.
+  const bool staged = (config.offload_master || config.offload_optimizer) && !config.use_zero_copy;
+  require(!staged || config.optimizer != Optimizer::NorMuon, config, config.offload_master ? "offload_master" : "offload_optimizer",
+          "with optimizer: normuon needs use_zero_copy: true (the staged step, use_zero_copy: false, is implemented "
+          "for adamw and adamw_8bit)");
+  require(!staged || !config.offload_optimizer || config.master_dtype != MasterDtype::Bf16, config, "offload_optimizer",
+          "with master_dtype: bf16 needs use_zero_copy: true (the staged step, use_zero_copy: false, is implemented "
+          "with fp32 master weights)");
+}
+
+// NVFP4: qlora_fp4 stores the frozen base in it on any GPU (dequantized to bf16 for the products);
+// the nvfp4 recipe, whose products run on FP4 tensor cores, waits for a Blackwell GPU to run and
+// test it on (its quantizer, quant/nvfp4.h, is built and emulated exactly on the CPU).
+void validate_fp4(const Config& config) {
+  require(config.recipe != Recipe::Nvfp4, config, "recipe",
+          "nvfp4 is not implemented yet: its matmuls run on FP4 tensor cores, which need a Blackwell GPU (SM100+) "
+          "to run and test them on (its NVFP4 quantizer is built, emulated exactly on the CPU). Use recipe: bf16 "
+          "or fp8_hybrid; for NVFP4's memory saving on the frozen base, qlora_fp4: true works on any GPU");
+  require(config.fp4_backend == Fp4Backend::Cutlass, config, "fp4_backend",
+          "only applies to recipe: nvfp4 (the FP4 tensor-core matmul's library, Blackwell only), which this "
+          "version does not run; qlora_fp4 dequantizes to bf16 and uses no FP4 matmul: remove the option");
+  require(config.qlora_fp4 || config.qlora_four_over_six, config, "qlora_four_over_six",
+          "only applies to qlora_fp4 (the NVFP4 base's block scale rule); set qlora_fp4: true or remove the option");
+}
+
+// The multi-GPU transport options of the reference's own threads backend, and where Ray is.
+void validate_distributed(const Config& config) {
+  require(!config.use_all_to_all_reduce, config, "use_all_to_all_reduce",
+          "is not offered: gradients are summed by the collective library's own all-reduce and reduce-scatter "
+          "(NCCL on GPUs, which picks ring, tree or NVLS by size and topology — NCCL_ALGO chooses one; gloo on CPU "
+          "ranks); an all-to-all exchange built beside them would be a second transport that sums in another order. "
+          "Remove the option");
+  require(!config.memcpy_all_gather, config, "memcpy_all_gather",
+          "is not offered: it belongs to a threads-only backend that copies shards between the GPUs of one process "
+          "with cudaMemcpy; here every all-gather is NCCL's, the same within a machine (where NCCL moves data over "
+          "NVLink or PCIe itself) and across processes and machines. Remove the option");
+  require(!config.memcpy_send_recv, config, "memcpy_send_recv",
+          "is not offered: it belongs to a threads-only backend that copies between the GPUs of one process with "
+          "cudaMemcpy; here every transfer between ranks is an NCCL collective, within a machine and across "
+          "machines alike. Remove the option");
+  const std::string& address = config.distributed.ray_address;
+  const size_t colon = address.rfind(':');
+  const bool host_and_port = colon != std::string::npos && colon > 0 && colon + 1 < address.size() &&
+                             address.find_first_not_of("0123456789", colon + 1) == std::string::npos;
+  require(address == "auto" || address == "local" || (address.starts_with("ray://") && address.size() > 6) ||
+              host_and_port,
+          config, "distributed.ray_address",
+          fmt::format("must be auto (the Ray cluster running here), local (start Ray on this machine), "
+                      "ray://host:port (a cluster's Ray client server) or a cluster's host:port (got '{}')", address));
+  require(!config.distributed.worker_output_dir || !config.distributed.worker_output_dir->empty(), config,
+          "distributed.worker_output_dir", "must name a folder when set (or leave it unset for /tmp/surogate-<run_name>)");
 }
 
 // fp16's dynamic loss scale (train/fp16_loss_scaler.h): only with torch_dtype: float16, the option
@@ -199,11 +263,13 @@ void validate_config(const Config& config, const std::string& file_label) {
   require(config.gpus >= 0, config, "gpus", fmt::format("must be 0 (all GPUs) or a positive count (got {})", config.gpus));
   require_positive(config, "distributed.num_nodes", config.distributed.num_nodes);
   require(config.distributed.gpus_per_node >= 0, config, "distributed.gpus_per_node", "must not be negative");
+  validate_distributed(config);
   require_positive(config, "fp8_amax_history", config.fp8_amax_history);
   require(config.skip_quant_first_layers >= 0, config, "skip_quant_first_layers", "must not be negative");
   require(config.skip_quant_last_layers >= 0, config, "skip_quant_last_layers", "must not be negative");
   validate_fp8_recipe(config);
   validate_fp16_loss_scale(config);
+  validate_fp4(config);
 
   require(config.learning_rate > 0.0, config, "learning_rate", fmt::format("must be positive (got {})", config.learning_rate));
   require_fraction(config, "warmup_ratio", config.warmup_ratio);
@@ -267,6 +333,7 @@ void validate_config(const Config& config, const std::string& file_label) {
   require(one_of<int64_t>(config.qlora_bnb_block_size, {64, 128, 256, 512}), config, "qlora_bnb_block_size",
           fmt::format("must be 64, 128, 256 or 512 (got {})", config.qlora_bnb_block_size));
 
+  validate_offload(config);
   require(!config.offload_quants || config.persistent_quants, config, "offload_quants",
           "requires persistent_quants: true (only persistent quantized weights can live in host memory)");
   require(!config.persistent_quants || config.shard_weights, config, "persistent_quants",
@@ -293,7 +360,6 @@ void validate_for_hardware(const Config& config, int best_sm) {
   need(config.recipe == Recipe::Fp8Hybrid, "recipe", 89, "Ada, Hopper or Blackwell");
   need(config.qlora_fp8, "qlora_fp8", 89, "Ada, Hopper or Blackwell");
   need(config.recipe == Recipe::Nvfp4, "recipe", 100, "Blackwell");
-  need(config.qlora_fp4, "qlora_fp4", 100, "Blackwell");
 }
 
 }  // namespace surogate

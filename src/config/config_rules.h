@@ -15,7 +15,7 @@ void apply_implications(Config& config);
 // constraints. `file_label` names the config file in messages about missing options.
 void validate_config(const Config& config, const std::string& file_label);
 
-// Checks what needs a particular GPU: fp8 needs SM89+, fp4 needs SM100+. `best_sm` is the
+// Checks what needs a particular GPU: fp8 needs SM89+, the nvfp4 recipe SM100+ (qlora_fp4 runs anywhere). `best_sm` is the
 // compute capability as major*10+minor of the best GPU used, or 0 when running on the CPU.
 void validate_for_hardware(const Config& config, int best_sm);
 

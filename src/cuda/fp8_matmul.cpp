@@ -67,6 +67,7 @@ void Fp8Matmul::run(const Fp8MatmulShape& shape, __nv_bfloat16* out, const void*
                     cudaStream_t stream) {
   CUDA_REQUIRE(!shape.has_bias || bias != nullptr, "fp8 matmul: has_bias without a bias pointer");
   CUDA_REQUIRE(shape.has_addend == (addend != nullptr), "fp8 matmul: an addend pointer exactly when has_addend");
+  CUDA_REQUIRE(!(shape.has_addend && shape.accumulate), "fp8 matmul: has_addend and accumulate both set");
   CUDA_REQUIRE(addend == nullptr || static_cast<const void*>(addend) != static_cast<const void*>(out),
                "fp8 matmul: the addend must not alias out");
   const PlanKey key{shape, pointer_alignment(a), pointer_alignment(b), pointer_alignment(out), shape.has_addend ? pointer_alignment(addend) : 0u};
@@ -75,7 +76,7 @@ void Fp8Matmul::run(const Fp8MatmulShape& shape, __nv_bfloat16* out, const void*
   set(plan.operation, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, b_scale_inv);
   set(plan.operation, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, a_scale_inv);
   if (shape.has_bias) set(plan.operation, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
-  const float alpha = 1.0f, beta = shape.has_addend ? 1.0f : 0.0f;
+  const float alpha = 1.0f, beta = shape.has_addend || shape.accumulate ? 1.0f : 0.0f;
   const void* c = shape.has_addend ? static_cast<const void*>(addend) : static_cast<const void*>(out);
   CUBLAS_CHECK(cublasLtMatmul(handle_, plan.operation, &alpha, b, plan.first, a, plan.second, &beta, c, plan.output, out,
                               plan.output, &plan.algorithm, workspace_.data(), workspace_.bytes(), stream));

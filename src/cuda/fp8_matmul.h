@@ -1,6 +1,6 @@
 // FP8 matrix products through cuBLASLt (Hopper / Ada tensor cores), in row-major terms:
 //
-//   out[M, N] = (a[M, K] · b[N, K]ᵀ) · a_scale_inv · b_scale_inv (+ bias[N]) (+ addend[M, N])
+//   out[M, N] = (a[M, K] · b[N, K]ᵀ) · a_scale_inv · b_scale_inv (+ bias[N]) (+ addend[M, N]) (+ out)
 //
 // a and b are FP8 codes, both K-major (the only layout FP8 tensor-core products take): b is
 // E4M3 (a weight, or a weight's stored transpose), a is E4M3 (an activation) or E5M2 (a
@@ -8,7 +8,8 @@
 // read when the product runs: delayed scaling's values never round-trip through the host).
 // Accumulation is fp32; out, bias and addend are bf16. fast_accumulation is cuBLASLt's
 // CUBLASLT_MATMUL_DESC_FAST_ACCUM (partial sums not promoted to full fp32 each K-step: faster,
-// what forward products usually use; gradients keep it off).
+// what forward products usually use; gradients keep it off). accumulate adds the product to what
+// out holds (beta = 1 with C = out: a weight gradient written into the persistent gradient).
 // Plans are cached per shape and operand alignment as in cuda/matmul.h. Not thread-safe.
 #pragma once
 
@@ -33,8 +34,9 @@ struct Fp8MatmulShape {
   bool has_bias = false;
   bool has_addend = false;
   bool fast_accumulation = false;
+  bool accumulate = false;  // excludes has_addend
 
-  auto key() const { return std::tie(m, n, k, a_format, has_bias, has_addend, fast_accumulation); }
+  auto key() const { return std::tie(m, n, k, a_format, has_bias, has_addend, fast_accumulation, accumulate); }
   bool operator<(const Fp8MatmulShape& other) const { return key() < other.key(); }
 };
 

@@ -4,11 +4,14 @@
 // render(messages[:i+1]) ends. Templates that render an earlier assistant turn differently once
 // later turns follow (Qwen3 adds an empty <think> block to the last turn only) are handled by
 // locating the turn's content in the full text and its end-of-turn suffix from the prefix
-// rendering. The text is then tokenized span by span so the mask is exact.
+// rendering. With `agent_template` the tools and tool turns are first written as text
+// (data/agent_template.h), and the calls / results it wrote are located in each turn for the
+// loss_scale. The text is then tokenized span by span so the mask is exact.
 #include <algorithm>
 #include <set>
 
 #include "core/error.h"
+#include "data/agent_template.h"
 #include "data/formatter.h"
 #include "data/text_checks.h"
 #include "data/loss_scale.h"
@@ -120,12 +123,18 @@ namespace {
 // `turn_text` when it is the last message. Usually `turn_text` is exactly what `full` holds at
 // `begin`. Templates that add text to the last turn only (Qwen3's empty <think> block, or the
 // reasoning of turns after the last user message) put it first: the turn inside the conversation
-// is then the longest suffix of `turn_text` that `full` holds at `begin`.
-std::optional<size_t> turn_end(const std::string& full, size_t begin, const std::string& turn_text) {
+// is then the longest suffix of `turn_text` that `full` holds at `begin`. Templates that end
+// every rendering with the same text (`epilogue`; the original Llama 3 template always writes an
+// assistant header last) have it after the turn: it is not part of the turn.
+std::optional<size_t> turn_end(const std::string& full, size_t begin, std::string_view turn_text,
+                               std::string_view epilogue) {
+  if (!epilogue.empty() && turn_text.ends_with(epilogue)) {
+    if (auto end = turn_end(full, begin, turn_text.substr(0, turn_text.size() - epilogue.size()), {})) return end;
+  }
   for (size_t skip = 0; skip < turn_text.size(); ++skip) {
     size_t length = turn_text.size() - skip;
     if (full.compare(begin, length, turn_text, skip, length) != 0) continue;
-    std::string_view matched(turn_text.data() + skip, length);
+    std::string_view matched = turn_text.substr(skip, length);
     if (matched.find_first_not_of(" \t\n") == std::string_view::npos) return std::nullopt;
     return begin + length;
   }
@@ -147,8 +156,19 @@ std::string dropped_tool_calls(const RowValue& message, std::string_view text) {
 
 }  // namespace
 
-FormattedRow Formatter::tokenize_chat(const RowValue& given_messages, const RowValue& tools, const RowOrigin& origin) const {
+FormattedRow Formatter::tokenize_chat(const RowValue& given_messages, const RowValue& given_tools,
+                                      const RowOrigin& origin) const {
   RowValue messages = given_messages;
+  RowValue tools = given_tools;
+  // With an agent template the tools and tool turns are text in ordinary messages: the chat
+  // template gets no tools, and `marks` say which text of each message is a call or a result.
+  std::vector<std::vector<AgentMark>> marks;
+  if (options_.agent_template) {
+    AgentConversation converted = apply_agent_template(*options_.agent_template, messages, tools, origin);
+    messages = std::move(converted.messages);
+    marks = std::move(converted.marks);
+    tools = nullptr;
+  }
   if (options_.response_prefix) {
     for (auto& message : messages) {
       if (message["role"] != "assistant" || !message["content"].is_string()) continue;
@@ -170,8 +190,16 @@ FormattedRow Formatter::tokenize_chat(const RowValue& given_messages, const RowV
   };
   FormattedRow result;
   result.text = render(messages, false);
+  // What the template writes after any conversation: its rendering of none, when this one ends
+  // with it too (templates that need a message fail on none: then there is no epilogue).
+  std::string epilogue;
+  try {
+    epilogue = renderer_(RowValue::array(), RowValue(), false);
+  } catch (const UserError&) {
+  }
+  if (!result.text.ends_with(epilogue)) epilogue.clear();
 
-  std::vector<WeightedSpan> turns;
+  std::vector<AssistantTurn> turns;
   for (size_t i = 0; i < messages.size(); ++i) {
     if (messages[i]["role"] != "assistant") continue;
     RowValue before(messages.begin(), messages.begin() + static_cast<long>(i));
@@ -190,14 +218,25 @@ FormattedRow Formatter::tokenize_chat(const RowValue& given_messages, const RowV
                 "not learn them; set agent_template (hermes, llama3 or react_en) to write tool calls as text",
                 origin.describe(), i + 1, missing);
     }
-    auto end = turn_end(result.text, start_text.size(), end_text.substr(start_text.size()));
+    auto end = turn_end(result.text, start_text.size(), std::string_view(end_text).substr(start_text.size()), epilogue);
     if (!end) {
       fail_user("{}: cannot locate assistant turn {} in the rendered conversation; the chat template changes the "
                 "turn's text once later turns follow, so its loss mask cannot be computed; use another template "
                 "(`template:`)",
                 origin.describe(), i + 1);
     }
-    if (*end > start_text.size()) turns.push_back({start_text.size(), *end, 1.0f});
+    if (*end <= start_text.size()) continue;
+    AssistantTurn turn{{start_text.size(), *end, 1.0f}, std::nullopt, {}};
+    if (options_.agent_template) {
+      auto placed = place_agent_marks(result.text, turn.span, marks[i]);
+      if (!placed) {
+        fail_user("{}: the chat template changed the tool calls or tool results that agent_template {} wrote into "
+                  "assistant turn {}, so their loss cannot be placed; use another template (`template:`)",
+                  origin.describe(), agent_template_name(*options_.agent_template), i + 1);
+      }
+      turn = std::move(*placed);
+    }
+    turns.push_back(std::move(turn));
   }
   const LossScale scale = options_.train_on_inputs ? LossScale::All : options_.loss_scale;
   std::vector<WeightedSpan> spans = loss_spans(scale, result.text, turns);

@@ -38,11 +38,15 @@ PackedBatch DataLoader::next() {
     indices.push_back(slot < order_.size() ? order_[slot] : rows_.rows());  // rows() = a padding row
   }
   PackedBatch batch = make_batch(rows_, indices, pad_id_);
+  skip();
+  return batch;
+}
+
+void DataLoader::skip() {
   if (++position_.index >= batches_per_epoch()) {
     ++position_.epoch;
     position_.index = 0;
   }
-  return batch;
 }
 
 void DataLoader::seek(LoaderPosition position) {

@@ -28,6 +28,9 @@ public:
   uint64_t batches_per_epoch() const;
   // The next batch; moves to the next epoch after the last batch of one.
   PackedBatch next();
+  // Moves past the next batch without reading it (its position advances exactly as next()'s):
+  // a process of a data-parallel world skips the micro-batches other processes' ranks train.
+  void skip();
   LoaderPosition position() const { return position_; }
   void seek(LoaderPosition position);
 

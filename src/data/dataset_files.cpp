@@ -6,17 +6,20 @@
 
 #include "core/error.h"
 #include "data/row_reader.h"
+#include "data/hub_dataset.h"
 #include "io/hf_hub.h"
+#include "io/object_store.h"
 
 namespace surogate::data {
 namespace {
 
 namespace fs = std::filesystem;
 
+}  // namespace
+
 const char* const kKnownSplits[] = {"train", "test", "validation", "valid", "dev", "eval"};
 
-// True when `relative` belongs to `split` by its file name or a folder name.
-bool names_split(const fs::path& relative, const std::string& split) {
+bool path_names_split(const fs::path& relative, const std::string& split) {
   for (auto it = relative.begin(); it != relative.end(); ++it) {
     if (std::next(it) != relative.end() && it->string() == split) return true;
   }
@@ -27,21 +30,39 @@ bool names_split(const fs::path& relative, const std::string& split) {
   return next == '-' || next == '.';
 }
 
-}  // namespace
+std::vector<fs::path> choose_split_files(const std::vector<fs::path>& relative, const std::string& split,
+                                         const std::string& dataset_name) {
+  std::vector<fs::path> chosen;
+  std::set<std::string> splits_seen;
+  for (const auto& path : relative) {
+    if (path_names_split(path, split)) chosen.push_back(path);
+    for (const char* known : kKnownSplits) {
+      if (path_names_split(path, known)) splits_seen.insert(known);
+    }
+  }
+  if (!chosen.empty()) return chosen;
+  if (!splits_seen.empty()) {
+    std::string found;
+    for (const auto& name : splits_seen) found += (found.empty() ? "" : ", ") + name;
+    fail_user("dataset {}: no file belongs to split '{}'; the dataset has splits: {}. Set `split`", dataset_name,
+              split, found);
+  }
+  return relative;
+}
 
 std::vector<fs::path> select_dataset_files(const DatasetConfig& dataset) {
   if (dataset.path.empty()) fail_user("a dataset has no `path`: set it to a local file, folder or hub dataset id");
-  if (dataset.path.rfind("s3://", 0) == 0 || dataset.path.rfind("gs://", 0) == 0) {
-    fail_user("dataset {}: s3:// and gs:// paths are not supported yet; download the files and use a local path",
-              dataset.path);
-  }
   fs::path root = dataset.path;
-  if (!fs::exists(root)) {
+  if (io::is_object_store_url(dataset.path)) {
+    // The object, or the data files under the prefix, in the local cache; then as a local path.
+    root = io::fetch_object_store_path(dataset.path, [](const std::string& key) { return is_supported_data_file(key); });
+  } else if (!fs::exists(root)) {
     if (!io::looks_like_repo_id(dataset.path)) {
       fail_user("dataset path '{}' does not exist and is not a hub dataset id (org/name); check the path",
                 dataset.path);
     }
-    root = io::resolve_dataset(dataset.path);
+    if (auto files = fetch_hub_dataset_files(dataset)) return *files;
+    root = io::resolve_dataset(dataset.path);  // offline or unreachable: the cached snapshot, as a folder
   }
   if (fs::is_regular_file(root)) {
     if (!is_supported_data_file(root)) {
@@ -71,22 +92,7 @@ std::vector<fs::path> select_dataset_files(const DatasetConfig& dataset) {
     fail_user("dataset folder {} holds no .jsonl, .json, .txt or .parquet files", root.string());
   }
   std::vector<fs::path> chosen;
-  std::set<std::string> splits_seen;
-  for (const auto& relative : all) {
-    if (names_split(relative, dataset.split)) chosen.push_back(root / relative);
-    for (const char* split : kKnownSplits) {
-      if (names_split(relative, split)) splits_seen.insert(split);
-    }
-  }
-  if (chosen.empty()) {
-    if (!splits_seen.empty()) {
-      std::string found;
-      for (const auto& split : splits_seen) found += (found.empty() ? "" : ", ") + split;
-      fail_user("dataset {}: no file belongs to split '{}'; the folder has splits: {}. Set `split`", dataset.path,
-                dataset.split, found);
-    }
-    for (const auto& relative : all) chosen.push_back(root / relative);
-  }
+  for (const auto& relative : choose_split_files(all, dataset.split, dataset.path)) chosen.push_back(root / relative);
   return chosen;
 }
 

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "config/config.h"
+#include "data/agent_template.h"
 #include "data/loss_scale.h"
 #include "data/sample.h"
 
@@ -34,6 +35,9 @@ struct FormatOptions {
   LossScale loss_scale = LossScale::Default;
   // Text put before every assistant response (`response_prefix`), e.g. Qwen3's empty think block.
   std::optional<std::string> response_prefix;
+  // `agent_template`: tools, tool calls and tool responses written as text in that format before
+  // the chat template renders the conversation (data/agent_template.h).
+  std::optional<AgentTemplate> agent_template;
 };
 
 // A formatted row: the text the model sees and its tokens, or the reason it was dropped.

@@ -9,6 +9,9 @@
 //   hermes              as default, but each <tool_call>…</tool_call> block weighs 2 (the
 //                       function name and arguments against the free text, which weighs 1)
 //   react               as default, but the "Action: …" and "Action Input: …" lines weigh 2
+// With an agent template (data/agent_template.h) the tool calls are the text it wrote, whatever
+// its syntax, and both agent strategies weigh those; tool results it wrote inside an assistant
+// turn (react_en's observations) carry no loss under every strategy but `all`.
 // Only hermes and react produce weights other than 0 and 1; the others only set labels, so
 // their batches carry no weight array at all.
 #pragma once
@@ -37,8 +40,18 @@ struct WeightedSpan {
   bool operator==(const WeightedSpan&) const = default;
 };
 
+// An assistant turn of the rendered text and what an agent template wrote inside it.
+struct AssistantTurn {
+  WeightedSpan span;
+  // Set when an agent template wrote the turn: its tool calls (the agent strategies weigh these
+  // instead of searching the text for their syntax).
+  std::optional<std::vector<WeightedSpan>> tool_calls;
+  // Tool results inside the turn (react_en's observations): no loss.
+  std::vector<WeightedSpan> tool_results;
+};
+
 // The loss spans of `text`, ordered and disjoint, weight > 0; text outside them carries no loss.
-// `turns` are the assistant turns' spans in order.
-std::vector<WeightedSpan> loss_spans(LossScale scale, std::string_view text, const std::vector<WeightedSpan>& turns);
+// `turns` are the assistant turns in order.
+std::vector<WeightedSpan> loss_spans(LossScale scale, std::string_view text, const std::vector<AssistantTurn>& turns);
 
 }  // namespace surogate::data

@@ -85,6 +85,7 @@ std::vector<std::vector<TokenizedSample>> read_dataset(const DatasetConfig& data
       return;
     }
     report.tokenization_differs += formatted.tokenization_differs ? 1 : 0;
+    report.weighted_rows += formatted.sample->weights.empty() ? 0 : 1;
     std::vector<TokenizedSample> documents;
     fit_to_length(std::move(*formatted.sample), settings.max_length, settings.truncation_strategy, documents,
                   length_stats);
@@ -128,6 +129,21 @@ void flatten(std::vector<std::vector<TokenizedSample>>& rows, std::vector<Tokeni
 json packing_json(const PackingStats& stats) {
   return {{"documents", stats.documents}, {"rows", stats.rows},   {"tokens", stats.tokens},
           {"loss_tokens", stats.loss_tokens}, {"slots", stats.slots}, {"efficiency", stats.efficiency()}};
+}
+
+// An agent loss_scale strategy weighs tool calls; a training dataset where it found none trains
+// exactly as with `default`, which is worth saying.
+std::optional<std::string> unweighted_agent_warning(const FormatOptions& format, const DatasetReport& report) {
+  if (format.train_on_inputs || !loss_scale_is_agent(format.loss_scale)) return std::nullopt;
+  if (report.documents == 0 || report.weighted_rows > 0) return std::nullopt;
+  const bool hermes = format.loss_scale == LossScale::Hermes;
+  std::string where = format.agent_template ? fmt::format("written by agent_template {}",
+                                                          agent_template_name(*format.agent_template))
+                      : hermes              ? "as <tool_call> blocks in the rendered text"
+                                            : "as Action: / Action Input: lines in the rendered text";
+  return fmt::format("loss_scale {} weighs tool calls, but dataset {} has none ({} rows read, no tool call {}): its "
+                     "tokens all weigh 1, as with loss_scale default (docs/data.md, \"Loss scale\")",
+                     hermes ? "hermes" : "react", report.path, report.rows_read, where);
 }
 
 // `train_on_inputs` is read once Config has it (it is not in the configuration reference yet).
@@ -186,6 +202,12 @@ DataSettings data_settings_from_config(const Config& config) {
   if (!loss_scale) fail_user("{}: unknown loss_scale '{}'", config.source_of("loss_scale"), config.loss_scale);
   settings.format.loss_scale = *loss_scale;
   settings.format.response_prefix = config.response_prefix;
+  if (config.agent_template) {
+    settings.format.agent_template = parse_agent_template(*config.agent_template);
+    if (!settings.format.agent_template) {
+      fail_user("{}: unknown agent_template '{}'", config.source_of("agent_template"), *config.agent_template);
+    }
+  }
   settings.template_name = config.template_name;
   settings.cache_path = fs::path(config.output_dir) / "tokenized" / "dataset.surotok";
   settings.workers = format_worker_count(config.dataloader_num_workers);
@@ -231,6 +253,9 @@ PreparedData prepare_data(const DataSettings& settings, const TextTools& tools, 
   for (const auto& dataset : settings.datasets) {
     prepared.datasets.emplace_back();
     auto rows = read_dataset(dataset, settings, tools, prepared.datasets.back(), progress);
+    if (auto warning = unweighted_agent_warning(settings.format, prepared.datasets.back())) {
+      prepared.warnings.push_back(*warning);
+    }
     if (settings.validation_datasets.empty() && settings.validation_split_ratio > 0.0) {
       // Hold out whole rows, chosen by a permutation seeded with eval_seed.
       std::vector<size_t> order(rows.size());
@@ -287,8 +312,10 @@ json PreparedData::report() const {
   for (const auto& d : datasets) {
     report["datasets"].push_back({{"path", d.path}, {"type", d.type}, {"files", d.files}, {"rows_read", d.rows_read},
                                   {"documents", d.documents}, {"dropped", d.dropped}, {"truncated", d.truncated},
-                                  {"split", d.split}, {"tokenization_differs", d.tokenization_differs}});
+                                  {"split", d.split}, {"tokenization_differs", d.tokenization_differs},
+                                  {"weighted_rows", d.weighted_rows}});
   }
+  report["warnings"] = warnings;
   report["train"] = packing_json(train_packing);
   report["eval"] = packing_json(eval_packing);
   return report;
@@ -297,6 +324,9 @@ json PreparedData::report() const {
 uint64_t cache_key(const DataSettings& settings, const TextTools& tools) {
   json key;
   key["format_version"] = kTokenCacheVersion;
+  // How labels are derived from the same text; raised when that changes (2: a template's epilogue,
+  // such as the original Llama 3 template's last assistant header, carries no loss).
+  key["labelling"] = 2;
   key["datasets"] = json::array();
   for (const auto& d : settings.datasets) key["datasets"].push_back(dataset_json(d));
   key["validation_datasets"] = json::array();
@@ -315,6 +345,7 @@ uint64_t cache_key(const DataSettings& settings, const TextTools& tools) {
   key["train_on_inputs"] = settings.format.train_on_inputs;
   key["loss_scale"] = static_cast<int>(settings.format.loss_scale);
   key["response_prefix"] = settings.format.response_prefix.value_or("");
+  if (settings.format.agent_template) key["agent_template"] = agent_template_name(*settings.format.agent_template);
   key["template"] = tools.template_identity;
   std::string tokenizer_json = file_bytes(settings.tokenizer_dir / "tokenizer.json");
   std::string tokenizer_config = file_bytes(settings.tokenizer_dir / "tokenizer_config.json");
@@ -329,8 +360,15 @@ std::shared_ptr<TokenCache> load_or_build_cache(const DataSettings& settings, co
   TextTools tools = load_text_tools(settings);
   uint64_t key = cache_key(settings, tools);
   TokenCache::Problem problem;
+  auto say_warnings = [&](const TokenCache& cache) {
+    if (!log) return;
+    for (const auto& warning : cache.report().value("warnings", json::array())) {
+      log("warning: " + warning.get<std::string>());
+    }
+  };
   if (auto cache = TokenCache::open(settings.cache_path, key, problem)) {
     if (log) log(fmt::format("token cache {} is up to date; reusing it", settings.cache_path.string()));
+    say_warnings(*cache);
     return cache;
   }
   if (log) {
@@ -342,6 +380,7 @@ std::shared_ptr<TokenCache> load_or_build_cache(const DataSettings& settings, co
   write_token_cache(settings.cache_path, key, prepared.train, prepared.eval, report);
   auto cache = TokenCache::open(settings.cache_path, key, problem);
   SUROGATE_CHECK(cache != nullptr, "the token cache just written does not read back: {}", problem.reason);
+  say_warnings(*cache);
   return cache;
 }
 

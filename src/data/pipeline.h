@@ -72,6 +72,7 @@ struct DatasetReport {
   uint64_t truncated = 0;
   uint64_t split = 0;
   uint64_t tokenization_differs = 0;
+  uint64_t weighted_rows = 0;  // rows with a token weight other than 0 and 1 (agent loss_scale)
 };
 
 struct PreparedData {
@@ -80,6 +81,9 @@ struct PreparedData {
   std::vector<DatasetReport> datasets;
   PackingStats train_packing;
   PackingStats eval_packing;
+  // Said once per run (load_or_build_cache logs them): a training dataset in which an agent
+  // loss_scale strategy found no tool call to weigh.
+  std::vector<std::string> warnings;
   nlohmann::json report() const;
 };
 
@@ -91,7 +95,7 @@ PreparedData prepare_data(const DataSettings& settings, const TextTools& tools, 
 uint64_t cache_key(const DataSettings& settings, const TextTools& tools);
 
 // The cache for these settings: reused when valid, else (re)built with a message through `log`
-// saying why ("stale", "corrupt", "missing").
+// saying why ("stale", "corrupt", "missing"); then the report's warnings, each once, through `log`.
 std::shared_ptr<TokenCache> load_or_build_cache(const DataSettings& settings, const ProgressFn& progress,
                                                 const std::function<void(const std::string&)>& log);
 

@@ -27,6 +27,9 @@ public:
 
   // data[0, count) ← the sum over ranks of data[0, count).
   virtual void all_reduce_sum(void* data, size_t count, DType dtype) = 0;
+  // data[0, count) ← the elementwise max over ranks of non-negative floats (FP8 amaxes), compared
+  // as their bit patterns (so a NaN wins), as quant::amax_max compares them.
+  virtual void all_reduce_amax(float* data, size_t count) = 0;
   // This rank's piece ← the sum over ranks of that piece; the other pieces are left undefined.
   virtual void reduce_scatter_sum(void* data, std::span<const size_t> piece_counts, DType dtype) = 0;
   // Every piece ← its owner's piece (in place: each rank's own piece is its input).
@@ -35,6 +38,12 @@ public:
   virtual void broadcast(void* data, size_t count, DType dtype, int root) = 0;
   // Returns once every rank has entered it.
   virtual void barrier() = 0;
+  // Returns once the collectives called so far have completed. gloo's return complete, so it
+  // does nothing; NCCL waits for the communicator's stream (and so for whatever else was enqueued
+  // on it) by polling it together with NCCL's asynchronous error: a peer that stopped, or nothing
+  // completing within the timeout, aborts the communicator and throws RankFailure instead of
+  // leaving this rank waiting forever.
+  virtual void synchronize() {}
 };
 
 // The element size of a collective's dtype (F32 or BF16; anything else is an internal error).

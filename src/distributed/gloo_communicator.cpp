@@ -11,6 +11,7 @@
 #include <gloo/reduce.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/hash_store.h>
+#include <gloo/rendezvous/prefix_store.h>
 #include <gloo/transport/tcp/device.h>
 
 #include <cstdint>
@@ -21,6 +22,7 @@
 
 #include "core/bfloat16.h"
 #include "core/error.h"
+#include "distributed/rank_failure.h"
 
 namespace surogate::distributed {
 
@@ -38,6 +40,14 @@ void sum_bf16(void* out, const void* a, const void* b, size_t count) {
   const uint16_t* x = static_cast<const uint16_t*>(a);
   const uint16_t* y = static_cast<const uint16_t*>(b);
   for (size_t i = 0; i < count; ++i) o[i] = float_to_bf16(bf16_to_float(x[i]) + bf16_to_float(y[i]));
+}
+
+// Non-negative floats by their bit patterns (quant::amax_max's order).
+void max_amax(void* out, const void* a, const void* b, size_t count) {
+  uint32_t* o = static_cast<uint32_t*>(out);
+  const uint32_t* x = static_cast<const uint32_t*>(a);
+  const uint32_t* y = static_cast<const uint32_t*>(b);
+  for (size_t i = 0; i < count; ++i) o[i] = x[i] >= y[i] ? x[i] : y[i];
 }
 
 gloo::AllreduceOptions::Func sum_function(DType dtype) {
@@ -66,6 +76,18 @@ public:
       gloo::AllreduceOptions options(context_);
       set_output(options, data, count, dtype);
       options.setReduceFunction(sum_function(dtype));
+      options.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
+      options.setTag(next_tag());
+      gloo::allreduce(options);
+    });
+  }
+
+  void all_reduce_amax(float* data, size_t count) override {
+    if (count == 0 || world_size() == 1) return;
+    guarded("all-reduce (max)", [&] {
+      gloo::AllreduceOptions options(context_);
+      options.setOutput<uint32_t>(reinterpret_cast<uint32_t*>(data), count);
+      options.setReduceFunction(&max_amax);
       options.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
       options.setTag(next_tag());
       gloo::allreduce(options);
@@ -155,8 +177,8 @@ private:
     try {
       body();
     } catch (const std::exception& error) {
-      throw std::runtime_error(fmt::format("rank {} of {}: the {} failed ({}); another rank stopped or is stuck",
-                                           rank(), world_size(), what, error.what()));
+      throw RankFailure(fmt::format("rank {} of {}: the {} failed ({}); another rank stopped or is stuck (its own "
+                                    "output says why)", rank(), world_size(), what, error.what()));
     }
   }
 
@@ -185,6 +207,31 @@ std::vector<std::unique_ptr<Communicator>> connect_in_process_gloo(RankThreads& 
     context->setTimeout(timeout);
     context->connectFullMesh(store, device);
     communicators[static_cast<size_t>(rank)] = std::make_unique<GlooCommunicator>(std::move(context));
+  });
+  return communicators;
+}
+
+std::vector<std::unique_ptr<Communicator>> connect_gloo(RankThreads& threads, ProcessWorld& world, int first_rank,
+                                                        int world_size) {
+  if (world.alone()) return connect_in_process_gloo(threads, world.timeout());
+  SUROGATE_CHECK(first_rank + threads.world_size() <= world_size, "this process's ranks lie in the world");
+  std::vector<std::unique_ptr<Communicator>> communicators(static_cast<size_t>(threads.world_size()));
+  gloo::rendezvous::PrefixStore store("ranks", *world.store());
+  gloo::transport::tcp::attr address(world.transport_address().c_str());
+  threads.run([&](int local) {
+    auto device = gloo::transport::tcp::CreateDevice(address);
+    auto context = std::make_shared<gloo::rendezvous::Context>(first_rank + local, world_size);
+    context->setTimeout(world.timeout());
+    try {
+      context->connectFullMesh(store, device);
+    } catch (const UserError&) {
+      throw;
+    } catch (const std::exception& error) {
+      throw RankFailure(fmt::format("rank {} of {}: connecting to the other ranks failed ({}); another process of "
+                                    "the run stopped (its own output says why)", first_rank + local, world_size,
+                                    error.what()));
+    }
+    communicators[static_cast<size_t>(local)] = std::make_unique<GlooCommunicator>(std::move(context));
   });
   return communicators;
 }

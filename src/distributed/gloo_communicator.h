@@ -1,8 +1,9 @@
 // The CPU ranks' communicator: gloo (Debian's libgloo-dev, the library PyTorch uses for CPU
 // collectives) over its TCP transport. gloo needs a rendezvous store through which ranks swap
-// addresses; connect_in_process_gloo uses gloo's in-process HashStore for a world of threads in
-// this process (distributed/rank_threads.h), bound to the loopback interface. A world of
-// processes (launcher variables, Ray) will use a file or TCP store instead, the rest unchanged.
+// addresses: connect_in_process_gloo uses gloo's in-process HashStore for a world of threads in
+// this process (distributed/rank_threads.h), bound to the loopback interface; connect_gloo joins
+// this process's rank threads to the ranks of the other processes of a world (launcher variables,
+// Ray) through the world's TCP store (process_world.h), bound to the interface the others reach.
 #pragma once
 
 #include <chrono>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "distributed/communicator.h"
+#include "distributed/process_world.h"
 #include "distributed/rank_threads.h"
 
 namespace surogate::distributed {
@@ -19,5 +21,11 @@ namespace surogate::distributed {
 // never arrives fails the others with a message instead of hanging them.
 std::vector<std::unique_ptr<Communicator>> connect_in_process_gloo(
     RankThreads& threads, std::chrono::milliseconds timeout = std::chrono::minutes(10));
+
+// This process's rank threads as the global ranks [first_rank, first_rank + threads.world_size())
+// of a world of `world_size` ranks spread over `world`'s processes (every process calls it). With
+// one process it is connect_in_process_gloo. The world's timeout bounds every collective.
+std::vector<std::unique_ptr<Communicator>> connect_gloo(RankThreads& threads, ProcessWorld& world, int first_rank,
+                                                        int world_size);
 
 }  // namespace surogate::distributed

@@ -7,13 +7,17 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include <chrono>
 #include <cstring>
 #include <stdexcept>
+#include <string>
+#include <thread>
 
 #include <fmt/format.h>
 
 #include "core/error.h"
 #include "cuda/cuda_check.h"
+#include "distributed/rank_failure.h"
 
 namespace surogate::distributed {
 namespace {
@@ -30,15 +34,16 @@ ncclDataType_t nccl_type(DType dtype) {
 
 class NcclCommunicator final : public Communicator {
 public:
-  NcclCommunicator(ncclComm_t comm, int rank, int world, int device, cudaStream_t stream)
-      : comm_(comm), rank_(rank), world_(world), device_(device), stream_(stream) {
+  NcclCommunicator(ncclComm_t comm, int rank, int world, int device, cudaStream_t stream,
+                   std::chrono::milliseconds timeout)
+      : comm_(comm), rank_(rank), world_(world), device_(device), stream_(stream), timeout_(timeout) {
     CUDA_CHECK(cudaMalloc(&scratch_, sizeof(float)));
   }
   ~NcclCommunicator() override {
     cudaSetDevice(device_);
-    cudaStreamSynchronize(stream_);
+    if (comm_ != nullptr) cudaStreamSynchronize(stream_);
     cudaFree(scratch_);
-    ncclCommDestroy(comm_);
+    if (comm_ != nullptr) ncclCommDestroy(comm_);
   }
 
   std::string_view name() const override { return "nccl"; }
@@ -49,6 +54,13 @@ public:
     if (count == 0) return;
     CUDA_CHECK(cudaSetDevice(device_));
     check(ncclAllReduce(data, data, count, nccl_type(dtype), ncclSum, comm_, stream_), "all-reduce");
+  }
+
+  // Non-negative floats order as their bit patterns: NCCL's unsigned max is amax_max.
+  void all_reduce_amax(float* data, size_t count) override {
+    if (count == 0) return;
+    CUDA_CHECK(cudaSetDevice(device_));
+    check(ncclAllReduce(data, data, count, ncclUint32, ncclMax, comm_, stream_), "all-reduce (max)");
   }
 
   void reduce_scatter_sum(void* data, std::span<const size_t> piece_counts, DType dtype) override {
@@ -105,11 +117,39 @@ public:
   void barrier() override {
     CUDA_CHECK(cudaSetDevice(device_));
     check(ncclAllReduce(scratch_, scratch_, 1, ncclFloat32, ncclSum, comm_, stream_), "barrier");
-    CUDA_CHECK(cudaStreamSynchronize(stream_));
+    synchronize();
+  }
+
+  void synchronize() override {
+    using Clock = std::chrono::steady_clock;
+    CUDA_CHECK(cudaSetDevice(device_));
+    SUROGATE_CHECK(comm_ != nullptr, "the communicator was aborted after a failure");
+    const Clock::time_point deadline = Clock::now() + timeout_;
+    for (;;) {
+      const cudaError_t status = cudaStreamQuery(stream_);
+      if (status == cudaSuccess) return;
+      if (status != cudaErrorNotReady) CUDA_CHECK(status);
+      ncclResult_t asynchronous = ncclSuccess;
+      ncclCommGetAsyncError(comm_, &asynchronous);
+      if (asynchronous != ncclSuccess && asynchronous != ncclInProgress) {
+        abort_after_failure(fmt::format("NCCL reported {}", ncclGetErrorString(asynchronous)));
+      }
+      if (Clock::now() > deadline) {
+        abort_after_failure(fmt::format("nothing completed within {} s",
+                          std::chrono::duration_cast<std::chrono::seconds>(timeout_).count()));
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
   }
 
 private:
   void check(ncclResult_t result, const char* what) const { check_nccl(result, what, rank_, world_); }
+  [[noreturn]] void abort_after_failure(const std::string& reason) {
+    ncclCommAbort(comm_);
+    comm_ = nullptr;
+    throw RankFailure(fmt::format("rank {} of {}: waiting for the GPU's collectives failed ({}); another rank stopped "
+                                  "or is stuck (its own output says why)", rank_, world_, reason));
+  }
   void check_pieces(std::span<const size_t> piece_counts) const {
     SUROGATE_CHECK(piece_counts.size() == static_cast<size_t>(world_), "one piece per rank");
   }
@@ -123,6 +163,7 @@ private:
   ncclComm_t comm_;
   int rank_, world_, device_;
   cudaStream_t stream_;
+  std::chrono::milliseconds timeout_;
   void* scratch_ = nullptr;
 };
 
@@ -137,13 +178,14 @@ NcclUniqueId make_nccl_unique_id() {
   return result;
 }
 
-std::unique_ptr<Communicator> connect_nccl(const NcclUniqueId& id, int rank, int world_size, int device, void* stream) {
+std::unique_ptr<Communicator> connect_nccl(const NcclUniqueId& id, int rank, int world_size, int device, void* stream,
+                                           std::chrono::milliseconds timeout) {
   CUDA_CHECK(cudaSetDevice(device));
   ncclUniqueId nccl_id;
   std::memcpy(&nccl_id, id.bytes.data(), sizeof(nccl_id));
   ncclComm_t comm = nullptr;
   check_nccl(ncclCommInitRank(&comm, world_size, nccl_id, rank), "init", rank, world_size);
-  return std::make_unique<NcclCommunicator>(comm, rank, world_size, device, static_cast<cudaStream_t>(stream));
+  return std::make_unique<NcclCommunicator>(comm, rank, world_size, device, static_cast<cudaStream_t>(stream), timeout);
 }
 
 std::vector<std::unique_ptr<Communicator>> connect_in_process_nccl(RankThreads& threads, std::span<void* const> streams) {
@@ -152,6 +194,30 @@ std::vector<std::unique_ptr<Communicator>> connect_in_process_nccl(RankThreads& 
   std::vector<std::unique_ptr<Communicator>> communicators(streams.size());
   threads.run([&](int rank) {
     communicators[static_cast<size_t>(rank)] = connect_nccl(id, rank, threads.world_size(), rank, streams[static_cast<size_t>(rank)]);
+  });
+  return communicators;
+}
+
+std::vector<std::unique_ptr<Communicator>> connect_nccl_world(RankThreads& threads, ProcessWorld& world, int first_rank,
+                                                              int world_size, int first_device,
+                                                              std::span<void* const> streams) {
+  SUROGATE_CHECK(streams.size() == static_cast<size_t>(threads.world_size()), "one stream per rank");
+  NcclUniqueId id;
+  if (world.alone()) {
+    id = make_nccl_unique_id();
+  } else {
+    const std::string made = world.leads() ? std::string(reinterpret_cast<const char*>(make_nccl_unique_id().bytes.data()),
+                                                         sizeof(NcclUniqueId::bytes))
+                                           : std::string();
+    const std::string shared = world.broadcast(made);
+    SUROGATE_CHECK(shared.size() == sizeof(NcclUniqueId::bytes), "rank 0 broadcasts a whole NCCL unique id");
+    std::memcpy(id.bytes.data(), shared.data(), shared.size());
+  }
+  std::vector<std::unique_ptr<Communicator>> communicators(streams.size());
+  threads.run([&](int local) {
+    communicators[static_cast<size_t>(local)] =
+        connect_nccl(id, first_rank + local, world_size, first_device + local, streams[static_cast<size_t>(local)],
+                     world.timeout());
   });
   return communicators;
 }

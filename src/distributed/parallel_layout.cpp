@@ -6,20 +6,38 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "distributed/process_world.h"
 
 namespace surogate::distributed {
 
+ProcessPlacement process_placement(const ProcessWorld* world) {
+  if (world == nullptr) return {};
+  return {world->rank(), world->size(), world->local_rank(), world->spec().local_size};
+}
+
 std::string ParallelLayout::describe() const {
   if (!data_parallel()) return "1 rank";
-  return fmt::format("{} data-parallel ranks, ZeRO-{} ({})", world_size, shard_gradients ? 2 : 1,
+  const std::string spread =
+      spans_processes() ? fmt::format(" ({} processes × {} rank{})", processes, local_ranks, local_ranks == 1 ? "" : "s")
+                        : std::string();
+  return fmt::format("{} data-parallel ranks{}, ZeRO-{} ({})", world_size, spread, shard_gradients ? 2 : 1,
                      shard_gradients ? "optimizer state and gradients sharded" : "optimizer state sharded");
 }
 
 namespace {
 
-ParallelLayout layout_of(const Config& config, int world_size) {
+// The ranks each process drives as `gpus` (or gpus_per_node) asks; 0 = every visible GPU.
+int64_t requested_local_ranks(const Config& config) {
+  if (config.distributed.num_nodes > 1 && config.distributed.gpus_per_node > 0) return config.distributed.gpus_per_node;
+  return config.gpus;
+}
+
+ParallelLayout layout_of(const Config& config, int local_ranks, const ProcessPlacement& placement) {
   ParallelLayout layout;
-  layout.world_size = std::max(1, world_size);
+  layout.processes = placement.count;
+  layout.local_ranks = std::max(1, local_ranks);
+  layout.first_rank = placement.rank * layout.local_ranks;
+  layout.world_size = layout.local_ranks * placement.count;
   layout.zero_level = static_cast<int>(config.zero_level);
   layout.shard_gradients = config.shard_gradients || config.zero_level >= 2;
   SUROGATE_CHECK(layout.zero_level <= 2 && !config.shard_weights, "ZeRO-3 is not implemented; config checks reject it");
@@ -28,12 +46,50 @@ ParallelLayout layout_of(const Config& config, int world_size) {
 
 }  // namespace
 
-ParallelLayout cpu_parallel_layout(const Config& config) {
-  return layout_of(config, config.gpus > 1 ? static_cast<int>(config.gpus) : 1);
+void check_nodes_match_processes(const Config& config, const ProcessPlacement& placement) {
+  if (config.distributed.num_nodes > 1 && placement.count != config.distributed.num_nodes) {
+    if (placement.count == 1) {
+      fail_user("{}: distributed.num_nodes: {} trains on {} machines, but this process was started alone: `surogate "
+                "sft` / `surogate pt` start the nodes through Ray themselves, or start one process per node with the "
+                "launcher variables (RANK, WORLD_SIZE={}, MASTER_ADDR, MASTER_PORT)",
+                config.source_of("distributed.num_nodes"), config.distributed.num_nodes, config.distributed.num_nodes,
+                config.distributed.num_nodes);
+    }
+    fail_user("{}: distributed.num_nodes: {} runs one process per node, but the launcher started {} processes "
+              "(WORLD_SIZE); make them agree, or leave num_nodes at 1 to run one process per GPU",
+              config.source_of("distributed.num_nodes"), config.distributed.num_nodes, placement.count);
+  }
 }
 
-ParallelLayout gpu_parallel_layout(const Config& config, int visible_gpus) {
-  return layout_of(config, config.gpus == 0 ? visible_gpus : static_cast<int>(config.gpus));
+ParallelLayout cpu_parallel_layout(const Config& config, const ProcessPlacement& placement) {
+  const int64_t requested = requested_local_ranks(config);
+  return layout_of(config, requested > 1 ? static_cast<int>(requested) : 1, placement);
+}
+
+ParallelLayout gpu_parallel_layout(const Config& config, int visible_gpus, const ProcessPlacement& placement) {
+  const int64_t requested = requested_local_ranks(config);
+  int local = static_cast<int>(requested);
+  if (requested == 0) {
+    const int sharing = std::max(1, placement.local_count);
+    if (visible_gpus % sharing != 0 || visible_gpus < sharing) {
+      fail_user("{}: gpus: 0 shares the {} visible GPUs among the {} processes of this machine (LOCAL_WORLD_SIZE), "
+                "which does not divide evenly; set gpus to the GPUs each process drives (gpus: 1 for one process "
+                "per GPU)", config.source_of("gpus"), visible_gpus, sharing);
+    }
+    local = visible_gpus / sharing;
+  }
+  ParallelLayout layout = layout_of(config, local, placement);
+  if (placement.count > 1 && visible_gpus != layout.local_ranks) {
+    layout.first_device = placement.local_rank * layout.local_ranks;
+    if (layout.first_device + layout.local_ranks > visible_gpus) {
+      fail_user("LOCAL_RANK={} with {} GPU{} per process needs GPUs {}–{}, but {} {} visible; start at most {} "
+                "processes on this machine, or set gpus to the GPUs each process drives",
+                placement.local_rank, layout.local_ranks, layout.local_ranks == 1 ? "" : "s", layout.first_device,
+                layout.first_device + layout.local_ranks - 1, visible_gpus, visible_gpus == 1 ? "is" : "are",
+                visible_gpus / layout.local_ranks);
+    }
+  }
+  return layout;
 }
 
 }  // namespace surogate::distributed

@@ -310,37 +310,49 @@ fs::path offline_snapshot(const HubCache& cache, const HubRepo& repo, const std:
             repo.id + (repo.type == RepoType::Dataset ? " --dataset" : ""));
 }
 
-fs::path resolve_online(const HubSettings& settings, const HubRepo& repo, const HubCache& cache,
-                        const std::vector<std::string>& patterns) {
-  HttpClient http(settings.token, settings.timeout_seconds);
+// The revision API's answer ({"sha", "siblings"}), or nullopt when the hub cannot be reached, or
+// answers 5xx / 429 while `cache_fallback` holds a snapshot (a note on stderr says so).
+std::optional<nlohmann::json> fetch_revision_info(HttpClient& http, const HubSettings& settings, const HubRepo& repo,
+                                                  const HubCache* cache_fallback) {
   const std::string api = settings.endpoint + "/api/" + std::string(repo_type_plural(repo.type)) + "/" +
                           repo.id + "/revision/" + encode_revision(repo.revision);
   HttpResponse response;
   try {
     response = http.get(api);
   } catch (const HubUnreachableError& unreachable) {
-    if (auto snapshot = cache.cached_snapshot(repo.revision)) {
+    if (cache_fallback != nullptr && cache_fallback->cached_snapshot(repo.revision)) {
       std::fprintf(stderr, "note: %s; using the cached copy of '%s'\n", unreachable.what(), repo.id.c_str());
-      return *snapshot;
+      return std::nullopt;
     }
-    return offline_snapshot(cache, repo, fmt::format("the hub is unreachable ({})", unreachable.what()));
+    if (cache_fallback != nullptr) {
+      offline_snapshot(*cache_fallback, repo, fmt::format("the hub is unreachable ({})", unreachable.what()));
+    }
+    return std::nullopt;
   }
   // A hub that is up but failing (5xx, rate limited) is treated like an unreachable one when a
   // cached snapshot exists, as huggingface_hub does; 4xx answers (missing, gated) are not.
-  if (response.status >= 500 || response.status == 429) {
-    if (auto snapshot = cache.cached_snapshot(repo.revision)) {
-      std::fprintf(stderr, "note: the hub answered HTTP %ld; using the cached copy of '%s'\n", response.status,
-                   repo.id.c_str());
-      return *snapshot;
-    }
+  if ((response.status >= 500 || response.status == 429) && cache_fallback != nullptr &&
+      cache_fallback->cached_snapshot(repo.revision)) {
+    std::fprintf(stderr, "note: the hub answered HTTP %ld; using the cached copy of '%s'\n", response.status,
+                 repo.id.c_str());
+    return std::nullopt;
   }
   check_status(response, repo, "the file list");
   nlohmann::json info = nlohmann::json::parse(response.body, nullptr, /*allow_exceptions=*/false);
   if (info.is_discarded() || !info.is_object() || !info.contains("sha") || !info["sha"].is_string()) {
     fail_user("the hub's answer for '{}' at {} is not the expected JSON; check HF_ENDPOINT", repo.id, api);
   }
+  check_commit_hash(info["sha"].get<std::string>());
+  return info;
+}
+
+fs::path resolve_online(const HubSettings& settings, const HubRepo& repo, const HubCache& cache,
+                        const std::vector<std::string>& patterns) {
+  HttpClient http(settings.token, settings.timeout_seconds);
+  std::optional<nlohmann::json> answer = fetch_revision_info(http, settings, repo, &cache);
+  if (!answer) return *cache.cached_snapshot(repo.revision);
+  const nlohmann::json& info = *answer;
   const std::string commit = info["sha"].get<std::string>();
-  check_commit_hash(commit);
   std::vector<std::string> files = select_files(info, repo, patterns);
   const fs::path snapshot = cache.snapshot_folder(commit);
   std::error_code error;
@@ -420,6 +432,26 @@ fs::path resolve_hub_snapshot(const std::string& repo_id, RepoType type, const s
               repo.revision, revision);
   }
   return resolve(repo, file_patterns);
+}
+
+std::optional<HubFileList> list_hub_files(const std::string& repo_id, RepoType type, const std::string& revision) {
+  HubRepo repo = parse_repo_spec(repo_id.find('@') == std::string::npos ? repo_id + "@" + revision : repo_id, type);
+  const HubSettings settings = read_hub_settings();
+  if (settings.offline) return std::nullopt;
+  HttpClient http(settings.token, settings.timeout_seconds);
+  std::optional<nlohmann::json> info = fetch_revision_info(http, settings, repo, nullptr);
+  if (!info) return std::nullopt;
+  HubFileList list{(*info)["sha"].get<std::string>(), {}};
+  if (info->contains("siblings") && (*info)["siblings"].is_array()) {
+    for (const auto& sibling : (*info)["siblings"]) {
+      if (sibling.is_object() && sibling.contains("rfilename") && sibling["rfilename"].is_string()) {
+        const std::string& name = sibling["rfilename"].get_ref<const std::string&>();
+        check_repo_file_name(name);
+        list.files.push_back(name);
+      }
+    }
+  }
+  return list;
 }
 
 fs::path resolve_dataset(const std::string& dataset_or_path, const std::vector<std::string>& file_patterns) {

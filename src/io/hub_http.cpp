@@ -109,8 +109,12 @@ HttpClient::~HttpClient() = default;
 
 namespace {
 
+// SHA-256 of an empty body: the payload hash of every request we sign (GET / HEAD / list).
+constexpr const char* kEmptyPayloadSha256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+
 void prepare(CURL* curl, const std::string& url, long timeout_seconds, HeaderList& headers,
-             const std::optional<std::string>& token, std::map<std::string, std::string>& response_headers) {
+             const std::optional<std::string>& token, const std::optional<AwsSigning>& aws,
+             std::map<std::string, std::string>& response_headers) {
   curl_easy_reset(curl);
   curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
   curl_easy_setopt(curl, CURLOPT_USERAGENT, "surogate");
@@ -121,8 +125,18 @@ void prepare(CURL* curl, const std::string& url, long timeout_seconds, HeaderLis
   curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, collect_header);
   curl_easy_setopt(curl, CURLOPT_HEADERDATA, &response_headers);
   headers.add("Accept-Encoding: identity");
-  // curl drops this header when a redirect leads to another host (e.g. the CDN).
-  if (token) headers.add("Authorization: Bearer " + *token);
+  if (aws) {
+    // libcurl signs the request (its canonical headers include the x-amz-* ones added here).
+    const std::string provider = "aws:amz:" + aws->region + ":s3";
+    curl_easy_setopt(curl, CURLOPT_AWS_SIGV4, provider.c_str());
+    curl_easy_setopt(curl, CURLOPT_USERNAME, aws->access_key_id.c_str());
+    curl_easy_setopt(curl, CURLOPT_PASSWORD, aws->secret_access_key.c_str());
+    headers.add(std::string("x-amz-content-sha256: ") + kEmptyPayloadSha256);
+    if (aws->session_token) headers.add("x-amz-security-token: " + *aws->session_token);
+  } else if (token) {
+    // curl drops this header when a redirect leads to another host (e.g. the CDN).
+    headers.add("Authorization: Bearer " + *token);
+  }
   curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers.get());
 }
 
@@ -138,9 +152,25 @@ void prepare(CURL* curl, const std::string& url, long timeout_seconds, HeaderLis
 HttpResponse HttpClient::get(const std::string& url) {
   HttpResponse response;
   HeaderList headers;
-  prepare(handle_->curl, url, timeout_seconds_, headers, token_, response.headers);
+  prepare(handle_->curl, url, timeout_seconds_, headers, token_, aws_, response.headers);
   curl_easy_setopt(handle_->curl, CURLOPT_FOLLOWLOCATION, 1L);
   curl_easy_setopt(handle_->curl, CURLOPT_MAXREDIRS, 10L);
+  curl_easy_setopt(handle_->curl, CURLOPT_WRITEFUNCTION, collect_body);
+  curl_easy_setopt(handle_->curl, CURLOPT_WRITEDATA, &response.body);
+  CURLcode code = curl_easy_perform(handle_->curl);
+  if (code != CURLE_OK) fail_transfer(code, url);
+  curl_easy_getinfo(handle_->curl, CURLINFO_RESPONSE_CODE, &response.status);
+  return response;
+}
+
+HttpResponse HttpClient::post_form(const std::string& url, const std::string& body) {
+  HttpResponse response;
+  HeaderList headers;
+  prepare(handle_->curl, url, timeout_seconds_, headers, token_, aws_, response.headers);
+  headers.add("Content-Type: application/x-www-form-urlencoded");
+  curl_easy_setopt(handle_->curl, CURLOPT_HTTPHEADER, headers.get());
+  curl_easy_setopt(handle_->curl, CURLOPT_POSTFIELDS, body.c_str());
+  curl_easy_setopt(handle_->curl, CURLOPT_POSTFIELDSIZE, static_cast<long>(body.size()));
   curl_easy_setopt(handle_->curl, CURLOPT_WRITEFUNCTION, collect_body);
   curl_easy_setopt(handle_->curl, CURLOPT_WRITEDATA, &response.body);
   CURLcode code = curl_easy_perform(handle_->curl);
@@ -152,7 +182,7 @@ HttpResponse HttpClient::get(const std::string& url) {
 HttpResponse HttpClient::head(const std::string& url) {
   HttpResponse response;
   HeaderList headers;
-  prepare(handle_->curl, url, timeout_seconds_, headers, token_, response.headers);
+  prepare(handle_->curl, url, timeout_seconds_, headers, token_, aws_, response.headers);
   curl_easy_setopt(handle_->curl, CURLOPT_NOBODY, 1L);
   curl_easy_setopt(handle_->curl, CURLOPT_FOLLOWLOCATION, 0L);
   CURLcode code = curl_easy_perform(handle_->curl);
@@ -165,7 +195,7 @@ HttpResponse HttpClient::download(const std::string& url, const std::filesystem:
                                   uint64_t resume_from, const ProgressCallback& progress) {
   HttpResponse response;
   HeaderList headers;
-  prepare(handle_->curl, url, timeout_seconds_, headers, token_, response.headers);
+  prepare(handle_->curl, url, timeout_seconds_, headers, token_, aws_, response.headers);
   if (resume_from > 0) headers.add(fmt::format("Range: bytes={}-", resume_from));
   curl_easy_setopt(handle_->curl, CURLOPT_HTTPHEADER, headers.get());
   curl_easy_setopt(handle_->curl, CURLOPT_FOLLOWLOCATION, 1L);
@@ -214,7 +244,7 @@ HttpResponse HttpClient::download(const std::string& url, const std::filesystem:
   bool close_failed = false;
   if (sink.file != nullptr) close_failed = std::fclose(sink.file) != 0;
   if (sink.failed || close_failed) {
-    fail_user("cannot write {}: check free disk space and permissions of the Hugging Face cache",
+    fail_user("cannot write {}: check free disk space and permissions of its folder (the download cache)",
               file.string());
   }
   if (code == CURLE_PARTIAL_FILE || (code == CURLE_OPERATION_TIMEDOUT && sink.file != nullptr) ||

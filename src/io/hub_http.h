@@ -1,6 +1,8 @@
-// A small libcurl client for the hub: JSON GETs, HEADs without redirects (to read the
-// X-Linked-* / X-Repo-Commit headers of the resolve endpoint), and file downloads that append
-// to a partial file with a Range request. Connection failures throw HubUnreachableError so the
+// A small libcurl client for the hub and the object stores: JSON GETs, form POSTs (OAuth token
+// requests), HEADs without redirects (to read the X-Linked-* / X-Repo-Commit headers of the
+// resolve endpoint), and file downloads that append to a partial file with a Range request.
+// Requests carry a bearer token, or are signed with AWS Signature V4 by libcurl itself
+// (CURLOPT_AWS_SIGV4) for S3. Connection failures throw HubUnreachableError so the
 // caller can fall back to the cache; a transfer cut short throws HubInterruptedError.
 #pragma once
 
@@ -37,6 +39,14 @@ struct HttpResponse {
 // Called with (bytes so far, total bytes or 0 when unknown).
 using ProgressCallback = std::function<void(uint64_t, uint64_t)>;
 
+// S3 request signing: libcurl computes the SigV4 Authorization header from these.
+struct AwsSigning {
+  std::string region;                        // e.g. "us-east-1"
+  std::string access_key_id;
+  std::string secret_access_key;
+  std::optional<std::string> session_token;  // sent as x-amz-security-token (temporary credentials)
+};
+
 class HttpClient {
  public:
   HttpClient(std::optional<std::string> token, long timeout_seconds);
@@ -44,8 +54,13 @@ class HttpClient {
   HttpClient& operator=(const HttpClient&) = delete;
   ~HttpClient();
 
+  // Signs every later request with SigV4 for S3 instead of the bearer token.
+  void sign_for_s3(AwsSigning signing) { aws_ = std::move(signing); }
+
   // GET following redirects; the body is kept in memory (for API JSON).
   HttpResponse get(const std::string& url);
+  // POST of an application/x-www-form-urlencoded body; the answer's body is kept in memory.
+  HttpResponse post_form(const std::string& url, const std::string& body);
   // HEAD without following redirects.
   HttpResponse head(const std::string& url);
   // GET following redirects into `file`: appends from `resume_from` bytes with a Range request
@@ -58,6 +73,7 @@ class HttpClient {
   std::unique_ptr<Handle> handle_;
   std::optional<std::string> token_;
   long timeout_seconds_;
+  std::optional<AwsSigning> aws_;
 };
 
 // Percent-encodes a path segment list ("a/b c" → "a/b%20c"), keeping '/'.

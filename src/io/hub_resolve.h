@@ -6,6 +6,7 @@
 #pragma once
 
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,5 +28,15 @@ namespace surogate::io {
 std::filesystem::path resolve_hub_snapshot(const std::string& repo_id, RepoType type,
                                            const std::string& revision = "main",
                                            const std::vector<std::string>& file_patterns = {});
+
+// The files of a repo at a revision without downloading any: the commit and every repo path, so a
+// caller can choose what to fetch (data/hub_dataset.h picks a dataset's subset / split).
+// nullopt when HF_HUB_OFFLINE is set or the hub cannot be reached (the caller uses the cache);
+// other failures are UserErrors as for resolve_hub_snapshot.
+struct HubFileList {
+  std::string commit;
+  std::vector<std::string> files;
+};
+std::optional<HubFileList> list_hub_files(const std::string& repo_id, RepoType type, const std::string& revision);
 
 }  // namespace surogate::io

@@ -147,7 +147,9 @@ ModelConfig parse_model_config(std::string_view json_text, const std::string& so
   JsonFields fields(config, source);
   ModelConfig model;
   model.architecture = parse_architecture(config, fields);
-  model.fp8_block_checkpoint = parse_quantization_config(config, source);
+  CheckpointQuantization quantization = parse_quantization_config(config, source);
+  model.fp8_block_checkpoint = quantization.fp8_blocks;
+  model.bnb_4bit_checkpoint = quantization.bnb_4bit;
   model.vocab_size = fields.required_positive_integer("vocab_size");
   model.hidden_size = fields.required_positive_integer("hidden_size");
   model.intermediate_size = fields.required_positive_integer("intermediate_size");

@@ -70,6 +70,15 @@ struct Fp8BlockCheckpoint {
   int64_t block_cols = 128;
 };
 
+// A checkpoint saved by bitsandbytes in 4 bits (quantization_config quant_method "bitsandbytes" with
+// load_in_4bit, as transformers' BitsAndBytesConfig writes it; io/model_config_quantization.h): each
+// quantized weight is U8 packed codes with its quant state beside it (models/bnb_checkpoint.h);
+// the other tensors are plain floats.
+struct Bnb4bitCheckpoint {
+  std::string quant_type = "nf4";  // bnb_4bit_quant_type: nf4 or fp4
+  bool double_quant = false;       // bnb_4bit_use_double_quant
+};
+
 struct ModelConfig {
   Architecture architecture = Architecture::Llama;
   int64_t vocab_size = 0;
@@ -96,6 +105,7 @@ struct ModelConfig {
   std::optional<int64_t> pad_token_id;
   std::string hidden_act = "silu";         // only silu is supported
   std::optional<Fp8BlockCheckpoint> fp8_block_checkpoint;  // config.json's quantization_config
+  std::optional<Bnb4bitCheckpoint> bnb_4bit_checkpoint;    // likewise (at most one of the two)
   // The original config.json text (empty when built in code): save_model_config keeps the
   // keys Surogate does not interpret.
   std::string source_json;
@@ -104,7 +114,7 @@ struct ModelConfig {
 // Reads `model_dir/config.json`. Throws UserError for a missing file, invalid JSON, an
 // unsupported architecture (listing the supported ones), missing required keys, non-positive
 // sizes, head counts that do not divide, unsupported hidden_act or RoPE type, a quantization_config
-// other than FP8 with block scales.
+// other than FP8 with block scales or bitsandbytes 4-bit.
 ModelConfig load_model_config(const std::filesystem::path& model_dir);
 // Same from text; `source` names the file in error messages.
 ModelConfig parse_model_config(std::string_view json_text, const std::string& source);

@@ -57,13 +57,17 @@ DecoderGraph build_decoder_graph(const io::ModelConfig& config, const graph::OpR
                             {"attention_scaling", frequencies.attention_scaling},
                             {"dtype", std::string(dtype_safetensors_name(options.dtype))}};
   // Qwen3 (q/k norm) rotates inside fused_rmsnorm_rope, from the same frequencies and the
-  // position ids; the other models read cos/sin tables, or with fused_rope rotate in fused_rope.
+  // position ids; the other models read cos/sin tables, or with fused_rope compute them inside.
   TensorId cos = graph::kNoTensor, sin = graph::kNoTensor;
   if (!config.qk_norm && !options.fused_rope) {
     auto tables = b.op("rope_cos_sin", {position_ids}, rope_attrs, "rope");
     cos = tables[0];
     sin = tables[1];
   }
+  auto fused_rope_attrs = [&](int64_t heads) {
+    return nlohmann::json{{"heads", heads}, {"head_dim", head_dim}, {"inv_freq", rope_attrs["inv_freq"]},
+                          {"attention_scaling", rope_attrs["attention_scaling"]}};
+  };
   auto norm_rope_attrs = [&](int64_t heads) {
     return nlohmann::json{{"heads", heads}, {"head_dim", head_dim}, {"eps", eps},
                           {"inv_freq", rope_attrs["inv_freq"]}, {"attention_scaling", rope_attrs["attention_scaling"]}};
@@ -106,12 +110,8 @@ DecoderGraph build_decoder_graph(const io::ModelConfig& config, const graph::OpR
           k = b.op("fused_rmsnorm_rope", {k, params.get(prefix + ".attn.k_norm.weight"), position_ids},
                    norm_rope_attrs(kv_heads), "k_norm_rope");
         } else if (options.fused_rope) {
-          auto rope_only = [&](int64_t heads) {
-            return nlohmann::json{{"heads", heads}, {"head_dim", head_dim}, {"inv_freq", rope_attrs["inv_freq"]},
-                                  {"attention_scaling", rope_attrs["attention_scaling"]}};
-          };
-          q = b.op("fused_rope", {q, position_ids}, rope_only(q_heads), "q_rope");
-          k = b.op("fused_rope", {k, position_ids}, rope_only(kv_heads), "k_rope");
+          q = b.op("fused_rope", {q, position_ids}, fused_rope_attrs(q_heads), "q_rope");
+          k = b.op("fused_rope", {k, position_ids}, fused_rope_attrs(kv_heads), "k_rope");
         } else {
           q = b.op("rope", {q, cos, sin}, {{"heads", q_heads}, {"head_dim", head_dim}}, "q_rope");
           k = b.op("rope", {k, cos, sin}, {{"heads", kv_heads}, {"head_dim", head_dim}}, "k_rope");

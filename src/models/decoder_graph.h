@@ -27,9 +27,6 @@ struct DecoderGraphOptions {
   // attn_bwd_chunks: the attention backward runs on this many slices of the batch rows (the
   // attention nodes' `backward_chunks` attribute, written only when > 1).
   int64_t attention_backward_chunks = 1;
-  // use_fused_rope: q and k rotated by fused_rope, cos / sin computed from the position ids in the
-  // op, instead of rope_cos_sin tables read by rope (Qwen3's fused q/k norm always does this).
-  bool fused_rope = false;
   // Floating dtype of parameters and activations: F32 (the CPU backend) or BF16 (the CUDA
   // backend's bf16 recipe; RoPE tables in BF16 as transformers casts them). loss_scale, the loss,
   // rstd and logsumexp stay F32 (ops/defs/statistic_dtype.h).
@@ -37,6 +34,10 @@ struct DecoderGraphOptions {
   // An input "loss_weights" F32 [B, T] (shifted like targets) weighing each token's loss
   // (loss_scale strategies hermes / react); without it the loss op reads no weights at all.
   bool token_weights = false;
+  // use_fused_rope: models without q/k norm rotate q and k with fused_rope (cos/sin computed from
+  // the position ids inside the op) instead of rope_cos_sin tables read by rope. Qwen3's
+  // fused_rmsnorm_rope always computes them inside.
+  bool fused_rope = false;
 };
 
 struct DecoderGraph {

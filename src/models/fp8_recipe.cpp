@@ -30,24 +30,41 @@ int64_t layer_of(const std::string& name) {
   return layer;
 }
 
-// The frozen 2-D "layers." parameters that plain linear / linear_add nodes read only as their
-// weight, in layers the options quantize.
-std::unordered_set<TensorId> quantized_weight_ids(const graph::Graph& forward, const Fp8Options& options) {
-  std::unordered_map<TensorId, bool> only_weight;
+// Where a weight the recipe quantizes comes from.
+enum class WeightSource {
+  Frozen,       // a frozen parameter (the LoRA base): stored only in FP8, quantized once at load
+  Trained,      // a trainable parameter (full fine-tuning, pt): kept, with an FP8 copy per step
+  Dequantized,  // computed by a QLoRA dequantization node: quantized per micro-batch
+};
+
+bool is_dequantization(const graph::Graph& graph, TensorId id) {
+  const graph::NodeId producer = graph.tensor(id).producer;
+  return producer != graph::kNoNode && graph.nodes[static_cast<size_t>(producer)].op.starts_with("dequantize_");
+}
+
+// The 2-D "layers." weights (parameters, or QLoRA's dequantized base) that plain linear /
+// linear_add nodes read only as their weight, in layers the options quantize.
+std::unordered_map<TensorId, WeightSource> quantized_weight_ids(const graph::Graph& forward, const Fp8Options& options) {
+  std::unordered_map<TensorId, std::pair<WeightSource, bool>> candidates;  // source, read only as a weight
   for (const graph::Node& node : forward.nodes) {
     for (size_t i = 0; i < node.inputs.size(); ++i) {
       const TensorId input = node.inputs[i];
       const graph::TensorInfo& info = forward.tensor(input);
-      if (info.role != graph::TensorRole::Parameter || info.trainable || info.type.shape.size() != 2) continue;
+      if (info.type.shape.size() != 2) continue;
+      WeightSource source;
+      if (info.role == graph::TensorRole::Parameter && info.trainable && !options.trained_weights) continue;
+      if (info.role == graph::TensorRole::Parameter) source = info.trainable ? WeightSource::Trained : WeightSource::Frozen;
+      else if (info.role == graph::TensorRole::Activation && is_dequantization(forward, input)) source = WeightSource::Dequantized;
+      else continue;
       const int64_t layer = layer_of(info.name);
       if (layer < options.skip_first_layers || layer >= options.layers - options.skip_last_layers) continue;
-      auto [found, fresh] = only_weight.try_emplace(input, true);
-      found->second = found->second && i == 1 && product_is_plain(node);
+      auto [found, fresh] = candidates.try_emplace(input, source, true);
+      found->second.second = found->second.second && i == 1 && product_is_plain(node);
     }
   }
-  std::unordered_set<TensorId> result;
-  for (const auto& [id, ok] : only_weight) {
-    if (ok) result.insert(id);
+  std::unordered_map<TensorId, WeightSource> result;
+  for (const auto& [id, candidate] : candidates) {
+    if (candidate.second) result.emplace(id, candidate.first);
   }
   return result;
 }
@@ -58,7 +75,7 @@ std::string format_name(quant::Fp8Format format) { return format == quant::Fp8Fo
 
 graph::Graph apply_fp8_recipe(const graph::Graph& forward, const graph::OpRegistry& registry, const Fp8Options& options) {
   if (options.amax_history < 0) fail_user("fp8_amax_history must not be negative, got {}", options.amax_history);
-  const std::unordered_set<TensorId> weights = quantized_weight_ids(forward, options);
+  const std::unordered_map<TensorId, WeightSource> weights = quantized_weight_ids(forward, options);
   graph::Graph rewritten = forward;
   rewritten.nodes.clear();
   for (graph::TensorInfo& info : rewritten.tensors) info.producer = graph::kNoNode;
@@ -75,19 +92,31 @@ graph::Graph apply_fp8_recipe(const graph::Graph& forward, const graph::OpRegist
   if (stateful) state = builder.parameter(kFp8ScalingState, DType::F32, {1, 2 + options.amax_history}, false);
   int64_t sites = 0;
 
-  // Each weight's tensor becomes its E4M3 codes; the transpose and the scale are new parameters.
+  // A frozen weight's tensor becomes its E4M3 codes, the transpose and the scale new frozen
+  // parameters; a trained weight keeps its tensor and gets all three as new frozen parameters (its
+  // FP8 copy, which the training device rewrites after each optimizer step); a dequantized weight
+  // gets them as the outputs of a quantize_fp8_weight node right after its dequantization.
   struct Fp8Weight {
-    TensorId codes, transposed, scale_inv;
+    TensorId codes = graph::kNoTensor, transposed = graph::kNoTensor, scale_inv = graph::kNoTensor;
+    TensorId trained = graph::kNoTensor;  // the trained weight itself (Trained only)
   };
   std::unordered_map<TensorId, Fp8Weight> stored;
   for (TensorId id : forward.parameters) {
-    if (!weights.contains(id)) continue;
+    auto source = weights.find(id);
+    if (source == weights.end()) continue;
     const std::string name = graph.tensor(id).name;
     const graph::Shape shape = graph.tensor(id).type.shape;
-    graph.rename_tensor(id, name + ".fp8");
-    graph.tensor(id).type.dtype = DType::F8_E4M3;
-    Fp8Weight entry{id, builder.parameter(name + ".fp8_t", DType::F8_E4M3, {shape[1], shape[0]}, false),
-                    builder.parameter(name + ".scale_inv", DType::F32, {1}, false)};
+    Fp8Weight entry;
+    if (source->second == WeightSource::Frozen) {
+      graph.rename_tensor(id, name + ".fp8");
+      graph.tensor(id).type.dtype = DType::F8_E4M3;
+      entry.codes = id;
+    } else {
+      entry.codes = builder.parameter(name + ".fp8", DType::F8_E4M3, shape, false);
+      entry.trained = id;
+    }
+    entry.transposed = builder.parameter(name + ".fp8_t", DType::F8_E4M3, {shape[1], shape[0]}, false);
+    entry.scale_inv = builder.parameter(name + ".scale_inv", DType::F32, {1}, false);
     stored.emplace(id, entry);
   }
 
@@ -96,6 +125,25 @@ graph::Graph apply_fp8_recipe(const graph::Graph& forward, const graph::OpRegist
     const bool converts = product_is_plain(original) && original.inputs.size() >= 2 && stored.contains(original.inputs[1]);
     if (!converts) {
       graph.add_node(original);
+      for (TensorId output : original.outputs) {
+        auto source = weights.find(output);
+        if (source == weights.end() || source->second != WeightSource::Dequantized) continue;
+        const graph::TensorInfo& info = graph.tensor(output);
+        const std::string name = info.name + ".e4m3";
+        const graph::Shape shape = info.type.shape;
+        graph::Node node;
+        node.name = name;
+        node.op = "quantize_fp8_weight";
+        node.recompute_group = original.recompute_group;
+        node.inputs = {output};
+        Fp8Weight entry;
+        entry.codes = graph.add_tensor({name, {DType::F8_E4M3, shape}, graph::TensorRole::Activation});
+        entry.transposed = graph.add_tensor({name + "_t", {DType::F8_E4M3, {shape[1], shape[0]}}, graph::TensorRole::Activation});
+        entry.scale_inv = graph.add_tensor({name + ".scale_inv", {DType::F32, {1}}, graph::TensorRole::Activation});
+        node.outputs = {entry.codes, entry.transposed, entry.scale_inv};
+        graph.add_node(std::move(node));
+        stored.emplace(output, entry);
+      }
       continue;
     }
     const TensorId x = original.inputs[0];
@@ -133,27 +181,64 @@ graph::Graph apply_fp8_recipe(const graph::Graph& forward, const graph::OpRegist
       node.attrs["grad_site"] = sites++;
       node.attrs["grad_format"] = format_name(options.gradient_format);
     }
+    if (weight.trained != graph::kNoTensor) {
+      node.inputs.push_back(weight.trained);
+      node.attrs["trained_weight"] = true;
+    }
     graph.add_node(std::move(node));
   }
   if (stateful) graph.tensor(state).type.shape = {sites, 2 + options.amax_history};
   return builder.finish();
 }
 
-std::vector<QuantizedWeight> fp8_weights(const graph::Graph& graph) {
-  std::vector<QuantizedWeight> result;
+namespace {
+
+bool trains_its_weight(const graph::Node& node) {
+  return node.attrs.contains("trained_weight") && node.attrs.at("trained_weight").get<bool>();
+}
+
+// The forward linear_fp8 nodes, each weight's first one.
+std::vector<const graph::Node*> fp8_products(const graph::Graph& graph) {
+  std::vector<const graph::Node*> result;
   std::unordered_set<TensorId> seen;
   for (const graph::Node& node : graph.nodes) {
     if (node.op != kLinear || node.phase != graph::NodePhase::Forward) continue;
-    if (!seen.insert(node.inputs[3]).second) continue;
-    const graph::TensorInfo& codes = graph.tensor(node.inputs[3]);
+    if (seen.insert(node.inputs[3]).second) result.push_back(&node);
+  }
+  return result;
+}
+
+}  // namespace
+
+std::vector<QuantizedWeight> fp8_weights(const graph::Graph& graph) {
+  std::vector<QuantizedWeight> result;
+  for (const graph::Node* node : fp8_products(graph)) {
+    const graph::TensorInfo& codes = graph.tensor(node->inputs[3]);
+    if (codes.role != graph::TensorRole::Parameter || trains_its_weight(*node)) continue;
     QuantizedWeight entry;
     entry.name = codes.name.substr(0, codes.name.size() - 4);  // without ".fp8"
     entry.shape = codes.type.shape;
     entry.format = WeightFormat::Fp8Tensor;
-    for (size_t i = 3; i < 6; ++i) entry.pieces.push_back(graph.tensor(node.inputs[i]).name);
+    for (size_t i = 3; i < 6; ++i) entry.pieces.push_back(graph.tensor(node->inputs[i]).name);
     result.push_back(std::move(entry));
   }
   return result;
+}
+
+std::vector<Fp8TrainedWeight> fp8_trained_weights(const graph::Graph& graph) {
+  std::vector<Fp8TrainedWeight> result;
+  for (const graph::Node* node : fp8_products(graph)) {
+    if (!trains_its_weight(*node)) continue;
+    result.push_back({graph.tensor(node->inputs.back()).name, graph.tensor(node->inputs[3]).name,
+                      graph.tensor(node->inputs[4]).name, graph.tensor(node->inputs[5]).name});
+  }
+  return result;
+}
+
+int64_t fp8_projection_count(const graph::Graph& graph) {
+  int64_t count = 0;
+  for (const graph::Node& node : graph.nodes) count += node.op == kLinear && node.phase == graph::NodePhase::Forward;
+  return count;
 }
 
 std::optional<Fp8ScalingState> fp8_scaling_state(const graph::Graph& graph) {

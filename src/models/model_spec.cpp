@@ -102,7 +102,8 @@ std::vector<ParameterSpec> parameter_specs(const io::ModelConfig& config) {
   auto add = [&](std::string name, graph::Shape shape) {
     std::optional<std::string> hf = hf_name_for(config.architecture, name);
     SUROGATE_CHECK(hf.has_value(), "no HF name for engine parameter {}", name);
-    specs.push_back(ParameterSpec{std::move(name), std::move(*hf), std::move(shape), config.fp8_block_checkpoint});
+    specs.push_back(ParameterSpec{std::move(name), std::move(*hf), std::move(shape), config.fp8_block_checkpoint,
+                                  config.bnb_4bit_checkpoint.has_value()});
   };
   add("embed.weight", {config.vocab_size, hidden});
   for (int64_t layer = 0; layer < config.num_hidden_layers; ++layer) {

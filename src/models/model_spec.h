@@ -35,6 +35,9 @@ struct ParameterSpec {
   // Set when config.json says the checkpoint is saved in FP8 with block scales: the tensor may be
   // F8_E4M3 codes with `<hf_name>_scale_inv` beside it (models/weight_io.h).
   std::optional<io::Fp8BlockCheckpoint> checkpoint_fp8_blocks = std::nullopt;
+  // Set when config.json says the checkpoint is saved by bitsandbytes in 4 bits: the tensor may be U8
+  // packed codes with its quant state beside it (models/bnb_checkpoint.h).
+  bool checkpoint_bnb_4bit = false;
 };
 
 // One row of an architecture's name table; "{layer}" stands for the layer index.

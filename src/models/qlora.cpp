@@ -1,4 +1,4 @@
-// The quantized-base rewrite of a decoder's frozen projections (NF4, FP8 blocks); see qlora.h.
+// The quantized-base rewrite of a decoder's frozen projections (NF4, FP8 blocks, NVFP4); see qlora.h.
 #include "models/qlora.h"
 
 #include <algorithm>
@@ -15,6 +15,7 @@ using graph::TensorId;
 
 constexpr const char* kDequantizeNf4 = "dequantize_nf4";
 constexpr const char* kDequantizeFp8Blocks = "dequantize_fp8_blocks";
+constexpr const char* kDequantizeFp4 = "dequantize_fp4";
 
 bool reads_as_weight(const graph::Node& node, TensorId id) {
   if (node.op != "linear" && node.op != "linear_add") return false;
@@ -88,12 +89,40 @@ DequantizeNode fp8_block_node(const QloraOptions& options) {
   };
 }
 
+// attr four_over_six records how the pieces are quantized (nvfp4_weights reads it); the
+// dequantization does not need it.
+DequantizeNode nvfp4_node(const QloraOptions& options) {
+  return [options](graph::GraphBuilder& builder, const graph::TensorInfo& info) {
+    const quant::Nvfp4Shape shape{info.type.shape[0], info.type.shape[1]};
+    graph::Node node;
+    node.op = kDequantizeFp4;
+    node.attrs = {{"shape", info.type.shape},
+                  {"four_over_six", options.four_over_six},
+                  {"dtype", std::string(dtype_safetensors_name(info.type.dtype))}};
+    node.inputs.push_back(builder.parameter(info.name + ".fp4", DType::U8, {shape.rows, shape.packed_cols()}, false));
+    node.inputs.push_back(
+        builder.parameter(info.name + ".fp4_block_scales", DType::F8_E4M3, {shape.rows, shape.scale_cols()}, false));
+    node.inputs.push_back(builder.parameter(info.name + ".fp4_tensor_scale", DType::F32, {1}, false));
+    return node;
+  };
+}
+
+DequantizeNode dequantize_node(const QloraOptions& options) {
+  switch (options.format) {
+    case WeightFormat::Fp8Block: return fp8_block_node(options);
+    case WeightFormat::Nvfp4: return nvfp4_node(options);
+    case WeightFormat::Nf4: return nf4_node(options);
+    case WeightFormat::Fp8Tensor: break;
+  }
+  SUROGATE_CHECK(false, "the QLoRA rewrite has no FP8 per-tensor format (that is the fp8_hybrid recipe's)");
+  return {};
+}
+
 }  // namespace
 
 graph::Graph apply_qlora_quantization(const graph::Graph& forward, const graph::OpRegistry& registry,
                                       const QloraOptions& options) {
-  const DequantizeNode make_node =
-      options.format == WeightFormat::Fp8Block ? fp8_block_node(options) : nf4_node(options);
+  const DequantizeNode make_node = dequantize_node(options);
   const std::vector<TensorId> weights = quantizable_weights(forward);
   graph::Graph rewritten = forward;
   rewritten.nodes.clear();
@@ -152,6 +181,24 @@ std::vector<QuantizedWeight> fp8_block_weights(const graph::Graph& graph) {
     entry.shape = weight.type.shape;
     entry.format = WeightFormat::Fp8Block;
     entry.fp8_blocks = {weight.type.shape[0], weight.type.shape[1], block, block};
+    for (TensorId input : node.inputs) entry.pieces.push_back(graph.tensor(input).name);
+    result.push_back(std::move(entry));
+  }
+  return result;
+}
+
+std::vector<QuantizedWeight> nvfp4_weights(const graph::Graph& graph) {
+  std::vector<QuantizedWeight> result;
+  for (const graph::Node& node : graph.nodes) {
+    if (node.op != kDequantizeFp4 || node.phase != graph::NodePhase::Forward) continue;
+    const graph::TensorInfo& weight = graph.tensor(node.outputs[0]);
+    QuantizedWeight entry;
+    entry.name = weight.name;
+    entry.shape = weight.type.shape;
+    entry.format = WeightFormat::Nvfp4;
+    entry.nvfp4 = {weight.type.shape[0], weight.type.shape[1]};
+    entry.nvfp4_rule = node.attrs.at("four_over_six").get<bool>() ? quant::Nvfp4ScaleRule::FourOverSix
+                                                                   : quant::Nvfp4ScaleRule::Six;
     for (TensorId input : node.inputs) entry.pieces.push_back(graph.tensor(input).name);
     result.push_back(std::move(entry));
   }

@@ -12,6 +12,10 @@
 //   qlora_fp8, FP8 E4M3 in b × b blocks (quant/fp8_blocks.h), op dequantize_fp8_blocks:
 //     <W>.fp8            F8_E4M3 [out, in]                    the codes
 //     <W>.scale_inv      F32 [ceil(out/b), ceil(in/b)]        one per block
+//   qlora_fp4, NVFP4 (quant/nvfp4.h), op dequantize_fp4:
+//     <W>.fp4               U8      [out, ceil(in/2)]   the packed E2M1 codes
+//     <W>.fp4_block_scales  F8_E4M3 [out, ceil(in/16)]  one per 16 values of a row
+//     <W>.fp4_tensor_scale  F32     [1]
 // so at most a weight or two exist in full precision at any time (the planner's arena holds them
 // only between the dequantization and the matmul). The embeddings, the LM head and the norms stay
 // as they were. The trainer quantizes each loaded weight into these parameters
@@ -30,9 +34,10 @@ namespace surogate::models {
 
 // The format of the quantized base and its layout.
 struct QloraOptions {
-  WeightFormat format = WeightFormat::Nf4;  // Nf4 (qlora_bnb) or Fp8Block (qlora_fp8)
+  WeightFormat format = WeightFormat::Nf4;  // Nf4 (qlora_bnb), Fp8Block (qlora_fp8) or Nvfp4 (qlora_fp4)
   int64_t block_size = 64;                  // qlora_bnb_block_size, or qlora_block_size (b × b blocks)
   bool double_quant = true;                 // Nf4: qlora_bnb_double_quant
+  bool four_over_six = true;                // Nvfp4: qlora_four_over_six
 };
 
 // The rewritten graph (see the file comment).
@@ -43,5 +48,7 @@ graph::Graph apply_qlora_quantization(const graph::Graph& forward, const graph::
 std::vector<QuantizedWeight> nf4_weights(const graph::Graph& graph);
 // The weights `graph` stores in FP8 blocks, in node order (its dequantize_fp8_blocks nodes).
 std::vector<QuantizedWeight> fp8_block_weights(const graph::Graph& graph);
+// The weights `graph` stores in NVFP4, in node order (its dequantize_fp4 nodes).
+std::vector<QuantizedWeight> nvfp4_weights(const graph::Graph& graph);
 
 }  // namespace surogate::models

@@ -10,6 +10,7 @@ std::vector<QuantizedWeight> quantized_weights(const graph::Graph& graph) {
   std::vector<QuantizedWeight> result = nf4_weights(graph);
   for (QuantizedWeight& weight : fp8_weights(graph)) result.push_back(std::move(weight));
   for (QuantizedWeight& weight : fp8_block_weights(graph)) result.push_back(std::move(weight));
+  for (QuantizedWeight& weight : nvfp4_weights(graph)) result.push_back(std::move(weight));
   return result;
 }
 

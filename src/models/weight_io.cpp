@@ -70,10 +70,23 @@ io::SafetensorsTensor dequantized(const Fp8BlockTensor& tensor, std::vector<floa
                                std::as_bytes(std::span<const float>(buffer))};
 }
 
+// A spec whose tensor is U8 in a bitsandbytes 4-bit checkpoint: packed codes with a quant state.
+bool is_bnb_4bit(const ParameterSpec& spec, const io::SafetensorsTensor& tensor) {
+  return spec.checkpoint_bnb_4bit && tensor.dtype == DType::U8;
+}
+
+// The weight dequantized to F32, handed on as a tensor that views `buffer`.
+io::SafetensorsTensor dequantized(const Bnb4bitTensor& tensor, const ParameterSpec& spec, std::vector<float>& buffer) {
+  buffer.resize(static_cast<size_t>(tensor.numel));
+  dequantize_bnb_4bit(tensor, buffer);
+  return io::SafetensorsTensor{tensor.codes.name, DType::F32, spec.shape,
+                               std::as_bytes(std::span<const float>(buffer))};
+}
+
 }  // namespace
 
 void load_hf_weights(const std::filesystem::path& model_dir, std::span<const ParameterSpec> specs,
-                     const WeightSink& sink, const Fp8BlockSink& fp8_sink) {
+                     const WeightSink& sink, const Fp8BlockSink& fp8_sink, const Bnb4bitSink& bnb_sink) {
   io::SafetensorsCheckpoint checkpoint = io::SafetensorsCheckpoint::open(model_dir);
   const std::string where = model_dir.string();
   std::set<std::string> expected;
@@ -83,11 +96,22 @@ void load_hf_weights(const std::filesystem::path& model_dir, std::span<const Par
     if (!checkpoint.contains(spec.hf_name)) missing.push_back(spec.hf_name);
     const io::SafetensorsTensor* tensor = checkpoint.find(spec.hf_name);
     if (tensor != nullptr && tensor->dtype == DType::F8_E4M3) expected.insert(scale_name(spec));
+    if (tensor != nullptr && is_bnb_4bit(spec, *tensor)) {
+      for (std::string& name : bnb_4bit_state_names(checkpoint, spec.hf_name)) expected.insert(std::move(name));
+    }
   }
   if (!missing.empty()) {
     fail_user("{}: the checkpoint lacks {} tensor(s) that config.json implies: {}. Check that "
               "config.json belongs to these weights (layer count, biases, qk-norm, "
               "tie_word_embeddings).", where, missing.size(), list_some(missing));
+  }
+  for (const ParameterSpec& spec : specs) {
+    // Before the stray-tensor check: a bitsandbytes state would read as stray tensors.
+    if (checkpoint.tensor(spec.hf_name).dtype == DType::U8 && !spec.checkpoint_bnb_4bit) {
+      fail_user("{}: tensor {} is stored as U8 (4-bit codes?), but config.json has no bitsandbytes 4-bit "
+                "quantization_config (quant_method 'bitsandbytes', load_in_4bit): give the full-precision "
+                "checkpoint or fix config.json", checkpoint.file_of(spec.hf_name).string(), spec.hf_name);
+    }
   }
   std::vector<std::string> extra;
   for (const std::string& name : checkpoint.tensor_names()) {
@@ -100,6 +124,10 @@ void load_hf_weights(const std::filesystem::path& model_dir, std::span<const Par
   }
   for (const ParameterSpec& spec : specs) {
     const io::SafetensorsTensor& tensor = checkpoint.tensor(spec.hf_name);
+    if (is_bnb_4bit(spec, tensor)) {
+      read_bnb_4bit_tensor(checkpoint, spec);  // its shape is in its quant state
+      continue;
+    }
     if (tensor.shape != spec.shape) {
       fail_user("{}: tensor {} has shape {} but config.json implies {}; the config does not "
                 "match the weights.", checkpoint.file_of(spec.hf_name).string(), spec.hf_name,
@@ -108,14 +136,20 @@ void load_hf_weights(const std::filesystem::path& model_dir, std::span<const Par
     if (tensor.dtype == DType::F8_E4M3) {
       fp8_block_shape(checkpoint, spec);
     } else if (!is_float(tensor.dtype)) {
-      fail_user("{}: tensor {} is stored as {}; only F32, BF16, F16 and F64 weights can be loaded "
-                "(and F8_E4M3 with block scales).",
+      fail_user("{}: tensor {} is stored as {}; only F32, BF16, F16 and F64 weights can be loaded (and F8_E4M3 "
+                "with block scales, U8 with a bitsandbytes 4-bit quant state: config.json's quantization_config says "
+                "which).",
                 checkpoint.file_of(spec.hf_name).string(), spec.hf_name, dtype_safetensors_name(tensor.dtype));
     }
   }
-  std::vector<float> buffer;  // one dequantized FP8 weight at a time
+  std::vector<float> buffer;  // one dequantized weight at a time
   for (const ParameterSpec& spec : specs) {
     const io::SafetensorsTensor& tensor = checkpoint.tensor(spec.hf_name);
+    if (is_bnb_4bit(spec, tensor)) {
+      const Bnb4bitTensor bnb = read_bnb_4bit_tensor(checkpoint, spec);
+      if (!bnb_sink || !bnb_sink(spec, bnb)) sink(spec, dequantized(bnb, spec, buffer));
+      continue;
+    }
     if (tensor.dtype != DType::F8_E4M3) {
       sink(spec, tensor);
       continue;

@@ -7,8 +7,10 @@
 // io::read_tensor_as_float32. A checkpoint saved in FP8 with block scales (config.json's
 // quantization_config, io/model_config_quantization.h) loads too: each F8_E4M3 weight with its
 // `<hf_name>_scale_inv` is dequantized (quant/fp8_blocks.h) to F32 and passed on like a float
-// tensor, unless an Fp8BlockSink takes it as stored. Saving writes HF names, F32, sharded like
-// save_pretrained.
+// tensor, unless an Fp8BlockSink takes it as stored. A checkpoint saved by bitsandbytes in 4 bits
+// (quant_method "bitsandbytes", load_in_4bit) likewise: each U8 weight with its quant state
+// (models/bnb_checkpoint.h) is dequantized to F32 unless a Bnb4bitSink takes it as stored. Saving
+// writes HF names, F32, sharded like save_pretrained.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +20,7 @@
 #include <vector>
 
 #include "io/safetensors.h"
+#include "models/bnb_checkpoint.h"
 #include "models/model_spec.h"
 #include "quant/fp8_blocks.h"
 
@@ -36,9 +39,10 @@ struct Fp8BlockTensor {
 using Fp8BlockSink = std::function<bool(const ParameterSpec& spec, const Fp8BlockTensor& tensor)>;
 
 // Opens the checkpoint in `model_dir` (single file or sharded), validates it against `specs`
-// and calls `fp8_sink` (FP8 block weights, when given) or `sink` once per spec, in spec order.
+// and calls `fp8_sink` (FP8 block weights, when given), `bnb_sink` (bitsandbytes 4-bit weights, when
+// given) or `sink` once per spec, in spec order.
 void load_hf_weights(const std::filesystem::path& model_dir, std::span<const ParameterSpec> specs,
-                     const WeightSink& sink, const Fp8BlockSink& fp8_sink = {});
+                     const WeightSink& sink, const Fp8BlockSink& fp8_sink = {}, const Bnb4bitSink& bnb_sink = {});
 
 // Every parameter of `specs` read from `model_dir` as float32, in spec order.
 std::vector<std::vector<float>> load_hf_weights_as_float32(const std::filesystem::path& model_dir,

@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cmath>
 #include <numbers>
-#include <vector>
 
 #include "core/error.h"
 
@@ -188,33 +187,13 @@ void rope_backward(const T* d_out, const T* cos, const T* sin, int64_t tokens, i
   rotate(d_out, cos, sin, tokens, heads, head_dim, rotary_dim, T(-1), d_x);
 }
 
-template <typename T>
-void rope_from_positions(const T* in, const RopeFrequencies<T>& frequencies, const int32_t* position_ids,
-                         int64_t tokens, int64_t heads, int64_t head_dim, bool forward, T* out) {
-  const int64_t half = static_cast<int64_t>(frequencies.inverse_frequency.size());
-  SUROGATE_CHECK(half > 0 && 2 * half <= head_dim, "rope: rotary_dim {} must be within head_dim {}", 2 * half,
-                 head_dim);
-  std::vector<T> cos(static_cast<size_t>(half)), sin(static_cast<size_t>(half));
-  const int64_t stride = heads * head_dim;
-  for (int64_t token = 0; token < tokens; ++token) {
-    rope_tables(frequencies, position_ids + token, 1, cos.data(), sin.data());
-    if (forward) {
-      rope_forward(in + token * stride, cos.data(), sin.data(), 1, heads, head_dim, 2 * half, out + token * stride);
-    } else {
-      rope_backward(in + token * stride, cos.data(), sin.data(), 1, heads, head_dim, 2 * half, out + token * stride);
-    }
-  }
-}
-
 #define SUROGATE_INSTANTIATE_ROPE(T)                                                               \
   template RopeFrequencies<T> rope_frequencies<T>(const io::RopeConfig&, int64_t);                 \
   template void rope_tables<T>(const RopeFrequencies<T>&, const int32_t*, int64_t, T*, T*);        \
   template void rope_forward<T>(const T*, const T*, const T*, int64_t, int64_t, int64_t, int64_t,  \
                                 T*);                                                               \
   template void rope_backward<T>(const T*, const T*, const T*, int64_t, int64_t, int64_t, int64_t, \
-                                 T*);                                                              \
-  template void rope_from_positions<T>(const T*, const RopeFrequencies<T>&, const int32_t*, int64_t, \
-                                       int64_t, int64_t, bool, T*);
+                                 T*);
 SUROGATE_INSTANTIATE_ROPE(float)
 SUROGATE_INSTANTIATE_ROPE(double)
 #undef SUROGATE_INSTANTIATE_ROPE

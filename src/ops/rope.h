@@ -61,12 +61,4 @@ template <typename T>
 void rope_backward(const T* d_out, const T* cos, const T* sin, int64_t tokens, int64_t heads,
                    int64_t head_dim, int64_t rotary_dim, T* d_x);
 
-// The rotation with each token's cos / sin computed from its position id as it goes (no table:
-// use_fused_rope, and Qwen3's fused q/k norm): rope_tables for one token, then rope_forward
-// (forward) or rope_backward (backward), so the result equals the table path bit for bit.
-// rotary_dim = 2 · frequencies.inverse_frequency.size() ≤ head_dim; in place allowed.
-template <typename T>
-void rope_from_positions(const T* in, const RopeFrequencies<T>& frequencies, const int32_t* position_ids,
-                         int64_t tokens, int64_t heads, int64_t head_dim, bool forward, T* out);
-
 }  // namespace surogate::ops

@@ -10,9 +10,12 @@
 //           records the same value again, which changes nothing);
 //   row[2 + s % history]  the amax of step s.
 // A site quantizes with scale = fp8_scale(row[0]) once the history has a value (every micro-batch
-// of a step uses the same scale, so a recomputed tensor is bit-identical), recording its amax into
-// row[1]; before that ("the first steps scaled from the current amax") it records its amax first
-// and scales by row[1]. After each optimizer step, roll_fp8_history moves row[1] into the history
+// of a step uses the same scale, so a recomputed tensor is bit-identical); before that ("the first
+// steps scaled from the current amax") it scales by the tensor's own amax. Either way it records
+// its amax into row[1]. A tensor's quantization therefore depends only on its own values and on
+// row[0], never on which micro-batches ran before it: N data-parallel ranks whose rows are made
+// equal before each roll (an all-reduce max of row[1]) quantize exactly as one rank running all
+// their micro-batches. After each optimizer step, roll_fp8_history moves row[1] into the history
 // and row[0] becomes the history's maximum.
 // Amaxes compare as the bit patterns of non-negative floats (so a NaN wins and then fp8_scale
 // gives 1), which is what the CUDA kernels' integer atomicMax does.
@@ -32,8 +35,8 @@ float amax_max(float a, float b);
 // max |values| under the same order.
 float amax_of(std::span<const float> values);
 
-// The amax a site scales by, after its current amax has been recorded when row[0] is 0.
-inline float site_amax(const float* row) { return row[0] > 0.0f ? row[0] : row[1]; }
+// The amax a site scales a tensor whose own amax is `amax` by.
+inline float scaling_amax(const float* row, float amax) { return row[0] > 0.0f ? row[0] : amax; }
 
 // After optimizer step `step`: for each of `sites` rows of `state`, the history slot of `step`
 // takes row[1], row[1] becomes 0 and row[0] the history's maximum.

@@ -1,11 +1,15 @@
 // CUDA binders of the fp8_hybrid recipe's ops (ops/defs/fp8_linear_def.cpp, models/fp8_recipe.h):
 //   quantize_fp8               fp8_record_amax + fp8_quantize (cuda/kernels/fp8_quantize.h) with the
 //                              site's state row, or two zeroed scratch floats (current scaling);
+//   quantize_fp8_weight        fp8_quantize_weight: the codes, their transpose and scale_inv;
 //   linear_fp8                 one cuBLASLt FP8 product (cuda/fp8_matmul.h): xq · wᵀ with both
 //                              scale pointers, bias as the epilogue or the addend as C; fast
 //                              accumulation, as forward products commonly run;
 //   linear_fp8_backward_input  d_out quantized into scratch (the gradient format, the site's row),
-//                              then d_q · w_tᵀ [+ addend], full fp32 accumulation.
+//                              then d_q · w_tᵀ [+ addend], full fp32 accumulation;
+//   linear_fp8_backward(_accumulate)  the same, then d_q and xq transposed into scratch (K = the
+//                              tokens must be the contiguous dimension) and d_qᵀ · xqᵀᵀ into
+//                              d_weight (beta = 1 for the accumulating form), full accumulation.
 #include "core/error.h"
 #include "cuda/kernels/fp8_quantize.h"
 #include "runtime/cuda_bind_checks.h"
@@ -24,27 +28,51 @@ int64_t row_offset(const CudaBindContext& ctx, size_t state_input, const std::st
   return ctx.attrs.integer(site_attr) * ctx.inputs[state_input].shape[1];
 }
 
+// One tensor quantized with a site's row (or, without a state, a zeroed scratch row): its own amax
+// into zeroed scratch when the row has no delayed amax, then the codes (quant/fp8_scaling.h).
+struct SiteQuantizer {
+  int64_t n = 0;
+  cuda::Fp8Target format = cuda::Fp8Target::E4M3;
+  size_t scratch = 0;  // two floats: [scratch row[0], amax] — row[0] read only without a state
+
+  SiteQuantizer(ScratchLayout& layout, int64_t count, cuda::Fp8Target target)
+      : n(count), format(target), scratch(layout.take(2 * sizeof(float))) {}
+  // row: the site's row, or nullptr for current scaling.
+  void run(CudaResources* resources, const bf16* x, float* row, uint8_t* q, float* scale_inv, cudaStream_t stream) const {
+    float* floats = scratch_at<float>(resources, scratch);
+    CUDA_CHECK(cudaMemsetAsync(floats, 0, 2 * sizeof(float), stream));
+    if (row == nullptr) row = floats;  // row[0] = 0; row[1] is the amax itself (recording it again is harmless)
+    cuda::fp8_record_amax(x, n, row, floats + 1, stream);
+    cuda::fp8_quantize(x, n, format, row, floats + 1, q, scale_inv, stream);
+  }
+};
+
 CudaKernel bind_quantize(const CudaBindContext& ctx) {
   expect_in(ctx, 0, DType::BF16);
-  const int64_t n = ctx.inputs[0].numel();
-  const cuda::Fp8Target format = target_named(ctx.attrs.string("format"));
   const bool has_state = ctx.inputs.size() == 2;
   const int64_t offset = has_state ? row_offset(ctx, 1, "site") : 0;
   ScratchLayout scratch;
-  const size_t row_scratch = has_state ? 0 : scratch.take(2 * sizeof(float));
+  const SiteQuantizer quantizer(scratch, ctx.inputs[0].numel(), target_named(ctx.attrs.string("format")));
   ctx.resources.reserve_scratch(scratch.bytes);
   CudaResources* resources = &ctx.resources;
   return [=](const CudaKernelArgs& args) {
-    float* row;
-    if (has_state) {
-      row = args.inputs[1].as<float>() + offset;
-    } else {
-      row = scratch_at<float>(resources, row_scratch);
-      CUDA_CHECK(cudaMemsetAsync(row, 0, 2 * sizeof(float), args.stream));
-    }
-    const bf16* x = args.inputs[0].as<const bf16>();
-    cuda::fp8_record_amax(x, n, row, args.stream);
-    cuda::fp8_quantize(x, n, format, row, args.outputs[0].as<uint8_t>(), args.outputs[1].as<float>(), args.stream);
+    float* row = has_state ? args.inputs[1].as<float>() + offset : nullptr;
+    quantizer.run(resources, args.inputs[0].as<const bf16>(), row, args.outputs[0].as<uint8_t>(),
+                  args.outputs[1].as<float>(), args.stream);
+  };
+}
+
+CudaKernel bind_quantize_weight(const CudaBindContext& ctx) {
+  expect_in(ctx, 0, DType::BF16);
+  const int64_t rows = ctx.inputs[0].shape[0], columns = ctx.inputs[0].shape[1];
+  ScratchLayout scratch;
+  const size_t amax = scratch.take(sizeof(float));
+  ctx.resources.reserve_scratch(scratch.bytes);
+  CudaResources* resources = &ctx.resources;
+  return [=](const CudaKernelArgs& args) {
+    cuda::fp8_quantize_weight(args.inputs[0].as<const bf16>(), rows, columns, scratch_at<float>(resources, amax),
+                              args.outputs[0].as<uint8_t>(), args.outputs[1].as<uint8_t>(), args.outputs[2].as<float>(),
+                              args.stream);
   };
 }
 
@@ -66,32 +94,76 @@ CudaKernel bind_linear(const CudaBindContext& ctx) {
   };
 }
 
+cuda::Fp8Operand operand_of(cuda::Fp8Target format) {
+  return format == cuda::Fp8Target::E4M3 ? cuda::Fp8Operand::E4M3 : cuda::Fp8Operand::E5M2;
+}
+
+// The input gradient of both backward ops: d_out quantized into scratch with the site's row, then
+// d_q · w_tᵀ [+ addend] into d_x. Inputs by index: d_out, w_t, w_scale_inv, state, addend.
+struct InputGradient {
+  int64_t rows = 0, in = 0, out = 0, offset = 0;
+  SiteQuantizer quantizer;
+  size_t codes = 0, scale = 0;
+  cuda::Fp8MatmulShape shape;
+
+  InputGradient(const CudaBindContext& ctx, ScratchLayout& scratch, size_t w_t, size_t state, bool has_addend)
+      : rows(ctx.inputs[0].numel() / ctx.inputs[w_t].shape[1]), in(ctx.inputs[w_t].shape[0]),
+        out(ctx.inputs[w_t].shape[1]), offset(row_offset(ctx, state, "site")),
+        quantizer(scratch, rows * out, target_named(ctx.attrs.string("format"))),
+        codes(scratch.take(static_cast<size_t>(rows * out))), scale(scratch.take(sizeof(float))),
+        shape{.m = rows, .n = in, .k = out, .a_format = operand_of(quantizer.format), .has_addend = has_addend} {}
+
+  void run(CudaResources* resources, const CudaKernelArgs& args, size_t w_t, size_t w_scale_inv, size_t state,
+           const bf16* addend) const {
+    float* row = args.inputs[state].as<float>() + offset;
+    quantizer.run(resources, args.inputs[0].as<const bf16>(), row, scratch_at<uint8_t>(resources, codes),
+                  scratch_at<float>(resources, scale), args.stream);
+    resources->fp8_matmul().run(shape, args.outputs[0].as<bf16>(), scratch_at<uint8_t>(resources, codes),
+                                scratch_at<float>(resources, scale), args.inputs[w_t].data,
+                                args.inputs[w_scale_inv].as<const float>(), nullptr, addend, args.stream);
+  }
+};
+
 CudaKernel bind_backward_input(const CudaBindContext& ctx) {
   expect_in(ctx, 0, DType::BF16);
-  const int64_t in = ctx.inputs[1].shape[0], out = ctx.inputs[1].shape[1], rows = ctx.inputs[0].numel() / out;
-  const cuda::Fp8Target format = target_named(ctx.attrs.string("format"));
-  const int64_t offset = row_offset(ctx, 3, "site");
   const bool has_addend = ctx.inputs.size() == 5;
   ScratchLayout scratch;
-  const size_t codes = scratch.take(static_cast<size_t>(rows * out));
-  const size_t scale = scratch.take(sizeof(float));
+  const InputGradient input(ctx, scratch, 1, 3, has_addend);
   ctx.resources.reserve_scratch(scratch.bytes);
-  const cuda::Fp8MatmulShape shape{.m = rows, .n = in, .k = out,
-                                   .a_format = format == cuda::Fp8Target::E4M3 ? cuda::Fp8Operand::E4M3
-                                                                               : cuda::Fp8Operand::E5M2,
-                                   .has_addend = has_addend};
   CudaResources* resources = &ctx.resources;
   resources->fp8_matmul();
   return [=](const CudaKernelArgs& args) {
-    float* row = args.inputs[3].as<float>() + offset;
-    const bf16* d_out = args.inputs[0].as<const bf16>();
-    uint8_t* d_codes = scratch_at<uint8_t>(resources, codes);
-    float* d_scale_inv = scratch_at<float>(resources, scale);
-    cuda::fp8_record_amax(d_out, rows * out, row, args.stream);
-    cuda::fp8_quantize(d_out, rows * out, format, row, d_codes, d_scale_inv, args.stream);
-    resources->fp8_matmul().run(shape, args.outputs[0].as<bf16>(), d_codes, d_scale_inv, args.inputs[1].data,
-                                args.inputs[2].as<const float>(), nullptr,
-                                has_addend ? args.inputs[4].as<const bf16>() : nullptr, args.stream);
+    input.run(resources, args, 1, 2, 3, has_addend ? args.inputs[4].as<const bf16>() : nullptr);
+  };
+}
+
+// d_out, xq, x_scale_inv, w_t, w_scale_inv, state [, addend] -> d_x, d_weight.
+CudaKernel bind_backward(const CudaBindContext& ctx, bool accumulate) {
+  expect_in(ctx, 0, DType::BF16);
+  expect_out(ctx, 1, DType::BF16);
+  const bool has_addend = ctx.inputs.size() == 7;
+  ScratchLayout scratch;
+  const InputGradient input(ctx, scratch, 3, 5, has_addend);
+  const int64_t rows = input.rows, in = input.in, out = input.out;
+  require(ctx, rows % 16 == 0,
+          "fp8_hybrid's weight gradient is an FP8 product over the micro-batch's tokens, which cuBLASLt takes in "
+          "multiples of 16; this micro-batch has {}: make micro_batch_size × sequence_len a multiple of 16", rows);
+  const size_t codes_t = scratch.take(static_cast<size_t>(rows * out));
+  const size_t x_t = scratch.take(static_cast<size_t>(rows * in));
+  ctx.resources.reserve_scratch(scratch.bytes);
+  const cuda::Fp8MatmulShape weight_shape{.m = out, .n = in, .k = rows, .a_format = input.shape.a_format,
+                                          .accumulate = accumulate};
+  CudaResources* resources = &ctx.resources;
+  resources->fp8_matmul();
+  return [=](const CudaKernelArgs& args) {
+    input.run(resources, args, 3, 4, 5, has_addend ? args.inputs[6].as<const bf16>() : nullptr);
+    uint8_t* d_codes_t = scratch_at<uint8_t>(resources, codes_t);
+    uint8_t* x_codes_t = scratch_at<uint8_t>(resources, x_t);
+    cuda::fp8_transpose(scratch_at<const uint8_t>(resources, input.codes), rows, out, d_codes_t, args.stream);
+    cuda::fp8_transpose(args.inputs[1].as<const uint8_t>(), rows, in, x_codes_t, args.stream);
+    resources->fp8_matmul().run(weight_shape, args.outputs[1].as<bf16>(), d_codes_t,
+                                scratch_at<const float>(resources, input.scale), x_codes_t,
+                                args.inputs[2].as<const float>(), nullptr, nullptr, args.stream);
   };
 }
 
@@ -100,7 +172,10 @@ CudaKernel bind_backward_input(const CudaBindContext& ctx) {
 void register_fp8_cuda_ops(CudaOpTable& table) {
   table.add("quantize_fp8", bind_quantize);
   table.add("linear_fp8", bind_linear);
+  table.add("quantize_fp8_weight", bind_quantize_weight);
   table.add("linear_fp8_backward_input", bind_backward_input);
+  table.add("linear_fp8_backward", [](const CudaBindContext& ctx) { return bind_backward(ctx, false); });
+  table.add("linear_fp8_backward_accumulate", [](const CudaBindContext& ctx) { return bind_backward(ctx, true); });
 }
 
 }  // namespace surogate::runtime

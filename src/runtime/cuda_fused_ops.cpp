@@ -1,5 +1,8 @@
 // CUDA binders for fused_rmsnorm_rope and its backward (ops/defs/rmsnorm_rope_def.cpp): Qwen3's
-// per-head q/k RMSNorm and RoPE in one pass, on BF16 graphs (fp32 math inside, fp32 rstd).
+// per-head q/k RMSNorm and RoPE in one pass, on BF16 graphs (fp32 math inside, fp32 rstd); and
+// fused_rope and its backward (ops/defs/rope_def.cpp, use_fused_rope): RoPE with cos/sin computed
+// in fp32 from inv_freq and the position ids inside cuda/kernels/rope.h's kernel (head_dim a
+// multiple of 8, rotary_dim of 16), else through fp32 tables in scratch and rope_apply.
 //
 // Where src/cuda/kernels/qk_norm_rope.h fits (full rotary: rotary_dim == head_dim, head_dim 16,
 // 32, 64, 128 or 256) the binders call it: it normalises, scales and rotates in registers with
@@ -17,6 +20,7 @@
 #include "cuda/cuda_check.h"
 #include "cuda/kernels/qk_norm_rope.h"
 #include "cuda/kernels/rmsnorm.h"
+#include "cuda/kernels/rope.h"
 #include "runtime/cuda_model_kernels.h"
 #include "runtime/cuda_op_table.h"
 
@@ -142,11 +146,47 @@ CudaKernel bind_fused_rmsnorm_rope_backward(const CudaBindContext& ctx) {
   };
 }
 
+// (x, position_ids) -> out, rotated by +angle (sign 1) or −angle (the backward, sign −1).
+CudaKernel bind_fused_rope(const CudaBindContext& ctx, float sign) {
+  expect_input(ctx, 0, DType::BF16);
+  expect_input(ctx, 1, DType::I32);
+  require(ctx, ctx.attrs.has("inv_freq"),
+          "the CUDA backend takes fused_rope with an 'inv_freq' attribute (as models::build_decoder_graph writes it)");
+  std::vector<float> inverse;
+  for (const auto& value : ctx.attrs.raw().at("inv_freq")) inverse.push_back(static_cast<float>(value.get<double>()));
+  const int heads = static_cast<int>(ctx.attrs.integer("heads")), head_dim = static_cast<int>(ctx.attrs.integer("head_dim"));
+  const int half = static_cast<int>(inverse.size());
+  const int64_t tokens = ctx.inputs[0].numel() / (int64_t{heads} * head_dim);
+  const float scaling = static_cast<float>(ctx.attrs.number_or("attention_scaling", 1.0));
+  require(ctx, head_dim % 8 == 0, "the CUDA RoPE needs a head_dim that is a multiple of 8, got {}", head_dim);
+  auto inverse_frequency = std::make_shared<cuda::DeviceBuffer<float>>(cuda::to_device(inverse));
+  if ((2 * half) % 16 == 0) {
+    return [=](const CudaKernelArgs& args) {
+      const auto launch = sign > 0.0f ? &cuda::rope_forward : &cuda::rope_backward;
+      launch(args.outputs[0].as<bf16>(), args.inputs[0].as<const bf16>(), inverse_frequency->data(),
+             args.inputs[1].as<const int32_t>(), tokens, heads, head_dim, 2 * half, scaling, args.stream);
+    };
+  }
+  ScratchLayout scratch;
+  const size_t cos = scratch.take(sizeof(float) * tokens * half);
+  const size_t sin = scratch.take(sizeof(float) * tokens * half);
+  ctx.resources.reserve_scratch(scratch.bytes);
+  CudaResources* resources = &ctx.resources;
+  return [=](const CudaKernelArgs& args) {
+    k::rope_tables(scratch_at<float>(resources, cos), scratch_at<float>(resources, sin), args.inputs[1].as<const int32_t>(),
+                   inverse_frequency->data(), tokens, half, scaling, args.stream);
+    k::rope_apply(args.outputs[0].as<bf16>(), args.inputs[0].as<const bf16>(), scratch_at<const float>(resources, cos),
+                  scratch_at<const float>(resources, sin), tokens, heads, head_dim, half, sign, args.stream);
+  };
+}
+
 }  // namespace
 
 void register_fused_cuda_ops(CudaOpTable& table) {
   table.add("fused_rmsnorm_rope", bind_fused_rmsnorm_rope);
   table.add("fused_rmsnorm_rope_backward", bind_fused_rmsnorm_rope_backward);
+  table.add("fused_rope", [](const CudaBindContext& ctx) { return bind_fused_rope(ctx, 1.0f); });
+  table.add("fused_rope_backward", [](const CudaBindContext& ctx) { return bind_fused_rope(ctx, -1.0f); });
 }
 
 }  // namespace surogate::runtime

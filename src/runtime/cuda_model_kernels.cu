@@ -91,26 +91,6 @@ struct RopeApplyOp {
   }
 };
 
-struct RopePositionsOp {
-  bf16* out; const bf16* x; const int32_t* positions; const float* inv_freq; int heads, head_dim, half;
-  float scaling, sign;
-  __device__ void operator()(int64_t i) const {
-    const int j = static_cast<int>(i % head_dim);
-    const int64_t row = i - j;
-    if (j >= 2 * half) {
-      out[i] = x[i];
-      return;
-    }
-    const int64_t token = i / (static_cast<int64_t>(heads) * head_dim);
-    const int f = j < half ? j : j - half;
-    const float angle = __fmul_rn(static_cast<float>(positions[token]), inv_freq[f]);
-    const float c = __fmul_rn(cosf(angle), scaling), s = sign * __fmul_rn(sinf(angle), scaling);
-    const float value = j < half ? __bfloat162float(x[i]) * c - __bfloat162float(x[row + j + half]) * s
-                                 : __bfloat162float(x[i]) * c + __bfloat162float(x[row + j - half]) * s;
-    out[i] = __float2bfloat16_rn(value);
-  }
-};
-
 // ---- cu_seqlens ----
 
 constexpr int kScanThreads = 1024;
@@ -320,12 +300,6 @@ template <typename T>
 void rope_apply(bf16* out, const bf16* x, const T* cos, const T* sin, int64_t tokens, int heads, int head_dim,
                 int half, float sign, cudaStream_t stream) {
   launch(RopeApplyOp<T>{out, x, cos, sin, heads, head_dim, half, sign}, tokens * heads * head_dim, stream);
-}
-
-void rope_apply_positions(bf16* out, const bf16* x, const int32_t* position_ids, const float* inv_freq, int64_t tokens,
-                          int heads, int head_dim, int half, float scaling, float sign, cudaStream_t stream) {
-  launch(RopePositionsOp{out, x, position_ids, inv_freq, heads, head_dim, half, scaling, sign},
-         tokens * heads * head_dim, stream);
 }
 
 template void rope_tables<float>(float*, float*, const int32_t*, const float*, int64_t, int, float, cudaStream_t);

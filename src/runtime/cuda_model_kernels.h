@@ -33,11 +33,6 @@ template <typename T>
 void rope_apply(bf16* out, const bf16* x, const T* cos, const T* sin, int64_t tokens, int heads, int head_dim,
                 int half, float sign, cudaStream_t stream);
 
-// fused_rope: rope_apply with each element's cos / sin computed from its token's position id as
-// rope_tables computes them (fp32, never rounded to a table dtype): one pass, no table.
-void rope_apply_positions(bf16* out, const bf16* x, const int32_t* position_ids, const float* inv_freq, int64_t tokens,
-                          int heads, int head_dim, int half, float scaling, float sign, cudaStream_t stream);
-
 // cu_seqlens [tokens + 1] from per-token document ids [rows, sequence] (null: one document per
 // row): a document starts at every row start and wherever the id changes. Entries past the last
 // document repeat `tokens`, so kernels may be told `tokens` documents (an upper bound known on

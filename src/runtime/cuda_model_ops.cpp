@@ -278,28 +278,6 @@ CudaKernel bind_rope_with_sign(const CudaBindContext& ctx, float sign) {
 CudaKernel bind_rope(const CudaBindContext& ctx) { return bind_rope_with_sign(ctx, 1.0f); }
 CudaKernel bind_rope_backward(const CudaBindContext& ctx) { return bind_rope_with_sign(ctx, -1.0f); }
 
-// fused_rope (x, position_ids) and fused_rope_backward (d_out, position_ids): the rotation with
-// cos / sin computed from the positions in the kernel (use_fused_rope).
-CudaKernel bind_fused_rope_with_sign(const CudaBindContext& ctx, float sign) {
-  expect_in(ctx, 0, DType::BF16);
-  expect_in(ctx, 1, DType::I32);
-  std::vector<float> inverse;
-  for (const auto& value : ctx.attrs.raw().at("inv_freq")) inverse.push_back(static_cast<float>(value.get<double>()));
-  const float scaling = static_cast<float>(ctx.attrs.number_or("attention_scaling", 1.0));
-  const int heads = static_cast<int>(ctx.attrs.integer("heads"));
-  const int head_dim = static_cast<int>(ctx.attrs.integer("head_dim"));
-  const int half = static_cast<int>(inverse.size());
-  const int64_t tokens = ctx.inputs[0].numel() / (int64_t{heads} * head_dim);
-  auto device_inverse = std::make_shared<cuda::DeviceBuffer<float>>(cuda::to_device(inverse));
-  return [=](const CudaKernelArgs& args) {
-    k::rope_apply_positions(args.outputs[0].as<bf16>(), args.inputs[0].as<const bf16>(), args.inputs[1].as<const int32_t>(),
-                            device_inverse->data(), tokens, heads, head_dim, half, scaling, sign, args.stream);
-  };
-}
-
-CudaKernel bind_fused_rope(const CudaBindContext& ctx) { return bind_fused_rope_with_sign(ctx, 1.0f); }
-CudaKernel bind_fused_rope_backward(const CudaBindContext& ctx) { return bind_fused_rope_with_sign(ctx, -1.0f); }
-
 // ---- attention ----
 
 struct AttentionLayout {
@@ -439,8 +417,6 @@ void register_model_cuda_ops(CudaOpTable& table) {
   table.add("rope_cos_sin", bind_rope_cos_sin);
   table.add("rope", bind_rope);
   table.add("rope_backward", bind_rope_backward);
-  table.add("fused_rope", bind_fused_rope);
-  table.add("fused_rope_backward", bind_fused_rope_backward);
   table.add("attention", bind_attention);
   table.add("attention_backward", bind_attention_backward);
 }

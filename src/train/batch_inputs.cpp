@@ -62,4 +62,13 @@ std::vector<runtime::InputBinding> BatchInputs::bind(const data::PackedBatch& ba
   return bindings;
 }
 
+int32_t dropout_seed(uint64_t train_seed, int64_t step, int64_t micro) {
+  uint64_t value = train_seed * 0x9e3779b97f4a7c15ull + static_cast<uint64_t>(step) * 0x100000001b3ull +
+                   static_cast<uint64_t>(micro);
+  value ^= value >> 29;
+  value *= 0xbf58476d1ce4e5b9ull;
+  value ^= value >> 32;
+  return static_cast<int32_t>(static_cast<uint32_t>(value));
+}
+
 }  // namespace surogate::train

@@ -14,6 +14,11 @@
 
 namespace surogate::train {
 
+// The dropout seed of micro-batch `micro` (its place in the step's window, whichever rank or
+// process trains it) of optimizer step `step`: a function of the run's seed and the position
+// only, so a resumed run draws the same masks, and so does any split of the window into ranks.
+int32_t dropout_seed(uint64_t train_seed, int64_t step, int64_t micro);
+
 class BatchInputs {
 public:
   // Looks up the inputs of `plan` (input_ids, position_ids, document_ids, targets, loss_scale, and

@@ -20,13 +20,17 @@ std::byte* keep_copy(std::vector<std::vector<std::byte>>& owned, const void* dat
 
 }  // namespace
 
-CheckpointSnapshot take_checkpoint_snapshot(TrainingDevice& device, const TrainingState& state) {
+CheckpointSnapshot take_checkpoint_snapshot(TrainingDevice& device, const TrainingState& state, bool keep) {
   const Clock::time_point start = Clock::now();
   device.download();
   CheckpointSnapshot snapshot;
+  snapshot.optimizer_state = device.optimizer_state();  // every process's shards, on rank 0
+  if (!keep) {
+    snapshot.optimizer_state.clear();
+    return snapshot;
+  }
   snapshot.state = state;
   const std::span<const WeightView> trainable = device.trainable();
-  snapshot.optimizer_state = device.optimizer_state();
   if (!device.host_views_are_live()) {
     snapshot.weights.assign(trainable.begin(), trainable.end());
   } else {

@@ -39,7 +39,9 @@ struct CheckpointSnapshot {
   double blocked_seconds = 0.0;              // training time the save cost (waiting + download / copy)
 };
 
-CheckpointSnapshot take_checkpoint_snapshot(TrainingDevice& device, const TrainingState& state);
+// `keep`: this process writes the checkpoint (rank 0's); the others only take part in the
+// download (a collective across processes) and keep nothing.
+CheckpointSnapshot take_checkpoint_snapshot(TrainingDevice& device, const TrainingState& state, bool keep = true);
 
 struct SavedCheckpoint {
   int64_t step = 0;

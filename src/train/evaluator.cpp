@@ -7,6 +7,7 @@
 #include "models/decoder_graph.h"
 #include "models/fp16_emulation.h"
 #include "runtime/cpu_backend.h"
+#include "train/fp8_weight_copies.h"
 
 namespace surogate::train {
 
@@ -64,6 +65,7 @@ public:
     correct_ = plan_.tensor("correct");
     backend_.load(plan_, *setup.registry);
     for (const StoredQuantizedWeight& stored : quantized) write_quantized(backend_, plan_, stored.weight, stored.pieces);
+    fp8_copies_ = fp8_weight_copies(plan_);
     inputs_ = std::make_unique<BatchInputs>(plan_);
   }
 
@@ -72,6 +74,7 @@ public:
       std::span<float> destination = backend_.view<float>(plan_.tensor(weight.name));
       std::copy(weight.values.begin(), weight.values.end(), destination.begin());
     }
+    refresh_fp8_weight_copies(backend_, fp8_copies_);
     return evaluate_split(loader_, *inputs_, [this](std::span<const runtime::InputBinding> bindings) {
       backend_.execute(bindings);
       return std::pair<double, double>(backend_.view<float>(loss_)[0], backend_.view<float>(correct_)[0]);
@@ -84,6 +87,7 @@ private:
   runtime::CpuBackend backend_;
   data::DataLoader loader_;
   std::unique_ptr<BatchInputs> inputs_;
+  std::vector<Fp8WeightCopy> fp8_copies_;  // fp8_hybrid full fine-tuning: made from the copied weights
   graph::TensorId loss_ = graph::kNoTensor, correct_ = graph::kNoTensor;
 };
 

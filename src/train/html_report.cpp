@@ -75,11 +75,16 @@ std::string svg_line_plot(const std::string& title, const std::vector<Series>& s
   int legend = 0;
   for (const Series& s : series) {
     if (s.points.empty()) continue;
-    std::string points;
+    std::string points, values;
     for (auto [x, y] : s.points) {
-      if (std::isfinite(y)) points += fmt::format("{:.1f},{:.1f} ", px(x), py(y));
+      if (!std::isfinite(y)) continue;
+      points += fmt::format("{:.1f},{:.1f} ", px(x), py(y));
+      values += fmt::format("{}{}:{}", values.empty() ? "" : " ", x, y);  // shortest round-trip form
     }
-    svg += fmt::format("<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"1.5\" points=\"{}\"/>\n", s.color, points);
+    svg += fmt::format(
+        "<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"1.5\" points=\"{}\" data-series=\"{}\" "
+        "data-points=\"{}\"/>\n",
+        s.color, points, escape(s.label), values);
     if (s.points.size() == 1) {
       svg += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3\" fill=\"{}\"/>\n", px(s.points[0].first),
                          py(s.points[0].second), s.color);
@@ -92,7 +97,8 @@ std::string svg_line_plot(const std::string& title, const std::vector<Series>& s
 
 void write_html_report(const std::filesystem::path& file, const std::string& title, const nlohmann::json& history,
                        const nlohmann::json& eval_history,
-                       const std::vector<std::pair<std::string, std::string>>& summary) {
+                       const std::vector<std::pair<std::string, std::string>>& summary,
+                       const std::vector<std::pair<std::string, std::vector<Series>>>& extra_plots) {
   std::string html = fmt::format(
       "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{0}</title>\n"
       "<style>body{{font-family:sans-serif;margin:24px}}table{{border-collapse:collapse}}"
@@ -106,6 +112,7 @@ void write_html_report(const std::filesystem::path& file, const std::string& tit
                                  series_of(eval_history, "eval_loss", "eval loss", "#d62728")});
   html += svg_line_plot("learning rate", {series_of(history, "lr", "learning rate", "#2ca02c")});
   html += svg_line_plot("gradient norm", {series_of(history, "grad_norm", "grad norm (before clipping)", "#9467bd")});
+  for (const auto& [plot_title, series] : extra_plots) html += svg_line_plot(plot_title, series);
   html += "</body></html>\n";
   write_file_atomically(file, html);
 }

@@ -45,8 +45,26 @@ struct Lever {
   std::function<bool(Config&)> apply;  // false when it does not apply to this configuration
 };
 
-// `sm`: the target GPU's compute capability; qlora_fp8 is offered on SM89+ only.
-std::vector<Lever> levers(int sm) {
+// Sets an offload_* option, on the CUDA backend and where config_rules.cpp allows it as the
+// configuration stands (masters need fp32 masters; masters and gradients one GPU; the staged
+// step adamw or adamw_8bit with fp32 masters, unless use_zero_copy is set).
+Lever offload_lever(const char* description, bool Config::*option, bool cuda) {
+  return {description, [option, cuda](Config& c) {
+            if (!cuda || c.*option) return false;
+            if (option != &Config::offload_optimizer && c.gpus != 1) return false;
+            if (option == &Config::offload_master && c.master_dtype == MasterDtype::Bf16) return false;
+            const bool staged = option != &Config::offload_grads && !c.use_zero_copy;
+            if (staged && (c.optimizer == surogate::Optimizer::NorMuon || c.master_dtype == MasterDtype::Bf16)) {
+              return false;
+            }
+            c.*option = true;
+            return true;
+          }};
+}
+
+// `sm`: the target GPU's compute capability; qlora_fp8 is offered on SM89+ only. `cuda`: the
+// target is the CUDA backend (offloading applies).
+std::vector<Lever> levers(int sm, bool cuda) {
   std::vector<Lever> all = {
       {"recompute_block: true (recompute allowed in every group)",
        [](Config& c) {
@@ -70,6 +88,10 @@ std::vector<Lever> levers(int sm) {
          c.master_dtype = MasterDtype::Bf16;
          return true;
        }},
+      offload_lever("offload_optimizer: true (optimizer state in pinned host memory)", &Config::offload_optimizer, cuda),
+      offload_lever("offload_master: true (fp32 master weights in pinned host memory)", &Config::offload_master, cuda),
+      offload_lever("offload_grads: true (gradient accumulators in pinned host memory; slow)", &Config::offload_grads,
+                    cuda),
       {"lora: true (train adapters, not every weight)",
        [](Config& c) {
          if (c.lora) return false;
@@ -87,6 +109,13 @@ std::vector<Lever> levers(int sm) {
        [sm](Config& c) {
          if (sm < 89 || !c.lora || c.qlora_bnb || c.qlora_fp8 || c.qlora_fp4) return false;
          c.qlora_fp8 = true;
+         c.use_cuda_graphs = false;  // as the configuration's implication does
+         return true;
+       }},
+      {"qlora_fp4: true (the frozen base in NVFP4, about 0.28 of its bf16 size, on any GPU)",
+       [](Config& c) {
+         if (!c.lora || c.qlora_bnb || c.qlora_fp8 || c.qlora_fp4) return false;
+         c.qlora_fp4 = true;
          c.use_cuda_graphs = false;  // as the configuration's implication does
          return true;
        }},
@@ -126,18 +155,20 @@ MemoryPrediction predict_training_memory(const Config& config, std::optional<siz
                            {"optimizer state", m.optimizer},
                            {"gradients (one micro-batch)", m.gradients},
                            {"gradient accumulators", m.accumulators},
+                           {"offload staging (two GPU slots)", m.staging},
                            {"activations (planned arena)", m.activations},
                            {"batch", m.inputs},
                            {"LM-head workspace", plan.memory.lm_head_workspace},
                            {"evaluation (its arena and LM-head workspace)", plan.memory.evaluation}};
   if (plan.memory.context > 0) prediction.categories.emplace_back("CUDA context and libraries", plan.memory.context);
   prediction.total_bytes = plan.memory.peak();
+  prediction.host_offloaded_bytes = plan.memory.host_offloaded();
   prediction.recompute = plan.recompute.summary;
   prediction.fits = plan.fits();
   if (prediction.fits) return prediction;
 
   // Each lever alone, then the levers together in order until the plan fits.
-  const std::vector<Lever> all = levers(target.sm);
+  const std::vector<Lever> all = levers(target.sm, target.backend == TrainingBackend::Cuda);
   for (const Lever& lever : all) {
     Config changed = config;
     if (lever.apply(changed) && plan_for(changed, model, target).fits()) {
@@ -177,10 +208,14 @@ std::string format_memory_prediction(const MemoryPrediction& p) {
   out += fmt::format("#   {:<44} {:>12} of {} offered (with {} kept free): {}\n", "predicted peak",
                      format_memory_size(p.total_bytes), format_memory_size(p.device_bytes),
                      format_memory_size(p.margin_bytes), p.fits ? "fits" : "does NOT fit");
+  if (p.host_offloaded_bytes > 0) {
+    out += fmt::format("#   {:<44} {:>12} (not on the GPU: offload_master / offload_optimizer / offload_grads{})\n",
+                       "pinned host memory", format_memory_size(p.host_offloaded_bytes), p.gpus > 1 ? ", per GPU" : "");
+  }
   out += fmt::format("# {}\n", p.recompute);
   if (!p.fits) {
     if (p.suggestions.empty()) {
-      out += "# nothing this build offers makes it fit (offloading and ZeRO-3 are not implemented yet): use a "
+      out += "# nothing this build offers makes it fit (ZeRO-3 and offload_residual are not implemented yet): use a "
              "GPU with more memory, a shorter sequence_len or a smaller model\n";
     } else {
       out += "# options that make it fit (each line is enough; a line with + needs all of them):\n";

@@ -21,6 +21,7 @@ void MetricsLog::write(const std::string& type, nlohmann::json record) {
   record["time"] = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   stream_ << record.dump() << '\n';
   stream_.flush();
+  if (observer_) observer_(record);
 }
 
 std::filesystem::path default_log_path(const std::string& output_dir, const std::string& run_name) {

@@ -1,10 +1,12 @@
 // The run's JSONL log: one JSON object per line, flushed as it is written, so `tail -f` and a
 // crashed run both show every finished step. Lines carry "type": "config" | "step" | "eval" |
-// "summary" | "error".
+// "summary" | "error" | "gpu" | .... An observer (the report_to trackers) sees every record as
+// written, with its "type" and "time".
 #pragma once
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -17,10 +19,12 @@ public:
   explicit MetricsLog(std::filesystem::path path);
   void write(const std::string& type, nlohmann::json record);
   const std::filesystem::path& path() const { return path_; }
+  void set_observer(std::function<void(const nlohmann::json&)> observer) { observer_ = std::move(observer); }
 
 private:
   std::filesystem::path path_;
   std::ofstream stream_;
+  std::function<void(const nlohmann::json&)> observer_;
 };
 
 // {output_dir}/log-{run_name}-{YYYYmmdd-HHMMSS}.jsonl, or the configured log_file.

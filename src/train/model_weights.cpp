@@ -55,7 +55,7 @@ void initialize_weights(std::span<const models::ParameterSpec> specs, std::span<
 
 void load_weights(const fs::path& model_dir, std::span<const models::ParameterSpec> specs,
                   std::span<const WeightView> weights, const WeightWritten& written,
-                  const models::Fp8BlockSink& stored_fp8) {
+                  const models::Fp8BlockSink& stored_fp8, const models::Bnb4bitSink& stored_bnb) {
   SUROGATE_CHECK(specs.size() == weights.size(), "one weight view per parameter");
   size_t index = 0;
   models::load_hf_weights(model_dir, specs, [&](const models::ParameterSpec& spec, const io::SafetensorsTensor& tensor) {
@@ -75,7 +75,28 @@ void load_weights(const fs::path& model_dir, std::span<const models::ParameterSp
     if (!stored_fp8 || !stored_fp8(spec, tensor)) return false;
     ++index;
     return true;
+  }, [&](const models::ParameterSpec& spec, const models::Bnb4bitTensor& tensor) {
+    if (!stored_bnb || !stored_bnb(spec, tensor)) return false;
+    ++index;
+    return true;
   });
+}
+
+void initialize_lora(const models::LoraSetup& lora, std::span<const WeightView> weights, uint64_t seed) {
+  std::mt19937_64 generator(seed ^ 0x4c6f5241ull);  // "LoRA"
+  for (const models::LoraAdapter& adapter : lora.adapters) {
+    for (const WeightView& weight : weights) {
+      if (weight.name == adapter.a.name) {
+        const double bound = 1.0 / std::sqrt(static_cast<double>(adapter.a.shape[1]));
+        for (float& value : weight.values) {
+          const double uniform = static_cast<double>(generator() >> 11) * 0x1.0p-53;
+          value = static_cast<float>((2.0 * uniform - 1.0) * bound);
+        }
+      } else if (weight.name == adapter.b.name) {
+        std::fill(weight.values.begin(), weight.values.end(), 0.0f);
+      }
+    }
+  }
 }
 
 }  // namespace surogate::train

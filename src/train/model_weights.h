@@ -10,6 +10,7 @@
 #include <functional>
 #include <span>
 
+#include "models/lora.h"
 #include "models/model_spec.h"
 #include "models/weight_io.h"
 #include "train/checkpoint_io.h"
@@ -26,10 +27,16 @@ using WeightWritten = std::function<void(size_t index)>;
 void initialize_weights(std::span<const models::ParameterSpec> specs, std::span<const WeightView> weights,
                         uint64_t seed, bool projections_to_zero, const WeightWritten& written = {});
 
-// `stored_fp8`: takes the weights the checkpoint stores in FP8 blocks as they are (models/weight_io.h);
-// those it takes are neither written into `weights` nor reported to `written`.
+// PEFT's initialisation of the LoRA adapters among `weights`: A ~ kaiming-uniform(a = √5) =
+// U(−1/√in, 1/√in), B = 0, so the adapted model starts exactly at the base model. Seeded from
+// `seed` (train_seed; its own stream).
+void initialize_lora(const models::LoraSetup& lora, std::span<const WeightView> weights, uint64_t seed);
+
+// `stored_fp8` / `stored_bnb`: take the weights the checkpoint stores in FP8 blocks / bitsandbytes
+// 4-bit as they are (models/weight_io.h); those taken are neither written into `weights` nor reported
+// to `written`.
 void load_weights(const std::filesystem::path& model_dir, std::span<const models::ParameterSpec> specs,
                   std::span<const WeightView> weights, const WeightWritten& written = {},
-                  const models::Fp8BlockSink& stored_fp8 = {});
+                  const models::Fp8BlockSink& stored_fp8 = {}, const models::Bnb4bitSink& stored_bnb = {});
 
 }  // namespace surogate::train

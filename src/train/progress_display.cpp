@@ -10,7 +10,7 @@
 
 namespace surogate::train {
 
-ProgressDisplay::ProgressDisplay(bool live) : live_(live) {}
+ProgressDisplay::ProgressDisplay(bool live, bool silent) : live_(live), silent_(silent) {}
 
 bool ProgressDisplay::stdout_is_terminal() { return ::isatty(STDOUT_FILENO) == 1; }
 
@@ -22,6 +22,7 @@ std::string format_duration(double seconds) {
 }
 
 void ProgressDisplay::step(const StepReport& r) {
+  if (silent_) return;
   std::string line = fmt::format("step {}/{} | epoch {:.2f} | loss {:.4f} | lr {:.2e} | grad norm {:.3f} | {:.0f} tok/s | ETA {}",
                                  r.step, r.total_steps, r.epoch, r.loss, r.learning_rate, r.grad_norm,
                                  r.tokens_per_second, format_duration(r.eta_seconds));
@@ -35,6 +36,7 @@ void ProgressDisplay::step(const StepReport& r) {
 }
 
 void ProgressDisplay::message(const std::string& line) {
+  if (silent_) return;
   if (line_open_) fmt::print("\n");
   line_open_ = false;
   fmt::print("{}\n", line);

@@ -23,8 +23,9 @@ struct StepReport {
 
 class ProgressDisplay {
 public:
-  // `live`: rewrite one line (a terminal); otherwise print a line per step.
-  explicit ProgressDisplay(bool live);
+  // `live`: rewrite one line (a terminal); otherwise print a line per step. `silent`: print
+  // nothing (the processes of a data-parallel world other than rank 0's, whose lines would repeat it).
+  explicit ProgressDisplay(bool live, bool silent = false);
   static bool stdout_is_terminal();
 
   void step(const StepReport& report);
@@ -33,6 +34,7 @@ public:
 
 private:
   bool live_;
+  bool silent_;
   bool line_open_ = false;
 };
 

@@ -6,11 +6,14 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "ops/fp8_tensor.h"
 #include "ops/parallel_for.h"
+#include "quant/dynamic_map.h"
 #include "quant/fp8.h"
 #include "quant/fp8_scaling.h"
 #include "quant/fp8_blocks.h"
 #include "quant/nf4.h"
+#include "quant/nvfp4.h"
 
 namespace surogate::train {
 namespace {
@@ -20,6 +23,19 @@ std::vector<std::byte> bytes_of(std::span<const T> values) {
   std::vector<std::byte> bytes(values.size_bytes());
   if (!bytes.empty()) std::memcpy(bytes.data(), values.data(), bytes.size());
   return bytes;
+}
+
+// NF4's absmax pieces after the codes: the fp32 absmax, or with double quantization its 8-bit codes,
+// the second-level absmax and the offset (quant/nf4.h).
+void append_absmax(QuantizedPieces& pieces, std::span<const float> absmax, bool double_quant) {
+  if (!double_quant) {
+    pieces.bytes.push_back(bytes_of<float>(absmax));
+    return;
+  }
+  const quant::QuantizedAbsmax nested = quant::quantize_absmax(absmax);
+  pieces.bytes.push_back(bytes_of<uint8_t>(nested.codes));
+  pieces.bytes.push_back(bytes_of<float>(nested.absmax2));
+  pieces.bytes.push_back(bytes_of<float>(std::span<const float>(&nested.offset, 1)));
 }
 
 QuantizedPieces quantize_nf4(const models::QuantizedWeight& weight, std::span<const float> values) {
@@ -35,41 +51,17 @@ QuantizedPieces quantize_nf4(const models::QuantizedWeight& weight, std::span<co
   });
   QuantizedPieces pieces;
   pieces.bytes.push_back(bytes_of<uint8_t>(packed));
-  if (!shape.double_quant) {
-    pieces.bytes.push_back(bytes_of<float>(absmax));
-    return pieces;
-  }
-  const quant::QuantizedAbsmax nested = quant::quantize_absmax(absmax);
-  pieces.bytes.push_back(bytes_of<uint8_t>(nested.codes));
-  pieces.bytes.push_back(bytes_of<float>(nested.absmax2));
-  pieces.bytes.push_back(bytes_of<float>(std::span<const float>(&nested.offset, 1)));
+  append_absmax(pieces, absmax, shape.double_quant);
   return pieces;
 }
 
 // Per-tensor E4M3 at scale 448 / amax: the codes [out, in], the same codes transposed [in, out]
-// and scale_inv (models/fp8_recipe.h).
+// and scale_inv (models/fp8_recipe.h, ops/fp8_tensor.h).
 QuantizedPieces quantize_fp8_tensor(const models::QuantizedWeight& weight, std::span<const float> values) {
   const int64_t rows = weight.shape.at(0), columns = weight.shape.at(1);
-  const float scale = quant::fp8_scale(quant::amax_of(values), quant::Fp8Format::E4M3);
   std::vector<std::byte> codes(values.size()), transposed(values.size());
-  ops::parallel_for(rows, [&](int64_t row) {
-    for (int64_t column = 0; column < columns; ++column) {
-      const size_t i = static_cast<size_t>(row * columns + column);
-      codes[i] = static_cast<std::byte>(quant::fp8_encode(values[i] * scale, quant::Fp8Format::E4M3));
-    }
-  });
-  // The transpose in 64 × 64 tiles (a tile's reads and writes stay in cache).
-  constexpr int64_t kTile = 64;
-  const int64_t row_tiles = (rows + kTile - 1) / kTile, column_tiles = (columns + kTile - 1) / kTile;
-  ops::parallel_for(row_tiles * column_tiles, [&](int64_t tile) {
-    const int64_t row0 = tile / column_tiles * kTile, column0 = tile % column_tiles * kTile;
-    for (int64_t row = row0; row < std::min(rows, row0 + kTile); ++row) {
-      for (int64_t column = column0; column < std::min(columns, column0 + kTile); ++column) {
-        transposed[static_cast<size_t>(column * rows + row)] = codes[static_cast<size_t>(row * columns + column)];
-      }
-    }
-  });
-  const float scale_inv = 1.0f / scale;
+  const float scale_inv = ops::quantize_fp8_tensor(values.data(), rows, columns, reinterpret_cast<uint8_t*>(codes.data()),
+                                                   reinterpret_cast<uint8_t*>(transposed.data()));
   QuantizedPieces pieces;
   pieces.bytes.push_back(std::move(codes));
   pieces.bytes.push_back(std::move(transposed));
@@ -91,6 +83,25 @@ QuantizedPieces quantize_fp8_blocks(const models::QuantizedWeight& weight, std::
   return pieces;
 }
 
+// NVFP4 (models/qlora.h, quant/nvfp4.h): the packed codes, the E4M3 block scales, the tensor scale.
+QuantizedPieces quantize_nvfp4(const models::QuantizedWeight& weight, std::span<const float> values) {
+  const quant::Nvfp4Shape& shape = weight.nvfp4;
+  const quant::Nvfp4TensorScale scale = quant::nvfp4_tensor_scale(quant::amax_of(values), weight.nvfp4_rule);
+  std::vector<uint8_t> packed(static_cast<size_t>(shape.packed_bytes()));
+  std::vector<uint8_t> block_scales(static_cast<size_t>(shape.block_scales()));
+  constexpr int64_t kRowsPerTask = 16;
+  ops::parallel_for((shape.rows + kRowsPerTask - 1) / kRowsPerTask, [&](int64_t task) {
+    const int64_t first = task * kRowsPerTask;
+    quant::quantize_nvfp4_rows(values.data(), shape, scale, weight.nvfp4_rule, first,
+                               std::min(shape.rows, first + kRowsPerTask), packed.data(), block_scales.data());
+  });
+  QuantizedPieces pieces;
+  pieces.bytes.push_back(bytes_of<uint8_t>(packed));
+  pieces.bytes.push_back(bytes_of<uint8_t>(block_scales));
+  pieces.bytes.push_back(bytes_of<float>(std::span<const float>(&scale.decode, 1)));
+  return pieces;
+}
+
 }  // namespace
 
 QuantizedPieces quantize_weight(const models::QuantizedWeight& weight, std::span<const float> values) {
@@ -101,6 +112,7 @@ QuantizedPieces quantize_weight(const models::QuantizedWeight& weight, std::span
     case models::WeightFormat::Nf4: pieces = quantize_nf4(weight, values); break;
     case models::WeightFormat::Fp8Tensor: pieces = quantize_fp8_tensor(weight, values); break;
     case models::WeightFormat::Fp8Block: pieces = quantize_fp8_blocks(weight, values); break;
+    case models::WeightFormat::Nvfp4: pieces = quantize_nvfp4(weight, values); break;
   }
   SUROGATE_CHECK(pieces.bytes.size() == weight.pieces.size(), "weight '{}': {} pieces quantized, {} named",
                  weight.name, pieces.bytes.size(), weight.pieces.size());
@@ -132,6 +144,27 @@ std::optional<QuantizedPieces> stored_fp8_pieces(const models::QuantizedWeight& 
     }
   }
   pieces.bytes.push_back(bytes_of<float>(scale_inv));
+  return pieces;
+}
+
+std::optional<QuantizedPieces> stored_bnb_pieces(const models::QuantizedWeight& weight,
+                                                 const models::Bnb4bitTensor& tensor) {
+  const bool nf4 = tensor.quant_type == "nf4" && tensor.quant_map == quant::kNf4Levels &&
+                   (!tensor.double_quant() ||
+                    (tensor.nested_block_size == quant::kAbsmaxBlock && tensor.nested_quant_map == quant::kDynamicMap));
+  if (weight.format != models::WeightFormat::Nf4 || !nf4 || tensor.block_size != weight.nf4.block_size) {
+    return std::nullopt;
+  }
+  SUROGATE_CHECK(tensor.numel == weight.numel(), "weight '{}': stored size differs", weight.name);
+  QuantizedPieces pieces;
+  pieces.bytes.emplace_back(tensor.codes.bytes.begin(), tensor.codes.bytes.end());
+  if (weight.nf4.double_quant && tensor.double_quant()) {
+    pieces.bytes.emplace_back(tensor.absmax.bytes.begin(), tensor.absmax.bytes.end());
+    pieces.bytes.push_back(bytes_of<float>(io::read_tensor_as_float32(*tensor.nested_absmax)));
+    pieces.bytes.push_back(bytes_of<float>(std::span<const float>(&tensor.nested_offset, 1)));
+    return pieces;
+  }
+  append_absmax(pieces, models::bnb_4bit_block_absmax(tensor), weight.nf4.double_quant);
   return pieces;
 }
 

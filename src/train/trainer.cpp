@@ -5,11 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <csignal>
-#include <limits>
-#include <map>
 #include <memory>
-#include <random>
 
 #include <fmt/format.h>
 
@@ -17,6 +13,8 @@
 #include "core/error.h"
 #include "data/data_loader.h"
 #include "data/pipeline.h"
+#include "distributed/parallel_layout.h"
+#include "distributed/rank_failure.h"
 #include "io/model_config.h"
 #include "models/model_spec.h"
 #include "train/batch_inputs.h"
@@ -26,7 +24,7 @@
 #include "train/device/backend_selection.h"
 #include "train/device/training_device.h"
 #include "train/evaluator.h"
-#include "train/fp16_loss_scaler.h"
+#include "train/gpu_utilization.h"
 #include "train/html_report.h"
 #include "train/lora_targets.h"
 #include "train/lr_schedule.h"
@@ -35,9 +33,13 @@
 #include "ops/defs/register_ops.h"
 #include "train/model_outputs.h"
 #include "train/model_weights.h"
+#include "train/process_run.h"
 #include "train/progress_display.h"
+#include "train/step_guard.h"
+#include "train/time_breakdown.h"
 #include "train/quantized_weights.h"
 #include "train/memory_prediction.h"
+#include "train/tracker_feed.h"
 #include "train/training_plan.h"
 
 namespace surogate::train {
@@ -46,36 +48,6 @@ namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
-
-// PEFT's initialisation: A ~ kaiming-uniform(a = √5) = U(−1/√in, 1/√in), B = 0, so the adapted
-// model starts exactly at the base model. Seeded from train_seed (its own stream).
-void initialize_lora(const models::LoraSetup& lora, std::span<const WeightView> weights, uint64_t seed) {
-  std::mt19937_64 generator(seed ^ 0x4c6f5241ull);  // "LoRA"
-  for (const models::LoraAdapter& adapter : lora.adapters) {
-    for (const WeightView& weight : weights) {
-      if (weight.name == adapter.a.name) {
-        const double bound = 1.0 / std::sqrt(static_cast<double>(adapter.a.shape[1]));
-        for (float& value : weight.values) {
-          const double uniform = static_cast<double>(generator() >> 11) * 0x1.0p-53;
-          value = static_cast<float>((2.0 * uniform - 1.0) * bound);
-        }
-      } else if (weight.name == adapter.b.name) {
-        std::fill(weight.values.begin(), weight.values.end(), 0.0f);
-      }
-    }
-  }
-}
-
-// The dropout seed of micro-batch `micro` of optimizer step `step`: a function of the run's
-// seed and the position only, so a resumed run draws the same masks.
-int32_t dropout_seed(uint64_t train_seed, int64_t step, int64_t micro) {
-  uint64_t value = train_seed * 0x9e3779b97f4a7c15ull + static_cast<uint64_t>(step) * 0x100000001b3ull +
-                   static_cast<uint64_t>(micro);
-  value ^= value >> 29;
-  value *= 0xbf58476d1ce4e5b9ull;
-  value ^= value >> 32;
-  return static_cast<int32_t>(static_cast<uint32_t>(value));
-}
 
 LrScheduleType schedule_type(LrScheduler scheduler) {
   switch (scheduler) {
@@ -96,32 +68,33 @@ private:
   void save_checkpoint();
   // Logs a checkpoint the writer thread finished (nothing when none).
   void log_saved(const std::optional<SavedCheckpoint>& saved);
-  // A step that is not applied: gradients dropped, logged; too many in a row end the run.
-  void skip_step(const std::string& what, double value, nlohmann::json& record);
-  // fp16: the gradients overflowed at the step's loss scale; skipped, the scale halves.
-  void skip_overflow(double loss_scale, nlohmann::json& record);
-  void inject_faults_after_step() const;
+  void resume();
+  void log(const std::string& type, nlohmann::json record) {
+    if (log_) log_->write(type, std::move(record));
+  }
   void write_outputs();
   // The base model's weights into `views` (spec order): from the model folder, or the
   // deterministic initialisation when it holds no safetensors. `written` sees each one filled;
-  // `stored_fp8` may take the weights a checkpoint saved in FP8 blocks holds as they are.
+  // `stored_fp8` / `stored_bnb` may take the weights a checkpoint saved in FP8 blocks / bitsandbytes
+  // 4-bit holds as they are.
   void read_base_weights(std::span<const WeightView> views, const WeightWritten& written = {},
-                         const models::Fp8BlockSink& stored_fp8 = {}) const;
+                         const models::Fp8BlockSink& stored_fp8 = {}, const models::Bnb4bitSink& stored_bnb = {}) const;
   void load_base_weights(std::span<const WeightView> base_weights);
   const models::QuantizedWeight* quantized_weight(const std::string& name) const;
-  void add_time_breakdown();
   void report_time_breakdown();
-  [[noreturn]] void fail_non_finite(const std::string& what, double value);
-  std::string restarts_summary() const;
+  [[noreturn]] void fail_diverged(const StepVerdict& verdict);
   std::vector<std::pair<std::string, std::string>> summary_rows() const;
 
   const Config& config_;
   TrainerOptions options_;
+  // The processes of the run (one unless a launcher or Ray started several): rank 0's process
+  // writes the log, checkpoints and outputs and evaluates; the others only train.
+  std::unique_ptr<distributed::ProcessWorld> world_;
   ProgressDisplay display_;
   io::ModelConfig model_config_;
   std::vector<models::ParameterSpec> specs_;  // the base model's parameters
   std::optional<models::LoraSetup> lora_;
-  std::optional<models::QloraOptions> qlora_;             // qlora_bnb, qlora_fp8
+  std::optional<models::QloraOptions> qlora_;             // qlora_bnb, qlora_fp8, qlora_fp4
   std::optional<models::Fp8Options> fp8_;                 // recipe fp8_hybrid
   std::vector<models::QuantizedWeight> quantized_;        // the base weights the plan stores quantized
   graph::TensorId dropout_seed_ = graph::kNoTensor;
@@ -137,13 +110,17 @@ private:
   std::unique_ptr<LrSchedule> schedule_;
   std::unique_ptr<CheckpointStore> store_;
   std::unique_ptr<MetricsLog> log_;
+  std::unique_ptr<TrackerFeed> trackers_;         // report_to
+  std::unique_ptr<GpuUtilizationLog> gpu_log_;    // log_gpu_util
   TrainingState state_;
   TrainingResult result_;
   int64_t batches_per_epoch_ = 0;
   int64_t last_saved_step_ = -1;
   std::string run_name_;
-  // debug_time_breakdown: ms per "phase:op" summed over the timed micro-batches (one per step).
-  std::map<std::string, double> time_breakdown_ms_;
+  // The window's micro-batches this process trains, and each one's index in the window.
+  std::vector<data::PackedBatch> window_;
+  std::vector<int64_t> window_indices_;
+  TimeBreakdown time_breakdown_;  // debug_time_breakdown
   // Start-up: seconds per phase from the constructor's start to the first step (logged as
   // "startup" and printed in one line; bench/ reports it).
   Clock::time_point constructed_ = Clock::now();
@@ -153,9 +130,8 @@ private:
     startup_seconds_.emplace_back(name, seconds_since(phase_start_));
     phase_start_ = Clock::now();
   }
-  int64_t time_breakdown_samples_ = 0;
+  std::unique_ptr<StepGuard> guard_;  // skipped steps, fp16 loss scaling
   std::vector<std::string> resume_warnings_;  // checkpoints skipped on resume, logged once the log is open
-  std::optional<Fp16LossScaler> loss_scaler_;  // torch_dtype: float16
   // Last: destroyed first, so a write in flight finishes while the store and device still exist.
   std::unique_ptr<CheckpointWriter> writer_;
 };
@@ -163,11 +139,13 @@ private:
 Run::Run(const Config& config, const TrainerOptions& options)
     : config_(config),
       options_(options),
-      display_(options.live_progress.value_or(ProgressDisplay::stdout_is_terminal())),
+      world_(connect_processes(config, options.processes)),
+      display_(options.live_progress.value_or(ProgressDisplay::stdout_is_terminal()), !world_->leads()),
       registry_(ops::make_model_registry()) {
   run_name_ = config.run_name.value_or(options.default_run_name);
+  const distributed::ProcessPlacement placement = distributed::process_placement(world_.get());
   const MachineOffer machine = probe_machine();
-  BackendChoice choice = choose_training_backend(config, machine);
+  BackendChoice choice = choose_training_backend(config, machine, placement);
   backend_kind_ = options.backend.value_or(choice.backend);
   if (config.debug_time_breakdown && backend_kind_ != TrainingBackend::Cuda) {
     // Per-op times come from CUDA events around each kernel step; the CPU backend has none, and a
@@ -181,6 +159,12 @@ Run::Run(const Config& config, const TrainerOptions& options)
                        ? choice.message
                        : fmt::format("training on the {} backend (chosen by the caller)",
                                      backend_kind_ == TrainingBackend::Cuda ? "CUDA" : "CPU"));
+  // Every process drives the same number of ranks (the global rank of each follows from it).
+  const distributed::ParallelLayout ranks =
+      backend_kind_ == TrainingBackend::Cuda ? distributed::gpu_parallel_layout(config, machine.visible_gpus, placement)
+                                             : distributed::cpu_parallel_layout(config, placement);
+  world_->check_same("the data-parallel ranks each process drives (gpus, or distributed.gpus_per_node)",
+                     ranks.local_ranks);
   model_config_ = io::load_model_config(config.model);
   specs_ = models::parameter_specs(model_config_);
   if (config.lora) lora_ = lora_setup(config, model_config_, backend_kind_);
@@ -188,7 +172,8 @@ Run::Run(const Config& config, const TrainerOptions& options)
   // Data: tokenized and packed once into the token cache, memory-mapped here.
   data::DataSettings data_settings = data::data_settings_from_config(config);
   end_phase("model config");
-  cache_ = data::load_or_build_cache(data_settings, {}, [this](const std::string& line) { display_.message(line); });
+  cache_ = load_process_token_cache(config, run_name_, data_settings, *world_,
+                                   [this](const std::string& line) { display_.message(line); });
   end_phase("data");
   const auto pad_id = cache_->report().value("pad_id", 0);
   const int64_t batch = config.per_device_train_batch_size, sequence = static_cast<int64_t>(data_settings.sequence_len);
@@ -201,8 +186,9 @@ Run::Run(const Config& config, const TrainerOptions& options)
   batches_per_epoch_ = static_cast<int64_t>(loader_->batches_per_epoch());
 
   // Model: graph → plan → backend; the parameters and gradients live in the backend's regions.
+  const int first_gpu = ranks.first_device;
   TrainingPlan planned = plan_training(config, model_config_, registry_, lora_ ? &*lora_ : nullptr, backend_kind_, batch,
-                                       sequence, device_memory(backend_kind_, machine));
+                                       sequence, device_memory(backend_kind_, machine, std::nullopt, first_gpu));
   if (!planned.fits()) {
     // Before any weight is loaded or device memory taken: what it needs, and what would fit.
     fail_user("the run does not fit {}; nothing was loaded. The prediction (as `--dry-run` prints it):\n{}",
@@ -217,7 +203,8 @@ Run::Run(const Config& config, const TrainerOptions& options)
   qlora_ = qlora_options(config);
   fp8_ = fp8_options(config, model_config_);
   quantized_ = models::quantized_weights(plan_.graph);
-  TrainingDeviceSetup device_setup{&plan_, &registry_, {}, &config, options.data_parallel_device};
+  TrainingDeviceSetup device_setup{&plan_, &registry_, {}, &config, options.data_parallel_device, world_.get()};
+  if (options.offload_chunk_bytes) device_setup.offload_chunk_bytes = *options.offload_chunk_bytes;
   for (const models::ParameterSpec& spec : specs_) {
     if (quantized_weight(spec.name) == nullptr) device_setup.specs.push_back(spec);
   }
@@ -260,10 +247,14 @@ Run::Run(const Config& config, const TrainerOptions& options)
   load_base_weights(base_weights);
   if (fp8_) {
     const auto state = models::fp8_scaling_state(plan_.graph);
+    const char* weights_in_fp8 = !models::fp8_trained_weights(plan_.graph).empty()
+                                     ? "E4M3 copies of the trained weights made once per step, E4M3 inputs"
+                                 : qlora_ ? "the dequantized base and the inputs in E4M3"
+                                          : "E4M3 weights and inputs";
     display_.message(fmt::format(
-        "fp8_hybrid: {} projections in FP8 (E4M3 weights and inputs, {} gradients; layers {}–{} of {}), delayed "
-        "scaling over {} steps at {} sites",
-        quantized_.size(), fp8_->gradient_format == quant::Fp8Format::E4M3 ? "E4M3" : "E5M2",
+        "fp8_hybrid: {} projections in FP8 ({}, {} gradients; layers {}–{} of {}), delayed scaling over {} steps "
+        "at {} sites",
+        models::fp8_projection_count(plan_.graph), weights_in_fp8, fp8_->gradient_format == quant::Fp8Format::E4M3 ? "E4M3" : "E5M2",
         fp8_->skip_first_layers, fp8_->layers - fp8_->skip_last_layers - 1, fp8_->layers, fp8_->amax_history,
         state ? state->sites : 0));
   }
@@ -299,60 +290,44 @@ Run::Run(const Config& config, const TrainerOptions& options)
                      {"total_steps", schedule.total_steps}, {"warmup_steps", schedule.warmup_steps},
                      {"cooldown_steps", schedule.cooldown_steps}, {"final_lr_fraction", schedule.final_lr_fraction}};
 
-  if (cache_->eval().rows() > 0) {
-    EvaluatorSetup evaluation{&model_config_, &registry_, batch, sequence, config.lmhead_chunks, cache_,
-                              static_cast<uint64_t>(config.eval_seed), pad_id, lora_ ? &*lora_ : nullptr,
-                              qlora_ ? &*qlora_ : nullptr, fp8_ ? &*fp8_ : nullptr};
-    evaluation.fp16 = fp16_training(config);
-    evaluation.fused_rope = config.use_fused_rope;
-    evaluator_ = device_->make_evaluator(evaluation);
+  if (cache_->eval().rows() > 0 && world_->leads()) {
+    evaluator_ = device_->make_evaluator({&model_config_, &registry_, batch, sequence, config.lmhead_chunks, cache_,
+                                          static_cast<uint64_t>(config.eval_seed), pad_id, lora_ ? &*lora_ : nullptr,
+                                          qlora_ ? &*qlora_ : nullptr, fp8_ ? &*fp8_ : nullptr, fp16_training(config),
+                                          config.use_fused_rope});
   }
-  if (fp16_training(config)) {
-    loss_scaler_.emplace(config.fp16_loss_scale, config.fp16_loss_scale_window);
-    state_.loss_scale = loss_scaler_->to_json();
-  }
+  guard_ = std::make_unique<StepGuard>(config, fp16_training(config), state_);
   store_ = std::make_unique<CheckpointStore>(config.checkpoint_dir.value_or(config.output_dir),
                                              static_cast<int>(config.save_total_limit));
   writer_ = std::make_unique<CheckpointWriter>(*store_, options.faults.checkpoint_write_delay);
-  if (config.resume_from_checkpoint) {
-    // The newest checkpoint whose files match their manifest; damaged or half-written ones are
-    // skipped with a warning naming them.
-    auto latest = store_->latest_verified([this](const std::string& warning) {
-      display_.message("warning: " + warning);
-      resume_warnings_.push_back(warning);
-    });
-    if (latest) {
-      std::vector<StateTensor> optimizer_state = device_->optimizer_state();
-      TrainingState restored = restore_checkpoint(*latest, device_->trainable(), optimizer_state);
-      device_->upload();
-      restored.total_steps = state_.total_steps;
-      restored.schedule = state_.schedule;
-      state_ = std::move(restored);
-      if (loss_scaler_) {
-        loss_scaler_->restore(state_.loss_scale);
-        state_.loss_scale = loss_scaler_->to_json();
-      }
-      loader_->seek(state_.loader);
-      last_saved_step_ = state_.step;
-      display_.message(fmt::format("resumed from {} (step {})", latest->string(), state_.step));
-    } else {
-      display_.message("resume_from_checkpoint: no checkpoint that verifies yet; starting from step 0");
-    }
-  }
+  if (config.resume_from_checkpoint) resume();
   result_.first_step = state_.step;
-  log_ = std::make_unique<MetricsLog>(config.log_file ? fs::path(*config.log_file)
-                                                      : default_log_path(config.output_dir, run_name_));
-  log_->write("config", {{"run_name", run_name_}, {"command", options.pretraining ? "pt" : "sft"},
-                         {"model", config.model}, {"total_steps", state_.total_steps}, {"start_step", state_.step},
-                         {"batch_size", batch}, {"sequence_len", sequence}, {"gradient_accumulation_steps", accumulation},
-                         {"data_parallel_ranks", device_->data_parallel_ranks()},
-                         {"batches_per_epoch", batches_per_epoch_}, {"parameters", [&] {
-                            int64_t count = 0;
-                            for (const auto& spec : specs_) count += graph::shape_numel(spec.shape);
-                            return count;
-                          }()}});
-  result_.log_file = log_->path();
-  for (const std::string& warning : resume_warnings_) log_->write("warning", {{"what", warning}});
+  if (world_->leads()) {
+    log_ = std::make_unique<MetricsLog>(config.log_file ? fs::path(*config.log_file)
+                                                        : default_log_path(config.output_dir, run_name_));
+    result_.log_file = log_->path();
+    if (!config.report_to.empty()) {
+      trackers_ = TrackerFeed::start(tracker_setup(config, run_name_, state_.step > 0),
+                                     [this](const std::string& line) { display_.message(line); });
+      if (trackers_) log_->set_observer([this](const nlohmann::json& record) { trackers_->send(record); });
+    }
+    GpuUtilizationPlan gpu = gpu_utilization_plan(
+        config.log_gpu_util, config.source_of("log_gpu_util"),
+        backend_kind_ == TrainingBackend::Cuda ? static_cast<int>(device_->data_parallel_ranks()) : 0,
+        cuda::open_nvml_sampler);
+    gpu_log_ = std::move(gpu.log);
+    if (gpu.warning) display_.message(*gpu.warning);
+  }
+  log("config", {{"run_name", run_name_}, {"command", options.pretraining ? "pt" : "sft"},
+                  {"model", config.model}, {"total_steps", state_.total_steps}, {"start_step", state_.step},
+                  {"batch_size", batch}, {"sequence_len", sequence}, {"gradient_accumulation_steps", accumulation},
+                  {"data_parallel_ranks", device_->data_parallel_ranks()},
+                  {"batches_per_epoch", batches_per_epoch_}, {"parameters", [&] {
+                     int64_t count = 0;
+                     for (const auto& spec : specs_) count += graph::shape_numel(spec.shape);
+                     return count;
+                   }()}});
+  for (const std::string& warning : resume_warnings_) log("warning", {{"what", warning}});
   for (const RestartRecord& restart : options.restarts) {
     display_.message(fmt::format("restart {} of at most {} after the previous attempt ended: {}; {}", restart.attempt,
                                  config.max_restarts, restart.reason,
@@ -361,87 +336,71 @@ Run::Run(const Config& config, const TrainerOptions& options)
   }
 }
 
-void Run::fail_non_finite(const std::string& what, double value) {
+// The newest checkpoint whose files match their manifest; damaged or half-written ones are skipped
+// with a warning naming them.
+void Run::resume() {
+  std::optional<ResumedRun> resumed =
+      resume_latest_checkpoint(*world_, *store_, *device_, [this](const std::string& warning) {
+        display_.message("warning: " + warning);
+        resume_warnings_.push_back(warning);
+      });
+  if (!resumed) {
+    display_.message("resume_from_checkpoint: no checkpoint that verifies yet; starting from step 0");
+    return;
+  }
+  resumed->state.total_steps = state_.total_steps;
+  resumed->state.schedule = state_.schedule;
+  state_ = std::move(resumed->state);
+  guard_->resume(state_);
+  loader_->seek(state_.loader);
+  last_saved_step_ = state_.step;
+  if (resumed->folder) display_.message(fmt::format("resumed from {} (step {})", resumed->folder->string(), state_.step));
+}
+
+void Run::fail_diverged(const StepVerdict& verdict) {
   display_.finish();
   log_saved(writer_->wait());  // the checkpoint in flight is good: finish it before naming the last one
   std::string last = store_->latest() ? store_->latest()->string() : std::string("none written yet");
-  log_->write("error", {{"step", state_.step}, {"what", what}, {"value", fmt::format("{}", value)},
-                        {"consecutive_nonfinite_steps", state_.consecutive_nonfinite_steps}});
-  throw TrainingDiverged(fmt::format(
-      "training diverged at step {}: the {} is {} ({} non-finite step{} in a row; max_nonfinite_steps: {}). The last "
-      "good checkpoint is {}. Lower learning_rate, raise warmup_steps or set max_grad_norm, then resume "
-      "(resume_from_checkpoint: true)",
-      state_.step, what, value, state_.consecutive_nonfinite_steps, state_.consecutive_nonfinite_steps == 1 ? "" : "s",
-      config_.max_nonfinite_steps, last));
+  log("error", {{"step", state_.step}, {"what", verdict.nonfinite.value_or("loss")},
+                {"consecutive_nonfinite_steps", state_.consecutive_nonfinite_steps}});
+  throw TrainingDiverged(guard_->divergence(verdict, state_, last));
 }
 
-void Run::skip_step(const std::string& what, double value, nlohmann::json& record) {
-  device_->skip_update();
-  ++state_.skipped_steps;
-  ++state_.consecutive_nonfinite_steps;
-  record["skipped"] = true;
-  record["nonfinite"] = what;
-  display_.message(fmt::format("step {} skipped: the {} is {} (nothing applied; {} in a row, max_nonfinite_steps: {})",
-                               state_.step, what, value, state_.consecutive_nonfinite_steps,
-                               config_.max_nonfinite_steps));
-}
-
-void Run::skip_overflow(double loss_scale, nlohmann::json& record) {
-  device_->skip_update();
-  ++state_.skipped_steps;
-  record["skipped"] = true;
-  record["nonfinite"] = "gradient norm";
-  record["loss_scale_overflow"] = true;
-  display_.message(fmt::format("step {} skipped: fp16 gradients overflowed at loss scale {}; the scale is now {}",
-                               state_.step, loss_scale, loss_scaler_->scale()));
-}
-
-// Tests' injected failures (TrainerOptions::faults), after the step's checkpoint was started.
-void Run::inject_faults_after_step() const {
-  const InjectedFaults& faults = options_.faults;
-  if (faults.crash_after_step && state_.step == *faults.crash_after_step) std::raise(SIGKILL);
-  if (faults.error_after_step && state_.step == *faults.error_after_step) {
-    throw std::runtime_error(fmt::format("injected failure after step {} (SUROGATE_TEST_FAULTS)", state_.step));
-  }
-}
-
-std::string Run::restarts_summary() const {
-  std::string text = std::to_string(options_.restarts.size());
-  for (const RestartRecord& restart : options_.restarts) {
-    text += fmt::format("{} {}: {}", &restart == &options_.restarts.front() ? " —" : ";", restart.attempt, restart.reason);
-  }
-  return text + fmt::format(" (the last resumed at step {})", result_.first_step);
-}
-
+// Rank 0's process evaluates (the others have no evaluator and wait for it).
 void Run::evaluate(bool final_eval) {
-  if (!evaluator_) return;
-  EvalResult eval = evaluator_->run();
-  nlohmann::json record{{"step", state_.step}, {"eval_loss", eval.loss}, {"eval_accuracy", eval.accuracy},
-                        {"eval_tokens", eval.tokens}, {"final", final_eval}};
-  state_.eval_history.push_back(record);
-  log_->write("eval", record);
-  if (!result_.initial_eval_loss) result_.initial_eval_loss = eval.loss;
-  result_.eval_loss = eval.loss;
-  result_.eval_accuracy = eval.accuracy;
-  display_.message(fmt::format("eval @ step {}: loss {:.4f} | token accuracy {:.1f}% ({} tokens)", state_.step,
-                               eval.loss, 100.0 * eval.accuracy, eval.tokens));
+  if (evaluator_) {
+    EvalResult eval = evaluator_->run();
+    nlohmann::json record{{"step", state_.step}, {"eval_loss", eval.loss}, {"eval_accuracy", eval.accuracy},
+                          {"eval_tokens", eval.tokens}, {"final", final_eval}};
+    state_.eval_history.push_back(record);
+    log("eval", record);
+    if (!result_.initial_eval_loss) result_.initial_eval_loss = eval.loss;
+    result_.eval_loss = eval.loss;
+    result_.eval_accuracy = eval.accuracy;
+    display_.message(fmt::format("eval @ step {}: loss {:.4f} | token accuracy {:.1f}% ({} tokens)", state_.step,
+                                 eval.loss, 100.0 * eval.accuracy, eval.tokens));
+  }
+  wait_for_rank_zero(*world_);
 }
 
-// The step's state is copied off the device (or, on the CPU, copied) and written by the writer
-// thread while training goes on; a previous write still in flight is waited for first.
+// The step's state is copied off the device (on the CPU, copied in memory) and written by the
+// writer thread while training goes on; a previous write still in flight is waited for first.
+// Every process takes part in the download (rank 0 gathers every process's optimizer shards);
+// rank 0's process writes.
 void Run::save_checkpoint() {
   const Clock::time_point start = Clock::now();
   log_saved(writer_->wait());
-  CheckpointSnapshot snapshot = take_checkpoint_snapshot(*device_, state_);
+  CheckpointSnapshot snapshot = take_checkpoint_snapshot(*device_, state_, world_->leads());
   snapshot.blocked_seconds = seconds_since(start);
-  writer_->start(std::move(snapshot));
+  if (world_->leads()) writer_->start(std::move(snapshot));
   last_saved_step_ = state_.step;
+  wait_for_rank_zero(*world_);
 }
 
 void Run::log_saved(const std::optional<SavedCheckpoint>& saved) {
   if (!saved) return;
-  log_->write("checkpoint", {{"step", saved->step}, {"path", saved->path.string()}, {"bytes", saved->bytes},
-                             {"blocked_seconds", saved->blocked_seconds}, {"write_seconds", saved->write_seconds}});
+  log("checkpoint", {{"step", saved->step}, {"path", saved->path.string()}, {"bytes", saved->bytes},
+                     {"blocked_seconds", saved->blocked_seconds}, {"write_seconds", saved->write_seconds}});
 }
 
 // Full fine-tuning / pt: the HF model folder. LoRA: the PEFT adapter, and with merge_adapter the
@@ -463,7 +422,8 @@ void Run::write_outputs() {
     const fs::path merged = merged_model_dir(config_.output_dir);
     std::vector<WeightView> merged_views;
     // QLoRA: the adapters merge into the base as the model folder holds it (full precision; a
-    // checkpoint saved in FP8 blocks dequantized), not into its quantized approximation.
+    // checkpoint saved in FP8 blocks or bitsandbytes 4-bit dequantized), not into its quantized
+    // approximation.
     std::vector<std::vector<float>> original(quantized_.empty() ? 0 : specs_.size());
     std::vector<WeightView> sources(weights.begin(), weights.end());
     if (!quantized_.empty()) {
@@ -483,9 +443,9 @@ void Run::write_outputs() {
 }
 
 void Run::read_base_weights(std::span<const WeightView> views, const WeightWritten& written,
-                            const models::Fp8BlockSink& stored_fp8) const {
+                            const models::Fp8BlockSink& stored_fp8, const models::Bnb4bitSink& stored_bnb) const {
   if (has_safetensors(config_.model)) {
-    load_weights(config_.model, specs_, views, written, stored_fp8);
+    load_weights(config_.model, specs_, views, written, stored_fp8, stored_bnb);
   } else {
     initialize_weights(specs_, views, static_cast<uint64_t>(config_.train_seed), config_.init_projections_to_zero,
                        written);
@@ -493,9 +453,21 @@ void Run::read_base_weights(std::span<const WeightView> views, const WeightWritt
 }
 
 // The base weights into the device: each weight the plan stores quantized is quantized as it
-// arrives, or, from a checkpoint saved in FP8 blocks of the plan's block size, taken as stored.
+// arrives, or, from a checkpoint saved in FP8 blocks of the plan's block size or in bitsandbytes NF4
+// of its block size, taken as stored.
 void Run::load_base_weights(std::span<const WeightView> base_weights) {
   int64_t taken_as_stored = 0, dequantized = 0;
+  auto take = [&](const std::string& name, auto stored) {
+    const models::QuantizedWeight* weight = quantized_weight(name);
+    std::optional<QuantizedPieces> pieces = weight ? stored(*weight) : std::nullopt;
+    if (!pieces) {
+      ++dequantized;
+      return false;
+    }
+    device_->store_quantized(*weight, std::move(*pieces));
+    ++taken_as_stored;
+    return true;
+  };
   read_base_weights(
       base_weights,
       [&](size_t index) {
@@ -504,21 +476,27 @@ void Run::load_base_weights(std::span<const WeightView> base_weights) {
         }
       },
       [&](const models::ParameterSpec& spec, const models::Fp8BlockTensor& tensor) {
-        const models::QuantizedWeight* weight = quantized_weight(spec.name);
-        std::optional<QuantizedPieces> pieces = weight ? stored_fp8_pieces(*weight, tensor) : std::nullopt;
-        if (!pieces) {
-          ++dequantized;
-          return false;
-        }
-        device_->store_quantized(*weight, std::move(*pieces));
-        ++taken_as_stored;
-        return true;
+        return take(spec.name,
+                    [&](const models::QuantizedWeight& weight) { return stored_fp8_pieces(weight, tensor); });
+      },
+      [&](const models::ParameterSpec& spec, const models::Bnb4bitTensor& tensor) {
+        return take(spec.name,
+                    [&](const models::QuantizedWeight& weight) { return stored_bnb_pieces(weight, tensor); });
       });
-  if (dequantized > 0) {
+  if (dequantized > 0 && model_config_.fp8_block_checkpoint) {
     const io::Fp8BlockCheckpoint& blocks = *model_config_.fp8_block_checkpoint;
     const char* again = config_.qlora_fp8 ? " (qlora_block_size differs: quantized again in its blocks)" : "";
     display_.message(fmt::format("{} is saved in FP8 blocks of {}x{}: {} weights dequantized on load{}", config_.model,
                                  blocks.block_rows, blocks.block_cols, dequantized, again));
+  }
+  if (dequantized > 0 && model_config_.bnb_4bit_checkpoint) {
+    const io::Bnb4bitCheckpoint& bnb = *model_config_.bnb_4bit_checkpoint;
+    const char* again = !qlora_ ? ""
+                        : qlora_->format != models::WeightFormat::Nf4 || bnb.quant_type != "nf4"
+                            ? " (the plan's format differs: quantized again)"
+                            : " (qlora_bnb_block_size differs: quantized again in its blocks)";
+    display_.message(fmt::format("{} is saved in bitsandbytes 4-bit ({}): {} weights dequantized on load{}",
+                                 config_.model, bnb.quant_type, dequantized, again));
   }
   if (!qlora_ || quantized_.empty()) return;
   if (qlora_->format == models::WeightFormat::Fp8Block) {
@@ -527,9 +505,17 @@ void Run::load_base_weights(std::span<const WeightView> base_weights) {
                                  taken_as_stored > 0 ? fmt::format(", {} taken as stored from the FP8 checkpoint",
                                                                    taken_as_stored)
                                                      : std::string()));
+  } else if (qlora_->format == models::WeightFormat::Nvfp4) {
+    display_.message(fmt::format("QLoRA: {} base weights stored in NVFP4 (E2M1, an E4M3 scale per 16 values and a "
+                                 "tensor scale; {} block scales), dequantized to {} for the products",
+                                 quantized_.size(), qlora_->four_over_six ? "Four Over Six" : "6-based",
+                                 backend_kind_ == TrainingBackend::Cuda ? "bf16" : "fp32"));
   } else {
-    display_.message(fmt::format("QLoRA: {} base weights stored in NF4 (block {}, double quantization {})",
-                                 quantized_.size(), qlora_->block_size, qlora_->double_quant ? "on" : "off"));
+    display_.message(fmt::format("QLoRA: {} base weights stored in NF4 (block {}, double quantization {}{})",
+                                 quantized_.size(), qlora_->block_size, qlora_->double_quant ? "on" : "off",
+                                 taken_as_stored > 0 ? fmt::format("; {} taken as stored from the bitsandbytes checkpoint",
+                                                                   taken_as_stored)
+                                                     : std::string()));
   }
 }
 
@@ -555,82 +541,78 @@ TrainingResult Run::run() {
       record[phase] = seconds;
       if (seconds >= 0.05) line += fmt::format("{}{} {:.1f} s", line.empty() ? "" : ", ", phase, seconds);
     }
-    log_->write("startup", record);
+    log("startup", record);
     display_.message(fmt::format("start-up {:.1f} s{}", seconds_since(constructed_), line.empty() ? "" : " (" + line + ")"));
   }
-  std::vector<data::PackedBatch> window(static_cast<size_t>(accumulation * device_->data_parallel_ranks()));
+  const int64_t window_size = accumulation * device_->data_parallel_ranks();
+  for (int64_t index = 0; index < window_size; ++index) {
+    if (device_->takes_micro_batch(index)) window_indices_.push_back(index);
+  }
+  window_.resize(window_indices_.size());
+  std::vector<MicroBatchTotals> taken(window_.size());
   double step_seconds_total = 0.0;
   int64_t steps_timed = 0;
   while (state_.step < state_.total_steps) {
     const Clock::time_point step_start = Clock::now();
-    int64_t loss_tokens = 0, tokens = 0;
-    double loss_weight = 0.0;  // Σ token weights (= loss_tokens unless loss_scale weighs tokens)
-    for (data::PackedBatch& batch : window) {
+    // This process reads its ranks' micro-batches of the window and skips the others'.
+    for (int64_t index = 0, next = 0; index < window_size; ++index) {
+      if (next == static_cast<int64_t>(window_indices_.size()) || window_indices_[static_cast<size_t>(next)] != index) {
+        loader_->skip();
+        continue;
+      }
+      data::PackedBatch& batch = window_[static_cast<size_t>(next)];
       batch = loader_->next();
-      loss_tokens += batch.num_loss_tokens;
-      loss_weight += batch.loss_weight_sum;
-      tokens += batch.num_tokens;
+      taken[static_cast<size_t>(next++)] = {batch.loss_weight_sum, batch.num_loss_tokens, batch.num_tokens};
     }
+    // Σ token weights of the whole window (= loss tokens unless loss_scale weighs tokens).
+    const MicroBatchTotals totals = device_->window_totals(taken);
+    const int64_t loss_tokens = totals.loss_tokens, tokens = totals.tokens;
     // The loss is the window's weighted mean Σ w·ce / Σ w (the plain token mean when unweighted);
-    // fp16: times the loss scale, so every gradient is that much larger (undone before the update).
-    const double loss_scale = loss_scaler_ ? loss_scaler_->scale() : 1.0;
-    const float scale = loss_weight > 0.0 ? static_cast<float>(loss_scale / loss_weight) : 0.0f;
-    int64_t micro = 0;
-    for (const data::PackedBatch& batch : window) {
-      std::vector<runtime::InputBinding> bindings = inputs_->bind(batch, scale);
+    // fp16: times the loss scale, so every gradient is that much larger (undone by the update).
+    const float scale =
+        totals.loss_weight > 0.0 ? static_cast<float>(guard_->loss_scale() / totals.loss_weight) : 0.0f;
+    for (size_t micro = 0; micro < window_.size(); ++micro) {
+      std::vector<runtime::InputBinding> bindings = inputs_->bind(window_[micro], scale);
       if (dropout_seed_ != graph::kNoTensor) {
-        dropout_seed_value_ = dropout_seed(state_.train_seed, state_.step, micro);
+        dropout_seed_value_ = dropout_seed(state_.train_seed, state_.step, window_indices_[micro]);
         bindings.push_back({dropout_seed_, std::as_bytes(std::span<const int32_t>(&dropout_seed_value_, 1))});
       }
-      ++micro;
       device_->accumulate(bindings);
     }
     const StepMetrics metrics = device_->measure();
-    if (config_.debug_time_breakdown) add_time_breakdown();
-    double loss = metrics.loss / loss_scale;
-    const double grad_norm = metrics.grad_norm / loss_scale;
-    const InjectedFaults& faults = options_.faults;
-    if ((faults.nonfinite_loss_at_step && state_.step + 1 == *faults.nonfinite_loss_at_step) ||
-        (faults.nonfinite_loss_from_step && state_.step + 1 >= *faults.nonfinite_loss_from_step)) {
-      loss = std::numeric_limits<double>::quiet_NaN();
-    }
+    if (config_.debug_time_breakdown) time_breakdown_.add(device_->time_breakdown());  // measure() waited
     const double learning_rate = schedule_->learning_rate(state_.step);
-    const bool finite = std::isfinite(loss) && std::isfinite(grad_norm);
-    // fp16: finite loss, overflowed gradients — the scale was too high, not a divergence (unless
-    // it is already 1).
-    const bool overflow = loss_scaler_ && !finite && std::isfinite(loss) && !loss_scaler_->at_minimum();
-    if (finite) {
-      device_->update({state_.step, learning_rate, config_.weight_decay, 1.0 / loss_scale});
-      state_.consecutive_nonfinite_steps = 0;
+    nlohmann::json record;
+    const StepVerdict verdict =
+        guard_->judge(injected_loss(options_.faults, state_.step + 1, metrics.loss), metrics.grad_norm, state_, record);
+    const double loss = verdict.loss, grad_norm = verdict.grad_norm;
+    if (verdict.apply) {
+      device_->update({state_.step, learning_rate, config_.weight_decay, verdict.gradient_scale});
+    } else {
+      device_->skip_update();
     }
     ++state_.step;
     state_.loader = loader_->position();
+    if (auto line = guard_->message(verdict, state_)) display_.message(*line);
 
     const double seconds = seconds_since(step_start);
     step_seconds_total += seconds;
     ++steps_timed;
     const double epoch = static_cast<double>(state_.loader.epoch) +
                          static_cast<double>(state_.loader.index) / static_cast<double>(std::max<int64_t>(1, batches_per_epoch_));
-    nlohmann::json record{{"step", state_.step}, {"epoch", epoch}, {"loss", loss}, {"lr", learning_rate},
-                          {"grad_norm", grad_norm}, {"tokens", tokens}, {"loss_tokens", loss_tokens},
-                          {"tokens_per_second", tokens / std::max(seconds, 1e-9)}, {"step_seconds", seconds}};
-    if (loss_scaler_) {
-      record["loss_scale"] = loss_scale;
-      if (std::isfinite(loss)) loss_scaler_->update(finite);
-      state_.loss_scale = loss_scaler_->to_json();
-    }
-    if (overflow) {
-      skip_overflow(loss_scale, record);
-    } else if (!finite) {
-      skip_step(std::isfinite(loss) ? "gradient norm" : "loss", std::isfinite(loss) ? grad_norm : loss, record);
-    }
+    record.update({{"step", state_.step}, {"epoch", epoch}, {"loss", loss}, {"lr", learning_rate},
+                   {"grad_norm", grad_norm}, {"tokens", tokens}, {"loss_tokens", loss_tokens},
+                   {"tokens_per_second", tokens / std::max(seconds, 1e-9)}, {"step_seconds", seconds}});
     state_.history.push_back(record);
-    log_->write("step", record);
-    result_.step_losses.push_back(loss);
-    if (state_.consecutive_nonfinite_steps > config_.max_nonfinite_steps) {
-      fail_non_finite(std::isfinite(loss) ? "gradient norm" : "loss", std::isfinite(loss) ? grad_norm : loss);
-    }
+    log("step", record);
+    if (guard_->diverged(state_)) fail_diverged(verdict);
     log_saved(writer_->poll());
+    if (gpu_log_ && gpu_log_->due(state_.step)) {  // rank 0's process only
+      nlohmann::json sample = gpu_log_->sample(state_.step);
+      state_.gpu_history.push_back(sample);
+      log("gpu", sample);
+    }
+    result_.step_losses.push_back(loss);
     if (!options_.quiet) {
       display_.step({state_.step, state_.total_steps, epoch, loss, learning_rate, grad_norm,
                      tokens / std::max(seconds, 1e-9),
@@ -638,7 +620,7 @@ TrainingResult Run::run() {
     }
     if (config_.eval_steps > 0 && state_.step % config_.eval_steps == 0 && state_.step < state_.total_steps) evaluate(false);
     if (config_.save_steps > 0 && state_.step % config_.save_steps == 0) save_checkpoint();
-    inject_faults_after_step();
+    inject_faults_after_step(options_.faults, state_.step);
     if (options_.stop_after_step && state_.step == *options_.stop_after_step) {
       display_.finish();
       log_saved(writer_->wait());
@@ -651,54 +633,38 @@ TrainingResult Run::run() {
   display_.finish();
   evaluate(true);
   if (last_saved_step_ != state_.step) save_checkpoint();
-  write_outputs();
-  log_saved(writer_->wait());
   result_.steps = state_.step;
   result_.skipped_steps = state_.skipped_steps;
+  if (!world_->leads()) {
+    wait_for_rank_zero(*world_);
+    result_.seconds = seconds_since(start);
+    return result_;
+  }
+  write_outputs();
+  log_saved(writer_->wait());
   result_.seconds = seconds_since(start);
   auto rows = summary_rows();
   result_.report_file = fs::path(config_.output_dir) / fmt::format("report-{}.html", run_name_);
   write_html_report(result_.report_file, fmt::format("Surogate {} run '{}'", options_.pretraining ? "pt" : "sft", run_name_),
-                    state_.history, state_.eval_history, rows);
+                    state_.history, state_.eval_history, rows, gpu_plot_series(state_.gpu_history));
   nlohmann::json summary = nlohmann::json::object();
   for (const auto& [key, value] : rows) summary[key] = value;
-  log_->write("summary", summary);
+  log("summary", summary);
   display_.message(format_summary_table("training summary", rows));
   report_time_breakdown();
+  if (trackers_) {
+    // The trackers upload what they hold (wandb online); the run itself is complete.
+    trackers_->finish(std::chrono::seconds(300), [this](const std::string& line) { display_.message(line); });
+  }
+  wait_for_rank_zero(*world_);
   return result_;
 }
 
-// After measure(), which waited for the step: the per-op times of its last micro-batch.
-void Run::add_time_breakdown() {
-  const std::vector<std::pair<std::string, double>> breakdown = device_->time_breakdown();
-  if (breakdown.empty()) return;
-  for (const auto& [op, ms] : breakdown) time_breakdown_ms_[op] += ms;
-  ++time_breakdown_samples_;
-}
-
-// The mean per-op time of one micro-batch over the run's steps, largest first, as a table and a
-// "time_breakdown" log record. Only the plan's steps (forward, backward, recompute) are timed, not
-// the gradient accumulation and optimizer kernels around them.
+// The mean per-op time of one micro-batch over the run's steps (train/time_breakdown.h).
 void Run::report_time_breakdown() {
-  if (!config_.debug_time_breakdown || time_breakdown_samples_ == 0) return;
-  std::vector<std::pair<std::string, double>> mean;
-  double total = 0.0;
-  for (const auto& [op, ms] : time_breakdown_ms_) {
-    mean.emplace_back(op, ms / static_cast<double>(time_breakdown_samples_));
-    total += mean.back().second;
-  }
-  std::sort(mean.begin(), mean.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
-  std::vector<std::pair<std::string, std::string>> rows;
-  nlohmann::json ops = nlohmann::json::array();
-  for (const auto& [op, ms] : mean) {
-    const double percent = total > 0.0 ? 100.0 * ms / total : 0.0;
-    rows.emplace_back(op, fmt::format("{:9.3f} ms {:5.1f}%", ms, percent));
-    ops.push_back({{"op", op}, {"ms", ms}, {"percent", percent}});
-  }
-  rows.emplace_back("total", fmt::format("{:9.3f} ms", total));
-  log_->write("time_breakdown", {{"micro_batches", time_breakdown_samples_}, {"total_ms", total}, {"ops", ops}});
-  display_.message(format_summary_table(
-      fmt::format("time per micro-batch (mean of {} steps' last micro-batch)", time_breakdown_samples_), rows));
+  if (!config_.debug_time_breakdown || time_breakdown_.empty()) return;
+  log("time_breakdown", time_breakdown_.record());
+  display_.message(time_breakdown_.table());
 }
 
 std::vector<std::pair<std::string, std::string>> Run::summary_rows() const {
@@ -715,14 +681,13 @@ std::vector<std::pair<std::string, std::string>> Run::summary_rows() const {
     rows.emplace_back("first step loss", fmt::format("{:.4f}", (*first)["loss"].get<double>()));
     rows.emplace_back("last step loss", fmt::format("{:.4f}", (*last)["loss"].get<double>()));
   }
-  if (state_.skipped_steps > 0) {
-    rows.emplace_back("skipped steps", fmt::format("{} (non-finite loss or gradient, nothing applied)", state_.skipped_steps));
-  }
-  if (!options_.restarts.empty()) rows.emplace_back("restarts", restarts_summary());
-  if (loss_scaler_) {
-    rows.emplace_back("fp16 loss scale", fmt::format("{} at the end; {} step{} skipped for overflowed gradients",
-                                                     loss_scaler_->scale(), loss_scaler_->overflows(),
-                                                     loss_scaler_->overflows() == 1 ? "" : "s"));
+  for (auto& row : guard_->summary_rows(state_)) rows.push_back(std::move(row));
+  if (!options_.restarts.empty()) {
+    std::string text = std::to_string(options_.restarts.size());
+    for (const RestartRecord& restart : options_.restarts) {
+      text += fmt::format("{} {}: {}", &restart == &options_.restarts.front() ? " —" : ";", restart.attempt, restart.reason);
+    }
+    rows.emplace_back("restarts", text + fmt::format(" (the last resumed at step {})", result_.first_step));
   }
   if (result_.initial_eval_loss) rows.emplace_back("eval loss before training", fmt::format("{:.4f}", *result_.initial_eval_loss));
   if (result_.eval_loss) {
@@ -731,6 +696,7 @@ std::vector<std::pair<std::string, std::string>> Run::summary_rows() const {
                       fmt::format("{:.1f}% (chance {:.1f}%)", 100.0 * *result_.eval_accuracy, 100.0 / static_cast<double>(model_config_.vocab_size)));
   }
   rows.emplace_back("time", format_duration(result_.seconds));
+  for (auto& row : gpu_summary_rows(state_.gpu_history)) rows.push_back(std::move(row));
   if (lora_) {
     rows.emplace_back("adapter (PEFT)", config_.output_dir);
     if (config_.merge_adapter) rows.emplace_back("merged model", merged_model_dir(config_.output_dir).string());
@@ -747,7 +713,18 @@ std::vector<std::pair<std::string, std::string>> Run::summary_rows() const {
 
 TrainingResult run_training(const Config& config, const TrainerOptions& options) {
   Run run(config, options);
-  return run.run();
+  try {
+    return run.run();
+  } catch (const distributed::RankFailure& failure) {
+    // Another rank stopped: the checkpoints written so far are complete and resumable.
+    const CheckpointStore store(config.checkpoint_dir.value_or(config.output_dir), 0);
+    const std::optional<fs::path> latest = store.latest();
+    throw distributed::RankFailure(fmt::format(
+        "{}. The run stopped; {}", failure.what(),
+        latest ? fmt::format("the last complete checkpoint is {} (resume_from_checkpoint: true continues from it)",
+                             latest->string())
+               : std::string("no checkpoint was written yet")));
+  }
 }
 
 }  // namespace surogate::train

@@ -12,9 +12,10 @@
 // max_nonfinite_steps in a row stop the run with TrainingDiverged naming the step. Checkpoints are
 // written by a writer thread while training goes on (train/checkpoint_writer.h). At the end: final
 // eval, final checkpoint, the HF model folder in output_dir, the HTML report and a summary table.
+// Several processes (TrainerOptions::processes) run this same loop, each over its ranks'
+// micro-batches (train/process_run.h: what else differs).
 #pragma once
 
-#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -23,7 +24,9 @@
 
 #include "config/config.h"
 #include "core/error.h"
+#include "distributed/launcher_environment.h"
 #include "train/device/backend_selection.h"
+#include "train/injected_faults.h"
 
 namespace surogate::train {
 
@@ -32,16 +35,6 @@ namespace surogate::train {
 struct RestartRecord {
   int attempt = 0;              // 1 for the first restart
   std::string reason;           // "killed by signal 9 (Killed)", "exit code 1 (internal or CUDA error)", ...
-};
-
-// Failures injected by tests (the CLI reads them from SUROGATE_TEST_FAULTS; in a supervised run
-// only the first attempt sees them, unless every_attempt=1).
-struct InjectedFaults {
-  std::chrono::milliseconds checkpoint_write_delay{0};  // the writer sleeps before the manifest
-  std::optional<int64_t> crash_after_step;              // the process kills itself (SIGKILL)
-  std::optional<int64_t> error_after_step;              // an internal error is thrown (as a CUDA error would be)
-  std::optional<int64_t> nonfinite_loss_at_step;        // this step's loss reads NaN
-  std::optional<int64_t> nonfinite_loss_from_step;      // this step's and every later step's loss reads NaN
 };
 
 // Too many consecutive non-finite steps (max_nonfinite_steps): the CLI exits with code 3, which a
@@ -63,6 +56,12 @@ struct TrainerOptions {
   std::optional<TrainingBackend> backend;
   // The data-parallel device even for one rank (tests run the gloo / NCCL path with a world of one).
   bool data_parallel_device = false;
+  // Tests: the staged offload step's chunk size (train/device/host_offload_plan.h), small enough
+  // that a tiny model's step runs in several chunks through both slots.
+  std::optional<size_t> offload_chunk_bytes;
+  // This process is one of several (the CLI reads the launcher variables: RANK, WORLD_SIZE, ...):
+  // their ranks train together, rank 0's process writes the log, checkpoints and outputs.
+  std::optional<distributed::ProcessWorldSpec> processes;
   InjectedFaults faults;
   // Set by a supervised run's restarts: the restarts so far (logged at start and in the report).
   std::vector<RestartRecord> restarts;

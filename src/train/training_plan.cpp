@@ -37,6 +37,9 @@ models::LoraSetup lora_setup(const Config& config, const io::ModelConfig& model,
 
 std::optional<models::QloraOptions> qlora_options(const Config& config) {
   if (config.qlora_fp8) return models::QloraOptions{models::WeightFormat::Fp8Block, config.qlora_block_size, false};
+  if (config.qlora_fp4) {
+    return models::QloraOptions{models::WeightFormat::Nvfp4, quant::kNvfp4Block, false, config.qlora_four_over_six};
+  }
   if (!config.qlora_bnb) return std::nullopt;
   return models::QloraOptions{models::WeightFormat::Nf4, config.qlora_bnb_block_size, config.qlora_bnb_double_quant};
 }
@@ -49,6 +52,7 @@ std::optional<models::Fp8Options> fp8_options(const Config& config, const io::Mo
   options.skip_last_layers = config.skip_quant_last_layers;
   options.amax_history = config.fp8_amax_history;
   if (config.gradient_dtype == GradientDtype::Fp8E4M3) options.gradient_format = quant::Fp8Format::E4M3;
+  options.trained_weights = !config.lora;  // LoRA's trainable weights are the adapters
   return options;
 }
 
@@ -59,8 +63,8 @@ TrainingForward build_training_forward(const Config& config, const io::ModelConf
   // The CUDA backend runs the bf16 recipe: parameters and activations in bf16.
   models::DecoderGraphOptions options{batch, sequence, config.lmhead_chunks, false};
   options.attention_backward_chunks = config.attn_bwd_chunks;
-  options.fused_rope = config.use_fused_rope;
   if (backend == TrainingBackend::Cuda) options.dtype = DType::BF16;
+  options.fused_rope = config.use_fused_rope;
   const auto loss_scale = data::parse_loss_scale(config.loss_scale);
   options.token_weights = training && loss_scale && data::loss_scale_has_weights(*loss_scale);
   models::DecoderGraph decoder = models::build_decoder_graph(model, registry, options);
@@ -97,13 +101,14 @@ compiler::RecomputePolicy recompute_policy(const Config& config) {
   return policy;
 }
 
-DeviceMemory device_memory(TrainingBackend backend, const MachineOffer& machine, std::optional<size_t> gpu_memory_bytes) {
+DeviceMemory device_memory(TrainingBackend backend, const MachineOffer& machine, std::optional<size_t> gpu_memory_bytes,
+                           int gpu) {
   if (gpu_memory_bytes) {
     return {fmt::format("a GPU of {} (--gpu-memory)", format_memory_size(*gpu_memory_bytes)), *gpu_memory_bytes,
             *gpu_memory_bytes, machine.visible_gpus};
   }
   if (backend == TrainingBackend::Cuda) {
-    return {fmt::format("GPU 0 ({}, memory free now)", machine.gpu_name), cuda::gpu_free_bytes(0),
+    return {fmt::format("GPU {} ({}, memory free now)", gpu, machine.gpu_name), cuda::gpu_free_bytes(gpu),
             machine.gpu_total_bytes, machine.visible_gpus};
   }
   const HostInfo host = query_host_info();

@@ -27,7 +27,8 @@ namespace surogate::train {
 models::LoraSetup lora_setup(const Config& config, const io::ModelConfig& model, TrainingBackend backend);
 
 // QLoRA: the format and layout of the frozen base: NF4 under qlora_bnb (qlora_bnb_block_size,
-// qlora_bnb_double_quant), FP8 blocks under qlora_fp8 (qlora_block_size); nullopt otherwise.
+// qlora_bnb_double_quant), FP8 blocks under qlora_fp8 (qlora_block_size), NVFP4 under qlora_fp4
+// (qlora_four_over_six); nullopt otherwise.
 std::optional<models::QloraOptions> qlora_options(const Config& config);
 
 // recipe fp8_hybrid: which projections run in FP8 (skip_quant_first_layers / _last_layers),
@@ -41,7 +42,8 @@ struct TrainingForward {
 };
 
 // The forward graph of one micro-batch [batch, sequence] as the backend trains it (`training`:
-// with the LoRA dropout; false: as the evaluator runs it), with the quantized base under qlora_bnb / qlora_fp8.
+// with the LoRA dropout; false: as the evaluator runs it), with the quantized base under
+// qlora_bnb / qlora_fp8 / qlora_fp4.
 TrainingForward build_training_forward(const Config& config, const io::ModelConfig& model,
                                        const graph::OpRegistry& registry, const models::LoraSetup* lora,
                                        TrainingBackend backend, int64_t batch, int64_t sequence,
@@ -57,10 +59,11 @@ struct DeviceMemory {
   size_t total_bytes = 0;      // the device's size (for the margin)
   int visible_gpus = 0;        // what `gpus: 0` means (0 with --gpu-memory: one GPU is predicted)
 };
-// GPU 0 on the CUDA backend, the host's available memory on the CPU backend, or a GPU of
-// `gpu_memory_bytes` when given (the dry run's --gpu-memory).
+// GPU `gpu` (this process's first; 0 unless a launcher placed it) on the CUDA backend, the host's
+// available memory on the CPU backend, or a GPU of `gpu_memory_bytes` when given (the dry run's
+// --gpu-memory).
 DeviceMemory device_memory(TrainingBackend backend, const MachineOffer& machine,
-                           std::optional<size_t> gpu_memory_bytes = std::nullopt);
+                           std::optional<size_t> gpu_memory_bytes = std::nullopt, int gpu = 0);
 
 struct TrainingPlan {
   compiler::ExecutionPlan plan;

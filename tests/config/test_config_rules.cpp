@@ -126,8 +126,6 @@ TEST(ConfigRules, HardwareGating) {
   config.recipe = Recipe::Nvfp4;
   EXPECT_THROW(validate_for_hardware(config, 90), UserError);
   EXPECT_NO_THROW(validate_for_hardware(config, 100));
-  config.recipe = Recipe::Bf16;
-  config.qlora_fp4 = true;
   try {
     validate_for_hardware(config, 0);
     FAIL();
@@ -135,17 +133,65 @@ TEST(ConfigRules, HardwareGating) {
     EXPECT_TRUE(contains(error.what(), "SM100+")) << error.what();
     EXPECT_TRUE(contains(error.what(), "no GPU")) << error.what();
   }
+  // qlora_fp4 stores the base in NVFP4 and dequantizes it to bf16: any GPU, or the CPU.
+  config.recipe = Recipe::Bf16;
+  config.qlora_fp4 = true;
+  EXPECT_NO_THROW(validate_for_hardware(config, 0));
+  EXPECT_NO_THROW(validate_for_hardware(config, 80));
+}
+
+TEST(ConfigRules, Fp4OptionsThatNeedBlackwellOrQloraFp4AreErrors) {
+  std::string message = load_error(std::string(kMinimalConfig) + "recipe: nvfp4\n");
+  EXPECT_TRUE(contains(message, "'recipe' nvfp4 is not implemented yet")) << message;
+  EXPECT_TRUE(contains(message, "Blackwell")) << message;
+  message = load_error(std::string(kMinimalConfig) + "lora: true\nqlora_fp4: true\nfp4_backend: cudnn\n");
+  EXPECT_TRUE(contains(message, "'fp4_backend' only applies to recipe: nvfp4")) << message;
+  message = load_error(std::string(kMinimalConfig) + "qlora_four_over_six: false\n");
+  EXPECT_TRUE(contains(message, "'qlora_four_over_six' only applies to qlora_fp4")) << message;
+  Config config = load_config_from_string(std::string(kMinimalConfig) + "lora: true\nqlora_fp4: true\n"
+                                          "qlora_four_over_six: false\n", "config.yaml", {});
+  EXPECT_TRUE(config.qlora_fp4);
+  EXPECT_FALSE(config.qlora_four_over_six);
 }
 
 TEST(ConfigRules, NotYetImplementedOptionsAreRejectedByName) {
-  std::string message = load_error(std::string(kMinimalConfig) + "report_to: [wandb]\n");
+  std::string message = load_error(std::string(kMinimalConfig) + "offload_residual: true\n");
   EXPECT_TRUE(contains(message, "config.yaml:5")) << message;
-  EXPECT_TRUE(contains(message, "'report_to' is valid but not implemented yet")) << message;
-  EXPECT_TRUE(contains(load_error(std::string(kMinimalConfig) + "offload_master: true\n"), "'offload_master'"));
+  EXPECT_TRUE(contains(message, "'offload_residual' is valid but not implemented yet")) << message;
   EXPECT_TRUE(contains(load_error(kMinimalConfig, {"--zero_level=3"}), "command line --zero_level=3"));
-  EXPECT_TRUE(contains(load_error("model: m\ndatasets:\n  - {path: 's3://b/k', type: text}\n"), "s3://"));
+  // s3:// and gs:// paths are implemented; one without a bucket is an error naming the key.
+  EXPECT_NO_THROW(load_config_from_string("model: m\ndatasets:\n  - {path: 's3://bucket/k', type: text}\n", "config.yaml"));
+  const std::string no_bucket = load_error("model: m\ndatasets:\n  - {path: 'gs:///k', type: text}\n");
+  EXPECT_TRUE(contains(no_bucket, "datasets[0].path") && contains(no_bucket, "names no bucket")) << no_bucket;
   // Setting an option to its default is fine.
-  EXPECT_NO_THROW(load("gpus: 1\nrecipe: bf16\nreport_to: []\n"));
+  EXPECT_NO_THROW(load("gpus: 1\nrecipe: bf16\noffload_master: false\n"));
+  // Implemented since: trackers and GPU sampling.
+  EXPECT_NO_THROW(load("report_to: [wandb, aim]\nlog_gpu_util: 5\n"));
+}
+
+TEST(ConfigRules, TheThreadsBackendsTransportOptionsAreRefusedWithTheirReason) {
+  for (const char* option : {"use_all_to_all_reduce", "memcpy_all_gather", "memcpy_send_recv"}) {
+    const std::string message = load_error(std::string(kMinimalConfig) + option + ": true\n");
+    EXPECT_TRUE(contains(message, "config.yaml:5")) << message;
+    EXPECT_TRUE(contains(message, "option '" + std::string(option) + "' is not offered")) << message;
+    EXPECT_TRUE(contains(message, "NCCL")) << message;
+    EXPECT_FALSE(contains(message, "not implemented yet")) << message;
+  }
+  EXPECT_NO_THROW(load("use_all_to_all_reduce: false\nmemcpy_all_gather: false\nmemcpy_send_recv: false\n"));
+}
+
+TEST(ConfigRules, MultiNodeOptions) {
+  // num_nodes > 1 is implemented (Ray or the launcher variables); the Ray address has four forms.
+  for (const char* address : {"auto", "local", "ray://head:10001", "10.0.0.1:6379"}) {
+    EXPECT_NO_THROW(load(std::string("distributed:\n  num_nodes: 4\n  ray_address: \"") + address + "\"\n")) << address;
+  }
+  for (const char* address : {"head", "ray://", "head:port", ":6379"}) {
+    const std::string message = load_error(std::string(kMinimalConfig) + "distributed:\n  ray_address: \"" + address + "\"\n");
+    EXPECT_TRUE(contains(message, "distributed.ray_address")) << message;
+    EXPECT_TRUE(contains(message, std::string("(got '") + address + "')")) << message;
+  }
+  EXPECT_TRUE(contains(load_error(std::string(kMinimalConfig) + "distributed:\n  worker_output_dir: \"\"\n"),
+                       "distributed.worker_output_dir"));
 }
 
 TEST(ConfigRules, MasterAndGradientDtypesBf16AndFp32AreAcceptedFp8NeedsTheFp8Recipe) {
@@ -198,6 +244,42 @@ TEST(ConfigRules, RestartAndLossScaleOptionsAreChecked) {
   EXPECT_TRUE(contains(message, "fp16_loss_scale") && contains(message, "torch_dtype: float16")) << message;
   EXPECT_TRUE(contains(load_error(std::string(kMinimalConfig) + "fp16_loss_scale: 0.5\n"), "at least 1"));
   EXPECT_TRUE(contains(load_error(std::string(kMinimalConfig) + "fp16_loss_scale_window: 0\n"), "fp16_loss_scale_window"));
+}
+
+TEST(ConfigRules, OffloadOptionsLoadAndTheirCombinationsAreChecked) {
+  // The three offloads load (the CUDA device honours them; the CPU backend refuses them by name,
+  // train/device/backend_selection.h); staging is the default, zero-copy on request.
+  Config config = load("offload_master: true\noffload_optimizer: true\noffload_grads: true\n");
+  EXPECT_TRUE(config.offload_master && config.offload_optimizer && config.offload_grads);
+  EXPECT_FALSE(config.use_zero_copy);
+  EXPECT_TRUE(load("offload_optimizer: true\nuse_zero_copy: true\nuse_write_combined: true\n").use_write_combined);
+  // use_zero_copy / use_write_combined alone modify nothing.
+  for (const char* key : {"use_zero_copy", "use_write_combined"}) {
+    std::string message = load_error(std::string(kMinimalConfig) + key + ": true\n");
+    EXPECT_TRUE(contains(message, std::string("'") + key + "'") && contains(message, "offload_optimizer")) << message;
+  }
+  // offload_master has no master to move with bf16 masters.
+  std::string message = load_error(std::string(kMinimalConfig) + "offload_master: true\nmaster_dtype: bf16\n");
+  EXPECT_TRUE(contains(message, "'offload_master'") && contains(message, "master_dtype: bf16")) << message;
+  // The staged step (use_zero_copy off) runs adamw and adamw_8bit with fp32 masters; NorMuon and
+  // bf16 masters are told to use zero-copy, which takes them.
+  message = load_error(std::string(kMinimalConfig) + "offload_optimizer: true\noptimizer: normuon\n");
+  EXPECT_TRUE(contains(message, "'offload_optimizer'") && contains(message, "use_zero_copy: true")) << message;
+  message = load_error(std::string(kMinimalConfig) + "offload_optimizer: true\nmaster_dtype: bf16\n");
+  EXPECT_TRUE(contains(message, "'offload_optimizer'") && contains(message, "use_zero_copy: true")) << message;
+  EXPECT_NO_THROW(load("offload_optimizer: true\noptimizer: normuon\nuse_zero_copy: true\n"));
+  EXPECT_NO_THROW(load("offload_optimizer: true\nmaster_dtype: bf16\nuse_zero_copy: true\n"));
+  EXPECT_NO_THROW(load("offload_grads: true\noptimizer: normuon\n"));  // gradients are never staged
+}
+
+TEST(ConfigRules, Fp8HybridCombinesWithEveryTrainingModeAndFusedRopeIsAccepted) {
+  // fp8_hybrid runs LoRA, QLoRA, full fine-tuning, pt and data parallelism (models/fp8_recipe.h);
+  // use_fused_rope is implemented on both backends.
+  for (const char* mode : {"lora: true\n", "lora: false\n", "lora: true\nqlora_bnb: true\n",
+                           "lora: true\nqlora_fp8: true\n", "lora: false\ngpus: 2\n"}) {
+    EXPECT_EQ(load(std::string("recipe: fp8_hybrid\n") + mode).recipe, Recipe::Fp8Hybrid) << mode;
+  }
+  EXPECT_TRUE(load("use_fused_rope: true\n").use_fused_rope);
 }
 
 TEST(ConfigRules, CudaDebugAndGraphOptionsAreAccepted) {

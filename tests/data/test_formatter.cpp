@@ -156,6 +156,28 @@ TEST(Formatter, TemplateThatRendersTheLastTurnDifferentlyStillGetsExactMasks) {
   EXPECT_EQ(loss_text(*row.sample), "b</><think></think>d</>");
 }
 
+TEST(Formatter, TextATemplateWritesAfterEveryConversationIsNotPartOfATurn) {
+  // Like the original Llama 3 template: an assistant header ends every rendering.
+  ChatRenderer renderer = [](const nlohmann::json& messages, const nlohmann::json&, bool) {
+    std::string text;
+    for (const auto& m : messages) {
+      text += "<" + m["role"].get<std::string>() + ">" + m["content"].get<std::string>() + "</>";
+    }
+    return text + "<assistant>";
+  };
+  DatasetConfig dataset;
+  dataset.type = DatasetType::Conversation;
+  Formatter formatter(dataset, {}, byte_codec(), renderer);
+  nlohmann::json messages = nlohmann::json::array({{{"role", "user"}, {"content", "a"}},
+                                                   {{"role", "assistant"}, {"content", "b"}},
+                                                   {{"role", "user"}, {"content", "c"}},
+                                                   {{"role", "assistant"}, {"content", "d"}}});
+  FormattedRow row = formatter.format(make_row({{"messages", messages}}));
+  ASSERT_TRUE(row.sample);
+  EXPECT_EQ(row.text, "<user>a</><assistant>b</><user>c</><assistant>d</><assistant>");
+  EXPECT_EQ(loss_text(*row.sample), "b</>d</>");
+}
+
 TEST(Formatter, BadConversationsAreUserErrors) {
   DatasetConfig dataset;
   dataset.type = DatasetType::Conversation;

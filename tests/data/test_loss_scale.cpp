@@ -17,6 +17,12 @@ std::string_view span_text(std::string_view text, const WeightedSpan& span) {
   return text.substr(span.begin, span.end - span.begin);
 }
 
+std::vector<AssistantTurn> plain_turns(const std::vector<WeightedSpan>& spans) {
+  std::vector<AssistantTurn> turns;
+  for (const WeightedSpan& span : spans) turns.push_back({span, std::nullopt, {}});
+  return turns;
+}
+
 TEST(LossScale, NamesParseAndOnlyAgentStrategiesWeigh) {
   for (const char* name : {"default", "last_round", "all", "ignore_empty_think", "hermes", "react"}) {
     EXPECT_TRUE(parse_loss_scale(name).has_value()) << name;
@@ -30,21 +36,21 @@ TEST(LossScale, NamesParseAndOnlyAgentStrategiesWeigh) {
 TEST(LossScale, DefaultLastRoundAndAll) {
   std::string text = "u1 A1 u2 A2";
   std::vector<WeightedSpan> turns = {{3, 5, 1.0f}, {9, 11, 1.0f}};
-  EXPECT_EQ(loss_spans(LossScale::Default, text, turns), turns);
-  EXPECT_EQ(loss_spans(LossScale::LastRound, text, turns), (std::vector<WeightedSpan>{{9, 11, 1.0f}}));
-  EXPECT_EQ(loss_spans(LossScale::All, text, turns), (std::vector<WeightedSpan>{{0, 11, 1.0f}}));
+  EXPECT_EQ(loss_spans(LossScale::Default, text, plain_turns(turns)), turns);
+  EXPECT_EQ(loss_spans(LossScale::LastRound, text, plain_turns(turns)), (std::vector<WeightedSpan>{{9, 11, 1.0f}}));
+  EXPECT_EQ(loss_spans(LossScale::All, text, plain_turns(turns)), (std::vector<WeightedSpan>{{0, 11, 1.0f}}));
 }
 
 TEST(LossScale, IgnoreEmptyThinkDropsOnlyEmptyBlocks) {
   std::string text = "<think>\n\n</think>\n\nHi<think>real</think>x";
-  auto spans = loss_spans(LossScale::IgnoreEmptyThink, text, {{0, text.size(), 1.0f}});
+  auto spans = loss_spans(LossScale::IgnoreEmptyThink, text, plain_turns({{0, text.size(), 1.0f}}));
   ASSERT_EQ(spans.size(), 1u);
   EXPECT_EQ(span_text(text, spans[0]), "Hi<think>real</think>x");
 }
 
 TEST(LossScale, HermesWeighsToolCallBlocksTwice) {
   std::string text = "Let me check.\n<tool_call>\n{\"name\": \"f\"}\n</tool_call><end>";
-  auto spans = loss_spans(LossScale::Hermes, text, {{0, text.size(), 1.0f}});
+  auto spans = loss_spans(LossScale::Hermes, text, plain_turns({{0, text.size(), 1.0f}}));
   ASSERT_EQ(spans.size(), 3u);
   EXPECT_EQ(span_text(text, spans[0]), "Let me check.\n");
   EXPECT_EQ(spans[0].weight, 1.0f);
@@ -55,10 +61,33 @@ TEST(LossScale, HermesWeighsToolCallBlocksTwice) {
 
 TEST(LossScale, ReactWeighsActionAndActionInputLines) {
   std::string text = "Thought: look it up\nAction: search\nAction Input: {\"q\": 1}\nObservation: x";
-  auto spans = loss_spans(LossScale::React, text, {{0, text.size(), 1.0f}});
+  auto spans = loss_spans(LossScale::React, text, plain_turns({{0, text.size(), 1.0f}}));
   ASSERT_EQ(spans.size(), 3u);
-  EXPECT_EQ(span_text(text, spans[1]), "Action: search\nAction Input: {\"q\": 1}");
+  EXPECT_EQ(span_text(text, spans[1]), "Action: search\nAction Input: {\"q\": 1}\n");  // its newline too
   EXPECT_EQ(spans[1].weight, 2.0f);
+}
+
+TEST(LossScale, KnownToolCallsAndResultsReplaceTheSyntaxSearch) {
+  // "Action: x" is free text here: an agent template said where the calls and results are.
+  std::string text = "Action: x\nCALL rest RESULT end";
+  AssistantTurn turn{{0, text.size(), 1.0f}, std::vector<WeightedSpan>{{10, 14, 1.0f}}, {{20, 26, 0.0f}}};
+  for (LossScale scale : {LossScale::Hermes, LossScale::React}) {
+    auto spans = loss_spans(scale, text, {turn});
+    ASSERT_EQ(spans.size(), 4u);
+    EXPECT_EQ(spans[0], (WeightedSpan{0, 10, 1.0f}));
+    EXPECT_EQ(spans[1], (WeightedSpan{10, 14, 2.0f}));
+    EXPECT_EQ(spans[2], (WeightedSpan{14, 20, 1.0f}));
+    EXPECT_EQ(spans[3], (WeightedSpan{26, text.size(), 1.0f}));
+  }
+  // The other strategies do not weigh calls, but tool results carry no loss except under `all`.
+  for (LossScale scale : {LossScale::Default, LossScale::LastRound, LossScale::IgnoreEmptyThink}) {
+    EXPECT_EQ(loss_spans(scale, text, {turn}), (std::vector<WeightedSpan>{{0, 20, 1.0f}, {26, text.size(), 1.0f}}));
+  }
+  EXPECT_EQ(loss_spans(LossScale::All, text, {turn}), (std::vector<WeightedSpan>{{0, text.size(), 1.0f}}));
+  // Known and empty: nothing to weigh, even where the text looks like a call.
+  turn.tool_calls->clear();
+  turn.tool_results.clear();
+  EXPECT_EQ(loss_spans(LossScale::React, text, {turn}), (std::vector<WeightedSpan>{{0, text.size(), 1.0f}}));
 }
 
 Row conversation_row(RowValue messages) {

@@ -1,11 +1,14 @@
 // The gloo communicator in worlds of 2 and 3 rank threads: every collective against a serial
 // computation of the same result (F32 sums in ring order may differ from the serial order by
 // rounding; the inputs here are small integers, so every sum is exact and compared bit for bit),
-// BF16 sums, uneven and empty pieces, a rank that never arrives (timeout, not a hang), and
-// RankThreads rethrowing a rank's exception.
+// BF16 sums, the max of FP8 amaxes, uneven and empty pieces, a rank that never arrives (timeout,
+// not a hang), and RankThreads rethrowing a rank's exception.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -59,6 +62,32 @@ TEST_P(GlooWorld, AllReduceSumsF32AndBf16) {
     for (int rank = 0; rank < world(); ++rank) {
       ASSERT_EQ(f32[rank][i], expected) << "rank " << rank << " element " << i;
       ASSERT_EQ(bf16_to_float(bf16[rank][i]), expected) << "rank " << rank << " element " << i;
+    }
+  }
+}
+
+// FP8 amaxes: the elementwise max over ranks, NaN and infinity included (bit-pattern order).
+TEST_P(GlooWorld, AllReduceAmaxTakesTheLargestOfEveryRank) {
+  const size_t count = 1000;
+  auto amax = [](int rank, size_t i) -> float {
+    if (i == 7 && rank == 1) return std::numeric_limits<float>::quiet_NaN();
+    if (i == 9 && rank == 0) return std::numeric_limits<float>::infinity();
+    return std::fabs(input(rank, i)) * 0.375f;
+  };
+  std::vector<std::vector<float>> values(world(), std::vector<float>(count));
+  for (int rank = 0; rank < world(); ++rank) {
+    for (size_t i = 0; i < count; ++i) values[rank][i] = amax(rank, i);
+  }
+  threads_->run([&](int rank) { communicators_[rank]->all_reduce_amax(values[rank].data(), count); });
+  for (size_t i = 0; i < count; ++i) {
+    float expected = 0.0f;
+    for (int rank = 0; rank < world(); ++rank) expected = std::max(expected, amax(rank, i));
+    for (int rank = 0; rank < world(); ++rank) {
+      if (i == 7) {
+        ASSERT_TRUE(std::isnan(values[rank][i])) << "rank " << rank;
+      } else {
+        ASSERT_EQ(values[rank][i], expected) << "rank " << rank << " element " << i;
+      }
     }
   }
 }

@@ -1,11 +1,15 @@
 // The NCCL communicator in a world of every visible GPU (one thread each; a world of one on a
 // single-GPU machine): each collective against a serial computation on the host, F32 and BF16,
 // equal pieces (NCCL's own reduce-scatter / all-gather) and uneven ones (grouped reduce /
-// broadcast). Inputs are small integers, so every sum is exact and compared bit for bit.
+// broadcast), and the max of FP8 amaxes (NaN and infinity included, bit-pattern order). Inputs are
+// small integers, so every sum is exact and compared bit for bit.
 #include <gtest/gtest.h>
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <cstring>
 #include <vector>
 
@@ -92,6 +96,31 @@ TEST_F(NcclWorld, AllReduceSumsF32AndBf16) {
     for (int rank = 0; rank < world_; ++rank) {
       ASSERT_EQ(f32[rank][i], expected) << "rank " << rank << " element " << i;
       ASSERT_EQ(bf16_to_float(bf16[rank][i]), expected) << "rank " << rank << " element " << i;
+    }
+  }
+}
+
+TEST_F(NcclWorld, AllReduceAmaxTakesTheLargestOfEveryRank) {
+  const size_t count = 1000;
+  auto amax = [](int rank, size_t i) -> float {
+    if (i == 7) return rank == 0 ? std::numeric_limits<float>::quiet_NaN() : 1.0f;
+    if (i == 9) return rank == 0 ? std::numeric_limits<float>::infinity() : 2.0f;
+    return std::fabs(input(rank, i)) * 0.375f;
+  };
+  std::vector<std::vector<float>> values(world_, std::vector<float>(count));
+  for (int rank = 0; rank < world_; ++rank) {
+    for (size_t i = 0; i < count; ++i) values[rank][i] = amax(rank, i);
+  }
+  on_device(values, [&](Communicator& c, void* data) { c.all_reduce_amax(static_cast<float*>(data), count); });
+  for (size_t i = 0; i < count; ++i) {
+    float expected = 0.0f;
+    for (int rank = 0; rank < world_; ++rank) expected = std::max(expected, amax(rank, i));
+    for (int rank = 0; rank < world_; ++rank) {
+      if (i == 7) {
+        ASSERT_TRUE(std::isnan(values[rank][i])) << "rank " << rank;
+      } else {
+        ASSERT_EQ(values[rank][i], i == 9 ? std::numeric_limits<float>::infinity() : expected) << "rank " << rank << " element " << i;
+      }
     }
   }
 }

@@ -310,15 +310,52 @@ TEST(ModelConfig, SaveThenLoadKeepsEveryField) {
 
 TEST(ModelConfig, QuantizedCheckpointIsOneClearError) {
   json config = minimal_llama();
-  config["quantization_config"] = {{"quant_method", "bitsandbytes"}, {"load_in_4bit", true}};
+  config["quantization_config"] = {{"quant_method", "awq"}, {"bits", 4}};
   try {
     parse_model_config(config.dump(), "model/config.json");
     FAIL() << "a quantized checkpoint was accepted";
   } catch (const UserError& error) {
     const std::string message = error.what();
     EXPECT_NE(message.find("model/config.json"), std::string::npos) << message;
-    EXPECT_NE(message.find("'bitsandbytes'"), std::string::npos) << message;
+    EXPECT_NE(message.find("'awq'"), std::string::npos) << message;
     EXPECT_NE(message.find("full-precision"), std::string::npos) << message;
+  }
+}
+
+TEST(ModelConfig, Bitsandbytes4bitCheckpointIsReadAndNotWrittenBack) {
+  json config = minimal_llama();
+  config["quantization_config"] = {{"quant_method", "bitsandbytes"}, {"_load_in_4bit", true},
+                                   {"load_in_4bit", true}, {"load_in_8bit", false},
+                                   {"bnb_4bit_quant_type", "nf4"}, {"bnb_4bit_use_double_quant", true},
+                                   {"bnb_4bit_compute_dtype", "bfloat16"}, {"bnb_4bit_quant_storage", "uint8"},
+                                   {"llm_int8_skip_modules", nullptr}};
+  const ModelConfig model = parse_model_config(config.dump(), "model/config.json");
+  ASSERT_TRUE(model.bnb_4bit_checkpoint.has_value());
+  EXPECT_FALSE(model.fp8_block_checkpoint.has_value());
+  EXPECT_EQ(model.bnb_4bit_checkpoint->quant_type, "nf4");
+  EXPECT_TRUE(model.bnb_4bit_checkpoint->double_quant);
+  EXPECT_FALSE(json::parse(model_config_to_json(model)).contains("quantization_config"));
+  // bitsandbytes' defaults: fp4 without double quantization.
+  config["quantization_config"] = {{"quant_method", "bitsandbytes"}, {"load_in_4bit", true}};
+  const ModelConfig defaults = parse_model_config(config.dump(), "model/config.json");
+  EXPECT_EQ(defaults.bnb_4bit_checkpoint->quant_type, "fp4");
+  EXPECT_FALSE(defaults.bnb_4bit_checkpoint->double_quant);
+}
+
+TEST(ModelConfig, OtherBitsandbytesConfigsNameTheKey) {
+  const std::vector<std::pair<json, std::string>> cases = {
+      {{{"quant_method", "bitsandbytes"}, {"load_in_8bit", true}}, "quantization_config.load_in_8bit"},
+      {{{"quant_method", "bitsandbytes"}}, "without load_in_4bit"},
+      {{{"quant_method", "bitsandbytes"}, {"load_in_4bit", "yes"}}, "quantization_config.load_in_4bit"},
+      {{{"quant_method", "bitsandbytes"}, {"load_in_4bit", true}, {"bnb_4bit_quant_type", "int4"}},
+       "quantization_config.bnb_4bit_quant_type"},
+      {{{"quant_method", "bitsandbytes"}, {"load_in_4bit", true}, {"bnb_4bit_quant_storage", "bfloat16"}},
+       "quantization_config.bnb_4bit_quant_storage"},
+  };
+  for (const auto& [quantization, expected] : cases) {
+    json config = minimal_llama();
+    config["quantization_config"] = quantization;
+    expect_user_error([&] { parse_model_config(config.dump(), "model/config.json"); }, {"model/config.json", expected});
   }
 }
 

@@ -1,9 +1,13 @@
 // The fp8_hybrid ops' CPU emulation (src/ops/defs/fp8_linear_def.cpp) against the rules written out
-// here: quantize_fp8 scales by the current amax until the site has a delayed one, records the
+// here: quantize_fp8 scales by the tensor's own amax until the site has a delayed one, records the
 // amax either way, and encodes with quant::fp8_encode; linear_fp8's output and its input gradient
 // (through autodiff: linear_fp8_backward_input quantizing d_out in E5M2 at its own site) equal the
 // products of the decoded codes times the two scales, summed in double here (fp32 in the op:
-// relative tolerance 1e-5); roll_fp8_history moves the step's amax into the history.
+// relative tolerance 1e-5); with a trained weight, autodiff emits linear_fp8_backward, whose
+// weight gradient is the product of the decoded E5M2 gradient and the forward's E4M3 input (same
+// tolerance), and in a BF16 graph its accumulating form writes the persistent gradient;
+// quantize_fp8_weight writes the codes, their transpose and scale_inv of 448 / amax;
+// roll_fp8_history moves the step's amax into the history.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,6 +15,7 @@
 #include <vector>
 
 #include "compiler/execution_plan.h"
+#include "ops/fp8_tensor.h"
 #include "ops_defs_test_util.h"
 #include "quant/fp8.h"
 #include "quant/fp8_scaling.h"
@@ -65,7 +70,7 @@ TEST(OpsDefsFp8, QuantizeScalesByCurrentThenDelayedAmax) {
     for (size_t i = 0; i < 6; ++i) EXPECT_EQ(after[i], 0.0f) << "another site's row was touched";
   };
   check({0, 0, 0, 0, 0, 0}, 448.0f / amax, amax);                  // no history: the current amax
-  check({0, amax * 2, 0, 0, 0, 0}, 448.0f / (amax * 2), amax * 2);  // no history, a larger amax earlier this step
+  check({0, amax * 2, 0, 0, 0, 0}, 448.0f / amax, amax * 2);         // no history: still its own amax, the max kept
   check({amax / 4, 0, 0, 0, 0, 0}, 448.0f / (amax / 4), amax);     // delayed (values saturate), recorded
 }
 
@@ -148,6 +153,128 @@ TEST(OpsDefsFp8, LinearAndInputGradientEqualDecodedProducts) {
   const std::vector<float> rows_after = read<float>(backend, plan.tensor("state"), 12);
   EXPECT_EQ(rows_after[1], quant::amax_of(x_values));
   EXPECT_EQ(rows_after[7], quant::amax_of(probe_values));
+}
+
+TEST(OpsDefsFp8, QuantizeWeightWritesCodesTransposeAndScale) {
+  const int64_t out = 24, in = 40;
+  GraphBuilder b(registry());
+  TensorId w = b.parameter("w", DType::F32, {out, in}, false);
+  auto pieces = b.op("quantize_fp8_weight", {w});
+  for (TensorId piece : pieces.ids) b.mark_output(piece);
+  EXPECT_EQ(b.type(pieces[1]).shape, (Shape{in, out}));
+  compiler::ExecutionPlan plan = compiler::compile_forward(b.finish(), registry());
+  runtime::CpuBackend backend;
+  backend.load(plan, registry());
+  const std::vector<float> values = random_floats(out * in, 9, 0.3);
+  write(backend, plan.tensor("w"), values);
+  backend.execute({});
+  const float scale = 448.0f / quant::amax_of(values);
+  const std::vector<uint8_t> codes = read<uint8_t>(backend, pieces[0], out * in);
+  const std::vector<uint8_t> transposed = read<uint8_t>(backend, pieces[1], out * in);
+  for (int64_t o = 0; o < out; ++o) {
+    for (int64_t i = 0; i < in; ++i) {
+      ASSERT_EQ(codes[o * in + i], quant::fp8_encode(values[o * in + i] * scale, Fp8Format::E4M3));
+      ASSERT_EQ(transposed[i * out + o], codes[o * in + i]);
+    }
+  }
+  EXPECT_EQ(read<float>(backend, pieces[2], 1)[0], 1.0f / scale);
+}
+
+// A trained weight: linear_fp8 with trained_weight, x and w trainable; d_w and d_x from autodiff.
+TEST(OpsDefsFp8, TrainedWeightGradientEqualsDecodedProducts) {
+  const int64_t rows = 5, in = 16, out = 8;
+  GraphBuilder b(registry());
+  TensorId x = b.parameter("x", DType::F32, {rows, in});
+  TensorId weight = b.parameter("w", DType::F32, {out, in});
+  TensorId w = b.parameter("w.fp8", DType::F8_E4M3, {out, in}, false);
+  TensorId w_t = b.parameter("w.fp8_t", DType::F8_E4M3, {in, out}, false);
+  TensorId w_scale_inv = b.parameter("w.scale_inv", DType::F32, {1}, false);
+  TensorId state = b.parameter("state", DType::F32, {2, 2 + 4}, false);
+  auto q = b.op("quantize_fp8", {x, state}, {{"format", "e4m3"}, {"site", 0}});
+  TensorId y = b.op("linear_fp8", {x, q[0], q[1], w, w_t, w_scale_inv, state, weight},
+                    {{"grad_site", 1}, {"grad_format", "e5m2"}, {"trained_weight", true}});
+  TensorId probe = b.parameter("probe", DType::F32, {rows, out}, false);
+  TensorId loss = b.op("sum", {b.op("mul", {y, probe})});
+  b.mark_output(loss);
+  compiler::ExecutionPlan plan = compiler::compile_training(b.finish(), loss, registry());
+  int both = 0;
+  for (const graph::Node& node : plan.graph.nodes) both += node.op == "linear_fp8_backward";
+  EXPECT_EQ(both, 1) << "one op computes both gradients from one quantization of d_out";
+  runtime::CpuBackend backend;
+  backend.load(plan, registry());
+
+  const std::vector<float> x_values = random_floats(rows * in, 4, 2.0), probe_values = random_floats(rows * out, 5, 0.5);
+  const std::vector<float> weight_values = random_floats(out * in, 6, 0.1);
+  std::vector<uint8_t> codes(weight_values.size()), transposed(weight_values.size());
+  const float w_scale_inv_value =
+      ops::quantize_fp8_tensor(weight_values.data(), out, in, codes.data(), transposed.data());
+  write(backend, plan.tensor("x"), x_values);
+  write(backend, plan.tensor("w"), weight_values);
+  write(backend, plan.tensor("probe"), probe_values);
+  write(backend, plan.tensor("w.fp8"), codes);
+  write(backend, plan.tensor("w.fp8_t"), transposed);
+  write(backend, plan.tensor("w.scale_inv"), std::vector<float>{w_scale_inv_value});
+  write(backend, plan.tensor("state"), std::vector<float>(12, 0.0f));
+  backend.zero_gradients();
+  backend.execute({});
+
+  const float x_scale = quant::fp8_scale(quant::amax_of(x_values), Fp8Format::E4M3);
+  const float g_scale = quant::fp8_scale(quant::amax_of(probe_values), Fp8Format::E5M2);
+  auto x_decoded = [&](int64_t r, int64_t i) {
+    return double(quant::fp8_decode(quant::fp8_encode(x_values[r * in + i] * x_scale, Fp8Format::E4M3), Fp8Format::E4M3));
+  };
+  auto g_decoded = [&](int64_t r, int64_t o) {
+    return double(quant::fp8_decode(quant::fp8_encode(probe_values[r * out + o] * g_scale, Fp8Format::E5M2), Fp8Format::E5M2));
+  };
+  const std::vector<float> d_w = read<float>(backend, plan.parameter_gradients.at(weight), out * in);
+  for (int64_t o = 0; o < out; ++o) {
+    for (int64_t i = 0; i < in; ++i) {
+      double sum = 0.0;
+      for (int64_t r = 0; r < rows; ++r) sum += g_decoded(r, o) * x_decoded(r, i);
+      const double expected = sum * (1.0f / g_scale) * (1.0f / x_scale);
+      ASSERT_NEAR(d_w[o * in + i], expected, 1e-5 * std::fabs(expected) + 1e-7) << o << ", " << i;
+    }
+  }
+  const std::vector<float> d_x = read<float>(backend, plan.parameter_gradients.at(x), rows * in);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t i = 0; i < in; ++i) {
+      double sum = 0.0;
+      for (int64_t o = 0; o < out; ++o) sum += g_decoded(r, o) * quant::fp8_decode(codes[o * in + i], Fp8Format::E4M3);
+      const double expected = sum * (1.0f / g_scale) * w_scale_inv_value;
+      ASSERT_NEAR(d_x[r * in + i], expected, 1e-5 * std::fabs(expected) + 1e-7) << r << ", " << i;
+    }
+  }
+  const std::vector<float> rows_after = read<float>(backend, plan.tensor("state"), 12);
+  EXPECT_EQ(rows_after[1], quant::amax_of(x_values));
+  EXPECT_EQ(rows_after[7], quant::amax_of(probe_values));
+}
+
+// In a BF16 graph the trained weight's gradient is written by linear_fp8_backward_accumulate
+// into the persistent gradient (no temporary, no accumulate node), as LoRA's products are.
+TEST(OpsDefsFp8, Bf16GraphsAccumulateTheTrainedWeightsGradientInPlace) {
+  GraphBuilder b(registry());
+  TensorId x = b.parameter("x", DType::BF16, {4, 16});
+  TensorId weight = b.parameter("w", DType::BF16, {8, 16});
+  TensorId w = b.parameter("w.fp8", DType::F8_E4M3, {8, 16}, false);
+  TensorId w_t = b.parameter("w.fp8_t", DType::F8_E4M3, {16, 8}, false);
+  TensorId w_scale_inv = b.parameter("w.scale_inv", DType::F32, {1}, false);
+  TensorId state = b.parameter("state", DType::F32, {2, 2 + 4}, false);
+  auto q = b.op("quantize_fp8", {x, state}, {{"format", "e4m3"}, {"site", 0}});
+  TensorId y = b.op("linear_fp8", {x, q[0], q[1], w, w_t, w_scale_inv, state, weight},
+                    {{"grad_site", 1}, {"grad_format", "e5m2"}, {"trained_weight", true}});
+  TensorId loss = b.op("sum", {y});
+  b.mark_output(loss);
+  compiler::ExecutionPlan plan = compiler::compile_training(b.finish(), loss, registry());
+  int accumulating = 0, accumulate_nodes = 0;
+  for (const graph::Node& node : plan.graph.nodes) {
+    if (node.op == "linear_fp8_backward_accumulate") {
+      ++accumulating;
+      EXPECT_EQ(node.outputs[1], plan.parameter_gradients.at(weight));
+    }
+    if (node.op == "accumulate" && node.outputs[0] == plan.parameter_gradients.at(weight)) ++accumulate_nodes;
+  }
+  EXPECT_EQ(accumulating, 1);
+  EXPECT_EQ(accumulate_nodes, 0);
 }
 
 }  // namespace

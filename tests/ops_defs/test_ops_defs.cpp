@@ -247,58 +247,6 @@ TEST(OpsDefs, FusedRmsnormRopeEqualsUnfusedGraphInF32) {
   EXPECT_EQ(fused[2], unfused[2]) << "d_weight";
 }
 
-// use_fused_rope: fused_rope (cos / sin from the positions in the op) equals rope_cos_sin → rope
-// bit for bit, forward and backward, with partial rotary and an attention scaling.
-TEST(OpsDefs, FusedRopeEqualsTheTablePathInF32) {
-  const std::vector<int32_t> positions{0, 1, 2, 3, 0, 1, 0, 1, 2, 3, 4, 5};
-  const json inv_freq = {1.0, 0.31622776601683794, 0.1};  // rotary_dim 6 of head_dim 8
-  auto run = [&](bool fused) {
-    GraphBuilder b(registry());
-    TensorId ids = b.input("position_ids", DType::I32, {2, 6});
-    TensorId x = b.parameter("x", DType::F32, {2, 6, 2 * 8});
-    TensorId out;
-    if (fused) {
-      out = b.op("fused_rope", {x, ids}, {{"heads", 2}, {"head_dim", 8}, {"inv_freq", inv_freq}, {"attention_scaling", 1.1}});
-    } else {
-      auto tables = b.op("rope_cos_sin", {ids}, {{"inv_freq", inv_freq}, {"attention_scaling", 1.1}});
-      out = b.op("rope", {x, tables[0], tables[1]}, {{"heads", 2}, {"head_dim", 8}});
-    }
-    TensorId probe = b.parameter("probe", DType::F32, b.type(out).shape, false);
-    TensorId loss = b.op("sum", {b.op("mul", {out, probe})});
-    b.mark_output(out);
-    b.mark_output(loss);
-    compiler::ExecutionPlan plan = compiler::compile_training(b.finish(), loss, registry());
-    runtime::CpuBackend backend;
-    backend.load(plan, registry());
-    uint32_t seed = 7;
-    for (const char* name : {"x", "probe"}) {
-      TensorId id = plan.tensor(name);
-      auto values = random_doubles(static_cast<size_t>(plan.graph.tensor(id).type.numel()), seed++, 1.5);
-      std::vector<float> floats(values.begin(), values.end());
-      backend.write(id, std::as_bytes(std::span<const float>(floats)));
-    }
-    runtime::InputBinding input{plan.tensor("position_ids"), std::as_bytes(std::span<const int32_t>(positions))};
-    backend.zero_gradients();
-    backend.execute(std::span<const runtime::InputBinding>(&input, 1));
-    std::vector<std::vector<float>> results;
-    for (TensorId id : {out, plan.parameter_gradients.at(plan.tensor("x"))}) {
-      std::vector<float> values(static_cast<size_t>(plan.graph.tensor(id).type.numel()));
-      backend.read(id, std::as_writable_bytes(std::span<float>(values)));
-      results.push_back(std::move(values));
-    }
-    return results;
-  };
-  const auto fused = run(true), table = run(false);
-  EXPECT_EQ(fused[0], table[0]) << "out";
-  EXPECT_EQ(fused[1], table[1]) << "d_x";
-  GraphBuilder b(registry());
-  TensorId ids = b.input("ids", DType::I32, {2, 3});
-  const json attrs{{"heads", 2}, {"head_dim", 8}, {"inv_freq", {1.0, 0.1, 0.01, 0.001}}};
-  EXPECT_NO_THROW(b.op("fused_rope", {b.parameter("x", DType::F32, {2, 3, 16}), ids}, attrs));
-  EXPECT_THROW(b.op("fused_rope", {b.parameter("x15", DType::F32, {2, 3, 15}), ids}, attrs), UserError);
-  EXPECT_THROW(b.op("fused_rope", {b.parameter("x2", DType::F32, {2, 2, 16}), ids}, attrs), UserError);
-}
-
 TEST(OpsDefs, FusedRmsnormRopeShapeRules) {
   GraphBuilder b(registry());
   TensorId ids = b.input("ids", DType::I32, {2, 3});
@@ -587,7 +535,7 @@ TEST(OpsDefs, DecoderOpNamesAreRegistered) {
                            "lm_head_loss_with_input_grad", "scale_by", "linear_backward_weight_accumulate",
                            "linear_backward_low_rank", "linear_backward_low_rank_accumulate", "concat", "split",
                            "fused_residual_rmsnorm", "fused_residual_rmsnorm_backward", "fused_rmsnorm_rope",
-                           "fused_rmsnorm_rope_backward", "round_fp16", "fused_rope", "fused_rope_backward"}) {
+                           "fused_rmsnorm_rope_backward", "round_fp16"}) {
     EXPECT_NE(registry().find(name), nullptr) << name;
   }
 }

@@ -5,7 +5,8 @@ Serves one repo the way huggingface.co does for the calls Surogate makes:
   HEAD /[datasets/]{repo}/resolve/{rev}/{file}       -> LFS files: 302 + X-Linked-Etag (sha256) +
                                                         X-Linked-Size; others: 200 + ETag + Content-Length
   GET  same                                          -> the file (LFS: 302 to /lfs-storage/{sha256})
-Everything carries X-Repo-Commit. Supports Range requests and can be told to misbehave:
+Everything carries X-Repo-Commit. Besides main, other branches can be served with their own files and
+commit (`add_revision("refs/convert/parquet", files)`: the hub's Parquet conversion branch). Supports Range requests and can be told to misbehave:
 require a token, cut a transfer short (for resume tests), serve corrupted bytes (hash
 mismatch), fail the revision API with a given status (api_status). Unknown repos answer 404 with X-Error-Code: RepositoryNotFound. Every request is
 logged in `requests`. The server shuts itself down after `lifetime_seconds`.
@@ -30,6 +31,7 @@ class FakeHub:
         self.repo_id = repo_id
         self.repo_type = repo_type
         self.commit = commit or hashlib.sha1(repr(sorted(self.files)).encode()).hexdigest()
+        self.branches = {}        # other revisions: name -> (commit, files)
         self.required_token = None
         self.cut_short = {}       # file name -> how many more GETs to cut after half the bytes
         self.corrupt = set()      # file names served with one byte flipped
@@ -77,15 +79,37 @@ class FakeHub:
         host, port = self._server.server_address[:2]
         return f"http://{host}:{port}"
 
+    def add_revision(self, name, files):
+        """Serves `files` on branch `name` (e.g. "refs/convert/parquet") under a commit of its own."""
+        files = dict(files)
+        commit = hashlib.sha1((name + repr(sorted(files))).encode()).hexdigest()
+        self.branches[name] = (commit, files)
+        return commit
+
+    def revision_files(self, revision):
+        """(commit, files) of a branch name or commit, or None."""
+        if revision in ("main", self.commit):
+            return self.commit, self.files
+        for name, (commit, files) in self.branches.items():
+            if revision in (name, commit):
+                return commit, files
+        return None
+
+    def all_files(self):
+        merged = dict(self.files)
+        for _, files in self.branches.values():
+            merged.update(files)
+        return merged
+
     # ---- helpers for tests ----
     def is_lfs(self, name):
         return name.endswith(LFS_SUFFIXES)
 
     def sha256(self, name):
-        return hashlib.sha256(self.files[name]).hexdigest()
+        return hashlib.sha256(self.all_files()[name]).hexdigest()
 
     def git_etag(self, name):
-        data = self.files[name]
+        data = self.all_files()[name]
         return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
     def etag(self, name):
@@ -154,10 +178,12 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 return
             if hub.api_status is not None:
                 return self._error(hub.api_status, "", "Service unavailable", head_only)
-            if revision not in ("main", hub.commit):
+            served = hub.revision_files(revision)
+            if served is None:
                 return self._error(404, "RevisionNotFound", "Invalid rev id", head_only)
-            body = json.dumps({"id": hub.repo_id, "sha": hub.commit,
-                               "siblings": [{"rfilename": name} for name in sorted(hub.files)]}).encode()
+            commit, files = served
+            body = json.dumps({"id": hub.repo_id, "sha": commit,
+                               "siblings": [{"rfilename": name} for name in sorted(files)]}).encode()
             return self._send(200, body, {"Content-Type": "application/json"}, head_only)
         if path.startswith(prefix):
             rest = path[len(prefix):]
@@ -167,13 +193,15 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             if not self._authorized(head_only):
                 return
             revision, _, name = tail.partition("/")
-            if revision not in ("main", hub.commit):
+            served = hub.revision_files(revision)
+            if served is None:
                 return self._error(404, "RevisionNotFound", "Invalid rev id", head_only)
-            if name not in hub.files:
+            commit, files = served
+            if name not in files:
                 return self._error(404, "EntryNotFound", "Entry not found", head_only)
-            common = {"X-Repo-Commit": hub.commit}
+            common = {"X-Repo-Commit": commit}
             if hub.is_lfs(name):
-                common.update({"X-Linked-Etag": f'"{hub.sha256(name)}"', "X-Linked-Size": str(len(hub.files[name])),
+                common.update({"X-Linked-Etag": f'"{hub.sha256(name)}"', "X-Linked-Size": str(len(files[name])),
                                "ETag": f'"{hub.git_etag(name)}"', "Location": f"/lfs-storage/{hub.sha256(name)}"})
                 return self._send(302, b"", common, head_only)
             common["ETag"] = f'"{hub.git_etag(name)}"'
@@ -181,14 +209,14 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self._error(404, "", "Not found", head_only)
 
     def _serve_storage(self, sha, head_only):
-        for name in self.hub.files:
+        for name in self.hub.all_files():
             if self.hub.is_lfs(name) and self.hub.sha256(name) == sha:
                 return self._serve_bytes(name, {"ETag": f'"{sha}"'}, head_only)
         self._error(404, "", "Not found", head_only)
 
     def _serve_bytes(self, name, headers, head_only):
         hub = self.hub
-        data = hub.files[name]
+        data = hub.all_files()[name]
         if name in hub.corrupt:
             data = bytes([data[0] ^ 0xFF]) + data[1:]
         start = 0

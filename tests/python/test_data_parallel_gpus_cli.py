@@ -7,10 +7,21 @@ Tolerance: the same micro-batches give the same bf16 gradients on either GPU; on
 their fp32 additions differs (two accumulators and NCCL's sum against one accumulator), which can
 flip an isolated bf16 weight's rounding: every step within 0.01 nats, step 1 within 1e-5 (the
 weights are still identical there). ZeRO-2 (reduce-scatter, the norm from the shards) with clipping
-is held to the same tolerance; the outputs are the single-GPU files."""
+is held to the same tolerance; the outputs are the single-GPU files.
+
+Two processes started with the launcher variables (one GPU each, picked by LOCAL_RANK; NCCL
+joined through the unique id rank 0 broadcasts over the control channel) track the same run of
+one process driving both GPUs within the same tolerance (the same NCCL sums, so usually exactly),
+and when one of them is killed the other stops within a minute with the message naming the
+last complete checkpoint: the host's polling wait sees NCCL's error or times out and aborts the
+communicator instead of hanging in a collective."""
 import json
+import os
 import shutil
+import signal
+import socket
 import subprocess
+import time
 
 import pytest
 
@@ -94,3 +105,57 @@ def test_more_gpus_than_visible_is_an_error_naming_gpus(surogate_bin, tmp_path):
     result = run_surogate(surogate_bin, "sft", config, f"--output_dir={tmp_path / 'x'}", f"--gpus={visible_gpus() + 1}")
     assert result.returncode == 2
     assert "gpus:" in result.stderr and "visible" in result.stderr
+
+
+def launcher_env(rank, port, **extra):
+    env = dict(os.environ, RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE="2",
+               MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    env.update({key: str(value) for key, value in extra.items()})
+    return env
+
+
+def free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def start_processes(surogate_bin, config, out, *overrides, **extra_env):
+    port = free_port()
+    return [subprocess.Popen([str(surogate_bin), "sft", str(config), f"--output_dir={out}", *overrides],
+                             env=launcher_env(rank, port, **extra_env), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True) for rank in range(2)]
+
+
+def test_two_processes_of_one_gpu_track_one_process_with_two_gpus(surogate_bin, tmp_path):
+    config = write_config(tmp_path, "max_grad_norm: 0.5\n")
+    _, _, threads = train(surogate_bin, config, tmp_path / "threads", "--gpus=2", "--gradient_accumulation_steps=1")
+    processes = start_processes(surogate_bin, config, tmp_path / "processes", "--gradient_accumulation_steps=1")
+    outputs = [process.communicate(timeout=600) for process in processes]
+    for process, (stdout, stderr) in zip(processes, outputs):
+        assert process.returncode == 0, stderr + stdout
+    assert "2 data-parallel ranks (2 processes × 1 rank), ZeRO-1" in outputs[0][0] and "NCCL" in outputs[0][0]
+    assert outputs[1][0] == ""  # rank 1 prints nothing
+    records = [json.loads(line) for line in next((tmp_path / "processes").glob("log-*.jsonl")).read_text().splitlines()]
+    assert next(r for r in records if r["type"] == "config")["data_parallel_ranks"] == 2
+    expect_same_run(threads, [r["loss"] for r in records if r["type"] == "step"])
+    assert (tmp_path / "processes" / "model.safetensors").exists()
+
+
+def test_a_killed_gpu_process_stops_the_other_with_a_message(surogate_bin, tmp_path):
+    config = write_config(tmp_path)
+    out = tmp_path / "run"
+    processes = start_processes(surogate_bin, config, out, "--max_steps=100000", "--save_steps=5",
+                                "--gradient_accumulation_steps=1")
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and not (out / "checkpoint-5" / "complete.json").exists():
+        time.sleep(0.5)
+    assert (out / "checkpoint-5").exists(), "the run did not get going"
+    processes[1].send_signal(signal.SIGKILL)
+    killed_at = time.monotonic()
+    _, stderr = processes[0].communicate(timeout=900)
+    processes[1].communicate()
+    assert time.monotonic() - killed_at < 660, "rank 0 hung past the timeout"
+    assert processes[0].returncode == 2, stderr
+    assert "another rank stopped" in stderr or "another process of the run stopped" in stderr, stderr
+    assert "the last complete checkpoint is" in stderr, stderr

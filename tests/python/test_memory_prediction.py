@@ -148,6 +148,33 @@ def test_qlora_fp8_predicts_the_fp8_base_and_is_not_suggested_without_a_known_sm
     assert "- qlora_fp8: true" not in small.stdout, small.stdout
 
 
+def test_qlora_fp4_predicts_the_nvfp4_base_and_is_suggested_on_any_gpu(surogate_bin, tmp_path):
+    job = write_job(tmp_path, lora=True)
+    lora = run_surogate(surogate_bin, "pt", job, "--dry-run", "--gpu-memory", "80GiB")
+    assert lora.returncode == 0, lora.stderr
+    fp4_job = tmp_path / "qlora-fp4.yaml"
+    fp4_job.write_text(job.read_text() + "qlora_fp4: true\n")
+    fp4 = run_surogate(surogate_bin, "pt", fp4_job, "--dry-run", "--gpu-memory", "80GiB")
+    assert fp4.returncode == 0, fp4.stderr
+    # The projections (1.41 G weights) in half a byte each plus one E4M3 byte per 16 (and one fp32
+    # tensor scale each) instead of two bytes: 1.4375 bytes saved per projection weight.
+    projections = 28 * (2048 * 2048 * 2 + 1024 * 2048 * 2 + 3 * 6144 * 2048)
+    saved = projections * 2 - projections / 2 - projections / 16 - 28 * 7 * 4
+    assert abs((gib(lora.stdout, "weights") - gib(fp4.stdout, "weights")) - saved / 2**30) < 0.01
+    # A GPU half a GiB short of bf16 LoRA with every recompute on: qlora_fp4 alone (1.9 GiB saved) is
+    # offered, whatever the GPU (it dequantizes to bf16, no FP4 tensor cores needed).
+    small = run_surogate(surogate_bin, "pt", job, "--dry-run", "--gpu-memory",
+                         f"{gib(lora.stdout, 'weights') + 1.5:.2f}GiB")
+    assert small.returncode == 0, small.stderr
+    assert "recompute: everything the recompute_* options enable" in small.stdout, small.stdout
+    size = gib(small.stdout, "predicted peak") + 0.5  # 1 GiB is kept free
+    short = run_surogate(surogate_bin, "pt", job, "--dry-run", "--gpu-memory", f"{size:.2f}GiB")
+    assert short.returncode == 0, short.stderr
+    assert "does NOT fit" in short.stdout, short.stdout
+    assert "#   - qlora_fp4: true (the frozen base in NVFP4, about 0.28 of its bf16 size, on any GPU)\n" in short.stdout, \
+        short.stdout
+
+
 def test_data_parallel_gpus_are_predicted_per_gpu_with_the_optimizer_state_sharded(surogate_bin, tmp_path):
     # Full fine-tuning of the 1.7B shape on 1, 2 and 4 GPUs of 80 GiB: each GPU holds the whole
     # model, masters, gradients and accumulators, and its ZeRO-1 shard of the optimizer state
@@ -173,3 +200,44 @@ def test_data_parallel_gpus_are_predicted_per_gpu_with_the_optimizer_state_shard
     result = run_surogate(surogate_bin, "pt", job, "--dry-run", "--gpu-memory", "80GiB", "--gpus=2", "--zero_level=2")
     assert result.returncode == 0, result.stderr
     assert "ZeRO-2 reduce-scatters the gradients" in result.stdout
+
+
+def test_offloading_moves_masters_and_optimizer_state_to_host_memory(surogate_bin, tmp_path):
+    job = write_job(tmp_path, lora=False)
+    plain = run_surogate(surogate_bin, "pt", job, "--dry-run", "--gpu-memory", "80GiB").stdout
+    offloaded_job = tmp_path / "offloaded.yaml"
+    offloaded_job.write_text(job.read_text() + "offload_master: true\noffload_optimizer: true\n")
+    result = run_surogate(surogate_bin, "pt", offloaded_job, "--dry-run", "--gpu-memory", "80GiB")
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert gib(out, "master weights (trainable)") == 0 and gib(out, "optimizer state") == 0, out
+    # The pinned host memory is what left the GPU: fp32 masters and adamw's two fp32 moments.
+    moved = gib(plain, "master weights (trainable)") + gib(plain, "optimizer state")
+    assert abs(gib(out, "pinned host memory") - moved) < 0.02, out
+    # Two staging slots, each the largest chunk: the tied 151936 x 2048 embedding (311 M values)
+    # with its master (4 bytes) and adamw state (8 bytes) per value, ~3.5 GiB a slot.
+    staging = gib(out, "offload staging (two GPU slots)")
+    assert 2 * 3.4 < staging < 2 * 3.6, out
+    assert abs((gib(plain, "predicted peak") - gib(out, "predicted peak")) - (moved - staging)) < 0.05
+    # Gradients too: the accumulators leave as well.
+    offloaded_job.write_text(offloaded_job.read_text() + "offload_grads: true\n")
+    out = run_surogate(surogate_bin, "pt", offloaded_job, "--dry-run", "--gpu-memory", "80GiB").stdout
+    assert gib(out, "gradient accumulators") == 0
+    assert abs(gib(out, "pinned host memory") - moved - gib(plain, "gradient accumulators")) < 0.02
+
+
+def test_offloading_is_offered_when_full_fine_tuning_does_not_fit(surogate_bin, tmp_path):
+    # 1.7B full fine-tuning with adamw_8bit needs ~28.4 GiB: each offload alone makes it fit in 28.
+    out = run_surogate(surogate_bin, "pt", write_job(tmp_path, lora=False, optimizer="adamw_8bit"), "--dry-run",
+                       "--gpu-memory", "28GiB").stdout
+    assert "does NOT fit" in out, out
+    for lever in ["offload_optimizer: true", "offload_master: true", "offload_grads: true"]:
+        assert f"#   - {lever}" in out, out
+
+
+def test_the_cpu_backend_refuses_offloading_by_name(surogate_bin, tmp_path):
+    job = write_job(tmp_path, lora=True)
+    job.write_text(job.read_text().replace("sequence_len: 2048", "sequence_len: 64") + "offload_optimizer: true\n")
+    result = run_surogate(surogate_bin, "pt", job)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "offload_optimizer" in result.stderr and "CUDA backend only" in result.stderr, result.stderr

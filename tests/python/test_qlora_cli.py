@@ -39,6 +39,17 @@ def config(path, model, out, ex, extra):
     return quickstart_sft_config(path, model, out, ex, extra)
 
 
+def trained_base(surogate_bin, tmp_path, ex):
+    """The quickstart model after two steps of full fine-tuning (tmp_path / "base"): projections that
+    are neither zero nor the initialisation's."""
+    base = tmp_path / "base"
+    result = run_surogate(surogate_bin, "sft", config(tmp_path / "base.yaml", ex / "model", base, ex,
+                                                      "lora: false\ninit_projections_to_zero: false\n"),
+                          "--max_steps=2")
+    assert result.returncode == 0, result.stderr + result.stdout
+    return base
+
+
 def first_eval_loss(out):
     for log in out.glob("log-*.jsonl"):
         for line in log.read_text().splitlines():
@@ -50,11 +61,7 @@ def first_eval_loss(out):
 
 def test_qlora_computes_with_the_nf4_base_and_merges_into_the_original(surogate_bin, tmp_path):
     ex = make_quickstart_example(tmp_path)
-    base = tmp_path / "base"
-    result = run_surogate(surogate_bin, "sft", config(tmp_path / "base.yaml", ex / "model", base, ex,
-                                                      "lora: false\ninit_projections_to_zero: false\n"),
-                          "--max_steps=2")
-    assert result.returncode == 0, result.stderr + result.stdout
+    base = trained_base(surogate_bin, tmp_path, ex)
 
     lora = "lora: true\nlora_rank: 4\nlora_alpha: 8\nlora_dropout: 0.0\n"
     plain = tmp_path / "qlora-plain"

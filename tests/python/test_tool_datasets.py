@@ -110,6 +110,18 @@ def test_llama3_without_tool_calls_matches_transformers(tmp_path, surogate_bin, 
     assert preview_ids(result.stdout) == [hf_ids(tokenizer, row["messages"], row["tools"])]
 
 
+def test_llama3_multi_turn_masks_without_the_trailing_assistant_header(tmp_path, surogate_bin, tokenizers_dir):
+    # The original Llama 3 template ends every rendering with an assistant header; it belongs to
+    # no turn (it used to make multi-turn conversations fail to mask).
+    row = {"messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello!"},
+                        {"role": "user", "content": "Bye"}, {"role": "assistant", "content": "Bye!"}]}
+    result = preview(tmp_path, surogate_bin, tokenizers_dir, [row], model="llama3")
+    assert result.returncode == 0, result.stderr
+    tokenizer = transformers.AutoTokenizer.from_pretrained(str(tokenizers_dir / "llama3"))
+    assert preview_ids(result.stdout) == [hf_ids(tokenizer, row["messages"], None)]
+    assert loss_runs(result.stdout) == ["Hello!<|eot_id|>", "Bye!<|eot_id|>"]
+
+
 def test_template_that_drops_tool_calls_is_an_error(tmp_path, surogate_bin, tokenizers_dir):
     result = preview(tmp_path, surogate_bin, tokenizers_dir, [AGENT_ROW], model="llama3")
     assert result.returncode != 0
@@ -152,8 +164,3 @@ def test_response_prefix_and_ignore_empty_think_in_preview(tmp_path, surogate_bi
                 for m in row["messages"]]
     assert preview_ids(result.stdout) == [hf_ids(tokenizer, prefixed, None)]
     assert loss_runs(result.stdout) == ["Hello!<|im_end|>\n", "Bye!<|im_end|>\n"]
-
-
-def test_agent_template_is_still_rejected(tmp_path, surogate_bin, tokenizers_dir):
-    result = preview(tmp_path, surogate_bin, tokenizers_dir, [AGENT_ROW], agent_template="hermes")
-    assert result.returncode != 0 and "'agent_template' is valid but not implemented yet" in result.stderr

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/bfloat16.h"
+#include "fixture_tensor.h"
 #include "io/safetensors.h"
 #include "quant/dynamic_map.h"
 #include "quant/nf4.h"
@@ -27,10 +28,7 @@ const io::SafetensorsFile& fixture() {
 
 template <typename T>
 std::vector<T> read(const std::string& name) {
-  const io::SafetensorsTensor& tensor = fixture().tensor(name);
-  std::vector<T> values(tensor.bytes.size() / sizeof(T));
-  std::memcpy(values.data(), tensor.bytes.data(), tensor.bytes.size());
-  return values;
+  return testing::fixture_tensor<T>(fixture(), name);
 }
 
 std::vector<float> read_bf16(const std::string& name) {

@@ -1,21 +1,26 @@
 // The fp8_hybrid recipe's CUDA pieces against the CPU reference on fresh random data:
 //   - fp8_record_amax + fp8_quantize equal quant::fp8_encode(x · fp8_scale(amax)) bit for bit, with
-//     the same scale_inv and the same state row afterwards: current scaling (row zero), delayed
-//     scaling (a row with a history, including one small enough that values saturate), E4M3 and
-//     E5M2, the 8-wide path and the scalar one, values spanning subnormals to large magnitudes;
+//     the same scale_inv and the same state row afterwards: current scaling (no delayed amax: the
+//     tensor's own, also when the row already holds a larger amax of this step), delayed scaling
+//     (a row with a history, including one small enough that values saturate), E4M3 and E5M2, the
+//     8-wide path and the scalar one, values spanning subnormals to large magnitudes;
 //   - fp8_roll_history equals quant::roll_fp8_history;
+//   - fp8_quantize_weight equals ops::quantize_fp8_tensor (codes, transpose, scale_inv) and
+//     fp8_transpose a plain transpose, bit for bit, on shapes that are and are not multiples of
+//     the 32 × 32 tile;
 //   - Fp8Matmul (cuBLASLt) equals the product of the decoded codes times both scales, computed in
 //     double, within the accumulation and bf16 output rounding: |got − ref| ≤ 2⁻⁷·|ref| + e·Σ|a·b|,
 //     in the settings the engine runs them (runtime/cuda_fp8_ops.cpp): the forward's E4M3 × E4M3
 //     with fast accumulation, with and without a bias; the backward's E5M2 × E4M3 with promoted
-//     accumulation and an addend. Hopper's FP8 tensor cores keep about 14 bits of the running sum
+//     accumulation and an addend, or accumulating into out (the weight gradient's form). Hopper's FP8 tensor cores keep about 14 bits of the running sum
 //     (DeepSeek-V3 technical report, 3.3.2), promoted to fp32 periodically without fast
 //     accumulation: e = 2⁻¹² promoted, 2⁻¹⁰ fast (measured on the H100: 2⁻¹³·⁴ and 2⁻¹¹·⁸ worst);
 //   - the ops bound in a graph (runtime/cuda_fp8_ops.cpp): quantize_fp8 → linear_fp8 with an addend,
-//     and linear_fp8_backward_input with an addend, BF16 on the CUDA backend against the F32 CPU
-//     emulation from the same (bf16-exact) values: the state rows equal bit for bit (the same
-//     amaxes recorded at the right sites), y and d_x within 1e-2 of each tensor's largest entry
-//     (bf16 outputs, accumulation order). Autodiff's use of the ops is checked on the CPU
+//     linear_fp8_backward_input with an addend, linear_fp8_backward (both gradients, the weight's
+//     from the transposed codes) and quantize_fp8_weight, BF16 on the CUDA backend against the F32
+//     CPU emulation from the same (bf16-exact) values: the state rows and the weight's codes equal
+//     bit for bit (the same amaxes recorded at the right sites), y, d_x and d_w within 1e-2 of each
+//     tensor's largest entry (bf16 outputs, accumulation order). Autodiff's use of the ops is checked on the CPU
 //     (tests/ops_defs/test_fp8_defs.cpp).
 #include <gtest/gtest.h>
 
@@ -36,6 +41,7 @@
 #include "cuda/device_info.h"
 #include "cuda/fp8_matmul.h"
 #include "cuda/kernels/fp8_quantize.h"
+#include "ops/fp8_tensor.h"
 #include "quant/fp8.h"
 #include "quant/fp8_scaling.h"
 
@@ -68,21 +74,23 @@ TEST(Fp8Cuda, QuantizeMatchesCpuReferenceBitForBit) {
       std::vector<uint16_t> bits(count);
       for (size_t i = 0; i < count; ++i) bits[i] = float_to_bf16(values[i]);
       const float amax = quant::amax_of(values);
-      // Rows: current scaling; delayed with a larger amax; delayed with a smaller one (saturates).
-      for (float delayed : {0.0f, amax * 3.0f, amax / 16.0f}) {
-        std::vector<float> row{delayed, delayed > 0 ? amax / 2 : 0.0f};
+      // Rows: current scaling, with nothing recorded and with a larger amax recorded earlier this
+      // step; delayed with a larger amax; delayed with a smaller one (saturates).
+      const std::pair<float, float> rows[] = {{0.0f, 0.0f}, {0.0f, amax * 2}, {amax * 3.0f, amax / 2}, {amax / 16.0f, amax / 2}};
+      for (const auto& [delayed, recorded] : rows) {
+        std::vector<float> row{delayed, recorded};
         std::vector<float> expected_row = row;
         expected_row[1] = quant::amax_max(expected_row[1], amax);
-        const float scale = quant::fp8_scale(quant::site_amax(expected_row.data()), format);
+        const float scale = quant::fp8_scale(quant::scaling_amax(row.data(), amax), format);
         cuda::DeviceBuffer<uint16_t> x = cuda::to_device(bits);
-        cuda::DeviceBuffer<float> row_device = cuda::to_device(row);
+        cuda::DeviceBuffer<float> row_device = cuda::to_device(row), own_amax = cuda::to_device(std::vector<float>{0.0f});
         cuda::DeviceBuffer<uint8_t> q(count);
         cuda::DeviceBuffer<float> scale_inv(1);
         const auto* x_bf16 = reinterpret_cast<const __nv_bfloat16*>(x.data());
         const cuda::Fp8Target target = format == quant::Fp8Format::E4M3 ? cuda::Fp8Target::E4M3 : cuda::Fp8Target::E5M2;
-        cuda::fp8_record_amax(x_bf16, static_cast<int64_t>(count), row_device.data(), nullptr);
-        cuda::fp8_quantize(x_bf16, static_cast<int64_t>(count), target, row_device.data(), q.data(), scale_inv.data(),
-                           nullptr);
+        cuda::fp8_record_amax(x_bf16, static_cast<int64_t>(count), row_device.data(), own_amax.data(), nullptr);
+        cuda::fp8_quantize(x_bf16, static_cast<int64_t>(count), target, row_device.data(), own_amax.data(), q.data(),
+                           scale_inv.data(), nullptr);
         const std::vector<uint8_t> codes = q.download();
         EXPECT_EQ(row_device.download(), expected_row);
         EXPECT_EQ(scale_inv.download()[0], 1.0f / scale);
@@ -92,6 +100,28 @@ TEST(Fp8Cuda, QuantizeMatchesCpuReferenceBitForBit) {
         }
       }
     }
+  }
+}
+
+TEST(Fp8Cuda, QuantizeWeightAndTransposeMatchTheCpuBitForBit) {
+  if (skip_without_gpu()) GTEST_SKIP();
+  std::mt19937 rng(5);
+  for (const auto& [rows, columns] : {std::pair<int64_t, int64_t>{1024, 4096}, {96, 128}, {100, 70}, {1, 33}}) {
+    const std::vector<float> values = spread_values(static_cast<size_t>(rows * columns), rng);
+    std::vector<uint16_t> bits(values.size());
+    for (size_t i = 0; i < values.size(); ++i) bits[i] = float_to_bf16(values[i]);
+    std::vector<uint8_t> codes(values.size()), transposed(values.size());
+    const float scale_inv = ops::quantize_fp8_tensor(values.data(), rows, columns, codes.data(), transposed.data());
+    cuda::DeviceBuffer<uint16_t> w = cuda::to_device(bits);
+    cuda::DeviceBuffer<uint8_t> codes_device(values.size()), transposed_device(values.size()), back(values.size());
+    cuda::DeviceBuffer<float> amax(1), scale_inv_device(1);
+    cuda::fp8_quantize_weight(reinterpret_cast<const __nv_bfloat16*>(w.data()), rows, columns, amax.data(),
+                              codes_device.data(), transposed_device.data(), scale_inv_device.data(), nullptr);
+    cuda::fp8_transpose(transposed_device.data(), columns, rows, back.data(), nullptr);
+    EXPECT_EQ(scale_inv_device.download()[0], scale_inv) << rows << "x" << columns;
+    EXPECT_EQ(codes_device.download(), codes) << rows << "x" << columns;
+    EXPECT_EQ(transposed_device.download(), transposed) << rows << "x" << columns;
+    EXPECT_EQ(back.download(), codes) << "transposing the transpose, " << rows << "x" << columns;
   }
 }
 
@@ -110,7 +140,8 @@ TEST(Fp8Cuda, RollHistoryMatchesCpuReference) {
   }
 }
 
-void check_product(int64_t m, int64_t n, int64_t k, quant::Fp8Format a_format, bool bias, bool addend) {
+void check_product(int64_t m, int64_t n, int64_t k, quant::Fp8Format a_format, bool bias, bool addend,
+                   bool accumulate = false) {
   const bool fast = a_format == quant::Fp8Format::E4M3;  // as the forward runs; gradients accumulate fully
   const int error_exponent = fast ? -10 : -12;
   std::mt19937 rng(static_cast<uint32_t>(m * 31 + n * 7 + k));
@@ -133,12 +164,14 @@ void check_product(int64_t m, int64_t n, int64_t k, quant::Fp8Format a_format, b
   cuda::DeviceBuffer<float> a_scale_device = cuda::to_device(std::vector<float>{a_scale});
   cuda::DeviceBuffer<float> b_scale_device = cuda::to_device(std::vector<float>{b_scale});
   cuda::DeviceBuffer<uint16_t> bias_device = cuda::to_device(bias_bits), addend_device = cuda::to_device(addend_bits);
-  cuda::DeviceBuffer<uint16_t> out(static_cast<size_t>(m * n));
+  // accumulate: out starts as the addend's values and the product is added to it.
+  cuda::DeviceBuffer<uint16_t> out = accumulate ? cuda::to_device(addend_bits) : cuda::DeviceBuffer<uint16_t>(m * n);
   cuda::Fp8Matmul matmul;
   const cuda::Fp8MatmulShape shape{.m = m, .n = n, .k = k,
                                    .a_format = a_format == quant::Fp8Format::E4M3 ? cuda::Fp8Operand::E4M3
                                                                                   : cuda::Fp8Operand::E5M2,
-                                   .has_bias = bias, .has_addend = addend, .fast_accumulation = fast};
+                                   .has_bias = bias, .has_addend = addend, .fast_accumulation = fast,
+                                   .accumulate = accumulate};
   matmul.run(shape, reinterpret_cast<__nv_bfloat16*>(out.data()), a_device.data(), a_scale_device.data(), b_device.data(),
              b_scale_device.data(), bias ? reinterpret_cast<const __nv_bfloat16*>(bias_device.data()) : nullptr,
              addend ? reinterpret_cast<const __nv_bfloat16*>(addend_device.data()) : nullptr, nullptr);
@@ -154,7 +187,7 @@ void check_product(int64_t m, int64_t n, int64_t k, quant::Fp8Format a_format, b
       }
       double expected = sum * a_scale * b_scale;
       if (bias) expected += bf16_to_float(bias_bits[c]);
-      if (addend) expected += bf16_to_float(addend_bits[r * n + c]);
+      if (addend || accumulate) expected += bf16_to_float(addend_bits[r * n + c]);
       const double actual = bf16_to_float(got[r * n + c]);
       const double tolerance = std::ldexp(std::fabs(expected), -7) + std::ldexp(magnitude * a_scale * b_scale, error_exponent) + 1e-6;
       ASSERT_NEAR(actual, expected, tolerance) << "row " << r << ", column " << c << " of " << m << "x" << n << "x" << k;
@@ -167,6 +200,7 @@ TEST(Fp8Cuda, MatmulMatchesDecodedProduct) {
   check_product(256, 384, 512, quant::Fp8Format::E4M3, true, false);
   check_product(200, 128, 1024, quant::Fp8Format::E5M2, false, true);
   check_product(64, 64, 64, quant::Fp8Format::E4M3, false, false);
+  check_product(96, 128, 256, quant::Fp8Format::E5M2, false, false, true);  // a weight gradient: out += product
 }
 
 // quantize_fp8 → linear_fp8 with an addend, and the input gradient's op for d_y = probe with an
@@ -178,7 +212,8 @@ compiler::ExecutionPlan fp8_chain(const graph::OpRegistry& registry, DType dtype
   graph::TensorId w = b.parameter("w.fp8", DType::F8_E4M3, {out, in}, false);
   graph::TensorId w_t = b.parameter("w.fp8_t", DType::F8_E4M3, {in, out}, false);
   graph::TensorId w_scale_inv = b.parameter("w.scale_inv", DType::F32, {1}, false);
-  graph::TensorId state = b.parameter("state", DType::F32, {3, 2 + 8}, false);
+  graph::TensorId state = b.parameter("state", DType::F32, {4, 2 + 8}, false);
+  graph::TensorId weight = b.parameter("weight", dtype, {out, in}, false);
   graph::TensorId probe = b.parameter("probe", dtype, {rows, out}, false);
   graph::TensorId pending = b.parameter("pending", dtype, {rows, in}, false);
   auto q = b.op("quantize_fp8", {x, state}, {{"format", "e4m3"}, {"site", 2}});
@@ -186,8 +221,14 @@ compiler::ExecutionPlan fp8_chain(const graph::OpRegistry& registry, DType dtype
                            {{"extra", "addend"}, {"grad_site", 0}, {"grad_format", "e5m2"}}, "y");
   graph::TensorId d_x = b.op("linear_fp8_backward_input", {probe, w_t, w_scale_inv, state, pending},
                              {{"site", 0}, {"format", "e5m2"}}, "d_x");
+  auto both = b.op("linear_fp8_backward", {probe, q[0], q[1], w_t, w_scale_inv, state, pending},
+                   {{"site", 3}, {"format", "e5m2"}}, "both");
+  auto pieces = b.op("quantize_fp8_weight", {weight}, nlohmann::json::object(), "weight_fp8");
   b.mark_output(y);
   b.mark_output(d_x);
+  b.mark_output(both[0]);
+  b.mark_output(both[1]);
+  for (graph::TensorId piece : pieces.ids) b.mark_output(piece);
   return compiler::compile_forward(b.finish(), registry);
 }
 
@@ -213,10 +254,11 @@ TEST(Fp8Cuda, GraphOpsMatchTheCpuEmulation) {
           quant::fp8_encode(weight[o * in + i] * w_scale, quant::Fp8Format::E4M3);
     }
   }
-  const std::vector<float> w_scale_inv{1.0f / w_scale}, state(30, 0.0f);
+  const std::vector<float> w_scale_inv{1.0f / w_scale}, state(40, 0.0f);
 
   struct Result {
-    std::vector<float> y, d_x, state;
+    std::vector<float> y, d_x, both_d_x, d_w, state;
+    std::vector<uint8_t> weight_codes;
   };
   auto run = [&](runtime::Backend& backend, const compiler::ExecutionPlan& plan, bool bf16) {
     backend.load(plan, registry);
@@ -244,6 +286,7 @@ TEST(Fp8Cuda, GraphOpsMatchTheCpuEmulation) {
     write_floats("addend", addend);
     write_floats("probe", probe);
     write_floats("pending", pending);
+    write_floats("weight", weight);
     backend.write(plan.tensor("w.fp8"), std::as_bytes(std::span<const uint8_t>(codes)));
     backend.write(plan.tensor("w.fp8_t"), std::as_bytes(std::span<const uint8_t>(transposed)));
     backend.write(plan.tensor("w.scale_inv"), std::as_bytes(std::span<const float>(w_scale_inv)));
@@ -252,7 +295,14 @@ TEST(Fp8Cuda, GraphOpsMatchTheCpuEmulation) {
     Result result;
     result.y = read_floats(plan.tensor("y"), rows * out);
     result.d_x = read_floats(plan.tensor("d_x"), rows * in);
-    result.state.resize(30);
+    result.both_d_x = read_floats(plan.tensor("both"), rows * in);
+    result.d_w = read_floats(plan.tensor("both.d_weight"), out * in);
+    result.weight_codes.resize(static_cast<size_t>(2 * out * in + 4));
+    backend.read(plan.tensor("weight_fp8"), std::as_writable_bytes(std::span<uint8_t>(result.weight_codes).first(out * in)));
+    backend.read(plan.tensor("weight_fp8.codes_t"),
+                 std::as_writable_bytes(std::span<uint8_t>(result.weight_codes).subspan(out * in, out * in)));
+    backend.read(plan.tensor("weight_fp8.scale_inv"), std::as_writable_bytes(std::span<uint8_t>(result.weight_codes).last(4)));
+    result.state.resize(40);
     backend.read(plan.tensor("state"), std::as_writable_bytes(std::span<float>(result.state)));
     return result;
   };
@@ -272,8 +322,12 @@ TEST(Fp8Cuda, GraphOpsMatchTheCpuEmulation) {
       ASSERT_NEAR(got[i], want[i], 1e-2 * largest) << what << " element " << i;
     }
   };
+  EXPECT_EQ(expected.state[3 * 10 + 1], quant::amax_of(probe));  // site 3: the same d_y, both gradients
+  EXPECT_EQ(actual.weight_codes, expected.weight_codes);          // quantize_fp8_weight, bit for bit
   expect_close(actual.y, expected.y, "y");
   expect_close(actual.d_x, expected.d_x, "d_x");
+  expect_close(actual.both_d_x, expected.both_d_x, "linear_fp8_backward's d_x");
+  expect_close(actual.d_w, expected.d_w, "linear_fp8_backward's d_w");
 }
 
 }  // namespace

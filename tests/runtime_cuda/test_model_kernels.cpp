@@ -35,6 +35,7 @@
 #include "runtime/cuda_backend.h"
 #include "runtime/cuda_model_kernels.h"
 #include "runtime/cuda_piece_copy.h"
+#include "runtime_cuda/cuda_node_plan.h"
 
 namespace surogate::runtime {
 namespace {
@@ -293,51 +294,6 @@ TEST(CudaModelKernels, ArgmaxHitsCountsFirstMaximum) {
   }
 }
 
-// A forward-only plan of the given nodes on the CUDA backend: floating operands are frozen
-// parameters written from host floats (BF16 bits or F32), position_ids an input.
-struct CudaNodePlan {
-  graph::OpRegistry registry = ops::make_model_registry();
-  graph::GraphBuilder builder{registry};
-  compiler::ExecutionPlan plan;
-  CudaBackend backend;
-
-  graph::TensorId operand(const std::string& name, DType dtype, graph::Shape shape) {
-    return builder.parameter(name, dtype, std::move(shape), false);
-  }
-  void load(const std::vector<graph::TensorId>& outputs) {
-    for (graph::TensorId id : outputs) builder.mark_output(id);
-    plan = compiler::compile_forward(builder.finish(), registry);
-    backend.load(plan, registry);
-  }
-  void write(const std::string& name, const std::vector<float>& values) {
-    const graph::TensorId id = plan.tensor(name);
-    if (plan.graph.tensor(id).type.dtype == DType::BF16) {
-      const std::vector<Bf16> bits = to_bf16(values);
-      backend.write(id, std::as_bytes(std::span<const Bf16>(bits)));
-    } else {
-      backend.write(id, std::as_bytes(std::span<const float>(values)));
-    }
-  }
-  void run(const std::vector<int32_t>& positions) {
-    std::vector<InputBinding> inputs;
-    if (auto id = plan.graph.find_tensor("position_ids")) {
-      inputs.push_back({*id, std::as_bytes(std::span<const int32_t>(positions))});
-    }
-    backend.execute(inputs);
-  }
-  std::vector<float> read(graph::TensorId id) {
-    const graph::TensorType& type = plan.graph.tensor(id).type;
-    if (type.dtype == DType::BF16) {
-      std::vector<Bf16> bits(static_cast<size_t>(type.numel()));
-      backend.read(id, std::as_writable_bytes(std::span<Bf16>(bits)));
-      return from_bf16(bits);
-    }
-    std::vector<float> values(static_cast<size_t>(type.numel()));
-    backend.read(id, std::as_writable_bytes(std::span<float>(values)));
-    return values;
-  }
-};
-
 // Qwen3's q/k norm + RoPE: the qk_norm_rope kernels (head_dim 64 / 128, full rotary, GQA-sized
 // head counts) and the unfused fallback (head_dim 8, and partial rotary), against the CPU op in
 // double on the same bf16 inputs. The backward node reads the reference rstd, so both sides
@@ -351,14 +307,9 @@ TEST(CudaModelKernels, FusedRmsnormRopeBindersMatchCpu) {
     const int64_t tokens = c.batch * c.sequence, rows = tokens * c.heads, count = rows * c.head_dim;
     std::vector<int32_t> positions;
     random_documents(c.batch, c.sequence, &positions);
-    ops::RopeFrequencies<double> frequencies;
-    std::vector<double> inv_freq;
-    for (int i = 0; i < c.rotary_dim / 2; ++i) {
-      const float value = static_cast<float>(1.0 / std::pow(10000.0, 2.0 * i / c.rotary_dim));
-      inv_freq.push_back(value);
-      frequencies.inverse_frequency.push_back(value);
-    }
-    frequencies.attention_scaling = static_cast<double>(1.1f);
+    const TestRopeFrequencies rope = test_rope_frequencies(c.rotary_dim, 1.1f);
+    const ops::RopeFrequencies<double>& frequencies = rope.reference;
+    const std::vector<double>& inv_freq = rope.inv_freq;
     const std::vector<float> x = random_floats(static_cast<size_t>(count), 2.0f);
     const std::vector<float> d_out = random_floats(static_cast<size_t>(count));
     std::vector<float> weight = random_floats(static_cast<size_t>(c.head_dim), 0.5f);

@@ -187,7 +187,36 @@ TEST(BackendSelection, Bf16MasterOrGradientsOnTheCpuBackendIsAnErrorNamingTheOpt
   EXPECT_NE(message.find("implemented on the CUDA backend only"), std::string::npos) << message;
   config.gradient_dtype = GradientDtype::Fp32;
   EXPECT_EQ(choose_training_backend(config, no_gpu()).backend, TrainingBackend::Cpu);
-  EXPECT_NO_THROW(check_cpu_backend_precision(config));
+  EXPECT_NO_THROW(check_cpu_backend_options(config));
+}
+
+}  // namespace
+}  // namespace surogate::train
+
+namespace surogate::train {
+namespace {
+
+TEST(BackendSelection, OffloadingIsForTheCudaBackendAndMastersAndGradientsForOneGpu) {
+  for (bool Config::*option : {&Config::offload_master, &Config::offload_optimizer, &Config::offload_grads}) {
+    Config config;
+    config.*option = true;
+    // On one GPU every offload trains on CUDA.
+    EXPECT_EQ(choose_training_backend(config, gpus(1)).backend, TrainingBackend::Cuda);
+    // The CPU backend refuses each by name.
+    for (const MachineOffer& machine : {cpu_build(), no_gpu()}) {
+      const std::string message = error_of(config, machine);
+      EXPECT_NE(message.find("applies to the CUDA backend only"), std::string::npos) << message;
+    }
+    // Several GPUs: the optimizer state offloads per rank; masters and gradients are refused.
+    config.gpus = 2;
+    if (option == &Config::offload_optimizer) {
+      EXPECT_EQ(choose_training_backend(config, gpus(2)).backend, TrainingBackend::Cuda);
+    } else {
+      const std::string message = error_of(config, gpus(2));
+      EXPECT_NE(message.find("implemented on one GPU only"), std::string::npos) << message;
+      EXPECT_NE(message.find("offload_optimizer works with several GPUs"), std::string::npos) << message;
+    }
+  }
 }
 
 }  // namespace

@@ -2,7 +2,8 @@
 // Llama from scratch): loss falls for sft and pt, a resumed run reproduces the uninterrupted
 // run's per-step losses exactly, checkpoints are complete folders, outputs are an HF model folder,
 // LoRA trains adapters only and writes a PEFT adapter (and a merged model), unknown LoRA targets
-// and divergence are clear UserErrors.
+// and divergence are clear UserErrors, and use_fused_rope (cos/sin computed inside the rope op)
+// trains exactly as the cos/sin tables do (every loss equal, tolerance none).
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -69,6 +70,14 @@ TEST_F(TrainerTest, PretrainingOnTextLowersLoss) {
   TrainingResult result = run_training(config("pt", "max_steps: 20\n", true), quiet(true));
   ASSERT_EQ(result.step_losses.size(), 20u);
   EXPECT_LT(mean(result.step_losses, 15, 20), result.step_losses.front() - 1.0);
+}
+
+TEST_F(TrainerTest, FusedRopeTrainsExactlyAsTheTables) {
+  TrainingResult tables = run_training(config("rope-tables", "max_steps: 4\n"), quiet());
+  TrainingResult fused = run_training(config("rope-fused", "max_steps: 4\nuse_fused_rope: true\n"), quiet());
+  EXPECT_EQ(fused.step_losses, tables.step_losses);
+  ASSERT_TRUE(tables.eval_loss && fused.eval_loss);
+  EXPECT_EQ(*fused.eval_loss, *tables.eval_loss);
 }
 
 TEST_F(TrainerTest, ResumedRunReproducesTheUninterruptedRunsLosses) {

@@ -1,6 +1,7 @@
 // `surogate sft` on the CUDA backend (bf16 recipe) against the same job on the CPU backend (fp32),
-// on the quickstart model (tiny Llama from scratch, string reversal): full fine-tuning and LoRA
-// track the CPU run step by step, and a resumed CUDA run reproduces the uninterrupted one.
+// on the quickstart model (tiny Llama from scratch, string reversal): full fine-tuning, LoRA and
+// QLoRA on an NVFP4 base track the CPU run step by step, and a resumed CUDA run reproduces the
+// uninterrupted one.
 //
 // Tolerances: the step-by-step tracking ones are cuda_trainer_fixture.h's;
 //   resume: the resumed run's losses equal the uninterrupted run's exactly (same kernels, same
@@ -43,6 +44,13 @@ TEST_F(CudaTrainerTest, LoraTracksTheCpuRun) {
   // say nothing about correctness.
   expect_tracks_cpu("lora", "max_steps: 20\nlora: true\nlora_rank: 8\nlora_alpha: 16\nlora_dropout: 0.0\n"
                             "learning_rate: 1e-2\n");
+}
+
+TEST_F(CudaTrainerTest, QloraFp4TracksTheCpuRun) {
+  // The same LoRA job on an NVFP4 base (Four Over Six): both backends quantize the base on the host
+  // alike; the GPU dequantizes it to bf16 (bit-identical to the CPU's fp32 values rounded to bf16).
+  expect_tracks_cpu("qlora-fp4", "max_steps: 20\nlora: true\nlora_rank: 8\nlora_alpha: 16\nlora_dropout: 0.0\n"
+                                 "learning_rate: 1e-2\nqlora_fp4: true\n");
 }
 
 TEST_F(CudaTrainerTest, ResumedRunReproducesTheUninterruptedRunsLosses) {

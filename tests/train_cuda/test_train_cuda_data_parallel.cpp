@@ -10,7 +10,8 @@
 // the same float arithmetic), and the same kernels run in the same order: per-step losses equal
 // bit for bit, and the checkpoints' weights and optimizer state byte for byte.
 //   full fine-tuning (adamw, ZeRO-1), LoRA with dropout (adamw_8bit), QLoRA, ZeRO-2 with clipping
-//   (normuon, full), gradient_dtype bf16 (bf16 all-reduce), pt; a checkpoint of the
+//   (normuon, full), gradient_dtype bf16 (bf16 all-reduce), pt, fp8_hybrid full fine-tuning (the
+//   scaling state's all-reduce max over one rank changes nothing); a checkpoint of the
 //   data-parallel device resumes on the single-GPU device exactly (the single-GPU format).
 //
 // Two or more GPUs (skipped with fewer): gpus: 2 with accumulation A against gpus: 1 with 2A,
@@ -20,6 +21,8 @@
 // nats (identical weights; the losses' double sums differ in order only), every later step within
 // 0.01 nats over 20 steps, the mean over the last 5 within 0.005 (the CPU ranks, fp32, agree to
 // 2e-8 relative; this bounds bf16 weight-rounding flips; not yet measured on a multi-GPU machine).
+// fp8_hybrid on 2 GPUs: the same bounds (the scaling state is all-reduced with the max before each
+// roll, so both GPUs quantize with the scales one GPU uses).
 #include <gtest/gtest.h>
 
 #include <cuda_runtime_api.h>
@@ -105,6 +108,10 @@ TEST_F(CudaDataParallelTest, Bf16GradientsAndPretrainingOnAWorldOfOneEqualTheSin
                                                       "gradient_accumulation_steps: 2\n", true);
 }
 
+TEST_F(CudaDataParallelTest, Fp8FullFineTuningOnAWorldOfOneEqualsTheSingleGpuDevice) {
+  expect_world_of_one_equals_single_gpu("fp8", "optimizer: adamw\nrecipe: fp8_hybrid\ngradient_accumulation_steps: 2\n");
+}
+
 TEST_F(CudaDataParallelTest, ACheckpointOfTheDataParallelDeviceResumesOnTheSingleGpuDeviceExactly) {
   const std::string extra = "max_steps: 10\nsave_steps: 5\noptimizer: adamw_8bit\n";
   TrainingResult straight = run_training(config("dp-straight", extra), on(TrainingBackend::Cuda));
@@ -132,6 +139,16 @@ TEST_F(CudaDataParallelTest, TwoGpusMatchOneGpuWithTwiceTheAccumulation) {
                                       on(TrainingBackend::Cuda));
     expect_tracks("gpus-2-zero-" + tag, one, two, 1e-5, 0.01, 0.005);
   }
+}
+
+TEST_F(CudaDataParallelTest, TwoGpusFp8MatchOneGpuWithTwiceTheAccumulation) {
+  if (visible_gpus() < 2) GTEST_SKIP() << "needs 2 GPUs, " << visible_gpus() << " visible";
+  const std::string common = "max_steps: 20\noptimizer: adamw\nper_device_train_batch_size: 2\nrecipe: fp8_hybrid\n";
+  TrainingResult one =
+      run_training(config("dp1-fp8", common + "gradient_accumulation_steps: 4\n"), on(TrainingBackend::Cuda));
+  TrainingResult two = run_training(config("dp2-fp8", common + "gpus: 2\ngradient_accumulation_steps: 2\n"),
+                                    on(TrainingBackend::Cuda));
+  expect_tracks("gpus-2-fp8", one, two, 1e-5, 0.01, 0.005);
 }
 
 TEST_F(CudaDataParallelTest, TwoGpusLoraMatchOneGpuAndWriteTheSingleGpuOutputs) {

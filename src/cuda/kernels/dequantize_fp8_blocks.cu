@@ -1,22 +1,15 @@
 // FP8 block dequantization kernels; see dequantize_fp8_blocks.h.
 #include "cuda/kernels/dequantize_fp8_blocks.h"
 
-#include <cuda_fp16.h>
-#include <cuda_fp8.h>
-
 #include <algorithm>
 
 #include "cuda/cuda_check.h"
+#include "cuda/kernels/fp4_fp8_values.cuh"
 
 namespace surogate::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-
-__device__ float decode_e4m3(uint8_t code) {
-  const __half_raw half = __nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(code), __NV_E4M3);
-  return __half2float(__half(half));
-}
 
 __device__ float block_scale(const Fp8BlockDeviceView& view, int64_t row, int64_t col) {
   const int64_t col_blocks = (view.cols + view.block - 1) / view.block;
@@ -35,7 +28,7 @@ __global__ void dequantize_vector8(Fp8BlockDeviceView view, __nv_bfloat16* out) 
     for (int i = 0; i < 8; ++i) {
       const uint32_t word = i < 4 ? codes.x : codes.y;
       const auto code = static_cast<uint8_t>((word >> (8 * (i % 4))) & 0xFF);
-      values[i] = __float2bfloat16_rn(__fmul_rn(decode_e4m3(code), scale));
+      values[i] = __float2bfloat16_rn(__fmul_rn(e4m3_value(code), scale));
     }
     reinterpret_cast<uint4*>(out)[group] = *reinterpret_cast<const uint4*>(values);
   }
@@ -45,7 +38,7 @@ __global__ void dequantize_scalar(Fp8BlockDeviceView view, __nv_bfloat16* out) {
   const int64_t numel = view.rows * view.cols;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < numel; i += int64_t{gridDim.x} * blockDim.x) {
     const float scale = block_scale(view, i / view.cols, i % view.cols);
-    out[i] = __float2bfloat16_rn(__fmul_rn(decode_e4m3(view.codes[i]), scale));
+    out[i] = __float2bfloat16_rn(__fmul_rn(e4m3_value(view.codes[i]), scale));
   }
 }
 

@@ -37,8 +37,8 @@ __device__ __forceinline__ bool vectorised(const void* x, const void* q, int64_t
   return n % 8 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(q) % 8 == 0;
 }
 
-__global__ void record_amax(const __nv_bfloat16* x, int64_t n, float* row) {
-  if (row[0] > 0.0f) return;  // delayed scaling: the quantizer records
+__global__ void record_amax(const __nv_bfloat16* x, int64_t n, const float* row, float* amax) {
+  if (row != nullptr && row[0] > 0.0f) return;  // delayed scaling: the tensor's own amax is not used
   unsigned bits = 0;
   const int64_t stride = int64_t{gridDim.x} * blockDim.x;
   const int64_t first = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
@@ -51,14 +51,14 @@ __global__ void record_amax(const __nv_bfloat16* x, int64_t n, float* row) {
   } else {
     for (int64_t i = first; i < n; i += stride) bits = max(bits, amax_bits(__bfloat162float(x[i])));
   }
-  record_block_max(bits, row + 1);
+  record_block_max(bits, amax);
 }
 
 template <__nv_fp8_interpretation_t kFormat>
-__global__ void quantize(const __nv_bfloat16* x, int64_t n, float format_max, float* row, uint8_t* q, float* scale_inv) {
+__global__ void quantize(const __nv_bfloat16* x, int64_t n, float format_max, float* row, const float* amax, uint8_t* q,
+                         float* scale_inv) {
   const float delayed = row[0];
-  const bool records = delayed > 0.0f;
-  const float scale = scale_for(records ? delayed : row[1], format_max);
+  const float scale = scale_for(delayed > 0.0f ? delayed : *amax, format_max);
   if (blockIdx.x == 0 && threadIdx.x == 0) *scale_inv = __fdiv_rn(1.0f, scale);
   unsigned bits = 0;
   const int64_t stride = int64_t{gridDim.x} * blockDim.x;
@@ -83,7 +83,51 @@ __global__ void quantize(const __nv_bfloat16* x, int64_t n, float format_max, fl
       q[i] = __nv_cvt_float_to_fp8(__fmul_rn(value, scale), __NV_SATFINITE, kFormat);
     }
   }
-  if (records) record_block_max(bits, row + 1);
+  record_block_max(bits, row + 1);
+}
+
+// The weight's codes and their transpose, one 32 × 32 tile per block (32 × 8 threads): codes are
+// written row by row, the tile goes through shared memory and is written transposed.
+constexpr int kTile = 32;
+
+__global__ void quantize_weight(const __nv_bfloat16* w, int64_t rows, int64_t columns, const float* amax,
+                                uint8_t* codes, uint8_t* transposed, float* scale_inv) {
+  __shared__ uint8_t tile[kTile][kTile + 1];
+  const float scale = scale_for(*amax, 448.0f);
+  if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0 && threadIdx.y == 0) *scale_inv = __fdiv_rn(1.0f, scale);
+  const int64_t row0 = int64_t{blockIdx.y} * kTile, column0 = int64_t{blockIdx.x} * kTile;
+  for (int y = threadIdx.y; y < kTile; y += blockDim.y) {
+    const int64_t row = row0 + y, column = column0 + threadIdx.x;
+    if (row < rows && column < columns) {
+      const uint8_t code =
+          __nv_cvt_float_to_fp8(__fmul_rn(__bfloat162float(w[row * columns + column]), scale), __NV_SATFINITE, __NV_E4M3);
+      codes[row * columns + column] = code;
+      tile[y][threadIdx.x] = code;
+    }
+  }
+  __syncthreads();
+  for (int y = threadIdx.y; y < kTile; y += blockDim.y) {
+    const int64_t column = column0 + y, row = row0 + threadIdx.x;
+    if (row < rows && column < columns) transposed[column * rows + row] = tile[threadIdx.x][y];
+  }
+}
+
+__global__ void transpose(const uint8_t* in, int64_t rows, int64_t columns, uint8_t* out) {
+  __shared__ uint8_t tile[kTile][kTile + 1];
+  const int64_t row0 = int64_t{blockIdx.y} * kTile, column0 = int64_t{blockIdx.x} * kTile;
+  for (int y = threadIdx.y; y < kTile; y += blockDim.y) {
+    const int64_t row = row0 + y, column = column0 + threadIdx.x;
+    if (row < rows && column < columns) tile[y][threadIdx.x] = in[row * columns + column];
+  }
+  __syncthreads();
+  for (int y = threadIdx.y; y < kTile; y += blockDim.y) {
+    const int64_t column = column0 + y, row = row0 + threadIdx.x;
+    if (row < rows && column < columns) out[column * rows + row] = tile[threadIdx.x][y];
+  }
+}
+
+dim3 tiles_for(int64_t rows, int64_t columns) {
+  return dim3(static_cast<unsigned>((columns + kTile - 1) / kTile), static_cast<unsigned>((rows + kTile - 1) / kTile));
 }
 
 __global__ void roll(float* state, int64_t history, int64_t step) {
@@ -118,20 +162,38 @@ int blocks_for(int64_t work) {
 
 }  // namespace
 
-void fp8_record_amax(const __nv_bfloat16* x, int64_t n, float* row, cudaStream_t stream) {
+void fp8_record_amax(const __nv_bfloat16* x, int64_t n, const float* row, float* amax, cudaStream_t stream) {
   if (n == 0) return;
-  record_amax<<<blocks_for(n % 8 == 0 ? n / 8 : n), kThreads, 0, stream>>>(x, n, row);
+  record_amax<<<blocks_for(n % 8 == 0 ? n / 8 : n), kThreads, 0, stream>>>(x, n, row, amax);
   CUDA_CHECK(cudaGetLastError());
 }
 
-void fp8_quantize(const __nv_bfloat16* x, int64_t n, Fp8Target format, float* row, uint8_t* q, float* scale_inv,
-                  cudaStream_t stream) {
+void fp8_quantize(const __nv_bfloat16* x, int64_t n, Fp8Target format, float* row, const float* amax, uint8_t* q,
+                  float* scale_inv, cudaStream_t stream) {
   const int blocks = blocks_for(n % 8 == 0 ? n / 8 : n);
   if (format == Fp8Target::E4M3) {
-    quantize<__NV_E4M3><<<blocks, kThreads, 0, stream>>>(x, n, 448.0f, row, q, scale_inv);
+    quantize<__NV_E4M3><<<blocks, kThreads, 0, stream>>>(x, n, 448.0f, row, amax, q, scale_inv);
   } else {
-    quantize<__NV_E5M2><<<blocks, kThreads, 0, stream>>>(x, n, 57344.0f, row, q, scale_inv);
+    quantize<__NV_E5M2><<<blocks, kThreads, 0, stream>>>(x, n, 57344.0f, row, amax, q, scale_inv);
   }
+  CUDA_CHECK(cudaGetLastError());
+}
+
+void fp8_quantize_weight(const __nv_bfloat16* w, int64_t rows, int64_t columns, float* amax, uint8_t* codes,
+                         uint8_t* transposed, float* scale_inv, cudaStream_t stream) {
+  if (rows == 0 || columns == 0) return;
+  const int64_t n = rows * columns;
+  CUDA_CHECK(cudaMemsetAsync(amax, 0, sizeof(float), stream));
+  record_amax<<<blocks_for(n % 8 == 0 ? n / 8 : n), kThreads, 0, stream>>>(w, n, nullptr, amax);
+  CUDA_CHECK(cudaGetLastError());
+  quantize_weight<<<tiles_for(rows, columns), dim3(kTile, 8), 0, stream>>>(w, rows, columns, amax, codes, transposed,
+                                                                          scale_inv);
+  CUDA_CHECK(cudaGetLastError());
+}
+
+void fp8_transpose(const uint8_t* in, int64_t rows, int64_t columns, uint8_t* out, cudaStream_t stream) {
+  if (rows == 0 || columns == 0) return;
+  transpose<<<tiles_for(rows, columns), dim3(kTile, 8), 0, stream>>>(in, rows, columns, out);
   CUDA_CHECK(cudaGetLastError());
 }
 

@@ -40,7 +40,7 @@ void register_rmsnorm_ops(graph::OpRegistry& registry);        // rmsnorm_def.cp
 void register_linear_ops(graph::OpRegistry& registry);         // linear_def.cpp
 void register_swiglu_ops(graph::OpRegistry& registry);         // swiglu_def.cpp
 void register_rope_ops(graph::OpRegistry& registry);           // rope_def.cpp
-void register_rmsnorm_rope_ops(graph::OpRegistry& registry);   // rmsnorm_rope_def.cpp (and fused_rope)
+void register_rmsnorm_rope_ops(graph::OpRegistry& registry);   // rmsnorm_rope_def.cpp
 void register_attention_ops(graph::OpRegistry& registry);      // attention_def.cpp
 void register_cross_entropy_ops(graph::OpRegistry& registry);  // cross_entropy_def.cpp
 void register_dropout_ops(graph::OpRegistry& registry);        // dropout_def.cpp
@@ -48,6 +48,7 @@ void register_concat_split_ops(graph::OpRegistry& registry);   // concat_split_d
 void register_dequantize_ops(graph::OpRegistry& registry);     // dequantize_nf4_def.cpp
 void register_fp8_ops(graph::OpRegistry& registry);            // fp8_linear_def.cpp
 void register_dequantize_fp8_blocks_ops(graph::OpRegistry& registry);  // dequantize_fp8_blocks_def.cpp
+void register_dequantize_fp4_ops(graph::OpRegistry& registry);  // dequantize_fp4_def.cpp
 void register_round_fp16_ops(graph::OpRegistry& registry);     // round_fp16_def.cpp
 
 }  // namespace surogate::ops::defs

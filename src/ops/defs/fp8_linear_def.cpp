@@ -3,30 +3,49 @@
 //
 //   quantize_fp8(x [, state]){format, site} -> (q [x's shape, F8_E4M3 / F8_E5M2], scale_inv F32[1])
 //     q = fp8_encode(x · scale) (quant/fp8.h), scale = fp8_scale(amax): with a state tensor
-//     (training), delayed scaling from row `site` (quant/fp8_scaling.h), recording x's amax; without
-//     (evaluation), x's own amax. No gradient (the recipe's matmuls carry x's gradient, below).
+//     (training), delayed scaling from row `site` (quant/fp8_scaling.h: row[0] once a step has been
+//     recorded, x's own amax before), recording x's amax; without (evaluation), x's own amax. No
+//     gradient (the recipe's matmuls carry x's gradient, below).
 //
-//   linear_fp8(x, xq, x_scale_inv, w, w_t, w_scale_inv [, bias | addend] [, state])
-//            {extra: "bias" | "addend" (absent: neither), grad_site, grad_format}
+//   quantize_fp8_weight(w [out, in]) -> (codes F8_E4M3 [out, in], codes_t [in, out], scale_inv F32[1])
+//     a weight in the per-tensor format at its own amax (ops/fp8_tensor.h): the QLoRA base, which
+//     is dequantized per micro-batch, quantized for the FP8 product. No gradient (frozen).
+//
+//   linear_fp8(x, xq, x_scale_inv, w, w_t, w_scale_inv [, bias | addend] [, state] [, weight])
+//            {extra: "bias" | "addend" (absent: neither), grad_site, grad_format, trained_weight}
 //     -> out [..., out_features] in x's dtype:
 //     (Σ_k decode(xq)·decode(w)) · (x_scale_inv · w_scale_inv) (+ bias | + addend), w E4M3
 //     [out, in] and w_t its transpose [in, out] (what the backward's product reads: FP8 tensor-core
 //     products take both operands K-major). x itself is not read: it is the input the gradient
-//     flows to. The state (last input, with grad_site) is the backward's.
+//     flows to. The state (with grad_site) is the backward's. With trained_weight, the last input
+//     is the trained weight [out, in] in x's dtype, of which w, w_t and w_scale_inv are the FP8
+//     copy (made once per optimizer step by the training device, train/fp8_weight_copies.h); it is
+//     not read either: it is the parameter its gradient flows to.
 //     Gradients: d_x = linear_fp8_backward_input(d_out, w_t, w_scale_inv, state [, x's pending
-//     gradient]); d_addend = d_out; d_bias = bias_gradient(d_out). w, w_t and the scales are frozen.
+//     gradient]) when the weight needs none; (d_x, d_weight) = linear_fp8_backward(d_out, xq,
+//     x_scale_inv, w_t, w_scale_inv, state [, pending]) when it does; d_addend = d_out; d_bias =
+//     bias_gradient(d_out). w, w_t and the scales are frozen.
 //
 //   linear_fp8_backward_input(d_out, w_t, w_scale_inv, state [, addend]){site, format}
 //     -> d_x: d_out quantized (format, default E5M2) with state row `site`, then
 //     (Σ_o decode(dq)·decode(w_t)) · (dq_scale_inv · w_scale_inv) (+ addend).
 //
+//   linear_fp8_backward(d_out, xq, x_scale_inv, w_t, w_scale_inv, state [, addend]){site, format}
+//     -> (d_x as linear_fp8_backward_input, d_weight [out, in] in d_out's dtype):
+//     d_weight = (Σ_rows decode(dq)ᵀ·decode(xq)) · (dq_scale_inv · x_scale_inv): the weight
+//     gradient from the same E5M2 (or E4M3) gradient and the forward's E4M3 input, as the recipe's
+//     reference computes it. "linear_fp8_backward_accumulate" adds d_weight into what its output
+//     holds (autodiff's form writing a low-precision graph's persistent gradient directly).
+//
 // CPU: products of decoded values summed in fp32 by the reference matmul (ops/linear.h), scaled
 // after, as cuBLASLt applies its scale pointers; the GPU sums in another order, so products agree
 // to fp32 rounding, quantized tensors bit for bit.
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "ops/defs/def_util.h"
+#include "ops/fp8_tensor.h"
 #include "ops/linear.h"
 #include "quant/fp8.h"
 #include "quant/fp8_scaling.h"
@@ -67,7 +86,7 @@ float quantize(const T* x, int64_t count, Fp8Format format, float* row, uint8_t*
   float used = amax;
   if (row != nullptr) {
     row[1] = quant::amax_max(row[1], amax);
-    used = quant::site_amax(row);
+    used = quant::scaling_amax(row, amax);
   }
   const float scale = quant::fp8_scale(used, format);
   for (int64_t i = 0; i < count; ++i) out[i] = quant::fp8_encode(values[static_cast<size_t>(i)] * scale, format);
@@ -99,6 +118,26 @@ void scaled_product(const std::vector<float>& a, const std::vector<float>& b, in
   }
 }
 
+// The products' sizes: d_out [rows, out], the weight [out, in].
+struct ProductShape {
+  int64_t rows = 0, in = 0, out = 0;
+};
+
+// The input gradient of both backward ops: d_out quantized with its site's row (`format`), then
+// d_x = decode(dq) · decode(w_t)ᵀ · (dq_scale_inv · w_scale_inv) (+ addend). Returns the decoded
+// gradient and its scale_inv (the weight gradient's operand).
+template <typename T>
+std::pair<std::vector<float>, float> input_gradient(const T* d_out, const uint8_t* w_t, float w_scale_inv, float* row,
+                                                    Fp8Format format, ProductShape shape, const T* addend, T* d_x) {
+  const int64_t count = shape.rows * shape.out;
+  std::vector<uint8_t> codes(static_cast<size_t>(count));
+  const float d_scale_inv = quantize(d_out, count, format, row, codes.data());
+  std::vector<float> gradient = decoded(codes.data(), count, format);
+  const std::vector<float> weight_t = decoded(w_t, shape.in * shape.out, Fp8Format::E4M3);
+  scaled_product<T>(gradient, weight_t, shape.rows, shape.out, shape.in, d_scale_inv * w_scale_inv, nullptr, addend, d_x);
+  return {std::move(gradient), d_scale_inv};
+}
+
 // ---- quantize_fp8 ----
 
 std::vector<TensorType> infer_quantize(const InferContext& ctx) {
@@ -123,13 +162,37 @@ CpuKernel bind_quantize(const CpuBindContext& ctx) {
   });
 }
 
+// ---- quantize_fp8_weight ----
+
+std::vector<TensorType> infer_quantize_weight(const InferContext& ctx) {
+  if (ctx.input_count() != 1) ctx.fail("quantize_fp8_weight takes one weight");
+  ctx.expect_floating(0);
+  ctx.expect_rank(0, 2);
+  const int64_t out = ctx.input(0).shape[0], in = ctx.input(0).shape[1];
+  return {{DType::F8_E4M3, Shape{out, in}}, {DType::F8_E4M3, Shape{in, out}}, {DType::F32, Shape{1}}};
+}
+
+CpuKernel bind_quantize_weight(const CpuBindContext& ctx) {
+  const int64_t out = ctx.inputs[0].shape[0], in = ctx.inputs[0].shape[1];
+  return bind_floating(ctx, ctx.inputs[0].dtype, [=](auto zero) -> CpuKernel {
+    using T = decltype(zero);
+    return [=](const CpuKernelArgs& args) {
+      const T* w = args.inputs[0].as<T>();
+      std::vector<float> values(w, w + out * in);
+      *args.outputs[2].as<float>() = quantize_fp8_tensor(values.data(), out, in, args.outputs[0].as<uint8_t>(),
+                                                         args.outputs[1].as<uint8_t>());
+    };
+  });
+}
+
 // ---- linear_fp8 ----
 
 struct LinearFp8Layout {
-  bool bias = false, addend = false, state = false;
+  bool bias = false, addend = false, state = false, trained_weight = false;
   size_t extra_index() const { return 6; }
   size_t state_index() const { return 6 + ((bias || addend) ? 1 : 0); }
-  size_t count() const { return state_index() + (state ? 1 : 0); }
+  size_t weight_index() const { return state_index() + (state ? 1 : 0); }
+  size_t count() const { return weight_index() + (trained_weight ? 1 : 0); }
 };
 
 LinearFp8Layout layout_of(const Attrs& attrs) {
@@ -139,6 +202,7 @@ LinearFp8Layout layout_of(const Attrs& attrs) {
   else if (extra == "addend") layout.addend = true;
   else if (!extra.empty()) fail_user("{}: linear_fp8's extra must be \"bias\" or \"addend\", got \"{}\"", attrs.where(), extra);
   layout.state = attrs.has("grad_site");
+  layout.trained_weight = attrs.boolean_or("trained_weight", false);
   return layout;
 }
 
@@ -170,6 +234,10 @@ std::vector<TensorType> infer_linear(const InferContext& ctx) {
     expect_state(ctx, layout.state_index(), ctx.attrs.integer("grad_site"));
     format_named(ctx.attrs.string_or("grad_format", "e5m2"), ctx.where());
   }
+  if (layout.trained_weight && ctx.input(layout.weight_index()) != TensorType{result.dtype, Shape{out, in}}) {
+    ctx.fail("{} (the trained weight) must be {}", ctx.input_label(layout.weight_index()),
+             format_type({result.dtype, Shape{out, in}}));
+  }
   return {result};
 }
 
@@ -179,16 +247,28 @@ InputGradients linear_gradient(GradientContext& ctx) {
   InputGradients result(ctx.node().inputs.size());
   if (layout.addend) result[6] = if_needed(ctx, 6, d_out);
   if (layout.bias && ctx.needs_input_grad(6)) result[6] = ctx.op("bias_gradient", {d_out});
-  if (ctx.needs_input_grad(0)) {
-    if (!layout.state) {
-      fail_user("{}: linear_fp8 without a scaling state (an evaluation graph) has no gradient", ctx.node().name);
-    }
-    nlohmann::json attrs{{"site", ctx.attrs().integer("grad_site")},
-                         {"format", ctx.attrs().string_or("grad_format", "e5m2")}};
+  const bool weight_gradient = layout.trained_weight && ctx.needs_input_grad(layout.weight_index());
+  if (!ctx.needs_input_grad(0) && !weight_gradient) return result;
+  if (!layout.state) {
+    fail_user("{}: linear_fp8 without a scaling state (an evaluation graph) has no gradient", ctx.node().name);
+  }
+  nlohmann::json attrs{{"site", ctx.attrs().integer("grad_site")},
+                       {"format", ctx.attrs().string_or("grad_format", "e5m2")}};
+  if (!weight_gradient) {
     std::vector<TensorId> inputs{d_out, ctx.input(4), ctx.input(5), ctx.input(layout.state_index())};
     if (auto pending = ctx.take_pending_input_grad(0)) inputs.push_back(*pending);
     result[0] = ctx.op("linear_fp8_backward_input", inputs, attrs);
+    return result;
   }
+  // Both products from one quantization of d_out. d_x is computed even when x needs none (an
+  // unread output): every projection of a decoder that trains its weights passes a gradient on.
+  std::vector<TensorId> inputs{d_out, ctx.input(1), ctx.input(2), ctx.input(4), ctx.input(5), ctx.input(layout.state_index())};
+  if (ctx.needs_input_grad(0)) {
+    if (auto pending = ctx.take_pending_input_grad(0)) inputs.push_back(*pending);
+  }
+  graph::OpOutputs gradients = ctx.op("linear_fp8_backward", inputs, attrs);
+  if (ctx.needs_input_grad(0)) result[0] = gradients[0];
+  result[layout.weight_index()] = gradients[1];
   return result;
 }
 
@@ -236,13 +316,62 @@ CpuKernel bind_backward_input(const CpuBindContext& ctx) {
   return bind_floating(ctx, ctx.inputs[0].dtype, [=](auto zero) -> CpuKernel {
     using T = decltype(zero);
     return [=](const CpuKernelArgs& args) {
-      std::vector<uint8_t> codes(static_cast<size_t>(rows * out));
-      const float d_scale_inv =
-          quantize(args.inputs[0].as<T>(), rows * out, format, args.inputs[3].as<float>() + offset, codes.data());
-      const std::vector<float> d_out = decoded(codes.data(), rows * out, format);
-      const std::vector<float> w_t = decoded(args.inputs[1].as<uint8_t>(), in * out, Fp8Format::E4M3);
-      scaled_product<T>(d_out, w_t, rows, out, in, d_scale_inv * *args.inputs[2].as<float>(), nullptr,
+      input_gradient<T>(args.inputs[0].as<T>(), args.inputs[1].as<uint8_t>(), *args.inputs[2].as<float>(),
+                        args.inputs[3].as<float>() + offset, format, {rows, in, out},
                         has_addend ? args.inputs[4].as<T>() : nullptr, args.outputs[0].as<T>());
+    };
+  });
+}
+
+// ---- linear_fp8_backward(_accumulate) ----
+
+std::vector<TensorType> infer_backward(const InferContext& ctx) {
+  if (ctx.input_count() != 6 && ctx.input_count() != 7) {
+    ctx.fail("linear_fp8_backward takes d_out, xq, x_scale_inv, w_t, w_scale_inv, state and an optional addend");
+  }
+  ctx.expect_floating(0);
+  ctx.expect_dtype(1, DType::F8_E4M3);
+  expect_scale(ctx, 2);
+  ctx.expect_dtype(3, DType::F8_E4M3);
+  ctx.expect_rank(3, 2);
+  const int64_t in = ctx.input(3).shape[0], out = ctx.input(3).shape[1];
+  ctx.expect_dim(0, -1, out);
+  ctx.expect_dim(1, -1, in);
+  if (ctx.input(0).numel() / out != ctx.input(1).numel() / in) {
+    ctx.fail("{} and {} must have the same number of rows", ctx.input_label(0), ctx.input_label(1));
+  }
+  expect_scale(ctx, 4);
+  expect_state(ctx, 5, ctx.attrs.integer("site"));
+  format_named(ctx.attrs.string("format"), ctx.where());
+  Shape shape = ctx.input(0).shape;
+  shape.back() = in;
+  const TensorType d_x{ctx.input(0).dtype, shape};
+  if (ctx.input_count() == 7 && ctx.input(6) != d_x) ctx.fail("{} must be {}", ctx.input_label(6), format_type(d_x));
+  return {d_x, {ctx.input(0).dtype, Shape{out, in}}};
+}
+
+CpuKernel bind_backward(const CpuBindContext& ctx, bool accumulate) {
+  const int64_t in = ctx.inputs[3].shape[0], out = ctx.inputs[3].shape[1], rows = ctx.inputs[0].numel() / out;
+  const Fp8Format format = format_named(ctx.attrs.string("format"), ctx.attrs.where());
+  const int64_t offset = ctx.attrs.integer("site") * ctx.inputs[5].shape[1];
+  const bool has_addend = ctx.inputs.size() == 7;
+  return bind_floating(ctx, ctx.inputs[0].dtype, [=](auto zero) -> CpuKernel {
+    using T = decltype(zero);
+    return [=](const CpuKernelArgs& args) {
+      const auto [d_out, d_scale_inv] =
+          input_gradient<T>(args.inputs[0].as<T>(), args.inputs[3].as<uint8_t>(), *args.inputs[4].as<float>(),
+                            args.inputs[5].as<float>() + offset, format, {rows, in, out},
+                            has_addend ? args.inputs[6].as<T>() : nullptr, args.outputs[0].as<T>());
+      // d_weight [out, in] = d_qᵀ · x_q, summed in fp32, then both scales.
+      const std::vector<float> x = decoded(args.inputs[1].as<uint8_t>(), rows * in, Fp8Format::E4M3);
+      std::vector<float> product(static_cast<size_t>(out * in), 0.0f);
+      linear_backward<float>(d_out.data(), x.data(), nullptr, rows, in, out, nullptr, product.data(), nullptr);
+      const float factor = d_scale_inv * *args.inputs[2].as<float>();
+      T* d_weight = args.outputs[1].as<T>();
+      for (size_t i = 0; i < product.size(); ++i) {
+        const T value = static_cast<T>(product[i] * factor);
+        d_weight[i] = accumulate ? static_cast<T>(d_weight[i] + value) : value;
+      }
     };
   });
 }
@@ -260,8 +389,16 @@ void register_fp8_ops(OpRegistry& registry) {
       .variadic_inputs = true,
   });
   registry.add(OpDef{
+      .name = "quantize_fp8_weight",
+      .inputs = {"w"},
+      .outputs = {"codes", "codes_t", "scale_inv"},
+      .infer = infer_quantize_weight,
+      .gradient = {},
+      .cpu = bind_quantize_weight,
+  });
+  registry.add(OpDef{
       .name = "linear_fp8",
-      .inputs = {"x", "xq", "x_scale_inv", "w", "w_t", "w_scale_inv", "extra", "state"},
+      .inputs = {"x", "xq", "x_scale_inv", "w", "w_t", "w_scale_inv", "extra", "state", "weight"},
       .outputs = {"out"},
       .infer = infer_linear,
       .gradient = linear_gradient,
@@ -276,6 +413,25 @@ void register_fp8_ops(OpRegistry& registry) {
       .gradient = {},
       .cpu = bind_backward_input,
       .variadic_inputs = true,
+  });
+  registry.add(OpDef{
+      .name = "linear_fp8_backward",
+      .inputs = {"d_out", "xq", "x_scale_inv", "w_t", "w_scale_inv", "state", "addend"},
+      .outputs = {"d_x", "d_weight"},
+      .infer = infer_backward,
+      .gradient = {},
+      .cpu = [](const CpuBindContext& ctx) { return bind_backward(ctx, false); },
+      .variadic_inputs = true,
+  });
+  registry.add(OpDef{
+      .name = "linear_fp8_backward_accumulate",
+      .inputs = {"d_out", "xq", "x_scale_inv", "w_t", "w_scale_inv", "state", "addend"},
+      .outputs = {"d_x", "d_weight"},
+      .infer = infer_backward,
+      .gradient = {},
+      .cpu = [](const CpuBindContext& ctx) { return bind_backward(ctx, true); },
+      .variadic_inputs = true,
+      .accumulates_into_output = true,
   });
 }
 

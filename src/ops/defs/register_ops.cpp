@@ -18,6 +18,7 @@ void register_model_ops(graph::OpRegistry& registry) {
   defs::register_concat_split_ops(registry);
   defs::register_dequantize_ops(registry);
   defs::register_dequantize_fp8_blocks_ops(registry);
+  defs::register_dequantize_fp4_ops(registry);
   defs::register_fp8_ops(registry);
   defs::register_round_fp16_ops(registry);
 }

@@ -8,11 +8,6 @@
 // gives rope_cos_sin, and on the CPU the op equals rmsnorm → rope_cos_sin → rope bit for bit.
 // position_ids holds one id per token of x (tokens = x.numel() / (H·D)). rstd is an extra output
 // for the backward (not differentiable); the backward zero-fills d_weight before accumulating.
-// And RoPE alone, its cos/sin computed the same way (use_fused_rope, for the models without q/k
-// norm; on the CPU equal to rope_cos_sin → rope bit for bit):
-//   fused_rope(x [..., H·D], position_ids I32 [...]) -> out (x's type)
-//     attrs: heads, head_dim, inv_freq, attention_scaling (1)
-//   fused_rope_backward(d_out, position_ids) -> d_x (same attrs)
 #include "ops/defs/def_util.h"
 #include "ops/defs/norm_weight_grad.h"
 #include "ops/defs/statistic_dtype.h"
@@ -80,42 +75,6 @@ RmsnormRopeShape norm_rope_shape(const InferContext& ctx, size_t x_index, size_t
   return shape;
 }
 
-// fused_rope: x (x_index) and position_ids against the attrs; the shape's tokens, heads, head_dim.
-RmsnormRopeShape rope_shape(const InferContext& ctx, size_t x_index, size_t positions_index) {
-  ctx.expect_floating(x_index);
-  RmsnormRopeShape shape;
-  shape.heads = ctx.attrs.integer("heads");
-  shape.head_dim = ctx.attrs.integer("head_dim");
-  if (shape.heads <= 0 || shape.head_dim <= 0) ctx.fail("attributes 'heads' and 'head_dim' must be positive");
-  const int64_t rotary_dim = 2 * static_cast<int64_t>(inverse_frequency_attr(ctx.attrs).size());
-  if (rotary_dim > shape.head_dim) {
-    ctx.fail("rotary_dim {} (2 · the length of inv_freq) exceeds head_dim {}", rotary_dim, shape.head_dim);
-  }
-  ctx.expect_min_rank(x_index, 1);
-  ctx.expect_dim(x_index, -1, shape.heads * shape.head_dim);
-  shape.tokens = ctx.input(x_index).numel() / (shape.heads * shape.head_dim);
-  ctx.expect_dtype(positions_index, DType::I32);
-  if (ctx.input(positions_index).numel() != shape.tokens) {
-    ctx.fail("{} must hold one position per token of {} ({} tokens)", ctx.input_label(positions_index),
-             ctx.input_label(x_index), shape.tokens);
-  }
-  return shape;
-}
-
-// fused_rope (forward) or fused_rope_backward: the rotation by ±angle.
-CpuKernel bind_fused_rope(const CpuBindContext& ctx, bool forward) {
-  const std::vector<std::string> names{forward ? "x" : "d_out", "position_ids"};
-  InferContext infer(ctx.node.op, ctx.attrs.where(), ctx.inputs, names, ctx.node.attrs);
-  const RmsnormRopeShape shape = rope_shape(infer, 0, 1);
-  return bind_floating(ctx, ctx.inputs[0].dtype, [&](auto zero) -> CpuKernel {
-    using T = decltype(zero);
-    return [shape, forward, frequencies = frequencies_of<T>(ctx.attrs)](const CpuKernelArgs& args) {
-      rope_from_positions(args.inputs[0].as<T>(), frequencies, args.inputs[1].as<int32_t>(), shape.tokens,
-                          shape.heads, shape.head_dim, forward, args.outputs[0].as<T>());
-    };
-  });
-}
-
 RmsnormRopeShape bound_shape(const CpuBindContext& ctx, bool backward) {
   std::vector<std::string> names = backward ? std::vector<std::string>{"d_out", "x", "weight", "rstd", "position_ids"}
                                             : std::vector<std::string>{"x", "weight", "position_ids"};
@@ -181,40 +140,6 @@ void register_rmsnorm_rope(OpRegistry& registry) {
 
 }  // namespace
 
-namespace {
-
-void register_fused_rope(OpRegistry& registry) {
-  registry.add(OpDef{
-      .name = "fused_rope",
-      .inputs = {"x", "position_ids"},
-      .outputs = {"out"},
-      .infer = [](const InferContext& ctx) {
-        rope_shape(ctx, 0, 1);
-        return std::vector<TensorType>{ctx.input(0)};
-      },
-      .gradient = [](GradientContext& ctx) -> InputGradients {
-        return {ctx.op("fused_rope_backward", {ctx.output_grad(0), ctx.input(1)}, ctx.attrs().raw()), std::nullopt};
-      },
-      .cpu = [](const CpuBindContext& ctx) { return bind_fused_rope(ctx, true); },
-  });
-  registry.add(OpDef{
-      .name = "fused_rope_backward",
-      .inputs = {"d_out", "position_ids"},
-      .outputs = {"d_x"},
-      .infer = [](const InferContext& ctx) {
-        rope_shape(ctx, 0, 1);
-        return std::vector<TensorType>{ctx.input(0)};
-      },
-      .gradient = {},
-      .cpu = [](const CpuBindContext& ctx) { return bind_fused_rope(ctx, false); },
-  });
-}
-
-}  // namespace
-
-void register_rmsnorm_rope_ops(OpRegistry& registry) {
-  register_rmsnorm_rope(registry);
-  register_fused_rope(registry);
-}
+void register_rmsnorm_rope_ops(OpRegistry& registry) { register_rmsnorm_rope(registry); }
 
 }  // namespace surogate::ops::defs

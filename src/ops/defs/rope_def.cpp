@@ -10,6 +10,12 @@
 //   rope(x, cos, sin) -> out: x [B, T, H, D] (heads from the shape) or flat [..., H·D] with
 //     attrs {heads, head_dim}; rotary_dim = 2 · cos.shape[-1] (partial rotary passes the tail).
 //   rope_backward(d_out, cos, sin) -> d_x (same attrs): the transposed rotation.
+//   fused_rope(x, position_ids I32) -> out, attrs {heads, head_dim} and the frequencies as
+//     rope_cos_sin takes them: the rotation with each token's cos/sin computed inside the op from
+//     its position id (use_fused_rope), no table tensor. The CPU kernel computes a token's row with
+//     rope_tables' formula, so it equals rope_cos_sin → rope bit for bit; the CUDA kernel computes
+//     cos/sin in fp32 instead of reading the graph-dtype (bf16) table.
+//   fused_rope_backward(d_out, position_ids) -> d_x (same attrs): the transposed rotation.
 #include "io/model_config.h"
 #include "ops/defs/def_util.h"
 #include "ops/rope.h"
@@ -120,6 +126,60 @@ RopeLayout bound_layout(const CpuBindContext& ctx) {
   return rope_layout(infer);
 }
 
+// fused_rope(_backward): x (index 0) against position_ids (1) and the attrs.
+RopeLayout fused_layout(const InferContext& ctx) {
+  ctx.expect_floating(0);
+  ctx.expect_dtype(1, DType::I32);
+  RopeLayout layout;
+  layout.heads = ctx.attrs.integer("heads");
+  layout.head_dim = ctx.attrs.integer("head_dim");
+  if (layout.heads <= 0 || layout.head_dim <= 0) ctx.fail("attributes 'heads' and 'head_dim' must be positive");
+  if (ctx.input(0).shape.size() == 4) {
+    ctx.expect_dim(0, 2, layout.heads);
+    ctx.expect_dim(0, 3, layout.head_dim);
+  } else {
+    ctx.expect_dim(0, -1, layout.heads * layout.head_dim);
+  }
+  layout.tokens = ctx.input(0).numel() / (layout.heads * layout.head_dim);
+  if (ctx.input(1).numel() != layout.tokens) {
+    ctx.fail("{} must hold one position per token of {} ({} tokens)", ctx.input_label(1), ctx.input_label(0),
+             layout.tokens);
+  }
+  layout.rotary_dim = 2 * table_width(ctx.attrs);
+  if (layout.rotary_dim > layout.head_dim) {
+    ctx.fail("rotary_dim {} (2 · the frequencies) exceeds head_dim {}", layout.rotary_dim, layout.head_dim);
+  }
+  return layout;
+}
+
+// The CPU kernel of fused_rope (backward = false) and fused_rope_backward: per token, its cos/sin
+// row (rope_tables) and the rotation (rope_forward / rope_backward).
+CpuKernel bind_fused_rope(const CpuBindContext& ctx, bool backward) {
+  std::vector<std::string> names{"x", "position_ids"};
+  InferContext infer(ctx.node.op, ctx.attrs.where(), ctx.inputs, names, ctx.node.attrs);
+  const RopeLayout layout = fused_layout(infer);
+  const int64_t sequence = ctx.inputs[1].shape.empty() ? 1 : ctx.inputs[1].shape.back();
+  return bind_floating(ctx, ctx.inputs[0].dtype, [&](auto zero) -> CpuKernel {
+    using T = decltype(zero);
+    RopeFrequencies<T> frequencies = frequencies_from<T>(ctx.attrs, sequence);
+    return [=](const CpuKernelArgs& args) {
+      const int64_t half = layout.rotary_dim / 2, width = layout.heads * layout.head_dim;
+      std::vector<T> cos(static_cast<size_t>(half)), sin(static_cast<size_t>(half));
+      const int32_t* positions = args.inputs[1].as<int32_t>();
+      for (int64_t token = 0; token < layout.tokens; ++token) {
+        rope_tables(frequencies, positions + token, 1, cos.data(), sin.data());
+        const T* source = args.inputs[0].as<T>() + token * width;
+        T* target = args.outputs[0].as<T>() + token * width;
+        if (backward) {
+          rope_backward(source, cos.data(), sin.data(), 1, layout.heads, layout.head_dim, layout.rotary_dim, target);
+        } else {
+          rope_forward(source, cos.data(), sin.data(), 1, layout.heads, layout.head_dim, layout.rotary_dim, target);
+        }
+      }
+    };
+  });
+}
+
 void register_rope(OpRegistry& registry) {
   registry.add(OpDef{
       .name = "rope_cos_sin",
@@ -187,6 +247,30 @@ void register_rope(OpRegistry& registry) {
           };
         });
       },
+  });
+  registry.add(OpDef{
+      .name = "fused_rope",
+      .inputs = {"x", "position_ids"},
+      .outputs = {"out"},
+      .infer = [](const InferContext& ctx) {
+        fused_layout(ctx);
+        return std::vector<TensorType>{ctx.input(0)};
+      },
+      .gradient = [](GradientContext& ctx) -> InputGradients {
+        return {ctx.op("fused_rope_backward", {ctx.output_grad(0), ctx.input(1)}, ctx.attrs().raw()), std::nullopt};
+      },
+      .cpu = [](const CpuBindContext& ctx) { return bind_fused_rope(ctx, false); },
+  });
+  registry.add(OpDef{
+      .name = "fused_rope_backward",
+      .inputs = {"d_out", "position_ids"},
+      .outputs = {"d_x"},
+      .infer = [](const InferContext& ctx) {
+        fused_layout(ctx);
+        return std::vector<TensorType>{ctx.input(0)};
+      },
+      .gradient = {},
+      .cpu = [](const CpuBindContext& ctx) { return bind_fused_rope(ctx, true); },
   });
 }
 

@@ -1,6 +1,8 @@
 // The training backend choice; see backend_selection.h.
 #include "train/device/backend_selection.h"
 
+#include <utility>
+
 #include <fmt/format.h>
 
 #include "config/config_rules.h"
@@ -10,7 +12,7 @@
 
 namespace surogate::train {
 
-void check_cpu_backend_precision(const Config& config) {
+void check_cpu_backend_options(const Config& config) {
   if (config.master_dtype && *config.master_dtype != MasterDtype::Fp32) {
     fail_user("{}: master_dtype: {} is implemented on the CUDA backend only; the CPU backend is the fp32 reference "
               "and keeps fp32 master weights. Remove the option or train on a machine with a GPU",
@@ -24,14 +26,26 @@ void check_cpu_backend_precision(const Config& config) {
               "and accumulates gradients in fp32. Remove the option or train on a machine with a GPU",
               config.source_of("gradient_dtype"), to_string(*config.gradient_dtype));
   }
+  for (const auto& [key, set] : {std::pair{"offload_master", config.offload_master},
+                                 std::pair{"offload_optimizer", config.offload_optimizer},
+                                 std::pair{"offload_grads", config.offload_grads}}) {
+    if (!set) continue;
+    fail_user("{}: {} moves GPU memory to pinned host memory; it applies to the CUDA backend only, and this run "
+              "trains on the CPU backend. Remove the option or train on a machine with a GPU",
+              config.source_of(key), key);
+  }
 }
 
-BackendChoice choose_training_backend(const Config& config, const MachineOffer& machine) {
+BackendChoice choose_training_backend(const Config& config, const MachineOffer& machine,
+                                      const distributed::ProcessPlacement& placement) {
   if (!machine.cuda_built || machine.visible_gpus == 0) {
     std::string why = machine.cuda_built ? machine.why_no_gpu : std::string("this surogate was built without CUDA");
-    check_cpu_backend_precision(config);
-    const distributed::ParallelLayout layout = distributed::cpu_parallel_layout(config);
-    if (layout.data_parallel()) why += fmt::format("; gpus: {} runs {} on CPU threads", config.gpus, layout.describe());
+    check_cpu_backend_options(config);
+    const distributed::ParallelLayout layout = distributed::cpu_parallel_layout(config, placement);
+    if (layout.data_parallel()) {
+      why += layout.spans_processes() ? fmt::format("; {} on CPU threads", layout.describe())
+                                      : fmt::format("; gpus: {} runs {} on CPU threads", config.gpus, layout.describe());
+    }
     const char* precision = fp16_training(config)
                                 ? "fp16 emulated in fp32: fp16-rounded weight copies, activations and gradients, fp32 "
                                   "masters and accumulators, dynamic loss scaling"
@@ -44,16 +58,27 @@ BackendChoice choose_training_backend(const Config& config, const MachineOffer& 
               "remove it) to train in bf16 on the GPU",
               config.source_of("torch_dtype"));
   }
-  if (config.gpus > machine.visible_gpus) {
-    fail_user("{}: gpus: {} asks for {} GPUs, but {} {} visible; set gpus to at most {} (0 uses every visible GPU)",
-              config.source_of("gpus"), config.gpus, config.gpus, machine.visible_gpus,
-              machine.visible_gpus == 1 ? "is" : "are", machine.visible_gpus);
+  const bool per_node = config.distributed.num_nodes > 1 && config.distributed.gpus_per_node > 0;
+  const int64_t requested = per_node ? config.distributed.gpus_per_node : config.gpus;
+  if (requested > machine.visible_gpus) {
+    const char* key = per_node ? "distributed.gpus_per_node" : "gpus";
+    fail_user("{}: {}: {} asks for {} GPUs, but {} {} visible; set {} to at most {} (0 uses every visible GPU)",
+              config.source_of(key), key, requested, requested, machine.visible_gpus,
+              machine.visible_gpus == 1 ? "is" : "are", key, machine.visible_gpus);
   }
-  const distributed::ParallelLayout layout = distributed::gpu_parallel_layout(config, machine.visible_gpus);
+  const distributed::ParallelLayout layout = distributed::gpu_parallel_layout(config, machine.visible_gpus, placement);
   if (layout.data_parallel() && config.master_dtype == MasterDtype::Bf16) {
     fail_user("{}: master_dtype: bf16 is implemented on one GPU only; with gpus: {} ({} data-parallel GPUs) keep "
               "fp32 master weights (remove the option), or train on one GPU",
               config.source_of("master_dtype"), config.gpus, layout.world_size);
+  }
+  for (const auto& [key, set] : {std::pair{"offload_master", config.offload_master},
+                                 std::pair{"offload_grads", config.offload_grads}}) {
+    if (!set || !layout.data_parallel()) continue;
+    fail_user("{}: {} is implemented on one GPU only (the data-parallel GPUs exchange masters and gradients in GPU "
+              "memory); with gpus: {} ({} data-parallel GPUs) remove it — offload_optimizer works with several GPUs "
+              "— or train on one GPU",
+              config.source_of(key), key, config.gpus, layout.world_size);
   }
   if (config.recipe == Recipe::Nvfp4) {
     fail_user("{}: recipe: nvfp4 is not implemented yet on the CUDA backend; use recipe: bf16 or fp8_hybrid",
@@ -65,10 +90,12 @@ BackendChoice choose_training_backend(const Config& config, const MachineOffer& 
   const bool bf16_master = config.master_dtype == MasterDtype::Bf16;
   const bool bf16_gradients = config.gradient_dtype == GradientDtype::Bf16;
   const std::string ranks =
-      layout.data_parallel()
-          ? fmt::format("; gpus: {} runs {} on GPUs 0-{} (threads of this process, NCCL)", config.gpus,
-                        layout.describe(), layout.world_size - 1)
-          : std::string();
+      !layout.data_parallel() ? std::string()
+      : layout.spans_processes()
+          ? fmt::format("; {} processes run {}, this one on GPUs {}-{} (NCCL)", layout.processes, layout.describe(),
+                        layout.first_device, layout.first_device + layout.local_ranks - 1)
+          : fmt::format("; gpus: {} runs {} on GPUs 0-{} (threads of this process, NCCL)", config.gpus,
+                        layout.describe(), layout.world_size - 1);
   return {TrainingBackend::Cuda,
           fmt::format("training on the CUDA backend ({}): {}, {}, {} gradient accumulation and {} state{}",
                       machine.gpu_name,

@@ -1,7 +1,7 @@
 // Which backend `surogate sft` / `surogate pt` train on, decided from the configuration and what
 // the machine offers, separately from probing the machine so CI (no GPU) can test every case:
 //   - no CUDA or no visible GPU: the CPU backend (below); `gpus: N` (N > 1) then trains N
-//     data-parallel CPU ranks (distributed/parallel_layout.h), which the line says;
+//     data-parallel CPU ranks per process (distributed/parallel_layout.h), which the line says;
 //   - on the CUDA backend, `gpus: N` (N > 1) or `gpus: 0` with several GPUs visible trains that
 //     many data-parallel GPUs (distributed/parallel_layout.h, ZeRO-1 or ZeRO-2), which the line
 //     says; more GPUs than are visible is a UserError naming `gpus`, and so is `master_dtype: bf16`
@@ -10,7 +10,8 @@
 //     gradient_dtype bf16 or fp32); a `recipe` other than bf16, or an fp8 gradient_dtype, is a
 //     UserError naming the option;
 //   - otherwise the CPU backend (fp32), with one line saying why; master_dtype or gradient_dtype
-//     other than fp32 is then a UserError naming the option (check_cpu_backend_precision);
+//     other than fp32, or an offload_* option, is then a UserError naming the option
+//     (check_cpu_backend_options).
 //   - torch_dtype: float16 asks for fp16 training with dynamic loss scaling: on the CPU backend
 //     its emulation (models/fp16_emulation.h), which the line says; the CUDA backend's fp16
 //     kernels are not in this build, so there it is a UserError naming torch_dtype.
@@ -20,6 +21,7 @@
 #include <string>
 
 #include "config/config.h"
+#include "distributed/parallel_layout.h"
 
 namespace surogate::train {
 
@@ -39,14 +41,18 @@ struct BackendChoice {
   std::string message;         // the line the trainer prints
 };
 
-BackendChoice choose_training_backend(const Config& config, const MachineOffer& machine);
+// `placement`: this process among the processes of the run (distributed/process_world.h); the
+// layout and the line then count the ranks of every process.
+BackendChoice choose_training_backend(const Config& config, const MachineOffer& machine,
+                                      const distributed::ProcessPlacement& placement = {});
 
 // torch_dtype: float16 — fp16 compute copies and activations, fp32 masters, dynamic loss scaling.
 bool fp16_training(const Config& config);
 
-// The CPU backend is the fp32 oracle: master_dtype / gradient_dtype other than fp32 are a
-// UserError naming the option (they are implemented on the CUDA backend).
-void check_cpu_backend_precision(const Config& config);
+// The CPU backend is the fp32 oracle: master_dtype / gradient_dtype other than fp32 and the
+// offload_* options (they move GPU memory to the host) are a UserError naming the option (they
+// are implemented on the CUDA backend).
+void check_cpu_backend_options(const Config& config);
 
 // What this process can use (cuda::query_cuda_environment; safe without a driver).
 MachineOffer probe_machine();

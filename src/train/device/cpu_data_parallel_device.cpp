@@ -1,17 +1,20 @@
-// Data parallelism with ZeRO-1 on CPU ranks: the TrainingDevice the trainer drives when `gpus: N`
-// (N > 1) trains on the CPU backend. The ranks are threads of this process
+// Data parallelism with ZeRO-1/2 on CPU ranks: the TrainingDevice the trainer drives when `gpus: N`
+// (N > 1) trains on the CPU backend, or when the ranks are spread over several processes (a
+// launcher or Ray: distributed/process_world.h). This process's ranks are threads
 // (distributed/rank_threads.h), each with its own CpuBackend (plan, parameters, gradients,
-// activation arena), joined by gloo (distributed/gloo_communicator.h).
+// activation arena), joined to every rank of the world by gloo (distributed/gloo_communicator.h).
 //
 // One optimizer step, as the trainer sees one device:
-//   accumulate() × (gradient_accumulation_steps × N): micro-batch i of the window is copied to
-//     rank i mod N (distributed::owner_of_micro_batch); nothing runs yet.
+//   accumulate() × (gradient_accumulation_steps × local ranks): micro-batch i of the window belongs
+//     to rank i mod N (distributed::owner_of_micro_batch); the trainer hands this process only its
+//     own ranks' micro-batches (takes_micro_batch), each copied to its rank; nothing runs yet.
 //   measure(): every rank runs its micro-batches (gradients add up in its backend), packs its
 //     gradients into one flat fp32 buffer (the trainable tensors in plan order) and all-reduces
 //     it with a sum. The trainer scaled every micro-batch's loss by 1 / (loss tokens of the whole
-//     window), so each rank's gradient is its share of the window's mean and the sum over ranks
-//     is the window's mean — exactly what one rank computes over the same micro-batches, up to
-//     the order of the fp32 additions. No division by N. The loss is the ranks' losses summed.
+//     window, window_totals), so each rank's gradient is its share of the window's mean and the
+//     sum over ranks is the window's mean — exactly what one rank computes over the same
+//     micro-batches, up to the order of the fp32 additions. No division by N. The loss is the
+//     ranks' losses summed in rank order (process_window.h).
 //   ZeRO-2 (layout.shard_gradients): a reduce-scatter instead of the all-reduce, so rank r ends
 //     with the summed gradients of its shard only; the norm is the ranks' sums of squares added.
 //   update(): rank r clips and steps the optimizer for its shard only (distributed::place_shards:
@@ -19,11 +22,21 @@
 //     tensors alone: ZeRO-1), writes its updated weights into its piece of the flat buffer, and
 //     an all-gather gives every rank every piece; each copies them into its backend.
 //
-// The host side is rank 0's: weights() and trainable() are its views; upload() broadcasts rank
-// 0's weights to the others (after loading, initialising or resuming). optimizer_state() is the
-// ranks' shards in rank order, which is the single-rank optimizer's list of tensors (same names,
-// shapes and order, since shards are contiguous runs of whole tensors), so checkpoints have the
-// single-rank format and a run resumes on any number of ranks.
+// fp8_hybrid: each rank's plan holds the scaling state (models/fp8_recipe.h). Before it is rolled
+// after a step, every rank's state is all-reduced with the max of the amaxes (only this step's
+// row[1] differs between ranks), so every rank rolls the same delayed amaxes and quantizes exactly
+// as one rank running the whole window would (quant/fp8_scaling.h). The FP8 copies of trained
+// weights are rewritten on every rank from its (identical) weights after the all-gather.
+//
+// The host side is the first local rank's (global rank 0's in the leading process): weights()
+// and trainable() are its views; upload() broadcasts rank 0's weights (and fp8_hybrid's scaling
+// state) to every rank (after loading, initialising or resuming). optimizer_state() is the ranks' shards in rank order, which
+// is the single-rank optimizer's list of tensors (same names, shapes and order, since shards are
+// contiguous runs of whole tensors), so checkpoints have the single-rank format and a run resumes
+// on any number of ranks; across processes the leader gathers the others' shards to save them
+// and scatters them back after a resume (process_optimizer_state.h). The same gloo collectives in
+// the same order run whether the ranks are threads of one process or spread over several, so a
+// run's numbers do not depend on that split.
 #include "train/device/cpu_data_parallel_device.h"
 
 #include <algorithm>
@@ -39,7 +52,12 @@
 #include "ops/gradient_norm.h"
 #include "runtime/cpu_backend.h"
 #include "train/device/backend_selection.h"
+#include "quant/fp8_scaling.h"
 #include "train/device/cpu_parameters.h"
+#include "train/device/fp8_state.h"
+#include "train/fp8_weight_copies.h"
+#include "train/device/process_optimizer_state.h"
+#include "train/device/process_window.h"
 #include "train/quantized_weights.h"
 
 namespace surogate::train {
@@ -67,16 +85,24 @@ struct Rank {
 class CpuDataParallelDevice final : public TrainingDevice {
 public:
   CpuDataParallelDevice(const TrainingDeviceSetup& setup, const distributed::ParallelLayout& layout)
-      : plan_(*setup.plan), config_(*setup.config), layout_(layout), threads_(layout.world_size) {
-    check_cpu_backend_precision(config_);
-    std::vector<std::unique_ptr<distributed::Communicator>> communicators = distributed::connect_in_process_gloo(threads_);
-    for (int r = 0; r < layout_.world_size; ++r) {
+      : plan_(*setup.plan), config_(*setup.config), layout_(layout), threads_(layout.local_ranks),
+        window_(layout, setup.world), optimizer_exchange_(setup.world) {
+    check_cpu_backend_options(config_);
+    std::unique_ptr<distributed::ProcessWorld> alone;
+    distributed::ProcessWorld& world = setup.world != nullptr ? *setup.world : *(alone = distributed::ProcessWorld::single());
+    std::vector<std::unique_ptr<distributed::Communicator>> communicators =
+        distributed::connect_gloo(threads_, world, layout_.first_rank, layout_.world_size);
+    for (int r = 0; r < layout_.local_ranks; ++r) {
       auto rank = std::make_unique<Rank>();
       rank->backend.load(plan_, *setup.registry);
       rank->parameters = bind_cpu_parameters(rank->backend, plan_, setup.specs);
       rank->communicator = std::move(communicators[static_cast<size_t>(r)]);
       ranks_.push_back(std::move(rank));
     }
+    if ((fp8_ = fp8_state(plan_))) {
+      for (auto& rank : ranks_) std::ranges::fill(rank->backend.view<float>(fp8_->tensor), 0.0f);
+    }
+    fp8_copies_ = fp8_weight_copies(plan_);
     // The flat buffer: every trainable tensor, in plan order.
     std::vector<size_t> sizes;
     for (const WeightView& weight : ranks_[0]->parameters.trainable) {
@@ -86,9 +112,9 @@ public:
     }
     const std::vector<distributed::Shard> shards = distributed::place_shards(sizes, layout_.world_size);
     shard_sizes_ = distributed::shard_sizes(shards);
-    for (int r = 0; r < layout_.world_size; ++r) {
+    for (int r = 0; r < layout_.local_ranks; ++r) {
       Rank& rank = *ranks_[static_cast<size_t>(r)];
-      rank.shard = shards[static_cast<size_t>(r)];
+      rank.shard = shards[static_cast<size_t>(layout_.first_rank + r)];
       rank.flat.assign(total_, 0.0f);
       for (size_t unit = rank.shard.first_unit; unit < rank.shard.end_unit; ++unit) {
         ParameterSlot slot = rank.parameters.slots[unit];
@@ -101,18 +127,19 @@ public:
   }
 
   std::string description() const override {
-    return fmt::format("CPU backend, fp32 weights, gradients and {} state; {} (threads of this process, gloo)",
-                       optimizer_name_, layout_.describe());
+    return fmt::format("CPU backend, fp32 weights, gradients and {} state; {} ({}, gloo)", optimizer_name_,
+                       layout_.describe(), layout_.spans_processes() ? "rank threads in each process" : "threads of this process");
   }
   int data_parallel_ranks() const override { return layout_.world_size; }
+  bool takes_micro_batch(int64_t index) const override { return window_.takes(index); }
+  MicroBatchTotals window_totals(std::span<const MicroBatchTotals> taken) override { return window_.totals(taken); }
   std::span<const WeightView> weights() const override { return ranks_[0]->parameters.weights; }
   std::span<const WeightView> trainable() const override { return ranks_[0]->parameters.trainable; }
+  // The ranks' shards (gathered to the leader across processes), then fp8_hybrid's scaling state,
+  // the same on every rank after each step's all-reduce: rank 0's.
   std::vector<StateTensor> optimizer_state() override {
-    std::vector<StateTensor> tensors;
-    for (const auto& rank : ranks_) {
-      if (!rank->optimizer) continue;
-      for (StateTensor& tensor : rank->optimizer->state_tensors()) tensors.push_back(std::move(tensor));
-    }
+    std::vector<StateTensor> tensors = optimizer_exchange_.gather(local_optimizer_state());
+    if (fp8_) tensors.push_back(fp8_->state_tensor(ranks_[0]->backend.view<float>(fp8_->tensor).data()));
     return tensors;
   }
   std::unique_ptr<Evaluator> make_evaluator(const EvaluatorSetup& setup) override {
@@ -123,20 +150,27 @@ public:
     for (auto& rank : ranks_) write_quantized(rank->backend, plan_, weight, quantized_.back().pieces);
   }
 
-  // Every rank starts from rank 0's parameters (frozen ones included). The optimizer state needs
-  // nothing: optimizer_state() views each rank's own shard.
+  // Every rank starts from rank 0's parameters (frozen ones included) and scaling state. The
+  // optimizer state needs nothing in one process (optimizer_state() views each rank's own shard);
+  // across processes the leader hands back the shards a resume restored into its copies.
   void upload() override {
+    optimizer_exchange_.scatter(local_optimizer_state());
     threads_.run([&](int r) {
       Rank& rank = *ranks_[static_cast<size_t>(r)];
       for (const WeightView& weight : rank.parameters.weights) {
         rank.communicator->broadcast(weight.values.data(), weight.values.size(), DType::F32, 0);
       }
+      if (fp8_) {
+        std::span<float> state = rank.backend.view<float>(fp8_->tensor);
+        rank.communicator->broadcast(state.data(), state.size(), DType::F32, 0);
+      }
+      refresh_fp8_weight_copies(rank.backend, fp8_copies_);
     });
   }
   void download() override {}  // every rank holds the same weights after update(); rank 0's are the host's
 
   void accumulate(std::span<const runtime::InputBinding> inputs) override {
-    const int owner = distributed::owner_of_micro_batch(micro_batches_++, layout_.world_size);
+    const int owner = window_.next_local_rank();
     MicroBatch batch;
     for (const runtime::InputBinding& input : inputs) {
       batch.tensors.push_back(input.tensor);
@@ -167,18 +201,18 @@ public:
         rank.communicator->all_reduce_sum(rank.flat.data(), total_, DType::F32);
       }
     });
-    micro_batches_ = 0;
+    window_.restart();
     StepMetrics metrics;
+    std::vector<double> losses, squares;
     for (const auto& rank : ranks_) {
-      metrics.loss += rank->loss_sum;
+      losses.push_back(rank->loss_sum);
+      squares.push_back(rank->shard_squares);
       rank->loss_sum = 0.0;
     }
+    metrics.loss = window_.sum_over_ranks(losses);
     if (layout_.shard_gradients) {
-      // Each rank holds its shard's sums: the norm adds the ranks' sums of squares (in one
-      // process the caller adds them; a world of processes will all-reduce them).
-      double squares = 0.0;
-      for (const auto& rank : ranks_) squares += rank->shard_squares;
-      metrics.grad_norm = std::sqrt(squares);
+      // Each rank holds its shard's sums: the norm adds every rank's sum of squares.
+      metrics.grad_norm = std::sqrt(window_.sum_over_ranks(squares));
     } else {
       // Every rank holds the same summed gradients: rank 0's give the norm.
       const std::span<const float> flat(ranks_[0]->flat);
@@ -205,7 +239,13 @@ public:
         if (unit >= rank.shard.first_unit && unit < rank.shard.end_unit) continue;
         std::memcpy(trainable[unit].values.data(), rank.flat.data() + offsets_[unit], trainable[unit].values.size_bytes());
       }
+      refresh_fp8_weight_copies(rank.backend, fp8_copies_);
       rank.backend.zero_gradients();
+      if (fp8_) {
+        std::span<float> state = rank.backend.view<float>(fp8_->tensor);
+        rank.communicator->all_reduce_amax(state.data(), state.size());
+        quant::roll_fp8_history(state.data(), fp8_->shape.sites, fp8_->shape.history, step.step);
+      }
     });
   }
 
@@ -214,17 +254,30 @@ public:
   }
 
 private:
+  // This process's ranks' optimizer state, in rank order.
+  std::vector<StateTensor> local_optimizer_state() {
+    std::vector<StateTensor> tensors;
+    for (const auto& rank : ranks_) {
+      if (!rank->optimizer) continue;
+      for (StateTensor& tensor : rank->optimizer->state_tensors()) tensors.push_back(std::move(tensor));
+    }
+    return tensors;
+  }
+
   const compiler::ExecutionPlan& plan_;
   const Config& config_;
   distributed::ParallelLayout layout_;
   distributed::RankThreads threads_;
+  ProcessWindow window_;
+  ProcessOptimizerState optimizer_exchange_;
   std::vector<std::unique_ptr<Rank>> ranks_;
   std::vector<StoredQuantizedWeight> quantized_;  // QLoRA's base, kept for the evaluator's backend
+  std::optional<Fp8State> fp8_;                   // fp8_hybrid's scaling state, in each rank's plan
+  std::vector<Fp8WeightCopy> fp8_copies_;         // the trained weights' FP8 copies (full fine-tuning)
   std::vector<size_t> offsets_;      // each trainable tensor's offset in the flat buffer
   size_t total_ = 0;                 // the flat buffer's elements
   std::vector<size_t> shard_sizes_;  // the all-gather's pieces, one per rank
   std::string optimizer_name_;
-  int64_t micro_batches_ = 0;        // accumulate() calls since the last measure()
   double grad_norm_ = 0.0;
 };
 

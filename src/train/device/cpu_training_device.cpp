@@ -16,6 +16,7 @@
 #include "train/device/cpu_parameters.h"
 #include "train/device/fp8_state.h"
 #include "train/device/training_device.h"
+#include "train/fp8_weight_copies.h"
 #include "train/quantized_weights.h"
 
 namespace surogate::train {
@@ -80,7 +81,7 @@ namespace {
 class CpuTrainingDevice final : public TrainingDevice {
 public:
   explicit CpuTrainingDevice(const TrainingDeviceSetup& setup) : plan_(*setup.plan), config_(*setup.config) {
-    check_cpu_backend_precision(config_);  // also when a caller forces the CPU backend
+    check_cpu_backend_options(config_);  // also when a caller forces the CPU backend
     backend_.load(plan_, *setup.registry);
     loss_ = plan_.loss;
     parameters_ = bind_cpu_parameters(backend_, plan_, setup.specs);
@@ -89,6 +90,7 @@ public:
       std::span<float> values = backend_.view<float>(fp8_->tensor);
       std::fill(values.begin(), values.end(), 0.0f);
     }
+    fp8_copies_ = fp8_weight_copies(plan_);
   }
 
   std::string description() const override {
@@ -108,7 +110,8 @@ public:
     quantized_.push_back({weight, std::move(pieces)});
     write_quantized(backend_, plan_, weight, quantized_.back().pieces);
   }
-  void upload() override {}
+  // The host views are the backend's own buffers: only the FP8 copies of trained weights follow.
+  void upload() override { refresh_fp8_weight_copies(backend_, fp8_copies_); }
   void download() override {}
 
   void accumulate(std::span<const runtime::InputBinding> inputs) override {
@@ -126,6 +129,7 @@ public:
   void update(const OptimizerStep& step) override {
     clip_slot_gradients(parameters_.slots, grad_norm_, config_.max_grad_norm, step.gradient_scale);
     optimizer_->step(parameters_.slots, step);
+    refresh_fp8_weight_copies(backend_, fp8_copies_);
     backend_.zero_gradients();
     if (fp8_) {
       quant::roll_fp8_history(backend_.view<float>(fp8_->tensor).data(), fp8_->shape.sites, fp8_->shape.history,
@@ -147,13 +151,14 @@ private:
   std::vector<StoredQuantizedWeight> quantized_;  // QLoRA's base, kept for the evaluator's backend
   std::unique_ptr<Optimizer> optimizer_;
   std::optional<Fp8State> fp8_;  // fp8_hybrid's scaling state, in the backend's memory
+  std::vector<Fp8WeightCopy> fp8_copies_;  // fp8_hybrid full fine-tuning: the trained weights' FP8 copies
   double loss_sum_ = 0.0, grad_norm_ = 0.0;
 };
 
 }  // namespace
 
 std::unique_ptr<TrainingDevice> make_cpu_training_device(const TrainingDeviceSetup& setup) {
-  const distributed::ParallelLayout layout = distributed::cpu_parallel_layout(*setup.config);
+  const distributed::ParallelLayout layout = distributed::cpu_parallel_layout(*setup.config, distributed::process_placement(setup.world));
   if (layout.data_parallel() || setup.data_parallel_device) return make_cpu_data_parallel_training_device(setup, layout);
   return std::make_unique<CpuTrainingDevice>(setup);
 }

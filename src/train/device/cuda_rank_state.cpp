@@ -8,9 +8,11 @@
 
 #include "core/bfloat16.h"
 #include "core/error.h"
+#include "cuda/kernels/fp8_quantize.h"
 #include "cuda/kernels/grad_norm.h"
 #include "ops/parallel_for.h"
 #include "train/device/gradient_accumulate.h"
+#include "train/device/staged_optimizer.h"
 #include "train/device/weights_from_masters.h"
 
 namespace surogate::train {
@@ -74,6 +76,15 @@ std::vector<size_t> CudaTrainableLayout::unit_sizes() const {
     sizes.push_back(static_cast<size_t>(end - entries[i].offset));
   }
   return sizes;
+}
+
+std::vector<TrainableExtent> CudaTrainableLayout::extents(size_t first, size_t end) const {
+  const std::vector<size_t> sizes = unit_sizes();
+  std::vector<TrainableExtent> result;
+  for (size_t i = first; i < end; ++i) {
+    result.push_back({entries[i].offset, static_cast<int64_t>(sizes[i]), entries[i].count});
+  }
+  return result;
 }
 
 CudaTrainableLayout cuda_trainable_layout(const compiler::ExecutionPlan& plan, std::span<const models::ParameterSpec> specs) {
@@ -147,13 +158,37 @@ CudaRankState::CudaRankState(const TrainingDeviceSetup& setup, const CudaTrainab
     parameter.is_hidden_matrix = is_hidden_matrix(spec.name, spec.shape);
     parameters.push_back(std::move(parameter));
   }
-  check_free_memory(parameters.empty() ? 0 : device_optimizer_bytes(config_, parameters));
+  offload_ = plan_host_offload(config_, layout.extents(first, end), setup.offload_chunk_bytes);
+  // Offloaded state takes no GPU memory but NorMuon's workspaces; staging takes two slots.
+  size_t optimizer_bytes = 0;
+  if (!parameters.empty()) {
+    optimizer_bytes = !offload_.optimizer                              ? device_optimizer_bytes(config_, parameters)
+                      : config_.optimizer == surogate::Optimizer::NorMuon ? device_normuon_workspace_bytes(parameters)
+                                                                         : 0;
+  }
+  check_free_memory(optimizer_bytes + offload_.staging_bytes());
   const auto total = static_cast<size_t>(layout.total);
-  if (!bf16_master_) master_ = cuda::DeviceBuffer<float>(total);
-  if (bf16_gradients_) {
+  const bool write_combined = offload_.write_combined;
+  if (!bf16_master_ && offload_.masters) {
+    host_master_ = cuda::PinnedHostBuffer<float>(total, write_combined);
+    masters_host_ = host_master_.data();
+    masters_ = host_master_.device_data();
+  } else if (!bf16_master_) {
+    master_ = cuda::DeviceBuffer<float>(total);
+    masters_host_ = masters_ = master_.data();
+  }
+  if (bf16_gradients_ && offload_.gradients) {
+    host_bf16_accumulators_ = cuda::PinnedHostBuffer<__nv_bfloat16>(total, write_combined);
+    bf16_accumulators_data_ = host_bf16_accumulators_.device_data();
+  } else if (bf16_gradients_) {
     bf16_accumulators_ = cuda::DeviceBuffer<__nv_bfloat16>(total);
+    bf16_accumulators_data_ = bf16_accumulators_.data();
+  } else if (offload_.gradients) {
+    host_accumulators_ = cuda::PinnedHostBuffer<float>(total, write_combined);
+    accumulators_data_ = host_accumulators_.device_data();
   } else {
     accumulators_ = cuda::DeviceBuffer<float>(total);
+    accumulators_data_ = accumulators_.data();
   }
   zero_accumulators();
   norm_result_ = cuda::DeviceBuffer<float>(2);
@@ -165,9 +200,9 @@ CudaRankState::CudaRankState(const TrainingDeviceSetup& setup, const CudaTrainab
   for (const CudaTrainable& entry : layout.entries) {
     bf16_gradients.push_back(static_cast<__nv_bfloat16*>(backend_.device_address(entry.gradient)));
     weights.push_back(static_cast<__nv_bfloat16*>(backend_.device_address(entry.parameter)));
-    if (bf16_gradients_) bf16_accumulators.push_back(bf16_accumulators_.data() + entry.offset);
-    else accumulators.push_back(accumulators_.data() + entry.offset);
-    if (!bf16_master_) masters.push_back(master_.data() + entry.offset);
+    if (bf16_gradients_) bf16_accumulators.push_back(bf16_accumulators_data_ + entry.offset);
+    else accumulators.push_back(accumulators_data_ + entry.offset);
+    if (!bf16_master_) masters.push_back(masters_ + entry.offset);
     counts.push_back(entry.count);
   }
   gradient_table_ = cuda::to_device(bf16_gradients);
@@ -176,17 +211,37 @@ CudaRankState::CudaRankState(const TrainingDeviceSetup& setup, const CudaTrainab
   else accumulator_table_ = cuda::to_device(accumulators);
   if (!bf16_master_) master_table_ = cuda::to_device(masters);
   count_table_ = cuda::to_device(counts);
+  // A staged optimizer takes the masters' host addresses (it copies them into its slots).
+  float* optimizer_masters = offload_.staged ? masters_host_ : masters_;
   for (size_t i = 0; i < parameters.size(); ++i) {
     const int64_t offset = layout.entries[first + i].offset;
-    if (!bf16_master_) parameters[i].master = master_.data() + offset;
-    if (bf16_gradients_) parameters[i].gradient_bf16 = bf16_accumulators_.data() + offset;
-    else parameters[i].gradient = accumulators_.data() + offset;
+    if (!bf16_master_) parameters[i].master = optimizer_masters + offset;
+    if (bf16_gradients_) parameters[i].gradient_bf16 = bf16_accumulators_data_ + offset;
+    else parameters[i].gradient = accumulators_data_ + offset;
   }
-  if (!parameters.empty()) optimizer_ = make_device_optimizer(config_, std::move(parameters));
+  fp8_copies_ = fp8_weight_copies(plan);
+  if (!fp8_copies_.empty()) fp8_amax_ = cuda::DeviceBuffer<float>(1);
+  if (parameters.empty()) return;
+  if (offload_.staged) {
+    optimizer_ = make_staged_optimizer(config_, std::move(parameters), offload_, masters_host_);
+  } else {
+    const StateMemory memory{offload_.optimizer ? StateMemory::Place::HostMapped : StateMemory::Place::Device,
+                             write_combined, nullptr};
+    optimizer_ = make_device_optimizer(config_, std::move(parameters), memory);
+  }
+}
+
+void CudaRankState::refresh_fp8_weight_copies() {
+  for (const Fp8WeightCopy& copy : fp8_copies_) {
+    cuda::fp8_quantize_weight(static_cast<const __nv_bfloat16*>(backend_.device_address(copy.weight)), copy.rows,
+                              copy.columns, fp8_amax_.data(), static_cast<uint8_t*>(backend_.device_address(copy.codes)),
+                              static_cast<uint8_t*>(backend_.device_address(copy.transposed)),
+                              static_cast<float*>(backend_.device_address(copy.scale_inv)), backend_.stream());
+  }
 }
 
 void* CudaRankState::accumulators() {
-  return bf16_gradients_ ? static_cast<void*>(bf16_accumulators_.data()) : static_cast<void*>(accumulators_.data());
+  return bf16_gradients_ ? static_cast<void*>(bf16_accumulators_data_) : static_cast<void*>(accumulators_data_);
 }
 
 void CudaRankState::accumulate(std::span<const runtime::InputBinding> inputs) {
@@ -250,8 +305,12 @@ void CudaRankState::step(const OptimizerStep& step) {
 }
 
 void CudaRankState::zero_accumulators() {
-  accumulators_.zero(backend_.stream());
-  bf16_accumulators_.zero(backend_.stream());
+  // The mapped host accumulators too (offload_grads): the memset runs on the GPU, over the link.
+  const size_t total = static_cast<size_t>(layout_.total);
+  if (accumulators_data_) CUDA_CHECK(cudaMemsetAsync(accumulators_data_, 0, total * sizeof(float), backend_.stream()));
+  if (bf16_accumulators_data_) {
+    CUDA_CHECK(cudaMemsetAsync(bf16_accumulators_data_, 0, total * sizeof(__nv_bfloat16), backend_.stream()));
+  }
 }
 
 void CudaRankState::refresh_weights_from_masters(size_t first, size_t end) {
@@ -292,7 +351,7 @@ void CudaRankState::upload_weights(std::span<const WeightView> weights) {
   // download or a checkpoint of this device).
   for (size_t index = 0; index < layout_.entries.size() && !bf16_master_; ++index) {
     const CudaTrainable& entry = layout_.entries[index];
-    copy(master_.data() + entry.offset, weights[entry.weight].values.data(), entry.count, cudaMemcpyHostToDevice, stream);
+    copy(masters_host_ + entry.offset, weights[entry.weight].values.data(), entry.count, cudaMemcpyDefault, stream);
   }
   CUDA_CHECK(cudaStreamSynchronize(stream));
 }
@@ -307,7 +366,7 @@ void CudaRankState::download_trainable(std::span<const WeightView> weights) {
       backend_.read(entry.parameter, std::as_writable_bytes(std::span<uint16_t>(bits)));
       for (size_t k = 0; k < bits.size(); ++k) values[k] = bf16_to_float(bits[k]);
     } else {
-      copy(values.data(), master_.data() + entry.offset, entry.count, cudaMemcpyDeviceToHost, stream);
+      copy(values.data(), masters_host_ + entry.offset, entry.count, cudaMemcpyDefault, stream);
     }
   }
   CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -316,24 +375,27 @@ void CudaRankState::download_trainable(std::span<const WeightView> weights) {
 // The out-of-memory report for what the trainer adds to the plan, made before allocating it.
 void CudaRankState::check_free_memory(size_t optimizer_bytes) const {
   const auto elements = static_cast<size_t>(layout_.total);
-  const size_t master_bytes = bf16_master_ ? 0 : elements * sizeof(float);
-  const size_t accumulator_bytes = elements * (bf16_gradients_ ? sizeof(__nv_bfloat16) : sizeof(float));
+  const size_t master_bytes = bf16_master_ || offload_.masters ? 0 : elements * sizeof(float);
+  const size_t accumulator_bytes =
+      offload_.gradients ? 0 : elements * (bf16_gradients_ ? sizeof(__nv_bfloat16) : sizeof(float));
   const size_t needed = master_bytes + accumulator_bytes + optimizer_bytes;
   size_t free_bytes = 0, total_bytes = 0;
   CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
   if (needed <= free_bytes) return;
   const runtime::DeviceMemoryReport& plan = backend_.memory_report();
   const std::string masters =
-      bf16_master_ ? fmt::format("no master copy (master_dtype: bf16 saves {:.2f} GiB)", gib(elements * sizeof(float)))
-                   : fmt::format("fp32 master weights {:.2f} GiB", gib(master_bytes));
+      bf16_master_       ? fmt::format("no master copy (master_dtype: bf16 saves {:.2f} GiB)", gib(elements * sizeof(float)))
+      : offload_.masters ? std::string("fp32 master weights in host memory (offload_master)")
+                         : fmt::format("fp32 master weights {:.2f} GiB", gib(master_bytes));
   const std::string accumulators =
-      bf16_gradients_ ? fmt::format("bf16 gradient accumulators {:.2f} GiB (gradient_dtype: bf16 saves {:.2f} GiB)",
+      offload_.gradients ? std::string("gradient accumulators in host memory (offload_grads)")
+      : bf16_gradients_  ? fmt::format("bf16 gradient accumulators {:.2f} GiB (gradient_dtype: bf16 saves {:.2f} GiB)",
                                     gib(accumulator_bytes), gib(elements * sizeof(float) - accumulator_bytes))
-                      : fmt::format("fp32 gradient accumulators {:.2f} GiB", gib(accumulator_bytes));
-  fail_user("training needs {:.2f} GiB more GPU memory than the plan's {:.2f} GiB ({}, {}, {} optimizer state "
-            "{:.2f} GiB), but GPU {} has only {:.2f} GiB free of {:.2f} GiB. Train fewer parameters (LoRA, a smaller "
-            "lora_rank), use optimizer: adamw_8bit, master_dtype: bf16 or gradient_dtype: bf16, or reduce the "
-            "micro-batch or sequence length",
+                         : fmt::format("fp32 gradient accumulators {:.2f} GiB", gib(accumulator_bytes));
+  fail_user("training needs {:.2f} GiB more GPU memory than the plan's {:.2f} GiB ({}, {}, {} optimizer state and "
+            "offload staging {:.2f} GiB), but GPU {} has only {:.2f} GiB free of {:.2f} GiB. Train fewer parameters "
+            "(LoRA, a smaller lora_rank), use optimizer: adamw_8bit, master_dtype: bf16 or gradient_dtype: bf16, "
+            "offload_optimizer / offload_master / offload_grads: true, or reduce the micro-batch or sequence length",
             gib(needed), gib(plan.required_bytes + plan.scratch_bytes), masters, accumulators,
             to_string(config_.optimizer), gib(optimizer_bytes), plan.device, gib(free_bytes), gib(total_bytes));
 }

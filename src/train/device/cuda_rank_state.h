@@ -6,8 +6,14 @@
 //     gradient accumulators (fp32, or bf16 with gradient_dtype bf16);
 //   - the device optimizer (device_optimizer.h) for a contiguous run of the trainable tensors:
 //     all of them on one GPU, a rank's shard under ZeRO-1;
+//   - with offload_master / offload_grads / offload_optimizer, the masters, the accumulators or
+//     the optimizer state in pinned host memory instead (host_offload_plan.h): the kernels reach
+//     them through the mapping, or the optimizer stages them through two GPU slots
+//     (staged_optimizer.h);
 //   - the loss of each micro-batch (pinned, copied asynchronously) and the gradient norm with
-//     its clip factor (on the device, read by the optimizer kernels).
+//     its clip factor (on the device, read by the optimizer kernels);
+//   - fp8_hybrid full fine-tuning: the FP8 copies of the trained weights (train/fp8_weight_copies.h),
+//     rewritten from the bf16 weights by refresh_fp8_weight_copies() once per optimizer step.
 // Everything is enqueued on the backend's stream; the object is made, used and destroyed on a
 // thread whose current CUDA device is the one it lives on. It holds no host copy of the weights:
 // those belong to the device that owns it (rank 0's host views in data parallelism).
@@ -22,10 +28,13 @@
 #include <vector>
 
 #include "cuda/device_buffer.h"
+#include "cuda/host_buffer.h"
 #include "cuda/host_registration.h"
 #include "runtime/cuda_backend.h"
 #include "train/device/device_optimizer.h"
+#include "train/device/host_offload_plan.h"
 #include "train/device/training_device.h"
+#include "train/fp8_weight_copies.h"
 
 namespace surogate::train {
 
@@ -45,6 +54,8 @@ struct CudaTrainableLayout {
   int64_t total = 0;                    // elements of the flat buffers
   // Each trainable tensor's elements in the flat buffers, padding included (what shards split).
   std::vector<size_t> unit_sizes() const;
+  // The trainable tensors [first, end) as the host-offload plan sees them.
+  std::vector<TrainableExtent> extents(size_t first, size_t end) const;
 };
 CudaTrainableLayout cuda_trainable_layout(const compiler::ExecutionPlan& plan, std::span<const models::ParameterSpec> specs);
 
@@ -74,9 +85,12 @@ public:
   bool bf16_gradients() const { return bf16_gradients_; }
   DeviceOptimizer* optimizer() { return optimizer_.get(); }  // null when the shard is empty
 
+  const HostOffloadPlan& offload() const { return offload_; }
+
   // The flat buffers (ZeRO collectives run on them): masters (null with bf16 masters) and the
-  // accumulators, whose dtype is F32 or BF16.
-  float* masters() { return master_.data(); }
+  // accumulators, whose dtype is F32 or BF16. On the GPU (the data-parallel device refuses
+  // offload_master and offload_grads).
+  float* masters() { return masters_; }
   void* accumulators();
   DType accumulator_dtype() const { return bf16_gradients_ ? DType::BF16 : DType::F32; }
 
@@ -104,6 +118,11 @@ public:
   void refresh_weights_from_masters(size_t first, size_t end);
   void synchronize();
 
+  // fp8_hybrid full fine-tuning: every trained weight's FP8 copy rewritten from its bf16 weight
+  // (cuda::fp8_quantize_weight); nothing without such weights. After the weights change: upload,
+  // optimizer step, all-gather.
+  void refresh_fp8_weight_copies();
+
   // Host → device: every weight rounded to bf16 (`weights` in spec order), the fp32 masters from
   // the trainable ones; the optimizer state is not touched. Waits for the copies.
   void upload_weights(std::span<const WeightView> weights);
@@ -120,14 +139,25 @@ private:
   bool bf16_master_, bf16_gradients_;
   runtime::CudaBackend backend_;
   graph::TensorId loss_ = graph::kNoTensor;
+  HostOffloadPlan offload_;
   cuda::DeviceBuffer<float> master_, accumulators_, norm_result_, norm_partials_;  // master_ / accumulators_: fp32 only
   cuda::DeviceBuffer<__nv_bfloat16> bf16_accumulators_;  // gradient_dtype bf16 only
+  cuda::PinnedHostBuffer<float> host_master_, host_accumulators_;  // offload_master, offload_grads
+  cuda::PinnedHostBuffer<__nv_bfloat16> host_bf16_accumulators_;
+  // Where the kernels address the masters and accumulators: the GPU buffers above, or the mapped
+  // host ones. masters_host_ is the masters' host address when offloaded (else masters_).
+  float* masters_ = nullptr;
+  float* masters_host_ = nullptr;
+  float* accumulators_data_ = nullptr;
+  __nv_bfloat16* bf16_accumulators_data_ = nullptr;
   std::unique_ptr<DeviceOptimizer> optimizer_;
   // The multi-tensor kernels' pointer tables, one entry per trainable tensor, built once.
   cuda::DeviceBuffer<__nv_bfloat16*> gradient_table_, weight_table_;
   cuda::DeviceBuffer<float*> accumulator_table_, master_table_;
   cuda::DeviceBuffer<__nv_bfloat16*> bf16_accumulator_table_;
   cuda::DeviceBuffer<int64_t> count_table_;
+  std::vector<Fp8WeightCopy> fp8_copies_;
+  cuda::DeviceBuffer<float> fp8_amax_;  // fp8_quantize_weight's scratch
   struct Pinned {
     float* data = nullptr;
     explicit Pinned(size_t count);

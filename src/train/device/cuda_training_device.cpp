@@ -13,7 +13,8 @@
 //                    bf16 = 0) → the loss scalar copied into pinned host memory (asynchronously)
 //   measure():       global_grad_norm (norm and clip factor on the device) → one wait, read both
 //   update():        the optimizer's step (gradients scaled by the device clip factor, masters
-//                    updated, bf16 weights rewritten) → accumulators zeroed
+//                    updated, bf16 weights rewritten) → fp8_hybrid full fine-tuning: the trained
+//                    weights' FP8 copies rewritten → accumulators zeroed → FP8 scaling rolled
 // The host waits only in measure(), to read the loss and grad norm the trainer logs and checks.
 // Host copies: weights() are fp32 (after download(): the fp32 masters, or the bf16 weights
 // widened exactly); frozen weights (the LoRA base) live on the device only in bf16, written once
@@ -73,6 +74,7 @@ public:
 
   void upload() override {
     rank_->upload_weights(weights_);
+    rank_->refresh_fp8_weight_copies();
     rank_->optimizer()->upload(rank_->stream());
     if (fp8_) copy_fp8(fp8_device(), fp8_host_.data(), cudaMemcpyHostToDevice);
     rank_->synchronize();
@@ -89,7 +91,9 @@ public:
     rank_->synchronize();
   }
 
-  bool host_views_are_live() const override { return false; }
+  // The host copies are written by download() only, except offload_optimizer's state, which lives
+  // in host memory and is updated there: then a checkpoint copies it.
+  bool host_views_are_live() const override { return config_.offload_optimizer; }
 
   void accumulate(std::span<const runtime::InputBinding> inputs) override { rank_->accumulate(inputs); }
 
@@ -106,6 +110,7 @@ public:
     // fp16 loss scaling is the CPU emulation's in this build (torch_dtype: float16 is refused on CUDA).
     SUROGATE_CHECK(step.gradient_scale == 1.0, "no gradient scale on the CUDA backend");
     rank_->step(step);
+    rank_->refresh_fp8_weight_copies();
     rank_->zero_accumulators();
     if (fp8_) cuda::fp8_roll_history(fp8_device(), fp8_->shape.sites, fp8_->shape.history, step.step, rank_->stream());
   }
@@ -140,7 +145,8 @@ private:
 }  // namespace
 
 std::unique_ptr<TrainingDevice> make_cuda_training_device(const TrainingDeviceSetup& setup) {
-  const distributed::ParallelLayout layout = distributed::gpu_parallel_layout(*setup.config, probe_machine().visible_gpus);
+  const distributed::ParallelLayout layout = distributed::gpu_parallel_layout(
+      *setup.config, probe_machine().visible_gpus, distributed::process_placement(setup.world));
   if (layout.data_parallel() || setup.data_parallel_device) return make_cuda_data_parallel_training_device(setup, layout);
   return std::make_unique<CudaTrainingDevice>(setup);
 }

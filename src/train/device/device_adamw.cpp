@@ -12,14 +12,15 @@ namespace {
 
 class DeviceAdamW final : public DeviceOptimizer {
 public:
-  DeviceAdamW(std::vector<DeviceParameter> parameters, const AdamWSettings& settings, uint64_t rounding_seed)
+  DeviceAdamW(std::vector<DeviceParameter> parameters, const AdamWSettings& settings, uint64_t rounding_seed,
+              const StateMemory& memory)
       : parameters_(std::move(parameters)), settings_(settings), rounding_seed_(rounding_seed) {
     for (const DeviceParameter& parameter : parameters_) {
       offsets_.push_back(first_.add(parameter.size(), 0.0f));
       second_.add(parameter.size(), 0.0f);
     }
-    first_.allocate();
-    second_.allocate();
+    first_.allocate(memory);
+    second_.allocate(memory);
     const bool fp32_masters = std::all_of(parameters_.begin(), parameters_.end(),
                                           [](const DeviceParameter& p) { return p.master != nullptr; });
     if (fp32_masters && !parameters_.empty()) {
@@ -79,8 +80,8 @@ private:
 }  // namespace
 
 std::unique_ptr<DeviceOptimizer> make_device_adamw(std::vector<DeviceParameter> parameters, const AdamWSettings& settings,
-                                                   uint64_t rounding_seed) {
-  return std::make_unique<DeviceAdamW>(std::move(parameters), settings, rounding_seed);
+                                                   uint64_t rounding_seed, const StateMemory& memory) {
+  return std::make_unique<DeviceAdamW>(std::move(parameters), settings, rounding_seed, memory);
 }
 
 }  // namespace surogate::train

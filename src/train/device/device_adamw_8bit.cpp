@@ -16,7 +16,8 @@ static_assert(cuda::kAdamW8bitBlock == kQuantizationBlockSize, "the device and C
 
 class DeviceAdamW8bit final : public DeviceOptimizer {
 public:
-  DeviceAdamW8bit(std::vector<DeviceParameter> parameters, const AdamWSettings& settings, uint64_t rounding_seed)
+  DeviceAdamW8bit(std::vector<DeviceParameter> parameters, const AdamWSettings& settings, uint64_t rounding_seed,
+                  const StateMemory& memory)
       : parameters_(std::move(parameters)), settings_(settings), rounding_seed_(rounding_seed) {
     const auto& signed_map = dynamic_quantization_map(true);
     const auto& unsigned_map = dynamic_quantization_map(false);
@@ -29,8 +30,8 @@ public:
       second_absmax_.add(blocks, 0.0f);
       offsets_.push_back(offsets);
     }
-    for (auto* state : {&first_absmax_, &second_absmax_}) state->allocate();
-    for (auto* state : {&first_codes_, &second_codes_}) state->allocate();
+    for (auto* state : {&first_absmax_, &second_absmax_}) state->allocate(memory);
+    for (auto* state : {&first_codes_, &second_codes_}) state->allocate(memory);
     signed_code_ = cuda::to_device(std::vector<float>(signed_map.begin(), signed_map.end()));
     unsigned_code_ = cuda::to_device(std::vector<float>(unsigned_map.begin(), unsigned_map.end()));
 
@@ -112,8 +113,9 @@ private:
 }  // namespace
 
 std::unique_ptr<DeviceOptimizer> make_device_adamw_8bit(std::vector<DeviceParameter> parameters,
-                                                        const AdamWSettings& settings, uint64_t rounding_seed) {
-  return std::make_unique<DeviceAdamW8bit>(std::move(parameters), settings, rounding_seed);
+                                                        const AdamWSettings& settings, uint64_t rounding_seed,
+                                                        const StateMemory& memory) {
+  return std::make_unique<DeviceAdamW8bit>(std::move(parameters), settings, rounding_seed, memory);
 }
 
 }  // namespace surogate::train

@@ -62,15 +62,16 @@ Workspace workspace_for(const std::vector<DeviceParameter>& parameters,
 
 class DeviceNorMuon final : public DeviceOptimizer {
 public:
-  DeviceNorMuon(std::vector<DeviceParameter> parameters, const NorMuonSettings& settings, uint64_t rounding_seed)
+  DeviceNorMuon(std::vector<DeviceParameter> parameters, const NorMuonSettings& settings, uint64_t rounding_seed,
+                const StateMemory& memory)
       : parameters_(std::move(parameters)), settings_(settings), rounding_seed_(rounding_seed) {
     for (const DeviceParameter& p : parameters_) {
       hidden_.push_back(is_hidden(p));
       first_offsets_.push_back(momentum_.add(p.size(), 0.0f));
       second_offsets_.push_back(second_moment_.add(hidden_.back() ? p.rows : p.size(), 0.0f));
     }
-    momentum_.allocate();
-    second_moment_.allocate();
+    momentum_.allocate(memory);
+    second_moment_.allocate(memory);
     const std::vector<std::vector<size_t>> groups = matrix_groups(parameters_);
     const Workspace workspace = workspace_for(parameters_, groups);
     if (workspace.matrices > 0) {
@@ -197,8 +198,9 @@ size_t device_normuon_workspace_bytes(const std::vector<DeviceParameter>& parame
 }
 
 std::unique_ptr<DeviceOptimizer> make_device_normuon(std::vector<DeviceParameter> parameters,
-                                                     const NorMuonSettings& settings, uint64_t rounding_seed) {
-  return std::make_unique<DeviceNorMuon>(std::move(parameters), settings, rounding_seed);
+                                                     const NorMuonSettings& settings, uint64_t rounding_seed,
+                                                     const StateMemory& memory) {
+  return std::make_unique<DeviceNorMuon>(std::move(parameters), settings, rounding_seed, memory);
 }
 
 }  // namespace surogate::train

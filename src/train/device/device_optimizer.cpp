@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "core/error.h"
 #include "train/optim/quantization_map.h"
 
 namespace surogate::train {
@@ -35,17 +36,30 @@ size_t device_optimizer_bytes(const Config& config, const std::vector<DevicePara
   return bytes;
 }
 
-std::unique_ptr<DeviceOptimizer> make_device_optimizer(const Config& config, std::vector<DeviceParameter> parameters) {
+void* StagingArena::reserve(void* host, size_t bytes) {
+  constexpr size_t kAlignment = 256;
+  used_ = (used_ + kAlignment - 1) / kAlignment * kAlignment;
+  SUROGATE_CHECK(used_ + bytes <= capacity_, "a staging slot of {} bytes holds its chunk's optimizer state ({} more)",
+                 capacity_, used_ + bytes - capacity_);
+  void* device = base_ + used_;
+  used_ += bytes;
+  if (bytes > 0) regions_.push_back({host, device, bytes});
+  return device;
+}
+
+std::unique_ptr<DeviceOptimizer> make_device_optimizer(const Config& config, std::vector<DeviceParameter> parameters,
+                                                       const StateMemory& memory) {
   AdamWSettings adamw{config.adamw_beta1, config.adamw_beta2, config.adamw_epsilon};
   const uint64_t seed = static_cast<uint64_t>(config.train_seed);
   switch (config.optimizer) {
-    case surogate::Optimizer::AdamW: return make_device_adamw(std::move(parameters), adamw, seed);
-    case surogate::Optimizer::AdamW8bit: return make_device_adamw_8bit(std::move(parameters), adamw, seed);
+    case surogate::Optimizer::AdamW: return make_device_adamw(std::move(parameters), adamw, seed, memory);
+    case surogate::Optimizer::AdamW8bit: return make_device_adamw_8bit(std::move(parameters), adamw, seed, memory);
     case surogate::Optimizer::NorMuon:
       return make_device_normuon(std::move(parameters),
-                                 {config.normuon_momentum, config.normuon_beta2, config.normuon_cautious_wd, adamw}, seed);
+                                 {config.normuon_momentum, config.normuon_beta2, config.normuon_cautious_wd, adamw}, seed,
+                                 memory);
   }
-  return make_device_adamw(std::move(parameters), adamw, seed);
+  return make_device_adamw(std::move(parameters), adamw, seed, memory);
 }
 
 }  // namespace surogate::train

@@ -21,6 +21,7 @@
 
 #include "config/config.h"
 #include "cuda/device_buffer.h"
+#include "cuda/host_buffer.h"
 #include "cuda/host_registration.h"
 #include "core/stochastic_rounding.h"
 #include "cuda/kernels/adamw.h"
@@ -60,15 +61,51 @@ size_t device_optimizer_bytes(const Config& config, const std::vector<DevicePara
 // NorMuon's part beyond its state: the stacked directions and Newton–Schulz workspaces.
 size_t device_normuon_workspace_bytes(const std::vector<DeviceParameter>& parameters);
 
+// A GPU slot the state of a staged optimizer (offload_optimizer without use_zero_copy:
+// staged_optimizer.h) is copied into for its step: reserve() hands out 256-byte aligned room and
+// records which host array each part mirrors, for the copies in and out.
+class StagingArena {
+public:
+  StagingArena(std::byte* base, size_t capacity) : base_(base), capacity_(capacity) {}
+  struct Region {
+    void* host;
+    void* device;
+    size_t bytes;
+  };
+  void* reserve(void* host, size_t bytes);
+  const std::vector<Region>& regions() const { return regions_; }
+
+private:
+  std::byte* base_;
+  size_t capacity_;
+  size_t used_ = 0;
+  std::vector<Region> regions_;
+};
+
+// Where an optimizer keeps its state (host_offload_plan.h):
+//   Device      on the GPU, with a host mirror that checkpoints read and write (the default);
+//   HostMapped  in pinned host memory that the kernels address through the mapping
+//               (offload_optimizer with use_zero_copy);
+//   HostStaged  in pinned host memory, copied into `staging` around each step (offload_optimizer).
+struct StateMemory {
+  enum class Place { Device, HostMapped, HostStaged };
+  Place place = Place::Device;
+  bool write_combined = false;
+  StagingArena* staging = nullptr;  // HostStaged only
+};
+
 // `parameters` must outlive the optimizer's use of their pointers (the training device's buffers).
 // `rounding_seed` keys the stochastic rounding of bf16 masters (the factory passes train_seed).
-std::unique_ptr<DeviceOptimizer> make_device_optimizer(const Config& config, std::vector<DeviceParameter> parameters);
+std::unique_ptr<DeviceOptimizer> make_device_optimizer(const Config& config, std::vector<DeviceParameter> parameters,
+                                                       const StateMemory& memory = {});
 std::unique_ptr<DeviceOptimizer> make_device_adamw(std::vector<DeviceParameter> parameters, const AdamWSettings& settings,
-                                                   uint64_t rounding_seed = 0);
+                                                   uint64_t rounding_seed = 0, const StateMemory& memory = {});
 std::unique_ptr<DeviceOptimizer> make_device_adamw_8bit(std::vector<DeviceParameter> parameters,
-                                                        const AdamWSettings& settings, uint64_t rounding_seed = 0);
+                                                        const AdamWSettings& settings, uint64_t rounding_seed = 0,
+                                                        const StateMemory& memory = {});
 std::unique_ptr<DeviceOptimizer> make_device_normuon(std::vector<DeviceParameter> parameters,
-                                                     const NorMuonSettings& settings, uint64_t rounding_seed = 0);
+                                                     const NorMuonSettings& settings, uint64_t rounding_seed = 0,
+                                                     const StateMemory& memory = {});
 
 // The AdamW kernels' coefficients for one step; weight decay (lr · wd) only where `decays`;
 // `rounding_key` as cuda::AdamWStep documents (0 with fp32 masters).
@@ -99,8 +136,11 @@ inline void adamw_parameter_update(const DeviceParameter& p, size_t index, float
   }
 }
 
-// One kind of optimizer state for every tensor, concatenated: a host vector and a device buffer
-// of the same layout, each tensor starting 16-byte aligned (the kernels load 16-byte vectors).
+// One kind of optimizer state for every tensor, concatenated, each tensor starting 16-byte aligned
+// (the kernels load 16-byte vectors): add() lays it out on the host, allocate() places it as
+// `StateMemory` says. host() is what checkpoints read and restore; device() what kernels address.
+// upload() / download() copy between the two where they differ (Place::Device); in host memory
+// (the offloaded places) the host array is the state itself and they do nothing.
 template <typename T>
 class MirroredState {
 public:
@@ -112,23 +152,44 @@ public:
     std::fill(host_.begin() + offset, host_.begin() + offset + count, initial);
     return offset;
   }
-  // The host copy is page-locked too: checkpoints download it while training waits.
-  void allocate() {
-    device_ = cuda::DeviceBuffer<T>(host_.size());
-    pinned_ = cuda::HostRegistration(host_.data(), host_.size() * sizeof(T));
+  void allocate(const StateMemory& memory = {}) {
+    place_ = memory.place;
+    if (place_ == StateMemory::Place::Device) {
+      device_ = cuda::DeviceBuffer<T>(host_.size());
+      // The host mirror is page-locked too: checkpoints download it while training waits.
+      registered_ = cuda::HostRegistration(host_.data(), host_.size() * sizeof(T));
+      host_base_ = host_.data();
+      device_base_ = device_.data();
+      return;
+    }
+    pinned_ = cuda::PinnedHostBuffer<T>(host_.size(), memory.write_combined);
+    std::copy(host_.begin(), host_.end(), pinned_.data());
+    host_ = {};
+    host_base_ = pinned_.data();
+    device_base_ = place_ == StateMemory::Place::HostMapped
+                       ? pinned_.device_data()
+                       : static_cast<T*>(memory.staging->reserve(pinned_.data(), pinned_.bytes()));
   }
-  T* host(int64_t offset) { return host_.data() + offset; }
-  T* device(int64_t offset) { return device_.data() + offset; }
-  void upload(cudaStream_t stream) { copy(device_.data(), host_.data(), cudaMemcpyHostToDevice, stream); }
-  void download(cudaStream_t stream) { copy(host_.data(), device_.data(), cudaMemcpyDeviceToHost, stream); }
+  T* host(int64_t offset) { return host_base_ + offset; }
+  T* device(int64_t offset) { return device_base_ + offset; }
+  void upload(cudaStream_t stream) {
+    if (place_ == StateMemory::Place::Device) copy(device_.data(), host_.data(), cudaMemcpyHostToDevice, stream);
+  }
+  void download(cudaStream_t stream) {
+    if (place_ == StateMemory::Place::Device) copy(host_.data(), device_.data(), cudaMemcpyDeviceToHost, stream);
+  }
 
 private:
   void copy(T* destination, const T* source, cudaMemcpyKind kind, cudaStream_t stream) {
     if (!host_.empty()) CUDA_CHECK(cudaMemcpyAsync(destination, source, host_.size() * sizeof(T), kind, stream));
   }
-  std::vector<T> host_;
-  cuda::DeviceBuffer<T> device_;
-  cuda::HostRegistration pinned_;  // of host_, which never grows after allocate()
+  StateMemory::Place place_ = StateMemory::Place::Device;
+  std::vector<T> host_;               // the layout while adding; Place::Device: the host mirror
+  cuda::PinnedHostBuffer<T> pinned_;  // the host places: the state
+  cuda::DeviceBuffer<T> device_;      // Place::Device: the state
+  cuda::HostRegistration registered_;  // Place::Device: host_ page-locked (it never grows after allocate())
+  T* host_base_ = nullptr;
+  T* device_base_ = nullptr;
 };
 
 }  // namespace surogate::train

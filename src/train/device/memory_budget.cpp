@@ -2,9 +2,11 @@
 #include "train/device/memory_budget.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "compiler/memory_plan.h"
 #include "distributed/shard_placement.h"
+#include "train/device/host_offload_plan.h"
 #include "train/optim/quantization_map.h"
 
 namespace surogate::train {
@@ -36,9 +38,16 @@ PlanMemory plan_memory(const compiler::ExecutionPlan& plan, const Config& config
   const size_t alignment = memory.alignment;
   size_t trainable = 0;
   std::vector<size_t> sizes;
+  // The trainable tensors as the CUDA device lays them out (parameter order, starts rounded up to
+  // 4 elements), for the offload staging slots.
+  std::vector<TrainableExtent> extents;
+  int64_t flat = 0;
   for (const auto& [parameter, gradient] : plan.parameter_gradients) {
     sizes.push_back(static_cast<size_t>(plan.graph.tensor(parameter).type.numel()));
     trainable += sizes.back();
+    const auto count = static_cast<int64_t>(sizes.back()), padded = (count + 3) / 4 * 4;
+    extents.push_back({flat, padded, count});
+    flat += padded;
   }
   PlanMemory result;
   result.activations = compiler::align_up(memory.arena_bytes, alignment);
@@ -56,6 +65,11 @@ PlanMemory plan_memory(const compiler::ExecutionPlan& plan, const Config& config
       result.optimizer = std::max(result.optimizer, optimizer_bytes(config, elements));
     }
   }
+  const HostOffloadPlan offload = plan_host_offload(config, extents);
+  result.staging = offload.staging_bytes();
+  if (offload.masters) result.host_masters = std::exchange(result.masters, 0);
+  if (offload.gradients) result.host_accumulators = std::exchange(result.accumulators, 0);
+  if (offload.optimizer) result.host_optimizer = std::exchange(result.optimizer, 0);
   return result;
 }
 

@@ -26,7 +26,14 @@ struct PlanMemory {
   size_t masters = 0;       // fp32 master weights of the trainable parameters
   size_t accumulators = 0;  // gradient accumulators across micro-batches
   size_t optimizer = 0;     // optimizer state
-  size_t total() const { return activations + weights + gradients + inputs + masters + accumulators + optimizer; }
+  size_t staging = 0;       // offload staging: two GPU slots (host_offload_plan.h)
+  size_t total() const {
+    return activations + weights + gradients + inputs + masters + accumulators + optimizer + staging;
+  }
+  // Not on the device: what offload_master / offload_optimizer / offload_grads put in pinned
+  // host memory instead (the three categories above are then 0).
+  size_t host_masters = 0, host_accumulators = 0, host_optimizer = 0;
+  size_t host() const { return host_masters + host_accumulators + host_optimizer; }
 };
 // With `optimizer_shards` > 1 (data-parallel GPUs, ZeRO-1), `optimizer` is the largest shard's:
 // the trainable tensors placed over the ranks as the device places them (distributed::place_shards).
@@ -55,6 +62,8 @@ struct MemoryEstimate {
     return static_cast<size_t>(ranks) * (plan.total() - plan.optimizer + lm_head_workspace) + plan.optimizer +
            evaluation + context;
   }
+  // Pinned host memory the offload_* options take (per GPU).
+  size_t host_offloaded() const { return plan.host(); }
 };
 
 // Kept free beyond the prediction, for what it does not see (allocator rounding, fragmentation):

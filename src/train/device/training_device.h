@@ -15,7 +15,9 @@
 // or skip_update() when the step is not applied.
 // A data-parallel device (data_parallel_ranks() > 1) takes gradient_accumulation_steps micro-batches
 // per rank each step and spreads them over its ranks (train/device/cpu_data_parallel_device.cpp,
-// train/device/cuda_data_parallel_device.cpp).
+// train/device/cuda_data_parallel_device.cpp). When the ranks are spread over several processes
+// (distributed/process_world.h), each process's device is given only the micro-batches its own
+// ranks train (takes_micro_batch), and window_totals() adds up the whole window's counts.
 #pragma once
 
 #include <memory>
@@ -27,16 +29,25 @@
 
 #include "compiler/execution_plan.h"
 #include "config/config.h"
+#include "distributed/process_world.h"
 #include "graph/op_registry.h"
 #include "models/model_spec.h"
 #include "models/quantized_weight.h"
 #include "train/quantized_weights.h"
 #include "runtime/backend.h"
 #include "train/checkpoint_io.h"
+#include "train/device/host_offload_plan.h"
 #include "train/evaluator.h"
 #include "train/optim/optimizer.h"
 
 namespace surogate::train {
+
+// The counts of one micro-batch that the loss normalisation and the log need.
+struct MicroBatchTotals {
+  double loss_weight = 0.0;  // Σ token weights (= loss tokens unless loss_scale weighs tokens)
+  int64_t loss_tokens = 0;
+  int64_t tokens = 0;
+};
 
 struct StepMetrics {
   double loss = 0.0;       // sum of the micro-batches' losses
@@ -59,6 +70,13 @@ public:
   // Ranks training together: each optimizer step's window is gradient_accumulation_steps × this
   // many micro-batches, all given to accumulate() in window order.
   virtual int data_parallel_ranks() const { return 1; }
+  // Whether this process trains micro-batch `index` of the window: all of them unless the ranks
+  // are spread over processes. accumulate() is given exactly these, in window order.
+  virtual bool takes_micro_batch(int64_t index) const { return index >= 0; }
+  // The sum over the whole window of `taken` (the counts of the micro-batches this process took,
+  // in window order), added in window order: the same bits in every process and for every split
+  // of the ranks into processes. Every process calls it once per step, before accumulate().
+  virtual MicroBatchTotals window_totals(std::span<const MicroBatchTotals> taken);
 
   virtual void upload() = 0;
   virtual void download() = 0;
@@ -99,6 +117,10 @@ struct TrainingDeviceSetup {
   const Config* config = nullptr;                  // optimizer, its settings, max_grad_norm, accumulation
   // The data-parallel device even for a world of one (tests: the gloo / NCCL path on one rank).
   bool data_parallel_device = false;
+  // The processes of the run (null: this process alone). Their ranks join one data-parallel world.
+  distributed::ProcessWorld* world = nullptr;
+  // The staged offload step's chunk size (host_offload_plan.h; tests make it small).
+  size_t offload_chunk_bytes = kOffloadChunkBytes;
 };
 
 // Norms and biases get no weight decay; NorMuon orthogonalises only hidden 2-D matrices.

@@ -1,0 +1,41 @@
+// What the data-parallel devices (cpu_data_parallel_device.cpp, cuda_data_parallel_device.cpp)
+// share about ranks spread over processes (distributed/process_world.h): which micro-batches of a
+// step's window this process's ranks train, the window's totals, and sums over every rank of the
+// world. Each sum is taken in one fixed order — window order for the counts, rank order for the
+// ranks' values — from every process's part gathered over the control channel, so every process
+// gets the same bits, and they are the bits one process driving every rank computes.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "distributed/parallel_layout.h"
+#include "distributed/process_world.h"
+#include "train/device/training_device.h"
+
+namespace surogate::train {
+
+class ProcessWindow {
+public:
+  // `world` null: one process (every rank is local).
+  ProcessWindow(const distributed::ParallelLayout& layout, distributed::ProcessWorld* world);
+
+  // Whether one of this process's ranks trains micro-batch `index` of the window.
+  bool takes(int64_t index) const;
+  // The local rank (0 … local ranks − 1) of the next micro-batch accumulate() is given, which is
+  // the next one this process takes; restart() begins the next window.
+  int next_local_rank();
+  void restart() { next_index_ = 0; }
+
+  MicroBatchTotals totals(std::span<const MicroBatchTotals> taken);
+  // Σ over every rank of the world, in rank order, of one value per local rank (in local order).
+  double sum_over_ranks(std::span<const double> local);
+
+private:
+  distributed::ParallelLayout layout_;
+  distributed::ProcessWorld* world_;
+  int64_t next_index_ = 0;
+};
+
+}  // namespace surogate::train
