@@ -17,8 +17,9 @@
 # carry/cudal from a plain --prepare works too, and is the default).
 # Env: CLI_MODELS (qwen3-0.6b qwen3-8b), CLI_VARIANTS (defaults fast fast-long; also recommended,
 # qlora, qlora-fast, qlora-fp8, qlora-fp8-fast, qlora-fp4, fp8, fp8-fast, fp8-qlora, full, full-b4,
-# full-fast, full-fp8, full-fp8-fast, full-offload, full-offload-zc, full-offload-all; MFU is against
-# the bf16 ceiling for every variant, with full fine-tuning's FLOPs for the full-* variants),
+# full-fast, full-fp8, full-fp8-fast, full-offload, full-offload-zc, full-offload-all,
+# full-offload-residual; MFU is against the bf16 ceiling for every variant, with full fine-tuning's
+# FLOPs for the full-* variants),
 # tools, tools-hermes, tools-react: `surogate sft` on a tool-calling conversation dataset
 # (bench/cli/make_tool_data.py) with the fast settings and loss_scale default / hermes (per-token
 # weights; tools vs tools-hermes is the cost of the weights, issue 24: at most 2 %) / agent_template
@@ -102,6 +103,9 @@ YAML
     full-offload) printf 'lora: false\noffload_master: true\noffload_optimizer: true\n' ;;
     full-offload-zc) printf 'lora: false\noffload_master: true\noffload_optimizer: true\nuse_zero_copy: true\n' ;;
     full-offload-all) printf 'lora: false\noffload_master: true\noffload_optimizer: true\noffload_grads: true\n' ;;
+    # -offload plus the residual stream's checkpoints in pinned host memory (offload_residual,
+    # with the recompute defaults: what recompute_block keeps then leaves the GPU too).
+    full-offload-residual) printf 'lora: false\noffload_master: true\noffload_optimizer: true\noffload_residual: true\n' ;;
     *) echo "unknown variant $1" >&2; return 1 ;;
   esac
 }

@@ -11,6 +11,7 @@ apt_packages=(
   libcurl4-openssl-dev libssl-dev libpcre2-dev libzstd-dev libxxhash-dev libsnappy-dev zlib1g-dev libicu-dev
   clang libclang-rt-14-dev
   libgloo-dev
+  python3-venv
 )
 python_packages=(
   "tokenizers>=0.19" "transformers>=4.45" jinja2 safetensors numpy pytest pyarrow pyyaml
@@ -19,6 +20,8 @@ python_packages=(
   wandb aim
   # local emulators for the s3:// and gs:// tests
   "moto[server]" gcp-storage-emulator
+  # The Python package's build (pyproject.toml; `pip install .` fetches its own copies too).
+  "nanobind>=2.4" "scikit-build-core>=0.10"
 )
 
 missing=()

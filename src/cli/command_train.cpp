@@ -2,11 +2,12 @@
 // model folder and the datasets, then train (train/trainer.h): alone, as one process of several
 // that a launcher started (its variables: distributed/launcher_environment.h), or, with
 // distributed.num_nodes > 1 and no launcher, by handing the run to the Ray driver, which starts
-// this command on every node (distributed/ray_launch.h). --dry-run stops after validation
-// and prints the predicted memory (train/memory_prediction.h; --gpu-memory for a GPU of another
-// size) and the resolved configuration. With max_restarts > 0 this process supervises the
-// training, run as a child process that is restarted after a failure (train/restart_supervisor.h).
-// Exit codes: 0, 2 (the user's mistake), 1 (internal or CUDA error), 3 (training diverged).
+// this command on every node (distributed/ray_launch.h). With max_restarts > 0 this process
+// supervises the training, run as a child process that is restarted after a failure
+// (train/restart_supervisor.h). --dry-run stops after validation and prints the predicted memory
+// (train/memory_prediction.h; --gpu-memory for a GPU of another size) and the resolved
+// configuration. Exit codes: 0, 2 (the user's mistake), 1 (internal or CUDA error), 3 (training
+// diverged).
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
@@ -17,16 +18,13 @@
 #include "cli/commands.h"
 #include "config/config_loader.h"
 #include "core/error.h"
-#include "data/pipeline.h"
 #include "distributed/launcher_environment.h"
 #include "distributed/ray_launch.h"
-#include "io/hf_hub.h"
-#include "io/object_store.h"
-#include "io/model_config.h"
 #include "train/memory_prediction.h"
 #include "train/metrics_log.h"
 #include "train/restart_supervisor.h"
 #include "train/trainer.h"
+#include "train/training_inputs.h"
 
 namespace surogate::cli {
 namespace {
@@ -60,108 +58,7 @@ size_t parse_memory_size(const std::string& text) {
   fail_user("--gpu-memory '{}': give a positive size such as 80GiB, 24GiB, 81920MiB or 80GB", text);
 }
 
-// A local folder is used as is. Anything else must be a hub id ("org/name[@revision]"): it is
-// resolved through the Hugging Face cache (downloaded when online; with HF_HUB_OFFLINE=1 the cached
-// snapshot, or a clear error asking for a local path), and config.model becomes that snapshot
-// folder so every later stage reads local files only.
-void validate_model_folder(Config& config) {
-  fs::path folder(config.model);
-  if (!fs::is_directory(folder)) {
-    if (fs::exists(folder)) {
-      fail_user("{}: model '{}' is a file; give a Hugging Face model folder (holding config.json) or a hub id "
-                "like 'Qwen/Qwen3-0.6B'", config.source_of("model"), config.model);
-    }
-    if (!io::looks_like_repo_id(config.model)) {
-      fail_user("{}: model '{}' is not a local folder (no such path) and not a Hugging Face hub id like "
-                "'Qwen/Qwen3-0.6B'; check the path", config.source_of("model"), config.model);
-    }
-    try {
-      folder = io::resolve_model(config.model);
-    } catch (const UserError& error) {
-      throw UserError(fmt::format("{}: model: {}", config.source_of("model"), error.what()));
-    }
-    config.model = folder.string();
-  }
-  // The IO module's loader checks config.json fully: valid JSON, a supported architecture,
-  // required sizes, RoPE settings; its UserErrors name the file and key.
-  io::load_model_config(folder);
-}
-
-void validate_datasets(const Config& config, bool pretraining) {
-  for (const auto* list : {&config.datasets, &config.validation_datasets}) {
-    const char* name = list == &config.datasets ? "datasets" : "validation_datasets";
-    for (size_t i = 0; i < list->size(); ++i) {
-      const DatasetConfig& dataset = (*list)[i];
-      std::string key = fmt::format("{}[{}]", name, i);
-      // A hub id (org/name) or an s3:// / gs:// URL is downloaded by the data pipeline; anything else must exist here.
-      if (!fs::exists(dataset.path) && !io::looks_like_repo_id(dataset.path) && !io::is_object_store_url(dataset.path)) {
-        fail_user("{}: {}.path '{}' does not exist: give a local file or folder, a hub dataset id (org/name), or an "
-                  "s3:// / gs:// URL", config.source_of(key + ".path"), key, dataset.path);
-      }
-      if (pretraining && dataset.type != DatasetType::Text) {
-        fail_user("{}: {}.type is '{}', but `surogate pt` trains on raw text: use type: text (or `surogate sft`)",
-                  config.source_of(key + ".type"), key, to_string(dataset.type));
-      }
-    }
-  }
-}
-
-// Training writes the token cache, checkpoints and outputs under these; an existing file there
-// would fail only after tokenizing (or training).
-void validate_output_folders(const Config& config) {
-  for (const char* key : {"output_dir", "checkpoint_dir"}) {
-    const std::string& folder = std::string(key) == "output_dir" ? config.output_dir
-                                                                  : config.checkpoint_dir.value_or(config.output_dir);
-    if (fs::exists(folder) && !fs::is_directory(folder)) {
-      fail_user("{}: {} '{}' is a file; give a folder (it is created when missing)", config.source_of(key), key,
-                folder);
-    }
-  }
-}
-
-// What training reads before it tokenizes: sequence_len / max_length against the model, the
-// tokenizer files, the chat template, and that the tokenizer fits the model's vocabulary
-// (data/vocabulary_check.h). Training itself does the same in the data pipeline.
-void validate_text_tools(const Config& config) {
-  data::load_text_tools(data::data_settings_from_config(config));
-}
-
 constexpr int kExitDiverged = 3;
-
-// SUROGATE_TEST_FAULTS (tests only): failures to inject, "key=value,key=value" with the keys
-// checkpoint_write_delay_ms, crash_after_step, error_after_step, nonfinite_loss_at_step,
-// nonfinite_loss_from_step, and every_attempt=1 (a supervised run's restarts see them too; by
-// default only its first attempt does). `attempt` is this process's attempt (0: the first).
-train::InjectedFaults faults_from_environment(size_t attempt) {
-  train::InjectedFaults faults;
-  const char* text = std::getenv("SUROGATE_TEST_FAULTS");
-  if (text == nullptr || *text == '\0') return faults;
-  bool every_attempt = false;
-  std::string rest = text;
-  while (!rest.empty()) {
-    const size_t comma = rest.find(',');
-    const std::string item = rest.substr(0, comma);
-    rest = comma == std::string::npos ? "" : rest.substr(comma + 1);
-    const size_t equals = item.find('=');
-    int64_t value = -1;
-    try {
-      if (equals != std::string::npos) value = std::stoll(item.substr(equals + 1));
-    } catch (const std::exception&) {
-      value = -1;
-    }
-    const std::string key = item.substr(0, equals);
-    if (value < 0) fail_user("SUROGATE_TEST_FAULTS: '{}' is not key=non-negative-integer", item);
-    if (key == "checkpoint_write_delay_ms") faults.checkpoint_write_delay = std::chrono::milliseconds(value);
-    else if (key == "crash_after_step") faults.crash_after_step = value;
-    else if (key == "error_after_step") faults.error_after_step = value;
-    else if (key == "nonfinite_loss_at_step") faults.nonfinite_loss_at_step = value;
-    else if (key == "nonfinite_loss_from_step") faults.nonfinite_loss_from_step = value;
-    else if (key == "every_attempt") every_attempt = value != 0;
-    else fail_user("SUROGATE_TEST_FAULTS: unknown fault '{}' (checkpoint_write_delay_ms, crash_after_step, "
-                   "error_after_step, nonfinite_loss_at_step, nonfinite_loss_from_step, every_attempt)", key);
-  }
-  return attempt == 0 || every_attempt ? faults : train::InjectedFaults{};
-}
 
 // Trains in this process, or (max_restarts > 0 and not already a supervised child) supervises a
 // child process that does.
@@ -201,7 +98,9 @@ int train_or_supervise(const Config& config, const TrainArguments& arguments, co
     return train::supervise_training(run);
   }
   if (restarts) options.restarts = *restarts;
-  options.faults = faults_from_environment(restarts ? restarts->size() : 0);
+  // SUROGATE_TEST_FAULTS: failures tests inject (train/injected_faults.h).
+  const char* faults = std::getenv("SUROGATE_TEST_FAULTS");
+  options.faults = train::injected_faults_from_text(faults ? faults : "", restarts ? restarts->size() : 0);
   try {
     train::run_training(config, options);
   } catch (const train::TrainingDiverged& error) {
@@ -213,9 +112,7 @@ int train_or_supervise(const Config& config, const TrainArguments& arguments, co
 
 int run_training_command(const TrainArguments& arguments, const std::vector<std::string>& extras, bool pretraining) {
   Config config = load_config(arguments.config_path, collect_overrides(extras));
-  validate_model_folder(config);
-  validate_datasets(config, pretraining);
-  validate_output_folders(config);
+  train::prepare_training_inputs(config, pretraining);
   if (!arguments.gpu_memory.empty() && !arguments.dry_run) {
     fail_user("--gpu-memory '{}' predicts memory for a GPU of that size and needs --dry-run; training uses the GPU "
               "it runs on", arguments.gpu_memory);
@@ -223,7 +120,7 @@ int run_training_command(const TrainArguments& arguments, const std::vector<std:
   std::optional<size_t> gpu_memory;
   if (!arguments.gpu_memory.empty()) gpu_memory = parse_memory_size(arguments.gpu_memory);
   if (!arguments.dry_run) return train_or_supervise(config, arguments, extras, pretraining);
-  validate_text_tools(config);
+  train::validate_text_tools(config);
   const train::MemoryPrediction prediction = train::predict_training_memory(config, gpu_memory);
   fmt::print("# {}: configuration is valid (dry run, nothing trained)\n", arguments.config_path);
   fmt::print("{}", train::format_memory_prediction(prediction));

@@ -1,12 +1,16 @@
 // The compiler's product: an ExecutionPlan a backend can run with no decisions left.
 //
-//   forward graph ─► frozen-head loss rewrite ─► autodiff ─► recompute ─► verify ─► memory plan ─► ExecutionPlan
+//   forward graph ─► frozen-head loss rewrite ─► autodiff ─► recompute ─► [residual offload] ─► verify
+//                 ─► memory plan ─► ExecutionPlan
 //
 // The plan holds the final graph (nodes in execution order), one step per node with the
-// placement of every tensor it reads and writes, the four region sizes (activation arena,
-// parameters, gradients, batch inputs) and the I/O bindings: where the caller writes inputs and parameters and
+// placement of every tensor it reads and writes, the region sizes (activation arena,
+// parameters, gradients, batch inputs, host) and the I/O bindings: where the caller writes inputs and parameters and
 // reads outputs and gradients. It is backend-neutral: a backend binds each step's op to its own
-// kernel (the CPU backend through OpDef::cpu) once, when the plan is loaded.
+// kernel (the CPU backend through OpDef::cpu) once, when the plan is loaded. Asynchronous steps
+// (offload_residual's host copies) say by which later step they must be complete, and each step
+// lists the asynchronous steps it must wait for: a backend that runs every step in order ignores
+// both.
 #pragma once
 
 #include <map>
@@ -24,6 +28,11 @@ struct PlanStep {
   graph::NodeId node = graph::kNoNode;
   std::vector<TensorPlacement> inputs;
   std::vector<TensorPlacement> outputs;
+  // A copy (offload_to_host, fetch_from_host: inputs[0] into outputs[0]) that a backend may run
+  // beside the steps after it, as long as it is complete before step `complete_by` starts.
+  bool asynchronous = false;
+  size_t complete_by = 0;
+  std::vector<size_t> joins;  // the asynchronous steps that must be complete before this one starts
 };
 
 struct ExecutionPlan {
@@ -34,6 +43,7 @@ struct ExecutionPlan {
   std::map<graph::TensorId, graph::TensorId> parameter_gradients;  // parameter -> gradient
   size_t forward_steps = 0;     // steps before the first backward/recompute step
   size_t recomputed_nodes = 0;
+  size_t offloaded_tensors = 0;  // residual checkpoints kept in host memory (offload_residual)
 
   const TensorPlacement& placement(graph::TensorId id) const;
   graph::TensorId tensor(std::string_view name) const { return graph.require_tensor(name); }
@@ -44,9 +54,12 @@ struct CompileOptions {
   size_t alignment = 256;
   // The frozen-head loss rewrite (compiler/loss_input_grad.h); off only to compare against it.
   bool loss_input_grad_in_forward = true;
+  // offload_residual: the residual stream's checkpoints wait for the backward in host memory
+  // (compiler/residual_offload.h).
+  bool offload_residual = false;
 };
 
-// Training: forward + derived backward, recompute applied, memory planned.
+// Training: forward + derived backward, recompute (and the residual offload) applied, memory planned.
 ExecutionPlan compile_training(graph::Graph forward, graph::TensorId loss, const graph::OpRegistry& registry,
                                const CompileOptions& options = {});
 // Forward only (evaluation): the graph as given, memory planned.

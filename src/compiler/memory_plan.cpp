@@ -20,7 +20,7 @@ struct Interval {
 
 bool overlaps(const TensorPlacement& a, const Interval& b) { return a.first_step <= b.last && b.first <= a.last_step; }
 
-void compute_liveness(const Graph& graph, std::vector<TensorPlacement>& placements) {
+void compute_liveness(const Graph& graph, const HostTransfers& transfers, std::vector<TensorPlacement>& placements) {
   const int end_step = static_cast<int>(graph.nodes.size());
   for (size_t step = 0; step < graph.nodes.size(); ++step) {
     const Node& node = graph.nodes[step];
@@ -28,7 +28,19 @@ void compute_liveness(const Graph& graph, std::vector<TensorPlacement>& placemen
       auto& placement = placements[static_cast<size_t>(id)];
       placement.first_step = placement.last_step = static_cast<int>(step);
     }
-    for (TensorId id : node.inputs) placements[static_cast<size_t>(id)].last_step = static_cast<int>(step);
+    for (TensorId id : node.inputs) {
+      int& last = placements[static_cast<size_t>(id)].last_step;
+      last = std::max(last, static_cast<int>(step));
+    }
+  }
+  // An asynchronous step may still be reading its inputs until its completion step starts.
+  for (const auto& [step, complete_by] : transfers.complete_by) {
+    SUROGATE_CHECK(complete_by > step && static_cast<size_t>(complete_by) < graph.nodes.size(),
+                   "asynchronous step {} must complete before a later step, not {}", step, complete_by);
+    for (TensorId id : graph.nodes[static_cast<size_t>(step)].inputs) {
+      int& last = placements[static_cast<size_t>(id)].last_step;
+      last = std::max(last, static_cast<int>(complete_by) - 1);
+    }
   }
   for (TensorId id : graph.outputs) placements[static_cast<size_t>(id)].last_step = end_step;
 }
@@ -59,12 +71,18 @@ size_t best_fit_offset(const Interval& interval, const std::vector<Interval>& pl
 
 size_t align_up(size_t bytes, size_t alignment) { return (bytes + alignment - 1) / alignment * alignment; }
 
-MemoryPlan plan_memory(const Graph& graph, size_t alignment) {
+MemoryPlan plan_memory(const Graph& graph, size_t alignment, const HostTransfers& transfers) {
   SUROGATE_CHECK(alignment > 0 && (alignment & (alignment - 1)) == 0, "alignment {} is not a power of two", alignment);
   MemoryPlan plan;
   plan.alignment = alignment;
   plan.placements.resize(graph.tensors.size());
-  compute_liveness(graph, plan.placements);
+  compute_liveness(graph, transfers, plan.placements);
+  std::vector<bool> host(graph.tensors.size(), false);
+  for (TensorId id : transfers.host_tensors) {
+    SUROGATE_CHECK(graph.tensor(id).role == TensorRole::Activation, "host tensor '{}' is not an activation",
+                   graph.tensor(id).name);
+    host[static_cast<size_t>(id)] = true;
+  }
 
   std::vector<Interval> arena_tensors;
   for (size_t i = 0; i < graph.tensors.size(); ++i) {
@@ -90,6 +108,12 @@ MemoryPlan plan_memory(const Graph& graph, size_t alignment) {
         plan.input_bytes += aligned;
         break;
       case TensorRole::Activation:
+        if (host[i]) {
+          placement.storage = Storage::Host;
+          placement.offset = plan.host_bytes;
+          plan.host_bytes += aligned;
+          break;
+        }
         placement.storage = Storage::Arena;
         arena_tensors.push_back({static_cast<TensorId>(i), aligned, placement.first_step, placement.last_step});
         break;

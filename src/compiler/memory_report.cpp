@@ -51,6 +51,10 @@ std::string format_memory_breakdown(const ExecutionPlan& plan, size_t top_tensor
   out += fmt::format("  {:<28}{:>14}\n", "batch inputs", human_bytes(memory.input_bytes));
   out += fmt::format("  {:<28}{:>14}\n", "activation arena", human_bytes(memory.arena_bytes));
   out += fmt::format("  {:<28}{:>14}\n", "total", human_bytes(total));
+  if (memory.host_bytes > 0) {
+    out += fmt::format("  {:<28}{:>14}  ({} residual checkpoints, offload_residual; not in the total)\n",
+                       "host region", human_bytes(memory.host_bytes), plan.offloaded_tensors);
+  }
 
   std::array<size_t, kCategoryCount> at_peak{};
   std::vector<TensorId> arena;

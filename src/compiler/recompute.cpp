@@ -49,7 +49,7 @@ private:
     const TensorInfo& info = source_.tensor(id);
     if (info.role != TensorRole::Activation || info.producer == kNoNode || source_.is_output(id)) return false;
     const Node& producer = source_.node(info.producer);
-    if (producer.op == kFusedResidualNorm && id == producer.outputs[1]) return false;
+    if (is_checkpoint(source_, id)) return false;
     return producer.phase == NodePhase::Forward && policy_.recomputes(producer.recompute_group) &&
            !policy_.keeps_outputs_of(producer);
   }
@@ -81,13 +81,7 @@ private:
     return copies_.at(id);
   }
 
-  std::string unique(const std::string& base) const {
-    if (!result_.find_tensor(base)) return base;
-    for (int suffix = 2;; ++suffix) {
-      std::string candidate = base + "." + std::to_string(suffix);
-      if (!result_.find_tensor(candidate)) return candidate;
-    }
-  }
+  std::string unique(const std::string& base) const { return unique_tensor_name(result_, base); }
 
   const Graph& source_;
   const RecomputePolicy& policy_;
@@ -125,6 +119,9 @@ bool is_expensive_to_recompute(std::string_view op) {
 int64_t layer_of(const graph::Node& node) {
   constexpr std::string_view kPrefix = "layers.";
   std::string_view name = node.name;
+  for (std::string_view phase : {"grad.", "recompute."}) {
+    if (name.starts_with(phase)) name.remove_prefix(phase.size());
+  }
   if (!name.starts_with(kPrefix)) return -1;
   name.remove_prefix(kPrefix.size());
   int64_t layer = 0;
@@ -134,6 +131,22 @@ int64_t layer_of(const graph::Node& node) {
     ++digits;
   }
   return digits > 0 ? layer : -1;
+}
+
+std::string unique_tensor_name(const Graph& graph, const std::string& base) {
+  if (!graph.find_tensor(base)) return base;
+  for (int suffix = 2;; ++suffix) {
+    std::string candidate = base + "." + std::to_string(suffix);
+    if (!graph.find_tensor(candidate)) return candidate;
+  }
+}
+
+bool is_checkpoint(const Graph& graph, TensorId id) {
+  const TensorInfo& info = graph.tensor(id);
+  if (info.role != TensorRole::Activation || info.producer == kNoNode) return false;
+  const Node& producer = graph.node(info.producer);
+  if (producer.phase != NodePhase::Forward) return false;
+  return producer.recompute_group.empty() || (producer.op == kFusedResidualNorm && id == producer.outputs[1]);
 }
 
 RecomputeResult apply_recompute(const Graph& training_graph, const RecomputePolicy& policy) {

@@ -26,6 +26,7 @@
 // count whose plan fits the device; 0 recomputes everything the options enable.
 #pragma once
 
+#include <string>
 #include <string_view>
 
 #include "graph/graph.h"
@@ -53,8 +54,16 @@ struct RecomputePolicy {
 
 // Matmuls and attention: re-running them costs real compute (see keep_expensive_layers).
 bool is_expensive_to_recompute(std::string_view op);
-// The decoder layer a node belongs to, from its scope ("layers.3.q" → 3); -1 outside the layers.
+// The decoder layer a node belongs to, from its scope ("layers.3.q" → 3; the backward's
+// "grad.layers.3.…" and recompute's "recompute.layers.3.…" too); -1 outside the layers.
 int64_t layer_of(const graph::Node& node);
+// Whether forward activation `id` is a checkpoint: kept under every policy, because its producer
+// is untagged (the embeddings, the final norm) or it is the residual stream a
+// fused_residual_rmsnorm writes. What stays of a layer under recompute_block.
+bool is_checkpoint(const graph::Graph& graph, graph::TensorId id);
+// `base`, or `base.2`, `base.3`, ... : the first that names no tensor of `graph` (for the copies a
+// pass adds: "recompute.<x>", "host.<x>").
+std::string unique_tensor_name(const graph::Graph& graph, const std::string& base);
 
 struct RecomputeResult {
   graph::Graph graph;  // nodes in execution order: forward, then backward with recompute nodes interleaved

@@ -62,6 +62,9 @@ struct Config {
   // Model
   std::string model;
   std::optional<std::string> model_type;
+  // Addition: a JSON IR file (docs/architecture.md) that replaces the built-in graph builder
+  // (models/model_definition.h); the Python DSL writes such files.
+  std::optional<std::string> model_definition;
   std::optional<int64_t> sequence_len;              // the model's max when unset
   std::optional<int64_t> max_model_len;
   std::optional<std::string> rope_scaling;

@@ -65,6 +65,7 @@ const FieldTable<Config>& config_fields() {
       // Model
       field("model", &C::model),
       field("model_type", &C::model_type),
+      field("model_definition", &C::model_definition),
       field("sequence_len", &C::sequence_len),
       field("max_model_len", &C::max_model_len),
       field("rope_scaling", &C::rope_scaling),

@@ -18,7 +18,6 @@ struct UnsupportedOption {
 
 const std::vector<UnsupportedOption>& unsupported_options() {
   static const std::vector<UnsupportedOption> table = {
-      {"offload_residual", [](const Config& c) { return c.offload_residual; }},
       {"offload_quants", [](const Config& c) { return c.offload_quants; }},
       {"persistent_quants", [](const Config& c) { return c.persistent_quants; }},
       // ZeRO-1 and ZeRO-2 (shard_gradients) run on CPU ranks and on GPUs; ZeRO-3 does not yet.

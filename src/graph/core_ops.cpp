@@ -9,8 +9,14 @@
 //   broadcast(s){shape}    a scalar s repeated to `shape` (the gradient of sum)
 //   accumulate(g)          out += g, where out is a persistent parameter gradient; the only op
 //                          whose kernel reads its output (gradient accumulation across micro-batches)
+//   offload_to_host(x)     a copy of x in host memory; fetch_from_host(h) the copy back (any dtype).
+//                          The offload_residual pass inserts them (compiler/residual_offload.h); a
+//                          backend may run them asynchronously (the CUDA backend on side streams),
+//                          the CPU kernel is a memcpy.
 // Kernels support F32 and F64 (F64 is what finite-difference gradient checks run in).
 #include <fmt/ranges.h>
+
+#include <cstring>
 
 #include "graph/op_registry.h"
 
@@ -266,6 +272,22 @@ void register_accumulate(OpRegistry& registry) {
   });
 }
 
+// offload_to_host / fetch_from_host: the same bytes in another place (the planner puts the host
+// copy in its host region).
+void register_host_copy(OpRegistry& registry, const char* name) {
+  registry.add(OpDef{
+      .name = name,
+      .inputs = {"x"},
+      .outputs = {"out"},
+      .infer = [](const InferContext& ctx) { return std::vector<TensorType>{ctx.input(0)}; },
+      .gradient = {},
+      .cpu = [](const CpuBindContext& ctx) -> CpuKernel {
+        const size_t bytes = ctx.inputs[0].size_bytes();
+        return [bytes](const CpuKernelArgs& args) { std::memcpy(args.outputs[0].data, args.inputs[0].data, bytes); };
+      },
+  });
+}
+
 }  // namespace
 
 void register_core_ops(OpRegistry& registry) {
@@ -277,6 +299,8 @@ void register_core_ops(OpRegistry& registry) {
   register_sum(registry);
   register_broadcast(registry);
   register_accumulate(registry);
+  register_host_copy(registry, "offload_to_host");
+  register_host_copy(registry, "fetch_from_host");
 }
 
 }  // namespace surogate::graph

@@ -24,9 +24,6 @@ struct DecoderGraphOptions {
   int64_t sequence = 1;
   int64_t lmhead_chunks = 1;
   bool with_accuracy = false;
-  // attn_bwd_chunks: the attention backward runs on this many slices of the batch rows (the
-  // attention nodes' `backward_chunks` attribute, written only when > 1).
-  int64_t attention_backward_chunks = 1;
   // Floating dtype of parameters and activations: F32 (the CPU backend) or BF16 (the CUDA
   // backend's bf16 recipe; RoPE tables in BF16 as transformers casts them). loss_scale, the loss,
   // rstd and logsumexp stay F32 (ops/defs/statistic_dtype.h).
@@ -38,6 +35,9 @@ struct DecoderGraphOptions {
   // the position ids inside the op) instead of rope_cos_sin tables read by rope. Qwen3's
   // fused_rmsnorm_rope always computes them inside.
   bool fused_rope = false;
+  // attn_bwd_chunks: the attention backward runs on this many slices of the batch rows (the
+  // attention nodes' `backward_chunks` attribute, written only when > 1).
+  int64_t attention_backward_chunks = 1;
 };
 
 struct DecoderGraph {

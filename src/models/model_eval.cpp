@@ -1,6 +1,8 @@
 // CPU evaluation of a model graph (see model_eval.h).
 #include "models/model_eval.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "compiler/execution_plan.h"
@@ -13,7 +15,7 @@
 namespace surogate::models {
 
 void check_model_graph(const graph::Graph& graph, const io::ModelConfig& config, const BatchShape& shape,
-                       const std::string& source) {
+                       const std::string& source, const std::string& shape_options) {
   const graph::TensorType batch_type{DType::I32, {shape.batch, shape.sequence}};
   for (const char* name : {kInputIds, kPositionIds, kDocumentIds, kTargets}) {
     std::optional<graph::TensorId> id = graph.find_tensor(name);
@@ -22,11 +24,20 @@ void check_model_graph(const graph::Graph& graph, const io::ModelConfig& config,
                 "document_ids and targets.", source, name);
     }
     if (graph.tensor(*id).type != batch_type) {
-      fail_user("{}: input '{}' is {} but this run feeds {} (--batch-size / --seq-len).", source, name,
-                graph::format_type(graph.tensor(*id).type), graph::format_type(batch_type));
+      fail_user("{}: input '{}' is {} but this run feeds {} ({}).", source, name,
+                graph::format_type(graph.tensor(*id).type), graph::format_type(batch_type), shape_options);
     }
   }
-  for (const ParameterSpec& spec : parameter_specs(config)) {
+  const std::vector<ParameterSpec> specs = parameter_specs(config);
+  for (graph::TensorId id : graph.parameters) {
+    const std::string& name = graph.tensor(id).name;
+    if (std::none_of(specs.begin(), specs.end(), [&](const ParameterSpec& spec) { return spec.name == name; })) {
+      fail_user("{}: the graph has parameter '{}', which config.json does not imply; model graphs use the "
+                "parameters of the architecture's weight table (docs/models.md), which is what is loaded and saved.",
+                source, name);
+    }
+  }
+  for (const ParameterSpec& spec : specs) {
     std::optional<graph::TensorId> id = graph.find_tensor(spec.name);
     if (!id || graph.tensor(*id).role != graph::TensorRole::Parameter) {
       fail_user("{}: the graph has no parameter '{}' (HF tensor {}), which config.json implies.", source,

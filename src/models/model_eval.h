@@ -33,11 +33,12 @@ struct EvalResult {
   int64_t tokens = 0;     // scored tokens
 };
 
-// Throws UserError (naming `source`) when `graph` lacks one of the inputs above (with its type),
-// lacks a parameter of parameter_specs(config) or has it with another shape, or has no single
-// scalar output first.
+// Throws UserError (naming `source`) when `graph` lacks one of the inputs above (with its type;
+// `shape_options` are named as what sets [B, T]), lacks a parameter of parameter_specs(config) or
+// has it with another shape, has a parameter config.json does not imply (nothing would load it),
+// or has no single scalar output first.
 void check_model_graph(const graph::Graph& graph, const io::ModelConfig& config, const BatchShape& shape,
-                       const std::string& source);
+                       const std::string& source, const std::string& shape_options = "--batch-size / --seq-len");
 
 // `adapter_dir`, when not empty, is a PEFT LoRA adapter (models/adapter_io.h) merged into the
 // fp32 weights before the first batch: W + scaling · B · A, which is what PEFT computes in eval

@@ -27,6 +27,7 @@ std::byte* CpuBackend::base(Storage storage) const {
     case Storage::Parameters: return parameters_.data();
     case Storage::Gradients: return gradients_.data();
     case Storage::Inputs: return inputs_.data();
+    case Storage::Host: return host_.data();
   }
   return nullptr;
 }
@@ -59,6 +60,7 @@ void CpuBackend::load(const compiler::ExecutionPlan& plan, const OpRegistry& reg
   parameters_ = AlignedBuffer(memory.parameter_bytes, memory.alignment);
   gradients_ = AlignedBuffer(memory.gradient_bytes, memory.alignment);
   inputs_ = AlignedBuffer(memory.input_bytes, memory.alignment);
+  host_ = AlignedBuffer(memory.host_bytes, memory.alignment);
   steps_.clear();
   steps_.reserve(plan.steps.size());
   for (const compiler::PlanStep& step : plan.steps) {

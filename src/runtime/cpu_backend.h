@@ -1,7 +1,9 @@
-// CpuBackend: the reference backend. It owns four 256-byte-aligned host buffers (activation
-// arena, parameters, gradients, batch inputs), sized from the plan and allocated once in load(); each step's
+// CpuBackend: the reference backend. It owns five 256-byte-aligned host buffers (activation
+// arena, parameters, gradients, batch inputs, and the host region offload_residual's copies live in),
+// sized from the plan and allocated once in load(); each step's
 // kernel is bound once, with its CpuKernelArgs pointing into those buffers, so execute() is a
-// loop of indirect calls that never allocates. Floating tensors are F32 (F64 in gradient checks):
+// loop of indirect calls that never allocates. Asynchronous steps (host copies) run in order like
+// the others. Floating tensors are F32 (F64 in gradient checks):
 // bf16 weights are upcast when the loader writes them (write_converted).
 #pragma once
 
@@ -69,6 +71,7 @@ private:
   AlignedBuffer parameters_;
   AlignedBuffer gradients_;
   AlignedBuffer inputs_;
+  AlignedBuffer host_;
   std::vector<BoundStep> steps_;
 };
 

@@ -52,6 +52,7 @@ void CudaBackend::check_bindable(const compiler::ExecutionPlan& plan) const {
   std::set<std::string> missing;
   std::string first_node;
   for (const compiler::PlanStep& step : plan.steps) {
+    if (step.asynchronous) continue;  // host copies: cuda_host_copies.h
     const Node& node = plan.graph.node(step.node);
     if (table_.find(node.op) == nullptr && missing.insert(node.op).second && first_node.empty()) first_node = node.name;
   }
@@ -105,6 +106,7 @@ void CudaBackend::allocate(const compiler::ExecutionPlan& plan) {
   parameters_ = {};
   gradients_ = {};
   inputs_ = {};
+  host_ = {};
   const size_t alignment = memory.alignment;
   const size_t arena = compiler::align_up(memory.arena_bytes, alignment);
   const size_t parameters = compiler::align_up(place_parameters(plan), alignment);
@@ -128,6 +130,15 @@ void CudaBackend::allocate(const compiler::ExecutionPlan& plan) {
   inputs_ = cuda::DeviceBuffer<std::byte>(inputs);
   for (auto* buffer : {&arena_, &parameters_, &gradients_, &inputs_}) buffer->zero(stream_->get());
   for (const auto& [id, offset] : own_parameter_offsets_) parameter_addresses_[id] = parameters_.data() + offset;
+  try {
+    host_ = cuda::PinnedHostBuffer<std::byte>(memory.host_bytes);
+  } catch (const cuda::CudaError& error) {
+    cudaGetLastError();  // not a sticky error: clear it
+    fail_user("the plan's host region (offload_residual: the residual checkpoints between forward and backward) "
+              "needs {} of pinned host memory, and the host refused it ({}). Free host memory or set "
+              "offload_residual: false", format_bytes(memory.host_bytes), error.what());
+  }
+  memory_.host_bytes = host_.bytes();
   staging_.reset();
   if (inputs > 0) {
     void* pinned = nullptr;
@@ -143,6 +154,7 @@ std::byte* CudaBackend::base(Storage storage) const {
     case Storage::Parameters: return const_cast<std::byte*>(parameters_.data());
     case Storage::Gradients: return const_cast<std::byte*>(gradients_.data());
     case Storage::Inputs: return const_cast<std::byte*>(inputs_.data());
+    case Storage::Host: return const_cast<std::byte*>(host_.data());
   }
   return nullptr;
 }
@@ -182,6 +194,7 @@ void CudaBackend::load(const compiler::ExecutionPlan& plan, const OpRegistry& re
     resources_ = std::make_unique<CudaResources>();
     bind_steps(registry);
     allocate_scratch();
+    host_copies_.prepare(plan, [this](TensorId id) { return address(id); });
   } catch (...) {
     plan_ = nullptr;  // a half-bound plan must not run
     steps_.clear();
@@ -246,6 +259,10 @@ void CudaBackend::bind_steps(const OpRegistry& registry) {
   for (const compiler::PlanStep& step : plan.steps) {
     const Node& node = plan.graph.node(step.node);
     registry.get(node.op);  // the op must also be known to the registry the plan was built with
+    if (step.asynchronous) {  // a host copy, run by host_copies_
+      steps_.emplace_back();
+      continue;
+    }
     std::vector<TensorType> input_types, output_types;
     BoundStep bound;
     for (TensorId id : node.inputs) {
@@ -276,14 +293,14 @@ void CudaBackend::check_size(TensorId tensor, size_t bytes, const char* verb) co
 void CudaBackend::write(TensorId tensor, std::span<const std::byte> data) {
   check_size(tensor, data.size(), "got");
   if (data.empty()) return;
-  CUDA_CHECK(cudaMemcpyAsync(address(tensor), data.data(), data.size(), cudaMemcpyHostToDevice, stream_->get()));
+  CUDA_CHECK(cudaMemcpyAsync(address(tensor), data.data(), data.size(), cudaMemcpyDefault, stream_->get()));
   stream_->synchronize();  // the caller may reuse `data` at once; writes happen at load, not per step
 }
 
 void CudaBackend::read(TensorId tensor, std::span<std::byte> data) const {
   check_size(tensor, data.size(), "asked for");
   if (data.empty()) return;
-  CUDA_CHECK(cudaMemcpyAsync(data.data(), address(tensor), data.size(), cudaMemcpyDeviceToHost, stream_->get()));
+  CUDA_CHECK(cudaMemcpyAsync(data.data(), address(tensor), data.size(), cudaMemcpyDefault, stream_->get()));
   stream_->synchronize();
 }
 
@@ -313,7 +330,7 @@ void CudaBackend::execute(std::span<const InputBinding> inputs) {
   if (time_breakdown_ && step_events_.size() == steps_.size() + 1) {
     step_events_[0].record(stream);
     for (size_t i = 0; i < steps_.size(); ++i) {
-      steps_[i].kernel(CudaKernelArgs{steps_[i].inputs, steps_[i].outputs, stream});
+      if (!host_copies_.launch(i, stream)) steps_[i].kernel(CudaKernelArgs{steps_[i].inputs, steps_[i].outputs, stream});
       step_events_[i + 1].record(stream);
     }
     warmed_up_ = true;
@@ -332,7 +349,9 @@ void CudaBackend::execute(std::span<const InputBinding> inputs) {
 }
 
 void CudaBackend::launch_steps(cudaStream_t stream) const {
-  for (const BoundStep& step : steps_) step.kernel(CudaKernelArgs{step.inputs, step.outputs, stream});
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    if (!host_copies_.launch(i, stream)) steps_[i].kernel(CudaKernelArgs{steps_[i].inputs, steps_[i].outputs, stream});
+  }
 }
 
 bool CudaBackend::capture_graph(cudaStream_t stream) {

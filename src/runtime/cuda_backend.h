@@ -2,8 +2,10 @@
 // interface as CpuBackend. load() checks that every op has a CUDA binder (UserError naming the
 // missing ops, before touching the device), checks free device memory against the plan's four
 // regions (UserError with required vs free bytes), allocates them once (activation arena,
-// parameters + constants, gradients, batch inputs; zeroed), a pinned staging buffer for inputs
-// and one stream, then binds every step. execute() stages the given inputs, uploads them and
+// parameters + constants, gradients, batch inputs; zeroed; the plan's host region, where
+// offload_residual's copies live, in pinned host memory), a pinned staging buffer for inputs
+// and one stream, then binds every step. Asynchronous steps (the host copies) are not kernels of
+// the table: runtime/cuda_host_copies.h runs them on side streams, overlapping the kernels. execute() stages the given inputs, uploads them and
 // launches every step's kernels on that stream without synchronising the host (with
 // set_cuda_graphs, from the second execute after load on, as one captured CUDA graph); read()
 // is the one place that waits (for the stream, then copies out).
@@ -18,7 +20,9 @@
 #include <vector>
 
 #include "cuda/device_buffer.h"
+#include "cuda/host_buffer.h"
 #include "runtime/backend.h"
+#include "runtime/cuda_host_copies.h"
 #include "runtime/cuda_op_table.h"
 
 namespace surogate::runtime {
@@ -28,6 +32,7 @@ struct DeviceMemoryReport {
   int device = 0;
   size_t required_bytes = 0;  // the four regions together
   size_t scratch_bytes = 0;   // the steps' shared scratch (CudaResources), allocated after binding
+  size_t host_bytes = 0;      // the plan's host region, in pinned host memory (offload_residual)
   size_t free_bytes = 0;      // free on the device before allocating
   size_t total_bytes = 0;
 };
@@ -115,12 +120,14 @@ private:
   std::vector<std::pair<graph::TensorId, size_t>> own_parameter_offsets_;
   cuda::DeviceBuffer<std::byte> gradients_;
   cuda::DeviceBuffer<std::byte> inputs_;
+  cuda::PinnedHostBuffer<std::byte> host_;  // the plan's host region
   std::unique_ptr<std::byte, PinnedFree> staging_;  // input_bytes of pinned host memory
   // Created in load(), so a backend can be constructed (and refuse a plan) without a device.
   std::optional<cuda::Stream> stream_;
   std::optional<cuda::Event> staged_;  // recorded after the last upload out of staging_
   bool staged_pending_ = false;
   std::vector<BoundStep> steps_;
+  CudaHostCopies host_copies_;  // the asynchronous steps
   std::unique_ptr<CudaResources> resources_;  // created in load(): it needs the device
   bool time_breakdown_ = false;
   std::vector<cuda::Event> step_events_;  // steps + 1 when time_breakdown_

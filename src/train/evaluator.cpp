@@ -6,6 +6,7 @@
 
 #include "models/decoder_graph.h"
 #include "models/fp16_emulation.h"
+#include "models/model_definition.h"
 #include "runtime/cpu_backend.h"
 #include "train/fp8_weight_copies.h"
 
@@ -15,7 +16,7 @@ graph::Graph evaluation_graph(const EvaluatorSetup& setup, DType dtype) {
   models::DecoderGraphOptions options{setup.batch, setup.sequence, setup.lmhead_chunks, true};
   options.dtype = dtype;
   options.fused_rope = setup.fused_rope;
-  models::DecoderGraph decoder = models::build_decoder_graph(*setup.config, *setup.registry, options);
+  models::DecoderGraph decoder = models::build_model_graph(*setup.config, *setup.registry, options, setup.definition);
   graph::Graph graph = std::move(decoder.graph);
   if (setup.lora) {
     graph = models::apply_lora(graph, *setup.registry, setup.lora->adapters, setup.lora->options, false);

@@ -19,6 +19,7 @@
 #include "graph/op_registry.h"
 #include "io/model_config.h"
 #include "models/lora.h"
+#include "models/model_definition.h"
 #include "runtime/backend.h"
 #include "train/batch_inputs.h"
 #include "train/checkpoint_io.h"
@@ -46,6 +47,7 @@ struct EvaluatorSetup {
   const models::Fp8Options* fp8 = nullptr;  // fp8_hybrid (models/fp8_recipe.h), run with current scaling
   bool fp16 = false;  // torch_dtype float16: the F32 graph rounds what fp16 holds (models/fp16_emulation.h)
   bool fused_rope = false;                  // use_fused_rope (models::DecoderGraphOptions::fused_rope)
+  models::ModelDefinition definition;       // model_definition: the IR file the graph comes from
 };
 
 class Evaluator {

@@ -5,8 +5,10 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string>
 
 namespace surogate::train {
 
@@ -17,6 +19,12 @@ struct InjectedFaults {
   std::optional<int64_t> nonfinite_loss_at_step;        // this step's loss reads NaN
   std::optional<int64_t> nonfinite_loss_from_step;      // this step's and every later step's loss reads NaN
 };
+
+// From SUROGATE_TEST_FAULTS' text: "key=value,key=value" with the keys checkpoint_write_delay_ms,
+// crash_after_step, error_after_step, nonfinite_loss_at_step, nonfinite_loss_from_step, and
+// every_attempt=1 (a supervised run's restarts see them too; by default only its first attempt,
+// `attempt` 0, does). A malformed item is a UserError naming it.
+InjectedFaults injected_faults_from_text(const std::string& text, size_t attempt);
 
 // The loss step `step` (1-based) reports: NaN where a fault says so, else `loss`.
 double injected_loss(const InjectedFaults& faults, int64_t step, double loss);

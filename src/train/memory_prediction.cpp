@@ -2,6 +2,7 @@
 #include "train/memory_prediction.h"
 
 #include <functional>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -88,6 +89,13 @@ std::vector<Lever> levers(int sm, bool cuda) {
          c.master_dtype = MasterDtype::Bf16;
          return true;
        }},
+      {"offload_residual: true (the residual stream's checkpoints in pinned host memory)",
+       [cuda](Config& c) {
+         if (!cuda || c.offload_residual) return false;
+         c.offload_residual = true;
+         if (c.lora && c.recompute_lora) c.use_cuda_graphs = false;  // as the configuration's implication does
+         return true;
+       }},
       offload_lever("offload_optimizer: true (optimizer state in pinned host memory)", &Config::offload_optimizer, cuda),
       offload_lever("offload_master: true (fp32 master weights in pinned host memory)", &Config::offload_master, cuda),
       offload_lever("offload_grads: true (gradient accumulators in pinned host memory; slow)", &Config::offload_grads,
@@ -163,6 +171,11 @@ MemoryPrediction predict_training_memory(const Config& config, std::optional<siz
   if (plan.memory.context > 0) prediction.categories.emplace_back("CUDA context and libraries", plan.memory.context);
   prediction.total_bytes = plan.memory.peak();
   prediction.host_offloaded_bytes = plan.memory.host_offloaded();
+  for (const auto& [bytes, option] : {std::pair{m.host_residuals, "offload_residual"}, std::pair{m.host_masters, "offload_master"},
+                                      std::pair{m.host_optimizer, "offload_optimizer"},
+                                      std::pair{m.host_accumulators, "offload_grads"}}) {
+    if (bytes > 0) prediction.host_offloaded_by += (prediction.host_offloaded_by.empty() ? "" : ", ") + std::string(option);
+  }
   prediction.recompute = plan.recompute.summary;
   prediction.fits = plan.fits();
   if (prediction.fits) return prediction;
@@ -209,13 +222,13 @@ std::string format_memory_prediction(const MemoryPrediction& p) {
                      format_memory_size(p.total_bytes), format_memory_size(p.device_bytes),
                      format_memory_size(p.margin_bytes), p.fits ? "fits" : "does NOT fit");
   if (p.host_offloaded_bytes > 0) {
-    out += fmt::format("#   {:<44} {:>12} (not on the GPU: offload_master / offload_optimizer / offload_grads{})\n",
-                       "pinned host memory", format_memory_size(p.host_offloaded_bytes), p.gpus > 1 ? ", per GPU" : "");
+    out += fmt::format("#   {:<44} {:>12} (not on the GPU: {}{})\n", "pinned host memory",
+                       format_memory_size(p.host_offloaded_bytes), p.host_offloaded_by, p.gpus > 1 ? ", per GPU" : "");
   }
   out += fmt::format("# {}\n", p.recompute);
   if (!p.fits) {
     if (p.suggestions.empty()) {
-      out += "# nothing this build offers makes it fit (ZeRO-3 and offload_residual are not implemented yet): use a "
+      out += "# nothing this build offers makes it fit (ZeRO-3 is not implemented yet): use a "
              "GPU with more memory, a shorter sequence_len or a smaller model\n";
     } else {
       out += "# options that make it fit (each line is enough; a line with + needs all of them):\n";

@@ -7,8 +7,8 @@
 // (CUDA) the context and libraries; their sum is the predicted peak. With `gpus: N` on GPUs the
 // prediction is per GPU (GPU 0's, which also runs the evaluation): the optimizer state is the
 // largest ZeRO-1 shard's. With offload_* options the offloaded categories are 0 on the device,
-// the staging slots are a category of their own, and the pinned host memory is reported beside
-// the peak. When it does not
+// the staging slots are a category of their own, the activations are the arena offload_residual
+// leaves on the device, and the pinned host memory is reported beside the peak. When it does not
 // fit, the options that would make it fit are tried on the plan itself (each alone, then
 // together in order) and named.
 #pragma once
@@ -33,6 +33,7 @@ struct MemoryPrediction {
   bool shard_gradients = false;                          // ZeRO-2 (zero_level 2 / shard_gradients)
   bool fits = false;
   size_t host_offloaded_bytes = 0;                       // pinned host memory of the offload_* options (per GPU)
+  std::string host_offloaded_by;                         // which options put it there ("offload_residual, ...")
   std::string recompute;                                 // the recompute choice's line
   std::vector<std::string> suggestions;                  // when it does not fit
 };

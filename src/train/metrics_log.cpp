@@ -10,7 +10,9 @@
 
 namespace surogate::train {
 
-MetricsLog::MetricsLog(std::filesystem::path path) : path_(std::move(path)) {
+MetricsLog::MetricsLog(std::filesystem::path path, Observer observer)
+    : path_(std::move(path)) {
+  if (observer) observers_.push_back(std::move(observer));
   if (path_.has_parent_path()) std::filesystem::create_directories(path_.parent_path());
   stream_.open(path_, std::ios::app);
   if (!stream_) fail_user("log_file '{}' cannot be opened for writing; choose a writable path", path_.string());
@@ -21,7 +23,7 @@ void MetricsLog::write(const std::string& type, nlohmann::json record) {
   record["time"] = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   stream_ << record.dump() << '\n';
   stream_.flush();
-  if (observer_) observer_(record);
+  for (const Observer& observer : observers_) observer(type, record);
 }
 
 std::filesystem::path default_log_path(const std::string& output_dir, const std::string& run_name) {

@@ -27,10 +27,14 @@ _warnings = None
 def _warning_stream():
     global _warnings
     if _warnings is None:
-        try:
-            _warnings = os.fdopen(3, "w", buffering=1)
-        except OSError:  # run by hand without fd 3
-            _warnings = sys.stderr
+        _warnings = sys.stderr
+        # Spawned by the engine (train/tracker_feed.cpp), fd 3 is the engine's stderr; run any other
+        # way (a replay, by hand) fd 3 may be anything, so it is not touched.
+        if len(sys.argv) > 1 and sys.argv[1] == "surogate-tracker-helper":
+            try:
+                _warnings = os.fdopen(3, "w", buffering=1)
+            except OSError:
+                pass
     return _warnings
 
 

@@ -81,6 +81,7 @@ private:
                          const models::Fp8BlockSink& stored_fp8 = {}, const models::Bnb4bitSink& stored_bnb = {}) const;
   void load_base_weights(std::span<const WeightView> base_weights);
   const models::QuantizedWeight* quantized_weight(const std::string& name) const;
+  void stop_early();
   void report_time_breakdown();
   [[noreturn]] void fail_diverged(const StepVerdict& verdict);
   std::vector<std::pair<std::string, std::string>> summary_rows() const;
@@ -188,7 +189,8 @@ Run::Run(const Config& config, const TrainerOptions& options)
   // Model: graph → plan → backend; the parameters and gradients live in the backend's regions.
   const int first_gpu = ranks.first_device;
   TrainingPlan planned = plan_training(config, model_config_, registry_, lora_ ? &*lora_ : nullptr, backend_kind_, batch,
-                                       sequence, device_memory(backend_kind_, machine, std::nullopt, first_gpu));
+                                       sequence, device_memory(backend_kind_, machine, std::nullopt, first_gpu),
+                                       options.recompute);
   if (!planned.fits()) {
     // Before any weight is loaded or device memory taken: what it needs, and what would fit.
     fail_user("the run does not fit {}; nothing was loaded. The prediction (as `--dry-run` prints it):\n{}",
@@ -294,7 +296,7 @@ Run::Run(const Config& config, const TrainerOptions& options)
     evaluator_ = device_->make_evaluator({&model_config_, &registry_, batch, sequence, config.lmhead_chunks, cache_,
                                           static_cast<uint64_t>(config.eval_seed), pad_id, lora_ ? &*lora_ : nullptr,
                                           qlora_ ? &*qlora_ : nullptr, fp8_ ? &*fp8_ : nullptr, fp16_training(config),
-                                          config.use_fused_rope});
+                                          config.use_fused_rope, model_definition(config)});
   }
   guard_ = std::make_unique<StepGuard>(config, fp16_training(config), state_);
   store_ = std::make_unique<CheckpointStore>(config.checkpoint_dir.value_or(config.output_dir),
@@ -303,13 +305,15 @@ Run::Run(const Config& config, const TrainerOptions& options)
   if (config.resume_from_checkpoint) resume();
   result_.first_step = state_.step;
   if (world_->leads()) {
-    log_ = std::make_unique<MetricsLog>(config.log_file ? fs::path(*config.log_file)
-                                                        : default_log_path(config.output_dir, run_name_));
+    log_ = std::make_unique<MetricsLog>(
+        config.log_file ? fs::path(*config.log_file) : default_log_path(config.output_dir, run_name_), options.on_record);
     result_.log_file = log_->path();
     if (!config.report_to.empty()) {
       trackers_ = TrackerFeed::start(tracker_setup(config, run_name_, state_.step > 0),
                                      [this](const std::string& line) { display_.message(line); });
-      if (trackers_) log_->set_observer([this](const nlohmann::json& record) { trackers_->send(record); });
+      if (trackers_) {
+        log_->add_observer([this](const std::string&, const nlohmann::json& record) { trackers_->send(record); });
+      }
     }
     GpuUtilizationPlan gpu = gpu_utilization_plan(
         config.log_gpu_util, config.source_of("log_gpu_util"),
@@ -354,6 +358,7 @@ void Run::resume() {
   guard_->resume(state_);
   loader_->seek(state_.loader);
   last_saved_step_ = state_.step;
+  if (resumed->folder) result_.checkpoint = *resumed->folder;
   if (resumed->folder) display_.message(fmt::format("resumed from {} (step {})", resumed->folder->string(), state_.step));
 }
 
@@ -399,6 +404,7 @@ void Run::save_checkpoint() {
 
 void Run::log_saved(const std::optional<SavedCheckpoint>& saved) {
   if (!saved) return;
+  result_.checkpoint = saved->path;
   log("checkpoint", {{"step", saved->step}, {"path", saved->path.string()}, {"bytes", saved->bytes},
                      {"blocked_seconds", saved->blocked_seconds}, {"write_seconds", saved->write_seconds}});
 }
@@ -629,6 +635,11 @@ TrainingResult Run::run() {
       result_.seconds = seconds_since(start);
       return result_;
     }
+    if (options_.stop_requested && state_.step < state_.total_steps && options_.stop_requested()) {
+      stop_early();
+      result_.seconds = seconds_since(start);
+      return result_;
+    }
   }
   display_.finish();
   evaluate(true);
@@ -658,6 +669,21 @@ TrainingResult Run::run() {
   }
   wait_for_rank_zero(*world_);
   return result_;
+}
+
+// The caller asked to stop (TrainerOptions::stop_requested): a checkpoint of this step, so
+// resume_from_checkpoint continues exactly here, and no final evaluation or outputs.
+void Run::stop_early() {
+  display_.finish();
+  if (last_saved_step_ != state_.step) save_checkpoint();
+  log_saved(writer_->wait());  // the stop names a complete checkpoint
+  log("stopped", {{"step", state_.step}, {"checkpoint", result_.checkpoint.string()}});
+  display_.message(fmt::format("stopped at step {} of {}: checkpoint {} (resume_from_checkpoint: true continues from it)",
+                               state_.step, state_.total_steps, result_.checkpoint.string()));
+  report_time_breakdown();
+  if (trackers_) trackers_->finish(std::chrono::seconds(300), [this](const std::string& line) { display_.message(line); });
+  result_.steps = state_.step;
+  result_.stopped = true;
 }
 
 // The mean per-op time of one micro-batch over the run's steps (train/time_breakdown.h).

@@ -18,10 +18,14 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "compiler/recompute.h"
 #include "config/config.h"
 #include "core/error.h"
 #include "distributed/launcher_environment.h"
@@ -62,6 +66,18 @@ struct TrainerOptions {
   // This process is one of several (the CLI reads the launcher variables: RANK, WORLD_SIZE, ...):
   // their ranks train together, rank 0's process writes the log, checkpoints and outputs.
   std::optional<distributed::ProcessWorldSpec> processes;
+  // Tests: compile with exactly this recompute policy instead of the memory-driven choice (a tiny
+  // model fits without recompute, but offload_residual is meant to run with recompute_block).
+  std::optional<compiler::RecomputePolicy> recompute;
+  // Sees every record of the run's log (train/metrics_log.h: "config", "step", "eval",
+  // "checkpoint", "summary", ...) as it is written: the Python package's step callback. An
+  // exception it throws ends the run there (no checkpoint, no outputs) and reaches the caller.
+  std::function<void(const std::string& type, const nlohmann::json& record)> on_record;
+  // Asked after every optimizer step, once its log line, evaluation and checkpoint are done: true
+  // stops the run at that step boundary with a checkpoint of it (written unless that step already
+  // saved one), skipping the final evaluation and outputs; TrainingResult::stopped says so. The
+  // Python package answers true on Ctrl-C (KeyboardInterrupt).
+  std::function<bool()> stop_requested;
   InjectedFaults faults;
   // Set by a supervised run's restarts: the restarts so far (logged at start and in the report).
   std::vector<RestartRecord> restarts;
@@ -77,7 +93,9 @@ struct TrainingResult {
   std::optional<double> initial_eval_loss;
   double seconds = 0.0;
   std::filesystem::path log_file;
-  std::filesystem::path report_file;
+  std::filesystem::path report_file;  // empty when stopped early
+  std::filesystem::path checkpoint;   // the last checkpoint this run wrote or resumed from (empty: none)
+  bool stopped = false;               // stop_requested ended the run before its last step
 };
 
 TrainingResult run_training(const Config& config, const TrainerOptions& options);

@@ -3,6 +3,8 @@
 
 #include "data/loss_scale.h"
 
+#include <utility>
+
 #include <fmt/format.h>
 
 #include "core/error.h"
@@ -56,6 +58,12 @@ std::optional<models::Fp8Options> fp8_options(const Config& config, const io::Mo
   return options;
 }
 
+models::ModelDefinition model_definition(const Config& config) {
+  if (!config.model_definition) return {};
+  return {*config.model_definition,
+          fmt::format("{}: model_definition '{}'", config.source_of("model_definition"), *config.model_definition)};
+}
+
 TrainingForward build_training_forward(const Config& config, const io::ModelConfig& model,
                                        const graph::OpRegistry& registry, const models::LoraSetup* lora,
                                        TrainingBackend backend, int64_t batch, int64_t sequence,
@@ -67,7 +75,7 @@ TrainingForward build_training_forward(const Config& config, const io::ModelConf
   options.fused_rope = config.use_fused_rope;
   const auto loss_scale = data::parse_loss_scale(config.loss_scale);
   options.token_weights = training && loss_scale && data::loss_scale_has_weights(*loss_scale);
-  models::DecoderGraph decoder = models::build_decoder_graph(model, registry, options);
+  models::DecoderGraph decoder = models::build_model_graph(model, registry, options, model_definition(config));
   TrainingForward forward{std::move(decoder.graph), decoder.loss};
   // LoRA: the same graph with adapters on the targeted projections and the base frozen.
   if (lora != nullptr) {
@@ -117,7 +125,7 @@ DeviceMemory device_memory(TrainingBackend backend, const MachineOffer& machine,
 
 TrainingPlan plan_training(const Config& config, const io::ModelConfig& model, const graph::OpRegistry& registry,
                            const models::LoraSetup* lora, TrainingBackend backend, int64_t batch, int64_t sequence,
-                           const DeviceMemory& device) {
+                           const DeviceMemory& device, std::optional<compiler::RecomputePolicy> forced_recompute) {
   TrainingPlan result;
   result.device = device;
   result.margin_bytes = device_margin_bytes(device.total_bytes);
@@ -134,14 +142,26 @@ TrainingPlan plan_training(const Config& config, const io::ModelConfig& model, c
   auto estimate = [&](const compiler::ExecutionPlan& plan) {
     MemoryEstimate candidate = memory;
     candidate.plan = plan_memory(plan, config, memory.gpus);
+    // offload_residual's host region is the device's own memory on the CPU backend.
+    if (backend == TrainingBackend::Cpu) candidate.plan.activations += std::exchange(candidate.plan.host_residuals, 0);
     candidate.lm_head_workspace = lm_head_workspace_bytes(plan);
     return candidate;
   };
   const TrainingForward forward = build_training_forward(config, model, registry, lora, backend, batch, sequence);
-  result.plan = compiler::compile_training_to_fit(
-      forward.graph, forward.loss, registry, {recompute_policy(config), 256}, model.num_hidden_layers,
-      config.apply_recommended_values,
-      [&](const compiler::ExecutionPlan& plan) { return result.fits_in(estimate(plan).peak()); }, &result.recompute);
+  const compiler::CompileOptions options{
+      .recompute = recompute_policy(config), .alignment = 256, .offload_residual = config.offload_residual};
+  auto fits = [&](const compiler::ExecutionPlan& plan) { return result.fits_in(estimate(plan).peak()); };
+  if (forced_recompute) {
+    compiler::CompileOptions forced = options;
+    forced.recompute = *forced_recompute;
+    result.plan = compiler::compile_training(forward.graph, forward.loss, registry, forced);
+    result.recompute = {*forced_recompute, model.num_hidden_layers, fits(result.plan), 1,
+                        "recompute: as the caller set it (tests)"};
+  } else {
+    result.plan = compiler::compile_training_to_fit(forward.graph, forward.loss, registry, options,
+                                                    model.num_hidden_layers, config.apply_recommended_values, fits,
+                                                    &result.recompute);
+  }
   memory = estimate(result.plan);
   result.message = fmt::format("{}{}; predicted peak {} of the {} {} offers{}", config.apply_recommended_values
                                    ? "apply_recommended_values: " : "",

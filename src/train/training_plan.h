@@ -15,6 +15,7 @@
 #include "config/config.h"
 #include "io/model_config.h"
 #include "models/fp8_recipe.h"
+#include "models/model_definition.h"
 #include "models/lora.h"
 #include "models/qlora.h"
 #include "train/device/backend_selection.h"
@@ -35,6 +36,10 @@ std::optional<models::QloraOptions> qlora_options(const Config& config);
 // fp8_amax_history and the backward format (gradient_dtype fp8_e4m3; E5M2 otherwise); nullopt
 // for the other recipes.
 std::optional<models::Fp8Options> fp8_options(const Config& config, const io::ModelConfig& model);
+
+// Where the model's graph comes from: the `model_definition` JSON IR file, or (unset) the
+// architecture's built-in builder (models/model_definition.h).
+models::ModelDefinition model_definition(const Config& config);
 
 struct TrainingForward {
   graph::Graph graph;
@@ -77,9 +82,12 @@ struct TrainingPlan {
 };
 
 // The training step's plan for micro-batches [batch, sequence] on `device`: the forward graph
-// (build_training_forward), the recompute the options allow and the device's memory requires.
+// (build_training_forward), the recompute the options allow and the device's memory requires
+// (or exactly `forced_recompute`, tests only: TrainerOptions::recompute), with offload_residual's
+// host copies when set.
 TrainingPlan plan_training(const Config& config, const io::ModelConfig& model, const graph::OpRegistry& registry,
                            const models::LoraSetup* lora, TrainingBackend backend, int64_t batch, int64_t sequence,
-                           const DeviceMemory& device);
+                           const DeviceMemory& device,
+                           std::optional<compiler::RecomputePolicy> forced_recompute = std::nullopt);
 
 }  // namespace surogate::train

@@ -1,4 +1,5 @@
-// Recompute + memory planning: arena offsets never overlap while lifetimes do, peak memory
+// Recompute + memory planning: arena offsets never overlap while lifetimes do (also with
+// offload_residual's host copies, whose sources stay live until the copy completes), peak memory
 // falls as recompute groups are enabled, and the breakdown report names the categories.
 #include <gtest/gtest.h>
 
@@ -14,16 +15,27 @@ using compiler::ExecutionPlan;
 using compiler::RecomputePolicy;
 using compiler::Storage;
 
-ExecutionPlan compile_toy(const RecomputePolicy& policy, int layers = 4) {
+ExecutionPlan compile_toy(const RecomputePolicy& policy, int layers = 4, bool offload_residual = false) {
   ToyModel model = build_toy_transformer(layers, 128, 32, 64, DType::F32);
   CompileOptions options;
   options.recompute = policy;
+  options.offload_residual = offload_residual;
   return compiler::compile_training(std::move(model.graph), model.loss, toy_registry(), options);
 }
 
 TEST(MemoryPlan, LiveTensorsNeverShareArenaBytes) {
-  for (const RecomputePolicy& policy : {RecomputePolicy::none(), RecomputePolicy::all()}) {
-    ExecutionPlan plan = compile_toy(policy);
+  for (const auto& [policy, offload] : {std::pair{RecomputePolicy::none(), false}, std::pair{RecomputePolicy::all(), false},
+                                        std::pair{RecomputePolicy::none(), true}, std::pair{RecomputePolicy::all(), true}}) {
+    ExecutionPlan plan = compile_toy(policy, 4, offload);
+    // The toy's residual adds are its checkpoints: 2 per layer, the first layer's input being the
+    // graph's x, the last layer's output the loss's; the top layer keeps its own.
+    EXPECT_EQ(plan.offloaded_tensors, offload ? 5u : 0u);
+    for (const compiler::PlanStep& step : plan.steps) {
+      if (!step.asynchronous) continue;
+      for (const compiler::TensorPlacement& input : step.inputs) {
+        if (input.storage == Storage::Arena) EXPECT_GE(input.last_step + 1, static_cast<int>(step.complete_by));
+      }
+    }
     const auto& placements = plan.memory.placements;
     for (size_t i = 0; i < placements.size(); ++i) {
       const auto& a = placements[i];

@@ -1,6 +1,7 @@
 """Common fixtures for the Python oracle tests: the built binary and the real tokenizers."""
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -33,6 +34,11 @@ def tokenizers_dir(tmp_path_factory) -> pathlib.Path:
         with tarfile.open(archive, "r:xz") as tar:
             tar.extractall(root / archive.parent.name, **safe)
     return root
+
+
+def gpu_visible():
+    """Whether nvidia-smi lists a GPU (the CLI then trains, and predicts, on the CUDA backend)."""
+    return shutil.which("nvidia-smi") is not None and subprocess.run(["nvidia-smi", "-L"], capture_output=True).returncode == 0
 
 
 def run_surogate(binary, *args, input_text=None, check=False, cwd=None, env=None):
@@ -74,3 +80,11 @@ def read_tensors(file):
     from safetensors import safe_open
     with safe_open(str(file), framework="numpy") as f:
         return {name: f.get_tensor(name) for name in f.keys()}
+
+
+@pytest.fixture(scope="session")
+def surogate_package(tmp_path_factory):
+    """The repository pip-installed into a fresh virtual environment (tests/python/python_package.py),
+    once per session."""
+    from python_package import install
+    return install(tmp_path_factory)

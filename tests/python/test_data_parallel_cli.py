@@ -3,16 +3,10 @@ The run says so, logs `data_parallel_ranks`, takes gradient_accumulation_steps m
 rank each step, and gives the per-step losses of `--gpus=1` with twice the accumulation (tolerance
 2e-4 relative, from the order of fp32 additions only); `--zero_level=3` is still rejected by name."""
 import json
-import shutil
-import subprocess
 
 import pytest
 
-from conftest import REPO_ROOT, make_quickstart_example, run_surogate
-
-
-def gpu_visible():
-    return shutil.which("nvidia-smi") is not None and subprocess.run(["nvidia-smi", "-L"], capture_output=True).returncode == 0
+from conftest import REPO_ROOT, gpu_visible, make_quickstart_example, run_surogate
 
 
 @pytest.mark.skipif(gpu_visible(), reason="a GPU is visible: gpus: 2 means two GPUs here (test_data_parallel_gpus_cli.py)")

@@ -6,7 +6,9 @@ CUDA backend's plan, compiled on the CPU)."""
 import json
 import re
 
-from conftest import run_surogate
+import pytest
+
+from conftest import gpu_visible, run_surogate
 from tiny_model import write_model
 
 # A Qwen3-1.7B-shaped model (config only: a dry run loads no weights) with the tiny character
@@ -241,3 +243,53 @@ def test_the_cpu_backend_refuses_offloading_by_name(surogate_bin, tmp_path):
     result = run_surogate(surogate_bin, "pt", job)
     assert result.returncode == 2, result.stdout + result.stderr
     assert "offload_optimizer" in result.stderr and "CUDA backend only" in result.stderr, result.stderr
+
+
+def residual_job(tmp_path, offload):
+    """LoRA on the 1.7B shape with long micro-batches (8 x 4096 tokens), where the residual stream's
+    checkpoints (2 per layer, 128 MiB each in bf16) are most of the activations under recompute."""
+    job = write_job(tmp_path, lora=True)
+    job.write_text(job.read_text().replace("sequence_len: 2048", "sequence_len: 4096") +
+                   "per_device_train_batch_size: 8\nlmhead_chunks: 8\n" +
+                   ("offload_residual: true\n" if offload else ""))
+    return job
+
+
+def test_offload_residual_moves_the_residual_stream_to_host_memory(surogate_bin, tmp_path):
+    # 10 GiB: neither run fits, so both recompute everything (the literal plan) and compare alike.
+    plain = run_surogate(surogate_bin, "pt", residual_job(tmp_path, False), "--dry-run", "--gpu-memory", "10GiB").stdout
+    result = run_surogate(surogate_bin, "pt", residual_job(tmp_path, True), "--dry-run", "--gpu-memory", "10GiB")
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "everything the recompute_* options enable" in plain and "everything the recompute_* options enable" in out
+    # Every layer but the top one sends its two checkpoints (the embeddings count as layer 0's
+    # input): 27 x 2 x 8 x 4096 x 2048 bf16 values.
+    moved = 27 * 2 * 8 * 4096 * 2048 * 2 / 2**30
+    assert abs(gib(out, "pinned host memory") - moved) < 0.01, out
+    assert "(not on the GPU: offload_residual)" in out
+    # They leave the arena, which keeps only the few in flight (a copy's source stays allocated
+    # for about a layer, a fetch lands a layer ahead): at most 4 checkpoints, 0.5 GiB.
+    drop = gib(plain, "activations (planned arena)") - gib(out, "activations (planned arena)")
+    assert moved - 0.5 <= drop <= moved, (drop, moved)
+    assert abs((gib(plain, "predicted peak") - gib(out, "predicted peak")) - drop) < 0.05
+    for category in ["weights", "optimizer state", "LM-head workspace", "evaluation (its arena and LM-head workspace)"]:
+        assert gib(out, category) == gib(plain, category), category
+
+
+def test_offload_residual_is_offered_when_the_activations_do_not_fit(surogate_bin, tmp_path):
+    # 14 GiB: recomputing everything still needs ~16.9 GiB; without the checkpoints ~12.7 GiB.
+    out = run_surogate(surogate_bin, "pt", residual_job(tmp_path, False), "--dry-run", "--gpu-memory", "14GiB").stdout
+    assert "does NOT fit" in out, out
+    assert "#   - offload_residual: true" in out, out
+    out = run_surogate(surogate_bin, "pt", residual_job(tmp_path, True), "--dry-run", "--gpu-memory", "14GiB").stdout
+    assert re.search(r"predicted peak .*: fits", out), out
+
+
+@pytest.mark.skipif(gpu_visible(), reason="a GPU is visible: the dry run predicts the CUDA backend here")
+def test_offload_residual_on_the_cpu_backend_keeps_the_host_region_in_the_activations(surogate_bin, tmp_path):
+    # No GPU here: the CPU backend runs the same plan, its host region being the same memory.
+    job = write_job(tmp_path, lora=True)
+    job.write_text(job.read_text().replace("sequence_len: 2048", "sequence_len: 256") + "offload_residual: true\n")
+    result = run_surogate(surogate_bin, "pt", job, "--dry-run")
+    assert result.returncode == 0, result.stderr
+    assert "CPU backend" in result.stdout and "pinned host memory" not in result.stdout, result.stdout

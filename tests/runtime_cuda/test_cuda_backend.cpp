@@ -10,6 +10,8 @@
 // must give the eager run's loss and gradients bit for bit (same kernels, same arguments, same
 // order), with a new batch uploaded before every call; a capture CUDA refuses falls back to eager
 // execution with one warning line.
+// offload_residual's host copies (runtime/cuda_host_copies.h) on side streams: the same results bit
+// for bit as the plan without them, eagerly, captured in a graph and with the time breakdown.
 #include <gtest/gtest.h>
 
 #include <cuda_runtime_api.h>
@@ -49,10 +51,11 @@ using runtime::InputBinding;
 
 constexpr int64_t kRows = 37, kWidth = 24, kHidden = 40;
 
-ExecutionPlan compile_toy(const RecomputePolicy& policy) {
+ExecutionPlan compile_toy(const RecomputePolicy& policy, bool offload_residual = false) {
   ToyModel model = build_toy_transformer(3, kRows, kWidth, kHidden, DType::F32);
   CompileOptions options;
   options.recompute = policy;
+  options.offload_residual = offload_residual;
   return compiler::compile_training(std::move(model.graph), model.loss, toy_registry(), options);
 }
 
@@ -347,6 +350,54 @@ TEST(CudaBackend, RefusedCaptureWarnsOnceAndStaysEager) {
   EXPECT_NE(warnings.find("use_cuda_graphs"), std::string::npos) << warnings;
   EXPECT_EQ(std::count(warnings.begin(), warnings.end(), '\n'), 1) << warnings;
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);  // the refused capture left no error behind
+}
+
+// The toy transformer with every group recomputed keeps its residual adds (untagged) for the
+// backward; offload_residual sends those of layers 0 and 1 to pinned host memory (3: layer 0 reads
+// the graph input x). Five calls, each with a new batch (gradients cleared before each but the
+// last, which accumulates): eagerly, with CUDA graphs (a capture that included the copies:
+// launched from the second call) and with the time breakdown, the loss and gradients equal the
+// plan without copies bit for bit.
+TEST(CudaBackend, HostCopiesOverlapTheStepsAndChangeNoResult) {
+  SKIP_WITHOUT_GPU();
+  const ExecutionPlan plain = compile_toy(RecomputePolicy::all());
+  const ExecutionPlan offloaded = compile_toy(RecomputePolicy::all(), true);
+  ASSERT_EQ(offloaded.offloaded_tensors, 3u);
+  CpuBackend cpu;
+  cpu.load(plain, toy_registry());
+  randomize_all<float>(cpu, plain, 5);
+  constexpr int kCalls = 5;
+  auto run = [&](const ExecutionPlan& plan, bool graphs, bool breakdown, std::vector<bool>* launched) {
+    CudaBackend gpu(toy_cuda_table());
+    gpu.load(plan, toy_registry());
+    EXPECT_EQ(gpu.memory_report().host_bytes, plan.memory.host_bytes);
+    for (auto ids : {plan.graph.parameters, plan.graph.inputs}) {  // by name: the plans' ids match
+      for (TensorId id : ids) gpu.write(id, std::as_bytes(cpu.view<float>(plain.tensor(plan.graph.tensor(id).name))));
+    }
+    gpu.set_cuda_graphs(graphs);
+    gpu.set_time_breakdown(breakdown);
+    std::vector<std::vector<std::vector<float>>> per_call;
+    for (int call = 0; call < kCalls; ++call) {
+      if (call + 1 < kCalls) gpu.zero_gradients();
+      const std::vector<float> batch = random_values<float>(kRows * kWidth, 500 + call, 0.5);
+      InputBinding input{plan.tensor("x"), std::as_bytes(std::span<const float>(batch))};
+      gpu.execute(std::span<const InputBinding>(&input, 1));
+      if (launched) launched->push_back(gpu.graph_launched());
+      per_call.push_back(results(gpu, plan));
+    }
+    return per_call;
+  };
+  const auto reference = run(plain, false, false, nullptr);
+  std::vector<bool> launched;
+  const auto graphed = run(offloaded, true, false, &launched);
+  EXPECT_EQ(launched, (std::vector<bool>{false, true, true, true, true}));
+  const auto eager = run(offloaded, false, false, nullptr);
+  const auto timed = run(offloaded, false, true, nullptr);
+  for (int call = 0; call < kCalls; ++call) {
+    EXPECT_TRUE(bitwise_equal(eager[call], reference[call])) << "eager, call " << call + 1;
+    EXPECT_TRUE(bitwise_equal(graphed[call], reference[call])) << "graphed, call " << call + 1;
+    EXPECT_TRUE(bitwise_equal(timed[call], reference[call])) << "time breakdown, call " << call + 1;
+  }
 }
 
 TEST(CudaBackend, ReportsMemoryAndRejectsWrongSizedWrites) {

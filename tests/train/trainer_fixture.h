@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <numeric>
@@ -20,6 +21,7 @@
 #include <fmt/format.h>
 
 #include "config/config_loader.h"
+#include "io/safetensors.h"
 #include "train/trainer.h"
 
 namespace surogate::train {
@@ -83,6 +85,38 @@ protected:
     options.quiet = true;
     options.live_progress = false;
     return options;
+  }
+
+  // Every tensor of safetensors files `a` and `b` is equal byte for byte.
+  static void expect_same_tensors(const fs::path& a, const fs::path& b) {
+    io::SafetensorsFile first = io::SafetensorsFile::open(a), second = io::SafetensorsFile::open(b);
+    ASSERT_EQ(first.tensors().size(), second.tensors().size()) << a << " " << b;
+    for (const io::SafetensorsTensor& tensor : first.tensors()) {
+      const io::SafetensorsTensor& other = second.tensor(tensor.name);
+      ASSERT_EQ(tensor.bytes.size(), other.bytes.size()) << tensor.name;
+      EXPECT_EQ(std::memcmp(tensor.bytes.data(), other.bytes.data(), tensor.bytes.size()), 0) << tensor.name << " in " << a;
+    }
+  }
+
+  // `job` (six steps, a checkpoint at the last) run as given with `plain`, and with the lines
+  // `added` with `changed`: the same per-step losses, eval loss and checkpoint (weights and
+  // optimizer state), bit for bit, and the loss fell. For options that move data, not values.
+  static void expect_same_training(const std::string& name, const std::string& job, const std::string& added,
+                                   const TrainerOptions& plain, const TrainerOptions& changed) {
+    const std::string steps = "save_steps: 6\nmax_steps: 6\n";
+    TrainingResult reference = run_training(config(name + "-plain", job + steps), plain);
+    TrainingResult result = run_training(config(name + "-changed", job + added + steps), changed);
+    ASSERT_EQ(result.step_losses.size(), reference.step_losses.size());
+    for (size_t i = 0; i < reference.step_losses.size(); ++i) {
+      EXPECT_EQ(result.step_losses[i], reference.step_losses[i]) << name << " step " << i + 1;
+    }
+    EXPECT_LT(result.step_losses.back(), result.step_losses.front()) << name;
+    ASSERT_TRUE(reference.eval_loss && result.eval_loss);
+    EXPECT_EQ(*result.eval_loss, *reference.eval_loss) << name;
+    for (const char* file : {"model.safetensors", "optimizer.safetensors"}) {
+      expect_same_tensors(root_ / (name + "-plain") / "checkpoint-6" / file,
+                          root_ / (name + "-changed") / "checkpoint-6" / file);
+    }
   }
 
   static double mean(const std::vector<double>& values, size_t from, size_t to) {

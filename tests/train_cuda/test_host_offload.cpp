@@ -28,32 +28,10 @@ protected:
     options.offload_chunk_bytes = size_t{96} << 10;
     return options;
   }
-  static void expect_same_tensors(const fs::path& a, const fs::path& b) {
-    io::SafetensorsFile first = io::SafetensorsFile::open(a), second = io::SafetensorsFile::open(b);
-    ASSERT_EQ(first.tensors().size(), second.tensors().size()) << a << " " << b;
-    for (const io::SafetensorsTensor& tensor : first.tensors()) {
-      const io::SafetensorsTensor& other = second.tensor(tensor.name);
-      ASSERT_EQ(tensor.bytes.size(), other.bytes.size()) << tensor.name;
-      EXPECT_EQ(std::memcmp(tensor.bytes.data(), other.bytes.data(), tensor.bytes.size()), 0) << tensor.name << " in " << a;
-    }
-  }
   // `job` without offloading and with `offload` added: the same losses, eval loss, checkpoint
   // weights and optimizer state, bit for bit.
   static void expect_offload_changes_nothing(const std::string& name, const std::string& job, const std::string& offload) {
-    const std::string steps = "save_steps: 6\nmax_steps: 6\n";
-    TrainingResult plain = run_training(config(name + "-plain", job + steps), on(TrainingBackend::Cuda));
-    TrainingResult moved = run_training(config(name + "-offloaded", job + offload + steps), small_chunks());
-    ASSERT_EQ(moved.step_losses.size(), plain.step_losses.size());
-    for (size_t i = 0; i < plain.step_losses.size(); ++i) {
-      EXPECT_EQ(moved.step_losses[i], plain.step_losses[i]) << name << " step " << i + 1;
-    }
-    EXPECT_LT(moved.step_losses.back(), moved.step_losses.front()) << name;
-    ASSERT_TRUE(plain.eval_loss && moved.eval_loss);
-    EXPECT_EQ(*moved.eval_loss, *plain.eval_loss) << name;
-    for (const char* file : {"model.safetensors", "optimizer.safetensors"}) {
-      expect_same_tensors(root_ / (name + "-plain") / "checkpoint-6" / file,
-                          root_ / (name + "-offloaded") / "checkpoint-6" / file);
-    }
+    expect_same_training(name, job, offload, on(TrainingBackend::Cuda), small_chunks());
   }
 };
 

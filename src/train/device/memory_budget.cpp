@@ -54,6 +54,7 @@ PlanMemory plan_memory(const compiler::ExecutionPlan& plan, const Config& config
   result.weights = compiler::align_up(memory.parameter_bytes, alignment);
   result.gradients = compiler::align_up(memory.gradient_bytes, alignment);
   result.inputs = compiler::align_up(memory.input_bytes, alignment);
+  result.host_residuals = memory.host_bytes;
   result.masters = trainable * master_bytes_per_element(config);
   result.accumulators = trainable * accumulator_bytes_per_element(config);
   result.optimizer = optimizer_bytes(config, trainable);

@@ -27,13 +27,15 @@ struct PlanMemory {
   size_t accumulators = 0;  // gradient accumulators across micro-batches
   size_t optimizer = 0;     // optimizer state
   size_t staging = 0;       // offload staging: two GPU slots (host_offload_plan.h)
+  // The activation arena above is what stays on the device with offload_residual; the residual
+  // checkpoints it moves live in the plan's host region (pinned host memory on a GPU).
   size_t total() const {
     return activations + weights + gradients + inputs + masters + accumulators + optimizer + staging;
   }
   // Not on the device: what offload_master / offload_optimizer / offload_grads put in pinned
-  // host memory instead (the three categories above are then 0).
-  size_t host_masters = 0, host_accumulators = 0, host_optimizer = 0;
-  size_t host() const { return host_masters + host_accumulators + host_optimizer; }
+  // host memory instead (the three categories above are then 0), and offload_residual's host region.
+  size_t host_masters = 0, host_accumulators = 0, host_optimizer = 0, host_residuals = 0;
+  size_t host() const { return host_masters + host_accumulators + host_optimizer + host_residuals; }
 };
 // With `optimizer_shards` > 1 (data-parallel GPUs, ZeRO-1), `optimizer` is the largest shard's:
 // the trainable tensors placed over the ranks as the device places them (distributed::place_shards).

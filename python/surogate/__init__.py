@@ -1,0 +1,16 @@
+"""Surogate from Python: the same engine as the ``surogate`` command, as a library.
+
+- :func:`train` runs a ``surogate sft`` / ``surogate pt`` job from a YAML file or a dict of the
+  same options and returns its summary; a callback sees each step's metrics as they come.
+- :func:`load` holds a model (and a PEFT adapter) in memory: loss and logits of a batch, and the
+  weights as NumPy arrays or PyTorch tensors that share the engine's memory (DLPack, no copy).
+- :mod:`surogate.dsl` writes a model's forward graph in Python and emits the JSON IR the engine
+  trains from (the ``model_definition`` option).
+
+PyTorch is optional: nothing here imports it unless asked for torch tensors. See docs/python.md.
+"""
+from surogate._engine import UserError, __version__, has_cuda
+from surogate.model import Model, load
+from surogate.training import train
+
+__all__ = ["train", "load", "Model", "UserError", "has_cuda", "__version__"]

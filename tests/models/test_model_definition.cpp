@@ -1,0 +1,117 @@
+// model_definition (models/model_definition.h): a model's graph from a JSON IR file. The rules
+// that derive each graph a run needs from the file's F32 graph (dtype, lmhead chunks, token
+// weights, the evaluation's accuracy output) must give exactly what the built-in builder gives
+// for the same options, on every fixture architecture; files that do not fit the run are one
+// clear error naming the file and what to change.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+
+#include "core/error.h"
+#include "graph/json_ir.h"
+#include "models/decoder_graph.h"
+#include "models/model_definition.h"
+#include "ops/defs/register_ops.h"
+#include "fixture_util.h"
+
+namespace surogate::models {
+namespace {
+
+std::string error_of(const std::function<void()>& body) {
+  try {
+    body();
+  } catch (const UserError& error) {
+    return error.what();
+  }
+  return "";
+}
+
+struct Variant {
+  const char* label;
+  DecoderGraphOptions options;
+};
+
+class ModelDefinitionRules : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ModelDefinitionRules, GiveTheBuiltInGraphForEveryVariant) {
+  testing::Fixture fixture = testing::open_fixture(GetParam());
+  const graph::OpRegistry registry = ops::make_model_registry();
+  const int64_t batch = fixture.batch, sequence = fixture.sequence;
+  const graph::Graph ir = build_decoder_graph(fixture.config, registry, {batch, sequence, 1, false}).graph;
+  const ModelDefinition definition{"unused.json", "model_definition 'ir.json'"};
+  Variant variants[] = {
+      {"as written", {batch, sequence, 1, false}},
+      {"bf16 (CUDA backend)", {batch, sequence, 1, false, DType::BF16}},
+      {"lmhead_chunks 4", {batch, sequence, 4, false}},
+      {"evaluation (accuracy output)", {batch, sequence, 1, true}},
+      {"bf16 evaluation, 2 chunks", {batch, sequence, 2, true, DType::BF16}},
+      {"token weights", {batch, sequence, 1, false, DType::F32, true}},
+      {"bf16 token weights", {batch, sequence, 1, false, DType::BF16, true}},
+  };
+  for (const Variant& variant : variants) {
+    const DecoderGraph built = build_decoder_graph(fixture.config, registry, variant.options);
+    const DecoderGraph derived = specialize_ir_graph(ir, fixture.config, registry, variant.options, definition);
+    EXPECT_EQ(graph::graph_to_json(derived.graph), graph::graph_to_json(built.graph)) << variant.label;
+    EXPECT_EQ(derived.graph.tensor(derived.loss).name, built.graph.tensor(built.loss).name) << variant.label;
+    EXPECT_EQ(derived.correct == graph::kNoTensor, built.correct == graph::kNoTensor) << variant.label;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, ModelDefinitionRules,
+                         ::testing::Values("llama_gqa_llama3", "llama_bias_untied", "mistral_sliding",
+                                           "qwen2_bias_tied", "qwen3_qknorm", "llama_rope_parameters_yarn"));
+
+TEST(ModelDefinition, FileIsReadFromDiskAndErrorsNameItAndWhatToChange) {
+  testing::Fixture fixture = testing::open_fixture("llama_gqa_llama3");
+  const graph::OpRegistry registry = ops::make_model_registry();
+  const auto folder = std::filesystem::temp_directory_path() / "surogate_model_definition_test";
+  std::filesystem::create_directories(folder);
+  const auto file = folder / "model.json";
+  graph::save_json_ir(build_decoder_graph(fixture.config, registry, {2, 8, 1, false}).graph, file);
+  const ModelDefinition definition{file, "config.yaml:3: model_definition 'model.json'"};
+
+  // The file's [B, T] is the run's: the message names the options that set it.
+  EXPECT_NO_THROW(build_model_graph(fixture.config, registry, {2, 8, 1, true}, definition));
+  const std::string shape = error_of([&] { build_model_graph(fixture.config, registry, {4, 8, 1, false}, definition); });
+  EXPECT_NE(shape.find("config.yaml:3: model_definition"), std::string::npos) << shape;
+  EXPECT_NE(shape.find("per_device_train_batch_size / sequence_len"), std::string::npos) << shape;
+
+  // Another model's config.json: the parameters differ.
+  testing::Fixture other = testing::open_fixture("qwen3_qknorm");
+  const std::string parameters = error_of([&] { build_model_graph(other.config, registry, {2, 8, 1, false}, definition); });
+  EXPECT_NE(parameters.find("parameter"), std::string::npos) << parameters;
+
+  // A loss that is not lm_head_loss cannot get the evaluation's accuracy output.
+  {
+    graph::Graph graph = build_decoder_graph(fixture.config, registry, {2, 8, 1, false}).graph;
+    graph::GraphBuilder extend(registry, std::move(graph));
+    const graph::TensorId doubled = extend.op("scale", {extend.graph().outputs.at(0)}, {{"factor", 2.0}}, "doubled");
+    graph = extend.finish();
+    graph.outputs.insert(graph.outputs.begin(), doubled);
+    graph.outputs.pop_back();
+    const std::string accuracy = error_of([&] {
+      specialize_ir_graph(graph, fixture.config, registry, {2, 8, 1, true}, definition);
+    });
+    EXPECT_NE(accuracy.find("lm_head_loss"), std::string::npos) << accuracy;
+    EXPECT_NE(accuracy.find("evaluation"), std::string::npos) << accuracy;
+  }
+
+  DecoderGraphOptions fused{2, 8, 1, false};
+  fused.fused_rope = true;
+  EXPECT_NE(error_of([&] { build_model_graph(fixture.config, registry, fused, definition); }).find("use_fused_rope"),
+            std::string::npos);
+
+  const ModelDefinition missing{folder / "absent.json", "model_definition 'absent.json'"};
+  EXPECT_NE(error_of([&] { build_model_graph(fixture.config, registry, {2, 8, 1, false}, missing); }).find("not a file"),
+            std::string::npos);
+  std::ofstream(folder / "model.py") << "# a DSL file\n";
+  const ModelDefinition python{folder / "model.py", "model_definition 'model.py'"};
+  EXPECT_NE(error_of([&] { build_model_graph(fixture.config, registry, {2, 8, 1, false}, python); }).find("surogate.dsl"),
+            std::string::npos);
+  std::filesystem::remove_all(folder);
+}
+
+}  // namespace
+}  // namespace surogate::models
