@@ -1,4 +1,5 @@
-"""The benchmark models: Qwen3 shapes (real sizes, random weights) and their FLOP counts.
+"""The benchmark models: Qwen3 and Qwen3-MoE shapes (real sizes, random weights) and their FLOP
+counts. MoE FLOPs count the active parameters only: the router and the k experts a token uses.
 
 FLOPs per token follow the usual accounting: a matmul of an [m, k] by [k, n] costs 2mkn.
 Forward = 2 * (matmul parameters) + attention (2 * 2 * T * d_attn per layer per token, causal
@@ -63,10 +64,46 @@ class Qwen3Shape:
         return 2 * forward + attention + 3 * adapters
 
 
+@dataclass(frozen=True)
+class Qwen3MoeShape(Qwen3Shape):
+    """Qwen3-MoE: every layer sparse, `experts` SwiGLU experts of `expert_intermediate`, top-k routed
+    with normalised weights (Qwen3-30B-A3B's config)."""
+    experts: int = 128
+    experts_per_token: int = 8
+    expert_intermediate: int = 768
+
+    def hf_config(self) -> dict:
+        config = super().hf_config()
+        config.update({"architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "num_experts": self.experts,
+                       "num_experts_per_tok": self.experts_per_token, "moe_intermediate_size": self.expert_intermediate,
+                       "norm_topk_prob": True, "decoder_sparse_step": 1, "mlp_only_layers": [],
+                       "output_router_logits": False, "router_aux_loss_coef": 0.001})
+        return config
+
+    def linear_params_per_layer(self) -> int:  # active: attention, router, k experts
+        attention = super().linear_params_per_layer() - 3 * self.hidden * self.intermediate
+        return attention + self.hidden * self.experts + self.experts_per_token * 3 * self.hidden * self.expert_intermediate
+
+    def lora_params_per_layer(self, rank: int) -> int:  # active adapters: attention and the k experts used
+        attention = super().lora_params_per_layer(rank) - 3 * rank * (self.hidden + self.intermediate)
+        return attention + self.experts_per_token * 3 * rank * (self.hidden + self.expert_intermediate)
+
+    def total_params(self) -> int:
+        per_layer = (super().linear_params_per_layer() - 3 * self.hidden * self.intermediate + self.hidden * self.experts
+                     + self.experts * 3 * self.hidden * self.expert_intermediate)
+        return self.layers * per_layer + self.vocab * self.hidden * (1 if self.tied else 2)
+
+
 MODELS = {
     "qwen3-0.6b": Qwen3Shape("qwen3-0.6b", 1024, 3072, 28, 16, 8),
     "qwen3-1.7b": Qwen3Shape("qwen3-1.7b", 2048, 6144, 28, 16, 8),
     "qwen3-4b": Qwen3Shape("qwen3-4b", 2560, 9728, 36, 32, 8),
     "qwen3-8b": Qwen3Shape("qwen3-8b", 4096, 12288, 36, 32, 8, tied=False),
     "qwen3-14b": Qwen3Shape("qwen3-14b", 5120, 17408, 40, 40, 8, tied=False),
+    # Qwen3-30B-A3B's shape (30.5B parameters, 3.3B active; 61 GB in bf16: one H200, or an H100 for LoRA
+    # only with recompute) and a small Qwen3-MoE for the H100 (2.0B parameters, 0.6B active).
+    "qwen3-30b-a3b": Qwen3MoeShape("qwen3-30b-a3b", 2048, 6144, 48, 32, 4, tied=False, experts=128,
+                                   experts_per_token=8, expert_intermediate=768),
+    "qwen3-moe-2b": Qwen3MoeShape("qwen3-moe-2b", 1024, 3072, 16, 16, 8, tied=False, experts=64,
+                                  experts_per_token=8, expert_intermediate=512),
 }

@@ -19,8 +19,9 @@
 # tests/distributed_cuda/distributed_cuda_tests" scripts/gpu_check.sh --prepare; then on the GPU machine
 # `bash bench/run_multi_gpu.sh` with carry ["carry/dp.tar.xz"].
 # Env: DP_MODELS ("qwen3-8b:lora qwen3-1.7b:full"), DP_GPUS ("1 2 4", capped at the visible GPUs),
-# DP_ZERO ("1 2"), DP_STEPS (10), SKIP_TESTS=1, SKIP_SCALING=1, PEERS=0, PEER_STEPS (5). Records:
-# $OUT/multi_gpu.jsonl. A device call has 10 minutes: the tests, then one model per call, e.g.
+# DP_ZERO ("1 2"), DP_STEPS (10), SKIP_TESTS=1, SKIP_SCALING=1, PEERS=0, PEER_STEPS (5), MP=1 (also the
+# sequence- and pipeline-parallel rows: bench/model_parallel_rows.sh, its header lists them and
+# their settings). Records: $OUT/multi_gpu.jsonl, $OUT/model_parallel.jsonl. A device call has 10 minutes: the tests, then one model per call, e.g.
 #   SKIP_SCALING=1 bash bench/run_multi_gpu.sh
 #   SKIP_TESTS=1 DP_MODELS=qwen3-1.7b:full bash bench/run_multi_gpu.sh
 #   SKIP_TESTS=1 DP_MODELS=qwen3-8b:lora bash bench/run_multi_gpu.sh
@@ -51,6 +52,10 @@ if [[ "${SKIP_TESTS:-0}" != 1 ]]; then
   else
     echo "pytest not importable here: tests/python/test_data_parallel_gpus_cli.py not run"
   fi
+fi
+
+if [[ "${MP:-0}" == 1 ]]; then  # the sequence- and pipeline-parallel rows (bench/model_parallel_rows.sh)
+  bash "$root/bench/model_parallel_rows.sh" || status=1
 fi
 
 [[ -f "$work/text.jsonl" ]] || python3 "$root/bench/cli/make_text_data.py" "$work/text.jsonl" 2000 50 600

@@ -11,7 +11,10 @@ batch that was fed to it and what transformers computed from it on the CPU in fp
                                                    masked prompt tokens)
   logits                                           f32 [B, T, V]
   loss                                             f64 [1]  mean CE over valid targets
-  grad.<hf parameter name>                         f32, d loss / d parameter
+  grad.<hf parameter name>                         f32, d loss / d parameter (per-expert names for
+                                                   MoE experts, as the checkpoint stores them)
+  aux_loss                                         f64 [1]  MoE fixtures: transformers' router
+                                                   load-balancing loss; loss = CE + coef · aux_loss
   packed                                           int32 [1]  1 when row 1 holds two documents
                                                    (position ids restart) and transformers
                                                    masked across them, 0 when it is one document
@@ -19,8 +22,8 @@ batch that was fed to it and what transformers computed from it on the CPU in fp
                                                    summed next-token CE of every sequence run
                                                    alone, and the number of predicted tokens
 
-Run it where torch + transformers are installed (the GPU machine):
-  python3 scripts/make_hf_fixtures.py OUT_DIR
+Run it where torch + transformers are installed (any machine; everything runs on the CPU):
+  python3 scripts/make_hf_fixtures.py OUT_DIR [NAME ...]     (NAME: only these fixtures)
 and copy OUT_DIR/<name>/ into tests/fixtures/. Everything runs on the CPU so the numbers do
 not depend on TF32 or kernel choices.
 """
@@ -61,6 +64,24 @@ FIXTURES = {
     "llama_rope_parameters_yarn": ("llama", dict(tie_word_embeddings=True),
                                    {"rope_type": "yarn", "rope_theta": 10000.0, "factor": 2.0,
                                     "original_max_position_embeddings": 8}, True),
+    # Mixture-of-experts: 4 experts, top-2, the router loss on (output_router_logits).
+    # Qwen3-MoE: normalised top-k, a dense layer in the middle (mlp_only_layers), q/k norm.
+    "qwen3_moe_topk": ("qwen3_moe", dict(tie_word_embeddings=False, head_dim=8, num_hidden_layers=3,
+                                         num_experts=4, num_experts_per_tok=2, moe_intermediate_size=16,
+                                         norm_topk_prob=True, mlp_only_layers=[1], output_router_logits=True,
+                                         router_aux_loss_coef=0.05),
+                       {"rope_type": "default", "rope_theta": 1000000.0}, True),
+    # Qwen2-MoE: raw top-k probabilities, the shared expert with its sigmoid gate, every second
+    # layer sparse (decoder_sparse_step 2), q/k/v bias.
+    "qwen2_moe_shared": ("qwen2_moe", dict(tie_word_embeddings=False, num_experts=4, num_experts_per_tok=2,
+                                           moe_intermediate_size=16, shared_expert_intermediate_size=24,
+                                           decoder_sparse_step=2, num_hidden_layers=4, output_router_logits=True,
+                                           router_aux_loss_coef=0.05, use_sliding_window=False),
+                         {"rope_type": "default", "rope_theta": 1000000.0}, False),
+    # Mixtral: block_sparse_moe names (w1 / w2 / w3), always-normalised top-k.
+    "mixtral_topk": ("mixtral", dict(tie_word_embeddings=False, num_local_experts=4, num_experts_per_tok=2,
+                                     output_router_logits=True, router_aux_loss_coef=0.05, sliding_window=None),
+                     {"rope_type": "default", "rope_theta": 1000000.0}, False),
 }
 
 
@@ -90,6 +111,8 @@ def randomize(model, generator):
                 parameter.copy_(0.1 * noise)
             elif "embed_tokens" in name:
                 parameter.copy_(noise)
+            elif parameter.dim() == 3:  # transformers 5's fused experts [E, out, in]
+                parameter.copy_(noise / parameter.shape[-1] ** 0.5)
             else:
                 parameter.copy_(noise / parameter.shape[-1] ** 0.5)
 
@@ -143,6 +166,16 @@ def eval_data(generator, directory, model):
     return loss_sum, tokens
 
 
+def checkpoint_names(model, tensors):
+    # transformers 5 fuses MoE experts in memory (experts.gate_up_proj [E, 2I, H]) and splits them
+    # back into one tensor per expert when saving; the gradients get the names the checkpoint has.
+    try:
+        from transformers.core_model_loading import revert_weight_conversion
+    except ImportError:  # transformers 4.x: parameters already have the checkpoint's names
+        return tensors
+    return revert_weight_conversion(model, dict(tensors))
+
+
 def rewrite_rope_legacy(directory):
     path = os.path.join(directory, "config.json")
     with open(path) as handle:
@@ -179,16 +212,23 @@ def make_fixture(name, spec, out_dir, seed):
     if not packed:
         ids, positions, documents, targets = batch(generator, packed=False)
     model.zero_grad()
-    logits = model(input_ids=ids, position_ids=positions).logits
+    moe = getattr(model.config, "output_router_logits", False)
+    output = model(input_ids=ids, position_ids=positions, **({"output_router_logits": True} if moe else {}))
+    logits = output.logits
     loss = F.cross_entropy(logits.reshape(-1, VOCAB), targets.reshape(-1), ignore_index=-100)
+    if moe:  # transformers' training loss: CE + router_aux_loss_coef · load-balancing loss
+        loss = loss + model.config.router_aux_loss_coef * output.aux_loss
     loss.backward()
     expected = {
         "input_ids": ids.int(), "position_ids": positions.int(), "document_ids": documents.int(),
         "targets": targets.int(), "logits": logits.detach().float().contiguous(),
         "loss": loss.detach().double().reshape(1), "packed": torch.tensor([int(packed)], dtype=torch.int32),
     }
-    for parameter_name, parameter in model.named_parameters():
-        expected["grad." + parameter_name] = parameter.grad.detach().float().contiguous()
+    if moe:
+        expected["aux_loss"] = output.aux_loss.detach().double().reshape(1)
+    gradients = {name: parameter.grad.detach().float().contiguous() for name, parameter in model.named_parameters()}
+    for parameter_name, gradient in checkpoint_names(model, gradients).items():
+        expected["grad." + parameter_name] = gradient.contiguous()
     # Last, so the weights and the batch above do not depend on it.
     loss_sum, tokens = eval_data(generator, directory, model)
     expected["eval_loss_sum"] = torch.tensor([loss_sum], dtype=torch.float64)
@@ -203,7 +243,10 @@ def main():
     import transformers
     print(f"torch {torch.__version__} transformers {transformers.__version__}")
     failures = 0
+    only = set(sys.argv[2:])
     for seed, (name, spec) in enumerate(FIXTURES.items()):
+        if only and name not in only:
+            continue
         try:
             make_fixture(name, spec, out_dir, 1234 + seed)
         except Exception:  # one broken fixture must not hide the others' results

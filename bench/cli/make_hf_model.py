@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
-"""Writes a Hugging Face model folder the `surogate` CLI can train: a Qwen3 shape of
+"""Writes a Hugging Face model folder the `surogate` CLI can train: a Qwen3 or Qwen3-MoE shape of
 bench/models.py with random bf16 weights (config.json, model-0000N-of-0000M.safetensors with
 model.safetensors.index.json, as HF writes them) and the real Qwen3 tokenizer
 (tests/fixtures/tokenizers/qwen3, unpacked).
 
-  python3 bench/cli/make_hf_model.py MODEL OUTPUT_DIR      (MODEL: qwen3-0.6b, qwen3-8b, ...)
+  python3 bench/cli/make_hf_model.py MODEL OUTPUT_DIR      (MODEL: qwen3-0.6b, qwen3-8b, qwen3-moe-2b,
+                                                            qwen3-30b-a3b, ...)
+MoE models get the checkpoint layout transformers saves: one tensor per expert
+(model.layers.N.mlp.experts.E.{gate,up,down}_proj.weight) and the router model.layers.N.mlp.gate.weight.
 
 Weights: N(0, 0.02) for matrices, 1 for norms, drawn on the GPU when there is one (torch), so an
 8B folder takes seconds plus the disk write. Shards of at most 4 GiB.
@@ -30,8 +33,15 @@ def parameter_shapes(config: dict) -> list:
         shapes += [(f"{p}.input_layernorm.weight", (h,)), (f"{p}.post_attention_layernorm.weight", (h,)),
                    (f"{p}.self_attn.q_proj.weight", (heads * d, h)), (f"{p}.self_attn.k_proj.weight", (kv * d, h)),
                    (f"{p}.self_attn.v_proj.weight", (kv * d, h)), (f"{p}.self_attn.o_proj.weight", (h, heads * d)),
-                   (f"{p}.self_attn.q_norm.weight", (d,)), (f"{p}.self_attn.k_norm.weight", (d,)),
-                   (f"{p}.mlp.gate_proj.weight", (i, h)), (f"{p}.mlp.up_proj.weight", (i, h)),
+                   (f"{p}.self_attn.q_norm.weight", (d,)), (f"{p}.self_attn.k_norm.weight", (d,))]
+        if config.get("model_type") == "qwen3_moe":
+            e, w = config["num_experts"], config["moe_intermediate_size"]
+            shapes.append((f"{p}.mlp.gate.weight", (e, h)))
+            for expert in range(e):
+                q = f"{p}.mlp.experts.{expert}"
+                shapes += [(f"{q}.gate_proj.weight", (w, h)), (f"{q}.up_proj.weight", (w, h)), (f"{q}.down_proj.weight", (h, w))]
+            continue
+        shapes += [(f"{p}.mlp.gate_proj.weight", (i, h)), (f"{p}.mlp.up_proj.weight", (i, h)),
                    (f"{p}.mlp.down_proj.weight", (h, i))]
     shapes.append(("model.norm.weight", (h,)))
     if not config["tie_word_embeddings"]:

@@ -28,15 +28,22 @@ def build_model(shape, mode, lora_rank, liger):
     if liger:
         from liger_kernel.transformers import apply_liger_kernel_to_qwen3
         apply_liger_kernel_to_qwen3()
-    config = transformers.Qwen3Config(**{k: v for k, v in shape.hf_config().items() if k not in ("architectures", "torch_dtype")})
+    settings = {k: v for k, v in shape.hf_config().items() if k not in ("architectures", "torch_dtype")}
+    config = transformers.AutoConfig.for_model(settings.pop("model_type"), **settings)
     config._attn_implementation = "sdpa"
+    moe = config.model_type == "qwen3_moe"
     torch.manual_seed(0)
     with torch.device("cuda"):
-        model = transformers.Qwen3ForCausalLM(config).to(torch.bfloat16)
+        model = transformers.AutoModelForCausalLM.from_config(config).to(torch.bfloat16)
     if mode == "lora":
         import peft
-        lora = peft.LoraConfig(r=lora_rank, lora_alpha=2 * lora_rank, lora_dropout=0.0, target_modules="all-linear",
-                               task_type="CAUSAL_LM")
+        # MoE: transformers 5 keeps the experts as 3-D parameters, which PEFT adapts through
+        # target_parameters (one adapter per expert); attention through its modules, as Surogate's
+        # all-linear (attention + experts, not the router).
+        targets = ["q_proj", "k_proj", "v_proj", "o_proj"] if moe else "all-linear"
+        extra = {"target_parameters": ["mlp.experts.gate_up_proj", "mlp.experts.down_proj"]} if moe else {}
+        lora = peft.LoraConfig(r=lora_rank, lora_alpha=2 * lora_rank, lora_dropout=0.0, target_modules=targets,
+                               task_type="CAUSAL_LM", **extra)
         model = peft.get_peft_model(model, lora)
     return model
 

@@ -139,6 +139,7 @@ constexpr AccumulatingForm kAccumulatingForms[] = {
     {"linear_backward_weight", "linear_backward_weight_accumulate", 0},
     {"linear_backward_low_rank", "linear_backward_low_rank_accumulate", 1},
     {"linear_fp8_backward", "linear_fp8_backward_accumulate", 1},  // fp8_hybrid's trained weights
+    {"expert_linear_backward_weight", "expert_linear_backward_weight_accumulate", 0},
 };
 
 // The persistent gradient `name` of a parameter whose total gradient this micro-batch is

@@ -7,7 +7,8 @@
 // lm_head_loss_with_input_grad, whose extra output is ∂loss/∂hidden, and autodiff turns its
 // gradient into one scale_by(∂loss/∂hidden, d_loss). The backward then never recomputes the
 // [rows, V] logits (one logits GEMM fewer per step). With d_loss = 1 (the seeded loss) the
-// gradient is bit-identical to lm_head_loss_backward's. A trainable head keeps lm_head_loss.
+// gradient is bit-identical to lm_head_loss_backward's. A trainable head keeps lm_head_loss. A
+// loss that is add(lm_head_loss, other term) (an MoE model's router loss) is looked through.
 #pragma once
 
 #include "graph/graph.h"

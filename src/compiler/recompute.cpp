@@ -113,7 +113,7 @@ bool RecomputePolicy::keeps_outputs_of(const graph::Node& producer) const {
 }
 
 bool is_expensive_to_recompute(std::string_view op) {
-  return op == "linear" || op == "linear_add" || op == "attention";
+  return op == "linear" || op == "linear_add" || op == "attention" || op == "expert_linear";
 }
 
 int64_t layer_of(const graph::Node& node) {

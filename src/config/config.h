@@ -179,6 +179,9 @@ struct Config {
   bool padding_free = false;
   std::string loss_scale = "default";
   int64_t sequence_parallel_size = 1;
+  // Additions (docs/configuration.md): pipeline parallelism, the decoder's layers split into stages.
+  int64_t pipeline_parallel_size = 1;
+  std::vector<int64_t> pipeline_stage_layers;       // layers of each stage; empty: balanced by cost
   std::optional<std::string> response_prefix;
   std::optional<int64_t> max_pixels;
   std::optional<NormBbox> norm_bbox;

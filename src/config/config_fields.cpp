@@ -173,6 +173,8 @@ const FieldTable<Config>& config_fields() {
       field("padding_free", &C::padding_free),
       field("loss_scale", &C::loss_scale),
       field("sequence_parallel_size", &C::sequence_parallel_size),
+      field("pipeline_parallel_size", &C::pipeline_parallel_size),
+      field("pipeline_stage_layers", &C::pipeline_stage_layers),
       field("response_prefix", &C::response_prefix),
       field("max_pixels", &C::max_pixels),
       field("norm_bbox", &C::norm_bbox),

@@ -158,6 +158,38 @@ void validate_fp8_recipe(const Config& config) {
           "use bf16 / fp32");
 }
 
+// Sequence and pipeline parallelism (distributed/parallel_layout.h): what each composes with.
+// That the ranks (gpus) are a multiple of their product, that the heads and sequence_len split
+// over the sequence group, and that pipeline_stage_layers add up to the model's layers depend on
+// the machine or the model: the layout and the graph passes check those, naming the options.
+void validate_model_parallel(const Config& config) {
+  require_positive(config, "sequence_parallel_size", config.sequence_parallel_size);
+  require_positive(config, "pipeline_parallel_size", config.pipeline_parallel_size);
+  const bool sequence = config.sequence_parallel_size > 1, pipeline = config.pipeline_parallel_size > 1;
+  require(!(sequence && pipeline), config, "pipeline_parallel_size",
+          "cannot be combined with sequence_parallel_size > 1 yet (each composes with data parallelism: "
+          "gpus = data × sequence or data × pipeline); choose one of the two");
+  for (const auto& [key, set] : {std::pair{"sequence_parallel_size", sequence}, std::pair{"pipeline_parallel_size", pipeline}}) {
+    require(!set || config.recipe != Recipe::Fp8Hybrid, config, key,
+            "cannot be combined with recipe: fp8_hybrid yet (its quantizers scale by one amax over a whole "
+            "micro-batch's tensor, which the split ranks do not hold); use recipe: bf16");
+    require(!set || !config.offload_residual, config, key,
+            "cannot be combined with offload_residual yet (the residual checkpoints' host copies are not built for "
+            "split graphs); remove one of the two");
+  }
+  if (!config.pipeline_stage_layers.empty()) {
+    require(static_cast<int64_t>(config.pipeline_stage_layers.size()) == config.pipeline_parallel_size, config,
+            "pipeline_stage_layers",
+            fmt::format("lists {} stages, but pipeline_parallel_size is {}: give one layer count per stage, or leave "
+                        "it unset to balance the stages by the memory plan's per-layer cost",
+                        config.pipeline_stage_layers.size(), config.pipeline_parallel_size));
+    for (int64_t layers : config.pipeline_stage_layers) {
+      require(layers >= 1, config, "pipeline_stage_layers",
+              fmt::format("gives a stage {} layers; every stage needs at least one", layers));
+    }
+  }
+}
+
 // The offload_* options of the CUDA backend (train/device/host_offload_plan.h).
 void validate_offload(const Config& config) {
   const bool offload = config.offload_master || config.offload_optimizer || config.offload_grads;
@@ -302,7 +334,7 @@ void validate_config(const Config& config, const std::string& file_label) {
           fmt::format("splits the attention backward over the micro-batch's rows, so it can be at most "
                       "per_device_train_batch_size ({}), got {}",
                       config.per_device_train_batch_size, config.attn_bwd_chunks));
-  require_positive(config, "sequence_parallel_size", config.sequence_parallel_size);
+  validate_model_parallel(config);
   require(config.log_gpu_util >= 0, config, "log_gpu_util", "must not be negative");
 
   require_positive(config, "lora_rank", config.lora_rank);

@@ -23,7 +23,6 @@ const std::vector<UnsupportedOption>& unsupported_options() {
       // ZeRO-1 and ZeRO-2 (shard_gradients) run on CPU ranks and on GPUs; ZeRO-3 does not yet.
       {"zero_level", [](const Config& c) { return c.zero_level == 3; }},
       {"shard_weights", [](const Config& c) { return c.shard_weights; }},
-      {"sequence_parallel_size", [](const Config& c) { return c.sequence_parallel_size != 1; }},
       {"max_pixels", [](const Config& c) { return c.max_pixels.has_value(); }},
       {"norm_bbox", [](const Config& c) { return c.norm_bbox.has_value(); }},
   };

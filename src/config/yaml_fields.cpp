@@ -83,6 +83,22 @@ void decode(const YAML::Node& node, const Where& where, std::vector<std::string>
   }
 }
 
+void decode(const YAML::Node& node, const Where& where, std::vector<int64_t>& out) {
+  out.clear();
+  if (node.IsNull()) return;
+  if (node.IsScalar()) {  // a single value stands for a one-element list
+    out.emplace_back();
+    decode(node, where, out.back());
+    return;
+  }
+  if (!node.IsSequence()) type_error(where, "a list of integers", node);
+  for (const auto& item : node) {
+    if (!item.IsScalar()) type_error(where, "a list of integers", node);
+    out.emplace_back();
+    decode(item, where, out.back());
+  }
+}
+
 void decode(const YAML::Node& node, const Where& where, std::map<std::string, std::string>& out) {
   if (!node.IsMap()) type_error(where, "a mapping of strings to strings", node);
   out.clear();
@@ -97,6 +113,7 @@ std::string type_label(const int64_t&) { return "an integer"; }
 std::string type_label(const double&) { return "a number"; }
 std::string type_label(const std::string&) { return "a string"; }
 std::string type_label(const std::vector<std::string>&) { return "a list of strings"; }
+std::string type_label(const std::vector<int64_t>&) { return "a list of integers"; }
 std::string type_label(const std::map<std::string, std::string>&) { return "a mapping"; }
 
 YAML::Node encode(bool value) { return YAML::Node(value); }
@@ -111,6 +128,11 @@ YAML::Node encode(const std::string& value) { return YAML::Node(value); }
 YAML::Node encode(const std::vector<std::string>& value) {
   YAML::Node list(YAML::NodeType::Sequence);
   for (const auto& item : value) list.push_back(item);
+  return list;
+}
+YAML::Node encode(const std::vector<int64_t>& value) {
+  YAML::Node list(YAML::NodeType::Sequence);
+  for (int64_t item : value) list.push_back(item);
   return list;
 }
 YAML::Node encode(const std::map<std::string, std::string>& value) {

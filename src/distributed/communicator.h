@@ -1,4 +1,5 @@
-// The collectives data parallelism needs, behind one interface for every transport: gloo for
+// The collectives data, sequence and pipeline parallelism need, behind one interface for every
+// transport: gloo for
 // CPU ranks (gloo_communicator.h), NCCL for GPUs (nccl_communicator.h). Buffers are contiguous
 // F32 or BF16 elements in the memory of the rank's device (host memory for gloo, device memory
 // for NCCL, where the calls are enqueued on the communicator's stream).
@@ -38,6 +39,18 @@ public:
   virtual void broadcast(void* data, size_t count, DType dtype, int root) = 0;
   // Returns once every rank has entered it.
   virtual void barrier() = 0;
+  // Sequence parallelism: `input` holds world_size consecutive chunks of `chunk_count` elements,
+  // chunk r for rank r; `output` receives them the other way round, chunk r from rank r (input and
+  // output are distinct buffers of world_size · chunk_count elements). A permutation: no arithmetic.
+  virtual void all_to_all(const void* input, void* output, size_t chunk_count, DType dtype) = 0;
+  // Pipeline parallelism, point to point: send() posts `data` for `peer` and returns; the buffer
+  // stays untouched until wait_sends(), which returns once every send posted so far has completed.
+  // receive() returns once the data has arrived. A send and a receive match by (peer, tag); a rank
+  // posts its sends before it blocks in a receive that depends on a peer's progress, so schedules
+  // whose receives follow the sends they need cannot deadlock.
+  virtual void send(const void* data, size_t count, DType dtype, int peer, uint32_t tag) = 0;
+  virtual void receive(void* data, size_t count, DType dtype, int peer, uint32_t tag) = 0;
+  virtual void wait_sends() = 0;
   // Returns once the collectives called so far have completed. gloo's return complete, so it
   // does nothing; NCCL waits for the communicator's stream (and so for whatever else was enqueued
   // on it) by polling it together with NCCL's asynchronous error: a peer that stopped, or nothing

@@ -1,11 +1,13 @@
 // The gloo communicator; see gloo_communicator.h. Sums use gloo's ring all-reduce; reduce-scatter
 // is one gloo reduce per piece (to its owner), all-gather gloo's allgatherv (pieces of any size),
-// broadcast and barrier gloo's own. BF16 sums go through a reduction function that adds in fp32
+// broadcast, barrier and all-to-all gloo's own; point-to-point transfers are gloo's unbound
+// buffers, in slots of their own prefix (no gloo collective uses it). BF16 sums go through a reduction function that adds in fp32
 // and rounds to nearest even.
 #include "distributed/gloo_communicator.h"
 
 #include <gloo/allgatherv.h>
 #include <gloo/allreduce.h>
+#include <gloo/alltoall.h>
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
 #include <gloo/reduce.h>
@@ -15,7 +17,10 @@
 #include <gloo/transport/tcp/device.h>
 
 #include <cstdint>
+#include <cstring>
 #include <exception>
+#include <functional>
+#include <string>
 #include <vector>
 
 #include <fmt/format.h>
@@ -49,6 +54,10 @@ void max_amax(void* out, const void* a, const void* b, size_t count) {
   const uint32_t* y = static_cast<const uint32_t*>(b);
   for (size_t i = 0; i < count; ++i) o[i] = x[i] >= y[i] ? x[i] : y[i];
 }
+
+// The slot of a point-to-point transfer: a prefix no gloo collective uses (theirs are 0x01–0x08),
+// and the tag.
+uint64_t point_to_point_slot(uint32_t tag) { return (uint64_t{0x50} << 56) | tag; }
 
 gloo::AllreduceOptions::Func sum_function(DType dtype) {
   collective_element_bytes(dtype);
@@ -164,7 +173,56 @@ public:
     });
   }
 
+  void all_to_all(const void* input, void* output, size_t chunk_count, DType dtype) override {
+    const size_t bytes = chunk_count * collective_element_bytes(dtype) * static_cast<size_t>(world_size());
+    if (bytes == 0) return;
+    if (world_size() == 1) {
+      std::memcpy(output, input, bytes);
+      return;
+    }
+    guarded("all-to-all", [&] {
+      gloo::AlltoallOptions options(context_);
+      // Bytes travel as bytes: the exchange moves elements, it never adds them.
+      options.setInput<uint8_t>(static_cast<uint8_t*>(const_cast<void*>(input)), bytes);
+      options.setOutput<uint8_t>(static_cast<uint8_t*>(output), bytes);
+      options.setTag(next_tag());
+      gloo::alltoall(options);
+    });
+  }
+
+  void send(const void* data, size_t count, DType dtype, int peer, uint32_t tag) override {
+    check_peer(peer);
+    const size_t bytes = count * collective_element_bytes(dtype);
+    if (bytes == 0) return;
+    guarded("send", [&] {
+      auto buffer = context_->createUnboundBuffer(const_cast<void*>(data), bytes);
+      buffer->send(peer, point_to_point_slot(tag));
+      sends_.push_back(std::move(buffer));
+    });
+  }
+
+  void receive(void* data, size_t count, DType dtype, int peer, uint32_t tag) override {
+    check_peer(peer);
+    const size_t bytes = count * collective_element_bytes(dtype);
+    if (bytes == 0) return;
+    guarded("receive", [&] {
+      auto buffer = context_->createUnboundBuffer(data, bytes);
+      buffer->recv(peer, point_to_point_slot(tag));
+      buffer->waitRecv(context_->getTimeout());
+    });
+  }
+
+  void wait_sends() override {
+    guarded("send", [&] {
+      for (auto& buffer : sends_) buffer->waitSend(context_->getTimeout());
+    });
+    sends_.clear();
+  }
+
 private:
+  void check_peer(int peer) const {
+    SUROGATE_CHECK(peer >= 0 && peer < world_size() && peer != rank(), "a point-to-point peer is another rank of the world");
+  }
   void check_pieces(std::span<const size_t> piece_counts) const {
     SUROGATE_CHECK(piece_counts.size() == static_cast<size_t>(world_size()), "one piece per rank");
   }
@@ -185,55 +243,70 @@ private:
   std::shared_ptr<gloo::Context> context_;
   uint32_t tag_ = 0;
   std::vector<std::byte> staging_;
+  std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> sends_;  // posted, not yet waited for
 };
 
 }  // namespace
 
-std::vector<std::unique_ptr<Communicator>> connect_in_process_gloo(RankThreads& threads,
-                                                                   std::chrono::milliseconds timeout) {
-  const int world = threads.world_size();
-  std::vector<std::unique_ptr<Communicator>> communicators(static_cast<size_t>(world));
-  if (world == 1) {
-    // A world of one needs no transport: every collective returns at once.
-    auto context = std::make_shared<gloo::Context>(0, 1);
-    communicators[0] = std::make_unique<GlooCommunicator>(std::move(context));
-    return communicators;
-  }
-  gloo::rendezvous::HashStore store;
-  gloo::transport::tcp::attr loopback("127.0.0.1");
-  threads.run([&](int rank) {
-    auto device = gloo::transport::tcp::CreateDevice(loopback);
-    auto context = std::make_shared<gloo::rendezvous::Context>(rank, world);
-    context->setTimeout(timeout);
-    context->connectFullMesh(store, device);
-    communicators[static_cast<size_t>(rank)] = std::make_unique<GlooCommunicator>(std::move(context));
-  });
-  return communicators;
-}
+namespace {
 
-std::vector<std::unique_ptr<Communicator>> connect_gloo(RankThreads& threads, ProcessWorld& world, int first_rank,
-                                                        int world_size) {
-  if (world.alone()) return connect_in_process_gloo(threads, world.timeout());
-  SUROGATE_CHECK(first_rank + threads.world_size() <= world_size, "this process's ranks lie in the world");
+// Joins each of this process's rank threads (global ranks first_rank + local) to its group's gloo
+// context through `store`, with transports bound to `address`; a group of one needs no transport.
+std::vector<std::unique_ptr<Communicator>> connect_groups(RankThreads& threads, gloo::rendezvous::Store& store,
+                                                          const std::string& address, int first_rank,
+                                                          const std::function<RankGroup(int)>& group_of,
+                                                          std::chrono::milliseconds timeout) {
   std::vector<std::unique_ptr<Communicator>> communicators(static_cast<size_t>(threads.world_size()));
-  gloo::rendezvous::PrefixStore store("ranks", *world.store());
-  gloo::transport::tcp::attr address(world.transport_address().c_str());
+  gloo::transport::tcp::attr attributes(address.c_str());
   threads.run([&](int local) {
-    auto device = gloo::transport::tcp::CreateDevice(address);
-    auto context = std::make_shared<gloo::rendezvous::Context>(first_rank + local, world_size);
-    context->setTimeout(world.timeout());
+    const RankGroup group = group_of(first_rank + local);
+    SUROGATE_CHECK(group.size >= 1 && group.rank >= 0 && group.rank < group.size, "a rank lies in its group");
+    if (group.size == 1) {
+      communicators[static_cast<size_t>(local)] = std::make_unique<GlooCommunicator>(std::make_shared<gloo::Context>(0, 1));
+      return;
+    }
+    gloo::rendezvous::PrefixStore prefixed(group.name, store);
+    auto device = gloo::transport::tcp::CreateDevice(attributes);
+    auto context = std::make_shared<gloo::rendezvous::Context>(group.rank, group.size);
+    context->setTimeout(timeout);
     try {
-      context->connectFullMesh(store, device);
+      context->connectFullMesh(prefixed, device);
     } catch (const UserError&) {
       throw;
     } catch (const std::exception& error) {
-      throw RankFailure(fmt::format("rank {} of {}: connecting to the other ranks failed ({}); another process of "
-                                    "the run stopped (its own output says why)", first_rank + local, world_size,
+      throw RankFailure(fmt::format("rank {}: connecting to the other ranks of {} failed ({}); another process of the "
+                                    "run stopped (its own output says why)", first_rank + local, group.name,
                                     error.what()));
     }
     communicators[static_cast<size_t>(local)] = std::make_unique<GlooCommunicator>(std::move(context));
   });
   return communicators;
+}
+
+}  // namespace
+
+std::vector<std::unique_ptr<Communicator>> connect_in_process_gloo(RankThreads& threads,
+                                                                   std::chrono::milliseconds timeout) {
+  gloo::rendezvous::HashStore store;
+  const int world = threads.world_size();
+  return connect_groups(threads, store, "127.0.0.1", 0, [&](int rank) { return RankGroup{"ranks", rank, world}; },
+                        timeout);
+}
+
+std::vector<std::unique_ptr<Communicator>> connect_gloo(RankThreads& threads, ProcessWorld& world, int first_rank,
+                                                        int world_size) {
+  return connect_gloo_groups(threads, world, first_rank,
+                             [&](int rank) { return RankGroup{"ranks", rank, world_size}; });
+}
+
+std::vector<std::unique_ptr<Communicator>> connect_gloo_groups(RankThreads& threads, ProcessWorld& world,
+                                                               int first_rank,
+                                                               const std::function<RankGroup(int)>& group_of) {
+  if (world.alone()) {
+    gloo::rendezvous::HashStore store;
+    return connect_groups(threads, store, "127.0.0.1", first_rank, group_of, world.timeout());
+  }
+  return connect_groups(threads, *world.store(), world.transport_address(), first_rank, group_of, world.timeout());
 }
 
 }  // namespace surogate::distributed

@@ -7,7 +7,9 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "distributed/communicator.h"
@@ -27,5 +29,20 @@ std::vector<std::unique_ptr<Communicator>> connect_in_process_gloo(
 // one process it is connect_in_process_gloo. The world's timeout bounds every collective.
 std::vector<std::unique_ptr<Communicator>> connect_gloo(RankThreads& threads, ProcessWorld& world, int first_rank,
                                                         int world_size);
+
+// A group of ranks with a communicator of its own (a sequence group, a pipeline stage's gradient
+// group): its name (unique in the run, the rendezvous keys' prefix), this rank's index in it and
+// its size. A group of one gets a communicator whose collectives return at once.
+struct RankGroup {
+  std::string name;
+  int rank = 0;
+  int size = 1;
+};
+
+// Each of this process's rank threads (global ranks first_rank + local) joined to the group
+// `group_of(global rank)` names; every rank of a group must name it alike (every process calls it).
+std::vector<std::unique_ptr<Communicator>> connect_gloo_groups(RankThreads& threads, ProcessWorld& world,
+                                                               int first_rank,
+                                                               const std::function<RankGroup(int)>& group_of);
 
 }  // namespace surogate::distributed

@@ -1,7 +1,10 @@
 // The NCCL communicator; see nccl_communicator.h. Sums, reduce-scatter, all-gather and broadcast
 // map to NCCL's collectives, in place. NCCL's reduce-scatter and all-gather take equal pieces:
 // uneven pieces (whole-tensor shards) become one grouped call per owner (ncclReduce to the
-// owner, ncclBroadcast from it), which is how NCCL expresses the "v" variants.
+// owner, ncclBroadcast from it), which is how NCCL expresses the "v" variants. All-to-all and the
+// pipeline's point-to-point transfers are ncclSend / ncclRecv (grouped for the all-to-all), enqueued
+// on the stream like the collectives: receive() returns once enqueued, and the stream's later work
+// sees the data; wait_sends() has nothing to wait for on the host.
 #include "distributed/nccl_communicator.h"
 
 #include <cuda_runtime_api.h>
@@ -9,6 +12,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <map>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -120,6 +124,33 @@ public:
     synchronize();
   }
 
+  void all_to_all(const void* input, void* output, size_t chunk_count, DType dtype) override {
+    if (chunk_count == 0) return;
+    CUDA_CHECK(cudaSetDevice(device_));
+    const size_t chunk_bytes = chunk_count * collective_element_bytes(dtype);
+    check(ncclGroupStart(), "group start");
+    for (int peer = 0; peer < world_; ++peer) {
+      const std::byte* sent = static_cast<const std::byte*>(input) + static_cast<size_t>(peer) * chunk_bytes;
+      std::byte* received = static_cast<std::byte*>(output) + static_cast<size_t>(peer) * chunk_bytes;
+      check(ncclSend(sent, chunk_count, nccl_type(dtype), peer, comm_, stream_), "all-to-all");
+      check(ncclRecv(received, chunk_count, nccl_type(dtype), peer, comm_, stream_), "all-to-all");
+    }
+    check(ncclGroupEnd(), "all-to-all");
+  }
+
+  // NCCL matches point-to-point calls by order between a pair of ranks, not by tag.
+  void send(const void* data, size_t count, DType dtype, int peer, uint32_t /*tag*/) override {
+    if (count == 0) return;
+    CUDA_CHECK(cudaSetDevice(device_));
+    check(ncclSend(data, count, nccl_type(dtype), peer, comm_, stream_), "send");
+  }
+  void receive(void* data, size_t count, DType dtype, int peer, uint32_t /*tag*/) override {
+    if (count == 0) return;
+    CUDA_CHECK(cudaSetDevice(device_));
+    check(ncclRecv(data, count, nccl_type(dtype), peer, comm_, stream_), "receive");
+  }
+  void wait_sends() override {}
+
   void synchronize() override {
     using Clock = std::chrono::steady_clock;
     CUDA_CHECK(cudaSetDevice(device_));
@@ -218,6 +249,34 @@ std::vector<std::unique_ptr<Communicator>> connect_nccl_world(RankThreads& threa
     communicators[static_cast<size_t>(local)] =
         connect_nccl(id, first_rank + local, world_size, first_device + local, streams[static_cast<size_t>(local)],
                      world.timeout());
+  });
+  return communicators;
+}
+
+std::vector<std::unique_ptr<Communicator>> connect_nccl_groups(RankThreads& threads, ProcessWorld& world, int first_rank,
+                                                               int world_size, int first_device,
+                                                               std::span<void* const> streams,
+                                                               const std::function<RankGroup(int)>& group_of) {
+  SUROGATE_CHECK(streams.size() == static_cast<size_t>(threads.world_size()), "one stream per rank");
+  // Every group of the world in rank order; the leader's ids, one per group, in that order.
+  std::map<std::string, size_t> index;
+  for (int rank = 0; rank < world_size; ++rank) index.try_emplace(group_of(rank).name, index.size());
+  std::string ids(index.size() * sizeof(NcclUniqueId::bytes), '\0');
+  if (world.leads()) {
+    for (size_t group = 0; group < index.size(); ++group) {
+      const NcclUniqueId id = make_nccl_unique_id();
+      std::memcpy(ids.data() + group * sizeof(id.bytes), id.bytes.data(), sizeof(id.bytes));
+    }
+  }
+  if (!world.alone()) ids = world.broadcast(ids);
+  SUROGATE_CHECK(ids.size() == index.size() * sizeof(NcclUniqueId::bytes), "one NCCL unique id per group");
+  std::vector<std::unique_ptr<Communicator>> communicators(streams.size());
+  threads.run([&](int local) {
+    const RankGroup group = group_of(first_rank + local);
+    NcclUniqueId id;
+    std::memcpy(id.bytes.data(), ids.data() + index.at(group.name) * sizeof(id.bytes), sizeof(id.bytes));
+    communicators[static_cast<size_t>(local)] = connect_nccl(id, group.rank, group.size, first_device + local,
+                                                             streams[static_cast<size_t>(local)], world.timeout());
   });
   return communicators;
 }

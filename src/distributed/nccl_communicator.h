@@ -10,11 +10,13 @@
 #include <array>
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
 
 #include "distributed/communicator.h"
+#include "distributed/gloo_communicator.h"
 #include "distributed/process_world.h"
 #include "distributed/rank_threads.h"
 
@@ -43,5 +45,13 @@ std::vector<std::unique_ptr<Communicator>> connect_in_process_nccl(RankThreads& 
 std::vector<std::unique_ptr<Communicator>> connect_nccl_world(RankThreads& threads, ProcessWorld& world, int first_rank,
                                                               int world_size, int first_device,
                                                               std::span<void* const> streams);
+
+// Each of this process's rank threads joined to the group `group_of(global rank)` names (as
+// connect_gloo_groups), local rank l on device first_device + l with streams[l]. Rank 0's process
+// makes one unique id per group of the world's `world_size` ranks and broadcasts them.
+std::vector<std::unique_ptr<Communicator>> connect_nccl_groups(RankThreads& threads, ProcessWorld& world, int first_rank,
+                                                               int world_size, int first_device,
+                                                               std::span<void* const> streams,
+                                                               const std::function<RankGroup(int)>& group_of);
 
 }  // namespace surogate::distributed

@@ -2,8 +2,10 @@
 #include "distributed/parallel_layout.h"
 
 #include <algorithm>
+#include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "core/error.h"
 #include "distributed/process_world.h"
@@ -16,12 +18,19 @@ ProcessPlacement process_placement(const ProcessWorld* world) {
 }
 
 std::string ParallelLayout::describe() const {
-  if (!data_parallel()) return "1 rank";
+  if (!several_ranks()) return "1 rank";
   const std::string spread =
       spans_processes() ? fmt::format(" ({} processes × {} rank{})", processes, local_ranks, local_ranks == 1 ? "" : "s")
                         : std::string();
-  return fmt::format("{} data-parallel ranks{}, ZeRO-{} ({})", world_size, spread, shard_gradients ? 2 : 1,
-                     shard_gradients ? "optimizer state and gradients sharded" : "optimizer state sharded");
+  const std::string zero = fmt::format("ZeRO-{} ({})", shard_gradients ? 2 : 1,
+                                       shard_gradients ? "optimizer state and gradients sharded" : "optimizer state sharded");
+  if (sequence_size == 1 && pipeline_size == 1) return fmt::format("{} data-parallel ranks{}, {}", world_size, spread, zero);
+  std::vector<std::string> factors;
+  if (data_size > 1) factors.push_back(fmt::format("{} data-parallel", data_size));
+  if (sequence_size > 1) factors.push_back(fmt::format("{} sequence-parallel", sequence_size));
+  if (pipeline_size > 1) factors.push_back(fmt::format("{} pipeline stages", pipeline_size));
+  const std::string sharding = gradient_group_size() > 1 ? ", " + zero : std::string();
+  return fmt::format("{} ranks ({}){}{}", world_size, fmt::join(factors, " × "), spread, sharding);
 }
 
 namespace {
@@ -38,6 +47,24 @@ ParallelLayout layout_of(const Config& config, int local_ranks, const ProcessPla
   layout.local_ranks = std::max(1, local_ranks);
   layout.first_rank = placement.rank * layout.local_ranks;
   layout.world_size = layout.local_ranks * placement.count;
+  layout.sequence_size = static_cast<int>(std::max<int64_t>(1, config.sequence_parallel_size));
+  layout.pipeline_size = static_cast<int>(std::max<int64_t>(1, config.pipeline_parallel_size));
+  const int split = layout.sequence_size * layout.pipeline_size;
+  if (layout.world_size % split != 0) {
+    const std::string which = layout.sequence_size > 1 && layout.pipeline_size > 1
+                                  ? fmt::format("sequence_parallel_size × pipeline_parallel_size = {} × {}",
+                                                layout.sequence_size, layout.pipeline_size)
+                              : layout.sequence_size > 1 ? fmt::format("sequence_parallel_size: {}", layout.sequence_size)
+                                                         : fmt::format("pipeline_parallel_size: {}", layout.pipeline_size);
+    fail_user("{}: {} needs the ranks to be a multiple of {}, but this run has {} rank{}{}; set gpus to a multiple of {} "
+              "(the data-parallel replicas are what remains: gpus = data × sequence × pipeline)",
+              config.source_of(layout.sequence_size > 1 ? "sequence_parallel_size" : "pipeline_parallel_size"), which,
+              split, layout.world_size, layout.world_size == 1 ? "" : "s",
+              layout.spans_processes() ? fmt::format(" ({} processes × {})", layout.processes, layout.local_ranks)
+                                       : fmt::format(" (gpus: {})", config.gpus),
+              split);
+  }
+  layout.data_size = layout.world_size / split;
   layout.zero_level = static_cast<int>(config.zero_level);
   layout.shard_gradients = config.shard_gradients || config.zero_level >= 2;
   SUROGATE_CHECK(layout.zero_level <= 2 && !config.shard_weights, "ZeRO-3 is not implemented; config checks reject it");

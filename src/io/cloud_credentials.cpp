@@ -15,6 +15,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "io/environment.h"
+#include "io/percent_encoding.h"
 
 namespace surogate::io {
 namespace {
@@ -23,13 +25,7 @@ namespace fs = std::filesystem;
 
 constexpr const char* kReadOnlyScope = "https://www.googleapis.com/auth/devstorage.read_only";
 
-std::optional<std::string> environment(const char* name) {
-  const char* value = std::getenv(name);
-  if (value == nullptr || *value == '\0') return std::nullopt;
-  return std::string(value);
-}
-
-std::string home() { return environment("HOME").value_or("/"); }
+std::string home() { return environment_variable("HOME").value_or("/"); }
 
 std::optional<std::string> read_text(const fs::path& path) {
   std::ifstream stream(path);
@@ -56,18 +52,6 @@ std::string base64url(const unsigned char* data, size_t size) {
 
 std::string base64url(const std::string& text) {
   return base64url(reinterpret_cast<const unsigned char*>(text.data()), text.size());
-}
-
-std::string form_encode(const std::string& text) {
-  std::string encoded;
-  for (unsigned char c : text) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
-      encoded += static_cast<char>(c);
-    } else {
-      encoded += fmt::format("%{:02X}", c);
-    }
-  }
-  return encoded;
 }
 
 // POSTs a token request and returns its access_token.
@@ -108,9 +92,9 @@ std::optional<std::string> ini_value(const std::string& text, const std::string&
 }
 
 S3Settings read_s3_settings(const std::string& url) {
-  const std::string profile = environment("AWS_PROFILE").value_or(environment("AWS_DEFAULT_PROFILE").value_or("default"));
-  const fs::path credentials_file = environment("AWS_SHARED_CREDENTIALS_FILE").value_or(home() + "/.aws/credentials");
-  const fs::path config_file = environment("AWS_CONFIG_FILE").value_or(home() + "/.aws/config");
+  const std::string profile = environment_variable("AWS_PROFILE").value_or(environment_variable("AWS_DEFAULT_PROFILE").value_or("default"));
+  const fs::path credentials_file = environment_variable("AWS_SHARED_CREDENTIALS_FILE").value_or(home() + "/.aws/credentials");
+  const fs::path config_file = environment_variable("AWS_CONFIG_FILE").value_or(home() + "/.aws/config");
   const std::optional<std::string> credentials = read_text(credentials_file);
   const std::optional<std::string> config = read_text(config_file);
   // In ~/.aws/config a profile's section is "[profile NAME]" (but "[default]").
@@ -125,11 +109,11 @@ S3Settings read_s3_settings(const std::string& url) {
 
   S3Settings settings;
   AwsSigning& signing = settings.signing;
-  std::optional<std::string> key = environment("AWS_ACCESS_KEY_ID"), secret = environment("AWS_SECRET_ACCESS_KEY");
+  std::optional<std::string> key = environment_variable("AWS_ACCESS_KEY_ID"), secret = environment_variable("AWS_SECRET_ACCESS_KEY");
   if (key && secret) {
     signing.access_key_id = *key;
     signing.secret_access_key = *secret;
-    signing.session_token = environment("AWS_SESSION_TOKEN");
+    signing.session_token = environment_variable("AWS_SESSION_TOKEN");
   } else {
     key = from_files("aws_access_key_id");
     secret = from_files("aws_secret_access_key");
@@ -142,10 +126,10 @@ S3Settings read_s3_settings(const std::string& url) {
     signing.secret_access_key = *secret;
     signing.session_token = from_files("aws_session_token");
   }
-  signing.region = environment("AWS_REGION").value_or(
-      environment("AWS_DEFAULT_REGION").value_or(from_files("region").value_or("us-east-1")));
-  std::optional<std::string> endpoint = environment("AWS_ENDPOINT_URL_S3");
-  if (!endpoint) endpoint = environment("AWS_ENDPOINT_URL");
+  signing.region = environment_variable("AWS_REGION").value_or(
+      environment_variable("AWS_DEFAULT_REGION").value_or(from_files("region").value_or("us-east-1")));
+  std::optional<std::string> endpoint = environment_variable("AWS_ENDPOINT_URL_S3");
+  if (!endpoint) endpoint = environment_variable("AWS_ENDPOINT_URL");
   if (!endpoint) endpoint = from_files("endpoint_url");
   if (endpoint) {
     while (!endpoint->empty() && endpoint->back() == '/') endpoint->pop_back();
@@ -187,14 +171,14 @@ std::string service_account_assertion(const std::string& client_email, const std
 
 GcsSettings read_gcs_settings(const std::string& url, long timeout_seconds) {
   GcsSettings settings;
-  const std::optional<std::string> emulator = environment("STORAGE_EMULATOR_HOST");
+  const std::optional<std::string> emulator = environment_variable("STORAGE_EMULATOR_HOST");
   if (emulator) {
     std::string endpoint = *emulator;
     while (!endpoint.empty() && endpoint.back() == '/') endpoint.pop_back();
     settings.endpoint = endpoint.find("://") == std::string::npos ? "http://" + endpoint : endpoint;
   }
-  if ((settings.access_token = environment("GOOGLE_OAUTH_ACCESS_TOKEN"))) return settings;
-  std::optional<std::string> path = environment("GOOGLE_APPLICATION_CREDENTIALS");
+  if ((settings.access_token = environment_variable("GOOGLE_OAUTH_ACCESS_TOKEN"))) return settings;
+  std::optional<std::string> path = environment_variable("GOOGLE_APPLICATION_CREDENTIALS");
   const fs::path gcloud_default = home() + "/.config/gcloud/application_default_credentials.json";
   if (!path && !emulator && fs::exists(gcloud_default)) path = gcloud_default.string();
   if (!path && emulator) return settings;  // emulators take requests without credentials
@@ -218,14 +202,14 @@ GcsSettings read_gcs_settings(const std::string& url, long timeout_seconds) {
         service_account_assertion(key["client_email"].get<std::string>(), key["private_key"].get<std::string>(),
                                   token_uri, kReadOnlyScope, static_cast<long>(std::time(nullptr)));
     settings.access_token =
-        exchange_token(token_uri, "grant_type=" + form_encode("urn:ietf:params:oauth:grant-type:jwt-bearer") +
+        exchange_token(token_uri, "grant_type=" + percent_encode("urn:ietf:params:oauth:grant-type:jwt-bearer") +
                                       "&assertion=" + assertion, *path, url, timeout_seconds);
   } else if (type == "authorized_user") {
     settings.access_token = exchange_token(
         token_uri,
-        "grant_type=refresh_token&client_id=" + form_encode(key.value("client_id", "")) +
-            "&client_secret=" + form_encode(key.value("client_secret", "")) +
-            "&refresh_token=" + form_encode(key.value("refresh_token", "")),
+        "grant_type=refresh_token&client_id=" + percent_encode(key.value("client_id", "")) +
+            "&client_secret=" + percent_encode(key.value("client_secret", "")) +
+            "&refresh_token=" + percent_encode(key.value("refresh_token", "")),
         *path, url, timeout_seconds);
   } else {
     fail_user("{}: the Google credentials file {} has type '{}'; Surogate reads 'service_account' and "

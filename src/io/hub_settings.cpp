@@ -7,15 +7,10 @@
 #include <string_view>
 
 #include "core/error.h"
+#include "io/environment.h"
 
 namespace surogate::io {
 namespace {
-
-std::optional<std::string> environment(const char* name) {
-  const char* value = std::getenv(name);
-  if (value == nullptr || *value == '\0') return std::nullopt;
-  return std::string(value);
-}
 
 bool truthy(const std::optional<std::string>& value) {
   if (!value) return false;
@@ -35,25 +30,25 @@ std::string trim(std::string text) {
 
 HubSettings read_hub_settings() {
   HubSettings settings;
-  if (auto endpoint = environment("HF_ENDPOINT")) {
+  if (auto endpoint = environment_variable("HF_ENDPOINT")) {
     settings.endpoint = *endpoint;
     while (settings.endpoint.ends_with('/')) settings.endpoint.pop_back();
   }
-  settings.offline = truthy(environment("HF_HUB_OFFLINE"));
+  settings.offline = truthy(environment_variable("HF_HUB_OFFLINE"));
 
   // HF_HOME, else $XDG_CACHE_HOME/huggingface, else ~/.cache/huggingface; empty when none is set
   // (then only an explicit HF_HUB_CACHE locates the cache, and there is no token file).
   std::filesystem::path home;
-  if (auto hf_home = environment("HF_HOME")) {
+  if (auto hf_home = environment_variable("HF_HOME")) {
     home = *hf_home;
-  } else if (auto xdg = environment("XDG_CACHE_HOME")) {
+  } else if (auto xdg = environment_variable("XDG_CACHE_HOME")) {
     home = std::filesystem::path(*xdg) / "huggingface";
-  } else if (auto user_home = environment("HOME")) {
+  } else if (auto user_home = environment_variable("HOME")) {
     home = std::filesystem::path(*user_home) / ".cache" / "huggingface";
   }
-  if (auto cache = environment("HF_HUB_CACHE")) {
+  if (auto cache = environment_variable("HF_HUB_CACHE")) {
     settings.cache_dir = *cache;
-  } else if (auto legacy = environment("HUGGINGFACE_HUB_CACHE")) {
+  } else if (auto legacy = environment_variable("HUGGINGFACE_HUB_CACHE")) {
     settings.cache_dir = *legacy;
   } else if (!home.empty()) {
     settings.cache_dir = home / "hub";
@@ -62,12 +57,12 @@ HubSettings read_hub_settings() {
   }
   settings.cache_dir = std::filesystem::absolute(settings.cache_dir);
 
-  if (auto token = environment("HF_TOKEN")) {
+  if (auto token = environment_variable("HF_TOKEN")) {
     settings.token = trim(*token);
-  } else if (auto legacy_token = environment("HUGGING_FACE_HUB_TOKEN")) {
+  } else if (auto legacy_token = environment_variable("HUGGING_FACE_HUB_TOKEN")) {
     settings.token = trim(*legacy_token);
   } else {
-    std::optional<std::string> token_file = environment("HF_TOKEN_PATH");
+    std::optional<std::string> token_file = environment_variable("HF_TOKEN_PATH");
     if (!token_file && !home.empty()) token_file = (home / "token").string();
     std::ifstream stream(token_file.value_or(std::string()));
     std::string line;
@@ -75,7 +70,7 @@ HubSettings read_hub_settings() {
   }
   if (settings.token && settings.token->empty()) settings.token.reset();
 
-  if (auto timeout = environment("HF_HUB_DOWNLOAD_TIMEOUT")) {
+  if (auto timeout = environment_variable("HF_HUB_DOWNLOAD_TIMEOUT")) {
     char* end = nullptr;
     long value = std::strtol(timeout->c_str(), &end, 10);
     if (end == timeout->c_str() || *end != '\0' || value <= 0) {

@@ -1,5 +1,6 @@
-// config.json → ModelConfig for Llama, Mistral, Qwen2 and Qwen3, with the defaults of the
-// matching transformers configuration classes, and the reverse (save_model_config).
+// config.json → ModelConfig for Llama, Mistral, Qwen2, Qwen3, Qwen2-MoE, Qwen3-MoE and Mixtral, with
+// the defaults of the matching transformers configuration classes, and the reverse
+// (save_model_config). The MoE keys are io/model_config_moe.cpp's.
 #include "io/model_config.h"
 
 #include <array>
@@ -11,6 +12,7 @@
 #include "core/error.h"
 #include "io/atomic_file.h"
 #include "io/json_fields.h"
+#include "io/model_config_moe.h"
 #include "io/model_config_quantization.h"
 #include "io/model_config_rope.h"
 
@@ -26,11 +28,14 @@ struct ArchitectureInfo {
   int64_t default_max_position_embeddings;
 };
 
-constexpr std::array<ArchitectureInfo, 4> kArchitectures{{
+constexpr std::array<ArchitectureInfo, 7> kArchitectures{{
     {Architecture::Llama, "LlamaForCausalLM", "llama", 2048},
     {Architecture::Mistral, "MistralForCausalLM", "mistral", 4096 * 32},
     {Architecture::Qwen2, "Qwen2ForCausalLM", "qwen2", 32768},
     {Architecture::Qwen3, "Qwen3ForCausalLM", "qwen3", 32768},
+    {Architecture::Qwen2Moe, "Qwen2MoeForCausalLM", "qwen2_moe", 32768},
+    {Architecture::Qwen3Moe, "Qwen3MoeForCausalLM", "qwen3_moe", 32768},
+    {Architecture::Mixtral, "MixtralForCausalLM", "mixtral", 4096 * 32},
 }};
 
 constexpr int64_t kMaxLayers = 10000;
@@ -97,13 +102,20 @@ void parse_sliding_window(const json& config, const JsonFields& fields, ModelCon
   const auto layers = static_cast<size_t>(model.num_hidden_layers);
   model.sliding_window_layers.assign(layers, false);
   if (model.architecture == Architecture::Llama) return;
-  if (model.architecture == Architecture::Mistral) {
-    // MistralConfig: sliding_window (default 4096; null disables) on every layer.
-    model.sliding_window = config.contains("sliding_window")
-                               ? (config["sliding_window"].is_null() ? std::nullopt
-                                                                     : std::optional(fields.positive_integer_or("sliding_window", 4096)))
-                               : std::optional<int64_t>(4096);
-    if (model.sliding_window) model.sliding_window_layers.assign(layers, true);
+  if (model.architecture == Architecture::Mistral || model.architecture == Architecture::Mixtral) {
+    // MistralConfig: sliding_window (default 4096; null disables) on every layer; MixtralConfig the
+    // same with default null.
+    const bool given = config.contains("sliding_window") && !config["sliding_window"].is_null();
+    if (given || (model.architecture == Architecture::Mistral && !config.contains("sliding_window"))) {
+      model.sliding_window = fields.positive_integer_or("sliding_window", 4096);
+      model.sliding_window_layers.assign(layers, true);
+    }
+  } else if (model.architecture == Architecture::Qwen3Moe) {
+    // Qwen3-MoE releases train without a window; transformers 4.x and 5.x disagree on which layers
+    // a window would cover, so it is refused rather than guessed.
+    if (fields.boolean("use_sliding_window").value_or(false)) {
+      fields.fail("use_sliding_window", "is true; Surogate trains Qwen3-MoE with full attention only: set it to false");
+    }
   } else if (fields.boolean("use_sliding_window").value_or(false)) {
     // Qwen2/Qwen3: layers at index >= max_window_layers use the window.
     model.sliding_window = fields.positive_integer_or("sliding_window", 4096);
@@ -195,11 +207,18 @@ ModelConfig parse_model_config(std::string_view json_text, const std::string& so
       model.qkv_bias = true;  // Qwen2 always has q/k/v biases and none on o_proj
       break;
     case Architecture::Qwen3:
+    case Architecture::Qwen3Moe:
       model.qkv_bias = model.o_proj_bias = fields.boolean("attention_bias").value_or(false);
       model.qk_norm = true;
       break;
+    case Architecture::Qwen2Moe:
+      model.qkv_bias = fields.boolean("qkv_bias").value_or(true);  // transformers 5's key; 4.x always has them
+      break;
+    case Architecture::Mixtral:
+      break;
   }
   parse_sliding_window(config, fields, model);
+  model.moe = parse_moe_config(config, fields, model.architecture, model.num_hidden_layers, model.intermediate_size);
 
   model.hidden_act = fields.text("hidden_act").value_or("silu");
   if (model.hidden_act == "swish") model.hidden_act = "silu";
@@ -264,12 +283,17 @@ std::string model_config_to_json(const ModelConfig& model) {
       config["mlp_bias"] = model.mlp_bias;
       break;
     case Architecture::Qwen3:
+    case Architecture::Qwen3Moe:
       config["attention_bias"] = model.qkv_bias;
+      break;
+    case Architecture::Qwen2Moe:
+      config["qkv_bias"] = model.qkv_bias;
       break;
     default:
       break;
   }
-  if (model.architecture == Architecture::Mistral) {
+  if (model.moe) write_moe_config(*model.moe, model.architecture, config);
+  if (model.architecture == Architecture::Mistral || model.architecture == Architecture::Mixtral) {
     config["sliding_window"] = model.sliding_window ? json(*model.sliding_window) : json(nullptr);
   } else if (model.architecture != Architecture::Llama) {
     config["use_sliding_window"] = model.sliding_window.has_value();

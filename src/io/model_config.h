@@ -1,5 +1,5 @@
 // Hugging Face `config.json` for the decoder architectures Surogate trains (Llama, Mistral,
-// Qwen2, Qwen3) → one typed ModelConfig, with every default resolved the way transformers
+// Qwen2, Qwen3, and the mixture-of-experts Qwen2-MoE, Qwen3-MoE, Mixtral) → one typed ModelConfig, with every default resolved the way transformers
 // resolves it, so later stages never look at JSON again. RoPE is accepted in both spellings:
 // the legacy `rope_theta` + `rope_scaling` and the newer `rope_parameters` object; either way
 // the result is a fully resolved RopeConfig. Bad or unsupported configs raise one UserError
@@ -17,11 +17,12 @@
 
 namespace surogate::io {
 
-enum class Architecture { Llama, Mistral, Qwen2, Qwen3 };
+enum class Architecture { Llama, Mistral, Qwen2, Qwen3, Qwen2Moe, Qwen3Moe, Mixtral };
 
-// "LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM".
+// "LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM",
+// "Qwen2MoeForCausalLM", "Qwen3MoeForCausalLM", "MixtralForCausalLM".
 std::string_view architecture_class_name(Architecture architecture);
-// "llama", "mistral", "qwen2", "qwen3" (config.json's model_type).
+// "llama", "mistral", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe", "mixtral" (config.json's model_type).
 std::string_view architecture_model_type(Architecture architecture);
 
 enum class RopeType { Default, Linear, Dynamic, Yarn, Llama3 };
@@ -79,6 +80,24 @@ struct Bnb4bitCheckpoint {
   bool double_quant = false;       // bnb_4bit_use_double_quant
 };
 
+// The mixture-of-experts block of Qwen2-MoE, Qwen3-MoE and Mixtral (io/model_config_moe.h): a
+// router picks `experts_per_token` of `experts` SwiGLU experts per token by softmax top-k, their
+// outputs are summed with the (optionally renormalised) router probabilities; Qwen2-MoE adds a
+// shared expert scaled by sigmoid(shared_expert_gate · x). Layers listed dense (mlp_only_layers,
+// decoder_sparse_step) keep the plain MLP of `intermediate_size`.
+struct MoeConfig {
+  int64_t experts = 0;                          // num_experts / num_local_experts
+  int64_t experts_per_token = 0;                // num_experts_per_tok (top-k)
+  int64_t expert_intermediate_size = 0;         // moe_intermediate_size (Mixtral: intermediate_size)
+  bool normalize_top_k = false;                 // norm_topk_prob (Mixtral: always)
+  int64_t shared_expert_intermediate_size = 0;  // Qwen2-MoE's shared expert; 0: none
+  std::vector<bool> sparse_layers;              // per layer: MoE block (true) or dense MLP
+  std::vector<int64_t> mlp_only_layers;         // as given, written back by save_model_config
+  int64_t decoder_sparse_step = 1;              // as given (Qwen2/3-MoE)
+  bool output_router_logits = false;            // adds the load-balancing loss to the training loss
+  double router_aux_loss_coef = 0.001;          // its weight
+};
+
 struct ModelConfig {
   Architecture architecture = Architecture::Llama;
   int64_t vocab_size = 0;
@@ -106,6 +125,7 @@ struct ModelConfig {
   std::string hidden_act = "silu";         // only silu is supported
   std::optional<Fp8BlockCheckpoint> fp8_block_checkpoint;  // config.json's quantization_config
   std::optional<Bnb4bitCheckpoint> bnb_4bit_checkpoint;    // likewise (at most one of the two)
+  std::optional<MoeConfig> moe;            // the MoE architectures only
   // The original config.json text (empty when built in code): save_model_config keeps the
   // keys Surogate does not interpret.
   std::string source_json;

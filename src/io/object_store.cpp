@@ -18,6 +18,8 @@
 #include "io/atomic_file.h"
 #include "io/cloud_credentials.h"
 #include "io/hub_http.h"
+#include "io/environment.h"
+#include "io/percent_encoding.h"
 
 namespace surogate::io {
 namespace {
@@ -43,29 +45,10 @@ struct Store {
   std::string host_folder;          // the cache folder of the endpoint
 };
 
-std::optional<std::string> environment(const char* name) {
-  const char* value = std::getenv(name);
-  if (value == nullptr || *value == '\0') return std::nullopt;
-  return std::string(value);
-}
-
 fs::path cache_root() {
-  if (auto folder = environment("SUROGATE_CACHE")) return fs::path(*folder) / "objects";
-  if (auto folder = environment("XDG_CACHE_HOME")) return fs::path(*folder) / "surogate" / "objects";
-  return fs::path(environment("HOME").value_or("/")) / ".cache" / "surogate" / "objects";
-}
-
-// AWS's URI encoding: unreserved characters kept, everything else %XX ('/' too, in queries).
-std::string query_encode(const std::string& text) {
-  std::string encoded;
-  for (unsigned char c : text) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
-      encoded += static_cast<char>(c);
-    } else {
-      encoded += fmt::format("%{:02X}", c);
-    }
-  }
-  return encoded;
+  if (auto folder = environment_variable("SUROGATE_CACHE")) return fs::path(*folder) / "objects";
+  if (auto folder = environment_variable("XDG_CACHE_HOME")) return fs::path(*folder) / "surogate" / "objects";
+  return fs::path(environment_variable("HOME").value_or("/")) / ".cache" / "surogate" / "objects";
 }
 
 std::string folder_name_of(const std::string& endpoint) {
@@ -220,8 +203,8 @@ std::vector<ObjectEntry> list_s3(Store& store, const std::string& prefix) {
   std::optional<std::string> token;
   do {
     // Parameters in sorted order and AWS-encoded: the query SigV4 signs is the one sent.
-    std::string query = token ? "continuation-token=" + query_encode(*token) + "&" : "";
-    query += "list-type=2&prefix=" + query_encode(prefix);
+    std::string query = token ? "continuation-token=" + percent_encode(*token) + "&" : "";
+    query += "list-type=2&prefix=" + percent_encode(prefix);
     HttpResponse response = store.http->get(store.base + "/?" + query);
     if (response.status != 200) fail_status(store, response.status, response.body, "listing the bucket");
     for (const std::string& contents : xml_elements(response.body, "Contents")) {
@@ -247,8 +230,8 @@ std::vector<ObjectEntry> list_gcs(Store& store, const std::string& prefix) {
   std::vector<ObjectEntry> entries;
   std::optional<std::string> token;
   do {
-    std::string url = store.base + "/storage/v1/b/" + query_encode(store.url.bucket) + "/o?prefix=" + query_encode(prefix);
-    if (token) url += "&pageToken=" + query_encode(*token);
+    std::string url = store.base + "/storage/v1/b/" + percent_encode(store.url.bucket) + "/o?prefix=" + percent_encode(prefix);
+    if (token) url += "&pageToken=" + percent_encode(*token);
     HttpResponse response = store.http->get(url);
     if (response.status != 200) fail_status(store, response.status, response.body, "listing the bucket");
     nlohmann::json answer = nlohmann::json::parse(response.body, nullptr, false);
@@ -276,7 +259,7 @@ std::vector<ObjectEntry> list_gcs(Store& store, const std::string& prefix) {
 
 std::string object_url(const Store& store, const std::string& key) {
   if (store.url.scheme == "s3") return store.base + "/" + url_encode_path(key);
-  return store.base + "/storage/v1/b/" + query_encode(store.url.bucket) + "/o/" + query_encode(key) + "?alt=media";
+  return store.base + "/storage/v1/b/" + percent_encode(store.url.bucket) + "/o/" + percent_encode(key) + "?alt=media";
 }
 
 // A cache-safe form of an ETag (file names).

@@ -1,6 +1,7 @@
 // PEFT adapter files and merging; see adapter_io.h.
 #include "models/adapter_io.h"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <map>
@@ -24,7 +25,11 @@ void save_peft_adapter(const fs::path& dir, const std::vector<LoraAdapter>& adap
       std::span<const float> data = values(*matrix);
       SUROGATE_CHECK(static_cast<int64_t>(data.size()) == graph::shape_numel(matrix->shape), "adapter {} size",
                      matrix->name);
-      tensors.push_back({matrix->hf_name, DType::F32, matrix->shape, std::as_bytes(data)});
+      for (HfPiece& piece : hf_pieces(*matrix)) {  // per expert for adapters of stacked experts
+        tensors.push_back({std::move(piece.name), DType::F32, piece.shape,
+                           std::as_bytes(data.subspan(static_cast<size_t>(piece.offset),
+                                                      static_cast<size_t>(graph::shape_numel(piece.shape))))});
+      }
     }
   }
   io::write_safetensors(dir / kAdapterWeightsFile, tensors, {{"format", "pt"}});
@@ -74,43 +79,65 @@ PeftAdapter load_peft_adapter(const fs::path& dir, const io::ModelConfig& config
               weights_file.string());
   }
   io::SafetensorsCheckpoint checkpoint = io::SafetensorsCheckpoint::open(weights_file);
-  std::map<std::string, const ParameterSpec*> by_key;  // PEFT key → base projection
+  // PEFT key → the base projection and, for stacked experts, which expert (PEFT adapts each
+  // expert's projection on its own: one lora_A / lora_B per expert).
+  struct Target {
+    const ParameterSpec* base;
+    int64_t expert;  // -1: a plain projection
+  };
+  std::map<std::string, Target> by_key;
   const std::vector<ParameterSpec> specs = parameter_specs(config);
   for (const ParameterSpec& spec : specs) {
-    if (spec.shape.size() != 2) continue;
-    by_key[peft_key(spec.hf_name, 'A')] = &spec;
-    by_key[peft_key(spec.hf_name, 'B')] = &spec;
+    if (spec.shape.size() != (spec.experts > 0 ? 3u : 2u)) continue;
+    const std::vector<HfPiece> pieces = hf_pieces(spec);
+    for (size_t expert = 0; expert < pieces.size(); ++expert) {
+      const Target target{&spec, spec.experts > 0 ? static_cast<int64_t>(expert) : -1};
+      by_key[peft_key(pieces[expert].name, 'A')] = target;
+      by_key[peft_key(pieces[expert].name, 'B')] = target;
+    }
   }
+  const int64_t r = static_cast<int64_t>(rank);
   std::map<std::string, AdapterMatrices> found;  // base engine name → matrices
+  std::map<std::string, int64_t> pieces_read;    // key count per base, to find a missing half
   for (const std::string& key : checkpoint.tensor_names()) {
-    auto base = by_key.find(key);
-    if (base == by_key.end()) {
+    auto target = by_key.find(key);
+    if (target == by_key.end()) {
       fail_user("{}: tensor '{}' is not the lora_A / lora_B of a projection of this model (embedding adapters, "
-                "modules_to_save and DoRA are not supported); is this adapter for another base model?",
+                "modules_to_save, DoRA and transformers 5 fused-expert adapters (target_parameters) are not "
+                "supported); is this adapter for another base model?",
                 weights_file.string(), key);
     }
+    const ParameterSpec& base = *target->second.base;
     const io::SafetensorsTensor& tensor = checkpoint.tensor(key);
     const bool is_a = key.ends_with(".lora_A.weight");
-    const graph::Shape& shape = base->second->shape;
-    graph::Shape expected = is_a ? graph::Shape{static_cast<int64_t>(rank), shape[1]}
-                                 : graph::Shape{shape[0], static_cast<int64_t>(rank)};
+    const int64_t out = base.shape[base.shape.size() - 2], in = base.shape.back();
+    graph::Shape expected = is_a ? graph::Shape{r, in} : graph::Shape{out, r};
     if (tensor.shape != expected) {
       fail_user("{}: tensor '{}' has shape {}, expected {} (r = {} from adapter_config.json, base weight {} {})",
                 weights_file.string(), key, graph::format_shape(tensor.shape), graph::format_shape(expected), rank,
-                base->second->hf_name, graph::format_shape(shape));
+                base.hf_name, graph::format_shape(base.shape));
     }
-    AdapterMatrices& matrices = found[base->second->name];
-    matrices.base = *base->second;
-    matrices.rank = static_cast<int64_t>(rank);
-    (is_a ? matrices.a : matrices.b) = io::read_tensor_as_float32(tensor);
+    AdapterMatrices& matrices = found[base.name];
+    matrices.base = base;
+    matrices.rank = r;
+    ++pieces_read[base.name];
+    std::vector<float>& values = is_a ? matrices.a : matrices.b;
+    const std::vector<float> piece = io::read_tensor_as_float32(tensor);
+    if (target->second.expert < 0) {
+      values = piece;
+      continue;
+    }
+    values.resize(static_cast<size_t>(base.experts) * piece.size());
+    std::copy(piece.begin(), piece.end(), values.begin() + target->second.expert * static_cast<int64_t>(piece.size()));
   }
   if (found.empty()) fail_user("{}: holds no LoRA tensors", weights_file.string());
   for (const ParameterSpec& spec : specs) {
     auto entry = found.find(spec.name);
     if (entry == found.end()) continue;
-    if (entry->second.a.empty() || entry->second.b.empty()) {
-      fail_user("{}: '{}' is missing (every adapted projection needs both lora_A and lora_B)", weights_file.string(),
-                peft_key(spec.hf_name, entry->second.a.empty() ? 'A' : 'B'));
+    const int64_t expected_keys = 2 * std::max<int64_t>(1, spec.experts);
+    if (entry->second.a.empty() || entry->second.b.empty() || pieces_read[spec.name] != expected_keys) {
+      fail_user("{}: the adapter of '{}' is incomplete: every adapted projection needs both lora_A and lora_B{}",
+                weights_file.string(), spec.hf_name, spec.experts > 0 ? ", for every expert" : "");
     }
     adapter.matrices.push_back(std::move(entry->second));
   }
@@ -124,15 +151,21 @@ void merge_peft_adapter(const PeftAdapter& adapter, std::span<const ParameterSpe
   for (size_t i = 0; i < specs.size(); ++i) index[specs[i].name] = i;
   for (const AdapterMatrices& matrices : adapter.matrices) {
     std::vector<float>& weight = weights[index.at(matrices.base.name)];
-    const int64_t out = matrices.base.shape[0], in = matrices.base.shape[1], rank = matrices.rank;
-    for (int64_t row = 0; row < out; ++row) {
-      for (int64_t col = 0; col < in; ++col) {
-        double sum = 0.0;
-        for (int64_t k = 0; k < rank; ++k) {
-          sum += static_cast<double>(matrices.b[static_cast<size_t>(row * rank + k)]) *
-                 static_cast<double>(matrices.a[static_cast<size_t>(k * in + col)]);
+    const graph::Shape& shape = matrices.base.shape;
+    const int64_t out = shape[shape.size() - 2], in = shape.back(), rank = matrices.rank;
+    const int64_t experts = std::max<int64_t>(1, matrices.base.experts);  // stacked experts: one product each
+    for (int64_t expert = 0; expert < experts; ++expert) {
+      const float* a = matrices.a.data() + expert * rank * in;
+      const float* b = matrices.b.data() + expert * out * rank;
+      float* w = weight.data() + expert * out * in;
+      for (int64_t row = 0; row < out; ++row) {
+        for (int64_t col = 0; col < in; ++col) {
+          double sum = 0.0;
+          for (int64_t k = 0; k < rank; ++k) {
+            sum += static_cast<double>(b[row * rank + k]) * static_cast<double>(a[k * in + col]);
+          }
+          w[row * in + col] += static_cast<float>(adapter.scaling * sum);
         }
-        weight[static_cast<size_t>(row * in + col)] += static_cast<float>(adapter.scaling * sum);
       }
     }
   }

@@ -2,6 +2,8 @@
 //   adapter_config.json          PEFT's config (peft_type LORA, r, lora_alpha, target_modules, ...)
 //   adapter_model.safetensors    lora_A / lora_B per adapted projection, PEFT key names
 //                                ("base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight"), F32
+// Stacked experts (models/model_spec.h) carry one adapter per expert, as PEFT adapts each
+// expert's projection of a transformers 4.x model ("...mlp.experts.3.gate_proj.lora_A.weight").
 // Reading accepts any float dtype and checks the whole adapter against the base model before
 // anything is merged: every key must be the lora_A / lora_B of a projection of the model, both
 // halves present, shapes [r, in] and [out, r]. Merging is W += scaling · B · A with
@@ -33,7 +35,7 @@ void save_peft_adapter(const std::filesystem::path& dir, const std::vector<LoraA
 
 struct AdapterMatrices {
   ParameterSpec base;          // the projection of the base model
-  std::vector<float> a, b;     // [r, in], [out, r]
+  std::vector<float> a, b;     // [r, in], [out, r]; stacked experts: [E, r, in], [E, out, r]
   int64_t rank = 0;
 };
 

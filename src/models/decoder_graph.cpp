@@ -10,6 +10,7 @@
 
 #include "graph/builder.h"
 #include "models/model_spec.h"
+#include "models/moe_block.h"
 #include "ops/rope.h"
 
 namespace surogate::models {
@@ -80,6 +81,9 @@ DecoderGraph build_decoder_graph(const io::ModelConfig& config, const graph::OpR
   // first layer's ln1, which is a plain rmsnorm of the embeddings).
   TensorId hidden = b.op("embedding", {input_ids, params.get("embed.weight")}, nlohmann::json::object(), "embed");
   TensorId pending = graph::kNoTensor;
+  // The load-balancing loss of training graphs (models/moe_block.h).
+  std::optional<RouterLoss> router_loss;
+  if (config.moe && config.moe->output_router_logits && options.router_aux_loss_micro_batches > 0) router_loss.emplace();
   auto add_and_norm = [&](const std::string& weight, const std::string& label) -> TensorId {
     if (pending == graph::kNoTensor) return b.op("rmsnorm", {hidden, params.get(weight)}, {{"eps", eps}}, label);
     graph::OpOutputs outputs =
@@ -134,7 +138,15 @@ DecoderGraph build_decoder_graph(const io::ModelConfig& config, const graph::OpR
     }
     pending = attention_out;
     TensorId mlp_out;
-    {
+    if (config.moe && config.moe->sparse_layers[static_cast<size_t>(layer)]) {
+      TensorId normed;
+      {
+        auto group = b.recompute_group("rmsnorm");
+        normed = add_and_norm(prefix + ".ln2.weight", "ln2");
+      }
+      mlp_out = build_moe_block(b, *config.moe, prefix, normed, [&](const std::string& name) { return params.get(name); },
+                                router_loss ? &*router_loss : nullptr);
+    } else {
       TensorId normed;
       {
         auto group = b.recompute_group("rmsnorm");
@@ -157,8 +169,18 @@ DecoderGraph build_decoder_graph(const io::ModelConfig& config, const graph::OpR
   DecoderGraph result;
   std::vector<TensorId> loss_inputs = {final_hidden, head, targets, loss_scale};
   if (loss_weights) loss_inputs.push_back(*loss_weights);
-  result.loss = b.op("lm_head_loss", loss_inputs, {{"chunks", std::max<int64_t>(1, options.lmhead_chunks)}}, "loss");
+  const nlohmann::json chunks{{"chunks", std::max<int64_t>(1, options.lmhead_chunks)}};
+  if (router_loss && router_loss->layers > 0) {
+    const TensorId lm_loss = b.op("lm_head_loss", loss_inputs, chunks, "lm_loss");
+    result.router_aux_loss = build_router_aux_loss(b, *config.moe, *router_loss, options.batch * options.sequence);
+    const double weight = config.moe->router_aux_loss_coef / static_cast<double>(options.router_aux_loss_micro_batches);
+    const TensorId weighted = b.op("scale", {result.router_aux_loss}, {{"factor", weight}}, "router_aux_loss_weighted");
+    result.loss = b.op("add", {lm_loss, weighted}, nlohmann::json::object(), "loss");
+  } else {
+    result.loss = b.op("lm_head_loss", loss_inputs, chunks, "loss");
+  }
   b.mark_output(result.loss);
+  if (result.router_aux_loss != graph::kNoTensor) b.mark_output(result.router_aux_loss);
   if (options.with_accuracy) {
     result.correct = b.op("lm_head_accuracy", {final_hidden, head, targets}, nlohmann::json::object(), "correct");
     b.mark_output(result.correct);

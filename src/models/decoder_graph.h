@@ -1,10 +1,16 @@
-// The forward graph of a Llama-family decoder (Llama, Mistral, Qwen2, Qwen3) for one micro-batch
+// The forward graph of a Llama-family decoder (Llama, Mistral, Qwen2, Qwen3) or of an MoE decoder
+// (Qwen2-MoE, Qwen3-MoE, Mixtral: models/moe_block.h in place of the MLP of sparse layers) for one micro-batch
 // of B × T tokens, built from io::ModelConfig with the parameter names of models/model_spec.h.
 // Inputs (written by the trainer per micro-batch):
 //   input_ids, position_ids, document_ids, targets  I32 [B, T]  (targets already shifted)
 //   loss_scale                                      F32 []      (1 / loss tokens of the window)
 // Output: "loss" = loss_scale · Σ token cross-entropy; with `with_accuracy`, also "correct"
-// (scored tokens whose argmax prediction is the target), for evaluation graphs.
+// (scored tokens whose argmax prediction is the target), for evaluation graphs. With
+// router_aux_loss_micro_batches > 0 and an MoE config whose output_router_logits is set, the
+// cross-entropy is "lm_loss", "loss" = lm_loss + router_aux_loss_coef · router_aux_loss /
+// micro-batches, and "router_aux_loss" (the unweighted load-balancing loss of this micro-batch) is
+// a second output: the window's loss is the mean cross-entropy plus the coefficient times the mean
+// of the micro-batches' aux losses (transformers' for one micro-batch).
 // Recompute groups follow docs/architecture.md: rmsnorm, qkv, att, swiglu, ffn. The residual
 // adds are fused into the norms that follow them (fused_residual_rmsnorm: ln2, the next layer's
 // ln1, final_norm), and Qwen3's q/k norm into RoPE (fused_rmsnorm_rope); the residual stream
@@ -38,13 +44,20 @@ struct DecoderGraphOptions {
   // attn_bwd_chunks: the attention backward runs on this many slices of the batch rows (the
   // attention nodes' `backward_chunks` attribute, written only when > 1).
   int64_t attention_backward_chunks = 1;
+  // Training graphs of MoE models: the micro-batches of one optimizer step (gradient accumulation ×
+  // data-parallel ranks); 0 leaves the router loss out (evaluation).
+  int64_t router_aux_loss_micro_batches = 0;
 };
 
 struct DecoderGraph {
   graph::Graph graph;
   graph::TensorId loss = graph::kNoTensor;
   graph::TensorId correct = graph::kNoTensor;  // kNoTensor unless with_accuracy
+  graph::TensorId router_aux_loss = graph::kNoTensor;  // kNoTensor unless the router loss is added
 };
+
+// The name of the router aux loss output (training graphs of MoE models).
+inline constexpr const char* kRouterAuxLoss = "router_aux_loss";
 
 DecoderGraph build_decoder_graph(const io::ModelConfig& config, const graph::OpRegistry& registry,
                                  const DecoderGraphOptions& options);

@@ -1,6 +1,8 @@
 // The fp8_hybrid rewrite; see fp8_recipe.h.
 #include "models/fp8_recipe.h"
 
+#include "models/model_spec.h"
+
 #include <algorithm>
 #include <charconv>
 #include <unordered_map>
@@ -50,7 +52,7 @@ std::unordered_map<TensorId, WeightSource> quantized_weight_ids(const graph::Gra
     for (size_t i = 0; i < node.inputs.size(); ++i) {
       const TensorId input = node.inputs[i];
       const graph::TensorInfo& info = forward.tensor(input);
-      if (info.type.shape.size() != 2) continue;
+      if (info.type.shape.size() != 2 || is_router_weight(info.name)) continue;  // MoE routers stay
       WeightSource source;
       if (info.role == graph::TensorRole::Parameter && info.trainable && !options.trained_weights) continue;
       if (info.role == graph::TensorRole::Parameter) source = info.trainable ? WeightSource::Trained : WeightSource::Frozen;

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <unordered_map>
 
 #include "core/error.h"
@@ -11,16 +12,44 @@
 namespace surogate::models {
 namespace {
 
-// "layers.3.attn.q_proj.weight" → "q_proj"; "" when the name is no layer matrix.
-std::string module_of(const std::string& engine_name) {
-  if (!engine_name.starts_with("layers.") || !engine_name.ends_with(".weight")) return "";
-  std::string stem = engine_name.substr(0, engine_name.size() - 7);
-  return stem.substr(stem.rfind('.') + 1);
-}
+bool is_matrix(const ParameterSpec& spec) { return spec.shape.size() == (spec.experts > 0 ? 3u : 2u); }
 
 // F32 / F64 graphs (the CPU backend, gradient checks) keep the adapter as separate product, scale
 // and add nodes.
 bool is_full_precision(DType dtype) { return dtype == DType::F32 || dtype == DType::F64; }
+
+// What an adapter's input dropout needs (lora.h): the seed input, the rate and the stream.
+struct DroppedInput {
+  graph::TensorId seed;
+  double p;
+  int64_t stream;
+};
+
+// The adapter of an expert_linear node (lora.h): product through the stacked A and B over the same
+// expert rows, scaled and added to the base output, which `replaced` maps to the sum.
+void add_expert_adapter(graph::GraphBuilder& builder, const graph::Node& node, graph::TensorId a, graph::TensorId b,
+                        double scaling, const std::optional<DroppedInput>& dropout,
+                        std::map<std::pair<graph::TensorId, std::string>, graph::TensorId>& dropped_inputs,
+                        std::unordered_map<graph::TensorId, graph::TensorId>& replaced) {
+  builder.mutable_graph().add_node(node);
+  auto scope = builder.scope(node.name);
+  auto group = builder.recompute_group(node.recompute_group);
+  graph::TensorId x = node.inputs[0];
+  const graph::TensorId offsets = node.inputs[2];
+  if (dropout) {
+    auto [found, fresh] = dropped_inputs.try_emplace({x, node.recompute_group}, graph::kNoTensor);
+    if (fresh) {
+      found->second = builder.op("dropout", {x, dropout->seed}, {{"p", dropout->p}, {"stream", dropout->stream}},
+                                 "lora_dropout");
+    }
+    x = found->second;
+  }
+  const nlohmann::json none = nlohmann::json::object();
+  const graph::TensorId down = builder.op("expert_linear", {x, a, offsets}, none, "lora_a");
+  const graph::TensorId up = builder.op("expert_linear", {down, b, offsets}, none, "lora_b");
+  const graph::TensorId scaled = builder.op("scale", {up}, {{"factor", scaling}}, "lora_scale");
+  replaced[node.outputs[0]] = builder.op("add", {node.outputs[0], scaled}, none, "lora_out");
+}
 
 }  // namespace
 
@@ -29,20 +58,42 @@ std::string peft_key(const std::string& base_hf_name, char which) {
   return "base_model.model." + stem + ".lora_" + which + ".weight";
 }
 
+std::string peft_module_name(const ParameterSpec& spec) {
+  if (!spec.name.starts_with("layers.") || !spec.hf_name.ends_with(".weight") || !is_matrix(spec)) return "";
+  const std::string stem = spec.hf_name.substr(0, spec.hf_name.size() - 7);
+  return stem.substr(stem.rfind('.') + 1);
+}
+
+std::vector<std::string> lora_module_names(const io::ModelConfig& config) {
+  std::vector<std::string> names;
+  for (const ParameterSpec& spec : parameter_specs(config)) {
+    const std::string module = peft_module_name(spec);
+    if (!module.empty() && std::find(names.begin(), names.end(), module) == names.end()) names.push_back(module);
+  }
+  return names;
+}
+
 std::vector<LoraAdapter> lora_adapters(const io::ModelConfig& config, const LoraOptions& options) {
   if (options.rank <= 0) fail_user("lora_rank must be positive, got {}", options.rank);
   std::vector<LoraAdapter> adapters;
   std::map<std::string, int> matched;
   for (const std::string& module : options.target_modules) matched[module] = 0;
   for (const ParameterSpec& spec : parameter_specs(config)) {
-    const std::string module = module_of(spec.name);
-    if (spec.shape.size() != 2 || !matched.contains(module)) continue;
+    const std::string module = peft_module_name(spec);
+    if (module.empty() || !matched.contains(module)) continue;
     ++matched[module];
     const std::string stem = spec.name.substr(0, spec.name.size() - 7);
     LoraAdapter adapter;
     adapter.base = spec;
-    adapter.a = {stem + ".lora_A.weight", peft_key(spec.hf_name, 'A'), {options.rank, spec.shape[1]}};
-    adapter.b = {stem + ".lora_B.weight", peft_key(spec.hf_name, 'B'), {spec.shape[0], options.rank}};
+    const int64_t out = spec.shape[spec.shape.size() - 2], in = spec.shape.back();
+    graph::Shape a_shape{options.rank, in}, b_shape{out, options.rank};
+    if (spec.experts > 0) {  // one adapter per expert, stacked like the experts
+      a_shape.insert(a_shape.begin(), spec.experts);
+      b_shape.insert(b_shape.begin(), spec.experts);
+    }
+    adapter.a = {stem + ".lora_A.weight", peft_key(spec.hf_name, 'A'), a_shape};
+    adapter.b = {stem + ".lora_B.weight", peft_key(spec.hf_name, 'B'), b_shape};
+    adapter.a.experts = adapter.b.experts = spec.experts;
     adapters.push_back(std::move(adapter));
   }
   for (const auto& [module, count] : matched) {
@@ -106,12 +157,20 @@ graph::Graph apply_lora(const graph::Graph& forward, const graph::OpRegistry& re
     for (TensorId& input : node.inputs) {
       if (auto found = replaced.find(input); found != replaced.end()) input = found->second;
     }
-    auto adapter = node.op == "linear" && node.inputs.size() >= 2 ? by_base.find(node.inputs[1]) : by_base.end();
+    const bool experts = node.op == "expert_linear";
+    auto adapter = (node.op == "linear" || experts) && node.inputs.size() >= 2 ? by_base.find(node.inputs[1]) : by_base.end();
     if (adapter == by_base.end()) {
       builder.mutable_graph().add_node(node);
       continue;
     }
     ++adapted;
+    if (experts) {
+      add_expert_adapter(builder, node, adapter->second.a, adapter->second.b, lora_scaling(options),
+                         dropout ? std::optional<DroppedInput>(DroppedInput{seed, options.dropout, stream}) : std::nullopt,
+                         dropped_inputs, replaced);
+      ++stream;
+      continue;
+    }
     // Low-precision graphs without a bias: the base product comes last, with the adapter's output
     // as its addend (below); every other form keeps the base node first.
     const bool addend_into_base =

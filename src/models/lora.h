@@ -12,6 +12,10 @@
 // mask per adapter; each adapter here still sees its input dropped with rate p, only the masks of
 // adapters on one input coincide.) Evaluation graphs have no dropout, as PEFT in eval mode.
 // The LoRA nodes carry the recompute group of the linear they adapt.
+// MoE experts (expert_linear over a stacked weight [E, out, in]) get stacked adapters, one per
+// expert as PEFT adapts each expert of a transformers 4.x model: A [E, r, in], B [E, out, r], and
+// y' = y + (alpha / r) · expert_linear(expert_linear(dropout(x), A, offsets), B, offsets) (product,
+// product, scale, add in every dtype; their PEFT keys are per expert, models/model_spec.h).
 // With batch_shared_inputs, adapters whose projections read the same tensor get
 // lora_a_cat = concat(A_1, A_2, ...) (rows), lora_a_shared = linear(x, lora_a_cat) and
 // lora_a_part = split(lora_a_shared) (columns, one piece per adapter) at the first of them, and
@@ -76,6 +80,12 @@ struct LoraSetup {
 // PEFT's key for an adapter matrix of the HF weight `base_hf_name` ("model.layers.0.self_attn.q_proj.weight"
 // → "base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight"); which is 'A' or 'B'.
 std::string peft_key(const std::string& base_hf_name, char which);
+
+// PEFT's module name of a layer matrix (the HF name's last part: "q_proj", "gate_proj", Mixtral's
+// "w1", the router "gate"); "" for anything else (norms, embedding, head).
+std::string peft_module_name(const ParameterSpec& spec);
+// The module names of every adaptable matrix of the model, in parameter order without repeats.
+std::vector<std::string> lora_module_names(const io::ModelConfig& config);
 
 // The adapters for `config`, in parameter order. A target module the model has no projection
 // of is a UserError.

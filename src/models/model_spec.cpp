@@ -1,4 +1,4 @@
-// Parameter list and HF name tables for the Llama family (see model_spec.h).
+// Parameter list and HF name tables of the Llama family and the MoE decoders (see model_spec.h).
 #include "models/model_spec.h"
 
 #include <array>
@@ -38,58 +38,118 @@ constexpr std::array kLlamaFamilyNames{
     NameMapping{"lm_head.weight", "lm_head.weight"},
 };
 
-// Matches `name` against `pattern`; on success returns the text standing for "{layer}" (empty
-// when the pattern has none). The layer must be a decimal number without a leading zero.
-std::optional<std::string> match(std::string_view pattern, std::string_view name) {
-  size_t slot = pattern.find(kLayer);
-  if (slot == std::string_view::npos) {
-    if (pattern == name) return std::string();
-    return std::nullopt;
+// The MoE layers' names (Qwen2-MoE, Qwen3-MoE: modeling_qwen2_moe.py / modeling_qwen3_moe.py as
+// saved, one tensor per expert); the attention, norms and the dense MLP of mlp_only_layers are the
+// Llama names above.
+constexpr std::array kQwenMoeNames{
+    NameMapping{"layers.{layer}.mlp.router.weight", "model.layers.{layer}.mlp.gate.weight"},
+    NameMapping{"layers.{layer}.mlp.experts.gate_proj.weight", "model.layers.{layer}.mlp.experts.{expert}.gate_proj.weight"},
+    NameMapping{"layers.{layer}.mlp.experts.up_proj.weight", "model.layers.{layer}.mlp.experts.{expert}.up_proj.weight"},
+    NameMapping{"layers.{layer}.mlp.experts.down_proj.weight", "model.layers.{layer}.mlp.experts.{expert}.down_proj.weight"},
+    NameMapping{"layers.{layer}.mlp.shared_expert.gate_proj.weight", "model.layers.{layer}.mlp.shared_expert.gate_proj.weight"},
+    NameMapping{"layers.{layer}.mlp.shared_expert.up_proj.weight", "model.layers.{layer}.mlp.shared_expert.up_proj.weight"},
+    NameMapping{"layers.{layer}.mlp.shared_expert.down_proj.weight", "model.layers.{layer}.mlp.shared_expert.down_proj.weight"},
+    NameMapping{"layers.{layer}.mlp.shared_expert_gate.weight", "model.layers.{layer}.mlp.shared_expert_gate.weight"},
+};
+
+// Mixtral's block_sparse_moe (modeling_mixtral.py as saved): w1 = gate, w3 = up, w2 = down.
+constexpr std::array kMixtralNames{
+    NameMapping{"layers.{layer}.mlp.router.weight", "model.layers.{layer}.block_sparse_moe.gate.weight"},
+    NameMapping{"layers.{layer}.mlp.experts.gate_proj.weight", "model.layers.{layer}.block_sparse_moe.experts.{expert}.w1.weight"},
+    NameMapping{"layers.{layer}.mlp.experts.up_proj.weight", "model.layers.{layer}.block_sparse_moe.experts.{expert}.w3.weight"},
+    NameMapping{"layers.{layer}.mlp.experts.down_proj.weight", "model.layers.{layer}.block_sparse_moe.experts.{expert}.w2.weight"},
+};
+
+constexpr std::array<std::string_view, 2> kSlots{kLayer, kExpertSlot};
+
+// Matches `name` against `pattern`, whose "{layer}" / "{expert}" slots stand for decimal numbers
+// without a leading zero; on success returns the text of each slot (empty when absent).
+std::optional<std::array<std::string, 2>> match(std::string_view pattern, std::string_view name) {
+  std::array<std::string, 2> captured;
+  while (true) {
+    size_t slot = std::string_view::npos, which = 0;
+    for (size_t i = 0; i < kSlots.size(); ++i) {
+      size_t found = pattern.find(kSlots[i]);
+      if (found < slot) {
+        slot = found;
+        which = i;
+      }
+    }
+    if (slot == std::string_view::npos) {
+      if (pattern == name) return captured;
+      return std::nullopt;
+    }
+    if (!name.starts_with(pattern.substr(0, slot))) return std::nullopt;
+    name.remove_prefix(slot);
+    pattern.remove_prefix(slot + kSlots[which].size());
+    size_t digits = 0;
+    while (digits < name.size() && std::isdigit(static_cast<unsigned char>(name[digits]))) ++digits;
+    if (digits == 0 || (digits > 1 && name.front() == '0')) return std::nullopt;
+    captured[which] = std::string(name.substr(0, digits));
+    name.remove_prefix(digits);
   }
-  std::string_view prefix = pattern.substr(0, slot);
-  std::string_view suffix = pattern.substr(slot + kLayer.size());
-  if (name.size() <= prefix.size() + suffix.size()) return std::nullopt;
-  if (!name.starts_with(prefix) || !name.ends_with(suffix)) return std::nullopt;
-  std::string_view layer = name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
-  for (char c : layer) {
-    if (!std::isdigit(static_cast<unsigned char>(c))) return std::nullopt;
-  }
-  if (layer.size() > 1 && layer.front() == '0') return std::nullopt;
-  return std::string(layer);
 }
 
-std::string substitute(std::string_view pattern, std::string_view layer) {
+std::string substitute(std::string_view pattern, const std::array<std::string, 2>& captured) {
   std::string out(pattern);
-  size_t slot = out.find(kLayer);
-  if (slot != std::string::npos) out.replace(slot, kLayer.size(), layer);
+  for (size_t i = 0; i < kSlots.size(); ++i) {
+    size_t slot = out.find(kSlots[i]);
+    if (slot != std::string::npos && !captured[i].empty()) out.replace(slot, kSlots[i].size(), captured[i]);
+  }
   return out;
 }
 
 }  // namespace
 
-std::span<const NameMapping> hf_name_table(io::Architecture architecture) {
+std::vector<NameMapping> hf_name_table(io::Architecture architecture) {
+  std::vector<NameMapping> table(kLlamaFamilyNames.begin(), kLlamaFamilyNames.end());
   switch (architecture) {
-    case io::Architecture::Llama:
-    case io::Architecture::Mistral:
-    case io::Architecture::Qwen2:
-    case io::Architecture::Qwen3:
-      return kLlamaFamilyNames;
+    case io::Architecture::Qwen2Moe:
+    case io::Architecture::Qwen3Moe:
+      table.insert(table.end(), kQwenMoeNames.begin(), kQwenMoeNames.end());
+      break;
+    case io::Architecture::Mixtral:
+      table.insert(table.end(), kMixtralNames.begin(), kMixtralNames.end());
+      break;
+    default:
+      break;
   }
-  return kLlamaFamilyNames;
+  return table;
 }
 
 std::optional<std::string> hf_name_for(io::Architecture architecture, std::string_view engine_name) {
   for (const NameMapping& row : hf_name_table(architecture)) {
-    if (auto layer = match(row.engine, engine_name)) return substitute(row.hf, *layer);
+    if (auto slots = match(row.engine, engine_name)) return substitute(row.hf, *slots);
   }
   return std::nullopt;
 }
 
 std::optional<std::string> engine_name_for(io::Architecture architecture, std::string_view hf_name) {
   for (const NameMapping& row : hf_name_table(architecture)) {
-    if (auto layer = match(row.hf, hf_name)) return substitute(row.engine, *layer);
+    if (auto slots = match(row.hf, hf_name)) return substitute(row.engine, *slots);
   }
   return std::nullopt;
+}
+
+bool is_router_weight(std::string_view engine_name) {
+  return engine_name.starts_with("layers.") &&
+         (engine_name.ends_with(".mlp.router.weight") || engine_name.ends_with(".mlp.shared_expert_gate.weight"));
+}
+
+std::vector<HfPiece> hf_pieces(const ParameterSpec& spec) {
+  if (spec.experts == 0) return {HfPiece{spec.hf_name, spec.shape, 0}};
+  const graph::Shape piece_shape(spec.shape.begin() + 1, spec.shape.end());
+  const int64_t piece_size = graph::shape_numel(piece_shape);
+  const size_t slot = spec.hf_name.find(kExpertSlot);
+  SUROGATE_CHECK(slot != std::string::npos, "stacked parameter {} has no {{expert}} slot in {}", spec.name, spec.hf_name);
+  std::vector<HfPiece> pieces;
+  pieces.reserve(static_cast<size_t>(spec.experts));
+  for (int64_t expert = 0; expert < spec.experts; ++expert) {
+    std::string name = spec.hf_name;
+    name.replace(slot, kExpertSlot.size(), std::to_string(expert));
+    pieces.push_back(HfPiece{std::move(name), piece_shape, expert * piece_size});
+  }
+  return pieces;
 }
 
 std::vector<ParameterSpec> parameter_specs(const io::ModelConfig& config) {
@@ -99,11 +159,11 @@ std::vector<ParameterSpec> parameter_specs(const io::ModelConfig& config) {
   const int64_t kv_width = config.num_key_value_heads * head_dim;
   const int64_t intermediate = config.intermediate_size;
   std::vector<ParameterSpec> specs;
-  auto add = [&](std::string name, graph::Shape shape) {
+  auto add = [&](std::string name, graph::Shape shape, int64_t experts = 0) {
     std::optional<std::string> hf = hf_name_for(config.architecture, name);
     SUROGATE_CHECK(hf.has_value(), "no HF name for engine parameter {}", name);
     specs.push_back(ParameterSpec{std::move(name), std::move(*hf), std::move(shape), config.fp8_block_checkpoint,
-                                  config.bnb_4bit_checkpoint.has_value()});
+                                  config.bnb_4bit_checkpoint.has_value(), experts});
   };
   add("embed.weight", {config.vocab_size, hidden});
   for (int64_t layer = 0; layer < config.num_hidden_layers; ++layer) {
@@ -122,6 +182,21 @@ std::vector<ParameterSpec> parameter_specs(const io::ModelConfig& config) {
       add(prefix + "attn.k_norm.weight", {head_dim});
     }
     add(prefix + "ln2.weight", {hidden});
+    if (config.moe && config.moe->sparse_layers[static_cast<size_t>(layer)]) {
+      const io::MoeConfig& moe = *config.moe;
+      const int64_t experts = moe.experts, expert_width = moe.expert_intermediate_size;
+      add(prefix + "mlp.router.weight", {experts, hidden});
+      add(prefix + "mlp.experts.gate_proj.weight", {experts, expert_width, hidden}, experts);
+      add(prefix + "mlp.experts.up_proj.weight", {experts, expert_width, hidden}, experts);
+      add(prefix + "mlp.experts.down_proj.weight", {experts, hidden, expert_width}, experts);
+      if (const int64_t shared = moe.shared_expert_intermediate_size; shared > 0) {
+        projection("mlp.shared_expert.gate_proj", shared, hidden, false);
+        projection("mlp.shared_expert.up_proj", shared, hidden, false);
+        projection("mlp.shared_expert.down_proj", hidden, shared, false);
+        add(prefix + "mlp.shared_expert_gate.weight", {1, hidden});
+      }
+      continue;
+    }
     projection("mlp.gate_proj", intermediate, hidden, config.mlp_bias);
     projection("mlp.up_proj", intermediate, hidden, config.mlp_bias);
     projection("mlp.down_proj", hidden, intermediate, config.mlp_bias);

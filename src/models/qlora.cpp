@@ -1,6 +1,8 @@
 // The quantized-base rewrite of a decoder's frozen projections (NF4, FP8 blocks, NVFP4); see qlora.h.
 #include "models/qlora.h"
 
+#include "models/model_spec.h"
+
 #include <algorithm>
 #include <functional>
 #include <unordered_map>
@@ -32,7 +34,7 @@ std::vector<TensorId> quantizable_weights(const graph::Graph& forward) {
     for (TensorId input : node.inputs) {
       const graph::TensorInfo& info = forward.tensor(input);
       if (info.role != graph::TensorRole::Parameter || info.trainable || info.type.shape.size() != 2 ||
-          !info.name.starts_with("layers.")) {
+          !info.name.starts_with("layers.") || is_router_weight(info.name)) {
         continue;
       }
       auto [found, fresh] = only_weight.try_emplace(input, true);

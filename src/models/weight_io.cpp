@@ -1,6 +1,9 @@
 // HF checkpoint <-> engine parameters (see weight_io.h).
 #include "models/weight_io.h"
 
+#include <cstring>
+#include <map>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -83,15 +86,131 @@ io::SafetensorsTensor dequantized(const Bnb4bitTensor& tensor, const ParameterSp
                                std::as_bytes(std::span<const float>(buffer))};
 }
 
+// The spec of one piece of a stacked parameter (for the FP8 checks, which read hf_name and shape).
+ParameterSpec piece_spec(const ParameterSpec& spec, const HfPiece& piece) {
+  ParameterSpec single = spec;
+  single.hf_name = piece.name;
+  single.shape = piece.shape;
+  single.experts = 0;
+  return single;
+}
+
+// A stacked expert parameter assembled from its per-expert tensors into `bytes`: in their dtype
+// when they share one float dtype, else (mixed dtypes, FP8 blocks) as F32.
+io::SafetensorsTensor stack_pieces(const io::SafetensorsCheckpoint& checkpoint, const ParameterSpec& spec,
+                                   std::vector<std::byte>& bytes) {
+  const std::vector<HfPiece> pieces = hf_pieces(spec);
+  DType dtype = checkpoint.tensor(pieces.front().name).dtype;
+  for (const HfPiece& piece : pieces) {
+    if (checkpoint.tensor(piece.name).dtype != dtype || dtype == DType::F8_E4M3) dtype = DType::F32;
+  }
+  const size_t element = dtype_size_bytes(dtype);
+  bytes.resize(static_cast<size_t>(graph::shape_numel(spec.shape)) * element);
+  std::vector<float> converted;
+  for (const HfPiece& piece : pieces) {
+    const io::SafetensorsTensor& tensor = checkpoint.tensor(piece.name);
+    std::byte* target = bytes.data() + static_cast<size_t>(piece.offset) * element;
+    if (tensor.dtype == dtype) {
+      std::memcpy(target, tensor.bytes.data(), tensor.bytes.size());
+      continue;
+    }
+    if (tensor.dtype == DType::F8_E4M3) {
+      const ParameterSpec single = piece_spec(spec, piece);
+      const Fp8BlockTensor fp8{tensor, checkpoint.tensor(scale_name(single)), fp8_block_shape(checkpoint, single)};
+      io::SafetensorsTensor plain = dequantized(fp8, converted);
+      std::memcpy(target, plain.bytes.data(), plain.bytes.size());
+      continue;
+    }
+    converted = io::read_tensor_as_float32(tensor);
+    std::memcpy(target, converted.data(), converted.size() * sizeof(float));
+  }
+  return io::SafetensorsTensor{spec.hf_name, dtype, spec.shape, std::span<const std::byte>(bytes)};
+}
+
+// transformers 5 keeps a layer's experts fused in memory (`mlp.experts.gate_up_proj` [E, 2I, H],
+// gate rows first, and `mlp.experts.down_proj` [E, H, I]; Mixtral's under `mlp.` too) and writes
+// that layout when saved with save_original_format=False. The stacked parameter's part of it.
+struct FusedExperts {
+  std::string name;
+  int64_t part = 0, parts = 1;  // along dimension 1
+};
+
+std::optional<FusedExperts> fused_source(const ParameterSpec& spec) {
+  if (spec.experts == 0) return std::nullopt;
+  const std::string slot = ".experts." + std::string(kExpertSlot) + ".";
+  const size_t at = spec.hf_name.find(slot);
+  if (at == std::string::npos) return std::nullopt;
+  std::string prefix = spec.hf_name.substr(0, at);
+  if (const size_t moe = prefix.find(".block_sparse_moe"); moe != std::string::npos) {
+    prefix.replace(moe, std::string(".block_sparse_moe").size(), ".mlp");
+  }
+  const std::string module = spec.hf_name.substr(at + slot.size());
+  if (module == "gate_proj.weight" || module == "w1.weight") return FusedExperts{prefix + ".experts.gate_up_proj", 0, 2};
+  if (module == "up_proj.weight" || module == "w3.weight") return FusedExperts{prefix + ".experts.gate_up_proj", 1, 2};
+  if (module == "down_proj.weight" || module == "w2.weight") return FusedExperts{prefix + ".experts.down_proj", 0, 1};
+  return std::nullopt;
+}
+
+graph::Shape fused_shape(const ParameterSpec& spec, const FusedExperts& fused) {
+  return {spec.shape[0], spec.shape[1] * fused.parts, spec.shape[2]};
+}
+
+// The spec's rows of the fused tensor, copied into `bytes` in the stored dtype.
+io::SafetensorsTensor slice_fused(const io::SafetensorsTensor& tensor, const ParameterSpec& spec,
+                                  const FusedExperts& fused, std::vector<std::byte>& bytes) {
+  const size_t element = dtype_size_bytes(tensor.dtype);
+  const int64_t block = spec.shape[1] * spec.shape[2];  // one expert's part, elements
+  bytes.resize(static_cast<size_t>(spec.experts * block) * element);
+  for (int64_t expert = 0; expert < spec.experts; ++expert) {
+    const int64_t source = (expert * fused.parts + fused.part) * block;
+    std::memcpy(bytes.data() + static_cast<size_t>(expert * block) * element,
+                tensor.bytes.data() + static_cast<size_t>(source) * element, static_cast<size_t>(block) * element);
+  }
+  return io::SafetensorsTensor{tensor.name, tensor.dtype, spec.shape, std::span<const std::byte>(bytes)};
+}
+
 }  // namespace
 
-void load_hf_weights(const std::filesystem::path& model_dir, std::span<const ParameterSpec> specs,
+void load_hf_weights(const std::filesystem::path& model_dir, std::span<const ParameterSpec> requested,
                      const WeightSink& sink, const Fp8BlockSink& fp8_sink, const Bnb4bitSink& bnb_sink) {
   io::SafetensorsCheckpoint checkpoint = io::SafetensorsCheckpoint::open(model_dir);
   const std::string where = model_dir.string();
+  // Mixtral saved in transformers 5's layout has its router under `mlp.` too: the names as stored.
+  std::vector<ParameterSpec> specs(requested.begin(), requested.end());
+  for (ParameterSpec& spec : specs) {
+    const size_t moe = spec.hf_name.find(".block_sparse_moe.");
+    if (spec.experts > 0 || moe == std::string::npos || checkpoint.contains(spec.hf_name)) continue;
+    std::string renamed = spec.hf_name;
+    renamed.replace(moe, std::string(".block_sparse_moe.").size(), ".mlp.");
+    if (checkpoint.contains(renamed)) spec.hf_name = renamed;
+  }
   std::set<std::string> expected;
   std::vector<std::string> missing;
+  // Stacked experts stored fused (transformers 5's layout) instead of per expert: spec index → source.
+  std::map<size_t, FusedExperts> fused;
   for (const ParameterSpec& spec : specs) {
+    if (spec.experts > 0) {
+      const std::optional<FusedExperts> source = fused_source(spec);
+      if (source && !checkpoint.contains(hf_pieces(spec).front().name) && checkpoint.contains(source->name)) {
+        const io::SafetensorsTensor& tensor = checkpoint.tensor(source->name);
+        if (tensor.shape != fused_shape(spec, *source) || !is_float(tensor.dtype)) {
+          fail_user("{}: tensor {} is {}{} but config.json implies a float tensor of shape {} (the experts of {} "
+                    "fused); the config does not match the weights.", checkpoint.file_of(source->name).string(),
+                    source->name, dtype_safetensors_name(tensor.dtype), graph::format_shape(tensor.shape),
+                    graph::format_shape(fused_shape(spec, *source)), spec.name);
+        }
+        expected.insert(source->name);
+        fused[static_cast<size_t>(&spec - specs.data())] = *source;
+        continue;
+      }
+      for (const HfPiece& piece : hf_pieces(spec)) {
+        expected.insert(piece.name);
+        const io::SafetensorsTensor* tensor = checkpoint.find(piece.name);
+        if (tensor == nullptr) missing.push_back(piece.name);
+        if (tensor != nullptr && tensor->dtype == DType::F8_E4M3) expected.insert(piece.name + "_scale_inv");
+      }
+      continue;
+    }
     expected.insert(spec.hf_name);
     if (!checkpoint.contains(spec.hf_name)) missing.push_back(spec.hf_name);
     const io::SafetensorsTensor* tensor = checkpoint.find(spec.hf_name);
@@ -103,11 +222,11 @@ void load_hf_weights(const std::filesystem::path& model_dir, std::span<const Par
   if (!missing.empty()) {
     fail_user("{}: the checkpoint lacks {} tensor(s) that config.json implies: {}. Check that "
               "config.json belongs to these weights (layer count, biases, qk-norm, "
-              "tie_word_embeddings).", where, missing.size(), list_some(missing));
+              "tie_word_embeddings, experts).", where, missing.size(), list_some(missing));
   }
   for (const ParameterSpec& spec : specs) {
     // Before the stray-tensor check: a bitsandbytes state would read as stray tensors.
-    if (checkpoint.tensor(spec.hf_name).dtype == DType::U8 && !spec.checkpoint_bnb_4bit) {
+    if (spec.experts == 0 && checkpoint.tensor(spec.hf_name).dtype == DType::U8 && !spec.checkpoint_bnb_4bit) {
       fail_user("{}: tensor {} is stored as U8 (4-bit codes?), but config.json has no bitsandbytes 4-bit "
                 "quantization_config (quant_method 'bitsandbytes', load_in_4bit): give the full-precision "
                 "checkpoint or fix config.json", checkpoint.file_of(spec.hf_name).string(), spec.hf_name);
@@ -119,43 +238,67 @@ void load_hf_weights(const std::filesystem::path& model_dir, std::span<const Par
   }
   if (!extra.empty()) {
     fail_user("{}: the checkpoint holds {} tensor(s) that config.json does not describe: {}. "
-              "Check config.json (e.g. tie_word_embeddings, attention_bias, num_hidden_layers).",
-              where, extra.size(), list_some(extra));
+              "Check config.json (e.g. tie_word_embeddings, attention_bias, num_hidden_layers, num_experts, "
+              "mlp_only_layers).", where, extra.size(), list_some(extra));
   }
+  auto check_float = [&](const std::string& name, const io::SafetensorsTensor& tensor) {
+    if (!is_float(tensor.dtype)) {
+      fail_user("{}: tensor {} is stored as {}; only F32, BF16, F16 and F64 weights can be loaded (and F8_E4M3 "
+                "with block scales, U8 with a bitsandbytes 4-bit quant state: config.json's quantization_config says "
+                "which).", checkpoint.file_of(name).string(), name, dtype_safetensors_name(tensor.dtype));
+    }
+  };
+  auto check_shape = [&](const std::string& name, const io::SafetensorsTensor& tensor, const graph::Shape& shape) {
+    if (tensor.shape != shape) {
+      fail_user("{}: tensor {} has shape {} but config.json implies {}; the config does not "
+                "match the weights.", checkpoint.file_of(name).string(), name, graph::format_shape(tensor.shape),
+                graph::format_shape(shape));
+    }
+  };
   for (const ParameterSpec& spec : specs) {
+    if (fused.contains(static_cast<size_t>(&spec - specs.data()))) continue;  // checked above
+    if (spec.experts > 0) {
+      for (const HfPiece& piece : hf_pieces(spec)) {
+        const io::SafetensorsTensor& tensor = checkpoint.tensor(piece.name);
+        check_shape(piece.name, tensor, piece.shape);
+        if (tensor.dtype == DType::F8_E4M3) fp8_block_shape(checkpoint, piece_spec(spec, piece));
+        else check_float(piece.name, tensor);
+      }
+      continue;
+    }
     const io::SafetensorsTensor& tensor = checkpoint.tensor(spec.hf_name);
     if (is_bnb_4bit(spec, tensor)) {
       read_bnb_4bit_tensor(checkpoint, spec);  // its shape is in its quant state
       continue;
     }
-    if (tensor.shape != spec.shape) {
-      fail_user("{}: tensor {} has shape {} but config.json implies {}; the config does not "
-                "match the weights.", checkpoint.file_of(spec.hf_name).string(), spec.hf_name,
-                graph::format_shape(tensor.shape), graph::format_shape(spec.shape));
-    }
-    if (tensor.dtype == DType::F8_E4M3) {
-      fp8_block_shape(checkpoint, spec);
-    } else if (!is_float(tensor.dtype)) {
-      fail_user("{}: tensor {} is stored as {}; only F32, BF16, F16 and F64 weights can be loaded (and F8_E4M3 "
-                "with block scales, U8 with a bitsandbytes 4-bit quant state: config.json's quantization_config says "
-                "which).",
-                checkpoint.file_of(spec.hf_name).string(), spec.hf_name, dtype_safetensors_name(tensor.dtype));
-    }
+    check_shape(spec.hf_name, tensor, spec.shape);
+    if (tensor.dtype == DType::F8_E4M3) fp8_block_shape(checkpoint, spec);
+    else check_float(spec.hf_name, tensor);
   }
-  std::vector<float> buffer;  // one dequantized weight at a time
+  std::vector<float> buffer;       // one dequantized weight at a time
+  std::vector<std::byte> stacked;  // one stacked expert parameter at a time
   for (const ParameterSpec& spec : specs) {
+    const ParameterSpec& original = requested[static_cast<size_t>(&spec - specs.data())];  // what the sink knows
+    if (auto source = fused.find(static_cast<size_t>(&spec - specs.data())); source != fused.end()) {
+      sink(original, slice_fused(checkpoint.tensor(source->second.name), spec, source->second, stacked));
+      continue;
+    }
+    if (spec.experts > 0) {
+      sink(original, stack_pieces(checkpoint, spec, stacked));
+      continue;
+    }
     const io::SafetensorsTensor& tensor = checkpoint.tensor(spec.hf_name);
     if (is_bnb_4bit(spec, tensor)) {
       const Bnb4bitTensor bnb = read_bnb_4bit_tensor(checkpoint, spec);
-      if (!bnb_sink || !bnb_sink(spec, bnb)) sink(spec, dequantized(bnb, spec, buffer));
+      if (!bnb_sink || !bnb_sink(original, bnb)) sink(original, dequantized(bnb, spec, buffer));
       continue;
     }
     if (tensor.dtype != DType::F8_E4M3) {
-      sink(spec, tensor);
+      sink(original, tensor);
       continue;
     }
     const Fp8BlockTensor fp8{tensor, checkpoint.tensor(scale_name(spec)), fp8_block_shape(checkpoint, spec)};
-    if (!fp8_sink || !fp8_sink(spec, fp8)) sink(spec, dequantized(fp8, buffer));
+    if (!fp8_sink || !fp8_sink(original, fp8)) sink(original, dequantized(fp8, buffer));
   }
 }
 
@@ -178,12 +321,15 @@ void save_hf_weights(const std::filesystem::path& model_dir, std::span<const Par
     SUROGATE_CHECK(static_cast<int64_t>(values[i].size()) == graph::shape_numel(specs[i].shape),
                    "parameter {} has {} values for shape {}", specs[i].name, values[i].size(),
                    graph::format_shape(specs[i].shape));
-    tensors.push_back(io::TensorToWrite{
-        .name = specs[i].hf_name,
-        .dtype = DType::F32,
-        .shape = specs[i].shape,
-        .bytes = std::as_bytes(std::span<const float>(values[i])),
-    });
+    for (HfPiece& piece : hf_pieces(specs[i])) {
+      const std::span<const float> slice(values[i].data() + piece.offset, static_cast<size_t>(graph::shape_numel(piece.shape)));
+      tensors.push_back(io::TensorToWrite{
+          .name = std::move(piece.name),
+          .dtype = DType::F32,
+          .shape = std::move(piece.shape),
+          .bytes = std::as_bytes(slice),
+      });
+    }
   }
   io::write_safetensors_sharded(model_dir, tensors, max_shard_bytes, {{"format", "pt"}});
 }

@@ -9,8 +9,11 @@
 // `<hf_name>_scale_inv` is dequantized (quant/fp8_blocks.h) to F32 and passed on like a float
 // tensor, unless an Fp8BlockSink takes it as stored. A checkpoint saved by bitsandbytes in 4 bits
 // (quant_method "bitsandbytes", load_in_4bit) likewise: each U8 weight with its quant state
-// (models/bnb_checkpoint.h) is dequantized to F32 unless a Bnb4bitSink takes it as stored. Saving
-// writes HF names, F32, sharded like save_pretrained.
+// (models/bnb_checkpoint.h) is dequantized to F32 unless a Bnb4bitSink takes it as stored. Stacked
+// MoE experts load from one tensor per expert, or from transformers 5's fused layout
+// (`mlp.experts.gate_up_proj` [E, 2I, H] and `mlp.experts.down_proj`, what
+// save_pretrained(save_original_format=False) writes). Saving writes HF names (one tensor per
+// expert), F32, sharded like save_pretrained.
 #pragma once
 
 #include <cstdint>

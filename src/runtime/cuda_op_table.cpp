@@ -48,6 +48,7 @@ const CudaOpTable& builtin_cuda_ops() {
     register_fused_cuda_ops(built);
     register_quant_cuda_ops(built);
     register_fp8_cuda_ops(built);
+    register_moe_cuda_ops(built);
     return built;
   }();
   return table;

@@ -154,6 +154,11 @@ void register_quant_cuda_ops(CudaOpTable& table);
 // runtime/cuda_fp8_ops.cpp.
 void register_fp8_cuda_ops(CudaOpTable& table);
 
+// router_topk, moe_dispatch, moe_permute, moe_unpermute, router_statistics, router_aux_loss,
+// sigmoid_gated_add, expert_linear and their backward ops (mixture of experts; grouped GEMMs), in
+// runtime/cuda_moe_ops.cpp.
+void register_moe_cuda_ops(CudaOpTable& table);
+
 // The table the engine uses: every family registered above, built once on first use.
 const CudaOpTable& builtin_cuda_ops();
 

@@ -15,7 +15,9 @@ BatchInputs::BatchInputs(const compiler::ExecutionPlan& plan)
       targets_id_(plan.tensor("targets")),
       loss_scale_id_(plan.tensor("loss_scale")),
       loss_weights_id_(plan.graph.find_tensor("loss_weights")) {
-  const graph::Shape& shape = plan.graph.tensor(input_ids_).type.shape;
+  // The micro-batch's [B, T] is the document ids' (under sequence parallelism the other token
+  // inputs hold one rank's T/N tokens; the device slices the whole rows bound here).
+  const graph::Shape& shape = plan.graph.tensor(document_ids_).type.shape;
   batch_ = shape.at(0);
   sequence_ = shape.at(1);
   targets_.resize(static_cast<size_t>(batch_ * sequence_));

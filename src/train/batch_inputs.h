@@ -26,8 +26,8 @@ public:
   // batch that carries no weights).
   explicit BatchInputs(const compiler::ExecutionPlan& plan);
 
-  // Fills the buffers from `batch` (its shape must be the plan's [B, T]) and returns bindings
-  // that stay valid until the next call.
+  // Fills the buffers from `batch` (its shape must be the plan's [B, T], the document ids' shape)
+  // and returns bindings that stay valid until the next call.
   std::vector<runtime::InputBinding> bind(const data::PackedBatch& batch, float loss_scale);
 
   const std::vector<int32_t>& targets() const { return targets_; }

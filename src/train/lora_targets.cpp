@@ -16,14 +16,24 @@ const std::vector<std::string>& decoder_linear_modules() {
 }
 
 std::vector<std::string> resolve_lora_targets(const std::vector<std::string>& requested) {
-  const auto& known = decoder_linear_modules();
+  return resolve_lora_targets(requested, decoder_linear_modules());
+}
+
+std::vector<std::string> resolve_lora_targets(const std::vector<std::string>& requested,
+                                              const std::vector<std::string>& known) {
+  std::vector<std::string> all_linear;
+  for (const std::string& module : known) {
+    if (module != "gate" && module != "shared_expert_gate") all_linear.push_back(module);
+  }
   if (requested.empty()) {
     fail_user("lora_target_modules is empty: list projections ({}) or use [all-linear]", fmt::join(known, ", "));
   }
   std::vector<std::string> resolved;
   for (const auto& name : requested) {
     if (name == "all-linear") {
-      resolved = known;
+      for (const std::string& module : all_linear) {
+        if (std::find(resolved.begin(), resolved.end(), module) == resolved.end()) resolved.push_back(module);
+      }
       continue;
     }
     if (std::find(known.begin(), known.end(), name) == known.end()) {

@@ -15,6 +15,12 @@ const std::vector<std::string>& decoder_linear_modules();
 // "all-linear" expands to every projection (never lm_head, as PEFT does); explicit names must
 // be projections. Throws UserError naming the unknown entry and listing the valid ones.
 std::vector<std::string> resolve_lora_targets(const std::vector<std::string>& requested);
+// The same against the PEFT module names a model has (models::lora_module_names): MoE models add
+// their experts' projections (gate_proj / up_proj / down_proj, Mixtral's w1 / w3 / w2) and the
+// routers ("gate", "shared_expert_gate"), which all-linear leaves out (adapting a router moves
+// every token's expert choice; name it explicitly to adapt it).
+std::vector<std::string> resolve_lora_targets(const std::vector<std::string>& requested,
+                                              const std::vector<std::string>& model_modules);
 
 struct LoraSettings {
   int rank = 16;

@@ -1,15 +1,19 @@
 // The dry run's memory prediction; see memory_prediction.h.
 #include "train/memory_prediction.h"
 
+#include <algorithm>
 #include <functional>
+#include <numeric>
+#include <tuple>
 #include <utility>
 
 #include <fmt/format.h>
 
+#include "core/error.h"
 #include "core/strings.h"
 #include "data/pipeline.h"
 #include "io/model_config.h"
-#include "ops/defs/register_ops.h"
+#include "train/device/backend_selection.h"
 #include "train/training_plan.h"
 
 namespace surogate::train {
@@ -32,7 +36,7 @@ Target target_device(std::optional<size_t> gpu_memory_bytes) {
 
 // The plan the trainer would compile for `config` on `target`.
 TrainingPlan plan_for(const Config& config, const io::ModelConfig& model, const Target& target) {
-  const graph::OpRegistry registry = ops::make_model_registry();
+  const graph::OpRegistry registry = make_training_registry();
   const auto sequence = static_cast<int64_t>(data::data_settings_from_config(config).sequence_len);
   std::optional<models::LoraSetup> lora;
   if (config.lora) lora = lora_setup(config, model, target.backend);
@@ -144,6 +148,69 @@ std::vector<Lever> levers(int sm, bool cuda) {
   return all;
 }
 
+// The ranks the run has: `gpus` (every visible GPU for 0; one with --gpu-memory, which predicts
+// one GPU of a given size), on CPU ranks `gpus` threads (0 and 1: one).
+int run_ranks(const Config& config, const Target& target) {
+  if (config.gpus > 0) return static_cast<int>(config.gpus);
+  return target.backend == TrainingBackend::Cuda ? std::max(1, target.memory.visible_gpus) : 1;
+}
+
+// Every layout of the run's ranks, predicted; the configured one marked, and the engine's pick.
+void predict_layouts(const Config& config, const io::ModelConfig& model, const Target& target,
+                     MemoryPrediction& prediction) {
+  const int ranks = run_ranks(config, target);
+  if (ranks == 1 && config.sequence_parallel_size == 1 && config.pipeline_parallel_size == 1) return;
+  prediction.layout_ranks = ranks;
+  for (int sequence = 1; sequence <= ranks; ++sequence) {
+    for (int pipeline = 1; pipeline <= ranks; ++pipeline) {
+      if (ranks % (sequence * pipeline) != 0 || (sequence > 1 && pipeline > 1)) continue;
+      LayoutPrediction layout{ranks / (sequence * pipeline), sequence, pipeline};
+      layout.configured = sequence == config.sequence_parallel_size && pipeline == config.pipeline_parallel_size;
+      layout.cpu_ranks_only = target.backend == TrainingBackend::Cuda && pipeline > 1;
+      layout.unvalidated = target.backend == TrainingBackend::Cuda && sequence > 1 &&
+                           !unvalidated_sequence_parallel_cuda_allowed();
+      Config variant = config;
+      variant.gpus = ranks;
+      variant.sequence_parallel_size = sequence;
+      variant.pipeline_parallel_size = pipeline;
+      if (pipeline != config.pipeline_parallel_size) variant.pipeline_stage_layers.clear();
+      try {
+        const TrainingPlan plan = plan_for(variant, model, target);
+        layout.peak_bytes = plan.memory.peak();
+        layout.fits = plan.fits();
+      } catch (const UserError& error) {
+        // The variant's sizes were set here, not in a file: drop the "where it was set" prefix.
+        const std::string message = error.what();
+        const std::string unset = "the default: ";
+        layout.refusal = message.starts_with(unset) ? message.substr(unset.size()) : message;
+      }
+      prediction.layouts.push_back(std::move(layout));
+    }
+  }
+  // Data parallelism alone first, then the fewest ranks per sequence group, then the fewest stages.
+  std::stable_sort(prediction.layouts.begin(), prediction.layouts.end(),
+                   [](const LayoutPrediction& x, const LayoutPrediction& y) {
+                     return std::tuple(x.pipeline > 1, x.sequence, x.pipeline) < std::tuple(y.pipeline > 1, y.sequence, y.pipeline);
+                   });
+  for (size_t index = 0; index < prediction.layouts.size(); ++index) {
+    const LayoutPrediction& layout = prediction.layouts[index];
+    if (layout.fits && layout.refusal.empty() && !layout.cpu_ranks_only && !layout.unvalidated) {
+      prediction.picked_layout = index;
+      break;
+    }
+  }
+}
+
+std::string layout_name(const LayoutPrediction& layout) {
+  return fmt::format("{} × {} × {}", layout.data, layout.sequence, layout.pipeline);
+}
+
+std::string layout_settings(const LayoutPrediction& layout) {
+  if (layout.sequence > 1) return fmt::format("sequence_parallel_size: {}", layout.sequence);
+  if (layout.pipeline > 1) return fmt::format("pipeline_parallel_size: {}", layout.pipeline);
+  return "data parallelism alone: only gradients travel";
+}
+
 }  // namespace
 
 MemoryPrediction predict_training_memory(const Config& config, std::optional<size_t> gpu_memory_bytes) {
@@ -157,6 +224,7 @@ MemoryPrediction predict_training_memory(const Config& config, std::optional<siz
   prediction.ranks = plan.memory.ranks;
   prediction.gpus = plan.memory.gpus;
   prediction.shard_gradients = config.shard_gradients || config.zero_level >= 2;
+  prediction.pipeline = plan.pipeline != nullptr;
   const PlanMemory& m = plan.memory.plan;
   prediction.categories = {{"weights", m.weights},
                            {"master weights (trainable)", m.masters},
@@ -168,6 +236,9 @@ MemoryPrediction predict_training_memory(const Config& config, std::optional<siz
                            {"batch", m.inputs},
                            {"LM-head workspace", plan.memory.lm_head_workspace},
                            {"evaluation (its arena and LM-head workspace)", plan.memory.evaluation}};
+  if (plan.memory.pipeline > 0) {
+    prediction.categories.emplace_back("pipeline: forward plan, micro-batches in flight", plan.memory.pipeline);
+  }
   if (plan.memory.context > 0) prediction.categories.emplace_back("CUDA context and libraries", plan.memory.context);
   prediction.total_bytes = plan.memory.peak();
   prediction.host_offloaded_bytes = plan.memory.host_offloaded();
@@ -178,6 +249,7 @@ MemoryPrediction predict_training_memory(const Config& config, std::optional<siz
   }
   prediction.recompute = plan.recompute.summary;
   prediction.fits = plan.fits();
+  predict_layouts(config, model, target, prediction);
   if (prediction.fits) return prediction;
 
   // Each lever alone, then the levers together in order until the plan fits.
@@ -207,7 +279,10 @@ std::string format_memory_prediction(const MemoryPrediction& p) {
   for (const auto& [name, bytes] : p.categories) {
     out += fmt::format("#   {:<44} {:>12}\n", name, format_memory_size(bytes));
   }
-  if (p.ranks > 1) {
+  if (p.ranks > 1 && p.pipeline) {
+    out += fmt::format("#   ({} rank threads, each running one pipeline stage: the figures are the largest stage's, "
+                       "the optimizer state shared out among its replicas)\n", p.ranks);
+  } else if (p.ranks > 1) {
     out += fmt::format("#   ({} data-parallel rank threads: each holds the above but the evaluation, and the optimizer "
                        "state is shared out among them)\n", p.ranks);
   }
@@ -226,6 +301,26 @@ std::string format_memory_prediction(const MemoryPrediction& p) {
                        format_memory_size(p.host_offloaded_bytes), p.host_offloaded_by, p.gpus > 1 ? ", per GPU" : "");
   }
   out += fmt::format("# {}\n", p.recompute);
+  if (!p.layouts.empty()) {
+    out += fmt::format("# layouts of {} ranks (data × sequence × pipeline), predicted peak {}:\n", p.layout_ranks,
+                       p.gpus > 1 || p.layouts.front().cpu_ranks_only ? "per GPU" : "of the host (every rank)");
+    for (const LayoutPrediction& layout : p.layouts) {
+      const std::string verdict = !layout.refusal.empty() ? "cannot: " + layout.refusal
+                                  : fmt::format("{:>12}  {}{}", format_memory_size(layout.peak_bytes),
+                                                layout.fits ? "fits" : "does NOT fit",
+                                                layout.cpu_ranks_only ? " (CPU ranks only in this version)"
+                                                : layout.unvalidated  ? " (not validated on GPUs yet)"
+                                                                      : "");
+      out += fmt::format("#   {:<12} {}{}\n", layout_name(layout), verdict, layout.configured ? "   <- configured" : "");
+    }
+    if (p.picked_layout) {
+      const LayoutPrediction& picked = p.layouts[*p.picked_layout];
+      out += fmt::format("# the engine would pick {} ({}){}\n", layout_name(picked), layout_settings(picked),
+                         picked.configured ? ", which the configuration sets" : "");
+    } else {
+      out += "# no layout of these ranks fits; see the options above, or more ranks\n";
+    }
+  }
   if (!p.fits) {
     if (p.suggestions.empty()) {
       out += "# nothing this build offers makes it fit (ZeRO-3 is not implemented yet): use a "

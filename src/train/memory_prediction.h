@@ -11,6 +11,17 @@
 // leaves on the device, and the pinned host memory is reported beside the peak. When it does not
 // fit, the options that would make it fit are tried on the plan itself (each alone, then
 // together in order) and named.
+//
+// With several ranks (gpus: N > 1, or a sequence or pipeline size set), every layout of those N
+// ranks (data × sequence × pipeline, distributed/parallel_layout.h; not sequence and pipeline
+// together, which is not built yet) is predicted the same way, with why a layout cannot train the
+// model when it cannot (heads or layers that do not split, sequence_len not a multiple), and the
+// one the engine picks: the first that fits of data parallelism alone (only gradients travel),
+// then sequence parallelism with the fewest ranks per group (activations cross at every
+// attention), then pipeline parallelism with the fewest stages (the bubble grows with the stages).
+// On the CUDA backend pipeline layouts are predicted but marked as CPU ranks' only (a CUDA pipeline
+// device is not built yet), and sequence layouts as unvalidated on GPUs (unless
+// SUROGATE_ALLOW_UNVALIDATED_SEQUENCE_PARALLEL_CUDA=1 allows them); neither is picked.
 #pragma once
 
 #include <cstddef>
@@ -22,6 +33,17 @@
 
 namespace surogate::train {
 
+// One layout of the run's ranks, as the dry run predicts it.
+struct LayoutPrediction {
+  int data = 1, sequence = 1, pipeline = 1;
+  size_t peak_bytes = 0;        // as MemoryPrediction::total_bytes: per GPU, or the host's for every CPU rank
+  bool fits = false;
+  bool configured = false;      // the layout the configuration sets
+  bool cpu_ranks_only = false;  // a pipeline on the CUDA backend: not trainable there yet
+  bool unvalidated = false;     // sequence parallelism on GPUs, refused until its GPU tests have run
+  std::string refusal;          // why this layout cannot train the model (empty: it can)
+};
+
 struct MemoryPrediction {
   std::string device;                                    // what it was predicted for
   std::vector<std::pair<std::string, size_t>> categories;  // name, bytes; their sum is total_bytes
@@ -31,11 +53,15 @@ struct MemoryPrediction {
   int ranks = 1;                                         // CPU data-parallel rank threads
   int gpus = 1;                                          // data-parallel GPUs: the categories are per GPU
   bool shard_gradients = false;                          // ZeRO-2 (zero_level 2 / shard_gradients)
+  bool pipeline = false;                                 // the categories are the largest stage's
   bool fits = false;
   size_t host_offloaded_bytes = 0;                       // pinned host memory of the offload_* options (per GPU)
   std::string host_offloaded_by;                         // which options put it there ("offload_residual, ...")
   std::string recompute;                                 // the recompute choice's line
   std::vector<std::string> suggestions;                  // when it does not fit
+  int layout_ranks = 1;                                  // the ranks the layouts divide
+  std::vector<LayoutPrediction> layouts;                 // empty with one rank and no layout set
+  std::optional<size_t> picked_layout;                   // index into layouts
 };
 
 MemoryPrediction predict_training_memory(const Config& config, std::optional<size_t> gpu_memory_bytes);

@@ -64,7 +64,12 @@ void save_hf_model(const fs::path& output_dir, const io::ModelConfig& config, co
       }
       bytes = std::as_bytes(std::span<const uint16_t>(half));
     }
-    tensors.push_back({specs[i].hf_name, dtype, specs[i].shape, bytes});
+    const size_t element = dtype_size_bytes(dtype);
+    for (models::HfPiece& piece : models::hf_pieces(specs[i])) {  // one tensor per expert of a stacked parameter
+      tensors.push_back({std::move(piece.name), dtype, piece.shape,
+                         bytes.subspan(static_cast<size_t>(piece.offset) * element,
+                                       static_cast<size_t>(graph::shape_numel(piece.shape)) * element)});
+    }
   }
   // Remove weights of an earlier save so a folder never mixes shardings.
   for (const auto& entry : fs::directory_iterator(output_dir)) {

@@ -87,7 +87,8 @@ void initialize_lora(const models::LoraSetup& lora, std::span<const WeightView> 
   for (const models::LoraAdapter& adapter : lora.adapters) {
     for (const WeightView& weight : weights) {
       if (weight.name == adapter.a.name) {
-        const double bound = 1.0 / std::sqrt(static_cast<double>(adapter.a.shape[1]));
+        // fan-in = in: A is [r, in], or [E, r, in] for stacked experts (one adapter per expert)
+        const double bound = 1.0 / std::sqrt(static_cast<double>(adapter.a.shape.back()));
         for (float& value : weight.values) {
           const double uniform = static_cast<double>(generator() >> 11) * 0x1.0p-53;
           value = static_cast<float>((2.0 * uniform - 1.0) * bound);

@@ -30,7 +30,6 @@
 #include "train/lr_schedule.h"
 #include "models/lora.h"
 #include "train/metrics_log.h"
-#include "ops/defs/register_ops.h"
 #include "train/model_outputs.h"
 #include "train/model_weights.h"
 #include "train/process_run.h"
@@ -102,6 +101,7 @@ private:
   int32_t dropout_seed_value_ = 0;
   graph::OpRegistry registry_;
   compiler::ExecutionPlan plan_;
+  std::shared_ptr<const PipelinePlan> pipeline_;  // pipeline_parallel_size > 1: the stages' plans
   TrainingBackend backend_kind_ = TrainingBackend::Cpu;
   std::unique_ptr<TrainingDevice> device_;   // backend, parameters, gradients, optimizer
   std::shared_ptr<data::TokenCache> cache_;
@@ -142,7 +142,7 @@ Run::Run(const Config& config, const TrainerOptions& options)
       options_(options),
       world_(connect_processes(config, options.processes)),
       display_(options.live_progress.value_or(ProgressDisplay::stdout_is_terminal()), !world_->leads()),
-      registry_(ops::make_model_registry()) {
+      registry_(make_training_registry()) {
   run_name_ = config.run_name.value_or(options.default_run_name);
   const distributed::ProcessPlacement placement = distributed::process_placement(world_.get());
   const MachineOffer machine = probe_machine();
@@ -190,13 +190,14 @@ Run::Run(const Config& config, const TrainerOptions& options)
   const int first_gpu = ranks.first_device;
   TrainingPlan planned = plan_training(config, model_config_, registry_, lora_ ? &*lora_ : nullptr, backend_kind_, batch,
                                        sequence, device_memory(backend_kind_, machine, std::nullopt, first_gpu),
-                                       options.recompute);
+                                       options.recompute, &ranks);
   if (!planned.fits()) {
     // Before any weight is loaded or device memory taken: what it needs, and what would fit.
     fail_user("the run does not fit {}; nothing was loaded. The prediction (as `--dry-run` prints it):\n{}",
               planned.device.name, format_memory_prediction(predict_training_memory(config, std::nullopt)));
   }
   plan_ = std::move(planned.plan);
+  pipeline_ = std::move(planned.pipeline);
   display_.message(planned.message);
   end_phase("plan");
   inputs_ = std::make_unique<BatchInputs>(plan_);
@@ -207,6 +208,7 @@ Run::Run(const Config& config, const TrainerOptions& options)
   quantized_ = models::quantized_weights(plan_.graph);
   TrainingDeviceSetup device_setup{&plan_, &registry_, {}, &config, options.data_parallel_device, world_.get()};
   if (options.offload_chunk_bytes) device_setup.offload_chunk_bytes = *options.offload_chunk_bytes;
+  device_setup.pipeline = pipeline_.get();
   for (const models::ParameterSpec& spec : specs_) {
     if (quantized_weight(spec.name) == nullptr) device_setup.specs.push_back(spec);
   }
@@ -274,7 +276,11 @@ Run::Run(const Config& config, const TrainerOptions& options)
   if (config.debug_memory_breakdown) {
     size_t optimizer_bytes = 0;
     for (const StateTensor& tensor : device_->optimizer_state()) optimizer_bytes += tensor.size_bytes;
-    display_.message(compiler::format_memory_breakdown(plan_, 10, optimizer_bytes));
+    if (!pipeline_) display_.message(compiler::format_memory_breakdown(plan_, 10, optimizer_bytes));
+    for (size_t stage = 0; pipeline_ && stage < pipeline_->stages.size(); ++stage) {  // each stage's own plan
+      display_.message(fmt::format("pipeline stage {}:\n{}", stage,
+                                   compiler::format_memory_breakdown(pipeline_->stages[stage].training, 10)));
+    }
   }
 
   // Steps and schedule.
@@ -609,6 +615,9 @@ TrainingResult Run::run() {
     record.update({{"step", state_.step}, {"epoch", epoch}, {"loss", loss}, {"lr", learning_rate},
                    {"grad_norm", grad_norm}, {"tokens", tokens}, {"loss_tokens", loss_tokens},
                    {"tokens_per_second", tokens / std::max(seconds, 1e-9)}, {"step_seconds", seconds}});
+    if (metrics.router_aux_loss) {  // MoE: the mean of the micro-batches' load-balancing losses
+      record["router_aux_loss"] = *metrics.router_aux_loss / static_cast<double>(window_size);  // every rank's
+    }
     state_.history.push_back(record);
     log("step", record);
     if (guard_->diverged(state_)) fail_diverged(verdict);

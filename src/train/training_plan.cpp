@@ -12,18 +12,28 @@
 #include "core/system_info.h"
 #include "cuda/device_info.h"
 #include "distributed/parallel_layout.h"
+#include "distributed/sequence_exchange_ops.h"
+#include "distributed/sequence_parallel_graph.h"
 #include "models/decoder_graph.h"
 #include "models/fp16_emulation.h"
+#include "ops/defs/register_ops.h"
 #include "train/device/memory_budget.h"
 #include "train/lora_targets.h"
 
 namespace surogate::train {
+
+graph::OpRegistry make_training_registry(distributed::Communicator* sequence_group) {
+  graph::OpRegistry registry = ops::make_model_registry();
+  distributed::register_sequence_exchange_ops(registry, sequence_group);
+  return registry;
+}
+
 models::LoraSetup lora_setup(const Config& config, const io::ModelConfig& model, TrainingBackend backend) {
   models::LoraSetup setup;
   setup.options.rank = config.lora_rank;
   setup.options.alpha = static_cast<double>(config.lora_alpha);
   setup.options.dropout = config.lora_dropout;
-  setup.options.target_modules = resolve_lora_targets(config.lora_target_modules);
+  setup.options.target_modules = resolve_lora_targets(config.lora_target_modules, models::lora_module_names(model));
   if (config.lora_rank <= 0) fail_user("{}: lora_rank must be positive, got {}", config.source_of("lora_rank"), config.lora_rank);
   if (!(config.lora_dropout >= 0.0 && config.lora_dropout < 1.0)) {
     fail_user("{}: lora_dropout must be in [0, 1), got {}", config.source_of("lora_dropout"), config.lora_dropout);
@@ -67,7 +77,7 @@ models::ModelDefinition model_definition(const Config& config) {
 TrainingForward build_training_forward(const Config& config, const io::ModelConfig& model,
                                        const graph::OpRegistry& registry, const models::LoraSetup* lora,
                                        TrainingBackend backend, int64_t batch, int64_t sequence,
-                                       bool training) {
+                                       bool training, int64_t data_parallel_ranks) {
   // The CUDA backend runs the bf16 recipe: parameters and activations in bf16.
   models::DecoderGraphOptions options{batch, sequence, config.lmhead_chunks, false};
   options.attention_backward_chunks = config.attn_bwd_chunks;
@@ -75,6 +85,10 @@ TrainingForward build_training_forward(const Config& config, const io::ModelConf
   options.fused_rope = config.use_fused_rope;
   const auto loss_scale = data::parse_loss_scale(config.loss_scale);
   options.token_weights = training && loss_scale && data::loss_scale_has_weights(*loss_scale);
+  if (training) {
+    options.router_aux_loss_micro_batches =
+        std::max<int64_t>(1, config.gradient_accumulation_steps) * std::max<int64_t>(1, data_parallel_ranks);
+  }
   models::DecoderGraph decoder = models::build_model_graph(model, registry, options, model_definition(config));
   TrainingForward forward{std::move(decoder.graph), decoder.loss};
   // LoRA: the same graph with adapters on the targeted projections and the base frozen.
@@ -88,11 +102,14 @@ TrainingForward build_training_forward(const Config& config, const io::ModelConf
     if (!training) fp8->amax_history = 0;  // evaluation: each tensor at its own scale, no state
     forward.graph = models::apply_fp8_recipe(forward.graph, registry, *fp8);
   }
+  if (training && config.sequence_parallel_size > 1) {
+    forward.graph = distributed::apply_sequence_parallel(forward.graph, registry, config.sequence_parallel_size);
+  }
   // fp16 on the CPU backend: rounded to fp16 wherever the GPU graph (the bf16 twin, same names)
   // holds 16-bit values (models/fp16_emulation.h).
   if (backend == TrainingBackend::Cpu && fp16_training(config)) {
-    const TrainingForward twin =
-        build_training_forward(config, model, registry, lora, TrainingBackend::Cuda, batch, sequence, training);
+    const TrainingForward twin = build_training_forward(config, model, registry, lora, TrainingBackend::Cuda, batch,
+                                                        sequence, training, data_parallel_ranks);
     forward.graph = models::apply_fp16_emulation(forward.graph, models::sixteen_bit_tensors(twin.graph));
   }
   return forward;
@@ -125,13 +142,20 @@ DeviceMemory device_memory(TrainingBackend backend, const MachineOffer& machine,
 
 TrainingPlan plan_training(const Config& config, const io::ModelConfig& model, const graph::OpRegistry& registry,
                            const models::LoraSetup* lora, TrainingBackend backend, int64_t batch, int64_t sequence,
-                           const DeviceMemory& device, std::optional<compiler::RecomputePolicy> forced_recompute) {
+                           const DeviceMemory& device, std::optional<compiler::RecomputePolicy> forced_recompute,
+                           const distributed::ParallelLayout* run_layout) {
   TrainingPlan result;
   result.device = device;
   result.margin_bytes = device_margin_bytes(device.total_bytes);
   MemoryEstimate& memory = result.memory;
-  if (backend == TrainingBackend::Cpu) memory.ranks = distributed::cpu_parallel_layout(config).world_size;
-  if (backend == TrainingBackend::Cuda) memory.gpus = distributed::gpu_parallel_layout(config, device.visible_gpus).world_size;
+  const distributed::ParallelLayout layout = run_layout != nullptr                ? *run_layout
+                                             : backend == TrainingBackend::Cuda ? distributed::gpu_parallel_layout(config, device.visible_gpus)
+                                                                                : distributed::cpu_parallel_layout(config);
+  // CPU ranks: every rank thread of this process holds its own backend.
+  if (backend == TrainingBackend::Cpu) memory.ranks = layout.local_ranks;
+  if (backend == TrainingBackend::Cuda) memory.gpus = layout.world_size;
+  // The optimizer state is shared out among the ranks that hold the same parameters.
+  const int optimizer_shards = backend == TrainingBackend::Cuda ? layout.gradient_group_size() : 1;
   memory.context = backend == TrainingBackend::Cuda ? kCudaContextBytes : 0;
   // The evaluator's own backend (forward only, no dropout): its arena and LM-head scratch.
   const TrainingForward evaluation = build_training_forward(config, model, registry, lora, backend, batch, sequence, false);
@@ -141,15 +165,44 @@ TrainingPlan plan_training(const Config& config, const io::ModelConfig& model, c
   // The parts a recompute choice changes are the plan's own; the rest is fixed above.
   auto estimate = [&](const compiler::ExecutionPlan& plan) {
     MemoryEstimate candidate = memory;
-    candidate.plan = plan_memory(plan, config, memory.gpus);
+    candidate.plan = plan_memory(plan, config, optimizer_shards);
     // offload_residual's host region is the device's own memory on the CPU backend.
     if (backend == TrainingBackend::Cpu) candidate.plan.activations += std::exchange(candidate.plan.host_residuals, 0);
     candidate.lm_head_workspace = lm_head_workspace_bytes(plan);
     return candidate;
   };
-  const TrainingForward forward = build_training_forward(config, model, registry, lora, backend, batch, sequence);
+  // MoE's router loss is weighted for the step's micro-batches: accumulation × the replicas.
+  const TrainingForward forward =
+      build_training_forward(config, model, registry, lora, backend, batch, sequence, true, layout.data_size);
   const compiler::CompileOptions options{
       .recompute = recompute_policy(config), .alignment = 256, .offload_residual = config.offload_residual};
+  const std::string per_gpu = memory.gpus > 1 ? fmt::format(" (per GPU, {} GPUs)", memory.gpus) : std::string();
+  if (config.pipeline_parallel_size > 1) {
+    // Each stage's plan is judged with what the stage holds beside it; the run needs the largest.
+    auto stage_estimate = [&](const compiler::ExecutionPlan& plan, size_t extra) {
+      MemoryEstimate candidate = estimate(plan);
+      candidate.pipeline = extra;
+      return candidate;
+    };
+    auto pipeline = std::make_shared<PipelinePlan>(plan_pipeline(
+        config, forward.graph, forward.loss, model.num_hidden_layers, registry, options,
+        [&](const compiler::ExecutionPlan& plan, size_t extra) { return result.fits_in(stage_estimate(plan, extra).peak()); }));
+    size_t largest = 0;
+    for (const PipelineStagePlan& stage : pipeline->stages) {
+      const MemoryEstimate candidate = stage_estimate(stage.training, stage.extra_bytes);
+      if (candidate.peak() < largest) continue;
+      largest = candidate.peak();
+      memory = candidate;
+      result.recompute = stage.recompute;
+    }
+    result.plan = compiler::compile_forward(forward.graph, registry);
+    result.pipeline = std::move(pipeline);
+    result.message = fmt::format("pipeline: {}; largest stage: {}; predicted peak {} of the {} {} offers{}",
+                                 result.pipeline->describe(), result.recompute.summary,
+                                 format_memory_size(result.memory.peak()), format_memory_size(device.offered_bytes),
+                                 backend == TrainingBackend::Cuda ? "GPU" : "host", per_gpu);
+    return result;
+  }
   auto fits = [&](const compiler::ExecutionPlan& plan) { return result.fits_in(estimate(plan).peak()); };
   if (forced_recompute) {
     compiler::CompileOptions forced = options;
@@ -167,8 +220,7 @@ TrainingPlan plan_training(const Config& config, const io::ModelConfig& model, c
                                    ? "apply_recommended_values: " : "",
                                result.recompute.summary, format_memory_size(result.memory.peak()),
                                format_memory_size(device.offered_bytes),
-                               backend == TrainingBackend::Cuda ? "GPU" : "host",
-                               memory.gpus > 1 ? fmt::format(" (per GPU, {} GPUs)", memory.gpus) : std::string());
+                               backend == TrainingBackend::Cuda ? "GPU" : "host", per_gpu);
   return result;
 }
 

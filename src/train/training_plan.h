@@ -8,11 +8,15 @@
 // The trainer and the dry run's memory prediction (train/memory_prediction.h) both build here.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 
 #include "compiler/recompute_choice.h"
 #include "config/config.h"
+#include "distributed/communicator.h"
+#include "distributed/parallel_layout.h"
+#include "graph/op_registry.h"
 #include "io/model_config.h"
 #include "models/fp8_recipe.h"
 #include "models/model_definition.h"
@@ -20,8 +24,14 @@
 #include "models/qlora.h"
 #include "train/device/backend_selection.h"
 #include "train/device/memory_budget.h"
+#include "train/pipeline_plan.h"
 
 namespace surogate::train {
+
+// The registry training plans are compiled against: the model ops and sequence parallelism's
+// exchange ops (distributed/sequence_exchange_ops.h), bound to `sequence_group` — null for
+// planning; each rank of a sequence group binds its backend from one made with its communicator.
+graph::OpRegistry make_training_registry(distributed::Communicator* sequence_group = nullptr);
 
 // The LoRA adapters and options of the configuration (lora_rank, lora_alpha, lora_dropout,
 // lora_target_modules), with the CUDA backend's faster graph forms on (models/lora.h).
@@ -47,12 +57,16 @@ struct TrainingForward {
 };
 
 // The forward graph of one micro-batch [batch, sequence] as the backend trains it (`training`:
-// with the LoRA dropout; false: as the evaluator runs it), with the quantized base under
-// qlora_bnb / qlora_fp8 / qlora_fp4.
+// with the LoRA dropout, and with sequence_parallel_size N > 1 as each rank of a sequence group
+// runs it, on sequence / N tokens (distributed/sequence_parallel_graph.h); false: as the evaluator
+// runs it), with the quantized base under qlora_bnb / qlora_fp8 / qlora_fp4.
+// Training graphs of MoE models whose config.json sets output_router_logits add the router
+// load-balancing loss weighted for `data_parallel_ranks` × gradient_accumulation_steps micro-batches
+// per optimizer step (models/decoder_graph.h).
 TrainingForward build_training_forward(const Config& config, const io::ModelConfig& model,
                                        const graph::OpRegistry& registry, const models::LoraSetup* lora,
                                        TrainingBackend backend, int64_t batch, int64_t sequence,
-                                       bool training = true);
+                                       bool training = true, int64_t data_parallel_ranks = 1);
 
 // The recompute groups the configuration enables (recompute_* after the implications).
 compiler::RecomputePolicy recompute_policy(const Config& config);
@@ -71,9 +85,12 @@ DeviceMemory device_memory(TrainingBackend backend, const MachineOffer& machine,
                            std::optional<size_t> gpu_memory_bytes = std::nullopt, int gpu = 0);
 
 struct TrainingPlan {
+  // The training step's plan; with pipeline_parallel_size > 1 the whole model's forward plan
+  // instead (its inputs and weights are the run's; it is never loaded), and `pipeline` the stages'.
   compiler::ExecutionPlan plan;
+  std::shared_ptr<const PipelinePlan> pipeline;
   compiler::RecomputeChoice recompute;
-  MemoryEstimate memory;            // what the run will hold on the device
+  MemoryEstimate memory;            // what the run will hold on the device (pipeline: the largest stage's)
   DeviceMemory device;
   size_t margin_bytes = 0;          // kept free beyond the prediction
   bool fits() const { return fits_in(memory.peak()); }
@@ -84,10 +101,13 @@ struct TrainingPlan {
 // The training step's plan for micro-batches [batch, sequence] on `device`: the forward graph
 // (build_training_forward), the recompute the options allow and the device's memory requires
 // (or exactly `forced_recompute`, tests only: TrainerOptions::recompute), with offload_residual's
-// host copies when set.
+// host copies when set; with pipeline_parallel_size > 1, each stage's (train/pipeline_plan.h),
+// judged stage by stage. `layout`: the run's (the trainer's, which knows this process's place
+// among the processes); null: the layout of one process from the configuration (the dry run).
 TrainingPlan plan_training(const Config& config, const io::ModelConfig& model, const graph::OpRegistry& registry,
                            const models::LoraSetup* lora, TrainingBackend backend, int64_t batch, int64_t sequence,
                            const DeviceMemory& device,
-                           std::optional<compiler::RecomputePolicy> forced_recompute = std::nullopt);
+                           std::optional<compiler::RecomputePolicy> forced_recompute = std::nullopt,
+                           const distributed::ParallelLayout* layout = nullptr);
 
 }  // namespace surogate::train

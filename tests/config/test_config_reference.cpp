@@ -140,23 +140,18 @@ TEST(ConfigReference, EveryDocumentedOptionExistsWithItsDefault) {
   }
 }
 
-// The options named (in backquotes) in docs/configuration.md's "Additions to the reference" section:
-// options Surogate accepts beyond the product reference.
+// The options docs/configuration.md lists under "Additions to the reference": each bullet there
+// that opens with an option name in backticks ("- `pipeline_parallel_size` (int, default 1): ...").
 std::set<std::string> documented_additions() {
   std::ifstream in(std::string(SUROGATE_SOURCE_DIR) + "/docs/configuration.md");
   EXPECT_TRUE(in.good()) << "docs/configuration.md not found";
   std::set<std::string> names;
-  bool inside = false;
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.starts_with("## ")) inside = line == "## Additions to the reference";
-    if (!inside) continue;
-    for (size_t open = line.find('`'); open != std::string::npos; open = line.find('`', open)) {
-      const size_t close = line.find('`', open + 1);
-      if (close == std::string::npos) break;
-      names.insert(line.substr(open + 1, close - open - 1));
-      open = close + 1;
-    }
+  bool additions = false;
+  for (std::string line; std::getline(in, line);) {
+    if (line.starts_with("## ")) additions = line == "## Additions to the reference";
+    if (!additions || !line.starts_with("- `")) continue;
+    const size_t end = line.find('`', 3);
+    if (end != std::string::npos) names.insert(line.substr(3, end - 3));
   }
   return names;
 }

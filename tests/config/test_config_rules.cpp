@@ -155,9 +155,9 @@ TEST(ConfigRules, Fp4OptionsThatNeedBlackwellOrQloraFp4AreErrors) {
 }
 
 TEST(ConfigRules, NotYetImplementedOptionsAreRejectedByName) {
-  std::string message = load_error(std::string(kMinimalConfig) + "sequence_parallel_size: 2\n");
+  std::string message = load_error(std::string(kMinimalConfig) + "max_pixels: 1000000\n");
   EXPECT_TRUE(contains(message, "config.yaml:5")) << message;
-  EXPECT_TRUE(contains(message, "'sequence_parallel_size' is valid but not implemented yet")) << message;
+  EXPECT_TRUE(contains(message, "'max_pixels' is valid but not implemented yet")) << message;
   EXPECT_TRUE(contains(load_error(kMinimalConfig, {"--zero_level=3"}), "command line --zero_level=3"));
   // s3:// and gs:// paths are implemented; one without a bucket is an error naming the key.
   EXPECT_NO_THROW(load_config_from_string("model: m\ndatasets:\n  - {path: 's3://bucket/k', type: text}\n", "config.yaml"));
@@ -193,6 +193,28 @@ TEST(ConfigRules, MultiNodeOptions) {
   }
   EXPECT_TRUE(contains(load_error(std::string(kMinimalConfig) + "distributed:\n  worker_output_dir: \"\"\n"),
                        "distributed.worker_output_dir"));
+}
+
+TEST(ConfigRules, SequenceAndPipelineParallelism) {
+  // Both are implemented (on CPU ranks); each composes with data parallelism, not yet with the other.
+  Config config = load("gpus: 4\nsequence_parallel_size: 2\n");
+  EXPECT_EQ(config.sequence_parallel_size, 2);
+  config = load("gpus: 4\npipeline_parallel_size: 2\npipeline_stage_layers: [10, 14]\n");
+  EXPECT_EQ(config.pipeline_stage_layers, (std::vector<int64_t>{10, 14}));
+  EXPECT_EQ(load("", {"--pipeline_stage_layers=[3, 5]", "--pipeline_parallel_size=2"}).pipeline_stage_layers,
+            (std::vector<int64_t>{3, 5}));
+  std::string message = load_error(std::string(kMinimalConfig) + "sequence_parallel_size: 2\npipeline_parallel_size: 2\n");
+  EXPECT_TRUE(contains(message, "'pipeline_parallel_size' cannot be combined with sequence_parallel_size > 1")) << message;
+  message = load_error(std::string(kMinimalConfig) + "pipeline_parallel_size: 2\npipeline_stage_layers: [1, 2, 3]\n");
+  EXPECT_TRUE(contains(message, "pipeline_stage_layers' lists 3 stages, but pipeline_parallel_size is 2")) << message;
+  message = load_error(std::string(kMinimalConfig) + "pipeline_parallel_size: 2\npipeline_stage_layers: [4, 0]\n");
+  EXPECT_TRUE(contains(message, "gives a stage 0 layers")) << message;
+  message = load_error(std::string(kMinimalConfig) + "sequence_parallel_size: 2\nrecipe: fp8_hybrid\n");
+  EXPECT_TRUE(contains(message, "'sequence_parallel_size' cannot be combined with recipe: fp8_hybrid")) << message;
+  message = load_error(std::string(kMinimalConfig) + "pipeline_parallel_size: 0\n");
+  EXPECT_TRUE(contains(message, "'pipeline_parallel_size' must be at least 1")) << message;
+  message = load_error(std::string(kMinimalConfig) + "pipeline_stage_layers: [a]\n");
+  EXPECT_TRUE(contains(message, "pipeline_stage_layers' expects an integer")) << message;
 }
 
 TEST(ConfigRules, MasterAndGradientDtypesBf16AndFp32AreAcceptedFp8NeedsTheFp8Recipe) {

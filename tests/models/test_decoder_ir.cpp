@@ -56,7 +56,8 @@ TEST_P(DecoderIr, RoundTripKeepsGraphAndLoss) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, DecoderIr,
-                         ::testing::Values("llama_gqa_llama3", "mistral_sliding", "qwen2_bias_tied", "qwen3_qknorm"));
+                         ::testing::Values("llama_gqa_llama3", "mistral_sliding", "qwen2_bias_tied", "qwen3_qknorm",
+                                           "qwen2_moe_shared", "mixtral_topk"));
 
 TEST(DecoderIrCheck, GraphsThatDoNotFitTheRunnerAreNamed) {
   testing::Fixture fixture = testing::open_fixture("qwen3_qknorm");

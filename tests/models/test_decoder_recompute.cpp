@@ -77,7 +77,8 @@ TEST_P(DecoderRecompute, PeakFallsAndGradientsStayBitIdentical) {
       << "all: " << previous_peak << " bytes vs none: " << saved.peak_live_bytes;
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, DecoderRecompute, ::testing::Values("llama_bias_untied", "qwen3_qknorm"));
+INSTANTIATE_TEST_SUITE_P(Fixtures, DecoderRecompute,
+                         ::testing::Values("llama_bias_untied", "qwen3_qknorm", "qwen3_moe_topk", "qwen2_moe_shared"));
 
 // The residual adds are fused into the norms (fused_residual_rmsnorm: ln2, the next layer's ln1,
 // final_norm). Under recompute_rmsnorm the stream they produce stays a checkpoint: no fused node

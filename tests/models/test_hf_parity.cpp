@@ -1,7 +1,9 @@
 // Whole-model parity with Hugging Face transformers on the fixtures of
 // scripts/make_hf_fixtures.py: the decoder graph (models/decoder_graph.h, parameters named by
 // models/model_spec.h, weights loaded by models/weight_io.h) run forward + backward on the CPU
-// backend in fp32 must give HF's loss, logits and every parameter gradient.
+// backend in fp32 must give HF's loss, logits and every parameter gradient. MoE fixtures
+// (Qwen3-MoE, Qwen2-MoE, Mixtral) include the router load-balancing loss in the loss and the
+// gradients, and check it on its own too; their expert gradients are stored per expert.
 // Tolerances (fp32, as the engine-core issue states):
 //   loss:            |ours − hf| / |hf| < 1e-5
 //   logits, grads:   max |ours − hf| / max |hf| < 1e-4   (max error relative to the tensor's scale)
@@ -48,6 +50,7 @@ TEST_P(HfParity, LossLogitsAndGradientsMatchTransformers) {
   Fixture fixture = open_fixture(name);
   const graph::OpRegistry registry = ops::make_model_registry();
   models::DecoderGraphOptions options{.batch = fixture.batch, .sequence = fixture.sequence, .lmhead_chunks = 3};
+  options.router_aux_loss_micro_batches = 1;  // MoE fixtures: HF's loss includes coef · aux
   const float loss_scale = 1.0f / static_cast<float>(fixture.scored_tokens());  // HF's mean over scored tokens
 
   // Forward + backward.
@@ -64,12 +67,23 @@ TEST_P(HfParity, LossLogitsAndGradientsMatchTransformers) {
   double hf_loss = 0.0;
   std::memcpy(&hf_loss, fixture.expected.tensor("loss").bytes.data(), sizeof(double));
   EXPECT_LT(std::abs(loss - hf_loss) / std::abs(hf_loss), kLossTolerance) << name << ": " << loss << " vs " << hf_loss;
+  if (fixture.expected.find("aux_loss") != nullptr) {
+    float aux = 0.0f;
+    backend.read(plan.tensor(kRouterAuxLoss), std::as_writable_bytes(std::span<float>(&aux, 1)));
+    double hf_aux = 0.0;
+    std::memcpy(&hf_aux, fixture.expected.tensor("aux_loss").bytes.data(), sizeof(double));
+    EXPECT_LT(std::abs(aux - hf_aux) / std::abs(hf_aux), kLossTolerance) << name << ": aux " << aux << " vs " << hf_aux;
+  }
 
   for (const ParameterSpec& spec : parameter_specs(fixture.config)) {
     graph::TensorId gradient = plan.parameter_gradients.at(plan.tensor(spec.name));
     std::vector<float> ours(static_cast<size_t>(graph::shape_numel(spec.shape)));
     backend.read(gradient, std::as_writable_bytes(std::span<float>(ours)));
-    std::vector<float> hf = io::read_tensor_as_float32(fixture.expected.tensor("grad." + spec.hf_name));
+    std::vector<float> hf;  // stacked experts: the per-expert gradients in expert order
+    for (const HfPiece& piece : hf_pieces(spec)) {
+      std::vector<float> part = io::read_tensor_as_float32(fixture.expected.tensor("grad." + piece.name));
+      hf.insert(hf.end(), part.begin(), part.end());
+    }
     EXPECT_LT(scaled_max_error(ours, hf), kTensorTolerance) << name << ": gradient of " << spec.hf_name;
   }
 
@@ -96,7 +110,8 @@ TEST_P(HfParity, LossLogitsAndGradientsMatchTransformers) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, HfParity,
                          ::testing::Values("llama_gqa_llama3", "llama_bias_untied", "mistral_sliding",
-                                           "qwen2_bias_tied", "qwen3_qknorm", "llama_rope_parameters_yarn"));
+                                           "qwen2_bias_tied", "qwen3_qknorm", "llama_rope_parameters_yarn",
+                                           "qwen3_moe_topk", "qwen2_moe_shared", "mixtral_topk"));
 
 }  // namespace
 }  // namespace surogate::models

@@ -72,6 +72,53 @@ TEST(ModelSpec, NamesAreUniqueAndRoundTrip) {
   }
 }
 
+TEST(ModelSpec, MoeExpertsAreStackedWithPerExpertHfNames) {
+  const io::ModelConfig qwen3 = fixture_config("qwen3_moe_topk");  // 3 layers, layer 1 dense, 4 experts
+  const std::vector<ParameterSpec> specs = parameter_specs(qwen3);
+  const ParameterSpec* router = find(specs, "layers.0.mlp.router.weight");
+  ASSERT_NE(router, nullptr);
+  EXPECT_EQ(router->hf_name, "model.layers.0.mlp.gate.weight");
+  EXPECT_EQ(router->shape, (graph::Shape{4, 32}));
+  const ParameterSpec* down = find(specs, "layers.2.mlp.experts.down_proj.weight");
+  ASSERT_NE(down, nullptr);
+  EXPECT_EQ(down->shape, (graph::Shape{4, 32, 16}));
+  EXPECT_EQ(down->experts, 4);
+  const std::vector<HfPiece> pieces = hf_pieces(*down);
+  ASSERT_EQ(pieces.size(), 4u);
+  EXPECT_EQ(pieces[3].name, "model.layers.2.mlp.experts.3.down_proj.weight");
+  EXPECT_EQ(pieces[3].shape, (graph::Shape{32, 16}));
+  EXPECT_EQ(pieces[3].offset, 3 * 32 * 16);
+  EXPECT_NE(find(specs, "layers.1.mlp.gate_proj.weight"), nullptr) << "mlp_only_layers keeps the dense MLP";
+  EXPECT_EQ(find(specs, "layers.1.mlp.router.weight"), nullptr);
+
+  const std::vector<ParameterSpec> qwen2 = parameter_specs(fixture_config("qwen2_moe_shared"));
+  EXPECT_EQ(find(qwen2, "layers.1.mlp.shared_expert.up_proj.weight")->shape, (graph::Shape{24, 32}));
+  EXPECT_EQ(find(qwen2, "layers.1.mlp.shared_expert_gate.weight")->hf_name, "model.layers.1.mlp.shared_expert_gate.weight");
+  EXPECT_EQ(find(qwen2, "layers.0.mlp.router.weight"), nullptr) << "decoder_sparse_step 2: layer 0 is dense";
+
+  const io::ModelConfig mixtral = fixture_config("mixtral_topk");
+  const std::vector<ParameterSpec> mixtral_specs = parameter_specs(mixtral);
+  EXPECT_EQ(hf_pieces(*find(mixtral_specs, "layers.1.mlp.experts.up_proj.weight"))[2].name,
+            "model.layers.1.block_sparse_moe.experts.2.w3.weight");
+  EXPECT_EQ(find(mixtral_specs, "layers.1.mlp.router.weight")->hf_name, "model.layers.1.block_sparse_moe.gate.weight");
+
+  // Every checkpoint tensor names its engine parameter, per expert too; names are unique.
+  for (const io::ModelConfig* config : {&qwen3, &mixtral}) {
+    std::set<std::string> hf;
+    for (const ParameterSpec& spec : parameter_specs(*config)) {
+      for (const HfPiece& piece : hf_pieces(spec)) {
+        EXPECT_TRUE(hf.insert(piece.name).second) << piece.name;
+        EXPECT_EQ(engine_name_for(config->architecture, piece.name), spec.name) << piece.name;
+      }
+      EXPECT_EQ(hf_name_for(config->architecture, spec.name), spec.hf_name);
+    }
+  }
+  EXPECT_EQ(engine_name_for(io::Architecture::Qwen3Moe, "model.layers.0.mlp.experts.01.up_proj.weight"), std::nullopt);
+  EXPECT_TRUE(is_router_weight("layers.4.mlp.router.weight"));
+  EXPECT_TRUE(is_router_weight("layers.4.mlp.shared_expert_gate.weight"));
+  EXPECT_FALSE(is_router_weight("layers.4.mlp.gate_proj.weight"));
+}
+
 TEST(ModelSpec, UnknownNamesAreRejected) {
   EXPECT_EQ(engine_name_for(io::Architecture::Llama, "model.layers.x.self_attn.q_proj.weight"), std::nullopt);
   EXPECT_EQ(engine_name_for(io::Architecture::Llama, "model.layers.01.self_attn.q_proj.weight"), std::nullopt);

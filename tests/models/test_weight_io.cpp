@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <stdexcept>
 
 #include "core/error.h"
 #include "io/model_config.h"
@@ -37,9 +38,10 @@ std::string error_of(const std::function<void()>& body) {
 
 TEST(WeightIo, LoadsEveryFixtureAndRoundTrips) {
   // Every architecture and flag combination of the fixtures: Llama (GQA, biases, tied), Mistral,
-  // Qwen2 (q/k/v bias, tied), Qwen3 (q/k norm).
+  // Qwen2 (q/k/v bias, tied), Qwen3 (q/k norm), and the MoE models, whose stacked experts are
+  // read from and written to one tensor per expert.
   for (const char* name : {"llama_gqa_llama3", "llama_bias_untied", "llama_rope_parameters_yarn", "mistral_sliding",
-                           "qwen2_bias_tied", "qwen3_qknorm"}) {
+                           "qwen2_bias_tied", "qwen3_qknorm", "qwen3_moe_topk", "qwen2_moe_shared", "mixtral_topk"}) {
     io::ModelConfig config = io::load_model_config(fixture(name));
     std::vector<ParameterSpec> specs = parameter_specs(config);
     std::vector<std::vector<float>> values = load_hf_weights_as_float32(fixture(name), specs);
@@ -54,6 +56,60 @@ TEST(WeightIo, LoadsEveryFixtureAndRoundTrips) {
       EXPECT_EQ(io::read_tensor_as_float32(saved.tensor(tensor)), io::read_tensor_as_float32(original.tensor(tensor)))
           << tensor;
     }
+    fs::remove_all(out);
+  }
+}
+
+TEST(WeightIo, FusedExpertsAsTransformers5SavesThemLoadLikePerExpert) {
+  // save_pretrained(save_original_format=False) in transformers 5 writes the experts fused:
+  // mlp.experts.gate_up_proj [E, 2I, H] (each expert's gate rows, then its up rows) and
+  // mlp.experts.down_proj [E, H, I]; Mixtral's router moves from block_sparse_moe.gate to mlp.gate.
+  for (const char* name : {"qwen3_moe_topk", "mixtral_topk"}) {
+    SCOPED_TRACE(name);
+    const io::ModelConfig config = io::load_model_config(fixture(name));
+    const std::vector<ParameterSpec> specs = parameter_specs(config);
+    const std::vector<std::vector<float>> per_expert = load_hf_weights_as_float32(fixture(name), specs);
+    auto values_of = [&](const std::string& engine) -> const std::vector<float>& {
+      for (size_t i = 0; i < specs.size(); ++i) {
+        if (specs[i].name == engine) return per_expert[i];
+      }
+      throw std::runtime_error("no " + engine);
+    };
+    std::vector<std::vector<float>> storage;
+    std::vector<io::TensorToWrite> tensors;
+    auto add = [&](std::string tensor, graph::Shape shape, std::vector<float> values) {
+      storage.push_back(std::move(values));
+      tensors.push_back({std::move(tensor), DType::F32, std::move(shape), std::as_bytes(std::span<const float>(storage.back()))});
+    };
+    storage.reserve(specs.size() * 2);
+    for (size_t i = 0; i < specs.size(); ++i) {
+      const ParameterSpec& spec = specs[i];
+      std::string hf = spec.hf_name;
+      if (const size_t moe = hf.find(".block_sparse_moe."); moe != std::string::npos) hf.replace(moe, 18, ".mlp.");
+      if (spec.experts == 0) {
+        add(hf, spec.shape, per_expert[i]);
+        continue;
+      }
+      const std::string prefix = hf.substr(0, hf.find(".experts."));
+      if (spec.name.ends_with("down_proj.weight")) {
+        add(prefix + ".experts.down_proj", spec.shape, per_expert[i]);
+      } else if (spec.name.ends_with("gate_proj.weight")) {
+        const std::string stem = spec.name.substr(0, spec.name.size() - std::string("gate_proj.weight").size());
+        const std::vector<float>& gate = per_expert[i];
+        const std::vector<float>& up = values_of(stem + "up_proj.weight");
+        const int64_t block = spec.shape[1] * spec.shape[2];
+        std::vector<float> fused;
+        for (int64_t e = 0; e < spec.experts; ++e) {
+          fused.insert(fused.end(), gate.begin() + e * block, gate.begin() + (e + 1) * block);
+          fused.insert(fused.end(), up.begin() + e * block, up.begin() + (e + 1) * block);
+        }
+        add(prefix + ".experts.gate_up_proj", {spec.shape[0], 2 * spec.shape[1], spec.shape[2]}, std::move(fused));
+      }
+    }
+    const fs::path out = scratch_dir(std::string(name) + "_fused");
+    fs::create_directories(out);
+    io::write_safetensors(out / "model.safetensors", tensors);
+    EXPECT_EQ(load_hf_weights_as_float32(out, specs), per_expert);
     fs::remove_all(out);
   }
 }

@@ -62,10 +62,10 @@ def test_pt_needs_text_datasets(surogate_bin, tmp_path):
 
 
 def test_not_implemented_option_is_rejected_by_name(surogate_bin, tmp_path):
-    config = write_run(tmp_path, "sequence_parallel_size: 2\n")
+    config = write_run(tmp_path, "max_pixels: 1000000\n")
     result = run_surogate(surogate_bin, "sft", config, "--dry-run")
     assert result.returncode == 2
-    assert "'sequence_parallel_size' is valid but not implemented yet" in result.stderr
+    assert "'max_pixels' is valid but not implemented yet" in result.stderr
 
 
 def test_override_spellings(surogate_bin, tmp_path):

@@ -5,6 +5,8 @@
 // and master_dtype / gradient_dtype bf16: honoured on CUDA, refused by name on the CPU backend.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include <string>
 
 #include "config/config.h"
@@ -119,6 +121,28 @@ TEST(BackendSelection, GpusOnTheCpuBackendAreDataParallelCpuRanks) {
   config.shard_gradients = false;
   config.gpus = 0;  // every visible GPU: none, so one rank
   EXPECT_EQ(choose_training_backend(config, no_gpu()).message.find("data-parallel"), std::string::npos);
+}
+
+TEST(BackendSelection, SequenceParallelGpusTrainOnCudaAPipelineIsCpuRanksOnly) {
+  Config config;
+  config.gpus = 4;
+  config.sequence_parallel_size = 2;
+  // Refused until its GPU tests have run on hardware, unless the variable allows the unvalidated path.
+  ::unsetenv("SUROGATE_ALLOW_UNVALIDATED_SEQUENCE_PARALLEL_CUDA");
+  EXPECT_NE(error_of(config, gpus(4)).find("sequence_parallel_size: 2 on GPUs is not validated on a multi-GPU machine"),
+            std::string::npos);
+  ::setenv("SUROGATE_ALLOW_UNVALIDATED_SEQUENCE_PARALLEL_CUDA", "1", 1);
+  BackendChoice choice = choose_training_backend(config, gpus(4));
+  ::unsetenv("SUROGATE_ALLOW_UNVALIDATED_SEQUENCE_PARALLEL_CUDA");
+  EXPECT_EQ(choice.backend, TrainingBackend::Cuda);
+  EXPECT_NE(choice.message.find("4 ranks (2 data-parallel × 2 sequence-parallel)"), std::string::npos) << choice.message;
+  config.sequence_parallel_size = 1;
+  config.pipeline_parallel_size = 2;
+  EXPECT_NE(error_of(config, gpus(4)).find("pipeline_parallel_size: 2 trains on CPU ranks in this version"),
+            std::string::npos);
+  choice = choose_training_backend(config, no_gpu());
+  EXPECT_EQ(choice.backend, TrainingBackend::Cpu);
+  EXPECT_NE(choice.message.find("4 ranks (2 data-parallel × 2 pipeline stages)"), std::string::npos) << choice.message;
 }
 
 TEST(BackendSelection, WhatTheCudaTrainerLacksIsAClearErrorNamingTheOption) {

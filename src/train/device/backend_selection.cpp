@@ -1,6 +1,9 @@
 // The training backend choice; see backend_selection.h.
 #include "train/device/backend_selection.h"
 
+#include <cstdlib>
+#include <string_view>
+
 #include <utility>
 
 #include <fmt/format.h>
@@ -42,7 +45,7 @@ BackendChoice choose_training_backend(const Config& config, const MachineOffer& 
     std::string why = machine.cuda_built ? machine.why_no_gpu : std::string("this surogate was built without CUDA");
     check_cpu_backend_options(config);
     const distributed::ParallelLayout layout = distributed::cpu_parallel_layout(config, placement);
-    if (layout.data_parallel()) {
+    if (layout.several_ranks()) {
       why += layout.spans_processes() ? fmt::format("; {} on CPU threads", layout.describe())
                                       : fmt::format("; gpus: {} runs {} on CPU threads", config.gpus, layout.describe());
     }
@@ -67,14 +70,27 @@ BackendChoice choose_training_backend(const Config& config, const MachineOffer& 
               machine.visible_gpus == 1 ? "is" : "are", key, machine.visible_gpus);
   }
   const distributed::ParallelLayout layout = distributed::gpu_parallel_layout(config, machine.visible_gpus, placement);
-  if (layout.data_parallel() && config.master_dtype == MasterDtype::Bf16) {
+  // Refused rather than risk a silently wrong result before the GPU tests have run on hardware.
+  if (layout.sequence_size > 1 && !unvalidated_sequence_parallel_cuda_allowed()) {
+    fail_user("{}: sequence_parallel_size: {} on GPUs is not validated on a multi-GPU machine yet in this version "
+              "(its GPU tests have not run on hardware); train it on CPU ranks for now, or set "
+              "SUROGATE_ALLOW_UNVALIDATED_SEQUENCE_PARALLEL_CUDA=1 to run the unvalidated GPU path",
+              config.source_of("sequence_parallel_size"), layout.sequence_size);
+  }
+  if (layout.pipeline_size > 1) {
+    fail_user("{}: pipeline_parallel_size: {} trains on CPU ranks in this version (a CUDA pipeline device is not built "
+              "yet: docs/training.md, \"Sequence and pipeline parallelism\"); on GPUs use data or sequence "
+              "parallelism, or run `--dry-run` to see which layout would fit",
+              config.source_of("pipeline_parallel_size"), layout.pipeline_size);
+  }
+  if (layout.several_ranks() && config.master_dtype == MasterDtype::Bf16) {
     fail_user("{}: master_dtype: bf16 is implemented on one GPU only; with gpus: {} ({} data-parallel GPUs) keep "
               "fp32 master weights (remove the option), or train on one GPU",
               config.source_of("master_dtype"), config.gpus, layout.world_size);
   }
   for (const auto& [key, set] : {std::pair{"offload_master", config.offload_master},
                                  std::pair{"offload_grads", config.offload_grads}}) {
-    if (!set || !layout.data_parallel()) continue;
+    if (!set || !layout.several_ranks()) continue;
     fail_user("{}: {} is implemented on one GPU only (the data-parallel GPUs exchange masters and gradients in GPU "
               "memory); with gpus: {} ({} data-parallel GPUs) remove it — offload_optimizer works with several GPUs "
               "— or train on one GPU",
@@ -90,7 +106,7 @@ BackendChoice choose_training_backend(const Config& config, const MachineOffer& 
   const bool bf16_master = config.master_dtype == MasterDtype::Bf16;
   const bool bf16_gradients = config.gradient_dtype == GradientDtype::Bf16;
   const std::string ranks =
-      !layout.data_parallel() ? std::string()
+      !layout.several_ranks() ? std::string()
       : layout.spans_processes()
           ? fmt::format("; {} processes run {}, this one on GPUs {}-{} (NCCL)", layout.processes, layout.describe(),
                         layout.first_device, layout.first_device + layout.local_ranks - 1)
@@ -106,6 +122,11 @@ BackendChoice choose_training_backend(const Config& config, const MachineOffer& 
 }
 
 bool fp16_training(const Config& config) { return config.torch_dtype == TorchDtype::Float16; }
+
+bool unvalidated_sequence_parallel_cuda_allowed() {
+  const char* allow = std::getenv("SUROGATE_ALLOW_UNVALIDATED_SEQUENCE_PARALLEL_CUDA");
+  return allow != nullptr && std::string_view(allow) == "1";
+}
 
 MachineOffer probe_machine() {
   cuda::CudaEnvironment environment = cuda::query_cuda_environment();

@@ -57,4 +57,9 @@ void check_cpu_backend_options(const Config& config);
 // What this process can use (cuda::query_cuda_environment; safe without a driver).
 MachineOffer probe_machine();
 
+// Sequence parallelism's GPU path has tests that have not run on a multi-GPU machine yet: a CUDA
+// run refuses it (and --dry-run does not pick it) unless
+// SUROGATE_ALLOW_UNVALIDATED_SEQUENCE_PARALLEL_CUDA=1 (the GPU tests set it).
+bool unvalidated_sequence_parallel_cuda_allowed();
+
 }  // namespace surogate::train

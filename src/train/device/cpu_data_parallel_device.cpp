@@ -22,6 +22,12 @@
 //     tensors alone: ZeRO-1), writes its updated weights into its piece of the flat buffer, and
 //     an all-gather gives every rank every piece; each copies them into its backend.
 //
+// Sequence parallelism (layout.sequence_size > 1): the plan is a sequence slice's
+// (distributed/sequence_parallel_graph.h), each rank's backend binds the exchange ops to its sequence
+// group's gloo communicator (sequence_groups.h), and accumulate() gives every rank of a replica its
+// slice of the micro-batch (micro_batch.h); the rest is unchanged, the sums and ZeRO shards running
+// over every rank of the world.
+//
 // fp8_hybrid: each rank's plan holds the scaling state (models/fp8_recipe.h). Before it is rolled
 // after a step, every rank's state is all-reduced with the max of the amaxes (only this step's
 // row[1] differs between ranks), so every rank rolls the same delayed amaxes and quantizes exactly
@@ -51,9 +57,12 @@
 #include "distributed/shard_placement.h"
 #include "ops/gradient_norm.h"
 #include "runtime/cpu_backend.h"
+#include "models/decoder_graph.h"
 #include "train/device/backend_selection.h"
 #include "quant/fp8_scaling.h"
 #include "train/device/cpu_parameters.h"
+#include "train/device/micro_batch.h"
+#include "train/device/sequence_groups.h"
 #include "train/device/fp8_state.h"
 #include "train/fp8_weight_copies.h"
 #include "train/device/process_optimizer_state.h"
@@ -63,12 +72,6 @@
 namespace surogate::train {
 namespace {
 
-// A micro-batch's inputs, copied: the trainer reuses its buffers for the next micro-batch.
-struct MicroBatch {
-  std::vector<graph::TensorId> tensors;
-  std::vector<std::vector<std::byte>> bytes;
-};
-
 struct Rank {
   runtime::CpuBackend backend;
   CpuParameters parameters;
@@ -77,7 +80,7 @@ struct Rank {
   std::unique_ptr<Optimizer> optimizer;    // state for the shard's tensors only (none if empty)
   std::unique_ptr<distributed::Communicator> communicator;
   std::vector<MicroBatch> pending;
-  double loss_sum = 0.0;
+  double loss_sum = 0.0, aux_sum = 0.0;
   double shard_squares = 0.0;              // ZeRO-2: the sum of squares of the shard's summed gradients
   std::vector<float> flat;                 // gradients in measure(), weights in update()
 };
@@ -86,15 +89,17 @@ class CpuDataParallelDevice final : public TrainingDevice {
 public:
   CpuDataParallelDevice(const TrainingDeviceSetup& setup, const distributed::ParallelLayout& layout)
       : plan_(*setup.plan), config_(*setup.config), layout_(layout), threads_(layout.local_ranks),
-        window_(layout, setup.world), optimizer_exchange_(setup.world) {
+        window_(layout, setup.world), optimizer_exchange_(setup.world),
+        router_aux_loss_(plan_.graph.find_tensor(models::kRouterAuxLoss)) {
     check_cpu_backend_options(config_);
     std::unique_ptr<distributed::ProcessWorld> alone;
     distributed::ProcessWorld& world = setup.world != nullptr ? *setup.world : *(alone = distributed::ProcessWorld::single());
     std::vector<std::unique_ptr<distributed::Communicator>> communicators =
         distributed::connect_gloo(threads_, world, layout_.first_rank, layout_.world_size);
+    sequence_groups_ = connect_cpu_sequence_groups(threads_, world, layout_);
     for (int r = 0; r < layout_.local_ranks; ++r) {
       auto rank = std::make_unique<Rank>();
-      rank->backend.load(plan_, *setup.registry);
+      rank->backend.load(plan_, sequence_groups_.registry(r, *setup.registry));
       rank->parameters = bind_cpu_parameters(rank->backend, plan_, setup.specs);
       rank->communicator = std::move(communicators[static_cast<size_t>(r)]);
       ranks_.push_back(std::move(rank));
@@ -130,7 +135,7 @@ public:
     return fmt::format("CPU backend, fp32 weights, gradients and {} state; {} ({}, gloo)", optimizer_name_,
                        layout_.describe(), layout_.spans_processes() ? "rank threads in each process" : "threads of this process");
   }
-  int data_parallel_ranks() const override { return layout_.world_size; }
+  int data_parallel_ranks() const override { return layout_.data_size; }
   bool takes_micro_batch(int64_t index) const override { return window_.takes(index); }
   MicroBatchTotals window_totals(std::span<const MicroBatchTotals> taken) override { return window_.totals(taken); }
   std::span<const WeightView> weights() const override { return ranks_[0]->parameters.weights; }
@@ -169,24 +174,22 @@ public:
   }
   void download() override {}  // every rank holds the same weights after update(); rank 0's are the host's
 
+  // The micro-batch goes to its replica's ranks, each of a sequence group keeping its slice.
   void accumulate(std::span<const runtime::InputBinding> inputs) override {
-    const int owner = window_.next_local_rank();
-    MicroBatch batch;
-    for (const runtime::InputBinding& input : inputs) {
-      batch.tensors.push_back(input.tensor);
-      batch.bytes.emplace_back(input.data.begin(), input.data.end());
+    for (const int local : window_.next_local_ranks()) {
+      const int sequence = layout_.place(layout_.first_rank + local).sequence;
+      ranks_[static_cast<size_t>(local)]->pending.push_back(
+          copy_micro_batch(plan_, plan_, inputs, sequence, layout_.sequence_size));
     }
-    ranks_[static_cast<size_t>(owner)]->pending.push_back(std::move(batch));
   }
 
   StepMetrics measure() override {
     threads_.run([&](int r) {
       Rank& rank = *ranks_[static_cast<size_t>(r)];
       for (const MicroBatch& batch : rank.pending) {
-        std::vector<runtime::InputBinding> bindings;
-        for (size_t i = 0; i < batch.tensors.size(); ++i) bindings.push_back({batch.tensors[i], batch.bytes[i]});
-        rank.backend.execute(bindings);
+        rank.backend.execute(batch.bindings());
         rank.loss_sum += rank.backend.view<float>(plan_.loss)[0];
+        if (router_aux_loss_) rank.aux_sum += rank.backend.view<float>(*router_aux_loss_)[0];
       }
       rank.pending.clear();
       for (size_t unit = 0; unit < offsets_.size(); ++unit) {
@@ -203,13 +206,15 @@ public:
     });
     window_.restart();
     StepMetrics metrics;
-    std::vector<double> losses, squares;
+    std::vector<double> losses, squares, aux_losses;
     for (const auto& rank : ranks_) {
       losses.push_back(rank->loss_sum);
       squares.push_back(rank->shard_squares);
-      rank->loss_sum = 0.0;
+      aux_losses.push_back(rank->aux_sum);
+      rank->loss_sum = rank->aux_sum = 0.0;
     }
     metrics.loss = window_.sum_over_ranks(losses);
+    if (router_aux_loss_) metrics.router_aux_loss = window_.sum_over_ranks(aux_losses);
     if (layout_.shard_gradients) {
       // Each rank holds its shard's sums: the norm adds every rank's sum of squares.
       metrics.grad_norm = std::sqrt(window_.sum_over_ranks(squares));
@@ -268,8 +273,10 @@ private:
   const Config& config_;
   distributed::ParallelLayout layout_;
   distributed::RankThreads threads_;
+  SequenceGroups sequence_groups_;  // sequence parallelism: each rank's group and exchange ops
   ProcessWindow window_;
   ProcessOptimizerState optimizer_exchange_;
+  std::optional<graph::TensorId> router_aux_loss_;  // MoE plans with the router loss
   std::vector<std::unique_ptr<Rank>> ranks_;
   std::vector<StoredQuantizedWeight> quantized_;  // QLoRA's base, kept for the evaluator's backend
   std::optional<Fp8State> fp8_;                   // fp8_hybrid's scaling state, in each rank's plan

@@ -11,9 +11,11 @@
 #include "ops/gradient_norm.h"
 #include "quant/fp8_scaling.h"
 #include "runtime/cpu_backend.h"
+#include "models/decoder_graph.h"
 #include "train/device/backend_selection.h"
 #include "train/device/cpu_data_parallel_device.h"
 #include "train/device/cpu_parameters.h"
+#include "train/device/cpu_pipeline_device.h"
 #include "train/device/fp8_state.h"
 #include "train/device/training_device.h"
 #include "train/fp8_weight_copies.h"
@@ -45,8 +47,8 @@ CpuParameters bind_cpu_parameters(runtime::CpuBackend& backend, const compiler::
     slot.name = spec.name;
     slot.master = parameters.weights.back().values.data();
     slot.gradient = parameters.gradients.back().data();
-    slot.rows = spec.shape.size() == 2 ? spec.shape[0] : 1;
-    slot.cols = spec.shape.size() == 2 ? spec.shape[1] : spec.shape[0];
+    slot.rows = spec.shape.size() == 2 ? spec.shape[0] : 1;  // a stacked expert tensor [E, out, in] is one row
+    slot.cols = spec.shape.size() == 2 ? spec.shape[1] : graph::shape_numel(spec.shape);
     slot.apply_weight_decay = applies_weight_decay(spec.name);
     slot.is_hidden_matrix = is_hidden_matrix(spec.name, spec.shape);
     parameters.slots.push_back(slot);
@@ -84,6 +86,7 @@ public:
     check_cpu_backend_options(config_);  // also when a caller forces the CPU backend
     backend_.load(plan_, *setup.registry);
     loss_ = plan_.loss;
+    router_aux_loss_ = plan_.graph.find_tensor(models::kRouterAuxLoss).value_or(graph::kNoTensor);
     parameters_ = bind_cpu_parameters(backend_, plan_, setup.specs);
     optimizer_ = make_cpu_optimizer(config_, parameters_.slots);
     if ((fp8_ = fp8_state(plan_))) {
@@ -117,12 +120,14 @@ public:
   void accumulate(std::span<const runtime::InputBinding> inputs) override {
     backend_.execute(inputs);
     loss_sum_ += backend_.view<float>(loss_)[0];
+    if (router_aux_loss_ != graph::kNoTensor) aux_sum_ += backend_.view<float>(router_aux_loss_)[0];
   }
 
   StepMetrics measure() override {
-    StepMetrics metrics{loss_sum_, ops::global_norm<float>(parameters_.gradients)};
+    StepMetrics metrics{loss_sum_, ops::global_norm<float>(parameters_.gradients), std::nullopt};
+    if (router_aux_loss_ != graph::kNoTensor) metrics.router_aux_loss = aux_sum_;
     grad_norm_ = metrics.grad_norm;
-    loss_sum_ = 0.0;
+    loss_sum_ = aux_sum_ = 0.0;
     return metrics;
   }
 
@@ -146,20 +151,24 @@ private:
   const compiler::ExecutionPlan& plan_;
   const Config& config_;
   runtime::CpuBackend backend_;
-  graph::TensorId loss_ = graph::kNoTensor;
+  graph::TensorId loss_ = graph::kNoTensor, router_aux_loss_ = graph::kNoTensor;
   CpuParameters parameters_;
   std::vector<StoredQuantizedWeight> quantized_;  // QLoRA's base, kept for the evaluator's backend
   std::unique_ptr<Optimizer> optimizer_;
   std::optional<Fp8State> fp8_;  // fp8_hybrid's scaling state, in the backend's memory
   std::vector<Fp8WeightCopy> fp8_copies_;  // fp8_hybrid full fine-tuning: the trained weights' FP8 copies
-  double loss_sum_ = 0.0, grad_norm_ = 0.0;
+  double loss_sum_ = 0.0, grad_norm_ = 0.0, aux_sum_ = 0.0;
 };
 
 }  // namespace
 
 std::unique_ptr<TrainingDevice> make_cpu_training_device(const TrainingDeviceSetup& setup) {
   const distributed::ParallelLayout layout = distributed::cpu_parallel_layout(*setup.config, distributed::process_placement(setup.world));
-  if (layout.data_parallel() || setup.data_parallel_device) return make_cpu_data_parallel_training_device(setup, layout);
+  if (layout.pipeline_size > 1) {
+    SUROGATE_CHECK(setup.pipeline != nullptr, "a pipeline layout comes with the stages' plans");
+    return make_cpu_pipeline_training_device(setup, layout);
+  }
+  if (layout.several_ranks() || setup.data_parallel_device) return make_cpu_data_parallel_training_device(setup, layout);
   return std::make_unique<CpuTrainingDevice>(setup);
 }
 

@@ -33,6 +33,13 @@
 //     the other shards from them (round to nearest even, as the optimizer kernels do, so every
 //     rank holds the same bits); then the accumulators are zeroed.
 //
+// Sequence parallelism (layout.sequence_size > 1): the plan is a sequence slice's
+// (distributed/sequence_parallel_graph.h); each rank binds its backend from a kernel table of its own
+// whose exchange ops run the group's NCCL all-to-all (distributed/sequence_exchange_cuda.h, the
+// group joined by connect_nccl_groups on the backend's stream), and accumulate() gives every rank
+// of a replica its slice of the micro-batch (micro_batch.h). The rest is the same: the gradients
+// are summed, and ZeRO shards, over every rank of the world.
+//
 // fp8_hybrid: each GPU's plan holds the scaling state. In update(), before the roll, an NCCL
 // all-reduce takes the max of every rank's state (only this step's amaxes differ), so every GPU
 // rolls the same delayed amaxes and quantizes as one GPU running the whole window would; the
@@ -61,12 +68,14 @@
 #include "core/error.h"
 #include "cuda/cuda_check.h"
 #include "distributed/nccl_communicator.h"
+#include "distributed/sequence_exchange_cuda.h"
 #include "distributed/rank_threads.h"
 #include "cuda/kernels/fp8_quantize.h"
 #include "distributed/shard_placement.h"
 #include "train/device/cuda_evaluator.h"
 #include "train/device/fp8_state.h"
 #include "train/device/cuda_rank_state.h"
+#include "train/device/micro_batch.h"
 #include "train/device/process_optimizer_state.h"
 #include "train/device/process_window.h"
 #include "train/quantized_weights.h"
@@ -74,18 +83,14 @@
 namespace surogate::train {
 namespace {
 
-// A micro-batch's inputs, copied: the trainer reuses its buffers for the next micro-batch.
-struct MicroBatch {
-  std::vector<graph::TensorId> tensors;
-  std::vector<std::vector<std::byte>> bytes;
-};
-
 struct Rank {
   std::unique_ptr<CudaRankState> state;
   std::unique_ptr<distributed::Communicator> communicator;
+  std::unique_ptr<distributed::Communicator> sequence;  // sequence parallelism: the rank's group
   distributed::Shard shard;
   std::vector<MicroBatch> pending;
   double loss_sum = 0.0;
+  std::optional<double> aux_sum;
 };
 
 // The evaluator of GPU 0's weights, run on rank 0's thread (its CUDA device and the thread its
@@ -160,10 +165,10 @@ public:
     return fmt::format("CUDA backend, bf16 weights and activations, fp32 master weights, {} gradient accumulation, "
                        "{} state; {} (GPUs {}-{}, threads of this process, NCCL)",
                        config_.gradient_dtype == GradientDtype::Bf16 ? "bf16" : "fp32", optimizer_name_,
-                       layout_.data_parallel() ? layout_.describe() : "a data-parallel world of one",
+                       layout_.several_ranks() ? layout_.describe() : "a data-parallel world of one",
                        layout_.first_device, layout_.first_device + layout_.local_ranks - 1);
   }
-  int data_parallel_ranks() const override { return layout_.world_size; }
+  int data_parallel_ranks() const override { return layout_.data_size; }
   bool takes_micro_batch(int64_t index) const override { return window_.takes(index); }
   MicroBatchTotals window_totals(std::span<const MicroBatchTotals> taken) override { return window_.totals(taken); }
   std::span<const WeightView> weights() const override { return host_.weights; }
@@ -248,14 +253,13 @@ public:
     });
   }
 
+  // The micro-batch goes to its replica's ranks, each of a sequence group keeping its slice.
   void accumulate(std::span<const runtime::InputBinding> inputs) override {
-    const int owner = window_.next_local_rank();
-    MicroBatch batch;
-    for (const runtime::InputBinding& input : inputs) {
-      batch.tensors.push_back(input.tensor);
-      batch.bytes.emplace_back(input.data.begin(), input.data.end());
+    for (const int local : window_.next_local_ranks()) {
+      const int sequence = layout_.place(layout_.first_rank + local).sequence;
+      ranks_[static_cast<size_t>(local)].pending.push_back(
+          copy_micro_batch(plan_, plan_, inputs, sequence, layout_.sequence_size));
     }
-    ranks_[static_cast<size_t>(owner)].pending.push_back(std::move(batch));
   }
 
   StepMetrics measure() override {
@@ -264,9 +268,7 @@ public:
     threads_.run([&](int r) {
       Rank& rank = ranks_[static_cast<size_t>(r)];
       for (const MicroBatch& batch : rank.pending) {
-        std::vector<runtime::InputBinding> bindings;
-        for (size_t i = 0; i < batch.tensors.size(); ++i) bindings.push_back({batch.tensors[i], batch.bytes[i]});
-        rank.state->accumulate(bindings);
+        rank.state->accumulate(batch.bindings());
       }
       rank.pending.clear();
     });
@@ -284,15 +286,18 @@ public:
       }
       rank.communicator->synchronize();
       rank.loss_sum = state.loss_sum();
+      rank.aux_sum = state.router_aux_loss_sum();
     });
     window_.restart();
     StepMetrics metrics;
-    std::vector<double> losses, squares;
+    std::vector<double> losses, squares, aux_losses;
     for (const Rank& rank : ranks_) {
       losses.push_back(rank.loss_sum);
       squares.push_back(static_cast<double>(rank.state->norm()) * rank.state->norm());
+      aux_losses.push_back(rank.aux_sum.value_or(0.0));
     }
     metrics.loss = window_.sum_over_ranks(losses);
+    if (!ranks_.empty() && ranks_.front().aux_sum) metrics.router_aux_loss = window_.sum_over_ranks(aux_losses);
     if (layout_.shard_gradients) {
       // Each rank holds its shard's sums: the norm adds every rank's squares (exactly the shard's
       // norm with one rank: a float's square is exact in double), and every rank clips by it.
@@ -332,11 +337,20 @@ private:
   // Every rank's state first (no collective yet, so a rank that fails here, e.g. out of memory,
   // stops the run with its message), then the NCCL world on the ranks' streams.
   void connect_ranks(const TrainingDeviceSetup& setup, const std::vector<distributed::Shard>& shards) {
+    // Sequence parallelism: each rank binds the exchange ops from a table of its own, whose slot
+    // gets the rank's group communicator once the backends' streams exist (below).
+    for (int r = 0; layout_.sequence_size > 1 && r < layout_.local_ranks; ++r) {
+      sequence_slots_.push_back(std::make_unique<distributed::SequenceGroupSlot>());
+      sequence_tables_.push_back(std::make_unique<runtime::CudaOpTable>(runtime::builtin_cuda_ops()));
+      distributed::add_sequence_exchange_cuda_ops(*sequence_tables_.back(), sequence_slots_.back().get());
+    }
     threads_.run([&](int r) {
       CUDA_CHECK(cudaSetDevice(layout_.first_device + r));
       Rank& rank = ranks_[static_cast<size_t>(r)];
       rank.shard = shards[static_cast<size_t>(layout_.first_rank + r)];
-      rank.state = std::make_unique<CudaRankState>(setup, trainable_layout_, rank.shard.first_unit, rank.shard.end_unit);
+      TrainingDeviceSetup rank_setup = setup;
+      if (!sequence_tables_.empty()) rank_setup.cuda_ops = sequence_tables_[static_cast<size_t>(r)].get();
+      rank.state = std::make_unique<CudaRankState>(rank_setup, trainable_layout_, rank.shard.first_unit, rank.shard.end_unit);
     });
     std::vector<void*> streams;
     for (const Rank& rank : ranks_) streams.push_back(rank.state->stream());
@@ -345,6 +359,17 @@ private:
     std::vector<std::unique_ptr<distributed::Communicator>> communicators = distributed::connect_nccl_world(
         threads_, world, layout_.first_rank, layout_.world_size, layout_.first_device, streams);
     for (size_t r = 0; r < ranks_.size(); ++r) ranks_[r].communicator = std::move(communicators[r]);
+    if (sequence_slots_.empty()) return;
+    std::vector<std::unique_ptr<distributed::Communicator>> groups = distributed::connect_nccl_groups(
+        threads_, world, layout_.first_rank, layout_.world_size, layout_.first_device, streams, [&](int rank) {
+          const distributed::RankPlace place = layout_.place(rank);
+          return distributed::RankGroup{fmt::format("sequence-{}-{}", place.stage, place.replica), place.sequence,
+                                        layout_.sequence_size};
+        });
+    for (size_t r = 0; r < ranks_.size(); ++r) {
+      ranks_[r].sequence = std::move(groups[r]);
+      sequence_slots_[r]->communicator = ranks_[r].sequence.get();
+    }
   }
 
   float* fp8_device(CudaRankState& state) const {
@@ -356,6 +381,7 @@ private:
     try {
       threads_.run([&](int r) {
         Rank& rank = ranks_[static_cast<size_t>(r)];
+        rank.sequence.reset();
         rank.communicator.reset();
         rank.state.reset();
       });
@@ -383,6 +409,9 @@ private:
   CudaTrainableLayout trainable_layout_;
   CudaHostWeights host_;
   std::vector<Rank> ranks_;
+  // Sequence parallelism: each rank's kernel table and the slot its exchange ops read the group from.
+  std::vector<std::unique_ptr<distributed::SequenceGroupSlot>> sequence_slots_;
+  std::vector<std::unique_ptr<runtime::CudaOpTable>> sequence_tables_;
   std::vector<size_t> shard_sizes_;  // the collectives' pieces (elements of the flat buffers), one per rank
   std::string optimizer_name_;
   std::optional<Fp8State> fp8_;      // fp8_hybrid's scaling state (in each GPU's plan)

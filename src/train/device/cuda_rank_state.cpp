@@ -1,5 +1,6 @@
 // One GPU's training state; see cuda_rank_state.h.
 #include "train/device/cuda_rank_state.h"
+#include "models/decoder_graph.h"
 
 #include <algorithm>
 #include <cmath>
@@ -133,7 +134,8 @@ CudaRankState::CudaRankState(const TrainingDeviceSetup& setup, const CudaTrainab
       max_micro_batches_(std::max<int64_t>(1, config_.gradient_accumulation_steps)),
       bf16_master_(config_.master_dtype == MasterDtype::Bf16),
       bf16_gradients_(config_.gradient_dtype == GradientDtype::Bf16),
-      losses_(static_cast<size_t>(max_micro_batches_)), norm_(2) {
+      backend_(setup.cuda_ops != nullptr ? *setup.cuda_ops : runtime::builtin_cuda_ops()),
+      losses_(static_cast<size_t>(2 * max_micro_batches_)), norm_(2) {
   SUROGATE_CHECK(!config_.gradient_dtype || *config_.gradient_dtype == GradientDtype::Fp32 || bf16_gradients_ ||
                      config_.recipe == Recipe::Fp8Hybrid,
                  "gradient_dtype fp8 without recipe fp8_hybrid was rejected when the configuration was loaded");
@@ -143,6 +145,7 @@ CudaRankState::CudaRankState(const TrainingDeviceSetup& setup, const CudaTrainab
   backend_.set_time_breakdown(config_.debug_time_breakdown);
   backend_.set_cuda_graphs(config_.use_cuda_graphs);
   loss_ = plan.loss;
+  router_aux_loss_ = plan.graph.find_tensor(models::kRouterAuxLoss).value_or(graph::kNoTensor);
   // The trainable parameters as the optimizer sees them; master and gradient pointers are filled
   // once those buffers exist.
   std::vector<DeviceParameter> parameters;
@@ -260,12 +263,21 @@ void CudaRankState::accumulate(std::span<const runtime::InputBinding> inputs) {
   }
   CUDA_CHECK(cudaMemcpyAsync(losses_.data + micro_batches_, backend_.device_address(loss_), sizeof(float),
                              cudaMemcpyDeviceToHost, stream));
+  if (router_aux_loss_ != graph::kNoTensor) {  // the second half of losses_ holds the aux losses
+    CUDA_CHECK(cudaMemcpyAsync(losses_.data + max_micro_batches_ + micro_batches_,
+                               backend_.device_address(router_aux_loss_), sizeof(float), cudaMemcpyDeviceToHost, stream));
+  }
   ++micro_batches_;
 }
 
 double CudaRankState::loss_sum() {
   double sum = 0.0;
   for (int64_t i = 0; i < micro_batches_; ++i) sum += losses_.data[i];
+  router_aux_loss_sum_.reset();
+  if (router_aux_loss_ != graph::kNoTensor) {
+    router_aux_loss_sum_ = 0.0;
+    for (int64_t i = 0; i < micro_batches_; ++i) *router_aux_loss_sum_ += losses_.data[max_micro_batches_ + i];
+  }
   micro_batches_ = 0;
   return sum;
 }

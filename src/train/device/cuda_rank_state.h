@@ -97,8 +97,10 @@ public:
   // One micro-batch: execute (bf16 gradients), add them into the accumulators, copy its loss to
   // the host asynchronously. At most gradient_accumulation_steps calls between two loss_sum().
   void accumulate(std::span<const runtime::InputBinding> inputs);
-  // The summed losses of the micro-batches since the last call (after synchronize()).
+  // The summed losses of the micro-batches since the last call (after synchronize()); MoE plans
+  // with the router loss also sum its outputs, read by router_aux_loss_sum() after loss_sum().
   double loss_sum();
+  std::optional<double> router_aux_loss_sum() const { return router_aux_loss_sum_; }
 
   // Enqueues the global L2 norm of the accumulated gradients of tensors [first, end) and the
   // clip factor for max_grad_norm (both on the device, and copied to the host: norm() after
@@ -138,7 +140,8 @@ private:
   int64_t max_micro_batches_;
   bool bf16_master_, bf16_gradients_;
   runtime::CudaBackend backend_;
-  graph::TensorId loss_ = graph::kNoTensor;
+  graph::TensorId loss_ = graph::kNoTensor, router_aux_loss_ = graph::kNoTensor;
+  std::optional<double> router_aux_loss_sum_;
   HostOffloadPlan offload_;
   cuda::DeviceBuffer<float> master_, accumulators_, norm_result_, norm_partials_;  // master_ / accumulators_: fp32 only
   cuda::DeviceBuffer<__nv_bfloat16> bf16_accumulators_;  // gradient_dtype bf16 only

@@ -102,6 +102,7 @@ public:
     rank_->synchronize();
     StepMetrics metrics;
     metrics.loss = rank_->loss_sum();
+    metrics.router_aux_loss = rank_->router_aux_loss_sum();
     metrics.grad_norm = rank_->norm();
     return metrics;
   }
@@ -147,7 +148,7 @@ private:
 std::unique_ptr<TrainingDevice> make_cuda_training_device(const TrainingDeviceSetup& setup) {
   const distributed::ParallelLayout layout = distributed::gpu_parallel_layout(
       *setup.config, probe_machine().visible_gpus, distributed::process_placement(setup.world));
-  if (layout.data_parallel() || setup.data_parallel_device) return make_cuda_data_parallel_training_device(setup, layout);
+  if (layout.several_ranks() || setup.data_parallel_device) return make_cuda_data_parallel_training_device(setup, layout);
   return std::make_unique<CudaTrainingDevice>(setup);
 }
 

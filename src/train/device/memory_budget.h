@@ -55,13 +55,14 @@ struct MemoryEstimate {
   size_t lm_head_workspace = 0;    // the training backend's LM-head scratch
   size_t evaluation = 0;           // the evaluator's backend: forward arena + LM-head scratch
   size_t context = 0;              // CUDA context and libraries (0 on the CPU)
+  size_t pipeline = 0;             // pipeline stages: the forward plan and the micro-batches in flight
   int ranks = 1;                   // CPU data parallel (gpus: N on the CPU backend): rank threads
   int gpus = 1;                    // GPU data parallel: the estimate is per GPU (GPU 0's, with the evaluator)
   // Every CPU rank thread holds its own backend (weights, gradients, activations, LM-head
   // scratch) and its share of the optimizer state; one evaluator serves them all. Each GPU holds
   // the same but its shard of the optimizer state (plan.optimizer is already the largest shard).
   size_t peak() const {
-    return static_cast<size_t>(ranks) * (plan.total() - plan.optimizer + lm_head_workspace) + plan.optimizer +
+    return static_cast<size_t>(ranks) * (plan.total() - plan.optimizer + lm_head_workspace + pipeline) + plan.optimizer +
            evaluation + context;
   }
   // Pinned host memory the offload_* options take (per GPU).

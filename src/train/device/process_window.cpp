@@ -28,34 +28,56 @@ ProcessWindow::ProcessWindow(const distributed::ParallelLayout& layout, distribu
                  "a layout over processes comes with their world");
 }
 
-bool ProcessWindow::takes(int64_t index) const {
-  return layout_.holds_rank(distributed::owner_of_micro_batch(index, layout_.world_size));
+bool ProcessWindow::process_takes(int process, int64_t index) const {
+  const int replica = distributed::owner_of_micro_batch(index, layout_.data_size);
+  for (int rank = process * layout_.local_ranks; rank < (process + 1) * layout_.local_ranks; ++rank) {
+    if (layout_.place(rank).replica == replica) return true;
+  }
+  return false;
 }
 
-int ProcessWindow::next_local_rank() {
+bool ProcessWindow::takes(int64_t index) const {
+  return process_takes(layout_.first_rank / layout_.local_ranks, index);
+}
+
+std::vector<int> ProcessWindow::next_local_ranks() {
   while (!takes(next_index_)) ++next_index_;
-  return distributed::owner_of_micro_batch(next_index_++, layout_.world_size) - layout_.first_rank;
+  const int replica = distributed::owner_of_micro_batch(next_index_++, layout_.data_size);
+  std::vector<int> ranks;
+  for (int local = 0; local < layout_.local_ranks; ++local) {
+    if (layout_.place(layout_.first_rank + local).replica == replica) ranks.push_back(local);
+  }
+  return ranks;
 }
 
 MicroBatchTotals ProcessWindow::totals(std::span<const MicroBatchTotals> taken) {
   if (!layout_.spans_processes()) return sum_in_order(taken);
-  // Every process takes the same number of micro-batches (gradient_accumulation_steps per rank).
-  // Counts travel as doubles: exact below 2^53.
-  std::vector<double> mine;
-  for (const MicroBatchTotals& batch : taken) {
-    mine.insert(mine.end(), {batch.loss_weight, static_cast<double>(batch.loss_tokens), static_cast<double>(batch.tokens)});
+  // Every process sends one entry per micro-batch of the window (zeros for those it does not take:
+  // the processes may take different numbers), and each micro-batch's counts are read from the
+  // first process that takes it. Counts travel as doubles: exact below 2^53.
+  // This process takes every micro-batch of the replicas it holds: gradient_accumulation_steps each.
+  int held = 0;
+  for (int replica = 0; replica < layout_.data_size; ++replica) held += takes(replica) ? 1 : 0;
+  const int64_t window = static_cast<int64_t>(taken.size()) / held * layout_.data_size;
+  std::vector<double> mine(static_cast<size_t>(window) * 3, 0.0);
+  size_t next = 0;
+  for (int64_t index = 0; index < window; ++index) {
+    if (!takes(index)) continue;
+    SUROGATE_CHECK(next < taken.size(), "one count per micro-batch this process takes");
+    const MicroBatchTotals& batch = taken[next++];
+    mine[static_cast<size_t>(index) * 3] = batch.loss_weight;
+    mine[static_cast<size_t>(index) * 3 + 1] = static_cast<double>(batch.loss_tokens);
+    mine[static_cast<size_t>(index) * 3 + 2] = static_cast<double>(batch.tokens);
   }
   const std::vector<double> every = world_->all_gather(mine);
-  const size_t per_process = taken.size();
-  // The window in its own order: micro-batch i is the next one of the process holding rank i mod N.
-  std::vector<size_t> next(static_cast<size_t>(layout_.processes), 0);
-  std::vector<MicroBatchTotals> window;
-  for (int64_t index = 0; index < static_cast<int64_t>(per_process) * layout_.processes; ++index) {
-    const int process = distributed::owner_of_micro_batch(index, layout_.world_size) / layout_.local_ranks;
-    const double* batch = every.data() + (static_cast<size_t>(process) * per_process + next[static_cast<size_t>(process)]++) * 3;
-    window.push_back({batch[0], static_cast<int64_t>(batch[1]), static_cast<int64_t>(batch[2])});
+  std::vector<MicroBatchTotals> in_order;
+  for (int64_t index = 0; index < window; ++index) {
+    int process = 0;
+    while (!process_takes(process, index)) ++process;
+    const double* batch = every.data() + (static_cast<size_t>(process) * static_cast<size_t>(window) + static_cast<size_t>(index)) * 3;
+    in_order.push_back({batch[0], static_cast<int64_t>(batch[1]), static_cast<int64_t>(batch[2])});
   }
-  return sum_in_order(window);
+  return sum_in_order(in_order);
 }
 
 double ProcessWindow::sum_over_ranks(std::span<const double> local) {

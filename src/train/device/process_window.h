@@ -1,7 +1,9 @@
-// What the data-parallel devices (cpu_data_parallel_device.cpp, cuda_data_parallel_device.cpp)
-// share about ranks spread over processes (distributed/process_world.h): which micro-batches of a
-// step's window this process's ranks train, the window's totals, and sums over every rank of the
-// world. Each sum is taken in one fixed order — window order for the counts, rank order for the
+// What the multi-rank devices (cpu_data_parallel_device.cpp, cuda_data_parallel_device.cpp,
+// cpu_pipeline_device.cpp) share about a step's window of micro-batches and ranks spread over
+// processes (distributed/process_world.h): which micro-batches this process's ranks train — micro-
+// batch i belongs to replica i mod data (parallel_layout.h), and every rank of that replica (each
+// rank of its sequence group, each pipeline stage) takes part in it — the window's totals, and sums
+// over every rank of the world. Each sum is taken in one fixed order — window order for the counts, rank order for the
 // ranks' values — from every process's part gathered over the control channel, so every process
 // gets the same bits, and they are the bits one process driving every rank computes.
 #pragma once
@@ -23,9 +25,9 @@ public:
 
   // Whether one of this process's ranks trains micro-batch `index` of the window.
   bool takes(int64_t index) const;
-  // The local rank (0 … local ranks − 1) of the next micro-batch accumulate() is given, which is
-  // the next one this process takes; restart() begins the next window.
-  int next_local_rank();
+  // The local ranks (0 … local ranks − 1, ascending) that train the next micro-batch accumulate()
+  // is given, which is the next one this process takes; restart() begins the next window.
+  std::vector<int> next_local_ranks();
   void restart() { next_index_ = 0; }
 
   MicroBatchTotals totals(std::span<const MicroBatchTotals> taken);
@@ -33,6 +35,8 @@ public:
   double sum_over_ranks(std::span<const double> local);
 
 private:
+  bool process_takes(int process, int64_t index) const;
+
   distributed::ParallelLayout layout_;
   distributed::ProcessWorld* world_;
   int64_t next_index_ = 0;

@@ -21,6 +21,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -40,7 +41,13 @@
 #include "train/evaluator.h"
 #include "train/optim/optimizer.h"
 
+namespace surogate::runtime {
+class CudaOpTable;  // runtime/cuda_op_table.h
+}
+
 namespace surogate::train {
+
+struct PipelinePlan;  // train/pipeline_plan.h
 
 // The counts of one micro-batch that the loss normalisation and the log need.
 struct MicroBatchTotals {
@@ -52,6 +59,9 @@ struct MicroBatchTotals {
 struct StepMetrics {
   double loss = 0.0;       // sum of the micro-batches' losses
   double grad_norm = 0.0;  // global L2 norm of the accumulated gradients, before clipping
+  // MoE models training with the router load-balancing loss: the sum of the micro-batches'
+  // unweighted aux losses (the plan's "router_aux_loss" output; models/decoder_graph.h).
+  std::optional<double> router_aux_loss;
 };
 
 class TrainingDevice {
@@ -121,6 +131,12 @@ struct TrainingDeviceSetup {
   distributed::ProcessWorld* world = nullptr;
   // The staged offload step's chunk size (host_offload_plan.h; tests make it small).
   size_t offload_chunk_bytes = kOffloadChunkBytes;
+  // pipeline_parallel_size > 1: the stages' plans (`plan` is then the whole model's forward plan,
+  // whose inputs the trainer binds); must outlive the device.
+  const PipelinePlan* pipeline = nullptr;
+  // CUDA: the kernel table a rank's backend binds from (sequence parallelism: the built-in table and
+  // the exchange ops bound to its group, distributed/sequence_exchange_cuda.h); null: the built-in.
+  const runtime::CudaOpTable* cuda_ops = nullptr;
 };
 
 // Norms and biases get no weight decay; NorMuon orthogonalises only hidden 2-D matrices.

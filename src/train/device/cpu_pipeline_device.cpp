@@ -1,0 +1,358 @@
+// Pipeline parallelism on CPU ranks, composed with data parallelism: the TrainingDevice the trainer
+// drives when pipeline_parallel_size > 1 trains on the CPU backend (docs/architecture.md, "Pipeline
+// parallel"). The ranks are threads of this process (distributed/rank_threads.h); rank r runs stage
+// s of replica d (distributed/parallel_layout.h) on its own CpuBackends (cpu_pipeline_stage.h),
+// joined by gloo: the world for the stages' transfers, one gradient group per stage (its replicas)
+// and, when a parameter is read by the first and the last stage (tied embeddings), one tied pair
+// per replica.
+//
+// One optimizer step, as the trainer sees one device:
+//   accumulate() × (gradient_accumulation_steps × local replicas): micro-batch i of the window
+//     belongs to replica i mod data; each stage rank of that replica keeps the inputs its plans read.
+//   measure(): every rank runs its micro-batches through its stage in 1F1B order; the trainer scaled
+//     each micro-batch's loss by 1 / (loss tokens of the window), so the gradients add up to the
+//     window's mean as on one rank. A parameter two stages read (the tied embedding) belongs to
+//     the first: the last stage's gradient of it is added to the first's over their tied pair.
+//     Then each stage's gradient group sums its owned gradients (all-reduce, or reduce-scatter
+//     under ZeRO-2) through one flat fp32 buffer, the trainable tensors of the stage in plan order.
+//     The norm adds the stages' sums of squares (each tensor counted once); the loss is the last
+//     stage's.
+//   update(): each rank clips and steps the optimizer for its shard of its stage's tensors (ZeRO-1
+//     over the gradient group: place_shards), an all-gather within the group gives every replica
+//     the stage's weights, the first stage sends the tied weights to the last, and every stage
+//     refreshes its forward plan's copies.
+//
+// The host side holds an fp32 copy of every parameter (weights(), trainable()): upload() writes it
+// into every stage that holds each weight, download() reads each weight back from the first stage
+// of replica 0 that holds it. optimizer_state() is the ranks' shards, whose tensors carry their
+// parameter's name, so a checkpoint holds exactly the tensors of a single-rank run and resumes on
+// any layout. Stages are rank threads of one process: a pipeline over the processes of a launcher
+// or Ray is refused with a message (not built yet).
+#include "train/device/cpu_pipeline_device.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "distributed/gloo_communicator.h"
+#include "distributed/rank_threads.h"
+#include "distributed/shard_placement.h"
+#include "ops/gradient_norm.h"
+#include "train/device/backend_selection.h"
+#include "train/device/cpu_parameters.h"
+#include "train/device/cpu_pipeline_stage.h"
+#include "train/device/process_window.h"
+#include "train/quantized_weights.h"
+
+namespace surogate::train {
+namespace {
+
+struct Rank {
+  int stage = 0, replica = 0;
+  std::unique_ptr<CpuPipelineStage> runner;
+  CpuParameters parameters;                 // the stage's weights (spec order) on its training backend
+  std::vector<size_t> owned;                // indices into parameters.trainable this stage steps
+  std::vector<size_t> tied;                 // indices into parameters.trainable shared with another stage
+  std::vector<size_t> offsets;              // each owned tensor's offset in `flat`
+  std::vector<size_t> shard_sizes;          // the gradient group's pieces of `flat`
+  distributed::Shard shard;
+  std::vector<ParameterSlot> shard_slots;   // gradients read from `flat`
+  std::unique_ptr<Optimizer> optimizer;
+  std::vector<float> flat;
+  std::unique_ptr<distributed::Communicator> world, group, tied_pair;
+  std::vector<StageMicroBatch> pending;
+  double loss = 0.0, squares = 0.0;
+};
+
+// The evaluator reads the host copies, which it brings up to date first.
+class DownloadingEvaluator final : public Evaluator {
+public:
+  DownloadingEvaluator(TrainingDevice& device, std::unique_ptr<Evaluator> inner) : device_(device), inner_(std::move(inner)) {}
+  EvalResult run() override {
+    device_.download();
+    return inner_->run();
+  }
+
+private:
+  TrainingDevice& device_;
+  std::unique_ptr<Evaluator> inner_;
+};
+
+class CpuPipelineDevice final : public TrainingDevice {
+public:
+  CpuPipelineDevice(const TrainingDeviceSetup& setup, const distributed::ParallelLayout& layout)
+      : source_(*setup.plan), pipeline_(*setup.pipeline), config_(*setup.config), layout_(layout),
+        threads_(layout.local_ranks), window_(layout, setup.world) {
+    check_cpu_backend_options(config_);
+    if (layout_.spans_processes()) {
+      fail_user("{}: pipeline_parallel_size: {} runs its stages as rank threads of one process in this version; a "
+                "launcher or Ray started {} processes. Start one process with gpus: {} (the stages × replicas), or "
+                "use data or sequence parallelism across processes", config_.source_of("pipeline_parallel_size"),
+                layout_.pipeline_size, layout_.processes, layout_.world_size);
+    }
+    SUROGATE_CHECK(static_cast<int>(pipeline_.stages.size()) == layout_.pipeline_size, "one plan per stage");
+    make_host_copies(setup.specs);
+    for (const PipelineStagePlan& stage : pipeline_.stages) {
+      for (const distributed::BoundaryTensor& tensor : stage.graph.sent) {
+        boundary_tags_.try_emplace(tensor.name, static_cast<uint32_t>(boundary_tags_.size()));
+      }
+    }
+    const std::set<std::string> tied = tied_parameters();
+    std::unique_ptr<distributed::ProcessWorld> alone = distributed::ProcessWorld::single();
+    auto world = distributed::connect_gloo(threads_, *alone, 0, layout_.world_size);
+    auto groups = distributed::connect_gloo_groups(threads_, *alone, 0, [&](int rank) {
+      const distributed::RankPlace place = layout_.place(rank);
+      return distributed::RankGroup{fmt::format("stage-{}", place.stage), place.replica, layout_.data_size};
+    });
+    auto pairs = distributed::connect_gloo_groups(threads_, *alone, 0, [&](int rank) {
+      const distributed::RankPlace place = layout_.place(rank);
+      const bool paired = !tied.empty() && (place.stage == 0 || place.stage == layout_.pipeline_size - 1);
+      return paired ? distributed::RankGroup{fmt::format("tied-{}", place.replica), place.stage == 0 ? 0 : 1, 2}
+                    : distributed::RankGroup{fmt::format("alone-{}", rank), 0, 1};
+    });
+    for (int r = 0; r < layout_.local_ranks; ++r) {
+      auto rank = std::make_unique<Rank>();
+      const distributed::RankPlace place = layout_.place(r);
+      rank->stage = place.stage;
+      rank->replica = place.replica;
+      rank->world = std::move(world[static_cast<size_t>(r)]);
+      rank->group = std::move(groups[static_cast<size_t>(r)]);
+      rank->tied_pair = std::move(pairs[static_cast<size_t>(r)]);
+      set_up_rank(*rank, *setup.registry, setup.specs, tied);
+      ranks_.push_back(std::move(rank));
+    }
+    std::set<std::string> trainable;
+    for (const auto& rank : ranks_) {
+      for (const WeightView& weight : rank->parameters.trainable) trainable.insert(weight.name);
+    }
+    for (const WeightView& weight : host_weights_) {
+      if (trainable.contains(weight.name)) host_trainable_.push_back(weight);
+    }
+    optimizer_name_ = to_string(config_.optimizer);
+  }
+
+  std::string description() const override {
+    return fmt::format("CPU backend, fp32 weights, gradients and {} state; {}: {} (threads of this process, gloo)",
+                       optimizer_name_, layout_.describe(), pipeline_.describe());
+  }
+  int data_parallel_ranks() const override { return layout_.data_size; }
+  bool takes_micro_batch(int64_t index) const override { return window_.takes(index); }
+  MicroBatchTotals window_totals(std::span<const MicroBatchTotals> taken) override { return window_.totals(taken); }
+  std::span<const WeightView> weights() const override { return host_weights_; }
+  std::span<const WeightView> trainable() const override { return host_trainable_; }
+
+  std::vector<StateTensor> optimizer_state() override {
+    std::vector<StateTensor> tensors;
+    for (const auto& rank : ranks_) {
+      if (!rank->optimizer) continue;
+      for (StateTensor& tensor : rank->optimizer->state_tensors()) tensors.push_back(std::move(tensor));
+    }
+    return tensors;
+  }
+
+  std::unique_ptr<Evaluator> make_evaluator(const EvaluatorSetup& setup) override {
+    return std::make_unique<DownloadingEvaluator>(*this, make_cpu_evaluator(setup, host_weights_, quantized_));
+  }
+
+  void store_quantized(const models::QuantizedWeight& weight, QuantizedPieces pieces) override {
+    quantized_.push_back({weight, std::move(pieces)});
+    const QuantizedPieces& stored = quantized_.back().pieces;
+    for (auto& rank : ranks_) {
+      for (size_t i = 0; i < weight.pieces.size(); ++i) rank->runner->write_weight(weight.pieces[i], stored.bytes[i]);
+    }
+  }
+
+  void upload() override {
+    for (auto& rank : ranks_) {
+      for (const WeightView& weight : rank->parameters.weights) {
+        const WeightView& host = host_weights_[host_index_.at(weight.name)];
+        std::ranges::copy(host.values, weight.values.begin());
+      }
+      rank->runner->refresh_forward_weights(false);
+    }
+  }
+
+  void download() override {
+    std::set<std::string> done;
+    for (auto& rank : ranks_) {
+      if (rank->replica != 0) continue;
+      for (const WeightView& weight : rank->parameters.weights) {
+        if (!done.insert(weight.name).second) continue;  // the first stage holding it
+        std::ranges::copy(weight.values, host_weights_[host_index_.at(weight.name)].values.begin());
+      }
+    }
+  }
+
+  void accumulate(std::span<const runtime::InputBinding> inputs) override {
+    for (const int local : window_.next_local_ranks()) {
+      Rank& rank = *ranks_[static_cast<size_t>(local)];
+      rank.pending.push_back(rank.runner->take(source_, inputs));
+    }
+  }
+
+  StepMetrics measure() override {
+    threads_.run([&](int r) {
+      Rank& rank = *ranks_[static_cast<size_t>(r)];
+      rank.loss = rank.runner->run(rank.pending, *rank.world, [&](int stage) {
+        return layout_.rank_at({stage, rank.replica, 0});
+      });
+      rank.pending.clear();
+      reduce_gradients(rank);
+    });
+    window_.restart();
+    std::vector<double> losses, squares;
+    for (const auto& rank : ranks_) {
+      losses.push_back(rank->loss);
+      squares.push_back(rank->squares);
+    }
+    StepMetrics metrics;
+    metrics.loss = window_.sum_over_ranks(losses);
+    metrics.grad_norm = std::sqrt(window_.sum_over_ranks(squares));
+    grad_norm_ = metrics.grad_norm;
+    return metrics;
+  }
+
+  void update(const OptimizerStep& step) override {
+    threads_.run([&](int r) {
+      Rank& rank = *ranks_[static_cast<size_t>(r)];
+      if (rank.optimizer) {
+        clip_slot_gradients(rank.shard_slots, grad_norm_, config_.max_grad_norm);
+        rank.optimizer->step(rank.shard_slots, step);
+      }
+      const std::vector<WeightView>& trainable = rank.parameters.trainable;
+      for (size_t unit = rank.shard.first_unit; unit < rank.shard.end_unit; ++unit) {
+        const WeightView& weight = trainable[rank.owned[unit]];
+        std::memcpy(rank.flat.data() + rank.offsets[unit], weight.values.data(), weight.values.size_bytes());
+      }
+      rank.group->all_gather(rank.flat.data(), rank.shard_sizes, DType::F32);
+      for (size_t unit = 0; unit < rank.owned.size(); ++unit) {
+        if (unit >= rank.shard.first_unit && unit < rank.shard.end_unit) continue;
+        const WeightView& weight = trainable[rank.owned[unit]];
+        std::memcpy(weight.values.data(), rank.flat.data() + rank.offsets[unit], weight.values.size_bytes());
+      }
+      // The first stage owns the tied weights: the last stage takes them from it.
+      for (size_t index : rank.tied) {
+        rank.tied_pair->broadcast(trainable[index].values.data(), trainable[index].values.size(), DType::F32, 0);
+      }
+      rank.runner->refresh_forward_weights(true);
+      rank.runner->training().zero_gradients();
+    });
+  }
+  // A step not applied: the stages' gradients are zeroed, weights and optimizer state stay (the
+  // flat buffers are overwritten by the next step's reduce_gradients).
+  void skip_update() override {
+    threads_.run([&](int r) { ranks_[static_cast<size_t>(r)]->runner->training().zero_gradients(); });
+  }
+
+private:
+  void make_host_copies(std::span<const models::ParameterSpec> specs) {
+    host_values_.reserve(specs.size());
+    for (const models::ParameterSpec& spec : specs) {
+      host_values_.emplace_back(static_cast<size_t>(graph::shape_numel(spec.shape)), 0.0f);
+      host_index_[spec.name] = host_weights_.size();
+      host_weights_.push_back({spec.name, spec.shape, host_values_.back()});
+    }
+  }
+
+  // Parameters a trainable graph of more than one stage reads (tied embeddings: first and last).
+  std::set<std::string> tied_parameters() const {
+    std::map<std::string, std::vector<int>> readers;
+    for (const PipelineStagePlan& stage : pipeline_.stages) {
+      for (graph::TensorId id : stage.training.graph.parameters) {
+        if (host_index_.contains(stage.training.graph.tensor(id).name)) {
+          readers[stage.training.graph.tensor(id).name].push_back(stage.graph.stage);
+        }
+      }
+    }
+    std::set<std::string> tied;
+    for (const auto& [name, stages] : readers) {
+      if (stages.size() == 1) continue;
+      SUROGATE_CHECK(stages.size() == 2 && stages[0] == 0 && stages[1] == layout_.pipeline_size - 1,
+                     "parameter '{}' is shared only by the first and the last stage", name);
+      tied.insert(name);
+    }
+    return tied;
+  }
+
+  void set_up_rank(Rank& rank, const graph::OpRegistry& registry, std::span<const models::ParameterSpec> specs,
+                   const std::set<std::string>& tied) {
+    const PipelineStagePlan& plan = pipeline_.stages[static_cast<size_t>(rank.stage)];
+    rank.runner = std::make_unique<CpuPipelineStage>(plan, registry, layout_.pipeline_size, boundary_tags_);
+    std::vector<models::ParameterSpec> stage_specs;
+    for (const models::ParameterSpec& spec : specs) {
+      if (plan.training.graph.find_tensor(spec.name)) stage_specs.push_back(spec);
+    }
+    rank.parameters = bind_cpu_parameters(rank.runner->training(), plan.training, stage_specs);
+    std::vector<size_t> sizes;
+    size_t total = 0;
+    for (size_t i = 0; i < rank.parameters.trainable.size(); ++i) {
+      const WeightView& weight = rank.parameters.trainable[i];
+      if (tied.contains(weight.name)) rank.tied.push_back(i);
+      if (tied.contains(weight.name) && rank.stage != 0) continue;  // the first stage steps it
+      rank.owned.push_back(i);
+      rank.offsets.push_back(total);
+      sizes.push_back(weight.values.size());
+      total += weight.values.size();
+    }
+    const std::vector<distributed::Shard> shards = distributed::place_shards(sizes, layout_.data_size);
+    rank.shard_sizes = distributed::shard_sizes(shards);
+    rank.shard = shards[static_cast<size_t>(rank.replica)];
+    rank.flat.assign(total, 0.0f);
+    for (size_t unit = rank.shard.first_unit; unit < rank.shard.end_unit; ++unit) {
+      ParameterSlot slot = rank.parameters.slots[rank.owned[unit]];
+      slot.gradient = rank.flat.data() + rank.offsets[unit];
+      rank.shard_slots.push_back(slot);
+    }
+    if (!rank.shard_slots.empty()) rank.optimizer = make_cpu_optimizer(config_, rank.shard_slots);
+  }
+
+  // After the schedule: tied gradients summed into the first stage's, then the stage's gradient
+  // group sums (ZeRO-2: reduce-scatters) the owned gradients, and the rank's share of the squares.
+  void reduce_gradients(Rank& rank) {
+    for (size_t index : rank.tied) {
+      const std::span<const float> gradient = rank.parameters.gradients[index];
+      rank.tied_pair->all_reduce_sum(const_cast<float*>(gradient.data()), gradient.size(), DType::F32);
+    }
+    for (size_t unit = 0; unit < rank.owned.size(); ++unit) {
+      const std::span<const float> gradient = rank.parameters.gradients[rank.owned[unit]];
+      std::memcpy(rank.flat.data() + rank.offsets[unit], gradient.data(), gradient.size_bytes());
+    }
+    if (layout_.shard_gradients) {
+      rank.group->reduce_scatter_sum(rank.flat.data(), rank.shard_sizes, DType::F32);
+      rank.squares = ops::sum_of_squares(rank.flat.data() + rank.shard.begin, static_cast<int64_t>(rank.shard.size()));
+    } else {
+      rank.group->all_reduce_sum(rank.flat.data(), rank.flat.size(), DType::F32);
+      // Every replica holds the same sums: replica 0 counts them.
+      rank.squares = rank.replica == 0 ? ops::sum_of_squares(rank.flat.data(), static_cast<int64_t>(rank.flat.size())) : 0.0;
+    }
+  }
+
+  const compiler::ExecutionPlan& source_;
+  const PipelinePlan& pipeline_;
+  const Config& config_;
+  distributed::ParallelLayout layout_;
+  distributed::RankThreads threads_;
+  ProcessWindow window_;
+  std::map<std::string, uint32_t> boundary_tags_;
+  std::vector<std::unique_ptr<Rank>> ranks_;
+  std::vector<std::vector<float>> host_values_;
+  std::vector<WeightView> host_weights_, host_trainable_;
+  std::map<std::string, size_t> host_index_;
+  std::vector<StoredQuantizedWeight> quantized_;
+  std::string optimizer_name_;
+  double grad_norm_ = 0.0;
+};
+
+}  // namespace
+
+std::unique_ptr<TrainingDevice> make_cpu_pipeline_training_device(const TrainingDeviceSetup& setup,
+                                                                  const distributed::ParallelLayout& layout) {
+  return std::make_unique<CpuPipelineDevice>(setup, layout);
+}
+
+}  // namespace surogate::train
