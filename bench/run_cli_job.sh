@@ -24,6 +24,12 @@
 # (bench/cli/make_tool_data.py) with the fast settings and loss_scale default / hermes (per-token
 # weights; tools vs tools-hermes is the cost of the weights, issue 24: at most 2 %) / agent_template
 # react_en with loss_scale react),
+# lmhead8 (the defaults with lmhead_chunks: 8, so the LM head no longer holds the largest scratch)
+# and attn-chunks (the same with attn_bwd_chunks: 2: the peak-memory difference is what the
+# chunked attention backward saves), save and full-save (the defaults, LoRA or full fine-tuning,
+# with a checkpoint every 5 steps: the record's save_step_ratio is the wall time of each step that
+# follows a save (the save's snapshot is in it) over the median of the others, with the snapshot's
+# blocked_seconds and bytes)),
 # CLI_STEPS (10),
 # BENCH_BINARY=0 (skip the bench binary), PEERS=0, PEER_STEPS (5). Records: $OUT/cli.jsonl.
 set -uo pipefail
@@ -55,8 +61,8 @@ datasets:
     type: $type
 sequence_len: 2048
 max_steps: $steps
-save_steps: 1000
 YAML
+  if [[ "$1" == *save ]]; then printf 'save_steps: 5\nsave_total_limit: 2\n'; else printf 'save_steps: 1000\n'; fi
   case "$1" in
     defaults) ;;
     qlora-fast|qlora-fp8-fast)
@@ -81,12 +87,15 @@ YAML
     qlora-fp8) printf 'qlora_fp8: true\n' ;;  # QLoRA FP8 E4M3 (blocks of 128 x 128) with the defaults
     qlora-fp4) printf 'qlora_fp4: true\n' ;;  # QLoRA NVFP4 (Four Over Six), dequantized to bf16, with the defaults
     fp8-qlora) printf 'recipe: fp8_hybrid\nqlora_bnb: true\n' ;;  # the NF4 base dequantized, then E4M3 per micro-batch
-    full) printf 'lora: false\n' ;;  # full fine-tuning with the defaults: where recompute must choose
+    full|full-save) printf 'lora: false\n' ;;  # full fine-tuning with the defaults: where recompute must choose
     full-fp8) printf 'lora: false\nrecipe: fp8_hybrid\n' ;;  # the same with fp8_hybrid (FP8 copy per step)
     full-fast|full-fp8-fast) printf 'lora: false\n'  # full fine-tuning, recompute off
           [[ "$1" == full-fp8-fast ]] && printf 'recipe: fp8_hybrid\n'
           for r in recompute_swiglu recompute_rmsnorm recompute_ffn recompute_qkv recompute_att recompute_block; do
             printf '%s: false\n' "$r"; done ;;
+    save) ;;  # the defaults (LoRA), a checkpoint every 5 steps
+    lmhead8) printf 'lmhead_chunks: 8\n' ;;
+    attn-chunks) printf 'lmhead_chunks: 8\nattn_bwd_chunks: 2\n' ;;  # attention backward over 2 slices of the rows
     full-b4) printf 'lora: false\nper_device_train_batch_size: 4\n' ;;  # more than fits: partial recompute
     # Full fine-tuning with the masters and optimizer state in pinned host memory: staged through
     # two GPU slots (-offload), read through the mapping (-offload-zc), and the gradient
@@ -134,12 +143,24 @@ tps = statistics.median(timed) if timed else 0.0
 flops = MODELS[model].training_flops_per_token(2048, "full" if variant.startswith("full") else "lora")
 ceiling = 786.1
 predicted = re.search(r"predicted peak\s+([0-9.]+) GiB", open(sys.argv[7]).read())
+# Saving steps: a checkpoint is snapshotted after step s is logged, so the wall time from step s's
+# record to step s + 1's holds the save's blocking part; compared with the median of the others.
+saves = {r["step"]: r for r in records if r.get("type") == "checkpoint"}
+gaps = {b["step"]: b["time"] - a["time"] for a, b in zip(steps, steps[1:])}
+after_save = [gaps[s + 1] for s in saves if s + 1 in gaps]
+plain = [g for s, g in gaps.items() if s - 1 not in saves and s > 3]
+save_ratio = statistics.median(after_save) / statistics.median(plain) if after_save and plain else None
 print(json.dumps({"model": model, "variant": variant, "engine": "surogate CLI", "tokens_per_s": tps,
                   "tflops": tps * flops / 1e12, "mfu": tps * flops / 1e12 / ceiling,
                   "peak_mem_gib": max(mem, default=0) / 1024, "steps": len(steps),
                   "predicted_peak_gib": float(predicted.group(1)) if predicted else None,
                   "command_to_first_step_s": (first_step - start) if first_step else None,
                   "losses": [r.get("loss") for r in steps],
+                  "save_step_ratio": save_ratio, "plain_step_s": statistics.median(plain) if plain else None,
+                  "save_step_s": statistics.median(after_save) if after_save else None,
+                  "checkpoint_blocked_s": [r.get("blocked_seconds") for r in saves.values()],
+                  "checkpoint_write_s": [r.get("write_seconds") for r in saves.values()],
+                  "checkpoint_bytes": next((r.get("bytes") for r in saves.values()), None),
                   "startup": startup}))
 PY
   done
@@ -187,6 +208,13 @@ for r in cli:
     if r.get("predicted_peak_gib") and r["peak_mem_gib"]:
         print(f"memory {r['model']} {r['variant']}: predicted {r['predicted_peak_gib']:.2f} GiB, measured "
               f"{r['peak_mem_gib']:.2f} GiB (nvidia-smi), {100 * (r['predicted_peak_gib'] / r['peak_mem_gib'] - 1):+.1f}%")
+for r in cli:
+    if r.get("save_step_ratio"):
+        blocked = [b for b in r["checkpoint_blocked_s"] if b]
+        rate = r["checkpoint_bytes"] / min(blocked) / 1e9 if blocked and r.get("checkpoint_bytes") else 0
+        print(f"checkpoint {r['model']} {r['variant']}: step after a save {r['save_step_s']:.3f} s vs "
+              f"{r['plain_step_s']:.3f} s ({r['save_step_ratio']:.3f}x); snapshot blocked {blocked} s for "
+              f"{r['checkpoint_bytes'] / 2**30:.2f} GiB ({rate:.1f} GB/s), written in {r['checkpoint_write_s']} s")
 for r in cli:
     s = r.get("startup") or {}
     print(f"start-up {r['model']} {r['variant']}: " + ", ".join(f"{k} {v:.1f}s" for k, v in s.items() if isinstance(v, (int, float))))

@@ -104,6 +104,12 @@ nb::dict train(const ConfigSource& source, bool pretraining, const std::string& 
   try {
     nb::gil_scoped_release release;
     config = load(source);
+    if (config.max_restarts > 0) {
+      // Restarts need a supervising process (the CLI's, train/restart_supervisor.h).
+      fail_user("{}: max_restarts restarts the `surogate sft|pt` command after a failure; in Python, catch the "
+                "error and call train() again with resume_from_checkpoint: true",
+                config.source_of("max_restarts"));
+    }
     train::prepare_training_inputs(config, pretraining);
     result = train::run_training(config, options);
   } catch (const CallbackFailed&) {

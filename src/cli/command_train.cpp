@@ -2,9 +2,13 @@
 // model folder and the datasets, then train (train/trainer.h): alone, as one process of several
 // that a launcher started (its variables: distributed/launcher_environment.h), or, with
 // distributed.num_nodes > 1 and no launcher, by handing the run to the Ray driver, which starts
-// this command on every node (distributed/ray_launch.h). --dry-run stops after validation
-// and prints the predicted memory (train/memory_prediction.h; --gpu-memory for a GPU of another
-// size) and the resolved configuration.
+// this command on every node (distributed/ray_launch.h). With max_restarts > 0 this process
+// supervises the training, run as a child process that is restarted after a failure
+// (train/restart_supervisor.h). --dry-run stops after validation and prints the predicted memory
+// (train/memory_prediction.h; --gpu-memory for a GPU of another size) and the resolved
+// configuration. Exit codes: 0, 2 (the user's mistake), 1 (internal or CUDA error), 3 (training
+// diverged).
+#include <cstdlib>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -17,6 +21,8 @@
 #include "distributed/launcher_environment.h"
 #include "distributed/ray_launch.h"
 #include "train/memory_prediction.h"
+#include "train/metrics_log.h"
+#include "train/restart_supervisor.h"
 #include "train/trainer.h"
 #include "train/training_inputs.h"
 
@@ -52,6 +58,58 @@ size_t parse_memory_size(const std::string& text) {
   fail_user("--gpu-memory '{}': give a positive size such as 80GiB, 24GiB, 81920MiB or 80GB", text);
 }
 
+constexpr int kExitDiverged = 3;
+
+// Trains in this process, or (max_restarts > 0 and not already a supervised child) supervises a
+// child process that does.
+int train_or_supervise(const Config& config, const TrainArguments& arguments, const std::vector<std::string>& extras,
+                       bool pretraining) {
+  train::TrainerOptions options;
+  options.processes = distributed::read_launcher_environment();
+  if (config.max_restarts > 0 && (options.processes || config.distributed.num_nodes > 1)) {
+    // One process of a world cannot restart alone: its peers would wait for it in a collective.
+    fail_user("{}: max_restarts restarts a run of one process; this run has several (a launcher's RANK / WORLD_SIZE, "
+              "or distributed.num_nodes > 1). Remove it and let the launcher restart the job (torchrun "
+              "--max-restarts, srun --requeue)",
+              config.source_of("max_restarts"));
+  }
+  if (config.distributed.num_nodes > 1 && !options.processes) {
+    // Several machines and no launcher: Ray starts this command on every node (distributed/ray_launch.h).
+    distributed::RayLaunch launch;
+    launch.command = {pretraining ? "pt" : "sft", arguments.config_path};
+    launch.command.insert(launch.command.end(), extras.begin(), extras.end());
+    launch.num_nodes = config.distributed.num_nodes;
+    launch.gpus_per_node = config.distributed.gpus_per_node > 0 ? config.distributed.gpus_per_node : config.gpus;
+    launch.ray_address = config.distributed.ray_address;
+    distributed::launch_through_ray(launch);
+  }
+  options.pretraining = pretraining;
+  options.default_run_name = fs::path(arguments.config_path).stem().string();
+  const std::optional<std::vector<train::RestartRecord>> restarts = train::supervised_restarts();
+  if (!restarts && config.max_restarts > 0) {
+    train::SupervisedRun run;
+    run.arguments = {pretraining ? "pt" : "sft", arguments.config_path};
+    run.arguments.insert(run.arguments.end(), extras.begin(), extras.end());
+    run.max_restarts = static_cast<int>(config.max_restarts);
+    run.log_file = config.log_file ? fs::path(*config.log_file)
+                                   : train::default_log_path(config.output_dir,
+                                                             config.run_name.value_or(options.default_run_name));
+    run.checkpoint_dir = config.checkpoint_dir.value_or(config.output_dir);
+    return train::supervise_training(run);
+  }
+  if (restarts) options.restarts = *restarts;
+  // SUROGATE_TEST_FAULTS: failures tests inject (train/injected_faults.h).
+  const char* faults = std::getenv("SUROGATE_TEST_FAULTS");
+  options.faults = train::injected_faults_from_text(faults ? faults : "", restarts ? restarts->size() : 0);
+  try {
+    train::run_training(config, options);
+  } catch (const train::TrainingDiverged& error) {
+    fmt::print(stderr, "error: {}\n", error.what());
+    return kExitDiverged;
+  }
+  return 0;
+}
+
 int run_training_command(const TrainArguments& arguments, const std::vector<std::string>& extras, bool pretraining) {
   Config config = load_config(arguments.config_path, collect_overrides(extras));
   train::prepare_training_inputs(config, pretraining);
@@ -61,24 +119,7 @@ int run_training_command(const TrainArguments& arguments, const std::vector<std:
   }
   std::optional<size_t> gpu_memory;
   if (!arguments.gpu_memory.empty()) gpu_memory = parse_memory_size(arguments.gpu_memory);
-  if (!arguments.dry_run) {
-    train::TrainerOptions options;
-    options.processes = distributed::read_launcher_environment();
-    if (config.distributed.num_nodes > 1 && !options.processes) {
-      // Several machines and no launcher: Ray starts this command on every node (distributed/ray_launch.h).
-      distributed::RayLaunch launch;
-      launch.command = {pretraining ? "pt" : "sft", arguments.config_path};
-      launch.command.insert(launch.command.end(), extras.begin(), extras.end());
-      launch.num_nodes = config.distributed.num_nodes;
-      launch.gpus_per_node = config.distributed.gpus_per_node > 0 ? config.distributed.gpus_per_node : config.gpus;
-      launch.ray_address = config.distributed.ray_address;
-      distributed::launch_through_ray(launch);
-    }
-    options.pretraining = pretraining;
-    options.default_run_name = fs::path(arguments.config_path).stem().string();
-    train::run_training(config, options);
-    return 0;
-  }
+  if (!arguments.dry_run) return train_or_supervise(config, arguments, extras, pretraining);
   train::validate_text_tools(config);
   const train::MemoryPrediction prediction = train::predict_training_memory(config, gpu_memory);
   fmt::print("# {}: configuration is valid (dry run, nothing trained)\n", arguments.config_path);

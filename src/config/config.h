@@ -56,6 +56,8 @@ struct Config {
   bool resume_from_checkpoint = false;
   int64_t save_steps = 50;
   int64_t save_total_limit = 5;
+  int64_t max_restarts = 0;                         // addition: restarts from the latest good checkpoint after a failure
+  int64_t max_nonfinite_steps = 1;                  // addition: consecutive non-finite steps skipped before the run fails
 
   // Model
   std::string model;
@@ -109,6 +111,8 @@ struct Config {
   Fp4Backend fp4_backend = Fp4Backend::Cutlass;
   int64_t skip_quant_first_layers = 0;
   int64_t skip_quant_last_layers = 0;
+  double fp16_loss_scale = 65536.0;                 // addition: fp16's initial dynamic loss scale
+  int64_t fp16_loss_scale_window = 2000;            // addition: clean fp16 steps before the scale doubles
 
   // Optimizer
   Optimizer optimizer = Optimizer::AdamW8bit;

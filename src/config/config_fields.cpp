@@ -60,6 +60,8 @@ const FieldTable<Config>& config_fields() {
       field("resume_from_checkpoint", &C::resume_from_checkpoint),
       field("save_steps", &C::save_steps),
       field("save_total_limit", &C::save_total_limit),
+      field("max_restarts", &C::max_restarts),
+      field("max_nonfinite_steps", &C::max_nonfinite_steps),
       // Model
       field("model", &C::model),
       field("model_type", &C::model_type),
@@ -110,6 +112,8 @@ const FieldTable<Config>& config_fields() {
       field("fp4_backend", &C::fp4_backend),
       field("skip_quant_first_layers", &C::skip_quant_first_layers),
       field("skip_quant_last_layers", &C::skip_quant_last_layers),
+      field("fp16_loss_scale", &C::fp16_loss_scale),
+      field("fp16_loss_scale_window", &C::fp16_loss_scale_window),
       // Optimizer
       field("optimizer", &C::optimizer),
       field("learning_rate", &C::learning_rate),

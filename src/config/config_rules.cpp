@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <optional>
 #include <string>
 #include <vector>
@@ -101,6 +102,22 @@ void apply_implications(Config& config) {
   imply(config, config.zero_level >= 2, "zero_level >= 2", config.shard_gradients, "shard_gradients");
   imply(config, config.zero_level >= 3, "zero_level 3", config.shard_weights, "shard_weights");
 
+  // lora_dtype: bf16 keeps the adapters (every trainable tensor of a LoRA run) and their
+  // optimizer inputs in bf16: no fp32 masters, bf16 gradient accumulators. An error naming either
+  // dtype then also names lora_dtype, where the value came from.
+  if (config.lora && config.lora_dtype == LoraDtype::Bf16) {
+    const std::string origin = config.source_of("lora_dtype") + " (lora_dtype: bf16 ⇒ ";
+    if (!config.master_dtype) {
+      config.master_dtype = MasterDtype::Bf16;
+      config.sources["master_dtype"] = origin + "master_dtype: bf16)";
+      config.notes.push_back("lora_dtype: bf16 ⇒ master_dtype: bf16");
+    }
+    if (!config.gradient_dtype) {
+      config.gradient_dtype = GradientDtype::Bf16;
+      config.sources["gradient_dtype"] = origin + "gradient_dtype: bf16)";
+      config.notes.push_back("lora_dtype: bf16 ⇒ gradient_dtype: bf16");
+    }
+  }
   if (!config.checkpoint_dir) {
     config.checkpoint_dir = config.output_dir;
     config.notes.push_back("checkpoint_dir unset ⇒ checkpoint_dir: output_dir");
@@ -163,7 +180,7 @@ void validate_model_parallel(const Config& config) {
     require(!set || !zero3, config, key,
             fmt::format("cannot be combined with {} yet (ZeRO-3's weight gathering is built for data parallelism "
                         "alone); use zero_level 1 or 2 with it",
-                        config.shard_weights ? "shard_weights" : "zero_level: 3"));
+                        config.zero_level >= 3 ? "zero_level: 3" : "shard_weights"));
   }
   if (!config.pipeline_stage_layers.empty()) {
     require(static_cast<int64_t>(config.pipeline_stage_layers.size()) == config.pipeline_parallel_size, config,
@@ -250,6 +267,25 @@ void validate_distributed(const Config& config) {
           "distributed.worker_output_dir", "must name a folder when set (or leave it unset for /tmp/surogate-<run_name>)");
 }
 
+// fp16's dynamic loss scale (train/fp16_loss_scaler.h): only with torch_dtype: float16, the option
+// that asks for fp16 training.
+void validate_fp16_loss_scale(const Config& config) {
+  require(std::isfinite(config.fp16_loss_scale) && config.fp16_loss_scale >= 1.0, config, "fp16_loss_scale",
+          fmt::format("must be a finite number of at least 1 (got {}); powers of two keep the scaling exact",
+                      config.fp16_loss_scale));
+  require_positive(config, "fp16_loss_scale_window", config.fp16_loss_scale_window);
+  const bool not_fp16 = config.torch_dtype != TorchDtype::Float16;
+  const char* only_fp16 = "only applies to fp16 training (torch_dtype: float16); remove it or set torch_dtype: float16";
+  if (!not_fp16) {
+    require(config.recipe == Recipe::Bf16, config, "torch_dtype",
+            "float16 (fp16 training with loss scaling) does not combine with recipe: fp8_hybrid; use one of them");
+  }
+  // Set to anything but its default (a dumped configuration lists every option at its value).
+  require(!not_fp16 || config.fp16_loss_scale == Config{}.fp16_loss_scale, config, "fp16_loss_scale", only_fp16);
+  require(!not_fp16 || config.fp16_loss_scale_window == Config{}.fp16_loss_scale_window, config,
+          "fp16_loss_scale_window", only_fp16);
+}
+
 }  // namespace
 
 void validate_config(const Config& config, const std::string& file_label) {
@@ -260,6 +296,9 @@ void validate_config(const Config& config, const std::string& file_label) {
   require_positive(config, "num_epochs", config.num_epochs);
   require_positive(config, "save_steps", config.save_steps);
   require_positive(config, "save_total_limit", config.save_total_limit);
+  require(config.max_restarts >= 0, config, "max_restarts", "must not be negative (0: a failed run stays stopped)");
+  require(config.max_nonfinite_steps >= 0, config, "max_nonfinite_steps",
+          "must not be negative (0: the first non-finite step stops the run)");
   if (config.sequence_len) require_positive(config, "sequence_len", *config.sequence_len);
   if (config.max_model_len) require_positive(config, "max_model_len", *config.max_model_len);
   if (config.max_length) require_positive(config, "max_length", *config.max_length);
@@ -273,6 +312,7 @@ void validate_config(const Config& config, const std::string& file_label) {
   require(config.skip_quant_first_layers >= 0, config, "skip_quant_first_layers", "must not be negative");
   require(config.skip_quant_last_layers >= 0, config, "skip_quant_last_layers", "must not be negative");
   validate_fp8_recipe(config);
+  validate_fp16_loss_scale(config);
   validate_fp4(config);
 
   require(config.learning_rate > 0.0, config, "learning_rate", fmt::format("must be positive (got {})", config.learning_rate));
@@ -302,6 +342,10 @@ void validate_config(const Config& config, const std::string& file_label) {
   }
   require_positive(config, "lmhead_chunks", config.lmhead_chunks);
   require_positive(config, "attn_bwd_chunks", config.attn_bwd_chunks);
+  require(config.attn_bwd_chunks <= config.per_device_train_batch_size, config, "attn_bwd_chunks",
+          fmt::format("splits the attention backward over the micro-batch's rows, so it can be at most "
+                      "per_device_train_batch_size ({}), got {}",
+                      config.per_device_train_batch_size, config.attn_bwd_chunks));
   validate_model_parallel(config);
   require(config.log_gpu_util >= 0, config, "log_gpu_util", "must not be negative");
 
@@ -310,6 +354,16 @@ void validate_config(const Config& config, const std::string& file_label) {
   require(config.lora_dropout >= 0.0 && config.lora_dropout < 1.0, config, "lora_dropout",
           fmt::format("must be in [0, 1) (got {})", config.lora_dropout));
   require(!config.merge_adapter || config.lora, config, "merge_adapter", "needs lora: true (there is no adapter to merge)");
+  if (config.lora_dtype == LoraDtype::Bf16) {
+    require(config.lora, config, "lora_dtype", "bf16 applies to LoRA adapters; with lora: false remove it");
+    require(config.recipe != Recipe::Fp8Hybrid, config, "lora_dtype",
+            "bf16 does not combine with recipe: fp8_hybrid yet (there gradient_dtype is the FP8 backward format); "
+            "use lora_dtype: fp32 with it");
+    require(config.master_dtype == MasterDtype::Bf16 && config.gradient_dtype == GradientDtype::Bf16, config,
+            "lora_dtype",
+            "bf16 keeps the adapters' masters and gradients in bf16, but master_dtype or gradient_dtype is set to "
+            "another dtype; remove one of them");
+  }
 
   int qlora_modes = int(config.qlora_fp4) + int(config.qlora_fp8) + int(config.qlora_bnb);
   require(qlora_modes <= 1, config, config.qlora_bnb ? "qlora_bnb" : "qlora_fp8",

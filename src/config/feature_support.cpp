@@ -20,9 +20,6 @@ const std::vector<UnsupportedOption>& unsupported_options() {
   static const std::vector<UnsupportedOption> table = {
       {"offload_quants", [](const Config& c) { return c.offload_quants; }},
       {"persistent_quants", [](const Config& c) { return c.persistent_quants; }},
-      {"lora_dtype", [](const Config& c) { return c.lora_dtype != LoraDtype::Fp32; }},
-      {"attn_bwd_chunks", [](const Config& c) { return c.attn_bwd_chunks != 1; }},
-      {"dataloader_num_workers", [](const Config& c) { return c.dataloader_num_workers.has_value(); }},
       {"max_pixels", [](const Config& c) { return c.max_pixels.has_value(); }},
       {"norm_bbox", [](const Config& c) { return c.norm_bbox.has_value(); }},
   };

@@ -2,6 +2,7 @@
 // format live in their own files; this file wires them to the config, tokenizer and template.
 #include "data/pipeline.h"
 
+#include <exception>
 #include <fstream>
 #include <numeric>
 #include <random>
@@ -11,6 +12,7 @@
 #include "chat_template/chat_template.h"
 #include "core/error.h"
 #include "data/dataset_files.h"
+#include "data/format_workers.h"
 #include "data/row_reader.h"
 #include "data/truncation.h"
 #include "io/hf_hub.h"
@@ -74,14 +76,13 @@ std::vector<std::vector<TokenizedSample>> read_dataset(const DatasetConfig& data
   auto reader = open_row_reader(files);
   LengthStats length_stats;
   std::vector<std::vector<TokenizedSample>> rows;
-  Row row;
-  while ((!dataset.samples || report.rows_read < static_cast<uint64_t>(*dataset.samples)) && reader->next(row)) {
+  // Everything after formatting runs here, in row order (data/format_workers.h).
+  auto take = [&](FormattedRow formatted) {
     ++report.rows_read;
     if (progress && report.rows_read % 256 == 0) progress(dataset.path, report.rows_read);
-    FormattedRow formatted = formatter.format(row);
     if (!formatted.sample) {
       ++report.dropped[formatted.drop_reason];
-      continue;
+      return;
     }
     report.tokenization_differs += formatted.tokenization_differs ? 1 : 0;
     report.weighted_rows += formatted.sample->weights.empty() ? 0 : 1;
@@ -90,6 +91,26 @@ std::vector<std::vector<TokenizedSample>> read_dataset(const DatasetConfig& data
                   length_stats);
     report.documents += documents.size();
     if (!documents.empty()) rows.push_back(std::move(documents));
+  };
+  auto wanted = [&](uint64_t read) { return !dataset.samples || read < static_cast<uint64_t>(*dataset.samples); };
+  // The first row on this thread: it resolves an `auto` dataset's type for every worker's copy.
+  Row row;
+  if (wanted(0) && reader->next(row)) take(formatter.format(row));
+  const size_t batch_rows = 256 * settings.workers;
+  std::vector<Row> batch;
+  for (bool more = true; more;) {
+    batch.clear();
+    std::exception_ptr read_error;  // raised after the rows before it, as one thread would
+    try {
+      while (batch.size() < batch_rows && wanted(report.rows_read + batch.size()) && (more = reader->next(row))) {
+        batch.push_back(std::move(row));
+      }
+    } catch (...) {
+      read_error = std::current_exception();
+    }
+    if (batch.size() < batch_rows) more = false;
+    for (FormattedRow& formatted : format_rows(formatter, batch, settings.workers)) take(std::move(formatted));
+    if (read_error) std::rethrow_exception(read_error);
   }
   if (progress) progress(dataset.path, report.rows_read);
   report.type = formatter.resolved_type();
@@ -189,6 +210,7 @@ DataSettings data_settings_from_config(const Config& config) {
   }
   settings.template_name = config.template_name;
   settings.cache_path = fs::path(config.output_dir) / "tokenized" / "dataset.surotok";
+  settings.workers = format_worker_count(config.dataloader_num_workers);
   return settings;
 }
 
@@ -368,7 +390,9 @@ std::vector<std::string> describe_report(const json& report) {
     lines.push_back(fmt::format("{} ({}): {} files, {} rows read, {} documents, {} truncated, {} split",
                                 d.value("path", ""), d.value("type", ""), d.value("files", 0), d.value("rows_read", 0),
                                 d.value("documents", 0), d.value("truncated", 0), d.value("split", 0)));
-    for (const auto& [reason, count] : d.value("dropped", json::object()).items()) {
+    // A named copy: items() of the temporary value() returns would iterate a destroyed object.
+    const json dropped = d.value("dropped", json::object());
+    for (const auto& [reason, count] : dropped.items()) {
       lines.push_back(fmt::format("  dropped {}: {}", count.get<uint64_t>(), reason));
     }
     if (d.value("tokenization_differs", 0) > 0) {

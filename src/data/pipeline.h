@@ -42,6 +42,9 @@ struct DataSettings {
   // The model's vocab_size when the model folder has a config.json: load_text_tools then checks
   // that the tokenizer produces no id beyond it (data/vocabulary_check.h).
   std::optional<ModelVocabulary> model_vocabulary;
+  // Threads that format and tokenize rows (dataloader_num_workers, data/format_workers.h). Not
+  // part of the cache key: the token cache is the same for every count.
+  size_t workers = 1;
 };
 
 // UserError when sequence_len cannot be known (unset and no max_position_embeddings in the

@@ -129,9 +129,10 @@ DecoderGraph build_decoder_graph(const io::ModelConfig& config, const graph::OpR
       TensorId context;
       {
         auto group = b.recompute_group("att");
-        context = b.op("attention", {q, k, v, document_ids},
-                       {{"query_heads", q_heads}, {"kv_heads", kv_heads}, {"head_dim", head_dim}, {"window", window}},
-                       "attention");
+        nlohmann::json attention_attrs = {
+            {"query_heads", q_heads}, {"kv_heads", kv_heads}, {"head_dim", head_dim}, {"window", window}};
+        if (options.attention_backward_chunks > 1) attention_attrs["backward_chunks"] = options.attention_backward_chunks;
+        context = b.op("attention", {q, k, v, document_ids}, attention_attrs, "attention");
         attention_out = projection(b, params, context, prefix + ".attn.o_proj", "o");
       }
     }

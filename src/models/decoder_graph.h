@@ -41,6 +41,9 @@ struct DecoderGraphOptions {
   // the position ids inside the op) instead of rope_cos_sin tables read by rope. Qwen3's
   // fused_rmsnorm_rope always computes them inside.
   bool fused_rope = false;
+  // attn_bwd_chunks: the attention backward runs on this many slices of the batch rows (the
+  // attention nodes' `backward_chunks` attribute, written only when > 1).
+  int64_t attention_backward_chunks = 1;
   // Training graphs of MoE models: the micro-batches of one optimizer step (gradient accumulation ×
   // data-parallel ranks); 0 leaves the router loss out (evaluation).
   int64_t router_aux_loss_micro_batches = 0;

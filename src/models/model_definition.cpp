@@ -107,6 +107,12 @@ DecoderGraph specialize_ir_graph(const Graph& ir, const io::ModelConfig& config,
   if (options.with_accuracy) require_loss_op(ir, definition, "evaluation (validation_datasets)");
   DecoderGraph result;
   result.graph = retyped_copy(ir, registry, options, definition);
+  // attn_bwd_chunks reaches the definition's attention nodes as the builder's.
+  if (options.attention_backward_chunks > 1) {
+    for (graph::Node& node : result.graph.nodes) {
+      if (node.op == "attention") node.attrs["backward_chunks"] = options.attention_backward_chunks;
+    }
+  }
   result.loss = result.graph.outputs.at(0);
   if (options.with_accuracy) {
     const graph::Node& loss = loss_node(result.graph);

@@ -30,4 +30,8 @@ void roll_fp8_history(float* state, int64_t sites, int64_t history, int64_t step
   }
 }
 
+void drop_current_amaxes(float* state, int64_t sites, int64_t history) {
+  for (int64_t site = 0; site < sites; ++site) state[site * (kFp8StateHeader + history) + 1] = 0.0f;
+}
+
 }  // namespace surogate::quant

@@ -42,4 +42,7 @@ inline float scaling_amax(const float* row, float amax) { return row[0] > 0.0f ?
 // takes row[1], row[1] becomes 0 and row[0] the history's maximum.
 void roll_fp8_history(float* state, int64_t sites, int64_t history, int64_t step);
 
+// After a step that was skipped (not applied): each row[1] back to 0, the history untouched.
+void drop_current_amaxes(float* state, int64_t sites, int64_t history);
+
 }  // namespace surogate::quant

@@ -12,6 +12,7 @@
 //    tokens, built per call on the device (cuda_model_kernels.h). Its logsumexp output is laid
 //    out [Hq, B·T] (the kernels' layout, read only by the CUDA attention_backward), not the CPU's
 //    [B, Hq, T]. Head dims 32/64/128 use the flash kernels, other dims up to 256 a plain kernel.
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <vector>
@@ -349,31 +350,52 @@ CudaKernel bind_attention(const CudaBindContext& ctx) {
   };
 }
 
+// attn_bwd_chunks (the node's backward_chunks): the flash backward runs on slices of ceil(B / N)
+// batch rows in turn, so its fp32 workspace (dQ accumulator and delta) is one slice's. Documents
+// never cross a row, so each slice is an independent attention problem: q, k, v, out, d_out and
+// the gradients are contiguous per row; logsumexp ([Hq, B·T]) is read in place with the whole
+// batch's row stride. The plain kernel (other head dims) has no workspace and runs whole.
 CudaKernel bind_attention_backward(const CudaBindContext& ctx) {
   expect_in(ctx, 0, DType::BF16);
   const AttentionLayout layout = attention_layout(ctx);
   const bool has_documents = ctx.inputs.size() == 7;
   const size_t base = ctx.inputs.size() - 3;  // out, logsumexp, d_out
   expect_in(ctx, base + 1, DType::F32);
+  const int64_t chunks = layout.flash ? std::clamp<int64_t>(ctx.attrs.integer_or("backward_chunks", 1), 1, layout.batch) : 1;
+  const int64_t chunk_rows = (layout.batch + chunks - 1) / chunks;
+  AttentionLayout slice_layout = layout;
+  slice_layout.batch = chunk_rows;
   ScratchLayout scratch;
   const size_t cu = scratch.take(sizeof(int32_t) * (layout.tokens() + 1));
-  const size_t workspace =
-      scratch.take(layout.flash ? sizeof(float) * cuda::attention_backward_workspace_floats(flash_shape(layout)) : 0);
+  const size_t workspace = scratch.take(
+      layout.flash ? sizeof(float) * cuda::attention_backward_workspace_floats(flash_shape(slice_layout)) : 0);
   ctx.resources.reserve_scratch(scratch.bytes);
   CudaResources* resources = &ctx.resources;
   return [=](const CudaKernelArgs& args) {
     int32_t* cu_seqlens = scratch_at<int32_t>(resources, cu);
-    k::cu_seqlens_from_documents(cu_seqlens, has_documents ? args.inputs[3].as<const int32_t>() : nullptr,
-                                 layout.batch, layout.sequence, args.stream);
+    const int32_t* documents = has_documents ? args.inputs[3].as<const int32_t>() : nullptr;
     const bf16 *q = args.inputs[0].as<const bf16>(), *kk = args.inputs[1].as<const bf16>(),
                *v = args.inputs[2].as<const bf16>(), *out = args.inputs[base].as<const bf16>(),
                *dout = args.inputs[base + 2].as<const bf16>();
     const float* lse = args.inputs[base + 1].as<const float>();
     bf16 *dq = args.outputs[0].as<bf16>(), *dk = args.outputs[1].as<bf16>(), *dv = args.outputs[2].as<bf16>();
     if (layout.flash) {
-      cuda::attention_backward(dq, dk, dv, scratch_at<float>(resources, workspace), dout, q, kk, v, out, lse, cu_seqlens,
-                               flash_shape(layout), args.stream);
+      const int64_t q_row = layout.sequence * layout.q_heads * layout.head_dim;
+      const int64_t kv_row = layout.sequence * layout.kv_heads * layout.head_dim;
+      for (int64_t first = 0; first < layout.batch; first += chunk_rows) {
+        AttentionLayout slice = layout;
+        slice.batch = std::min(chunk_rows, layout.batch - first);
+        k::cu_seqlens_from_documents(cu_seqlens, documents ? documents + first * layout.sequence : nullptr, slice.batch,
+                                     layout.sequence, args.stream);
+        cuda::AttentionShape shape = flash_shape(slice);
+        shape.logsumexp_stride = layout.tokens();
+        cuda::attention_backward(dq + first * q_row, dk + first * kv_row, dv + first * kv_row,
+                                 scratch_at<float>(resources, workspace), dout + first * q_row, q + first * q_row,
+                                 kk + first * kv_row, v + first * kv_row, out + first * q_row,
+                                 lse + first * layout.sequence, cu_seqlens, shape, args.stream);
+      }
     } else {
+      k::cu_seqlens_from_documents(cu_seqlens, documents, layout.batch, layout.sequence, args.stream);
       k::plain_attention_backward(dq, dk, dv, dout, q, kk, v, out, lse, cu_seqlens, plain_shape(layout), args.stream);
     }
   };

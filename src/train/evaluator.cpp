@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "models/decoder_graph.h"
+#include "models/fp16_emulation.h"
 #include "models/model_definition.h"
 #include "runtime/cpu_backend.h"
 #include "train/fp8_weight_copies.h"
@@ -24,6 +26,9 @@ graph::Graph evaluation_graph(const EvaluatorSetup& setup, DType dtype) {
     models::Fp8Options options = *setup.fp8;
     options.amax_history = 0;  // each tensor at its own scale: evaluation leaves the training state alone
     graph = models::apply_fp8_recipe(graph, *setup.registry, options);
+  }
+  if (setup.fp16 && dtype == DType::F32) {
+    graph = models::apply_fp16_emulation(graph, models::sixteen_bit_tensors(evaluation_graph(setup, DType::BF16)));
   }
   return graph;
 }

@@ -45,6 +45,7 @@ struct EvaluatorSetup {
   const models::LoraSetup* lora = nullptr;  // the adapters, evaluated without dropout (PEFT's eval mode)
   const models::QloraOptions* qlora = nullptr;  // QLoRA: the frozen projections quantized (models/qlora.h)
   const models::Fp8Options* fp8 = nullptr;  // fp8_hybrid (models/fp8_recipe.h), run with current scaling
+  bool fp16 = false;  // torch_dtype float16: the F32 graph rounds what fp16 holds (models/fp16_emulation.h)
   bool fused_rope = false;                  // use_fused_rope (models::DecoderGraphOptions::fused_rope)
   models::ModelDefinition definition;       // model_definition: the IR file the graph comes from
 };

@@ -49,8 +49,9 @@ std::shared_ptr<data::TokenCache> load_process_token_cache(const Config& config,
 }
 
 std::optional<ResumedRun> resume_latest_checkpoint(distributed::ProcessWorld& world, const CheckpointStore& store,
-                                                   TrainingDevice& device) {
-  const std::optional<fs::path> latest = world.leads() ? store.latest() : std::nullopt;
+                                                   TrainingDevice& device,
+                                                   const std::function<void(const std::string&)>& warn) {
+  const std::optional<fs::path> latest = world.leads() ? store.latest_verified(warn) : std::nullopt;
   if (world.broadcast(latest ? "found" : "") != "found") return std::nullopt;
   std::vector<StateTensor> optimizer_state = device.optimizer_state();  // on rank 0: every process's shards
   std::optional<TrainingState> restored;

@@ -38,16 +38,18 @@ std::shared_ptr<data::TokenCache> load_process_token_cache(const Config& config,
                                                            distributed::ProcessWorld& world,
                                                            const std::function<void(const std::string&)>& log);
 
-// resume_from_checkpoint: rank 0 restores the latest complete checkpoint of `store` into the
-// device's host views (the trainable weights, every process's optimizer shards), upload() sends
-// them to every rank, and every process receives the training state. Every process calls it;
-// nullopt when there is no complete checkpoint. `folder` is set in rank 0's process.
+// resume_from_checkpoint: rank 0 restores the latest checkpoint of `store` that verifies (sizes
+// and checksums; newer damaged or half-written ones are skipped, each reported through `warn`)
+// into the device's host views (the trainable weights, every process's optimizer shards), upload()
+// sends them to every rank, and every process receives the training state. Every process calls it;
+// nullopt when there is no checkpoint that verifies. `folder` is set in rank 0's process.
 struct ResumedRun {
   TrainingState state;
   std::optional<std::filesystem::path> folder;
 };
 std::optional<ResumedRun> resume_latest_checkpoint(distributed::ProcessWorld& world, const CheckpointStore& store,
-                                                   TrainingDevice& device);
+                                                   TrainingDevice& device,
+                                                   const std::function<void(const std::string&)>& warn);
 
 // Returns when every process has reached it: the others wait here while rank 0 evaluates, writes
 // a checkpoint or the outputs, with no timeout worth the name (that may take long), where the

@@ -20,6 +20,7 @@
 #include "train/batch_inputs.h"
 #include "train/checkpoint_io.h"
 #include "train/checkpoint_store.h"
+#include "train/checkpoint_writer.h"
 #include "train/device/backend_selection.h"
 #include "train/device/training_device.h"
 #include "train/evaluator.h"
@@ -33,6 +34,7 @@
 #include "train/model_weights.h"
 #include "train/process_run.h"
 #include "train/progress_display.h"
+#include "train/step_guard.h"
 #include "train/time_breakdown.h"
 #include "train/quantized_weights.h"
 #include "train/memory_prediction.h"
@@ -63,6 +65,8 @@ public:
 private:
   void evaluate(bool final_eval);
   void save_checkpoint();
+  // Logs a checkpoint the writer thread finished (nothing when none).
+  void log_saved(const std::optional<SavedCheckpoint>& saved);
   void resume();
   void log(const std::string& type, nlohmann::json record) {
     if (log_) log_->write(type, std::move(record));
@@ -78,7 +82,7 @@ private:
   const models::QuantizedWeight* quantized_weight(const std::string& name) const;
   void stop_early();
   void report_time_breakdown();
-  [[noreturn]] void fail_non_finite(const std::string& what, double value);
+  [[noreturn]] void fail_diverged(const StepVerdict& verdict);
   std::vector<std::pair<std::string, std::string>> summary_rows() const;
 
   const Config& config_;
@@ -127,6 +131,10 @@ private:
     startup_seconds_.emplace_back(name, seconds_since(phase_start_));
     phase_start_ = Clock::now();
   }
+  std::unique_ptr<StepGuard> guard_;  // skipped steps, fp16 loss scaling
+  std::vector<std::string> resume_warnings_;  // checkpoints skipped on resume, logged once the log is open
+  // Last: destroyed first, so a write in flight finishes while the store and device still exist.
+  std::unique_ptr<CheckpointWriter> writer_;
 };
 
 Run::Run(const Config& config, const TrainerOptions& options)
@@ -294,11 +302,13 @@ Run::Run(const Config& config, const TrainerOptions& options)
   if (cache_->eval().rows() > 0 && world_->leads()) {
     evaluator_ = device_->make_evaluator({&model_config_, &registry_, batch, sequence, config.lmhead_chunks, cache_,
                                           static_cast<uint64_t>(config.eval_seed), pad_id, lora_ ? &*lora_ : nullptr,
-                                          qlora_ ? &*qlora_ : nullptr, fp8_ ? &*fp8_ : nullptr,
+                                          qlora_ ? &*qlora_ : nullptr, fp8_ ? &*fp8_ : nullptr, fp16_training(config),
                                           config.use_fused_rope, model_definition(config)});
   }
+  guard_ = std::make_unique<StepGuard>(config, fp16_training(config), state_);
   store_ = std::make_unique<CheckpointStore>(config.checkpoint_dir.value_or(config.output_dir),
                                              static_cast<int>(config.save_total_limit));
+  writer_ = std::make_unique<CheckpointWriter>(*store_, options.faults.checkpoint_write_delay);
   if (config.resume_from_checkpoint) resume();
   result_.first_step = state_.step;
   if (world_->leads()) {
@@ -328,30 +338,44 @@ Run::Run(const Config& config, const TrainerOptions& options)
                      for (const auto& spec : specs_) count += graph::shape_numel(spec.shape);
                      return count;
                    }()}});
+  for (const std::string& warning : resume_warnings_) log("warning", {{"what", warning}});
+  for (const RestartRecord& restart : options.restarts) {
+    display_.message(fmt::format("restart {} of at most {} after the previous attempt ended: {}; {}", restart.attempt,
+                                 config.max_restarts, restart.reason,
+                                 result_.first_step > 0 ? fmt::format("resumed at step {}", result_.first_step)
+                                                        : std::string("started again from step 0")));
+  }
 }
 
+// The newest checkpoint whose files match their manifest; damaged or half-written ones are skipped
+// with a warning naming them.
 void Run::resume() {
-  std::optional<ResumedRun> resumed = resume_latest_checkpoint(*world_, *store_, *device_);
+  std::optional<ResumedRun> resumed =
+      resume_latest_checkpoint(*world_, *store_, *device_, [this](const std::string& warning) {
+        display_.message("warning: " + warning);
+        resume_warnings_.push_back(warning);
+      });
   if (!resumed) {
-    display_.message("resume_from_checkpoint: no complete checkpoint yet; starting from step 0");
+    display_.message("resume_from_checkpoint: no checkpoint that verifies yet; starting from step 0");
     return;
   }
   resumed->state.total_steps = state_.total_steps;
   resumed->state.schedule = state_.schedule;
   state_ = std::move(resumed->state);
+  guard_->resume(state_);
   loader_->seek(state_.loader);
   last_saved_step_ = state_.step;
   if (resumed->folder) result_.checkpoint = *resumed->folder;
   if (resumed->folder) display_.message(fmt::format("resumed from {} (step {})", resumed->folder->string(), state_.step));
 }
 
-void Run::fail_non_finite(const std::string& what, double value) {
+void Run::fail_diverged(const StepVerdict& verdict) {
   display_.finish();
+  log_saved(writer_->wait());  // the checkpoint in flight is good: finish it before naming the last one
   std::string last = store_->latest() ? store_->latest()->string() : std::string("none written yet");
-  log("error", {{"step", state_.step + 1}, {"what", what}, {"value", fmt::format("{}", value)}});
-  fail_user("training diverged at step {}: the {} is {}. The last good checkpoint is {}. Lower learning_rate, "
-            "raise warmup_steps or set max_grad_norm, then resume (resume_from_checkpoint: true)",
-            state_.step + 1, what, value, last);
+  log("error", {{"step", state_.step}, {"what", verdict.nonfinite.value_or("loss")},
+                {"consecutive_nonfinite_steps", state_.consecutive_nonfinite_steps}});
+  throw TrainingDiverged(guard_->divergence(verdict, state_, last));
 }
 
 // Rank 0's process evaluates (the others have no evaluator and wait for it).
@@ -372,24 +396,32 @@ void Run::evaluate(bool final_eval) {
   wait_for_rank_zero(*world_);
 }
 
+// The step's state is copied off the device (on the CPU, copied in memory) and written by the
+// writer thread while training goes on; a previous write still in flight is waited for first.
+// Every process takes part in the download (rank 0 gathers every process's optimizer shards);
+// rank 0's process writes.
 void Run::save_checkpoint() {
-  device_->download();
-  std::vector<StateTensor> optimizer_state = device_->optimizer_state();  // every process's shards, on rank 0
+  const Clock::time_point start = Clock::now();
+  log_saved(writer_->wait());
+  CheckpointSnapshot snapshot = take_checkpoint_snapshot(*device_, state_, world_->leads());
+  snapshot.blocked_seconds = seconds_since(start);
+  if (world_->leads()) writer_->start(std::move(snapshot));
   last_saved_step_ = state_.step;
-  if (world_->leads()) {
-    fs::path folder = store_->save(state_.step, [&](const fs::path& temporary) {
-      write_checkpoint_files(temporary, device_->trainable(), optimizer_state, state_);
-    });
-    result_.checkpoint = folder;
-    log("checkpoint", {{"step", state_.step}, {"path", folder.string()}});
-  }
   wait_for_rank_zero(*world_);
+}
+
+void Run::log_saved(const std::optional<SavedCheckpoint>& saved) {
+  if (!saved) return;
+  result_.checkpoint = saved->path;
+  log("checkpoint", {{"step", saved->step}, {"path", saved->path.string()}, {"bytes", saved->bytes},
+                     {"blocked_seconds", saved->blocked_seconds}, {"write_seconds", saved->write_seconds}});
 }
 
 // Full fine-tuning / pt: the HF model folder. LoRA: the PEFT adapter, and with merge_adapter the
 // merged HF model folder in output_dir/merged (a separate folder: transformers treats a folder
 // holding adapter_config.json as an adapter).
 void Run::write_outputs() {
+  log_saved(writer_->wait());  // download() writes the host copies a checkpoint in flight reads
   device_->download();
   const std::span<const WeightView> weights = device_->weights();
   if (!lora_) {
@@ -549,8 +581,10 @@ TrainingResult Run::run() {
     // Σ token weights of the whole window (= loss tokens unless loss_scale weighs tokens).
     const MicroBatchTotals totals = device_->window_totals(taken);
     const int64_t loss_tokens = totals.loss_tokens, tokens = totals.tokens;
-    // The loss is the window's weighted mean Σ w·ce / Σ w (the plain token mean when unweighted).
-    const float scale = totals.loss_weight > 0.0 ? static_cast<float>(1.0 / totals.loss_weight) : 0.0f;
+    // The loss is the window's weighted mean Σ w·ce / Σ w (the plain token mean when unweighted);
+    // fp16: times the loss scale, so every gradient is that much larger (undone by the update).
+    const float scale =
+        totals.loss_weight > 0.0 ? static_cast<float>(guard_->loss_scale() / totals.loss_weight) : 0.0f;
     for (size_t micro = 0; micro < window_.size(); ++micro) {
       std::vector<runtime::InputBinding> bindings = inputs_->bind(window_[micro], scale);
       if (dropout_seed_ != graph::kNoTensor) {
@@ -561,27 +595,35 @@ TrainingResult Run::run() {
     }
     const StepMetrics metrics = device_->measure();
     if (config_.debug_time_breakdown) time_breakdown_.add(device_->time_breakdown());  // measure() waited
-    const double loss = metrics.loss, grad_norm = metrics.grad_norm;
-    if (!std::isfinite(loss)) fail_non_finite("loss", loss);
-    if (!std::isfinite(grad_norm)) fail_non_finite("gradient norm", grad_norm);
     const double learning_rate = schedule_->learning_rate(state_.step);
-    device_->update({state_.step, learning_rate, config_.weight_decay});
+    nlohmann::json record;
+    const StepVerdict verdict =
+        guard_->judge(injected_loss(options_.faults, state_.step + 1, metrics.loss), metrics.grad_norm, state_, record);
+    const double loss = verdict.loss, grad_norm = verdict.grad_norm;
+    if (verdict.apply) {
+      device_->update({state_.step, learning_rate, config_.weight_decay, verdict.gradient_scale});
+    } else {
+      device_->skip_update();
+    }
     ++state_.step;
     state_.loader = loader_->position();
+    if (auto line = guard_->message(verdict, state_)) display_.message(*line);
 
     const double seconds = seconds_since(step_start);
     step_seconds_total += seconds;
     ++steps_timed;
     const double epoch = static_cast<double>(state_.loader.epoch) +
                          static_cast<double>(state_.loader.index) / static_cast<double>(std::max<int64_t>(1, batches_per_epoch_));
-    nlohmann::json record{{"step", state_.step}, {"epoch", epoch}, {"loss", loss}, {"lr", learning_rate},
-                          {"grad_norm", grad_norm}, {"tokens", tokens}, {"loss_tokens", loss_tokens},
-                          {"tokens_per_second", tokens / std::max(seconds, 1e-9)}, {"step_seconds", seconds}};
+    record.update({{"step", state_.step}, {"epoch", epoch}, {"loss", loss}, {"lr", learning_rate},
+                   {"grad_norm", grad_norm}, {"tokens", tokens}, {"loss_tokens", loss_tokens},
+                   {"tokens_per_second", tokens / std::max(seconds, 1e-9)}, {"step_seconds", seconds}});
     if (metrics.router_aux_loss) {  // MoE: the mean of the micro-batches' load-balancing losses
       record["router_aux_loss"] = *metrics.router_aux_loss / static_cast<double>(window_size);  // every rank's
     }
     state_.history.push_back(record);
     log("step", record);
+    if (guard_->diverged(state_)) fail_diverged(verdict);
+    log_saved(writer_->poll());
     if (gpu_log_ && gpu_log_->due(state_.step)) {  // rank 0's process only
       nlohmann::json sample = gpu_log_->sample(state_.step);
       state_.gpu_history.push_back(sample);
@@ -595,8 +637,10 @@ TrainingResult Run::run() {
     }
     if (config_.eval_steps > 0 && state_.step % config_.eval_steps == 0 && state_.step < state_.total_steps) evaluate(false);
     if (config_.save_steps > 0 && state_.step % config_.save_steps == 0) save_checkpoint();
+    inject_faults_after_step(options_.faults, state_.step);
     if (options_.stop_after_step && state_.step == *options_.stop_after_step) {
       display_.finish();
+      log_saved(writer_->wait());
       report_time_breakdown();
       result_.steps = state_.step;
       result_.seconds = seconds_since(start);
@@ -612,12 +656,14 @@ TrainingResult Run::run() {
   evaluate(true);
   if (last_saved_step_ != state_.step) save_checkpoint();
   result_.steps = state_.step;
+  result_.skipped_steps = state_.skipped_steps;
   if (!world_->leads()) {
     wait_for_rank_zero(*world_);
     result_.seconds = seconds_since(start);
     return result_;
   }
   write_outputs();
+  log_saved(writer_->wait());
   result_.seconds = seconds_since(start);
   auto rows = summary_rows();
   result_.report_file = fs::path(config_.output_dir) / fmt::format("report-{}.html", run_name_);
@@ -641,6 +687,7 @@ TrainingResult Run::run() {
 void Run::stop_early() {
   display_.finish();
   if (last_saved_step_ != state_.step) save_checkpoint();
+  log_saved(writer_->wait());  // the stop names a complete checkpoint
   log("stopped", {{"step", state_.step}, {"checkpoint", result_.checkpoint.string()}});
   display_.message(fmt::format("stopped at step {} of {}: checkpoint {} (resume_from_checkpoint: true continues from it)",
                                state_.step, state_.total_steps, result_.checkpoint.string()));
@@ -660,9 +707,24 @@ void Run::report_time_breakdown() {
 std::vector<std::pair<std::string, std::string>> Run::summary_rows() const {
   std::vector<std::pair<std::string, std::string>> rows;
   rows.emplace_back("steps", fmt::format("{} (this run: {})", state_.step, state_.step - result_.first_step));
-  if (!state_.history.empty()) {
-    rows.emplace_back("first step loss", fmt::format("{:.4f}", state_.history.front()["loss"].get<double>()));
-    rows.emplace_back("last step loss", fmt::format("{:.4f}", state_.history.back()["loss"].get<double>()));
+  const nlohmann::json* first = nullptr;
+  const nlohmann::json* last = nullptr;
+  for (const nlohmann::json& record : state_.history) {
+    if (!record.contains("loss") || !record["loss"].is_number()) continue;  // a skipped step's loss is null
+    if (first == nullptr) first = &record;
+    last = &record;
+  }
+  if (first != nullptr) {
+    rows.emplace_back("first step loss", fmt::format("{:.4f}", (*first)["loss"].get<double>()));
+    rows.emplace_back("last step loss", fmt::format("{:.4f}", (*last)["loss"].get<double>()));
+  }
+  for (auto& row : guard_->summary_rows(state_)) rows.push_back(std::move(row));
+  if (!options_.restarts.empty()) {
+    std::string text = std::to_string(options_.restarts.size());
+    for (const RestartRecord& restart : options_.restarts) {
+      text += fmt::format("{} {}: {}", &restart == &options_.restarts.front() ? " —" : ";", restart.attempt, restart.reason);
+    }
+    rows.emplace_back("restarts", text + fmt::format(" (the last resumed at step {})", result_.first_step));
   }
   if (result_.initial_eval_loss) rows.emplace_back("eval loss before training", fmt::format("{:.4f}", *result_.initial_eval_loss));
   if (result_.eval_loss) {

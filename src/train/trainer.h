@@ -8,10 +8,12 @@
 //   gradient_accumulation_steps micro-batches (loss scaled by 1 / loss tokens of the window, so
 //   gradients accumulate to the window's mean) → global grad norm → clip to max_grad_norm
 //   (0 disables) → optimizer step at the schedule's LR → zero gradients → log, eval, checkpoint.
-// A non-finite loss or gradient stops the run with a UserError naming the step; checkpoints
-// already written stay intact. At the end: final eval, final checkpoint, the HF model folder in
-// output_dir, the HTML report and a summary table. Several processes (TrainerOptions::processes)
-// run this same loop, each over its ranks' micro-batches (train/process_run.h: what else differs).
+// A step with a non-finite loss or gradient is skipped (nothing applied, logged); more than
+// max_nonfinite_steps in a row stop the run with TrainingDiverged naming the step. Checkpoints are
+// written by a writer thread while training goes on (train/checkpoint_writer.h). At the end: final
+// eval, final checkpoint, the HF model folder in output_dir, the HTML report and a summary table.
+// Several processes (TrainerOptions::processes) run this same loop, each over its ranks'
+// micro-batches (train/process_run.h: what else differs).
 #pragma once
 
 #include <cstdint>
@@ -25,10 +27,26 @@
 
 #include "compiler/recompute.h"
 #include "config/config.h"
+#include "core/error.h"
 #include "distributed/launcher_environment.h"
 #include "train/device/backend_selection.h"
+#include "train/injected_faults.h"
 
 namespace surogate::train {
+
+// A restart of a supervised run (train/restart_supervisor.h): which attempt it started, and why
+// the one before it ended.
+struct RestartRecord {
+  int attempt = 0;              // 1 for the first restart
+  std::string reason;           // "killed by signal 9 (Killed)", "exit code 1 (internal or CUDA error)", ...
+};
+
+// Too many consecutive non-finite steps (max_nonfinite_steps): the CLI exits with code 3, which a
+// supervised run (max_restarts) restarts from its latest good checkpoint.
+class TrainingDiverged : public UserError {
+public:
+  using UserError::UserError;
+};
 
 struct TrainerOptions {
   bool pretraining = false;             // `surogate pt`
@@ -63,12 +81,16 @@ struct TrainerOptions {
   // saved one), skipping the final evaluation and outputs; TrainingResult::stopped says so. The
   // Python package answers true on Ctrl-C (KeyboardInterrupt).
   std::function<bool()> stop_requested;
+  InjectedFaults faults;
+  // Set by a supervised run's restarts: the restarts so far (logged at start and in the report).
+  std::vector<RestartRecord> restarts;
 };
 
 struct TrainingResult {
   int64_t steps = 0;                     // optimizer steps completed (total, including resumed ones)
   int64_t first_step = 0;                // step the run started from (0 unless resumed)
-  std::vector<double> step_losses;       // this process's steps, in order
+  std::vector<double> step_losses;       // this process's steps, in order (NaN for a skipped step)
+  int64_t skipped_steps = 0;             // steps not applied, in the whole run
   std::optional<double> eval_loss;       // final evaluation
   std::optional<double> eval_accuracy;
   std::optional<double> initial_eval_loss;

@@ -14,6 +14,8 @@
 #include "distributed/parallel_layout.h"
 #include "distributed/sequence_exchange_ops.h"
 #include "distributed/sequence_parallel_graph.h"
+#include "models/decoder_graph.h"
+#include "models/fp16_emulation.h"
 #include "ops/defs/register_ops.h"
 #include "train/device/memory_budget.h"
 #include "train/device/weight_shards.h"
@@ -79,6 +81,7 @@ TrainingForward build_training_forward(const Config& config, const io::ModelConf
                                        bool training, int64_t data_parallel_ranks) {
   // The CUDA backend runs the bf16 recipe: parameters and activations in bf16.
   models::DecoderGraphOptions options{batch, sequence, config.lmhead_chunks, false};
+  options.attention_backward_chunks = config.attn_bwd_chunks;
   if (backend == TrainingBackend::Cuda) options.dtype = DType::BF16;
   options.fused_rope = config.use_fused_rope;
   const auto loss_scale = data::parse_loss_scale(config.loss_scale);
@@ -102,6 +105,13 @@ TrainingForward build_training_forward(const Config& config, const io::ModelConf
   }
   if (training && config.sequence_parallel_size > 1) {
     forward.graph = distributed::apply_sequence_parallel(forward.graph, registry, config.sequence_parallel_size);
+  }
+  // fp16 on the CPU backend: rounded to fp16 wherever the GPU graph (the bf16 twin, same names)
+  // holds 16-bit values (models/fp16_emulation.h).
+  if (backend == TrainingBackend::Cpu && fp16_training(config)) {
+    const TrainingForward twin = build_training_forward(config, model, registry, lora, TrainingBackend::Cuda, batch,
+                                                        sequence, training, data_parallel_ranks);
+    forward.graph = models::apply_fp16_emulation(forward.graph, models::sixteen_bit_tensors(twin.graph));
   }
   return forward;
 }

@@ -18,7 +18,10 @@ nlohmann::json to_json(const TrainingState& state) {
           {"schedule", state.schedule},
           {"history", state.history},
           {"eval_history", state.eval_history},
-          {"gpu_history", state.gpu_history}};
+          {"gpu_history", state.gpu_history},
+          {"skipped_steps", state.skipped_steps},
+          {"consecutive_nonfinite_steps", state.consecutive_nonfinite_steps},
+          {"loss_scale", state.loss_scale}};
 }
 
 TrainingState training_state_from_json(const nlohmann::json& json, const std::string& source) {
@@ -37,6 +40,10 @@ TrainingState training_state_from_json(const nlohmann::json& json, const std::st
     state.eval_history = json.at("eval_history");
     // Absent in checkpoints written before log_gpu_util was implemented.
     state.gpu_history = json.value("gpu_history", nlohmann::json::array());
+    // Written since the async checkpoints (earlier checkpoints: nothing skipped, no loss scale).
+    state.skipped_steps = json.value("skipped_steps", int64_t{0});
+    state.consecutive_nonfinite_steps = json.value("consecutive_nonfinite_steps", int64_t{0});
+    state.loss_scale = json.value("loss_scale", nlohmann::json());
     return state;
   } catch (const nlohmann::json::exception& error) {
     fail_user("{}: trainer state is damaged ({}); resume from an earlier checkpoint or set "

@@ -23,6 +23,9 @@ struct TrainingState {
   nlohmann::json history = nlohmann::json::array();       // one object per optimizer step
   nlohmann::json eval_history = nlohmann::json::array();  // one object per evaluation
   nlohmann::json gpu_history = nlohmann::json::array();   // one "gpu" record per log_gpu_util sample
+  int64_t skipped_steps = 0;                 // steps not applied (non-finite loss or gradient), whole run
+  int64_t consecutive_nonfinite_steps = 0;   // non-finite steps since the last applied one
+  nlohmann::json loss_scale;                 // fp16: the dynamic loss scale's state; null otherwise
 };
 
 nlohmann::json to_json(const TrainingState& state);

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "config/config_rules.h"
 #include "config_test_util.h"
 
@@ -153,11 +155,10 @@ TEST(ConfigRules, Fp4OptionsThatNeedBlackwellOrQloraFp4AreErrors) {
 }
 
 TEST(ConfigRules, NotYetImplementedOptionsAreRejectedByName) {
-  std::string message = load_error(std::string(kMinimalConfig) + "attn_bwd_chunks: 2\n");
+  std::string message = load_error(std::string(kMinimalConfig) + "max_pixels: 1000000\n");
   EXPECT_TRUE(contains(message, "config.yaml:5")) << message;
-  EXPECT_TRUE(contains(message, "'attn_bwd_chunks' is valid but not implemented yet")) << message;
-  EXPECT_TRUE(contains(load_error(kMinimalConfig, {"--persistent_quants=true", "--zero_level=3"}),
-                       "command line --persistent_quants=true"));
+  EXPECT_TRUE(contains(message, "'max_pixels' is valid but not implemented yet")) << message;
+  EXPECT_TRUE(contains(load_error(kMinimalConfig, {"--persistent_quants=true"}), "command line --persistent_quants=true"));
   // s3:// and gs:// paths are implemented; one without a bucket is an error naming the key.
   EXPECT_NO_THROW(load_config_from_string("model: m\ndatasets:\n  - {path: 's3://bucket/k', type: text}\n", "config.yaml"));
   const std::string no_bucket = load_error("model: m\ndatasets:\n  - {path: 'gs:///k', type: text}\n");
@@ -219,6 +220,11 @@ TEST(ConfigRules, SequenceAndPipelineParallelism) {
   EXPECT_TRUE(contains(message, "gives a stage 0 layers")) << message;
   message = load_error(std::string(kMinimalConfig) + "sequence_parallel_size: 2\nrecipe: fp8_hybrid\n");
   EXPECT_TRUE(contains(message, "'sequence_parallel_size' cannot be combined with recipe: fp8_hybrid")) << message;
+  // ZeRO-3 gathers weights for data parallelism alone.
+  message = load_error(std::string(kMinimalConfig) + "sequence_parallel_size: 2\nzero_level: 3\n");
+  EXPECT_TRUE(contains(message, "'sequence_parallel_size' cannot be combined with zero_level: 3")) << message;
+  message = load_error(std::string(kMinimalConfig) + "pipeline_parallel_size: 2\nshard_weights: true\n");
+  EXPECT_TRUE(contains(message, "'pipeline_parallel_size' cannot be combined with shard_weights")) << message;
   message = load_error(std::string(kMinimalConfig) + "pipeline_parallel_size: 0\n");
   EXPECT_TRUE(contains(message, "'pipeline_parallel_size' must be at least 1")) << message;
   message = load_error(std::string(kMinimalConfig) + "pipeline_stage_layers: [a]\n");
@@ -241,6 +247,40 @@ TEST(ConfigRules, MasterAndGradientDtypesBf16AndFp32AreAcceptedFp8NeedsTheFp8Rec
     config = load(std::string("recipe: fp8_hybrid\nlora: true\ngradient_dtype: ") + fp8 + "\n");
     EXPECT_EQ(config.recipe, Recipe::Fp8Hybrid);
   }
+}
+
+// lora_dtype: bf16 = the adapters' masters and gradient accumulators in bf16 (the CUDA trainer's
+// master_dtype / gradient_dtype bf16); contradicting or meaningless combinations name lora_dtype.
+TEST(ConfigRules, LoraDtypeBf16KeepsTheAdaptersMastersAndGradientsInBf16) {
+  Config config = load("lora: true\nlora_dtype: bf16\n");
+  EXPECT_EQ(config.master_dtype, MasterDtype::Bf16);
+  EXPECT_EQ(config.gradient_dtype, GradientDtype::Bf16);
+  EXPECT_TRUE(contains(config.source_of("master_dtype"), "config.yaml:6 (lora_dtype: bf16 ⇒ master_dtype: bf16)"))
+      << config.source_of("master_dtype");
+  EXPECT_NE(std::find(config.notes.begin(), config.notes.end(), "lora_dtype: bf16 ⇒ gradient_dtype: bf16"),
+            config.notes.end());
+  config = load("lora: true\nlora_dtype: bf16\nmaster_dtype: bf16\ngradient_dtype: bf16\n");
+  EXPECT_EQ(config.master_dtype, MasterDtype::Bf16);
+  EXPECT_FALSE(load("lora: true\n").master_dtype.has_value());  // fp32, the default, implies nothing
+  for (const char* conflict : {"master_dtype: fp32\n", "gradient_dtype: fp32\n", "recipe: fp8_hybrid\n"}) {
+    std::string message = load_error(std::string(kMinimalConfig) + "lora: true\nlora_dtype: bf16\n" + conflict);
+    EXPECT_TRUE(contains(message, "'lora_dtype'") || contains(message, "lora_dtype:")) << conflict << message;
+  }
+  std::string message = load_error(std::string(kMinimalConfig) + "lora: false\nlora_dtype: bf16\n");
+  EXPECT_TRUE(contains(message, "lora_dtype") && contains(message, "lora: false")) << message;
+}
+
+TEST(ConfigRules, RestartAndLossScaleOptionsAreChecked) {
+  Config config = load("max_restarts: 3\nmax_nonfinite_steps: 0\n");
+  EXPECT_EQ(config.max_restarts, 3);
+  EXPECT_EQ(config.max_nonfinite_steps, 0);
+  EXPECT_EQ(load("").max_nonfinite_steps, 1);
+  EXPECT_TRUE(contains(load_error(std::string(kMinimalConfig) + "max_restarts: -1\n"), "max_restarts"));
+  EXPECT_TRUE(contains(load_error(std::string(kMinimalConfig) + "max_nonfinite_steps: -2\n"), "max_nonfinite_steps"));
+  std::string message = load_error(std::string(kMinimalConfig) + "torch_dtype: bfloat16\nfp16_loss_scale: 1024\n");
+  EXPECT_TRUE(contains(message, "fp16_loss_scale") && contains(message, "torch_dtype: float16")) << message;
+  EXPECT_TRUE(contains(load_error(std::string(kMinimalConfig) + "fp16_loss_scale: 0.5\n"), "at least 1"));
+  EXPECT_TRUE(contains(load_error(std::string(kMinimalConfig) + "fp16_loss_scale_window: 0\n"), "fp16_loss_scale_window"));
 }
 
 TEST(ConfigRules, OffloadOptionsLoadAndTheirCombinationsAreChecked) {

@@ -277,6 +277,79 @@ TEST(OpsDefs, AttentionGqaDocumentsWindow) {
   EXPECT_EQ(checked, 3u);
 }
 
+// attn_bwd_chunks: the backward over slices of the batch rows (2 + 1 rows, one row each, more
+// chunks than rows) gives exactly the gradients of one pass (rows are independent).
+TEST(OpsDefs, AttentionBackwardInChunksEqualsOnePass) {
+  const std::vector<int32_t> documents{0, 0, 1, 1, 1, 0, 0, 0, 0, 0, 0, 1, 2, 2, 2};
+  auto gradients = [&](int64_t chunks) {
+    GraphBuilder b(registry());
+    TensorId docs = b.input("document_ids", DType::I32, {3, 5});
+    TensorId q = b.parameter("q", DType::F64, {3, 5, 4, 3});
+    TensorId k = b.parameter("k", DType::F64, {3, 5, 2, 3});
+    TensorId v = b.parameter("v", DType::F64, {3, 5, 2, 3});
+    json attrs = {{"window", 4}};
+    if (chunks > 1) attrs["backward_chunks"] = chunks;
+    TensorId loss = probe_loss(b, b.op("attention", {q, k, v, docs}, attrs));
+    b.mark_output(loss);
+    compiler::ExecutionPlan plan = compiler::compile_training(b.finish(), loss, registry());
+    runtime::CpuBackend backend;
+    backend.load(plan, registry());
+    uint32_t seed = 3;
+    for (TensorId id : plan.graph.parameters) {
+      auto values = random_doubles(static_cast<size_t>(plan.graph.tensor(id).type.numel()), seed++, 1.0);
+      backend.write(id, std::as_bytes(std::span<const double>(values)));
+    }
+    runtime::InputBinding input{plan.tensor("document_ids"), std::as_bytes(std::span<const int32_t>(documents))};
+    backend.zero_gradients();
+    backend.execute(std::span<const runtime::InputBinding>(&input, 1));
+    std::vector<std::vector<double>> result;
+    for (const char* name : {"q", "k", "v"}) {
+      const TensorId gradient = plan.parameter_gradients.at(plan.tensor(name));
+      std::vector<double> values(static_cast<size_t>(plan.graph.tensor(gradient).type.numel()));
+      backend.read(gradient, std::as_writable_bytes(std::span<double>(values)));
+      result.push_back(std::move(values));
+    }
+    return result;
+  };
+  const auto whole = gradients(1);
+  for (int64_t chunks : {2, 3, 5}) EXPECT_EQ(gradients(chunks), whole) << chunks << " chunks";
+  GraphBuilder b(registry());
+  TensorId q = b.parameter("q", DType::F64, {1, 2, 2, 2});
+  EXPECT_THROW(b.op("attention", {q, q, q}, {{"backward_chunks", 0}}), UserError);
+}
+
+// round_fp16: the values an fp16 tensor holds (ties to even, overflow to inf, fp16 subnormals,
+// NaN kept), F32 in and out; its gradient is the output gradient rounded the same way.
+TEST(OpsDefs, RoundFp16RoundsAsFp16HoldsAndRoundsItsGradient) {
+  const std::vector<float> inputs{1.0f, 1.0f + 0x1p-11f, 1.0f + 3 * 0x1p-11f, 65504.0f, 65519.0f, 65520.0f,
+                                  -1e6f, 0x1p-24f, 0x1p-26f, 3.14159265f, std::nanf("")};
+  const std::vector<float> expected{1.0f, 1.0f, 1.0f + 4 * 0x1p-11f, 65504.0f, 65504.0f, INFINITY,
+                                    -INFINITY, 0x1p-24f, 0.0f, 3.140625f, std::nanf("")};
+  GraphBuilder b(registry());
+  TensorId x = b.parameter("x", DType::F32, {static_cast<int64_t>(inputs.size())});
+  TensorId out = b.op("round_fp16", {x});
+  TensorId probe = b.parameter("probe", DType::F32, {static_cast<int64_t>(inputs.size())}, false);
+  TensorId loss = b.op("sum", {b.op("mul", {out, probe})});
+  b.mark_output(out);
+  b.mark_output(loss);
+  compiler::ExecutionPlan plan = compiler::compile_training(b.finish(), loss, registry());
+  runtime::CpuBackend backend;
+  backend.load(plan, registry());
+  backend.write(plan.tensor("x"), std::as_bytes(std::span<const float>(inputs)));
+  std::vector<float> probe_values(inputs.size(), 1.0f + 0x1p-12f);  // rounds to 1 in fp16
+  probe_values[0] = 70000.0f;                                         // overflows in fp16
+  backend.write(plan.tensor("probe"), std::as_bytes(std::span<const float>(probe_values)));
+  backend.zero_gradients();
+  backend.execute({});
+  std::vector<float> values(inputs.size()), gradient(inputs.size());
+  backend.read(out, std::as_writable_bytes(std::span<float>(values)));
+  backend.read(plan.parameter_gradients.at(plan.tensor("x")), std::as_writable_bytes(std::span<float>(gradient)));
+  for (size_t i = 0; i + 1 < inputs.size(); ++i) EXPECT_EQ(values[i], expected[i]) << "input " << inputs[i];
+  EXPECT_TRUE(std::isnan(values.back()));
+  EXPECT_EQ(gradient[0], INFINITY);
+  for (size_t i = 1; i < inputs.size(); ++i) EXPECT_EQ(gradient[i], 1.0f) << i;
+}
+
 TEST(OpsDefs, AttentionFlatNoDocumentsCustomScale) {
   size_t checked = check_gradients(
       [](GraphBuilder& b) {
@@ -462,7 +535,7 @@ TEST(OpsDefs, DecoderOpNamesAreRegistered) {
                            "lm_head_loss_with_input_grad", "scale_by", "linear_backward_weight_accumulate",
                            "linear_backward_low_rank", "linear_backward_low_rank_accumulate", "concat", "split",
                            "fused_residual_rmsnorm", "fused_residual_rmsnorm_backward", "fused_rmsnorm_rope",
-                           "fused_rmsnorm_rope_backward"}) {
+                           "fused_rmsnorm_rope_backward", "round_fp16"}) {
     EXPECT_NE(registry().find(name), nullptr) << name;
   }
 }

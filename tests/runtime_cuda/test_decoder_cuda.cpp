@@ -27,7 +27,10 @@
 #include <filesystem>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "compiler/execution_plan.h"
 #include "core/bfloat16.h"
@@ -151,11 +154,23 @@ TEST_P(DecoderOnCuda, LossAndGradientsMatchCpu) {
   float cpu_loss = 0.0f;
   cpu.read(cpu_plan.loss, std::as_writable_bytes(std::span<float>(&cpu_loss, 1)));
 
-  // CUDA, bf16; loss once with no recompute and once with every group recomputed.
-  for (bool recompute : {false, true}) {
+  // CUDA, bf16; loss once with no recompute, once with every group recomputed, once with the
+  // attention backward over slices of one batch row each (attn_bwd_chunks = batch), and once with
+  // RoPE computed in the kernel from the positions (use_fused_rope).
+  struct Variant {
+    bool recompute;
+    int64_t chunks;
+    bool fused_rope;
+  };
+  for (const Variant variant : {Variant{false, 1, false}, Variant{true, 1, false}, Variant{false, batch.batch, false},
+                                Variant{false, 1, true}}) {
+    const bool recompute = variant.recompute;
     SCOPED_TRACE(recompute ? "recompute on" : "recompute off");
+    SCOPED_TRACE(fmt::format("attention backward in {} chunks, fused rope {}", variant.chunks, variant.fused_rope));
     models::DecoderGraphOptions options = cpu_options;
     options.dtype = DType::BF16;
+    options.attention_backward_chunks = variant.chunks;
+    options.fused_rope = variant.fused_rope;
     models::DecoderGraph graph = models::build_decoder_graph(config, registry, options);
     compiler::CompileOptions compile;
     if (recompute) compile.recompute = compiler::RecomputePolicy::all();

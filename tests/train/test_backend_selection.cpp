@@ -10,6 +10,7 @@
 #include <string>
 
 #include "config/config.h"
+#include "config/config_loader.h"
 #include "core/error.h"
 #include "train/device/backend_selection.h"
 
@@ -92,6 +93,18 @@ TEST(BackendSelection, SeveralGpusAreDataParallelGpusAndTheirLimitsNameTheOption
   const std::string bf16 = error_of(config, gpus(2));
   EXPECT_NE(bf16.find("master_dtype: bf16 is implemented on one GPU only"), std::string::npos) << bf16;
   EXPECT_EQ(choose_training_backend(config, gpus(1)).backend, TrainingBackend::Cuda);
+}
+
+// lora_dtype: bf16 is master_dtype and gradient_dtype bf16 for the adapters: trained on CUDA, and
+// refused by the CPU backend (the fp32 reference) with an error that names lora_dtype.
+TEST(BackendSelection, LoraDtypeBf16TrainsOnCudaAndTheCpuBackendRefusesItByName) {
+  Config config = load_config_from_string("model: m\ndatasets:\n  - {path: d.jsonl, type: text}\nlora: true\n"
+                                          "lora_dtype: bf16\n",
+                                          "config.yaml");
+  EXPECT_EQ(choose_training_backend(config, gpus(1)).backend, TrainingBackend::Cuda);
+  const std::string message = error_of(config, no_gpu());
+  EXPECT_NE(message.find("config.yaml:5 (lora_dtype: bf16 ⇒ master_dtype: bf16)"), std::string::npos) << message;
+  EXPECT_NE(message.find("CPU backend"), std::string::npos) << message;
 }
 
 TEST(BackendSelection, GpusOnTheCpuBackendAreDataParallelCpuRanks) {

@@ -3,7 +3,10 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <xxhash.h>
 
 #include "core/error.h"
 #include "train/checkpoint_store.h"
@@ -83,6 +86,71 @@ TEST_F(CheckpointStoreTest, ACheckpointWithATruncatedFileIsNotComplete) {
   fs::resize_file(latest / "weights.bin", 3);
   EXPECT_FALSE(CheckpointStore::is_complete(latest));
   EXPECT_EQ(store.latest()->filename(), "checkpoint-10");
+}
+
+TEST_F(CheckpointStoreTest, TheManifestRecordsEveryFilesSizeAndChecksum) {
+  CheckpointStore store(root_, 5);
+  fs::path saved = store.save(10, [](const fs::path& p) { write_weights(p, "contents"); });
+  std::ifstream in(saved / "complete.json");
+  nlohmann::json manifest = nlohmann::json::parse(in);
+  EXPECT_EQ(manifest["step"], 10);
+  ASSERT_TRUE(manifest["files"].contains("weights.bin"));
+  EXPECT_EQ(manifest["files"]["weights.bin"]["bytes"], 8);
+  // XXH3-64 of "contents", computed independently of the store's file reader.
+  EXPECT_EQ(manifest["files"]["weights.bin"]["xxh3_64"], fmt::format("{:016x}", XXH3_64bits("contents", 8)));
+  EXPECT_EQ(CheckpointStore::verification_problem(saved), "");
+}
+
+// The newest checkpoint has every file of its size, but a byte changed on disk: only the
+// checksum tells. Resume takes the one before it and says which one it skipped and why.
+TEST_F(CheckpointStoreTest, LatestVerifiedSkipsADamagedNewestCheckpointAndNamesIt) {
+  CheckpointStore store(root_, 5);
+  store.save(10, [](const fs::path& p) { write_weights(p, "good"); });
+  fs::path damaged = store.save(20, [](const fs::path& p) { write_weights(p, "good"); });
+  {
+    std::fstream file(damaged / "weights.bin", std::ios::in | std::ios::out | std::ios::binary);
+    file.seekp(1);
+    file.put('X');
+  }
+  EXPECT_TRUE(CheckpointStore::is_complete(damaged));  // sizes alone cannot see it
+  std::vector<std::string> warnings;
+  auto latest = store.latest_verified([&](const std::string& warning) { warnings.push_back(warning); });
+  ASSERT_TRUE(latest);
+  EXPECT_EQ(latest->filename(), "checkpoint-10");
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find(damaged.string()), std::string::npos) << warnings[0];
+  EXPECT_NE(warnings[0].find("checksum"), std::string::npos) << warnings[0];
+}
+
+TEST_F(CheckpointStoreTest, LatestVerifiedSkipsTruncatedAndManifestlessFolders) {
+  CheckpointStore store(root_, 5);
+  store.save(10, [](const fs::path& p) { write_weights(p, "good"); });
+  fs::path truncated = store.save(20, [](const fs::path& p) { write_weights(p, "longer contents"); });
+  fs::resize_file(truncated / "weights.bin", 3);
+  fs::create_directories(root_ / "checkpoint-30");  // renamed by hand, or another tool's folder
+  write_weights(root_ / "checkpoint-30", "x");
+  std::vector<std::string> warnings;
+  auto latest = store.latest_verified([&](const std::string& warning) { warnings.push_back(warning); });
+  ASSERT_TRUE(latest);
+  EXPECT_EQ(latest->filename(), "checkpoint-10");
+  ASSERT_EQ(warnings.size(), 2u);
+  EXPECT_NE(warnings[0].find("checkpoint-30"), std::string::npos) << warnings[0];
+  EXPECT_NE(warnings[0].find("complete.json"), std::string::npos) << warnings[0];
+  EXPECT_NE(warnings[1].find("checkpoint-20"), std::string::npos) << warnings[1];
+  EXPECT_NE(warnings[1].find("truncated"), std::string::npos) << warnings[1];
+}
+
+// save_total_limit counts and deletes complete checkpoints only: a folder that is not one is
+// neither counted against the limit nor removed.
+TEST_F(CheckpointStoreTest, RotationDeletesOnlyCompleteCheckpoints) {
+  fs::create_directories(root_ / "checkpoint-1");
+  write_weights(root_ / "checkpoint-1", "no manifest");
+  CheckpointStore store(root_, 2);
+  for (int step : {2, 3, 4}) store.save(step, [](const fs::path& p) { write_weights(p, "x"); });
+  std::vector<std::string> left;
+  for (const auto& entry : fs::directory_iterator(root_)) left.push_back(entry.path().filename().string());
+  std::sort(left.begin(), left.end());
+  EXPECT_EQ(left, (std::vector<std::string>{"checkpoint-1", "checkpoint-3", "checkpoint-4"}));
 }
 
 TEST_F(CheckpointStoreTest, AtomicWriteReplacesWholeFiles) {

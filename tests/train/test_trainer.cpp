@@ -119,6 +119,16 @@ TEST_F(TrainerTest, CheckpointsAreCompleteFoldersRotatedToTheLimit) {
   }
 }
 
+// use_fused_rope and attn_bwd_chunks change how RoPE and the attention backward run, not what
+// they compute: on the CPU the losses are the plain run's, bit for bit.
+TEST_F(TrainerTest, FusedRopeAndChunkedAttentionBackwardGiveTheSameRun) {
+  const std::string extra = "max_steps: 4\n";
+  TrainingResult plain = run_training(config("rope_plain", extra), quiet());
+  TrainingResult fused = run_training(config("rope_fused", extra + "use_fused_rope: true\nattn_bwd_chunks: 3\n"), quiet());
+  EXPECT_EQ(fused.step_losses, plain.step_losses);
+  EXPECT_EQ(*fused.eval_loss, *plain.eval_loss);
+}
+
 TEST_F(TrainerTest, NormuonTrains) {
   TrainingResult result = run_training(config("normuon", "max_steps: 15\noptimizer: normuon\nlearning_rate: 0.01\n"), quiet());
   EXPECT_LT(mean(result.step_losses, 10, 15), result.step_losses.front() - 0.5);
@@ -208,7 +218,7 @@ TEST_F(TrainerTest, DivergenceStopsWithTheStepAndKeepsTheLastCheckpoint) {
     run_training(config("diverge", "max_steps: 40\nsave_steps: 1\nlearning_rate: 1e30\nmax_grad_norm: 0\nwarmup_steps: 0\n"),
                  quiet());
     FAIL() << "a diverging run must stop";
-  } catch (const UserError& error) {
+  } catch (const TrainingDiverged& error) {
     EXPECT_NE(std::string(error.what()).find("training diverged at step"), std::string::npos) << error.what();
   }
   CheckpointStore store(root_ / "diverge", 5);

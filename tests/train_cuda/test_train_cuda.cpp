@@ -13,7 +13,10 @@
 //           positive, no op is negative and the percentages sum to 100 (± 0.01 for rounding).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <string>
@@ -63,6 +66,69 @@ TEST_F(CudaTrainerTest, ResumedRunReproducesTheUninterruptedRunsLosses) {
   std::vector<double> joined = first.step_losses;
   joined.insert(joined.end(), second.step_losses.begin(), second.step_losses.end());
   for (size_t i = 0; i < joined.size(); ++i) EXPECT_EQ(joined[i], straight.step_losses[i]) << "step " << i + 1;
+}
+
+// Asynchronous checkpoints on the GPU: the snapshot is the download into the (page-locked) host
+// copies, read in place by the writer thread while the next steps run. With the writer slowed to
+// 300 ms, step 3 is logged before the step-2 checkpoint, and every checkpoint's weights and
+// optimizer state are the bytes a run without the delay writes.
+TEST_F(CudaTrainerTest, CheckpointsAreWrittenWhileTrainingGoesOnWithTheSameBytes) {
+  const std::string extra = "max_steps: 6\nsave_steps: 2\n";
+  run_training(config("async_plain", extra), on(TrainingBackend::Cuda));
+  TrainerOptions slow = on(TrainingBackend::Cuda);
+  slow.faults.checkpoint_write_delay = std::chrono::milliseconds(300);
+  TrainingResult delayed = run_training(config("async_slow", extra), slow);
+  std::ifstream log(delayed.log_file);
+  std::vector<std::string> order;
+  for (std::string line; std::getline(log, line);) {
+    const nlohmann::json record = nlohmann::json::parse(line);
+    if (record["type"] == "step" || record["type"] == "checkpoint") {
+      order.push_back(record["type"].get<std::string>() + std::to_string(record["step"].get<int>()));
+    }
+  }
+  const auto step3 = std::find(order.begin(), order.end(), "step3");
+  const auto checkpoint2 = std::find(order.begin(), order.end(), "checkpoint2");
+  ASSERT_NE(checkpoint2, order.end());
+  EXPECT_LT(step3, checkpoint2);
+  auto bytes_of = [](const std::filesystem::path& file) {
+    std::ifstream in(file, std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(in)), {});
+  };
+  for (const char* checkpoint : {"checkpoint-2", "checkpoint-4", "checkpoint-6"}) {
+    for (const char* file : {"model.safetensors", "optimizer.safetensors"}) {
+      EXPECT_EQ(bytes_of(root_ / "async_slow" / checkpoint / file), bytes_of(root_ / "async_plain" / checkpoint / file))
+          << checkpoint << "/" << file;
+    }
+  }
+}
+
+// A step with a non-finite loss is skipped on the GPU too: the accumulators are zeroed and nothing
+// is applied, so the checkpoint after it holds the weights and optimizer state of the one before.
+TEST_F(CudaTrainerTest, ANonFiniteStepIsSkippedWithoutTouchingTheWeights) {
+  TrainerOptions options = on(TrainingBackend::Cuda);
+  options.faults.nonfinite_loss_at_step = 3;
+  TrainingResult result = run_training(config("skip_one", "max_steps: 5\nsave_steps: 1\n"), options);
+  EXPECT_EQ(result.skipped_steps, 1);
+  auto bytes_of = [](const std::filesystem::path& file) {
+    std::ifstream in(file, std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(in)), {});
+  };
+  for (const char* file : {"model.safetensors", "optimizer.safetensors"}) {
+    EXPECT_EQ(bytes_of(root_ / "skip_one" / "checkpoint-3" / file), bytes_of(root_ / "skip_one" / "checkpoint-2" / file))
+        << file;
+    EXPECT_NE(bytes_of(root_ / "skip_one" / "checkpoint-4" / file), bytes_of(root_ / "skip_one" / "checkpoint-3" / file))
+        << file;
+  }
+  // fp8_hybrid (SM89+): the step's amaxes are dropped on the device (each row's current amax zeroed).
+  const cuda::CudaEnvironment environment = cuda::query_cuda_environment();
+  if (environment.gpus.empty() || environment.gpus.front().sm_major * 10 + environment.gpus.front().sm_minor < 89) {
+    GTEST_SKIP() << "fp8_hybrid needs SM89+";
+  }
+  run_training(config("skip_fp8", "max_steps: 5\nsave_steps: 1\nlora: true\nrecipe: fp8_hybrid\n"), options);
+  for (const char* file : {"model.safetensors", "optimizer.safetensors"}) {
+    EXPECT_EQ(bytes_of(root_ / "skip_fp8" / "checkpoint-3" / file), bytes_of(root_ / "skip_fp8" / "checkpoint-2" / file))
+        << file;
+  }
 }
 
 TEST_F(CudaTrainerTest, CudaGraphsDoNotChangeTheLosses) {

@@ -43,6 +43,9 @@ struct AttentionShape {
   float softmax_scale = 0;  // usually 1 / sqrt(head_dim)
   int sequence = 0;         // tokens per batch row (the backward starts every row's heavy blocks
                             // first); 0 = unknown
+  int64_t logsumexp_stride = 0;  // backward: floats from one head's logsumexp row to the next; 0 =
+                                 // tokens (a backward over a slice of the batch rows, attn_bwd_chunks,
+                                 // reads its columns of the whole batch's [q_heads, B·T] logsumexp)
 };
 
 // How the backward splits its work: one block per (kv head, key block) walking every q head of

@@ -143,6 +143,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
   const int first_head = kWholeGroup ? kv_head * group : static_cast<int>(blockIdx.x);
   const int block_heads = kWholeGroup ? group : 1;
   const int64_t tokens = shape.tokens;
+  const int64_t lse_stride = shape.logsumexp_stride > 0 ? shape.logsumexp_stride : tokens;
   const int64_t q_stride = int64_t{shape.q_heads} * kHeadDim, kv_stride = int64_t{shape.kv_heads} * kHeadDim;
   const int64_t first_key = key_block_of<kBlockKeys>(blockIdx.y, shape) * kBlockKeys;
   const int64_t last_key = min(first_key + kBlockKeys, tokens) - 1;
@@ -181,7 +182,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
     if (threadIdx.x < kBlockQueries) {
       const int64_t query = first_query + threadIdx.x;
       const bool valid = query < tokens;
-      stage_lse(stage)[threadIdx.x] = valid ? logsumexp[int64_t{head} * tokens + query] * kLog2e : 0.0f;
+      stage_lse(stage)[threadIdx.x] = valid ? logsumexp[int64_t{head} * lse_stride + query] * kLog2e : 0.0f;
       stage_delta(stage)[threadIdx.x] = valid ? delta[int64_t{head} * tokens + query] : 0.0f;
       // A query at or past query_end (the last step's tail) sees no key of this block.
       stage_lowest(stage)[threadIdx.x] = static_cast<int>(

@@ -5,6 +5,11 @@
 //     q [B, T, Hq·D], k, v [B, T, Hkv·D] with attrs {query_heads, kv_heads, head_dim}.
 //     attrs: window (0 = full causal), scale (0 = 1/√D).
 //   attention_backward(q, k, v [, document_ids], out, logsumexp, d_out) -> d_q, d_k, d_v (same attrs).
+//     attr backward_chunks (attn_bwd_chunks, default 1): the backward runs on that many slices of
+//     the batch rows in turn (ceil(B / N) rows each), which caps the GPU kernel's workspace at one
+//     slice's; rows are independent (documents never cross a row), so the result is the same.
+#include <algorithm>
+
 #include "ops/attention.h"
 #include "ops/defs/def_util.h"
 #include "ops/defs/statistic_dtype.h"
@@ -54,6 +59,7 @@ AttentionShape attention_layout(const InferContext& ctx, bool has_documents) {
   }
   shape.window = ctx.attrs.integer_or("window", 0);
   if (shape.window < 0) ctx.fail("attribute 'window' must be 0 (full causal) or positive, got {}", shape.window);
+  if (ctx.attrs.integer_or("backward_chunks", 1) < 1) ctx.fail("attribute 'backward_chunks' must be at least 1");
   shape.scale = ctx.attrs.number_or("scale", 0.0);
   return shape;
 }
@@ -131,13 +137,27 @@ void register_attention(OpRegistry& registry) {
         bool has_documents = ctx.inputs.size() == 7;
         AttentionShape shape = bound_shape(ctx, has_documents);
         size_t base = ctx.inputs.size() - 3;
+        const int64_t chunks = std::min(ctx.attrs.integer_or("backward_chunks", 1), shape.batch);
+        const int64_t chunk_rows = (shape.batch + chunks - 1) / chunks;
         return bind_floating(ctx, ctx.inputs[0].dtype, [=](auto zero) -> CpuKernel {
           using T = decltype(zero);
           return [=](const CpuKernelArgs& args) {
-            attention_backward(shape, args.inputs[0].as<T>(), args.inputs[1].as<T>(), args.inputs[2].as<T>(),
-                               has_documents ? args.inputs[3].as<int32_t>() : nullptr, args.inputs[base].as<T>(),
-                               args.inputs[base + 1].as<T>(), args.inputs[base + 2].as<T>(), args.outputs[0].as<T>(),
-                               args.outputs[1].as<T>(), args.outputs[2].as<T>());
+            // Per batch row: q / out / d_q hold T·Hq·D values, k / v / d_k / d_v T·Hkv·D,
+            // logsumexp Hq·T, document_ids T.
+            const int64_t q_row = shape.sequence * shape.query_heads * shape.head_dim;
+            const int64_t kv_row = shape.sequence * shape.kv_heads * shape.head_dim;
+            const int64_t lse_row = shape.query_heads * shape.sequence;
+            for (int64_t first = 0; first < shape.batch; first += chunk_rows) {
+              AttentionShape slice = shape;
+              slice.batch = std::min(chunk_rows, shape.batch - first);
+              const int32_t* documents = has_documents ? args.inputs[3].as<int32_t>() + first * shape.sequence : nullptr;
+              attention_backward(slice, args.inputs[0].as<T>() + first * q_row, args.inputs[1].as<T>() + first * kv_row,
+                                 args.inputs[2].as<T>() + first * kv_row, documents,
+                                 args.inputs[base].as<T>() + first * q_row,
+                                 args.inputs[base + 1].as<T>() + first * lse_row,
+                                 args.inputs[base + 2].as<T>() + first * q_row, args.outputs[0].as<T>() + first * q_row,
+                                 args.outputs[1].as<T>() + first * kv_row, args.outputs[2].as<T>() + first * kv_row);
+            }
           };
         });
       },

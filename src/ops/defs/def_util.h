@@ -49,6 +49,7 @@ void register_dequantize_ops(graph::OpRegistry& registry);     // dequantize_nf4
 void register_fp8_ops(graph::OpRegistry& registry);            // fp8_linear_def.cpp
 void register_dequantize_fp8_blocks_ops(graph::OpRegistry& registry);  // dequantize_fp8_blocks_def.cpp
 void register_dequantize_fp4_ops(graph::OpRegistry& registry);  // dequantize_fp4_def.cpp
+void register_round_fp16_ops(graph::OpRegistry& registry);     // round_fp16_def.cpp
 void register_moe_router_ops(graph::OpRegistry& registry);     // moe_router_def.cpp
 void register_moe_dispatch_ops(graph::OpRegistry& registry);   // moe_dispatch_def.cpp
 void register_expert_linear_ops(graph::OpRegistry& registry);  // expert_linear_def.cpp

@@ -49,7 +49,17 @@ BackendChoice choose_training_backend(const Config& config, const MachineOffer& 
       why += layout.spans_processes() ? fmt::format("; {} on CPU threads", layout.describe())
                                       : fmt::format("; gpus: {} runs {} on CPU threads", config.gpus, layout.describe());
     }
-    return {TrainingBackend::Cpu, fmt::format("training on the CPU backend (fp32): {}", why)};
+    const char* precision = fp16_training(config)
+                                ? "fp16 emulated in fp32: fp16-rounded weight copies, activations and gradients, fp32 "
+                                  "masters and accumulators, dynamic loss scaling"
+                                : "fp32";
+    return {TrainingBackend::Cpu, fmt::format("training on the CPU backend ({}): {}", precision, why)};
+  }
+  if (fp16_training(config)) {
+    fail_user("{}: torch_dtype: float16 (fp16 training with dynamic loss scaling) runs on the CPU backend's emulation "
+              "in this build; the CUDA backend's fp16 kernels are not implemented yet. Set torch_dtype: bfloat16 (or "
+              "remove it) to train in bf16 on the GPU",
+              config.source_of("torch_dtype"));
   }
   const bool per_node = config.distributed.num_nodes > 1 && config.distributed.gpus_per_node > 0;
   const int64_t requested = per_node ? config.distributed.gpus_per_node : config.gpus;
@@ -110,6 +120,8 @@ BackendChoice choose_training_backend(const Config& config, const MachineOffer& 
                       bf16_master ? "bf16 master weights (stochastic rounding, no fp32 copy)" : "fp32 master weights",
                       bf16_gradients ? "bf16" : "fp32", to_string(config.optimizer), ranks)};
 }
+
+bool fp16_training(const Config& config) { return config.torch_dtype == TorchDtype::Float16; }
 
 bool unvalidated_sequence_parallel_cuda_allowed() {
   const char* allow = std::getenv("SUROGATE_ALLOW_UNVALIDATED_SEQUENCE_PARALLEL_CUDA");

@@ -12,6 +12,9 @@
 //   - otherwise the CPU backend (fp32), with one line saying why; master_dtype or gradient_dtype
 //     other than fp32, or an offload_* option, is then a UserError naming the option
 //     (check_cpu_backend_options).
+//   - torch_dtype: float16 asks for fp16 training with dynamic loss scaling: on the CPU backend
+//     its emulation (models/fp16_emulation.h), which the line says; the CUDA backend's fp16
+//     kernels are not in this build, so there it is a UserError naming torch_dtype.
 #pragma once
 
 #include <cstdint>
@@ -42,6 +45,9 @@ struct BackendChoice {
 // layout and the line then count the ranks of every process.
 BackendChoice choose_training_backend(const Config& config, const MachineOffer& machine,
                                       const distributed::ProcessPlacement& placement = {});
+
+// torch_dtype: float16 — fp16 compute copies and activations, fp32 masters, dynamic loss scaling.
+bool fp16_training(const Config& config);
 
 // The CPU backend is the fp32 oracle: master_dtype / gradient_dtype other than fp32 and the
 // offload_* options (they move GPU memory to the host) are a UserError naming the option (they

@@ -305,7 +305,7 @@ public:
     threads_.run([&](int r) {
       Rank& rank = *ranks_[static_cast<size_t>(r)];
       if (rank.optimizer) {
-        clip_slot_gradients(rank.shard_slots, grad_norm_, config_.max_grad_norm);
+        clip_slot_gradients(rank.shard_slots, grad_norm_, config_.max_grad_norm, step.gradient_scale);
         rank.optimizer->step(rank.shard_slots, step);
       }
       // ZeRO-1/2: the flat buffer now carries weights: this rank's piece in, every piece out.
@@ -320,6 +320,10 @@ public:
       }
     });
     host_current_ = false;
+  }
+
+  void skip_update() override {
+    threads_.run([&](int r) { ranks_[static_cast<size_t>(r)]->backend.zero_gradients(); });
   }
 
 private:

@@ -30,8 +30,10 @@ CpuParameters bind_cpu_parameters(runtime::CpuBackend& backend, const compiler::
 // The configured optimizer (adamw, adamw_8bit, normuon) over `slots`.
 std::unique_ptr<Optimizer> make_cpu_optimizer(const Config& config, std::span<const ParameterSlot> slots);
 
-// Scales the slots' gradients by the clip coefficient of `grad_norm` (no-op when max_grad_norm is
-// 0 or the norm is within it).
-void clip_slot_gradients(std::span<const ParameterSlot> slots, double grad_norm, double max_grad_norm);
+// Scales the slots' gradients by `gradient_scale` (fp16: 1 / the loss scale; `grad_norm` is the
+// norm before it) and by the clip coefficient of the scaled norm, in one pass (no-op when both are
+// 1: max_grad_norm 0 or the norm within it).
+void clip_slot_gradients(std::span<const ParameterSlot> slots, double grad_norm, double max_grad_norm,
+                         double gradient_scale = 1.0);
 
 }  // namespace surogate::train

@@ -243,6 +243,11 @@ public:
       rank.runner->training().zero_gradients();
     });
   }
+  // A step not applied: the stages' gradients are zeroed, weights and optimizer state stay (the
+  // flat buffers are overwritten by the next step's reduce_gradients).
+  void skip_update() override {
+    threads_.run([&](int r) { ranks_[static_cast<size_t>(r)]->runner->training().zero_gradients(); });
+  }
 
 private:
   void make_host_copies(std::span<const models::ParameterSpec> specs) {

@@ -68,10 +68,11 @@ std::unique_ptr<Optimizer> make_cpu_optimizer(const Config& config, std::span<co
   return make_adamw(slots, adamw);
 }
 
-void clip_slot_gradients(std::span<const ParameterSlot> slots, double grad_norm, double max_grad_norm) {
-  if (max_grad_norm <= 0) return;
-  const double coefficient = ops::clip_coefficient(grad_norm, max_grad_norm);
-  if (coefficient >= 1.0) return;
+void clip_slot_gradients(std::span<const ParameterSlot> slots, double grad_norm, double max_grad_norm,
+                         double gradient_scale) {
+  double coefficient = gradient_scale;
+  if (max_grad_norm > 0) coefficient *= std::min(1.0, ops::clip_coefficient(grad_norm * gradient_scale, max_grad_norm));
+  if (coefficient == 1.0) return;
   for (const ParameterSlot& slot : slots) {
     ops::scale(const_cast<float*>(slot.gradient), slot.size(), static_cast<float>(coefficient));
   }
@@ -131,7 +132,7 @@ public:
   }
 
   void update(const OptimizerStep& step) override {
-    clip_slot_gradients(parameters_.slots, grad_norm_, config_.max_grad_norm);
+    clip_slot_gradients(parameters_.slots, grad_norm_, config_.max_grad_norm, step.gradient_scale);
     optimizer_->step(parameters_.slots, step);
     refresh_fp8_weight_copies(backend_, fp8_copies_);
     backend_.zero_gradients();
@@ -139,6 +140,11 @@ public:
       quant::roll_fp8_history(backend_.view<float>(fp8_->tensor).data(), fp8_->shape.sites, fp8_->shape.history,
                               step.step);
     }
+  }
+
+  void skip_update() override {
+    backend_.zero_gradients();
+    if (fp8_) quant::drop_current_amaxes(backend_.view<float>(fp8_->tensor).data(), fp8_->shape.sites, fp8_->shape.history);
   }
 
 private:

@@ -291,6 +291,10 @@ public:
   // Every GPU holds the same masters after update(); GPU 0's are the host's (ZeRO-3: each
   // trainable tensor's from its owner, download_shards). Each rank's optimizer state goes to its
   // own host view.
+  // The host copies are written by download() only, except offload_optimizer's state, which lives
+  // in host memory and is updated there: then a checkpoint copies it.
+  bool host_views_are_live() const override { return config_.offload_optimizer; }
+
   void download() override {
     if (gathered_plan_) download_shards();
     threads_.run([&](int r) {
@@ -370,6 +374,8 @@ public:
   }
 
   void update(const OptimizerStep& step) override {
+    // fp16 loss scaling is the CPU emulation's in this build (torch_dtype: float16 is refused on CUDA).
+    SUROGATE_CHECK(step.gradient_scale == 1.0, "no gradient scale on the CUDA backend");
     threads_.run([&](int r) {
       Rank& rank = ranks_[static_cast<size_t>(r)];
       CudaRankState& state = *rank.state;
@@ -389,6 +395,10 @@ public:
       }
     });
     host_current_ = false;
+  }
+
+  void skip_update() override {
+    threads_.run([&](int r) { ranks_[static_cast<size_t>(r)].state->zero_accumulators(); });
   }
 
 private:

@@ -115,7 +115,10 @@ CudaHostWeights cuda_host_weights(std::span<const models::ParameterSpec> specs, 
     host.values.push_back(std::make_unique_for_overwrite<float[]>(count));
     host.weights.push_back({spec.name, spec.shape, std::span<float>(host.values.back().get(), count)});
   }
-  for (const CudaTrainable& entry : layout.entries) host.trainable.push_back(host.weights[entry.weight]);
+  for (const CudaTrainable& entry : layout.entries) {
+    host.trainable.push_back(host.weights[entry.weight]);
+    host.pinned.emplace_back(host.trainable.back().values.data(), host.trainable.back().values.size_bytes());
+  }
   return host;
 }
 

@@ -32,6 +32,7 @@
 
 #include "cuda/device_buffer.h"
 #include "cuda/host_buffer.h"
+#include "cuda/host_registration.h"
 #include "runtime/cuda_backend.h"
 #include "train/device/cuda_weight_gatherer.h"
 #include "train/device/device_optimizer.h"
@@ -65,9 +66,11 @@ CudaTrainableLayout cuda_trainable_layout(const compiler::ExecutionPlan& plan, s
 // The host fp32 copies a CUDA training device shows the trainer (weights(), trainable()), one per
 // spec. Uninitialised: every value is written (loaded, initialised or restored) before upload(),
 // and zeroing 32 GB of an 8B model's host copies took ~15 s of start-up.
+// The trainable ones are page-locked (cuda/host_registration.h): checkpoints download into them.
 struct CudaHostWeights {
   std::vector<std::unique_ptr<float[]>> values;
   std::vector<WeightView> weights, trainable;
+  std::vector<cuda::HostRegistration> pinned;
 };
 CudaHostWeights cuda_host_weights(std::span<const models::ParameterSpec> specs, const CudaTrainableLayout& layout);
 

@@ -26,6 +26,7 @@
 #include "core/error.h"
 #include "cuda/kernels/fp8_quantize.h"
 #include "distributed/parallel_layout.h"
+#include "quant/fp8_scaling.h"
 #include "train/device/backend_selection.h"
 #include "train/device/cuda_data_parallel_device.h"
 #include "train/device/cuda_evaluator.h"
@@ -90,6 +91,10 @@ public:
     rank_->synchronize();
   }
 
+  // The host copies are written by download() only, except offload_optimizer's state, which lives
+  // in host memory and is updated there: then a checkpoint copies it.
+  bool host_views_are_live() const override { return config_.offload_optimizer; }
+
   void accumulate(std::span<const runtime::InputBinding> inputs) override { rank_->accumulate(inputs); }
 
   StepMetrics measure() override {
@@ -103,10 +108,22 @@ public:
   }
 
   void update(const OptimizerStep& step) override {
+    // fp16 loss scaling is the CPU emulation's in this build (torch_dtype: float16 is refused on CUDA).
+    SUROGATE_CHECK(step.gradient_scale == 1.0, "no gradient scale on the CUDA backend");
     rank_->step(step);
     rank_->refresh_fp8_weight_copies();
     rank_->zero_accumulators();
     if (fp8_) cuda::fp8_roll_history(fp8_device(), fp8_->shape.sites, fp8_->shape.history, step.step, rank_->stream());
+  }
+
+  void skip_update() override {
+    rank_->zero_accumulators();
+    if (fp8_) {
+      // Each site's row[1] (this step's amax) back to 0, the history untouched (quant/fp8_scaling.h).
+      const size_t row_bytes = static_cast<size_t>(quant::kFp8StateHeader + fp8_->shape.history) * sizeof(float);
+      CUDA_CHECK(cudaMemset2DAsync(fp8_device() + 1, row_bytes, 0, sizeof(float),
+                                   static_cast<size_t>(fp8_->shape.sites), rank_->stream()));
+    }
   }
 
 private:

@@ -22,6 +22,7 @@
 #include "config/config.h"
 #include "cuda/device_buffer.h"
 #include "cuda/host_buffer.h"
+#include "cuda/host_registration.h"
 #include "core/stochastic_rounding.h"
 #include "cuda/kernels/adamw.h"
 #include "train/optim/adamw_math.h"
@@ -155,6 +156,8 @@ public:
     place_ = memory.place;
     if (place_ == StateMemory::Place::Device) {
       device_ = cuda::DeviceBuffer<T>(host_.size());
+      // The host mirror is page-locked too: checkpoints download it while training waits.
+      registered_ = cuda::HostRegistration(host_.data(), host_.size() * sizeof(T));
       host_base_ = host_.data();
       device_base_ = device_.data();
       return;
@@ -184,6 +187,7 @@ private:
   std::vector<T> host_;               // the layout while adding; Place::Device: the host mirror
   cuda::PinnedHostBuffer<T> pinned_;  // the host places: the state
   cuda::DeviceBuffer<T> device_;      // Place::Device: the state
+  cuda::HostRegistration registered_;  // Place::Device: host_ page-locked (it never grows after allocate())
   T* host_base_ = nullptr;
   T* device_base_ = nullptr;
 };

@@ -11,7 +11,8 @@
 //
 // One optimizer step: accumulate() once per micro-batch (gradients add up), then measure()
 // (the window's summed loss and the global gradient norm before clipping; the one place that
-// waits for the device), then update() (clip to max_grad_norm, optimizer step, zero gradients).
+// waits for the device), then update() (clip to max_grad_norm, optimizer step, zero gradients),
+// or skip_update() when the step is not applied.
 // A data-parallel device (data_parallel_ranks() > 1) takes gradient_accumulation_steps micro-batches
 // per rank each step and spreads them over its ranks (train/device/cpu_data_parallel_device.cpp,
 // train/device/cuda_data_parallel_device.cpp). When the ranks are spread over several processes
@@ -94,6 +95,11 @@ public:
   // device whose evaluator cannot read the weights where training keeps them brings them there
   // (ZeRO-3: the shards gathered into the host copies). Collective; nothing by default.
   virtual void before_evaluation() {}
+  // True when weights(), trainable() and optimizer_state() are the memory training updates (the
+  // CPU backend's own buffers): a checkpoint must copy them before training goes on. False when
+  // they are host copies that only download() writes (GPUs): a checkpoint reads them in place
+  // until the next download().
+  virtual bool host_views_are_live() const { return true; }
 
   // The frozen weights the plan stores quantized (models/quantized_weight.h) are not among weights();
   // each loaded one is handed here once, before upload(), quantized on the host (the trainer:
@@ -103,6 +109,10 @@ public:
   virtual void accumulate(std::span<const runtime::InputBinding> inputs) = 0;
   virtual StepMetrics measure() = 0;
   virtual void update(const OptimizerStep& step) = 0;
+  // Instead of update() for a step that is not applied (a non-finite loss or gradient): the
+  // accumulated gradients are zeroed, the weights and optimizer state stay as they are, and a
+  // quantized recipe's amaxes recorded during the step are dropped.
+  virtual void skip_update() = 0;
 
   // debug_time_breakdown: milliseconds per "phase:op" of the last micro-batch run (waits for it);
   // empty on devices without per-op timing (the CPU).

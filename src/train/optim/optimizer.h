@@ -31,6 +31,9 @@ struct OptimizerStep {
   int64_t step = 0;                 // 0-based optimizer step (bias correction uses step + 1)
   double learning_rate = 0.0;
   double weight_decay = 0.0;
+  // The accumulated gradients are multiplied by this before the norm's clip and the step (fp16
+  // training: 1 / the loss scale, train/fp16_loss_scaler.h). The devices apply it, not the optimizers.
+  double gradient_scale = 1.0;
 };
 
 // A tensor of optimizer state, viewed for checkpointing.
