@@ -5,9 +5,7 @@
 // an MoE step launches no per-expert work and never waits for the host. Limits checked at load
 // time (UserError naming the node): an SM90 GPU for the grouped GEMMs, at most 512 experts, top-k
 // at most 16, widths that are multiples of 8.
-#include <cstdlib>
 #include <memory>
-#include <string_view>
 
 #include "cuda/grouped_gemm.h"
 #include "cuda/kernels/moe_routing.h"
@@ -176,22 +174,9 @@ CudaKernel bind_sigmoid_gated_add_backward(const CudaBindContext& ctx) {
   };
 }
 
-// The MoE kernels compile and have their tests against the CPU ops (tests/runtime_cuda/
-// test_moe_cuda.cpp), but those tests have not run on a GPU yet: until they have, a run refuses
-// the experts' products rather than risk a silently wrong result. SUROGATE_ALLOW_UNVALIDATED_MOE_CUDA=1
-// runs them anyway (the GPU tests set it).
-bool unvalidated_moe_kernels_allowed() {
-  const char* value = std::getenv("SUROGATE_ALLOW_UNVALIDATED_MOE_CUDA");
-  return value != nullptr && std::string_view(value) == "1";
-}
-
 // expert_linear and its backward ops: the weight [E, out, in] is input 1 (forward, backward input)
 // or the output (weight gradients).
 CudaKernel bind_grouped(const CudaBindContext& ctx, cuda::GroupedGemmKind kind, bool accumulate) {
-  require(ctx, unvalidated_moe_kernels_allowed(),
-          "mixture-of-experts models on the CUDA backend are not validated on a GPU yet in this version (their "
-          "kernel tests have not run on hardware); train MoE models on the CPU backend for now, or set "
-          "SUROGATE_ALLOW_UNVALIDATED_MOE_CUDA=1 to run the unvalidated kernels");
   for (size_t i = 0; i < 2; ++i) expect_in(ctx, i, DType::BF16);
   expect_in(ctx, 2, DType::I32);
   expect_out(ctx, 0, DType::BF16);

@@ -43,10 +43,6 @@
 namespace surogate::runtime {
 namespace {
 
-// These tests are what validates the MoE kernels: they run them (runtime/cuda_moe_ops.cpp refuses
-// them in training until this passes on a GPU).
-const bool kMoeKernelsAllowed = ::setenv("SUROGATE_ALLOW_UNVALIDATED_MOE_CUDA", "1", 1) == 0;
-
 using namespace cuda::testing;
 
 // One operand of a node under test: floating (values, BF16 or F32 on the GPU, F32 on the CPU)
