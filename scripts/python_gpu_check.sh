@@ -45,7 +45,13 @@ fi
 [[ -d "$carry" ]] || tar -xJf "$root/carry/python.tar.xz" -C "$root/carry" || exit 1
 base="${TORCH_PYTHON:-/opt/torch/.venv/bin/python}"
 venv=/tmp/surogate-venv
-"$base" -m venv --system-site-packages "$venv" && "$venv/bin/pip" install -q --no-deps "$carry"/surogate-*.whl || exit 1
+# The base is itself a venv: --system-site-packages would reach the interpreter's packages, not
+# the torch venv's, so a .pth file in the new venv adds the torch venv's site-packages (torch, PEFT,
+# numpy, pytest) behind its own.
+"$base" -m venv "$venv" || exit 1
+site_of() { "$1" -c "import sysconfig; print(sysconfig.get_paths()['$2'])"; }
+for kind in purelib platlib; do site_of "$base" "$kind"; done | sort -u >"$(site_of "$venv/bin/python" purelib)/torch-venv.pth"
+"$venv/bin/pip" install -q --no-deps "$carry"/surogate-*.whl || exit 1
 export LD_LIBRARY_PATH="$carry/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 status=0
 echo "=== DLPack on the GPU (tests/fixtures/llama_gqa_llama3)"
