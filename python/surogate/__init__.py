@@ -9,8 +9,12 @@
 
 PyTorch is optional: nothing here imports it unless asked for torch tensors. See docs/python.md.
 """
-from surogate._engine import UserError, __version__, has_cuda
-from surogate.model import Model, load
-from surogate.training import train
+from surogate._nccl import load_the_wheels_nccl
+
+load_the_wheels_nccl()  # before the engine loads the toolkit's NCCL: see _nccl.py
+
+from surogate._engine import UserError, __version__, has_cuda  # noqa: E402
+from surogate.model import Model, load  # noqa: E402
+from surogate.training import train  # noqa: E402
 
 __all__ = ["train", "load", "Model", "UserError", "has_cuda", "__version__"]
