@@ -82,7 +82,7 @@ def training_records(surogate_package, config):
     [log] = list(out.glob("log-*.jsonl"))
     records = [json.loads(line) for line in log.read_text().splitlines()]
     steps = [(r["loss"], r["router_aux_loss"]) for r in records if r["type"] == "step"]
-    evals = [r["loss"] for r in records if r["type"] == "eval"]
+    evals = [(r["eval_loss"], r["eval_accuracy"]) for r in records if r["type"] == "eval"]
     return steps, evals
 
 
@@ -100,4 +100,4 @@ def test_training_from_the_dsl_ir_gives_the_built_in_losses(surogate_package, ds
     steps, evals = runs["built_in"]
     assert len(steps) == 4 and len(evals) >= 2
     assert all(aux > 0 for _, aux in steps)  # output_router_logits: the router loss is in both
-    assert runs["dsl"] == runs["built_in"]  # bit for bit: step losses, router losses, eval losses
+    assert runs["dsl"] == runs["built_in"]  # bit for bit: step losses, router losses, eval losses and accuracies
