@@ -83,6 +83,18 @@ nlohmann::json model_facts(const std::string& model_dir) {
     windows.push_back(windowed ? *config.sliding_window : 0);
   }
   facts["sliding_window_per_layer"] = windows;  // 0: full attention
+  facts["moe"] = nullptr;  // dense models
+  if (config.moe) {
+    const io::MoeConfig& moe = *config.moe;
+    facts["moe"] = {{"experts", moe.experts},
+                    {"experts_per_token", moe.experts_per_token},
+                    {"expert_intermediate_size", moe.expert_intermediate_size},
+                    {"normalize_top_k", moe.normalize_top_k},
+                    {"shared_expert_intermediate_size", moe.shared_expert_intermediate_size},
+                    {"sparse_layers", moe.sparse_layers},
+                    {"output_router_logits", moe.output_router_logits},
+                    {"router_aux_loss_coef", moe.router_aux_loss_coef}};
+  }
   return facts;
 }
 

@@ -172,10 +172,10 @@ DecoderGraph build_decoder_graph(const io::ModelConfig& config, const graph::OpR
   const nlohmann::json chunks{{"chunks", std::max<int64_t>(1, options.lmhead_chunks)}};
   if (router_loss && router_loss->layers > 0) {
     const TensorId lm_loss = b.op("lm_head_loss", loss_inputs, chunks, "lm_loss");
-    result.router_aux_loss = build_router_aux_loss(b, *config.moe, *router_loss, options.batch * options.sequence);
-    const double weight = config.moe->router_aux_loss_coef / static_cast<double>(options.router_aux_loss_micro_batches);
-    const TensorId weighted = b.op("scale", {result.router_aux_loss}, {{"factor", weight}}, "router_aux_loss_weighted");
-    result.loss = b.op("add", {lm_loss, weighted}, nlohmann::json::object(), "loss");
+    const RouterLossTerms terms = add_router_loss(b, *config.moe, *router_loss, lm_loss, options.batch * options.sequence,
+                                                  options.router_aux_loss_micro_batches);
+    result.loss = terms.loss;
+    result.router_aux_loss = terms.router_aux_loss;
   } else {
     result.loss = b.op("lm_head_loss", loss_inputs, chunks, "loss");
   }

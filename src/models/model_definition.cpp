@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -10,6 +11,7 @@
 #include "graph/builder.h"
 #include "graph/json_ir.h"
 #include "graph/verifier.h"
+#include "models/ir_router_loss.h"
 #include "models/model_eval.h"
 
 namespace surogate::models {
@@ -21,8 +23,12 @@ constexpr const char* kLossWeights = "loss_weights";
 constexpr const char* kLossOp = "lm_head_loss";
 
 // The node that writes the graph's first output (the loss); the file has been verified, so it exists.
+graph::NodeId loss_node_id(const Graph& ir) {
+  return ir.tensor(ir.outputs.at(0)).producer;
+}
+
 const graph::Node& loss_node(const Graph& ir) {
-  return ir.node(ir.tensor(ir.outputs.at(0)).producer);
+  return ir.node(loss_node_id(ir));
 }
 
 void require_loss_op(const Graph& ir, const ModelDefinition& definition, const std::string& what) {
@@ -35,8 +41,9 @@ void require_loss_op(const Graph& ir, const ModelDefinition& definition, const s
 
 // Copies `ir` tensor by tensor and node by node into a new graph with the run's dtype, re-running
 // each op's shape rule (its output types change with the dtype, nothing else does).
+// With `router_loss`, the router load-balancing loss is added on the way (models/ir_router_loss.h).
 Graph retyped_copy(const Graph& ir, const graph::OpRegistry& registry, const DecoderGraphOptions& options,
-                   const ModelDefinition& definition) {
+                   const ModelDefinition& definition, IrRouterLoss* router_loss) {
   Graph result;
   std::vector<TensorId> mapped(ir.tensors.size(), graph::kNoTensor);
   auto add_leaf = [&](TensorId id, DType dtype) {
@@ -66,10 +73,12 @@ Graph retyped_copy(const Graph& ir, const graph::OpRegistry& registry, const Dec
       const auto named = dtype_from_safetensors_name(node.attrs["dtype"].get<std::string>());
       if (named && dtype_is_floating(*named)) node.attrs["dtype"] = dtype_name;
     }
-    if (static_cast<graph::NodeId>(index) == loss_producer && node.op == kLossOp) {
+    const bool is_loss = static_cast<graph::NodeId>(index) == loss_producer;
+    if (is_loss && node.op == kLossOp) {
       node.attrs["chunks"] = std::max<int64_t>(1, options.lmhead_chunks);
       if (loss_weights) node.inputs.push_back(*loss_weights);
     }
+    if (is_loss && router_loss != nullptr) node.name = router_loss->renamed(node.name);
     std::vector<graph::TensorType> input_types;
     for (TensorId input : node.inputs) input_types.push_back(result.tensor(input).type);
     const std::vector<graph::TensorType> output_types =
@@ -78,13 +87,19 @@ Graph retyped_copy(const Graph& ir, const graph::OpRegistry& registry, const Dec
       graph::TensorInfo info = ir.tensor(node.outputs[output]);
       info.type = output_types.at(output);
       info.producer = graph::kNoNode;
+      if (is_loss && router_loss != nullptr) info.name = router_loss->renamed(info.name);
       const TensorId old_id = node.outputs[output];
       node.outputs[output] = result.add_tensor(std::move(info));
       mapped[static_cast<size_t>(old_id)] = node.outputs[output];
     }
     result.add_node(std::move(node));
+    if (router_loss != nullptr) router_loss->after_node(result, registry, index, mapped);
   }
   for (TensorId id : ir.outputs) result.outputs.push_back(mapped[static_cast<size_t>(id)]);
+  if (router_loss != nullptr) {
+    result.outputs.front() = router_loss->terms().loss;
+    result.outputs.insert(result.outputs.begin() + 1, router_loss->terms().router_aux_loss);
+  }
   return result;
 }
 
@@ -103,10 +118,20 @@ DecoderGraph specialize_ir_graph(const Graph& ir, const io::ModelConfig& config,
               "(rope_cos_sin + rope, or fused_rope): remove use_fused_rope, or write fused_rope into the graph",
               definition.source);
   }
+  if (ir.find_tensor(kRouterAuxLoss)) {
+    fail_user("{}: the graph declares '{}'; leave it out: the engine adds the router loss itself when config.json "
+              "sets output_router_logits (training graphs)", definition.source, kRouterAuxLoss);
+  }
   if (options.token_weights) require_loss_op(ir, definition, "a loss_scale that weighs tokens");
   if (options.with_accuracy) require_loss_op(ir, definition, "evaluation (validation_datasets)");
+  std::optional<IrRouterLoss> router_loss;
+  if (config.moe && config.moe->output_router_logits && options.router_aux_loss_micro_batches > 0) {
+    require_loss_op(ir, definition, "the router loss of output_router_logits");
+    router_loss.emplace(ir, loss_node_id(ir), *config.moe, options.batch * options.sequence,
+                        options.router_aux_loss_micro_batches, definition.source);
+  }
   DecoderGraph result;
-  result.graph = retyped_copy(ir, registry, options, definition);
+  result.graph = retyped_copy(ir, registry, options, definition, router_loss ? &*router_loss : nullptr);
   // attn_bwd_chunks reaches the definition's attention nodes as the builder's.
   if (options.attention_backward_chunks > 1) {
     for (graph::Node& node : result.graph.nodes) {
@@ -114,6 +139,7 @@ DecoderGraph specialize_ir_graph(const Graph& ir, const io::ModelConfig& config,
     }
   }
   result.loss = result.graph.outputs.at(0);
+  if (router_loss) result.router_aux_loss = router_loss->terms().router_aux_loss;
   if (options.with_accuracy) {
     const graph::Node& loss = loss_node(result.graph);
     const std::vector<TensorId> inputs{loss.inputs.at(0), loss.inputs.at(1), loss.inputs.at(2)};

@@ -9,7 +9,10 @@
 //   * lmhead_chunks: the loss node's (lm_head_loss) attribute "chunks";
 //   * token weights (loss_scale strategies that weigh tokens): an input "loss_weights" F32 [B, T]
 //     after the file's inputs, read by the loss node as its fifth input;
-//   * evaluation graphs: lm_head_accuracy(hidden, head, targets) named "correct" beside the loss.
+//   * evaluation graphs: lm_head_accuracy(hidden, head, targets) named "correct" beside the loss;
+//   * MoE training graphs (router_aux_loss_micro_batches > 0, config.json's output_router_logits):
+//     the router load-balancing loss from the file's router_topk nodes (models/ir_router_loss.h);
+//     a file that declares "router_aux_loss" itself is refused.
 // use_fused_rope is refused: it chooses the builder's RoPE ops, and a definition names its own.
 // For the built-in architectures the rules give exactly the builder's graph for the same options
 // (tests/models/test_model_definition.cpp), which is what makes them the rules.

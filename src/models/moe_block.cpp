@@ -45,18 +45,21 @@ graph::TensorId build_moe_block(graph::GraphBuilder& b, const io::MoeConfig& moe
                                      "shared_expert_gate");
     out = b.op("sigmoid_gated_add", {out, shared_out, gate_logit}, none, "moe_out");
   }
-  if (router_loss != nullptr) {
-    graph::OpOutputs statistics = b.op("router_statistics", {probs, indices}, none, "router_statistics");
-    if (router_loss->layers == 0) {
-      router_loss->probability_sum = statistics[0];
-      router_loss->counts = statistics[1];
-    } else {
-      router_loss->probability_sum = b.op("add", {router_loss->probability_sum, statistics[0]}, none, "router_probability_sum");
-      router_loss->counts = b.op("add", {router_loss->counts, statistics[1]}, none, "router_counts");
-    }
-    ++router_loss->layers;
-  }
+  if (router_loss != nullptr) add_router_statistics(b, probs, indices, *router_loss);
   return out;
+}
+
+void add_router_statistics(graph::GraphBuilder& b, TensorId probs, TensorId indices, RouterLoss& router_loss) {
+  const nlohmann::json none = nlohmann::json::object();
+  graph::OpOutputs statistics = b.op("router_statistics", {probs, indices}, none, "router_statistics");
+  if (router_loss.layers == 0) {
+    router_loss.probability_sum = statistics[0];
+    router_loss.counts = statistics[1];
+  } else {
+    router_loss.probability_sum = b.op("add", {router_loss.probability_sum, statistics[0]}, none, "router_probability_sum");
+    router_loss.counts = b.op("add", {router_loss.counts, statistics[1]}, none, "router_counts");
+  }
+  ++router_loss.layers;
 }
 
 graph::TensorId build_router_aux_loss(graph::GraphBuilder& b, const io::MoeConfig& moe, const RouterLoss& router_loss,
@@ -65,6 +68,16 @@ graph::TensorId build_router_aux_loss(graph::GraphBuilder& b, const io::MoeConfi
   const double scale = static_cast<double>(moe.experts) / (rows * rows);
   return b.op("router_aux_loss", {router_loss.probability_sum, router_loss.counts}, {{"scale", scale}},
               "router_aux_loss");
+}
+
+RouterLossTerms add_router_loss(graph::GraphBuilder& b, const io::MoeConfig& moe, const RouterLoss& router_loss,
+                                TensorId lm_loss, int64_t tokens, int64_t micro_batches) {
+  RouterLossTerms terms;
+  terms.router_aux_loss = build_router_aux_loss(b, moe, router_loss, tokens);
+  const double weight = moe.router_aux_loss_coef / static_cast<double>(micro_batches);
+  const TensorId weighted = b.op("scale", {terms.router_aux_loss}, {{"factor", weight}}, "router_aux_loss_weighted");
+  terms.loss = b.op("add", {lm_loss, weighted}, nlohmann::json::object(), "loss");
+  return terms;
 }
 
 }  // namespace surogate::models

@@ -37,10 +37,25 @@ using ParameterLookup = std::function<graph::TensorId(const std::string& name)>;
 graph::TensorId build_moe_block(graph::GraphBuilder& builder, const io::MoeConfig& moe, const std::string& prefix,
                                 graph::TensorId x, const ParameterLookup& parameter, RouterLoss* router_loss);
 
+// Adds one sparse layer's router_statistics(probs, indices) (router_topk's third and second outputs)
+// to the sums, in the builder's current scope and recompute group.
+void add_router_statistics(graph::GraphBuilder& builder, graph::TensorId probs, graph::TensorId indices,
+                           RouterLoss& router_loss);
+
 // transformers' load-balancing loss from the summed statistics of `tokens` tokens per layer:
 // E · Σ_e (counts_e / (L·N)) · (probability_sum_e / (L·N)), an F32 scalar named
 // "router_aux_loss".
 graph::TensorId build_router_aux_loss(graph::GraphBuilder& builder, const io::MoeConfig& moe,
                                       const RouterLoss& router_loss, int64_t tokens);
+
+struct RouterLossTerms {
+  graph::TensorId loss = graph::kNoTensor;             // "loss" = lm_loss + weighted router_aux_loss
+  graph::TensorId router_aux_loss = graph::kNoTensor;  // "router_aux_loss", unweighted
+};
+
+// The training loss of a micro-batch: lm_loss + router_aux_loss_coef · router_aux_loss / micro_batches
+// (nodes "router_aux_loss", "router_aux_loss_weighted", "loss"), as models/decoder_graph.h describes.
+RouterLossTerms add_router_loss(graph::GraphBuilder& builder, const io::MoeConfig& moe, const RouterLoss& router_loss,
+                                graph::TensorId lm_loss, int64_t tokens, int64_t micro_batches);
 
 }  // namespace surogate::models

@@ -41,6 +41,12 @@ TEST_P(ModelDefinitionRules, GiveTheBuiltInGraphForEveryVariant) {
   const int64_t batch = fixture.batch, sequence = fixture.sequence;
   const graph::Graph ir = build_decoder_graph(fixture.config, registry, {batch, sequence, 1, false}).graph;
   const ModelDefinition definition{"unused.json", "model_definition 'ir.json'"};
+  // MoE configs with output_router_logits add the router loss to training graphs (models/ir_router_loss.h).
+  auto router_loss = [&](int64_t micro_batches, DType dtype, bool token_weights) {
+    DecoderGraphOptions options{batch, sequence, 1, false, dtype, token_weights};
+    options.router_aux_loss_micro_batches = micro_batches;
+    return options;
+  };
   Variant variants[] = {
       {"as written", {batch, sequence, 1, false}},
       {"bf16 (CUDA backend)", {batch, sequence, 1, false, DType::BF16}},
@@ -49,6 +55,8 @@ TEST_P(ModelDefinitionRules, GiveTheBuiltInGraphForEveryVariant) {
       {"bf16 evaluation, 2 chunks", {batch, sequence, 2, true, DType::BF16}},
       {"token weights", {batch, sequence, 1, false, DType::F32, true}},
       {"bf16 token weights", {batch, sequence, 1, false, DType::BF16, true}},
+      {"training with the router loss, 3 micro-batches", router_loss(3, DType::F32, false)},
+      {"bf16 router loss with token weights", router_loss(2, DType::BF16, true)},
   };
   for (const Variant& variant : variants) {
     const DecoderGraph built = build_decoder_graph(fixture.config, registry, variant.options);
@@ -56,12 +64,21 @@ TEST_P(ModelDefinitionRules, GiveTheBuiltInGraphForEveryVariant) {
     EXPECT_EQ(graph::graph_to_json(derived.graph), graph::graph_to_json(built.graph)) << variant.label;
     EXPECT_EQ(derived.graph.tensor(derived.loss).name, built.graph.tensor(built.loss).name) << variant.label;
     EXPECT_EQ(derived.correct == graph::kNoTensor, built.correct == graph::kNoTensor) << variant.label;
+    ASSERT_EQ(derived.router_aux_loss == graph::kNoTensor, built.router_aux_loss == graph::kNoTensor) << variant.label;
+    if (built.router_aux_loss != graph::kNoTensor) {
+      EXPECT_EQ(derived.graph.tensor(derived.router_aux_loss).name, built.graph.tensor(built.router_aux_loss).name);
+    }
+  }
+  if (fixture.config.moe && fixture.config.moe->output_router_logits) {  // the rule did add it
+    EXPECT_NE(build_decoder_graph(fixture.config, registry, router_loss(2, DType::F32, false)).router_aux_loss,
+              graph::kNoTensor);
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, ModelDefinitionRules,
                          ::testing::Values("llama_gqa_llama3", "llama_bias_untied", "mistral_sliding",
-                                           "qwen2_bias_tied", "qwen3_qknorm", "llama_rope_parameters_yarn"));
+                                           "qwen2_bias_tied", "qwen3_qknorm", "llama_rope_parameters_yarn",
+                                           "qwen3_moe_topk", "qwen2_moe_shared", "mixtral_topk"));
 
 TEST(ModelDefinition, FileIsReadFromDiskAndErrorsNameItAndWhatToChange) {
   testing::Fixture fixture = testing::open_fixture("llama_gqa_llama3");
@@ -111,6 +128,31 @@ TEST(ModelDefinition, FileIsReadFromDiskAndErrorsNameItAndWhatToChange) {
   EXPECT_NE(error_of([&] { build_model_graph(fixture.config, registry, {2, 8, 1, false}, python); }).find("surogate.dsl"),
             std::string::npos);
   std::filesystem::remove_all(folder);
+}
+
+// The engine adds the router loss to an MoE definition's training graphs; a file that already has
+// one, or a training loss that is not lm_head_loss, is an error naming what to change.
+TEST(ModelDefinition, RouterLossIsTheEnginesToAdd) {
+  testing::Fixture fixture = testing::open_fixture("mixtral_topk");
+  const graph::OpRegistry registry = ops::make_model_registry();
+  const ModelDefinition definition{"unused.json", "model_definition 'moe.json'"};
+  DecoderGraphOptions training{2, 8, 1, false};
+  training.router_aux_loss_micro_batches = 1;
+  const graph::Graph with_loss = build_decoder_graph(fixture.config, registry, training).graph;
+  const std::string declared = error_of([&] { specialize_ir_graph(with_loss, fixture.config, registry, training, definition); });
+  EXPECT_NE(declared.find("model_definition 'moe.json'"), std::string::npos) << declared;
+  EXPECT_NE(declared.find("'router_aux_loss'"), std::string::npos) << declared;
+  EXPECT_NE(declared.find("output_router_logits"), std::string::npos) << declared;
+
+  graph::GraphBuilder extend(registry, build_decoder_graph(fixture.config, registry, {2, 8, 1, false}).graph);
+  const graph::TensorId doubled = extend.op("scale", {extend.graph().outputs.at(0)}, {{"factor", 2.0}}, "doubled");
+  graph::Graph scaled = extend.finish();
+  scaled.outputs = {doubled};
+  const std::string loss = error_of([&] { specialize_ir_graph(scaled, fixture.config, registry, training, definition); });
+  EXPECT_NE(loss.find("lm_head_loss"), std::string::npos) << loss;
+  EXPECT_NE(loss.find("router loss"), std::string::npos) << loss;
+  // Evaluation graphs take no router loss: the same file is fine there.
+  EXPECT_NO_THROW(specialize_ir_graph(scaled, fixture.config, registry, {2, 8, 1, false}, definition));
 }
 
 }  // namespace

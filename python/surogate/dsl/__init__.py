@@ -9,7 +9,8 @@ registry (``g.ops.rmsnorm(x, w, eps=1e-6, name="ln1")``; the list comes from the
 differentiates and trains from it (the ``model_definition`` option, or ``surogate.train(...,
 model_definition=my_model)``). PyTorch is not needed. See docs/models.md and docs/python.md.
 
-:data:`decoder` is the built-in Llama-family decoder written this way.
+:data:`decoder` is the built-in Llama-family and MoE decoder written this way (the MoE block in
+:mod:`surogate.dsl.moe`).
 """
 from surogate.dsl.graph import Graph, Tensor, registered_ops
 from surogate.dsl.model import ModelConfig, ModelDefinition, load_definition, model

@@ -1,13 +1,15 @@
 """The built-in architectures written in the DSL: the Llama-family decoder (Llama 1/2/3.x,
-Mistral, Qwen2/2.5, Qwen3), the same graph as models/decoder_graph.cpp builds in C++.
+Mistral, Qwen2/2.5, Qwen3) and the MoE decoders (Qwen3-MoE, Qwen2-MoE, Mixtral: moe.py's sparse
+block in place of the MLP of sparse layers), the same graph as models/decoder_graph.cpp builds in C++.
 
-tests/python/test_dsl.py proves it: for every fixture model, ``decoder.emit(model_dir, B, T)``
+tests/python/test_dsl.py (dense) and test_dsl_moe.py (MoE) prove it: for every fixture model, ``decoder.emit(model_dir, B, T)``
 equals ``surogate ir model_dir --batch B --seq T``. Both stay, on purpose: the C++ builder makes the
 CLI independent of Python, and this file is the example a new architecture starts from
 (docs/models.md, "Adding an architecture in Python").
 
 Pieces: :func:`weights` declares the parameter table with its HF names, :func:`inputs` the five
-batch inputs, :func:`attention_block` / :func:`mlp_block` one layer's halves, :func:`decoder` the
+batch inputs, :func:`attention_block` / :func:`mlp_block` one layer's halves (dense MLP or
+:func:`surogate.dsl.moe.moe_block`), :func:`decoder` the
 whole model. Residual adds are fused into the next norm (``fused_residual_rmsnorm``), Qwen3's q/k
 norm into RoPE (``fused_rmsnorm_rope``), exactly as in C++ (docs/models.md, "The forward graph").
 """
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 from typing import Dict, Optional
 
+from surogate.dsl import moe
 from surogate.dsl.graph import Graph, Tensor
 from surogate.dsl.model import ModelConfig, model
 
@@ -60,6 +63,9 @@ def weights(g: Graph, c: ModelConfig) -> Dict[str, Tensor]:
             add("layers.{i}.attn.{n}.weight", [head_dim], i=i, n="q_norm")
             add("layers.{i}.attn.{n}.weight", [head_dim], i=i, n="k_norm")
         add("layers.{i}.ln2.weight", [hidden], i=i)
+        if moe.is_sparse(c, i):
+            moe.weights(g, c, i, params)
+            continue
         for projection, out, inp in (("gate_proj", c.intermediate_size, hidden), ("up_proj", c.intermediate_size, hidden),
                                      ("down_proj", hidden, c.intermediate_size)):
             add("layers.{i}.mlp.{p}.weight", [out, inp], i=i, p=projection)
@@ -131,10 +137,12 @@ def attention_block(g: Graph, c: ModelConfig, p: Dict[str, Tensor], batch: Dict[
         return projection(g, p, context, f"{prefix}.attn.o_proj", "o")
 
 
-def mlp_block(g: Graph, p: Dict[str, Tensor], layer: int, residual: Residual) -> Tensor:
+def mlp_block(g: Graph, c: ModelConfig, p: Dict[str, Tensor], layer: int, residual: Residual) -> Tensor:
     prefix = f"layers.{layer}"
     with g.recompute("rmsnorm"):
         normed = residual.add_and_norm(p[f"{prefix}.ln2.weight"], "ln2")
+    if moe.is_sparse(c, layer):
+        return moe.moe_block(g, c, p, layer, normed)
     with g.recompute("ffn"):
         gate = projection(g, p, normed, f"{prefix}.mlp.gate_proj", "gate")
         up = projection(g, p, normed, f"{prefix}.mlp.up_proj", "up")
@@ -154,7 +162,8 @@ def lm_head_loss(g: Graph, c: ModelConfig, p: Dict[str, Tensor], batch: Dict[str
 
 @model(name="decoder")
 def decoder(g: Graph, c: ModelConfig) -> None:
-    """The Llama-family decoder, as models/decoder_graph.cpp writes it."""
+    """The Llama-family and MoE decoders, as models/decoder_graph.cpp writes them (the router loss of
+    MoE training graphs is the engine's to add: surogate/dsl/moe.py)."""
     batch = inputs(g)
     p = weights(g, c)
     rope = c.rope(g.seq)
@@ -165,6 +174,6 @@ def decoder(g: Graph, c: ModelConfig) -> None:
     for layer in range(c.num_hidden_layers):
         with g.scope(f"layers.{layer}"):
             residual.pending = attention_block(g, c, p, batch, layer, residual, rope, tables)
-            residual.pending = mlp_block(g, p, layer, residual)
+            residual.pending = mlp_block(g, c, p, layer, residual)
     final = residual.add_and_norm(p["final_norm.weight"], "final_norm")
     lm_head_loss(g, c, p, batch, final)

@@ -32,7 +32,10 @@ class ModelConfig:
     ``vocab_size``, ``hidden_size``, ``intermediate_size``, ``num_hidden_layers``,
     ``num_attention_heads``, ``num_key_value_heads``, ``head_dim``, ``rms_norm_eps``,
     ``tie_word_embeddings``, ``qkv_bias``, ``o_proj_bias``, ``mlp_bias``, ``qk_norm``,
-    ``sliding_window_per_layer`` (0 = full attention), ``rope_type``, ``model_type``, ...
+    ``sliding_window_per_layer`` (0 = full attention), ``rope_type``, ``model_type``, ``moe`` (None
+    for dense models, else a dict: ``experts``, ``experts_per_token``, ``expert_intermediate_size``,
+    ``normalize_top_k``, ``shared_expert_intermediate_size``, ``sparse_layers`` (per layer),
+    ``output_router_logits``, ``router_aux_loss_coef``), ...
     """
 
     def __init__(self, model_dir: str) -> None:
