@@ -22,6 +22,9 @@ python_packages=(
   "moto[server]" gcp-storage-emulator
   # The Python package's build (pyproject.toml; `pip install .` fetches its own copies too).
   "nanobind>=2.4" "scikit-build-core>=0.10"
+  # Oracles of the Python package's tests (DLPack round trip with torch on the CPU, PEFT loading an
+  # adapter trained from Python); already there on machines that have them.
+  torch peft
 )
 
 missing=()
