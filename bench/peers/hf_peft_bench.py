@@ -3,7 +3,11 @@
 Runs on the GPU machine (PyTorch, transformers, peft installed there). Random weights, real
 Qwen3 shapes, bf16, SDPA attention, gradient checkpointing off unless --checkpointing; random
 token rows of full length stand in for packed data. Prints one JSON record per run.
-Optionally applies Liger-Kernel's fused ops (--liger) when its wheel was carried.
+Optionally applies Liger-Kernel's fused ops (--liger) when its wheel was carried. --qlora: the
+QLoRA peer, transformers + PEFT + bitsandbytes: every decoder projection becomes a bitsandbytes
+Linear4bit (NF4, blocks of 64, double quantization, bf16 compute, as `BitsAndBytesConfig(
+load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True)` loads it), the
+embeddings, norms and LM head stay bf16, LoRA on all-linear; needs the bitsandbytes wheel.
 
   python3 bench/peers/hf_peft_bench.py --model qwen3-0.6b --mode lora --steps 6
 
@@ -22,7 +26,29 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from models import MODELS  # noqa: E402
 
 
-def build_model(shape, mode, lora_rank, liger):
+def quantize_nf4(model):
+    """Every nn.Linear of the decoder layers (not the LM head) replaced by bitsandbytes' NF4
+    Linear4bit holding the same weights, quantized on the GPU; the bf16 copies are freed."""
+    import bitsandbytes as bnb
+    import torch
+    for name, module in list(model.named_modules()):
+        for child_name, child in list(module.named_children()):
+            if not isinstance(child, torch.nn.Linear) or "layers." not in f"{name}.{child_name}":
+                continue
+            quantized = bnb.nn.Linear4bit(child.in_features, child.out_features, bias=child.bias is not None,
+                                          compute_dtype=torch.bfloat16, compress_statistics=True, quant_type="nf4",
+                                          device="meta")
+            quantized.weight = bnb.nn.Params4bit(child.weight.data, requires_grad=False,
+                                                 compress_statistics=True, quant_type="nf4", blocksize=64).to("cuda")
+            if child.bias is not None:
+                quantized.bias = torch.nn.Parameter(child.bias.data, requires_grad=False)
+            setattr(module, child_name, quantized)
+            del child
+    torch.cuda.empty_cache()
+    return model
+
+
+def build_model(shape, mode, lora_rank, liger, qlora=False):
     import torch
     import transformers
     if liger:
@@ -35,6 +61,8 @@ def build_model(shape, mode, lora_rank, liger):
     torch.manual_seed(0)
     with torch.device("cuda"):
         model = transformers.AutoModelForCausalLM.from_config(config).to(torch.bfloat16)
+    if qlora:
+        model = quantize_nf4(model)
     if mode == "lora":
         import peft
         # MoE: transformers 5 keeps the experts as 3-D parameters, which PEFT adapts through
@@ -52,7 +80,7 @@ def run(args, world, rank):
     import contextlib
     import torch
     shape = MODELS[args.model]
-    model = build_model(shape, args.mode, args.lora_rank, args.liger)
+    model = build_model(shape, args.mode, args.lora_rank, args.liger, args.qlora)
     if args.checkpointing:
         model.gradient_checkpointing_enable()
         if args.mode == "lora":
@@ -88,7 +116,8 @@ def run(args, world, rank):
     tokens_per_s = tokens_per_step * args.steps / elapsed
     flops = shape.training_flops_per_token(args.seq_len, args.mode, args.lora_rank) * tokens_per_s
     return {
-        "engine": "hf+peft" + ("+liger" if args.liger else "") if args.mode == "lora" else "hf" + ("+liger" if args.liger else ""),
+        "engine": ("hf+peft" + ("+bnb-nf4" if args.qlora else "") + ("+liger" if args.liger else "") if args.mode == "lora"
+                   else "hf" + ("+liger" if args.liger else "")),
         "model": args.model, "mode": args.mode, "tokens_per_s": round(tokens_per_s, 1),
         "tflops": round(flops / 1e12, 2), "peak_mem_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2),
         "gpus": world, "tokens_per_s_per_gpu": round(tokens_per_s / world, 1),
@@ -96,6 +125,7 @@ def run(args, world, rank):
         "gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
         "transformers": __import__("transformers").__version__,
         "peft": __import__("peft").__version__ if args.mode == "lora" else None,
+        "bitsandbytes": __import__("bitsandbytes").__version__ if args.qlora else None,
         "checkpointing": args.checkpointing,
     }
 
@@ -112,6 +142,7 @@ def main():
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--checkpointing", action="store_true")
     parser.add_argument("--liger", action="store_true")
+    parser.add_argument("--qlora", action="store_true", help="NF4 base through bitsandbytes (LoRA only)")
     args = parser.parse_args()
     world, rank = int(os.environ.get("WORLD_SIZE", "1")), int(os.environ.get("RANK", "0"))
     if world > 1:
