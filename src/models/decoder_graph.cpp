@@ -182,7 +182,8 @@ DecoderGraph build_decoder_graph(const io::ModelConfig& config, const graph::OpR
   b.mark_output(result.loss);
   if (result.router_aux_loss != graph::kNoTensor) b.mark_output(result.router_aux_loss);
   if (options.with_accuracy) {
-    result.correct = b.op("lm_head_accuracy", {final_hidden, head, targets}, nlohmann::json::object(), "correct");
+    // Chunked as the loss: on the GPU an unchunked head would hold the whole [rows, V] logits.
+    result.correct = b.op("lm_head_accuracy", {final_hidden, head, targets}, chunks, "correct");
     b.mark_output(result.correct);
   }
   result.graph = b.finish();

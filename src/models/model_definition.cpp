@@ -144,7 +144,8 @@ DecoderGraph specialize_ir_graph(const Graph& ir, const io::ModelConfig& config,
     const graph::Node& loss = loss_node(result.graph);
     const std::vector<TensorId> inputs{loss.inputs.at(0), loss.inputs.at(1), loss.inputs.at(2)};
     graph::GraphBuilder builder(registry, std::move(result.graph));
-    result.correct = builder.op("lm_head_accuracy", inputs, nlohmann::json::object(), "correct");
+    result.correct = builder.op("lm_head_accuracy", inputs, {{"chunks", std::max<int64_t>(1, options.lmhead_chunks)}},
+                                "correct");
     builder.mark_output(result.correct);
     result.graph = builder.finish();
   }

@@ -69,6 +69,16 @@ TEST_P(ModelDefinitionRules, GiveTheBuiltInGraphForEveryVariant) {
       EXPECT_EQ(derived.graph.tensor(derived.router_aux_loss).name, built.graph.tensor(built.router_aux_loss).name);
     }
   }
+  // The evaluation's accuracy is chunked as its loss: on the GPU an unchunked one held the whole
+  // [rows, V] logits in the evaluator's scratch, past what the memory prediction counts.
+  const DecoderGraph evaluation = build_decoder_graph(fixture.config, registry, {batch, sequence, 2, true, DType::BF16});
+  int accuracy_nodes = 0;
+  for (const graph::Node& node : evaluation.graph.nodes) {
+    if (node.op != "lm_head_accuracy") continue;
+    ++accuracy_nodes;
+    EXPECT_EQ(node.attrs.value("chunks", int64_t{1}), 2);
+  }
+  EXPECT_EQ(accuracy_nodes, 1);
   if (fixture.config.moe && fixture.config.moe->output_router_logits) {  // the rule did add it
     EXPECT_NE(build_decoder_graph(fixture.config, registry, router_loss(2, DType::F32, false)).router_aux_loss,
               graph::kNoTensor);
