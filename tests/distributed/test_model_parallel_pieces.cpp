@@ -29,19 +29,10 @@
 #include "graph/op_registry.h"
 #include "runtime/cpu_backend.h"
 #include "compiler/execution_plan.h"
+#include "user_error_of.h"
 
 namespace surogate::distributed {
 namespace {
-
-std::string error_of(const std::function<void()>& body) {
-  try {
-    body();
-  } catch (const UserError& error) {
-    return error.what();
-  }
-  ADD_FAILURE() << "no UserError";
-  return "";
-}
 
 TEST(ModelParallelLayout, RanksAreSequenceThenReplicaThenStage) {
   Config config;

@@ -9,19 +9,10 @@
 #include "config/config.h"
 #include "core/error.h"
 #include "distributed/parallel_layout.h"
+#include "user_error_of.h"
 
 namespace surogate::distributed {
 namespace {
-
-std::string error_of(const std::function<void()>& body) {
-  try {
-    body();
-  } catch (const UserError& error) {
-    return error.what();
-  }
-  ADD_FAILURE() << "no UserError";
-  return "";
-}
 
 TEST(ParallelLayoutOverProcesses, ProcessesHoldConsecutiveRanks) {
   Config config;

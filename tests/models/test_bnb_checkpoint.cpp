@@ -21,6 +21,7 @@
 #include "io/safetensors_writer.h"
 #include "models/weight_io.h"
 #include "quant/nf4.h"
+#include "user_error_of.h"
 
 namespace surogate::models {
 namespace {
@@ -90,15 +91,6 @@ fs::path write_checkpoint(const std::string& tag, const Layout& layout) {
   fs::create_directories(dir);
   io::write_safetensors(dir / "model.safetensors", tensors);
   return dir;
-}
-
-std::string error_of(const std::function<void()>& body) {
-  try {
-    body();
-  } catch (const UserError& error) {
-    return error.what();
-  }
-  return "";
 }
 
 TEST(BnbCheckpoint, DoubleQuantizedWeightsDequantizeToBitsandbytesValues) {

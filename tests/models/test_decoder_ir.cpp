@@ -13,6 +13,7 @@
 #include "ops/defs/register_ops.h"
 #include "runtime/cpu_backend.h"
 #include "fixture_util.h"
+#include "user_error_of.h"
 
 namespace surogate::models {
 namespace {
@@ -26,15 +27,6 @@ float forward_loss(const graph::OpRegistry& registry, graph::Graph forward, cons
   testing::load_weights(backend, plan, name, fixture.config, 1.0f);
   backend.execute(testing::bindings(plan, fixture));
   return backend.view<float>(loss)[0];
-}
-
-std::string error_of(const std::function<void()>& body) {
-  try {
-    body();
-  } catch (const UserError& error) {
-    return error.what();
-  }
-  return "";
 }
 
 class DecoderIr : public ::testing::TestWithParam<std::string> {};

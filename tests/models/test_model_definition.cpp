@@ -15,18 +15,10 @@
 #include "models/model_definition.h"
 #include "ops/defs/register_ops.h"
 #include "fixture_util.h"
+#include "user_error_of.h"
 
 namespace surogate::models {
 namespace {
-
-std::string error_of(const std::function<void()>& body) {
-  try {
-    body();
-  } catch (const UserError& error) {
-    return error.what();
-  }
-  return "";
-}
 
 struct Variant {
   const char* label;

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "models/token_batches.h"
+#include "user_error_of.h"
 
 namespace surogate::models {
 namespace {
@@ -16,15 +17,6 @@ fs::path write_file(const std::string& name, const std::string& text) {
   fs::path path = fs::temp_directory_path() / ("surogate_tokens_" + std::to_string(::getpid()) + "_" + name);
   std::ofstream(path) << text;
   return path;
-}
-
-std::string error_of(const std::function<void()>& body) {
-  try {
-    body();
-  } catch (const UserError& error) {
-    return error.what();
-  }
-  return "";
 }
 
 TEST(TokenBatches, ShiftsLabelsOncePerSequence) {

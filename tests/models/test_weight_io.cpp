@@ -12,6 +12,7 @@
 #include "io/safetensors_writer.h"
 #include "models/weight_io.h"
 #include "quant/fp8_blocks.h"
+#include "user_error_of.h"
 
 namespace surogate::models {
 namespace {
@@ -25,15 +26,6 @@ fs::path scratch_dir(const std::string& name) {
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir;
-}
-
-std::string error_of(const std::function<void()>& body) {
-  try {
-    body();
-  } catch (const UserError& error) {
-    return error.what();
-  }
-  return "";
 }
 
 TEST(WeightIo, LoadsEveryFixtureAndRoundTrips) {
