@@ -1,4 +1,4 @@
-// config.json → ModelConfig for Llama, Mistral, Qwen2, Qwen3, Qwen2-MoE, Qwen3-MoE and Mixtral, with
+// config.json → ModelConfig for Llama, Mistral, Qwen2, Qwen3, Qwen2-MoE, Qwen3-MoE, Mixtral and OLMo-2, with
 // the defaults of the matching transformers configuration classes, and the reverse
 // (save_model_config). The MoE keys are io/model_config_moe.cpp's.
 #include "io/model_config.h"
@@ -28,7 +28,7 @@ struct ArchitectureInfo {
   int64_t default_max_position_embeddings;
 };
 
-constexpr std::array<ArchitectureInfo, 7> kArchitectures{{
+constexpr std::array<ArchitectureInfo, 8> kArchitectures{{
     {Architecture::Llama, "LlamaForCausalLM", "llama", 2048},
     {Architecture::Mistral, "MistralForCausalLM", "mistral", 4096 * 32},
     {Architecture::Qwen2, "Qwen2ForCausalLM", "qwen2", 32768},
@@ -36,6 +36,7 @@ constexpr std::array<ArchitectureInfo, 7> kArchitectures{{
     {Architecture::Qwen2Moe, "Qwen2MoeForCausalLM", "qwen2_moe", 32768},
     {Architecture::Qwen3Moe, "Qwen3MoeForCausalLM", "qwen3_moe", 32768},
     {Architecture::Mixtral, "MixtralForCausalLM", "mixtral", 4096 * 32},
+    {Architecture::Olmo2, "Olmo2ForCausalLM", "olmo2", 2048},
 }};
 
 constexpr int64_t kMaxLayers = 10000;
@@ -101,7 +102,7 @@ std::vector<int64_t> parse_token_ids(const json& config, const JsonFields& field
 void parse_sliding_window(const json& config, const JsonFields& fields, ModelConfig& model) {
   const auto layers = static_cast<size_t>(model.num_hidden_layers);
   model.sliding_window_layers.assign(layers, false);
-  if (model.architecture == Architecture::Llama) return;
+  if (model.architecture == Architecture::Llama || model.architecture == Architecture::Olmo2) return;
   if (model.architecture == Architecture::Mistral || model.architecture == Architecture::Mixtral) {
     // MistralConfig: sliding_window (default 4096; null disables) on every layer; MixtralConfig the
     // same with default null.
@@ -191,7 +192,7 @@ ModelConfig parse_model_config(std::string_view json_text, const std::string& so
     }
     model.head_dim = model.hidden_size / model.num_attention_heads;
   }
-  model.rms_norm_eps = fields.positive_number_or("rms_norm_eps", 1e-6);
+  model.rms_norm_eps = fields.positive_number_or("rms_norm_eps", model.architecture == Architecture::Olmo2 ? 1e-5 : 1e-6);
   model.max_position_embeddings = fields.positive_integer_or(
       "max_position_embeddings", info(model.architecture).default_max_position_embeddings);
   model.tie_word_embeddings = fields.boolean("tie_word_embeddings").value_or(false);
@@ -215,6 +216,11 @@ ModelConfig parse_model_config(std::string_view json_text, const std::string& so
       model.qkv_bias = fields.boolean("qkv_bias").value_or(true);  // transformers 5's key; 4.x always has them
       break;
     case Architecture::Mixtral:
+      break;
+    case Architecture::Olmo2:
+      // Olmo2Config: q_norm / k_norm always, over the whole q and k projections (not per head).
+      model.qkv_bias = model.o_proj_bias = fields.boolean("attention_bias").value_or(false);
+      model.qk_norm = true;
       break;
   }
   parse_sliding_window(config, fields, model);
@@ -284,6 +290,7 @@ std::string model_config_to_json(const ModelConfig& model) {
       break;
     case Architecture::Qwen3:
     case Architecture::Qwen3Moe:
+    case Architecture::Olmo2:
       config["attention_bias"] = model.qkv_bias;
       break;
     case Architecture::Qwen2Moe:
@@ -295,7 +302,7 @@ std::string model_config_to_json(const ModelConfig& model) {
   if (model.moe) write_moe_config(*model.moe, model.architecture, config);
   if (model.architecture == Architecture::Mistral || model.architecture == Architecture::Mixtral) {
     config["sliding_window"] = model.sliding_window ? json(*model.sliding_window) : json(nullptr);
-  } else if (model.architecture != Architecture::Llama) {
+  } else if (model.architecture != Architecture::Llama && model.architecture != Architecture::Olmo2) {
     config["use_sliding_window"] = model.sliding_window.has_value();
     if (model.sliding_window) {
       config["sliding_window"] = *model.sliding_window;

@@ -1,5 +1,6 @@
 // Hugging Face `config.json` for the decoder architectures Surogate trains (Llama, Mistral,
-// Qwen2, Qwen3, and the mixture-of-experts Qwen2-MoE, Qwen3-MoE, Mixtral) → one typed ModelConfig, with every default resolved the way transformers
+// Qwen2, Qwen3, the mixture-of-experts Qwen2-MoE, Qwen3-MoE, Mixtral, and OLMo-2, whose graph comes
+// from a model definition: examples/dsl/olmo2.py) → one typed ModelConfig, with every default resolved the way transformers
 // resolves it, so later stages never look at JSON again. RoPE is accepted in both spellings:
 // the legacy `rope_theta` + `rope_scaling` and the newer `rope_parameters` object; either way
 // the result is a fully resolved RopeConfig. Bad or unsupported configs raise one UserError
@@ -17,12 +18,12 @@
 
 namespace surogate::io {
 
-enum class Architecture { Llama, Mistral, Qwen2, Qwen3, Qwen2Moe, Qwen3Moe, Mixtral };
+enum class Architecture { Llama, Mistral, Qwen2, Qwen3, Qwen2Moe, Qwen3Moe, Mixtral, Olmo2 };
 
 // "LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM",
-// "Qwen2MoeForCausalLM", "Qwen3MoeForCausalLM", "MixtralForCausalLM".
+// "Qwen2MoeForCausalLM", "Qwen3MoeForCausalLM", "MixtralForCausalLM", "Olmo2ForCausalLM".
 std::string_view architecture_class_name(Architecture architecture);
-// "llama", "mistral", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe", "mixtral" (config.json's model_type).
+// "llama", "mistral", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe", "mixtral", "olmo2" (config.json's model_type).
 std::string_view architecture_model_type(Architecture architecture);
 
 enum class RopeType { Default, Linear, Dynamic, Yarn, Llama3 };
@@ -113,7 +114,7 @@ struct ModelConfig {
   bool qkv_bias = false;                  // bias on q/k/v projections (Qwen2: always)
   bool o_proj_bias = false;               // bias on the attention output projection
   bool mlp_bias = false;                  // bias on gate/up/down projections (Llama mlp_bias)
-  bool qk_norm = false;                   // RMSNorm on q and k per head (Qwen3)
+  bool qk_norm = false;                   // RMSNorm on q and k: per head (Qwen3), whole projection (OLMo-2)
   // Sliding-window attention: the window (tokens), and per layer whether it applies.
   std::optional<int64_t> sliding_window;
   std::vector<bool> sliding_window_layers;  // size num_hidden_layers

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "core/error.h"
 #include "graph/builder.h"
 #include "models/model_spec.h"
 #include "models/moe_block.h"
@@ -35,6 +36,11 @@ TensorId projection(GraphBuilder& b, const Parameters& p, TensorId x, const std:
 
 DecoderGraph build_decoder_graph(const io::ModelConfig& config, const graph::OpRegistry& registry,
                                  const DecoderGraphOptions& options) {
+  if (config.architecture == io::Architecture::Olmo2) {
+    fail_user("config.json: {} has no built-in graph (its norms follow each half of the block); train it from "
+              "its Python definition: model_definition: examples/dsl/olmo2.py (docs/models.md)",
+              io::architecture_class_name(config.architecture));
+  }
   GraphBuilder b(registry);
   const graph::Shape tokens{options.batch, options.sequence};
   TensorId input_ids = b.input("input_ids", DType::I32, tokens);

@@ -1,4 +1,4 @@
-// Parameter list and HF name tables of the Llama family and the MoE decoders (see model_spec.h).
+// Parameter list and HF name tables of the Llama family, the MoE decoders and OLMo-2 (see model_spec.h).
 #include "models/model_spec.h"
 
 #include <array>
@@ -60,6 +60,12 @@ constexpr std::array kMixtralNames{
     NameMapping{"layers.{layer}.mlp.experts.down_proj.weight", "model.layers.{layer}.block_sparse_moe.experts.{expert}.w2.weight"},
 };
 
+// OLMo-2 (modeling_olmo2.py) normalises each half's output instead of its input: the attention's
+// norm keeps the Llama name (post_attention_layernorm, engine ln2), the MLP's is its own.
+constexpr std::array kOlmo2Names{
+    NameMapping{"layers.{layer}.post_mlp_norm.weight", "model.layers.{layer}.post_feedforward_layernorm.weight"},
+};
+
 constexpr std::array<std::string_view, 2> kSlots{kLayer, kExpertSlot};
 
 // Matches `name` against `pattern`, whose "{layer}" / "{expert}" slots stand for decimal numbers
@@ -110,6 +116,9 @@ std::vector<NameMapping> hf_name_table(io::Architecture architecture) {
       break;
     case io::Architecture::Mixtral:
       table.insert(table.end(), kMixtralNames.begin(), kMixtralNames.end());
+      break;
+    case io::Architecture::Olmo2:
+      table.insert(table.end(), kOlmo2Names.begin(), kOlmo2Names.end());
       break;
     default:
       break;
@@ -168,7 +177,8 @@ std::vector<ParameterSpec> parameter_specs(const io::ModelConfig& config) {
   add("embed.weight", {config.vocab_size, hidden});
   for (int64_t layer = 0; layer < config.num_hidden_layers; ++layer) {
     const std::string prefix = fmt::format("layers.{}.", layer);
-    add(prefix + "ln1.weight", {hidden});
+    const bool olmo2 = config.architecture == io::Architecture::Olmo2;
+    if (!olmo2) add(prefix + "ln1.weight", {hidden});
     auto projection = [&](const std::string& name, int64_t out, int64_t in, bool bias) {
       add(prefix + name + ".weight", {out, in});
       if (bias) add(prefix + name + ".bias", {out});
@@ -178,10 +188,11 @@ std::vector<ParameterSpec> parameter_specs(const io::ModelConfig& config) {
     projection("attn.v_proj", kv_width, hidden, config.qkv_bias);
     projection("attn.o_proj", hidden, q_width, config.o_proj_bias);
     if (config.qk_norm) {
-      add(prefix + "attn.q_norm.weight", {head_dim});
-      add(prefix + "attn.k_norm.weight", {head_dim});
+      add(prefix + "attn.q_norm.weight", {olmo2 ? q_width : head_dim});
+      add(prefix + "attn.k_norm.weight", {olmo2 ? kv_width : head_dim});
     }
     add(prefix + "ln2.weight", {hidden});
+    if (olmo2) add(prefix + "post_mlp_norm.weight", {hidden});
     if (config.moe && config.moe->sparse_layers[static_cast<size_t>(layer)]) {
       const io::MoeConfig& moe = *config.moe;
       const int64_t experts = moe.experts, expert_width = moe.expert_intermediate_size;

@@ -1,5 +1,5 @@
 // The parameters of a Llama-family decoder (Llama 1/2/3.x, Mistral, Qwen2/2.5, Qwen3) and of the
-// mixture-of-experts decoders (Qwen2-MoE, Qwen3-MoE, Mixtral) as the engine names them, with their
+// mixture-of-experts decoders (Qwen2-MoE, Qwen3-MoE, Mixtral) and of OLMo-2 as the engine names them, with their
 // shapes and their Hugging Face names. The list is derived from io::ModelConfig alone (flags:
 // qkv / o_proj / mlp bias, Qwen3 qk-norm, tied embeddings, the MoE layers), so the graph builder,
 // the loader and the writer all agree on it by construction.
@@ -14,6 +14,8 @@
 //   layers.{i}.mlp.{gate,up,down}_proj.*  model.layers.{i}.mlp.{gate,up,down}_proj.*
 //   final_norm.weight                     model.norm.weight
 //   lm_head.weight                        lm_head.weight            (absent when tied)
+// OLMo-2 has no ln1; its q/k norms span the whole projection ([heads·head_dim], [kv_heads·head_dim]);
+//   layers.{i}.post_mlp_norm.weight       model.layers.{i}.post_feedforward_layernorm.weight
 // An MoE layer has instead of the MLP (Qwen2/3-MoE names; Mixtral's in model_spec.cpp):
 //   layers.{i}.mlp.router.weight          [E, H]      model.layers.{i}.mlp.gate.weight
 //   layers.{i}.mlp.experts.{gate,up}_proj.weight [E, I, H]  model.layers.{i}.mlp.experts.{e}.{gate,up}_proj.weight

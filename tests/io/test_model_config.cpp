@@ -132,6 +132,20 @@ TEST(ModelConfig, DefaultsFollowTransformers) {
   EXPECT_EQ(qwen3.head_dim, 128);
 }
 
+TEST(ModelConfig, Olmo2HasWholeWidthQkNormAndItsOwnDefaults) {
+  json olmo2 = minimal_llama();
+  olmo2["architectures"] = {"Olmo2ForCausalLM"};
+  ModelConfig config = parse_model_config(olmo2.dump(), "config.json");
+  EXPECT_EQ(config.architecture, Architecture::Olmo2);
+  EXPECT_TRUE(config.qk_norm);
+  EXPECT_FALSE(config.qkv_bias);
+  EXPECT_DOUBLE_EQ(config.rms_norm_eps, 1e-5);  // Olmo2Config's default
+  EXPECT_FALSE(config.sliding_window.has_value());
+  json saved = json::parse(model_config_to_json(config));
+  EXPECT_EQ(saved["model_type"], "olmo2");
+  EXPECT_EQ(parse_model_config(saved.dump(), "config.json").architecture, Architecture::Olmo2);
+}
+
 TEST(ModelConfig, LegacyRopeScalingTypes) {
   json linear = minimal_llama();
   linear["rope_scaling"] = {{"type", "linear"}, {"factor", 2.0}};

@@ -58,6 +58,22 @@ TEST(ModelSpec, FlagsAddAndRemoveTensors) {
   EXPECT_EQ(find(biased, "layers.0.attn.k_proj.weight")->shape, (graph::Shape{32, 32}));  // MHA
 }
 
+TEST(ModelSpec, Olmo2NormsFollowEachHalf) {
+  io::ModelConfig config = fixture_config("llama_gqa_llama3");  // 4 heads, 2 kv heads, head_dim 8
+  config.architecture = io::Architecture::Olmo2;
+  config.qk_norm = true;
+  std::vector<ParameterSpec> specs = parameter_specs(config);
+  EXPECT_EQ(find(specs, "layers.0.ln1.weight"), nullptr) << "OLMo-2 has no input norm";
+  EXPECT_EQ(find(specs, "layers.0.attn.q_norm.weight")->shape, (graph::Shape{32}));  // the whole q projection
+  EXPECT_EQ(find(specs, "layers.0.attn.k_norm.weight")->shape, (graph::Shape{16}));
+  EXPECT_EQ(find(specs, "layers.1.ln2.weight")->hf_name, "model.layers.1.post_attention_layernorm.weight");
+  const ParameterSpec* post_mlp = find(specs, "layers.1.post_mlp_norm.weight");
+  ASSERT_NE(post_mlp, nullptr);
+  EXPECT_EQ(post_mlp->hf_name, "model.layers.1.post_feedforward_layernorm.weight");
+  EXPECT_EQ(engine_name_for(io::Architecture::Olmo2, post_mlp->hf_name), post_mlp->name);
+  EXPECT_EQ(engine_name_for(io::Architecture::Llama, post_mlp->hf_name), std::nullopt);
+}
+
 TEST(ModelSpec, NamesAreUniqueAndRoundTrip) {
   for (const char* name : {"llama_gqa_llama3", "llama_bias_untied", "mistral_sliding", "qwen2_bias_tied",
                            "qwen3_qknorm", "llama_rope_parameters_yarn"}) {
