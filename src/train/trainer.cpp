@@ -17,6 +17,7 @@
 #include "distributed/rank_failure.h"
 #include "io/model_config.h"
 #include "models/model_spec.h"
+#include "train/base_weights.h"
 #include "train/batch_inputs.h"
 #include "train/checkpoint_io.h"
 #include "train/checkpoint_store.h"
@@ -72,14 +73,9 @@ private:
     if (log_) log_->write(type, std::move(record));
   }
   void write_outputs();
-  // The base model's weights into `views` (spec order): from the model folder, or the
-  // deterministic initialisation when it holds no safetensors. `written` sees each one filled;
-  // `stored_fp8` / `stored_bnb` may take the weights a checkpoint saved in FP8 blocks / bitsandbytes
-  // 4-bit holds as they are.
-  void read_base_weights(std::span<const WeightView> views, const WeightWritten& written = {},
-                         const models::Fp8BlockSink& stored_fp8 = {}, const models::Bnb4bitSink& stored_bnb = {}) const;
-  void load_base_weights(std::span<const WeightView> base_weights);
-  const models::QuantizedWeight* quantized_weight(const std::string& name) const;
+  const models::QuantizedWeight* quantized_weight(const std::string& name) const {
+    return find_quantized(quantized_, name);
+  }
   void stop_early();
   void report_time_breakdown();
   [[noreturn]] void fail_diverged(const StepVerdict& verdict);
@@ -249,7 +245,11 @@ Run::Run(const Config& config, const TrainerOptions& options)
     display_.message(fmt::format("{} has no safetensors: initialising the model from scratch (seed {})", config.model,
                                  config.train_seed));
   }
-  load_base_weights(base_weights);
+  for (const std::string& line : load_base_weights({&config, &model_config_, specs_, quantized_, qlora_ ? &*qlora_ : nullptr,
+                                                     backend_kind_ == TrainingBackend::Cuda},
+                                                    base_weights, *device_)) {
+    display_.message(line);
+  }
   if (fp8_) {
     const auto state = models::fp8_scaling_state(plan_.graph);
     const char* weights_in_fp8 = !models::fp8_trained_weights(plan_.graph).empty()
@@ -446,7 +446,7 @@ void Run::write_outputs() {
         original[i].resize(static_cast<size_t>(graph::shape_numel(specs_[i].shape)));
         sources.push_back({specs_[i].name, specs_[i].shape, original[i]});
       }
-      read_base_weights(sources);
+      read_base_weights(config_, specs_, sources);
       for (const WeightView& adapter : device_->trainable()) sources.push_back(adapter);
     }
     std::vector<std::vector<float>> merged_values = merge_lora_weights(*lora_, specs_, sources);
@@ -454,90 +454,6 @@ void Run::write_outputs() {
     save_hf_model(merged, model_config_, config_.model, specs_, merged_views);
     display_.message(fmt::format("merged model written to {}", merged.string()));
   }
-}
-
-void Run::read_base_weights(std::span<const WeightView> views, const WeightWritten& written,
-                            const models::Fp8BlockSink& stored_fp8, const models::Bnb4bitSink& stored_bnb) const {
-  if (has_safetensors(config_.model)) {
-    load_weights(config_.model, specs_, views, written, stored_fp8, stored_bnb);
-  } else {
-    initialize_weights(specs_, views, static_cast<uint64_t>(config_.train_seed), config_.init_projections_to_zero,
-                       written);
-  }
-}
-
-// The base weights into the device: each weight the plan stores quantized is quantized as it
-// arrives, or, from a checkpoint saved in FP8 blocks of the plan's block size or in bitsandbytes NF4
-// of its block size, taken as stored.
-void Run::load_base_weights(std::span<const WeightView> base_weights) {
-  int64_t taken_as_stored = 0, dequantized = 0;
-  auto take = [&](const std::string& name, auto stored) {
-    const models::QuantizedWeight* weight = quantized_weight(name);
-    std::optional<QuantizedPieces> pieces = weight ? stored(*weight) : std::nullopt;
-    if (!pieces) {
-      ++dequantized;
-      return false;
-    }
-    device_->store_quantized(*weight, std::move(*pieces));
-    ++taken_as_stored;
-    return true;
-  };
-  read_base_weights(
-      base_weights,
-      [&](size_t index) {
-        if (const models::QuantizedWeight* weight = quantized_weight(specs_[index].name)) {
-          device_->store_quantized(*weight, quantize_weight(*weight, base_weights[index].values));
-        }
-      },
-      [&](const models::ParameterSpec& spec, const models::Fp8BlockTensor& tensor) {
-        return take(spec.name,
-                    [&](const models::QuantizedWeight& weight) { return stored_fp8_pieces(weight, tensor); });
-      },
-      [&](const models::ParameterSpec& spec, const models::Bnb4bitTensor& tensor) {
-        return take(spec.name,
-                    [&](const models::QuantizedWeight& weight) { return stored_bnb_pieces(weight, tensor); });
-      });
-  if (dequantized > 0 && model_config_.fp8_block_checkpoint) {
-    const io::Fp8BlockCheckpoint& blocks = *model_config_.fp8_block_checkpoint;
-    const char* again = config_.qlora_fp8 ? " (qlora_block_size differs: quantized again in its blocks)" : "";
-    display_.message(fmt::format("{} is saved in FP8 blocks of {}x{}: {} weights dequantized on load{}", config_.model,
-                                 blocks.block_rows, blocks.block_cols, dequantized, again));
-  }
-  if (dequantized > 0 && model_config_.bnb_4bit_checkpoint) {
-    const io::Bnb4bitCheckpoint& bnb = *model_config_.bnb_4bit_checkpoint;
-    const char* again = !qlora_ ? ""
-                        : qlora_->format != models::WeightFormat::Nf4 || bnb.quant_type != "nf4"
-                            ? " (the plan's format differs: quantized again)"
-                            : " (qlora_bnb_block_size differs: quantized again in its blocks)";
-    display_.message(fmt::format("{} is saved in bitsandbytes 4-bit ({}): {} weights dequantized on load{}",
-                                 config_.model, bnb.quant_type, dequantized, again));
-  }
-  if (!qlora_ || quantized_.empty()) return;
-  if (qlora_->format == models::WeightFormat::Fp8Block) {
-    display_.message(fmt::format("QLoRA: {} base weights stored in FP8 E4M3 (blocks of {}x{}{})", quantized_.size(),
-                                 qlora_->block_size, qlora_->block_size,
-                                 taken_as_stored > 0 ? fmt::format(", {} taken as stored from the FP8 checkpoint",
-                                                                   taken_as_stored)
-                                                     : std::string()));
-  } else if (qlora_->format == models::WeightFormat::Nvfp4) {
-    display_.message(fmt::format("QLoRA: {} base weights stored in NVFP4 (E2M1, an E4M3 scale per 16 values and a "
-                                 "tensor scale; {} block scales), dequantized to {} for the products",
-                                 quantized_.size(), qlora_->four_over_six ? "Four Over Six" : "6-based",
-                                 backend_kind_ == TrainingBackend::Cuda ? "bf16" : "fp32"));
-  } else {
-    display_.message(fmt::format("QLoRA: {} base weights stored in NF4 (block {}, double quantization {}{})",
-                                 quantized_.size(), qlora_->block_size, qlora_->double_quant ? "on" : "off",
-                                 taken_as_stored > 0 ? fmt::format("; {} taken as stored from the bitsandbytes checkpoint",
-                                                                   taken_as_stored)
-                                                     : std::string()));
-  }
-}
-
-const models::QuantizedWeight* Run::quantized_weight(const std::string& name) const {
-  for (const models::QuantizedWeight& weight : quantized_) {
-    if (weight.name == name) return &weight;
-  }
-  return nullptr;
 }
 
 TrainingResult Run::run() {

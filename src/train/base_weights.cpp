@@ -1,0 +1,99 @@
+// The base weights into a run's device; see base_weights.h.
+#include "train/base_weights.h"
+
+#include <cstdint>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "train/quantized_weights.h"
+
+namespace surogate::train {
+
+void read_base_weights(const Config& config, std::span<const models::ParameterSpec> specs,
+                       std::span<const WeightView> views, const WeightWritten& written,
+                       const models::Fp8BlockSink& stored_fp8, const models::Bnb4bitSink& stored_bnb) {
+  if (has_safetensors(config.model)) {
+    load_weights(config.model, specs, views, written, stored_fp8, stored_bnb);
+  } else {
+    initialize_weights(specs, views, static_cast<uint64_t>(config.train_seed), config.init_projections_to_zero, written);
+  }
+}
+
+const models::QuantizedWeight* find_quantized(std::span<const models::QuantizedWeight> quantized,
+                                              const std::string& name) {
+  for (const models::QuantizedWeight& weight : quantized) {
+    if (weight.name == name) return &weight;
+  }
+  return nullptr;
+}
+
+std::vector<std::string> load_base_weights(const BaseWeightSetup& setup, std::span<const WeightView> views,
+                                           TrainingDevice& device) {
+  const Config& config = *setup.config;
+  const io::ModelConfig& model = *setup.model;
+  int64_t taken_as_stored = 0, dequantized = 0;
+  auto take = [&](const std::string& name, auto stored) {
+    const models::QuantizedWeight* weight = find_quantized(setup.quantized, name);
+    std::optional<QuantizedPieces> pieces = weight ? stored(*weight) : std::nullopt;
+    if (!pieces) {
+      ++dequantized;
+      return false;
+    }
+    device.store_quantized(*weight, std::move(*pieces));
+    ++taken_as_stored;
+    return true;
+  };
+  read_base_weights(
+      config, setup.specs, views,
+      [&](size_t index) {
+        if (const models::QuantizedWeight* weight = find_quantized(setup.quantized, setup.specs[index].name)) {
+          device.store_quantized(*weight, quantize_weight(*weight, views[index].values));
+        }
+      },
+      [&](const models::ParameterSpec& spec, const models::Fp8BlockTensor& tensor) {
+        return take(spec.name, [&](const models::QuantizedWeight& weight) { return stored_fp8_pieces(weight, tensor); });
+      },
+      [&](const models::ParameterSpec& spec, const models::Bnb4bitTensor& tensor) {
+        return take(spec.name, [&](const models::QuantizedWeight& weight) { return stored_bnb_pieces(weight, tensor); });
+      });
+  std::vector<std::string> lines;
+  if (dequantized > 0 && model.fp8_block_checkpoint) {
+    const io::Fp8BlockCheckpoint& blocks = *model.fp8_block_checkpoint;
+    const char* again = config.qlora_fp8 ? " (qlora_block_size differs: quantized again in its blocks)" : "";
+    lines.push_back(fmt::format("{} is saved in FP8 blocks of {}x{}: {} weights dequantized on load{}", config.model,
+                                blocks.block_rows, blocks.block_cols, dequantized, again));
+  }
+  const models::QloraOptions* qlora = setup.qlora;
+  if (dequantized > 0 && model.bnb_4bit_checkpoint) {
+    const io::Bnb4bitCheckpoint& bnb = *model.bnb_4bit_checkpoint;
+    const char* again = !qlora ? ""
+                        : qlora->format != models::WeightFormat::Nf4 || bnb.quant_type != "nf4"
+                            ? " (the plan's format differs: quantized again)"
+                            : " (qlora_bnb_block_size differs: quantized again in its blocks)";
+    lines.push_back(fmt::format("{} is saved in bitsandbytes 4-bit ({}): {} weights dequantized on load{}", config.model,
+                                bnb.quant_type, dequantized, again));
+  }
+  if (!qlora || setup.quantized.empty()) return lines;
+  const size_t count = setup.quantized.size();
+  if (qlora->format == models::WeightFormat::Fp8Block) {
+    lines.push_back(fmt::format("QLoRA: {} base weights stored in FP8 E4M3 (blocks of {}x{}{})", count, qlora->block_size,
+                                qlora->block_size,
+                                taken_as_stored > 0
+                                    ? fmt::format(", {} taken as stored from the FP8 checkpoint", taken_as_stored)
+                                    : std::string()));
+  } else if (qlora->format == models::WeightFormat::Nvfp4) {
+    lines.push_back(fmt::format("QLoRA: {} base weights stored in NVFP4 (E2M1, an E4M3 scale per 16 values and a "
+                                "tensor scale; {} block scales), dequantized to {} for the products",
+                                count, qlora->four_over_six ? "Four Over Six" : "6-based", setup.cuda ? "bf16" : "fp32"));
+  } else {
+    lines.push_back(fmt::format(
+        "QLoRA: {} base weights stored in NF4 (block {}, double quantization {}{})", count, qlora->block_size,
+        qlora->double_quant ? "on" : "off",
+        taken_as_stored > 0 ? fmt::format("; {} taken as stored from the bitsandbytes checkpoint", taken_as_stored)
+                            : std::string()));
+  }
+  return lines;
+}
+
+}  // namespace surogate::train

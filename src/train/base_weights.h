@@ -1,0 +1,50 @@
+// A run's base model weights on their way to the training device: read from the model folder (or
+// initialised when it holds no safetensors), each weight the plan stores quantized quantized as it
+// arrives, or, from a checkpoint saved in FP8 blocks or bitsandbytes 4-bit of the plan's format and
+// block size, taken as stored.
+#pragma once
+
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "io/model_config.h"
+#include "models/bnb_checkpoint.h"
+#include "models/model_spec.h"
+#include "models/qlora.h"
+#include "models/quantized_weight.h"
+#include "models/weight_io.h"
+#include "train/device/training_device.h"
+#include "train/model_weights.h"
+
+namespace surogate::train {
+
+// The base model's weights into `views` (spec order): from the model folder, or the deterministic
+// initialisation when it holds no safetensors. `written` sees each one filled; `stored_fp8` /
+// `stored_bnb` may take the weights a checkpoint saved in FP8 blocks / bitsandbytes 4-bit holds as
+// they are.
+void read_base_weights(const Config& config, std::span<const models::ParameterSpec> specs,
+                       std::span<const WeightView> views, const WeightWritten& written = {},
+                       const models::Fp8BlockSink& stored_fp8 = {}, const models::Bnb4bitSink& stored_bnb = {});
+
+// The weight of `quantized` named `name`, or null.
+const models::QuantizedWeight* find_quantized(std::span<const models::QuantizedWeight> quantized,
+                                              const std::string& name);
+
+struct BaseWeightSetup {
+  const Config* config = nullptr;
+  const io::ModelConfig* model = nullptr;
+  std::span<const models::ParameterSpec> specs;
+  std::span<const models::QuantizedWeight> quantized;  // the plan's quantized weights
+  const models::QloraOptions* qlora = nullptr;          // QLoRA's format, or null
+  bool cuda = false;                                    // dequantized to bf16 (CUDA) or fp32 (CPU)
+};
+
+// Reads the base weights into `views` and hands each quantized one to `device` (store_quantized);
+// returns the lines to print: checkpoint weights dequantized on load, QLoRA's storage.
+std::vector<std::string> load_base_weights(const BaseWeightSetup& setup, std::span<const WeightView> views,
+                                           TrainingDevice& device);
+
+}  // namespace surogate::train
