@@ -16,23 +16,13 @@
 #include "core/bfloat16.h"
 #include "distributed/gloo_communicator.h"
 #include "distributed/rank_threads.h"
+#include "gloo_world_fixture.h"
 
 namespace surogate::distributed {
 namespace {
 
 // Rank r's input element i: a small integer, so sums in any order are exact in fp32 and bf16.
 float input(int rank, size_t i) { return static_cast<float>(static_cast<int>((i * 7 + static_cast<size_t>(rank) * 13) % 23) - 11); }
-
-class GlooWorld : public ::testing::TestWithParam<int> {
-protected:
-  void SetUp() override {
-    threads_ = std::make_unique<RankThreads>(GetParam());
-    communicators_ = connect_in_process_gloo(*threads_, std::chrono::seconds(60));
-  }
-  int world() const { return GetParam(); }
-  std::unique_ptr<RankThreads> threads_;
-  std::vector<std::unique_ptr<Communicator>> communicators_;
-};
 
 TEST_P(GlooWorld, RanksAndName) {
   for (int rank = 0; rank < world(); ++rank) {

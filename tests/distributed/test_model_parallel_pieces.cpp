@@ -30,6 +30,7 @@
 #include "runtime/cpu_backend.h"
 #include "compiler/execution_plan.h"
 #include "user_error_of.h"
+#include "gloo_world_fixture.h"
 
 namespace surogate::distributed {
 namespace {
@@ -66,16 +67,7 @@ TEST(ModelParallelLayout, RanksAreSequenceThenReplicaThenStage) {
   EXPECT_EQ(cpu_parallel_layout(config).describe(), "4 ranks (4 pipeline stages)");
 }
 
-class GlooPieces : public ::testing::TestWithParam<int> {
-protected:
-  void SetUp() override {
-    threads_ = std::make_unique<RankThreads>(GetParam());
-    communicators_ = connect_in_process_gloo(*threads_, std::chrono::seconds(60));
-  }
-  int world() const { return GetParam(); }
-  std::unique_ptr<RankThreads> threads_;
-  std::vector<std::unique_ptr<Communicator>> communicators_;
-};
+class GlooPieces : public GlooWorld {};
 
 TEST_P(GlooPieces, AllToAllSendsChunkRToRankR) {
   const size_t chunk = 1001;
