@@ -129,6 +129,19 @@ TEST(Formatter, TrainOnInputsPutsLossEverywhere) {
   EXPECT_EQ(loss_text(*row.sample), row.text.substr(1));
 }
 
+
+// The conversation user a, assistant b, user c, assistant d, rendered by `renderer`.
+FormattedRow format_two_rounds(const ChatRenderer& renderer) {
+  DatasetConfig dataset;
+  dataset.type = DatasetType::Conversation;
+  Formatter formatter(dataset, {}, byte_codec(), renderer);
+  nlohmann::json messages = nlohmann::json::array({{{"role", "user"}, {"content", "a"}},
+                                                   {{"role", "assistant"}, {"content", "b"}},
+                                                   {{"role", "user"}, {"content", "c"}},
+                                                   {{"role", "assistant"}, {"content", "d"}}});
+  return formatter.format(make_row({{"messages", messages}}));
+}
+
 TEST(Formatter, TemplateThatRendersTheLastTurnDifferentlyStillGetsExactMasks) {
   // Like Qwen3: the final assistant turn gets a "<think></think>" block, earlier ones do not.
   ChatRenderer renderer = [](const nlohmann::json& messages, const nlohmann::json&, bool generation_prompt) {
@@ -143,14 +156,7 @@ TEST(Formatter, TemplateThatRendersTheLastTurnDifferentlyStillGetsExactMasks) {
     if (generation_prompt) text += "<assistant>";
     return text;
   };
-  DatasetConfig dataset;
-  dataset.type = DatasetType::Conversation;
-  Formatter formatter(dataset, {}, byte_codec(), renderer);
-  nlohmann::json messages = nlohmann::json::array({{{"role", "user"}, {"content", "a"}},
-                                                   {{"role", "assistant"}, {"content", "b"}},
-                                                   {{"role", "user"}, {"content", "c"}},
-                                                   {{"role", "assistant"}, {"content", "d"}}});
-  FormattedRow row = formatter.format(make_row({{"messages", messages}}));
+  FormattedRow row = format_two_rounds(renderer);
   ASSERT_TRUE(row.sample);
   EXPECT_EQ(row.text, "<user>a</><assistant>b</><user>c</><assistant><think></think>d</>");
   EXPECT_EQ(loss_text(*row.sample), "b</><think></think>d</>");
@@ -165,14 +171,7 @@ TEST(Formatter, TextATemplateWritesAfterEveryConversationIsNotPartOfATurn) {
     }
     return text + "<assistant>";
   };
-  DatasetConfig dataset;
-  dataset.type = DatasetType::Conversation;
-  Formatter formatter(dataset, {}, byte_codec(), renderer);
-  nlohmann::json messages = nlohmann::json::array({{{"role", "user"}, {"content", "a"}},
-                                                   {{"role", "assistant"}, {"content", "b"}},
-                                                   {{"role", "user"}, {"content", "c"}},
-                                                   {{"role", "assistant"}, {"content", "d"}}});
-  FormattedRow row = formatter.format(make_row({{"messages", messages}}));
+  FormattedRow row = format_two_rounds(renderer);
   ASSERT_TRUE(row.sample);
   EXPECT_EQ(row.text, "<user>a</><assistant>b</><user>c</><assistant>d</><assistant>");
   EXPECT_EQ(loss_text(*row.sample), "b</>d</>");
