@@ -27,11 +27,7 @@ namespace fs = std::filesystem;
 
 class Fp16Test : public TrainerFixture {
 protected:
-  static TrainerOptions quiet() {
-    TrainerOptions options = TrainerFixture::quiet(false);
-    options.backend = TrainingBackend::Cpu;
-    return options;
-  }
+  static TrainerOptions quiet() { return quiet_on_cpu(); }
   // The last checkpoint's history: one record per step.
   static nlohmann::json history(const std::string& name) {
     CheckpointStore store(root_ / name, 100);

@@ -26,11 +26,7 @@ namespace fs = std::filesystem;
 
 class RecoveryTest : public TrainerFixture {
 protected:
-  static TrainerOptions quiet() {
-    TrainerOptions options = TrainerFixture::quiet(false);
-    options.backend = TrainingBackend::Cpu;
-    return options;
-  }
+  static TrainerOptions quiet() { return quiet_on_cpu(); }
   static std::string bytes_of(const fs::path& file) {
     std::ifstream in(file, std::ios::binary);
     return std::string((std::istreambuf_iterator<char>(in)), {});

@@ -86,6 +86,12 @@ protected:
     options.live_progress = false;
     return options;
   }
+  // The same on the CPU backend even where a GPU is visible (the CPU-only features' tests).
+  static TrainerOptions quiet_on_cpu() {
+    TrainerOptions options = quiet(false);
+    options.backend = TrainingBackend::Cpu;
+    return options;
+  }
 
   // Every tensor of safetensors files `a` and `b` is equal byte for byte.
   static void expect_same_tensors(const fs::path& a, const fs::path& b) {
