@@ -217,4 +217,10 @@ std::vector<ParameterSpec> parameter_specs(const io::ModelConfig& config) {
   return specs;
 }
 
+int64_t parameter_count(std::span<const ParameterSpec> specs) {
+  int64_t count = 0;
+  for (const ParameterSpec& spec : specs) count += graph::shape_numel(spec.shape);
+  return count;
+}
+
 }  // namespace surogate::models

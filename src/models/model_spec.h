@@ -78,6 +78,9 @@ std::vector<NameMapping> hf_name_table(io::Architecture architecture);
 // order, final norm, lm head).
 std::vector<ParameterSpec> parameter_specs(const io::ModelConfig& config);
 
+// The elements of every tensor of `specs`: the model's parameter count.
+int64_t parameter_count(std::span<const ParameterSpec> specs);
+
 // An MoE router (layers.{i}.mlp.router.weight, layers.{i}.mlp.shared_expert_gate.weight): quantized
 // formats (QLoRA, FP8) leave it in the model's dtype, since its rounding would move tokens between
 // experts.

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "train/model_outputs.h"
 #include "train/quantized_weights.h"
 
 namespace surogate::train {
@@ -58,6 +59,10 @@ std::vector<std::string> load_base_weights(const BaseWeightSetup& setup, std::sp
         return take(spec.name, [&](const models::QuantizedWeight& weight) { return stored_bnb_pieces(weight, tensor); });
       });
   std::vector<std::string> lines;
+  if (!has_safetensors(config.model)) {
+    lines.push_back(fmt::format("{} has no safetensors: initialising the model from scratch (seed {})", config.model,
+                                config.train_seed));
+  }
   if (dequantized > 0 && model.fp8_block_checkpoint) {
     const io::Fp8BlockCheckpoint& blocks = *model.fp8_block_checkpoint;
     const char* again = config.qlora_fp8 ? " (qlora_block_size differs: quantized again in its blocks)" : "";
@@ -94,6 +99,21 @@ std::vector<std::string> load_base_weights(const BaseWeightSetup& setup, std::sp
                             : std::string()));
   }
   return lines;
+}
+
+std::vector<std::vector<float>> merge_into_base(const Config& config, std::span<const models::ParameterSpec> specs,
+                                                const models::LoraSetup& lora, std::span<const WeightView> weights,
+                                                std::span<const WeightView> trainable, bool quantized_base) {
+  if (!quantized_base) return merge_lora_weights(lora, specs, weights);
+  std::vector<std::vector<float>> original(specs.size());
+  std::vector<WeightView> sources;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    original[i].resize(static_cast<size_t>(graph::shape_numel(specs[i].shape)));
+    sources.push_back({specs[i].name, specs[i].shape, original[i]});
+  }
+  read_base_weights(config, specs, sources);
+  for (const WeightView& adapter : trainable) sources.push_back(adapter);
+  return merge_lora_weights(lora, specs, sources);
 }
 
 }  // namespace surogate::train

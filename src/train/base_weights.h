@@ -12,6 +12,7 @@
 #include "config/config.h"
 #include "io/model_config.h"
 #include "models/bnb_checkpoint.h"
+#include "models/lora.h"
 #include "models/model_spec.h"
 #include "models/qlora.h"
 #include "models/quantized_weight.h"
@@ -43,8 +44,17 @@ struct BaseWeightSetup {
 };
 
 // Reads the base weights into `views` and hands each quantized one to `device` (store_quantized);
-// returns the lines to print: checkpoint weights dequantized on load, QLoRA's storage.
+// returns the lines to print: a model initialised from scratch, checkpoint weights dequantized on
+// load, QLoRA's storage.
 std::vector<std::string> load_base_weights(const BaseWeightSetup& setup, std::span<const WeightView> views,
                                            TrainingDevice& device);
+
+// merge_adapter: the adapters merged into the base. `weights` are the device's (base then adapters,
+// as TrainingDevice::weights()); with a quantized base (QLoRA) the adapters merge into the base as
+// the model folder holds it (full precision; a checkpoint saved in FP8 blocks or bitsandbytes 4-bit
+// dequantized), read again here, not into its quantized approximation.
+std::vector<std::vector<float>> merge_into_base(const Config& config, std::span<const models::ParameterSpec> specs,
+                                                const models::LoraSetup& lora, std::span<const WeightView> weights,
+                                                std::span<const WeightView> trainable, bool quantized_base);
 
 }  // namespace surogate::train

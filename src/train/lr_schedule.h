@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <string_view>
 
+#include "config/config.h"
+
 namespace surogate::train {
 
 enum class LrScheduleType { Linear, Cosine, Wsd };
@@ -41,5 +43,9 @@ private:
 
 // Warmup steps from the config: warmup_steps wins when positive, else warmup_ratio * total.
 int64_t resolve_warmup_steps(int64_t warmup_steps, double warmup_ratio, int64_t total_steps);
+
+// The configuration's schedule (lr_scheduler_type, learning_rate, warmup_steps / warmup_ratio,
+// cooldown_steps, final_lr_fraction) over a run of `total_steps`.
+LrScheduleSettings lr_schedule_settings(const Config& config, int64_t total_steps);
 
 }  // namespace surogate::train

@@ -54,4 +54,15 @@ PipelinePlan plan_pipeline(const Config& config, const graph::Graph& forward, gr
   return result;
 }
 
+std::string format_run_memory_breakdown(const compiler::ExecutionPlan& plan, const PipelinePlan* pipeline,
+                                        size_t optimizer_bytes) {
+  if (pipeline == nullptr) return compiler::format_memory_breakdown(plan, 10, optimizer_bytes);
+  std::string text;
+  for (size_t stage = 0; stage < pipeline->stages.size(); ++stage) {
+    if (stage > 0) text += "\n";
+    text += fmt::format("pipeline stage {}:\n{}", stage, compiler::format_memory_breakdown(pipeline->stages[stage].training, 10));
+  }
+  return text;
+}
+
 }  // namespace surogate::train

@@ -46,4 +46,9 @@ PipelinePlan plan_pipeline(const Config& config, const graph::Graph& forward, gr
                            const graph::OpRegistry& registry, const compiler::CompileOptions& options,
                            const StagePlanFits& fits);
 
+// debug_memory_breakdown: the plan's largest tensors by category (compiler::format_memory_breakdown), or,
+// for a pipeline (`pipeline` not null), each stage's own plan's.
+std::string format_run_memory_breakdown(const compiler::ExecutionPlan& plan, const PipelinePlan* pipeline,
+                                        size_t optimizer_bytes);
+
 }  // namespace surogate::train

@@ -35,6 +35,8 @@
 #include "train/model_weights.h"
 #include "train/process_run.h"
 #include "train/progress_display.h"
+#include "train/run_records.h"
+#include "train/run_summary.h"
 #include "train/step_guard.h"
 #include "train/time_breakdown.h"
 #include "train/quantized_weights.h"
@@ -48,15 +50,6 @@ namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
-
-LrScheduleType schedule_type(LrScheduler scheduler) {
-  switch (scheduler) {
-    case LrScheduler::Cosine: return LrScheduleType::Cosine;
-    case LrScheduler::Wsd: return LrScheduleType::Wsd;
-    case LrScheduler::Linear: break;
-  }
-  return LrScheduleType::Linear;
-}
 
 class Run {
 public:
@@ -79,7 +72,6 @@ private:
   void stop_early();
   void report_time_breakdown();
   [[noreturn]] void fail_diverged(const StepVerdict& verdict);
-  std::vector<std::pair<std::string, std::string>> summary_rows() const;
 
   const Config& config_;
   TrainerOptions options_;
@@ -241,10 +233,6 @@ Run::Run(const Config& config, const TrainerOptions& options)
       base_weights.push_back(weights[next_device_weight++]);
     }
   }
-  if (!has_safetensors(config.model)) {
-    display_.message(fmt::format("{} has no safetensors: initialising the model from scratch (seed {})", config.model,
-                                 config.train_seed));
-  }
   for (const std::string& line : load_base_weights({&config, &model_config_, specs_, quantized_, qlora_ ? &*qlora_ : nullptr,
                                                      backend_kind_ == TrainingBackend::Cuda},
                                                     base_weights, *device_)) {
@@ -277,11 +265,7 @@ Run::Run(const Config& config, const TrainerOptions& options)
   if (config.debug_memory_breakdown) {
     size_t optimizer_bytes = 0;
     for (const StateTensor& tensor : device_->optimizer_state()) optimizer_bytes += tensor.size_bytes;
-    if (!pipeline_) display_.message(compiler::format_memory_breakdown(plan_, 10, optimizer_bytes));
-    for (size_t stage = 0; pipeline_ && stage < pipeline_->stages.size(); ++stage) {  // each stage's own plan
-      display_.message(fmt::format("pipeline stage {}:\n{}", stage,
-                                   compiler::format_memory_breakdown(pipeline_->stages[stage].training, 10)));
-    }
+    display_.message(format_run_memory_breakdown(plan_, pipeline_.get(), optimizer_bytes));
   }
 
   // Steps and schedule.
@@ -290,9 +274,7 @@ Run::Run(const Config& config, const TrainerOptions& options)
   const int64_t steps_per_epoch = std::max<int64_t>(1, batches_per_epoch_ / (accumulation * device_->data_parallel_ranks()));
   state_.total_steps = config.max_steps > 0 ? config.max_steps : config.num_epochs * steps_per_epoch;
   if (state_.total_steps <= 0) fail_user("{}: the run has no steps; set num_epochs or max_steps", config.source_of("num_epochs"));
-  LrScheduleSettings schedule{schedule_type(config.lr_scheduler_type), config.learning_rate, state_.total_steps,
-                              resolve_warmup_steps(config.warmup_steps, config.warmup_ratio, state_.total_steps),
-                              config.cooldown_steps, config.final_lr_fraction};
+  const LrScheduleSettings schedule = lr_schedule_settings(config, state_.total_steps);
   schedule_ = std::make_unique<LrSchedule>(schedule);
   state_.train_seed = static_cast<uint64_t>(config.train_seed);
   state_.schedule = {{"type", std::string(to_string(config.lr_scheduler_type))}, {"peak", schedule.peak_learning_rate},
@@ -312,32 +294,20 @@ Run::Run(const Config& config, const TrainerOptions& options)
   if (config.resume_from_checkpoint) resume();
   result_.first_step = state_.step;
   if (world_->leads()) {
-    log_ = std::make_unique<MetricsLog>(
-        config.log_file ? fs::path(*config.log_file) : default_log_path(config.output_dir, run_name_), options.on_record);
-    result_.log_file = log_->path();
-    if (!config.report_to.empty()) {
-      trackers_ = TrackerFeed::start(tracker_setup(config, run_name_, state_.step > 0),
-                                     [this](const std::string& line) { display_.message(line); });
-      if (trackers_) {
-        log_->add_observer([this](const std::string&, const nlohmann::json& record) { trackers_->send(record); });
-      }
-    }
-    GpuUtilizationPlan gpu = gpu_utilization_plan(
-        config.log_gpu_util, config.source_of("log_gpu_util"),
+    RunRecords records = open_run_records(
+        config, run_name_, state_.step > 0, options.on_record,
         backend_kind_ == TrainingBackend::Cuda ? static_cast<int>(device_->data_parallel_ranks()) : 0,
-        cuda::open_nvml_sampler);
-    gpu_log_ = std::move(gpu.log);
-    if (gpu.warning) display_.message(*gpu.warning);
+        [this](const std::string& line) { display_.message(line); });
+    log_ = std::move(records.log);
+    trackers_ = std::move(records.trackers);
+    gpu_log_ = std::move(records.gpu_log);
+    result_.log_file = log_->path();
   }
   log("config", {{"run_name", run_name_}, {"command", options.pretraining ? "pt" : "sft"},
                   {"model", config.model}, {"total_steps", state_.total_steps}, {"start_step", state_.step},
                   {"batch_size", batch}, {"sequence_len", sequence}, {"gradient_accumulation_steps", accumulation},
                   {"data_parallel_ranks", device_->data_parallel_ranks()},
-                  {"batches_per_epoch", batches_per_epoch_}, {"parameters", [&] {
-                     int64_t count = 0;
-                     for (const auto& spec : specs_) count += graph::shape_numel(spec.shape);
-                     return count;
-                   }()}});
+                  {"batches_per_epoch", batches_per_epoch_}, {"parameters", models::parameter_count(specs_)}});
   for (const std::string& warning : resume_warnings_) log("warning", {{"what", warning}});
   for (const RestartRecord& restart : options.restarts) {
     display_.message(fmt::format("restart {} of at most {} after the previous attempt ended: {}; {}", restart.attempt,
@@ -435,21 +405,8 @@ void Run::write_outputs() {
   if (config_.merge_adapter) {
     const fs::path merged = merged_model_dir(config_.output_dir);
     std::vector<WeightView> merged_views;
-    // QLoRA: the adapters merge into the base as the model folder holds it (full precision; a
-    // checkpoint saved in FP8 blocks or bitsandbytes 4-bit dequantized), not into its quantized
-    // approximation.
-    std::vector<std::vector<float>> original(quantized_.empty() ? 0 : specs_.size());
-    std::vector<WeightView> sources(weights.begin(), weights.end());
-    if (!quantized_.empty()) {
-      sources.clear();
-      for (size_t i = 0; i < specs_.size(); ++i) {
-        original[i].resize(static_cast<size_t>(graph::shape_numel(specs_[i].shape)));
-        sources.push_back({specs_[i].name, specs_[i].shape, original[i]});
-      }
-      read_base_weights(config_, specs_, sources);
-      for (const WeightView& adapter : device_->trainable()) sources.push_back(adapter);
-    }
-    std::vector<std::vector<float>> merged_values = merge_lora_weights(*lora_, specs_, sources);
+    std::vector<std::vector<float>> merged_values =
+        merge_into_base(config_, specs_, *lora_, weights, device_->trainable(), !quantized_.empty());
     for (size_t i = 0; i < specs_.size(); ++i) merged_views.push_back({specs_[i].name, specs_[i].shape, merged_values[i]});
     save_hf_model(merged, model_config_, config_.model, specs_, merged_views);
     display_.message(fmt::format("merged model written to {}", merged.string()));
@@ -581,7 +538,8 @@ TrainingResult Run::run() {
   write_outputs();
   log_saved(writer_->wait());
   result_.seconds = seconds_since(start);
-  auto rows = summary_rows();
+  const SummaryRows rows = run_summary_rows({&config_, &state_, &result_, guard_->summary_rows(state_), options_.restarts,
+                                             model_config_.vocab_size, lora_.has_value(), run_name_});
   result_.report_file = fs::path(config_.output_dir) / fmt::format("report-{}.html", run_name_);
   write_html_report(result_.report_file, fmt::format("Surogate {} run '{}'", options_.pretraining ? "pt" : "sft", run_name_),
                     state_.history, state_.eval_history, rows, gpu_plot_series(state_.gpu_history));
@@ -618,48 +576,6 @@ void Run::report_time_breakdown() {
   if (!config_.debug_time_breakdown || time_breakdown_.empty()) return;
   log("time_breakdown", time_breakdown_.record());
   display_.message(time_breakdown_.table());
-}
-
-std::vector<std::pair<std::string, std::string>> Run::summary_rows() const {
-  std::vector<std::pair<std::string, std::string>> rows;
-  rows.emplace_back("steps", fmt::format("{} (this run: {})", state_.step, state_.step - result_.first_step));
-  const nlohmann::json* first = nullptr;
-  const nlohmann::json* last = nullptr;
-  for (const nlohmann::json& record : state_.history) {
-    if (!record.contains("loss") || !record["loss"].is_number()) continue;  // a skipped step's loss is null
-    if (first == nullptr) first = &record;
-    last = &record;
-  }
-  if (first != nullptr) {
-    rows.emplace_back("first step loss", fmt::format("{:.4f}", (*first)["loss"].get<double>()));
-    rows.emplace_back("last step loss", fmt::format("{:.4f}", (*last)["loss"].get<double>()));
-  }
-  for (auto& row : guard_->summary_rows(state_)) rows.push_back(std::move(row));
-  if (!options_.restarts.empty()) {
-    std::string text = std::to_string(options_.restarts.size());
-    for (const RestartRecord& restart : options_.restarts) {
-      text += fmt::format("{} {}: {}", &restart == &options_.restarts.front() ? " —" : ";", restart.attempt, restart.reason);
-    }
-    rows.emplace_back("restarts", text + fmt::format(" (the last resumed at step {})", result_.first_step));
-  }
-  if (result_.initial_eval_loss) rows.emplace_back("eval loss before training", fmt::format("{:.4f}", *result_.initial_eval_loss));
-  if (result_.eval_loss) {
-    rows.emplace_back("final eval loss", fmt::format("{:.4f}", *result_.eval_loss));
-    rows.emplace_back("final eval token accuracy",
-                      fmt::format("{:.1f}% (chance {:.1f}%)", 100.0 * *result_.eval_accuracy, 100.0 / static_cast<double>(model_config_.vocab_size)));
-  }
-  rows.emplace_back("time", format_duration(result_.seconds));
-  for (auto& row : gpu_summary_rows(state_.gpu_history)) rows.push_back(std::move(row));
-  if (lora_) {
-    rows.emplace_back("adapter (PEFT)", config_.output_dir);
-    if (config_.merge_adapter) rows.emplace_back("merged model", merged_model_dir(config_.output_dir).string());
-  } else {
-    rows.emplace_back("model", config_.output_dir);
-  }
-  rows.emplace_back("checkpoints", config_.checkpoint_dir.value_or(config_.output_dir));
-  rows.emplace_back("log", result_.log_file.string());
-  rows.emplace_back("report", (fs::path(config_.output_dir) / fmt::format("report-{}.html", run_name_)).string());
-  return rows;
 }
 
 }  // namespace

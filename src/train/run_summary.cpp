@@ -1,0 +1,62 @@
+// A run's summary rows; see run_summary.h.
+#include "train/run_summary.h"
+
+#include <filesystem>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "train/gpu_utilization.h"
+#include "train/model_outputs.h"
+#include "train/progress_display.h"
+
+namespace surogate::train {
+
+SummaryRows run_summary_rows(const RunSummary& run) {
+  const Config& config = *run.config;
+  const TrainingState& state = *run.state;
+  const TrainingResult& result = *run.result;
+  SummaryRows rows;
+  rows.emplace_back("steps", fmt::format("{} (this run: {})", state.step, state.step - result.first_step));
+  const nlohmann::json* first = nullptr;
+  const nlohmann::json* last = nullptr;
+  for (const nlohmann::json& record : state.history) {
+    if (!record.contains("loss") || !record["loss"].is_number()) continue;  // a skipped step's loss is null
+    if (first == nullptr) first = &record;
+    last = &record;
+  }
+  if (first != nullptr) {
+    rows.emplace_back("first step loss", fmt::format("{:.4f}", (*first)["loss"].get<double>()));
+    rows.emplace_back("last step loss", fmt::format("{:.4f}", (*last)["loss"].get<double>()));
+  }
+  for (const auto& row : run.guard_rows) rows.push_back(row);
+  if (!run.restarts.empty()) {
+    std::string text = std::to_string(run.restarts.size());
+    for (const RestartRecord& restart : run.restarts) {
+      text += fmt::format("{} {}: {}", &restart == &run.restarts.front() ? " —" : ";", restart.attempt, restart.reason);
+    }
+    rows.emplace_back("restarts", text + fmt::format(" (the last resumed at step {})", result.first_step));
+  }
+  if (result.initial_eval_loss) rows.emplace_back("eval loss before training", fmt::format("{:.4f}", *result.initial_eval_loss));
+  if (result.eval_loss) {
+    rows.emplace_back("final eval loss", fmt::format("{:.4f}", *result.eval_loss));
+    rows.emplace_back("final eval token accuracy",
+                      fmt::format("{:.1f}% (chance {:.1f}%)", 100.0 * *result.eval_accuracy,
+                                  100.0 / static_cast<double>(run.vocab_size)));
+  }
+  rows.emplace_back("time", format_duration(result.seconds));
+  for (auto& row : gpu_summary_rows(state.gpu_history)) rows.push_back(std::move(row));
+  if (run.lora) {
+    rows.emplace_back("adapter (PEFT)", config.output_dir);
+    if (config.merge_adapter) rows.emplace_back("merged model", merged_model_dir(config.output_dir).string());
+  } else {
+    rows.emplace_back("model", config.output_dir);
+  }
+  rows.emplace_back("checkpoints", config.checkpoint_dir.value_or(config.output_dir));
+  rows.emplace_back("log", result.log_file.string());
+  rows.emplace_back("report",
+                    (std::filesystem::path(config.output_dir) / fmt::format("report-{}.html", run.run_name)).string());
+  return rows;
+}
+
+}  // namespace surogate::train

@@ -1,0 +1,31 @@
+// The rows of a finished run's summary: the table printed at the end, the `summary` record of the
+// JSONL log and the HTML report's table.
+#pragma once
+
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "config/config.h"
+#include "train/trainer.h"
+#include "train/training_state.h"
+
+namespace surogate::train {
+
+using SummaryRows = std::vector<std::pair<std::string, std::string>>;
+
+struct RunSummary {
+  const Config* config = nullptr;
+  const TrainingState* state = nullptr;
+  const TrainingResult* result = nullptr;
+  SummaryRows guard_rows;                 // the step guard's (skipped steps, loss scale)
+  std::span<const RestartRecord> restarts;  // max_restarts' earlier attempts
+  int64_t vocab_size = 0;                 // for the eval accuracy's chance level
+  bool lora = false;
+  std::string run_name;
+};
+
+SummaryRows run_summary_rows(const RunSummary& run);
+
+}  // namespace surogate::train
