@@ -20,7 +20,7 @@
 # tests/distributed_cuda/distributed_cuda_tests" scripts/gpu_check.sh --prepare; then on the GPU machine
 # `bash bench/run_multi_gpu.sh` with carry ["carry/dp.tar.xz"].
 # Env: DP_MODELS ("qwen3-8b:lora qwen3-1.7b:full"), DP_GPUS ("1 2 4", capped at the visible GPUs),
-# DP_ZERO ("1 2 3"), DP_STEPS (10), SKIP_TESTS=1, SKIP_SCALING=1, PEERS=0, PEER_STEPS (5), MP=1 (also the
+# DP_ZERO ("1 2 3"), DP_STEPS (10), TEST_TIMEOUT (300 s a suite), RUN_TIMEOUT (240 s a run), DP_TEST_FILTER, SKIP_TESTS=1, SKIP_SCALING=1, PEERS=0, PEER_STEPS (5), MP=1 (also the
 # sequence- and pipeline-parallel rows: bench/model_parallel_rows.sh, its header lists them and
 # their settings). Records: $OUT/multi_gpu.jsonl, $OUT/model_parallel.jsonl. A device call has 10 minutes: the tests, then one model per call, e.g.
 #   SKIP_SCALING=1 bash bench/run_multi_gpu.sh
@@ -42,12 +42,14 @@ status=0
 
 if [[ "${SKIP_TESTS:-0}" != 1 ]]; then
   printf '\n=== tests (%s GPUs visible) ===\n' "$visible"
-  "$CARRY_DIR/distributed_cuda_tests" 2>&1 | tee "$log/distributed_cuda_tests.log" | grep -E '^\[ *(OK|FAILED|PASSED|SKIPPED) ' || status=1
-  SUROGATE_SOURCE_DIR="$root" "$CARRY_DIR/train_cuda_tests" --gtest_filter='CudaDataParallel*' 2>&1 |
+  # A collective that never completes must fail the call, not eat it: each suite has TEST_TIMEOUT seconds.
+  timeout "${TEST_TIMEOUT:-300}" "$CARRY_DIR/distributed_cuda_tests" 2>&1 | tee "$log/distributed_cuda_tests.log" | grep -E '^\[ *(OK|FAILED|PASSED|SKIPPED) ' || status=1
+  SUROGATE_SOURCE_DIR="$root" timeout "${TEST_TIMEOUT:-300}" "$CARRY_DIR/train_cuda_tests" \
+    --gtest_filter="${DP_TEST_FILTER:-CudaDataParallel*}" 2>&1 |
     tee "$log/train_cuda_data_parallel.log" | grep -E '^\[ *(OK|FAILED|PASSED|SKIPPED) |Failure|max \|delta' || status=1
   grep -q '^\[  FAILED' "$log/train_cuda_data_parallel.log" "$log/distributed_cuda_tests.log" && status=1
   if python3 -c "import pytest" 2>/dev/null; then
-    SUROGATE_BIN="$surogate" python3 -m pytest -q "$root/tests/python/test_data_parallel_gpus_cli.py" 2>&1 |
+    SUROGATE_BIN="$surogate" timeout "${TEST_TIMEOUT:-300}" python3 -m pytest -q "$root/tests/python/test_data_parallel_gpus_cli.py" 2>&1 |
       tee "$log/pytest_data_parallel_gpus.log" | tail -3
     [[ ${PIPESTATUS[0]} == 0 ]] || status=1
   else
@@ -103,7 +105,7 @@ for spec in ${DP_MODELS:-qwen3-8b:lora qwen3-1.7b:full}; do
       "$surogate" pt "$work/$model-$name.yaml" --dry-run >"$work/dryrun.txt" 2>&1 || echo "$model $name: dry run failed"
       nvidia-smi --query-gpu=index,memory.used --format=csv,noheader,nounits -lms 200 >"$work/mem.txt" 2>/dev/null &
       sampler=$!
-      "$surogate" pt "$work/$model-$name.yaml" >"$log/$model-$name.log" 2>&1 || { echo "$model $name: exit $?"; status=1; }
+      timeout "${RUN_TIMEOUT:-240}" "$surogate" pt "$work/$model-$name.yaml" >"$log/$model-$name.log" 2>&1 || { echo "$model $name: exit $?"; status=1; }
       kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null
       python3 - "$out/log-$name.jsonl" "$model" "$mode" "$gpus" "$zero" "$work/mem.txt" "$work/dryrun.txt" <<'PY' | tee -a "$log/multi_gpu.jsonl"
 import json, re, statistics, sys
@@ -132,7 +134,7 @@ PY
   if [[ "${PEERS:-1}" != 0 ]] && command -v torchrun >/dev/null; then
     for gpus in ${DP_GPUS:-1 2 4}; do
       (( gpus > visible )) && continue
-      torchrun --standalone --nproc_per_node "$gpus" "$root/bench/peers/hf_peft_bench.py" --model "$model" --mode "$mode" \
+      timeout "${RUN_TIMEOUT:-240}" torchrun --standalone --nproc_per_node "$gpus" "$root/bench/peers/hf_peft_bench.py" --model "$model" --mode "$mode" \
         --steps "${PEER_STEPS:-5}" 2>>"$log/peers.log" | tail -1 | tee -a "$log/multi_gpu_peers.jsonl"
     done
   fi
