@@ -15,7 +15,9 @@ using namespace surogate::graph;
 size_t round_up(size_t value, size_t multiple) { return (value + multiple - 1) / multiple * multiple; }
 
 // The groups, in order of first appearance among `weights`, each laid out by owner.
-std::vector<GatherGroup> make_groups(const ExecutionPlan& plan, std::span<const ShardedWeight> weights, int world_size) {
+std::vector<GatherGroup> make_groups(const ExecutionPlan& plan, std::span<const ShardedWeight> weights, int world_size,
+                                     bool as_bytes) {
+  const size_t alignment = as_bytes ? kGatherAlignmentBytes : kGatherAlignmentElements;
   std::vector<GatherGroup> groups;
   std::map<std::string, size_t> index;
   std::vector<std::vector<ShardedWeight>> members;
@@ -29,10 +31,11 @@ std::vector<GatherGroup> make_groups(const ExecutionPlan& plan, std::span<const 
     if (added) {
       groups.push_back({});
       groups.back().name = name;
-      groups.back().dtype = info.type.dtype;
+      groups.back().dtype = as_bytes ? DType::U8 : info.type.dtype;
       members.emplace_back();
     }
-    SUROGATE_CHECK(groups[at->second].dtype == info.type.dtype, "the weights of group '{}' differ in dtype", name);
+    SUROGATE_CHECK(as_bytes || groups[at->second].dtype == info.type.dtype, "the weights of group '{}' differ in dtype",
+                   name);
     members[at->second].push_back(weight);
   }
   for (size_t g = 0; g < groups.size(); ++g) {
@@ -45,12 +48,13 @@ std::vector<GatherGroup> make_groups(const ExecutionPlan& plan, std::span<const 
     for (const ShardedWeight& weight : members[g]) {
       // A rank's piece starts at an aligned boundary, so its owned copy keeps the same layout.
       for (; rank < weight.owner; ++rank) group.piece_offsets[static_cast<size_t>(rank) + 1] = cursor;
-      cursor = round_up(cursor, kGatherAlignmentElements);
+      cursor = round_up(cursor, alignment);
       group.tensors.push_back(weight.tensor);
       group.owners.push_back(weight.owner);
       group.tensor_offsets.push_back(cursor);
-      cursor += static_cast<size_t>(plan.graph.tensor(weight.tensor).type.numel());
-      cursor = round_up(cursor, kGatherAlignmentElements);
+      const graph::TensorType& type = plan.graph.tensor(weight.tensor).type;
+      cursor += as_bytes ? type.size_bytes() : static_cast<size_t>(type.numel());
+      cursor = round_up(cursor, alignment);
     }
     for (; rank < world_size; ++rank) group.piece_offsets[static_cast<size_t>(rank) + 1] = cursor;
     group.elements = cursor;
@@ -201,7 +205,7 @@ std::string gather_group_name(const std::string& weight_name) {
 }
 
 WeightGathering schedule_weight_gathering(const ExecutionPlan& plan, std::span<const ShardedWeight> weights,
-                                          int world_size) {
+                                          int world_size, bool as_bytes) {
   SUROGATE_CHECK(world_size >= 1, "a world has at least one rank");
   WeightGathering gathering;
   gathering.world_size = world_size;
@@ -211,7 +215,7 @@ WeightGathering schedule_weight_gathering(const ExecutionPlan& plan, std::span<c
   gathering.release_after.assign(steps, {});
   gathering.owned_elements.assign(static_cast<size_t>(world_size), 0);
   if (weights.empty()) return gathering;
-  gathering.groups = make_groups(plan, weights, world_size);
+  gathering.groups = make_groups(plan, weights, world_size, as_bytes);
   for (GatherGroup& group : gathering.groups) {
     group.owned_offsets.resize(static_cast<size_t>(world_size));
     for (size_t r = 0; r < static_cast<size_t>(world_size); ++r) {

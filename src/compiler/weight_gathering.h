@@ -27,6 +27,11 @@
 // piece — exactly what an all-gather with uneven pieces (distributed/communicator.h) fills in
 // place. A rank keeps its pieces of every group, in group order, as one buffer with the same
 // layout (owned_offset).
+//
+// Bytes (as_bytes): the quantized base's pieces (codes, scales, absmax: several dtypes in one
+// layer) are gathered as raw bytes, a group's dtype U8 and its sizes in bytes, each start rounded
+// up to kGatherAlignmentBytes, so one layer's pieces are one group and one all-gather
+// (train/device/quantized_base_shards.h).
 #pragma once
 
 #include <cstddef>
@@ -42,6 +47,10 @@ namespace surogate::compiler {
 // for fp32), the alignment the parameter region gives, so cuBLASLt picks the same algorithms for
 // a gathered weight as for a resident one (it takes the operands' alignment up to 256 bytes).
 inline constexpr size_t kGatherAlignmentElements = 128;
+// The same alignment for a byte group: 256 bytes, as the parameter region places the pieces (so the
+// kernels reading a gathered piece see the alignment a resident one has). Every piece count of a
+// byte group is then a multiple of it, so its all-gather can move it as 2-byte elements.
+inline constexpr size_t kGatherAlignmentBytes = 256;
 
 struct ShardedWeight {
   graph::TensorId tensor = graph::kNoTensor;
@@ -50,7 +59,7 @@ struct ShardedWeight {
 
 struct GatherGroup {
   std::string name;                      // "layers.3", or the weight's own name outside the layers
-  DType dtype = DType::F32;              // every weight of a group has the same dtype
+  DType dtype = DType::F32;              // every weight of a group has the same dtype (U8: a byte group)
   std::vector<graph::TensorId> tensors;  // buffer order: by owner, then as given
   std::vector<int> owners;               // per tensor
   std::vector<size_t> tensor_offsets;    // per tensor: elements from the buffer's start
@@ -94,9 +103,10 @@ struct WeightGathering {
 std::string gather_group_name(const std::string& weight_name);
 
 // The schedule for `weights` (parameters of `plan`, each kept by one of `world_size` ranks), as
-// above. Every weight must be read by some step (an unread parameter needs no gather).
+// above. Every weight must be read by some step (an unread parameter needs no gather). `as_bytes`:
+// every group is a byte group (above), whatever its tensors' dtypes.
 WeightGathering schedule_weight_gathering(const ExecutionPlan& plan, std::span<const ShardedWeight> weights,
-                                          int world_size);
+                                          int world_size, bool as_bytes = false);
 
 // Moves the schedule's weights out of the parameter region (the others are packed again) into
 // their gather buffers, appended to the arena at region_offset; the steps' placements follow.

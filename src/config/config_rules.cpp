@@ -382,6 +382,16 @@ void validate_config(const Config& config, const std::string& file_label) {
           "requires persistent_quants: true (only persistent quantized weights can live in host memory)");
   require(!config.persistent_quants || config.shard_weights, config, "persistent_quants",
           "requires shard_weights: true (or zero_level: 3)");
+  // offload_quants runs the ZeRO-3 device, a world of one on one GPU, which keeps the fp32 masters
+  // and the accumulators in GPU memory (train/device/quantized_base_shards.h).
+  for (const auto& [key, set] : {std::pair{"offload_master", config.offload_master},
+                                 std::pair{"offload_grads", config.offload_grads},
+                                 std::pair{"master_dtype: bf16", config.master_dtype == MasterDtype::Bf16}}) {
+    require(!config.offload_quants || !set, config, "offload_quants",
+            fmt::format("cannot be combined with {} yet (the quantized base is streamed by the ZeRO-3 device, which "
+                        "keeps the masters and gradient accumulators in GPU memory); remove one of the two",
+                        key));
+  }
 
   if (config.datasets.empty()) {
     fail_user("{}: option 'datasets' needs at least one entry with path and type", file_label);

@@ -18,8 +18,6 @@ struct UnsupportedOption {
 
 const std::vector<UnsupportedOption>& unsupported_options() {
   static const std::vector<UnsupportedOption> table = {
-      {"offload_quants", [](const Config& c) { return c.offload_quants; }},
-      {"persistent_quants", [](const Config& c) { return c.persistent_quants; }},
       {"max_pixels", [](const Config& c) { return c.max_pixels.has_value(); }},
       {"norm_bbox", [](const Config& c) { return c.norm_bbox.has_value(); }},
   };

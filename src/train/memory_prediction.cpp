@@ -246,6 +246,12 @@ MemoryPrediction predict_training_memory(const Config& config, std::optional<siz
                            {"batch", m.inputs},
                            {"LM-head workspace", plan.memory.lm_head_workspace},
                            {"evaluation (its arena and LM-head workspace)", plan.memory.evaluation}};
+  if ((prediction.shard_weights || config.offload_quants) && m.quantized_base + m.host_quantized > 0) {
+    prediction.categories.emplace_back(config.offload_quants    ? "quantized base (offload_quants: on the host)"
+                                       : config.persistent_quants ? "quantized base (persistent_quants: whole)"
+                                                                  : "quantized base (this rank's share)",
+                                       m.quantized_base);
+  }
   if (plan.memory.pipeline > 0) {
     prediction.categories.emplace_back("pipeline: forward plan, micro-batches in flight", plan.memory.pipeline);
   }
@@ -257,7 +263,8 @@ MemoryPrediction predict_training_memory(const Config& config, std::optional<siz
   prediction.host_offloaded_bytes = plan.memory.host_offloaded();
   for (const auto& [bytes, option] : {std::pair{m.host_residuals, "offload_residual"}, std::pair{m.host_masters, "offload_master"},
                                       std::pair{m.host_optimizer, "offload_optimizer"},
-                                      std::pair{m.host_accumulators, "offload_grads"}}) {
+                                      std::pair{m.host_accumulators, "offload_grads"},
+                                      std::pair{m.host_quantized, "offload_quants"}}) {
     if (bytes > 0) prediction.host_offloaded_by += (prediction.host_offloaded_by.empty() ? "" : ", ") + std::string(option);
   }
   prediction.recompute = plan.recompute.summary;

@@ -1,6 +1,8 @@
 // The training plan under the device's memory budget; see training_plan.h.
 #include "train/training_plan.h"
 
+#include "train/device/quantized_base_shards.h"
+
 #include "data/loss_scale.h"
 
 #include <utility>
@@ -170,6 +172,11 @@ TrainingPlan plan_training(const Config& config, const io::ModelConfig& model, c
   if (memory.shard_weights && backend == TrainingBackend::Cuda) {
     memory.evaluation += evaluation_gathering(evaluation_plan).region_bytes;
   }
+  // Its quantized base too, from a host image, unless the training GPUs keep it whole.
+  if ((memory.shard_weights || config.offload_quants) && backend == TrainingBackend::Cuda &&
+      quantized_base_keeping(config) != QuantizedBaseKeeping::Whole) {
+    memory.evaluation += quantized_base_memory(evaluation_plan, QuantizedBaseKeeping::Offloaded, 1).gathered;
+  }
   if (memory.shard_weights && backend == TrainingBackend::Cpu) {
     for (graph::TensorId id : shardable_weights(evaluation_plan)) {
       memory.weight_copies += evaluation_plan.graph.tensor(id).type.size_bytes();
@@ -182,6 +189,8 @@ TrainingPlan plan_training(const Config& config, const io::ModelConfig& model, c
     candidate.plan = plan_memory(plan, config, optimizer_shards, weight_shards);
     // offload_residual's host region is the device's own memory on the CPU backend.
     if (backend == TrainingBackend::Cpu) candidate.plan.activations += std::exchange(candidate.plan.host_residuals, 0);
+    // offload_quants' image is one per process, in the CPU ranks' own memory.
+    if (backend == TrainingBackend::Cpu) candidate.weight_copies += std::exchange(candidate.plan.host_quantized, 0);
     candidate.lm_head_workspace = lm_head_workspace_bytes(plan);
     return candidate;
   };

@@ -73,6 +73,9 @@ TEST(ConfigRules, CudaGraphsOffForQLoRAAndRecomputeLoraWithOffload) {
 TEST(ConfigRules, ConstraintsBetweenOptions) {
   EXPECT_TRUE(contains(load_error(std::string(kMinimalConfig) + "offload_quants: true\n"), "requires persistent_quants"));
   EXPECT_TRUE(contains(load_error(std::string(kMinimalConfig) + "persistent_quants: true\n"), "requires shard_weights"));
+  const std::string offloaded_quants = std::string(kMinimalConfig) + "zero_level: 3\npersistent_quants: true\noffload_quants: true\n";
+  EXPECT_TRUE(contains(load_error(offloaded_quants + "offload_master: true\n"), "offload_quants' cannot be combined with offload_master"));
+  EXPECT_TRUE(contains(load_error(offloaded_quants + "pipeline_parallel_size: 2\ngpus: 2\n"), "zero_level: 3"));
   EXPECT_TRUE(contains(load_error(std::string(kMinimalConfig) + "qlora_block_size: 100\n"), "64, 128 or 256"));
   EXPECT_TRUE(contains(load_error(std::string(kMinimalConfig) + "qlora_bnb_block_size: 32\n"), "64, 128, 256 or 512"));
   EXPECT_TRUE(contains(load_error(std::string(kMinimalConfig) + "qlora_fp8: true\nqlora_bnb: true\n"), "choose one"));

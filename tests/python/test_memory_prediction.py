@@ -321,3 +321,41 @@ def test_offload_residual_on_the_cpu_backend_keeps_the_host_region_in_the_activa
     result = run_surogate(surogate_bin, "pt", job, "--dry-run")
     assert result.returncode == 0, result.stderr
     assert "CPU backend" in result.stdout and "pinned host memory" not in result.stdout, result.stdout
+
+
+def test_zero_three_shares_out_the_quantized_base_unless_persistent_quants_keep_it(surogate_bin, tmp_path):
+    # QLoRA (NF4) of the 1.7B shape on 4 GPUs under ZeRO-3: by default a GPU keeps a quarter of the
+    # quantized base (whole pieces placed by bytes) and gathers a layer's bytes; persistent_quants
+    # keeps all of it on every GPU; offload_quants all of it in pinned host memory, none on the GPU.
+    job = write_job(tmp_path, lora=True)
+    outputs = {}
+    for mode, lines in {"sharded": "", "persistent": "persistent_quants: true\n",
+                        "offloaded": "persistent_quants: true\noffload_quants: true\n"}.items():
+        mode_job = tmp_path / f"{mode}.yaml"
+        mode_job.write_text(job.read_text() + "qlora_bnb: true\n" + lines)
+        result = run_surogate(surogate_bin, "pt", mode_job, "--dry-run", "--gpu-memory", "80GiB", "--gpus=4",
+                              "--zero_level=3")
+        assert result.returncode == 0, result.stderr
+        outputs[mode] = result.stdout
+    whole = gib(outputs["persistent"], "quantized base (persistent_quants: whole)")
+    share = gib(outputs["sharded"], "quantized base (this rank's share)")
+    assert whole > 0.5, outputs["persistent"]
+    assert 1 / 4 - 0.01 <= share / whole <= 1 / 4 + 0.02, (share, whole)
+    assert gib(outputs["offloaded"], "quantized base (offload_quants: on the host)") == 0
+    pinned = gib(outputs["offloaded"], "pinned host memory")
+    assert whole - 0.01 <= pinned <= whole * 1.02, (pinned, whole)
+    assert "offload_quants" in outputs["offloaded"]
+    peaks = {mode: gib(out, "predicted peak") for mode, out in outputs.items()}
+    assert peaks["offloaded"] < peaks["sharded"] < peaks["persistent"], peaks
+    assert peaks["persistent"] - peaks["sharded"] > 0.5 * (whole - share), peaks
+
+
+def test_offload_quants_on_one_gpu_moves_the_quantized_base_to_the_host(surogate_bin, tmp_path):
+    job = write_job(tmp_path, lora=True)
+    offloaded = tmp_path / "offloaded.yaml"
+    offloaded.write_text(job.read_text() + "qlora_bnb: true\nzero_level: 3\npersistent_quants: true\n"
+                         "offload_quants: true\n")
+    result = run_surogate(surogate_bin, "pt", offloaded, "--dry-run", "--gpu-memory", "80GiB")
+    assert result.returncode == 0, result.stderr
+    assert gib(result.stdout, "quantized base (offload_quants: on the host)") == 0
+    assert gib(result.stdout, "pinned host memory") > 0.5

@@ -134,7 +134,8 @@ TEST_F(CudaDataParallelTest, ZeroThreeLoraWithDropoutOnAWorldOfOneEqualsTheSingl
 }
 
 TEST_F(CudaDataParallelTest, ZeroThreeQloraOnAWorldOfOneEqualsTheSingleGpuDevice) {
-  // The NF4 base stays whole on every rank; the rest (adapters, norms, embedding, head) is gathered.
+  // Everything is gathered: the NF4 base as bytes (the default: shard_weights without persistent_quants),
+  // the rest (adapters, norms, embedding, head) in bf16.
   expect_world_of_one_equals_single_gpu("zero3-qlora", "optimizer: adamw\nzero_level: 3\nlora: true\nlora_rank: 8\n"
                                                        "lora_alpha: 16\nqlora_bnb: true\nlearning_rate: 1e-2\n");
 }

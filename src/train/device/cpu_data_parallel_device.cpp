@@ -76,6 +76,7 @@
 #include "quant/fp8_scaling.h"
 #include "train/device/cpu_parameters.h"
 #include "train/device/cpu_weight_gatherer.h"
+#include "train/device/cpu_quantized_base.h"
 #include "train/device/weight_shards.h"
 #include "train/device/micro_batch.h"
 #include "train/device/sequence_groups.h"
@@ -100,6 +101,7 @@ struct Rank {
   double shard_squares = 0.0;              // ZeRO-2: the sum of squares of the shard's summed gradients
   std::vector<float> flat;                 // gradients in measure(), weights in update()
   std::unique_ptr<CpuWeightGatherer> gatherer;  // ZeRO-3: the rank's pieces and their gathers
+  std::unique_ptr<runtime::StepObserver> quantized_gatherer;  // ZeRO-3: the quantized base's gathers
   std::unique_ptr<CpuGradientReducer> reducer;  // the gradient buckets, during the last micro-batch
   runtime::StepObserverList first_batches, last_batch;  // what each micro-batch's execute calls
   std::vector<float> scratch;                   // ZeRO-3: one weight on its way to or from the host
@@ -163,6 +165,11 @@ public:
         rank.scratch.resize(scratch_elements_);
         rank.first_batches.add(rank.gatherer.get());
         rank.last_batch.add(rank.gatherer.get());
+        if (quantized_base_->gathered()) {
+          rank.quantized_gatherer = quantized_base_->gatherer(r, rank.backend, *rank.communicator);
+          rank.first_batches.add(rank.quantized_gatherer.get());
+          rank.last_batch.add(rank.quantized_gatherer.get());
+        }
       }
       rank.reducer = std::make_unique<CpuGradientReducer>(buckets_, rank.parameters.gradients, offsets_, rank.flat.data(),
                                                           *rank.communicator, layout_.shard_gradients);
@@ -204,6 +211,10 @@ public:
   }
   void store_quantized(const models::QuantizedWeight& weight, QuantizedPieces pieces) override {
     quantized_.push_back({weight, std::move(pieces)});
+    if (quantized_base_ && quantized_base_->gathered()) {
+      quantized_base_->keep(plan_, weight, quantized_.back().pieces);  // ZeRO-3: shared out, or the host image
+      return;
+    }
     for (auto& rank : ranks_) write_quantized(rank->backend, plan_, weight, quantized_.back().pieces);
   }
 
@@ -336,6 +347,8 @@ private:
                        std::set<graph::TensorId>(weight_ids_.begin(), weight_ids_.end()),
                    "ZeRO-3 shards exactly the weights the trainer loads");
     compiler::apply_weight_gathering(*gathered_plan_, gathering_);
+    quantized_base_.emplace(*gathered_plan_, quantized_base_keeping(config_), layout_.world_size, layout_.first_rank,
+                            layout_.local_ranks);
     size_t largest = 0;
     for (const models::ParameterSpec& spec : setup.specs) {
       const auto count = static_cast<size_t>(graph::shape_numel(spec.shape));
@@ -398,6 +411,7 @@ private:
   GradientBuckets buckets_;
   std::optional<compiler::ExecutionPlan> gathered_plan_;  // ZeRO-3: the ranks' plan (weights in gather buffers)
   compiler::WeightGathering gathering_;
+  std::optional<CpuQuantizedBase> quantized_base_;  // ZeRO-3: where the quantized base stays (persistent_quants)
   HostCopies host_;                  // ZeRO-3: what weights() and trainable() show
   size_t scratch_elements_ = 0;      // ZeRO-3: the largest weight
   bool host_current_ = true;         // ZeRO-3: no step since the host copies were uploaded or downloaded

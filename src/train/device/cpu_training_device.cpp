@@ -168,7 +168,9 @@ std::unique_ptr<TrainingDevice> make_cpu_training_device(const TrainingDeviceSet
     SUROGATE_CHECK(setup.pipeline != nullptr, "a pipeline layout comes with the stages' plans");
     return make_cpu_pipeline_training_device(setup, layout);
   }
-  if (layout.several_ranks() || setup.data_parallel_device) return make_cpu_data_parallel_training_device(setup, layout);
+  // offload_quants on one rank: the ZeRO-3 device of a world of one streams the quantized base.
+  if (layout.several_ranks() || setup.data_parallel_device ||
+      setup.config->offload_quants) return make_cpu_data_parallel_training_device(setup, layout);
   return std::make_unique<CpuTrainingDevice>(setup);
 }
 

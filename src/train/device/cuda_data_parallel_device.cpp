@@ -91,6 +91,7 @@
 #include "train/device/cuda_evaluator.h"
 #include "train/device/cuda_gradient_reducer.h"
 #include "train/device/cuda_weight_gatherer.h"
+#include "train/device/cuda_quantized_base.h"
 #include "train/device/cuda_weight_transfer.h"
 #include "train/device/fp8_state.h"
 #include "train/device/cuda_rank_state.h"
@@ -118,6 +119,7 @@ struct Rank {
   cuda::DeviceBuffer<__nv_bfloat16> owned;  // ZeRO-3: the rank's pieces of the weights
   CudaWeightShard weight_shard;
   std::unique_ptr<CudaWeightGatherer> gatherer;
+  std::unique_ptr<CudaWeightGatherer> quantized_gatherer;  // ZeRO-3: the quantized base's gathers
   runtime::StepObserverList first_batches, last_batch;  // what each micro-batch's execute calls
   cuda::DeviceBuffer<float> scratch;        // ZeRO-3: a chunk of a weight on its way to or from the host
 };
@@ -191,6 +193,8 @@ public:
                          std::set<graph::TensorId>(trainable_layout_.ids.begin(), trainable_layout_.ids.end()),
                      "ZeRO-3 shards exactly the weights the trainer loads");
       compiler::apply_weight_gathering(*gathered_plan_, gathering_);
+      quantized_base_.emplace(*gathered_plan_, quantized_base_keeping(config_), layout_.world_size, layout_.first_rank,
+                              layout_.local_ranks);
     }
     const size_t accumulator_bytes = config_.gradient_dtype == GradientDtype::Bf16 ? 2 : sizeof(float);
     buckets_ = plan_gradient_buckets(gathered_plan_ ? *gathered_plan_ : plan_, gradients, sizes, shards,
@@ -243,13 +247,18 @@ public:
     threads_.run([&](int r) {
       if (r != 0) return;
       // ZeRO-3: no GPU keeps the whole weights; the evaluator gathers them from the host copies.
-      inner = gathered_plan_ ? make_cuda_gathering_evaluator(setup, ranks_[0].state->backend(), host_.weights)
+      inner = gathered_plan_ ? make_cuda_gathering_evaluator(setup, ranks_[0].state->backend(), host_.weights,
+                                                             quantized_pieces())
                              : make_cuda_evaluator(setup, ranks_[0].state->backend());
     });
     return std::make_unique<RankZeroEvaluator>(threads_, std::move(inner));
   }
 
   void store_quantized(const models::QuantizedWeight& weight, QuantizedPieces pieces) override {
+    if (quantized_base_ && quantized_base_->gathered()) {
+      threads_.run([&](int r) { quantized_base_->keep(r, weight, pieces); });  // ZeRO-3: shared out, or the image
+      return;
+    }
     threads_.run([&](int r) { write_quantized(ranks_[static_cast<size_t>(r)].state->backend(), plan_, weight, pieces); });
   }
 
@@ -425,6 +434,7 @@ private:
         rank.owned.zero();
         rank.weight_shard = {&gathering_, global, rank.owned.data()};
         rank.scratch = cuda::DeviceBuffer<float>(kTransferChunkElements);
+        quantized_base_->allocate(r);
       }
       rank.state = std::make_unique<CudaRankState>(rank_setup, trainable_layout_, rank.shard.first_unit,
                                                    rank.shard.end_unit, gathered_plan_ ? &rank.weight_shard : nullptr);
@@ -451,6 +461,13 @@ private:
                                                              all_gather_fill(rank.weight_shard, *rank.side_communicator));
         rank.first_batches.add(rank.gatherer.get());
         rank.last_batch.add(rank.gatherer.get());
+        if (quantized_base_->gathered()) {
+          rank.quantized_gatherer = std::make_unique<CudaWeightGatherer>(
+              quantized_base_->gathering(), rank.state->backend(), rank.side->get(),
+              quantized_base_->fill(r, *rank.side_communicator));
+          rank.first_batches.add(rank.quantized_gatherer.get());
+          rank.last_batch.add(rank.quantized_gatherer.get());
+        }
       }
       rank.reducer = std::make_unique<CudaGradientReducer>(buckets_, *rank.state, rank.side->get(),
                                                            *rank.side_communicator, layout_.shard_gradients);
@@ -502,6 +519,12 @@ private:
     });
   }
 
+  // ZeRO-3 with the quantized base gathered: where the evaluator reads it from (host memory).
+  QuantizedPieceSource quantized_pieces() const {
+    if (!quantized_base_ || !quantized_base_->gathered()) return {};
+    return [this](const std::string& name) { return quantized_base_->host_piece(name); };
+  }
+
   CudaShardTransfer transfer(Rank& rank, int r) {
     return {*rank.state, *rank.communicator, rank.weight_shard, rank.scratch.data(), r == 0};
   }
@@ -517,6 +540,8 @@ private:
         Rank& rank = ranks_[static_cast<size_t>(r)];
         if (rank.side) rank.side->synchronize();
         rank.gatherer.reset();
+        rank.quantized_gatherer.reset();
+        if (quantized_base_) quantized_base_->release(r);
         rank.reducer.reset();
         rank.side_communicator.reset();
         rank.sequence.reset();
@@ -557,6 +582,7 @@ private:
   GradientBuckets buckets_;
   std::optional<compiler::ExecutionPlan> gathered_plan_;  // ZeRO-3: the ranks' plan (weights in gather buffers)
   compiler::WeightGathering gathering_;
+  std::optional<CudaQuantizedBase> quantized_base_;  // ZeRO-3: where the quantized base stays (persistent_quants)
   bool host_current_ = true;         // ZeRO-3: no step since the host copies were uploaded or downloaded
   std::string optimizer_name_;
   std::optional<Fp8State> fp8_;      // fp8_hybrid's scaling state (in each GPU's plan)

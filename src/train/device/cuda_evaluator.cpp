@@ -2,6 +2,7 @@
 #include "train/device/cuda_evaluator.h"
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <string>
 
@@ -10,6 +11,7 @@
 #include "cuda/host_buffer.h"
 #include "ops/parallel_for.h"
 #include "train/device/cuda_weight_gatherer.h"
+#include "train/device/quantized_base_shards.h"
 #include "train/device/weight_shards.h"
 
 namespace surogate::train {
@@ -19,20 +21,24 @@ namespace {
 // gathered layer by layer from a pinned bf16 image of those host copies.
 class CudaEvaluator final : public Evaluator {
 public:
-  CudaEvaluator(const EvaluatorSetup& setup, runtime::CudaBackend& training, const std::span<const WeightView>* gather_from)
+  CudaEvaluator(const EvaluatorSetup& setup, runtime::CudaBackend& training, const std::span<const WeightView>* gather_from,
+                const QuantizedPieceSource& quantized)
       : training_(training), loader_(setup.cache, setup.cache->eval(), setup.batch, setup.seed, setup.pad_id) {
     plan_ = compiler::compile_forward(evaluation_graph(setup, DType::BF16), *setup.registry);
     if (gather_from != nullptr) {
       host_weights_ = *gather_from;
       gathering_ = evaluation_gathering(plan_);
       compiler::apply_weight_gathering(plan_, gathering_);
+      // The quantized base from a pinned image, a world of one as offload_quants keeps it.
+      if (quantized) quantized_gathering_ = quantized_base_gathering(plan_, QuantizedBaseKeeping::Offloaded, 1);
+      compiler::apply_weight_gathering(plan_, quantized_gathering_);
     }
     loss_ = plan_.tensor("loss");
     correct_ = plan_.tensor("correct");
     backend_.share_parameters_with(training_);  // what the plan keeps whole (all of it without gathering)
     backend_.load(plan_, *setup.registry);
     inputs_ = std::make_unique<BatchInputs>(plan_);
-    if (gather_from != nullptr) start_gathering();
+    if (gather_from != nullptr) start_gathering(quantized);
   }
   ~CudaEvaluator() override {
     // The image and the events must outlive the copies in flight (none after a run: its reads wait).
@@ -54,7 +60,7 @@ public:
 private:
   // The image (every group's bf16 bits back to back, laid out as its buffer) and the observer
   // that copies a group in on the side stream, one use ahead.
-  void start_gathering() {
+  void start_gathering(const QuantizedPieceSource& quantized) {
     size_t elements = 0;
     for (const compiler::GatherGroup& group : gathering_.groups) {
       image_offsets_.push_back(elements);
@@ -68,7 +74,27 @@ private:
           CUDA_CHECK(cudaMemcpyAsync(buffer, image_.data() + image_offsets_[g], gathering_.groups[g].bytes(),
                                      cudaMemcpyHostToDevice, stream));
         });
-    backend_.set_step_observer(gatherer_.get());
+    observers_.add(gatherer_.get());
+    if (!quantized_gathering_.empty()) start_quantized_gathering(quantized);
+    backend_.set_step_observer(&observers_);
+  }
+
+  // The quantized base's image (its pieces never change: filled once) and its gatherer.
+  void start_quantized_gathering(const QuantizedPieceSource& quantized) {
+    quantized_image_ = cuda::PinnedHostBuffer<std::byte>(quantized_gathering_.owned_elements[0]);
+    std::memset(quantized_image_.data(), 0, quantized_image_.bytes());
+    const QuantizedBaseShard image{&quantized_gathering_, 0, quantized_image_.data()};
+    for (graph::TensorId id : quantized_base_pieces(plan_)) {
+      const std::span<const std::byte> bytes = quantized(plan_.graph.tensor(id).name);
+      SUROGATE_CHECK(bytes.size() == plan_.graph.tensor(id).type.size_bytes(), "quantized piece '{}' differs in size",
+                     plan_.graph.tensor(id).name);
+      std::memcpy(quantized_image_.data() + *image.offset_of(id), bytes.data(), bytes.size());
+    }
+    quantized_gatherer_ = std::make_unique<CudaWeightGatherer>(
+        quantized_gathering_, backend_, side_->get(), [this, image](size_t g, void* buffer, cudaStream_t stream) {
+          CUDA_CHECK(cudaMemcpyAsync(buffer, image.piece(g), image.piece_bytes(g), cudaMemcpyHostToDevice, stream));
+        });
+    observers_.add(quantized_gatherer_.get());
   }
 
   // The host copies rounded to bf16 (to nearest even, as the ranks round the weights they keep).
@@ -103,17 +129,22 @@ private:
   cuda::PinnedHostBuffer<uint16_t> image_;
   std::vector<size_t> image_offsets_;  // each group's start in the image (elements)
   std::unique_ptr<CudaWeightGatherer> gatherer_;
+  compiler::WeightGathering quantized_gathering_;  // empty unless the quantized base is gathered too
+  cuda::PinnedHostBuffer<std::byte> quantized_image_;
+  std::unique_ptr<CudaWeightGatherer> quantized_gatherer_;
+  runtime::StepObserverList observers_;
 };
 
 }  // namespace
 
 std::unique_ptr<Evaluator> make_cuda_evaluator(const EvaluatorSetup& setup, runtime::CudaBackend& training) {
-  return std::make_unique<CudaEvaluator>(setup, training, nullptr);
+  return std::make_unique<CudaEvaluator>(setup, training, nullptr, QuantizedPieceSource{});
 }
 
 std::unique_ptr<Evaluator> make_cuda_gathering_evaluator(const EvaluatorSetup& setup, runtime::CudaBackend& training,
-                                                         std::span<const WeightView> weights) {
-  return std::make_unique<CudaEvaluator>(setup, training, &weights);
+                                                         std::span<const WeightView> weights,
+                                                         const QuantizedPieceSource& quantized) {
+  return std::make_unique<CudaEvaluator>(setup, training, &weights, quantized);
 }
 
 }  // namespace surogate::train

@@ -5,8 +5,11 @@
 // optimizer step's weights are what it reads.
 #pragma once
 
+#include <cstddef>
+#include <functional>
 #include <memory>
 #include <span>
+#include <string>
 
 #include "runtime/cuda_backend.h"
 #include "train/evaluator.h"
@@ -20,9 +23,15 @@ std::unique_ptr<Evaluator> make_cuda_evaluator(const EvaluatorSetup& setup, runt
 // (train/device/weight_shards.h: evaluation_gathering) from a pinned bf16 image of `weights` (the
 // device's host copies, current after TrainingDevice::before_evaluation), rebuilt at the start of
 // each run() and copied in a group at a time on a side stream, one use ahead; the parameters the
-// plan keeps whole (a quantized base) are still read in place from `training`. Its GPU memory is
-// the forward arena and two layers' buffers; the image is host memory.
+// plan keeps whole (a quantized base under persistent_quants) are still read in place from
+// `training`. With `quantized` (the training GPUs keep no whole quantized base: shard_weights
+// without persistent_quants, or offload_quants) the quantized base is gathered too, layer by layer
+// from a pinned image of its pieces built once from `quantized` (each piece's bytes by name), as
+// quantized_base_shards.h's Offloaded keeping does. Its GPU memory is the forward arena and two
+// layers' buffers; the images are host memory.
+using QuantizedPieceSource = std::function<std::span<const std::byte>(const std::string& piece)>;
 std::unique_ptr<Evaluator> make_cuda_gathering_evaluator(const EvaluatorSetup& setup, runtime::CudaBackend& training,
-                                                         std::span<const WeightView> weights);
+                                                         std::span<const WeightView> weights,
+                                                         const QuantizedPieceSource& quantized = {});
 
 }  // namespace surogate::train

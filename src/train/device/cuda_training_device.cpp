@@ -148,7 +148,9 @@ private:
 std::unique_ptr<TrainingDevice> make_cuda_training_device(const TrainingDeviceSetup& setup) {
   const distributed::ParallelLayout layout = distributed::gpu_parallel_layout(
       *setup.config, probe_machine().visible_gpus, distributed::process_placement(setup.world));
-  if (layout.several_ranks() || setup.data_parallel_device) return make_cuda_data_parallel_training_device(setup, layout);
+  // offload_quants on one rank: the ZeRO-3 device of a world of one streams the quantized base.
+  if (layout.several_ranks() || setup.data_parallel_device ||
+      setup.config->offload_quants) return make_cuda_data_parallel_training_device(setup, layout);
   return std::make_unique<CudaTrainingDevice>(setup);
 }
 

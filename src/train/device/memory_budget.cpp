@@ -8,6 +8,7 @@
 #include "compiler/memory_plan.h"
 #include "distributed/shard_placement.h"
 #include "train/device/host_offload_plan.h"
+#include "train/device/quantized_base_shards.h"
 #include "train/device/weight_shards.h"
 #include "train/optim/quantization_map.h"
 
@@ -88,6 +89,16 @@ PlanMemory plan_memory(const compiler::ExecutionPlan& plan, const Config& config
     size_t largest_shard = 0;
     for (const distributed::Shard& shard : shards) largest_shard = std::max(largest_shard, shard.size());
     result.masters = largest_shard * master_bytes_per_element(config);
+  }
+  if (weight_shards > 1 || config.offload_quants) {
+    // The quantized base leaves `weights` (which counts it whole, in the parameter region) for its
+    // own category, as the devices keep it (quantized_base_shards.h).
+    const QuantizedBaseMemory whole = quantized_base_memory(plan, QuantizedBaseKeeping::Whole, 1);
+    const QuantizedBaseMemory kept = quantized_base_memory(plan, quantized_base_keeping(config), weight_shards);
+    result.weights -= std::min(result.weights, whole.device);
+    result.quantized_base = kept.device;
+    result.gathered += kept.gathered;
+    result.host_quantized = kept.host;
   }
   const HostOffloadPlan offload = plan_host_offload(config, extents);
   result.staging = offload.staging_bytes();

@@ -28,21 +28,28 @@ struct PlanMemory {
   size_t optimizer = 0;     // optimizer state
   size_t staging = 0;       // offload staging: two GPU slots (host_offload_plan.h)
   size_t gathered = 0;      // ZeRO-3: the per-layer gather buffers (weights then holds the rank's shard)
+  size_t quantized_base = 0;  // ZeRO-3: the quantized base on the device (quantized_base_shards.h); weights then excludes it
   // The activation arena above is what stays on the device with offload_residual; the residual
   // checkpoints it moves live in the plan's host region (pinned host memory on a GPU).
   size_t total() const {
-    return activations + weights + gradients + inputs + masters + accumulators + optimizer + staging + gathered;
+    return activations + weights + gradients + inputs + masters + accumulators + optimizer + staging + gathered +
+           quantized_base;
   }
   // Not on the device: what offload_master / offload_optimizer / offload_grads put in pinned
-  // host memory instead (the three categories above are then 0), and offload_residual's host region.
-  size_t host_masters = 0, host_accumulators = 0, host_optimizer = 0, host_residuals = 0;
-  size_t host() const { return host_masters + host_accumulators + host_optimizer + host_residuals; }
+  // host memory instead (the three categories above are then 0), offload_residual's host region, and
+  // offload_quants' image of the quantized base (quantized_base is then 0).
+  size_t host_masters = 0, host_accumulators = 0, host_optimizer = 0, host_residuals = 0, host_quantized = 0;
+  size_t host() const { return host_masters + host_accumulators + host_optimizer + host_residuals + host_quantized; }
 };
 // With `optimizer_shards` > 1 (data-parallel GPUs, ZeRO-1), `optimizer` is the largest shard's:
 // the trainable tensors placed over the ranks as the device places them (distributed::place_shards).
 // With `weight_shards` > 1 (ZeRO-3 over that many ranks, train/device/weight_shards.h), `weights`
 // is the parameter region left (what is not sharded) plus the largest rank's shard of the rest,
-// `gathered` the gather buffers, and `masters` the largest shard's masters.
+// `gathered` the gather buffers, and `masters` the largest shard's masters. Under ZeRO-3 (and with
+// offload_quants, which runs it on one GPU too) the quantized base is its own category, as
+// persistent_quants / offload_quants keep it: the largest rank's share (the default), the whole
+// (persistent_quants) or nothing on the device and the whole in host_quantized (offload_quants),
+// its per-layer byte buffers in `gathered`.
 PlanMemory plan_memory(const compiler::ExecutionPlan& plan, const Config& config, int optimizer_shards = 1,
                        int weight_shards = 1);
 

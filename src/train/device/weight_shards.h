@@ -3,10 +3,11 @@
 // cuda_data_parallel_device.cpp) and for the memory estimate (memory_budget.h).
 //
 // Sharded: every weight the trainer loads — the trainable ones and the frozen base of LoRA,
-// which is most of a LoRA run's memory. Not sharded: what a device writes itself (the quantized
+// which is most of a LoRA run's memory. Not here: what a device writes itself (the quantized
 // pieces of a QLoRA or fp8_hybrid base, the FP8 copies of trained weights, the FP8 scaling
-// state); a quantized base stays whole on every rank (persistent_quants / offload_quants would
-// shard it).
+// state). The quantized base has a schedule of its own, gathered as bytes
+// (quantized_base_shards.h: shared out, whole with persistent_quants, or in a host image with
+// offload_quants); the rest stays whole on every rank.
 //
 // Owners: a trainable weight is kept by the rank whose optimizer shard holds it (so the rank that
 // steps it keeps it, and nothing moves after the step); the frozen weights are placed over the
