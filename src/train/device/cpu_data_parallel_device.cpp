@@ -145,7 +145,7 @@ public:
     if (layout_.shard_weights) shard_weights(setup, shards);
     const compiler::ExecutionPlan& rank_plan = gathered_plan_ ? *gathered_plan_ : plan_;
     buckets_ = plan_gradient_buckets(rank_plan, gradients, sizes, shards,
-                                     std::max<size_t>(1, setup.gradient_bucket_bytes / sizeof(float)));
+                                     std::max<size_t>(1, setup.gradient_bucket_bytes / sizeof(float)), layout_.shard_gradients);
     for (int r = 0; r < layout_.local_ranks; ++r) {
       auto rank = std::make_unique<Rank>();
       rank->backend.load(rank_plan, sequence_groups_.registry(r, *setup.registry));

@@ -198,7 +198,8 @@ public:
     }
     const size_t accumulator_bytes = config_.gradient_dtype == GradientDtype::Bf16 ? 2 : sizeof(float);
     buckets_ = plan_gradient_buckets(gathered_plan_ ? *gathered_plan_ : plan_, gradients, sizes, shards,
-                                     std::max<size_t>(1, setup.gradient_bucket_bytes / accumulator_bytes));
+                                     std::max<size_t>(1, setup.gradient_bucket_bytes / accumulator_bytes),
+                                     layout_.shard_gradients);
     ranks_.resize(static_cast<size_t>(layout_.local_ranks));
     try {
       connect_ranks(setup, shards);

@@ -289,20 +289,6 @@ void CudaRankState::accumulate(std::span<const runtime::InputBinding> inputs, bo
   ++micro_batches_;
 }
 
-void CudaRankState::add_gradients_into(size_t first, size_t end, float* const* destinations) {
-  SUROGATE_CHECK(first <= end && end <= layout_.entries.size() && !bf16_gradients_, "fp32 gradients of trainable tensors");
-  if (first == end) return;
-  cuda_kernels::accumulate_bf16_gradients(gradient_table_.data() + first, destinations + first,
-                                          count_table_.data() + first, static_cast<int>(end - first), backend_.stream());
-}
-
-void CudaRankState::add_gradients_into(size_t first, size_t end, __nv_bfloat16* const* destinations) {
-  SUROGATE_CHECK(first <= end && end <= layout_.entries.size() && bf16_gradients_, "bf16 gradients of trainable tensors");
-  if (first == end) return;
-  cuda_kernels::accumulate_bf16_gradients(gradient_table_.data() + first, destinations + first,
-                                          count_table_.data() + first, static_cast<int>(end - first), backend_.stream());
-}
-
 size_t CudaRankState::accumulator_bytes() const {
   return static_cast<size_t>(accumulator_count_) * dtype_size_bytes(accumulator_dtype());
 }

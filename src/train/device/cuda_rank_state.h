@@ -112,10 +112,6 @@ public:
   // The micro-batch's bf16 gradients of trainable tensors [first, end) added into the accumulators
   // (and zeroed), on the backend's stream. Not with sharded accumulators.
   void add_gradients(size_t first, size_t end);
-  // The same into `destinations` (a device table with an entry per trainable tensor, in the
-  // accumulator dtype): ZeRO-2/3's staging slots.
-  void add_gradients_into(size_t first, size_t end, float* const* destinations);
-  void add_gradients_into(size_t first, size_t end, __nv_bfloat16* const* destinations);
   // The accumulators' bytes on the device (or in host memory with offload_grads).
   size_t accumulator_bytes() const;
   // The summed losses of the micro-batches since the last call (after synchronize()); MoE plans

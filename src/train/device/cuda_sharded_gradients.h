@@ -2,7 +2,8 @@
 // During every micro-batch, after the step that completes a bucket, the observer
 //   compute stream: waits until the next staging slot is free, zeroes it, and adds the
 //                   micro-batch's bf16 gradients of the bucket into it (zeroing them for the next
-//                   micro-batch, gradient_accumulate.h); records an event;
+//                   micro-batch, gradient_accumulate.h; a bucket may be part of one large tensor);
+//                   records an event;
 //   side stream:    waits for that event, reduce-scatters the slot over the ranks (the side NCCL
 //                   communicator, which ZeRO-3's gathers share, in plan order on every rank),
 //                   adds the rank's reduced piece into its shard's accumulators (CudaRankState
@@ -52,8 +53,12 @@ private:
   DType dtype_;
   size_t slot_bytes_ = 0;
   cuda::DeviceBuffer<std::byte> staging_;  // the slots, back to back
-  // Per slot, each trainable tensor's place in it (the bucket's start at the slot's start), in
-  // the accumulator dtype.
+  // The multi-tensor kernel's tables: one entry per part of a tensor in a bucket (bucket b's are
+  // entries_[b] .. entries_[b + 1]): its bf16 gradient, its count, and per slot its place there
+  // in the accumulator dtype.
+  std::vector<size_t> entries_;
+  cuda::DeviceBuffer<__nv_bfloat16*> gradient_table_;
+  cuda::DeviceBuffer<int64_t> count_table_;
   std::vector<cuda::DeviceBuffer<float*>> float_tables_;
   std::vector<cuda::DeviceBuffer<__nv_bfloat16*>> bf16_tables_;
   std::vector<cuda::Event> filled_, free_;  // per slot

@@ -9,11 +9,23 @@
 
 namespace surogate::train {
 
-std::vector<GradientBucket> cut_gradient_buckets(std::span<const size_t> unit_sizes, size_t bucket_elements) {
+std::vector<GradientBucket> cut_gradient_buckets(std::span<const size_t> unit_sizes, size_t bucket_elements,
+                                                 bool split_units) {
+  bucket_elements = std::max<size_t>(bucket_elements, 1);
   std::vector<GradientBucket> buckets;
   size_t offset = 0;
+  bool closed = true;  // the next unit starts a bucket
   for (size_t unit = 0; unit < unit_sizes.size(); ++unit) {
-    if (buckets.empty() || buckets.back().size() >= std::max<size_t>(bucket_elements, 1)) {
+    if (split_units && unit_sizes[unit] > bucket_elements) {
+      for (size_t begin = offset; begin < offset + unit_sizes[unit]; begin += bucket_elements) {
+        buckets.push_back({unit, unit + 1, begin, std::min(begin + bucket_elements, offset + unit_sizes[unit]), -1, {}});
+      }
+      offset += unit_sizes[unit];
+      closed = true;
+      continue;
+    }
+    if (closed || buckets.back().size() >= bucket_elements) {
+      closed = false;
       buckets.push_back({unit, unit, offset, offset, -1, {}});
     }
     offset += unit_sizes[unit];
@@ -25,7 +37,7 @@ std::vector<GradientBucket> cut_gradient_buckets(std::span<const size_t> unit_si
 
 GradientBuckets plan_gradient_buckets(const compiler::ExecutionPlan& plan, std::span<const graph::TensorId> gradients,
                                       std::span<const size_t> unit_sizes, std::span<const distributed::Shard> shards,
-                                      size_t bucket_elements) {
+                                      size_t bucket_elements, bool split_units) {
   SUROGATE_CHECK(gradients.size() == unit_sizes.size(), "one size per gradient");
   // The last step writing each gradient tensor (an accumulate node, or an accumulating product).
   std::map<graph::TensorId, int> last_write;
@@ -35,7 +47,7 @@ GradientBuckets plan_gradient_buckets(const compiler::ExecutionPlan& plan, std::
   const int final_step = std::max(0, static_cast<int>(plan.steps.size()) - 1);
   GradientBuckets result;
   result.ready_after.assign(plan.steps.size(), {});
-  result.buckets = cut_gradient_buckets(unit_sizes, bucket_elements);
+  result.buckets = cut_gradient_buckets(unit_sizes, bucket_elements, split_units);
   for (size_t b = 0; b < result.buckets.size(); ++b) {
     GradientBucket& bucket = result.buckets[b];
     for (size_t unit = bucket.first_unit; unit < bucket.end_unit; ++unit) {

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "core/error.h"
 
@@ -10,6 +11,12 @@ namespace surogate::train {
 
 BucketPiece owned_piece(const GradientBucket& bucket, const distributed::Shard& shard) {
   return {std::clamp(shard.begin, bucket.begin, bucket.end), std::clamp(shard.end, bucket.begin, bucket.end)};
+}
+
+BucketSegment bucket_segment(const GradientBucket& bucket, size_t offset, size_t count) {
+  const size_t begin = std::clamp(offset, bucket.begin, bucket.end);
+  const size_t end = std::clamp(offset + count, bucket.begin, bucket.end);
+  return {begin - std::min(begin, offset), begin - bucket.begin, end - begin};
 }
 
 size_t largest_bucket_elements(std::span<const GradientBucket> buckets) {
@@ -24,7 +31,7 @@ size_t sharded_accumulator_elements(std::span<const size_t> unit_sizes, int rank
   for (const distributed::Shard& shard : distributed::place_shards(unit_sizes, ranks)) {
     largest_shard = std::max(largest_shard, shard.size());
   }
-  const std::vector<GradientBucket> buckets = cut_gradient_buckets(unit_sizes, bucket_elements);
+  const std::vector<GradientBucket> buckets = cut_gradient_buckets(unit_sizes, bucket_elements, true);
   return largest_shard + static_cast<size_t>(staging_slots) * largest_bucket_elements(buckets);
 }
 
@@ -47,8 +54,10 @@ void CpuShardedGradients::after_step(size_t step) {
     // This micro-batch's gradients of the bucket, which leave the plan's tensors zeroed for the
     // next micro-batch's backward to add into.
     for (size_t unit = bucket.first_unit; unit < bucket.end_unit; ++unit) {
-      std::ranges::copy(gradients_[unit], staging_.begin() + static_cast<std::ptrdiff_t>(offsets_[unit] - bucket.begin));
-      std::ranges::fill(gradients_[unit], 0.0f);
+      const BucketSegment segment = bucket_segment(bucket, offsets_[unit], gradients_[unit].size());
+      const std::span<float> part = gradients_[unit].subspan(segment.from, segment.count);
+      std::ranges::copy(part, staging_.begin() + static_cast<std::ptrdiff_t>(segment.into));
+      std::ranges::fill(part, 0.0f);
     }
     communicator_.reduce_scatter_sum(staging_.data(), bucket.piece_counts, DType::F32);
     const BucketPiece piece = owned_piece(bucket, shard_);
@@ -69,13 +78,16 @@ void CpuShardedGradients::all_gather(std::span<const WeightView> trainable) {
   SUROGATE_CHECK(trainable.size() == gradients_.size(), "one weight per gradient");
   const auto own = [&](size_t unit) { return unit >= shard_.first_unit && unit < shard_.end_unit; };
   for (const GradientBucket& bucket : buckets_.buckets) {
-    const auto in_slot = [&](size_t unit) { return staging_.data() + (offsets_[unit] - bucket.begin); };
+    const auto part = [&](size_t unit) {
+      const BucketSegment segment = bucket_segment(bucket, offsets_[unit], trainable[unit].values.size());
+      return std::pair{trainable[unit].values.subspan(segment.from, segment.count), staging_.data() + segment.into};
+    };
     for (size_t unit = bucket.first_unit; unit < bucket.end_unit; ++unit) {
-      if (own(unit)) std::ranges::copy(trainable[unit].values, in_slot(unit));
+      if (const auto [values, slot] = part(unit); own(unit)) std::ranges::copy(values, slot);
     }
     communicator_.all_gather(staging_.data(), bucket.piece_counts, DType::F32);
     for (size_t unit = bucket.first_unit; unit < bucket.end_unit; ++unit) {
-      if (!own(unit)) std::copy_n(in_slot(unit), trainable[unit].values.size(), trainable[unit].values.begin());
+      if (const auto [values, slot] = part(unit); !own(unit)) std::copy_n(slot, values.size(), values.begin());
     }
   }
 }

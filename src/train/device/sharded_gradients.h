@@ -49,6 +49,13 @@ struct BucketPiece {
 };
 BucketPiece owned_piece(const GradientBucket& bucket, const distributed::Shard& shard);
 
+// The part of a unit (its elements [offset, offset + count) of the flat buffer) in `bucket`: `count`
+// elements from `from` into the unit, at `into` in the bucket (a bucket may be part of one unit).
+struct BucketSegment {
+  size_t from = 0, into = 0, count = 0;
+};
+BucketSegment bucket_segment(const GradientBucket& bucket, size_t offset, size_t count);
+
 // The largest bucket's elements: what one staging slot holds.
 size_t largest_bucket_elements(std::span<const GradientBucket> buckets);
 
