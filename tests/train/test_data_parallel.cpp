@@ -20,9 +20,10 @@
 // tolerances hold for full fine-tuning, LoRA with dropout and pt with NorMuon (the gradients are
 // the same sums as ZeRO-2's, and the gathered weights are the owners' bits), a ZeRO-3 run resumes
 // exactly on its world size and continues on another (ZeRO-3 or one rank). The gradients travel
-// in buckets during the last micro-batch's backward: with buckets of 4 KiB (a dozen or more on
-// the quickstart model) two ranks give bit for bit what one bucket gives (a sum of two fp32
-// values does not depend on the order), ZeRO-1 and ZeRO-2.
+// in buckets during the last micro-batch's backward (ZeRO-1), or every micro-batch's into the
+// shard's accumulators (ZeRO-2/3): with buckets of 4 KiB (a dozen or more on the quickstart
+// model) two ranks give bit for bit what one bucket gives (a sum of two fp32 values does not
+// depend on the order), ZeRO-1 and ZeRO-2.
 #include <gtest/gtest.h>
 
 #include <algorithm>
