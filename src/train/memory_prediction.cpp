@@ -105,6 +105,13 @@ std::vector<Lever> levers(int sm, bool cuda) {
       offload_lever("offload_master: true (fp32 master weights in pinned host memory)", &Config::offload_master, cuda),
       offload_lever("offload_grads: true (gradient accumulators in pinned host memory; slow)", &Config::offload_grads,
                     cuda),
+      {"zero_level: 2 (each data-parallel rank accumulates only its shard of the gradients)",
+       [](Config& c) {
+         if (c.shard_gradients || c.shard_weights || c.zero_level >= 2 || c.gpus == 1) return false;
+         c.zero_level = 2;
+         c.shard_gradients = true;
+         return true;
+       }},
       {"zero_level: 3 (each data-parallel rank keeps its shard of the weights, gathered a layer at a time)",
        [](Config& c) {
          if (c.shard_weights || c.zero_level >= 3 || c.gpus == 1) return false;
@@ -304,8 +311,9 @@ std::string format_memory_prediction(const MemoryPrediction& p) {
                        "the optimizer state shared out among its replicas)\n", p.ranks);
   } else if (p.ranks > 1) {
     out += fmt::format("#   ({} data-parallel rank threads: each holds the above but the evaluation{}, and the optimizer "
-                       "state is shared out among them{})\n",
+                       "state is shared out among them{}{})\n",
                        p.ranks, p.shard_weights ? " and the host copies" : "",
+                       p.shard_gradients ? "; ZeRO-2: each accumulates its shard's gradients, beside one gradient bucket" : "",
                        p.shard_weights ? "; ZeRO-3: each keeps its shard of the weights and gathers a layer at a time" : "");
   }
   if (p.gpus > 1) {
@@ -315,8 +323,8 @@ std::string format_memory_prediction(const MemoryPrediction& p) {
                        p.shard_weights ? "; ZeRO-3 keeps the largest shard of the weights and their masters, and gathers "
                                          "a layer at a time into the per-layer buffers"
                                        : "",
-                       p.shard_gradients ? "; ZeRO-2 reduce-scatters the gradients, but each GPU still "
-                                           "accumulates its micro-batches into full-size accumulators"
+                       p.shard_gradients ? "; ZeRO-2 reduce-scatters every micro-batch's gradients, so the "
+                                           "accumulators are the largest shard's and two gradient buckets"
                                          : "");
   }
   out += fmt::format("#   {:<44} {:>12} of {} offered (with {} kept free): {}\n", "predicted peak",

@@ -217,6 +217,7 @@ Run::Run(const Config& config, const TrainerOptions& options)
     device_ = make_cpu_training_device(device_setup);
   }
   end_phase("device");
+  result_.gradient_accumulator_bytes = device_->gradient_accumulator_bytes();
   const std::span<const WeightView> weights = device_->weights();
   // Every base weight is loaded (or initialised) into the device's host copy, or, when the plan
   // stores it quantized, into one scratch buffer that is quantized onto the device at once.

@@ -99,6 +99,7 @@ struct TrainingResult {
   std::filesystem::path report_file;  // empty when stopped early
   std::filesystem::path checkpoint;   // the last checkpoint this run wrote or resumed from (empty: none)
   bool stopped = false;               // stop_requested ended the run before its last step
+  size_t gradient_accumulator_bytes = 0;  // per rank (TrainingDevice::gradient_accumulator_bytes)
 };
 
 TrainingResult run_training(const Config& config, const TrainerOptions& options);

@@ -20,6 +20,7 @@
 #include "models/fp16_emulation.h"
 #include "ops/defs/register_ops.h"
 #include "train/device/memory_budget.h"
+#include "train/device/sharded_gradients.h"
 #include "train/device/weight_shards.h"
 #include "train/lora_targets.h"
 
@@ -162,6 +163,13 @@ TrainingPlan plan_training(const Config& config, const io::ModelConfig& model, c
   // ZeRO-3 shards the weights over several ranks (one rank has nothing to shard).
   memory.shard_weights = layout.shard_weights && layout.several_ranks();
   const int weight_shards = memory.shard_weights ? layout.gradient_group_size() : 1;
+  // ZeRO-2/3 shrink each rank's gradient accumulators to its shard and the bucket staging.
+  GradientSharding gradient_sharding;
+  if (layout.shard_gradients && layout.several_ranks()) {
+    gradient_sharding.ranks = layout.gradient_group_size();
+    gradient_sharding.staging_slots =
+        backend == TrainingBackend::Cuda ? kCudaGradientStagingSlots : kCpuGradientStagingSlots;
+  }
   memory.context = backend == TrainingBackend::Cuda ? kCudaContextBytes : 0;
   // The evaluator's own backend (forward only, no dropout): its arena and LM-head scratch. Under
   // ZeRO-3 a GPU's evaluator gathers the weights layer by layer too (its own gather buffers); CPU
@@ -186,7 +194,7 @@ TrainingPlan plan_training(const Config& config, const io::ModelConfig& model, c
   // The parts a recompute choice changes are the plan's own; the rest is fixed above.
   auto estimate = [&](const compiler::ExecutionPlan& plan) {
     MemoryEstimate candidate = memory;
-    candidate.plan = plan_memory(plan, config, optimizer_shards, weight_shards);
+    candidate.plan = plan_memory(plan, config, optimizer_shards, weight_shards, gradient_sharding);
     // offload_residual's host region is the device's own memory on the CPU backend.
     if (backend == TrainingBackend::Cpu) candidate.plan.activations += std::exchange(candidate.plan.host_residuals, 0);
     // offload_quants' image is one per process, in the CPU ranks' own memory.

@@ -198,17 +198,23 @@ def test_data_parallel_gpus_are_predicted_per_gpu_with_the_optimizer_state_shard
         share = gib(out, "optimizer state") / gib(one, "optimizer state")
         assert 1 / count - 0.01 <= share <= 1 / count + 0.2, share
         assert gib(out, "predicted peak") < gib(one, "predicted peak")
-    # ZeRO-2 says what it does and does not shrink yet.
+    # ZeRO-2 reduces every micro-batch's gradients, so a GPU accumulates its shard only: about
+    # half of them on 2 GPUs (whole tensors, as the optimizer shard), plus two buckets of 32 MiB.
     result = run_surogate(surogate_bin, "pt", job, "--dry-run", "--gpu-memory", "80GiB", "--gpus=2", "--zero_level=2")
     assert result.returncode == 0, result.stderr
-    assert "ZeRO-2 reduce-scatters the gradients" in result.stdout
+    assert "ZeRO-2 reduce-scatters every micro-batch's gradients" in result.stdout
+    share = gib(result.stdout, "gradient accumulators") / gib(one, "gradient accumulators")
+    assert 1 / 2 - 0.01 <= share <= 1 / 2 + 0.2, share
+    saved = gib(outputs[2], "gradient accumulators") - gib(result.stdout, "gradient accumulators")
+    assert abs(gib(outputs[2], "predicted peak") - gib(result.stdout, "predicted peak") - saved) < 0.02
 
 
 def test_zero_three_predicts_each_gpu_with_its_shard_of_the_weights(surogate_bin, tmp_path):
     # Full fine-tuning of the 1.7B shape on 4 GPUs: under ZeRO-3 a GPU keeps its shard of the bf16
     # weights and of the fp32 masters (whole tensors: an even share plus at most the tied
-    # embedding), beside gather buffers of about the embedding plus a layer; the gradients and
-    # accumulators stay full-size (ZeRO-2's), so the peak falls by what the weights and masters save.
+    # embedding), beside gather buffers of about the embedding plus a layer; its gradient
+    # accumulators shrink to its shard as under ZeRO-2 (the per-micro-batch gradient region stays
+    # whole), so the peak falls by what the weights, masters and accumulators save.
     job = write_job(tmp_path, lora=False)
     outputs = {}
     for zero in ("1", "3"):
@@ -222,7 +228,8 @@ def test_zero_three_predicts_each_gpu_with_its_shard_of_the_weights(surogate_bin
     assert 1 / 4 - 0.01 <= gib(three, "master weights (trainable)") / gib(one, "master weights (trainable)") <= 1 / 4 + 0.2
     assert 0 < gib(three, "gathered weights (per-layer buffers)") < 0.3 * weights
     assert gib(one, "gathered weights (per-layer buffers)") == 0
-    for category in ["optimizer state", "gradient accumulators", "activations (planned arena)"]:
+    assert 1 / 4 - 0.01 <= gib(three, "gradient accumulators") / gib(one, "gradient accumulators") <= 1 / 4 + 0.2
+    for category in ["optimizer state", "gradients (one micro-batch)", "activations (planned arena)"]:
         assert gib(three, category) == gib(one, category), category
     assert gib(three, "predicted peak") < gib(one, "predicted peak") - 0.5 * weights
     # On a GPU too small for ZeRO-1, zero_level: 3 is named among the options that make it fit,
@@ -230,6 +237,10 @@ def test_zero_three_predicts_each_gpu_with_its_shard_of_the_weights(surogate_bin
     result = run_surogate(surogate_bin, "pt", job, "--dry-run", "--gpu-memory", "24GiB", "--gpus=4")
     assert "does NOT fit" in result.stdout and "- zero_level: 3" in result.stdout, result.stdout
     assert "- master_dtype: bf16" not in result.stdout
+    # A little short of ZeRO-1, zero_level: 2's smaller accumulators are enough, and named.
+    result = run_surogate(surogate_bin, "pt", job, "--dry-run", "--gpu-memory", "26GiB", "--gpus=4")
+    assert "does NOT fit" in result.stdout, result.stdout
+    assert "- zero_level: 2 (each data-parallel rank accumulates only its shard of the gradients)" in result.stdout
 
 
 def test_offloading_moves_masters_and_optimizer_state_to_host_memory(surogate_bin, tmp_path):

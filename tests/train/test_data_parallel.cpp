@@ -20,15 +20,17 @@
 // tolerances hold for full fine-tuning, LoRA with dropout and pt with NorMuon (the gradients are
 // the same sums as ZeRO-2's, and the gathered weights are the owners' bits), a ZeRO-3 run resumes
 // exactly on its world size and continues on another (ZeRO-3 or one rank). The gradients travel
-// in buckets during the last micro-batch's backward: with buckets of 4 KiB (a dozen or more on
-// the quickstart model) two ranks give bit for bit what one bucket gives (a sum of two fp32
-// values does not depend on the order), ZeRO-1 and ZeRO-2.
+// in buckets during the last micro-batch's backward (ZeRO-1), or every micro-batch's into the
+// shard's accumulators (ZeRO-2/3): with buckets of 4 KiB (a dozen or more on the quickstart
+// model) two ranks give bit for bit what one bucket gives (a sum of two fp32 values does not
+// depend on the order), ZeRO-1 and ZeRO-2.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <set>
 #include <string>
 
@@ -266,6 +268,32 @@ TEST_F(DataParallelTest, SmallGradientBucketsGiveTwoRanksExactlyWhatOneBucketGiv
     EXPECT_EQ(largest_weight_difference(root_ / ("dp_one_bucket_z" + tag) / "checkpoint-4" / "model.safetensors",
                                         root_ / ("dp_buckets_z" + tag) / "checkpoint-4" / "model.safetensors"),
               0.0);
+  }
+}
+
+// ZeRO-2/3 keep gradient accumulators for the rank's shard only (sharded_gradients.h): with 3 ranks
+// a rank's accumulators and its bucket staging are about a third of ZeRO-1's full-size ones.
+// Shards are whole tensors (an even share, give or take one tensor: the quickstart model's largest
+// is under a tenth of it), and the staging is one bucket of at most 2 × 4 KiB; ZeRO-1 and a world
+// of one keep every tensor's. The losses of the three levels stay within the stated tolerance.
+TEST_F(DataParallelTest, ZeroTwoAndThreeShrinkEachRanksGradientAccumulators) {
+  const std::string job = "max_steps: 2\nwarmup_steps: 1\noptimizer: adamw\ngpus: 3\ngradient_accumulation_steps: 2\n";
+  std::map<std::string, TrainingResult> results;
+  for (const std::string zero : {"1", "2", "3"}) {
+    results[zero] = run_training(config("dp_accumulators_z" + zero, job + "zero_level: " + zero + "\n"), small_buckets());
+  }
+  size_t trainable = 0;
+  io::SafetensorsFile model = io::SafetensorsFile::open(root_ / "dp_accumulators_z1" / "model.safetensors");
+  for (const io::SafetensorsTensor& tensor : model.tensors()) trainable += tensor.bytes.size();
+  const size_t zero1 = results["1"].gradient_accumulator_bytes;
+  EXPECT_EQ(zero1, trainable) << "ZeRO-1: every trainable tensor's fp32 accumulator";
+  for (const std::string zero : {"2", "3"}) {
+    const size_t sharded = results[zero].gradient_accumulator_bytes;
+    fmt::print("ZeRO-{}: {} bytes of accumulators per rank, ZeRO-1 {} ({:.3f})\n", zero, sharded, zero1,
+               static_cast<double>(sharded) / static_cast<double>(zero1));
+    EXPECT_GT(sharded, zero1 / 3) << "ZeRO-" << zero;
+    EXPECT_LT(sharded, zero1 / 3 + zero1 / 10 + 2 * 4096) << "ZeRO-" << zero;
+    expect_same_losses(results["1"].step_losses, results[zero].step_losses);
   }
 }
 

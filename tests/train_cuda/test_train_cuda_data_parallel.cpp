@@ -3,16 +3,20 @@
 //
 // World of one (any machine with one GPU): the data-parallel device with one rank — its rank
 // thread, CudaRankState, NCCL communicators on the rank's stream and on its side stream, the
-// gradient buckets (4 KiB here, so a dozen or more) added and all-reduced / reduce-scattered on
-// the side stream during the last micro-batch's backward, all-gather of the masters — against the
-// plain single-GPU device.
+// gradient buckets (4 KiB here, so a dozen or more) added and all-reduced on the side stream
+// during the last micro-batch's backward (ZeRO-1), or under ZeRO-2/3 staged and reduce-scattered
+// on the side stream during every micro-batch into the shard's accumulators (two staging slots,
+// tensors larger than a bucket split: cuda_sharded_gradients.h), all-gather of the masters —
+// against the plain single-GPU device.
 // Tolerance: none. One rank's collectives copy or leave its buffers unchanged (a sum over one
 // rank), the grad norm and clip factor are the same kernel's (ZeRO-2: the host's sqrt of the
 // squared float norm is that float exactly, and its clip factor is global_grad_norm's formula in
 // the same float arithmetic), and the same kernels run in the same order: per-step losses equal
 // bit for bit, and the checkpoints' weights and optimizer state byte for byte.
 //   full fine-tuning (adamw, ZeRO-1), LoRA with dropout (adamw_8bit), QLoRA, ZeRO-2 with clipping
-//   (normuon, full), gradient_dtype bf16 (bf16 all-reduce), pt, fp8_hybrid full fine-tuning (the
+//   (normuon, full), ZeRO-2 with gradient_dtype bf16 over 3 micro-batches (bf16 staging: a copy of
+//   the bf16 gradient, added into the bf16 accumulator as the single GPU adds it), gradient_dtype
+//   bf16 (bf16 all-reduce), pt, fp8_hybrid full fine-tuning (the
 //   scaling state's all-reduce max over one rank changes nothing); a checkpoint of the
 //   data-parallel device resumes on the single-GPU device exactly (the single-GPU format).
 //   ZeRO-3: the weights in gather buffers filled on the side stream one use ahead (the rank's own
@@ -32,13 +36,16 @@
 // fp8_hybrid on 2 GPUs: the same bounds (the scaling state is all-reduced with the max before each
 // roll, so both GPUs quantize with the scales one GPU uses). ZeRO-3 on 2 GPUs, full fine-tuning and
 // LoRA: the same bounds (the gathered weights are the owners' bf16 bits; the gradients are
-// ZeRO-2's sums).
+// ZeRO-2's sums). ZeRO-2/3 on 2 GPUs over 3 micro-batches each, fp32 and bf16 accumulators: the
+// same bounds, and each GPU's accumulators with the staging under 0.6 of ZeRO-1's (its shard:
+// whole tensors, about half; two slots of at most 2 × 4 KiB).
 #include <gtest/gtest.h>
 
 #include <cuda_runtime_api.h>
 
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -112,6 +119,11 @@ TEST_F(CudaDataParallelTest, QloraOnAWorldOfOneEqualsTheSingleGpuDevice) {
 TEST_F(CudaDataParallelTest, ZeroTwoWithClippingAndNorMuonOnAWorldOfOneEqualsTheSingleGpuDevice) {
   expect_world_of_one_equals_single_gpu("zero2", "optimizer: normuon\nzero_level: 2\nmax_grad_norm: 0.5\n"
                                                  "learning_rate: 1e-2\n");
+}
+
+TEST_F(CudaDataParallelTest, ZeroTwoWithBf16GradientsOverThreeMicroBatchesOnAWorldOfOneEqualsTheSingleGpuDevice) {
+  expect_world_of_one_equals_single_gpu("zero2-bf16", "optimizer: adamw\nzero_level: 2\ngradient_dtype: bf16\n"
+                                                      "gradient_accumulation_steps: 3\nmax_grad_norm: 0.5\n");
 }
 
 TEST_F(CudaDataParallelTest, Bf16GradientsAndPretrainingOnAWorldOfOneEqualTheSingleGpuDevice) {
@@ -214,6 +226,32 @@ TEST_F(CudaDataParallelTest, TwoGpusZeroThreeMatchOneGpuWithTwiceTheAccumulation
     TrainingResult two = run_training(
         config("dp2-zero3-" + tag, common + "gpus: 2\nzero_level: 3\ngradient_accumulation_steps: 2\n"), buckets);
     expect_tracks("gpus-2-zero-3-" + tag, one, two, 1e-5, 0.01, 0.005);
+  }
+}
+
+TEST_F(CudaDataParallelTest, TwoGpusZeroTwoAndThreeAccumulateTheirShardOnlyAndMatchOneGpu) {
+  if (visible_gpus() < 2) GTEST_SKIP() << "needs 2 GPUs, " << visible_gpus() << " visible";
+  for (const std::string dtype : {"fp32", "bf16"}) {
+    const std::string common = "max_steps: 20\noptimizer: adamw\nmax_grad_norm: 0.5\nper_device_train_batch_size: 2\n"
+                               "gradient_dtype: " + dtype + "\n";
+    TrainingResult one = run_training(config("dp1-shards-" + dtype, common + "gradient_accumulation_steps: 6\n"),
+                                      on(TrainingBackend::Cuda));
+    TrainerOptions buckets = on(TrainingBackend::Cuda);
+    buckets.gradient_bucket_bytes = 4096;
+    std::map<std::string, size_t> bytes;
+    for (const std::string zero : {"1", "2", "3"}) {
+      SCOPED_TRACE(dtype + " zero_level " + zero);
+      TrainingResult two = run_training(config("dp2-shards-" + dtype + "-z" + zero,
+                                               common + "gpus: 2\ngradient_accumulation_steps: 3\nzero_level: " + zero + "\n"),
+                                        buckets);
+      expect_tracks("gpus-2-shards-" + dtype + "-zero-" + zero, one, two, 1e-5, 0.01, 0.005);
+      bytes[zero] = two.gradient_accumulator_bytes;
+    }
+    EXPECT_GT(bytes["1"], 0u);
+    for (const std::string zero : {"2", "3"}) {
+      EXPECT_GT(bytes[zero], bytes["1"] / 2) << dtype << " zero_level " << zero;
+      EXPECT_LT(bytes[zero], bytes["1"] * 6 / 10) << dtype << " zero_level " << zero << " vs ZeRO-1 " << bytes["1"];
+    }
   }
 }
 

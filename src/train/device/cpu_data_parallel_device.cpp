@@ -18,8 +18,10 @@
 //     The gradients travel in buckets (gradient_buckets.h): during each rank's last micro-batch,
 //     a bucket of the flat buffer is packed and summed as soon as the backward has written its
 //     last gradient.
-//   ZeRO-2 (layout.shard_gradients): a reduce-scatter instead of the all-reduce, so rank r ends
-//     with the summed gradients of its shard only; the norm is the ranks' sums of squares added.
+//   ZeRO-2 (layout.shard_gradients): every micro-batch's buckets are reduce-scattered as the
+//     backward completes them and each rank adds its piece into accumulators of its shard only
+//     (sharded_gradients.h: no full-size flat buffer); the norm is the ranks' sums of squares
+//     added, and update() all-gathers the weights bucket by bucket through the same staging.
 //   update(): rank r clips and steps the optimizer for its shard only (distributed::place_shards:
 //     a contiguous run of whole tensors of the flat buffer; its optimizer holds state for those
 //     tensors alone: ZeRO-1), writes its updated weights into its piece of the flat buffer, and
@@ -77,6 +79,7 @@
 #include "train/device/cpu_parameters.h"
 #include "train/device/cpu_weight_gatherer.h"
 #include "train/device/cpu_quantized_base.h"
+#include "train/device/sharded_gradients.h"
 #include "train/device/weight_shards.h"
 #include "train/device/micro_batch.h"
 #include "train/device/sequence_groups.h"
@@ -99,7 +102,8 @@ struct Rank {
   std::vector<MicroBatch> pending;
   double loss_sum = 0.0, aux_sum = 0.0;
   double shard_squares = 0.0;              // ZeRO-2: the sum of squares of the shard's summed gradients
-  std::vector<float> flat;                 // gradients in measure(), weights in update()
+  std::vector<float> flat;                 // ZeRO-1: gradients in measure(), weights in update()
+  std::unique_ptr<CpuShardedGradients> sharded;  // ZeRO-2/3: the shard's accumulators, reduced every micro-batch
   std::unique_ptr<CpuWeightGatherer> gatherer;  // ZeRO-3: the rank's pieces and their gathers
   std::unique_ptr<runtime::StepObserver> quantized_gatherer;  // ZeRO-3: the quantized base's gathers
   std::unique_ptr<CpuGradientReducer> reducer;  // the gradient buckets, during the last micro-batch
@@ -143,7 +147,7 @@ public:
     if (layout_.shard_weights) shard_weights(setup, shards);
     const compiler::ExecutionPlan& rank_plan = gathered_plan_ ? *gathered_plan_ : plan_;
     buckets_ = plan_gradient_buckets(rank_plan, gradients, sizes, shards,
-                                     std::max<size_t>(1, setup.gradient_bucket_bytes / sizeof(float)));
+                                     std::max<size_t>(1, setup.gradient_bucket_bytes / sizeof(float)), layout_.shard_gradients);
     for (int r = 0; r < layout_.local_ranks; ++r) {
       auto rank = std::make_unique<Rank>();
       rank->backend.load(rank_plan, sequence_groups_.registry(r, *setup.registry));
@@ -158,7 +162,7 @@ public:
     for (int r = 0; r < layout_.local_ranks; ++r) {
       Rank& rank = *ranks_[static_cast<size_t>(r)];
       rank.shard = shards[static_cast<size_t>(layout_.first_rank + r)];
-      rank.flat.assign(total_, 0.0f);
+      if (!layout_.shard_gradients) rank.flat.assign(total_, 0.0f);
       if (gathered_plan_) {
         rank.gatherer = std::make_unique<CpuWeightGatherer>(gathering_, layout_.first_rank + r, rank.backend,
                                                             *rank.communicator);
@@ -171,12 +175,20 @@ public:
           rank.last_batch.add(rank.quantized_gatherer.get());
         }
       }
-      rank.reducer = std::make_unique<CpuGradientReducer>(buckets_, rank.parameters.gradients, offsets_, rank.flat.data(),
-                                                          *rank.communicator, layout_.shard_gradients);
-      rank.last_batch.add(rank.reducer.get());
+      if (layout_.shard_gradients) {
+        std::vector<std::span<float>> views;
+        for (graph::TensorId id : gradients) views.push_back(rank.backend.view<float>(id));
+        rank.sharded = std::make_unique<CpuShardedGradients>(buckets_, std::move(views), rank.shard, *rank.communicator);
+        rank.first_batches.add(rank.sharded.get());
+        rank.last_batch.add(rank.sharded.get());
+      } else {
+        rank.reducer = std::make_unique<CpuGradientReducer>(buckets_, rank.parameters.gradients, offsets_,
+                                                            rank.flat.data(), *rank.communicator);
+        rank.last_batch.add(rank.reducer.get());
+      }
       for (size_t unit = rank.shard.first_unit; unit < rank.shard.end_unit; ++unit) {
         ParameterSlot slot = rank.parameters.slots[unit];
-        slot.gradient = rank.flat.data() + offsets_[unit];
+        slot.gradient = rank.sharded ? rank.sharded->accumulator(unit) : rank.flat.data() + offsets_[unit];
         // ZeRO-3: the master is the rank's own copy, which the gathers read.
         if (rank.gatherer) slot.master = rank.gatherer->owned(trainable_ids_[unit]).data();
         rank.shard_slots.push_back(slot);
@@ -284,8 +296,8 @@ public:
       }
       rank.backend.set_step_observer(nullptr);
       rank.pending.clear();
-      if (layout_.shard_gradients) {
-        const std::span<const float> shard(rank.flat.data() + rank.shard.begin, rank.shard.size());
+      if (rank.sharded) {
+        const std::span<const float> shard = rank.sharded->accumulators();
         rank.shard_squares = ops::sum_of_squares(shard.data(), static_cast<int64_t>(shard.size()));
       }
     });
@@ -324,6 +336,7 @@ public:
       if (!rank.gatherer) publish_shard(rank);
       refresh_fp8_weight_copies(rank.backend, fp8_copies_);
       rank.backend.zero_gradients();
+      if (rank.sharded) rank.sharded->zero();
       if (fp8_) {
         std::span<float> state = rank.backend.view<float>(fp8_->tensor);
         rank.communicator->all_reduce_amax(state.data(), state.size());
@@ -334,7 +347,19 @@ public:
   }
 
   void skip_update() override {
-    threads_.run([&](int r) { ranks_[static_cast<size_t>(r)]->backend.zero_gradients(); });
+    threads_.run([&](int r) {
+      Rank& rank = *ranks_[static_cast<size_t>(r)];
+      rank.backend.zero_gradients();
+      if (rank.sharded) rank.sharded->zero();
+    });
+  }
+
+  size_t gradient_accumulator_bytes() const override {
+    size_t largest = 0;
+    for (const auto& rank : ranks_) {
+      largest = std::max(largest, rank->sharded ? rank->sharded->bytes() : rank->flat.size() * sizeof(float));
+    }
+    return largest;
   }
 
 private:
@@ -371,9 +396,14 @@ private:
     }
   }
 
-  // ZeRO-1/2: this rank's updated weights to every rank through the flat buffer.
+  // ZeRO-1: this rank's updated weights to every rank through the flat buffer; ZeRO-2 through the
+  // bucket staging.
   void publish_shard(Rank& rank) {
     const std::vector<WeightView>& trainable = rank.parameters.trainable;
+    if (rank.sharded) {
+      rank.sharded->all_gather(trainable);
+      return;
+    }
     for (size_t unit = rank.shard.first_unit; unit < rank.shard.end_unit; ++unit) {
       std::memcpy(rank.flat.data() + offsets_[unit], trainable[unit].values.data(), trainable[unit].values.size_bytes());
     }

@@ -25,9 +25,11 @@
 //     gradient, as one GPU computes it with accumulation N × A, up to the order of the additions.
 //     The norm and clip factor come from the summed buffer (global_grad_norm on the device); the
 //     loss is the ranks' losses summed in rank order (process_window.h).
-//   ZeRO-2 (layout.shard_gradients): a reduce-scatter instead of the all-reduce, so rank r holds
-//     the summed gradients of its shard only; each rank takes its shard's norm, the host adds the
-//     squares and every rank's device clip factor is set from the total.
+//   ZeRO-2 (layout.shard_gradients): every micro-batch's buckets are reduce-scattered on the side
+//     stream as the backward completes them, and each rank adds its piece into accumulators of its
+//     shard only (cuda_sharded_gradients.h: two bucket-sized staging slots instead of full-size
+//     accumulators); each rank takes its shard's norm, the host adds the squares and every rank's
+//     device clip factor is set from the total.
 //   ZeRO-3 (layout.shard_weights): each GPU's backend runs the plan with the weights in gather
 //     buffers (compiler/weight_gathering.h, weight_shards.h); the rank keeps its pieces in bf16
 //     (CudaWeightShard: its trainable weights, which its optimizer writes, and its share of the
@@ -37,8 +39,8 @@
 //     in chunks (each owner rounds its own to bf16 and keeps the fp32 masters of its trainable
 //     ones); download() and before_evaluation() broadcast each trainable tensor's master from its
 //     owner into the host copies, which the evaluator (a gathering one: cuda_evaluator.h) reads.
-//     With an observer the backend runs eagerly: ZeRO-3 gives up CUDA graphs, and the other levels
-//     keep them for all but each step's last micro-batch.
+//     With an observer the backend runs eagerly: ZeRO-2 and ZeRO-3 give up CUDA graphs (every
+//     micro-batch reduces its buckets), and ZeRO-1 keeps them for all but each step's last micro-batch.
 //   update(): rank r steps its optimizer for its shard only (distributed::place_shards over the
 //     flat buffer's tensors; ZeRO-1: its optimizer holds state for those tensors alone), which
 //     updates its fp32 masters and bf16 weights of the shard; an NCCL all-gather of the flat fp32
@@ -90,6 +92,7 @@
 #include "distributed/shard_placement.h"
 #include "train/device/cuda_evaluator.h"
 #include "train/device/cuda_gradient_reducer.h"
+#include "train/device/cuda_sharded_gradients.h"
 #include "train/device/cuda_weight_gatherer.h"
 #include "train/device/cuda_quantized_base.h"
 #include "train/device/cuda_weight_transfer.h"
@@ -115,7 +118,8 @@ struct Rank {
   // The side stream and its own NCCL communicator: the gradient buckets, ZeRO-3's gathers.
   std::optional<cuda::Stream> side;
   std::unique_ptr<distributed::Communicator> side_communicator;
-  std::unique_ptr<CudaGradientReducer> reducer;
+  std::unique_ptr<CudaGradientReducer> reducer;   // ZeRO-1
+  std::unique_ptr<CudaShardedGradients> sharded;  // ZeRO-2/3
   cuda::DeviceBuffer<__nv_bfloat16> owned;  // ZeRO-3: the rank's pieces of the weights
   CudaWeightShard weight_shard;
   std::unique_ptr<CudaWeightGatherer> gatherer;
@@ -198,7 +202,8 @@ public:
     }
     const size_t accumulator_bytes = config_.gradient_dtype == GradientDtype::Bf16 ? 2 : sizeof(float);
     buckets_ = plan_gradient_buckets(gathered_plan_ ? *gathered_plan_ : plan_, gradients, sizes, shards,
-                                     std::max<size_t>(1, setup.gradient_bucket_bytes / accumulator_bytes));
+                                     std::max<size_t>(1, setup.gradient_bucket_bytes / accumulator_bytes),
+                                     layout_.shard_gradients);
     ranks_.resize(static_cast<size_t>(layout_.local_ranks));
     try {
       connect_ranks(setup, shards);
@@ -343,11 +348,12 @@ public:
         const bool last = index + 1 == rank.pending.size();
         runtime::StepObserverList& observers = last ? rank.last_batch : rank.first_batches;
         rank.state->backend().set_step_observer(observers.empty() ? nullptr : &observers);
-        rank.state->accumulate(rank.pending[index].bindings(), !last);
+        rank.state->accumulate(rank.pending[index].bindings(), !last && !rank.sharded);
       }
       rank.state->backend().set_step_observer(nullptr);
       rank.pending.clear();
-      rank.reducer->finish();
+      if (rank.sharded) rank.sharded->finish();
+      else rank.reducer->finish();
     });
     const size_t tensors = trainable_layout_.entries.size();
     threads_.run([&](int r) {
@@ -410,6 +416,14 @@ public:
     threads_.run([&](int r) { ranks_[static_cast<size_t>(r)].state->zero_accumulators(); });
   }
 
+  size_t gradient_accumulator_bytes() const override {
+    size_t largest = 0;
+    for (const Rank& rank : ranks_) {
+      largest = std::max(largest, rank.state->accumulator_bytes() + (rank.sharded ? rank.sharded->staging_bytes() : 0));
+    }
+    return largest;
+  }
+
 private:
   // Every rank's state first (no collective yet, so a rank that fails here, e.g. out of memory,
   // stops the run with its message), then the NCCL world on the ranks' streams.
@@ -437,7 +451,8 @@ private:
         quantized_base_->allocate(r);
       }
       rank.state = std::make_unique<CudaRankState>(rank_setup, trainable_layout_, rank.shard.first_unit,
-                                                   rank.shard.end_unit, gathered_plan_ ? &rank.weight_shard : nullptr);
+                                                   rank.shard.end_unit, gathered_plan_ ? &rank.weight_shard : nullptr,
+                                                   layout_.shard_gradients);
       rank.side.emplace();
       CUDA_CHECK(cudaDeviceSynchronize());  // the owned buffer zeroed before anything reads it
     });
@@ -469,9 +484,16 @@ private:
           rank.last_batch.add(rank.quantized_gatherer.get());
         }
       }
-      rank.reducer = std::make_unique<CudaGradientReducer>(buckets_, *rank.state, rank.side->get(),
-                                                           *rank.side_communicator, layout_.shard_gradients);
-      rank.last_batch.add(rank.reducer.get());
+      if (layout_.shard_gradients) {
+        rank.sharded = std::make_unique<CudaShardedGradients>(buckets_, trainable_layout_, *rank.state, rank.shard,
+                                                              rank.side->get(), *rank.side_communicator);
+        rank.first_batches.add(rank.sharded.get());
+        rank.last_batch.add(rank.sharded.get());
+      } else {
+        rank.reducer = std::make_unique<CudaGradientReducer>(buckets_, *rank.state, rank.side->get(),
+                                                             *rank.side_communicator);
+        rank.last_batch.add(rank.reducer.get());
+      }
     });
     if (sequence_slots_.empty()) return;
     std::vector<std::unique_ptr<distributed::Communicator>> groups = distributed::connect_nccl_groups(
@@ -543,6 +565,7 @@ private:
         rank.quantized_gatherer.reset();
         if (quantized_base_) quantized_base_->release(r);
         rank.reducer.reset();
+        rank.sharded.reset();
         rank.side_communicator.reset();
         rank.sequence.reset();
         rank.communicator.reset();

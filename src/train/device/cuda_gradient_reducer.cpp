@@ -6,9 +6,8 @@
 namespace surogate::train {
 
 CudaGradientReducer::CudaGradientReducer(const GradientBuckets& buckets, CudaRankState& state, cudaStream_t side,
-                                         distributed::Communicator& communicator, bool reduce_scatter)
-    : buckets_(buckets), state_(state), side_(side), communicator_(communicator), reduce_scatter_(reduce_scatter),
-      reduced_(false) {
+                                         distributed::Communicator& communicator)
+    : buckets_(buckets), state_(state), side_(side), communicator_(communicator), reduced_(false) {
   for (size_t b = 0; b < buckets.buckets.size(); ++b) added_.emplace_back(false);
 }
 
@@ -20,8 +19,7 @@ void CudaGradientReducer::after_step(size_t step) {
     added_[b].record(state_.stream());
     CUDA_CHECK(cudaStreamWaitEvent(side_, added_[b], 0));
     void* data = static_cast<std::byte*>(state_.accumulators()) + bucket.begin * dtype_size_bytes(dtype);
-    if (reduce_scatter_) communicator_.reduce_scatter_sum(data, bucket.piece_counts, dtype);
-    else communicator_.all_reduce_sum(data, bucket.size(), dtype);
+    communicator_.all_reduce_sum(data, bucket.size(), dtype);
   }
 }
 

@@ -1,10 +1,11 @@
-// The gradient buckets (gradient_buckets.h) on a GPU rank: during the last micro-batch of a step,
+// ZeRO-1's gradient buckets (gradient_buckets.h) on a GPU rank: during the last micro-batch of a step,
 // after the step that completes a bucket the observer adds the micro-batch's bf16 gradients of the
 // bucket's tensors into the flat accumulators (compute stream), records an event, and the side
 // stream — the one ZeRO-3's gathers use, with its own NCCL communicator — waits for it and sums the
-// bucket's accumulators over the ranks (all-reduce, or reduce-scatter into each rank's shard under
-// ZeRO-2/3), while the backward goes on with the earlier layers. finish() makes the compute stream
-// wait for the last reduction before anything reads the summed gradients.
+// bucket's accumulators over the ranks (all-reduce), while the backward goes on with the earlier
+// layers. finish() makes the compute stream wait for the last reduction before anything reads the
+// summed gradients. ZeRO-2/3 reduce every micro-batch into sharded accumulators instead
+// (cuda_sharded_gradients.h).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -23,7 +24,7 @@ class CudaGradientReducer final : public runtime::StepObserver {
 public:
   // `communicator` enqueues on `side`.
   CudaGradientReducer(const GradientBuckets& buckets, CudaRankState& state, cudaStream_t side,
-                      distributed::Communicator& communicator, bool reduce_scatter);
+                      distributed::Communicator& communicator);
 
   void before_step(size_t) override {}
   void after_step(size_t step) override;
@@ -35,7 +36,6 @@ private:
   CudaRankState& state_;
   cudaStream_t side_;
   distributed::Communicator& communicator_;
-  bool reduce_scatter_;
   std::vector<cuda::Event> added_;  // one per bucket
   cuda::Event reduced_;
 };

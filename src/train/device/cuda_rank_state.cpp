@@ -130,7 +130,7 @@ CudaRankState::Pinned::~Pinned() {
 }
 
 CudaRankState::CudaRankState(const TrainingDeviceSetup& setup, const CudaTrainableLayout& layout, size_t first, size_t end,
-                             const CudaWeightShard* shard)
+                             const CudaWeightShard* shard, bool shard_accumulators)
     : config_(*setup.config), layout_(layout), shard_(shard),
       max_micro_batches_(std::max<int64_t>(1, config_.gradient_accumulation_steps)),
       bf16_master_(config_.master_dtype == MasterDtype::Bf16),
@@ -184,8 +184,14 @@ CudaRankState::CudaRankState(const TrainingDeviceSetup& setup, const CudaTrainab
                                                                          : 0;
   }
   master_count_ = master_count;
+  // The accumulators: every trainable tensor's, or under ZeRO-2/3 only those of [first, end).
+  accumulator_count_ = layout.total;
+  if (shard_accumulators) {
+    accumulator_base_ = first < layout.entries.size() ? layout.entries[first].offset : layout.total;
+    accumulator_count_ = (end < layout.entries.size() ? layout.entries[end].offset : layout.total) - accumulator_base_;
+  }
   check_free_memory(optimizer_bytes + offload_.staging_bytes());
-  const auto total = static_cast<size_t>(layout.total);
+  const auto total = static_cast<size_t>(accumulator_count_);
   const bool write_combined = offload_.write_combined;
   if (!bf16_master_ && offload_.masters) {
     host_master_ = cuda::PinnedHostBuffer<float>(static_cast<size_t>(master_count), write_combined);
@@ -218,11 +224,13 @@ CudaRankState::CudaRankState(const TrainingDeviceSetup& setup, const CudaTrainab
   for (size_t i = 0; i < layout.entries.size(); ++i) {
     const CudaTrainable& entry = layout.entries[i];
     const bool has_master = !shard_ || (i >= first && i < end);  // ZeRO-3: the optimizer's tensors only
+    const bool has_accumulator = !shard_accumulators || (i >= first && i < end);  // ZeRO-2/3: likewise
+    const int64_t accumulator_offset = entry.offset - accumulator_base_;
     bf16_gradients.push_back(static_cast<__nv_bfloat16*>(backend_.device_address(entry.gradient)));
     weights.push_back(shard_ ? shard_->weight(entry.parameter)
                              : static_cast<__nv_bfloat16*>(backend_.device_address(entry.parameter)));
-    if (bf16_gradients_) bf16_accumulators.push_back(bf16_accumulators_data_ + entry.offset);
-    else accumulators.push_back(accumulators_data_ + entry.offset);
+    if (bf16_gradients_) bf16_accumulators.push_back(has_accumulator ? bf16_accumulators_data_ + accumulator_offset : nullptr);
+    else accumulators.push_back(has_accumulator ? accumulators_data_ + accumulator_offset : nullptr);
     if (!bf16_master_) masters.push_back(has_master ? masters_ + (entry.offset - master_base_) : nullptr);
     counts.push_back(entry.count);
   }
@@ -237,8 +245,8 @@ CudaRankState::CudaRankState(const TrainingDeviceSetup& setup, const CudaTrainab
   for (size_t i = 0; i < parameters.size(); ++i) {
     const int64_t offset = layout.entries[first + i].offset;
     if (!bf16_master_) parameters[i].master = optimizer_masters + (offset - master_base_);
-    if (bf16_gradients_) parameters[i].gradient_bf16 = bf16_accumulators_data_ + offset;
-    else parameters[i].gradient = accumulators_data_ + offset;
+    if (bf16_gradients_) parameters[i].gradient_bf16 = bf16_accumulators_data_ + (offset - accumulator_base_);
+    else parameters[i].gradient = accumulators_data_ + (offset - accumulator_base_);
   }
   fp8_copies_ = fp8_weight_copies(plan);
   if (!fp8_copies_.empty()) fp8_amax_ = cuda::DeviceBuffer<float>(1);
@@ -281,8 +289,13 @@ void CudaRankState::accumulate(std::span<const runtime::InputBinding> inputs, bo
   ++micro_batches_;
 }
 
+size_t CudaRankState::accumulator_bytes() const {
+  return static_cast<size_t>(accumulator_count_) * dtype_size_bytes(accumulator_dtype());
+}
+
 void CudaRankState::add_gradients(size_t first, size_t end) {
   SUROGATE_CHECK(first <= end && end <= layout_.entries.size(), "gradients of trainable tensors");
+  SUROGATE_CHECK(accumulator_count_ == layout_.total, "sharded accumulators take reduced pieces only (sharded_gradients.h)");
   if (first == end) return;
   cudaStream_t stream = backend_.stream();
   const int tensors = static_cast<int>(end - first);
@@ -348,7 +361,7 @@ void CudaRankState::step(const OptimizerStep& step) {
 
 void CudaRankState::zero_accumulators() {
   // The mapped host accumulators too (offload_grads): the memset runs on the GPU, over the link.
-  const size_t total = static_cast<size_t>(layout_.total);
+  const size_t total = static_cast<size_t>(accumulator_count_);
   if (accumulators_data_) CUDA_CHECK(cudaMemsetAsync(accumulators_data_, 0, total * sizeof(float), backend_.stream()));
   if (bf16_accumulators_data_) {
     CUDA_CHECK(cudaMemsetAsync(bf16_accumulators_data_, 0, total * sizeof(__nv_bfloat16), backend_.stream()));
@@ -418,7 +431,7 @@ void CudaRankState::download_trainable(std::span<const WeightView> weights) {
 
 // The out-of-memory report for what the trainer adds to the plan, made before allocating it.
 void CudaRankState::check_free_memory(size_t optimizer_bytes) const {
-  const auto elements = static_cast<size_t>(layout_.total);
+  const auto elements = static_cast<size_t>(accumulator_count_);
   const size_t master_bytes = bf16_master_ || offload_.masters ? 0 : static_cast<size_t>(master_count_) * sizeof(float);
   const size_t accumulator_bytes =
       offload_.gradients ? 0 : elements * (bf16_gradients_ ? sizeof(__nv_bfloat16) : sizeof(float));
@@ -428,7 +441,8 @@ void CudaRankState::check_free_memory(size_t optimizer_bytes) const {
   if (needed <= free_bytes) return;
   const runtime::DeviceMemoryReport& plan = backend_.memory_report();
   const std::string masters =
-      bf16_master_       ? fmt::format("no master copy (master_dtype: bf16 saves {:.2f} GiB)", gib(elements * sizeof(float)))
+      bf16_master_       ? fmt::format("no master copy (master_dtype: bf16 saves {:.2f} GiB)",
+                                       gib(static_cast<size_t>(layout_.total) * sizeof(float)))
       : offload_.masters ? std::string("fp32 master weights in host memory (offload_master)")
                          : fmt::format("fp32 master weights {:.2f} GiB", gib(master_bytes));
   const std::string accumulators =

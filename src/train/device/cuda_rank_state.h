@@ -3,7 +3,8 @@
 //   - the CudaBackend with the loaded bf16 plan (weights, one micro-batch's bf16 gradients, arena);
 //   - the flat buffers of the trainable tensors (CudaTrainableLayout: spec order, each tensor's
 //     start rounded up to 4 elements): fp32 masters (absent with master_dtype bf16) and the
-//     gradient accumulators (fp32, or bf16 with gradient_dtype bf16);
+//     gradient accumulators (fp32, or bf16 with gradient_dtype bf16; under ZeRO-2/3 those of the
+//     optimizer's tensors only, filled with reduced pieces: sharded_gradients.h);
 //   - the device optimizer (device_optimizer.h) for a contiguous run of the trainable tensors:
 //     all of them on one GPU, a rank's shard under ZeRO-1;
 //   - with offload_master / offload_grads / offload_optimizer, the masters, the accumulators or
@@ -79,9 +80,10 @@ public:
   // Loads the plan on the current device and allocates the flat buffers and the optimizer for the
   // trainable tensors [first, end) of `layout` (none when first == end), after checking that they
   // fit in the free memory (UserError naming what takes the room and what would help).
-  // `shard` (ZeRO-3; null otherwise) must outlive the state.
+  // `shard` (ZeRO-3; null otherwise) must outlive the state. `shard_accumulators` (ZeRO-2/3): the
+  // accumulators cover [first, end) only, a contiguous run of the flat layout.
   CudaRankState(const TrainingDeviceSetup& setup, const CudaTrainableLayout& layout, size_t first, size_t end,
-                const CudaWeightShard* shard = nullptr);
+                const CudaWeightShard* shard = nullptr, bool shard_accumulators = false);
   CudaRankState(const CudaRankState&) = delete;
   CudaRankState& operator=(const CudaRankState&) = delete;
 
@@ -94,7 +96,7 @@ public:
   const HostOffloadPlan& offload() const { return offload_; }
 
   // The flat buffers (ZeRO collectives run on them): masters (null with bf16 masters) and the
-  // accumulators, whose dtype is F32 or BF16. On the GPU (the data-parallel device refuses
+  // accumulators, whose dtype is F32 or BF16 (sharded: the first one's start is the shard's). On the GPU (the data-parallel device refuses
   // offload_master and offload_grads).
   float* masters() { return masters_; }
   // The fp32 master of trainable tensor `index` (device or mapped host address); under ZeRO-3
@@ -108,8 +110,10 @@ public:
   // `add_gradients` false: a step observer adds them during the execute (gradient buckets).
   void accumulate(std::span<const runtime::InputBinding> inputs, bool add_gradients = true);
   // The micro-batch's bf16 gradients of trainable tensors [first, end) added into the accumulators
-  // (and zeroed), on the backend's stream.
+  // (and zeroed), on the backend's stream. Not with sharded accumulators.
   void add_gradients(size_t first, size_t end);
+  // The accumulators' bytes on the device (or in host memory with offload_grads).
+  size_t accumulator_bytes() const;
   // The summed losses of the micro-batches since the last call (after synchronize()); MoE plans
   // with the router loss also sum its outputs, read by router_aux_loss_sum() after loss_sum().
   double loss_sum();
@@ -153,6 +157,8 @@ private:
   const CudaWeightShard* shard_ = nullptr;
   int64_t master_base_ = 0;   // the first master's offset in the flat layout (ZeRO-3: the shard's start)
   int64_t master_count_ = 0;  // the masters' elements (the whole layout's, or ZeRO-3's shard's)
+  int64_t accumulator_base_ = 0;   // likewise for the accumulators (ZeRO-2/3: the shard's start)
+  int64_t accumulator_count_ = 0;
   int64_t max_micro_batches_;
   bool bf16_master_, bf16_gradients_;
   runtime::CudaBackend backend_;

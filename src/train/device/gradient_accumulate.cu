@@ -27,6 +27,26 @@ __global__ void accumulate_kernel(__nv_bfloat16* const* gradients, Accumulator* 
   }
 }
 
+__device__ __forceinline__ float widen(float value) { return value; }
+__device__ __forceinline__ float widen(__nv_bfloat16 value) { return __bfloat162float(value); }
+
+template <typename Accumulator>
+__global__ void add_reduced_kernel(const Accumulator* values, Accumulator* accumulators, int64_t count) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    add_into(accumulators[i], widen(values[i]));
+  }
+}
+
+template <typename Accumulator>
+void launch_add_reduced(const Accumulator* values, Accumulator* accumulators, int64_t count, cudaStream_t stream) {
+  if (count <= 0) return;
+  const int64_t blocks = (count + 255) / 256;
+  add_reduced_kernel<<<static_cast<unsigned>(blocks < 1024 ? blocks : 1024), 256, 0, stream>>>(values, accumulators,
+                                                                                              count);
+  CUDA_CHECK_LAUNCH();
+}
+
 template <typename Accumulator>
 void launch(__nv_bfloat16* const* gradients, Accumulator* const* accumulators, const int64_t* counts,
             int tensor_count, cudaStream_t stream) {
@@ -53,6 +73,15 @@ void accumulate_bf16_gradients(__nv_bfloat16* const* gradients, float* const* ac
 void accumulate_bf16_gradients(__nv_bfloat16* const* gradients, __nv_bfloat16* const* accumulators,
                                const int64_t* counts, int tensor_count, cudaStream_t stream) {
   launch(gradients, accumulators, counts, tensor_count, stream);
+}
+
+void add_reduced_gradients(const float* values, float* accumulators, int64_t count, cudaStream_t stream) {
+  launch_add_reduced(values, accumulators, count, stream);
+}
+
+void add_reduced_gradients(const __nv_bfloat16* values, __nv_bfloat16* accumulators, int64_t count,
+                           cudaStream_t stream) {
+  launch_add_reduced(values, accumulators, count, stream);
 }
 
 }  // namespace surogate::train::cuda_kernels

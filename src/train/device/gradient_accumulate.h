@@ -2,7 +2,10 @@
 // backward pass wrote are added into the accumulators and then zeroed, for many tensors in one
 // launch (grid.y = tensor). The accumulators are fp32 (gradient_dtype fp32, the default) or bf16
 // (gradient_dtype bf16: the fp32 sum of accumulator and gradient rounded to nearest bf16, half
-// the memory). Plain host launcher on a stream; no fmt or graph headers so nvcc sees only this.
+// the memory). Under ZeRO-2/3 (sharded_gradients.h) the same kernel copies the micro-batch's
+// gradients into a zeroed staging slot, and add_reduced_gradients adds the rank's reduced piece of
+// it into the shard's accumulators. Plain host launcher on a stream; no fmt or graph headers so
+// nvcc sees only this.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -18,5 +21,10 @@ void accumulate_bf16_gradients(__nv_bfloat16* const* gradients, float* const* ac
                                int tensor_count, cudaStream_t stream);
 void accumulate_bf16_gradients(__nv_bfloat16* const* gradients, __nv_bfloat16* const* accumulators,
                                const int64_t* counts, int tensor_count, cudaStream_t stream);
+
+// accumulators[i] += values[i] for i < count (bf16: the fp32 sum rounded to nearest, as above).
+void add_reduced_gradients(const float* values, float* accumulators, int64_t count, cudaStream_t stream);
+void add_reduced_gradients(const __nv_bfloat16* values, __nv_bfloat16* accumulators, int64_t count,
+                           cudaStream_t stream);
 
 }  // namespace surogate::train::cuda_kernels

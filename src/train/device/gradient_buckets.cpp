@@ -9,9 +9,35 @@
 
 namespace surogate::train {
 
+std::vector<GradientBucket> cut_gradient_buckets(std::span<const size_t> unit_sizes, size_t bucket_elements,
+                                                 bool split_units) {
+  bucket_elements = std::max<size_t>(bucket_elements, 1);
+  std::vector<GradientBucket> buckets;
+  size_t offset = 0;
+  bool closed = true;  // the next unit starts a bucket
+  for (size_t unit = 0; unit < unit_sizes.size(); ++unit) {
+    if (split_units && unit_sizes[unit] > bucket_elements) {
+      for (size_t begin = offset; begin < offset + unit_sizes[unit]; begin += bucket_elements) {
+        buckets.push_back({unit, unit + 1, begin, std::min(begin + bucket_elements, offset + unit_sizes[unit]), -1, {}});
+      }
+      offset += unit_sizes[unit];
+      closed = true;
+      continue;
+    }
+    if (closed || buckets.back().size() >= bucket_elements) {
+      closed = false;
+      buckets.push_back({unit, unit, offset, offset, -1, {}});
+    }
+    offset += unit_sizes[unit];
+    buckets.back().end_unit = unit + 1;
+    buckets.back().end = offset;
+  }
+  return buckets;
+}
+
 GradientBuckets plan_gradient_buckets(const compiler::ExecutionPlan& plan, std::span<const graph::TensorId> gradients,
                                       std::span<const size_t> unit_sizes, std::span<const distributed::Shard> shards,
-                                      size_t bucket_elements) {
+                                      size_t bucket_elements, bool split_units) {
   SUROGATE_CHECK(gradients.size() == unit_sizes.size(), "one size per gradient");
   // The last step writing each gradient tensor (an accumulate node, or an accumulating product).
   std::map<graph::TensorId, int> last_write;
@@ -21,21 +47,14 @@ GradientBuckets plan_gradient_buckets(const compiler::ExecutionPlan& plan, std::
   const int final_step = std::max(0, static_cast<int>(plan.steps.size()) - 1);
   GradientBuckets result;
   result.ready_after.assign(plan.steps.size(), {});
-  size_t offset = 0;
-  for (size_t unit = 0; unit < gradients.size(); ++unit) {
-    if (result.buckets.empty() || result.buckets.back().size() >= std::max<size_t>(bucket_elements, 1)) {
-      result.buckets.push_back({unit, unit, offset, offset, -1, {}});
-    }
-    GradientBucket& bucket = result.buckets.back();
-    bucket.end_unit = unit + 1;
-    offset += unit_sizes[unit];
-    bucket.end = offset;
-    auto written = last_write.find(gradients[unit]);
-    // A gradient no step writes (no path to the loss) stays zero: ready after the last step.
-    bucket.ready_step = std::max(bucket.ready_step, written == last_write.end() ? final_step : written->second);
-  }
+  result.buckets = cut_gradient_buckets(unit_sizes, bucket_elements, split_units);
   for (size_t b = 0; b < result.buckets.size(); ++b) {
     GradientBucket& bucket = result.buckets[b];
+    for (size_t unit = bucket.first_unit; unit < bucket.end_unit; ++unit) {
+      auto written = last_write.find(gradients[unit]);
+      // A gradient no step writes (no path to the loss) stays zero: ready after the last step.
+      bucket.ready_step = std::max(bucket.ready_step, written == last_write.end() ? final_step : written->second);
+    }
     for (const distributed::Shard& shard : shards) {
       const size_t begin = std::clamp(shard.begin, bucket.begin, bucket.end);
       const size_t end = std::clamp(shard.end, bucket.begin, bucket.end);
@@ -48,9 +67,8 @@ GradientBuckets plan_gradient_buckets(const compiler::ExecutionPlan& plan, std::
 
 CpuGradientReducer::CpuGradientReducer(const GradientBuckets& buckets, std::span<const std::span<const float>> gradients,
                                        std::span<const size_t> offsets, float* flat,
-                                       distributed::Communicator& communicator, bool reduce_scatter)
-    : buckets_(buckets), gradients_(gradients), offsets_(offsets), flat_(flat), communicator_(communicator),
-      reduce_scatter_(reduce_scatter) {}
+                                       distributed::Communicator& communicator)
+    : buckets_(buckets), gradients_(gradients), offsets_(offsets), flat_(flat), communicator_(communicator) {}
 
 void CpuGradientReducer::after_step(size_t step) {
   for (size_t b : buckets_.ready_after[step]) {
@@ -58,8 +76,7 @@ void CpuGradientReducer::after_step(size_t step) {
     for (size_t unit = bucket.first_unit; unit < bucket.end_unit; ++unit) {
       std::memcpy(flat_ + offsets_[unit], gradients_[unit].data(), gradients_[unit].size_bytes());
     }
-    if (reduce_scatter_) communicator_.reduce_scatter_sum(flat_ + bucket.begin, bucket.piece_counts, DType::F32);
-    else communicator_.all_reduce_sum(flat_ + bucket.begin, bucket.size(), DType::F32);
+    communicator_.all_reduce_sum(flat_ + bucket.begin, bucket.size(), DType::F32);
   }
 }
 

@@ -13,6 +13,8 @@
 // (CpuGradientReducer, below: the same bucketing logic the GPUs run, tested in CI); GPUs add the
 // micro-batch's bf16 gradients of the bucket into the flat accumulators on the compute stream
 // and reduce them on the rank's side stream, ordered by an event (cuda_gradient_reducer.h).
+// That is ZeRO-1's all-reduce of full-size accumulators. ZeRO-2/3 reduce-scatter the same buckets
+// during every micro-batch instead, into accumulators of the rank's shard (sharded_gradients.h).
 #pragma once
 
 #include <cstddef>
@@ -31,9 +33,9 @@ inline constexpr size_t kGradientBucketBytes = size_t{32} << 20;
 
 struct GradientBucket {
   size_t first_unit = 0, end_unit = 0;  // the trainable tensors [first_unit, end_unit)
-  size_t begin = 0, end = 0;            // their elements [begin, end) of the flat buffer
+  size_t begin = 0, end = 0;            // their elements [begin, end) of the flat buffer (split: a part of one)
   int ready_step = 0;                   // the last step writing one of their gradients
-  std::vector<size_t> piece_counts;     // per rank: its shard's elements within the bucket (ZeRO-2)
+  std::vector<size_t> piece_counts;     // per rank: its shard's elements within the bucket (ZeRO-2/3)
   size_t size() const { return end - begin; }
 };
 
@@ -42,21 +44,28 @@ struct GradientBuckets {
   std::vector<std::vector<size_t>> ready_after;   // per step of the plan: the buckets complete after it
 };
 
+// The buckets' extents alone (no ready steps, no pieces): consecutive runs of whole units, each
+// closed once it holds at least `bucket_elements` elements. With `split_units` (ZeRO-2/3, whose
+// staging slots hold one bucket: sharded_gradients.h) a unit larger than `bucket_elements` is cut
+// into buckets of its own of at most that many elements (an embedding would otherwise size the
+// slots), so no bucket reaches 2 × bucket_elements. What plan_gradient_buckets cuts, and what the
+// memory estimate sizes the staging by.
+std::vector<GradientBucket> cut_gradient_buckets(std::span<const size_t> unit_sizes, size_t bucket_elements,
+                                                 bool split_units = false);
+
 // `gradients`: each trainable tensor's gradient in the plan (flat order); `unit_sizes`: its
 // elements in the flat buffer (padding included); `shards`: the ranks' shards of the flat
 // buffer; `bucket_elements`: a bucket is closed once it holds at least this many elements.
 GradientBuckets plan_gradient_buckets(const compiler::ExecutionPlan& plan, std::span<const graph::TensorId> gradients,
                                       std::span<const size_t> unit_sizes, std::span<const distributed::Shard> shards,
-                                      size_t bucket_elements);
+                                      size_t bucket_elements, bool split_units = false);
 
-// A CPU rank's reducer: after a bucket's ready step, its gradients (the backend's views, which
-// hold the rank's sum over its micro-batches) are packed into `flat` and summed over the ranks
-// (all-reduce, or reduce-scatter into the rank's shard under ZeRO-2).
+// A CPU rank's ZeRO-1 reducer: after a bucket's ready step, its gradients (the backend's views,
+// which hold the rank's sum over its micro-batches) are packed into `flat` and all-reduced.
 class CpuGradientReducer final : public runtime::StepObserver {
 public:
   CpuGradientReducer(const GradientBuckets& buckets, std::span<const std::span<const float>> gradients,
-                     std::span<const size_t> offsets, float* flat, distributed::Communicator& communicator,
-                     bool reduce_scatter);
+                     std::span<const size_t> offsets, float* flat, distributed::Communicator& communicator);
   void before_step(size_t) override {}
   void after_step(size_t step) override;
 
@@ -66,7 +75,6 @@ private:
   std::span<const size_t> offsets_;
   float* flat_;
   distributed::Communicator& communicator_;
-  bool reduce_scatter_;
 };
 
 }  // namespace surogate::train

@@ -9,6 +9,7 @@
 #include "distributed/shard_placement.h"
 #include "train/device/host_offload_plan.h"
 #include "train/device/quantized_base_shards.h"
+#include "train/device/sharded_gradients.h"
 #include "train/device/weight_shards.h"
 #include "train/optim/quantization_map.h"
 
@@ -37,7 +38,7 @@ size_t optimizer_bytes(const Config& config, size_t trainable) {
 }  // namespace
 
 PlanMemory plan_memory(const compiler::ExecutionPlan& plan, const Config& config, int optimizer_shards,
-                       int weight_shards) {
+                       int weight_shards, const GradientSharding& gradient_sharding) {
   const compiler::MemoryPlan& memory = plan.memory;
   const size_t alignment = memory.alignment;
   size_t trainable = 0;
@@ -63,6 +64,12 @@ PlanMemory plan_memory(const compiler::ExecutionPlan& plan, const Config& config
   result.host_residuals = memory.host_bytes;
   result.masters = trainable * master_bytes_per_element(config);
   result.accumulators = trainable * accumulator_bytes_per_element(config);
+  if (gradient_sharding.ranks > 1) {
+    const size_t element_bytes = accumulator_bytes_per_element(config);
+    result.accumulators = element_bytes * sharded_accumulator_elements(sizes, gradient_sharding.ranks,
+                                                                       std::max<size_t>(1, gradient_sharding.bucket_bytes / element_bytes),
+                                                                       gradient_sharding.staging_slots);
+  }
   result.optimizer = optimizer_bytes(config, trainable);
   if (optimizer_shards > 1) {
     result.optimizer = 0;

@@ -14,6 +14,7 @@
 
 #include "compiler/execution_plan.h"
 #include "config/config.h"
+#include "train/device/gradient_buckets.h"
 
 namespace surogate::train {
 
@@ -41,6 +42,15 @@ struct PlanMemory {
   size_t host_masters = 0, host_accumulators = 0, host_optimizer = 0, host_residuals = 0, host_quantized = 0;
   size_t host() const { return host_masters + host_accumulators + host_optimizer + host_residuals + host_quantized; }
 };
+// ZeRO-2/3 over `ranks` (> 1): a rank's gradient accumulators are the largest shard's plus
+// `staging_slots` slots of the largest gradient bucket (train/device/sharded_gradients.h: CPU ranks
+// one, GPUs two), buckets of `bucket_bytes` of accumulators.
+struct GradientSharding {
+  int ranks = 1;
+  int staging_slots = 0;
+  size_t bucket_bytes = kGradientBucketBytes;
+};
+
 // With `optimizer_shards` > 1 (data-parallel GPUs, ZeRO-1), `optimizer` is the largest shard's:
 // the trainable tensors placed over the ranks as the device places them (distributed::place_shards).
 // With `weight_shards` > 1 (ZeRO-3 over that many ranks, train/device/weight_shards.h), `weights`
@@ -50,8 +60,9 @@ struct PlanMemory {
 // persistent_quants / offload_quants keep it: the largest rank's share (the default), the whole
 // (persistent_quants) or nothing on the device and the whole in host_quantized (offload_quants),
 // its per-layer byte buffers in `gathered`.
+// `gradient_sharding` (ZeRO-2/3) shrinks `accumulators` as above.
 PlanMemory plan_memory(const compiler::ExecutionPlan& plan, const Config& config, int optimizer_shards = 1,
-                       int weight_shards = 1);
+                       int weight_shards = 1, const GradientSharding& gradient_sharding = {});
 
 // The scratch the CUDA lm_head_loss ops of `plan` take (runtime/cuda_loss_ops.cpp): one chunk of
 // bf16 logits, the per-row losses and, with a trainable head, its fp32 weight-gradient

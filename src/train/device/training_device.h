@@ -114,6 +114,12 @@ public:
   // quantized recipe's amaxes recorded during the step are dropped.
   virtual void skip_update() = 0;
 
+  // What one rank keeps beside its plan to accumulate gradients across micro-batches, in bytes
+  // (a data-parallel device: its largest local rank's; ZeRO-2/3: the shard's accumulators and the
+  // bucket staging, sharded_gradients.h). 0 where the plan's gradient region is the accumulator
+  // (the plain CPU device).
+  virtual size_t gradient_accumulator_bytes() const { return 0; }
+
   // debug_time_breakdown: milliseconds per "phase:op" of the last micro-batch run (waits for it);
   // empty on devices without per-op timing (the CPU).
   virtual std::vector<std::pair<std::string, double>> time_breakdown() { return {}; }
