@@ -3,7 +3,11 @@
 # then the scaling benchmark, in one call.
 #   1. tests: tests/distributed_cuda (the NCCL collectives on every visible GPU), tests/train_cuda
 #      CudaDataParallel* (a world of one against the single-GPU device, ZeRO-3 included, and
-#      gpus: 2 against one GPU with twice the accumulation, ZeRO-1/2/3) and tests/python/test_data_parallel_gpus_cli.py (the CLI
+#      gpus: 2 against one GPU with twice the accumulation, ZeRO-1/2/3), CudaQuantizedBase* (the
+#      quantized base under ZeRO-3: sharded, persistent_quants, offload_quants), CudaSequenceParallel*
+#      (2 sequence ranks against one GPU; not run on hardware yet, so sequence parallelism on GPUs is
+#      still refused without SUROGATE_ALLOW_UNVALIDATED_SEQUENCE_PARALLEL_CUDA=1) and
+#      tests/python/test_data_parallel_gpus_cli.py (the CLI
 #      with --gpus=2, and two processes of one GPU each started with the launcher variables, one
 #      of them killed; needs pytest).
 #   2. scaling: the `surogate` CLI (`surogate pt`, HF folders with random weights made by
@@ -16,6 +20,7 @@
 #      fullest GPU (nvidia-smi, sampled every 200 ms) beside the dry run's per-GPU prediction;
 #      and transformers + PEFT under torchrun DDP on the same GPUs (bench/peers/hf_peft_bench.py;
 #      PEERS=0 skips) for the ratio.
+# Last run: 2 × H100, 2026-11-25 (docs/benchmarks.md, "Several GPUs").
 # Here, first: BUILD_DIR=build CARRY_DIR=carry/dp CARRY_BINARIES="surogate tests/train_cuda/train_cuda_tests
 # tests/distributed_cuda/distributed_cuda_tests" scripts/gpu_check.sh --prepare; then on the GPU machine
 # `bash bench/run_multi_gpu.sh` with carry ["carry/dp.tar.xz"].
@@ -45,7 +50,7 @@ if [[ "${SKIP_TESTS:-0}" != 1 ]]; then
   # A collective that never completes must fail the call, not eat it: each suite has TEST_TIMEOUT seconds.
   timeout "${TEST_TIMEOUT:-300}" "$CARRY_DIR/distributed_cuda_tests" 2>&1 | tee "$log/distributed_cuda_tests.log" | grep -E '^\[ *(OK|FAILED|PASSED|SKIPPED) ' || status=1
   SUROGATE_SOURCE_DIR="$root" timeout "${TEST_TIMEOUT:-300}" "$CARRY_DIR/train_cuda_tests" \
-    --gtest_filter="${DP_TEST_FILTER:-CudaDataParallel*}" 2>&1 |
+    --gtest_filter="${DP_TEST_FILTER:-CudaDataParallel*:CudaQuantizedBase*:CudaSequenceParallel*}" 2>&1 |
     tee "$log/train_cuda_data_parallel.log" | grep -E '^\[ *(OK|FAILED|PASSED|SKIPPED) |Failure|max \|delta' || status=1
   grep -q '^\[  FAILED' "$log/train_cuda_data_parallel.log" "$log/distributed_cuda_tests.log" && status=1
   if python3 -c "import pytest" 2>/dev/null; then
