@@ -1,16 +1,12 @@
-// Data parallelism with ZeRO-1/2/3 on GPUs: the TrainingDevice the trainer drives when `gpus: N`
-// (N > 1, or 0 with several GPUs visible) trains on the CUDA backend, or when the ranks are spread
-// over several processes (a launcher or Ray: distributed/process_world.h). The shape is the CPU
-// ranks' (cpu_data_parallel_device.cpp); what differs is where the state lives. This process's
-// ranks are threads (distributed/rank_threads.h); local rank l calls cudaSetDevice(first_device + l)
-// on its thread and holds a CudaRankState on that GPU (cuda_rank_state.h: its CudaBackend, the flat
-// fp32 masters and gradient accumulators, its optimizer), joined to every rank of the world by NCCL
-// (distributed/nccl_communicator.h; across processes the unique id travels over the control
-// channel) with every collective enqueued on the rank's backend stream, so compute and
-// communication stay in order without host waits; the host waits through the communicator
-// (synchronize), which fails with a message instead of hanging when another rank stopped. A rank makes no call that may wait for the device (allocation, pinned
-// memory) between entering a task and enqueuing that task's collectives, so no rank blocks while
-// a peer's collective waits for it (NCCL's rule for several GPUs driven from one process).
+// Data parallelism with ZeRO-1/2/3 on GPUs: the TrainingDevice for `gpus: N` on the CUDA backend,
+// or ranks spread over processes (a launcher or Ray: distributed/process_world.h); the CPU ranks'
+// shape (cpu_data_parallel_device.cpp). This process's ranks are threads (rank_threads.h), local
+// rank l on GPU first_device + l with a CudaRankState (its backend, flat fp32 masters and gradient
+// accumulators, optimizer), joined by NCCL with every collective on the rank's backend stream, so
+// compute and communication stay in order without host waits; the host waits through the
+// communicator, which fails with a message instead of hanging when another rank stopped. A rank
+// makes no call that may wait for the device (allocation, pinned memory) between entering a task
+// and enqueuing its collectives (NCCL's rule for several GPUs driven from one process).
 //
 // One optimizer step, as the trainer sees one device:
 //   accumulate() × (gradient_accumulation_steps × local ranks): micro-batch i of the window belongs
@@ -30,17 +26,14 @@
 //     shard only (cuda_sharded_gradients.h: two bucket-sized staging slots instead of full-size
 //     accumulators); each rank takes its shard's norm, the host adds the squares and every rank's
 //     device clip factor is set from the total.
-//   ZeRO-3 (layout.shard_weights): each GPU's backend runs the plan with the weights in gather
-//     buffers (compiler/weight_gathering.h, weight_shards.h); the rank keeps its pieces in bf16
-//     (CudaWeightShard: its trainable weights, which its optimizer writes, and its share of the
-//     frozen base) and fp32 masters of its optimizer's tensors only, and its gatherer
-//     (cuda_weight_gatherer.h) fills the buffers on the side stream one use ahead. Gradients as in
-//     ZeRO-2; update() moves no weights. upload() broadcasts rank 0's host copies tensor by tensor
-//     in chunks (each owner rounds its own to bf16 and keeps the fp32 masters of its trainable
-//     ones); download() and before_evaluation() broadcast each trainable tensor's master from its
-//     owner into the host copies, which the evaluator (a gathering one: cuda_evaluator.h) reads.
-//     With an observer the backend runs eagerly: ZeRO-2 and ZeRO-3 give up CUDA graphs (every
-//     micro-batch reduces its buckets), and ZeRO-1 keeps them for all but each step's last micro-batch.
+//   ZeRO-3 (layout.shard_weights): the plan runs with the weights in gather buffers
+//     (compiler/weight_gathering.h, weight_shards.h); the rank keeps its bf16 pieces (CudaWeightShard)
+//     and its shard's fp32 masters, and its gatherer (cuda_weight_gatherer.h) fills the buffers on
+//     the side stream one use ahead; a quantized base likewise (cuda_quantized_base.h). Gradients
+//     as in ZeRO-2; update() moves no weights; upload() / download() broadcast tensor by tensor
+//     between the owners and rank 0's host copies, which the (gathering) evaluator reads.
+//     With an observer the backend runs eagerly: ZeRO-2 and ZeRO-3 give up CUDA graphs, and ZeRO-1
+//     keeps them for all but each step's last micro-batch.
 //   update(): rank r steps its optimizer for its shard only (distributed::place_shards over the
 //     flat buffer's tensors; ZeRO-1: its optimizer holds state for those tensors alone), which
 //     updates its fp32 masters and bf16 weights of the shard; an NCCL all-gather of the flat fp32
@@ -48,29 +41,14 @@
 //     the other shards from them (round to nearest even, as the optimizer kernels do, so every
 //     rank holds the same bits); then the accumulators are zeroed.
 //
-// Sequence parallelism (layout.sequence_size > 1): the plan is a sequence slice's
-// (distributed/sequence_parallel_graph.h); each rank binds its backend from a kernel table of its own
-// whose exchange ops run the group's NCCL all-to-all (distributed/sequence_exchange_cuda.h, the
-// group joined by connect_nccl_groups on the backend's stream), and accumulate() gives every rank
-// of a replica its slice of the micro-batch (micro_batch.h). The rest is the same: the gradients
-// are summed, and ZeRO shards, over every rank of the world.
-//
-// fp8_hybrid: each GPU's plan holds the scaling state. In update(), before the roll, an NCCL
-// all-reduce takes the max of every rank's state (only this step's amaxes differ), so every GPU
-// rolls the same delayed amaxes and quantizes as one GPU running the whole window would; the
-// trained weights' FP8 copies are rewritten on every GPU after the all-gather. The state's host
-// copy is rank 0's (checkpoints); upload() writes it to rank 0's GPU and broadcasts it.
-//
-// The host side is rank 0's: weights() and trainable() are host copies, uploaded to rank 0's GPU and
-// broadcast to the others by upload() (bf16 weights and fp32 masters through NCCL); download()
-// reads the first local GPU's masters. optimizer_state() is the ranks' shards in rank order, which
-// is the single-GPU optimizer's list of tensors, so checkpoints have the single-GPU format and a
-// run resumes on any number of GPUs; across processes the leader gathers the others' shards and
-// scatters them back after a resume (process_optimizer_state.h). The evaluator (rank 0's process
-// only) reads its first GPU's weights and runs on that rank's thread.
-// master_dtype bf16 is rejected with several GPUs (backend_selection.cpp): its masters are the
-// bf16 weights themselves, scattered in each plan, and its stochastic-rounding keys are per
-// position in the single-GPU optimizer's list.
+// Sequence parallelism (layout.sequence_size > 1): each rank runs a sequence slice's plan whose
+// exchange ops are the group's NCCL all-to-all (distributed/sequence_exchange_cuda.h). fp8_hybrid:
+// the ranks' scaling states are max-reduced before each roll, so every GPU quantizes as one GPU
+// would. The host side is rank 0's (weights(), trainable(), the evaluator); optimizer_state() is the
+// ranks' shards in rank order, the single-GPU list, so checkpoints have the single-GPU format
+// (process_optimizer_state.h across processes). master_dtype bf16 is rejected with several GPUs
+// (backend_selection.cpp). The whole design, with the reasons: docs/architecture.md, "Data
+// parallelism".
 #include "train/device/cuda_data_parallel_device.h"
 
 #include <cuda_runtime_api.h>
