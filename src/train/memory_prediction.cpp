@@ -268,6 +268,7 @@ MemoryPrediction predict_training_memory(const Config& config, std::optional<siz
   }
   prediction.total_bytes = plan.memory.peak();
   prediction.host_offloaded_bytes = plan.memory.host_offloaded();
+  prediction.host_per_process_bytes = m.host_quantized;
   for (const auto& [bytes, option] : {std::pair{m.host_residuals, "offload_residual"}, std::pair{m.host_masters, "offload_master"},
                                       std::pair{m.host_optimizer, "offload_optimizer"},
                                       std::pair{m.host_accumulators, "offload_grads"},
@@ -331,8 +332,16 @@ std::string format_memory_prediction(const MemoryPrediction& p) {
                      format_memory_size(p.total_bytes), format_memory_size(p.device_bytes),
                      format_memory_size(p.margin_bytes), p.fits ? "fits" : "does NOT fit");
   if (p.host_offloaded_bytes > 0) {
+    // offload_quants' image is one per process (its GPUs read the same one); the rest is per GPU.
+    const size_t per_gpu = p.host_offloaded_bytes - p.host_per_process_bytes;
+    std::string scope;
+    if (p.gpus > 1 && per_gpu > 0) scope = ", per GPU";
+    if (p.gpus > 1 && p.host_per_process_bytes > 0) {
+      scope += per_gpu > 0 ? fmt::format(" but offload_quants' {} once per process", format_memory_size(p.host_per_process_bytes))
+                           : ", once per process";
+    }
     out += fmt::format("#   {:<44} {:>12} (not on the GPU: {}{})\n", "pinned host memory",
-                       format_memory_size(p.host_offloaded_bytes), p.host_offloaded_by, p.gpus > 1 ? ", per GPU" : "");
+                       format_memory_size(p.host_offloaded_bytes), p.host_offloaded_by, scope);
   }
   out += fmt::format("# {}\n", p.recompute);
   if (!p.layouts.empty()) {

@@ -57,7 +57,8 @@ struct MemoryPrediction {
   bool shard_weights = false;                            // ZeRO-3 over several ranks (zero_level 3 / shard_weights)
   bool pipeline = false;                                 // the categories are the largest stage's
   bool fits = false;
-  size_t host_offloaded_bytes = 0;                       // pinned host memory of the offload_* options (per GPU)
+  size_t host_offloaded_bytes = 0;                       // pinned host memory of the offload_* options (per GPU,
+  size_t host_per_process_bytes = 0;                     //   but these: offload_quants' image, one per process)
   std::string host_offloaded_by;                         // which options put it there ("offload_residual, ...")
   std::string recompute;                                 // the recompute choice's line
   std::vector<std::string> suggestions;                  // when it does not fit

@@ -356,6 +356,9 @@ def test_zero_three_shares_out_the_quantized_base_unless_persistent_quants_keep_
     pinned = gib(outputs["offloaded"], "pinned host memory")
     assert whole - 0.01 <= pinned <= whole * 1.02, (pinned, whole)
     assert "offload_quants" in outputs["offloaded"]
+    # One image per process, which its four GPUs read: not "per GPU".
+    pinned_line = next(line for line in outputs["offloaded"].splitlines() if "pinned host memory" in line)
+    assert "once per process" in pinned_line and "per GPU" not in pinned_line, pinned_line
     peaks = {mode: gib(out, "predicted peak") for mode, out in outputs.items()}
     assert peaks["offloaded"] < peaks["sharded"] < peaks["persistent"], peaks
     assert peaks["persistent"] - peaks["sharded"] > 0.5 * (whole - share), peaks

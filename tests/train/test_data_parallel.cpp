@@ -38,7 +38,7 @@
 
 #include "io/safetensors.h"
 #include "train/device/backend_selection.h"
-#include "trainer_fixture.h"
+#include "cpu_ranks_fixture.h"
 
 namespace surogate::train {
 namespace {
@@ -47,18 +47,9 @@ namespace fs = std::filesystem;
 constexpr double kRelativeTolerance = 2e-4;
 constexpr double kWeightTolerance = 5e-5;
 
-class DataParallelTest : public TrainerFixture {
+class DataParallelTest : public CpuRanksFixture {
 protected:
-  void SetUp() override {
-    // On a machine with a GPU, gpus: N > 1 asks for N GPUs (the backend choice checks that many
-    // are visible, even when the test then forces the CPU backend); these are CPU tests (CI).
-    if (probe_machine().visible_gpus > 0) GTEST_SKIP() << "a GPU is visible: gpus: N means GPUs here";
-  }
-  static TrainerOptions quiet(bool pretraining = false) {
-    TrainerOptions options = TrainerFixture::quiet(pretraining);
-    options.backend = TrainingBackend::Cpu;
-    return options;
-  }
+  static TrainerOptions quiet(bool pretraining = false) { return cpu(pretraining); }
   // Gradient buckets small enough that the quickstart model's gradients travel in many.
   static TrainerOptions small_buckets(bool pretraining = false) {
     TrainerOptions options = quiet(pretraining);
@@ -74,18 +65,8 @@ protected:
     }
     fmt::print("largest relative loss difference over {} steps: {:.2e}\n", one.size(), largest);
   }
-  // The largest |a - b| over every F32 tensor of two safetensors files with the same tensors.
   static double largest_weight_difference(const fs::path& a, const fs::path& b) {
-    io::SafetensorsFile first = io::SafetensorsFile::open(a), second = io::SafetensorsFile::open(b);
-    double largest = 0.0;
-    for (const io::SafetensorsTensor& tensor : first.tensors()) {
-      const io::SafetensorsTensor& other = second.tensor(tensor.name);
-      EXPECT_EQ(tensor.bytes.size(), other.bytes.size()) << tensor.name;
-      std::vector<float> x(tensor.bytes.size() / sizeof(float)), y(x.size());
-      std::memcpy(x.data(), tensor.bytes.data(), x.size() * sizeof(float));
-      std::memcpy(y.data(), other.bytes.data(), std::min(other.bytes.size(), y.size() * sizeof(float)));
-      for (size_t i = 0; i < x.size(); ++i) largest = std::max(largest, std::fabs(static_cast<double>(x[i]) - y[i]));
-    }
+    const double largest = largest_f32_difference(a, b);
     fmt::print("largest weight difference: {:.2e}\n", largest);
     return largest;
   }

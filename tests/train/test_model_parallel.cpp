@@ -33,7 +33,7 @@
 #include "ops/defs/register_ops.h"
 #include "train/device/micro_batch.h"
 #include "train/device/backend_selection.h"
-#include "trainer_fixture.h"
+#include "cpu_ranks_fixture.h"
 
 namespace surogate::train {
 namespace {
@@ -44,17 +44,8 @@ constexpr double kWeightTolerance = 5e-5;
 // Every run's optimizer settings (AdamW, see above).
 const std::string kOptimizer = "adamw_epsilon: 1e-6\n";
 
-class ModelParallelTest : public TrainerFixture {
+class ModelParallelTest : public CpuRanksFixture {
 protected:
-  void SetUp() override {
-    // gpus: N means N GPUs on a machine that has one; these are the CPU ranks' tests (CI).
-    if (probe_machine().visible_gpus > 0) GTEST_SKIP() << "a GPU is visible: gpus: N means GPUs here";
-  }
-  static TrainerOptions cpu() {
-    TrainerOptions options = quiet();
-    options.backend = TrainingBackend::Cpu;
-    return options;
-  }
   // The quickstart model with 4 layers and 4 key/value heads (4 stages, 4 sequence ranks).
   static std::string wider_model() {
     const fs::path wider = root_ / "example" / "model-4x4";
@@ -80,15 +71,8 @@ protected:
       io::SafetensorsFile b = io::SafetensorsFile::open(root_ / many_name / checkpoint / file);
       ASSERT_EQ(a.tensors().size(), b.tensors().size()) << file << ": the single-rank tensors";
       if (std::string(file) != "model.safetensors") continue;
-      double largest = 0.0;
-      for (const io::SafetensorsTensor& tensor : a.tensors()) {
-        const io::SafetensorsTensor& other = b.tensor(tensor.name);
-        ASSERT_EQ(tensor.bytes.size(), other.bytes.size()) << tensor.name;
-        std::vector<float> x(tensor.bytes.size() / 4), y(x.size());
-        std::memcpy(x.data(), tensor.bytes.data(), tensor.bytes.size());
-        std::memcpy(y.data(), other.bytes.data(), other.bytes.size());
-        for (size_t i = 0; i < x.size(); ++i) largest = std::max(largest, std::fabs(static_cast<double>(x[i]) - y[i]));
-      }
+      const double largest =
+          largest_f32_difference(root_ / one_name / checkpoint / file, root_ / many_name / checkpoint / file);
       fmt::print("{} against {}: largest weight difference {:.2e}\n", many_name, one_name, largest);
       EXPECT_LT(largest, kWeightTolerance);
     }

@@ -17,7 +17,7 @@
 
 #include "train/device/backend_selection.h"
 #include "train/memory_prediction.h"
-#include "trainer_fixture.h"
+#include "cpu_ranks_fixture.h"
 
 namespace surogate::train {
 namespace {
@@ -25,30 +25,12 @@ namespace {
 constexpr double kRelativeTolerance = 2e-4;
 constexpr double kWeightTolerance = 5e-5;
 
-class QuantizedBaseShardsTest : public TrainerFixture {
+class QuantizedBaseShardsTest : public CpuRanksFixture {
 protected:
-  void SetUp() override {
-    // gpus: N means N GPUs where one is visible; these are CPU rank tests.
-    if (probe_machine().visible_gpus > 0) GTEST_SKIP() << "a GPU is visible: gpus: N means GPUs here";
-  }
   static TrainerOptions cpu() {
-    TrainerOptions options = quiet();
-    options.backend = TrainingBackend::Cpu;
+    TrainerOptions options = CpuRanksFixture::cpu();
     options.gradient_bucket_bytes = 4096;
     return options;
-  }
-  static double largest_difference(const fs::path& a, const fs::path& b) {
-    io::SafetensorsFile first = io::SafetensorsFile::open(a), second = io::SafetensorsFile::open(b);
-    double largest = 0.0;
-    for (const io::SafetensorsTensor& tensor : first.tensors()) {
-      const io::SafetensorsTensor& other = second.tensor(tensor.name);
-      EXPECT_EQ(tensor.bytes.size(), other.bytes.size()) << tensor.name;
-      std::vector<float> x(tensor.bytes.size() / sizeof(float)), y(x.size());
-      std::memcpy(x.data(), tensor.bytes.data(), x.size() * sizeof(float));
-      std::memcpy(y.data(), other.bytes.data(), std::min(other.bytes.size(), y.size() * sizeof(float)));
-      for (size_t i = 0; i < x.size(); ++i) largest = std::max(largest, std::fabs(static_cast<double>(x[i]) - y[i]));
-    }
-    return largest;
   }
   // One rank with accumulation 6, then 3 ZeRO-3 ranks with accumulation 2 in each mode.
   // `weights_against_one_rank`: false under fp8_hybrid, where a last-bit difference of a gradient can
@@ -73,7 +55,7 @@ protected:
     EXPECT_LT(sharded.step_losses.back(), sharded.step_losses.front()) << tag;
     const fs::path adapter = "adapter_model.safetensors";
     if (weights_against_one_rank) {
-      EXPECT_LT(largest_difference(root_ / (tag + "_1") / adapter, root_ / (tag + "_3_sharded") / adapter),
+      EXPECT_LT(largest_f32_difference(root_ / (tag + "_1") / adapter, root_ / (tag + "_3_sharded") / adapter),
                 kWeightTolerance);
     }
     for (const std::string mode : {"persistent", "offloaded"}) {

@@ -1,0 +1,48 @@
+// What the CPU ranks' tests of data, sequence and pipeline parallelism share (CI runs them): on a
+// machine with a GPU `gpus: N` asks for N GPUs, so they skip there; they force the CPU backend;
+// and they compare safetensors outputs tensor by tensor.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <vector>
+
+#include "io/safetensors.h"
+#include "train/device/backend_selection.h"
+#include "trainer_fixture.h"
+
+namespace surogate::train {
+
+class CpuRanksFixture : public TrainerFixture {
+protected:
+  void SetUp() override {
+    if (probe_machine().visible_gpus > 0) GTEST_SKIP() << "a GPU is visible: gpus: N means GPUs here";
+  }
+  static TrainerOptions cpu(bool pretraining = false) {
+    TrainerOptions options = quiet(pretraining);
+    options.backend = TrainingBackend::Cpu;
+    return options;
+  }
+};
+
+// The largest |a − b| over the F32 tensors of two safetensors files that hold the same tensors.
+inline double largest_f32_difference(const std::filesystem::path& a, const std::filesystem::path& b) {
+  io::SafetensorsFile first = io::SafetensorsFile::open(a), second = io::SafetensorsFile::open(b);
+  EXPECT_EQ(first.tensors().size(), second.tensors().size()) << a << " against " << b;
+  double largest = 0.0;
+  for (const io::SafetensorsTensor& tensor : first.tensors()) {
+    const io::SafetensorsTensor& other = second.tensor(tensor.name);
+    EXPECT_EQ(tensor.bytes.size(), other.bytes.size()) << tensor.name;
+    std::vector<float> x(tensor.bytes.size() / sizeof(float)), y(x.size());
+    std::memcpy(x.data(), tensor.bytes.data(), x.size() * sizeof(float));
+    std::memcpy(y.data(), other.bytes.data(), std::min(other.bytes.size(), y.size() * sizeof(float)));
+    for (size_t i = 0; i < x.size(); ++i) largest = std::max(largest, std::fabs(static_cast<double>(x[i]) - y[i]));
+  }
+  return largest;
+}
+
+}  // namespace surogate::train
