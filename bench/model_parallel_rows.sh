@@ -17,6 +17,7 @@
 # A run this build refuses (pipeline stages on GPUs are not built yet; ZeRO-3 until it lands) is
 # recorded as {"refused": "<the error>"} rather than failing the command, so the rows show what this
 # build can do; the dry-run predictions run in every build.
+# Each run's output is kept as $OUT/run-<row>.txt; a run past MP_RUN_TIMEOUT (300 s) is recorded as failed.
 # Env: MP_SEQUENCES ("8192 16384 32768 65536 131072"), MP_GPUS ("1 2 4"), MP_STEPS (3), SKIP_MP_* =1 for a row
 # (SKIP_MP_CONTEXT, SKIP_MP_EQUIVALENCE, SKIP_MP_BUBBLE, SKIP_MP_BEYOND).
 set -uo pipefail
@@ -57,8 +58,9 @@ run_row() {  # yaml_file json_fields gpus
   out=$(grep '^output_dir:' "$file" | cut -d' ' -f2)
   nvidia-smi --query-gpu=index,memory.used --format=csv,noheader,nounits -lms 200 >"$work/mem.txt" 2>/dev/null &
   local sampler=$!
-  "$surogate" pt "$file" >"$work/run.txt" 2>&1
+  timeout "${MP_RUN_TIMEOUT:-300}" "$surogate" pt "$file" >"$work/run.txt" 2>&1
   local code=$?
+  cp "$work/run.txt" "$log/run-$(basename "$file" .yaml).txt"  # kept: a run that fails or stalls says why
   kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null
   python3 - "$out" "$fields" "$gpus" "$code" "$work/run.txt" "$work/mem.txt" <<'PY'
 import glob, json, statistics, sys
@@ -66,7 +68,8 @@ out, fields, gpus, code, run, mem = sys.argv[1], json.loads(sys.argv[2]), int(sy
 record = dict(fields, gpus=gpus)
 if code != 0:
     lines = [l for l in open(run).read().splitlines() if l.strip()]
-    record["refused" if code == 2 else "failed"] = lines[-1] if lines else f"exit {code}"
+    reason = "timed out" if code == 124 else lines[-1] if lines else f"exit {code}"
+    record["refused" if code == 2 else "failed"] = reason
 else:
     rows = [json.loads(l) for f in glob.glob(out + "/log-*.jsonl") for l in open(f) if l.startswith("{")]
     steps = [r for r in rows if r.get("type") == "step"]
