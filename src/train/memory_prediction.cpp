@@ -29,7 +29,7 @@ Target target_device(std::optional<size_t> gpu_memory_bytes) {
   // The backend the run would take (train/device/backend_selection.h), without its option checks:
   // a dry run validates a configuration that may be meant for another machine.
   const MachineOffer machine = gpu_memory_bytes ? MachineOffer{} : probe_machine();
-  const bool gpu = gpu_memory_bytes || (machine.cuda_built && machine.visible_gpus > 0);
+  const bool gpu = gpu_memory_bytes || cuda_backend_usable(machine);
   const TrainingBackend backend = gpu ? TrainingBackend::Cuda : TrainingBackend::Cpu;
   return {backend, device_memory(backend, machine, gpu_memory_bytes), machine.gpu_sm};
 }

@@ -43,6 +43,18 @@ TEST(BackendSelection, CpuBuildOrNoGpuTrainsOnTheCpuAndSaysWhy) {
   EXPECT_EQ(choose_training_backend(config, no_gpu()).backend, TrainingBackend::Cpu);
 }
 
+TEST(BackendSelection, AGpuWithoutBf16TensorCoresTrainsOnTheCpuAndSaysWhy) {
+  Config config;
+  MachineOffer turing = gpus(1, 75);
+  turing.gpu_name = "Tesla T4";
+  const BackendChoice choice = choose_training_backend(config, turing);
+  EXPECT_EQ(choice.backend, TrainingBackend::Cpu);
+  EXPECT_NE(choice.message.find("Tesla T4, SM75"), std::string::npos) << choice.message;
+  EXPECT_NE(choice.message.find("SM80+"), std::string::npos) << choice.message;
+  EXPECT_EQ(choose_training_backend(config, gpus(1, 80)).backend, TrainingBackend::Cuda);
+  EXPECT_EQ(choose_training_backend(config, gpus(1, 0)).backend, TrainingBackend::Cuda);  // SM unknown: not checked
+}
+
 TEST(BackendSelection, OneVisibleGpuTrainsOnCudaWithTheBf16Recipe) {
   Config config;  // gpus: 1, recipe: bf16 (the defaults); the default optimizer is adamw_8bit
   config.optimizer = Optimizer::AdamW;

@@ -21,6 +21,16 @@ namespace surogate::cuda {
 void check_attention_shape(const AttentionShape& shape);
 }  // namespace surogate::cuda
 
+// bf16 mma.sync and cp.async are SM80+. A build that also targets SM75 (GPUs without bf16 tensor
+// cores) compiles them there as a trap, so one binary serves every target: the backend never
+// launches these kernels on such a GPU (train/device/backend_selection.cpp trains on the CPU there
+// and says why).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+#define SUROGATE_SM80_INSTRUCTIONS 0
+#else
+#define SUROGATE_SM80_INSTRUCTIONS 1
+#endif
+
 namespace surogate::cuda::attention {
 
 constexpr int kWarps = 4;
@@ -29,11 +39,15 @@ constexpr int kPad = 8;  // bf16 elements of padding per shared-memory row (16 b
 constexpr float kLog2e = 1.4426950408889634f;
 
 __device__ __forceinline__ void mma_16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+#if !SUROGATE_SM80_INSTRUCTIONS
+  __trap();
+#else
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
       "{%0,%1,%2,%3};\n"
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
 }
 
 // Four 8×8 bf16 matrices; lane l gives the row address of matrix l / 8, row l % 8. Lane (g, t)
@@ -80,13 +94,25 @@ __device__ __forceinline__ void load_tile(__nv_bfloat16* tile, const __nv_bfloat
 
 // Asynchronous 16-byte global → shared copy (cp.async, sm_80+); `valid` false writes zeros.
 __device__ __forceinline__ void copy_async_16(void* shared_target, const void* global_source, bool valid) {
+#if !SUROGATE_SM80_INSTRUCTIONS
+  __trap();
+#else
   const uint32_t shared = static_cast<uint32_t>(__cvta_generic_to_shared(shared_target));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared), "l"(global_source),
                "r"(valid ? 16 : 0));
+#endif
 }
-__device__ __forceinline__ void copy_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ __forceinline__ void copy_async_commit() {
+#if SUROGATE_SM80_INSTRUCTIONS
+  asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
 template <int kPending>
-__device__ __forceinline__ void copy_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending)); }
+__device__ __forceinline__ void copy_async_wait() {
+#if SUROGATE_SM80_INSTRUCTIONS
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
+#endif
+}
 
 // load_tile through cp.async: the caller commits, waits and synchronises.
 template <int kHeadDim, int kThreadCount = kThreads>

@@ -41,8 +41,14 @@ void check_cpu_backend_options(const Config& config) {
 
 BackendChoice choose_training_backend(const Config& config, const MachineOffer& machine,
                                       const distributed::ProcessPlacement& placement) {
-  if (!machine.cuda_built || machine.visible_gpus == 0) {
-    std::string why = machine.cuda_built ? machine.why_no_gpu : std::string("this surogate was built without CUDA");
+  const bool gpu_without_bf16 = machine.cuda_built && machine.visible_gpus > 0 && !cuda_backend_usable(machine);
+  if (!cuda_backend_usable(machine)) {
+    std::string why = !machine.cuda_built ? std::string("this surogate was built without CUDA")
+                      : gpu_without_bf16
+                          ? fmt::format("the GPU ({}, SM{}) has no bf16 tensor cores, which the CUDA backend needs "
+                                        "(SM{}+: Ampere or newer; fp16 training on the GPU is not implemented yet)",
+                                        machine.gpu_name, machine.gpu_sm, kCudaBackendMinimumSm)
+                          : machine.why_no_gpu;
     check_cpu_backend_options(config);
     const distributed::ParallelLayout layout = distributed::cpu_parallel_layout(config, placement);
     if (layout.several_ranks()) {
@@ -119,6 +125,12 @@ BackendChoice choose_training_backend(const Config& config, const MachineOffer& 
                           : "bf16 weights and activations",
                       bf16_master ? "bf16 master weights (stochastic rounding, no fp32 copy)" : "fp32 master weights",
                       bf16_gradients ? "bf16" : "fp32", to_string(config.optimizer), ranks)};
+}
+
+// The CUDA kernels' matrix products are bf16 tensor-core instructions, SM80+ (a build for SM75
+// compiles them as traps: cuda/kernels/attention_tiles.cuh).
+bool cuda_backend_usable(const MachineOffer& machine) {
+  return machine.cuda_built && machine.visible_gpus > 0 && (machine.gpu_sm == 0 || machine.gpu_sm >= kCudaBackendMinimumSm);
 }
 
 bool fp16_training(const Config& config) { return config.torch_dtype == TorchDtype::Float16; }

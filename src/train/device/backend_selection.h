@@ -36,6 +36,13 @@ struct MachineOffer {
   int gpu_sm = 0;                // of device 0: compute capability major · 10 + minor
 };
 
+// The oldest GPU the CUDA backend trains on (compute capability · 10): its kernels are bf16
+// tensor-core code. An older GPU (SM75) trains on the CPU backend, and the first line says why.
+inline constexpr int kCudaBackendMinimumSm = 80;
+
+// A CUDA build with a visible GPU the backend trains on (an unknown SM, 0, counts as usable).
+bool cuda_backend_usable(const MachineOffer& machine);
+
 struct BackendChoice {
   TrainingBackend backend = TrainingBackend::Cpu;
   std::string message;         // the line the trainer prints
