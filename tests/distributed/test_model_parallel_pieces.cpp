@@ -344,8 +344,6 @@ TEST(SequenceParallelGraph, TokenInputsSplitAndAttentionIsWrapped) {
   EXPECT_NE(error_of([&] { apply_sequence_parallel(forward, registry, 3); }).find("sequence_len is 8"), std::string::npos);
 }
 
-}  // namespace
-}  // namespace surogate::distributed
 
 namespace pipeline_rounds_test {
 
@@ -474,3 +472,5 @@ TEST(PipelineRounds, GroupedTransfersNeverDeadlockAndEveryStepRunsInScheduleOrde
   }
 }
 
+}  // namespace
+}  // namespace surogate::distributed
