@@ -319,6 +319,7 @@ private:
       rank.runner = std::make_unique<CudaPipelineStage>(stage_setup, plan, rank.layout,
                                                         rank.owned_first + rank.shard.first_unit,
                                                         rank.owned_first + rank.shard.end_unit, graphs_);
+      rank.runner->prepare(pipeline_.micro_batches);
       CUDA_CHECK(cudaDeviceSynchronize());
     });
     std::vector<void*> streams;

@@ -18,7 +18,8 @@
 // events around each forward, so the two plans run in one order and a send reads a plan's output
 // before the next run overwrites it. Nothing waits on the host but CudaBackend's input staging
 // (for the previous execute's upload, of an earlier round), and nothing is allocated while
-// transfers are in flight: the slots are allocated before a step's first transfer.
+// transfers are in flight: the slots are allocated at start-up (prepare) or before a step's first
+// transfer.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -55,6 +56,9 @@ public:
   CudaRankState& state() { return *state_; }
   bool last() const { return plan_.graph.sent.empty(); }
 
+  // The program and receive slots of a step of `micro_batches` (run() makes them for a count it has
+  // not seen, before its first transfer; the device makes the configured one's at start-up).
+  void prepare(int micro_batches) { program(micro_batches); }
   // Enqueues one optimizer step's micro-batches; `peer(stage)` is the world rank of that stage in
   // this rank's replica. The losses (last stage) are read by state().loss_sum() after the stream.
   void run(std::span<const StageMicroBatch> batches, distributed::Communicator& world,
