@@ -14,7 +14,7 @@
 #      forward run twice on every stage but the last, docs/architecture.md).
 #   4. beyond one GPU: Qwen3-14B full fine-tuning, pipeline on every visible GPU against ZeRO-3
 #      (zero_level: 3) on the same GPUs: tokens/s and peak memory per GPU.
-# A run this build refuses (pipeline stages on GPUs are not built yet; ZeRO-3 until it lands) is
+# A run this build refuses (ZeRO-3 until it lands) is
 # recorded as {"refused": "<the error>"} rather than failing the command, so the rows show what this
 # build can do; the dry-run predictions run in every build.
 # Each run's output is kept as $OUT/run-<row>.txt; a run past MP_RUN_TIMEOUT (300 s) is recorded as failed.
@@ -22,8 +22,10 @@
 # (SKIP_MP_CONTEXT, SKIP_MP_EQUIVALENCE, SKIP_MP_BUBBLE, SKIP_MP_BEYOND).
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-# These rows validate sequence parallelism's GPU path, which a run otherwise refuses until they have.
+# These rows validate sequence and pipeline parallelism's GPU paths, which a run otherwise refuses
+# until they have.
 export SUROGATE_ALLOW_UNVALIDATED_SEQUENCE_PARALLEL_CUDA=1
+export SUROGATE_ALLOW_UNVALIDATED_PIPELINE_PARALLEL_CUDA=1
 source "$root/bench/carry_env.sh"
 use_carry dp surogate || exit 1
 log="${OUT:-/tmp/multi_gpu}"

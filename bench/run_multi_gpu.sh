@@ -6,7 +6,9 @@
 #      gpus: 2 against one GPU with twice the accumulation, ZeRO-1/2/3), CudaQuantizedBase* (the
 #      quantized base under ZeRO-3: sharded, persistent_quants, offload_quants), CudaSequenceParallel*
 #      (2 sequence ranks against one GPU; not run on hardware yet, so sequence parallelism on GPUs is
-#      still refused without SUROGATE_ALLOW_UNVALIDATED_SEQUENCE_PARALLEL_CUDA=1) and
+#      still refused without SUROGATE_ALLOW_UNVALIDATED_SEQUENCE_PARALLEL_CUDA=1), CudaPipelineParallel*
+#      (2 stages against one GPU, 2 replicas × 2 stages with 4 GPUs; likewise refused without
+#      SUROGATE_ALLOW_UNVALIDATED_PIPELINE_PARALLEL_CUDA=1 until it has run) and
 #      tests/python/test_data_parallel_gpus_cli.py (the CLI
 #      with --gpus=2, and two processes of one GPU each started with the launcher variables, one
 #      of them killed; needs pytest).
@@ -50,7 +52,7 @@ if [[ "${SKIP_TESTS:-0}" != 1 ]]; then
   # A collective that never completes must fail the call, not eat it: each suite has TEST_TIMEOUT seconds.
   timeout "${TEST_TIMEOUT:-300}" "$CARRY_DIR/distributed_cuda_tests" 2>&1 | tee "$log/distributed_cuda_tests.log" | grep -E '^\[ *(OK|FAILED|PASSED|SKIPPED) ' || status=1
   SUROGATE_SOURCE_DIR="$root" timeout "${TEST_TIMEOUT:-300}" "$CARRY_DIR/train_cuda_tests" \
-    --gtest_filter="${DP_TEST_FILTER:-CudaDataParallel*:CudaQuantizedBase*:CudaSequenceParallel*}" 2>&1 |
+    --gtest_filter="${DP_TEST_FILTER:-CudaDataParallel*:CudaQuantizedBase*:CudaSequenceParallel*:CudaPipelineParallel*}" 2>&1 |
     tee "$log/train_cuda_data_parallel.log" | grep -E '^\[ *(OK|FAILED|PASSED|SKIPPED) |Failure|max \|delta' || status=1
   grep -q '^\[  FAILED' "$log/train_cuda_data_parallel.log" "$log/distributed_cuda_tests.log" && status=1
   if python3 -c "import pytest" 2>/dev/null; then

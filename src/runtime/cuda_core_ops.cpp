@@ -1,8 +1,10 @@
 // CUDA binders for the engine's core ops (graph/core_ops.cpp), fp32; add, scale, scale_by, fill and accumulate
 // also bf16 (the residual stream and gradient sums of BF16 model graphs, bf16 fp32-summed, rounded
-// once). Each parses its attrs once at load and returns a closure that launches one kernel from
+// once), and mul, sum and broadcast (a pipeline stage's loss, runtime/cuda_bf16_products.h). Each
+// parses its attrs once at load and returns a closure that launches one kernel from
 // runtime/cuda_elementwise.h or runtime/cuda_model_kernels.h.
 // Semantics match the CPU kernels: scale rounds its factor to float, sum accumulates in double.
+#include "runtime/cuda_bf16_products.h"
 #include "runtime/cuda_elementwise.h"
 #include "runtime/cuda_lora_kernels.h"
 #include "runtime/cuda_model_kernels.h"
@@ -39,7 +41,16 @@ CudaKernel bind_add(const CudaBindContext& ctx) {
   }
   return bind_binary(ctx, k::add_f32);
 }
-CudaKernel bind_mul(const CudaBindContext& ctx) { return bind_binary(ctx, k::mul_f32); }
+CudaKernel bind_mul(const CudaBindContext& ctx) {
+  if (all_bf16(ctx)) {
+    const int64_t count = ctx.outputs[0].numel();
+    return [count](const CudaKernelArgs& args) {
+      k::mul_bf16(args.inputs[0].as<const __nv_bfloat16>(), args.inputs[1].as<const __nv_bfloat16>(),
+                  args.outputs[0].as<__nv_bfloat16>(), count, args.stream);
+    };
+  }
+  return bind_binary(ctx, k::mul_f32);
+}
 
 CudaKernel bind_scale(const CudaBindContext& ctx) {
   if (all_bf16(ctx)) {  // the LoRA branch's alpha / r in BF16 graphs
@@ -91,6 +102,12 @@ CudaKernel bind_fill(const CudaBindContext& ctx) {
 }
 
 CudaKernel bind_sum(const CudaBindContext& ctx) {
+  if (all_bf16(ctx)) {
+    const int64_t count = ctx.inputs[0].numel();
+    return [count](const CudaKernelArgs& args) {
+      k::sum_bf16(args.inputs[0].as<const __nv_bfloat16>(), args.outputs[0].as<__nv_bfloat16>(), count, args.stream);
+    };
+  }
   ctx.expect_all(DType::F32);
   const int64_t count = ctx.inputs[0].numel();
   return [count](const CudaKernelArgs& args) {
@@ -99,6 +116,13 @@ CudaKernel bind_sum(const CudaBindContext& ctx) {
 }
 
 CudaKernel bind_broadcast(const CudaBindContext& ctx) {
+  if (all_bf16(ctx)) {
+    const int64_t count = ctx.outputs[0].numel();
+    return [count](const CudaKernelArgs& args) {
+      k::broadcast_bf16(args.inputs[0].as<const __nv_bfloat16>(), args.outputs[0].as<__nv_bfloat16>(), count,
+                        args.stream);
+    };
+  }
   ctx.expect_all(DType::F32);
   const int64_t count = ctx.outputs[0].numel();
   return [count](const CudaKernelArgs& args) {

@@ -181,9 +181,9 @@ void predict_layouts(const Config& config, const io::ModelConfig& model, const T
       if (ranks % (sequence * pipeline) != 0 || (sequence > 1 && pipeline > 1)) continue;
       LayoutPrediction layout{ranks / (sequence * pipeline), sequence, pipeline};
       layout.configured = sequence == config.sequence_parallel_size && pipeline == config.pipeline_parallel_size;
-      layout.cpu_ranks_only = target.backend == TrainingBackend::Cuda && pipeline > 1;
-      layout.unvalidated = target.backend == TrainingBackend::Cuda && sequence > 1 &&
-                           !unvalidated_sequence_parallel_cuda_allowed();
+      layout.unvalidated = target.backend == TrainingBackend::Cuda &&
+                           ((sequence > 1 && !unvalidated_sequence_parallel_cuda_allowed()) ||
+                            (pipeline > 1 && !unvalidated_pipeline_parallel_cuda_allowed()));
       Config variant = config;
       variant.gpus = ranks;
       variant.sequence_parallel_size = sequence;
@@ -209,7 +209,7 @@ void predict_layouts(const Config& config, const io::ModelConfig& model, const T
                    });
   for (size_t index = 0; index < prediction.layouts.size(); ++index) {
     const LayoutPrediction& layout = prediction.layouts[index];
-    if (layout.fits && layout.refusal.empty() && !layout.cpu_ranks_only && !layout.unvalidated) {
+    if (layout.fits && layout.refusal.empty() && !layout.unvalidated) {
       prediction.picked_layout = index;
       break;
     }
@@ -346,14 +346,12 @@ std::string format_memory_prediction(const MemoryPrediction& p) {
   out += fmt::format("# {}\n", p.recompute);
   if (!p.layouts.empty()) {
     out += fmt::format("# layouts of {} ranks (data × sequence × pipeline), predicted peak {}:\n", p.layout_ranks,
-                       p.gpus > 1 || p.layouts.front().cpu_ranks_only ? "per GPU" : "of the host (every rank)");
+                       p.gpus > 1 ? "per GPU" : "of the host (every rank)");
     for (const LayoutPrediction& layout : p.layouts) {
       const std::string verdict = !layout.refusal.empty() ? "cannot: " + layout.refusal
                                   : fmt::format("{:>12}  {}{}", format_memory_size(layout.peak_bytes),
                                                 layout.fits ? "fits" : "does NOT fit",
-                                                layout.cpu_ranks_only ? " (CPU ranks only in this version)"
-                                                : layout.unvalidated  ? " (not validated on GPUs yet)"
-                                                                      : "");
+                                                layout.unvalidated ? " (not validated on GPUs yet)" : "");
       out += fmt::format("#   {:<12} {}{}\n", layout_name(layout), verdict, layout.configured ? "   <- configured" : "");
     }
     if (p.picked_layout) {

@@ -3,7 +3,9 @@
 // exchange ops as a permutation (sequence_to_heads, then heads_to_sequence, gives the input back
 // bit for bit, and each chunk lands where Ulysses puts it); the 1F1B schedule (each micro-batch
 // once each way, at most P − s in flight, and a simulated step time equal to the bubble formula
-// (M + P − 1)(f + b) for every P, M, f, b tried); the stage balancing; the sequence-parallel pass
+// (M + P − 1)(f + b) for every P, M, f, b tried); the rounds of grouped transfers, replayed against a
+// model of rendezvous transfers (they finish for every P ≤ 8, M ≤ 16, with and without a tensor
+// that skips stages, where each step's own blocking transfers deadlock); the stage balancing; the sequence-parallel pass
 // and the pipeline split on a small decoder graph.
 #include <gtest/gtest.h>
 
@@ -19,6 +21,7 @@
 #include "distributed/gloo_communicator.h"
 #include "distributed/parallel_layout.h"
 #include "distributed/pipeline_graph.h"
+#include "distributed/pipeline_rounds.h"
 #include "distributed/pipeline_schedule.h"
 #include "distributed/pipeline_stages.h"
 #include "distributed/rank_threads.h"
@@ -339,6 +342,134 @@ TEST(SequenceParallelGraph, TokenInputsSplitAndAttentionIsWrapped) {
   EXPECT_NE(error_of([&] { apply_sequence_parallel(forward, registry, 4); }).find("1/4 of the attention heads"),
             std::string::npos);
   EXPECT_NE(error_of([&] { apply_sequence_parallel(forward, registry, 3); }).find("sequence_len is 8"), std::string::npos);
+}
+
+
+namespace pipeline_rounds_test {
+
+// Stage graphs of a chain of `stages` (the residual stream from each stage to the next) and, with
+// `skip`, a tensor the first stage sends to the last two as well.
+std::vector<StageGraph> chain(int stages, bool skip) {
+  std::vector<StageGraph> graphs(static_cast<size_t>(stages));
+  for (int s = 0; s < stages; ++s) {
+    graphs[static_cast<size_t>(s)].stage = s;
+    if (s + 1 < stages) {
+      const BoundaryTensor tensor{"h" + std::to_string(s), s, {s + 1}};
+      graphs[static_cast<size_t>(s)].sent.push_back(tensor);
+      graphs[static_cast<size_t>(s + 1)].received.push_back(tensor);
+    }
+  }
+  if (skip && stages >= 3) {
+    const BoundaryTensor tensor{"x", 0, {stages - 2, stages - 1}};
+    graphs[0].sent.push_back(tensor);
+    for (int reader : tensor.to) graphs[static_cast<size_t>(reader)].received.push_back(tensor);
+  }
+  return graphs;
+}
+
+// Replays the programs as NCCL runs them: a rank posts its next group once the previous one has
+// completed; a group completes when each of its transfers is posted by the other rank too (in a
+// group it has posted, or already completed). Returns whether every group completed.
+bool completes(const std::vector<std::vector<std::vector<PipelineTransfer>>>& groups) {
+  const size_t ranks = groups.size();
+  std::vector<size_t> next(ranks, 0);
+  auto posted_or_done = [&](size_t rank, const PipelineTransfer& transfer) {
+    for (size_t g = 0; g <= next[rank] && g < groups[rank].size(); ++g) {
+      if (std::find(groups[rank][g].begin(), groups[rank][g].end(), transfer) != groups[rank][g].end()) return true;
+    }
+    return false;
+  };
+  for (bool progressed = true; progressed;) {
+    progressed = false;
+    for (size_t rank = 0; rank < ranks; ++rank) {
+      if (next[rank] == groups[rank].size()) continue;
+      bool ready = true;
+      for (const PipelineTransfer& transfer : groups[rank][next[rank]]) {
+        const size_t other = static_cast<size_t>(transfer.sender) == rank ? static_cast<size_t>(transfer.receiver)
+                                                                           : static_cast<size_t>(transfer.sender);
+        ready = ready && posted_or_done(other, transfer);
+      }
+      if (!ready) continue;
+      ++next[rank];
+      progressed = true;
+    }
+  }
+  for (size_t rank = 0; rank < ranks; ++rank) {
+    if (next[rank] != groups[rank].size()) return false;
+  }
+  return true;
+}
+
+// Every stage's transfers posted around each of its steps, one per group.
+std::vector<std::vector<std::vector<PipelineTransfer>>> step_by_step(const std::vector<StageGraph>& graphs, int micro) {
+  const int stages = static_cast<int>(graphs.size());
+  std::vector<std::vector<std::vector<PipelineTransfer>>> groups(graphs.size());
+  for (int s = 0; s < stages; ++s) {
+    auto& own = groups[static_cast<size_t>(s)];
+    const StageGraph& graph = graphs[static_cast<size_t>(s)];
+    for (const PipelineStep& step : one_forward_one_backward(s, stages, micro)) {
+      const int m = step.micro_batch;
+      if (step.kind == PipelineStep::Kind::Forward) {
+        for (const BoundaryTensor& tensor : graph.received) own.push_back({{tensor.name, m, false, tensor.from, s}});
+        for (const BoundaryTensor& tensor : graph.sent) {
+          for (int reader : tensor.to) own.push_back({{tensor.name, m, false, s, reader}});
+        }
+      } else {
+        for (const BoundaryTensor& tensor : graph.sent) {
+          for (int reader : tensor.to) own.push_back({{tensor.name, m, true, reader, s}});
+        }
+        for (const BoundaryTensor& tensor : graph.received) own.push_back({{tensor.name, m, true, s, tensor.from}});
+      }
+    }
+  }
+  return groups;
+}
+
+}  // namespace pipeline_rounds_test
+
+TEST(PipelineRounds, GroupedTransfersNeverDeadlockAndEveryStepRunsInScheduleOrder) {
+  using namespace pipeline_rounds_test;
+  for (bool skip : {false, true}) {
+    for (int stages = 1; stages <= 8; ++stages) {
+      for (int micro = 1; micro <= 16; ++micro) {
+        const std::vector<StageGraph> graphs = chain(stages, skip);
+        std::vector<const StageGraph*> pointers;
+        for (const StageGraph& graph : graphs) pointers.push_back(&graph);
+        const auto programs = pipeline_rounds(pointers, micro);
+        ASSERT_EQ(programs.size(), static_cast<size_t>(stages));
+        std::vector<std::vector<std::vector<PipelineTransfer>>> grouped(programs.size());
+        // Per (sender, receiver): the sends and the receives, in program order.
+        std::map<std::pair<int, int>, std::vector<PipelineTransfer>> sends, receives;
+        for (int s = 0; s < stages; ++s) {
+          std::vector<PipelineStep> steps;
+          for (const PipelineRound& round : programs[static_cast<size_t>(s)]) {
+            if (round.step) steps.push_back(*round.step);
+            if (!round.transfers.empty()) grouped[static_cast<size_t>(s)].push_back(round.transfers);
+            for (const PipelineTransfer& transfer : round.transfers) {
+              ASSERT_TRUE(transfer.sender == s || transfer.receiver == s);
+              (transfer.sender == s ? sends : receives)[{transfer.sender, transfer.receiver}].push_back(transfer);
+              // A stage sends what a step of this round or an earlier one computed.
+              if (transfer.sender == s) {
+                const PipelineStep made{transfer.gradient ? PipelineStep::Kind::Backward : PipelineStep::Kind::Forward,
+                                        transfer.micro_batch};
+                EXPECT_NE(std::find(steps.begin(), steps.end(), made), steps.end());
+              }
+            }
+          }
+          EXPECT_EQ(steps, one_forward_one_backward(s, stages, micro)) << "stage " << s;
+        }
+        // NCCL pairs a peer's sends and receives in order: both sides list the same transfers.
+        EXPECT_EQ(sends, receives);
+        EXPECT_TRUE(completes(grouped)) << stages << " stages, " << micro << " micro-batches, skip " << skip;
+        if (stages >= 2 && micro >= 2) {
+          // Each step's own transfers, one at a time (receive, compute, send), as a naive 1F1B would
+          // post them: the first stage's second send and the second stage's first gradient wait
+          // for each other.
+          EXPECT_FALSE(completes(step_by_step(graphs, micro))) << stages << " stages, " << micro << " micro-batches";
+        }
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -12,6 +12,9 @@
 // execution with one warning line.
 // offload_residual's host copies (runtime/cuda_host_copies.h) on side streams: the same results bit
 // for bit as the plan without them, eagerly, captured in a graph and with the time breakdown.
+// bf16 mul / sum / broadcast (a pipeline stage's loss, sum(t · g)): the gradient of t is g bit for
+// bit (seed 1, broadcast, 1 · g are exact), and the loss is the double sum of the bf16 products
+// rounded to bf16 (within one bf16 rounding, 2^-8 relative, of the sum computed here).
 #include <gtest/gtest.h>
 
 #include <cuda_runtime_api.h>
@@ -23,6 +26,7 @@
 
 #include "compiler/engine_test_util.h"
 #include "compiler/toy_ops.h"
+#include "core/bfloat16.h"
 #include "cuda/cuda_check.h"
 #include "cuda/device_info.h"
 #include "runtime/cuda_backend.h"
@@ -315,6 +319,39 @@ CudaOpTable table_with_capture_breaking_sum() {
     });
   }
   return table;
+}
+
+TEST(CudaBackend, Bf16StageLossGivesTheReceivedGradientExactly) {
+  SKIP_WITHOUT_GPU();
+  OpRegistry registry;
+  register_core_ops(registry);
+  GraphBuilder b(registry);
+  constexpr int64_t kCount = 3000;  // more than one block's threads, not a multiple of 8
+  TensorId t = b.parameter("t", DType::BF16, {kCount});
+  TensorId g = b.input("g", DType::BF16, {kCount});
+  TensorId loss = b.op("sum", {b.op("mul", {t, g}, {}, "product")}, {}, "loss");
+  b.mark_output(loss);
+  ExecutionPlan plan = compiler::compile_training(b.finish(), loss, registry);
+  std::vector<uint16_t> values(kCount), gradient(kCount);
+  const std::vector<float> a = random_values<float>(kCount, 71, 1.0), c = random_values<float>(kCount, 72, 1.0);
+  double expected = 0.0;
+  for (int64_t i = 0; i < kCount; ++i) {
+    values[i] = float_to_bf16(a[i]);
+    gradient[i] = float_to_bf16(c[i]);
+    expected += static_cast<double>(bf16_to_float(float_to_bf16(bf16_to_float(values[i]) * bf16_to_float(gradient[i]))));
+  }
+  CudaBackend gpu;
+  gpu.load(plan, registry);
+  gpu.write(t, std::as_bytes(std::span<const uint16_t>(values)));
+  InputBinding input{g, std::as_bytes(std::span<const uint16_t>(gradient))};
+  gpu.zero_gradients();
+  gpu.execute(std::span<const InputBinding>(&input, 1));
+  std::vector<uint16_t> received(kCount);
+  gpu.read(plan.parameter_gradients.at(t), std::as_writable_bytes(std::span<uint16_t>(received)));
+  EXPECT_EQ(received, gradient);
+  uint16_t total = 0;
+  gpu.read(loss, std::as_writable_bytes(std::span<uint16_t>(&total, 1)));
+  EXPECT_NEAR(bf16_to_float(total), expected, std::abs(expected) * std::ldexp(1.0, -8));
 }
 
 TEST(CudaBackend, RefusedCaptureWarnsOnceAndStaysEager) {

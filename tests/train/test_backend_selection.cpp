@@ -135,7 +135,7 @@ TEST(BackendSelection, GpusOnTheCpuBackendAreDataParallelCpuRanks) {
   EXPECT_EQ(choose_training_backend(config, no_gpu()).message.find("data-parallel"), std::string::npos);
 }
 
-TEST(BackendSelection, SequenceParallelGpusTrainOnCudaAPipelineIsCpuRanksOnly) {
+TEST(BackendSelection, SequenceAndPipelineParallelGpusTrainOnCudaOnlyWhenTheUnvalidatedPathIsAllowed) {
   Config config;
   config.gpus = 4;
   config.sequence_parallel_size = 2;
@@ -150,8 +150,20 @@ TEST(BackendSelection, SequenceParallelGpusTrainOnCudaAPipelineIsCpuRanksOnly) {
   EXPECT_NE(choice.message.find("4 ranks (2 data-parallel × 2 sequence-parallel)"), std::string::npos) << choice.message;
   config.sequence_parallel_size = 1;
   config.pipeline_parallel_size = 2;
-  EXPECT_NE(error_of(config, gpus(4)).find("pipeline_parallel_size: 2 trains on CPU ranks in this version"),
-            std::string::npos);
+  ::unsetenv("SUROGATE_ALLOW_UNVALIDATED_PIPELINE_PARALLEL_CUDA");
+  const std::string refusal = error_of(config, gpus(4));
+  EXPECT_NE(refusal.find("pipeline_parallel_size: 2 on GPUs is not validated on a multi-GPU machine"),
+            std::string::npos) << refusal;
+  EXPECT_NE(refusal.find("SUROGATE_ALLOW_UNVALIDATED_PIPELINE_PARALLEL_CUDA=1"), std::string::npos) << refusal;
+  // The sequence-parallel variable does not allow a pipeline.
+  ::setenv("SUROGATE_ALLOW_UNVALIDATED_SEQUENCE_PARALLEL_CUDA", "1", 1);
+  EXPECT_NE(error_of(config, gpus(4)).find("pipeline_parallel_size: 2 on GPUs is not validated"), std::string::npos);
+  ::unsetenv("SUROGATE_ALLOW_UNVALIDATED_SEQUENCE_PARALLEL_CUDA");
+  ::setenv("SUROGATE_ALLOW_UNVALIDATED_PIPELINE_PARALLEL_CUDA", "1", 1);
+  choice = choose_training_backend(config, gpus(4));
+  ::unsetenv("SUROGATE_ALLOW_UNVALIDATED_PIPELINE_PARALLEL_CUDA");
+  EXPECT_EQ(choice.backend, TrainingBackend::Cuda);
+  EXPECT_NE(choice.message.find("4 ranks (2 data-parallel × 2 pipeline stages)"), std::string::npos) << choice.message;
   choice = choose_training_backend(config, no_gpu());
   EXPECT_EQ(choice.backend, TrainingBackend::Cpu);
   EXPECT_NE(choice.message.find("4 ranks (2 data-parallel × 2 pipeline stages)"), std::string::npos) << choice.message;

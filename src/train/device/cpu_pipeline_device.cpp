@@ -46,6 +46,7 @@
 #include "train/device/backend_selection.h"
 #include "train/device/cpu_parameters.h"
 #include "train/device/cpu_pipeline_stage.h"
+#include "train/device/pipeline_parameters.h"
 #include "train/device/process_window.h"
 #include "train/quantized_weights.h"
 
@@ -102,7 +103,7 @@ public:
         boundary_tags_.try_emplace(tensor.name, static_cast<uint32_t>(boundary_tags_.size()));
       }
     }
-    const std::set<std::string> tied = tied_parameters();
+    const std::set<std::string> tied = tied_pipeline_parameters(pipeline_, setup.specs);
     std::unique_ptr<distributed::ProcessWorld> alone = distributed::ProcessWorld::single();
     auto world = distributed::connect_gloo(threads_, *alone, 0, layout_.world_size);
     auto groups = distributed::connect_gloo_groups(threads_, *alone, 0, [&](int rank) {
@@ -259,35 +260,11 @@ private:
     }
   }
 
-  // Parameters a trainable graph of more than one stage reads (tied embeddings: first and last).
-  std::set<std::string> tied_parameters() const {
-    std::map<std::string, std::vector<int>> readers;
-    for (const PipelineStagePlan& stage : pipeline_.stages) {
-      for (graph::TensorId id : stage.training.graph.parameters) {
-        if (host_index_.contains(stage.training.graph.tensor(id).name)) {
-          readers[stage.training.graph.tensor(id).name].push_back(stage.graph.stage);
-        }
-      }
-    }
-    std::set<std::string> tied;
-    for (const auto& [name, stages] : readers) {
-      if (stages.size() == 1) continue;
-      SUROGATE_CHECK(stages.size() == 2 && stages[0] == 0 && stages[1] == layout_.pipeline_size - 1,
-                     "parameter '{}' is shared only by the first and the last stage", name);
-      tied.insert(name);
-    }
-    return tied;
-  }
-
   void set_up_rank(Rank& rank, const graph::OpRegistry& registry, std::span<const models::ParameterSpec> specs,
                    const std::set<std::string>& tied) {
     const PipelineStagePlan& plan = pipeline_.stages[static_cast<size_t>(rank.stage)];
     rank.runner = std::make_unique<CpuPipelineStage>(plan, registry, layout_.pipeline_size, boundary_tags_);
-    std::vector<models::ParameterSpec> stage_specs;
-    for (const models::ParameterSpec& spec : specs) {
-      if (plan.training.graph.find_tensor(spec.name)) stage_specs.push_back(spec);
-    }
-    rank.parameters = bind_cpu_parameters(rank.runner->training(), plan.training, stage_specs);
+    rank.parameters = bind_cpu_parameters(rank.runner->training(), plan.training, stage_parameter_specs(plan, specs));
     std::vector<size_t> sizes;
     size_t total = 0;
     for (size_t i = 0; i < rank.parameters.trainable.size(); ++i) {

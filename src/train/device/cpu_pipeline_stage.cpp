@@ -49,10 +49,7 @@ CpuPipelineStage::CpuPipelineStage(const PipelineStagePlan& plan, const graph::O
 
 StageMicroBatch CpuPipelineStage::take(const compiler::ExecutionPlan& source,
                                        std::span<const runtime::InputBinding> inputs) const {
-  StageMicroBatch batch;
-  batch.training = copy_micro_batch(source, plan_.training, inputs);
-  if (!last()) batch.forward = copy_micro_batch(source, plan_.forward, inputs);
-  return batch;
+  return take_stage_micro_batch(plan_, source, inputs);
 }
 
 void CpuPipelineStage::refresh_forward_weights(bool trained_only) {

@@ -27,16 +27,10 @@
 #include "distributed/communicator.h"
 #include "graph/op_registry.h"
 #include "runtime/cpu_backend.h"
-#include "train/device/micro_batch.h"
+#include "train/device/pipeline_parameters.h"
 #include "train/pipeline_plan.h"
 
 namespace surogate::train {
-
-// A micro-batch as one stage keeps it: its inputs for the training plan and for the forward plan.
-struct StageMicroBatch {
-  MicroBatch training;
-  MicroBatch forward;
-};
 
 class CpuPipelineStage {
 public:

@@ -107,34 +107,6 @@ struct Rank {
 };
 
 
-// The evaluator of GPU 0's weights, run on rank 0's thread (its CUDA device and the thread its
-// backend was made on).
-class RankZeroEvaluator final : public Evaluator {
-public:
-  RankZeroEvaluator(distributed::RankThreads& threads, std::unique_ptr<Evaluator> inner)
-      : threads_(threads), inner_(std::move(inner)) {}
-  ~RankZeroEvaluator() override {
-    try {
-      threads_.run([&](int r) {
-        if (r == 0) inner_.reset();
-      });
-    } catch (...) {
-      // Shutting down after a failure: nothing more to report.
-    }
-  }
-  EvalResult run() override {
-    EvalResult result;
-    threads_.run([&](int r) {
-      if (r == 0) result = inner_->run();
-    });
-    return result;
-  }
-
-private:
-  distributed::RankThreads& threads_;
-  std::unique_ptr<Evaluator> inner_;
-};
-
 class CudaDataParallelDevice final : public TrainingDevice {
 public:
   CudaDataParallelDevice(const TrainingDeviceSetup& setup, const distributed::ParallelLayout& layout)
@@ -234,7 +206,7 @@ public:
                                                              quantized_pieces())
                              : make_cuda_evaluator(setup, ranks_[0].state->backend());
     });
-    return std::make_unique<RankZeroEvaluator>(threads_, std::move(inner));
+    return on_rank_zero(threads_, std::move(inner));
   }
 
   void store_quantized(const models::QuantizedWeight& weight, QuantizedPieces pieces) override {

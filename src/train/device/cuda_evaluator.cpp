@@ -135,6 +135,33 @@ private:
   runtime::StepObserverList observers_;
 };
 
+// An evaluator run on rank 0's thread; see on_rank_zero.
+class RankZeroEvaluator final : public Evaluator {
+public:
+  RankZeroEvaluator(distributed::RankThreads& threads, std::unique_ptr<Evaluator> inner)
+      : threads_(threads), inner_(std::move(inner)) {}
+  ~RankZeroEvaluator() override {
+    try {
+      threads_.run([&](int r) {
+        if (r == 0) inner_.reset();
+      });
+    } catch (...) {
+      // Shutting down after a failure: nothing more to report.
+    }
+  }
+  EvalResult run() override {
+    EvalResult result;
+    threads_.run([&](int r) {
+      if (r == 0) result = inner_->run();
+    });
+    return result;
+  }
+
+private:
+  distributed::RankThreads& threads_;
+  std::unique_ptr<Evaluator> inner_;
+};
+
 }  // namespace
 
 std::unique_ptr<Evaluator> make_cuda_evaluator(const EvaluatorSetup& setup, runtime::CudaBackend& training) {
@@ -145,6 +172,10 @@ std::unique_ptr<Evaluator> make_cuda_gathering_evaluator(const EvaluatorSetup& s
                                                          std::span<const WeightView> weights,
                                                          const QuantizedPieceSource& quantized) {
   return std::make_unique<CudaEvaluator>(setup, training, &weights, quantized);
+}
+
+std::unique_ptr<Evaluator> on_rank_zero(distributed::RankThreads& threads, std::unique_ptr<Evaluator> inner) {
+  return std::make_unique<RankZeroEvaluator>(threads, std::move(inner));
 }
 
 }  // namespace surogate::train

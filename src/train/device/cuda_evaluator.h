@@ -11,6 +11,7 @@
 #include <span>
 #include <string>
 
+#include "distributed/rank_threads.h"
 #include "runtime/cuda_backend.h"
 #include "train/evaluator.h"
 
@@ -33,5 +34,9 @@ using QuantizedPieceSource = std::function<std::span<const std::byte>(const std:
 std::unique_ptr<Evaluator> make_cuda_gathering_evaluator(const EvaluatorSetup& setup, runtime::CudaBackend& training,
                                                          std::span<const WeightView> weights,
                                                          const QuantizedPieceSource& quantized = {});
+
+// The evaluator `inner` of a multi-GPU device, made on rank 0's thread of `threads` (its CUDA device
+// current, the thread its backend was made on): run and released on that thread.
+std::unique_ptr<Evaluator> on_rank_zero(distributed::RankThreads& threads, std::unique_ptr<Evaluator> inner);
 
 }  // namespace surogate::train

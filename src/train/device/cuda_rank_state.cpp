@@ -145,7 +145,9 @@ CudaRankState::CudaRankState(const TrainingDeviceSetup& setup, const CudaTrainab
   backend_.load(plan, *setup.registry);
   backend_.set_time_breakdown(config_.debug_time_breakdown);
   backend_.set_cuda_graphs(config_.use_cuda_graphs);
-  loss_ = plan.loss;
+  // A plan whose loss is not an fp32 scalar (a pipeline stage before the last, whose bf16 "loss" only
+  // seeds its backward) reports none.
+  if (plan.loss != graph::kNoTensor && plan.graph.tensor(plan.loss).type.dtype == DType::F32) loss_ = plan.loss;
   router_aux_loss_ = plan.graph.find_tensor(models::kRouterAuxLoss).value_or(graph::kNoTensor);
   // The trainable parameters as the optimizer sees them; master and gradient pointers are filled
   // once those buffers exist.
@@ -280,8 +282,12 @@ void CudaRankState::accumulate(std::span<const runtime::InputBinding> inputs, bo
   cudaStream_t stream = backend_.stream();
   backend_.execute(inputs);
   if (add_gradients_now) add_gradients(0, layout_.entries.size());
-  CUDA_CHECK(cudaMemcpyAsync(losses_.data + micro_batches_, backend_.device_address(loss_), sizeof(float),
-                             cudaMemcpyDeviceToHost, stream));
+  if (loss_ != graph::kNoTensor) {
+    CUDA_CHECK(cudaMemcpyAsync(losses_.data + micro_batches_, backend_.device_address(loss_), sizeof(float),
+                               cudaMemcpyDeviceToHost, stream));
+  } else {
+    losses_.data[micro_batches_] = 0.0f;
+  }
   if (router_aux_loss_ != graph::kNoTensor) {  // the second half of losses_ holds the aux losses
     CUDA_CHECK(cudaMemcpyAsync(losses_.data + max_micro_batches_ + micro_batches_,
                                backend_.device_address(router_aux_loss_), sizeof(float), cudaMemcpyDeviceToHost, stream));

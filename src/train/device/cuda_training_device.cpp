@@ -30,6 +30,7 @@
 #include "train/device/backend_selection.h"
 #include "train/device/cuda_data_parallel_device.h"
 #include "train/device/cuda_evaluator.h"
+#include "train/device/cuda_pipeline_device.h"
 #include "train/device/cuda_rank_state.h"
 #include "train/device/fp8_state.h"
 #include "train/device/training_device.h"
@@ -148,6 +149,10 @@ private:
 std::unique_ptr<TrainingDevice> make_cuda_training_device(const TrainingDeviceSetup& setup) {
   const distributed::ParallelLayout layout = distributed::gpu_parallel_layout(
       *setup.config, probe_machine().visible_gpus, distributed::process_placement(setup.world));
+  if (layout.pipeline_size > 1) {
+    SUROGATE_CHECK(setup.pipeline != nullptr, "a pipeline layout comes with the stages' plans");
+    return make_cuda_pipeline_training_device(setup, layout);
+  }
   // offload_quants on one rank: the ZeRO-3 device of a world of one streams the quantized base.
   if (layout.several_ranks() || setup.data_parallel_device ||
       setup.config->offload_quants) return make_cuda_data_parallel_training_device(setup, layout);

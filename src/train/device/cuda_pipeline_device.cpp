@@ -1,0 +1,417 @@
+// Pipeline parallelism on GPUs, composed with data parallelism: the TrainingDevice the trainer
+// drives when pipeline_parallel_size > 1 trains on the CUDA backend (docs/architecture.md,
+// "Pipeline parallel"); the CPU ranks' device (cpu_pipeline_device.cpp) on GPUs. The ranks are
+// threads of this process (distributed/rank_threads.h); rank r runs stage s of replica d
+// (distributed/parallel_layout.h) on GPU first_device + r (cuda_pipeline_stage.h), joined by NCCL
+// communicators that all enqueue on the rank's training stream, in one order on every rank (the
+// pipeline's transfers, then the tied pair, then the stage's gradient group), so no two NCCL
+// kernels of different communicators wait for each other: the world for the stages' transfers,
+// one gradient group per stage (its replicas) and, when the first and the last stage read one
+// parameter (tied embeddings), one tied pair per replica.
+//
+// One optimizer step, as the trainer sees one device (the CPU device's steps, on the device):
+//   accumulate() × (gradient_accumulation_steps × local replicas): micro-batch i of the window
+//     belongs to replica i mod data; each stage rank of that replica keeps the inputs its plans read.
+//   measure(): every rank enqueues its micro-batches in the rounds of distributed/pipeline_rounds.h
+//     (1F1B), each backward adding the stage's bf16 parameter gradients into its accumulators.
+//     A tied parameter belongs to the first stage: the last stage's accumulated gradient of it is
+//     added to the first's (all-reduce over their pair). Then each stage's gradient group sums the
+//     accumulators of the tensors it steps (all-reduce, or reduce-scatter under ZeRO-2), and each
+//     rank takes the norm of its sums (replica 0's, or its shard's); the host adds the squares
+//     and sets every rank's clip factor from the total; the loss is the last stages'.
+//   update(): each rank steps the optimizer for its shard of its stage's tensors (ZeRO-1 over the
+//     gradient group), an all-gather of the fp32 masters within the group gives every replica the
+//     stage's masters (the bf16 weights rewritten from them), and the first stage broadcasts the
+//     tied masters to the last, which rewrites its bf16 copies from them; accumulators zeroed.
+//
+// The host holds an fp32 copy of every parameter (weights(), trainable(); the trainable ones
+// pinned): upload() writes each stage's weights and masters from them, download() reads each
+// trainable tensor back from replica 0's stage that steps it. optimizer_state() is the ranks'
+// shards, whose tensors carry their parameter's name, so a checkpoint holds exactly the tensors of
+// a single-GPU run. The evaluator runs on GPU 0 and gathers the weights layer by layer from the
+// host copies (make_cuda_gathering_evaluator, as under ZeRO-3), since no GPU holds them all.
+// Refused: ranks spread over processes (as on CPU ranks), master_dtype: bf16 (the masters are what
+// the stages exchange); recipe fp8_hybrid, offload_residual and ZeRO-3 are refused with pipeline
+// parallelism by config_rules.cpp, offload_master / offload_grads with several GPUs by
+// backend_selection.cpp, which also refuses this device until its GPU test has run on a multi-GPU
+// machine (SUROGATE_ALLOW_UNVALIDATED_PIPELINE_PARALLEL_CUDA=1 lets it run).
+#include "train/device/cuda_pipeline_device.h"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "cuda/cuda_check.h"
+#include "distributed/nccl_communicator.h"
+#include "distributed/rank_threads.h"
+#include "distributed/shard_placement.h"
+#include "train/device/cuda_evaluator.h"
+#include "train/device/cuda_pipeline_stage.h"
+#include "train/device/cuda_rank_state.h"
+#include "train/device/pipeline_parameters.h"
+#include "train/device/process_window.h"
+#include "train/quantized_weights.h"
+
+namespace surogate::train {
+namespace {
+
+struct Rank {
+  int stage = 0, replica = 0;
+  std::vector<models::ParameterSpec> specs;  // the stage's parameters (the last stage: tied ones first)
+  std::vector<WeightView> weights;           // their host copies, in specs order
+  std::vector<WeightView> downloads;         // the same, but the last stage's tied ones into `scratch`
+  std::vector<std::vector<float>> scratch;
+  CudaTrainableLayout layout;
+  std::vector<size_t> tied;                  // entries shared with the other end of the pipeline
+  size_t owned_first = 0;                    // the first entry the stage steps (after the last stage's tied ones)
+  distributed::Shard shard;                  // over the owned entries (units relative to owned_first)
+  std::vector<size_t> shard_sizes;           // the gradient group's pieces of the owned region
+  std::unique_ptr<CudaPipelineStage> runner;
+  std::unique_ptr<distributed::Communicator> world, group, tied_pair;
+  std::vector<StageMicroBatch> pending;
+  double loss = 0.0, squares = 0.0;
+};
+
+class CudaPipelineDevice final : public TrainingDevice {
+public:
+  CudaPipelineDevice(const TrainingDeviceSetup& setup, const distributed::ParallelLayout& layout)
+      : source_(*setup.plan), pipeline_(*setup.pipeline), config_(*setup.config), layout_(layout),
+        threads_(layout.local_ranks), window_(layout, setup.world) {
+    if (layout_.spans_processes()) {
+      fail_user("{}: pipeline_parallel_size: {} runs its stages as rank threads of one process in this version; a "
+                "launcher or Ray started {} processes. Start one process with gpus: {} (the stages × replicas), or "
+                "use data parallelism across processes", config_.source_of("pipeline_parallel_size"),
+                layout_.pipeline_size, layout_.processes, layout_.world_size);
+    }
+    if (config_.master_dtype == MasterDtype::Bf16) {
+      fail_user("{}: master_dtype: bf16 is implemented on one GPU only, not with pipeline_parallel_size > 1; remove "
+                "it to keep fp32 master weights", config_.source_of("master_dtype"));
+    }
+    int visible = 0;
+    CUDA_CHECK(cudaGetDeviceCount(&visible));
+    if (visible < layout_.first_device + layout_.local_ranks) {
+      fail_user("{}: GPUs {}-{} asked for, {} visible", config_.source_of("gpus"), layout_.first_device,
+                layout_.first_device + layout_.local_ranks - 1, visible);
+    }
+    SUROGATE_CHECK(static_cast<int>(pipeline_.stages.size()) == layout_.pipeline_size, "one plan per stage");
+    for (const PipelineStagePlan& stage : pipeline_.stages) graphs_.push_back(&stage.graph);
+    const std::set<std::string> tied = tied_pipeline_parameters(pipeline_, setup.specs);
+    ranks_.resize(static_cast<size_t>(layout_.local_ranks));
+    for (int r = 0; r < layout_.local_ranks; ++r) plan_rank(ranks_[static_cast<size_t>(r)], r, setup.specs, tied);
+    make_host_copies(setup.specs);
+    try {
+      connect_ranks(setup);
+    } catch (...) {
+      release_ranks();
+      throw;
+    }
+    optimizer_name_ = to_string(config_.optimizer);
+  }
+
+  ~CudaPipelineDevice() override { release_ranks(); }
+
+  std::string description() const override {
+    return fmt::format("CUDA backend, bf16 weights and activations, fp32 master weights, {} gradient accumulation, "
+                       "{} state; {}: {} (GPUs {}-{}, threads of this process, NCCL)",
+                       config_.gradient_dtype == GradientDtype::Bf16 ? "bf16" : "fp32", optimizer_name_,
+                       layout_.describe(), pipeline_.describe(), layout_.first_device,
+                       layout_.first_device + layout_.local_ranks - 1);
+  }
+  int data_parallel_ranks() const override { return layout_.data_size; }
+  bool takes_micro_batch(int64_t index) const override { return window_.takes(index); }
+  MicroBatchTotals window_totals(std::span<const MicroBatchTotals> taken) override { return window_.totals(taken); }
+  std::span<const WeightView> weights() const override { return host_.weights; }
+  std::span<const WeightView> trainable() const override { return host_.trainable; }
+  bool host_views_are_live() const override { return config_.offload_optimizer; }
+
+  std::vector<StateTensor> optimizer_state() override {
+    std::vector<StateTensor> tensors;
+    for (Rank& rank : ranks_) {
+      DeviceOptimizer* optimizer = rank.runner->state().optimizer();
+      if (optimizer == nullptr) continue;
+      for (StateTensor& tensor : optimizer->state_tensors()) tensors.push_back(std::move(tensor));
+    }
+    return tensors;
+  }
+
+  // On GPU 0, from the host copies (before_evaluation brings them up to date).
+  std::unique_ptr<Evaluator> make_evaluator(const EvaluatorSetup& setup) override {
+    std::unique_ptr<Evaluator> inner;
+    QuantizedPieceSource quantized;
+    if (!quantized_.empty()) {
+      quantized = [this](const std::string& piece) -> std::span<const std::byte> { return quantized_pieces_.at(piece); };
+    }
+    threads_.run([&](int r) {
+      if (r == 0) inner = make_cuda_gathering_evaluator(setup, ranks_[0].runner->state().backend(), host_.weights, quantized);
+    });
+    return on_rank_zero(threads_, std::move(inner));
+  }
+  void before_evaluation() override { download(); }
+
+  // Written into every stage that holds the pieces (its forward plan reads them in place); kept
+  // for the evaluator, which gathers them.
+  void store_quantized(const models::QuantizedWeight& weight, QuantizedPieces pieces) override {
+    quantized_.push_back({weight, std::move(pieces)});
+    const StoredQuantizedWeight& stored = quantized_.back();
+    for (size_t i = 0; i < weight.pieces.size(); ++i) quantized_pieces_[weight.pieces[i]] = stored.pieces.bytes[i];
+    threads_.run([&](int r) {
+      Rank& rank = ranks_[static_cast<size_t>(r)];
+      const compiler::ExecutionPlan& plan = pipeline_.stages[static_cast<size_t>(rank.stage)].training;
+      if (!weight.pieces.empty() && plan.graph.find_tensor(weight.pieces.front())) {
+        write_quantized(rank.runner->state().backend(), plan, weight, stored.pieces);
+      }
+    });
+  }
+
+  void upload() override {
+    threads_.run([&](int r) {
+      Rank& rank = ranks_[static_cast<size_t>(r)];
+      CudaRankState& state = rank.runner->state();
+      state.upload_weights(rank.weights);
+      if (state.optimizer()) state.optimizer()->upload(state.stream());
+      state.synchronize();
+    });
+  }
+
+  void download() override {
+    threads_.run([&](int r) {
+      Rank& rank = ranks_[static_cast<size_t>(r)];
+      CudaRankState& state = rank.runner->state();
+      if (rank.replica == 0) state.download_trainable(rank.downloads);
+      if (state.optimizer()) state.optimizer()->download(state.stream());
+      state.synchronize();
+    });
+  }
+
+  void accumulate(std::span<const runtime::InputBinding> inputs) override {
+    for (const int local : window_.next_local_ranks()) {
+      Rank& rank = ranks_[static_cast<size_t>(local)];
+      rank.pending.push_back(take_stage_micro_batch(pipeline_.stages[static_cast<size_t>(rank.stage)], source_, inputs));
+    }
+  }
+
+  StepMetrics measure() override {
+    threads_.run([&](int r) {
+      Rank& rank = ranks_[static_cast<size_t>(r)];
+      SUROGATE_CHECK(!rank.pending.empty(), "every stage trains gradient_accumulation_steps micro-batches a step");
+      rank.runner->run(rank.pending, *rank.world, [&](int stage) { return layout_.rank_at({stage, rank.replica, 0}); });
+      reduce_gradients(rank);
+      rank.world->synchronize();  // every communicator enqueues on this stream
+      rank.pending.clear();
+      CudaRankState& state = rank.runner->state();
+      rank.loss = state.loss_sum();
+      const double norm = state.norm();
+      rank.squares = layout_.shard_gradients || rank.replica == 0 ? norm * norm : 0.0;
+    });
+    window_.restart();
+    std::vector<double> losses, squares;
+    for (const Rank& rank : ranks_) {
+      losses.push_back(rank.runner->last() ? rank.loss : 0.0);
+      squares.push_back(rank.squares);
+    }
+    StepMetrics metrics;
+    metrics.loss = window_.sum_over_ranks(losses);
+    metrics.grad_norm = std::sqrt(window_.sum_over_ranks(squares));
+    threads_.run([&](int r) { ranks_[static_cast<size_t>(r)].runner->state().set_clip_factor(metrics.grad_norm); });
+    return metrics;
+  }
+
+  void update(const OptimizerStep& step) override {
+    SUROGATE_CHECK(step.gradient_scale == 1.0, "no gradient scale on the CUDA backend");
+    threads_.run([&](int r) {
+      Rank& rank = ranks_[static_cast<size_t>(r)];
+      CudaRankState& state = rank.runner->state();
+      const size_t entries = rank.layout.entries.size();
+      state.step(step);
+      if (layout_.data_size > 1) {
+        // The replicas' stepped shards to every replica, and the bf16 weights from them.
+        rank.group->all_gather(state.masters() + owned_offset(rank), rank.shard_sizes, DType::F32);
+        state.refresh_weights_from_masters(rank.owned_first, rank.owned_first + rank.shard.first_unit);
+        state.refresh_weights_from_masters(rank.owned_first + rank.shard.end_unit, entries);
+      }
+      // The first stage owns the tied tensors: the last takes their masters, then its bf16 copies.
+      for (size_t index : rank.tied) {
+        const CudaTrainable& entry = rank.layout.entries[index];
+        rank.tied_pair->broadcast(state.masters() + entry.offset, static_cast<size_t>(entry.count), DType::F32, 0);
+      }
+      if (rank.stage != 0) state.refresh_weights_from_masters(0, rank.owned_first);
+      state.zero_accumulators();
+    });
+  }
+
+  void skip_update() override {
+    threads_.run([&](int r) { ranks_[static_cast<size_t>(r)].runner->state().zero_accumulators(); });
+  }
+
+  size_t gradient_accumulator_bytes() const override {
+    size_t largest = 0;
+    for (const Rank& rank : ranks_) largest = std::max(largest, rank.runner->state().accumulator_bytes());
+    return largest;
+  }
+
+private:
+  // What a rank holds and steps, from the plans alone: its stage's parameters (the last stage's
+  // tied ones first, so that the tensors it steps are one run), their layout, and its shard of the
+  // stage's owned tensors over the replicas.
+  void plan_rank(Rank& rank, int r, std::span<const models::ParameterSpec> specs, const std::set<std::string>& tied) {
+    const distributed::RankPlace place = layout_.place(layout_.first_rank + r);
+    rank.stage = place.stage;
+    rank.replica = place.replica;
+    const PipelineStagePlan& plan = pipeline_.stages[static_cast<size_t>(rank.stage)];
+    rank.specs = stage_parameter_specs(plan, specs, rank.stage == 0 ? std::set<std::string>{} : tied);
+    rank.layout = cuda_trainable_layout(plan.training, rank.specs);
+    for (size_t i = 0; i < rank.layout.entries.size(); ++i) {
+      if (tied.contains(rank.specs[rank.layout.entries[i].weight].name)) rank.tied.push_back(i);
+    }
+    rank.owned_first = rank.stage == 0 ? 0 : rank.tied.size();
+    const std::vector<size_t> units = rank.layout.unit_sizes();
+    const std::vector<distributed::Shard> shards = distributed::place_shards(
+        std::span<const size_t>(units).subspan(rank.owned_first), layout_.data_size);
+    rank.shard = shards[static_cast<size_t>(rank.replica)];
+    rank.shard_sizes = distributed::shard_sizes(shards);
+  }
+
+  // Host copies of every parameter; each rank's views of its stage's, in its specs' order.
+  void make_host_copies(std::span<const models::ParameterSpec> specs) {
+    std::set<std::string> trainable;
+    for (const Rank& rank : ranks_) {
+      for (const CudaTrainable& entry : rank.layout.entries) trainable.insert(rank.specs[entry.weight].name);
+    }
+    CudaTrainableLayout whole;  // only which specs are trainable matters to cuda_host_weights
+    std::map<std::string, size_t> index;
+    for (size_t i = 0; i < specs.size(); ++i) {
+      index[specs[i].name] = i;
+      if (trainable.contains(specs[i].name)) whole.entries.push_back({i, graph::kNoTensor, graph::kNoTensor, 0, 0});
+    }
+    host_ = cuda_host_weights(specs, whole);
+    for (Rank& rank : ranks_) {
+      for (size_t i = 0; i < rank.specs.size(); ++i) {
+        const WeightView& host = host_.weights[index.at(rank.specs[i].name)];
+        rank.weights.push_back(host);
+        rank.downloads.push_back(host);
+      }
+      for (size_t entry : rank.stage == 0 ? std::vector<size_t>{} : rank.tied) {
+        // The first stage's copy is the one the host reads.
+        const size_t weight = rank.layout.entries[entry].weight;
+        rank.scratch.emplace_back(rank.downloads[weight].values.size());
+        rank.downloads[weight].values = rank.scratch.back();
+      }
+    }
+  }
+
+  // Every rank's stage first (no collective yet, so a rank that fails here, e.g. out of memory,
+  // stops the run with its message), then the NCCL communicators on the ranks' training streams.
+  void connect_ranks(const TrainingDeviceSetup& setup) {
+    threads_.run([&](int r) {
+      CUDA_CHECK(cudaSetDevice(layout_.first_device + r));
+      Rank& rank = ranks_[static_cast<size_t>(r)];
+      const PipelineStagePlan& plan = pipeline_.stages[static_cast<size_t>(rank.stage)];
+      TrainingDeviceSetup stage_setup = setup;
+      stage_setup.plan = &plan.training;
+      stage_setup.specs = rank.specs;
+      stage_setup.pipeline = nullptr;
+      rank.runner = std::make_unique<CudaPipelineStage>(stage_setup, plan, rank.layout,
+                                                        rank.owned_first + rank.shard.first_unit,
+                                                        rank.owned_first + rank.shard.end_unit, graphs_);
+      rank.runner->prepare(pipeline_.micro_batches);
+      CUDA_CHECK(cudaDeviceSynchronize());
+    });
+    std::vector<void*> streams;
+    for (Rank& rank : ranks_) streams.push_back(rank.runner->state().stream());
+    std::unique_ptr<distributed::ProcessWorld> alone = distributed::ProcessWorld::single();
+    auto world = distributed::connect_nccl_world(threads_, *alone, 0, layout_.world_size, layout_.first_device, streams);
+    auto groups = distributed::connect_nccl_groups(
+        threads_, *alone, 0, layout_.world_size, layout_.first_device, streams, [&](int rank) {
+          const distributed::RankPlace place = layout_.place(rank);
+          return distributed::RankGroup{fmt::format("stage-{}", place.stage), place.replica, layout_.data_size};
+        });
+    const bool tied = std::any_of(ranks_.begin(), ranks_.end(), [](const Rank& rank) { return !rank.tied.empty(); });
+    auto pairs = distributed::connect_nccl_groups(
+        threads_, *alone, 0, layout_.world_size, layout_.first_device, streams, [&](int rank) {
+          const distributed::RankPlace place = layout_.place(rank);
+          const bool paired = tied && (place.stage == 0 || place.stage == layout_.pipeline_size - 1);
+          return paired ? distributed::RankGroup{fmt::format("tied-{}", place.replica), place.stage == 0 ? 0 : 1, 2}
+                        : distributed::RankGroup{fmt::format("alone-{}", rank), 0, 1};
+        });
+    for (size_t r = 0; r < ranks_.size(); ++r) {
+      ranks_[r].world = std::move(world[r]);
+      ranks_[r].group = std::move(groups[r]);
+      ranks_[r].tied_pair = std::move(pairs[r]);
+    }
+  }
+
+  // The owned tensors' start in the flat buffers (elements).
+  static int64_t owned_offset(const Rank& rank) {
+    return rank.owned_first < rank.layout.entries.size() ? rank.layout.entries[rank.owned_first].offset
+                                                         : rank.layout.total;
+  }
+
+  // After the schedule, on the rank's stream: tied gradients summed into the first stage's, then
+  // the stage's gradient group sums (ZeRO-2: reduce-scatters) the owned accumulators, and the norm
+  // of what the rank counts.
+  void reduce_gradients(Rank& rank) {
+    CudaRankState& state = rank.runner->state();
+    const DType dtype = state.accumulator_dtype();
+    const size_t element = dtype_size_bytes(dtype);
+    auto* accumulators = static_cast<std::byte*>(state.accumulators());
+    for (size_t index : rank.tied) {
+      const CudaTrainable& entry = rank.layout.entries[index];
+      rank.tied_pair->all_reduce_sum(accumulators + static_cast<size_t>(entry.offset) * element,
+                                     static_cast<size_t>(entry.count), dtype);
+    }
+    const size_t entries = rank.layout.entries.size();
+    std::byte* owned = accumulators + static_cast<size_t>(owned_offset(rank)) * element;
+    if (layout_.data_size > 1 && layout_.shard_gradients) {
+      rank.group->reduce_scatter_sum(owned, rank.shard_sizes, dtype);
+      state.gradient_norm(rank.owned_first + rank.shard.first_unit, rank.owned_first + rank.shard.end_unit);
+      return;
+    }
+    if (layout_.data_size > 1) {
+      rank.group->all_reduce_sum(owned, static_cast<size_t>(rank.layout.total - owned_offset(rank)), dtype);
+    }
+    state.gradient_norm(rank.owned_first, entries);
+  }
+
+  // Each rank's CUDA objects are released on its own thread (its device current).
+  void release_ranks() noexcept {
+    try {
+      threads_.run([&](int r) {
+        Rank& rank = ranks_[static_cast<size_t>(r)];
+        rank.tied_pair.reset();
+        rank.group.reset();
+        rank.world.reset();
+        rank.runner.reset();
+      });
+    } catch (...) {
+      // Shutting down after a failure: nothing more to report.
+    }
+  }
+
+  const compiler::ExecutionPlan& source_;
+  const PipelinePlan& pipeline_;
+  const Config& config_;
+  distributed::ParallelLayout layout_;
+  distributed::RankThreads threads_;
+  ProcessWindow window_;
+  std::vector<const distributed::StageGraph*> graphs_;
+  std::vector<Rank> ranks_;
+  CudaHostWeights host_;
+  std::vector<StoredQuantizedWeight> quantized_;
+  std::map<std::string, std::span<const std::byte>> quantized_pieces_;
+  std::string optimizer_name_;
+};
+
+}  // namespace
+
+std::unique_ptr<TrainingDevice> make_cuda_pipeline_training_device(const TrainingDeviceSetup& setup,
+                                                                   const distributed::ParallelLayout& layout) {
+  return std::make_unique<CudaPipelineDevice>(setup, layout);
+}
+
+}  // namespace surogate::train
