@@ -176,12 +176,14 @@ void validate_model_parallel(const Config& config) {
     require(!set || !config.offload_residual, config, key,
             "cannot be combined with offload_residual yet (the residual checkpoints' host copies are not built for "
             "split graphs); remove one of the two");
-    const bool zero3 = config.zero_level >= 3 || config.shard_weights;
-    require(!set || !zero3, config, key,
-            fmt::format("cannot be combined with {} yet (ZeRO-3's weight gathering is built for data parallelism "
-                        "alone); use zero_level 1 or 2 with it",
-                        config.zero_level >= 3 ? "zero_level: 3" : "shard_weights"));
   }
+  // ZeRO-3 shards the weights over a stage's data × sequence ranks; pipeline stages hold layers of
+  // their own, whose weights its gathering does not split yet.
+  const bool zero3 = config.zero_level >= 3 || config.shard_weights;
+  require(!pipeline || !zero3, config, "pipeline_parallel_size",
+          fmt::format("cannot be combined with {} yet (ZeRO-3's weight gathering is built for data and sequence "
+                      "parallelism); use zero_level 1 or 2 with it",
+                      config.zero_level >= 3 ? "zero_level: 3" : "shard_weights"));
   if (!config.pipeline_stage_layers.empty()) {
     require(static_cast<int64_t>(config.pipeline_stage_layers.size()) == config.pipeline_parallel_size, config,
             "pipeline_stage_layers",

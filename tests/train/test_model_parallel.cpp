@@ -26,6 +26,7 @@
 #include <nlohmann/json.hpp>
 
 #include "compiler/execution_plan.h"
+#include "compiler/recompute.h"
 #include "core/error.h"
 #include "graph/builder.h"
 #include "io/safetensors.h"
@@ -104,6 +105,39 @@ TEST_F(ModelParallelTest, SequenceAndDataParallelWithZeroTwoMatchOneRank) {
       config("sp2dp2_4", common + "gpus: 4\nsequence_parallel_size: 2\nzero_level: 2\ngradient_accumulation_steps: 1\n"),
       cpu());
   expect_same_training(one, "sp2dp2_1", four, "sp2dp2_4", 4);
+}
+
+// ZeRO-3 over the sequence ranks: each keeps its shard of the weights, gathered per layer around
+// the exchange ops of the sequence slice's plan; the evaluator reads the weights gathered to the host.
+TEST_F(ModelParallelTest, TwoSequenceRanksWithZeroThreeFullFineTuningMatchOneRank) {
+  const std::string common = kOptimizer + "max_steps: 5\nsave_steps: 5\ngradient_accumulation_steps: 2\n";
+  TrainingResult one = run_training(config("sp2_zero3_1", common), cpu());
+  TrainingResult two =
+      run_training(config("sp2_zero3_2", common + "gpus: 2\nsequence_parallel_size: 2\nzero_level: 3\n"), cpu());
+  expect_same_training(one, "sp2_zero3_1", two, "sp2_zero3_2", 5);
+  ASSERT_TRUE(one.eval_loss && two.eval_loss);
+  EXPECT_NEAR(*two.eval_loss, *one.eval_loss, kRelativeTolerance * *one.eval_loss);
+  EXPECT_LT(largest_f32_difference(root_ / "sp2_zero3_1" / "model.safetensors", root_ / "sp2_zero3_2" / "model.safetensors"),
+            kWeightTolerance);
+}
+
+// 2 replicas × 2 sequence ranks, ZeRO-3 over all four: LoRA with its frozen base sharded too, and
+// QLoRA with the quantized base shared out over the ranks as bytes. The split runs recompute every
+// block, so each layer's weights are gathered again for a backward whose recompute holds the
+// exchange ops (recompute gives the gradients bit for bit).
+TEST_F(ModelParallelTest, SequenceAndDataParallelWithZeroThreeLoraAndQloraMatchOneRank) {
+  TrainerOptions recomputed = cpu();
+  recomputed.recompute = compiler::RecomputePolicy::all();
+  const std::string lora = kOptimizer + "max_steps: 4\nsave_steps: 4\nlora: true\nlora_rank: 4\nlora_dropout: 0.0\n"
+                                        "learning_rate: 1e-2\nmax_grad_norm: 0.5\n";
+  const std::string four_ranks = "gpus: 4\nsequence_parallel_size: 2\nzero_level: 3\ngradient_accumulation_steps: 1\n";
+  TrainingResult one = run_training(config("sp2dp2_zero3_lora_1", lora + "gradient_accumulation_steps: 2\n"), cpu());
+  TrainingResult four = run_training(config("sp2dp2_zero3_lora_4", lora + four_ranks), recomputed);
+  expect_same_training(one, "sp2dp2_zero3_lora_1", four, "sp2dp2_zero3_lora_4", 4);
+  const std::string qlora = lora + "qlora_bnb: true\n";
+  TrainingResult qlora_one = run_training(config("sp2dp2_zero3_qlora_1", qlora + "gradient_accumulation_steps: 2\n"), cpu());
+  TrainingResult qlora_four = run_training(config("sp2dp2_zero3_qlora_4", qlora + four_ranks), recomputed);
+  expect_same_training(qlora_one, "sp2dp2_zero3_qlora_1", qlora_four, "sp2dp2_zero3_qlora_4", 4);
 }
 
 // The quickstart model ties its embeddings: the first stage owns them, the last stage's head
