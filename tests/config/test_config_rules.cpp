@@ -223,11 +223,15 @@ TEST(ConfigRules, SequenceAndPipelineParallelism) {
   EXPECT_TRUE(contains(message, "gives a stage 0 layers")) << message;
   message = load_error(std::string(kMinimalConfig) + "sequence_parallel_size: 2\nrecipe: fp8_hybrid\n");
   EXPECT_TRUE(contains(message, "'sequence_parallel_size' cannot be combined with recipe: fp8_hybrid")) << message;
-  // ZeRO-3 gathers weights for data parallelism alone.
-  message = load_error(std::string(kMinimalConfig) + "sequence_parallel_size: 2\nzero_level: 3\n");
-  EXPECT_TRUE(contains(message, "'sequence_parallel_size' cannot be combined with zero_level: 3")) << message;
+  // ZeRO-3 shards the weights over data × sequence ranks; pipeline stages are refused with it.
+  config = load("gpus: 4\nsequence_parallel_size: 2\nzero_level: 3\n");
+  EXPECT_EQ(config.sequence_parallel_size, 2);
+  EXPECT_EQ(config.zero_level, 3);
+  EXPECT_TRUE(load("gpus: 2\nsequence_parallel_size: 2\nshard_weights: true\n").shard_weights);
   message = load_error(std::string(kMinimalConfig) + "pipeline_parallel_size: 2\nshard_weights: true\n");
   EXPECT_TRUE(contains(message, "'pipeline_parallel_size' cannot be combined with shard_weights")) << message;
+  message = load_error(std::string(kMinimalConfig) + "pipeline_parallel_size: 2\nzero_level: 3\n");
+  EXPECT_TRUE(contains(message, "'pipeline_parallel_size' cannot be combined with zero_level: 3")) << message;
   message = load_error(std::string(kMinimalConfig) + "pipeline_parallel_size: 0\n");
   EXPECT_TRUE(contains(message, "'pipeline_parallel_size' must be at least 1")) << message;
   message = load_error(std::string(kMinimalConfig) + "pipeline_stage_layers: [a]\n");

@@ -71,6 +71,29 @@ def test_a_layout_the_model_cannot_split_names_the_option(surogate_bin, tmp_path
     assert "sequence_parallel_size: 2 needs the ranks to be a multiple of 2, but this run has 3 ranks" in result.stderr
 
 
+def test_sequence_ranks_with_zero_three_train_as_one_rank_in_threads_and_processes(surogate_bin, tmp_path):
+    """zero_level: 3 with sequence_parallel_size: 2 on 4 CPU ranks: the run says so, its losses are
+    one rank's with the same global batch (2e-4 relative), and 4 processes of one rank each (each
+    sequence group spanning two) give exactly the numbers of 4 rank threads."""
+    from test_distributed_processes import launch, steps, assert_same_tensors
+    ex = make_quickstart_example(tmp_path)
+    _, _, one = train(surogate_bin, tmp_path, ex, "one", gradient_accumulation_steps=2, save_steps=4)
+    stdout, record, threads = train(surogate_bin, tmp_path, ex, "threads", "--gpus=4", "--sequence_parallel_size=2",
+                                    "--zero_level=3", save_steps=4)
+    assert "4 ranks (2 data-parallel × 2 sequence-parallel), ZeRO-3" in stdout
+    assert record["data_parallel_ranks"] == 2
+    assert len(one) == len(threads) == 4
+    assert all(abs(a - b) <= 2e-4 * abs(a) for a, b in zip(one, threads)), (one, threads)
+    config = quickstart_sft_config(tmp_path / "processes.yaml", ex / "model", tmp_path / "processes", ex, lora="false",
+                                   max_steps=4, save_steps=4, adamw_epsilon="1e-6", sequence_parallel_size=2,
+                                   zero_level=3)
+    (_, stdout0, _), *_ = launch(surogate_bin, config, 4)
+    assert "4 ranks (2 data-parallel × 2 sequence-parallel) (4 processes × 1 rank), ZeRO-3" in stdout0
+    assert steps(tmp_path / "processes") == steps(tmp_path / "threads")
+    for part in ("model.safetensors", "optimizer.safetensors"):
+        assert_same_tensors(tmp_path / "threads" / "checkpoint-4" / part, tmp_path / "processes" / "checkpoint-4" / part)
+
+
 def test_sequence_groups_spread_over_processes_equal_threads(surogate_bin, tmp_path):
     """4 processes of one rank each (launcher variables), each sequence group spanning two of them,
     give exactly the numbers of one process with 4 rank threads: the same gloo collectives and

@@ -21,6 +21,8 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -213,6 +215,40 @@ TEST_F(ModelParallelTest, ResumeExactlyAndAcrossLayouts) {
   for (size_t i = 0; i < 4; ++i) {
     EXPECT_NEAR(continued.step_losses[i], one.step_losses[4 + i], kRelativeTolerance * one.step_losses[4 + i])
         << "step " << i + 5;
+  }
+}
+
+// Under ZeRO-3 too a checkpoint holds the single-rank tensors: two sequence ranks resume exactly on
+// their layout, and the same checkpoint continues on 2 data × 2 sequence ranks (ZeRO-3) and on
+// two data-parallel ranks without sequence parallelism, each with the same global batch.
+TEST_F(ModelParallelTest, ZeroThreeSequenceRanksResumeExactlyAndAcrossLayouts) {
+  const std::string common = kOptimizer + "max_steps: 8\nsave_steps: 4\noptimizer: adamw_8bit\n";
+  const std::string sequence = common + "gpus: 2\nsequence_parallel_size: 2\nzero_level: 3\ngradient_accumulation_steps: 2\n";
+  TrainingResult straight = run_training(config("sp_zero3_straight", sequence), cpu());
+  ASSERT_EQ(straight.step_losses.size(), 8u);
+  TrainerOptions interrupted = cpu();
+  interrupted.stop_after_step = 4;
+  ASSERT_EQ(run_training(config("sp_zero3_resumed", sequence), interrupted).step_losses.size(), 4u);
+  TrainingResult resumed = run_training(config("sp_zero3_resumed", sequence + "resume_from_checkpoint: true\n"), cpu());
+  ASSERT_EQ(resumed.first_step, 4);
+  ASSERT_EQ(resumed.step_losses.size(), 4u);
+  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(resumed.step_losses[i], straight.step_losses[4 + i]) << "step " << i + 5;
+
+  const std::vector<std::pair<std::string, std::string>> continuations = {
+      {"sp_zero3_on_dp2_sp2", "gpus: 4\nsequence_parallel_size: 2\nzero_level: 3\ngradient_accumulation_steps: 1\n"},
+      {"sp_zero3_on_dp2", "gpus: 2\nzero_level: 3\ngradient_accumulation_steps: 1\n"}};
+  for (const auto& [name, layout] : continuations) {
+    SCOPED_TRACE(name);
+    fs::remove_all(root_ / name);
+    fs::create_directories(root_ / name);
+    fs::copy(root_ / "sp_zero3_resumed" / "checkpoint-4", root_ / name / "checkpoint-4", fs::copy_options::recursive);
+    TrainingResult continued = run_training(config(name, common + layout + "resume_from_checkpoint: true\n"), cpu());
+    ASSERT_EQ(continued.first_step, 4);
+    ASSERT_EQ(continued.step_losses.size(), 4u);
+    for (size_t i = 0; i < 4; ++i) {
+      EXPECT_NEAR(continued.step_losses[i], straight.step_losses[4 + i], kRelativeTolerance * straight.step_losses[4 + i])
+          << "step " << i + 5;
+    }
   }
 }
 
