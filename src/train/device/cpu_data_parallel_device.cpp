@@ -41,7 +41,9 @@
 // (distributed/sequence_parallel_graph.h), each rank's backend binds the exchange ops to its sequence
 // group's gloo communicator (sequence_groups.h), and accumulate() gives every rank of a replica its
 // slice of the micro-batch (micro_batch.h); the rest is unchanged, the sums and ZeRO shards running
-// over every rank of the world.
+// over every rank of the world. Under ZeRO-3 every rank gathers on the schedule of the same slice
+// plan, on the world's communicator, never the group's, so each communicator's collectives come in
+// plan order on every rank (docs/architecture.md, "ZeRO-3").
 //
 // fp8_hybrid: each rank's plan holds the scaling state (models/fp8_recipe.h). Before it is rolled
 // after a step, every rank's state is all-reduced with the max of the amaxes (only this step's

@@ -42,7 +42,10 @@
 //     rank holds the same bits); then the accumulators are zeroed.
 //
 // Sequence parallelism (layout.sequence_size > 1): each rank runs a sequence slice's plan whose
-// exchange ops are the group's NCCL all-to-all (distributed/sequence_exchange_cuda.h). fp8_hybrid:
+// exchange ops are the group's NCCL all-to-all (distributed/sequence_exchange_cuda.h) on the
+// compute stream; ZeRO shards over every rank of the world, and ZeRO-3's gathers and the bucket
+// reductions stay on the side stream's world communicator, each communicator's collectives
+// enqueued in plan order on every rank (docs/architecture.md, "ZeRO-3"). fp8_hybrid:
 // the ranks' scaling states are max-reduced before each roll, so every GPU quantizes as one GPU
 // would. The host side is rank 0's (weights(), trainable(), the evaluator); optimizer_state() is the
 // ranks' shards in rank order, the single-GPU list, so checkpoints have the single-GPU format
