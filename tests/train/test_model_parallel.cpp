@@ -140,6 +140,15 @@ TEST_F(ModelParallelTest, SequenceAndDataParallelWithZeroThreeLoraAndQloraMatchO
   TrainingResult qlora_one = run_training(config("sp2dp2_zero3_qlora_1", qlora + "gradient_accumulation_steps: 2\n"), cpu());
   TrainingResult qlora_four = run_training(config("sp2dp2_zero3_qlora_4", qlora + four_ranks), recomputed);
   expect_same_training(qlora_one, "sp2dp2_zero3_qlora_1", qlora_four, "sp2dp2_zero3_qlora_4", 4);
+  // The quantized base kept whole on every rank, or in the host image, reads the same bytes: the
+  // same numbers bit for bit (train/device/quantized_base_shards.h).
+  for (const auto& [name, keeping] : {std::pair{"whole", "persistent_quants: true\n"},
+                                       std::pair{"offloaded", "persistent_quants: true\noffload_quants: true\n"}}) {
+    SCOPED_TRACE(name);
+    TrainingResult kept =
+        run_training(config(std::string("sp2dp2_zero3_qlora_") + name, qlora + four_ranks + keeping), recomputed);
+    EXPECT_EQ(kept.step_losses, qlora_four.step_losses);
+  }
 }
 
 // The quickstart model ties its embeddings: the first stage owns them, the last stage's head
