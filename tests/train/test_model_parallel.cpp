@@ -29,6 +29,9 @@
 
 #include "compiler/execution_plan.h"
 #include "compiler/recompute.h"
+#include "compiler/weight_gathering.h"
+#include "distributed/sequence_exchange_ops.h"
+#include "io/model_config.h"
 #include "core/error.h"
 #include "graph/builder.h"
 #include "io/safetensors.h"
@@ -36,6 +39,8 @@
 #include "ops/defs/register_ops.h"
 #include "train/device/micro_batch.h"
 #include "train/device/backend_selection.h"
+#include "train/device/weight_shards.h"
+#include "train/training_plan.h"
 #include "cpu_ranks_fixture.h"
 
 namespace surogate::train {
@@ -121,6 +126,52 @@ TEST_F(ModelParallelTest, TwoSequenceRanksWithZeroThreeFullFineTuningMatchOneRan
   EXPECT_NEAR(*two.eval_loss, *one.eval_loss, kRelativeTolerance * *one.eval_loss);
   EXPECT_LT(largest_f32_difference(root_ / "sp2_zero3_1" / "model.safetensors", root_ / "sp2_zero3_2" / "model.safetensors"),
             kWeightTolerance);
+}
+
+// The gather schedule over a sequence slice's plan is the whole sequence's: the same uses of the
+// same groups in the same order (the exchange ops read no weight), and every exchange step, in the
+// forward, the recompute and the backward, lies inside a use of its own layer, so the all-to-alls
+// of a layer run between gathers, never across one.
+TEST_F(ModelParallelTest, ZeroThreeGathersASequenceSliceAsTheWholeSequence) {
+  const Config base = config("gather_schedule", "gpus: 2\nzero_level: 3\n");
+  const io::ModelConfig model = io::load_model_config(root_ / "example" / "model");
+  const graph::OpRegistry registry = make_training_registry();
+  auto gathering_of = [&](int64_t sequence_ranks, compiler::ExecutionPlan& plan) {
+    Config variant = base;
+    variant.sequence_parallel_size = sequence_ranks;
+    plan = plan_training(variant, model, registry, nullptr, TrainingBackend::Cpu, 2, 64, DeviceMemory{},
+                         compiler::RecomputePolicy::all())
+               .plan;
+    std::vector<compiler::ShardedWeight> weights;
+    for (graph::TensorId id : shardable_weights(plan)) weights.push_back({id, static_cast<int>(weights.size() % 2)});
+    return compiler::schedule_weight_gathering(plan, weights, 2);
+  };
+  compiler::ExecutionPlan whole_plan, slice_plan;
+  const compiler::WeightGathering whole = gathering_of(1, whole_plan), slice = gathering_of(2, slice_plan);
+  auto groups_in_use_order = [](const compiler::WeightGathering& gathering) {
+    std::vector<std::string> names;
+    for (const compiler::GatherUse& use : gathering.uses) names.push_back(gathering.groups[use.group].name);
+    return names;
+  };
+  EXPECT_EQ(groups_in_use_order(slice), groups_in_use_order(whole));
+  // Each layer's forward and its recompute-and-backward, beside the embedding's and the head's.
+  EXPECT_GE(std::ranges::count_if(slice.uses, [&](const compiler::GatherUse& use) {
+              return slice.groups[use.group].name.starts_with("layers.");
+            }),
+            4);
+  size_t exchanges = 0;
+  for (size_t step = 0; step < slice_plan.steps.size(); ++step) {
+    const graph::Node& node = slice_plan.graph.node(slice_plan.steps[step].node);
+    if (node.op != distributed::kSequenceToHeads && node.op != distributed::kHeadsToSequence) continue;
+    ++exchanges;
+    const bool inside = std::ranges::any_of(slice.uses, [&](const compiler::GatherUse& use) {
+      return slice.groups[use.group].name.starts_with("layers.") && use.first_step < static_cast<int>(step) &&
+             static_cast<int>(step) < use.last_step;
+    });
+    EXPECT_TRUE(inside) << "exchange step " << step << " (" << node.name << ") lies outside every layer's use";
+  }
+  // 2 layers × 4 exchanges, in the forward, the recompute and the backward.
+  EXPECT_EQ(exchanges, 24u);
 }
 
 // 2 replicas × 2 sequence ranks, ZeRO-3 over all four: LoRA with its frozen base sharded too, and
