@@ -177,8 +177,8 @@ void validate_model_parallel(const Config& config) {
             "cannot be combined with offload_residual yet (the residual checkpoints' host copies are not built for "
             "split graphs); remove one of the two");
   }
-  // ZeRO-3 shards the weights over a stage's data × sequence ranks; pipeline stages hold layers of
-  // their own, whose weights its gathering does not split yet.
+  // ZeRO-3 shards the weights over all data × sequence ranks (the data-parallel devices); the
+  // pipeline devices gather no weights yet.
   const bool zero3 = config.zero_level >= 3 || config.shard_weights;
   require(!pipeline || !zero3, config, "pipeline_parallel_size",
           fmt::format("cannot be combined with {} yet (ZeRO-3's weight gathering is built for data and sequence "
