@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "config/config_rules.h"
 #include "core/strings.h"
 #include "data/pipeline.h"
 #include "io/model_config.h"
@@ -190,6 +191,7 @@ void predict_layouts(const Config& config, const io::ModelConfig& model, const T
       variant.pipeline_parallel_size = pipeline;
       if (pipeline != config.pipeline_parallel_size) variant.pipeline_stage_layers.clear();
       try {
+        validate_config(variant, "");  // a layout the options' rules refuse is listed with their reason
         const TrainingPlan plan = plan_for(variant, model, target);
         layout.peak_bytes = plan.memory.peak();
         layout.fits = plan.fits();

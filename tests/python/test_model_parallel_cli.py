@@ -60,6 +60,20 @@ def test_the_dry_run_predicts_every_layout_and_names_the_pick(surogate_bin, tmp_
     assert "# the engine would pick 4 × 1 × 1 (data parallelism alone: only gradients travel)" in result.stdout
 
 
+def test_the_dry_run_lists_a_layout_the_options_refuse_with_the_reason(surogate_bin, tmp_path):
+    # Pipelines gather no weights yet, so with zero_level: 3 every pipeline layout is refused by the
+    # options' rules: the table says so rather than "fits", and never picks one.
+    ex = make_quickstart_example(tmp_path)
+    config = quickstart_sft_config(tmp_path / "c.yaml", ex / "model", tmp_path / "out", ex, lora="false", gpus=4,
+                                   zero_level=3)
+    result = run_surogate(surogate_bin, "sft", config, "--dry-run")
+    assert result.returncode == 0, result.stderr
+    lines = [line for line in result.stdout.splitlines() if line.startswith("#   ")]
+    pipeline = [line for line in lines if "2 × 1 × 2" in line]
+    assert pipeline and "cannot:" in pipeline[0] and "zero_level: 3" in pipeline[0], lines
+    assert any("2 × 2 × 1" in line and "fits" in line for line in lines), lines  # sequence parallelism composes
+
+
 def test_a_layout_the_model_cannot_split_names_the_option(surogate_bin, tmp_path):
     ex = make_quickstart_example(tmp_path)
     config = quickstart_sft_config(tmp_path / "c.yaml", ex / "model", tmp_path / "out", ex, lora="false")
