@@ -159,16 +159,15 @@ void validate_fp8_recipe(const Config& config) {
 }
 
 // Sequence and pipeline parallelism (distributed/parallel_layout.h): what each composes with.
-// That the ranks (gpus) are a multiple of their product, that the heads and sequence_len split
+// They compose with each other on CPU ranks (gpus = data × sequence × pipeline); the CUDA backend
+// refuses the two together (train/device/backend_selection.cpp). That the ranks (gpus) are a
+// multiple of their product, that the heads and sequence_len split
 // over the sequence group, and that pipeline_stage_layers add up to the model's layers depend on
 // the machine or the model: the layout and the graph passes check those, naming the options.
 void validate_model_parallel(const Config& config) {
   require_positive(config, "sequence_parallel_size", config.sequence_parallel_size);
   require_positive(config, "pipeline_parallel_size", config.pipeline_parallel_size);
   const bool sequence = config.sequence_parallel_size > 1, pipeline = config.pipeline_parallel_size > 1;
-  require(!(sequence && pipeline), config, "pipeline_parallel_size",
-          "cannot be combined with sequence_parallel_size > 1 yet (each composes with data parallelism: "
-          "gpus = data × sequence or data × pipeline); choose one of the two");
   for (const auto& [key, set] : {std::pair{"sequence_parallel_size", sequence}, std::pair{"pipeline_parallel_size", pipeline}}) {
     require(!set || config.recipe != Recipe::Fp8Hybrid, config, key,
             "cannot be combined with recipe: fp8_hybrid yet (its quantizers scale by one amax over a whole "

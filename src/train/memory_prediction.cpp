@@ -179,12 +179,21 @@ void predict_layouts(const Config& config, const io::ModelConfig& model, const T
   prediction.layout_ranks = ranks;
   for (int sequence = 1; sequence <= ranks; ++sequence) {
     for (int pipeline = 1; pipeline <= ranks; ++pipeline) {
-      if (ranks % (sequence * pipeline) != 0 || (sequence > 1 && pipeline > 1)) continue;
+      if (ranks % (sequence * pipeline) != 0) continue;
       LayoutPrediction layout{ranks / (sequence * pipeline), sequence, pipeline};
       layout.configured = sequence == config.sequence_parallel_size && pipeline == config.pipeline_parallel_size;
       layout.unvalidated = target.backend == TrainingBackend::Cuda &&
                            ((sequence > 1 && !unvalidated_sequence_parallel_cuda_allowed()) ||
                             (pipeline > 1 && !unvalidated_pipeline_parallel_cuda_allowed()));
+      // The backend's own refusal (3D parallelism on GPUs), listed as the options' rules are.
+      if (target.backend == TrainingBackend::Cuda) {
+        layout.refusal = cuda_layout_refusal({.world_size = ranks, .data_size = layout.data,
+                                              .sequence_size = sequence, .pipeline_size = pipeline});
+        if (!layout.refusal.empty()) {
+          prediction.layouts.push_back(std::move(layout));
+          continue;
+        }
+      }
       Config variant = config;
       variant.gpus = ranks;
       variant.sequence_parallel_size = sequence;
@@ -223,6 +232,9 @@ std::string layout_name(const LayoutPrediction& layout) {
 }
 
 std::string layout_settings(const LayoutPrediction& layout) {
+  if (layout.sequence > 1 && layout.pipeline > 1) {
+    return fmt::format("sequence_parallel_size: {}, pipeline_parallel_size: {}", layout.sequence, layout.pipeline);
+  }
   if (layout.sequence > 1) return fmt::format("sequence_parallel_size: {}", layout.sequence);
   if (layout.pipeline > 1) return fmt::format("pipeline_parallel_size: {}", layout.pipeline);
   return "data parallelism alone: only gradients travel";

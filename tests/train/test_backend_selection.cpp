@@ -169,6 +169,24 @@ TEST(BackendSelection, SequenceAndPipelineParallelGpusTrainOnCudaOnlyWhenTheUnva
   EXPECT_NE(choice.message.find("4 ranks (2 data-parallel × 2 pipeline stages)"), std::string::npos) << choice.message;
 }
 
+// 3D parallelism runs on CPU ranks; on GPUs it is refused whatever the unvalidated paths allow.
+TEST(BackendSelection, SequenceTimesPipelineRunsOnCpuRanksAndIsRefusedOnGpus) {
+  Config config;
+  config.gpus = 4;
+  config.sequence_parallel_size = 2;
+  config.pipeline_parallel_size = 2;
+  ::setenv("SUROGATE_ALLOW_UNVALIDATED_SEQUENCE_PARALLEL_CUDA", "1", 1);
+  ::setenv("SUROGATE_ALLOW_UNVALIDATED_PIPELINE_PARALLEL_CUDA", "1", 1);
+  const std::string refusal = error_of(config, gpus(4));
+  ::unsetenv("SUROGATE_ALLOW_UNVALIDATED_SEQUENCE_PARALLEL_CUDA");
+  ::unsetenv("SUROGATE_ALLOW_UNVALIDATED_PIPELINE_PARALLEL_CUDA");
+  EXPECT_NE(refusal.find("pipeline_parallel_size: 2 with sequence_parallel_size: 2 (3D parallelism) runs on CPU ranks "
+                         "only"), std::string::npos) << refusal;
+  const BackendChoice choice = choose_training_backend(config, no_gpu());
+  EXPECT_EQ(choice.backend, TrainingBackend::Cpu);
+  EXPECT_NE(choice.message.find("4 ranks (2 sequence-parallel × 2 pipeline stages)"), std::string::npos) << choice.message;
+}
+
 TEST(BackendSelection, WhatTheCudaTrainerLacksIsAClearErrorNamingTheOption) {
   Config config;
   config.optimizer = Optimizer::AdamW;

@@ -232,6 +232,32 @@ TEST_F(ModelParallelTest, StagesWithDataParallelAndUserBoundariesMatchOneRank) {
   expect_same_training(one, "pp2dp2_1", four, "pp2dp2_4", 4);
 }
 
+// 3D parallelism: each stage's plans are a sequence slice's, boundary tensors go between the same
+// sequence index of adjacent stages, and each stage's gradients are summed over its data × sequence
+// ranks. The quickstart model ties its embeddings: one tied pair per sequence index.
+TEST_F(ModelParallelTest, TwoSequenceRanksTimesTwoStagesFullFineTuningMatchOneRank) {
+  const std::string common = kOptimizer + "max_steps: 4\nsave_steps: 4\ngradient_accumulation_steps: 2\n";
+  TrainingResult one = run_training(config("sp2pp2_full_1", common), cpu());
+  TrainingResult four = run_training(
+      config("sp2pp2_full_4", common + "gpus: 4\nsequence_parallel_size: 2\npipeline_parallel_size: 2\n"), cpu());
+  expect_same_training(one, "sp2pp2_full_1", four, "sp2pp2_full_4", 4);
+  ASSERT_TRUE(one.eval_loss && four.eval_loss);
+  EXPECT_NEAR(*four.eval_loss, *one.eval_loss, kRelativeTolerance * *one.eval_loss);
+}
+
+// 2 replicas × 2 sequence ranks × 2 stages (1 + 3 layers), LoRA, ZeRO-2 over each stage's four
+// ranks, clipping active.
+TEST_F(ModelParallelTest, DataTimesSequenceTimesStagesLoraMatchOneRank) {
+  const std::string common = kOptimizer + wider_model() + "max_steps: 3\nsave_steps: 3\nlora: true\nlora_rank: 4\n"
+                                             "lora_dropout: 0.0\nlearning_rate: 1e-2\nmax_grad_norm: 0.5\n";
+  TrainingResult one = run_training(config("dp2sp2pp2_lora_1", common + "gradient_accumulation_steps: 4\n"), cpu());
+  TrainingResult eight = run_training(
+      config("dp2sp2pp2_lora_8", common + "gpus: 8\nsequence_parallel_size: 2\npipeline_parallel_size: 2\n"
+                                          "pipeline_stage_layers: [1, 3]\nzero_level: 2\ngradient_accumulation_steps: 2\n"),
+      cpu());
+  expect_same_training(one, "dp2sp2pp2_lora_1", eight, "dp2sp2pp2_lora_8", 3);
+}
+
 // QLoRA (the NF4 base reaches every rank's plans through store_quantized) and pt.
 TEST_F(ModelParallelTest, QloraAndPretrainingSplitAsOneRank) {
   const std::string qlora = kOptimizer + "max_steps: 3\nsave_steps: 3\nlora: true\nlora_rank: 4\nlora_dropout: 0.0\n"

@@ -76,6 +76,9 @@ BackendChoice choose_training_backend(const Config& config, const MachineOffer& 
               machine.visible_gpus == 1 ? "is" : "are", key, machine.visible_gpus);
   }
   const distributed::ParallelLayout layout = distributed::gpu_parallel_layout(config, machine.visible_gpus, placement);
+  if (const std::string why = cuda_layout_refusal(layout); !why.empty()) {
+    fail_user("{}: {}", config.source_of("pipeline_parallel_size"), why);
+  }
   // Refused rather than risk a silently wrong result before the GPU tests have run on hardware.
   if (layout.sequence_size > 1 && !unvalidated_sequence_parallel_cuda_allowed()) {
     fail_user("{}: sequence_parallel_size: {} on GPUs is not validated on a multi-GPU machine yet in this version "
@@ -134,6 +137,14 @@ bool cuda_backend_usable(const MachineOffer& machine) {
 }
 
 bool fp16_training(const Config& config) { return config.torch_dtype == TorchDtype::Float16; }
+
+std::string cuda_layout_refusal(const distributed::ParallelLayout& layout) {
+  if (layout.sequence_size == 1 || layout.pipeline_size == 1) return {};
+  return fmt::format("pipeline_parallel_size: {} with sequence_parallel_size: {} (3D parallelism) runs on CPU ranks "
+                     "only in this version; the CUDA pipeline device does not split its stages over sequence groups. "
+                     "On GPUs choose one of the two (gpus = data × sequence or data × pipeline)",
+                     layout.pipeline_size, layout.sequence_size);
+}
 
 bool unvalidated_sequence_parallel_cuda_allowed() {
   const char* allow = std::getenv("SUROGATE_ALLOW_UNVALIDATED_SEQUENCE_PARALLEL_CUDA");

@@ -64,6 +64,11 @@ void check_cpu_backend_options(const Config& config);
 // What this process can use (cuda::query_cuda_environment; safe without a driver).
 MachineOffer probe_machine();
 
+// Sequence and pipeline parallelism together (3D parallelism) run on CPU ranks only: for a GPU
+// layout with both, the reason a CUDA run refuses it (naming both options); empty otherwise.
+// choose_training_backend raises it, and --dry-run's layout table lists it.
+std::string cuda_layout_refusal(const distributed::ParallelLayout& layout);
+
 // Sequence parallelism's GPU path has tests that have not run on a multi-GPU machine yet: a CUDA
 // run refuses it (and --dry-run does not pick it) unless
 // SUROGATE_ALLOW_UNVALIDATED_SEQUENCE_PARALLEL_CUDA=1 (the GPU tests set it).

@@ -1,25 +1,34 @@
-// Pipeline parallelism on CPU ranks, composed with data parallelism: the TrainingDevice the trainer
-// drives when pipeline_parallel_size > 1 trains on the CPU backend (docs/architecture.md, "Pipeline
-// parallel"). The ranks are threads of this process (distributed/rank_threads.h); rank r runs stage
-// s of replica d (distributed/parallel_layout.h) on its own CpuBackends (cpu_pipeline_stage.h),
-// joined by gloo: the world for the stages' transfers, one gradient group per stage (its replicas)
-// and, when a parameter is read by the first and the last stage (tied embeddings), one tied pair
-// per replica.
+// Pipeline parallelism on CPU ranks, composed with data and sequence parallelism: the TrainingDevice
+// the trainer drives when pipeline_parallel_size > 1 trains on the CPU backend (docs/architecture.md,
+// "Pipeline parallel"). The ranks are threads of this process (distributed/rank_threads.h); rank r
+// runs stage s of replica d at sequence index q (distributed/parallel_layout.h) on its own
+// CpuBackends (cpu_pipeline_stage.h), joined by gloo: the world for the stages' transfers, one
+// gradient group per stage (its data × sequence ranks), one sequence group per stage and replica
+// (sequence_groups.h: the exchange ops of the stage's plans bind to it) and, when a parameter is
+// read by the first and the last stage (tied embeddings), one tied pair per replica and sequence
+// index.
+//
+// With sequence_parallel_size N > 1 the stages' graphs are split from the sequence slice's graph
+// (train/training_plan.cpp applies distributed/sequence_parallel_graph.h before the pipeline pass),
+// so every boundary tensor is a slice's [B, T/N, …]: rank q of a stage sends its slice to rank q
+// of the next stage of its replica and receives its gradient from it, and the ranks of one stage's
+// sequence group run the same 1F1B schedule, so their exchanges come in the same order.
 //
 // One optimizer step, as the trainer sees one device:
 //   accumulate() × (gradient_accumulation_steps × local replicas): micro-batch i of the window
-//     belongs to replica i mod data; each stage rank of that replica keeps the inputs its plans read.
+//     belongs to replica i mod data; each stage rank of that replica keeps the inputs its plans read
+//     (its sequence slice of the token inputs, micro_batch.h).
 //   measure(): every rank runs its micro-batches through its stage in 1F1B order; the trainer scaled
 //     each micro-batch's loss by 1 / (loss tokens of the window), so the gradients add up to the
 //     window's mean as on one rank. A parameter two stages read (the tied embedding) belongs to
 //     the first: the last stage's gradient of it is added to the first's over their tied pair.
-//     Then each stage's gradient group sums its owned gradients (all-reduce, or reduce-scatter
+//     Then each stage's gradient group (data × sequence ranks) sums its owned gradients (all-reduce, or reduce-scatter
 //     under ZeRO-2) through one flat fp32 buffer, the trainable tensors of the stage in plan order.
 //     The norm adds the stages' sums of squares (each tensor counted once); the loss is the last
 //     stage's.
 //   update(): each rank clips and steps the optimizer for its shard of its stage's tensors (ZeRO-1
-//     over the gradient group: place_shards), an all-gather within the group gives every replica
-//     the stage's weights, the first stage sends the tied weights to the last, and every stage
+//     over the gradient group: place_shards), an all-gather within the group gives every rank
+//     of the stage its weights, the first stage sends the tied weights to the last, and every stage
 //     refreshes its forward plan's copies.
 //
 // The host side holds an fp32 copy of every parameter (weights(), trainable()): upload() writes it
@@ -48,13 +57,15 @@
 #include "train/device/cpu_pipeline_stage.h"
 #include "train/device/pipeline_parameters.h"
 #include "train/device/process_window.h"
+#include "train/device/sequence_groups.h"
 #include "train/quantized_weights.h"
 
 namespace surogate::train {
 namespace {
 
 struct Rank {
-  int stage = 0, replica = 0;
+  int stage = 0, replica = 0, sequence = 0;
+  int group_index = 0;                      // in its stage's gradient group: replica · N + sequence
   std::unique_ptr<CpuPipelineStage> runner;
   CpuParameters parameters;                 // the stage's weights (spec order) on its training backend
   std::vector<size_t> owned;                // indices into parameters.trainable this stage steps
@@ -108,23 +119,28 @@ public:
     auto world = distributed::connect_gloo(threads_, *alone, 0, layout_.world_size);
     auto groups = distributed::connect_gloo_groups(threads_, *alone, 0, [&](int rank) {
       const distributed::RankPlace place = layout_.place(rank);
-      return distributed::RankGroup{fmt::format("stage-{}", place.stage), place.replica, layout_.data_size};
+      return distributed::RankGroup{fmt::format("stage-{}", place.stage), group_index(place),
+                                    layout_.gradient_group_size()};
     });
     auto pairs = distributed::connect_gloo_groups(threads_, *alone, 0, [&](int rank) {
       const distributed::RankPlace place = layout_.place(rank);
       const bool paired = !tied.empty() && (place.stage == 0 || place.stage == layout_.pipeline_size - 1);
-      return paired ? distributed::RankGroup{fmt::format("tied-{}", place.replica), place.stage == 0 ? 0 : 1, 2}
+      return paired ? distributed::RankGroup{fmt::format("tied-{}-{}", place.replica, place.sequence),
+                                             place.stage == 0 ? 0 : 1, 2}
                     : distributed::RankGroup{fmt::format("alone-{}", rank), 0, 1};
     });
+    sequence_groups_ = connect_cpu_sequence_groups(threads_, *alone, layout_);
     for (int r = 0; r < layout_.local_ranks; ++r) {
       auto rank = std::make_unique<Rank>();
       const distributed::RankPlace place = layout_.place(r);
       rank->stage = place.stage;
       rank->replica = place.replica;
+      rank->sequence = place.sequence;
+      rank->group_index = group_index(place);
       rank->world = std::move(world[static_cast<size_t>(r)]);
       rank->group = std::move(groups[static_cast<size_t>(r)]);
       rank->tied_pair = std::move(pairs[static_cast<size_t>(r)]);
-      set_up_rank(*rank, *setup.registry, setup.specs, tied);
+      set_up_rank(*rank, sequence_groups_.registry(r, *setup.registry), setup.specs, tied);
       ranks_.push_back(std::move(rank));
     }
     std::set<std::string> trainable;
@@ -181,7 +197,7 @@ public:
   void download() override {
     std::set<std::string> done;
     for (auto& rank : ranks_) {
-      if (rank->replica != 0) continue;
+      if (rank->group_index != 0) continue;
       for (const WeightView& weight : rank->parameters.weights) {
         if (!done.insert(weight.name).second) continue;  // the first stage holding it
         std::ranges::copy(weight.values, host_weights_[host_index_.at(weight.name)].values.begin());
@@ -192,7 +208,7 @@ public:
   void accumulate(std::span<const runtime::InputBinding> inputs) override {
     for (const int local : window_.next_local_ranks()) {
       Rank& rank = *ranks_[static_cast<size_t>(local)];
-      rank.pending.push_back(rank.runner->take(source_, inputs));
+      rank.pending.push_back(rank.runner->take(source_, inputs, rank.sequence, layout_.sequence_size));
     }
   }
 
@@ -200,7 +216,7 @@ public:
     threads_.run([&](int r) {
       Rank& rank = *ranks_[static_cast<size_t>(r)];
       rank.loss = rank.runner->run(rank.pending, *rank.world, [&](int stage) {
-        return layout_.rank_at({stage, rank.replica, 0});
+        return layout_.rank_at({stage, rank.replica, rank.sequence});
       });
       rank.pending.clear();
       reduce_gradients(rank);
@@ -251,6 +267,8 @@ public:
   }
 
 private:
+  int group_index(const distributed::RankPlace& place) const { return place.replica * layout_.sequence_size + place.sequence; }
+
   void make_host_copies(std::span<const models::ParameterSpec> specs) {
     host_values_.reserve(specs.size());
     for (const models::ParameterSpec& spec : specs) {
@@ -276,9 +294,9 @@ private:
       sizes.push_back(weight.values.size());
       total += weight.values.size();
     }
-    const std::vector<distributed::Shard> shards = distributed::place_shards(sizes, layout_.data_size);
+    const std::vector<distributed::Shard> shards = distributed::place_shards(sizes, layout_.gradient_group_size());
     rank.shard_sizes = distributed::shard_sizes(shards);
-    rank.shard = shards[static_cast<size_t>(rank.replica)];
+    rank.shard = shards[static_cast<size_t>(rank.group_index)];
     rank.flat.assign(total, 0.0f);
     for (size_t unit = rank.shard.first_unit; unit < rank.shard.end_unit; ++unit) {
       ParameterSlot slot = rank.parameters.slots[rank.owned[unit]];
@@ -304,8 +322,8 @@ private:
       rank.squares = ops::sum_of_squares(rank.flat.data() + rank.shard.begin, static_cast<int64_t>(rank.shard.size()));
     } else {
       rank.group->all_reduce_sum(rank.flat.data(), rank.flat.size(), DType::F32);
-      // Every replica holds the same sums: replica 0 counts them.
-      rank.squares = rank.replica == 0 ? ops::sum_of_squares(rank.flat.data(), static_cast<int64_t>(rank.flat.size())) : 0.0;
+      // Every rank of the group holds the same sums: its first counts them.
+      rank.squares = rank.group_index == 0 ? ops::sum_of_squares(rank.flat.data(), static_cast<int64_t>(rank.flat.size())) : 0.0;
     }
   }
 
@@ -316,6 +334,7 @@ private:
   distributed::RankThreads threads_;
   ProcessWindow window_;
   std::map<std::string, uint32_t> boundary_tags_;
+  SequenceGroups sequence_groups_;  // sequence parallelism: each rank's group and exchange ops
   std::vector<std::unique_ptr<Rank>> ranks_;
   std::vector<std::vector<float>> host_values_;
   std::vector<WeightView> host_weights_, host_trainable_;

@@ -48,8 +48,9 @@ CpuPipelineStage::CpuPipelineStage(const PipelineStagePlan& plan, const graph::O
 }
 
 StageMicroBatch CpuPipelineStage::take(const compiler::ExecutionPlan& source,
-                                       std::span<const runtime::InputBinding> inputs) const {
-  return take_stage_micro_batch(plan_, source, inputs);
+                                       std::span<const runtime::InputBinding> inputs, int sequence,
+                                       int sequence_ranks) const {
+  return take_stage_micro_batch(plan_, source, inputs, sequence, sequence_ranks);
 }
 
 void CpuPipelineStage::refresh_forward_weights(bool trained_only) {

@@ -12,7 +12,8 @@
 //                gradients accumulate across micro-batches) and post the received tensors'
 //                gradients back to the stages that sent them.
 // The last stage has no forward plan: its forward(m) only receives, its backward(m) runs the
-// training plan with the model's loss. Every transfer is between the ranks of one replica, tagged
+// training plan with the model's loss. Every transfer is between the ranks of one replica and
+// sequence index (with sequence parallelism each stage's plans hold a slice's tensors), tagged
 // by micro-batch, direction and boundary tensor, posted without waiting (the sends of a step are
 // waited for at its end), so the schedule's order is the only ordering and no stage waits for
 // another except for the data it needs.
@@ -41,8 +42,10 @@ public:
   const PipelineStagePlan& plan() const { return plan_; }
   runtime::CpuBackend& training() { return training_; }
   bool last() const { return plan_.graph.sent.empty(); }
-  // The micro-batch's inputs this stage's plans read.
-  StageMicroBatch take(const compiler::ExecutionPlan& source, std::span<const runtime::InputBinding> inputs) const;
+  // The micro-batch's inputs this stage's plans read: rank `sequence` of a sequence group of
+  // `sequence_ranks` keeps its slice of the token inputs (micro_batch.h).
+  StageMicroBatch take(const compiler::ExecutionPlan& source, std::span<const runtime::InputBinding> inputs,
+                       int sequence = 0, int sequence_ranks = 1) const;
   // The forward plan's weights ← the training plan's: every fp32 weight (after loading or a
   // resume), or only the trained ones (after an update).
   void refresh_forward_weights(bool trained_only);
@@ -50,7 +53,7 @@ public:
   void write_weight(const std::string& name, std::span<const std::byte> bytes);
 
   // One optimizer step's micro-batches; `peer(stage)` is the global rank of that stage in this
-  // rank's replica. Returns the summed loss on the last stage, 0 elsewhere.
+  // rank's replica, at its sequence index. Returns the summed loss on the last stage, 0 elsewhere.
   double run(std::span<const StageMicroBatch> batches, distributed::Communicator& world,
              const std::function<int(int stage)>& peer);
 

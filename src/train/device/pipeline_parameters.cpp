@@ -41,10 +41,13 @@ std::vector<models::ParameterSpec> stage_parameter_specs(const PipelineStagePlan
 }
 
 StageMicroBatch take_stage_micro_batch(const PipelineStagePlan& stage, const compiler::ExecutionPlan& source,
-                                       std::span<const runtime::InputBinding> inputs) {
+                                       std::span<const runtime::InputBinding> inputs, int sequence,
+                                       int sequence_ranks) {
   StageMicroBatch batch;
-  batch.training = copy_micro_batch(source, stage.training, inputs);
-  if (!stage.graph.sent.empty()) batch.forward = copy_micro_batch(source, stage.forward, inputs);
+  batch.training = copy_micro_batch(source, stage.training, inputs, sequence, sequence_ranks);
+  if (!stage.graph.sent.empty()) {
+    batch.forward = copy_micro_batch(source, stage.forward, inputs, sequence, sequence_ranks);
+  }
   return batch;
 }
 

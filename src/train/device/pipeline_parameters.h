@@ -35,8 +35,10 @@ struct StageMicroBatch {
   MicroBatch training;
   MicroBatch forward;
 };
-// `inputs` are bound for `source` (the trainer's plan).
+// `inputs` are bound for `source` (the trainer's plan); with sequence parallelism rank `sequence`
+// of `sequence_ranks` keeps its slice of the token inputs (copy_micro_batch).
 StageMicroBatch take_stage_micro_batch(const PipelineStagePlan& stage, const compiler::ExecutionPlan& source,
-                                       std::span<const runtime::InputBinding> inputs);
+                                       std::span<const runtime::InputBinding> inputs, int sequence = 0,
+                                       int sequence_ranks = 1);
 
 }  // namespace surogate::train
