@@ -323,7 +323,7 @@ std::string format_memory_prediction(const MemoryPrediction& p) {
   }
   if (p.ranks > 1 && p.pipeline) {
     out += fmt::format("#   ({} rank threads, each running one pipeline stage: the figures are the largest stage's, "
-                       "the optimizer state shared out among its replicas)\n", p.ranks);
+                       "the optimizer state shared out among its data × sequence ranks)\n", p.ranks);
   } else if (p.ranks > 1) {
     out += fmt::format("#   ({} data-parallel rank threads: each holds the above but the evaluation{}, and the optimizer "
                        "state is shared out among them{}{})\n",

@@ -2,7 +2,7 @@
 says which layout it trains (and the pipeline's stages and bubble), logs the data-parallel ranks,
 and gives the per-step losses of one rank with the same global batch (tolerance 2e-4 relative, from
 the order of fp32 additions only; tests/train/test_model_parallel.cpp checks the weights); the dry
-run predicts every layout of the ranks and names the one the engine would pick; a layout the model
+run predicts every layout of the ranks (data × sequence × pipeline, the three composing) and names the one the engine would pick; a layout the model
 cannot split is an error naming the option (exit 2)."""
 import json
 import shutil
@@ -41,8 +41,14 @@ def test_sequence_and_pipeline_ranks_train_as_one_rank(surogate_bin, tmp_path):
                                      gradient_accumulation_steps=4)
     assert "pipeline: 2 stages (layers 0 | 1), 1F1B over 4 micro-batches per step: bubble 20% of a step" in stdout
     assert record["data_parallel_ranks"] == 1
-    assert len(one) == len(sequence) == len(pipeline) == 4
-    for other in (sequence, pipeline):
+    # 3D: each stage's graph split over a sequence group of 2.
+    stdout, record, both = train(surogate_bin, tmp_path, ex, "both", "--gpus=4", "--sequence_parallel_size=2",
+                                 "--pipeline_parallel_size=2", gradient_accumulation_steps=4)
+    assert "4 ranks (2 sequence-parallel × 2 pipeline stages), ZeRO-1" in stdout
+    assert "pipeline: 2 stages (layers 0 | 1), 1F1B over 4 micro-batches per step" in stdout
+    assert record["data_parallel_ranks"] == 1
+    assert len(one) == len(sequence) == len(pipeline) == len(both) == 4
+    for other in (sequence, pipeline, both):
         assert all(abs(a - b) <= 2e-4 * abs(a) for a, b in zip(one, other)), (one, other)
 
 
@@ -57,7 +63,21 @@ def test_the_dry_run_predicts_every_layout_and_names_the_pick(surogate_bin, tmp_
     assert any("1 × 4 × 1" in line and "cannot: sequence_parallel_size: 4 gives each rank" in line for line in lines), lines
     assert any("1 × 1 × 4" in line and "needs at least one layer per stage, but the model has 2 layers" in line
                for line in lines), lines
+    assert any("1 × 2 × 2" in line and "fits" in line for line in lines), lines  # 3D parallelism on CPU ranks
     assert "# the engine would pick 4 × 1 × 1 (data parallelism alone: only gradients travel)" in result.stdout
+
+
+def test_the_dry_run_for_gpus_lists_sequence_times_pipeline_as_cpu_ranks_only(surogate_bin, tmp_path):
+    # The CUDA backend refuses 3D parallelism: the GPU table says why, naming both options.
+    ex = make_quickstart_example(tmp_path)
+    config = quickstart_sft_config(tmp_path / "c.yaml", ex / "model", tmp_path / "out", ex, lora="false", gpus=4,
+                                   sequence_parallel_size=2, pipeline_parallel_size=2)
+    result = run_surogate(surogate_bin, "sft", config, "--dry-run", "--gpu-memory", "80GiB")
+    assert result.returncode == 0, result.stderr
+    lines = [line for line in result.stdout.splitlines() if line.startswith("#   ")]
+    both = [line for line in lines if "1 × 2 × 2" in line]
+    assert both and "cannot: pipeline_parallel_size: 2 with sequence_parallel_size: 2 (3D parallelism) runs on CPU " \
+                     "ranks only" in both[0] and "<- configured" in both[0], lines
 
 
 def test_the_dry_run_lists_a_layout_the_options_refuse_with_the_reason(surogate_bin, tmp_path):
@@ -69,8 +89,9 @@ def test_the_dry_run_lists_a_layout_the_options_refuse_with_the_reason(surogate_
     result = run_surogate(surogate_bin, "sft", config, "--dry-run")
     assert result.returncode == 0, result.stderr
     lines = [line for line in result.stdout.splitlines() if line.startswith("#   ")]
-    pipeline = [line for line in lines if "2 × 1 × 2" in line]
-    assert pipeline and "cannot:" in pipeline[0] and "zero_level: 3" in pipeline[0], lines
+    for layout in ("2 × 1 × 2", "1 × 2 × 2"):
+        pipeline = [line for line in lines if layout in line]
+        assert pipeline and "cannot:" in pipeline[0] and "zero_level: 3" in pipeline[0], lines
     assert any("2 × 2 × 1" in line and "fits" in line for line in lines), lines  # sequence parallelism composes
 
 
