@@ -278,7 +278,8 @@ TEST_F(ModelParallelTest, QloraAndPretrainingSplitAsOneRank) {
 }
 
 // A checkpoint has the single-rank tensors: a pipeline run resumes exactly on its own layout, and
-// a run stopped with two sequence ranks continues with two pipeline stages (and matches one rank).
+// a run stopped with two sequence ranks continues with two pipeline stages, one stopped on 2
+// sequence ranks × 2 stages on one rank (each matching one rank).
 TEST_F(ModelParallelTest, ResumeExactlyAndAcrossLayouts) {
   const std::string common = kOptimizer + "max_steps: 8\nsave_steps: 4\noptimizer: adamw_8bit\ngradient_accumulation_steps: 2\n";
   const std::string pipeline = common + "gpus: 2\npipeline_parallel_size: 2\n";
@@ -300,6 +301,16 @@ TEST_F(ModelParallelTest, ResumeExactlyAndAcrossLayouts) {
   TrainingResult one = run_training(config("one_straight", common), cpu());
   for (size_t i = 0; i < 4; ++i) {
     EXPECT_NEAR(continued.step_losses[i], one.step_losses[4 + i], kRelativeTolerance * one.step_losses[4 + i])
+        << "step " << i + 5;
+  }
+  // 3D: a run stopped on 2 sequence ranks × 2 stages continues on one rank.
+  const std::string both = common + "gpus: 4\nsequence_parallel_size: 2\npipeline_parallel_size: 2\n";
+  ASSERT_EQ(run_training(config("sp_pp_then_one", both), interrupted).step_losses.size(), 4u);
+  TrainingResult alone = run_training(config("sp_pp_then_one", common + "resume_from_checkpoint: true\n"), cpu());
+  ASSERT_EQ(alone.first_step, 4);
+  ASSERT_EQ(alone.step_losses.size(), 4u);
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_NEAR(alone.step_losses[i], one.step_losses[4 + i], kRelativeTolerance * one.step_losses[4 + i])
         << "step " << i + 5;
   }
 }
