@@ -1,10 +1,10 @@
 // Sequence parallelism on the data-parallel devices and the CPU pipeline device
-// (docs/architecture.md, "Sequence parallel"): the sequence group of each of this process's
-// ranks — the N ranks of one replica and stage that share each micro-batch's tokens (distributed/parallel_layout.h) — joined by a communicator of
-// its own, and the op registry each rank binds its backend from: the model ops and the exchange
-// ops bound to that communicator (distributed/sequence_exchange_ops.h). The registry a plan is
-// compiled against holds the same ops with no communicator (make_training_registry in
-// train/training_plan.h).
+// (docs/architecture.md, "Sequence parallel"): the sequence group of each of this process's ranks —
+// the N ranks of one replica and stage that share each micro-batch's tokens
+// (distributed/parallel_layout.h) — joined by a communicator of its own, and the op registry each
+// rank binds its backend from: the model ops and the exchange ops bound to that communicator
+// (distributed/sequence_exchange_ops.h). The registry a plan is compiled against holds the same ops
+// with no communicator (make_training_registry in train/training_plan.h).
 #pragma once
 
 #include <memory>
