@@ -10,6 +10,7 @@
 
 #include "chat_template/parser.h"
 #include "chat_template/python_strings.h"
+#include "chat_template/render_limits.h"
 #include "chat_template/template_error.h"
 
 namespace surogate::chat_template {
@@ -34,6 +35,26 @@ void Evaluator::fail(int line, const std::string& message) const { fail_template
 
 void Evaluator::fail_undefined(int line, const Value& undefined) const { fail(line, undefined.undefined_hint()); }
 
+void Evaluator::count_step(int line) {
+  if (++steps_ > detail::kMaxRenderSteps)
+    fail(line, fmt::format("the render takes more than {} steps (statements and expressions): does a loop or "
+                           "macro of the template run without end? Fix the template",
+                           detail::kMaxRenderSteps));
+}
+
+void Evaluator::check_text_size(uint64_t bytes, int line) const {
+  if (bytes > detail::kMaxTextBytes)
+    fail(line, fmt::format("the template builds a string of {} bytes, more than the limit of {} MiB: fix the "
+                           "template",
+                           bytes, detail::kMaxTextBytes >> 20));
+}
+
+void Evaluator::check_list_size(uint64_t items, int line) const {
+  if (items > detail::kMaxListItems)
+    fail(line, fmt::format("the template builds a list of {} items, more than the limit of {}: fix the template",
+                           items, detail::kMaxListItems));
+}
+
 // ---- statements ----
 
 Evaluator::Flow Evaluator::execute(const StatementList& body) {
@@ -46,6 +67,10 @@ Evaluator::Flow Evaluator::execute(const StatementList& body) {
 
 Evaluator::Flow Evaluator::execute_statement(const Statement& statement) {
   if (stack_.exhausted()) fail(statement.line, "the template nests blocks or calls too deeply");
+  count_step(statement.line);
+  // One statement appends at most one value of bounded size, so checking before each keeps the
+  // text (rendered or captured by a block set / filter block / caller) within twice the bound.
+  check_text_size(output_->size(), statement.line);
   switch (statement.kind) {
     case StatementKind::kText:
       output_->append(static_cast<const TextStatement&>(statement).text);
@@ -217,7 +242,10 @@ Value Evaluator::invoke_macro(const std::string& name, const std::vector<MacroPa
       extra_positional.push_back(arguments.positional[i]);
   }
   DictStorage extra_keyword;
-  for (auto& [key, value] : arguments.keyword) {
+  for (auto& keyword_argument : arguments.keyword) {
+    // Plain references, not a structured binding: clang 14 (the fuzz build) cannot capture those.
+    const auto& key = keyword_argument.first;
+    const auto& value = keyword_argument.second;
     auto parameter = std::find_if(parameters.begin(), parameters.end(), [&](const auto& p) { return p.name == key; });
     if (parameter == parameters.end()) {
       if (key == "caller") {
@@ -284,6 +312,16 @@ CallArguments Evaluator::evaluate_arguments(const ArgumentExpressions& arguments
 
 Value Evaluator::evaluate(const Expression& expression) {
   if (stack_.exhausted()) fail(expression.line, "the template nests expressions or calls too deeply");
+  count_step(expression.line);
+  Value value = evaluate_node(expression);
+  if (value.is_string())
+    check_text_size(value.as_string().size(), expression.line);
+  else if (value.is_list())
+    check_list_size(value.as_list().items.size(), expression.line);
+  return value;
+}
+
+Value Evaluator::evaluate_node(const Expression& expression) {
   switch (expression.kind) {
     case ExpressionKind::kLiteral:
       return static_cast<const LiteralExpression&>(expression).value;

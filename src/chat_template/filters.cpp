@@ -70,7 +70,9 @@ Value filter_tojson(Evaluator& evaluator, const Value& value, CallArguments& arg
   options.ensure_ascii = reader.boolean(0, false);
   Value indent = reader.get(1);
   if (indent.kind() == Kind::kInt || indent.kind() == Kind::kBool) {
-    options.indent = std::string(static_cast<size_t>(std::max<int64_t>(0, indent.kind() == Kind::kBool ? indent.as_bool() : indent.as_int())), ' ');
+    const int64_t spaces = std::max<int64_t>(0, indent.kind() == Kind::kBool ? indent.as_bool() : indent.as_int());
+    evaluator.check_text_size(static_cast<uint64_t>(spaces), line);
+    options.indent = std::string(static_cast<size_t>(spaces), ' ');
   } else if (indent.is_string()) {
     options.indent = indent.as_string();
   } else if (!indent.is_none()) {
@@ -174,9 +176,12 @@ Value filter_round(Evaluator& evaluator, const Value& value, CallArguments& argu
 Value filter_indent(Evaluator& evaluator, const Value& value, CallArguments& arguments, int line) {
   ArgumentReader reader(evaluator, arguments, "indent", {"width", "first", "blank"}, line);
   Value width = reader.get(0, Value(int64_t{4}));
-  std::string indentation = width.is_string() ? width.as_string()
-                                              : std::string(static_cast<size_t>(std::max<int64_t>(0, reader.integer(0, 4))), ' ');
+  const int64_t spaces = width.is_string() ? 0 : std::max<int64_t>(0, reader.integer(0, 4));
+  evaluator.check_text_size(static_cast<uint64_t>(spaces), line);
+  std::string indentation = width.is_string() ? width.as_string() : std::string(static_cast<size_t>(spaces), ' ');
   std::vector<std::string> lines = python_splitlines(value.str() + "\n");
+  // Bound the result before building it: every line may get the indentation.
+  evaluator.check_text_size(value.str().size() + lines.size() * (indentation.size() + 1), line);
   std::string out;
   if (reader.boolean(2, false)) {
     for (size_t i = 0; i < lines.size(); ++i) out += (i ? "\n" + indentation : "") + lines[i];
@@ -208,6 +213,7 @@ Value filter_center(Evaluator& evaluator, const Value& value, CallArguments& arg
   int64_t width = reader.integer(0, 80);
   int64_t length = static_cast<int64_t>(utf8_length(text));
   if (width <= length) return Value(text);
+  evaluator.check_text_size(static_cast<uint64_t>(width), line);
   int64_t margin = width - length;
   int64_t left = margin / 2 + (margin & width & 1);
   return Value(std::string(static_cast<size_t>(left), ' ') + text + std::string(static_cast<size_t>(margin - left), ' '));

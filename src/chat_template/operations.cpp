@@ -41,7 +41,15 @@ const char* operator_symbol(BinaryOperator op) {
   }
 }
 
-Value repeat_sequence(const Value& sequence, int64_t count) {
+// `sequence * count`, bounded before anything is built (`'x' * 10**12` must fail, not allocate).
+Value repeat_sequence(const Evaluator& evaluator, const Value& sequence, int64_t count, int line) {
+  const uint64_t times = static_cast<uint64_t>(std::max<int64_t>(count, 0));
+  const uint64_t length = sequence.is_string() ? sequence.as_string().size() : sequence.as_list().items.size();
+  const uint64_t total = length == 0 ? 0 : (times > UINT64_MAX / length ? UINT64_MAX : times * length);
+  if (sequence.is_string())
+    evaluator.check_text_size(total, line);
+  else
+    evaluator.check_list_size(total, line);
   if (sequence.is_string()) {
     std::string out;
     for (int64_t i = 0; i < count; ++i) out += sequence.as_string();
@@ -169,8 +177,8 @@ Value Evaluator::evaluate_binary(const BinaryExpression& expression) {
     }
   }
   if (op == BinaryOperator::kMultiply) {
-    if ((left.is_string() || left.is_list()) && is_integer_like(right)) return repeat_sequence(left, integer_of(right));
-    if ((right.is_string() || right.is_list()) && is_integer_like(left)) return repeat_sequence(right, integer_of(left));
+    if ((left.is_string() || left.is_list()) && is_integer_like(right)) return repeat_sequence(*this, left, integer_of(right), line);
+    if ((right.is_string() || right.is_list()) && is_integer_like(left)) return repeat_sequence(*this, right, integer_of(left), line);
   }
   if (op == BinaryOperator::kModulo && left.is_string())
     fail(line, "printf-style string formatting with '%' is not supported; use the 'format' filter or '~'");
