@@ -314,10 +314,18 @@ Value Evaluator::evaluate(const Expression& expression) {
   if (stack_.exhausted()) fail(expression.line, "the template nests expressions or calls too deeply");
   count_step(expression.line);
   Value value = evaluate_node(expression);
-  if (value.is_string())
+  // Values are shared, not copied: a name, attribute or item lookup costs one step whatever its
+  // size; an expression that computes a value pays for the size of what it built.
+  const bool built = expression.kind != ExpressionKind::kLiteral && expression.kind != ExpressionKind::kName &&
+                     expression.kind != ExpressionKind::kAttribute && expression.kind != ExpressionKind::kSubscript &&
+                     expression.kind != ExpressionKind::kConditional;
+  if (value.is_string()) {
     check_text_size(value.as_string().size(), expression.line);
-  else if (value.is_list())
+    if (built) steps_ += value.as_string().size() >> 10;
+  } else if (value.is_list()) {
     check_list_size(value.as_list().items.size(), expression.line);
+    if (built) steps_ += value.as_list().items.size() >> 4;
+  }
   return value;
 }
 

@@ -4,6 +4,7 @@
 #include "chat_template/filters_sequence.h"
 
 #include <algorithm>
+#include <charconv>
 
 #include <fmt/format.h>
 
@@ -21,7 +22,10 @@ Value get_attribute_path(Evaluator& evaluator, const Value& item, const Value& p
   Value current = item;
   for (const auto& part : python_split(path.as_string(), std::string("."), -1, false)) {
     bool numeric = !part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; });
-    current = evaluator.get_item(current, numeric ? Value(static_cast<int64_t>(std::stoll(part))) : Value(part), line);
+    int64_t index = 0;
+    if (numeric && std::from_chars(part.data(), part.data() + part.size(), index).ec != std::errc())
+      evaluator.fail(line, fmt::format("attribute '{}': the index {} is too large", path.as_string(), part));
+    current = evaluator.get_item(current, numeric ? Value(index) : Value(part), line);
   }
   return current;
 }

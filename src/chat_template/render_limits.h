@@ -11,9 +11,18 @@
 
 namespace surogate::chat_template::detail {
 
-// Statements executed plus expressions evaluated in one render (every built-in template renders
-// a 10 000-message conversation well inside it: tests/chat_template/test_render_limits.cpp).
+// Steps one render may take: one per statement executed and per expression evaluated, plus one
+// per KiB of every string and per 16 items of every list an expression builds (so a loop that
+// copies a long string every iteration is bounded by the bytes it moves, not just its count;
+// looking a value up shares it and costs one step).
+// Every built-in template renders a 10 000-message conversation well inside it
+// (tests/chat_template/test_render_limits.cpp). Fuzz builds define a lower bound so a looping
+// template fails within libFuzzer's -timeout under the sanitizers.
+#ifdef SUROGATE_CHAT_TEMPLATE_MAX_STEPS
+inline constexpr uint64_t kMaxRenderSteps = SUROGATE_CHAT_TEMPLATE_MAX_STEPS;
+#else
 inline constexpr uint64_t kMaxRenderSteps = 20'000'000;
+#endif
 // The longest string a render may build, the rendered text included (64 MiB).
 inline constexpr size_t kMaxTextBytes = size_t{64} << 20;
 // The most items a list built by the template may hold (range() has the same bound).
