@@ -31,6 +31,10 @@ inline std::optional<data::FormattedRow> format_dataset_row_case(std::string_vie
   DatasetConfig dataset;
   dataset.path = "fuzz/data.jsonl";
   dataset.type = static_cast<DatasetType>(choice & 3);
+  if (dataset.type == DatasetType::Instruction) {  // the config rules require both for this type
+    dataset.instruction_field = "instruction";
+    dataset.output_field = "output";
+  }
   if (choice & 4) {
     dataset.system_field = "system";
     dataset.tools_field = "tools";

@@ -81,7 +81,7 @@ std::string python_format(Evaluator& evaluator, const std::string& pattern, Call
       size_t index = 0;
       if (std::from_chars(field.data(), field.data() + field.size(), index).ec != std::errc() ||
           index >= arguments.positional.size())
-        evaluator.fail(line, fmt::format("format(): no positional argument {}", index));
+        evaluator.fail(line, fmt::format("format(): no positional argument {}", field));
       value = &arguments.positional[index];
     } else {
       for (const auto& [name, argument] : arguments.keyword)

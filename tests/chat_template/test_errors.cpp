@@ -80,5 +80,16 @@ TEST(Errors, RunawayRecursionAndDeepNestingAreErrorsNotCrashes) {
   EXPECT_NE(error_of(chain + " }}").find("chains more than 1000 operators"), std::string::npos);
 }
 
+// Found by fuzz_chat_template: digits that do not fit 64 bits escaped as std::out_of_range.
+TEST(Errors, IndicesTooLargeForSixtyFourBitsNameTheLine) {
+  EXPECT_EQ(error_of("\n{{ x.99999999999999999999 }}"),
+            "chat template test.jinja, line 2: the index .99999999999999999999 is too large");
+  EXPECT_NE(error_of("{{ [{'a': 1}] | map(attribute='a.99999999999999999999') | list }}")
+                .find("line 1: attribute 'a.99999999999999999999': the index 99999999999999999999 is too large"),
+            std::string::npos);
+  EXPECT_NE(error_of("{{ '{99999999999999999999}'.format(1) }}").find("line 1: format(): no positional argument 99999999999999999999"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace surogate::chat_template

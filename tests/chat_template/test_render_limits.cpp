@@ -39,7 +39,7 @@ TEST(RenderLimits, HugeRepeatsAndPaddingFailBeforeAllocating) {
   EXPECT_NE(error_of([] { render_source("{{ 'x' | indent(100000000000) }}"); }).find("100000000000 bytes"), std::string::npos);
   EXPECT_NE(error_of([] { render_source("{{ [1] | tojson(indent=100000000000) }}"); }).find("100000000000 bytes"),
             std::string::npos);
-  EXPECT_NE(error_of([] { render_source("{{ 'a\\n' * 10000 | indent(100000) }}"); }).find("bytes, more than"),
+  EXPECT_NE(error_of([] { render_source("{{ ('a\\n' * 10000) | indent(100000) }}"); }).find("bytes, more than"),
             std::string::npos);
 }
 

@@ -1,7 +1,7 @@
 // Replays the corpus of fuzz_dataset_row (fuzz/corpus/dataset_row/) through the fuzz target's
 // own case (fuzz/dataset_row_case.h: first byte = dataset type and options, rest = one JSONL
 // line): every row formats (labels and weights lining up with the tokens, a dropped row saying
-// why) or fails with a UserError naming the file and line; bad-* files (minimised fuzzer
+// why) or fails with a UserError naming the file (and line); bad-* files (minimised fuzzer
 // findings) must fail that way.
 #include <gtest/gtest.h>
 
@@ -13,7 +13,7 @@ namespace {
 
 TEST(DatasetRowCorpus, EveryRowFormatsOrFailsCleanly) {
   size_t formatted_rows = 0;
-  auto counts = surogate::testing::replay_fuzz_corpus("dataset_row", "fuzz/data.jsonl:1", [&](const std::string& bytes) {
+  auto counts = surogate::testing::replay_fuzz_corpus("dataset_row", "fuzz/data.jsonl", [&](const std::string& bytes) {
     auto formatted = fuzz::format_dataset_row_case(bytes);
     if (!formatted) return;
     if (formatted->sample) {
