@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "chat_template/integer_math.h"
 #include "chat_template/parser.h"
 #include "chat_template/python_strings.h"
 #include "chat_template/render_limits.h"
@@ -362,7 +363,10 @@ Value Evaluator::evaluate_node(const Expression& expression) {
         return Value(node.op == UnaryOperator::kNegate ? -operand.as_float() : operand.as_float());
       if (operand.is_number()) {
         int64_t number = operand.kind() == Value::Kind::kBool ? int64_t{operand.as_bool()} : operand.as_int();
-        return Value(node.op == UnaryOperator::kNegate ? -number : number);
+        if (node.op != UnaryOperator::kNegate) return Value(number);
+        auto negated = integer_math::negate(number);
+        if (!negated) fail(expression.line, fmt::format("integer overflow: -({}) does not fit in 64 bits", number));
+        return Value(*negated);
       }
       fail(expression.line, fmt::format("bad operand type for unary {}: '{}'",
                                         node.op == UnaryOperator::kNegate ? '-' : '+', operand.type_name()));
@@ -486,7 +490,12 @@ Value Evaluator::evaluate_slice(const SliceExpression& expression) {
     int64_t start = 0;
     int64_t stop = 0;
     adjust_slice(length, start_value, stop_value, step, start, stop);
-    for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) take(static_cast<size_t>(i));
+    for (int64_t i = start; step > 0 ? i < stop : i > stop;) {
+      take(static_cast<size_t>(i));
+      auto next = integer_math::add(i, step);
+      if (!next) break;  // past 64 bits is past the end too
+      i = *next;
+    }
   };
   if (object.is_string()) {
     std::u32string points = utf8_decode(object.as_string());

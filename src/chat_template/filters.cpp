@@ -10,6 +10,7 @@
 
 #include "chat_template/arguments.h"
 #include "chat_template/evaluator.h"
+#include "chat_template/integer_math.h"
 #include "chat_template/filters_sequence.h"
 #include "chat_template/parser.h"
 #include "chat_template/python_strings.h"
@@ -98,7 +99,9 @@ Value filter_int(Evaluator& evaluator, const Value& value, CallArguments& argume
     case Kind::kBool:
       return Value(int64_t{value.as_bool()});
     case Kind::kFloat:
-      return std::isfinite(value.as_float()) ? Value(static_cast<int64_t>(value.as_float())) : fallback;
+      if (!std::isfinite(value.as_float())) return fallback;
+      if (auto truncated = integer_math::truncate(value.as_float())) return Value(*truncated);
+      evaluator.fail(line, fmt::format("int(): {} does not fit in 64 bits", value.repr()));
     case Kind::kString: {
       std::string text = python_strip(value.as_string(), std::nullopt, true, true);
       int base = static_cast<int>(reader.integer(1, 10));
@@ -111,7 +114,9 @@ Value filter_int(Evaluator& evaluator, const Value& value, CallArguments& argume
       try {
         size_t used = 0;
         double number = std::stod(text, &used);
-        if (used == text.size() && std::isfinite(number)) return Value(static_cast<int64_t>(number));
+        if (used == text.size() && std::isfinite(number)) {
+          if (auto truncated = integer_math::truncate(number)) return Value(*truncated);
+        }
       } catch (const std::exception&) {
       }
       return fallback;
@@ -140,7 +145,12 @@ Value filter_float(Evaluator& evaluator, const Value& value, CallArguments& argu
 Value filter_abs(Evaluator& evaluator, const Value& value, CallArguments& arguments, int line) {
   ArgumentReader reader(evaluator, arguments, "abs", {}, line);
   if (value.kind() == Kind::kFloat) return Value(std::fabs(value.as_float()));
-  if (value.kind() == Kind::kInt) return Value(value.as_int() < 0 ? -value.as_int() : value.as_int());
+  if (value.kind() == Kind::kInt) {
+    if (value.as_int() >= 0) return value;
+    auto negated = integer_math::negate(value.as_int());
+    if (!negated) evaluator.fail(line, fmt::format("abs(): integer overflow: abs({}) does not fit in 64 bits", value.as_int()));
+    return Value(*negated);
+  }
   if (value.kind() == Kind::kBool) return Value(int64_t{value.as_bool()});
   evaluator.fail(line, fmt::format("bad operand type for abs(): '{}'", value.type_name()));
 }
@@ -261,8 +271,11 @@ Value filter_format(Evaluator& evaluator, const Value& value, CallArguments& arg
     } else {
       if (!argument.is_number())
         evaluator.fail(line, fmt::format("format: %{} needs a number, not {}", conversion, argument.type_name()));
-      out += std::to_string(argument.kind() == Kind::kFloat ? static_cast<int64_t>(argument.as_float())
-                                                            : static_cast<int64_t>(argument.to_double()));
+      std::optional<int64_t> number = argument.kind() == Kind::kFloat ? integer_math::truncate(argument.as_float())
+                                      : argument.kind() == Kind::kBool  ? int64_t{argument.as_bool()}
+                                                                        : argument.as_int();
+      if (!number) evaluator.fail(line, fmt::format("format: %{} of {} does not fit in 64 bits", conversion, argument.repr()));
+      out += std::to_string(*number);
     }
   }
   if (next != arguments.positional.size())
