@@ -1,15 +1,24 @@
 #!/usr/bin/env python3
-"""Writes the seed corpus of fuzz_safetensors_header (fuzz/corpus/safetensors_header/).
+"""Writes the seed corpora of the fuzz targets (fuzz/corpus/<target without fuzz_>/).
 
-Each file is a whole safetensors file image. valid-* files must parse; bad-* files must be
-rejected with a UserError (tests/io/test_safetensors_corpus.cpp checks both in CI). Re-run
-after editing: python3 fuzz/make_seed_corpus.py
+safetensors_header: each file is a whole safetensors file image. valid-* files must parse; bad-*
+files must be rejected with a UserError (tests/io/test_safetensors_corpus.cpp checks both in CI).
+training_config, chat_template, dataset_row: seed-* files taken from the repository's own inputs
+(example configs and datasets, the built-in chat templates, the YAML and template literals of the
+unit tests). Files named bad-* in those folders are minimised fuzzer findings, written by hand and
+replayed by tests/*/test_*_corpus.cpp; this script never deletes them. Re-run after editing:
+python3 fuzz/make_seed_corpus.py
 """
+import hashlib
 import json
 import pathlib
+import re
 import struct
 
-OUT = pathlib.Path(__file__).resolve().parent / "corpus" / "safetensors_header"
+FUZZ = pathlib.Path(__file__).resolve().parent
+REPO = FUZZ.parent
+OUT = FUZZ / "corpus" / "safetensors_header"
+MAX_SEED_BYTES = 4096  # scripts/fuzz.sh runs with -max_len=4096
 
 
 def image(header, data=b"", length=None):
@@ -54,8 +63,67 @@ CASES = {
     "bad-missing-offsets": image({"a": {"dtype": "U8", "shape": [1]}}, b"\0"),
 }
 
+
+def string_literals(path):
+    """The C++ string literals of a source file (raw strings and ordinary ones), decoded."""
+    text = path.read_text()
+    literals = [m.group(2) for m in re.finditer(r'R"(\w*)\((.*?)\)\1"', text, re.S)]
+    for m in re.finditer(r'(?<![R\w])"((?:[^"\\\n]|\\.)*)"', text):
+        literals.append(m.group(1).encode().decode("unicode_escape"))
+    return literals
+
+
+def named_seeds(contents):
+    """seed-<short hash> names, so re-running keeps names stable."""
+    return {"seed-" + hashlib.sha1(c.encode()).hexdigest()[:10]: c for c in contents if 0 < len(c.encode()) <= MAX_SEED_BYTES}
+
+
+def training_config_seeds():
+    contents = [p.read_text() for p in sorted(REPO.glob("examples/*/*.yaml"))]
+    for source in sorted(REPO.glob("tests/config/*.cpp")) + [REPO / "tests/config/config_test_util.h"]:
+        contents += [s for s in string_literals(source) if s.startswith("model:")]
+    return named_seeds(contents)
+
+
+def chat_template_seeds():
+    contents = string_literals(REPO / "src/chat_template/builtin_templates.cpp")
+    for source in sorted(REPO.glob("tests/chat_template/*.cpp")):
+        contents += [s for s in string_literals(source) if "{{" in s or "{%" in s]
+    return named_seeds(c for c in contents if "{{" in c or "{%" in c)
+
+
+def dataset_row_seeds():
+    # The first byte picks dataset type and options (fuzz/fuzz_dataset_row.cpp): 3 = auto,
+    # 1 = instruction, 2 = conversation, 0 = text, +4 extra fields, +8 ShareGPT, +64 hermes agent.
+    rows = [line for line in (REPO / "examples/tool_calling/train.jsonl").read_text().splitlines() if line.strip()]
+    rows += [
+        json.dumps({"text": "The quick brown fox."}),
+        json.dumps({"instruction": "Add", "input": "2 and 2", "output": "4", "system": "Be brief."}),
+        json.dumps({"messages": [{"role": "system", "content": "Hi"}, {"role": "user", "content": "2+2?"},
+                                 {"role": "assistant", "content": "4"}]}),
+        json.dumps({"conversations": [{"from": "human", "value": "2+2?"}, {"from": "gpt", "value": "4"}]}),
+    ]
+    contents = []
+    for row in rows:
+        for choice in (3, 2 + 4, 2 + 64, 1 + 4, 0, 3 + 8):
+            contents.append(chr(choice) + row)
+    return named_seeds(contents)
+
+
+def write_seeds(folder, seeds):
+    folder.mkdir(parents=True, exist_ok=True)
+    for stale in folder.glob("seed-*"):
+        stale.unlink()
+    for name, content in seeds.items():
+        (folder / name).write_bytes(content.encode())
+    print(f"wrote {len(seeds)} files to {folder}")
+
+
 if __name__ == "__main__":
     OUT.mkdir(parents=True, exist_ok=True)
     for name, content in CASES.items():
         (OUT / name).write_bytes(content)
     print(f"wrote {len(CASES)} files to {OUT}")
+    write_seeds(FUZZ / "corpus" / "training_config", training_config_seeds())
+    write_seeds(FUZZ / "corpus" / "chat_template", chat_template_seeds())
+    write_seeds(FUZZ / "corpus" / "dataset_row", dataset_row_seeds())

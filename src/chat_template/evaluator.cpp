@@ -8,8 +8,10 @@
 
 #include <fmt/format.h>
 
+#include "chat_template/integer_math.h"
 #include "chat_template/parser.h"
 #include "chat_template/python_strings.h"
+#include "chat_template/render_limits.h"
 #include "chat_template/template_error.h"
 
 namespace surogate::chat_template {
@@ -34,6 +36,26 @@ void Evaluator::fail(int line, const std::string& message) const { fail_template
 
 void Evaluator::fail_undefined(int line, const Value& undefined) const { fail(line, undefined.undefined_hint()); }
 
+void Evaluator::count_step(int line) {
+  if (++steps_ > detail::kMaxRenderSteps)
+    fail(line, fmt::format("the render takes more than {} steps (statements and expressions): does a loop or "
+                           "macro of the template run without end? Fix the template",
+                           detail::kMaxRenderSteps));
+}
+
+void Evaluator::check_text_size(uint64_t bytes, int line) const {
+  if (bytes > detail::kMaxTextBytes)
+    fail(line, fmt::format("the template builds a string of {} bytes, more than the limit of {} MiB: fix the "
+                           "template",
+                           bytes, detail::kMaxTextBytes >> 20));
+}
+
+void Evaluator::check_list_size(uint64_t items, int line) const {
+  if (items > detail::kMaxListItems)
+    fail(line, fmt::format("the template builds a list of {} items, more than the limit of {}: fix the template",
+                           items, detail::kMaxListItems));
+}
+
 // ---- statements ----
 
 Evaluator::Flow Evaluator::execute(const StatementList& body) {
@@ -46,6 +68,10 @@ Evaluator::Flow Evaluator::execute(const StatementList& body) {
 
 Evaluator::Flow Evaluator::execute_statement(const Statement& statement) {
   if (stack_.exhausted()) fail(statement.line, "the template nests blocks or calls too deeply");
+  count_step(statement.line);
+  // One statement appends at most one value of bounded size, so checking before each keeps the
+  // text (rendered or captured by a block set / filter block / caller) within twice the bound.
+  check_text_size(output_->size(), statement.line);
   switch (statement.kind) {
     case StatementKind::kText:
       output_->append(static_cast<const TextStatement&>(statement).text);
@@ -217,7 +243,10 @@ Value Evaluator::invoke_macro(const std::string& name, const std::vector<MacroPa
       extra_positional.push_back(arguments.positional[i]);
   }
   DictStorage extra_keyword;
-  for (auto& [key, value] : arguments.keyword) {
+  for (auto& keyword_argument : arguments.keyword) {
+    // Plain references, not a structured binding: clang 14 (the fuzz build) cannot capture those.
+    const auto& key = keyword_argument.first;
+    const auto& value = keyword_argument.second;
     auto parameter = std::find_if(parameters.begin(), parameters.end(), [&](const auto& p) { return p.name == key; });
     if (parameter == parameters.end()) {
       if (key == "caller") {
@@ -284,6 +313,24 @@ CallArguments Evaluator::evaluate_arguments(const ArgumentExpressions& arguments
 
 Value Evaluator::evaluate(const Expression& expression) {
   if (stack_.exhausted()) fail(expression.line, "the template nests expressions or calls too deeply");
+  count_step(expression.line);
+  Value value = evaluate_node(expression);
+  // Values are shared, not copied: a name, attribute or item lookup costs one step whatever its
+  // size; an expression that computes a value pays for the size of what it built.
+  const bool built = expression.kind != ExpressionKind::kLiteral && expression.kind != ExpressionKind::kName &&
+                     expression.kind != ExpressionKind::kAttribute && expression.kind != ExpressionKind::kSubscript &&
+                     expression.kind != ExpressionKind::kConditional;
+  if (value.is_string()) {
+    check_text_size(value.as_string().size(), expression.line);
+    if (built) steps_ += value.as_string().size() >> 10;
+  } else if (value.is_list()) {
+    check_list_size(value.as_list().items.size(), expression.line);
+    if (built) steps_ += value.as_list().items.size() >> 4;
+  }
+  return value;
+}
+
+Value Evaluator::evaluate_node(const Expression& expression) {
   switch (expression.kind) {
     case ExpressionKind::kLiteral:
       return static_cast<const LiteralExpression&>(expression).value;
@@ -316,7 +363,10 @@ Value Evaluator::evaluate(const Expression& expression) {
         return Value(node.op == UnaryOperator::kNegate ? -operand.as_float() : operand.as_float());
       if (operand.is_number()) {
         int64_t number = operand.kind() == Value::Kind::kBool ? int64_t{operand.as_bool()} : operand.as_int();
-        return Value(node.op == UnaryOperator::kNegate ? -number : number);
+        if (node.op != UnaryOperator::kNegate) return Value(number);
+        auto negated = integer_math::negate(number);
+        if (!negated) fail(expression.line, fmt::format("integer overflow: -({}) does not fit in 64 bits", number));
+        return Value(*negated);
       }
       fail(expression.line, fmt::format("bad operand type for unary {}: '{}'",
                                         node.op == UnaryOperator::kNegate ? '-' : '+', operand.type_name()));
@@ -440,7 +490,12 @@ Value Evaluator::evaluate_slice(const SliceExpression& expression) {
     int64_t start = 0;
     int64_t stop = 0;
     adjust_slice(length, start_value, stop_value, step, start, stop);
-    for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) take(static_cast<size_t>(i));
+    for (int64_t i = start; step > 0 ? i < stop : i > stop;) {
+      take(static_cast<size_t>(i));
+      auto next = integer_math::add(i, step);
+      if (!next) break;  // past 64 bits is past the end too
+      i = *next;
+    }
   };
   if (object.is_string()) {
     std::u32string points = utf8_decode(object.as_string());

@@ -5,6 +5,7 @@
 // tests (tests.cpp) and methods of str/dict/list (methods.cpp) call back into the helpers here.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -42,6 +43,10 @@ public:
   bool apply_test_by_name(const std::string& name, const Value& value, CallArguments& arguments, int line);
   Value apply_filter_by_name(const std::string& name, const Value& value, CallArguments& arguments, int line);
   const std::string& source_name() const { return source_name_; }
+  // Fail (naming the line) when a string of `bytes` or a list of `items` would pass the bounds of
+  // render_limits.h; called before building one, where the size is known up front.
+  void check_text_size(uint64_t bytes, int line) const;
+  void check_list_size(uint64_t items, int line) const;
 
 private:
   enum class Flow { kNormal, kBreak, kContinue };
@@ -54,6 +59,9 @@ private:
   void assign(const AssignTarget& target, const Value& value, int line);
   void set_variable(const std::string& name, Value value);
   Value lookup(const std::string& name, int line);
+  // One statement or expression more: fails once a render passes kMaxRenderSteps.
+  void count_step(int line);
+  Value evaluate_node(const Expression& expression);
   Value evaluate_binary(const BinaryExpression& expression);
   Value evaluate_call(const CallExpression& expression);
   Value evaluate_slice(const SliceExpression& expression);
@@ -71,6 +79,7 @@ private:
   std::string* top_output_ = nullptr;
   std::vector<TextSpan>* spans_ = nullptr;
   int call_depth_ = 0;  // nested macro / caller() calls, bounded by kMaxCallDepth
+  uint64_t steps_ = 0;  // statements + expressions so far, bounded by kMaxRenderSteps
   detail::StackGuard stack_;  // bounds the recursion of evaluate / execute_statement
 };
 

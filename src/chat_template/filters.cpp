@@ -10,6 +10,7 @@
 
 #include "chat_template/arguments.h"
 #include "chat_template/evaluator.h"
+#include "chat_template/integer_math.h"
 #include "chat_template/filters_sequence.h"
 #include "chat_template/parser.h"
 #include "chat_template/python_strings.h"
@@ -70,7 +71,9 @@ Value filter_tojson(Evaluator& evaluator, const Value& value, CallArguments& arg
   options.ensure_ascii = reader.boolean(0, false);
   Value indent = reader.get(1);
   if (indent.kind() == Kind::kInt || indent.kind() == Kind::kBool) {
-    options.indent = std::string(static_cast<size_t>(std::max<int64_t>(0, indent.kind() == Kind::kBool ? indent.as_bool() : indent.as_int())), ' ');
+    const int64_t spaces = std::max<int64_t>(0, indent.kind() == Kind::kBool ? indent.as_bool() : indent.as_int());
+    evaluator.check_text_size(static_cast<uint64_t>(spaces), line);
+    options.indent = std::string(static_cast<size_t>(spaces), ' ');
   } else if (indent.is_string()) {
     options.indent = indent.as_string();
   } else if (!indent.is_none()) {
@@ -96,7 +99,9 @@ Value filter_int(Evaluator& evaluator, const Value& value, CallArguments& argume
     case Kind::kBool:
       return Value(int64_t{value.as_bool()});
     case Kind::kFloat:
-      return std::isfinite(value.as_float()) ? Value(static_cast<int64_t>(value.as_float())) : fallback;
+      if (!std::isfinite(value.as_float())) return fallback;
+      if (auto truncated = integer_math::truncate(value.as_float())) return Value(*truncated);
+      evaluator.fail(line, fmt::format("int(): {} does not fit in 64 bits", value.repr()));
     case Kind::kString: {
       std::string text = python_strip(value.as_string(), std::nullopt, true, true);
       int base = static_cast<int>(reader.integer(1, 10));
@@ -109,7 +114,9 @@ Value filter_int(Evaluator& evaluator, const Value& value, CallArguments& argume
       try {
         size_t used = 0;
         double number = std::stod(text, &used);
-        if (used == text.size() && std::isfinite(number)) return Value(static_cast<int64_t>(number));
+        if (used == text.size() && std::isfinite(number)) {
+          if (auto truncated = integer_math::truncate(number)) return Value(*truncated);
+        }
       } catch (const std::exception&) {
       }
       return fallback;
@@ -138,7 +145,12 @@ Value filter_float(Evaluator& evaluator, const Value& value, CallArguments& argu
 Value filter_abs(Evaluator& evaluator, const Value& value, CallArguments& arguments, int line) {
   ArgumentReader reader(evaluator, arguments, "abs", {}, line);
   if (value.kind() == Kind::kFloat) return Value(std::fabs(value.as_float()));
-  if (value.kind() == Kind::kInt) return Value(value.as_int() < 0 ? -value.as_int() : value.as_int());
+  if (value.kind() == Kind::kInt) {
+    if (value.as_int() >= 0) return value;
+    auto negated = integer_math::negate(value.as_int());
+    if (!negated) evaluator.fail(line, fmt::format("abs(): integer overflow: abs({}) does not fit in 64 bits", value.as_int()));
+    return Value(*negated);
+  }
   if (value.kind() == Kind::kBool) return Value(int64_t{value.as_bool()});
   evaluator.fail(line, fmt::format("bad operand type for abs(): '{}'", value.type_name()));
 }
@@ -174,9 +186,12 @@ Value filter_round(Evaluator& evaluator, const Value& value, CallArguments& argu
 Value filter_indent(Evaluator& evaluator, const Value& value, CallArguments& arguments, int line) {
   ArgumentReader reader(evaluator, arguments, "indent", {"width", "first", "blank"}, line);
   Value width = reader.get(0, Value(int64_t{4}));
-  std::string indentation = width.is_string() ? width.as_string()
-                                              : std::string(static_cast<size_t>(std::max<int64_t>(0, reader.integer(0, 4))), ' ');
+  const int64_t spaces = width.is_string() ? 0 : std::max<int64_t>(0, reader.integer(0, 4));
+  evaluator.check_text_size(static_cast<uint64_t>(spaces), line);
+  std::string indentation = width.is_string() ? width.as_string() : std::string(static_cast<size_t>(spaces), ' ');
   std::vector<std::string> lines = python_splitlines(value.str() + "\n");
+  // Bound the result before building it: every line may get the indentation.
+  evaluator.check_text_size(value.str().size() + lines.size() * (indentation.size() + 1), line);
   std::string out;
   if (reader.boolean(2, false)) {
     for (size_t i = 0; i < lines.size(); ++i) out += (i ? "\n" + indentation : "") + lines[i];
@@ -208,6 +223,7 @@ Value filter_center(Evaluator& evaluator, const Value& value, CallArguments& arg
   int64_t width = reader.integer(0, 80);
   int64_t length = static_cast<int64_t>(utf8_length(text));
   if (width <= length) return Value(text);
+  evaluator.check_text_size(static_cast<uint64_t>(width), line);
   int64_t margin = width - length;
   int64_t left = margin / 2 + (margin & width & 1);
   return Value(std::string(static_cast<size_t>(left), ' ') + text + std::string(static_cast<size_t>(margin - left), ' '));
@@ -255,8 +271,11 @@ Value filter_format(Evaluator& evaluator, const Value& value, CallArguments& arg
     } else {
       if (!argument.is_number())
         evaluator.fail(line, fmt::format("format: %{} needs a number, not {}", conversion, argument.type_name()));
-      out += std::to_string(argument.kind() == Kind::kFloat ? static_cast<int64_t>(argument.as_float())
-                                                            : static_cast<int64_t>(argument.to_double()));
+      std::optional<int64_t> number = argument.kind() == Kind::kFloat ? integer_math::truncate(argument.as_float())
+                                      : argument.kind() == Kind::kBool  ? int64_t{argument.as_bool()}
+                                                                        : argument.as_int();
+      if (!number) evaluator.fail(line, fmt::format("format: %{} of {} does not fit in 64 bits", conversion, argument.repr()));
+      out += std::to_string(*number);
     }
   }
   if (next != arguments.positional.size())

@@ -4,11 +4,13 @@
 #include "chat_template/filters_sequence.h"
 
 #include <algorithm>
+#include <charconv>
 
 #include <fmt/format.h>
 
 #include "chat_template/arguments.h"
 #include "chat_template/evaluator.h"
+#include "chat_template/integer_math.h"
 #include "chat_template/python_strings.h"
 
 namespace surogate::chat_template {
@@ -21,7 +23,10 @@ Value get_attribute_path(Evaluator& evaluator, const Value& item, const Value& p
   Value current = item;
   for (const auto& part : python_split(path.as_string(), std::string("."), -1, false)) {
     bool numeric = !part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; });
-    current = evaluator.get_item(current, numeric ? Value(static_cast<int64_t>(std::stoll(part))) : Value(part), line);
+    int64_t index = 0;
+    if (numeric && std::from_chars(part.data(), part.data() + part.size(), index).ec != std::errc())
+      evaluator.fail(line, fmt::format("attribute '{}': the index {} is too large", path.as_string(), part));
+    current = evaluator.get_item(current, numeric ? Value(index) : Value(part), line);
   }
   return current;
 }
@@ -216,8 +221,17 @@ Value filter_sum(Evaluator& evaluator, const Value& value, CallArguments& argume
     if (!term.is_number() || !total.is_number())
       evaluator.fail(line, fmt::format("sum(): cannot add {} and {}", total.type_name(), term.type_name()));
     bool integers = total.kind() != Value::Kind::kFloat && term.kind() != Value::Kind::kFloat;
-    total = integers ? Value(static_cast<int64_t>(total.to_double()) + static_cast<int64_t>(term.to_double()))
-                     : Value(total.to_double() + term.to_double());
+    if (!integers) {
+      total = Value(total.to_double() + term.to_double());
+      continue;
+    }
+    // Exact in int64 (through double, a large int lost its low digits or overflowed the cast).
+    auto as_integer = [](const Value& number) {
+      return number.kind() == Value::Kind::kBool ? int64_t{number.as_bool()} : number.as_int();
+    };
+    auto sum = integer_math::add(as_integer(total), as_integer(term));
+    if (!sum) evaluator.fail(line, "sum(): integer overflow: the total does not fit in 64 bits");
+    total = Value(*sum);
   }
   return total;
 }

@@ -2,6 +2,7 @@
 // keys, values, get), list (count, index) and loop.cycle. Methods that modify a list or dict are
 // refused, as in Hugging Face's immutable sandbox.
 #include <algorithm>
+#include <charconv>
 #include <array>
 
 #include <fmt/format.h>
@@ -77,9 +78,10 @@ std::string python_format(Evaluator& evaluator, const std::string& pattern, Call
         evaluator.fail(line, "format(): not enough positional arguments");
       value = &arguments.positional[automatic++];
     } else if (std::all_of(field.begin(), field.end(), [](char d) { return d >= '0' && d <= '9'; })) {
-      size_t index = std::stoul(field);
-      if (index >= arguments.positional.size())
-        evaluator.fail(line, fmt::format("format(): no positional argument {}", index));
+      size_t index = 0;
+      if (std::from_chars(field.data(), field.data() + field.size(), index).ec != std::errc() ||
+          index >= arguments.positional.size())
+        evaluator.fail(line, fmt::format("format(): no positional argument {}", field));
       value = &arguments.positional[index];
     } else {
       for (const auto& [name, argument] : arguments.keyword)

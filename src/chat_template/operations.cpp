@@ -10,6 +10,7 @@
 
 #include "chat_template/arguments.h"
 #include "chat_template/evaluator.h"
+#include "chat_template/integer_math.h"
 #include "chat_template/parser.h"
 #include "chat_template/python_strings.h"
 
@@ -41,7 +42,15 @@ const char* operator_symbol(BinaryOperator op) {
   }
 }
 
-Value repeat_sequence(const Value& sequence, int64_t count) {
+// `sequence * count`, bounded before anything is built (`'x' * 10**12` must fail, not allocate).
+Value repeat_sequence(const Evaluator& evaluator, const Value& sequence, int64_t count, int line) {
+  const uint64_t times = static_cast<uint64_t>(std::max<int64_t>(count, 0));
+  const uint64_t length = sequence.is_string() ? sequence.as_string().size() : sequence.as_list().items.size();
+  const uint64_t total = length == 0 ? 0 : (times > UINT64_MAX / length ? UINT64_MAX : times * length);
+  if (sequence.is_string())
+    evaluator.check_text_size(total, line);
+  else
+    evaluator.check_list_size(total, line);
   if (sequence.is_string()) {
     std::string out;
     for (int64_t i = 0; i < count; ++i) out += sequence.as_string();
@@ -115,13 +124,23 @@ Value Evaluator::evaluate_binary(const BinaryExpression& expression) {
   }
   if (left.is_number() && right.is_number()) {
     bool integers = is_integer_like(left) && is_integer_like(right);
+    // An int64 result or a failure naming the line (Python's ints would not overflow).
+    auto exact = [&](std::optional<int64_t> result) {
+      if (!result)
+        fail(line, fmt::format("integer overflow: {} {} {} does not fit in 64 bits", left.repr(), operator_symbol(op),
+                               right.repr()));
+      return Value(*result);
+    };
     switch (op) {
       case BinaryOperator::kAdd:
-        return integers ? Value(integer_of(left) + integer_of(right)) : Value(left.to_double() + right.to_double());
+        return integers ? exact(integer_math::add(integer_of(left), integer_of(right)))
+                        : Value(left.to_double() + right.to_double());
       case BinaryOperator::kSubtract:
-        return integers ? Value(integer_of(left) - integer_of(right)) : Value(left.to_double() - right.to_double());
+        return integers ? exact(integer_math::subtract(integer_of(left), integer_of(right)))
+                        : Value(left.to_double() - right.to_double());
       case BinaryOperator::kMultiply:
-        return integers ? Value(integer_of(left) * integer_of(right)) : Value(left.to_double() * right.to_double());
+        return integers ? exact(integer_math::multiply(integer_of(left), integer_of(right)))
+                        : Value(left.to_double() * right.to_double());
       case BinaryOperator::kDivide:
         if (right.to_double() == 0.0) fail(line, "division by zero");
         return Value(left.to_double() / right.to_double());
@@ -131,9 +150,8 @@ Value Evaluator::evaluate_binary(const BinaryExpression& expression) {
         if (integers) {
           int64_t a = integer_of(left);
           int64_t b = integer_of(right);
-          int64_t quotient = a / b;
-          if ((a % b != 0) && ((a < 0) != (b < 0))) --quotient;
-          return op == BinaryOperator::kFloorDivide ? Value(quotient) : Value(a - quotient * b);
+          return op == BinaryOperator::kFloorDivide ? exact(integer_math::floor_divide(a, b))
+                                                    : Value(integer_math::modulo(a, b));
         }
         // CPython's float floor division and modulo.
         double a = left.to_double();
@@ -150,11 +168,7 @@ Value Evaluator::evaluate_binary(const BinaryExpression& expression) {
         return Value(floored);
       }
       case BinaryOperator::kPower:
-        if (integers && integer_of(right) >= 0) {
-          int64_t result = 1;
-          for (int64_t i = 0; i < integer_of(right); ++i) result *= integer_of(left);
-          return Value(result);
-        }
+        if (integers && integer_of(right) >= 0) return exact(integer_math::power(integer_of(left), integer_of(right)));
         return Value(std::pow(left.to_double(), right.to_double()));
       default:
         type_error();
@@ -169,8 +183,8 @@ Value Evaluator::evaluate_binary(const BinaryExpression& expression) {
     }
   }
   if (op == BinaryOperator::kMultiply) {
-    if ((left.is_string() || left.is_list()) && is_integer_like(right)) return repeat_sequence(left, integer_of(right));
-    if ((right.is_string() || right.is_list()) && is_integer_like(left)) return repeat_sequence(right, integer_of(left));
+    if ((left.is_string() || left.is_list()) && is_integer_like(right)) return repeat_sequence(*this, left, integer_of(right), line);
+    if ((right.is_string() || right.is_list()) && is_integer_like(left)) return repeat_sequence(*this, right, integer_of(left), line);
   }
   if (op == BinaryOperator::kModulo && left.is_string())
     fail(line, "printf-style string formatting with '%' is not supported; use the 'format' filter or '~'");
@@ -272,9 +286,12 @@ Value Evaluator::global_function(const std::string& name, int line) {
       int64_t step = bounds.size() == 3 ? bounds[2] : 1;
       if (step == 0) evaluator.fail(call_line, "range() arg 3 must not be zero");
       std::vector<Value> items;
-      for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
+      for (int64_t i = start; step > 0 ? i < stop : i > stop;) {
         if (items.size() >= 1'000'000) evaluator.fail(call_line, "range() is limited to 1,000,000 items");
         items.emplace_back(i);
+        auto next = integer_math::add(i, step);
+        if (!next) break;  // the next item would pass 64 bits, so it lies beyond stop too
+        i = *next;
       }
       return Value::list(std::move(items));
     });

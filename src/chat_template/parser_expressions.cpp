@@ -254,7 +254,11 @@ ExpressionPointer Parser::parse_postfix(ExpressionPointer node) {
     int line = current().line;
     if (accept_operator(".")) {
       if (current().kind == TokenKind::kInteger) {
-        int64_t index = std::stoll(current().text);
+        // `x.0` is `x[0]`; the digits may not fit an int64 (`x.99999999999999999999`).
+        int64_t index = 0;
+        const std::string& digits = current().text;
+        auto result = std::from_chars(digits.data(), digits.data() + digits.size(), index);
+        if (result.ec != std::errc()) fail(fmt::format("the index .{} is too large", digits));
         advance();
         node = std::make_unique<SubscriptExpression>(std::move(node),
                                                      std::make_unique<LiteralExpression>(Value(index), line), line);

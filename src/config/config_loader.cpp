@@ -27,6 +27,9 @@ void record_sources(const YAML::Node& node, const std::string& prefix, const std
   } else if (node.IsSequence()) {
     std::string base = prefix.empty() ? prefix : prefix.substr(0, prefix.size() - 1);
     for (size_t index = 0; index < node.size(); ++index) {
+      // The entry itself too ("datasets[0]"), so a field missing from it is reported at its line.
+      if (node[index].Mark().line >= 0)
+        config.sources[fmt::format("{}[{}]", base, index)] = fmt::format("{}:{}", file, node[index].Mark().line + 1);
       record_sources(node[index], fmt::format("{}[{}].", base, index), file, config);
     }
   }
@@ -162,8 +165,15 @@ std::string dump_config_yaml(const Config& config) {
 }
 
 std::string Config::source_of(const std::string& key) const {
-  auto found = sources.find(key);
-  return found == sources.end() ? "the default" : found->second;
+  // A key the file does not set (a required field left out of a dataset entry, a default that
+  // conflicts with another option) is reported where its enclosing entry or section is written.
+  for (std::string candidate = key;;) {
+    auto found = sources.find(candidate);
+    if (found != sources.end()) return found->second;
+    const size_t cut = candidate.find_last_of(".[");
+    if (cut == std::string::npos || cut == 0) return "the default";
+    candidate.resize(cut);
+  }
 }
 
 }  // namespace surogate

@@ -80,5 +80,38 @@ TEST(Errors, RunawayRecursionAndDeepNestingAreErrorsNotCrashes) {
   EXPECT_NE(error_of(chain + " }}").find("chains more than 1000 operators"), std::string::npos);
 }
 
+// Found by fuzz_chat_template: digits that do not fit 64 bits escaped as std::out_of_range.
+TEST(Errors, IndicesTooLargeForSixtyFourBitsNameTheLine) {
+  EXPECT_EQ(error_of("\n{{ x.99999999999999999999 }}"),
+            "chat template test.jinja, line 2: the index .99999999999999999999 is too large");
+  EXPECT_NE(error_of("{{ [{'a': 1}] | map(attribute='a.99999999999999999999') | list }}")
+                .find("line 1: attribute 'a.99999999999999999999': the index 99999999999999999999 is too large"),
+            std::string::npos);
+  EXPECT_NE(error_of("{{ '{99999999999999999999}'.format(1) }}").find("line 1: format(): no positional argument 99999999999999999999"),
+            std::string::npos);
+}
+
+// Found by fuzz_chat_template (UBSan: signed overflow in `2 ** 76`); the same class elsewhere.
+// Python's ints are unbounded, the interpreter's are int64: no result is an error, never UB.
+TEST(Errors, IntegerOverflowIsAnErrorNamingTheLine) {
+  EXPECT_EQ(error_of("\n{{ 2 ** 76 }}"), "chat template test.jinja, line 2: integer overflow: 2 ** 76 does not fit in 64 bits");
+  EXPECT_NE(error_of("{{ 9223372036854775807 + 1 }}").find("integer overflow"), std::string::npos);
+  EXPECT_NE(error_of("{{ -9223372036854775807 - 2 }}").find("integer overflow"), std::string::npos);
+  EXPECT_NE(error_of("{{ 4611686018427387904 * 2 }}").find("integer overflow"), std::string::npos);
+  EXPECT_NE(error_of("{{ (-9223372036854775807 - 1) // -1 }}").find("integer overflow"), std::string::npos);
+  EXPECT_NE(error_of("{{ -(-9223372036854775807 - 1) }}").find("integer overflow"), std::string::npos);
+  EXPECT_NE(error_of("{{ (-9223372036854775807 - 1) | abs }}").find("integer overflow"), std::string::npos);
+  EXPECT_NE(error_of("{{ [9223372036854775807, 1] | sum }}").find("sum(): integer overflow"), std::string::npos);
+  EXPECT_NE(error_of("{{ 1e300 | int }}").find("int(): 1e+300 does not fit in 64 bits"), std::string::npos);
+  EXPECT_NE(error_of("{{ '%d' | format(1e300) }}").find("does not fit in 64 bits"), std::string::npos);
+  // What does fit keeps Python's results, and a huge exponent of 1 no longer loops 10**18 times.
+  EXPECT_EQ(testing::render_source("{{ 2 ** 62 }} {{ -7 // 2 }} {{ -7 % 3 }} {{ 7 % -3 }} {{ (-9223372036854775807 - 1) % -1 }} "
+                                   "{{ 1 ** 1000000000000000000 }} {{ [9223372036854775806, 1] | sum }} {{ 2.9 | int }}"),
+            "4611686018427387904 -4 2 -2 0 1 9223372036854775807 2");
+  EXPECT_EQ(testing::render_source("{{ range(0, 9223372036854775807, 4611686018427387904) | list }} "
+                                   "{{ 'abc'[0::9223372036854775807] }}"),
+            "[0, 4611686018427387904] a");
+}
+
 }  // namespace
 }  // namespace surogate::chat_template
