@@ -27,7 +27,29 @@ protected:
     options.backend = TrainingBackend::Cpu;
     return options;
   }
+  // A fresh run folder `to` holding a copy of run `from`'s `checkpoint` (to resume elsewhere).
+  void copy_checkpoint(const std::string& from, const std::string& to, const std::string& checkpoint) const {
+    std::filesystem::remove_all(root_ / to);
+    std::filesystem::create_directories(root_ / to);
+    std::filesystem::copy(root_ / from / checkpoint, root_ / to / checkpoint, std::filesystem::copy_options::recursive);
+  }
 };
+
+// `continued` resumed after step `from` of the run whose uninterrupted losses are `straight`'s:
+// each later step's loss equal (relative 0) or within `relative` of it.
+inline void expect_continues(const TrainingResult& continued, const TrainingResult& straight, size_t from,
+                             double relative) {
+  ASSERT_EQ(continued.first_step, from);
+  ASSERT_EQ(continued.step_losses.size(), straight.step_losses.size() - from);
+  for (size_t i = 0; i < continued.step_losses.size(); ++i) {
+    const double expected = straight.step_losses[from + i];
+    if (relative == 0.0) {
+      EXPECT_EQ(continued.step_losses[i], expected) << "step " << from + i + 1;
+    } else {
+      EXPECT_NEAR(continued.step_losses[i], expected, relative * std::fabs(expected)) << "step " << from + i + 1;
+    }
+  }
+}
 
 // The largest |a − b| over the F32 tensors of two safetensors files that hold the same tensors.
 inline double largest_f32_difference(const std::filesystem::path& a, const std::filesystem::path& b) {

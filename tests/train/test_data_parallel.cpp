@@ -217,9 +217,7 @@ TEST_F(DataParallelTest, ZeroThreeResumesExactlyOnItsWorldSizeAndContinuesOnAnot
   ASSERT_EQ(run_training(config("dp_zero3_resumed", two_ranks), interrupted).step_losses.size(), 4u);
   TrainingResult resumed =
       run_training(config("dp_zero3_resumed", two_ranks + "resume_from_checkpoint: true\n"), small_buckets());
-  ASSERT_EQ(resumed.first_step, 4);
-  ASSERT_EQ(resumed.step_losses.size(), 4u);
-  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(resumed.step_losses[i], straight.step_losses[4 + i]) << "step " << i + 5;
+  expect_continues(resumed, straight, 4, 0.0);
 
   // The same checkpoint continued on three ZeRO-3 ranks and on one rank, with the same global batch.
   const std::vector<std::pair<std::string, std::string>> continuations = {
@@ -227,9 +225,7 @@ TEST_F(DataParallelTest, ZeroThreeResumesExactlyOnItsWorldSizeAndContinuesOnAnot
       {"dp_zero3_on_1", "gradient_accumulation_steps: 6\n"}};
   for (const auto& [name, world] : continuations) {
     SCOPED_TRACE(name);
-    fs::remove_all(root_ / name);
-    fs::create_directories(root_ / name);
-    fs::copy(root_ / "dp_zero3_resumed" / "checkpoint-4", root_ / name / "checkpoint-4", fs::copy_options::recursive);
+    copy_checkpoint("dp_zero3_resumed", name, "checkpoint-4");
     TrainingResult continued = run_training(config(name, common + world + "resume_from_checkpoint: true\n"), small_buckets());
     ASSERT_EQ(continued.first_step, 4);
     expect_same_losses(std::vector<double>(straight.step_losses.begin() + 4, straight.step_losses.end()),
@@ -318,14 +314,10 @@ TEST_F(DataParallelTest, ResumeOnTheSameWorldSizeIsExactAndAnotherWorldSizeConti
   interrupted.stop_after_step = 4;
   ASSERT_EQ(run_training(config("dp_resumed", extra), interrupted).step_losses.size(), 4u);
   TrainingResult resumed = run_training(config("dp_resumed", extra + "resume_from_checkpoint: true\n"), quiet());
-  ASSERT_EQ(resumed.first_step, 4);
-  ASSERT_EQ(resumed.step_losses.size(), 4u);
-  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(resumed.step_losses[i], straight.step_losses[4 + i]) << "step " << i + 5;
+  expect_continues(resumed, straight, 4, 0.0);
 
   // The same checkpoint continued by one rank with the same global batch (accumulation 2).
-  fs::remove_all(root_ / "dp_one_rank");
-  fs::create_directories(root_ / "dp_one_rank");
-  fs::copy(root_ / "dp_resumed" / "checkpoint-4", root_ / "dp_one_rank" / "checkpoint-4", fs::copy_options::recursive);
+  copy_checkpoint("dp_resumed", "dp_one_rank", "checkpoint-4");
   TrainingResult one_rank = run_training(
       config("dp_one_rank", "max_steps: 8\nsave_steps: 4\noptimizer: adamw_8bit\ngradient_accumulation_steps: 2\n"
                             "resume_from_checkpoint: true\n"),

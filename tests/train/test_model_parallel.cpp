@@ -289,9 +289,7 @@ TEST_F(ModelParallelTest, ResumeExactlyAndAcrossLayouts) {
   interrupted.stop_after_step = 4;
   ASSERT_EQ(run_training(config("pp_resumed", pipeline), interrupted).step_losses.size(), 4u);
   TrainingResult resumed = run_training(config("pp_resumed", pipeline + "resume_from_checkpoint: true\n"), cpu());
-  ASSERT_EQ(resumed.first_step, 4);
-  ASSERT_EQ(resumed.step_losses.size(), 4u);
-  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(resumed.step_losses[i], straight.step_losses[4 + i]) << "step " << i + 5;
+  expect_continues(resumed, straight, 4, 0.0);
 
   const std::string sequence = common + "gpus: 2\nsequence_parallel_size: 2\n";
   ASSERT_EQ(run_training(config("sp_then_pp", sequence), interrupted).step_losses.size(), 4u);
@@ -307,12 +305,7 @@ TEST_F(ModelParallelTest, ResumeExactlyAndAcrossLayouts) {
   const std::string both = common + "gpus: 4\nsequence_parallel_size: 2\npipeline_parallel_size: 2\n";
   ASSERT_EQ(run_training(config("sp_pp_then_one", both), interrupted).step_losses.size(), 4u);
   TrainingResult alone = run_training(config("sp_pp_then_one", common + "resume_from_checkpoint: true\n"), cpu());
-  ASSERT_EQ(alone.first_step, 4);
-  ASSERT_EQ(alone.step_losses.size(), 4u);
-  for (size_t i = 0; i < 4; ++i) {
-    EXPECT_NEAR(alone.step_losses[i], one.step_losses[4 + i], kRelativeTolerance * one.step_losses[4 + i])
-        << "step " << i + 5;
-  }
+  expect_continues(alone, one, 4, kRelativeTolerance);
 }
 
 // Under ZeRO-3 too a checkpoint holds the single-rank tensors: two sequence ranks resume exactly on
@@ -327,25 +320,16 @@ TEST_F(ModelParallelTest, ZeroThreeSequenceRanksResumeExactlyAndAcrossLayouts) {
   interrupted.stop_after_step = 4;
   ASSERT_EQ(run_training(config("sp_zero3_resumed", sequence), interrupted).step_losses.size(), 4u);
   TrainingResult resumed = run_training(config("sp_zero3_resumed", sequence + "resume_from_checkpoint: true\n"), cpu());
-  ASSERT_EQ(resumed.first_step, 4);
-  ASSERT_EQ(resumed.step_losses.size(), 4u);
-  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(resumed.step_losses[i], straight.step_losses[4 + i]) << "step " << i + 5;
+  expect_continues(resumed, straight, 4, 0.0);
 
   const std::vector<std::pair<std::string, std::string>> continuations = {
       {"sp_zero3_on_dp2_sp2", "gpus: 4\nsequence_parallel_size: 2\nzero_level: 3\ngradient_accumulation_steps: 1\n"},
       {"sp_zero3_on_dp2", "gpus: 2\nzero_level: 3\ngradient_accumulation_steps: 1\n"}};
   for (const auto& [name, layout] : continuations) {
     SCOPED_TRACE(name);
-    fs::remove_all(root_ / name);
-    fs::create_directories(root_ / name);
-    fs::copy(root_ / "sp_zero3_resumed" / "checkpoint-4", root_ / name / "checkpoint-4", fs::copy_options::recursive);
+    copy_checkpoint("sp_zero3_resumed", name, "checkpoint-4");
     TrainingResult continued = run_training(config(name, common + layout + "resume_from_checkpoint: true\n"), cpu());
-    ASSERT_EQ(continued.first_step, 4);
-    ASSERT_EQ(continued.step_losses.size(), 4u);
-    for (size_t i = 0; i < 4; ++i) {
-      EXPECT_NEAR(continued.step_losses[i], straight.step_losses[4 + i], kRelativeTolerance * straight.step_losses[4 + i])
-          << "step " << i + 5;
-    }
+    expect_continues(continued, straight, 4, kRelativeTolerance);
   }
 }
 
