@@ -1,10 +1,9 @@
 // CUDA binders for the engine's core ops (graph/core_ops.cpp), fp32; add, scale, scale_by, fill and accumulate
 // also bf16 (the residual stream and gradient sums of BF16 model graphs, bf16 fp32-summed, rounded
-// once), and mul, sum and broadcast (a pipeline stage's loss, runtime/cuda_bf16_products.h). Each
+// once), and mul, sum and broadcast (a pipeline stage's loss). Each
 // parses its attrs once at load and returns a closure that launches one kernel from
 // runtime/cuda_elementwise.h or runtime/cuda_model_kernels.h.
 // Semantics match the CPU kernels: scale rounds its factor to float, sum accumulates in double.
-#include "runtime/cuda_bf16_products.h"
 #include "runtime/cuda_elementwise.h"
 #include "runtime/cuda_lora_kernels.h"
 #include "runtime/cuda_model_kernels.h"

@@ -1,7 +1,11 @@
-// fp32 core-op kernels: grid-stride elementwise loops and a one-block deterministic sum.
+// Core-op kernels: grid-stride elementwise loops and a one-block deterministic sum; fp32, and bf16
+// for mul, broadcast and sum (computed in fp32, rounded once).
 #include "runtime/cuda_elementwise.h"
 
 #include <algorithm>
+#include <type_traits>
+
+#include <cuda_bf16.h>
 
 #include "cuda/cuda_check.h"
 #include "runtime/cuda_launch.cuh"
@@ -11,14 +15,25 @@ namespace {
 
 constexpr int kSumThreads = 1024;
 
+__device__ __forceinline__ float to_float(float x) { return x; }
+__device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+template <typename T>
+__device__ __forceinline__ T from_float(float x) {
+  if constexpr (std::is_same_v<T, float>) {
+    return x;
+  } else {
+    return __float2bfloat16_rn(x);
+  }
+}
 
 struct AddOp {
   const float* a; const float* b; float* out;
   __device__ void operator()(int64_t i) const { out[i] = __fadd_rn(a[i], b[i]); }
 };
+template <typename T>
 struct MulOp {
-  const float* a; const float* b; float* out;
-  __device__ void operator()(int64_t i) const { out[i] = __fmul_rn(a[i], b[i]); }
+  const T* a; const T* b; T* out;
+  __device__ void operator()(int64_t i) const { out[i] = from_float<T>(__fmul_rn(to_float(a[i]), to_float(b[i]))); }
 };
 struct ScaleOp {
   const float* x; float factor; float* out;
@@ -32,8 +47,9 @@ struct FillOp {
   float value; float* out;
   __device__ void operator()(int64_t i) const { out[i] = value; }
 };
+template <typename T>
 struct BroadcastOp {
-  const float* scalar; float* out;
+  const T* scalar; T* out;
   __device__ void operator()(int64_t i) const { out[i] = *scalar; }
 };
 struct AccumulateOp {
@@ -42,17 +58,18 @@ struct AccumulateOp {
 };
 
 // One block: each thread sums a strided slice in double, then a fixed shared-memory tree.
-__global__ void sum_kernel(const float* x, float* out, int64_t count) {
+template <typename T>
+__global__ void sum_kernel(const T* x, T* out, int64_t count) {
   __shared__ double partial[kSumThreads];
   double total = 0.0;
-  for (int64_t i = threadIdx.x; i < count; i += blockDim.x) total += static_cast<double>(x[i]);
+  for (int64_t i = threadIdx.x; i < count; i += blockDim.x) total += static_cast<double>(to_float(x[i]));
   partial[threadIdx.x] = total;
   __syncthreads();
   for (int width = blockDim.x / 2; width > 0; width /= 2) {
     if (static_cast<int>(threadIdx.x) < width) partial[threadIdx.x] += partial[threadIdx.x + width];
     __syncthreads();
   }
-  if (threadIdx.x == 0) out[0] = static_cast<float>(partial[0]);
+  if (threadIdx.x == 0) out[0] = from_float<T>(static_cast<float>(partial[0]));
 }
 
 }  // namespace
@@ -61,7 +78,7 @@ void add_f32(const float* a, const float* b, float* out, int64_t count, cudaStre
   launch(AddOp{a, b, out}, count, stream);
 }
 void mul_f32(const float* a, const float* b, float* out, int64_t count, cudaStream_t stream) {
-  launch(MulOp{a, b, out}, count, stream);
+  launch(MulOp<float>{a, b, out}, count, stream);
 }
 void scale_f32(const float* x, float factor, float* out, int64_t count, cudaStream_t stream) {
   launch(ScaleOp{x, factor, out}, count, stream);
@@ -71,12 +88,23 @@ void mul_scalar_f32(const float* x, const float* factor, float* out, int64_t cou
 }
 void fill_f32(float value, float* out, int64_t count, cudaStream_t stream) { launch(FillOp{value, out}, count, stream); }
 void broadcast_f32(const float* scalar, float* out, int64_t count, cudaStream_t stream) {
-  launch(BroadcastOp{scalar, out}, count, stream);
+  launch(BroadcastOp<float>{scalar, out}, count, stream);
 }
 void accumulate_f32(const float* gradient, float* out, int64_t count, cudaStream_t stream) {
   launch(AccumulateOp{gradient, out}, count, stream);
 }
 void sum_f32(const float* x, float* out, int64_t count, cudaStream_t stream) {
+  sum_kernel<<<1, kSumThreads, 0, stream>>>(x, out, count);
+  CUDA_CHECK_LAUNCH();
+}
+
+void mul_bf16(const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_bfloat16* out, int64_t count, cudaStream_t stream) {
+  launch(MulOp<__nv_bfloat16>{a, b, out}, count, stream);
+}
+void broadcast_bf16(const __nv_bfloat16* scalar, __nv_bfloat16* out, int64_t count, cudaStream_t stream) {
+  launch(BroadcastOp<__nv_bfloat16>{scalar, out}, count, stream);
+}
+void sum_bf16(const __nv_bfloat16* x, __nv_bfloat16* out, int64_t count, cudaStream_t stream) {
   sum_kernel<<<1, kSumThreads, 0, stream>>>(x, out, count);
   CUDA_CHECK_LAUNCH();
 }
