@@ -17,7 +17,7 @@ checks its loss against transformers on the same weights.
 from typing import Dict
 
 from surogate import dsl
-from surogate.dsl.decoder import inputs, lm_head_loss, projection
+from surogate.dsl.decoder import inputs, lm_head_loss, projection, rope_tables
 
 
 def olmo2_weights(g: dsl.Graph, c: dsl.ModelConfig) -> Dict[str, dsl.Tensor]:
@@ -53,9 +53,7 @@ def olmo2_weights(g: dsl.Graph, c: dsl.ModelConfig) -> Dict[str, dsl.Tensor]:
 def olmo2(g: dsl.Graph, c: dsl.ModelConfig) -> None:
     batch = inputs(g)
     p = olmo2_weights(g, c)
-    rope = c.rope(g.seq)
-    cos, sin = g.ops.rope_cos_sin(batch["position_ids"], name="rope", inv_freq=rope["inv_freq"],
-                                  attention_scaling=rope["attention_scaling"], dtype="F32")
+    cos, sin = rope_tables(g, c, batch)
     stream = g.ops.embedding(batch["input_ids"], p["embed.weight"], name="embed")
     heads, kv_heads, head_dim, eps = c.num_attention_heads, c.num_key_value_heads, c.head_dim, c.rms_norm_eps
     for layer in range(c.num_hidden_layers):

@@ -11,16 +11,14 @@ tests/python/test_dsl.py trains it.
     surogate.train(config, model_definition="examples/dsl/parallel_block.py")
 """
 from surogate import dsl
-from surogate.dsl.decoder import inputs, lm_head_loss, projection, weights
+from surogate.dsl.decoder import inputs, lm_head_loss, projection, rope_tables, weights
 
 
 @dsl.model(name="parallel_block")
 def parallel_block(g: dsl.Graph, c: dsl.ModelConfig) -> None:
     batch = inputs(g)
     p = weights(g, c)
-    rope = c.rope(g.seq)
-    cos, sin = g.ops.rope_cos_sin(batch["position_ids"], name="rope", inv_freq=rope["inv_freq"],
-                                  attention_scaling=rope["attention_scaling"], dtype="F32")
+    cos, sin = rope_tables(g, c, batch)
     stream = g.ops.embedding(batch["input_ids"], p["embed.weight"], name="embed")
     heads, kv_heads, head_dim = c.num_attention_heads, c.num_key_value_heads, c.head_dim
     for layer in range(c.num_hidden_layers):

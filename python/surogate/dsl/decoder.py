@@ -86,6 +86,13 @@ def inputs(g: Graph) -> Dict[str, Tensor]:
     return result
 
 
+def rope_tables(g: Graph, c: ModelConfig, batch: Dict[str, Tensor]):
+    """RoPE's fp32 cos / sin tables for the batch's positions (one op, named "rope")."""
+    rope = c.rope(g.seq)
+    return g.ops.rope_cos_sin(batch["position_ids"], name="rope", inv_freq=rope["inv_freq"],
+                              attention_scaling=rope["attention_scaling"], dtype="F32")
+
+
 def projection(g: Graph, p: Dict[str, Tensor], x: Tensor, prefix: str, label: str) -> Tensor:
     """linear(x, W[, b]) with the bias when the model has one."""
     operands = [x, p[prefix + ".weight"]]
@@ -167,8 +174,7 @@ def decoder(g: Graph, c: ModelConfig) -> None:
     batch = inputs(g)
     p = weights(g, c)
     rope = c.rope(g.seq)
-    rope_attrs = {"inv_freq": rope["inv_freq"], "attention_scaling": rope["attention_scaling"], "dtype": "F32"}
-    tables = None if c.qk_norm else g.ops.rope_cos_sin(batch["position_ids"], name="rope", **rope_attrs)
+    tables = None if c.qk_norm else rope_tables(g, c, batch)
     hidden = g.ops.embedding(batch["input_ids"], p["embed.weight"], name="embed")
     residual = Residual(g, hidden, c.rms_norm_eps)
     for layer in range(c.num_hidden_layers):
