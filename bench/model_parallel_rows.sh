@@ -12,12 +12,13 @@
 #   3. pipeline bubble: Qwen3-1.7B full on 2 and 4 stages with gradient_accumulation_steps 1, 4 and
 #      8: tokens/s against the 1F1B theory, one GPU's tokens/s × GPUs × M / (M + P − 1) (and its
 #      forward run twice on every stage but the last, docs/architecture.md).
-#   4. beyond one GPU: Qwen3-14B full fine-tuning, pipeline on every visible GPU against ZeRO-3
+#   4. beyond one GPU: Qwen3-14B (MP_BEYOND_MODEL) full fine-tuning, pipeline on every visible GPU against ZeRO-3
 #      (zero_level: 3) on the same GPUs: tokens/s and peak memory per GPU.
 # A run this build refuses (ZeRO-3 until it lands) is
 # recorded as {"refused": "<the error>"} rather than failing the command, so the rows show what this
 # build can do; the dry-run predictions run in every build.
-# Each run's output is kept as $OUT/run-<row>.txt; a run past MP_RUN_TIMEOUT (300 s) is recorded as failed.
+# Each run's output is kept as $OUT/run-<row>.txt; a run past MP_RUN_TIMEOUT (300 s) is recorded as failed,
+# with every thread's backtrace in $OUT/stall-<row>.txt (bench/watchdog.sh).
 # Env: MP_SEQUENCES ("8192 16384 32768 65536 131072"), MP_GPUS ("1 2 4"), MP_STEPS (3), SKIP_MP_* =1 for a row
 # (SKIP_MP_CONTEXT, SKIP_MP_EQUIVALENCE, SKIP_MP_BUBBLE, SKIP_MP_BEYOND).
 set -uo pipefail
@@ -27,6 +28,7 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 export SUROGATE_ALLOW_UNVALIDATED_SEQUENCE_PARALLEL_CUDA=1
 export SUROGATE_ALLOW_UNVALIDATED_PIPELINE_PARALLEL_CUDA=1
 source "$root/bench/carry_env.sh"
+source "$root/bench/watchdog.sh"
 use_carry dp surogate || exit 1
 log="${OUT:-/tmp/multi_gpu}"
 work="${DP_WORK:-/tmp/multi_gpu_work}"
@@ -60,7 +62,7 @@ run_row() {  # yaml_file json_fields gpus
   out=$(grep '^output_dir:' "$file" | cut -d' ' -f2)
   nvidia-smi --query-gpu=index,memory.used --format=csv,noheader,nounits -lms 200 >"$work/mem.txt" 2>/dev/null &
   local sampler=$!
-  timeout "${MP_RUN_TIMEOUT:-300}" "$surogate" pt "$file" >"$work/run.txt" 2>&1
+  run_watched "${MP_RUN_TIMEOUT:-300}" "$log/stall-$(basename "$file" .yaml).txt" "$surogate" pt "$file" >"$work/run.txt" 2>&1
   local code=$?
   cp "$work/run.txt" "$log/run-$(basename "$file" .yaml).txt"  # kept: a run that fails or stalls says why
   kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null
@@ -154,13 +156,14 @@ if [[ "${SKIP_MP_BUBBLE:-0}" != 1 ]] && (( visible >= 2 )) && dir=$(model_dir qw
 fi
 
 # 4. A model that does not fit one GPU: pipeline against ZeRO-3 on every visible GPU.
-if [[ "${SKIP_MP_BEYOND:-0}" != 1 ]] && (( visible >= 2 )) && dir=$(model_dir qwen3-14b); then
-  printf '\n=== beyond one GPU (Qwen3-14B full) ===\n'
+beyond="${MP_BEYOND_MODEL:-qwen3-14b}"
+if [[ "${SKIP_MP_BEYOND:-0}" != 1 ]] && (( visible >= 2 )) && dir=$(model_dir "$beyond"); then
+  printf '\n=== beyond one GPU (%s full) ===\n' "$beyond"
   for split in "pipeline_parallel_size: $visible" "zero_level: 3"; do
     name="beyond-${split%%:*}"
     yaml "$dir" "$work/out-$name" "$name" 2048 "$visible" "lora: false" "gradient_accumulation_steps: 8" "$split" \
       >"$work/$name.yaml"
-    run_row "$work/$name.yaml" "{\"row\": \"beyond\", \"model\": \"qwen3-14b\", \"layout\": \"$split\"}" "$visible" |
+    run_row "$work/$name.yaml" "{\"row\": \"beyond\", \"model\": \"$beyond\", \"layout\": \"$split\"}" "$visible" |
       tee -a "$records"
     rm -rf "$work/out-$name"
   done

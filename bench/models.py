@@ -100,6 +100,7 @@ MODELS = {
     "qwen3-4b": Qwen3Shape("qwen3-4b", 2560, 9728, 36, 32, 8),
     "qwen3-8b": Qwen3Shape("qwen3-8b", 4096, 12288, 36, 32, 8, tied=False),
     "qwen3-14b": Qwen3Shape("qwen3-14b", 5120, 17408, 40, 40, 8, tied=False),
+    "qwen3-32b": Qwen3Shape("qwen3-32b", 5120, 25600, 64, 64, 8, tied=False),  # 65.5 GB in bf16: QLoRA on one H100
     # Qwen3-30B-A3B's shape (30.5B parameters, 3.3B active; 61 GB in bf16: one H200, or an H100 for LoRA
     # only with recompute) and a small Qwen3-MoE for the H100 (2.0B parameters, 0.6B active).
     "qwen3-30b-a3b": Qwen3MoeShape("qwen3-30b-a3b", 2048, 6144, 48, 32, 4, tied=False, experts=128,

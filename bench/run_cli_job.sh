@@ -30,7 +30,10 @@
 # with a checkpoint every 5 steps: the record's save_step_ratio is the wall time of each step that
 # follows a save (the save's snapshot is in it) over the median of the others, with the snapshot's
 # blocked_seconds and bytes)),
-# CLI_STEPS (10),
+# CLI_STEPS (10), CLI_ACCUM (the reference's gradient_accumulation_steps unless set),
+# CLI_DATA=real (every variant trains on real English prose instead of the synthetic text:
+# bench/cli/make_real_text.py, the Python reference's help topics and the standard library's
+# docstrings, num_epochs 20 so that max_steps ends the run; for loss curves),
 # BENCH_BINARY=0 (skip the bench binary), PEERS=0, PEER_STEPS (5). Records: $OUT/cli.jsonl.
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -45,6 +48,9 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 [[ -f "$work/text.jsonl" ]] || python3 "$root/bench/cli/make_text_data.py" "$work/text.jsonl" 2000 50 600
 [[ -f "$work/text-long.jsonl" ]] || python3 "$root/bench/cli/make_text_data.py" "$work/text-long.jsonl" 200 2000 2100
 [[ -f "$work/tools.jsonl" ]] || python3 "$root/bench/cli/make_tool_data.py" "$work/tools.jsonl" 2000
+[[ "${CLI_DATA:-}" != real || -f "$work/real.jsonl" ]] || python3 "$root/bench/cli/make_real_text.py" "$work/real.jsonl"
+gpu_index="${CUDA_VISIBLE_DEVICES:-0}"  # the memory sampler's GPU (another job may run on the others)
+gpu_index="${gpu_index%%,*}"
 
 command_of() { [[ "$1" == tools* ]] && echo sft || echo pt; }  # tool variants train conversations
 
@@ -52,6 +58,7 @@ variant_yaml() {  # variant model_dir out_dir (one per model: the token cache un
   local data="$work/text.jsonl" type=text
   [[ "$1" == *-long ]] && data="$work/text-long.jsonl"
   [[ "$1" == tools* ]] && data="$work/tools.jsonl" type=conversation
+  [[ "${CLI_DATA:-}" == real && "$1" != tools* ]] && data="$work/real.jsonl"
   cat <<YAML
 model: $2
 output_dir: $3
@@ -62,6 +69,8 @@ datasets:
 sequence_len: 2048
 max_steps: $steps
 YAML
+  [[ "${CLI_DATA:-}" == real ]] && printf 'num_epochs: 20\n'
+  [[ -n "${CLI_ACCUM:-}" ]] && printf 'gradient_accumulation_steps: %s\n' "$CLI_ACCUM"
   if [[ "$1" == *save ]]; then printf 'save_steps: 5\nsave_total_limit: 2\n'; else printf 'save_steps: 1000\n'; fi
   case "$1" in
     defaults) ;;
@@ -122,7 +131,7 @@ for model in ${CLI_MODELS:-qwen3-0.6b qwen3-8b}; do
     # The dry run's predicted peak (train/memory_prediction.h), set beside the measured one.
     "$surogate" "$(command_of "$variant")" "$work/$model-$variant.yaml" --dry-run >"$work/dryrun.txt" 2>&1 ||
       echo "$model $variant: dry run failed"
-    nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 >"$work/mem.txt" 2>/dev/null &
+    nvidia-smi -i "$gpu_index" --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 >"$work/mem.txt" 2>/dev/null &
     sampler=$!
     start=$(date +%s.%N)
     "$surogate" "$(command_of "$variant")" "$work/$model-$variant.yaml" >"$log/$model-$variant.log" 2>&1 ||

@@ -27,7 +27,9 @@
 # tests/distributed_cuda/distributed_cuda_tests" scripts/gpu_check.sh --prepare; then on the GPU machine
 # `bash bench/run_multi_gpu.sh` with carry ["carry/dp.tar.xz"].
 # Env: DP_MODELS ("qwen3-8b:lora qwen3-1.7b:full"), DP_GPUS ("1 2 4", capped at the visible GPUs),
-# DP_ZERO ("1 2 3"), DP_STEPS (10), TEST_TIMEOUT (300 s a suite), RUN_TIMEOUT (240 s a run), DP_TEST_FILTER, SKIP_TESTS=1, SKIP_SCALING=1, PEERS=0, PEER_STEPS (5), MP=1 (also the
+# DP_ZERO ("1 2 3"), DP_STEPS (10), TEST_TIMEOUT (300 s a suite; a train_cuda_tests run past it leaves every
+# thread's backtrace in $OUT/stall-train_cuda_tests.txt, bench/watchdog.sh), RUN_TIMEOUT (240 s a run),
+# DP_TEST_FILTER, DP_PYTEST=0 (skip the CLI's pytest file), SKIP_TESTS=1, SKIP_SCALING=1, PEERS=0, PEER_STEPS (5), MP=1 (also the
 # sequence- and pipeline-parallel rows: bench/model_parallel_rows.sh, its header lists them and
 # their settings). Records: $OUT/multi_gpu.jsonl, $OUT/model_parallel.jsonl. A device call has 10 minutes: the tests, then one model per call, e.g.
 #   SKIP_SCALING=1 bash bench/run_multi_gpu.sh
@@ -36,6 +38,7 @@
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 source "$root/bench/carry_env.sh"
+source "$root/bench/watchdog.sh"
 use_carry dp surogate || exit 1
 log="${OUT:-/tmp/multi_gpu}"
 work="${DP_WORK:-/tmp/multi_gpu_work}"
@@ -51,11 +54,13 @@ if [[ "${SKIP_TESTS:-0}" != 1 ]]; then
   printf '\n=== tests (%s GPUs visible) ===\n' "$visible"
   # A collective that never completes must fail the call, not eat it: each suite has TEST_TIMEOUT seconds.
   timeout "${TEST_TIMEOUT:-300}" "$CARRY_DIR/distributed_cuda_tests" 2>&1 | tee "$log/distributed_cuda_tests.log" | grep -E '^\[ *(OK|FAILED|PASSED|SKIPPED) ' || status=1
-  SUROGATE_SOURCE_DIR="$root" timeout "${TEST_TIMEOUT:-300}" "$CARRY_DIR/train_cuda_tests" \
+  SUROGATE_SOURCE_DIR="$root" run_watched "${TEST_TIMEOUT:-300}" "$log/stall-train_cuda_tests.txt" "$CARRY_DIR/train_cuda_tests" \
     --gtest_filter="${DP_TEST_FILTER:-CudaDataParallel*:CudaQuantizedBase*:CudaSequenceParallel*:CudaPipelineParallel*}" 2>&1 |
     tee "$log/train_cuda_data_parallel.log" | grep -E '^\[ *(OK|FAILED|PASSED|SKIPPED) |Failure|max \|delta' || status=1
   grep -q '^\[  FAILED' "$log/train_cuda_data_parallel.log" "$log/distributed_cuda_tests.log" && status=1
-  if python3 -c "import pytest" 2>/dev/null; then
+  if [[ "${DP_PYTEST:-1}" == 0 ]]; then
+    echo "DP_PYTEST=0: tests/python/test_data_parallel_gpus_cli.py not run"
+  elif python3 -c "import pytest" 2>/dev/null; then
     SUROGATE_BIN="$surogate" timeout "${TEST_TIMEOUT:-300}" python3 -m pytest -q "$root/tests/python/test_data_parallel_gpus_cli.py" 2>&1 |
       tee "$log/pytest_data_parallel_gpus.log" | tail -3
     [[ ${PIPESTATUS[0]} == 0 ]] || status=1
