@@ -131,6 +131,13 @@ void apply_implications(Config& config) {
     config.use_cuda_graphs = false;
     config.notes.push_back("QLoRA ⇒ use_cuda_graphs: false");
   }
+  // The exchange ops of sequence parallelism run NCCL all-to-alls inside the micro-batch's plan; a
+  // captured graph of them stalled both GPUs on the first replay (2 × H200, 2026-11-27), so the
+  // plan runs eagerly, as every micro-batch that reduces gradients already does.
+  if (config.use_cuda_graphs && config.sequence_parallel_size > 1) {
+    config.use_cuda_graphs = false;
+    config.notes.push_back("sequence_parallel_size > 1 ⇒ use_cuda_graphs: false");
+  }
   if (config.use_cuda_graphs && config.lora && config.recompute_lora && config.offload_residual) {
     config.use_cuda_graphs = false;
     config.notes.push_back("recompute_lora with offload_residual ⇒ use_cuda_graphs: false");

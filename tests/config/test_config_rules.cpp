@@ -337,5 +337,14 @@ TEST(ConfigRules, CudaDebugAndGraphOptionsAreAccepted) {
   EXPECT_FALSE(load("use_cuda_graphs: false\n").use_cuda_graphs);
 }
 
+// Sequence parallelism's all-to-alls run inside the plan: its micro-batches run without a graph.
+TEST(ConfigRules, SequenceParallelismTurnsCudaGraphsOff) {
+  Config config = load("gpus: 2\nsequence_parallel_size: 2\n");
+  EXPECT_FALSE(config.use_cuda_graphs);
+  EXPECT_NE(std::find(config.notes.begin(), config.notes.end(), "sequence_parallel_size > 1 ⇒ use_cuda_graphs: false"),
+            config.notes.end());
+  EXPECT_TRUE(load("gpus: 2\n").use_cuda_graphs);
+}
+
 }  // namespace
 }  // namespace surogate
