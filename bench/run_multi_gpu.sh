@@ -5,10 +5,8 @@
 #      CudaDataParallel* (a world of one against the single-GPU device, ZeRO-3 included, and
 #      gpus: 2 against one GPU with twice the accumulation, ZeRO-1/2/3), CudaQuantizedBase* (the
 #      quantized base under ZeRO-3: sharded, persistent_quants, offload_quants), CudaSequenceParallel*
-#      (2 sequence ranks against one GPU; not run on hardware yet, so sequence parallelism on GPUs is
-#      still refused without SUROGATE_ALLOW_UNVALIDATED_SEQUENCE_PARALLEL_CUDA=1), CudaPipelineParallel*
-#      (2 stages against one GPU, 2 replicas × 2 stages with 4 GPUs; likewise refused without
-#      SUROGATE_ALLOW_UNVALIDATED_PIPELINE_PARALLEL_CUDA=1 until it has run) and
+#      (2 sequence ranks against one GPU, ZeRO-1 and ZeRO-3), CudaPipelineParallel*
+#      (2 stages against one GPU, 2 replicas × 2 stages with 4 GPUs) and
 #      tests/python/test_data_parallel_gpus_cli.py (the CLI
 #      with --gpus=2, and two processes of one GPU each started with the launcher variables, one
 #      of them killed; needs pytest).

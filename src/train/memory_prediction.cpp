@@ -182,9 +182,6 @@ void predict_layouts(const Config& config, const io::ModelConfig& model, const T
       if (ranks % (sequence * pipeline) != 0) continue;
       LayoutPrediction layout{ranks / (sequence * pipeline), sequence, pipeline};
       layout.configured = sequence == config.sequence_parallel_size && pipeline == config.pipeline_parallel_size;
-      layout.unvalidated = target.backend == TrainingBackend::Cuda &&
-                           ((sequence > 1 && !unvalidated_sequence_parallel_cuda_allowed()) ||
-                            (pipeline > 1 && !unvalidated_pipeline_parallel_cuda_allowed()));
       // The backend's own refusal (3D parallelism on GPUs), listed as the options' rules are.
       if (target.backend == TrainingBackend::Cuda) {
         layout.refusal = cuda_layout_refusal({.world_size = ranks, .data_size = layout.data,
@@ -220,7 +217,7 @@ void predict_layouts(const Config& config, const io::ModelConfig& model, const T
                    });
   for (size_t index = 0; index < prediction.layouts.size(); ++index) {
     const LayoutPrediction& layout = prediction.layouts[index];
-    if (layout.fits && layout.refusal.empty() && !layout.unvalidated) {
+    if (layout.fits && layout.refusal.empty()) {
       prediction.picked_layout = index;
       break;
     }
@@ -363,9 +360,8 @@ std::string format_memory_prediction(const MemoryPrediction& p) {
                        p.gpus > 1 ? "per GPU" : "of the host (every rank)");
     for (const LayoutPrediction& layout : p.layouts) {
       const std::string verdict = !layout.refusal.empty() ? "cannot: " + layout.refusal
-                                  : fmt::format("{:>12}  {}{}", format_memory_size(layout.peak_bytes),
-                                                layout.fits ? "fits" : "does NOT fit",
-                                                layout.unvalidated ? " (not validated on GPUs yet)" : "");
+                                  : fmt::format("{:>12}  {}", format_memory_size(layout.peak_bytes),
+                                                layout.fits ? "fits" : "does NOT fit");
       out += fmt::format("#   {:<12} {}{}\n", layout_name(layout), verdict, layout.configured ? "   <- configured" : "");
     }
     if (p.picked_layout) {

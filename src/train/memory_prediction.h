@@ -20,9 +20,6 @@
 // one the engine picks: the first that fits of data parallelism alone (only gradients travel),
 // then sequence parallelism with the fewest ranks per group (activations cross at every
 // attention), then pipeline parallelism with the fewest stages (the bubble grows with the stages).
-// On the CUDA backend sequence and pipeline layouts are marked as unvalidated on GPUs (unless
-// SUROGATE_ALLOW_UNVALIDATED_SEQUENCE_PARALLEL_CUDA=1, resp. SUROGATE_ALLOW_UNVALIDATED_PIPELINE_PARALLEL_CUDA=1
-// allows them) and not picked.
 #pragma once
 
 #include <cstddef>
@@ -40,7 +37,6 @@ struct LayoutPrediction {
   size_t peak_bytes = 0;        // as MemoryPrediction::total_bytes: per GPU, or the host's for every CPU rank
   bool fits = false;
   bool configured = false;      // the layout the configuration sets
-  bool unvalidated = false;     // sequence or pipeline parallelism on GPUs, refused until its GPU tests have run
   std::string refusal;          // why this layout cannot train the model (empty: it can)
 };
 

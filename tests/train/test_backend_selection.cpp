@@ -5,7 +5,6 @@
 // and master_dtype / gradient_dtype bf16: honoured on CUDA, refused by name on the CPU backend.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 
 #include <string>
 
@@ -135,33 +134,17 @@ TEST(BackendSelection, GpusOnTheCpuBackendAreDataParallelCpuRanks) {
   EXPECT_EQ(choose_training_backend(config, no_gpu()).message.find("data-parallel"), std::string::npos);
 }
 
-TEST(BackendSelection, SequenceAndPipelineParallelGpusTrainOnCudaOnlyWhenTheUnvalidatedPathIsAllowed) {
+// Validated on two GPUs (2026-11-27): both layouts train on the CUDA backend, and on CPU ranks without GPUs.
+TEST(BackendSelection, SequenceAndPipelineParallelGpusTrainOnCuda) {
   Config config;
   config.gpus = 4;
   config.sequence_parallel_size = 2;
-  // Refused until its GPU tests have run on hardware, unless the variable allows the unvalidated path.
-  ::unsetenv("SUROGATE_ALLOW_UNVALIDATED_SEQUENCE_PARALLEL_CUDA");
-  EXPECT_NE(error_of(config, gpus(4)).find("sequence_parallel_size: 2 on GPUs is not validated on a multi-GPU machine"),
-            std::string::npos);
-  ::setenv("SUROGATE_ALLOW_UNVALIDATED_SEQUENCE_PARALLEL_CUDA", "1", 1);
   BackendChoice choice = choose_training_backend(config, gpus(4));
-  ::unsetenv("SUROGATE_ALLOW_UNVALIDATED_SEQUENCE_PARALLEL_CUDA");
   EXPECT_EQ(choice.backend, TrainingBackend::Cuda);
   EXPECT_NE(choice.message.find("4 ranks (2 data-parallel × 2 sequence-parallel)"), std::string::npos) << choice.message;
   config.sequence_parallel_size = 1;
   config.pipeline_parallel_size = 2;
-  ::unsetenv("SUROGATE_ALLOW_UNVALIDATED_PIPELINE_PARALLEL_CUDA");
-  const std::string refusal = error_of(config, gpus(4));
-  EXPECT_NE(refusal.find("pipeline_parallel_size: 2 on GPUs is not validated on a multi-GPU machine"),
-            std::string::npos) << refusal;
-  EXPECT_NE(refusal.find("SUROGATE_ALLOW_UNVALIDATED_PIPELINE_PARALLEL_CUDA=1"), std::string::npos) << refusal;
-  // The sequence-parallel variable does not allow a pipeline.
-  ::setenv("SUROGATE_ALLOW_UNVALIDATED_SEQUENCE_PARALLEL_CUDA", "1", 1);
-  EXPECT_NE(error_of(config, gpus(4)).find("pipeline_parallel_size: 2 on GPUs is not validated"), std::string::npos);
-  ::unsetenv("SUROGATE_ALLOW_UNVALIDATED_SEQUENCE_PARALLEL_CUDA");
-  ::setenv("SUROGATE_ALLOW_UNVALIDATED_PIPELINE_PARALLEL_CUDA", "1", 1);
   choice = choose_training_backend(config, gpus(4));
-  ::unsetenv("SUROGATE_ALLOW_UNVALIDATED_PIPELINE_PARALLEL_CUDA");
   EXPECT_EQ(choice.backend, TrainingBackend::Cuda);
   EXPECT_NE(choice.message.find("4 ranks (2 data-parallel × 2 pipeline stages)"), std::string::npos) << choice.message;
   choice = choose_training_backend(config, no_gpu());
@@ -169,17 +152,13 @@ TEST(BackendSelection, SequenceAndPipelineParallelGpusTrainOnCudaOnlyWhenTheUnva
   EXPECT_NE(choice.message.find("4 ranks (2 data-parallel × 2 pipeline stages)"), std::string::npos) << choice.message;
 }
 
-// 3D parallelism runs on CPU ranks; on GPUs it is refused whatever the unvalidated paths allow.
+// 3D parallelism runs on CPU ranks; on GPUs it is refused.
 TEST(BackendSelection, SequenceTimesPipelineRunsOnCpuRanksAndIsRefusedOnGpus) {
   Config config;
   config.gpus = 4;
   config.sequence_parallel_size = 2;
   config.pipeline_parallel_size = 2;
-  ::setenv("SUROGATE_ALLOW_UNVALIDATED_SEQUENCE_PARALLEL_CUDA", "1", 1);
-  ::setenv("SUROGATE_ALLOW_UNVALIDATED_PIPELINE_PARALLEL_CUDA", "1", 1);
   const std::string refusal = error_of(config, gpus(4));
-  ::unsetenv("SUROGATE_ALLOW_UNVALIDATED_SEQUENCE_PARALLEL_CUDA");
-  ::unsetenv("SUROGATE_ALLOW_UNVALIDATED_PIPELINE_PARALLEL_CUDA");
   EXPECT_NE(refusal.find("pipeline_parallel_size: 2 with sequence_parallel_size: 2 (3D parallelism) runs on CPU ranks "
                          "only"), std::string::npos) << refusal;
   const BackendChoice choice = choose_training_backend(config, no_gpu());

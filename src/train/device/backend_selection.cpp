@@ -1,8 +1,6 @@
 // The training backend choice; see backend_selection.h.
 #include "train/device/backend_selection.h"
 
-#include <cstdlib>
-#include <string_view>
 
 #include <utility>
 
@@ -79,19 +77,6 @@ BackendChoice choose_training_backend(const Config& config, const MachineOffer& 
   if (const std::string why = cuda_layout_refusal(layout); !why.empty()) {
     fail_user("{}: {}", config.source_of("pipeline_parallel_size"), why);
   }
-  // Refused rather than risk a silently wrong result before the GPU tests have run on hardware.
-  if (layout.sequence_size > 1 && !unvalidated_sequence_parallel_cuda_allowed()) {
-    fail_user("{}: sequence_parallel_size: {} on GPUs is not validated on a multi-GPU machine yet in this version "
-              "(its GPU tests have not run on hardware); train it on CPU ranks for now, or set "
-              "SUROGATE_ALLOW_UNVALIDATED_SEQUENCE_PARALLEL_CUDA=1 to run the unvalidated GPU path",
-              config.source_of("sequence_parallel_size"), layout.sequence_size);
-  }
-  if (layout.pipeline_size > 1 && !unvalidated_pipeline_parallel_cuda_allowed()) {
-    fail_user("{}: pipeline_parallel_size: {} on GPUs is not validated on a multi-GPU machine yet in this version "
-              "(its GPU test has not run on hardware); train it on CPU ranks for now, or set "
-              "SUROGATE_ALLOW_UNVALIDATED_PIPELINE_PARALLEL_CUDA=1 to run the unvalidated GPU path",
-              config.source_of("pipeline_parallel_size"), layout.pipeline_size);
-  }
   if (layout.several_ranks() && config.master_dtype == MasterDtype::Bf16) {
     fail_user("{}: master_dtype: bf16 is implemented on one GPU only; with gpus: {} ({} data-parallel GPUs) keep "
               "fp32 master weights (remove the option), or train on one GPU",
@@ -144,16 +129,6 @@ std::string cuda_layout_refusal(const distributed::ParallelLayout& layout) {
                      "only in this version; the CUDA pipeline device does not split its stages over sequence groups. "
                      "On GPUs choose one of the two (gpus = data × sequence or data × pipeline)",
                      layout.pipeline_size, layout.sequence_size);
-}
-
-bool unvalidated_sequence_parallel_cuda_allowed() {
-  const char* allow = std::getenv("SUROGATE_ALLOW_UNVALIDATED_SEQUENCE_PARALLEL_CUDA");
-  return allow != nullptr && std::string_view(allow) == "1";
-}
-
-bool unvalidated_pipeline_parallel_cuda_allowed() {
-  const char* allow = std::getenv("SUROGATE_ALLOW_UNVALIDATED_PIPELINE_PARALLEL_CUDA");
-  return allow != nullptr && std::string_view(allow) == "1";
 }
 
 MachineOffer probe_machine() {

@@ -69,12 +69,4 @@ MachineOffer probe_machine();
 // choose_training_backend raises it, and --dry-run's layout table lists it.
 std::string cuda_layout_refusal(const distributed::ParallelLayout& layout);
 
-// Sequence parallelism's GPU path has tests that have not run on a multi-GPU machine yet: a CUDA
-// run refuses it (and --dry-run does not pick it) unless
-// SUROGATE_ALLOW_UNVALIDATED_SEQUENCE_PARALLEL_CUDA=1 (the GPU tests set it).
-bool unvalidated_sequence_parallel_cuda_allowed();
-// Likewise the CUDA pipeline device (cuda_pipeline_device.cpp):
-// SUROGATE_ALLOW_UNVALIDATED_PIPELINE_PARALLEL_CUDA=1 (its GPU test sets it).
-bool unvalidated_pipeline_parallel_cuda_allowed();
-
 }  // namespace surogate::train
