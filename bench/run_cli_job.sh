@@ -30,6 +30,7 @@
 # with a checkpoint every 5 steps: the record's save_step_ratio is the wall time of each step that
 # follows a save (the save's snapshot is in it) over the median of the others, with the snapshot's
 # blocked_seconds and bytes)),
+# any variant with -fp16 appended (fast-fp16, full-fast-fp16, ...): the same with torch_dtype: float16,
 # CLI_STEPS (10), CLI_ACCUM (the reference's gradient_accumulation_steps unless set),
 # CLI_DATA=real (every variant trains on real English prose instead of the synthetic text:
 # bench/cli/make_real_text.py, the Python reference's help topics and the standard library's
@@ -71,6 +72,8 @@ max_steps: $steps
 YAML
   [[ "${CLI_DATA:-}" == real ]] && printf 'num_epochs: 20\n'
   [[ -n "${CLI_ACCUM:-}" ]] && printf 'gradient_accumulation_steps: %s\n' "$CLI_ACCUM"
+  # VARIANT-fp16: the variant with fp16 training (torch_dtype: float16, dynamic loss scaling).
+  if [[ "$1" == *-fp16 ]]; then printf 'torch_dtype: float16\n'; set -- "${1%-fp16}" "${@:2}"; fi
   if [[ "$1" == *save ]]; then printf 'save_steps: 5\nsave_total_limit: 2\n'; else printf 'save_steps: 1000\n'; fi
   case "$1" in
     defaults) ;;
