@@ -191,7 +191,7 @@ int64_t rmsnorm_backward_scratch_floats(int64_t rows, int64_t channels) {
 
 template <typename T>
 void rmsnorm_backward(T* dinput, float* dweight, float* scratch, const T* dout,
-                      const T* dresidual, const T* input, const T* weight,
+                      const typename NonDeduced<T>::type* dresidual, const T* input, const T* weight,
                       const float* rstd, int64_t rows, int64_t channels, cudaStream_t stream) {
   check_shape(channels);
   if (rows == 0) return;

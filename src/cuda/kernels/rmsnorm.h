@@ -41,9 +41,14 @@ void residual_rmsnorm_forward(T* out, T* residual_out, float* rstd,
 // Floats of scratch the backward needs.
 int64_t rmsnorm_backward_scratch_floats(int64_t rows, int64_t channels);
 
+// dresidual may be a plain nullptr (not deduced; the kernels' .cu files are C++17).
+template <typename T>
+struct NonDeduced {
+  using type = T;
+};
 template <typename T>
 void rmsnorm_backward(T* dinput, float* dweight, float* scratch, const T* dout,
-                      const T* dresidual, const T* input, const T* weight,
+                      const typename NonDeduced<T>::type* dresidual, const T* input, const T* weight,
                       const float* rstd, int64_t rows, int64_t channels, cudaStream_t stream);
 
 }  // namespace surogate::cuda
