@@ -4,7 +4,8 @@
 //
 // A is stored row-major [M, K] (or [K, M] when transpose_a), B row-major [K, N] (or [N, K] when
 // transpose_b); A, B (and the bias) are all bf16 or all fp16 (CUDA_R_16BF / CUDA_R_16F, picked by
-// the overload of run()); accumulation is fp32; out is the inputs' 16-bit type or fp32. The three products of a linear layer
+// the overload of run()); accumulation is fp32; out is the inputs' 16-bit type or fp32. The three
+// products of a linear layer
 // y = x·Wᵀ with W stored [N, K] as in PyTorch:
 //   forward      y[M,N]  = x[M,K]  · W[N,K]ᵀ   transpose_b = true
 //   input grad   dx[M,K] = dy[M,N] · W[N,K]     (no transposes; K and N swap roles)
@@ -81,7 +82,8 @@ private:
     cudaDataType_t input = CUDA_R_16BF;
     uint32_t alignment_a = 0, alignment_b = 0, alignment_out = 0, alignment_bias = 0, alignment_addend = 0;
     auto key() const {
-      return std::tuple_cat(shape.key(), std::tie(input, alignment_a, alignment_b, alignment_out, alignment_bias, alignment_addend));
+      return std::tuple_cat(shape.key(),
+                            std::tie(input, alignment_a, alignment_b, alignment_out, alignment_bias, alignment_addend));
     }
     bool operator<(const PlanKey& other) const { return key() < other.key(); }
   };

@@ -107,7 +107,8 @@ CudaKernel bind_fused_rmsnorm_rope_backward_typed(const CudaBindContext& ctx) {
   expect_input(ctx, 0, element_dtype<T>());
   expect_input(ctx, 3, DType::F32);
   const bool weight_grad = ctx.outputs.size() == 2;
-  require(ctx, !weight_grad || ctx.outputs[1].dtype == element_dtype<T>(), "d_weight must have x's dtype ({})", dtype_safetensors_name(element_dtype<T>()));
+  require(ctx, !weight_grad || ctx.outputs[1].dtype == element_dtype<T>(), "d_weight must have x's dtype ({})",
+          dtype_safetensors_name(element_dtype<T>()));
   const int64_t channels = layout.shape.head_dim;
   ScratchLayout scratch;
   const size_t dweight = weight_grad ? scratch.take(sizeof(float) * channels) : 0;
@@ -145,7 +146,9 @@ CudaKernel bind_fused_rmsnorm_rope_backward_typed(const CudaBindContext& ctx) {
   };
 }
 CudaKernel bind_fused_rmsnorm_rope_backward(const CudaBindContext& ctx) {
-  return by_element_type(ctx.inputs[0].dtype, [&]<typename T>() { return bind_fused_rmsnorm_rope_backward_typed<T>(ctx); });
+  return by_element_type(ctx.inputs[0].dtype, [&]<typename T>() {
+    return bind_fused_rmsnorm_rope_backward_typed<T>(ctx);
+  });
 }
 
 // (x, position_ids) -> out, rotated by +angle (sign 1) or −angle (the backward, sign −1).

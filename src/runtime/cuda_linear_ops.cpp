@@ -1,4 +1,5 @@
-// CUDA binders for the linear family on BF16 and F16 graphs (T: the 16-bit element type) (ops/defs/linear_def.cpp): linear (alpha =
+// CUDA binders for the linear family on BF16 and F16 graphs (T: the 16-bit element type;
+// ops/defs/linear_def.cpp): linear (alpha =
 // its scale), linear_add (scale·x·Wᵀ + c as one cuBLASLt product with a separate C, alpha = scale, beta = 1), their
 // input gradients (linear_backward_input, linear_backward_input_add: scale·dy·W [+ c]), the weight gradient (bf16 out of
 // an fp32 accumulation inside cuBLASLt; linear_backward_weight_accumulate adds it into the persistent
@@ -82,7 +83,9 @@ CudaKernel bind_linear_backward_input_typed(const CudaBindContext& ctx, bool has
   return bind_product<T>(ctx, shape);
 }
 CudaKernel bind_linear_backward_input(const CudaBindContext& ctx, bool has_addend) {
-  return by_element_type(ctx.inputs[0].dtype, [&]<typename T>() { return bind_linear_backward_input_typed<T>(ctx, has_addend); });
+  return by_element_type(ctx.inputs[0].dtype, [&]<typename T>() {
+    return bind_linear_backward_input_typed<T>(ctx, has_addend);
+  });
 }
 
 // linear_backward_weight (d_out, x){scale} -> scale·d_outᵀ·x; its _accumulate form adds it into
@@ -97,7 +100,9 @@ CudaKernel bind_linear_backward_weight_typed(const CudaBindContext& ctx, bool ac
   return bind_product<T>(ctx, shape);
 }
 CudaKernel bind_linear_backward_weight(const CudaBindContext& ctx, bool accumulate) {
-  return by_element_type(ctx.inputs[0].dtype, [&]<typename T>() { return bind_linear_backward_weight_typed<T>(ctx, accumulate); });
+  return by_element_type(ctx.inputs[0].dtype, [&]<typename T>() {
+    return bind_linear_backward_weight_typed<T>(ctx, accumulate);
+  });
 }
 
 // linear_backward (d_out, x, weight) -> (d_x, d_weight)
@@ -150,7 +155,9 @@ CudaKernel bind_linear_backward_low_rank_typed(const CudaBindContext& ctx, bool 
   };
 }
 CudaKernel bind_linear_backward_low_rank(const CudaBindContext& ctx, bool accumulate) {
-  return by_element_type(ctx.inputs[0].dtype, [&]<typename T>() { return bind_linear_backward_low_rank_typed<T>(ctx, accumulate); });
+  return by_element_type(ctx.inputs[0].dtype, [&]<typename T>() {
+    return bind_linear_backward_low_rank_typed<T>(ctx, accumulate);
+  });
 }
 
 template <typename T>

@@ -13,6 +13,8 @@ namespace surogate::runtime::cuda_kernels {
 namespace {
 
 using bf16 = __nv_bfloat16;
+using surogate::cuda::kernels::from_float;
+using surogate::cuda::kernels::to_float;
 
 // 8 elements per vector (16 bytes of bf16) where the count and pointers allow it.
 bool vectorizable(int64_t count, const void* a, const void* b) {
@@ -39,7 +41,7 @@ __global__ void scale_kernel(const E* x, float factor, const float* factor_on_de
     }
     return;
   }
-  for (int64_t i = first; i < count; i += stride) out[i] = surogate::cuda::kernels::from_float<E>(surogate::cuda::kernels::to_float(x[i]) * factor);
+  for (int64_t i = first; i < count; i += stride) out[i] = from_float<E>(to_float(x[i]) * factor);
 }
 
 __device__ __forceinline__ uint64_t dropout_base(const int32_t* seed, uint64_t stream_id) {
@@ -67,8 +69,8 @@ __global__ void dropout_16bit_kernel(const E* x, const E* addend, const int32_t*
       const uint64_t draws[2] = {dropout_draws(base, static_cast<uint64_t>(2 * v)),
                                  dropout_draws(base, static_cast<uint64_t>(2 * v + 1))};
       for (int j = 0; j < 8; ++j) {
-        const float dropped = keeps(draws[j / 4], j % 4, threshold) ? surogate::cuda::kernels::to_float(values[j]) * keep_scale : 0.0f;
-        values[j] = surogate::cuda::kernels::from_float<E>(addend != nullptr ? surogate::cuda::kernels::to_float(sums[j]) + dropped : dropped);
+        const float dropped = keeps(draws[j / 4], j % 4, threshold) ? to_float(values[j]) * keep_scale : 0.0f;
+        values[j] = from_float<E>(addend != nullptr ? to_float(sums[j]) + dropped : dropped);
       }
       reinterpret_cast<uint4*>(out)[v] = packed;
     }
@@ -76,8 +78,8 @@ __global__ void dropout_16bit_kernel(const E* x, const E* addend, const int32_t*
   }
   for (int64_t i = first; i < count; i += stride) {
     const uint64_t draws = dropout_draws(base, static_cast<uint64_t>(i) >> 2);
-    const float dropped = keeps(draws, static_cast<int>(i & 3), threshold) ? surogate::cuda::kernels::to_float(x[i]) * keep_scale : 0.0f;
-    out[i] = surogate::cuda::kernels::from_float<E>(addend != nullptr ? surogate::cuda::kernels::to_float(addend[i]) + dropped : dropped);
+    const float dropped = keeps(draws, static_cast<int>(i & 3), threshold) ? to_float(x[i]) * keep_scale : 0.0f;
+    out[i] = from_float<E>(addend != nullptr ? to_float(addend[i]) + dropped : dropped);
   }
 }
 

@@ -91,7 +91,9 @@ CudaKernel bind_lm_head_loss_forward_typed(const CudaBindContext& ctx, bool has_
   };
 }
 CudaKernel bind_lm_head_loss_forward(const CudaBindContext& ctx, bool has_input_gradient) {
-  return by_element_type(ctx.inputs[0].dtype, [&]<typename T>() { return bind_lm_head_loss_forward_typed<T>(ctx, has_input_gradient); });
+  return by_element_type(ctx.inputs[0].dtype, [&]<typename T>() {
+    return bind_lm_head_loss_forward_typed<T>(ctx, has_input_gradient);
+  });
 }
 
 CudaKernel bind_lm_head_loss(const CudaBindContext& ctx) { return bind_lm_head_loss_forward(ctx, false); }

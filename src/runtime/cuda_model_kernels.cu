@@ -301,8 +301,11 @@ void add_16bit(const E* a, const E* b, E* out, int64_t count, cudaStream_t strea
 }
 template <typename E>
 void accumulate_16bit(const E* gradient, E* out, int64_t count, cudaStream_t stream) {
-  if (vectorizable(count, gradient, gradient, out)) launch(AddVectorOp<true, E>{nullptr, gradient, out}, count / 8, stream);
-  else launch(AccumulateOp<E>{gradient, out}, count, stream);
+  if (vectorizable(count, gradient, gradient, out)) {
+    launch(AddVectorOp<true, E>{nullptr, gradient, out}, count / 8, stream);
+  } else {
+    launch(AccumulateOp<E>{gradient, out}, count, stream);
+  }
 }
 template <typename E>
 void fill_16bit(float value, E* out, int64_t count, cudaStream_t stream) {

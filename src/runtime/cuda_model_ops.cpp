@@ -1,7 +1,8 @@
 // CUDA binders for the decoder's model ops (ops/defs, docs/ops.md) and their backward ops, on
 // BF16 graphs (the bf16 recipe: bf16 weights and activations, fp32 accumulation inside every
 // kernel, fp32 rstd / logsumexp / loss) and F16 graphs (torch_dtype: float16, the same with fp16):
-// each binder is a template on the 16-bit element type T, dispatched on the node's dtype. Each binder checks dtypes and kernel constraints at load
+// each binder is a template on the 16-bit element type T, dispatched on the node's dtype. Each
+// binder checks dtypes and kernel constraints at load
 // time (UserError naming the node), reserves its temporaries in the plan's shared scratch
 // (CudaResources) and returns a closure that only launches work on the stream.
 //

@@ -155,7 +155,6 @@ Run::Run(const Config& config, const TrainerOptions& options)
   world_->check_same("the data-parallel ranks each process drives (gpus, or distributed.gpus_per_node)",
                      ranks.local_ranks);
   model_config_ = io::load_model_config(config.model);
-  if (backend_kind_ == TrainingBackend::Cuda) check_fp16_cuda_model(config, model_config_);
   specs_ = models::parameter_specs(model_config_);
   if (config.lora) lora_ = lora_setup(config, model_config_, backend_kind_);
 

@@ -128,7 +128,8 @@ TEST_P(Fp16DecoderOnCuda, LossAndGradientsMatchTheCpuEmulation) {
   const graph::OpRegistry registry = ops::make_model_registry();
   std::vector<models::ParameterSpec> specs = models::parameter_specs(config);
   models::LoraOptions lora{.rank = 16, .alpha = 32.0, .dropout = model.dropout,
-                           .target_modules = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}};
+                           .target_modules = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
+                                              "down_proj"}};
   std::vector<models::LoraAdapter> adapters;
   if (model.lora) {
     adapters = models::lora_adapters(config, lora);
@@ -167,7 +168,9 @@ TEST_P(Fp16DecoderOnCuda, LossAndGradientsMatchTheCpuEmulation) {
   std::vector<std::vector<float>> gradients[2];
   for (int device = 0; device < 2; ++device) {
     graph::Graph graph = forward_graph(device == 0 ? DType::F32 : DType::F16, device == 1);
-    if (device == 0) graph = models::apply_fp16_emulation(graph, models::sixteen_bit_tensors(forward_graph(DType::F16, false)));
+    if (device == 0) {
+      graph = models::apply_fp16_emulation(graph, models::sixteen_bit_tensors(forward_graph(DType::F16, false)));
+    }
     const graph::TensorId loss = graph.require_tensor("loss");
     compiler::ExecutionPlan plan = compiler::compile_training(std::move(graph), loss, registry);
     std::unique_ptr<runtime::Backend> backend;

@@ -66,8 +66,8 @@ __global__ void convert_dq_kernel(T* dq, const float* accumulator, int64_t count
   const int64_t index = (int64_t{blockIdx.x} * blockDim.x + threadIdx.x) * 4;
   if (index >= count) return;
   const float4 value = *reinterpret_cast<const float4*>(accumulator + index);
-  *reinterpret_cast<typename kernels::ElementTraits<T>::Pair*>(dq + index) = kernels::ElementTraits<T>::from_floats(value.x, value.y);
-  *reinterpret_cast<typename kernels::ElementTraits<T>::Pair*>(dq + index + 2) = kernels::ElementTraits<T>::from_floats(value.z, value.w);
+  kernels::store_pair(dq + index, value.x, value.y);
+  kernels::store_pair(dq + index + 2, value.z, value.w);
 }
 
 // grad[t, kvh, d] = Σ_j partial[t, kvh·group + j, d] for j = 0 … group−1 in order; four
@@ -86,8 +86,8 @@ __global__ void sum_group_kernel(T* grad, const float* partial, int64_t tokens, 
     const float4 value = *reinterpret_cast<const float4*>(source + int64_t{j} * head_dim);
     sum.x += value.x; sum.y += value.y; sum.z += value.z; sum.w += value.w;
   }
-  *reinterpret_cast<typename kernels::ElementTraits<T>::Pair*>(grad + index) = kernels::ElementTraits<T>::from_floats(sum.x, sum.y);
-  *reinterpret_cast<typename kernels::ElementTraits<T>::Pair*>(grad + index + 2) = kernels::ElementTraits<T>::from_floats(sum.z, sum.w);
+  kernels::store_pair(grad + index, sum.x, sum.y);
+  kernels::store_pair(grad + index + 2, sum.z, sum.w);
 }
 
 __device__ __forceinline__ void atomic_add_pair(float* target, float x, float y) {
@@ -325,10 +325,9 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
       const int64_t offset = keys[r] * kv_stride + int64_t{kv_head} * kHeadDim + 2 * t;
 #pragma unroll
       for (int n = 0; n < kOutTiles; ++n) {
-        *reinterpret_cast<typename kernels::ElementTraits<T>::Pair*>(dk + offset + n * 8) = kernels::ElementTraits<T>::from_floats(
-            grad_k[n][2 * r] * shape.softmax_scale, grad_k[n][2 * r + 1] * shape.softmax_scale);
-        *reinterpret_cast<typename kernels::ElementTraits<T>::Pair*>(dv + offset + n * 8) =
-            kernels::ElementTraits<T>::from_floats(grad_v[n][2 * r], grad_v[n][2 * r + 1]);
+        kernels::store_pair(dk + offset + n * 8, grad_k[n][2 * r] * shape.softmax_scale,
+                            grad_k[n][2 * r + 1] * shape.softmax_scale);
+        kernels::store_pair(dv + offset + n * 8, grad_v[n][2 * r], grad_v[n][2 * r + 1]);
       }
     } else {
       const int64_t offset = keys[r] * q_stride + int64_t{first_head} * kHeadDim + 2 * t;

@@ -209,8 +209,8 @@ __global__ void __launch_bounds__(kThreads, q_in_stage<kBlocksPerSm>() ? kBlocks
     T* target = out + rows[r] * q_stride + int64_t{head} * kHeadDim + 2 * t;
 #pragma unroll
     for (int n = 0; n < kOutTiles; ++n) {
-      *reinterpret_cast<typename kernels::ElementTraits<T>::Pair*>(target + n * 8) =
-          kernels::ElementTraits<T>::from_floats(accumulator[n][2 * r] * inverse, accumulator[n][2 * r + 1] * inverse);
+      kernels::store_pair(target + n * 8, accumulator[n][2 * r] * inverse,
+                          accumulator[n][2 * r + 1] * inverse);
     }
     if (t == 0) logsumexp[int64_t{head} * tokens + rows[r]] = row_max[r] / kLog2e + logf(row_sum[r]);
   }

@@ -1,6 +1,7 @@
 // Tensor-core fragment helpers for the attention kernels, for a 16-bit element type T
 // (__nv_bfloat16 or __half: cuda/kernels/element_type.cuh): mma.sync m16n8k16 (T → fp32; the
-// .bf16.bf16.f32 or .f16.f16.f32 form), ldmatrix.x4.trans, pair packing, tile copies (the document search: document_search.cuh).
+// .bf16.bf16.f32 or .f16.f16.f32 form), ldmatrix.x4.trans, pair packing, tile copies (the
+// document search: document_search.cuh).
 //
 // Fragment layout of m16n8k16 (g = lane / 4, t = lane % 4):
 //   A 16×16: a0 = (g, 2t..2t+1), a1 = (g+8, 2t..), a2 = (g, 2t+8..), a3 = (g+8, 2t+8..)
@@ -27,7 +28,8 @@ void check_attention_shape(const AttentionShape& shape);
 }  // namespace surogate::cuda
 
 // bf16 mma.sync and cp.async are SM80+. A build that also targets SM75 (GPUs without bf16 tensor
-// cores) compiles them there as a trap (the fp16 form too: the kernels are one template), so one binary serves every target: the backend never
+// cores) compiles them there as a trap (the fp16 form too: the kernels are one template), so one
+// binary serves every target: the backend never
 // launches these kernels on such a GPU (train/device/backend_selection.cpp trains on the CPU there
 // and says why).
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800

@@ -123,7 +123,8 @@ void sum_row_losses(float* loss_sum, const float* row_losses, int64_t rows, cuda
 }
 
 #define INSTANTIATE(T) \
-  template void cross_entropy_forward_backward(T*, float*, const int32_t*, int64_t, int64_t, const float*, cudaStream_t, const float*);
+  template void cross_entropy_forward_backward(T*, float*, const int32_t*, int64_t, int64_t, const float*, \
+                                               cudaStream_t, const float*);
 SUROGATE_FOR_16BIT_TYPES(INSTANTIATE)
 #undef INSTANTIATE
 

@@ -55,6 +55,12 @@ __device__ __forceinline__ uint32_t pack_pair(float low, float high) {
   return *reinterpret_cast<uint32_t*>(&pair);
 }
 
+// Stores two fp32 values rounded to T at an address aligned to a pair.
+template <typename T>
+__device__ __forceinline__ void store_pair(T* address, float low, float high) {
+  *reinterpret_cast<typename ElementTraits<T>::Pair*>(address) = ElementTraits<T>::from_floats(low, high);
+}
+
 }  // namespace surogate::cuda::kernels
 
 // Explicit instantiations of a launcher template for both 16-bit types: MACRO(__nv_bfloat16)

@@ -196,8 +196,10 @@ void qk_norm_rope_backward(T* dinput, float* dweight, float* scratch, const T* d
 }
 
 #define INSTANTIATE(T) \
-  template void qk_norm_rope_forward(T*, float*, const T*, const T*, const float*, const int32_t*, const QkNormRopeShape&, cudaStream_t); \
-  template void qk_norm_rope_backward(T*, float*, float*, const T*, const T*, const T*, const float*, const float*, const int32_t*, const QkNormRopeShape&, cudaStream_t);
+  template void qk_norm_rope_forward(T*, float*, const T*, const T*, const float*, const int32_t*, \
+                                     const QkNormRopeShape&, cudaStream_t); \
+  template void qk_norm_rope_backward(T*, float*, float*, const T*, const T*, const T*, const float*, const float*, \
+                                      const int32_t*, const QkNormRopeShape&, cudaStream_t);
 SUROGATE_FOR_16BIT_TYPES(INSTANTIATE)
 #undef INSTANTIATE
 

@@ -56,7 +56,8 @@ __global__ void rmsnorm_forward_kernel(T* out, T* residual_out, float* rstd_out,
 }
 
 template <int kVectors, typename T>
-__global__ void __launch_bounds__(kVectors < 4 ? 512 : 1024) rmsnorm_backward_kernel(T* dinput, float* partials, const T* dout,
+__global__ void __launch_bounds__(kVectors < 4 ? 512 : 1024)
+    rmsnorm_backward_kernel(T* dinput, float* partials, const T* dout,
                                         const T* dresidual, const T* input,
                                         const T* weight, const float* rstd_in, int64_t rows,
                                         int channels) {

@@ -181,7 +181,8 @@ void check_fp16_cuda_options(const Config& config, const distributed::ParallelLa
 
 void check_fp16_cuda_model(const Config& config, const io::ModelConfig& model) {
   if (!fp16_training(config) || !model.moe) return;
-  refuse_fp16_cuda(config, "torch_dtype", fmt::format("a mixture-of-experts model ({})", io::architecture_model_type(model.architecture)),
+  refuse_fp16_cuda(config, "torch_dtype",
+                   fmt::format("a mixture-of-experts model ({})", io::architecture_model_type(model.architecture)),
                    "train a dense model in fp16");
 }
 

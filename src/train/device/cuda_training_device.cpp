@@ -56,7 +56,8 @@ public:
 
   std::string description() const override {
     return fmt::format("CUDA backend, {} weights and activations, {}, {} gradient accumulation, {} state",
-                       rank_->fp16() ? "fp16 (dynamic loss scaling)" : "bf16", rank_->bf16_master() ? "bf16 master weights (updated in place with stochastic rounding, no fp32 copy)"
+                       rank_->fp16() ? "fp16 (dynamic loss scaling)" : "bf16",
+                       rank_->bf16_master() ? "bf16 master weights (updated in place with stochastic rounding, no fp32 copy)"
                                             : "fp32 master weights",
                        rank_->bf16_gradients() ? "bf16" : "fp32", rank_->optimizer()->name());
   }

@@ -3,7 +3,8 @@
 // launch (grid.y = tensor). The accumulators are fp32 (gradient_dtype fp32, the default) or bf16
 // (gradient_dtype bf16: the fp32 sum of accumulator and gradient rounded to nearest bf16, half
 // the memory). fp16 training (torch_dtype: float16) adds its fp16 gradients into fp32
-// accumulators the same way (accumulate_fp16_gradients). Under ZeRO-2/3 (sharded_gradients.h) the same kernel copies the micro-batch's
+// accumulators the same way (accumulate_fp16_gradients).
+// Under ZeRO-2/3 (sharded_gradients.h) the same kernel copies the micro-batch's
 // gradients into a zeroed staging slot, and add_reduced_gradients adds the rank's reduced piece of
 // it into the shard's accumulators. Plain host launcher on a stream; no fmt or graph headers so
 // nvcc sees only this.
