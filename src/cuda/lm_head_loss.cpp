@@ -7,14 +7,15 @@
 
 namespace surogate::cuda {
 
-void lm_head_cross_entropy(Matmul& matmul, const LmHeadLossArguments& a, cudaStream_t stream) {
+template <typename T>
+void lm_head_cross_entropy(Matmul& matmul, const LmHeadLossArgs<T>& a, cudaStream_t stream) {
   CUDA_REQUIRE(a.chunk_rows > 0 && a.rows >= 0 && a.channels > 0 && a.vocab > 0, "lm_head: bad shape");
   for (int64_t start = 0; start < a.rows; start += a.chunk_rows) {
     const int64_t rows = std::min(a.chunk_rows, a.rows - start);
-    const __nv_bfloat16* hidden = a.hidden + start * a.channels;
+    const T* hidden = a.hidden + start * a.channels;
     MatmulShape logits_shape{.m = rows, .n = a.vocab, .k = a.channels, .transpose_b = true};
     matmul.run(logits_shape, a.logits_workspace, hidden, a.weight, nullptr, stream);
-    cross_entropy_forward_backward(a.logits_workspace, a.row_losses + start, a.labels + start, rows, a.vocab,
+    cross_entropy_forward_backward<T>(a.logits_workspace, a.row_losses + start, a.labels + start, rows, a.vocab,
                                    a.grad_scale, stream, a.weights ? a.weights + start : nullptr);
     if (a.grad_scale == nullptr) continue;
     if (a.dhidden) {
@@ -29,5 +30,8 @@ void lm_head_cross_entropy(Matmul& matmul, const LmHeadLossArguments& a, cudaStr
   }
   sum_row_losses(a.loss_sum, a.row_losses, a.rows, stream);
 }
+
+template void lm_head_cross_entropy(Matmul&, const LmHeadLossArgs<__nv_bfloat16>&, cudaStream_t);
+template void lm_head_cross_entropy(Matmul&, const LmHeadLossArgs<__half>&, cudaStream_t);
 
 }  // namespace surogate::cuda

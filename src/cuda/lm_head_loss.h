@@ -7,11 +7,14 @@
 //   3. dhidden_chunk = dlogits · W                          (cuBLASLt, bf16 out)       if dhidden
 //   4. dW += dlogitsᵀ · hidden_chunk                        (cuBLASLt, fp32, beta = 1) if dweight
 // then loss_sum = Σ row losses (fixed order). Peak extra memory is chunk_rows · V bf16.
+// T, the 16-bit type of hidden, W, the logits and dhidden, is __nv_bfloat16 or __half (fp16: a
+// logit or dlogit past 65504 becomes ±inf, as fp16 training's step guard expects).
 // grad_scale (device scalar) is typically 1 / valid-label count over the whole optimizer step
 // (cross_entropy_gradient_scale); null means forward only (no gradients, steps 3–4 skipped).
 #pragma once
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -20,23 +23,27 @@
 
 namespace surogate::cuda {
 
-struct LmHeadLossArguments {
-  const __nv_bfloat16* hidden = nullptr;  // [rows, channels]
-  const __nv_bfloat16* weight = nullptr;  // [vocab, channels]
+template <typename T>
+struct LmHeadLossArgs {
+  const T* hidden = nullptr;  // [rows, channels]
+  const T* weight = nullptr;  // [vocab, channels]
   const int32_t* labels = nullptr;        // [rows], shifted, -100 = ignore
   const float* weights = nullptr;         // [rows] loss weights (loss_scale strategies), or null for 1
   int64_t rows = 0;
   int64_t channels = 0;
   int64_t vocab = 0;
   int64_t chunk_rows = 0;
-  __nv_bfloat16* logits_workspace = nullptr;  // [chunk_rows, vocab]
+  T* logits_workspace = nullptr;  // [chunk_rows, vocab]
   float* row_losses = nullptr;                // [rows]
   float* loss_sum = nullptr;                  // 1 float
   const float* grad_scale = nullptr;          // device scalar, or null for forward only
-  __nv_bfloat16* dhidden = nullptr;           // [rows, channels], overwritten; may be null
+  T* dhidden = nullptr;           // [rows, channels], overwritten; may be null
   float* dweight = nullptr;                   // [vocab, channels], accumulated; may be null (frozen head)
 };
 
-void lm_head_cross_entropy(Matmul& matmul, const LmHeadLossArguments& arguments, cudaStream_t stream);
+using LmHeadLossArguments = LmHeadLossArgs<__nv_bfloat16>;
+
+template <typename T>
+void lm_head_cross_entropy(Matmul& matmul, const LmHeadLossArgs<T>& arguments, cudaStream_t stream);
 
 }  // namespace surogate::cuda

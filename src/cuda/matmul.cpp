@@ -28,7 +28,7 @@ const Matmul::Plan& Matmul::plan_for(const PlanKey& key) {
   CUDA_REQUIRE(shape.m > 0 && shape.n > 0 && shape.k > 0, "matmul dimensions must be positive");
 
   auto plan = std::make_unique<Plan>();
-  const cudaDataType_t output_type = shape.output == MatmulOutput::Float32 ? CUDA_R_32F : CUDA_R_16BF;
+  const cudaDataType_t output_type = shape.output == MatmulOutput::Float32 ? CUDA_R_32F : key.input;
   CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan->operation, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   // Column-major view: outᵀ[N, M] = op(B)ᵀ[N, K] · op(A)ᵀ[K, M].
   cublasOperation_t first_op = shape.transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -37,7 +37,7 @@ const Matmul::Plan& Matmul::plan_for(const PlanKey& key) {
   CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->operation, CUBLASLT_MATMUL_DESC_TRANSB, &second_op, sizeof(second_op)));
   if (shape.has_bias) {
     cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
-    cudaDataType_t bias_type = CUDA_R_16BF;
+    cudaDataType_t bias_type = key.input;
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->operation, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->operation, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type,
                                                 sizeof(bias_type)));
@@ -45,14 +45,14 @@ const Matmul::Plan& Matmul::plan_for(const PlanKey& key) {
   // B stored row-major [K, N] is column-major [N, K] (ld N); stored [N, K] it is column-major [K, N] (ld K).
   const uint64_t n = shape.n, m = shape.m, k = shape.k;
   if (shape.transpose_b) {
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->first, CUDA_R_16BF, k, n, k));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->first, key.input, k, n, k));
   } else {
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->first, CUDA_R_16BF, n, k, n));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->first, key.input, n, k, n));
   }
   if (shape.transpose_a) {
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->second, CUDA_R_16BF, m, k, m));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->second, key.input, m, k, m));
   } else {
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->second, CUDA_R_16BF, k, m, k));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->second, key.input, k, m, k));
   }
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->output, output_type, n, m, n));
 
@@ -66,13 +66,13 @@ const Matmul::Plan& Matmul::plan_for(const PlanKey& key) {
   return *plans_.emplace(key, std::move(plan)).first->second;
 }
 
-void Matmul::run(const MatmulShape& shape, void* out, const __nv_bfloat16* a, const __nv_bfloat16* b,
-                 const __nv_bfloat16* bias, cudaStream_t stream, float alpha, const void* addend) {
+void Matmul::run_typed(cudaDataType_t input, const MatmulShape& shape, void* out, const void* a, const void* b,
+                       const void* bias, cudaStream_t stream, float alpha, const void* addend) {
   CUDA_REQUIRE(!shape.has_bias || bias != nullptr, "matmul: has_bias without a bias pointer");
   CUDA_REQUIRE(shape.has_addend == (addend != nullptr), "matmul: an addend pointer exactly when has_addend");
   CUDA_REQUIRE(!(shape.has_addend && shape.accumulate), "matmul: has_addend and accumulate both set");
   CUDA_REQUIRE(addend != out, "matmul: the addend must not alias out (use accumulate)");
-  const PlanKey key{shape, pointer_alignment(a), pointer_alignment(b), pointer_alignment(out),
+  const PlanKey key{shape, input, pointer_alignment(a), pointer_alignment(b), pointer_alignment(out),
                     shape.has_bias ? pointer_alignment(bias) : 0u, shape.has_addend ? pointer_alignment(addend) : 0u};
   const Plan& plan = plan_for(key);
   if (shape.has_bias) {

@@ -1,9 +1,11 @@
-// bf16 matrix products through cuBLASLt, in row-major terms.
+// bf16 or fp16 matrix products through cuBLASLt, in row-major terms.
 //
 //   out[M, N] = alpha * op(A) · op(B) (+ bias[N]) (+ out when accumulate) (+ addend when has_addend)
 //
 // A is stored row-major [M, K] (or [K, M] when transpose_a), B row-major [K, N] (or [N, K] when
-// transpose_b); accumulation is fp32; out is bf16 or fp32. The three products of a linear layer
+// transpose_b); A, B (and the bias) are all bf16 or all fp16 (CUDA_R_16BF / CUDA_R_16F, picked by
+// the overload of run()); accumulation is fp32; out is the inputs' 16-bit type or fp32. The three
+// products of a linear layer
 // y = x·Wᵀ with W stored [N, K] as in PyTorch:
 //   forward      y[M,N]  = x[M,K]  · W[N,K]ᵀ   transpose_b = true
 //   input grad   dx[M,K] = dy[M,N] · W[N,K]     (no transposes; K and N swap roles)
@@ -19,6 +21,7 @@
 
 #include <cublasLt.h>
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -30,14 +33,15 @@
 
 namespace surogate::cuda {
 
-enum class MatmulOutput { BFloat16, Float32 };
+// Input: the inputs' 16-bit type (bf16 or fp16).
+enum class MatmulOutput { Input, Float32 };
 
 struct MatmulShape {
   int64_t m = 0, n = 0, k = 0;
   bool transpose_a = false;
   bool transpose_b = false;
-  MatmulOutput output = MatmulOutput::BFloat16;
-  bool has_bias = false;       // bias is bf16 [N], added to every row (epilogue)
+  MatmulOutput output = MatmulOutput::Input;
+  bool has_bias = false;       // bias is [N] in the inputs' type, added to every row (epilogue)
   bool accumulate = false;     // beta = 1: out += product (for gradient accumulation)
   bool has_addend = false;     // beta = 1 with C = addend [M, N] (out's dtype), not out; excludes accumulate
 
@@ -54,10 +58,16 @@ public:
   Matmul(const Matmul&) = delete;
   Matmul& operator=(const Matmul&) = delete;
 
-  // `out` is __nv_bfloat16* or float* as shape.output says. `bias` may be null unless has_bias;
+  // `out` is of the inputs' type or float* as shape.output says. `bias` may be null unless has_bias;
   // `addend` (out's dtype, [M, N], not aliasing out) must be given exactly when has_addend.
   void run(const MatmulShape& shape, void* out, const __nv_bfloat16* a, const __nv_bfloat16* b,
-           const __nv_bfloat16* bias, cudaStream_t stream, float alpha = 1.0f, const void* addend = nullptr);
+           const __nv_bfloat16* bias, cudaStream_t stream, float alpha = 1.0f, const void* addend = nullptr) {
+    run_typed(CUDA_R_16BF, shape, out, a, b, bias, stream, alpha, addend);
+  }
+  void run(const MatmulShape& shape, void* out, const __half* a, const __half* b, const __half* bias,
+           cudaStream_t stream, float alpha = 1.0f, const void* addend = nullptr) {
+    run_typed(CUDA_R_16F, shape, out, a, b, bias, stream, alpha, addend);
+  }
 
   size_t cached_plans() const { return plans_.size(); }
 
@@ -65,11 +75,15 @@ private:
   struct Plan;
   // A plan depends on the shape and on the pointers' alignments (cuBLASLt assumes 256-byte
   // aligned operands unless told otherwise; chunked callers pass offset pointers).
+  void run_typed(cudaDataType_t input, const MatmulShape& shape, void* out, const void* a, const void* b,
+                 const void* bias, cudaStream_t stream, float alpha, const void* addend);
   struct PlanKey {
     MatmulShape shape;
+    cudaDataType_t input = CUDA_R_16BF;
     uint32_t alignment_a = 0, alignment_b = 0, alignment_out = 0, alignment_bias = 0, alignment_addend = 0;
     auto key() const {
-      return std::tuple_cat(shape.key(), std::tie(alignment_a, alignment_b, alignment_out, alignment_bias, alignment_addend));
+      return std::tuple_cat(shape.key(),
+                            std::tie(input, alignment_a, alignment_b, alignment_out, alignment_bias, alignment_addend));
     }
     bool operator<(const PlanKey& other) const { return key() < other.key(); }
   };

@@ -14,7 +14,7 @@ constexpr const char* kRoundFp16 = "round_fp16";
 std::set<std::string> sixteen_bit_tensors(const graph::Graph& twin) {
   std::set<std::string> names;
   for (const graph::TensorInfo& info : twin.tensors) {
-    if (info.type.dtype == DType::BF16) names.insert(info.name);
+    if (info.type.dtype == DType::BF16 || info.type.dtype == DType::F16) names.insert(info.name);
   }
   return names;
 }

@@ -23,7 +23,7 @@
 
 namespace surogate::models {
 
-// The names of `twin`'s BF16 tensors (parameters and activations).
+// The names of `twin`'s 16-bit (BF16 or F16) tensors (parameters and activations): the GPU's graph.
 std::set<std::string> sixteen_bit_tensors(const graph::Graph& twin);
 
 // `forward` with round_fp16 after every parameter and computed tensor named in `sixteen_bit`.

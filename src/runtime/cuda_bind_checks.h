@@ -1,11 +1,15 @@
 // Load-time checks and small helpers shared by the CUDA binders of the model ops
 // (runtime/cuda_model_ops.cpp, runtime/cuda_linear_ops.cpp): dtype expectations and conditions
-// that fail with a UserError naming the node, and an async zero fill.
+// that fail with a UserError naming the node, an async zero fill, and the dispatch of a binder
+// templated on the graph's 16-bit element type (BF16 → __nv_bfloat16, F16 → __half).
 #pragma once
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include <fmt/format.h>
 
@@ -19,7 +23,7 @@ inline void expect_type(const CudaBindContext& ctx, bool output, size_t index, D
   const graph::TensorType& type = output ? ctx.outputs[index] : ctx.inputs[index];
   if (type.dtype != dtype) {
     fail_user("node '{}' (op {}): the CUDA backend runs this op with {} {} as {}, got {}; build the model graph in "
-              "BF16 for the CUDA backend (models::DecoderGraphOptions::dtype)",
+              "BF16 or F16 for the CUDA backend (models::DecoderGraphOptions::dtype)",
               ctx.node.name, ctx.node.op, output ? "output" : "input", index, dtype_safetensors_name(dtype),
               graph::format_type(type));
   }
@@ -32,6 +36,22 @@ inline void require(const CudaBindContext& ctx, bool condition, fmt::format_stri
   if (!condition) {
     fail_user("node '{}' (op {}): {}", ctx.node.name, ctx.node.op, fmt::format(format, std::forward<Args>(args)...));
   }
+}
+
+// The graph dtype of a kernel element type.
+template <typename T>
+constexpr DType element_dtype() {
+  static_assert(std::is_same_v<T, __nv_bfloat16> || std::is_same_v<T, __half>, "a 16-bit element type");
+  return std::is_same_v<T, __half> ? DType::F16 : DType::BF16;
+}
+
+// bind.template operator()<T>() with T the element type of `dtype`: __half for F16,
+// __nv_bfloat16 otherwise. A dtype that is neither goes to the bf16 binder, whose expect_in /
+// expect_out checks refuse it naming the node.
+template <typename Bind>
+CudaKernel by_element_type(DType dtype, Bind&& bind) {
+  if (dtype == DType::F16) return bind.template operator()<__half>();
+  return bind.template operator()<__nv_bfloat16>();
 }
 
 inline int64_t last(const graph::TensorType& type) { return type.shape.empty() ? 1 : type.shape.back(); }

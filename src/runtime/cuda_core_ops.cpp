@@ -1,9 +1,10 @@
 // CUDA binders for the engine's core ops (graph/core_ops.cpp), fp32; add, scale, scale_by, fill and accumulate
-// also bf16 (the residual stream and gradient sums of BF16 model graphs, bf16 fp32-summed, rounded
-// once), and mul, sum and broadcast (a pipeline stage's loss). Each
+// also bf16 / fp16 (the residual stream and gradient sums of BF16 / F16 model graphs, fp32-summed,
+// rounded once), and mul, sum and broadcast (a pipeline stage's loss). Each
 // parses its attrs once at load and returns a closure that launches one kernel from
 // runtime/cuda_elementwise.h or runtime/cuda_model_kernels.h.
 // Semantics match the CPU kernels: scale rounds its factor to float, sum accumulates in double.
+#include "runtime/cuda_bind_checks.h"
 #include "runtime/cuda_elementwise.h"
 #include "runtime/cuda_lora_kernels.h"
 #include "runtime/cuda_model_kernels.h"
@@ -24,41 +25,49 @@ CudaKernel bind_binary(const CudaBindContext& ctx,
   };
 }
 
-bool all_bf16(const CudaBindContext& ctx) {
-  for (const auto& type : ctx.inputs) if (type.dtype != DType::BF16) return false;
-  for (const auto& type : ctx.outputs) if (type.dtype != DType::BF16) return false;
+// Every input and output in `dtype`.
+bool all_of(const CudaBindContext& ctx, DType dtype) {
+  for (const auto& type : ctx.inputs) if (type.dtype != dtype) return false;
+  for (const auto& type : ctx.outputs) if (type.dtype != dtype) return false;
   return true;
 }
+// Every input and output BF16, or every one F16 (the 16-bit kernels); otherwise the F32 ones.
+bool all_16bit(const CudaBindContext& ctx) { return all_of(ctx, DType::BF16) || all_of(ctx, DType::F16); }
 
 CudaKernel bind_add(const CudaBindContext& ctx) {
-  if (all_bf16(ctx)) {
+  if (all_16bit(ctx)) {
     const int64_t count = ctx.outputs[0].numel();
-    return [count](const CudaKernelArgs& args) {
-      k::add_bf16(args.inputs[0].as<const __nv_bfloat16>(), args.inputs[1].as<const __nv_bfloat16>(),
-                  args.outputs[0].as<__nv_bfloat16>(), count, args.stream);
-    };
+    return by_element_type(ctx.outputs[0].dtype, [&]<typename T>() -> CudaKernel {
+      return [count](const CudaKernelArgs& args) {
+        k::add_16bit(args.inputs[0].as<const T>(), args.inputs[1].as<const T>(), args.outputs[0].as<T>(), count,
+                     args.stream);
+      };
+    });
   }
   return bind_binary(ctx, k::add_f32);
 }
 CudaKernel bind_mul(const CudaBindContext& ctx) {
-  if (all_bf16(ctx)) {
+  if (all_16bit(ctx)) {
     const int64_t count = ctx.outputs[0].numel();
-    return [count](const CudaKernelArgs& args) {
-      k::mul_bf16(args.inputs[0].as<const __nv_bfloat16>(), args.inputs[1].as<const __nv_bfloat16>(),
-                  args.outputs[0].as<__nv_bfloat16>(), count, args.stream);
-    };
+    return by_element_type(ctx.outputs[0].dtype, [&]<typename T>() -> CudaKernel {
+      return [count](const CudaKernelArgs& args) {
+        k::mul_16bit(args.inputs[0].as<const T>(), args.inputs[1].as<const T>(), args.outputs[0].as<T>(), count,
+                     args.stream);
+      };
+    });
   }
   return bind_binary(ctx, k::mul_f32);
 }
 
 CudaKernel bind_scale(const CudaBindContext& ctx) {
-  if (all_bf16(ctx)) {  // the LoRA branch's alpha / r in BF16 graphs
+  if (all_16bit(ctx)) {  // the LoRA branch's alpha / r in BF16 / F16 graphs
     const int64_t count = ctx.outputs[0].numel();
     const float factor = static_cast<float>(ctx.attrs.number("factor"));
-    return [count, factor](const CudaKernelArgs& args) {
-      k::scale_bf16(args.inputs[0].as<const __nv_bfloat16>(), factor, args.outputs[0].as<__nv_bfloat16>(), count,
-                    args.stream);
-    };
+    return by_element_type(ctx.outputs[0].dtype, [&]<typename T>() -> CudaKernel {
+      return [count, factor](const CudaKernelArgs& args) {
+        k::scale_16bit(args.inputs[0].as<const T>(), factor, args.outputs[0].as<T>(), count, args.stream);
+      };
+    });
   }
   ctx.expect_all(DType::F32);
   const int64_t count = ctx.outputs[0].numel();
@@ -68,14 +77,17 @@ CudaKernel bind_scale(const CudaBindContext& ctx) {
   };
 }
 
-// scale_by (x, factor []) -> x · factor: BF16 x with an F32 factor, or F32 throughout.
+// scale_by (x, factor []) -> x · factor: BF16 / F16 x with an F32 factor, or F32 throughout.
 CudaKernel bind_scale_by(const CudaBindContext& ctx) {
   const int64_t count = ctx.outputs[0].numel();
-  if (ctx.inputs[0].dtype == DType::BF16 && ctx.outputs[0].dtype == DType::BF16) {
-    return [count](const CudaKernelArgs& args) {
-      k::scale_bf16_by(args.inputs[0].as<const __nv_bfloat16>(), args.inputs[1].as<const float>(),
-                       args.outputs[0].as<__nv_bfloat16>(), count, args.stream);
-    };
+  const DType dtype = ctx.inputs[0].dtype;
+  if ((dtype == DType::BF16 || dtype == DType::F16) && ctx.outputs[0].dtype == dtype) {
+    return by_element_type(dtype, [&]<typename T>() -> CudaKernel {
+      return [count](const CudaKernelArgs& args) {
+        k::scale_16bit_by(args.inputs[0].as<const T>(), args.inputs[1].as<const float>(), args.outputs[0].as<T>(),
+                          count, args.stream);
+      };
+    });
   }
   ctx.expect_all(DType::F32);
   return [count](const CudaKernelArgs& args) {
@@ -85,12 +97,14 @@ CudaKernel bind_scale_by(const CudaBindContext& ctx) {
 }
 
 CudaKernel bind_fill(const CudaBindContext& ctx) {
-  if (all_bf16(ctx)) {
+  if (all_16bit(ctx)) {
     const int64_t count = ctx.outputs[0].numel();
     const float value = static_cast<float>(ctx.attrs.number("value"));
-    return [count, value](const CudaKernelArgs& args) {
-      k::fill_bf16(value, args.outputs[0].as<__nv_bfloat16>(), count, args.stream);
-    };
+    return by_element_type(ctx.outputs[0].dtype, [&]<typename T>() -> CudaKernel {
+      return [count, value](const CudaKernelArgs& args) {
+        k::fill_16bit(value, args.outputs[0].as<T>(), count, args.stream);
+      };
+    });
   }
   ctx.expect_all(DType::F32);
   const int64_t count = ctx.outputs[0].numel();
@@ -101,11 +115,13 @@ CudaKernel bind_fill(const CudaBindContext& ctx) {
 }
 
 CudaKernel bind_sum(const CudaBindContext& ctx) {
-  if (all_bf16(ctx)) {
+  if (all_16bit(ctx)) {
     const int64_t count = ctx.inputs[0].numel();
-    return [count](const CudaKernelArgs& args) {
-      k::sum_bf16(args.inputs[0].as<const __nv_bfloat16>(), args.outputs[0].as<__nv_bfloat16>(), count, args.stream);
-    };
+    return by_element_type(ctx.outputs[0].dtype, [&]<typename T>() -> CudaKernel {
+      return [count](const CudaKernelArgs& args) {
+        k::sum_16bit(args.inputs[0].as<const T>(), args.outputs[0].as<T>(), count, args.stream);
+      };
+    });
   }
   ctx.expect_all(DType::F32);
   const int64_t count = ctx.inputs[0].numel();
@@ -115,12 +131,13 @@ CudaKernel bind_sum(const CudaBindContext& ctx) {
 }
 
 CudaKernel bind_broadcast(const CudaBindContext& ctx) {
-  if (all_bf16(ctx)) {
+  if (all_16bit(ctx)) {
     const int64_t count = ctx.outputs[0].numel();
-    return [count](const CudaKernelArgs& args) {
-      k::broadcast_bf16(args.inputs[0].as<const __nv_bfloat16>(), args.outputs[0].as<__nv_bfloat16>(), count,
-                        args.stream);
-    };
+    return by_element_type(ctx.outputs[0].dtype, [&]<typename T>() -> CudaKernel {
+      return [count](const CudaKernelArgs& args) {
+        k::broadcast_16bit(args.inputs[0].as<const T>(), args.outputs[0].as<T>(), count, args.stream);
+      };
+    });
   }
   ctx.expect_all(DType::F32);
   const int64_t count = ctx.outputs[0].numel();
@@ -130,12 +147,13 @@ CudaKernel bind_broadcast(const CudaBindContext& ctx) {
 }
 
 CudaKernel bind_accumulate(const CudaBindContext& ctx) {
-  if (all_bf16(ctx)) {
+  if (all_16bit(ctx)) {
     const int64_t count = ctx.outputs[0].numel();
-    return [count](const CudaKernelArgs& args) {
-      k::accumulate_bf16(args.inputs[0].as<const __nv_bfloat16>(), args.outputs[0].as<__nv_bfloat16>(), count,
-                         args.stream);
-    };
+    return by_element_type(ctx.outputs[0].dtype, [&]<typename T>() -> CudaKernel {
+      return [count](const CudaKernelArgs& args) {
+        k::accumulate_16bit(args.inputs[0].as<const T>(), args.outputs[0].as<T>(), count, args.stream);
+      };
+    });
   }
   ctx.expect_all(DType::F32);
   const int64_t count = ctx.outputs[0].numel();

@@ -1,5 +1,5 @@
 // Core-op kernels: grid-stride elementwise loops and a one-block deterministic sum; fp32, and bf16
-// for mul, broadcast and sum (computed in fp32, rounded once).
+// / fp16 for mul, broadcast and sum (computed in fp32, rounded once).
 #include "runtime/cuda_elementwise.h"
 
 #include <algorithm>
@@ -8,6 +8,7 @@
 #include <cuda_bf16.h>
 
 #include "cuda/cuda_check.h"
+#include "cuda/kernels/element_type.cuh"
 #include "runtime/cuda_launch.cuh"
 
 namespace surogate::runtime::cuda_kernels {
@@ -15,16 +16,8 @@ namespace {
 
 constexpr int kSumThreads = 1024;
 
-__device__ __forceinline__ float to_float(float x) { return x; }
-__device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
-template <typename T>
-__device__ __forceinline__ T from_float(float x) {
-  if constexpr (std::is_same_v<T, float>) {
-    return x;
-  } else {
-    return __float2bfloat16_rn(x);
-  }
-}
+using surogate::cuda::kernels::from_float;
+using surogate::cuda::kernels::to_float;
 
 struct AddOp {
   const float* a; const float* b; float* out;
@@ -98,15 +91,25 @@ void sum_f32(const float* x, float* out, int64_t count, cudaStream_t stream) {
   CUDA_CHECK_LAUNCH();
 }
 
-void mul_bf16(const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_bfloat16* out, int64_t count, cudaStream_t stream) {
-  launch(MulOp<__nv_bfloat16>{a, b, out}, count, stream);
+template <typename E>
+void mul_16bit(const E* a, const E* b, E* out, int64_t count, cudaStream_t stream) {
+  launch(MulOp<E>{a, b, out}, count, stream);
 }
-void broadcast_bf16(const __nv_bfloat16* scalar, __nv_bfloat16* out, int64_t count, cudaStream_t stream) {
-  launch(BroadcastOp<__nv_bfloat16>{scalar, out}, count, stream);
+template <typename E>
+void broadcast_16bit(const E* scalar, E* out, int64_t count, cudaStream_t stream) {
+  launch(BroadcastOp<E>{scalar, out}, count, stream);
 }
-void sum_bf16(const __nv_bfloat16* x, __nv_bfloat16* out, int64_t count, cudaStream_t stream) {
+template <typename E>
+void sum_16bit(const E* x, E* out, int64_t count, cudaStream_t stream) {
   sum_kernel<<<1, kSumThreads, 0, stream>>>(x, out, count);
   CUDA_CHECK_LAUNCH();
 }
+
+#define INSTANTIATE(E)                                                        \
+  template void mul_16bit(const E*, const E*, E*, int64_t, cudaStream_t);    \
+  template void broadcast_16bit(const E*, E*, int64_t, cudaStream_t);        \
+  template void sum_16bit(const E*, E*, int64_t, cudaStream_t);
+SUROGATE_FOR_16BIT_TYPES(INSTANTIATE)
+#undef INSTANTIATE
 
 }  // namespace surogate::runtime::cuda_kernels

@@ -1,5 +1,5 @@
 // fp32 kernels for the engine's core ops on the CUDA backend (add, mul, scale, scale_by, fill, sum,
-// broadcast, accumulate), and bf16 mul, broadcast and sum, which BF16 graphs use where a loss is a
+// broadcast, accumulate), and bf16 / fp16 (E) mul, broadcast and sum, which BF16 / F16 graphs use where a loss is a
 // product summed (a pipeline stage's loss Σ sum(t · g_t) over the tensors it sends,
 // distributed/pipeline_graph.h, and its gradient: broadcast, then mul; each element computed in
 // fp32 and rounded once). Plain host launchers on a stream, checked after every launch; no fmt or
@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -28,8 +29,11 @@ void accumulate_f32(const float* gradient, float* out, int64_t count, cudaStream
 // out[0] = sum of x, accumulated in double.
 void sum_f32(const float* x, float* out, int64_t count, cudaStream_t stream);
 
-void mul_bf16(const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_bfloat16* out, int64_t count, cudaStream_t stream);
-void broadcast_bf16(const __nv_bfloat16* scalar, __nv_bfloat16* out, int64_t count, cudaStream_t stream);
-void sum_bf16(const __nv_bfloat16* x, __nv_bfloat16* out, int64_t count, cudaStream_t stream);
+template <typename E>
+void mul_16bit(const E* a, const E* b, E* out, int64_t count, cudaStream_t stream);
+template <typename E>
+void broadcast_16bit(const E* scalar, E* out, int64_t count, cudaStream_t stream);
+template <typename E>
+void sum_16bit(const E* x, E* out, int64_t count, cudaStream_t stream);
 
 }  // namespace surogate::runtime::cuda_kernels

@@ -1,5 +1,6 @@
 // CUDA binders for fused_rmsnorm_rope and its backward (ops/defs/rmsnorm_rope_def.cpp): Qwen3's
-// per-head q/k RMSNorm and RoPE in one pass, on BF16 graphs (fp32 math inside, fp32 rstd); and
+// per-head q/k RMSNorm and RoPE in one pass, on BF16 and F16 graphs (fp32 math inside, fp32 rstd;
+// each binder a template on the 16-bit element type T); and
 // fused_rope and its backward (ops/defs/rope_def.cpp, use_fused_rope): RoPE with cos/sin computed
 // in fp32 from inv_freq and the position ids inside cuda/kernels/rope.h's kernel (head_dim a
 // multiple of 8, rotary_dim of 16), else through fp32 tables in scratch and rope_apply.
@@ -8,11 +9,11 @@
 // 32, 64, 128 or 256) the binders call it: it normalises, scales and rotates in registers with
 // cos/sin computed in fp32 from inv_freq and the position ids, so neither the normalised tensor
 // nor a cos/sin table is written or read. Other shapes (the tiny test models' head_dim 8, partial
-// rotary) run the unfused kernels through the plan's scratch: rmsnorm into a bf16 temporary, fp32
-// tables (rope_tables), rope_apply; backward the transposed rotation into a bf16 temporary, then
+// rotary) run the unfused kernels through the plan's scratch: rmsnorm into a 16-bit temporary, fp32
+// tables (rope_tables), rope_apply; backward the transposed rotation into a 16-bit temporary, then
 // the rmsnorm backward. Both paths compute the CPU op's math; the fused one rounds once instead of
 // twice and uses unrounded cos/sin, so it is closer to the fp32 reference than the unfused pair.
-// d_weight is accumulated in fp32 in scratch and rounded once into the bf16 output.
+// d_weight is accumulated in fp32 in scratch and rounded once into the 16-bit output.
 #include <memory>
 #include <vector>
 
@@ -21,6 +22,7 @@
 #include "cuda/kernels/qk_norm_rope.h"
 #include "cuda/kernels/rmsnorm.h"
 #include "cuda/kernels/rope.h"
+#include "runtime/cuda_bind_checks.h"
 #include "runtime/cuda_model_kernels.h"
 #include "runtime/cuda_op_table.h"
 
@@ -28,14 +30,6 @@ namespace surogate::runtime {
 namespace {
 
 namespace k = cuda_kernels;
-using bf16 = __nv_bfloat16;
-
-template <typename... Args>
-void require(const CudaBindContext& ctx, bool condition, fmt::format_string<Args...> format, Args&&... args) {
-  if (!condition) {
-    fail_user("node '{}' (op {}): {}", ctx.node.name, ctx.node.op, fmt::format(format, std::forward<Args>(args)...));
-  }
-}
 
 void expect_input(const CudaBindContext& ctx, size_t index, DType dtype) {
   require(ctx, ctx.inputs[index].dtype == dtype, "the CUDA backend runs this op with input {} as {}, got {}", index,
@@ -53,9 +47,9 @@ struct NormRope {
 };
 
 // x at x_index, weight after it, position_ids last; attrs as the op's shape rule checked them.
-NormRope norm_rope_of(const CudaBindContext& ctx, size_t x_index) {
-  expect_input(ctx, x_index, DType::BF16);
-  expect_input(ctx, x_index + 1, DType::BF16);
+NormRope norm_rope_of(const CudaBindContext& ctx, size_t x_index, DType dtype) {
+  expect_input(ctx, x_index, dtype);
+  expect_input(ctx, x_index + 1, dtype);
   expect_input(ctx, ctx.inputs.size() - 1, DType::I32);
   NormRope layout;
   const int64_t heads = ctx.attrs.integer("heads"), head_dim = ctx.attrs.integer("head_dim");
@@ -74,48 +68,54 @@ NormRope norm_rope_of(const CudaBindContext& ctx, size_t x_index) {
 }
 
 // (x, weight, position_ids) -> (out, rstd)
-CudaKernel bind_fused_rmsnorm_rope(const CudaBindContext& ctx) {
-  const NormRope layout = norm_rope_of(ctx, 0);
-  require(ctx, ctx.outputs[1].dtype == DType::F32, "rstd must be F32 in a BF16 graph");
+template <typename T>
+CudaKernel bind_fused_rmsnorm_rope_typed(const CudaBindContext& ctx) {
+  const NormRope layout = norm_rope_of(ctx, 0, element_dtype<T>());
+  require(ctx, ctx.outputs[1].dtype == DType::F32, "rstd must be F32 in a 16-bit graph");
   if (layout.fused) {
     return [=](const CudaKernelArgs& args) {
-      cuda::qk_norm_rope_forward(args.outputs[0].as<bf16>(), args.outputs[1].as<float>(), args.inputs[0].as<const bf16>(),
-                                 args.inputs[1].as<const bf16>(), layout.inverse_frequency->data(),
+      cuda::qk_norm_rope_forward(args.outputs[0].as<T>(), args.outputs[1].as<float>(), args.inputs[0].as<const T>(),
+                                 args.inputs[1].as<const T>(), layout.inverse_frequency->data(),
                                  args.inputs[2].as<const int32_t>(), layout.shape, args.stream);
     };
   }
   ScratchLayout scratch;
-  const size_t normed = scratch.take(sizeof(bf16) * layout.count());
+  const size_t normed = scratch.take(sizeof(T) * layout.count());
   const size_t cos = scratch.take(sizeof(float) * layout.shape.tokens * layout.half);
   const size_t sin = scratch.take(sizeof(float) * layout.shape.tokens * layout.half);
   ctx.resources.reserve_scratch(scratch.bytes);
   CudaResources* resources = &ctx.resources;
   return [=](const CudaKernelArgs& args) {
     const cuda::QkNormRopeShape& s = layout.shape;
-    cuda::rmsnorm_forward(scratch_at<bf16>(resources, normed), args.outputs[1].as<float>(), args.inputs[0].as<const bf16>(),
-                          args.inputs[1].as<const bf16>(), layout.rows(), s.head_dim, s.epsilon, args.stream);
+    cuda::rmsnorm_forward(scratch_at<T>(resources, normed), args.outputs[1].as<float>(), args.inputs[0].as<const T>(),
+                          args.inputs[1].as<const T>(), layout.rows(), s.head_dim, s.epsilon, args.stream);
     k::rope_tables(scratch_at<float>(resources, cos), scratch_at<float>(resources, sin), args.inputs[2].as<const int32_t>(),
                    layout.inverse_frequency->data(), s.tokens, layout.half, s.scaling, args.stream);
-    k::rope_apply(args.outputs[0].as<bf16>(), scratch_at<const bf16>(resources, normed), scratch_at<const float>(resources, cos),
+    k::rope_apply(args.outputs[0].as<T>(), scratch_at<const T>(resources, normed), scratch_at<const float>(resources, cos),
                   scratch_at<const float>(resources, sin), s.tokens, s.heads, s.head_dim, layout.half, 1.0f, args.stream);
   };
+}
+CudaKernel bind_fused_rmsnorm_rope(const CudaBindContext& ctx) {
+  return by_element_type(ctx.inputs[0].dtype, [&]<typename T>() { return bind_fused_rmsnorm_rope_typed<T>(ctx); });
 }
 
 // (d_out, x, weight, rstd, position_ids) -> (d_x[, d_weight]): no d_weight output (weight_grad
 // false, a frozen weight) skips the weight's reduction.
-CudaKernel bind_fused_rmsnorm_rope_backward(const CudaBindContext& ctx) {
-  const NormRope layout = norm_rope_of(ctx, 1);
-  expect_input(ctx, 0, DType::BF16);
+template <typename T>
+CudaKernel bind_fused_rmsnorm_rope_backward_typed(const CudaBindContext& ctx) {
+  const NormRope layout = norm_rope_of(ctx, 1, element_dtype<T>());
+  expect_input(ctx, 0, element_dtype<T>());
   expect_input(ctx, 3, DType::F32);
   const bool weight_grad = ctx.outputs.size() == 2;
-  require(ctx, !weight_grad || ctx.outputs[1].dtype == DType::BF16, "d_weight must be BF16 in a BF16 graph");
+  require(ctx, !weight_grad || ctx.outputs[1].dtype == element_dtype<T>(), "d_weight must have x's dtype ({})",
+          dtype_safetensors_name(element_dtype<T>()));
   const int64_t channels = layout.shape.head_dim;
   ScratchLayout scratch;
   const size_t dweight = weight_grad ? scratch.take(sizeof(float) * channels) : 0;
   const int64_t partial_floats = layout.fused ? cuda::qk_norm_rope_backward_scratch_floats(layout.shape)
                                               : cuda::rmsnorm_backward_scratch_floats(layout.rows(), channels);
   const size_t partials = weight_grad ? scratch.take(sizeof(float) * partial_floats) : 0;
-  const size_t dnormed = layout.fused ? 0 : scratch.take(sizeof(bf16) * layout.count());
+  const size_t dnormed = layout.fused ? 0 : scratch.take(sizeof(T) * layout.count());
   const size_t cos = layout.fused ? 0 : scratch.take(sizeof(float) * layout.shape.tokens * layout.half);
   const size_t sin = layout.fused ? 0 : scratch.take(sizeof(float) * layout.shape.tokens * layout.half);
   ctx.resources.reserve_scratch(scratch.bytes);
@@ -125,30 +125,36 @@ CudaKernel bind_fused_rmsnorm_rope_backward(const CudaBindContext& ctx) {
     float* accumulator = weight_grad ? scratch_at<float>(resources, dweight) : nullptr;
     float* partial_rows = weight_grad ? scratch_at<float>(resources, partials) : nullptr;
     if (weight_grad) CUDA_CHECK(cudaMemsetAsync(accumulator, 0, sizeof(float) * channels, args.stream));
-    const bf16* d_out = args.inputs[0].as<const bf16>();
-    const bf16* x = args.inputs[1].as<const bf16>();
-    const bf16* weight = args.inputs[2].as<const bf16>();
+    const T* d_out = args.inputs[0].as<const T>();
+    const T* x = args.inputs[1].as<const T>();
+    const T* weight = args.inputs[2].as<const T>();
     const float* rstd = args.inputs[3].as<const float>();
     const int32_t* positions = args.inputs[4].as<const int32_t>();
     if (layout.fused) {
-      cuda::qk_norm_rope_backward(args.outputs[0].as<bf16>(), accumulator, partial_rows, d_out, x, weight, rstd,
+      cuda::qk_norm_rope_backward(args.outputs[0].as<T>(), accumulator, partial_rows, d_out, x, weight, rstd,
                                   layout.inverse_frequency->data(), positions, s, args.stream);
     } else {
       k::rope_tables(scratch_at<float>(resources, cos), scratch_at<float>(resources, sin), positions, layout.inverse_frequency->data(),
                      s.tokens, layout.half, s.scaling, args.stream);
-      k::rope_apply(scratch_at<bf16>(resources, dnormed), d_out, scratch_at<const float>(resources, cos), scratch_at<const float>(resources, sin),
+      k::rope_apply(scratch_at<T>(resources, dnormed), d_out, scratch_at<const float>(resources, cos), scratch_at<const float>(resources, sin),
                     s.tokens, s.heads, s.head_dim, layout.half, -1.0f, args.stream);
-      cuda::rmsnorm_backward(args.outputs[0].as<bf16>(), accumulator, partial_rows,
-                             scratch_at<const bf16>(resources, dnormed), nullptr, x, weight, rstd, layout.rows(), channels,
+      cuda::rmsnorm_backward(args.outputs[0].as<T>(), accumulator, partial_rows,
+                             scratch_at<const T>(resources, dnormed), nullptr, x, weight, rstd, layout.rows(), channels,
                              args.stream);
     }
-    if (weight_grad) k::convert_f32_to_bf16(accumulator, args.outputs[1].as<bf16>(), channels, args.stream);
+    if (weight_grad) k::convert_from_f32<T>(accumulator, args.outputs[1].as<T>(), channels, args.stream);
   };
+}
+CudaKernel bind_fused_rmsnorm_rope_backward(const CudaBindContext& ctx) {
+  return by_element_type(ctx.inputs[0].dtype, [&]<typename T>() {
+    return bind_fused_rmsnorm_rope_backward_typed<T>(ctx);
+  });
 }
 
 // (x, position_ids) -> out, rotated by +angle (sign 1) or −angle (the backward, sign −1).
-CudaKernel bind_fused_rope(const CudaBindContext& ctx, float sign) {
-  expect_input(ctx, 0, DType::BF16);
+template <typename T>
+CudaKernel bind_fused_rope_typed(const CudaBindContext& ctx, float sign) {
+  expect_input(ctx, 0, element_dtype<T>());
   expect_input(ctx, 1, DType::I32);
   require(ctx, ctx.attrs.has("inv_freq"),
           "the CUDA backend takes fused_rope with an 'inv_freq' attribute (as models::build_decoder_graph writes it)");
@@ -162,8 +168,8 @@ CudaKernel bind_fused_rope(const CudaBindContext& ctx, float sign) {
   auto inverse_frequency = std::make_shared<cuda::DeviceBuffer<float>>(cuda::to_device(inverse));
   if ((2 * half) % 16 == 0) {
     return [=](const CudaKernelArgs& args) {
-      const auto launch = sign > 0.0f ? &cuda::rope_forward : &cuda::rope_backward;
-      launch(args.outputs[0].as<bf16>(), args.inputs[0].as<const bf16>(), inverse_frequency->data(),
+      const auto launch = sign > 0.0f ? &cuda::rope_forward<T> : &cuda::rope_backward<T>;
+      launch(args.outputs[0].as<T>(), args.inputs[0].as<const T>(), inverse_frequency->data(),
              args.inputs[1].as<const int32_t>(), tokens, heads, head_dim, 2 * half, scaling, args.stream);
     };
   }
@@ -175,9 +181,12 @@ CudaKernel bind_fused_rope(const CudaBindContext& ctx, float sign) {
   return [=](const CudaKernelArgs& args) {
     k::rope_tables(scratch_at<float>(resources, cos), scratch_at<float>(resources, sin), args.inputs[1].as<const int32_t>(),
                    inverse_frequency->data(), tokens, half, scaling, args.stream);
-    k::rope_apply(args.outputs[0].as<bf16>(), args.inputs[0].as<const bf16>(), scratch_at<const float>(resources, cos),
+    k::rope_apply(args.outputs[0].as<T>(), args.inputs[0].as<const T>(), scratch_at<const float>(resources, cos),
                   scratch_at<const float>(resources, sin), tokens, heads, head_dim, half, sign, args.stream);
   };
+}
+CudaKernel bind_fused_rope(const CudaBindContext& ctx, float sign) {
+  return by_element_type(ctx.inputs[0].dtype, [&]<typename T>() { return bind_fused_rope_typed<T>(ctx, sign); });
 }
 
 }  // namespace

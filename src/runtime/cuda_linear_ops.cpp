@@ -1,4 +1,5 @@
-// CUDA binders for the linear family on BF16 graphs (ops/defs/linear_def.cpp): linear (alpha =
+// CUDA binders for the linear family on BF16 and F16 graphs (T: the 16-bit element type;
+// ops/defs/linear_def.cpp): linear (alpha =
 // its scale), linear_add (scale·x·Wᵀ + c as one cuBLASLt product with a separate C, alpha = scale, beta = 1), their
 // input gradients (linear_backward_input, linear_backward_input_add: scale·dy·W [+ c]), the weight gradient (bf16 out of
 // an fp32 accumulation inside cuBLASLt; linear_backward_weight_accumulate adds it into the persistent
@@ -15,33 +16,37 @@ namespace surogate::runtime {
 namespace {
 
 namespace k = cuda_kernels;
-using bf16 = __nv_bfloat16;
 
 // The product factor (attribute `scale`, default 1: the LoRA scaling on the B product and its
 // backward ops) as cuBLASLt's alpha, rounded to float.
 float alpha_of(const CudaBindContext& ctx) { return static_cast<float>(ctx.attrs.number_or("scale", 1.0)); }
 
-CudaKernel bind_linear(const CudaBindContext& ctx) {
-  expect_in(ctx, 0, DType::BF16);
+template <typename T>
+CudaKernel bind_linear_typed(const CudaBindContext& ctx) {
+  expect_in(ctx, 0, element_dtype<T>());
   const int64_t in = ctx.inputs[1].shape[1], out = ctx.inputs[1].shape[0], rows = ctx.inputs[0].numel() / in;
   const bool has_bias = ctx.inputs.size() == 3;
   cuda::MatmulShape shape{.m = rows, .n = out, .k = in, .transpose_b = true, .has_bias = has_bias};
   const float alpha = alpha_of(ctx);
   CudaResources* resources = &ctx.resources;
   return [=](const CudaKernelArgs& args) {
-    resources->matmul().run(shape, args.outputs[0].data, args.inputs[0].as<const bf16>(), args.inputs[1].as<const bf16>(),
-                            has_bias ? args.inputs[2].as<const bf16>() : nullptr, args.stream, alpha);
+    resources->matmul().run(shape, args.outputs[0].data, args.inputs[0].as<const T>(), args.inputs[1].as<const T>(),
+                            has_bias ? args.inputs[2].as<const T>() : nullptr, args.stream, alpha);
   };
+}
+CudaKernel bind_linear(const CudaBindContext& ctx) {
+  return by_element_type(ctx.inputs[0].dtype, [&]<typename T>() { return bind_linear_typed<T>(ctx); });
 }
 
 // One cuBLASLt product of inputs 0 and 1 into output 0, alpha = the node's scale; with
 // shape.has_addend, input 2 is cuBLASLt's C (beta = 1, C ≠ D); with shape.accumulate, output 0
 // is (beta = 1, C = D). fp32 accumulation, rounded to bf16 once.
+template <typename T>
 CudaKernel bind_product(const CudaBindContext& ctx, const cuda::MatmulShape& shape) {
   const float alpha = alpha_of(ctx);
   CudaResources* resources = &ctx.resources;
   return [=](const CudaKernelArgs& args) {
-    resources->matmul().run(shape, args.outputs[0].data, args.inputs[0].as<const bf16>(), args.inputs[1].as<const bf16>(),
+    resources->matmul().run(shape, args.outputs[0].data, args.inputs[0].as<const T>(), args.inputs[1].as<const T>(),
                             nullptr, args.stream, alpha, shape.has_addend ? args.inputs[2].data : nullptr);
   };
 }
@@ -56,53 +61,74 @@ cuda::MatmulShape weight_gradient_shape(int64_t rows, int64_t out, int64_t in) {
 }
 
 // linear_add (x, W, addend){scale} -> scale·x·Wᵀ + addend, the addend as C.
-CudaKernel bind_linear_add(const CudaBindContext& ctx) {
-  ctx.expect_all(DType::BF16);
+template <typename T>
+CudaKernel bind_linear_add_typed(const CudaBindContext& ctx) {
+  ctx.expect_all(element_dtype<T>());
   const int64_t in = ctx.inputs[1].shape[1], out = ctx.inputs[1].shape[0], rows = ctx.inputs[0].numel() / in;
-  return bind_product(ctx, {.m = rows, .n = out, .k = in, .transpose_b = true, .has_addend = true});
+  return bind_product<T>(ctx, {.m = rows, .n = out, .k = in, .transpose_b = true, .has_addend = true});
+}
+CudaKernel bind_linear_add(const CudaBindContext& ctx) {
+  return by_element_type(ctx.inputs[0].dtype, [&]<typename T>() { return bind_linear_add_typed<T>(ctx); });
 }
 
 // linear_backward_input (d_out, W){scale} -> scale·d_out·W; its _add form (d_out, W, addend) adds
 // the addend (a fan-out's earlier gradient contributions) as C.
-CudaKernel bind_linear_backward_input(const CudaBindContext& ctx, bool has_addend) {
-  if (has_addend) ctx.expect_all(DType::BF16);
-  else expect_in(ctx, 0, DType::BF16);
+template <typename T>
+CudaKernel bind_linear_backward_input_typed(const CudaBindContext& ctx, bool has_addend) {
+  if (has_addend) ctx.expect_all(element_dtype<T>());
+  else expect_in(ctx, 0, element_dtype<T>());
   const int64_t out = ctx.inputs[1].shape[0], in = ctx.inputs[1].shape[1], rows = ctx.inputs[0].numel() / out;
   cuda::MatmulShape shape = input_gradient_shape(rows, out, in);
   shape.has_addend = has_addend;
-  return bind_product(ctx, shape);
+  return bind_product<T>(ctx, shape);
+}
+CudaKernel bind_linear_backward_input(const CudaBindContext& ctx, bool has_addend) {
+  return by_element_type(ctx.inputs[0].dtype, [&]<typename T>() {
+    return bind_linear_backward_input_typed<T>(ctx, has_addend);
+  });
 }
 
 // linear_backward_weight (d_out, x){scale} -> scale·d_outᵀ·x; its _accumulate form adds it into
 // the persistent bf16 gradient (cuBLASLt's C and D, beta = 1), one rounding of the fp32 sum.
-CudaKernel bind_linear_backward_weight(const CudaBindContext& ctx, bool accumulate) {
-  if (accumulate) ctx.expect_all(DType::BF16);
-  else expect_in(ctx, 0, DType::BF16);
+template <typename T>
+CudaKernel bind_linear_backward_weight_typed(const CudaBindContext& ctx, bool accumulate) {
+  if (accumulate) ctx.expect_all(element_dtype<T>());
+  else expect_in(ctx, 0, element_dtype<T>());
   const int64_t out = last(ctx.inputs[0]), in = last(ctx.inputs[1]), rows = ctx.inputs[1].numel() / in;
   cuda::MatmulShape shape = weight_gradient_shape(rows, out, in);
   shape.accumulate = accumulate;
-  return bind_product(ctx, shape);
+  return bind_product<T>(ctx, shape);
+}
+CudaKernel bind_linear_backward_weight(const CudaBindContext& ctx, bool accumulate) {
+  return by_element_type(ctx.inputs[0].dtype, [&]<typename T>() {
+    return bind_linear_backward_weight_typed<T>(ctx, accumulate);
+  });
 }
 
 // linear_backward (d_out, x, weight) -> (d_x, d_weight)
-CudaKernel bind_linear_backward(const CudaBindContext& ctx) {
-  expect_in(ctx, 0, DType::BF16);
+template <typename T>
+CudaKernel bind_linear_backward_typed(const CudaBindContext& ctx) {
+  expect_in(ctx, 0, element_dtype<T>());
   const int64_t out = ctx.inputs[2].shape[0], in = ctx.inputs[2].shape[1], rows = ctx.inputs[1].numel() / in;
   cuda::MatmulShape input_shape = input_gradient_shape(rows, out, in), weight_shape = weight_gradient_shape(rows, out, in);
   CudaResources* resources = &ctx.resources;
   return [=](const CudaKernelArgs& args) {
-    resources->matmul().run(input_shape, args.outputs[0].data, args.inputs[0].as<const bf16>(),
-                            args.inputs[2].as<const bf16>(), nullptr, args.stream);
-    resources->matmul().run(weight_shape, args.outputs[1].data, args.inputs[0].as<const bf16>(),
-                            args.inputs[1].as<const bf16>(), nullptr, args.stream);
+    resources->matmul().run(input_shape, args.outputs[0].data, args.inputs[0].as<const T>(),
+                            args.inputs[2].as<const T>(), nullptr, args.stream);
+    resources->matmul().run(weight_shape, args.outputs[1].data, args.inputs[0].as<const T>(),
+                            args.inputs[1].as<const T>(), nullptr, args.stream);
   };
+}
+CudaKernel bind_linear_backward(const CudaBindContext& ctx) {
+  return by_element_type(ctx.inputs[0].dtype, [&]<typename T>() { return bind_linear_backward_typed<T>(ctx); });
 }
 
 // linear_backward_low_rank(_accumulate) (d_out [rows, N], x [rows, r], W [N, r]){scale} ->
 // (d_x = scale·d_out·W, d_W (+)= scale·d_outᵀ·x): the fused kernel (one pass over d_out) when
 // it takes the shape and the pointers, else the two matmuls.
-CudaKernel bind_linear_backward_low_rank(const CudaBindContext& ctx, bool accumulate) {
-  ctx.expect_all(DType::BF16);
+template <typename T>
+CudaKernel bind_linear_backward_low_rank_typed(const CudaBindContext& ctx, bool accumulate) {
+  ctx.expect_all(element_dtype<T>());
   const int64_t out = ctx.inputs[2].shape[0], in = ctx.inputs[2].shape[1], rows = ctx.inputs[1].numel() / in;
   const float alpha = alpha_of(ctx);
   const cuda::LowRankBackwardShape fused{.tokens = rows, .columns = out, .rank = static_cast<int>(in), .scale = alpha,
@@ -116,11 +142,11 @@ CudaKernel bind_linear_backward_low_rank(const CudaBindContext& ctx, bool accumu
   weight_shape.accumulate = accumulate;
   CudaResources* resources = &ctx.resources;
   return [=](const CudaKernelArgs& args) {
-    const bf16* d_out = args.inputs[0].as<const bf16>();
-    const bf16* x = args.inputs[1].as<const bf16>();
-    const bf16* weight = args.inputs[2].as<const bf16>();
+    const T* d_out = args.inputs[0].as<const T>();
+    const T* x = args.inputs[1].as<const T>();
+    const T* weight = args.inputs[2].as<const T>();
     if (may_fuse && cuda::low_rank_backward_supported(fused, d_out, x, weight)) {
-      cuda::low_rank_backward(args.outputs[0].as<bf16>(), args.outputs[1].as<bf16>(),
+      cuda::low_rank_backward(args.outputs[0].as<T>(), args.outputs[1].as<T>(),
                               scratch_at<float>(resources, workspace), d_out, x, weight, fused, args.stream);
       return;
     }
@@ -128,13 +154,22 @@ CudaKernel bind_linear_backward_low_rank(const CudaBindContext& ctx, bool accumu
     resources->matmul().run(weight_shape, args.outputs[1].data, d_out, x, nullptr, args.stream, alpha);
   };
 }
+CudaKernel bind_linear_backward_low_rank(const CudaBindContext& ctx, bool accumulate) {
+  return by_element_type(ctx.inputs[0].dtype, [&]<typename T>() {
+    return bind_linear_backward_low_rank_typed<T>(ctx, accumulate);
+  });
+}
 
-CudaKernel bind_bias_gradient(const CudaBindContext& ctx) {
-  expect_in(ctx, 0, DType::BF16);
+template <typename T>
+CudaKernel bind_bias_gradient_typed(const CudaBindContext& ctx) {
+  expect_in(ctx, 0, element_dtype<T>());
   const int64_t columns = last(ctx.inputs[0]), rows = ctx.inputs[0].numel() / columns;
   return [=](const CudaKernelArgs& args) {
-    k::bias_gradient(args.outputs[0].as<bf16>(), args.inputs[0].as<const bf16>(), rows, columns, args.stream);
+    k::bias_gradient(args.outputs[0].as<T>(), args.inputs[0].as<const T>(), rows, columns, args.stream);
   };
+}
+CudaKernel bind_bias_gradient(const CudaBindContext& ctx) {
+  return by_element_type(ctx.inputs[0].dtype, [&]<typename T>() { return bind_bias_gradient_typed<T>(ctx); });
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "cuda/cuda_check.h"
+#include "cuda/kernels/element_type.cuh"
 #include "ops/dropout.h"
 #include "runtime/cuda_launch.cuh"
 
@@ -12,6 +13,8 @@ namespace surogate::runtime::cuda_kernels {
 namespace {
 
 using bf16 = __nv_bfloat16;
+using surogate::cuda::kernels::from_float;
+using surogate::cuda::kernels::to_float;
 
 // 8 elements per vector (16 bytes of bf16) where the count and pointers allow it.
 bool vectorizable(int64_t count, const void* a, const void* b) {
@@ -19,7 +22,8 @@ bool vectorizable(int64_t count, const void* a, const void* b) {
 }
 
 // factor_on_device, when set, replaces factor (a graph scalar, read on the device).
-__global__ void scale_bf16_kernel(const bf16* x, float factor, const float* factor_on_device, bf16* out, int64_t count,
+template <typename E>
+__global__ void scale_kernel(const E* x, float factor, const float* factor_on_device, E* out, int64_t count,
                                   bool vector) {
   if (factor_on_device != nullptr) factor = *factor_on_device;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
@@ -27,16 +31,17 @@ __global__ void scale_bf16_kernel(const bf16* x, float factor, const float* fact
   if (vector) {
     for (int64_t v = first; v < count / 8; v += stride) {
       uint4 packed = reinterpret_cast<const uint4*>(x)[v];
-      __nv_bfloat162* pairs = reinterpret_cast<__nv_bfloat162*>(&packed);
+      using Traits = surogate::cuda::kernels::ElementTraits<E>;
+      typename Traits::Pair* pairs = reinterpret_cast<typename Traits::Pair*>(&packed);
       for (int j = 0; j < 4; ++j) {
-        const float2 f = __bfloat1622float2(pairs[j]);
-        pairs[j] = __floats2bfloat162_rn(f.x * factor, f.y * factor);
+        const float2 f = Traits::to_float2(pairs[j]);
+        pairs[j] = Traits::from_floats(f.x * factor, f.y * factor);
       }
       reinterpret_cast<uint4*>(out)[v] = packed;
     }
     return;
   }
-  for (int64_t i = first; i < count; i += stride) out[i] = __float2bfloat16_rn(__bfloat162float(x[i]) * factor);
+  for (int64_t i = first; i < count; i += stride) out[i] = from_float<E>(to_float(x[i]) * factor);
 }
 
 __device__ __forceinline__ uint64_t dropout_base(const int32_t* seed, uint64_t stream_id) {
@@ -49,8 +54,9 @@ __device__ __forceinline__ bool keeps(uint64_t draws, int lane, uint32_t thresho
 }
 
 // out = (addend +) dropout(x). Vector form: 8 bf16 per thread (two hashes); scalar form otherwise.
-__global__ void dropout_bf16_kernel(const bf16* x, const bf16* addend, const int32_t* seed, uint64_t stream_id,
-                                    uint32_t threshold, float keep_scale, bf16* out, int64_t count, bool vector) {
+template <typename E>
+__global__ void dropout_16bit_kernel(const E* x, const E* addend, const int32_t* seed, uint64_t stream_id,
+                                     uint32_t threshold, float keep_scale, E* out, int64_t count, bool vector) {
   const uint64_t base = dropout_base(seed, stream_id);
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -58,13 +64,13 @@ __global__ void dropout_bf16_kernel(const bf16* x, const bf16* addend, const int
     for (int64_t v = first; v < count / 8; v += stride) {
       uint4 packed = reinterpret_cast<const uint4*>(x)[v];
       uint4 extra = addend != nullptr ? reinterpret_cast<const uint4*>(addend)[v] : uint4{0, 0, 0, 0};
-      bf16* values = reinterpret_cast<bf16*>(&packed);
-      const bf16* sums = reinterpret_cast<const bf16*>(&extra);
+      E* values = reinterpret_cast<E*>(&packed);
+      const E* sums = reinterpret_cast<const E*>(&extra);
       const uint64_t draws[2] = {dropout_draws(base, static_cast<uint64_t>(2 * v)),
                                  dropout_draws(base, static_cast<uint64_t>(2 * v + 1))};
       for (int j = 0; j < 8; ++j) {
-        const float dropped = keeps(draws[j / 4], j % 4, threshold) ? __bfloat162float(values[j]) * keep_scale : 0.0f;
-        values[j] = __float2bfloat16_rn(addend != nullptr ? __bfloat162float(sums[j]) + dropped : dropped);
+        const float dropped = keeps(draws[j / 4], j % 4, threshold) ? to_float(values[j]) * keep_scale : 0.0f;
+        values[j] = from_float<E>(addend != nullptr ? to_float(sums[j]) + dropped : dropped);
       }
       reinterpret_cast<uint4*>(out)[v] = packed;
     }
@@ -72,8 +78,8 @@ __global__ void dropout_bf16_kernel(const bf16* x, const bf16* addend, const int
   }
   for (int64_t i = first; i < count; i += stride) {
     const uint64_t draws = dropout_draws(base, static_cast<uint64_t>(i) >> 2);
-    const float dropped = keeps(draws, static_cast<int>(i & 3), threshold) ? __bfloat162float(x[i]) * keep_scale : 0.0f;
-    out[i] = __float2bfloat16_rn(addend != nullptr ? __bfloat162float(addend[i]) + dropped : dropped);
+    const float dropped = keeps(draws, static_cast<int>(i & 3), threshold) ? to_float(x[i]) * keep_scale : 0.0f;
+    out[i] = from_float<E>(addend != nullptr ? to_float(addend[i]) + dropped : dropped);
   }
 }
 
@@ -103,28 +109,31 @@ float keep_scale_of(double probability) {
 }  // namespace
 
 
-void scale_bf16(const bf16* x, float factor, bf16* out, int64_t count, cudaStream_t stream) {
+template <typename E>
+void scale_16bit(const E* x, float factor, E* out, int64_t count, cudaStream_t stream) {
   if (count <= 0) return;
   const bool vector = vectorizable(count, x, out);
-  scale_bf16_kernel<<<grid_for(vector ? count / 8 : count), kThreads, 0, stream>>>(x, factor, nullptr, out, count,
+  scale_kernel<E><<<grid_for(vector ? count / 8 : count), kThreads, 0, stream>>>(x, factor, nullptr, out, count,
                                                                                    vector);
   CUDA_CHECK_LAUNCH();
 }
 
-void scale_bf16_by(const bf16* x, const float* factor, bf16* out, int64_t count, cudaStream_t stream) {
+template <typename E>
+void scale_16bit_by(const E* x, const float* factor, E* out, int64_t count, cudaStream_t stream) {
   if (count <= 0) return;
   const bool vector = vectorizable(count, x, out);
-  scale_bf16_kernel<<<grid_for(vector ? count / 8 : count), kThreads, 0, stream>>>(x, 0.0f, factor, out, count,
+  scale_kernel<E><<<grid_for(vector ? count / 8 : count), kThreads, 0, stream>>>(x, 0.0f, factor, out, count,
                                                                                    vector);
   CUDA_CHECK_LAUNCH();
 }
 
-void dropout_bf16(const bf16* x, const int32_t* seed, uint64_t stream_id, double probability, bf16* out, int64_t count,
-                  cudaStream_t stream, const bf16* addend) {
+template <typename E>
+void dropout_16bit(const E* x, const int32_t* seed, uint64_t stream_id, double probability, E* out, int64_t count,
+                   cudaStream_t stream, const E* addend) {
   const float keep_scale = keep_scale_of(probability);
   if (count <= 0) return;
   const bool vector = vectorizable(count, x, out) && (addend == nullptr || vectorizable(count, addend, out));
-  dropout_bf16_kernel<<<grid_for(vector ? count / 8 : count), kThreads, 0, stream>>>(
+  dropout_16bit_kernel<E><<<grid_for(vector ? count / 8 : count), kThreads, 0, stream>>>(
       x, addend, seed, stream_id, ops::dropout_threshold16(probability), keep_scale, out, count, vector);
   CUDA_CHECK_LAUNCH();
 }
@@ -144,5 +153,12 @@ void convert_bf16_to_f32(const bf16* in, float* out, int64_t count, cudaStream_t
   convert_bf16_to_f32_kernel<<<grid_for(count), kThreads, 0, stream>>>(in, out, count);
   CUDA_CHECK_LAUNCH();
 }
+
+#define INSTANTIATE(E)                                                                                   \
+  template void scale_16bit(const E*, float, E*, int64_t, cudaStream_t);                                  \
+  template void scale_16bit_by(const E*, const float*, E*, int64_t, cudaStream_t);                        \
+  template void dropout_16bit(const E*, const int32_t*, uint64_t, double, E*, int64_t, cudaStream_t, const E*);
+SUROGATE_FOR_16BIT_TYPES(INSTANTIATE)
+#undef INSTANTIATE
 
 }  // namespace surogate::runtime::cuda_kernels

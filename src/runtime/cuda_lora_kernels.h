@@ -1,10 +1,11 @@
 // Kernels for the ops the LoRA rewrite (models/lora.h) adds to a BF16 graph beyond linear / add:
-// `scale` in bf16 and the counter-based `dropout` (ops/dropout.h) in bf16 and fp32; plus the
+// `scale` in bf16 / fp16 and the counter-based `dropout` (ops/dropout.h) in bf16, fp16 and fp32; plus the
 // bf16 → fp32 widening an optimizer step needs to read bf16 gradients. Plain host launchers on a
 // stream, checked after every launch; no graph headers.
 #pragma once
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -21,18 +22,20 @@ __host__ __device__ inline uint64_t dropout_mix(uint64_t value) {
   return value ^ (value >> 31);
 }
 
-// out = x · factor (fp32 product of bf16(x) and float(factor), rounded once), as the CPU `scale`
-// with its factor rounded to float.
-void scale_bf16(const __nv_bfloat16* x, float factor, __nv_bfloat16* out, int64_t count, cudaStream_t stream);
+// out = x · factor (fp32 product of x and float(factor), rounded once to E, bf16 or fp16), as the
+// CPU `scale` with its factor rounded to float.
+template <typename E>
+void scale_16bit(const E* x, float factor, E* out, int64_t count, cudaStream_t stream);
 // The same with the factor a device scalar (scale_by: d_loss times a gradient saved in the forward).
-void scale_bf16_by(const __nv_bfloat16* x, const float* factor, __nv_bfloat16* out, int64_t count,
-                   cudaStream_t stream);
+template <typename E>
+void scale_16bit_by(const E* x, const float* factor, E* out, int64_t count, cudaStream_t stream);
 
 // out[i] = (addend[i] +) (keep(seed, stream, i) ? x[i] · float(ops::dropout_keep_scale(p)) : 0),
-// summed in fp32 and rounded once for bf16. `seed` is a device pointer to the graph's I32 seed
+// summed in fp32 and rounded once for E (bf16 or fp16). `seed` is a device pointer to the graph's I32 seed
 // scalar, read as uint32 like the CPU op. probability in [0, 1). addend may be null.
-void dropout_bf16(const __nv_bfloat16* x, const int32_t* seed, uint64_t stream_id, double probability,
-                  __nv_bfloat16* out, int64_t count, cudaStream_t stream, const __nv_bfloat16* addend = nullptr);
+template <typename E>
+void dropout_16bit(const E* x, const int32_t* seed, uint64_t stream_id, double probability, E* out, int64_t count,
+                   cudaStream_t stream, const E* addend = nullptr);
 void dropout_f32(const float* x, const int32_t* seed, uint64_t stream_id, double probability, float* out,
                  int64_t count, cudaStream_t stream, const float* addend = nullptr);
 

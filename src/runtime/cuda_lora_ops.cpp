@@ -1,5 +1,5 @@
 // CUDA binders for the ops of the LoRA rewrite (models/lora.h) that are not core or decoder ops:
-//  * `dropout` and `dropout_add` (ops/defs/dropout_def.cpp), bf16 (BF16 graphs) and fp32. The mask
+//  * `dropout` and `dropout_add` (ops/defs/dropout_def.cpp), bf16 / fp16 (BF16 / F16 graphs) and fp32. The mask
 //    is the CPU op's function of (seed, stream, element index), so a CUDA run drops exactly the
 //    elements the CPU reference drops (runtime/cuda_lora_kernels.h); the backward is the same op on
 //    d_out, dropout_add when it folds the input's pending gradient sum.
@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "runtime/cuda_bind_checks.h"
 #include "runtime/cuda_lora_kernels.h"
 #include "runtime/cuda_piece_copy.h"
 #include "runtime/cuda_op_table.h"
@@ -26,8 +27,9 @@ CudaKernel bind_dropout(const CudaBindContext& ctx) {
   const DType dtype = ctx.inputs[0].dtype;
   const bool with_addend = ctx.inputs.size() == 3;
   if (ctx.inputs[1].dtype != DType::I32 || ctx.outputs[0].dtype != dtype ||
-      (with_addend && ctx.inputs[2].dtype != dtype) || (dtype != DType::BF16 && dtype != DType::F32)) {
-    fail_user("node '{}' (op {}): the CUDA backend runs dropout on BF16 or F32 tensors with an I32 seed, got {} "
+      (with_addend && ctx.inputs[2].dtype != dtype) ||
+      (dtype != DType::BF16 && dtype != DType::F16 && dtype != DType::F32)) {
+    fail_user("node '{}' (op {}): the CUDA backend runs dropout on BF16, F16 or F32 tensors with an I32 seed, got {} "
               "and seed {}", ctx.node.name, ctx.node.op, graph::format_type(ctx.inputs[0]),
               graph::format_type(ctx.inputs[1]));
   }
@@ -35,12 +37,14 @@ CudaKernel bind_dropout(const CudaBindContext& ctx) {
   if (!(p >= 0.0 && p < 1.0)) fail_user("node '{}' (op dropout): attr p = {} must be in [0, 1)", ctx.node.name, p);
   const auto stream_id = static_cast<uint64_t>(ctx.attrs.integer("stream"));
   const int64_t count = ctx.outputs[0].numel();
-  if (dtype == DType::BF16) {
-    return [=](const CudaKernelArgs& args) {
-      k::dropout_bf16(args.inputs[0].as<const __nv_bfloat16>(), args.inputs[1].as<const int32_t>(), stream_id, p,
-                      args.outputs[0].as<__nv_bfloat16>(), count, args.stream,
-                      with_addend ? args.inputs[2].as<const __nv_bfloat16>() : nullptr);
-    };
+  if (dtype != DType::F32) {
+    return by_element_type(dtype, [&]<typename T>() -> CudaKernel {
+      return [=](const CudaKernelArgs& args) {
+        k::dropout_16bit(args.inputs[0].as<const T>(), args.inputs[1].as<const int32_t>(), stream_id, p,
+                         args.outputs[0].as<T>(), count, args.stream,
+                         with_addend ? args.inputs[2].as<const T>() : nullptr);
+      };
+    });
   }
   return [=](const CudaKernelArgs& args) {
     k::dropout_f32(args.inputs[0].as<const float>(), args.inputs[1].as<const int32_t>(), stream_id, p,

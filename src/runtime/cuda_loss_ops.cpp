@@ -1,4 +1,5 @@
-// CUDA binders for the LM head + cross-entropy ops (ops/defs/cross_entropy_def.cpp) on BF16 graphs:
+// CUDA binders for the LM head + cross-entropy ops (ops/defs/cross_entropy_def.cpp) on BF16 and F16
+// graphs (templates on the 16-bit element type T):
 // lm_head_loss, its frozen-head form lm_head_loss_with_input_grad, lm_head_loss_backward and
 // lm_head_accuracy, all over the chunked kernel of cuda/lm_head_loss.h (the [rows, V] logits are
 // never held whole). They write the logsumexp output as zeros: the CUDA backward recomputes each
@@ -15,7 +16,6 @@ namespace surogate::runtime {
 namespace {
 
 namespace k = cuda_kernels;
-using bf16 = __nv_bfloat16;
 
 struct LossLayout {
   int64_t rows = 0, channels = 0, vocab = 0, chunk_rows = 0;
@@ -29,8 +29,8 @@ void find_token_weights(const CudaBindContext& ctx, LossLayout& layout, size_t u
   layout.weights_input = static_cast<int>(unweighted_inputs);
 }
 
-LossLayout loss_layout(const CudaBindContext& ctx) {
-  expect_in(ctx, 0, DType::BF16);
+LossLayout loss_layout(const CudaBindContext& ctx, DType dtype) {
+  expect_in(ctx, 0, dtype);
   expect_in(ctx, 2, DType::I32);
   LossLayout layout;
   layout.vocab = ctx.inputs[1].shape[0];
@@ -44,10 +44,11 @@ LossLayout loss_layout(const CudaBindContext& ctx) {
   return layout;
 }
 
-cuda::LmHeadLossArguments loss_arguments(const LossLayout& layout, const CudaKernelArgs& args) {
-  cuda::LmHeadLossArguments arguments;
-  arguments.hidden = args.inputs[0].as<const bf16>();
-  arguments.weight = args.inputs[1].as<const bf16>();
+template <typename T>
+cuda::LmHeadLossArgs<T> loss_arguments(const LossLayout& layout, const CudaKernelArgs& args) {
+  cuda::LmHeadLossArgs<T> arguments;
+  arguments.hidden = args.inputs[0].as<const T>();
+  arguments.weight = args.inputs[1].as<const T>();
   arguments.labels = args.inputs[2].as<const int32_t>();
   if (layout.weights_input >= 0) arguments.weights = args.inputs[layout.weights_input].as<const float>();
   arguments.rows = layout.rows;
@@ -61,46 +62,53 @@ cuda::LmHeadLossArguments loss_arguments(const LossLayout& layout, const CudaKer
 // its frozen-head form lm_head_loss_with_input_grad, which also writes output 2, d_hidden =
 // ∂loss/∂hidden (compiler/loss_input_grad.h): the same chunks with grad_scale = scale and
 // dlogits · W, so its backward is only d_loss · d_hidden and the logits are not recomputed.
-CudaKernel bind_lm_head_loss_forward(const CudaBindContext& ctx, bool has_input_gradient) {
-  LossLayout layout = loss_layout(ctx);
+template <typename T>
+CudaKernel bind_lm_head_loss_forward_typed(const CudaBindContext& ctx, bool has_input_gradient) {
+  LossLayout layout = loss_layout(ctx, element_dtype<T>());
   find_token_weights(ctx, layout, 4);
   expect_in(ctx, 3, DType::F32);
   expect_out(ctx, 0, DType::F32);
-  if (has_input_gradient) expect_out(ctx, 2, DType::BF16);
+  if (has_input_gradient) expect_out(ctx, 2, element_dtype<T>());
   ScratchLayout scratch;
-  const size_t logits = scratch.take(sizeof(bf16) * layout.chunk_rows * layout.vocab);
+  const size_t logits = scratch.take(sizeof(T) * layout.chunk_rows * layout.vocab);
   const size_t row_losses = scratch.take(sizeof(float) * layout.rows);
   const size_t loss_sum = scratch.take(sizeof(float));
   ctx.resources.reserve_scratch(scratch.bytes);
   const bool input_gradient = has_input_gradient && ctx.output_read(2);
   CudaResources* resources = &ctx.resources;
   return [=](const CudaKernelArgs& args) {
-    cuda::LmHeadLossArguments arguments = loss_arguments(layout, args);
-    arguments.logits_workspace = scratch_at<bf16>(resources, logits);
+    cuda::LmHeadLossArgs<T> arguments = loss_arguments<T>(layout, args);
+    arguments.logits_workspace = scratch_at<T>(resources, logits);
     arguments.row_losses = scratch_at<float>(resources, row_losses);
     arguments.loss_sum = scratch_at<float>(resources, loss_sum);
     if (input_gradient) {
       arguments.grad_scale = args.inputs[3].as<const float>();
-      arguments.dhidden = args.outputs[2].as<bf16>();
+      arguments.dhidden = args.outputs[2].as<T>();
     }
     cuda::lm_head_cross_entropy(resources->matmul(), arguments, args.stream);
     k::scalar_product(arguments.loss_sum, args.inputs[3].as<const float>(), args.outputs[0].as<float>(), args.stream);
     zero_async(args.outputs[1].data, sizeof(float) * layout.rows, args.stream);
   };
 }
+CudaKernel bind_lm_head_loss_forward(const CudaBindContext& ctx, bool has_input_gradient) {
+  return by_element_type(ctx.inputs[0].dtype, [&]<typename T>() {
+    return bind_lm_head_loss_forward_typed<T>(ctx, has_input_gradient);
+  });
+}
 
 CudaKernel bind_lm_head_loss(const CudaBindContext& ctx) { return bind_lm_head_loss_forward(ctx, false); }
 CudaKernel bind_lm_head_loss_with_input_grad(const CudaBindContext& ctx) { return bind_lm_head_loss_forward(ctx, true); }
 
 // (hidden, weight, targets, logsumexp, d_loss, scale[, weights]) -> (d_hidden, d_weight)
-CudaKernel bind_lm_head_loss_backward(const CudaBindContext& ctx) {
-  LossLayout layout = loss_layout(ctx);
+template <typename T>
+CudaKernel bind_lm_head_loss_backward_typed(const CudaBindContext& ctx) {
+  LossLayout layout = loss_layout(ctx, element_dtype<T>());
   find_token_weights(ctx, layout, 6);
   expect_in(ctx, 4, DType::F32);
   expect_in(ctx, 5, DType::F32);
-  expect_out(ctx, 1, DType::BF16);
+  expect_out(ctx, 1, element_dtype<T>());
   ScratchLayout scratch;
-  const size_t logits = scratch.take(sizeof(bf16) * layout.chunk_rows * layout.vocab);
+  const size_t logits = scratch.take(sizeof(T) * layout.chunk_rows * layout.vocab);
   const size_t row_losses = scratch.take(sizeof(float) * layout.rows);
   const size_t scalars = scratch.take(2 * sizeof(float));  // loss_sum, grad_scale
   // A frozen head (LoRA, tied or not) has nobody reading d_weight: skip its GEMM per chunk, the
@@ -114,44 +122,51 @@ CudaKernel bind_lm_head_loss_backward(const CudaBindContext& ctx) {
     k::scalar_product(args.inputs[4].as<const float>(), args.inputs[5].as<const float>(), grad_scale, args.stream);
     float* accumulator = weight_gradient ? scratch_at<float>(resources, dweight) : nullptr;
     if (weight_gradient) zero_async(accumulator, sizeof(float) * layout.vocab * layout.channels, args.stream);
-    cuda::LmHeadLossArguments arguments = loss_arguments(layout, args);
-    arguments.logits_workspace = scratch_at<bf16>(resources, logits);
+    cuda::LmHeadLossArgs<T> arguments = loss_arguments<T>(layout, args);
+    arguments.logits_workspace = scratch_at<T>(resources, logits);
     arguments.row_losses = scratch_at<float>(resources, row_losses);
     arguments.loss_sum = scratch_at<float>(resources, scalars);
     arguments.grad_scale = grad_scale;
-    arguments.dhidden = args.outputs[0].as<bf16>();
+    arguments.dhidden = args.outputs[0].as<T>();
     arguments.dweight = accumulator;
     cuda::lm_head_cross_entropy(resources->matmul(), arguments, args.stream);
     if (weight_gradient) {
-      k::convert_f32_to_bf16(accumulator, args.outputs[1].as<bf16>(), layout.vocab * layout.channels, args.stream);
+      k::convert_from_f32<T>(accumulator, args.outputs[1].as<T>(), layout.vocab * layout.channels, args.stream);
     }
   };
 }
+CudaKernel bind_lm_head_loss_backward(const CudaBindContext& ctx) {
+  return by_element_type(ctx.inputs[0].dtype, [&]<typename T>() { return bind_lm_head_loss_backward_typed<T>(ctx); });
+}
 
 // (hidden, weight, targets) -> correct: argmax hits over chunks of logits.
-CudaKernel bind_lm_head_accuracy(const CudaBindContext& ctx) {
-  const LossLayout layout = loss_layout(ctx);
+template <typename T>
+CudaKernel bind_lm_head_accuracy_typed(const CudaBindContext& ctx) {
+  const LossLayout layout = loss_layout(ctx, element_dtype<T>());
   expect_out(ctx, 0, DType::F32);
   ScratchLayout scratch;
-  const size_t logits = scratch.take(sizeof(bf16) * layout.chunk_rows * layout.vocab);
+  const size_t logits = scratch.take(sizeof(T) * layout.chunk_rows * layout.vocab);
   const size_t hits = scratch.take(sizeof(int32_t));
   ctx.resources.reserve_scratch(scratch.bytes);
   CudaResources* resources = &ctx.resources;
   return [=](const CudaKernelArgs& args) {
     int32_t* count = scratch_at<int32_t>(resources, hits);
     zero_async(count, sizeof(int32_t), args.stream);
-    bf16* chunk = scratch_at<bf16>(resources, logits);
-    const bf16* hidden = args.inputs[0].as<const bf16>();
+    T* chunk = scratch_at<T>(resources, logits);
+    const T* hidden = args.inputs[0].as<const T>();
     const int32_t* labels = args.inputs[2].as<const int32_t>();
     for (int64_t row = 0; row < layout.rows; row += layout.chunk_rows) {
       const int64_t rows = std::min(layout.chunk_rows, layout.rows - row);
       cuda::MatmulShape shape{.m = rows, .n = layout.vocab, .k = layout.channels, .transpose_b = true};
-      resources->matmul().run(shape, chunk, hidden + row * layout.channels, args.inputs[1].as<const bf16>(), nullptr,
+      resources->matmul().run(shape, chunk, hidden + row * layout.channels, args.inputs[1].as<const T>(), nullptr,
                               args.stream);
       k::argmax_hits(count, chunk, labels + row, rows, layout.vocab, args.stream);
     }
     k::count_to_float(count, args.outputs[0].as<float>(), args.stream);
   };
+}
+CudaKernel bind_lm_head_accuracy(const CudaBindContext& ctx) {
+  return by_element_type(ctx.inputs[0].dtype, [&]<typename T>() { return bind_lm_head_accuracy_typed<T>(ctx); });
 }
 
 }  // namespace

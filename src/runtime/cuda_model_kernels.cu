@@ -6,6 +6,7 @@
 
 #include "cuda/cuda_check.h"
 #include "cuda/kernels/document_search.cuh"
+#include "cuda/kernels/element_type.cuh"
 #include "runtime/cuda_launch.cuh"
 
 namespace surogate::runtime::cuda_kernels {
@@ -14,48 +15,57 @@ namespace {
 constexpr int kMaxPlainHeadDim = 256;
 
 
-__device__ __forceinline__ float load(const float* p, int64_t i) { return p[i]; }
-__device__ __forceinline__ float load(const bf16* p, int64_t i) { return __bfloat162float(p[i]); }
-__device__ __forceinline__ void store(float* p, int64_t i, float v) { p[i] = v; }
-__device__ __forceinline__ void store(bf16* p, int64_t i, float v) { p[i] = __float2bfloat16_rn(v); }
+using surogate::cuda::kernels::ElementTraits;
+using surogate::cuda::kernels::from_float;
+using surogate::cuda::kernels::to_float;
 
+template <typename T>
+__device__ __forceinline__ float load(const T* p, int64_t i) { return to_float(p[i]); }
+template <typename T>
+__device__ __forceinline__ void store(T* p, int64_t i, float v) { p[i] = from_float<T>(v); }
+
+template <typename E>
 struct AddOp {
-  const bf16* a; const bf16* b; bf16* out;
-  __device__ void operator()(int64_t i) const { out[i] = __float2bfloat16_rn(__bfloat162float(a[i]) + __bfloat162float(b[i])); }
+  const E* a; const E* b; E* out;
+  __device__ void operator()(int64_t i) const { out[i] = from_float<E>(to_float(a[i]) + to_float(b[i])); }
 };
+template <typename E>
 struct AccumulateOp {
-  const bf16* gradient; bf16* out;
+  const E* gradient; E* out;
   __device__ void operator()(int64_t i) const {
-    out[i] = __float2bfloat16_rn(__bfloat162float(out[i]) + __bfloat162float(gradient[i]));
+    out[i] = from_float<E>(to_float(out[i]) + to_float(gradient[i]));
   }
 };
-// 8 bf16 per thread (16-byte loads) when the count is a multiple of 8 (arena tensors are 256-byte
+// 8 E per thread (16-byte loads) when the count is a multiple of 8 (arena tensors are 256-byte
 // aligned): the residual adds and gradient sums / accumulates are pure bandwidth.
-template <bool kAccumulate>
+template <bool kAccumulate, typename E>
 struct AddVectorOp {
-  const bf16* a; const bf16* b; bf16* out;
+  const E* a; const E* b; E* out;
   __device__ void operator()(int64_t i) const {
     const uint4 left = reinterpret_cast<const uint4*>(kAccumulate ? out : a)[i];
     const uint4 right = reinterpret_cast<const uint4*>(b)[i];
-    const __nv_bfloat162* l = reinterpret_cast<const __nv_bfloat162*>(&left);
-    const __nv_bfloat162* r = reinterpret_cast<const __nv_bfloat162*>(&right);
+    using Pair = typename ElementTraits<E>::Pair;
+    const Pair* l = reinterpret_cast<const Pair*>(&left);
+    const Pair* r = reinterpret_cast<const Pair*>(&right);
     uint4 result;
-    __nv_bfloat162* o = reinterpret_cast<__nv_bfloat162*>(&result);
+    Pair* o = reinterpret_cast<Pair*>(&result);
     for (int j = 0; j < 4; ++j) {
-      const float2 x = __bfloat1622float2(l[j]), y = __bfloat1622float2(r[j]);
-      o[j] = __floats2bfloat162_rn(x.x + y.x, x.y + y.y);
+      const float2 x = ElementTraits<E>::to_float2(l[j]), y = ElementTraits<E>::to_float2(r[j]);
+      o[j] = ElementTraits<E>::from_floats(x.x + y.x, x.y + y.y);
     }
     reinterpret_cast<uint4*>(out)[i] = result;
   }
 };
 
+template <typename E>
 struct FillOp {
-  float value; bf16* out;
-  __device__ void operator()(int64_t i) const { out[i] = __float2bfloat16_rn(value); }
+  float value; E* out;
+  __device__ void operator()(int64_t i) const { out[i] = from_float<E>(value); }
 };
+template <typename E>
 struct ConvertOp {
-  const float* in; bf16* out;
-  __device__ void operator()(int64_t i) const { out[i] = __float2bfloat16_rn(in[i]); }
+  const float* in; E* out;
+  __device__ void operator()(int64_t i) const { out[i] = from_float<E>(in[i]); }
 };
 
 template <typename T>
@@ -70,9 +80,9 @@ struct RopeTablesOp {
   }
 };
 
-template <typename T>
+template <typename E, typename T>
 struct RopeApplyOp {
-  bf16* out; const bf16* x; const T* cos; const T* sin; int heads, head_dim, half; float sign;
+  E* out; const E* x; const T* cos; const T* sin; int heads, head_dim, half; float sign;
   __device__ void operator()(int64_t i) const {
     const int j = static_cast<int>(i % head_dim);
     const int64_t token = i / (static_cast<int64_t>(heads) * head_dim);
@@ -80,14 +90,14 @@ struct RopeApplyOp {
     float value;
     if (j < half) {
       const float c = load(cos, token * half + j), s = sign * load(sin, token * half + j);
-      value = __bfloat162float(x[i]) * c - __bfloat162float(x[row + j + half]) * s;
+      value = to_float(x[i]) * c - to_float(x[row + j + half]) * s;
     } else if (j < 2 * half) {
       const float c = load(cos, token * half + j - half), s = sign * load(sin, token * half + j - half);
-      value = __bfloat162float(x[i]) * c + __bfloat162float(x[row + j - half]) * s;
+      value = to_float(x[i]) * c + to_float(x[row + j - half]) * s;
     } else {
-      value = __bfloat162float(x[i]);
+      value = to_float(x[i]);
     }
-    out[i] = __float2bfloat16_rn(value);
+    out[i] = from_float<E>(value);
   }
 };
 
@@ -130,7 +140,8 @@ __device__ __forceinline__ int64_t document_of(const int32_t* cu, int64_t tokens
   return surogate::cuda::document_index(cu, 0, static_cast<int>(tokens) - 1, token);
 }
 
-__global__ void plain_attention_forward_kernel(bf16* out, float* lse, const bf16* q, const bf16* k, const bf16* v,
+template <typename E>
+__global__ void plain_attention_forward_kernel(E* out, float* lse, const E* q, const E* k, const E* v,
                                                const int32_t* cu, PlainAttentionShape s) {
   const int64_t index = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (index >= s.tokens * s.q_heads) return;
@@ -139,41 +150,44 @@ __global__ void plain_attention_forward_kernel(bf16* out, float* lse, const bf16
   const int D = s.head_dim;
   int64_t low = cu[document_of(cu, s.tokens, i)];
   if (s.window > 0 && i - s.window + 1 > low) low = i - s.window + 1;
-  const bf16* qi = q + (i * s.q_heads + h) * D;
+  const E* qi = q + (i * s.q_heads + h) * D;
   float acc[kMaxPlainHeadDim];
   for (int d = 0; d < D; ++d) acc[d] = 0.0f;
   float m = -INFINITY, l = 0.0f;
   for (int64_t j = low; j <= i; ++j) {
-    const bf16* kj = k + (j * s.kv_heads + kv) * D;
-    const bf16* vj = v + (j * s.kv_heads + kv) * D;
+    const E* kj = k + (j * s.kv_heads + kv) * D;
+    const E* vj = v + (j * s.kv_heads + kv) * D;
     float score = 0.0f;
-    for (int d = 0; d < D; ++d) score += __bfloat162float(qi[d]) * __bfloat162float(kj[d]);
+    for (int d = 0; d < D; ++d) score += to_float(qi[d]) * to_float(kj[d]);
     score *= s.scale;
     const float m_new = fmaxf(m, score);
     const float correction = expf(m - m_new), p = expf(score - m_new);
     l = l * correction + p;
-    for (int d = 0; d < D; ++d) acc[d] = acc[d] * correction + p * __bfloat162float(vj[d]);
+    for (int d = 0; d < D; ++d) acc[d] = acc[d] * correction + p * to_float(vj[d]);
     m = m_new;
   }
-  bf16* oi = out + (i * s.q_heads + h) * D;
-  for (int d = 0; d < D; ++d) oi[d] = __float2bfloat16_rn(acc[d] / l);
+  E* oi = out + (i * s.q_heads + h) * D;
+  for (int d = 0; d < D; ++d) oi[d] = from_float<E>(acc[d] / l);
   lse[static_cast<int64_t>(h) * s.tokens + i] = m + logf(l);
 }
 
-__device__ float row_delta(const bf16* dout, const bf16* out, int D) {
+template <typename E>
+__device__ float row_delta(const E* dout, const E* out, int D) {
   float delta = 0.0f;
-  for (int d = 0; d < D; ++d) delta += __bfloat162float(dout[d]) * __bfloat162float(out[d]);
+  for (int d = 0; d < D; ++d) delta += to_float(dout[d]) * to_float(out[d]);
   return delta;
 }
 
-__device__ float dot(const bf16* a, const bf16* b, int D) {
+template <typename E>
+__device__ float dot(const E* a, const E* b, int D) {
   float sum = 0.0f;
-  for (int d = 0; d < D; ++d) sum += __bfloat162float(a[d]) * __bfloat162float(b[d]);
+  for (int d = 0; d < D; ++d) sum += to_float(a[d]) * to_float(b[d]);
   return sum;
 }
 
-__global__ void plain_attention_dq_kernel(bf16* dq, const bf16* dout, const bf16* q, const bf16* k, const bf16* v,
-                                          const bf16* out, const float* lse, const int32_t* cu, PlainAttentionShape s) {
+template <typename E>
+__global__ void plain_attention_dq_kernel(E* dq, const E* dout, const E* q, const E* k, const E* v,
+                                          const E* out, const float* lse, const int32_t* cu, PlainAttentionShape s) {
   const int64_t index = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (index >= s.tokens * s.q_heads) return;
   const int64_t i = index / s.q_heads;
@@ -186,17 +200,18 @@ __global__ void plain_attention_dq_kernel(bf16* dq, const bf16* dout, const bf16
   float acc[kMaxPlainHeadDim];
   for (int d = 0; d < D; ++d) acc[d] = 0.0f;
   for (int64_t j = low; j <= i; ++j) {
-    const bf16* kj = k + (j * s.kv_heads + kv) * D;
-    const bf16* vj = v + (j * s.kv_heads + kv) * D;
+    const E* kj = k + (j * s.kv_heads + kv) * D;
+    const E* vj = v + (j * s.kv_heads + kv) * D;
     const float p = expf(dot(q + row, kj, D) * s.scale - l);
     const float ds = p * (dot(dout + row, vj, D) - delta);
-    for (int d = 0; d < D; ++d) acc[d] += ds * __bfloat162float(kj[d]);
+    for (int d = 0; d < D; ++d) acc[d] += ds * to_float(kj[d]);
   }
-  for (int d = 0; d < D; ++d) dq[row + d] = __float2bfloat16_rn(acc[d] * s.scale);
+  for (int d = 0; d < D; ++d) dq[row + d] = from_float<E>(acc[d] * s.scale);
 }
 
-__global__ void plain_attention_dkv_kernel(bf16* dk, bf16* dv, const bf16* dout, const bf16* q, const bf16* k,
-                                           const bf16* v, const bf16* out, const float* lse, const int32_t* cu,
+template <typename E>
+__global__ void plain_attention_dkv_kernel(E* dk, E* dv, const E* dout, const E* q, const E* k,
+                                           const E* v, const E* out, const float* lse, const int32_t* cu,
                                            PlainAttentionShape s) {
   const int64_t index = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (index >= s.tokens * s.kv_heads) return;
@@ -205,8 +220,8 @@ __global__ void plain_attention_dkv_kernel(bf16* dk, bf16* dv, const bf16* dout,
   const int D = s.head_dim;
   const int64_t end = cu[document_of(cu, s.tokens, j) + 1];
   const int64_t last = s.window > 0 ? min(end, j + s.window) : end;  // queries i < j + window see j
-  const bf16* kj = k + (j * s.kv_heads + kv) * D;
-  const bf16* vj = v + (j * s.kv_heads + kv) * D;
+  const E* kj = k + (j * s.kv_heads + kv) * D;
+  const E* vj = v + (j * s.kv_heads + kv) * D;
   float acc_k[kMaxPlainHeadDim], acc_v[kMaxPlainHeadDim];
   for (int d = 0; d < D; ++d) acc_k[d] = acc_v[d] = 0.0f;
   for (int h = kv * group; h < (kv + 1) * group; ++h) {
@@ -215,24 +230,25 @@ __global__ void plain_attention_dkv_kernel(bf16* dk, bf16* dv, const bf16* dout,
       const float p = expf(dot(q + row, kj, D) * s.scale - lse[static_cast<int64_t>(h) * s.tokens + i]);
       const float ds = p * (dot(dout + row, vj, D) - row_delta(dout + row, out + row, D));
       for (int d = 0; d < D; ++d) {
-        acc_v[d] += p * __bfloat162float(dout[row + d]);
-        acc_k[d] += ds * __bfloat162float(q[row + d]);
+        acc_v[d] += p * to_float(dout[row + d]);
+        acc_k[d] += ds * to_float(q[row + d]);
       }
     }
   }
   const int64_t base = (j * s.kv_heads + kv) * D;
   for (int d = 0; d < D; ++d) {
-    dk[base + d] = __float2bfloat16_rn(acc_k[d] * s.scale);
-    dv[base + d] = __float2bfloat16_rn(acc_v[d]);
+    dk[base + d] = from_float<E>(acc_k[d] * s.scale);
+    dv[base + d] = from_float<E>(acc_v[d]);
   }
 }
 
-__global__ void bias_gradient_kernel(bf16* dbias, const bf16* dout, int64_t rows, int64_t columns) {
+template <typename E>
+__global__ void bias_gradient_kernel(E* dbias, const E* dout, int64_t rows, int64_t columns) {
   const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (c >= columns) return;
   float sum = 0.0f;
-  for (int64_t r = 0; r < rows; ++r) sum += __bfloat162float(dout[r * columns + c]);
-  dbias[c] = __float2bfloat16_rn(sum);
+  for (int64_t r = 0; r < rows; ++r) sum += to_float(dout[r * columns + c]);
+  dbias[c] = from_float<E>(sum);
 }
 
 __global__ void scalar_product_kernel(const float* a, const float* b, float* out) { out[0] = a[0] * b[0]; }
@@ -241,7 +257,8 @@ __global__ void count_to_float_kernel(const int32_t* count, float* out) { out[0]
 
 constexpr int kArgmaxThreads = 256;
 
-__global__ void argmax_hits_kernel(int32_t* hits, const bf16* logits, const int32_t* labels, int64_t vocab) {
+template <typename E>
+__global__ void argmax_hits_kernel(int32_t* hits, const E* logits, const int32_t* labels, int64_t vocab) {
   __shared__ float best_value[kArgmaxThreads];
   __shared__ int64_t best_index[kArgmaxThreads];
   const int64_t row = blockIdx.x;
@@ -250,7 +267,7 @@ __global__ void argmax_hits_kernel(int32_t* hits, const bf16* logits, const int3
   float value = -INFINITY;
   int64_t index = vocab;
   for (int64_t c = threadIdx.x; c < vocab; c += kArgmaxThreads) {
-    const float x = __bfloat162float(logits[row * vocab + c]);
+    const float x = to_float(logits[row * vocab + c]);
     if (x > value) { value = x; index = c; }  // strided ascending: the first maximum of the slice
   }
   best_value[threadIdx.x] = value;
@@ -277,17 +294,26 @@ static bool vectorizable(int64_t count, const void* a, const void* b, const void
   return count % 8 == 0 && aligned(a) && aligned(b) && aligned(c);
 }
 
-void add_bf16(const bf16* a, const bf16* b, bf16* out, int64_t count, cudaStream_t stream) {
-  if (vectorizable(count, a, b, out)) launch(AddVectorOp<false>{a, b, out}, count / 8, stream);
-  else launch(AddOp{a, b, out}, count, stream);
+template <typename E>
+void add_16bit(const E* a, const E* b, E* out, int64_t count, cudaStream_t stream) {
+  if (vectorizable(count, a, b, out)) launch(AddVectorOp<false, E>{a, b, out}, count / 8, stream);
+  else launch(AddOp<E>{a, b, out}, count, stream);
 }
-void accumulate_bf16(const bf16* gradient, bf16* out, int64_t count, cudaStream_t stream) {
-  if (vectorizable(count, gradient, gradient, out)) launch(AddVectorOp<true>{nullptr, gradient, out}, count / 8, stream);
-  else launch(AccumulateOp{gradient, out}, count, stream);
+template <typename E>
+void accumulate_16bit(const E* gradient, E* out, int64_t count, cudaStream_t stream) {
+  if (vectorizable(count, gradient, gradient, out)) {
+    launch(AddVectorOp<true, E>{nullptr, gradient, out}, count / 8, stream);
+  } else {
+    launch(AccumulateOp<E>{gradient, out}, count, stream);
+  }
 }
-void fill_bf16(float value, bf16* out, int64_t count, cudaStream_t stream) { launch(FillOp{value, out}, count, stream); }
-void convert_f32_to_bf16(const float* in, bf16* out, int64_t count, cudaStream_t stream) {
-  launch(ConvertOp{in, out}, count, stream);
+template <typename E>
+void fill_16bit(float value, E* out, int64_t count, cudaStream_t stream) {
+  launch(FillOp<E>{value, out}, count, stream);
+}
+template <typename E>
+void convert_from_f32(const float* in, E* out, int64_t count, cudaStream_t stream) {
+  launch(ConvertOp<E>{in, out}, count, stream);
 }
 
 template <typename T>
@@ -296,18 +322,13 @@ void rope_tables(T* cos, T* sin, const int32_t* position_ids, const float* inv_f
   launch(RopeTablesOp<T>{cos, sin, position_ids, inv_freq, half, scaling}, tokens * half, stream);
 }
 
-template <typename T>
-void rope_apply(bf16* out, const bf16* x, const T* cos, const T* sin, int64_t tokens, int heads, int head_dim,
+template <typename E, typename T>
+void rope_apply(E* out, const E* x, const T* cos, const T* sin, int64_t tokens, int heads, int head_dim,
                 int half, float sign, cudaStream_t stream) {
-  launch(RopeApplyOp<T>{out, x, cos, sin, heads, head_dim, half, sign}, tokens * heads * head_dim, stream);
+  launch(RopeApplyOp<E, T>{out, x, cos, sin, heads, head_dim, half, sign}, tokens * heads * head_dim, stream);
 }
 
 template void rope_tables<float>(float*, float*, const int32_t*, const float*, int64_t, int, float, cudaStream_t);
-template void rope_tables<bf16>(bf16*, bf16*, const int32_t*, const float*, int64_t, int, float, cudaStream_t);
-template void rope_apply<float>(bf16*, const bf16*, const float*, const float*, int64_t, int, int, int, float,
-                                cudaStream_t);
-template void rope_apply<bf16>(bf16*, const bf16*, const bf16*, const bf16*, int64_t, int, int, int, float,
-                               cudaStream_t);
 
 void cu_seqlens_from_documents(int32_t* cu_seqlens, const int32_t* document_ids, int64_t rows, int64_t sequence,
                                cudaStream_t stream) {
@@ -315,30 +336,33 @@ void cu_seqlens_from_documents(int32_t* cu_seqlens, const int32_t* document_ids,
   CUDA_CHECK_LAUNCH();
 }
 
-void plain_attention_forward(bf16* out, float* logsumexp, const bf16* q, const bf16* k, const bf16* v,
+template <typename E>
+void plain_attention_forward(E* out, float* logsumexp, const E* q, const E* k, const E* v,
                              const int32_t* cu_seqlens, const PlainAttentionShape& shape, cudaStream_t stream) {
   CUDA_REQUIRE(shape.head_dim > 0 && shape.head_dim <= kMaxPlainHeadDim, "plain attention: head_dim must be 1..256");
   const int64_t threads = shape.tokens * shape.q_heads;
-  plain_attention_forward_kernel<<<static_cast<unsigned>((threads + 127) / 128), 128, 0, stream>>>(
+  plain_attention_forward_kernel<E><<<static_cast<unsigned>((threads + 127) / 128), 128, 0, stream>>>(
       out, logsumexp, q, k, v, cu_seqlens, shape);
   CUDA_CHECK_LAUNCH();
 }
 
-void plain_attention_backward(bf16* dq, bf16* dk, bf16* dv, const bf16* dout, const bf16* q, const bf16* k,
-                              const bf16* v, const bf16* out, const float* logsumexp, const int32_t* cu_seqlens,
+template <typename E>
+void plain_attention_backward(E* dq, E* dk, E* dv, const E* dout, const E* q, const E* k,
+                              const E* v, const E* out, const float* logsumexp, const int32_t* cu_seqlens,
                               const PlainAttentionShape& shape, cudaStream_t stream) {
   CUDA_REQUIRE(shape.head_dim > 0 && shape.head_dim <= kMaxPlainHeadDim, "plain attention: head_dim must be 1..256");
   const int64_t q_threads = shape.tokens * shape.q_heads, kv_threads = shape.tokens * shape.kv_heads;
-  plain_attention_dq_kernel<<<static_cast<unsigned>((q_threads + 127) / 128), 128, 0, stream>>>(
+  plain_attention_dq_kernel<E><<<static_cast<unsigned>((q_threads + 127) / 128), 128, 0, stream>>>(
       dq, dout, q, k, v, out, logsumexp, cu_seqlens, shape);
   CUDA_CHECK_LAUNCH();
-  plain_attention_dkv_kernel<<<static_cast<unsigned>((kv_threads + 127) / 128), 128, 0, stream>>>(
+  plain_attention_dkv_kernel<E><<<static_cast<unsigned>((kv_threads + 127) / 128), 128, 0, stream>>>(
       dk, dv, dout, q, k, v, out, logsumexp, cu_seqlens, shape);
   CUDA_CHECK_LAUNCH();
 }
 
-void bias_gradient(bf16* dbias, const bf16* dout, int64_t rows, int64_t columns, cudaStream_t stream) {
-  bias_gradient_kernel<<<static_cast<unsigned>((columns + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
+template <typename E>
+void bias_gradient(E* dbias, const E* dout, int64_t rows, int64_t columns, cudaStream_t stream) {
+  bias_gradient_kernel<E><<<static_cast<unsigned>((columns + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
       dbias, dout, rows, columns);
   CUDA_CHECK_LAUNCH();
 }
@@ -348,10 +372,11 @@ void scalar_product(const float* a, const float* b, float* out, cudaStream_t str
   CUDA_CHECK_LAUNCH();
 }
 
-void argmax_hits(int32_t* hits, const bf16* logits, const int32_t* labels, int64_t rows, int64_t vocab,
+template <typename E>
+void argmax_hits(int32_t* hits, const E* logits, const int32_t* labels, int64_t rows, int64_t vocab,
                  cudaStream_t stream) {
   if (rows <= 0) return;
-  argmax_hits_kernel<<<static_cast<unsigned>(rows), kArgmaxThreads, 0, stream>>>(hits, logits, labels, vocab);
+  argmax_hits_kernel<E><<<static_cast<unsigned>(rows), kArgmaxThreads, 0, stream>>>(hits, logits, labels, vocab);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -359,5 +384,23 @@ void count_to_float(const int32_t* count, float* out, cudaStream_t stream) {
   count_to_float_kernel<<<1, 1, 0, stream>>>(count, out);
   CUDA_CHECK_LAUNCH();
 }
+
+#define INSTANTIATE(E)                                                                                      \
+  template void add_16bit(const E*, const E*, E*, int64_t, cudaStream_t);                                    \
+  template void accumulate_16bit(const E*, E*, int64_t, cudaStream_t);                                       \
+  template void fill_16bit(float, E*, int64_t, cudaStream_t);                                                \
+  template void convert_from_f32(const float*, E*, int64_t, cudaStream_t);                                   \
+  template void rope_tables<E>(E*, E*, const int32_t*, const float*, int64_t, int, float, cudaStream_t);     \
+  template void rope_apply<E, float>(E*, const E*, const float*, const float*, int64_t, int, int, int, float, \
+                                     cudaStream_t);                                                          \
+  template void rope_apply<E, E>(E*, const E*, const E*, const E*, int64_t, int, int, int, float, cudaStream_t); \
+  template void plain_attention_forward(E*, float*, const E*, const E*, const E*, const int32_t*,            \
+                                        const PlainAttentionShape&, cudaStream_t);                           \
+  template void plain_attention_backward(E*, E*, E*, const E*, const E*, const E*, const E*, const E*,       \
+                                         const float*, const int32_t*, const PlainAttentionShape&, cudaStream_t); \
+  template void bias_gradient(E*, const E*, int64_t, int64_t, cudaStream_t);                                 \
+  template void argmax_hits(int32_t*, const E*, const int32_t*, int64_t, int64_t, cudaStream_t);
+SUROGATE_FOR_16BIT_TYPES(INSTANTIATE)
+#undef INSTANTIATE
 
 }  // namespace surogate::runtime::cuda_kernels

@@ -1,12 +1,15 @@
 // The small kernels the CUDA model-op binders (runtime/cuda_model_ops.cpp) need around the
-// src/cuda/ kernels: bf16 elementwise core ops, fp32 → bf16 conversion of weight-gradient
+// src/cuda/ kernels: 16-bit elementwise core ops, fp32 → 16-bit conversion of weight-gradient
 // accumulators, RoPE through cos/sin tables (the graph's rope_cos_sin / rope contract), packed
 // document ids → cu_seqlens, a plain attention for head dims the flash kernels do not cover
 // (the tiny test models), bias gradients, scalar products and LM-head argmax hits.
-// Plain host launchers on a stream, checked after every launch; no graph headers.
+// Plain host launchers on a stream, checked after every launch; no graph headers. E, the graph's
+// 16-bit element type, is bf16 (__nv_bfloat16) or fp16 (__half); every result is computed in
+// fp32 and rounded to nearest even once.
 #pragma once
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -15,22 +18,26 @@ namespace surogate::runtime::cuda_kernels {
 
 using bf16 = __nv_bfloat16;
 
-void add_bf16(const bf16* a, const bf16* b, bf16* out, int64_t count, cudaStream_t stream);
+template <typename E>
+void add_16bit(const E* a, const E* b, E* out, int64_t count, cudaStream_t stream);
 // out += gradient (fp32 sum, rounded once).
-void accumulate_bf16(const bf16* gradient, bf16* out, int64_t count, cudaStream_t stream);
-void fill_bf16(float value, bf16* out, int64_t count, cudaStream_t stream);
-void convert_f32_to_bf16(const float* in, bf16* out, int64_t count, cudaStream_t stream);
+template <typename E>
+void accumulate_16bit(const E* gradient, E* out, int64_t count, cudaStream_t stream);
+template <typename E>
+void fill_16bit(float value, E* out, int64_t count, cudaStream_t stream);
+template <typename E>
+void convert_from_f32(const float* in, E* out, int64_t count, cudaStream_t stream);
 
 // cos/sin [tokens, half] = cos/sin(float(position) · inv_freq[i]) · scaling, as ops/rope.h (fp32
-// angle, then rounded to the table's dtype). T = float or bf16.
+// angle, then rounded to the table's dtype). T = float, bf16 or fp16.
 template <typename T>
 void rope_tables(T* cos, T* sin, const int32_t* position_ids, const float* inv_freq, int64_t tokens, int half,
                  float scaling, cudaStream_t stream);
 
 // x [tokens, heads, head_dim] rotated by the tables' angles (sign +1) or their negation (sign −1,
-// the backward); channels past 2·half pass unchanged. Tables in T (float or bf16).
-template <typename T>
-void rope_apply(bf16* out, const bf16* x, const T* cos, const T* sin, int64_t tokens, int heads, int head_dim,
+// the backward); channels past 2·half pass unchanged. Tables in T (float or E).
+template <typename E, typename T>
+void rope_apply(E* out, const E* x, const T* cos, const T* sin, int64_t tokens, int heads, int head_dim,
                 int half, float sign, cudaStream_t stream);
 
 // cu_seqlens [tokens + 1] from per-token document ids [rows, sequence] (null: one document per
@@ -41,7 +48,7 @@ void cu_seqlens_from_documents(int32_t* cu_seqlens, const int32_t* document_ids,
                                cudaStream_t stream);
 
 // Plain causal GQA attention with packed documents and a sliding window, one thread per
-// (query or key, head), fp32 math, bf16 in/out: the fallback for head_dim ∉ {32, 64, 128}
+// (query or key, head), fp32 math, E in/out: the fallback for head_dim ∉ {32, 64, 128}
 // (≤ 256). logsumexp fp32 [q_heads, tokens] like the flash kernels. Deterministic.
 struct PlainAttentionShape {
   int64_t tokens = 0;
@@ -49,21 +56,25 @@ struct PlainAttentionShape {
   int window = 0;
   float scale = 0.0f;
 };
-void plain_attention_forward(bf16* out, float* logsumexp, const bf16* q, const bf16* k, const bf16* v,
+template <typename E>
+void plain_attention_forward(E* out, float* logsumexp, const E* q, const E* k, const E* v,
                              const int32_t* cu_seqlens, const PlainAttentionShape& shape, cudaStream_t stream);
-void plain_attention_backward(bf16* dq, bf16* dk, bf16* dv, const bf16* dout, const bf16* q, const bf16* k,
-                              const bf16* v, const bf16* out, const float* logsumexp, const int32_t* cu_seqlens,
+template <typename E>
+void plain_attention_backward(E* dq, E* dk, E* dv, const E* dout, const E* q, const E* k,
+                              const E* v, const E* out, const float* logsumexp, const int32_t* cu_seqlens,
                               const PlainAttentionShape& shape, cudaStream_t stream);
 
 // dbias[c] = Σ_rows dout[r, c] (fp32 sum in row order, one thread per column; deterministic).
-void bias_gradient(bf16* dbias, const bf16* dout, int64_t rows, int64_t columns, cudaStream_t stream);
+template <typename E>
+void bias_gradient(E* dbias, const E* dout, int64_t rows, int64_t columns, cudaStream_t stream);
 
 // out[0] = a[0] · b[0].
 void scalar_product(const float* a, const float* b, float* out, cudaStream_t stream);
 
-// Per row of logits [rows, vocab] (bf16): hit when the first index of the row's maximum equals
+// Per row of logits [rows, vocab] (E): hit when the first index of the row's maximum equals
 // the label (labels outside [0, vocab), e.g. −100, are skipped). Adds the hits to *hits.
-void argmax_hits(int32_t* hits, const bf16* logits, const int32_t* labels, int64_t rows, int64_t vocab,
+template <typename E>
+void argmax_hits(int32_t* hits, const E* logits, const int32_t* labels, int64_t rows, int64_t vocab,
                  cudaStream_t stream);
 // out[0] = float(*count).
 void count_to_float(const int32_t* count, float* out, cudaStream_t stream);

@@ -1,11 +1,13 @@
 // CUDA binders for the decoder's model ops (ops/defs, docs/ops.md) and their backward ops, on
 // BF16 graphs (the bf16 recipe: bf16 weights and activations, fp32 accumulation inside every
-// kernel, fp32 rstd / logsumexp / loss). Each binder checks dtypes and kernel constraints at load
+// kernel, fp32 rstd / logsumexp / loss) and F16 graphs (torch_dtype: float16, the same with fp16):
+// each binder is a template on the 16-bit element type T, dispatched on the node's dtype. Each
+// binder checks dtypes and kernel constraints at load
 // time (UserError naming the node), reserves its temporaries in the plan's shared scratch
 // (CudaResources) and returns a closure that only launches work on the stream.
 //
 // Where the graph contract and the src/cuda kernels differ, the binder bridges:
-//  * parameter gradients (d_weight, d_table) are BF16 tensors in a BF16 graph; the kernels that
+//  * parameter gradients (d_weight, d_table) are BF16 (F16) tensors in a BF16 (F16) graph; the kernels that
 //    accumulate them in fp32 (embedding, rmsnorm, LM head) do so in scratch, then round once;
 //    linear weight gradients come out of cuBLASLt in bf16 directly (runtime/cuda_linear_ops.cpp).
 //  * attention takes document ids [B, T]; the kernels take cu_seqlens over the B·T flattened
@@ -32,25 +34,29 @@ namespace surogate::runtime {
 namespace {
 
 namespace k = cuda_kernels;
-using bf16 = __nv_bfloat16;
 
 // ---- embedding ----
 
-CudaKernel bind_embedding(const CudaBindContext& ctx) {
+template <typename T>
+CudaKernel bind_embedding_typed(const CudaBindContext& ctx) {
   expect_in(ctx, 0, DType::I32);
-  expect_in(ctx, 1, DType::BF16);
+  expect_in(ctx, 1, element_dtype<T>());
   const int64_t vocab = ctx.inputs[1].shape[0], channels = ctx.inputs[1].shape[1], tokens = ctx.inputs[0].numel();
   require(ctx, channels % 8 == 0, "the CUDA embedding needs a width that is a multiple of 8, got {}", channels);
   return [=](const CudaKernelArgs& args) {
-    cuda::embedding_forward(args.outputs[0].as<bf16>(), args.inputs[0].as<const int32_t>(),
-                            args.inputs[1].as<const bf16>(), tokens, vocab, channels, args.stream);
+    cuda::embedding_forward(args.outputs[0].as<T>(), args.inputs[0].as<const int32_t>(),
+                            args.inputs[1].as<const T>(), tokens, vocab, channels, args.stream);
   };
 }
+CudaKernel bind_embedding(const CudaBindContext& ctx) {
+  return by_element_type(ctx.inputs[1].dtype, [&]<typename T>() { return bind_embedding_typed<T>(ctx); });
+}
 
-CudaKernel bind_embedding_backward(const CudaBindContext& ctx) {
+template <typename T>
+CudaKernel bind_embedding_backward_typed(const CudaBindContext& ctx) {
   expect_in(ctx, 0, DType::I32);
-  expect_in(ctx, 1, DType::BF16);
-  expect_out(ctx, 0, DType::BF16);
+  expect_in(ctx, 1, element_dtype<T>());
+  expect_out(ctx, 0, element_dtype<T>());
   const int64_t vocab = ctx.inputs[2].shape[0], channels = ctx.inputs[2].shape[1], tokens = ctx.inputs[0].numel();
   require(ctx, channels % 8 == 0, "the CUDA embedding needs a width that is a multiple of 8, got {}", channels);
   ScratchLayout layout;
@@ -60,10 +66,13 @@ CudaKernel bind_embedding_backward(const CudaBindContext& ctx) {
   return [=](const CudaKernelArgs& args) {
     float* accumulator = scratch_at<float>(resources, table);
     zero_async(accumulator, sizeof(float) * vocab * channels, args.stream);
-    cuda::embedding_backward(accumulator, args.inputs[0].as<const int32_t>(), args.inputs[1].as<const bf16>(), tokens,
+    cuda::embedding_backward(accumulator, args.inputs[0].as<const int32_t>(), args.inputs[1].as<const T>(), tokens,
                              vocab, channels, args.stream);
-    k::convert_f32_to_bf16(accumulator, args.outputs[0].as<bf16>(), vocab * channels, args.stream);
+    k::convert_from_f32<T>(accumulator, args.outputs[0].as<T>(), vocab * channels, args.stream);
   };
+}
+CudaKernel bind_embedding_backward(const CudaBindContext& ctx) {
+  return by_element_type(ctx.inputs[1].dtype, [&]<typename T>() { return bind_embedding_backward_typed<T>(ctx); });
 }
 
 // ---- rmsnorm ----
@@ -97,8 +106,9 @@ NarrowNorm narrow_norm(int64_t rows, int64_t channels, int64_t x_width, float ep
   return narrow;
 }
 
-CudaKernel bind_rmsnorm(const CudaBindContext& ctx) {
-  expect_in(ctx, 0, DType::BF16);
+template <typename T>
+CudaKernel bind_rmsnorm_typed(const CudaBindContext& ctx) {
+  expect_in(ctx, 0, element_dtype<T>());
   expect_out(ctx, 1, DType::F32);
   const int64_t channels = ctx.inputs[1].shape[0], rows = ctx.inputs[0].numel() / channels;
   check_norm_width(ctx, channels);
@@ -106,37 +116,45 @@ CudaKernel bind_rmsnorm(const CudaBindContext& ctx) {
   const NarrowNorm narrow = narrow_norm(rows, channels, last(ctx.inputs[0]), eps);
   return [=](const CudaKernelArgs& args) {
     if (narrow.used) {
-      cuda::qk_norm_rope_forward(args.outputs[0].as<bf16>(), args.outputs[1].as<float>(), args.inputs[0].as<const bf16>(),
-                                 args.inputs[1].as<const bf16>(), narrow.zero_frequencies->data(),
+      cuda::qk_norm_rope_forward(args.outputs[0].as<T>(), args.outputs[1].as<float>(), args.inputs[0].as<const T>(),
+                                 args.inputs[1].as<const T>(), narrow.zero_frequencies->data(),
                                  narrow.zero_positions->data(), narrow.shape, args.stream);
       return;
     }
-    cuda::rmsnorm_forward(args.outputs[0].as<bf16>(), args.outputs[1].as<float>(), args.inputs[0].as<const bf16>(),
-                          args.inputs[1].as<const bf16>(), rows, channels, eps, args.stream);
+    cuda::rmsnorm_forward(args.outputs[0].as<T>(), args.outputs[1].as<float>(), args.inputs[0].as<const T>(),
+                          args.inputs[1].as<const T>(), rows, channels, eps, args.stream);
   };
 }
+CudaKernel bind_rmsnorm(const CudaBindContext& ctx) {
+  return by_element_type(ctx.inputs[0].dtype, [&]<typename T>() { return bind_rmsnorm_typed<T>(ctx); });
+}
 
-CudaKernel bind_fused_residual_rmsnorm(const CudaBindContext& ctx) {
-  expect_in(ctx, 0, DType::BF16);
+template <typename T>
+CudaKernel bind_fused_residual_rmsnorm_typed(const CudaBindContext& ctx) {
+  expect_in(ctx, 0, element_dtype<T>());
   expect_out(ctx, 2, DType::F32);
   const int64_t channels = ctx.inputs[2].shape[0], rows = ctx.inputs[0].numel() / channels;
   check_norm_width(ctx, channels);
   const float eps = static_cast<float>(ctx.attrs.number("eps"));
   return [=](const CudaKernelArgs& args) {
-    cuda::residual_rmsnorm_forward(args.outputs[0].as<bf16>(), args.outputs[1].as<bf16>(), args.outputs[2].as<float>(),
-                                   args.inputs[0].as<const bf16>(), args.inputs[1].as<const bf16>(),
-                                   args.inputs[2].as<const bf16>(), rows, channels, eps, args.stream);
+    cuda::residual_rmsnorm_forward(args.outputs[0].as<T>(), args.outputs[1].as<T>(), args.outputs[2].as<float>(),
+                                   args.inputs[0].as<const T>(), args.inputs[1].as<const T>(),
+                                   args.inputs[2].as<const T>(), rows, channels, eps, args.stream);
   };
+}
+CudaKernel bind_fused_residual_rmsnorm(const CudaBindContext& ctx) {
+  return by_element_type(ctx.inputs[0].dtype, [&]<typename T>() { return bind_fused_residual_rmsnorm_typed<T>(ctx); });
 }
 
 // rmsnorm_backward (d_out, x, weight, rstd) and fused_residual_rmsnorm_backward (d_out,
 // residual_out, weight, rstd [, d_residual_out]) are the same kernel. Without a d_weight output
 // (weight_grad false: a frozen weight) the kernels skip the weight's reduction.
-CudaKernel bind_rmsnorm_backward(const CudaBindContext& ctx) {
-  expect_in(ctx, 0, DType::BF16);
+template <typename T>
+CudaKernel bind_rmsnorm_backward_typed(const CudaBindContext& ctx) {
+  expect_in(ctx, 0, element_dtype<T>());
   expect_in(ctx, 3, DType::F32);
   const bool weight_grad = ctx.outputs.size() == 2;
-  if (weight_grad) expect_out(ctx, 1, DType::BF16);
+  if (weight_grad) expect_out(ctx, 1, element_dtype<T>());
   const int64_t channels = ctx.inputs[2].shape[0], rows = ctx.inputs[1].numel() / channels;
   check_norm_width(ctx, channels);
   const bool has_residual = ctx.inputs.size() == 5;
@@ -154,18 +172,21 @@ CudaKernel bind_rmsnorm_backward(const CudaBindContext& ctx) {
     float* scratch = weight_grad ? scratch_at<float>(resources, partials) : nullptr;
     if (weight_grad) zero_async(accumulator, sizeof(float) * channels, args.stream);
     if (narrow.used) {
-      cuda::qk_norm_rope_backward(args.outputs[0].as<bf16>(), accumulator, scratch, args.inputs[0].as<const bf16>(),
-                                  args.inputs[1].as<const bf16>(), args.inputs[2].as<const bf16>(),
+      cuda::qk_norm_rope_backward(args.outputs[0].as<T>(), accumulator, scratch, args.inputs[0].as<const T>(),
+                                  args.inputs[1].as<const T>(), args.inputs[2].as<const T>(),
                                   args.inputs[3].as<const float>(), narrow.zero_frequencies->data(),
                                   narrow.zero_positions->data(), narrow.shape, args.stream);
     } else {
-      cuda::rmsnorm_backward(args.outputs[0].as<bf16>(), accumulator, scratch, args.inputs[0].as<const bf16>(),
-                             has_residual ? args.inputs[4].as<const bf16>() : nullptr, args.inputs[1].as<const bf16>(),
-                             args.inputs[2].as<const bf16>(), args.inputs[3].as<const float>(), rows, channels,
+      cuda::rmsnorm_backward(args.outputs[0].as<T>(), accumulator, scratch, args.inputs[0].as<const T>(),
+                             has_residual ? args.inputs[4].as<const T>() : nullptr, args.inputs[1].as<const T>(),
+                             args.inputs[2].as<const T>(), args.inputs[3].as<const float>(), rows, channels,
                              args.stream);
     }
-    if (weight_grad) k::convert_f32_to_bf16(accumulator, args.outputs[1].as<bf16>(), channels, args.stream);
+    if (weight_grad) k::convert_from_f32<T>(accumulator, args.outputs[1].as<T>(), channels, args.stream);
   };
+}
+CudaKernel bind_rmsnorm_backward(const CudaBindContext& ctx) {
+  return by_element_type(ctx.inputs[0].dtype, [&]<typename T>() { return bind_rmsnorm_backward_typed<T>(ctx); });
 }
 
 // ---- swiglu ----
@@ -174,48 +195,64 @@ void check_swiglu_width(const CudaBindContext& ctx, int64_t channels) {
   require(ctx, channels % 8 == 0, "the CUDA swiglu needs an intermediate size that is a multiple of 8, got {}", channels);
 }
 
-CudaKernel bind_swiglu(const CudaBindContext& ctx) {
-  expect_in(ctx, 0, DType::BF16);
+template <typename T>
+CudaKernel bind_swiglu_typed(const CudaBindContext& ctx) {
+  expect_in(ctx, 0, element_dtype<T>());
   const int64_t channels = last(ctx.inputs[0]), rows = ctx.inputs[0].numel() / channels;
   check_swiglu_width(ctx, channels);
   return [=](const CudaKernelArgs& args) {
-    cuda::swiglu_forward(args.outputs[0].as<bf16>(), args.inputs[0].as<const bf16>(), args.inputs[1].as<const bf16>(),
+    cuda::swiglu_forward(args.outputs[0].as<T>(), args.inputs[0].as<const T>(), args.inputs[1].as<const T>(),
                          rows, channels, channels, args.stream);
   };
 }
+CudaKernel bind_swiglu(const CudaBindContext& ctx) {
+  return by_element_type(ctx.inputs[0].dtype, [&]<typename T>() { return bind_swiglu_typed<T>(ctx); });
+}
 
-CudaKernel bind_swiglu_backward(const CudaBindContext& ctx) {
-  expect_in(ctx, 0, DType::BF16);
+template <typename T>
+CudaKernel bind_swiglu_backward_typed(const CudaBindContext& ctx) {
+  expect_in(ctx, 0, element_dtype<T>());
   const int64_t channels = last(ctx.inputs[0]), rows = ctx.inputs[0].numel() / channels;
   check_swiglu_width(ctx, channels);
   return [=](const CudaKernelArgs& args) {
-    cuda::swiglu_backward(args.outputs[0].as<bf16>(), args.outputs[1].as<bf16>(), args.inputs[0].as<const bf16>(),
-                          args.inputs[1].as<const bf16>(), args.inputs[2].as<const bf16>(), rows, channels, channels,
+    cuda::swiglu_backward(args.outputs[0].as<T>(), args.outputs[1].as<T>(), args.inputs[0].as<const T>(),
+                          args.inputs[1].as<const T>(), args.inputs[2].as<const T>(), rows, channels, channels,
                           args.stream);
   };
 }
+CudaKernel bind_swiglu_backward(const CudaBindContext& ctx) {
+  return by_element_type(ctx.inputs[0].dtype, [&]<typename T>() { return bind_swiglu_backward_typed<T>(ctx); });
+}
 
-CudaKernel bind_swiglu_fused(const CudaBindContext& ctx) {
-  expect_in(ctx, 0, DType::BF16);
+template <typename T>
+CudaKernel bind_swiglu_fused_typed(const CudaBindContext& ctx) {
+  expect_in(ctx, 0, element_dtype<T>());
   const int64_t channels = last(ctx.inputs[0]) / 2, rows = ctx.inputs[0].numel() / (2 * channels);
   check_swiglu_width(ctx, channels);
   return [=](const CudaKernelArgs& args) {
-    const bf16* gate_up = args.inputs[0].as<const bf16>();
-    cuda::swiglu_forward(args.outputs[0].as<bf16>(), gate_up, gate_up + channels, rows, channels, 2 * channels,
+    const T* gate_up = args.inputs[0].as<const T>();
+    cuda::swiglu_forward(args.outputs[0].as<T>(), gate_up, gate_up + channels, rows, channels, 2 * channels,
                          args.stream);
   };
 }
+CudaKernel bind_swiglu_fused(const CudaBindContext& ctx) {
+  return by_element_type(ctx.inputs[0].dtype, [&]<typename T>() { return bind_swiglu_fused_typed<T>(ctx); });
+}
 
-CudaKernel bind_swiglu_fused_backward(const CudaBindContext& ctx) {
-  expect_in(ctx, 0, DType::BF16);
+template <typename T>
+CudaKernel bind_swiglu_fused_backward_typed(const CudaBindContext& ctx) {
+  expect_in(ctx, 0, element_dtype<T>());
   const int64_t channels = last(ctx.inputs[0]), rows = ctx.inputs[0].numel() / channels;
   check_swiglu_width(ctx, channels);
   return [=](const CudaKernelArgs& args) {
-    const bf16* gate_up = args.inputs[1].as<const bf16>();
-    bf16* d_gate_up = args.outputs[0].as<bf16>();
-    cuda::swiglu_backward(d_gate_up, d_gate_up + channels, args.inputs[0].as<const bf16>(), gate_up, gate_up + channels,
+    const T* gate_up = args.inputs[1].as<const T>();
+    T* d_gate_up = args.outputs[0].as<T>();
+    cuda::swiglu_backward(d_gate_up, d_gate_up + channels, args.inputs[0].as<const T>(), gate_up, gate_up + channels,
                           rows, channels, 2 * channels, args.stream);
   };
+}
+CudaKernel bind_swiglu_fused_backward(const CudaBindContext& ctx) {
+  return by_element_type(ctx.inputs[0].dtype, [&]<typename T>() { return bind_swiglu_fused_backward_typed<T>(ctx); });
 }
 
 // ---- rope ----
@@ -231,26 +268,27 @@ CudaKernel bind_rope_cos_sin(const CudaBindContext& ctx) {
   const int half = static_cast<int>(inverse.size());
   const int64_t tokens = ctx.inputs[0].numel();
   const DType dtype = ctx.outputs[0].dtype;
-  require(ctx, dtype == DType::F32 || dtype == DType::BF16, "the CUDA backend writes F32 or BF16 RoPE tables, not {}",
-          dtype_safetensors_name(dtype));
+  require(ctx, dtype == DType::F32 || dtype == DType::BF16 || dtype == DType::F16,
+          "the CUDA backend writes F32, BF16 or F16 RoPE tables, not {}", dtype_safetensors_name(dtype));
   auto device_inverse = std::make_shared<cuda::DeviceBuffer<float>>(cuda::to_device(inverse));
-  return [=](const CudaKernelArgs& args) {
-    if (dtype == DType::BF16) {
-      k::rope_tables(args.outputs[0].as<bf16>(), args.outputs[1].as<bf16>(), args.inputs[0].as<const int32_t>(),
-                     device_inverse->data(), tokens, half, scaling, args.stream);
-    } else {
-      k::rope_tables(args.outputs[0].as<float>(), args.outputs[1].as<float>(), args.inputs[0].as<const int32_t>(),
-                     device_inverse->data(), tokens, half, scaling, args.stream);
-    }
+  auto tables = [=]<typename Table>(const CudaKernelArgs& args) {
+    k::rope_tables(args.outputs[0].as<Table>(), args.outputs[1].as<Table>(), args.inputs[0].as<const int32_t>(),
+                   device_inverse->data(), tokens, half, scaling, args.stream);
   };
+  if (dtype == DType::F32) return [=](const CudaKernelArgs& args) { tables.template operator()<float>(args); };
+  return by_element_type(dtype, [&]<typename T>() -> CudaKernel {
+    return [=](const CudaKernelArgs& args) { tables.template operator()<T>(args); };
+  });
 }
 
 // rope (x, cos, sin) and rope_backward (d_out, cos, sin): rotation by +angle or −angle.
-CudaKernel bind_rope_with_sign(const CudaBindContext& ctx, float sign) {
-  expect_in(ctx, 0, DType::BF16);
+template <typename T>
+CudaKernel bind_rope_with_sign_typed(const CudaBindContext& ctx, float sign) {
+  expect_in(ctx, 0, element_dtype<T>());
   const DType table = ctx.inputs[1].dtype;
-  require(ctx, table == DType::F32 || table == DType::BF16, "the CUDA backend reads F32 or BF16 RoPE tables, not {}",
-          dtype_safetensors_name(table));
+  require(ctx, table == DType::F32 || table == element_dtype<T>(),
+          "the CUDA backend reads F32 RoPE tables or tables in x's dtype ({}), not {}",
+          dtype_safetensors_name(element_dtype<T>()), dtype_safetensors_name(table));
   const graph::Shape& x = ctx.inputs[0].shape;
   int64_t heads = 0, head_dim = 0;
   if (x.size() == 4 && !ctx.attrs.has("heads")) {
@@ -263,16 +301,20 @@ CudaKernel bind_rope_with_sign(const CudaBindContext& ctx, float sign) {
   const int64_t tokens = ctx.inputs[0].numel() / (heads * head_dim);
   const int half = static_cast<int>(last(ctx.inputs[1]));
   return [=](const CudaKernelArgs& args) {
-    if (table == DType::BF16) {
-      k::rope_apply(args.outputs[0].as<bf16>(), args.inputs[0].as<const bf16>(), args.inputs[1].as<const bf16>(),
-                    args.inputs[2].as<const bf16>(), tokens, static_cast<int>(heads), static_cast<int>(head_dim), half,
+    if (table != DType::F32) {
+      k::rope_apply(args.outputs[0].as<T>(), args.inputs[0].as<const T>(), args.inputs[1].as<const T>(),
+                    args.inputs[2].as<const T>(), tokens, static_cast<int>(heads), static_cast<int>(head_dim), half,
                     sign, args.stream);
     } else {
-      k::rope_apply(args.outputs[0].as<bf16>(), args.inputs[0].as<const bf16>(), args.inputs[1].as<const float>(),
+      k::rope_apply(args.outputs[0].as<T>(), args.inputs[0].as<const T>(), args.inputs[1].as<const float>(),
                     args.inputs[2].as<const float>(), tokens, static_cast<int>(heads), static_cast<int>(head_dim), half,
                     sign, args.stream);
     }
   };
+}
+
+CudaKernel bind_rope_with_sign(const CudaBindContext& ctx, float sign) {
+  return by_element_type(ctx.inputs[0].dtype, [&]<typename T>() { return bind_rope_with_sign_typed<T>(ctx, sign); });
 }
 
 CudaKernel bind_rope(const CudaBindContext& ctx) { return bind_rope_with_sign(ctx, 1.0f); }
@@ -325,8 +367,9 @@ k::PlainAttentionShape plain_shape(const AttentionLayout& layout) {
                                 layout.scale};
 }
 
-CudaKernel bind_attention(const CudaBindContext& ctx) {
-  expect_in(ctx, 0, DType::BF16);
+template <typename T>
+CudaKernel bind_attention_typed(const CudaBindContext& ctx) {
+  expect_in(ctx, 0, element_dtype<T>());
   expect_out(ctx, 1, DType::F32);
   const AttentionLayout layout = attention_layout(ctx);
   const bool has_documents = ctx.inputs.size() == 4;
@@ -338,16 +381,19 @@ CudaKernel bind_attention(const CudaBindContext& ctx) {
     int32_t* cu_seqlens = scratch_at<int32_t>(resources, cu);
     k::cu_seqlens_from_documents(cu_seqlens, has_documents ? args.inputs[3].as<const int32_t>() : nullptr,
                                  layout.batch, layout.sequence, args.stream);
-    const bf16 *q = args.inputs[0].as<const bf16>(), *kk = args.inputs[1].as<const bf16>(),
-               *v = args.inputs[2].as<const bf16>();
+    const T *q = args.inputs[0].as<const T>(), *kk = args.inputs[1].as<const T>(),
+               *v = args.inputs[2].as<const T>();
     if (layout.flash) {
-      cuda::attention_forward(args.outputs[0].as<bf16>(), args.outputs[1].as<float>(), q, kk, v, cu_seqlens,
+      cuda::attention_forward(args.outputs[0].as<T>(), args.outputs[1].as<float>(), q, kk, v, cu_seqlens,
                               flash_shape(layout), args.stream);
     } else {
-      k::plain_attention_forward(args.outputs[0].as<bf16>(), args.outputs[1].as<float>(), q, kk, v, cu_seqlens,
+      k::plain_attention_forward(args.outputs[0].as<T>(), args.outputs[1].as<float>(), q, kk, v, cu_seqlens,
                                  plain_shape(layout), args.stream);
     }
   };
+}
+CudaKernel bind_attention(const CudaBindContext& ctx) {
+  return by_element_type(ctx.inputs[0].dtype, [&]<typename T>() { return bind_attention_typed<T>(ctx); });
 }
 
 // attn_bwd_chunks (the node's backward_chunks): the flash backward runs on slices of ceil(B / N)
@@ -355,8 +401,9 @@ CudaKernel bind_attention(const CudaBindContext& ctx) {
 // never cross a row, so each slice is an independent attention problem: q, k, v, out, d_out and
 // the gradients are contiguous per row; logsumexp ([Hq, B·T]) is read in place with the whole
 // batch's row stride. The plain kernel (other head dims) has no workspace and runs whole.
-CudaKernel bind_attention_backward(const CudaBindContext& ctx) {
-  expect_in(ctx, 0, DType::BF16);
+template <typename T>
+CudaKernel bind_attention_backward_typed(const CudaBindContext& ctx) {
+  expect_in(ctx, 0, element_dtype<T>());
   const AttentionLayout layout = attention_layout(ctx);
   const bool has_documents = ctx.inputs.size() == 7;
   const size_t base = ctx.inputs.size() - 3;  // out, logsumexp, d_out
@@ -374,11 +421,11 @@ CudaKernel bind_attention_backward(const CudaBindContext& ctx) {
   return [=](const CudaKernelArgs& args) {
     int32_t* cu_seqlens = scratch_at<int32_t>(resources, cu);
     const int32_t* documents = has_documents ? args.inputs[3].as<const int32_t>() : nullptr;
-    const bf16 *q = args.inputs[0].as<const bf16>(), *kk = args.inputs[1].as<const bf16>(),
-               *v = args.inputs[2].as<const bf16>(), *out = args.inputs[base].as<const bf16>(),
-               *dout = args.inputs[base + 2].as<const bf16>();
+    const T *q = args.inputs[0].as<const T>(), *kk = args.inputs[1].as<const T>(),
+               *v = args.inputs[2].as<const T>(), *out = args.inputs[base].as<const T>(),
+               *dout = args.inputs[base + 2].as<const T>();
     const float* lse = args.inputs[base + 1].as<const float>();
-    bf16 *dq = args.outputs[0].as<bf16>(), *dk = args.outputs[1].as<bf16>(), *dv = args.outputs[2].as<bf16>();
+    T *dq = args.outputs[0].as<T>(), *dk = args.outputs[1].as<T>(), *dv = args.outputs[2].as<T>();
     if (layout.flash) {
       const int64_t q_row = layout.sequence * layout.q_heads * layout.head_dim;
       const int64_t kv_row = layout.sequence * layout.kv_heads * layout.head_dim;
@@ -399,6 +446,9 @@ CudaKernel bind_attention_backward(const CudaBindContext& ctx) {
       k::plain_attention_backward(dq, dk, dv, dout, q, kk, v, out, lse, cu_seqlens, plain_shape(layout), args.stream);
     }
   };
+}
+CudaKernel bind_attention_backward(const CudaBindContext& ctx) {
+  return by_element_type(ctx.inputs[0].dtype, [&]<typename T>() { return bind_attention_backward_typed<T>(ctx); });
 }
 
 }  // namespace

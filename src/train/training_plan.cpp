@@ -82,10 +82,11 @@ TrainingForward build_training_forward(const Config& config, const io::ModelConf
                                        const graph::OpRegistry& registry, const models::LoraSetup* lora,
                                        TrainingBackend backend, int64_t batch, int64_t sequence,
                                        bool training, int64_t data_parallel_ranks) {
-  // The CUDA backend runs the bf16 recipe: parameters and activations in bf16.
+  // The CUDA backend runs the bf16 recipe: parameters and activations in bf16; fp16 training
+  // (torch_dtype: float16) the same graph with F16 for every 16-bit tensor.
   models::DecoderGraphOptions options{batch, sequence, config.lmhead_chunks, false};
   options.attention_backward_chunks = config.attn_bwd_chunks;
-  if (backend == TrainingBackend::Cuda) options.dtype = DType::BF16;
+  if (backend == TrainingBackend::Cuda) options.dtype = fp16_training(config) ? DType::F16 : DType::BF16;
   options.fused_rope = config.use_fused_rope;
   const auto loss_scale = data::parse_loss_scale(config.loss_scale);
   options.token_weights = training && loss_scale && data::loss_scale_has_weights(*loss_scale);
@@ -148,6 +149,7 @@ TrainingPlan plan_training(const Config& config, const io::ModelConfig& model, c
                            const models::LoraSetup* lora, TrainingBackend backend, int64_t batch, int64_t sequence,
                            const DeviceMemory& device, std::optional<compiler::RecomputePolicy> forced_recompute,
                            const distributed::ParallelLayout* run_layout) {
+  if (backend == TrainingBackend::Cuda) check_fp16_cuda_model(config, model);  // before any weight loads
   TrainingPlan result;
   result.device = device;
   result.margin_bytes = device_margin_bytes(device.total_bytes);

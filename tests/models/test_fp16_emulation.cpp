@@ -27,6 +27,9 @@ TEST_P(Fp16Emulation, RoundsWhatTheGpuHoldsInSixteenBitsAndNothingElse) {
   const DecoderGraph fp32 = build_decoder_graph(fixture.config, registry, options);
   options.dtype = DType::BF16;
   const std::set<std::string> sixteen_bit = sixteen_bit_tensors(build_decoder_graph(fixture.config, registry, options).graph);
+  // The CUDA backend's fp16 graph (F16 wherever the bf16 one is BF16) names the same tensors.
+  options.dtype = DType::F16;
+  EXPECT_EQ(sixteen_bit_tensors(build_decoder_graph(fixture.config, registry, options).graph), sixteen_bit);
   const graph::Graph emulated = apply_fp16_emulation(fp32.graph, sixteen_bit);
 
   size_t rounded = 0;

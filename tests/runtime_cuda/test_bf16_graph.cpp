@@ -3,6 +3,8 @@
 // gradients, and the CPU backend refuses the plan with a message naming the dtype (its kernels
 // are fp32 / fp64 only). LoRA on a BF16 graph: adapters and the dropout path take BF16, F32 graphs
 // keep F32 adapters; the adapter output is one linear_add in BF16 graphs, an add in F32 ones.
+// F16 graphs (torch_dtype: float16 on the CUDA backend) are the BF16 graphs with F16: the same
+// training plan, op for op, with every BF16 tensor F16 (full and LoRA with the CUDA forms).
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -49,6 +51,40 @@ TEST(Bf16DecoderGraph, SideOutputsStayF32AndGradientsAreBf16) {
   ASSERT_FALSE(plan.parameter_gradients.empty());
   for (const auto& [parameter, gradient] : plan.parameter_gradients) {
     EXPECT_EQ(plan.graph.tensor(gradient).type.dtype, DType::BF16) << plan.graph.tensor(gradient).name;
+  }
+}
+
+TEST(Bf16DecoderGraph, F16TrainingPlansAreTheBf16PlansWithF16) {
+  const graph::OpRegistry registry = ops::make_model_registry();
+  const io::ModelConfig config = fixture_config("qwen3_qknorm");
+  models::LoraOptions lora{.rank = 4, .alpha = 8.0, .dropout = 0.1,
+                           .target_modules = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"},
+                           .batch_shared_inputs = true, .fuse_low_rank_backward = true};
+  const std::vector<models::LoraAdapter> adapters = models::lora_adapters(config, lora);
+  for (const bool with_lora : {false, true}) {
+    SCOPED_TRACE(with_lora ? "LoRA" : "full");
+    auto plan_in = [&](DType dtype) {
+      models::DecoderGraphOptions options{.batch = 2, .sequence = 8, .lmhead_chunks = 2};
+      options.dtype = dtype;
+      models::DecoderGraph decoder = models::build_decoder_graph(config, registry, options);
+      graph::Graph graph = std::move(decoder.graph);
+      if (with_lora) graph = models::apply_lora(graph, registry, adapters, lora, true);
+      return compiler::compile_training(std::move(graph), decoder.loss, registry);
+    };
+    const compiler::ExecutionPlan bf16 = plan_in(DType::BF16), f16 = plan_in(DType::F16);
+    ASSERT_EQ(f16.graph.nodes.size(), bf16.graph.nodes.size());
+    for (size_t i = 0; i < bf16.graph.nodes.size(); ++i) {
+      EXPECT_EQ(f16.graph.nodes[i].op, bf16.graph.nodes[i].op) << bf16.graph.nodes[i].name;
+    }
+    ASSERT_EQ(f16.graph.tensors.size(), bf16.graph.tensors.size());
+    int sixteen_bit = 0;
+    for (size_t i = 0; i < bf16.graph.tensors.size(); ++i) {
+      const DType expected = bf16.graph.tensors[i].type.dtype == DType::BF16 ? DType::F16 : bf16.graph.tensors[i].type.dtype;
+      EXPECT_EQ(f16.graph.tensors[i].type.dtype, expected) << bf16.graph.tensors[i].name;
+      sixteen_bit += expected == DType::F16;
+    }
+    EXPECT_GT(sixteen_bit, 20);
+    EXPECT_EQ(f16.parameter_gradients.size(), bf16.parameter_gradients.size());
   }
 }
 

@@ -93,7 +93,7 @@ TEST(LoraCudaKernels, DropoutMaskMatchesCpuBitForBit) {
         cuda::DeviceBuffer<uint16_t> x16 = cuda::to_device(bits);
         cuda::DeviceBuffer<uint16_t> out16(x.size());
         out16.poison();
-        runtime::cuda_kernels::dropout_bf16(reinterpret_cast<const __nv_bfloat16*>(x16.data()), seed_buffer.data(),
+        runtime::cuda_kernels::dropout_16bit(reinterpret_cast<const __nv_bfloat16*>(x16.data()), seed_buffer.data(),
                                             stream_id, p, reinterpret_cast<__nv_bfloat16*>(out16.data()), count, nullptr);
         const std::vector<uint16_t> actual16 = out16.download();
         int64_t mismatches = 0, dropped = 0;
@@ -118,7 +118,7 @@ TEST(LoraCudaKernels, DropoutMaskMatchesCpuBitForBit) {
         std::transform(addend.begin(), addend.end(), addend_bits.begin(), float_to_bf16);
         cuda::DeviceBuffer<uint16_t> addend16 = cuda::to_device(addend_bits);
         out16.poison();
-        runtime::cuda_kernels::dropout_bf16(reinterpret_cast<const __nv_bfloat16*>(x16.data()), seed_buffer.data(),
+        runtime::cuda_kernels::dropout_16bit(reinterpret_cast<const __nv_bfloat16*>(x16.data()), seed_buffer.data(),
                                             stream_id, p, reinterpret_cast<__nv_bfloat16*>(out16.data()), count, nullptr,
                                             reinterpret_cast<const __nv_bfloat16*>(addend16.data()));
         const std::vector<uint16_t> sum16 = out16.download();
@@ -142,7 +142,7 @@ TEST(LoraCudaKernels, ScaleBf16IsOneRoundingOfTheFloatProduct) {
     cuda::DeviceBuffer<uint16_t> in = cuda::to_device(bits), out(x.size());
     out.poison();
     const float factor = static_cast<float>(32.0 / 16.0 * 0.7);
-    runtime::cuda_kernels::scale_bf16(reinterpret_cast<const __nv_bfloat16*>(in.data()), factor,
+    runtime::cuda_kernels::scale_16bit(reinterpret_cast<const __nv_bfloat16*>(in.data()), factor,
                                       reinterpret_cast<__nv_bfloat16*>(out.data()), count, nullptr);
     const std::vector<uint16_t> actual = out.download();
     for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(actual[i], float_to_bf16(x[i] * factor)) << "element " << i;

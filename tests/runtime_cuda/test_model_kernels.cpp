@@ -205,9 +205,9 @@ TEST(CudaModelKernels, Bf16AddAccumulateAndBiasGradient) {
     auto device_a = device_bf16(a), device_b = device_bf16(b);
     cuda::DeviceBuffer<Bf16> out(static_cast<size_t>(count));
     out.poison();
-    k::add_bf16(bf16_ptr(device_a), bf16_ptr(device_b), bf16_ptr(out), count, nullptr);
+    k::add_16bit(bf16_ptr(device_a), bf16_ptr(device_b), bf16_ptr(out), count, nullptr);
     EXPECT_LT(relative_error(download_bf16(out), sum), 4e-3) << count;
-    k::accumulate_bf16(bf16_ptr(device_b), bf16_ptr(device_a), count, nullptr);
+    k::accumulate_16bit(bf16_ptr(device_b), bf16_ptr(device_a), count, nullptr);
     EXPECT_LT(relative_error(download_bf16(device_a), sum), 4e-3) << count;
   }
   for (auto [rows, columns] : std::vector<std::pair<int64_t, int64_t>>{{1, 5}, {37, 96}, {4096, 1024}, {333, 257}}) {

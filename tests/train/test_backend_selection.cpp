@@ -2,7 +2,8 @@
 // without needing one: CPU fallback with a reason, CUDA with the bf16 recipe, and the clear
 // errors for what the CUDA trainer does not have yet (more GPUs than visible, bf16 masters on
 // several GPUs, other recipes, fp8 gradients), data-parallel GPUs and CPU ranks,
-// and master_dtype / gradient_dtype bf16: honoured on CUDA, refused by name on the CPU backend.
+// and master_dtype / gradient_dtype bf16: honoured on CUDA, refused by name on the CPU backend;
+// torch_dtype: float16 on CUDA for the dense one-GPU path, every other combination refused by name.
 #include <gtest/gtest.h>
 
 
@@ -262,6 +263,48 @@ TEST(BackendSelection, OffloadingIsForTheCudaBackendAndMastersAndGradientsForOne
       EXPECT_NE(message.find("offload_optimizer works with several GPUs"), std::string::npos) << message;
     }
   }
+}
+
+TEST(BackendSelection, Fp16TrainsOnOneGpuAndRefusesWhatItsCudaPathLacksByName) {
+  Config config;
+  config.torch_dtype = TorchDtype::Float16;
+  for (Optimizer optimizer : {Optimizer::AdamW, Optimizer::AdamW8bit}) {
+    config.optimizer = optimizer;
+    const BackendChoice choice = choose_training_backend(config, gpus(1));
+    EXPECT_EQ(choice.backend, TrainingBackend::Cuda);
+    EXPECT_NE(choice.message.find("fp16 weights and activations with dynamic loss scaling"), std::string::npos)
+        << choice.message;
+  }
+  // No GPU: the CPU emulation, as before.
+  EXPECT_NE(choose_training_backend(config, no_gpu()).message.find("fp16 emulated in fp32"), std::string::npos);
+  auto refused = [&](auto&& change, const std::string& option) {
+    Config changed = config;
+    change(changed);
+    const std::string error = error_of(changed, gpus(4));
+    EXPECT_NE(error.find("torch_dtype: float16 with " + option), std::string::npos) << error;
+    EXPECT_NE(error.find("bfloat16"), std::string::npos) << error;
+  };
+  refused([](Config& c) { c.gpus = 2; }, "gpus: 2");
+  refused([](Config& c) { c.master_dtype = MasterDtype::Bf16; }, "master_dtype: bf16");
+  refused([](Config& c) { c.gradient_dtype = GradientDtype::Bf16; }, "gradient_dtype: bf16");
+  refused([](Config& c) { c.optimizer = Optimizer::NorMuon; }, "optimizer: normuon");
+  refused([](Config& c) { c.offload_master = true; }, "offload_master: true");
+  refused([](Config& c) { c.offload_optimizer = true; }, "offload_optimizer: true");
+  refused([](Config& c) { c.offload_residual = true; }, "offload_residual: true");
+  refused([](Config& c) { c.lora = true; c.qlora_bnb = true; }, "qlora_bnb: true");
+  refused([](Config& c) { c.lora = true; c.qlora_fp8 = true; }, "qlora_fp8: true");
+  // A mixture-of-experts model, once its config is read (before the weights load).
+  io::ModelConfig model;
+  model.architecture = io::Architecture::Qwen3Moe;
+  model.moe = io::MoeConfig{};
+  try {
+    check_fp16_cuda_model(config, model);
+    ADD_FAILURE() << "a MoE model with torch_dtype: float16 on CUDA is refused";
+  } catch (const UserError& error) {
+    EXPECT_NE(std::string(error.what()).find("mixture-of-experts"), std::string::npos) << error.what();
+  }
+  model.moe.reset();
+  check_fp16_cuda_model(config, model);  // dense: fine
 }
 
 }  // namespace

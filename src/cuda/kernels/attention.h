@@ -27,6 +27,7 @@
 #pragma once
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -55,8 +56,9 @@ enum class AttentionBackwardBlocks { WholeGroup, PerQueryHead };
 // blocks_per_sm: 0 is the default, 3: the Q tile shares a K buffer so three blocks fit per SM (H100,
 // 2026-11-23: 8B job shape 175 -> 211 TFLOP/s, same bits); 2 keeps the earlier kernel, selectable to
 // test and measure both.
-void attention_forward(__nv_bfloat16* out, float* logsumexp, const __nv_bfloat16* q, const __nv_bfloat16* k,
-                       const __nv_bfloat16* v, const int32_t* cu_seqlens, const AttentionShape& shape,
+template <typename T>
+void attention_forward(T* out, float* logsumexp, const T* q, const T* k,
+                       const T* v, const int32_t* cu_seqlens, const AttentionShape& shape,
                        cudaStream_t stream, int blocks_per_sm = 0);
 
 // fp32 workspace the backward needs for a work split: the dQ accumulator and delta (tokens ×
@@ -65,9 +67,10 @@ void attention_forward(__nv_bfloat16* out, float* logsumexp, const __nv_bfloat16
 int64_t attention_backward_workspace_floats(const AttentionShape& shape,
                                             AttentionBackwardBlocks blocks = AttentionBackwardBlocks::WholeGroup);
 
-void attention_backward(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bfloat16* dv, float* workspace,
-                        const __nv_bfloat16* dout, const __nv_bfloat16* q, const __nv_bfloat16* k,
-                        const __nv_bfloat16* v, const __nv_bfloat16* out, const float* logsumexp,
+template <typename T>
+void attention_backward(T* dq, T* dk, T* dv, float* workspace,
+                        const T* dout, const T* q, const T* k,
+                        const T* v, const T* out, const float* logsumexp,
                         const int32_t* cu_seqlens, const AttentionShape& shape, cudaStream_t stream,
                         int key_block_warps = 0,  // 0: the tuned default; 4 or 8 to measure both
                         AttentionBackwardBlocks blocks = AttentionBackwardBlocks::WholeGroup);

@@ -25,16 +25,16 @@ constexpr int kScoreStride = kBlockQueries + kPad;  // dSᵀ tile, [key][query]
 template <int kHeadDim, int kWarps>
 constexpr size_t backward_shared_bytes() {
   constexpr int kBlockKeys = 16 * kWarps;
-  return size_t{2 * kBlockKeys + 4 * kBlockQueries} * (kHeadDim + kPad) * sizeof(__nv_bfloat16) +
-         size_t{kBlockKeys} * kScoreStride * sizeof(__nv_bfloat16) + size_t{6} * kBlockQueries * sizeof(float);
+  return size_t{2 * kBlockKeys + 4 * kBlockQueries} * (kHeadDim + kPad) * sizeof(uint16_t) +
+         size_t{kBlockKeys} * kScoreStride * sizeof(uint16_t) + size_t{6} * kBlockQueries * sizeof(float);
 }
 
 // delta[h, i] = Σ_d dO[i, h, d] · O[i, h, d], and the (token, head) row of the fp32 dQ
 // accumulator zeroed on the way (no separate memset pass): head_dim / 8 lanes per row, each with
 // one 16-byte vector of dO and of O, summed by shuffles inside the lane group.
-template <int kHeadDim>
-__global__ void attention_delta_kernel(float* delta, float* dq_accumulator, const __nv_bfloat16* dout,
-                                       const __nv_bfloat16* out, int64_t tokens, int heads) {
+template <int kHeadDim, typename T>
+__global__ void attention_delta_kernel(float* delta, float* dq_accumulator, const T* dout,
+                                       const T* out, int64_t tokens, int heads) {
   constexpr int kLanes = kHeadDim / 8;  // 4, 8 or 16: whole groups inside a warp
   const int64_t thread = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
   const int64_t row = thread / kLanes;  // token · heads + head
@@ -44,11 +44,12 @@ __global__ void attention_delta_kernel(float* delta, float* dq_accumulator, cons
   if (active) {
     const int64_t offset = row * kHeadDim + lane * 8;
     const uint4 va = *reinterpret_cast<const uint4*>(dout + offset), vb = *reinterpret_cast<const uint4*>(out + offset);
-    const __nv_bfloat162* pa = reinterpret_cast<const __nv_bfloat162*>(&va);
-    const __nv_bfloat162* pb = reinterpret_cast<const __nv_bfloat162*>(&vb);
+    using Pair = typename kernels::ElementTraits<T>::Pair;
+    const Pair* pa = reinterpret_cast<const Pair*>(&va);
+    const Pair* pb = reinterpret_cast<const Pair*>(&vb);
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      const float2 fa = __bfloat1622float2(pa[i]), fb = __bfloat1622float2(pb[i]);
+      const float2 fa = kernels::ElementTraits<T>::to_float2(pa[i]), fb = kernels::ElementTraits<T>::to_float2(pb[i]);
       sum += fa.x * fb.x + fa.y * fb.y;
     }
     float4* zero = reinterpret_cast<float4*>(dq_accumulator + offset);
@@ -60,17 +61,19 @@ __global__ void attention_delta_kernel(float* delta, float* dq_accumulator, cons
   if (active && lane == 0) delta[int64_t{row % heads} * tokens + row / heads] = sum;
 }
 
-__global__ void convert_dq_kernel(__nv_bfloat16* dq, const float* accumulator, int64_t count) {
+template <typename T>
+__global__ void convert_dq_kernel(T* dq, const float* accumulator, int64_t count) {
   const int64_t index = (int64_t{blockIdx.x} * blockDim.x + threadIdx.x) * 4;
   if (index >= count) return;
   const float4 value = *reinterpret_cast<const float4*>(accumulator + index);
-  *reinterpret_cast<__nv_bfloat162*>(dq + index) = __floats2bfloat162_rn(value.x, value.y);
-  *reinterpret_cast<__nv_bfloat162*>(dq + index + 2) = __floats2bfloat162_rn(value.z, value.w);
+  kernels::store_pair(dq + index, value.x, value.y);
+  kernels::store_pair(dq + index + 2, value.z, value.w);
 }
 
 // grad[t, kvh, d] = Σ_j partial[t, kvh·group + j, d] for j = 0 … group−1 in order; four
 // elements per thread (head_dim is a multiple of 8).
-__global__ void sum_group_kernel(__nv_bfloat16* grad, const float* partial, int64_t tokens, int kv_heads, int group,
+template <typename T>
+__global__ void sum_group_kernel(T* grad, const float* partial, int64_t tokens, int kv_heads, int group,
                                  int head_dim) {
   const int64_t index = (int64_t{blockIdx.x} * blockDim.x + threadIdx.x) * 4;
   const int64_t row = int64_t{kv_heads} * head_dim;
@@ -83,8 +86,8 @@ __global__ void sum_group_kernel(__nv_bfloat16* grad, const float* partial, int6
     const float4 value = *reinterpret_cast<const float4*>(source + int64_t{j} * head_dim);
     sum.x += value.x; sum.y += value.y; sum.z += value.z; sum.w += value.w;
   }
-  *reinterpret_cast<__nv_bfloat162*>(grad + index) = __floats2bfloat162_rn(sum.x, sum.y);
-  *reinterpret_cast<__nv_bfloat162*>(grad + index + 2) = __floats2bfloat162_rn(sum.z, sum.w);
+  kernels::store_pair(grad + index, sum.x, sum.y);
+  kernels::store_pair(grad + index + 2, sum.z, sum.w);
 }
 
 __device__ __forceinline__ void atomic_add_pair(float* target, float x, float y) {
@@ -109,11 +112,11 @@ __device__ __forceinline__ int64_t key_block_of(unsigned y, const AttentionShape
 // kWholeGroup: a block owns its keys for every q head of the kv head's group (grid.x = kv heads)
 // and accumulates dK / dV over all of them in registers; otherwise one q head (grid.x = q heads)
 // with fp32 partials summed by sum_group_kernel when the group has several heads.
-template <int kHeadDim, int kWarps, bool kWholeGroup>
+template <int kHeadDim, int kWarps, bool kWholeGroup, typename T>
 __global__ void __launch_bounds__(kWarps * 32, 1)
-    attention_backward_kernel(__nv_bfloat16* dk, __nv_bfloat16* dv, float* dk_partial, float* dv_partial,
-                              float* dq_accumulator, const __nv_bfloat16* dout, const __nv_bfloat16* q,
-                              const __nv_bfloat16* k, const __nv_bfloat16* v, const float* logsumexp,
+    attention_backward_kernel(T* dk, T* dv, float* dk_partial, float* dv_partial,
+                              float* dq_accumulator, const T* dout, const T* q,
+                              const T* k, const T* v, const float* logsumexp,
                               const float* delta, const int32_t* cu_seqlens, AttentionShape shape) {
   constexpr int kThreadCount = kWarps * 32;
   constexpr int kBlockKeys = 16 * kWarps;
@@ -127,10 +130,10 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
   static_assert(kQueryColumns % 16 == 0, "dQ column part must be a multiple of 16");
   extern __shared__ __align__(16) unsigned char shared_raw[];
   // K, V | dSᵀ [key][query] | two stages of (Q, dO) | two stages of (lse, delta, lowest key).
-  __nv_bfloat16* tile_k = reinterpret_cast<__nv_bfloat16*>(shared_raw);
-  __nv_bfloat16* tile_v = tile_k + kBlockKeys * kStride;
-  __nv_bfloat16* tile_ds = tile_v + kBlockKeys * kStride;
-  __nv_bfloat16* query_stages = tile_ds + kBlockKeys * kScoreStride;
+  T* tile_k = reinterpret_cast<T*>(shared_raw);
+  T* tile_v = tile_k + kBlockKeys * kStride;
+  T* tile_ds = tile_v + kBlockKeys * kStride;
+  T* query_stages = tile_ds + kBlockKeys * kScoreStride;
   float* row_stages = reinterpret_cast<float*>(query_stages + 4 * kBlockQueries * kStride);
   auto stage_q = [&](int stage) { return query_stages + stage * 2 * kBlockQueries * kStride; };
   auto stage_do = [&](int stage) { return query_stages + (stage * 2 + 1) * kBlockQueries * kStride; };
@@ -203,8 +206,8 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
       copy_async_wait<0>();
     }
     __syncthreads();  // this stage's tiles are complete for every thread
-    const __nv_bfloat16* tile_q = stage_q(stage);
-    const __nv_bfloat16* tile_do = stage_do(stage);
+    const T* tile_q = stage_q(stage);
+    const T* tile_do = stage_do(stage);
     const float* tile_lse = stage_lse(stage);
     const float* tile_delta = stage_delta(stage);
     const int* tile_lowest = stage_lowest(stage);
@@ -228,10 +231,10 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
         const int b_offset = (n * 8 + (lane >> 4) * 8 + (lane & 7)) * kStride + s * 16 + ((lane >> 3) & 1) * 8;
         ldmatrix_x4(b_q, tile_q + b_offset);
         ldmatrix_x4(b_do, tile_do + b_offset);
-        mma_16816(scores[n], a_k, b_q[0], b_q[1]);
-        mma_16816(scores[n + 1], a_k, b_q[2], b_q[3]);
-        mma_16816(dprobs[n], a_v, b_do[0], b_do[1]);
-        mma_16816(dprobs[n + 1], a_v, b_do[2], b_do[3]);
+        mma_16816<T>(scores[n], a_k, b_q[0], b_q[1]);
+        mma_16816<T>(scores[n + 1], a_k, b_q[2], b_q[3]);
+        mma_16816<T>(dprobs[n], a_v, b_do[0], b_do[1]);
+        mma_16816<T>(dprobs[n + 1], a_v, b_do[2], b_do[3]);
       }
     }
 
@@ -251,32 +254,32 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
         *reinterpret_cast<uint32_t*>(tile_ds + (warp * 16 + g + 8 * r) * kScoreStride + n * 8 + 2 * t) =
-            pack_bf16x2(dprobs[n][2 * r], dprobs[n][2 * r + 1]);
+            pack_x2<T>(dprobs[n][2 * r], dprobs[n][2 * r + 1]);
       }
     }
 
     // dV += Pᵀ·dO and dK += dSᵀ·Q; the A operands come straight from the accumulators.
 #pragma unroll
     for (int s = 0; s < kBlockQueries / 16; ++s) {
-      const uint32_t p[4] = {pack_bf16x2(scores[2 * s][0], scores[2 * s][1]),
-                             pack_bf16x2(scores[2 * s][2], scores[2 * s][3]),
-                             pack_bf16x2(scores[2 * s + 1][0], scores[2 * s + 1][1]),
-                             pack_bf16x2(scores[2 * s + 1][2], scores[2 * s + 1][3])};
-      const uint32_t ds[4] = {pack_bf16x2(dprobs[2 * s][0], dprobs[2 * s][1]),
-                              pack_bf16x2(dprobs[2 * s][2], dprobs[2 * s][3]),
-                              pack_bf16x2(dprobs[2 * s + 1][0], dprobs[2 * s + 1][1]),
-                              pack_bf16x2(dprobs[2 * s + 1][2], dprobs[2 * s + 1][3])};
+      const uint32_t p[4] = {pack_x2<T>(scores[2 * s][0], scores[2 * s][1]),
+                             pack_x2<T>(scores[2 * s][2], scores[2 * s][3]),
+                             pack_x2<T>(scores[2 * s + 1][0], scores[2 * s + 1][1]),
+                             pack_x2<T>(scores[2 * s + 1][2], scores[2 * s + 1][3])};
+      const uint32_t ds[4] = {pack_x2<T>(dprobs[2 * s][0], dprobs[2 * s][1]),
+                              pack_x2<T>(dprobs[2 * s][2], dprobs[2 * s][3]),
+                              pack_x2<T>(dprobs[2 * s + 1][0], dprobs[2 * s + 1][1]),
+                              pack_x2<T>(dprobs[2 * s + 1][2], dprobs[2 * s + 1][3])};
       const int row = s * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
 #pragma unroll
       for (int d = 0; d < kHeadDim / 16; ++d) {
         const int column = d * 16 + (lane >> 4) * 8;
         uint32_t b[4];
         ldmatrix_x4_trans(b, tile_do + row * kStride + column);
-        mma_16816(grad_v[2 * d], p, b[0], b[1]);
-        mma_16816(grad_v[2 * d + 1], p, b[2], b[3]);
+        mma_16816<T>(grad_v[2 * d], p, b[0], b[1]);
+        mma_16816<T>(grad_v[2 * d + 1], p, b[2], b[3]);
         ldmatrix_x4_trans(b, tile_q + row * kStride + column);
-        mma_16816(grad_k[2 * d], ds, b[0], b[1]);
-        mma_16816(grad_k[2 * d + 1], ds, b[2], b[3]);
+        mma_16816<T>(grad_k[2 * d], ds, b[0], b[1]);
+        mma_16816<T>(grad_k[2 * d + 1], ds, b[2], b[3]);
       }
     }
     __syncthreads();  // dSᵀ complete in shared memory
@@ -297,8 +300,8 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
         for (int d = 0; d < kQueryTiles / 2; ++d) {
           uint32_t b[4];
           ldmatrix_x4_trans(b, tile_k + row * kStride + column_base + d * 16 + (lane >> 4) * 8);
-          mma_16816(grad_q[2 * d], a, b[0], b[1]);
-          mma_16816(grad_q[2 * d + 1], a, b[2], b[3]);
+          mma_16816<T>(grad_q[2 * d], a, b[0], b[1]);
+          mma_16816<T>(grad_q[2 * d + 1], a, b[2], b[3]);
         }
       }
 #pragma unroll
@@ -322,10 +325,9 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
       const int64_t offset = keys[r] * kv_stride + int64_t{kv_head} * kHeadDim + 2 * t;
 #pragma unroll
       for (int n = 0; n < kOutTiles; ++n) {
-        *reinterpret_cast<__nv_bfloat162*>(dk + offset + n * 8) = __floats2bfloat162_rn(
-            grad_k[n][2 * r] * shape.softmax_scale, grad_k[n][2 * r + 1] * shape.softmax_scale);
-        *reinterpret_cast<__nv_bfloat162*>(dv + offset + n * 8) =
-            __floats2bfloat162_rn(grad_v[n][2 * r], grad_v[n][2 * r + 1]);
+        kernels::store_pair(dk + offset + n * 8, grad_k[n][2 * r] * shape.softmax_scale,
+                            grad_k[n][2 * r + 1] * shape.softmax_scale);
+        kernels::store_pair(dv + offset + n * 8, grad_v[n][2 * r], grad_v[n][2 * r + 1]);
       }
     } else {
       const int64_t offset = keys[r] * q_stride + int64_t{first_head} * kHeadDim + 2 * t;
@@ -339,10 +341,10 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
   }
 }
 
-template <int kHeadDim, int kWarps, bool kWholeGroup>
-void launch_backward(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bfloat16* dv, float* workspace,
-                     const __nv_bfloat16* dout, const __nv_bfloat16* q, const __nv_bfloat16* k,
-                     const __nv_bfloat16* v, const __nv_bfloat16* out, const float* logsumexp,
+template <int kHeadDim, int kWarps, bool kWholeGroup, typename T>
+void launch_backward(T* dq, T* dk, T* dv, float* workspace,
+                     const T* dout, const T* q, const T* k,
+                     const T* v, const T* out, const float* logsumexp,
                      const int32_t* cu_seqlens, const AttentionShape& shape, cudaStream_t stream) {
   constexpr int kBlockKeys = 16 * kWarps;
   const int group = shape.q_heads / shape.kv_heads;
@@ -357,25 +359,25 @@ void launch_backward(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bfloat16* dv, fl
   const int64_t key_blocks = (shape.tokens + kBlockKeys - 1) / kBlockKeys;
   CUDA_REQUIRE(key_blocks <= 65535, "attention backward: too many tokens for one launch");
   const int64_t delta_threads = shape.tokens * shape.q_heads * (kHeadDim / 8);
-  attention_delta_kernel<kHeadDim><<<static_cast<unsigned>((delta_threads + 255) / 256), 256, 0, stream>>>(
+  attention_delta_kernel<kHeadDim, T><<<static_cast<unsigned>((delta_threads + 255) / 256), 256, 0, stream>>>(
       delta, dq_accumulator, dout, out, shape.tokens, shape.q_heads);
   CUDA_CHECK_LAUNCH();
   constexpr size_t kShared = backward_shared_bytes<kHeadDim, kWarps>();
-  CUDA_CHECK(cudaFuncSetAttribute(attention_backward_kernel<kHeadDim, kWarps, kWholeGroup>,
+  CUDA_CHECK(cudaFuncSetAttribute(attention_backward_kernel<kHeadDim, kWarps, kWholeGroup, T>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kShared)));
   const dim3 grid(kWholeGroup ? shape.kv_heads : shape.q_heads, static_cast<unsigned>(key_blocks));
-  attention_backward_kernel<kHeadDim, kWarps, kWholeGroup><<<grid, kWarps * 32, kShared, stream>>>(
+  attention_backward_kernel<kHeadDim, kWarps, kWholeGroup, T><<<grid, kWarps * 32, kShared, stream>>>(
       dk, dv, dk_partial, dv_partial, dq_accumulator, dout, q, k, v, logsumexp, delta, cu_seqlens, shape);
   CUDA_CHECK_LAUNCH();
-  convert_dq_kernel<<<static_cast<unsigned>((q_elements / 4 + 255) / 256), 256, 0, stream>>>(dq, dq_accumulator,
+  convert_dq_kernel<T><<<static_cast<unsigned>((q_elements / 4 + 255) / 256), 256, 0, stream>>>(dq, dq_accumulator,
                                                                                            q_elements);
   CUDA_CHECK_LAUNCH();
   if (partials) {
     const int64_t kv_elements = shape.tokens * shape.kv_heads * kHeadDim;
     const unsigned blocks = static_cast<unsigned>((kv_elements / 4 + 255) / 256);
-    sum_group_kernel<<<blocks, 256, 0, stream>>>(dk, dk_partial, shape.tokens, shape.kv_heads, group, kHeadDim);
+    sum_group_kernel<T><<<blocks, 256, 0, stream>>>(dk, dk_partial, shape.tokens, shape.kv_heads, group, kHeadDim);
     CUDA_CHECK_LAUNCH();
-    sum_group_kernel<<<blocks, 256, 0, stream>>>(dv, dv_partial, shape.tokens, shape.kv_heads, group, kHeadDim);
+    sum_group_kernel<T><<<blocks, 256, 0, stream>>>(dv, dv_partial, shape.tokens, shape.kv_heads, group, kHeadDim);
     CUDA_CHECK_LAUNCH();
   }
 }
@@ -389,9 +391,10 @@ int64_t attention_backward_workspace_floats(const AttentionShape& shape, Attenti
   return q_elements + shape.tokens * shape.q_heads + (partials ? 2 * q_elements : 0);
 }
 
-void attention_backward(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bfloat16* dv, float* workspace,
-                        const __nv_bfloat16* dout, const __nv_bfloat16* q, const __nv_bfloat16* k,
-                        const __nv_bfloat16* v, const __nv_bfloat16* out, const float* logsumexp,
+template <typename T>
+void attention_backward(T* dq, T* dk, T* dv, float* workspace,
+                        const T* dout, const T* q, const T* k,
+                        const T* v, const T* out, const float* logsumexp,
                         const int32_t* cu_seqlens, const AttentionShape& shape, cudaStream_t stream,
                         int key_block_warps, AttentionBackwardBlocks blocks) {
   check_attention_shape(shape);
@@ -414,5 +417,12 @@ void attention_backward(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bfloat16* dv,
   }
 #undef SUROGATE_BACKWARD
 }
+
+#define INSTANTIATE(T)                                                                                      \
+  template void attention_backward(T*, T*, T*, float*, const T*, const T*, const T*, const T*, const T*,        \
+                                   const float*, const int32_t*, const AttentionShape&, cudaStream_t, int,        \
+                                   AttentionBackwardBlocks);
+SUROGATE_FOR_16BIT_TYPES(INSTANTIATE)
+#undef INSTANTIATE
 
 }  // namespace surogate::cuda

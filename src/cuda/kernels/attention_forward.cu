@@ -29,15 +29,15 @@ constexpr bool q_in_stage() {
 template <int kHeadDim, int kBlocksPerSm>
 constexpr size_t forward_shared_bytes() {
   return size_t{(q_in_stage<kBlocksPerSm>() ? 0 : kBlockQueries) + 4 * kBlockKeys} * (kHeadDim + kPad) *
-         sizeof(__nv_bfloat16);
+         sizeof(uint16_t);  // 16-bit elements
 }
 
 // The default variant keeps the plain bound (no minimum block count: a minimum of 1 makes ptxas
 // take 230 registers instead of 179).
-template <int kHeadDim, int kBlocksPerSm>
+template <int kHeadDim, int kBlocksPerSm, typename T>
 __global__ void __launch_bounds__(kThreads, q_in_stage<kBlocksPerSm>() ? kBlocksPerSm : 0)
-    attention_forward_kernel(__nv_bfloat16* out, float* logsumexp, const __nv_bfloat16* q, const __nv_bfloat16* k,
-                             const __nv_bfloat16* v, const int32_t* cu_seqlens, AttentionShape shape) {
+    attention_forward_kernel(T* out, float* logsumexp, const T* q, const T* k,
+                             const T* v, const int32_t* cu_seqlens, AttentionShape shape) {
   constexpr int kStride = kHeadDim + kPad;
   constexpr int kSlices = kHeadDim / 16;       // k-slices of the head dimension
   constexpr int kOutTiles = kHeadDim / 8;      // n-tiles of the output
@@ -45,8 +45,8 @@ __global__ void __launch_bounds__(kThreads, q_in_stage<kBlocksPerSm>() ? kBlocks
   extern __shared__ __align__(16) unsigned char shared_raw[];
   constexpr bool kQInStage = q_in_stage<kBlocksPerSm>();
   // Two stages of (K, V) after Q, or with Q where the second stage's K goes.
-  __nv_bfloat16* tile_q = reinterpret_cast<__nv_bfloat16*>(shared_raw) + (kQInStage ? 2 * kBlockKeys * kStride : 0);
-  __nv_bfloat16* stages = reinterpret_cast<__nv_bfloat16*>(shared_raw) + (kQInStage ? 0 : kBlockQueries * kStride);
+  T* tile_q = reinterpret_cast<T*>(shared_raw) + (kQInStage ? 2 * kBlockKeys * kStride : 0);
+  T* stages = reinterpret_cast<T*>(shared_raw) + (kQInStage ? 0 : kBlockQueries * kStride);
 
   // Heads vary fastest and query blocks run from the last one down: the blocks with the most
   // causal work start first and the short ones fill the tail.
@@ -78,7 +78,7 @@ __global__ void __launch_bounds__(kThreads, q_in_stage<kBlocksPerSm>() ? kBlocks
       lowest_visible_key(cu_seqlens, 0, last_document, shape.window, last_row);
   const bool rows_complete = first_query + kBlockQueries <= tokens;
   auto load_stage = [&](int stage, int64_t first_key) {
-    __nv_bfloat16* tile_k = stages + stage * 2 * kBlockKeys * kStride;
+    T* tile_k = stages + stage * 2 * kBlockKeys * kStride;
     const int64_t offset = first_key * kv_stride + int64_t{kv_head} * kHeadDim;
     load_tile_async<kHeadDim>(tile_k, k + offset, kv_stride, kBlockKeys, tokens - first_key);
     load_tile_async<kHeadDim>(tile_k + kBlockKeys * kStride, v + offset, kv_stride, kBlockKeys, tokens - first_key);
@@ -90,7 +90,7 @@ __global__ void __launch_bounds__(kThreads, q_in_stage<kBlocksPerSm>() ? kBlocks
   uint32_t q_fragments[kSlices][4];
 #pragma unroll
   for (int s = 0; s < kSlices; ++s) {
-    const __nv_bfloat16* base = tile_q + (warp * 16 + g) * kStride + s * 16 + 2 * t;
+    const T* base = tile_q + (warp * 16 + g) * kStride + s * 16 + 2 * t;
     q_fragments[s][0] = load_pair(base);
     q_fragments[s][1] = load_pair(base + 8 * kStride);
     q_fragments[s][2] = load_pair(base + 8);
@@ -112,8 +112,8 @@ __global__ void __launch_bounds__(kThreads, q_in_stage<kBlocksPerSm>() ? kBlocks
       copy_async_wait<0>();
     }
     __syncthreads();  // this stage's tiles are complete for every thread
-    const __nv_bfloat16* tile_k = stages + stage * 2 * kBlockKeys * kStride;
-    const __nv_bfloat16* tile_v = tile_k + kBlockKeys * kStride;
+    const T* tile_k = stages + stage * 2 * kBlockKeys * kStride;
+    const T* tile_v = tile_k + kBlockKeys * kStride;
     const bool fully_visible =
         rows_complete && first_key + kBlockKeys - 1 <= first_query && first_key >= last_row_lowest;
 
@@ -124,8 +124,8 @@ __global__ void __launch_bounds__(kThreads, q_in_stage<kBlocksPerSm>() ? kBlocks
       for (int n = 0; n < kScoreTiles; n += 2) {
         uint32_t b[4];  // B fragments of key n-tiles n and n + 1
         ldmatrix_x4(b, tile_k + (n * 8 + (lane >> 4) * 8 + (lane & 7)) * kStride + s * 16 + ((lane >> 3) & 1) * 8);
-        mma_16816(scores[n], q_fragments[s], b[0], b[1]);
-        mma_16816(scores[n + 1], q_fragments[s], b[2], b[3]);
+        mma_16816<T>(scores[n], q_fragments[s], b[0], b[1]);
+        mma_16816<T>(scores[n + 1], q_fragments[s], b[2], b[3]);
       }
     }
 
@@ -184,17 +184,17 @@ __global__ void __launch_bounds__(kThreads, q_in_stage<kBlocksPerSm>() ? kBlocks
     // accumulator += P · V, P straight from registers.
 #pragma unroll
     for (int s = 0; s < kBlockKeys / 16; ++s) {
-      const uint32_t p[4] = {pack_bf16x2(scores[2 * s][0], scores[2 * s][1]),
-                             pack_bf16x2(scores[2 * s][2], scores[2 * s][3]),
-                             pack_bf16x2(scores[2 * s + 1][0], scores[2 * s + 1][1]),
-                             pack_bf16x2(scores[2 * s + 1][2], scores[2 * s + 1][3])};
+      const uint32_t p[4] = {pack_x2<T>(scores[2 * s][0], scores[2 * s][1]),
+                             pack_x2<T>(scores[2 * s][2], scores[2 * s][3]),
+                             pack_x2<T>(scores[2 * s + 1][0], scores[2 * s + 1][1]),
+                             pack_x2<T>(scores[2 * s + 1][2], scores[2 * s + 1][3])};
 #pragma unroll
       for (int d = 0; d < kHeadDim / 16; ++d) {
         uint32_t b[4];
         ldmatrix_x4_trans(b, tile_v + (s * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * kStride + d * 16 +
                                  (lane >> 4) * 8);
-        mma_16816(accumulator[2 * d], p, b[0], b[1]);
-        mma_16816(accumulator[2 * d + 1], p, b[2], b[3]);
+        mma_16816<T>(accumulator[2 * d], p, b[0], b[1]);
+        mma_16816<T>(accumulator[2 * d + 1], p, b[2], b[3]);
       }
     }
     __syncthreads();  // every warp is done with this stage before it is refilled
@@ -206,27 +206,27 @@ __global__ void __launch_bounds__(kThreads, q_in_stage<kBlocksPerSm>() ? kBlocks
     row_sum[r] += __shfl_xor_sync(0xffffffffu, row_sum[r], 2);
     if (rows[r] >= tokens) continue;
     const float inverse = 1.0f / row_sum[r];
-    __nv_bfloat16* target = out + rows[r] * q_stride + int64_t{head} * kHeadDim + 2 * t;
+    T* target = out + rows[r] * q_stride + int64_t{head} * kHeadDim + 2 * t;
 #pragma unroll
     for (int n = 0; n < kOutTiles; ++n) {
-      *reinterpret_cast<__nv_bfloat162*>(target + n * 8) =
-          __floats2bfloat162_rn(accumulator[n][2 * r] * inverse, accumulator[n][2 * r + 1] * inverse);
+      kernels::store_pair(target + n * 8, accumulator[n][2 * r] * inverse,
+                          accumulator[n][2 * r + 1] * inverse);
     }
     if (t == 0) logsumexp[int64_t{head} * tokens + rows[r]] = row_max[r] / kLog2e + logf(row_sum[r]);
   }
 }
 
-template <int kHeadDim, int kBlocksPerSm>
-void launch_forward(__nv_bfloat16* out, float* logsumexp, const __nv_bfloat16* q, const __nv_bfloat16* k,
-                    const __nv_bfloat16* v, const int32_t* cu_seqlens, const AttentionShape& shape,
+template <int kHeadDim, int kBlocksPerSm, typename T>
+void launch_forward(T* out, float* logsumexp, const T* q, const T* k,
+                    const T* v, const int32_t* cu_seqlens, const AttentionShape& shape,
                     cudaStream_t stream) {
   constexpr size_t kShared = forward_shared_bytes<kHeadDim, kBlocksPerSm>();
-  CUDA_CHECK(cudaFuncSetAttribute(attention_forward_kernel<kHeadDim, kBlocksPerSm>,
+  CUDA_CHECK(cudaFuncSetAttribute(attention_forward_kernel<kHeadDim, kBlocksPerSm, T>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kShared)));
   const int64_t query_blocks = (shape.tokens + kBlockQueries - 1) / kBlockQueries;
   CUDA_REQUIRE(query_blocks <= 65535, "attention forward: too many tokens for one launch");
   const dim3 grid(shape.q_heads, static_cast<unsigned>(query_blocks));
-  attention_forward_kernel<kHeadDim, kBlocksPerSm>
+  attention_forward_kernel<kHeadDim, kBlocksPerSm, T>
       <<<grid, kThreads, kShared, stream>>>(out, logsumexp, q, k, v, cu_seqlens, shape);
   CUDA_CHECK_LAUNCH();
 }
@@ -242,9 +242,9 @@ void check_attention_shape(const AttentionShape& shape) {
   CUDA_REQUIRE(shape.window >= 0, "attention: window must be 0 (none) or positive");
 }
 
-template <int kBlocksPerSm>
-void launch_forward_for_head_dim(__nv_bfloat16* out, float* logsumexp, const __nv_bfloat16* q, const __nv_bfloat16* k,
-                                 const __nv_bfloat16* v, const int32_t* cu_seqlens, const AttentionShape& shape,
+template <int kBlocksPerSm, typename T>
+void launch_forward_for_head_dim(T* out, float* logsumexp, const T* q, const T* k,
+                                 const T* v, const int32_t* cu_seqlens, const AttentionShape& shape,
                                  cudaStream_t stream) {
   switch (shape.head_dim) {
     case 32: launch_forward<32, kBlocksPerSm>(out, logsumexp, q, k, v, cu_seqlens, shape, stream); break;
@@ -253,8 +253,9 @@ void launch_forward_for_head_dim(__nv_bfloat16* out, float* logsumexp, const __n
   }
 }
 
-void attention_forward(__nv_bfloat16* out, float* logsumexp, const __nv_bfloat16* q, const __nv_bfloat16* k,
-                       const __nv_bfloat16* v, const int32_t* cu_seqlens, const AttentionShape& shape,
+template <typename T>
+void attention_forward(T* out, float* logsumexp, const T* q, const T* k,
+                       const T* v, const int32_t* cu_seqlens, const AttentionShape& shape,
                        cudaStream_t stream, int blocks_per_sm) {
   check_attention_shape(shape);
   CUDA_REQUIRE(blocks_per_sm == 0 || blocks_per_sm == 2 || blocks_per_sm == 3,
@@ -266,5 +267,11 @@ void attention_forward(__nv_bfloat16* out, float* logsumexp, const __nv_bfloat16
     launch_forward_for_head_dim<3>(out, logsumexp, q, k, v, cu_seqlens, shape, stream);
   }
 }
+
+#define INSTANTIATE(T)                                                                                      \
+  template void attention_forward(T*, float*, const T*, const T*, const T*, const int32_t*, const AttentionShape&, \
+                                  cudaStream_t, int);
+SUROGATE_FOR_16BIT_TYPES(INSTANTIATE)
+#undef INSTANTIATE
 
 }  // namespace surogate::cuda

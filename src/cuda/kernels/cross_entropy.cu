@@ -24,26 +24,26 @@ struct SoftmaxState {
   }
 };
 
-template <bool kVector>
-__global__ void cross_entropy_kernel(__nv_bfloat16* logits, float* row_losses, const int32_t* labels, int64_t vocab,
+template <bool kVector, typename T>
+__global__ void cross_entropy_kernel(T* logits, float* row_losses, const int32_t* labels, int64_t vocab,
                                      const float* grad_scale, const float* weights) {
   __shared__ float scratch[32];
-  __nv_bfloat16* row = logits + static_cast<int64_t>(blockIdx.x) * vocab;
+  T* row = logits + static_cast<int64_t>(blockIdx.x) * vocab;
   const int32_t label = labels[blockIdx.x];
   const bool valid = label >= 0 && label < vocab;
   const float weight = weights != nullptr ? weights[blockIdx.x] : 1.0f;  // uniform branch: null costs nothing
-  const float label_logit = valid ? __bfloat162float(row[label]) : 0.0f;  // read before the row is overwritten
+  const float label_logit = valid ? kernels::to_float(row[label]) : 0.0f;  // read before the row is overwritten
 
   SoftmaxState state;
   if constexpr (kVector) {
     for (int64_t column = threadIdx.x * kPackWidth; column < vocab; column += kThreads * kPackWidth) {
       float values[kPackWidth];
-      kernels::unpack(kernels::load_bf16x8(row + column), values);
+      kernels::unpack(kernels::load_x8(row + column), values);
 #pragma unroll
       for (int i = 0; i < kPackWidth; ++i) state.add(values[i]);
     }
   } else {
-    for (int64_t column = threadIdx.x; column < vocab; column += kThreads) state.add(__bfloat162float(row[column]));
+    for (int64_t column = threadIdx.x; column < vocab; column += kThreads) state.add(kernels::to_float(row[column]));
   }
   const float row_max = kernels::block_max(state.max, scratch);
   const float local_sum = state.max == -INFINITY ? 0.0f : state.sum * __expf(state.max - row_max);
@@ -56,18 +56,18 @@ __global__ void cross_entropy_kernel(__nv_bfloat16* logits, float* row_losses, c
   if constexpr (kVector) {
     for (int64_t column = threadIdx.x * kPackWidth; column < vocab; column += kThreads * kPackWidth) {
       float values[kPackWidth];
-      kernels::unpack(kernels::load_bf16x8(row + column), values);
+      kernels::unpack(kernels::load_x8(row + column), values);
 #pragma unroll
       for (int i = 0; i < kPackWidth; ++i) {
         const float target = column + i == label ? 1.0f : 0.0f;
         values[i] = (__expf(values[i] - log_sum_exp) - target) * scale;
       }
-      kernels::store_bf16x8(row + column, kernels::pack(values));
+      kernels::store_x8(row + column, kernels::pack<T>(values));
     }
   } else {
     for (int64_t column = threadIdx.x; column < vocab; column += kThreads) {
       const float target = column == label ? 1.0f : 0.0f;
-      row[column] = __float2bfloat16((__expf(__bfloat162float(row[column]) - log_sum_exp) - target) * scale);
+      row[column] = kernels::from_float<T>((__expf(kernels::to_float(row[column]) - log_sum_exp) - target) * scale);
     }
   }
 }
@@ -94,16 +94,17 @@ __global__ void sum_losses_kernel(float* loss_sum, const float* row_losses, int6
 
 }  // namespace
 
-void cross_entropy_forward_backward(__nv_bfloat16* logits, float* row_losses, const int32_t* labels, int64_t rows,
+template <typename T>
+void cross_entropy_forward_backward(T* logits, float* row_losses, const int32_t* labels, int64_t rows,
                                     int64_t vocab, const float* grad_scale, cudaStream_t stream,
                                     const float* weights) {
   CUDA_REQUIRE(vocab > 0, "cross_entropy: vocab must be positive");
   if (rows == 0) return;
   if (vocab % kPackWidth == 0) {
-    cross_entropy_kernel<true><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(logits, row_losses, labels,
+    cross_entropy_kernel<true, T><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(logits, row_losses, labels,
                                                                                      vocab, grad_scale, weights);
   } else {
-    cross_entropy_kernel<false><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(logits, row_losses, labels,
+    cross_entropy_kernel<false, T><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(logits, row_losses, labels,
                                                                                       vocab, grad_scale, weights);
   }
   CUDA_CHECK_LAUNCH();
@@ -120,5 +121,11 @@ void sum_row_losses(float* loss_sum, const float* row_losses, int64_t rows, cuda
   sum_losses_kernel<<<1, 1024, 0, stream>>>(loss_sum, row_losses, rows);
   CUDA_CHECK_LAUNCH();
 }
+
+#define INSTANTIATE(T) \
+  template void cross_entropy_forward_backward(T*, float*, const int32_t*, int64_t, int64_t, const float*, \
+                                               cudaStream_t, const float*);
+SUROGATE_FOR_16BIT_TYPES(INSTANTIATE)
+#undef INSTANTIATE
 
 }  // namespace surogate::cuda

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -27,7 +28,8 @@ namespace surogate::cuda {
 
 constexpr int32_t kIgnoreIndex = -100;
 
-void cross_entropy_forward_backward(__nv_bfloat16* logits, float* row_losses, const int32_t* labels, int64_t rows,
+template <typename T>
+void cross_entropy_forward_backward(T* logits, float* row_losses, const int32_t* labels, int64_t rows,
                                     int64_t vocab, const float* grad_scale, cudaStream_t stream,
                                     const float* weights = nullptr);
 

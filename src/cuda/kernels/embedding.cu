@@ -6,22 +6,23 @@
 namespace surogate::cuda {
 namespace {
 
-using kernels::Bf16x8;
 using kernels::kPackWidth;
 
-__global__ void embedding_forward_kernel(__nv_bfloat16* out, const int32_t* ids, const __nv_bfloat16* table,
+template <typename T>
+__global__ void embedding_forward_kernel(T* out, const int32_t* ids, const T* table,
                                          int64_t tokens, int64_t vocab, int64_t channels) {
   const int64_t vectors_per_row = channels / kPackWidth;
   const int64_t index = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (index >= tokens * vectors_per_row) return;
   const int64_t token = index / vectors_per_row, column = (index % vectors_per_row) * kPackWidth;
   const int32_t id = ids[token];
-  Bf16x8 value{};
-  if (id >= 0 && id < vocab) value = kernels::load_bf16x8(table + id * channels + column);
-  kernels::store_bf16x8(out + token * channels + column, value);
+  kernels::Vec8<T> value{};
+  if (id >= 0 && id < vocab) value = kernels::load_x8(table + id * channels + column);
+  kernels::store_x8(out + token * channels + column, value);
 }
 
-__global__ void embedding_backward_kernel(float* dtable, const int32_t* ids, const __nv_bfloat16* dout,
+template <typename T>
+__global__ void embedding_backward_kernel(float* dtable, const int32_t* ids, const T* dout,
                                           int64_t tokens, int64_t vocab, int64_t channels) {
   const int64_t vectors_per_row = channels / kPackWidth;
   const int64_t index = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -30,7 +31,7 @@ __global__ void embedding_backward_kernel(float* dtable, const int32_t* ids, con
   const int32_t id = ids[token];
   if (id < 0 || id >= vocab) return;
   float values[kPackWidth];
-  kernels::unpack(kernels::load_bf16x8(dout + token * channels + column), values);
+  kernels::unpack(kernels::load_x8(dout + token * channels + column), values);
   float* target = dtable + id * channels + column;
 #pragma unroll
   for (int i = 0; i < kPackWidth; ++i) atomicAdd(target + i, values[i]);
@@ -42,7 +43,8 @@ unsigned blocks_for(int64_t work) { return static_cast<unsigned>((work + kThread
 
 }  // namespace
 
-void embedding_forward(__nv_bfloat16* out, const int32_t* ids, const __nv_bfloat16* table, int64_t tokens,
+template <typename T>
+void embedding_forward(T* out, const int32_t* ids, const T* table, int64_t tokens,
                        int64_t vocab, int64_t channels, cudaStream_t stream) {
   CUDA_REQUIRE(channels % kPackWidth == 0, "embedding: channels must be a multiple of 8");
   if (tokens == 0) return;
@@ -51,7 +53,8 @@ void embedding_forward(__nv_bfloat16* out, const int32_t* ids, const __nv_bfloat
   CUDA_CHECK_LAUNCH();
 }
 
-void embedding_backward(float* dtable, const int32_t* ids, const __nv_bfloat16* dout, int64_t tokens, int64_t vocab,
+template <typename T>
+void embedding_backward(float* dtable, const int32_t* ids, const T* dout, int64_t tokens, int64_t vocab,
                         int64_t channels, cudaStream_t stream) {
   CUDA_REQUIRE(channels % kPackWidth == 0, "embedding: channels must be a multiple of 8");
   if (tokens == 0) return;
@@ -59,5 +62,11 @@ void embedding_backward(float* dtable, const int32_t* ids, const __nv_bfloat16* 
       dtable, ids, dout, tokens, vocab, channels);
   CUDA_CHECK_LAUNCH();
 }
+
+#define INSTANTIATE(T)                                                                                      \
+  template void embedding_forward(T*, const int32_t*, const T*, int64_t, int64_t, int64_t, cudaStream_t);  \
+  template void embedding_backward(float*, const int32_t*, const T*, int64_t, int64_t, int64_t, cudaStream_t);
+SUROGATE_FOR_16BIT_TYPES(INSTANTIATE)
+#undef INSTANTIATE
 
 }  // namespace surogate::cuda

@@ -9,16 +9,19 @@
 #pragma once
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
 
 namespace surogate::cuda {
 
-void embedding_forward(__nv_bfloat16* out, const int32_t* ids, const __nv_bfloat16* table, int64_t tokens,
+template <typename T>
+void embedding_forward(T* out, const int32_t* ids, const T* table, int64_t tokens,
                        int64_t vocab, int64_t channels, cudaStream_t stream);
 
-void embedding_backward(float* dtable, const int32_t* ids, const __nv_bfloat16* dout, int64_t tokens, int64_t vocab,
+template <typename T>
+void embedding_backward(float* dtable, const int32_t* ids, const T* dout, int64_t tokens, int64_t vocab,
                         int64_t channels, cudaStream_t stream);
 
 }  // namespace surogate::cuda

@@ -35,13 +35,14 @@ constexpr int kTileStride = kTile + kPad;
 
 template <int kRank, int kColumnTiles, int kTokenTiles, int kStages>
 constexpr size_t shared_bytes() {
-  return sizeof(__nv_bfloat16) * (size_t{kStages} * kTile * kTileStride + size_t{kTokenTiles} * kTile * (kRank + kPad) +
+  return sizeof(uint16_t) * (size_t{kStages} * kTile * kTileStride + size_t{kTokenTiles} * kTile * (kRank + kPad) +
                                   size_t{kColumnTiles} * kTile * (kRank + kPad));
 }
 
 // Copies `rows` rows of `width` bf16 (global row stride `stride`) into shared rows of
 // `shared_stride`; rows at or past `valid_rows` and columns at or past `valid_columns` are zeros.
-__device__ __forceinline__ void load_rows_async(__nv_bfloat16* target, int shared_stride, const __nv_bfloat16* source,
+template <typename T>
+__device__ __forceinline__ void load_rows_async(T* target, int shared_stride, const T* source,
                                                 int64_t stride, int rows, int width, int64_t valid_rows,
                                                 int64_t valid_columns) {
   const int vectors = width / 8;
@@ -56,18 +57,18 @@ __device__ __forceinline__ void load_rows_async(__nv_bfloat16* target, int share
 // column-fastest through a ring of kStages shared buffers (cp.async, kStages − 1 tiles in flight,
 // one barrier per tile). The tile counts are template parameters so that the step loop unrolls
 // and every sum stays in registers (a runtime tile index would put them in local memory).
-template <int kRank, int kColumnTiles, int kTokenTiles, int kStages>
+template <int kRank, int kColumnTiles, int kTokenTiles, int kStages, typename T>
 __global__ void __launch_bounds__(kThreads)
-    low_rank_partials_kernel(float* dx_partials, float* dw_partials, const __nv_bfloat16* dy, const __nv_bfloat16* x,
-                             const __nv_bfloat16* weight, int64_t tokens, int64_t columns) {
+    low_rank_partials_kernel(float* dx_partials, float* dw_partials, const T* dy, const T* x,
+                             const T* weight, int64_t tokens, int64_t columns) {
   constexpr int kRankStride = kRank + kPad;
   constexpr int kRankTiles = kRank / 8;      // n-tiles of the d_x product
   constexpr int kRankBlocks = kRank / 16;    // m-tiles of the d_Wᵀ product
   constexpr int kSteps = kTokenTiles * kColumnTiles;
   extern __shared__ __align__(16) unsigned char shared_raw[];
-  __nv_bfloat16* stages = reinterpret_cast<__nv_bfloat16*>(shared_raw);      // kStages × [kTile][kTileStride]
-  __nv_bfloat16* x_tile = stages + kStages * kTile * kTileStride;            // [kTokenTiles · kTile][kRankStride]
-  __nv_bfloat16* w_tile = x_tile + kTokenTiles * kTile * kRankStride;        // [kColumnTiles · kTile][kRankStride]
+  T* stages = reinterpret_cast<T*>(shared_raw);      // kStages × [kTile][kTileStride]
+  T* x_tile = stages + kStages * kTile * kTileStride;            // [kTokenTiles · kTile][kRankStride]
+  T* w_tile = x_tile + kTokenTiles * kTile * kRankStride;        // [kColumnTiles · kTile][kRankStride]
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int64_t first_token = int64_t{blockIdx.y} * kTokenTiles * kTile;
@@ -98,7 +99,7 @@ __global__ void __launch_bounds__(kThreads)
     copy_async_wait<kStages - 2>();
     __syncthreads();  // this step's tile is complete; every warp is done with step − 1's buffer
     load_step(step + kStages - 1);  // into step − 1's buffer
-    const __nv_bfloat16* tile = stages + (step % kStages) * kTile * kTileStride;
+    const T* tile = stages + (step % kStages) * kTile * kTileStride;
     const int token_tile = step / kColumnTiles, column_tile = step % kColumnTiles;
 
 #pragma unroll
@@ -111,8 +112,8 @@ __global__ void __launch_bounds__(kThreads)
         uint32_t b[4];
         ldmatrix_x4_trans(b, w_tile + (column_tile * kTile + k * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * kRankStride +
                                  j * 16 + (lane >> 4) * 8);
-        mma_16816(dx_sums[token_tile][2 * j], a, b[0], b[1]);
-        mma_16816(dx_sums[token_tile][2 * j + 1], a, b[2], b[3]);
+        mma_16816<T>(dx_sums[token_tile][2 * j], a, b[0], b[1]);
+        mma_16816<T>(dx_sums[token_tile][2 * j + 1], a, b[2], b[3]);
       }
       // d_Wᵀ += xᵀ[r, 16 tokens] · dy[those tokens, 16 columns of this warp]
       uint32_t b[4];
@@ -125,8 +126,8 @@ __global__ void __launch_bounds__(kThreads)
         uint32_t xa[4];
         ldmatrix_x4_trans(xa, x_tile + (token_tile * kTile + k * 16 + (lane & 7) + (lane >> 4) * 8) * kRankStride +
                                   m * 16 + ((lane >> 3) & 1) * 8);
-        mma_16816(dw_sums[column_tile][m][0], xa, b[0], b[1]);
-        mma_16816(dw_sums[column_tile][m][1], xa, b[2], b[3]);
+        mma_16816<T>(dw_sums[column_tile][m][0], xa, b[0], b[1]);
+        mma_16816<T>(dw_sums[column_tile][m][1], xa, b[2], b[3]);
       }
     }
   }
@@ -168,7 +169,8 @@ __global__ void __launch_bounds__(kThreads)
 
 // Sums the partials in block order, scales, rounds once: d_x first (T·r elements), then d_W
 // (N·r, indexed r-major so the partial reads are coalesced).
-__global__ void low_rank_reduce_kernel(__nv_bfloat16* d_x, __nv_bfloat16* d_weight, const float* dx_partials,
+template <typename T>
+__global__ void low_rank_reduce_kernel(T* d_x, T* d_weight, const float* dx_partials,
                                        const float* dw_partials, int64_t tokens, int64_t columns, int rank,
                                        int column_blocks, int token_blocks, float scale, bool accumulate) {
   const int64_t dx_count = tokens * rank, total = dx_count + columns * rank;
@@ -177,14 +179,14 @@ __global__ void low_rank_reduce_kernel(__nv_bfloat16* d_x, __nv_bfloat16* d_weig
     float sum = 0.0f;
     if (index < dx_count) {
       for (int block = 0; block < column_blocks; ++block) sum += dx_partials[block * dx_count + index];
-      d_x[index] = __float2bfloat16_rn(scale * sum);
+      d_x[index] = kernels::from_float<T>(scale * sum);
     } else {
       const int64_t element = index - dx_count;  // r-major: element = r · N + column
       const int64_t r = element / columns, column = element % columns;
       for (int block = 0; block < token_blocks; ++block) sum += dw_partials[(block * int64_t{rank} + r) * columns + column];
-      __nv_bfloat16* target = d_weight + column * rank + r;
+      T* target = d_weight + column * rank + r;
       const float product = scale * sum;
-      *target = __float2bfloat16_rn(accumulate ? product + __bfloat162float(*target) : product);
+      *target = kernels::from_float<T>(accumulate ? product + kernels::to_float(*target) : product);
     }
   }
 }
@@ -222,21 +224,22 @@ bool valid_tiling(const LowRankTiling& tiling) {
 }
 
 // Everything one launch of the partials kernel takes but its template parameters.
+template <typename T>
 struct PartialsLaunch {
   float* dx_partials;
   float* dw_partials;
-  const __nv_bfloat16* d_out;
-  const __nv_bfloat16* x;
-  const __nv_bfloat16* weight;
+  const T* d_out;
+  const T* x;
+  const T* weight;
   int64_t tokens, columns;
   dim3 grid;
   cudaStream_t stream;
 };
 
-template <int kRank, int kColumnTiles, int kTokenTiles, int kStages>
-void launch_partials(const PartialsLaunch& l) {
+template <int kRank, int kColumnTiles, int kTokenTiles, int kStages, typename T>
+void launch_partials(const PartialsLaunch<T>& l) {
   constexpr size_t kShared = shared_bytes<kRank, kColumnTiles, kTokenTiles, kStages>();
-  auto kernel = low_rank_partials_kernel<kRank, kColumnTiles, kTokenTiles, kStages>;
+  auto kernel = low_rank_partials_kernel<kRank, kColumnTiles, kTokenTiles, kStages, T>;
   CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kShared)));
   kernel<<<l.grid, kThreads, kShared, l.stream>>>(l.dx_partials, l.dw_partials, l.d_out, l.x, l.weight, l.tokens,
                                                  l.columns);
@@ -244,8 +247,8 @@ void launch_partials(const PartialsLaunch& l) {
 }
 
 // The runtime tiling to the template parameters: column tiles, then token tiles, then stages.
-template <int kRank, int kColumnTiles, int kTokenTiles>
-void launch_with_stages(const LowRankTiling& tiling, const PartialsLaunch& l) {
+template <int kRank, int kColumnTiles, int kTokenTiles, typename T>
+void launch_with_stages(const LowRankTiling& tiling, const PartialsLaunch<T>& l) {
   switch (tiling.stages) {
     case 4: launch_partials<kRank, kColumnTiles, kTokenTiles, 4>(l); break;
     case 3: launch_partials<kRank, kColumnTiles, kTokenTiles, 3>(l); break;
@@ -253,8 +256,8 @@ void launch_with_stages(const LowRankTiling& tiling, const PartialsLaunch& l) {
   }
 }
 
-template <int kRank, int kColumnTiles>
-void launch_with_token_tiles(const LowRankTiling& tiling, const PartialsLaunch& l) {
+template <int kRank, int kColumnTiles, typename T>
+void launch_with_token_tiles(const LowRankTiling& tiling, const PartialsLaunch<T>& l) {
   switch (tiling.token_tiles) {
     case 4: launch_with_stages<kRank, kColumnTiles, 4>(tiling, l); break;
     case 2: launch_with_stages<kRank, kColumnTiles, 2>(tiling, l); break;
@@ -262,16 +265,16 @@ void launch_with_token_tiles(const LowRankTiling& tiling, const PartialsLaunch& 
   }
 }
 
-template <int kRank>
-void launch(__nv_bfloat16* d_x, __nv_bfloat16* d_weight, float* workspace, const __nv_bfloat16* d_out,
-            const __nv_bfloat16* x, const __nv_bfloat16* weight, const LowRankBackwardShape& shape, cudaStream_t stream) {
+template <int kRank, typename T>
+void launch(T* d_x, T* d_weight, float* workspace, const T* d_out,
+            const T* x, const T* weight, const LowRankBackwardShape& shape, cudaStream_t stream) {
   const LowRankTiling tiling = tiling_for(shape);
   const int64_t column_blocks = ceil_div(shape.columns, int64_t{tiling.column_tiles} * kTile);
   const int64_t token_blocks = ceil_div(shape.tokens, int64_t{tiling.token_tiles} * kTile);
   CUDA_REQUIRE(column_blocks <= 65535 && token_blocks <= 65535, "low_rank_backward: too many tokens or columns");
   float* dx_partials = workspace;
   float* dw_partials = workspace + column_blocks * shape.tokens * kRank;
-  const PartialsLaunch partials{dx_partials, dw_partials, d_out, x, weight, shape.tokens, shape.columns,
+  const PartialsLaunch<T> partials{dx_partials, dw_partials, d_out, x, weight, shape.tokens, shape.columns,
                                 dim3(static_cast<unsigned>(column_blocks), static_cast<unsigned>(token_blocks)),
                                 stream};
   switch (tiling.column_tiles) {
@@ -281,7 +284,7 @@ void launch(__nv_bfloat16* d_x, __nv_bfloat16* d_weight, float* workspace, const
   }
   const int64_t total = (shape.tokens + shape.columns) * kRank;
   const int blocks = static_cast<int>(std::min<int64_t>(ceil_div(total, 256), 4 * sm_count()));
-  low_rank_reduce_kernel<<<blocks, 256, 0, stream>>>(d_x, d_weight, dx_partials, dw_partials, shape.tokens,
+  low_rank_reduce_kernel<T><<<blocks, 256, 0, stream>>>(d_x, d_weight, dx_partials, dw_partials, shape.tokens,
                                                      shape.columns, kRank, static_cast<int>(column_blocks),
                                                      static_cast<int>(token_blocks), shape.scale, shape.accumulate);
   CUDA_CHECK_LAUNCH();
@@ -307,16 +310,23 @@ int64_t low_rank_backward_workspace_floats(const LowRankBackwardShape& shape) {
          shape.rank;
 }
 
-void low_rank_backward(__nv_bfloat16* d_x, __nv_bfloat16* d_weight, float* workspace, const __nv_bfloat16* d_out,
-                       const __nv_bfloat16* x, const __nv_bfloat16* weight, const LowRankBackwardShape& shape,
+template <typename T>
+void low_rank_backward(T* d_x, T* d_weight, float* workspace, const T* d_out,
+                       const T* x, const T* weight, const LowRankBackwardShape& shape,
                        cudaStream_t stream) {
   CUDA_REQUIRE(low_rank_backward_supported(shape, d_out, x, weight),
                "low_rank_backward: rank 16 or 32, columns a multiple of 8 and 16-byte aligned operands");
   if (shape.rank == 16) {
-    launch<16>(d_x, d_weight, workspace, d_out, x, weight, shape, stream);
+    launch<16, T>(d_x, d_weight, workspace, d_out, x, weight, shape, stream);
   } else {
-    launch<32>(d_x, d_weight, workspace, d_out, x, weight, shape, stream);
+    launch<32, T>(d_x, d_weight, workspace, d_out, x, weight, shape, stream);
   }
 }
+
+#define INSTANTIATE(T)                                                                                    \
+  template void low_rank_backward(T*, T*, float*, const T*, const T*, const T*, const LowRankBackwardShape&, \
+                                  cudaStream_t);
+SUROGATE_FOR_16BIT_TYPES(INSTANTIATE)
+#undef INSTANTIATE
 
 }  // namespace surogate::cuda

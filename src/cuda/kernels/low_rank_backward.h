@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -40,8 +41,9 @@ bool low_rank_backward_supported(const LowRankBackwardShape& shape, const void* 
 // fp32 workspace the kernel needs (the partial sums) for the shape and its tiling.
 int64_t low_rank_backward_workspace_floats(const LowRankBackwardShape& shape);
 
-void low_rank_backward(__nv_bfloat16* d_x, __nv_bfloat16* d_weight, float* workspace, const __nv_bfloat16* d_out,
-                       const __nv_bfloat16* x, const __nv_bfloat16* weight, const LowRankBackwardShape& shape,
+template <typename T>
+void low_rank_backward(T* d_x, T* d_weight, float* workspace, const T* d_out,
+                       const T* x, const T* weight, const LowRankBackwardShape& shape,
                        cudaStream_t stream);
 
 }  // namespace surogate::cuda

@@ -31,8 +31,9 @@ __device__ __forceinline__ void rotation(float (&cosine)[kPackWidth], float (&si
   }
 }
 
-__global__ void qk_norm_rope_forward_kernel(__nv_bfloat16* out, float* rstd_out, const __nv_bfloat16* input,
-                                            const __nv_bfloat16* weight, const float* inv_freq,
+template <typename T>
+__global__ void qk_norm_rope_forward_kernel(T* out, float* rstd_out, const T* input,
+                                            const T* weight, const float* inv_freq,
                                             const int32_t* position_ids, QkNormRopeShape shape) {
   const int lanes = shape.head_dim / 16, half = shape.head_dim / 2;
   const int64_t rows = shape.tokens * shape.heads;
@@ -42,8 +43,8 @@ __global__ void qk_norm_rope_forward_kernel(__nv_bfloat16* out, float* rstd_out,
   const int first = lane * kPackWidth;
   float low[kPackWidth] = {}, high[kPackWidth] = {};
   if (active) {
-    kernels::unpack(kernels::load_bf16x8(input + row * shape.head_dim + first), low);
-    kernels::unpack(kernels::load_bf16x8(input + row * shape.head_dim + first + half), high);
+    kernels::unpack(kernels::load_x8(input + row * shape.head_dim + first), low);
+    kernels::unpack(kernels::load_x8(input + row * shape.head_dim + first + half), high);
   }
   float sum = 0.0f;
 #pragma unroll
@@ -53,8 +54,8 @@ __global__ void qk_norm_rope_forward_kernel(__nv_bfloat16* out, float* rstd_out,
   const float rstd = rsqrtf(sum / shape.head_dim + shape.epsilon);
   if (lane == 0) rstd_out[row] = rstd;
   float w_low[kPackWidth], w_high[kPackWidth], cosine[kPackWidth], sine[kPackWidth];
-  kernels::unpack(kernels::load_bf16x8(weight + first), w_low);
-  kernels::unpack(kernels::load_bf16x8(weight + first + half), w_high);
+  kernels::unpack(kernels::load_x8(weight + first), w_low);
+  kernels::unpack(kernels::load_x8(weight + first + half), w_high);
   rotation(cosine, sine, inv_freq, first, static_cast<float>(position_ids[row / shape.heads]), shape.scaling, 1.0f);
   float y_low[kPackWidth], y_high[kPackWidth];
 #pragma unroll
@@ -63,12 +64,13 @@ __global__ void qk_norm_rope_forward_kernel(__nv_bfloat16* out, float* rstd_out,
     y_low[i] = n_low * cosine[i] - n_high * sine[i];
     y_high[i] = n_high * cosine[i] + n_low * sine[i];
   }
-  kernels::store_bf16x8(out + row * shape.head_dim + first, kernels::pack(y_low));
-  kernels::store_bf16x8(out + row * shape.head_dim + first + half, kernels::pack(y_high));
+  kernels::store_x8(out + row * shape.head_dim + first, kernels::pack<T>(y_low));
+  kernels::store_x8(out + row * shape.head_dim + first + half, kernels::pack<T>(y_high));
 }
 
-__global__ void qk_norm_rope_backward_kernel(__nv_bfloat16* dinput, float* partials, const __nv_bfloat16* dout,
-                                             const __nv_bfloat16* input, const __nv_bfloat16* weight,
+template <typename T>
+__global__ void qk_norm_rope_backward_kernel(T* dinput, float* partials, const T* dout,
+                                             const T* input, const T* weight,
                                              const float* rstd_in, const float* inv_freq,
                                              const int32_t* position_ids, QkNormRopeShape shape) {
   extern __shared__ float lane_partials[];  // [kThreads][16]: this thread's dw for its 16 channels
@@ -77,8 +79,8 @@ __global__ void qk_norm_rope_backward_kernel(__nv_bfloat16* dinput, float* parti
   const int64_t rows = shape.tokens * shape.heads;
   const int lane = threadIdx.x % lanes, first = lane * kPackWidth;
   float w_low[kPackWidth], w_high[kPackWidth];
-  kernels::unpack(kernels::load_bf16x8(weight + first), w_low);
-  kernels::unpack(kernels::load_bf16x8(weight + first + half), w_high);
+  kernels::unpack(kernels::load_x8(weight + first), w_low);
+  kernels::unpack(kernels::load_x8(weight + first + half), w_high);
   float dw_low[kPackWidth] = {}, dw_high[kPackWidth] = {};
 
   for (int64_t base = int64_t{blockIdx.x} * rows_per_block; base < rows; base += int64_t{gridDim.x} * rows_per_block) {
@@ -88,10 +90,10 @@ __global__ void qk_norm_rope_backward_kernel(__nv_bfloat16* dinput, float* parti
     float dot = 0.0f, rstd = 0.0f;
     if (active) {
       float dy_low[kPackWidth], dy_high[kPackWidth], cosine[kPackWidth], sine[kPackWidth];
-      kernels::unpack(kernels::load_bf16x8(dout + row * shape.head_dim + first), dy_low);
-      kernels::unpack(kernels::load_bf16x8(dout + row * shape.head_dim + first + half), dy_high);
-      kernels::unpack(kernels::load_bf16x8(input + row * shape.head_dim + first), x_low);
-      kernels::unpack(kernels::load_bf16x8(input + row * shape.head_dim + first + half), x_high);
+      kernels::unpack(kernels::load_x8(dout + row * shape.head_dim + first), dy_low);
+      kernels::unpack(kernels::load_x8(dout + row * shape.head_dim + first + half), dy_high);
+      kernels::unpack(kernels::load_x8(input + row * shape.head_dim + first), x_low);
+      kernels::unpack(kernels::load_x8(input + row * shape.head_dim + first + half), x_high);
       rotation(cosine, sine, inv_freq, first, static_cast<float>(position_ids[row / shape.heads]), shape.scaling,
                -1.0f);
       rstd = rstd_in[row];
@@ -116,8 +118,8 @@ __global__ void qk_norm_rope_backward_kernel(__nv_bfloat16* dinput, float* parti
       dx_low[i] = rstd * (g_low[i] - x_low[i] * dot);
       dx_high[i] = rstd * (g_high[i] - x_high[i] * dot);
     }
-    kernels::store_bf16x8(dinput + row * shape.head_dim + first, kernels::pack(dx_low));
-    kernels::store_bf16x8(dinput + row * shape.head_dim + first + half, kernels::pack(dx_high));
+    kernels::store_x8(dinput + row * shape.head_dim + first, kernels::pack<T>(dx_low));
+    kernels::store_x8(dinput + row * shape.head_dim + first + half, kernels::pack<T>(dx_high));
   }
 
   if (partials == nullptr) return;  // frozen weight: no dw (uniform over the block)
@@ -160,13 +162,14 @@ int64_t backward_blocks(const QkNormRopeShape& shape) {
 
 }  // namespace
 
-void qk_norm_rope_forward(__nv_bfloat16* out, float* rstd, const __nv_bfloat16* input, const __nv_bfloat16* weight,
+template <typename T>
+void qk_norm_rope_forward(T* out, float* rstd, const T* input, const T* weight,
                           const float* inv_freq, const int32_t* position_ids, const QkNormRopeShape& shape,
                           cudaStream_t stream) {
   check_shape(shape);
   const int64_t threads_total = shape.tokens * shape.heads * (shape.head_dim / 16);
   if (threads_total == 0) return;
-  qk_norm_rope_forward_kernel<<<static_cast<unsigned>((threads_total + kThreads - 1) / kThreads), kThreads, 0,
+  qk_norm_rope_forward_kernel<T><<<static_cast<unsigned>((threads_total + kThreads - 1) / kThreads), kThreads, 0,
                                 stream>>>(out, rstd, input, weight, inv_freq, position_ids, shape);
   CUDA_CHECK_LAUNCH();
 }
@@ -175,14 +178,15 @@ int64_t qk_norm_rope_backward_scratch_floats(const QkNormRopeShape& shape) {
   return backward_blocks(shape) * shape.head_dim;
 }
 
-void qk_norm_rope_backward(__nv_bfloat16* dinput, float* dweight, float* scratch, const __nv_bfloat16* dout,
-                           const __nv_bfloat16* input, const __nv_bfloat16* weight, const float* rstd,
+template <typename T>
+void qk_norm_rope_backward(T* dinput, float* dweight, float* scratch, const T* dout,
+                           const T* input, const T* weight, const float* rstd,
                            const float* inv_freq, const int32_t* position_ids, const QkNormRopeShape& shape,
                            cudaStream_t stream) {
   check_shape(shape);
   if (shape.tokens * shape.heads == 0) return;
   const int blocks = static_cast<int>(backward_blocks(shape));
-  qk_norm_rope_backward_kernel<<<blocks, kThreads, kThreads * 16 * sizeof(float), stream>>>(
+  qk_norm_rope_backward_kernel<T><<<blocks, kThreads, kThreads * 16 * sizeof(float), stream>>>(
       dinput, dweight ? scratch : nullptr, dout, input, weight, rstd, inv_freq, position_ids, shape);
   CUDA_CHECK_LAUNCH();
   if (dweight == nullptr) return;
@@ -190,5 +194,13 @@ void qk_norm_rope_backward(__nv_bfloat16* dinput, float* dweight, float* scratch
       dweight, scratch, blocks, shape.head_dim);
   CUDA_CHECK_LAUNCH();
 }
+
+#define INSTANTIATE(T) \
+  template void qk_norm_rope_forward(T*, float*, const T*, const T*, const float*, const int32_t*, \
+                                     const QkNormRopeShape&, cudaStream_t); \
+  template void qk_norm_rope_backward(T*, float*, float*, const T*, const T*, const T*, const float*, const float*, \
+                                      const int32_t*, const QkNormRopeShape&, cudaStream_t);
+SUROGATE_FOR_16BIT_TYPES(INSTANTIATE)
+#undef INSTANTIATE
 
 }  // namespace surogate::cuda

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -29,14 +30,16 @@ struct QkNormRopeShape {
   float scaling = 1.0f;  // HF attention_scaling applied to cos / sin
 };
 
-void qk_norm_rope_forward(__nv_bfloat16* out, float* rstd, const __nv_bfloat16* input, const __nv_bfloat16* weight,
+template <typename T>
+void qk_norm_rope_forward(T* out, float* rstd, const T* input, const T* weight,
                           const float* inv_freq, const int32_t* position_ids, const QkNormRopeShape& shape,
                           cudaStream_t stream);
 
 int64_t qk_norm_rope_backward_scratch_floats(const QkNormRopeShape& shape);
 
-void qk_norm_rope_backward(__nv_bfloat16* dinput, float* dweight, float* scratch, const __nv_bfloat16* dout,
-                           const __nv_bfloat16* input, const __nv_bfloat16* weight, const float* rstd,
+template <typename T>
+void qk_norm_rope_backward(T* dinput, float* dweight, float* scratch, const T* dout,
+                           const T* input, const T* weight, const float* rstd,
                            const float* inv_freq, const int32_t* position_ids, const QkNormRopeShape& shape,
                            cudaStream_t stream);
 

@@ -8,16 +8,15 @@
 namespace surogate::cuda {
 namespace {
 
-using kernels::Bf16x8;
 using kernels::kPackWidth;
 
 constexpr int kMaxVectorsPerThread = 4;
 constexpr int64_t kBackwardPartials = 512;
 
-template <bool kResidual>
-__global__ void rmsnorm_forward_kernel(__nv_bfloat16* out, __nv_bfloat16* residual_out, float* rstd_out,
-                                       const __nv_bfloat16* residual_in, const __nv_bfloat16* input,
-                                       const __nv_bfloat16* weight, int channels, float epsilon) {
+template <bool kResidual, typename T>
+__global__ void rmsnorm_forward_kernel(T* out, T* residual_out, float* rstd_out,
+                                       const T* residual_in, const T* input,
+                                       const T* weight, int channels, float epsilon) {
   __shared__ float scratch[32];
   const int64_t row_offset = static_cast<int64_t>(blockIdx.x) * channels;
   const int vectors = channels / kPackWidth;
@@ -28,14 +27,14 @@ __global__ void rmsnorm_forward_kernel(__nv_bfloat16* out, __nv_bfloat16* residu
     const int vector = threadIdx.x + v * blockDim.x;
     if (vector >= vectors) continue;
     const int64_t offset = row_offset + vector * kPackWidth;
-    kernels::unpack(kernels::load_bf16x8(input + offset), values[v]);
+    kernels::unpack(kernels::load_x8(input + offset), values[v]);
     if constexpr (kResidual) {
       float residual[kPackWidth];
-      kernels::unpack(kernels::load_bf16x8(residual_in + offset), residual);
+      kernels::unpack(kernels::load_x8(residual_in + offset), residual);
 #pragma unroll
       for (int i = 0; i < kPackWidth; ++i) values[v][i] += residual[i];
-      Bf16x8 rounded = kernels::pack(values[v]);
-      kernels::store_bf16x8(residual_out + offset, rounded);
+      kernels::Vec8<T> rounded = kernels::pack<T>(values[v]);
+      kernels::store_x8(residual_out + offset, rounded);
       kernels::unpack(rounded, values[v]);  // normalise exactly what was saved
     }
 #pragma unroll
@@ -49,17 +48,18 @@ __global__ void rmsnorm_forward_kernel(__nv_bfloat16* out, __nv_bfloat16* residu
     const int vector = threadIdx.x + v * blockDim.x;
     if (vector >= vectors) continue;
     float w[kPackWidth];
-    kernels::unpack(kernels::load_bf16x8(weight + vector * kPackWidth), w);
+    kernels::unpack(kernels::load_x8(weight + vector * kPackWidth), w);
 #pragma unroll
     for (int i = 0; i < kPackWidth; ++i) values[v][i] = values[v][i] * rstd * w[i];
-    kernels::store_bf16x8(out + row_offset + vector * kPackWidth, kernels::pack(values[v]));
+    kernels::store_x8(out + row_offset + vector * kPackWidth, kernels::pack<T>(values[v]));
   }
 }
 
-template <int kVectors>
-__global__ void __launch_bounds__(kVectors < 4 ? 512 : 1024) rmsnorm_backward_kernel(__nv_bfloat16* dinput, float* partials, const __nv_bfloat16* dout,
-                                        const __nv_bfloat16* dresidual, const __nv_bfloat16* input,
-                                        const __nv_bfloat16* weight, const float* rstd_in, int64_t rows,
+template <int kVectors, typename T>
+__global__ void __launch_bounds__(kVectors < 4 ? 512 : 1024)
+    rmsnorm_backward_kernel(T* dinput, float* partials, const T* dout,
+                                        const T* dresidual, const T* input,
+                                        const T* weight, const float* rstd_in, int64_t rows,
                                         int channels) {
   __shared__ float scratch[32];
   const int vectors = channels / kPackWidth;
@@ -70,7 +70,7 @@ __global__ void __launch_bounds__(kVectors < 4 ? 512 : 1024) rmsnorm_backward_ke
     const int vector = threadIdx.x + v * blockDim.x;
 #pragma unroll
     for (int i = 0; i < kPackWidth; ++i) dweight[v][i] = 0.0f;
-    if (vector < vectors) kernels::unpack(kernels::load_bf16x8(weight + vector * kPackWidth), weights[v]);
+    if (vector < vectors) kernels::unpack(kernels::load_x8(weight + vector * kPackWidth), weights[v]);
   }
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const int64_t row_offset = row * channels;
@@ -84,12 +84,12 @@ __global__ void __launch_bounds__(kVectors < 4 ? 512 : 1024) rmsnorm_backward_ke
       const int vector = threadIdx.x + v * blockDim.x;
       if (vector >= vectors) continue;
       float dy[kPackWidth];
-      kernels::unpack(kernels::load_bf16x8(input + row_offset + vector * kPackWidth), normalized[v]);
-      kernels::unpack(kernels::load_bf16x8(dout + row_offset + vector * kPackWidth), dy);
+      kernels::unpack(kernels::load_x8(input + row_offset + vector * kPackWidth), normalized[v]);
+      kernels::unpack(kernels::load_x8(dout + row_offset + vector * kPackWidth), dy);
       // The residual gradient is loaded with the others, before the reduction, so all three
       // reads of the row are in flight together.
       if (dresidual) {
-        kernels::unpack(kernels::load_bf16x8(dresidual + row_offset + vector * kPackWidth), residual[v]);
+        kernels::unpack(kernels::load_x8(dresidual + row_offset + vector * kPackWidth), residual[v]);
       } else {
 #pragma unroll
         for (int i = 0; i < kPackWidth; ++i) residual[v][i] = 0.0f;
@@ -112,7 +112,7 @@ __global__ void __launch_bounds__(kVectors < 4 ? 512 : 1024) rmsnorm_backward_ke
 #pragma unroll
       for (int i = 0; i < kPackWidth; ++i)
         result[i] = rstd * (scaled_grad[v][i] - normalized[v][i] * mean_dot) + residual[v][i];
-      kernels::store_bf16x8(dinput + offset, kernels::pack(result));
+      kernels::store_x8(dinput + offset, kernels::pack<T>(result));
     }
   }
   if (partials == nullptr) return;  // frozen weight: no dw
@@ -164,22 +164,24 @@ void check_shape(int64_t channels) {
 
 }  // namespace
 
-void rmsnorm_forward(__nv_bfloat16* out, float* rstd, const __nv_bfloat16* input, const __nv_bfloat16* weight,
+template <typename T>
+void rmsnorm_forward(T* out, float* rstd, const T* input, const T* weight,
                      int64_t rows, int64_t channels, float epsilon, cudaStream_t stream) {
   check_shape(channels);
   if (rows == 0) return;
-  rmsnorm_forward_kernel<false><<<static_cast<unsigned>(rows), threads_for(channels), 0, stream>>>(
+  rmsnorm_forward_kernel<false, T><<<static_cast<unsigned>(rows), threads_for(channels), 0, stream>>>(
       out, nullptr, rstd, nullptr, input, weight, static_cast<int>(channels), epsilon);
   CUDA_CHECK_LAUNCH();
 }
 
-void residual_rmsnorm_forward(__nv_bfloat16* out, __nv_bfloat16* residual_out, float* rstd,
-                              const __nv_bfloat16* residual_in, const __nv_bfloat16* input,
-                              const __nv_bfloat16* weight, int64_t rows, int64_t channels, float epsilon,
+template <typename T>
+void residual_rmsnorm_forward(T* out, T* residual_out, float* rstd,
+                              const T* residual_in, const T* input,
+                              const T* weight, int64_t rows, int64_t channels, float epsilon,
                               cudaStream_t stream) {
   check_shape(channels);
   if (rows == 0) return;
-  rmsnorm_forward_kernel<true><<<static_cast<unsigned>(rows), threads_for(channels), 0, stream>>>(
+  rmsnorm_forward_kernel<true, T><<<static_cast<unsigned>(rows), threads_for(channels), 0, stream>>>(
       out, residual_out, rstd, residual_in, input, weight, static_cast<int>(channels), epsilon);
   CUDA_CHECK_LAUNCH();
 }
@@ -188,8 +190,9 @@ int64_t rmsnorm_backward_scratch_floats(int64_t rows, int64_t channels) {
   return std::min(rows, kBackwardPartials) * channels;
 }
 
-void rmsnorm_backward(__nv_bfloat16* dinput, float* dweight, float* scratch, const __nv_bfloat16* dout,
-                      const __nv_bfloat16* dresidual, const __nv_bfloat16* input, const __nv_bfloat16* weight,
+template <typename T>
+void rmsnorm_backward(T* dinput, float* dweight, float* scratch, const T* dout,
+                      const typename NonDeduced<T>::type* dresidual, const T* input, const T* weight,
                       const float* rstd, int64_t rows, int64_t channels, cudaStream_t stream) {
   check_shape(channels);
   if (rows == 0) return;
@@ -201,14 +204,23 @@ void rmsnorm_backward(__nv_bfloat16* dinput, float* dweight, float* scratch, con
                                                   rstd, rows,
                                                   static_cast<int>(channels));
   };
-  if (per_thread == 1) launch(rmsnorm_backward_kernel<1>);
-  else if (per_thread == 2) launch(rmsnorm_backward_kernel<2>);
-  else launch(rmsnorm_backward_kernel<kMaxVectorsPerThread>);
+  if (per_thread == 1) launch(rmsnorm_backward_kernel<1, T>);
+  else if (per_thread == 2) launch(rmsnorm_backward_kernel<2, T>);
+  else launch(rmsnorm_backward_kernel<kMaxVectorsPerThread, T>);
   CUDA_CHECK_LAUNCH();
   if (dweight == nullptr) return;
   sum_partials_kernel<<<static_cast<unsigned>((channels + 255) / 256), 256, 0, stream>>>(
       dweight, scratch, partial_count, static_cast<int>(channels));
   CUDA_CHECK_LAUNCH();
 }
+
+#define INSTANTIATE(T)                                                                                     \
+  template void rmsnorm_forward(T*, float*, const T*, const T*, int64_t, int64_t, float, cudaStream_t);       \
+  template void residual_rmsnorm_forward(T*, T*, float*, const T*, const T*, const T*, int64_t, int64_t, float, \
+                                         cudaStream_t);                                                      \
+  template void rmsnorm_backward(T*, float*, float*, const T*, const T*, const T*, const T*, const float*,     \
+                                 int64_t, int64_t, cudaStream_t);
+SUROGATE_FOR_16BIT_TYPES(INSTANTIATE)
+#undef INSTANTIATE
 
 }  // namespace surogate::cuda

@@ -20,26 +20,35 @@
 #pragma once
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
 
 namespace surogate::cuda {
 
-void rmsnorm_forward(__nv_bfloat16* out, float* rstd, const __nv_bfloat16* input, const __nv_bfloat16* weight,
+template <typename T>
+void rmsnorm_forward(T* out, float* rstd, const T* input, const T* weight,
                      int64_t rows, int64_t channels, float epsilon, cudaStream_t stream);
 
 // residual_out = residual_in + input; out = rmsnorm(residual_out). residual_out may alias residual_in.
-void residual_rmsnorm_forward(__nv_bfloat16* out, __nv_bfloat16* residual_out, float* rstd,
-                              const __nv_bfloat16* residual_in, const __nv_bfloat16* input,
-                              const __nv_bfloat16* weight, int64_t rows, int64_t channels, float epsilon,
+template <typename T>
+void residual_rmsnorm_forward(T* out, T* residual_out, float* rstd,
+                              const T* residual_in, const T* input,
+                              const T* weight, int64_t rows, int64_t channels, float epsilon,
                               cudaStream_t stream);
 
 // Floats of scratch the backward needs.
 int64_t rmsnorm_backward_scratch_floats(int64_t rows, int64_t channels);
 
-void rmsnorm_backward(__nv_bfloat16* dinput, float* dweight, float* scratch, const __nv_bfloat16* dout,
-                      const __nv_bfloat16* dresidual, const __nv_bfloat16* input, const __nv_bfloat16* weight,
+// dresidual may be a plain nullptr (not deduced; the kernels' .cu files are C++17).
+template <typename T>
+struct NonDeduced {
+  using type = T;
+};
+template <typename T>
+void rmsnorm_backward(T* dinput, float* dweight, float* scratch, const T* dout,
+                      const typename NonDeduced<T>::type* dresidual, const T* input, const T* weight,
                       const float* rstd, int64_t rows, int64_t channels, cudaStream_t stream);
 
 }  // namespace surogate::cuda

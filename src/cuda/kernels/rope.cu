@@ -8,8 +8,8 @@ namespace {
 
 using kernels::kPackWidth;
 
-template <bool kBackward>
-__global__ void rope_kernel(__nv_bfloat16* out, const __nv_bfloat16* in, const float* inv_freq,
+template <bool kBackward, typename T>
+__global__ void rope_kernel(T* out, const T* in, const float* inv_freq,
                             const int32_t* position_ids, int64_t tokens, int heads, int head_dim, int rotary_dim,
                             float scaling) {
   const int vectors_per_head = head_dim / kPackWidth;
@@ -22,13 +22,13 @@ __global__ void rope_kernel(__nv_bfloat16* out, const __nv_bfloat16* in, const f
   const int half = rotary_dim / 2;
   const int64_t base = head_row * head_dim;
   if (first >= rotary_dim) {  // pass-through channels
-    if (out != in) kernels::store_bf16x8(out + base + first, kernels::load_bf16x8(in + base + first));
+    if (out != in) kernels::store_x8(out + base + first, kernels::load_x8(in + base + first));
     return;
   }
   if (first >= half) return;  // rotated by the thread owning the partner vector
   float low[kPackWidth], high[kPackWidth], out_low[kPackWidth], out_high[kPackWidth];
-  kernels::unpack(kernels::load_bf16x8(in + base + first), low);
-  kernels::unpack(kernels::load_bf16x8(in + base + first + half), high);
+  kernels::unpack(kernels::load_x8(in + base + first), low);
+  kernels::unpack(kernels::load_x8(in + base + first + half), high);
   const float position = static_cast<float>(position_ids[token]);
 #pragma unroll
   for (int i = 0; i < kPackWidth; ++i) {
@@ -39,12 +39,12 @@ __global__ void rope_kernel(__nv_bfloat16* out, const __nv_bfloat16* in, const f
     out_low[i] = low[i] * cosine - high[i] * sine;
     out_high[i] = high[i] * cosine + low[i] * sine;
   }
-  kernels::store_bf16x8(out + base + first, kernels::pack(out_low));
-  kernels::store_bf16x8(out + base + first + half, kernels::pack(out_high));
+  kernels::store_x8(out + base + first, kernels::pack<T>(out_low));
+  kernels::store_x8(out + base + first + half, kernels::pack<T>(out_high));
 }
 
-template <bool kBackward>
-void launch(__nv_bfloat16* out, const __nv_bfloat16* in, const float* inv_freq, const int32_t* position_ids,
+template <bool kBackward, typename T>
+void launch(T* out, const T* in, const float* inv_freq, const int32_t* position_ids,
             int64_t tokens, int heads, int head_dim, int rotary_dim, float scaling, cudaStream_t stream) {
   CUDA_REQUIRE(head_dim % kPackWidth == 0, "rope: head_dim must be a multiple of 8");
   CUDA_REQUIRE(rotary_dim % (2 * kPackWidth) == 0 && rotary_dim > 0 && rotary_dim <= head_dim,
@@ -52,22 +52,32 @@ void launch(__nv_bfloat16* out, const __nv_bfloat16* in, const float* inv_freq, 
   const int64_t work = tokens * heads * (head_dim / kPackWidth);
   if (work == 0) return;
   constexpr int kThreads = 256;
-  rope_kernel<kBackward><<<static_cast<unsigned>((work + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
+  rope_kernel<kBackward, T><<<static_cast<unsigned>((work + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
       out, in, inv_freq, position_ids, tokens, heads, head_dim, rotary_dim, scaling);
   CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace
 
-void rope_forward(__nv_bfloat16* out, const __nv_bfloat16* in, const float* inv_freq, const int32_t* position_ids,
+template <typename T>
+void rope_forward(T* out, const T* in, const float* inv_freq, const int32_t* position_ids,
                   int64_t tokens, int heads, int head_dim, int rotary_dim, float scaling, cudaStream_t stream) {
-  launch<false>(out, in, inv_freq, position_ids, tokens, heads, head_dim, rotary_dim, scaling, stream);
+  launch<false, T>(out, in, inv_freq, position_ids, tokens, heads, head_dim, rotary_dim, scaling, stream);
 }
 
-void rope_backward(__nv_bfloat16* dinput, const __nv_bfloat16* dout, const float* inv_freq,
+template <typename T>
+void rope_backward(T* dinput, const T* dout, const float* inv_freq,
                    const int32_t* position_ids, int64_t tokens, int heads, int head_dim, int rotary_dim,
                    float scaling, cudaStream_t stream) {
-  launch<true>(dinput, dout, inv_freq, position_ids, tokens, heads, head_dim, rotary_dim, scaling, stream);
+  launch<true, T>(dinput, dout, inv_freq, position_ids, tokens, heads, head_dim, rotary_dim, scaling, stream);
 }
+
+#define INSTANTIATE(T)                                                                                    \
+  template void rope_forward(T*, const T*, const float*, const int32_t*, int64_t, int, int, int, float,       \
+                             cudaStream_t);                                                                   \
+  template void rope_backward(T*, const T*, const float*, const int32_t*, int64_t, int, int, int, float, \
+                              cudaStream_t);
+SUROGATE_FOR_16BIT_TYPES(INSTANTIATE)
+#undef INSTANTIATE
 
 }  // namespace surogate::cuda

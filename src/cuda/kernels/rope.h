@@ -13,16 +13,19 @@
 #pragma once
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
 
 namespace surogate::cuda {
 
-void rope_forward(__nv_bfloat16* out, const __nv_bfloat16* in, const float* inv_freq, const int32_t* position_ids,
+template <typename T>
+void rope_forward(T* out, const T* in, const float* inv_freq, const int32_t* position_ids,
                   int64_t tokens, int heads, int head_dim, int rotary_dim, float scaling, cudaStream_t stream);
 
-void rope_backward(__nv_bfloat16* dinput, const __nv_bfloat16* dout, const float* inv_freq,
+template <typename T>
+void rope_backward(T* dinput, const T* dout, const float* inv_freq,
                    const int32_t* position_ids, int64_t tokens, int heads, int head_dim, int rotary_dim,
                    float scaling, cudaStream_t stream);
 

@@ -10,39 +10,41 @@ using kernels::kPackWidth;
 
 __device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + __expf(-x)); }
 
-__global__ void swiglu_forward_kernel(__nv_bfloat16* out, const __nv_bfloat16* gate, const __nv_bfloat16* up,
+template <typename T>
+__global__ void swiglu_forward_kernel(T* out, const T* gate, const T* up,
                                       int64_t rows, int64_t channels, int64_t stride) {
   const int64_t vectors_per_row = channels / kPackWidth;
   const int64_t index = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (index >= rows * vectors_per_row) return;
   const int64_t row = index / vectors_per_row, column = (index % vectors_per_row) * kPackWidth;
   float g[kPackWidth], u[kPackWidth], y[kPackWidth];
-  kernels::unpack(kernels::load_bf16x8(gate + row * stride + column), g);
-  kernels::unpack(kernels::load_bf16x8(up + row * stride + column), u);
+  kernels::unpack(kernels::load_x8(gate + row * stride + column), g);
+  kernels::unpack(kernels::load_x8(up + row * stride + column), u);
 #pragma unroll
   for (int i = 0; i < kPackWidth; ++i) y[i] = g[i] * sigmoid(g[i]) * u[i];
-  kernels::store_bf16x8(out + row * channels + column, kernels::pack(y));
+  kernels::store_x8(out + row * channels + column, kernels::pack<T>(y));
 }
 
-__global__ void swiglu_backward_kernel(__nv_bfloat16* dgate, __nv_bfloat16* dup, const __nv_bfloat16* dout,
-                                       const __nv_bfloat16* gate, const __nv_bfloat16* up, int64_t rows,
+template <typename T>
+__global__ void swiglu_backward_kernel(T* dgate, T* dup, const T* dout,
+                                       const T* gate, const T* up, int64_t rows,
                                        int64_t channels, int64_t stride) {
   const int64_t vectors_per_row = channels / kPackWidth;
   const int64_t index = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (index >= rows * vectors_per_row) return;
   const int64_t row = index / vectors_per_row, column = (index % vectors_per_row) * kPackWidth;
   float g[kPackWidth], u[kPackWidth], dy[kPackWidth], dg[kPackWidth], du[kPackWidth];
-  kernels::unpack(kernels::load_bf16x8(gate + row * stride + column), g);
-  kernels::unpack(kernels::load_bf16x8(up + row * stride + column), u);
-  kernels::unpack(kernels::load_bf16x8(dout + row * channels + column), dy);
+  kernels::unpack(kernels::load_x8(gate + row * stride + column), g);
+  kernels::unpack(kernels::load_x8(up + row * stride + column), u);
+  kernels::unpack(kernels::load_x8(dout + row * channels + column), dy);
 #pragma unroll
   for (int i = 0; i < kPackWidth; ++i) {
     const float s = sigmoid(g[i]);
     du[i] = dy[i] * g[i] * s;
     dg[i] = dy[i] * u[i] * s * (1.0f + g[i] * (1.0f - s));
   }
-  kernels::store_bf16x8(dgate + row * stride + column, kernels::pack(dg));
-  kernels::store_bf16x8(dup + row * stride + column, kernels::pack(du));
+  kernels::store_x8(dgate + row * stride + column, kernels::pack<T>(dg));
+  kernels::store_x8(dup + row * stride + column, kernels::pack<T>(du));
 }
 
 constexpr int kThreads = 256;
@@ -55,7 +57,8 @@ void check_shape(int64_t channels, int64_t stride) {
 
 }  // namespace
 
-void swiglu_forward(__nv_bfloat16* out, const __nv_bfloat16* gate, const __nv_bfloat16* up, int64_t rows,
+template <typename T>
+void swiglu_forward(T* out, const T* gate, const T* up, int64_t rows,
                     int64_t channels, int64_t input_stride, cudaStream_t stream) {
   check_shape(channels, input_stride);
   const int64_t work = rows * channels / kPackWidth;
@@ -65,8 +68,9 @@ void swiglu_forward(__nv_bfloat16* out, const __nv_bfloat16* gate, const __nv_bf
   CUDA_CHECK_LAUNCH();
 }
 
-void swiglu_backward(__nv_bfloat16* dgate, __nv_bfloat16* dup, const __nv_bfloat16* dout,
-                     const __nv_bfloat16* gate, const __nv_bfloat16* up, int64_t rows, int64_t channels,
+template <typename T>
+void swiglu_backward(T* dgate, T* dup, const T* dout,
+                     const T* gate, const T* up, int64_t rows, int64_t channels,
                      int64_t input_stride, cudaStream_t stream) {
   check_shape(channels, input_stride);
   const int64_t work = rows * channels / kPackWidth;
@@ -75,5 +79,11 @@ void swiglu_backward(__nv_bfloat16* dgate, __nv_bfloat16* dup, const __nv_bfloat
       dgate, dup, dout, gate, up, rows, channels, input_stride);
   CUDA_CHECK_LAUNCH();
 }
+
+#define INSTANTIATE(T)                                                                             \
+  template void swiglu_forward(T*, const T*, const T*, int64_t, int64_t, int64_t, cudaStream_t); \
+  template void swiglu_backward(T*, T*, const T*, const T*, const T*, int64_t, int64_t, int64_t, cudaStream_t);
+SUROGATE_FOR_16BIT_TYPES(INSTANTIATE)
+#undef INSTANTIATE
 
 }  // namespace surogate::cuda

@@ -9,17 +9,20 @@
 #pragma once
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
 
 namespace surogate::cuda {
 
-void swiglu_forward(__nv_bfloat16* out, const __nv_bfloat16* gate, const __nv_bfloat16* up, int64_t rows,
+template <typename T>
+void swiglu_forward(T* out, const T* gate, const T* up, int64_t rows,
                     int64_t channels, int64_t input_stride, cudaStream_t stream);
 
-void swiglu_backward(__nv_bfloat16* dgate, __nv_bfloat16* dup, const __nv_bfloat16* dout,
-                     const __nv_bfloat16* gate, const __nv_bfloat16* up, int64_t rows, int64_t channels,
+template <typename T>
+void swiglu_backward(T* dgate, T* dup, const T* dout,
+                     const T* gate, const T* up, int64_t rows, int64_t channels,
                      int64_t input_stride, cudaStream_t stream);
 
 }  // namespace surogate::cuda

@@ -44,7 +44,7 @@ BackendChoice choose_training_backend(const Config& config, const MachineOffer& 
     std::string why = !machine.cuda_built ? std::string("this surogate was built without CUDA")
                       : gpu_without_bf16
                           ? fmt::format("the GPU ({}, SM{}) has no bf16 tensor cores, which the CUDA backend needs "
-                                        "(SM{}+: Ampere or newer; fp16 training on the GPU is not implemented yet)",
+                                        "(SM{}+: Ampere or newer; its fp16 kernels use the same SM80 instructions)",
                                         machine.gpu_name, machine.gpu_sm, kCudaBackendMinimumSm)
                           : machine.why_no_gpu;
     check_cpu_backend_options(config);
@@ -59,12 +59,6 @@ BackendChoice choose_training_backend(const Config& config, const MachineOffer& 
                                 : "fp32";
     return {TrainingBackend::Cpu, fmt::format("training on the CPU backend ({}): {}", precision, why)};
   }
-  if (fp16_training(config)) {
-    fail_user("{}: torch_dtype: float16 (fp16 training with dynamic loss scaling) runs on the CPU backend's emulation "
-              "in this build; the CUDA backend's fp16 kernels are not implemented yet. Set torch_dtype: bfloat16 (or "
-              "remove it) to train in bf16 on the GPU",
-              config.source_of("torch_dtype"));
-  }
   const bool per_node = config.distributed.num_nodes > 1 && config.distributed.gpus_per_node > 0;
   const int64_t requested = per_node ? config.distributed.gpus_per_node : config.gpus;
   if (requested > machine.visible_gpus) {
@@ -77,6 +71,7 @@ BackendChoice choose_training_backend(const Config& config, const MachineOffer& 
   if (const std::string why = cuda_layout_refusal(layout); !why.empty()) {
     fail_user("{}: {}", config.source_of("pipeline_parallel_size"), why);
   }
+  if (fp16_training(config)) check_fp16_cuda_options(config, layout);
   if (layout.several_ranks() && config.master_dtype == MasterDtype::Bf16) {
     fail_user("{}: master_dtype: bf16 is implemented on one GPU only; with gpus: {} ({} data-parallel GPUs) keep "
               "fp32 master weights (remove the option), or train on one GPU",
@@ -97,6 +92,7 @@ BackendChoice choose_training_backend(const Config& config, const MachineOffer& 
   // qlora_fp8 (and the FP8 / FP4 modes) need SM89+ / SM100+; an unknown SM (0) is not checked.
   if (machine.gpu_sm > 0) validate_for_hardware(config, machine.gpu_sm);
   const bool fp8 = config.recipe == Recipe::Fp8Hybrid;
+  const bool fp16 = fp16_training(config);
   const bool bf16_master = config.master_dtype == MasterDtype::Bf16;
   const bool bf16_gradients = config.gradient_dtype == GradientDtype::Bf16;
   const std::string ranks =
@@ -109,8 +105,9 @@ BackendChoice choose_training_backend(const Config& config, const MachineOffer& 
   return {TrainingBackend::Cuda,
           fmt::format("training on the CUDA backend ({}): {}, {}, {} gradient accumulation and {} state{}",
                       machine.gpu_name,
-                      fp8 ? "fp8_hybrid recipe (FP8 projections, bf16 elsewhere)"
-                          : "bf16 weights and activations",
+                      fp8    ? "fp8_hybrid recipe (FP8 projections, bf16 elsewhere)"
+                      : fp16 ? "fp16 weights and activations with dynamic loss scaling"
+                             : "bf16 weights and activations",
                       bf16_master ? "bf16 master weights (stochastic rounding, no fp32 copy)" : "fp32 master weights",
                       bf16_gradients ? "bf16" : "fp32", to_string(config.optimizer), ranks)};
 }
@@ -122,6 +119,57 @@ bool cuda_backend_usable(const MachineOffer& machine) {
 }
 
 bool fp16_training(const Config& config) { return config.torch_dtype == TorchDtype::Float16; }
+
+namespace {
+
+[[noreturn]] void refuse_fp16_cuda(const Config& config, const char* key, const std::string& what,
+                                   const std::string& remedy) {
+  fail_user("{}: torch_dtype: float16 with {} is not implemented on the CUDA backend (its fp16 training is the dense "
+            "model on one GPU: fp32 master weights and gradient accumulators, optimizer adamw or adamw_8bit, no "
+            "offloading, LoRA or full fine-tuning without QLoRA); {}, or set torch_dtype: bfloat16 to train in bf16",
+            config.source_of(key), what, remedy);
+}
+
+}  // namespace
+
+void check_fp16_cuda_options(const Config& config, const distributed::ParallelLayout& layout) {
+  if (!fp16_training(config)) return;
+  if (layout.several_ranks()) {
+    refuse_fp16_cuda(config, "gpus", fmt::format("gpus: {} ({})", config.gpus, layout.describe()), "train on one GPU");
+  }
+  if (config.master_dtype && *config.master_dtype != MasterDtype::Fp32) {
+    refuse_fp16_cuda(config, "master_dtype", fmt::format("master_dtype: {}", to_string(*config.master_dtype)),
+                     "remove master_dtype");
+  }
+  if (config.gradient_dtype && *config.gradient_dtype != GradientDtype::Fp32) {
+    refuse_fp16_cuda(config, "gradient_dtype", fmt::format("gradient_dtype: {}", to_string(*config.gradient_dtype)),
+                     "remove gradient_dtype");
+  }
+  if (config.optimizer == surogate::Optimizer::NorMuon) {
+    refuse_fp16_cuda(config, "optimizer", "optimizer: normuon", "use optimizer: adamw or adamw_8bit");
+  }
+  for (const auto& [key, set] : {std::pair{"offload_master", config.offload_master},
+                                 std::pair{"offload_grads", config.offload_grads},
+                                 std::pair{"offload_optimizer", config.offload_optimizer},
+                                 std::pair{"offload_residual", config.offload_residual},
+                                 std::pair{"offload_quants", config.offload_quants}}) {
+    if (set) refuse_fp16_cuda(config, key, fmt::format("{}: true", key), fmt::format("remove {}", key));
+  }
+  for (const auto& [key, set] : {std::pair{"qlora_fp8", config.qlora_fp8}, std::pair{"qlora_fp4", config.qlora_fp4},
+                                 std::pair{"qlora_bnb", config.qlora_bnb}}) {
+    if (set) refuse_fp16_cuda(config, key, fmt::format("{}: true (QLoRA)", key), "train LoRA without quantization");
+  }
+  if (config.recipe != Recipe::Bf16) {
+    refuse_fp16_cuda(config, "recipe", fmt::format("recipe: {}", to_string(config.recipe)), "remove recipe");
+  }
+}
+
+void check_fp16_cuda_model(const Config& config, const io::ModelConfig& model) {
+  if (!fp16_training(config) || !model.moe) return;
+  refuse_fp16_cuda(config, "torch_dtype",
+                   fmt::format("a mixture-of-experts model ({})", io::architecture_model_type(model.architecture)),
+                   "train a dense model in fp16");
+}
 
 std::string cuda_layout_refusal(const distributed::ParallelLayout& layout) {
   if (layout.sequence_size == 1 || layout.pipeline_size == 1) return {};

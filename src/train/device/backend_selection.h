@@ -13,14 +13,18 @@
 //     other than fp32, or an offload_* option, is then a UserError naming the option
 //     (check_cpu_backend_options).
 //   - torch_dtype: float16 asks for fp16 training with dynamic loss scaling: on the CPU backend
-//     its emulation (models/fp16_emulation.h), which the line says; the CUDA backend's fp16
-//     kernels are not in this build, so there it is a UserError naming torch_dtype.
+//     its emulation (models/fp16_emulation.h), which the line says; on the CUDA backend the bf16
+//     recipe's graph in F16 (fp16 kernels), for the dense model on one GPU with fp32 masters and
+//     accumulators, adamw / adamw_8bit, no offloading and no QLoRA: any other combination is a
+//     UserError naming torch_dtype's partner option (check_fp16_cuda_options,
+//     check_fp16_cuda_model), raised before the weights load.
 #pragma once
 
 #include <cstdint>
 #include <string>
 
 #include "config/config.h"
+#include "io/model_config.h"
 #include "distributed/parallel_layout.h"
 
 namespace surogate::train {
@@ -55,6 +59,13 @@ BackendChoice choose_training_backend(const Config& config, const MachineOffer& 
 
 // torch_dtype: float16 — fp16 compute copies and activations, fp32 masters, dynamic loss scaling.
 bool fp16_training(const Config& config);
+
+// fp16 training on the CUDA backend: a UserError naming the option for what its fp16 path does not
+// cover (several GPUs, master_dtype / gradient_dtype other than fp32, optimizer normuon, the
+// offload_* options, QLoRA, a recipe other than bf16); nothing without torch_dtype: float16.
+void check_fp16_cuda_options(const Config& config, const distributed::ParallelLayout& layout);
+// The same for the model: a mixture-of-experts model (its CUDA kernels are bf16 only).
+void check_fp16_cuda_model(const Config& config, const io::ModelConfig& model);
 
 // The CPU backend is the fp32 oracle: master_dtype / gradient_dtype other than fp32 and the
 // offload_* options (they move GPU memory to the host) are a UserError naming the option (they

@@ -24,7 +24,7 @@ public:
   CudaEvaluator(const EvaluatorSetup& setup, runtime::CudaBackend& training, const std::span<const WeightView>* gather_from,
                 const QuantizedPieceSource& quantized)
       : training_(training), loader_(setup.cache, setup.cache->eval(), setup.batch, setup.seed, setup.pad_id) {
-    plan_ = compiler::compile_forward(evaluation_graph(setup, DType::BF16), *setup.registry);
+    plan_ = compiler::compile_forward(evaluation_graph(setup, setup.fp16 ? DType::F16 : DType::BF16), *setup.registry);
     if (gather_from != nullptr) {
       host_weights_ = *gather_from;
       gathering_ = evaluation_gathering(plan_);

@@ -33,8 +33,7 @@
 // Refused: ranks spread over processes (as on CPU ranks), master_dtype: bf16 (the masters are what
 // the stages exchange); recipe fp8_hybrid, offload_residual and ZeRO-3 are refused with pipeline
 // parallelism by config_rules.cpp, offload_master / offload_grads with several GPUs by
-// backend_selection.cpp, which also refuses this device until its GPU test has run on a multi-GPU
-// machine (SUROGATE_ALLOW_UNVALIDATED_PIPELINE_PARALLEL_CUDA=1 lets it run).
+// backend_selection.cpp. Its GPU test passed on 2 × H200 (2026-11-27).
 #include "train/device/cuda_pipeline_device.h"
 
 #include <cuda_runtime_api.h>

@@ -23,7 +23,7 @@ void check_transfer_dtype(const graph::TensorInfo& info) {
 // destination += source, in their dtype (bf16: an fp32 sum rounded once).
 void accumulate(void* destination, const void* source, const graph::TensorType& type, cudaStream_t stream) {
   if (type.dtype == DType::BF16) {
-    runtime::cuda_kernels::accumulate_bf16(static_cast<const __nv_bfloat16*>(source),
+    runtime::cuda_kernels::accumulate_16bit(static_cast<const __nv_bfloat16*>(source),
                                            static_cast<__nv_bfloat16*>(destination), type.numel(), stream);
   } else {
     runtime::cuda_kernels::accumulate_f32(static_cast<const float*>(source), static_cast<float*>(destination),

@@ -94,9 +94,15 @@ CudaTrainableLayout cuda_trainable_layout(const compiler::ExecutionPlan& plan, s
     const models::ParameterSpec& spec = specs[index];
     graph::TensorId id = plan.tensor(spec.name);
     const graph::TensorType& type = plan.graph.tensor(id).type;
-    if (type.dtype != DType::BF16) {
-      fail_user("the CUDA trainer needs a bf16 plan, but parameter '{}' is {}", spec.name, dtype_safetensors_name(type.dtype));
+    if (type.dtype != DType::BF16 && type.dtype != DType::F16) {
+      fail_user("the CUDA trainer needs a bf16 or fp16 plan, but parameter '{}' is {}", spec.name,
+                dtype_safetensors_name(type.dtype));
     }
+    if (index > 0 && type.dtype != layout.dtype) {
+      fail_user("the CUDA trainer needs every parameter in one 16-bit dtype, but parameter '{}' is {} and '{}' {}",
+                spec.name, dtype_safetensors_name(type.dtype), specs.front().name, dtype_safetensors_name(layout.dtype));
+    }
+    layout.dtype = type.dtype;
     layout.ids.push_back(id);
     auto gradient = plan.parameter_gradients.find(id);
     if (gradient == plan.parameter_gradients.end()) continue;  // frozen (LoRA base)
@@ -135,12 +141,17 @@ CudaRankState::CudaRankState(const TrainingDeviceSetup& setup, const CudaTrainab
       max_micro_batches_(std::max<int64_t>(1, config_.gradient_accumulation_steps)),
       bf16_master_(config_.master_dtype == MasterDtype::Bf16),
       bf16_gradients_(config_.gradient_dtype == GradientDtype::Bf16),
+      fp16_(layout.dtype == DType::F16),
       backend_(setup.cuda_ops != nullptr ? *setup.cuda_ops : runtime::builtin_cuda_ops()),
       losses_(static_cast<size_t>(2 * max_micro_batches_)), norm_(2) {
   SUROGATE_CHECK(!config_.gradient_dtype || *config_.gradient_dtype == GradientDtype::Fp32 || bf16_gradients_ ||
                      config_.recipe == Recipe::Fp8Hybrid,
                  "gradient_dtype fp8 without recipe fp8_hybrid was rejected when the configuration was loaded");
   SUROGATE_CHECK(first <= end && end <= layout.entries.size(), "the optimizer's tensors are trainable tensors");
+  // fp16 training runs the single-GPU dense path with fp32 masters and accumulators
+  // (train/device/backend_selection.cpp refuses the rest before the weights load).
+  SUROGATE_CHECK(!fp16_ || (!bf16_master_ && !bf16_gradients_ && shard == nullptr && !shard_accumulators),
+                 "fp16 training keeps fp32 masters and accumulators on one GPU");
   const compiler::ExecutionPlan& plan = *setup.plan;
   backend_.load(plan, *setup.registry);
   backend_.set_time_breakdown(config_.debug_time_breakdown);
@@ -163,6 +174,8 @@ CudaRankState::CudaRankState(const TrainingDeviceSetup& setup, const CudaTrainab
     parameter.weight = shard_ ? shard_->weight(entry.parameter)
                               : static_cast<__nv_bfloat16*>(backend_.device_address(entry.parameter));
     SUROGATE_CHECK(parameter.weight != nullptr, "a rank keeps the weights it steps");
+    // fp16: the optimizer updates the fp32 masters only; step() rewrites the fp16 weights from them.
+    if (fp16_) parameter.weight = nullptr;
     parameter.apply_weight_decay = applies_weight_decay(spec.name);
     parameter.is_hidden_matrix = is_hidden_matrix(spec.name, spec.shape);
     parameters.push_back(std::move(parameter));
@@ -242,6 +255,13 @@ CudaRankState::CudaRankState(const TrainingDeviceSetup& setup, const CudaTrainab
   else accumulator_table_ = cuda::to_device(accumulators);
   if (!bf16_master_) master_table_ = cuda::to_device(masters);
   count_table_ = cuda::to_device(counts);
+  if (fp16_) {  // the same addresses, as the fp16 tensors they are
+    std::vector<__half*> fp16_gradients, fp16_weights;
+    for (__nv_bfloat16* pointer : bf16_gradients) fp16_gradients.push_back(reinterpret_cast<__half*>(pointer));
+    for (__nv_bfloat16* pointer : weights) fp16_weights.push_back(reinterpret_cast<__half*>(pointer));
+    fp16_gradient_table_ = cuda::to_device(fp16_gradients);
+    fp16_weight_table_ = cuda::to_device(fp16_weights);
+  }
   // A staged optimizer takes the masters' host addresses (it copies them into its slots).
   float* optimizer_masters = offload_.staged ? masters_host_ : masters_;
   for (size_t i = 0; i < parameters.size(); ++i) {
@@ -305,7 +325,10 @@ void CudaRankState::add_gradients(size_t first, size_t end) {
   if (first == end) return;
   cudaStream_t stream = backend_.stream();
   const int tensors = static_cast<int>(end - first);
-  if (bf16_gradients_) {
+  if (fp16_) {
+    cuda_kernels::accumulate_fp16_gradients(fp16_gradient_table_.data() + first, accumulator_table_.data() + first,
+                                            count_table_.data() + first, tensors, stream);
+  } else if (bf16_gradients_) {
     cuda_kernels::accumulate_bf16_gradients(gradient_table_.data() + first, bf16_accumulator_table_.data() + first,
                                             count_table_.data() + first, tensors, stream);
   } else {
@@ -359,10 +382,23 @@ void CudaRankState::set_clip_factor(double norm) {
                              backend_.stream()));
 }
 
+void CudaRankState::scale_clip_factor(double gradient_scale) {
+  // clip_slot_gradients' coefficient (cpu_parameters.h) on the norm read back by norm(), in the
+  // float arithmetic of global_grad_norm's finish: the norm measured is the loss-scaled one.
+  const float unscaled = static_cast<float>(static_cast<double>(norm()) * gradient_scale);
+  const float max_norm = static_cast<float>(config_.max_grad_norm);
+  const float clip = max_norm > 0.0f ? std::fmin(1.0f, max_norm / (unscaled + 1e-6f)) : 1.0f;
+  norm_.data[1] = static_cast<float>(gradient_scale) * clip;
+  CUDA_CHECK(cudaMemcpyAsync(norm_result_.data() + 1, norm_.data + 1, sizeof(float), cudaMemcpyHostToDevice,
+                             backend_.stream()));
+}
+
 void CudaRankState::step(const OptimizerStep& step) {
-  // The clip factor gradient_norm() (or set_clip_factor) left on the device (1 when max_grad_norm
-  // is 0) is read by the kernels: no host round trip.
+  // The clip factor gradient_norm() (or set_clip_factor / scale_clip_factor) left on the device (1
+  // when max_grad_norm is 0) is read by the kernels: no host round trip.
   if (optimizer_) optimizer_->step(step, clip_factor(), backend_.stream());
+  // fp16: the optimizer stepped the fp32 masters only; the fp16 weights follow (round to nearest).
+  if (fp16_) refresh_weights_from_masters(0, layout_.entries.size());
 }
 
 void CudaRankState::zero_accumulators() {
@@ -376,13 +412,19 @@ void CudaRankState::zero_accumulators() {
 
 void CudaRankState::refresh_weights_from_masters(size_t first, size_t end) {
   SUROGATE_CHECK(!bf16_master_ && !shard_, "weights are refreshed from every fp32 master only without ZeRO-3");
+  if (first == end) return;
+  if (fp16_) {
+    cuda_kernels::weights_from_masters(fp16_weight_table_.data() + first, master_table_.data() + first,
+                                       count_table_.data() + first, static_cast<int>(end - first), backend_.stream());
+    return;
+  }
   cuda_kernels::weights_from_masters(weight_table_.data() + first, master_table_.data() + first,
                                      count_table_.data() + first, static_cast<int>(end - first), backend_.stream());
 }
 
 void CudaRankState::synchronize() { CUDA_CHECK(cudaStreamSynchronize(backend_.stream())); }
 
-// Every weight is rounded to bf16 on all cores into one of two pinned staging buffers while the
+// Every weight is rounded to bf16 (fp16 in an fp16 plan) on all cores into one of two pinned staging buffers while the
 // other one's copy to the device runs (an 8B model: 16 GB through 64 MiB halves, at the host
 // link's speed instead of one core's rounding plus a pageable copy per tensor).
 void CudaRankState::upload_weights(std::span<const WeightView> weights) {
@@ -402,7 +444,11 @@ void CudaRankState::upload_weights(std::span<const WeightView> weights) {
       ops::parallel_for(blocks, [&](int64_t block) {
         const size_t begin = static_cast<size_t>(block * kBlock);
         const size_t end = std::min(count, begin + static_cast<size_t>(kBlock));
-        for (size_t k = begin; k < end; ++k) bits[k] = float_to_bf16(values[first + k]);
+        if (fp16_) {
+          for (size_t k = begin; k < end; ++k) bits[k] = float_to_f16(values[first + k]);
+        } else {
+          for (size_t k = begin; k < end; ++k) bits[k] = float_to_bf16(values[first + k]);
+        }
       });
       CUDA_CHECK(cudaMemcpyAsync(device + first, bits, count * sizeof(uint16_t), cudaMemcpyHostToDevice, stream));
       staging.issued(half, stream);

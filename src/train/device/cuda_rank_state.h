@@ -1,6 +1,9 @@
 // One GPU's training state: what the single-GPU device (cuda_training_device.cpp) holds, and what
 // each rank of the data-parallel device (cuda_data_parallel_device.cpp) holds on its GPU.
-//   - the CudaBackend with the loaded bf16 plan (weights, one micro-batch's bf16 gradients, arena);
+//   - the CudaBackend with the loaded bf16 plan (weights, one micro-batch's bf16 gradients, arena),
+//     or an fp16 plan (torch_dtype: float16: fp16 weights and gradients; fp32 masters and
+//     accumulators, the optimizer stepping the masters only and step() rewriting the fp16 weights
+//     from them; one GPU, no ZeRO, no offloading of masters or accumulators);
 //   - the flat buffers of the trainable tensors (CudaTrainableLayout: spec order, each tensor's
 //     start rounded up to 4 elements): fp32 masters (absent with master_dtype bf16) and the
 //     gradient accumulators (fp32, or bf16 with gradient_dtype bf16; under ZeRO-2/3 those of the
@@ -24,6 +27,7 @@
 #pragma once
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -45,18 +49,19 @@ namespace surogate::train {
 
 struct CudaTrainable {
   size_t weight;               // index into the specs (and the device's host weights)
-  graph::TensorId parameter;   // the bf16 weight in the plan
-  graph::TensorId gradient;    // its bf16 gradient
+  graph::TensorId parameter;   // the bf16 (fp16) weight in the plan
+  graph::TensorId gradient;    // its bf16 (fp16) gradient
   int64_t offset;              // into the flat master and accumulator buffers
   int64_t count;
 };
 
 // Where every parameter lives, from the plan alone (no device needed): UserError if a parameter
-// is not bf16 (the CUDA trainer runs the bf16 recipe).
+// is not bf16 or fp16, or the parameters' dtypes differ.
 struct CudaTrainableLayout {
   std::vector<graph::TensorId> ids;     // every spec's tensor in the plan, in spec order
   std::vector<CudaTrainable> entries;   // the trainable ones, in spec order
   int64_t total = 0;                    // elements of the flat buffers
+  DType dtype = DType::BF16;            // the parameters' dtype: BF16, or F16 (fp16 training)
   // Each trainable tensor's elements in the flat buffers, padding included (what shards split).
   std::vector<size_t> unit_sizes() const;
   // The trainable tensors [first, end) as the host-offload plan sees them.
@@ -91,6 +96,7 @@ public:
   cudaStream_t stream() const { return backend_.stream(); }
   bool bf16_master() const { return bf16_master_; }
   bool bf16_gradients() const { return bf16_gradients_; }
+  bool fp16() const { return fp16_; }  // an fp16 plan (torch_dtype: float16)
   DeviceOptimizer* optimizer() { return optimizer_.get(); }  // null when the shard is empty
 
   const HostOffloadPlan& offload() const { return offload_; }
@@ -128,8 +134,13 @@ public:
   // together), with global_grad_norm's formula.
   void set_clip_factor(double norm);
   const float* clip_factor() const { return norm_result_.data() + 1; }
+  // fp16 loss scaling: the device factor becomes gradient_scale (1 / the loss scale) times the clip
+  // coefficient of the unscaled norm (norm() · gradient_scale), as the CPU device's
+  // clip_slot_gradients applies them in one pass. After synchronize(), before step().
+  void scale_clip_factor(double gradient_scale);
 
-  // The optimizer's step for its tensors (gradients scaled by clip_factor()); nothing if none.
+  // The optimizer's step for its tensors (gradients scaled by clip_factor()); nothing if none. An
+  // fp16 plan's weights are then rewritten from the masters (refresh_weights_from_masters).
   void step(const OptimizerStep& step);
   void zero_accumulators();
   // The bf16 weights of tensors [first, end) rewritten from their fp32 masters (round to nearest
@@ -142,7 +153,7 @@ public:
   // optimizer step, all-gather.
   void refresh_fp8_weight_copies();
 
-  // Host → device: every weight rounded to bf16 (`weights` in spec order), the fp32 masters from
+  // Host → device: every weight rounded to bf16 (fp16 in an fp16 plan; `weights` in spec order), the fp32 masters from
   // the trainable ones; the optimizer state is not touched. Waits for the copies.
   void upload_weights(std::span<const WeightView> weights);
   // Device → host: the trainable weights (fp32 masters, or the bf16 weights widened exactly).
@@ -160,7 +171,7 @@ private:
   int64_t accumulator_base_ = 0;   // likewise for the accumulators (ZeRO-2/3: the shard's start)
   int64_t accumulator_count_ = 0;
   int64_t max_micro_batches_;
-  bool bf16_master_, bf16_gradients_;
+  bool bf16_master_, bf16_gradients_, fp16_;
   runtime::CudaBackend backend_;
   graph::TensorId loss_ = graph::kNoTensor, router_aux_loss_ = graph::kNoTensor;
   std::optional<double> router_aux_loss_sum_;
@@ -180,6 +191,7 @@ private:
   cuda::DeviceBuffer<__nv_bfloat16*> gradient_table_, weight_table_;
   cuda::DeviceBuffer<float*> accumulator_table_, master_table_;
   cuda::DeviceBuffer<__nv_bfloat16*> bf16_accumulator_table_;
+  cuda::DeviceBuffer<__half*> fp16_gradient_table_, fp16_weight_table_;  // fp16 plans: the same addresses
   cuda::DeviceBuffer<int64_t> count_table_;
   std::vector<Fp8WeightCopy> fp8_copies_;
   cuda::DeviceBuffer<float> fp8_amax_;  // fp8_quantize_weight's scratch

@@ -8,6 +8,12 @@
 //   master_dtype bf16:           no master copy; the optimizer updates the bf16 weights in place
 //                                with stochastic rounding (core/stochastic_rounding.h);
 //   gradient_dtype fp32 (default) / bf16: the accumulators' dtype.
+//   torch_dtype float16:         the plan runs in fp16 instead (fp16 weights, activations and
+//                                gradients; fp32 masters and accumulators): the fp16 gradients are
+//                                added into fp32, the update scales them by 1 / the loss scale
+//                                (train/fp16_loss_scaler.h) with the clip, the optimizer steps the
+//                                masters and the fp16 weights are rewritten from them. A step whose
+//                                norm is not finite is skipped by the trainer (train/step_guard.h).
 // Per optimizer step, all on the backend's stream:
 //   per micro-batch: execute (bf16 gradients) → accumulate_bf16_gradients (accumulator += bf16,
 //                    bf16 = 0) → the loss scalar copied into pinned host memory (asynchronously)
@@ -49,7 +55,8 @@ public:
   }
 
   std::string description() const override {
-    return fmt::format("CUDA backend, bf16 weights and activations, {}, {} gradient accumulation, {} state",
+    return fmt::format("CUDA backend, {} weights and activations, {}, {} gradient accumulation, {} state",
+                       rank_->fp16() ? "fp16 (dynamic loss scaling)" : "bf16",
                        rank_->bf16_master() ? "bf16 master weights (updated in place with stochastic rounding, no fp32 copy)"
                                             : "fp32 master weights",
                        rank_->bf16_gradients() ? "bf16" : "fp32", rank_->optimizer()->name());
@@ -109,8 +116,10 @@ public:
   }
 
   void update(const OptimizerStep& step) override {
-    // fp16 loss scaling is the CPU emulation's in this build (torch_dtype: float16 is refused on CUDA).
-    SUROGATE_CHECK(step.gradient_scale == 1.0, "no gradient scale on the CUDA backend");
+    // fp16 loss scaling: the gradients are S times too large; the optimizer kernels multiply them by
+    // 1 / S times the clip coefficient of the unscaled norm (one device factor, as the CPU's one pass).
+    SUROGATE_CHECK(step.gradient_scale == 1.0 || rank_->fp16(), "a gradient scale only with an fp16 plan");
+    if (step.gradient_scale != 1.0) rank_->scale_clip_factor(step.gradient_scale);
     rank_->step(step);
     rank_->refresh_fp8_weight_copies();
     rank_->zero_accumulators();

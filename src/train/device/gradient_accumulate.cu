@@ -1,8 +1,9 @@
 // See gradient_accumulate.h. Memory-bound and tiny next to the backward pass: one grid-stride
-// loop per tensor, bf16 read, accumulator read-modify-write, bf16 zero.
+// loop per tensor, 16-bit read, accumulator read-modify-write, 16-bit zero.
 #include "train/device/gradient_accumulate.h"
 
 #include "cuda/cuda_check.h"
+#include "cuda/kernels/element_type.cuh"
 
 namespace surogate::train::cuda_kernels {
 namespace {
@@ -12,17 +13,17 @@ __device__ __forceinline__ void add_into(__nv_bfloat16& accumulator, float gradi
   accumulator = __float2bfloat16(__bfloat162float(accumulator) + gradient);
 }
 
-template <typename Accumulator>
-__global__ void accumulate_kernel(__nv_bfloat16* const* gradients, Accumulator* const* accumulators,
+template <typename Gradient, typename Accumulator>
+__global__ void accumulate_kernel(Gradient* const* gradients, Accumulator* const* accumulators,
                                   const int64_t* counts) {
   const int tensor = blockIdx.y;
-  __nv_bfloat16* gradient = gradients[tensor];
+  Gradient* gradient = gradients[tensor];
   Accumulator* accumulator = accumulators[tensor];
   const int64_t count = counts[tensor];
-  const __nv_bfloat16 zero = __float2bfloat16(0.0f);
+  const Gradient zero = surogate::cuda::kernels::from_float<Gradient>(0.0f);
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    add_into(accumulator[i], __bfloat162float(gradient[i]));
+    add_into(accumulator[i], surogate::cuda::kernels::to_float(gradient[i]));
     gradient[i] = zero;
   }
 }
@@ -47,8 +48,8 @@ void launch_add_reduced(const Accumulator* values, Accumulator* accumulators, in
   CUDA_CHECK_LAUNCH();
 }
 
-template <typename Accumulator>
-void launch(__nv_bfloat16* const* gradients, Accumulator* const* accumulators, const int64_t* counts,
+template <typename Gradient, typename Accumulator>
+void launch(Gradient* const* gradients, Accumulator* const* accumulators, const int64_t* counts,
             int tensor_count, cudaStream_t stream) {
   if (tensor_count == 0) return;
   // 64 blocks of 256 threads per tensor: enough to fill the GPU for the large matrices, while
@@ -72,6 +73,11 @@ void accumulate_bf16_gradients(__nv_bfloat16* const* gradients, float* const* ac
 
 void accumulate_bf16_gradients(__nv_bfloat16* const* gradients, __nv_bfloat16* const* accumulators,
                                const int64_t* counts, int tensor_count, cudaStream_t stream) {
+  launch(gradients, accumulators, counts, tensor_count, stream);
+}
+
+void accumulate_fp16_gradients(__half* const* gradients, float* const* accumulators, const int64_t* counts,
+                               int tensor_count, cudaStream_t stream) {
   launch(gradients, accumulators, counts, tensor_count, stream);
 }
 

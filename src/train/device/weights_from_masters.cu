@@ -2,19 +2,32 @@
 #include "train/device/weights_from_masters.h"
 
 #include "cuda/cuda_check.h"
+#include "cuda/kernels/element_type.cuh"
 
 namespace surogate::train::cuda_kernels {
 namespace {
 
-__global__ void weights_from_masters_kernel(__nv_bfloat16* const* weights, const float* const* masters,
-                                            const int64_t* counts) {
+template <typename T>
+__global__ void weights_from_masters_kernel(T* const* weights, const float* const* masters, const int64_t* counts) {
   const int tensor = blockIdx.y;
-  __nv_bfloat16* weight = weights[tensor];
+  T* weight = weights[tensor];
   const float* master = masters[tensor];
   const int64_t count = counts[tensor];
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    weight[i] = __float2bfloat16(master[i]);
+    weight[i] = surogate::cuda::kernels::from_float<T>(master[i]);
+  }
+}
+
+template <typename T>
+void launch_weights_from_masters(T* const* weights, const float* const* masters, const int64_t* counts,
+                                 int tensor_count, cudaStream_t stream) {
+  int first = 0;
+  while (first < tensor_count) {
+    const int chunk = tensor_count - first < 65535 ? tensor_count - first : 65535;
+    weights_from_masters_kernel<<<dim3(64, chunk), 256, 0, stream>>>(weights + first, masters + first, counts + first);
+    CUDA_CHECK_LAUNCH();
+    first += chunk;
   }
 }
 
@@ -35,13 +48,12 @@ void round_to_bf16(const float* master, __nv_bfloat16* weight, int64_t count, cu
 
 void weights_from_masters(__nv_bfloat16* const* weights, const float* const* masters, const int64_t* counts,
                           int tensor_count, cudaStream_t stream) {
-  int first = 0;
-  while (first < tensor_count) {
-    const int chunk = tensor_count - first < 65535 ? tensor_count - first : 65535;
-    weights_from_masters_kernel<<<dim3(64, chunk), 256, 0, stream>>>(weights + first, masters + first, counts + first);
-    CUDA_CHECK_LAUNCH();
-    first += chunk;
-  }
+  launch_weights_from_masters(weights, masters, counts, tensor_count, stream);
+}
+
+void weights_from_masters(__half* const* weights, const float* const* masters, const int64_t* counts,
+                          int tensor_count, cudaStream_t stream) {
+  launch_weights_from_masters(weights, masters, counts, tensor_count, stream);
 }
 
 }  // namespace surogate::train::cuda_kernels

@@ -2,10 +2,13 @@
 // tensor): weight = bf16(master), rounded to nearest even as the optimizer kernels write it. A
 // data-parallel rank calls it after the all-gather of the masters, for the tensors other ranks
 // updated (cuda_data_parallel_device.cpp), and under ZeRO-3 for the weights it keeps as they are
-// uploaded. Plain host launcher; no fmt or graph headers.
+// uploaded. fp16 training (torch_dtype: float16) rewrites its fp16 weights the same way after
+// every optimizer step (weight = fp16(master), round to nearest even, ±inf past 65504). Plain host
+// launcher; no fmt or graph headers.
 #pragma once
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -14,6 +17,9 @@ namespace surogate::train::cuda_kernels {
 
 // For t < tensor_count: weights[t][i] = bf16(masters[t][i]). The arrays live on the device.
 void weights_from_masters(__nv_bfloat16* const* weights, const float* const* masters, const int64_t* counts,
+                          int tensor_count, cudaStream_t stream);
+// For t < tensor_count: weights[t][i] = fp16(masters[t][i]).
+void weights_from_masters(__half* const* weights, const float* const* masters, const int64_t* counts,
                           int tensor_count, cudaStream_t stream);
 // One tensor: weight[i] = bf16(master[i]) for i < count (ZeRO-3's upload into a rank's own copy).
 void round_to_bf16(const float* master, __nv_bfloat16* weight, int64_t count, cudaStream_t stream);
