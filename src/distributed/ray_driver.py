@@ -96,6 +96,11 @@ def make_worker_class(ray):
         def start(self, argv, variables, cwd):
             def supervise():
                 environment = dict(os.environ)
+                # Ray sets OMP_NUM_THREADS to the actor's CPUs (1) in its workers; the engine would
+                # inherit it and run its BLAS and host work on one thread, and a CPU rank's sums
+                # would differ in the last bits from the same rank started by hand. The driver's
+                # own setting, if any, comes back through `variables`.
+                environment.pop("OMP_NUM_THREADS", None)
                 environment.update(variables)
 
                 def die_with_parent():
@@ -178,7 +183,8 @@ def main():
     master = places[0]
     # The workers' environment is their node's; the driver's settings for the engine travel along.
     forwarded = {name: value for name, value in os.environ.items()
-                 if name.startswith(("SUROGATE_", "NCCL_", "GLOO_", "HF_"))}
+                 if name.startswith(("SUROGATE_", "NCCL_", "GLOO_", "HF_"))
+                 or name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS")}
     for rank, worker in enumerate(workers):
         variables = dict(forwarded)
         variables.update({"RANK": str(rank), "WORLD_SIZE": str(len(workers)), "LOCAL_RANK": "0",
