@@ -36,6 +36,7 @@
 #include "core/bfloat16.h"
 #include "cuda/device_info.h"
 #include "io/model_config.h"
+#include "runtime_cuda/synthetic_config.h"
 #include "models/decoder_graph.h"
 #include "models/fp16_emulation.h"
 #include "models/lora.h"
@@ -116,15 +117,8 @@ protected:
 // CUDA against the emulated F16 graph on the CPU: loss and every trainable gradient.
 TEST_P(Fp16DecoderOnCuda, LossAndGradientsMatchTheCpuEmulation) {
   const SyntheticModel& model = GetParam();
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("surogate_fp16_" + model.name);
-  std::filesystem::create_directories(dir);
-  {
-    std::FILE* file = std::fopen((dir / "config.json").c_str(), "w");
-    ASSERT_NE(file, nullptr);
-    std::fputs(model.config_json.c_str(), file);
-    std::fclose(file);
-  }
-  const io::ModelConfig config = io::load_model_config(dir);
+  const io::ModelConfig config = load_synthetic_config("surogate_fp16_" + model.name, model.config_json);
+  const std::filesystem::path dir = synthetic_config_dir("surogate_fp16_" + model.name);
   const graph::OpRegistry registry = ops::make_model_registry();
   std::vector<models::ParameterSpec> specs = models::parameter_specs(config);
   models::LoraOptions lora{.rank = 16, .alpha = 32.0, .dropout = model.dropout,

@@ -19,6 +19,7 @@
 #include "train/checkpoint_store.h"
 #include "train/trainer.h"
 #include "train/training_state.h"
+#include "fp16_checks.h"
 #include "trainer_fixture.h"
 
 namespace surogate::train {
@@ -29,10 +30,7 @@ class Fp16Test : public TrainerFixture {
 protected:
   static TrainerOptions quiet() { return quiet_on_cpu(); }
   // The last checkpoint's history: one record per step.
-  static nlohmann::json history(const std::string& name) {
-    CheckpointStore store(root_ / name, 100);
-    return read_training_state(*store.latest() / "trainer_state.json").history;
-  }
+  static nlohmann::json history(const std::string& name) { return fp16_step_history(root_ / name); }
 };
 
 // 20 steps: every step's loss within 2 % of the fp32 run's (measured: at most 0.3 %), and not
@@ -64,34 +62,7 @@ TEST_F(Fp16Test, AnOverflowingLossScaleBacksOffWithoutANonFiniteWeight) {
       config("overflow", "max_steps: 40\nsave_steps: 1\nsave_total_limit: 100\ntorch_dtype: float16\n"
                          "fp16_loss_scale: 1099511627776\n"),
       quiet());
-  const nlohmann::json steps = history("overflow");
-  ASSERT_EQ(steps.size(), 40u);
-  int overflowed = 0;
-  double scale = 1099511627776.0;
-  for (const nlohmann::json& step : steps) {
-    EXPECT_EQ(step["loss_scale"].get<double>(), scale) << step.dump();
-    if (step.value("loss_scale_overflow", false)) {
-      EXPECT_TRUE(step["skipped"].get<bool>());
-      ++overflowed;
-      scale /= 2.0;
-    }
-  }
-  EXPECT_TRUE(steps[0].value("loss_scale_overflow", false));
-  EXPECT_GE(overflowed, 3);
-  EXPECT_LT(overflowed, 35);
-  EXPECT_EQ(result.skipped_steps, overflowed);
-  for (const fs::path& checkpoint : CheckpointStore(root_ / "overflow", 100).complete_checkpoints()) {
-    io::SafetensorsFile file = io::SafetensorsFile::open(checkpoint / "model.safetensors");
-    for (const io::SafetensorsTensor& tensor : file.tensors()) {
-      const auto* values = reinterpret_cast<const float*>(tensor.bytes.data());
-      for (size_t i = 0; i < tensor.bytes.size() / sizeof(float); ++i) {
-        ASSERT_TRUE(std::isfinite(values[i])) << checkpoint / tensor.name;
-      }
-    }
-  }
-  size_t first_applied = 0;
-  while (steps[first_applied].value("skipped", false)) ++first_applied;
-  EXPECT_LT(result.step_losses.back(), result.step_losses[first_applied] - 0.3);
+  expect_overflow_backs_off(root_ / "overflow", result, 1099511627776.0);
 }
 
 // fp16_loss_scale_window: 3 — after 3 clean steps in a row the scale doubles.

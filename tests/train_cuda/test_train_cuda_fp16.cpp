@@ -31,6 +31,7 @@
 #include "train/device/gradient_accumulate.h"
 #include "train/device/weights_from_masters.h"
 #include "train/training_state.h"
+#include "train/fp16_checks.h"
 #include "train_cuda/cuda_trainer_fixture.h"
 
 namespace surogate::train {
@@ -39,10 +40,7 @@ namespace fs = std::filesystem;
 
 class CudaFp16Test : public CudaTrainerFixture {
 protected:
-  static nlohmann::json history(const std::string& name) {
-    CheckpointStore store(root_ / name, 100);
-    return read_training_state(*store.latest() / "trainer_state.json").history;
-  }
+  static nlohmann::json history(const std::string& name) { return fp16_step_history(root_ / name); }
   // `extra` with torch_dtype: float16 on both backends: the CUDA run tracks the CPU emulation.
   static void expect_fp16_tracks_cpu(const std::string& name, const std::string& extra) {
     const std::string fp16 = extra + "torch_dtype: float16\n";
@@ -74,34 +72,7 @@ TEST_F(CudaFp16Test, AnOverflowingLossScaleSkipsAndHalvesWithoutANonFiniteWeight
       config("fp16-overflow", "max_steps: 40\nsave_steps: 1\nsave_total_limit: 100\ntorch_dtype: float16\n"
                               "fp16_loss_scale: 1099511627776\n"),
       on(TrainingBackend::Cuda));
-  const nlohmann::json steps = history("fp16-overflow");
-  ASSERT_EQ(steps.size(), 40u);
-  int overflowed = 0;
-  double scale = 1099511627776.0;
-  for (const nlohmann::json& step : steps) {
-    EXPECT_EQ(step["loss_scale"].get<double>(), scale) << step.dump();
-    if (step.value("loss_scale_overflow", false)) {
-      EXPECT_TRUE(step["skipped"].get<bool>());
-      ++overflowed;
-      scale /= 2.0;
-    }
-  }
-  EXPECT_TRUE(steps[0].value("loss_scale_overflow", false));
-  EXPECT_GE(overflowed, 3);
-  EXPECT_LT(overflowed, 35);
-  EXPECT_EQ(result.skipped_steps, overflowed);
-  for (const fs::path& checkpoint : CheckpointStore(root_ / "fp16-overflow", 100).complete_checkpoints()) {
-    io::SafetensorsFile file = io::SafetensorsFile::open(checkpoint / "model.safetensors");
-    for (const io::SafetensorsTensor& tensor : file.tensors()) {
-      const auto* values = reinterpret_cast<const float*>(tensor.bytes.data());
-      for (size_t i = 0; i < tensor.bytes.size() / sizeof(float); ++i) {
-        ASSERT_TRUE(std::isfinite(values[i])) << checkpoint / tensor.name;
-      }
-    }
-  }
-  size_t first_applied = 0;
-  while (steps[first_applied].value("skipped", false)) ++first_applied;
-  EXPECT_LT(result.step_losses.back(), result.step_losses[first_applied] - 0.3);
+  expect_overflow_backs_off(root_ / "fp16-overflow", result, 1099511627776.0);
 }
 
 // The masters and moments are in the checkpoint, the fp16 weights are rounded from the masters
