@@ -222,8 +222,8 @@ BAD = {
     "bad-number-overflow": '{"model": {"vocab": {"a": 0}, "merges": [], "dropout": 1e999}}',
     # review: one stray id made the id table allocate 2^31 strings (64 GB).
     "bad-huge-vocab-id": '{"model": {"vocab": {"a": 0, "b": 2147483646}, "merges": []}}',
-    # review: \C matches one byte, so a Split ended pieces inside a character and the BPE read
-    # past the end of the word (std::out_of_range from substr, or a read past the buffer).
+    # review: \C matches one byte, so a Split could end a piece inside a character and the BPE
+    # then decoded a character across the piece's end (reading past the word).
     "bad-backslash-c-regex": with_model(pre_tokenizer={"type": "Split", "pattern": {"Regex": "\\C"},
                                                         "behavior": "Isolated"}),
     # review: 40 Replace steps each doubling every "a": 2^40 times the text.
