@@ -6,7 +6,9 @@ files must be rejected with a UserError (tests/io/test_safetensors_corpus.cpp ch
 training_config, chat_template, dataset_row: seed-* files taken from the repository's own inputs
 (example configs and datasets, the built-in chat templates, the YAML and template literals of the
 unit tests). Files named bad-* in those folders are minimised fuzzer findings, written by hand and
-replayed by tests/*/test_*_corpus.cpp; this script never deletes them. Re-run after editing:
+replayed by tests/*/test_*_corpus.cpp; this script never deletes them.
+tokenizer_json: small real and hand-written tokenizer.json files and the bad-* files, written by
+fuzz/tokenizer_seeds.py (which says how the real tokenizers are trimmed). Re-run after editing:
 python3 fuzz/make_seed_corpus.py
 """
 import hashlib
@@ -14,6 +16,8 @@ import json
 import pathlib
 import re
 import struct
+
+from tokenizer_seeds import BAD as TOKENIZER_BAD, tokenizer_json_seeds
 
 FUZZ = pathlib.Path(__file__).resolve().parent
 REPO = FUZZ.parent
@@ -115,7 +119,7 @@ def write_seeds(folder, seeds):
     for stale in folder.glob("seed-*"):
         stale.unlink()
     for name, content in seeds.items():
-        (folder / name).write_bytes(content.encode())
+        (folder / name).write_bytes(content if isinstance(content, bytes) else content.encode())
     print(f"wrote {len(seeds)} files to {folder}")
 
 
@@ -127,3 +131,6 @@ if __name__ == "__main__":
     write_seeds(FUZZ / "corpus" / "training_config", training_config_seeds())
     write_seeds(FUZZ / "corpus" / "chat_template", chat_template_seeds())
     write_seeds(FUZZ / "corpus" / "dataset_row", dataset_row_seeds())
+    write_seeds(FUZZ / "corpus" / "tokenizer_json", tokenizer_json_seeds(REPO))
+    for name, content in TOKENIZER_BAD.items():
+        (FUZZ / "corpus" / "tokenizer_json" / name).write_bytes(content if isinstance(content, bytes) else content.encode())

@@ -3,7 +3,8 @@
 # one of them for a while, starting from its checked-in seed corpus.
 #   scripts/fuzz.sh [SECONDS] [TARGET]      defaults: 60 seconds, fuzz_safetensors_header
 #                                           targets: fuzz_safetensors_header, fuzz_model_config,
-#                                           fuzz_training_config, fuzz_chat_template, fuzz_dataset_row
+#                                           fuzz_training_config, fuzz_chat_template, fuzz_dataset_row,
+#                                           fuzz_tokenizer_json
 #   SUROGATE_FUZZ_BUILD_DIR                 build folder (default: build-fuzz)
 # Needs clang and its libFuzzer runtime (Debian: clang, libclang-rt-14-dev; scripts/install_deps.sh
 # installs both). New interesting inputs go to <build>/corpus/<target>/ (the checked-in seeds are
@@ -16,7 +17,8 @@ cd "$(dirname "$0")/.."
 seconds=${1:-60}
 target=${2:-fuzz_safetensors_header}
 case $target in
-  fuzz_safetensors_header | fuzz_model_config | fuzz_training_config | fuzz_chat_template | fuzz_dataset_row) ;;
+  fuzz_safetensors_header | fuzz_model_config | fuzz_training_config | fuzz_chat_template | fuzz_dataset_row | \
+    fuzz_tokenizer_json) ;;
   *) echo "scripts/fuzz.sh: unknown target '$target'" >&2; exit 2 ;;
 esac
 build_dir=${SUROGATE_FUZZ_BUILD_DIR:-build-fuzz}

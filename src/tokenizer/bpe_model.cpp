@@ -21,6 +21,8 @@ namespace {
 constexpr size_t kShortWordSymbols = 96;
 constexpr size_t kCachedWordBytes = 128;
 constexpr size_t kCacheEntries = 1 << 17;
+// Ids below the largest vocabulary id that no token uses.
+constexpr size_t kMaxUnusedIds = 1 << 20;
 
 uint64_t pair_key(int32_t left, int32_t right) {
   return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) | static_cast<uint32_t>(right);
@@ -70,6 +72,14 @@ BpeModel BpeModel::from_json(const nlohmann::json& model, bool byte_level, const
     const int64_t id = id_json.get<int64_t>();
     bpe.token_to_id_.emplace(token, static_cast<int32_t>(id));
     max_id = std::max(max_id, id);
+  }
+  // One slot per id up to the largest: a few holes (ids of added tokens) are fine, a stray huge
+  // id would allocate gigabytes.
+  if (max_id >= static_cast<int64_t>(vocab.size() + kMaxUnusedIds)) {
+    fail_at(where.child("vocab"),
+            fmt::format("the largest id is {}, but there are only {} tokens: ids must number the vocabulary "
+                        "from 0 with at most {} unused ids; fix the stray id",
+                        max_id, vocab.size(), kMaxUnusedIds));
   }
   bpe.id_to_token_.resize(static_cast<size_t>(max_id + 1));
   bpe.id_present_.assign(static_cast<size_t>(max_id + 1), 0);

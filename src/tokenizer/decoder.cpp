@@ -15,14 +15,6 @@
 namespace surogate::tokenizer {
 namespace {
 
-char32_t single_character(const std::string& text, const JsonPath& where) {
-  size_t length = 0;
-  if (text.empty() || valid_sequence_length(text, 0) != text.size()) {
-    fail_at(where, fmt::format("expected exactly one character, found {:?}", text));
-  }
-  return decode_code_point(text, 0, length);
-}
-
 std::vector<char32_t> code_points(std::string_view text) {
   std::vector<char32_t> out;
   size_t position = 0;
@@ -97,6 +89,7 @@ Decoder Decoder::from_json(const nlohmann::json& component, const JsonPath& wher
   if (!component.is_null()) {
     decoder.configured_ = true;
     decoder.append_steps(component, where);
+    check_text_growth(decoder.growth_, where, "each Replace multiplies a token's length by the length of its content");
   }
   return decoder;
 }
@@ -115,6 +108,7 @@ void Decoder::append_steps(const nlohmann::json& component, const JsonPath& wher
     parse_pattern(require_field(component, "pattern", where), where.child("pattern"), step.literal,
                   step.regex);
     step.content = require_string(component, "content", where);
+    growth_.multiply(step.content.size());
     steps_.push_back(std::move(step));
   } else if (type == "ByteFallback") {
     steps_.push_back(ByteFallbackStep{});

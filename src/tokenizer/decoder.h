@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "tokenizer/regex.h"
+#include "tokenizer/text_growth.h"
 
 namespace surogate::tokenizer {
 
@@ -47,6 +48,7 @@ class Decoder {
   void append_steps(const nlohmann::json& component, const JsonPath& where);
   std::vector<Step> steps_;
   bool configured_ = false;
+  TextGrowth growth_;  // of the Replace steps, the only ones that can lengthen a token
 };
 
 }  // namespace surogate::tokenizer

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "tokenizer/utf8.h"
 
 namespace surogate::tokenizer {
 
@@ -68,6 +69,14 @@ int64_t require_integer(const nlohmann::json& object, std::string_view key, cons
   if (!value.is_number_integer())
     fail_at(where.child(key), fmt::format("expected an integer, found {}", value.type_name()));
   return value.get<int64_t>();
+}
+
+char32_t single_character(const std::string& text, const JsonPath& where) {
+  size_t length = 0;
+  if (text.empty() || valid_sequence_length(text, 0) != text.size()) {
+    fail_at(where, fmt::format("expected exactly one character, found {:?}", text));
+  }
+  return decode_code_point(text, 0, length);
 }
 
 std::string component_type(const nlohmann::json& component, const JsonPath& where) {

@@ -40,6 +40,9 @@ bool bool_or(const nlohmann::json& object, std::string_view key, bool fallback,
              const JsonPath& where);
 int64_t require_integer(const nlohmann::json& object, std::string_view key, const JsonPath& where);
 
+// The one character (code point) `text` must be, e.g. Metaspace's replacement "▁".
+char32_t single_character(const std::string& text, const JsonPath& where);
+
 // The component's `type` string, for dispatch on normalizers, pre-tokenizers, decoders, ...
 std::string component_type(const nlohmann::json& component, const JsonPath& where);
 // Error for a `type` this implementation does not handle, listing the supported ones.

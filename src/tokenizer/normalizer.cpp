@@ -88,10 +88,12 @@ void Normalizer::append_steps(const nlohmann::json& component, const JsonPath& w
                                  type, u_errorName(status)));
     }
     steps_.push_back(UnicodeStep{form, icu_normalizer});
+    growth_.multiply(form == UnicodeForm::NFKC || form == UnicodeForm::NFKD ? 11 : 3);
     return;
   }
   if (type == "Prepend") {
     steps_.push_back(PrependStep{require_string(component, "prepend", where)});
+    growth_.multiply(1 + std::get<PrependStep>(steps_.back()).prefix.size());
     return;
   }
   if (type == "Replace") {
@@ -99,6 +101,7 @@ void Normalizer::append_steps(const nlohmann::json& component, const JsonPath& w
     parse_pattern(require_field(component, "pattern", where), where.child("pattern"), step.literal,
                   step.regex);
     step.content = require_string(component, "content", where);
+    growth_.multiply(step.content.size());
     steps_.push_back(std::move(step));
     return;
   }

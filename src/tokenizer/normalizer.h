@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "tokenizer/regex.h"
+#include "tokenizer/text_growth.h"
 
 namespace surogate::tokenizer {
 
@@ -22,6 +23,10 @@ class Normalizer {
   static Normalizer from_json(const nlohmann::json& component, const JsonPath& where);
 
   bool empty() const { return steps_.empty(); }
+  // How much longer normalize() can make a text (text_growth.h): NFC / NFD 3, NFKC / NFKD 11
+  // (UTF-8 bytes of the longest decomposition per byte), Prepend 1 + its length (the text is
+  // never empty), Replace the length of its content (a match is at least one byte).
+  const TextGrowth& growth() const { return growth_; }
   // Normalizes `text` in place; `scratch` is reused memory.
   void normalize(std::string& text, std::string& scratch, RegexScratch& regex_scratch) const;
 
@@ -43,6 +48,7 @@ class Normalizer {
 
   void append_steps(const nlohmann::json& component, const JsonPath& where);
   std::vector<Step> steps_;
+  TextGrowth growth_;
 };
 
 // Replaces every non-overlapping occurrence of `pattern` (a literal or a regex) in `text` by

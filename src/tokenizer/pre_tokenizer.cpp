@@ -142,6 +142,7 @@ void PreTokenizer::append_steps(const nlohmann::json& component, const JsonPath&
   if (type == "ByteLevel") {
     ByteLevelStep step;
     step.add_prefix_space = bool_or(component, "add_prefix_space", true, where);
+    if (step.add_prefix_space) growth_.multiply(2);
     if (bool_or(component, "use_regex", true, where)) {
       step.regex = std::make_shared<const Regex>(Regex::compile(kGpt2Pattern, where));
     }
@@ -152,8 +153,8 @@ void PreTokenizer::append_steps(const nlohmann::json& component, const JsonPath&
   if (type == "Metaspace") {
     MetaspaceStep step;
     step.replacement = require_string(component, "replacement", where);
-    if (step.replacement.empty())
-      fail_at(where.child("replacement"), "must be one character, e.g. \"\u2581\"");
+    single_character(step.replacement, where.child("replacement"));  // a Rust char in HF
+    growth_.multiply(1 + step.replacement.size());
     step.split = bool_or(component, "split", true, where);
     if (auto scheme = optional_string(component, "prepend_scheme", where)) {
       if (*scheme == "always")

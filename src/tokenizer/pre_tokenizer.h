@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "tokenizer/regex.h"
+#include "tokenizer/text_growth.h"
 
 namespace surogate::tokenizer {
 
@@ -50,6 +51,9 @@ class PreTokenizer {
 
   // True when a ByteLevel step is present: the model's vocabulary is spelled in the byte alphabet.
   bool byte_level() const { return byte_level_; }
+  // How much longer pre_tokenize() can make a text (text_growth.h): ByteLevel's prefix space 2
+  // (a piece is at least one byte), Metaspace 1 + the length of its replacement character.
+  const TextGrowth& growth() const { return growth_; }
   // Splits `pieces` in place. `at_text_start` says whether pieces.text begins the input text
   // (Metaspace's prepend_scheme "first" only prefixes there).
   void pre_tokenize(Pieces& pieces, bool at_text_start, PreTokenizerScratch& scratch) const;
@@ -82,6 +86,7 @@ class PreTokenizer {
 
   std::vector<Step> steps_;
   bool byte_level_ = false;
+  TextGrowth growth_;
 };
 
 }  // namespace surogate::tokenizer

@@ -55,11 +55,13 @@ Regex::~Regex() = default;
 Regex Regex::compile(std::string_view pattern, const JsonPath& where) {
   Regex regex;
   regex.pattern_ = std::string(pattern);
+  regex.file_ = where.file();
+  regex.key_ = where.key();
   const std::string translated = translate_oniguruma_pattern(pattern);
   int error_code = 0;
   PCRE2_SIZE error_offset = 0;
   pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(translated.data()),
-                                   translated.size(), PCRE2_UTF | PCRE2_UCP | PCRE2_NO_UTF_CHECK,
+                                   translated.size(), PCRE2_UTF | PCRE2_UCP | PCRE2_NO_UTF_CHECK | PCRE2_NEVER_BACKSLASH_C,
                                    &error_code, &error_offset, nullptr);
   if (!code) {
     PCRE2_UCHAR message[256];
@@ -90,8 +92,10 @@ void Regex::find_all(std::string_view text, uint32_t base, RegexScratch& scratch
     if (result < 0) {
       PCRE2_UCHAR message[256];
       pcre2_get_error_message(result, message, sizeof(message));
-      fail_user("matching the tokenizer regular expression {:?} failed: {}", pattern_,
-                reinterpret_cast<const char*>(message));
+      fail_at(JsonPath(file_, key_),
+              fmt::format("matching the regular expression {:?} failed ({}) on a text of {} bytes; simplify the "
+                          "pattern (e.g. nested repetitions such as (a*)*)",
+                          pattern_, reinterpret_cast<const char*>(message), length));
     }
     const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(match_data);
     const PCRE2_SIZE match_begin = ovector[0];

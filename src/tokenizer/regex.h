@@ -2,7 +2,8 @@
 // decoders), compiled with PCRE2 in UTF + Unicode-property mode with JIT. HF `tokenizers` runs
 // these patterns with Oniguruma; the one place the two engines disagree for these files is `\s`,
 // which Oniguruma reads as the Unicode White_Space property, so `\s` / `\S` are rewritten to
-// `\p{White_Space}` / `\P{White_Space}` before compiling.
+// `\p{White_Space}` / `\P{White_Space}` before compiling. `\C` (one byte, which could end a match
+// inside a character and split the text into invalid UTF-8) is refused, as Oniguruma has no `\C`.
 #pragma once
 
 #include <cstdint>
@@ -35,14 +36,15 @@ class RegexScratch {
 
 class Regex {
  public:
-  // Throws UserError naming `where` when the pattern does not compile.
+  // Throws UserError naming `where` when the pattern does not compile (or uses `\C`).
   static Regex compile(std::string_view pattern, const JsonPath& where);
   Regex(Regex&&) noexcept;
   Regex& operator=(Regex&&) noexcept;
   ~Regex();
 
   // Appends the non-empty, non-overlapping matches of `text` (valid UTF-8), left to right, as
-  // byte offsets relative to `text` plus `base`.
+  // byte offsets relative to `text` plus `base`. A match that fails (PCRE2's backtracking or
+  // depth limit, e.g. a nested quantifier on a long run) is a UserError naming the pattern's key.
   void find_all(std::string_view text, uint32_t base, RegexScratch& scratch,
                 std::vector<ByteSpan>& matches) const;
   const std::string& pattern() const { return pattern_; }
@@ -52,6 +54,8 @@ class Regex {
   struct Code;
   std::unique_ptr<Code> code_;
   std::string pattern_;
+  std::string file_;  // where the pattern is written, for errors while matching
+  std::string key_;
   bool jit_ = false;
 };
 

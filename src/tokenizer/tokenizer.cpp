@@ -18,17 +18,25 @@
 namespace surogate::tokenizer {
 namespace {
 
+// The JSON text of one tokenizer file; `source` names it in the error. Every nlohmann error is
+// the user's (a syntax error, invalid UTF-8, or a number too large for a double: `1e999` is an
+// out_of_range, not a parse_error).
+nlohmann::json parse_json_text(std::string_view text, const std::string& source) {
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    fail_user("{}: not valid JSON (byte {}): {}; re-download the file", source, e.byte, e.what());
+  } catch (const nlohmann::json::exception& e) {
+    fail_user("{}: not valid JSON: {}; re-download the file", source, e.what());
+  }
+}
+
 nlohmann::json read_json_file(const std::filesystem::path& path) {
   std::ifstream file(path, std::ios::binary);
   if (!file) fail_user("{}: cannot open the file; check the path and permissions", path.string());
   std::stringstream buffer;
   buffer << file.rdbuf();
-  try {
-    return nlohmann::json::parse(buffer.str());
-  } catch (const nlohmann::json::parse_error& e) {
-    fail_user("{}: not valid JSON (byte {}): {}; re-download the file", path.string(), e.byte,
-              e.what());
-  }
+  return parse_json_text(buffer.str(), path.string());
 }
 
 // bos_token and friends are a string, an AddedToken object {"content": ...}, or null.
@@ -82,6 +90,10 @@ Tokenizer Tokenizer::from_json(const nlohmann::json& tokenizer_json,
   tokenizer.pad_token_ = config_token(tokenizer.config_, "pad_token", config_where);
   tokenizer.unk_token_ = config_token(tokenizer.config_, "unk_token", config_where);
   return tokenizer;
+}
+
+Tokenizer Tokenizer::from_text(std::string_view tokenizer_json, const std::string& source_name) {
+  return from_json(parse_json_text(tokenizer_json, source_name), nlohmann::json::object(), source_name);
 }
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special_tokens) const {

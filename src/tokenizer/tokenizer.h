@@ -36,6 +36,9 @@ class Tokenizer {
   static Tokenizer from_json(const nlohmann::json& tokenizer_json,
                              const nlohmann::json& tokenizer_config,
                              const std::string& source_name);
+  // The text of a tokenizer.json (no tokenizer_config.json), parsed as load() parses the file:
+  // JSON that does not parse is a UserError naming `source_name`, like every other problem.
+  static Tokenizer from_text(std::string_view tokenizer_json, const std::string& source_name);
 
   // Token ids of `text`. With `add_special_tokens`, the post-processor of tokenizer.json adds its
   // special tokens (e.g. Llama 2's `<s>`); special tokens written inside `text` always map to

@@ -42,6 +42,13 @@ std::shared_ptr<const TokenizerModel> TokenizerModel::from_json(const nlohmann::
   tokenizer->normalizer_ = Normalizer::from_json(component("normalizer"), root.child("normalizer"));
   tokenizer->pre_tokenizer_ =
       PreTokenizer::from_json(component("pre_tokenizer"), root.child("pre_tokenizer"));
+  TextGrowth growth = tokenizer->normalizer_.growth();
+  growth.multiply(tokenizer->pre_tokenizer_.growth().factor());
+  check_text_growth(growth, JsonPath(source, "normalizer, pre_tokenizer"),
+                    fmt::format("the normalizer up to {} times: NFC / NFD 3, NFKC / NFKD 11, Prepend 1 + its length, "
+                                "each Replace the length of its content; the pre-tokenizer up to {}: ByteLevel's "
+                                "prefix space 2, each Metaspace 1 + the length of its replacement",
+                                tokenizer->normalizer_.growth().describe(), tokenizer->pre_tokenizer_.growth().describe()));
   tokenizer->model_ =
       BpeModel::from_json(require_field(document, "model", root),
                           tokenizer->pre_tokenizer_.byte_level(), root.child("model"));
