@@ -16,9 +16,8 @@ inline std::filesystem::path synthetic_config_dir(const std::string& folder) {
   return std::filesystem::temp_directory_path() / folder;
 }
 
-// Writes `config_json` into synthetic_config_dir(folder) (the caller removes the folder) and loads it.
-inline io::ModelConfig load_synthetic_config(const std::string& folder, const std::string& config_json) {
-  const std::filesystem::path dir = synthetic_config_dir(folder);
+// Writes `config_json` into `dir` (made if missing; the caller removes it) and loads it.
+inline io::ModelConfig load_synthetic_config(const std::filesystem::path& dir, const std::string& config_json) {
   std::filesystem::create_directories(dir);
   std::FILE* file = std::fopen((dir / "config.json").c_str(), "w");
   if (file == nullptr) throw std::runtime_error("cannot write " + (dir / "config.json").string());

@@ -275,8 +275,8 @@ protected:
 
 TEST_P(SyntheticDecoderOnCuda, LossAndGradientsMatchCpu) {
   const SyntheticModel& model = GetParam();
-  const io::ModelConfig config = load_synthetic_config("surogate_cuda_" + model.name, model.config_json);
   const std::filesystem::path dir = synthetic_config_dir("surogate_cuda_" + model.name);
+  const io::ModelConfig config = load_synthetic_config(dir, model.config_json);
   const graph::OpRegistry registry = ops::make_model_registry();
   const std::vector<models::ParameterSpec> specs = models::parameter_specs(config);
   Weights weights;

@@ -117,8 +117,8 @@ protected:
 // CUDA against the emulated F16 graph on the CPU: loss and every trainable gradient.
 TEST_P(Fp16DecoderOnCuda, LossAndGradientsMatchTheCpuEmulation) {
   const SyntheticModel& model = GetParam();
-  const io::ModelConfig config = load_synthetic_config("surogate_fp16_" + model.name, model.config_json);
   const std::filesystem::path dir = synthetic_config_dir("surogate_fp16_" + model.name);
+  const io::ModelConfig config = load_synthetic_config(dir, model.config_json);
   const graph::OpRegistry registry = ops::make_model_registry();
   std::vector<models::ParameterSpec> specs = models::parameter_specs(config);
   models::LoraOptions lora{.rank = 16, .alpha = 32.0, .dropout = model.dropout,
