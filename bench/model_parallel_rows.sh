@@ -19,7 +19,8 @@
 # build can do; the dry-run predictions run in every build.
 # Each run's output is kept as $OUT/run-<row>.txt; a run past MP_RUN_TIMEOUT (300 s) is recorded as failed,
 # with every thread's backtrace in $OUT/stall-<row>.txt (bench/watchdog.sh).
-# Env: MP_SEQUENCES ("8192 16384 32768 65536 131072"), MP_GPUS ("1 2 4"), MP_STEPS (3), SKIP_MP_* =1 for a row
+# Env: MP_SEQUENCES ("8192 16384 32768 65536 131072"), MP_GPUS ("1 2 4"), MP_STAGES (the bubble row's
+# stage counts, "1 2 4"), MP_STEPS (3), SKIP_MP_* =1 for a row
 # (SKIP_MP_CONTEXT, SKIP_MP_EQUIVALENCE, SKIP_MP_BUBBLE, SKIP_MP_BEYOND).
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -66,16 +67,18 @@ run_row() {  # yaml_file json_fields gpus
 import glob, json, statistics, sys
 out, fields, gpus, code, run, mem = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], sys.argv[6]
 record = dict(fields, gpus=gpus)
+rows = [json.loads(l) for f in glob.glob(out + "/log-*.jsonl") for l in open(f) if l.startswith("{")]
+steps = [r for r in rows if r.get("type") == "step"]
 if code != 0:
     lines = [l for l in open(run).read().splitlines() if l.strip()]
     reason = "timed out" if code == 124 else lines[-1] if lines else f"exit {code}"
     record["refused" if code == 2 else "failed"] = reason
-else:
-    rows = [json.loads(l) for f in glob.glob(out + "/log-*.jsonl") for l in open(f) if l.startswith("{")]
-    steps = [r for r in rows if r.get("type") == "step"]
+if steps:  # also a run stopped after its steps (e.g. by the cap while it saved the final model)
     timed = [r["tokens_per_second"] for r in steps[1:]] or [r["tokens_per_second"] for r in steps]
-    record["tokens_per_s"] = statistics.median(timed) if timed else 0.0
+    record["tokens_per_s"] = statistics.median(timed)
     record["losses"] = [r["loss"] for r in steps]
+elif code == 0:
+    record["tokens_per_s"] = 0.0
 peaks = {}
 for line in open(mem):
     parts = [p.strip() for p in line.split(",")]
@@ -137,7 +140,7 @@ fi
 # 3. The pipeline's bubble against 1F1B's theory.
 if [[ "${SKIP_MP_BUBBLE:-0}" != 1 ]] && (( visible >= 2 )) && dir=$(model_dir qwen3-1.7b); then
   printf '\n=== pipeline bubble (Qwen3-1.7B full) ===\n'
-  for stages in 1 2 4; do
+  for stages in ${MP_STAGES:-1 2 4}; do
     (( stages > visible )) && continue
     for micro in 1 4 8; do
       (( stages == 1 && micro != 1 )) && continue
@@ -172,8 +175,9 @@ path = sys.argv[1]
 rows = [json.loads(l) for l in open(path)] if os.path.exists(path) else []
 def verdict(r):
     if "refused" in r: return "refused: " + r["refused"][:100]
-    if "failed" in r: return "failed: " + r["failed"][:100]
-    return f"{r.get('tokens_per_s', 0):.0f} tok/s, peak {max(r.get('peak_mem_gib_per_gpu') or [0]):.1f} GiB/GPU"
+    done = f"{r.get('tokens_per_s', 0):.0f} tok/s, peak {max(r.get('peak_mem_gib_per_gpu') or [0]):.1f} GiB/GPU"
+    if "failed" in r: return ("after its steps, " + done + "; " if r.get("tokens_per_s") else "") + "failed: " + r["failed"][:100]
+    return done
 print("| row | model | GPUs | setting | result |")
 print("| --- | --- | ---: | --- | --- |")
 for r in rows:
