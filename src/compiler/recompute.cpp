@@ -16,7 +16,12 @@ using namespace surogate::graph;
 // (recomputing it would need the block's output and recurse through every earlier layer). Its
 // out and rstd are recomputed by a plain rmsnorm of the kept residual_out, which both backends
 // compute bit for bit as the fused op does (both normalise the stored, rounded residual_out).
+// Its fp8_hybrid form (models/fp8_fusion.h), which also quantizes out with the state (its last
+// input) into two more outputs, is recomputed the same way by rmsnorm_fp8.
 constexpr std::string_view kFusedResidualNorm = "fused_residual_rmsnorm";
+constexpr std::string_view kFusedResidualNormFp8 = "fused_residual_rmsnorm_fp8";
+
+bool is_fused_residual_norm(const Node& node) { return node.op == kFusedResidualNorm || node.op == kFusedResidualNormFp8; }
 
 class Recomputer {
 public:
@@ -64,6 +69,10 @@ private:
       copy.op = "rmsnorm";
       copy.inputs = {producer.outputs[1], producer.inputs[2]};
       copy.outputs = {producer.outputs[0], producer.outputs[2]};
+    } else if (producer.op == kFusedResidualNormFp8) {
+      copy.op = "rmsnorm_fp8";
+      copy.inputs = {producer.outputs[1], producer.inputs[2], producer.inputs[3]};
+      copy.outputs = {producer.outputs[0], producer.outputs[2], producer.outputs[3], producer.outputs[4]};
     }
     copy.phase = NodePhase::Recompute;
     copy.name = unique("recompute." + producer.name);
@@ -146,7 +155,7 @@ bool is_checkpoint(const Graph& graph, TensorId id) {
   if (info.role != TensorRole::Activation || info.producer == kNoNode) return false;
   const Node& producer = graph.node(info.producer);
   if (producer.phase != NodePhase::Forward) return false;
-  return producer.recompute_group.empty() || (producer.op == kFusedResidualNorm && id == producer.outputs[1]);
+  return producer.recompute_group.empty() || (is_fused_residual_norm(producer) && id == producer.outputs[1]);
 }
 
 RecomputeResult apply_recompute(const Graph& training_graph, const RecomputePolicy& policy) {

@@ -1,6 +1,8 @@
 // The fp8_hybrid rewrite; see fp8_recipe.h.
 #include "models/fp8_recipe.h"
 
+#include "models/fp8_fusion.h"
+
 #include "models/model_spec.h"
 
 #include <algorithm>
@@ -190,7 +192,8 @@ graph::Graph apply_fp8_recipe(const graph::Graph& forward, const graph::OpRegist
     graph.add_node(std::move(node));
   }
   if (stateful) graph.tensor(state).type.shape = {sites, 2 + options.amax_history};
-  return builder.finish();
+  graph::Graph result = builder.finish();
+  return stateful && options.fuse_producers ? fuse_fp8_producers(result, registry) : result;
 }
 
 namespace {

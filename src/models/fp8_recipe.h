@@ -25,6 +25,9 @@
 // The embeddings, the LM head, norms, attention, the loss and the LoRA adapters stay in the
 // graph's dtype.
 //
+// With a state, an input that rmsnorm, fused_residual_rmsnorm or swiglu produces is quantized by
+// that op itself ("<op>_fp8", models/fp8_fusion.h) instead of a quantize_fp8 node.
+//
 // Scaling of activations and gradients: with amax_history > 0 (training graphs) every quantized
 // tensor is a site of the one state tensor "fp8.scaling" F32 [sites, 2 + amax_history], a frozen
 // parameter that the training device zeroes, rolls after each optimizer step and checkpoints
@@ -54,6 +57,9 @@ struct Fp8Options {
   // Whether trainable weights are quantized (full fine-tuning, pt). False with LoRA: the graph's
   // trainable 2-D weights are then the adapters, which stay in the graph's dtype.
   bool trained_weights = true;
+  // Fold each input's quantization into the rmsnorm / swiglu that produces it (models/fp8_fusion.h;
+  // training graphs, amax_history > 0). Off only in tests that compare the two forms.
+  bool fuse_producers = true;
 };
 
 graph::Graph apply_fp8_recipe(const graph::Graph& forward, const graph::OpRegistry& registry, const Fp8Options& options);

@@ -7,11 +7,16 @@
 //                              accumulation, as forward products commonly run;
 //   linear_fp8_backward_input  d_out quantized into scratch (the gradient format, the site's row),
 //                              then d_q · w_tᵀ [+ addend], full fp32 accumulation;
+//   rmsnorm_fp8, fused_residual_rmsnorm_fp8, swiglu_fp8  the producer's kernel with the E4M3
+//                              epilogue (cuda/kernels/fp8_epilogue.cuh), then
+//                              fp8_quantize_pending (a site with no delayed amax yet);
 //   linear_fp8_backward(_accumulate)  the same, then d_q and xq transposed into scratch (K = the
 //                              tokens must be the contiguous dimension) and d_qᵀ · xqᵀᵀ into
 //                              d_weight (beta = 1 for the accumulating form), full accumulation.
 #include "core/error.h"
 #include "cuda/kernels/fp8_quantize.h"
+#include "cuda/kernels/rmsnorm.h"
+#include "cuda/kernels/swiglu.h"
 #include "runtime/cuda_bind_checks.h"
 #include "runtime/cuda_op_table.h"
 
@@ -167,9 +172,74 @@ CudaKernel bind_backward(const CudaBindContext& ctx, bool accumulate) {
   };
 }
 
+// ---- the producers that quantize their own output (ops/defs/fp8_output_def.cpp) ----
+
+// The Fp8Output of a "_fp8" producer: the state is its last input, q and scale_inv its last two
+// outputs; one float of scratch for the amax of a site with no delayed amax yet, zeroed per call.
+struct ProducerSite {
+  size_t state_input = 0, q_output = 0, amax = 0;
+  int64_t offset = 0;
+
+  ProducerSite(const CudaBindContext& ctx, ScratchLayout& layout)
+      : state_input(ctx.inputs.size() - 1), q_output(ctx.outputs.size() - 2), amax(layout.take(sizeof(float))),
+        offset(row_offset(ctx, ctx.inputs.size() - 1, "site")) {
+    expect_in(ctx, 0, DType::BF16);
+  }
+  cuda::Fp8Output at(CudaResources* resources, const CudaKernelArgs& args) const {
+    float* scratch = scratch_at<float>(resources, amax);
+    CUDA_CHECK(cudaMemsetAsync(scratch, 0, sizeof(float), args.stream));
+    return {args.inputs[state_input].as<float>() + offset, scratch, args.outputs[q_output].as<uint8_t>(),
+            args.outputs[q_output + 1].as<float>()};
+  }
+};
+
+// rmsnorm_fp8 (x, weight, state) and fused_residual_rmsnorm_fp8 (residual_in, x, weight, state):
+// the block-per-row kernel only (a hidden-size norm; per-head norms are not projection inputs).
+CudaKernel bind_rmsnorm_fp8(const CudaBindContext& ctx, bool residual) {
+  const size_t weight = residual ? 2 : 1;
+  const int64_t channels = ctx.inputs[weight].shape[0], rows = ctx.inputs[0].numel() / channels;
+  require(ctx, last(ctx.inputs[0]) == channels && channels % 8 == 0 && channels <= 32768,
+          "the FP8 rmsnorm normalises whole rows of a multiple of 8 and at most 32768 channels, got {} of {}", channels,
+          last(ctx.inputs[0]));
+  const float eps = static_cast<float>(ctx.attrs.number("eps"));
+  ScratchLayout scratch;
+  const ProducerSite site(ctx, scratch);
+  ctx.resources.reserve_scratch(scratch.bytes);
+  CudaResources* resources = &ctx.resources;
+  return [=](const CudaKernelArgs& args) {
+    const cuda::Fp8Output out = site.at(resources, args);
+    if (residual) {
+      cuda::residual_rmsnorm_forward_fp8(args.outputs[0].as<bf16>(), args.outputs[1].as<bf16>(),
+                                         args.outputs[2].as<float>(), args.inputs[0].as<const bf16>(),
+                                         args.inputs[1].as<const bf16>(), args.inputs[2].as<const bf16>(), rows,
+                                         channels, eps, out, args.stream);
+    } else {
+      cuda::rmsnorm_forward_fp8(args.outputs[0].as<bf16>(), args.outputs[1].as<float>(), args.inputs[0].as<const bf16>(),
+                                args.inputs[1].as<const bf16>(), rows, channels, eps, out, args.stream);
+    }
+  };
+}
+
+// swiglu_fp8 (gate, up, state).
+CudaKernel bind_swiglu_fp8(const CudaBindContext& ctx) {
+  const int64_t channels = last(ctx.inputs[0]), rows = ctx.inputs[0].numel() / channels;
+  require(ctx, channels % 8 == 0, "the CUDA swiglu needs an intermediate size that is a multiple of 8, got {}", channels);
+  ScratchLayout scratch;
+  const ProducerSite site(ctx, scratch);
+  ctx.resources.reserve_scratch(scratch.bytes);
+  CudaResources* resources = &ctx.resources;
+  return [=](const CudaKernelArgs& args) {
+    cuda::swiglu_forward_fp8(args.outputs[0].as<bf16>(), args.inputs[0].as<const bf16>(), args.inputs[1].as<const bf16>(),
+                             rows, channels, channels, site.at(resources, args), args.stream);
+  };
+}
+
 }  // namespace
 
 void register_fp8_cuda_ops(CudaOpTable& table) {
+  table.add("rmsnorm_fp8", [](const CudaBindContext& ctx) { return bind_rmsnorm_fp8(ctx, false); });
+  table.add("fused_residual_rmsnorm_fp8", [](const CudaBindContext& ctx) { return bind_rmsnorm_fp8(ctx, true); });
+  table.add("swiglu_fp8", bind_swiglu_fp8);
   table.add("quantize_fp8", bind_quantize);
   table.add("linear_fp8", bind_linear);
   table.add("quantize_fp8_weight", bind_quantize_weight);

@@ -6,32 +6,16 @@
 #include <algorithm>
 
 #include "cuda/cuda_check.h"
+#include "cuda/kernels/fp8_epilogue.cuh"
 
 namespace surogate::cuda {
 namespace {
 
 constexpr int kThreads = 256;
 
-__device__ __forceinline__ unsigned amax_bits(float value) { return __float_as_uint(fabsf(value)); }
-
-// Block-wide max of `bits`, then one atomicMax into *target.
-__device__ void record_block_max(unsigned bits, float* target) {
-  for (int offset = 16; offset > 0; offset /= 2) bits = max(bits, __shfl_xor_sync(0xffffffffu, bits, offset));
-  __shared__ unsigned warp_max[kThreads / 32];
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  if (lane == 0) warp_max[warp] = bits;
-  __syncthreads();
-  if (warp == 0) {
-    bits = lane < kThreads / 32 ? warp_max[lane] : 0u;
-    for (int offset = 16; offset > 0; offset /= 2) bits = max(bits, __shfl_xor_sync(0xffffffffu, bits, offset));
-    if (lane == 0 && bits != 0u) atomicMax(reinterpret_cast<unsigned*>(target), bits);
-  }
-}
-
-// quant::fp8_scale: max / amax, or 1 for an amax that is 0, NaN or infinite.
-__device__ __forceinline__ float scale_for(float amax, float format_max) {
-  return (amax > 0.0f && isfinite(amax)) ? __fdiv_rn(format_max, amax) : 1.0f;
-}
+using fp8::amax_bits;
+using fp8::record_block_max;
+using fp8::scale_for;
 
 __device__ __forceinline__ bool vectorised(const void* x, const void* q, int64_t n) {
   return n % 8 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(q) % 8 == 0;
@@ -54,10 +38,12 @@ __global__ void record_amax(const __nv_bfloat16* x, int64_t n, const float* row,
   record_block_max(bits, amax);
 }
 
+// only_pending: fp8_quantize_pending (nothing to do when the producer quantized: row[0] > 0).
 template <__nv_fp8_interpretation_t kFormat>
 __global__ void quantize(const __nv_bfloat16* x, int64_t n, float format_max, float* row, const float* amax, uint8_t* q,
-                         float* scale_inv) {
+                         float* scale_inv, bool only_pending) {
   const float delayed = row[0];
+  if (only_pending && delayed > 0.0f) return;
   const float scale = scale_for(delayed > 0.0f ? delayed : *amax, format_max);
   if (blockIdx.x == 0 && threadIdx.x == 0) *scale_inv = __fdiv_rn(1.0f, scale);
   unsigned bits = 0;
@@ -172,10 +158,17 @@ void fp8_quantize(const __nv_bfloat16* x, int64_t n, Fp8Target format, float* ro
                   float* scale_inv, cudaStream_t stream) {
   const int blocks = blocks_for(n % 8 == 0 ? n / 8 : n);
   if (format == Fp8Target::E4M3) {
-    quantize<__NV_E4M3><<<blocks, kThreads, 0, stream>>>(x, n, 448.0f, row, amax, q, scale_inv);
+    quantize<__NV_E4M3><<<blocks, kThreads, 0, stream>>>(x, n, 448.0f, row, amax, q, scale_inv, false);
   } else {
-    quantize<__NV_E5M2><<<blocks, kThreads, 0, stream>>>(x, n, 57344.0f, row, amax, q, scale_inv);
+    quantize<__NV_E5M2><<<blocks, kThreads, 0, stream>>>(x, n, 57344.0f, row, amax, q, scale_inv, false);
   }
+  CUDA_CHECK(cudaGetLastError());
+}
+
+void fp8_quantize_pending(const __nv_bfloat16* x, int64_t n, const Fp8Output& site, cudaStream_t stream) {
+  if (n == 0) return;
+  quantize<__NV_E4M3><<<blocks_for(n % 8 == 0 ? n / 8 : n), kThreads, 0, stream>>>(x, n, 448.0f, site.row, site.amax,
+                                                                                  site.q, site.scale_inv, true);
   CUDA_CHECK(cudaGetLastError());
 }
 

@@ -15,6 +15,13 @@
 //                       is one float of scratch); bit for bit the CPU function.
 //   fp8_transpose       FP8 codes [rows, columns] → [columns, rows] (the weight gradient's
 //                       operands: FP8 products take both K-major, and there K is the tokens).
+//   Fp8Output / fp8_quantize_pending  a producer that quantizes its own bf16 output to E4M3
+//                       (rmsnorm.h, swiglu.h: the "_fp8" entry points; fp8_epilogue.cuh): with a
+//                       delayed amax (row[0] > 0) it writes the codes, scale_inv and row[1]
+//                       itself, and fp8_quantize_pending does nothing; without, it records its
+//                       amax into *amax (zeroed by the caller) and fp8_quantize_pending quantizes
+//                       its output as fp8_quantize does. Together: bit for bit the two kernels
+//                       above run after the producer.
 // Amaxes are compared as unsigned bit patterns (atomicMax), as the CPU reference compares them.
 // The 8-wide path (16-byte loads, 8-byte stores) runs when x and q are aligned and n % 8 == 0.
 #pragma once
@@ -31,6 +38,13 @@ enum class Fp8Target : uint8_t { E4M3, E5M2 };
 void fp8_record_amax(const __nv_bfloat16* x, int64_t n, const float* row, float* amax, cudaStream_t stream);
 void fp8_quantize(const __nv_bfloat16* x, int64_t n, Fp8Target format, float* row, const float* amax, uint8_t* q,
                   float* scale_inv, cudaStream_t stream);
+struct Fp8Output {
+  float* row = nullptr;        // the site's row of the scaling state
+  float* amax = nullptr;       // one zeroed float of scratch
+  uint8_t* q = nullptr;        // E4M3 codes, the output's shape
+  float* scale_inv = nullptr;  // one float
+};
+void fp8_quantize_pending(const __nv_bfloat16* x, int64_t n, const Fp8Output& site, cudaStream_t stream);
 void fp8_roll_history(float* state, int64_t sites, int64_t history, int64_t step, cudaStream_t stream);
 void fp8_quantize_weight(const __nv_bfloat16* w, int64_t rows, int64_t columns, float* amax, uint8_t* codes,
                          uint8_t* transposed, float* scale_inv, cudaStream_t stream);

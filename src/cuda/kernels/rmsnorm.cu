@@ -2,6 +2,7 @@
 #include <algorithm>
 
 #include "cuda/cuda_check.h"
+#include "cuda/kernels/fp8_epilogue.cuh"
 #include "cuda/kernels/rmsnorm.h"
 #include "cuda/kernels/vector_math.cuh"
 
@@ -13,10 +14,11 @@ using kernels::kPackWidth;
 constexpr int kMaxVectorsPerThread = 4;
 constexpr int64_t kBackwardPartials = 512;
 
-template <bool kResidual, typename T>
+// kFp8: also the E4M3 codes of `out` for the fp8_hybrid recipe (fp8_epilogue.cuh), T = bf16.
+template <bool kResidual, bool kFp8, typename T>
 __global__ void rmsnorm_forward_kernel(T* out, T* residual_out, float* rstd_out,
                                        const T* residual_in, const T* input,
-                                       const T* weight, int channels, float epsilon) {
+                                       const T* weight, int channels, float epsilon, Fp8Output fp8_out) {
   __shared__ float scratch[32];
   const int64_t row_offset = static_cast<int64_t>(blockIdx.x) * channels;
   const int vectors = channels / kPackWidth;
@@ -52,6 +54,23 @@ __global__ void rmsnorm_forward_kernel(T* out, T* residual_out, float* rstd_out,
 #pragma unroll
     for (int i = 0; i < kPackWidth; ++i) values[v][i] = values[v][i] * rstd * w[i];
     kernels::store_x8(out + row_offset + vector * kPackWidth, kernels::pack<T>(values[v]));
+  }
+  if constexpr (kFp8) {
+    const fp8::EpilogueState site = fp8::epilogue_begin(fp8_out.row, fp8_out.scale_inv, blockIdx.x == 0);
+    unsigned bits = 0;
+#pragma unroll
+    for (int v = 0; v < kMaxVectorsPerThread; ++v) {
+      const int vector = threadIdx.x + v * blockDim.x;
+      if (vector >= vectors) continue;
+      float rounded[kPackWidth];
+      kernels::unpack(kernels::pack<T>(values[v]), rounded);  // the bf16 values `out` holds
+#pragma unroll
+      for (int i = 0; i < kPackWidth; ++i) bits = max(bits, fp8::amax_bits(rounded[i]));
+      if (site.delayed) {
+        reinterpret_cast<uint2*>(fp8_out.q + row_offset)[vector] = fp8::encode8_e4m3(rounded, site.scale);
+      }
+    }
+    fp8::epilogue_end(site, bits, fp8_out.row, fp8_out.amax);
   }
 }
 
@@ -169,8 +188,8 @@ void rmsnorm_forward(T* out, float* rstd, const T* input, const T* weight,
                      int64_t rows, int64_t channels, float epsilon, cudaStream_t stream) {
   check_shape(channels);
   if (rows == 0) return;
-  rmsnorm_forward_kernel<false, T><<<static_cast<unsigned>(rows), threads_for(channels), 0, stream>>>(
-      out, nullptr, rstd, nullptr, input, weight, static_cast<int>(channels), epsilon);
+  rmsnorm_forward_kernel<false, false, T><<<static_cast<unsigned>(rows), threads_for(channels), 0, stream>>>(
+      out, nullptr, rstd, nullptr, input, weight, static_cast<int>(channels), epsilon, Fp8Output{});
   CUDA_CHECK_LAUNCH();
 }
 
@@ -181,9 +200,31 @@ void residual_rmsnorm_forward(T* out, T* residual_out, float* rstd,
                               cudaStream_t stream) {
   check_shape(channels);
   if (rows == 0) return;
-  rmsnorm_forward_kernel<true, T><<<static_cast<unsigned>(rows), threads_for(channels), 0, stream>>>(
-      out, residual_out, rstd, residual_in, input, weight, static_cast<int>(channels), epsilon);
+  rmsnorm_forward_kernel<true, false, T><<<static_cast<unsigned>(rows), threads_for(channels), 0, stream>>>(
+      out, residual_out, rstd, residual_in, input, weight, static_cast<int>(channels), epsilon, Fp8Output{});
   CUDA_CHECK_LAUNCH();
+}
+
+void rmsnorm_forward_fp8(__nv_bfloat16* out, float* rstd, const __nv_bfloat16* input, const __nv_bfloat16* weight,
+                         int64_t rows, int64_t channels, float epsilon, const Fp8Output& fp8_out, cudaStream_t stream) {
+  check_shape(channels);
+  if (rows == 0) return;
+  rmsnorm_forward_kernel<false, true, __nv_bfloat16><<<static_cast<unsigned>(rows), threads_for(channels), 0, stream>>>(
+      out, nullptr, rstd, nullptr, input, weight, static_cast<int>(channels), epsilon, fp8_out);
+  CUDA_CHECK_LAUNCH();
+  fp8_quantize_pending(out, rows * channels, fp8_out, stream);
+}
+
+void residual_rmsnorm_forward_fp8(__nv_bfloat16* out, __nv_bfloat16* residual_out, float* rstd,
+                                  const __nv_bfloat16* residual_in, const __nv_bfloat16* input,
+                                  const __nv_bfloat16* weight, int64_t rows, int64_t channels, float epsilon,
+                                  const Fp8Output& fp8_out, cudaStream_t stream) {
+  check_shape(channels);
+  if (rows == 0) return;
+  rmsnorm_forward_kernel<true, true, __nv_bfloat16><<<static_cast<unsigned>(rows), threads_for(channels), 0, stream>>>(
+      out, residual_out, rstd, residual_in, input, weight, static_cast<int>(channels), epsilon, fp8_out);
+  CUDA_CHECK_LAUNCH();
+  fp8_quantize_pending(out, rows * channels, fp8_out, stream);
 }
 
 int64_t rmsnorm_backward_scratch_floats(int64_t rows, int64_t channels) {

@@ -25,6 +25,8 @@
 
 #include <cstdint>
 
+#include "cuda/kernels/fp8_quantize.h"
+
 namespace surogate::cuda {
 
 template <typename T>
@@ -37,6 +39,15 @@ void residual_rmsnorm_forward(T* out, T* residual_out, float* rstd,
                               const T* residual_in, const T* input,
                               const T* weight, int64_t rows, int64_t channels, float epsilon,
                               cudaStream_t stream);
+
+// The same, bf16, also writing the E4M3 codes of `out` for the fp8_hybrid recipe (fp8_quantize.h's
+// Fp8Output: bit for bit the forward then fp8_record_amax + fp8_quantize of `out`).
+void rmsnorm_forward_fp8(__nv_bfloat16* out, float* rstd, const __nv_bfloat16* input, const __nv_bfloat16* weight,
+                         int64_t rows, int64_t channels, float epsilon, const Fp8Output& fp8_out, cudaStream_t stream);
+void residual_rmsnorm_forward_fp8(__nv_bfloat16* out, __nv_bfloat16* residual_out, float* rstd,
+                                  const __nv_bfloat16* residual_in, const __nv_bfloat16* input,
+                                  const __nv_bfloat16* weight, int64_t rows, int64_t channels, float epsilon,
+                                  const Fp8Output& fp8_out, cudaStream_t stream);
 
 // Floats of scratch the backward needs.
 int64_t rmsnorm_backward_scratch_floats(int64_t rows, int64_t channels);

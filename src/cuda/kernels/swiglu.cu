@@ -1,5 +1,6 @@
 // SwiGLU kernels (see swiglu.h).
 #include "cuda/cuda_check.h"
+#include "cuda/kernels/fp8_epilogue.cuh"
 #include "cuda/kernels/swiglu.h"
 #include "cuda/kernels/vector_math.cuh"
 
@@ -7,6 +8,8 @@ namespace surogate::cuda {
 namespace {
 
 using kernels::kPackWidth;
+
+constexpr int kThreads = 256;
 
 __device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + __expf(-x)); }
 
@@ -23,6 +26,31 @@ __global__ void swiglu_forward_kernel(T* out, const T* gate, const T* up,
 #pragma unroll
   for (int i = 0; i < kPackWidth; ++i) y[i] = g[i] * sigmoid(g[i]) * u[i];
   kernels::store_x8(out + row * channels + column, kernels::pack<T>(y));
+}
+
+// The forward in bf16 that also writes the E4M3 codes of `out` (fp8_epilogue.cuh): no early
+// return, every thread reaches the block's max.
+__global__ void swiglu_forward_fp8_kernel(__nv_bfloat16* out, const __nv_bfloat16* gate, const __nv_bfloat16* up,
+                                          int64_t rows, int64_t channels, int64_t stride, Fp8Output fp8_out) {
+  const fp8::EpilogueState site = fp8::epilogue_begin(fp8_out.row, fp8_out.scale_inv, blockIdx.x == 0);
+  const int64_t vectors_per_row = channels / kPackWidth;
+  const int64_t index = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  unsigned bits = 0;
+  if (index < rows * vectors_per_row) {
+    const int64_t row = index / vectors_per_row, column = (index % vectors_per_row) * kPackWidth;
+    float g[kPackWidth], u[kPackWidth], y[kPackWidth];
+    kernels::unpack(kernels::load_x8(gate + row * stride + column), g);
+    kernels::unpack(kernels::load_x8(up + row * stride + column), u);
+#pragma unroll
+    for (int i = 0; i < kPackWidth; ++i) y[i] = g[i] * sigmoid(g[i]) * u[i];
+    const kernels::Vec8<__nv_bfloat16> packed = kernels::pack<__nv_bfloat16>(y);
+    kernels::store_x8(out + row * channels + column, packed);
+    kernels::unpack(packed, y);  // the bf16 values `out` holds
+#pragma unroll
+    for (int i = 0; i < kPackWidth; ++i) bits = max(bits, fp8::amax_bits(y[i]));
+    if (site.delayed) reinterpret_cast<uint2*>(fp8_out.q)[index] = fp8::encode8_e4m3(y, site.scale);
+  }
+  fp8::epilogue_end(site, bits, fp8_out.row, fp8_out.amax);
 }
 
 template <typename T>
@@ -47,8 +75,6 @@ __global__ void swiglu_backward_kernel(T* dgate, T* dup, const T* dout,
   kernels::store_x8(dup + row * stride + column, kernels::pack<T>(du));
 }
 
-constexpr int kThreads = 256;
-
 void check_shape(int64_t channels, int64_t stride) {
   CUDA_REQUIRE(channels % kPackWidth == 0 && stride % kPackWidth == 0,
                "swiglu: channels and input_stride must be multiples of 8");
@@ -66,6 +92,17 @@ void swiglu_forward(T* out, const T* gate, const T* up, int64_t rows,
   swiglu_forward_kernel<<<static_cast<unsigned>((work + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
       out, gate, up, rows, channels, input_stride);
   CUDA_CHECK_LAUNCH();
+}
+
+void swiglu_forward_fp8(__nv_bfloat16* out, const __nv_bfloat16* gate, const __nv_bfloat16* up, int64_t rows,
+                        int64_t channels, int64_t input_stride, const Fp8Output& fp8_out, cudaStream_t stream) {
+  check_shape(channels, input_stride);
+  const int64_t work = rows * channels / kPackWidth;
+  if (work == 0) return;
+  swiglu_forward_fp8_kernel<<<static_cast<unsigned>((work + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
+      out, gate, up, rows, channels, input_stride, fp8_out);
+  CUDA_CHECK_LAUNCH();
+  fp8_quantize_pending(out, rows * channels, fp8_out, stream);
 }
 
 template <typename T>

@@ -14,11 +14,18 @@
 
 #include <cstdint>
 
+#include "cuda/kernels/fp8_quantize.h"
+
 namespace surogate::cuda {
 
 template <typename T>
 void swiglu_forward(T* out, const T* gate, const T* up, int64_t rows,
                     int64_t channels, int64_t input_stride, cudaStream_t stream);
+
+// The forward in bf16, also writing the E4M3 codes of `out` for the fp8_hybrid recipe
+// (fp8_quantize.h's Fp8Output: bit for bit the forward then fp8_record_amax + fp8_quantize of `out`).
+void swiglu_forward_fp8(__nv_bfloat16* out, const __nv_bfloat16* gate, const __nv_bfloat16* up, int64_t rows,
+                        int64_t channels, int64_t input_stride, const Fp8Output& fp8_out, cudaStream_t stream);
 
 template <typename T>
 void swiglu_backward(T* dgate, T* dup, const T* dout,

@@ -45,6 +45,7 @@
 #include <vector>
 
 #include "ops/defs/def_util.h"
+#include "ops/defs/fp8_site_quantize.h"
 #include "ops/fp8_tensor.h"
 #include "ops/linear.h"
 #include "quant/fp8.h"
@@ -63,34 +64,10 @@ Fp8Format format_named(const std::string& name, const std::string& where) {
 
 DType dtype_of(Fp8Format format) { return format == Fp8Format::E4M3 ? DType::F8_E4M3 : DType::F8_E5M2; }
 
-void expect_state(const InferContext& ctx, size_t index, int64_t site) {
-  ctx.expect_dtype(index, DType::F32);
-  ctx.expect_rank(index, 2);
-  if (site < 0 || site >= ctx.input(index).shape[0] || ctx.input(index).shape[1] <= quant::kFp8StateHeader) {
-    ctx.fail("site {} is not a row of the scaling state {}", site, ctx.input_label(index));
-  }
-}
 
 void expect_scale(const InferContext& ctx, size_t index) {
   ctx.expect_dtype(index, DType::F32);
   if (ctx.input(index).numel() != 1) ctx.fail("{} must hold one scale", ctx.input_label(index));
-}
-
-// The values `count` elements of `x` (float or double) quantize to, their scale_inv, and the state
-// row's update (quant/fp8_scaling.h).
-template <typename T>
-float quantize(const T* x, int64_t count, Fp8Format format, float* row, uint8_t* out) {
-  std::vector<float> values(static_cast<size_t>(count));
-  for (int64_t i = 0; i < count; ++i) values[static_cast<size_t>(i)] = static_cast<float>(x[i]);
-  const float amax = quant::amax_of(values);
-  float used = amax;
-  if (row != nullptr) {
-    row[1] = quant::amax_max(row[1], amax);
-    used = quant::scaling_amax(row, amax);
-  }
-  const float scale = quant::fp8_scale(used, format);
-  for (int64_t i = 0; i < count; ++i) out[i] = quant::fp8_encode(values[static_cast<size_t>(i)] * scale, format);
-  return 1.0f / scale;
 }
 
 std::vector<float> decoded(const uint8_t* codes, int64_t count, Fp8Format format) {
@@ -144,7 +121,7 @@ std::vector<TensorType> infer_quantize(const InferContext& ctx) {
   if (ctx.input_count() != 1 && ctx.input_count() != 2) ctx.fail("quantize_fp8 takes x and an optional state");
   ctx.expect_floating(0);
   const Fp8Format format = format_named(ctx.attrs.string("format"), ctx.where());
-  if (ctx.input_count() == 2) expect_state(ctx, 1, ctx.attrs.integer("site"));
+  if (ctx.input_count() == 2) expect_fp8_state(ctx, 1, ctx.attrs.integer("site"));
   return {{dtype_of(format), ctx.input(0).shape}, {DType::F32, Shape{1}}};
 }
 
@@ -231,7 +208,7 @@ std::vector<TensorType> infer_linear(const InferContext& ctx) {
   }
   if (layout.addend && ctx.input(6) != result) ctx.fail("{} must be {}", ctx.input_label(6), format_type(result));
   if (layout.state) {
-    expect_state(ctx, layout.state_index(), ctx.attrs.integer("grad_site"));
+    expect_fp8_state(ctx, layout.state_index(), ctx.attrs.integer("grad_site"));
     format_named(ctx.attrs.string_or("grad_format", "e5m2"), ctx.where());
   }
   if (layout.trained_weight && ctx.input(layout.weight_index()) != TensorType{result.dtype, Shape{out, in}}) {
@@ -299,7 +276,7 @@ std::vector<TensorType> infer_backward_input(const InferContext& ctx) {
   const int64_t in = ctx.input(1).shape[0], out = ctx.input(1).shape[1];
   ctx.expect_dim(0, -1, out);
   expect_scale(ctx, 2);
-  expect_state(ctx, 3, ctx.attrs.integer("site"));
+  expect_fp8_state(ctx, 3, ctx.attrs.integer("site"));
   format_named(ctx.attrs.string("format"), ctx.where());
   Shape shape = ctx.input(0).shape;
   shape.back() = in;
@@ -341,7 +318,7 @@ std::vector<TensorType> infer_backward(const InferContext& ctx) {
     ctx.fail("{} and {} must have the same number of rows", ctx.input_label(0), ctx.input_label(1));
   }
   expect_scale(ctx, 4);
-  expect_state(ctx, 5, ctx.attrs.integer("site"));
+  expect_fp8_state(ctx, 5, ctx.attrs.integer("site"));
   format_named(ctx.attrs.string("format"), ctx.where());
   Shape shape = ctx.input(0).shape;
   shape.back() = in;

@@ -1,0 +1,26 @@
+// The fp8_hybrid recipe's producer fusion, run by apply_fp8_recipe (models/fp8_recipe.h) on a
+// training graph it rewrote with a scaling state: each quantize_fp8 of an input (E4M3, with a
+// state row) whose tensor is the main output of rmsnorm, fused_residual_rmsnorm or swiglu is
+// folded into that producer, which becomes "<op>_fp8" (ops/defs/fp8_output_def.cpp) with the
+// state as its last input and the quantize node's outputs (q, scale_inv) as its last outputs.
+// The producer keeps its name, place and recompute group; the tensors keep their ids, so the
+// consumers of q are untouched. The result is the same numbers (bit for bit on the CPU, whose
+// fused ops run the two steps; on the GPU the quantization becomes the producer kernel's
+// epilogue and saves a pass that reads the bf16 tensor).
+//
+// Inputs quantized from other producers (the attention output, a LoRA dropout) keep their
+// quantize_fp8 node, as do evaluation graphs (no state: each tensor is scaled by its own amax,
+// which needs the whole tensor before the first code).
+#pragma once
+
+#include "graph/graph.h"
+#include "graph/op_registry.h"
+
+namespace surogate::models {
+
+graph::Graph fuse_fp8_producers(const graph::Graph& forward, const graph::OpRegistry& registry);
+
+// How many producers `graph` quantizes in their own kernel (its "_fp8" nodes).
+int64_t fp8_fused_producer_count(const graph::Graph& graph);
+
+}  // namespace surogate::models

@@ -1,0 +1,70 @@
+// The "_fp8" producers of the fp8_hybrid recipe: rmsnorm, fused_residual_rmsnorm and swiglu that
+// also quantize their main output, as models/fp8_fusion.h writes them in place of the producer
+// and the quantize_fp8 node that read its output:
+//
+//   <op>_fp8(<op's inputs>..., state){<op's attrs>, site} -> (<op's outputs>..., q F8_E4M3
+//   [out's shape], scale_inv F32[1])
+//
+// Everything but the two extra outputs is the op's own: shapes, gradients (q and scale_inv carry
+// none; the state gets none), and the CPU kernel, after which the CPU form quantizes `out` exactly
+// as quantize_fp8(out, state){format: e4m3, site} does (fp8_site_quantize.h). So a graph with the
+// fused ops computes bit for bit what the pair computed; on the GPU the quantization is the
+// producer kernel's epilogue (cuda/kernels/fp8_epilogue.cuh), one pass over the tensor fewer.
+#include <string>
+
+#include "ops/defs/def_util.h"
+#include "ops/defs/fp8_site_quantize.h"
+
+namespace surogate::ops::defs {
+namespace {
+using namespace graph;
+
+void register_with_fp8_output(OpRegistry& registry, const std::string& base_name) {
+  const OpDef base = registry.get(base_name);
+  const size_t base_inputs = base.inputs.size();
+  OpDef def;
+  def.name = base_name + "_fp8";
+  def.inputs = base.inputs;
+  def.inputs.push_back("state");
+  def.outputs = base.outputs;
+  def.outputs.push_back("q");
+  def.outputs.push_back("scale_inv");
+  def.infer = [infer = base.infer, base_inputs](const InferContext& ctx) {
+    if (ctx.input_count() != base_inputs + 1) ctx.fail("takes the inputs of its op and the FP8 scaling state");
+    expect_fp8_state(ctx, base_inputs, ctx.attrs.integer("site"));
+    std::vector<TensorType> types = infer(ctx);
+    types.push_back({DType::F8_E4M3, types[0].shape});
+    types.push_back({DType::F32, Shape{1}});
+    return types;
+  };
+  def.gradient = [gradient = base.gradient](GradientContext& ctx) -> InputGradients {
+    InputGradients gradients = gradient(ctx);
+    gradients.push_back(std::nullopt);  // the scaling state
+    return gradients;
+  };
+  def.cpu = [cpu = base.cpu, base_inputs](const CpuBindContext& ctx) -> CpuKernel {
+    const CpuKernel produce = cpu(ctx);
+    const size_t q_index = ctx.outputs.size() - 2;
+    const int64_t offset = ctx.attrs.integer("site") * ctx.inputs[base_inputs].shape[1];
+    const int64_t count = ctx.outputs[0].numel();
+    return bind_floating(ctx, ctx.outputs[0].dtype, [=](auto zero) -> CpuKernel {
+      using T = decltype(zero);
+      return [=](const CpuKernelArgs& args) {
+        produce(args);
+        float* row = args.inputs[base_inputs].as<float>() + offset;
+        *args.outputs[q_index + 1].as<float>() =
+            quantize(args.outputs[0].as<T>(), count, quant::Fp8Format::E4M3, row, args.outputs[q_index].as<uint8_t>());
+      };
+    });
+  };
+  def.variadic_inputs = base.variadic_inputs;
+  registry.add(std::move(def));
+}
+
+}  // namespace
+
+void register_fp8_output_ops(OpRegistry& registry) {
+  for (const char* base : {"rmsnorm", "fused_residual_rmsnorm", "swiglu"}) register_with_fp8_output(registry, base);
+}
+
+}  // namespace surogate::ops::defs

@@ -1,0 +1,130 @@
+// The fp8_hybrid producers that quantize their own output on the GPU (rmsnorm_fp8,
+// fused_residual_rmsnorm_fp8, swiglu_fp8: cuda/kernels/fp8_epilogue.cuh, runtime/cuda_fp8_ops.cpp)
+// against the unfused graph — the producer, then quantize_fp8 of its output (fp8_record_amax +
+// fp8_quantize, themselves tested bit for bit against the CPU in test_fp8_cuda.cpp) — on the
+// CUDA backend, BF16, fresh random values spanning 2^-20 .. 2^6: every output (the bf16 results,
+// rstd, the E4M3 codes, scale_inv) and the scaling state after the step equal bit for bit, with
+// no delayed amax yet (the first step: the producer records the amax, fp8_quantize_pending
+// quantizes) and with delayed amaxes (the producer quantizes; one row small enough to saturate).
+// The fused graph is made by models::fuse_fp8_producers from the unfused one. Row counts and
+// widths are not multiples of the kernels' block sizes.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "compiler/execution_plan.h"
+#include "core/bfloat16.h"
+#include "cuda/device_info.h"
+#include "graph/builder.h"
+#include "models/fp8_fusion.h"
+#include "ops/defs/register_ops.h"
+#include "runtime/cuda_backend.h"
+
+namespace surogate {
+namespace {
+
+constexpr int64_t kRows = 259, kChannels = 648, kInter = 1368, kHistory = 4;
+
+graph::Graph producers(const graph::OpRegistry& registry) {
+  graph::GraphBuilder b(registry);
+  const DType bf16 = DType::BF16;
+  graph::TensorId residual = b.parameter("residual", bf16, {kRows, kChannels}, false);
+  graph::TensorId x = b.parameter("x", bf16, {kRows, kChannels}, false);
+  graph::TensorId w = b.parameter("w", bf16, {kChannels}, false);
+  graph::TensorId gate = b.parameter("gate", bf16, {kRows, kInter}, false);
+  graph::TensorId up = b.parameter("up", bf16, {kRows, kInter}, false);
+  graph::TensorId state = b.parameter("state", DType::F32, {3, 2 + kHistory}, false);
+  auto fused_norm = b.op("fused_residual_rmsnorm", {residual, x, w}, {{"eps", 1e-6}}, "ln2");
+  auto norm = b.op("rmsnorm", {x, w}, {{"eps", 1e-6}}, "ln1");
+  graph::TensorId activated = b.op("swiglu", {gate, up}, nlohmann::json::object(), "act");
+  auto q0 = b.op("quantize_fp8", {fused_norm[0], state}, {{"format", "e4m3"}, {"site", 0}}, "ln2.fp8");
+  auto q1 = b.op("quantize_fp8", {norm[0], state}, {{"format", "e4m3"}, {"site", 1}}, "ln1.fp8");
+  auto q2 = b.op("quantize_fp8", {activated, state}, {{"format", "e4m3"}, {"site", 2}}, "act.fp8");
+  for (graph::TensorId id : {fused_norm[0], fused_norm[1], fused_norm[2], norm[0], norm[1], activated}) b.mark_output(id);
+  for (auto* q : {&q0, &q1, &q2}) {
+    b.mark_output((*q)[0]);
+    b.mark_output((*q)[1]);
+  }
+  return b.finish();
+}
+
+// Every output's bytes, then the state's, after one execution.
+std::vector<std::vector<uint8_t>> run(const compiler::ExecutionPlan& plan, const graph::OpRegistry& registry,
+                                      const std::vector<std::pair<std::string, std::vector<uint16_t>>>& inputs,
+                                      const std::vector<float>& state) {
+  runtime::CudaBackend backend;
+  backend.load(plan, registry);
+  for (const auto& [name, bits] : inputs) backend.write(plan.tensor(name), std::as_bytes(std::span<const uint16_t>(bits)));
+  backend.write(plan.tensor("state"), std::as_bytes(std::span<const float>(state)));
+  backend.execute({});
+  std::vector<std::vector<uint8_t>> results;
+  std::vector<graph::TensorId> ids(plan.graph.outputs.begin(), plan.graph.outputs.end());
+  ids.push_back(plan.tensor("state"));
+  for (graph::TensorId id : ids) {
+    const graph::TensorType& type = plan.graph.tensor(id).type;
+    std::vector<uint8_t> bytes(static_cast<size_t>(type.numel()) * dtype_size_bytes(type.dtype));
+    backend.read(id, std::as_writable_bytes(std::span<uint8_t>(bytes)));
+    results.push_back(std::move(bytes));
+  }
+  return results;
+}
+
+TEST(Fp8ProducersCuda, FusedEpilogueEqualsTheQuantizeNodesBitForBit) {
+  std::string reason;
+  if (!cuda::cuda_device_available(&reason)) {
+    std::printf("skipped: %s\n", reason.c_str());
+    GTEST_SKIP();
+  }
+  const graph::OpRegistry registry = ops::make_model_registry();
+  const graph::Graph unfused = producers(registry);
+  const graph::Graph fused = models::fuse_fp8_producers(unfused, registry);
+  ASSERT_EQ(models::fp8_fused_producer_count(fused), 3);
+  // The same outputs, in the same order, as tensor names (ids are kept by the pass).
+  ASSERT_EQ(fused.outputs, unfused.outputs);
+  const compiler::ExecutionPlan unfused_plan = compiler::compile_forward(unfused, registry);
+  const compiler::ExecutionPlan fused_plan = compiler::compile_forward(fused, registry);
+
+  std::mt19937 rng(29);
+  std::uniform_real_distribution<float> exponent(-20.0f, 6.0f), sign(-1.0f, 1.0f), weight(0.5f, 1.5f);
+  auto values = [&](size_t count, bool spread) {
+    std::vector<uint16_t> bits(count);
+    for (uint16_t& b : bits) {
+      const float v = spread ? std::copysign(std::exp2(exponent(rng)), sign(rng)) : weight(rng);
+      b = float_to_bf16(v);
+    }
+    return bits;
+  };
+  const std::vector<std::pair<std::string, std::vector<uint16_t>>> inputs = {
+      {"residual", values(kRows * kChannels, true)}, {"x", values(kRows * kChannels, true)},
+      {"w", values(kChannels, false)},               {"gate", values(kRows * kInter, true)},
+      {"up", values(kRows * kInter, true)}};
+  for (const bool delayed : {false, true}) {
+    std::vector<float> state(3 * (2 + kHistory), 0.0f);
+    if (delayed) {
+      state[0 * (2 + kHistory)] = 2.5f;
+      state[1 * (2 + kHistory)] = 40.0f;
+      state[2 * (2 + kHistory)] = 0.01f;  // far below the SwiGLU's amax: codes saturate
+    }
+    const auto expected = run(unfused_plan, registry, inputs, state);
+    const auto actual = run(fused_plan, registry, inputs, state);
+    ASSERT_EQ(actual.size(), expected.size());
+    for (size_t i = 0; i < expected.size(); ++i) {
+      ASSERT_EQ(actual[i].size(), expected[i].size());
+      EXPECT_EQ(std::memcmp(actual[i].data(), expected[i].data(), expected[i].size()), 0)
+          << (delayed ? "delayed amax" : "no delayed amax") << ": output " << i << " ("
+          << (i < expected.size() - 1 ? unfused.tensor(unfused.outputs[i]).name : std::string("the state")) << ") differs";
+    }
+    // Real values were compared: every site recorded a nonzero amax.
+    std::vector<float> after(state.size());
+    std::memcpy(after.data(), actual.back().data(), after.size() * sizeof(float));
+    for (int site = 0; site < 3; ++site) EXPECT_GT(after[site * (2 + kHistory) + 1], 0.0f) << "site " << site;
+  }
+}
+
+}  // namespace
+}  // namespace surogate
