@@ -52,6 +52,7 @@ ExecutionPlan compile_training(Graph forward, TensorId loss, const OpRegistry& r
   verify_graph(forward, registry);
   if (options.loss_input_grad_in_forward) compute_loss_input_grad_in_forward(forward, loss, registry);
   TrainingGraph training = build_training_graph(std::move(forward), loss, registry);
+  if (options.rewrite_training_graph) training.graph = options.rewrite_training_graph(std::move(training.graph));
   RecomputeResult recomputed = apply_recompute(training.graph, options.recompute);
   ExecutionPlan plan;
   plan.graph = std::move(recomputed.graph);

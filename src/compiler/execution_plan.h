@@ -13,6 +13,8 @@
 // both.
 #pragma once
 
+#include <functional>
+
 #include <map>
 #include <string>
 #include <vector>
@@ -57,6 +59,10 @@ struct CompileOptions {
   // offload_residual: the residual stream's checkpoints wait for the backward in host memory
   // (compiler/residual_offload.h).
   bool offload_residual = false;
+  // A rewrite of the training graph right after autodiff, before recompute: a model-level pass
+  // over forward and backward nodes together (models/fp8_fusion.h's fuse_fp8_gradients). Empty:
+  // none.
+  std::function<graph::Graph(graph::Graph)> rewrite_training_graph = {};
 };
 
 // Training: forward + derived backward, recompute (and the residual offload) applied, memory planned.

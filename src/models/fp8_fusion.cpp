@@ -12,7 +12,7 @@ namespace {
 using graph::NodeId;
 
 bool fusable_producer(const std::string& op) {
-  return op == "rmsnorm" || op == "fused_residual_rmsnorm" || op == "swiglu";
+  return op == "rmsnorm" || op == "fused_residual_rmsnorm" || op == "swiglu" || op == "swiglu_backward";
 }
 
 // The quantize_fp8 node a producer absorbs: stateful, E4M3, reading the producer's main output.
@@ -61,6 +61,75 @@ graph::Graph fuse_fp8_producers(const graph::Graph& forward, const graph::OpRegi
     graph.add_node(std::move(node));
   }
   return builder.finish();
+}
+
+namespace {
+
+std::string unused_name(const graph::Graph& graph, const std::string& base) {
+  std::string name = base;
+  for (int suffix = 2; graph.find_tensor(name) || graph.find_tensor(name + ".scale_inv"); ++suffix) {
+    name = base + "." + std::to_string(suffix);
+  }
+  return name;
+}
+
+// The FP8 products that quantize a gradient they read as d_out (input 0).
+bool quantizes_gradient(const std::string& op) {
+  return op == "linear_fp8_backward_input" || op == "linear_fp8_backward" || op == "linear_fp8_backward_accumulate";
+}
+
+}  // namespace
+
+graph::Graph fuse_fp8_gradients(graph::Graph training) {
+  // Each tensor's FP8-quantizing readers (as d_out), by node.
+  std::unordered_map<graph::TensorId, std::vector<NodeId>> quantized_by;
+  for (size_t i = 0; i < training.nodes.size(); ++i) {
+    const graph::Node& node = training.nodes[i];
+    if (quantizes_gradient(node.op)) quantized_by[node.inputs[0]].push_back(static_cast<NodeId>(i));
+  }
+  // The one linear_fp8_backward_input that quantizes `gradient`, or kNoNode.
+  auto sole_input_gradient = [&](graph::TensorId gradient) {
+    auto found = quantized_by.find(gradient);
+    if (found == quantized_by.end() || found->second.size() != 1) return graph::kNoNode;
+    const NodeId reader = found->second[0];
+    return training.nodes[static_cast<size_t>(reader)].op == "linear_fp8_backward_input" ? reader : graph::kNoNode;
+  };
+  for (size_t i = 0; i < training.nodes.size(); ++i) {
+    if (training.nodes[i].op != "swiglu_backward") continue;
+    const NodeId readers[2] = {sole_input_gradient(training.nodes[i].outputs[0]),
+                               sole_input_gradient(training.nodes[i].outputs[1])};
+    if (readers[0] == graph::kNoNode || readers[1] == graph::kNoNode) continue;
+    const graph::Node& gate_reader = training.nodes[static_cast<size_t>(readers[0])];
+    const graph::Node& up_reader = training.nodes[static_cast<size_t>(readers[1])];
+    const std::string format = gate_reader.attrs.at("format").get<std::string>();
+    if (gate_reader.inputs[3] != up_reader.inputs[3] || up_reader.attrs.at("format").get<std::string>() != format) continue;
+    const graph::TensorId state = gate_reader.inputs[3];
+    const DType codes = format == "e4m3" ? DType::F8_E4M3 : DType::F8_E5M2;
+    graph::Node& producer = training.nodes[i];
+    producer.op = "swiglu_backward_fp8";
+    producer.inputs.push_back(state);
+    producer.attrs["gate_site"] = gate_reader.attrs.at("site");
+    producer.attrs["up_site"] = up_reader.attrs.at("site");
+    producer.attrs["format"] = format;
+    const graph::TensorId gradients[2] = {producer.outputs[0], producer.outputs[1]};
+    for (int k = 0; k < 2; ++k) {
+      const graph::TensorInfo info = training.tensor(gradients[k]);
+      const std::string name = unused_name(training, info.name + ".fp8");
+      const graph::TensorId q = training.add_tensor({name, {codes, info.type.shape}, info.role});
+      const graph::TensorId scale = training.add_tensor({name + ".scale_inv", {DType::F32, {1}}, info.role});
+      training.nodes[i].outputs.push_back(q);
+      training.nodes[i].outputs.push_back(scale);
+      training.tensor(q).producer = training.tensor(scale).producer = static_cast<NodeId>(i);
+      graph::Node& reader = training.nodes[static_cast<size_t>(readers[k])];
+      // (d_out, w_t, w_scale_inv, state [, addend]) -> (d_out, d_q, d_scale_inv, w_t, w_scale_inv [, addend])
+      std::vector<graph::TensorId> inputs = {reader.inputs[0], q, scale, reader.inputs[1], reader.inputs[2]};
+      if (reader.inputs.size() == 5) inputs.push_back(reader.inputs[4]);
+      reader.op = "linear_fp8_backward_input_quantized";
+      reader.inputs = std::move(inputs);
+      reader.attrs = {{"format", format}};
+    }
+  }
+  return training;
 }
 
 int64_t fp8_fused_producer_count(const graph::Graph& graph) {

@@ -7,12 +7,13 @@
 //                              accumulation, as forward products commonly run;
 //   linear_fp8_backward_input  d_out quantized into scratch (the gradient format, the site's row),
 //                              then d_q · w_tᵀ [+ addend], full fp32 accumulation;
-//   rmsnorm_fp8, fused_residual_rmsnorm_fp8, swiglu_fp8  the producer's kernel with the E4M3
-//                              epilogue (cuda/kernels/fp8_epilogue.cuh), then
-//                              fp8_quantize_pending (a site with no delayed amax yet);
-//   linear_fp8_backward(_accumulate)  the same, then d_q and xq transposed into scratch (K = the
+//   linear_fp8_backward_input_quantized  that product from the codes swiglu_backward_fp8 wrote;
+//   linear_fp8_backward(_accumulate)  linear_fp8_backward_input, then d_q and xq transposed into scratch (K = the
 //                              tokens must be the contiguous dimension) and d_qᵀ · xqᵀᵀ into
-//                              d_weight (beta = 1 for the accumulating form), full accumulation.
+//                              d_weight (beta = 1 for the accumulating form), full accumulation;
+//   rmsnorm_fp8, fused_residual_rmsnorm_fp8, swiglu_fp8, swiglu_backward_fp8  the producer's
+//                              kernel with the FP8 epilogue (cuda/kernels/fp8_epilogue.cuh), then
+//                              fp8_quantize_pending (a site with no delayed amax yet).
 #include "core/error.h"
 #include "cuda/kernels/fp8_quantize.h"
 #include "cuda/kernels/rmsnorm.h"
@@ -234,9 +235,52 @@ CudaKernel bind_swiglu_fp8(const CudaBindContext& ctx) {
   };
 }
 
+// swiglu_backward_fp8 (d_out, gate, up, state){gate_site, up_site, format}: both gradients' codes.
+CudaKernel bind_swiglu_backward_fp8(const CudaBindContext& ctx) {
+  expect_in(ctx, 0, DType::BF16);
+  const int64_t channels = last(ctx.inputs[1]), rows = ctx.inputs[1].numel() / channels;
+  require(ctx, channels % 8 == 0, "the CUDA swiglu needs an intermediate size that is a multiple of 8, got {}", channels);
+  const cuda::Fp8Target format = target_named(ctx.attrs.string("format"));
+  const int64_t gate_offset = row_offset(ctx, 3, "gate_site"), up_offset = row_offset(ctx, 3, "up_site");
+  ScratchLayout scratch;
+  const size_t amaxes = scratch.take(2 * sizeof(float));
+  ctx.resources.reserve_scratch(scratch.bytes);
+  CudaResources* resources = &ctx.resources;
+  return [=](const CudaKernelArgs& args) {
+    float* amax = scratch_at<float>(resources, amaxes);
+    CUDA_CHECK(cudaMemsetAsync(amax, 0, 2 * sizeof(float), args.stream));
+    float* state = args.inputs[3].as<float>();
+    const cuda::Fp8Output gate{state + gate_offset, amax, args.outputs[2].as<uint8_t>(), args.outputs[3].as<float>(), format};
+    const cuda::Fp8Output up{state + up_offset, amax + 1, args.outputs[4].as<uint8_t>(), args.outputs[5].as<float>(), format};
+    cuda::swiglu_backward_fp8(args.outputs[0].as<bf16>(), args.outputs[1].as<bf16>(), args.inputs[0].as<const bf16>(),
+                              args.inputs[1].as<const bf16>(), args.inputs[2].as<const bf16>(), rows, channels, gate, up,
+                              args.stream);
+  };
+}
+
+// linear_fp8_backward_input_quantized (d_out, d_q, d_scale_inv, w_t, w_scale_inv [, addend]){format}:
+// the product of linear_fp8_backward_input from codes its producer wrote.
+CudaKernel bind_backward_input_quantized(const CudaBindContext& ctx) {
+  expect_in(ctx, 0, DType::BF16);
+  const bool has_addend = ctx.inputs.size() == 6;
+  const int64_t in = ctx.inputs[3].shape[0], out = ctx.inputs[3].shape[1], rows = ctx.inputs[0].numel() / out;
+  const cuda::Fp8MatmulShape shape{.m = rows, .n = in, .k = out,
+                                   .a_format = operand_of(target_named(ctx.attrs.string("format"))),
+                                   .has_addend = has_addend};
+  CudaResources* resources = &ctx.resources;
+  resources->fp8_matmul();
+  return [=](const CudaKernelArgs& args) {
+    resources->fp8_matmul().run(shape, args.outputs[0].as<bf16>(), args.inputs[1].data, args.inputs[2].as<const float>(),
+                                args.inputs[3].data, args.inputs[4].as<const float>(), nullptr,
+                                has_addend ? args.inputs[5].as<const bf16>() : nullptr, args.stream);
+  };
+}
+
 }  // namespace
 
 void register_fp8_cuda_ops(CudaOpTable& table) {
+  table.add("swiglu_backward_fp8", bind_swiglu_backward_fp8);
+  table.add("linear_fp8_backward_input_quantized", bind_backward_input_quantized);
   table.add("rmsnorm_fp8", [](const CudaBindContext& ctx) { return bind_rmsnorm_fp8(ctx, false); });
   table.add("fused_residual_rmsnorm_fp8", [](const CudaBindContext& ctx) { return bind_rmsnorm_fp8(ctx, true); });
   table.add("swiglu_fp8", bind_swiglu_fp8);

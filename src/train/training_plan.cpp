@@ -18,6 +18,7 @@
 #include "distributed/sequence_parallel_graph.h"
 #include "models/decoder_graph.h"
 #include "models/fp16_emulation.h"
+#include "models/fp8_fusion.h"
 #include "ops/defs/register_ops.h"
 #include "train/device/memory_budget.h"
 #include "train/device/sharded_gradients.h"
@@ -207,8 +208,9 @@ TrainingPlan plan_training(const Config& config, const io::ModelConfig& model, c
   // MoE's router loss is weighted for the step's micro-batches: accumulation × the replicas.
   const TrainingForward forward =
       build_training_forward(config, model, registry, lora, backend, batch, sequence, true, layout.data_size);
-  const compiler::CompileOptions options{
+  compiler::CompileOptions options{
       .recompute = recompute_policy(config), .alignment = 256, .offload_residual = config.offload_residual};
+  if (fp8_options(config, model)) options.rewrite_training_graph = models::fuse_fp8_gradients;
   const std::string per_gpu = memory.gpus > 1 ? fmt::format(" (per GPU, {} GPUs)", memory.gpus) : std::string();
   if (config.pipeline_parallel_size > 1) {
     // Each stage's plan is judged with what the stage holds beside it; the run needs the largest.

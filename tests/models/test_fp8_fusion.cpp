@@ -1,18 +1,25 @@
 // The fp8_hybrid producer fusion (models/fp8_fusion.h) on a real decoder (the qwen3_qknorm parity
-// fixture, fp32 CPU emulation, full fine-tuning so that the quantized inputs also feed the weight
-// gradients): the fused graph has the "_fp8" producers in place of their quantize_fp8 nodes, and
-// one training step — with the sites' delayed amaxes set, and with none yet (the first step) —
-// gives bit for bit the loss, every parameter gradient and the scaling state of the unfused
-// graph, also when the norms and the SwiGLU are recomputed in the backward.
+// fixture, fp32 CPU emulation): the fused graph has the "_fp8" producers in place of their
+// quantize_fp8 nodes, and one training step — with the sites' delayed amaxes set, and with none
+// yet (the first step) — gives bit for bit the loss, every parameter gradient and the scaling
+// state of the unfused graph, also when the norms and the SwiGLU are recomputed in the backward.
+// Full fine-tuning (the quantized inputs also feed the weight gradients; the backward's SwiGLU
+// gradients feed linear_fp8_backward, so fuse_fp8_gradients leaves them) and LoRA (a frozen FP8
+// base: swiglu_backward_fp8 quantizes d_gate and d_up for linear_fp8_backward_input_quantized).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
+#include <set>
+#include <random>
 
 #include "compiler/execution_plan.h"
 #include "models/decoder_graph.h"
 #include "models/fp8_fusion.h"
 #include "models/fp8_recipe.h"
+#include "models/lora.h"
 #include "models/model_spec.h"
+#include "models/weight_io.h"
 #include "ops/defs/register_ops.h"
 #include "ops/fp8_tensor.h"
 #include "runtime/cpu_backend.h"
@@ -24,30 +31,80 @@ namespace {
 constexpr const char* kFixture = "qwen3_qknorm";
 constexpr int64_t kHistory = 4;
 
-graph::Graph fp8_training_graph(const testing::Fixture& fixture, const graph::OpRegistry& registry, bool fuse,
+LoraOptions lora_options() {
+  return {.rank = 4, .alpha = 8.0, .target_modules = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
+                                                      "down_proj"}};
+}
+
+graph::Graph fp8_training_graph(const testing::Fixture& fixture, const graph::OpRegistry& registry, bool fuse, bool lora,
                                 graph::TensorId* loss) {
   DecoderGraph decoder =
       build_decoder_graph(fixture.config, registry, {.batch = fixture.batch, .sequence = fixture.sequence});
   *loss = decoder.loss;
+  graph::Graph forward = std::move(decoder.graph);
+  if (lora) {
+    forward = apply_lora(forward, registry, lora_adapters(fixture.config, lora_options()), lora_options(), true);
+  }
   Fp8Options options{.layers = fixture.config.num_hidden_layers, .amax_history = kHistory};
   options.fuse_producers = fuse;
-  return apply_fp8_recipe(decoder.graph, registry, options);
+  options.trained_weights = !lora;
+  return apply_fp8_recipe(forward, registry, options);
+}
+
+compiler::ExecutionPlan compile(const testing::Fixture& fixture, const graph::OpRegistry& registry, bool fuse, bool lora,
+                                const compiler::RecomputePolicy& policy) {
+  graph::TensorId loss = graph::kNoTensor;
+  graph::Graph forward = fp8_training_graph(fixture, registry, fuse, lora, &loss);
+  compiler::CompileOptions options{.recompute = policy};
+  if (fuse) options.rewrite_training_graph = fuse_fp8_gradients;
+  return compiler::compile_training(std::move(forward), loss, registry, options);
 }
 
 struct StepResult {
-  std::vector<std::vector<float>> results;  // loss, the gradients in parameter-spec order, the state
+  std::vector<std::vector<float>> results;  // loss, the gradients in parameter order, the state
 };
 
+// The fixture's weights; a frozen FP8 base weight (LoRA) as its codes, transpose and scale; the
+// adapters (absent from the fixture) drawn from a fixed seed.
+void load_parameters(runtime::CpuBackend& backend, const compiler::ExecutionPlan& plan, const testing::Fixture& fixture) {
+  std::vector<ParameterSpec> specs = parameter_specs(fixture.config);
+  std::vector<std::vector<float>> values = load_hf_weights_as_float32(testing::fixture_dir(kFixture), specs);
+  std::set<graph::TensorId> written;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    if (auto id = plan.graph.find_tensor(specs[i].name)) {
+      backend.write(*id, std::as_bytes(std::span<const float>(values[i])));
+      written.insert(*id);
+      continue;
+    }
+    const graph::TensorId codes_id = plan.tensor(specs[i].name + ".fp8");
+    const graph::Shape& shape = plan.graph.tensor(codes_id).type.shape;
+    std::vector<uint8_t> codes(values[i].size()), transposed(values[i].size());
+    const float scale_inv = ops::quantize_fp8_tensor(values[i].data(), shape[0], shape[1], codes.data(), transposed.data());
+    backend.write(codes_id, std::as_bytes(std::span<const uint8_t>(codes)));
+    backend.write(plan.tensor(specs[i].name + ".fp8_t"), std::as_bytes(std::span<const uint8_t>(transposed)));
+    backend.write(plan.tensor(specs[i].name + ".scale_inv"), std::as_bytes(std::span<const float>(&scale_inv, 1)));
+    written.insert(codes_id);
+  }
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 0.05f);
+  for (graph::TensorId id : plan.graph.parameters) {
+    const std::string& name = plan.graph.tensor(id).name;
+    if (written.contains(id) || name.find("lora") == std::string::npos) continue;
+    std::span<float> adapter = backend.view<float>(id);
+    for (float& value : adapter) value = normal(rng);
+  }
+  const float loss_scale = 1.0f / static_cast<float>(fixture.scored_tokens());
+  backend.write(plan.tensor("loss_scale"), std::as_bytes(std::span<const float>(&loss_scale, 1)));
+}
+
 // One step; `delayed` > 0 sets every site's delayed amax (row[0]) to it, 0 leaves the state zero.
-StepResult train_step(bool fuse, const compiler::RecomputePolicy& policy, float delayed) {
+StepResult train_step(bool fuse, bool lora, const compiler::RecomputePolicy& policy, float delayed) {
   testing::Fixture fixture = testing::open_fixture(kFixture);
   const graph::OpRegistry registry = ops::make_model_registry();
-  graph::TensorId loss = graph::kNoTensor;
-  graph::Graph forward = fp8_training_graph(fixture, registry, fuse, &loss);
-  compiler::ExecutionPlan plan = compiler::compile_training(std::move(forward), loss, registry, {.recompute = policy});
+  compiler::ExecutionPlan plan = compile(fixture, registry, fuse, lora, policy);
   runtime::CpuBackend backend;
   backend.load(plan, registry);
-  testing::load_weights(backend, plan, kFixture, fixture.config, 1.0f / static_cast<float>(fixture.scored_tokens()));
+  load_parameters(backend, plan, fixture);
   // The FP8 copies of the trained weights, as the training device writes them after each step.
   for (const Fp8TrainedWeight& weight : fp8_trained_weights(plan.graph)) {
     const graph::TensorType& type = plan.graph.tensor(plan.tensor(weight.weight)).type;
@@ -71,7 +128,7 @@ StepResult train_step(bool fuse, const compiler::RecomputePolicy& policy, float 
     run.results.emplace_back(values.begin(), values.end());
   };
   keep(plan.loss);
-  for (const ParameterSpec& spec : parameter_specs(fixture.config)) keep(plan.parameter_gradients.at(plan.tensor(spec.name)));
+  for (const auto& [parameter, gradient] : plan.parameter_gradients) keep(gradient);
   keep(state_id);
   return run;
 }
@@ -80,8 +137,8 @@ TEST(Fp8Fusion, NormsAndSwigluQuantizeTheirOwnOutput) {
   testing::Fixture fixture = testing::open_fixture(kFixture);
   const graph::OpRegistry registry = ops::make_model_registry();
   graph::TensorId loss = graph::kNoTensor;
-  const graph::Graph unfused = fp8_training_graph(fixture, registry, false, &loss);
-  const graph::Graph fused = fp8_training_graph(fixture, registry, true, &loss);
+  const graph::Graph unfused = fp8_training_graph(fixture, registry, false, false, &loss);
+  const graph::Graph fused = fp8_training_graph(fixture, registry, true, false, &loss);
   auto count = [](const graph::Graph& graph, const std::string& op) {
     return std::count_if(graph.nodes.begin(), graph.nodes.end(), [&](const graph::Node& node) { return node.op == op; });
   };
@@ -98,24 +155,52 @@ TEST(Fp8Fusion, NormsAndSwigluQuantizeTheirOwnOutput) {
   EXPECT_EQ(fused.nodes.size() + static_cast<size_t>(3 * layers), unfused.nodes.size());
 }
 
+// LoRA's backward: each layer's SwiGLU gradients are quantized by the SwiGLU backward for the
+// frozen gate and up projections; full fine-tuning's go to linear_fp8_backward, and stay.
+TEST(Fp8Fusion, SwigluBackwardQuantizesTheFrozenProjectionsGradients) {
+  testing::Fixture fixture = testing::open_fixture(kFixture);
+  const graph::OpRegistry registry = ops::make_model_registry();
+  auto count = [](const graph::Graph& graph, const std::string& op) {
+    return std::count_if(graph.nodes.begin(), graph.nodes.end(), [&](const graph::Node& node) { return node.op == op; });
+  };
+  const int64_t layers = fixture.config.num_hidden_layers;
+  const compiler::ExecutionPlan lora = compile(fixture, registry, true, true, compiler::RecomputePolicy::none());
+  EXPECT_EQ(count(lora.graph, "swiglu_backward_fp8"), layers);
+  EXPECT_EQ(count(lora.graph, "swiglu_backward"), 0);
+  EXPECT_EQ(count(lora.graph, "linear_fp8_backward_input_quantized"), 2 * layers);
+  // q, k, v, o and down, but layer 0's q, k, v: their input (the frozen embeddings' norm) needs none.
+  EXPECT_EQ(count(lora.graph, "linear_fp8_backward_input"), 5 * layers - 3);
+  const compiler::ExecutionPlan full = compile(fixture, registry, true, false, compiler::RecomputePolicy::none());
+  EXPECT_EQ(count(full.graph, "swiglu_backward_fp8"), 0);
+  EXPECT_EQ(count(full.graph, "swiglu_backward"), layers);
+}
+
 TEST(Fp8Fusion, TrainingStepIsBitIdenticalToTheQuantizeNodes) {
   const compiler::RecomputePolicy policies[] = {compiler::RecomputePolicy::none(),
                                                 {.rmsnorm = true, .swiglu = true}};
-  for (const float delayed : {0.0f, 1.5f}) {
-    for (size_t p = 0; p < std::size(policies); ++p) {
-      const StepResult unfused = train_step(false, policies[p], delayed);
-      const StepResult fused = train_step(true, policies[p], delayed);
-      ASSERT_EQ(fused.results.size(), unfused.results.size());
-      for (size_t i = 0; i < unfused.results.size(); ++i) {
-        ASSERT_EQ(fused.results[i].size(), unfused.results[i].size());
-        EXPECT_EQ(std::memcmp(fused.results[i].data(), unfused.results[i].data(), unfused.results[i].size() * sizeof(float)),
-                  0)
-            << "delayed amax " << delayed << ", policy " << p << ": result " << i
-            << " (0 = loss, then the gradients, last the scaling state) differs";
+  for (const bool lora : {false, true}) {
+    for (const float delayed : {0.0f, 1.5f}) {
+      for (size_t p = 0; p < std::size(policies); ++p) {
+        const StepResult unfused = train_step(false, lora, policies[p], delayed);
+        const StepResult fused = train_step(true, lora, policies[p], delayed);
+        ASSERT_EQ(fused.results.size(), unfused.results.size());
+        for (size_t i = 0; i < unfused.results.size(); ++i) {
+          ASSERT_EQ(fused.results[i].size(), unfused.results[i].size());
+          EXPECT_EQ(std::memcmp(fused.results[i].data(), unfused.results[i].data(),
+                                unfused.results[i].size() * sizeof(float)),
+                    0)
+              << (lora ? "LoRA" : "full") << ", delayed amax " << delayed << ", policy " << p << ": result " << i
+              << " (0 = loss, then the gradients, last the scaling state) differs";
+        }
+        // The state recorded this step's amaxes, the gradients are not all zero: real values compared.
+        const std::vector<float>& state = fused.results.back();
+        EXPECT_GT(*std::max_element(state.begin(), state.end()), 0.0f);
+        double gradient_mass = 0.0;
+        for (size_t i = 1; i + 1 < fused.results.size(); ++i) {
+          for (float value : fused.results[i]) gradient_mass += std::fabs(value);
+        }
+        EXPECT_GT(gradient_mass, 0.0);
       }
-      // The state recorded this step's amaxes: the comparison above covers real values.
-      const std::vector<float>& state = fused.results.back();
-      EXPECT_GT(*std::max_element(state.begin(), state.end()), 0.0f);
     }
   }
 }

@@ -7,7 +7,11 @@
 // no delayed amax yet (the first step: the producer records the amax, fp8_quantize_pending
 // quantizes) and with delayed amaxes (the producer quantizes; one row small enough to saturate).
 // The fused graph is made by models::fuse_fp8_producers from the unfused one. Row counts and
-// widths are not multiples of the kernels' block sizes.
+// widths are not multiples of the kernels' block sizes. The same for the backward's
+// swiglu_backward_fp8 (E5M2 codes of d_gate and d_up at two sites) and the
+// linear_fp8_backward_input_quantized products that read them, made by models::fuse_fp8_gradients
+// from swiglu_backward and two linear_fp8_backward_input (the second adding the first's d_x):
+// d_gate, d_up, both d_x (the same cuBLASLt product of the same codes) and the state, bit for bit.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -23,12 +27,15 @@
 #include "graph/builder.h"
 #include "models/fp8_fusion.h"
 #include "ops/defs/register_ops.h"
+#include "quant/fp8.h"
 #include "runtime/cuda_backend.h"
 
 namespace surogate {
 namespace {
 
 constexpr int64_t kRows = 259, kChannels = 648, kInter = 1368, kHistory = 4;
+// The backward's products: cuBLASLt's FP8 layouts take K and N in multiples of 16.
+constexpr int64_t kGradChannels = 640, kGradInter = 1360;
 
 graph::Graph producers(const graph::OpRegistry& registry) {
   graph::GraphBuilder b(registry);
@@ -123,6 +130,100 @@ TEST(Fp8ProducersCuda, FusedEpilogueEqualsTheQuantizeNodesBitForBit) {
     std::vector<float> after(state.size());
     std::memcpy(after.data(), actual.back().data(), after.size() * sizeof(float));
     for (int site = 0; site < 3; ++site) EXPECT_GT(after[site * (2 + kHistory) + 1], 0.0f) << "site " << site;
+  }
+}
+
+graph::Graph swiglu_gradients(const graph::OpRegistry& registry) {
+  graph::GraphBuilder b(registry);
+  const DType bf16 = DType::BF16;
+  graph::TensorId d_out = b.parameter("d_out", bf16, {kRows, kGradInter}, false);
+  graph::TensorId gate = b.parameter("gate", bf16, {kRows, kGradInter}, false);
+  graph::TensorId up = b.parameter("up", bf16, {kRows, kGradInter}, false);
+  graph::TensorId gate_w_t = b.parameter("gate_w_t", DType::F8_E4M3, {kGradChannels, kGradInter}, false);
+  graph::TensorId up_w_t = b.parameter("up_w_t", DType::F8_E4M3, {kGradChannels, kGradInter}, false);
+  graph::TensorId gate_scale = b.parameter("gate_scale", DType::F32, {1}, false);
+  graph::TensorId up_scale = b.parameter("up_scale", DType::F32, {1}, false);
+  graph::TensorId state = b.parameter("state", DType::F32, {3, 2 + kHistory}, false);
+  auto grads = b.op("swiglu_backward", {d_out, gate, up}, nlohmann::json::object(), "act.grad");
+  graph::TensorId d_x = b.op("linear_fp8_backward_input", {grads[0], gate_w_t, gate_scale, state},
+                             {{"site", 0}, {"format", "e5m2"}}, "gate.d_x");
+  graph::TensorId both = b.op("linear_fp8_backward_input", {grads[1], up_w_t, up_scale, state, d_x},
+                              {{"site", 2}, {"format", "e5m2"}}, "both.d_x");
+  for (graph::TensorId id : {grads[0], grads[1], d_x, both}) b.mark_output(id);
+  return b.finish();
+}
+
+TEST(Fp8ProducersCuda, SwigluBackwardCodesEqualTheInputGradientsOwn) {
+  std::string reason;
+  if (!cuda::cuda_device_available(&reason)) {
+    std::printf("skipped: %s\n", reason.c_str());
+    GTEST_SKIP();
+  }
+  const graph::OpRegistry registry = ops::make_model_registry();
+  const graph::Graph unfused = swiglu_gradients(registry);
+  const graph::Graph fused = models::fuse_fp8_gradients(unfused);
+  ASSERT_EQ(models::fp8_fused_producer_count(fused), 1);
+  const compiler::ExecutionPlan unfused_plan = compiler::compile_forward(unfused, registry);
+  const compiler::ExecutionPlan fused_plan = compiler::compile_forward(fused, registry);
+
+  std::mt19937 rng(31);
+  std::uniform_real_distribution<float> exponent(-20.0f, 3.0f), sign(-1.0f, 1.0f);
+  auto values = [&](size_t count) {
+    std::vector<uint16_t> bits(count);
+    for (uint16_t& b : bits) b = float_to_bf16(std::copysign(std::exp2(exponent(rng)), sign(rng)));
+    return bits;
+  };
+  auto codes = [&](size_t count) {  // E4M3 codes of N(0, 1) values: no NaN codes
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    std::vector<uint16_t> pairs((count + 1) / 2);
+    for (uint16_t& pair : pairs) {
+      pair = static_cast<uint16_t>(quant::fp8_encode(normal(rng) * 64.0f, quant::Fp8Format::E4M3) |
+                                   (quant::fp8_encode(normal(rng) * 64.0f, quant::Fp8Format::E4M3) << 8));
+    }
+    return pairs;
+  };
+  const float scales[2] = {1.0f / 64.0f, 1.0f / 128.0f};
+  const std::vector<std::pair<std::string, std::vector<uint16_t>>> inputs = {
+      {"d_out", values(kRows * kGradInter)},        {"gate", values(kRows * kGradInter)},
+      {"up", values(kRows * kGradInter)},           {"gate_w_t", codes(kGradChannels * kGradInter)},
+      {"up_w_t", codes(kGradChannels * kGradInter)}};
+  for (const bool delayed : {false, true}) {
+    std::vector<float> state(3 * (2 + kHistory), 0.0f);
+    if (delayed) {
+      state[0] = 30.0f;
+      state[2 * (2 + kHistory)] = 1e-3f;  // far below d_up's amax: E5M2 codes saturate
+    }
+    auto with_scales = [&](const compiler::ExecutionPlan& plan) {
+      runtime::CudaBackend backend;
+      backend.load(plan, registry);
+      for (const auto& [name, bits] : inputs) backend.write(plan.tensor(name), std::as_bytes(std::span<const uint16_t>(bits)));
+      backend.write(plan.tensor("gate_scale"), std::as_bytes(std::span<const float>(&scales[0], 1)));
+      backend.write(plan.tensor("up_scale"), std::as_bytes(std::span<const float>(&scales[1], 1)));
+      backend.write(plan.tensor("state"), std::as_bytes(std::span<const float>(state)));
+      backend.execute({});
+      std::vector<std::vector<uint8_t>> results;
+      std::vector<graph::TensorId> ids(plan.graph.outputs.begin(), plan.graph.outputs.end());
+      ids.push_back(plan.tensor("state"));
+      for (graph::TensorId id : ids) {
+        const graph::TensorType& type = plan.graph.tensor(id).type;
+        std::vector<uint8_t> bytes(static_cast<size_t>(type.numel()) * dtype_size_bytes(type.dtype));
+        backend.read(id, std::as_writable_bytes(std::span<uint8_t>(bytes)));
+        results.push_back(std::move(bytes));
+      }
+      return results;
+    };
+    const auto expected = with_scales(unfused_plan);
+    const auto actual = with_scales(fused_plan);
+    ASSERT_EQ(actual.size(), expected.size());
+    const char* names[] = {"d_gate", "d_up", "gate's d_x", "both d_x", "the state"};
+    for (size_t i = 0; i < expected.size(); ++i) {
+      EXPECT_EQ(std::memcmp(actual[i].data(), expected[i].data(), expected[i].size()), 0)
+          << (delayed ? "delayed amax" : "no delayed amax") << ": " << names[i] << " differs";
+    }
+    std::vector<float> after(state.size());
+    std::memcpy(after.data(), actual.back().data(), after.size() * sizeof(float));
+    EXPECT_GT(after[1], 0.0f);
+    EXPECT_GT(after[2 * (2 + kHistory) + 1], 0.0f);
   }
 }
 

@@ -42,30 +42,34 @@ __device__ __forceinline__ void record_block_max(unsigned bits, float* target) {
   }
 }
 
-// E4M3 codes of 8 values (already rounded to bf16) at `scale`, as 8 bytes.
-__device__ __forceinline__ uint2 encode8_e4m3(const float v[8], float scale) {
+// Codes of 8 values (already rounded to bf16) at `scale`, as 8 bytes.
+template <__nv_fp8_interpretation_t kFormat>
+__device__ __forceinline__ uint2 encode8(const float v[8], float scale) {
   uint2 out;
   auto* pairs = reinterpret_cast<__nv_fp8x2_storage_t*>(&out);
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
     pairs[j] = __nv_cvt_float2_to_fp8x2(make_float2(__fmul_rn(v[2 * j], scale), __fmul_rn(v[2 * j + 1], scale)),
-                                        __NV_SATFINITE, __NV_E4M3);
+                                        __NV_SATFINITE, kFormat);
   }
   return out;
 }
+__device__ __forceinline__ uint2 encode8_e4m3(const float v[8], float scale) { return encode8<__NV_E4M3>(v, scale); }
 
-// One producer's view of its site (fp8_quantize.h's Fp8Output, E4M3) inside the kernel.
+// One producer's view of its site (fp8_quantize.h's Fp8Output) inside the kernel; format_max is
+// 448 (E4M3, the default) or 57344 (E5M2).
 struct EpilogueState {
   bool delayed = false;  // row[0] > 0: quantize here
   float scale = 1.0f;
 };
 
-__device__ __forceinline__ EpilogueState epilogue_begin(const float* row, float* scale_inv, bool first_block) {
+__device__ __forceinline__ EpilogueState epilogue_begin(const float* row, float* scale_inv, bool first_block,
+                                                        float format_max = 448.0f) {
   EpilogueState state;
   const float delayed = row[0];
   state.delayed = delayed > 0.0f;
   if (state.delayed) {
-    state.scale = scale_for(delayed, 448.0f);
+    state.scale = scale_for(delayed, format_max);
     if (first_block && threadIdx.x == 0) *scale_inv = __fdiv_rn(1.0f, state.scale);
   }
   return state;

@@ -167,8 +167,12 @@ void fp8_quantize(const __nv_bfloat16* x, int64_t n, Fp8Target format, float* ro
 
 void fp8_quantize_pending(const __nv_bfloat16* x, int64_t n, const Fp8Output& site, cudaStream_t stream) {
   if (n == 0) return;
-  quantize<__NV_E4M3><<<blocks_for(n % 8 == 0 ? n / 8 : n), kThreads, 0, stream>>>(x, n, 448.0f, site.row, site.amax,
-                                                                                  site.q, site.scale_inv, true);
+  const int blocks = blocks_for(n % 8 == 0 ? n / 8 : n);
+  if (site.format == Fp8Target::E4M3) {
+    quantize<__NV_E4M3><<<blocks, kThreads, 0, stream>>>(x, n, 448.0f, site.row, site.amax, site.q, site.scale_inv, true);
+  } else {
+    quantize<__NV_E5M2><<<blocks, kThreads, 0, stream>>>(x, n, 57344.0f, site.row, site.amax, site.q, site.scale_inv, true);
+  }
   CUDA_CHECK(cudaGetLastError());
 }
 

@@ -15,8 +15,9 @@
 //                       is one float of scratch); bit for bit the CPU function.
 //   fp8_transpose       FP8 codes [rows, columns] → [columns, rows] (the weight gradient's
 //                       operands: FP8 products take both K-major, and there K is the tokens).
-//   Fp8Output / fp8_quantize_pending  a producer that quantizes its own bf16 output to E4M3
-//                       (rmsnorm.h, swiglu.h: the "_fp8" entry points; fp8_epilogue.cuh): with a
+//   Fp8Output / fp8_quantize_pending  a producer that quantizes its own bf16 output (E4M3, or
+//                       E5M2 for a gradient; rmsnorm.h, swiglu.h: the "_fp8" entry points;
+//                       fp8_epilogue.cuh): with a
 //                       delayed amax (row[0] > 0) it writes the codes, scale_inv and row[1]
 //                       itself, and fp8_quantize_pending does nothing; without, it records its
 //                       amax into *amax (zeroed by the caller) and fp8_quantize_pending quantizes
@@ -43,6 +44,7 @@ struct Fp8Output {
   float* amax = nullptr;       // one zeroed float of scratch
   uint8_t* q = nullptr;        // E4M3 codes, the output's shape
   float* scale_inv = nullptr;  // one float
+  Fp8Target format = Fp8Target::E4M3;
 };
 void fp8_quantize_pending(const __nv_bfloat16* x, int64_t n, const Fp8Output& site, cudaStream_t stream);
 void fp8_roll_history(float* state, int64_t sites, int64_t history, int64_t step, cudaStream_t stream);

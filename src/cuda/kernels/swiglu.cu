@@ -75,6 +75,48 @@ __global__ void swiglu_backward_kernel(T* dgate, T* dup, const T* dout,
   kernels::store_x8(dup + row * stride + column, kernels::pack<T>(du));
 }
 
+// The backward in bf16 that also writes the codes of d_gate and d_up, each at its own site
+// (fp8_epilogue.cuh). Rows are contiguous (stride = channels): the codes are indexed like `out`.
+template <__nv_fp8_interpretation_t kFormat>
+__global__ void swiglu_backward_fp8_kernel(__nv_bfloat16* dgate, __nv_bfloat16* dup, const __nv_bfloat16* dout,
+                                           const __nv_bfloat16* gate, const __nv_bfloat16* up, int64_t rows,
+                                           int64_t channels, float format_max, Fp8Output gate_out, Fp8Output up_out) {
+  const bool first = blockIdx.x == 0;
+  const fp8::EpilogueState gate_site = fp8::epilogue_begin(gate_out.row, gate_out.scale_inv, first, format_max);
+  const fp8::EpilogueState up_site = fp8::epilogue_begin(up_out.row, up_out.scale_inv, first, format_max);
+  const int64_t vectors_per_row = channels / kPackWidth;
+  const int64_t index = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  unsigned gate_bits = 0, up_bits = 0;
+  if (index < rows * vectors_per_row) {
+    const int64_t offset = index * kPackWidth;
+    float g[kPackWidth], u[kPackWidth], dy[kPackWidth], dg[kPackWidth], du[kPackWidth];
+    kernels::unpack(kernels::load_x8(gate + offset), g);
+    kernels::unpack(kernels::load_x8(up + offset), u);
+    kernels::unpack(kernels::load_x8(dout + offset), dy);
+#pragma unroll
+    for (int i = 0; i < kPackWidth; ++i) {
+      const float s = sigmoid(g[i]);
+      du[i] = dy[i] * g[i] * s;
+      dg[i] = dy[i] * u[i] * s * (1.0f + g[i] * (1.0f - s));
+    }
+    const kernels::Vec8<__nv_bfloat16> dg_packed = kernels::pack<__nv_bfloat16>(dg);
+    const kernels::Vec8<__nv_bfloat16> du_packed = kernels::pack<__nv_bfloat16>(du);
+    kernels::store_x8(dgate + offset, dg_packed);
+    kernels::store_x8(dup + offset, du_packed);
+    kernels::unpack(dg_packed, dg);  // the bf16 values the gradients hold
+    kernels::unpack(du_packed, du);
+#pragma unroll
+    for (int i = 0; i < kPackWidth; ++i) {
+      gate_bits = max(gate_bits, fp8::amax_bits(dg[i]));
+      up_bits = max(up_bits, fp8::amax_bits(du[i]));
+    }
+    if (gate_site.delayed) reinterpret_cast<uint2*>(gate_out.q)[index] = fp8::encode8<kFormat>(dg, gate_site.scale);
+    if (up_site.delayed) reinterpret_cast<uint2*>(up_out.q)[index] = fp8::encode8<kFormat>(du, up_site.scale);
+  }
+  fp8::epilogue_end(gate_site, gate_bits, gate_out.row, gate_out.amax);
+  fp8::epilogue_end(up_site, up_bits, up_out.row, up_out.amax);
+}
+
 void check_shape(int64_t channels, int64_t stride) {
   CUDA_REQUIRE(channels % kPackWidth == 0 && stride % kPackWidth == 0,
                "swiglu: channels and input_stride must be multiples of 8");
@@ -103,6 +145,26 @@ void swiglu_forward_fp8(__nv_bfloat16* out, const __nv_bfloat16* gate, const __n
       out, gate, up, rows, channels, input_stride, fp8_out);
   CUDA_CHECK_LAUNCH();
   fp8_quantize_pending(out, rows * channels, fp8_out, stream);
+}
+
+void swiglu_backward_fp8(__nv_bfloat16* dgate, __nv_bfloat16* dup, const __nv_bfloat16* dout, const __nv_bfloat16* gate,
+                         const __nv_bfloat16* up, int64_t rows, int64_t channels, const Fp8Output& gate_out,
+                         const Fp8Output& up_out, cudaStream_t stream) {
+  check_shape(channels, channels);
+  CUDA_REQUIRE(gate_out.format == up_out.format, "swiglu_backward_fp8: both gradients take one format");
+  const int64_t work = rows * channels / kPackWidth;
+  if (work == 0) return;
+  const unsigned blocks = static_cast<unsigned>((work + kThreads - 1) / kThreads);
+  if (gate_out.format == Fp8Target::E4M3) {
+    swiglu_backward_fp8_kernel<__NV_E4M3><<<blocks, kThreads, 0, stream>>>(dgate, dup, dout, gate, up, rows, channels,
+                                                                          448.0f, gate_out, up_out);
+  } else {
+    swiglu_backward_fp8_kernel<__NV_E5M2><<<blocks, kThreads, 0, stream>>>(dgate, dup, dout, gate, up, rows, channels,
+                                                                          57344.0f, gate_out, up_out);
+  }
+  CUDA_CHECK_LAUNCH();
+  fp8_quantize_pending(dgate, rows * channels, gate_out, stream);
+  fp8_quantize_pending(dup, rows * channels, up_out, stream);
 }
 
 template <typename T>

@@ -27,6 +27,13 @@ void swiglu_forward(T* out, const T* gate, const T* up, int64_t rows,
 void swiglu_forward_fp8(__nv_bfloat16* out, const __nv_bfloat16* gate, const __nv_bfloat16* up, int64_t rows,
                         int64_t channels, int64_t input_stride, const Fp8Output& fp8_out, cudaStream_t stream);
 
+// The backward in bf16 (rows of `channels`, stride = channels), also writing the codes of d_gate
+// and of d_up, each at its own site, both in gate_out.format (the fp8_hybrid recipe's gradient
+// format): bit for bit the backward then fp8_record_amax + fp8_quantize of each gradient.
+void swiglu_backward_fp8(__nv_bfloat16* dgate, __nv_bfloat16* dup, const __nv_bfloat16* dout, const __nv_bfloat16* gate,
+                         const __nv_bfloat16* up, int64_t rows, int64_t channels, const Fp8Output& gate_out,
+                         const Fp8Output& up_out, cudaStream_t stream);
+
 template <typename T>
 void swiglu_backward(T* dgate, T* dup, const T* dout,
                      const T* gate, const T* up, int64_t rows, int64_t channels,

@@ -30,6 +30,10 @@
 //     -> d_x: d_out quantized (format, default E5M2) with state row `site`, then
 //     (Σ_o decode(dq)·decode(w_t)) · (dq_scale_inv · w_scale_inv) (+ addend).
 //
+//   linear_fp8_backward_input_quantized(d_out, d_q, d_scale_inv, w_t, w_scale_inv [, addend]){format}
+//     -> d_x as linear_fp8_backward_input, from codes d_out's producer wrote at the site
+//     (swiglu_backward_fp8, ops/defs/fp8_output_def.cpp; models/fp8_fusion.h); d_out is not read.
+//
 //   linear_fp8_backward(d_out, xq, x_scale_inv, w_t, w_scale_inv, state [, addend]){site, format}
 //     -> (d_x as linear_fp8_backward_input, d_weight [out, in] in d_out's dtype):
 //     d_weight = (Σ_rows decode(dq)ᵀ·decode(xq)) · (dq_scale_inv · x_scale_inv): the weight
@@ -100,6 +104,14 @@ struct ProductShape {
   int64_t rows = 0, in = 0, out = 0;
 };
 
+// d_x = gradient · decode(w_t)ᵀ · (d_scale_inv · w_scale_inv) (+ addend), gradient the decoded codes.
+template <typename T>
+void product_of_codes(const std::vector<float>& gradient, float d_scale_inv, const uint8_t* w_t, float w_scale_inv,
+                      ProductShape shape, const T* addend, T* d_x) {
+  const std::vector<float> weight_t = decoded(w_t, shape.in * shape.out, Fp8Format::E4M3);
+  scaled_product<T>(gradient, weight_t, shape.rows, shape.out, shape.in, d_scale_inv * w_scale_inv, nullptr, addend, d_x);
+}
+
 // The input gradient of both backward ops: d_out quantized with its site's row (`format`), then
 // d_x = decode(dq) · decode(w_t)ᵀ · (dq_scale_inv · w_scale_inv) (+ addend). Returns the decoded
 // gradient and its scale_inv (the weight gradient's operand).
@@ -110,8 +122,7 @@ std::pair<std::vector<float>, float> input_gradient(const T* d_out, const uint8_
   std::vector<uint8_t> codes(static_cast<size_t>(count));
   const float d_scale_inv = quantize(d_out, count, format, row, codes.data());
   std::vector<float> gradient = decoded(codes.data(), count, format);
-  const std::vector<float> weight_t = decoded(w_t, shape.in * shape.out, Fp8Format::E4M3);
-  scaled_product<T>(gradient, weight_t, shape.rows, shape.out, shape.in, d_scale_inv * w_scale_inv, nullptr, addend, d_x);
+  product_of_codes<T>(gradient, d_scale_inv, w_t, w_scale_inv, shape, addend, d_x);
   return {std::move(gradient), d_scale_inv};
 }
 
@@ -300,6 +311,47 @@ CpuKernel bind_backward_input(const CpuBindContext& ctx) {
   });
 }
 
+// ---- linear_fp8_backward_input_quantized ----
+
+// (d_out, d_q, d_scale_inv, w_t, w_scale_inv [, addend]){format}: d_out's codes were written by its
+// producer (models/fp8_fusion.h); d_out is not read, it gives d_x its dtype.
+std::vector<TensorType> infer_backward_input_quantized(const InferContext& ctx) {
+  if (ctx.input_count() != 5 && ctx.input_count() != 6) {
+    ctx.fail("linear_fp8_backward_input_quantized takes d_out, d_q, d_scale_inv, w_t, w_scale_inv and an optional addend");
+  }
+  ctx.expect_floating(0);
+  const Fp8Format format = format_named(ctx.attrs.string("format"), ctx.where());
+  if (ctx.input(1) != TensorType{dtype_of(format), ctx.input(0).shape}) {
+    ctx.fail("{} must be the codes of {}: {}", ctx.input_label(1), ctx.input_label(0),
+             format_type({dtype_of(format), ctx.input(0).shape}));
+  }
+  expect_scale(ctx, 2);
+  ctx.expect_dtype(3, DType::F8_E4M3);
+  ctx.expect_rank(3, 2);
+  const int64_t in = ctx.input(3).shape[0], out = ctx.input(3).shape[1];
+  ctx.expect_dim(0, -1, out);
+  expect_scale(ctx, 4);
+  Shape shape = ctx.input(0).shape;
+  shape.back() = in;
+  const TensorType result{ctx.input(0).dtype, shape};
+  if (ctx.input_count() == 6 && ctx.input(5) != result) ctx.fail("{} must be {}", ctx.input_label(5), format_type(result));
+  return {result};
+}
+
+CpuKernel bind_backward_input_quantized(const CpuBindContext& ctx) {
+  const int64_t in = ctx.inputs[3].shape[0], out = ctx.inputs[3].shape[1], rows = ctx.inputs[0].numel() / out;
+  const Fp8Format format = format_named(ctx.attrs.string("format"), ctx.attrs.where());
+  const bool has_addend = ctx.inputs.size() == 6;
+  return bind_floating(ctx, ctx.inputs[0].dtype, [=](auto zero) -> CpuKernel {
+    using T = decltype(zero);
+    return [=](const CpuKernelArgs& args) {
+      const std::vector<float> gradient = decoded(args.inputs[1].as<uint8_t>(), rows * out, format);
+      product_of_codes<T>(gradient, *args.inputs[2].as<float>(), args.inputs[3].as<uint8_t>(), *args.inputs[4].as<float>(),
+                          {rows, in, out}, has_addend ? args.inputs[5].as<T>() : nullptr, args.outputs[0].as<T>());
+    };
+  });
+}
+
 // ---- linear_fp8_backward(_accumulate) ----
 
 std::vector<TensorType> infer_backward(const InferContext& ctx) {
@@ -389,6 +441,15 @@ void register_fp8_ops(OpRegistry& registry) {
       .infer = infer_backward_input,
       .gradient = {},
       .cpu = bind_backward_input,
+      .variadic_inputs = true,
+  });
+  registry.add(OpDef{
+      .name = "linear_fp8_backward_input_quantized",
+      .inputs = {"d_out", "d_q", "d_scale_inv", "w_t", "w_scale_inv", "addend"},
+      .outputs = {"d_x"},
+      .infer = infer_backward_input_quantized,
+      .gradient = {},
+      .cpu = bind_backward_input_quantized,
       .variadic_inputs = true,
   });
   registry.add(OpDef{

@@ -5,7 +5,12 @@
 //   <op>_fp8(<op's inputs>..., state){<op's attrs>, site} -> (<op's outputs>..., q F8_E4M3
 //   [out's shape], scale_inv F32[1])
 //
-// Everything but the two extra outputs is the op's own: shapes, gradients (q and scale_inv carry
+// and, in the backward (models/fp8_fusion.h's fuse_fp8_gradients),
+//
+//   swiglu_backward_fp8(d_out, gate, up, state){gate_site, up_site, format} -> (d_gate, d_up,
+//   d_gate_q, d_gate_scale_inv, d_up_q, d_up_scale_inv)
+//
+// Everything but the extra outputs is the op's own: shapes, gradients (q and scale_inv carry
 // none; the state gets none), and the CPU kernel, after which the CPU form quantizes `out` exactly
 // as quantize_fp8(out, state){format: e4m3, site} does (fp8_site_quantize.h). So a graph with the
 // fused ops computes bit for bit what the pair computed; on the GPU the quantization is the
@@ -61,10 +66,57 @@ void register_with_fp8_output(OpRegistry& registry, const std::string& base_name
   registry.add(std::move(def));
 }
 
+quant::Fp8Format gradient_format(const Attrs& attrs) {
+  const std::string name = attrs.string("format");
+  if (name != "e4m3" && name != "e5m2") fail_user("{}: FP8 format must be \"e4m3\" or \"e5m2\", got \"{}\"", attrs.where(), name);
+  return name == "e4m3" ? quant::Fp8Format::E4M3 : quant::Fp8Format::E5M2;
+}
+
+// swiglu_backward_fp8(d_out, gate, up, state){gate_site, up_site, format} -> (d_gate, d_up,
+// d_gate_q, d_gate_scale_inv, d_up_q, d_up_scale_inv): swiglu_backward, then each gradient
+// quantized at its site as the input gradient of its projection would quantize it (the
+// linear_fp8_backward_input_quantized nodes that read the codes).
+void register_swiglu_backward_fp8(OpRegistry& registry) {
+  const OpDef base = registry.get("swiglu_backward");
+  OpDef def;
+  def.name = "swiglu_backward_fp8";
+  def.inputs = {"d_out", "gate", "up", "state"};
+  def.outputs = {"d_gate", "d_up", "d_gate_q", "d_gate_scale_inv", "d_up_q", "d_up_scale_inv"};
+  def.infer = [infer = base.infer](const InferContext& ctx) {
+    if (ctx.input_count() != 4) ctx.fail("takes d_out, gate, up and the FP8 scaling state");
+    expect_fp8_state(ctx, 3, ctx.attrs.integer("gate_site"));
+    expect_fp8_state(ctx, 3, ctx.attrs.integer("up_site"));
+    const DType codes = gradient_format(ctx.attrs) == quant::Fp8Format::E4M3 ? DType::F8_E4M3 : DType::F8_E5M2;
+    std::vector<TensorType> types = infer(ctx);
+    const TensorType scale{DType::F32, Shape{1}};
+    return std::vector<TensorType>{types[0], types[1], {codes, types[0].shape}, scale, {codes, types[1].shape}, scale};
+  };
+  def.cpu = [cpu = base.cpu](const CpuBindContext& ctx) -> CpuKernel {
+    const CpuKernel produce = cpu(ctx);
+    const int64_t history = ctx.inputs[3].shape[1];
+    const int64_t gate_row = ctx.attrs.integer("gate_site") * history, up_row = ctx.attrs.integer("up_site") * history;
+    const quant::Fp8Format format = gradient_format(ctx.attrs);
+    const int64_t count = ctx.outputs[0].numel();
+    return bind_floating(ctx, ctx.outputs[0].dtype, [=](auto zero) -> CpuKernel {
+      using T = decltype(zero);
+      return [=](const CpuKernelArgs& args) {
+        produce(args);
+        float* state = args.inputs[3].as<float>();
+        *args.outputs[3].as<float>() =
+            quantize(args.outputs[0].as<T>(), count, format, state + gate_row, args.outputs[2].as<uint8_t>());
+        *args.outputs[5].as<float>() =
+            quantize(args.outputs[1].as<T>(), count, format, state + up_row, args.outputs[4].as<uint8_t>());
+      };
+    });
+  };
+  registry.add(std::move(def));
+}
+
 }  // namespace
 
 void register_fp8_output_ops(OpRegistry& registry) {
   for (const char* base : {"rmsnorm", "fused_residual_rmsnorm", "swiglu"}) register_with_fp8_output(registry, base);
+  register_swiglu_backward_fp8(registry);
 }
 
 }  // namespace surogate::ops::defs
