@@ -4,8 +4,9 @@ bench/models.py with random bf16 weights (config.json, model-0000N-of-0000M.safe
 model.safetensors.index.json, as HF writes them) and the real Qwen3 tokenizer
 (tests/fixtures/tokenizers/qwen3, unpacked).
 
-  python3 bench/cli/make_hf_model.py MODEL OUTPUT_DIR      (MODEL: qwen3-0.6b, qwen3-8b, qwen3-moe-2b,
-                                                            qwen3-30b-a3b, ...)
+  python3 bench/cli/make_hf_model.py MODEL OUTPUT_DIR [LAYERS]   (MODEL: qwen3-0.6b, qwen3-8b,
+                                                                  qwen3-moe-2b, qwen3-30b-a3b, ...)
+LAYERS, when given, keeps the model's shapes with that many layers (bench/profile_cli.sh).
 MoE models get the checkpoint layout transformers saves: one tensor per expert
 (model.layers.N.mlp.experts.E.{gate,up,down}_proj.weight) and the router model.layers.N.mlp.gate.weight.
 
@@ -56,6 +57,8 @@ def main() -> None:
     name, out = sys.argv[1], pathlib.Path(sys.argv[2])
     out.mkdir(parents=True, exist_ok=True)
     config = MODELS[name].hf_config()
+    if len(sys.argv) > 3:
+        config["num_hidden_layers"] = int(sys.argv[3])
     (out / "config.json").write_text(json.dumps(config, indent=2))
     with tarfile.open(ROOT / "tests/fixtures/tokenizers/qwen3/tokenizer.tar.xz") as archive:
         archive.extractall(out)
