@@ -41,19 +41,11 @@ for variant in "$@"; do
     { echo "profile_cli.sh: $variant failed:" >&2; tail -20 "$work/ncu.err" >&2; exit 1; }
   csvs+=("$variant=$log/ncu-$variant.csv")
 done
-python3 - "$steps" "$CLI_ACCUM" "$model" "$layers" "${csvs[@]}" <<'PY'
-import collections, csv, re, sys
+PYTHONPATH="$root/bench" python3 - "$steps" "$CLI_ACCUM" "$model" "$layers" "${csvs[@]}" <<'PY'
+import collections, csv, sys
+from kernel_names import short
 steps, accum, model, layers = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
 micro = steps * accum
-def short(name):  # template arguments and parameters off: one row per kernel family
-    name = re.sub(r"\(.*", "", name)
-    depth, out = 0, []
-    for ch in name:
-        depth += ch == "<"
-        if depth == 0:
-            out.append(ch)
-        depth -= ch == ">"
-    return "".join(out).split("::")[-1].strip()[:60]
 variants, tables = [], []
 for arg in sys.argv[5:]:
     variant, path = arg.split("=", 1)

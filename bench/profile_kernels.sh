@@ -55,20 +55,12 @@ fi
 "$ncu" --clock-control none --metrics "$metrics" --csv --page raw "${filter[@]}" \
   --launch-count "${PROFILE_LAUNCHES:-600}" \
   "$carry/surogate_train_bench" "${bench_args[@]}" > "$csv" 2> "$dir/ncu.err" || { tail -20 "$dir/ncu.err" >&2; exit 1; }
-python3 - "$csv" "$model" "$layers" "$mode" <<'PY'
-import collections, csv, re, sys
+PYTHONPATH="$root/bench" python3 - "$csv" "$model" "$layers" "$mode" <<'PY'
+import collections, csv, sys
+from kernel_names import short
 rows = list(csv.reader(line for line in open(sys.argv[1]) if line.startswith('"')))
 header = next(r for r in rows if "Kernel Name" in r)
 index = {name: i for i, name in enumerate(header)}
-def short(name):  # template arguments and parameters off: one row per kernel family
-    name = re.sub(r"\(.*", "", name)
-    depth, out = 0, []
-    for ch in name:
-        depth += ch == "<"
-        if depth == 0:
-            out.append(ch)
-        depth -= ch == ">"
-    return "".join(out).split("::")[-1].strip()[:60]
 totals = collections.defaultdict(lambda: [0, 0.0, 0.0, 0.0, 0.0, 0.0])
 for r in rows:
     if not r[index["ID"]].isdigit():

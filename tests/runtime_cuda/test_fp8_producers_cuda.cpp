@@ -60,13 +60,17 @@ graph::Graph producers(const graph::OpRegistry& registry) {
   return b.finish();
 }
 
-// Every output's bytes, then the state's, after one execution.
+// Every output's bytes, then the state's, after one execution. `inputs` are 16-bit words (bf16
+// values, or pairs of FP8 codes), `floats` F32 tensors; "state" is the scaling state.
+using Inputs = std::vector<std::pair<std::string, std::vector<uint16_t>>>;
+using FloatInputs = std::vector<std::pair<std::string, std::vector<float>>>;
 std::vector<std::vector<uint8_t>> run(const compiler::ExecutionPlan& plan, const graph::OpRegistry& registry,
-                                      const std::vector<std::pair<std::string, std::vector<uint16_t>>>& inputs,
-                                      const std::vector<float>& state) {
+                                      const Inputs& inputs, const std::vector<float>& state,
+                                      const FloatInputs& floats = {}) {
   runtime::CudaBackend backend;
   backend.load(plan, registry);
   for (const auto& [name, bits] : inputs) backend.write(plan.tensor(name), std::as_bytes(std::span<const uint16_t>(bits)));
+  for (const auto& [name, values] : floats) backend.write(plan.tensor(name), std::as_bytes(std::span<const float>(values)));
   backend.write(plan.tensor("state"), std::as_bytes(std::span<const float>(state)));
   backend.execute({});
   std::vector<std::vector<uint8_t>> results;
@@ -106,7 +110,7 @@ TEST(Fp8ProducersCuda, FusedEpilogueEqualsTheQuantizeNodesBitForBit) {
     }
     return bits;
   };
-  const std::vector<std::pair<std::string, std::vector<uint16_t>>> inputs = {
+  const Inputs inputs = {
       {"residual", values(kRows * kChannels, true)}, {"x", values(kRows * kChannels, true)},
       {"w", values(kChannels, false)},               {"gate", values(kRows * kInter, true)},
       {"up", values(kRows * kInter, true)}};
@@ -182,8 +186,8 @@ TEST(Fp8ProducersCuda, SwigluBackwardCodesEqualTheInputGradientsOwn) {
     }
     return pairs;
   };
-  const float scales[2] = {1.0f / 64.0f, 1.0f / 128.0f};
-  const std::vector<std::pair<std::string, std::vector<uint16_t>>> inputs = {
+  const FloatInputs scales = {{"gate_scale", {1.0f / 64.0f}}, {"up_scale", {1.0f / 128.0f}}};
+  const Inputs inputs = {
       {"d_out", values(kRows * kGradInter)},        {"gate", values(kRows * kGradInter)},
       {"up", values(kRows * kGradInter)},           {"gate_w_t", codes(kGradChannels * kGradInter)},
       {"up_w_t", codes(kGradChannels * kGradInter)}};
@@ -193,27 +197,8 @@ TEST(Fp8ProducersCuda, SwigluBackwardCodesEqualTheInputGradientsOwn) {
       state[0] = 30.0f;
       state[2 * (2 + kHistory)] = 1e-3f;  // far below d_up's amax: E5M2 codes saturate
     }
-    auto with_scales = [&](const compiler::ExecutionPlan& plan) {
-      runtime::CudaBackend backend;
-      backend.load(plan, registry);
-      for (const auto& [name, bits] : inputs) backend.write(plan.tensor(name), std::as_bytes(std::span<const uint16_t>(bits)));
-      backend.write(plan.tensor("gate_scale"), std::as_bytes(std::span<const float>(&scales[0], 1)));
-      backend.write(plan.tensor("up_scale"), std::as_bytes(std::span<const float>(&scales[1], 1)));
-      backend.write(plan.tensor("state"), std::as_bytes(std::span<const float>(state)));
-      backend.execute({});
-      std::vector<std::vector<uint8_t>> results;
-      std::vector<graph::TensorId> ids(plan.graph.outputs.begin(), plan.graph.outputs.end());
-      ids.push_back(plan.tensor("state"));
-      for (graph::TensorId id : ids) {
-        const graph::TensorType& type = plan.graph.tensor(id).type;
-        std::vector<uint8_t> bytes(static_cast<size_t>(type.numel()) * dtype_size_bytes(type.dtype));
-        backend.read(id, std::as_writable_bytes(std::span<uint8_t>(bytes)));
-        results.push_back(std::move(bytes));
-      }
-      return results;
-    };
-    const auto expected = with_scales(unfused_plan);
-    const auto actual = with_scales(fused_plan);
+    const auto expected = run(unfused_plan, registry, inputs, state, scales);
+    const auto actual = run(fused_plan, registry, inputs, state, scales);
     ASSERT_EQ(actual.size(), expected.size());
     const char* names[] = {"d_gate", "d_up", "gate's d_x", "both d_x", "the state"};
     for (size_t i = 0; i < expected.size(); ++i) {

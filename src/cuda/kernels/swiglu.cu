@@ -13,6 +13,17 @@ constexpr int kThreads = 256;
 
 __device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + __expf(-x)); }
 
+// The elementwise backward of 8 values (swiglu.h's formulas), in fp32.
+__device__ __forceinline__ void swiglu_gradients(const float g[kPackWidth], const float u[kPackWidth],
+                                                 const float dy[kPackWidth], float dg[kPackWidth], float du[kPackWidth]) {
+#pragma unroll
+  for (int i = 0; i < kPackWidth; ++i) {
+    const float s = sigmoid(g[i]);
+    du[i] = dy[i] * g[i] * s;
+    dg[i] = dy[i] * u[i] * s * (1.0f + g[i] * (1.0f - s));
+  }
+}
+
 template <typename T>
 __global__ void swiglu_forward_kernel(T* out, const T* gate, const T* up,
                                       int64_t rows, int64_t channels, int64_t stride) {
@@ -65,12 +76,7 @@ __global__ void swiglu_backward_kernel(T* dgate, T* dup, const T* dout,
   kernels::unpack(kernels::load_x8(gate + row * stride + column), g);
   kernels::unpack(kernels::load_x8(up + row * stride + column), u);
   kernels::unpack(kernels::load_x8(dout + row * channels + column), dy);
-#pragma unroll
-  for (int i = 0; i < kPackWidth; ++i) {
-    const float s = sigmoid(g[i]);
-    du[i] = dy[i] * g[i] * s;
-    dg[i] = dy[i] * u[i] * s * (1.0f + g[i] * (1.0f - s));
-  }
+  swiglu_gradients(g, u, dy, dg, du);
   kernels::store_x8(dgate + row * stride + column, kernels::pack<T>(dg));
   kernels::store_x8(dup + row * stride + column, kernels::pack<T>(du));
 }
@@ -93,12 +99,7 @@ __global__ void swiglu_backward_fp8_kernel(__nv_bfloat16* dgate, __nv_bfloat16* 
     kernels::unpack(kernels::load_x8(gate + offset), g);
     kernels::unpack(kernels::load_x8(up + offset), u);
     kernels::unpack(kernels::load_x8(dout + offset), dy);
-#pragma unroll
-    for (int i = 0; i < kPackWidth; ++i) {
-      const float s = sigmoid(g[i]);
-      du[i] = dy[i] * g[i] * s;
-      dg[i] = dy[i] * u[i] * s * (1.0f + g[i] * (1.0f - s));
-    }
+    swiglu_gradients(g, u, dy, dg, du);
     const kernels::Vec8<__nv_bfloat16> dg_packed = kernels::pack<__nv_bfloat16>(dg);
     const kernels::Vec8<__nv_bfloat16> du_packed = kernels::pack<__nv_bfloat16>(du);
     kernels::store_x8(dgate + offset, dg_packed);
