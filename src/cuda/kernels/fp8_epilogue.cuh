@@ -27,7 +27,9 @@ __device__ __forceinline__ float scale_for(float amax, float format_max) {
 
 // Block-wide max of `bits` (every thread of the block calls it), then one atomicMax into
 // *target from thread 0 — skipped when *target already holds as much (most blocks, once the
-// tensor's largest value has been recorded: fewer atomics on one address).
+// tensor's largest value has been recorded: fewer atomics on one address). Ends with a barrier,
+// so that a second call (swiglu_backward_fp8 records two tensors) cannot overwrite warp_max
+// before warp 0 has read the first call's.
 __device__ __forceinline__ void record_block_max(unsigned bits, float* target) {
   __shared__ unsigned warp_max[32];
   for (int offset = 16; offset > 0; offset /= 2) bits = max(bits, __shfl_xor_sync(0xffffffffu, bits, offset));
@@ -40,6 +42,7 @@ __device__ __forceinline__ void record_block_max(unsigned bits, float* target) {
     unsigned* address = reinterpret_cast<unsigned*>(target);
     if (lane == 0 && bits != 0u && bits > *reinterpret_cast<volatile unsigned*>(address)) atomicMax(address, bits);
   }
+  __syncthreads();
 }
 
 // Codes of 8 values (already rounded to bf16) at `scale`, as 8 bytes.
