@@ -13,6 +13,16 @@ constexpr int kThreads = 256;
 
 __device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + __expf(-x)); }
 
+// silu(gate) · up of the 8 values at gate / up, in fp32.
+template <typename T>
+__device__ __forceinline__ void swiglu_values(const T* gate, const T* up, float y[kPackWidth]) {
+  float g[kPackWidth], u[kPackWidth];
+  kernels::unpack(kernels::load_x8(gate), g);
+  kernels::unpack(kernels::load_x8(up), u);
+#pragma unroll
+  for (int i = 0; i < kPackWidth; ++i) y[i] = g[i] * sigmoid(g[i]) * u[i];
+}
+
 // The elementwise backward of 8 values (swiglu.h's formulas), in fp32.
 __device__ __forceinline__ void swiglu_gradients(const float g[kPackWidth], const float u[kPackWidth],
                                                  const float dy[kPackWidth], float dg[kPackWidth], float du[kPackWidth]) {
@@ -31,11 +41,8 @@ __global__ void swiglu_forward_kernel(T* out, const T* gate, const T* up,
   const int64_t index = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (index >= rows * vectors_per_row) return;
   const int64_t row = index / vectors_per_row, column = (index % vectors_per_row) * kPackWidth;
-  float g[kPackWidth], u[kPackWidth], y[kPackWidth];
-  kernels::unpack(kernels::load_x8(gate + row * stride + column), g);
-  kernels::unpack(kernels::load_x8(up + row * stride + column), u);
-#pragma unroll
-  for (int i = 0; i < kPackWidth; ++i) y[i] = g[i] * sigmoid(g[i]) * u[i];
+  float y[kPackWidth];
+  swiglu_values(gate + row * stride + column, up + row * stride + column, y);
   kernels::store_x8(out + row * channels + column, kernels::pack<T>(y));
 }
 
@@ -49,11 +56,8 @@ __global__ void swiglu_forward_fp8_kernel(__nv_bfloat16* out, const __nv_bfloat1
   unsigned bits = 0;
   if (index < rows * vectors_per_row) {
     const int64_t row = index / vectors_per_row, column = (index % vectors_per_row) * kPackWidth;
-    float g[kPackWidth], u[kPackWidth], y[kPackWidth];
-    kernels::unpack(kernels::load_x8(gate + row * stride + column), g);
-    kernels::unpack(kernels::load_x8(up + row * stride + column), u);
-#pragma unroll
-    for (int i = 0; i < kPackWidth; ++i) y[i] = g[i] * sigmoid(g[i]) * u[i];
+    float y[kPackWidth];
+    swiglu_values(gate + row * stride + column, up + row * stride + column, y);
     const kernels::Vec8<__nv_bfloat16> packed = kernels::pack<__nv_bfloat16>(y);
     kernels::store_x8(out + row * channels + column, packed);
     kernels::unpack(packed, y);  // the bf16 values `out` holds
