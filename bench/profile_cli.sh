@@ -8,7 +8,8 @@
 # that a few steps launch every kernel of a layer a few hundred times; each VARIANT is a config of
 # bench/cli/variants.sh (the variants of bench/run_cli_job.sh) run for PROFILE_STEPS steps. Prints
 # one row per kernel name: its GPU milliseconds per micro-batch (all launches of the run over
-# steps × gradient_accumulation_steps, so start-up kernels are counted too but are few) and launches
+# steps × gradient_accumulation_steps, so start-up kernels are counted too but are few; the runs
+# hold out no validation split, so no evaluation passes are counted) and launches
 # per micro-batch, for each variant, sorted by the first variant's time, then the totals. Kernel
 # time only: launch gaps and host work are not in it (the CLI's tokens/s is the whole).
 # Env: PROFILE_STEPS (2), CLI_ACCUM (4), CARRY_DIR (carry/cudal), NCU (ncu); the raw CSVs go to
@@ -36,6 +37,8 @@ for variant in "$@"; do
   out="$work/out-$variant"
   rm -rf "$out"
   variant_yaml "$variant" "$dir" "$out" >"$work/$variant.yaml" || exit 2
+  # Training kernels only: no validation split, so no evaluation passes among the launches.
+  printf 'validation_split_ratio: 0.0\n' >>"$work/$variant.yaml"
   "$ncu" --clock-control none --metrics gpu__time_duration.sum --csv --page raw \
     "$CARRY_DIR/surogate" "$(command_of "$variant")" "$work/$variant.yaml" >"$log/ncu-$variant.csv" 2>"$work/ncu.err" ||
     { echo "profile_cli.sh: $variant failed:" >&2; tail -20 "$work/ncu.err" >&2; exit 1; }
