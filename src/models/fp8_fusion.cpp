@@ -11,9 +11,8 @@ namespace surogate::models {
 namespace {
 using graph::NodeId;
 
-bool fusable_producer(const std::string& op) {
-  return op == "rmsnorm" || op == "fused_residual_rmsnorm" || op == "swiglu" || op == "swiglu_backward";
-}
+// The forward producers whose quantize_fp8 fuse_fp8_producers folds in ("<op>_fp8").
+bool fusable_producer(const std::string& op) { return op == "rmsnorm" || op == "fused_residual_rmsnorm" || op == "swiglu"; }
 
 // The quantize_fp8 node a producer absorbs: stateful, E4M3, reading the producer's main output.
 bool absorbable(const graph::Graph& graph, const graph::Node& node, NodeId* producer) {
@@ -135,7 +134,8 @@ graph::Graph fuse_fp8_gradients(graph::Graph training) {
 int64_t fp8_fused_producer_count(const graph::Graph& graph) {
   int64_t count = 0;
   for (const graph::Node& node : graph.nodes) {
-    count += node.op.ends_with("_fp8") && fusable_producer(node.op.substr(0, node.op.size() - 4));
+    const bool forward = node.op.ends_with("_fp8") && fusable_producer(node.op.substr(0, node.op.size() - 4));
+    count += forward || node.op == "swiglu_backward_fp8";
   }
   return count;
 }

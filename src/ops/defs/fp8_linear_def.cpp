@@ -60,13 +60,6 @@ namespace {
 using namespace graph;
 using quant::Fp8Format;
 
-Fp8Format format_named(const std::string& name, const std::string& where) {
-  if (name == "e4m3") return Fp8Format::E4M3;
-  if (name == "e5m2") return Fp8Format::E5M2;
-  fail_user("{}: FP8 format must be \"e4m3\" or \"e5m2\", got \"{}\"", where, name);
-}
-
-DType dtype_of(Fp8Format format) { return format == Fp8Format::E4M3 ? DType::F8_E4M3 : DType::F8_E5M2; }
 
 
 void expect_scale(const InferContext& ctx, size_t index) {

@@ -66,12 +66,6 @@ void register_with_fp8_output(OpRegistry& registry, const std::string& base_name
   registry.add(std::move(def));
 }
 
-quant::Fp8Format gradient_format(const Attrs& attrs) {
-  const std::string name = attrs.string("format");
-  if (name != "e4m3" && name != "e5m2") fail_user("{}: FP8 format must be \"e4m3\" or \"e5m2\", got \"{}\"", attrs.where(), name);
-  return name == "e4m3" ? quant::Fp8Format::E4M3 : quant::Fp8Format::E5M2;
-}
-
 // swiglu_backward_fp8(d_out, gate, up, state){gate_site, up_site, format} -> (d_gate, d_up,
 // d_gate_q, d_gate_scale_inv, d_up_q, d_up_scale_inv): swiglu_backward, then each gradient
 // quantized at its site as the input gradient of its projection would quantize it (the
@@ -86,7 +80,7 @@ void register_swiglu_backward_fp8(OpRegistry& registry) {
     if (ctx.input_count() != 4) ctx.fail("takes d_out, gate, up and the FP8 scaling state");
     expect_fp8_state(ctx, 3, ctx.attrs.integer("gate_site"));
     expect_fp8_state(ctx, 3, ctx.attrs.integer("up_site"));
-    const DType codes = gradient_format(ctx.attrs) == quant::Fp8Format::E4M3 ? DType::F8_E4M3 : DType::F8_E5M2;
+    const DType codes = dtype_of(format_named(ctx.attrs.string("format"), ctx.where()));
     std::vector<TensorType> types = infer(ctx);
     const TensorType scale{DType::F32, Shape{1}};
     return std::vector<TensorType>{types[0], types[1], {codes, types[0].shape}, scale, {codes, types[1].shape}, scale};
@@ -95,7 +89,7 @@ void register_swiglu_backward_fp8(OpRegistry& registry) {
     const CpuKernel produce = cpu(ctx);
     const int64_t history = ctx.inputs[3].shape[1];
     const int64_t gate_row = ctx.attrs.integer("gate_site") * history, up_row = ctx.attrs.integer("up_site") * history;
-    const quant::Fp8Format format = gradient_format(ctx.attrs);
+    const quant::Fp8Format format = format_named(ctx.attrs.string("format"), ctx.attrs.where());
     const int64_t count = ctx.outputs[0].numel();
     return bind_floating(ctx, ctx.outputs[0].dtype, [=](auto zero) -> CpuKernel {
       using T = decltype(zero);

@@ -6,13 +6,26 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "graph/op_registry.h"
 #include "quant/fp8.h"
 #include "quant/fp8_scaling.h"
 
 namespace surogate::ops::defs {
+
+// The format an op's attribute names ("e4m3" / "e5m2"), else a UserError naming `where`.
+inline quant::Fp8Format format_named(const std::string& name, const std::string& where) {
+  if (name == "e4m3") return quant::Fp8Format::E4M3;
+  if (name == "e5m2") return quant::Fp8Format::E5M2;
+  fail_user("{}: FP8 format must be \"e4m3\" or \"e5m2\", got \"{}\"", where, name);
+}
+
+inline DType dtype_of(quant::Fp8Format format) {
+  return format == quant::Fp8Format::E4M3 ? DType::F8_E4M3 : DType::F8_E5M2;
+}
 
 // Checks input `index` is a scaling state F32 [sites, 2 + history] with a row `site`.
 inline void expect_fp8_state(const graph::InferContext& ctx, size_t index, int64_t site) {
