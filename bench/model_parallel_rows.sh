@@ -20,7 +20,8 @@
 # Each run's output is kept as $OUT/run-<row>.txt; a run past MP_RUN_TIMEOUT (300 s) is recorded as failed,
 # with every thread's backtrace in $OUT/stall-<row>.txt (bench/watchdog.sh).
 # Env: MP_SEQUENCES ("8192 16384 32768 65536 131072"), MP_GPUS ("1 2 4"), MP_STAGES (the bubble row's
-# stage counts, "1 2 4"), MP_STEPS (3), SKIP_MP_* =1 for a row
+# stage counts, "1 2 4"), MP_MICRO (its micro-batch counts, "1 4 8"; one stage always runs M = 1,
+# the theory's baseline), MP_STEPS (3), SKIP_MP_* =1 for a row
 # (SKIP_MP_CONTEXT, SKIP_MP_EQUIVALENCE, SKIP_MP_BUBBLE, SKIP_MP_BEYOND).
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -142,8 +143,9 @@ if [[ "${SKIP_MP_BUBBLE:-0}" != 1 ]] && (( visible >= 2 )) && dir=$(model_dir qw
   printf '\n=== pipeline bubble (Qwen3-1.7B full) ===\n'
   for stages in ${MP_STAGES:-1 2 4}; do
     (( stages > visible )) && continue
-    for micro in 1 4 8; do
-      (( stages == 1 && micro != 1 )) && continue
+    micros="${MP_MICRO:-1 4 8}"
+    (( stages == 1 )) && micros=1  # the theory's baseline
+    for micro in $micros; do
       name="bubble-p$stages-m$micro"
       split=""; (( stages > 1 )) && split="pipeline_parallel_size: $stages"
       yaml "$dir" "$work/out-$name" "$name" 2048 "$stages" "lora: false" "gradient_accumulation_steps: $micro" \
