@@ -5,8 +5,12 @@
 #   1. longest context: for Qwen3-8B LoRA (random weights, bench/cli/make_hf_model.py) on 1, 2 and 4
 #      GPUs (capped at the visible ones) with sequence_parallel_size = GPUs, the dry run's
 #      prediction for each sequence_len of MP_SEQUENCES (per-GPU peak, fits or not, the layout the
-#      engine would pick), then 3 steps of `surogate pt` at the longest that fits: tokens/s and the
-#      nvidia-smi peak. Goal: the longest length ≥ 1.9× per doubling of the GPUs; tokens/s at 32k.
+#      engine would pick), refined by bisection to MP_CONTEXT_STEP (4096) tokens; then 3 steps of
+#      `surogate pt` at the longest that fits (packed short documents: the memory of one long
+#      document, not its attention time): tokens/s and the nvidia-smi peak; then tokens/s at
+#      MP_CONTEXT_RATE_SEQUENCE (32768) over long documents cut into whole rows (truncation_strategy:
+#      split), and on the most GPUs also at MP_CONTEXT_LONG_SEQUENCE (unset: not run).
+#      Goal: the longest length ≥ 1.9× per doubling of the GPUs; tokens/s at 32k.
 #   2. bf16 equivalence: Qwen3-0.6B full fine-tuning, 6 steps, 2 sequence ranks and 2 stages against
 #      one GPU with the same global batch: the largest relative per-step loss difference.
 #   3. pipeline bubble: Qwen3-1.7B full on 2 and 4 stages with gradient_accumulation_steps 1, 4 and
@@ -17,6 +21,7 @@
 # A run this build refuses (ZeRO-3 until it lands) is
 # recorded as {"refused": "<the error>"} rather than failing the command, so the rows show what this
 # build can do; the dry-run predictions run in every build.
+# tokens/s: tokens over seconds of the steps after the first (each step's own in step_tokens_per_s).
 # Each run's output is kept as $OUT/run-<row>.txt; a run past MP_RUN_TIMEOUT (300 s) is recorded as failed,
 # with every thread's backtrace in $OUT/stall-<row>.txt (bench/watchdog.sh).
 # Env: MP_SEQUENCES ("8192 16384 32768 65536 131072"), MP_GPUS ("1 2 4"), MP_STAGES (the bubble row's
@@ -65,7 +70,7 @@ run_row() {  # yaml_file json_fields gpus
   cp "$work/run.txt" "$log/run-$(basename "$file" .yaml).txt"  # kept: a run that fails or stalls says why
   kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null
   python3 - "$out" "$fields" "$gpus" "$code" "$work/run.txt" "$work/mem.txt" <<'PY'
-import glob, json, statistics, sys
+import glob, json, sys
 out, fields, gpus, code, run, mem = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], sys.argv[6]
 record = dict(fields, gpus=gpus)
 rows = [json.loads(l) for f in glob.glob(out + "/log-*.jsonl") for l in open(f) if l.startswith("{")]
@@ -75,8 +80,11 @@ if code != 0:
     reason = "timed out" if code == 124 else lines[-1] if lines else f"exit {code}"
     record["refused" if code == 2 else "failed"] = reason
 if steps:  # also a run stopped after its steps (e.g. by the cap while it saved the final model)
-    timed = [r["tokens_per_second"] for r in steps[1:]] or [r["tokens_per_second"] for r in steps]
-    record["tokens_per_s"] = statistics.median(timed)
+    # Tokens over seconds of the steps after the first (its warm-up): a step whose rows are not full
+    # (the packing's last row) counts as the time it took, as it does for the user.
+    timed = steps[1:] or steps
+    record["tokens_per_s"] = sum(r["tokens"] for r in timed) / max(sum(r["step_seconds"] for r in timed), 1e-9)
+    record["step_tokens_per_s"] = [round(r["tokens_per_second"]) for r in steps]
     record["losses"] = [r["loss"] for r in steps]
 elif code == 0:
     record["tokens_per_s"] = 0.0
@@ -91,33 +99,64 @@ PY
 }
 
 # 1. The longest context Qwen3-8B LoRA trains at with sequence parallelism on 1, 2, 4 GPUs.
-if [[ "${SKIP_MP_CONTEXT:-0}" != 1 ]] && dir=$(model_dir qwen3-8b); then
-  printf '\n=== longest context (Qwen3-8B LoRA, sequence parallelism) ===\n'
-  for gpus in ${MP_GPUS:-1 2 4}; do
-    (( gpus > visible )) && continue
-    longest=0
-    for sequence in ${MP_SEQUENCES:-8192 16384 32768 65536 131072}; do
-      name="context-g$gpus-s$sequence"
-      yaml "$dir" "$work/out-$name" "$name" "$sequence" "$gpus" "sequence_parallel_size: $gpus" \
-        "gradient_accumulation_steps: 1" >"$work/$name.yaml"
-      "$surogate" pt "$work/$name.yaml" --dry-run >"$work/dry.txt" 2>&1
-      python3 - "$work/dry.txt" "$gpus" "$sequence" <<'PY' | tee -a "$records"
+predict() {  # yaml gpus sequence → one context-prediction record; exit 0 when the dry run says it fits
+  "$surogate" pt "$1" --dry-run >"$work/dry.txt" 2>&1
+  python3 - "$work/dry.txt" "$2" "$3" <<'PY' | tee -a "$records"
 import json, re, sys
 text, gpus, sequence = open(sys.argv[1]).read(), int(sys.argv[2]), int(sys.argv[3])
-peak = re.search(r"predicted peak\s+([0-9.]+) GiB.*: (fits|does NOT fit)", text)
+peak = re.search(r"predicted peak\s+([0-9.]+) (GiB|MiB).*: (fits|does NOT fit)", text)
 pick = re.search(r"# the engine would pick (.*)", text)
 print(json.dumps({"row": "context-prediction", "model": "qwen3-8b", "mode": "lora", "gpus": gpus, "sequence_len": sequence,
-                  "predicted_peak_gib": float(peak.group(1)) if peak else None, "fits": bool(peak and peak.group(2) == "fits"),
+                  "predicted_peak_gib": float(peak.group(1)) / (1024 if peak.group(2) == "MiB" else 1) if peak else None,
+                  "fits": bool(peak and peak.group(3) == "fits"),
                   "engine_pick": pick.group(1) if pick else None,
                   "error": None if peak else text.strip().splitlines()[-1] if text.strip() else "no output"}))
 PY
-      grep -q ': fits$' "$work/dry.txt" && longest=$sequence
+  grep -q ': fits$' "$work/dry.txt"
+}
+context_yaml() {  # gpus sequence data → the row's configuration on stdout
+  local name="context-g$1-s$2-$3" data="$work/text.jsonl" extra=()
+  [[ $3 == long ]] && data="$work/long.jsonl" && extra=("truncation_strategy: split")
+  yaml "$dir" "$work/out-$name" "$name" "$2" "$1" "sequence_parallel_size: $1" "gradient_accumulation_steps: 1" \
+    ${extra[@]+"${extra[@]}"} | sed "s|$work/text.jsonl|$data|"
+}
+if [[ "${SKIP_MP_CONTEXT:-0}" != 1 ]] && dir=$(model_dir qwen3-8b); then
+  printf '\n=== longest context (Qwen3-8B LoRA, sequence parallelism) ===\n'
+  # Long documents (about 250k tokens each), cut into rows by truncation_strategy: split, so that
+  # attention spans the whole row; the packed short documents of text.jsonl attend within each.
+  [[ -f "$work/long.jsonl" ]] || python3 "$root/bench/cli/make_text_data.py" "$work/long.jsonl" 12 200000 200000
+  most=0
+  for gpus in ${MP_GPUS:-1 2 4}; do (( gpus <= visible && gpus > most )) && most=$gpus; done
+  for gpus in ${MP_GPUS:-1 2 4}; do
+    (( gpus > visible )) && continue
+    longest=0 shortest_refused=0
+    for sequence in ${MP_SEQUENCES:-8192 16384 32768 65536 131072}; do
+      context_yaml "$gpus" "$sequence" packed >"$work/probe.yaml"
+      if predict "$work/probe.yaml" "$gpus" "$sequence"; then longest=$sequence; else
+        (( shortest_refused == 0 )) && shortest_refused=$sequence; fi
     done
-    if (( longest > 0 )); then
-      name="context-g$gpus-s$longest"
-      run_row "$work/$name.yaml" "{\"row\": \"context-run\", \"model\": \"qwen3-8b\", \"sequence_len\": $longest}" "$gpus" |
+    # Between the longest length that fits and the next that does not, to MP_CONTEXT_STEP tokens.
+    while (( longest > 0 && shortest_refused > longest + ${MP_CONTEXT_STEP:-4096} )); do
+      middle=$(( (longest + shortest_refused) / 2 / ${MP_CONTEXT_STEP:-4096} * ${MP_CONTEXT_STEP:-4096} ))
+      context_yaml "$gpus" "$middle" packed >"$work/probe.yaml"
+      if predict "$work/probe.yaml" "$gpus" "$middle" >/dev/null; then longest=$middle; else shortest_refused=$middle; fi
+    done
+    if (( longest > 0 )); then  # trains there: packed rows (the memory is the same as one document's)
+      context_yaml "$gpus" "$longest" packed >"$work/context-g$gpus-longest.yaml"
+      run_row "$work/context-g$gpus-longest.yaml" \
+        "{\"row\": \"context-run\", \"model\": \"qwen3-8b\", \"sequence_len\": $longest, \"data\": \"packed\"}" "$gpus" |
         tee -a "$records"
     fi
+    # Tokens/s at MP_CONTEXT_RATE_SEQUENCE (32k) and at MP_CONTEXT_LONG_SEQUENCE (on the most GPUs
+    # only), over whole-row documents.
+    lengths="${MP_CONTEXT_RATE_SEQUENCE:-32768}"
+    (( gpus == most )) && lengths="$lengths ${MP_CONTEXT_LONG_SEQUENCE:-}"
+    for sequence in $lengths; do
+      context_yaml "$gpus" "$sequence" long >"$work/context-g$gpus-s$sequence-long.yaml"
+      run_row "$work/context-g$gpus-s$sequence-long.yaml" \
+        "{\"row\": \"context-run\", \"model\": \"qwen3-8b\", \"sequence_len\": $sequence, \"data\": \"long documents\"}" \
+        "$gpus" | tee -a "$records"
+    done
     rm -rf "$work"/out-context-*
   done
 fi
@@ -192,7 +231,8 @@ for r in rows:
     elif r["row"] == "bubble":
         print(f"| bubble | {r['model']} | {r['gpus']} | {r['stages']} stages, M={r['micro_batches']} | {verdict(r)} |")
     else:
-        print(f"| {r['row']} | {r['model']} | {r['gpus']} | {r.get('layout', r.get('sequence_len', ''))} | {verdict(r)} |")
+        setting = r.get("layout") or f"seq {r.get('sequence_len')}" + (f", {r['data']}" if r.get("data") else "")
+        print(f"| {r['row']} | {r['model']} | {r['gpus']} | {setting} | {verdict(r)} |")
 one = next((r["losses"] for r in rows if r["row"] == "equivalence" and r.get("layout") == "one GPU" and "losses" in r), None)
 for r in rows:
     if r["row"] == "equivalence" and one and "losses" in r and r["layout"] != "one GPU":

@@ -424,4 +424,8 @@ void validate_for_hardware(const Config& config, int best_sm) {
   need(config.recipe == Recipe::Nvfp4, "recipe", 100, "Blackwell");
 }
 
+bool evaluates(const Config& config) {
+  return !config.validation_datasets.empty() || config.validation_split_ratio > 0.0;
+}
+
 }  // namespace surogate

@@ -19,6 +19,10 @@ void validate_config(const Config& config, const std::string& file_label);
 // compute capability as major*10+minor of the best GPU used, or 0 when running on the CPU.
 void validate_for_hardware(const Config& config, int best_sm);
 
+// Whether the run evaluates: validation_datasets are named, or validation_split_ratio holds rows
+// out. The evaluator (its arena and LM-head scratch, on GPU 0) exists only then.
+bool evaluates(const Config& config);
+
 // Rejects options that are valid but not implemented in this build (feature_support.cpp).
 void check_feature_support(const Config& config);
 

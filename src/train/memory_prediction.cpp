@@ -160,6 +160,12 @@ std::vector<Lever> levers(int sm, bool cuda) {
          c.per_device_train_batch_size = 1;
          return true;
        }},
+      {"validation_split_ratio: 0 (no held-out evaluation: its forward of the whole sequence on GPU 0 goes)",
+       [](Config& c) {
+         if (!c.validation_datasets.empty() || c.validation_split_ratio <= 0.0) return false;
+         c.validation_split_ratio = 0.0;
+         return true;
+       }},
   };
   return all;
 }
@@ -262,8 +268,11 @@ MemoryPrediction predict_training_memory(const Config& config, std::optional<siz
                            {"offload staging (two GPU slots)", m.staging},
                            {"activations (planned arena)", m.activations},
                            {"batch", m.inputs},
-                           {"LM-head workspace", plan.memory.lm_head_workspace},
-                           {"evaluation (its arena and LM-head workspace)", plan.memory.evaluation}};
+                           {"LM-head workspace", plan.memory.lm_head_workspace}};
+  prediction.evaluation = evaluates(config);
+  if (prediction.evaluation) {
+    prediction.categories.emplace_back("evaluation (its arena and LM-head workspace)", plan.memory.evaluation);
+  }
   if ((prediction.shard_weights || config.offload_quants) && m.quantized_base + m.host_quantized > 0) {
     prediction.categories.emplace_back(config.offload_quants    ? "quantized base (offload_quants: on the host)"
                                        : config.persistent_quants ? "quantized base (persistent_quants: whole)"
@@ -322,16 +331,20 @@ std::string format_memory_prediction(const MemoryPrediction& p) {
     out += fmt::format("#   ({} rank threads, each running one pipeline stage: the figures are the largest stage's, "
                        "the optimizer state shared out among its data × sequence ranks)\n", p.ranks);
   } else if (p.ranks > 1) {
-    out += fmt::format("#   ({} data-parallel rank threads: each holds the above but the evaluation{}, and the optimizer "
+    // What each rank thread holds on its own: all of the above but the leader's evaluation and the
+    // host copies that one process keeps.
+    std::string apart = p.evaluation ? " the evaluation" : "";
+    if (p.shard_weights) apart += apart.empty() ? " the host copies" : " and the host copies";
+    out += fmt::format("#   ({} data-parallel rank threads: each holds the above{}{}, and the optimizer "
                        "state is shared out among them{}{})\n",
-                       p.ranks, p.shard_weights ? " and the host copies" : "",
+                       p.ranks, apart.empty() ? "" : " but", apart,
                        p.shard_gradients ? "; ZeRO-2: each accumulates its shard's gradients, beside one gradient bucket" : "",
                        p.shard_weights ? "; ZeRO-3: each keeps its shard of the weights and gathers a layer at a time" : "");
   }
   if (p.gpus > 1) {
-    out += fmt::format("#   (per GPU, each of {} data-parallel GPUs; GPU 0 also holds the evaluation. The optimizer state "
+    out += fmt::format("#   (per GPU, each of {} GPUs{}. The optimizer state "
                        "is the largest ZeRO-1 shard: whole tensors per GPU{}{})\n",
-                       p.gpus,
+                       p.gpus, p.evaluation ? "; GPU 0 also holds the evaluation" : "",
                        p.shard_weights ? "; ZeRO-3 keeps the largest shard of the weights and their masters, and gathers "
                                          "a layer at a time into the per-layer buffers"
                                        : "",

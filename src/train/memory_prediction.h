@@ -47,7 +47,8 @@ struct MemoryPrediction {
   size_t device_bytes = 0;                               // what the device offers in all
   size_t margin_bytes = 0;                               // kept free beyond the predicted peak
   int ranks = 1;                                         // CPU data-parallel rank threads
-  int gpus = 1;                                          // data-parallel GPUs: the categories are per GPU
+  int gpus = 1;                                          // GPUs of the run: the categories are per GPU
+  bool evaluation = false;                               // the run evaluates (config/config_rules.h evaluates)
   bool shard_gradients = false;                          // ZeRO-2 (zero_level 2 / shard_gradients)
   bool shard_weights = false;                            // ZeRO-3 over several ranks (zero_level 3 / shard_weights)
   bool pipeline = false;                                 // the categories are the largest stage's

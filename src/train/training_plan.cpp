@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "core/strings.h"
+#include "config/config_rules.h"
 #include "core/system_info.h"
 #include "cuda/device_info.h"
 #include "distributed/parallel_layout.h"
@@ -146,6 +147,34 @@ DeviceMemory device_memory(TrainingBackend backend, const MachineOffer& machine,
   return {"the host (CPU backend, memory available now)", host.memory_available_bytes, host.memory_total_bytes};
 }
 
+namespace {
+
+// The evaluator's own backend (forward only, no dropout, the whole sequence on GPU 0): its arena
+// and LM-head scratch. Under ZeRO-3 a GPU's evaluator gathers the weights layer by layer too (its
+// own gather buffers); CPU ranks keep host copies of every weight, which their evaluator reads.
+void add_evaluation_memory(const Config& config, const io::ModelConfig& model, const graph::OpRegistry& registry,
+                           const models::LoraSetup* lora, TrainingBackend backend, int64_t batch, int64_t sequence,
+                           MemoryEstimate& memory) {
+  const TrainingForward evaluation = build_training_forward(config, model, registry, lora, backend, batch, sequence, false);
+  const compiler::ExecutionPlan evaluation_plan = compiler::compile_forward(evaluation.graph, registry);
+  memory.evaluation = evaluation_plan.memory.arena_bytes + lm_head_workspace_bytes(evaluation_plan);
+  if (memory.shard_weights && backend == TrainingBackend::Cuda) {
+    memory.evaluation += evaluation_gathering(evaluation_plan).region_bytes;
+  }
+  // Its quantized base too, from a host image, unless the training GPUs keep it whole.
+  if ((memory.shard_weights || config.offload_quants) && backend == TrainingBackend::Cuda &&
+      quantized_base_keeping(config) != QuantizedBaseKeeping::Whole) {
+    memory.evaluation += quantized_base_memory(evaluation_plan, QuantizedBaseKeeping::Offloaded, 1).gathered;
+  }
+  if (memory.shard_weights && backend == TrainingBackend::Cpu) {
+    for (graph::TensorId id : shardable_weights(evaluation_plan)) {
+      memory.weight_copies += evaluation_plan.graph.tensor(id).type.size_bytes();
+    }
+  }
+}
+
+}  // namespace
+
 TrainingPlan plan_training(const Config& config, const io::ModelConfig& model, const graph::OpRegistry& registry,
                            const models::LoraSetup* lora, TrainingBackend backend, int64_t batch, int64_t sequence,
                            const DeviceMemory& device, std::optional<compiler::RecomputePolicy> forced_recompute,
@@ -174,25 +203,8 @@ TrainingPlan plan_training(const Config& config, const io::ModelConfig& model, c
         backend == TrainingBackend::Cuda ? kCudaGradientStagingSlots : kCpuGradientStagingSlots;
   }
   memory.context = backend == TrainingBackend::Cuda ? kCudaContextBytes : 0;
-  // The evaluator's own backend (forward only, no dropout): its arena and LM-head scratch. Under
-  // ZeRO-3 a GPU's evaluator gathers the weights layer by layer too (its own gather buffers); CPU
-  // ranks keep host copies of every weight, which their evaluator reads.
-  const TrainingForward evaluation = build_training_forward(config, model, registry, lora, backend, batch, sequence, false);
-  const compiler::ExecutionPlan evaluation_plan = compiler::compile_forward(evaluation.graph, registry);
-  memory.evaluation = evaluation_plan.memory.arena_bytes + lm_head_workspace_bytes(evaluation_plan);
-  if (memory.shard_weights && backend == TrainingBackend::Cuda) {
-    memory.evaluation += evaluation_gathering(evaluation_plan).region_bytes;
-  }
-  // Its quantized base too, from a host image, unless the training GPUs keep it whole.
-  if ((memory.shard_weights || config.offload_quants) && backend == TrainingBackend::Cuda &&
-      quantized_base_keeping(config) != QuantizedBaseKeeping::Whole) {
-    memory.evaluation += quantized_base_memory(evaluation_plan, QuantizedBaseKeeping::Offloaded, 1).gathered;
-  }
-  if (memory.shard_weights && backend == TrainingBackend::Cpu) {
-    for (graph::TensorId id : shardable_weights(evaluation_plan)) {
-      memory.weight_copies += evaluation_plan.graph.tensor(id).type.size_bytes();
-    }
-  }
+  // No validation data, no evaluator: nothing of it is allocated.
+  if (evaluates(config)) add_evaluation_memory(config, model, registry, lora, backend, batch, sequence, memory);
 
   // The parts a recompute choice changes are the plan's own; the rest is fixed above.
   auto estimate = [&](const compiler::ExecutionPlan& plan) {

@@ -189,10 +189,10 @@ def test_data_parallel_gpus_are_predicted_per_gpu_with_the_optimizer_state_shard
         assert result.returncode == 0, result.stderr
         outputs[count] = result.stdout
     one = outputs[1]
-    assert "data-parallel GPUs" not in one
+    assert "per GPU" not in one
     for count in (2, 4):
         out = outputs[count]
-        assert f"per GPU, each of {count} data-parallel GPUs" in out, out
+        assert f"per GPU, each of {count} GPUs; GPU 0 also holds the evaluation" in out, out
         for category in ["weights", "master weights (trainable)", "gradient accumulators"]:
             assert gib(out, category) == gib(one, category), category
         share = gib(out, "optimizer state") / gib(one, "optimizer state")
@@ -207,6 +207,38 @@ def test_data_parallel_gpus_are_predicted_per_gpu_with_the_optimizer_state_shard
     assert 1 / 2 - 0.01 <= share <= 1 / 2 + 0.2, share
     saved = gib(outputs[2], "gradient accumulators") - gib(result.stdout, "gradient accumulators")
     assert abs(gib(outputs[2], "predicted peak") - gib(result.stdout, "predicted peak") - saved) < 0.02
+
+
+def test_a_run_without_validation_data_predicts_no_evaluator(surogate_bin, tmp_path):
+    # validation_split_ratio: 0 and no validation_datasets: the trainer makes no evaluator, so the
+    # prediction holds none of its memory (at long context it was the largest category on GPU 0,
+    # and the plan recomputed to make room for it). Sequence parallelism over 4 GPUs, 64k tokens.
+    job = write_job(tmp_path, lora=True)
+    text = job.read_text().replace("sequence_len: 2048", "sequence_len: 65536")
+    job.write_text(text)
+    args = ["--dry-run", "--gpu-memory", "80GiB", "--gpus=4", "--sequence_parallel_size=4"]
+    held_out = run_surogate(surogate_bin, "pt", job, *args)
+    assert held_out.returncode == 0, held_out.stderr
+    evaluation = gib(held_out.stdout, "evaluation (its arena and LM-head workspace)")
+    assert evaluation > 1.0  # the whole 64k sequence's forward on GPU 0, LM head included
+    none = run_surogate(surogate_bin, "pt", job, *args, "--validation_split_ratio=0")
+    assert none.returncode == 0, none.stderr
+    assert "evaluation (its arena" not in none.stdout
+    assert "per GPU, each of 4 GPUs." in none.stdout and "holds the evaluation" not in none.stdout
+    # The rest is planned as before or keeps more activations with the room it gets.
+    assert gib(none.stdout, "activations (planned arena)") >= gib(held_out.stdout, "activations (planned arena)")
+    assert gib(none.stdout, "predicted peak") < gib(held_out.stdout, "predicted peak")
+    # Where only the evaluator's room is missing, the prediction names the ratio as the lever.
+    tight = run_surogate(surogate_bin, "pt", job, "--dry-run", "--gpus=4", "--sequence_parallel_size=4", "--gpu-memory",
+                         f"{gib(none.stdout, 'predicted peak') + 2.5:.2f}GiB", "--recompute_block=true")
+    assert "does NOT fit" in tight.stdout, tight.stdout
+    assert "- validation_split_ratio: 0 (no held-out evaluation" in tight.stdout, tight.stdout
+    # Naming validation data brings the evaluator back with a ratio of 0.
+    data = tmp_path / "train.jsonl"
+    job.write_text(text + f"validation_datasets:\n  - path: {data}\n    type: text\n")
+    named = run_surogate(surogate_bin, "pt", job, *args, "--validation_split_ratio=0")
+    assert named.returncode == 0, named.stderr
+    assert gib(named.stdout, "evaluation (its arena and LM-head workspace)") == evaluation
 
 
 def test_zero_three_predicts_each_gpu_with_its_shard_of_the_weights(surogate_bin, tmp_path):
