@@ -93,39 +93,59 @@ graph::Graph fuse_fp8_gradients(graph::Graph training) {
     const NodeId reader = found->second[0];
     return training.nodes[static_cast<size_t>(reader)].op == "linear_fp8_backward_input" ? reader : graph::kNoNode;
   };
+  // Gives node `producer` the codes of its output `gradient` (two more outputs) and turns `reader`
+  // into linear_fp8_backward_input_quantized of them.
+  auto quantize_into_producer = [&](size_t producer, graph::TensorId gradient, NodeId reader_id, DType codes) {
+    const graph::TensorInfo info = training.tensor(gradient);
+    const std::string name = unused_name(training, info.name + ".fp8");
+    const graph::TensorId q = training.add_tensor({name, {codes, info.type.shape}, info.role});
+    const graph::TensorId scale = training.add_tensor({name + ".scale_inv", {DType::F32, {1}}, info.role});
+    training.nodes[producer].outputs.push_back(q);
+    training.nodes[producer].outputs.push_back(scale);
+    training.tensor(q).producer = training.tensor(scale).producer = static_cast<NodeId>(producer);
+    graph::Node& reader = training.nodes[static_cast<size_t>(reader_id)];
+    const std::string format = reader.attrs.at("format").get<std::string>();
+    // (d_out, w_t, w_scale_inv, state [, addend]) -> (d_out, d_q, d_scale_inv, w_t, w_scale_inv [, addend])
+    std::vector<graph::TensorId> inputs = {reader.inputs[0], q, scale, reader.inputs[1], reader.inputs[2]};
+    if (reader.inputs.size() == 5) inputs.push_back(reader.inputs[4]);
+    reader.op = "linear_fp8_backward_input_quantized";
+    reader.inputs = std::move(inputs);
+    reader.attrs = {{"format", format}};
+  };
+  auto codes_of = [](const std::string& format) { return format == "e4m3" ? DType::F8_E4M3 : DType::F8_E5M2; };
   for (size_t i = 0; i < training.nodes.size(); ++i) {
-    if (training.nodes[i].op != "swiglu_backward") continue;
-    const NodeId readers[2] = {sole_input_gradient(training.nodes[i].outputs[0]),
-                               sole_input_gradient(training.nodes[i].outputs[1])};
-    if (readers[0] == graph::kNoNode || readers[1] == graph::kNoNode) continue;
-    const graph::Node& gate_reader = training.nodes[static_cast<size_t>(readers[0])];
-    const graph::Node& up_reader = training.nodes[static_cast<size_t>(readers[1])];
-    const std::string format = gate_reader.attrs.at("format").get<std::string>();
-    if (gate_reader.inputs[3] != up_reader.inputs[3] || up_reader.attrs.at("format").get<std::string>() != format) continue;
-    const graph::TensorId state = gate_reader.inputs[3];
-    const DType codes = format == "e4m3" ? DType::F8_E4M3 : DType::F8_E5M2;
-    graph::Node& producer = training.nodes[i];
-    producer.op = "swiglu_backward_fp8";
-    producer.inputs.push_back(state);
-    producer.attrs["gate_site"] = gate_reader.attrs.at("site");
-    producer.attrs["up_site"] = up_reader.attrs.at("site");
-    producer.attrs["format"] = format;
-    const graph::TensorId gradients[2] = {producer.outputs[0], producer.outputs[1]};
-    for (int k = 0; k < 2; ++k) {
-      const graph::TensorInfo info = training.tensor(gradients[k]);
-      const std::string name = unused_name(training, info.name + ".fp8");
-      const graph::TensorId q = training.add_tensor({name, {codes, info.type.shape}, info.role});
-      const graph::TensorId scale = training.add_tensor({name + ".scale_inv", {DType::F32, {1}}, info.role});
-      training.nodes[i].outputs.push_back(q);
-      training.nodes[i].outputs.push_back(scale);
-      training.tensor(q).producer = training.tensor(scale).producer = static_cast<NodeId>(i);
-      graph::Node& reader = training.nodes[static_cast<size_t>(readers[k])];
-      // (d_out, w_t, w_scale_inv, state [, addend]) -> (d_out, d_q, d_scale_inv, w_t, w_scale_inv [, addend])
-      std::vector<graph::TensorId> inputs = {reader.inputs[0], q, scale, reader.inputs[1], reader.inputs[2]};
-      if (reader.inputs.size() == 5) inputs.push_back(reader.inputs[4]);
-      reader.op = "linear_fp8_backward_input_quantized";
-      reader.inputs = std::move(inputs);
-      reader.attrs = {{"format", format}};
+    const std::string op = training.nodes[i].op;
+    if (op == "swiglu_backward") {
+      const NodeId readers[2] = {sole_input_gradient(training.nodes[i].outputs[0]),
+                                 sole_input_gradient(training.nodes[i].outputs[1])};
+      if (readers[0] == graph::kNoNode || readers[1] == graph::kNoNode) continue;
+      const graph::Node& gate_reader = training.nodes[static_cast<size_t>(readers[0])];
+      const graph::Node& up_reader = training.nodes[static_cast<size_t>(readers[1])];
+      const std::string format = gate_reader.attrs.at("format").get<std::string>();
+      if (gate_reader.inputs[3] != up_reader.inputs[3] || up_reader.attrs.at("format").get<std::string>() != format) {
+        continue;
+      }
+      graph::Node& producer = training.nodes[i];
+      producer.op = "swiglu_backward_fp8";
+      producer.inputs.push_back(gate_reader.inputs[3]);
+      producer.attrs["gate_site"] = gate_reader.attrs.at("site");
+      producer.attrs["up_site"] = up_reader.attrs.at("site");
+      producer.attrs["format"] = format;
+      const graph::TensorId gradients[2] = {producer.outputs[0], producer.outputs[1]};
+      for (int k = 0; k < 2; ++k) quantize_into_producer(i, gradients[k], readers[k], codes_of(format));
+    } else if (op == "fused_residual_rmsnorm_backward" && training.nodes[i].outputs.size() == 1) {
+      // A frozen norm (no d_weight): its d_input is the gradient of the projection whose output
+      // joined the residual stream (o_proj, down_proj).
+      const NodeId reader = sole_input_gradient(training.nodes[i].outputs[0]);
+      if (reader == graph::kNoNode) continue;
+      const graph::Node& read = training.nodes[static_cast<size_t>(reader)];
+      const std::string format = read.attrs.at("format").get<std::string>();
+      graph::Node& producer = training.nodes[i];
+      producer.op = "fused_residual_rmsnorm_backward_fp8";
+      producer.inputs.push_back(read.inputs[3]);
+      producer.attrs["site"] = read.attrs.at("site");
+      producer.attrs["format"] = format;
+      quantize_into_producer(i, producer.outputs[0], reader, codes_of(format));
     }
   }
   return training;
@@ -135,7 +155,7 @@ int64_t fp8_fused_producer_count(const graph::Graph& graph) {
   int64_t count = 0;
   for (const graph::Node& node : graph.nodes) {
     const bool forward = node.op.ends_with("_fp8") && fusable_producer(node.op.substr(0, node.op.size() - 4));
-    count += forward || node.op == "swiglu_backward_fp8";
+    count += forward || node.op == "swiglu_backward_fp8" || node.op == "fused_residual_rmsnorm_backward_fp8";
   }
   return count;
 }

@@ -11,7 +11,8 @@
 //   linear_fp8_backward(_accumulate)  linear_fp8_backward_input, then d_q and xq transposed into scratch (K = the
 //                              tokens must be the contiguous dimension) and d_qᵀ · xqᵀᵀ into
 //                              d_weight (beta = 1 for the accumulating form), full accumulation;
-//   rmsnorm_fp8, fused_residual_rmsnorm_fp8, swiglu_fp8, swiglu_backward_fp8  the producer's
+//   rmsnorm_fp8, fused_residual_rmsnorm_fp8, swiglu_fp8, swiglu_backward_fp8,
+//   fused_residual_rmsnorm_backward_fp8  the producer's
 //                              kernel with the FP8 epilogue (cuda/kernels/fp8_epilogue.cuh), then
 //                              fp8_quantize_pending (a site with no delayed amax yet).
 #include "core/error.h"
@@ -177,20 +178,22 @@ CudaKernel bind_backward(const CudaBindContext& ctx, bool accumulate) {
 
 // The Fp8Output of a "_fp8" producer: the state is its last input, q and scale_inv its last two
 // outputs; one float of scratch for the amax of a site with no delayed amax yet, zeroed per call.
+// The format is E4M3 (an input), or the node's `format` (a gradient).
 struct ProducerSite {
   size_t state_input = 0, q_output = 0, amax = 0;
   int64_t offset = 0;
+  cuda::Fp8Target format = cuda::Fp8Target::E4M3;
 
   ProducerSite(const CudaBindContext& ctx, ScratchLayout& layout)
       : state_input(ctx.inputs.size() - 1), q_output(ctx.outputs.size() - 2), amax(layout.take(sizeof(float))),
-        offset(row_offset(ctx, ctx.inputs.size() - 1, "site")) {
+        offset(row_offset(ctx, ctx.inputs.size() - 1, "site")), format(target_named(ctx.attrs.string_or("format", "e4m3"))) {
     expect_in(ctx, 0, DType::BF16);
   }
   cuda::Fp8Output at(CudaResources* resources, const CudaKernelArgs& args) const {
     float* scratch = scratch_at<float>(resources, amax);
     CUDA_CHECK(cudaMemsetAsync(scratch, 0, sizeof(float), args.stream));
     return {args.inputs[state_input].as<float>() + offset, scratch, args.outputs[q_output].as<uint8_t>(),
-            args.outputs[q_output + 1].as<float>()};
+            args.outputs[q_output + 1].as<float>(), format};
   }
 };
 
@@ -276,9 +279,32 @@ CudaKernel bind_backward_input_quantized(const CudaBindContext& ctx) {
   };
 }
 
+// fused_residual_rmsnorm_backward_fp8 (d_out, residual_out, weight, rstd [, d_residual_out], state)
+// {site, format} of a frozen norm (d_input, q, scale_inv): the block-per-rows backward with the
+// FP8 epilogue (cuda/kernels/rmsnorm.h).
+CudaKernel bind_norm_backward_fp8(const CudaBindContext& ctx) {
+  require(ctx, ctx.outputs.size() == 3, "the FP8 norm backward is for a frozen norm weight (no d_weight output)");
+  const int64_t channels = ctx.inputs[2].shape[0], rows = ctx.inputs[1].numel() / channels;
+  require(ctx, last(ctx.inputs[1]) == channels && channels % 8 == 0 && channels <= 32768,
+          "the FP8 norm backward normalises whole rows of a multiple of 8 and at most 32768 channels, got {} of {}",
+          channels, last(ctx.inputs[1]));
+  const bool has_residual = ctx.inputs.size() == 6;
+  ScratchLayout scratch;
+  const ProducerSite site(ctx, scratch);
+  ctx.resources.reserve_scratch(scratch.bytes);
+  CudaResources* resources = &ctx.resources;
+  return [=](const CudaKernelArgs& args) {
+    cuda::rmsnorm_backward_fp8(args.outputs[0].as<bf16>(), args.inputs[0].as<const bf16>(),
+                               has_residual ? args.inputs[4].as<const bf16>() : nullptr, args.inputs[1].as<const bf16>(),
+                               args.inputs[2].as<const bf16>(), args.inputs[3].as<const float>(), rows, channels,
+                               site.at(resources, args), args.stream);
+  };
+}
+
 }  // namespace
 
 void register_fp8_cuda_ops(CudaOpTable& table) {
+  table.add("fused_residual_rmsnorm_backward_fp8", bind_norm_backward_fp8);
   table.add("swiglu_backward_fp8", bind_swiglu_backward_fp8);
   table.add("linear_fp8_backward_input_quantized", bind_backward_input_quantized);
   table.add("rmsnorm_fp8", [](const CudaBindContext& ctx) { return bind_rmsnorm_fp8(ctx, false); });

@@ -156,7 +156,8 @@ TEST(Fp8Fusion, NormsAndSwigluQuantizeTheirOwnOutput) {
 }
 
 // LoRA's backward: each layer's SwiGLU gradients are quantized by the SwiGLU backward for the
-// frozen gate and up projections; full fine-tuning's go to linear_fp8_backward, and stay.
+// frozen gate and up projections, the residual stream's by the norms' backward for o_proj and
+// down_proj; full fine-tuning's go to linear_fp8_backward, and stay.
 TEST(Fp8Fusion, SwigluBackwardQuantizesTheFrozenProjectionsGradients) {
   testing::Fixture fixture = testing::open_fixture(kFixture);
   const graph::OpRegistry registry = ops::make_model_registry();
@@ -167,12 +168,17 @@ TEST(Fp8Fusion, SwigluBackwardQuantizesTheFrozenProjectionsGradients) {
   const compiler::ExecutionPlan lora = compile(fixture, registry, true, true, compiler::RecomputePolicy::none());
   EXPECT_EQ(count(lora.graph, "swiglu_backward_fp8"), layers);
   EXPECT_EQ(count(lora.graph, "swiglu_backward"), 0);
-  EXPECT_EQ(count(lora.graph, "linear_fp8_backward_input_quantized"), 2 * layers);
-  // q, k, v, o and down, but layer 0's q, k, v: their input (the frozen embeddings' norm) needs none.
-  EXPECT_EQ(count(lora.graph, "linear_fp8_backward_input"), 5 * layers - 3);
+  // The frozen norms' backward (ln2, ln1 of the layers after the first, final_norm) quantizes the
+  // o_proj and down_proj gradients.
+  EXPECT_EQ(count(lora.graph, "fused_residual_rmsnorm_backward_fp8"), 2 * layers);
+  EXPECT_EQ(count(lora.graph, "fused_residual_rmsnorm_backward"), 0);
+  EXPECT_EQ(count(lora.graph, "linear_fp8_backward_input_quantized"), 4 * layers);
+  // q, k and v, but layer 0's: their input (the frozen embeddings' norm) needs no gradient.
+  EXPECT_EQ(count(lora.graph, "linear_fp8_backward_input"), 3 * layers - 3);
   const compiler::ExecutionPlan full = compile(fixture, registry, true, false, compiler::RecomputePolicy::none());
   EXPECT_EQ(count(full.graph, "swiglu_backward_fp8"), 0);
   EXPECT_EQ(count(full.graph, "swiglu_backward"), layers);
+  EXPECT_EQ(count(full.graph, "fused_residual_rmsnorm_backward_fp8"), 0);
 }
 
 TEST(Fp8Fusion, TrainingStepIsBitIdenticalToTheQuantizeNodes) {

@@ -74,12 +74,18 @@ __global__ void rmsnorm_forward_kernel(T* out, T* residual_out, float* rstd_out,
   }
 }
 
-template <int kVectors, typename T>
+// kFp8: 0, or the FP8 format (1 E4M3, 2 E5M2) dinput's codes are also written in (T = bf16;
+// fp8_epilogue.cuh: the fp8_hybrid recipe's gradient for the projection that reads dinput).
+template <int kVectors, typename T, int kFp8 = 0>
 __global__ void __launch_bounds__(kVectors < 4 ? 512 : 1024)
     rmsnorm_backward_kernel(T* dinput, float* partials, const T* dout,
                                         const T* dresidual, const T* input,
                                         const T* weight, const float* rstd_in, int64_t rows,
-                                        int channels) {
+                                        int channels, Fp8Output fp8_out) {
+  [[maybe_unused]] fp8::EpilogueState site;
+  [[maybe_unused]] unsigned fp8_bits = 0;
+  if constexpr (kFp8 != 0) site = fp8::epilogue_begin(fp8_out.row, fp8_out.scale_inv, blockIdx.x == 0,
+                                                      kFp8 == 1 ? 448.0f : 57344.0f);
   __shared__ float scratch[32];
   const int vectors = channels / kPackWidth;
   float weights[kVectors][kPackWidth];
@@ -131,9 +137,20 @@ __global__ void __launch_bounds__(kVectors < 4 ? 512 : 1024)
 #pragma unroll
       for (int i = 0; i < kPackWidth; ++i)
         result[i] = rstd * (scaled_grad[v][i] - normalized[v][i] * mean_dot) + residual[v][i];
-      kernels::store_x8(dinput + offset, kernels::pack<T>(result));
+      const kernels::Vec8<T> packed = kernels::pack<T>(result);
+      kernels::store_x8(dinput + offset, packed);
+      if constexpr (kFp8 != 0) {
+        kernels::unpack(packed, result);  // the bf16 values dinput holds
+#pragma unroll
+        for (int i = 0; i < kPackWidth; ++i) fp8_bits = max(fp8_bits, fp8::amax_bits(result[i]));
+        if (site.delayed) {
+          reinterpret_cast<uint2*>(fp8_out.q)[offset / kPackWidth] =
+              kFp8 == 1 ? fp8::encode8<__NV_E4M3>(result, site.scale) : fp8::encode8<__NV_E5M2>(result, site.scale);
+        }
+      }
     }
   }
+  if constexpr (kFp8 != 0) fp8::epilogue_end(site, fp8_bits, fp8_out.row, fp8_out.amax);
   if (partials == nullptr) return;  // frozen weight: no dw
   float* partial = partials + static_cast<int64_t>(blockIdx.x) * channels;
 #pragma unroll
@@ -242,8 +259,7 @@ void rmsnorm_backward(T* dinput, float* dweight, float* scratch, const T* dout,
   const int threads = backward_threads_for(channels, per_thread);
   auto launch = [&](auto kernel) {
     kernel<<<partial_count, threads, 0, stream>>>(dinput, dweight ? scratch : nullptr, dout, dresidual, input, weight,
-                                                  rstd, rows,
-                                                  static_cast<int>(channels));
+                                                  rstd, rows, static_cast<int>(channels), Fp8Output{});
   };
   if (per_thread == 1) launch(rmsnorm_backward_kernel<1, T>);
   else if (per_thread == 2) launch(rmsnorm_backward_kernel<2, T>);
@@ -253,6 +269,28 @@ void rmsnorm_backward(T* dinput, float* dweight, float* scratch, const T* dout,
   sum_partials_kernel<<<static_cast<unsigned>((channels + 255) / 256), 256, 0, stream>>>(
       dweight, scratch, partial_count, static_cast<int>(channels));
   CUDA_CHECK_LAUNCH();
+}
+
+void rmsnorm_backward_fp8(__nv_bfloat16* dinput, const __nv_bfloat16* dout, const __nv_bfloat16* dresidual,
+                          const __nv_bfloat16* input, const __nv_bfloat16* weight, const float* rstd, int64_t rows,
+                          int64_t channels, const Fp8Output& fp8_out, cudaStream_t stream) {
+  check_shape(channels);
+  if (rows == 0) return;
+  const int partial_count = static_cast<int>(std::min(rows, kBackwardPartials));
+  const int per_thread = backward_vectors_per_thread(channels);
+  const int threads = backward_threads_for(channels, per_thread);
+  auto launch = [&](auto kernel) {
+    kernel<<<partial_count, threads, 0, stream>>>(dinput, nullptr, dout, dresidual, input, weight, rstd, rows,
+                                                  static_cast<int>(channels), fp8_out);
+  };
+  using bf16 = __nv_bfloat16;
+  const bool e4m3 = fp8_out.format == Fp8Target::E4M3;
+  if (per_thread == 1) e4m3 ? launch(rmsnorm_backward_kernel<1, bf16, 1>) : launch(rmsnorm_backward_kernel<1, bf16, 2>);
+  else if (per_thread == 2) e4m3 ? launch(rmsnorm_backward_kernel<2, bf16, 1>) : launch(rmsnorm_backward_kernel<2, bf16, 2>);
+  else e4m3 ? launch(rmsnorm_backward_kernel<kMaxVectorsPerThread, bf16, 1>)
+            : launch(rmsnorm_backward_kernel<kMaxVectorsPerThread, bf16, 2>);
+  CUDA_CHECK_LAUNCH();
+  fp8_quantize_pending(dinput, rows * channels, fp8_out, stream);
 }
 
 #define INSTANTIATE(T)                                                                                     \

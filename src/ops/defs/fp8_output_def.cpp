@@ -9,6 +9,9 @@
 //
 //   swiglu_backward_fp8(d_out, gate, up, state){gate_site, up_site, format} -> (d_gate, d_up,
 //   d_gate_q, d_gate_scale_inv, d_up_q, d_up_scale_inv)
+//   fused_residual_rmsnorm_backward_fp8(<its inputs>..., state){<its attrs>, site, format} ->
+//   (d_input [, d_weight], q, scale_inv): the residual stream's gradient quantized for the
+//   projection (o_proj, down_proj) whose output joined the stream
 //
 // Everything but the extra outputs is the op's own: shapes, gradients (q and scale_inv carry
 // none; the state gets none), and the CPU kernel, after which the CPU form quantizes `out` exactly
@@ -106,11 +109,59 @@ void register_swiglu_backward_fp8(OpRegistry& registry) {
   registry.add(std::move(def));
 }
 
+// <op>_fp8(<op's inputs>..., state){<op's attrs>, site, format} -> (<op's outputs>..., q, scale_inv)
+// for a backward op with a variable input count (fused_residual_rmsnorm_backward): the op sees
+// its own inputs and outputs only (the state and the codes are stripped), then its first output,
+// a gradient, is quantized at `site` in `format` as linear_fp8_backward_input would.
+void register_gradient_with_fp8_output(OpRegistry& registry, const std::string& base_name) {
+  const OpDef base = registry.get(base_name);
+  OpDef def;
+  def.name = base_name + "_fp8";
+  def.inputs = base.inputs;
+  def.inputs.push_back("state");
+  def.outputs = base.outputs;
+  def.outputs.push_back("q");
+  def.outputs.push_back("scale_inv");
+  def.infer = [infer = base.infer, names = base.inputs, base_name](const InferContext& ctx) {
+    if (ctx.input_count() < 2) ctx.fail("takes the inputs of {} and the FP8 scaling state", base_name);
+    const size_t state = ctx.input_count() - 1;
+    expect_fp8_state(ctx, state, ctx.attrs.integer("site"));
+    std::vector<TensorType> inputs;
+    for (size_t i = 0; i < state; ++i) inputs.push_back(ctx.input(i));
+    const InferContext inner(base_name, ctx.where(), inputs, names, ctx.attrs.raw());
+    std::vector<TensorType> types = infer(inner);
+    const DType codes = dtype_of(format_named(ctx.attrs.string("format"), ctx.where()));
+    types.push_back({codes, types[0].shape});
+    types.push_back({DType::F32, Shape{1}});
+    return types;
+  };
+  def.cpu = [cpu = base.cpu](const CpuBindContext& ctx) -> CpuKernel {
+    const size_t state = ctx.inputs.size() - 1, q_index = ctx.outputs.size() - 2;
+    const CpuBindContext inner{ctx.node, ctx.inputs.first(state), ctx.outputs.first(q_index), ctx.attrs};
+    const CpuKernel produce = cpu(inner);
+    const int64_t offset = ctx.attrs.integer("site") * ctx.inputs[state].shape[1];
+    const quant::Fp8Format format = format_named(ctx.attrs.string("format"), ctx.attrs.where());
+    const int64_t count = ctx.outputs[0].numel();
+    return bind_floating(ctx, ctx.outputs[0].dtype, [=](auto zero) -> CpuKernel {
+      using T = decltype(zero);
+      return [=](const CpuKernelArgs& args) {
+        produce(CpuKernelArgs{args.inputs.first(state), args.outputs.first(q_index)});
+        float* row = args.inputs[state].as<float>() + offset;
+        *args.outputs[q_index + 1].as<float>() =
+            quantize(args.outputs[0].as<T>(), count, format, row, args.outputs[q_index].as<uint8_t>());
+      };
+    });
+  };
+  def.variadic_inputs = true;
+  registry.add(std::move(def));
+}
+
 }  // namespace
 
 void register_fp8_output_ops(OpRegistry& registry) {
   for (const char* base : {"rmsnorm", "fused_residual_rmsnorm", "swiglu"}) register_with_fp8_output(registry, base);
   register_swiglu_backward_fp8(registry);
+  register_gradient_with_fp8_output(registry, "fused_residual_rmsnorm_backward");
 }
 
 }  // namespace surogate::ops::defs
