@@ -12,6 +12,8 @@
 // linear_fp8_backward_input_quantized products that read them, made by models::fuse_fp8_gradients
 // from swiglu_backward and two linear_fp8_backward_input (the second adding the first's d_x):
 // d_gate, d_up, both d_x (the same cuBLASLt product of the same codes) and the state, bit for bit.
+// And a frozen norm's fused_residual_rmsnorm_backward_fp8 (the residual stream's gradient in
+// E5M2 for the projection that reads it) against the backward then linear_fp8_backward_input.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -209,6 +211,76 @@ TEST(Fp8ProducersCuda, SwigluBackwardCodesEqualTheInputGradientsOwn) {
     std::memcpy(after.data(), actual.back().data(), after.size() * sizeof(float));
     EXPECT_GT(after[1], 0.0f);
     EXPECT_GT(after[2 * (2 + kHistory) + 1], 0.0f);
+  }
+}
+
+graph::Graph norm_gradient(const graph::OpRegistry& registry) {
+  graph::GraphBuilder b(registry);
+  const DType bf16 = DType::BF16;
+  graph::TensorId d_out = b.parameter("d_out", bf16, {kRows, kGradChannels}, false);
+  graph::TensorId residual_out = b.parameter("residual_out", bf16, {kRows, kGradChannels}, false);
+  graph::TensorId weight = b.parameter("weight", bf16, {kGradChannels}, false);
+  graph::TensorId rstd = b.parameter("rstd", DType::F32, {kRows}, false);
+  graph::TensorId d_residual = b.parameter("d_residual", bf16, {kRows, kGradChannels}, false);
+  graph::TensorId w_t = b.parameter("w_t", DType::F8_E4M3, {kGradInter, kGradChannels}, false);
+  graph::TensorId w_scale = b.parameter("w_scale", DType::F32, {1}, false);
+  graph::TensorId state = b.parameter("state", DType::F32, {3, 2 + kHistory}, false);
+  graph::TensorId d_input = b.op("fused_residual_rmsnorm_backward", {d_out, residual_out, weight, rstd, d_residual},
+                                 {{"weight_grad", false}}, "ln.grad");
+  graph::TensorId d_x = b.op("linear_fp8_backward_input", {d_input, w_t, w_scale, state},
+                             {{"site", 1}, {"format", "e5m2"}}, "proj.d_x");
+  b.mark_output(d_input);
+  b.mark_output(d_x);
+  return b.finish();
+}
+
+TEST(Fp8ProducersCuda, NormBackwardCodesEqualTheInputGradientsOwn) {
+  std::string reason;
+  if (!cuda::cuda_device_available(&reason)) {
+    std::printf("skipped: %s\n", reason.c_str());
+    GTEST_SKIP();
+  }
+  const graph::OpRegistry registry = ops::make_model_registry();
+  const graph::Graph unfused = norm_gradient(registry);
+  const graph::Graph fused = models::fuse_fp8_gradients(unfused);
+  ASSERT_EQ(models::fp8_fused_producer_count(fused), 1);
+  const compiler::ExecutionPlan unfused_plan = compiler::compile_forward(unfused, registry);
+  const compiler::ExecutionPlan fused_plan = compiler::compile_forward(fused, registry);
+  std::mt19937 rng(37);
+  std::uniform_real_distribution<float> exponent(-12.0f, 2.0f), sign(-1.0f, 1.0f), positive(0.5f, 2.0f);
+  auto values = [&](size_t count, bool spread) {
+    std::vector<uint16_t> bits(count);
+    for (uint16_t& b : bits) b = float_to_bf16(spread ? std::copysign(std::exp2(exponent(rng)), sign(rng)) : positive(rng));
+    return bits;
+  };
+  std::vector<uint16_t> codes((kGradChannels * kGradInter + 1) / 2);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (uint16_t& pair : codes) {
+    pair = static_cast<uint16_t>(quant::fp8_encode(normal(rng) * 64.0f, quant::Fp8Format::E4M3) |
+                                 (quant::fp8_encode(normal(rng) * 64.0f, quant::Fp8Format::E4M3) << 8));
+  }
+  std::vector<float> rstd(kRows);
+  for (float& value : rstd) value = positive(rng);
+  const Inputs inputs = {{"d_out", values(kRows * kGradChannels, true)},
+                         {"residual_out", values(kRows * kGradChannels, true)},
+                         {"weight", values(kGradChannels, false)},
+                         {"d_residual", values(kRows * kGradChannels, true)},
+                         {"w_t", codes}};
+  const FloatInputs floats = {{"rstd", rstd}, {"w_scale", {1.0f / 64.0f}}};
+  for (const bool delayed : {false, true}) {
+    std::vector<float> state(3 * (2 + kHistory), 0.0f);
+    if (delayed) state[1 * (2 + kHistory)] = 0.5f;
+    const auto expected = run(unfused_plan, registry, inputs, state, floats);
+    const auto actual = run(fused_plan, registry, inputs, state, floats);
+    ASSERT_EQ(actual.size(), expected.size());
+    const char* names[] = {"d_input", "d_x", "the state"};
+    for (size_t i = 0; i < expected.size(); ++i) {
+      EXPECT_EQ(std::memcmp(actual[i].data(), expected[i].data(), expected[i].size()), 0)
+          << (delayed ? "delayed amax" : "no delayed amax") << ": " << names[i] << " differs";
+    }
+    std::vector<float> after(state.size());
+    std::memcpy(after.data(), actual.back().data(), after.size() * sizeof(float));
+    EXPECT_GT(after[1 * (2 + kHistory) + 1], 0.0f);
   }
 }
 
