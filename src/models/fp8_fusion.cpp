@@ -86,15 +86,20 @@ graph::Graph fuse_fp8_gradients(graph::Graph training) {
     const graph::Node& node = training.nodes[i];
     if (quantizes_gradient(node.op)) quantized_by[node.inputs[0]].push_back(static_cast<NodeId>(i));
   }
-  // The one linear_fp8_backward_input that quantizes `gradient`, or kNoNode.
-  auto sole_input_gradient = [&](graph::TensorId gradient) {
+  // The one FP8 product that quantizes `gradient`, or kNoNode.
+  auto sole_reader = [&](graph::TensorId gradient) {
     auto found = quantized_by.find(gradient);
-    if (found == quantized_by.end() || found->second.size() != 1) return graph::kNoNode;
-    const NodeId reader = found->second[0];
-    return training.nodes[static_cast<size_t>(reader)].op == "linear_fp8_backward_input" ? reader : graph::kNoNode;
+    return found == quantized_by.end() || found->second.size() != 1 ? graph::kNoNode : found->second[0];
+  };
+  // A reader's scaling state: linear_fp8_backward_input (d_out, w_t, w_scale_inv, state, ...),
+  // linear_fp8_backward(_accumulate) (d_out, xq, x_scale_inv, w_t, w_scale_inv, state, ...).
+  auto state_of = [&](NodeId reader) {
+    const graph::Node& node = training.nodes[static_cast<size_t>(reader)];
+    return node.inputs[node.op == "linear_fp8_backward_input" ? 3 : 5];
   };
   // Gives node `producer` the codes of its output `gradient` (two more outputs) and turns `reader`
-  // into linear_fp8_backward_input_quantized of them.
+  // into the product of them: linear_fp8_backward_input_quantized, or (a trained weight)
+  // linear_fp8_backward_quantized(_accumulate).
   auto quantize_into_producer = [&](size_t producer, graph::TensorId gradient, NodeId reader_id, DType codes) {
     const graph::TensorInfo info = training.tensor(gradient);
     const std::string name = unused_name(training, info.name + ".fp8");
@@ -105,10 +110,21 @@ graph::Graph fuse_fp8_gradients(graph::Graph training) {
     training.tensor(q).producer = training.tensor(scale).producer = static_cast<NodeId>(producer);
     graph::Node& reader = training.nodes[static_cast<size_t>(reader_id)];
     const std::string format = reader.attrs.at("format").get<std::string>();
-    // (d_out, w_t, w_scale_inv, state [, addend]) -> (d_out, d_q, d_scale_inv, w_t, w_scale_inv [, addend])
-    std::vector<graph::TensorId> inputs = {reader.inputs[0], q, scale, reader.inputs[1], reader.inputs[2]};
-    if (reader.inputs.size() == 5) inputs.push_back(reader.inputs[4]);
-    reader.op = "linear_fp8_backward_input_quantized";
+    const std::vector<graph::TensorId>& in = reader.inputs;
+    std::vector<graph::TensorId> inputs;
+    if (reader.op == "linear_fp8_backward_input") {
+      // (d_out, w_t, w_scale_inv, state [, addend]) -> (d_out, d_q, d_scale_inv, w_t, w_scale_inv [, addend])
+      inputs = {in[0], q, scale, in[1], in[2]};
+      if (in.size() == 5) inputs.push_back(in[4]);
+      reader.op = "linear_fp8_backward_input_quantized";
+    } else {
+      // (d_out, xq, x_scale_inv, w_t, w_scale_inv, state [, addend])
+      //   -> (d_out, d_q, d_scale_inv, xq, x_scale_inv, w_t, w_scale_inv [, addend])
+      inputs = {in[0], q, scale, in[1], in[2], in[3], in[4]};
+      if (in.size() == 7) inputs.push_back(in[6]);
+      reader.op = reader.op == "linear_fp8_backward" ? "linear_fp8_backward_quantized"
+                                                     : "linear_fp8_backward_quantized_accumulate";
+    }
     reader.inputs = std::move(inputs);
     reader.attrs = {{"format", format}};
   };
@@ -116,18 +132,17 @@ graph::Graph fuse_fp8_gradients(graph::Graph training) {
   for (size_t i = 0; i < training.nodes.size(); ++i) {
     const std::string op = training.nodes[i].op;
     if (op == "swiglu_backward") {
-      const NodeId readers[2] = {sole_input_gradient(training.nodes[i].outputs[0]),
-                                 sole_input_gradient(training.nodes[i].outputs[1])};
+      const NodeId readers[2] = {sole_reader(training.nodes[i].outputs[0]), sole_reader(training.nodes[i].outputs[1])};
       if (readers[0] == graph::kNoNode || readers[1] == graph::kNoNode) continue;
       const graph::Node& gate_reader = training.nodes[static_cast<size_t>(readers[0])];
       const graph::Node& up_reader = training.nodes[static_cast<size_t>(readers[1])];
       const std::string format = gate_reader.attrs.at("format").get<std::string>();
-      if (gate_reader.inputs[3] != up_reader.inputs[3] || up_reader.attrs.at("format").get<std::string>() != format) {
+      if (state_of(readers[0]) != state_of(readers[1]) || up_reader.attrs.at("format").get<std::string>() != format) {
         continue;
       }
       graph::Node& producer = training.nodes[i];
       producer.op = "swiglu_backward_fp8";
-      producer.inputs.push_back(gate_reader.inputs[3]);
+      producer.inputs.push_back(state_of(readers[0]));
       producer.attrs["gate_site"] = gate_reader.attrs.at("site");
       producer.attrs["up_site"] = up_reader.attrs.at("site");
       producer.attrs["format"] = format;
@@ -136,13 +151,13 @@ graph::Graph fuse_fp8_gradients(graph::Graph training) {
     } else if (op == "fused_residual_rmsnorm_backward" && training.nodes[i].outputs.size() == 1) {
       // A frozen norm (no d_weight): its d_input is the gradient of the projection whose output
       // joined the residual stream (o_proj, down_proj).
-      const NodeId reader = sole_input_gradient(training.nodes[i].outputs[0]);
+      const NodeId reader = sole_reader(training.nodes[i].outputs[0]);
       if (reader == graph::kNoNode) continue;
       const graph::Node& read = training.nodes[static_cast<size_t>(reader)];
       const std::string format = read.attrs.at("format").get<std::string>();
       graph::Node& producer = training.nodes[i];
       producer.op = "fused_residual_rmsnorm_backward_fp8";
-      producer.inputs.push_back(read.inputs[3]);
+      producer.inputs.push_back(state_of(reader));
       producer.attrs["site"] = read.attrs.at("site");
       producer.attrs["format"] = format;
       quantize_into_producer(i, producer.outputs[0], reader, codes_of(format));

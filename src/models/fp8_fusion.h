@@ -21,10 +21,11 @@ namespace surogate::models {
 graph::Graph fuse_fp8_producers(const graph::Graph& forward, const graph::OpRegistry& registry);
 
 // The same for the backward, on the training graph autodiff derived (compiler::CompileOptions::
-// rewrite_training_graph): a swiglu_backward whose d_gate and d_up each feed exactly one FP8 input
-// gradient (linear_fp8_backward_input: a frozen projection, LoRA's base) — and no other FP8
-// product — becomes swiglu_backward_fp8, which quantizes both gradients at those nodes' sites;
-// the two nodes become linear_fp8_backward_input_quantized and read its codes. Likewise a frozen
+// rewrite_training_graph): a swiglu_backward whose d_gate and d_up each feed exactly one FP8
+// product — and no other — becomes swiglu_backward_fp8, which quantizes both gradients at those
+// nodes' sites; the two nodes read its codes: linear_fp8_backward_input_quantized for a frozen
+// projection (LoRA's base), linear_fp8_backward_quantized(_accumulate) for a trained one (full
+// fine-tuning, whose weight gradient takes the same codes). Likewise a frozen
 // norm's fused_residual_rmsnorm_backward, whose d_input is the o_proj / down_proj output's
 // gradient, becomes fused_residual_rmsnorm_backward_fp8. The bf16 gradients stay (the adapters'
 // backward and the residual stream read them). Bit for bit the unfused graph on the CPU.

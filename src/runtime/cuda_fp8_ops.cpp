@@ -8,6 +8,7 @@
 //   linear_fp8_backward_input  d_out quantized into scratch (the gradient format, the site's row),
 //                              then d_q · w_tᵀ [+ addend], full fp32 accumulation;
 //   linear_fp8_backward_input_quantized  that product from the codes swiglu_backward_fp8 wrote;
+//   linear_fp8_backward_quantized(_accumulate)  both products of linear_fp8_backward from those codes;
 //   linear_fp8_backward(_accumulate)  linear_fp8_backward_input, then d_q and xq transposed into scratch (K = the
 //                              tokens must be the contiguous dimension) and d_qᵀ · xqᵀᵀ into
 //                              d_weight (beta = 1 for the accumulating form), full accumulation;
@@ -144,6 +145,34 @@ CudaKernel bind_backward_input(const CudaBindContext& ctx) {
   };
 }
 
+// The weight gradient of a trained projection from its gradient's codes (FP8 tensor-core
+// products take both operands K-major, so the tokens must be contiguous): d_q and xq transposed
+// into scratch, then d_qᵀ · xqᵀᵀ into d_weight (beta = 1 when accumulating), full accumulation.
+struct WeightGradient {
+  int64_t rows = 0, in = 0, out = 0;
+  size_t codes_t = 0, x_t = 0;
+  cuda::Fp8MatmulShape shape;
+
+  WeightGradient(const CudaBindContext& ctx, ScratchLayout& scratch, int64_t rows_, int64_t in_, int64_t out_,
+                 cuda::Fp8Operand d_format, bool accumulate)
+      : rows(rows_), in(in_), out(out_), codes_t(scratch.take(static_cast<size_t>(rows * out))),
+        x_t(scratch.take(static_cast<size_t>(rows * in))),
+        shape{.m = out, .n = in, .k = rows, .a_format = d_format, .accumulate = accumulate} {
+    require(ctx, rows % 16 == 0,
+            "fp8_hybrid's weight gradient is an FP8 product over the micro-batch's tokens, which cuBLASLt takes in "
+            "multiples of 16; this micro-batch has {}: make micro_batch_size × sequence_len a multiple of 16", rows);
+  }
+  void run(CudaResources* resources, const void* d_codes, const float* d_scale_inv, const void* x_codes,
+           const float* x_scale_inv, bf16* d_weight, cudaStream_t stream) const {
+    uint8_t* d_codes_t = scratch_at<uint8_t>(resources, codes_t);
+    uint8_t* x_codes_t = scratch_at<uint8_t>(resources, x_t);
+    cuda::fp8_transpose(static_cast<const uint8_t*>(d_codes), rows, out, d_codes_t, stream);
+    cuda::fp8_transpose(static_cast<const uint8_t*>(x_codes), rows, in, x_codes_t, stream);
+    resources->fp8_matmul().run(shape, d_weight, d_codes_t, d_scale_inv, x_codes_t, x_scale_inv, nullptr, nullptr,
+                                stream);
+  }
+};
+
 // d_out, xq, x_scale_inv, w_t, w_scale_inv, state [, addend] -> d_x, d_weight.
 CudaKernel bind_backward(const CudaBindContext& ctx, bool accumulate) {
   expect_in(ctx, 0, DType::BF16);
@@ -151,26 +180,37 @@ CudaKernel bind_backward(const CudaBindContext& ctx, bool accumulate) {
   const bool has_addend = ctx.inputs.size() == 7;
   ScratchLayout scratch;
   const InputGradient input(ctx, scratch, 3, 5, has_addend);
-  const int64_t rows = input.rows, in = input.in, out = input.out;
-  require(ctx, rows % 16 == 0,
-          "fp8_hybrid's weight gradient is an FP8 product over the micro-batch's tokens, which cuBLASLt takes in "
-          "multiples of 16; this micro-batch has {}: make micro_batch_size × sequence_len a multiple of 16", rows);
-  const size_t codes_t = scratch.take(static_cast<size_t>(rows * out));
-  const size_t x_t = scratch.take(static_cast<size_t>(rows * in));
+  const WeightGradient weight(ctx, scratch, input.rows, input.in, input.out, input.shape.a_format, accumulate);
   ctx.resources.reserve_scratch(scratch.bytes);
-  const cuda::Fp8MatmulShape weight_shape{.m = out, .n = in, .k = rows, .a_format = input.shape.a_format,
-                                          .accumulate = accumulate};
   CudaResources* resources = &ctx.resources;
   resources->fp8_matmul();
   return [=](const CudaKernelArgs& args) {
     input.run(resources, args, 3, 4, 5, has_addend ? args.inputs[6].as<const bf16>() : nullptr);
-    uint8_t* d_codes_t = scratch_at<uint8_t>(resources, codes_t);
-    uint8_t* x_codes_t = scratch_at<uint8_t>(resources, x_t);
-    cuda::fp8_transpose(scratch_at<const uint8_t>(resources, input.codes), rows, out, d_codes_t, args.stream);
-    cuda::fp8_transpose(args.inputs[1].as<const uint8_t>(), rows, in, x_codes_t, args.stream);
-    resources->fp8_matmul().run(weight_shape, args.outputs[1].as<bf16>(), d_codes_t,
-                                scratch_at<const float>(resources, input.scale), x_codes_t,
-                                args.inputs[2].as<const float>(), nullptr, nullptr, args.stream);
+    weight.run(resources, scratch_at<const uint8_t>(resources, input.codes), scratch_at<const float>(resources, input.scale),
+               args.inputs[1].data, args.inputs[2].as<const float>(), args.outputs[1].as<bf16>(), args.stream);
+  };
+}
+
+// linear_fp8_backward_quantized(_accumulate) (d_out, d_q, d_scale_inv, xq, x_scale_inv, w_t, w_scale_inv
+// [, addend]){format} -> d_x, d_weight: both products from the codes d_out's producer wrote.
+CudaKernel bind_backward_quantized(const CudaBindContext& ctx, bool accumulate) {
+  expect_in(ctx, 0, DType::BF16);
+  expect_out(ctx, 1, DType::BF16);
+  const bool has_addend = ctx.inputs.size() == 8;
+  const int64_t in = ctx.inputs[5].shape[0], out = ctx.inputs[5].shape[1], rows = ctx.inputs[0].numel() / out;
+  const cuda::Fp8Operand format = operand_of(target_named(ctx.attrs.string("format")));
+  const cuda::Fp8MatmulShape input_shape{.m = rows, .n = in, .k = out, .a_format = format, .has_addend = has_addend};
+  ScratchLayout scratch;
+  const WeightGradient weight(ctx, scratch, rows, in, out, format, accumulate);
+  ctx.resources.reserve_scratch(scratch.bytes);
+  CudaResources* resources = &ctx.resources;
+  resources->fp8_matmul();
+  return [=](const CudaKernelArgs& args) {
+    resources->fp8_matmul().run(input_shape, args.outputs[0].as<bf16>(), args.inputs[1].data,
+                                args.inputs[2].as<const float>(), args.inputs[5].data, args.inputs[6].as<const float>(),
+                                nullptr, has_addend ? args.inputs[7].as<const bf16>() : nullptr, args.stream);
+    weight.run(resources, args.inputs[1].data, args.inputs[2].as<const float>(), args.inputs[3].data,
+               args.inputs[4].as<const float>(), args.outputs[1].as<bf16>(), args.stream);
   };
 }
 
@@ -316,6 +356,10 @@ void register_fp8_cuda_ops(CudaOpTable& table) {
   table.add("linear_fp8_backward_input", bind_backward_input);
   table.add("linear_fp8_backward", [](const CudaBindContext& ctx) { return bind_backward(ctx, false); });
   table.add("linear_fp8_backward_accumulate", [](const CudaBindContext& ctx) { return bind_backward(ctx, true); });
+  table.add("linear_fp8_backward_quantized",
+            [](const CudaBindContext& ctx) { return bind_backward_quantized(ctx, false); });
+  table.add("linear_fp8_backward_quantized_accumulate",
+            [](const CudaBindContext& ctx) { return bind_backward_quantized(ctx, true); });
 }
 
 }  // namespace surogate::runtime

@@ -157,7 +157,8 @@ TEST(Fp8Fusion, NormsAndSwigluQuantizeTheirOwnOutput) {
 
 // LoRA's backward: each layer's SwiGLU gradients are quantized by the SwiGLU backward for the
 // frozen gate and up projections, the residual stream's by the norms' backward for o_proj and
-// down_proj; full fine-tuning's go to linear_fp8_backward, and stay.
+// down_proj. Full fine-tuning: the SwiGLU backward's codes feed the trained gate and up
+// projections' weight gradient too; the trained norms' backward stays.
 TEST(Fp8Fusion, SwigluBackwardQuantizesTheFrozenProjectionsGradients) {
   testing::Fixture fixture = testing::open_fixture(kFixture);
   const graph::OpRegistry registry = ops::make_model_registry();
@@ -176,8 +177,12 @@ TEST(Fp8Fusion, SwigluBackwardQuantizesTheFrozenProjectionsGradients) {
   // q, k and v, but layer 0's: their input (the frozen embeddings' norm) needs no gradient.
   EXPECT_EQ(count(lora.graph, "linear_fp8_backward_input"), 3 * layers - 3);
   const compiler::ExecutionPlan full = compile(fixture, registry, true, false, compiler::RecomputePolicy::none());
-  EXPECT_EQ(count(full.graph, "swiglu_backward_fp8"), 0);
-  EXPECT_EQ(count(full.graph, "swiglu_backward"), layers);
+  EXPECT_EQ(count(full.graph, "swiglu_backward_fp8"), layers);
+  EXPECT_EQ(count(full.graph, "swiglu_backward"), 0);
+  EXPECT_EQ(count(full.graph, "linear_fp8_backward_quantized") + count(full.graph, "linear_fp8_backward_quantized_accumulate"),
+            2 * layers);
+  // q, k, v and o of every layer, and down.
+  EXPECT_EQ(count(full.graph, "linear_fp8_backward") + count(full.graph, "linear_fp8_backward_accumulate"), 5 * layers);
   EXPECT_EQ(count(full.graph, "fused_residual_rmsnorm_backward_fp8"), 0);
 }
 

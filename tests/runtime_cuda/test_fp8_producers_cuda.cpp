@@ -12,10 +12,13 @@
 // linear_fp8_backward_input_quantized products that read them, made by models::fuse_fp8_gradients
 // from swiglu_backward and two linear_fp8_backward_input (the second adding the first's d_x):
 // d_gate, d_up, both d_x (the same cuBLASLt product of the same codes) and the state, bit for bit.
+// With trained projections (full fine-tuning), the same through linear_fp8_backward: the
+// linear_fp8_backward_quantized products' d_x and d_weight, bit for bit.
 // And a frozen norm's fused_residual_rmsnorm_backward_fp8 (the residual stream's gradient in
 // E5M2 for the projection that reads it) against the backward then linear_fp8_backward_input.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -139,36 +142,47 @@ TEST(Fp8ProducersCuda, FusedEpilogueEqualsTheQuantizeNodesBitForBit) {
   }
 }
 
-graph::Graph swiglu_gradients(const graph::OpRegistry& registry) {
+// `trained`: the projections' weights train (full fine-tuning), so the products are
+// linear_fp8_backward, whose weight gradient needs the rows in multiples of 16.
+graph::Graph swiglu_gradients(const graph::OpRegistry& registry, int64_t rows, bool trained) {
   graph::GraphBuilder b(registry);
   const DType bf16 = DType::BF16;
-  graph::TensorId d_out = b.parameter("d_out", bf16, {kRows, kGradInter}, false);
-  graph::TensorId gate = b.parameter("gate", bf16, {kRows, kGradInter}, false);
-  graph::TensorId up = b.parameter("up", bf16, {kRows, kGradInter}, false);
+  graph::TensorId d_out = b.parameter("d_out", bf16, {rows, kGradInter}, false);
+  graph::TensorId gate = b.parameter("gate", bf16, {rows, kGradInter}, false);
+  graph::TensorId up = b.parameter("up", bf16, {rows, kGradInter}, false);
   graph::TensorId gate_w_t = b.parameter("gate_w_t", DType::F8_E4M3, {kGradChannels, kGradInter}, false);
   graph::TensorId up_w_t = b.parameter("up_w_t", DType::F8_E4M3, {kGradChannels, kGradInter}, false);
   graph::TensorId gate_scale = b.parameter("gate_scale", DType::F32, {1}, false);
   graph::TensorId up_scale = b.parameter("up_scale", DType::F32, {1}, false);
+  graph::TensorId xq = b.parameter("xq", DType::F8_E4M3, {rows, kGradChannels}, false);
+  graph::TensorId x_scale = b.parameter("x_scale", DType::F32, {1}, false);
   graph::TensorId state = b.parameter("state", DType::F32, {3, 2 + kHistory}, false);
   auto grads = b.op("swiglu_backward", {d_out, gate, up}, nlohmann::json::object(), "act.grad");
+  for (graph::TensorId id : {grads[0], grads[1]}) b.mark_output(id);
+  if (trained) {
+    auto gate_grads = b.op("linear_fp8_backward", {grads[0], xq, x_scale, gate_w_t, gate_scale, state},
+                           {{"site", 0}, {"format", "e5m2"}}, "gate.backward");
+    auto up_grads = b.op("linear_fp8_backward", {grads[1], xq, x_scale, up_w_t, up_scale, state, gate_grads[0]},
+                         {{"site", 2}, {"format", "e5m2"}}, "up.backward");
+    for (graph::TensorId id : {gate_grads[0], up_grads[0], gate_grads[1], up_grads[1]}) b.mark_output(id);
+    return b.finish();
+  }
   graph::TensorId d_x = b.op("linear_fp8_backward_input", {grads[0], gate_w_t, gate_scale, state},
                              {{"site", 0}, {"format", "e5m2"}}, "gate.d_x");
   graph::TensorId both = b.op("linear_fp8_backward_input", {grads[1], up_w_t, up_scale, state, d_x},
                               {{"site", 2}, {"format", "e5m2"}}, "both.d_x");
-  for (graph::TensorId id : {grads[0], grads[1], d_x, both}) b.mark_output(id);
+  for (graph::TensorId id : {d_x, both}) b.mark_output(id);
   return b.finish();
 }
 
-TEST(Fp8ProducersCuda, SwigluBackwardCodesEqualTheInputGradientsOwn) {
-  std::string reason;
-  if (!cuda::cuda_device_available(&reason)) {
-    std::printf("skipped: %s\n", reason.c_str());
-    GTEST_SKIP();
-  }
+void check_swiglu_gradients(int64_t rows, bool trained) {
   const graph::OpRegistry registry = ops::make_model_registry();
-  const graph::Graph unfused = swiglu_gradients(registry);
+  const graph::Graph unfused = swiglu_gradients(registry, rows, trained);
   const graph::Graph fused = models::fuse_fp8_gradients(unfused);
   ASSERT_EQ(models::fp8_fused_producer_count(fused), 1);
+  const std::string product = trained ? "linear_fp8_backward_quantized" : "linear_fp8_backward_input_quantized";
+  ASSERT_EQ(std::count_if(fused.nodes.begin(), fused.nodes.end(), [&](const graph::Node& node) { return node.op == product; }),
+            2);
   const compiler::ExecutionPlan unfused_plan = compiler::compile_forward(unfused, registry);
   const compiler::ExecutionPlan fused_plan = compiler::compile_forward(fused, registry);
 
@@ -188,11 +202,11 @@ TEST(Fp8ProducersCuda, SwigluBackwardCodesEqualTheInputGradientsOwn) {
     }
     return pairs;
   };
-  const FloatInputs scales = {{"gate_scale", {1.0f / 64.0f}}, {"up_scale", {1.0f / 128.0f}}};
+  const FloatInputs scales = {{"gate_scale", {1.0f / 64.0f}}, {"up_scale", {1.0f / 128.0f}}, {"x_scale", {1.0f / 32.0f}}};
   const Inputs inputs = {
-      {"d_out", values(kRows * kGradInter)},        {"gate", values(kRows * kGradInter)},
-      {"up", values(kRows * kGradInter)},           {"gate_w_t", codes(kGradChannels * kGradInter)},
-      {"up_w_t", codes(kGradChannels * kGradInter)}};
+      {"d_out", values(rows * kGradInter)},         {"gate", values(rows * kGradInter)},
+      {"up", values(rows * kGradInter)},            {"gate_w_t", codes(kGradChannels * kGradInter)},
+      {"up_w_t", codes(kGradChannels * kGradInter)}, {"xq", codes(rows * kGradChannels)}};
   for (const bool delayed : {false, true}) {
     std::vector<float> state(3 * (2 + kHistory), 0.0f);
     if (delayed) {
@@ -202,16 +216,40 @@ TEST(Fp8ProducersCuda, SwigluBackwardCodesEqualTheInputGradientsOwn) {
     const auto expected = run(unfused_plan, registry, inputs, state, scales);
     const auto actual = run(fused_plan, registry, inputs, state, scales);
     ASSERT_EQ(actual.size(), expected.size());
-    const char* names[] = {"d_gate", "d_up", "gate's d_x", "both d_x", "the state"};
+    const std::vector<std::string> names =
+        trained ? std::vector<std::string>{"d_gate", "d_up", "gate's d_x", "both d_x", "gate's d_weight", "up's d_weight",
+                                           "the state"}
+                : std::vector<std::string>{"d_gate", "d_up", "gate's d_x", "both d_x", "the state"};
+    ASSERT_EQ(expected.size(), names.size());
     for (size_t i = 0; i < expected.size(); ++i) {
       EXPECT_EQ(std::memcmp(actual[i].data(), expected[i].data(), expected[i].size()), 0)
-          << (delayed ? "delayed amax" : "no delayed amax") << ": " << names[i] << " differs";
+          << (trained ? "trained, " : "frozen, ") << (delayed ? "delayed amax" : "no delayed amax") << ": " << names[i]
+          << " differs";
     }
     std::vector<float> after(state.size());
     std::memcpy(after.data(), actual.back().data(), after.size() * sizeof(float));
     EXPECT_GT(after[1], 0.0f);
     EXPECT_GT(after[2 * (2 + kHistory) + 1], 0.0f);
   }
+}
+
+TEST(Fp8ProducersCuda, SwigluBackwardCodesEqualTheInputGradientsOwn) {
+  std::string reason;
+  if (!cuda::cuda_device_available(&reason)) {
+    std::printf("skipped: %s\n", reason.c_str());
+    GTEST_SKIP();
+  }
+  check_swiglu_gradients(kRows, false);
+}
+
+// Full fine-tuning: the same codes also make the trained projections' weight gradients.
+TEST(Fp8ProducersCuda, SwigluBackwardCodesMakeTheTrainedProjectionsGradients) {
+  std::string reason;
+  if (!cuda::cuda_device_available(&reason)) {
+    std::printf("skipped: %s\n", reason.c_str());
+    GTEST_SKIP();
+  }
+  check_swiglu_gradients(272, true);
 }
 
 graph::Graph norm_gradient(const graph::OpRegistry& registry) {

@@ -120,7 +120,7 @@ TEST(Fp16TrainingKernels, AccumulationAndWeightsFromMastersRoundAsTheHost) {
     cuda_kernels::weights_from_masters(weights_on_device.data(), masters_on_device.data(),
                                               counts_on_device.data(), 1, nullptr);
     cuda_kernels::accumulate_fp16_gradients(gradients_on_device.data(), accumulators_on_device.data(),
-                                                   counts_on_device.data(), 1, nullptr);
+                                            cuda_kernels::GradientCounts(counts), 0, 1, nullptr);
     CUDA_CHECK(cudaDeviceSynchronize());
     const std::vector<uint16_t> weights = device_weights.download();
     const std::vector<float> sums = device_accumulators.download();

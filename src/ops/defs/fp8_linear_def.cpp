@@ -34,6 +34,10 @@
 //     -> d_x as linear_fp8_backward_input, from codes d_out's producer wrote at the site
 //     (swiglu_backward_fp8, ops/defs/fp8_output_def.cpp; models/fp8_fusion.h); d_out is not read.
 //
+//   linear_fp8_backward_quantized(d_out, d_q, d_scale_inv, xq, x_scale_inv, w_t, w_scale_inv [, addend])
+//            {format} -> (d_x, d_weight) as linear_fp8_backward, from codes d_out's producer wrote
+//     (swiglu_backward_fp8 of a trained gate / up projection); "..._accumulate" adds d_weight.
+//
 //   linear_fp8_backward(d_out, xq, x_scale_inv, w_t, w_scale_inv, state [, addend]){site, format}
 //     -> (d_x as linear_fp8_backward_input, d_weight [out, in] in d_out's dtype):
 //     d_weight = (Σ_rows decode(dq)ᵀ·decode(xq)) · (dq_scale_inv · x_scale_inv): the weight
@@ -117,6 +121,22 @@ std::pair<std::vector<float>, float> input_gradient(const T* d_out, const uint8_
   std::vector<float> gradient = decoded(codes.data(), count, format);
   product_of_codes<T>(gradient, d_scale_inv, w_t, w_scale_inv, shape, addend, d_x);
   return {std::move(gradient), d_scale_inv};
+}
+
+// d_weight [out, in] = decode(dq)ᵀ · decode(xq), summed in fp32, then both scales (added to what
+// d_weight holds with `accumulate`).
+template <typename T>
+void weight_gradient(const std::vector<float>& gradient, float d_scale_inv, const uint8_t* xq, float x_scale_inv,
+                     ProductShape shape, bool accumulate, T* d_weight) {
+  const std::vector<float> x = decoded(xq, shape.rows * shape.in, Fp8Format::E4M3);
+  std::vector<float> product(static_cast<size_t>(shape.out * shape.in), 0.0f);
+  linear_backward<float>(gradient.data(), x.data(), nullptr, shape.rows, shape.in, shape.out, nullptr, product.data(),
+                         nullptr);
+  const float factor = d_scale_inv * x_scale_inv;
+  for (size_t i = 0; i < product.size(); ++i) {
+    const T value = static_cast<T>(product[i] * factor);
+    d_weight[i] = accumulate ? static_cast<T>(d_weight[i] + value) : value;
+  }
 }
 
 // ---- quantize_fp8 ----
@@ -384,16 +404,58 @@ CpuKernel bind_backward(const CpuBindContext& ctx, bool accumulate) {
           input_gradient<T>(args.inputs[0].as<T>(), args.inputs[3].as<uint8_t>(), *args.inputs[4].as<float>(),
                             args.inputs[5].as<float>() + offset, format, {rows, in, out},
                             has_addend ? args.inputs[6].as<T>() : nullptr, args.outputs[0].as<T>());
-      // d_weight [out, in] = d_qᵀ · x_q, summed in fp32, then both scales.
-      const std::vector<float> x = decoded(args.inputs[1].as<uint8_t>(), rows * in, Fp8Format::E4M3);
-      std::vector<float> product(static_cast<size_t>(out * in), 0.0f);
-      linear_backward<float>(d_out.data(), x.data(), nullptr, rows, in, out, nullptr, product.data(), nullptr);
-      const float factor = d_scale_inv * *args.inputs[2].as<float>();
-      T* d_weight = args.outputs[1].as<T>();
-      for (size_t i = 0; i < product.size(); ++i) {
-        const T value = static_cast<T>(product[i] * factor);
-        d_weight[i] = accumulate ? static_cast<T>(d_weight[i] + value) : value;
-      }
+      weight_gradient<T>(d_out, d_scale_inv, args.inputs[1].as<uint8_t>(), *args.inputs[2].as<float>(), {rows, in, out},
+                         accumulate, args.outputs[1].as<T>());
+    };
+  });
+}
+
+// ---- linear_fp8_backward_quantized(_accumulate) ----
+
+// (d_out, d_q, d_scale_inv, xq, x_scale_inv, w_t, w_scale_inv [, addend]){format}: d_out is not read.
+std::vector<TensorType> infer_backward_quantized(const InferContext& ctx) {
+  if (ctx.input_count() != 7 && ctx.input_count() != 8) {
+    ctx.fail("linear_fp8_backward_quantized takes d_out, d_q, d_scale_inv, xq, x_scale_inv, w_t, w_scale_inv and an "
+             "optional addend");
+  }
+  ctx.expect_floating(0);
+  const Fp8Format format = format_named(ctx.attrs.string("format"), ctx.where());
+  if (ctx.input(1) != TensorType{dtype_of(format), ctx.input(0).shape}) {
+    ctx.fail("{} must be the codes of {}: {}", ctx.input_label(1), ctx.input_label(0),
+             format_type({dtype_of(format), ctx.input(0).shape}));
+  }
+  expect_scale(ctx, 2);
+  ctx.expect_dtype(3, DType::F8_E4M3);
+  expect_scale(ctx, 4);
+  ctx.expect_dtype(5, DType::F8_E4M3);
+  ctx.expect_rank(5, 2);
+  const int64_t in = ctx.input(5).shape[0], out = ctx.input(5).shape[1];
+  ctx.expect_dim(0, -1, out);
+  ctx.expect_dim(3, -1, in);
+  if (ctx.input(0).numel() / out != ctx.input(3).numel() / in) {
+    ctx.fail("{} and {} must have the same number of rows", ctx.input_label(0), ctx.input_label(3));
+  }
+  expect_scale(ctx, 6);
+  Shape shape = ctx.input(0).shape;
+  shape.back() = in;
+  const TensorType d_x{ctx.input(0).dtype, shape};
+  if (ctx.input_count() == 8 && ctx.input(7) != d_x) ctx.fail("{} must be {}", ctx.input_label(7), format_type(d_x));
+  return {d_x, {ctx.input(0).dtype, Shape{out, in}}};
+}
+
+CpuKernel bind_backward_quantized(const CpuBindContext& ctx, bool accumulate) {
+  const int64_t in = ctx.inputs[5].shape[0], out = ctx.inputs[5].shape[1], rows = ctx.inputs[0].numel() / out;
+  const Fp8Format format = format_named(ctx.attrs.string("format"), ctx.attrs.where());
+  const bool has_addend = ctx.inputs.size() == 8;
+  return bind_floating(ctx, ctx.inputs[0].dtype, [=](auto zero) -> CpuKernel {
+    using T = decltype(zero);
+    return [=](const CpuKernelArgs& args) {
+      const std::vector<float> gradient = decoded(args.inputs[1].as<uint8_t>(), rows * out, format);
+      const float d_scale_inv = *args.inputs[2].as<float>();
+      product_of_codes<T>(gradient, d_scale_inv, args.inputs[5].as<uint8_t>(), *args.inputs[6].as<float>(),
+                          {rows, in, out}, has_addend ? args.inputs[7].as<T>() : nullptr, args.outputs[0].as<T>());
+      weight_gradient<T>(gradient, d_scale_inv, args.inputs[3].as<uint8_t>(), *args.inputs[4].as<float>(),
+                         {rows, in, out}, accumulate, args.outputs[1].as<T>());
     };
   });
 }
@@ -454,6 +516,18 @@ void register_fp8_ops(OpRegistry& registry) {
       .cpu = [](const CpuBindContext& ctx) { return bind_backward(ctx, false); },
       .variadic_inputs = true,
   });
+  for (const bool accumulate : {false, true}) {
+    registry.add(OpDef{
+        .name = accumulate ? "linear_fp8_backward_quantized_accumulate" : "linear_fp8_backward_quantized",
+        .inputs = {"d_out", "d_q", "d_scale_inv", "xq", "x_scale_inv", "w_t", "w_scale_inv", "addend"},
+        .outputs = {"d_x", "d_weight"},
+        .infer = infer_backward_quantized,
+        .gradient = {},
+        .cpu = [accumulate](const CpuBindContext& ctx) { return bind_backward_quantized(ctx, accumulate); },
+        .variadic_inputs = true,
+        .accumulates_into_output = accumulate,
+    });
+  }
   registry.add(OpDef{
       .name = "linear_fp8_backward_accumulate",
       .inputs = {"d_out", "xq", "x_scale_inv", "w_t", "w_scale_inv", "state", "addend"},

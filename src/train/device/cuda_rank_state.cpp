@@ -254,7 +254,7 @@ CudaRankState::CudaRankState(const TrainingDeviceSetup& setup, const CudaTrainab
   if (bf16_gradients_) bf16_accumulator_table_ = cuda::to_device(bf16_accumulators);
   else accumulator_table_ = cuda::to_device(accumulators);
   if (!bf16_master_) master_table_ = cuda::to_device(masters);
-  count_table_ = cuda::to_device(counts);
+  counts_ = cuda_kernels::GradientCounts(counts);
   if (fp16_) {  // the same addresses, as the fp16 tensors they are
     std::vector<__half*> fp16_gradients, fp16_weights;
     for (__nv_bfloat16* pointer : bf16_gradients) fp16_gradients.push_back(reinterpret_cast<__half*>(pointer));
@@ -324,16 +324,15 @@ void CudaRankState::add_gradients(size_t first, size_t end) {
   SUROGATE_CHECK(accumulator_count_ == layout_.total, "sharded accumulators take reduced pieces only (sharded_gradients.h)");
   if (first == end) return;
   cudaStream_t stream = backend_.stream();
-  const int tensors = static_cast<int>(end - first);
   if (fp16_) {
-    cuda_kernels::accumulate_fp16_gradients(fp16_gradient_table_.data() + first, accumulator_table_.data() + first,
-                                            count_table_.data() + first, tensors, stream);
+    cuda_kernels::accumulate_fp16_gradients(fp16_gradient_table_.data(), accumulator_table_.data(), counts_, first, end,
+                                            stream);
   } else if (bf16_gradients_) {
-    cuda_kernels::accumulate_bf16_gradients(gradient_table_.data() + first, bf16_accumulator_table_.data() + first,
-                                            count_table_.data() + first, tensors, stream);
+    cuda_kernels::accumulate_bf16_gradients(gradient_table_.data(), bf16_accumulator_table_.data(), counts_, first, end,
+                                            stream);
   } else {
-    cuda_kernels::accumulate_bf16_gradients(gradient_table_.data() + first, accumulator_table_.data() + first,
-                                            count_table_.data() + first, tensors, stream);
+    cuda_kernels::accumulate_bf16_gradients(gradient_table_.data(), accumulator_table_.data(), counts_, first, end,
+                                            stream);
   }
 }
 
@@ -365,10 +364,10 @@ void CudaRankState::gradient_norm(size_t first, size_t end) {
   }
   if (bf16_gradients_) {
     cuda::global_grad_norm(norm_result_.data(), norm_partials_.data(), bf16_accumulator_table_.data() + first,
-                           count_table_.data() + first, tensors, max_norm, stream);
+                           counts_.counts() + first, tensors, max_norm, stream);
   } else {
     cuda::global_grad_norm(norm_result_.data(), norm_partials_.data(), accumulator_table_.data() + first,
-                           count_table_.data() + first, tensors, max_norm, stream);
+                           counts_.counts() + first, tensors, max_norm, stream);
   }
   CUDA_CHECK(cudaMemcpyAsync(norm_.data, norm_result_.data(), 2 * sizeof(float), cudaMemcpyDeviceToHost, stream));
 }
@@ -415,11 +414,11 @@ void CudaRankState::refresh_weights_from_masters(size_t first, size_t end) {
   if (first == end) return;
   if (fp16_) {
     cuda_kernels::weights_from_masters(fp16_weight_table_.data() + first, master_table_.data() + first,
-                                       count_table_.data() + first, static_cast<int>(end - first), backend_.stream());
+                                       counts_.counts() + first, static_cast<int>(end - first), backend_.stream());
     return;
   }
   cuda_kernels::weights_from_masters(weight_table_.data() + first, master_table_.data() + first,
-                                     count_table_.data() + first, static_cast<int>(end - first), backend_.stream());
+                                     counts_.counts() + first, static_cast<int>(end - first), backend_.stream());
 }
 
 void CudaRankState::synchronize() { CUDA_CHECK(cudaStreamSynchronize(backend_.stream())); }

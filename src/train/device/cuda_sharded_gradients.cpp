@@ -38,7 +38,7 @@ CudaShardedGradients::CudaShardedGradients(const GradientBuckets& buckets, const
   }
   entries_.push_back(gradients.size());
   gradient_table_ = cuda::to_device(gradients);
-  count_table_ = cuda::to_device(counts);
+  counts_ = cuda_kernels::GradientCounts(counts);
   for (const std::vector<size_t>& offsets : places) {
     std::vector<float*> floats;
     std::vector<__nv_bfloat16*> bf16s;
@@ -65,14 +65,13 @@ void CudaShardedGradients::after_step(size_t step) {
     cudaStream_t compute = state_.stream();
     CUDA_CHECK(cudaStreamWaitEvent(compute, free_[index], 0));
     CUDA_CHECK(cudaMemsetAsync(slot(static_cast<int>(index)), 0, bucket.size() * element_bytes, compute));
-    const size_t first = entries_[b];
-    const int parts = static_cast<int>(entries_[b + 1] - first);
+    const size_t first = entries_[b], end = entries_[b + 1];
     if (dtype_ == DType::BF16) {
-      cuda_kernels::accumulate_bf16_gradients(gradient_table_.data() + first, bf16_tables_[index].data() + first,
-                                              count_table_.data() + first, parts, compute);
+      cuda_kernels::accumulate_bf16_gradients(gradient_table_.data(), bf16_tables_[index].data(), counts_, first, end,
+                                              compute);
     } else {
-      cuda_kernels::accumulate_bf16_gradients(gradient_table_.data() + first, float_tables_[index].data() + first,
-                                              count_table_.data() + first, parts, compute);
+      cuda_kernels::accumulate_bf16_gradients(gradient_table_.data(), float_tables_[index].data(), counts_, first, end,
+                                              compute);
     }
     filled_[index].record(compute);
     // Side stream: the ranks' sum of each piece to its owner, which adds its own.

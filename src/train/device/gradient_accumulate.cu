@@ -1,5 +1,5 @@
-// See gradient_accumulate.h. Memory-bound and tiny next to the backward pass: one grid-stride
-// loop per tensor, 16-bit read, accumulator read-modify-write, 16-bit zero.
+// See gradient_accumulate.h. Memory-bound: one block per chunk of a tensor, 16-bit read,
+// accumulator read-modify-write, 16-bit zero, four elements at a time where aligned.
 #include "train/device/gradient_accumulate.h"
 
 #include "cuda/cuda_check.h"
@@ -13,18 +13,57 @@ __device__ __forceinline__ void add_into(__nv_bfloat16& accumulator, float gradi
   accumulator = __float2bfloat16(__bfloat162float(accumulator) + gradient);
 }
 
+constexpr int kAccumulateThreads = 256;
+
+// Four elements at a time where both pointers allow it: the gradient 8 bytes (4 × 16-bit), the
+// accumulator 16 bytes (fp32) or 8 (bf16); each element exactly as add_into.
+template <typename Gradient, typename Accumulator>
+__device__ __forceinline__ void add_four(Gradient* gradient, Accumulator* accumulator) {
+  const uint2 gradient_bits = *reinterpret_cast<const uint2*>(gradient);
+  const Gradient* g = reinterpret_cast<const Gradient*>(&gradient_bits);
+  if constexpr (sizeof(Accumulator) == 4) {
+    float4 sum = *reinterpret_cast<const float4*>(accumulator);
+    sum.x += surogate::cuda::kernels::to_float(g[0]);
+    sum.y += surogate::cuda::kernels::to_float(g[1]);
+    sum.z += surogate::cuda::kernels::to_float(g[2]);
+    sum.w += surogate::cuda::kernels::to_float(g[3]);
+    *reinterpret_cast<float4*>(accumulator) = sum;
+  } else {
+    uint2 sum_bits = *reinterpret_cast<const uint2*>(accumulator);
+    Accumulator* a = reinterpret_cast<Accumulator*>(&sum_bits);
+    for (int k = 0; k < 4; ++k) add_into(a[k], surogate::cuda::kernels::to_float(g[k]));
+    *reinterpret_cast<uint2*>(accumulator) = sum_bits;
+  }
+  *reinterpret_cast<uint2*>(gradient) = make_uint2(0u, 0u);
+}
+
+// One block per chunk of kAccumulateChunk elements of tensors [first, end): the chunk's tensor is
+// the last t with chunk_starts[t] <= the chunk (a tensor of no elements has no chunks).
 template <typename Gradient, typename Accumulator>
 __global__ void accumulate_kernel(Gradient* const* gradients, Accumulator* const* accumulators,
-                                  const int64_t* counts) {
-  const int tensor = blockIdx.y;
-  Gradient* gradient = gradients[tensor];
-  Accumulator* accumulator = accumulators[tensor];
-  const int64_t count = counts[tensor];
+                                  const int64_t* counts, const int64_t* chunk_starts, int first, int end) {
+  const int64_t chunk = chunk_starts[first] + blockIdx.x;
+  int low = first, high = end - 1;
+  while (low < high) {
+    const int middle = (low + high + 1) / 2;
+    if (chunk_starts[middle] <= chunk) low = middle;
+    else high = middle - 1;
+  }
+  const int64_t begin = (chunk - chunk_starts[low]) * kAccumulateChunk;
+  const int64_t count = min(kAccumulateChunk, counts[low] - begin);
+  Gradient* gradient = gradients[low] + begin;
+  Accumulator* accumulator = accumulators[low] + begin;
   const Gradient zero = surogate::cuda::kernels::from_float<Gradient>(0.0f);
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    add_into(accumulator[i], surogate::cuda::kernels::to_float(gradient[i]));
-    gradient[i] = zero;
+  const bool vectors = reinterpret_cast<uintptr_t>(gradient) % 8 == 0 &&
+                       reinterpret_cast<uintptr_t>(accumulator) % (4 * sizeof(Accumulator)) == 0;
+  int64_t i = 0;
+  if (vectors) {
+    for (i = 4 * threadIdx.x; i + 4 <= count; i += 4 * kAccumulateThreads) add_four(gradient + i, accumulator + i);
+    i = count / 4 * 4;  // the tail, at most 3 elements, element by element below
+  }
+  for (int64_t j = i + threadIdx.x; j < count; j += kAccumulateThreads) {
+    add_into(accumulator[j], surogate::cuda::kernels::to_float(gradient[j]));
+    gradient[j] = zero;
   }
 }
 
@@ -49,36 +88,39 @@ void launch_add_reduced(const Accumulator* values, Accumulator* accumulators, in
 }
 
 template <typename Gradient, typename Accumulator>
-void launch(Gradient* const* gradients, Accumulator* const* accumulators, const int64_t* counts,
-            int tensor_count, cudaStream_t stream) {
-  if (tensor_count == 0) return;
-  // 64 blocks of 256 threads per tensor: enough to fill the GPU for the large matrices, while
-  // the small ones (norms, biases) finish in one pass.
-  int remaining = tensor_count, first = 0;
-  while (remaining > 0) {
-    const int chunk = remaining < 65535 ? remaining : 65535;
-    accumulate_kernel<<<dim3(64, chunk), 256, 0, stream>>>(gradients + first, accumulators + first, counts + first);
-    CUDA_CHECK_LAUNCH();
-    first += chunk;
-    remaining -= chunk;
-  }
+void launch(Gradient* const* gradients, Accumulator* const* accumulators, const GradientCounts& counts, size_t first,
+            size_t end, cudaStream_t stream) {
+  const int64_t chunks = counts.chunks(first, end);
+  if (chunks == 0) return;
+  // gridDim.x holds up to 2^31 − 1 blocks: 8.8e12 elements.
+  accumulate_kernel<<<static_cast<unsigned>(chunks), kAccumulateThreads, 0, stream>>>(
+      gradients, accumulators, counts.counts(), counts.chunk_starts(), static_cast<int>(first), static_cast<int>(end));
+  CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace
 
-void accumulate_bf16_gradients(__nv_bfloat16* const* gradients, float* const* accumulators, const int64_t* counts,
-                               int tensor_count, cudaStream_t stream) {
-  launch(gradients, accumulators, counts, tensor_count, stream);
+GradientCounts::GradientCounts(const std::vector<int64_t>& counts) : host_chunk_starts_{0} {
+  for (int64_t count : counts) {
+    host_chunk_starts_.push_back(host_chunk_starts_.back() + (count + kAccumulateChunk - 1) / kAccumulateChunk);
+  }
+  counts_ = cuda::to_device(counts);
+  chunk_starts_ = cuda::to_device(host_chunk_starts_);
+}
+
+void accumulate_bf16_gradients(__nv_bfloat16* const* gradients, float* const* accumulators, const GradientCounts& counts,
+                               size_t first, size_t end, cudaStream_t stream) {
+  launch(gradients, accumulators, counts, first, end, stream);
 }
 
 void accumulate_bf16_gradients(__nv_bfloat16* const* gradients, __nv_bfloat16* const* accumulators,
-                               const int64_t* counts, int tensor_count, cudaStream_t stream) {
-  launch(gradients, accumulators, counts, tensor_count, stream);
+                               const GradientCounts& counts, size_t first, size_t end, cudaStream_t stream) {
+  launch(gradients, accumulators, counts, first, end, stream);
 }
 
-void accumulate_fp16_gradients(__half* const* gradients, float* const* accumulators, const int64_t* counts,
-                               int tensor_count, cudaStream_t stream) {
-  launch(gradients, accumulators, counts, tensor_count, stream);
+void accumulate_fp16_gradients(__half* const* gradients, float* const* accumulators, const GradientCounts& counts,
+                               size_t first, size_t end, cudaStream_t stream) {
+  launch(gradients, accumulators, counts, first, end, stream);
 }
 
 void add_reduced_gradients(const float* values, float* accumulators, int64_t count, cudaStream_t stream) {
