@@ -283,6 +283,9 @@ MemoryPrediction predict_training_memory(const Config& config, std::optional<siz
     prediction.categories.emplace_back("pipeline: forward plan, micro-batches in flight", plan.memory.pipeline);
   }
   if (plan.memory.context > 0) prediction.categories.emplace_back("CUDA context and libraries", plan.memory.context);
+  if (plan.memory.collectives > 0) {
+    prediction.categories.emplace_back("NCCL buffers (the sequence group's all-to-alls)", plan.memory.collectives);
+  }
   if (plan.memory.weight_copies > 0) {
     prediction.categories.emplace_back("host copies of the weights (one per process)", plan.memory.weight_copies);
   }

@@ -203,6 +203,7 @@ TrainingPlan plan_training(const Config& config, const io::ModelConfig& model, c
         backend == TrainingBackend::Cuda ? kCudaGradientStagingSlots : kCpuGradientStagingSlots;
   }
   memory.context = backend == TrainingBackend::Cuda ? kCudaContextBytes : 0;
+  if (backend == TrainingBackend::Cuda && layout.sequence_size > 1) memory.collectives = kSequenceExchangeBufferBytes;
   // No validation data, no evaluator: nothing of it is allocated.
   if (evaluates(config)) add_evaluation_memory(config, model, registry, lora, backend, batch, sequence, memory);
 

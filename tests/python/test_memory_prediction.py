@@ -225,6 +225,13 @@ def test_a_run_without_validation_data_predicts_no_evaluator(surogate_bin, tmp_p
     assert none.returncode == 0, none.stderr
     assert "evaluation (its arena" not in none.stdout
     assert "per GPU, each of 4 GPUs." in none.stdout and "holds the evaluation" not in none.stdout
+    # The sequence group's NCCL all-to-all buffers (measured, train/device/memory_budget.h); data
+    # parallelism alone has none.
+    assert gib(none.stdout, "NCCL buffers (the sequence group's all-to-alls)") == 3.0
+    data_parallel = run_surogate(surogate_bin, "pt", job, "--dry-run", "--gpu-memory", "80GiB", "--gpus=4",
+                                 "--validation_split_ratio=0")
+    assert data_parallel.returncode == 0, data_parallel.stderr
+    assert "NCCL buffers" not in data_parallel.stdout
     # The rest is planned as before or keeps more activations with the room it gets.
     assert gib(none.stdout, "activations (planned arena)") >= gib(held_out.stdout, "activations (planned arena)")
     assert gib(none.stdout, "predicted peak") < gib(held_out.stdout, "predicted peak")

@@ -72,12 +72,18 @@ size_t lm_head_workspace_bytes(const compiler::ExecutionPlan& plan);
 // What the CUDA context, cuBLASLt's workspace and the kernels' modules hold (H100, driver 580).
 inline constexpr size_t kCudaContextBytes = size_t{600} << 20;
 
+// NCCL's buffers for a sequence group's all-to-alls (per GPU), which the plan does not see:
+// measured 1.9 and 2.7 GiB above the prediction with 2 and 4 sequence ranks (Qwen3-8B LoRA at
+// 245,760 and 495,616 tokens, H200s, 2026-11-28; data parallelism alone: within 0.2 GiB).
+inline constexpr size_t kSequenceExchangeBufferBytes = size_t{3} << 30;
+
 // Everything a run holds on its device, as predicted.
 struct MemoryEstimate {
   PlanMemory plan;                 // the training plan's regions and its trainable state
   size_t lm_head_workspace = 0;    // the training backend's LM-head scratch
   size_t evaluation = 0;           // the evaluator's backend: forward arena + LM-head scratch
   size_t context = 0;              // CUDA context and libraries (0 on the CPU)
+  size_t collectives = 0;          // GPUs of a sequence group: NCCL's all-to-all buffers
   size_t weight_copies = 0;        // CPU ranks under ZeRO-3: the host copies of every weight (one per process)
   size_t pipeline = 0;             // pipeline stages: the forward plan and the micro-batches in flight
   int ranks = 1;                   // CPU data parallel (gpus: N on the CPU backend): rank threads
@@ -88,7 +94,7 @@ struct MemoryEstimate {
   // the same but its shard of the optimizer state (plan.optimizer is already the largest shard).
   size_t peak() const {
     return static_cast<size_t>(ranks) * (plan.total() - plan.optimizer + lm_head_workspace + pipeline) + plan.optimizer +
-           evaluation + context + weight_copies;
+           evaluation + context + collectives + weight_copies;
   }
   // Pinned host memory the offload_* options take (per GPU).
   size_t host_offloaded() const { return plan.host(); }
