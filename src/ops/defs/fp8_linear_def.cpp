@@ -367,29 +367,38 @@ CpuKernel bind_backward_input_quantized(const CpuBindContext& ctx) {
 
 // ---- linear_fp8_backward(_accumulate) ----
 
+// d_x and d_weight of the products over xq (E4M3 [rows, in], its scale_inv after it) and w_t
+// (E4M3 [in, out], its scale_inv after it), d_out (input 0) [rows, out]; the optional addend at
+// `addend` must be d_x's type.
+std::vector<TensorType> infer_both_gradients(const InferContext& ctx, size_t xq, size_t w_t, size_t addend) {
+  ctx.expect_dtype(xq, DType::F8_E4M3);
+  expect_scale(ctx, xq + 1);
+  ctx.expect_dtype(w_t, DType::F8_E4M3);
+  ctx.expect_rank(w_t, 2);
+  const int64_t in = ctx.input(w_t).shape[0], out = ctx.input(w_t).shape[1];
+  ctx.expect_dim(0, -1, out);
+  ctx.expect_dim(xq, -1, in);
+  if (ctx.input(0).numel() / out != ctx.input(xq).numel() / in) {
+    ctx.fail("{} and {} must have the same number of rows", ctx.input_label(0), ctx.input_label(xq));
+  }
+  expect_scale(ctx, w_t + 1);
+  Shape shape = ctx.input(0).shape;
+  shape.back() = in;
+  const TensorType d_x{ctx.input(0).dtype, shape};
+  if (ctx.input_count() == addend + 1 && ctx.input(addend) != d_x) {
+    ctx.fail("{} must be {}", ctx.input_label(addend), format_type(d_x));
+  }
+  return {d_x, {ctx.input(0).dtype, Shape{out, in}}};
+}
+
 std::vector<TensorType> infer_backward(const InferContext& ctx) {
   if (ctx.input_count() != 6 && ctx.input_count() != 7) {
     ctx.fail("linear_fp8_backward takes d_out, xq, x_scale_inv, w_t, w_scale_inv, state and an optional addend");
   }
   ctx.expect_floating(0);
-  ctx.expect_dtype(1, DType::F8_E4M3);
-  expect_scale(ctx, 2);
-  ctx.expect_dtype(3, DType::F8_E4M3);
-  ctx.expect_rank(3, 2);
-  const int64_t in = ctx.input(3).shape[0], out = ctx.input(3).shape[1];
-  ctx.expect_dim(0, -1, out);
-  ctx.expect_dim(1, -1, in);
-  if (ctx.input(0).numel() / out != ctx.input(1).numel() / in) {
-    ctx.fail("{} and {} must have the same number of rows", ctx.input_label(0), ctx.input_label(1));
-  }
-  expect_scale(ctx, 4);
   expect_fp8_state(ctx, 5, ctx.attrs.integer("site"));
   format_named(ctx.attrs.string("format"), ctx.where());
-  Shape shape = ctx.input(0).shape;
-  shape.back() = in;
-  const TensorType d_x{ctx.input(0).dtype, shape};
-  if (ctx.input_count() == 7 && ctx.input(6) != d_x) ctx.fail("{} must be {}", ctx.input_label(6), format_type(d_x));
-  return {d_x, {ctx.input(0).dtype, Shape{out, in}}};
+  return infer_both_gradients(ctx, 1, 3, 6);
 }
 
 CpuKernel bind_backward(const CpuBindContext& ctx, bool accumulate) {
@@ -425,22 +434,7 @@ std::vector<TensorType> infer_backward_quantized(const InferContext& ctx) {
              format_type({dtype_of(format), ctx.input(0).shape}));
   }
   expect_scale(ctx, 2);
-  ctx.expect_dtype(3, DType::F8_E4M3);
-  expect_scale(ctx, 4);
-  ctx.expect_dtype(5, DType::F8_E4M3);
-  ctx.expect_rank(5, 2);
-  const int64_t in = ctx.input(5).shape[0], out = ctx.input(5).shape[1];
-  ctx.expect_dim(0, -1, out);
-  ctx.expect_dim(3, -1, in);
-  if (ctx.input(0).numel() / out != ctx.input(3).numel() / in) {
-    ctx.fail("{} and {} must have the same number of rows", ctx.input_label(0), ctx.input_label(3));
-  }
-  expect_scale(ctx, 6);
-  Shape shape = ctx.input(0).shape;
-  shape.back() = in;
-  const TensorType d_x{ctx.input(0).dtype, shape};
-  if (ctx.input_count() == 8 && ctx.input(7) != d_x) ctx.fail("{} must be {}", ctx.input_label(7), format_type(d_x));
-  return {d_x, {ctx.input(0).dtype, Shape{out, in}}};
+  return infer_both_gradients(ctx, 3, 5, 7);
 }
 
 CpuKernel bind_backward_quantized(const CpuBindContext& ctx, bool accumulate) {

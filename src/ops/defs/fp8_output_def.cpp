@@ -27,16 +27,23 @@ namespace surogate::ops::defs {
 namespace {
 using namespace graph;
 
-void register_with_fp8_output(OpRegistry& registry, const std::string& base_name) {
-  const OpDef base = registry.get(base_name);
-  const size_t base_inputs = base.inputs.size();
+// The "<op>_fp8" form's name and slots: the op's inputs and the scaling state, its outputs and the
+// codes and scale_inv of the quantized one.
+OpDef with_fp8_slots(const OpDef& base) {
   OpDef def;
-  def.name = base_name + "_fp8";
+  def.name = base.name + "_fp8";
   def.inputs = base.inputs;
   def.inputs.push_back("state");
   def.outputs = base.outputs;
   def.outputs.push_back("q");
   def.outputs.push_back("scale_inv");
+  return def;
+}
+
+void register_with_fp8_output(OpRegistry& registry, const std::string& base_name) {
+  const OpDef base = registry.get(base_name);
+  const size_t base_inputs = base.inputs.size();
+  OpDef def = with_fp8_slots(base);
   def.infer = [infer = base.infer, base_inputs](const InferContext& ctx) {
     if (ctx.input_count() != base_inputs + 1) ctx.fail("takes the inputs of its op and the FP8 scaling state");
     expect_fp8_state(ctx, base_inputs, ctx.attrs.integer("site"));
@@ -115,13 +122,7 @@ void register_swiglu_backward_fp8(OpRegistry& registry) {
 // a gradient, is quantized at `site` in `format` as linear_fp8_backward_input would.
 void register_gradient_with_fp8_output(OpRegistry& registry, const std::string& base_name) {
   const OpDef base = registry.get(base_name);
-  OpDef def;
-  def.name = base_name + "_fp8";
-  def.inputs = base.inputs;
-  def.inputs.push_back("state");
-  def.outputs = base.outputs;
-  def.outputs.push_back("q");
-  def.outputs.push_back("scale_inv");
+  OpDef def = with_fp8_slots(base);
   def.infer = [infer = base.infer, names = base.inputs, base_name](const InferContext& ctx) {
     if (ctx.input_count() < 2) ctx.fail("takes the inputs of {} and the FP8 scaling state", base_name);
     const size_t state = ctx.input_count() - 1;
