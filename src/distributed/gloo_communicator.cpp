@@ -278,6 +278,16 @@ std::vector<std::unique_ptr<Communicator>> connect_groups(RankThreads& threads, 
                                     "run stopped (its own output says why)", first_rank + local, group.name,
                                     error.what()));
     }
+    // A task of this rank that throws closes its connections: its peers' pending and later
+    // collectives fail at once (RankFailure) instead of at the timeout. The context may be gone.
+    threads.on_failure(local, [weak = std::weak_ptr<gloo::rendezvous::Context>(context)](const std::exception_ptr&) {
+      if (const auto alive = weak.lock()) {
+        try {
+          alive->closeConnections();
+        } catch (...) {  // closing is best effort: the run is failing already
+        }
+      }
+    });
     communicators[static_cast<size_t>(local)] = std::make_unique<GlooCommunicator>(std::move(context));
   });
   return communicators;

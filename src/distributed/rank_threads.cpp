@@ -5,7 +5,7 @@
 
 namespace surogate::distributed {
 
-RankThreads::RankThreads(int world_size) {
+RankThreads::RankThreads(int world_size) : failure_hooks_(static_cast<size_t>(world_size)) {
   SUROGATE_CHECK(world_size >= 1, "a world has at least one rank");
   for (int rank = 0; rank < world_size; ++rank) threads_.emplace_back([this, rank] { serve(rank); });
 }
@@ -47,9 +47,22 @@ void RankThreads::serve(int rank) {
       error = std::current_exception();
     }
     lock.lock();
-    if (error && !error_) error_ = error;
+    if (error) {
+      // Recorded first, so that run() rethrows this error, not a peer's failure the hooks cause.
+      if (!error_) error_ = error;
+      const std::vector<std::function<void(const std::exception_ptr&)>> hooks = failure_hooks_[static_cast<size_t>(rank)];
+      lock.unlock();
+      for (const auto& hook : hooks) hook(error);
+      lock.lock();
+    }
     if (--running_ == 0) done_.notify_all();
   }
+}
+
+void RankThreads::on_failure(int rank, std::function<void(const std::exception_ptr&)> hook) {
+  SUROGATE_CHECK(rank >= 0 && rank < world_size(), "a rank of these threads");
+  std::lock_guard lock(mutex_);
+  failure_hooks_[static_cast<size_t>(rank)].push_back(std::move(hook));
 }
 
 }  // namespace surogate::distributed

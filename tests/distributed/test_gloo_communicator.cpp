@@ -6,11 +6,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/bfloat16.h"
@@ -151,12 +153,14 @@ TEST(GlooCommunicator, AWorldOfOneChangesNothing) {
   EXPECT_EQ(data, (std::vector<float>{1.0f, 2.0f, 3.0f}));
 }
 
-// A rank that stops before a collective must not hang the others: gloo's timeout fails them with
-// a message naming the collective, and run() rethrows the first error.
-TEST(GlooCommunicator, ARankThatNeverArrivesFailsTheOthersAfterTheTimeout) {
+// A rank that stops before a collective must not hang the others: its thread closes its
+// connections (RankThreads::on_failure), so the peer waiting for it fails at once, long before
+// the timeout, with a message naming the collective; run() rethrows the stopped rank's error.
+TEST(GlooCommunicator, ARankThatStopsFailsTheOthersAtOnce) {
   RankThreads threads(2);
-  std::vector<std::unique_ptr<Communicator>> communicators = connect_in_process_gloo(threads, std::chrono::seconds(2));
+  std::vector<std::unique_ptr<Communicator>> communicators = connect_in_process_gloo(threads, std::chrono::seconds(60));
   std::vector<std::string> errors(2);
+  const auto start = std::chrono::steady_clock::now();
   try {
     threads.run([&](int rank) {
       try {
@@ -169,11 +173,35 @@ TEST(GlooCommunicator, ARankThatNeverArrivesFailsTheOthersAfterTheTimeout) {
       }
     });
     FAIL() << "run() returned normally";
-  } catch (const std::runtime_error&) {
+  } catch (const std::runtime_error& error) {
+    EXPECT_STREQ(error.what(), "rank 1 stopped");  // the cause, not the peer's failure
   }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
   EXPECT_EQ(errors[1], "rank 1 stopped");
   EXPECT_NE(errors[0].find("rank 0 of 2: the all-reduce failed"), std::string::npos) << errors[0];
   EXPECT_NE(errors[0].find("another rank stopped or is stuck"), std::string::npos) << errors[0];
+}
+
+// A rank that is stuck (not failed) is caught by the timeout; the failed peer then closes its
+// connections, so the late rank's collective fails at once too.
+TEST(GlooCommunicator, AStuckRankFailsItsPeerAfterTheTimeout) {
+  RankThreads threads(2);
+  std::vector<std::unique_ptr<Communicator>> communicators = connect_in_process_gloo(threads, std::chrono::seconds(1));
+  std::vector<std::string> errors(2);
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_THROW(threads.run([&](int rank) {
+    try {
+      if (rank == 1) std::this_thread::sleep_for(std::chrono::seconds(3));
+      std::vector<float> data(16, 1.0f);
+      communicators[rank]->all_reduce_sum(data.data(), data.size(), DType::F32);
+    } catch (const std::exception& error) {
+      errors[rank] = error.what();
+      throw;
+    }
+  }), std::exception);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
+  EXPECT_NE(errors[0].find("rank 0 of 2: the all-reduce failed"), std::string::npos) << errors[0];
+  EXPECT_NE(errors[1].find("rank 1 of 2: the all-reduce failed"), std::string::npos) << errors[1];
 }
 
 TEST(RankThreads, RunsEveryRankAndRethrowsARanksError) {
