@@ -326,12 +326,9 @@ CpuKernel bind_backward_input(const CpuBindContext& ctx) {
 
 // ---- linear_fp8_backward_input_quantized ----
 
-// (d_out, d_q, d_scale_inv, w_t, w_scale_inv [, addend]){format}: d_out's codes were written by its
-// producer (models/fp8_fusion.h); d_out is not read, it gives d_x its dtype.
-std::vector<TensorType> infer_backward_input_quantized(const InferContext& ctx) {
-  if (ctx.input_count() != 5 && ctx.input_count() != 6) {
-    ctx.fail("linear_fp8_backward_input_quantized takes d_out, d_q, d_scale_inv, w_t, w_scale_inv and an optional addend");
-  }
+// d_out (input 0, floating), its codes d_q (1) in the node's `format` and their scale_inv (2): the
+// first inputs of the products that read the codes a producer wrote.
+void expect_gradient_codes(const InferContext& ctx) {
   ctx.expect_floating(0);
   const Fp8Format format = format_named(ctx.attrs.string("format"), ctx.where());
   if (ctx.input(1) != TensorType{dtype_of(format), ctx.input(0).shape}) {
@@ -339,6 +336,15 @@ std::vector<TensorType> infer_backward_input_quantized(const InferContext& ctx) 
              format_type({dtype_of(format), ctx.input(0).shape}));
   }
   expect_scale(ctx, 2);
+}
+
+// (d_out, d_q, d_scale_inv, w_t, w_scale_inv [, addend]){format}: d_out's codes were written by its
+// producer (models/fp8_fusion.h); d_out is not read, it gives d_x its dtype.
+std::vector<TensorType> infer_backward_input_quantized(const InferContext& ctx) {
+  if (ctx.input_count() != 5 && ctx.input_count() != 6) {
+    ctx.fail("linear_fp8_backward_input_quantized takes d_out, d_q, d_scale_inv, w_t, w_scale_inv and an optional addend");
+  }
+  expect_gradient_codes(ctx);
   ctx.expect_dtype(3, DType::F8_E4M3);
   ctx.expect_rank(3, 2);
   const int64_t in = ctx.input(3).shape[0], out = ctx.input(3).shape[1];
@@ -427,13 +433,7 @@ std::vector<TensorType> infer_backward_quantized(const InferContext& ctx) {
     ctx.fail("linear_fp8_backward_quantized takes d_out, d_q, d_scale_inv, xq, x_scale_inv, w_t, w_scale_inv and an "
              "optional addend");
   }
-  ctx.expect_floating(0);
-  const Fp8Format format = format_named(ctx.attrs.string("format"), ctx.where());
-  if (ctx.input(1) != TensorType{dtype_of(format), ctx.input(0).shape}) {
-    ctx.fail("{} must be the codes of {}: {}", ctx.input_label(1), ctx.input_label(0),
-             format_type({dtype_of(format), ctx.input(0).shape}));
-  }
-  expect_scale(ctx, 2);
+  expect_gradient_codes(ctx);
   return infer_both_gradients(ctx, 3, 5, 7);
 }
 
