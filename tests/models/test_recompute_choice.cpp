@@ -9,6 +9,7 @@
 
 #include "compiler/recompute_choice.h"
 #include "models/decoder_graph.h"
+#include "models/fp8_recipe.h"
 #include "models/model_spec.h"
 #include "ops/defs/register_ops.h"
 #include "runtime/cpu_backend.h"
@@ -74,6 +75,28 @@ TEST(RecomputeChoice, KeepingExpensiveOutputsRecomputesOnlyCheapOpsWithTheSameGr
     EXPECT_EQ(std::memcmp(want[i].data(), got[i].data(), want[i].size() * sizeof(float)), 0)
         << "result " << i << " (0 = loss, then gradients) differs";
   }
+}
+
+// fp8_hybrid's products (linear_fp8) are matmuls too: keeping every layer's expensive outputs
+// leaves none of them to the recompute phase, as in bf16 (they were counted as cheap once, so a
+// plan that said "matmul outputs kept" recomputed every FP8 matmul).
+TEST(RecomputeChoice, KeepingExpensiveOutputsKeepsTheFp8Matmuls) {
+  Decoder model;
+  Fp8Options options{.layers = model.layers(), .amax_history = 4};
+  const graph::Graph forward = apply_fp8_recipe(model.decoder.graph, model.registry, options);
+  compiler::RecomputePolicy keeping = compiler::RecomputePolicy::all();
+  keeping.keep_expensive_layers = model.layers();
+  const compiler::ExecutionPlan cheap =
+      compiler::compile_training(forward, model.decoder.loss, model.registry, {.recompute = keeping});
+  int fp8_matmuls = 0, recomputed = 0;
+  for (const graph::Node& node : cheap.graph.nodes) {
+    fp8_matmuls += node.op == "linear_fp8";
+    recomputed += node.phase == graph::NodePhase::Recompute && compiler::is_expensive_to_recompute(node.op);
+  }
+  EXPECT_GT(fp8_matmuls, 0);
+  EXPECT_EQ(recomputed, 0);
+  EXPECT_TRUE(compiler::is_expensive_to_recompute("linear_fp8"));
+  EXPECT_GT(cheap.recomputed_nodes, 0u);
 }
 
 TEST(RecomputeChoice, LayerOfANodeComesFromItsScope) {
