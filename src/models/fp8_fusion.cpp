@@ -148,6 +148,19 @@ graph::Graph fuse_fp8_gradients(graph::Graph training) {
       producer.attrs["format"] = format;
       const graph::TensorId gradients[2] = {producer.outputs[0], producer.outputs[1]};
       for (int k = 0; k < 2; ++k) quantize_into_producer(i, gradients[k], readers[k], codes_of(format));
+    } else if (op == "fused_rmsnorm_rope_backward") {
+      // Qwen3's q / k norm and RoPE (frozen or trained weight): its d_x is the q / k projection's
+      // output gradient.
+      const NodeId reader = sole_reader(training.nodes[i].outputs[0]);
+      if (reader == graph::kNoNode) continue;
+      const graph::Node& read = training.nodes[static_cast<size_t>(reader)];
+      const std::string format = read.attrs.at("format").get<std::string>();
+      graph::Node& producer = training.nodes[i];
+      producer.op = "fused_rmsnorm_rope_backward_fp8";
+      producer.inputs.push_back(state_of(reader));
+      producer.attrs["site"] = read.attrs.at("site");
+      producer.attrs["format"] = format;
+      quantize_into_producer(i, producer.outputs[0], reader, codes_of(format));
     } else if (op == "fused_residual_rmsnorm_backward" && training.nodes[i].outputs.size() == 1) {
       // A frozen norm (no d_weight): its d_input is the gradient of the projection whose output
       // joined the residual stream (o_proj, down_proj).
@@ -170,7 +183,8 @@ int64_t fp8_fused_producer_count(const graph::Graph& graph) {
   int64_t count = 0;
   for (const graph::Node& node : graph.nodes) {
     const bool forward = node.op.ends_with("_fp8") && fusable_producer(node.op.substr(0, node.op.size() - 4));
-    count += forward || node.op == "swiglu_backward_fp8" || node.op == "fused_residual_rmsnorm_backward_fp8";
+    count += forward || node.op == "swiglu_backward_fp8" || node.op == "fused_residual_rmsnorm_backward_fp8" ||
+             node.op == "fused_rmsnorm_rope_backward_fp8";
   }
   return count;
 }

@@ -27,8 +27,10 @@ graph::Graph fuse_fp8_producers(const graph::Graph& forward, const graph::OpRegi
 // projection (LoRA's base), linear_fp8_backward_quantized(_accumulate) for a trained one (full
 // fine-tuning, whose weight gradient takes the same codes). Likewise a frozen
 // norm's fused_residual_rmsnorm_backward, whose d_input is the o_proj / down_proj output's
-// gradient, becomes fused_residual_rmsnorm_backward_fp8. The bf16 gradients stay (the adapters'
-// backward and the residual stream read them). Bit for bit the unfused graph on the CPU.
+// gradient, becomes fused_residual_rmsnorm_backward_fp8, and Qwen3's q / k norm + RoPE backward
+// (fused_rmsnorm_rope_backward, frozen or trained weight) quantizes the q / k projection's output
+// gradient (fused_rmsnorm_rope_backward_fp8). The bf16 gradients stay (the adapters' backward and
+// the residual stream read them). Bit for bit the unfused graph on the CPU.
 graph::Graph fuse_fp8_gradients(graph::Graph training);
 
 // How many producers `graph` quantizes in their own kernel (its "_fp8" nodes, forward and backward).

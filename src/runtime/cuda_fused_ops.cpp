@@ -46,11 +46,11 @@ struct NormRope {
   int64_t count() const { return rows() * shape.head_dim; }
 };
 
-// x at x_index, weight after it, position_ids last; attrs as the op's shape rule checked them.
-NormRope norm_rope_of(const CudaBindContext& ctx, size_t x_index, DType dtype) {
+// x at x_index, weight after it, position_ids at `positions`; attrs as the op's shape rule checked them.
+NormRope norm_rope_of(const CudaBindContext& ctx, size_t x_index, DType dtype, size_t positions) {
   expect_input(ctx, x_index, dtype);
   expect_input(ctx, x_index + 1, dtype);
-  expect_input(ctx, ctx.inputs.size() - 1, DType::I32);
+  expect_input(ctx, positions, DType::I32);
   NormRope layout;
   const int64_t heads = ctx.attrs.integer("heads"), head_dim = ctx.attrs.integer("head_dim");
   std::vector<float> inverse;
@@ -70,7 +70,7 @@ NormRope norm_rope_of(const CudaBindContext& ctx, size_t x_index, DType dtype) {
 // (x, weight, position_ids) -> (out, rstd)
 template <typename T>
 CudaKernel bind_fused_rmsnorm_rope_typed(const CudaBindContext& ctx) {
-  const NormRope layout = norm_rope_of(ctx, 0, element_dtype<T>());
+  const NormRope layout = norm_rope_of(ctx, 0, element_dtype<T>(), 2);
   require(ctx, ctx.outputs[1].dtype == DType::F32, "rstd must be F32 in a 16-bit graph");
   if (layout.fused) {
     return [=](const CudaKernelArgs& args) {
@@ -100,13 +100,20 @@ CudaKernel bind_fused_rmsnorm_rope(const CudaBindContext& ctx) {
 }
 
 // (d_out, x, weight, rstd, position_ids) -> (d_x[, d_weight]): no d_weight output (weight_grad
-// false, a frozen weight) skips the weight's reduction.
-template <typename T>
+// false, a frozen weight) skips the weight's reduction. kFp8 (fused_rmsnorm_rope_backward_fp8,
+// ops/defs/fp8_output_def.cpp; bf16): the scaling state is a last input {site, format}, and d_x's
+// codes and scale_inv last outputs, written by the fused kernel's FP8 epilogue (a shape it does
+// not take: the unfused backward, then the site's quantization, as quantize_fp8 runs it).
+template <typename T, bool kFp8 = false>
 CudaKernel bind_fused_rmsnorm_rope_backward_typed(const CudaBindContext& ctx) {
-  const NormRope layout = norm_rope_of(ctx, 1, element_dtype<T>());
+  const NormRope layout = norm_rope_of(ctx, 1, element_dtype<T>(), 4);
   expect_input(ctx, 0, element_dtype<T>());
   expect_input(ctx, 3, DType::F32);
-  const bool weight_grad = ctx.outputs.size() == 2;
+  const bool weight_grad = ctx.outputs.size() == (kFp8 ? 4u : 2u);
+  const int64_t site_offset = kFp8 ? ctx.attrs.integer("site") * ctx.inputs[5].shape[1] : 0;
+  const cuda::Fp8Target format =
+      kFp8 && ctx.attrs.string_or("format", "e5m2") == "e4m3" ? cuda::Fp8Target::E4M3 : cuda::Fp8Target::E5M2;
+  const size_t q_output = ctx.outputs.size() - 2;
   require(ctx, !weight_grad || ctx.outputs[1].dtype == element_dtype<T>(), "d_weight must have x's dtype ({})",
           dtype_safetensors_name(element_dtype<T>()));
   const int64_t channels = layout.shape.head_dim;
@@ -118,10 +125,17 @@ CudaKernel bind_fused_rmsnorm_rope_backward_typed(const CudaBindContext& ctx) {
   const size_t dnormed = layout.fused ? 0 : scratch.take(sizeof(T) * layout.count());
   const size_t cos = layout.fused ? 0 : scratch.take(sizeof(float) * layout.shape.tokens * layout.half);
   const size_t sin = layout.fused ? 0 : scratch.take(sizeof(float) * layout.shape.tokens * layout.half);
+  const size_t amax = kFp8 ? scratch.take(sizeof(float)) : 0;
   ctx.resources.reserve_scratch(scratch.bytes);
   CudaResources* resources = &ctx.resources;
   return [=](const CudaKernelArgs& args) {
     const cuda::QkNormRopeShape& s = layout.shape;
+    cuda::Fp8Output site;
+    if constexpr (kFp8) {
+      site = {args.inputs[5].as<float>() + site_offset, scratch_at<float>(resources, amax),
+              args.outputs[q_output].as<uint8_t>(), args.outputs[q_output + 1].as<float>(), format};
+      CUDA_CHECK(cudaMemsetAsync(site.amax, 0, sizeof(float), args.stream));
+    }
     float* accumulator = weight_grad ? scratch_at<float>(resources, dweight) : nullptr;
     float* partial_rows = weight_grad ? scratch_at<float>(resources, partials) : nullptr;
     if (weight_grad) CUDA_CHECK(cudaMemsetAsync(accumulator, 0, sizeof(float) * channels, args.stream));
@@ -130,7 +144,12 @@ CudaKernel bind_fused_rmsnorm_rope_backward_typed(const CudaBindContext& ctx) {
     const T* weight = args.inputs[2].as<const T>();
     const float* rstd = args.inputs[3].as<const float>();
     const int32_t* positions = args.inputs[4].as<const int32_t>();
-    if (layout.fused) {
+    if (layout.fused && kFp8) {
+      cuda::qk_norm_rope_backward_fp8(args.outputs[0].as<__nv_bfloat16>(), accumulator, partial_rows,
+                                      args.inputs[0].as<const __nv_bfloat16>(), args.inputs[1].as<const __nv_bfloat16>(),
+                                      args.inputs[2].as<const __nv_bfloat16>(), rstd, layout.inverse_frequency->data(),
+                                      positions, s, site, args.stream);
+    } else if (layout.fused) {
       cuda::qk_norm_rope_backward(args.outputs[0].as<T>(), accumulator, partial_rows, d_out, x, weight, rstd,
                                   layout.inverse_frequency->data(), positions, s, args.stream);
     } else {
@@ -141,6 +160,11 @@ CudaKernel bind_fused_rmsnorm_rope_backward_typed(const CudaBindContext& ctx) {
       cuda::rmsnorm_backward(args.outputs[0].as<T>(), accumulator, partial_rows,
                              scratch_at<const T>(resources, dnormed), nullptr, x, weight, rstd, layout.rows(), channels,
                              args.stream);
+      if constexpr (kFp8) {
+        const __nv_bfloat16* d_x = args.outputs[0].as<const __nv_bfloat16>();
+        cuda::fp8_record_amax(d_x, layout.count(), site.row, site.amax, args.stream);
+        cuda::fp8_quantize(d_x, layout.count(), format, site.row, site.amax, site.q, site.scale_inv, args.stream);
+      }
     }
     if (weight_grad) k::convert_from_f32<T>(accumulator, args.outputs[1].as<T>(), channels, args.stream);
   };
@@ -149,6 +173,10 @@ CudaKernel bind_fused_rmsnorm_rope_backward(const CudaBindContext& ctx) {
   return by_element_type(ctx.inputs[0].dtype, [&]<typename T>() {
     return bind_fused_rmsnorm_rope_backward_typed<T>(ctx);
   });
+}
+CudaKernel bind_fused_rmsnorm_rope_backward_fp8(const CudaBindContext& ctx) {
+  require(ctx, ctx.inputs[0].dtype == DType::BF16, "the FP8 q/k norm + RoPE backward runs in bf16 graphs");
+  return bind_fused_rmsnorm_rope_backward_typed<__nv_bfloat16, true>(ctx);
 }
 
 // (x, position_ids) -> out, rotated by +angle (sign 1) or −angle (the backward, sign −1).
@@ -194,6 +222,7 @@ CudaKernel bind_fused_rope(const CudaBindContext& ctx, float sign) {
 void register_fused_cuda_ops(CudaOpTable& table) {
   table.add("fused_rmsnorm_rope", bind_fused_rmsnorm_rope);
   table.add("fused_rmsnorm_rope_backward", bind_fused_rmsnorm_rope_backward);
+  table.add("fused_rmsnorm_rope_backward_fp8", bind_fused_rmsnorm_rope_backward_fp8);
   table.add("fused_rope", [](const CudaBindContext& ctx) { return bind_fused_rope(ctx, 1.0f); });
   table.add("fused_rope_backward", [](const CudaBindContext& ctx) { return bind_fused_rope(ctx, -1.0f); });
 }

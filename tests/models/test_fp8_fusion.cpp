@@ -173,16 +173,22 @@ TEST(Fp8Fusion, SwigluBackwardQuantizesTheFrozenProjectionsGradients) {
   // o_proj and down_proj gradients.
   EXPECT_EQ(count(lora.graph, "fused_residual_rmsnorm_backward_fp8"), 2 * layers);
   EXPECT_EQ(count(lora.graph, "fused_residual_rmsnorm_backward"), 0);
-  EXPECT_EQ(count(lora.graph, "linear_fp8_backward_input_quantized"), 4 * layers);
-  // q, k and v, but layer 0's: their input (the frozen embeddings' norm) needs no gradient.
-  EXPECT_EQ(count(lora.graph, "linear_fp8_backward_input"), 3 * layers - 3);
+  // The q / k norm + RoPE backward quantizes the q and k gradients, but layer 0's: their
+  // projections' input (the frozen embeddings' norm) needs no gradient, so nothing reads them in FP8.
+  EXPECT_EQ(count(lora.graph, "fused_rmsnorm_rope_backward_fp8"), 2 * layers - 2);
+  EXPECT_EQ(count(lora.graph, "fused_rmsnorm_rope_backward"), 2);
+  EXPECT_EQ(count(lora.graph, "linear_fp8_backward_input_quantized"), 4 * layers + 2 * (layers - 1));
+  // v, but layer 0's.
+  EXPECT_EQ(count(lora.graph, "linear_fp8_backward_input"), layers - 1);
   const compiler::ExecutionPlan full = compile(fixture, registry, true, false, compiler::RecomputePolicy::none());
   EXPECT_EQ(count(full.graph, "swiglu_backward_fp8"), layers);
   EXPECT_EQ(count(full.graph, "swiglu_backward"), 0);
+  // gate and up, q and k (the trained q / k norms' backward quantizes their gradients too).
+  EXPECT_EQ(count(full.graph, "fused_rmsnorm_rope_backward_fp8"), 2 * layers);
   EXPECT_EQ(count(full.graph, "linear_fp8_backward_quantized") + count(full.graph, "linear_fp8_backward_quantized_accumulate"),
-            2 * layers);
-  // q, k, v and o of every layer, and down.
-  EXPECT_EQ(count(full.graph, "linear_fp8_backward") + count(full.graph, "linear_fp8_backward_accumulate"), 5 * layers);
+            4 * layers);
+  // v, o and down of every layer.
+  EXPECT_EQ(count(full.graph, "linear_fp8_backward") + count(full.graph, "linear_fp8_backward_accumulate"), 3 * layers);
   EXPECT_EQ(count(full.graph, "fused_residual_rmsnorm_backward_fp8"), 0);
 }
 

@@ -14,6 +14,7 @@
 // d_gate, d_up, both d_x (the same cuBLASLt product of the same codes) and the state, bit for bit.
 // With trained projections (full fine-tuning), the same through linear_fp8_backward: the
 // linear_fp8_backward_quantized products' d_x and d_weight, bit for bit.
+// Qwen3's q / k norm + RoPE backward (fused_rmsnorm_rope_backward_fp8), frozen and trained.
 // And a frozen norm's fused_residual_rmsnorm_backward_fp8 (the residual stream's gradient in
 // E5M2 for the projection that reads it) against the backward then linear_fp8_backward_input.
 #include <gtest/gtest.h>
@@ -320,6 +321,107 @@ TEST(Fp8ProducersCuda, NormBackwardCodesEqualTheInputGradientsOwn) {
     std::memcpy(after.data(), actual.back().data(), after.size() * sizeof(float));
     EXPECT_GT(after[1 * (2 + kHistory) + 1], 0.0f);
   }
+}
+
+// Qwen3's q / k norm + RoPE backward with the q projection's gradient codes: fused_rmsnorm_rope_backward
+// then linear_fp8_backward_input (a frozen q_proj and norm weight), or linear_fp8_backward with the
+// norm weight's gradient (full fine-tuning).
+constexpr int64_t kHeads = 4, kHeadDim = 128;
+
+graph::Graph qk_gradient(const graph::OpRegistry& registry, int64_t rows, bool trained) {
+  graph::GraphBuilder b(registry);
+  const DType bf16 = DType::BF16;
+  const int64_t width = kHeads * kHeadDim;
+  graph::TensorId d_out = b.parameter("d_out", bf16, {rows, width}, false);
+  graph::TensorId x = b.parameter("x", bf16, {rows, width}, false);
+  graph::TensorId weight = b.parameter("weight", bf16, {kHeadDim}, false);
+  graph::TensorId rstd = b.parameter("rstd", DType::F32, {rows * kHeads}, false);
+  graph::TensorId positions = b.parameter("positions", DType::I32, {rows}, false);
+  graph::TensorId w_t = b.parameter("w_t", DType::F8_E4M3, {kGradChannels, width}, false);
+  graph::TensorId w_scale = b.parameter("w_scale", DType::F32, {1}, false);
+  graph::TensorId xq = b.parameter("xq", DType::F8_E4M3, {rows, kGradChannels}, false);
+  graph::TensorId x_scale = b.parameter("x_scale", DType::F32, {1}, false);
+  graph::TensorId state = b.parameter("state", DType::F32, {3, 2 + kHistory}, false);
+  nlohmann::json frequencies = nlohmann::json::array();
+  for (int64_t i = 0; i < kHeadDim / 2; ++i) frequencies.push_back(std::pow(1e6, -2.0 * static_cast<double>(i) / kHeadDim));
+  const nlohmann::json attrs = {{"heads", kHeads}, {"head_dim", kHeadDim}, {"eps", 1e-6}, {"inv_freq", frequencies},
+                                {"attention_scaling", 1.0}, {"weight_grad", trained}};
+  auto grads = b.op("fused_rmsnorm_rope_backward", {d_out, x, weight, rstd, positions}, attrs, "q_norm_rope.grad");
+  b.mark_output(grads[0]);
+  if (trained) {
+    b.mark_output(grads[1]);
+    auto both = b.op("linear_fp8_backward", {grads[0], xq, x_scale, w_t, w_scale, state},
+                     {{"site", 1}, {"format", "e5m2"}}, "q.backward");
+    b.mark_output(both[0]);
+    b.mark_output(both[1]);
+  } else {
+    b.mark_output(b.op("linear_fp8_backward_input", {grads[0], w_t, w_scale, state}, {{"site", 1}, {"format", "e5m2"}},
+                       "q.d_x"));
+  }
+  return b.finish();
+}
+
+void check_qk_gradient(int64_t rows, bool trained) {
+  const graph::OpRegistry registry = ops::make_model_registry();
+  const graph::Graph unfused = qk_gradient(registry, rows, trained);
+  const graph::Graph fused = models::fuse_fp8_gradients(unfused);
+  ASSERT_EQ(models::fp8_fused_producer_count(fused), 1);
+  const compiler::ExecutionPlan unfused_plan = compiler::compile_forward(unfused, registry);
+  const compiler::ExecutionPlan fused_plan = compiler::compile_forward(fused, registry);
+  std::mt19937 rng(41);
+  std::uniform_real_distribution<float> exponent(-12.0f, 2.0f), sign(-1.0f, 1.0f), positive(0.5f, 2.0f);
+  auto values = [&](size_t count, bool spread) {
+    std::vector<uint16_t> bits(count);
+    for (uint16_t& b : bits) b = float_to_bf16(spread ? std::copysign(std::exp2(exponent(rng)), sign(rng)) : positive(rng));
+    return bits;
+  };
+  auto codes = [&](size_t count) {  // E4M3 codes of N(0, 1) · 64 values: no NaN codes
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    std::vector<uint16_t> pairs((count + 1) / 2);
+    for (uint16_t& pair : pairs) {
+      pair = static_cast<uint16_t>(quant::fp8_encode(normal(rng) * 64.0f, quant::Fp8Format::E4M3) |
+                                   (quant::fp8_encode(normal(rng) * 64.0f, quant::Fp8Format::E4M3) << 8));
+    }
+    return pairs;
+  };
+  const int64_t width = kHeads * kHeadDim;
+  std::vector<uint16_t> positions(static_cast<size_t>(2 * rows), 0);  // int32 words, low half first
+  for (int64_t t = 0; t < rows; ++t) positions[static_cast<size_t>(2 * t)] = static_cast<uint16_t>(t % 97);
+  std::vector<float> rstd(static_cast<size_t>(rows * kHeads));
+  for (float& value : rstd) value = positive(rng);
+  const Inputs inputs = {{"d_out", values(rows * width, true)}, {"x", values(rows * width, true)},
+                         {"weight", values(kHeadDim, false)},   {"positions", positions},
+                         {"w_t", codes(kGradChannels * width)}, {"xq", codes(rows * kGradChannels)}};
+  const FloatInputs floats = {{"rstd", rstd}, {"w_scale", {1.0f / 64.0f}}, {"x_scale", {1.0f / 32.0f}}};
+  for (const bool delayed : {false, true}) {
+    std::vector<float> state(3 * (2 + kHistory), 0.0f);
+    if (delayed) state[1 * (2 + kHistory)] = 0.5f;
+    const auto expected = run(unfused_plan, registry, inputs, state, floats);
+    const auto actual = run(fused_plan, registry, inputs, state, floats);
+    ASSERT_EQ(actual.size(), expected.size());
+    const std::vector<std::string> names =
+        trained ? std::vector<std::string>{"d_x", "the norm's d_weight", "q's d_x", "q's d_weight", "the state"}
+                : std::vector<std::string>{"d_x", "q's d_x", "the state"};
+    ASSERT_EQ(expected.size(), names.size());
+    for (size_t i = 0; i < expected.size(); ++i) {
+      EXPECT_EQ(std::memcmp(actual[i].data(), expected[i].data(), expected[i].size()), 0)
+          << (trained ? "trained, " : "frozen, ") << (delayed ? "delayed amax" : "no delayed amax") << ": " << names[i]
+          << " differs";
+    }
+    std::vector<float> after(state.size());
+    std::memcpy(after.data(), actual.back().data(), after.size() * sizeof(float));
+    EXPECT_GT(after[1 * (2 + kHistory) + 1], 0.0f);
+  }
+}
+
+TEST(Fp8ProducersCuda, QkNormRopeBackwardCodesEqualTheInputGradientsOwn) {
+  std::string reason;
+  if (!cuda::cuda_device_available(&reason)) {
+    std::printf("skipped: %s\n", reason.c_str());
+    GTEST_SKIP();
+  }
+  check_qk_gradient(kRows, false);
+  check_qk_gradient(272, true);
 }
 
 }  // namespace

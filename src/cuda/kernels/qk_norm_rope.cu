@@ -2,6 +2,7 @@
 #include <algorithm>
 
 #include "cuda/cuda_check.h"
+#include "cuda/kernels/fp8_epilogue.cuh"
 #include "cuda/kernels/qk_norm_rope.h"
 #include "cuda/kernels/vector_math.cuh"
 
@@ -68,12 +69,18 @@ __global__ void qk_norm_rope_forward_kernel(T* out, float* rstd_out, const T* in
   kernels::store_x8(out + row * shape.head_dim + first + half, kernels::pack<T>(y_high));
 }
 
-template <typename T>
+// kFp8: 0, or the FP8 format (1 E4M3, 2 E5M2) dinput's codes are also written in (T = bf16;
+// fp8_epilogue.cuh: the fp8_hybrid recipe's gradient for the q / k projection that reads dinput).
+template <typename T, int kFp8 = 0>
 __global__ void qk_norm_rope_backward_kernel(T* dinput, float* partials, const T* dout,
                                              const T* input, const T* weight,
                                              const float* rstd_in, const float* inv_freq,
-                                             const int32_t* position_ids, QkNormRopeShape shape) {
+                                             const int32_t* position_ids, QkNormRopeShape shape, Fp8Output fp8_out) {
   extern __shared__ float lane_partials[];  // [kThreads][16]: this thread's dw for its 16 channels
+  [[maybe_unused]] fp8::EpilogueState site;
+  [[maybe_unused]] unsigned fp8_bits = 0;
+  if constexpr (kFp8 != 0) site = fp8::epilogue_begin(fp8_out.row, fp8_out.scale_inv, blockIdx.x == 0,
+                                                      kFp8 == 1 ? 448.0f : 57344.0f);
   const int lanes = shape.head_dim / 16, half = shape.head_dim / 2;
   const int rows_per_block = kThreads / lanes;
   const int64_t rows = shape.tokens * shape.heads;
@@ -118,10 +125,27 @@ __global__ void qk_norm_rope_backward_kernel(T* dinput, float* partials, const T
       dx_low[i] = rstd * (g_low[i] - x_low[i] * dot);
       dx_high[i] = rstd * (g_high[i] - x_high[i] * dot);
     }
-    kernels::store_x8(dinput + row * shape.head_dim + first, kernels::pack<T>(dx_low));
-    kernels::store_x8(dinput + row * shape.head_dim + first + half, kernels::pack<T>(dx_high));
+    const kernels::Vec8<T> packed_low = kernels::pack<T>(dx_low), packed_high = kernels::pack<T>(dx_high);
+    kernels::store_x8(dinput + row * shape.head_dim + first, packed_low);
+    kernels::store_x8(dinput + row * shape.head_dim + first + half, packed_high);
+    if constexpr (kFp8 != 0) {
+      kernels::unpack(packed_low, dx_low);  // the bf16 values dinput holds
+      kernels::unpack(packed_high, dx_high);
+#pragma unroll
+      for (int i = 0; i < kPackWidth; ++i) {
+        fp8_bits = max(fp8_bits, max(fp8::amax_bits(dx_low[i]), fp8::amax_bits(dx_high[i])));
+      }
+      if (site.delayed) {
+        uint2* codes = reinterpret_cast<uint2*>(fp8_out.q);
+        const int64_t low = (row * shape.head_dim + first) / kPackWidth, high = low + half / kPackWidth;
+        codes[low] = kFp8 == 1 ? fp8::encode8<__NV_E4M3>(dx_low, site.scale) : fp8::encode8<__NV_E5M2>(dx_low, site.scale);
+        codes[high] =
+            kFp8 == 1 ? fp8::encode8<__NV_E4M3>(dx_high, site.scale) : fp8::encode8<__NV_E5M2>(dx_high, site.scale);
+      }
+    }
   }
 
+  if constexpr (kFp8 != 0) fp8::epilogue_end(site, fp8_bits, fp8_out.row, fp8_out.amax);  // every thread: a barrier
   if (partials == nullptr) return;  // frozen weight: no dw (uniform over the block)
   // Fixed-order reduction of the block's lanes that own the same channels.
 #pragma unroll
@@ -187,8 +211,30 @@ void qk_norm_rope_backward(T* dinput, float* dweight, float* scratch, const T* d
   if (shape.tokens * shape.heads == 0) return;
   const int blocks = static_cast<int>(backward_blocks(shape));
   qk_norm_rope_backward_kernel<T><<<blocks, kThreads, kThreads * 16 * sizeof(float), stream>>>(
-      dinput, dweight ? scratch : nullptr, dout, input, weight, rstd, inv_freq, position_ids, shape);
+      dinput, dweight ? scratch : nullptr, dout, input, weight, rstd, inv_freq, position_ids, shape, Fp8Output{});
   CUDA_CHECK_LAUNCH();
+  if (dweight == nullptr) return;
+  sum_partials_kernel<<<static_cast<unsigned>((shape.head_dim + 255) / 256), 256, 0, stream>>>(
+      dweight, scratch, blocks, shape.head_dim);
+  CUDA_CHECK_LAUNCH();
+}
+
+void qk_norm_rope_backward_fp8(__nv_bfloat16* dinput, float* dweight, float* scratch, const __nv_bfloat16* dout,
+                               const __nv_bfloat16* input, const __nv_bfloat16* weight, const float* rstd,
+                               const float* inv_freq, const int32_t* position_ids, const QkNormRopeShape& shape,
+                               const Fp8Output& fp8_out, cudaStream_t stream) {
+  check_shape(shape);
+  if (shape.tokens * shape.heads == 0) return;
+  const int blocks = static_cast<int>(backward_blocks(shape));
+  using bf16 = __nv_bfloat16;
+  auto launch = [&](auto kernel) {
+    kernel<<<blocks, kThreads, kThreads * 16 * sizeof(float), stream>>>(
+        dinput, dweight ? scratch : nullptr, dout, input, weight, rstd, inv_freq, position_ids, shape, fp8_out);
+  };
+  fp8_out.format == Fp8Target::E4M3 ? launch(qk_norm_rope_backward_kernel<bf16, 1>)
+                                    : launch(qk_norm_rope_backward_kernel<bf16, 2>);
+  CUDA_CHECK_LAUNCH();
+  fp8_quantize_pending(dinput, shape.tokens * shape.heads * shape.head_dim, fp8_out, stream);
   if (dweight == nullptr) return;
   sum_partials_kernel<<<static_cast<unsigned>((shape.head_dim + 255) / 256), 256, 0, stream>>>(
       dweight, scratch, blocks, shape.head_dim);

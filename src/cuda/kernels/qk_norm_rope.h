@@ -20,6 +20,8 @@
 
 #include <cstdint>
 
+#include "cuda/kernels/fp8_quantize.h"
+
 namespace surogate::cuda {
 
 struct QkNormRopeShape {
@@ -42,5 +44,13 @@ void qk_norm_rope_backward(T* dinput, float* dweight, float* scratch, const T* d
                            const T* input, const T* weight, const float* rstd,
                            const float* inv_freq, const int32_t* position_ids, const QkNormRopeShape& shape,
                            cudaStream_t stream);
+
+// The backward in bf16, also writing the codes of dinput in fp8_out.format (the fp8_hybrid recipe's
+// gradient for the q / k projection; fp8_quantize.h's Fp8Output): bit for bit the backward then
+// fp8_record_amax + fp8_quantize of dinput.
+void qk_norm_rope_backward_fp8(__nv_bfloat16* dinput, float* dweight, float* scratch, const __nv_bfloat16* dout,
+                               const __nv_bfloat16* input, const __nv_bfloat16* weight, const float* rstd,
+                               const float* inv_freq, const int32_t* position_ids, const QkNormRopeShape& shape,
+                               const Fp8Output& fp8_out, cudaStream_t stream);
 
 }  // namespace surogate::cuda

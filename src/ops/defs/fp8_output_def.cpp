@@ -12,6 +12,9 @@
 //   fused_residual_rmsnorm_backward_fp8(<its inputs>..., state){<its attrs>, site, format} ->
 //   (d_input [, d_weight], q, scale_inv): the residual stream's gradient quantized for the
 //   projection (o_proj, down_proj) whose output joined the stream
+//   fused_rmsnorm_rope_backward_fp8(d_out, x, weight, rstd, position_ids, state){<its attrs>, site,
+//   format} -> (d_x [, d_weight], q, scale_inv): Qwen3's q / k gradient quantized for the q / k
+//   projection
 //
 // Everything but the extra outputs is the op's own: shapes, gradients (q and scale_inv carry
 // none; the state gets none), and the CPU kernel, after which the CPU form quantizes `out` exactly
@@ -163,6 +166,7 @@ void register_fp8_output_ops(OpRegistry& registry) {
   for (const char* base : {"rmsnorm", "fused_residual_rmsnorm", "swiglu"}) register_with_fp8_output(registry, base);
   register_swiglu_backward_fp8(registry);
   register_gradient_with_fp8_output(registry, "fused_residual_rmsnorm_backward");
+  register_gradient_with_fp8_output(registry, "fused_rmsnorm_rope_backward");
 }
 
 }  // namespace surogate::ops::defs
