@@ -122,8 +122,10 @@ bool RecomputePolicy::keeps_outputs_of(const graph::Node& producer) const {
 }
 
 bool is_expensive_to_recompute(std::string_view op) {
-  // linear_fp8: fp8_hybrid's products (models/fp8_recipe.h), matmuls like the others.
-  return op == "linear" || op == "linear_add" || op == "linear_fp8" || op == "attention" || op == "expert_linear";
+  // linear_fp8 / attention_fp8: fp8_hybrid's products and its attention (models/fp8_recipe.h,
+  // models/fp8_fusion.h), as expensive as the others.
+  return op == "linear" || op == "linear_add" || op == "linear_fp8" || op == "attention" || op == "attention_fp8" ||
+         op == "expert_linear";
 }
 
 int64_t layer_of(const graph::Node& node) {

@@ -12,10 +12,12 @@ namespace {
 using graph::NodeId;
 
 // The forward producers whose quantize_fp8 fuse_fp8_producers folds in ("<op>_fp8").
-bool fusable_producer(const std::string& op) { return op == "rmsnorm" || op == "fused_residual_rmsnorm" || op == "swiglu"; }
+bool fusable_producer(const std::string& op) {
+  return op == "rmsnorm" || op == "fused_residual_rmsnorm" || op == "swiglu" || op == "attention";
+}
 
 // The quantize_fp8 node a producer absorbs: stateful, E4M3, reading the producer's main output.
-bool absorbable(const graph::Graph& graph, const graph::Node& node, NodeId* producer) {
+bool absorbable(const graph::Graph& graph, const graph::Node& node, bool attention, NodeId* producer) {
   if (node.op != "quantize_fp8" || node.inputs.size() != 2 || !node.attrs.contains("format") ||
       node.attrs.at("format").get<std::string>() != "e4m3") {
     return false;
@@ -23,16 +25,16 @@ bool absorbable(const graph::Graph& graph, const graph::Node& node, NodeId* prod
   *producer = graph.tensor(node.inputs[0]).producer;
   if (*producer == graph::kNoNode) return false;
   const graph::Node& source = graph.nodes[static_cast<size_t>(*producer)];
-  return fusable_producer(source.op) && source.outputs[0] == node.inputs[0];
+  return fusable_producer(source.op) && (attention || source.op != "attention") && source.outputs[0] == node.inputs[0];
 }
 
 }  // namespace
 
-graph::Graph fuse_fp8_producers(const graph::Graph& forward, const graph::OpRegistry& registry) {
+graph::Graph fuse_fp8_producers(const graph::Graph& forward, const graph::OpRegistry& registry, bool attention) {
   std::unordered_map<NodeId, NodeId> absorbed_by;  // producer → the quantize node it absorbs
   for (size_t i = 0; i < forward.nodes.size(); ++i) {
     NodeId producer = graph::kNoNode;
-    if (absorbable(forward, forward.nodes[i], &producer)) absorbed_by.emplace(producer, static_cast<NodeId>(i));
+    if (absorbable(forward, forward.nodes[i], attention, &producer)) absorbed_by.emplace(producer, static_cast<NodeId>(i));
   }
   if (absorbed_by.empty()) return forward;
   std::unordered_set<NodeId> skipped;  // the absorbed quantize nodes
@@ -57,6 +59,7 @@ graph::Graph fuse_fp8_producers(const graph::Graph& forward, const graph::OpRegi
     node.inputs.push_back(quantize.inputs[1]);
     node.outputs.insert(node.outputs.end(), quantize.outputs.begin(), quantize.outputs.end());
     node.attrs["site"] = quantize.attrs.at("site");
+    node.attrs["format"] = "e4m3";  // an input's codes
     graph.add_node(std::move(node));
   }
   return builder.finish();

@@ -8,7 +8,9 @@
 // fused ops run the two steps; on the GPU the quantization becomes the producer kernel's
 // epilogue and saves a pass that reads the bf16 tensor).
 //
-// Inputs quantized from other producers (the attention output, a LoRA dropout) keep their
+// The attention's output (o_proj's input) likewise becomes attention_fp8's, unless `attention` is
+// false (sequence parallelism exchanges it first). Inputs quantized from other producers (a LoRA
+// dropout) keep their
 // quantize_fp8 node, as do evaluation graphs (no state: each tensor is scaled by its own amax,
 // which needs the whole tensor before the first code).
 #pragma once
@@ -18,7 +20,8 @@
 
 namespace surogate::models {
 
-graph::Graph fuse_fp8_producers(const graph::Graph& forward, const graph::OpRegistry& registry);
+// `attention`: the attention's output quantization too (attention_fp8).
+graph::Graph fuse_fp8_producers(const graph::Graph& forward, const graph::OpRegistry& registry, bool attention = true);
 
 // The same for the backward, on the training graph autodiff derived (compiler::CompileOptions::
 // rewrite_training_graph): a swiglu_backward whose d_gate and d_up each feed exactly one FP8

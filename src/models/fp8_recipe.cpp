@@ -193,7 +193,7 @@ graph::Graph apply_fp8_recipe(const graph::Graph& forward, const graph::OpRegist
   }
   if (stateful) graph.tensor(state).type.shape = {sites, 2 + options.amax_history};
   graph::Graph result = builder.finish();
-  return stateful && options.fuse_producers ? fuse_fp8_producers(result, registry) : result;
+  return stateful && options.fuse_producers ? fuse_fp8_producers(result, registry, options.fuse_attention) : result;
 }
 
 namespace {

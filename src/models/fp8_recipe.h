@@ -60,6 +60,10 @@ struct Fp8Options {
   // Fold each input's quantization into the rmsnorm / swiglu that produces it (models/fp8_fusion.h;
   // training graphs, amax_history > 0). Off only in tests that compare the two forms.
   bool fuse_producers = true;
+  // The attention's too (its output, o_proj's input). Off under sequence parallelism, whose
+  // exchange after the attention gives o_proj another layout (distributed/sequence_parallel_graph.h;
+  // config_rules.cpp refuses sequence_parallel_size with fp8_hybrid today).
+  bool fuse_attention = true;
 };
 
 graph::Graph apply_fp8_recipe(const graph::Graph& forward, const graph::OpRegistry& registry, const Fp8Options& options);

@@ -396,6 +396,44 @@ CudaKernel bind_attention(const CudaBindContext& ctx) {
   return by_element_type(ctx.inputs[0].dtype, [&]<typename T>() { return bind_attention_typed<T>(ctx); });
 }
 
+// attention_fp8 (q, k, v [, document_ids], state){site, format e4m3} -> (out, logsumexp, q, scale_inv):
+// the flash forward with the FP8 epilogue (cuda/kernels/attention.h); other head sizes run the plain
+// forward, then the site's quantization as quantize_fp8 runs it.
+CudaKernel bind_attention_fp8(const CudaBindContext& ctx) {
+  expect_in(ctx, 0, DType::BF16);
+  expect_out(ctx, 1, DType::F32);
+  const size_t state = ctx.inputs.size() - 1;
+  const AttentionLayout layout = attention_layout(ctx);
+  const bool has_documents = state == 4;
+  const int64_t offset = ctx.attrs.integer("site") * ctx.inputs[state].shape[1];
+  ScratchLayout scratch;
+  const size_t cu = scratch.take(sizeof(int32_t) * (layout.tokens() + 1));
+  const size_t amax = scratch.take(sizeof(float));
+  ctx.resources.reserve_scratch(scratch.bytes);
+  CudaResources* resources = &ctx.resources;
+  using bf16 = __nv_bfloat16;
+  return [=](const CudaKernelArgs& args) {
+    int32_t* cu_seqlens = scratch_at<int32_t>(resources, cu);
+    k::cu_seqlens_from_documents(cu_seqlens, has_documents ? args.inputs[3].as<const int32_t>() : nullptr,
+                                 layout.batch, layout.sequence, args.stream);
+    const bf16 *q = args.inputs[0].as<const bf16>(), *kk = args.inputs[1].as<const bf16>(),
+               *v = args.inputs[2].as<const bf16>();
+    const cuda::Fp8Output site{args.inputs[state].as<float>() + offset, scratch_at<float>(resources, amax),
+                               args.outputs[2].as<uint8_t>(), args.outputs[3].as<float>(), cuda::Fp8Target::E4M3};
+    CUDA_CHECK(cudaMemsetAsync(site.amax, 0, sizeof(float), args.stream));
+    bf16* out = args.outputs[0].as<bf16>();
+    if (layout.flash) {
+      cuda::attention_forward_fp8(out, args.outputs[1].as<float>(), q, kk, v, cu_seqlens, flash_shape(layout), site,
+                                  args.stream);
+      return;
+    }
+    k::plain_attention_forward(out, args.outputs[1].as<float>(), q, kk, v, cu_seqlens, plain_shape(layout), args.stream);
+    const int64_t count = layout.tokens() * layout.q_heads * layout.head_dim;
+    cuda::fp8_record_amax(out, count, site.row, site.amax, args.stream);
+    cuda::fp8_quantize(out, count, cuda::Fp8Target::E4M3, site.row, site.amax, site.q, site.scale_inv, args.stream);
+  };
+}
+
 // attn_bwd_chunks (the node's backward_chunks): the flash backward runs on slices of ceil(B / N)
 // batch rows in turn, so its fp32 workspace (dQ accumulator and delta) is one slice's. Documents
 // never cross a row, so each slice is an independent attention problem: q, k, v, out, d_out and
@@ -468,6 +506,7 @@ void register_model_cuda_ops(CudaOpTable& table) {
   table.add("rope", bind_rope);
   table.add("rope_backward", bind_rope_backward);
   table.add("attention", bind_attention);
+  table.add("attention_fp8", bind_attention_fp8);
   table.add("attention_backward", bind_attention_backward);
 }
 

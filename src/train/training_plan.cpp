@@ -71,6 +71,7 @@ std::optional<models::Fp8Options> fp8_options(const Config& config, const io::Mo
   options.amax_history = config.fp8_amax_history;
   if (config.gradient_dtype == GradientDtype::Fp8E4M3) options.gradient_format = quant::Fp8Format::E4M3;
   options.trained_weights = !config.lora;  // LoRA's trainable weights are the adapters
+  options.fuse_attention = config.sequence_parallel_size <= 1;  // the exchange reorders o_proj's input
   return options;
 }
 

@@ -133,7 +133,7 @@ StepResult train_step(bool fuse, bool lora, const compiler::RecomputePolicy& pol
   return run;
 }
 
-TEST(Fp8Fusion, NormsAndSwigluQuantizeTheirOwnOutput) {
+TEST(Fp8Fusion, NormsSwigluAndAttentionQuantizeTheirOwnOutput) {
   testing::Fixture fixture = testing::open_fixture(kFixture);
   const graph::OpRegistry registry = ops::make_model_registry();
   graph::TensorId loss = graph::kNoTensor;
@@ -146,13 +146,19 @@ TEST(Fp8Fusion, NormsAndSwigluQuantizeTheirOwnOutput) {
   // Each layer quantizes 4 inputs: ln1, the attention output, ln2, the SwiGLU output.
   EXPECT_EQ(count(unfused, "quantize_fp8"), 4 * layers);
   EXPECT_EQ(fp8_fused_producer_count(unfused), 0);
-  EXPECT_EQ(count(fused, "quantize_fp8"), layers);  // the attention output's
-  EXPECT_EQ(fp8_fused_producer_count(fused), 3 * layers);
+  EXPECT_EQ(count(fused, "quantize_fp8"), 0);
+  EXPECT_EQ(fp8_fused_producer_count(fused), 4 * layers);
   EXPECT_EQ(count(fused, "rmsnorm_fp8"), 1);  // the first layer's ln1 (the others fuse the residual add)
   EXPECT_EQ(count(fused, "fused_residual_rmsnorm_fp8"), 2 * layers - 1);
   EXPECT_EQ(count(fused, "swiglu_fp8"), layers);
+  EXPECT_EQ(count(fused, "attention_fp8"), layers);
   EXPECT_EQ(fused.tensors.size(), unfused.tensors.size());  // the same tensors, fewer nodes
-  EXPECT_EQ(fused.nodes.size() + static_cast<size_t>(3 * layers), unfused.nodes.size());
+  EXPECT_EQ(fused.nodes.size() + static_cast<size_t>(4 * layers), unfused.nodes.size());
+  // Under sequence parallelism the exchange after the attention reorders o_proj's input: the
+  // attention keeps its quantize_fp8.
+  const graph::Graph sequence = models::fuse_fp8_producers(unfused, registry, false);
+  EXPECT_EQ(count(sequence, "quantize_fp8"), layers);
+  EXPECT_EQ(count(sequence, "attention_fp8"), 0);
 }
 
 // LoRA's backward: each layer's SwiGLU gradients are quantized by the SwiGLU backward for the

@@ -14,7 +14,8 @@
 // d_gate, d_up, both d_x (the same cuBLASLt product of the same codes) and the state, bit for bit.
 // With trained projections (full fine-tuning), the same through linear_fp8_backward: the
 // linear_fp8_backward_quantized products' d_x and d_weight, bit for bit.
-// Qwen3's q / k norm + RoPE backward (fused_rmsnorm_rope_backward_fp8), frozen and trained.
+// Qwen3's q / k norm + RoPE backward (fused_rmsnorm_rope_backward_fp8), frozen and trained. The
+// attention's output quantized by the flash forward's epilogue (attention_fp8).
 // And a frozen norm's fused_residual_rmsnorm_backward_fp8 (the residual stream's gradient in
 // E5M2 for the projection that reads it) against the backward then linear_fp8_backward_input.
 #include <gtest/gtest.h>
@@ -422,6 +423,60 @@ TEST(Fp8ProducersCuda, QkNormRopeBackwardCodesEqualTheInputGradientsOwn) {
   }
   check_qk_gradient(kRows, false);
   check_qk_gradient(272, true);
+}
+
+// The attention's output quantized by the flash forward's epilogue (attention_fp8) against
+// attention then quantize_fp8: out, logsumexp, the codes, scale_inv and the state bit for bit, with
+// packed documents, GQA and a row count that is not a multiple of the 64-query blocks.
+TEST(Fp8ProducersCuda, AttentionOutputCodesEqualTheQuantizeNodes) {
+  std::string reason;
+  if (!cuda::cuda_device_available(&reason)) {
+    std::printf("skipped: %s\n", reason.c_str());
+    GTEST_SKIP();
+  }
+  constexpr int64_t kBatch = 2, kSequence = 203, kQHeads = 4, kKvHeads = 2, kDim = 128;
+  const graph::OpRegistry registry = ops::make_model_registry();
+  graph::GraphBuilder b(registry);
+  const DType bf16 = DType::BF16;
+  graph::TensorId q = b.parameter("q", bf16, {kBatch, kSequence, kQHeads * kDim}, false);
+  graph::TensorId k = b.parameter("k", bf16, {kBatch, kSequence, kKvHeads * kDim}, false);
+  graph::TensorId v = b.parameter("v", bf16, {kBatch, kSequence, kKvHeads * kDim}, false);
+  graph::TensorId documents = b.parameter("documents", DType::I32, {kBatch, kSequence}, false);
+  graph::TensorId state = b.parameter("state", DType::F32, {3, 2 + kHistory}, false);
+  auto attention = b.op("attention", {q, k, v, documents},
+                        {{"query_heads", kQHeads}, {"kv_heads", kKvHeads}, {"head_dim", kDim}, {"window", 0}}, "attention");
+  auto codes = b.op("quantize_fp8", {attention[0], state}, {{"format", "e4m3"}, {"site", 2}}, "attention.fp8");
+  for (graph::TensorId id : {attention[0], attention[1], codes[0], codes[1]}) b.mark_output(id);
+  const graph::Graph unfused = b.finish();
+  const graph::Graph fused = models::fuse_fp8_producers(unfused, registry);
+  ASSERT_EQ(models::fp8_fused_producer_count(fused), 1);
+  const compiler::ExecutionPlan unfused_plan = compiler::compile_forward(unfused, registry);
+  const compiler::ExecutionPlan fused_plan = compiler::compile_forward(fused, registry);
+  std::mt19937 rng(43);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  auto values = [&](size_t count) {
+    std::vector<uint16_t> bits(count);
+    for (uint16_t& bit : bits) bit = float_to_bf16(normal(rng));
+    return bits;
+  };
+  std::vector<uint16_t> document_words(static_cast<size_t>(2 * kBatch * kSequence), 0);  // int32, low half first
+  for (int64_t i = 0; i < kBatch * kSequence; ++i) document_words[static_cast<size_t>(2 * i)] = (i % kSequence) / 70;
+  const Inputs inputs = {{"q", values(kBatch * kSequence * kQHeads * kDim)},
+                         {"k", values(kBatch * kSequence * kKvHeads * kDim)},
+                         {"v", values(kBatch * kSequence * kKvHeads * kDim)},
+                         {"documents", document_words}};
+  for (const bool delayed : {false, true}) {
+    std::vector<float> state_values(3 * (2 + kHistory), 0.0f);
+    if (delayed) state_values[2 * (2 + kHistory)] = 0.25f;  // below the output's amax: some codes saturate
+    const auto expected = run(unfused_plan, registry, inputs, state_values);
+    const auto actual = run(fused_plan, registry, inputs, state_values);
+    ASSERT_EQ(actual.size(), expected.size());
+    const char* names[] = {"out", "logsumexp", "the codes", "scale_inv", "the state"};
+    for (size_t i = 0; i < expected.size(); ++i) {
+      EXPECT_EQ(std::memcmp(actual[i].data(), expected[i].data(), expected[i].size()), 0)
+          << (delayed ? "delayed amax" : "no delayed amax") << ": " << names[i] << " differs";
+    }
+  }
 }
 
 }  // namespace

@@ -32,6 +32,8 @@
 
 #include <cstdint>
 
+#include "cuda/kernels/fp8_quantize.h"
+
 namespace surogate::cuda {
 
 struct AttentionShape {
@@ -60,6 +62,13 @@ template <typename T>
 void attention_forward(T* out, float* logsumexp, const T* q, const T* k,
                        const T* v, const int32_t* cu_seqlens, const AttentionShape& shape,
                        cudaStream_t stream, int blocks_per_sm = 0);
+
+// The same (bf16, the default blocks per SM), also writing the output's E4M3 codes for the
+// fp8_hybrid recipe (fp8_quantize.h's Fp8Output; o_proj's input): bit for bit the forward then
+// fp8_record_amax + fp8_quantize of `out`.
+void attention_forward_fp8(__nv_bfloat16* out, float* logsumexp, const __nv_bfloat16* q, const __nv_bfloat16* k,
+                           const __nv_bfloat16* v, const int32_t* cu_seqlens, const AttentionShape& shape,
+                           const Fp8Output& fp8_out, cudaStream_t stream);
 
 // fp32 workspace the backward needs for a work split: the dQ accumulator and delta (tokens ×
 // q_heads × (head_dim + 1) floats) and, for the PerQueryHead split with GQA, the dK / dV partials

@@ -10,6 +10,7 @@
 #include "cuda/cuda_check.h"
 #include "cuda/kernels/attention.h"
 #include "cuda/kernels/attention_tiles.cuh"
+#include "cuda/kernels/fp8_epilogue.cuh"
 
 namespace surogate::cuda {
 namespace {
@@ -34,10 +35,12 @@ constexpr size_t forward_shared_bytes() {
 
 // The default variant keeps the plain bound (no minimum block count: a minimum of 1 makes ptxas
 // take 230 registers instead of 179).
-template <int kHeadDim, int kBlocksPerSm, typename T>
+// kFp8: the output's E4M3 codes are also written (T = bf16; fp8_epilogue.cuh: the fp8_hybrid
+// recipe's input of o_proj).
+template <int kHeadDim, int kBlocksPerSm, typename T, bool kFp8 = false>
 __global__ void __launch_bounds__(kThreads, q_in_stage<kBlocksPerSm>() ? kBlocksPerSm : 0)
     attention_forward_kernel(T* out, float* logsumexp, const T* q, const T* k,
-                             const T* v, const int32_t* cu_seqlens, AttentionShape shape) {
+                             const T* v, const int32_t* cu_seqlens, AttentionShape shape, Fp8Output fp8_out) {
   constexpr int kStride = kHeadDim + kPad;
   constexpr int kSlices = kHeadDim / 16;       // k-slices of the head dimension
   constexpr int kOutTiles = kHeadDim / 8;      // n-tiles of the output
@@ -200,34 +203,48 @@ __global__ void __launch_bounds__(kThreads, q_in_stage<kBlocksPerSm>() ? kBlocks
     __syncthreads();  // every warp is done with this stage before it is refilled
   }
 
+  [[maybe_unused]] fp8::EpilogueState site;
+  [[maybe_unused]] unsigned fp8_bits = 0;
+  if constexpr (kFp8) site = fp8::epilogue_begin(fp8_out.row, fp8_out.scale_inv, blockIdx.x == 0 && blockIdx.y == 0);
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     row_sum[r] += __shfl_xor_sync(0xffffffffu, row_sum[r], 1);
     row_sum[r] += __shfl_xor_sync(0xffffffffu, row_sum[r], 2);
     if (rows[r] >= tokens) continue;
     const float inverse = 1.0f / row_sum[r];
-    T* target = out + rows[r] * q_stride + int64_t{head} * kHeadDim + 2 * t;
+    const int64_t offset = rows[r] * q_stride + int64_t{head} * kHeadDim + 2 * t;
+    T* target = out + offset;
 #pragma unroll
     for (int n = 0; n < kOutTiles; ++n) {
       kernels::store_pair(target + n * 8, accumulator[n][2 * r] * inverse,
                           accumulator[n][2 * r + 1] * inverse);
+      if constexpr (kFp8) {
+        // The bf16 values `out` holds, then their codes (two bytes).
+        const float2 stored = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(target + n * 8));
+        fp8_bits = max(fp8_bits, max(fp8::amax_bits(stored.x), fp8::amax_bits(stored.y)));
+        if (site.delayed) {
+          *reinterpret_cast<__nv_fp8x2_storage_t*>(fp8_out.q + offset + n * 8) = __nv_cvt_float2_to_fp8x2(
+              make_float2(__fmul_rn(stored.x, site.scale), __fmul_rn(stored.y, site.scale)), __NV_SATFINITE, __NV_E4M3);
+        }
+      }
     }
     if (t == 0) logsumexp[int64_t{head} * tokens + rows[r]] = row_max[r] / kLog2e + logf(row_sum[r]);
   }
+  if constexpr (kFp8) fp8::epilogue_end(site, fp8_bits, fp8_out.row, fp8_out.amax);  // every thread: a barrier
 }
 
-template <int kHeadDim, int kBlocksPerSm, typename T>
+template <int kHeadDim, int kBlocksPerSm, typename T, bool kFp8 = false>
 void launch_forward(T* out, float* logsumexp, const T* q, const T* k,
                     const T* v, const int32_t* cu_seqlens, const AttentionShape& shape,
-                    cudaStream_t stream) {
+                    cudaStream_t stream, const Fp8Output& fp8_out = {}) {
   constexpr size_t kShared = forward_shared_bytes<kHeadDim, kBlocksPerSm>();
-  CUDA_CHECK(cudaFuncSetAttribute(attention_forward_kernel<kHeadDim, kBlocksPerSm, T>,
+  CUDA_CHECK(cudaFuncSetAttribute(attention_forward_kernel<kHeadDim, kBlocksPerSm, T, kFp8>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kShared)));
   const int64_t query_blocks = (shape.tokens + kBlockQueries - 1) / kBlockQueries;
   CUDA_REQUIRE(query_blocks <= 65535, "attention forward: too many tokens for one launch");
   const dim3 grid(shape.q_heads, static_cast<unsigned>(query_blocks));
-  attention_forward_kernel<kHeadDim, kBlocksPerSm, T>
-      <<<grid, kThreads, kShared, stream>>>(out, logsumexp, q, k, v, cu_seqlens, shape);
+  attention_forward_kernel<kHeadDim, kBlocksPerSm, T, kFp8>
+      <<<grid, kThreads, kShared, stream>>>(out, logsumexp, q, k, v, cu_seqlens, shape, fp8_out);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -266,6 +283,21 @@ void attention_forward(T* out, float* logsumexp, const T* q, const T* k,
   } else {
     launch_forward_for_head_dim<3>(out, logsumexp, q, k, v, cu_seqlens, shape, stream);
   }
+}
+
+void attention_forward_fp8(__nv_bfloat16* out, float* logsumexp, const __nv_bfloat16* q, const __nv_bfloat16* k,
+                           const __nv_bfloat16* v, const int32_t* cu_seqlens, const AttentionShape& shape,
+                           const Fp8Output& fp8_out, cudaStream_t stream) {
+  check_attention_shape(shape);
+  CUDA_REQUIRE(fp8_out.format == Fp8Target::E4M3, "attention forward: the output's codes are E4M3 (an input)");
+  if (shape.tokens == 0) return;
+  using bf16 = __nv_bfloat16;
+  switch (shape.head_dim) {
+    case 32: launch_forward<32, 3, bf16, true>(out, logsumexp, q, k, v, cu_seqlens, shape, stream, fp8_out); break;
+    case 64: launch_forward<64, 3, bf16, true>(out, logsumexp, q, k, v, cu_seqlens, shape, stream, fp8_out); break;
+    default: launch_forward<128, 3, bf16, true>(out, logsumexp, q, k, v, cu_seqlens, shape, stream, fp8_out); break;
+  }
+  fp8_quantize_pending(out, shape.tokens * shape.q_heads * shape.head_dim, fp8_out, stream);
 }
 
 #define INSTANTIATE(T)                                                                                      \

@@ -90,7 +90,10 @@ void register_attention(OpRegistry& registry) {
           fail_user("{}: the logsumexp output of attention is not differentiable; use only 'out' in the loss",
                     ctx.attrs().where());
         }
-        bool has_documents = ctx.node().inputs.size() == 4;
+        // The document ids (I32) as the fourth input; attention_fp8 (ops/defs/fp8_output_def.cpp)
+        // appends its F32 scaling state after the inputs, which is not one.
+        const std::vector<TensorId>& in = ctx.node().inputs;
+        const bool has_documents = in.size() >= 4 && ctx.builder.tensor(in[3]).type.dtype == DType::I32;
         std::vector<TensorId> inputs{ctx.input(0), ctx.input(1), ctx.input(2)};
         if (has_documents) inputs.push_back(ctx.input(3));
         inputs.insert(inputs.end(), {ctx.output(0), ctx.output(1), ctx.output_grad(0)});

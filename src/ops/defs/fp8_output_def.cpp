@@ -120,9 +120,10 @@ void register_swiglu_backward_fp8(OpRegistry& registry) {
 }
 
 // <op>_fp8(<op's inputs>..., state){<op's attrs>, site, format} -> (<op's outputs>..., q, scale_inv)
-// for a backward op with a variable input count (fused_residual_rmsnorm_backward): the op sees
-// its own inputs and outputs only (the state and the codes are stripped), then its first output,
-// a gradient, is quantized at `site` in `format` as linear_fp8_backward_input would.
+// for an op with a variable input count (the backward ops above; attention's optional document
+// ids): the op sees its own inputs and outputs only (the state and the codes are stripped), then
+// its first output is quantized at `site` in `format` — a gradient as linear_fp8_backward_input
+// would quantize it, an input (E4M3) as quantize_fp8 does.
 void register_gradient_with_fp8_output(OpRegistry& registry, const std::string& base_name) {
   const OpDef base = registry.get(base_name);
   OpDef def = with_fp8_slots(base);
@@ -139,6 +140,13 @@ void register_gradient_with_fp8_output(OpRegistry& registry, const std::string& 
     types.push_back({DType::F32, Shape{1}});
     return types;
   };
+  if (base.gradient) {  // attention: its inputs' gradients, none for the state (the rule reads no state)
+    def.gradient = [gradient = base.gradient](GradientContext& ctx) -> InputGradients {
+      InputGradients gradients = gradient(ctx);
+      gradients.push_back(std::nullopt);
+      return gradients;
+    };
+  }
   def.cpu = [cpu = base.cpu](const CpuBindContext& ctx) -> CpuKernel {
     const size_t state = ctx.inputs.size() - 1, q_index = ctx.outputs.size() - 2;
     const CpuBindContext inner{ctx.node, ctx.inputs.first(state), ctx.outputs.first(q_index), ctx.attrs};
@@ -167,6 +175,9 @@ void register_fp8_output_ops(OpRegistry& registry) {
   register_swiglu_backward_fp8(registry);
   register_gradient_with_fp8_output(registry, "fused_residual_rmsnorm_backward");
   register_gradient_with_fp8_output(registry, "fused_rmsnorm_rope_backward");
+  // attention (q, k, v [, document_ids]): variadic, so the state is found as the last input; its
+  // output, o_proj's input, in E4M3 (the fusion sets format e4m3).
+  register_gradient_with_fp8_output(registry, "attention");
 }
 
 }  // namespace surogate::ops::defs
