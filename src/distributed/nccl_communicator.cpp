@@ -39,12 +39,17 @@ ncclDataType_t nccl_type(DType dtype) {
 class NcclCommunicator final : public Communicator {
 public:
   NcclCommunicator(ncclComm_t comm, int rank, int world, int device, cudaStream_t stream,
-                   std::chrono::milliseconds timeout)
-      : comm_(comm), rank_(rank), world_(world), device_(device), stream_(stream), timeout_(timeout) {
+                   std::chrono::milliseconds timeout, std::shared_ptr<std::atomic<bool>> process_failed)
+      : comm_(comm), rank_(rank), world_(world), device_(device), stream_(stream), timeout_(timeout),
+        process_failed_(std::move(process_failed)) {
     CUDA_CHECK(cudaMalloc(&scratch_, sizeof(float)));
   }
   ~NcclCommunicator() override {
     cudaSetDevice(device_);
+    if (comm_ != nullptr && failed_in_process()) {
+      ncclCommAbort(comm_);  // its pending collectives may wait for a rank that is gone
+      comm_ = nullptr;
+    }
     if (comm_ != nullptr) cudaStreamSynchronize(stream_);
     cudaFree(scratch_);
     if (comm_ != nullptr) ncclCommDestroy(comm_);
@@ -169,12 +174,14 @@ public:
         abort_after_failure(fmt::format("nothing completed within {} s",
                           std::chrono::duration_cast<std::chrono::seconds>(timeout_).count()));
       }
+      if (failed_in_process()) abort_after_failure("another rank thread of this process failed");
       std::this_thread::sleep_for(std::chrono::microseconds(20));
     }
   }
 
 private:
   void check(ncclResult_t result, const char* what) const { check_nccl(result, what, rank_, world_); }
+  bool failed_in_process() const { return process_failed_ != nullptr && process_failed_->load(); }
   [[noreturn]] void abort_after_failure(const std::string& reason) {
     ncclCommAbort(comm_);
     comm_ = nullptr;
@@ -195,8 +202,15 @@ private:
   int rank_, world_, device_;
   cudaStream_t stream_;
   std::chrono::milliseconds timeout_;
+  std::shared_ptr<std::atomic<bool>> process_failed_;  // set by a failing rank thread of this process
   void* scratch_ = nullptr;
 };
+
+// The rank threads of one process connected by one call share a flag (connect_nccl's
+// process_failed) that each thread's failure hook sets; called from the thread's task.
+void share_failures(RankThreads& threads, int local, const std::shared_ptr<std::atomic<bool>>& failed) {
+  threads.on_failure(local, [failed](const std::exception_ptr&) { failed->store(true); });
+}
 
 }  // namespace
 
@@ -210,21 +224,26 @@ NcclUniqueId make_nccl_unique_id() {
 }
 
 std::unique_ptr<Communicator> connect_nccl(const NcclUniqueId& id, int rank, int world_size, int device, void* stream,
-                                           std::chrono::milliseconds timeout) {
+                                           std::chrono::milliseconds timeout,
+                                           std::shared_ptr<std::atomic<bool>> process_failed) {
   CUDA_CHECK(cudaSetDevice(device));
   ncclUniqueId nccl_id;
   std::memcpy(&nccl_id, id.bytes.data(), sizeof(nccl_id));
   ncclComm_t comm = nullptr;
   check_nccl(ncclCommInitRank(&comm, world_size, nccl_id, rank), "init", rank, world_size);
-  return std::make_unique<NcclCommunicator>(comm, rank, world_size, device, static_cast<cudaStream_t>(stream), timeout);
+  return std::make_unique<NcclCommunicator>(comm, rank, world_size, device, static_cast<cudaStream_t>(stream), timeout,
+                                            std::move(process_failed));
 }
 
 std::vector<std::unique_ptr<Communicator>> connect_in_process_nccl(RankThreads& threads, std::span<void* const> streams) {
   SUROGATE_CHECK(streams.size() == static_cast<size_t>(threads.world_size()), "one stream per rank");
   const NcclUniqueId id = make_nccl_unique_id();
   std::vector<std::unique_ptr<Communicator>> communicators(streams.size());
+  const auto failed = std::make_shared<std::atomic<bool>>(false);
   threads.run([&](int rank) {
-    communicators[static_cast<size_t>(rank)] = connect_nccl(id, rank, threads.world_size(), rank, streams[static_cast<size_t>(rank)]);
+    communicators[static_cast<size_t>(rank)] = connect_nccl(id, rank, threads.world_size(), rank,
+                                                            streams[static_cast<size_t>(rank)], std::chrono::minutes(10), failed);
+    share_failures(threads, rank, failed);
   });
   return communicators;
 }
@@ -245,10 +264,12 @@ std::vector<std::unique_ptr<Communicator>> connect_nccl_world(RankThreads& threa
     std::memcpy(id.bytes.data(), shared.data(), shared.size());
   }
   std::vector<std::unique_ptr<Communicator>> communicators(streams.size());
+  const auto failed = std::make_shared<std::atomic<bool>>(false);
   threads.run([&](int local) {
     communicators[static_cast<size_t>(local)] =
         connect_nccl(id, first_rank + local, world_size, first_device + local, streams[static_cast<size_t>(local)],
-                     world.timeout());
+                     world.timeout(), failed);
+    share_failures(threads, local, failed);
   });
   return communicators;
 }
@@ -271,12 +292,14 @@ std::vector<std::unique_ptr<Communicator>> connect_nccl_groups(RankThreads& thre
   if (!world.alone()) ids = world.broadcast(ids);
   SUROGATE_CHECK(ids.size() == index.size() * sizeof(NcclUniqueId::bytes), "one NCCL unique id per group");
   std::vector<std::unique_ptr<Communicator>> communicators(streams.size());
+  const auto failed = std::make_shared<std::atomic<bool>>(false);
   threads.run([&](int local) {
     const RankGroup group = group_of(first_rank + local);
     NcclUniqueId id;
     std::memcpy(id.bytes.data(), ids.data() + index.at(group.name) * sizeof(id.bytes), sizeof(id.bytes));
     communicators[static_cast<size_t>(local)] = connect_nccl(id, group.rank, group.size, first_device + local,
-                                                             streams[static_cast<size_t>(local)], world.timeout());
+                                                             streams[static_cast<size_t>(local)], world.timeout(), failed);
+    share_failures(threads, local, failed);
   });
   return communicators;
 }

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <functional>
@@ -31,9 +32,14 @@ NcclUniqueId make_nccl_unique_id();
 // Joins the world `id` names as `rank` of `world_size`, on CUDA device `device`, enqueuing on
 // `stream` (a cudaStream_t of that device; nullptr: the default stream). Blocks until every rank
 // has joined, so each rank calls it from its own thread or process.
-// `timeout` bounds synchronize().
+// `timeout` bounds synchronize(). `process_failed` (rank threads of one process: set by the
+// failure hook of any of them, RankThreads::on_failure): once set, synchronize() aborts the
+// communicator and throws RankFailure at once, and the destructor aborts instead of waiting for
+// the stream, so a peer thread that failed mid-step does not leave the others waiting for the
+// timeout.
 std::unique_ptr<Communicator> connect_nccl(const NcclUniqueId& id, int rank, int world_size, int device, void* stream,
-                                           std::chrono::milliseconds timeout = std::chrono::minutes(10));
+                                           std::chrono::milliseconds timeout = std::chrono::minutes(10),
+                                           std::shared_ptr<std::atomic<bool>> process_failed = nullptr);
 
 // A world of `threads`' ranks, rank r on device r with streams[r].
 std::vector<std::unique_ptr<Communicator>> connect_in_process_nccl(RankThreads& threads, std::span<void* const> streams);

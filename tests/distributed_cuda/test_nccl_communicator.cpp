@@ -7,10 +7,13 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <cstring>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "core/bfloat16.h"
@@ -179,6 +182,44 @@ TEST_F(NcclWorld, BroadcastFromEveryRootAndBarrier) {
     });
     for (int rank = 0; rank < world_; ++rank) EXPECT_EQ(data[rank], expected) << "root " << root;
   }
+}
+
+// A rank thread that fails while its peers wait in a collective for it (as one that runs out of
+// memory mid-step): the failure hook of RankThreads sets the process's flag, so the others' wait
+// (synchronize) aborts at once with a RankFailure, not after the 10-minute timeout, and run()
+// rethrows the failing rank's own error. Needs 2 GPUs.
+TEST_F(NcclWorld, ARankThreadThatFailsStopsItsPeersAtOnce) {
+  if (world_ < 2) GTEST_SKIP() << "needs 2 GPUs";
+  // One collective first: NCCL connects the ranks lazily, inside the first collective's call,
+  // which would wait for the failed rank before synchronize() could see the flag.
+  std::vector<std::vector<float>> warm(static_cast<size_t>(world_), std::vector<float>(64, 1.0f));
+  on_device(warm, [](Communicator& communicator, void* data) {
+    communicator.all_reduce_sum(data, 64, DType::F32);
+    communicator.synchronize();
+  });
+  std::vector<std::string> errors(static_cast<size_t>(world_));
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    threads_->run([&](int rank) {
+      try {
+        if (rank == 1) throw std::runtime_error("rank 1 ran out of memory");
+        CUDA_CHECK(cudaSetDevice(rank));
+        void* device = nullptr;
+        CUDA_CHECK(cudaMalloc(&device, 64 * sizeof(float)));
+        communicators_[static_cast<size_t>(rank)]->all_reduce_sum(device, 64, DType::F32);
+        communicators_[static_cast<size_t>(rank)]->synchronize();
+      } catch (const std::exception& error) {
+        errors[static_cast<size_t>(rank)] = error.what();
+        throw;
+      }
+    });
+    FAIL() << "run() returned normally";
+  } catch (const std::runtime_error& error) {
+    EXPECT_STREQ(error.what(), "rank 1 ran out of memory");
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
+  EXPECT_NE(errors[0].find("another rank thread of this process failed"), std::string::npos) << errors[0];
+  communicators_.clear();  // aborted ones are released without waiting for their streams
 }
 
 }  // namespace
