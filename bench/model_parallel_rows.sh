@@ -18,6 +18,9 @@
 #      forward run twice on every stage but the last, docs/architecture.md).
 #   4. beyond one GPU: Qwen3-14B (MP_BEYOND_MODEL) full fine-tuning, pipeline on every visible GPU against ZeRO-3
 #      (zero_level: 3) on the same GPUs: tokens/s and peak memory per GPU.
+#   5. (MP_PEERS=1) the long-context peer: transformers + PEFT with torch context parallelism on the
+#      same GPU counts (bench/peers/hf_context_parallel.py), tokens/s at MP_CONTEXT_RATE_SEQUENCE and,
+#      on the most GPUs, at MP_PEER_LONG_SEQUENCES (comma-separated; each run capped by MP_PEER_TIMEOUT, 300 s).
 # A run this build refuses (ZeRO-3 until it lands) is
 # recorded as {"refused": "<the error>"} rather than failing the command, so the rows show what this
 # build can do; the dry-run predictions run in every build.
@@ -210,6 +213,29 @@ if [[ "${SKIP_MP_BEYOND:-0}" != 1 ]] && (( visible >= 2 )) && dir=$(model_dir "$
   done
 fi
 
+# 5. The long-context peer: transformers + PEFT with torch context parallelism (ring attention) on
+#    the same GPU counts, Qwen3-8B LoRA, one long document per step (bench/peers/hf_context_parallel.py):
+#    tokens/s at MP_CONTEXT_RATE_SEQUENCE (32k) and, on the most GPUs, MP_PEER_LONG_SEQUENCES.
+if [[ "${MP_PEERS:-0}" == 1 ]] && dir=$(model_dir qwen3-8b); then
+  printf '\n=== long-context peer (transformers + PEFT, torch context parallel) ===\n'
+  most=0
+  for gpus in ${MP_GPUS:-1 2 4}; do (( gpus <= visible && gpus > most )) && most=$gpus; done
+  for gpus in ${MP_GPUS:-1 2 4}; do
+    (( gpus > visible )) && continue
+    lengths="${MP_CONTEXT_RATE_SEQUENCE:-32768}"
+    (( gpus == most )) && [[ -n "${MP_PEER_LONG_SEQUENCES:-}" ]] && lengths="$lengths,${MP_PEER_LONG_SEQUENCES}"
+    timeout "${MP_PEER_TIMEOUT:-300}" python3 -m torch.distributed.run --standalone --nproc_per_node "$gpus" \
+      "$root/bench/peers/hf_context_parallel.py" --model "$dir" --sequences "${lengths// /}" \
+      --time-limit "$(( ${MP_PEER_TIMEOUT:-300} - 20 ))" >"$log/peer-g$gpus.txt" 2>&1
+    grep '^{' "$log/peer-g$gpus.txt" | python3 -c '
+import json, sys
+for line in sys.stdin:
+    record = json.loads(line)
+    record.update(row="context-peer", model="qwen3-8b")
+    print(json.dumps(record))' | tee -a "$records"
+  done
+fi
+
 python3 - "$records" <<'PY'
 import json, os, sys
 path = sys.argv[1]
@@ -228,6 +254,9 @@ for r in rows:
         print(f"| context (dry run) | {r['model']} | {r['gpus']} | seq {r['sequence_len']} | {result} |")
     elif r["row"] == "equivalence":
         print(f"| bf16 equivalence | {r['model']} | {r['gpus']} | {r['layout']} | {verdict(r)} |")
+    elif r["row"] == "context-peer":
+        result = r["error"][:100] if "error" in r else f"{r['tokens_per_s']:.0f} tok/s, peak {r['peak_reserved_gib']:.1f} GiB/GPU (reserved)"
+        print(f"| peer: {r['engine']} | {r['model']} | {r['gpus']} | seq {r['sequence_len']} | {result} |")
     elif r["row"] == "bubble":
         print(f"| bubble | {r['model']} | {r['gpus']} | {r['stages']} stages, M={r['micro_batches']} | {verdict(r)} |")
     else:

@@ -31,8 +31,11 @@ int64_t first_visible_key(const AttentionShape& shape, int64_t query) {
   return shape.window > 0 ? std::max<int64_t>(0, query - shape.window + 1) : 0;
 }
 
+// Padding (document id −1) sees only itself: a padding run is no document, and letting it attend
+// across its length would cost the square of the run (a long context's last row of an epoch).
 bool same_document(const int32_t* row_documents, int64_t query, int64_t key) {
-  return row_documents == nullptr || row_documents[key] == row_documents[query];
+  if (row_documents == nullptr || key == query) return true;
+  return row_documents[query] >= 0 && row_documents[key] == row_documents[query];
 }
 
 template <typename T>

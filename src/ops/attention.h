@@ -6,6 +6,7 @@
 // Key j is visible from query i (same batch row) iff all of:
 //   j ≤ i                                     (causal)
 //   document_ids[b, j] == document_ids[b, i]  (packed sequences; skipped when nullptr)
+//     and ≥ 0, or j == i                      (padding, id −1, sees only itself)
 //   i − window < j                            (sliding window; skipped when window ≤ 0)
 // The window rule is transformers' (masking_utils sliding_window_overlay and the older
 // Mistral/Qwen2 4D masks): a query sees itself and the window − 1 tokens before it. A flash

@@ -105,9 +105,11 @@ struct RopeApplyOp {
 
 constexpr int kScanThreads = 1024;
 
+// Every padding token (id −1) is a document of its own, as ops/attention.h defines: a run of
+// padding attends in time linear in its length, not its square.
 __device__ __forceinline__ bool starts_document(const int32_t* documents, int64_t sequence, int64_t t) {
   if (t % sequence == 0) return true;
-  return documents != nullptr && documents[t] != documents[t - 1];
+  return documents != nullptr && (documents[t] != documents[t - 1] || documents[t] < 0);
 }
 
 __global__ void cu_seqlens_kernel(int32_t* cu_seqlens, const int32_t* documents, int64_t tokens, int64_t sequence) {

@@ -41,7 +41,8 @@ void rope_apply(E* out, const E* x, const T* cos, const T* sin, int64_t tokens, 
                 int half, float sign, cudaStream_t stream);
 
 // cu_seqlens [tokens + 1] from per-token document ids [rows, sequence] (null: one document per
-// row): a document starts at every row start and wherever the id changes. Entries past the last
+// row): a document starts at every row start, wherever the id changes and at every padding
+// token (id −1). Entries past the last
 // document repeat `tokens`, so kernels may be told `tokens` documents (an upper bound known on
 // the host) and their binary searches still land on the real ones. One block.
 void cu_seqlens_from_documents(int32_t* cu_seqlens, const int32_t* document_ids, int64_t rows, int64_t sequence,

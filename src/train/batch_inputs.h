@@ -38,7 +38,6 @@ private:
   std::vector<float> loss_weights_;
   int64_t batch_ = 0, sequence_ = 0;
   std::vector<int32_t> targets_;
-  std::vector<int32_t> document_ids_buffer_;
   float loss_scale_ = 1.0f;
 };
 

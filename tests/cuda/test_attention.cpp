@@ -88,6 +88,15 @@ struct Case {
   int sequence = 0;  // batch row length (AttentionShape::sequence); 0 = not given
 };
 
+// A document of 90 tokens, 80 padding tokens (each a document of its own, as the runtime's
+// cu_seqlens_from_documents makes them from id −1), then a document to 300.
+std::vector<int32_t> padding_run() {
+  std::vector<int32_t> cu{0};
+  for (int32_t start = 90; start <= 170; ++start) cu.push_back(start);
+  cu.push_back(300);
+  return cu;
+}
+
 TEST(CudaAttention, ForwardBackwardPackedCausalGqaWindow) {
   SKIP_WITHOUT_GPU();
   const Case cases[] = {
@@ -101,6 +110,7 @@ TEST(CudaAttention, ForwardBackwardPackedCausalGqaWindow) {
       {{0, 700, 1100}, 4, 2, 64, 300},
       {{0, 300, 512, 700, 1024}, 4, 2, 64, 0, 512},  // two rows: their key blocks interleave
       {{0, 128, 256, 384}, 8, 2, 128, 0, 128},
+      {padding_run(), 4, 2, 128, 0},  // a run of one-token documents: how the runtime passes padding
   };
   for (const Case& c : cases) {
     AttentionShape shape{.tokens = c.cu_seqlens.back(), .q_heads = c.q_heads, .kv_heads = c.kv_heads,

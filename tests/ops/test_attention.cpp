@@ -132,6 +132,36 @@ TEST(Attention, ExplicitScaleIsUsed) {
   EXPECT_NEAR(out[0], v[0], 1e-15);  // query 0 sees only itself
 }
 
+// A padding run (id −1) is no document: each of its tokens sees only itself (out = its own v, lse
+// = its own score), and the documents beside it are untouched by it.
+TEST(Attention, PaddingTokensSeeOnlyThemselves) {
+  const AttentionShape shape{1, 6, 1, 1, 2, 0.0, 0};
+  const std::vector<int32_t> documents{0, 0, 0, -1, -1, -1};
+  const std::vector<double> q = random_vector(12, 11), k = random_vector(12, 12), v = random_vector(12, 13);
+  std::vector<double> out(12), lse(6);
+  attention_forward(shape, q.data(), k.data(), v.data(), documents.data(), out.data(), lse.data());
+  const double scale = 1.0 / std::sqrt(2.0);
+  for (int64_t i = 3; i < 6; ++i) {
+    EXPECT_NEAR(out[i * 2], v[i * 2], 1e-15) << "padding token " << i;
+    EXPECT_NEAR(out[i * 2 + 1], v[i * 2 + 1], 1e-15) << "padding token " << i;
+    EXPECT_NEAR(lse[i], scale * (q[i * 2] * k[i * 2] + q[i * 2 + 1] * k[i * 2 + 1]), 1e-14) << "padding token " << i;
+  }
+  // The document's outputs are those of the document alone.
+  const AttentionShape alone{1, 3, 1, 1, 2, 0.0, 0};
+  std::vector<double> out_alone(6), lse_alone(3);
+  attention_forward(alone, q.data(), k.data(), v.data(), nullptr, out_alone.data(), lse_alone.data());
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(out[i], out_alone[i]);
+  // Gradients through padding stay within each padding token.
+  std::vector<double> d_out(12, 0.0), d_q(12), d_k(12), d_v(12);
+  d_out[8] = 1.0;  // token 4 only
+  attention_backward(shape, q.data(), k.data(), v.data(), documents.data(), out.data(), lse.data(), d_out.data(),
+                     d_q.data(), d_k.data(), d_v.data());
+  for (int i = 0; i < 12; ++i) {
+    if (i / 2 != 4) EXPECT_EQ(d_v[i], 0.0) << i;
+  }
+  EXPECT_NEAR(d_v[8], 1.0, 1e-15);
+}
+
 TEST(Attention, DocumentIdsFromCuSeqlens) {
   const std::vector<int32_t> documents = document_ids_from_cu_seqlens({0, 3, 4, 8, 10, 16}, 2, 8);
   EXPECT_EQ(documents, (std::vector<int32_t>{0, 0, 0, 1, 2, 2, 2, 2, 3, 3, 4, 4, 4, 4, 4, 4}));

@@ -66,26 +66,42 @@ std::vector<int32_t> random_documents(int64_t rows, int64_t sequence, std::vecto
   return documents;
 }
 
+// The packer's padding (data/packing.h): id −1 over the last third of odd rows (right padding) and
+// the first quarter of rows 2, 6, ... (left padding).
+std::vector<int32_t> with_padding(std::vector<int32_t> documents, int64_t rows, int64_t sequence) {
+  for (int64_t row = 0; row < rows; ++row) {
+    const int64_t begin = row % 2 == 1 ? sequence - sequence / 3 : 0;
+    const int64_t end = row % 2 == 1 ? sequence : (row % 4 == 2 ? sequence / 4 : 0);
+    for (int64_t t = begin; t < end; ++t) documents[static_cast<size_t>(row * sequence + t)] = -1;
+  }
+  return documents;
+}
+
+// A document starts at every row start, wherever the id changes and at every padding token.
 TEST(CudaModelKernels, CuSeqlensFromDocuments) {
   SKIP_WITHOUT_GPU();
   for (auto [rows, sequence] : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {1, 37}, {3, 129}, {2, 2048}, {5, 333}}) {
-    std::vector<int32_t> documents = random_documents(rows, sequence, nullptr);
-    std::vector<int32_t> expected{0};
-    for (int64_t t = 1; t < rows * sequence; ++t) {
-      if (t % sequence == 0 || documents[t] != documents[t - 1]) expected.push_back(static_cast<int32_t>(t));
+    for (bool padded : {false, true}) {
+      std::vector<int32_t> documents = random_documents(rows, sequence, nullptr);
+      if (padded) documents = with_padding(std::move(documents), rows, sequence);
+      std::vector<int32_t> expected{0};
+      for (int64_t t = 1; t < rows * sequence; ++t) {
+        if (t % sequence == 0 || documents[t] != documents[t - 1] || documents[t] < 0)
+          expected.push_back(static_cast<int32_t>(t));
+      }
+      const int64_t tokens = rows * sequence;
+      expected.resize(static_cast<size_t>(tokens + 1), static_cast<int32_t>(tokens));
+      auto device_documents = cuda::to_device(documents);
+      cuda::DeviceBuffer<int32_t> cu(static_cast<size_t>(tokens + 1));
+      cu.poison();
+      k::cu_seqlens_from_documents(cu.data(), device_documents.data(), rows, sequence, nullptr);
+      EXPECT_EQ(cu.download(), expected) << rows << "x" << sequence;
+      k::cu_seqlens_from_documents(cu.data(), nullptr, rows, sequence, nullptr);  // one document per row
+      std::vector<int32_t> per_row;
+      for (int64_t r = 0; r < rows; ++r) per_row.push_back(static_cast<int32_t>(r * sequence));
+      per_row.resize(static_cast<size_t>(tokens + 1), static_cast<int32_t>(tokens));
+      EXPECT_EQ(cu.download(), per_row) << rows << "x" << sequence;
     }
-    const int64_t tokens = rows * sequence;
-    expected.resize(static_cast<size_t>(tokens + 1), static_cast<int32_t>(tokens));
-    auto device_documents = cuda::to_device(documents);
-    cuda::DeviceBuffer<int32_t> cu(static_cast<size_t>(tokens + 1));
-    cu.poison();
-    k::cu_seqlens_from_documents(cu.data(), device_documents.data(), rows, sequence, nullptr);
-    EXPECT_EQ(cu.download(), expected) << rows << "x" << sequence;
-    k::cu_seqlens_from_documents(cu.data(), nullptr, rows, sequence, nullptr);  // one document per row
-    std::vector<int32_t> per_row;
-    for (int64_t r = 0; r < rows; ++r) per_row.push_back(static_cast<int32_t>(r * sequence));
-    per_row.resize(static_cast<size_t>(tokens + 1), static_cast<int32_t>(tokens));
-    EXPECT_EQ(cu.download(), per_row) << rows << "x" << sequence;
   }
 }
 
@@ -226,9 +242,11 @@ TEST(CudaModelKernels, Bf16AddAccumulateAndBiasGradient) {
 TEST(CudaModelKernels, PlainAttentionMatchesCpu) {
   SKIP_WITHOUT_GPU();
   struct Case { int64_t rows, sequence; int q_heads, kv_heads, head_dim, window; };
-  for (Case c : {Case{1, 1, 1, 1, 8, 0}, Case{2, 37, 4, 2, 8, 0}, Case{3, 64, 4, 1, 24, 5}, Case{1, 129, 2, 2, 96, 0}}) {
+  for (Case c : {Case{1, 1, 1, 1, 8, 0}, Case{2, 37, 4, 2, 8, 0}, Case{3, 64, 4, 1, 24, 5}, Case{1, 129, 2, 2, 96, 0},
+                 Case{4, 50, 4, 2, 8, 0}}) {
     const int64_t tokens = c.rows * c.sequence;
     std::vector<int32_t> documents = random_documents(c.rows, c.sequence, nullptr);
+    if (c.rows == 4) documents = with_padding(std::move(documents), c.rows, c.sequence);  // padding sees only itself
     const size_t q_count = static_cast<size_t>(tokens * c.q_heads * c.head_dim);
     const size_t kv_count = static_cast<size_t>(tokens * c.kv_heads * c.head_dim);
     std::vector<float> q = random_floats(q_count), kk = random_floats(kv_count), v = random_floats(kv_count),
