@@ -22,13 +22,13 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <cstring>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "compiler/execution_plan.h"
+#include "cuda/test_helpers.h"
 #include "core/bfloat16.h"
 #include "cuda/device_info.h"
 #include "graph/builder.h"
@@ -92,12 +92,24 @@ std::vector<std::vector<uint8_t>> run(const compiler::ExecutionPlan& plan, const
   return results;
 }
 
-TEST(Fp8ProducersCuda, FusedEpilogueEqualsTheQuantizeNodesBitForBit) {
-  std::string reason;
-  if (!cuda::cuda_device_available(&reason)) {
-    std::printf("skipped: %s\n", reason.c_str());
-    GTEST_SKIP();
+// The fused plan's outputs equal the unfused plan's byte for byte; `names` says which is which
+// (the state last), `context` which case.
+void expect_same_bytes(const std::vector<std::vector<uint8_t>>& actual,
+                       const std::vector<std::vector<uint8_t>>& expected, const std::vector<std::string>& names,
+                       const std::string& context) {
+  ASSERT_EQ(actual.size(), expected.size()) << context;
+  ASSERT_EQ(names.size(), expected.size()) << context;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    ASSERT_EQ(actual[i].size(), expected[i].size()) << context << ": " << names[i];
+    EXPECT_EQ(std::memcmp(actual[i].data(), expected[i].data(), expected[i].size()), 0)
+        << context << ": " << names[i] << " differs";
   }
+}
+
+std::string amax_case(bool delayed) { return delayed ? "delayed amax" : "no delayed amax"; }
+
+TEST(Fp8ProducersCuda, FusedEpilogueEqualsTheQuantizeNodesBitForBit) {
+  SKIP_WITHOUT_GPU();
   const graph::OpRegistry registry = ops::make_model_registry();
   const graph::Graph unfused = producers(registry);
   const graph::Graph fused = models::fuse_fp8_producers(unfused, registry);
@@ -130,13 +142,11 @@ TEST(Fp8ProducersCuda, FusedEpilogueEqualsTheQuantizeNodesBitForBit) {
     }
     const auto expected = run(unfused_plan, registry, inputs, state);
     const auto actual = run(fused_plan, registry, inputs, state);
+    std::vector<std::string> names;
+    for (size_t i = 0; i + 1 < expected.size(); ++i) names.push_back(unfused.tensor(unfused.outputs[i]).name);
+    names.push_back("the state");
     ASSERT_EQ(actual.size(), expected.size());
-    for (size_t i = 0; i < expected.size(); ++i) {
-      ASSERT_EQ(actual[i].size(), expected[i].size());
-      EXPECT_EQ(std::memcmp(actual[i].data(), expected[i].data(), expected[i].size()), 0)
-          << (delayed ? "delayed amax" : "no delayed amax") << ": output " << i << " ("
-          << (i < expected.size() - 1 ? unfused.tensor(unfused.outputs[i]).name : std::string("the state")) << ") differs";
-    }
+    expect_same_bytes(actual, expected, names, amax_case(delayed));
     // Real values were compared: every site recorded a nonzero amax.
     std::vector<float> after(state.size());
     std::memcpy(after.data(), actual.back().data(), after.size() * sizeof(float));
@@ -222,12 +232,7 @@ void check_swiglu_gradients(int64_t rows, bool trained) {
         trained ? std::vector<std::string>{"d_gate", "d_up", "gate's d_x", "both d_x", "gate's d_weight", "up's d_weight",
                                            "the state"}
                 : std::vector<std::string>{"d_gate", "d_up", "gate's d_x", "both d_x", "the state"};
-    ASSERT_EQ(expected.size(), names.size());
-    for (size_t i = 0; i < expected.size(); ++i) {
-      EXPECT_EQ(std::memcmp(actual[i].data(), expected[i].data(), expected[i].size()), 0)
-          << (trained ? "trained, " : "frozen, ") << (delayed ? "delayed amax" : "no delayed amax") << ": " << names[i]
-          << " differs";
-    }
+    expect_same_bytes(actual, expected, names, (trained ? "trained, " : "frozen, ") + amax_case(delayed));
     std::vector<float> after(state.size());
     std::memcpy(after.data(), actual.back().data(), after.size() * sizeof(float));
     EXPECT_GT(after[1], 0.0f);
@@ -236,21 +241,13 @@ void check_swiglu_gradients(int64_t rows, bool trained) {
 }
 
 TEST(Fp8ProducersCuda, SwigluBackwardCodesEqualTheInputGradientsOwn) {
-  std::string reason;
-  if (!cuda::cuda_device_available(&reason)) {
-    std::printf("skipped: %s\n", reason.c_str());
-    GTEST_SKIP();
-  }
+  SKIP_WITHOUT_GPU();
   check_swiglu_gradients(kRows, false);
 }
 
 // Full fine-tuning: the same codes also make the trained projections' weight gradients.
 TEST(Fp8ProducersCuda, SwigluBackwardCodesMakeTheTrainedProjectionsGradients) {
-  std::string reason;
-  if (!cuda::cuda_device_available(&reason)) {
-    std::printf("skipped: %s\n", reason.c_str());
-    GTEST_SKIP();
-  }
+  SKIP_WITHOUT_GPU();
   check_swiglu_gradients(272, true);
 }
 
@@ -275,11 +272,7 @@ graph::Graph norm_gradient(const graph::OpRegistry& registry) {
 }
 
 TEST(Fp8ProducersCuda, NormBackwardCodesEqualTheInputGradientsOwn) {
-  std::string reason;
-  if (!cuda::cuda_device_available(&reason)) {
-    std::printf("skipped: %s\n", reason.c_str());
-    GTEST_SKIP();
-  }
+  SKIP_WITHOUT_GPU();
   const graph::OpRegistry registry = ops::make_model_registry();
   const graph::Graph unfused = norm_gradient(registry);
   const graph::Graph fused = models::fuse_fp8_gradients(unfused);
@@ -313,11 +306,7 @@ TEST(Fp8ProducersCuda, NormBackwardCodesEqualTheInputGradientsOwn) {
     const auto expected = run(unfused_plan, registry, inputs, state, floats);
     const auto actual = run(fused_plan, registry, inputs, state, floats);
     ASSERT_EQ(actual.size(), expected.size());
-    const char* names[] = {"d_input", "d_x", "the state"};
-    for (size_t i = 0; i < expected.size(); ++i) {
-      EXPECT_EQ(std::memcmp(actual[i].data(), expected[i].data(), expected[i].size()), 0)
-          << (delayed ? "delayed amax" : "no delayed amax") << ": " << names[i] << " differs";
-    }
+    expect_same_bytes(actual, expected, {"d_input", "d_x", "the state"}, amax_case(delayed));
     std::vector<float> after(state.size());
     std::memcpy(after.data(), actual.back().data(), after.size() * sizeof(float));
     EXPECT_GT(after[1 * (2 + kHistory) + 1], 0.0f);
@@ -403,12 +392,7 @@ void check_qk_gradient(int64_t rows, bool trained) {
     const std::vector<std::string> names =
         trained ? std::vector<std::string>{"d_x", "the norm's d_weight", "q's d_x", "q's d_weight", "the state"}
                 : std::vector<std::string>{"d_x", "q's d_x", "the state"};
-    ASSERT_EQ(expected.size(), names.size());
-    for (size_t i = 0; i < expected.size(); ++i) {
-      EXPECT_EQ(std::memcmp(actual[i].data(), expected[i].data(), expected[i].size()), 0)
-          << (trained ? "trained, " : "frozen, ") << (delayed ? "delayed amax" : "no delayed amax") << ": " << names[i]
-          << " differs";
-    }
+    expect_same_bytes(actual, expected, names, (trained ? "trained, " : "frozen, ") + amax_case(delayed));
     std::vector<float> after(state.size());
     std::memcpy(after.data(), actual.back().data(), after.size() * sizeof(float));
     EXPECT_GT(after[1 * (2 + kHistory) + 1], 0.0f);
@@ -416,11 +400,7 @@ void check_qk_gradient(int64_t rows, bool trained) {
 }
 
 TEST(Fp8ProducersCuda, QkNormRopeBackwardCodesEqualTheInputGradientsOwn) {
-  std::string reason;
-  if (!cuda::cuda_device_available(&reason)) {
-    std::printf("skipped: %s\n", reason.c_str());
-    GTEST_SKIP();
-  }
+  SKIP_WITHOUT_GPU();
   check_qk_gradient(kRows, false);
   check_qk_gradient(272, true);
 }
@@ -429,11 +409,7 @@ TEST(Fp8ProducersCuda, QkNormRopeBackwardCodesEqualTheInputGradientsOwn) {
 // attention then quantize_fp8: out, logsumexp, the codes, scale_inv and the state bit for bit, with
 // packed documents, GQA and a row count that is not a multiple of the 64-query blocks.
 TEST(Fp8ProducersCuda, AttentionOutputCodesEqualTheQuantizeNodes) {
-  std::string reason;
-  if (!cuda::cuda_device_available(&reason)) {
-    std::printf("skipped: %s\n", reason.c_str());
-    GTEST_SKIP();
-  }
+  SKIP_WITHOUT_GPU();
   constexpr int64_t kBatch = 2, kSequence = 203, kQHeads = 4, kKvHeads = 2, kDim = 128;
   const graph::OpRegistry registry = ops::make_model_registry();
   graph::GraphBuilder b(registry);
@@ -471,11 +447,7 @@ TEST(Fp8ProducersCuda, AttentionOutputCodesEqualTheQuantizeNodes) {
     const auto expected = run(unfused_plan, registry, inputs, state_values);
     const auto actual = run(fused_plan, registry, inputs, state_values);
     ASSERT_EQ(actual.size(), expected.size());
-    const char* names[] = {"out", "logsumexp", "the codes", "scale_inv", "the state"};
-    for (size_t i = 0; i < expected.size(); ++i) {
-      EXPECT_EQ(std::memcmp(actual[i].data(), expected[i].data(), expected[i].size()), 0)
-          << (delayed ? "delayed amax" : "no delayed amax") << ": " << names[i] << " differs";
-    }
+    expect_same_bytes(actual, expected, {"out", "logsumexp", "the codes", "scale_inv", "the state"}, amax_case(delayed));
   }
 }
 
