@@ -108,6 +108,26 @@ void expect_same_bytes(const std::vector<std::vector<uint8_t>>& actual,
 
 std::string amax_case(bool delayed) { return delayed ? "delayed amax" : "no delayed amax"; }
 
+// bf16 bits of `count` gradient-like values (magnitudes 2^-12 … 2^2, random signs) or, not
+// `spread`, of values in [0.5, 2) (norm weights).
+std::vector<uint16_t> random_bf16(std::mt19937& rng, size_t count, bool spread) {
+  std::uniform_real_distribution<float> exponent(-12.0f, 2.0f), sign(-1.0f, 1.0f), positive(0.5f, 2.0f);
+  std::vector<uint16_t> bits(count);
+  for (uint16_t& b : bits) b = float_to_bf16(spread ? std::copysign(std::exp2(exponent(rng)), sign(rng)) : positive(rng));
+  return bits;
+}
+
+// `count` E4M3 codes (two per 16-bit word) of N(0, 1) · 64 values: no NaN codes.
+std::vector<uint16_t> random_e4m3(std::mt19937& rng, size_t count) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<uint16_t> pairs((count + 1) / 2);
+  for (uint16_t& pair : pairs) {
+    pair = static_cast<uint16_t>(quant::fp8_encode(normal(rng) * 64.0f, quant::Fp8Format::E4M3) |
+                                 (quant::fp8_encode(normal(rng) * 64.0f, quant::Fp8Format::E4M3) << 8));
+  }
+  return pairs;
+}
+
 TEST(Fp8ProducersCuda, FusedEpilogueEqualsTheQuantizeNodesBitForBit) {
   SKIP_WITHOUT_GPU();
   const graph::OpRegistry registry = ops::make_model_registry();
@@ -205,15 +225,7 @@ void check_swiglu_gradients(int64_t rows, bool trained) {
     for (uint16_t& b : bits) b = float_to_bf16(std::copysign(std::exp2(exponent(rng)), sign(rng)));
     return bits;
   };
-  auto codes = [&](size_t count) {  // E4M3 codes of N(0, 1) values: no NaN codes
-    std::normal_distribution<float> normal(0.0f, 1.0f);
-    std::vector<uint16_t> pairs((count + 1) / 2);
-    for (uint16_t& pair : pairs) {
-      pair = static_cast<uint16_t>(quant::fp8_encode(normal(rng) * 64.0f, quant::Fp8Format::E4M3) |
-                                   (quant::fp8_encode(normal(rng) * 64.0f, quant::Fp8Format::E4M3) << 8));
-    }
-    return pairs;
-  };
+  auto codes = [&](size_t count) { return random_e4m3(rng, count); };
   const FloatInputs scales = {{"gate_scale", {1.0f / 64.0f}}, {"up_scale", {1.0f / 128.0f}}, {"x_scale", {1.0f / 32.0f}}};
   const Inputs inputs = {
       {"d_out", values(rows * kGradInter)},         {"gate", values(rows * kGradInter)},
@@ -280,18 +292,9 @@ TEST(Fp8ProducersCuda, NormBackwardCodesEqualTheInputGradientsOwn) {
   const compiler::ExecutionPlan unfused_plan = compiler::compile_forward(unfused, registry);
   const compiler::ExecutionPlan fused_plan = compiler::compile_forward(fused, registry);
   std::mt19937 rng(37);
-  std::uniform_real_distribution<float> exponent(-12.0f, 2.0f), sign(-1.0f, 1.0f), positive(0.5f, 2.0f);
-  auto values = [&](size_t count, bool spread) {
-    std::vector<uint16_t> bits(count);
-    for (uint16_t& b : bits) b = float_to_bf16(spread ? std::copysign(std::exp2(exponent(rng)), sign(rng)) : positive(rng));
-    return bits;
-  };
-  std::vector<uint16_t> codes((kGradChannels * kGradInter + 1) / 2);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  for (uint16_t& pair : codes) {
-    pair = static_cast<uint16_t>(quant::fp8_encode(normal(rng) * 64.0f, quant::Fp8Format::E4M3) |
-                                 (quant::fp8_encode(normal(rng) * 64.0f, quant::Fp8Format::E4M3) << 8));
-  }
+  std::uniform_real_distribution<float> positive(0.5f, 2.0f);
+  auto values = [&](size_t count, bool spread) { return random_bf16(rng, count, spread); };
+  const std::vector<uint16_t> codes = random_e4m3(rng, kGradChannels * kGradInter);
   std::vector<float> rstd(kRows);
   for (float& value : rstd) value = positive(rng);
   const Inputs inputs = {{"d_out", values(kRows * kGradChannels, true)},
@@ -359,21 +362,9 @@ void check_qk_gradient(int64_t rows, bool trained) {
   const compiler::ExecutionPlan unfused_plan = compiler::compile_forward(unfused, registry);
   const compiler::ExecutionPlan fused_plan = compiler::compile_forward(fused, registry);
   std::mt19937 rng(41);
-  std::uniform_real_distribution<float> exponent(-12.0f, 2.0f), sign(-1.0f, 1.0f), positive(0.5f, 2.0f);
-  auto values = [&](size_t count, bool spread) {
-    std::vector<uint16_t> bits(count);
-    for (uint16_t& b : bits) b = float_to_bf16(spread ? std::copysign(std::exp2(exponent(rng)), sign(rng)) : positive(rng));
-    return bits;
-  };
-  auto codes = [&](size_t count) {  // E4M3 codes of N(0, 1) · 64 values: no NaN codes
-    std::normal_distribution<float> normal(0.0f, 1.0f);
-    std::vector<uint16_t> pairs((count + 1) / 2);
-    for (uint16_t& pair : pairs) {
-      pair = static_cast<uint16_t>(quant::fp8_encode(normal(rng) * 64.0f, quant::Fp8Format::E4M3) |
-                                   (quant::fp8_encode(normal(rng) * 64.0f, quant::Fp8Format::E4M3) << 8));
-    }
-    return pairs;
-  };
+  std::uniform_real_distribution<float> positive(0.5f, 2.0f);
+  auto values = [&](size_t count, bool spread) { return random_bf16(rng, count, spread); };
+  auto codes = [&](size_t count) { return random_e4m3(rng, count); };
   const int64_t width = kHeads * kHeadDim;
   std::vector<uint16_t> positions(static_cast<size_t>(2 * rows), 0);  // int32 words, low half first
   for (int64_t t = 0; t < rows; ++t) positions[static_cast<size_t>(2 * t)] = static_cast<uint16_t>(t % 97);
