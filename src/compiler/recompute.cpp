@@ -23,6 +23,13 @@ constexpr std::string_view kFusedResidualNormFp8 = "fused_residual_rmsnorm_fp8";
 
 bool is_fused_residual_norm(const Node& node) { return node.op == kFusedResidualNorm || node.op == kFusedResidualNormFp8; }
 
+// ln2 of a decoder layer (models/decoder_graph.cpp names it "layers.N.ln2"): the fused add + norm
+// inside a block, whose residual_out block_inputs_only recomputes. The others (the next layer's
+// ln1, final_norm) write the stream between blocks, which stays.
+bool is_block_middle(const Node& node) {
+  return is_fused_residual_norm(node) && layer_of(node) >= 0 && std::string_view(node.name).ends_with(".ln2");
+}
+
 class Recomputer {
 public:
   Recomputer(const Graph& source, const RecomputePolicy& policy) : source_(source), policy_(policy) {
@@ -54,9 +61,14 @@ private:
     const TensorInfo& info = source_.tensor(id);
     if (info.role != TensorRole::Activation || info.producer == kNoNode || source_.is_output(id)) return false;
     const Node& producer = source_.node(info.producer);
-    if (is_checkpoint(source_, id)) return false;
+    if (is_checkpoint(source_, id) && !recomputes_block_middle(producer)) return false;
     return producer.phase == NodePhase::Forward && policy_.recomputes(producer.recompute_group) &&
            !policy_.keeps_outputs_of(producer);
+  }
+
+  // block_inputs_only: ln2's whole fused node (its residual_out included) is re-run.
+  bool recomputes_block_middle(const Node& producer) const {
+    return policy_.block_inputs_only && policy_.block && is_block_middle(producer);
   }
 
   // The tensor a backward (or recompute) node should read in place of forward tensor `id`.
@@ -65,7 +77,10 @@ private:
     if (auto found = copies_.find(id); found != copies_.end()) return found->second;
     const Node& producer = source_.node(source_.tensor(id).producer);
     Node copy = producer;
-    if (producer.op == kFusedResidualNorm) {
+    if (recomputes_block_middle(producer)) {
+      // The fused node as it is: its inputs (the block's input, the attention half's output, the
+      // weight) resolve to the kept stream and recomputed copies.
+    } else if (producer.op == kFusedResidualNorm) {
       copy.op = "rmsnorm";
       copy.inputs = {producer.outputs[1], producer.inputs[2]};
       copy.outputs = {producer.outputs[0], producer.outputs[2]};

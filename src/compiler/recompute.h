@@ -19,6 +19,10 @@
 //   "block", "block:<layer>"   recompute_block
 //   "dequant"  always (a QLoRA weight's dequantized copy, models/qlora.h, is never kept)
 //
+// block_inputs_only (below) goes one step further: ln2's residual_out, the stream inside a block,
+// is recomputed with its fused node, so each block keeps only its input (as gradient
+// checkpointing per layer does).
+//
 // Within the enabled groups, keep_expensive_layers lets the planner keep what is expensive to
 // re-run — the outputs of matmuls (linear, linear_add) and attention (its output and log-sum-exp)
 // — for the layers [0, keep_expensive_layers) and recompute only the cheap ops around them
@@ -43,6 +47,13 @@ struct RecomputePolicy {
   bool ffn = false;
   bool block = false;
   int64_t keep_expensive_layers = 0;
+  // With `block`: the residual stream inside each block (ln2's residual_out, after attention) is
+  // recomputed too, by re-running ln2's fused add + norm from the block's input and the
+  // recomputed attention half; only each block's input stays a checkpoint. Saves one hidden-size
+  // tensor per token and layer for an extra o_proj product and add per layer in the backward (the
+  // attention forward is recomputed either way once matmuls and attention are). The choice's last
+  // tier (compiler/recompute_choice.h).
+  bool block_inputs_only = false;
 
   bool recomputes(std::string_view group) const;
   bool any() const { return rmsnorm || qkv || att || swiglu || ffn || block; }

@@ -15,6 +15,10 @@ std::string describe(const ExecutionPlan& plan, const RecomputePolicy& policy, i
     return fmt::format("recompute: norms, RoPE, SwiGLU and dropout re-run in the backward; matmul and attention "
                        "outputs kept in all {} layers, as memory allows ({})", layers, arena);
   }
+  if (policy.block_inputs_only) {
+    return fmt::format("recompute: everything, matmuls and attention included, and the residual stream inside each "
+                       "block: only each block's input is kept ({})", arena);
+  }
   if (policy.keep_expensive_layers <= 0) {
     return fmt::format("recompute: everything the recompute_* options enable, matmuls and attention included ({})",
                        arena);
@@ -61,7 +65,19 @@ ExecutionPlan compile_training_to_fit(const graph::Graph& forward, graph::Tensor
     if (fits(plan)) return finish(std::move(plan), keeping, true);
   }
   ExecutionPlan literal = compile(allowed);
-  if (!fits(literal)) return finish(std::move(literal), allowed, false);
+  if (!fits(literal)) {
+    // The last tier: only each block's input kept (recompute_block; offload_residual moves the
+    // stream to the host instead).
+    if (!allowed.block || options.offload_residual) return finish(std::move(literal), allowed, false);
+    // Taken only when it fits (with few layers or short rows it can need more than the literal
+    // plan: it holds the recomputed attention half through the MLP's backward); otherwise the
+    // literal plan is what the device reports.
+    RecomputePolicy deeper = allowed;
+    deeper.block_inputs_only = true;
+    ExecutionPlan plan = compile(deeper);
+    if (fits(plan)) return finish(std::move(plan), deeper, true);
+    return finish(std::move(literal), allowed, false);
+  }
   // Invariant: keeping `low` layers fits (low = 0 is the literal plan), keeping `high` does not.
   int64_t low = 0, high = layers;
   ExecutionPlan best = std::move(literal);

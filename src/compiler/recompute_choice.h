@@ -6,8 +6,11 @@
 //   1. nothing recomputed; if that plan fits, done;
 //   2. the cheap ops of every enabled group re-run, every layer's matmul and attention outputs
 //      kept;
-//   3. otherwise the literal plan (everything enabled recomputed); if even that does not fit, it is
-//      returned as is (the device then reports what it needs, before any weight is loaded);
+//   3. otherwise the literal plan (everything enabled recomputed); if even that does not fit and
+//      recompute_block is on (without offload_residual), the residual stream inside each block is
+//      recomputed too (RecomputePolicy::block_inputs_only: only each block's input kept), if that
+//      fits; when nothing fits, the literal plan is returned (the device then reports what it
+//      needs, before any weight is loaded);
 //   4. otherwise the largest number of layers that keep their expensive outputs, by bisection.
 // With `recommended` (apply_recommended_values) every group is allowed, whatever the options say.
 // `fits` is the device's test (train/device/memory_budget.h); a caller with no limit passes

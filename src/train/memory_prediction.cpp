@@ -15,6 +15,7 @@
 #include "data/pipeline.h"
 #include "io/model_config.h"
 #include "train/device/backend_selection.h"
+#include "train/pipeline_plan.h"
 #include "train/training_plan.h"
 
 namespace surogate::train {
@@ -289,6 +290,7 @@ MemoryPrediction predict_training_memory(const Config& config, std::optional<siz
   if (plan.memory.weight_copies > 0) {
     prediction.categories.emplace_back("host copies of the weights (one per process)", plan.memory.weight_copies);
   }
+  if (config.debug_memory_breakdown) prediction.breakdown = format_run_memory_breakdown(plan.plan, plan.pipeline.get(), 0);
   prediction.total_bytes = plan.memory.peak();
   prediction.host_offloaded_bytes = plan.memory.host_offloaded();
   prediction.host_per_process_bytes = m.host_quantized;
@@ -371,6 +373,14 @@ std::string format_memory_prediction(const MemoryPrediction& p) {
                        format_memory_size(p.host_offloaded_bytes), p.host_offloaded_by, scope);
   }
   out += fmt::format("# {}\n", p.recompute);
+  if (!p.breakdown.empty()) {  // debug_memory_breakdown: what the activation arena holds
+    size_t begin = 0;
+    while (begin < p.breakdown.size()) {
+      const size_t end = std::min(p.breakdown.find('\n', begin), p.breakdown.size());
+      out += "#   " + p.breakdown.substr(begin, end - begin) + "\n";
+      begin = end + 1;
+    }
+  }
   if (!p.layouts.empty()) {
     out += fmt::format("# layouts of {} ranks (data × sequence × pipeline), predicted peak {}:\n", p.layout_ranks,
                        p.gpus > 1 ? "per GPU" : "of the host (every rank)");

@@ -61,6 +61,7 @@ struct MemoryPrediction {
   int layout_ranks = 1;                                  // the ranks the layouts divide
   std::vector<LayoutPrediction> layouts;                 // empty with one rank and no layout set
   std::optional<size_t> picked_layout;                   // index into layouts
+  std::string breakdown;                                 // debug_memory_breakdown: the plan's report (else empty)
 };
 
 MemoryPrediction predict_training_memory(const Config& config, std::optional<size_t> gpu_memory_bytes);

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "compiler/execution_plan.h"
+#include "compiler/memory_plan.h"
 #include "models/decoder_graph.h"
 #include "models/model_spec.h"
 #include "ops/defs/register_ops.h"
@@ -75,6 +76,17 @@ TEST_P(DecoderRecompute, PeakFallsAndGradientsStayBitIdentical) {
   // Recomputing the whole block must save a real share of the activations, not a rounding.
   EXPECT_LT(previous_peak * 10, saved.peak_live_bytes * 8)
       << "all: " << previous_peak << " bytes vs none: " << saved.peak_live_bytes;
+  // Only each block's input kept: the same bits again.
+  compiler::RecomputePolicy inputs_only = compiler::RecomputePolicy::all();
+  inputs_only.block_inputs_only = true;
+  const StepResult run = train_step(GetParam(), inputs_only);
+  EXPECT_GT(run.recomputed_nodes, 0u);
+  ASSERT_EQ(run.results.size(), saved.results.size());
+  for (size_t i = 0; i < saved.results.size(); ++i) {
+    ASSERT_EQ(run.results[i].size(), saved.results[i].size());
+    EXPECT_EQ(std::memcmp(run.results[i].data(), saved.results[i].data(), saved.results[i].size() * sizeof(float)), 0)
+        << "block_inputs_only: result " << i << " (0 = loss, then gradients) differs";
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, DecoderRecompute,
@@ -105,6 +117,56 @@ TEST(DecoderRecomputeFusedNorm, ResidualStreamStaysACheckpoint) {
   }
   EXPECT_EQ(fused_forward, static_cast<size_t>(2 * layers));      // ln2 of each layer, ln1 of layers ≥ 1, final_norm
   EXPECT_EQ(norms_of_stream, static_cast<size_t>(2 * layers - 1));  // final_norm is untagged (always saved)
+}
+
+// block_inputs_only: each layer's ln2 (the fused add + norm inside the block) is re-run whole, its
+// residual_out (the stream after attention) read by the backward from the copy; the stream
+// between blocks (the next layer's ln1) stays a checkpoint, recomputed norms reading it.
+TEST(DecoderRecomputeFusedNorm, BlockInputsOnlyRecomputesTheStreamInsideEachBlock) {
+  testing::Fixture fixture = testing::open_fixture("qwen3_qknorm");
+  const graph::OpRegistry registry = ops::make_model_registry();
+  DecoderGraph decoder =
+      build_decoder_graph(fixture.config, registry, {.batch = fixture.batch, .sequence = fixture.sequence});
+  compiler::RecomputePolicy policy = compiler::RecomputePolicy::all();
+  policy.block_inputs_only = true;
+  compiler::ExecutionPlan plan =
+      compiler::compile_training(std::move(decoder.graph), decoder.loss, registry, {.recompute = policy});
+  const graph::Graph& g = plan.graph;
+  const int64_t layers = fixture.config.num_hidden_layers;
+  size_t fused_recomputed = 0;
+  for (const graph::Node& node : g.nodes) {
+    if (node.phase != graph::NodePhase::Recompute || node.op != "fused_residual_rmsnorm") continue;
+    EXPECT_TRUE(node.name.ends_with(".ln2")) << node.name;
+    ++fused_recomputed;
+  }
+  EXPECT_EQ(fused_recomputed, static_cast<size_t>(layers));
+  // Each layer keeps one stream checkpoint instead of two: 8 layers need 6 streams more than 2,
+  // where the literal plan needs 12 more, and deep enough the plan is the smaller one.
+  auto peak = [&](int64_t depth, bool inputs_only) {
+    io::ModelConfig config = fixture.config;
+    config.num_hidden_layers = depth;
+    DecoderGraph deep = build_decoder_graph(config, registry, {.batch = fixture.batch, .sequence = fixture.sequence});
+    compiler::RecomputePolicy chosen = compiler::RecomputePolicy::all();
+    chosen.block_inputs_only = inputs_only;
+    return compiler::compile_training(std::move(deep.graph), deep.loss, registry, {.recompute = chosen})
+        .memory.peak_live_bytes;
+  };
+  const size_t stream = compiler::align_up(
+      static_cast<size_t>(fixture.batch * fixture.sequence * fixture.config.hidden_size) * sizeof(float), 256);
+  EXPECT_EQ(peak(8, true) - peak(2, true), 6 * stream);
+  EXPECT_EQ(peak(8, false) - peak(2, false), 6 * 2 * stream);
+  EXPECT_LT(peak(32, true), peak(32, false));
+  for (const graph::Node& node : g.nodes) {
+    if (node.phase != graph::NodePhase::Backward) continue;
+    for (graph::TensorId input : node.inputs) {
+      const graph::NodeId producer = g.tensor(input).producer;
+      if (producer == graph::kNoNode) continue;
+      const graph::Node& from = g.node(producer);
+      if (from.phase == graph::NodePhase::Forward && from.op == "fused_residual_rmsnorm") {
+        EXPECT_FALSE(from.name.ends_with(".ln2")) << node.name << " reads " << from.name << "'s forward output";
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -153,6 +153,7 @@ TEST(RecomputeChoice, PicksTheLargestKeptLayerCountThatFits) {
   compiler::compile_training_to_fit(model.decoder.graph, model.decoder.loss, model.registry, options, layers, false,
                                     under(0), &choice);
   EXPECT_FALSE(choice.fits);
+  EXPECT_FALSE(choice.policy.block_inputs_only);
   EXPECT_EQ(choice.policy.keep_expensive_layers, 0);
   // Between: the chosen count fits and one more would not.
   const size_t middle = arena_of(layers / 2);
@@ -162,6 +163,46 @@ TEST(RecomputeChoice, PicksTheLargestKeptLayerCountThatFits) {
   EXPECT_LE(plan.memory.arena_bytes, middle);
   EXPECT_GE(choice.policy.keep_expensive_layers, layers / 2);
   if (choice.policy.keep_expensive_layers < layers) EXPECT_GT(arena_of(choice.policy.keep_expensive_layers + 1), middle);
+}
+
+// Deep enough (here 32 layers), keeping only each block's input is the last tier: chosen when the
+// literal plan does not fit and it does (when neither fits, the literal plan is reported); never
+// with offload_residual, which moves the stream to the host instead.
+TEST(RecomputeChoice, KeepsOnlyEachBlocksInputWhenTheLiteralPlanDoesNotFit) {
+  Decoder model;
+  model.fixture.config.num_hidden_layers = 32;
+  model.decoder = build_decoder_graph(model.fixture.config, model.registry,
+                                      {.batch = model.fixture.batch, .sequence = model.fixture.sequence});
+  const compiler::CompileOptions options{.recompute = compiler::RecomputePolicy::all()};
+  compiler::RecomputePolicy deeper = compiler::RecomputePolicy::all();
+  deeper.block_inputs_only = true;
+  const size_t literal = compile(model, compiler::RecomputePolicy::all()).memory.peak_live_bytes;
+  const size_t inputs_only = compile(model, deeper).memory.peak_live_bytes;
+  ASSERT_LT(inputs_only, literal);
+  auto under = [](size_t limit) {
+    return [limit](const compiler::ExecutionPlan& plan) { return plan.memory.peak_live_bytes <= limit; };
+  };
+  compiler::RecomputeChoice choice;
+  compiler::compile_training_to_fit(model.decoder.graph, model.decoder.loss, model.registry, options, 32, false,
+                                    under(inputs_only), &choice);
+  EXPECT_TRUE(choice.fits);
+  EXPECT_TRUE(choice.policy.block_inputs_only);
+  EXPECT_NE(choice.summary.find("only each block's input is kept"), std::string::npos) << choice.summary;
+  compiler::compile_training_to_fit(model.decoder.graph, model.decoder.loss, model.registry, options, 32, false,
+                                    under(0), &choice);
+  EXPECT_FALSE(choice.fits);
+  EXPECT_FALSE(choice.policy.block_inputs_only) << "nothing fits: the literal plan is reported";
+  compiler::CompileOptions offloading = options;
+  offloading.offload_residual = true;
+  compiler::compile_training_to_fit(model.decoder.graph, model.decoder.loss, model.registry, offloading, 32, false,
+                                    under(0), &choice);
+  EXPECT_FALSE(choice.policy.block_inputs_only);
+  // Without recompute_block the stream inside a block is never recomputed.
+  compiler::CompileOptions no_block{.recompute = {.rmsnorm = true, .qkv = true, .att = true, .swiglu = true,
+                                                  .ffn = true}};
+  compiler::compile_training_to_fit(model.decoder.graph, model.decoder.loss, model.registry, no_block, 32, false,
+                                    under(0), &choice);
+  EXPECT_FALSE(choice.policy.block_inputs_only);
 }
 
 TEST(RecomputeChoice, RecommendedValuesAllowEveryGroup) {

@@ -168,7 +168,7 @@ def test_qlora_fp4_predicts_the_nvfp4_base_and_is_suggested_on_any_gpu(surogate_
     small = run_surogate(surogate_bin, "pt", job, "--dry-run", "--gpu-memory",
                          f"{gib(lora.stdout, 'weights') + 1.5:.2f}GiB")
     assert small.returncode == 0, small.stderr
-    assert "recompute: everything the recompute_* options enable" in small.stdout, small.stdout
+    assert "recompute: everything" in small.stdout, small.stdout  # the literal plan, or only block inputs kept
     size = gib(small.stdout, "predicted peak") + 0.5  # 1 GiB is kept free
     short = run_surogate(surogate_bin, "pt", job, "--dry-run", "--gpu-memory", f"{size:.2f}GiB")
     assert short.returncode == 0, short.stderr
