@@ -129,7 +129,10 @@ def test_an_exception_in_the_callback_stops_the_run_and_reaches_the_caller(surog
 
 
 CTRL_C_SCRIPT = """
-import json, sys, surogate
+import json, signal, sys, surogate
+# Python keeps SIGINT ignored when it starts ignored (a test run started as a background job):
+# Ctrl-C's handler, as an interactive user has it.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 options = json.loads(sys.argv[1])
 def callback(metrics):
     if metrics["type"] == "step":
