@@ -6,8 +6,8 @@
 //     8-wide path and the scalar one, values spanning subnormals to large magnitudes;
 //   - fp8_roll_history equals quant::roll_fp8_history;
 //   - fp8_quantize_weight equals ops::quantize_fp8_tensor (codes, transpose, scale_inv) and
-//     fp8_transpose a plain transpose, bit for bit, on shapes that are and are not multiples of
-//     the 32 × 32 tile;
+//     fp8_transpose a plain transpose, bit for bit, on shapes that are multiples of the 64 × 64
+//     tile (the 16-byte path, one tile or many) and that are not (the byte-per-thread path);
 //   - Fp8Matmul (cuBLASLt) equals the product of the decoded codes times both scales, computed in
 //     double, within the accumulation and bf16 output rounding: |got − ref| ≤ 2⁻⁷·|ref| + e·Σ|a·b|,
 //     in the settings the engine runs them (runtime/cuda_fp8_ops.cpp): the forward's E4M3 × E4M3
@@ -106,7 +106,7 @@ TEST(Fp8Cuda, QuantizeMatchesCpuReferenceBitForBit) {
 TEST(Fp8Cuda, QuantizeWeightAndTransposeMatchTheCpuBitForBit) {
   if (skip_without_gpu()) GTEST_SKIP();
   std::mt19937 rng(5);
-  for (const auto& [rows, columns] : {std::pair<int64_t, int64_t>{1024, 4096}, {96, 128}, {100, 70}, {1, 33}}) {
+  for (const auto& [rows, columns] : {std::pair<int64_t, int64_t>{1024, 4096}, {192, 320}, {64, 64}, {96, 128}, {100, 70}, {1, 33}}) {
     const std::vector<float> values = spread_values(static_cast<size_t>(rows * columns), rng);
     std::vector<uint16_t> bits(values.size());
     for (size_t i = 0; i < values.size(); ++i) bits[i] = float_to_bf16(values[i]);

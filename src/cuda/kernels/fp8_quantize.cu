@@ -72,50 +72,6 @@ __global__ void quantize(const __nv_bfloat16* x, int64_t n, float format_max, fl
   record_block_max(bits, row + 1);
 }
 
-// The weight's codes and their transpose, one 32 × 32 tile per block (32 × 8 threads): codes are
-// written row by row, the tile goes through shared memory and is written transposed.
-constexpr int kTile = 32;
-
-__global__ void quantize_weight(const __nv_bfloat16* w, int64_t rows, int64_t columns, const float* amax,
-                                uint8_t* codes, uint8_t* transposed, float* scale_inv) {
-  __shared__ uint8_t tile[kTile][kTile + 1];
-  const float scale = scale_for(*amax, 448.0f);
-  if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0 && threadIdx.y == 0) *scale_inv = __fdiv_rn(1.0f, scale);
-  const int64_t row0 = int64_t{blockIdx.y} * kTile, column0 = int64_t{blockIdx.x} * kTile;
-  for (int y = threadIdx.y; y < kTile; y += blockDim.y) {
-    const int64_t row = row0 + y, column = column0 + threadIdx.x;
-    if (row < rows && column < columns) {
-      const uint8_t code =
-          __nv_cvt_float_to_fp8(__fmul_rn(__bfloat162float(w[row * columns + column]), scale), __NV_SATFINITE, __NV_E4M3);
-      codes[row * columns + column] = code;
-      tile[y][threadIdx.x] = code;
-    }
-  }
-  __syncthreads();
-  for (int y = threadIdx.y; y < kTile; y += blockDim.y) {
-    const int64_t column = column0 + y, row = row0 + threadIdx.x;
-    if (row < rows && column < columns) transposed[column * rows + row] = tile[threadIdx.x][y];
-  }
-}
-
-__global__ void transpose(const uint8_t* in, int64_t rows, int64_t columns, uint8_t* out) {
-  __shared__ uint8_t tile[kTile][kTile + 1];
-  const int64_t row0 = int64_t{blockIdx.y} * kTile, column0 = int64_t{blockIdx.x} * kTile;
-  for (int y = threadIdx.y; y < kTile; y += blockDim.y) {
-    const int64_t row = row0 + y, column = column0 + threadIdx.x;
-    if (row < rows && column < columns) tile[y][threadIdx.x] = in[row * columns + column];
-  }
-  __syncthreads();
-  for (int y = threadIdx.y; y < kTile; y += blockDim.y) {
-    const int64_t column = column0 + y, row = row0 + threadIdx.x;
-    if (row < rows && column < columns) out[column * rows + row] = tile[threadIdx.x][y];
-  }
-}
-
-dim3 tiles_for(int64_t rows, int64_t columns) {
-  return dim3(static_cast<unsigned>((columns + kTile - 1) / kTile), static_cast<unsigned>((rows + kTile - 1) / kTile));
-}
-
 __global__ void roll(float* state, int64_t history, int64_t step) {
   float* row = state + int64_t{blockIdx.x} * (history + 2);
   float* slots = row + 2;
@@ -173,24 +129,6 @@ void fp8_quantize_pending(const __nv_bfloat16* x, int64_t n, const Fp8Output& si
   } else {
     quantize<__NV_E5M2><<<blocks, kThreads, 0, stream>>>(x, n, 57344.0f, site.row, site.amax, site.q, site.scale_inv, true);
   }
-  CUDA_CHECK(cudaGetLastError());
-}
-
-void fp8_quantize_weight(const __nv_bfloat16* w, int64_t rows, int64_t columns, float* amax, uint8_t* codes,
-                         uint8_t* transposed, float* scale_inv, cudaStream_t stream) {
-  if (rows == 0 || columns == 0) return;
-  const int64_t n = rows * columns;
-  CUDA_CHECK(cudaMemsetAsync(amax, 0, sizeof(float), stream));
-  record_amax<<<blocks_for(n % 8 == 0 ? n / 8 : n), kThreads, 0, stream>>>(w, n, nullptr, amax);
-  CUDA_CHECK(cudaGetLastError());
-  quantize_weight<<<tiles_for(rows, columns), dim3(kTile, 8), 0, stream>>>(w, rows, columns, amax, codes, transposed,
-                                                                          scale_inv);
-  CUDA_CHECK(cudaGetLastError());
-}
-
-void fp8_transpose(const uint8_t* in, int64_t rows, int64_t columns, uint8_t* out, cudaStream_t stream) {
-  if (rows == 0 || columns == 0) return;
-  transpose<<<tiles_for(rows, columns), dim3(kTile, 8), 0, stream>>>(in, rows, columns, out);
   CUDA_CHECK(cudaGetLastError());
 }
 

@@ -15,6 +15,8 @@
 //                       is one float of scratch); bit for bit the CPU function.
 //   fp8_transpose       FP8 codes [rows, columns] → [columns, rows] (the weight gradient's
 //                       operands: FP8 products take both K-major, and there K is the tokens).
+//                       These two live in fp8_transpose.cu: 64 × 64-byte tiles with 16-byte
+//                       accesses where both sizes are multiples of 64.
 //   Fp8Output / fp8_quantize_pending  a producer that quantizes its own bf16 output (E4M3, or
 //                       E5M2 for a gradient; rmsnorm.h, swiglu.h: the "_fp8" entry points;
 //                       fp8_epilogue.cuh): with a
