@@ -2,6 +2,7 @@
 #include <algorithm>
 
 #include "cuda/cuda_check.h"
+#include "cuda/kernels/column_sums.cuh"
 #include "cuda/kernels/fp8_epilogue.cuh"
 #include "cuda/kernels/qk_norm_rope.h"
 #include "cuda/kernels/vector_math.cuh"
@@ -163,14 +164,6 @@ __global__ void qk_norm_rope_backward_kernel(T* dinput, float* partials, const T
   }
 }
 
-__global__ void sum_partials_kernel(float* dweight, const float* partials, int partial_count, int channels) {
-  const int channel = blockIdx.x * blockDim.x + threadIdx.x;
-  if (channel >= channels) return;
-  float sum = 0.0f;
-  for (int p = 0; p < partial_count; ++p) sum += partials[int64_t{p} * channels + channel];
-  dweight[channel] += sum;
-}
-
 void check_shape(const QkNormRopeShape& shape) {
   CUDA_REQUIRE(shape.head_dim % 16 == 0 && shape.head_dim >= 16 && shape.head_dim <= 256 &&
                    ((shape.head_dim / 16) & (shape.head_dim / 16 - 1)) == 0,
@@ -214,9 +207,7 @@ void qk_norm_rope_backward(T* dinput, float* dweight, float* scratch, const T* d
       dinput, dweight ? scratch : nullptr, dout, input, weight, rstd, inv_freq, position_ids, shape, Fp8Output{});
   CUDA_CHECK_LAUNCH();
   if (dweight == nullptr) return;
-  sum_partials_kernel<<<static_cast<unsigned>((shape.head_dim + 255) / 256), 256, 0, stream>>>(
-      dweight, scratch, blocks, shape.head_dim);
-  CUDA_CHECK_LAUNCH();
+  add_column_sums(dweight, scratch, blocks, shape.head_dim, stream);
 }
 
 void qk_norm_rope_backward_fp8(__nv_bfloat16* dinput, float* dweight, float* scratch, const __nv_bfloat16* dout,
@@ -236,9 +227,7 @@ void qk_norm_rope_backward_fp8(__nv_bfloat16* dinput, float* dweight, float* scr
   CUDA_CHECK_LAUNCH();
   fp8_quantize_pending(dinput, shape.tokens * shape.heads * shape.head_dim, fp8_out, stream);
   if (dweight == nullptr) return;
-  sum_partials_kernel<<<static_cast<unsigned>((shape.head_dim + 255) / 256), 256, 0, stream>>>(
-      dweight, scratch, blocks, shape.head_dim);
-  CUDA_CHECK_LAUNCH();
+  add_column_sums(dweight, scratch, blocks, shape.head_dim, stream);
 }
 
 #define INSTANTIATE(T) \

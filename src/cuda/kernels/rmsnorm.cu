@@ -2,6 +2,7 @@
 #include <algorithm>
 
 #include "cuda/cuda_check.h"
+#include "cuda/kernels/column_sums.cuh"
 #include "cuda/kernels/fp8_epilogue.cuh"
 #include "cuda/kernels/rmsnorm.h"
 #include "cuda/kernels/vector_math.cuh"
@@ -163,15 +164,6 @@ __global__ void __launch_bounds__(kVectors < 4 ? 512 : 1024)
   }
 }
 
-// dweight[c] += Σ_p partials[p, c], p in increasing order.
-__global__ void sum_partials_kernel(float* dweight, const float* partials, int partial_count, int channels) {
-  const int column = blockIdx.x * blockDim.x + threadIdx.x;
-  if (column >= channels) return;
-  float sum = 0.0f;
-  for (int p = 0; p < partial_count; ++p) sum += partials[static_cast<int64_t>(p) * channels + column];
-  dweight[column] += sum;
-}
-
 // The backward is latency-bound (a block reduction between the loads and the stores of each
 // row): as few vectors per thread as 512 threads allow (one up to 4096 channels, two up to
 // 8192) gives the SM more warps to overlap rows; the kernel is compiled per vector count to keep
@@ -266,9 +258,7 @@ void rmsnorm_backward(T* dinput, float* dweight, float* scratch, const T* dout,
   else launch(rmsnorm_backward_kernel<kMaxVectorsPerThread, T>);
   CUDA_CHECK_LAUNCH();
   if (dweight == nullptr) return;
-  sum_partials_kernel<<<static_cast<unsigned>((channels + 255) / 256), 256, 0, stream>>>(
-      dweight, scratch, partial_count, static_cast<int>(channels));
-  CUDA_CHECK_LAUNCH();
+  add_column_sums(dweight, scratch, partial_count, channels, stream);
 }
 
 void rmsnorm_backward_fp8(__nv_bfloat16* dinput, const __nv_bfloat16* dout, const __nv_bfloat16* dresidual,
