@@ -64,11 +64,9 @@ CudaKernel bind_embedding_backward_typed(const CudaBindContext& ctx) {
   ctx.resources.reserve_scratch(layout.bytes);
   CudaResources* resources = &ctx.resources;
   return [=](const CudaKernelArgs& args) {
-    float* accumulator = scratch_at<float>(resources, table);
-    zero_async(accumulator, sizeof(float) * vocab * channels, args.stream);
-    cuda::embedding_backward(accumulator, args.inputs[0].as<const int32_t>(), args.inputs[1].as<const T>(), tokens,
-                             vocab, channels, args.stream);
-    k::convert_from_f32<T>(accumulator, args.outputs[0].as<T>(), vocab * channels, args.stream);
+    cuda::embedding_backward_rows(args.outputs[0].as<T>(), scratch_at<float>(resources, table),
+                                  args.inputs[0].as<const int32_t>(), args.inputs[1].as<const T>(), tokens, vocab,
+                                  channels, args.stream);
   };
 }
 CudaKernel bind_embedding_backward(const CudaBindContext& ctx) {

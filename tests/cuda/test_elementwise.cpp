@@ -5,7 +5,9 @@
 //   embedding forward and the residual sum: exact (copies / one correctly rounded add)
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <numeric>
 
 #include "cuda/kernels/embedding.h"
 #include "cuda/kernels/rmsnorm.h"
@@ -50,6 +52,39 @@ TEST(CudaEmbedding, ForwardAndBackward) {
       }
     EXPECT_EQ(relative_error(download_bf16(out), expected), 0.0) << "tokens=" << tokens;
     EXPECT_LT(relative_error(dtable.download(), expected_grad), kFp32Accumulate) << "tokens=" << tokens;
+  }
+}
+
+// embedding_backward_rows: the whole bf16 gradient from touched rows only, the same bits as
+// zeroing an fp32 table, the scatter-add and rounding every element (the old binder's path),
+// with the fp32 scratch and the output full of garbage beforehand (only touched rows may be read).
+TEST(CudaEmbedding, BackwardRowsEqualsTheWholeTableRounded) {
+  SKIP_WITHOUT_GPU();
+  const int64_t shapes[][3] = {{1, 5, 8}, {37, 50, 64}, {513, 1000, 264}, {4096, 151936, 64}};
+  for (const auto& [tokens, vocab, channels] : shapes) {
+    // Distinct ids but one repeat: the scatter-add's fp32 atomics sum a row of two in either
+    // order to the same bits (three or more could differ between the two runs).
+    std::vector<int32_t> ids(vocab);
+    std::iota(ids.begin(), ids.end(), 0);
+    std::shuffle(ids.begin(), ids.end(), generator());
+    ids.resize(tokens);
+    ids[tokens / 2] = ids[0];
+    auto device_ids = to_device(ids);
+    auto device_dout = device_bf16(random_floats(tokens * channels));
+    DeviceBuffer<float> whole(vocab * channels), rows(vocab * channels);
+    whole.zero();
+    rows.poison();
+    DeviceBuffer<Bf16> out(vocab * channels);
+    out.poison();
+    embedding_backward(whole.data(), device_ids.data(), bf16_ptr(device_dout), tokens, vocab, channels, nullptr);
+    embedding_backward_rows(bf16_ptr(out), rows.data(), device_ids.data(), bf16_ptr(device_dout), tokens, vocab,
+                            channels, nullptr);
+    synchronize();
+    const std::vector<float> expected = whole.download();
+    const std::vector<Bf16> got = out.download();
+    for (size_t i = 0; i < expected.size(); ++i) {
+      ASSERT_EQ(got[i], float_to_bf16(expected[i])) << "element " << i << ", tokens=" << tokens << " vocab=" << vocab;
+    }
   }
 }
 

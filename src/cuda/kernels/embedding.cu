@@ -37,6 +37,36 @@ __global__ void embedding_backward_kernel(float* dtable, const int32_t* ids, con
   for (int i = 0; i < kPackWidth; ++i) atomicAdd(target + i, values[i]);
 }
 
+// The rows the batch's ids touch, in fp32 scratch: zeroed before the scatter-add.
+__global__ void zero_rows_kernel(float* dtable, const int32_t* ids, int64_t tokens, int64_t vocab, int64_t channels) {
+  const int64_t vectors_per_row = channels / kPackWidth;
+  const int64_t index = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (index >= tokens * vectors_per_row) return;
+  const int64_t token = index / vectors_per_row, column = (index % vectors_per_row) * kPackWidth;
+  const int32_t id = ids[token];
+  if (id < 0 || id >= vocab) return;
+  float4* target = reinterpret_cast<float4*>(dtable + id * channels + column);
+  target[0] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  target[1] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+}
+
+// ... and after it rounded into the 16-bit gradient (a repeated id writes its row again, the same
+// values).
+template <typename T>
+__global__ void convert_rows_kernel(T* out, const float* dtable, const int32_t* ids, int64_t tokens, int64_t vocab,
+                                    int64_t channels) {
+  const int64_t vectors_per_row = channels / kPackWidth;
+  const int64_t index = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (index >= tokens * vectors_per_row) return;
+  const int64_t token = index / vectors_per_row, column = (index % vectors_per_row) * kPackWidth;
+  const int32_t id = ids[token];
+  if (id < 0 || id >= vocab) return;
+  const float4* source = reinterpret_cast<const float4*>(dtable + id * channels + column);
+  const float4 low = source[0], high = source[1];
+  const float values[kPackWidth] = {low.x, low.y, low.z, low.w, high.x, high.y, high.z, high.w};
+  kernels::store_x8(out + id * channels + column, kernels::pack<T>(values));
+}
+
 constexpr int kThreads = 256;
 
 unsigned blocks_for(int64_t work) { return static_cast<unsigned>((work + kThreads - 1) / kThreads); }
@@ -63,9 +93,24 @@ void embedding_backward(float* dtable, const int32_t* ids, const T* dout, int64_
   CUDA_CHECK_LAUNCH();
 }
 
+template <typename T>
+void embedding_backward_rows(T* dtable, float* rows_scratch, const int32_t* ids, const T* dout, int64_t tokens,
+                             int64_t vocab, int64_t channels, cudaStream_t stream) {
+  CUDA_REQUIRE(channels % kPackWidth == 0, "embedding: channels must be a multiple of 8");
+  CUDA_CHECK(cudaMemsetAsync(dtable, 0, sizeof(T) * vocab * channels, stream));  // +0 in bf16 and fp16
+  if (tokens == 0) return;
+  const unsigned blocks = blocks_for(tokens * channels / kPackWidth);
+  zero_rows_kernel<<<blocks, kThreads, 0, stream>>>(rows_scratch, ids, tokens, vocab, channels);
+  CUDA_CHECK_LAUNCH();
+  embedding_backward(rows_scratch, ids, dout, tokens, vocab, channels, stream);
+  convert_rows_kernel<<<blocks, kThreads, 0, stream>>>(dtable, rows_scratch, ids, tokens, vocab, channels);
+  CUDA_CHECK_LAUNCH();
+}
+
 #define INSTANTIATE(T)                                                                                      \
   template void embedding_forward(T*, const int32_t*, const T*, int64_t, int64_t, int64_t, cudaStream_t);  \
-  template void embedding_backward(float*, const int32_t*, const T*, int64_t, int64_t, int64_t, cudaStream_t);
+  template void embedding_backward(float*, const int32_t*, const T*, int64_t, int64_t, int64_t, cudaStream_t); \
+  template void embedding_backward_rows(T*, float*, const int32_t*, const T*, int64_t, int64_t, int64_t, cudaStream_t);
 SUROGATE_FOR_16BIT_TYPES(INSTANTIATE)
 #undef INSTANTIATE
 
