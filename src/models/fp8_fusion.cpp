@@ -164,9 +164,9 @@ graph::Graph fuse_fp8_gradients(graph::Graph training) {
       producer.attrs["site"] = read.attrs.at("site");
       producer.attrs["format"] = format;
       quantize_into_producer(i, producer.outputs[0], reader, codes_of(format));
-    } else if (op == "fused_residual_rmsnorm_backward" && training.nodes[i].outputs.size() == 1) {
-      // A frozen norm (no d_weight): its d_input is the gradient of the projection whose output
-      // joined the residual stream (o_proj, down_proj).
+    } else if (op == "fused_residual_rmsnorm_backward") {
+      // A norm, frozen (d_input) or trained (d_input, d_weight): its d_input is the gradient of
+      // the projection whose output joined the residual stream (o_proj, down_proj).
       const NodeId reader = sole_reader(training.nodes[i].outputs[0]);
       if (reader == graph::kNoNode) continue;
       const graph::Node& read = training.nodes[static_cast<size_t>(reader)];

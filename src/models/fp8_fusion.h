@@ -28,8 +28,8 @@ graph::Graph fuse_fp8_producers(const graph::Graph& forward, const graph::OpRegi
 // product — and no other — becomes swiglu_backward_fp8, which quantizes both gradients at those
 // nodes' sites; the two nodes read its codes: linear_fp8_backward_input_quantized for a frozen
 // projection (LoRA's base), linear_fp8_backward_quantized(_accumulate) for a trained one (full
-// fine-tuning, whose weight gradient takes the same codes). Likewise a frozen
-// norm's fused_residual_rmsnorm_backward, whose d_input is the o_proj / down_proj output's
+// fine-tuning, whose weight gradient takes the same codes). Likewise a norm's (frozen or trained)
+// fused_residual_rmsnorm_backward, whose d_input is the o_proj / down_proj output's
 // gradient, becomes fused_residual_rmsnorm_backward_fp8, and Qwen3's q / k norm + RoPE backward
 // (fused_rmsnorm_rope_backward, frozen or trained weight) quantizes the q / k projection's output
 // gradient (fused_rmsnorm_rope_backward_fp8). The bf16 gradients stay (the adapters' backward and

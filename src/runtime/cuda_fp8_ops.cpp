@@ -21,6 +21,7 @@
 #include "cuda/kernels/rmsnorm.h"
 #include "cuda/kernels/swiglu.h"
 #include "runtime/cuda_bind_checks.h"
+#include "runtime/cuda_model_kernels.h"
 #include "runtime/cuda_op_table.h"
 
 namespace surogate::runtime {
@@ -320,10 +321,14 @@ CudaKernel bind_backward_input_quantized(const CudaBindContext& ctx) {
 }
 
 // fused_residual_rmsnorm_backward_fp8 (d_out, residual_out, weight, rstd [, d_residual_out], state)
-// {site, format} of a frozen norm (d_input, q, scale_inv): the block-per-rows backward with the
-// FP8 epilogue (cuda/kernels/rmsnorm.h).
+// {site, format} -> (d_input [, d_weight], q, scale_inv): the block-per-rows backward with the FP8
+// epilogue (cuda/kernels/rmsnorm.h); a trained weight's gradient (full fine-tuning) as the bf16
+// binder makes it: fp32 partials summed into scratch, rounded into d_weight.
 CudaKernel bind_norm_backward_fp8(const CudaBindContext& ctx) {
-  require(ctx, ctx.outputs.size() == 3, "the FP8 norm backward is for a frozen norm weight (no d_weight output)");
+  require(ctx, ctx.outputs.size() == 3 || ctx.outputs.size() == 4,
+          "the FP8 norm backward writes d_input [, d_weight], the codes and scale_inv");
+  const bool weight_grad = ctx.outputs.size() == 4;
+  if (weight_grad) expect_out(ctx, 1, DType::BF16);
   const int64_t channels = ctx.inputs[2].shape[0], rows = ctx.inputs[1].numel() / channels;
   require(ctx, last(ctx.inputs[1]) == channels && channels % 8 == 0 && channels <= 32768,
           "the FP8 norm backward normalises whole rows of a multiple of 8 and at most 32768 channels, got {} of {}",
@@ -331,13 +336,20 @@ CudaKernel bind_norm_backward_fp8(const CudaBindContext& ctx) {
   const bool has_residual = ctx.inputs.size() == 6;
   ScratchLayout scratch;
   const ProducerSite site(ctx, scratch);
+  const size_t partials = weight_grad ? scratch.take(sizeof(float) * cuda::rmsnorm_backward_scratch_floats(rows, channels)) : 0;
+  const size_t dweight = weight_grad ? scratch.take(sizeof(float) * channels) : 0;
   ctx.resources.reserve_scratch(scratch.bytes);
   CudaResources* resources = &ctx.resources;
   return [=](const CudaKernelArgs& args) {
-    cuda::rmsnorm_backward_fp8(args.outputs[0].as<bf16>(), args.inputs[0].as<const bf16>(),
+    float* accumulator = weight_grad ? scratch_at<float>(resources, dweight) : nullptr;
+    if (weight_grad) zero_async(accumulator, sizeof(float) * channels, args.stream);
+    cuda::rmsnorm_backward_fp8(args.outputs[0].as<bf16>(), accumulator,
+                               weight_grad ? scratch_at<float>(resources, partials) : nullptr,
+                               args.inputs[0].as<const bf16>(),
                                has_residual ? args.inputs[4].as<const bf16>() : nullptr, args.inputs[1].as<const bf16>(),
                                args.inputs[2].as<const bf16>(), args.inputs[3].as<const float>(), rows, channels,
                                site.at(resources, args), args.stream);
+    if (weight_grad) cuda_kernels::convert_from_f32<bf16>(accumulator, args.outputs[1].as<bf16>(), channels, args.stream);
   };
 }
 

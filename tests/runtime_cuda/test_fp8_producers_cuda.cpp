@@ -16,8 +16,9 @@
 // linear_fp8_backward_quantized products' d_x and d_weight, bit for bit.
 // Qwen3's q / k norm + RoPE backward (fused_rmsnorm_rope_backward_fp8), frozen and trained. The
 // attention's output quantized by the flash forward's epilogue (attention_fp8).
-// And a frozen norm's fused_residual_rmsnorm_backward_fp8 (the residual stream's gradient in
-// E5M2 for the projection that reads it) against the backward then linear_fp8_backward_input.
+// And a norm's fused_residual_rmsnorm_backward_fp8 (the residual stream's gradient in E5M2 for the
+// projection that reads it) against the backward then linear_fp8_backward_input (frozen), or
+// linear_fp8_backward with the norm weight's gradient too (trained: full fine-tuning).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -263,30 +264,41 @@ TEST(Fp8ProducersCuda, SwigluBackwardCodesMakeTheTrainedProjectionsGradients) {
   check_swiglu_gradients(272, true);
 }
 
-graph::Graph norm_gradient(const graph::OpRegistry& registry) {
+// A norm's backward with the residual-stream gradient, read by the projection whose output joined
+// the stream: linear_fp8_backward_input (frozen projection and norm weight), or linear_fp8_backward
+// with the norm weight's gradient (full fine-tuning).
+graph::Graph norm_gradient(const graph::OpRegistry& registry, int64_t rows, bool trained) {
   graph::GraphBuilder b(registry);
   const DType bf16 = DType::BF16;
-  graph::TensorId d_out = b.parameter("d_out", bf16, {kRows, kGradChannels}, false);
-  graph::TensorId residual_out = b.parameter("residual_out", bf16, {kRows, kGradChannels}, false);
+  graph::TensorId d_out = b.parameter("d_out", bf16, {rows, kGradChannels}, false);
+  graph::TensorId residual_out = b.parameter("residual_out", bf16, {rows, kGradChannels}, false);
   graph::TensorId weight = b.parameter("weight", bf16, {kGradChannels}, false);
-  graph::TensorId rstd = b.parameter("rstd", DType::F32, {kRows}, false);
-  graph::TensorId d_residual = b.parameter("d_residual", bf16, {kRows, kGradChannels}, false);
+  graph::TensorId rstd = b.parameter("rstd", DType::F32, {rows}, false);
+  graph::TensorId d_residual = b.parameter("d_residual", bf16, {rows, kGradChannels}, false);
   graph::TensorId w_t = b.parameter("w_t", DType::F8_E4M3, {kGradInter, kGradChannels}, false);
   graph::TensorId w_scale = b.parameter("w_scale", DType::F32, {1}, false);
+  graph::TensorId xq = b.parameter("xq", DType::F8_E4M3, {rows, kGradInter}, false);
+  graph::TensorId x_scale = b.parameter("x_scale", DType::F32, {1}, false);
   graph::TensorId state = b.parameter("state", DType::F32, {3, 2 + kHistory}, false);
-  graph::TensorId d_input = b.op("fused_residual_rmsnorm_backward", {d_out, residual_out, weight, rstd, d_residual},
-                                 {{"weight_grad", false}}, "ln.grad");
-  graph::TensorId d_x = b.op("linear_fp8_backward_input", {d_input, w_t, w_scale, state},
-                             {{"site", 1}, {"format", "e5m2"}}, "proj.d_x");
-  b.mark_output(d_input);
-  b.mark_output(d_x);
+  auto grads = b.op("fused_residual_rmsnorm_backward", {d_out, residual_out, weight, rstd, d_residual},
+                    {{"weight_grad", trained}}, "ln.grad");
+  b.mark_output(grads[0]);
+  if (trained) {
+    b.mark_output(grads[1]);
+    auto both = b.op("linear_fp8_backward", {grads[0], xq, x_scale, w_t, w_scale, state},
+                     {{"site", 1}, {"format", "e5m2"}}, "proj.backward");
+    b.mark_output(both[0]);
+    b.mark_output(both[1]);
+  } else {
+    b.mark_output(b.op("linear_fp8_backward_input", {grads[0], w_t, w_scale, state}, {{"site", 1}, {"format", "e5m2"}},
+                       "proj.d_x"));
+  }
   return b.finish();
 }
 
-TEST(Fp8ProducersCuda, NormBackwardCodesEqualTheInputGradientsOwn) {
-  SKIP_WITHOUT_GPU();
+void check_norm_gradient(int64_t rows, bool trained) {
   const graph::OpRegistry registry = ops::make_model_registry();
-  const graph::Graph unfused = norm_gradient(registry);
+  const graph::Graph unfused = norm_gradient(registry, rows, trained);
   const graph::Graph fused = models::fuse_fp8_gradients(unfused);
   ASSERT_EQ(models::fp8_fused_producer_count(fused), 1);
   const compiler::ExecutionPlan unfused_plan = compiler::compile_forward(unfused, registry);
@@ -294,26 +306,35 @@ TEST(Fp8ProducersCuda, NormBackwardCodesEqualTheInputGradientsOwn) {
   std::mt19937 rng(37);
   std::uniform_real_distribution<float> positive(0.5f, 2.0f);
   auto values = [&](size_t count, bool spread) { return random_bf16(rng, count, spread); };
-  const std::vector<uint16_t> codes = random_e4m3(rng, kGradChannels * kGradInter);
-  std::vector<float> rstd(kRows);
+  std::vector<float> rstd(static_cast<size_t>(rows));
   for (float& value : rstd) value = positive(rng);
-  const Inputs inputs = {{"d_out", values(kRows * kGradChannels, true)},
-                         {"residual_out", values(kRows * kGradChannels, true)},
+  const Inputs inputs = {{"d_out", values(rows * kGradChannels, true)},
+                         {"residual_out", values(rows * kGradChannels, true)},
                          {"weight", values(kGradChannels, false)},
-                         {"d_residual", values(kRows * kGradChannels, true)},
-                         {"w_t", codes}};
-  const FloatInputs floats = {{"rstd", rstd}, {"w_scale", {1.0f / 64.0f}}};
+                         {"d_residual", values(rows * kGradChannels, true)},
+                         {"w_t", random_e4m3(rng, kGradChannels * kGradInter)},
+                         {"xq", random_e4m3(rng, rows * kGradInter)}};
+  const FloatInputs floats = {{"rstd", rstd}, {"w_scale", {1.0f / 64.0f}}, {"x_scale", {1.0f / 32.0f}}};
   for (const bool delayed : {false, true}) {
     std::vector<float> state(3 * (2 + kHistory), 0.0f);
     if (delayed) state[1 * (2 + kHistory)] = 0.5f;
     const auto expected = run(unfused_plan, registry, inputs, state, floats);
     const auto actual = run(fused_plan, registry, inputs, state, floats);
     ASSERT_EQ(actual.size(), expected.size());
-    expect_same_bytes(actual, expected, {"d_input", "d_x", "the state"}, amax_case(delayed));
+    const std::vector<std::string> names =
+        trained ? std::vector<std::string>{"d_input", "the norm's d_weight", "d_x", "d_weight", "the state"}
+                : std::vector<std::string>{"d_input", "d_x", "the state"};
+    expect_same_bytes(actual, expected, names, (trained ? "trained, " : "frozen, ") + amax_case(delayed));
     std::vector<float> after(state.size());
     std::memcpy(after.data(), actual.back().data(), after.size() * sizeof(float));
     EXPECT_GT(after[1 * (2 + kHistory) + 1], 0.0f);
   }
+}
+
+TEST(Fp8ProducersCuda, NormBackwardCodesEqualTheInputGradientsOwn) {
+  SKIP_WITHOUT_GPU();
+  check_norm_gradient(kRows, false);
+  check_norm_gradient(272, true);  // the weight gradient's FP8 product takes tokens in multiples of 16
 }
 
 // Qwen3's q / k norm + RoPE backward with the q projection's gradient codes: fused_rmsnorm_rope_backward

@@ -261,7 +261,8 @@ void rmsnorm_backward(T* dinput, float* dweight, float* scratch, const T* dout,
   add_column_sums(dweight, scratch, partial_count, channels, stream);
 }
 
-void rmsnorm_backward_fp8(__nv_bfloat16* dinput, const __nv_bfloat16* dout, const __nv_bfloat16* dresidual,
+void rmsnorm_backward_fp8(__nv_bfloat16* dinput, float* dweight, float* scratch, const __nv_bfloat16* dout,
+                          const __nv_bfloat16* dresidual,
                           const __nv_bfloat16* input, const __nv_bfloat16* weight, const float* rstd, int64_t rows,
                           int64_t channels, const Fp8Output& fp8_out, cudaStream_t stream) {
   check_shape(channels);
@@ -270,8 +271,8 @@ void rmsnorm_backward_fp8(__nv_bfloat16* dinput, const __nv_bfloat16* dout, cons
   const int per_thread = backward_vectors_per_thread(channels);
   const int threads = backward_threads_for(channels, per_thread);
   auto launch = [&](auto kernel) {
-    kernel<<<partial_count, threads, 0, stream>>>(dinput, nullptr, dout, dresidual, input, weight, rstd, rows,
-                                                  static_cast<int>(channels), fp8_out);
+    kernel<<<partial_count, threads, 0, stream>>>(dinput, dweight ? scratch : nullptr, dout, dresidual, input, weight,
+                                                  rstd, rows, static_cast<int>(channels), fp8_out);
   };
   using bf16 = __nv_bfloat16;
   const bool e4m3 = fp8_out.format == Fp8Target::E4M3;
@@ -281,6 +282,7 @@ void rmsnorm_backward_fp8(__nv_bfloat16* dinput, const __nv_bfloat16* dout, cons
             : launch(rmsnorm_backward_kernel<kMaxVectorsPerThread, bf16, 2>);
   CUDA_CHECK_LAUNCH();
   fp8_quantize_pending(dinput, rows * channels, fp8_out, stream);
+  if (dweight != nullptr) add_column_sums(dweight, scratch, partial_count, channels, stream);
 }
 
 #define INSTANTIATE(T)                                                                                     \

@@ -62,10 +62,11 @@ void rmsnorm_backward(T* dinput, float* dweight, float* scratch, const T* dout,
                       const typename NonDeduced<T>::type* dresidual, const T* input, const T* weight,
                       const float* rstd, int64_t rows, int64_t channels, cudaStream_t stream);
 
-// The backward in bf16 for a frozen weight (no dweight), also writing the codes of dinput in
-// fp8_out.format (the fp8_hybrid recipe's gradient; fp8_quantize.h's Fp8Output): bit for bit the
-// backward then fp8_record_amax + fp8_quantize of dinput.
-void rmsnorm_backward_fp8(__nv_bfloat16* dinput, const __nv_bfloat16* dout, const __nv_bfloat16* dresidual,
+// The backward in bf16, also writing the codes of dinput in fp8_out.format (the fp8_hybrid
+// recipe's gradient; fp8_quantize.h's Fp8Output): bit for bit the backward then fp8_record_amax +
+// fp8_quantize of dinput. dweight and scratch as rmsnorm_backward's (both null: a frozen weight).
+void rmsnorm_backward_fp8(__nv_bfloat16* dinput, float* dweight, float* scratch, const __nv_bfloat16* dout,
+                          const __nv_bfloat16* dresidual,
                           const __nv_bfloat16* input, const __nv_bfloat16* weight, const float* rstd, int64_t rows,
                           int64_t channels, const Fp8Output& fp8_out, cudaStream_t stream);
 
