@@ -1,6 +1,6 @@
 // The compiler's product: an ExecutionPlan a backend can run with no decisions left.
 //
-//   forward graph ─► frozen-head loss rewrite ─► autodiff ─► recompute ─► [residual offload] ─► verify
+//   forward graph ─► LM-head loss rewrite ─► autodiff ─► recompute ─► [residual offload] ─► verify
 //                 ─► memory plan ─► ExecutionPlan
 //
 // The plan holds the final graph (nodes in execution order), one step per node with the
@@ -54,7 +54,8 @@ struct ExecutionPlan {
 struct CompileOptions {
   RecomputePolicy recompute;
   size_t alignment = 256;
-  // The frozen-head loss rewrite (compiler/loss_input_grad.h); off only to compare against it.
+  // The LM-head loss rewrite (compiler/loss_input_grad.h: the loss's gradients from the forward,
+  // for frozen and trainable heads); off only to compare against it.
   bool loss_input_grad_in_forward = true;
   // offload_residual: the residual stream's checkpoints wait for the backward in host memory
   // (compiler/residual_offload.h).

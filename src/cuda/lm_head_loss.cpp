@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "cuda/cuda_check.h"
 #include "cuda/kernels/cross_entropy.h"
 
 namespace surogate::cuda {
@@ -10,6 +11,11 @@ namespace surogate::cuda {
 template <typename T>
 void lm_head_cross_entropy(Matmul& matmul, const LmHeadLossArgs<T>& a, cudaStream_t stream) {
   CUDA_REQUIRE(a.chunk_rows > 0 && a.rows >= 0 && a.channels > 0 && a.vocab > 0, "lm_head: bad shape");
+  CUDA_REQUIRE(a.dweight_out == nullptr || (a.dweight == nullptr && a.rows <= a.chunk_rows),
+               "lm_head: a written dW needs the rows in one chunk and no fp32 accumulator");
+  if (a.dweight_out != nullptr && a.grad_scale != nullptr && a.rows == 0) {
+    CUDA_CHECK(cudaMemsetAsync(a.dweight_out, 0, sizeof(T) * a.vocab * a.channels, stream));  // no GEMM writes it
+  }
   for (int64_t start = 0; start < a.rows; start += a.chunk_rows) {
     const int64_t rows = std::min(a.chunk_rows, a.rows - start);
     const T* hidden = a.hidden + start * a.channels;
@@ -26,6 +32,10 @@ void lm_head_cross_entropy(Matmul& matmul, const LmHeadLossArgs<T>& a, cudaStrea
       MatmulShape weight_grad{.m = a.vocab, .n = a.channels, .k = rows, .transpose_a = true,
                               .output = MatmulOutput::Float32, .accumulate = true};
       matmul.run(weight_grad, a.dweight, a.logits_workspace, hidden, nullptr, stream);
+    }
+    if (a.dweight_out) {
+      MatmulShape weight_grad{.m = a.vocab, .n = a.channels, .k = rows, .transpose_a = true};
+      matmul.run(weight_grad, a.dweight_out, a.logits_workspace, hidden, nullptr, stream);
     }
   }
   sum_row_losses(a.loss_sum, a.row_losses, a.rows, stream);

@@ -6,7 +6,11 @@
 //   2. fused softmax-CE in place: per-row loss, logits → dlogits · grad_scale (cross_entropy.h)
 //   3. dhidden_chunk = dlogits · W                          (cuBLASLt, bf16 out)       if dhidden
 //   4. dW += dlogitsᵀ · hidden_chunk                        (cuBLASLt, fp32, beta = 1) if dweight
+//      or dW = dlogitsᵀ · hidden                            (cuBLASLt, T out)          if dweight_out
 // then loss_sum = Σ row losses (fixed order). Peak extra memory is chunk_rows · V bf16.
+// dweight_out is for rows in one chunk (rows <= chunk_rows): the one weight-gradient GEMM writes
+// the 16-bit result itself (cuBLASLt accumulates in fp32 inside and rounds once), so the caller
+// needs no fp32 [V, C] accumulator, no zeroing and no rounding pass; with no rows it is zeroed.
 // T, the 16-bit type of hidden, W, the logits and dhidden, is __nv_bfloat16 or __half (fp16: a
 // logit or dlogit past 65504 becomes ±inf, as fp16 training's step guard expects).
 // grad_scale (device scalar) is typically 1 / valid-label count over the whole optimizer step
@@ -39,6 +43,7 @@ struct LmHeadLossArgs {
   const float* grad_scale = nullptr;          // device scalar, or null for forward only
   T* dhidden = nullptr;           // [rows, channels], overwritten; may be null
   float* dweight = nullptr;                   // [vocab, channels], accumulated; may be null (frozen head)
+  T* dweight_out = nullptr;       // [vocab, channels], written; one chunk only, exclusive with dweight
 };
 
 using LmHeadLossArguments = LmHeadLossArgs<__nv_bfloat16>;

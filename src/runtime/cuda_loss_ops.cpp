@@ -1,9 +1,10 @@
 // CUDA binders for the LM head + cross-entropy ops (ops/defs/cross_entropy_def.cpp) on BF16 and F16
 // graphs (templates on the 16-bit element type T):
-// lm_head_loss, its frozen-head form lm_head_loss_with_input_grad, lm_head_loss_backward and
-// lm_head_accuracy, all over the chunked kernel of cuda/lm_head_loss.h (the [rows, V] logits are
-// never held whole). They write the logsumexp output as zeros: the CUDA backward recomputes each
-// chunk's logits and softmax in its fused kernel and never reads it.
+// lm_head_loss, its frozen-head form lm_head_loss_with_input_grad, its trainable-head form
+// lm_head_loss_with_grads, lm_head_loss_backward and lm_head_accuracy, all over the chunked kernel
+// of cuda/lm_head_loss.h (the [rows, V] logits are never held whole). They write the logsumexp
+// output as zeros: the CUDA backward recomputes each chunk's logits and softmax in its fused
+// kernel and never reads it.
 #include <algorithm>
 
 #include "core/error.h"
@@ -58,21 +59,59 @@ cuda::LmHeadLossArgs<T> loss_arguments(const LossLayout& layout, const CudaKerne
   return arguments;
 }
 
-// The forward pass shared by lm_head_loss (hidden, weight, targets, scale[, weights]) -> (loss, logsumexp) and
-// its frozen-head form lm_head_loss_with_input_grad, which also writes output 2, d_hidden =
-// ∂loss/∂hidden (compiler/loss_input_grad.h): the same chunks with grad_scale = scale and
-// dlogits · W, so its backward is only d_loss · d_hidden and the logits are not recomputed.
+// Where a binder's weight gradient goes. With the rows in one chunk the weight-gradient GEMM
+// writes the 16-bit output itself (cuBLASLt accumulates in fp32 inside and rounds once): no fp32
+// [V, C] accumulator in scratch, no zeroing, no rounding pass (on Qwen3-1.7B: 1.24 GB zeroed and
+// a 0.7 ms pass per micro-batch). Over several chunks the chunks' products are summed in a fp32
+// scratch accumulator (zeroed, beta = 1 per chunk), rounded into the output at the end: rounding
+// each chunk's product would lose precision. When nothing reads d_weight (a frozen head) none of
+// this runs: no GEMM, no accumulator.
+struct WeightGradient {
+  bool wanted = false;
+  bool direct = false;
+  size_t accumulator = 0;  // scratch offset of the fp32 accumulator (several chunks)
+  int64_t elements = 0;
+
+  WeightGradient(const LossLayout& layout, bool read, ScratchLayout& scratch)
+      : wanted(read), direct(read && layout.chunk_rows >= layout.rows), elements(layout.vocab * layout.channels) {
+    if (wanted && !direct) accumulator = scratch.take(sizeof(float) * static_cast<size_t>(elements));
+  }
+  // Points `arguments` at the output or the zeroed accumulator.
+  template <typename T>
+  void prepare(cuda::LmHeadLossArgs<T>& arguments, CudaResources* resources, T* output, cudaStream_t stream) const {
+    if (!wanted) return;
+    if (direct) {
+      arguments.dweight_out = output;
+      return;
+    }
+    arguments.dweight = scratch_at<float>(resources, accumulator);
+    zero_async(arguments.dweight, sizeof(float) * static_cast<size_t>(elements), stream);
+  }
+  template <typename T>
+  void finish(CudaResources* resources, T* output, cudaStream_t stream) const {
+    if (wanted && !direct) k::convert_from_f32<T>(scratch_at<float>(resources, accumulator), output, elements, stream);
+  }
+};
+
+// The forward pass shared by lm_head_loss (hidden, weight, targets, scale[, weights]) -> (loss, logsumexp)
+// and its rewritten forms (compiler/loss_input_grad.h): lm_head_loss_with_input_grad (a frozen
+// head) also writes output 2, d_hidden = ∂loss/∂hidden, and lm_head_loss_with_grads (a trainable
+// head) outputs 2 and 3, d_hidden and d_weight = ∂loss/∂weight: the same chunks with grad_scale =
+// scale, dlogits · W and dlogitsᵀ · hidden, so their backward is only d_loss times these and the
+// logits are not recomputed. An output nothing reads is not computed.
 template <typename T>
-CudaKernel bind_lm_head_loss_forward_typed(const CudaBindContext& ctx, bool has_input_gradient) {
+CudaKernel bind_lm_head_loss_forward_typed(const CudaBindContext& ctx, bool has_input_gradient, bool has_weight_gradient) {
   LossLayout layout = loss_layout(ctx, element_dtype<T>());
   find_token_weights(ctx, layout, 4);
   expect_in(ctx, 3, DType::F32);
   expect_out(ctx, 0, DType::F32);
   if (has_input_gradient) expect_out(ctx, 2, element_dtype<T>());
+  if (has_weight_gradient) expect_out(ctx, 3, element_dtype<T>());
   ScratchLayout scratch;
   const size_t logits = scratch.take(sizeof(T) * layout.chunk_rows * layout.vocab);
   const size_t row_losses = scratch.take(sizeof(float) * layout.rows);
   const size_t loss_sum = scratch.take(sizeof(float));
+  const WeightGradient weight_gradient(layout, has_weight_gradient && ctx.output_read(3), scratch);
   ctx.resources.reserve_scratch(scratch.bytes);
   const bool input_gradient = has_input_gradient && ctx.output_read(2);
   CudaResources* resources = &ctx.resources;
@@ -81,25 +120,30 @@ CudaKernel bind_lm_head_loss_forward_typed(const CudaBindContext& ctx, bool has_
     arguments.logits_workspace = scratch_at<T>(resources, logits);
     arguments.row_losses = scratch_at<float>(resources, row_losses);
     arguments.loss_sum = scratch_at<float>(resources, loss_sum);
-    if (input_gradient) {
-      arguments.grad_scale = args.inputs[3].as<const float>();
-      arguments.dhidden = args.outputs[2].as<T>();
-    }
+    if (input_gradient || weight_gradient.wanted) arguments.grad_scale = args.inputs[3].as<const float>();
+    if (input_gradient) arguments.dhidden = args.outputs[2].as<T>();
+    T* dweight = weight_gradient.wanted ? args.outputs[3].as<T>() : nullptr;
+    weight_gradient.prepare(arguments, resources, dweight, args.stream);
     cuda::lm_head_cross_entropy(resources->matmul(), arguments, args.stream);
+    weight_gradient.finish(resources, dweight, args.stream);
     k::scalar_product(arguments.loss_sum, args.inputs[3].as<const float>(), args.outputs[0].as<float>(), args.stream);
     zero_async(args.outputs[1].data, sizeof(float) * layout.rows, args.stream);
   };
 }
-CudaKernel bind_lm_head_loss_forward(const CudaBindContext& ctx, bool has_input_gradient) {
+CudaKernel bind_lm_head_loss_forward(const CudaBindContext& ctx, bool has_input_gradient, bool has_weight_gradient) {
   return by_element_type(ctx.inputs[0].dtype, [&]<typename T>() {
-    return bind_lm_head_loss_forward_typed<T>(ctx, has_input_gradient);
+    return bind_lm_head_loss_forward_typed<T>(ctx, has_input_gradient, has_weight_gradient);
   });
 }
 
-CudaKernel bind_lm_head_loss(const CudaBindContext& ctx) { return bind_lm_head_loss_forward(ctx, false); }
-CudaKernel bind_lm_head_loss_with_input_grad(const CudaBindContext& ctx) { return bind_lm_head_loss_forward(ctx, true); }
+CudaKernel bind_lm_head_loss(const CudaBindContext& ctx) { return bind_lm_head_loss_forward(ctx, false, false); }
+CudaKernel bind_lm_head_loss_with_input_grad(const CudaBindContext& ctx) {
+  return bind_lm_head_loss_forward(ctx, true, false);
+}
+CudaKernel bind_lm_head_loss_with_grads(const CudaBindContext& ctx) { return bind_lm_head_loss_forward(ctx, true, true); }
 
-// (hidden, weight, targets, logsumexp, d_loss, scale[, weights]) -> (d_hidden, d_weight)
+// (hidden, weight, targets, logsumexp, d_loss, scale[, weights]) -> (d_hidden, d_weight): the
+// un-rewritten backward (CompileOptions::loss_input_grad_in_forward off), which recomputes the logits.
 template <typename T>
 CudaKernel bind_lm_head_loss_backward_typed(const CudaBindContext& ctx) {
   LossLayout layout = loss_layout(ctx, element_dtype<T>());
@@ -113,26 +157,22 @@ CudaKernel bind_lm_head_loss_backward_typed(const CudaBindContext& ctx) {
   const size_t scalars = scratch.take(2 * sizeof(float));  // loss_sum, grad_scale
   // A frozen head (LoRA, tied or not) has nobody reading d_weight: skip its GEMM per chunk, the
   // fp32 accumulator and the rounding pass.
-  const bool weight_gradient = ctx.output_read(1);
-  const size_t dweight = weight_gradient ? scratch.take(sizeof(float) * layout.vocab * layout.channels) : 0;
+  const WeightGradient weight_gradient(layout, ctx.output_read(1), scratch);
   ctx.resources.reserve_scratch(scratch.bytes);
   CudaResources* resources = &ctx.resources;
   return [=](const CudaKernelArgs& args) {
     float* grad_scale = scratch_at<float>(resources, scalars) + 1;
     k::scalar_product(args.inputs[4].as<const float>(), args.inputs[5].as<const float>(), grad_scale, args.stream);
-    float* accumulator = weight_gradient ? scratch_at<float>(resources, dweight) : nullptr;
-    if (weight_gradient) zero_async(accumulator, sizeof(float) * layout.vocab * layout.channels, args.stream);
     cuda::LmHeadLossArgs<T> arguments = loss_arguments<T>(layout, args);
     arguments.logits_workspace = scratch_at<T>(resources, logits);
     arguments.row_losses = scratch_at<float>(resources, row_losses);
     arguments.loss_sum = scratch_at<float>(resources, scalars);
     arguments.grad_scale = grad_scale;
     arguments.dhidden = args.outputs[0].as<T>();
-    arguments.dweight = accumulator;
+    T* dweight = weight_gradient.wanted ? args.outputs[1].as<T>() : nullptr;
+    weight_gradient.prepare(arguments, resources, dweight, args.stream);
     cuda::lm_head_cross_entropy(resources->matmul(), arguments, args.stream);
-    if (weight_gradient) {
-      k::convert_from_f32<T>(accumulator, args.outputs[1].as<T>(), layout.vocab * layout.channels, args.stream);
-    }
+    weight_gradient.finish(resources, dweight, args.stream);
   };
 }
 CudaKernel bind_lm_head_loss_backward(const CudaBindContext& ctx) {
@@ -174,6 +214,7 @@ CudaKernel bind_lm_head_accuracy(const CudaBindContext& ctx) {
 void register_loss_cuda_ops(CudaOpTable& table) {
   table.add("lm_head_loss", bind_lm_head_loss);
   table.add("lm_head_loss_with_input_grad", bind_lm_head_loss_with_input_grad);
+  table.add("lm_head_loss_with_grads", bind_lm_head_loss_with_grads);
   table.add("lm_head_loss_backward", bind_lm_head_loss_backward);
   table.add("lm_head_accuracy", bind_lm_head_accuracy);
 }

@@ -183,3 +183,77 @@ TEST(CudaCrossEntropy, TokenWeightsScaleEachRow) {
 
 }  // namespace
 }  // namespace surogate::cuda::testing
+
+namespace surogate::cuda::testing {
+namespace {
+
+// Rows in one chunk: dweight_out is written by the one weight-gradient GEMM in bf16 (no fp32
+// accumulator). Against the fp32-accumulated dW of the same call it differs by that GEMM's own
+// rounding to bf16 — half a bf16 ulp (2^-9 of the entry) plus the fp32 sums' order — so within
+// 4e-3 of the largest entry; against the float64 reference as the chunked test, 1e-2. With no
+// rows the output is zeroed, and a written dW over several chunks is refused.
+TEST(CudaLmHeadLoss, OneChunkWritesTheWeightGradientDirectly) {
+  SKIP_WITHOUT_GPU();
+  const int64_t rows = 67, channels = 64, vocab = 1000;
+  Matmul matmul;
+  auto hidden = random_floats(rows * channels), weight = random_floats(vocab * channels, 0.25f);
+  auto labels = random_labels(rows, vocab);
+  auto device_hidden = device_bf16(hidden), device_weight = device_bf16(weight);
+  auto device_labels = to_device(labels);
+  DeviceBuffer<Bf16> workspace(rows * vocab), dhidden(rows * channels), written(vocab * channels);
+  DeviceBuffer<float> losses(rows), loss_sum(1), scale(1), accumulated(vocab * channels);
+  DeviceBuffer<int32_t> count(1);
+  cross_entropy_gradient_scale(count.data(), scale.data(), device_labels.data(), rows, vocab, nullptr);
+  LmHeadLossArguments arguments{.hidden = bf16_ptr(device_hidden), .weight = bf16_ptr(device_weight),
+                                .labels = device_labels.data(), .rows = rows, .channels = channels,
+                                .vocab = vocab, .chunk_rows = rows, .logits_workspace = bf16_ptr(workspace),
+                                .row_losses = losses.data(), .loss_sum = loss_sum.data(),
+                                .grad_scale = scale.data(), .dhidden = bf16_ptr(dhidden)};
+  written.poison();
+  LmHeadLossArguments direct = arguments;
+  direct.dweight_out = bf16_ptr(written);
+  lm_head_cross_entropy(matmul, direct, nullptr);
+  CUDA_CHECK(cudaMemset(accumulated.data(), 0, sizeof(float) * vocab * channels));
+  LmHeadLossArguments summed = arguments;
+  summed.dweight = accumulated.data();
+  lm_head_cross_entropy(matmul, summed, nullptr);
+  synchronize();
+  const std::vector<float> direct_dweight = download_bf16(written), summed_dweight = accumulated.download();
+  EXPECT_LT(relative_error(direct_dweight, summed_dweight), 4e-3);
+
+  std::vector<double> expected(vocab * channels, 0.0);
+  int valid = 0;
+  for (int32_t label : labels) valid += label >= 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    if (labels[r] < 0) continue;
+    std::vector<double> logits(vocab);
+    double max = -INFINITY, sum = 0.0;
+    for (int64_t v = 0; v < vocab; ++v) {
+      double dot = 0.0;
+      for (int64_t k = 0; k < channels; ++k) dot += double(hidden[r * channels + k]) * weight[v * channels + k];
+      logits[v] = dot;
+      max = std::max(max, dot);
+    }
+    for (double logit : logits) sum += std::exp(logit - max);
+    for (int64_t v = 0; v < vocab; ++v) {
+      const double d = (std::exp(logits[v] - max) / sum - (v == labels[r])) / valid;
+      for (int64_t k = 0; k < channels; ++k) expected[v * channels + k] += d * hidden[r * channels + k];
+    }
+  }
+  EXPECT_LT(relative_error(direct_dweight, expected), 1e-2);
+
+  // No rows: nothing to multiply, the written dW is zeros.
+  written.poison();
+  LmHeadLossArguments empty = direct;
+  empty.rows = 0;
+  lm_head_cross_entropy(matmul, empty, nullptr);
+  synchronize();
+  for (float value : download_bf16(written)) ASSERT_EQ(value, 0.0f);
+  // Over several chunks a written dW would keep only the last chunk's product.
+  LmHeadLossArguments chunked = direct;
+  chunked.chunk_rows = 16;
+  EXPECT_ANY_THROW(lm_head_cross_entropy(matmul, chunked, nullptr));
+}
+
+}  // namespace
+}  // namespace surogate::cuda::testing

@@ -418,7 +418,8 @@ TEST(OpsDefs, LmHeadLossStopGapConvention) {
 // A frozen head: compile_training rewrites lm_head_loss to lm_head_loss_with_input_grad
 // (compiler/loss_input_grad.h), whose backward only scales the saved ∂loss/∂hidden by d_loss.
 // The hidden gradient still matches finite differences, and equals bit for bit the one of the plan
-// compiled without the rewrite (lm_head_loss_backward); a trainable head is not rewritten.
+// compiled without the rewrite (lm_head_loss_backward); a trainable head becomes
+// lm_head_loss_with_grads instead (test_lm_head_grads_defs.cpp), with the same hidden gradient.
 TEST(OpsDefs, LmHeadLossFrozenHeadGradientComesFromTheForward) {
   auto build = [](bool trainable_head) {
     return [trainable_head](GraphBuilder& b) {
@@ -439,13 +440,15 @@ TEST(OpsDefs, LmHeadLossFrozenHeadGradientComesFromTheForward) {
     options.loss_input_grad_in_forward = rewrite;
     ops_defs_testing::Run run{compiler::compile_training(builder.finish(), loss, registry(), options), {}};
     const graph::Graph& g = run.plan.graph;
-    bool rewritten = false, recomputes_logits = false;
+    bool frozen_form = false, trainable_form = false, recomputes_logits = false;
     for (const graph::Node& node : g.nodes) {
-      rewritten |= node.op == "lm_head_loss_with_input_grad";
+      frozen_form |= node.op == "lm_head_loss_with_input_grad";
+      trainable_form |= node.op == "lm_head_loss_with_grads";
       recomputes_logits |= node.op == "lm_head_loss_backward";
     }
-    EXPECT_EQ(rewritten, rewrite && !trainable_head);
-    EXPECT_EQ(recomputes_logits, !rewritten);
+    EXPECT_EQ(frozen_form, rewrite && !trainable_head);
+    EXPECT_EQ(trainable_form, rewrite && trainable_head);
+    EXPECT_EQ(recomputes_logits, !rewrite);
     run.backend.load(run.plan, registry());
     const std::vector<double> hidden = random_doubles(48, 3, 0.5), weight = random_doubles(66, 4, 0.5);
     const double scale = 0.25;
@@ -532,8 +535,9 @@ TEST(OpsDefs, DecoderOpNamesAreRegistered) {
   for (const char* name : {"embedding", "embedding_backward", "rmsnorm", "rmsnorm_backward", "linear", "linear_backward",
                            "bias_gradient", "swiglu", "swiglu_backward", "rope_cos_sin", "rope", "rope_backward",
                            "attention", "attention_backward", "lm_head_loss", "lm_head_loss_backward", "lm_head_accuracy",
-                           "lm_head_loss_with_input_grad", "scale_by", "linear_backward_weight_accumulate",
-                           "linear_backward_low_rank", "linear_backward_low_rank_accumulate", "concat", "split",
+                           "lm_head_loss_with_input_grad", "lm_head_loss_with_grads", "scale_by",
+                           "linear_backward_weight_accumulate", "linear_backward_low_rank",
+                           "linear_backward_low_rank_accumulate", "concat", "split",
                            "fused_residual_rmsnorm", "fused_residual_rmsnorm_backward", "fused_rmsnorm_rope",
                            "fused_rmsnorm_rope_backward", "round_fp16"}) {
     EXPECT_NE(registry().find(name), nullptr) << name;

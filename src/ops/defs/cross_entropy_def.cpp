@@ -19,12 +19,18 @@
 // gradient is scale_by(d_hidden, d_loss). The compiler rewrites a training graph's lm_head_loss to
 // it when the head weight is frozen (compiler/loss_input_grad.h), so the backward never
 // recomputes the logits. Its weight must not need a gradient.
-// Token weights: lm_head_loss and lm_head_loss_with_input_grad take an optional fifth input,
+// "lm_head_loss_with_grads"(hidden, weight, targets, scale) -> (loss, logsumexp, d_hidden, d_weight)
+// is the trainable-head form (full fine-tuning), to which the compiler rewrites lm_head_loss when
+// the head weight is a trainable parameter: the same pass also writes d_weight = ∂loss/∂weight
+// (weight's dtype and shape); its gradient is scale_by(d_hidden, d_loss) for hidden and
+// scale_by(d_weight, d_loss) for the weight, so a trainable head's backward does not recompute
+// the logits either. With d_loss = 1 both are bit-identical to lm_head_loss_backward's.
+// Token weights: lm_head_loss and its two rewritten forms take an optional fifth input,
 // weights F32 [rows] (loss_scale strategies that weigh parts of a response; not differentiable),
 // and lm_head_loss_backward the same as its seventh. Row n's loss and gradient are multiplied by
 // weights[n]; the scale input is then 1 / Σ weights of the window (a weighted mean). Graphs
 // without the input run exactly the unweighted kernels.
-// Backward ops zero-fill d_weight before the math accumulates into it.
+// Backward ops (and lm_head_loss_with_grads) zero-fill d_weight before the math accumulates into it.
 #include <memory>
 #include <vector>
 
@@ -201,7 +207,7 @@ void register_lm_head_loss(OpRegistry& registry) {
       .gradient = [](GradientContext& ctx) -> InputGradients {
         if (ctx.needs_input_grad(1)) {
           fail_user("{}: lm_head_loss_with_input_grad computes no weight gradient, but its weight is trainable; "
-                    "use lm_head_loss", ctx.attrs().where());
+                    "use lm_head_loss_with_grads", ctx.attrs().where());
         }
         if (ctx.has_output_grad(1) || ctx.has_output_grad(2)) {
           fail_user("{}: only the loss output of lm_head_loss_with_input_grad is differentiable", ctx.attrs().where());
@@ -226,6 +232,51 @@ void register_lm_head_loss(OpRegistry& registry) {
             lm_head_cross_entropy_backward(shape, args.inputs[0].as<T>(), args.inputs[1].as<T>(),
                                            args.inputs[2].as<int32_t>(), args.outputs[1].as<T>(), scale,
                                            args.outputs[2].as<T>(), static_cast<T*>(nullptr), weights);
+          };
+        });
+      },
+      .variadic_inputs = true,
+  });
+  // The trainable-head form: as lm_head_loss_with_input_grad, plus d_weight from the same chunks.
+  registry.add(OpDef{
+      .name = "lm_head_loss_with_grads",
+      .inputs = {"hidden", "weight", "targets", "scale", "weights"},
+      .outputs = {"loss", "logsumexp", "d_hidden", "d_weight"},
+      .infer = [](const InferContext& ctx) {
+        int64_t rows = check_loss_inputs(ctx);
+        check_scalar(ctx, 3);
+        check_token_weights(ctx, 4, rows);
+        return std::vector<TensorType>{{statistic_dtype(ctx.input(0).dtype), Shape{}},
+                                       {statistic_dtype(ctx.input(0).dtype), Shape{rows}}, ctx.input(0), ctx.input(1)};
+      },
+      .gradient = [](GradientContext& ctx) -> InputGradients {
+        if (ctx.has_output_grad(1) || ctx.has_output_grad(2) || ctx.has_output_grad(3)) {
+          fail_user("{}: only the loss output of lm_head_loss_with_grads is differentiable", ctx.attrs().where());
+        }
+        // ∂loss/∂hidden and ∂loss/∂weight are already in outputs 2 and 3; only d_loss is applied.
+        std::optional<TensorId> d_hidden, d_weight;
+        if (ctx.needs_input_grad(0)) d_hidden = ctx.op("scale_by", {ctx.output(2), ctx.output_grad(0)});
+        if (ctx.needs_input_grad(1)) d_weight = ctx.op("scale_by", {ctx.output(3), ctx.output_grad(0)});
+        InputGradients result = {d_hidden, d_weight, std::nullopt, std::nullopt};
+        if (ctx.node().inputs.size() == 5) result.push_back(std::nullopt);
+        return result;
+      },
+      .cpu = [](const CpuBindContext& ctx) {
+        CrossEntropyShape shape = loss_shape(ctx);
+        return bind_floating(ctx, ctx.inputs[0].dtype, [=](auto zero) -> CpuKernel {
+          using T = decltype(zero);
+          return [=](const CpuKernelArgs& args) {
+            const T scale = args.inputs[3].as<T>()[0];
+            const float* weights = token_weights(args, 4);
+            CrossEntropyResult result = lm_head_cross_entropy_forward(
+                shape, args.inputs[0].as<T>(), args.inputs[1].as<T>(), args.inputs[2].as<int32_t>(), args.outputs[1].as<T>(),
+                weights);
+            args.outputs[0].as<T>()[0] = static_cast<T>(result.loss_sum * static_cast<double>(scale));
+            // The math accumulates into d_weight, as lm_head_loss_backward's does (same bits).
+            zero_fill(args.outputs[3]);
+            lm_head_cross_entropy_backward(shape, args.inputs[0].as<T>(), args.inputs[1].as<T>(),
+                                           args.inputs[2].as<int32_t>(), args.outputs[1].as<T>(), scale,
+                                           args.outputs[2].as<T>(), args.outputs[3].as<T>(), weights);
           };
         });
       },

@@ -124,8 +124,11 @@ size_t lm_head_workspace_bytes(const compiler::ExecutionPlan& plan) {
     const int64_t chunks = std::max<int64_t>(1, node.attrs.value("chunks", int64_t{1}));
     const int64_t chunk_rows = (rows + chunks - 1) / chunks;
     const bool trainable_head = plan.parameter_gradients.contains(node.inputs[1]);
+    // Rows in one chunk: the weight-gradient GEMM writes the 16-bit d_weight (an arena tensor)
+    // itself; only several chunks sum into a fp32 accumulator here.
+    const bool accumulator = trainable_head && chunk_rows < rows;
     return static_cast<size_t>(chunk_rows * weight.shape[0] * 2 + rows * 4 + 16) +
-           (trainable_head ? static_cast<size_t>(weight.numel()) * sizeof(float) : 0);
+           (accumulator ? static_cast<size_t>(weight.numel()) * sizeof(float) : 0);
   }
   return 0;
 }

@@ -65,8 +65,9 @@ PlanMemory plan_memory(const compiler::ExecutionPlan& plan, const Config& config
                        int weight_shards = 1, const GradientSharding& gradient_sharding = {});
 
 // The scratch the CUDA lm_head_loss ops of `plan` take (runtime/cuda_loss_ops.cpp): one chunk of
-// bf16 logits, the per-row losses and, with a trainable head, its fp32 weight-gradient
-// accumulator. 0 when the plan has no LM head loss.
+// bf16 logits, the per-row losses and, with a trainable head whose rows are split into several
+// chunks, its fp32 weight-gradient accumulator (one chunk: the GEMM writes the bf16 d_weight, an
+// arena tensor the plan counts). 0 when the plan has no LM head loss.
 size_t lm_head_workspace_bytes(const compiler::ExecutionPlan& plan);
 
 // What the CUDA context, cuBLASLt's workspace and the kernels' modules hold (H100, driver 580).
