@@ -8,14 +8,27 @@ namespace {
 
 using kernels::kPackWidth;
 
+// One thread per 8 channels of a token's row: its token, first channel and id; false past the end.
+struct RowVector {
+  int64_t token = 0, column = 0;
+  int32_t id = 0;
+};
+__device__ __forceinline__ bool row_vector(const int32_t* ids, int64_t tokens, int64_t channels, RowVector& at) {
+  const int64_t vectors_per_row = channels / kPackWidth;
+  const int64_t index = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (index >= tokens * vectors_per_row) return false;
+  at.token = index / vectors_per_row;
+  at.column = (index % vectors_per_row) * kPackWidth;
+  at.id = ids[at.token];
+  return true;
+}
+
 template <typename T>
 __global__ void embedding_forward_kernel(T* out, const int32_t* ids, const T* table,
                                          int64_t tokens, int64_t vocab, int64_t channels) {
-  const int64_t vectors_per_row = channels / kPackWidth;
-  const int64_t index = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (index >= tokens * vectors_per_row) return;
-  const int64_t token = index / vectors_per_row, column = (index % vectors_per_row) * kPackWidth;
-  const int32_t id = ids[token];
+  RowVector at;
+  if (!row_vector(ids, tokens, channels, at)) return;
+  const int64_t token = at.token, column = at.column, id = at.id;
   kernels::Vec8<T> value{};
   if (id >= 0 && id < vocab) value = kernels::load_x8(table + id * channels + column);
   kernels::store_x8(out + token * channels + column, value);
@@ -24,12 +37,9 @@ __global__ void embedding_forward_kernel(T* out, const int32_t* ids, const T* ta
 template <typename T>
 __global__ void embedding_backward_kernel(float* dtable, const int32_t* ids, const T* dout,
                                           int64_t tokens, int64_t vocab, int64_t channels) {
-  const int64_t vectors_per_row = channels / kPackWidth;
-  const int64_t index = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (index >= tokens * vectors_per_row) return;
-  const int64_t token = index / vectors_per_row, column = (index % vectors_per_row) * kPackWidth;
-  const int32_t id = ids[token];
-  if (id < 0 || id >= vocab) return;
+  RowVector at;
+  if (!row_vector(ids, tokens, channels, at) || at.id < 0 || at.id >= vocab) return;
+  const int64_t token = at.token, column = at.column, id = at.id;
   float values[kPackWidth];
   kernels::unpack(kernels::load_x8(dout + token * channels + column), values);
   float* target = dtable + id * channels + column;
@@ -39,12 +49,9 @@ __global__ void embedding_backward_kernel(float* dtable, const int32_t* ids, con
 
 // The rows the batch's ids touch, in fp32 scratch: zeroed before the scatter-add.
 __global__ void zero_rows_kernel(float* dtable, const int32_t* ids, int64_t tokens, int64_t vocab, int64_t channels) {
-  const int64_t vectors_per_row = channels / kPackWidth;
-  const int64_t index = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (index >= tokens * vectors_per_row) return;
-  const int64_t token = index / vectors_per_row, column = (index % vectors_per_row) * kPackWidth;
-  const int32_t id = ids[token];
-  if (id < 0 || id >= vocab) return;
+  RowVector at;
+  if (!row_vector(ids, tokens, channels, at) || at.id < 0 || at.id >= vocab) return;
+  const int64_t column = at.column, id = at.id;
   float4* target = reinterpret_cast<float4*>(dtable + id * channels + column);
   target[0] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
   target[1] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
@@ -55,12 +62,9 @@ __global__ void zero_rows_kernel(float* dtable, const int32_t* ids, int64_t toke
 template <typename T>
 __global__ void convert_rows_kernel(T* out, const float* dtable, const int32_t* ids, int64_t tokens, int64_t vocab,
                                     int64_t channels) {
-  const int64_t vectors_per_row = channels / kPackWidth;
-  const int64_t index = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (index >= tokens * vectors_per_row) return;
-  const int64_t token = index / vectors_per_row, column = (index % vectors_per_row) * kPackWidth;
-  const int32_t id = ids[token];
-  if (id < 0 || id >= vocab) return;
+  RowVector at;
+  if (!row_vector(ids, tokens, channels, at) || at.id < 0 || at.id >= vocab) return;
+  const int64_t column = at.column, id = at.id;
   const float4* source = reinterpret_cast<const float4*>(dtable + id * channels + column);
   const float4 low = source[0], high = source[1];
   const float values[kPackWidth] = {low.x, low.y, low.z, low.w, high.x, high.y, high.z, high.w};

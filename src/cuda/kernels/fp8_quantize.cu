@@ -123,7 +123,10 @@ void fp8_quantize(const __nv_bfloat16* x, int64_t n, Fp8Target format, float* ro
 
 void fp8_quantize_pending(const __nv_bfloat16* x, int64_t n, const Fp8Output& site, cudaStream_t stream) {
   if (n == 0) return;
-  const int blocks = blocks_for(n % 8 == 0 ? n / 8 : n);
+  // Once a site has a delayed amax every block returns at once: a 2,112-block grid of such blocks
+  // cost 3.4 µs per producer on an H200 (~8 per layer and micro-batch). 264 blocks of 256 threads
+  // still keep enough loads in flight for the first step, when the kernel does the quantizing.
+  const int blocks = std::min(blocks_for(n % 8 == 0 ? n / 8 : n), 132 * 2);
   if (site.format == Fp8Target::E4M3) {
     quantize<__NV_E4M3><<<blocks, kThreads, 0, stream>>>(x, n, 448.0f, site.row, site.amax, site.q, site.scale_inv, true);
   } else {
