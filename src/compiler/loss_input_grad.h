@@ -8,7 +8,8 @@
 //     with trainable layers below it) or a constant: its extra output is ∂loss/∂hidden;
 //   * lm_head_loss_with_grads when its weight is a trainable parameter (full fine-tuning, tied or
 //     untied): its extra outputs are ∂loss/∂hidden and ∂loss/∂weight;
-// and autodiff turns its gradients into scale_by(∂loss/∂x, d_loss). The backward then never
+// and autodiff turns its gradients into scale_by(∂loss/∂x, d_loss), or ∂loss/∂x itself when d_loss
+// is the seed 1 (the trainer's loss). The backward then never
 // recomputes the [rows, V] logits (one logits GEMM fewer per micro-batch; with a trainable head
 // no fp32 [V, C] accumulator in the backward either). With d_loss = 1 (the seeded loss) the
 // gradients are bit-identical to lm_head_loss_backward's. A head weight that is computed (an

@@ -143,6 +143,15 @@ bool GradientContext::has_output_grad(size_t index) const {
   return output_grads_[index].has_value();
 }
 
+bool GradientContext::output_grad_is_one(size_t index) const {
+  if (!has_output_grad(index)) return false;
+  const NodeId producer = builder.graph().tensor(*output_grads_[index]).producer;
+  if (producer == kNoNode) return false;
+  const Node& node = builder.graph().nodes[static_cast<size_t>(producer)];
+  return node.op == "fill" && node.attrs.contains("value") && node.attrs.at("value").is_number() &&
+         node.attrs.at("value").get<double>() == 1.0;
+}
+
 TensorId GradientContext::output_grad(size_t index) {
   if (!has_output_grad(index)) output_grads_[index] = zeros(type(output(index)));
   return *output_grads_[index];

@@ -160,6 +160,10 @@ public:
   TensorId output(size_t index) const;
   const TensorType& type(TensorId id) const { return builder.type(id); }
   bool has_output_grad(size_t index) const;
+  // Whether output `index`'s gradient is autodiff's seed, the constant 1 (a fill of 1.0): a rule
+  // may then return ∂output/∂x itself instead of scaling it by the gradient — the same values,
+  // without a pass over it or a second tensor of its size (the LM head's [V, C] weight gradient).
+  bool output_grad_is_one(size_t index) const;
   // The gradient of output `index`; emits a zeros tensor of the output's type when absent.
   TensorId output_grad(size_t index);
   bool needs_input_grad(size_t index) const;

@@ -23,8 +23,8 @@
 // is the trainable-head form (full fine-tuning), to which the compiler rewrites lm_head_loss when
 // the head weight is a trainable parameter: the same pass also writes d_weight = ∂loss/∂weight
 // (weight's dtype and shape); its gradient is scale_by(d_hidden, d_loss) for hidden and
-// scale_by(d_weight, d_loss) for the weight, so a trainable head's backward does not recompute
-// the logits either. With d_loss = 1 both are bit-identical to lm_head_loss_backward's.
+// scale_by(d_weight, d_loss) for the weight (both forms: the derivative itself when d_loss is
+// autodiff's seed of 1), so a trainable head's backward does not recompute the logits either. With d_loss = 1 both are bit-identical to lm_head_loss_backward's.
 // Token weights: lm_head_loss and its two rewritten forms take an optional fifth input,
 // weights F32 [rows] (loss_scale strategies that weigh parts of a response; not differentiable),
 // and lm_head_loss_backward the same as its seventh. Row n's loss and gradient are multiplied by
@@ -157,6 +157,13 @@ void register_cross_entropy(OpRegistry& registry) {
   });
 }
 
+// A derivative the forward wrote (d_hidden, d_weight) times the loss's gradient: scale_by, or the
+// derivative itself when that gradient is autodiff's seed of 1 (the trainer's loss: the scale input
+// already holds 1 / tokens) — no pass over a [V, C] weight gradient, no second tensor of it.
+TensorId scaled_by_loss_gradient(GradientContext& ctx, TensorId derivative) {
+  return ctx.output_grad_is_one(0) ? derivative : TensorId{ctx.op("scale_by", {derivative, ctx.output_grad(0)})};
+}
+
 void register_lm_head_loss(OpRegistry& registry) {
   registry.add(OpDef{
       .name = "lm_head_loss",
@@ -213,7 +220,7 @@ void register_lm_head_loss(OpRegistry& registry) {
           fail_user("{}: only the loss output of lm_head_loss_with_input_grad is differentiable", ctx.attrs().where());
         }
         std::optional<TensorId> d_hidden;
-        if (ctx.needs_input_grad(0)) d_hidden = ctx.op("scale_by", {ctx.output(2), ctx.output_grad(0)});
+        if (ctx.needs_input_grad(0)) d_hidden = scaled_by_loss_gradient(ctx, ctx.output(2));
         InputGradients result = {d_hidden, std::nullopt, std::nullopt, std::nullopt};
         if (ctx.node().inputs.size() == 5) result.push_back(std::nullopt);
         return result;
@@ -255,8 +262,8 @@ void register_lm_head_loss(OpRegistry& registry) {
         }
         // ∂loss/∂hidden and ∂loss/∂weight are already in outputs 2 and 3; only d_loss is applied.
         std::optional<TensorId> d_hidden, d_weight;
-        if (ctx.needs_input_grad(0)) d_hidden = ctx.op("scale_by", {ctx.output(2), ctx.output_grad(0)});
-        if (ctx.needs_input_grad(1)) d_weight = ctx.op("scale_by", {ctx.output(3), ctx.output_grad(0)});
+        if (ctx.needs_input_grad(0)) d_hidden = scaled_by_loss_gradient(ctx, ctx.output(2));
+        if (ctx.needs_input_grad(1)) d_weight = scaled_by_loss_gradient(ctx, ctx.output(3));
         InputGradients result = {d_hidden, d_weight, std::nullopt, std::nullopt};
         if (ctx.node().inputs.size() == 5) result.push_back(std::nullopt);
         return result;
