@@ -164,6 +164,31 @@ TensorId scaled_by_loss_gradient(GradientContext& ctx, TensorId derivative) {
   return ctx.output_grad_is_one(0) ? derivative : TensorId{ctx.op("scale_by", {derivative, ctx.output_grad(0)})};
 }
 
+// The CPU kernel of the rewritten forms: the loss, then ∂loss/∂hidden into output 2 and, with
+// `weight_derivative`, ∂loss/∂weight into output 3 (zeroed first: the math accumulates into it, as
+// lm_head_loss_backward's does — the same bits).
+CpuKernel bind_loss_with_derivatives(const CpuBindContext& ctx, bool weight_derivative) {
+  CrossEntropyShape shape = loss_shape(ctx);
+  return bind_floating(ctx, ctx.inputs[0].dtype, [=](auto zero) -> CpuKernel {
+    using T = decltype(zero);
+    return [=](const CpuKernelArgs& args) {
+      const T scale = args.inputs[3].as<T>()[0];
+      const float* weights = token_weights(args, 4);
+      CrossEntropyResult result = lm_head_cross_entropy_forward(
+          shape, args.inputs[0].as<T>(), args.inputs[1].as<T>(), args.inputs[2].as<int32_t>(), args.outputs[1].as<T>(),
+          weights);
+      args.outputs[0].as<T>()[0] = static_cast<T>(result.loss_sum * static_cast<double>(scale));
+      T* d_weight = nullptr;
+      if (weight_derivative) {
+        zero_fill(args.outputs[3]);
+        d_weight = args.outputs[3].as<T>();
+      }
+      lm_head_cross_entropy_backward(shape, args.inputs[0].as<T>(), args.inputs[1].as<T>(), args.inputs[2].as<int32_t>(),
+                                     args.outputs[1].as<T>(), scale, args.outputs[2].as<T>(), d_weight, weights);
+    };
+  });
+}
+
 void register_lm_head_loss(OpRegistry& registry) {
   registry.add(OpDef{
       .name = "lm_head_loss",
@@ -225,23 +250,7 @@ void register_lm_head_loss(OpRegistry& registry) {
         if (ctx.node().inputs.size() == 5) result.push_back(std::nullopt);
         return result;
       },
-      .cpu = [](const CpuBindContext& ctx) {
-        CrossEntropyShape shape = loss_shape(ctx);
-        return bind_floating(ctx, ctx.inputs[0].dtype, [=](auto zero) -> CpuKernel {
-          using T = decltype(zero);
-          return [=](const CpuKernelArgs& args) {
-            const T scale = args.inputs[3].as<T>()[0];
-            const float* weights = token_weights(args, 4);
-            CrossEntropyResult result = lm_head_cross_entropy_forward(
-                shape, args.inputs[0].as<T>(), args.inputs[1].as<T>(), args.inputs[2].as<int32_t>(), args.outputs[1].as<T>(),
-                weights);
-            args.outputs[0].as<T>()[0] = static_cast<T>(result.loss_sum * static_cast<double>(scale));
-            lm_head_cross_entropy_backward(shape, args.inputs[0].as<T>(), args.inputs[1].as<T>(),
-                                           args.inputs[2].as<int32_t>(), args.outputs[1].as<T>(), scale,
-                                           args.outputs[2].as<T>(), static_cast<T*>(nullptr), weights);
-          };
-        });
-      },
+      .cpu = [](const CpuBindContext& ctx) { return bind_loss_with_derivatives(ctx, false); },
       .variadic_inputs = true,
   });
   // The trainable-head form: as lm_head_loss_with_input_grad, plus d_weight from the same chunks.
@@ -268,25 +277,7 @@ void register_lm_head_loss(OpRegistry& registry) {
         if (ctx.node().inputs.size() == 5) result.push_back(std::nullopt);
         return result;
       },
-      .cpu = [](const CpuBindContext& ctx) {
-        CrossEntropyShape shape = loss_shape(ctx);
-        return bind_floating(ctx, ctx.inputs[0].dtype, [=](auto zero) -> CpuKernel {
-          using T = decltype(zero);
-          return [=](const CpuKernelArgs& args) {
-            const T scale = args.inputs[3].as<T>()[0];
-            const float* weights = token_weights(args, 4);
-            CrossEntropyResult result = lm_head_cross_entropy_forward(
-                shape, args.inputs[0].as<T>(), args.inputs[1].as<T>(), args.inputs[2].as<int32_t>(), args.outputs[1].as<T>(),
-                weights);
-            args.outputs[0].as<T>()[0] = static_cast<T>(result.loss_sum * static_cast<double>(scale));
-            // The math accumulates into d_weight, as lm_head_loss_backward's does (same bits).
-            zero_fill(args.outputs[3]);
-            lm_head_cross_entropy_backward(shape, args.inputs[0].as<T>(), args.inputs[1].as<T>(),
-                                           args.inputs[2].as<int32_t>(), args.outputs[1].as<T>(), scale,
-                                           args.outputs[2].as<T>(), args.outputs[3].as<T>(), weights);
-          };
-        });
-      },
+      .cpu = [](const CpuBindContext& ctx) { return bind_loss_with_derivatives(ctx, true); },
       .variadic_inputs = true,
   });
   registry.add(OpDef{
