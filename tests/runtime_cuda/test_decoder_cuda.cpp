@@ -46,6 +46,7 @@
 #include "ops/defs/register_ops.h"
 #include "runtime/cpu_backend.h"
 #include "runtime/cuda_backend.h"
+#include "runtime_cuda/two_document_rows.h"
 
 namespace surogate {
 namespace {
@@ -296,19 +297,7 @@ TEST_P(SyntheticDecoderOnCuda, LossAndGradientsMatchCpu) {
   Batch batch;
   batch.batch = 2;
   batch.sequence = 96;
-  std::uniform_int_distribution<int32_t> token(0, static_cast<int32_t>(config.vocab_size - 1));
-  for (int64_t row = 0; row < batch.batch; ++row) {
-    const int64_t split = row == 0 ? 37 : 70;
-    for (int64_t t = 0; t < batch.sequence; ++t) {
-      batch.input_ids.push_back(token(rng));
-      batch.position_ids.push_back(static_cast<int32_t>(t < split ? t : t - split));
-      batch.document_ids.push_back(t < split ? 0 : 1);
-    }
-    for (int64_t t = 0; t < batch.sequence; ++t) {
-      const bool last = t == split - 1 || t == batch.sequence - 1;
-      batch.targets.push_back(last ? -100 : batch.input_ids[static_cast<size_t>(row * batch.sequence + t + 1)]);
-    }
-  }
+  append_two_document_rows(batch, config.vocab_size, batch.batch, batch.sequence, 37, 70, rng);
   batch.loss_scale = 1.0f / static_cast<float>(batch.batch * batch.sequence - 4);
 
   float losses[2] = {};

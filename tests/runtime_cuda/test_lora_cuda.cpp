@@ -46,6 +46,7 @@
 #include "runtime/cpu_backend.h"
 #include "runtime/cuda_backend.h"
 #include "runtime/cuda_lora_kernels.h"
+#include "runtime_cuda/two_document_rows.h"
 
 namespace surogate {
 namespace {
@@ -199,19 +200,7 @@ TEST_P(LoraDecoderOnCuda, LossAndAdapterGradientsMatchCpu) {
   }
   const int64_t rows = 2, sequence = 96;
   Inputs inputs;
-  std::uniform_int_distribution<int32_t> token(0, static_cast<int32_t>(config.vocab_size - 1));
-  for (int64_t row = 0; row < rows; ++row) {
-    const int64_t split = row == 0 ? 41 : 66;
-    for (int64_t t = 0; t < sequence; ++t) {
-      inputs.input_ids.push_back(token(rng));
-      inputs.position_ids.push_back(static_cast<int32_t>(t < split ? t : t - split));
-      inputs.document_ids.push_back(t < split ? 0 : 1);
-    }
-    for (int64_t t = 0; t < sequence; ++t) {
-      const bool last = t == split - 1 || t == sequence - 1;
-      inputs.targets.push_back(last ? -100 : inputs.input_ids[static_cast<size_t>(row * sequence + t + 1)]);
-    }
-  }
+  append_two_document_rows(inputs, config.vocab_size, rows, sequence, 41, 66, rng);
   inputs.loss_scale = 1.0f / static_cast<float>(rows * sequence - 4);
 
   // run 0: CPU; 1: CUDA; 2: CUDA without the frozen-head loss rewrite; 3: CUDA with the low-rank
