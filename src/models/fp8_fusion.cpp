@@ -80,7 +80,56 @@ bool quantizes_gradient(const std::string& op) {
   return op == "linear_fp8_backward_input" || op == "linear_fp8_backward" || op == "linear_fp8_backward_accumulate";
 }
 
+// The weight-gradient products and where they read the input's codes.
+int xq_input(const std::string& op) {
+  if (op == "linear_fp8_backward" || op == "linear_fp8_backward_accumulate") return 1;
+  if (op == "linear_fp8_backward_quantized" || op == "linear_fp8_backward_quantized_accumulate") return 3;
+  return -1;
+}
+
 }  // namespace
+
+graph::Graph share_fp8_input_transposes(graph::Graph training) {
+  std::unordered_map<graph::TensorId, int> readers;  // input codes → weight-gradient products reading them
+  for (const graph::Node& node : training.nodes) {
+    const int xq = xq_input(node.op);
+    if (xq >= 0 && !node.attrs.value("x_transposed", false)) ++readers[node.inputs[static_cast<size_t>(xq)]];
+  }
+  std::unordered_map<graph::TensorId, graph::TensorId> transposed;  // shared codes → their transpose
+  std::unordered_map<size_t, graph::TensorId> first_reader;          // node index → the codes it transposes first
+  for (size_t i = 0; i < training.nodes.size(); ++i) {
+    graph::Node& node = training.nodes[i];
+    const int xq = xq_input(node.op);
+    if (xq < 0 || node.attrs.value("x_transposed", false)) continue;
+    const graph::TensorId codes = node.inputs[static_cast<size_t>(xq)];
+    if (readers[codes] < 2) continue;
+    auto found = transposed.find(codes);
+    if (found == transposed.end()) {
+      const graph::TensorInfo info = training.tensor(codes);
+      const int64_t columns = info.type.shape.back(), rows = info.type.numel() / columns;
+      const graph::TensorId t = training.add_tensor(
+          {unused_name(training, info.name + ".t"), {info.type.dtype, {columns, rows}}, graph::TensorRole::Activation});
+      found = transposed.emplace(codes, t).first;
+      first_reader.emplace(i, codes);
+    }
+    node.inputs[static_cast<size_t>(xq)] = found->second;
+    node.attrs["x_transposed"] = true;
+  }
+  if (transposed.empty()) return training;
+  std::vector<graph::Node> nodes = std::move(training.nodes);
+  training.nodes.clear();
+  for (graph::TensorInfo& info : training.tensors) info.producer = graph::kNoNode;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (auto found = first_reader.find(i); found != first_reader.end()) {
+      const graph::TensorId t = transposed.at(found->second);
+      graph::Node transpose{.name = training.tensor(t).name, .op = "transpose_fp8", .inputs = {found->second},
+                            .outputs = {t}, .recompute_group = nodes[i].recompute_group, .phase = nodes[i].phase};
+      training.add_node(std::move(transpose));
+    }
+    training.add_node(std::move(nodes[i]));
+  }
+  return training;
+}
 
 graph::Graph fuse_fp8_gradients(graph::Graph training) {
   // Each tensor's FP8-quantizing readers (as d_out), by node.
@@ -179,7 +228,7 @@ graph::Graph fuse_fp8_gradients(graph::Graph training) {
       quantize_into_producer(i, producer.outputs[0], reader, codes_of(format));
     }
   }
-  return training;
+  return share_fp8_input_transposes(std::move(training));
 }
 
 int64_t fp8_fused_producer_count(const graph::Graph& graph) {

@@ -34,7 +34,15 @@ graph::Graph fuse_fp8_producers(const graph::Graph& forward, const graph::OpRegi
 // (fused_rmsnorm_rope_backward, frozen or trained weight) quantizes the q / k projection's output
 // gradient (fused_rmsnorm_rope_backward_fp8). The bf16 gradients stay (the adapters' backward and
 // the residual stream read them). Bit for bit the unfused graph on the CPU.
+// Ends with share_fp8_input_transposes.
 graph::Graph fuse_fp8_gradients(graph::Graph training);
+
+// Trained projections that read the same input codes (q / k / v, gate / up: full fine-tuning,
+// pt) each transposed those codes for their weight gradient (FP8 products take the tokens
+// contiguous). One transpose_fp8 node (ops/defs/fp8_transpose_def.cpp), placed before the first
+// of them, now makes the transpose they all read with {x_transposed: true}: for Qwen3 three
+// transposes of a [tokens, hidden] tensor fewer per layer and micro-batch. Bit for bit the same.
+graph::Graph share_fp8_input_transposes(graph::Graph training);
 
 // How many producers `graph` quantizes in their own kernel (its "_fp8" nodes, forward and backward).
 int64_t fp8_fused_producer_count(const graph::Graph& graph);

@@ -30,6 +30,12 @@ void roll_fp8_history(float* state, int64_t sites, int64_t history, int64_t step
   }
 }
 
+std::vector<bool> delayed_amax_sites(const float* state, int64_t sites, int64_t width) {
+  std::vector<bool> flags(static_cast<size_t>(sites));
+  for (int64_t site = 0; site < sites; ++site) flags[static_cast<size_t>(site)] = has_delayed_amax(state[site * width]);
+  return flags;
+}
+
 void drop_current_amaxes(float* state, int64_t sites, int64_t history) {
   for (int64_t site = 0; site < sites; ++site) state[site * (kFp8StateHeader + history) + 1] = 0.0f;
 }

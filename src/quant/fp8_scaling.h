@@ -23,6 +23,7 @@
 
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "quant/fp8.h"
 
@@ -35,12 +36,18 @@ float amax_max(float a, float b);
 // max |values| under the same order.
 float amax_of(std::span<const float> values);
 
+// Whether a site whose row[0] is `delayed` scales by it (a NaN or 0 does not).
+inline bool has_delayed_amax(float delayed) { return delayed > 0.0f; }
 // The amax a site scales a tensor whose own amax is `amax` by.
-inline float scaling_amax(const float* row, float amax) { return row[0] > 0.0f ? row[0] : amax; }
+inline float scaling_amax(const float* row, float amax) { return has_delayed_amax(row[0]) ? row[0] : amax; }
 
 // After optimizer step `step`: for each of `sites` rows of `state`, the history slot of `step`
 // takes row[1], row[1] becomes 0 and row[0] the history's maximum.
 void roll_fp8_history(float* state, int64_t sites, int64_t history, int64_t step);
+
+// Per site of a [sites, width] state (width = kFp8StateHeader + history; width 1 for a copy of
+// the rows' first floats only): whether it scales by its delayed amax (has_delayed_amax(row[0])).
+std::vector<bool> delayed_amax_sites(const float* state, int64_t sites, int64_t width);
 
 // After a step that was skipped (not applied): each row[1] back to 0, the history untouched.
 void drop_current_amaxes(float* state, int64_t sites, int64_t history);

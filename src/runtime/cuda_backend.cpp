@@ -46,6 +46,11 @@ void CudaBackend::destroy_graph() {
   graph_ = nullptr;
 }
 
+void CudaBackend::set_fp8_delayed_sites(std::vector<bool> sites) {
+  check_loaded();
+  if (resources_->set_fp8_delayed(std::move(sites))) destroy_graph();  // an in-flight replay still completes
+}
+
 void CudaBackend::check_loaded() const { SUROGATE_CHECK(plan_ != nullptr, "CudaBackend used before load()"); }
 
 void CudaBackend::check_bindable(const compiler::ExecutionPlan& plan) const {

@@ -80,6 +80,10 @@ public:
   void set_step_observer(StepObserver* observer) { observer_ = observer; }
   // Whether the last execute() launched the captured graph (for tests and reports).
   bool graph_launched() const { return graph_launched_; }
+  // fp8_hybrid: the scaling-state rows the host knows to have a delayed amax (one flag per site,
+  // train/device/fp8_delayed_sites.h; CudaResources::fp8_delayed). A change drops the captured
+  // graph, whose launches were decided with the old flags; the next execute captures anew.
+  void set_fp8_delayed_sites(std::vector<bool> sites);
   cudaStream_t stream() const { return stream_ ? stream_->get() : nullptr; }
   // The device address of a tensor of the loaded plan, for callers that launch their own kernels
   // on stream() (the trainer's gradient accumulation and optimizer step).

@@ -12,6 +12,8 @@
 //   linear_fp8_backward(_accumulate)  linear_fp8_backward_input, then d_q and xq transposed into scratch (K = the
 //                              tokens must be the contiguous dimension) and d_qᵀ · xqᵀᵀ into
 //                              d_weight (beta = 1 for the accumulating form), full accumulation;
+//                              {x_transposed}: xq is already [in, rows];
+//   transpose_fp8              fp8_transpose (an input's codes shared by sibling projections);
 //   rmsnorm_fp8, fused_residual_rmsnorm_fp8, swiglu_fp8, swiglu_backward_fp8,
 //   fused_residual_rmsnorm_backward_fp8  the producer's
 //                              kernel with the FP8 epilogue (cuda/kernels/fp8_epilogue.cuh), then
@@ -46,12 +48,17 @@ struct SiteQuantizer {
 
   SiteQuantizer(ScratchLayout& layout, int64_t count, cuda::Fp8Target target)
       : n(count), format(target), scratch(layout.take(2 * sizeof(float))) {}
-  // row: the site's row, or nullptr for current scaling.
-  void run(CudaResources* resources, const bf16* x, float* row, uint8_t* q, float* scale_inv, cudaStream_t stream) const {
+  // row: the site's row, or nullptr for current scaling. delayed_known (the host read row[0] > 0):
+  // the quantize pass scales by row[0] and reads no amax, so neither the scratch zeroing nor the
+  // amax pass (which would return at once) is launched.
+  void run(CudaResources* resources, const bf16* x, float* row, uint8_t* q, float* scale_inv, cudaStream_t stream,
+           bool delayed_known = false) const {
     float* floats = scratch_at<float>(resources, scratch);
-    CUDA_CHECK(cudaMemsetAsync(floats, 0, 2 * sizeof(float), stream));
-    if (row == nullptr) row = floats;  // row[0] = 0; row[1] is the amax itself (recording it again is harmless)
-    cuda::fp8_record_amax(x, n, row, floats + 1, stream);
+    if (row == nullptr || !delayed_known) {
+      CUDA_CHECK(cudaMemsetAsync(floats, 0, 2 * sizeof(float), stream));
+      if (row == nullptr) row = floats;  // row[0] = 0; row[1] is the amax itself (recording it again is harmless)
+      cuda::fp8_record_amax(x, n, row, floats + 1, stream);
+    }
     cuda::fp8_quantize(x, n, format, row, floats + 1, q, scale_inv, stream);
   }
 };
@@ -60,6 +67,7 @@ CudaKernel bind_quantize(const CudaBindContext& ctx) {
   expect_in(ctx, 0, DType::BF16);
   const bool has_state = ctx.inputs.size() == 2;
   const int64_t offset = has_state ? row_offset(ctx, 1, "site") : 0;
+  const int64_t site = has_state ? ctx.attrs.integer("site") : -1;
   ScratchLayout scratch;
   const SiteQuantizer quantizer(scratch, ctx.inputs[0].numel(), target_named(ctx.attrs.string("format")));
   ctx.resources.reserve_scratch(scratch.bytes);
@@ -67,7 +75,7 @@ CudaKernel bind_quantize(const CudaBindContext& ctx) {
   return [=](const CudaKernelArgs& args) {
     float* row = has_state ? args.inputs[1].as<float>() + offset : nullptr;
     quantizer.run(resources, args.inputs[0].as<const bf16>(), row, args.outputs[0].as<uint8_t>(),
-                  args.outputs[1].as<float>(), args.stream);
+                  args.outputs[1].as<float>(), args.stream, resources->fp8_delayed(site));
   };
 }
 
@@ -110,14 +118,14 @@ cuda::Fp8Operand operand_of(cuda::Fp8Target format) {
 // The input gradient of both backward ops: d_out quantized into scratch with the site's row, then
 // d_q · w_tᵀ [+ addend] into d_x. Inputs by index: d_out, w_t, w_scale_inv, state, addend.
 struct InputGradient {
-  int64_t rows = 0, in = 0, out = 0, offset = 0;
+  int64_t rows = 0, in = 0, out = 0, offset = 0, site = 0;
   SiteQuantizer quantizer;
   size_t codes = 0, scale = 0;
   cuda::Fp8MatmulShape shape;
 
   InputGradient(const CudaBindContext& ctx, ScratchLayout& scratch, size_t w_t, size_t state, bool has_addend)
       : rows(ctx.inputs[0].numel() / ctx.inputs[w_t].shape[1]), in(ctx.inputs[w_t].shape[0]),
-        out(ctx.inputs[w_t].shape[1]), offset(row_offset(ctx, state, "site")),
+        out(ctx.inputs[w_t].shape[1]), offset(row_offset(ctx, state, "site")), site(ctx.attrs.integer("site")),
         quantizer(scratch, rows * out, target_named(ctx.attrs.string("format"))),
         codes(scratch.take(static_cast<size_t>(rows * out))), scale(scratch.take(sizeof(float))),
         shape{.m = rows, .n = in, .k = out, .a_format = operand_of(quantizer.format), .has_addend = has_addend} {}
@@ -126,7 +134,7 @@ struct InputGradient {
            const bf16* addend) const {
     float* row = args.inputs[state].as<float>() + offset;
     quantizer.run(resources, args.inputs[0].as<const bf16>(), row, scratch_at<uint8_t>(resources, codes),
-                  scratch_at<float>(resources, scale), args.stream);
+                  scratch_at<float>(resources, scale), args.stream, resources->fp8_delayed(site));
     resources->fp8_matmul().run(shape, args.outputs[0].as<bf16>(), scratch_at<uint8_t>(resources, codes),
                                 scratch_at<float>(resources, scale), args.inputs[w_t].data,
                                 args.inputs[w_scale_inv].as<const float>(), nullptr, addend, args.stream);
@@ -148,16 +156,19 @@ CudaKernel bind_backward_input(const CudaBindContext& ctx) {
 
 // The weight gradient of a trained projection from its gradient's codes (FP8 tensor-core
 // products take both operands K-major, so the tokens must be contiguous): d_q and xq transposed
-// into scratch, then d_qᵀ · xqᵀᵀ into d_weight (beta = 1 when accumulating), full accumulation.
+// into scratch (one launch), then d_qᵀ · xqᵀᵀ into d_weight (beta = 1 when accumulating), full
+// accumulation. With {x_transposed} xq already is [in, rows] (a shared transpose_fp8).
 struct WeightGradient {
   int64_t rows = 0, in = 0, out = 0;
+  bool x_transposed = false;
   size_t codes_t = 0, x_t = 0;
   cuda::Fp8MatmulShape shape;
 
   WeightGradient(const CudaBindContext& ctx, ScratchLayout& scratch, int64_t rows_, int64_t in_, int64_t out_,
                  cuda::Fp8Operand d_format, bool accumulate)
-      : rows(rows_), in(in_), out(out_), codes_t(scratch.take(static_cast<size_t>(rows * out))),
-        x_t(scratch.take(static_cast<size_t>(rows * in))),
+      : rows(rows_), in(in_), out(out_), x_transposed(ctx.attrs.boolean_or("x_transposed", false)),
+        codes_t(scratch.take(static_cast<size_t>(rows * out))),
+        x_t(x_transposed ? 0 : scratch.take(static_cast<size_t>(rows * in))),
         shape{.m = out, .n = in, .k = rows, .a_format = d_format, .accumulate = accumulate} {
     require(ctx, rows % 16 == 0,
             "fp8_hybrid's weight gradient is an FP8 product over the micro-batch's tokens, which cuBLASLt takes in "
@@ -166,9 +177,15 @@ struct WeightGradient {
   void run(CudaResources* resources, const void* d_codes, const float* d_scale_inv, const void* x_codes,
            const float* x_scale_inv, bf16* d_weight, cudaStream_t stream) const {
     uint8_t* d_codes_t = scratch_at<uint8_t>(resources, codes_t);
-    uint8_t* x_codes_t = scratch_at<uint8_t>(resources, x_t);
-    cuda::fp8_transpose(static_cast<const uint8_t*>(d_codes), rows, out, d_codes_t, stream);
-    cuda::fp8_transpose(static_cast<const uint8_t*>(x_codes), rows, in, x_codes_t, stream);
+    const void* x_codes_t = x_codes;
+    if (x_transposed) {
+      cuda::fp8_transpose(static_cast<const uint8_t*>(d_codes), rows, out, d_codes_t, stream);
+    } else {
+      uint8_t* x_scratch = scratch_at<uint8_t>(resources, x_t);
+      cuda::fp8_transpose_pair(static_cast<const uint8_t*>(d_codes), out, d_codes_t,
+                               static_cast<const uint8_t*>(x_codes), in, x_scratch, rows, stream);
+      x_codes_t = x_scratch;
+    }
     resources->fp8_matmul().run(shape, d_weight, d_codes_t, d_scale_inv, x_codes_t, x_scale_inv, nullptr, nullptr,
                                 stream);
   }
@@ -218,23 +235,26 @@ CudaKernel bind_backward_quantized(const CudaBindContext& ctx, bool accumulate) 
 // ---- the producers that quantize their own output (ops/defs/fp8_output_def.cpp) ----
 
 // The Fp8Output of a "_fp8" producer: the state is its last input, q and scale_inv its last two
-// outputs; one float of scratch for the amax of a site with no delayed amax yet, zeroed per call.
+// outputs; one float of scratch for the amax of a site with no delayed amax yet, zeroed per call
+// unless the host knows the site has one (CudaResources::fp8_delayed: then no pending pass either).
 // The format is E4M3 (an input), or the node's `format` (a gradient).
 struct ProducerSite {
   size_t state_input = 0, q_output = 0, amax = 0;
-  int64_t offset = 0;
+  int64_t offset = 0, site = 0;
   cuda::Fp8Target format = cuda::Fp8Target::E4M3;
 
   ProducerSite(const CudaBindContext& ctx, ScratchLayout& layout)
       : state_input(ctx.inputs.size() - 1), q_output(ctx.outputs.size() - 2), amax(layout.take(sizeof(float))),
-        offset(row_offset(ctx, ctx.inputs.size() - 1, "site")), format(target_named(ctx.attrs.string_or("format", "e4m3"))) {
+        offset(row_offset(ctx, ctx.inputs.size() - 1, "site")), site(ctx.attrs.integer("site")),
+        format(target_named(ctx.attrs.string_or("format", "e4m3"))) {
     expect_in(ctx, 0, DType::BF16);
   }
   cuda::Fp8Output at(CudaResources* resources, const CudaKernelArgs& args) const {
     float* scratch = scratch_at<float>(resources, amax);
-    CUDA_CHECK(cudaMemsetAsync(scratch, 0, sizeof(float), args.stream));
+    const bool delayed = resources->fp8_delayed(site);
+    if (!delayed) CUDA_CHECK(cudaMemsetAsync(scratch, 0, sizeof(float), args.stream));
     return {args.inputs[state_input].as<float>() + offset, scratch, args.outputs[q_output].as<uint8_t>(),
-            args.outputs[q_output + 1].as<float>(), format};
+            args.outputs[q_output + 1].as<float>(), format, delayed};
   }
 };
 
@@ -286,16 +306,20 @@ CudaKernel bind_swiglu_backward_fp8(const CudaBindContext& ctx) {
   require(ctx, channels % 8 == 0, "the CUDA swiglu needs an intermediate size that is a multiple of 8, got {}", channels);
   const cuda::Fp8Target format = target_named(ctx.attrs.string("format"));
   const int64_t gate_offset = row_offset(ctx, 3, "gate_site"), up_offset = row_offset(ctx, 3, "up_site");
+  const int64_t gate_site = ctx.attrs.integer("gate_site"), up_site = ctx.attrs.integer("up_site");
   ScratchLayout scratch;
   const size_t amaxes = scratch.take(2 * sizeof(float));
   ctx.resources.reserve_scratch(scratch.bytes);
   CudaResources* resources = &ctx.resources;
   return [=](const CudaKernelArgs& args) {
     float* amax = scratch_at<float>(resources, amaxes);
-    CUDA_CHECK(cudaMemsetAsync(amax, 0, 2 * sizeof(float), args.stream));
+    const bool gate_delayed = resources->fp8_delayed(gate_site), up_delayed = resources->fp8_delayed(up_site);
+    if (!gate_delayed || !up_delayed) CUDA_CHECK(cudaMemsetAsync(amax, 0, 2 * sizeof(float), args.stream));
     float* state = args.inputs[3].as<float>();
-    const cuda::Fp8Output gate{state + gate_offset, amax, args.outputs[2].as<uint8_t>(), args.outputs[3].as<float>(), format};
-    const cuda::Fp8Output up{state + up_offset, amax + 1, args.outputs[4].as<uint8_t>(), args.outputs[5].as<float>(), format};
+    const cuda::Fp8Output gate{state + gate_offset, amax, args.outputs[2].as<uint8_t>(), args.outputs[3].as<float>(),
+                               format, gate_delayed};
+    const cuda::Fp8Output up{state + up_offset, amax + 1, args.outputs[4].as<uint8_t>(), args.outputs[5].as<float>(),
+                             format, up_delayed};
     cuda::swiglu_backward_fp8(args.outputs[0].as<bf16>(), args.outputs[1].as<bf16>(), args.inputs[0].as<const bf16>(),
                               args.inputs[1].as<const bf16>(), args.inputs[2].as<const bf16>(), rows, channels, gate, up,
                               args.stream);
@@ -353,9 +377,18 @@ CudaKernel bind_norm_backward_fp8(const CudaBindContext& ctx) {
   };
 }
 
+// transpose_fp8 (codes [..., columns]) -> codes_t [columns, rows] (ops/defs/fp8_transpose_def.cpp).
+CudaKernel bind_transpose(const CudaBindContext& ctx) {
+  const int64_t columns = ctx.outputs[0].shape[0], rows = ctx.outputs[0].shape[1];
+  return [=](const CudaKernelArgs& args) {
+    cuda::fp8_transpose(args.inputs[0].as<const uint8_t>(), rows, columns, args.outputs[0].as<uint8_t>(), args.stream);
+  };
+}
+
 }  // namespace
 
 void register_fp8_cuda_ops(CudaOpTable& table) {
+  table.add("transpose_fp8", bind_transpose);
   table.add("fused_residual_rmsnorm_backward_fp8", bind_norm_backward_fp8);
   table.add("swiglu_backward_fp8", bind_swiglu_backward_fp8);
   table.add("linear_fp8_backward_input_quantized", bind_backward_input_quantized);

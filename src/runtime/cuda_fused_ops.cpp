@@ -111,6 +111,7 @@ CudaKernel bind_fused_rmsnorm_rope_backward_typed(const CudaBindContext& ctx) {
   expect_input(ctx, 3, DType::F32);
   const bool weight_grad = ctx.outputs.size() == (kFp8 ? 4u : 2u);
   const int64_t site_offset = kFp8 ? ctx.attrs.integer("site") * ctx.inputs[5].shape[1] : 0;
+  const int64_t site_index = kFp8 ? ctx.attrs.integer("site") : -1;
   const cuda::Fp8Target format =
       kFp8 && ctx.attrs.string_or("format", "e5m2") == "e4m3" ? cuda::Fp8Target::E4M3 : cuda::Fp8Target::E5M2;
   const size_t q_output = ctx.outputs.size() - 2;
@@ -132,9 +133,12 @@ CudaKernel bind_fused_rmsnorm_rope_backward_typed(const CudaBindContext& ctx) {
     const cuda::QkNormRopeShape& s = layout.shape;
     cuda::Fp8Output site;
     if constexpr (kFp8) {
+      // The fused kernel's epilogue skips its pending pass when the host knows the delayed amax;
+      // the unfused path below quantizes as quantize_fp8 does and keeps its amax pass.
       site = {args.inputs[5].as<float>() + site_offset, scratch_at<float>(resources, amax),
-              args.outputs[q_output].as<uint8_t>(), args.outputs[q_output + 1].as<float>(), format};
-      CUDA_CHECK(cudaMemsetAsync(site.amax, 0, sizeof(float), args.stream));
+              args.outputs[q_output].as<uint8_t>(), args.outputs[q_output + 1].as<float>(), format,
+              layout.fused && resources->fp8_delayed(site_index)};
+      if (!site.delayed_known) CUDA_CHECK(cudaMemsetAsync(site.amax, 0, sizeof(float), args.stream));
     }
     float* accumulator = weight_grad ? scratch_at<float>(resources, dweight) : nullptr;
     float* partial_rows = weight_grad ? scratch_at<float>(resources, partials) : nullptr;

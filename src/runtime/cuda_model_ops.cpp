@@ -404,6 +404,7 @@ CudaKernel bind_attention_fp8(const CudaBindContext& ctx) {
   const AttentionLayout layout = attention_layout(ctx);
   const bool has_documents = state == 4;
   const int64_t offset = ctx.attrs.integer("site") * ctx.inputs[state].shape[1];
+  const int64_t site_index = ctx.attrs.integer("site");
   ScratchLayout scratch;
   const size_t cu = scratch.take(sizeof(int32_t) * (layout.tokens() + 1));
   const size_t amax = scratch.take(sizeof(float));
@@ -416,9 +417,12 @@ CudaKernel bind_attention_fp8(const CudaBindContext& ctx) {
                                  layout.batch, layout.sequence, args.stream);
     const bf16 *q = args.inputs[0].as<const bf16>(), *kk = args.inputs[1].as<const bf16>(),
                *v = args.inputs[2].as<const bf16>();
+    // The flash kernel's epilogue skips its pending pass when the host knows the delayed amax; the
+    // plain kernel's quantization below keeps its amax pass.
     const cuda::Fp8Output site{args.inputs[state].as<float>() + offset, scratch_at<float>(resources, amax),
-                               args.outputs[2].as<uint8_t>(), args.outputs[3].as<float>(), cuda::Fp8Target::E4M3};
-    CUDA_CHECK(cudaMemsetAsync(site.amax, 0, sizeof(float), args.stream));
+                               args.outputs[2].as<uint8_t>(), args.outputs[3].as<float>(), cuda::Fp8Target::E4M3,
+                               layout.flash && resources->fp8_delayed(site_index)};
+    if (!site.delayed_known) CUDA_CHECK(cudaMemsetAsync(site.amax, 0, sizeof(float), args.stream));
     bf16* out = args.outputs[0].as<bf16>();
     if (layout.flash) {
       cuda::attention_forward_fp8(out, args.outputs[1].as<float>(), q, kk, v, cu_seqlens, flash_shape(layout), site,

@@ -68,7 +68,23 @@ public:
   std::byte* scratch() const { return const_cast<std::byte*>(scratch_.data()); }
   size_t scratch_bytes() const { return scratch_.bytes(); }
 
+  // fp8_hybrid: whether the host knows that scaling-state row `site` has a delayed amax
+  // (row[0] > 0, read back after the last roll; train/device/fp8_delayed_sites.h). Its producers
+  // then skip the amax scratch and the pending pass (cuda/kernels/fp8_quantize.h). False for
+  // every site until told (always correct, one launch slower). Kernels consult it when they
+  // launch, so a change must drop a captured CUDA graph (CudaBackend::set_fp8_delayed_sites).
+  bool fp8_delayed(int64_t site) const {
+    return site >= 0 && static_cast<size_t>(site) < fp8_delayed_.size() && fp8_delayed_[static_cast<size_t>(site)];
+  }
+  // Whether anything changed.
+  bool set_fp8_delayed(std::vector<bool> sites) {
+    if (sites == fp8_delayed_) return false;
+    fp8_delayed_ = std::move(sites);
+    return true;
+  }
+
 private:
+  std::vector<bool> fp8_delayed_;
   cuda::Matmul matmul_;
   std::unique_ptr<cuda::Fp8Matmul> fp8_matmul_;
   size_t scratch_request_ = 0;

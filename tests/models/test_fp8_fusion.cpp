@@ -6,6 +6,8 @@
 // Full fine-tuning (the quantized inputs also feed the weight gradients; the backward's SwiGLU
 // gradients feed linear_fp8_backward, so fuse_fp8_gradients leaves them) and LoRA (a frozen FP8
 // base: swiglu_backward_fp8 quantizes d_gate and d_up for linear_fp8_backward_input_quantized).
+// In full fine-tuning the fused graph also shares one transpose_fp8 of ln1's and ln2's codes
+// between the q / k / v and gate / up weight gradients (share_fp8_input_transposes).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -198,6 +200,13 @@ TEST(Fp8Fusion, SwigluBackwardQuantizesTheFrozenProjectionsGradients) {
   EXPECT_EQ(count(full.graph, "linear_fp8_backward") + count(full.graph, "linear_fp8_backward_accumulate"), layers);
   EXPECT_EQ(count(full.graph, "fused_residual_rmsnorm_backward_fp8"), 2 * layers);
   EXPECT_EQ(count(full.graph, "fused_residual_rmsnorm_backward"), 0);
+  // q / k / v share one transpose of ln1's codes, gate / up one of ln2's; o and down read theirs
+  // alone. LoRA trains no projection weight: no weight-gradient product, no shared transpose.
+  EXPECT_EQ(count(full.graph, "transpose_fp8"), 2 * layers);
+  int64_t shared = 0;
+  for (const graph::Node& node : full.graph.nodes) shared += node.attrs.value("x_transposed", false);
+  EXPECT_EQ(shared, 5 * layers);
+  EXPECT_EQ(count(lora.graph, "transpose_fp8"), 0);
 }
 
 TEST(Fp8Fusion, TrainingStepIsBitIdenticalToTheQuantizeNodes) {

@@ -86,6 +86,18 @@ TEST(OpsDefsFp8, RollMovesTheStepsAmaxIntoTheHistory) {
   EXPECT_EQ(row, (std::vector<float>{2.0f, 0.0f, 2.0f, 1.0f, 0.0f}));
 }
 
+// The host's view of which sites scale by a delayed amax (the CUDA producers skip their pending
+// pass for those): row[0] > 0, not 0, NaN or a negative; from whole rows or from row[0]s alone.
+TEST(OpsDefsFp8, DelayedAmaxSitesAreTheRowsWithAPositiveRowZero) {
+  const float nan = std::nanf("");
+  std::vector<float> state{0.0f, 5.0f, 0.0f,  2.0f, 0.0f, 2.0f,  nan, 0.0f, nan,  -1.0f, 0.0f, 0.0f,  1e-30f, 0.0f, 0.0f};
+  EXPECT_EQ(quant::delayed_amax_sites(state.data(), 5, 3), (std::vector<bool>{false, true, false, false, true}));
+  std::vector<float> firsts{0.0f, 2.0f, nan, -1.0f, 1e-30f};
+  EXPECT_EQ(quant::delayed_amax_sites(firsts.data(), 5, 1), (std::vector<bool>{false, true, false, false, true}));
+  quant::roll_fp8_history(state.data(), 5, 1, 0);  // site 0's step amax 5 becomes its delayed amax
+  EXPECT_TRUE(quant::delayed_amax_sites(state.data(), 5, 3)[0]);
+}
+
 // y = linear_fp8(x, quantize(x), w…) and d_x from autodiff, against the decoded products.
 TEST(OpsDefsFp8, LinearAndInputGradientEqualDecodedProducts) {
   const int64_t rows = 3, in = 16, out = 8;

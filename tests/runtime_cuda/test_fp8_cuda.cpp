@@ -7,7 +7,8 @@
 //   - fp8_roll_history equals quant::roll_fp8_history;
 //   - fp8_quantize_weight equals ops::quantize_fp8_tensor (codes, transpose, scale_inv) and
 //     fp8_transpose a plain transpose, bit for bit, on shapes that are multiples of the 64 × 64
-//     tile (the 16-byte path, one tile or many) and that are not (the byte-per-thread path);
+//     tile (the 16-byte path, one tile or many) and that are not (the byte-per-thread path), and
+//     fp8_transpose_pair both of its transposes;
 //   - Fp8Matmul (cuBLASLt) equals the product of the decoded codes times both scales, computed in
 //     double, within the accumulation and bf16 output rounding: |got − ref| ≤ 2⁻⁷·|ref| + e·Σ|a·b|,
 //     in the settings the engine runs them (runtime/cuda_fp8_ops.cpp): the forward's E4M3 × E4M3
@@ -122,6 +123,38 @@ TEST(Fp8Cuda, QuantizeWeightAndTransposeMatchTheCpuBitForBit) {
     EXPECT_EQ(codes_device.download(), codes) << rows << "x" << columns;
     EXPECT_EQ(transposed_device.download(), transposed) << rows << "x" << columns;
     EXPECT_EQ(back.download(), codes) << "transposing the transpose, " << rows << "x" << columns;
+  }
+}
+
+// fp8_transpose_pair: both transposes of one launch bit for bit; row counts that are not a multiple
+// of the 4-tile strip, the shapes of a 1.7B layer's weight gradient, and a pair whose second shape
+// takes the byte-per-thread fallback.
+TEST(Fp8Cuda, TransposePairEqualsTwoPlainTransposes) {
+  if (skip_without_gpu()) GTEST_SKIP();
+  std::mt19937 rng(9);
+  std::uniform_int_distribution<int> byte(0, 255);
+  auto transposed = [](const std::vector<uint8_t>& in, int64_t rows, int64_t columns) {
+    std::vector<uint8_t> out(in.size());
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t c = 0; c < columns; ++c) out[static_cast<size_t>(c * rows + r)] = in[static_cast<size_t>(r * columns + c)];
+    }
+    return out;
+  };
+  struct Case {
+    int64_t rows, columns_a, columns_b;
+  };
+  for (const Case& shape : {Case{320, 128, 192}, Case{4096, 2048, 6144}, Case{64, 64, 64}, Case{448, 256, 70}}) {
+    std::vector<uint8_t> a(static_cast<size_t>(shape.rows * shape.columns_a)), b(static_cast<size_t>(shape.rows * shape.columns_b));
+    for (uint8_t& v : a) v = static_cast<uint8_t>(byte(rng));
+    for (uint8_t& v : b) v = static_cast<uint8_t>(byte(rng));
+    cuda::DeviceBuffer<uint8_t> a_device = cuda::to_device(a), b_device = cuda::to_device(b);
+    cuda::DeviceBuffer<uint8_t> a_out(a.size()), b_out(b.size());
+    cuda::fp8_transpose_pair(a_device.data(), shape.columns_a, a_out.data(), b_device.data(), shape.columns_b,
+                             b_out.data(), shape.rows, nullptr);
+    const std::string context = std::to_string(shape.rows) + " rows, " + std::to_string(shape.columns_a) + " and " +
+                                std::to_string(shape.columns_b) + " columns";
+    EXPECT_EQ(a_out.download(), transposed(a, shape.rows, shape.columns_a)) << context;
+    EXPECT_EQ(b_out.download(), transposed(b, shape.rows, shape.columns_b)) << context;
   }
 }
 

@@ -5,7 +5,9 @@
 // CUDA backend, BF16, fresh random values spanning 2^-20 .. 2^6: every output (the bf16 results,
 // rstd, the E4M3 codes, scale_inv) and the scaling state after the step equal bit for bit, with
 // no delayed amax yet (the first step: the producer records the amax, fp8_quantize_pending
-// quantizes) and with delayed amaxes (the producer quantizes; one row small enough to saturate).
+// quantizes) and with delayed amaxes (the producer quantizes; one row small enough to saturate) —
+// then also with the delayed sites flagged by the host (CudaBackend::set_fp8_delayed_sites: no
+// pending pass, no amax zeroing; the unflagged sites keep theirs).
 // The fused graph is made by models::fuse_fp8_producers from the unfused one. Row counts and
 // widths are not multiples of the kernels' block sizes. The same for the backward's
 // swiglu_backward_fp8 (E5M2 codes of d_gate and d_up at two sites) and the
@@ -36,6 +38,7 @@
 #include "models/fp8_fusion.h"
 #include "ops/defs/register_ops.h"
 #include "quant/fp8.h"
+#include "quant/fp8_scaling.h"
 #include "runtime/cuda_backend.h"
 
 namespace surogate {
@@ -72,11 +75,17 @@ graph::Graph producers(const graph::OpRegistry& registry) {
 // values, or pairs of FP8 codes), `floats` F32 tensors; "state" is the scaling state.
 using Inputs = std::vector<std::pair<std::string, std::vector<uint16_t>>>;
 using FloatInputs = std::vector<std::pair<std::string, std::vector<float>>>;
+// `flag_sites`: the host tells the backend which sites have a delayed amax (as the training device
+// does after each roll), so their producers launch no pending pass and no amax zeroing.
 std::vector<std::vector<uint8_t>> run(const compiler::ExecutionPlan& plan, const graph::OpRegistry& registry,
                                       const Inputs& inputs, const std::vector<float>& state,
-                                      const FloatInputs& floats = {}) {
+                                      const FloatInputs& floats = {}, bool flag_sites = false) {
   runtime::CudaBackend backend;
   backend.load(plan, registry);
+  if (flag_sites) {
+    const int64_t width = 2 + kHistory, sites = static_cast<int64_t>(state.size()) / width;
+    backend.set_fp8_delayed_sites(quant::delayed_amax_sites(state.data(), sites, width));
+  }
   for (const auto& [name, bits] : inputs) backend.write(plan.tensor(name), std::as_bytes(std::span<const uint16_t>(bits)));
   for (const auto& [name, values] : floats) backend.write(plan.tensor(name), std::as_bytes(std::span<const float>(values)));
   backend.write(plan.tensor("state"), std::as_bytes(std::span<const float>(state)));
@@ -168,6 +177,10 @@ TEST(Fp8ProducersCuda, FusedEpilogueEqualsTheQuantizeNodesBitForBit) {
     names.push_back("the state");
     ASSERT_EQ(actual.size(), expected.size());
     expect_same_bytes(actual, expected, names, amax_case(delayed));
+    if (delayed) {  // the sites flagged by the host: no pending pass, no amax zeroing
+      expect_same_bytes(run(fused_plan, registry, inputs, state, {}, true), expected, names,
+                        amax_case(delayed) + ", sites flagged delayed");
+    }
     // Real values were compared: every site recorded a nonzero amax.
     std::vector<float> after(state.size());
     std::memcpy(after.data(), actual.back().data(), after.size() * sizeof(float));
@@ -246,6 +259,10 @@ void check_swiglu_gradients(int64_t rows, bool trained) {
                                            "the state"}
                 : std::vector<std::string>{"d_gate", "d_up", "gate's d_x", "both d_x", "the state"};
     expect_same_bytes(actual, expected, names, (trained ? "trained, " : "frozen, ") + amax_case(delayed));
+    if (delayed) {  // the sites flagged by the host: no pending pass, no amax zeroing
+      expect_same_bytes(run(fused_plan, registry, inputs, state, scales, true), expected, names,
+                        (trained ? "trained, " : "frozen, ") + amax_case(delayed) + ", sites flagged delayed");
+    }
     std::vector<float> after(state.size());
     std::memcpy(after.data(), actual.back().data(), after.size() * sizeof(float));
     EXPECT_GT(after[1], 0.0f);
@@ -325,6 +342,10 @@ void check_norm_gradient(int64_t rows, bool trained) {
         trained ? std::vector<std::string>{"d_input", "the norm's d_weight", "d_x", "d_weight", "the state"}
                 : std::vector<std::string>{"d_input", "d_x", "the state"};
     expect_same_bytes(actual, expected, names, (trained ? "trained, " : "frozen, ") + amax_case(delayed));
+    if (delayed) {  // the sites flagged by the host: no pending pass, no amax zeroing
+      expect_same_bytes(run(fused_plan, registry, inputs, state, floats, true), expected, names,
+                        (trained ? "trained, " : "frozen, ") + amax_case(delayed) + ", sites flagged delayed");
+    }
     std::vector<float> after(state.size());
     std::memcpy(after.data(), actual.back().data(), after.size() * sizeof(float));
     EXPECT_GT(after[1 * (2 + kHistory) + 1], 0.0f);
@@ -405,6 +426,10 @@ void check_qk_gradient(int64_t rows, bool trained) {
         trained ? std::vector<std::string>{"d_x", "the norm's d_weight", "q's d_x", "q's d_weight", "the state"}
                 : std::vector<std::string>{"d_x", "q's d_x", "the state"};
     expect_same_bytes(actual, expected, names, (trained ? "trained, " : "frozen, ") + amax_case(delayed));
+    if (delayed) {  // the sites flagged by the host: no pending pass, no amax zeroing
+      expect_same_bytes(run(fused_plan, registry, inputs, state, floats, true), expected, names,
+                        (trained ? "trained, " : "frozen, ") + amax_case(delayed) + ", sites flagged delayed");
+    }
     std::vector<float> after(state.size());
     std::memcpy(after.data(), actual.back().data(), after.size() * sizeof(float));
     EXPECT_GT(after[1 * (2 + kHistory) + 1], 0.0f);
@@ -460,6 +485,11 @@ TEST(Fp8ProducersCuda, AttentionOutputCodesEqualTheQuantizeNodes) {
     const auto actual = run(fused_plan, registry, inputs, state_values);
     ASSERT_EQ(actual.size(), expected.size());
     expect_same_bytes(actual, expected, {"out", "logsumexp", "the codes", "scale_inv", "the state"}, amax_case(delayed));
+    if (delayed) {  // the sites flagged by the host: no pending pass, no amax zeroing
+      expect_same_bytes(run(fused_plan, registry, inputs, state_values, {}, true), expected,
+                        {"out", "logsumexp", "the codes", "scale_inv", "the state"},
+                        amax_case(delayed) + ", sites flagged delayed");
+    }
   }
 }
 

@@ -13,9 +13,11 @@
 //   absmax = max |m| (max v) over the block; codes = nearest code of m / absmax (v / absmax)
 // The arithmetic is written with explicit round-to-nearest operations in the CPU optimizer's
 // order, so the result matches it except where the CPU compiler fuses multiply-adds. One launch
-// updates many tensors (a LoRA model has hundreds of small ones): one CUDA block of 256 threads
-// per quantisation block of any tensor, found through a job table; the code books sit in shared
-// memory.
+// updates many tensors (a LoRA model has hundreds of small ones): a fixed grid of a few blocks of
+// 256 threads per SM walks a job table, one quantisation block of some tensor per job, 8
+// consecutive elements per thread (vector loads and stores where the pointers and the count
+// allow). The code books and their nearest-code tables (cuda/kernels/nearest_code_table.h: one
+// look-up per code instead of a binary search) are copied into shared memory once per block.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -24,6 +26,7 @@
 #include <cstdint>
 
 #include "cuda/kernels/adamw.h"
+#include "cuda/kernels/nearest_code_table.h"
 
 namespace surogate::cuda {
 
@@ -49,11 +52,25 @@ struct AdamW8bitJob {
   int32_t block;
 };
 
-// Every job's block in one launch. tensors / jobs / codes are device arrays; signed_code and
-// unsigned_code are the 256 sorted code values of the first / second moment's map
-// (train/optim/quantization_map.h). step.decay (lr · weight_decay) applies where `decays`.
+// The code books of both moments (the 256 sorted code values of the first / second moment's map,
+// train/optim/quantization_map.h) and their nearest-code tables; the kernel copies it whole into
+// (dynamic) shared memory in 16-byte words: 49,184 bytes, just over the 48 KiB of static shared memory.
+struct AdamW8bitCodes {
+  float signed_code[256];
+  float unsigned_code[256];
+  uint32_t signed_table[kCodeTableSize];
+  uint32_t unsigned_table[kCodeTableSize];
+};
+static_assert(sizeof(AdamW8bitCodes) % 16 == 0, "the kernel copies AdamW8bitCodes in 16-byte words");
+
+// The code books with their tables, built on the host; throws where a code book is too dense
+// for the table layout (build_nearest_code_table).
+AdamW8bitCodes adamw_8bit_codes(const float* signed_code, const float* unsigned_code);
+
+// Every job's block in one launch. tensors / jobs / codes are device arrays.
+// step.decay (lr · weight_decay) applies where `decays`.
 void adamw_8bit_update(const AdamW8bitTensor* tensors, const AdamW8bitJob* jobs, int64_t job_count,
-                       const float* signed_code, const float* unsigned_code, const float* grad_scale,
-                       const AdamWStep& step, cudaStream_t stream);
+                       const AdamW8bitCodes* codes, const float* grad_scale, const AdamWStep& step,
+                       cudaStream_t stream);
 
 }  // namespace surogate::cuda

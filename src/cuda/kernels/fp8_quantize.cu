@@ -122,7 +122,7 @@ void fp8_quantize(const __nv_bfloat16* x, int64_t n, Fp8Target format, float* ro
 }
 
 void fp8_quantize_pending(const __nv_bfloat16* x, int64_t n, const Fp8Output& site, cudaStream_t stream) {
-  if (n == 0) return;
+  if (n == 0 || site.delayed_known) return;
   // Once a site has a delayed amax every block returns at once: a 2,112-block grid of such blocks
   // cost 3.4 µs per producer on an H200 (~8 per layer and micro-batch). 264 blocks of 256 threads
   // still keep enough loads in flight for the first step, when the kernel does the quantizing.

@@ -15,8 +15,9 @@
 //                       is one float of scratch); bit for bit the CPU function.
 //   fp8_transpose       FP8 codes [rows, columns] → [columns, rows] (the weight gradient's
 //                       operands: FP8 products take both K-major, and there K is the tokens).
-//                       These two live in fp8_transpose.cu: 64 × 64-byte tiles with 16-byte
-//                       accesses where both sizes are multiples of 64.
+//                       These live in fp8_transpose.cu: 64 × 64-byte tiles with 16-byte
+//                       accesses where both sizes are multiples of 64 (a block moves a strip of
+//                       four); fp8_transpose_pair runs two in one launch.
 //   Fp8Output / fp8_quantize_pending  a producer that quantizes its own bf16 output (E4M3, or
 //                       E5M2 for a gradient; rmsnorm.h, swiglu.h: the "_fp8" entry points;
 //                       fp8_epilogue.cuh): with a
@@ -24,7 +25,9 @@
 //                       itself, and fp8_quantize_pending does nothing; without, it records its
 //                       amax into *amax (zeroed by the caller) and fp8_quantize_pending quantizes
 //                       its output as fp8_quantize does. Together: bit for bit the two kernels
-//                       above run after the producer.
+//                       above run after the producer. With delayed_known (the host read the
+//                       site's row[0] > 0 after the last roll) nothing is launched: the launch,
+//                       tiny as it is, cost ~2–3 µs per producer, ten producers per layer.
 // Amaxes are compared as unsigned bit patterns (atomicMax), as the CPU reference compares them.
 // The 8-wide path (16-byte loads, 8-byte stores) runs when x and q are aligned and n % 8 == 0.
 #pragma once
@@ -47,11 +50,18 @@ struct Fp8Output {
   uint8_t* q = nullptr;        // E4M3 codes, the output's shape
   float* scale_inv = nullptr;  // one float
   Fp8Target format = Fp8Target::E4M3;
+  // The host knows row[0] > 0 (runtime::CudaResources::fp8_delayed): the producer quantizes in
+  // its epilogue for sure, so fp8_quantize_pending launches nothing and `amax` is never read.
+  bool delayed_known = false;
 };
 void fp8_quantize_pending(const __nv_bfloat16* x, int64_t n, const Fp8Output& site, cudaStream_t stream);
 void fp8_roll_history(float* state, int64_t sites, int64_t history, int64_t step, cudaStream_t stream);
 void fp8_quantize_weight(const __nv_bfloat16* w, int64_t rows, int64_t columns, float* amax, uint8_t* codes,
                          uint8_t* transposed, float* scale_inv, cudaStream_t stream);
 void fp8_transpose(const uint8_t* in, int64_t rows, int64_t columns, uint8_t* out, cudaStream_t stream);
+// Two transposes of the same row count in one launch (a weight gradient's two operands), or two
+// fp8_transpose calls where a shape or pointer does not suit the 16-byte path.
+void fp8_transpose_pair(const uint8_t* in_a, int64_t columns_a, uint8_t* out_a, const uint8_t* in_b, int64_t columns_b,
+                        uint8_t* out_b, int64_t rows, cudaStream_t stream);
 
 }  // namespace surogate::cuda

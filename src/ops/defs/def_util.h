@@ -48,6 +48,7 @@ void register_concat_split_ops(graph::OpRegistry& registry);   // concat_split_d
 void register_dequantize_ops(graph::OpRegistry& registry);     // dequantize_nf4_def.cpp
 void register_fp8_ops(graph::OpRegistry& registry);            // fp8_linear_def.cpp
 void register_fp8_output_ops(graph::OpRegistry& registry);     // fp8_output_def.cpp (after rmsnorm, swiglu)
+void register_fp8_transpose_op(graph::OpRegistry& registry);   // fp8_transpose_def.cpp
 void register_dequantize_fp8_blocks_ops(graph::OpRegistry& registry);  // dequantize_fp8_blocks_def.cpp
 void register_dequantize_fp4_ops(graph::OpRegistry& registry);  // dequantize_fp4_def.cpp
 void register_round_fp16_ops(graph::OpRegistry& registry);     // round_fp16_def.cpp

@@ -37,6 +37,8 @@
 //   linear_fp8_backward_quantized(d_out, d_q, d_scale_inv, xq, x_scale_inv, w_t, w_scale_inv [, addend])
 //            {format} -> (d_x, d_weight) as linear_fp8_backward, from codes d_out's producer wrote
 //     (swiglu_backward_fp8 of a trained gate / up projection); "..._accumulate" adds d_weight.
+//     Both weight-gradient forms take {x_transposed: true} with xq given as [in, rows]
+//     (transpose_fp8 of the codes, shared by projections that read the same input).
 //
 //   linear_fp8_backward(d_out, xq, x_scale_inv, w_t, w_scale_inv, state [, addend]){site, format}
 //     -> (d_x as linear_fp8_backward_input, d_weight [out, in] in d_out's dtype):
@@ -124,11 +126,18 @@ std::pair<std::vector<float>, float> input_gradient(const T* d_out, const uint8_
 }
 
 // d_weight [out, in] = decode(dq)ᵀ · decode(xq), summed in fp32, then both scales (added to what
-// d_weight holds with `accumulate`).
+// d_weight holds with `accumulate`). x_transposed: xq is [in, rows] (transpose_fp8's output).
 template <typename T>
 void weight_gradient(const std::vector<float>& gradient, float d_scale_inv, const uint8_t* xq, float x_scale_inv,
-                     ProductShape shape, bool accumulate, T* d_weight) {
-  const std::vector<float> x = decoded(xq, shape.rows * shape.in, Fp8Format::E4M3);
+                     ProductShape shape, bool accumulate, T* d_weight, bool x_transposed = false) {
+  std::vector<float> x = decoded(xq, shape.rows * shape.in, Fp8Format::E4M3);
+  if (x_transposed) {
+    std::vector<float> rows_first(x.size());
+    for (int64_t r = 0; r < shape.rows; ++r) {
+      for (int64_t c = 0; c < shape.in; ++c) rows_first[static_cast<size_t>(r * shape.in + c)] = x[static_cast<size_t>(c * shape.rows + r)];
+    }
+    x = std::move(rows_first);
+  }
   std::vector<float> product(static_cast<size_t>(shape.out * shape.in), 0.0f);
   linear_backward<float>(gradient.data(), x.data(), nullptr, shape.rows, shape.in, shape.out, nullptr, product.data(),
                          nullptr);
@@ -375,7 +384,8 @@ CpuKernel bind_backward_input_quantized(const CpuBindContext& ctx) {
 
 // d_x and d_weight of the products over xq (E4M3 [rows, in], its scale_inv after it) and w_t
 // (E4M3 [in, out], its scale_inv after it), d_out (input 0) [rows, out]; the optional addend at
-// `addend` must be d_x's type.
+// `addend` must be d_x's type. Attr x_transposed (models/fp8_fusion.h: sibling projections share
+// one transpose_fp8 of their input): xq is [in, rows].
 std::vector<TensorType> infer_both_gradients(const InferContext& ctx, size_t xq, size_t w_t, size_t addend) {
   ctx.expect_dtype(xq, DType::F8_E4M3);
   expect_scale(ctx, xq + 1);
@@ -383,7 +393,14 @@ std::vector<TensorType> infer_both_gradients(const InferContext& ctx, size_t xq,
   ctx.expect_rank(w_t, 2);
   const int64_t in = ctx.input(w_t).shape[0], out = ctx.input(w_t).shape[1];
   ctx.expect_dim(0, -1, out);
-  ctx.expect_dim(xq, -1, in);
+  if (ctx.attrs.boolean_or("x_transposed", false)) {
+    ctx.expect_rank(xq, 2);
+    if (ctx.input(xq).shape[0] != in || ctx.input(xq).shape[1] != ctx.input(0).numel() / out) {
+      ctx.fail("{} must be the transposed input codes [{}, {}]", ctx.input_label(xq), in, ctx.input(0).numel() / out);
+    }
+  } else {
+    ctx.expect_dim(xq, -1, in);
+  }
   if (ctx.input(0).numel() / out != ctx.input(xq).numel() / in) {
     ctx.fail("{} and {} must have the same number of rows", ctx.input_label(0), ctx.input_label(xq));
   }
@@ -412,6 +429,7 @@ CpuKernel bind_backward(const CpuBindContext& ctx, bool accumulate) {
   const Fp8Format format = format_named(ctx.attrs.string("format"), ctx.attrs.where());
   const int64_t offset = ctx.attrs.integer("site") * ctx.inputs[5].shape[1];
   const bool has_addend = ctx.inputs.size() == 7;
+  const bool x_transposed = ctx.attrs.boolean_or("x_transposed", false);
   return bind_floating(ctx, ctx.inputs[0].dtype, [=](auto zero) -> CpuKernel {
     using T = decltype(zero);
     return [=](const CpuKernelArgs& args) {
@@ -420,7 +438,7 @@ CpuKernel bind_backward(const CpuBindContext& ctx, bool accumulate) {
                             args.inputs[5].as<float>() + offset, format, {rows, in, out},
                             has_addend ? args.inputs[6].as<T>() : nullptr, args.outputs[0].as<T>());
       weight_gradient<T>(d_out, d_scale_inv, args.inputs[1].as<uint8_t>(), *args.inputs[2].as<float>(), {rows, in, out},
-                         accumulate, args.outputs[1].as<T>());
+                         accumulate, args.outputs[1].as<T>(), x_transposed);
     };
   });
 }
@@ -441,6 +459,7 @@ CpuKernel bind_backward_quantized(const CpuBindContext& ctx, bool accumulate) {
   const int64_t in = ctx.inputs[5].shape[0], out = ctx.inputs[5].shape[1], rows = ctx.inputs[0].numel() / out;
   const Fp8Format format = format_named(ctx.attrs.string("format"), ctx.attrs.where());
   const bool has_addend = ctx.inputs.size() == 8;
+  const bool x_transposed = ctx.attrs.boolean_or("x_transposed", false);
   return bind_floating(ctx, ctx.inputs[0].dtype, [=](auto zero) -> CpuKernel {
     using T = decltype(zero);
     return [=](const CpuKernelArgs& args) {
@@ -449,7 +468,7 @@ CpuKernel bind_backward_quantized(const CpuBindContext& ctx, bool accumulate) {
       product_of_codes<T>(gradient, d_scale_inv, args.inputs[5].as<uint8_t>(), *args.inputs[6].as<float>(),
                           {rows, in, out}, has_addend ? args.inputs[7].as<T>() : nullptr, args.outputs[0].as<T>());
       weight_gradient<T>(gradient, d_scale_inv, args.inputs[3].as<uint8_t>(), *args.inputs[4].as<float>(),
-                         {rows, in, out}, accumulate, args.outputs[1].as<T>());
+                         {rows, in, out}, accumulate, args.outputs[1].as<T>(), x_transposed);
     };
   });
 }

@@ -21,6 +21,7 @@ void register_model_ops(graph::OpRegistry& registry) {
   defs::register_dequantize_fp4_ops(registry);
   defs::register_fp8_ops(registry);
   defs::register_fp8_output_ops(registry);
+  defs::register_fp8_transpose_op(registry);
   defs::register_round_fp16_ops(registry);
   defs::register_moe_router_ops(registry);
   defs::register_moe_dispatch_ops(registry);

@@ -20,7 +20,8 @@
 //   measure():       global_grad_norm (norm and clip factor on the device) → one wait, read both
 //   update():        the optimizer's step (gradients scaled by the device clip factor, masters
 //                    updated, bf16 weights rewritten) → fp8_hybrid full fine-tuning: the trained
-//                    weights' FP8 copies rewritten → accumulators zeroed → FP8 scaling rolled
+//                    weights' FP8 copies rewritten → accumulators zeroed → FP8 scaling rolled, its
+//                    row[0]s copied back for the next micro-batch's launches (fp8_delayed_sites.h)
 // The host waits only in measure(), to read the loss and grad norm the trainer logs and checks.
 // Host copies: weights() are fp32 (after download(): the fp32 masters, or the bf16 weights
 // widened exactly); frozen weights (the LoRA base) live on the device only in bf16, written once
@@ -38,6 +39,7 @@
 #include "train/device/cuda_evaluator.h"
 #include "train/device/cuda_pipeline_device.h"
 #include "train/device/cuda_rank_state.h"
+#include "train/device/fp8_delayed_sites.h"
 #include "train/device/fp8_state.h"
 #include "train/device/training_device.h"
 #include "train/quantized_weights.h"
@@ -51,7 +53,10 @@ public:
       : plan_(*setup.plan), config_(*setup.config), layout_(cuda_trainable_layout(plan_, setup.specs)),
         host_(cuda_host_weights(setup.specs, layout_)), weights_(host_.weights), trainable_(host_.trainable),
         rank_(std::make_unique<CudaRankState>(setup, layout_, 0, layout_.entries.size())) {
-    if ((fp8_ = fp8_state(plan_))) fp8_host_.assign(static_cast<size_t>(fp8_->shape.floats()), 0.0f);
+    if ((fp8_ = fp8_state(plan_))) {
+      fp8_host_.assign(static_cast<size_t>(fp8_->shape.floats()), 0.0f);
+      fp8_delayed_.emplace(fp8_->shape.sites, fp8_->shape.history);
+    }
   }
 
   std::string description() const override {
@@ -84,7 +89,10 @@ public:
     rank_->upload_weights(weights_);
     rank_->refresh_fp8_weight_copies();
     rank_->optimizer()->upload(rank_->stream());
-    if (fp8_) copy_fp8(fp8_device(), fp8_host_.data(), cudaMemcpyHostToDevice);
+    if (fp8_) {
+      copy_fp8(fp8_device(), fp8_host_.data(), cudaMemcpyHostToDevice);
+      fp8_delayed_->restore(fp8_host_.data(), rank_->backend());
+    }
     rank_->synchronize();
   }
 
@@ -103,7 +111,10 @@ public:
   // in host memory and is updated there: then a checkpoint copies it.
   bool host_views_are_live() const override { return config_.offload_optimizer; }
 
-  void accumulate(std::span<const runtime::InputBinding> inputs) override { rank_->accumulate(inputs); }
+  void accumulate(std::span<const runtime::InputBinding> inputs) override {
+    if (fp8_delayed_) fp8_delayed_->apply(rank_->backend());
+    rank_->accumulate(inputs);
+  }
 
   StepMetrics measure() override {
     rank_->gradient_norm(0, layout_.entries.size());
@@ -123,7 +134,10 @@ public:
     rank_->step(step);
     rank_->refresh_fp8_weight_copies();
     rank_->zero_accumulators();
-    if (fp8_) cuda::fp8_roll_history(fp8_device(), fp8_->shape.sites, fp8_->shape.history, step.step, rank_->stream());
+    if (fp8_) {
+      cuda::fp8_roll_history(fp8_device(), fp8_->shape.sites, fp8_->shape.history, step.step, rank_->stream());
+      fp8_delayed_->after_roll(fp8_device(), rank_->stream());
+    }
   }
 
   void skip_update() override {
@@ -151,6 +165,7 @@ private:
   std::unique_ptr<CudaRankState> rank_;  // the backend, masters, accumulators and optimizer
   std::optional<Fp8State> fp8_;   // fp8_hybrid's scaling state (in the plan's parameters)
   std::vector<float> fp8_host_;   // its host copy: zeros at the start, what checkpoints read and restore
+  std::optional<Fp8DelayedSites> fp8_delayed_;  // which of its sites the kernels may skip checking
 };
 
 }  // namespace

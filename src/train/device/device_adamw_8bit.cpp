@@ -32,8 +32,7 @@ public:
     }
     for (auto* state : {&first_absmax_, &second_absmax_}) state->allocate(memory);
     for (auto* state : {&first_codes_, &second_codes_}) state->allocate(memory);
-    signed_code_ = cuda::to_device(std::vector<float>(signed_map.begin(), signed_map.end()));
-    unsigned_code_ = cuda::to_device(std::vector<float>(unsigned_map.begin(), unsigned_map.end()));
+    codes_ = cuda::to_device(std::vector{cuda::adamw_8bit_codes(signed_map.data(), unsigned_map.data())});
 
     // The launch tables, built once: every pointer is fixed for the optimizer's life.
     std::vector<cuda::AdamW8bitTensor> tensors;
@@ -87,8 +86,7 @@ public:
   void step(const OptimizerStep& step, const float* clip, cudaStream_t stream) override {
     // Decay applies per tensor (the table's `decays`), so the step carries lr · wd for all; the
     // rounding key is the step's (a bf16 master's tensor key comes from its table index).
-    cuda::adamw_8bit_update(tensors_.data(), jobs_.data(), static_cast<int64_t>(jobs_.size()), signed_code_.data(),
-                            unsigned_code_.data(), clip,
+    cuda::adamw_8bit_update(tensors_.data(), jobs_.data(), static_cast<int64_t>(jobs_.size()), codes_.data(), clip,
                             adamw_kernel_step(settings_, step, true, device_rounding_step_key(rounding_seed_, step)),
                             stream);
   }
@@ -105,7 +103,7 @@ private:
   MirroredState<uint8_t> first_codes_, second_codes_;
   MirroredState<float> first_absmax_, second_absmax_;
   std::vector<Offsets> offsets_;
-  cuda::DeviceBuffer<float> signed_code_, unsigned_code_;
+  cuda::DeviceBuffer<cuda::AdamW8bitCodes> codes_;  // both code books and their nearest-code tables
   cuda::DeviceBuffer<cuda::AdamW8bitTensor> tensors_;
   cuda::DeviceBuffer<cuda::AdamW8bitJob> jobs_;
 };
