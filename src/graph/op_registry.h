@@ -234,6 +234,10 @@ struct OpDef {
   // The op adds into its output instead of overwriting it (accumulate,
   // linear_backward_weight_accumulate): the only ops that may write a parameter's gradient.
   bool accumulates_into_output = false;
+  // Inputs the kernels never read: an edge for autodiff and shapes only (linear_fp8's bf16 x, the
+  // input its gradient flows to; the quantized FP8 backward ops' d_out). A backend may skip
+  // writing a tensor that only such inputs take (runtime::CudaBindContext::outputs_read).
+  std::vector<size_t> unread_inputs = {};
 };
 
 class OpRegistry {

@@ -256,7 +256,11 @@ void CudaBackend::bind_steps(const OpRegistry& registry) {
   steps_.reserve(plan.steps.size());
   std::set<TensorId> read;  // what some step, the caller (graph outputs, loss) or the optimizer reads
   for (const compiler::PlanStep& step : plan.steps) {
-    for (TensorId id : plan.graph.node(step.node).inputs) read.insert(id);
+    const Node& node = plan.graph.node(step.node);
+    const std::vector<size_t>& unread = registry.get(node.op).unread_inputs;
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      if (std::find(unread.begin(), unread.end(), i) == unread.end()) read.insert(node.inputs[i]);
+    }
   }
   for (TensorId id : plan.graph.outputs) read.insert(id);
   for (const auto& [parameter, gradient] : plan.parameter_gradients) read.insert(gradient);

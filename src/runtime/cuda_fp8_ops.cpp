@@ -258,6 +258,12 @@ struct ProducerSite {
   }
 };
 
+// A producer's bf16 output that no step reads (CudaBindContext::outputs_read: full fine-tuning's
+// projections read the codes, OpDef::unread_inputs) is not written once the host knows the site's
+// delayed amax: no pending pass reads it either. 100 MB of writes per Qwen3-1.7B layer and
+// micro-batch of 4,096 tokens (the SwiGLU's output and both its input gradients, the two norms).
+bool skip_unread(bool read, const cuda::Fp8Output& site) { return !read && site.delayed_known; }
+
 // rmsnorm_fp8 (x, weight, state) and fused_residual_rmsnorm_fp8 (residual_in, x, weight, state):
 // the block-per-row kernel only (a hidden-size norm; per-head norms are not projection inputs).
 CudaKernel bind_rmsnorm_fp8(const CudaBindContext& ctx, bool residual) {
@@ -271,15 +277,17 @@ CudaKernel bind_rmsnorm_fp8(const CudaBindContext& ctx, bool residual) {
   const ProducerSite site(ctx, scratch);
   ctx.resources.reserve_scratch(scratch.bytes);
   CudaResources* resources = &ctx.resources;
+  const bool normed_read = ctx.output_read(0);
   return [=](const CudaKernelArgs& args) {
     const cuda::Fp8Output out = site.at(resources, args);
+    bf16* normed = skip_unread(normed_read, out) ? nullptr : args.outputs[0].as<bf16>();
     if (residual) {
-      cuda::residual_rmsnorm_forward_fp8(args.outputs[0].as<bf16>(), args.outputs[1].as<bf16>(),
+      cuda::residual_rmsnorm_forward_fp8(normed, args.outputs[1].as<bf16>(),
                                          args.outputs[2].as<float>(), args.inputs[0].as<const bf16>(),
                                          args.inputs[1].as<const bf16>(), args.inputs[2].as<const bf16>(), rows,
                                          channels, eps, out, args.stream);
     } else {
-      cuda::rmsnorm_forward_fp8(args.outputs[0].as<bf16>(), args.outputs[1].as<float>(), args.inputs[0].as<const bf16>(),
+      cuda::rmsnorm_forward_fp8(normed, args.outputs[1].as<float>(), args.inputs[0].as<const bf16>(),
                                 args.inputs[1].as<const bf16>(), rows, channels, eps, out, args.stream);
     }
   };
@@ -293,9 +301,12 @@ CudaKernel bind_swiglu_fp8(const CudaBindContext& ctx) {
   const ProducerSite site(ctx, scratch);
   ctx.resources.reserve_scratch(scratch.bytes);
   CudaResources* resources = &ctx.resources;
+  const bool out_read = ctx.output_read(0);
   return [=](const CudaKernelArgs& args) {
-    cuda::swiglu_forward_fp8(args.outputs[0].as<bf16>(), args.inputs[0].as<const bf16>(), args.inputs[1].as<const bf16>(),
-                             rows, channels, channels, site.at(resources, args), args.stream);
+    const cuda::Fp8Output out = site.at(resources, args);
+    cuda::swiglu_forward_fp8(skip_unread(out_read, out) ? nullptr : args.outputs[0].as<bf16>(),
+                             args.inputs[0].as<const bf16>(), args.inputs[1].as<const bf16>(), rows, channels, channels,
+                             out, args.stream);
   };
 }
 
@@ -311,6 +322,7 @@ CudaKernel bind_swiglu_backward_fp8(const CudaBindContext& ctx) {
   const size_t amaxes = scratch.take(2 * sizeof(float));
   ctx.resources.reserve_scratch(scratch.bytes);
   CudaResources* resources = &ctx.resources;
+  const bool gate_read = ctx.output_read(0), up_read = ctx.output_read(1);
   return [=](const CudaKernelArgs& args) {
     float* amax = scratch_at<float>(resources, amaxes);
     const bool gate_delayed = resources->fp8_delayed(gate_site), up_delayed = resources->fp8_delayed(up_site);
@@ -320,9 +332,10 @@ CudaKernel bind_swiglu_backward_fp8(const CudaBindContext& ctx) {
                                format, gate_delayed};
     const cuda::Fp8Output up{state + up_offset, amax + 1, args.outputs[4].as<uint8_t>(), args.outputs[5].as<float>(),
                              format, up_delayed};
-    cuda::swiglu_backward_fp8(args.outputs[0].as<bf16>(), args.outputs[1].as<bf16>(), args.inputs[0].as<const bf16>(),
-                              args.inputs[1].as<const bf16>(), args.inputs[2].as<const bf16>(), rows, channels, gate, up,
-                              args.stream);
+    cuda::swiglu_backward_fp8(skip_unread(gate_read, gate) ? nullptr : args.outputs[0].as<bf16>(),
+                              skip_unread(up_read, up) ? nullptr : args.outputs[1].as<bf16>(),
+                              args.inputs[0].as<const bf16>(), args.inputs[1].as<const bf16>(),
+                              args.inputs[2].as<const bf16>(), rows, channels, gate, up, args.stream);
   };
 }
 

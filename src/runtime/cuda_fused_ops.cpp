@@ -129,6 +129,7 @@ CudaKernel bind_fused_rmsnorm_rope_backward_typed(const CudaBindContext& ctx) {
   const size_t amax = kFp8 ? scratch.take(sizeof(float)) : 0;
   ctx.resources.reserve_scratch(scratch.bytes);
   CudaResources* resources = &ctx.resources;
+  const bool d_x_read = ctx.output_read(0);
   return [=](const CudaKernelArgs& args) {
     const cuda::QkNormRopeShape& s = layout.shape;
     cuda::Fp8Output site;
@@ -149,7 +150,10 @@ CudaKernel bind_fused_rmsnorm_rope_backward_typed(const CudaBindContext& ctx) {
     const float* rstd = args.inputs[3].as<const float>();
     const int32_t* positions = args.inputs[4].as<const int32_t>();
     if (layout.fused && kFp8) {
-      cuda::qk_norm_rope_backward_fp8(args.outputs[0].as<__nv_bfloat16>(), accumulator, partial_rows,
+      // An unread bf16 d_x (full fine-tuning: the projection reads the codes) is not written once
+      // the host knows the delayed amax (runtime/cuda_fp8_ops.cpp's skip_unread).
+      cuda::qk_norm_rope_backward_fp8(d_x_read || !site.delayed_known ? args.outputs[0].as<__nv_bfloat16>() : nullptr,
+                                      accumulator, partial_rows,
                                       args.inputs[0].as<const __nv_bfloat16>(), args.inputs[1].as<const __nv_bfloat16>(),
                                       args.inputs[2].as<const __nv_bfloat16>(), rstd, layout.inverse_frequency->data(),
                                       positions, s, site, args.stream);

@@ -16,8 +16,7 @@
 //   fp8_transpose       FP8 codes [rows, columns] → [columns, rows] (the weight gradient's
 //                       operands: FP8 products take both K-major, and there K is the tokens).
 //                       These live in fp8_transpose.cu: 64 × 64-byte tiles with 16-byte
-//                       accesses where both sizes are multiples of 64 (a block moves a strip of
-//                       four); fp8_transpose_pair runs two in one launch.
+//                       accesses where both sizes are multiples of 64.
 //   Fp8Output / fp8_quantize_pending  a producer that quantizes its own bf16 output (E4M3, or
 //                       E5M2 for a gradient; rmsnorm.h, swiglu.h: the "_fp8" entry points;
 //                       fp8_epilogue.cuh): with a
@@ -59,8 +58,8 @@ void fp8_roll_history(float* state, int64_t sites, int64_t history, int64_t step
 void fp8_quantize_weight(const __nv_bfloat16* w, int64_t rows, int64_t columns, float* amax, uint8_t* codes,
                          uint8_t* transposed, float* scale_inv, cudaStream_t stream);
 void fp8_transpose(const uint8_t* in, int64_t rows, int64_t columns, uint8_t* out, cudaStream_t stream);
-// Two transposes of the same row count in one launch (a weight gradient's two operands), or two
-// fp8_transpose calls where a shape or pointer does not suit the 16-byte path.
+// A weight gradient's two operands (the same row count): two fp8_transpose launches (a single
+// launch over both was slower; fp8_transpose.cu).
 void fp8_transpose_pair(const uint8_t* in_a, int64_t columns_a, uint8_t* out_a, const uint8_t* in_b, int64_t columns_b,
                         uint8_t* out_b, int64_t rows, cudaStream_t stream);
 

@@ -127,8 +127,10 @@ __global__ void qk_norm_rope_backward_kernel(T* dinput, float* partials, const T
       dx_high[i] = rstd * (g_high[i] - x_high[i] * dot);
     }
     const kernels::Vec8<T> packed_low = kernels::pack<T>(dx_low), packed_high = kernels::pack<T>(dx_high);
-    kernels::store_x8(dinput + row * shape.head_dim + first, packed_low);
-    kernels::store_x8(dinput + row * shape.head_dim + first + half, packed_high);
+    if (kFp8 == 0 || dinput != nullptr) {  // the FP8 form may skip an unread bf16 d_x
+      kernels::store_x8(dinput + row * shape.head_dim + first, packed_low);
+      kernels::store_x8(dinput + row * shape.head_dim + first + half, packed_high);
+    }
     if constexpr (kFp8 != 0) {
       kernels::unpack(packed_low, dx_low);  // the bf16 values dinput holds
       kernels::unpack(packed_high, dx_high);
@@ -215,6 +217,8 @@ void qk_norm_rope_backward_fp8(__nv_bfloat16* dinput, float* dweight, float* scr
                                const float* inv_freq, const int32_t* position_ids, const QkNormRopeShape& shape,
                                const Fp8Output& fp8_out, cudaStream_t stream) {
   check_shape(shape);
+  CUDA_REQUIRE(dinput != nullptr || fp8_out.delayed_known,
+               "qk_norm_rope_backward_fp8: no bf16 d_x only with a known delayed amax");
   if (shape.tokens * shape.heads == 0) return;
   const int blocks = static_cast<int>(backward_blocks(shape));
   using bf16 = __nv_bfloat16;

@@ -47,7 +47,8 @@ void qk_norm_rope_backward(T* dinput, float* dweight, float* scratch, const T* d
 
 // The backward in bf16, also writing the codes of dinput in fp8_out.format (the fp8_hybrid recipe's
 // gradient for the q / k projection; fp8_quantize.h's Fp8Output): bit for bit the backward then
-// fp8_record_amax + fp8_quantize of dinput.
+// fp8_record_amax + fp8_quantize of dinput. `dinput` may be null when nothing reads the bf16
+// gradient (full fine-tuning) and fp8_out.delayed_known.
 void qk_norm_rope_backward_fp8(__nv_bfloat16* dinput, float* dweight, float* scratch, const __nv_bfloat16* dout,
                                const __nv_bfloat16* input, const __nv_bfloat16* weight, const float* rstd,
                                const float* inv_freq, const int32_t* position_ids, const QkNormRopeShape& shape,

@@ -54,7 +54,7 @@ __global__ void rmsnorm_forward_kernel(T* out, T* residual_out, float* rstd_out,
     kernels::unpack(kernels::load_x8(weight + vector * kPackWidth), w);
 #pragma unroll
     for (int i = 0; i < kPackWidth; ++i) values[v][i] = values[v][i] * rstd * w[i];
-    kernels::store_x8(out + row_offset + vector * kPackWidth, kernels::pack<T>(values[v]));
+    if (out != nullptr) kernels::store_x8(out + row_offset + vector * kPackWidth, kernels::pack<T>(values[v]));
   }
   if constexpr (kFp8) {
     const fp8::EpilogueState site = fp8::epilogue_begin(fp8_out.row, fp8_out.scale_inv, blockIdx.x == 0);
@@ -217,6 +217,7 @@ void residual_rmsnorm_forward(T* out, T* residual_out, float* rstd,
 void rmsnorm_forward_fp8(__nv_bfloat16* out, float* rstd, const __nv_bfloat16* input, const __nv_bfloat16* weight,
                          int64_t rows, int64_t channels, float epsilon, const Fp8Output& fp8_out, cudaStream_t stream) {
   check_shape(channels);
+  CUDA_REQUIRE(out != nullptr || fp8_out.delayed_known, "rmsnorm_forward_fp8: no bf16 output only with a known delayed amax");
   if (rows == 0) return;
   rmsnorm_forward_kernel<false, true, __nv_bfloat16><<<static_cast<unsigned>(rows), threads_for(channels), 0, stream>>>(
       out, nullptr, rstd, nullptr, input, weight, static_cast<int>(channels), epsilon, fp8_out);
@@ -229,6 +230,8 @@ void residual_rmsnorm_forward_fp8(__nv_bfloat16* out, __nv_bfloat16* residual_ou
                                   const __nv_bfloat16* weight, int64_t rows, int64_t channels, float epsilon,
                                   const Fp8Output& fp8_out, cudaStream_t stream) {
   check_shape(channels);
+  CUDA_REQUIRE(out != nullptr || fp8_out.delayed_known,
+               "residual_rmsnorm_forward_fp8: no bf16 output only with a known delayed amax");
   if (rows == 0) return;
   rmsnorm_forward_kernel<true, true, __nv_bfloat16><<<static_cast<unsigned>(rows), threads_for(channels), 0, stream>>>(
       out, residual_out, rstd, residual_in, input, weight, static_cast<int>(channels), epsilon, fp8_out);

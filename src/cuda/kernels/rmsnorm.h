@@ -41,7 +41,9 @@ void residual_rmsnorm_forward(T* out, T* residual_out, float* rstd,
                               cudaStream_t stream);
 
 // The same, bf16, also writing the E4M3 codes of `out` for the fp8_hybrid recipe (fp8_quantize.h's
-// Fp8Output: bit for bit the forward then fp8_record_amax + fp8_quantize of `out`).
+// Fp8Output: bit for bit the forward then fp8_record_amax + fp8_quantize of `out`). `out` may be
+// null when nothing reads the bf16 values (full fine-tuning: the projections read the codes) and
+// fp8_out.delayed_known (no pending pass reads them either).
 void rmsnorm_forward_fp8(__nv_bfloat16* out, float* rstd, const __nv_bfloat16* input, const __nv_bfloat16* weight,
                          int64_t rows, int64_t channels, float epsilon, const Fp8Output& fp8_out, cudaStream_t stream);
 void residual_rmsnorm_forward_fp8(__nv_bfloat16* out, __nv_bfloat16* residual_out, float* rstd,

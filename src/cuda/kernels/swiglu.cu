@@ -59,7 +59,7 @@ __global__ void swiglu_forward_fp8_kernel(__nv_bfloat16* out, const __nv_bfloat1
     float y[kPackWidth];
     swiglu_values(gate + row * stride + column, up + row * stride + column, y);
     const kernels::Vec8<__nv_bfloat16> packed = kernels::pack<__nv_bfloat16>(y);
-    kernels::store_x8(out + row * channels + column, packed);
+    if (out != nullptr) kernels::store_x8(out + row * channels + column, packed);
     kernels::unpack(packed, y);  // the bf16 values `out` holds
 #pragma unroll
     for (int i = 0; i < kPackWidth; ++i) bits = max(bits, fp8::amax_bits(y[i]));
@@ -106,8 +106,8 @@ __global__ void swiglu_backward_fp8_kernel(__nv_bfloat16* dgate, __nv_bfloat16* 
     swiglu_gradients(g, u, dy, dg, du);
     const kernels::Vec8<__nv_bfloat16> dg_packed = kernels::pack<__nv_bfloat16>(dg);
     const kernels::Vec8<__nv_bfloat16> du_packed = kernels::pack<__nv_bfloat16>(du);
-    kernels::store_x8(dgate + offset, dg_packed);
-    kernels::store_x8(dup + offset, du_packed);
+    if (dgate != nullptr) kernels::store_x8(dgate + offset, dg_packed);
+    if (dup != nullptr) kernels::store_x8(dup + offset, du_packed);
     kernels::unpack(dg_packed, dg);  // the bf16 values the gradients hold
     kernels::unpack(du_packed, du);
 #pragma unroll
@@ -144,6 +144,7 @@ void swiglu_forward(T* out, const T* gate, const T* up, int64_t rows,
 void swiglu_forward_fp8(__nv_bfloat16* out, const __nv_bfloat16* gate, const __nv_bfloat16* up, int64_t rows,
                         int64_t channels, int64_t input_stride, const Fp8Output& fp8_out, cudaStream_t stream) {
   check_shape(channels, input_stride);
+  CUDA_REQUIRE(out != nullptr || fp8_out.delayed_known, "swiglu_forward_fp8: no bf16 output only with a known delayed amax");
   const int64_t work = rows * channels / kPackWidth;
   if (work == 0) return;
   swiglu_forward_fp8_kernel<<<static_cast<unsigned>((work + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
@@ -157,6 +158,8 @@ void swiglu_backward_fp8(__nv_bfloat16* dgate, __nv_bfloat16* dup, const __nv_bf
                          const Fp8Output& up_out, cudaStream_t stream) {
   check_shape(channels, channels);
   CUDA_REQUIRE(gate_out.format == up_out.format, "swiglu_backward_fp8: both gradients take one format");
+  CUDA_REQUIRE((dgate != nullptr || gate_out.delayed_known) && (dup != nullptr || up_out.delayed_known),
+               "swiglu_backward_fp8: no bf16 gradient only with a known delayed amax");
   const int64_t work = rows * channels / kPackWidth;
   if (work == 0) return;
   const unsigned blocks = static_cast<unsigned>((work + kThreads - 1) / kThreads);

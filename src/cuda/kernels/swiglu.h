@@ -24,12 +24,16 @@ void swiglu_forward(T* out, const T* gate, const T* up, int64_t rows,
 
 // The forward in bf16, also writing the E4M3 codes of `out` for the fp8_hybrid recipe
 // (fp8_quantize.h's Fp8Output: bit for bit the forward then fp8_record_amax + fp8_quantize of `out`).
+// `out` may be null when nothing reads it and fp8_out.delayed_known (full fine-tuning's down_proj
+// reads the codes only).
 void swiglu_forward_fp8(__nv_bfloat16* out, const __nv_bfloat16* gate, const __nv_bfloat16* up, int64_t rows,
                         int64_t channels, int64_t input_stride, const Fp8Output& fp8_out, cudaStream_t stream);
 
 // The backward in bf16 (rows of `channels`, stride = channels), also writing the codes of d_gate
 // and of d_up, each at its own site, both in gate_out.format (the fp8_hybrid recipe's gradient
-// format): bit for bit the backward then fp8_record_amax + fp8_quantize of each gradient.
+// format): bit for bit the backward then fp8_record_amax + fp8_quantize of each gradient. Either
+// bf16 gradient may be null when nothing reads it and its site's delayed_known (full fine-tuning's
+// gate and up read the codes only; LoRA's adapters read the bf16).
 void swiglu_backward_fp8(__nv_bfloat16* dgate, __nv_bfloat16* dup, const __nv_bfloat16* dout, const __nv_bfloat16* gate,
                          const __nv_bfloat16* up, int64_t rows, int64_t channels, const Fp8Output& gate_out,
                          const Fp8Output& up_out, cudaStream_t stream);

@@ -501,6 +501,7 @@ void register_fp8_ops(OpRegistry& registry) {
       .gradient = linear_gradient,
       .cpu = bind_linear,
       .variadic_inputs = true,
+      .unread_inputs = {0},
   });
   registry.add(OpDef{
       .name = "linear_fp8_backward_input",
@@ -519,6 +520,7 @@ void register_fp8_ops(OpRegistry& registry) {
       .gradient = {},
       .cpu = bind_backward_input_quantized,
       .variadic_inputs = true,
+      .unread_inputs = {0},
   });
   registry.add(OpDef{
       .name = "linear_fp8_backward",
@@ -539,6 +541,7 @@ void register_fp8_ops(OpRegistry& registry) {
         .cpu = [accumulate](const CpuBindContext& ctx) { return bind_backward_quantized(ctx, accumulate); },
         .variadic_inputs = true,
         .accumulates_into_output = accumulate,
+        .unread_inputs = {0},
     });
   }
   registry.add(OpDef{
