@@ -72,6 +72,14 @@ __device__ __forceinline__ void bf16x8_to_float(uint4 packed, float* out) {
   }
 }
 
+// fp32 elements 8·v8 .. 8·v8 + 7 (two 16-byte loads: the vector path checked the alignment).
+__device__ __forceinline__ void load_float8(const float* values, int64_t v8, float* out) {
+  const float4 low = reinterpret_cast<const float4*>(values)[2 * v8];
+  const float4 high = reinterpret_cast<const float4*>(values)[2 * v8 + 1];
+  out[0] = low.x, out[1] = low.y, out[2] = low.z, out[3] = low.w;
+  out[4] = high.x, out[5] = high.y, out[6] = high.z, out[7] = high.w;
+}
+
 // The bf16 weight written: round to nearest from an fp32 master, stochastic for a bf16 master.
 __device__ __forceinline__ __nv_bfloat16 to_bf16(float value, bool fp32_master, uint64_t rounding_key,
                                                  int64_t index) {
@@ -95,18 +103,12 @@ __device__ __forceinline__ void update_elements(const AdamW8bitTensor& t, int te
     first_codes = reinterpret_cast<const uint2*>(t.first_codes)[v8];
     second_codes = reinterpret_cast<const uint2*>(t.second_codes)[v8];
     if (t.grad) {
-      const float4 low = reinterpret_cast<const float4*>(t.grad)[2 * v8];
-      const float4 high = reinterpret_cast<const float4*>(t.grad)[2 * v8 + 1];
-      g[0] = low.x, g[1] = low.y, g[2] = low.z, g[3] = low.w;
-      g[4] = high.x, g[5] = high.y, g[6] = high.z, g[7] = high.w;
+      load_float8(t.grad, v8, g);
     } else {
       bf16x8_to_float(reinterpret_cast<const uint4*>(t.grad_bf16)[v8], g);
     }
     if (kFp32Master) {
-      const float4 low = reinterpret_cast<const float4*>(t.master)[2 * v8];
-      const float4 high = reinterpret_cast<const float4*>(t.master)[2 * v8 + 1];
-      p[0] = low.x, p[1] = low.y, p[2] = low.z, p[3] = low.w;
-      p[4] = high.x, p[5] = high.y, p[6] = high.z, p[7] = high.w;
+      load_float8(t.master, v8, p);
     } else {
       bf16x8_to_float(reinterpret_cast<const uint4*>(t.params)[v8], p);
     }
