@@ -156,8 +156,9 @@ CudaKernel bind_backward_input(const CudaBindContext& ctx) {
 
 // The weight gradient of a trained projection from its gradient's codes (FP8 tensor-core
 // products take both operands K-major, so the tokens must be contiguous): d_q and xq transposed
-// into scratch (one launch), then d_qᵀ · xqᵀᵀ into d_weight (beta = 1 when accumulating), full
-// accumulation. With {x_transposed} xq already is [in, rows] (a shared transpose_fp8).
+// into scratch, then d_qᵀ · xqᵀᵀ into d_weight (beta = 1 when accumulating), full accumulation.
+// With {x_transposed} xq already is [in, rows] (a shared transpose_fp8). One launch per transpose:
+// a launch over both (a job table in the kernel's parameters) moved the bytes 2.2× slower (H200).
 struct WeightGradient {
   int64_t rows = 0, in = 0, out = 0;
   bool x_transposed = false;
@@ -177,13 +178,11 @@ struct WeightGradient {
   void run(CudaResources* resources, const void* d_codes, const float* d_scale_inv, const void* x_codes,
            const float* x_scale_inv, bf16* d_weight, cudaStream_t stream) const {
     uint8_t* d_codes_t = scratch_at<uint8_t>(resources, codes_t);
+    cuda::fp8_transpose(static_cast<const uint8_t*>(d_codes), rows, out, d_codes_t, stream);
     const void* x_codes_t = x_codes;
-    if (x_transposed) {
-      cuda::fp8_transpose(static_cast<const uint8_t*>(d_codes), rows, out, d_codes_t, stream);
-    } else {
+    if (!x_transposed) {
       uint8_t* x_scratch = scratch_at<uint8_t>(resources, x_t);
-      cuda::fp8_transpose_pair(static_cast<const uint8_t*>(d_codes), out, d_codes_t,
-                               static_cast<const uint8_t*>(x_codes), in, x_scratch, rows, stream);
+      cuda::fp8_transpose(static_cast<const uint8_t*>(x_codes), rows, in, x_scratch, stream);
       x_codes_t = x_scratch;
     }
     resources->fp8_matmul().run(shape, d_weight, d_codes_t, d_scale_inv, x_codes_t, x_scale_inv, nullptr, nullptr,
@@ -259,10 +258,9 @@ struct ProducerSite {
 };
 
 // A producer's bf16 output that no step reads (CudaBindContext::outputs_read: full fine-tuning's
-// projections read the codes, OpDef::unread_inputs) is not written once the host knows the site's
-// delayed amax: no pending pass reads it either. 100 MB of writes per Qwen3-1.7B layer and
-// micro-batch of 4,096 tokens (the SwiGLU's output and both its input gradients, the two norms).
-bool skip_unread(bool read, const cuda::Fp8Output& site) { return !read && site.delayed_known; }
+// projections read the codes, OpDef::unread_inputs) is passed as null once the host knows the
+// site's delayed amax (Fp8Output::needs_bf16): ~150 MB of writes fewer per Qwen3-1.7B layer and
+// micro-batch of 4,096 tokens.
 
 // rmsnorm_fp8 (x, weight, state) and fused_residual_rmsnorm_fp8 (residual_in, x, weight, state):
 // the block-per-row kernel only (a hidden-size norm; per-head norms are not projection inputs).
@@ -280,7 +278,7 @@ CudaKernel bind_rmsnorm_fp8(const CudaBindContext& ctx, bool residual) {
   const bool normed_read = ctx.output_read(0);
   return [=](const CudaKernelArgs& args) {
     const cuda::Fp8Output out = site.at(resources, args);
-    bf16* normed = skip_unread(normed_read, out) ? nullptr : args.outputs[0].as<bf16>();
+    bf16* normed = out.needs_bf16(normed_read) ? args.outputs[0].as<bf16>() : nullptr;
     if (residual) {
       cuda::residual_rmsnorm_forward_fp8(normed, args.outputs[1].as<bf16>(),
                                          args.outputs[2].as<float>(), args.inputs[0].as<const bf16>(),
@@ -304,7 +302,7 @@ CudaKernel bind_swiglu_fp8(const CudaBindContext& ctx) {
   const bool out_read = ctx.output_read(0);
   return [=](const CudaKernelArgs& args) {
     const cuda::Fp8Output out = site.at(resources, args);
-    cuda::swiglu_forward_fp8(skip_unread(out_read, out) ? nullptr : args.outputs[0].as<bf16>(),
+    cuda::swiglu_forward_fp8(out.needs_bf16(out_read) ? args.outputs[0].as<bf16>() : nullptr,
                              args.inputs[0].as<const bf16>(), args.inputs[1].as<const bf16>(), rows, channels, channels,
                              out, args.stream);
   };
@@ -332,8 +330,8 @@ CudaKernel bind_swiglu_backward_fp8(const CudaBindContext& ctx) {
                                format, gate_delayed};
     const cuda::Fp8Output up{state + up_offset, amax + 1, args.outputs[4].as<uint8_t>(), args.outputs[5].as<float>(),
                              format, up_delayed};
-    cuda::swiglu_backward_fp8(skip_unread(gate_read, gate) ? nullptr : args.outputs[0].as<bf16>(),
-                              skip_unread(up_read, up) ? nullptr : args.outputs[1].as<bf16>(),
+    cuda::swiglu_backward_fp8(gate.needs_bf16(gate_read) ? args.outputs[0].as<bf16>() : nullptr,
+                              up.needs_bf16(up_read) ? args.outputs[1].as<bf16>() : nullptr,
                               args.inputs[0].as<const bf16>(), args.inputs[1].as<const bf16>(),
                               args.inputs[2].as<const bf16>(), rows, channels, gate, up, args.stream);
   };

@@ -151,8 +151,8 @@ CudaKernel bind_fused_rmsnorm_rope_backward_typed(const CudaBindContext& ctx) {
     const int32_t* positions = args.inputs[4].as<const int32_t>();
     if (layout.fused && kFp8) {
       // An unread bf16 d_x (full fine-tuning: the projection reads the codes) is not written once
-      // the host knows the delayed amax (runtime/cuda_fp8_ops.cpp's skip_unread).
-      cuda::qk_norm_rope_backward_fp8(d_x_read || !site.delayed_known ? args.outputs[0].as<__nv_bfloat16>() : nullptr,
+      // the host knows the delayed amax.
+      cuda::qk_norm_rope_backward_fp8(site.needs_bf16(d_x_read) ? args.outputs[0].as<__nv_bfloat16>() : nullptr,
                                       accumulator, partial_rows,
                                       args.inputs[0].as<const __nv_bfloat16>(), args.inputs[1].as<const __nv_bfloat16>(),
                                       args.inputs[2].as<const __nv_bfloat16>(), rstd, layout.inverse_frequency->data(),

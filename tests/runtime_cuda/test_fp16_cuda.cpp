@@ -36,6 +36,7 @@
 #include "core/bfloat16.h"
 #include "cuda/device_info.h"
 #include "io/model_config.h"
+#include "runtime_cuda/random_16bit_weights.h"
 #include "runtime_cuda/synthetic_config.h"
 #include "models/decoder_graph.h"
 #include "models/fp16_emulation.h"
@@ -120,18 +121,9 @@ TEST_P(Fp16DecoderOnCuda, LossAndGradientsMatchTheCpuEmulation) {
   }
   // Fresh random weights, rounded to fp16 once: bits for CUDA, their exact values for the CPU.
   std::mt19937 rng(std::random_device{}());
-  std::normal_distribution<float> normal(0.0f, 0.05f);
-  std::vector<std::vector<uint16_t>> bits;
-  std::vector<std::vector<float>> values;
-  for (const models::ParameterSpec& spec : specs) {
-    const size_t count = static_cast<size_t>(graph::shape_numel(spec.shape));
-    bits.emplace_back(count);
-    values.emplace_back(count);
-    for (size_t i = 0; i < count; ++i) {
-      bits.back()[i] = float_to_f16(spec.shape.size() == 1 ? 1.0f + normal(rng) : normal(rng));
-      values.back()[i] = f16_to_float(bits.back()[i]);
-    }
-  }
+  const Random16BitWeights weights = random_16bit_weights(specs, true, rng);
+  const std::vector<std::vector<uint16_t>>& bits = weights.bits;
+  const std::vector<std::vector<float>>& values = weights.values;
   const Batch batch = random_batch(config, rng);
   const int32_t seed = static_cast<int32_t>(rng());
 

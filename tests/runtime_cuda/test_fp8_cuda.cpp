@@ -8,7 +8,7 @@
 //   - fp8_quantize_weight equals ops::quantize_fp8_tensor (codes, transpose, scale_inv) and
 //     fp8_transpose a plain transpose, bit for bit, on shapes that are multiples of the 64 × 64
 //     tile (the 16-byte path, one tile or many) and that are not (the byte-per-thread path), and
-//     fp8_transpose_pair both of its transposes;
+//     a weight gradient's pair of transposes at its real shapes;
 //   - Fp8Matmul (cuBLASLt) equals the product of the decoded codes times both scales, computed in
 //     double, within the accumulation and bf16 output rounding: |got − ref| ≤ 2⁻⁷·|ref| + e·Σ|a·b|,
 //     in the settings the engine runs them (runtime/cuda_fp8_ops.cpp): the forward's E4M3 × E4M3
@@ -126,10 +126,10 @@ TEST(Fp8Cuda, QuantizeWeightAndTransposeMatchTheCpuBitForBit) {
   }
 }
 
-// fp8_transpose_pair: both transposes of one launch bit for bit; row counts that are not a multiple
-// of the 4-tile strip, the shapes of a 1.7B layer's weight gradient, and a pair whose second shape
+// A weight gradient's two transposes (its output gradient's codes and its input's, the same rows)
+// bit for bit: a 1.7B layer's shapes, row counts of one to seven tiles, and a second shape that
 // takes the byte-per-thread fallback.
-TEST(Fp8Cuda, TransposePairEqualsTwoPlainTransposes) {
+TEST(Fp8Cuda, WeightGradientTransposesMatchTheCpu) {
   if (skip_without_gpu()) GTEST_SKIP();
   std::mt19937 rng(9);
   std::uniform_int_distribution<int> byte(0, 255);
@@ -149,8 +149,8 @@ TEST(Fp8Cuda, TransposePairEqualsTwoPlainTransposes) {
     for (uint8_t& v : b) v = static_cast<uint8_t>(byte(rng));
     cuda::DeviceBuffer<uint8_t> a_device = cuda::to_device(a), b_device = cuda::to_device(b);
     cuda::DeviceBuffer<uint8_t> a_out(a.size()), b_out(b.size());
-    cuda::fp8_transpose_pair(a_device.data(), shape.columns_a, a_out.data(), b_device.data(), shape.columns_b,
-                             b_out.data(), shape.rows, nullptr);
+    cuda::fp8_transpose(a_device.data(), shape.rows, shape.columns_a, a_out.data(), nullptr);
+    cuda::fp8_transpose(b_device.data(), shape.rows, shape.columns_b, b_out.data(), nullptr);
     const std::string context = std::to_string(shape.rows) + " rows, " + std::to_string(shape.columns_a) + " and " +
                                 std::to_string(shape.columns_b) + " columns";
     EXPECT_EQ(a_out.download(), transposed(a, shape.rows, shape.columns_a)) << context;

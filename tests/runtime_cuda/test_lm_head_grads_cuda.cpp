@@ -44,6 +44,7 @@
 #include "ops/defs/register_ops.h"
 #include "runtime/cpu_backend.h"
 #include "runtime/cuda_backend.h"
+#include "runtime_cuda/random_16bit_weights.h"
 #include "runtime_cuda/synthetic_config.h"
 #include "runtime_cuda/two_document_rows.h"
 
@@ -113,21 +114,11 @@ TEST_P(LmHeadGradsOnCuda, RewrittenHeadGradientsMatchTheRecomputingBackward) {
   const size_t head_index = static_cast<size_t>(head_spec - specs.begin());
 
   // Weights rounded to the 16-bit type once: bits for CUDA, their exact values for the CPU.
-  auto to_bits = [&](float value) { return fp16 ? float_to_f16(value) : float_to_bf16(value); };
   auto from_bits = [&](uint16_t bits) { return fp16 ? f16_to_float(bits) : bf16_to_float(bits); };
   std::mt19937 rng(29);
-  std::normal_distribution<float> normal(0.0f, 0.05f);
-  std::vector<std::vector<uint16_t>> bits;
-  std::vector<std::vector<float>> values;
-  for (const models::ParameterSpec& spec : specs) {
-    const size_t count = static_cast<size_t>(graph::shape_numel(spec.shape));
-    bits.emplace_back(count);
-    values.emplace_back(count);
-    for (size_t i = 0; i < count; ++i) {
-      bits.back()[i] = to_bits(spec.shape.size() == 1 ? 1.0f + normal(rng) : normal(rng));
-      values.back()[i] = from_bits(bits.back()[i]);
-    }
-  }
+  const Random16BitWeights weights = random_16bit_weights(specs, fp16, rng);
+  const std::vector<std::vector<uint16_t>>& bits = weights.bits;
+  const std::vector<std::vector<float>>& values = weights.values;
   const Batch batch = random_batch(config, rng, fp16 ? 1024.0f : 1.0f);
 
   auto step = [&](bool cuda, bool rewrite, int64_t chunks) {

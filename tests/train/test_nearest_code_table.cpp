@@ -5,9 +5,9 @@
 // 2^32 bit patterns. The header's binary search (the kernel's previous algorithm) is checked too.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
@@ -18,16 +18,8 @@
 namespace surogate::train {
 namespace {
 
-float from_bits(uint32_t bits) {
-  float x;
-  std::memcpy(&x, &bits, sizeof(x));
-  return x;
-}
-uint32_t to_bits(float x) {
-  uint32_t bits;
-  std::memcpy(&bits, &x, sizeof(bits));
-  return bits;
-}
+float from_bits(uint32_t bits) { return std::bit_cast<float>(bits); }
+uint32_t to_bits(float x) { return std::bit_cast<uint32_t>(x); }
 
 // Checks x and the `spread` floats either side of it (by bit pattern, so across ±0 too).
 class Checker {

@@ -52,15 +52,16 @@ struct Fp8Output {
   // The host knows row[0] > 0 (runtime::CudaResources::fp8_delayed): the producer quantizes in
   // its epilogue for sure, so fp8_quantize_pending launches nothing and `amax` is never read.
   bool delayed_known = false;
+
+  // Whether the producer must still store its bf16 output, `read` saying whether a later step
+  // reads it: an unread one is skipped (null) once delayed_known, when no pending pass reads it
+  // either (full fine-tuning's projections read only the codes).
+  bool needs_bf16(bool read) const { return read || !delayed_known; }
 };
 void fp8_quantize_pending(const __nv_bfloat16* x, int64_t n, const Fp8Output& site, cudaStream_t stream);
 void fp8_roll_history(float* state, int64_t sites, int64_t history, int64_t step, cudaStream_t stream);
 void fp8_quantize_weight(const __nv_bfloat16* w, int64_t rows, int64_t columns, float* amax, uint8_t* codes,
                          uint8_t* transposed, float* scale_inv, cudaStream_t stream);
 void fp8_transpose(const uint8_t* in, int64_t rows, int64_t columns, uint8_t* out, cudaStream_t stream);
-// A weight gradient's two operands (the same row count): two fp8_transpose launches (a single
-// launch over both was slower; fp8_transpose.cu).
-void fp8_transpose_pair(const uint8_t* in_a, int64_t columns_a, uint8_t* out_a, const uint8_t* in_b, int64_t columns_b,
-                        uint8_t* out_b, int64_t rows, cudaStream_t stream);
 
 }  // namespace surogate::cuda

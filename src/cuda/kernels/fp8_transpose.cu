@@ -183,13 +183,4 @@ void fp8_transpose(const uint8_t* in, int64_t rows, int64_t columns, uint8_t* ou
   CUDA_CHECK(cudaGetLastError());
 }
 
-void fp8_transpose_pair(const uint8_t* in_a, int64_t columns_a, uint8_t* out_a, const uint8_t* in_b, int64_t columns_b,
-                        uint8_t* out_b, int64_t rows, cudaStream_t stream) {
-  // Two launches: one launch over both (a job table in the kernel's parameters, the job picked
-  // per block) moved the same bytes 2.2× slower on an H200 (1.04 against 0.47 ms per 4-layer
-  // micro-batch of Qwen3-1.7B); strips of 4 tiles per block, 1.4× slower.
-  fp8_transpose(in_a, rows, columns_a, out_a, stream);
-  fp8_transpose(in_b, rows, columns_b, out_b, stream);
-}
-
 }  // namespace surogate::cuda
