@@ -6,8 +6,8 @@
 //     8-wide path and the scalar one, values spanning subnormals to large magnitudes;
 //   - fp8_roll_history equals quant::roll_fp8_history;
 //   - fp8_quantize_weight equals ops::quantize_fp8_tensor (codes, transpose, scale_inv) and
-//     fp8_transpose a plain transpose, bit for bit, on shapes that are multiples of the 64 × 64
-//     tile (the 16-byte path, one tile or many) and that are not (the byte-per-thread path), and
+//     fp8_transpose a plain transpose, bit for bit, on shapes for each of the three paths (128- and
+//     64-row tiles of 128-byte lines, 64 × 64-byte tiles, byte per thread; one tile or many), and
 //     a weight gradient's pair of transposes at its real shapes;
 //   - Fp8Matmul (cuBLASLt) equals the product of the decoded codes times both scales, computed in
 //     double, within the accumulation and bf16 output rounding: |got − ref| ≤ 2⁻⁷·|ref| + e·Σ|a·b|,
@@ -107,7 +107,7 @@ TEST(Fp8Cuda, QuantizeMatchesCpuReferenceBitForBit) {
 TEST(Fp8Cuda, QuantizeWeightAndTransposeMatchTheCpuBitForBit) {
   if (skip_without_gpu()) GTEST_SKIP();
   std::mt19937 rng(5);
-  for (const auto& [rows, columns] : {std::pair<int64_t, int64_t>{1024, 4096}, {192, 320}, {64, 64}, {96, 128}, {100, 70}, {1, 33}}) {
+  for (const auto& [rows, columns] : {std::pair<int64_t, int64_t>{1024, 4096}, {384, 128}, {64, 256}, {192, 320}, {64, 64}, {96, 128}, {100, 70}, {1, 33}}) {
     const std::vector<float> values = spread_values(static_cast<size_t>(rows * columns), rng);
     std::vector<uint16_t> bits(values.size());
     for (size_t i = 0; i < values.size(); ++i) bits[i] = float_to_bf16(values[i]);
@@ -127,8 +127,8 @@ TEST(Fp8Cuda, QuantizeWeightAndTransposeMatchTheCpuBitForBit) {
 }
 
 // A weight gradient's two transposes (its output gradient's codes and its input's, the same rows)
-// bit for bit: a 1.7B layer's shapes, row counts of one to seven tiles, and a second shape that
-// takes the byte-per-thread fallback.
+// bit for bit: a 1.7B layer's shapes, tiles of 128 and 64 rows of 128-byte lines, 64 × 64-byte
+// tiles (192 and 64 columns), and a shape that takes the byte-per-thread fallback (70 columns).
 TEST(Fp8Cuda, WeightGradientTransposesMatchTheCpu) {
   if (skip_without_gpu()) GTEST_SKIP();
   std::mt19937 rng(9);
@@ -143,7 +143,7 @@ TEST(Fp8Cuda, WeightGradientTransposesMatchTheCpu) {
   struct Case {
     int64_t rows, columns_a, columns_b;
   };
-  for (const Case& shape : {Case{320, 128, 192}, Case{4096, 2048, 6144}, Case{64, 64, 64}, Case{448, 256, 70}}) {
+  for (const Case& shape : {Case{320, 128, 192}, Case{4096, 2048, 6144}, Case{128, 1024, 384}, Case{64, 64, 64}, Case{448, 256, 70}}) {
     std::vector<uint8_t> a(static_cast<size_t>(shape.rows * shape.columns_a)), b(static_cast<size_t>(shape.rows * shape.columns_b));
     for (uint8_t& v : a) v = static_cast<uint8_t>(byte(rng));
     for (uint8_t& v : b) v = static_cast<uint8_t>(byte(rng));

@@ -48,14 +48,14 @@ constexpr int64_t kRows = 259, kChannels = 648, kInter = 1368, kHistory = 4;
 // The backward's products: cuBLASLt's FP8 layouts take K and N in multiples of 16.
 constexpr int64_t kGradChannels = 640, kGradInter = 1360;
 
-graph::Graph producers(const graph::OpRegistry& registry) {
+graph::Graph producers(const graph::OpRegistry& registry, int64_t rows) {
   graph::GraphBuilder b(registry);
   const DType bf16 = DType::BF16;
-  graph::TensorId residual = b.parameter("residual", bf16, {kRows, kChannels}, false);
-  graph::TensorId x = b.parameter("x", bf16, {kRows, kChannels}, false);
+  graph::TensorId residual = b.parameter("residual", bf16, {rows, kChannels}, false);
+  graph::TensorId x = b.parameter("x", bf16, {rows, kChannels}, false);
   graph::TensorId w = b.parameter("w", bf16, {kChannels}, false);
-  graph::TensorId gate = b.parameter("gate", bf16, {kRows, kInter}, false);
-  graph::TensorId up = b.parameter("up", bf16, {kRows, kInter}, false);
+  graph::TensorId gate = b.parameter("gate", bf16, {rows, kInter}, false);
+  graph::TensorId up = b.parameter("up", bf16, {rows, kInter}, false);
   graph::TensorId state = b.parameter("state", DType::F32, {3, 2 + kHistory}, false);
   auto fused_norm = b.op("fused_residual_rmsnorm", {residual, x, w}, {{"eps", 1e-6}}, "ln2");
   auto norm = b.op("rmsnorm", {x, w}, {{"eps", 1e-6}}, "ln1");
@@ -138,10 +138,9 @@ std::vector<uint16_t> random_e4m3(std::mt19937& rng, size_t count) {
   return pairs;
 }
 
-TEST(Fp8ProducersCuda, FusedEpilogueEqualsTheQuantizeNodesBitForBit) {
-  SKIP_WITHOUT_GPU();
+void check_producers(int64_t rows) {
   const graph::OpRegistry registry = ops::make_model_registry();
-  const graph::Graph unfused = producers(registry);
+  const graph::Graph unfused = producers(registry, rows);
   const graph::Graph fused = models::fuse_fp8_producers(unfused, registry);
   ASSERT_EQ(models::fp8_fused_producer_count(fused), 3);
   // The same outputs, in the same order, as tensor names (ids are kept by the pass).
@@ -160,9 +159,9 @@ TEST(Fp8ProducersCuda, FusedEpilogueEqualsTheQuantizeNodesBitForBit) {
     return bits;
   };
   const Inputs inputs = {
-      {"residual", values(kRows * kChannels, true)}, {"x", values(kRows * kChannels, true)},
-      {"w", values(kChannels, false)},               {"gate", values(kRows * kInter, true)},
-      {"up", values(kRows * kInter, true)}};
+      {"residual", values(rows * kChannels, true)}, {"x", values(rows * kChannels, true)},
+      {"w", values(kChannels, false)},              {"gate", values(rows * kInter, true)},
+      {"up", values(rows * kInter, true)}};
   for (const bool delayed : {false, true}) {
     std::vector<float> state(3 * (2 + kHistory), 0.0f);
     if (delayed) {
@@ -186,6 +185,18 @@ TEST(Fp8ProducersCuda, FusedEpilogueEqualsTheQuantizeNodesBitForBit) {
     std::memcpy(after.data(), actual.back().data(), after.size() * sizeof(float));
     for (int site = 0; site < 3; ++site) EXPECT_GT(after[site * (2 + kHistory) + 1], 0.0f) << "site " << site;
   }
+}
+
+TEST(Fp8ProducersCuda, FusedEpilogueEqualsTheQuantizeNodesBitForBit) {
+  SKIP_WITHOUT_GPU();
+  check_producers(kRows);
+}
+
+// Enough rows that the SwiGLU's grid (one wave of blocks, fp8::epilogue_blocks) loops: 1,708
+// blocks' worth of 8-value vectors.
+TEST(Fp8ProducersCuda, FusedEpilogueLoopsOverMoreThanOneWave) {
+  SKIP_WITHOUT_GPU();
+  check_producers(2557);
 }
 
 // `trained`: the projections' weights train (full fine-tuning), so the products are
@@ -279,6 +290,7 @@ TEST(Fp8ProducersCuda, SwigluBackwardCodesEqualTheInputGradientsOwn) {
 TEST(Fp8ProducersCuda, SwigluBackwardCodesMakeTheTrainedProjectionsGradients) {
   SKIP_WITHOUT_GPU();
   check_swiglu_gradients(272, true);
+  check_swiglu_gradients(2576, true);  // 1,711 blocks' worth of vectors: the one-wave grid loops
 }
 
 // A norm's backward with the residual-stream gradient, read by the projection whose output joined

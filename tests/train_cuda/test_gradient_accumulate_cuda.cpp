@@ -4,10 +4,14 @@
 // The table mixes sizes around the 4096-element chunk (empty, 1, 3, 4095, 4096, 4097, a few
 // chunks and a remainder), tensors that start on an odd element (the element-by-element path,
 // as a ZeRO-2 staging slot's parts may) and a large one, so every chunk-to-tensor lookup and
-// both paths run. Random values drawn fresh each run.
+// both paths run. Random values drawn fresh each run. With `overwrite` (the first micro-batch of
+// a step under deferred zeroing) the accumulators start as NaN and must come out as 0 + gradient,
+// the bits adding into zeros gives: a gradient of −0 leaves +0, as it does in zeroed memory.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cstdint>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -37,7 +41,7 @@ struct Table {
 };
 
 template <typename Accumulator>
-void check_accumulation(size_t first, size_t end) {
+void check_accumulation(size_t first, size_t end, bool overwrite = false) {
   const Table table;
   std::mt19937 rng(std::random_device{}());
   std::normal_distribution<float> normal(0.0f, 1.0f);
@@ -47,9 +51,14 @@ void check_accumulation(size_t first, size_t end) {
     gradients[i] = float_to_bf16(normal(rng));
     accumulators[i] = normal(rng) * 4.0f;
     if constexpr (sizeof(Accumulator) == 2) accumulators[i] = bf16_to_float(float_to_bf16(accumulators[i]));
+    if (i % 97 == 5) gradients[i] = 0x8000;  // −0
   }
   std::vector<uint16_t> accumulator_bits(accumulators.size());
   for (size_t i = 0; i < accumulators.size(); ++i) accumulator_bits[i] = float_to_bf16(accumulators[i]);
+  if (overwrite) {  // never read: NaN everywhere, and a sum with NaN would show
+    accumulators.assign(accumulators.size(), std::numeric_limits<float>::quiet_NaN());
+    accumulator_bits.assign(accumulator_bits.size(), 0xFFFF);
+  }
 
   cuda::DeviceBuffer<uint16_t> device_gradients = cuda::to_device(gradients);
   cuda::DeviceBuffer<float> device_floats = cuda::to_device(accumulators);
@@ -65,7 +74,7 @@ void check_accumulation(size_t first, size_t end) {
   auto accumulators_on_device = cuda::to_device(accumulator_table);
   const cuda_kernels::GradientCounts counts(table.counts);
   cuda_kernels::accumulate_bf16_gradients(gradients_on_device.data(), accumulators_on_device.data(), counts, first, end,
-                                          nullptr);
+                                          nullptr, overwrite);
   CUDA_CHECK(cudaDeviceSynchronize());
   const std::vector<uint16_t> zeroed = device_gradients.download();
   const std::vector<float> floats = device_floats.download();
@@ -76,15 +85,15 @@ void check_accumulation(size_t first, size_t end) {
     for (int64_t i = 0; i < table.counts[t]; ++i) in_range[static_cast<size_t>(table.offsets[t] + i)] = true;
   }
   for (size_t i = 0; i < gradients.size(); ++i) {
-    const float sum = accumulators[i] + bf16_to_float(gradients[i]);
+    const float sum = (overwrite ? 0.0f : accumulators[i]) + bf16_to_float(gradients[i]);
     if (!in_range[i]) {  // another tensor's, or padding: as it was
       ASSERT_EQ(zeroed[i], gradients[i]) << i;
-      if constexpr (sizeof(Accumulator) == 4) ASSERT_EQ(floats[i], accumulators[i]) << i;
+      if constexpr (sizeof(Accumulator) == 4) ASSERT_EQ(std::bit_cast<uint32_t>(floats[i]), std::bit_cast<uint32_t>(accumulators[i])) << i;
       else ASSERT_EQ(bf16s[i], accumulator_bits[i]) << i;
       continue;
     }
     ASSERT_EQ(zeroed[i], 0u) << i;
-    if constexpr (sizeof(Accumulator) == 4) ASSERT_EQ(floats[i], sum) << i;
+    if constexpr (sizeof(Accumulator) == 4) ASSERT_EQ(std::bit_cast<uint32_t>(floats[i]), std::bit_cast<uint32_t>(sum)) << i;
     else ASSERT_EQ(bf16s[i], float_to_bf16(sum)) << i;
   }
 }
@@ -101,6 +110,12 @@ TEST_F(GradientAccumulateCuda, Fp32AccumulatorsOfEveryTensorEqualTheHostSums) { 
 
 TEST_F(GradientAccumulateCuda, Bf16AccumulatorsOfEveryTensorEqualTheHostSumsRounded) {
   check_accumulation<__nv_bfloat16>(0, 12);
+}
+
+TEST_F(GradientAccumulateCuda, OverwritingNeverReadsTheAccumulators) {
+  check_accumulation<float>(0, 12, true);
+  check_accumulation<__nv_bfloat16>(0, 12, true);
+  check_accumulation<float>(2, 10, true);  // and leaves the tensors outside the range alone
 }
 
 TEST_F(GradientAccumulateCuda, ARangeOfTheTableLeavesTheOtherTensorsAlone) {

@@ -47,14 +47,15 @@ __global__ void swiglu_forward_kernel(T* out, const T* gate, const T* up,
 }
 
 // The forward in bf16 that also writes the E4M3 codes of `out` (fp8_epilogue.cuh): no early
-// return, every thread reaches the block's max.
+// return, every thread reaches the block's max. Grid-stride over fp8::epilogue_blocks blocks, so
+// that the max's reduction runs once per block of the wave, not once per 2,048 values.
 __global__ void swiglu_forward_fp8_kernel(__nv_bfloat16* out, const __nv_bfloat16* gate, const __nv_bfloat16* up,
                                           int64_t rows, int64_t channels, int64_t stride, Fp8Output fp8_out) {
   const fp8::EpilogueState site = fp8::epilogue_begin(fp8_out.row, fp8_out.scale_inv, blockIdx.x == 0);
   const int64_t vectors_per_row = channels / kPackWidth;
-  const int64_t index = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   unsigned bits = 0;
-  if (index < rows * vectors_per_row) {
+  for (int64_t index = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; index < rows * vectors_per_row;
+       index += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t row = index / vectors_per_row, column = (index % vectors_per_row) * kPackWidth;
     float y[kPackWidth];
     swiglu_values(gate + row * stride + column, up + row * stride + column, y);
@@ -95,9 +96,9 @@ __global__ void swiglu_backward_fp8_kernel(__nv_bfloat16* dgate, __nv_bfloat16* 
   const fp8::EpilogueState gate_site = fp8::epilogue_begin(gate_out.row, gate_out.scale_inv, first, format_max);
   const fp8::EpilogueState up_site = fp8::epilogue_begin(up_out.row, up_out.scale_inv, first, format_max);
   const int64_t vectors_per_row = channels / kPackWidth;
-  const int64_t index = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   unsigned gate_bits = 0, up_bits = 0;
-  if (index < rows * vectors_per_row) {
+  for (int64_t index = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; index < rows * vectors_per_row;
+       index += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t offset = index * kPackWidth;
     float g[kPackWidth], u[kPackWidth], dy[kPackWidth], dg[kPackWidth], du[kPackWidth];
     kernels::unpack(kernels::load_x8(gate + offset), g);
@@ -147,8 +148,8 @@ void swiglu_forward_fp8(__nv_bfloat16* out, const __nv_bfloat16* gate, const __n
   CUDA_REQUIRE(out != nullptr || fp8_out.delayed_known, "swiglu_forward_fp8: no bf16 output only with a known delayed amax");
   const int64_t work = rows * channels / kPackWidth;
   if (work == 0) return;
-  swiglu_forward_fp8_kernel<<<static_cast<unsigned>((work + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
-      out, gate, up, rows, channels, input_stride, fp8_out);
+  swiglu_forward_fp8_kernel<<<fp8::epilogue_blocks(work, kThreads), kThreads, 0, stream>>>(out, gate, up, rows, channels,
+                                                                                         input_stride, fp8_out);
   CUDA_CHECK_LAUNCH();
   fp8_quantize_pending(out, rows * channels, fp8_out, stream);
 }
@@ -162,7 +163,7 @@ void swiglu_backward_fp8(__nv_bfloat16* dgate, __nv_bfloat16* dup, const __nv_bf
                "swiglu_backward_fp8: no bf16 gradient only with a known delayed amax");
   const int64_t work = rows * channels / kPackWidth;
   if (work == 0) return;
-  const unsigned blocks = static_cast<unsigned>((work + kThreads - 1) / kThreads);
+  const unsigned blocks = fp8::epilogue_blocks(work, kThreads);
   if (gate_out.format == Fp8Target::E4M3) {
     swiglu_backward_fp8_kernel<__NV_E4M3><<<blocks, kThreads, 0, stream>>>(dgate, dup, dout, gate, up, rows, channels,
                                                                           448.0f, gate_out, up_out);

@@ -292,6 +292,7 @@ void CudaRankState::refresh_fp8_weight_copies() {
 }
 
 void* CudaRankState::accumulators() {
+  zero_stale_accumulators();
   return bf16_gradients_ ? static_cast<void*>(bf16_accumulators_data_) : static_cast<void*>(accumulators_data_);
 }
 
@@ -324,15 +325,19 @@ void CudaRankState::add_gradients(size_t first, size_t end) {
   SUROGATE_CHECK(accumulator_count_ == layout_.total, "sharded accumulators take reduced pieces only (sharded_gradients.h)");
   if (first == end) return;
   cudaStream_t stream = backend_.stream();
+  // Stale accumulators (deferred zeroing) are overwritten when every tensor is added at once.
+  const bool overwrite = accumulators_stale_ && first == 0 && end == layout_.entries.size();
+  if (!overwrite) zero_stale_accumulators();
+  accumulators_stale_ = false;
   if (fp16_) {
     cuda_kernels::accumulate_fp16_gradients(fp16_gradient_table_.data(), accumulator_table_.data(), counts_, first, end,
-                                            stream);
+                                            stream, overwrite);
   } else if (bf16_gradients_) {
     cuda_kernels::accumulate_bf16_gradients(gradient_table_.data(), bf16_accumulator_table_.data(), counts_, first, end,
-                                            stream);
+                                            stream, overwrite);
   } else {
     cuda_kernels::accumulate_bf16_gradients(gradient_table_.data(), accumulator_table_.data(), counts_, first, end,
-                                            stream);
+                                            stream, overwrite);
   }
 }
 
@@ -354,6 +359,7 @@ double CudaRankState::loss_sum() {
 }
 
 void CudaRankState::gradient_norm(size_t first, size_t end) {
+  zero_stale_accumulators();
   cudaStream_t stream = backend_.stream();
   const int tensors = static_cast<int>(end - first);
   const float max_norm = static_cast<float>(config_.max_grad_norm);
@@ -395,12 +401,20 @@ void CudaRankState::scale_clip_factor(double gradient_scale) {
 void CudaRankState::step(const OptimizerStep& step) {
   // The clip factor gradient_norm() (or set_clip_factor / scale_clip_factor) left on the device (1
   // when max_grad_norm is 0) is read by the kernels: no host round trip.
+  zero_stale_accumulators();
   if (optimizer_) optimizer_->step(step, clip_factor(), backend_.stream());
   // fp16: the optimizer stepped the fp32 masters only; the fp16 weights follow (round to nearest).
   if (fp16_) refresh_weights_from_masters(0, layout_.entries.size());
 }
 
 void CudaRankState::zero_accumulators() {
+  accumulators_stale_ = true;
+  if (!defer_zeroing_) zero_stale_accumulators();
+}
+
+void CudaRankState::zero_stale_accumulators() {
+  if (!accumulators_stale_) return;
+  accumulators_stale_ = false;
   // The mapped host accumulators too (offload_grads): the memset runs on the GPU, over the link.
   const size_t total = static_cast<size_t>(accumulator_count_);
   if (accumulators_data_) CUDA_CHECK(cudaMemsetAsync(accumulators_data_, 0, total * sizeof(float), backend_.stream()));

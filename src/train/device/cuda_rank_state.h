@@ -144,6 +144,12 @@ public:
   // fp16 plan's weights are then rewritten from the masters (refresh_weights_from_masters).
   void step(const OptimizerStep& step);
   void zero_accumulators();
+  // From now on zero_accumulators() only marks the accumulators stale: the next add_gradients over
+  // every tensor overwrites them (no memset before it and no accumulator read in it: 8 bytes per
+  // trained parameter and step), and a reader before that (accumulators(), gradient_norm, step, a
+  // partial add_gradients) zeroes them first. Only where add_gradients runs outside the backend's
+  // captured graph (the single-GPU device): a capture would bake the one-time choice into every replay.
+  void defer_zeroing() { defer_zeroing_ = true; }
   // The bf16 weights of tensors [first, end) rewritten from their fp32 masters (round to nearest
   // even, as the optimizer kernels write them).
   void refresh_weights_from_masters(size_t first, size_t end);
@@ -163,6 +169,8 @@ public:
 
 private:
   void check_free_memory(size_t optimizer_bytes) const;
+  // The memset zero_accumulators() deferred, if it is still owed (defer_zeroing).
+  void zero_stale_accumulators();
 
   const Config& config_;
   const CudaTrainableLayout& layout_;
@@ -205,6 +213,7 @@ private:
   };
   Pinned losses_, norm_;
   int64_t micro_batches_ = 0;
+  bool defer_zeroing_ = false, accumulators_stale_ = false;
 };
 
 }  // namespace surogate::train

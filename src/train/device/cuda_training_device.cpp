@@ -16,11 +16,14 @@
 //                                norm is not finite is skipped by the trainer (train/step_guard.h).
 // Per optimizer step, all on the backend's stream:
 //   per micro-batch: execute (bf16 gradients) → accumulate_bf16_gradients (accumulator += bf16,
-//                    bf16 = 0) → the loss scalar copied into pinned host memory (asynchronously)
+//                    bf16 = 0; the step's first micro-batch writes accumulator = 0 + bf16 instead,
+//                    so the zeroing after update() is deferred into it: no memset pass) → the
+//                    loss scalar copied into pinned host memory (asynchronously)
 //   measure():       global_grad_norm (norm and clip factor on the device) → one wait, read both
 //   update():        the optimizer's step (gradients scaled by the device clip factor, masters
 //                    updated, bf16 weights rewritten) → fp8_hybrid full fine-tuning: the trained
-//                    weights' FP8 copies rewritten → accumulators zeroed → FP8 scaling rolled, its
+//                    weights' FP8 copies rewritten → accumulators marked stale (zeroed by the
+//                    next first micro-batch's overwrite, CudaRankState::defer_zeroing) → FP8 scaling rolled, its
 //                    row[0]s copied back for the next micro-batch's launches (fp8_delayed_sites.h)
 // The host waits only in measure(), to read the loss and grad norm the trainer logs and checks.
 // Host copies: weights() are fp32 (after download(): the fp32 masters, or the bf16 weights
@@ -53,6 +56,7 @@ public:
       : plan_(*setup.plan), config_(*setup.config), layout_(cuda_trainable_layout(plan_, setup.specs)),
         host_(cuda_host_weights(setup.specs, layout_)), weights_(host_.weights), trainable_(host_.trainable),
         rank_(std::make_unique<CudaRankState>(setup, layout_, 0, layout_.entries.size())) {
+    rank_->defer_zeroing();  // add_gradients runs after each execute, outside its captured graph
     if ((fp8_ = fp8_state(plan_))) {
       fp8_host_.assign(static_cast<size_t>(fp8_->shape.floats()), 0.0f);
       fp8_delayed_.emplace(fp8_->shape.sites, fp8_->shape.history);

@@ -46,15 +46,19 @@ private:
 };
 
 // For t in [first, end): accumulators[t][i] += float(gradients[t][i]); gradients[t][i] = 0.
+// With `overwrite` the accumulators are not read: accumulators[t][i] = 0 + float(gradients[t][i]),
+// the bits adding into zeroed accumulators gives (the first micro-batch of a step, which then
+// needs no zeroing pass before it: CudaRankState's deferred zeroing).
 // The pointer tables live on the device and hold every tensor of `counts` (not from `first` on).
 void accumulate_bf16_gradients(__nv_bfloat16* const* gradients, float* const* accumulators, const GradientCounts& counts,
-                               size_t first, size_t end, cudaStream_t stream);
+                               size_t first, size_t end, cudaStream_t stream, bool overwrite = false);
 void accumulate_bf16_gradients(__nv_bfloat16* const* gradients, __nv_bfloat16* const* accumulators,
-                               const GradientCounts& counts, size_t first, size_t end, cudaStream_t stream);
+                               const GradientCounts& counts, size_t first, size_t end, cudaStream_t stream,
+                               bool overwrite = false);
 
 // The same for fp16 gradients into fp32 accumulators.
 void accumulate_fp16_gradients(__half* const* gradients, float* const* accumulators, const GradientCounts& counts,
-                               size_t first, size_t end, cudaStream_t stream);
+                               size_t first, size_t end, cudaStream_t stream, bool overwrite = false);
 
 // accumulators[i] += values[i] for i < count (bf16: the fp32 sum rounded to nearest, as above).
 void add_reduced_gradients(const float* values, float* accumulators, int64_t count, cudaStream_t stream);
