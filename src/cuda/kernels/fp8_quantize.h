@@ -15,8 +15,9 @@
 //                       is one float of scratch); bit for bit the CPU function.
 //   fp8_transpose       FP8 codes [rows, columns] → [columns, rows] (the weight gradient's
 //                       operands: FP8 products take both K-major, and there K is the tokens).
-//                       These live in fp8_transpose.cu: 64 × 64-byte tiles with 16-byte
-//                       accesses where both sizes are multiples of 64.
+//                       These live in fp8_transpose.cu: tiles of 128-byte lines with 16-byte
+//                       accesses where the width is a multiple of 128 (64 × 64-byte tiles, or
+//                       a byte per thread, otherwise).
 //   Fp8Output / fp8_quantize_pending  a producer that quantizes its own bf16 output (E4M3, or
 //                       E5M2 for a gradient; rmsnorm.h, swiglu.h: the "_fp8" entry points;
 //                       fp8_epilogue.cuh): with a
