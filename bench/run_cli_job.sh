@@ -19,7 +19,7 @@
 # qlora, qlora-fast, qlora-fp8, qlora-fp8-fast, qlora-fp4, fp8, fp8-fast, fp8-qlora, full, full-b4,
 # full-fast, full-fp8, full-fp8-fast, full-offload, full-offload-zc, full-offload-all,
 # full-offload-residual; MFU is against the bf16 ceiling for every variant, with full fine-tuning's
-# FLOPs for the full-* variants),
+# FLOPs for the full-* variants; fp8_hybrid runs also carry mfu_fp8, against the FP8 ceiling),
 # tools, tools-hermes, tools-react: `surogate sft` on a tool-calling conversation dataset
 # (bench/cli/make_tool_data.py) with the fast settings and loss_scale default / hermes (per-token
 # weights; tools vs tools-hermes is the cost of the weights, issue 24: at most 2 %) / agent_template
@@ -87,7 +87,13 @@ mem = [float(x) for x in open(sys.argv[5]).read().split() if x.replace(".", "").
 tps = statistics.median(timed) if timed else 0.0
 flops = MODELS[model].training_flops_per_token(2048, "full" if variant.startswith("full") else "lora")
 ceiling = 786.1
-predicted = re.search(r"predicted peak\s+([0-9.]+) GiB", open(sys.argv[7]).read())
+# fp8_hybrid runs also get an MFU against the FP8 ceiling (E4M3 products with fast accumulation,
+# bench/matmul_ceiling.py on an H200, 2026-11-28): a floor, as their norms, attention, LM head and
+# adapters run at bf16's rate.
+fp8_ceiling = 1388.7
+log_text = open(sys.argv[7]).read()
+fp8_recipe = "fp8_hybrid recipe" in log_text
+predicted = re.search(r"predicted peak\s+([0-9.]+) GiB", log_text)
 # Saving steps: a checkpoint is snapshotted after step s is logged, so the wall time from step s's
 # record to step s + 1's holds the save's blocking part; compared with the median of the others.
 saves = {r["step"]: r for r in records if r.get("type") == "checkpoint"}
@@ -97,6 +103,7 @@ plain = [g for s, g in gaps.items() if s - 1 not in saves and s > 3]
 save_ratio = statistics.median(after_save) / statistics.median(plain) if after_save and plain else None
 print(json.dumps({"model": model, "variant": variant, "engine": "surogate CLI", "tokens_per_s": tps,
                   "tflops": tps * flops / 1e12, "mfu": tps * flops / 1e12 / ceiling,
+                  "mfu_fp8": tps * flops / 1e12 / fp8_ceiling if fp8_recipe else None,
                   "peak_mem_gib": max(mem, default=0) / 1024, "steps": len(steps),
                   "predicted_peak_gib": float(predicted.group(1)) if predicted else None,
                   "command_to_first_step_s": (first_step - start) if first_step else None,
