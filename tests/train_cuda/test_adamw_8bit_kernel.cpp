@@ -25,21 +25,14 @@
 #include "core/bfloat16.h"
 #include "core/stochastic_rounding.h"
 #include "cuda/device_buffer.h"
-#include "cuda/device_info.h"
 #include "cuda/kernels/adamw_8bit.h"
+#include "cuda/test_helpers.h"
 #include "train/optim/quantization_map.h"
 
 namespace surogate::train {
 namespace {
 
 constexpr int64_t kBlock = cuda::kAdamW8bitBlock;
-
-bool skip_without_gpu() {
-  std::string reason;
-  if (cuda::cuda_device_available(&reason)) return false;
-  std::printf("skipped: %s\n", reason.c_str());
-  return true;
-}
 
 struct Spec {
   int64_t count;
@@ -266,13 +259,13 @@ void run(bool fp32_master, bool clip) {
 }
 
 TEST(AdamW8bitKernel, Fp32MastersMatchTheHostBitForBit) {
-  if (skip_without_gpu()) GTEST_SKIP();
+  SKIP_WITHOUT_GPU();
   run(true, true);
   run(true, false);
 }
 
 TEST(AdamW8bitKernel, Bf16MastersMatchTheHostBitForBit) {
-  if (skip_without_gpu()) GTEST_SKIP();
+  SKIP_WITHOUT_GPU();
   run(false, true);
   run(false, false);
 }
