@@ -26,8 +26,8 @@
 #include "core/bfloat16.h"
 #include "core/stochastic_rounding.h"
 #include "cuda/device_buffer.h"
-#include "cuda/device_info.h"
 #include "cuda/kernels/adamw.h"
+#include "cuda/test_helpers.h"
 #include "train/device/device_optimizer.h"
 #include "train_cuda/optimizer_test_shapes.h"
 
@@ -58,15 +58,8 @@ std::vector<uint16_t> bits_of(const std::vector<__nv_bfloat16>& values) {
   return bits;
 }
 
-bool skip_without_gpu() {
-  std::string reason;
-  if (cuda::cuda_device_available(&reason)) return false;
-  std::printf("skipped: %s\n", reason.c_str());
-  return true;
-}
-
 TEST(MasterBf16Kernels, AdamWUpdateMatchesTheHostFormulaBitForBit) {
-  if (skip_without_gpu()) GTEST_SKIP();
+  SKIP_WITHOUT_GPU();
   constexpr uint64_t kSeed = 1234, kParameter = 5;
   constexpr float kClipFactor = 0.5f;
   for (int64_t count : {int64_t{4096}, int64_t{4099}}) {
@@ -183,7 +176,7 @@ OneStep one_step(surogate::Optimizer which, bool bf16, uint64_t seed) {
 }
 
 void expect_bf16_master_brackets_fp32(surogate::Optimizer which) {
-  if (skip_without_gpu()) GTEST_SKIP();
+  SKIP_WITHOUT_GPU();
   const OneStep fp32 = one_step(which, false, 1234);
   const OneStep bf16 = one_step(which, true, 1234);
   ASSERT_EQ(bf16.state.size(), fp32.state.size());
