@@ -18,6 +18,7 @@
 #include "cli/commands.h"
 #include "config/config.h"
 #include "core/error.h"
+#include "core/system_info.h"
 #include "data/formatter.h"
 #include "data/pipeline.h"
 #include "graph/json_ir.h"
@@ -73,6 +74,32 @@ models::RowTokenizer pipeline_row_tokenizer(const std::filesystem::path& model_d
   };
 }
 
+// Refuses --seq-len / --batch-size that cannot fit in the host's memory before anything of that
+// size is allocated: with --seq-len 2000000000 the packed inputs alone grew to 24 GB before the
+// out-of-memory killer ended the process. What is counted is a lower bound (the packed inputs of
+// one batch; on the CPU device also the fp32 weights, one hidden state and one chunk of logits),
+// so a refusal is never wrong; the rest is left to the allocator.
+void check_eval_fits_host(const EvalOptions& options, const io::ModelConfig& config, int64_t batch_size,
+                          int64_t sequence_length, int64_t longest_row) {
+  const double cells = static_cast<double>(batch_size) * static_cast<double>(sequence_length);
+  double bytes = cells * 4.0 * sizeof(int32_t);  // input ids, positions, documents, targets
+  if (options.device == "cpu") {
+    const double hidden = static_cast<double>(config.hidden_size), vocab = static_cast<double>(config.vocab_size);
+    bytes += 4.0 * (cells * hidden + cells * vocab / static_cast<double>(options.lmhead_chunks) + vocab * hidden);
+  }
+  const double available = static_cast<double>(query_host_info().memory_available_bytes);
+  if (available <= 0 || bytes <= available) return;
+  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+  fail_user("--seq-len {} with --batch-size {}: the evaluation needs at least {:.1f} GiB of host memory ({}), but "
+            "{:.1f} GiB are available. Lower --seq-len (the longest row of {} has {} tokens; without --seq-len "
+            "that is the length used) or --batch-size{}",
+            sequence_length, batch_size, bytes / kGiB,
+            options.device == "cpu" ? "the packed inputs, the fp32 weights, one hidden state and one chunk of logits"
+                                    : "the packed inputs of one batch",
+            available / kGiB, options.data, longest_row,
+            options.device == "cpu" ? ", or raise --lmhead-chunks" : "");
+}
+
 int run_eval(const EvalOptions& options) {
   if (options.device == "cuda" && !options.ir.empty()) {
     fail_user("--device cuda with --ir {}: the CUDA backend evaluates the built-in decoder graph (in BF16); run JSON "
@@ -102,11 +129,12 @@ int run_eval(const EvalOptions& options) {
   if (batch_size == 0) batch_size = 1;
   std::vector<models::TokenSequence> sequences =
       models::read_token_jsonl(options.data, config.vocab_size, pipeline_row_tokenizer(options.model_dir, config.vocab_size));
-  if (sequence_length == 0) {
-    for (const models::TokenSequence& sequence : sequences) {
-      sequence_length = std::max<int64_t>(sequence_length, static_cast<int64_t>(sequence.input_ids.size()));
-    }
+  int64_t longest_row = 0;
+  for (const models::TokenSequence& sequence : sequences) {
+    longest_row = std::max<int64_t>(longest_row, static_cast<int64_t>(sequence.input_ids.size()));
   }
+  if (sequence_length == 0) sequence_length = longest_row;
+  check_eval_fits_host(options, config, batch_size, sequence_length, longest_row);
   std::vector<models::TokenBatch> batches = models::pack_token_batches(sequences, batch_size, sequence_length, options.data);
   if (options.ir.empty()) {
     forward = models::build_decoder_graph(config, registry,
@@ -139,11 +167,11 @@ Command register_eval_command(CLI::App& parent) {
       ->required();
   app->add_option("--adapter", options->adapter, "PEFT LoRA adapter folder, merged into the weights before evaluating");
   app->add_option("--device", options->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
-  app->add_option("--batch-size", options->batch_size, "Rows per batch (default: the --ir graph's, else 1)")->check(CLI::PositiveNumber);
+  app->add_option("--batch-size", options->batch_size, "Rows per batch (default: the --ir graph's, else 1)")->check(positive_count());
   app->add_option("--seq-len", options->sequence_length, "Tokens per row (default: the --ir graph's, else the longest sequence)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_count());
   app->add_option("--lmhead-chunks", options->lmhead_chunks, "Row chunks of the fused lm head + loss")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_count());
   app->add_option("--ir", options->ir, "Build the model from this JSON IR file (see `surogate ir`)");
   return Command{app, [options] { return run_eval(*options); }};
 }

@@ -44,10 +44,10 @@ Command register_ir_command(CLI::App& parent) {
   auto options = std::make_shared<IrOptions>();
   CLI::App* app = parent.add_subcommand("ir", "Print a model's forward graph as JSON IR");
   app->add_option("model_dir", options->model_dir, "HF model folder (its config.json is read)")->required();
-  app->add_option("--batch", options->batch, "Batch size B of the graph's inputs")->check(CLI::PositiveNumber);
-  app->add_option("--seq", options->sequence, "Sequence length T of the graph's inputs")->check(CLI::PositiveNumber);
+  app->add_option("--batch", options->batch, "Batch size B of the graph's inputs")->check(positive_count());
+  app->add_option("--seq", options->sequence, "Sequence length T of the graph's inputs")->check(positive_count());
   app->add_option("--lmhead-chunks", options->lmhead_chunks, "Row chunks of the fused lm head + loss")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_count());
   app->add_option("--output,-o", options->output, "Write the JSON IR to this file instead of stdout");
   return Command{app, [options] { return run_ir(*options); }};
 }

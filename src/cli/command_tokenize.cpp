@@ -4,12 +4,14 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <optional>
 
 #include <fmt/format.h>
 
 #include "cli/commands.h"
 #include "config/config_loader.h"
 #include "data/pipeline.h"
+#include "io/folder_lock.h"
 
 namespace surogate::cli {
 namespace {
@@ -24,6 +26,9 @@ int run_tokenize(const TokenizeArguments& arguments, const std::vector<std::stri
   Config config = load_config(arguments.config_path, collect_overrides(extras));
   data::DataSettings settings = data::data_settings_from_config(config);
   if (!arguments.output.empty()) settings.cache_path = arguments.output;
+  // The default cache lives in output_dir: not while a run (or another tokenize) works there.
+  std::optional<io::FolderLock> lock;
+  if (arguments.output.empty()) lock.emplace(io::FolderLock::acquire(config.output_dir, "output_dir"));
   if (arguments.force) std::filesystem::remove(settings.cache_path);
   const bool terminal = isatty(fileno(stderr)) != 0;
   auto progress = [terminal](const std::string& dataset, uint64_t rows) {

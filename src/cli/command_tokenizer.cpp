@@ -131,6 +131,11 @@ int run_decode(const TokenizerOptions& options) {
           fail_user("stdin line {}: every id must be a 32-bit integer, found {}", line_number,
                     id.dump());
         }
+        // As Hugging Face's tokenizers: a negative id is an error (its decode raises), not "".
+        if (id.get<int64_t>() < 0) {
+          fail_user("stdin line {}: id {} is negative; token ids are 0 to {}", line_number, id.get<int64_t>(),
+                    tokenizer.vocab_size() - 1);
+        }
         ids.push_back(static_cast<int32_t>(id.get<int64_t>()));
       }
       const nlohmann::json text = {{"text", tokenizer.decode(ids, options.skip_special_tokens)}};

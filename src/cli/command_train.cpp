@@ -23,6 +23,7 @@
 #include "train/memory_prediction.h"
 #include "train/metrics_log.h"
 #include "train/restart_supervisor.h"
+#include "train/run_folder_lock.h"
 #include "train/trainer.h"
 #include "train/training_inputs.h"
 
@@ -95,9 +96,14 @@ int train_or_supervise(const Config& config, const TrainArguments& arguments, co
                                    : train::default_log_path(config.output_dir,
                                                              config.run_name.value_or(options.default_run_name));
     run.checkpoint_dir = config.checkpoint_dir.value_or(config.output_dir);
+    // Held across every attempt: no other run can take the folders between a crash and its restart.
+    const std::vector<io::FolderLock> locks = train::lock_run_folders(config);
     return train::supervise_training(run);
   }
-  if (restarts) options.restarts = *restarts;
+  if (restarts) {
+    options.restarts = *restarts;
+    options.output_folders_locked = true;  // by the supervisor, this process's parent
+  }
   // SUROGATE_TEST_FAULTS: failures tests inject (train/injected_faults.h).
   const char* faults = std::getenv("SUROGATE_TEST_FAULTS");
   options.faults = train::injected_faults_from_text(faults ? faults : "", restarts ? restarts->size() : 0);

@@ -4,7 +4,10 @@
 // main.cpp adds every registered command, so a new command needs no edit outside its own file.
 #pragma once
 
+#include <charconv>
+#include <cstdint>
 #include <functional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -26,6 +29,22 @@ using CommandFactory = Command (*)(CLI::App& parent);
 struct CommandRegistration {
   CommandRegistration(int order, CommandFactory factory);
 };
+
+// A count option (--batch-size, --seq-len, ...): a whole number of at least 1. CLI11's
+// PositiveNumber would print its double range (a 309-digit number) for 0.
+inline CLI::Validator positive_count() {
+  return CLI::Validator(
+      [](std::string& input) -> std::string {
+        int64_t value = 0;
+        const auto [end, error] = std::from_chars(input.data(), input.data() + input.size(), value);
+        if (error == std::errc::result_out_of_range) return "'" + input + "' is too large";
+        if (error != std::errc() || end != input.data() + input.size() || value < 1) {
+          return "must be a whole number of at least 1, got '" + input + "'";
+        }
+        return {};
+      },
+      "COUNT >= 1");
+}
 
 // Every registered command, sorted by order.
 std::vector<CommandFactory> registered_commands();

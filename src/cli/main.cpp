@@ -5,10 +5,12 @@
 #include <exception>
 #include <filesystem>
 #include <new>
+#include <string>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "cli/commands.h"
 #include "cli/version.h"
@@ -54,6 +56,18 @@ int main(int argc, char** argv) {
 
   std::vector<Command> commands;
   for (CommandFactory factory : registered_commands()) commands.push_back(factory(app));
+
+  // CLI11 answers an unknown first word with "A subcommand is required", which does not say which
+  // word it did not know.
+  if (argc > 1 && argv[1][0] != '-') {
+    std::vector<std::string> names;
+    for (const CLI::App* subcommand : app.get_subcommands({})) names.push_back(subcommand->get_name());
+    if (std::find(names.begin(), names.end(), argv[1]) == names.end()) {
+      fmt::print(stderr, "error: '{}' is not a surogate command; the commands are: {} (surogate --help says what each "
+                         "does)\n", argv[1], fmt::join(names, ", "));
+      return kExitUserError;
+    }
+  }
 
   try {
     app.parse(argc, argv);

@@ -219,6 +219,7 @@ TextTools load_text_tools(const DataSettings& settings) {
   if (settings.model_vocabulary) {
     check_tokenizer_fits_model(*tokenizer, settings.tokenizer_dir / "tokenizer.json", *settings.model_vocabulary);
   }
+  check_special_tokens_exist(*tokenizer, settings.tokenizer_dir);
   TextTools tools;
   tools.codec.encode = [tokenizer](std::string_view text, bool special) { return tokenizer->encode(text, special); };
   tools.codec.decode = [tokenizer](std::span<const int32_t> ids) { return tokenizer->decode(ids, false); };

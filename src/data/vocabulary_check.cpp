@@ -36,4 +36,17 @@ void check_tokenizer_fits_model(const tokenizer::Tokenizer& tokenizer, const std
             model.config_json.string(), model.size, model.size, model.config_json.string(), tokenizer_size);
 }
 
+void check_special_tokens_exist(const tokenizer::Tokenizer& tokenizer, const std::filesystem::path& tokenizer_dir) {
+  const std::pair<const char*, const std::optional<std::string>*> tokens[] = {{"eos_token", &tokenizer.eos_token()},
+                                                                              {"pad_token", &tokenizer.pad_token()}};
+  for (const auto& [key, token] : tokens) {
+    if (!*token || tokenizer.token_to_id(**token)) continue;
+    fail_user("{}: {} '{}' is not a token of {}, so it has no id: {} would be left out of every sample. Set {} to a "
+              "token the tokenizer has (an added or vocabulary token), or remove the key",
+              (tokenizer_dir / "tokenizer_config.json").string(), key, **token,
+              (tokenizer_dir / "tokenizer.json").string(),
+              std::string_view(key) == "eos_token" ? "the end-of-sequence token" : "padding", key);
+  }
+}
+
 }  // namespace surogate::data

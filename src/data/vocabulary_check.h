@@ -33,4 +33,11 @@ std::optional<ModelVocabulary> read_model_vocabulary(const std::filesystem::path
 void check_tokenizer_fits_model(const tokenizer::Tokenizer& tokenizer, const std::filesystem::path& tokenizer_json,
                                 const ModelVocabulary& model);
 
+// UserError naming tokenizer_config.json, the key and the token when its eos_token or pad_token is
+// not a token of the tokenizer: the pipeline appends and pads with their ids, and without an id
+// EOS would silently vanish from every sample. (transformers would add such a token as a new id
+// past the vocabulary, which the model's embedding does not cover either.) bos_token and
+// unk_token are only ever rendered as text by chat templates, as in transformers, and not checked.
+void check_special_tokens_exist(const tokenizer::Tokenizer& tokenizer, const std::filesystem::path& tokenizer_dir);
+
 }  // namespace surogate::data

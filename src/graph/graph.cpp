@@ -16,9 +16,21 @@ constexpr std::array<std::string_view, 3> kPhaseNames{"forward", "backward", "re
 
 }  // namespace
 
+// Sizes reach shapes from config.json and the run's options; config.json's are bounded where it
+// is read (io/model_config_bounds.h), and this check is the net under every other product, so a
+// size that wraps around 64 bits is never planned as a small tensor. 2^47 elements bound a
+// tensor to 2^50 bytes (1 PiB) in any dtype: TensorType::size_bytes cannot overflow either, nor
+// can the memory planner's sums of such sizes.
 int64_t shape_numel(const Shape& shape) {
+  constexpr int64_t kMaxElements = int64_t{1} << 47;
   int64_t count = 1;
-  for (int64_t dim : shape) count *= dim;
+  for (int64_t dim : shape) {
+    if (__builtin_mul_overflow(count, dim, &count) || count > kMaxElements) {
+      fail_user("a tensor of shape {} has more than 2^47 elements, more than any machine holds; its sizes come from "
+                "config.json (vocab_size, hidden_size, intermediate_size, ...) and the run's sequence_len and batch "
+                "sizes: check them", format_shape(shape));
+    }
+  }
   return count;
 }
 

@@ -7,10 +7,12 @@
 
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
+#include "io/interrupt_cleanup.h"
 
 namespace surogate::io {
 namespace {
@@ -34,6 +36,7 @@ class TemporaryFile {
                 folder.string(), std::strerror(errno));
     }
     temp_path_ = name.data();
+    cleanup_.emplace(temp_path_);  // Ctrl-C runs no destructor: the handler removes it then
   }
   TemporaryFile(const TemporaryFile&) = delete;
   TemporaryFile& operator=(const TemporaryFile&) = delete;
@@ -66,6 +69,7 @@ class TemporaryFile {
                 std::strerror(errno));
     }
     committed_ = true;
+    cleanup_.reset();
     std::filesystem::path folder = target_.parent_path().empty() ? "." : target_.parent_path();
     int dir_fd = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dir_fd >= 0) {
@@ -77,6 +81,7 @@ class TemporaryFile {
  private:
   std::filesystem::path target_;
   std::string temp_path_;
+  std::optional<InterruptCleanup> cleanup_;
   int fd_ = -1;
   bool committed_ = false;
 };

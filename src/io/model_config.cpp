@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "io/atomic_file.h"
+#include "io/model_config_bounds.h"
 #include "io/json_fields.h"
 #include "io/model_config_moe.h"
 #include "io/model_config_quantization.h"
@@ -246,6 +247,7 @@ ModelConfig parse_model_config(std::string_view json_text, const std::string& so
   model.bos_token_id = fields.integer("bos_token_id");
   model.pad_token_id = fields.integer("pad_token_id");
   model.eos_token_ids = parse_token_ids(config, fields, "eos_token_id");
+  check_model_size_bounds(model, fields);
   model.rope = parse_rope_config(config, model.head_dim, model.max_position_embeddings, source);
   model.source_json = std::string(json_text);
   return model;

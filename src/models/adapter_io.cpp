@@ -5,11 +5,14 @@
 #include <cmath>
 #include <fstream>
 #include <map>
+#include <set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "core/error.h"
 #include "io/safetensors.h"
+#include "io/tensor_finite_check.h"
 #include "io/safetensors_writer.h"
 
 namespace surogate::models {
@@ -45,6 +48,8 @@ void save_peft_adapter(const fs::path& dir, const std::vector<LoraAdapter>& adap
 
 namespace {
 
+void refuse_unapplied_settings(const nlohmann::json& config, const fs::path& file);
+
 nlohmann::json read_adapter_config(const fs::path& file) {
   if (!fs::exists(file)) {
     fail_user("{} does not exist: an adapter folder holds adapter_config.json and adapter_model.safetensors",
@@ -62,7 +67,68 @@ nlohmann::json read_adapter_config(const fs::path& file) {
       fail_user("{}: '{}' must be a positive number", file.string(), key);
     }
   }
+  refuse_unapplied_settings(json, file);
   return json;
+}
+
+// PEFT settings that change what the adapter does, with the value under which it is plain LoRA:
+// any other value would be read and not applied, so the adapter would act differently from how
+// it was trained. The one place these are refused.
+struct PeftSetting {
+  const char* key;
+  const char* what;
+  bool (*neutral)(const nlohmann::json& value);
+};
+
+bool absent_or_false(const nlohmann::json& value) { return value.is_null() || value == false; }
+bool absent_or_empty(const nlohmann::json& value) { return value.is_null() || value.empty(); }
+bool no_bias(const nlohmann::json& value) { return value.is_null() || value == "none"; }
+
+constexpr PeftSetting kUnappliedSettings[] = {
+    {"use_dora", "DoRA (weight-decomposed LoRA)", absent_or_false},
+    {"modules_to_save", "fully trained copies of whole modules", absent_or_empty},
+    {"rank_pattern", "per-module ranks", absent_or_empty},
+    {"alpha_pattern", "per-module alphas", absent_or_empty},
+    {"layers_to_transform", "adapting only some layers", absent_or_empty},
+    {"lora_bias", "LoRA bias vectors", absent_or_false},
+    {"bias", "trained biases", no_bias},
+    {"fan_in_fan_out", "transposed (Conv1D) weights", absent_or_false},
+};
+
+void refuse_unapplied_settings(const nlohmann::json& config, const fs::path& file) {
+  for (const PeftSetting& setting : kUnappliedSettings) {
+    auto found = config.find(setting.key);
+    if (found == config.end() || setting.neutral(*found)) continue;
+    fail_user("{}: '{}' is {} ({}), which Surogate does not apply; loading the adapter as plain LoRA would not "
+              "reproduce the trained model. Only plain LoRA adapters are supported", file.string(), setting.key,
+              found->dump(), setting.what);
+  }
+}
+
+// target_modules (a list of module names, or "all-linear") must name projections this model has:
+// PEFT adapts every module whose name ends with an entry, so an entry this model lacks means the
+// adapter was made for another architecture, or its tensors were lost.
+void check_target_modules(const nlohmann::json& config, const fs::path& file, const std::vector<std::string>& projections,
+                          const std::set<std::string>& adapted) {
+  auto found = config.find("target_modules");
+  if (found == config.end() || found->is_null() || *found == "all-linear") return;
+  if (found->is_string()) {
+    fail_user("{}: 'target_modules' is the pattern {}; Surogate reads adapters whose target_modules is a list of "
+              "module names (or \"all-linear\")", file.string(), found->dump());
+  }
+  if (!found->is_array()) fail_user("{}: 'target_modules' must be a list of module names", file.string());
+  for (const nlohmann::json& entry : *found) {
+    const std::string name = entry.is_string() ? entry.get<std::string>() : entry.dump();
+    if (std::find(projections.begin(), projections.end(), name) == projections.end()) {
+      fail_user("{}: target_modules names '{}', which is not a projection of this model ({}); the adapter would not "
+                "be applied there. Is this adapter for another base model?", file.string(), name,
+                fmt::join(projections, ", "));
+    }
+    if (!adapted.contains(name)) {
+      fail_user("{}: target_modules names '{}', but {} holds no lora_A / lora_B for it; the adapter file is "
+                "incomplete", file.string(), name, kAdapterWeightsFile);
+    }
+  }
 }
 
 }  // namespace
@@ -109,6 +175,8 @@ PeftAdapter load_peft_adapter(const fs::path& dir, const io::ModelConfig& config
     }
     const ParameterSpec& base = *target->second.base;
     const io::SafetensorsTensor& tensor = checkpoint.tensor(key);
+    io::require_finite(tensor, weights_file.string(),
+                       "the adapter is damaged (a diverged run saves NaN): use an earlier checkpoint's adapter");
     const bool is_a = key.ends_with(".lora_A.weight");
     const int64_t out = base.shape[base.shape.size() - 2], in = base.shape.back();
     graph::Shape expected = is_a ? graph::Shape{r, in} : graph::Shape{out, r};
@@ -141,6 +209,9 @@ PeftAdapter load_peft_adapter(const fs::path& dir, const io::ModelConfig& config
     }
     adapter.matrices.push_back(std::move(entry->second));
   }
+  std::set<std::string> adapted;
+  for (const AdapterMatrices& matrices : adapter.matrices) adapted.insert(peft_module_name(matrices.base));
+  check_target_modules(adapter.config, dir / kAdapterConfigFile, lora_module_names(config), adapted);
   return adapter;
 }
 

@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "io/safetensors_writer.h"
+#include "io/tensor_finite_check.h"
 #include "ops/parallel_for.h"
 
 namespace surogate::models {
@@ -277,28 +278,34 @@ void load_hf_weights(const std::filesystem::path& model_dir, std::span<const Par
   }
   std::vector<float> buffer;       // one dequantized weight at a time
   std::vector<std::byte> stacked;  // one stacked expert parameter at a time
+  // A NaN or Inf weight would make the first loss NaN (read as a divergence to fix with the
+  // learning rate), an evaluation's loss null, or a merged model NaN: it is a damaged file.
+  const auto deliver = [&](const ParameterSpec& spec, const io::SafetensorsTensor& tensor) {
+    io::require_finite(tensor, model_dir.string(), "the weights are damaged: re-download or re-export the model");
+    sink(spec, tensor);
+  };
   for (const ParameterSpec& spec : specs) {
     const ParameterSpec& original = requested[static_cast<size_t>(&spec - specs.data())];  // what the sink knows
     if (auto source = fused.find(static_cast<size_t>(&spec - specs.data())); source != fused.end()) {
-      sink(original, slice_fused(checkpoint.tensor(source->second.name), spec, source->second, stacked));
+      deliver(original, slice_fused(checkpoint.tensor(source->second.name), spec, source->second, stacked));
       continue;
     }
     if (spec.experts > 0) {
-      sink(original, stack_pieces(checkpoint, spec, stacked));
+      deliver(original, stack_pieces(checkpoint, spec, stacked));
       continue;
     }
     const io::SafetensorsTensor& tensor = checkpoint.tensor(spec.hf_name);
     if (is_bnb_4bit(spec, tensor)) {
       const Bnb4bitTensor bnb = read_bnb_4bit_tensor(checkpoint, spec);
-      if (!bnb_sink || !bnb_sink(original, bnb)) sink(original, dequantized(bnb, spec, buffer));
+      if (!bnb_sink || !bnb_sink(original, bnb)) deliver(original, dequantized(bnb, spec, buffer));
       continue;
     }
     if (tensor.dtype != DType::F8_E4M3) {
-      sink(original, tensor);
+      deliver(original, tensor);
       continue;
     }
     const Fp8BlockTensor fp8{tensor, checkpoint.tensor(scale_name(spec)), fp8_block_shape(checkpoint, spec)};
-    if (!fp8_sink || !fp8_sink(original, fp8)) sink(original, dequantized(fp8, buffer));
+    if (!fp8_sink || !fp8_sink(original, fp8)) deliver(original, dequantized(fp8, buffer));
   }
 }
 

@@ -6,6 +6,7 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -141,7 +142,12 @@ std::optional<int64_t> CheckpointStore::step_of(const fs::path& checkpoint) {
   if (!name.starts_with(kPrefix)) return std::nullopt;
   std::string digits = name.substr(std::string(kPrefix).size());
   if (digits.empty() || !std::all_of(digits.begin(), digits.end(), ::isdigit)) return std::nullopt;
-  return std::stoll(digits);
+  // A number past int64 (a stray folder such as checkpoint-9223372036854775808) is not a step this
+  // engine writes: not a checkpoint, never a parse failure.
+  int64_t step = 0;
+  const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), step);
+  if (error != std::errc() || end != digits.data() + digits.size()) return std::nullopt;
+  return step;
 }
 
 bool CheckpointStore::is_complete(const fs::path& checkpoint) { return check_files(checkpoint, false).empty(); }

@@ -60,15 +60,7 @@ void load_weights(const fs::path& model_dir, std::span<const models::ParameterSp
   size_t index = 0;
   models::load_hf_weights(model_dir, specs, [&](const models::ParameterSpec& spec, const io::SafetensorsTensor& tensor) {
     SUROGATE_CHECK(spec.name == weights[index].name, "weights follow spec order");
-    io::read_tensor_as_float32(tensor, weights[index].values);
-    // A NaN or Inf weight makes the first step's loss NaN, which would read as a divergence to be
-    // fixed with the learning rate; it is a damaged file.
-    const std::span<const float> values = weights[index].values;
-    const auto bad = std::find_if(values.begin(), values.end(), [](float value) { return !std::isfinite(value); });
-    if (bad != values.end()) {
-      fail_user("{}: tensor {} holds a non-finite value ({} at element {}); the weights are damaged: re-download or "
-                "re-export the model", model_dir.string(), tensor.name, *bad, bad - values.begin());
-    }
+    io::read_tensor_as_float32(tensor, weights[index].values);  // load_hf_weights checked it is finite
     if (written) written(index);
     ++index;
   }, [&](const models::ParameterSpec& spec, const models::Fp8BlockTensor& tensor) {

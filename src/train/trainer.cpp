@@ -35,6 +35,7 @@
 #include "train/model_weights.h"
 #include "train/process_run.h"
 #include "train/progress_display.h"
+#include "train/run_folder_lock.h"
 #include "train/run_records.h"
 #include "train/run_summary.h"
 #include "train/step_guard.h"
@@ -73,6 +74,9 @@ private:
   void report_time_breakdown();
   [[noreturn]] void fail_diverged(const StepVerdict& verdict);
 
+  // First, so destroyed last: the folders stay locked until every write (a checkpoint in flight,
+  // the outputs) is done.
+  std::vector<io::FolderLock> folder_locks_;
   const Config& config_;
   TrainerOptions options_;
   // The processes of the run (one unless a launcher or Ray started several): rank 0's process
@@ -132,6 +136,7 @@ Run::Run(const Config& config, const TrainerOptions& options)
       display_(options.live_progress.value_or(ProgressDisplay::stdout_is_terminal()), !world_->leads()),
       registry_(make_training_registry()) {
   run_name_ = config.run_name.value_or(options.default_run_name);
+  if (world_->leads() && !options.output_folders_locked) folder_locks_ = lock_run_folders(config);
   const distributed::ProcessPlacement placement = distributed::process_placement(world_.get());
   const MachineOffer machine = probe_machine();
   BackendChoice choice = choose_training_backend(config, machine, placement);

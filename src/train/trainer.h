@@ -84,6 +84,9 @@ struct TrainerOptions {
   InjectedFaults faults;
   // Set by a supervised run's restarts: the restarts so far (logged at start and in the report).
   std::vector<RestartRecord> restarts;
+  // The caller (the restart supervisor) holds the locks of output_dir and checkpoint_dir
+  // (train/run_folder_lock.h) for this run; otherwise the run takes them itself.
+  bool output_folders_locked = false;
 };
 
 struct TrainingResult {

@@ -4,6 +4,10 @@
 #include <fstream>
 #include <sstream>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "config/config_enums.h"
 #include "core/error.h"
 
 namespace surogate::train {
@@ -24,18 +28,48 @@ nlohmann::json to_json(const TrainingState& state) {
           {"loss_scale", state.loss_scale}};
 }
 
+namespace {
+
+// A count the trainer wrote (a step, an epoch, a position): a non-negative integer. nlohmann would
+// read -1 as 2^64 - 1 into an unsigned field and resume from nonsense.
+int64_t counter(const nlohmann::json& object, const char* key, const std::string& source, const char* prefix = "") {
+  const nlohmann::json& value = object.at(key);
+  if (!value.is_number_integer() || value.get<int64_t>() < 0) {
+    fail_user("{}: '{}{}' is {}, not a non-negative integer; the trainer state is damaged: resume from an earlier "
+              "checkpoint or set resume_from_checkpoint: false", source, prefix, key, value.dump());
+  }
+  return value.get<int64_t>();
+}
+
+// The schedule record names a schedule this engine has (lr_scheduler_type's values).
+void check_schedule(const nlohmann::json& schedule, const std::string& source) {
+  if (!schedule.is_object() || !schedule.contains("type") || !schedule["type"].is_string()) {
+    fail_user("{}: 'schedule' must be an object with a 'type'; the trainer state is damaged: resume from an earlier "
+              "checkpoint or set resume_from_checkpoint: false", source);
+  }
+  const std::string type = schedule["type"].get<std::string>();
+  if (!enum_from_string<LrScheduler>(type)) {
+    fail_user("{}: 'schedule.type' is '{}', not a schedule Surogate writes ({}); the trainer state is damaged: "
+              "resume from an earlier checkpoint or set resume_from_checkpoint: false", source, type,
+              fmt::join(enum_names<LrScheduler>(), ", "));
+  }
+}
+
+}  // namespace
+
 TrainingState training_state_from_json(const nlohmann::json& json, const std::string& source) {
   try {
     if (json.value("format", "") != "surogate-trainer-state" || json.at("version").get<int>() != 1) {
       fail_user("{}: not a Surogate trainer state (version 1); the checkpoint was written by another tool", source);
     }
     TrainingState state;
-    state.step = json.at("step").get<int64_t>();
-    state.total_steps = json.at("total_steps").get<int64_t>();
-    state.loader.epoch = json.at("loader").at("epoch").get<uint64_t>();
-    state.loader.index = json.at("loader").at("index").get<uint64_t>();
+    state.step = counter(json, "step", source);
+    state.total_steps = counter(json, "total_steps", source);
+    state.loader.epoch = static_cast<uint64_t>(counter(json.at("loader"), "epoch", source, "loader."));
+    state.loader.index = static_cast<uint64_t>(counter(json.at("loader"), "index", source, "loader."));
     state.train_seed = json.at("train_seed").get<uint64_t>();
     state.schedule = json.at("schedule");
+    check_schedule(state.schedule, source);
     state.history = json.at("history");
     state.eval_history = json.at("eval_history");
     // Absent in checkpoints written before log_gpu_util was implemented.

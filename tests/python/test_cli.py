@@ -11,8 +11,11 @@ def test_version(surogate_bin):
 
 
 def test_unknown_command_is_a_user_error(surogate_bin):
-    result = run_surogate(surogate_bin, "no-such-command")
+    """It used to say only "A subcommand is required", without the word it did not know."""
+    result = run_surogate(surogate_bin, "frobnicate", "x.yaml")
     assert result.returncode == 2
+    assert "'frobnicate' is not a surogate command; the commands are: " in result.stderr, result.stderr
+    assert "sft" in result.stderr and "eval" in result.stderr
 
 
 def test_every_command_has_help(surogate_bin):

@@ -172,7 +172,9 @@ def test_output_dir_that_is_a_file(surogate_bin, tmp_path):
     stderr = user_error(run_surogate(surogate_bin, "pt", config, "--dry-run", f"--output_dir={blocker}"))
     assert f"command line --output_dir={blocker}: output_dir '{blocker}' is a file" in stderr
     stderr = user_error(run_surogate(surogate_bin, "tokenize", config, f"--output_dir={blocker}"))
-    assert f"cannot create the token cache folder {blocker / 'tokenized'}" in stderr
+    assert f"output_dir '{blocker}' is a file; output_dir must be a folder" in stderr
+    stderr = user_error(run_surogate(surogate_bin, "tokenize", config, f"--output={blocker / 'dataset.surotok'}"))
+    assert f"cannot create the token cache folder {blocker}" in stderr
 
 
 def test_bad_paths_on_the_command_line(surogate_bin, tmp_path):

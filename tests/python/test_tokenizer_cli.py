@@ -38,6 +38,14 @@ def test_decode_rejects_non_integer_ids(surogate_bin, tokenizers_dir):
     assert "line 1" in result.stderr
 
 
+def test_decode_rejects_negative_ids(surogate_bin, tokenizers_dir):
+    """A negative id printed "" (Hugging Face's decode raises)."""
+    result = run_surogate(surogate_bin, "tokenizer", "decode", "--tokenizer", tokenizer_dir(tokenizers_dir),
+                          input_text='{"ids": [1, 2]}\n{"ids": [5, -1]}\n')
+    assert result.returncode == 2, result.stdout
+    assert "stdin line 2: id -1 is negative; token ids are 0 to " in result.stderr, result.stderr
+
+
 def test_missing_tokenizer_folder_is_a_user_error(surogate_bin, tmp_path):
     result = run_surogate(surogate_bin, "tokenizer", "encode", "--tokenizer", tmp_path, input_text="")
     assert result.returncode == 2

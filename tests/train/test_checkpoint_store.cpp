@@ -49,6 +49,22 @@ TEST_F(CheckpointStoreTest, RotationKeepsTheNewest) {
   EXPECT_EQ(all[1].filename(), "checkpoint-4");
 }
 
+// A leftover folder whose number does not fit int64 used to end a finished run in an internal error
+// (std::stoll) when the next save rotated the checkpoints, before the model was written.
+TEST_F(CheckpointStoreTest, FolderNamesPastInt64AreNotCheckpoints) {
+  fs::create_directories(root_ / "checkpoint-9223372036854775808");
+  fs::create_directories(root_ / "checkpoint-99999999999999999999999");
+  EXPECT_EQ(CheckpointStore::step_of(root_ / "checkpoint-9223372036854775808"), std::nullopt);
+  EXPECT_EQ(CheckpointStore::step_of(root_ / "checkpoint-9223372036854775807"), INT64_MAX);
+  CheckpointStore store(root_, 1);
+  store.save(1, [](const fs::path& p) { write_weights(p, "a"); });
+  store.save(2, [](const fs::path& p) { write_weights(p, "b"); });
+  ASSERT_TRUE(store.latest().has_value());
+  EXPECT_EQ(store.latest()->filename(), "checkpoint-2");
+  EXPECT_EQ(store.latest_verified({}), root_ / "checkpoint-2");
+  EXPECT_TRUE(fs::exists(root_ / "checkpoint-9223372036854775808"));  // not ours: left alone
+}
+
 TEST_F(CheckpointStoreTest, AnInterruptedSaveNeverBecomesTheLatest) {
   CheckpointStore store(root_, 5);
   store.save(10, [](const fs::path& p) { write_weights(p, "good"); });

@@ -246,6 +246,9 @@ std::vector<json> ParquetFile::read_row_group(size_t index) const {
               leaves.size());
   }
   if (group.num_rows < 0) fail_user("Parquet file {}: negative row count in row group {}", name, index);
+  // A valid empty file (pyarrow writes one row group of 0 rows) has column chunks that point at
+  // nothing: there is nothing to read, and the shard contributes no rows.
+  if (group.num_rows == 0) return {};
   std::vector<json> rows(static_cast<size_t>(group.num_rows), json::object());
   std::ifstream stream(path_, std::ios::binary);
   for (size_t c = 0; c < leaves.size(); ++c) {
