@@ -122,7 +122,7 @@ PY
   fi
   if [[ "${PEERS:-1}" != 0 ]]; then
     peer_run "$model" lora --steps "${PEER_STEPS:-5}" 2>>"$log/peers.log" >>"$log/peers.jsonl"
-    # With Liger-Kernel importable (its wheel carried, see docs/benchmarks.md): the peer with it too.
+    # With Liger-Kernel importable (its wheel carried, see bench/results/HISTORY.md): the peer with it too.
     if python3 -c "import liger_kernel" 2>/dev/null; then
       peer_run "$model" lora --steps "${PEER_STEPS:-5}" --liger 2>>"$log/peers.log" >>"$log/peers.jsonl"
     fi

@@ -20,7 +20,7 @@
 #      fullest GPU (nvidia-smi, sampled every 200 ms) beside the dry run's per-GPU prediction;
 #      and transformers + PEFT under torchrun DDP on the same GPUs (bench/peers/hf_peft_bench.py;
 #      PEERS=0 skips) for the ratio.
-# Last run: 2 × H100, 2026-11-25 (docs/benchmarks.md, "Several GPUs").
+# Last run: 2 × H100, 2026-11-25 (docs/benchmarks.md, "Several GPUs"; bench/results/HISTORY.md).
 # Here, first: BUILD_DIR=build CARRY_DIR=carry/dp CARRY_BINARIES="surogate tests/train_cuda/train_cuda_tests
 # tests/distributed_cuda/distributed_cuda_tests" scripts/gpu_check.sh --prepare; then on the GPU machine
 # `bash bench/run_multi_gpu.sh` with carry ["carry/dp.tar.xz"].

@@ -1,3 +1,13 @@
+# surogate_strict_warnings(TARGET): with -DSUROGATE_WARNINGS_AS_ERRORS=ON (CI: .ci/run through
+# scripts/test.sh) a warning in our own code fails the build, C++ and the host side of CUDA alike.
+# Off by default, so a user's newer compiler cannot break their build. ptxas's register-spill
+# reports stay warnings: the two kernels that spill do so by design (docs/cuda.md, "Register spills").
+function(surogate_strict_warnings target)
+  if(SUROGATE_WARNINGS_AS_ERRORS)
+    target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-Werror> $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Werror>)
+  endif()
+endfunction()
+
 # surogate_add_module(NAME SOURCES ... [CUDA_SOURCES ...] [DEPS ...])
 # Declares the static library surogate_<NAME> for one folder of src/ and records it so
 # the CLI links every module without a central list to edit.
@@ -12,6 +22,8 @@ function(surogate_add_module name)
   target_include_directories(${target} PUBLIC ${PROJECT_SOURCE_DIR}/src)
   target_link_libraries(${target} PUBLIC ${ARG_DEPS})
   target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra>)
+  surogate_strict_warnings(${target})
+  set_target_properties(${target} PROPERTIES UNITY_BUILD ${SUROGATE_UNITY_BUILD})
   if(SUROGATE_CUDA)
     target_compile_definitions(${target} PUBLIC SUROGATE_WITH_CUDA=1)
   endif()
@@ -27,6 +39,7 @@ function(surogate_add_test name)
   cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main)
+  surogate_strict_warnings(${name})
   target_compile_definitions(${name} PRIVATE
     SUROGATE_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
     SUROGATE_FIXTURES_DIR="${PROJECT_SOURCE_DIR}/tests/fixtures"

@@ -25,6 +25,8 @@ python_packages=(
   # Oracles of the Python package's tests (DLPack round trip with torch on the CPU, PEFT loading an
   # adapter trained from Python); already there on machines that have them.
   torch peft
+  # The benchmark page's charts (bench/plot_benchmarks.py), drawn by tests/python/test_benchmark_page.py.
+  matplotlib
 )
 
 missing=()

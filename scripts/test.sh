@@ -4,6 +4,8 @@
 # GPU tests are not run here (CI has no GPU): scripts/gpu_check.sh runs them on a GPU machine.
 #   SUROGATE_BUILD_DIR      build folder (default: build)
 #   SUROGATE_CUDA_ARCHS     CUDA architectures to compile (default: 90a here, to keep CI fast)
+#   SUROGATE_WARNINGS_AS_ERRORS  ON (default): a compiler warning in our own code fails the build
+#                           (cmake/SurogateModule.cmake); OFF reuses the ccache of a plain build
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # ccache (CMakeLists.txt) keys on relative paths below the checkout, so a fresh clone elsewhere
@@ -13,7 +15,8 @@ export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}"
 build_dir=${SUROGATE_BUILD_DIR:-build}
 jobs=$(nproc)
 cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_CUDA_ARCHITECTURES="${SUROGATE_CUDA_ARCHS:-90a}" >/dev/null
+  -DCMAKE_CUDA_ARCHITECTURES="${SUROGATE_CUDA_ARCHS:-90a}" \
+  -DSUROGATE_WARNINGS_AS_ERRORS="${SUROGATE_WARNINGS_AS_ERRORS:-ON}" >/dev/null
 cmake --build "$build_dir" -j "$jobs"
 
 export SUROGATE_BIN="$PWD/$build_dir/surogate" SUROGATE_BUILD_DIR="$PWD/$build_dir"

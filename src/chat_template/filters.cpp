@@ -194,10 +194,14 @@ Value filter_indent(Evaluator& evaluator, const Value& value, CallArguments& arg
   evaluator.check_text_size(value.str().size() + lines.size() * (indentation.size() + 1), line);
   std::string out;
   if (reader.boolean(2, false)) {
-    for (size_t i = 0; i < lines.size(); ++i) out += (i ? "\n" + indentation : "") + lines[i];
+    for (size_t i = 0; i < lines.size(); ++i) {
+      if (i) out.append("\n").append(indentation);
+      out += lines[i];
+    }
   } else {
     for (size_t i = 0; i < lines.size(); ++i) {
-      if (i) out += "\n" + (lines[i].empty() ? "" : indentation);
+      if (i) out += '\n';
+      if (i && !lines[i].empty()) out += indentation;
       out += lines[i];
     }
   }

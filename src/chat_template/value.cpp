@@ -155,12 +155,17 @@ std::string python_float_repr(double value) {
                                  : std::string("0");
       out += integer_part + "." + fraction;
     } else {
-      out += "0." + std::string(static_cast<size_t>(-exponent - 1), '0') + digits;
+      out += "0.";
+      out.append(static_cast<size_t>(-exponent - 1), '0');
+      out += digits;
     }
     return out;
   }
   out += digits.substr(0, 1);
-  if (digits.size() > 1) out += "." + digits.substr(1);
+  if (digits.size() > 1) {
+    out += '.';
+    out.append(digits, 1);
+  }
   out += fmt::format("e{}{:02d}", exponent < 0 ? '-' : '+', std::abs(exponent));
   return out;
 }

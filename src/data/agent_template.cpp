@@ -69,7 +69,10 @@ RowValue with_content(const RowValue& message, std::string content) {
 
 std::string hermes_tools(const RowValue& tools) {
   std::string block(kHermesToolsHead);
-  for (const auto& tool : tools) block += "\n" + python_json(tool);
+  for (const auto& tool : tools) {
+    block += '\n';
+    block += python_json(tool);
+  }
   return block + std::string(kHermesToolsTail);
 }
 

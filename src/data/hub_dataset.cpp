@@ -77,7 +77,7 @@ std::vector<std::string> strings_of(const YAML::Node& node) {
   std::vector<std::string> values;
   if (node.IsScalar()) values.push_back(node.as<std::string>());
   if (node.IsSequence()) {
-    for (const YAML::Node item : node) {
+    for (const YAML::Node& item : node) {
       if (item.IsScalar()) values.push_back(item.as<std::string>());
     }
   }
@@ -93,7 +93,7 @@ std::map<std::string, std::vector<std::string>> split_patterns(const YAML::Node&
   } else if (data_files.IsMap()) {
     for (const auto& entry : data_files) splits[entry.first.as<std::string>()] = strings_of(entry.second);
   } else if (data_files.IsSequence()) {
-    for (const YAML::Node item : data_files) {
+    for (const YAML::Node& item : data_files) {
       if (item.IsScalar()) {
         splits["train"].push_back(item.as<std::string>());
       } else if (item.IsMap() && item["split"] && item["path"]) {
@@ -108,7 +108,7 @@ std::map<std::string, std::vector<std::string>> split_patterns(const YAML::Node&
 YAML::Node choose_config(const YAML::Node& configs, const DatasetConfig& dataset) {
   std::set<std::string> names;
   std::optional<YAML::Node> marked, named_default, only;
-  for (const YAML::Node config : configs) {
+  for (const YAML::Node& config : configs) {
     if (!config.IsMap()) continue;
     const std::string name = config["config_name"] ? config["config_name"].as<std::string>() : "default";
     names.insert(name);

@@ -6,7 +6,7 @@
 namespace surogate::data {
 namespace {
 
-bool is_space(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
+bool is_loss_scale_space(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
 
 // Regions inside [turn.begin, turn.end) with their own weight; the rest of the turn keeps the
 // turn's weight and regions of weight 0 are left out. Regions are sorted here; one that starts
@@ -37,10 +37,10 @@ std::vector<WeightedSpan> empty_think_blocks(std::string_view text, const Weight
   size_t at = turn.begin;
   while ((at = text.find(open, at)) != std::string_view::npos && at < turn.end) {
     size_t cursor = at + open.size();
-    while (cursor < turn.end && is_space(text[cursor])) ++cursor;
+    while (cursor < turn.end && is_loss_scale_space(text[cursor])) ++cursor;
     if (cursor + close.size() <= turn.end && text.substr(cursor, close.size()) == close) {
       cursor += close.size();
-      while (cursor < turn.end && is_space(text[cursor])) ++cursor;
+      while (cursor < turn.end && is_loss_scale_space(text[cursor])) ++cursor;
       regions.push_back({at, cursor, 0.0f});
     }
     at = cursor > at ? cursor : at + 1;

@@ -33,7 +33,7 @@ namespace surogate::distributed {
 namespace {
 
 // gloo's slot of a point-to-point transfer: a prefix no gloo collective uses, and the tag.
-uint64_t point_to_point_slot(uint32_t tag) { return (uint64_t{0x7e} << 56) | tag; }
+uint64_t world_point_to_point_slot(uint32_t tag) { return (uint64_t{0x7e} << 56) | tag; }
 
 std::string ipv4_text(const sockaddr_in& address) {
   char text[INET_ADDRSTRLEN] = {};
@@ -199,7 +199,7 @@ std::vector<std::string> ProcessWorld::gather(const std::string& mine) {
     if (!leads()) {
       if (mine.empty()) return;
       auto buffer = channel_->context->createUnboundBuffer(const_cast<char*>(mine.data()), mine.size());
-      buffer->send(0, point_to_point_slot(tag));
+      buffer->send(0, world_point_to_point_slot(tag));
       buffer->waitSend(spec_.timeout);
       return;
     }
@@ -210,7 +210,7 @@ std::vector<std::string> ProcessWorld::gather(const std::string& mine) {
       piece.resize(static_cast<size_t>(sizes[static_cast<size_t>(process)]));
       if (piece.empty()) continue;
       auto buffer = channel_->context->createUnboundBuffer(piece.data(), piece.size());
-      buffer->recv(process, point_to_point_slot(tag));
+      buffer->recv(process, world_point_to_point_slot(tag));
       buffer->waitRecv(spec_.timeout);
     }
   });
@@ -240,7 +240,7 @@ std::string ProcessWorld::scatter(const std::vector<std::string>& pieces) {
         const std::string& piece = pieces[static_cast<size_t>(process)];
         if (piece.empty()) continue;
         auto buffer = channel_->context->createUnboundBuffer(const_cast<char*>(piece.data()), piece.size());
-        buffer->send(process, point_to_point_slot(tag));
+        buffer->send(process, world_point_to_point_slot(tag));
         buffer->waitSend(spec_.timeout);
       }
       return;
@@ -248,7 +248,7 @@ std::string ProcessWorld::scatter(const std::vector<std::string>& pieces) {
     own.resize(sizes[static_cast<size_t>(rank())]);
     if (own.empty()) return;
     auto buffer = channel_->context->createUnboundBuffer(own.data(), own.size());
-    buffer->recv(0, point_to_point_slot(tag));
+    buffer->recv(0, world_point_to_point_slot(tag));
     buffer->waitRecv(spec_.timeout);
   });
   return own;

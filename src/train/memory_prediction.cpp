@@ -187,7 +187,10 @@ void predict_layouts(const Config& config, const io::ModelConfig& model, const T
   for (int sequence = 1; sequence <= ranks; ++sequence) {
     for (int pipeline = 1; pipeline <= ranks; ++pipeline) {
       if (ranks % (sequence * pipeline) != 0) continue;
-      LayoutPrediction layout{ranks / (sequence * pipeline), sequence, pipeline};
+      LayoutPrediction layout;
+      layout.data = ranks / (sequence * pipeline);
+      layout.sequence = sequence;
+      layout.pipeline = pipeline;
       layout.configured = sequence == config.sequence_parallel_size && pipeline == config.pipeline_parallel_size;
       // The backend's own refusal (3D parallelism on GPUs), listed as the options' rules are.
       if (target.backend == TrainingBackend::Cuda) {

@@ -23,7 +23,10 @@ void StepGuard::resume(TrainingState& state) {
 StepVerdict StepGuard::judge(double scaled_loss, double scaled_grad_norm, TrainingState& state,
                              nlohmann::json& record) {
   const double scale = loss_scale();
-  StepVerdict verdict{scaled_loss / scale, scaled_grad_norm / scale, 1.0 / scale};
+  StepVerdict verdict;
+  verdict.loss = scaled_loss / scale;
+  verdict.grad_norm = scaled_grad_norm / scale;
+  verdict.gradient_scale = 1.0 / scale;
   const bool finite_loss = std::isfinite(verdict.loss);
   verdict.apply = finite_loss && std::isfinite(verdict.grad_norm);
   // fp16: a finite loss with overflowed gradients means the scale was too high (unless it is 1).

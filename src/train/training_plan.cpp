@@ -46,7 +46,7 @@ models::LoraSetup lora_setup(const Config& config, const io::ModelConfig& model,
   }
   setup.adapters = models::lora_adapters(model, setup.options);
   if (backend == TrainingBackend::Cuda) {
-    // The bf16 graph's faster LoRA forms (models/lora.h), measured on the H100 (docs/benchmarks.md).
+    // The bf16 graph's faster LoRA forms (models/lora.h), measured on the H100 (bench/results/HISTORY.md).
     setup.options.batch_shared_inputs = true;
     setup.options.fuse_low_rank_backward = true;
   }

@@ -94,7 +94,7 @@
 namespace surogate::train {
 namespace {
 
-struct Rank {
+struct CpuReplica {
   runtime::CpuBackend backend;
   CpuParameters parameters;
   distributed::Shard shard;
@@ -151,7 +151,7 @@ public:
     buckets_ = plan_gradient_buckets(rank_plan, gradients, sizes, shards,
                                      std::max<size_t>(1, setup.gradient_bucket_bytes / sizeof(float)), layout_.shard_gradients);
     for (int r = 0; r < layout_.local_ranks; ++r) {
-      auto rank = std::make_unique<Rank>();
+      auto rank = std::make_unique<CpuReplica>();
       rank->backend.load(rank_plan, sequence_groups_.registry(r, *setup.registry));
       rank->parameters = bind_cpu_parameters(rank->backend, rank_plan, setup.specs);
       rank->communicator = std::move(communicators[static_cast<size_t>(r)]);
@@ -162,7 +162,7 @@ public:
     }
     fp8_copies_ = fp8_weight_copies(plan_);
     for (int r = 0; r < layout_.local_ranks; ++r) {
-      Rank& rank = *ranks_[static_cast<size_t>(r)];
+      CpuReplica& rank = *ranks_[static_cast<size_t>(r)];
       rank.shard = shards[static_cast<size_t>(layout_.first_rank + r)];
       if (!layout_.shard_gradients) rank.flat.assign(total_, 0.0f);
       if (gathered_plan_) {
@@ -238,7 +238,7 @@ public:
   void upload() override {
     optimizer_exchange_.scatter(local_optimizer_state());
     threads_.run([&](int r) {
-      Rank& rank = *ranks_[static_cast<size_t>(r)];
+      CpuReplica& rank = *ranks_[static_cast<size_t>(r)];
       if (rank.gatherer) {
         upload_shards(rank, r);
       } else {
@@ -263,7 +263,7 @@ public:
     if (!gathered_plan_ || host_current_) return;
     host_current_ = true;
     threads_.run([&](int r) {
-      Rank& rank = *ranks_[static_cast<size_t>(r)];
+      CpuReplica& rank = *ranks_[static_cast<size_t>(r)];
       for (size_t unit = 0; unit < trainable_ids_.size(); ++unit) {
         const std::span<float> owned = rank.gatherer->owned(trainable_ids_[unit]);
         const std::span<float> scratch = std::span<float>(rank.scratch).first(host_.trainable[unit].values.size());
@@ -286,7 +286,7 @@ public:
 
   StepMetrics measure() override {
     threads_.run([&](int r) {
-      Rank& rank = *ranks_[static_cast<size_t>(r)];
+      CpuReplica& rank = *ranks_[static_cast<size_t>(r)];
       SUROGATE_CHECK(!rank.pending.empty(), "every rank trains gradient_accumulation_steps micro-batches a step");
       for (size_t index = 0; index < rank.pending.size(); ++index) {
         // The last micro-batch's backward reduces the gradient buckets as it completes them.
@@ -328,7 +328,7 @@ public:
 
   void update(const OptimizerStep& step) override {
     threads_.run([&](int r) {
-      Rank& rank = *ranks_[static_cast<size_t>(r)];
+      CpuReplica& rank = *ranks_[static_cast<size_t>(r)];
       if (rank.optimizer) {
         clip_slot_gradients(rank.shard_slots, grad_norm_, config_.max_grad_norm, step.gradient_scale);
         rank.optimizer->step(rank.shard_slots, step);
@@ -350,7 +350,7 @@ public:
 
   void skip_update() override {
     threads_.run([&](int r) {
-      Rank& rank = *ranks_[static_cast<size_t>(r)];
+      CpuReplica& rank = *ranks_[static_cast<size_t>(r)];
       rank.backend.zero_gradients();
       if (rank.sharded) rank.sharded->zero();
     });
@@ -388,7 +388,7 @@ private:
   }
 
   // ZeRO-3 upload: each weight broadcast from global rank 0's host copy; its owner keeps it.
-  void upload_shards(Rank& rank, int r) {
+  void upload_shards(CpuReplica& rank, int r) {
     for (size_t i = 0; i < weight_ids_.size(); ++i) {
       const std::span<float> scratch = std::span<float>(rank.scratch).first(host_.weights[i].values.size());
       if (layout_.first_rank + r == 0) std::ranges::copy(host_.weights[i].values, scratch.begin());
@@ -400,7 +400,7 @@ private:
 
   // ZeRO-1: this rank's updated weights to every rank through the flat buffer; ZeRO-2 through the
   // bucket staging.
-  void publish_shard(Rank& rank) {
+  void publish_shard(CpuReplica& rank) {
     const std::vector<WeightView>& trainable = rank.parameters.trainable;
     if (rank.sharded) {
       rank.sharded->all_gather(trainable);
@@ -434,7 +434,7 @@ private:
   ProcessWindow window_;
   ProcessOptimizerState optimizer_exchange_;
   std::optional<graph::TensorId> router_aux_loss_;  // MoE plans with the router loss
-  std::vector<std::unique_ptr<Rank>> ranks_;
+  std::vector<std::unique_ptr<CpuReplica>> ranks_;
   std::vector<StoredQuantizedWeight> quantized_;  // QLoRA's base, kept for the evaluator's backend
   std::optional<Fp8State> fp8_;                   // fp8_hybrid's scaling state, in each rank's plan
   std::vector<Fp8WeightCopy> fp8_copies_;         // the trained weights' FP8 copies (full fine-tuning)

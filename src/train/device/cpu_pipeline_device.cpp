@@ -63,7 +63,7 @@
 namespace surogate::train {
 namespace {
 
-struct Rank {
+struct PipelineRank {
   int stage = 0, replica = 0, sequence = 0;
   int group_index = 0;                      // in its stage's gradient group: replica · N + sequence
   std::unique_ptr<CpuPipelineStage> runner;
@@ -131,7 +131,7 @@ public:
     });
     sequence_groups_ = connect_cpu_sequence_groups(threads_, *alone, layout_);
     for (int r = 0; r < layout_.local_ranks; ++r) {
-      auto rank = std::make_unique<Rank>();
+      auto rank = std::make_unique<PipelineRank>();
       const distributed::RankPlace place = layout_.place(r);
       rank->stage = place.stage;
       rank->replica = place.replica;
@@ -207,14 +207,14 @@ public:
 
   void accumulate(std::span<const runtime::InputBinding> inputs) override {
     for (const int local : window_.next_local_ranks()) {
-      Rank& rank = *ranks_[static_cast<size_t>(local)];
+      PipelineRank& rank = *ranks_[static_cast<size_t>(local)];
       rank.pending.push_back(rank.runner->take(source_, inputs, rank.sequence, layout_.sequence_size));
     }
   }
 
   StepMetrics measure() override {
     threads_.run([&](int r) {
-      Rank& rank = *ranks_[static_cast<size_t>(r)];
+      PipelineRank& rank = *ranks_[static_cast<size_t>(r)];
       rank.loss = rank.runner->run(rank.pending, *rank.world, [&](int stage) {
         return layout_.rank_at({stage, rank.replica, rank.sequence});
       });
@@ -236,7 +236,7 @@ public:
 
   void update(const OptimizerStep& step) override {
     threads_.run([&](int r) {
-      Rank& rank = *ranks_[static_cast<size_t>(r)];
+      PipelineRank& rank = *ranks_[static_cast<size_t>(r)];
       if (rank.optimizer) {
         clip_slot_gradients(rank.shard_slots, grad_norm_, config_.max_grad_norm);
         rank.optimizer->step(rank.shard_slots, step);
@@ -278,7 +278,7 @@ private:
     }
   }
 
-  void set_up_rank(Rank& rank, const graph::OpRegistry& registry, std::span<const models::ParameterSpec> specs,
+  void set_up_rank(PipelineRank& rank, const graph::OpRegistry& registry, std::span<const models::ParameterSpec> specs,
                    const std::set<std::string>& tied) {
     const PipelineStagePlan& plan = pipeline_.stages[static_cast<size_t>(rank.stage)];
     rank.runner = std::make_unique<CpuPipelineStage>(plan, registry, layout_.pipeline_size, boundary_tags_);
@@ -308,7 +308,7 @@ private:
 
   // After the schedule: tied gradients summed into the first stage's, then the stage's gradient
   // group sums (ZeRO-2: reduce-scatters) the owned gradients, and the rank's share of the squares.
-  void reduce_gradients(Rank& rank) {
+  void reduce_gradients(PipelineRank& rank) {
     for (size_t index : rank.tied) {
       const std::span<const float> gradient = rank.parameters.gradients[index];
       rank.tied_pair->all_reduce_sum(const_cast<float*>(gradient.data()), gradient.size(), DType::F32);
@@ -335,7 +335,7 @@ private:
   ProcessWindow window_;
   std::map<std::string, uint32_t> boundary_tags_;
   SequenceGroups sequence_groups_;  // sequence parallelism: each rank's group and exchange ops
-  std::vector<std::unique_ptr<Rank>> ranks_;
+  std::vector<std::unique_ptr<PipelineRank>> ranks_;
   std::vector<std::vector<float>> host_values_;
   std::vector<WeightView> host_weights_, host_trainable_;
   std::map<std::string, size_t> host_index_;

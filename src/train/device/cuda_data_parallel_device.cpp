@@ -88,7 +88,7 @@
 namespace surogate::train {
 namespace {
 
-struct Rank {
+struct CudaReplica {
   std::unique_ptr<CudaRankState> state;
   std::unique_ptr<distributed::Communicator> communicator;  // on the backend's stream
   std::unique_ptr<distributed::Communicator> sequence;  // sequence parallelism: the rank's group
@@ -241,7 +241,7 @@ public:
       }
     });
     threads_.run([&](int r) {
-      Rank& rank = ranks_[static_cast<size_t>(r)];
+      CudaReplica& rank = ranks_[static_cast<size_t>(r)];
       CudaRankState& state = *rank.state;
       for (size_t i = 0; i < host_.weights.size(); ++i) {
         rank.communicator->broadcast(state.backend().device_address(trainable_layout_.ids[i]),
@@ -295,7 +295,7 @@ public:
     // stream (and under ZeRO-3 every micro-batch gathers its weights there). Only enqueued: the
     // host waits below, once every rank has enqueued its part.
     threads_.run([&](int r) {
-      Rank& rank = ranks_[static_cast<size_t>(r)];
+      CudaReplica& rank = ranks_[static_cast<size_t>(r)];
       SUROGATE_CHECK(!rank.pending.empty(), "every rank trains gradient_accumulation_steps micro-batches a step");
       for (size_t index = 0; index < rank.pending.size(); ++index) {
         const bool last = index + 1 == rank.pending.size();
@@ -310,7 +310,7 @@ public:
     });
     const size_t tensors = trainable_layout_.entries.size();
     threads_.run([&](int r) {
-      Rank& rank = ranks_[static_cast<size_t>(r)];
+      CudaReplica& rank = ranks_[static_cast<size_t>(r)];
       CudaRankState& state = *rank.state;
       if (layout_.shard_gradients) state.gradient_norm(rank.shard.first_unit, rank.shard.end_unit);
       else state.gradient_norm(0, tensors);
@@ -322,7 +322,7 @@ public:
     window_.restart();
     StepMetrics metrics;
     std::vector<double> losses, squares, aux_losses;
-    for (const Rank& rank : ranks_) {
+    for (const CudaReplica& rank : ranks_) {
       losses.push_back(rank.loss_sum);
       squares.push_back(static_cast<double>(rank.state->norm()) * rank.state->norm());
       aux_losses.push_back(rank.aux_sum.value_or(0.0));
@@ -345,7 +345,7 @@ public:
     // fp16 loss scaling is the CPU emulation's in this build (torch_dtype: float16 is refused on CUDA).
     SUROGATE_CHECK(step.gradient_scale == 1.0, "no gradient scale on the CUDA backend");
     threads_.run([&](int r) {
-      Rank& rank = ranks_[static_cast<size_t>(r)];
+      CudaReplica& rank = ranks_[static_cast<size_t>(r)];
       CudaRankState& state = *rank.state;
       state.step(step);
       if (!gathered_plan_) {
@@ -371,7 +371,7 @@ public:
 
   size_t gradient_accumulator_bytes() const override {
     size_t largest = 0;
-    for (const Rank& rank : ranks_) {
+    for (const CudaReplica& rank : ranks_) {
       largest = std::max(largest, rank.state->accumulator_bytes() + (rank.sharded ? rank.sharded->staging_bytes() : 0));
     }
     return largest;
@@ -390,7 +390,7 @@ private:
     }
     threads_.run([&](int r) {
       CUDA_CHECK(cudaSetDevice(layout_.first_device + r));
-      Rank& rank = ranks_[static_cast<size_t>(r)];
+      CudaReplica& rank = ranks_[static_cast<size_t>(r)];
       const int global = layout_.first_rank + r;
       rank.shard = shards[static_cast<size_t>(global)];
       TrainingDeviceSetup rank_setup = setup;
@@ -410,7 +410,7 @@ private:
       CUDA_CHECK(cudaDeviceSynchronize());  // the owned buffer zeroed before anything reads it
     });
     std::vector<void*> streams, sides;
-    for (const Rank& rank : ranks_) {
+    for (const CudaReplica& rank : ranks_) {
       streams.push_back(rank.state->stream());
       sides.push_back(rank.side->get());
     }
@@ -421,7 +421,7 @@ private:
     std::vector<std::unique_ptr<distributed::Communicator>> side_communicators = distributed::connect_nccl_world(
         threads_, world, layout_.first_rank, layout_.world_size, layout_.first_device, sides);
     threads_.run([&](int r) {
-      Rank& rank = ranks_[static_cast<size_t>(r)];
+      CudaReplica& rank = ranks_[static_cast<size_t>(r)];
       rank.communicator = std::move(communicators[static_cast<size_t>(r)]);
       rank.side_communicator = std::move(side_communicators[static_cast<size_t>(r)]);
       if (gathered_plan_) {
@@ -470,7 +470,7 @@ private:
                             cudaMemcpyHostToDevice));
     });
     threads_.run([&](int r) {
-      Rank& rank = ranks_[static_cast<size_t>(r)];
+      CudaReplica& rank = ranks_[static_cast<size_t>(r)];
       CudaRankState& state = *rank.state;
       upload_weight_shards(transfer(rank, r), trainable_layout_, host_.weights);
       if (fp8_) rank.communicator->broadcast(fp8_device(state), fp8_host_.size(), DType::F32, 0);
@@ -488,7 +488,7 @@ private:
     if (host_current_) return;
     host_current_ = true;
     threads_.run([&](int r) {
-      Rank& rank = ranks_[static_cast<size_t>(r)];
+      CudaReplica& rank = ranks_[static_cast<size_t>(r)];
       download_weight_shards(transfer(rank, r), trainable_layout_, host_.weights);
       rank.communicator->synchronize();
     });
@@ -500,7 +500,7 @@ private:
     return [this](const std::string& name) { return quantized_base_->host_piece(name); };
   }
 
-  CudaShardTransfer transfer(Rank& rank, int r) {
+  CudaShardTransfer transfer(CudaReplica& rank, int r) {
     return {*rank.state, *rank.communicator, rank.weight_shard, rank.scratch.data(), r == 0};
   }
 
@@ -512,7 +512,7 @@ private:
   void release_ranks() noexcept {
     try {
       threads_.run([&](int r) {
-        Rank& rank = ranks_[static_cast<size_t>(r)];
+        CudaReplica& rank = ranks_[static_cast<size_t>(r)];
         if (rank.side) rank.side->synchronize();
         rank.gatherer.reset();
         rank.quantized_gatherer.reset();
@@ -535,7 +535,7 @@ private:
   // This process's ranks' optimizer state, in rank order (host views: download() first).
   std::vector<StateTensor> local_optimizer_state() {
     std::vector<StateTensor> tensors;
-    for (Rank& rank : ranks_) {
+    for (CudaReplica& rank : ranks_) {
       if (rank.state->optimizer() == nullptr) continue;
       for (StateTensor& tensor : rank.state->optimizer()->state_tensors()) tensors.push_back(std::move(tensor));
     }
@@ -550,7 +550,7 @@ private:
   ProcessOptimizerState optimizer_exchange_;
   CudaTrainableLayout trainable_layout_;
   CudaHostWeights host_;
-  std::vector<Rank> ranks_;
+  std::vector<CudaReplica> ranks_;
   // Sequence parallelism: each rank's kernel table and the slot its exchange ops read the group from.
   std::vector<std::unique_ptr<distributed::SequenceGroupSlot>> sequence_slots_;
   std::vector<std::unique_ptr<runtime::CudaOpTable>> sequence_tables_;

@@ -60,7 +60,7 @@
 namespace surogate::train {
 namespace {
 
-struct Rank {
+struct PipelineStageRank {
   int stage = 0, replica = 0;
   std::vector<models::ParameterSpec> specs;  // the stage's parameters (the last stage: tied ones first)
   std::vector<WeightView> weights;           // their host copies, in specs order
@@ -131,7 +131,7 @@ public:
 
   std::vector<StateTensor> optimizer_state() override {
     std::vector<StateTensor> tensors;
-    for (Rank& rank : ranks_) {
+    for (PipelineStageRank& rank : ranks_) {
       DeviceOptimizer* optimizer = rank.runner->state().optimizer();
       if (optimizer == nullptr) continue;
       for (StateTensor& tensor : optimizer->state_tensors()) tensors.push_back(std::move(tensor));
@@ -160,7 +160,7 @@ public:
     const StoredQuantizedWeight& stored = quantized_.back();
     for (size_t i = 0; i < weight.pieces.size(); ++i) quantized_pieces_[weight.pieces[i]] = stored.pieces.bytes[i];
     threads_.run([&](int r) {
-      Rank& rank = ranks_[static_cast<size_t>(r)];
+      PipelineStageRank& rank = ranks_[static_cast<size_t>(r)];
       const compiler::ExecutionPlan& plan = pipeline_.stages[static_cast<size_t>(rank.stage)].training;
       if (!weight.pieces.empty() && plan.graph.find_tensor(weight.pieces.front())) {
         write_quantized(rank.runner->state().backend(), plan, weight, stored.pieces);
@@ -170,7 +170,7 @@ public:
 
   void upload() override {
     threads_.run([&](int r) {
-      Rank& rank = ranks_[static_cast<size_t>(r)];
+      PipelineStageRank& rank = ranks_[static_cast<size_t>(r)];
       CudaRankState& state = rank.runner->state();
       state.upload_weights(rank.weights);
       if (state.optimizer()) state.optimizer()->upload(state.stream());
@@ -180,7 +180,7 @@ public:
 
   void download() override {
     threads_.run([&](int r) {
-      Rank& rank = ranks_[static_cast<size_t>(r)];
+      PipelineStageRank& rank = ranks_[static_cast<size_t>(r)];
       CudaRankState& state = rank.runner->state();
       if (rank.replica == 0) state.download_trainable(rank.downloads);
       if (state.optimizer()) state.optimizer()->download(state.stream());
@@ -190,14 +190,14 @@ public:
 
   void accumulate(std::span<const runtime::InputBinding> inputs) override {
     for (const int local : window_.next_local_ranks()) {
-      Rank& rank = ranks_[static_cast<size_t>(local)];
+      PipelineStageRank& rank = ranks_[static_cast<size_t>(local)];
       rank.pending.push_back(take_stage_micro_batch(pipeline_.stages[static_cast<size_t>(rank.stage)], source_, inputs));
     }
   }
 
   StepMetrics measure() override {
     threads_.run([&](int r) {
-      Rank& rank = ranks_[static_cast<size_t>(r)];
+      PipelineStageRank& rank = ranks_[static_cast<size_t>(r)];
       SUROGATE_CHECK(!rank.pending.empty(), "every stage trains gradient_accumulation_steps micro-batches a step");
       rank.runner->run(rank.pending, *rank.world, [&](int stage) { return layout_.rank_at({stage, rank.replica, 0}); });
       reduce_gradients(rank);
@@ -210,7 +210,7 @@ public:
     });
     window_.restart();
     std::vector<double> losses, squares;
-    for (const Rank& rank : ranks_) {
+    for (const PipelineStageRank& rank : ranks_) {
       losses.push_back(rank.runner->last() ? rank.loss : 0.0);
       squares.push_back(rank.squares);
     }
@@ -224,7 +224,7 @@ public:
   void update(const OptimizerStep& step) override {
     SUROGATE_CHECK(step.gradient_scale == 1.0, "no gradient scale on the CUDA backend");
     threads_.run([&](int r) {
-      Rank& rank = ranks_[static_cast<size_t>(r)];
+      PipelineStageRank& rank = ranks_[static_cast<size_t>(r)];
       CudaRankState& state = rank.runner->state();
       const size_t entries = rank.layout.entries.size();
       state.step(step);
@@ -250,7 +250,7 @@ public:
 
   size_t gradient_accumulator_bytes() const override {
     size_t largest = 0;
-    for (const Rank& rank : ranks_) largest = std::max(largest, rank.runner->state().accumulator_bytes());
+    for (const PipelineStageRank& rank : ranks_) largest = std::max(largest, rank.runner->state().accumulator_bytes());
     return largest;
   }
 
@@ -258,7 +258,7 @@ private:
   // What a rank holds and steps, from the plans alone: its stage's parameters (the last stage's
   // tied ones first, so that the tensors it steps are one run), their layout, and its shard of the
   // stage's owned tensors over the replicas.
-  void plan_rank(Rank& rank, int r, std::span<const models::ParameterSpec> specs, const std::set<std::string>& tied) {
+  void plan_rank(PipelineStageRank& rank, int r, std::span<const models::ParameterSpec> specs, const std::set<std::string>& tied) {
     const distributed::RankPlace place = layout_.place(layout_.first_rank + r);
     rank.stage = place.stage;
     rank.replica = place.replica;
@@ -279,7 +279,7 @@ private:
   // Host copies of every parameter; each rank's views of its stage's, in its specs' order.
   void make_host_copies(std::span<const models::ParameterSpec> specs) {
     std::set<std::string> trainable;
-    for (const Rank& rank : ranks_) {
+    for (const PipelineStageRank& rank : ranks_) {
       for (const CudaTrainable& entry : rank.layout.entries) trainable.insert(rank.specs[entry.weight].name);
     }
     CudaTrainableLayout whole;  // only which specs are trainable matters to cuda_host_weights
@@ -289,7 +289,7 @@ private:
       if (trainable.contains(specs[i].name)) whole.entries.push_back({i, graph::kNoTensor, graph::kNoTensor, 0, 0});
     }
     host_ = cuda_host_weights(specs, whole);
-    for (Rank& rank : ranks_) {
+    for (PipelineStageRank& rank : ranks_) {
       for (size_t i = 0; i < rank.specs.size(); ++i) {
         const WeightView& host = host_.weights[index.at(rank.specs[i].name)];
         rank.weights.push_back(host);
@@ -309,7 +309,7 @@ private:
   void connect_ranks(const TrainingDeviceSetup& setup) {
     threads_.run([&](int r) {
       CUDA_CHECK(cudaSetDevice(layout_.first_device + r));
-      Rank& rank = ranks_[static_cast<size_t>(r)];
+      PipelineStageRank& rank = ranks_[static_cast<size_t>(r)];
       const PipelineStagePlan& plan = pipeline_.stages[static_cast<size_t>(rank.stage)];
       TrainingDeviceSetup stage_setup = setup;
       stage_setup.plan = &plan.training;
@@ -322,7 +322,7 @@ private:
       CUDA_CHECK(cudaDeviceSynchronize());
     });
     std::vector<void*> streams;
-    for (Rank& rank : ranks_) streams.push_back(rank.runner->state().stream());
+    for (PipelineStageRank& rank : ranks_) streams.push_back(rank.runner->state().stream());
     std::unique_ptr<distributed::ProcessWorld> alone = distributed::ProcessWorld::single();
     auto world = distributed::connect_nccl_world(threads_, *alone, 0, layout_.world_size, layout_.first_device, streams);
     auto groups = distributed::connect_nccl_groups(
@@ -330,7 +330,7 @@ private:
           const distributed::RankPlace place = layout_.place(rank);
           return distributed::RankGroup{fmt::format("stage-{}", place.stage), place.replica, layout_.data_size};
         });
-    const bool tied = std::any_of(ranks_.begin(), ranks_.end(), [](const Rank& rank) { return !rank.tied.empty(); });
+    const bool tied = std::any_of(ranks_.begin(), ranks_.end(), [](const PipelineStageRank& rank) { return !rank.tied.empty(); });
     auto pairs = distributed::connect_nccl_groups(
         threads_, *alone, 0, layout_.world_size, layout_.first_device, streams, [&](int rank) {
           const distributed::RankPlace place = layout_.place(rank);
@@ -346,7 +346,7 @@ private:
   }
 
   // The owned tensors' start in the flat buffers (elements).
-  static int64_t owned_offset(const Rank& rank) {
+  static int64_t owned_offset(const PipelineStageRank& rank) {
     return rank.owned_first < rank.layout.entries.size() ? rank.layout.entries[rank.owned_first].offset
                                                          : rank.layout.total;
   }
@@ -354,7 +354,7 @@ private:
   // After the schedule, on the rank's stream: tied gradients summed into the first stage's, then
   // the stage's gradient group sums (ZeRO-2: reduce-scatters) the owned accumulators, and the norm
   // of what the rank counts.
-  void reduce_gradients(Rank& rank) {
+  void reduce_gradients(PipelineStageRank& rank) {
     CudaRankState& state = rank.runner->state();
     const DType dtype = state.accumulator_dtype();
     const size_t element = dtype_size_bytes(dtype);
@@ -381,7 +381,7 @@ private:
   void release_ranks() noexcept {
     try {
       threads_.run([&](int r) {
-        Rank& rank = ranks_[static_cast<size_t>(r)];
+        PipelineStageRank& rank = ranks_[static_cast<size_t>(r)];
         rank.tied_pair.reset();
         rank.group.reset();
         rank.world.reset();
@@ -399,7 +399,7 @@ private:
   distributed::RankThreads threads_;
   ProcessWindow window_;
   std::vector<const distributed::StageGraph*> graphs_;
-  std::vector<Rank> ranks_;
+  std::vector<PipelineStageRank> ranks_;
   CudaHostWeights host_;
   std::vector<StoredQuantizedWeight> quantized_;
   std::map<std::string, std::span<const std::byte>> quantized_pieces_;

@@ -5,7 +5,7 @@
 // accumulators, optimizer state) from the configuration, as the CUDA training device lays it out;
 // beside the plan the device holds the LM head's workspace, the evaluator's own backend (its
 // forward arena and LM-head workspace) and, on a GPU, the CUDA context and libraries. Measured on
-// the H100 against nvidia-smi (docs/benchmarks.md): within 0.1% on 0.6B and 8B LoRA and on 4B full
+// the H100 against nvidia-smi (bench/results/HISTORY.md): within 0.1% on 0.6B and 8B LoRA and on 4B full
 // fine-tuning.
 #pragma once
 

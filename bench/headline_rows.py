@@ -1,0 +1,246 @@
+"""The headline tables of docs/benchmarks.md: which committed record each row shows.
+
+Each row names Surogate's record and the peers measured in the same call (the strongest of them is
+the row's peer); bench/headline_tables.py renders the tables from the records, and
+bench/plot_benchmarks.py draws the charts from the same rows. A peer measured in another call
+(same GPU kind, same day) is marked `peer_same_call=False` and the table says so. To add a
+figure, commit its record under bench/results/ and add a row here; then
+`python3 bench/headline_tables.py --write docs/benchmarks.md`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from benchmark_records import Pick
+
+
+@dataclass(frozen=True)
+class Row:
+    anchor: str          # the row's id in the page (README links to it)
+    label: str           # what ran
+    ours: Pick
+    gpu: str             # "H100 80GB", "2 × H200", ...: checked against the records that name one
+    command: str         # what reproduces it (bench/, on the GPU machine)
+    peers: tuple = ()    # Picks of the peers measured with it; the strongest is shown
+    peer_same_call: bool = True
+    baseline: Pick | None = None  # bf16 in the same call (the FP8 table)
+    gpus: int = 1        # for the scaling chart
+    size_b: float | None = None  # parameters in billions, for the by-size charts
+
+
+@dataclass(frozen=True)
+class Table:
+    anchor: str
+    title: str
+    note: str
+    rows: tuple = field(default_factory=tuple)
+    baseline_label: str | None = None  # the baseline column's heading, when rows have one
+    rate_heading: str = "Surogate tok/s"
+
+
+CLI = "bash bench/run_cli_job.sh"
+LIGER_CALL = "2026-11-25-h100-cli-defaults-with-liger-peers.jsonl"
+LIGER_PEERS = "2026-11-25-h100-cli-peers-liger.jsonl"
+H100_JOB = "2026-11-25-h100-cli-job.jsonl"
+H100_PEERS = "2026-11-25-h100-cli-peers.jsonl"
+H200_FP8 = "2026-11-28-h200-cli-fp8-line-transposes.jsonl"
+DP = "2026-11-25-h100x2-data-parallel.jsonl"
+LONG = "2026-11-28-h200x4-model-parallel-longest-context.jsonl"
+CONTEXT_PEER = "2026-11-28-h200x4-context-peer.jsonl"
+LONGEST = "2026-11-28-h200x4-longest-context-block-inputs.jsonl"
+
+
+def _lora_defaults(size: str, billions: float) -> Row:
+    model = f"qwen3-{size.lower()}"
+    return Row(
+        anchor=f"lora-{size.lower()}-defaults", label=f"Qwen3-{size} LoRA, defaults", size_b=billions,
+        ours=Pick(LIGER_CALL, {"model": model, "variant": "defaults"}),
+        peers=(Pick(LIGER_PEERS, {"model": model, "engine": "hf+peft"}),
+               Pick(LIGER_PEERS, {"model": model, "engine": "hf+peft+liger"})),
+        gpu="H100 80GB",
+        command=f'CLI_MODELS={model} CLI_VARIANTS=defaults BENCH_BINARY=0 {CLI}  (Liger-Kernel wheel carried)')
+
+
+LORA = Table(
+    anchor="lora", title="LoRA by model size (one GPU)",
+    note="Qwen3 shapes (random weights, the real tokenizer, packed text), seq 2048, micro-batch 2, "
+         "grad-accum 4, LoRA r16 on every linear layer, through `surogate pt`. **defaults** are the "
+         "reference's (dropout 0.05, recompute allowed, adamw_8bit); **fast** turns recompute off and "
+         "dropout to 0. The peers: transformers + PEFT, and with Liger-Kernel where it was carried.",
+    rows=(
+        _lora_defaults("0.6B", 0.6),
+        Row(anchor="lora-0.6b-fast", label="Qwen3-0.6B LoRA, fast", size_b=0.6,
+            ours=Pick("2026-11-25-h100-cli-0.6b-8b-first.jsonl", {"model": "qwen3-0.6b", "variant": "fast"}),
+            peers=(Pick(H100_PEERS, {"model": "qwen3-0.6b"}),), gpu="H100 80GB",
+            command=CLI),
+        _lora_defaults("1.7B", 1.7),
+        Row(anchor="lora-1.7b-fast", label="Qwen3-1.7B LoRA, fast", size_b=1.7,
+            ours=Pick(H100_JOB, {"model": "qwen3-1.7b", "variant": "fast"}),
+            peers=(Pick(H100_PEERS, {"model": "qwen3-1.7b"}),), gpu="H100 80GB",
+            command=f'CLI_MODELS="qwen3-1.7b qwen3-4b" CLI_VARIANTS="defaults fast" BENCH_BINARY=0 {CLI}'),
+        _lora_defaults("4B", 4),
+        Row(anchor="lora-4b-fast", label="Qwen3-4B LoRA, fast", size_b=4,
+            ours=Pick(H100_JOB, {"model": "qwen3-4b", "variant": "fast"}),
+            peers=(Pick(H100_PEERS, {"model": "qwen3-4b"}),), gpu="H100 80GB",
+            command=f'CLI_MODELS="qwen3-1.7b qwen3-4b" CLI_VARIANTS="defaults fast" BENCH_BINARY=0 {CLI}'),
+        _lora_defaults("8B", 8),
+        Row(anchor="lora-8b-fast", label="Qwen3-8B LoRA, fast", size_b=8,
+            ours=Pick(H100_JOB, {"model": "qwen3-8b", "variant": "fast"}),
+            peers=(Pick(H100_PEERS, {"model": "qwen3-8b"}, nth=1),), gpu="H100 80GB",
+            command=f'CLI_MODELS=qwen3-8b CLI_VARIANTS="defaults fast fast-long" {CLI}'),
+        Row(anchor="lora-14b-fast", label="Qwen3-14B LoRA, fast", size_b=14,
+            ours=Pick(H200_FP8, {"model": "qwen3-14b", "variant": "fast"}), gpu="H200",
+            command=f'CLI_MODELS=qwen3-14b CLI_VARIANTS="fast fp8-fast" CLI_STEPS=6 PEERS=0 BENCH_BINARY=0 {CLI}'),
+    ))
+
+FULL = Table(
+    anchor="full", title="Full fine-tuning by model size (one GPU)",
+    note="The same job with every weight trained (fp32 masters, adamw_8bit through the CLI; the "
+         "bench binary's row runs AdamW, as its peer). The peer: transformers, fused AdamW.",
+    rows=(
+        Row(anchor="full-0.6b", label="Qwen3-0.6B full, bench binary", size_b=0.6,
+            ours=Pick("2026-11-23-h100-job-with-peers.jsonl", {"model": "qwen3-0.6b", "mode": "full", "engine": "surogate"}),
+            peers=(Pick("2026-11-23-h100-job-with-peers.jsonl", {"model": "qwen3-0.6b", "mode": "full", "engine": "hf"}),),
+            gpu="H100 80GB", command="SKIP_TESTS=1 BENCH_STEPS=6 BENCH_WARMUP=2 PEER_STEPS=5 bash bench/run_lora_job.sh"),
+        Row(anchor="full-1.7b-fast", label="Qwen3-1.7B full, fast", size_b=1.7,
+            ours=Pick(DP, {"model": "qwen3-1.7b", "gpus": 1, "engine": "surogate CLI"}),
+            peers=(Pick(DP, {"model": "qwen3-1.7b", "gpus": 1, "engine": "hf"}),), gpu="H100 80GB",
+            command='DP_GPUS="1 2" DP_MODELS=qwen3-1.7b:full DP_ZERO="1 2 3" bash bench/run_multi_gpu.sh'),
+        Row(anchor="full-1.7b-defaults-h200", label="Qwen3-1.7B full, defaults", size_b=1.7,
+            ours=Pick(H200_FP8, {"model": "qwen3-1.7b", "variant": "full"}), gpu="H200",
+            command=f'CLI_MODELS=qwen3-1.7b CLI_VARIANTS="full full-fp8" CLI_STEPS=6 PEERS=0 BENCH_BINARY=0 {CLI}'),
+        Row(anchor="full-4b-fast-h200", label="Qwen3-4B full, fast", size_b=4,
+            ours=Pick("2026-11-28-h200-cli-fp8-transpose.jsonl", {"model": "qwen3-4b", "variant": "full-fast"}), gpu="H200",
+            command=f'CLI_MODELS="qwen3-1.7b qwen3-4b" CLI_VARIANTS="full-fast full-fp8-fast fast fp8-fast" CLI_STEPS=6 PEERS=0 BENCH_BINARY=0 {CLI}'),
+        Row(anchor="full-8b-offload", label="Qwen3-8B full, masters and optimizer offloaded", size_b=8,
+            ours=Pick("2026-11-25-h100-cli-8b-offload-qlora-fp4.jsonl", {"model": "qwen3-8b", "variant": "full-offload"}),
+            gpu="H100 80GB", command=f"CLI_MODELS=qwen3-8b CLI_VARIANTS=full-offload CLI_STEPS=8 PEERS=0 BENCH_BINARY=0 {CLI}"),
+    ))
+
+
+def _fp8(anchor: str, label: str, model: str, fp8: str, bf16: str, steps: int, nth: int | None = None) -> Row:
+    pick = {"model": model, "variant": fp8}
+    base = {"model": model, "variant": bf16}
+    return Row(anchor=anchor, label=label, ours=Pick(H200_FP8, pick, nth=nth),
+               baseline=Pick(H200_FP8, base, nth=nth), gpu="H200",
+               command=f'CLI_MODELS={model} CLI_VARIANTS="{bf16} {fp8}" CLI_STEPS={steps} PEERS=0 BENCH_BINARY=0 {CLI}')
+
+
+FP8 = Table(
+    anchor="fp8", title="FP8 (`recipe: fp8_hybrid`)",
+    note="E4M3 forward / E5M2 backward products with delayed scaling; the ratio to bf16 is against the "
+         "bf16 run of the same call. No peer ran FP8 training in these calls.",
+    baseline_label="bf16 same call", rate_heading="fp8_hybrid tok/s",
+    rows=(
+        _fp8("fp8-1.7b-full-fast", "Qwen3-1.7B full, fast", "qwen3-1.7b", "full-fp8-fast", "full-fast", 8, nth=1),
+        _fp8("fp8-1.7b-full-defaults", "Qwen3-1.7B full, defaults", "qwen3-1.7b", "full-fp8", "full", 6),
+        _fp8("fp8-4b-lora-fast", "Qwen3-4B LoRA, fast", "qwen3-4b", "fp8-fast", "fast", 6),
+        _fp8("fp8-4b-lora-defaults", "Qwen3-4B LoRA, defaults", "qwen3-4b", "fp8", "defaults", 6),
+        _fp8("fp8-8b-lora-fast", "Qwen3-8B LoRA, fast", "qwen3-8b", "fp8-fast", "fast", 8),
+        _fp8("fp8-14b-lora-fast", "Qwen3-14B LoRA, fast", "qwen3-14b", "fp8-fast", "fast", 6),
+    ))
+
+QLORA_PEERS = "2026-11-25-h100-qlora-peers.jsonl"
+QLORA = Table(
+    anchor="qlora", title="QLoRA (4-bit base)",
+    note="`qlora_bnb: true` (NF4, blocks of 64, double quantization), the reference's defaults. The "
+         "peer: transformers + PEFT with every projection a bitsandbytes NF4 `Linear4bit`.",
+    rows=(
+        Row(anchor="qlora-8b", label="Qwen3-8B QLoRA NF4", size_b=8,
+            ours=Pick(QLORA_PEERS, {"model": "qwen3-8b", "engine": "surogate CLI"}),
+            peers=(Pick(QLORA_PEERS, {"model": "qwen3-8b", "engine": "hf+peft+bnb-nf4"}),), gpu="H100 80GB",
+            command=f"CLI_MODELS=qwen3-8b CLI_VARIANTS=qlora PEERS=0 BENCH_BINARY=0 {CLI}; "
+                    "python3 bench/peers/hf_peft_bench.py --model qwen3-8b --mode lora --qlora --steps 5"),
+        Row(anchor="qlora-14b", label="Qwen3-14B QLoRA NF4", size_b=14,
+            ours=Pick("2026-11-25-h100-cli-qlora-14b.jsonl", {"model": "qwen3-14b", "variant": "qlora"}),
+            peers=(Pick(QLORA_PEERS, {"model": "qwen3-14b", "engine": "hf+peft+bnb-nf4"}),), peer_same_call=False,
+            gpu="H100 80GB",
+            command=f'CLI_MODELS=qwen3-14b CLI_VARIANTS="qlora defaults" CLI_STEPS=6 PEERS=0 BENCH_BINARY=0 {CLI}; '
+                    "python3 bench/peers/hf_peft_bench.py --model qwen3-14b --mode lora --qlora --checkpointing --steps 4"),
+        Row(anchor="qlora-14b-peer-memory", label="Qwen3-14B QLoRA NF4 in 18 GiB (the peer's memory)", size_b=14,
+            ours=Pick(QLORA_PEERS, {"model": "qwen3-14b", "engine": "surogate CLI"}),
+            peers=(Pick(QLORA_PEERS, {"model": "qwen3-14b", "engine": "hf+peft+bnb-nf4"}),), peer_same_call=False,
+            gpu="H100 80GB", command="HOLD_GIB=60 bash bench/run_with_memory_held.sh qwen3-14b"),
+        Row(anchor="qlora-32b-80gb", label="Qwen3-32B QLoRA NF4 in an H100's 80 GB", size_b=32,
+            ours=Pick("2026-11-27-h200-qlora-32b-in-h100-memory.jsonl", {}, metric="tokens_per_s_median_steps_3_4"),
+            gpu="H200",
+            command="HOLD_TO_MIB=81559 MAX_STEPS=4 EXTRA_YAML='qlora_bnb: true' bash bench/run_with_memory_held.sh qwen3-32b"),
+    ))
+
+MOE_FILE = "2026-11-25-h100-cli-moe-2b.jsonl"
+MOE = Table(
+    anchor="moe", title="Mixture of experts",
+    note="A Qwen3-MoE shape of 2.0B parameters (0.6B active: 64 experts of 512, top-8), LoRA r16 on "
+         "attention and every expert. The peer adapts the fused expert stacks through PEFT's "
+         "`target_parameters`.",
+    rows=tuple(
+        Row(anchor=f"moe-2b-{variant}", label=f"Qwen3-MoE 2B-A0.6B LoRA, {variant}",
+            ours=Pick(MOE_FILE, {"model": "qwen3-moe-2b", "variant": variant}),
+            peers=(Pick(MOE_FILE, {"model": "qwen3-moe-2b", "engine": "hf+peft"}),), gpu="H100 80GB",
+            command=f'CLI_MODELS=qwen3-moe-2b CLI_VARIANTS="defaults fast" CLI_STEPS=10 PEER_STEPS=5 BENCH_BINARY=0 {CLI}')
+        for variant in ("defaults", "fast")))
+
+MP_LONG = ('SKIP_MP_BUBBLE=1 SKIP_MP_EQUIVALENCE=1 SKIP_MP_BEYOND=1 MP_GPUS="1 2 4" '
+           'MP_CONTEXT_LONG_SEQUENCE=131072 bash bench/model_parallel_rows.sh')
+MP_PEER = 'MP_PEERS=1 SKIP_MP_CONTEXT=1 SKIP_MP_BUBBLE=1 SKIP_MP_EQUIVALENCE=1 SKIP_MP_BEYOND=1 bash bench/model_parallel_rows.sh'
+
+
+def _long_documents(gpus: int, sequence_len: int) -> Row:
+    layout = "1 GPU" if gpus == 1 else f"{gpus} GPUs, sequence parallel"
+    return Row(anchor=f"gpus-{gpus}-long-{sequence_len // 1024}k",
+               label=f"Qwen3-8B LoRA, {sequence_len // 1024}k-token documents, {layout}", gpus=gpus,
+               ours=Pick(LONG, {"row": "context-run", "gpus": gpus, "sequence_len": sequence_len, "data": "long documents"}),
+               peers=(Pick(CONTEXT_PEER, {"gpus": gpus, "sequence_len": sequence_len}),), peer_same_call=False,
+               gpu="H200" if gpus == 1 else f"{gpus} × H200", command=f"{MP_LONG}; {MP_PEER}")
+
+
+def _data_parallel(model: str, mode: str, gpus: int, size_b: float, label: str, peer_engine: str) -> Row:
+    spec = f"{model}:{mode}"
+    zero = '"1 3"' if mode == "lora" else '"1 2 3"'
+    return Row(anchor=f"gpus-{gpus}-{model.split('-')[1]}-{mode}", label=label, gpus=gpus, size_b=size_b,
+               ours=Pick(DP, {"model": model, "gpus": gpus, "engine": "surogate CLI", "zero_level": "1"}),
+               peers=(Pick(DP, {"model": model, "gpus": gpus, "engine": peer_engine}),),
+               gpu="H100 80GB" if gpus == 1 else f"{gpus} × H100 80GB",
+               command=f'DP_GPUS="1 2" DP_MODELS={spec} DP_ZERO={zero} bash bench/run_multi_gpu.sh')
+
+
+GPUS = Table(
+    anchor="gpus", title="Several GPUs",
+    note="Data parallelism (`gpus: N`, ZeRO-1; the peer under torchrun DDP) with the fast settings; "
+         "sequence parallelism (`sequence_parallel_size` = GPUs; the peer: torch context parallelism, "
+         "ring attention) over whole-row documents; pipeline (`pipeline_parallel_size`) for models one "
+         "GPU cannot hold. Tokens/s are over all the GPUs.",
+    rows=(
+        _data_parallel("qwen3-8b", "lora", 1, 8, "Qwen3-8B LoRA, 1 GPU", "hf+peft"),
+        _data_parallel("qwen3-8b", "lora", 2, 8, "Qwen3-8B LoRA, 2 GPUs data parallel", "hf+peft"),
+        _data_parallel("qwen3-1.7b", "full", 1, 1.7, "Qwen3-1.7B full, 1 GPU", "hf"),
+        _data_parallel("qwen3-1.7b", "full", 2, 1.7, "Qwen3-1.7B full, 2 GPUs data parallel", "hf"),
+        _long_documents(1, 32768),
+        _long_documents(2, 32768),
+        _long_documents(4, 32768),
+        _long_documents(4, 131072),
+        Row(anchor="gpus-2-8b-full-pipeline", label="Qwen3-8B full, 2 pipeline stages", gpus=2,
+            ours=Pick("2026-11-27-h200x2-model-parallel.jsonl", {"row": "beyond", "model": "qwen3-8b"}), gpu="2 × H200",
+            command="SKIP_MP_CONTEXT=1 SKIP_MP_BUBBLE=1 SKIP_MP_EQUIVALENCE=1 MP_BEYOND_MODEL=qwen3-8b bash bench/model_parallel_rows.sh"),
+        Row(anchor="gpus-4-14b-full-pipeline", label="Qwen3-14B full, 4 pipeline stages", gpus=4,
+            ours=Pick("2026-11-28-h200x4-model-parallel-beyond.jsonl", {"row": "beyond", "layout": "pipeline_parallel_size: 4"}),
+            gpu="4 × H200",
+            command="SKIP_MP_CONTEXT=1 SKIP_MP_BUBBLE=1 SKIP_MP_EQUIVALENCE=1 bash bench/model_parallel_rows.sh"),
+    ))
+
+CONTEXT = Table(
+    anchor="context", title="Longest context (Qwen3-8B LoRA)",
+    note="The longest `sequence_len` that trains (the dry run bisected to 4,096 tokens, then 3 steps), "
+         "packed documents, micro-batch 1, `sequence_parallel_size` = GPUs, the reference's defaults "
+         "otherwise. Tok/s is the median of the 3 steps (the last row of the epoch is mostly padding). "
+         "The peer's longest context was not measured.",
+    rate_heading="Surogate tok/s (median step)",
+    rows=tuple(
+        Row(anchor=f"context-{gpus}-gpu", label=f"{gpus} GPU{'s' if gpus > 1 else ''}: **{length:,} tokens**",
+            gpus=gpus, gpu="H200" if gpus == 1 else f"{gpus} × H200",
+            ours=Pick(LONGEST, {"row": "context-run", "gpus": gpus, "sequence_len": length}, metric="median_step"),
+            command=f'SKIP_MP_BUBBLE=1 SKIP_MP_EQUIVALENCE=1 SKIP_MP_BEYOND=1 MP_GPUS="{gpus}" '
+                    'MP_SEQUENCES="131072 262144 524288 786432" bash bench/model_parallel_rows.sh')
+        for gpus, length in ((1, 163840), (2, 315392), (4, 630784))))
+
+TABLES = (LORA, FULL, FP8, QLORA, MOE, GPUS, CONTEXT)
