@@ -91,6 +91,7 @@ ExportSummary export_gguf(const ExportOptions& options) {
   add_model_metadata(metadata, facts, config, options.type, model_name(options.model));
   add_vocab_metadata(metadata, options.model, config);
   const std::vector<PlannedTensor> plan = plan_tensors(facts, config, specs, options.type);
+  metadata.set_string("general.size_label", size_label(plan));
 
   // The adapter's matrices by the parameter they adapt, so each weight merges as it streams past.
   std::map<std::string, models::PeftAdapter> adapter_by_parameter;

@@ -1,5 +1,6 @@
 #include "gguf/model_metadata.h"
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 
@@ -154,6 +155,45 @@ void add_model_metadata(Metadata& metadata, const ModelFacts& facts, const io::M
                      static_cast<uint32_t>(config.moe->shared_expert_intermediate_size));
   }
   metadata.set_u32("general.quantization_version", 2);
+}
+
+namespace {
+
+// gguf-py's model_weight_count_rounded_notation(count, min_digits=2).
+std::string rounded_count(int64_t count) {
+  double scaled = static_cast<double>(count) * 1e-3;
+  std::string suffix = "K";
+  if (count > 1e12) {
+    scaled = static_cast<double>(count) * 1e-12, suffix = "T";
+  } else if (count > 1e9) {
+    scaled = static_cast<double>(count) * 1e-9, suffix = "B";
+  } else if (count > 1e6) {
+    scaled = static_cast<double>(count) * 1e-6, suffix = "M";
+  }
+  const double whole = std::nearbyint(scaled);  // Python's round: half to even
+  const std::string digits = whole == 0 ? "" : fmt::format("{:.0f}", whole);
+  const int decimals = std::max(0, 2 - static_cast<int>(digits.size()));
+  return fmt::format("{:.{}f}{}", scaled, decimals, suffix);
+}
+
+}  // namespace
+
+std::string size_label(const std::vector<PlannedTensor>& tensors) {
+  int64_t total = 0, shared = 0, expert = 0, expert_sum = 0, expert_tensors = 0;
+  for (const PlannedTensor& tensor : tensors) {
+    const int64_t size = tensor_elements(tensor.info);
+    total += size;
+    if (tensor.info.name.find("_exps.") != std::string::npos && tensor.info.dims.size() >= 3) {
+      const int64_t experts = tensor.info.dims[2];
+      expert += size / experts;
+      expert_sum += experts;
+      ++expert_tensors;
+    } else {
+      shared += size;
+    }
+  }
+  if (expert_tensors > 0) return fmt::format("{}x{}", expert_sum / expert_tensors, rounded_count(shared + expert));
+  return rounded_count(total);
 }
 
 std::vector<float> llama3_rope_factors(const io::ModelConfig& config) {

@@ -22,6 +22,10 @@ ModelFacts model_facts(const io::ModelConfig& config);
 void add_model_metadata(Metadata& metadata, const ModelFacts& facts, const io::ModelConfig& config, ExportType type,
                         const std::string& model_name);
 
+// general.size_label as gguf-py computes it from the tensors: "19M", "1.5B"; for MoE
+// "<experts>x<shared + one expert's parameters>", e.g. "8x7.2B".
+std::string size_label(const std::vector<PlannedTensor>& tensors);
+
 // llama3 RoPE: the per-frequency divisors llama.cpp reads from rope_freqs.weight (what
 // convert_hf_to_gguf.py computes from rope_scaling: 1 for short wavelengths, factor for long ones,
 // smoothly between).

@@ -275,6 +275,12 @@ class SpecialTokens {
     }
     ids_.emplace_back(type, id.get<int64_t>());
   }
+  void set_add_default(const std::string& type, bool value) {
+    for (const auto& entry : add_) {
+      if (entry.first == type) return;
+    }
+    add_.emplace_back(type, value);
+  }
   void set_add(const std::string& type, bool value) {
     for (auto& entry : add_) {
       if (entry.first == type) {
@@ -308,6 +314,11 @@ class SpecialTokens {
     const json processors = post.contains("processors") ? post["processors"] : json::array({post});
     for (const json& processor : processors) {
       const std::string type = processor.value("type", "");
+      if (type == "ByteLevel") {  // adds nothing: unless something else says so, neither bos nor eos
+        set_add_default("bos", false);
+        set_add_default("eos", false);
+        continue;
+      }
       if (type == "RobertaProcessing") {
         set_add("bos", true);
         set_add("eos", true);
@@ -320,7 +331,12 @@ class SpecialTokens {
       std::optional<std::string> first, last;
       if (single.size() > 1) {
         if ((first = special_id(single.front()))) {
-          if (!config) bos = first;
+          if (!config) {
+            bos = first;
+          } else if (first != bos && first != cls) {  // the template's leading token is the bos / cls token
+            if (!bos) (*config)["bos_token"] = *(bos = first);
+            if (!cls) (*config)["cls_token"] = *(cls = first);
+          }
           set_add("bos", first == bos || first == cls);
         }
         if ((last = special_id(single.back()))) {
@@ -417,6 +433,27 @@ class SpecialTokens {
   json chat_template_;
 };
 
+// tokenizer.ggml.normalizer.lowercase / .strip_accents from Lowercase, StripAccents or BertNormalizer
+// steps of the normalizer (a Sequence is searched), as gguf-py's SpecialVocab reads them.
+void add_normalizer_flags(Metadata& metadata, const json& normalizer) {
+  if (!normalizer.is_object()) return;
+  const std::string type = normalizer.value("type", "");
+  if (type == "Lowercase") {
+    metadata.set_bool("tokenizer.ggml.normalizer.lowercase", true);
+  } else if (type == "StripAccents") {
+    metadata.set_bool("tokenizer.ggml.normalizer.strip_accents", true);
+  } else if (type == "BertNormalizer") {
+    if (normalizer.contains("lowercase") && normalizer["lowercase"].is_boolean()) {
+      metadata.set_bool("tokenizer.ggml.normalizer.lowercase", normalizer["lowercase"].get<bool>());
+    }
+    if (normalizer.contains("strip_accents") && normalizer["strip_accents"].is_boolean()) {
+      metadata.set_bool("tokenizer.ggml.normalizer.strip_accents", normalizer["strip_accents"].get<bool>());
+    }
+  } else if (type == "Sequence" && normalizer.contains("normalizers") && normalizer["normalizers"].is_array()) {
+    for (const json& step : normalizer["normalizers"]) add_normalizer_flags(metadata, step);
+  }
+}
+
 }  // namespace
 
 void add_vocab_metadata(Metadata& metadata, const fs::path& model_dir, const io::ModelConfig& config) {
@@ -449,6 +486,7 @@ void add_vocab_metadata(Metadata& metadata, const fs::path& model_dir, const io:
     add_gpt2_vocabulary(metadata, *tokenizer, vocabulary, config.vocab_size, source);
     metadata.set_string_array("tokenizer.ggml.merges", merges_of(*tokenizer, source));
   }
+  if (tokenizer->contains("normalizer")) add_normalizer_flags(metadata, (*tokenizer)["normalizer"]);
   const json model_config = config.source_json.empty() ? json::object() : json::parse(config.source_json, nullptr, false);
   SpecialTokens(*tokenizer, tokenizer_config, model_config, model_dir, config.vocab_size).write(metadata);
 }

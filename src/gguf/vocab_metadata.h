@@ -14,7 +14,8 @@
 //  - special token ids (bos, eos, unk, sep, pad, mask; eot when the post-processor's template ends
 //    in another token than eos_token) from tokenizer_config.json's *_token through added_tokens,
 //    then config.json's *_token_id; add_bos / add_eos / add_sep from the post-processor's template
-//    and tokenizer_config.json's add_*_token; the chat template.
+//    and tokenizer_config.json's add_*_token (a ByteLevel post-processor: false unless set), the
+//    normalizer's lowercase / strip_accents flags; the chat template.
 #pragma once
 
 #include <filesystem>

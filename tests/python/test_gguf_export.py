@@ -194,6 +194,17 @@ def test_metadata_and_byte_level_tokenizer(surogate_bin, tmp_path):
     assert "tokenizer.ggml.bos_token_id" not in values
     assert values["tokenizer.ggml.add_bos_token"] is False or values["tokenizer.ggml.add_bos_token"] == 0
     assert values["tokenizer.chat_template"] == CHAT_TEMPLATE
+    assert values["tokenizer.ggml.add_eos_token"] is False  # a ByteLevel post-processor adds nothing
+    assert values["general.size_label"] == "146K"  # gguf-py's rounding of 145 952 parameters
+
+
+def test_size_label_counts_one_expert(surogate_bin, tmp_path):
+    model, _ = write_model(tmp_path / "model", make_config("mixtral"))
+    reader = export(surogate_bin, model, tmp_path / "out.gguf", "f16")
+    total = sum(int(t.n_elements) for t in reader.tensors)
+    experts = sum(int(t.n_elements) for t in reader.tensors if "_exps." in t.name)
+    one_expert = total - experts + experts // 8
+    assert fields(reader)["general.size_label"] == gguf.utility.size_label(total, total - experts, one_expert - (total - experts), 8)
 
 
 def test_moe_metadata(surogate_bin, tmp_path):
