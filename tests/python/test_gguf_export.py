@@ -4,14 +4,14 @@ weights (f16 exact; bf16, q8_0, q5_0 bit for bit against gguf-py's quantizers; t
 their formats' error), metadata and tokenizer keys, a merged LoRA adapter, and the refusals."""
 import json
 
+import gguf
+import gguf.utility
 import numpy as np
 import pytest
+from gguf.quants import dequantize, quantize
 
 from conftest import run_surogate
 from gguf_models import ADDED, CHAT_TEMPLATE, MERGES, byte_alphabet, make_config, write_lora_adapter, write_model
-
-gguf = pytest.importorskip("gguf")
-from gguf.quants import dequantize, quantize  # noqa: E402
 
 T = gguf.GGMLQuantizationType
 LLAMA_LAYOUT = {"llama", "mistral", "mixtral"}
