@@ -342,3 +342,5 @@ def test_refusals_exit_2_naming_the_problem(surogate_bin, tmp_path):
     expect_refusal(surogate_bin, tmp_path, no_tokenizer, "f16", "tokenizer.json", "missing")
     biased, _ = write_model(tmp_path / "biased", make_config("qwen3", attention_bias=True))
     expect_refusal(surogate_bin, tmp_path, biased, "f16", "attention_bias")
+    unnormalised, _ = write_model(tmp_path / "unnormalised", make_config("qwen3_moe", norm_topk_prob=False))
+    expect_refusal(surogate_bin, tmp_path, unnormalised, "f16", "norm_topk_prob")
