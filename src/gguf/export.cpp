@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "core/bfloat16.h"
 #include "core/error.h"
 #include "gguf/gguf_writer.h"
 #include "gguf/model_metadata.h"
@@ -133,6 +134,10 @@ ExportSummary export_gguf(const ExportOptions& options) {
         values = std::move(one[0]);
       }
       if (tensor.permute_heads > 0) values = regroup_rotary_rows(values, spec.shape[0], tensor.permute_heads);
+      // llama-quantize makes Q4_K_M from an f16 file: it quantizes the f16 values, not the checkpoint's.
+      if (options.type == ExportType::Q4_K_M && is_quantized(tensor.info.type)) {
+        for (float& value : values) value = f16_to_float(float_to_f16(value));
+      }
       sink(encode(tensor.info.type, values, tensor.info.dims[0]));
     });
   });

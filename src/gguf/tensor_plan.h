@@ -12,7 +12,8 @@
 //  - convert_hf_to_gguf.py (f16, bf16, q8_0): 1-D tensors, *_norm.weight, biases, ffn_gate_inp and
 //    ffn_gate_inp_shexp stay F32; every other weight takes the type; q8_0 falls back to F16 for a
 //    row length that is not a multiple of 32.
-//  - llama-quantize Q4_K_M (from an f16 file): only weights with two or more dimensions (after
+//  - llama-quantize Q4_K_M (from an f16 file, so the values quantized are the weights rounded to
+//    f16 first): only weights with two or more dimensions (after
 //    dropping trailing 1s) that are not norms or ffn_gate_inp are quantized, the rest stay F32. Q4_K
 //    by default; output.weight (token_embd.weight when the embeddings are tied) Q6_K (Q8_0 when its
 //    rows are not whole super-blocks); attn_v and ffn_down* Q6_K in the layers where use_more_bits
