@@ -454,9 +454,7 @@ void add_normalizer_flags(Metadata& metadata, const json& normalizer) {
   }
 }
 
-}  // namespace
-
-void add_vocab_metadata(Metadata& metadata, const fs::path& model_dir, const io::ModelConfig& config) {
+void add_tokenizer_keys(Metadata& metadata, const fs::path& model_dir, const io::ModelConfig& config) {
   const fs::path tokenizer_path = model_dir / "tokenizer.json";
   const std::optional<json> tokenizer = read_json(tokenizer_path);
   if (!tokenizer) {
@@ -464,7 +462,8 @@ void add_vocab_metadata(Metadata& metadata, const fs::path& model_dir, const io:
               "from the base model)", tokenizer_path.string());
   }
   const std::string source = tokenizer_path.string();
-  if (!tokenizer->contains("model") || (*tokenizer)["model"].value("type", "") != "BPE") {
+  if (!tokenizer->contains("model") || !(*tokenizer)["model"].is_object() ||
+      (*tokenizer)["model"].value("type", "") != "BPE") {
     fail_user("{}: model.type must be BPE (byte-level or SentencePiece-style); llama.cpp's gpt2 / llama tokenizers "
               "read nothing else", source);
   }
@@ -489,6 +488,19 @@ void add_vocab_metadata(Metadata& metadata, const fs::path& model_dir, const io:
   if (tokenizer->contains("normalizer")) add_normalizer_flags(metadata, (*tokenizer)["normalizer"]);
   const json model_config = config.source_json.empty() ? json::object() : json::parse(config.source_json, nullptr, false);
   SpecialTokens(*tokenizer, tokenizer_config, model_config, model_dir, config.vocab_size).write(metadata);
+}
+
+}  // namespace
+
+void add_vocab_metadata(Metadata& metadata, const fs::path& model_dir, const io::ModelConfig& config) {
+  try {
+    add_tokenizer_keys(metadata, model_dir, config);
+  } catch (const nlohmann::json::exception& error) {
+    // A key of an unexpected JSON type somewhere in the tokenizer files (the checks above cover the
+    // keys a valid tokenizer needs; this covers the rest of what a hand-edited file can hold).
+    fail_user("{}: tokenizer.json / tokenizer_config.json hold a value of an unexpected type ({}); compare them with "
+              "the base model's", model_dir.string(), error.what());
+  }
 }
 
 }  // namespace surogate::gguf

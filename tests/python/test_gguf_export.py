@@ -343,5 +343,10 @@ def test_refusals_exit_2_naming_the_problem(surogate_bin, tmp_path):
     expect_refusal(surogate_bin, tmp_path, no_tokenizer, "f16", "tokenizer.json", "missing")
     biased, _ = write_model(tmp_path / "biased", make_config("qwen3", attention_bias=True))
     expect_refusal(surogate_bin, tmp_path, biased, "f16", "attention_bias")
+    odd, _ = write_model(tmp_path / "odd", make_config("qwen3"))
+    tokenizer = json.loads((odd / "tokenizer.json").read_text())
+    tokenizer["post_processor"] = {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": 5}}, {"Sequence": {}}]}
+    (odd / "tokenizer.json").write_text(json.dumps(tokenizer))
+    expect_refusal(surogate_bin, tmp_path, odd, "f16", "unexpected type")
     unnormalised, _ = write_model(tmp_path / "unnormalised", make_config("qwen3_moe", norm_topk_prob=False))
     expect_refusal(surogate_bin, tmp_path, unnormalised, "f16", "norm_topk_prob")
