@@ -334,6 +334,15 @@ def test_refusals_exit_2_naming_the_problem(surogate_bin, tmp_path):
     model, _ = write_model(tmp_path / "model", make_config("qwen3"))
     expect_refusal(surogate_bin, tmp_path, model, "q4_0", "--type q4_0", "q4_k_m")
     expect_refusal(surogate_bin, tmp_path, tmp_path / "nowhere", "f16", "--model", "nowhere")
+    result = run_surogate(surogate_bin, "export", "--model", model, "--adapter", tmp_path / "no_adapter",
+                          "--output", tmp_path / "x.gguf", "--type", "f16")
+    assert result.returncode == 2 and "--adapter" in result.stderr and "no_adapter" in result.stderr, result.stderr
+    no_weights, _ = write_model(tmp_path / "no_weights", make_config("qwen3"))
+    (no_weights / "model.safetensors").unlink()
+    expect_refusal(surogate_bin, tmp_path, no_weights, "f16", "no_weights")
+    no_config, _ = write_model(tmp_path / "no_config", make_config("qwen3"))
+    (no_config / "config.json").unlink()
+    expect_refusal(surogate_bin, tmp_path, no_config, "f16", "config.json")
     dense_layer, _ = write_model(tmp_path / "dense", make_config("qwen3_moe", mlp_only_layers=[1]))
     expect_refusal(surogate_bin, tmp_path, dense_layer, "f16", "layer 1", "dense")
     dynamic, _ = write_model(tmp_path / "dynamic", make_config("llama", rope_scaling={"type": "dynamic", "factor": 2.0}))
