@@ -11,11 +11,7 @@
 //    llama.cpp's SentencePiece tokenizer merge left to right instead of by rank; here a token made by
 //    merge r scores -r and other tokens 0, so llama.cpp merges in the order tokenizer.json's BPE does.
 //    The list is padded to vocab_size like the gpt2 one.
-//  - special token ids (bos, eos, unk, sep, pad, mask; eot when the post-processor's template ends
-//    in another token than eos_token) from tokenizer_config.json's *_token through added_tokens,
-//    then config.json's *_token_id; add_bos / add_eos / add_sep from the post-processor's template
-//    and tokenizer_config.json's add_*_token (a ByteLevel post-processor: false unless set), the
-//    normalizer's lowercase / strip_accents flags; the chat template.
+//  - the special tokens, add_* flags, normalizer flags and chat template: gguf/special_tokens.h.
 #pragma once
 
 #include <filesystem>
