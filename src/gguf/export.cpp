@@ -116,16 +116,16 @@ ExportSummary export_gguf(const ExportOptions& options) {
 
   std::vector<TensorInfo> infos;
   for (const PlannedTensor& tensor : plan) infos.push_back(tensor.info);
-  std::vector<const PlannedTensor*> by_spec(specs.size(), nullptr);
+  std::map<std::string, const PlannedTensor*> by_parameter;
   for (const PlannedTensor& tensor : plan) {
-    if (tensor.spec_index) by_spec[*tensor.spec_index] = &tensor;
+    if (tensor.spec_index) by_parameter[specs[*tensor.spec_index].name] = &tensor;
   }
   write_gguf(options.output, metadata, infos, [&](const TensorSink& sink) {
     for (const PlannedTensor& tensor : plan) {
       if (!tensor.spec_index) sink(quantize(GgmlType::F32, llama3_rope_factors(config)));  // rope_freqs.weight
     }
     models::load_hf_weights(options.model, specs, [&](const models::ParameterSpec& spec, const io::SafetensorsTensor& stored) {
-      const PlannedTensor& tensor = *by_spec[static_cast<size_t>(&spec - specs.data())];
+      const PlannedTensor& tensor = *by_parameter.at(spec.name);
       std::vector<float> values = io::read_tensor_as_float32(stored);
       if (auto adapter = adapter_by_parameter.find(spec.name); adapter != adapter_by_parameter.end()) {
         std::vector<std::vector<float>> one;
