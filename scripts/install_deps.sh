@@ -15,6 +15,7 @@ apt_packages=(
 )
 python_packages=(
   "tokenizers>=0.19" "transformers>=4.45" jinja2 safetensors numpy pytest pyarrow pyyaml
+  gguf  # llama.cpp's gguf-py: reads back what `surogate export` writes (tests/python/test_gguf_export.py)
   "ray>=2.9"  # optional at run time: multi-node training (distributed.num_nodes > 1); the Ray tests need it
   # report_to's trackers (optional at run time; tested offline / with a local repository)
   wandb aim

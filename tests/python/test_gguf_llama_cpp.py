@@ -1,0 +1,65 @@
+"""`surogate export` files run in llama.cpp itself (llama-cpp-python), against the engine's own forward
+(surogate.load(...).logits on the CPU, fp32): next-token logits of the f16 export within 1e-2 and
+16 greedy tokens equal, for each architecture. Skipped when llama_cpp is not importable: building
+it from source takes 10+ minutes on 2 cores, so CI does not; scripts/check_gguf_llama_cpp.sh
+installs it and runs this file."""
+import numpy as np
+import pytest
+from safetensors.numpy import load_file, save_file
+
+from conftest import run_surogate
+from gguf_models import make_config, write_model
+
+llama_cpp = pytest.importorskip("llama_cpp")
+
+PROMPT = [17, 200, 33, 256, 71, 5, 190, 42, 99, 140, 3, 250]
+CONTINUATION = 16
+# (kind, config overrides): the seven architectures with their distinguishing features.
+MODELS = {
+    "llama": ("llama", dict(rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                                          "high_freq_factor": 4.0, "original_max_position_embeddings": 32})),
+    "mistral": ("mistral", dict(tie_word_embeddings=True)),
+    "qwen2": ("qwen2", dict(tie_word_embeddings=True)),
+    "qwen3": ("qwen3", dict()),
+    "qwen2_moe": ("qwen2_moe", dict()),
+    "qwen3_moe": ("qwen3_moe", dict()),
+    "mixtral": ("mixtral", dict()),
+}
+
+
+def fp16_representable(folder):
+    """Rounds the checkpoint's weights to fp16 values (kept as F32), so the f16 export holds exactly the
+    weights the engine runs and the comparison measures the two forwards, not the rounding."""
+    path = folder / "model.safetensors"
+    weights = {name: values.astype(np.float16).astype(np.float32) for name, values in load_file(str(path)).items()}
+    save_file(weights, str(path))
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_llama_cpp_runs_the_export_like_the_engine(surogate_bin, surogate_package, tmp_path, name):
+    kind, overrides = MODELS[name]
+    config = make_config(kind, layers=2, **overrides)
+    model, _ = write_model(tmp_path / "model", config, seed=5)
+    fp16_representable(model)
+    result = run_surogate(surogate_bin, "export", "--model", model, "--output", tmp_path / "m.gguf", "--type", "f16")
+    assert result.returncode == 0, result.stderr
+
+    engine = surogate_package.module.load(model, seq_len=len(PROMPT) + CONTINUATION)
+    llm = llama_cpp.Llama(model_path=str(tmp_path / "m.gguf"), n_ctx=64, n_batch=64, logits_all=True,
+                          n_threads=2, verbose=False)
+    llm.eval(PROMPT)
+    ours = engine.logits([PROMPT])[0, :len(PROMPT)]
+    theirs = np.asarray(llm.scores[:len(PROMPT)], dtype=np.float32)
+    assert theirs.shape == ours.shape
+    assert np.abs(theirs - ours).max() < 1e-2, np.abs(theirs - ours).max()
+
+    sequence = list(PROMPT)
+    for _ in range(CONTINUATION):
+        sequence.append(int(np.argmax(engine.logits([sequence])[0, len(sequence) - 1])))
+    llm.reset()
+    generated = []
+    for token in llm.generate(PROMPT, top_k=1, temp=0.0, reset=True):
+        generated.append(int(token))
+        if len(generated) == CONTINUATION:
+            break
+    assert generated == sequence[len(PROMPT):]
