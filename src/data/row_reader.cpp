@@ -83,7 +83,7 @@ private:
 };
 
 // Line number (1-based) of each element start is found by parsing with a callback.
-std::vector<Row> read_json_file(const std::filesystem::path& path) {
+std::vector<Row> read_json_array_file(const std::filesystem::path& path) {
   const std::string name = path.string();
   std::string text = read_whole_file(path);
   json document;
@@ -224,7 +224,7 @@ private:
   static std::unique_ptr<RowReader> open_one(const std::filesystem::path& path) {
     std::string extension = lower_extension(path);
     if (extension == ".jsonl" || extension == ".ndjson") return std::make_unique<JsonLinesReader>(path);
-    if (extension == ".json") return std::make_unique<MemoryReader>(read_json_file(path));
+    if (extension == ".json") return std::make_unique<MemoryReader>(read_json_array_file(path));
     if (extension == ".parquet") return std::make_unique<ParquetReader>(path);
     if (extension == ".txt") {
       std::vector<Row> rows;

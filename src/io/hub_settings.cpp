@@ -19,7 +19,7 @@ bool truthy(const std::optional<std::string>& value) {
   return lower == "1" || lower == "true" || lower == "yes" || lower == "on";
 }
 
-std::string trim(std::string text) {
+std::string trim_setting(std::string text) {
   while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.pop_back();
   size_t start = 0;
   while (start < text.size() && std::isspace(static_cast<unsigned char>(text[start]))) ++start;
@@ -58,15 +58,15 @@ HubSettings read_hub_settings() {
   settings.cache_dir = std::filesystem::absolute(settings.cache_dir);
 
   if (auto token = environment_variable("HF_TOKEN")) {
-    settings.token = trim(*token);
+    settings.token = trim_setting(*token);
   } else if (auto legacy_token = environment_variable("HUGGING_FACE_HUB_TOKEN")) {
-    settings.token = trim(*legacy_token);
+    settings.token = trim_setting(*legacy_token);
   } else {
     std::optional<std::string> token_file = environment_variable("HF_TOKEN_PATH");
     if (!token_file && !home.empty()) token_file = (home / "token").string();
     std::ifstream stream(token_file.value_or(std::string()));
     std::string line;
-    if (token_file && stream && std::getline(stream, line) && !trim(line).empty()) settings.token = trim(line);
+    if (token_file && stream && std::getline(stream, line) && !trim_setting(line).empty()) settings.token = trim_setting(line);
   }
   if (settings.token && settings.token->empty()) settings.token.reset();
 

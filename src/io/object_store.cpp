@@ -26,7 +26,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr int kDownloadAttempts = 3;
+constexpr int kObjectDownloadAttempts = 3;
 constexpr long kTimeoutSeconds = 30;
 
 struct ObjectEntry {
@@ -298,7 +298,7 @@ void fetch_object(Store& store, const ObjectEntry& entry, const fs::path& local)
         break;
       }
       HttpResponse response = store.http->download(url, incomplete, have, {});
-      if (response.status == 416 && attempt < kDownloadAttempts) {
+      if (response.status == 416 && attempt < kObjectDownloadAttempts) {
         fs::remove(incomplete, error);
         continue;
       }
@@ -307,7 +307,7 @@ void fetch_object(Store& store, const ObjectEntry& entry, const fs::path& local)
       }
       break;
     } catch (const HubInterruptedError& interrupted) {
-      if (attempt >= kDownloadAttempts) {
+      if (attempt >= kObjectDownloadAttempts) {
         fail_user("{}; the partial file is kept at {}: run again to resume", interrupted.what(), incomplete.string());
       }
     }

@@ -16,7 +16,7 @@ namespace {
 
 constexpr const char* kStatePrefix = ".quant_state.bitsandbytes__";
 
-bool is_float(DType dtype) {
+bool is_float_dtype(DType dtype) {
   return dtype == DType::F32 || dtype == DType::BF16 || dtype == DType::F16 || dtype == DType::F64;
 }
 
@@ -37,7 +37,7 @@ public:
     const std::string name = spec_.hf_name + suffix;
     const io::SafetensorsTensor* tensor = checkpoint_.find(name);
     if (tensor == nullptr) fail(name, fmt::format("is missing (the quant state of {})", spec_.hf_name));
-    if (floating ? !is_float(tensor->dtype) : tensor->dtype != DType::U8) {
+    if (floating ? !is_float_dtype(tensor->dtype) : tensor->dtype != DType::U8) {
       fail(name, fmt::format("is {}, expected {}", dtype_safetensors_name(tensor->dtype),
                              floating ? "a float dtype" : "U8"));
     }

@@ -18,7 +18,7 @@ double resolved_scale(const AttentionShape& shape) {
   return shape.scale != 0.0 ? shape.scale : 1.0 / std::sqrt(static_cast<double>(shape.head_dim));
 }
 
-void check_shape(const AttentionShape& shape) {
+void check_attention_shape(const AttentionShape& shape) {
   SUROGATE_CHECK(shape.batch > 0 && shape.sequence > 0 && shape.head_dim > 0,
                  "attention needs positive batch, sequence and head_dim");
   SUROGATE_CHECK(shape.kv_heads > 0 && shape.query_heads % shape.kv_heads == 0,
@@ -50,7 +50,7 @@ double dot(const T* a, const T* b, int64_t count) {
 template <typename T>
 void attention_forward(const AttentionShape& shape, const T* q, const T* k, const T* v,
                        const int32_t* document_ids, T* out, T* logsumexp) {
-  check_shape(shape);
+  check_attention_shape(shape);
   const int64_t sequence = shape.sequence, dim = shape.head_dim;
   const int64_t query_heads = shape.query_heads, kv_heads = shape.kv_heads;
   const int64_t group = query_heads / kv_heads;
@@ -96,7 +96,7 @@ template <typename T>
 void attention_backward(const AttentionShape& shape, const T* q, const T* k, const T* v,
                         const int32_t* document_ids, const T* out, const T* logsumexp,
                         const T* d_out, T* d_q, T* d_k, T* d_v) {
-  check_shape(shape);
+  check_attention_shape(shape);
   const int64_t sequence = shape.sequence, dim = shape.head_dim;
   const int64_t query_heads = shape.query_heads, kv_heads = shape.kv_heads;
   const int64_t group = query_heads / kv_heads;

@@ -14,7 +14,7 @@
 namespace surogate::ops {
 namespace {
 
-void check_shape(const CrossEntropyShape& shape) {
+void check_cross_entropy_shape(const CrossEntropyShape& shape) {
   SUROGATE_CHECK(shape.rows >= 0 && shape.hidden > 0 && shape.vocab > 0 && shape.chunks > 0,
                  "bad cross-entropy shape rows={} hidden={} vocab={} chunks={}", shape.rows,
                  shape.hidden, shape.vocab, shape.chunks);
@@ -52,7 +52,7 @@ template <typename T>
 CrossEntropyResult lm_head_cross_entropy_forward(const CrossEntropyShape& shape, const T* hidden,
                                                  const T* weight, const int32_t* labels,
                                                  T* logsumexp, const float* token_weights) {
-  check_shape(shape);
+  check_cross_entropy_shape(shape);
   const int64_t chunk_rows = rows_per_chunk(shape), vocab = shape.vocab, dim = shape.hidden;
   std::vector<T> logits(static_cast<size_t>(chunk_rows * vocab));
   std::vector<double> row_loss(static_cast<size_t>(chunk_rows));
@@ -82,7 +82,7 @@ void lm_head_cross_entropy_backward(const CrossEntropyShape& shape, const T* hid
                                     const T* weight, const int32_t* labels, const T* logsumexp,
                                     T d_loss_sum, T* d_hidden, T* d_weight,
                                     const float* token_weights) {
-  check_shape(shape);
+  check_cross_entropy_shape(shape);
   const int64_t chunk_rows = rows_per_chunk(shape), vocab = shape.vocab, dim = shape.hidden;
   std::vector<T> logits(static_cast<size_t>(chunk_rows * vocab));
   for (int64_t begin = 0; begin < shape.rows; begin += chunk_rows) {

@@ -149,7 +149,7 @@ namespace {
 
 // Rotates every head of every token by +angle (sign = +1) or −angle (sign = −1).
 template <typename T>
-void rotate(const T* x, const T* cos, const T* sin, int64_t tokens, int64_t heads, int64_t head_dim,
+void rotate_pairs(const T* x, const T* cos, const T* sin, int64_t tokens, int64_t heads, int64_t head_dim,
             int64_t rotary_dim, T sign, T* out) {
   SUROGATE_CHECK(rotary_dim > 0 && rotary_dim % 2 == 0 && rotary_dim <= head_dim,
                  "rotary_dim {} must be even and within head_dim {}", rotary_dim, head_dim);
@@ -178,13 +178,13 @@ void rotate(const T* x, const T* cos, const T* sin, int64_t tokens, int64_t head
 template <typename T>
 void rope_forward(const T* x, const T* cos, const T* sin, int64_t tokens, int64_t heads,
                   int64_t head_dim, int64_t rotary_dim, T* out) {
-  rotate(x, cos, sin, tokens, heads, head_dim, rotary_dim, T(1), out);
+  rotate_pairs(x, cos, sin, tokens, heads, head_dim, rotary_dim, T(1), out);
 }
 
 template <typename T>
 void rope_backward(const T* d_out, const T* cos, const T* sin, int64_t tokens, int64_t heads,
                    int64_t head_dim, int64_t rotary_dim, T* d_x) {
-  rotate(d_out, cos, sin, tokens, heads, head_dim, rotary_dim, T(-1), d_x);
+  rotate_pairs(d_out, cos, sin, tokens, heads, head_dim, rotary_dim, T(-1), d_x);
 }
 
 #define SUROGATE_INSTANTIATE_ROPE(T)                                                               \

@@ -93,7 +93,7 @@ CudaKernel bind_quantize_weight(const CudaBindContext& ctx) {
   };
 }
 
-CudaKernel bind_linear(const CudaBindContext& ctx) {
+CudaKernel bind_linear_fp8(const CudaBindContext& ctx) {
   expect_in(ctx, 0, DType::BF16);
   const std::string extra = ctx.attrs.string_or("extra", "");
   const int64_t out = ctx.inputs[3].shape[0], in = ctx.inputs[3].shape[1], rows = ctx.inputs[1].numel() / in;
@@ -407,7 +407,7 @@ void register_fp8_cuda_ops(CudaOpTable& table) {
   table.add("fused_residual_rmsnorm_fp8", [](const CudaBindContext& ctx) { return bind_rmsnorm_fp8(ctx, true); });
   table.add("swiglu_fp8", bind_swiglu_fp8);
   table.add("quantize_fp8", bind_quantize);
-  table.add("linear_fp8", bind_linear);
+  table.add("linear_fp8", bind_linear_fp8);
   table.add("quantize_fp8_weight", bind_quantize_weight);
   table.add("linear_fp8_backward_input", bind_backward_input);
   table.add("linear_fp8_backward", [](const CudaBindContext& ctx) { return bind_backward(ctx, false); });

@@ -66,13 +66,13 @@ cuda::LmHeadLossArgs<T> loss_arguments(const LossLayout& layout, const CudaKerne
 // scratch accumulator (zeroed, beta = 1 per chunk), rounded into the output at the end: rounding
 // each chunk's product would lose precision. When nothing reads d_weight (a frozen head) none of
 // this runs: no GEMM, no accumulator.
-struct WeightGradient {
+struct LossWeightGradient {
   bool wanted = false;
   bool direct = false;
   size_t accumulator = 0;  // scratch offset of the fp32 accumulator (several chunks)
   int64_t elements = 0;
 
-  WeightGradient(const LossLayout& layout, bool read, ScratchLayout& scratch)
+  LossWeightGradient(const LossLayout& layout, bool read, ScratchLayout& scratch)
       : wanted(read), direct(read && layout.chunk_rows >= layout.rows), elements(layout.vocab * layout.channels) {
     if (wanted && !direct) accumulator = scratch.take(sizeof(float) * static_cast<size_t>(elements));
   }
@@ -111,7 +111,7 @@ CudaKernel bind_lm_head_loss_forward_typed(const CudaBindContext& ctx, bool has_
   const size_t logits = scratch.take(sizeof(T) * layout.chunk_rows * layout.vocab);
   const size_t row_losses = scratch.take(sizeof(float) * layout.rows);
   const size_t loss_sum = scratch.take(sizeof(float));
-  const WeightGradient weight_gradient(layout, has_weight_gradient && ctx.output_read(3), scratch);
+  const LossWeightGradient weight_gradient(layout, has_weight_gradient && ctx.output_read(3), scratch);
   ctx.resources.reserve_scratch(scratch.bytes);
   const bool input_gradient = has_input_gradient && ctx.output_read(2);
   CudaResources* resources = &ctx.resources;
@@ -157,7 +157,7 @@ CudaKernel bind_lm_head_loss_backward_typed(const CudaBindContext& ctx) {
   const size_t scalars = scratch.take(2 * sizeof(float));  // loss_sum, grad_scale
   // A frozen head (LoRA, tied or not) has nobody reading d_weight: skip its GEMM per chunk, the
   // fp32 accumulator and the rounding pass.
-  const WeightGradient weight_gradient(layout, ctx.output_read(1), scratch);
+  const LossWeightGradient weight_gradient(layout, ctx.output_read(1), scratch);
   ctx.resources.reserve_scratch(scratch.bytes);
   CudaResources* resources = &ctx.resources;
   return [=](const CudaKernelArgs& args) {

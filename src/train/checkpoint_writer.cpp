@@ -9,7 +9,7 @@ namespace surogate::train {
 namespace {
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+double elapsed_seconds(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 // A copy of `bytes` kept in `owned`; returns where it lives.
 std::byte* keep_copy(std::vector<std::vector<std::byte>>& owned, const void* data, size_t size) {
@@ -44,7 +44,7 @@ CheckpointSnapshot take_checkpoint_snapshot(TrainingDevice& device, const Traini
       tensor.data = keep_copy(snapshot.owned, tensor.data, tensor.size_bytes);
     }
   }
-  snapshot.blocked_seconds = seconds_since(start);
+  snapshot.blocked_seconds = elapsed_seconds(start);
   return snapshot;
 }
 
@@ -75,7 +75,7 @@ void CheckpointWriter::start(CheckpointSnapshot snapshot) {
     } catch (...) {
       error_ = std::current_exception();
     }
-    result_.write_seconds = seconds_since(start);
+    result_.write_seconds = elapsed_seconds(start);
     finished_ = true;
   });
 }

@@ -13,7 +13,7 @@ constexpr const char* kDefaultSource = "the default";  // Config::source_of for 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 // The values of `key` in every record's entry for GPU `index`.
-std::vector<double> values_of(const nlohmann::json& gpu_history, int index, const char* key) {
+std::vector<double> history_values(const nlohmann::json& gpu_history, int index, const char* key) {
   std::vector<double> values;
   for (const auto& record : gpu_history) {
     for (const auto& gpu : record.value("gpus", nlohmann::json::array())) {
@@ -85,26 +85,26 @@ std::vector<std::pair<std::string, std::string>> gpu_summary_rows(const nlohmann
   const std::vector<int> indices = gpu_indices(gpu_history);
   for (int index : indices) {
     const std::string gpu = indices.size() == 1 ? std::string("GPU") : fmt::format("GPU {}", index);
-    const std::vector<double> utilization = values_of(gpu_history, index, "utilization_percent");
+    const std::vector<double> utilization = history_values(gpu_history, index, "utilization_percent");
     if (!utilization.empty()) {
       rows.emplace_back(gpu + " utilisation",
                         fmt::format("mean {:.0f}%, min {:.0f}%, max {:.0f}% ({} samples)", mean(utilization),
                                     *std::min_element(utilization.begin(), utilization.end()),
                                     *std::max_element(utilization.begin(), utilization.end()), utilization.size()));
     }
-    const std::vector<double> used = values_of(gpu_history, index, "memory_used_bytes");
-    const std::vector<double> total = values_of(gpu_history, index, "memory_total_bytes");
+    const std::vector<double> used = history_values(gpu_history, index, "memory_used_bytes");
+    const std::vector<double> total = history_values(gpu_history, index, "memory_total_bytes");
     if (!used.empty()) {
       rows.emplace_back(gpu + " memory used", fmt::format("peak {:.2f} GiB{}", *std::max_element(used.begin(), used.end()) / kGiB,
                                                           total.empty() ? std::string()
                                                                         : fmt::format(" of {:.2f} GiB", total.back() / kGiB)));
     }
-    const std::vector<double> power = values_of(gpu_history, index, "power_watts");
+    const std::vector<double> power = history_values(gpu_history, index, "power_watts");
     if (!power.empty()) {
       rows.emplace_back(gpu + " power", fmt::format("mean {:.0f} W, max {:.0f} W", mean(power),
                                                     *std::max_element(power.begin(), power.end())));
     }
-    const std::vector<double> clock = values_of(gpu_history, index, "sm_clock_mhz");
+    const std::vector<double> clock = history_values(gpu_history, index, "sm_clock_mhz");
     if (!clock.empty()) rows.emplace_back(gpu + " SM clock", fmt::format("mean {:.0f} MHz", mean(clock)));
   }
   return rows;

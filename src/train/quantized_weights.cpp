@@ -19,7 +19,7 @@ namespace surogate::train {
 namespace {
 
 template <typename T>
-std::vector<std::byte> bytes_of(std::span<const T> values) {
+std::vector<std::byte> bytes_of_values(std::span<const T> values) {
   std::vector<std::byte> bytes(values.size_bytes());
   if (!bytes.empty()) std::memcpy(bytes.data(), values.data(), bytes.size());
   return bytes;
@@ -29,13 +29,13 @@ std::vector<std::byte> bytes_of(std::span<const T> values) {
 // the second-level absmax and the offset (quant/nf4.h).
 void append_absmax(QuantizedPieces& pieces, std::span<const float> absmax, bool double_quant) {
   if (!double_quant) {
-    pieces.bytes.push_back(bytes_of<float>(absmax));
+    pieces.bytes.push_back(bytes_of_values<float>(absmax));
     return;
   }
   const quant::QuantizedAbsmax nested = quant::quantize_absmax(absmax);
-  pieces.bytes.push_back(bytes_of<uint8_t>(nested.codes));
-  pieces.bytes.push_back(bytes_of<float>(nested.absmax2));
-  pieces.bytes.push_back(bytes_of<float>(std::span<const float>(&nested.offset, 1)));
+  pieces.bytes.push_back(bytes_of_values<uint8_t>(nested.codes));
+  pieces.bytes.push_back(bytes_of_values<float>(nested.absmax2));
+  pieces.bytes.push_back(bytes_of_values<float>(std::span<const float>(&nested.offset, 1)));
 }
 
 QuantizedPieces quantize_nf4(const models::QuantizedWeight& weight, std::span<const float> values) {
@@ -50,7 +50,7 @@ QuantizedPieces quantize_nf4(const models::QuantizedWeight& weight, std::span<co
                                packed.data(), absmax.data());
   });
   QuantizedPieces pieces;
-  pieces.bytes.push_back(bytes_of<uint8_t>(packed));
+  pieces.bytes.push_back(bytes_of_values<uint8_t>(packed));
   append_absmax(pieces, absmax, shape.double_quant);
   return pieces;
 }
@@ -65,7 +65,7 @@ QuantizedPieces quantize_fp8_tensor(const models::QuantizedWeight& weight, std::
   QuantizedPieces pieces;
   pieces.bytes.push_back(std::move(codes));
   pieces.bytes.push_back(std::move(transposed));
-  pieces.bytes.push_back(bytes_of<float>(std::span<const float>(&scale_inv, 1)));
+  pieces.bytes.push_back(bytes_of_values<float>(std::span<const float>(&scale_inv, 1)));
   return pieces;
 }
 
@@ -78,8 +78,8 @@ QuantizedPieces quantize_fp8_blocks(const models::QuantizedWeight& weight, std::
     quant::quantize_fp8_blocks(values.data(), shape, block_row, block_row + 1, codes.data(), scale_inv.data());
   });
   QuantizedPieces pieces;
-  pieces.bytes.push_back(bytes_of<uint8_t>(codes));
-  pieces.bytes.push_back(bytes_of<float>(scale_inv));
+  pieces.bytes.push_back(bytes_of_values<uint8_t>(codes));
+  pieces.bytes.push_back(bytes_of_values<float>(scale_inv));
   return pieces;
 }
 
@@ -96,9 +96,9 @@ QuantizedPieces quantize_nvfp4(const models::QuantizedWeight& weight, std::span<
                                std::min(shape.rows, first + kRowsPerTask), packed.data(), block_scales.data());
   });
   QuantizedPieces pieces;
-  pieces.bytes.push_back(bytes_of<uint8_t>(packed));
-  pieces.bytes.push_back(bytes_of<uint8_t>(block_scales));
-  pieces.bytes.push_back(bytes_of<float>(std::span<const float>(&scale.decode, 1)));
+  pieces.bytes.push_back(bytes_of_values<uint8_t>(packed));
+  pieces.bytes.push_back(bytes_of_values<uint8_t>(block_scales));
+  pieces.bytes.push_back(bytes_of_values<float>(std::span<const float>(&scale.decode, 1)));
   return pieces;
 }
 
@@ -143,7 +143,7 @@ std::optional<QuantizedPieces> stored_fp8_pieces(const models::QuantizedWeight& 
                 "re-download or re-export the model", tensor.scale_inv.name, value);
     }
   }
-  pieces.bytes.push_back(bytes_of<float>(scale_inv));
+  pieces.bytes.push_back(bytes_of_values<float>(scale_inv));
   return pieces;
 }
 
@@ -160,8 +160,8 @@ std::optional<QuantizedPieces> stored_bnb_pieces(const models::QuantizedWeight& 
   pieces.bytes.emplace_back(tensor.codes.bytes.begin(), tensor.codes.bytes.end());
   if (weight.nf4.double_quant && tensor.double_quant()) {
     pieces.bytes.emplace_back(tensor.absmax.bytes.begin(), tensor.absmax.bytes.end());
-    pieces.bytes.push_back(bytes_of<float>(io::read_tensor_as_float32(*tensor.nested_absmax)));
-    pieces.bytes.push_back(bytes_of<float>(std::span<const float>(&tensor.nested_offset, 1)));
+    pieces.bytes.push_back(bytes_of_values<float>(io::read_tensor_as_float32(*tensor.nested_absmax)));
+    pieces.bytes.push_back(bytes_of_values<float>(std::span<const float>(&tensor.nested_offset, 1)));
     return pieces;
   }
   append_absmax(pieces, models::bnb_4bit_block_absmax(tensor), weight.nf4.double_quant);

@@ -59,4 +59,15 @@ SummaryRows run_summary_rows(const RunSummary& run) {
   return rows;
 }
 
+StartupSummary startup_summary(std::span<const std::pair<std::string, double>> phases, double total_seconds) {
+  StartupSummary summary{{{"total_seconds", total_seconds}}, {}};
+  std::string line;
+  for (const auto& [phase, seconds] : phases) {
+    summary.record[phase] = seconds;
+    if (seconds >= 0.05) line += fmt::format("{}{} {:.1f} s", line.empty() ? "" : ", ", phase, seconds);
+  }
+  summary.line = fmt::format("start-up {:.1f} s{}", total_seconds, line.empty() ? "" : " (" + line + ")");
+  return summary;
+}
+
 }  // namespace surogate::train

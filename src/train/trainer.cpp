@@ -74,8 +74,7 @@ private:
   void report_time_breakdown();
   [[noreturn]] void fail_diverged(const StepVerdict& verdict);
 
-  // First, so destroyed last: the folders stay locked until every write (a checkpoint in flight,
-  // the outputs) is done.
+  // First, so released last: the folders stay locked until every write is done.
   std::vector<io::FolderLock> folder_locks_;
   const Config& config_;
   TrainerOptions options_;
@@ -427,16 +426,9 @@ TrainingResult Run::run() {
     evaluate(false);
     end_phase("first eval");
   }
-  {
-    nlohmann::json record{{"total_seconds", seconds_since(constructed_)}};
-    std::string line;
-    for (const auto& [phase, seconds] : startup_seconds_) {
-      record[phase] = seconds;
-      if (seconds >= 0.05) line += fmt::format("{}{} {:.1f} s", line.empty() ? "" : ", ", phase, seconds);
-    }
-    log("startup", record);
-    display_.message(fmt::format("start-up {:.1f} s{}", seconds_since(constructed_), line.empty() ? "" : " (" + line + ")"));
-  }
+  StartupSummary startup = startup_summary(startup_seconds_, seconds_since(constructed_));
+  log("startup", std::move(startup.record));
+  display_.message(startup.line);
   const int64_t window_size = accumulation * device_->data_parallel_ranks();
   for (int64_t index = 0; index < window_size; ++index) {
     if (device_->takes_micro_batch(index)) window_indices_.push_back(index);

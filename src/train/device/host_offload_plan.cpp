@@ -10,7 +10,7 @@ namespace surogate::train {
 namespace {
 
 // Elements rounded up to whole 16-byte vectors, as MirroredState lays them out.
-size_t vector_bytes(int64_t count, size_t element) {
+size_t state_vector_bytes(int64_t count, size_t element) {
   const auto per_vector = static_cast<int64_t>(16 / element);
   return static_cast<size_t>((count + per_vector - 1) / per_vector * per_vector) * element;
 }
@@ -23,9 +23,9 @@ constexpr size_t kStateArrays = 4;
 
 size_t staged_state_bytes(const Config& config, int64_t count) {
   switch (config.optimizer) {
-    case surogate::Optimizer::AdamW: return 2 * vector_bytes(count, sizeof(float));
+    case surogate::Optimizer::AdamW: return 2 * state_vector_bytes(count, sizeof(float));
     case surogate::Optimizer::AdamW8bit:
-      return 2 * vector_bytes(count, 1) + 2 * vector_bytes(quantization_blocks(count), sizeof(float));
+      return 2 * state_vector_bytes(count, 1) + 2 * state_vector_bytes(quantization_blocks(count), sizeof(float));
     case surogate::Optimizer::NorMuon: break;  // never staged (config_rules.cpp)
   }
   SUROGATE_CHECK(false, "a staged optimizer is adamw or adamw_8bit");
