@@ -359,3 +359,11 @@ def test_refusals_exit_2_naming_the_problem(surogate_bin, tmp_path):
     expect_refusal(surogate_bin, tmp_path, odd, "f16", "unexpected type")
     unnormalised, _ = write_model(tmp_path / "unnormalised", make_config("qwen3_moe", norm_topk_prob=False))
     expect_refusal(surogate_bin, tmp_path, unnormalised, "f16", "norm_topk_prob")
+
+
+def test_sliding_window_is_exported_with_a_note(surogate_bin, tmp_path):
+    model, _ = write_model(tmp_path / "model", make_config("mistral", sliding_window=32))
+    result = run_surogate(surogate_bin, "export", "--model", model, "--output", tmp_path / "out.gguf", "--type", "f16")
+    assert result.returncode == 0, result.stderr
+    assert "sliding_window (32) is not written" in result.stderr
+    assert not any("sliding" in key for key in fields(gguf.GGUFReader(str(tmp_path / "out.gguf"))))
