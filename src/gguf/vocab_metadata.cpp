@@ -90,14 +90,20 @@ std::string byte_level_pre_name(const json& tokenizer, const std::string& source
     steps.push_back(pre);
   }
   std::vector<std::string> regexes;
-  bool byte_level_regex = false;
+  bool byte_level = false, byte_level_regex = false;
   for (const json& step : steps) {
     const std::string type = step.value("type", "");
     if (type == "Split" && step.contains("pattern") && step["pattern"].contains("Regex")) {
       regexes.push_back(step["pattern"]["Regex"].get<std::string>());
     } else if (type == "ByteLevel") {
+      byte_level = true;
       byte_level_regex = step.value("use_regex", true);
     }
+  }
+  if (!byte_level) {
+    fail_user("{}: a BPE tokenizer that is neither byte-level (a ByteLevel pre-tokenizer: GPT-2, Llama 3, Qwen) nor "
+              "SentencePiece-style (byte_fallback with a Sequence decoder: Llama 2, Mistral); llama.cpp's gpt2 and "
+              "llama tokenizers cannot reproduce it, so surogate export does not write it", source);
   }
   if (regexes.empty() && byte_level_regex) return "gpt-2";
   if (regexes.size() == 1 && !byte_level_regex) {

@@ -11,6 +11,7 @@ import pytest
 from gguf.quants import dequantize, quantize
 
 from conftest import run_surogate
+from tiny_model import TOKENIZER_CONFIG, char_tokenizer
 from gguf_models import ADDED, CHAT_TEMPLATE, MERGES, byte_alphabet, make_config, write_lora_adapter, write_model
 
 T = gguf.GGMLQuantizationType
@@ -357,5 +358,16 @@ def test_refusals_exit_2_naming_the_problem(surogate_bin, tmp_path):
     tokenizer["post_processor"] = {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": 5}}, {"Sequence": {}}]}
     (odd / "tokenizer.json").write_text(json.dumps(tokenizer))
     expect_refusal(surogate_bin, tmp_path, odd, "f16", "unexpected type")
+    characters, _ = write_model(tmp_path / "characters", make_config("llama", vocab_size=34), char_tokenizer(),
+                                dict(TOKENIZER_CONFIG))  # the quick start's character tokenizer
+    expect_refusal(surogate_bin, tmp_path, characters, "f16", "neither byte-level", "SentencePiece-style")
     unnormalised, _ = write_model(tmp_path / "unnormalised", make_config("qwen3_moe", norm_topk_prob=False))
     expect_refusal(surogate_bin, tmp_path, unnormalised, "f16", "norm_topk_prob")
+
+
+def test_sliding_window_is_exported_with_a_note(surogate_bin, tmp_path):
+    model, _ = write_model(tmp_path / "model", make_config("mistral", sliding_window=32))
+    result = run_surogate(surogate_bin, "export", "--model", model, "--output", tmp_path / "out.gguf", "--type", "f16")
+    assert result.returncode == 0, result.stderr
+    assert "sliding_window (32) is not written" in result.stderr
+    assert not any("sliding" in key for key in fields(gguf.GGUFReader(str(tmp_path / "out.gguf"))))

@@ -1,8 +1,10 @@
-"""`surogate export` files run in llama.cpp itself (llama-cpp-python), against the engine's own forward
+"""`surogate export` files in llama.cpp itself (llama-cpp-python): run against the engine's own forward
 (surogate.load(...).logits on the CPU, fp32): next-token logits of the f16 export within 1e-2 and
-16 greedy tokens equal, for each architecture. Skipped when llama_cpp is not importable: building
-it from source takes 10+ minutes on 2 cores, so CI does not; scripts/check_gguf_llama_cpp.sh
-installs it and runs this file."""
+16 greedy tokens equal, for each architecture; and `--type q4_k_m` byte for byte against
+llama-quantize's Q4_K_M (libllama's llama_model_quantize) of the f16 export. Skipped when llama_cpp
+is not importable: building it from source takes 10+ minutes on 2 cores, so CI does not;
+scripts/check_gguf_llama_cpp.sh installs it and runs this file."""
+import gguf
 import numpy as np
 import pytest
 from safetensors.numpy import load_file, save_file
@@ -63,3 +65,28 @@ def test_llama_cpp_runs_the_export_like_the_engine(surogate_bin, surogate_packag
         if len(generated) == CONTINUATION:
             break
     assert generated == sequence[len(PROMPT):]
+
+
+@pytest.mark.parametrize("name, overrides", [
+    ("llama", dict(layers=8)), ("qwen2", dict(hidden=96, intermediate=192, layers=4)),
+    ("qwen2_moe", dict(layers=8, moe_intermediate_size=96, shared_expert_intermediate_size=256)),
+    ("mixtral", dict(layers=4))])
+def test_q4_k_m_is_llama_quantizes(surogate_bin, tmp_path, name, overrides):
+    kind, model_overrides = MODELS[name]
+    settings = dict(hidden=256, intermediate=512)
+    settings.update(overrides)
+    model, _ = write_model(tmp_path / "model", make_config(kind, **settings, **model_overrides))
+    for outtype in ("f16", "q4_k_m"):
+        result = run_surogate(surogate_bin, "export", "--model", model, "--output", tmp_path / f"{outtype}.gguf",
+                              "--type", outtype)
+        assert result.returncode == 0, result.stderr
+    params = llama_cpp.llama_model_quantize_default_params()
+    params.ftype = 15  # LLAMA_FTYPE_MOSTLY_Q4_K_M
+    assert llama_cpp.llama_model_quantize(str(tmp_path / "f16.gguf").encode(), str(tmp_path / "reference.gguf").encode(),
+                                          params) == 0
+    reference = {t.name: t for t in gguf.GGUFReader(str(tmp_path / "reference.gguf")).tensors}
+    ours = {t.name: t for t in gguf.GGUFReader(str(tmp_path / "q4_k_m.gguf")).tensors}
+    assert sorted(reference) == sorted(ours)
+    for tensor_name, tensor in reference.items():
+        assert ours[tensor_name].tensor_type == tensor.tensor_type, tensor_name
+        assert np.asarray(ours[tensor_name].data).tobytes() == np.asarray(tensor.data).tobytes(), tensor_name
