@@ -10,7 +10,8 @@
 # It builds only what it runs, the `surogate` target (scripts/test.sh builds everything, tests
 # included), with the CUDA kernels for this machine's GPU, or Hopper (90a) without one; the first
 # line says which and why (scripts/cuda_architectures.sh). SUROGATE_CUDA_ARCHS=all compiles every
-# supported architecture, SUROGATE_CUDA_ARCHS="89;90a" a list.
+# supported architecture, SUROGATE_CUDA_ARCHS="89;90a" a list, SUROGATE_CUDA_ARCHS=cpu none (the
+# CPU backend only: a shorter build on a machine that will not train on a GPU).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 started=$(date +%s)
@@ -18,8 +19,14 @@ started=$(date +%s)
 # (CI) reuses what an earlier build compiled.
 export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}"
 archs=$(bash scripts/cuda_architectures.sh)
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$archs" >/dev/null
-if grep -q '^SUROGATE_CUDA:BOOL=OFF' build/CMakeCache.txt; then
+if [[ "$archs" == cpu ]]; then
+  cuda_options=(-DSUROGATE_CUDA=OFF)
+else
+  # -U: SUROGATE_CUDA back to its default (on where nvcc is found) after a SUROGATE_CUDA_ARCHS=cpu build.
+  cuda_options=(-USUROGATE_CUDA -DCMAKE_CUDA_ARCHITECTURES="$archs")
+fi
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release "${cuda_options[@]}" >/dev/null
+if [[ "$archs" != cpu ]] && grep -q '^SUROGATE_CUDA:BOOL=OFF' build/CMakeCache.txt; then
   echo "build: no CUDA toolkit (nvcc) found, so the CPU backend only"
 fi
 cmake --build build --target surogate -j "$(nproc)"

@@ -14,7 +14,8 @@ export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}"
 
 build_dir=${SUROGATE_BUILD_DIR:-build}
 jobs=$(nproc)
-cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+# -USUROGATE_CUDA: on where nvcc is found, also after a CPU-only quick start in the same folder.
+cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -USUROGATE_CUDA \
   -DCMAKE_CUDA_ARCHITECTURES="${SUROGATE_CUDA_ARCHS:-90a}" \
   -DSUROGATE_WARNINGS_AS_ERRORS="${SUROGATE_WARNINGS_AS_ERRORS:-ON}" >/dev/null
 cmake --build "$build_dir" -j "$jobs"
