@@ -277,6 +277,23 @@ int main() {
                            channels, nullptr);
         }),
         "TB/s   ", 1.5 * bytes);
+    // Rows wider than 8,192 channels take the kernel that spills registers (docs/cuda.md,
+    // "Register spills"): the same bytes at 8,192 (no spill) and 16,384 channels.
+    for (const int64_t wide : {int64_t{8192}, int64_t{16384}}) {
+      const int64_t wide_rows = rows * channels / wide;
+      char label[96];
+      std::snprintf(label, sizeof label, "rmsnorm bwd %lldx%lld (3 tensors)", static_cast<long long>(wide_rows),
+                    static_cast<long long>(wide));
+      DeviceBuffer<float> wide_rstd(wide_rows), wide_dweight(wide),
+          wide_scratch(rmsnorm_backward_scratch_floats(wide_rows, wide));
+      auto wide_w = random_bf16(wide, 1.0f);
+      rmsnorm_forward(y.data(), wide_rstd.data(), x.data(), wide_w.data(), wide_rows, wide, 1e-6f, nullptr);
+      row(label, median_ms([&] {
+            rmsnorm_backward(y.data(), wide_dweight.data(), wide_scratch.data(), dy.data(), nullptr, x.data(),
+                             wide_w.data(), wide_rstd.data(), wide_rows, wide, nullptr);
+          }),
+          "TB/s   ", 1.5 * bytes);
+    }
     auto gate_up = random_bf16(rows * 2 * 14336 / 4, 2.0f);
     DeviceBuffer<__nv_bfloat16> act(rows / 4 * 14336);
     row("swiglu fwd 4096x14336 (fused gate_up)", median_ms([&] {
