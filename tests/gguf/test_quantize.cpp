@@ -10,17 +10,12 @@
 #include "core/bfloat16.h"
 #include "gguf/quantize.h"
 #include "gguf/quantize_k.h"
+#include "random_values.h"
 
 namespace surogate::gguf {
 namespace {
 
-std::vector<float> gaussian(size_t count, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 generator(seed);
-  std::normal_distribution<float> normal(0.0f, scale);
-  std::vector<float> values(count);
-  for (float& value : values) value = normal(generator);
-  return values;
-}
+using surogate::testing::normal_values;
 
 double relative_rms_error(const std::vector<float>& values, const std::vector<float>& decoded) {
   double error = 0, norm = 0;
@@ -63,7 +58,7 @@ TEST(Quantize, ZeroBlocksDecodeToZero) {
 }
 
 TEST(Quantize, SizesFollowTheBlockLayouts) {
-  const std::vector<float> values = gaussian(512, 1);
+  const std::vector<float> values = normal_values(512, 1);
   EXPECT_EQ(quantize(GgmlType::Q8_0, values).size(), 16u * 34);
   EXPECT_EQ(quantize(GgmlType::Q5_0, values).size(), 16u * 22);
   EXPECT_EQ(quantize(GgmlType::Q5_1, values).size(), 16u * 24);
@@ -78,7 +73,7 @@ TEST(Quantize, BlockFormatsStayWithinOneStepOfTheirScale) {
   // Q8_0 (d = amax / 127): |error| ≤ d / 2 from rounding the code; Q5_0 (d = -max / 16, codes -16..15):
   // one whole d, since values near +16 d clamp to 15 when the largest magnitude was negative. Plus up
   // to `steps` times the fp16 rounding of d (2^-11 relative).
-  const std::vector<float> values = gaussian(32 * 64, 7, 0.02f);
+  const std::vector<float> values = normal_values(32 * 64, 7, 0.02f);
   for (auto [type, steps, rounding] : {std::tuple{GgmlType::Q8_0, 127.0f, 0.5f}, std::tuple{GgmlType::Q5_0, 16.0f, 1.0f}}) {
     const std::vector<float> decoded = dequantize(type, quantize(type, values), static_cast<int64_t>(values.size()));
     for (size_t block = 0; block < values.size() / 32; ++block) {
@@ -98,7 +93,7 @@ TEST(Quantize, RoundTripErrorsAreThoseOfEachFormat) {
   // range (Q4_K: 32 values span about 4.1 sigma in 15 steps → 0.079; measured 0.0718; Q5_0 0.0425,
   // Q5_1 0.0377, Q5_K 0.0360, Q6_K 0.0178, Q8_0 0.0053). Bounds sit 15 % above the measurements, so
   // a quantizer that loses a bit fails; F16 / BF16 round to nearest (2^-11, 2^-8 relative).
-  const std::vector<float> values = gaussian(256 * 64, 11, 0.02f);
+  const std::vector<float> values = normal_values(256 * 64, 11, 0.02f);
   const std::vector<std::pair<GgmlType, double>> bounds = {
       {GgmlType::F16, 3e-4}, {GgmlType::BF16, 2.5e-3}, {GgmlType::Q8_0, 0.0062}, {GgmlType::Q6_K, 0.0205},
       {GgmlType::Q5_K, 0.0415}, {GgmlType::Q5_1, 0.0435}, {GgmlType::Q5_0, 0.049}, {GgmlType::Q4_K, 0.083}};
@@ -111,7 +106,7 @@ TEST(Quantize, RoundTripErrorsAreThoseOfEachFormat) {
 TEST(Quantize, KQuantsKeepOutliersAndSignsOfEachSubBlock) {
   // One large value per 32-value sub-block and mixed signs: every decoded value keeps its sign when it
   // is larger than the sub-block's step, and the outlier is reproduced within 2 %.
-  std::vector<float> values = gaussian(256, 3, 0.01f);
+  std::vector<float> values = normal_values(256, 3, 0.01f);
   for (int sub = 0; sub < 8; ++sub) values[sub * 32 + 5] = (sub % 2 ? -1.0f : 1.0f) * 0.5f;
   for (GgmlType type : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}) {
     const std::vector<float> decoded = dequantize(type, quantize(type, values), 256);

@@ -6,17 +6,12 @@
 
 #include "train/optim/newton_schulz.h"
 #include "train/optim/optimizer.h"
+#include "random_values.h"
 
 namespace surogate::train {
 namespace {
 
-std::vector<float> random_vector(size_t size, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.0f, scale);
-  std::vector<float> values(size);
-  for (auto& value : values) value = normal(rng);
-  return values;
-}
+using surogate::testing::normal_values;
 
 // PyTorch's AdamW, in double, as the oracle.
 struct ReferenceAdamW {
@@ -35,8 +30,8 @@ struct ReferenceAdamW {
 };
 
 TEST(AdamW, MatchesTheReferenceUpdateOverSeveralSteps) {
-  std::vector<float> weights = random_vector(300, 1);
-  std::vector<float> bias = random_vector(7, 2);
+  std::vector<float> weights = normal_values(300, 1);
+  std::vector<float> bias = normal_values(7, 2);
   std::vector<double> weights_ref(weights.begin(), weights.end()), bias_ref(bias.begin(), bias.end());
   std::vector<float> weights_grad(300), bias_grad(7);
   std::vector<ParameterSlot> slots = {{"w", weights.data(), weights_grad.data(), 20, 15, true, true},
@@ -44,8 +39,8 @@ TEST(AdamW, MatchesTheReferenceUpdateOverSeveralSteps) {
   auto optimizer = make_adamw(slots, AdamWSettings{});
   ReferenceAdamW reference_w, reference_b;
   for (int step = 0; step < 5; ++step) {
-    weights_grad = random_vector(300, 10 + step, 0.1f);
-    bias_grad = random_vector(7, 20 + step, 0.1f);
+    weights_grad = normal_values(300, 10 + step, 0.1f);
+    bias_grad = normal_values(7, 20 + step, 0.1f);
     slots[0].gradient = weights_grad.data();
     slots[1].gradient = bias_grad.data();
     optimizer->step(slots, OptimizerStep{step, 1e-2, 0.1});
@@ -59,7 +54,7 @@ TEST(AdamW, MatchesTheReferenceUpdateOverSeveralSteps) {
 // Minimise 0.5 * ||p - target||² and return the final distance.
 double minimise_quadratic(const std::string& which, int steps, std::vector<float>* trajectory_out = nullptr) {
   const int rows = 16, cols = 24;
-  std::vector<float> target = random_vector(rows * cols, 5);
+  std::vector<float> target = normal_values(rows * cols, 5);
   std::vector<float> p(rows * cols, 0.0f), grad(rows * cols);
   std::vector<ParameterSlot> slots = {{"w", p.data(), grad.data(), rows, cols, true, true}};
   std::unique_ptr<Optimizer> optimizer;
@@ -77,7 +72,7 @@ double minimise_quadratic(const std::string& which, int steps, std::vector<float
 }
 
 TEST(Optimizers, EachOneMinimisesAQuadratic) {
-  std::vector<float> target = random_vector(16 * 24, 5);
+  std::vector<float> target = normal_values(16 * 24, 5);
   double start = 0;
   for (float t : target) start += t * t;
   start = std::sqrt(start);
@@ -106,7 +101,7 @@ TEST(AdamW8bit, TracksFullPrecisionAdamW) {
 
 TEST(NewtonSchulz, PushesSingularValuesTowardsOne) {
   for (auto [rows, cols] : {std::pair{32, 32}, std::pair{16, 48}, std::pair{48, 16}}) {
-    std::vector<float> matrix = random_vector(rows * cols, 9);
+    std::vector<float> matrix = normal_values(rows * cols, 9);
     newton_schulz_orthogonalize(matrix, rows, cols);
     // For the wide orientation X (n x m, n <= m), X Xᵀ ≈ I with diagonal in about [0.5, 1.5].
     int n = std::min(rows, cols);
@@ -124,8 +119,8 @@ TEST(NewtonSchulz, PushesSingularValuesTowardsOne) {
 }
 
 TEST(NorMuon, UsesAdamWForNonMatrixParameters) {
-  std::vector<float> a = random_vector(50, 3), b = a;
-  std::vector<float> grad = random_vector(50, 4);
+  std::vector<float> a = normal_values(50, 3), b = a;
+  std::vector<float> grad = normal_values(50, 4);
   std::vector<ParameterSlot> as = {{"norm", a.data(), grad.data(), 1, 50, false, false}};
   std::vector<ParameterSlot> bs = {{"norm", b.data(), grad.data(), 1, 50, false, false}};
   auto normuon = make_normuon(as, NorMuonSettings{});
@@ -140,7 +135,7 @@ TEST(NorMuon, UsesAdamWForNonMatrixParameters) {
 TEST(NorMuon, CautiousWeightDecayOnlyShrinksWeightsTheUpdateAlreadyShrinks) {
   // Zero gradient => zero update: cautious decay leaves weights alone, plain decay shrinks them.
   const int rows = 8, cols = 8;
-  std::vector<float> cautious = random_vector(rows * cols, 6), plain = cautious, original = cautious;
+  std::vector<float> cautious = normal_values(rows * cols, 6), plain = cautious, original = cautious;
   std::vector<float> zero(rows * cols, 0.0f);
   std::vector<ParameterSlot> cs = {{"w", cautious.data(), zero.data(), rows, cols, true, true}};
   std::vector<ParameterSlot> ps = {{"w", plain.data(), zero.data(), rows, cols, true, true}};
@@ -158,7 +153,7 @@ TEST(NorMuon, CautiousWeightDecayOnlyShrinksWeightsTheUpdateAlreadyShrinks) {
 TEST(Optimizers, RestoredStateContinuesBitIdentically) {
   for (const char* which : {"adamw", "adamw_8bit", "normuon"}) {
     const int rows = 12, cols = 10;
-    std::vector<float> p1 = random_vector(rows * cols, 8), p2;
+    std::vector<float> p1 = normal_values(rows * cols, 8), p2;
     std::vector<float> grad(rows * cols);
     auto make = [&](std::vector<ParameterSlot>& slots) {
       if (std::string(which) == "adamw") return make_adamw(slots, AdamWSettings{});
@@ -168,7 +163,7 @@ TEST(Optimizers, RestoredStateContinuesBitIdentically) {
     std::vector<ParameterSlot> s1 = {{"w", p1.data(), grad.data(), rows, cols, true, true}};
     auto original = make(s1);
     for (int step = 0; step < 3; ++step) {
-      grad = random_vector(rows * cols, 30 + step);
+      grad = normal_values(rows * cols, 30 + step);
       s1[0].gradient = grad.data();
       original->step(s1, OptimizerStep{step, 1e-2, 0.1});
     }
@@ -183,7 +178,7 @@ TEST(Optimizers, RestoredStateContinuesBitIdentically) {
       ASSERT_EQ(from[i].size_bytes, to[i].size_bytes);
       std::memcpy(to[i].data, from[i].data, from[i].size_bytes);
     }
-    grad = random_vector(rows * cols, 99);
+    grad = normal_values(rows * cols, 99);
     s1[0].gradient = grad.data();
     s2[0].gradient = grad.data();
     original->step(s1, OptimizerStep{3, 1e-2, 0.1});
