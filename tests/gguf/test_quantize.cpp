@@ -2,7 +2,6 @@
 // error on random data. gguf-py's own quantizer checks the bytes in tests/python/test_gguf_export.py.
 #include <cmath>
 #include <cstring>
-#include <random>
 #include <tuple>
 
 #include <gtest/gtest.h>

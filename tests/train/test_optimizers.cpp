@@ -1,6 +1,5 @@
 #include <cmath>
 #include <cstring>
-#include <random>
 
 #include <gtest/gtest.h>
 
