@@ -39,6 +39,8 @@ void register_embedding_ops(graph::OpRegistry& registry);      // embedding_def.
 void register_rmsnorm_ops(graph::OpRegistry& registry);        // rmsnorm_def.cpp
 void register_linear_ops(graph::OpRegistry& registry);         // linear_def.cpp
 void register_swiglu_ops(graph::OpRegistry& registry);         // swiglu_def.cpp
+void register_gelu_ops(graph::OpRegistry& registry);           // gelu_def.cpp
+void register_layernorm_ops(graph::OpRegistry& registry);      // layernorm_def.cpp
 void register_rope_ops(graph::OpRegistry& registry);           // rope_def.cpp
 void register_rmsnorm_rope_ops(graph::OpRegistry& registry);   // rmsnorm_rope_def.cpp
 void register_attention_ops(graph::OpRegistry& registry);      // attention_def.cpp

@@ -10,6 +10,8 @@ void register_model_ops(graph::OpRegistry& registry) {
   defs::register_rmsnorm_ops(registry);
   defs::register_linear_ops(registry);
   defs::register_swiglu_ops(registry);
+  defs::register_gelu_ops(registry);
+  defs::register_layernorm_ops(registry);
   defs::register_rope_ops(registry);
   defs::register_rmsnorm_rope_ops(registry);
   defs::register_attention_ops(registry);
