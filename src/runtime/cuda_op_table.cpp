@@ -49,6 +49,7 @@ const CudaOpTable& builtin_cuda_ops() {
     register_quant_cuda_ops(built);
     register_fp8_cuda_ops(built);
     register_moe_cuda_ops(built);
+    register_gelu_layernorm_cuda_ops(built);
     return built;
   }();
   return table;

@@ -176,6 +176,9 @@ void register_fp8_cuda_ops(CudaOpTable& table);
 // runtime/cuda_moe_ops.cpp.
 void register_moe_cuda_ops(CudaOpTable& table);
 
+// gelu, layernorm and their backward ops (bf16 / fp16), in runtime/cuda_gelu_layernorm_ops.cpp.
+void register_gelu_layernorm_cuda_ops(CudaOpTable& table);
+
 // The table the engine uses: every family registered above, built once on first use.
 const CudaOpTable& builtin_cuda_ops();
 
