@@ -66,6 +66,7 @@
 #include <cmath>
 #include <cstring>
 #include <set>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -81,6 +82,7 @@
 #include "train/device/cpu_parameters.h"
 #include "train/device/cpu_weight_gatherer.h"
 #include "train/device/cpu_quantized_base.h"
+#include "train/device/shard_publish.h"
 #include "train/device/sharded_gradients.h"
 #include "train/device/weight_shards.h"
 #include "train/device/micro_batch.h"
@@ -102,8 +104,7 @@ struct CpuReplica {
   std::unique_ptr<Optimizer> optimizer;    // state for the shard's tensors only (none if empty)
   std::unique_ptr<distributed::Communicator> communicator;
   std::vector<MicroBatch> pending;
-  double loss_sum = 0.0, aux_sum = 0.0;
-  double shard_squares = 0.0;              // ZeRO-2: the sum of squares of the shard's summed gradients
+  RankMeasure measure;                     // the step's losses and the rank's share of the squares
   std::vector<float> flat;                 // ZeRO-1: gradients in measure(), weights in update()
   std::unique_ptr<CpuShardedGradients> sharded;  // ZeRO-2/3: the shard's accumulators, reduced every micro-batch
   std::unique_ptr<CpuWeightGatherer> gatherer;  // ZeRO-3: the rank's pieces and their gathers
@@ -293,35 +294,24 @@ public:
         runtime::StepObserverList& observers = index + 1 == rank.pending.size() ? rank.last_batch : rank.first_batches;
         rank.backend.set_step_observer(observers.empty() ? nullptr : &observers);
         rank.backend.execute(rank.pending[index].bindings());
-        rank.loss_sum += rank.backend.view<float>(plan_.loss)[0];
-        if (router_aux_loss_) rank.aux_sum += rank.backend.view<float>(*router_aux_loss_)[0];
+        rank.measure.loss += rank.backend.view<float>(plan_.loss)[0];
+        if (router_aux_loss_) rank.measure.router_aux_loss += rank.backend.view<float>(*router_aux_loss_)[0];
       }
       rank.backend.set_step_observer(nullptr);
       rank.pending.clear();
+      // ZeRO-2/3: each rank holds its shard's sums and counts their squares; ZeRO-1: every rank
+      // holds the same summed gradients, and the world's first rank counts them.
       if (rank.sharded) {
         const std::span<const float> shard = rank.sharded->accumulators();
-        rank.shard_squares = ops::sum_of_squares(shard.data(), static_cast<int64_t>(shard.size()));
+        rank.measure.squares = ops::sum_of_squares(shard.data(), static_cast<int64_t>(shard.size()));
+      } else {
+        const bool counts = layout_.first_rank + r == 0;
+        rank.measure.squares = counts ? ops::sum_of_squares(rank.flat.data(), static_cast<int64_t>(rank.flat.size())) : 0.0;
       }
     });
-    window_.restart();
-    StepMetrics metrics;
-    std::vector<double> losses, squares, aux_losses;
-    for (const auto& rank : ranks_) {
-      losses.push_back(rank->loss_sum);
-      squares.push_back(rank->shard_squares);
-      aux_losses.push_back(rank->aux_sum);
-      rank->loss_sum = rank->aux_sum = 0.0;
-    }
-    metrics.loss = window_.sum_over_ranks(losses);
-    if (router_aux_loss_) metrics.router_aux_loss = window_.sum_over_ranks(aux_losses);
-    if (layout_.shard_gradients) {
-      // Each rank holds its shard's sums: the norm adds every rank's sum of squares.
-      metrics.grad_norm = std::sqrt(window_.sum_over_ranks(squares));
-    } else {
-      // Every rank holds the same summed gradients: rank 0's give the norm.
-      const std::span<const float> flat(ranks_[0]->flat);
-      metrics.grad_norm = ops::global_norm<float>(std::span<const std::span<const float>>(&flat, 1));
-    }
+    std::vector<RankMeasure> measures;
+    for (const auto& rank : ranks_) measures.push_back(std::exchange(rank->measure, {}));
+    const StepMetrics metrics = window_.measure(measures, router_aux_loss_.has_value());
     grad_norm_ = metrics.grad_norm;
     return metrics;
   }
@@ -335,7 +325,7 @@ public:
       }
       // ZeRO-1/2: the flat buffer now carries weights: this rank's piece in, every piece out.
       // ZeRO-3: the rank's own copies are the masters just updated, gathered where they are read.
-      if (!rank.gatherer) publish_shard(rank);
+      if (!rank.gatherer) publish_weights(rank);
       refresh_fp8_weight_copies(rank.backend, fp8_copies_);
       rank.backend.zero_gradients();
       if (rank.sharded) rank.sharded->zero();
@@ -400,20 +390,13 @@ private:
 
   // ZeRO-1: this rank's updated weights to every rank through the flat buffer; ZeRO-2 through the
   // bucket staging.
-  void publish_shard(CpuReplica& rank) {
-    const std::vector<WeightView>& trainable = rank.parameters.trainable;
+  void publish_weights(CpuReplica& rank) {
     if (rank.sharded) {
-      rank.sharded->all_gather(trainable);
+      rank.sharded->all_gather(rank.parameters.trainable);
       return;
     }
-    for (size_t unit = rank.shard.first_unit; unit < rank.shard.end_unit; ++unit) {
-      std::memcpy(rank.flat.data() + offsets_[unit], trainable[unit].values.data(), trainable[unit].values.size_bytes());
-    }
-    rank.communicator->all_gather(rank.flat.data(), shard_sizes_, DType::F32);
-    for (size_t unit = 0; unit < trainable.size(); ++unit) {
-      if (unit >= rank.shard.first_unit && unit < rank.shard.end_unit) continue;
-      std::memcpy(trainable[unit].values.data(), rank.flat.data() + offsets_[unit], trainable[unit].values.size_bytes());
-    }
+    publish_shard(*rank.communicator, rank.flat.data(), shard_sizes_, DType::F32, rank.shard,
+                  rank.parameters.trainable.size(), cpu_shard_copies(rank.parameters.trainable, offsets_, rank.flat.data()));
   }
 
   // This process's ranks' optimizer state, in rank order.

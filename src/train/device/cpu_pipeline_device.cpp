@@ -58,6 +58,7 @@
 #include "train/device/pipeline_parameters.h"
 #include "train/device/process_window.h"
 #include "train/device/sequence_groups.h"
+#include "train/device/shard_publish.h"
 #include "train/quantized_weights.h"
 
 namespace surogate::train {
@@ -69,6 +70,7 @@ struct PipelineRank {
   std::unique_ptr<CpuPipelineStage> runner;
   CpuParameters parameters;                 // the stage's weights (spec order) on its training backend
   std::vector<size_t> owned;                // indices into parameters.trainable this stage steps
+  std::vector<WeightView> owned_weights;    // those tensors
   std::vector<size_t> tied;                 // indices into parameters.trainable shared with another stage
   std::vector<size_t> offsets;              // each owned tensor's offset in `flat`
   std::vector<size_t> shard_sizes;          // the gradient group's pieces of `flat`
@@ -78,7 +80,7 @@ struct PipelineRank {
   std::vector<float> flat;
   std::unique_ptr<distributed::Communicator> world, group, tied_pair;
   std::vector<StageMicroBatch> pending;
-  double loss = 0.0, squares = 0.0;
+  RankMeasure measure;  // the last stage's loss, the rank's share of the squares
 };
 
 // The evaluator reads the host copies, which it brings up to date first.
@@ -215,21 +217,15 @@ public:
   StepMetrics measure() override {
     threads_.run([&](int r) {
       PipelineRank& rank = *ranks_[static_cast<size_t>(r)];
-      rank.loss = rank.runner->run(rank.pending, *rank.world, [&](int stage) {
+      rank.measure.loss = rank.runner->run(rank.pending, *rank.world, [&](int stage) {
         return layout_.rank_at({stage, rank.replica, rank.sequence});
       });
       rank.pending.clear();
       reduce_gradients(rank);
     });
-    window_.restart();
-    std::vector<double> losses, squares;
-    for (const auto& rank : ranks_) {
-      losses.push_back(rank->loss);
-      squares.push_back(rank->squares);
-    }
-    StepMetrics metrics;
-    metrics.loss = window_.sum_over_ranks(losses);
-    metrics.grad_norm = std::sqrt(window_.sum_over_ranks(squares));
+    std::vector<RankMeasure> measures;
+    for (const auto& rank : ranks_) measures.push_back(rank->measure);
+    const StepMetrics metrics = window_.measure(measures, false);
     grad_norm_ = metrics.grad_norm;
     return metrics;
   }
@@ -241,17 +237,9 @@ public:
         clip_slot_gradients(rank.shard_slots, grad_norm_, config_.max_grad_norm);
         rank.optimizer->step(rank.shard_slots, step);
       }
+      publish_shard(*rank.group, rank.flat.data(), rank.shard_sizes, DType::F32, rank.shard, rank.owned.size(),
+                    cpu_shard_copies(rank.owned_weights, rank.offsets, rank.flat.data()));
       const std::vector<WeightView>& trainable = rank.parameters.trainable;
-      for (size_t unit = rank.shard.first_unit; unit < rank.shard.end_unit; ++unit) {
-        const WeightView& weight = trainable[rank.owned[unit]];
-        std::memcpy(rank.flat.data() + rank.offsets[unit], weight.values.data(), weight.values.size_bytes());
-      }
-      rank.group->all_gather(rank.flat.data(), rank.shard_sizes, DType::F32);
-      for (size_t unit = 0; unit < rank.owned.size(); ++unit) {
-        if (unit >= rank.shard.first_unit && unit < rank.shard.end_unit) continue;
-        const WeightView& weight = trainable[rank.owned[unit]];
-        std::memcpy(weight.values.data(), rank.flat.data() + rank.offsets[unit], weight.values.size_bytes());
-      }
       // The first stage owns the tied weights: the last stage takes them from it.
       for (size_t index : rank.tied) {
         rank.tied_pair->broadcast(trainable[index].values.data(), trainable[index].values.size(), DType::F32, 0);
@@ -290,6 +278,7 @@ private:
       if (tied.contains(weight.name)) rank.tied.push_back(i);
       if (tied.contains(weight.name) && rank.stage != 0) continue;  // the first stage steps it
       rank.owned.push_back(i);
+      rank.owned_weights.push_back(weight);
       rank.offsets.push_back(total);
       sizes.push_back(weight.values.size());
       total += weight.values.size();
@@ -319,11 +308,11 @@ private:
     }
     if (layout_.shard_gradients) {
       rank.group->reduce_scatter_sum(rank.flat.data(), rank.shard_sizes, DType::F32);
-      rank.squares = ops::sum_of_squares(rank.flat.data() + rank.shard.begin, static_cast<int64_t>(rank.shard.size()));
+      rank.measure.squares = ops::sum_of_squares(rank.flat.data() + rank.shard.begin, static_cast<int64_t>(rank.shard.size()));
     } else {
       rank.group->all_reduce_sum(rank.flat.data(), rank.flat.size(), DType::F32);
       // Every rank of the group holds the same sums: its first counts them.
-      rank.squares = rank.group_index == 0 ? ops::sum_of_squares(rank.flat.data(), static_cast<int64_t>(rank.flat.size())) : 0.0;
+      rank.measure.squares = rank.group_index == 0 ? ops::sum_of_squares(rank.flat.data(), static_cast<int64_t>(rank.flat.size())) : 0.0;
     }
   }
 

@@ -81,6 +81,7 @@
 #include "train/device/cuda_rank_state.h"
 #include "train/device/weight_shards.h"
 #include "train/device/micro_batch.h"
+#include "train/device/shard_publish.h"
 #include "train/device/process_optimizer_state.h"
 #include "train/device/process_window.h"
 #include "train/quantized_weights.h"
@@ -94,8 +95,7 @@ struct CudaReplica {
   std::unique_ptr<distributed::Communicator> sequence;  // sequence parallelism: the rank's group
   distributed::Shard shard;
   std::vector<MicroBatch> pending;
-  double loss_sum = 0.0;
-  std::optional<double> aux_sum;
+  RankMeasure measure;  // the step's losses and the rank's share of the squares
   // The side stream and its own NCCL communicator: the gradient buckets, ZeRO-3's gathers.
   std::optional<cuda::Stream> side;
   std::unique_ptr<distributed::Communicator> side_communicator;
@@ -316,27 +316,19 @@ public:
       else state.gradient_norm(0, tensors);
       rank.side_communicator->synchronize();
       rank.communicator->synchronize();
-      rank.loss_sum = state.loss_sum();
-      rank.aux_sum = state.router_aux_loss_sum();
+      // ZeRO-2/3: each rank counts its shard's squares; ZeRO-1: every rank holds the same summed
+      // gradients (NCCL gives every rank the same bits), and the world's first rank counts them.
+      const double norm = state.norm();
+      const bool counts = layout_.shard_gradients || layout_.first_rank + r == 0;
+      rank.measure = {state.loss_sum(), counts ? norm * norm : 0.0, 0.0};
+      rank.measure.router_aux_loss = state.router_aux_loss_sum().value_or(0.0);  // after loss_sum()
     });
-    window_.restart();
-    StepMetrics metrics;
-    std::vector<double> losses, squares, aux_losses;
-    for (const CudaReplica& rank : ranks_) {
-      losses.push_back(rank.loss_sum);
-      squares.push_back(static_cast<double>(rank.state->norm()) * rank.state->norm());
-      aux_losses.push_back(rank.aux_sum.value_or(0.0));
-    }
-    metrics.loss = window_.sum_over_ranks(losses);
-    if (!ranks_.empty() && ranks_.front().aux_sum) metrics.router_aux_loss = window_.sum_over_ranks(aux_losses);
+    std::vector<RankMeasure> measures;
+    for (const CudaReplica& rank : ranks_) measures.push_back(rank.measure);
+    const StepMetrics metrics = window_.measure(measures, ranks_.front().state->router_aux_loss_sum().has_value());
+    // ZeRO-2/3: every rank clips by the total (ZeRO-1's clip factor came with its norm).
     if (layout_.shard_gradients) {
-      // Each rank holds its shard's sums: the norm adds every rank's squares (exactly the shard's
-      // norm with one rank: a float's square is exact in double), and every rank clips by it.
-      metrics.grad_norm = std::sqrt(window_.sum_over_ranks(squares));
       threads_.run([&](int r) { ranks_[static_cast<size_t>(r)].state->set_clip_factor(metrics.grad_norm); });
-    } else {
-      // Every rank holds the same summed gradients (NCCL gives every rank the same bits).
-      metrics.grad_norm = ranks_[0].state->norm();
     }
     return metrics;
   }
@@ -351,9 +343,8 @@ public:
       if (!gathered_plan_) {
         // ZeRO-1/2: every rank's updated masters to every rank, and the bf16 weights from them.
         // ZeRO-3: the optimizer wrote the rank's own weights, gathered where they are read.
-        rank.communicator->all_gather(state.masters(), shard_sizes_, DType::F32);
-        state.refresh_weights_from_masters(0, rank.shard.first_unit);
-        state.refresh_weights_from_masters(rank.shard.end_unit, trainable_layout_.entries.size());
+        publish_shard(*rank.communicator, state.masters(), shard_sizes_, DType::F32, rank.shard,
+                      trainable_layout_.entries.size(), cuda_shard_copies(state));
       }
       state.refresh_fp8_weight_copies();
       state.zero_accumulators();

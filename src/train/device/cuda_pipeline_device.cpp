@@ -54,6 +54,7 @@
 #include "train/device/cuda_pipeline_stage.h"
 #include "train/device/cuda_rank_state.h"
 #include "train/device/pipeline_parameters.h"
+#include "train/device/shard_publish.h"
 #include "train/device/process_window.h"
 #include "train/quantized_weights.h"
 
@@ -74,7 +75,7 @@ struct PipelineStageRank {
   std::unique_ptr<CudaPipelineStage> runner;
   std::unique_ptr<distributed::Communicator> world, group, tied_pair;
   std::vector<StageMicroBatch> pending;
-  double loss = 0.0, squares = 0.0;
+  RankMeasure measure;  // the last stage's loss, the rank's share of the squares
 };
 
 class CudaPipelineDevice final : public TrainingDevice {
@@ -204,19 +205,13 @@ public:
       rank.world->synchronize();  // every communicator enqueues on this stream
       rank.pending.clear();
       CudaRankState& state = rank.runner->state();
-      rank.loss = state.loss_sum();
+      const double loss = state.loss_sum();  // every stage: it also starts the next step's count
       const double norm = state.norm();
-      rank.squares = layout_.shard_gradients || rank.replica == 0 ? norm * norm : 0.0;
+      rank.measure = {rank.runner->last() ? loss : 0.0, layout_.shard_gradients || rank.replica == 0 ? norm * norm : 0.0};
     });
-    window_.restart();
-    std::vector<double> losses, squares;
-    for (const PipelineStageRank& rank : ranks_) {
-      losses.push_back(rank.runner->last() ? rank.loss : 0.0);
-      squares.push_back(rank.squares);
-    }
-    StepMetrics metrics;
-    metrics.loss = window_.sum_over_ranks(losses);
-    metrics.grad_norm = std::sqrt(window_.sum_over_ranks(squares));
+    std::vector<RankMeasure> measures;
+    for (const PipelineStageRank& rank : ranks_) measures.push_back(rank.measure);
+    const StepMetrics metrics = window_.measure(measures, false);
     threads_.run([&](int r) { ranks_[static_cast<size_t>(r)].runner->state().set_clip_factor(metrics.grad_norm); });
     return metrics;
   }
@@ -230,9 +225,8 @@ public:
       state.step(step);
       if (layout_.data_size > 1) {
         // The replicas' stepped shards to every replica, and the bf16 weights from them.
-        rank.group->all_gather(state.masters() + owned_offset(rank), rank.shard_sizes, DType::F32);
-        state.refresh_weights_from_masters(rank.owned_first, rank.owned_first + rank.shard.first_unit);
-        state.refresh_weights_from_masters(rank.owned_first + rank.shard.end_unit, entries);
+        publish_shard(*rank.group, state.masters() + owned_offset(rank), rank.shard_sizes, DType::F32, rank.shard,
+                      entries - rank.owned_first, cuda_shard_copies(state, rank.owned_first));
       }
       // The first stage owns the tied tensors: the last takes their masters, then its bf16 copies.
       for (size_t index : rank.tied) {
