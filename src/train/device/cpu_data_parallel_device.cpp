@@ -72,7 +72,6 @@
 
 #include "core/error.h"
 #include "distributed/gloo_communicator.h"
-#include "distributed/rank_threads.h"
 #include "distributed/shard_placement.h"
 #include "ops/gradient_norm.h"
 #include "runtime/cpu_backend.h"
@@ -86,11 +85,11 @@
 #include "train/device/sharded_gradients.h"
 #include "train/device/weight_shards.h"
 #include "train/device/micro_batch.h"
+#include "train/device/multi_rank_device.h"
 #include "train/device/sequence_groups.h"
 #include "train/device/fp8_state.h"
 #include "train/fp8_weight_copies.h"
 #include "train/device/process_optimizer_state.h"
-#include "train/device/process_window.h"
 #include "train/quantized_weights.h"
 
 namespace surogate::train {
@@ -120,11 +119,10 @@ struct HostCopies {
   std::vector<WeightView> weights, trainable;
 };
 
-class CpuDataParallelDevice final : public TrainingDevice {
+class CpuDataParallelDevice final : public MultiRankDevice {
 public:
   CpuDataParallelDevice(const TrainingDeviceSetup& setup, const distributed::ParallelLayout& layout)
-      : plan_(*setup.plan), config_(*setup.config), layout_(layout), threads_(layout.local_ranks),
-        window_(layout, setup.world), optimizer_exchange_(setup.world),
+      : MultiRankDevice(layout, setup.world), plan_(*setup.plan), config_(*setup.config), optimizer_exchange_(setup.world),
         router_aux_loss_(plan_.graph.find_tensor(models::kRouterAuxLoss)) {
     check_cpu_backend_options(config_);
     std::unique_ptr<distributed::ProcessWorld> alone;
@@ -205,9 +203,6 @@ public:
     return fmt::format("CPU backend, fp32 weights, gradients and {} state; {} ({}, gloo)", optimizer_name_,
                        layout_.describe(), layout_.spans_processes() ? "rank threads in each process" : "threads of this process");
   }
-  int data_parallel_ranks() const override { return layout_.data_size; }
-  bool takes_micro_batch(int64_t index) const override { return window_.takes(index); }
-  MicroBatchTotals window_totals(std::span<const MicroBatchTotals> taken) override { return window_.totals(taken); }
   std::span<const WeightView> weights() const override {
     return gathered_plan_ ? std::span<const WeightView>(host_.weights) : ranks_[0]->parameters.weights;
   }
@@ -401,20 +396,12 @@ private:
 
   // This process's ranks' optimizer state, in rank order.
   std::vector<StateTensor> local_optimizer_state() {
-    std::vector<StateTensor> tensors;
-    for (const auto& rank : ranks_) {
-      if (!rank->optimizer) continue;
-      for (StateTensor& tensor : rank->optimizer->state_tensors()) tensors.push_back(std::move(tensor));
-    }
-    return tensors;
+    return ranks_optimizer_state(ranks_, [](const auto& rank) { return rank->optimizer.get(); });
   }
 
   const compiler::ExecutionPlan& plan_;
   const Config& config_;
-  distributed::ParallelLayout layout_;
-  distributed::RankThreads threads_;
   SequenceGroups sequence_groups_;  // sequence parallelism: each rank's group and exchange ops
-  ProcessWindow window_;
   ProcessOptimizerState optimizer_exchange_;
   std::optional<graph::TensorId> router_aux_loss_;  // MoE plans with the router loss
   std::vector<std::unique_ptr<CpuReplica>> ranks_;

@@ -68,7 +68,6 @@
 #include "cuda/cuda_check.h"
 #include "distributed/nccl_communicator.h"
 #include "distributed/sequence_exchange_cuda.h"
-#include "distributed/rank_threads.h"
 #include "cuda/kernels/fp8_quantize.h"
 #include "distributed/shard_placement.h"
 #include "train/device/cuda_evaluator.h"
@@ -81,9 +80,9 @@
 #include "train/device/cuda_rank_state.h"
 #include "train/device/weight_shards.h"
 #include "train/device/micro_batch.h"
+#include "train/device/multi_rank_device.h"
 #include "train/device/shard_publish.h"
 #include "train/device/process_optimizer_state.h"
-#include "train/device/process_window.h"
 #include "train/quantized_weights.h"
 
 namespace surogate::train {
@@ -110,11 +109,10 @@ struct CudaReplica {
 };
 
 
-class CudaDataParallelDevice final : public TrainingDevice {
+class CudaDataParallelDevice final : public MultiRankDevice {
 public:
   CudaDataParallelDevice(const TrainingDeviceSetup& setup, const distributed::ParallelLayout& layout)
-      : plan_(*setup.plan), config_(*setup.config), layout_(layout), threads_(layout.local_ranks),
-        window_(layout, setup.world), optimizer_exchange_(setup.world),
+      : MultiRankDevice(layout, setup.world), plan_(*setup.plan), config_(*setup.config), optimizer_exchange_(setup.world),
         trainable_layout_(cuda_trainable_layout(plan_, setup.specs)) {
     if (config_.master_dtype == MasterDtype::Bf16) {
       // backend_selection.cpp refuses it with several GPUs; a world of one (tests) too.
@@ -177,9 +175,6 @@ public:
                        layout_.several_ranks() ? layout_.describe() : "a data-parallel world of one",
                        layout_.first_device, layout_.first_device + layout_.local_ranks - 1);
   }
-  int data_parallel_ranks() const override { return layout_.data_size; }
-  bool takes_micro_batch(int64_t index) const override { return window_.takes(index); }
-  MicroBatchTotals window_totals(std::span<const MicroBatchTotals> taken) override { return window_.totals(taken); }
   std::span<const WeightView> weights() const override { return host_.weights; }
   std::span<const WeightView> trainable() const override { return host_.trainable; }
 
@@ -525,19 +520,11 @@ private:
 
   // This process's ranks' optimizer state, in rank order (host views: download() first).
   std::vector<StateTensor> local_optimizer_state() {
-    std::vector<StateTensor> tensors;
-    for (CudaReplica& rank : ranks_) {
-      if (rank.state->optimizer() == nullptr) continue;
-      for (StateTensor& tensor : rank.state->optimizer()->state_tensors()) tensors.push_back(std::move(tensor));
-    }
-    return tensors;
+    return ranks_optimizer_state(ranks_, [](CudaReplica& rank) { return rank.state->optimizer(); });
   }
 
   const compiler::ExecutionPlan& plan_;
   const Config& config_;
-  distributed::ParallelLayout layout_;
-  distributed::RankThreads threads_;
-  ProcessWindow window_;
   ProcessOptimizerState optimizer_exchange_;
   CudaTrainableLayout trainable_layout_;
   CudaHostWeights host_;
