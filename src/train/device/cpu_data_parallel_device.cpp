@@ -81,6 +81,7 @@
 #include "train/device/cpu_parameters.h"
 #include "train/device/cpu_weight_gatherer.h"
 #include "train/device/cpu_quantized_base.h"
+#include "train/device/scratch_transfer.h"
 #include "train/device/shard_publish.h"
 #include "train/device/sharded_gradients.h"
 #include "train/device/weight_shards.h"
@@ -236,7 +237,7 @@ public:
     threads_.run([&](int r) {
       CpuReplica& rank = *ranks_[static_cast<size_t>(r)];
       if (rank.gatherer) {
-        upload_shards(rank, r);
+        upload_shards(rank);
       } else {
         for (const WeightView& weight : rank.parameters.weights) {
           rank.communicator->broadcast(weight.values.data(), weight.values.size(), DType::F32, 0);
@@ -260,13 +261,21 @@ public:
     host_current_ = true;
     threads_.run([&](int r) {
       CpuReplica& rank = *ranks_[static_cast<size_t>(r)];
+      std::vector<size_t> counts;
+      std::vector<int> owners;
       for (size_t unit = 0; unit < trainable_ids_.size(); ++unit) {
-        const std::span<float> owned = rank.gatherer->owned(trainable_ids_[unit]);
-        const std::span<float> scratch = std::span<float>(rank.scratch).first(host_.trainable[unit].values.size());
-        if (!owned.empty()) std::ranges::copy(owned, scratch.begin());
-        rank.communicator->broadcast(scratch.data(), scratch.size(), DType::F32, rank.gatherer->owner(trainable_ids_[unit]));
-        if (r == 0) std::ranges::copy(scratch, host_.trainable[unit].values.begin());
+        counts.push_back(host_.trainable[unit].values.size());
+        owners.push_back(rank.gatherer->owner(trainable_ids_[unit]));
       }
+      download_through_scratch(
+          {*rank.communicator, rank.scratch.data(), scratch_elements_, r == 0}, counts, owners,
+          [&](size_t unit, size_t first, size_t count) {
+            std::copy_n(rank.gatherer->owned(trainable_ids_[unit]).begin() + static_cast<std::ptrdiff_t>(first), count,
+                        rank.scratch.begin());
+          },
+          [&](size_t unit, size_t first, size_t count) {
+            std::copy_n(rank.scratch.begin(), count, host_.trainable[unit].values.begin() + static_cast<std::ptrdiff_t>(first));
+          });
     });
   }
   void before_evaluation() override { download(); }
@@ -373,14 +382,19 @@ private:
   }
 
   // ZeRO-3 upload: each weight broadcast from global rank 0's host copy; its owner keeps it.
-  void upload_shards(CpuReplica& rank, int r) {
-    for (size_t i = 0; i < weight_ids_.size(); ++i) {
-      const std::span<float> scratch = std::span<float>(rank.scratch).first(host_.weights[i].values.size());
-      if (layout_.first_rank + r == 0) std::ranges::copy(host_.weights[i].values, scratch.begin());
-      rank.communicator->broadcast(scratch.data(), scratch.size(), DType::F32, 0);
-      const std::span<float> owned = rank.gatherer->owned(weight_ids_[i]);
-      if (!owned.empty()) std::ranges::copy(scratch, owned.begin());
-    }
+  // A chunk is the largest weight: one broadcast per weight.
+  void upload_shards(CpuReplica& rank) {
+    std::vector<size_t> counts;
+    for (const WeightView& weight : host_.weights) counts.push_back(weight.values.size());
+    upload_through_scratch(
+        {*rank.communicator, rank.scratch.data(), scratch_elements_}, counts,
+        [&](size_t i, size_t first, size_t count) {
+          std::copy_n(host_.weights[i].values.begin() + static_cast<std::ptrdiff_t>(first), count, rank.scratch.begin());
+        },
+        [&](size_t i, size_t first, size_t count) {
+          const std::span<float> owned = rank.gatherer->owned(weight_ids_[i]);
+          if (!owned.empty()) std::copy_n(rank.scratch.begin(), count, owned.begin() + static_cast<std::ptrdiff_t>(first));
+        });
   }
 
   // ZeRO-1: this rank's updated weights to every rank through the flat buffer; ZeRO-2 through the
