@@ -25,7 +25,7 @@
 //   update(): rank r clips and steps the optimizer for its shard only (distributed::place_shards:
 //     a contiguous run of whole tensors of the flat buffer; its optimizer holds state for those
 //     tensors alone: ZeRO-1), writes its updated weights into its piece of the flat buffer, and
-//     an all-gather gives every rank every piece; each copies them into its backend.
+//     an all-gather gives every rank every piece; each copies them into its backend (shard_publish.h).
 //
 // ZeRO-3 (layout.shard_weights): each rank's backend runs the plan with the weights in gather
 // buffers (compiler/weight_gathering.h, weight_shards.h) and keeps only its pieces of them

@@ -28,7 +28,7 @@
 //     stage's.
 //   update(): each rank clips and steps the optimizer for its shard of its stage's tensors (ZeRO-1
 //     over the gradient group: place_shards), an all-gather within the group gives every rank
-//     of the stage its weights, the first stage sends the tied weights to the last, and every stage
+//     of the stage its weights (shard_publish.h), the first stage sends the tied weights to the last, and every stage
 //     refreshes its forward plan's copies.
 //
 // The host side holds an fp32 copy of every parameter (weights(), trainable()): upload() writes it

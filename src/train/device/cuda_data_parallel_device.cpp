@@ -39,7 +39,7 @@
 //     updates its fp32 masters and bf16 weights of the shard; an NCCL all-gather of the flat fp32
 //     masters gives every rank every shard's masters, and each rank rewrites the bf16 weights of
 //     the other shards from them (round to nearest even, as the optimizer kernels do, so every
-//     rank holds the same bits); then the accumulators are zeroed.
+//     rank holds the same bits; shard_publish.h); then the accumulators are zeroed.
 //
 // Sequence parallelism (layout.sequence_size > 1): each rank runs a sequence slice's plan whose
 // exchange ops are the group's NCCL all-to-all (distributed/sequence_exchange_cuda.h) on the

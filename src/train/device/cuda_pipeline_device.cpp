@@ -21,7 +21,7 @@
 //     and sets every rank's clip factor from the total; the loss is the last stages'.
 //   update(): each rank steps the optimizer for its shard of its stage's tensors (ZeRO-1 over the
 //     gradient group), an all-gather of the fp32 masters within the group gives every replica the
-//     stage's masters (the bf16 weights rewritten from them), and the first stage broadcasts the
+//     stage's masters (the bf16 weights rewritten from them; shard_publish.h), and the first stage broadcasts the
 //     tied masters to the last, which rewrites its bf16 copies from them; accumulators zeroed.
 //
 // The host holds an fp32 copy of every parameter (weights(), trainable(); the trainable ones
