@@ -84,20 +84,6 @@ struct PipelineRank {
   RankMeasure measure;  // the last stage's loss, the rank's share of the squares
 };
 
-// The evaluator reads the host copies, which it brings up to date first.
-class DownloadingEvaluator final : public Evaluator {
-public:
-  DownloadingEvaluator(TrainingDevice& device, std::unique_ptr<Evaluator> inner) : device_(device), inner_(std::move(inner)) {}
-  EvalResult run() override {
-    device_.download();
-    return inner_->run();
-  }
-
-private:
-  TrainingDevice& device_;
-  std::unique_ptr<Evaluator> inner_;
-};
-
 class CpuPipelineDevice final : public MultiRankDevice {
 public:
   CpuPipelineDevice(const TrainingDeviceSetup& setup, const distributed::ParallelLayout& layout)
@@ -159,8 +145,10 @@ public:
   }
 
   std::unique_ptr<Evaluator> make_evaluator(const EvaluatorSetup& setup) override {
-    return std::make_unique<DownloadingEvaluator>(*this, make_cpu_evaluator(setup, host_weights_, quantized_));
+    return make_cpu_evaluator(setup, host_weights_, quantized_);
   }
+  // The evaluator reads the host copies (as on the CUDA pipeline device).
+  void before_evaluation() override { download(); }
 
   void store_quantized(const models::QuantizedWeight& weight, QuantizedPieces pieces) override {
     quantized_.push_back({weight, std::move(pieces)});
