@@ -25,7 +25,7 @@
 //   update(): rank r clips and steps the optimizer for its shard only (distributed::place_shards:
 //     a contiguous run of whole tensors of the flat buffer; its optimizer holds state for those
 //     tensors alone: ZeRO-1), writes its updated weights into its piece of the flat buffer, and
-//     an all-gather gives every rank every piece; each copies them into its backend.
+//     an all-gather gives every rank every piece; each copies them into its backend (shard_publish.h).
 //
 // ZeRO-3 (layout.shard_weights): each rank's backend runs the plan with the weights in gather
 // buffers (compiler/weight_gathering.h, weight_shards.h) and keeps only its pieces of them
@@ -66,12 +66,12 @@
 #include <cmath>
 #include <cstring>
 #include <set>
+#include <utility>
 
 #include <fmt/format.h>
 
 #include "core/error.h"
 #include "distributed/gloo_communicator.h"
-#include "distributed/rank_threads.h"
 #include "distributed/shard_placement.h"
 #include "ops/gradient_norm.h"
 #include "runtime/cpu_backend.h"
@@ -81,14 +81,16 @@
 #include "train/device/cpu_parameters.h"
 #include "train/device/cpu_weight_gatherer.h"
 #include "train/device/cpu_quantized_base.h"
+#include "train/device/scratch_transfer.h"
+#include "train/device/shard_publish.h"
 #include "train/device/sharded_gradients.h"
 #include "train/device/weight_shards.h"
 #include "train/device/micro_batch.h"
+#include "train/device/multi_rank_device.h"
 #include "train/device/sequence_groups.h"
 #include "train/device/fp8_state.h"
 #include "train/fp8_weight_copies.h"
 #include "train/device/process_optimizer_state.h"
-#include "train/device/process_window.h"
 #include "train/quantized_weights.h"
 
 namespace surogate::train {
@@ -102,8 +104,7 @@ struct CpuReplica {
   std::unique_ptr<Optimizer> optimizer;    // state for the shard's tensors only (none if empty)
   std::unique_ptr<distributed::Communicator> communicator;
   std::vector<MicroBatch> pending;
-  double loss_sum = 0.0, aux_sum = 0.0;
-  double shard_squares = 0.0;              // ZeRO-2: the sum of squares of the shard's summed gradients
+  RankMeasure measure;                     // the step's losses and the rank's share of the squares
   std::vector<float> flat;                 // ZeRO-1: gradients in measure(), weights in update()
   std::unique_ptr<CpuShardedGradients> sharded;  // ZeRO-2/3: the shard's accumulators, reduced every micro-batch
   std::unique_ptr<CpuWeightGatherer> gatherer;  // ZeRO-3: the rank's pieces and their gathers
@@ -119,11 +120,10 @@ struct HostCopies {
   std::vector<WeightView> weights, trainable;
 };
 
-class CpuDataParallelDevice final : public TrainingDevice {
+class CpuDataParallelDevice final : public MultiRankDevice {
 public:
   CpuDataParallelDevice(const TrainingDeviceSetup& setup, const distributed::ParallelLayout& layout)
-      : plan_(*setup.plan), config_(*setup.config), layout_(layout), threads_(layout.local_ranks),
-        window_(layout, setup.world), optimizer_exchange_(setup.world),
+      : MultiRankDevice(layout, setup.world), plan_(*setup.plan), config_(*setup.config), optimizer_exchange_(setup.world),
         router_aux_loss_(plan_.graph.find_tensor(models::kRouterAuxLoss)) {
     check_cpu_backend_options(config_);
     std::unique_ptr<distributed::ProcessWorld> alone;
@@ -204,9 +204,6 @@ public:
     return fmt::format("CPU backend, fp32 weights, gradients and {} state; {} ({}, gloo)", optimizer_name_,
                        layout_.describe(), layout_.spans_processes() ? "rank threads in each process" : "threads of this process");
   }
-  int data_parallel_ranks() const override { return layout_.data_size; }
-  bool takes_micro_batch(int64_t index) const override { return window_.takes(index); }
-  MicroBatchTotals window_totals(std::span<const MicroBatchTotals> taken) override { return window_.totals(taken); }
   std::span<const WeightView> weights() const override {
     return gathered_plan_ ? std::span<const WeightView>(host_.weights) : ranks_[0]->parameters.weights;
   }
@@ -240,7 +237,7 @@ public:
     threads_.run([&](int r) {
       CpuReplica& rank = *ranks_[static_cast<size_t>(r)];
       if (rank.gatherer) {
-        upload_shards(rank, r);
+        upload_shards(rank);
       } else {
         for (const WeightView& weight : rank.parameters.weights) {
           rank.communicator->broadcast(weight.values.data(), weight.values.size(), DType::F32, 0);
@@ -264,13 +261,21 @@ public:
     host_current_ = true;
     threads_.run([&](int r) {
       CpuReplica& rank = *ranks_[static_cast<size_t>(r)];
+      std::vector<size_t> counts;
+      std::vector<int> owners;
       for (size_t unit = 0; unit < trainable_ids_.size(); ++unit) {
-        const std::span<float> owned = rank.gatherer->owned(trainable_ids_[unit]);
-        const std::span<float> scratch = std::span<float>(rank.scratch).first(host_.trainable[unit].values.size());
-        if (!owned.empty()) std::ranges::copy(owned, scratch.begin());
-        rank.communicator->broadcast(scratch.data(), scratch.size(), DType::F32, rank.gatherer->owner(trainable_ids_[unit]));
-        if (r == 0) std::ranges::copy(scratch, host_.trainable[unit].values.begin());
+        counts.push_back(host_.trainable[unit].values.size());
+        owners.push_back(rank.gatherer->owner(trainable_ids_[unit]));
       }
+      download_through_scratch(
+          {*rank.communicator, rank.scratch.data(), scratch_elements_, r == 0}, counts, owners,
+          [&](size_t unit, size_t first, size_t count) {
+            std::copy_n(rank.gatherer->owned(trainable_ids_[unit]).begin() + static_cast<std::ptrdiff_t>(first), count,
+                        rank.scratch.begin());
+          },
+          [&](size_t unit, size_t first, size_t count) {
+            std::copy_n(rank.scratch.begin(), count, host_.trainable[unit].values.begin() + static_cast<std::ptrdiff_t>(first));
+          });
     });
   }
   void before_evaluation() override { download(); }
@@ -293,35 +298,24 @@ public:
         runtime::StepObserverList& observers = index + 1 == rank.pending.size() ? rank.last_batch : rank.first_batches;
         rank.backend.set_step_observer(observers.empty() ? nullptr : &observers);
         rank.backend.execute(rank.pending[index].bindings());
-        rank.loss_sum += rank.backend.view<float>(plan_.loss)[0];
-        if (router_aux_loss_) rank.aux_sum += rank.backend.view<float>(*router_aux_loss_)[0];
+        rank.measure.loss += rank.backend.view<float>(plan_.loss)[0];
+        if (router_aux_loss_) rank.measure.router_aux_loss += rank.backend.view<float>(*router_aux_loss_)[0];
       }
       rank.backend.set_step_observer(nullptr);
       rank.pending.clear();
+      // ZeRO-2/3: each rank holds its shard's sums and counts their squares; ZeRO-1: every rank
+      // holds the same summed gradients, and the world's first rank counts them.
       if (rank.sharded) {
         const std::span<const float> shard = rank.sharded->accumulators();
-        rank.shard_squares = ops::sum_of_squares(shard.data(), static_cast<int64_t>(shard.size()));
+        rank.measure.squares = ops::sum_of_squares(shard.data(), static_cast<int64_t>(shard.size()));
+      } else {
+        const bool counts = layout_.first_rank + r == 0;
+        rank.measure.squares = counts ? ops::sum_of_squares(rank.flat.data(), static_cast<int64_t>(rank.flat.size())) : 0.0;
       }
     });
-    window_.restart();
-    StepMetrics metrics;
-    std::vector<double> losses, squares, aux_losses;
-    for (const auto& rank : ranks_) {
-      losses.push_back(rank->loss_sum);
-      squares.push_back(rank->shard_squares);
-      aux_losses.push_back(rank->aux_sum);
-      rank->loss_sum = rank->aux_sum = 0.0;
-    }
-    metrics.loss = window_.sum_over_ranks(losses);
-    if (router_aux_loss_) metrics.router_aux_loss = window_.sum_over_ranks(aux_losses);
-    if (layout_.shard_gradients) {
-      // Each rank holds its shard's sums: the norm adds every rank's sum of squares.
-      metrics.grad_norm = std::sqrt(window_.sum_over_ranks(squares));
-    } else {
-      // Every rank holds the same summed gradients: rank 0's give the norm.
-      const std::span<const float> flat(ranks_[0]->flat);
-      metrics.grad_norm = ops::global_norm<float>(std::span<const std::span<const float>>(&flat, 1));
-    }
+    std::vector<RankMeasure> measures;
+    for (const auto& rank : ranks_) measures.push_back(std::exchange(rank->measure, {}));
+    const StepMetrics metrics = window_.measure(measures, router_aux_loss_.has_value());
     grad_norm_ = metrics.grad_norm;
     return metrics;
   }
@@ -335,7 +329,7 @@ public:
       }
       // ZeRO-1/2: the flat buffer now carries weights: this rank's piece in, every piece out.
       // ZeRO-3: the rank's own copies are the masters just updated, gathered where they are read.
-      if (!rank.gatherer) publish_shard(rank);
+      if (!rank.gatherer) publish_weights(rank);
       refresh_fp8_weight_copies(rank.backend, fp8_copies_);
       rank.backend.zero_gradients();
       if (rank.sharded) rank.sharded->zero();
@@ -388,50 +382,40 @@ private:
   }
 
   // ZeRO-3 upload: each weight broadcast from global rank 0's host copy; its owner keeps it.
-  void upload_shards(CpuReplica& rank, int r) {
-    for (size_t i = 0; i < weight_ids_.size(); ++i) {
-      const std::span<float> scratch = std::span<float>(rank.scratch).first(host_.weights[i].values.size());
-      if (layout_.first_rank + r == 0) std::ranges::copy(host_.weights[i].values, scratch.begin());
-      rank.communicator->broadcast(scratch.data(), scratch.size(), DType::F32, 0);
-      const std::span<float> owned = rank.gatherer->owned(weight_ids_[i]);
-      if (!owned.empty()) std::ranges::copy(scratch, owned.begin());
-    }
+  // A chunk is the largest weight: one broadcast per weight.
+  void upload_shards(CpuReplica& rank) {
+    std::vector<size_t> counts;
+    for (const WeightView& weight : host_.weights) counts.push_back(weight.values.size());
+    upload_through_scratch(
+        {*rank.communicator, rank.scratch.data(), scratch_elements_}, counts,
+        [&](size_t i, size_t first, size_t count) {
+          std::copy_n(host_.weights[i].values.begin() + static_cast<std::ptrdiff_t>(first), count, rank.scratch.begin());
+        },
+        [&](size_t i, size_t first, size_t count) {
+          const std::span<float> owned = rank.gatherer->owned(weight_ids_[i]);
+          if (!owned.empty()) std::copy_n(rank.scratch.begin(), count, owned.begin() + static_cast<std::ptrdiff_t>(first));
+        });
   }
 
   // ZeRO-1: this rank's updated weights to every rank through the flat buffer; ZeRO-2 through the
   // bucket staging.
-  void publish_shard(CpuReplica& rank) {
-    const std::vector<WeightView>& trainable = rank.parameters.trainable;
+  void publish_weights(CpuReplica& rank) {
     if (rank.sharded) {
-      rank.sharded->all_gather(trainable);
+      rank.sharded->all_gather(rank.parameters.trainable);
       return;
     }
-    for (size_t unit = rank.shard.first_unit; unit < rank.shard.end_unit; ++unit) {
-      std::memcpy(rank.flat.data() + offsets_[unit], trainable[unit].values.data(), trainable[unit].values.size_bytes());
-    }
-    rank.communicator->all_gather(rank.flat.data(), shard_sizes_, DType::F32);
-    for (size_t unit = 0; unit < trainable.size(); ++unit) {
-      if (unit >= rank.shard.first_unit && unit < rank.shard.end_unit) continue;
-      std::memcpy(trainable[unit].values.data(), rank.flat.data() + offsets_[unit], trainable[unit].values.size_bytes());
-    }
+    publish_shard(*rank.communicator, rank.flat.data(), shard_sizes_, DType::F32, rank.shard,
+                  rank.parameters.trainable.size(), cpu_shard_copies(rank.parameters.trainable, offsets_, rank.flat.data()));
   }
 
   // This process's ranks' optimizer state, in rank order.
   std::vector<StateTensor> local_optimizer_state() {
-    std::vector<StateTensor> tensors;
-    for (const auto& rank : ranks_) {
-      if (!rank->optimizer) continue;
-      for (StateTensor& tensor : rank->optimizer->state_tensors()) tensors.push_back(std::move(tensor));
-    }
-    return tensors;
+    return ranks_optimizer_state(ranks_, [](const auto& rank) { return rank->optimizer.get(); });
   }
 
   const compiler::ExecutionPlan& plan_;
   const Config& config_;
-  distributed::ParallelLayout layout_;
-  distributed::RankThreads threads_;
   SequenceGroups sequence_groups_;  // sequence parallelism: each rank's group and exchange ops
-  ProcessWindow window_;
   ProcessOptimizerState optimizer_exchange_;
   std::optional<graph::TensorId> router_aux_loss_;  // MoE plans with the router loss
   std::vector<std::unique_ptr<CpuReplica>> ranks_;

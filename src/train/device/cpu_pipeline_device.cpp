@@ -6,7 +6,7 @@
 // gradient group per stage (its data × sequence ranks), one sequence group per stage and replica
 // (sequence_groups.h: the exchange ops of the stage's plans bind to it) and, when a parameter is
 // read by the first and the last stage (tied embeddings), one tied pair per replica and sequence
-// index.
+// index (pipeline_stage_groups.h, which both pipeline devices share).
 //
 // With sequence_parallel_size N > 1 the stages' graphs are split from the sequence slice's graph
 // (train/training_plan.cpp applies distributed/sequence_parallel_graph.h before the pipeline pass),
@@ -28,7 +28,7 @@
 //     stage's.
 //   update(): each rank clips and steps the optimizer for its shard of its stage's tensors (ZeRO-1
 //     over the gradient group: place_shards), an all-gather within the group gives every rank
-//     of the stage its weights, the first stage sends the tied weights to the last, and every stage
+//     of the stage its weights (shard_publish.h), the first stage sends the tied weights to the last, and every stage
 //     refreshes its forward plan's copies.
 //
 // The host side holds an fp32 copy of every parameter (weights(), trainable()): upload() writes it
@@ -49,15 +49,16 @@
 
 #include "core/error.h"
 #include "distributed/gloo_communicator.h"
-#include "distributed/rank_threads.h"
 #include "distributed/shard_placement.h"
 #include "ops/gradient_norm.h"
 #include "train/device/backend_selection.h"
 #include "train/device/cpu_parameters.h"
 #include "train/device/cpu_pipeline_stage.h"
+#include "train/device/multi_rank_device.h"
 #include "train/device/pipeline_parameters.h"
-#include "train/device/process_window.h"
+#include "train/device/pipeline_stage_groups.h"
 #include "train/device/sequence_groups.h"
+#include "train/device/shard_publish.h"
 #include "train/quantized_weights.h"
 
 namespace surogate::train {
@@ -69,7 +70,9 @@ struct PipelineRank {
   std::unique_ptr<CpuPipelineStage> runner;
   CpuParameters parameters;                 // the stage's weights (spec order) on its training backend
   std::vector<size_t> owned;                // indices into parameters.trainable this stage steps
-  std::vector<size_t> tied;                 // indices into parameters.trainable shared with another stage
+  std::vector<WeightView> owned_weights;    // those tensors
+  // The parameters shared with the other end of the pipeline: their gradients and weights.
+  std::vector<CollectiveRegion> tied_gradients, tied_weights;
   std::vector<size_t> offsets;              // each owned tensor's offset in `flat`
   std::vector<size_t> shard_sizes;          // the gradient group's pieces of `flat`
   distributed::Shard shard;
@@ -78,28 +81,13 @@ struct PipelineRank {
   std::vector<float> flat;
   std::unique_ptr<distributed::Communicator> world, group, tied_pair;
   std::vector<StageMicroBatch> pending;
-  double loss = 0.0, squares = 0.0;
+  RankMeasure measure;  // the last stage's loss, the rank's share of the squares
 };
 
-// The evaluator reads the host copies, which it brings up to date first.
-class DownloadingEvaluator final : public Evaluator {
-public:
-  DownloadingEvaluator(TrainingDevice& device, std::unique_ptr<Evaluator> inner) : device_(device), inner_(std::move(inner)) {}
-  EvalResult run() override {
-    device_.download();
-    return inner_->run();
-  }
-
-private:
-  TrainingDevice& device_;
-  std::unique_ptr<Evaluator> inner_;
-};
-
-class CpuPipelineDevice final : public TrainingDevice {
+class CpuPipelineDevice final : public MultiRankDevice {
 public:
   CpuPipelineDevice(const TrainingDeviceSetup& setup, const distributed::ParallelLayout& layout)
-      : source_(*setup.plan), pipeline_(*setup.pipeline), config_(*setup.config), layout_(layout),
-        threads_(layout.local_ranks), window_(layout, setup.world) {
+      : MultiRankDevice(layout, setup.world), source_(*setup.plan), pipeline_(*setup.pipeline), config_(*setup.config) {
     check_cpu_backend_options(config_);
     if (layout_.spans_processes()) {
       fail_user("{}: pipeline_parallel_size: {} runs its stages as rank threads of one process in this version; a "
@@ -117,18 +105,10 @@ public:
     const std::set<std::string> tied = tied_pipeline_parameters(pipeline_, setup.specs);
     std::unique_ptr<distributed::ProcessWorld> alone = distributed::ProcessWorld::single();
     auto world = distributed::connect_gloo(threads_, *alone, 0, layout_.world_size);
-    auto groups = distributed::connect_gloo_groups(threads_, *alone, 0, [&](int rank) {
-      const distributed::RankPlace place = layout_.place(rank);
-      return distributed::RankGroup{fmt::format("stage-{}", place.stage), group_index(place),
-                                    layout_.gradient_group_size()};
-    });
-    auto pairs = distributed::connect_gloo_groups(threads_, *alone, 0, [&](int rank) {
-      const distributed::RankPlace place = layout_.place(rank);
-      const bool paired = !tied.empty() && (place.stage == 0 || place.stage == layout_.pipeline_size - 1);
-      return paired ? distributed::RankGroup{fmt::format("tied-{}-{}", place.replica, place.sequence),
-                                             place.stage == 0 ? 0 : 1, 2}
-                    : distributed::RankGroup{fmt::format("alone-{}", rank), 0, 1};
-    });
+    auto groups = distributed::connect_gloo_groups(threads_, *alone, 0,
+                                                   [&](int rank) { return stage_gradient_group(layout_, rank); });
+    auto pairs = distributed::connect_gloo_groups(threads_, *alone, 0,
+                                                  [&](int rank) { return tied_pair_group(layout_, rank, !tied.empty()); });
     sequence_groups_ = connect_cpu_sequence_groups(threads_, *alone, layout_);
     for (int r = 0; r < layout_.local_ranks; ++r) {
       auto rank = std::make_unique<PipelineRank>();
@@ -136,7 +116,7 @@ public:
       rank->stage = place.stage;
       rank->replica = place.replica;
       rank->sequence = place.sequence;
-      rank->group_index = group_index(place);
+      rank->group_index = stage_group_index(layout_, place);
       rank->world = std::move(world[static_cast<size_t>(r)]);
       rank->group = std::move(groups[static_cast<size_t>(r)]);
       rank->tied_pair = std::move(pairs[static_cast<size_t>(r)]);
@@ -157,24 +137,18 @@ public:
     return fmt::format("CPU backend, fp32 weights, gradients and {} state; {}: {} (threads of this process, gloo)",
                        optimizer_name_, layout_.describe(), pipeline_.describe());
   }
-  int data_parallel_ranks() const override { return layout_.data_size; }
-  bool takes_micro_batch(int64_t index) const override { return window_.takes(index); }
-  MicroBatchTotals window_totals(std::span<const MicroBatchTotals> taken) override { return window_.totals(taken); }
   std::span<const WeightView> weights() const override { return host_weights_; }
   std::span<const WeightView> trainable() const override { return host_trainable_; }
 
   std::vector<StateTensor> optimizer_state() override {
-    std::vector<StateTensor> tensors;
-    for (const auto& rank : ranks_) {
-      if (!rank->optimizer) continue;
-      for (StateTensor& tensor : rank->optimizer->state_tensors()) tensors.push_back(std::move(tensor));
-    }
-    return tensors;
+    return ranks_optimizer_state(ranks_, [](const auto& rank) { return rank->optimizer.get(); });
   }
 
   std::unique_ptr<Evaluator> make_evaluator(const EvaluatorSetup& setup) override {
-    return std::make_unique<DownloadingEvaluator>(*this, make_cpu_evaluator(setup, host_weights_, quantized_));
+    return make_cpu_evaluator(setup, host_weights_, quantized_);
   }
+  // The evaluator reads the host copies (as on the CUDA pipeline device).
+  void before_evaluation() override { download(); }
 
   void store_quantized(const models::QuantizedWeight& weight, QuantizedPieces pieces) override {
     quantized_.push_back({weight, std::move(pieces)});
@@ -215,21 +189,15 @@ public:
   StepMetrics measure() override {
     threads_.run([&](int r) {
       PipelineRank& rank = *ranks_[static_cast<size_t>(r)];
-      rank.loss = rank.runner->run(rank.pending, *rank.world, [&](int stage) {
+      rank.measure.loss = rank.runner->run(rank.pending, *rank.world, [&](int stage) {
         return layout_.rank_at({stage, rank.replica, rank.sequence});
       });
       rank.pending.clear();
       reduce_gradients(rank);
     });
-    window_.restart();
-    std::vector<double> losses, squares;
-    for (const auto& rank : ranks_) {
-      losses.push_back(rank->loss);
-      squares.push_back(rank->squares);
-    }
-    StepMetrics metrics;
-    metrics.loss = window_.sum_over_ranks(losses);
-    metrics.grad_norm = std::sqrt(window_.sum_over_ranks(squares));
+    std::vector<RankMeasure> measures;
+    for (const auto& rank : ranks_) measures.push_back(rank->measure);
+    const StepMetrics metrics = window_.measure(measures, false);
     grad_norm_ = metrics.grad_norm;
     return metrics;
   }
@@ -241,21 +209,9 @@ public:
         clip_slot_gradients(rank.shard_slots, grad_norm_, config_.max_grad_norm);
         rank.optimizer->step(rank.shard_slots, step);
       }
-      const std::vector<WeightView>& trainable = rank.parameters.trainable;
-      for (size_t unit = rank.shard.first_unit; unit < rank.shard.end_unit; ++unit) {
-        const WeightView& weight = trainable[rank.owned[unit]];
-        std::memcpy(rank.flat.data() + rank.offsets[unit], weight.values.data(), weight.values.size_bytes());
-      }
-      rank.group->all_gather(rank.flat.data(), rank.shard_sizes, DType::F32);
-      for (size_t unit = 0; unit < rank.owned.size(); ++unit) {
-        if (unit >= rank.shard.first_unit && unit < rank.shard.end_unit) continue;
-        const WeightView& weight = trainable[rank.owned[unit]];
-        std::memcpy(weight.values.data(), rank.flat.data() + rank.offsets[unit], weight.values.size_bytes());
-      }
-      // The first stage owns the tied weights: the last stage takes them from it.
-      for (size_t index : rank.tied) {
-        rank.tied_pair->broadcast(trainable[index].values.data(), trainable[index].values.size(), DType::F32, 0);
-      }
+      publish_shard(*rank.group, rank.flat.data(), rank.shard_sizes, DType::F32, rank.shard, rank.owned.size(),
+                    cpu_shard_copies(rank.owned_weights, rank.offsets, rank.flat.data()));
+      share_tied_weights(*rank.tied_pair, rank.tied_weights, DType::F32);
       rank.runner->refresh_forward_weights(true);
       rank.runner->training().zero_gradients();
     });
@@ -267,8 +223,6 @@ public:
   }
 
 private:
-  int group_index(const distributed::RankPlace& place) const { return place.replica * layout_.sequence_size + place.sequence; }
-
   void make_host_copies(std::span<const models::ParameterSpec> specs) {
     host_values_.reserve(specs.size());
     for (const models::ParameterSpec& spec : specs) {
@@ -287,9 +241,14 @@ private:
     size_t total = 0;
     for (size_t i = 0; i < rank.parameters.trainable.size(); ++i) {
       const WeightView& weight = rank.parameters.trainable[i];
-      if (tied.contains(weight.name)) rank.tied.push_back(i);
+      if (tied.contains(weight.name)) {
+        const std::span<const float> gradient = rank.parameters.gradients[i];
+        rank.tied_gradients.push_back({const_cast<float*>(gradient.data()), gradient.size()});
+        rank.tied_weights.push_back({weight.values.data(), weight.values.size()});
+      }
       if (tied.contains(weight.name) && rank.stage != 0) continue;  // the first stage steps it
       rank.owned.push_back(i);
+      rank.owned_weights.push_back(weight);
       rank.offsets.push_back(total);
       sizes.push_back(weight.values.size());
       total += weight.values.size();
@@ -309,30 +268,24 @@ private:
   // After the schedule: tied gradients summed into the first stage's, then the stage's gradient
   // group sums (ZeRO-2: reduce-scatters) the owned gradients, and the rank's share of the squares.
   void reduce_gradients(PipelineRank& rank) {
-    for (size_t index : rank.tied) {
-      const std::span<const float> gradient = rank.parameters.gradients[index];
-      rank.tied_pair->all_reduce_sum(const_cast<float*>(gradient.data()), gradient.size(), DType::F32);
-    }
+    sum_tied_gradients(*rank.tied_pair, rank.tied_gradients, DType::F32);
     for (size_t unit = 0; unit < rank.owned.size(); ++unit) {
       const std::span<const float> gradient = rank.parameters.gradients[rank.owned[unit]];
       std::memcpy(rank.flat.data() + rank.offsets[unit], gradient.data(), gradient.size_bytes());
     }
+    sum_stage_gradients(*rank.group, {rank.flat.data(), rank.flat.size()}, rank.shard_sizes, DType::F32,
+                        layout_.shard_gradients);
     if (layout_.shard_gradients) {
-      rank.group->reduce_scatter_sum(rank.flat.data(), rank.shard_sizes, DType::F32);
-      rank.squares = ops::sum_of_squares(rank.flat.data() + rank.shard.begin, static_cast<int64_t>(rank.shard.size()));
+      rank.measure.squares = ops::sum_of_squares(rank.flat.data() + rank.shard.begin, static_cast<int64_t>(rank.shard.size()));
     } else {
-      rank.group->all_reduce_sum(rank.flat.data(), rank.flat.size(), DType::F32);
       // Every rank of the group holds the same sums: its first counts them.
-      rank.squares = rank.group_index == 0 ? ops::sum_of_squares(rank.flat.data(), static_cast<int64_t>(rank.flat.size())) : 0.0;
+      rank.measure.squares = rank.group_index == 0 ? ops::sum_of_squares(rank.flat.data(), static_cast<int64_t>(rank.flat.size())) : 0.0;
     }
   }
 
   const compiler::ExecutionPlan& source_;
   const PipelinePlan& pipeline_;
   const Config& config_;
-  distributed::ParallelLayout layout_;
-  distributed::RankThreads threads_;
-  ProcessWindow window_;
   std::map<std::string, uint32_t> boundary_tags_;
   SequenceGroups sequence_groups_;  // sequence parallelism: each rank's group and exchange ops
   std::vector<std::unique_ptr<PipelineRank>> ranks_;

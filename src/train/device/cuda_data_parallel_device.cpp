@@ -39,7 +39,7 @@
 //     updates its fp32 masters and bf16 weights of the shard; an NCCL all-gather of the flat fp32
 //     masters gives every rank every shard's masters, and each rank rewrites the bf16 weights of
 //     the other shards from them (round to nearest even, as the optimizer kernels do, so every
-//     rank holds the same bits); then the accumulators are zeroed.
+//     rank holds the same bits; shard_publish.h); then the accumulators are zeroed.
 //
 // Sequence parallelism (layout.sequence_size > 1): each rank runs a sequence slice's plan whose
 // exchange ops are the group's NCCL all-to-all (distributed/sequence_exchange_cuda.h) on the
@@ -68,7 +68,6 @@
 #include "cuda/cuda_check.h"
 #include "distributed/nccl_communicator.h"
 #include "distributed/sequence_exchange_cuda.h"
-#include "distributed/rank_threads.h"
 #include "cuda/kernels/fp8_quantize.h"
 #include "distributed/shard_placement.h"
 #include "train/device/cuda_evaluator.h"
@@ -81,8 +80,9 @@
 #include "train/device/cuda_rank_state.h"
 #include "train/device/weight_shards.h"
 #include "train/device/micro_batch.h"
+#include "train/device/multi_rank_device.h"
+#include "train/device/shard_publish.h"
 #include "train/device/process_optimizer_state.h"
-#include "train/device/process_window.h"
 #include "train/quantized_weights.h"
 
 namespace surogate::train {
@@ -94,8 +94,7 @@ struct CudaReplica {
   std::unique_ptr<distributed::Communicator> sequence;  // sequence parallelism: the rank's group
   distributed::Shard shard;
   std::vector<MicroBatch> pending;
-  double loss_sum = 0.0;
-  std::optional<double> aux_sum;
+  RankMeasure measure;  // the step's losses and the rank's share of the squares
   // The side stream and its own NCCL communicator: the gradient buckets, ZeRO-3's gathers.
   std::optional<cuda::Stream> side;
   std::unique_ptr<distributed::Communicator> side_communicator;
@@ -110,11 +109,10 @@ struct CudaReplica {
 };
 
 
-class CudaDataParallelDevice final : public TrainingDevice {
+class CudaDataParallelDevice final : public MultiRankDevice {
 public:
   CudaDataParallelDevice(const TrainingDeviceSetup& setup, const distributed::ParallelLayout& layout)
-      : plan_(*setup.plan), config_(*setup.config), layout_(layout), threads_(layout.local_ranks),
-        window_(layout, setup.world), optimizer_exchange_(setup.world),
+      : MultiRankDevice(layout, setup.world), plan_(*setup.plan), config_(*setup.config), optimizer_exchange_(setup.world),
         trainable_layout_(cuda_trainable_layout(plan_, setup.specs)) {
     if (config_.master_dtype == MasterDtype::Bf16) {
       // backend_selection.cpp refuses it with several GPUs; a world of one (tests) too.
@@ -177,9 +175,6 @@ public:
                        layout_.several_ranks() ? layout_.describe() : "a data-parallel world of one",
                        layout_.first_device, layout_.first_device + layout_.local_ranks - 1);
   }
-  int data_parallel_ranks() const override { return layout_.data_size; }
-  bool takes_micro_batch(int64_t index) const override { return window_.takes(index); }
-  MicroBatchTotals window_totals(std::span<const MicroBatchTotals> taken) override { return window_.totals(taken); }
   std::span<const WeightView> weights() const override { return host_.weights; }
   std::span<const WeightView> trainable() const override { return host_.trainable; }
 
@@ -316,27 +311,19 @@ public:
       else state.gradient_norm(0, tensors);
       rank.side_communicator->synchronize();
       rank.communicator->synchronize();
-      rank.loss_sum = state.loss_sum();
-      rank.aux_sum = state.router_aux_loss_sum();
+      // ZeRO-2/3: each rank counts its shard's squares; ZeRO-1: every rank holds the same summed
+      // gradients (NCCL gives every rank the same bits), and the world's first rank counts them.
+      const double norm = state.norm();
+      const bool counts = layout_.shard_gradients || layout_.first_rank + r == 0;
+      rank.measure = {state.loss_sum(), counts ? norm * norm : 0.0, 0.0};
+      rank.measure.router_aux_loss = state.router_aux_loss_sum().value_or(0.0);  // after loss_sum()
     });
-    window_.restart();
-    StepMetrics metrics;
-    std::vector<double> losses, squares, aux_losses;
-    for (const CudaReplica& rank : ranks_) {
-      losses.push_back(rank.loss_sum);
-      squares.push_back(static_cast<double>(rank.state->norm()) * rank.state->norm());
-      aux_losses.push_back(rank.aux_sum.value_or(0.0));
-    }
-    metrics.loss = window_.sum_over_ranks(losses);
-    if (!ranks_.empty() && ranks_.front().aux_sum) metrics.router_aux_loss = window_.sum_over_ranks(aux_losses);
+    std::vector<RankMeasure> measures;
+    for (const CudaReplica& rank : ranks_) measures.push_back(rank.measure);
+    const StepMetrics metrics = window_.measure(measures, ranks_.front().state->router_aux_loss_sum().has_value());
+    // ZeRO-2/3: every rank clips by the total (ZeRO-1's clip factor came with its norm).
     if (layout_.shard_gradients) {
-      // Each rank holds its shard's sums: the norm adds every rank's squares (exactly the shard's
-      // norm with one rank: a float's square is exact in double), and every rank clips by it.
-      metrics.grad_norm = std::sqrt(window_.sum_over_ranks(squares));
       threads_.run([&](int r) { ranks_[static_cast<size_t>(r)].state->set_clip_factor(metrics.grad_norm); });
-    } else {
-      // Every rank holds the same summed gradients (NCCL gives every rank the same bits).
-      metrics.grad_norm = ranks_[0].state->norm();
     }
     return metrics;
   }
@@ -351,9 +338,8 @@ public:
       if (!gathered_plan_) {
         // ZeRO-1/2: every rank's updated masters to every rank, and the bf16 weights from them.
         // ZeRO-3: the optimizer wrote the rank's own weights, gathered where they are read.
-        rank.communicator->all_gather(state.masters(), shard_sizes_, DType::F32);
-        state.refresh_weights_from_masters(0, rank.shard.first_unit);
-        state.refresh_weights_from_masters(rank.shard.end_unit, trainable_layout_.entries.size());
+        publish_shard(*rank.communicator, state.masters(), shard_sizes_, DType::F32, rank.shard,
+                      trainable_layout_.entries.size(), cuda_shard_copies(state));
       }
       state.refresh_fp8_weight_copies();
       state.zero_accumulators();
@@ -534,19 +520,11 @@ private:
 
   // This process's ranks' optimizer state, in rank order (host views: download() first).
   std::vector<StateTensor> local_optimizer_state() {
-    std::vector<StateTensor> tensors;
-    for (CudaReplica& rank : ranks_) {
-      if (rank.state->optimizer() == nullptr) continue;
-      for (StateTensor& tensor : rank.state->optimizer()->state_tensors()) tensors.push_back(std::move(tensor));
-    }
-    return tensors;
+    return ranks_optimizer_state(ranks_, [](CudaReplica& rank) { return rank.state->optimizer(); });
   }
 
   const compiler::ExecutionPlan& plan_;
   const Config& config_;
-  distributed::ParallelLayout layout_;
-  distributed::RankThreads threads_;
-  ProcessWindow window_;
   ProcessOptimizerState optimizer_exchange_;
   CudaTrainableLayout trainable_layout_;
   CudaHostWeights host_;

@@ -6,8 +6,8 @@
 // communicators that all enqueue on the rank's training stream, in one order on every rank (the
 // pipeline's transfers, then the tied pair, then the stage's gradient group), so no two NCCL
 // kernels of different communicators wait for each other: the world for the stages' transfers,
-// one gradient group per stage (its replicas) and, when the first and the last stage read one
-// parameter (tied embeddings), one tied pair per replica.
+// and the stage's gradient group and tied pair, placed and used as on CPU ranks
+// (pipeline_stage_groups.h; ZeRO-1's weights come back through shard_publish.h).
 //
 // One optimizer step, as the trainer sees one device (the CPU device's steps, on the device):
 //   accumulate() × (gradient_accumulation_steps × local replicas): micro-batch i of the window
@@ -21,7 +21,7 @@
 //     and sets every rank's clip factor from the total; the loss is the last stages'.
 //   update(): each rank steps the optimizer for its shard of its stage's tensors (ZeRO-1 over the
 //     gradient group), an all-gather of the fp32 masters within the group gives every replica the
-//     stage's masters (the bf16 weights rewritten from them), and the first stage broadcasts the
+//     stage's masters (the bf16 weights rewritten from them; shard_publish.h), and the first stage broadcasts the
 //     tied masters to the last, which rewrites its bf16 copies from them; accumulators zeroed.
 //
 // The host holds an fp32 copy of every parameter (weights(), trainable(); the trainable ones
@@ -48,20 +48,22 @@
 #include "core/error.h"
 #include "cuda/cuda_check.h"
 #include "distributed/nccl_communicator.h"
-#include "distributed/rank_threads.h"
 #include "distributed/shard_placement.h"
 #include "train/device/cuda_evaluator.h"
 #include "train/device/cuda_pipeline_stage.h"
 #include "train/device/cuda_rank_state.h"
+#include "train/device/multi_rank_device.h"
 #include "train/device/pipeline_parameters.h"
-#include "train/device/process_window.h"
+#include "train/device/pipeline_stage_groups.h"
+#include "train/device/shard_publish.h"
 #include "train/quantized_weights.h"
 
 namespace surogate::train {
 namespace {
 
 struct PipelineStageRank {
-  int stage = 0, replica = 0;
+  int stage = 0, replica = 0, sequence = 0;
+  int group_index = 0;                       // in its stage's gradient group (pipeline_stage_groups.h)
   std::vector<models::ParameterSpec> specs;  // the stage's parameters (the last stage: tied ones first)
   std::vector<WeightView> weights;           // their host copies, in specs order
   std::vector<WeightView> downloads;         // the same, but the last stage's tied ones into `scratch`
@@ -74,14 +76,13 @@ struct PipelineStageRank {
   std::unique_ptr<CudaPipelineStage> runner;
   std::unique_ptr<distributed::Communicator> world, group, tied_pair;
   std::vector<StageMicroBatch> pending;
-  double loss = 0.0, squares = 0.0;
+  RankMeasure measure;  // the last stage's loss, the rank's share of the squares
 };
 
-class CudaPipelineDevice final : public TrainingDevice {
+class CudaPipelineDevice final : public MultiRankDevice {
 public:
   CudaPipelineDevice(const TrainingDeviceSetup& setup, const distributed::ParallelLayout& layout)
-      : source_(*setup.plan), pipeline_(*setup.pipeline), config_(*setup.config), layout_(layout),
-        threads_(layout.local_ranks), window_(layout, setup.world) {
+      : MultiRankDevice(layout, setup.world), source_(*setup.plan), pipeline_(*setup.pipeline), config_(*setup.config) {
     if (layout_.spans_processes()) {
       fail_user("{}: pipeline_parallel_size: {} runs its stages as rank threads of one process in this version; a "
                 "launcher or Ray started {} processes. Start one process with gpus: {} (the stages × replicas), or "
@@ -122,21 +123,12 @@ public:
                        layout_.describe(), pipeline_.describe(), layout_.first_device,
                        layout_.first_device + layout_.local_ranks - 1);
   }
-  int data_parallel_ranks() const override { return layout_.data_size; }
-  bool takes_micro_batch(int64_t index) const override { return window_.takes(index); }
-  MicroBatchTotals window_totals(std::span<const MicroBatchTotals> taken) override { return window_.totals(taken); }
   std::span<const WeightView> weights() const override { return host_.weights; }
   std::span<const WeightView> trainable() const override { return host_.trainable; }
   bool host_views_are_live() const override { return config_.offload_optimizer; }
 
   std::vector<StateTensor> optimizer_state() override {
-    std::vector<StateTensor> tensors;
-    for (PipelineStageRank& rank : ranks_) {
-      DeviceOptimizer* optimizer = rank.runner->state().optimizer();
-      if (optimizer == nullptr) continue;
-      for (StateTensor& tensor : optimizer->state_tensors()) tensors.push_back(std::move(tensor));
-    }
-    return tensors;
+    return ranks_optimizer_state(ranks_, [](PipelineStageRank& rank) { return rank.runner->state().optimizer(); });
   }
 
   // On GPU 0, from the host copies (before_evaluation brings them up to date).
@@ -182,7 +174,7 @@ public:
     threads_.run([&](int r) {
       PipelineStageRank& rank = ranks_[static_cast<size_t>(r)];
       CudaRankState& state = rank.runner->state();
-      if (rank.replica == 0) state.download_trainable(rank.downloads);
+      if (rank.group_index == 0) state.download_trainable(rank.downloads);
       if (state.optimizer()) state.optimizer()->download(state.stream());
       state.synchronize();
     });
@@ -191,7 +183,8 @@ public:
   void accumulate(std::span<const runtime::InputBinding> inputs) override {
     for (const int local : window_.next_local_ranks()) {
       PipelineStageRank& rank = ranks_[static_cast<size_t>(local)];
-      rank.pending.push_back(take_stage_micro_batch(pipeline_.stages[static_cast<size_t>(rank.stage)], source_, inputs));
+      rank.pending.push_back(take_stage_micro_batch(pipeline_.stages[static_cast<size_t>(rank.stage)], source_, inputs,
+                                                    rank.sequence, layout_.sequence_size));
     }
   }
 
@@ -199,24 +192,20 @@ public:
     threads_.run([&](int r) {
       PipelineStageRank& rank = ranks_[static_cast<size_t>(r)];
       SUROGATE_CHECK(!rank.pending.empty(), "every stage trains gradient_accumulation_steps micro-batches a step");
-      rank.runner->run(rank.pending, *rank.world, [&](int stage) { return layout_.rank_at({stage, rank.replica, 0}); });
+      rank.runner->run(rank.pending, *rank.world, [&](int stage) {
+        return layout_.rank_at({stage, rank.replica, rank.sequence});
+      });
       reduce_gradients(rank);
       rank.world->synchronize();  // every communicator enqueues on this stream
       rank.pending.clear();
       CudaRankState& state = rank.runner->state();
-      rank.loss = state.loss_sum();
+      const double loss = state.loss_sum();  // every stage: it also starts the next step's count
       const double norm = state.norm();
-      rank.squares = layout_.shard_gradients || rank.replica == 0 ? norm * norm : 0.0;
+      rank.measure = {rank.runner->last() ? loss : 0.0, layout_.shard_gradients || rank.group_index == 0 ? norm * norm : 0.0};
     });
-    window_.restart();
-    std::vector<double> losses, squares;
-    for (const PipelineStageRank& rank : ranks_) {
-      losses.push_back(rank.runner->last() ? rank.loss : 0.0);
-      squares.push_back(rank.squares);
-    }
-    StepMetrics metrics;
-    metrics.loss = window_.sum_over_ranks(losses);
-    metrics.grad_norm = std::sqrt(window_.sum_over_ranks(squares));
+    std::vector<RankMeasure> measures;
+    for (const PipelineStageRank& rank : ranks_) measures.push_back(rank.measure);
+    const StepMetrics metrics = window_.measure(measures, false);
     threads_.run([&](int r) { ranks_[static_cast<size_t>(r)].runner->state().set_clip_factor(metrics.grad_norm); });
     return metrics;
   }
@@ -228,17 +217,13 @@ public:
       CudaRankState& state = rank.runner->state();
       const size_t entries = rank.layout.entries.size();
       state.step(step);
-      if (layout_.data_size > 1) {
+      if (layout_.gradient_group_size() > 1) {
         // The replicas' stepped shards to every replica, and the bf16 weights from them.
-        rank.group->all_gather(state.masters() + owned_offset(rank), rank.shard_sizes, DType::F32);
-        state.refresh_weights_from_masters(rank.owned_first, rank.owned_first + rank.shard.first_unit);
-        state.refresh_weights_from_masters(rank.owned_first + rank.shard.end_unit, entries);
+        publish_shard(*rank.group, state.masters() + owned_offset(rank), rank.shard_sizes, DType::F32, rank.shard,
+                      entries - rank.owned_first, cuda_shard_copies(state, rank.owned_first));
       }
       // The first stage owns the tied tensors: the last takes their masters, then its bf16 copies.
-      for (size_t index : rank.tied) {
-        const CudaTrainable& entry = rank.layout.entries[index];
-        rank.tied_pair->broadcast(state.masters() + entry.offset, static_cast<size_t>(entry.count), DType::F32, 0);
-      }
+      share_tied_weights(*rank.tied_pair, tied_regions(rank, state.masters(), sizeof(float)), DType::F32);
       if (rank.stage != 0) state.refresh_weights_from_masters(0, rank.owned_first);
       state.zero_accumulators();
     });
@@ -262,6 +247,8 @@ private:
     const distributed::RankPlace place = layout_.place(layout_.first_rank + r);
     rank.stage = place.stage;
     rank.replica = place.replica;
+    rank.sequence = place.sequence;
+    rank.group_index = stage_group_index(layout_, place);
     const PipelineStagePlan& plan = pipeline_.stages[static_cast<size_t>(rank.stage)];
     rank.specs = stage_parameter_specs(plan, specs, rank.stage == 0 ? std::set<std::string>{} : tied);
     rank.layout = cuda_trainable_layout(plan.training, rank.specs);
@@ -271,8 +258,8 @@ private:
     rank.owned_first = rank.stage == 0 ? 0 : rank.tied.size();
     const std::vector<size_t> units = rank.layout.unit_sizes();
     const std::vector<distributed::Shard> shards = distributed::place_shards(
-        std::span<const size_t>(units).subspan(rank.owned_first), layout_.data_size);
-    rank.shard = shards[static_cast<size_t>(rank.replica)];
+        std::span<const size_t>(units).subspan(rank.owned_first), layout_.gradient_group_size());
+    rank.shard = shards[static_cast<size_t>(rank.group_index)];
     rank.shard_sizes = distributed::shard_sizes(shards);
   }
 
@@ -325,24 +312,27 @@ private:
     for (PipelineStageRank& rank : ranks_) streams.push_back(rank.runner->state().stream());
     std::unique_ptr<distributed::ProcessWorld> alone = distributed::ProcessWorld::single();
     auto world = distributed::connect_nccl_world(threads_, *alone, 0, layout_.world_size, layout_.first_device, streams);
-    auto groups = distributed::connect_nccl_groups(
-        threads_, *alone, 0, layout_.world_size, layout_.first_device, streams, [&](int rank) {
-          const distributed::RankPlace place = layout_.place(rank);
-          return distributed::RankGroup{fmt::format("stage-{}", place.stage), place.replica, layout_.data_size};
-        });
+    auto groups = distributed::connect_nccl_groups(threads_, *alone, 0, layout_.world_size, layout_.first_device, streams,
+                                                   [&](int rank) { return stage_gradient_group(layout_, rank); });
     const bool tied = std::any_of(ranks_.begin(), ranks_.end(), [](const PipelineStageRank& rank) { return !rank.tied.empty(); });
-    auto pairs = distributed::connect_nccl_groups(
-        threads_, *alone, 0, layout_.world_size, layout_.first_device, streams, [&](int rank) {
-          const distributed::RankPlace place = layout_.place(rank);
-          const bool paired = tied && (place.stage == 0 || place.stage == layout_.pipeline_size - 1);
-          return paired ? distributed::RankGroup{fmt::format("tied-{}", place.replica), place.stage == 0 ? 0 : 1, 2}
-                        : distributed::RankGroup{fmt::format("alone-{}", rank), 0, 1};
-        });
+    auto pairs = distributed::connect_nccl_groups(threads_, *alone, 0, layout_.world_size, layout_.first_device, streams,
+                                                  [&](int rank) { return tied_pair_group(layout_, rank, tied); });
     for (size_t r = 0; r < ranks_.size(); ++r) {
       ranks_[r].world = std::move(world[r]);
       ranks_[r].group = std::move(groups[r]);
       ranks_[r].tied_pair = std::move(pairs[r]);
     }
+  }
+
+  // The tied entries in a flat buffer of the rank's entries (`base`, `element` bytes each).
+  static std::vector<CollectiveRegion> tied_regions(const PipelineStageRank& rank, void* base, size_t element) {
+    std::vector<CollectiveRegion> regions;
+    for (size_t index : rank.tied) {
+      const CudaTrainable& entry = rank.layout.entries[index];
+      regions.push_back({static_cast<std::byte*>(base) + static_cast<size_t>(entry.offset) * element,
+                         static_cast<size_t>(entry.count)});
+    }
+    return regions;
   }
 
   // The owned tensors' start in the flat buffers (elements).
@@ -359,22 +349,16 @@ private:
     const DType dtype = state.accumulator_dtype();
     const size_t element = dtype_size_bytes(dtype);
     auto* accumulators = static_cast<std::byte*>(state.accumulators());
-    for (size_t index : rank.tied) {
-      const CudaTrainable& entry = rank.layout.entries[index];
-      rank.tied_pair->all_reduce_sum(accumulators + static_cast<size_t>(entry.offset) * element,
-                                     static_cast<size_t>(entry.count), dtype);
-    }
-    const size_t entries = rank.layout.entries.size();
-    std::byte* owned = accumulators + static_cast<size_t>(owned_offset(rank)) * element;
-    if (layout_.data_size > 1 && layout_.shard_gradients) {
-      rank.group->reduce_scatter_sum(owned, rank.shard_sizes, dtype);
+    sum_tied_gradients(*rank.tied_pair, tied_regions(rank, accumulators, element), dtype);
+    const CollectiveRegion owned{accumulators + static_cast<size_t>(owned_offset(rank)) * element,
+                                 static_cast<size_t>(rank.layout.total - owned_offset(rank))};
+    sum_stage_gradients(*rank.group, owned, rank.shard_sizes, dtype, layout_.shard_gradients);
+    // ZeRO-2: the rank's shard (the whole owned run in a group of one); else every owned tensor.
+    if (layout_.shard_gradients) {
       state.gradient_norm(rank.owned_first + rank.shard.first_unit, rank.owned_first + rank.shard.end_unit);
-      return;
+    } else {
+      state.gradient_norm(rank.owned_first, rank.layout.entries.size());
     }
-    if (layout_.data_size > 1) {
-      rank.group->all_reduce_sum(owned, static_cast<size_t>(rank.layout.total - owned_offset(rank)), dtype);
-    }
-    state.gradient_norm(rank.owned_first, entries);
   }
 
   // Each rank's CUDA objects are released on its own thread (its device current).
@@ -395,9 +379,6 @@ private:
   const compiler::ExecutionPlan& source_;
   const PipelinePlan& pipeline_;
   const Config& config_;
-  distributed::ParallelLayout layout_;
-  distributed::RankThreads threads_;
-  ProcessWindow window_;
   std::vector<const distributed::StageGraph*> graphs_;
   std::vector<PipelineStageRank> ranks_;
   CudaHostWeights host_;

@@ -523,4 +523,10 @@ void CudaRankState::check_free_memory(size_t optimizer_bytes) const {
             to_string(config_.optimizer), gib(optimizer_bytes), plan.device, gib(free_bytes), gib(total_bytes));
 }
 
+ShardCopies cuda_shard_copies(CudaRankState& state, size_t first_entry) {
+  return {nullptr, [&state, first_entry](size_t first, size_t end) {
+            state.refresh_weights_from_masters(first_entry + first, first_entry + end);
+          }};
+}
+
 }  // namespace surogate::train

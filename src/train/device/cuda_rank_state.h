@@ -43,6 +43,7 @@
 #include "train/device/device_optimizer.h"
 #include "train/device/gradient_accumulate.h"
 #include "train/device/host_offload_plan.h"
+#include "train/device/shard_publish.h"
 #include "train/device/training_device.h"
 #include "train/fp8_weight_copies.h"
 
@@ -215,5 +216,10 @@ private:
   int64_t micro_batches_ = 0;
   bool defer_zeroing_ = false, accumulators_stale_ = false;
 };
+
+// ZeRO-1's publish (shard_publish.h) on a GPU rank: its fp32 masters are the flat buffer, which the
+// optimizer updated in place, and the other ranks' units get their bf16 weights rewritten from
+// them. Unit u is the state's trainable entry `first_entry` + u.
+ShardCopies cuda_shard_copies(CudaRankState& state, size_t first_entry = 0);
 
 }  // namespace surogate::train

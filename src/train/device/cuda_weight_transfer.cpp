@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "cuda/cuda_check.h"
+#include "train/device/scratch_transfer.h"
 #include "train/device/weights_from_masters.h"
 
 namespace surogate::train {
@@ -22,47 +23,44 @@ void upload_weight_shards(const CudaShardTransfer& rank, const CudaTrainableLayo
   std::vector<int> unit_of(weights.size(), -1);  // the trainable index of each weight, or -1
   for (size_t u = 0; u < layout.entries.size(); ++u) unit_of[layout.entries[u].weight] = static_cast<int>(u);
   cudaStream_t stream = rank.state.stream();
-  const bool source = rank.shard.rank == 0;
-  for (size_t i = 0; i < weights.size(); ++i) {
-    const std::span<const float> values = weights[i].values;
-    __nv_bfloat16* owned = rank.shard.weight(layout.ids[i]);
-    for (size_t first = 0; first < values.size(); first += kTransferChunkElements) {
-      const size_t count = std::min(kTransferChunkElements, values.size() - first);
-      if (source) {
-        CUDA_CHECK(cudaMemcpyAsync(rank.scratch, values.data() + first, count * sizeof(float), cudaMemcpyHostToDevice,
-                                   stream));
-      }
-      rank.communicator.broadcast(rank.scratch, count, DType::F32, 0);
-      if (owned == nullptr) continue;
-      cuda_kernels::round_to_bf16(rank.scratch, owned + first, static_cast<int64_t>(count), stream);
-      if (unit_of[i] >= 0) {
-        CUDA_CHECK(cudaMemcpyAsync(rank.state.master(static_cast<size_t>(unit_of[i])) + first, rank.scratch,
-                                   count * sizeof(float), cudaMemcpyDefault, stream));
-      }
-    }
-  }
+  std::vector<size_t> counts;
+  for (const WeightView& weight : weights) counts.push_back(weight.values.size());
+  upload_through_scratch(
+      {rank.communicator, rank.scratch, kTransferChunkElements}, counts,
+      [&](size_t i, size_t first, size_t count) {
+        CUDA_CHECK(cudaMemcpyAsync(rank.scratch, weights[i].values.data() + first, count * sizeof(float),
+                                   cudaMemcpyHostToDevice, stream));
+      },
+      [&](size_t i, size_t first, size_t count) {
+        __nv_bfloat16* owned = rank.shard.weight(layout.ids[i]);
+        if (owned == nullptr) return;
+        cuda_kernels::round_to_bf16(rank.scratch, owned + first, static_cast<int64_t>(count), stream);
+        if (unit_of[i] >= 0) {
+          CUDA_CHECK(cudaMemcpyAsync(rank.state.master(static_cast<size_t>(unit_of[i])) + first, rank.scratch,
+                                     count * sizeof(float), cudaMemcpyDefault, stream));
+        }
+      });
 }
 
 void download_weight_shards(const CudaShardTransfer& rank, const CudaTrainableLayout& layout,
                             std::span<const WeightView> weights) {
   cudaStream_t stream = rank.state.stream();
-  for (size_t u = 0; u < layout.entries.size(); ++u) {
-    const CudaTrainable& entry = layout.entries[u];
-    const int owner = owner_of(rank.shard, entry.parameter);
-    const std::span<float> values = weights[entry.weight].values;
-    for (size_t first = 0; first < values.size(); first += kTransferChunkElements) {
-      const size_t count = std::min(kTransferChunkElements, values.size() - first);
-      if (owner == rank.shard.rank) {
+  std::vector<size_t> counts;
+  std::vector<int> owners;
+  for (const CudaTrainable& entry : layout.entries) {
+    counts.push_back(weights[entry.weight].values.size());
+    owners.push_back(owner_of(rank.shard, entry.parameter));
+  }
+  download_through_scratch(
+      {rank.communicator, rank.scratch, kTransferChunkElements, rank.writes_host}, counts, owners,
+      [&](size_t u, size_t first, size_t count) {
         CUDA_CHECK(cudaMemcpyAsync(rank.scratch, rank.state.master(u) + first, count * sizeof(float), cudaMemcpyDefault,
                                    stream));
-      }
-      rank.communicator.broadcast(rank.scratch, count, DType::F32, owner);
-      if (rank.writes_host) {
-        CUDA_CHECK(cudaMemcpyAsync(values.data() + first, rank.scratch, count * sizeof(float), cudaMemcpyDeviceToHost,
-                                   stream));
-      }
-    }
-  }
+      },
+      [&](size_t u, size_t first, size_t count) {
+        CUDA_CHECK(cudaMemcpyAsync(weights[layout.entries[u].weight].values.data() + first, rank.scratch,
+                                   count * sizeof(float), cudaMemcpyDeviceToHost, stream));
+      });
 }
 
 }  // namespace surogate::train

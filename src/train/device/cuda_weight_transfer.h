@@ -1,7 +1,8 @@
 // ZeRO-3 on GPUs: the host copies of the weights (the trainer's weights(): fp32, rank 0's process
 // loads and checkpoints them) to and from the ranks that keep them, over the ranks' communicator
-// a chunk at a time, so no GPU ever holds more than its pieces and one chunk. Each rank calls
-// these on its own thread, all ranks together (they are collective), in the same order.
+// a chunk at a time (scratch_transfer.h, the CPU ranks' algorithm), so no GPU ever holds more than
+// its pieces and one chunk. Each rank calls these on its own thread, all ranks together (they are
+// collective), in the same order.
 //   upload: every weight broadcast from global rank 0's host copy; its owner rounds it to bf16
 //     into its own copy (round to nearest even, as the optimizer writes it) and keeps the fp32
 //     master of a trainable one;

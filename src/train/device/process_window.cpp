@@ -1,6 +1,8 @@
 // The window of micro-batches across processes; see process_window.h.
 #include "train/device/process_window.h"
 
+#include <cmath>
+
 #include "core/error.h"
 
 namespace surogate::train {
@@ -87,6 +89,23 @@ double ProcessWindow::sum_over_ranks(std::span<const double> local) {
   double sum = 0.0;
   for (double value : every) sum += value;
   return sum;
+}
+
+StepMetrics ProcessWindow::measure(std::span<const RankMeasure> local, bool router_aux) {
+  restart();
+  std::vector<double> losses, squares, aux_losses;
+  for (const RankMeasure& rank : local) {
+    losses.push_back(rank.loss);
+    squares.push_back(rank.squares);
+    aux_losses.push_back(rank.router_aux_loss);
+  }
+  StepMetrics metrics;
+  metrics.loss = sum_over_ranks(losses);
+  if (router_aux) metrics.router_aux_loss = sum_over_ranks(aux_losses);
+  // A float's square is exact in double and sqrt rounds correctly, so where one rank reports the
+  // squares of a norm the others share, this is that norm to the bit.
+  metrics.grad_norm = std::sqrt(sum_over_ranks(squares));
+  return metrics;
 }
 
 }  // namespace surogate::train

@@ -1,5 +1,5 @@
 // What the multi-rank devices (cpu_data_parallel_device.cpp, cuda_data_parallel_device.cpp,
-// cpu_pipeline_device.cpp) share about a step's window of micro-batches and ranks spread over
+// cpu_pipeline_device.cpp, cuda_pipeline_device.cpp) share about a step's window of micro-batches and ranks spread over
 // processes (distributed/process_world.h): which micro-batches this process's ranks train — micro-
 // batch i belongs to replica i mod data (parallel_layout.h), and every rank of that replica (each
 // rank of its sequence group, each pipeline stage) takes part in it — the window's totals, and sums
@@ -18,6 +18,13 @@
 
 namespace surogate::train {
 
+// One rank's part of a step's metrics (what each multi-rank device's measure() collects).
+struct RankMeasure {
+  double loss = 0.0;     // Σ of its micro-batches' losses (0 where another rank reports them)
+  double squares = 0.0;  // its share of the squared gradient norm (0 where another rank holds the same sums)
+  double router_aux_loss = 0.0;
+};
+
 class ProcessWindow {
 public:
   // `world` null: one process (every rank is local).
@@ -33,6 +40,10 @@ public:
   MicroBatchTotals totals(std::span<const MicroBatchTotals> taken);
   // Σ over every rank of the world, in rank order, of one value per local rank (in local order).
   double sum_over_ranks(std::span<const double> local);
+  // The one multi-rank measure: the step's metrics from every local rank's part (in local order).
+  // The losses, the router aux losses (when `router_aux`) and the squares are each summed over the
+  // world in rank order; the norm is the square root of the squares' sum. Then restart().
+  StepMetrics measure(std::span<const RankMeasure> local, bool router_aux);
 
 private:
   bool process_takes(int process, int64_t index) const;

@@ -1,0 +1,37 @@
+// ZeRO-1's weight exchange, written once for every multi-rank device (the CPU and CUDA data-parallel
+// and pipeline devices): after each rank of a group stepped the optimizer for its shard (a
+// contiguous run of whole units of one flat buffer: distributed::place_shards), the rank's updated
+// units go into its piece of the flat buffer, one all-gather over the group gives every rank every
+// piece, and each rank takes the other ranks' units back out of it. The backend says how a run of
+// units travels between its tensors and the flat buffer (CPU ranks: fp32 copies; GPUs: the flat
+// buffer is the fp32 masters the optimizer updates in place, and the bf16 weights are rewritten
+// from them).
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <span>
+
+#include "core/dtype.h"
+#include "distributed/communicator.h"
+#include "distributed/shard_placement.h"
+#include "train/checkpoint_io.h"
+
+namespace surogate::train {
+
+// How units [first, end) of the flat buffer travel: `into_flat` (null: the rank's updated units
+// already are in the flat buffer) and `from_flat`.
+struct ShardCopies {
+  std::function<void(size_t first, size_t end)> into_flat;
+  std::function<void(size_t first, size_t end)> from_flat;
+};
+
+// `flat`: the group's flat buffer of `units` units, in `dtype`, whose piece of rank g holds
+// `pieces[g]` elements; `shard`: this rank's units (the piece it publishes).
+void publish_shard(distributed::Communicator& group, void* flat, std::span<const size_t> pieces, DType dtype,
+                   const distributed::Shard& shard, size_t units, const ShardCopies& copies);
+
+// CPU ranks: unit u is `weights[u]`, at `offsets[u]` of the fp32 buffer `flat`.
+ShardCopies cpu_shard_copies(std::span<const WeightView> weights, std::span<const size_t> offsets, float* flat);
+
+}  // namespace surogate::train
