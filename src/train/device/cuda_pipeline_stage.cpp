@@ -8,9 +8,10 @@
 
 #include "core/error.h"
 #include "cuda/cuda_check.h"
+#include "cuda/kernels/core_ops.h"
+#include "cuda/kernels/elementwise_16bit.h"
 #include "distributed/nccl_group.h"
-#include "runtime/cuda_elementwise.h"
-#include "runtime/cuda_model_kernels.h"
+#include "train/device/kernel_namespaces.h"
 
 namespace surogate::train {
 namespace {

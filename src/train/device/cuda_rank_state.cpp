@@ -1,5 +1,7 @@
 // One GPU's training state; see cuda_rank_state.h.
 #include "train/device/cuda_rank_state.h"
+#include "cuda/kernels/gradient_accumulate.h"
+#include "cuda/kernels/weights_from_masters.h"
 #include "models/decoder_graph.h"
 
 #include <algorithm>
@@ -12,9 +14,8 @@
 #include "cuda/kernels/fp8_quantize.h"
 #include "cuda/kernels/grad_norm.h"
 #include "ops/parallel_for.h"
-#include "train/device/gradient_accumulate.h"
+#include "train/device/kernel_namespaces.h"
 #include "train/device/staged_optimizer.h"
-#include "train/device/weights_from_masters.h"
 
 namespace surogate::train {
 namespace {

@@ -38,11 +38,12 @@
 #include "cuda/device_buffer.h"
 #include "cuda/host_buffer.h"
 #include "cuda/host_registration.h"
+#include "cuda/kernels/gradient_accumulate.h"
 #include "runtime/cuda_backend.h"
 #include "train/device/cuda_weight_gatherer.h"
 #include "train/device/device_optimizer.h"
-#include "train/device/gradient_accumulate.h"
 #include "train/device/host_offload_plan.h"
+#include "train/device/kernel_namespaces.h"
 #include "train/device/training_device.h"
 #include "train/fp8_weight_copies.h"
 

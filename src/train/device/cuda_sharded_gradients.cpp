@@ -3,7 +3,8 @@
 
 #include "core/error.h"
 #include "cuda/cuda_check.h"
-#include "train/device/gradient_accumulate.h"
+#include "cuda/kernels/gradient_accumulate.h"
+#include "train/device/kernel_namespaces.h"
 #include "train/device/sharded_gradients.h"
 
 namespace surogate::train {

@@ -21,12 +21,13 @@
 #include <vector>
 
 #include "cuda/device_buffer.h"
+#include "cuda/kernels/gradient_accumulate.h"
 #include "distributed/communicator.h"
 #include "distributed/shard_placement.h"
 #include "runtime/step_observer.h"
 #include "train/device/cuda_rank_state.h"
-#include "train/device/gradient_accumulate.h"
 #include "train/device/gradient_buckets.h"
+#include "train/device/kernel_namespaces.h"
 
 namespace surogate::train {
 

@@ -5,7 +5,8 @@
 #include <vector>
 
 #include "cuda/cuda_check.h"
-#include "train/device/weights_from_masters.h"
+#include "cuda/kernels/weights_from_masters.h"
+#include "train/device/kernel_namespaces.h"
 
 namespace surogate::train {
 namespace {
