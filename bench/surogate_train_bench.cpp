@@ -42,6 +42,7 @@
 #include "core/error.h"
 #include "cuda/cuda_check.h"
 #include "cuda/device_buffer.h"
+#include "cuda/kernels/elementwise_16bit.h"
 #include "cuda/kernels/grad_norm.h"
 #include "io/model_config.h"
 #include "models/decoder_graph.h"
@@ -49,7 +50,6 @@
 #include "models/model_spec.h"
 #include "ops/defs/register_ops.h"
 #include "runtime/cuda_backend.h"
-#include "runtime/cuda_lora_kernels.h"
 #include "train/device/device_optimizer.h"
 #include "train/device/training_device.h"
 
@@ -187,7 +187,7 @@ public:
     optimizer_ = train::make_device_optimizer(config, std::move(parameters));
     optimizer_->upload(backend.stream());
     for (const Slot& slot : slots_) {
-      runtime::cuda_kernels::convert_bf16_to_f32(slot.weight, master_.data() + slot.offset, slot.count, backend.stream());
+      cuda::convert_bf16_to_f32(slot.weight, master_.data() + slot.offset, slot.count, backend.stream());
       gradient_pointers.push_back(gradients_.data() + slot.offset);
       counts.push_back(slot.count);
     }
@@ -202,7 +202,7 @@ public:
     ++t_;
     cudaStream_t stream = backend_.stream();
     for (const Slot& slot : slots_) {
-      runtime::cuda_kernels::convert_bf16_to_f32(slot.gradient, gradients_.data() + slot.offset, slot.count, stream);
+      cuda::convert_bf16_to_f32(slot.gradient, gradients_.data() + slot.offset, slot.count, stream);
     }
     cuda::global_grad_norm(norm_.data(), partials_.data(), pointers_.data(), counts_.data(),
                            static_cast<int>(slots_.size()), 1.0f, stream);

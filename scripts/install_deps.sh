@@ -42,6 +42,6 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 python3 -m pip install -q --disable-pip-version-check "${python_packages[@]}"
-# CUTLASS's C++ headers for the CUDA build's grouped expert GEMMs (src/cuda/grouped_gemm.cu); the
+# CUTLASS's C++ headers for the CUDA build's grouped expert GEMMs (src/cuda/kernels/grouped_gemm.cu); the
 # package's Python tools are not used, so not their dependencies either.
 python3 -m pip install -q --disable-pip-version-check --no-deps "nvidia-cutlass==4.2.0.0"

@@ -223,6 +223,17 @@ using ShapeRule = std::function<std::vector<TensorType>(const InferContext&)>;
 using GradientRule = std::function<InputGradients(GradientContext&)>;
 using CpuBinder = std::function<CpuKernel(const CpuBindContext&)>;
 
+// How far another backend's output (CUDA's) may lie from the CPU reference's on the same inputs:
+// the largest deviation relative to the CPU output's scale, max|other − cpu| / max|cpu|, per dtype
+// of the output on the other backend: `f32` for F32 outputs, `bf16` for the narrower floating ones
+// (BF16, F16, and FP8 codes read as the values they stand for). Integer outputs must match exactly.
+// Each op declares the bounds its per-op CUDA tests (tests/runtime_cuda, tests/cuda) hold;
+// tests/runtime_cuda/test_every_op_cuda.cpp runs every op alone on both backends against them.
+struct BackendTolerance {
+  double f32 = 0.0;
+  double bf16 = 0.0;
+};
+
 struct OpDef {
   std::string name;
   std::vector<std::string> inputs;   // input names, for messages; the count unless variadic
@@ -238,6 +249,9 @@ struct OpDef {
   // input its gradient flows to; the quantized FP8 backward ops' d_out). A backend may skip
   // writing a tensor that only such inputs take (runtime::CudaBindContext::outputs_read).
   std::vector<size_t> unread_inputs = {};
+  // The CUDA-versus-CPU bound of this op (see BackendTolerance); every registered op declares one
+  // (tests/runtime/test_op_coverage.cpp checks it).
+  std::optional<BackendTolerance> backend_tolerance = std::nullopt;
 };
 
 class OpRegistry {

@@ -12,22 +12,15 @@
 // separates the dropout sites of one graph (LoRA uses one per distinct adapter input).
 #pragma once
 
-#include <algorithm>
-#include <cmath>
 #include <cstdint>
+
+#include "core/dropout_rate.h"
 
 namespace surogate::ops {
 
-// t = round(p · 65536), the keep test's threshold on the 16-bit draw, for p in [0, 1) (at most
-// 65535: p just below 1 still keeps the draws equal to 0xffff). Inline so the CUDA kernels
-// (runtime/cuda_lora_kernels.cu) use this very definition.
-inline uint32_t dropout_threshold16(double probability) {
-  return static_cast<uint32_t>(std::min(65535.0, std::nearbyint(probability * 65536.0)));
-}
-// The factor kept elements are multiplied by: 1 / (1 − t/65536), as a double.
-inline double dropout_keep_scale(double probability) {
-  return 65536.0 / (65536.0 - static_cast<double>(dropout_threshold16(probability)));
-}
+// The threshold and keep scale (core/dropout_rate.h), under their ops:: names.
+using surogate::dropout_keep_scale;
+using surogate::dropout_threshold16;
 
 // The keep test for element `index`; exposed for tests and the CUDA kernels' checks.
 bool dropout_keeps(uint64_t seed, uint64_t stream, uint64_t index, double probability);

@@ -2,18 +2,17 @@
 // also bf16 / fp16 (the residual stream and gradient sums of BF16 / F16 model graphs, fp32-summed,
 // rounded once), and mul, sum and broadcast (a pipeline stage's loss). Each
 // parses its attrs once at load and returns a closure that launches one kernel from
-// runtime/cuda_elementwise.h or runtime/cuda_model_kernels.h.
+// cuda/kernels/core_ops.h or cuda/kernels/elementwise_16bit.h.
 // Semantics match the CPU kernels: scale rounds its factor to float, sum accumulates in double.
+#include "cuda/kernels/core_ops.h"
+#include "cuda/kernels/elementwise_16bit.h"
 #include "runtime/cuda_bind_checks.h"
-#include "runtime/cuda_elementwise.h"
-#include "runtime/cuda_lora_kernels.h"
-#include "runtime/cuda_model_kernels.h"
 #include "runtime/cuda_op_table.h"
 
 namespace surogate::runtime {
 namespace {
 
-namespace k = cuda_kernels;
+namespace k = cuda;
 
 CudaKernel bind_binary(const CudaBindContext& ctx,
                        void (*launcher)(const float*, const float*, float*, int64_t, cudaStream_t)) {

@@ -19,11 +19,11 @@
 //                              kernel with the FP8 epilogue (cuda/kernels/fp8_epilogue.cuh), then
 //                              fp8_quantize_pending (a site with no delayed amax yet).
 #include "core/error.h"
+#include "cuda/kernels/elementwise_16bit.h"
 #include "cuda/kernels/fp8_quantize.h"
 #include "cuda/kernels/rmsnorm.h"
 #include "cuda/kernels/swiglu.h"
 #include "runtime/cuda_bind_checks.h"
-#include "runtime/cuda_model_kernels.h"
 #include "runtime/cuda_op_table.h"
 
 namespace surogate::runtime {
@@ -384,7 +384,7 @@ CudaKernel bind_norm_backward_fp8(const CudaBindContext& ctx) {
                                has_residual ? args.inputs[4].as<const bf16>() : nullptr, args.inputs[1].as<const bf16>(),
                                args.inputs[2].as<const bf16>(), args.inputs[3].as<const float>(), rows, channels,
                                site.at(resources, args), args.stream);
-    if (weight_grad) cuda_kernels::convert_from_f32<bf16>(accumulator, args.outputs[1].as<bf16>(), channels, args.stream);
+    if (weight_grad) cuda::convert_from_f32<bf16>(accumulator, args.outputs[1].as<bf16>(), channels, args.stream);
   };
 }
 

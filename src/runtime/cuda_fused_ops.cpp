@@ -19,17 +19,18 @@
 
 #include "core/error.h"
 #include "cuda/cuda_check.h"
+#include "cuda/kernels/elementwise_16bit.h"
 #include "cuda/kernels/qk_norm_rope.h"
 #include "cuda/kernels/rmsnorm.h"
 #include "cuda/kernels/rope.h"
+#include "cuda/kernels/rope_tables.h"
 #include "runtime/cuda_bind_checks.h"
-#include "runtime/cuda_model_kernels.h"
 #include "runtime/cuda_op_table.h"
 
 namespace surogate::runtime {
 namespace {
 
-namespace k = cuda_kernels;
+namespace k = cuda;
 
 void expect_input(const CudaBindContext& ctx, size_t index, DType dtype) {
   require(ctx, ctx.inputs[index].dtype == dtype, "the CUDA backend runs this op with input {} as {}, got {}", index,

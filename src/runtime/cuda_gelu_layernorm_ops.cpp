@@ -2,16 +2,14 @@
 // layernorm_def.cpp) on BF16 and F16 graphs, over cuda/kernels/gelu.h and layernorm.h. As for
 // rmsnorm (cuda_model_ops.cpp), the parameter gradients are summed in fp32 scratch and rounded
 // once into the graph's 16-bit d_weight / d_bias; mean and rstd are F32.
+#include "cuda/kernels/elementwise_16bit.h"
 #include "cuda/kernels/gelu.h"
 #include "cuda/kernels/layernorm.h"
 #include "runtime/cuda_bind_checks.h"
-#include "runtime/cuda_model_kernels.h"
 #include "runtime/cuda_op_table.h"
 
 namespace surogate::runtime {
 namespace {
-
-namespace k = cuda_kernels;
 
 // The op's `approximate` attribute (validated by its shape rule): true for the tanh form.
 bool tanh_form(const CudaBindContext& ctx) { return ctx.attrs.string_or("approximate", "none") == "tanh"; }
@@ -88,8 +86,8 @@ CudaKernel bind_layernorm_backward_typed(const CudaBindContext& ctx) {
                              args.inputs[3].as<const float>(), args.inputs[4].as<const float>(), rows, channels,
                              args.stream);
     size_t next = 1;
-    if (weight_grad) k::convert_from_f32<T>(weight_sums, args.outputs[next++].as<T>(), channels, args.stream);
-    if (bias_grad) k::convert_from_f32<T>(bias_sums, args.outputs[next].as<T>(), channels, args.stream);
+    if (weight_grad) cuda::convert_from_f32<T>(weight_sums, args.outputs[next++].as<T>(), channels, args.stream);
+    if (bias_grad) cuda::convert_from_f32<T>(bias_sums, args.outputs[next].as<T>(), channels, args.stream);
   };
 }
 CudaKernel bind_layernorm_backward(const CudaBindContext& ctx) {

@@ -7,15 +7,15 @@
 // a narrow product from one pass over d_out, cuda/kernels/low_rank_backward.h) and bias_gradient. All products go
 // through the plan's one Matmul (CudaResources::matmul, cuda/matmul.h).
 #include "cuda/kernels/low_rank_backward.h"
+#include "cuda/kernels/reductions.h"
 #include "cuda/matmul.h"
 #include "runtime/cuda_bind_checks.h"
-#include "runtime/cuda_model_kernels.h"
 #include "runtime/cuda_op_table.h"
 
 namespace surogate::runtime {
 namespace {
 
-namespace k = cuda_kernels;
+namespace k = cuda;
 
 // The product factor (attribute `scale`, default 1: the LoRA scaling on the B product and its
 // backward ops) as cuBLASLt's alpha, rounded to float.

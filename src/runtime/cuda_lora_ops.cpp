@@ -1,10 +1,10 @@
 // CUDA binders for the ops of the LoRA rewrite (models/lora.h) that are not core or decoder ops:
 //  * `dropout` and `dropout_add` (ops/defs/dropout_def.cpp), bf16 / fp16 (BF16 / F16 graphs) and fp32. The mask
 //    is the CPU op's function of (seed, stream, element index), so a CUDA run drops exactly the
-//    elements the CPU reference drops (runtime/cuda_lora_kernels.h); the backward is the same op on
+//    elements the CPU reference drops (cuda/kernels/dropout.h); the backward is the same op on
 //    d_out, dropout_add when it folds the input's pending gradient sum.
 //  * `concat` / `split` (ops/defs/concat_split_def.cpp), any dtype: one launch per 8 pieces
-//    (runtime/cuda_piece_copy.h; rows of `outer`, each piece a contiguous run of size · inner
+//    (cuda/kernels/piece_copy.h; rows of `outer`, each piece a contiguous run of size · inner
 //    elements), so a piece lands byte for byte where the CPU kernel puts it.
 // (`scale`, which F32 graphs' rewrite also emits, is a core op: runtime/cuda_core_ops.cpp.)
 #include <algorithm>
@@ -12,15 +12,15 @@
 #include <vector>
 
 #include "core/error.h"
+#include "cuda/kernels/dropout.h"
+#include "cuda/kernels/piece_copy.h"
 #include "runtime/cuda_bind_checks.h"
-#include "runtime/cuda_lora_kernels.h"
-#include "runtime/cuda_piece_copy.h"
 #include "runtime/cuda_op_table.h"
 
 namespace surogate::runtime {
 namespace {
 
-namespace k = cuda_kernels;
+namespace k = cuda;
 
 // dropout (x, seed) and dropout_add (x, seed, addend): the addend, when present, is input 2.
 CudaKernel bind_dropout(const CudaBindContext& ctx) {

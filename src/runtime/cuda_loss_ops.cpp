@@ -8,15 +8,16 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "cuda/kernels/elementwise_16bit.h"
+#include "cuda/kernels/reductions.h"
 #include "cuda/lm_head_loss.h"
 #include "runtime/cuda_bind_checks.h"
-#include "runtime/cuda_model_kernels.h"
 #include "runtime/cuda_op_table.h"
 
 namespace surogate::runtime {
 namespace {
 
-namespace k = cuda_kernels;
+namespace k = cuda;
 
 struct LossLayout {
   int64_t rows = 0, channels = 0, vocab = 0, chunk_rows = 0;

@@ -11,7 +11,7 @@
 //    accumulate them in fp32 (embedding, rmsnorm, LM head) do so in scratch, then round once;
 //    linear weight gradients come out of cuBLASLt in bf16 directly (runtime/cuda_linear_ops.cpp).
 //  * attention takes document ids [B, T]; the kernels take cu_seqlens over the B·T flattened
-//    tokens, built per call on the device (cuda_model_kernels.h). Its logsumexp output is laid
+//    tokens, built per call on the device (cuda/kernels/plain_attention.h). Its logsumexp output is laid
 //    out [Hq, B·T] (the kernels' layout, read only by the CUDA attention_backward), not the CPU's
 //    [B, Hq, T]. Head dims 32/64/128 use the flash kernels, other dims up to 256 a plain kernel.
 #include <algorithm>
@@ -22,18 +22,20 @@
 #include "core/error.h"
 #include "cuda/cuda_check.h"
 #include "cuda/kernels/attention.h"
+#include "cuda/kernels/elementwise_16bit.h"
 #include "cuda/kernels/embedding.h"
+#include "cuda/kernels/plain_attention.h"
 #include "cuda/kernels/qk_norm_rope.h"
 #include "cuda/kernels/rmsnorm.h"
+#include "cuda/kernels/rope_tables.h"
 #include "cuda/kernels/swiglu.h"
-#include "runtime/cuda_model_kernels.h"
 #include "runtime/cuda_bind_checks.h"
 #include "runtime/cuda_op_table.h"
 
 namespace surogate::runtime {
 namespace {
 
-namespace k = cuda_kernels;
+namespace k = cuda;
 
 // ---- embedding ----
 

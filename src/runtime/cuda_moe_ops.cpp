@@ -1,13 +1,13 @@
 // CUDA binders of the mixture-of-experts ops (ops/defs/moe_*_def.cpp, expert_linear_def.cpp) on
 // bf16 graphs: activations bf16, router weights / probabilities / statistics F32, indices I32.
 // The kernels are cuda/kernels/moe_routing.h's; expert_linear and its backward ops are one CUTLASS
-// grouped GEMM each (cuda/grouped_gemm.h), sized on the device from moe_dispatch's offsets, so
+// grouped GEMM each (cuda/kernels/grouped_gemm.h), sized on the device from moe_dispatch's offsets, so
 // an MoE step launches no per-expert work and never waits for the host. Limits checked at load
 // time (UserError naming the node): an SM90 GPU for the grouped GEMMs, at most 512 experts, top-k
 // at most 16, widths that are multiples of 8.
 #include <memory>
 
-#include "cuda/grouped_gemm.h"
+#include "cuda/kernels/grouped_gemm.h"
 #include "cuda/kernels/moe_routing.h"
 #include "runtime/cuda_bind_checks.h"
 #include "runtime/cuda_op_table.h"

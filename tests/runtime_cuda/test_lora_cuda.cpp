@@ -37,6 +37,8 @@
 #include "core/bfloat16.h"
 #include "cuda/device_buffer.h"
 #include "cuda/device_info.h"
+#include "cuda/kernels/dropout.h"
+#include "cuda/kernels/elementwise_16bit.h"
 #include "io/model_config.h"
 #include "models/decoder_graph.h"
 #include "models/lora.h"
@@ -45,7 +47,6 @@
 #include "ops/dropout.h"
 #include "runtime/cpu_backend.h"
 #include "runtime/cuda_backend.h"
-#include "runtime/cuda_lora_kernels.h"
 #include "runtime_cuda/two_document_rows.h"
 
 namespace surogate {
@@ -85,7 +86,7 @@ TEST(LoraCudaKernels, DropoutMaskMatchesCpuBitForBit) {
         cuda::DeviceBuffer<float> x32 = cuda::to_device(x);
         cuda::DeviceBuffer<float> out32(x.size());
         out32.poison();
-        runtime::cuda_kernels::dropout_f32(x32.data(), seed_buffer.data(), stream_id, p, out32.data(), count, nullptr);
+        cuda::dropout_f32(x32.data(), seed_buffer.data(), stream_id, p, out32.data(), count, nullptr);
         const std::vector<float> actual32 = out32.download();
         EXPECT_EQ(std::memcmp(actual32.data(), expected.data(), x.size() * sizeof(float)), 0) << "fp32 dropout";
 
@@ -94,7 +95,7 @@ TEST(LoraCudaKernels, DropoutMaskMatchesCpuBitForBit) {
         cuda::DeviceBuffer<uint16_t> x16 = cuda::to_device(bits);
         cuda::DeviceBuffer<uint16_t> out16(x.size());
         out16.poison();
-        runtime::cuda_kernels::dropout_16bit(reinterpret_cast<const __nv_bfloat16*>(x16.data()), seed_buffer.data(),
+        cuda::dropout_16bit(reinterpret_cast<const __nv_bfloat16*>(x16.data()), seed_buffer.data(),
                                             stream_id, p, reinterpret_cast<__nv_bfloat16*>(out16.data()), count, nullptr);
         const std::vector<uint16_t> actual16 = out16.download();
         int64_t mismatches = 0, dropped = 0;
@@ -111,7 +112,7 @@ TEST(LoraCudaKernels, DropoutMaskMatchesCpuBitForBit) {
                              expected_sum.data(), addend.data());
         cuda::DeviceBuffer<float> addend32 = cuda::to_device(addend);
         out32.poison();
-        runtime::cuda_kernels::dropout_f32(x32.data(), seed_buffer.data(), stream_id, p, out32.data(), count, nullptr,
+        cuda::dropout_f32(x32.data(), seed_buffer.data(), stream_id, p, out32.data(), count, nullptr,
                                            addend32.data());
         const std::vector<float> sum32 = out32.download();
         EXPECT_EQ(std::memcmp(sum32.data(), expected_sum.data(), x.size() * sizeof(float)), 0) << "fp32 dropout_add";
@@ -119,7 +120,7 @@ TEST(LoraCudaKernels, DropoutMaskMatchesCpuBitForBit) {
         std::transform(addend.begin(), addend.end(), addend_bits.begin(), float_to_bf16);
         cuda::DeviceBuffer<uint16_t> addend16 = cuda::to_device(addend_bits);
         out16.poison();
-        runtime::cuda_kernels::dropout_16bit(reinterpret_cast<const __nv_bfloat16*>(x16.data()), seed_buffer.data(),
+        cuda::dropout_16bit(reinterpret_cast<const __nv_bfloat16*>(x16.data()), seed_buffer.data(),
                                             stream_id, p, reinterpret_cast<__nv_bfloat16*>(out16.data()), count, nullptr,
                                             reinterpret_cast<const __nv_bfloat16*>(addend16.data()));
         const std::vector<uint16_t> sum16 = out16.download();
@@ -143,7 +144,7 @@ TEST(LoraCudaKernels, ScaleBf16IsOneRoundingOfTheFloatProduct) {
     cuda::DeviceBuffer<uint16_t> in = cuda::to_device(bits), out(x.size());
     out.poison();
     const float factor = static_cast<float>(32.0 / 16.0 * 0.7);
-    runtime::cuda_kernels::scale_16bit(reinterpret_cast<const __nv_bfloat16*>(in.data()), factor,
+    cuda::scale_16bit(reinterpret_cast<const __nv_bfloat16*>(in.data()), factor,
                                       reinterpret_cast<__nv_bfloat16*>(out.data()), count, nullptr);
     const std::vector<uint16_t> actual = out.download();
     for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(actual[i], float_to_bf16(x[i] * factor)) << "element " << i;

@@ -1,4 +1,5 @@
-// The CUDA backend's own model kernels (runtime/cuda_model_kernels.h) against the CPU reference
+// The model ops' own small kernels (cuda/kernels/elementwise_16bit.h, rope_tables.h,
+// plain_attention.h, reductions.h, piece_copy.h) against the CPU reference
 // ops (src/ops, double) on fresh random inputs at several shapes, odd sizes included. The
 // src/cuda kernels they wrap are tested in tests/cuda.
 // Error measure: max |gpu − ref| / max |ref| (tests/cuda/test_helpers.h); a NaN fails.
@@ -24,6 +25,11 @@
 #include <vector>
 
 #include "compiler/execution_plan.h"
+#include "cuda/kernels/elementwise_16bit.h"
+#include "cuda/kernels/piece_copy.h"
+#include "cuda/kernels/plain_attention.h"
+#include "cuda/kernels/reductions.h"
+#include "cuda/kernels/rope_tables.h"
 #include "cuda/test_helpers.h"
 #include "graph/builder.h"
 #include "ops/attention.h"
@@ -33,15 +39,13 @@
 #include "ops/rmsnorm_rope.h"
 #include "ops/rope.h"
 #include "runtime/cuda_backend.h"
-#include "runtime/cuda_model_kernels.h"
-#include "runtime/cuda_piece_copy.h"
 #include "runtime_cuda/cuda_node_plan.h"
 
 namespace surogate::runtime {
 namespace {
 
 using namespace cuda::testing;
-namespace k = cuda_kernels;
+namespace k = cuda;
 using bf16 = __nv_bfloat16;
 
 std::vector<double> as_double(const std::vector<float>& values) { return {values.begin(), values.end()}; }

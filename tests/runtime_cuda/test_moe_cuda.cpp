@@ -1,5 +1,5 @@
 // The mixture-of-experts ops on the CUDA backend (runtime/cuda_moe_ops.cpp: cuda/kernels/
-// moe_routing.cu and the CUTLASS grouped GEMMs of cuda/grouped_gemm.cu) against the CPU ops, one
+// moe_routing.cu and the CUTLASS grouped GEMMs of cuda/kernels/grouped_gemm.cu) against the CPU ops, one
 // node at a time: the same node in a BF16 plan on the GPU and an F32 plan on the CPU backend, fed
 // the same values (bf16-exact floats, int32 indices / offsets as inputs).
 // Tolerances (max |gpu − cpu| / max |cpu| per output):
@@ -28,7 +28,7 @@
 #include <vector>
 
 #include "compiler/execution_plan.h"
-#include "cuda/grouped_gemm.h"
+#include "cuda/kernels/grouped_gemm.h"
 #include "cuda/test_helpers.h"
 #include "graph/builder.h"
 #include "io/model_config.h"

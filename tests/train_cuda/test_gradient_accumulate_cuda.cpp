@@ -1,4 +1,4 @@
-// The training device's gradient accumulation (train/device/gradient_accumulate.h) against the host,
+// The training device's gradient accumulation (cuda/kernels/gradient_accumulate.h) against the host,
 // exactly: for tensors [first, end) of a table, accumulator += float(gradient) (fp32, or the fp32
 // sum rounded to nearest bf16) and the gradient zeroed; the tensors outside the range untouched.
 // The table mixes sizes around the 4096-element chunk (empty, 1, 3, 4095, 4096, 4097, a few
@@ -21,7 +21,7 @@
 #include "cuda/cuda_check.h"
 #include "cuda/device_buffer.h"
 #include "cuda/device_info.h"
-#include "train/device/gradient_accumulate.h"
+#include "cuda/kernels/gradient_accumulate.h"
 
 namespace surogate::train {
 namespace {
@@ -72,8 +72,8 @@ void check_accumulation(size_t first, size_t end, bool overwrite = false) {
   }
   auto gradients_on_device = cuda::to_device(gradient_table);
   auto accumulators_on_device = cuda::to_device(accumulator_table);
-  const cuda_kernels::GradientCounts counts(table.counts);
-  cuda_kernels::accumulate_bf16_gradients(gradients_on_device.data(), accumulators_on_device.data(), counts, first, end,
+  const cuda::GradientCounts counts(table.counts);
+  cuda::accumulate_bf16_gradients(gradients_on_device.data(), accumulators_on_device.data(), counts, first, end,
                                           nullptr, overwrite);
   CUDA_CHECK(cudaDeviceSynchronize());
   const std::vector<uint16_t> zeroed = device_gradients.download();

@@ -26,10 +26,10 @@
 #include "core/bfloat16.h"
 #include "cuda/cuda_check.h"
 #include "cuda/device_buffer.h"
+#include "cuda/kernels/gradient_accumulate.h"
+#include "cuda/kernels/weights_from_masters.h"
 #include "io/safetensors.h"
 #include "train/checkpoint_store.h"
-#include "train/device/gradient_accumulate.h"
-#include "train/device/weights_from_masters.h"
 #include "train/training_state.h"
 #include "train/fp16_checks.h"
 #include "train_cuda/cuda_trainer_fixture.h"
@@ -117,10 +117,10 @@ TEST(Fp16TrainingKernels, AccumulationAndWeightsFromMastersRoundAsTheHost) {
     auto masters_on_device = cuda::to_device(master_table);
     auto accumulators_on_device = cuda::to_device(accumulator_table);
     auto counts_on_device = cuda::to_device(counts);
-    cuda_kernels::weights_from_masters(weights_on_device.data(), masters_on_device.data(),
+    cuda::weights_from_masters(weights_on_device.data(), masters_on_device.data(),
                                               counts_on_device.data(), 1, nullptr);
-    cuda_kernels::accumulate_fp16_gradients(gradients_on_device.data(), accumulators_on_device.data(),
-                                            cuda_kernels::GradientCounts(counts), 0, 1, nullptr);
+    cuda::accumulate_fp16_gradients(gradients_on_device.data(), accumulators_on_device.data(),
+                                            cuda::GradientCounts(counts), 0, 1, nullptr);
     CUDA_CHECK(cudaDeviceSynchronize());
     const std::vector<uint16_t> weights = device_weights.download();
     const std::vector<float> sums = device_accumulators.download();

@@ -90,7 +90,9 @@ void register_dequantize_ops(OpRegistry& registry) {
       },
       .gradient = {},
       .cpu = bind_cpu,
-      .variadic_inputs = true,  // 2 or 4 (double quantization); the shape rule checks
+      .variadic_inputs = true,  // 2 or 4 (double quantization); the shape rule checks,
+      // the same codes and scales, one bf16 rounding (test_dequantize_*_cuda.cpp, test_nvfp4_cuda.cpp)
+      .backend_tolerance = graph::BackendTolerance{.f32 = 0.0, .bf16 = 4e-3},
   });
 }
 

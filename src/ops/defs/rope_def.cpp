@@ -204,6 +204,8 @@ void register_rope(OpRegistry& registry) {
           };
         });
       },
+      // tables 1e-5, rotation 4e-3 (test_model_kernels.cpp, test_fused_rope_cuda.cpp)
+      .backend_tolerance = graph::BackendTolerance{.f32 = 1e-5, .bf16 = 4e-3},
   });
   registry.add(OpDef{
       .name = "rope",
@@ -227,6 +229,8 @@ void register_rope(OpRegistry& registry) {
           };
         });
       },
+      // tables 1e-5, rotation 4e-3 (test_model_kernels.cpp, test_fused_rope_cuda.cpp)
+      .backend_tolerance = graph::BackendTolerance{.f32 = 1e-5, .bf16 = 4e-3},
   });
   registry.add(OpDef{
       .name = "rope_backward",
@@ -247,6 +251,8 @@ void register_rope(OpRegistry& registry) {
           };
         });
       },
+      // tables 1e-5, rotation 4e-3 (test_model_kernels.cpp, test_fused_rope_cuda.cpp)
+      .backend_tolerance = graph::BackendTolerance{.f32 = 1e-5, .bf16 = 4e-3},
   });
   registry.add(OpDef{
       .name = "fused_rope",
@@ -260,6 +266,8 @@ void register_rope(OpRegistry& registry) {
         return {ctx.op("fused_rope_backward", {ctx.output_grad(0), ctx.input(1)}, ctx.attrs().raw()), std::nullopt};
       },
       .cpu = [](const CpuBindContext& ctx) { return bind_fused_rope(ctx, false); },
+      // tables 1e-5, rotation 4e-3 (test_model_kernels.cpp, test_fused_rope_cuda.cpp)
+      .backend_tolerance = graph::BackendTolerance{.f32 = 1e-5, .bf16 = 4e-3},
   });
   registry.add(OpDef{
       .name = "fused_rope_backward",
@@ -271,6 +279,8 @@ void register_rope(OpRegistry& registry) {
       },
       .gradient = {},
       .cpu = [](const CpuBindContext& ctx) { return bind_fused_rope(ctx, true); },
+      // tables 1e-5, rotation 4e-3 (test_model_kernels.cpp, test_fused_rope_cuda.cpp)
+      .backend_tolerance = graph::BackendTolerance{.f32 = 1e-5, .bf16 = 4e-3},
   });
 }
 

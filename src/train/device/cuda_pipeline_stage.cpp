@@ -8,9 +8,9 @@
 
 #include "core/error.h"
 #include "cuda/cuda_check.h"
+#include "cuda/kernels/core_ops.h"
+#include "cuda/kernels/elementwise_16bit.h"
 #include "distributed/nccl_group.h"
-#include "runtime/cuda_elementwise.h"
-#include "runtime/cuda_model_kernels.h"
 
 namespace surogate::train {
 namespace {
@@ -23,10 +23,10 @@ void check_transfer_dtype(const graph::TensorInfo& info) {
 // destination += source, in their dtype (bf16: an fp32 sum rounded once).
 void accumulate(void* destination, const void* source, const graph::TensorType& type, cudaStream_t stream) {
   if (type.dtype == DType::BF16) {
-    runtime::cuda_kernels::accumulate_16bit(static_cast<const __nv_bfloat16*>(source),
+    cuda::accumulate_16bit(static_cast<const __nv_bfloat16*>(source),
                                            static_cast<__nv_bfloat16*>(destination), type.numel(), stream);
   } else {
-    runtime::cuda_kernels::accumulate_f32(static_cast<const float*>(source), static_cast<float*>(destination),
+    cuda::accumulate_f32(static_cast<const float*>(source), static_cast<float*>(destination),
                                           type.numel(), stream);
   }
 }

@@ -1,5 +1,7 @@
 // One GPU's training state; see cuda_rank_state.h.
 #include "train/device/cuda_rank_state.h"
+#include "cuda/kernels/gradient_accumulate.h"
+#include "cuda/kernels/weights_from_masters.h"
 #include "models/decoder_graph.h"
 
 #include <algorithm>
@@ -12,9 +14,7 @@
 #include "cuda/kernels/fp8_quantize.h"
 #include "cuda/kernels/grad_norm.h"
 #include "ops/parallel_for.h"
-#include "train/device/gradient_accumulate.h"
 #include "train/device/staged_optimizer.h"
-#include "train/device/weights_from_masters.h"
 
 namespace surogate::train {
 namespace {
@@ -254,7 +254,7 @@ CudaRankState::CudaRankState(const TrainingDeviceSetup& setup, const CudaTrainab
   if (bf16_gradients_) bf16_accumulator_table_ = cuda::to_device(bf16_accumulators);
   else accumulator_table_ = cuda::to_device(accumulators);
   if (!bf16_master_) master_table_ = cuda::to_device(masters);
-  counts_ = cuda_kernels::GradientCounts(counts);
+  counts_ = cuda::GradientCounts(counts);
   if (fp16_) {  // the same addresses, as the fp16 tensors they are
     std::vector<__half*> fp16_gradients, fp16_weights;
     for (__nv_bfloat16* pointer : bf16_gradients) fp16_gradients.push_back(reinterpret_cast<__half*>(pointer));
@@ -330,13 +330,13 @@ void CudaRankState::add_gradients(size_t first, size_t end) {
   if (!overwrite) zero_stale_accumulators();
   accumulators_stale_ = false;
   if (fp16_) {
-    cuda_kernels::accumulate_fp16_gradients(fp16_gradient_table_.data(), accumulator_table_.data(), counts_, first, end,
+    cuda::accumulate_fp16_gradients(fp16_gradient_table_.data(), accumulator_table_.data(), counts_, first, end,
                                             stream, overwrite);
   } else if (bf16_gradients_) {
-    cuda_kernels::accumulate_bf16_gradients(gradient_table_.data(), bf16_accumulator_table_.data(), counts_, first, end,
+    cuda::accumulate_bf16_gradients(gradient_table_.data(), bf16_accumulator_table_.data(), counts_, first, end,
                                             stream, overwrite);
   } else {
-    cuda_kernels::accumulate_bf16_gradients(gradient_table_.data(), accumulator_table_.data(), counts_, first, end,
+    cuda::accumulate_bf16_gradients(gradient_table_.data(), accumulator_table_.data(), counts_, first, end,
                                             stream, overwrite);
   }
 }
@@ -427,11 +427,11 @@ void CudaRankState::refresh_weights_from_masters(size_t first, size_t end) {
   SUROGATE_CHECK(!bf16_master_ && !shard_, "weights are refreshed from every fp32 master only without ZeRO-3");
   if (first == end) return;
   if (fp16_) {
-    cuda_kernels::weights_from_masters(fp16_weight_table_.data() + first, master_table_.data() + first,
+    cuda::weights_from_masters(fp16_weight_table_.data() + first, master_table_.data() + first,
                                        counts_.counts() + first, static_cast<int>(end - first), backend_.stream());
     return;
   }
-  cuda_kernels::weights_from_masters(weight_table_.data() + first, master_table_.data() + first,
+  cuda::weights_from_masters(weight_table_.data() + first, master_table_.data() + first,
                                      counts_.counts() + first, static_cast<int>(end - first), backend_.stream());
 }
 

@@ -38,10 +38,10 @@
 #include "cuda/device_buffer.h"
 #include "cuda/host_buffer.h"
 #include "cuda/host_registration.h"
+#include "cuda/kernels/gradient_accumulate.h"
 #include "runtime/cuda_backend.h"
 #include "train/device/cuda_weight_gatherer.h"
 #include "train/device/device_optimizer.h"
-#include "train/device/gradient_accumulate.h"
 #include "train/device/host_offload_plan.h"
 #include "train/device/shard_publish.h"
 #include "train/device/training_device.h"
@@ -202,7 +202,7 @@ private:
   cuda::DeviceBuffer<float*> accumulator_table_, master_table_;
   cuda::DeviceBuffer<__nv_bfloat16*> bf16_accumulator_table_;
   cuda::DeviceBuffer<__half*> fp16_gradient_table_, fp16_weight_table_;  // fp16 plans: the same addresses
-  cuda_kernels::GradientCounts counts_;  // the tensors' element counts (and their accumulate chunks)
+  cuda::GradientCounts counts_;  // the tensors' element counts (and their accumulate chunks)
   std::vector<Fp8WeightCopy> fp8_copies_;
   cuda::DeviceBuffer<float> fp8_amax_;  // fp8_quantize_weight's scratch
   struct Pinned {

@@ -3,7 +3,7 @@
 
 #include "core/error.h"
 #include "cuda/cuda_check.h"
-#include "train/device/gradient_accumulate.h"
+#include "cuda/kernels/gradient_accumulate.h"
 #include "train/device/sharded_gradients.h"
 
 namespace surogate::train {
@@ -38,7 +38,7 @@ CudaShardedGradients::CudaShardedGradients(const GradientBuckets& buckets, const
   }
   entries_.push_back(gradients.size());
   gradient_table_ = cuda::to_device(gradients);
-  counts_ = cuda_kernels::GradientCounts(counts);
+  counts_ = cuda::GradientCounts(counts);
   for (const std::vector<size_t>& offsets : places) {
     std::vector<float*> floats;
     std::vector<__nv_bfloat16*> bf16s;
@@ -67,10 +67,10 @@ void CudaShardedGradients::after_step(size_t step) {
     CUDA_CHECK(cudaMemsetAsync(slot(static_cast<int>(index)), 0, bucket.size() * element_bytes, compute));
     const size_t first = entries_[b], end = entries_[b + 1];
     if (dtype_ == DType::BF16) {
-      cuda_kernels::accumulate_bf16_gradients(gradient_table_.data(), bf16_tables_[index].data(), counts_, first, end,
+      cuda::accumulate_bf16_gradients(gradient_table_.data(), bf16_tables_[index].data(), counts_, first, end,
                                               compute);
     } else {
-      cuda_kernels::accumulate_bf16_gradients(gradient_table_.data(), float_tables_[index].data(), counts_, first, end,
+      cuda::accumulate_bf16_gradients(gradient_table_.data(), float_tables_[index].data(), counts_, first, end,
                                               compute);
     }
     filled_[index].record(compute);
@@ -84,10 +84,10 @@ void CudaShardedGradients::after_step(size_t step) {
       std::byte* accumulator = static_cast<std::byte*>(state_.accumulators()) + (piece.begin - shard_.begin) * element_bytes;
       const auto count = static_cast<int64_t>(piece.size());
       if (dtype_ == DType::BF16) {
-        cuda_kernels::add_reduced_gradients(reinterpret_cast<const __nv_bfloat16*>(reduced),
+        cuda::add_reduced_gradients(reinterpret_cast<const __nv_bfloat16*>(reduced),
                                             reinterpret_cast<__nv_bfloat16*>(accumulator), count, side_);
       } else {
-        cuda_kernels::add_reduced_gradients(reinterpret_cast<const float*>(reduced), reinterpret_cast<float*>(accumulator),
+        cuda::add_reduced_gradients(reinterpret_cast<const float*>(reduced), reinterpret_cast<float*>(accumulator),
                                             count, side_);
       }
     }

@@ -21,11 +21,11 @@
 #include <vector>
 
 #include "cuda/device_buffer.h"
+#include "cuda/kernels/gradient_accumulate.h"
 #include "distributed/communicator.h"
 #include "distributed/shard_placement.h"
 #include "runtime/step_observer.h"
 #include "train/device/cuda_rank_state.h"
-#include "train/device/gradient_accumulate.h"
 #include "train/device/gradient_buckets.h"
 
 namespace surogate::train {
@@ -59,7 +59,7 @@ private:
   // in the accumulator dtype.
   std::vector<size_t> entries_;
   cuda::DeviceBuffer<__nv_bfloat16*> gradient_table_;
-  cuda_kernels::GradientCounts counts_;
+  cuda::GradientCounts counts_;
   std::vector<cuda::DeviceBuffer<float*>> float_tables_;
   std::vector<cuda::DeviceBuffer<__nv_bfloat16*>> bf16_tables_;
   std::vector<cuda::Event> filled_, free_;  // per slot

@@ -5,8 +5,8 @@
 #include <vector>
 
 #include "cuda/cuda_check.h"
+#include "cuda/kernels/weights_from_masters.h"
 #include "train/device/scratch_transfer.h"
-#include "train/device/weights_from_masters.h"
 
 namespace surogate::train {
 namespace {
@@ -34,7 +34,7 @@ void upload_weight_shards(const CudaShardTransfer& rank, const CudaTrainableLayo
       [&](size_t i, size_t first, size_t count) {
         __nv_bfloat16* owned = rank.shard.weight(layout.ids[i]);
         if (owned == nullptr) return;
-        cuda_kernels::round_to_bf16(rank.scratch, owned + first, static_cast<int64_t>(count), stream);
+        cuda::round_to_bf16(rank.scratch, owned + first, static_cast<int64_t>(count), stream);
         if (unit_of[i] >= 0) {
           CUDA_CHECK(cudaMemcpyAsync(rank.state.master(static_cast<size_t>(unit_of[i])) + first, rank.scratch,
                                      count * sizeof(float), cudaMemcpyDefault, stream));

@@ -10,7 +10,7 @@
 
 #include <cstdint>
 
-namespace surogate::runtime::cuda_kernels {
+namespace surogate::cuda {
 
 // The dropout mask of ops/dropout.h, bit for bit: SplitMix64's finaliser, one hash per four
 // elements, element i kept when its 16-bit draw (bits 16·(i mod 4) of mix(mix(mix(seed) ^ stream)
@@ -22,14 +22,6 @@ __host__ __device__ inline uint64_t dropout_mix(uint64_t value) {
   return value ^ (value >> 31);
 }
 
-// out = x · factor (fp32 product of x and float(factor), rounded once to E, bf16 or fp16), as the
-// CPU `scale` with its factor rounded to float.
-template <typename E>
-void scale_16bit(const E* x, float factor, E* out, int64_t count, cudaStream_t stream);
-// The same with the factor a device scalar (scale_by: d_loss times a gradient saved in the forward).
-template <typename E>
-void scale_16bit_by(const E* x, const float* factor, E* out, int64_t count, cudaStream_t stream);
-
 // out[i] = (addend[i] +) (keep(seed, stream, i) ? x[i] · float(ops::dropout_keep_scale(p)) : 0),
 // summed in fp32 and rounded once for E (bf16 or fp16). `seed` is a device pointer to the graph's I32 seed
 // scalar, read as uint32 like the CPU op. probability in [0, 1). addend may be null.
@@ -39,7 +31,4 @@ void dropout_16bit(const E* x, const int32_t* seed, uint64_t stream_id, double p
 void dropout_f32(const float* x, const int32_t* seed, uint64_t stream_id, double probability, float* out,
                  int64_t count, cudaStream_t stream, const float* addend = nullptr);
 
-// out[i] = float(in[i]).
-void convert_bf16_to_f32(const __nv_bfloat16* in, float* out, int64_t count, cudaStream_t stream);
-
-}  // namespace surogate::runtime::cuda_kernels
+}  // namespace surogate::cuda

@@ -19,7 +19,7 @@
 
 #include "cuda/device_buffer.h"
 
-namespace surogate::train::cuda_kernels {
+namespace surogate::cuda {
 
 // Elements one thread block adds: each tensor is cut into chunks of this many and every chunk gets
 // a block, so that a 300M-element embedding and a 128-element norm take the GPU in proportion to
@@ -65,4 +65,4 @@ void add_reduced_gradients(const float* values, float* accumulators, int64_t cou
 void add_reduced_gradients(const __nv_bfloat16* values, __nv_bfloat16* accumulators, int64_t count,
                            cudaStream_t stream);
 
-}  // namespace surogate::train::cuda_kernels
+}  // namespace surogate::cuda

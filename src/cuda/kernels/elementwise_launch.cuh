@@ -1,4 +1,4 @@
-// Launch helpers shared by the backend's elementwise-style kernels: a fixed block size, a grid
+// Launch helpers shared by the elementwise-style kernels (core_ops.cu, elementwise_16bit.cu, rope_tables.cu, ...): a fixed block size, a grid
 // sized to the element count (capped; the kernels loop grid-stride with 64-bit indices) and
 // `launch(op, count, stream)`, which runs op(i) for every i in [0, count).
 #pragma once
@@ -10,7 +10,7 @@
 
 #include "cuda/cuda_check.h"
 
-namespace surogate::runtime::cuda_kernels {
+namespace surogate::cuda::kernels {
 
 inline constexpr int kThreads = 256;
 
@@ -31,4 +31,4 @@ void launch(Op op, int64_t count, cudaStream_t stream) {
   CUDA_CHECK_LAUNCH();
 }
 
-}  // namespace surogate::runtime::cuda_kernels
+}  // namespace surogate::cuda::kernels

@@ -1,6 +1,6 @@
 // Core-op kernels: grid-stride elementwise loops and a one-block deterministic sum; fp32, and bf16
 // / fp16 for mul, broadcast and sum (computed in fp32, rounded once).
-#include "runtime/cuda_elementwise.h"
+#include "cuda/kernels/core_ops.h"
 
 #include <algorithm>
 #include <type_traits>
@@ -9,15 +9,16 @@
 
 #include "cuda/cuda_check.h"
 #include "cuda/kernels/element_type.cuh"
-#include "runtime/cuda_launch.cuh"
+#include "cuda/kernels/elementwise_launch.cuh"
 
-namespace surogate::runtime::cuda_kernels {
+namespace surogate::cuda {
 namespace {
 
 constexpr int kSumThreads = 1024;
 
-using surogate::cuda::kernels::from_float;
-using surogate::cuda::kernels::to_float;
+using kernels::from_float;
+using kernels::launch;
+using kernels::to_float;
 
 struct AddOp {
   const float* a; const float* b; float* out;
@@ -112,4 +113,4 @@ void sum_16bit(const E* x, E* out, int64_t count, cudaStream_t stream) {
 SUROGATE_FOR_16BIT_TYPES(INSTANTIATE)
 #undef INSTANTIATE
 
-}  // namespace surogate::runtime::cuda_kernels
+}  // namespace surogate::cuda

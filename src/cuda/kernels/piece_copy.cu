@@ -1,11 +1,11 @@
-// One-launch concat / split copies; see runtime/cuda_piece_copy.h.
-#include "runtime/cuda_piece_copy.h"
+// One-launch concat / split copies; see piece_copy.h.
+#include "cuda/kernels/piece_copy.h"
 
 #include <algorithm>
 
 #include "cuda/cuda_check.h"
 
-namespace surogate::runtime::cuda_kernels {
+namespace surogate::cuda {
 namespace {
 
 template <int kBytes>
@@ -83,4 +83,4 @@ void copy_pieces(const PieceCopy& copy, bool into_joined, cudaStream_t stream) {
   }
 }
 
-}  // namespace surogate::runtime::cuda_kernels
+}  // namespace surogate::cuda

@@ -13,7 +13,7 @@
 
 #include <cstdint>
 
-namespace surogate::runtime::cuda_kernels {
+namespace surogate::cuda {
 
 void add_f32(const float* a, const float* b, float* out, int64_t count, cudaStream_t stream);
 void mul_f32(const float* a, const float* b, float* out, int64_t count, cudaStream_t stream);
@@ -36,4 +36,4 @@ void broadcast_16bit(const E* scalar, E* out, int64_t count, cudaStream_t stream
 template <typename E>
 void sum_16bit(const E* x, E* out, int64_t count, cudaStream_t stream);
 
-}  // namespace surogate::runtime::cuda_kernels
+}  // namespace surogate::cuda

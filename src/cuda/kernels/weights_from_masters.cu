@@ -1,10 +1,10 @@
 // See weights_from_masters.h. Memory-bound: one grid-stride loop per tensor.
-#include "train/device/weights_from_masters.h"
+#include "cuda/kernels/weights_from_masters.h"
 
 #include "cuda/cuda_check.h"
 #include "cuda/kernels/element_type.cuh"
 
-namespace surogate::train::cuda_kernels {
+namespace surogate::cuda {
 namespace {
 
 template <typename T>
@@ -56,4 +56,4 @@ void weights_from_masters(__half* const* weights, const float* const* masters, c
   launch_weights_from_masters(weights, masters, counts, tensor_count, stream);
 }
 
-}  // namespace surogate::train::cuda_kernels
+}  // namespace surogate::cuda

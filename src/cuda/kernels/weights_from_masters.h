@@ -13,7 +13,7 @@
 
 #include <cstdint>
 
-namespace surogate::train::cuda_kernels {
+namespace surogate::cuda {
 
 // For t < tensor_count: weights[t][i] = bf16(masters[t][i]). The arrays live on the device.
 void weights_from_masters(__nv_bfloat16* const* weights, const float* const* masters, const int64_t* counts,
@@ -24,4 +24,4 @@ void weights_from_masters(__half* const* weights, const float* const* masters, c
 // One tensor: weight[i] = bf16(master[i]) for i < count (ZeRO-3's upload into a rank's own copy).
 void round_to_bf16(const float* master, __nv_bfloat16* weight, int64_t count, cudaStream_t stream);
 
-}  // namespace surogate::train::cuda_kernels
+}  // namespace surogate::cuda

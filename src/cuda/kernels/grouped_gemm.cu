@@ -1,5 +1,5 @@
 // CUTLASS SM90 grouped GEMMs for the experts; see grouped_gemm.h.
-#include "cuda/grouped_gemm.h"
+#include "cuda/kernels/grouped_gemm.h"
 
 #include <cute/tensor.hpp>
 

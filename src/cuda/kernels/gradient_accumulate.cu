@@ -1,11 +1,11 @@
 // See gradient_accumulate.h. Memory-bound: one block per chunk of a tensor, 16-bit read,
 // accumulator read-modify-write, 16-bit zero, four elements at a time where aligned.
-#include "train/device/gradient_accumulate.h"
+#include "cuda/kernels/gradient_accumulate.h"
 
 #include "cuda/cuda_check.h"
 #include "cuda/kernels/element_type.cuh"
 
-namespace surogate::train::cuda_kernels {
+namespace surogate::cuda {
 namespace {
 
 __device__ __forceinline__ void add_into(float& accumulator, float gradient) { accumulator += gradient; }
@@ -148,4 +148,4 @@ void add_reduced_gradients(const __nv_bfloat16* values, __nv_bfloat16* accumulat
   launch_add_reduced(values, accumulators, count, stream);
 }
 
-}  // namespace surogate::train::cuda_kernels
+}  // namespace surogate::cuda

@@ -1,47 +1,25 @@
-// LoRA-side kernels; see runtime/cuda_lora_kernels.h.
-#include "runtime/cuda_lora_kernels.h"
+// The counter-based dropout; see dropout.h.
+#include "cuda/kernels/dropout.h"
 
 #include <algorithm>
 #include <cmath>
 
+#include "core/dropout_rate.h"
 #include "cuda/cuda_check.h"
 #include "cuda/kernels/element_type.cuh"
-#include "ops/dropout.h"
-#include "runtime/cuda_launch.cuh"
+#include "cuda/kernels/elementwise_launch.cuh"
 
-namespace surogate::runtime::cuda_kernels {
+namespace surogate::cuda {
 namespace {
 
-using bf16 = __nv_bfloat16;
-using surogate::cuda::kernels::from_float;
-using surogate::cuda::kernels::to_float;
+using kernels::from_float;
+using kernels::grid_for;
+using kernels::kThreads;
+using kernels::to_float;
 
 // 8 elements per vector (16 bytes of bf16) where the count and pointers allow it.
 bool vectorizable(int64_t count, const void* a, const void* b) {
   return count % 8 == 0 && reinterpret_cast<uintptr_t>(a) % 16 == 0 && reinterpret_cast<uintptr_t>(b) % 16 == 0;
-}
-
-// factor_on_device, when set, replaces factor (a graph scalar, read on the device).
-template <typename E>
-__global__ void scale_kernel(const E* x, float factor, const float* factor_on_device, E* out, int64_t count,
-                                  bool vector) {
-  if (factor_on_device != nullptr) factor = *factor_on_device;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (vector) {
-    for (int64_t v = first; v < count / 8; v += stride) {
-      uint4 packed = reinterpret_cast<const uint4*>(x)[v];
-      using Traits = surogate::cuda::kernels::ElementTraits<E>;
-      typename Traits::Pair* pairs = reinterpret_cast<typename Traits::Pair*>(&packed);
-      for (int j = 0; j < 4; ++j) {
-        const float2 f = Traits::to_float2(pairs[j]);
-        pairs[j] = Traits::from_floats(f.x * factor, f.y * factor);
-      }
-      reinterpret_cast<uint4*>(out)[v] = packed;
-    }
-    return;
-  }
-  for (int64_t i = first; i < count; i += stride) out[i] = from_float<E>(to_float(x[i]) * factor);
 }
 
 __device__ __forceinline__ uint64_t dropout_base(const int32_t* seed, uint64_t stream_id) {
@@ -94,38 +72,13 @@ __global__ void dropout_f32_kernel(const float* x, const float* addend, const in
   }
 }
 
-__global__ void convert_bf16_to_f32_kernel(const bf16* in, float* out, int64_t count) {
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride) {
-    out[i] = __bfloat162float(in[i]);
-  }
-}
-
 float keep_scale_of(double probability) {
   CUDA_REQUIRE(probability >= 0.0 && probability < 1.0, "dropout probability in [0, 1)");
-  return static_cast<float>(ops::dropout_keep_scale(probability));  // as the CPU op: the double rounded to T
+  return static_cast<float>(dropout_keep_scale(probability));  // as the CPU op: the double rounded to T
 }
 
 }  // namespace
 
-
-template <typename E>
-void scale_16bit(const E* x, float factor, E* out, int64_t count, cudaStream_t stream) {
-  if (count <= 0) return;
-  const bool vector = vectorizable(count, x, out);
-  scale_kernel<E><<<grid_for(vector ? count / 8 : count), kThreads, 0, stream>>>(x, factor, nullptr, out, count,
-                                                                                   vector);
-  CUDA_CHECK_LAUNCH();
-}
-
-template <typename E>
-void scale_16bit_by(const E* x, const float* factor, E* out, int64_t count, cudaStream_t stream) {
-  if (count <= 0) return;
-  const bool vector = vectorizable(count, x, out);
-  scale_kernel<E><<<grid_for(vector ? count / 8 : count), kThreads, 0, stream>>>(x, 0.0f, factor, out, count,
-                                                                                   vector);
-  CUDA_CHECK_LAUNCH();
-}
 
 template <typename E>
 void dropout_16bit(const E* x, const int32_t* seed, uint64_t stream_id, double probability, E* out, int64_t count,
@@ -134,7 +87,7 @@ void dropout_16bit(const E* x, const int32_t* seed, uint64_t stream_id, double p
   if (count <= 0) return;
   const bool vector = vectorizable(count, x, out) && (addend == nullptr || vectorizable(count, addend, out));
   dropout_16bit_kernel<E><<<grid_for(vector ? count / 8 : count), kThreads, 0, stream>>>(
-      x, addend, seed, stream_id, ops::dropout_threshold16(probability), keep_scale, out, count, vector);
+      x, addend, seed, stream_id, dropout_threshold16(probability), keep_scale, out, count, vector);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -143,22 +96,14 @@ void dropout_f32(const float* x, const int32_t* seed, uint64_t stream_id, double
   const float keep_scale = keep_scale_of(probability);
   if (count <= 0) return;
   dropout_f32_kernel<<<grid_for(count), kThreads, 0, stream>>>(x, addend, seed, stream_id,
-                                                               ops::dropout_threshold16(probability), keep_scale, out,
+                                                               dropout_threshold16(probability), keep_scale, out,
                                                                count);
   CUDA_CHECK_LAUNCH();
 }
 
-void convert_bf16_to_f32(const bf16* in, float* out, int64_t count, cudaStream_t stream) {
-  if (count <= 0) return;
-  convert_bf16_to_f32_kernel<<<grid_for(count), kThreads, 0, stream>>>(in, out, count);
-  CUDA_CHECK_LAUNCH();
-}
-
 #define INSTANTIATE(E)                                                                                   \
-  template void scale_16bit(const E*, float, E*, int64_t, cudaStream_t);                                  \
-  template void scale_16bit_by(const E*, const float*, E*, int64_t, cudaStream_t);                        \
   template void dropout_16bit(const E*, const int32_t*, uint64_t, double, E*, int64_t, cudaStream_t, const E*);
 SUROGATE_FOR_16BIT_TYPES(INSTANTIATE)
 #undef INSTANTIATE
 
-}  // namespace surogate::runtime::cuda_kernels
+}  // namespace surogate::cuda

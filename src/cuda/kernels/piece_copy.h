@@ -11,7 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace surogate::runtime::cuda_kernels {
+namespace surogate::cuda {
 
 // Up to kMaxPieces pieces of one launch: piece p is bytes [offsets[p], offsets[p + 1]) of every
 // joined row (consecutive pieces, the first need not start the row).
@@ -28,4 +28,4 @@ struct PieceCopy {
 // concat (pieces → joined) or split (joined → pieces) of the pieces `copy` names.
 void copy_pieces(const PieceCopy& copy, bool into_joined, cudaStream_t stream);
 
-}  // namespace surogate::runtime::cuda_kernels
+}  // namespace surogate::cuda
