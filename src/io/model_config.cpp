@@ -1,5 +1,6 @@
 // config.json → ModelConfig for Llama, Mistral, Qwen2, Qwen3, Qwen2-MoE, Qwen3-MoE, Mixtral and OLMo-2, with
-// the defaults of the matching transformers configuration classes, and the reverse
+// the defaults of the matching transformers configuration classes, and for any other architecture
+// (Defined: the generic keys, the rest left to its model definition), and the reverse
 // (save_model_config). The MoE keys are io/model_config_moe.cpp's.
 #include "io/model_config.h"
 

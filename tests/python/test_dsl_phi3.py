@@ -10,20 +10,19 @@ against transformers' Phi3ForCausalLM.
   loss on it. LoRA on the fused projections (qkv_proj, gate_up_proj) trains and writes PEFT's keys.
 """
 import json
-import shutil
 
 import pytest
 
 from conftest import REPO_ROOT, make_quickstart_example
+from dsl_parity import ROWS, SEQ, both_losses, engine_loss, save_with_tokenizer, train_from_python
 from test_dsl_olmo2 import transformers_loss
-from test_python_api import held_out_rows, quickstart_options
+from test_python_api import held_out_rows
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 PHI3 = REPO_ROOT / "examples" / "dsl" / "phi3.py"
 RELATIVE_TOLERANCE = 1e-5
-ROWS, SEQ = 4, 64
 
 
 def make_phi3(ex, folder):
@@ -38,15 +37,7 @@ def make_phi3(ex, folder):
         for name, tensor in model.named_parameters():
             if name.endswith("norm.weight"):
                 tensor.uniform_(0.5, 1.5)
-    model.save_pretrained(folder)
-    for name in ("tokenizer.json", "tokenizer_config.json"):
-        shutil.copy(ex / "model" / name, folder / name)
-    return folder
-
-
-def engine_loss(surogate, dsl, folder, tmp_path, rows, labels):
-    definition = dsl.load_definition(PHI3).save(tmp_path / f"phi3_{folder.name}.json", folder, batch=ROWS, seq=SEQ)
-    return surogate.load(folder, batch_size=ROWS, seq_len=SEQ, model_definition=definition).loss(rows, labels)
+    return save_with_tokenizer(model, ex, folder)
 
 
 @pytest.fixture(scope="module")
@@ -56,14 +47,10 @@ def example(tmp_path_factory):
 
 
 def test_the_dsl_phi3_equals_transformers(surogate_package, example, tmp_path):
-    import surogate.dsl as dsl
-    surogate = surogate_package.module
     ex, folder = example
     rows, labels = held_out_rows(ex, ROWS)
-    reference_model = transformers.Phi3ForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
-    reference = transformers_loss(reference_model, rows, labels)
-    loss = engine_loss(surogate, dsl, folder, tmp_path, rows, labels)
-    print(f"Phi-3: engine {loss!r}, transformers {reference!r}, relative {abs(loss - reference) / reference:.3g}")
+    loss, reference, reference_model = both_losses(surogate_package.module, PHI3, transformers.Phi3ForCausalLM, folder,
+                                                   tmp_path, rows, labels)
     assert loss == pytest.approx(reference, rel=RELATIVE_TOLERANCE)
     swapped = transformers.Phi3ForCausalLM(reference_model.config)
     state = reference_model.state_dict()
@@ -75,29 +62,23 @@ def test_the_dsl_phi3_equals_transformers(surogate_package, example, tmp_path):
 
 
 def test_phi3_trains_from_python_and_transformers_loads_the_result(surogate_package, example, tmp_path):
-    import surogate.dsl as dsl
     surogate = surogate_package.module
     ex, folder = example
     out = tmp_path / "trained"
-    summary = surogate.train(quickstart_options(ex, out, model=str(folder), max_steps=12, eval_steps=12,
-                                                save_steps=100), model_definition=PHI3)
-    assert summary["step_losses"][-1] < 0.8 * summary["step_losses"][0]
+    train_from_python(surogate, ex, folder, out, PHI3, 12)
     rows, labels = held_out_rows(ex, ROWS)
     trained = transformers.Phi3ForCausalLM.from_pretrained(out, dtype=torch.float32).eval()
     assert "model.layers.0.mlp.gate_up_proj.weight" in trained.state_dict()
     reference = transformers_loss(trained, rows, labels)
-    assert engine_loss(surogate, dsl, out, tmp_path, rows, labels) == pytest.approx(reference, rel=RELATIVE_TOLERANCE)
+    assert engine_loss(surogate, PHI3, out, tmp_path, rows, labels) == pytest.approx(reference, rel=RELATIVE_TOLERANCE)
 
 
 def test_lora_adapts_the_fused_projections(surogate_package, example, tmp_path):
     surogate = surogate_package.module
     ex, folder = example
     out = tmp_path / "lora"
-    summary = surogate.train(quickstart_options(ex, out, model=str(folder), max_steps=6, eval_steps=6, save_steps=100,
-                                                lora=True, lora_rank=4, lora_alpha=8,
-                                                lora_target_modules=["qkv_proj", "gate_up_proj"]),
-                             model_definition=PHI3)
-    assert summary["step_losses"][-1] < summary["step_losses"][0]
+    train_from_python(surogate, ex, folder, out, PHI3, 12, lora=True, lora_rank=4, lora_alpha=8,
+                      learning_rate=1e-2, lora_target_modules=["qkv_proj", "gate_up_proj"])
     adapter = json.loads((out / "adapter_config.json").read_text())
     assert sorted(adapter["target_modules"]) == ["gate_up_proj", "qkv_proj"]
     from safetensors import safe_open

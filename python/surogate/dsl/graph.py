@@ -67,7 +67,12 @@ def registered_ops() -> Dict[str, Dict[str, Any]]:
 
 class DefinitionError(ValueError):
     """A model definition that does not fit its model folder or the engine: the message names the
-    line of the definition's file, the weight or the op (``python -m surogate.dsl`` exits 2)."""
+    line of the definition's file (``where``, first), the weight or the op (``python -m surogate.dsl``
+    exits 2)."""
+
+    def __init__(self, text: str, where: str = "") -> None:
+        super().__init__(where + text)
+        self.text, self.where = text, where
 
 
 class Tensor:
@@ -199,8 +204,8 @@ class Graph:
         if hf is not None:
             twin = self._hf_owner.setdefault(hf, tensor.name)
             if twin != tensor.name:
-                raise DefinitionError(f"{self.parameter_lines[tensor.name]}parameter '{tensor.name}' is declared as "
-                                      f"checkpoint tensor '{hf}', which '{twin}' already is")
+                raise DefinitionError(f"parameter '{tensor.name}' is declared as checkpoint tensor '{hf}', which "
+                                      f"'{twin}' already is", self.parameter_lines[tensor.name])
             self.hf_names[tensor.name] = hf
             self._check_stored(tensor, hf)
         return tensor
@@ -217,11 +222,11 @@ class Graph:
             if piece not in self.checkpoint:
                 close = difflib.get_close_matches(piece, list(self.checkpoint), n=1)
                 hint = f"; did you mean '{close[0]}'?" if close else ""
-                raise DefinitionError(f"{where}parameter '{tensor.name}' is declared as checkpoint tensor '{piece}', "
-                                      f"which the model folder does not hold{hint}")
+                raise DefinitionError(f"parameter '{tensor.name}' is declared as checkpoint tensor '{piece}', which "
+                                      f"the model folder does not hold{hint}", where)
             if tuple(self.checkpoint[piece]) != tuple(piece_shape):
-                raise DefinitionError(f"{where}parameter '{tensor.name}' is declared with shape {list(piece_shape)}, "
-                                      f"but checkpoint tensor '{piece}' is {list(self.checkpoint[piece])}")
+                raise DefinitionError(f"parameter '{tensor.name}' is declared with shape {list(piece_shape)}, but "
+                                      f"checkpoint tensor '{piece}' is {list(self.checkpoint[piece])}", where)
 
     # ---- ops ---------------------------------------------------------------------------------
     def op(self, op: str, inputs: Sequence[Tensor], attrs: Optional[Dict[str, Any]] = None,
@@ -270,9 +275,9 @@ class Graph:
         if self.hf_names:
             unnamed = [name for name in self._parameters if name not in self.hf_names]
             if unnamed:
-                raise ValueError(f"{self.parameter_lines.get(unnamed[0], '')}parameter '{unnamed[0]}' has no "
-                                 f"checkpoint name (hf=...), but others do: name every parameter's checkpoint "
-                                 f"tensor, or none")
+                raise DefinitionError(f"parameter '{unnamed[0]}' has no checkpoint name (hf=...), but others do: "
+                                      f"name every parameter's checkpoint tensor, or none",
+                                      self.parameter_lines.get(unnamed[0], ""))
             ir["checkpoint_names"] = {name: self.hf_names[name] for name in self._parameters}
         return ir
 

@@ -104,8 +104,9 @@ class ModelDefinition:
         try:
             self.build(g, config)
         except (ValueError, AttributeError, TypeError, KeyError, UserError) as error:
-            where = "" if isinstance(error, DefinitionError) else _where(error.__traceback__)
-            raise DefinitionError(f"{where}{self.name}: {_message(error)}") from error
+            if isinstance(error, DefinitionError):
+                raise DefinitionError(f"{self.name}: {error.text}", error.where) from error
+            raise DefinitionError(f"{self.name}: {_message(error)}", _where(error.__traceback__)) from error
         check_undeclared(g, config.model_dir, self.name)
         return g
 
@@ -167,11 +168,17 @@ def check_undeclared(g: Graph, model_dir: str, model_name: str) -> None:
 
 
 def checkpoint_shapes(model_dir: str) -> Optional[Dict[str, List[int]]]:
-    """Tensor name -> shape of a folder's safetensors (model.safetensors or its shards), read from
-    the files' JSON headers; None when the folder has none."""
+    """Tensor name -> shape of a folder's checkpoint (the shards of model.safetensors.index.json,
+    else model.safetensors, else every *.safetensors, as transformers picks them), read from the
+    files' JSON headers; None when the folder has none."""
     folder = pathlib.Path(model_dir)
-    files = sorted(folder.glob("*.safetensors"))
-    files = [f for f in files if not f.name.startswith("adapter_")]
+    index = folder / "model.safetensors.index.json"
+    if index.is_file():  # the files transformers reads: the index's shards, else model.safetensors, else all
+        files = [folder / shard for shard in sorted(set(json.loads(index.read_text())["weight_map"].values()))]
+    elif (folder / "model.safetensors").is_file():
+        files = [folder / "model.safetensors"]
+    else:
+        files = [f for f in sorted(folder.glob("*.safetensors")) if not f.name.startswith("adapter_")]
     if not files:
         return None
     shapes: Dict[str, List[int]] = {}
