@@ -18,7 +18,8 @@ namespace surogate::models {
 
 inline constexpr const char* kCheckpointNamesKey = "checkpoint_names";
 
-// The table of `ir_file` (empty when the file has no checkpoint_names). UserErrors name `source`
+// The table of `ir_file` (empty when the file has no checkpoint_names, or is not a JSON object:
+// the IR importer reports that). UserErrors name `source`
 // and the parameter: a parameter without a name, a name for no parameter, a name used twice.
 std::vector<io::DefinedParameter> read_checkpoint_names(const std::filesystem::path& ir_file,
                                                         const std::string& source);

@@ -7,13 +7,14 @@ against transformers' Phi3ForCausalLM.
   relative 1e-5 (and the same weights with q / k / v taken in another order are further away).
 - It trains from Python (surogate.train with model_definition: the .py file) on the CPU; the folder
   it writes keeps the fused tensors under their names and transformers loads it, with the engine's
-  loss on it. LoRA on the fused projections (qkv_proj, gate_up_proj) trains and writes PEFT's keys.
+  loss on it. LoRA on the fused projections (qkv_proj, gate_up_proj) trains and writes PEFT's keys;
+  `surogate merge --model_definition` merges it as PEFT does.
 """
 import json
 
 import pytest
 
-from conftest import REPO_ROOT, make_quickstart_example
+from conftest import REPO_ROOT, make_quickstart_example, run_surogate
 from dsl_parity import ROWS, SEQ, both_losses, engine_loss, save_with_tokenizer, train_from_python
 from test_dsl_olmo2 import transformers_loss
 from test_python_api import held_out_rows
@@ -86,3 +87,16 @@ def test_lora_adapts_the_fused_projections(surogate_package, example, tmp_path):
         keys = set(weights.keys())
     assert "base_model.model.model.layers.0.self_attn.qkv_proj.lora_A.weight" in keys
     assert "base_model.model.model.layers.1.mlp.gate_up_proj.lora_B.weight" in keys
+    # `surogate merge` with the definition's weight table; transformers loads the merged folder, and
+    # PEFT's own merge of the adapter into the base model computes the same loss.
+    merged = tmp_path / "merged"
+    result = run_surogate(surogate_package.cli, "merge", "--model", folder, "--adapter", out, "--output", merged,
+                          "--model_definition", out / "model_definition.json")
+    assert result.returncode == 0, result.stderr
+    rows, labels = held_out_rows(ex, ROWS)
+    merged_loss = transformers_loss(transformers.Phi3ForCausalLM.from_pretrained(merged, dtype=torch.float32).eval(),
+                                    rows, labels)
+    peft = pytest.importorskip("peft")
+    base = transformers.Phi3ForCausalLM.from_pretrained(folder, dtype=torch.float32)
+    adapted = peft.PeftModel.from_pretrained(base, out).merge_and_unload().float().eval()
+    assert merged_loss == pytest.approx(transformers_loss(adapted, rows, labels), rel=RELATIVE_TOLERANCE)
