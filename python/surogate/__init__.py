@@ -13,8 +13,23 @@ from surogate._nccl import load_the_wheels_nccl
 
 load_the_wheels_nccl()  # before the engine loads the toolkit's NCCL: see _nccl.py
 
-from surogate._engine import UserError, __version__, has_cuda  # noqa: E402
-from surogate.model import Model, load  # noqa: E402
-from surogate.training import train  # noqa: E402
+try:
+    from surogate._engine import UserError, __version__, has_cuda  # noqa: E402
+except ImportError as _missing:  # the source tree on PYTHONPATH without the extension module
+    # surogate.dsl still works through the surogate command (surogate/dsl/_link.py); train and
+    # load need the extension (pip install .; docs/python.md).
+    class UserError(ValueError):
+        """A problem the user can fix (the extension's UserError is a ValueError too)."""
+
+    __version__ = "source"
+
+    def _needs_the_extension(*_args, **_kwargs):
+        raise ImportError(f"this needs surogate's extension module (pip install .): {_missing}")
+
+    train = load = has_cuda = _needs_the_extension
+    Model = None
+else:
+    from surogate.model import Model, load  # noqa: E402
+    from surogate.training import train  # noqa: E402
 
 __all__ = ["train", "load", "Model", "UserError", "has_cuda", "__version__"]

@@ -23,6 +23,7 @@
 #include "data/pipeline.h"
 #include "graph/json_ir.h"
 #include "io/model_config.h"
+#include "models/defined_weights.h"
 #include "models/model_eval.h"
 #include "models/token_batches.h"
 #include "models/decoder_graph.h"
@@ -113,7 +114,10 @@ int run_eval(const EvalOptions& options) {
     fail_user("--adapter {}: not a folder; give a PEFT adapter folder (adapter_config.json + "
               "adapter_model.safetensors).", options.adapter);
   }
-  io::ModelConfig config = io::load_model_config(options.model_dir);
+  // An IR file that names its weights (the Python DSL's) brings its own weight table.
+  io::ModelConfig config =
+      options.ir.empty() ? io::load_model_config(options.model_dir)
+                         : models::load_model_config(options.model_dir, {options.ir, "--ir " + options.ir});
   const graph::OpRegistry registry = ops::make_model_registry();
   graph::Graph forward;
   int64_t batch_size = options.batch_size, sequence_length = options.sequence_length;

@@ -4,6 +4,8 @@
 // projection, saved in the base model's torch_dtype with its config, generation config and
 // tokenizer files (train/model_outputs.h). The adapter is checked against the base model first
 // (models/adapter_io.h), so a mismatched pair is one clear error and nothing is written.
+// `--model_definition FILE` (a JSON IR that names its weights, as the Python DSL writes it) gives
+// the weight table of an architecture Surogate has no C++ for (models/defined_weights.h).
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -12,6 +14,7 @@
 #include "core/error.h"
 #include "io/model_config.h"
 #include "models/adapter_io.h"
+#include "models/defined_weights.h"
 #include "models/model_spec.h"
 #include "models/weight_io.h"
 #include "train/model_outputs.h"
@@ -24,6 +27,7 @@ struct MergeArguments {
   std::string model;
   std::string adapter;
   std::string output;
+  std::string model_definition;
 };
 
 int run_merge(const MergeArguments& arguments) {
@@ -33,7 +37,13 @@ int run_merge(const MergeArguments& arguments) {
   if (fs::exists(output) && (fs::equivalent(output, model) || fs::equivalent(output, adapter_dir))) {
     fail_user("--output {}: must not be the base model or adapter folder", arguments.output);
   }
-  io::ModelConfig config = io::load_model_config(model);
+  const std::string& definition = arguments.model_definition;
+  if (!definition.empty() && (!fs::is_regular_file(definition) || fs::path(definition).extension() == ".py")) {
+    fail_user("--model_definition {}: give the JSON IR file of the model's definition (python -m surogate.dsl "
+              "FILE.py --model {} -o FILE.json)", definition, arguments.model);
+  }
+  io::ModelConfig config =
+      models::load_model_config(model, {definition, "--model_definition " + definition});
   std::vector<models::ParameterSpec> specs = models::parameter_specs(config);
   models::PeftAdapter adapter = models::load_peft_adapter(adapter_dir, config);
   std::vector<std::vector<float>> weights = models::load_hf_weights_as_float32(model, specs);
@@ -55,6 +65,8 @@ Command register_merge_command(CLI::App& parent) {
   app->add_option("--adapter", arguments->adapter, "PEFT adapter folder (adapter_config.json + adapter_model.safetensors)")
       ->required();
   app->add_option("--output", arguments->output, "Folder for the merged model")->required();
+  app->add_option("--model_definition", arguments->model_definition,
+                  "JSON IR of the model's definition, for its weight table (architectures without C++)");
   return Command{app, [arguments] { return run_merge(*arguments); }};
 }
 

@@ -1,5 +1,6 @@
 // config.json → ModelConfig for Llama, Mistral, Qwen2, Qwen3, Qwen2-MoE, Qwen3-MoE, Mixtral and OLMo-2, with
-// the defaults of the matching transformers configuration classes, and the reverse
+// the defaults of the matching transformers configuration classes, and for any other architecture
+// (Defined: the generic keys, the rest left to its model definition), and the reverse
 // (save_model_config). The MoE keys are io/model_config_moe.cpp's.
 #include "io/model_config.h"
 
@@ -58,7 +59,23 @@ std::string supported_list() {
   return names;
 }
 
-Architecture parse_architecture(const json& config, const JsonFields& fields) {
+// What config.json names, and whether Surogate has C++ for it.
+struct ArchitectureReading {
+  Architecture architecture = Architecture::Defined;
+  std::string class_name;
+  std::string model_type;
+  std::string refusal;  // set for Defined: the message that refuses it without a model definition
+};
+
+std::string unsupported(const std::string& source, std::string_view key, const std::string& given) {
+  return fmt::format("{}: '{}' is {}, which Surogate does not support (supported: {}); or give a model_definition "
+                     "that writes its graph and declares its weights (docs/models.md)",
+                     source, key, given, supported_list());
+}
+
+ArchitectureReading parse_architecture(const json& config, const JsonFields& fields, const std::string& source) {
+  ArchitectureReading reading;
+  reading.model_type = fields.text("model_type").value_or("");
   if (config.contains("architectures") && !config["architectures"].is_null()) {
     const json& list = config["architectures"];
     if (!list.is_array() || list.empty()) fields.fail("architectures", "must be a non-empty list of class names");
@@ -66,23 +83,27 @@ Architecture parse_architecture(const json& config, const JsonFields& fields) {
     for (const json& item : list) {
       if (!item.is_string()) fields.fail("architectures", "must hold class names (strings)");
       for (const auto& entry : kArchitectures) {
-        if (item.get<std::string>() == entry.class_name) return entry.architecture;
+        if (item.get<std::string>() == entry.class_name) {
+          return {entry.architecture, std::string(entry.class_name), std::string(entry.model_type), ""};
+        }
       }
       given += (given.empty() ? "" : ", ") + item.get<std::string>();
     }
-    fields.fail("architectures", fmt::format("is {}, which Surogate does not support (supported: {})",
-                                             given, supported_list()));
+    reading.class_name = list.front().get<std::string>();
+    reading.refusal = unsupported(source, "architectures", given);
+    return reading;
   }
-  std::optional<std::string> model_type = fields.text("model_type");
-  if (!model_type) {
+  if (reading.model_type.empty()) {
     fields.fail("architectures", fmt::format("is missing (and so is model_type); set it to one of {}",
                                              supported_list()));
   }
   for (const auto& entry : kArchitectures) {
-    if (*model_type == entry.model_type) return entry.architecture;
+    if (reading.model_type == entry.model_type) {
+      return {entry.architecture, std::string(entry.class_name), std::string(entry.model_type), ""};
+    }
   }
-  fields.fail("model_type", fmt::format("is '{}', which Surogate does not support (supported: {})",
-                                        *model_type, supported_list()));
+  reading.refusal = unsupported(source, "model_type", "'" + reading.model_type + "'");
+  return reading;
 }
 
 std::vector<int64_t> parse_token_ids(const json& config, const JsonFields& fields, std::string_view key) {
@@ -103,7 +124,10 @@ std::vector<int64_t> parse_token_ids(const json& config, const JsonFields& field
 void parse_sliding_window(const json& config, const JsonFields& fields, ModelConfig& model) {
   const auto layers = static_cast<size_t>(model.num_hidden_layers);
   model.sliding_window_layers.assign(layers, false);
-  if (model.architecture == Architecture::Llama || model.architecture == Architecture::Olmo2) return;
+  if (model.architecture == Architecture::Llama || model.architecture == Architecture::Olmo2 ||
+      model.architecture == Architecture::Defined) {
+    return;  // a definition reads its own window keys (config.json's raw keys, surogate.dsl.ModelConfig)
+  }
   if (model.architecture == Architecture::Mistral || model.architecture == Architecture::Mixtral) {
     // MistralConfig: sliding_window (default 4096; null disables) on every layer; MixtralConfig the
     // same with default null.
@@ -150,8 +174,16 @@ void parse_sliding_window(const json& config, const JsonFields& fields, ModelCon
 
 }  // namespace
 
-std::string_view architecture_class_name(Architecture architecture) { return info(architecture).class_name; }
-std::string_view architecture_model_type(Architecture architecture) { return info(architecture).model_type; }
+std::string_view architecture_class_name(Architecture architecture) {
+  return architecture == Architecture::Defined ? "an architecture of a model definition" : info(architecture).class_name;
+}
+std::string_view architecture_model_type(Architecture architecture) {
+  return architecture == Architecture::Defined ? "defined" : info(architecture).model_type;
+}
+
+void require_builtin_support(const ModelConfig& config) {
+  if (!config.builtin_refusal.empty()) throw UserError(config.builtin_refusal);
+}
 
 ModelConfig parse_model_config(std::string_view json_text, const std::string& source) {
   json config = json::parse(json_text.begin(), json_text.end(), nullptr, /*allow_exceptions=*/false);
@@ -160,7 +192,11 @@ ModelConfig parse_model_config(std::string_view json_text, const std::string& so
   }
   JsonFields fields(config, source);
   ModelConfig model;
-  model.architecture = parse_architecture(config, fields);
+  ArchitectureReading architecture = parse_architecture(config, fields, source);
+  model.architecture = architecture.architecture;
+  model.architecture_class = std::move(architecture.class_name);
+  model.model_type = std::move(architecture.model_type);
+  model.builtin_refusal = std::move(architecture.refusal);
   CheckpointQuantization quantization = parse_quantization_config(config, source);
   model.fp8_block_checkpoint = quantization.fp8_blocks;
   model.bnb_4bit_checkpoint = quantization.bnb_4bit;
@@ -195,7 +231,8 @@ ModelConfig parse_model_config(std::string_view json_text, const std::string& so
   }
   model.rms_norm_eps = fields.positive_number_or("rms_norm_eps", model.architecture == Architecture::Olmo2 ? 1e-5 : 1e-6);
   model.max_position_embeddings = fields.positive_integer_or(
-      "max_position_embeddings", info(model.architecture).default_max_position_embeddings);
+      "max_position_embeddings",
+      model.architecture == Architecture::Defined ? 2048 : info(model.architecture).default_max_position_embeddings);
   model.tie_word_embeddings = fields.boolean("tie_word_embeddings").value_or(false);
 
   switch (model.architecture) {
@@ -223,14 +260,18 @@ ModelConfig parse_model_config(std::string_view json_text, const std::string& so
       model.qkv_bias = model.o_proj_bias = fields.boolean("attention_bias").value_or(false);
       model.qk_norm = true;
       break;
+    case Architecture::Defined:
+      break;  // its definition declares its weights
   }
   parse_sliding_window(config, fields, model);
   model.moe = parse_moe_config(config, fields, model.architecture, model.num_hidden_layers, model.intermediate_size);
 
   model.hidden_act = fields.text("hidden_act").value_or("silu");
   if (model.hidden_act == "swish") model.hidden_act = "silu";
-  if (model.hidden_act != "silu") {
-    fields.fail("hidden_act", fmt::format("is '{}'; Surogate supports only 'silu' (SwiGLU MLPs)", model.hidden_act));
+  if (model.hidden_act != "silu" && model.builtin_refusal.empty()) {
+    model.builtin_refusal = fmt::format("{}: 'hidden_act' is '{}'; Surogate's built-in graphs support only 'silu' "
+                                        "(SwiGLU MLPs); a model_definition chooses its own activation (docs/models.md)",
+                                        source, model.hidden_act);
   }
   std::string_view dtype_key = fields.has("dtype") ? "dtype" : "torch_dtype";
   if (auto dtype_name = fields.text(dtype_key)) {
@@ -272,6 +313,15 @@ std::string model_config_to_json(const ModelConfig& model) {
   }
   const bool as_rope_parameters = config.contains("rope_parameters");
   config.erase("quantization_config");  // the weights Surogate writes are full precision
+  if (model.architecture == Architecture::Defined) {
+    // Surogate interprets none of its architecture's keys: the file goes back as it came, with
+    // the dtype the weights are written in.
+    if (model.torch_dtype) {
+      config.erase("dtype");
+      config["torch_dtype"] = std::string(dtype_torch_name(*model.torch_dtype));
+    }
+    return config.dump(2) + "\n";
+  }
   config["architectures"] = {std::string(architecture_class_name(model.architecture))};
   config["model_type"] = std::string(architecture_model_type(model.architecture));
   config["vocab_size"] = model.vocab_size;

@@ -1,7 +1,10 @@
 // Hugging Face `config.json` for the decoder architectures Surogate trains (Llama, Mistral,
 // Qwen2, Qwen3, the mixture-of-experts Qwen2-MoE, Qwen3-MoE, Mixtral, and OLMo-2, whose graph comes
 // from a model definition: examples/dsl/olmo2.py) → one typed ModelConfig, with every default resolved the way transformers
-// resolves it, so later stages never look at JSON again. RoPE is accepted in both spellings:
+// resolves it, so later stages never look at JSON again. Any other `architectures` value, and a
+// `hidden_act` other than silu, is read too (Architecture::Defined): a model definition
+// (models/model_definition.h) brings the graph and the weights; without one, the first use of the
+// built-in tables (models::parameter_specs, the graph builder) raises `builtin_refusal`. RoPE is accepted in both spellings:
 // the legacy `rope_theta` + `rope_scaling` and the newer `rope_parameters` object; either way
 // the result is a fully resolved RopeConfig. Bad or unsupported configs raise one UserError
 // naming config.json and the key.
@@ -18,12 +21,15 @@
 
 namespace surogate::io {
 
-enum class Architecture { Llama, Mistral, Qwen2, Qwen3, Qwen2Moe, Qwen3Moe, Mixtral, Olmo2 };
+// Defined: an architecture with no C++ entry (GPTNeoXForCausalLM, Phi3ForCausalLM, ...); only a
+// model definition's graph and weight table can train it.
+enum class Architecture { Llama, Mistral, Qwen2, Qwen3, Qwen2Moe, Qwen3Moe, Mixtral, Olmo2, Defined };
 
 // "LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM",
 // "Qwen2MoeForCausalLM", "Qwen3MoeForCausalLM", "MixtralForCausalLM", "Olmo2ForCausalLM".
 std::string_view architecture_class_name(Architecture architecture);
 // "llama", "mistral", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe", "mixtral", "olmo2" (config.json's model_type).
+// Defined has neither: ModelConfig::architecture_class / model_type hold what config.json says.
 std::string_view architecture_model_type(Architecture architecture);
 
 enum class RopeType { Default, Linear, Dynamic, Yarn, Llama3 };
@@ -99,8 +105,26 @@ struct MoeConfig {
   double router_aux_loss_coef = 0.001;          // its weight
 };
 
+// A weight of a model definition's own table (the `checkpoint_names` of its IR file,
+// models/model_definition.h): engine name, checkpoint name ("{expert}" marks a stack of per-expert
+// tensors along dimension 0) and shape.
+struct DefinedParameter {
+  std::string name;
+  std::string hf_name;
+  std::vector<int64_t> shape;
+};
+
 struct ModelConfig {
   Architecture architecture = Architecture::Llama;
+  std::string architecture_class;  // config.json's class name (Defined: as given, e.g. GPTNeoXForCausalLM)
+  std::string model_type;          // config.json's model_type (Defined: as given; may be empty)
+  // Why the built-in graph and weight table cannot serve this config (an architecture without a
+  // C++ entry, a hidden_act other than silu): the UserError message, naming config.json and the
+  // key, raised where they are used without a model definition. Empty: nothing refused.
+  std::string builtin_refusal;
+  // Set from a model definition that declares its weights: replaces the built-in weight table
+  // (models::parameter_specs). Empty: the architecture's table.
+  std::vector<DefinedParameter> defined_parameters;
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;
   int64_t intermediate_size = 0;
@@ -123,7 +147,7 @@ struct ModelConfig {
   std::optional<int64_t> bos_token_id;
   std::vector<int64_t> eos_token_ids;      // config.json may hold one id or a list
   std::optional<int64_t> pad_token_id;
-  std::string hidden_act = "silu";         // only silu is supported
+  std::string hidden_act = "silu";         // the built-in graphs need silu; a definition picks its own
   std::optional<Fp8BlockCheckpoint> fp8_block_checkpoint;  // config.json's quantization_config
   std::optional<Bnb4bitCheckpoint> bnb_4bit_checkpoint;    // likewise (at most one of the two)
   std::optional<MoeConfig> moe;            // the MoE architectures only
@@ -132,13 +156,16 @@ struct ModelConfig {
   std::string source_json;
 };
 
-// Reads `model_dir/config.json`. Throws UserError for a missing file, invalid JSON, an
-// unsupported architecture (listing the supported ones), missing required keys, non-positive
-// sizes, head counts that do not divide, unsupported hidden_act or RoPE type, a quantization_config
-// other than FP8 with block scales or bitsandbytes 4-bit.
+// Reads `model_dir/config.json`. Throws UserError for a missing file, invalid JSON, missing
+// required keys, non-positive sizes, head counts that do not divide, an unsupported RoPE type, a
+// quantization_config other than FP8 with block scales or bitsandbytes 4-bit. An architecture
+// without a C++ entry or another hidden_act is not refused here: see builtin_refusal.
 ModelConfig load_model_config(const std::filesystem::path& model_dir);
 // Same from text; `source` names the file in error messages.
 ModelConfig parse_model_config(std::string_view json_text, const std::string& source);
+
+// Raises config.builtin_refusal when it is set (callers about to use the built-in tables).
+void require_builtin_support(const ModelConfig& config);
 
 // Writes `model_dir/config.json` (atomically) so that transformers' AutoConfig loads it:
 // the source config's keys are kept and the interpreted fields overwritten; RoPE is written in

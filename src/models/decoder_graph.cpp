@@ -36,6 +36,7 @@ TensorId projection(GraphBuilder& b, const Parameters& p, TensorId x, const std:
 
 DecoderGraph build_decoder_graph(const io::ModelConfig& config, const graph::OpRegistry& registry,
                                  const DecoderGraphOptions& options) {
+  io::require_builtin_support(config);
   if (config.architecture == io::Architecture::Olmo2) {
     fail_user("config.json: {} has no built-in graph (its norms follow each half of the block); train it from "
               "its Python definition: model_definition: examples/dsl/olmo2.py (docs/models.md)",

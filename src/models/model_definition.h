@@ -17,8 +17,9 @@
 // For the built-in architectures the rules give exactly the builder's graph for the same options
 // (tests/models/test_model_definition.cpp), which is what makes them the rules.
 // The file must take the inputs and parameters the engine feeds (models::check_model_graph): the
-// parameters are those config.json implies (their HF names come from models/model_spec.h), so an
-// IR definition changes how a model computes, not which weights it has.
+// parameters are those of the file's own weight table when it has one ("checkpoint_names", which
+// the Python DSL writes: models/defined_weights.h; then any architecture loads), else those
+// config.json implies through the built-in table (models/model_spec.h).
 #pragma once
 
 #include <filesystem>

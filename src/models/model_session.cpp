@@ -1,5 +1,6 @@
 // A loaded model on a backend; see model_session.h.
 #include "models/model_session.h"
+#include "models/defined_weights.h"
 
 #include <algorithm>
 #include <cstring>
@@ -115,7 +116,7 @@ ModelSession::ModelSession(const std::filesystem::path& model_dir, const Session
 #if !SUROGATE_WITH_CUDA
   if (options.cuda) fail_user("device 'cuda': this surogate was built without the CUDA backend; use device='cpu'");
 #endif
-  s.config = io::load_model_config(model_dir);
+  s.config = load_model_config(model_dir, options.definition);
   DecoderGraphOptions graph_options{options.batch, options.sequence, 1, false};
   if (options.cuda) graph_options.dtype = DType::BF16;
   graph::Graph graph = build_model_graph(s.config, s.registry, graph_options, options.definition).graph;

@@ -161,7 +161,28 @@ std::vector<HfPiece> hf_pieces(const ParameterSpec& spec) {
   return pieces;
 }
 
+namespace {
+
+// The table a model definition declared (models/defined_weights.h).
+std::vector<ParameterSpec> defined_parameter_specs(const io::ModelConfig& config) {
+  std::vector<ParameterSpec> specs;
+  for (const io::DefinedParameter& parameter : config.defined_parameters) {
+    const bool stacked = parameter.hf_name.find(kExpertSlot) != std::string::npos;
+    if (stacked && parameter.shape.empty()) {
+      fail_user("parameter '{}': checkpoint name '{}' holds {} but the parameter is a scalar", parameter.name,
+                parameter.hf_name, kExpertSlot);
+    }
+    specs.push_back(ParameterSpec{parameter.name, parameter.hf_name, parameter.shape, config.fp8_block_checkpoint,
+                                  config.bnb_4bit_checkpoint.has_value(), stacked ? parameter.shape.front() : 0});
+  }
+  return specs;
+}
+
+}  // namespace
+
 std::vector<ParameterSpec> parameter_specs(const io::ModelConfig& config) {
+  if (!config.defined_parameters.empty()) return defined_parameter_specs(config);
+  io::require_builtin_support(config);
   const int64_t hidden = config.hidden_size;
   const int64_t head_dim = config.head_dim;
   const int64_t q_width = config.num_attention_heads * head_dim;

@@ -75,7 +75,9 @@ struct NameMapping {
 std::vector<NameMapping> hf_name_table(io::Architecture architecture);
 
 // Every parameter of the model described by `config`, in a fixed order (embedding, layers in
-// order, final norm, lm head).
+// order, final norm, lm head); a model definition's own table when config.defined_parameters is
+// set (models/defined_weights.h), in the definition's order. Without one, a config Surogate has no
+// C++ for raises its builtin_refusal (io/model_config.h).
 std::vector<ParameterSpec> parameter_specs(const io::ModelConfig& config);
 
 // The elements of every tensor of `specs`: the model's parameter count.

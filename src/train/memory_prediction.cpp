@@ -14,6 +14,7 @@
 #include "core/strings.h"
 #include "data/pipeline.h"
 #include "io/model_config.h"
+#include "models/defined_weights.h"
 #include "train/device/backend_selection.h"
 #include "train/pipeline_plan.h"
 #include "train/training_plan.h"
@@ -250,7 +251,7 @@ std::string layout_settings(const LayoutPrediction& layout) {
 }  // namespace
 
 MemoryPrediction predict_training_memory(const Config& config, std::optional<size_t> gpu_memory_bytes) {
-  const io::ModelConfig model = io::load_model_config(config.model);
+  const io::ModelConfig model = models::load_model_config(config.model, model_definition(config));
   const Target target = target_device(gpu_memory_bytes);
   const TrainingPlan plan = plan_for(config, model, target);
   MemoryPrediction prediction;

@@ -16,6 +16,7 @@
 #include "distributed/parallel_layout.h"
 #include "distributed/rank_failure.h"
 #include "io/model_config.h"
+#include "models/defined_weights.h"
 #include "models/model_spec.h"
 #include "train/base_weights.h"
 #include "train/batch_inputs.h"
@@ -158,7 +159,7 @@ Run::Run(const Config& config, const TrainerOptions& options)
                                              : distributed::cpu_parallel_layout(config, placement);
   world_->check_same("the data-parallel ranks each process drives (gpus, or distributed.gpus_per_node)",
                      ranks.local_ranks);
-  model_config_ = io::load_model_config(config.model);
+  model_config_ = models::load_model_config(config.model, model_definition(config));
   specs_ = models::parameter_specs(model_config_);
   if (config.lora) lora_ = lora_setup(config, model_config_, backend_kind_);
 

@@ -246,8 +246,6 @@ struct BadConfig {
 
 TEST(ModelConfig, ErrorsNameTheKey) {
   const std::vector<BadConfig> cases = {
-      {"unsupported architecture", [](json& c) { c["architectures"] = {"GPT2LMHeadModel"}; },
-       {"GPT2LMHeadModel", "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM"}},
       {"no architecture", [](json& c) { c.erase("architectures"); }, {"'architectures'", "missing"}},
       {"missing hidden_size", [](json& c) { c.erase("hidden_size"); }, {"'hidden_size'", "missing"}},
       {"zero layers", [](json& c) { c["num_hidden_layers"] = 0; }, {"'num_hidden_layers'", "positive"}},
@@ -257,7 +255,6 @@ TEST(ModelConfig, ErrorsNameTheKey) {
       {"string size", [](json& c) { c["intermediate_size"] = "big"; }, {"'intermediate_size'", "integer"}},
       {"heads do not divide", [](json& c) { c["num_attention_heads"] = 5; }, {"'num_attention_heads'", "divide hidden_size"}},
       {"kv heads do not divide", [](json& c) { c["num_key_value_heads"] = 3; }, {"'num_key_value_heads'", "divide"}},
-      {"gelu", [](json& c) { c["hidden_act"] = "gelu"; }, {"'hidden_act'", "gelu", "silu"}},
       {"bad dtype", [](json& c) { c["torch_dtype"] = "float7"; }, {"'torch_dtype'", "float7"}},
       // Not a dtype outputs can be written in: refused when the config is read, not after training.
       {"integer dtype", [](json& c) { c["torch_dtype"] = "int8"; }, {"'torch_dtype'", "int8", "bfloat16, float16 or float32"}},
@@ -291,6 +288,53 @@ TEST(ModelConfig, ErrorsNameTheKey) {
   expect_user_error([] { parse_model_config("{not json", "/m/config.json"); }, {"/m/config.json", "JSON"});
   TemporaryFolder folder;
   expect_user_error([&] { load_model_config(folder.path()); }, {"config.json", "not found"});
+}
+
+// An architecture without C++ and another hidden_act are read (a model definition brings the graph
+// and the weights); the built-in tables refuse them with the message that names the key.
+TEST(ModelConfig, ArchitecturesWithoutCppAreReadAndRefusedByTheBuiltInTables) {
+  const std::vector<BadConfig> cases = {
+      {"unsupported architecture", [](json& c) { c["architectures"] = {"GPT2LMHeadModel"}; },
+       {"'architectures'", "GPT2LMHeadModel", "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM",
+        "model_definition"}},
+      {"unsupported model_type", [](json& c) { c.erase("architectures"); c["model_type"] = "gpt_neox"; },
+       {"'model_type'", "'gpt_neox'", "model_definition"}},
+      {"gelu", [](json& c) { c["hidden_act"] = "gelu"; }, {"'hidden_act'", "gelu", "silu", "model_definition"}},
+  };
+  for (const BadConfig& bad : cases) {
+    SCOPED_TRACE(bad.label);
+    json config = minimal_llama();
+    bad.edit(config);
+    const ModelConfig model = parse_model_config(config.dump(), "/m/config.json");
+    std::vector<std::string> fragments = bad.fragments;
+    fragments.push_back("/m/config.json");
+    try {
+      require_builtin_support(model);
+      ADD_FAILURE() << "expected a UserError";
+    } catch (const UserError& error) {
+      for (const std::string& fragment : fragments) {
+        EXPECT_NE(std::string(error.what()).find(fragment), std::string::npos) << error.what() << " / " << fragment;
+      }
+    }
+  }
+  json neox = minimal_llama();
+  neox["architectures"] = {"GPTNeoXForCausalLM"};
+  neox["model_type"] = "gpt_neox";
+  neox["hidden_act"] = "gelu";
+  neox["use_parallel_residual"] = true;
+  const ModelConfig model = parse_model_config(neox.dump(), "/m/config.json");
+  EXPECT_EQ(model.architecture, Architecture::Defined);
+  EXPECT_EQ(model.architecture_class, "GPTNeoXForCausalLM");
+  EXPECT_EQ(model.model_type, "gpt_neox");
+  EXPECT_EQ(model.hidden_act, "gelu");
+  EXPECT_EQ(model.hidden_size, 64);
+  // Written back as it came (the keys Surogate does not interpret stay), with the weights' dtype.
+  json saved = json::parse(model_config_to_json(model));
+  EXPECT_EQ(saved["architectures"], json({"GPTNeoXForCausalLM"}));
+  EXPECT_EQ(saved["model_type"], "gpt_neox");
+  EXPECT_EQ(saved["use_parallel_residual"], true);
+  EXPECT_FALSE(saved.contains("rms_norm_eps"));
+  EXPECT_TRUE(parse_model_config(minimal_llama().dump(), "/m/config.json").builtin_refusal.empty());
 }
 
 TEST(ModelConfig, SaveThenLoadKeepsEveryField) {

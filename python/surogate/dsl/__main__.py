@@ -1,7 +1,10 @@
 """``python -m surogate.dsl MODEL.py --model DIR --batch B --seq T [-o FILE]``: writes the JSON IR of
 a model written in the DSL (``MODEL.py`` defining one model, or ``MODEL.py:NAME``; ``decoder`` for
 the built-in Llama family) for a model folder and micro-batch shape, for ``model_definition:`` in a
-YAML configuration (B = per_device_train_batch_size, T = sequence_len) or ``surogate eval --ir``."""
+YAML configuration (B = per_device_train_batch_size, T = sequence_len) or ``surogate eval --ir``.
+A definition that does not fit (a weight the checkpoint lacks, a shape mismatch, an op the engine
+does not have) exits 2 with the line of the file. Works with ``PYTHONPATH=python`` and a built
+``surogate`` command alone (surogate/dsl/_link.py)."""
 import argparse
 import json
 import sys

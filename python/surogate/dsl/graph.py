@@ -15,9 +15,41 @@ from __future__ import annotations
 import contextlib
 import difflib
 import json
+import os
+import sys
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
-from surogate import _engine
+from surogate.dsl._link import engine as _engine
+
+_DSL_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def _caller() -> str:
+    """Where the user's code is: ``file:line: `` of the innermost frame outside surogate.dsl, with
+    the lines of that file that led to it (``file:41 (via lines 52, 60): ``: a helper's line, then
+    the calls of the helper)."""
+    frames = []
+    frame = sys._getframe(1)
+    while frame is not None:
+        frames.append((frame.f_code.co_filename, frame.f_lineno))
+        frame = frame.f_back
+    return user_location(frames)
+
+
+def user_location(frames) -> str:
+    """``file:line (via lines ...): `` for (filename, line) pairs, innermost first; '' when none is
+    outside surogate.dsl."""
+    outside = [(name, line) for name, line in frames if os.path.dirname(os.path.abspath(name)) != _DSL_DIR]
+    if not outside:
+        return ""
+    file, line = outside[0]
+    via = []
+    for name, caller_line in outside[1:]:
+        if name != file:
+            break
+        via.append(str(caller_line))
+    return f"{file}:{line}{' (via lines ' + ', '.join(via) + ')' if via else ''}: "
+
 
 Shape = Sequence[int]
 
@@ -31,6 +63,16 @@ def registered_ops() -> Dict[str, Dict[str, Any]]:
     if _OPS is None:
         _OPS = {op["name"]: op for op in _engine.ops()}
     return _OPS
+
+
+class DefinitionError(ValueError):
+    """A model definition that does not fit its model folder or the engine: the message names the
+    line of the definition's file (``where``, first), the weight or the op (``python -m surogate.dsl``
+    exits 2)."""
+
+    def __init__(self, text: str, where: str = "") -> None:
+        super().__init__(where + text)
+        self.text, self.where = text, where
 
 
 class Tensor:
@@ -90,6 +132,10 @@ class Graph:
         self._scope = ""
         self._group = ""
         self.hf_names: Dict[str, str] = {}
+        self.parameter_lines: Dict[str, str] = {}  # parameter -> "file:line: " of its declaration
+        self._hf_owner: Dict[str, str] = {}         # checkpoint name -> the parameter declared as it
+        # Checkpoint tensor -> shape (the model folder's safetensors headers); None: not checked.
+        self.checkpoint: Optional[Dict[str, List[int]]] = None
 
     # ---- names, scopes, recompute groups -------------------------------------------------
     def scoped_name(self, name: str) -> str:
@@ -148,12 +194,39 @@ class Graph:
 
     def parameter(self, name: str, shape: Shape, *, hf: Optional[str] = None, dtype: str = "F32",
                   trainable: bool = True) -> Tensor:
-        """A weight. ``hf``: its name in the Hugging Face checkpoint (the mapping the engine loads
-        and saves by; checked against the engine's table for the architecture when emitted)."""
+        """A weight. ``hf``: its tensor's name in the model folder's checkpoint (the IR's
+        ``checkpoint_names``: the engine loads it from and saves it back to that name, so a
+        definition declares weights of any name and layout; a fused tensor is split in the graph).
+        ``"{expert}"`` in ``hf`` stacks per-expert tensors along dimension 0. Either every parameter
+        has one or none does (then the engine's built-in table names them, docs/models.md)."""
         tensor = self._leaf(name, dtype, shape, "parameter", trainable)
+        self.parameter_lines[tensor.name] = _caller()
         if hf is not None:
+            twin = self._hf_owner.setdefault(hf, tensor.name)
+            if twin != tensor.name:
+                raise DefinitionError(f"parameter '{tensor.name}' is declared as checkpoint tensor '{hf}', which "
+                                      f"'{twin}' already is", self.parameter_lines[tensor.name])
             self.hf_names[tensor.name] = hf
+            self._check_stored(tensor, hf)
         return tensor
+
+    def _check_stored(self, tensor: Tensor, hf: str) -> None:
+        """The checkpoint holds ``hf`` (each expert's tensor for "{expert}") with the declared shape."""
+        if self.checkpoint is None:
+            return
+        shape = tuple(tensor.shape)
+        pieces = [(hf.replace("{expert}", str(e)), shape[1:]) for e in range(shape[0])] if "{expert}" in hf \
+            else [(hf, shape)]
+        where = self.parameter_lines[tensor.name]
+        for piece, piece_shape in pieces:
+            if piece not in self.checkpoint:
+                close = difflib.get_close_matches(piece, list(self.checkpoint), n=1)
+                hint = f"; did you mean '{close[0]}'?" if close else ""
+                raise DefinitionError(f"parameter '{tensor.name}' is declared as checkpoint tensor '{piece}', which "
+                                      f"the model folder does not hold{hint}", where)
+            if tuple(self.checkpoint[piece]) != tuple(piece_shape):
+                raise DefinitionError(f"parameter '{tensor.name}' is declared with shape {list(piece_shape)}, but "
+                                      f"checkpoint tensor '{piece}' is {list(self.checkpoint[piece])}", where)
 
     # ---- ops ---------------------------------------------------------------------------------
     def op(self, op: str, inputs: Sequence[Tensor], attrs: Optional[Dict[str, Any]] = None,
@@ -195,9 +268,18 @@ class Graph:
         return self._by_name[name]
 
     def to_ir(self) -> Dict[str, Any]:
-        """The graph as a JSON IR version 1 document (docs/architecture.md)."""
-        return {"version": 1, "tensors": self._tensors, "nodes": self._nodes, "inputs": self._inputs,
-                "parameters": self._parameters, "outputs": self._outputs}
+        """The graph as a JSON IR version 1 document (docs/architecture.md), with
+        ``checkpoint_names`` (parameter -> checkpoint tensor) when the parameters declare them."""
+        ir: Dict[str, Any] = {"version": 1, "tensors": self._tensors, "nodes": self._nodes, "inputs": self._inputs,
+                              "parameters": self._parameters, "outputs": self._outputs}
+        if self.hf_names:
+            unnamed = [name for name in self._parameters if name not in self.hf_names]
+            if unnamed:
+                raise DefinitionError(f"parameter '{unnamed[0]}' has no checkpoint name (hf=...), but others do: "
+                                      f"name every parameter's checkpoint tensor, or none",
+                                      self.parameter_lines.get(unnamed[0], ""))
+            ir["checkpoint_names"] = {name: self.hf_names[name] for name in self._parameters}
+        return ir
 
     def to_json(self, indent: Optional[int] = 1) -> str:
         return json.dumps(self.to_ir(), indent=indent)

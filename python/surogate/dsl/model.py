@@ -17,44 +17,69 @@ models/model_eval.h); emit() runs the same import on the result before returning
 """
 from __future__ import annotations
 
+import difflib
 import importlib.util
 import json
 import os
 import pathlib
+import struct
+import traceback
 from typing import Any, Callable, Dict, List, Optional, Union
 
-from surogate import _engine
-from surogate.dsl.graph import Graph
+from surogate import UserError
+from surogate.dsl._link import engine as _engine
+from surogate.dsl.graph import DefinitionError, Graph, user_location
 
 
 class ModelConfig:
     """What the engine reads from a model folder's config.json, resolved (io/model_config.h):
     ``vocab_size``, ``hidden_size``, ``intermediate_size``, ``num_hidden_layers``,
     ``num_attention_heads``, ``num_key_value_heads``, ``head_dim``, ``rms_norm_eps``,
-    ``tie_word_embeddings``, ``qkv_bias``, ``o_proj_bias``, ``mlp_bias``, ``qk_norm``,
-    ``sliding_window_per_layer`` (0 = full attention), ``rope_type``, ``model_type``, ``moe`` (None
-    for dense models, else a dict: ``experts``, ``experts_per_token``, ``expert_intermediate_size``,
-    ``normalize_top_k``, ``shared_expert_intermediate_size``, ``sparse_layers`` (per layer),
-    ``output_router_logits``, ``router_aux_loss_coef``), ...
+    ``tie_word_embeddings``, ``qkv_bias``, ``o_proj_bias``, ``mlp_bias``, ``qk_norm``, ``hidden_act``,
+    ``sliding_window_per_layer`` (0 = full attention), ``rope_type``, ``model_type``, ``architecture``
+    (config.json's class name), ``moe`` (None for dense models, else a dict: ``experts``,
+    ``experts_per_token``, ``expert_intermediate_size``, ``normalize_top_k``,
+    ``shared_expert_intermediate_size``, ``sparse_layers`` (per layer), ``output_router_logits``,
+    ``router_aux_loss_coef``).
+
+    Every other config.json key is an attribute too, as the file has it (``c.layer_norm_eps``,
+    ``c.use_parallel_residual``, ``c.rope_parameters``...); :meth:`get` gives a default for keys
+    the file may lack, and :attr:`json` is the whole file. The engine's resolved values win where
+    both exist (``head_dim`` is always set, RoPE's ``partial_rotary_factor`` is in :meth:`rope`).
     """
 
     def __init__(self, model_dir: str) -> None:
         self.model_dir = model_dir
         self._facts: Dict[str, Any] = _engine.model_facts(model_dir)
+        with open(os.path.join(model_dir, "config.json"), encoding="utf-8") as file:
+            self.json: Dict[str, Any] = json.load(file)
 
     def __getattr__(self, name: str) -> Any:
-        try:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        if name in self._facts:
             return self._facts[name]
-        except KeyError:
-            raise AttributeError(f"config has no '{name}'; it has {', '.join(sorted(self._facts))}") from None
+        if name in self.json:
+            return self.json[name]
+        raise AttributeError(f"config has no '{name}' (config.json lacks it; the engine's values: "
+                             f"{', '.join(sorted(self._facts))}); use c.get('{name}', default)")
+
+    def get(self, name: str, default: Any = None) -> Any:
+        """The engine's value or config.json's key ``name``, else ``default``."""
+        try:
+            return getattr(self, name)
+        except AttributeError:
+            return default
 
     def rope(self, seq: int) -> Dict[str, Any]:
         """The RoPE attributes of the rope ops (``inv_freq``, ``attention_scaling``) for sequences of
-        ``seq`` tokens, computed by the engine from the config's RoPE settings (every variant)."""
+        ``seq`` tokens, computed by the engine from the config's RoPE settings (every variant, with
+        ``partial_rotary_factor``: ``inv_freq`` has rotary_dim / 2 entries)."""
         return _engine.rope_attributes(self.model_dir, seq)
 
     def parameter_table(self) -> List[Dict[str, Any]]:
-        """The engine's parameters for this config: ``name``, ``hf_name``, ``shape``, in order."""
+        """The engine's built-in parameters for this config (``name``, ``hf_name``, ``shape``, in
+        order); a UserError for an architecture Surogate has no C++ for."""
         return _engine.parameter_table(self.model_dir)
 
 
@@ -74,15 +99,25 @@ class ModelDefinition:
         """Runs the definition for a model folder's config.json and a micro-batch shape."""
         g = Graph(batch, seq, lmhead_chunks)
         config = ModelConfig(os.fspath(model_dir))
-        self.build(g, config)
-        _check_weight_names(g, config, self.name)
+        if "quantization_config" not in config.json:  # quantized checkpoints hold their codes' side tensors too
+            g.checkpoint = checkpoint_shapes(config.model_dir)
+        try:
+            self.build(g, config)
+        except (ValueError, AttributeError, TypeError, KeyError, UserError) as error:
+            if isinstance(error, DefinitionError):
+                raise DefinitionError(f"{self.name}: {error.text}", error.where) from error
+            raise DefinitionError(f"{self.name}: {_message(error)}", _where(error.__traceback__)) from error
+        check_undeclared(g, config.model_dir, self.name)
         return g
 
     def emit(self, model_dir: Union[str, "os.PathLike[str]"], batch: int = 1, seq: int = 128,
              lmhead_chunks: int = 1) -> Dict[str, Any]:
         """The JSON IR (a dict), verified by the engine's importer."""
         ir = self.graph(model_dir, batch, seq, lmhead_chunks).to_ir()
-        _engine.verify_ir(json.dumps(ir))
+        try:
+            _engine.verify_ir(json.dumps(ir))
+        except UserError as error:
+            raise DefinitionError(f"{self.name}: {error}") from error
         return ir
 
     def save(self, path: Union[str, "os.PathLike[str]"], model_dir: Union[str, "os.PathLike[str]"], batch: int = 1,
@@ -106,26 +141,55 @@ def model(build: Optional[Builder] = None, *, name: Optional[str] = None):
     return ModelDefinition(build, name)
 
 
-def _check_weight_names(g: Graph, config: ModelConfig, model_name: str) -> None:
-    """The engine loads and saves weights by its table for the architecture (models/model_spec.h):
-    the names, shapes and declared HF names must be those."""
-    table = {row["name"]: row for row in config.parameter_table()}
-    declared = {name: g.tensor(name) for name in g.to_ir()["parameters"]}
-    for name, tensor in declared.items():
-        row = table.get(name)
-        if row is None:
-            raise ValueError(f"{model_name}: parameter '{name}' is not one the engine loads for a "
-                             f"{config.model_type} config.json (docs/models.md lists the weight table)")
-        if list(tensor.shape) != list(row["shape"]):
-            raise ValueError(f"{model_name}: parameter '{name}' has shape {list(tensor.shape)}, config.json implies "
-                             f"{row['shape']}")
-        hf = g.hf_names.get(name)
-        if hf is not None and hf != row["hf_name"]:
-            raise ValueError(f"{model_name}: parameter '{name}' is declared as HF '{hf}', but the engine loads "
-                             f"'{row['hf_name']}' for it")
-    missing = [name for name in table if name not in declared]
-    if missing:
-        raise ValueError(f"{model_name}: the graph lacks parameters config.json implies: {', '.join(missing[:5])}")
+def _message(error: BaseException) -> str:
+    return str(error.args[0]) if isinstance(error, KeyError) and error.args else str(error)
+
+
+def _where(trace) -> str:
+    """The user's line where the error was raised (graph.user_location), or ''."""
+    return user_location([(frame.filename, frame.lineno) for frame in reversed(traceback.extract_tb(trace))])
+
+
+def check_undeclared(g: Graph, model_dir: str, model_name: str) -> None:
+    """Every tensor of the checkpoint is declared by some ``g.parameter(..., hf=...)``, as the
+    engine's loader will require (models/weight_io.h); each declared one was checked against the
+    checkpoint when it was declared (Graph.parameter)."""
+    if not g.hf_names or g.checkpoint is None:
+        return
+    declared = set()
+    for name, hf in g.hf_names.items():
+        shape = g.tensor(name).shape
+        declared.update(hf.replace("{expert}", str(e)) for e in range(shape[0])) if "{expert}" in hf else declared.add(hf)
+    extra = sorted(name for name in g.checkpoint if name not in declared and not name.endswith("rotary_emb.inv_freq"))
+    if extra:
+        raise DefinitionError(f"{model_name}: {model_dir} holds tensors the definition does not declare: "
+                              f"{', '.join(extra[:5])}{' ...' if len(extra) > 5 else ''}; declare each with "
+                              f"g.parameter(..., hf=NAME) (the engine loads every tensor of the checkpoint)")
+
+
+def checkpoint_shapes(model_dir: str) -> Optional[Dict[str, List[int]]]:
+    """Tensor name -> shape of a folder's checkpoint (the shards of model.safetensors.index.json,
+    else model.safetensors, else every *.safetensors, as transformers picks them), read from the
+    files' JSON headers; None when the folder has none."""
+    folder = pathlib.Path(model_dir)
+    index = folder / "model.safetensors.index.json"
+    if index.is_file():  # the files transformers reads: the index's shards, else model.safetensors, else all
+        files = [folder / shard for shard in sorted(set(json.loads(index.read_text())["weight_map"].values()))]
+    elif (folder / "model.safetensors").is_file():
+        files = [folder / "model.safetensors"]
+    else:
+        files = [f for f in sorted(folder.glob("*.safetensors")) if not f.name.startswith("adapter_")]
+    if not files:
+        return None
+    shapes: Dict[str, List[int]] = {}
+    for file in files:
+        with open(file, "rb") as stream:
+            size = struct.unpack("<Q", stream.read(8))[0]
+            header = json.loads(stream.read(size))
+        for name, entry in header.items():
+            if name != "__metadata__" and not name.endswith("_scale_inv"):
+                shapes[name] = entry["shape"]
+    return shapes
 
 
 def load_definition(definition: Union[ModelDefinition, str, "os.PathLike[str]"]) -> ModelDefinition:
