@@ -25,24 +25,24 @@
 #include "train/device/backend_selection.h"
 #include "train/device/training_device.h"
 #include "train/evaluator.h"
-#include "train/gpu_utilization.h"
-#include "train/html_report.h"
+#include "train/observe/gpu_utilization.h"
+#include "train/observe/html_report.h"
 #include "train/lora_targets.h"
 #include "train/lr_schedule.h"
 #include "models/lora.h"
-#include "train/metrics_log.h"
+#include "train/observe/metrics_log.h"
 #include "train/model_outputs.h"
 #include "train/model_weights.h"
 #include "train/process_run.h"
-#include "train/progress_display.h"
+#include "train/observe/progress_display.h"
 #include "train/run_folder_lock.h"
-#include "train/run_records.h"
-#include "train/run_summary.h"
+#include "train/observe/run_records.h"
+#include "train/observe/run_summary.h"
 #include "train/step_guard.h"
-#include "train/time_breakdown.h"
+#include "train/observe/time_breakdown.h"
 #include "train/quantized_weights.h"
 #include "train/memory_prediction.h"
-#include "train/tracker_feed.h"
+#include "train/observe/tracker_feed.h"
 #include "train/training_plan.h"
 
 namespace surogate::train {
@@ -569,7 +569,7 @@ void Run::stop_early() {
   result_.stopped = true;
 }
 
-// The mean per-op time of one micro-batch over the run's steps (train/time_breakdown.h).
+// The mean per-op time of one micro-batch over the run's steps (train/observe/time_breakdown.h).
 void Run::report_time_breakdown() {
   if (!config_.debug_time_breakdown || time_breakdown_.empty()) return;
   log("time_breakdown", time_breakdown_.record());

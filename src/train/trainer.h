@@ -34,7 +34,7 @@
 
 namespace surogate::train {
 
-// A restart of a supervised run (train/restart_supervisor.h): which attempt it started, and why
+// A restart of a supervised run (train/supervise/restart_supervisor.h): which attempt it started, and why
 // the one before it ended.
 struct RestartRecord {
   int attempt = 0;              // 1 for the first restart
@@ -72,7 +72,7 @@ struct TrainerOptions {
   // Tests: compile with exactly this recompute policy instead of the memory-driven choice (a tiny
   // model fits without recompute, but offload_residual is meant to run with recompute_block).
   std::optional<compiler::RecomputePolicy> recompute;
-  // Sees every record of the run's log (train/metrics_log.h: "config", "step", "eval",
+  // Sees every record of the run's log (train/observe/metrics_log.h: "config", "step", "eval",
   // "checkpoint", "summary", ...) as it is written: the Python package's step callback. An
   // exception it throws ends the run there (no checkpoint, no outputs) and reaches the caller.
   std::function<void(const std::string& type, const nlohmann::json& record)> on_record;
