@@ -14,6 +14,9 @@
 // eval, final checkpoint, the HF model folder in output_dir, the HTML report and a summary table.
 // Several processes (TrainerOptions::processes) run this same loop, each over its ranks'
 // micro-batches (train/process_run.h: what else differs).
+// Where: the start-up as named steps into one RunContext (train/run/start_run.h), the step loop
+// (train/run/step_loop.h), evaluation / checkpoints / outputs (train/run/run_actions.h); the run's
+// records, report and GPU sampling in train/observe/, the restart supervisor in train/supervise/.
 #pragma once
 
 #include <cstdint>
