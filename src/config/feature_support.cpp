@@ -329,12 +329,14 @@ void add_cpu_backend_rows(std::vector<SupportRow>& rows) {
   }
 }
 
-// The pipeline devices run their stages as rank threads of one process.
+// The pipeline devices run their stages as rank threads of one process. A Device row: judged once
+// every process is connected (a process refusing while another still connects would leave that
+// one with a failed connection instead of this message).
 void add_pipeline_process_rows(std::vector<SupportRow>& rows) {
   for (const auto& [backend, across] : {std::pair{Backend::Cpu, "data or sequence"}, std::pair{Backend::Cuda, "data"}}) {
     const char* parallelism = across;
     rows.push_back({backend == Backend::Cpu ? "cpu pipeline over processes" : "cuda pipeline over processes",
-                    Stage::Backend, backend,
+                    Stage::Device, backend,
                     [](const Config&, const RunShape& s) { return s.pipeline_size > 1 && s.spans_processes(); },
                     [parallelism](const Config& c, const RunShape& s) {
                       return fmt::format("{}: pipeline_parallel_size: {} runs its stages as rank threads of one process "
@@ -509,9 +511,9 @@ void add_backend_rows(std::vector<SupportRow>& rows) {
   add_cuda_layout_rows(rows);
   add_fp16_cuda_rows(rows);
   add_cuda_several_gpu_rows(rows);
-  add_pipeline_process_rows(rows);
   add_hardware_rows(rows);
   add_device_rows(rows);
+  add_pipeline_process_rows(rows);
   // The model: the mixture-of-experts CUDA kernels are bf16 only.
   rows.push_back(fp16_cuda_row(
       "float16 with a mixture-of-experts model", Stage::Model, "torch_dtype",

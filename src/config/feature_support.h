@@ -8,7 +8,8 @@
 //     (train/device/backend_selection.cpp, before any data or weight is loaded);
 //   - Hardware: once the GPU's compute capability is known (validate_for_hardware);
 //   - Device: the training device the trainer builds (a data-parallel device of one rank, which
-//     tests ask for), before it is built;
+//     tests ask for; a pipeline device over several processes), once every process is connected
+//     and before anything loads;
 //   - Model: once the model's config.json is read (before the weights load).
 // The configuration layer knows no backend or layout types, so the later stages describe them in
 // a RunShape the train layer fills in.

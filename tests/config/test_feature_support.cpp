@@ -153,7 +153,7 @@ std::vector<RowCase> row_cases() {
        "offload_optimizer moves GPU memory to pinned host memory"},
       {"cpu offload_grads", S::Backend, [](Config& c, RunShape& s) { c.offload_grads = true; s = cpu(); },
        "offload_grads moves GPU memory to pinned host memory"},
-      {"cpu pipeline over processes", S::Backend,
+      {"cpu pipeline over processes", S::Device,
        [](Config&, RunShape& s) { s = cpu(); s.world_size = s.pipeline_size = s.processes = 2; },
        "pipeline_parallel_size: 2 runs its stages as rank threads of one process in this version; a launcher or Ray "
        "started 2 processes. Start one process with gpus: 2 (the stages × replicas), or use data or sequence "
@@ -212,7 +212,7 @@ std::vector<RowCase> row_cases() {
        "offload_grads is implemented on one GPU only"},
       {"cuda nvfp4", S::Backend, [](Config& c, RunShape& s) { c.recipe = Recipe::Nvfp4; s = cuda(); },
        "recipe: nvfp4 is not implemented yet on the CUDA backend; use recipe: bf16 or fp8_hybrid"},
-      {"cuda pipeline over processes", S::Backend,
+      {"cuda pipeline over processes", S::Device,
        [](Config&, RunShape& s) { s = cuda(2); s.pipeline_size = s.processes = 2; },
        "(the stages × replicas), or use data parallelism across processes"},
       // The Hardware stage.

@@ -34,13 +34,14 @@ ChosenBackend choose_backend(RunContext& run) {
   chosen.ranks = run.backend == TrainingBackend::Cuda
                      ? distributed::gpu_parallel_layout(config, chosen.machine.visible_gpus, placement)
                      : distributed::cpu_parallel_layout(config, placement);
+  run.world->check_same("the data-parallel ranks each process drives (gpus, or distributed.gpus_per_node)",
+                        chosen.ranks.local_ranks);
+  // After check_same: every process is connected, so each one refuses with the message.
   check_device_support(config, run.backend, chosen.ranks, run.options.data_parallel_device,
                        chosen_by_caller ? std::string("chosen by the caller") : choice.message);
   run.message(chosen_by_caller ? fmt::format("training on the {} backend (chosen by the caller)",
                                              run.backend == TrainingBackend::Cuda ? "CUDA" : "CPU")
                                : choice.message);
-  run.world->check_same("the data-parallel ranks each process drives (gpus, or distributed.gpus_per_node)",
-                        chosen.ranks.local_ranks);
   return chosen;
 }
 
