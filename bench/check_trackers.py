@@ -8,7 +8,7 @@ its JSONL log, its HTML report and both trackers' records.
 OUTPUT_DIR is the run's output_dir (log-*.jsonl, report-*.html, trackers.json, wandb/ with
 WANDB_MODE=offline). --aim-repo is the run's aim_repo (default OUTPUT_DIR/aim). --replay feeds a
 recorded tracker feed (bench/record_tracker_feed.sh, for a GPU machine without the SDKs) through
-the real helper (src/train/tracker_helper.py) here first, into OUTPUT_DIR/wandb and the Aim repo.
+the real helper (src/train/observe/tracker_helper.py) here first, into OUTPUT_DIR/wandb and the Aim repo.
 
 Compared, step by step and exactly (the trackers get the log's JSON numbers): train loss, lr, grad
 norm, tokens/s; eval loss / accuracy; every GPU value of the `gpu` records. The HTML report's
@@ -127,7 +127,7 @@ def replay(feed, out, aim_repo):
     start["state_file"] = str(pathlib.Path(out) / "trackers.json")
     start["wandb"]["dir"] = str(out)
     start["aim"]["repo"] = str(aim_repo)
-    helper = (REPO_ROOT / "src/train/tracker_helper.py").read_text()
+    helper = (REPO_ROOT / "src/train/observe/tracker_helper.py").read_text()
     env = dict(__import__("os").environ, WANDB_MODE="offline")
     result = subprocess.run([sys.executable, "-u", "-c", helper, "replay"], input="\n".join([json.dumps(start)] + lines[1:]) + "\n",
                             text=True, capture_output=True, env=env, timeout=600)

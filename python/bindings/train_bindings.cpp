@@ -105,7 +105,7 @@ nb::dict train(const ConfigSource& source, bool pretraining, const std::string& 
     nb::gil_scoped_release release;
     config = load(source);
     if (config.max_restarts > 0) {
-      // Restarts need a supervising process (the CLI's, train/restart_supervisor.h).
+      // Restarts need a supervising process (the CLI's, train/supervise/restart_supervisor.h).
       fail_user("{}: max_restarts restarts the `surogate sft|pt` command after a failure; in Python, catch the "
                 "error and call train() again with resume_from_checkpoint: true",
                 config.source_of("max_restarts"));

@@ -4,7 +4,7 @@
 // distributed.num_nodes > 1 and no launcher, by handing the run to the Ray driver, which starts
 // this command on every node (distributed/ray_launch.h). With max_restarts > 0 this process
 // supervises the training, run as a child process that is restarted after a failure
-// (train/restart_supervisor.h). --dry-run stops after validation and prints the predicted memory
+// (train/supervise/restart_supervisor.h). --dry-run stops after validation and prints the predicted memory
 // (train/memory_prediction.h; --gpu-memory for a GPU of another size) and the resolved
 // configuration. Exit codes: 0, 2 (the user's mistake), 1 (internal or CUDA error), 3 (training
 // diverged).
@@ -21,8 +21,8 @@
 #include "distributed/launcher_environment.h"
 #include "distributed/ray_launch.h"
 #include "train/memory_prediction.h"
-#include "train/metrics_log.h"
-#include "train/restart_supervisor.h"
+#include "train/observe/metrics_log.h"
+#include "train/supervise/restart_supervisor.h"
 #include "train/run_folder_lock.h"
 #include "train/trainer.h"
 #include "train/training_inputs.h"

@@ -120,7 +120,6 @@ Config load_config_from_string(const std::string& yaml_text, const std::string& 
   apply_implications(config);
   validate_config(config, file_label);
   check_data_option_names(config);
-  check_feature_support(config);
   return config;
 }
 

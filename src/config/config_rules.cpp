@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "config/feature_support.h"
 #include "core/error.h"
 
 namespace surogate {
@@ -149,106 +150,19 @@ void apply_implications(Config& config) {
 
 namespace {
 
-// The fp8_hybrid recipe's options (models/fp8_recipe.h). The recipe itself combines with every
-// training mode (LoRA, QLoRA, full fine-tuning, pt) and with data parallelism.
-void validate_fp8_recipe(const Config& config) {
-  const bool fp8 = config.recipe == Recipe::Fp8Hybrid;
-  const char* only_fp8 = "only applies to recipe: fp8_hybrid (the quantized recipe this version implements); "
-                         "set recipe: fp8_hybrid or remove the option";
-  require(fp8 || config.fp8_amax_history == 1024, config, "fp8_amax_history", only_fp8);
-  require(fp8 || config.skip_quant_first_layers == 0, config, "skip_quant_first_layers", only_fp8);
-  require(fp8 || config.skip_quant_last_layers == 0, config, "skip_quant_last_layers", only_fp8);
-  const bool fp8_gradients = config.gradient_dtype && (*config.gradient_dtype == GradientDtype::Fp8E4M3 ||
-                                                       *config.gradient_dtype == GradientDtype::Fp8E5M2);
-  require(fp8 || !fp8_gradients, config, "gradient_dtype",
-          "fp8_e4m3 / fp8_e5m2 are the fp8_hybrid recipe's backward-matmul formats; set recipe: fp8_hybrid, or "
-          "use bf16 / fp32");
-}
-
-// Sequence and pipeline parallelism (distributed/parallel_layout.h): what each composes with.
-// They compose with each other on CPU ranks (gpus = data × sequence × pipeline); the CUDA backend
-// refuses the two together (train/device/backend_selection.cpp). That the ranks (gpus) are a
-// multiple of their product, that the heads and sequence_len split
-// over the sequence group, and that pipeline_stage_layers add up to the model's layers depend on
-// the machine or the model: the layout and the graph passes check those, naming the options.
+// Sequence and pipeline parallelism (distributed/parallel_layout.h): the sizes and the stages'
+// layer counts on their own; what they compose with is in the feature-support table.
 void validate_model_parallel(const Config& config) {
   require_positive(config, "sequence_parallel_size", config.sequence_parallel_size);
   require_positive(config, "pipeline_parallel_size", config.pipeline_parallel_size);
-  const bool sequence = config.sequence_parallel_size > 1, pipeline = config.pipeline_parallel_size > 1;
-  for (const auto& [key, set] : {std::pair{"sequence_parallel_size", sequence}, std::pair{"pipeline_parallel_size", pipeline}}) {
-    require(!set || config.recipe != Recipe::Fp8Hybrid, config, key,
-            "cannot be combined with recipe: fp8_hybrid yet (its quantizers scale by one amax over a whole "
-            "micro-batch's tensor, which the split ranks do not hold); use recipe: bf16");
-    require(!set || !config.offload_residual, config, key,
-            "cannot be combined with offload_residual yet (the residual checkpoints' host copies are not built for "
-            "split graphs); remove one of the two");
-  }
-  // ZeRO-3 shards the weights over all data × sequence ranks (the data-parallel devices); the
-  // pipeline devices gather no weights yet.
-  const bool zero3 = config.zero_level >= 3 || config.shard_weights;
-  require(!pipeline || !zero3, config, "pipeline_parallel_size",
-          fmt::format("cannot be combined with {} yet (ZeRO-3's weight gathering is built for data and sequence "
-                      "parallelism); use zero_level 1 or 2 with it",
-                      config.zero_level >= 3 ? "zero_level: 3" : "shard_weights"));
-  if (!config.pipeline_stage_layers.empty()) {
-    require(static_cast<int64_t>(config.pipeline_stage_layers.size()) == config.pipeline_parallel_size, config,
-            "pipeline_stage_layers",
-            fmt::format("lists {} stages, but pipeline_parallel_size is {}: give one layer count per stage, or leave "
-                        "it unset to balance the stages by the memory plan's per-layer cost",
-                        config.pipeline_stage_layers.size(), config.pipeline_parallel_size));
-    for (int64_t layers : config.pipeline_stage_layers) {
-      require(layers >= 1, config, "pipeline_stage_layers",
-              fmt::format("gives a stage {} layers; every stage needs at least one", layers));
-    }
+  for (int64_t layers : config.pipeline_stage_layers) {
+    require(layers >= 1, config, "pipeline_stage_layers",
+            fmt::format("gives a stage {} layers; every stage needs at least one", layers));
   }
 }
 
-// The offload_* options of the CUDA backend (train/device/host_offload_plan.h).
-void validate_offload(const Config& config) {
-  const bool offload = config.offload_master || config.offload_optimizer || config.offload_grads;
-  for (const char* key : {"use_zero_copy", "use_write_combined"}) {
-    const bool set = std::string(key) == "use_zero_copy" ? config.use_zero_copy : config.use_write_combined;
-    require(!set || offload, config, key,
-            "only applies to offloaded buffers: set offload_master, offload_optimizer or offload_grads, or remove it");
-  }
-  require(!config.offload_master || config.master_dtype != MasterDtype::Bf16, config, "offload_master",
-          "offloads the fp32 master weights, and master_dtype: bf16 keeps none; remove one of the two");
-  // Staging (use_zero_copy off) cuts the step into chunks of whole tensors, each with its own
-  // optimizer: NorMuon groups matrices across tensors, and bf16 masters key their stochastic
-  // rounding by a tensor's place in the one optimizer's list.
-  const bool staged = (config.offload_master || config.offload_optimizer) && !config.use_zero_copy;
-  require(!staged || config.optimizer != Optimizer::NorMuon, config, config.offload_master ? "offload_master" : "offload_optimizer",
-          "with optimizer: normuon needs use_zero_copy: true (the staged step, use_zero_copy: false, is implemented "
-          "for adamw and adamw_8bit)");
-  require(!staged || !config.offload_optimizer || config.master_dtype != MasterDtype::Bf16, config, "offload_optimizer",
-          "with master_dtype: bf16 needs use_zero_copy: true (the staged step, use_zero_copy: false, is implemented "
-          "with fp32 master weights)");
-}
-
-// NVFP4: qlora_fp4 stores the frozen base in it on any GPU (dequantized to bf16 for the products);
-// the nvfp4 recipe, whose products run on FP4 tensor cores, waits for a Blackwell GPU to run and
-// test it on (its quantizer, quant/nvfp4.h, is built and emulated exactly on the CPU).
-void validate_fp4(const Config& config) {
-  require(config.recipe != Recipe::Nvfp4, config, "recipe",
-          "nvfp4 is not implemented yet: its matmuls run on FP4 tensor cores, which need a Blackwell GPU (SM100+) "
-          "to run and test them on (its NVFP4 quantizer is built, emulated exactly on the CPU). Use recipe: bf16 "
-          "or fp8_hybrid; for NVFP4's memory saving on the frozen base, qlora_fp4: true works on any GPU");
-  require(config.fp4_backend == Fp4Backend::Cutlass, config, "fp4_backend",
-          "only applies to recipe: nvfp4 (the FP4 tensor-core matmul's library, Blackwell only), which this "
-          "version does not run; qlora_fp4 dequantizes to bf16 and uses no FP4 matmul: remove the option");
-  require(config.qlora_fp4 || config.qlora_four_over_six, config, "qlora_four_over_six",
-          "only applies to qlora_fp4 (the NVFP4 base's block scale rule); set qlora_fp4: true or remove the option");
-}
-
-// The multi-GPU transport options of the reference's own threads backend, ZeRO-3's limits, and
-// where Ray is.
+// The multi-GPU transport options of the reference's own threads backend, and where Ray is.
 void validate_distributed(const Config& config) {
-  // The FP8 copies of trained weights (models/fp8_recipe.h) are rewritten from each whole weight
-  // after every step, on every rank; ZeRO-3 keeps no rank's whole weights between uses.
-  require(!config.shard_weights || config.recipe != Recipe::Fp8Hybrid || config.lora, config,
-          config.zero_level >= 3 ? "zero_level" : "shard_weights",
-          "with recipe: fp8_hybrid needs lora: true: full fine-tuning in FP8 keeps an FP8 copy of every trained weight "
-          "on every rank, which sharded weights cannot give. Use zero_level 1 or 2 with fp8_hybrid, or recipe: bf16");
   require(!config.use_all_to_all_reduce, config, "use_all_to_all_reduce",
           "is not offered: gradients are summed by the collective library's own all-reduce and reduce-scatter "
           "(NCCL on GPUs, which picks ring, tree or NVLS by size and topology — NCCL_ALGO chooses one; gloo on CPU "
@@ -275,23 +189,13 @@ void validate_distributed(const Config& config) {
           "distributed.worker_output_dir", "must name a folder when set (or leave it unset for /tmp/surogate-<run_name>)");
 }
 
-// fp16's dynamic loss scale (train/fp16_loss_scaler.h): only with torch_dtype: float16, the option
-// that asks for fp16 training.
+// fp16's dynamic loss scale (train/fp16_loss_scaler.h); that it only applies to torch_dtype:
+// float16 is in the feature-support table.
 void validate_fp16_loss_scale(const Config& config) {
   require(std::isfinite(config.fp16_loss_scale) && config.fp16_loss_scale >= 1.0, config, "fp16_loss_scale",
           fmt::format("must be a finite number of at least 1 (got {}); powers of two keep the scaling exact",
                       config.fp16_loss_scale));
   require_positive(config, "fp16_loss_scale_window", config.fp16_loss_scale_window);
-  const bool not_fp16 = config.torch_dtype != TorchDtype::Float16;
-  const char* only_fp16 = "only applies to fp16 training (torch_dtype: float16); remove it or set torch_dtype: float16";
-  if (!not_fp16) {
-    require(config.recipe == Recipe::Bf16, config, "torch_dtype",
-            "float16 (fp16 training with loss scaling) does not combine with recipe: fp8_hybrid; use one of them");
-  }
-  // Set to anything but its default (a dumped configuration lists every option at its value).
-  require(!not_fp16 || config.fp16_loss_scale == Config{}.fp16_loss_scale, config, "fp16_loss_scale", only_fp16);
-  require(!not_fp16 || config.fp16_loss_scale_window == Config{}.fp16_loss_scale_window, config,
-          "fp16_loss_scale_window", only_fp16);
 }
 
 }  // namespace
@@ -319,16 +223,12 @@ void validate_config(const Config& config, const std::string& file_label) {
   require_positive(config, "fp8_amax_history", config.fp8_amax_history);
   require(config.skip_quant_first_layers >= 0, config, "skip_quant_first_layers", "must not be negative");
   require(config.skip_quant_last_layers >= 0, config, "skip_quant_last_layers", "must not be negative");
-  validate_fp8_recipe(config);
   validate_fp16_loss_scale(config);
-  validate_fp4(config);
 
   require(config.learning_rate > 0.0, config, "learning_rate", fmt::format("must be positive (got {})", config.learning_rate));
   require_fraction(config, "warmup_ratio", config.warmup_ratio);
   require(config.warmup_steps >= 0, config, "warmup_steps", "must not be negative");
   require(config.cooldown_steps >= 0, config, "cooldown_steps", "must not be negative");
-  require(config.cooldown_steps == 0 || config.lr_scheduler_type == LrScheduler::Wsd, config, "cooldown_steps",
-          "only applies to lr_scheduler_type: wsd (linear and cosine decay over the whole run)");
   require_fraction(config, "final_lr_fraction", config.final_lr_fraction);
   require(config.weight_decay >= 0.0, config, "weight_decay", "must not be negative");
   require(config.max_grad_norm >= 0.0, config, "max_grad_norm", "must not be negative (0 disables clipping)");
@@ -350,10 +250,6 @@ void validate_config(const Config& config, const std::string& file_label) {
   }
   require_positive(config, "lmhead_chunks", config.lmhead_chunks);
   require_positive(config, "attn_bwd_chunks", config.attn_bwd_chunks);
-  require(config.attn_bwd_chunks <= config.per_device_train_batch_size, config, "attn_bwd_chunks",
-          fmt::format("splits the attention backward over the micro-batch's rows, so it can be at most "
-                      "per_device_train_batch_size ({}), got {}",
-                      config.per_device_train_batch_size, config.attn_bwd_chunks));
   validate_model_parallel(config);
   require(config.log_gpu_util >= 0, config, "log_gpu_util", "must not be negative");
 
@@ -361,45 +257,10 @@ void validate_config(const Config& config, const std::string& file_label) {
   require_positive(config, "lora_alpha", config.lora_alpha);
   require(config.lora_dropout >= 0.0 && config.lora_dropout < 1.0, config, "lora_dropout",
           fmt::format("must be in [0, 1) (got {})", config.lora_dropout));
-  require(!config.merge_adapter || config.lora, config, "merge_adapter", "needs lora: true (there is no adapter to merge)");
-  if (config.lora_dtype == LoraDtype::Bf16) {
-    require(config.lora, config, "lora_dtype", "bf16 applies to LoRA adapters; with lora: false remove it");
-    require(config.recipe != Recipe::Fp8Hybrid, config, "lora_dtype",
-            "bf16 does not combine with recipe: fp8_hybrid yet (there gradient_dtype is the FP8 backward format); "
-            "use lora_dtype: fp32 with it");
-    require(config.master_dtype == MasterDtype::Bf16 && config.gradient_dtype == GradientDtype::Bf16, config,
-            "lora_dtype",
-            "bf16 keeps the adapters' masters and gradients in bf16, but master_dtype or gradient_dtype is set to "
-            "another dtype; remove one of them");
-  }
-
-  int qlora_modes = int(config.qlora_fp4) + int(config.qlora_fp8) + int(config.qlora_bnb);
-  require(qlora_modes <= 1, config, config.qlora_bnb ? "qlora_bnb" : "qlora_fp8",
-          "cannot be combined with another qlora_* mode: choose one of qlora_fp4, qlora_fp8, qlora_bnb");
-  if (qlora_modes == 1) {
-    std::string mode = config.qlora_fp4 ? "qlora_fp4" : config.qlora_fp8 ? "qlora_fp8" : "qlora_bnb";
-    require(config.lora, config, mode, "needs lora: true (QLoRA trains LoRA adapters on a quantized base model)");
-  }
   require(one_of<int64_t>(config.qlora_block_size, {64, 128, 256}), config, "qlora_block_size",
           fmt::format("must be 64, 128 or 256 (got {})", config.qlora_block_size));
   require(one_of<int64_t>(config.qlora_bnb_block_size, {64, 128, 256, 512}), config, "qlora_bnb_block_size",
           fmt::format("must be 64, 128, 256 or 512 (got {})", config.qlora_bnb_block_size));
-
-  validate_offload(config);
-  require(!config.offload_quants || config.persistent_quants, config, "offload_quants",
-          "requires persistent_quants: true (only persistent quantized weights can live in host memory)");
-  require(!config.persistent_quants || config.shard_weights, config, "persistent_quants",
-          "requires shard_weights: true (or zero_level: 3)");
-  // offload_quants runs the ZeRO-3 device, a world of one on one GPU, which keeps the fp32 masters
-  // and the accumulators in GPU memory (train/device/quantized_base_shards.h).
-  for (const auto& [key, set] : {std::pair{"offload_master", config.offload_master},
-                                 std::pair{"offload_grads", config.offload_grads},
-                                 std::pair{"master_dtype: bf16", config.master_dtype == MasterDtype::Bf16}}) {
-    require(!config.offload_quants || !set, config, "offload_quants",
-            fmt::format("cannot be combined with {} yet (the quantized base is streamed by the ZeRO-3 device, which "
-                        "keeps the masters and gradient accumulators in GPU memory); remove one of the two",
-                        key));
-  }
 
   if (config.datasets.empty()) {
     fail_user("{}: option 'datasets' needs at least one entry with path and type", file_label);
@@ -410,18 +271,14 @@ void validate_config(const Config& config, const std::string& file_label) {
   for (size_t i = 0; i < config.validation_datasets.size(); ++i) {
     validate_dataset(config, config.validation_datasets[i], fmt::format("validation_datasets[{}]", i));
   }
+  // The combinations of options (feature_support.h), once each option is valid on its own.
+  refuse_unsupported(config, SupportStage::Options);
 }
 
 void validate_for_hardware(const Config& config, int best_sm) {
-  auto need = [&](bool used, const std::string& key, int min_sm, const char* family) {
-    if (!used || best_sm >= min_sm) return;
-    std::string have = best_sm == 0 ? "no GPU" : fmt::format("SM{}", best_sm);
-    fail_user("{}: option '{}' needs a GPU of compute capability SM{}+ ({}), but this machine has {}",
-              config.source_of(key), key, min_sm, family, have);
-  };
-  need(config.recipe == Recipe::Fp8Hybrid, "recipe", 89, "Ada, Hopper or Blackwell");
-  need(config.qlora_fp8, "qlora_fp8", 89, "Ada, Hopper or Blackwell");
-  need(config.recipe == Recipe::Nvfp4, "recipe", 100, "Blackwell");
+  RunShape shape;
+  shape.gpu_sm = best_sm;
+  refuse_unsupported(config, SupportStage::Hardware, shape);
 }
 
 bool evaluates(const Config& config) {

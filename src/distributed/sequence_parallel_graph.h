@@ -14,7 +14,7 @@
 // Refused with a UserError naming sequence_parallel_size: T not a multiple of N, query or key/value
 // heads not a multiple of N, and a graph with an op that mixes tokens other than attention (only
 // the decoder's per-token ops are known to be safe: fp8_hybrid's quantizers take one amax over all
-// tokens, so that recipe is refused earlier, in config_rules.cpp).
+// tokens, so that recipe is refused earlier, in config/feature_support.cpp).
 #pragma once
 
 #include <cstdint>

@@ -62,7 +62,7 @@ struct Fp8Options {
   bool fuse_producers = true;
   // The attention's too (its output, o_proj's input). Off under sequence parallelism, whose
   // exchange after the attention gives o_proj another layout (distributed/sequence_parallel_graph.h;
-  // config_rules.cpp refuses sequence_parallel_size with fp8_hybrid today).
+  // config/feature_support.cpp refuses sequence_parallel_size with fp8_hybrid today).
   bool fuse_attention = true;
 };
 

@@ -53,8 +53,8 @@ struct Lever {
   std::function<bool(Config&)> apply;  // false when it does not apply to this configuration
 };
 
-// Sets an offload_* option, on the CUDA backend and where config_rules.cpp allows it as the
-// configuration stands (masters need fp32 masters; masters and gradients one GPU; the staged
+// Sets an offload_* option, on the CUDA backend and where the feature-support table allows it as
+// the configuration stands (masters need fp32 masters; masters and gradients one GPU; the staged
 // step adamw or adamw_8bit with fp32 masters, unless use_zero_copy is set).
 Lever offload_lever(const char* description, bool Config::*option, bool cuda) {
   return {description, [option, cuda](Config& c) {

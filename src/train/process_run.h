@@ -1,5 +1,5 @@
 // What a training run does differently when it is one process of several (a launcher, Ray:
-// distributed/process_world.h), kept out of the step loop (trainer.cpp):
+// distributed/process_world.h), kept out of the step loop (train/run/step_loop.cpp):
 //   - the token cache is built once per machine: with distributed.num_nodes > 1 each process is
 //     one node and keeps its own cache under <worker_output_dir>/node-<rank>/ (default
 //     /tmp/surogate-<run_name>/node-<rank>/), as the reference places worker-local data; otherwise

@@ -1,4 +1,5 @@
-// What happens to a step whose numbers are not finite, kept out of the step loop (trainer.cpp):
+// What happens to a step whose numbers are not finite, kept out of the step loop
+// (train/run/step_loop.cpp):
 //   - a step with a non-finite loss or gradient norm is skipped: nothing is applied (the device's
 //     skip_update()), the step record says so, and the run goes on; more than max_nonfinite_steps
 //     in a row and the run has diverged (the trainer raises TrainingDiverged);

@@ -14,6 +14,9 @@
 // eval, final checkpoint, the HF model folder in output_dir, the HTML report and a summary table.
 // Several processes (TrainerOptions::processes) run this same loop, each over its ranks'
 // micro-batches (train/process_run.h: what else differs).
+// Where: the start-up as named steps into one RunContext (train/run/start_run.h), the step loop
+// (train/run/step_loop.h), evaluation / checkpoints / outputs (train/run/run_actions.h); the run's
+// records, report and GPU sampling in train/observe/, the restart supervisor in train/supervise/.
 #pragma once
 
 #include <cstdint>
@@ -34,7 +37,7 @@
 
 namespace surogate::train {
 
-// A restart of a supervised run (train/restart_supervisor.h): which attempt it started, and why
+// A restart of a supervised run (train/supervise/restart_supervisor.h): which attempt it started, and why
 // the one before it ended.
 struct RestartRecord {
   int attempt = 0;              // 1 for the first restart
@@ -72,7 +75,7 @@ struct TrainerOptions {
   // Tests: compile with exactly this recompute policy instead of the memory-driven choice (a tiny
   // model fits without recompute, but offload_residual is meant to run with recompute_block).
   std::optional<compiler::RecomputePolicy> recompute;
-  // Sees every record of the run's log (train/metrics_log.h: "config", "step", "eval",
+  // Sees every record of the run's log (train/observe/metrics_log.h: "config", "step", "eval",
   // "checkpoint", "summary", ...) as it is written: the Python package's step callback. An
   // exception it throws ends the run there (no checkpoint, no outputs) and reaches the caller.
   std::function<void(const std::string& type, const nlohmann::json& record)> on_record;

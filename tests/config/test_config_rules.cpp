@@ -329,8 +329,8 @@ TEST(ConfigRules, Fp8HybridCombinesWithEveryTrainingModeAndFusedRopeIsAccepted) 
 }
 
 TEST(ConfigRules, CudaDebugAndGraphOptionsAreAccepted) {
-  // Implemented on the CUDA trainer; the CPU backend refuses debug_time_breakdown itself, once
-  // the backend is known (src/train/trainer.cpp).
+  // Implemented on the CUDA trainer; the CPU backend refuses debug_time_breakdown once the backend
+  // is known (a Device row of src/config/feature_support.cpp).
   Config config = load("debug_time_breakdown: true\n");
   EXPECT_TRUE(config.debug_time_breakdown);
   EXPECT_TRUE(load("").use_cuda_graphs);

@@ -9,8 +9,8 @@
 
 #include <unistd.h>
 
-#include "train/gpu_utilization.h"
-#include "train/html_report.h"
+#include "train/observe/gpu_utilization.h"
+#include "train/observe/html_report.h"
 
 namespace surogate::train {
 namespace {

@@ -2,39 +2,52 @@
 #include "train/device/backend_selection.h"
 
 
-#include <utility>
-
 #include <fmt/format.h>
 
 #include "config/config_rules.h"
+#include "config/feature_support.h"
 #include "core/error.h"
 #include "cuda/device_info.h"
 #include "distributed/parallel_layout.h"
 
 namespace surogate::train {
 
+namespace {
+
+SupportBackend support_backend(TrainingBackend backend) {
+  return backend == TrainingBackend::Cuda ? SupportBackend::Cuda : SupportBackend::Cpu;
+}
+
+}  // namespace
+
+RunShape run_shape(TrainingBackend backend, const distributed::ParallelLayout& layout) {
+  RunShape shape;
+  shape.backend = support_backend(backend);
+  shape.world_size = layout.world_size;
+  shape.sequence_size = layout.sequence_size;
+  shape.pipeline_size = layout.pipeline_size;
+  shape.processes = layout.processes;
+  shape.layout_description = layout.describe();
+  return shape;
+}
+
 void check_cpu_backend_options(const Config& config) {
-  if (config.master_dtype && *config.master_dtype != MasterDtype::Fp32) {
-    fail_user("{}: master_dtype: {} is implemented on the CUDA backend only; the CPU backend is the fp32 reference "
-              "and keeps fp32 master weights. Remove the option or train on a machine with a GPU",
-              config.source_of("master_dtype"), to_string(*config.master_dtype));
-  }
-  const bool fp8_gradients = config.recipe == Recipe::Fp8Hybrid && config.gradient_dtype &&
-                             (*config.gradient_dtype == GradientDtype::Fp8E4M3 ||
-                              *config.gradient_dtype == GradientDtype::Fp8E5M2);
-  if (config.gradient_dtype && *config.gradient_dtype != GradientDtype::Fp32 && !fp8_gradients) {
-    fail_user("{}: gradient_dtype: {} is implemented on the CUDA backend only; the CPU backend is the fp32 reference "
-              "and accumulates gradients in fp32. Remove the option or train on a machine with a GPU",
-              config.source_of("gradient_dtype"), to_string(*config.gradient_dtype));
-  }
-  for (const auto& [key, set] : {std::pair{"offload_master", config.offload_master},
-                                 std::pair{"offload_optimizer", config.offload_optimizer},
-                                 std::pair{"offload_grads", config.offload_grads}}) {
-    if (!set) continue;
-    fail_user("{}: {} moves GPU memory to pinned host memory; it applies to the CUDA backend only, and this run "
-              "trains on the CPU backend. Remove the option or train on a machine with a GPU",
-              config.source_of(key), key);
-  }
+  RunShape shape;
+  shape.backend = SupportBackend::Cpu;
+  refuse_unsupported(config, SupportStage::Backend, shape);
+}
+
+void check_device_support(const Config& config, TrainingBackend backend, const distributed::ParallelLayout& layout,
+                          bool data_parallel_device, const std::string& backend_line) {
+  RunShape shape = run_shape(backend, layout);
+  // The device the factories build (train/device/training_device.h): the pipeline device for
+  // stages, else the data-parallel one for several ranks, when asked for, or for offload_quants.
+  shape.data_parallel_device =
+      layout.pipeline_size == 1 && (layout.several_ranks() || data_parallel_device || config.offload_quants);
+  shape.backend_line = backend_line;
+  refuse_unsupported(config, SupportStage::Device, shape);
+  // A caller may force the CPU backend on a machine with a GPU: its rows were not judged yet.
+  if (backend == TrainingBackend::Cpu) refuse_unsupported(config, SupportStage::Backend, shape);
 }
 
 BackendChoice choose_training_backend(const Config& config, const MachineOffer& machine,
@@ -49,6 +62,7 @@ BackendChoice choose_training_backend(const Config& config, const MachineOffer& 
                           : machine.why_no_gpu;
     check_cpu_backend_options(config);
     const distributed::ParallelLayout layout = distributed::cpu_parallel_layout(config, placement);
+    refuse_unsupported(config, SupportStage::Backend, run_shape(TrainingBackend::Cpu, layout));
     if (layout.several_ranks()) {
       why += layout.spans_processes() ? fmt::format("; {} on CPU threads", layout.describe())
                                       : fmt::format("; gpus: {} runs {} on CPU threads", config.gpus, layout.describe());
@@ -68,27 +82,7 @@ BackendChoice choose_training_backend(const Config& config, const MachineOffer& 
               machine.visible_gpus == 1 ? "is" : "are", key, machine.visible_gpus);
   }
   const distributed::ParallelLayout layout = distributed::gpu_parallel_layout(config, machine.visible_gpus, placement);
-  if (const std::string why = cuda_layout_refusal(layout); !why.empty()) {
-    fail_user("{}: {}", config.source_of("pipeline_parallel_size"), why);
-  }
-  if (fp16_training(config)) check_fp16_cuda_options(config, layout);
-  if (layout.several_ranks() && config.master_dtype == MasterDtype::Bf16) {
-    fail_user("{}: master_dtype: bf16 is implemented on one GPU only; with gpus: {} ({} data-parallel GPUs) keep "
-              "fp32 master weights (remove the option), or train on one GPU",
-              config.source_of("master_dtype"), config.gpus, layout.world_size);
-  }
-  for (const auto& [key, set] : {std::pair{"offload_master", config.offload_master},
-                                 std::pair{"offload_grads", config.offload_grads}}) {
-    if (!set || !layout.several_ranks()) continue;
-    fail_user("{}: {} is implemented on one GPU only (the data-parallel GPUs exchange masters and gradients in GPU "
-              "memory); with gpus: {} ({} data-parallel GPUs) remove it — offload_optimizer works with several GPUs "
-              "— or train on one GPU",
-              config.source_of(key), key, config.gpus, layout.world_size);
-  }
-  if (config.recipe == Recipe::Nvfp4) {
-    fail_user("{}: recipe: nvfp4 is not implemented yet on the CUDA backend; use recipe: bf16 or fp8_hybrid",
-              config.source_of("recipe"));
-  }
+  refuse_unsupported(config, SupportStage::Backend, run_shape(TrainingBackend::Cuda, layout));
   // qlora_fp8 (and the FP8 / FP4 modes) need SM89+ / SM100+; an unknown SM (0) is not checked.
   if (machine.gpu_sm > 0) validate_for_hardware(config, machine.gpu_sm);
   const bool fp8 = config.recipe == Recipe::Fp8Hybrid;
@@ -120,63 +114,16 @@ bool cuda_backend_usable(const MachineOffer& machine) {
 
 bool fp16_training(const Config& config) { return config.torch_dtype == TorchDtype::Float16; }
 
-namespace {
-
-[[noreturn]] void refuse_fp16_cuda(const Config& config, const char* key, const std::string& what,
-                                   const std::string& remedy) {
-  fail_user("{}: torch_dtype: float16 with {} is not implemented on the CUDA backend (its fp16 training is the dense "
-            "model on one GPU: fp32 master weights and gradient accumulators, optimizer adamw or adamw_8bit, no "
-            "offloading, LoRA or full fine-tuning without QLoRA); {}, or set torch_dtype: bfloat16 to train in bf16",
-            config.source_of(key), what, remedy);
-}
-
-}  // namespace
-
-void check_fp16_cuda_options(const Config& config, const distributed::ParallelLayout& layout) {
-  if (!fp16_training(config)) return;
-  if (layout.several_ranks()) {
-    refuse_fp16_cuda(config, "gpus", fmt::format("gpus: {} ({})", config.gpus, layout.describe()), "train on one GPU");
-  }
-  if (config.master_dtype && *config.master_dtype != MasterDtype::Fp32) {
-    refuse_fp16_cuda(config, "master_dtype", fmt::format("master_dtype: {}", to_string(*config.master_dtype)),
-                     "remove master_dtype");
-  }
-  if (config.gradient_dtype && *config.gradient_dtype != GradientDtype::Fp32) {
-    refuse_fp16_cuda(config, "gradient_dtype", fmt::format("gradient_dtype: {}", to_string(*config.gradient_dtype)),
-                     "remove gradient_dtype");
-  }
-  if (config.optimizer == surogate::Optimizer::NorMuon) {
-    refuse_fp16_cuda(config, "optimizer", "optimizer: normuon", "use optimizer: adamw or adamw_8bit");
-  }
-  for (const auto& [key, set] : {std::pair{"offload_master", config.offload_master},
-                                 std::pair{"offload_grads", config.offload_grads},
-                                 std::pair{"offload_optimizer", config.offload_optimizer},
-                                 std::pair{"offload_residual", config.offload_residual},
-                                 std::pair{"offload_quants", config.offload_quants}}) {
-    if (set) refuse_fp16_cuda(config, key, fmt::format("{}: true", key), fmt::format("remove {}", key));
-  }
-  for (const auto& [key, set] : {std::pair{"qlora_fp8", config.qlora_fp8}, std::pair{"qlora_fp4", config.qlora_fp4},
-                                 std::pair{"qlora_bnb", config.qlora_bnb}}) {
-    if (set) refuse_fp16_cuda(config, key, fmt::format("{}: true (QLoRA)", key), "train LoRA without quantization");
-  }
-  if (config.recipe != Recipe::Bf16) {
-    refuse_fp16_cuda(config, "recipe", fmt::format("recipe: {}", to_string(config.recipe)), "remove recipe");
-  }
-}
-
 void check_fp16_cuda_model(const Config& config, const io::ModelConfig& model) {
-  if (!fp16_training(config) || !model.moe) return;
-  refuse_fp16_cuda(config, "torch_dtype",
-                   fmt::format("a mixture-of-experts model ({})", io::architecture_model_type(model.architecture)),
-                   "train a dense model in fp16");
+  RunShape shape;
+  shape.backend = SupportBackend::Cuda;
+  shape.moe = model.moe.has_value();
+  shape.model_type = io::architecture_model_type(model.architecture);
+  refuse_unsupported(config, SupportStage::Model, shape);
 }
 
 std::string cuda_layout_refusal(const distributed::ParallelLayout& layout) {
-  if (layout.sequence_size == 1 || layout.pipeline_size == 1) return {};
-  return fmt::format("pipeline_parallel_size: {} with sequence_parallel_size: {} (3D parallelism) runs on CPU ranks "
-                     "only in this version; the CUDA pipeline device does not split its stages over sequence groups. "
-                     "On GPUs choose one of the two (gpus = data × sequence or data × pipeline)",
-                     layout.pipeline_size, layout.sequence_size);
+  return cuda_sequence_pipeline_refusal(run_shape(TrainingBackend::Cuda, layout));
 }
 
 MachineOffer probe_machine() {

@@ -16,14 +16,15 @@
 //     its emulation (models/fp16_emulation.h), which the line says; on the CUDA backend the bf16
 //     recipe's graph in F16 (fp16 kernels), for the dense model on one GPU with fp32 masters and
 //     accumulators, adamw / adamw_8bit, no offloading and no QLoRA: any other combination is a
-//     UserError naming torch_dtype's partner option (check_fp16_cuda_options,
-//     check_fp16_cuda_model), raised before the weights load.
+//     UserError naming torch_dtype's partner option (the feature-support table's rows,
+//     config/feature_support.h; check_fp16_cuda_model for the model), raised before the weights load.
 #pragma once
 
 #include <cstdint>
 #include <string>
 
 #include "config/config.h"
+#include "config/feature_support.h"
 #include "io/model_config.h"
 #include "distributed/parallel_layout.h"
 
@@ -60,17 +61,27 @@ BackendChoice choose_training_backend(const Config& config, const MachineOffer& 
 // torch_dtype: float16 — fp16 compute copies and activations, fp32 masters, dynamic loss scaling.
 bool fp16_training(const Config& config);
 
-// fp16 training on the CUDA backend: a UserError naming the option for what its fp16 path does not
-// cover (several GPUs, master_dtype / gradient_dtype other than fp32, optimizer normuon, the
-// offload_* options, QLoRA, a recipe other than bf16); nothing without torch_dtype: float16.
-void check_fp16_cuda_options(const Config& config, const distributed::ParallelLayout& layout);
-// The same for the model: a mixture-of-experts model (its CUDA kernels are bf16 only).
+// The refusals below are rows of the feature-support table (config/feature_support.h); these
+// functions judge the rows of one stage with what the train layer knows.
+
+// The layout of ranks on a backend, as the feature-support table sees it.
+RunShape run_shape(TrainingBackend backend, const distributed::ParallelLayout& layout);
+
+// fp16 training on the CUDA backend with a mixture-of-experts model (its CUDA kernels are bf16
+// only): a UserError naming torch_dtype.
 void check_fp16_cuda_model(const Config& config, const io::ModelConfig& model);
 
 // The CPU backend is the fp32 oracle: master_dtype / gradient_dtype other than fp32 and the
 // offload_* options (they move GPU memory to the host) are a UserError naming the option (they
 // are implemented on the CUDA backend).
 void check_cpu_backend_options(const Config& config);
+
+// Once the trainer knows its backend (the choice, or the caller's) and layout, before anything
+// loads: the table's rows for the device the factories build (`data_parallel_device`:
+// TrainerOptions::data_parallel_device; `backend_line`: why this backend, for the messages), and,
+// on the CPU backend (which a caller may force), that backend's rows.
+void check_device_support(const Config& config, TrainingBackend backend, const distributed::ParallelLayout& layout,
+                          bool data_parallel_device, const std::string& backend_line);
 
 // What this process can use (cuda::query_cuda_environment; safe without a driver).
 MachineOffer probe_machine();

@@ -1,11 +1,11 @@
 // debug_time_breakdown's tally; see time_breakdown.h.
-#include "train/time_breakdown.h"
+#include "train/observe/time_breakdown.h"
 
 #include <algorithm>
 
 #include <fmt/format.h>
 
-#include "train/progress_display.h"
+#include "train/observe/progress_display.h"
 
 namespace surogate::train {
 

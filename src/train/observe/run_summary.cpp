@@ -1,14 +1,14 @@
 // A run's summary rows; see run_summary.h.
-#include "train/run_summary.h"
+#include "train/observe/run_summary.h"
 
 #include <filesystem>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "train/gpu_utilization.h"
+#include "train/observe/gpu_utilization.h"
 #include "train/model_outputs.h"
-#include "train/progress_display.h"
+#include "train/observe/progress_display.h"
 
 namespace surogate::train {
 

@@ -7,9 +7,9 @@
 #include <string>
 
 #include "config/config.h"
-#include "train/gpu_utilization.h"
-#include "train/metrics_log.h"
-#include "train/tracker_feed.h"
+#include "train/observe/gpu_utilization.h"
+#include "train/observe/metrics_log.h"
+#include "train/observe/tracker_feed.h"
 
 namespace surogate::train {
 

@@ -18,7 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cuda/nvml_sampler.h"
-#include "train/html_report.h"
+#include "train/observe/html_report.h"
 
 namespace surogate::train {
 

@@ -1,5 +1,5 @@
 // The report_to helper process and its feed; see tracker_feed.h.
-#include "train/tracker_feed.h"
+#include "train/observe/tracker_feed.h"
 
 #include <fcntl.h>
 #include <signal.h>

@@ -1,5 +1,5 @@
 // JSONL metrics log; see metrics_log.h.
-#include "train/metrics_log.h"
+#include "train/observe/metrics_log.h"
 
 #include <fcntl.h>
 #include <sys/file.h>

@@ -1,5 +1,5 @@
 // `report_to: [wandb, aim]`: the experiment trackers are fed by a helper process running the
-// official Python SDKs (train/tracker_helper.py, compiled into the binary as a string and run with
+// official Python SDKs (train/observe/tracker_helper.py, compiled into the binary as a string and run with
 // `python3 -u -c`; SUROGATE_PYTHON picks another interpreter). The engine writes JSON lines to
 // the helper's stdin: one "start" message (tracker settings, the resolved configuration, whether
 // the run resumed), then every record of the JSONL log exactly as it is logged (so step numbers

@@ -1,5 +1,5 @@
 // The restarting supervisor; see restart_supervisor.h.
-#include "train/restart_supervisor.h"
+#include "train/supervise/restart_supervisor.h"
 
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -15,7 +15,7 @@
 
 #include "core/error.h"
 #include "train/checkpoint_store.h"
-#include "train/metrics_log.h"
+#include "train/observe/metrics_log.h"
 
 extern char** environ;
 

@@ -1,6 +1,6 @@
 """Surogate's report_to helper: feeds Weights & Biases and Aim with a training run's records.
 
-The engine (train/tracker_feed.cpp) starts this script with `python3 -u -c` and writes JSON
+The engine (train/observe/tracker_feed.cpp) starts this script with `python3 -u -c` and writes JSON
 lines to its stdin:
   {"type": "start", "trackers": ["wandb", "aim"], "run_name", "config_yaml", "resumed",
    "state_file", "wandb": {"project", "name", "dir"}, "aim": {"experiment", "repo", "name"}}
@@ -28,7 +28,7 @@ def _warning_stream():
     global _warnings
     if _warnings is None:
         _warnings = sys.stderr
-        # Spawned by the engine (train/tracker_feed.cpp), fd 3 is the engine's stderr; run any other
+        # Spawned by the engine (train/observe/tracker_feed.cpp), fd 3 is the engine's stderr; run any other
         # way (a replay, by hand) fd 3 may be anything, so it is not touched.
         if len(sys.argv) > 1 and sys.argv[1] == "surogate-tracker-helper":
             try:

@@ -1,5 +1,5 @@
 // HTML report with SVG plots; see html_report.h.
-#include "train/html_report.h"
+#include "train/observe/html_report.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,5 +1,5 @@
 // Progress line and summary table; see progress_display.h.
-#include "train/progress_display.h"
+#include "train/observe/progress_display.h"
 
 #include <unistd.h>
 

@@ -1,5 +1,5 @@
 // A run's log, trackers and GPU sampling; see run_records.h.
-#include "train/run_records.h"
+#include "train/observe/run_records.h"
 
 #include <filesystem>
 #include <utility>

@@ -1,5 +1,5 @@
 // GPU utilisation records, summary and plots; see gpu_utilization.h.
-#include "train/gpu_utilization.h"
+#include "train/observe/gpu_utilization.h"
 
 #include <algorithm>
 #include <map>

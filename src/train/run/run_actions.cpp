@@ -1,0 +1,151 @@
+// The run's actions besides training steps; see run_actions.h.
+#include "train/run/run_actions.h"
+
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "train/checkpoint_io.h"
+#include "train/lora_targets.h"
+#include "train/model_outputs.h"
+#include "train/model_weights.h"
+#include "train/observe/html_report.h"
+#include "train/observe/run_summary.h"
+#include "train/process_run.h"
+
+namespace surogate::train {
+namespace fs = std::filesystem;
+
+void evaluate(RunContext& run, bool final_eval) {
+  if (run.cache->eval().rows() > 0) run.device->before_evaluation();  // every process: it may be collective
+  if (run.evaluator) {
+    EvalResult eval = run.evaluator->run();
+    nlohmann::json record{{"step", run.state.step}, {"eval_loss", eval.loss}, {"eval_accuracy", eval.accuracy},
+                          {"eval_tokens", eval.tokens}, {"final", final_eval}};
+    run.state.eval_history.push_back(record);
+    run.log("eval", record);
+    if (!run.result.initial_eval_loss) run.result.initial_eval_loss = eval.loss;
+    run.result.eval_loss = eval.loss;
+    run.result.eval_accuracy = eval.accuracy;
+    run.message(fmt::format("eval @ step {}: loss {:.4f} | token accuracy {:.1f}% ({} tokens)", run.state.step,
+                            eval.loss, 100.0 * eval.accuracy, eval.tokens));
+  }
+  wait_for_rank_zero(*run.world);
+}
+
+void save_checkpoint(RunContext& run) {
+  const RunClock::time_point start = RunClock::now();
+  log_saved(run, run.writer->wait());
+  CheckpointSnapshot snapshot = take_checkpoint_snapshot(*run.device, run.state, run.world->leads());
+  snapshot.blocked_seconds = seconds_since(start);
+  if (run.world->leads()) run.writer->start(std::move(snapshot));
+  run.last_saved_step = run.state.step;
+  wait_for_rank_zero(*run.world);
+}
+
+void log_saved(RunContext& run, const std::optional<SavedCheckpoint>& saved) {
+  if (!saved) return;
+  run.result.checkpoint = saved->path;
+  run.log("checkpoint", {{"step", saved->step}, {"path", saved->path.string()}, {"bytes", saved->bytes},
+                         {"blocked_seconds", saved->blocked_seconds}, {"write_seconds", saved->write_seconds}});
+}
+
+// The merged model goes to a separate folder: transformers treats a folder holding
+// adapter_config.json as an adapter.
+void write_outputs(RunContext& run) {
+  const Config& config = run.config;
+  log_saved(run, run.writer->wait());  // download() writes the host copies a checkpoint in flight reads
+  run.device->download();
+  const std::span<const WeightView> weights = run.device->weights();
+  if (!run.lora) {
+    save_hf_model(config.output_dir, run.model_config, config.model, run.specs, weights.first(run.specs.size()));
+    return;
+  }
+  LoraSettings settings{static_cast<int>(config.lora_rank), static_cast<int>(config.lora_alpha), config.lora_dropout,
+                        run.lora->options.target_modules};
+  save_peft_output(config.output_dir, config.model, run.lora->adapters, weights,
+                   peft_adapter_config(settings, config.model));
+  if (config.merge_adapter) {
+    const fs::path merged = merged_model_dir(config.output_dir);
+    std::vector<WeightView> merged_views;
+    std::vector<std::vector<float>> merged_values =
+        merge_into_base(config, run.specs, *run.lora, weights, run.device->trainable(), !run.quantized.empty());
+    for (size_t i = 0; i < run.specs.size(); ++i) {
+      merged_views.push_back({run.specs[i].name, run.specs[i].shape, merged_values[i]});
+    }
+    save_hf_model(merged, run.model_config, config.model, run.specs, merged_views);
+    run.message(fmt::format("merged model written to {}", merged.string()));
+  }
+}
+
+namespace {
+
+// The trackers upload what they hold (wandb online); the run itself is complete.
+void finish_trackers(RunContext& run) {
+  if (run.trackers) {
+    run.trackers->finish(std::chrono::seconds(300), [&run](const std::string& line) { run.message(line); });
+  }
+}
+
+}  // namespace
+
+void stop_early(RunContext& run) {
+  run.display.finish();
+  if (run.last_saved_step != run.state.step) save_checkpoint(run);
+  log_saved(run, run.writer->wait());  // the stop names a complete checkpoint
+  run.log("stopped", {{"step", run.state.step}, {"checkpoint", run.result.checkpoint.string()}});
+  run.message(fmt::format("stopped at step {} of {}: checkpoint {} (resume_from_checkpoint: true continues from it)",
+                          run.state.step, run.state.total_steps, run.result.checkpoint.string()));
+  report_time_breakdown(run);
+  finish_trackers(run);
+  run.result.steps = run.state.step;
+  run.result.stopped = true;
+}
+
+void report_time_breakdown(RunContext& run) {
+  if (!run.config.debug_time_breakdown || run.time_breakdown.empty()) return;
+  run.log("time_breakdown", run.time_breakdown.record());
+  run.message(run.time_breakdown.table());
+}
+
+void fail_diverged(RunContext& run, const StepVerdict& verdict) {
+  run.display.finish();
+  log_saved(run, run.writer->wait());  // the checkpoint in flight is good: finish it before naming the last one
+  std::string last = run.store->latest() ? run.store->latest()->string() : std::string("none written yet");
+  run.log("error", {{"step", run.state.step}, {"what", verdict.nonfinite.value_or("loss")},
+                    {"consecutive_nonfinite_steps", run.state.consecutive_nonfinite_steps}});
+  throw TrainingDiverged(run.guard->divergence(verdict, run.state, last));
+}
+
+void finish_run(RunContext& run, RunClock::time_point started) {
+  const Config& config = run.config;
+  run.display.finish();
+  evaluate(run, true);
+  if (run.last_saved_step != run.state.step) save_checkpoint(run);
+  run.result.steps = run.state.step;
+  run.result.skipped_steps = run.state.skipped_steps;
+  if (!run.world->leads()) {
+    wait_for_rank_zero(*run.world);
+    run.result.seconds = seconds_since(started);
+    return;
+  }
+  write_outputs(run);
+  log_saved(run, run.writer->wait());
+  run.result.seconds = seconds_since(started);
+  const SummaryRows rows =
+      run_summary_rows({&config, &run.state, &run.result, run.guard->summary_rows(run.state), run.options.restarts,
+                        run.model_config.vocab_size, run.lora.has_value(), run.run_name});
+  run.result.report_file = fs::path(config.output_dir) / fmt::format("report-{}.html", run.run_name);
+  write_html_report(run.result.report_file,
+                    fmt::format("Surogate {} run '{}'", run.options.pretraining ? "pt" : "sft", run.run_name),
+                    run.state.history, run.state.eval_history, rows, gpu_plot_series(run.state.gpu_history));
+  nlohmann::json summary = nlohmann::json::object();
+  for (const auto& [key, value] : rows) summary[key] = value;
+  run.log("summary", summary);
+  run.message(format_summary_table("training summary", rows));
+  report_time_breakdown(run);
+  finish_trackers(run);
+  wait_for_rank_zero(*run.world);
+}
+
+}  // namespace surogate::train

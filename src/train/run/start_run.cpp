@@ -1,0 +1,114 @@
+// The first start-up steps (connect, backend, model, data, plan) and start_run; see start_run.h.
+#include "train/run/start_run.h"
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "distributed/process_world.h"
+#include "models/defined_weights.h"
+#include "models/model_spec.h"
+#include "train/memory_prediction.h"
+#include "train/process_run.h"
+#include "train/run_folder_lock.h"
+#include "train/training_plan.h"
+
+namespace surogate::train {
+
+RunContext::RunContext(const Config& config, const TrainerOptions& options)
+    : config(config),
+      options(options),
+      world(connect_processes(config, options.processes)),
+      display(options.live_progress.value_or(ProgressDisplay::stdout_is_terminal()), !world->leads()),
+      registry(make_training_registry()) {
+  run_name = config.run_name.value_or(options.default_run_name);
+  if (world->leads() && !options.output_folders_locked) folder_locks = lock_run_folders(config);
+}
+
+ChosenBackend choose_backend(RunContext& run) {
+  const Config& config = run.config;
+  const distributed::ProcessPlacement placement = distributed::process_placement(run.world.get());
+  ChosenBackend chosen{probe_machine(), {}};
+  const BackendChoice choice = choose_training_backend(config, chosen.machine, placement);
+  run.backend = run.options.backend.value_or(choice.backend);
+  const bool chosen_by_caller = run.backend != choice.backend;
+  // Every process drives the same number of ranks (the global rank of each follows from it).
+  chosen.ranks = run.backend == TrainingBackend::Cuda
+                     ? distributed::gpu_parallel_layout(config, chosen.machine.visible_gpus, placement)
+                     : distributed::cpu_parallel_layout(config, placement);
+  run.world->check_same("the data-parallel ranks each process drives (gpus, or distributed.gpus_per_node)",
+                        chosen.ranks.local_ranks);
+  // After check_same: every process is connected, so each one refuses with the message.
+  check_device_support(config, run.backend, chosen.ranks, run.options.data_parallel_device,
+                       chosen_by_caller ? std::string("chosen by the caller") : choice.message);
+  run.message(chosen_by_caller ? fmt::format("training on the {} backend (chosen by the caller)",
+                                             run.backend == TrainingBackend::Cuda ? "CUDA" : "CPU")
+                               : choice.message);
+  return chosen;
+}
+
+void read_model(RunContext& run) {
+  run.model_config = models::load_model_config(run.config.model, model_definition(run.config));
+  run.specs = models::parameter_specs(run.model_config);
+  if (run.config.lora) run.lora = lora_setup(run.config, run.model_config, run.backend);
+}
+
+void load_data(RunContext& run) {
+  const Config& config = run.config;
+  data::DataSettings data_settings = data::data_settings_from_config(config);
+  run.startup.end_phase("model config");
+  run.cache = load_process_token_cache(config, run.run_name, data_settings, *run.world,
+                                       [&run](const std::string& line) { run.message(line); });
+  run.startup.end_phase("data");
+  run.pad_id = run.cache->report().value("pad_id", 0);
+  run.batch = config.per_device_train_batch_size;
+  run.sequence = static_cast<int64_t>(data_settings.sequence_len);
+  if (run.cache->train().rows() == 0) {
+    fail_user("{}: the training datasets produced no rows after formatting and length checks; see the data report "
+              "above", config.source_of("datasets"));
+  }
+  run.loader = std::make_unique<data::DataLoader>(run.cache, run.cache->train(), run.batch,
+                                                  static_cast<uint64_t>(config.train_seed), run.pad_id);
+  run.batches_per_epoch = static_cast<int64_t>(run.loader->batches_per_epoch());
+}
+
+// Graph → plan → backend; the parameters and gradients live in the backend's regions.
+void plan_model(RunContext& run, const ChosenBackend& chosen) {
+  const Config& config = run.config;
+  const int first_gpu = chosen.ranks.first_device;
+  TrainingPlan planned = plan_training(config, run.model_config, run.registry, run.lora ? &*run.lora : nullptr,
+                                       run.backend, run.batch, run.sequence,
+                                       device_memory(run.backend, chosen.machine, std::nullopt, first_gpu),
+                                       run.options.recompute, &chosen.ranks);
+  if (!planned.fits()) {
+    // Before any weight is loaded or device memory taken: what it needs, and what would fit.
+    fail_user("the run does not fit {}; nothing was loaded. The prediction (as `--dry-run` prints it):\n{}",
+              planned.device.name, format_memory_prediction(predict_training_memory(config, std::nullopt)));
+  }
+  run.plan = std::move(planned.plan);
+  run.pipeline = std::move(planned.pipeline);
+  run.message(planned.message);
+  run.startup.end_phase("plan");
+  run.inputs = std::make_unique<BatchInputs>(run.plan);
+  if (auto seed = run.plan.graph.find_tensor(models::kDropoutSeed)) run.dropout_seed = *seed;
+  // QLoRA: the weights the plan stores quantized reach the device through store_quantized().
+  run.qlora = qlora_options(config);
+  run.fp8 = fp8_options(config, run.model_config);
+  run.quantized = models::quantized_weights(run.plan.graph);
+}
+
+std::unique_ptr<RunContext> start_run(const Config& config, const TrainerOptions& options) {
+  auto run = std::make_unique<RunContext>(config, options);
+  const ChosenBackend chosen = choose_backend(*run);
+  read_model(*run);
+  load_data(*run);
+  plan_model(*run, chosen);
+  build_device(*run);
+  load_weights(*run);
+  schedule_steps(*run);
+  make_evaluator(*run);
+  open_checkpoints(*run);
+  open_records(*run);
+  return run;
+}
+
+}  // namespace surogate::train
