@@ -6,7 +6,7 @@
 // the CUDA devices 0..N-1; each is matched to its NVML handle by PCI bus id (NVML numbers GPUs in
 // PCI order and ignores CUDA_VISIBLE_DEVICES, CUDA does not), falling back to the CUDA ordinal.
 //
-// GpuSampler is an interface so the recording paths (train/gpu_utilization.h) are tested with a
+// GpuSampler is an interface so the recording paths (train/observe/gpu_utilization.h) are tested with a
 // fake source on machines without a GPU.
 #pragma once
 

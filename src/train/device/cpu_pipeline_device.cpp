@@ -89,12 +89,9 @@ public:
   CpuPipelineDevice(const TrainingDeviceSetup& setup, const distributed::ParallelLayout& layout)
       : MultiRankDevice(layout, setup.world), source_(*setup.plan), pipeline_(*setup.pipeline), config_(*setup.config) {
     check_cpu_backend_options(config_);
-    if (layout_.spans_processes()) {
-      fail_user("{}: pipeline_parallel_size: {} runs its stages as rank threads of one process in this version; a "
-                "launcher or Ray started {} processes. Start one process with gpus: {} (the stages × replicas), or "
-                "use data or sequence parallelism across processes", config_.source_of("pipeline_parallel_size"),
-                layout_.pipeline_size, layout_.processes, layout_.world_size);
-    }
+    // Refused up front by the feature-support table (config/feature_support.cpp: the pipeline over
+    // processes), before any process loads.
+    SUROGATE_CHECK(!layout_.spans_processes(), "a pipeline device over several processes");
     SUROGATE_CHECK(static_cast<int>(pipeline_.stages.size()) == layout_.pipeline_size, "one plan per stage");
     make_host_copies(setup.specs);
     for (const PipelineStagePlan& stage : pipeline_.stages) {

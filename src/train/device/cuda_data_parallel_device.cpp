@@ -114,17 +114,10 @@ public:
   CudaDataParallelDevice(const TrainingDeviceSetup& setup, const distributed::ParallelLayout& layout)
       : MultiRankDevice(layout, setup.world), plan_(*setup.plan), config_(*setup.config), optimizer_exchange_(setup.world),
         trainable_layout_(cuda_trainable_layout(plan_, setup.specs)) {
-    if (config_.master_dtype == MasterDtype::Bf16) {
-      // backend_selection.cpp refuses it with several GPUs; a world of one (tests) too.
-      fail_user("{}: master_dtype: bf16 is implemented on one GPU only, not on the data-parallel device",
-                config_.source_of("master_dtype"));
-    }
-    for (const auto& [key, set] : {std::pair{"offload_master", config_.offload_master},
-                                   std::pair{"offload_grads", config_.offload_grads}}) {
-      // backend_selection.cpp refuses them with several GPUs; a world of one (tests) too: the
-      // collectives run on the masters and accumulators in GPU memory.
-      if (set) fail_user("{}: {} is implemented on one GPU only, not on the data-parallel device", config_.source_of(key), key);
-    }
+    // Refused up front by the feature-support table (config/feature_support.cpp: the data-parallel
+    // device with bf16 masters, offload_master or offload_grads), before anything loads.
+    SUROGATE_CHECK(config_.master_dtype != MasterDtype::Bf16 && !config_.offload_master && !config_.offload_grads,
+                   "an option the feature-support table refuses on the data-parallel device");
     int visible = 0;
     CUDA_CHECK(cudaGetDeviceCount(&visible));
     if (visible < layout_.first_device + layout_.local_ranks) {

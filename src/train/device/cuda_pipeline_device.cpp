@@ -30,10 +30,10 @@
 // shards, whose tensors carry their parameter's name, so a checkpoint holds exactly the tensors of
 // a single-GPU run. The evaluator runs on GPU 0 and gathers the weights layer by layer from the
 // host copies (make_cuda_gathering_evaluator, as under ZeRO-3), since no GPU holds them all.
-// Refused: ranks spread over processes (as on CPU ranks), master_dtype: bf16 (the masters are what
-// the stages exchange); recipe fp8_hybrid, offload_residual and ZeRO-3 are refused with pipeline
-// parallelism by config_rules.cpp, offload_master / offload_grads with several GPUs by
-// backend_selection.cpp. Its GPU test passed on 2 × H200 (2026-11-27).
+// Refused up front by the feature-support table (config/feature_support.cpp): ranks spread over
+// processes (as on CPU ranks), master_dtype: bf16 (the masters are what the stages exchange),
+// recipe fp8_hybrid, offload_residual and ZeRO-3 with pipeline parallelism, offload_master /
+// offload_grads with several GPUs. Its GPU test passed on 2 × H200 (2026-11-27).
 #include "train/device/cuda_pipeline_device.h"
 
 #include <cuda_runtime_api.h>
@@ -83,16 +83,10 @@ class CudaPipelineDevice final : public MultiRankDevice {
 public:
   CudaPipelineDevice(const TrainingDeviceSetup& setup, const distributed::ParallelLayout& layout)
       : MultiRankDevice(layout, setup.world), source_(*setup.plan), pipeline_(*setup.pipeline), config_(*setup.config) {
-    if (layout_.spans_processes()) {
-      fail_user("{}: pipeline_parallel_size: {} runs its stages as rank threads of one process in this version; a "
-                "launcher or Ray started {} processes. Start one process with gpus: {} (the stages × replicas), or "
-                "use data parallelism across processes", config_.source_of("pipeline_parallel_size"),
-                layout_.pipeline_size, layout_.processes, layout_.world_size);
-    }
-    if (config_.master_dtype == MasterDtype::Bf16) {
-      fail_user("{}: master_dtype: bf16 is implemented on one GPU only, not with pipeline_parallel_size > 1; remove "
-                "it to keep fp32 master weights", config_.source_of("master_dtype"));
-    }
+    // Refused up front by the feature-support table (config/feature_support.cpp: the pipeline over
+    // processes), before any process loads.
+    SUROGATE_CHECK(!layout_.spans_processes(), "a pipeline device over several processes");
+    SUROGATE_CHECK(config_.master_dtype != MasterDtype::Bf16, "bf16 masters on a pipeline device");
     int visible = 0;
     CUDA_CHECK(cudaGetDeviceCount(&visible));
     if (visible < layout_.first_device + layout_.local_ranks) {

@@ -26,7 +26,7 @@ size_t staged_state_bytes(const Config& config, int64_t count) {
     case surogate::Optimizer::AdamW: return 2 * state_vector_bytes(count, sizeof(float));
     case surogate::Optimizer::AdamW8bit:
       return 2 * state_vector_bytes(count, 1) + 2 * state_vector_bytes(quantization_blocks(count), sizeof(float));
-    case surogate::Optimizer::NorMuon: break;  // never staged (config_rules.cpp)
+    case surogate::Optimizer::NorMuon: break;  // never staged (config/feature_support.cpp)
   }
   SUROGATE_CHECK(false, "a staged optimizer is adamw or adamw_8bit");
   return 0;

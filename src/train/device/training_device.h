@@ -1,4 +1,4 @@
-// What the trainer needs from a device, so that one step loop (train/trainer.cpp) drives the CPU
+// What the trainer needs from a device, so that one step loop (train/run/step_loop.cpp) drives the CPU
 // and the CUDA backend alike. A TrainingDevice owns the backend with the loaded plan, the
 // trainable parameters' master weights, their gradients and the optimizer state.
 //
