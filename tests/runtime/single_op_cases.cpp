@@ -101,7 +101,7 @@ std::vector<SingleOpCase> make_cases() {
   const TensorType rstd{kF32, {kRows}};
   const TensorType f32_x{kF32, {kRows, kChannels}};
   const TensorType positions{kI32, {kRows}};
-  const TensorType tables{kF32, {kRows, kHeadDim / 2}};
+  const TensorType tables{kBf16, {kRows, kHeadDim / 2}};  // rope's tables take x's dtype
   const TensorType hidden{kBf16, {kRows, kChannels}};
   const TensorType head{kBf16, {kVocab, kChannels}};
   const TensorType targets{kI32, {kRows}};
@@ -126,7 +126,6 @@ std::vector<SingleOpCase> make_cases() {
   const InputValues angles = uniform(-1.0, 1.0);
   const InputValues unit = {};
   // Logsumexps a little above the largest logit (|hidden · w| stays below ~8 here).
-  const InputValues logsumexps = uniform(8.0, 10.0);
   const InputValues seed = fixed({1234});
   const TensorType fp8_x{kBf16, {16, kChannels}};
   const TensorType fp8_d_out{kBf16, {16, kOut}};
@@ -204,11 +203,12 @@ std::vector<SingleOpCase> make_cases() {
       {"attention", {q, kv, kv}},
       {"attention_backward", {q, kv, kv, q, TensorType{kF32, {1, kHeads, 8}}, q}, {},
        {unit, unit, unit, unit, uniform(1.5, 2.5), unit}},
-      {"lm_head_loss", {hidden, head, targets, scalar}, {}, {unit, unit, labels(), fixed({0.25})}},
-      {"lm_head_loss_backward", {hidden, head, targets, TensorType{kF32, {kRows}}, scalar, scalar}, {},
-       {unit, unit, labels(), logsumexps, fixed({1.0}), fixed({0.25})}},
-      {"lm_head_loss_with_input_grad", {hidden, head, targets, scalar}, {}, {unit, unit, labels(), fixed({0.25})}},
-      {"lm_head_loss_with_grads", {hidden, head, targets, scalar}, {}, {unit, unit, labels(), fixed({0.25})}},
+      // Output 1, logsumexp, is backend-private: the CUDA loss ops write it as zeros (their backward
+      // recomputes it, runtime/cuda_loss_ops.cpp), so only the loss and the gradients are compared.
+      {"lm_head_loss", {hidden, head, targets, scalar}, {}, {unit, unit, labels(), fixed({0.25})}, {1}},
+      {"lm_head_loss_with_input_grad", {hidden, head, targets, scalar}, {}, {unit, unit, labels(), fixed({0.25})},
+       {1}},
+      {"lm_head_loss_with_grads", {hidden, head, targets, scalar}, {}, {unit, unit, labels(), fixed({0.25})}, {1}},
       {"dropout", {x, TensorType{kI32, {}}}, {{"p", 0.1}, {"stream", 3}}, {unit, seed}},
       {"dropout", {f32_x, TensorType{kI32, {}}}, {{"p", 0.1}, {"stream", 3}}, {unit, seed}},
       {"dropout_add", {x, TensorType{kI32, {}}, x}, {{"p", 0.1}, {"stream", 3}}, {unit, seed, unit}},
@@ -292,6 +292,10 @@ const std::map<std::string, std::string>& ops_not_run_alone() {
     r["lm_head_cross_entropy"] = cpu_only + "lm_head_loss)";
     r["lm_head_cross_entropy_backward"] = cpu_only + "lm_head_loss_backward)";
     r["round_fp16"] = cpu_only + "fp16 tensors themselves)";
+    r["lm_head_loss_backward"] =
+        "reads the logsumexp its forward wrote, which only the CPU backend writes (the CUDA backward recomputes "
+        "it from hidden and weight), so inputs built independently cannot agree; checked through the forward by "
+        "tests/runtime_cuda/test_lm_head_grads_cuda.cpp and models_cuda_tests";
     const std::string host = "an asynchronous host copy, not a kernel of the CUDA table (runtime/cuda_host_copies.h); "
                              "checked by the offload tests of runtime_cuda_tests";
     r["offload_to_host"] = host;

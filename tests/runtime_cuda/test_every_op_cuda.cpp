@@ -55,6 +55,7 @@ TEST_P(EveryOpCuda, MatchesTheCpuBackendWithinTheOpsTolerance) {
   for (size_t o = 0; o < got.values.size(); ++o) {
     const std::string where = c.op + " output " + std::to_string(o) + " (" + graph::format_type(got.types[o]) + ")";
     ASSERT_EQ(got.values[o].size(), expected.values[o].size()) << where;
+    if (std::find(c.unchecked_outputs.begin(), c.unchecked_outputs.end(), o) != c.unchecked_outputs.end()) continue;
     if (!dtype_is_floating(got.types[o].dtype)) {
       EXPECT_EQ(got.values[o], expected.values[o]) << where;
       continue;

@@ -131,8 +131,10 @@ void register_fused_residual_rmsnorm(OpRegistry& registry) {
           };
         });
       },
-      // rstd 1e-5, out / d_x / d_weight 1e-2 (test_model_kernels.cpp)
-      .backend_tolerance = graph::BackendTolerance{.f32 = 1e-5, .bf16 = 1e-2},
+      // out 1e-2; rstd 4e-3: the CUDA kernel normalises the residual_out it stores, rounded to bf16
+      // (≤ 2^-9 relative), while the CPU normalises the exact sum (test_model_kernels.cpp compares
+      // the kernel with the norm of the rounded stream at 1e-5)
+      .backend_tolerance = graph::BackendTolerance{.f32 = 4e-3, .bf16 = 1e-2},
   });
   // (d_out, residual_out, weight, rstd [, d_residual_out]) -> (d_input, d_weight); d_input is the
   // gradient of both residual_in and x.
