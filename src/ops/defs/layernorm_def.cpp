@@ -15,12 +15,6 @@ namespace surogate::ops::defs {
 namespace {
 using namespace graph;
 
-double layernorm_eps(const Attrs& attrs) {
-  const double eps = attrs.number("eps");
-  if (!(eps >= 0.0)) fail_user("{}: attribute 'eps' must be non-negative, got {}", attrs.where(), eps);
-  return eps;
-}
-
 // x (index 1 in the backward, 0 in the forward) against weight [D] with D its last dimension;
 // returns the row count.
 int64_t layernorm_rows(const InferContext& ctx, size_t x_index, size_t weight_index) {
@@ -66,7 +60,7 @@ void register_layernorm(OpRegistry& registry) {
         if (ctx.input_count() != 2 && ctx.input_count() != 3) {
           ctx.fail("takes x, weight and an optional bias, got {} inputs", ctx.input_count());
         }
-        layernorm_eps(ctx.attrs);
+        norm_eps_attr(ctx.attrs);
         const int64_t rows = layernorm_rows(ctx, 0, 1);
         if (ctx.input_count() == 3) ctx.expect_same_type(2, 1);
         const TensorType statistic{statistic_dtype(ctx.input(0).dtype), Shape{rows}};
@@ -92,7 +86,7 @@ void register_layernorm(OpRegistry& registry) {
       },
       .cpu = [](const CpuBindContext& ctx) {
         const int64_t dim = ctx.inputs[1].shape[0], rows = ctx.inputs[0].numel() / dim;
-        const double eps = layernorm_eps(ctx.attrs);
+        const double eps = norm_eps_attr(ctx.attrs);
         const bool has_bias = ctx.inputs.size() == 3;
         return bind_floating(ctx, ctx.inputs[0].dtype, [=](auto zero) -> CpuKernel {
           using T = decltype(zero);

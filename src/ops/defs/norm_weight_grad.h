@@ -1,4 +1,4 @@
-// The norms' backward ops (rmsnorm_backward, fused_residual_rmsnorm_backward,
+// The norms' shared attributes. Their backward ops (rmsnorm_backward, fused_residual_rmsnorm_backward,
 // fused_rmsnorm_rope_backward) give d_weight only where the weight needs a gradient: their
 // gradient rules pass {"weight_grad": false} for a frozen weight (LoRA's base model) and the op
 // then has the single output d_x, so no backend spends a reduction over every row on a gradient
@@ -13,6 +13,13 @@
 namespace surogate::ops::defs {
 
 inline bool weight_grad_attr(const graph::Attrs& attrs) { return attrs.boolean_or("weight_grad", true); }
+
+// The norms' `eps` attribute (rmsnorm, fused_residual_rmsnorm, layernorm): required, non-negative.
+inline double norm_eps_attr(const graph::Attrs& attrs) {
+  const double eps = attrs.number("eps");
+  if (!(eps >= 0.0)) fail_user("{}: attribute 'eps' must be non-negative, got {}", attrs.where(), eps);
+  return eps;
+}
 
 // `attrs` (the forward node's, for ops that share them) plus weight_grad false when the forward
 // input `weight_index` needs no gradient.

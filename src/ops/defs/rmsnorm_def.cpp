@@ -28,19 +28,13 @@ int64_t norm_rows(const InferContext& ctx, size_t x_index, size_t w_index) {
   return ctx.input(x_index).numel() / dim;
 }
 
-double eps_attr(const Attrs& attrs) {
-  double eps = attrs.number("eps");
-  if (!(eps >= 0.0)) fail_user("{}: attribute 'eps' must be non-negative, got {}", attrs.where(), eps);
-  return eps;
-}
-
 void register_rmsnorm(OpRegistry& registry) {
   registry.add(OpDef{
       .name = "rmsnorm",
       .inputs = {"x", "weight"},
       .outputs = {"out", "rstd"},
       .infer = [](const InferContext& ctx) {
-        eps_attr(ctx.attrs);
+        norm_eps_attr(ctx.attrs);
         int64_t rows = norm_rows(ctx, 0, 1);
         return std::vector<TensorType>{ctx.input(0), {statistic_dtype(ctx.input(0).dtype), Shape{rows}}};
       },
@@ -54,7 +48,7 @@ void register_rmsnorm(OpRegistry& registry) {
       },
       .cpu = [](const CpuBindContext& ctx) {
         int64_t dim = ctx.inputs[1].shape[0], rows = ctx.inputs[0].numel() / dim;
-        double eps = eps_attr(ctx.attrs);
+        double eps = norm_eps_attr(ctx.attrs);
         return bind_floating(ctx, ctx.inputs[0].dtype, [=](auto zero) -> CpuKernel {
           using T = decltype(zero);
           return [=](const CpuKernelArgs& args) {
@@ -105,7 +99,7 @@ void register_fused_residual_rmsnorm(OpRegistry& registry) {
       .inputs = {"residual_in", "x", "weight"},
       .outputs = {"out", "residual_out", "rstd"},
       .infer = [](const InferContext& ctx) {
-        eps_attr(ctx.attrs);
+        norm_eps_attr(ctx.attrs);
         ctx.expect_same_type(0, 1);
         int64_t rows = norm_rows(ctx, 0, 2);
         return std::vector<TensorType>{ctx.input(0), ctx.input(0), {statistic_dtype(ctx.input(0).dtype), Shape{rows}}};
@@ -121,7 +115,7 @@ void register_fused_residual_rmsnorm(OpRegistry& registry) {
       },
       .cpu = [](const CpuBindContext& ctx) {
         int64_t dim = ctx.inputs[2].shape[0], rows = ctx.inputs[0].numel() / dim;
-        double eps = eps_attr(ctx.attrs);
+        double eps = norm_eps_attr(ctx.attrs);
         return bind_floating(ctx, ctx.inputs[0].dtype, [=](auto zero) -> CpuKernel {
           using T = decltype(zero);
           return [=](const CpuKernelArgs& args) {
