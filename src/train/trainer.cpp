@@ -6,6 +6,7 @@
 
 #include "distributed/rank_failure.h"
 #include "train/checkpoint_store.h"
+#include "train/run/run_actions.h"
 #include "train/run/start_run.h"
 #include "train/run/step_loop.h"
 
@@ -16,7 +17,10 @@ TrainingResult run_training(const Config& config, const TrainerOptions& options)
   try {
     return run_steps(*run);
   } catch (const distributed::RankFailure& failure) {
-    // Another rank stopped: the checkpoints written so far are complete and resumable.
+    // Another rank stopped: the checkpoints written so far are complete and resumable. The one the
+    // writer thread has in flight was downloaded whole before the failure: finish it first, so the
+    // checkpoint named is the last one on disk (resume_from_checkpoint picks that one).
+    if (run->writer) log_saved(*run, run->writer->wait());
     const CheckpointStore store(config.checkpoint_dir.value_or(config.output_dir), 0);
     const std::optional<std::filesystem::path> latest = store.latest();
     throw distributed::RankFailure(fmt::format(

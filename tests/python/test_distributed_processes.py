@@ -165,7 +165,9 @@ def test_a_checkpoint_of_two_processes_resumes_on_any_world(surogate_bin, tmp_pa
 @pytest.mark.parametrize("victim", [1, 0])
 def test_a_killed_rank_stops_the_other_with_a_clear_message(surogate_bin, tmp_path, example, victim):
     config = write_config(tmp_path, example, "run", True, 1, max_steps=100000, save_steps=2, eval_steps=100000)
-    processes = start(surogate_bin, config, 2)
+    # The writer thread sleeps before each checkpoint's manifest, so a checkpoint is in flight when
+    # the rank is killed: the one named must be the last on disk, the one a resume picks.
+    processes = start(surogate_bin, config, 2, SUROGATE_TEST_FAULTS="checkpoint_write_delay_ms=1500")
     log = None
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:  # until rank 0 has logged 5 steps (checkpoints of steps 2 and 4 exist)
