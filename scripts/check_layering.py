@@ -16,7 +16,7 @@ LAYERS = [
     ["compiler"],
     ["runtime"],
     ["models"],
-    ["data"],
+    ["data", "generate"],
     ["distributed"],
     ["train"],
     ["gguf"],

@@ -1,0 +1,80 @@
+// The oracle NextTokenModel (next_token_model.h): a slot is its token history, and every feed runs
+// ModelSession's whole [slots, max_context] forward over the histories of the slots fed.
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "generate/next_token_model.h"
+#include "models/model_session.h"
+
+namespace surogate::generate {
+namespace {
+
+class FullForwardModel final : public NextTokenModel {
+public:
+  FullForwardModel(const std::filesystem::path& model_dir, const ModelOptions& options)
+      : session_(model_dir, models::SessionOptions{options.slots, options.max_context, options.adapter, options.cuda,
+                                                    options.definition}),
+        histories_(static_cast<size_t>(options.slots)) {}
+
+  std::vector<float> feed(std::span<const SlotFeed> feeds) override {
+    std::vector<models::TokenSequence> rows;
+    std::vector<bool> seen(histories_.size(), false);
+    for (const SlotFeed& fed : feeds) {
+      check_slot(fed.slot);
+      if (seen[static_cast<size_t>(fed.slot)]) fail_user("slot {} is fed twice in one call", fed.slot);
+      seen[static_cast<size_t>(fed.slot)] = true;
+      if (fed.tokens.empty()) fail_user("slot {} is fed no tokens", fed.slot);
+      std::vector<int32_t>& history = histories_[static_cast<size_t>(fed.slot)];
+      if (static_cast<int64_t>(history.size() + fed.tokens.size()) > max_context()) {
+        fail_user("slot {} would hold {} tokens, more than the context of {}", fed.slot,
+                  history.size() + fed.tokens.size(), max_context());
+      }
+      for (int32_t id : fed.tokens) {
+        if (id < 0 || id >= vocab_size()) fail_user("token id {} is outside the vocabulary [0, {})", id, vocab_size());
+      }
+    }
+    for (const SlotFeed& fed : feeds) {
+      std::vector<int32_t>& history = histories_[static_cast<size_t>(fed.slot)];
+      history.insert(history.end(), fed.tokens.begin(), fed.tokens.end());
+      rows.push_back({history, std::vector<int32_t>(history.size(), -100)});
+    }
+    const models::SessionOutput output = session_.run(rows, true);
+    const size_t vocab = static_cast<size_t>(vocab_size()), sequence = static_cast<size_t>(max_context());
+    std::vector<float> logits(feeds.size() * vocab);
+    for (size_t row = 0; row < rows.size(); ++row) {
+      const size_t last = rows[row].input_ids.size() - 1;
+      const float* from = output.logits.data() + (row * sequence + last) * vocab;
+      std::copy(from, from + vocab, logits.data() + row * vocab);
+    }
+    return logits;
+  }
+
+  void clear(int64_t slot) override {
+    check_slot(slot);
+    histories_[static_cast<size_t>(slot)].clear();
+  }
+  int64_t held(int64_t slot) const override {
+    check_slot(slot);
+    return static_cast<int64_t>(histories_[static_cast<size_t>(slot)].size());
+  }
+  int64_t slots() const override { return static_cast<int64_t>(histories_.size()); }
+  int64_t max_context() const override { return session_.sequence(); }
+  int64_t vocab_size() const override { return session_.vocab_size(); }
+
+private:
+  void check_slot(int64_t slot) const {
+    if (slot < 0 || slot >= slots()) fail_user("slot {} is outside [0, {})", slot, slots());
+  }
+
+  models::ModelSession session_;
+  std::vector<std::vector<int32_t>> histories_;
+};
+
+}  // namespace
+
+std::unique_ptr<NextTokenModel> open_full_forward_model(const std::filesystem::path& model_dir,
+                                                        const ModelOptions& options) {
+  return std::make_unique<FullForwardModel>(model_dir, options);
+}
+
+}  // namespace surogate::generate

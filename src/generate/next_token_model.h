@@ -1,0 +1,50 @@
+// What generation needs of a model: feed tokens into a slot (one sequence being generated), get
+// the logits of the next token. A slot keeps what it was fed (its KV cache, or its token history),
+// so a prompt is fed once and each new token after it. Two implementations:
+//   open_kv_cache_model   — the fast one: keys and values of every fed token stay in a cache;
+//   open_full_forward_model — the oracle: every feed runs the whole forward over the slot's
+//     history (models::ModelSession), which is what transformers computes without a cache.
+// Both give fp32 logits; on the CPU backend the model runs in fp32, on CUDA in bf16.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "models/model_definition.h"
+
+namespace surogate::generate {
+
+struct ModelOptions {
+  std::filesystem::path adapter;       // PEFT LoRA adapter folder applied unmerged, or empty
+  bool cuda = false;                   // the CUDA backend (bf16) instead of the CPU backend (fp32)
+  models::ModelDefinition definition;  // the graph's source (default: the built-in builder)
+  int64_t slots = 1;                   // sequences held at once
+  int64_t max_context = 2048;          // tokens a slot can hold (prompt + generated)
+};
+
+struct SlotFeed {
+  int64_t slot = 0;
+  std::vector<int32_t> tokens;  // appended after what the slot holds; at least one
+};
+
+class NextTokenModel {
+public:
+  virtual ~NextTokenModel() = default;
+  // Appends each feed's tokens to its slot (each slot at most once per call) and returns the fp32
+  // logits after the last of them, [feeds.size() × vocab_size()] row-major in the feeds' order.
+  // UserError when a slot would exceed max_context or an id is outside the vocabulary.
+  virtual std::vector<float> feed(std::span<const SlotFeed> feeds) = 0;
+  virtual void clear(int64_t slot) = 0;  // the slot then holds nothing
+  virtual int64_t held(int64_t slot) const = 0;
+  virtual int64_t slots() const = 0;
+  virtual int64_t max_context() const = 0;
+  virtual int64_t vocab_size() const = 0;
+};
+
+std::unique_ptr<NextTokenModel> open_full_forward_model(const std::filesystem::path& model_dir,
+                                                        const ModelOptions& options);
+
+}  // namespace surogate::generate
