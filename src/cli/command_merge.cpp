@@ -4,7 +4,7 @@
 // projection, saved in the base model's torch_dtype with its config, generation config and
 // tokenizer files (train/model_outputs.h). The adapter is checked against the base model first
 // (models/adapter_io.h), so a mismatched pair is one clear error and nothing is written.
-// `--model_definition FILE` (a JSON IR that names its weights, as the Python DSL writes it) gives
+// `--model_definition FILE` (the Python DSL's model.py, or a JSON IR that names its weights) gives
 // the weight table of an architecture Surogate has no C++ for (models/defined_weights.h).
 #include <filesystem>
 
@@ -16,6 +16,7 @@
 #include "models/adapter_io.h"
 #include "models/defined_weights.h"
 #include "models/model_spec.h"
+#include "models/python_definition.h"
 #include "models/weight_io.h"
 #include "train/model_outputs.h"
 
@@ -38,9 +39,9 @@ int run_merge(const MergeArguments& arguments) {
     fail_user("--output {}: must not be the base model or adapter folder", arguments.output);
   }
   const std::string& definition = arguments.model_definition;
-  if (!definition.empty() && (!fs::is_regular_file(definition) || fs::path(definition).extension() == ".py")) {
-    fail_user("--model_definition {}: give the JSON IR file of the model's definition (python -m surogate.dsl "
-              "FILE.py --model {} -o FILE.json)", definition, arguments.model);
+  if (!definition.empty() && !models::is_python_definition(definition) && !fs::is_regular_file(definition)) {
+    fail_user("--model_definition {}: not a file; give the model's definition (the DSL's model.py, or its JSON IR)",
+              definition);
   }
   io::ModelConfig config =
       models::load_model_config(model, {definition, "--model_definition " + definition});
@@ -66,7 +67,7 @@ Command register_merge_command(CLI::App& parent) {
       ->required();
   app->add_option("--output", arguments->output, "Folder for the merged model")->required();
   app->add_option("--model_definition", arguments->model_definition,
-                  "JSON IR of the model's definition, for its weight table (architectures without C++)");
+                  "The model's definition (the DSL's model.py or its JSON IR), for its weight table");
   return Command{app, [arguments] { return run_merge(*arguments); }};
 }
 

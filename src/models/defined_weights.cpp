@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "models/python_definition.h"
 
 namespace surogate::models {
 
@@ -56,9 +57,11 @@ std::vector<io::DefinedParameter> read_checkpoint_names(const std::filesystem::p
 
 io::ModelConfig load_model_config(const std::filesystem::path& model_dir, const ModelDefinition& definition) {
   io::ModelConfig config = io::load_model_config(model_dir);
-  const std::filesystem::path& file = definition.ir_file;
-  // build_model_graph says what is wrong with a file that is missing or Python source.
-  if (!file.empty() && std::filesystem::is_regular_file(file) && file.extension() != ".py") {
+  std::filesystem::path file = definition.ir_file;
+  // The weight table does not depend on the shape: any small one compiles a Python definition.
+  if (is_python_definition(file)) file = compile_python_definition(file, model_dir, 1, 8, 1, definition.source);
+  // build_model_graph says what is wrong with a file that is missing.
+  if (!file.empty() && std::filesystem::is_regular_file(file)) {
     config.defined_parameters = read_checkpoint_names(file, definition.source);
   }
   return config;

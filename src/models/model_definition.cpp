@@ -11,6 +11,7 @@
 #include "graph/builder.h"
 #include "graph/json_ir.h"
 #include "graph/verifier.h"
+#include "models/python_definition.h"
 #include "models/ir_router_loss.h"
 #include "models/model_eval.h"
 
@@ -156,19 +157,20 @@ DecoderGraph specialize_ir_graph(const Graph& ir, const io::ModelConfig& config,
 DecoderGraph build_model_graph(const io::ModelConfig& config, const graph::OpRegistry& registry,
                                const DecoderGraphOptions& options, const ModelDefinition& definition) {
   if (definition.ir_file.empty()) return build_decoder_graph(config, registry, options);
-  if (!std::filesystem::is_regular_file(definition.ir_file)) {
-    fail_user("{}: '{}' is not a file; give a JSON IR file (`surogate ir MODEL_DIR -o FILE`, or the Python DSL's "
-              "emit)", definition.source, definition.ir_file.string());
-  }
-  if (definition.ir_file.extension() == ".py") {
-    fail_user("{}: '{}' is a Python model definition; the engine reads its JSON IR: train it from Python "
-              "(surogate.train with model_definition set to the file or the model), or write the IR with "
-              "`python -m surogate.dsl {} --model MODEL_DIR --batch B --seq T -o FILE.json`",
-              definition.source, definition.ir_file.string(), definition.ir_file.string());
+  std::filesystem::path ir_file = definition.ir_file;
+  if (is_python_definition(ir_file)) {
+    if (definition.model_dir.empty()) {
+      fail_user("{}: a Python model definition needs the model folder to be compiled for", definition.source);
+    }
+    ir_file = compile_python_definition(ir_file, definition.model_dir, options.batch, options.sequence,
+                                        std::max<int64_t>(1, options.lmhead_chunks), definition.source);
+  } else if (!std::filesystem::is_regular_file(ir_file)) {
+    fail_user("{}: '{}' is not a file; give a JSON IR file (`surogate ir MODEL_DIR -o FILE`, the Python DSL's "
+              "emit) or the DSL's model.py", definition.source, ir_file.string());
   }
   Graph ir;
   try {
-    ir = graph::load_json_ir(definition.ir_file, registry);
+    ir = graph::load_json_ir(ir_file, registry);
   } catch (const UserError& error) {
     throw UserError(fmt::format("{}: {}", definition.source, error.what()));
   }

@@ -77,8 +77,11 @@ std::optional<models::Fp8Options> fp8_options(const Config& config, const io::Mo
 
 models::ModelDefinition model_definition(const Config& config) {
   if (!config.model_definition) return {};
-  return {*config.model_definition,
-          fmt::format("{}: model_definition '{}'", config.source_of("model_definition"), *config.model_definition)};
+  models::ModelDefinition definition{
+      *config.model_definition,
+      fmt::format("{}: model_definition '{}'", config.source_of("model_definition"), *config.model_definition)};
+  definition.model_dir = config.model;
+  return definition;
 }
 
 TrainingForward build_training_forward(const Config& config, const io::ModelConfig& model,

@@ -1,0 +1,50 @@
+// The generate loop: many requests over a NextTokenModel's slots. Each waiting request takes a
+// free slot; the prompts admitted together are fed in one call (prefill), then every active slot
+// decodes one token per step in one call; a finished request frees its slot for the next one
+// (continuous batching at step granularity). Each request samples with its own TokenSampler and
+// seed, so its tokens do not depend on what else runs beside it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "generate/next_token_model.h"
+#include "generate/sampling.h"
+
+namespace surogate::tokenizer {
+class Tokenizer;
+}
+
+namespace surogate::generate {
+
+struct GenerationRequest {
+  std::vector<int32_t> prompt;     // at least one token
+  SamplingOptions sampling;
+  uint64_t seed = 0;
+  int64_t max_new_tokens = 256;    // >= 1
+  std::vector<int32_t> eos_ids;    // any of them ends the completion ("stop"; the id is kept)
+  std::vector<std::string> stop;   // stop strings (need a tokenizer): the text ends before one
+};
+
+struct GenerationResult {
+  std::vector<int32_t> completion_ids;  // the new tokens only
+  std::string completion;               // their text, when a tokenizer was given (stop strings cut)
+  std::string finish_reason;            // "stop" or "length"
+};
+
+// Called as text becomes final: (request index, text delta). Deltas of one request concatenate to
+// its completion.
+using TextCallback = std::function<void(size_t request, const std::string& delta)>;
+
+// Runs every request to completion; results in the requests' order. `tokenizer` may be null when no
+// request has stop strings (then `completion` stays empty). UserError naming the request (its index)
+// when its prompt is empty, prompt + max_new_tokens exceeds the model's context, or stop strings
+// come without a tokenizer.
+std::vector<GenerationResult> generate(NextTokenModel& model, std::span<const GenerationRequest> requests,
+                                       const tokenizer::Tokenizer* tokenizer, const TextCallback& on_text = {});
+
+}  // namespace surogate::generate
