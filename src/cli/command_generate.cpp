@@ -4,7 +4,7 @@
 // and writes each row back with "completion_ids", "completion" (when the folder has a tokenizer)
 // and "finish_reason", in input order. Sampling defaults come from the folder's
 // generation_config.json, as transformers takes them; --temperature 0 is greedy.
-#include <cstdio>
+#include <algorithm>
 #include <fstream>
 #include <iostream>
 #include <limits>
@@ -109,7 +109,6 @@ int run_generate(const GenerateArguments& arguments) {
   }
   const generate::GenerationDefaults defaults = generate::read_generation_defaults(model_dir);
   const generate::SamplingOptions sampling = sampling_options(arguments, defaults);
-  const int64_t max_new_tokens = arguments.max_new_tokens.value_or(defaults.max_new_tokens);
 
   generate::PromptBuilder prompts(model_dir, arguments.enable_thinking);
   std::vector<InputRow> rows;
@@ -121,10 +120,14 @@ int run_generate(const GenerateArguments& arguments) {
   std::vector<generate::GenerationRequest> requests;
   int64_t longest = 0;
   for (size_t index = 0; index < rows.size(); ++index) {
+    // --max_new_tokens, else generation_config.json's max_new_tokens / max_length, else 256.
+    const int64_t prompt_length = static_cast<int64_t>(rows[index].prompt.size());
+    const int64_t max_new_tokens = std::max<int64_t>(
+        1, arguments.max_new_tokens.value_or(generate::new_token_limit(defaults, prompt_length).value_or(256)));
     // Each row draws from its own stream: its tokens do not depend on the batch it ran in.
     requests.push_back({rows[index].prompt, sampling, static_cast<uint64_t>(arguments.seed) + index, max_new_tokens,
                         defaults.eos_token_ids, arguments.stop});
-    longest = std::max<int64_t>(longest, static_cast<int64_t>(rows[index].prompt.size()) + max_new_tokens);
+    longest = std::max<int64_t>(longest, prompt_length + max_new_tokens);
   }
   generate::ModelOptions model_options;
   model_options.adapter = arguments.adapter;

@@ -1,0 +1,190 @@
+// The processors and the draw of sampling.h. Logits stay float as transformers keeps them (a
+// penalty or a temperature is applied in float); the probabilities the filters and the draw use
+// are computed in double, so nothing depends on the order a sum is taken in.
+#include "generate/sampling.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "core/error.h"
+
+namespace surogate::generate {
+namespace {
+
+constexpr float kFiltered = -std::numeric_limits<float>::infinity();
+
+void check_finite(double value, const char* name) {
+  if (!std::isfinite(value)) fail_user("{} must be a finite number, got {}", name, value);
+}
+
+void apply_repetition_penalty(float penalty, std::span<float> logits,
+                              std::span<const int32_t> context) {
+  std::vector<int32_t> distinct(context.begin(), context.end());
+  std::sort(distinct.begin(), distinct.end());
+  distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+  for (int32_t id : distinct) {
+    if (id < 0 || static_cast<size_t>(id) >= logits.size()) continue;
+    float& logit = logits[static_cast<size_t>(id)];
+    logit = logit < 0 ? logit * penalty : logit / penalty;
+  }
+}
+
+// transformers' TopKLogitsWarper: every logit below the k-th largest is filtered (ties kept).
+void apply_top_k(int64_t top_k, std::span<float> logits) {
+  const size_t k = std::min(static_cast<size_t>(top_k), logits.size());
+  std::vector<float> sorted(logits.begin(), logits.end());
+  std::nth_element(sorted.begin(), sorted.begin() + static_cast<std::ptrdiff_t>(k - 1), sorted.end(),
+                   std::greater<float>());
+  const float kth = sorted[k - 1];
+  for (float& logit : logits) {
+    if (logit < kth) logit = kFiltered;
+  }
+}
+
+// transformers' TopPLogitsWarper: in ascending order of logit (ties: lower id first), the tokens
+// whose cumulative probability is <= 1 - top_p are filtered; the most likely token always stays.
+void apply_top_p(double top_p, std::span<float> logits) {
+  const std::vector<double> probabilities = softmax_probabilities(logits);
+  std::vector<size_t> ascending(logits.size());
+  std::iota(ascending.begin(), ascending.end(), size_t{0});
+  std::stable_sort(ascending.begin(), ascending.end(),
+                   [&](size_t a, size_t b) { return logits[a] < logits[b]; });
+  double cumulative = 0.0;
+  for (size_t rank = 0; rank + 1 < ascending.size(); ++rank) {
+    cumulative += probabilities[ascending[rank]];
+    if (cumulative <= 1.0 - top_p) logits[ascending[rank]] = kFiltered;
+  }
+}
+
+// transformers' MinPLogitsWarper: tokens less likely than min_p × the most likely are filtered.
+void apply_min_p(double min_p, std::span<float> logits) {
+  const std::vector<double> probabilities = softmax_probabilities(logits);
+  const double threshold = min_p * *std::max_element(probabilities.begin(), probabilities.end());
+  const size_t top = static_cast<size_t>(argmax(logits));
+  for (size_t id = 0; id < logits.size(); ++id) {
+    if (id != top && probabilities[id] < threshold) logits[id] = kFiltered;
+  }
+}
+
+// A uniform double in [0, 1) from the top 53 bits of one draw: defined by us, not by a library.
+double uniform_unit(std::mt19937_64& engine) {
+  return static_cast<double>(engine() >> 11) * 0x1.0p-53;
+}
+
+}  // namespace
+
+void validate(const SamplingOptions& options) {
+  check_finite(options.temperature, "temperature");
+  check_finite(options.top_p, "top_p");
+  check_finite(options.min_p, "min_p");
+  check_finite(options.repetition_penalty, "repetition_penalty");
+  if (options.temperature < 0) {
+    fail_user("temperature must be >= 0 (0 = greedy), got {}", options.temperature);
+  }
+  if (options.top_k < 0) fail_user("top_k must be >= 0 (0 = off), got {}", options.top_k);
+  if (!(options.top_p > 0 && options.top_p <= 1)) {
+    fail_user("top_p must be in (0, 1] (1 = off), got {}", options.top_p);
+  }
+  if (!(options.min_p >= 0 && options.min_p <= 1)) {
+    fail_user("min_p must be in [0, 1] (0 = off), got {}", options.min_p);
+  }
+  if (!(options.repetition_penalty > 0)) {
+    fail_user("repetition_penalty must be > 0 (1 = off), got {}", options.repetition_penalty);
+  }
+}
+
+void process_logits(const SamplingOptions& options, std::span<float> logits,
+                    std::span<const int32_t> context) {
+  if (logits.empty()) return;
+  if (options.repetition_penalty != 1.0) {
+    apply_repetition_penalty(static_cast<float>(options.repetition_penalty), logits, context);
+  }
+  if (options.greedy()) return;
+  if (options.temperature != 1.0) {
+    const float temperature = static_cast<float>(options.temperature);
+    for (float& logit : logits) logit /= temperature;
+  }
+  if (options.top_k != 0) apply_top_k(options.top_k, logits);
+  if (options.top_p < 1.0) apply_top_p(options.top_p, logits);
+  if (options.min_p > 0.0) apply_min_p(options.min_p, logits);
+}
+
+std::vector<double> softmax_probabilities(std::span<const float> logits) {
+  std::vector<double> probabilities(logits.size(), 0.0);
+  const double largest = logits.empty() ? 0.0 : *std::max_element(logits.begin(), logits.end());
+  if (largest == -std::numeric_limits<double>::infinity()) return probabilities;
+  double sum = 0.0;
+  for (size_t id = 0; id < logits.size(); ++id) {
+    probabilities[id] = std::exp(static_cast<double>(logits[id]) - largest);
+    sum += probabilities[id];
+  }
+  for (double& probability : probabilities) probability /= sum;
+  return probabilities;
+}
+
+int32_t argmax(std::span<const float> logits) {
+  size_t best = 0;
+  for (size_t id = 1; id < logits.size(); ++id) {
+    if (logits[id] > logits[best] || std::isnan(logits[best])) best = id;
+  }
+  return static_cast<int32_t>(best);
+}
+
+TokenSampler::TokenSampler(const SamplingOptions& options, uint64_t seed)
+    : options_(options), engine_(seed) {
+  validate(options_);
+}
+
+int32_t TokenSampler::choose(std::span<float> logits, std::span<const int32_t> context) {
+  SUROGATE_CHECK(!logits.empty(), "no logits to choose from");
+  for (float logit : logits) {
+    if (std::isnan(logit) || logit == std::numeric_limits<float>::infinity()) {
+      fail_user("the model's logits hold NaN or +inf (a diverged model?): no token can be chosen");
+    }
+  }
+  process_logits(options_, logits, context);
+  if (options_.greedy()) return argmax(logits);
+  const std::vector<double> probabilities = softmax_probabilities(logits);
+  const double target = uniform_unit(engine_);
+  double cumulative = 0.0;
+  size_t last = logits.size();
+  for (size_t id = 0; id < probabilities.size(); ++id) {
+    if (probabilities[id] == 0.0) continue;
+    cumulative += probabilities[id];
+    last = id;
+    if (target < cumulative) return static_cast<int32_t>(id);
+  }
+  if (last == logits.size()) fail_user("every logit is -inf: no token can be chosen");
+  return static_cast<int32_t>(last);  // the sum fell a rounding short of the draw
+}
+
+Logprobs log_softmax(std::span<const float> logits, int32_t chosen, int64_t top_n) {
+  if (top_n < 0) fail_user("the number of top logprobs must be >= 0, got {}", top_n);
+  if (chosen < 0 || static_cast<size_t>(chosen) >= logits.size()) {
+    fail_user("token {} is outside the vocabulary [0, {})", chosen, logits.size());
+  }
+  const double largest = *std::max_element(logits.begin(), logits.end());
+  double sum = 0.0;
+  for (float logit : logits) sum += std::exp(static_cast<double>(logit) - largest);
+  const double log_normalizer = largest + std::log(sum);
+  Logprobs result;
+  result.chosen = static_cast<double>(logits[static_cast<size_t>(chosen)]) - log_normalizer;
+  const size_t count = std::min(static_cast<size_t>(top_n), logits.size());
+  std::vector<int32_t> ids(logits.size());
+  std::iota(ids.begin(), ids.end(), 0);
+  std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(count), ids.end(),
+                    [&](int32_t a, int32_t b) {
+                      const float la = logits[static_cast<size_t>(a)];
+                      const float lb = logits[static_cast<size_t>(b)];
+                      return la > lb || (la == lb && a < b);
+                    });
+  for (size_t rank = 0; rank < count; ++rank) {
+    const int32_t id = ids[rank];
+    result.top.push_back({id, static_cast<double>(logits[static_cast<size_t>(id)]) - log_normalizer});
+  }
+  return result;
+}
+
+}  // namespace surogate::generate

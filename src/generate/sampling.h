@@ -1,0 +1,87 @@
+// Choosing the next token from a model's logits, exactly as transformers' generate() does:
+//   1. repetition_penalty (always, also when greedy; off at 1): each distinct token of the context
+//      (prompt + tokens generated so far) gets logit < 0 ? logit * penalty : logit / penalty;
+//   2. greedy (do_sample false, or temperature 0 — our CLI's convention): the argmax, the first
+//      maximum on ties. Otherwise the warpers in transformers' order (_get_logits_processor):
+//      temperature (logits / t; off at 1), top_k (keep logits >= the k-th largest, ties kept;
+//      off at 0), top_p (sort ascending, drop tokens whose cumulative probability is <= 1 - top_p,
+//      the most likely token always kept; off at 1), min_p (drop tokens whose probability is
+//      < min_p × the largest probability; off at 0). Filtered tokens get -inf;
+//   3. a draw from the softmax of what is left, with our own std::mt19937_64 stream (a uniform
+//      double from the top 53 bits of one draw, no std::*_distribution, whose output differs
+//      between standard libraries): the same seed and the same logits give the same tokens on
+//      every platform.
+//
+//   TokenSampler sampler(options, seed);           // validates the options (UserError)
+//   Logprobs lp = log_softmax(logits, 0, 5);       // before choose(): it changes the logits
+//   int32_t next = sampler.choose(logits, context);
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <span>
+#include <vector>
+
+namespace surogate::generate {
+
+// Named and defaulted as transformers' GenerationConfig (min_p: transformers' None is 0 here).
+struct SamplingOptions {
+  bool do_sample = false;
+  double temperature = 1.0;         // >= 0; 0 = greedy
+  int64_t top_k = 50;               // >= 0; 0 = off
+  double top_p = 1.0;               // in (0, 1]; 1 = off
+  double min_p = 0.0;               // in [0, 1]; 0 = off
+  double repetition_penalty = 1.0;  // > 0; 1 = off
+
+  // Argmax instead of a draw: do_sample false or temperature 0.
+  bool greedy() const { return !do_sample || temperature == 0.0; }
+};
+
+// UserError naming the option (temperature, top_k, top_p, min_p, repetition_penalty) when a value
+// is out of its range above or not finite.
+void validate(const SamplingOptions& options);
+
+// Steps 1 and (when not greedy) 2 above, in place: what the draw sees. Context ids outside
+// [0, logits.size()) are ignored, as transformers ignores ids beyond the model's logits.
+void process_logits(const SamplingOptions& options, std::span<float> logits,
+                    std::span<const int32_t> context);
+
+// softmax(logits) in double; -inf logits get probability 0.
+std::vector<double> softmax_probabilities(std::span<const float> logits);
+
+class TokenSampler {
+ public:
+  // Validates `options` (UserError); `seed` starts the random stream of this sampler.
+  TokenSampler(const SamplingOptions& options, uint64_t seed);
+
+  // The next token: process_logits (the logits are overwritten with the processed ones), then the
+  // argmax when greedy, else a draw. `context` is the prompt plus the tokens generated so far.
+  // UserError when the logits hold NaN or nothing is left to draw (every logit -inf).
+  int32_t choose(std::span<float> logits, std::span<const int32_t> context);
+
+  const SamplingOptions& options() const { return options_; }
+
+ private:
+  SamplingOptions options_;
+  std::mt19937_64 engine_;  // fully specified by the standard: the same stream everywhere
+};
+
+// The first index of the largest logit (NaN is never the largest).
+int32_t argmax(std::span<const float> logits);
+
+struct TokenLogprob {
+  int32_t token = 0;
+  double logprob = 0.0;
+};
+
+struct Logprobs {
+  double chosen = 0.0;             // log_softmax(logits)[chosen]
+  std::vector<TokenLogprob> top;  // the top_n most likely, most likely first (ties: lower id first)
+};
+
+// The log-probabilities of the *unprocessed* distribution (what OpenAI's `logprobs` reports):
+// call it on the model's logits before choose() changes them. top_n is clamped to the vocabulary;
+// UserError when it is negative or `chosen` is outside the vocabulary.
+Logprobs log_softmax(std::span<const float> logits, int32_t chosen, int64_t top_n);
+
+}  // namespace surogate::generate

@@ -1,0 +1,226 @@
+// sampling.h: each processor on hand-computed cases, their order, greedy ties, the draw (its
+// definition, its frequencies, reproducibility), the option checks and log_softmax.
+// tests/python/test_generate_sampling.py compares the processors with transformers' own.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "generate/sampling.h"
+#include "user_error_of.h"
+
+namespace surogate::generate {
+namespace {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+SamplingOptions sampling() {
+  SamplingOptions options;
+  options.do_sample = true;
+  options.top_k = 0;
+  return options;
+}
+
+std::vector<float> processed(const SamplingOptions& options, std::vector<float> logits,
+                             const std::vector<int32_t>& context = {}) {
+  process_logits(options, logits, context);
+  return logits;
+}
+
+std::vector<float> logs(const std::vector<double>& probabilities) {
+  std::vector<float> result;
+  for (double probability : probabilities) result.push_back(static_cast<float>(std::log(probability)));
+  return result;
+}
+
+TEST(Sampling, RepetitionPenaltyDividesPositiveAndMultipliesNegativeOncePerDistinctToken) {
+  SamplingOptions options;  // greedy: the penalty still applies, as in transformers
+  options.repetition_penalty = 2.0;
+  // Token 1 appears twice but is penalised once; 7 and -1 are outside the vocabulary: ignored.
+  EXPECT_EQ(processed(options, {2, -2, 1, 0.5}, {0, 1, 1, 7, -1}),
+            (std::vector<float>{1, -4, 1, 0.5}));
+  options.repetition_penalty = 0.5;  // < 1 rewards repetition
+  EXPECT_EQ(processed(options, {2, -2, 1}, {0, 1}), (std::vector<float>{4, -1, 1}));
+}
+
+TEST(Sampling, GreedyAppliesNoWarper) {
+  SamplingOptions options;
+  options.temperature = 0.5;
+  options.top_k = 1;
+  options.top_p = 0.1;
+  options.min_p = 0.9;
+  EXPECT_EQ(processed(options, {1, 2, 3}), (std::vector<float>{1, 2, 3}));
+  options.do_sample = true;
+  options.temperature = 0.0;  // our convention: temperature 0 is greedy
+  EXPECT_EQ(processed(options, {1, 2, 3}), (std::vector<float>{1, 2, 3}));
+}
+
+TEST(Sampling, TemperatureDividesTheLogits) {
+  SamplingOptions options = sampling();
+  options.temperature = 2.0;
+  EXPECT_EQ(processed(options, {1, 2, -3}), (std::vector<float>{0.5, 1, -1.5}));
+}
+
+TEST(Sampling, TopKKeepsTheKLargestAndTiesAtTheBoundary) {
+  SamplingOptions options = sampling();
+  options.top_k = 2;
+  EXPECT_EQ(processed(options, {1, 3, 3, 2, 0}), (std::vector<float>{-kInf, 3, 3, -kInf, -kInf}));
+  EXPECT_EQ(processed(options, {1, 3, 2, 2}), (std::vector<float>{-kInf, 3, 2, 2}));
+  options.top_k = 10;  // larger than the vocabulary: nothing filtered
+  EXPECT_EQ(processed(options, {1, 3}), (std::vector<float>{1, 3}));
+}
+
+TEST(Sampling, TopPKeepsTheSmallestSetReachingP) {
+  SamplingOptions options = sampling();
+  const std::vector<float> logits = logs({0.1, 0.2, 0.3, 0.4});
+  options.top_p = 0.5;  // ascending cumulative 0.1, 0.3, 0.6, 1.0: the first two are <= 0.5
+  EXPECT_EQ(processed(options, logits), (std::vector<float>{-kInf, -kInf, logits[2], logits[3]}));
+  options.top_p = 0.75;  // <= 0.25: only the first
+  EXPECT_EQ(processed(options, logits), (std::vector<float>{-kInf, logits[1], logits[2], logits[3]}));
+  options.top_p = 0.01;  // the most likely token always stays
+  EXPECT_EQ(processed(options, logits), (std::vector<float>{-kInf, -kInf, -kInf, logits[3]}));
+}
+
+TEST(Sampling, MinPDropsTokensBelowAFractionOfTheMostLikely) {
+  SamplingOptions options = sampling();
+  const std::vector<float> logits = logs({0.5, 0.3, 0.15, 0.05});
+  options.min_p = 0.2;  // threshold 0.1
+  EXPECT_EQ(processed(options, logits), (std::vector<float>{logits[0], logits[1], logits[2], -kInf}));
+  options.min_p = 1.0;  // only the most likely and its equals
+  EXPECT_EQ(processed(options, {1, 3, 3}), (std::vector<float>{-kInf, 3, 3}));
+}
+
+TEST(Sampling, RepetitionPenaltyComesBeforeTheWarpers) {
+  SamplingOptions options = sampling();
+  options.repetition_penalty = 2.0;
+  options.top_k = 1;
+  // Penalised first, token 0 falls from 2 to 1 below token 1's 1.5: top_k keeps token 1.
+  EXPECT_EQ(processed(options, {2, 1.5}, {0}), (std::vector<float>{-kInf, 1.5}));
+}
+
+TEST(Sampling, TemperatureComesBeforeTopPAndMinP) {
+  SamplingOptions options = sampling();
+  options.top_p = 0.6;
+  // Without temperature the probabilities are .09, .24, .67: top_p keeps only token 2.
+  EXPECT_EQ(processed(options, {0, 1, 2})[1], -kInf);
+  options.temperature = 10.0;  // flattened first to about .30, .33, .37: token 1 stays
+  EXPECT_FLOAT_EQ(processed(options, {0, 1, 2})[1], 0.1f);
+  options.top_p = 1.0;
+  options.temperature = 1.0;
+  options.min_p = 0.5;  // .24 < .5 × .67: token 1 dropped
+  EXPECT_EQ(processed(options, {0, 1, 2})[1], -kInf);
+  options.temperature = 10.0;  // .33 >= .5 × .37: kept
+  EXPECT_FLOAT_EQ(processed(options, {0, 1, 2})[1], 0.1f);
+}
+
+TEST(Sampling, GreedyTakesTheFirstMaximum) {
+  TokenSampler sampler(SamplingOptions{}, 0);
+  std::vector<float> logits{1, 3, 3, -kInf};
+  EXPECT_EQ(sampler.choose(logits, {}), 1);
+  SamplingOptions penalised;
+  penalised.repetition_penalty = 3.0;
+  TokenSampler penalising(penalised, 0);
+  logits = {1, 3, 2};
+  EXPECT_EQ(penalising.choose(logits, std::vector<int32_t>{1}), 2);  // 3 / 3 = 1 < 2
+  EXPECT_EQ(argmax(std::vector<float>{std::nanf(""), 1, 2, 2}), 2);
+}
+
+// The draw as sampling.h defines it: u from the top 53 bits of std::mt19937_64(seed), the first
+// token whose cumulative probability (in id order) exceeds u.
+TEST(Sampling, TheDrawIsTheDocumentedInverseCdfOfTheSeededStream) {
+  const std::vector<float> given{std::log(0.1f), -kInf, std::log(0.2f), std::log(0.3f), std::log(0.4f)};
+  const std::vector<double> probabilities = softmax_probabilities(given);
+  std::mt19937_64 engine(1234);
+  TokenSampler sampler(sampling(), 1234);
+  for (int draw = 0; draw < 200; ++draw) {
+    const double u = static_cast<double>(engine() >> 11) / 9007199254740992.0;
+    int32_t expected = 0;
+    for (double cumulative = probabilities[0]; !(u < cumulative);) cumulative += probabilities[++expected];
+    std::vector<float> logits = given;
+    ASSERT_EQ(sampler.choose(logits, {}), expected) << "draw " << draw << ", u " << u;
+  }
+}
+
+TEST(Sampling, FrequenciesFollowTheFilteredDistribution) {
+  SamplingOptions options = sampling();
+  options.top_k = 3;  // drops token 0 (0.1); the rest renormalised: 2/9, 3/9, 4/9
+  TokenSampler sampler(options, 7);
+  std::vector<int> counts(4, 0);
+  const int draws = 20000;
+  for (int draw = 0; draw < draws; ++draw) {
+    std::vector<float> logits = logs({0.1, 0.2, 0.3, 0.4});
+    ++counts[static_cast<size_t>(sampler.choose(logits, {}))];
+  }
+  EXPECT_EQ(counts[0], 0);
+  // Binomial standard deviation <= 0.0036 at 20000 draws: 0.015 is over 4 of them.
+  for (size_t token = 1; token < 4; ++token) {
+    EXPECT_NEAR(counts[token] / double(draws), static_cast<double>(token + 1) / 9.0, 0.015) << token;
+  }
+}
+
+TEST(Sampling, TheSameSeedGivesTheSameTokens) {
+  const auto tokens = [](uint64_t seed) {
+    SamplingOptions options = sampling();
+    options.temperature = 1.5;
+    options.top_p = 0.95;
+    TokenSampler sampler(options, seed);
+    std::vector<int32_t> chosen;
+    for (int step = 0; step < 64; ++step) {
+      std::vector<float> logits(50);
+      for (size_t id = 0; id < logits.size(); ++id) logits[id] = std::sin(float(id * 7 + step));
+      chosen.push_back(sampler.choose(logits, chosen));
+    }
+    return chosen;
+  };
+  EXPECT_EQ(tokens(42), tokens(42));
+  EXPECT_NE(tokens(42), tokens(43));
+}
+
+TEST(Sampling, NaNOrNothingLeftIsAUserError) {
+  TokenSampler sampler(sampling(), 0);
+  std::vector<float> logits{1, std::nanf(""), 2};
+  EXPECT_NE(error_of([&] { sampler.choose(logits, {}); }).find("NaN"), std::string::npos);
+  logits = {-kInf, -kInf};
+  EXPECT_NE(error_of([&] { sampler.choose(logits, {}); }).find("every logit is -inf"), std::string::npos);
+}
+
+TEST(Sampling, OptionsOutOfRangeNameTheOption) {
+  const auto message = [](auto change) {
+    SamplingOptions options;
+    change(options);
+    return error_of([&] { TokenSampler(options, 0); });
+  };
+  EXPECT_EQ(message([](SamplingOptions&) {}), "");
+  EXPECT_EQ(message([](SamplingOptions& o) { o.temperature = -0.5; }),
+            "temperature must be >= 0 (0 = greedy), got -0.5");
+  EXPECT_EQ(message([](SamplingOptions& o) { o.top_k = -1; }), "top_k must be >= 0 (0 = off), got -1");
+  EXPECT_EQ(message([](SamplingOptions& o) { o.top_p = 0; }), "top_p must be in (0, 1] (1 = off), got 0");
+  EXPECT_EQ(message([](SamplingOptions& o) { o.top_p = 1.5; }), "top_p must be in (0, 1] (1 = off), got 1.5");
+  EXPECT_EQ(message([](SamplingOptions& o) { o.min_p = -0.1; }), "min_p must be in [0, 1] (0 = off), got -0.1");
+  EXPECT_EQ(message([](SamplingOptions& o) { o.min_p = 2; }), "min_p must be in [0, 1] (0 = off), got 2");
+  EXPECT_EQ(message([](SamplingOptions& o) { o.repetition_penalty = 0; }),
+            "repetition_penalty must be > 0 (1 = off), got 0");
+  EXPECT_EQ(message([](SamplingOptions& o) { o.temperature = std::nan(""); }),
+            "temperature must be a finite number, got nan");
+}
+
+TEST(Sampling, LogSoftmaxOfTheUnprocessedLogits) {
+  const std::vector<float> logits{1, 2, 2, -kInf};
+  const double normalizer = 2.0 + std::log(1.0 + 1.0 + std::exp(-1.0));
+  const Logprobs result = log_softmax(logits, 0, 3);
+  EXPECT_NEAR(result.chosen, 1.0 - normalizer, 1e-12);
+  ASSERT_EQ(result.top.size(), 3u);
+  EXPECT_EQ(result.top[0].token, 1);  // the tie 1 / 2: lower id first
+  EXPECT_EQ(result.top[1].token, 2);
+  EXPECT_EQ(result.top[2].token, 0);
+  EXPECT_NEAR(result.top[0].logprob, 2.0 - normalizer, 1e-12);
+  EXPECT_NEAR(result.top[2].logprob, result.chosen, 1e-12);
+  EXPECT_EQ(log_softmax(logits, 3, 0).chosen, -std::numeric_limits<double>::infinity());
+  EXPECT_EQ(log_softmax(logits, 0, 10).top.size(), 4u);  // clamped to the vocabulary
+  EXPECT_NE(error_of([&] { log_softmax(logits, 4, 1); }).find("outside the vocabulary"), std::string::npos);
+  EXPECT_NE(error_of([&] { log_softmax(logits, 0, -1); }).find(">= 0"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace surogate::generate
