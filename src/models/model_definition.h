@@ -38,7 +38,7 @@ struct ModelDefinition {
   std::string source;             // names the option in messages ("config.yaml:3: model_definition")
   // Named in the message when the file's [B, T] differs from the run's.
   std::string shape_options = "per_device_train_batch_size / sequence_len";
-  std::filesystem::path model_dir;  // the model folder a Python definition is compiled for
+  std::filesystem::path model_dir = {};  // the model folder a Python definition is compiled for
 };
 
 // The forward graph for `options`: build_decoder_graph, or the IR file specialised as above.

@@ -100,3 +100,40 @@ def test_lora_adapts_the_fused_projections(surogate_package, example, tmp_path):
     base = transformers.Phi3ForCausalLM.from_pretrained(folder, dtype=torch.float32)
     adapted = peft.PeftModel.from_pretrained(base, out).merge_and_unload().float().eval()
     assert merged_loss == pytest.approx(transformers_loss(adapted, rows, labels), rel=RELATIVE_TOLERANCE)
+
+
+def test_the_cli_trains_and_generates_with_the_python_file(surogate_bin, example, tmp_path):
+    """`model_definition: phi3.py` in the YAML: `surogate sft` compiles the file itself (no JSON IR
+    step), transformers loads what it writes, and `surogate generate --model_definition phi3.py`
+    continues prompts as transformers' greedy generate does."""
+    from conftest import quickstart_sft_config
+    from test_generate_cli import clear_prompts, generate_file
+
+    ex, folder = example
+    out = tmp_path / "cli"
+    config = quickstart_sft_config(tmp_path / "phi3.yaml", folder, out, ex, max_steps=12, model_definition=PHI3)
+    result = run_surogate(surogate_bin, "sft", config)
+    assert result.returncode == 0, result.stderr
+    steps = [json.loads(line) for line in next(out.glob("log-*.jsonl")).read_text().splitlines()]
+    losses = [record["loss"] for record in steps if record["type"] == "step"]
+    assert len(losses) == 12 and losses[-1] < 0.9 * losses[0], losses
+    trained = transformers.Phi3ForCausalLM.from_pretrained(out, dtype=torch.float32).eval()
+    cases = clear_prompts(trained, trained.config.vocab_size, count=2, new_tokens=6)
+    rows = generate_file(surogate_bin, tmp_path, out, [{"input_ids": p} for p, _ in cases], "--model_definition", PHI3,
+                         "--max_new_tokens", 6, "--temperature", 0)
+    assert [row["completion_ids"] for row in rows] == [completion for _, completion in cases]
+
+
+def test_a_broken_python_definition_names_its_line(surogate_bin, example, tmp_path):
+    ex, folder = example
+    broken = tmp_path / "broken_phi3.py"
+    source = PHI3.read_text()
+    assert "g.ops.swiglu_fused(" in source
+    broken.write_text(source.replace("g.ops.swiglu_fused(", "g.ops.swiglu_fusedd("))
+    line = 1 + source[:source.index("g.ops.swiglu_fused(")].count("\n")
+    from conftest import quickstart_sft_config
+    config = quickstart_sft_config(tmp_path / "broken.yaml", folder, tmp_path / "out", ex, model_definition=broken)
+    result = run_surogate(surogate_bin, "sft", config)
+    assert result.returncode == 2, result.stderr
+    assert f"broken_phi3.py:{line}" in result.stderr and "swiglu_fusedd" in result.stderr, result.stderr
+    assert "model_definition" in result.stderr  # which option of the YAML
