@@ -35,6 +35,7 @@ struct SamplingOptions {
 
   // Argmax instead of a draw: do_sample false or temperature 0.
   bool greedy() const { return !do_sample || temperature == 0.0; }
+  bool operator==(const SamplingOptions&) const = default;
 };
 
 // UserError naming the option (temperature, top_k, top_p, min_p, repetition_penalty) when a value

@@ -57,12 +57,7 @@ TEST(GenerationDefaults, GenerationConfigJsonIsRead) {
                                "min_p": 0.05, "repetition_penalty": 1.1, "max_new_tokens": 64,
                                "max_length": 100, "transformers_version": "4.51.0"})");
   const GenerationDefaults defaults = read_generation_defaults(folder.path());
-  EXPECT_TRUE(defaults.sampling.do_sample);
-  EXPECT_EQ(defaults.sampling.temperature, 0.6);
-  EXPECT_EQ(defaults.sampling.top_k, 20);
-  EXPECT_EQ(defaults.sampling.top_p, 0.95);
-  EXPECT_EQ(defaults.sampling.min_p, 0.05);
-  EXPECT_EQ(defaults.sampling.repetition_penalty, 1.1);
+  EXPECT_EQ(defaults.sampling, (SamplingOptions{true, 0.6, 20, 0.95, 0.05, 1.1}));
   EXPECT_EQ(defaults.eos_token_ids, (std::vector<int32_t>{151645, 151643}));
   EXPECT_EQ(defaults.max_new_tokens, 64);
   EXPECT_EQ(defaults.max_length, 100);
@@ -105,6 +100,16 @@ TEST(GenerationDefaults, ErrorsNameTheFileAndKey) {
   const std::string range = message("{}", R"({"top_p": 1.5})");
   EXPECT_NE(range.find("generation_config.json: top_p must be in (0, 1]"), std::string::npos) << range;
   EXPECT_NE(message("{}", R"({"max_new_tokens": 0})").find("'max_new_tokens' must be positive"), std::string::npos);
+}
+
+TEST(GenerationDefaults, RequestOptionsOverrideABase) {
+  const SamplingOptions base{true, 0.6, 20, 0.95, 0.0, 1.0};
+  const nlohmann::json request = {{"temperature", 0}, {"top_p", nullptr}, {"min_p", 0.1}, {"model", "x"}};
+  EXPECT_EQ(sampling_options_from_json(request, "request", base), (SamplingOptions{true, 0.0, 20, 0.95, 0.1, 1.0}));
+  EXPECT_EQ(error_of([] { sampling_options_from_json({{"top_k", -2}}, "request"); }),
+            "request: top_k must be >= 0 (0 = off), got -2");
+  EXPECT_EQ(error_of([] { sampling_options_from_json({{"top_p", "0.5"}}, "request"); }),
+            "request: 'top_p' must be a number");
 }
 
 }  // namespace
