@@ -3,6 +3,7 @@
 // tests/python/test_generate_sampling.py compares the processors with transformers' own.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -71,6 +72,19 @@ TEST(Sampling, TopKKeepsTheKLargestAndTiesAtTheBoundary) {
   EXPECT_EQ(processed(options, {1, 3}), (std::vector<float>{1, 3}));
 }
 
+TEST(Sampling, TopKOnALargerVocabularyCountsTies) {
+  SamplingOptions options = sampling();
+  std::vector<float> logits(100);
+  for (size_t id = 0; id < logits.size(); ++id) logits[id] = static_cast<float>(id % 10);  // ten of each
+  const auto kept = [&](int64_t k) {
+    options.top_k = k;
+    const std::vector<float> result = processed(options, logits);
+    return std::count_if(result.begin(), result.end(), [](float logit) { return logit != -kInf; });
+  };
+  EXPECT_EQ(kept(3), 10);   // the 3rd largest is a 9: the ten 9s stay (the heap path, k <= 100 / 16)
+  EXPECT_EQ(kept(15), 20);  // the 15th largest is an 8 (nth_element)
+}
+
 TEST(Sampling, TopPKeepsTheSmallestSetReachingP) {
   SamplingOptions options = sampling();
   const std::vector<float> logits = logs({0.1, 0.2, 0.3, 0.4});
@@ -80,6 +94,15 @@ TEST(Sampling, TopPKeepsTheSmallestSetReachingP) {
   EXPECT_EQ(processed(options, logits), (std::vector<float>{-kInf, logits[1], logits[2], logits[3]}));
   options.top_p = 0.01;  // the most likely token always stays
   EXPECT_EQ(processed(options, logits), (std::vector<float>{-kInf, -kInf, -kInf, logits[3]}));
+}
+
+TEST(Sampling, TopPOnAFlatDistributionDropsTheLowerIdsOfATie) {
+  SamplingOptions options = sampling();
+  options.top_p = 0.5005;  // 1000 equal tokens: ascending (lower ids first) 0.001, 0.002, ...
+  const std::vector<float> result = processed(options, std::vector<float>(1000, 0.0f));
+  // Cumulative <= 0.4995 for the first 499: ids 0..498 dropped, 501 kept (beyond the first
+  // partial sort of 64 and its growth to 256 and 1024).
+  for (size_t id = 0; id < result.size(); ++id) EXPECT_EQ(result[id] == -kInf, id < 499) << id;
 }
 
 TEST(Sampling, MinPDropsTokensBelowAFractionOfTheMostLikely) {

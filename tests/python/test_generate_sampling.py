@@ -71,8 +71,8 @@ CASES = [
 def test_processed_distribution_matches_transformers(probe_bin, case):
     options = CASES[case]
     generator = torch.Generator().manual_seed(1000 + case)
-    for trial in range(4):
-        vocab = [7, 64, 300, 1000][trial]
+    for trial in range(5):
+        vocab = [7, 64, 300, 1000, 5000][trial]
         logits = (torch.randn(vocab, generator=generator) * 3).tolist()
         context = torch.randint(0, vocab, (12,), generator=generator).tolist()
         expected = transformers_probabilities(logits, context, options)
