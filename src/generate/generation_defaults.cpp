@@ -58,7 +58,8 @@ SamplingOptions sampling_options_from_json(const nlohmann::json& object, const s
   options.top_k = fields.integer("top_k").value_or(options.top_k);
   options.top_p = fields.number("top_p").value_or(options.top_p);
   options.min_p = fields.number("min_p").value_or(options.min_p);
-  options.repetition_penalty = fields.number("repetition_penalty").value_or(options.repetition_penalty);
+  options.repetition_penalty =
+      fields.number("repetition_penalty").value_or(options.repetition_penalty);
   try {
     validate(options);
   } catch (const UserError& error) {
@@ -71,11 +72,13 @@ GenerationDefaults read_generation_defaults(const std::filesystem::path& model_d
   const std::filesystem::path config_path = model_dir / "config.json";
   const std::filesystem::path generation_path = model_dir / "generation_config.json";
   if (!std::filesystem::exists(config_path)) {
-    fail_user("{}: not found; the model folder must hold a Hugging Face config.json", config_path.string());
+    fail_user("{}: not found; the model folder must hold a Hugging Face config.json",
+              config_path.string());
   }
   const nlohmann::json config = read_json_object(config_path);
   const bool has_generation_config = std::filesystem::exists(generation_path);
-  const nlohmann::json generation = has_generation_config ? read_json_object(generation_path) : config;
+  const nlohmann::json generation =
+      has_generation_config ? read_json_object(generation_path) : config;
   const std::string source = (has_generation_config ? generation_path : config_path).string();
   const io::JsonFields fields(generation, source);
 
@@ -85,7 +88,8 @@ GenerationDefaults read_generation_defaults(const std::filesystem::path& model_d
   defaults.max_length = positive_length(fields, "max_length");
 
   std::optional<std::vector<int32_t>> eos = eos_ids_of(generation, fields);
-  if (!eos && has_generation_config) eos = eos_ids_of(config, io::JsonFields(config, config_path.string()));
+  if (!eos && has_generation_config)
+    eos = eos_ids_of(config, io::JsonFields(config, config_path.string()));
   defaults.eos_token_ids = eos.value_or(std::vector<int32_t>{});
   return defaults;
 }

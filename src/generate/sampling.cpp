@@ -23,7 +23,8 @@ void apply_repetition_penalty(float penalty, std::span<float> logits,
                               std::span<const int32_t> context) {
   std::vector<bool> penalised(logits.size(), false);  // each distinct token once
   for (int32_t id : context) {
-    if (id < 0 || static_cast<size_t>(id) >= logits.size() || penalised[static_cast<size_t>(id)]) continue;
+    if (id < 0 || static_cast<size_t>(id) >= logits.size() || penalised[static_cast<size_t>(id)])
+      continue;
     penalised[static_cast<size_t>(id)] = true;
     float& logit = logits[static_cast<size_t>(id)];
     logit = logit < 0 ? logit * penalty : logit / penalty;
@@ -48,8 +49,8 @@ void apply_top_k(int64_t top_k, std::span<float> logits) {
     kth = heap.front();
   } else {
     std::vector<float> sorted(logits.begin(), logits.end());
-    std::nth_element(sorted.begin(), sorted.begin() + static_cast<std::ptrdiff_t>(k - 1), sorted.end(),
-                     std::greater<float>());
+    std::nth_element(sorted.begin(), sorted.begin() + static_cast<std::ptrdiff_t>(k - 1),
+                     sorted.end(), std::greater<float>());
     kth = sorted[k - 1];
   }
   for (float& logit : logits) {
@@ -68,15 +69,18 @@ void apply_top_p(double top_p, std::span<float> logits) {
     if (logits[id] != kFiltered) candidates.push_back(id);
   }
   if (candidates.empty()) return;
-  const auto before = [&](size_t a, size_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a > b); };
+  const auto before = [&](size_t a, size_t b) {
+    return logits[a] > logits[b] || (logits[a] == logits[b] && a > b);
+  };
   const float largest = logits[*std::min_element(candidates.begin(), candidates.end(), before)];
   double total = 0.0;
   for (size_t id : candidates) total += std::exp(static_cast<double>(logits[id]) - largest);
   double cumulative = 0.0;
   size_t kept = 0;
-  for (size_t sorted = std::min<size_t>(64, candidates.size());; sorted = std::min(sorted * 4, candidates.size())) {
-    std::partial_sort(candidates.begin(), candidates.begin() + static_cast<std::ptrdiff_t>(sorted), candidates.end(),
-                      before);
+  for (size_t sorted = std::min<size_t>(64, candidates.size());;
+       sorted = std::min(sorted * 4, candidates.size())) {
+    std::partial_sort(candidates.begin(), candidates.begin() + static_cast<std::ptrdiff_t>(sorted),
+                      candidates.end(), before);
     while (kept < sorted && cumulative < top_p) {
       cumulative += std::exp(static_cast<double>(logits[candidates[kept]]) - largest) / total;
       ++kept;
@@ -89,7 +93,8 @@ void apply_top_p(double top_p, std::span<float> logits) {
 // transformers' MinPLogitsWarper filters probabilities < min_p × the largest; in logits that is
 // logit < largest + log(min_p), with no softmax over the vocabulary.
 void apply_min_p(double min_p, std::span<float> logits) {
-  const double threshold = static_cast<double>(logits[static_cast<size_t>(argmax(logits))]) + std::log(min_p);
+  const double threshold =
+      static_cast<double>(logits[static_cast<size_t>(argmax(logits))]) + std::log(min_p);
   for (float& logit : logits) {
     if (static_cast<double>(logit) < threshold) logit = kFiltered;
   }
@@ -214,7 +219,8 @@ Logprobs log_softmax(std::span<const float> logits, int32_t chosen, int64_t top_
                     });
   for (size_t rank = 0; rank < count; ++rank) {
     const int32_t id = ids[rank];
-    result.top.push_back({id, static_cast<double>(logits[static_cast<size_t>(id)]) - log_normalizer});
+    result.top.push_back(
+        {id, static_cast<double>(logits[static_cast<size_t>(id)]) - log_normalizer});
   }
   return result;
 }

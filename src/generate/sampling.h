@@ -76,7 +76,7 @@ struct TokenLogprob {
 };
 
 struct Logprobs {
-  double chosen = 0.0;             // log_softmax(logits)[chosen]
+  double chosen = 0.0;            // log_softmax(logits)[chosen]
   std::vector<TokenLogprob> top;  // the top_n most likely, most likely first (ties: lower id first)
 };
 

@@ -11,8 +11,10 @@ std::string_view finish_reason_name(FinishReason reason) {
   return reason == FinishReason::stop ? "stop" : "length";
 }
 
-StopConditions::StopConditions(StopRules rules, const tokenizer::Tokenizer* tokenizer) : rules_(std::move(rules)) {
-  if (rules_.max_new_tokens < 1) fail_user("max_new_tokens must be >= 1, got {}", rules_.max_new_tokens);
+StopConditions::StopConditions(StopRules rules, const tokenizer::Tokenizer* tokenizer)
+    : rules_(std::move(rules)) {
+  if (rules_.max_new_tokens < 1)
+    fail_user("max_new_tokens must be >= 1, got {}", rules_.max_new_tokens);
   if (tokenizer != nullptr) {
     stream_.emplace(*tokenizer, rules_.stop_strings);
   } else if (!rules_.stop_strings.empty()) {

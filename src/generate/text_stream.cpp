@@ -9,7 +9,8 @@
 namespace surogate::generate {
 namespace {
 
-constexpr std::string_view kReplacement = "\xEF\xBF\xBD";  // U+FFFD: what decode() makes of a split character
+constexpr std::string_view kReplacement =
+    "\xEF\xBF\xBD";  // U+FFFD: what decode() makes of a split character
 
 // The length of the longest suffix of `text` that is a proper prefix of a stop string.
 size_t partial_stop_length(std::string_view text, const std::vector<std::string>& stop_strings) {
@@ -37,14 +38,17 @@ bool is_byte_token(const tokenizer::Tokenizer& tokenizer, int32_t id) {
 
 TextStream::TextStream(const tokenizer::Tokenizer& tokenizer, std::vector<std::string> stop_strings,
                        bool skip_special_tokens)
-    : tokenizer_(tokenizer), stop_strings_(std::move(stop_strings)), skip_special_tokens_(skip_special_tokens) {
+    : tokenizer_(tokenizer),
+      stop_strings_(std::move(stop_strings)),
+      skip_special_tokens_(skip_special_tokens) {
   for (const std::string& stop : stop_strings_) {
     if (stop.empty()) fail_user("a stop string must not be empty");
   }
 }
 
 std::string TextStream::decode_range(size_t begin, size_t end) const {
-  return tokenizer_.decode(std::span<const int32_t>(ids_).subspan(begin, end - begin), skip_special_tokens_);
+  return tokenizer_.decode(std::span<const int32_t>(ids_).subspan(begin, end - begin),
+                           skip_special_tokens_);
 }
 
 std::string TextStream::push(int32_t token) {
@@ -105,7 +109,8 @@ std::string TextStream::release(std::string more) {
     stopped_ = true;
   }
   searched_ = text_.size();
-  const size_t safe_end = stopped_ ? text_.size() : text_.size() - partial_stop_length(text_, stop_strings_);
+  const size_t safe_end =
+      stopped_ ? text_.size() : text_.size() - partial_stop_length(text_, stop_strings_);
   std::string shown = safe_end > shown_ ? text_.substr(shown_, safe_end - shown_) : std::string();
   shown_ = std::max(shown_, safe_end);
   return shown;

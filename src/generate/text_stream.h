@@ -24,8 +24,8 @@ namespace surogate::generate {
 class TextStream {
  public:
   // `tokenizer` must outlive the stream. UserError when a stop string is empty.
-  explicit TextStream(const tokenizer::Tokenizer& tokenizer, std::vector<std::string> stop_strings = {},
-                      bool skip_special_tokens = true);
+  explicit TextStream(const tokenizer::Tokenizer& tokenizer,
+                      std::vector<std::string> stop_strings = {}, bool skip_special_tokens = true);
 
   // Appends one token; returns the text that became final with it (often empty).
   std::string push(int32_t token);
@@ -55,9 +55,9 @@ class TextStream {
   size_t read_end_ = 0;
   std::string prefix_text_;
   bool in_byte_run_ = false;  // the last token decode keeps is a byte-fallback token
-  std::string text_;       // all final text
-  size_t shown_ = 0;       // bytes of text_ returned so far
-  size_t searched_ = 0;    // text_ before this holds no stop string
+  std::string text_;          // all final text
+  size_t shown_ = 0;          // bytes of text_ returned so far
+  size_t searched_ = 0;       // text_ before this holds no stop string
   bool stopped_ = false;
 };
 

@@ -12,14 +12,16 @@
 #include "generate/sampling.h"
 
 int main() try {
-  const std::string text{std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>()};
+  const std::string text{std::istreambuf_iterator<char>(std::cin),
+                         std::istreambuf_iterator<char>()};
   const nlohmann::json input = nlohmann::json::parse(text);
   std::vector<float> logits = input.at("logits").get<std::vector<float>>();
   const std::vector<int32_t> context = input.at("context").get<std::vector<int32_t>>();
   const surogate::generate::SamplingOptions options =
       surogate::generate::sampling_options_from_json(input.at("options"), "options");
   surogate::generate::process_logits(options, logits, context);
-  const nlohmann::json output = {{"probabilities", surogate::generate::softmax_probabilities(logits)}};
+  const nlohmann::json output = {
+      {"probabilities", surogate::generate::softmax_probabilities(logits)}};
   std::cout << output.dump() << "\n";
   return 0;
 } catch (const surogate::UserError& error) {

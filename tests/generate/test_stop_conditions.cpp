@@ -30,7 +30,8 @@ struct Outcome {
   std::optional<FinishReason> reason;
 };
 
-Outcome run(const StopRules& rules, const std::vector<int32_t>& tokens, const tokenizer::Tokenizer* tokenizer = &qwen3()) {
+Outcome run(const StopRules& rules, const std::vector<int32_t>& tokens,
+            const tokenizer::Tokenizer* tokenizer = &qwen3()) {
   StopConditions stop(rules, tokenizer);
   Outcome result;
   for (int32_t token : tokens) {
@@ -93,10 +94,18 @@ TEST(StopConditions, WithoutATokenizerThereIsNoText) {
 }
 
 TEST(StopConditions, BadRulesAreUserErrorsAndAPushAfterTheEndABug) {
-  EXPECT_EQ(error_of([] { StopConditions({{}, {}, 0}, &qwen3()); }), "max_new_tokens must be >= 1, got 0");
-  EXPECT_EQ(error_of([] { StopConditions({{}, {"x"}, 5}, nullptr); }),
+  EXPECT_EQ(error_of([] {
+              StopConditions({{}, {}, 0}, &qwen3());
+            }),
+            "max_new_tokens must be >= 1, got 0");
+  EXPECT_EQ(error_of([] {
+              StopConditions({{}, {"x"}, 5}, nullptr);
+            }),
             "stop strings need the model's tokenizer (tokenizer.json in the model folder)");
-  EXPECT_EQ(error_of([] { StopConditions({{}, {""}, 5}, &qwen3()); }), "a stop string must not be empty");
+  EXPECT_EQ(error_of([] {
+              StopConditions({{}, {""}, 5}, &qwen3());
+            }),
+            "a stop string must not be empty");
   StopConditions stop({{}, {}, 1}, &qwen3());
   stop.push(9707);
   EXPECT_THROW(stop.push(9707), InternalError);

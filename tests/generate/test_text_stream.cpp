@@ -67,7 +67,8 @@ TEST_P(EachTokenizer, PiecesAreValidUtf8AndAddUpToTheDecode) {
       EXPECT_EQ(streamed.all, tokenizer.decode(ids, skip)) << text;
       for (const std::string& piece : streamed.pieces) {
         EXPECT_TRUE(tokenizer::is_valid_utf8(piece)) << text;
-        EXPECT_EQ(piece.find("\xEF\xBF\xBD"), std::string::npos) << "a split character shown: " << text;
+        EXPECT_EQ(piece.find("\xEF\xBF\xBD"), std::string::npos)
+            << "a split character shown: " << text;
       }
     }
   }
@@ -107,7 +108,8 @@ TEST_P(EachTokenizer, RandomIdsAddUpToTheDecode) {
     for (int i = 0; i < 24; ++i) {
       const uint64_t draw = engine();
       // Half the ids from the first 512 (bytes, byte-fallback tokens, specials), half anywhere.
-      ids.push_back(static_cast<int32_t>(draw % 2 ? (draw >> 1) % 512 : (draw >> 1) % static_cast<uint64_t>(vocab)));
+      ids.push_back(static_cast<int32_t>(draw % 2 ? (draw >> 1) % 512
+                                                  : (draw >> 1) % static_cast<uint64_t>(vocab)));
     }
     for (bool skip : {true, false}) {
       const Streamed streamed = stream_ids(tokenizer, ids, {}, skip);
@@ -125,10 +127,10 @@ TEST_P(EachTokenizer, StopStringsAreNeverShownEvenInPart) {
   };
   const std::vector<Case> cases = {
       {"Hello world. STOP here", "STOP", "Hello world. ", true},
-      {"Hello world, again", "lo wor", "Hel", true},           // spans two tokens
-      {"Hello world", "ell", "H", true},                        // inside one token, text after it
+      {"Hello world, again", "lo wor", "Hel", true},  // spans two tokens
+      {"Hello world", "ell", "H", true},              // inside one token, text after it
       {"Hello world. And more", "world!", "Hello world. And more", false},  // held, then released
-      {"Hello wor", "world", "Hello wor", false},               // held to the end: flush shows it
+      {"Hello wor", "world", "Hello wor", false},  // held to the end: flush shows it
       {"数据 😀 结束", "😀", "数据 ", true},
   };
   for (const Case& c : cases) {
@@ -140,13 +142,15 @@ TEST_P(EachTokenizer, StopStringsAreNeverShownEvenInPart) {
     std::string before_flush;
     for (size_t i = 0; i + 1 < streamed.pieces.size(); ++i) before_flush += streamed.pieces[i];
     const size_t stop_at = c.text.find(c.stop);
-    EXPECT_TRUE(c.text.substr(0, stop_at == std::string::npos ? c.text.size() : stop_at).starts_with(before_flush))
+    EXPECT_TRUE(c.text.substr(0, stop_at == std::string::npos ? c.text.size() : stop_at)
+                    .starts_with(before_flush))
         << c.text;
     if (c.text == "Hello wor") EXPECT_EQ(streamed.pieces.back(), "wor");
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(RealTokenizers, EachTokenizer, testing::Values("qwen3", "llama3", "llama2"));
+INSTANTIATE_TEST_SUITE_P(RealTokenizers, EachTokenizer,
+                         testing::Values("qwen3", "llama3", "llama2"));
 
 TEST(TextStream, TheEarliestStopStringWins) {
   const tokenizer::Tokenizer& tokenizer = real_tokenizer("qwen3");
@@ -155,7 +159,10 @@ TEST(TextStream, TheEarliestStopStringWins) {
 }
 
 TEST(TextStream, AnEmptyStopStringIsAUserError) {
-  EXPECT_EQ(error_of([] { TextStream(real_tokenizer("qwen3"), {"x", ""}); }), "a stop string must not be empty");
+  EXPECT_EQ(error_of([] {
+              TextStream(real_tokenizer("qwen3"), {"x", ""});
+            }),
+            "a stop string must not be empty");
 }
 
 }  // namespace
