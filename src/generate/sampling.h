@@ -10,11 +10,13 @@
 //   3. a draw from the softmax of what is left, with our own std::mt19937_64 stream (a uniform
 //      double from the top 53 bits of one draw, no std::*_distribution, whose output differs
 //      between standard libraries): the same seed and the same logits give the same tokens on
-//      every platform.
+//      every platform (short of a libm whose exp() differs in the last bit, for a draw that
+//      lands within that of a boundary).
 //
-//   TokenSampler sampler(options, seed);           // validates the options (UserError)
-//   Logprobs lp = log_softmax(logits, 0, 5);       // before choose(): it changes the logits
+//   TokenSampler sampler(options, seed);             // validates the options (UserError)
+//   std::vector<float> raw = logits;                 // only for logprobs: choose() changes logits
 //   int32_t next = sampler.choose(logits, context);
+//   Logprobs logprobs = log_softmax(raw, next, 5);   // the unprocessed distribution's
 #pragma once
 
 #include <cstdint>
@@ -56,8 +58,9 @@ class TokenSampler {
   TokenSampler(const SamplingOptions& options, uint64_t seed);
 
   // The next token: process_logits (the logits are overwritten with the processed ones), then the
-  // argmax when greedy, else a draw. `context` is the prompt plus the tokens generated so far.
-  // UserError when the logits hold NaN or nothing is left to draw (every logit -inf).
+  // argmax when greedy, else a draw, which takes exactly one number of the stream (greedy takes
+  // none). `context` is the prompt plus the tokens generated so far. UserError when the logits
+  // hold NaN or +inf, or nothing is left to draw (every logit -inf).
   int32_t choose(std::span<float> logits, std::span<const int32_t> context);
 
   const SamplingOptions& options() const { return options_; }

@@ -1,12 +1,14 @@
 // Incremental detokenization for streaming: push the generated token ids one at a time and get
 // the text that became final, so a client can be shown text as it is generated.
-//   - Never an incomplete UTF-8 sequence (a character split over byte tokens waits for its rest).
+//   - Never an incomplete UTF-8 sequence (a character split over byte tokens waits for its rest;
+//     a run of byte-fallback tokens <0xNN> waits for the token after it, since decode() turns a
+//     whole run into U+FFFDs when one byte of it is invalid).
 //   - Never a part of a stop string: text that could be the start of one is held back until the
 //     next tokens rule it out; once a stop string appears, the text is cut before it and the
 //     stream is stopped() (push returns nothing more).
 //   - Everything pushed, once flush()ed, comes out as exactly tokenizer.decode(ids,
 //     skip_special_tokens) (cut before the first stop string, if one appeared).
-// Cost per token: two decodes of a window of the last few tokens, not of the whole text.
+// Cost per token: up to three decodes of a window of the last few tokens, not of the whole text.
 //
 //   TextStream stream(tokenizer, {"\n\n"});
 //   for (int32_t id : generated) { print(stream.push(id)); if (stream.stopped()) break; }
