@@ -217,28 +217,25 @@ TEST(Sampling, NaNOrNothingLeftIsAUserError) {
 }
 
 TEST(Sampling, OptionsOutOfRangeNameTheOption) {
-  const auto message = [](auto change) {
+  struct Case {
     SamplingOptions options;
-    change(options);
-    return error_of([&] { TokenSampler(options, 0); });
+    std::string message;
   };
-  EXPECT_EQ(message([](SamplingOptions&) {}), "");
-  EXPECT_EQ(message([](SamplingOptions& o) { o.temperature = -0.5; }),
-            "temperature must be >= 0 (0 = greedy), got -0.5");
-  EXPECT_EQ(message([](SamplingOptions& o) { o.top_k = -1; }),
-            "top_k must be >= 0 (0 = off), got -1");
-  EXPECT_EQ(message([](SamplingOptions& o) { o.top_p = 0; }),
-            "top_p must be in (0, 1] (1 = off), got 0");
-  EXPECT_EQ(message([](SamplingOptions& o) { o.top_p = 1.5; }),
-            "top_p must be in (0, 1] (1 = off), got 1.5");
-  EXPECT_EQ(message([](SamplingOptions& o) { o.min_p = -0.1; }),
-            "min_p must be in [0, 1] (0 = off), got -0.1");
-  EXPECT_EQ(message([](SamplingOptions& o) { o.min_p = 2; }),
-            "min_p must be in [0, 1] (0 = off), got 2");
-  EXPECT_EQ(message([](SamplingOptions& o) { o.repetition_penalty = 0; }),
-            "repetition_penalty must be > 0 (1 = off), got 0");
-  EXPECT_EQ(message([](SamplingOptions& o) { o.temperature = std::nan(""); }),
-            "temperature must be a finite number, got nan");
+  // {do_sample, temperature, top_k, top_p, min_p, repetition_penalty}
+  const std::vector<Case> cases = {
+      {{true, 1.0, 50, 1.0, 0.0, 1.0}, ""},
+      {{true, -0.5, 50, 1.0, 0.0, 1.0}, "temperature must be >= 0 (0 = greedy), got -0.5"},
+      {{true, 1.0, -1, 1.0, 0.0, 1.0}, "top_k must be >= 0 (0 = off), got -1"},
+      {{true, 1.0, 50, 0.0, 0.0, 1.0}, "top_p must be in (0, 1] (1 = off), got 0"},
+      {{true, 1.0, 50, 1.5, 0.0, 1.0}, "top_p must be in (0, 1] (1 = off), got 1.5"},
+      {{true, 1.0, 50, 1.0, -0.1, 1.0}, "min_p must be in [0, 1] (0 = off), got -0.1"},
+      {{true, 1.0, 50, 1.0, 2.0, 1.0}, "min_p must be in [0, 1] (0 = off), got 2"},
+      {{true, 1.0, 50, 1.0, 0.0, 0.0}, "repetition_penalty must be > 0 (1 = off), got 0"},
+      {{true, std::nan(""), 50, 1.0, 0.0, 1.0}, "temperature must be a finite number, got nan"},
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(error_of([&] { TokenSampler(c.options, 0); }), c.message);
+  }
 }
 
 TEST(Sampling, LogSoftmaxOfTheUnprocessedLogits) {
