@@ -49,36 +49,47 @@ std::optional<int64_t> positive_length(const io::JsonFields& fields, const char*
 
 }  // namespace
 
+SamplingOptions sampling_options_from_json(const nlohmann::json& object, const std::string& source,
+                                           const SamplingOptions& base) {
+  const io::JsonFields fields(object, source);
+  SamplingOptions options = base;
+  options.do_sample = fields.boolean("do_sample").value_or(options.do_sample);
+  options.temperature = fields.number("temperature").value_or(options.temperature);
+  options.top_k = fields.integer("top_k").value_or(options.top_k);
+  options.top_p = fields.number("top_p").value_or(options.top_p);
+  options.min_p = fields.number("min_p").value_or(options.min_p);
+  options.repetition_penalty =
+      fields.number("repetition_penalty").value_or(options.repetition_penalty);
+  try {
+    validate(options);
+  } catch (const UserError& error) {
+    fail_user("{}: {}", source, error.what());
+  }
+  return options;
+}
+
 GenerationDefaults read_generation_defaults(const std::filesystem::path& model_dir) {
   const std::filesystem::path config_path = model_dir / "config.json";
   const std::filesystem::path generation_path = model_dir / "generation_config.json";
   if (!std::filesystem::exists(config_path)) {
-    fail_user("{}: not found; the model folder must hold a Hugging Face config.json", config_path.string());
+    fail_user("{}: not found; the model folder must hold a Hugging Face config.json",
+              config_path.string());
   }
   const nlohmann::json config = read_json_object(config_path);
   const bool has_generation_config = std::filesystem::exists(generation_path);
-  const nlohmann::json generation = has_generation_config ? read_json_object(generation_path) : config;
+  const nlohmann::json generation =
+      has_generation_config ? read_json_object(generation_path) : config;
   const std::string source = (has_generation_config ? generation_path : config_path).string();
   const io::JsonFields fields(generation, source);
 
   GenerationDefaults defaults;
-  SamplingOptions& sampling = defaults.sampling;
-  sampling.do_sample = fields.boolean("do_sample").value_or(sampling.do_sample);
-  sampling.temperature = fields.number("temperature").value_or(sampling.temperature);
-  sampling.top_k = fields.integer("top_k").value_or(sampling.top_k);
-  sampling.top_p = fields.number("top_p").value_or(sampling.top_p);
-  sampling.min_p = fields.number("min_p").value_or(sampling.min_p);
-  sampling.repetition_penalty = fields.number("repetition_penalty").value_or(sampling.repetition_penalty);
-  try {
-    validate(sampling);
-  } catch (const UserError& error) {
-    fail_user("{}: {}", source, error.what());
-  }
+  defaults.sampling = sampling_options_from_json(generation, source);
   defaults.max_new_tokens = positive_length(fields, "max_new_tokens");
   defaults.max_length = positive_length(fields, "max_length");
 
   std::optional<std::vector<int32_t>> eos = eos_ids_of(generation, fields);
-  if (!eos && has_generation_config) eos = eos_ids_of(config, io::JsonFields(config, config_path.string()));
+  if (!eos && has_generation_config)
+    eos = eos_ids_of(config, io::JsonFields(config, config_path.string()));
   defaults.eos_token_ids = eos.value_or(std::vector<int32_t>{});
   return defaults;
 }

@@ -9,7 +9,9 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "generate/sampling.h"
@@ -22,6 +24,12 @@ struct GenerationDefaults {
   std::optional<int64_t> max_new_tokens;  // new tokens after the prompt
   std::optional<int64_t> max_length;      // prompt + new tokens
 };
+
+// `base` with the keys of `object` that name a sampling option (do_sample, temperature, top_k,
+// top_p, min_p, repetition_penalty; absent or null keeps base's), validated: a UserError names
+// `source` and the key for a wrong type or a value out of range. Also for a request's JSON body.
+SamplingOptions sampling_options_from_json(const nlohmann::json& object, const std::string& source,
+                                           const SamplingOptions& base = {});
 
 // Reads `model_dir/generation_config.json` (optional) and `model_dir/config.json` (required).
 // UserError naming the file (and the key) for a missing config.json, JSON that does not parse, a

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "core/error.h"
+#include "generate/stop_conditions.h"
 #include "tokenizer/tokenizer.h"
 
 namespace surogate::generate {
@@ -17,6 +18,7 @@ struct Running {
   int64_t slot = 0;
   std::vector<int32_t> context;  // prompt + generated
   TokenSampler sampler;
+  StopConditions stop;
   bool fed_prompt = false;
 };
 
@@ -55,7 +57,8 @@ std::vector<GenerationResult> generate(NextTokenModel& model, std::span<const Ge
     while (!free_slots.empty() && next_request < requests.size()) {
       const GenerationRequest& request = requests[next_request];
       model.clear(free_slots.front());
-      running.push_back({next_request, free_slots.front(), request.prompt, TokenSampler(request.sampling, request.seed)});
+      running.push_back({next_request, free_slots.front(), request.prompt, TokenSampler(request.sampling, request.seed),
+                         StopConditions({request.eos_ids, request.stop, request.max_new_tokens}, tokenizer)});
       free_slots.pop_front();
       ++next_request;
     }
@@ -70,15 +73,15 @@ std::vector<GenerationResult> generate(NextTokenModel& model, std::span<const Ge
     std::vector<Running> still_running;
     for (size_t row = 0; row < running.size(); ++row) {
       Running& run = running[row];
-      const GenerationRequest& request = requests[run.request];
       GenerationResult& result = results[run.request];
       const int32_t token = run.sampler.choose(std::span<float>(logits.data() + row * vocab, vocab), run.context);
       run.context.push_back(token);
-      result.completion_ids.push_back(token);
-      if (std::find(request.eos_ids.begin(), request.eos_ids.end(), token) != request.eos_ids.end()) {
-        result.finish_reason = "stop";
-      } else if (static_cast<int64_t>(result.completion_ids.size()) >= request.max_new_tokens) {
-        result.finish_reason = "length";
+      const std::string delta = run.stop.push(token);
+      if (on_text && !delta.empty()) on_text(run.request, delta);
+      if (run.stop.finished()) {
+        result.completion_ids = run.stop.ids();
+        result.completion = run.stop.text();
+        result.finish_reason = std::string(finish_reason_name(*run.stop.finish_reason()));
       }
       if (result.finish_reason.empty()) {
         still_running.push_back(std::move(run));
@@ -87,12 +90,6 @@ std::vector<GenerationResult> generate(NextTokenModel& model, std::span<const Ge
       }
     }
     running = std::move(still_running);
-  }
-  if (tokenizer != nullptr) {
-    for (size_t index = 0; index < results.size(); ++index) {
-      results[index].completion = tokenizer->decode(results[index].completion_ids, true);
-      if (on_text) on_text(index, results[index].completion);
-    }
   }
   return results;
 }

@@ -21,50 +21,82 @@ void check_finite(double value, const char* name) {
 
 void apply_repetition_penalty(float penalty, std::span<float> logits,
                               std::span<const int32_t> context) {
-  std::vector<int32_t> distinct(context.begin(), context.end());
-  std::sort(distinct.begin(), distinct.end());
-  distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
-  for (int32_t id : distinct) {
-    if (id < 0 || static_cast<size_t>(id) >= logits.size()) continue;
+  std::vector<bool> penalised(logits.size(), false);  // each distinct token once
+  for (int32_t id : context) {
+    if (id < 0 || static_cast<size_t>(id) >= logits.size() || penalised[static_cast<size_t>(id)])
+      continue;
+    penalised[static_cast<size_t>(id)] = true;
     float& logit = logits[static_cast<size_t>(id)];
     logit = logit < 0 ? logit * penalty : logit / penalty;
   }
 }
 
 // transformers' TopKLogitsWarper: every logit below the k-th largest is filtered (ties kept).
+// The k-th largest from a min-heap of the k largest (most logits fail one comparison with its
+// top), or nth_element on a copy when k is a large share of the vocabulary.
 void apply_top_k(int64_t top_k, std::span<float> logits) {
   const size_t k = std::min(static_cast<size_t>(top_k), logits.size());
-  std::vector<float> sorted(logits.begin(), logits.end());
-  std::nth_element(sorted.begin(), sorted.begin() + static_cast<std::ptrdiff_t>(k - 1), sorted.end(),
-                   std::greater<float>());
-  const float kth = sorted[k - 1];
+  float kth = 0.0f;
+  if (k <= logits.size() / 16) {
+    std::vector<float> heap(logits.begin(), logits.begin() + static_cast<std::ptrdiff_t>(k));
+    std::make_heap(heap.begin(), heap.end(), std::greater<float>());
+    for (size_t id = k; id < logits.size(); ++id) {
+      if (!(logits[id] > heap.front())) continue;
+      std::pop_heap(heap.begin(), heap.end(), std::greater<float>());
+      heap.back() = logits[id];
+      std::push_heap(heap.begin(), heap.end(), std::greater<float>());
+    }
+    kth = heap.front();
+  } else {
+    std::vector<float> sorted(logits.begin(), logits.end());
+    std::nth_element(sorted.begin(), sorted.begin() + static_cast<std::ptrdiff_t>(k - 1),
+                     sorted.end(), std::greater<float>());
+    kth = sorted[k - 1];
+  }
   for (float& logit : logits) {
     if (logit < kth) logit = kFiltered;
   }
 }
 
-// transformers' TopPLogitsWarper: in ascending order of logit (ties: lower id first), the tokens
-// whose cumulative probability is <= 1 - top_p are filtered; the most likely token always stays.
+// transformers' TopPLogitsWarper sorts ascending (here: ties lower id first) and filters each
+// token whose cumulative probability is <= 1 - top_p. The same set, from the top: in descending
+// order (ties higher id first), a token stays while the probability of the tokens before it is
+// < top_p, so the most likely always stays. Only the tokens not yet filtered are sorted, and only
+// as far as the kept ones reach (a partial sort that grows), not the whole vocabulary.
 void apply_top_p(double top_p, std::span<float> logits) {
-  const std::vector<double> probabilities = softmax_probabilities(logits);
-  std::vector<size_t> ascending(logits.size());
-  std::iota(ascending.begin(), ascending.end(), size_t{0});
-  std::stable_sort(ascending.begin(), ascending.end(),
-                   [&](size_t a, size_t b) { return logits[a] < logits[b]; });
-  double cumulative = 0.0;
-  for (size_t rank = 0; rank + 1 < ascending.size(); ++rank) {
-    cumulative += probabilities[ascending[rank]];
-    if (cumulative <= 1.0 - top_p) logits[ascending[rank]] = kFiltered;
+  std::vector<size_t> candidates;
+  for (size_t id = 0; id < logits.size(); ++id) {
+    if (logits[id] != kFiltered) candidates.push_back(id);
   }
+  if (candidates.empty()) return;
+  const auto before = [&](size_t a, size_t b) {
+    return logits[a] > logits[b] || (logits[a] == logits[b] && a > b);
+  };
+  const float largest = logits[*std::min_element(candidates.begin(), candidates.end(), before)];
+  double total = 0.0;
+  for (size_t id : candidates) total += std::exp(static_cast<double>(logits[id]) - largest);
+  double cumulative = 0.0;
+  size_t kept = 0;
+  for (size_t sorted = std::min<size_t>(64, candidates.size());;
+       sorted = std::min(sorted * 4, candidates.size())) {
+    std::partial_sort(candidates.begin(), candidates.begin() + static_cast<std::ptrdiff_t>(sorted),
+                      candidates.end(), before);
+    while (kept < sorted && cumulative < top_p) {
+      cumulative += std::exp(static_cast<double>(logits[candidates[kept]]) - largest) / total;
+      ++kept;
+    }
+    if (kept < sorted || sorted == candidates.size()) break;
+  }
+  for (size_t rank = kept; rank < candidates.size(); ++rank) logits[candidates[rank]] = kFiltered;
 }
 
-// transformers' MinPLogitsWarper: tokens less likely than min_p × the most likely are filtered.
+// transformers' MinPLogitsWarper filters probabilities < min_p × the largest; in logits that is
+// logit < largest + log(min_p), with no softmax over the vocabulary.
 void apply_min_p(double min_p, std::span<float> logits) {
-  const std::vector<double> probabilities = softmax_probabilities(logits);
-  const double threshold = min_p * *std::max_element(probabilities.begin(), probabilities.end());
-  const size_t top = static_cast<size_t>(argmax(logits));
-  for (size_t id = 0; id < logits.size(); ++id) {
-    if (id != top && probabilities[id] < threshold) logits[id] = kFiltered;
+  const double threshold =
+      static_cast<double>(logits[static_cast<size_t>(argmax(logits))]) + std::log(min_p);
+  for (float& logit : logits) {
+    if (static_cast<double>(logit) < threshold) logit = kFiltered;
   }
 }
 
@@ -117,6 +149,7 @@ std::vector<double> softmax_probabilities(std::span<const float> logits) {
   if (largest == -std::numeric_limits<double>::infinity()) return probabilities;
   double sum = 0.0;
   for (size_t id = 0; id < logits.size(); ++id) {
+    if (logits[id] == kFiltered) continue;
     probabilities[id] = std::exp(static_cast<double>(logits[id]) - largest);
     sum += probabilities[id];
   }
@@ -126,8 +159,12 @@ std::vector<double> softmax_probabilities(std::span<const float> logits) {
 
 int32_t argmax(std::span<const float> logits) {
   size_t best = 0;
-  for (size_t id = 1; id < logits.size(); ++id) {
-    if (logits[id] > logits[best] || std::isnan(logits[best])) best = id;
+  float best_logit = -std::numeric_limits<float>::infinity();
+  for (size_t id = 0; id < logits.size(); ++id) {
+    if (logits[id] > best_logit) {  // strictly: the first maximum stays; NaN is never greater
+      best_logit = logits[id];
+      best = id;
+    }
   }
   return static_cast<int32_t>(best);
 }
@@ -182,7 +219,8 @@ Logprobs log_softmax(std::span<const float> logits, int32_t chosen, int64_t top_
                     });
   for (size_t rank = 0; rank < count; ++rank) {
     const int32_t id = ids[rank];
-    result.top.push_back({id, static_cast<double>(logits[static_cast<size_t>(id)]) - log_normalizer});
+    result.top.push_back(
+        {id, static_cast<double>(logits[static_cast<size_t>(id)]) - log_normalizer});
   }
   return result;
 }

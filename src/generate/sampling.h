@@ -10,11 +10,13 @@
 //   3. a draw from the softmax of what is left, with our own std::mt19937_64 stream (a uniform
 //      double from the top 53 bits of one draw, no std::*_distribution, whose output differs
 //      between standard libraries): the same seed and the same logits give the same tokens on
-//      every platform.
+//      every platform (short of a libm whose exp() differs in the last bit, for a draw that
+//      lands within that of a boundary).
 //
-//   TokenSampler sampler(options, seed);           // validates the options (UserError)
-//   Logprobs lp = log_softmax(logits, 0, 5);       // before choose(): it changes the logits
+//   TokenSampler sampler(options, seed);             // validates the options (UserError)
+//   std::vector<float> raw = logits;                 // only for logprobs: choose() changes logits
 //   int32_t next = sampler.choose(logits, context);
+//   Logprobs logprobs = log_softmax(raw, next, 5);   // the unprocessed distribution's
 #pragma once
 
 #include <cstdint>
@@ -35,6 +37,7 @@ struct SamplingOptions {
 
   // Argmax instead of a draw: do_sample false or temperature 0.
   bool greedy() const { return !do_sample || temperature == 0.0; }
+  bool operator==(const SamplingOptions&) const = default;
 };
 
 // UserError naming the option (temperature, top_k, top_p, min_p, repetition_penalty) when a value
@@ -55,8 +58,9 @@ class TokenSampler {
   TokenSampler(const SamplingOptions& options, uint64_t seed);
 
   // The next token: process_logits (the logits are overwritten with the processed ones), then the
-  // argmax when greedy, else a draw. `context` is the prompt plus the tokens generated so far.
-  // UserError when the logits hold NaN or nothing is left to draw (every logit -inf).
+  // argmax when greedy, else a draw, which takes exactly one number of the stream (greedy takes
+  // none). `context` is the prompt plus the tokens generated so far. UserError when the logits
+  // hold NaN or +inf, or nothing is left to draw (every logit -inf).
   int32_t choose(std::span<float> logits, std::span<const int32_t> context);
 
   const SamplingOptions& options() const { return options_; }
@@ -75,7 +79,7 @@ struct TokenLogprob {
 };
 
 struct Logprobs {
-  double chosen = 0.0;             // log_softmax(logits)[chosen]
+  double chosen = 0.0;            // log_softmax(logits)[chosen]
   std::vector<TokenLogprob> top;  // the top_n most likely, most likely first (ties: lower id first)
 };
 

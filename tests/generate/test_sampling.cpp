@@ -3,6 +3,7 @@
 // tests/python/test_generate_sampling.py compares the processors with transformers' own.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -30,7 +31,8 @@ std::vector<float> processed(const SamplingOptions& options, std::vector<float> 
 
 std::vector<float> logs(const std::vector<double>& probabilities) {
   std::vector<float> result;
-  for (double probability : probabilities) result.push_back(static_cast<float>(std::log(probability)));
+  for (double probability : probabilities)
+    result.push_back(static_cast<float>(std::log(probability)));
   return result;
 }
 
@@ -71,22 +73,47 @@ TEST(Sampling, TopKKeepsTheKLargestAndTiesAtTheBoundary) {
   EXPECT_EQ(processed(options, {1, 3}), (std::vector<float>{1, 3}));
 }
 
+TEST(Sampling, TopKOnALargerVocabularyCountsTies) {
+  SamplingOptions options = sampling();
+  std::vector<float> logits(100);
+  for (size_t id = 0; id < logits.size(); ++id)
+    logits[id] = static_cast<float>(id % 10);  // ten of each
+  const auto kept = [&](int64_t k) {
+    options.top_k = k;
+    const std::vector<float> result = processed(options, logits);
+    return std::count_if(result.begin(), result.end(), [](float logit) { return logit != -kInf; });
+  };
+  EXPECT_EQ(kept(3), 10);  // the 3rd largest is a 9: the ten 9s stay (the heap path, k <= 100 / 16)
+  EXPECT_EQ(kept(15), 20);  // the 15th largest is an 8 (nth_element)
+}
+
 TEST(Sampling, TopPKeepsTheSmallestSetReachingP) {
   SamplingOptions options = sampling();
   const std::vector<float> logits = logs({0.1, 0.2, 0.3, 0.4});
   options.top_p = 0.5;  // ascending cumulative 0.1, 0.3, 0.6, 1.0: the first two are <= 0.5
   EXPECT_EQ(processed(options, logits), (std::vector<float>{-kInf, -kInf, logits[2], logits[3]}));
   options.top_p = 0.75;  // <= 0.25: only the first
-  EXPECT_EQ(processed(options, logits), (std::vector<float>{-kInf, logits[1], logits[2], logits[3]}));
+  EXPECT_EQ(processed(options, logits),
+            (std::vector<float>{-kInf, logits[1], logits[2], logits[3]}));
   options.top_p = 0.01;  // the most likely token always stays
   EXPECT_EQ(processed(options, logits), (std::vector<float>{-kInf, -kInf, -kInf, logits[3]}));
+}
+
+TEST(Sampling, TopPOnAFlatDistributionDropsTheLowerIdsOfATie) {
+  SamplingOptions options = sampling();
+  options.top_p = 0.5005;  // 1000 equal tokens: ascending (lower ids first) 0.001, 0.002, ...
+  const std::vector<float> result = processed(options, std::vector<float>(1000, 0.0f));
+  // Cumulative <= 0.4995 for the first 499: ids 0..498 dropped, 501 kept (beyond the first
+  // partial sort of 64 and its growth to 256 and 1024).
+  for (size_t id = 0; id < result.size(); ++id) EXPECT_EQ(result[id] == -kInf, id < 499) << id;
 }
 
 TEST(Sampling, MinPDropsTokensBelowAFractionOfTheMostLikely) {
   SamplingOptions options = sampling();
   const std::vector<float> logits = logs({0.5, 0.3, 0.15, 0.05});
   options.min_p = 0.2;  // threshold 0.1
-  EXPECT_EQ(processed(options, logits), (std::vector<float>{logits[0], logits[1], logits[2], -kInf}));
+  EXPECT_EQ(processed(options, logits),
+            (std::vector<float>{logits[0], logits[1], logits[2], -kInf}));
   options.min_p = 1.0;  // only the most likely and its equals
   EXPECT_EQ(processed(options, {1, 3, 3}), (std::vector<float>{-kInf, 3, 3}));
 }
@@ -129,14 +156,16 @@ TEST(Sampling, GreedyTakesTheFirstMaximum) {
 // The draw as sampling.h defines it: u from the top 53 bits of std::mt19937_64(seed), the first
 // token whose cumulative probability (in id order) exceeds u.
 TEST(Sampling, TheDrawIsTheDocumentedInverseCdfOfTheSeededStream) {
-  const std::vector<float> given{std::log(0.1f), -kInf, std::log(0.2f), std::log(0.3f), std::log(0.4f)};
+  const std::vector<float> given{std::log(0.1f), -kInf, std::log(0.2f), std::log(0.3f),
+                                 std::log(0.4f)};
   const std::vector<double> probabilities = softmax_probabilities(given);
   std::mt19937_64 engine(1234);
   TokenSampler sampler(sampling(), 1234);
   for (int draw = 0; draw < 200; ++draw) {
     const double u = static_cast<double>(engine() >> 11) / 9007199254740992.0;
     int32_t expected = 0;
-    for (double cumulative = probabilities[0]; !(u < cumulative);) cumulative += probabilities[++expected];
+    for (double cumulative = probabilities[0]; !(u < cumulative);)
+      cumulative += probabilities[++expected];
     std::vector<float> logits = given;
     ASSERT_EQ(sampler.choose(logits, {}), expected) << "draw " << draw << ", u " << u;
   }
@@ -155,7 +184,8 @@ TEST(Sampling, FrequenciesFollowTheFilteredDistribution) {
   EXPECT_EQ(counts[0], 0);
   // Binomial standard deviation <= 0.0036 at 20000 draws: 0.015 is over 4 of them.
   for (size_t token = 1; token < 4; ++token) {
-    EXPECT_NEAR(counts[token] / double(draws), static_cast<double>(token + 1) / 9.0, 0.015) << token;
+    EXPECT_NEAR(counts[token] / double(draws), static_cast<double>(token + 1) / 9.0, 0.015)
+        << token;
   }
 }
 
@@ -182,27 +212,30 @@ TEST(Sampling, NaNOrNothingLeftIsAUserError) {
   std::vector<float> logits{1, std::nanf(""), 2};
   EXPECT_NE(error_of([&] { sampler.choose(logits, {}); }).find("NaN"), std::string::npos);
   logits = {-kInf, -kInf};
-  EXPECT_NE(error_of([&] { sampler.choose(logits, {}); }).find("every logit is -inf"), std::string::npos);
+  EXPECT_NE(error_of([&] { sampler.choose(logits, {}); }).find("every logit is -inf"),
+            std::string::npos);
 }
 
 TEST(Sampling, OptionsOutOfRangeNameTheOption) {
-  const auto message = [](auto change) {
+  struct Case {
     SamplingOptions options;
-    change(options);
-    return error_of([&] { TokenSampler(options, 0); });
+    std::string message;
   };
-  EXPECT_EQ(message([](SamplingOptions&) {}), "");
-  EXPECT_EQ(message([](SamplingOptions& o) { o.temperature = -0.5; }),
-            "temperature must be >= 0 (0 = greedy), got -0.5");
-  EXPECT_EQ(message([](SamplingOptions& o) { o.top_k = -1; }), "top_k must be >= 0 (0 = off), got -1");
-  EXPECT_EQ(message([](SamplingOptions& o) { o.top_p = 0; }), "top_p must be in (0, 1] (1 = off), got 0");
-  EXPECT_EQ(message([](SamplingOptions& o) { o.top_p = 1.5; }), "top_p must be in (0, 1] (1 = off), got 1.5");
-  EXPECT_EQ(message([](SamplingOptions& o) { o.min_p = -0.1; }), "min_p must be in [0, 1] (0 = off), got -0.1");
-  EXPECT_EQ(message([](SamplingOptions& o) { o.min_p = 2; }), "min_p must be in [0, 1] (0 = off), got 2");
-  EXPECT_EQ(message([](SamplingOptions& o) { o.repetition_penalty = 0; }),
-            "repetition_penalty must be > 0 (1 = off), got 0");
-  EXPECT_EQ(message([](SamplingOptions& o) { o.temperature = std::nan(""); }),
-            "temperature must be a finite number, got nan");
+  // {do_sample, temperature, top_k, top_p, min_p, repetition_penalty}
+  const std::vector<Case> cases = {
+      {{true, 1.0, 50, 1.0, 0.0, 1.0}, ""},
+      {{true, -0.5, 50, 1.0, 0.0, 1.0}, "temperature must be >= 0 (0 = greedy), got -0.5"},
+      {{true, 1.0, -1, 1.0, 0.0, 1.0}, "top_k must be >= 0 (0 = off), got -1"},
+      {{true, 1.0, 50, 0.0, 0.0, 1.0}, "top_p must be in (0, 1] (1 = off), got 0"},
+      {{true, 1.0, 50, 1.5, 0.0, 1.0}, "top_p must be in (0, 1] (1 = off), got 1.5"},
+      {{true, 1.0, 50, 1.0, -0.1, 1.0}, "min_p must be in [0, 1] (0 = off), got -0.1"},
+      {{true, 1.0, 50, 1.0, 2.0, 1.0}, "min_p must be in [0, 1] (0 = off), got 2"},
+      {{true, 1.0, 50, 1.0, 0.0, 0.0}, "repetition_penalty must be > 0 (1 = off), got 0"},
+      {{true, std::nan(""), 50, 1.0, 0.0, 1.0}, "temperature must be a finite number, got nan"},
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(error_of([&] { TokenSampler(c.options, 0); }), c.message);
+  }
 }
 
 TEST(Sampling, LogSoftmaxOfTheUnprocessedLogits) {
@@ -218,7 +251,8 @@ TEST(Sampling, LogSoftmaxOfTheUnprocessedLogits) {
   EXPECT_NEAR(result.top[2].logprob, result.chosen, 1e-12);
   EXPECT_EQ(log_softmax(logits, 3, 0).chosen, -std::numeric_limits<double>::infinity());
   EXPECT_EQ(log_softmax(logits, 0, 10).top.size(), 4u);  // clamped to the vocabulary
-  EXPECT_NE(error_of([&] { log_softmax(logits, 4, 1); }).find("outside the vocabulary"), std::string::npos);
+  EXPECT_NE(error_of([&] { log_softmax(logits, 4, 1); }).find("outside the vocabulary"),
+            std::string::npos);
   EXPECT_NE(error_of([&] { log_softmax(logits, 0, -1); }).find(">= 0"), std::string::npos);
 }
 

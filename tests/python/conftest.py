@@ -88,3 +88,12 @@ def surogate_package(tmp_path_factory):
     once per session."""
     from python_package import install
     return install(tmp_path_factory)
+
+
+def build_binary(relative: str) -> pathlib.Path:
+    """A program of the tests' build folder (SUROGATE_BUILD_DIR, else build/), e.g.
+    "tests/generate/generate_sampling_probe"; the test fails when it is not built."""
+    path = pathlib.Path(os.environ.get("SUROGATE_BUILD_DIR", REPO_ROOT / "build")) / relative
+    if not path.exists():
+        pytest.fail(f"{path} not built: build the {path.name} target first")
+    return path

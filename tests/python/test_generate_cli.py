@@ -177,3 +177,20 @@ def test_bad_input_is_one_clear_error(surogate_bin, tmp_path, args, message):
     assert result.returncode == 2, result.stderr
     assert message in result.stderr
     assert "Traceback" not in result.stderr and "terminate called" not in result.stderr
+
+
+def test_a_stop_string_ends_the_completion_before_it(surogate_bin, tmp_path, qwen3_chat_model):
+    tokenizer = transformers.AutoTokenizer.from_pretrained(qwen3_chat_model)
+    [free] = generate_file(surogate_bin, tmp_path, qwen3_chat_model, [{"prompt": "Once upon a time"}],
+                           "--max_new_tokens", 12, "--temperature", 0)
+    text = free["completion"]
+    assert free["finish_reason"] == "length" and len(text) > 4
+    stop = text[len(text) // 2:len(text) // 2 + 2]  # two characters from the middle
+    cut = text.index(stop)
+    [stopped] = generate_file(surogate_bin, tmp_path, qwen3_chat_model, [{"prompt": "Once upon a time"}],
+                              "--max_new_tokens", 12, "--temperature", 0, "--stop", stop)
+    assert stopped["finish_reason"] == "stop"
+    assert stopped["completion"] == text[:cut]
+    ids = stopped["completion_ids"]
+    assert ids == free["completion_ids"][:len(ids)]  # the same tokens, up to the one completing the stop string
+    assert stop in tokenizer.decode(ids) and stop not in tokenizer.decode(ids[:-1])

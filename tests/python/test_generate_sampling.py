@@ -4,7 +4,6 @@ TopPLogitsWarper and MinPLogitsWarper in the order of transformers' _get_logits_
 softmax; the C++ probe (tests/generate/sampling_probe.cpp) prints the same probabilities. Agreement
 to 1e-6 (absolute, on probabilities; both compute the logits in float32)."""
 import json
-import os
 import pathlib
 import subprocess
 
@@ -19,18 +18,14 @@ from transformers.generation.logits_process import (
     TopPLogitsWarper,
 )
 
-from conftest import REPO_ROOT
+from conftest import build_binary
 
 TOLERANCE = 1e-6
 
 
 @pytest.fixture(scope="session")
 def probe_bin() -> pathlib.Path:
-    build = pathlib.Path(os.environ.get("SUROGATE_BUILD_DIR", REPO_ROOT / "build"))
-    path = build / "tests" / "generate" / "generate_sampling_probe"
-    if not path.exists():
-        pytest.fail(f"{path} not built: build the generate_sampling_probe target first")
-    return path
+    return build_binary("tests/generate/generate_sampling_probe")
 
 
 def transformers_probabilities(logits, context, options):
@@ -76,8 +71,8 @@ CASES = [
 def test_processed_distribution_matches_transformers(probe_bin, case):
     options = CASES[case]
     generator = torch.Generator().manual_seed(1000 + case)
-    for trial in range(4):
-        vocab = [7, 64, 300, 1000][trial]
+    for trial in range(5):
+        vocab = [7, 64, 300, 1000, 5000][trial]
         logits = (torch.randn(vocab, generator=generator) * 3).tolist()
         context = torch.randint(0, vocab, (12,), generator=generator).tolist()
         expected = transformers_probabilities(logits, context, options)
