@@ -22,6 +22,7 @@
 #include "generate/generation_defaults.h"
 #include "generate/generator.h"
 #include "generate/prompts.h"
+#include "io/model_config.h"
 
 namespace surogate::cli {
 namespace {
@@ -118,12 +119,26 @@ int run_generate(const GenerateArguments& arguments) {
     rows = read_input_rows(arguments.input, prompts);
   }
   std::vector<generate::GenerationRequest> requests;
+  const int64_t context = io::load_model_config(model_dir).max_position_embeddings;
   int64_t longest = 0;
   for (size_t index = 0; index < rows.size(); ++index) {
-    // --max_new_tokens, else generation_config.json's max_new_tokens / max_length, else 256.
+    // --max_new_tokens, else generation_config.json's max_new_tokens / max_length, else 256; a
+    // default is cut to the model's context (config.json's max_position_embeddings), a flag is not.
     const int64_t prompt_length = static_cast<int64_t>(rows[index].prompt.size());
-    const int64_t max_new_tokens = std::max<int64_t>(
-        1, arguments.max_new_tokens.value_or(generate::new_token_limit(defaults, prompt_length).value_or(256)));
+    const std::string row_name = arguments.prompt.empty() ? fmt::format("{} row {}", arguments.input, index + 1) : "--prompt";
+    if (context > 0 && prompt_length >= context) {
+      fail_user("{}: the prompt has {} tokens, as many as the model's context of {} (config.json "
+                "max_position_embeddings) or more", row_name, prompt_length, context);
+    }
+    int64_t max_new_tokens = std::max<int64_t>(1, generate::new_token_limit(defaults, prompt_length).value_or(256));
+    if (context > 0) max_new_tokens = std::min(max_new_tokens, context - prompt_length);
+    if (arguments.max_new_tokens) {
+      max_new_tokens = *arguments.max_new_tokens;
+      if (context > 0 && prompt_length + max_new_tokens > context) {
+        fail_user("{}: a prompt of {} tokens plus --max_new_tokens {} exceeds the model's context of {} (config.json "
+                  "max_position_embeddings); lower --max_new_tokens", row_name, prompt_length, max_new_tokens, context);
+      }
+    }
     // Each row draws from its own stream: its tokens do not depend on the batch it ran in.
     requests.push_back({rows[index].prompt, sampling, static_cast<uint64_t>(arguments.seed) + index, max_new_tokens,
                         defaults.eos_token_ids, arguments.stop});
