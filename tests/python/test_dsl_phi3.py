@@ -104,8 +104,9 @@ def test_lora_adapts_the_fused_projections(surogate_package, example, tmp_path):
 
 def test_the_cli_trains_and_generates_with_the_python_file(surogate_bin, example, tmp_path):
     """`model_definition: phi3.py` in the YAML: `surogate sft` compiles the file itself (no JSON IR
-    step), transformers loads what it writes, and `surogate generate --model_definition phi3.py`
-    continues prompts as transformers' greedy generate does."""
+    step) and trains a LoRA adapter (the quick start's default), transformers loads base + adapter,
+    and `surogate generate --model_definition phi3.py --adapter` continues prompts as transformers'
+    greedy generate does."""
     from conftest import quickstart_sft_config
     from test_generate_cli import clear_prompts, generate_file
 
@@ -117,10 +118,11 @@ def test_the_cli_trains_and_generates_with_the_python_file(surogate_bin, example
     steps = [json.loads(line) for line in next(out.glob("log-*.jsonl")).read_text().splitlines()]
     losses = [record["loss"] for record in steps if record["type"] == "step"]
     assert len(losses) == 12 and losses[-1] < 0.9 * losses[0], losses
-    trained = transformers.Phi3ForCausalLM.from_pretrained(out, dtype=torch.float32).eval()
+    assert (out / "adapter_model.safetensors").exists()
+    trained = transformers.Phi3ForCausalLM.from_pretrained(out, dtype=torch.float32).eval()  # base + adapter (PEFT)
     cases = clear_prompts(trained, trained.config.vocab_size, count=2, new_tokens=6)
-    rows = generate_file(surogate_bin, tmp_path, out, [{"input_ids": p} for p, _ in cases], "--model_definition", PHI3,
-                         "--max_new_tokens", 6, "--temperature", 0)
+    rows = generate_file(surogate_bin, tmp_path, folder, [{"input_ids": p} for p, _ in cases], "--model_definition", PHI3,
+                         "--adapter", out, "--max_new_tokens", 6, "--temperature", 0)
     assert [row["completion_ids"] for row in rows] == [completion for _, completion in cases]
 
 
