@@ -4,9 +4,9 @@
 // Error measure: max |gpu − ref| / max |ref| over the whole output (tests/cuda/test_helpers.h; a NaN,
 // such as the poison left in an element no kernel wrote, fails). Tolerances:
 //   fp32        1e-5    fp32 math and sums against the reference's double sums
-//   bf16        2.5e-3  fp32 math on the same bf16 values, one rounding of the output (≤ 2^-9 of
-//                       |out| ≤ max |out|) plus fp32 noise
-//   fp16        1e-3    the same with fp16's rounding (2^-12)
+//   bf16        5e-3    fp32 math on the same bf16 values, one rounding of the output (at most
+//                       2^-8 of |out| ≤ max |out|: bf16's unit roundoff) plus fp32 noise
+//   fp16        1e-3    the same with fp16's unit roundoff (2^-11)
 // The caches after the append equal the reference's bit for bit (a copy, not arithmetic), and
 // padding queries' outputs are exactly zero.
 #include <cuda_bf16.h>
@@ -208,7 +208,7 @@ void expect_matches_reference(const Case& c, std::vector<int> split_counts, doub
   }
 }
 
-constexpr double kF32Tolerance = 1e-5, kBf16Tolerance = 2.5e-3, kF16Tolerance = 1e-3;
+constexpr double kF32Tolerance = 1e-5, kBf16Tolerance = 5e-3, kF16Tolerance = 1e-3;
 
 // Qwen3-8B's heads (32 query, 8 kv, head_dim 128), one new token per row, rows of cache lengths
 // 0, 1, 31, 33, 1000 and 2999 in shuffled slots: lengths around and away from the 32-key pieces
