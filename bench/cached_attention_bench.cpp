@@ -34,13 +34,6 @@ using surogate::cuda::DeviceBuffer;
 
 constexpr int kQueryHeads = 32, kKvHeads = 8, kHeadDim = 128;
 
-int multiprocessors() {
-  int device = 0, count = 0;
-  CUDA_CHECK(cudaGetDevice(&device));
-  CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
-  return count;
-}
-
 struct Timing {
   double microseconds = 0.0;
   int splits = 0;
@@ -49,15 +42,10 @@ struct Timing {
 // `rows` rows of `sequence` new tokens (all real) after `held` cached ones, over `copies` sets of
 // slots (launch i uses set i % copies).
 Timing time_call(int64_t rows, int64_t sequence, int64_t held, int copies, int repeats) {
-  CachedAttentionShape shape;
-  shape.batch = rows;
-  shape.sequence = sequence;
-  shape.slots = rows * copies;
-  shape.capacity = held + sequence;
-  shape.q_heads = kQueryHeads;
-  shape.kv_heads = kKvHeads;
-  shape.head_dim = kHeadDim;
-  const int splits = surogate::cuda::cached_attention_splits(shape, multiprocessors());
+  const CachedAttentionShape shape{.batch = rows, .sequence = sequence, .slots = rows * copies,
+                                   .capacity = held + sequence, .q_heads = kQueryHeads, .kv_heads = kKvHeads,
+                                   .head_dim = kHeadDim};
+  const int splits = surogate::cuda::cached_attention_splits(shape);
   const size_t cache = static_cast<size_t>(shape.slots * shape.capacity * kKvHeads * kHeadDim);
   const size_t tokens = static_cast<size_t>(rows * sequence);
   DeviceBuffer<__nv_bfloat16> k_cache(cache), v_cache(cache), q(tokens * kQueryHeads * kHeadDim),

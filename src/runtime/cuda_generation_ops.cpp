@@ -18,13 +18,6 @@ namespace {
 
 constexpr size_t kCachedKeys = 3, kCachedValues = 4, kCachedSlots = 5, kCachedLengths = 6, kCachedNew = 7;
 
-int device_multiprocessors() {
-  int device = 0, count = 0;
-  CUDA_CHECK(cudaGetDevice(&device));
-  CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
-  return count;
-}
-
 // The kernels' shape from the bound types (the op's shape rule has checked them): heads and head
 // size from the cache [N, S, Hkv, D], query heads from q's size, so both q forms (4-D, flat) read
 // the same.
@@ -63,7 +56,7 @@ CudaKernel bind_cached_attention_typed(const CudaBindContext& ctx) {
   for (size_t index : {kCachedSlots, kCachedLengths, kCachedNew}) expect_in(ctx, index, DType::I32);
   expect_out(ctx, 0, cached_dtype<T>());
   const cuda::CachedAttentionShape shape = cached_shape(ctx);
-  const int splits = cuda::cached_attention_splits(shape, device_multiprocessors());
+  const int splits = cuda::cached_attention_splits(shape);
   ScratchLayout layout;
   const size_t workspace = layout.take(sizeof(float) * cuda::cached_attention_workspace_floats(shape, splits));
   ctx.resources.reserve_scratch(layout.bytes);

@@ -97,15 +97,9 @@ std::vector<int32_t> column(const Case& c, int32_t Row::* field) {
 
 // The reference on copies of the inputs: out and the caches after the append.
 Values reference(const Case& c, Values values) {
-  ops::CachedAttentionShape shape;
-  shape.batch = c.batch();
-  shape.sequence = c.sequence;
-  shape.slots = c.slots;
-  shape.capacity = c.capacity;
-  shape.query_heads = c.q_heads;
-  shape.kv_heads = c.kv_heads;
-  shape.head_dim = c.head_dim;
-  shape.window = c.window;
+  const ops::CachedAttentionShape shape{.batch = c.batch(), .sequence = c.sequence, .slots = c.slots,
+                                        .capacity = c.capacity, .query_heads = c.q_heads, .kv_heads = c.kv_heads,
+                                        .head_dim = c.head_dim, .window = c.window};
   values.out.assign(values.q.size(), 0.0f);
   ops::cached_attention_forward<float>(shape, values.q.data(), values.k.data(), values.v.data(), values.k_cache.data(),
                                        values.v_cache.data(), column(c, &Row::slot).data(),
@@ -114,23 +108,8 @@ Values reference(const Case& c, Values values) {
 }
 
 CachedAttentionShape kernel_shape(const Case& c) {
-  CachedAttentionShape shape;
-  shape.batch = c.batch();
-  shape.sequence = c.sequence;
-  shape.slots = c.slots;
-  shape.capacity = c.capacity;
-  shape.q_heads = c.q_heads;
-  shape.kv_heads = c.kv_heads;
-  shape.head_dim = c.head_dim;
-  shape.window = c.window;
-  return shape;
-}
-
-int multiprocessors() {
-  int device = 0, count = 0;
-  CUDA_CHECK(cudaGetDevice(&device));
-  CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
-  return count;
+  return CachedAttentionShape{.batch = c.batch(), .sequence = c.sequence, .slots = c.slots, .capacity = c.capacity,
+                              .q_heads = c.q_heads, .kv_heads = c.kv_heads, .head_dim = c.head_dim, .window = c.window};
 }
 
 template <typename E>
@@ -156,7 +135,7 @@ E* device(DeviceBuffer<Storage>& buffer) {
 template <typename E>
 Values run_gpu(const Case& c, const Values& inputs, int splits) {
   const CachedAttentionShape shape = kernel_shape(c);
-  if (splits == 0) splits = cached_attention_splits(shape, multiprocessors());
+  if (splits == 0) splits = cached_attention_splits(shape);
   auto q = upload<E>(inputs.q), k = upload<E>(inputs.k), v = upload<E>(inputs.v);
   auto k_cache = upload<E>(inputs.k_cache), v_cache = upload<E>(inputs.v_cache);
   DeviceBuffer<typename Host<E>::Storage> out(inputs.q.size());
@@ -214,15 +193,8 @@ constexpr double kF32Tolerance = 1e-5, kBf16Tolerance = 5e-3, kF16Tolerance = 1e
 // 0, 1, 31, 33, 1000 and 2999 in shuffled slots: lengths around and away from the 32-key pieces
 // and the lane groups' chunks, split 1, 7 (uneven pieces) and 64 ways and as the launcher picks.
 Case qwen3_decode() {
-  Case c;
-  c.sequence = 1;
-  c.slots = 7;
-  c.capacity = 3000;
-  c.q_heads = 32;
-  c.kv_heads = 8;
-  c.head_dim = 128;
-  c.rows = {{3, 0, 1}, {0, 1, 1}, {6, 31, 1}, {1, 33, 1}, {5, 1000, 1}, {2, 2999, 1}};
-  return c;
+  return Case{.sequence = 1, .slots = 7, .capacity = 3000, .q_heads = 32, .kv_heads = 8, .head_dim = 128,
+              .rows = {{3, 0, 1}, {0, 1, 1}, {6, 31, 1}, {1, 33, 1}, {5, 1000, 1}, {2, 2999, 1}}};
 }
 
 TEST(CachedAttentionCuda, DecodeMatchesReferenceFp32) {
@@ -258,15 +230,9 @@ struct Heads {
   int q_heads, kv_heads, head_dim;
 };
 Case prefill(Heads heads) {
-  Case c;
-  c.sequence = 37;
-  c.slots = 6;
-  c.capacity = 340;
-  c.q_heads = heads.q_heads;
-  c.kv_heads = heads.kv_heads;
-  c.head_dim = heads.head_dim;
-  c.rows = {{2, 0, 37}, {0, 50, 10}, {5, 7, 0}, {3, 300, 1}, {1, 0, 0}, {4, 303, 37}};
-  return c;
+  return Case{.sequence = 37, .slots = 6, .capacity = 340, .q_heads = heads.q_heads, .kv_heads = heads.kv_heads,
+              .head_dim = heads.head_dim,
+              .rows = {{2, 0, 37}, {0, 50, 10}, {5, 7, 0}, {3, 300, 1}, {1, 0, 0}, {4, 303, 37}}};
 }
 const Heads kPrefillHeads[] = {{4, 4, 64}, {6, 2, 128}, {8, 2, 128}, {8, 1, 64}, {4, 2, 8}, {2, 1, 256}, {4, 2, 80}};
 
@@ -306,14 +272,8 @@ TEST(CachedAttentionCuda, SlidingWindowFp32AndBf16) {
 // reference with those rows bringing no tokens (and the bad slot swapped for a free one).
 TEST(CachedAttentionCuda, RefusedRowsAreSkipped) {
   SKIP_WITHOUT_GPU();
-  Case c;
-  c.sequence = 3;
-  c.slots = 4;
-  c.capacity = 16;
-  c.q_heads = 4;
-  c.kv_heads = 2;
-  c.head_dim = 64;
-  c.rows = {{0, 10, 3}, {1, 15, 2}, {9, 0, 1}, {2, 4, 2}};
+  const Case c{.sequence = 3, .slots = 4, .capacity = 16, .q_heads = 4, .kv_heads = 2, .head_dim = 64,
+               .rows = {{0, 10, 3}, {1, 15, 2}, {9, 0, 1}, {2, 4, 2}}};
   Case allowed = c;
   allowed.rows[1].fresh = 0;
   allowed.rows[2] = {3, 0, 0};
@@ -331,13 +291,7 @@ TEST(CachedAttentionCuda, RefusedRowsAreSkipped) {
 // the reference continuing from the reference's caches.
 TEST(CachedAttentionCudaBinder, CachesPersistBetweenExecutes) {
   SKIP_WITHOUT_GPU();
-  Case c;
-  c.sequence = 3;
-  c.slots = 3;
-  c.capacity = 9;
-  c.q_heads = 4;
-  c.kv_heads = 2;
-  c.head_dim = 64;
+  Case c{.sequence = 3, .slots = 3, .capacity = 9, .q_heads = 4, .kv_heads = 2, .head_dim = 64, .window = 4};
   const int64_t rows = 2;
   runtime::CudaNodePlan gpu;
   auto operand = [&](const char* name, int heads, int64_t first, int64_t second) {
@@ -353,7 +307,6 @@ TEST(CachedAttentionCudaBinder, CachesPersistBetweenExecutes) {
   }
   const graph::TensorId out = gpu.builder.op("cached_attention", operands, {{"window", 4}})[0];
   gpu.load({out});
-  c.window = 4;
 
   c.rows = {{2, 0, 3}, {0, 0, 2}};
   Values state = random_values<__nv_bfloat16>(c);
@@ -388,14 +341,8 @@ TEST(CachedAttentionCudaBinder, CachesPersistBetweenExecutes) {
 // blocks per SM, a full batch keeps one split, a long prefill chunk one, and never more splits
 // than the capacity has 32-key pieces.
 TEST(CachedAttentionCudaSplits, FillTheGpuWithoutOverSplitting) {
-  CachedAttentionShape shape;
-  shape.batch = 1;
-  shape.sequence = 1;
-  shape.slots = 64;
-  shape.capacity = 32768;
-  shape.q_heads = 32;
-  shape.kv_heads = 8;
-  shape.head_dim = 128;
+  CachedAttentionShape shape{
+      .batch = 1, .sequence = 1, .slots = 64, .capacity = 32768, .q_heads = 32, .kv_heads = 8, .head_dim = 128};
   EXPECT_EQ(cached_attention_splits(shape, 132), 66);  // 8 blocks × 66 ≥ 4 × 132
   shape.batch = 64;
   EXPECT_EQ(cached_attention_splits(shape, 132), 2);  // 512 blocks × 2 ≥ 528

@@ -371,6 +371,13 @@ int cached_attention_splits(const CachedAttentionShape& shape, int multiprocesso
   return static_cast<int>(std::clamp<int64_t>(wanted, 1, std::max<int64_t>(most, 1)));
 }
 
+int cached_attention_splits(const CachedAttentionShape& shape) {
+  int device = 0, count = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
+  return cached_attention_splits(shape, count);
+}
+
 int64_t cached_attention_workspace_floats(const CachedAttentionShape& shape, int splits) {
   return int64_t{splits} * shape.batch * shape.sequence * shape.q_heads * (shape.head_dim + 2);
 }

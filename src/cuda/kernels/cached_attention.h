@@ -48,6 +48,8 @@ struct CachedAttentionShape {
 // Splits of the key range for a shape on a GPU with `multiprocessors` SMs: enough blocks for about
 // four per SM, no more than the capacity has 32-key pieces, at most 256.
 int cached_attention_splits(const CachedAttentionShape& shape, int multiprocessors);
+// The same for the current device.
+int cached_attention_splits(const CachedAttentionShape& shape);
 
 // fp32 workspace floats cached_attention_forward needs with `splits`.
 int64_t cached_attention_workspace_floats(const CachedAttentionShape& shape, int splits);
