@@ -59,38 +59,45 @@ __device__ __forceinline__ CacheRow cache_row(const CachedAttentionShape& s, con
   return result;
 }
 
-// Eight elements as they lie in memory (16 bytes of a 16-bit type, 32 of fp32), converted when used.
+// Eight elements as they lie in memory (16 bytes of a 16-bit type, 32 of fp32), converted when
+// used. Typed vectors (float4, kernels::Vec8), never reinterpreted words: no aliasing questions.
 template <typename T>
 struct RawEight {
-  uint4 words[sizeof(T) / 2];
+  kernels::Vec8<T> vector;
+};
+template <>
+struct RawEight<float> {
+  float4 low, high;
 };
 template <typename T>
 __device__ __forceinline__ RawEight<T> load_eight(const T* address) {
   RawEight<T> raw;
-#pragma unroll
-  for (int i = 0; i < static_cast<int>(sizeof(T) / 2); ++i) raw.words[i] = reinterpret_cast<const uint4*>(address)[i];
-  return raw;
-}
-template <typename T>
-__device__ __forceinline__ RawEight<T> zero_eight() {
-  RawEight<T> raw;
-#pragma unroll
-  for (int i = 0; i < static_cast<int>(sizeof(T) / 2); ++i) raw.words[i] = make_uint4(0, 0, 0, 0);
+  if constexpr (std::is_same_v<T, float>) {
+    raw.low = reinterpret_cast<const float4*>(address)[0];
+    raw.high = reinterpret_cast<const float4*>(address)[1];
+  } else {
+    raw.vector = kernels::load_x8(address);
+  }
   return raw;
 }
 template <typename T>
 __device__ __forceinline__ void store_eight(T* address, const RawEight<T>& raw) {
-#pragma unroll
-  for (int i = 0; i < static_cast<int>(sizeof(T) / 2); ++i) reinterpret_cast<uint4*>(address)[i] = raw.words[i];
+  if constexpr (std::is_same_v<T, float>) {
+    reinterpret_cast<float4*>(address)[0] = raw.low;
+    reinterpret_cast<float4*>(address)[1] = raw.high;
+  } else {
+    kernels::store_x8(address, raw.vector);
+  }
 }
 template <typename T>
 __device__ __forceinline__ void eight_floats(const RawEight<T>& raw, float (&out)[kCacheLaneElements]) {
   if constexpr (std::is_same_v<T, float>) {
-    const float* values = reinterpret_cast<const float*>(raw.words);
+    const float values[kCacheLaneElements] = {raw.low.x,  raw.low.y,  raw.low.z,  raw.low.w,
+                                              raw.high.x, raw.high.y, raw.high.z, raw.high.w};
 #pragma unroll
     for (int i = 0; i < kCacheLaneElements; ++i) out[i] = values[i];
   } else {
-    kernels::unpack(*reinterpret_cast<const kernels::Vec8<T>*>(raw.words), out);
+    kernels::unpack(raw.vector, out);
   }
 }
 
@@ -205,8 +212,8 @@ __global__ void __launch_bounds__(kCacheThreads)
 #pragma unroll
     for (int c = 0; c < kChunk; ++c) {
       const bool load = has_elements && start + c < split_end;
-      key_raw[c] = load ? load_eight(keys + (start + c) * key_stride) : zero_eight<T>();
-      value_raw[c] = load ? load_eight(values + (start + c) * key_stride) : zero_eight<T>();
+      key_raw[c] = load ? load_eight(keys + (start + c) * key_stride) : RawEight<T>{};
+      value_raw[c] = load ? load_eight(values + (start + c) * key_stride) : RawEight<T>{};
     }
     float score[kQueries][kChunk];
 #pragma unroll
