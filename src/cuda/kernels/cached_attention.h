@@ -15,13 +15,15 @@
 // (ops::check_cache_rows) where it can. Two rows naming one slot is not detected here.
 //
 // Design (flash-decoding; fp32 math and accumulation whatever the element type):
-//   split kernel: one block (4 warps) per (key split, kv head × query tile, row). A query tile is
-//     up to 8 queries of one kv head, the (new position, query head of the group) pairs in order,
-//     so GQA heads share every key the block loads. A lane group of D / 8 lanes (rounded up to a
-//     power of two) owns one key at a time, each lane 8 elements of it (16-byte loads); the dot
-//     product is finished with shuffles inside the group, which keeps its own online softmax
-//     (exp2 domain, a chunk of 4 keys per rescale). The groups' states are merged through shared
-//     memory into the split's partial (max, sum, unnormalised accumulator) in an fp32 workspace.
+//   split kernel: one block (4 warps, CUDA cores) per (kv head × query tile, key split, row). A
+//     query tile is 1, 2, 4 or 8 queries of one kv head (the smallest power of two holding
+//     T · Hq / Hkv, at most 8): the (new position, query head of the group) pairs in order, so
+//     GQA heads share every key the block loads (decode with GQA 4: tiles of 4). A lane group of
+//     D / 8 lanes (rounded up to a power of two) owns one key at a time, each lane 8 elements of
+//     it (16-byte loads of K and V); the dot product is finished with xor shuffles inside the
+//     group, which keeps its own online softmax (exp2 domain, one rescale per chunk of 4 keys, 2
+//     with 8-query tiles). The groups' states are merged in group order through shared memory
+//     into the split's partial (max, sum, unnormalised accumulator) in an fp32 workspace.
 //     Each row divides the keys its tile can see evenly between the splits (at least 32 keys a
 //     split), so a row uses every split block whatever its length.
 //   combine kernel: per (row, position, head, element), the splits' partials merged in order.
