@@ -203,6 +203,14 @@ std::vector<SingleOpCase> make_cases() {
       {"attention", {q, kv, kv}},
       {"attention_backward", {q, kv, kv, q, TensorType{kF32, {1, kHeads, 8}}, q}, {},
        {unit, unit, unit, unit, uniform(1.5, 2.5), unit}},
+      // Two rows over a cache of 3 slots × 16 positions: slot 2 holding 5 tokens gets 4 new ones,
+      // slot 0 (empty) 3 and one padding position; the caches are plain inputs here (written in place).
+      {"cached_attention",
+       {TensorType{kBf16, {2, 4, kHeads, kHeadDim}}, TensorType{kBf16, {2, 4, 1, kHeadDim}},
+        TensorType{kBf16, {2, 4, 1, kHeadDim}}, TensorType{kBf16, {3, 16, 1, kHeadDim}},
+        TensorType{kBf16, {3, 16, 1, kHeadDim}}, TensorType{kI32, {2}}, TensorType{kI32, {2}}, TensorType{kI32, {2}}},
+       {{"window", 6}},
+       {unit, unit, unit, unit, unit, fixed({2, 0}), fixed({5, 0}), fixed({4, 3})}},
       // Output 1, logsumexp, is backend-private: the CUDA loss ops write it as zeros (their backward
       // recomputes it, runtime/cuda_loss_ops.cpp), so only the loss and the gradients are compared.
       {"lm_head_loss", {hidden, head, targets, scalar}, {}, {unit, unit, labels(), fixed({0.25})}, {1}},

@@ -11,6 +11,7 @@
 #include <algorithm>
 
 #include "ops/attention.h"
+#include "ops/defs/attention_heads.h"
 #include "ops/defs/def_util.h"
 #include "ops/defs/statistic_dtype.h"
 
@@ -20,37 +21,13 @@ using namespace graph;
 
 // Checks q, k, v (indices 0..2) and document_ids (3, when `has_documents`); returns the shape.
 AttentionShape attention_layout(const InferContext& ctx, bool has_documents) {
-  ctx.expect_floating(0);
-  ctx.expect_same_type(1, 2);
-  if (ctx.input(1).dtype != ctx.input(0).dtype) ctx.fail("{} must have the dtype of {}", ctx.input_label(1), ctx.input_label(0));
+  const AttentionHeads heads = attention_heads(ctx);
   AttentionShape shape;
-  const Shape& q = ctx.input(0).shape;
-  const Shape& k = ctx.input(1).shape;
-  if (q.size() == 4) {
-    ctx.expect_rank(1, 4);
-    shape.query_heads = q[2];
-    shape.kv_heads = k[2];
-    shape.head_dim = q[3];
-    ctx.expect_dim(1, 3, shape.head_dim);
-  } else {
-    ctx.expect_rank(0, 3);
-    ctx.expect_rank(1, 3);
-    shape.query_heads = ctx.attrs.integer("query_heads");
-    shape.kv_heads = ctx.attrs.integer("kv_heads");
-    shape.head_dim = ctx.attrs.integer("head_dim");
-    if (shape.query_heads <= 0 || shape.kv_heads <= 0 || shape.head_dim <= 0) {
-      ctx.fail("attributes 'query_heads', 'kv_heads' and 'head_dim' must be positive");
-    }
-    ctx.expect_dim(0, 2, shape.query_heads * shape.head_dim);
-    ctx.expect_dim(1, 2, shape.kv_heads * shape.head_dim);
-  }
-  shape.batch = q[0];
-  shape.sequence = q[1];
-  ctx.expect_dim(1, 0, shape.batch);
-  ctx.expect_dim(1, 1, shape.sequence);
-  if (shape.query_heads % shape.kv_heads != 0) {
-    ctx.fail("query heads ({}) must be a multiple of kv heads ({})", shape.query_heads, shape.kv_heads);
-  }
+  shape.batch = heads.batch;
+  shape.sequence = heads.sequence;
+  shape.query_heads = heads.query_heads;
+  shape.kv_heads = heads.kv_heads;
+  shape.head_dim = heads.head_dim;
   if (has_documents) {
     ctx.expect_dtype(3, DType::I32);
     if (ctx.input(3).shape != Shape{shape.batch, shape.sequence}) {

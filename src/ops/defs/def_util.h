@@ -44,6 +44,7 @@ void register_layernorm_ops(graph::OpRegistry& registry);      // layernorm_def.
 void register_rope_ops(graph::OpRegistry& registry);           // rope_def.cpp
 void register_rmsnorm_rope_ops(graph::OpRegistry& registry);   // rmsnorm_rope_def.cpp
 void register_attention_ops(graph::OpRegistry& registry);      // attention_def.cpp
+void register_cached_attention_ops(graph::OpRegistry& registry);  // cached_attention_def.cpp
 void register_cross_entropy_ops(graph::OpRegistry& registry);  // cross_entropy_def.cpp
 void register_dropout_ops(graph::OpRegistry& registry);        // dropout_def.cpp
 void register_concat_split_ops(graph::OpRegistry& registry);   // concat_split_def.cpp

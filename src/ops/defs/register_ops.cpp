@@ -15,6 +15,7 @@ void register_model_ops(graph::OpRegistry& registry) {
   defs::register_rope_ops(registry);
   defs::register_rmsnorm_rope_ops(registry);
   defs::register_attention_ops(registry);
+  defs::register_cached_attention_ops(registry);
   defs::register_cross_entropy_ops(registry);
   defs::register_dropout_ops(registry);
   defs::register_concat_split_ops(registry);

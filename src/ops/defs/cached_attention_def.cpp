@@ -1,0 +1,103 @@
+// Graph op "cached_attention", over ops/cached_attention.h: attention of a batch's new tokens over
+// the keys and values a KV cache holds for their slots (generation: prefill chunks and decode).
+//   cached_attention(q, k, v, k_cache, v_cache, slot_ids, cache_lengths, new_lengths) -> out (q's type)
+//     q, k, v as "attention" takes them (ops/defs/attention_heads.h): [B, T, H, D], or flat
+//     [B, T, H·D] with attrs {query_heads, kv_heads, head_dim}; attrs window (0 = full causal)
+//     and scale (0 = 1/√D) as attention's.
+//     k_cache, v_cache [N, S, Hkv, D] in q's dtype (N slots of S positions);
+//     slot_ids, cache_lengths, new_lengths I32 [B]: row b is slot slot_ids[b], which holds
+//     cache_lengths[b] tokens; its first new_lengths[b] ≤ T tokens are real, the rest padding
+//     (their outputs are zero).
+//
+// IN PLACE: the op WRITES INTO ITS INPUTS k_cache and v_cache (it appends the real new tokens'
+// keys and values at [slot, cache_length + t] before attending) — the one op whose inputs are
+// not read-only. Those tensors must therefore be persistent, never in the reusable activation
+// arena and never inputs the caller rewrites per execute: generate/decode_graph.h declares them
+// constants of the decode plan (the Parameters region, zeroed at load, shared by name between
+// plans that share parameters: CudaBackend / CpuBackend::share_parameters_with). The every-op
+// test feeds them as plain graph inputs, which is safe there (one execute per case). A row's
+// position bounds (slot in [0, N), no slot twice, L + n ≤ S) are checked by the CPU kernel
+// (ops::check_cache_rows, UserError); the caller (generate/kv_cache_model.cpp) checks them first.
+//
+// Forward only: generation needs no gradient (`.gradient = {}`: autodiff refuses a graph that
+// would need one through it).
+#include "ops/cached_attention.h"
+#include "ops/defs/attention_heads.h"
+#include "ops/defs/def_util.h"
+
+namespace surogate::ops::defs {
+namespace {
+using namespace graph;
+
+constexpr size_t kKeyCache = 3, kValueCache = 4, kSlotIds = 5, kCacheLengths = 6, kNewLengths = 7;
+
+CachedAttentionShape cached_attention_layout(const InferContext& ctx) {
+  if (ctx.input_count() != 8) {
+    ctx.fail("cached_attention takes q, k, v, k_cache, v_cache, slot_ids, cache_lengths, new_lengths; got {} inputs",
+             ctx.input_count());
+  }
+  const AttentionHeads heads = attention_heads(ctx);
+  CachedAttentionShape shape;
+  shape.batch = heads.batch;
+  shape.sequence = heads.sequence;
+  shape.query_heads = heads.query_heads;
+  shape.kv_heads = heads.kv_heads;
+  shape.head_dim = heads.head_dim;
+  ctx.expect_rank(kKeyCache, 4);
+  ctx.expect_same_type(kKeyCache, kValueCache);
+  const TensorType& cache = ctx.input(kKeyCache);
+  if (cache.dtype != ctx.input(0).dtype || cache.shape[2] != shape.kv_heads || cache.shape[3] != shape.head_dim) {
+    ctx.fail("{} must be {}[slots, capacity, {}, {}] (q's dtype, kv heads, head dim)", ctx.input_label(kKeyCache),
+             dtype_safetensors_name(ctx.input(0).dtype), shape.kv_heads, shape.head_dim);
+  }
+  shape.slots = cache.shape[0];
+  shape.capacity = cache.shape[1];
+  if (shape.slots < 1 || shape.capacity < 1) ctx.fail("{} holds no positions", ctx.input_label(kKeyCache));
+  for (size_t index : {kSlotIds, kCacheLengths, kNewLengths}) {
+    if (ctx.input(index) != TensorType{DType::I32, Shape{shape.batch}}) {
+      ctx.fail("{} must be I32[{}] (one per batch row)", ctx.input_label(index), shape.batch);
+    }
+  }
+  shape.window = ctx.attrs.integer_or("window", 0);
+  if (shape.window < 0) ctx.fail("attribute 'window' must be 0 (full causal) or positive, got {}", shape.window);
+  shape.scale = ctx.attrs.number_or("scale", 0.0);
+  return shape;
+}
+
+void register_cached_attention(OpRegistry& registry) {
+  registry.add(OpDef{
+      .name = "cached_attention",
+      .inputs = {"q", "k", "v", "k_cache", "v_cache", "slot_ids", "cache_lengths", "new_lengths"},
+      .outputs = {"out"},
+      .infer = [](const InferContext& ctx) {
+        cached_attention_layout(ctx);
+        return std::vector<TensorType>{ctx.input(0)};
+      },
+      .gradient = {},
+      .cpu = [](const CpuBindContext& ctx) {
+        const std::vector<std::string> names{"q", "k", "v", "k_cache", "v_cache", "slot_ids", "cache_lengths",
+                                             "new_lengths"};
+        const InferContext infer(ctx.node.op, ctx.attrs.where(), ctx.inputs, names, ctx.node.attrs);
+        const CachedAttentionShape shape = cached_attention_layout(infer);
+        return bind_floating(ctx, ctx.inputs[0].dtype, [=](auto zero) -> CpuKernel {
+          using T = decltype(zero);
+          return [=](const CpuKernelArgs& args) {
+            // k_cache / v_cache are written in place (see the top of this file).
+            cached_attention_forward(shape, args.inputs[0].as<T>(), args.inputs[1].as<T>(), args.inputs[2].as<T>(),
+                                     args.inputs[kKeyCache].as<T>(), args.inputs[kValueCache].as<T>(),
+                                     args.inputs[kSlotIds].as<int32_t>(), args.inputs[kCacheLengths].as<int32_t>(),
+                                     args.inputs[kNewLengths].as<int32_t>(), args.outputs[0].as<T>());
+          };
+        });
+      },
+      // attention's forward bounds (out 1e-2 in bf16, test_model_kernels.cpp): the same softmax
+      // over the same keys, read from the cache instead of the batch.
+      .backend_tolerance = graph::BackendTolerance{.f32 = 1e-4, .bf16 = 2e-2},
+  });
+}
+
+}  // namespace
+
+void register_cached_attention_ops(OpRegistry& registry) { register_cached_attention(registry); }
+
+}  // namespace surogate::ops::defs
