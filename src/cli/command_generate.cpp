@@ -44,6 +44,7 @@ struct GenerateArguments {
   int64_t seed = 0;
   int64_t batch_size = 8;
   std::optional<bool> enable_thinking;
+  bool verbose = false;
 };
 
 struct InputRow {
@@ -89,6 +90,16 @@ generate::SamplingOptions sampling_options(const GenerateArguments& arguments,
   if (arguments.repetition_penalty) options.repetition_penalty = *arguments.repetition_penalty;
   generate::validate(options);
   return options;
+}
+
+// One line on stderr: prompt tokens and prefill time, generated tokens and decode speed.
+void report_speed(const generate::GenerationStats& stats, bool shown) {
+  if (!shown) return;
+  const double decode_rate = stats.decode_seconds > 0 ? static_cast<double>(stats.decode_steps) / stats.decode_seconds : 0.0;
+  std::cerr << fmt::format("generated {} tokens for {} prompt tokens: prefill {:.3f} s, decode {:.3f} s ({} steps, "
+                           "{:.1f} steps/s)\n",
+                           stats.generated_tokens, stats.prompt_tokens, stats.prefill_seconds, stats.decode_seconds,
+                           stats.decode_steps, decode_rate);
 }
 
 bool use_cuda(const std::string& device) {
@@ -156,18 +167,20 @@ int run_generate(const GenerateArguments& arguments) {
   model_options.max_context = longest;
   std::unique_ptr<generate::NextTokenModel> model = generate::open_full_forward_model(model_dir, model_options);
   const tokenizer::Tokenizer* codec = prompts.has_tokenizer() ? &prompts.tokenizer() : nullptr;
+  generate::GenerationStats stats;
 
   if (!arguments.prompt.empty()) {
     generate::TextCallback print = [](size_t, const std::string& delta) {
       std::cout << delta << std::flush;
     };
     const std::vector<generate::GenerationResult> results =
-        generate::generate(*model, requests, codec, codec != nullptr ? print : generate::TextCallback{});
+        generate::generate(*model, requests, codec, codec != nullptr ? print : generate::TextCallback{}, &stats);
     if (codec == nullptr) std::cout << nlohmann::json(results[0].completion_ids).dump();
     std::cout << "\n";
+    report_speed(stats, arguments.verbose);
     return 0;
   }
-  const std::vector<generate::GenerationResult> results = generate::generate(*model, requests, codec);
+  const std::vector<generate::GenerationResult> results = generate::generate(*model, requests, codec, {}, &stats);
   std::ofstream out(arguments.output);
   if (!out) fail_user("--output {}: cannot be written", arguments.output);
   for (size_t index = 0; index < rows.size(); ++index) {
@@ -178,6 +191,7 @@ int run_generate(const GenerateArguments& arguments) {
     out << line.dump() << "\n";
   }
   if (!out) fail_user("--output {}: writing failed (disk full?)", arguments.output);
+  report_speed(stats, true);
   return 0;
 }
 
@@ -213,6 +227,7 @@ Command register_generate_command(CLI::App& parent) {
       ->check(positive_count());
   app->add_option("--enable_thinking,--enable-thinking", arguments->enable_thinking,
                   "true / false: passed to the chat template (Qwen3's thinking switch)");
+  app->add_flag("--verbose", arguments->verbose, "With --prompt: the speed line on stderr (always shown with --input)");
   return Command{app, [arguments] { return run_generate(*arguments); }};
 }
 

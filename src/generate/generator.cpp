@@ -2,6 +2,7 @@
 #include "generate/generator.h"
 
 #include <algorithm>
+#include <chrono>
 #include <deque>
 #include <optional>
 
@@ -44,7 +45,9 @@ void check_request(const GenerationRequest& request, size_t index, const NextTok
 }  // namespace
 
 std::vector<GenerationResult> generate(NextTokenModel& model, std::span<const GenerationRequest> requests,
-                                       const tokenizer::Tokenizer* tokenizer, const TextCallback& on_text) {
+                                       const tokenizer::Tokenizer* tokenizer, const TextCallback& on_text,
+                                       GenerationStats* stats) {
+  GenerationStats counted;
   for (size_t index = 0; index < requests.size(); ++index) check_request(requests[index], index, model, tokenizer);
   std::vector<GenerationResult> results(requests.size());
   std::deque<int64_t> free_slots;
@@ -65,11 +68,19 @@ std::vector<GenerationResult> generate(NextTokenModel& model, std::span<const Ge
     // One call feeds the prompts just admitted and the last token of every other running request.
     std::vector<SlotFeed> feeds;
     feeds.reserve(running.size());
+    bool prefill = false;
     for (Running& run : running) {
       feeds.push_back({run.slot, run.fed_prompt ? std::vector<int32_t>{run.context.back()} : run.context});
+      if (!run.fed_prompt) counted.prompt_tokens += static_cast<int64_t>(run.context.size());
+      prefill = prefill || !run.fed_prompt;
       run.fed_prompt = true;
     }
+    const auto started = std::chrono::steady_clock::now();
     std::vector<float> logits = model.feed(feeds);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    (prefill ? counted.prefill_seconds : counted.decode_seconds) += seconds;
+    if (!prefill) ++counted.decode_steps;
+    counted.generated_tokens += static_cast<int64_t>(running.size());
     std::vector<Running> still_running;
     for (size_t row = 0; row < running.size(); ++row) {
       Running& run = running[row];
@@ -91,6 +102,7 @@ std::vector<GenerationResult> generate(NextTokenModel& model, std::span<const Ge
     }
     running = std::move(still_running);
   }
+  if (stats != nullptr) *stats = counted;
   return results;
 }
 

@@ -36,6 +36,16 @@ struct GenerationResult {
   std::string finish_reason;            // "stop" or "length"
 };
 
+// Where the time went: feed calls that held a prompt count as prefill (with the decode tokens fed
+// beside it), the others as decode.
+struct GenerationStats {
+  int64_t prompt_tokens = 0;
+  int64_t generated_tokens = 0;
+  double prefill_seconds = 0.0;
+  double decode_seconds = 0.0;
+  int64_t decode_steps = 0;
+};
+
 // Called as text becomes final: (request index, text delta). Deltas of one request concatenate to
 // its completion.
 using TextCallback = std::function<void(size_t request, const std::string& delta)>;
@@ -45,6 +55,7 @@ using TextCallback = std::function<void(size_t request, const std::string& delta
 // when its prompt is empty, prompt + max_new_tokens exceeds the model's context, or stop strings
 // come without a tokenizer.
 std::vector<GenerationResult> generate(NextTokenModel& model, std::span<const GenerationRequest> requests,
-                                       const tokenizer::Tokenizer* tokenizer, const TextCallback& on_text = {});
+                                       const tokenizer::Tokenizer* tokenizer, const TextCallback& on_text = {},
+                                       GenerationStats* stats = nullptr);
 
 }  // namespace surogate::generate
