@@ -45,11 +45,11 @@ def clear_prompts(model, vocab, count=3, new_tokens=NEW_TOKENS):
     pytest.fail("no prompt without a near-tie")
 
 
-def generate_file(surogate_bin, tmp_path, model, rows, *args):
+def generate_file(surogate_bin, tmp_path, model, rows, *args, device="cpu"):
     source, target = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
     source.write_text("".join(json.dumps(row) + "\n" for row in rows))
     result = run_surogate(surogate_bin, "generate", "--model", model, "--input", source, "--output", target,
-                          "--device", "cpu", *args)
+                          "--device", device, *args)
     assert result.returncode == 0, result.stderr
     return [json.loads(line) for line in target.read_text().splitlines()]
 
