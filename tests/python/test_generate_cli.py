@@ -194,3 +194,34 @@ def test_a_stop_string_ends_the_completion_before_it(surogate_bin, tmp_path, qwe
     ids = stopped["completion_ids"]
     assert ids == free["completion_ids"][:len(ids)]  # the same tokens, up to the one completing the stop string
     assert stop in tokenizer.decode(ids) and stop not in tokenizer.decode(ids[:-1])
+
+
+def test_chat_keeps_the_conversation_and_resets(surogate_bin, qwen3_chat_model):
+    """`surogate chat` with piped input: each reply is transformers' greedy continuation of the whole
+    conversation so far through the chat template; /reset starts over, /exit quits."""
+    tokenizer = transformers.AutoTokenizer.from_pretrained(qwen3_chat_model)
+    model = transformers.AutoModelForCausalLM.from_pretrained(qwen3_chat_model, dtype=torch.float32).eval()
+
+    def reply(messages):
+        prompt = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+        prompt = prompt["input_ids"] if hasattr(prompt, "keys") else prompt
+        completion, margin = hf_greedy(model, list(prompt), 8)
+        assert margin > 1e-4
+        return tokenizer.decode(completion, skip_special_tokens=True)
+
+    system = {"role": "system", "content": "You are terse."}
+    first = reply([system, {"role": "user", "content": "Say hi"}])
+    second = reply([system, {"role": "user", "content": "Say hi"}, {"role": "assistant", "content": first},
+                    {"role": "user", "content": "Again?"}])
+    result = run_surogate(surogate_bin, "chat", "--model", qwen3_chat_model, "--device", "cpu", "--system",
+                          "You are terse.", "--max_new_tokens", 8, "--temperature", 0, "--max_context", 256,
+                          input_text="Say hi\nAgain?\n/reset\n\nSay hi\n/exit\nnever read\n")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == f"{first}\n{second}\n{first}\n"
+
+
+def test_chat_refuses_a_folder_without_a_chat_template(surogate_bin, tmp_path):
+    folder = tmp_path / "plain"
+    shutil.copytree(FIXTURES / "qwen3_qknorm", folder)
+    result = run_surogate(surogate_bin, "chat", "--model", folder, "--device", "cpu", input_text="hi\n")
+    assert result.returncode == 2 and "tokenizer.json" in result.stderr, result.stderr

@@ -1,0 +1,57 @@
+// The flags `surogate generate` and `surogate chat` share: which model (folder, adapter, DSL
+// definition, device) and how to sample (transformers' names), and the rules that turn them into
+// a loaded model and per-prompt limits.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "generate/generation_defaults.h"
+#include "generate/generator.h"
+#include "generate/next_token_model.h"
+
+namespace surogate::cli {
+
+struct ModelFlags {
+  std::string model;
+  std::string adapter;
+  std::string model_definition;
+  std::string device = "auto";
+};
+
+struct SamplingFlags {
+  std::optional<int64_t> max_new_tokens;
+  std::optional<double> temperature, top_p, min_p, repetition_penalty;
+  std::optional<int64_t> top_k;
+  std::optional<bool> do_sample;
+  std::vector<std::string> stop;
+  int64_t seed = 0;
+  std::optional<bool> enable_thinking;
+};
+
+void add_model_flags(CLI::App& app, ModelFlags& flags);
+void add_sampling_flags(CLI::App& app, SamplingFlags& flags);
+
+// The folder's generation_config.json, then the flags. A --temperature given alone decides
+// do_sample (above 0: sample), so `--temperature 0.7` samples even where the folder's default is
+// greedy. UserError naming the option for a value out of range.
+generate::SamplingOptions sampling_options(const SamplingFlags& flags, const generate::GenerationDefaults& defaults);
+
+// New tokens for a prompt: --max_new_tokens, else generation_config.json's max_new_tokens /
+// max_length, else 256; a default is cut to `context` (config.json's max_position_embeddings, 0 =
+// unknown), a flag beyond it is a UserError naming `what` (the row).
+int64_t new_token_budget(const SamplingFlags& flags, const generate::GenerationDefaults& defaults,
+                         int64_t prompt_length, int64_t context, const std::string& what);
+
+// The KV-cache model on the device the flags pick (auto: a GPU when one is visible).
+std::unique_ptr<generate::NextTokenModel> open_model(const ModelFlags& flags, int64_t slots, int64_t max_context);
+
+// One line on stderr: prompt tokens and prefill time, generated tokens and decode speed.
+void report_speed(const generate::GenerationStats& stats);
+
+}  // namespace surogate::cli
