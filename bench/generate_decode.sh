@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Decode speed of one request (issue 46's first speed row): `surogate generate --device cuda` on a
+# Qwen3 shape with random bf16 weights (bench/cli/make_hf_model.py), a prompt of PROMPT random ids and
+# NEW greedy tokens, against transformers' generate() on the same folder in the same call.
+# On the GPU machine, with carry ["carry/cli.tar.xz"]:  MODEL=qwen3-8b bash bench/generate_decode.sh
+# Prints one JSON record per side; the surogate one carries its speed line (steps/s = tok/s here).
+set -uo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$root"
+[[ -x carry/cli/surogate ]] || tar -xJf carry/cli.tar.xz -C carry || exit 1
+[[ -f carry/cli/env.sh ]] && source carry/cli/env.sh
+model=${MODEL:-qwen3-8b}
+prompt=${PROMPT:-512}
+new=${NEW:-256}
+dir=/tmp/generate_bench/$model
+mkdir -p /tmp/generate_bench
+[[ -f $dir/config.json ]] || python3 bench/cli/make_hf_model.py "$model" "$dir" >/dev/null || exit 1
+python3 - "$prompt" >/tmp/generate_bench/prompt.jsonl <<'PY'
+import json, random, sys
+random.seed(0)
+print(json.dumps({"input_ids": [random.randint(1000, 99999) for _ in range(int(sys.argv[1]))]}))
+PY
+gpu=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1)
+line=$(carry/cli/surogate generate --model "$dir" --device cuda --input /tmp/generate_bench/prompt.jsonl \
+  --output /tmp/generate_bench/out.jsonl --max_new_tokens "$new" --temperature 0 2>&1 >/dev/null | tail -1)
+echo "{\"side\": \"surogate generate\", \"model\": \"$model\", \"gpu\": \"$gpu\", \"date\": \"$(date -u +%F)\", \"prompt\": $prompt, \"new\": $new, \"speed\": \"$line\"}"
+[[ ${PEERS:-1} == 1 ]] && python3 bench/peers/hf_generate.py "$dir" "$prompt" "$new"
