@@ -37,24 +37,27 @@
 
 namespace surogate::generate {
 
-inline constexpr const char* kSlotIds = "slot_ids";
-inline constexpr const char* kCacheLengths = "cache_lengths";
-inline constexpr const char* kNewLengths = "new_lengths";
-inline constexpr const char* kLastRows = "last_rows";
-inline constexpr const char* kLastRowPositions = "last_row_positions";
-inline constexpr const char* kDecodeLogits = "logits";
-
 struct DecodeShape {
   int64_t slots = 1;     // N: sequences the caches hold
   int64_t capacity = 1;  // S: positions per slot (the context)
 };
 
+// The inputs of every row, I32 [B].
+inline constexpr const char* kSlotIds = "slot_ids";
+inline constexpr const char* kCacheLengths = "cache_lengths";
+inline constexpr const char* kNewLengths = "new_lengths";
+
+// The number of cache layers of a decode graph (its cached_attention nodes).
+int64_t cache_layers(const graph::Graph& decode);
+
+// The gather's inputs (T > 1 only), and the output: [B, V], or [B, 1, V] when T = 1.
+inline constexpr const char* kLastRows = "last_rows";
+inline constexpr const char* kLastRowPositions = "last_row_positions";
+inline constexpr const char* kDecodeLogits = "logits";
+
 // `forward` is the forward graph of a [B, T] batch (its input_ids give B and T); `source` names
 // the definition in errors.
 graph::Graph build_decode_graph(const graph::Graph& forward, const graph::OpRegistry& registry,
                                 const DecodeShape& shape, const std::string& source);
-
-// The number of cache layers of a decode graph (its cached_attention nodes).
-int64_t cache_layers(const graph::Graph& decode);
 
 }  // namespace surogate::generate

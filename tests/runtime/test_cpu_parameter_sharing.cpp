@@ -5,6 +5,7 @@
 // a parameter the owner does not have alike (another shape) gets memory of its own, zeroed.
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -17,19 +18,21 @@ namespace {
 
 using compiler::ExecutionPlan;
 using runtime::CpuBackend;
-using runtime::InputBinding;
 
 constexpr int64_t kRows = 37, kWidth = 24, kHidden = 40;
 
 float toy_loss(CpuBackend& backend, const ExecutionPlan& plan, graph::TensorId loss_id, int64_t rows) {
   const std::vector<float> x = random_values<float>(rows * kWidth, 7, 0.5);
   const std::vector<float> target = random_values<float>(rows * kWidth, 8, 1.0);
-  const InputBinding inputs[] = {{plan.tensor("x"), std::as_bytes(std::span<const float>(x))},
-                                 {plan.tensor("target"), std::as_bytes(std::span<const float>(target))}};
-  backend.execute(inputs);
-  float loss = 0.0f;
-  backend.read(loss_id, std::as_writable_bytes(std::span<float>(&loss, 1)));
-  return loss;
+  return run_toy_loss(backend, plan, loss_id, x, target);
+}
+
+// A backend sharing `owner`'s parameters, loaded with `plan`.
+std::unique_ptr<CpuBackend> sharing(const CpuBackend& owner, const ExecutionPlan& plan) {
+  auto shared = std::make_unique<CpuBackend>();
+  shared->share_parameters_with(owner);
+  shared->load(plan, toy_registry());
+  return shared;
 }
 
 ExecutionPlan forward_plan(int64_t rows, int64_t hidden, std::string* loss_name) {
@@ -46,9 +49,8 @@ TEST(CpuParameterSharing, APlanOfAnotherShapeReadsAndSeesTheOwnersParametersInPl
   CpuBackend owner;
   owner.load(owner_plan, toy_registry());
   randomize_all<float>(owner, owner_plan, 21);
-  CpuBackend shared;
-  shared.share_parameters_with(owner);
-  shared.load(other, toy_registry());
+  const std::unique_ptr<CpuBackend> sharing_backend = sharing(owner, other);
+  CpuBackend& shared = *sharing_backend;
   CpuBackend copied;
   copied.load(other, toy_registry());
   for (graph::TensorId id : other.graph.parameters) {
@@ -77,20 +79,18 @@ TEST(CpuParameterSharing, AParameterOfAnotherShapeGetsItsOwnZeroedMemory) {
   CpuBackend owner;
   owner.load(owner_plan, toy_registry());
   randomize_all<float>(owner, owner_plan, 21);
-  CpuBackend shared;
-  shared.share_parameters_with(owner);
-  shared.load(wider, toy_registry());
+  const std::unique_ptr<CpuBackend> shared = sharing(owner, wider);
   size_t own = 0, alike = 0;
   for (graph::TensorId id : wider.graph.parameters) {
     const graph::TensorInfo& info = wider.graph.tensor(id);
     const graph::TensorId theirs = owner_plan.tensor(info.name);
     if (owner_plan.graph.tensor(theirs).type == info.type) {
       ++alike;
-      EXPECT_EQ(shared.view<float>(id).data(), owner.view<float>(theirs).data()) << info.name;
+      EXPECT_EQ(shared->view<float>(id).data(), owner.view<float>(theirs).data()) << info.name;
       continue;
     }
     ++own;
-    for (float value : shared.view<float>(id)) ASSERT_EQ(value, 0.0f) << info.name;
+    for (float value : shared->view<float>(id)) ASSERT_EQ(value, 0.0f) << info.name;
   }
   EXPECT_GT(own, 0u);
   EXPECT_GT(alike, 0u);
