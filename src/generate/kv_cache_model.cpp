@@ -10,6 +10,7 @@
 
 #include "compiler/execution_plan.h"
 #include "core/error.h"
+#include "generate/batch_reshape.h"
 #include "generate/decode_graph.h"
 #include "generate/feed_checks.h"
 #include "models/defined_weights.h"
@@ -158,11 +159,16 @@ private:
   // The decode graph of [rows, sequence] compiled into `target` with its (unloaded) backend.
   models::SessionGraph compile(DecodePlan& target, const ModelOptions& options, const DecodeShape& cache, int64_t rows,
                                int64_t sequence) {
-    models::DecoderGraphOptions graph_options{rows, sequence, 1, false};
+    // An IR definition is built at its own [B0, T0], then re-inferred at [rows, sequence].
+    const auto defined = definition_batch_shape(options.definition, registry_);
+    models::DecoderGraphOptions graph_options{defined ? defined->first : rows, defined ? defined->second : sequence, 1,
+                                              false};
     if (options.cuda) graph_options.dtype = DType::BF16;
     models::SessionGraph session =
         models::build_session_graph(config_, registry_, graph_options, options.definition, options.adapter);
-    graph::Graph decode = build_decode_graph(session.graph, registry_, cache, options.definition.source);
+    const std::string& source = options.definition.source;
+    graph::Graph decode =
+        build_decode_graph(reshape_batch(session.graph, registry_, rows, sequence, source), registry_, cache, source);
     target.rows = rows;
     target.sequence = sequence;
     target.plan = compiler::compile_forward(std::move(decode), registry_);

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <string>
 
+#include "generate/batch_reshape.h"
 #include "generate/decode_graph.h"
 #include "graph/builder.h"
 #include "models/defined_weights.h"
@@ -118,6 +119,31 @@ TEST(DecodeGraph, AGraphItCannotTurnIsRefusedNamingTheDefinition) {
   });
   EXPECT_NE(other_loss.find("config.yaml:3: model_definition"), std::string::npos) << other_loss;
   EXPECT_NE(other_loss.find("not lm_head_loss"), std::string::npos) << other_loss;
+}
+
+TEST(BatchReshape, AGraphIsReinferredAtAnotherBatchShape) {
+  const graph::OpRegistry registry = ops::make_model_registry();
+  const io::ModelConfig config = models::load_model_config(fixture("qwen3_moe_topk"), {});
+  const Graph forward = models::build_model_graph(config, registry, {2, 8, 1, false}).graph;
+  const Graph reshaped = reshape_batch(forward, registry, 3, 1, "the definition");
+  const Graph built = models::build_model_graph(config, registry, {3, 1, 1, false}).graph;
+  ASSERT_EQ(reshaped.tensors.size(), built.tensors.size());
+  for (size_t i = 0; i < built.tensors.size(); ++i) {
+    EXPECT_EQ(reshaped.tensors[i].type, built.tensors[i].type) << built.tensors[i].name;
+  }
+}
+
+TEST(BatchReshape, ANodeThatKeepsTheOldShapeIsNamed) {
+  const graph::OpRegistry registry = ops::make_model_registry();
+  graph::GraphBuilder b(registry);
+  const auto ids = b.input("input_ids", DType::I32, {1, 4});
+  const auto table = b.parameter("embed", DType::F32, {16, 8});
+  const auto bias = b.op("broadcast", {b.input("bias", DType::F32, {})}, {{"shape", {1, 4, 8}}}, "bias_rows");
+  b.mark_output(b.op("add", {b.op("embedding", {ids, table}), bias}, nlohmann::json::object(), "biased"));
+  const std::string message = error_of([&] { reshape_batch(b.finish(), registry, 2, 3, "config.yaml:4: model_definition"); });
+  EXPECT_NE(message.find("config.yaml:4: model_definition"), std::string::npos) << message;
+  EXPECT_NE(message.find("[1, 4] tokens"), std::string::npos) << message;
+  EXPECT_NE(message.find("'biased'"), std::string::npos) << message;
 }
 
 }  // namespace

@@ -10,11 +10,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "graph/json_ir.h"
 #include "io/model_config.h"
 #include "kv_model_pair.h"
 #include "models/adapter_io.h"
 #include "models/defined_weights.h"
 #include "models/lora.h"
+#include "models/model_definition.h"
+#include "ops/defs/register_ops.h"
 #include "random_values.h"
 
 namespace surogate::generate {
@@ -126,6 +129,25 @@ TEST(KvCacheModel, AnUnmergedLoraAdapter) {
   const std::vector<float> adapted_row(adapted.begin(), adapted.begin() + 96);
   EXPECT_GT(testing::relative_difference(plain, adapted_row), 1e-2);
   std::filesystem::remove_all(dir);
+}
+
+TEST(KvCacheModel, AnIrDefinitionOfAnotherBatchShapeRunsAtTheModelsShapes) {
+  // The built-in graph of [2, 8] saved as a model_definition file; the oracle builds it in.
+  const std::filesystem::path file = std::filesystem::temp_directory_path() / "surogate_kv_cache_definition.json";
+  const graph::OpRegistry registry = ops::make_model_registry();
+  const io::ModelConfig config = models::load_model_config(testing::fixture("qwen3_moe_topk"), {});
+  graph::save_json_ir(models::build_model_graph(config, registry, {2, 8, 1, false}).graph, file);
+  ModelOptions options{.slots = 2, .max_context = 20};
+  std::unique_ptr<NextTokenModel> oracle = open_full_forward_model(testing::fixture("qwen3_moe_topk"), options);
+  options.definition = {file, "test: model_definition"};
+  std::unique_ptr<NextTokenModel> fast =
+      open_kv_cache_model(testing::fixture("qwen3_moe_topk"), options, {.rows = 2, .chunk = 5});
+  for (const std::vector<SlotFeed>& feeds : {std::vector<SlotFeed>{{1, random_tokens(12, 51)}, {0, random_tokens(4, 52)}},
+                                            std::vector<SlotFeed>{{0, {3}}, {1, {8}}}}) {
+    const std::vector<float> expected = oracle->feed(feeds);
+    EXPECT_LE(testing::relative_difference(fast->feed(feeds), expected), testing::kRelativeTolerance);
+  }
+  std::filesystem::remove(file);
 }
 
 }  // namespace
