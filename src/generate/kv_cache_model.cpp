@@ -118,15 +118,15 @@ public:
     std::vector<size_t> pending(feeds.size());
     for (size_t i = 0; i < feeds.size(); ++i) pending[i] = i;
     while (!pending.empty()) {
-      const bool one_each = std::all_of(pending.begin(), pending.end(), [&](size_t i) {
-        return static_cast<int64_t>(feeds[i].tokens.size()) - done[i] == 1;
-      });
-      DecodePlan& step = one_each || !prefill_ ? decode_ : *prefill_;
+      // Slots with more than one token left go through the prefill plan, first; its spare rows
+      // take slots with one token left. When only those remain, one decode round feeds them all.
+      auto left = [&](size_t i) { return static_cast<int64_t>(feeds[i].tokens.size()) - done[i]; };
+      std::stable_partition(pending.begin(), pending.end(), [&](size_t i) { return left(i) > 1; });
+      DecodePlan& step = prefill_ && left(pending.front()) > 1 ? *prefill_ : decode_;
       std::vector<RoundRow> rows;
       for (size_t i : pending) {
         if (static_cast<int64_t>(rows.size()) == step.rows) break;
-        const int64_t left = static_cast<int64_t>(feeds[i].tokens.size()) - done[i];
-        rows.push_back({i, done[i], std::min(left, step.sequence)});
+        rows.push_back({i, done[i], std::min(left(i), step.sequence)});
       }
       const std::vector<float> round = run(step, feeds, rows);
       for (size_t r = 0; r < rows.size(); ++r) {

@@ -9,8 +9,9 @@
 // shares its parameters (Cpu/CudaBackend::share_parameters_with): the weights and the caches — the
 // caches being constants of both graphs, the prefill plan's appends are what the decode plan reads.
 // A feed() is run as rounds: while some fed slot has more than one token left, prefill rounds
-// (each row up to `chunk` of a slot's tokens), else one decode round for all; a slot's logits come
-// from the round that feeds its last token. On CUDA the decode plan runs as a captured CUDA graph.
+// (each row up to `chunk` of one slot's tokens; spare rows take slots with a single token left),
+// then one decode round for the slots with one token left; a slot's logits come from the round
+// that feeds its last token. On CUDA the decode plan runs as a captured CUDA graph.
 #pragma once
 
 #include <cstdint>

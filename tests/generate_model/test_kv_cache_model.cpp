@@ -84,6 +84,15 @@ TEST(KvCacheModel, SlotsFedTogetherWithDifferentLengths) {
   EXPECT_EQ(pair.fast->held(2), 9);
 }
 
+TEST(KvCacheModel, APromptBesideMoreDecodingSlotsThanPrefillRows) {
+  ModelPair pair("qwen2_bias_tied", {.slots = 5, .max_context = 16}, {.rows = 2, .chunk = 4});
+  pair.feed({{0, random_tokens(3, 71)}, {1, random_tokens(2, 72)}, {2, random_tokens(4, 73)}, {4, random_tokens(2, 74)}},
+            "four prompts");
+  pair.feed({{4, {1}}, {0, {2}}, {3, random_tokens(9, 75)}, {1, {3}}, {2, {4}}}, "a prompt of 9 beside four tokens");
+  pair.feed({{2, {5}}, {3, {6}}, {0, {7}}}, "three tokens");
+  EXPECT_EQ(pair.fast->held(3), 10);
+}
+
 TEST(KvCacheModel, AClearedSlotIsReusedFromNothing) {
   ModelPair pair("llama_gqa_llama3", {.slots = 2, .max_context = 16}, {.rows = 2, .chunk = 4});
   pair.feed({{0, random_tokens(12, 31)}, {1, random_tokens(3, 32)}}, "both slots");
