@@ -14,42 +14,19 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <functional>
-#include <sstream>
 #include <string>
 #include <vector>
 
+#include "cuda_timing.h"
 #include "cuda/cuda_check.h"
 #include "cuda/device_buffer.h"
 #include "cuda/kernels/fp8_quantize.h"
 
 namespace {
 
+using surogate::bench::parse_list;
+using surogate::bench::time_launches;
 using surogate::cuda::DeviceBuffer;
-
-// Mean µs of one `launch(i)` over `repeats` launches after 5 warm-ups, i cycling over the buffers.
-double time_launches(int repeats, int buffers, const std::function<void(int)>& launch) {
-  for (int i = 0; i < 5; ++i) launch(i % buffers);
-  cudaEvent_t start, stop;
-  CUDA_CHECK(cudaEventCreate(&start));
-  CUDA_CHECK(cudaEventCreate(&stop));
-  CUDA_CHECK(cudaEventRecord(start));
-  for (int i = 0; i < repeats; ++i) launch(i % buffers);
-  CUDA_CHECK(cudaEventRecord(stop));
-  CUDA_CHECK(cudaEventSynchronize(stop));
-  float ms = 0;
-  CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-  CUDA_CHECK(cudaEventDestroy(start));
-  CUDA_CHECK(cudaEventDestroy(stop));
-  return 1000.0 * ms / repeats;
-}
-
-std::vector<int64_t> parse_list(const std::string& text) {
-  std::vector<int64_t> out;
-  std::stringstream stream(text);
-  for (std::string item; std::getline(stream, item, ',');) out.push_back(std::stoll(item));
-  return out;
-}
 
 }  // namespace
 

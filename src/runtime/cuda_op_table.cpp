@@ -50,6 +50,7 @@ const CudaOpTable& builtin_cuda_ops() {
     register_fp8_cuda_ops(built);
     register_moe_cuda_ops(built);
     register_gelu_layernorm_cuda_ops(built);
+    register_generation_cuda_ops(built);
     return built;
   }();
   return table;

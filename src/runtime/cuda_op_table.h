@@ -179,6 +179,10 @@ void register_moe_cuda_ops(CudaOpTable& table);
 // gelu, layernorm and their backward ops (bf16 / fp16), in runtime/cuda_gelu_layernorm_ops.cpp.
 void register_gelu_layernorm_cuda_ops(CudaOpTable& table);
 
+// cached_attention (generation: attention over a KV cache whose k_cache / v_cache inputs it writes in
+// place; BF16 / F16 / F32), in runtime/cuda_generation_ops.cpp.
+void register_generation_cuda_ops(CudaOpTable& table);
+
 // The table the engine uses: every family registered above, built once on first use.
 const CudaOpTable& builtin_cuda_ops();
 

@@ -1,0 +1,41 @@
+// What the CUDA microbenchmarks in bench/ share: timing launches with CUDA events and parsing a
+// comma-separated list flag.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <functional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cuda/cuda_check.h"
+
+namespace surogate::bench {
+
+// Mean µs of one `launch(i)` over `repeats` launches after 5 warm-ups, i cycling over the buffers.
+inline double time_launches(int repeats, int buffers, const std::function<void(int)>& launch) {
+  for (int i = 0; i < 5; ++i) launch(i % buffers);
+  cudaEvent_t start, stop;
+  CUDA_CHECK(cudaEventCreate(&start));
+  CUDA_CHECK(cudaEventCreate(&stop));
+  CUDA_CHECK(cudaEventRecord(start));
+  for (int i = 0; i < repeats; ++i) launch(i % buffers);
+  CUDA_CHECK(cudaEventRecord(stop));
+  CUDA_CHECK(cudaEventSynchronize(stop));
+  float ms = 0;
+  CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+  CUDA_CHECK(cudaEventDestroy(start));
+  CUDA_CHECK(cudaEventDestroy(stop));
+  return 1000.0 * ms / repeats;
+}
+
+inline std::vector<int64_t> parse_list(const std::string& text) {
+  std::vector<int64_t> out;
+  std::stringstream stream(text);
+  for (std::string item; std::getline(stream, item, ',');) out.push_back(std::stoll(item));
+  return out;
+}
+
+}  // namespace surogate::bench

@@ -1,0 +1,71 @@
+// Attention of new tokens over a KV cache on the GPU: the kernels behind the op cached_attention
+// (ops/cached_attention.h is the reference and defines the semantics; the layouts are its own).
+//
+//   q, out [B, T, Hq, D]; k, v [B, T, Hkv, D] (the new tokens); k_cache, v_cache [N, S, Hkv, D];
+//   slot_ids, cache_lengths, new_lengths int32 [B] on the device. Row b is slot slot_ids[b]
+//   holding L = cache_lengths[b] tokens; its first n = new_lengths[b] new tokens are real.
+//
+// cached_attention_append copies k[b, t], v[b, t] (t < n) to the cache at [slot, L + t].
+// cached_attention_forward then lets query t < n (position L + t) attend over the slot's keys
+// 0 .. L + t (window > 0: only keys > L + t − window); padding queries (t ≥ n) get zeros.
+//
+// The device cannot raise: a row the reference refuses (slot outside [0, N), n outside [0, T],
+// L < 0 or L + n > S) is skipped by both kernels (nothing appended, zero output) instead of
+// touching memory outside the cache; the caller checks rows on the host
+// (ops::check_cache_rows) where it can. Two rows naming one slot is not detected here.
+//
+// Design (flash-decoding; fp32 math and accumulation whatever the element type):
+//   split kernel: one block (4 warps, CUDA cores) per (kv head × query tile, key split, row). A
+//     query tile is 1, 2, 4 or 8 queries of one kv head (the smallest power of two holding
+//     T · Hq / Hkv, at most 8): the (new position, query head of the group) pairs in order, so
+//     GQA heads share every key the block loads (decode with GQA 4: tiles of 4). A lane group of
+//     D / 8 lanes (rounded up to a power of two) owns one key at a time, each lane 8 elements of
+//     it (16-byte loads of K and V); the dot product is finished with xor shuffles inside the
+//     group, which keeps its own online softmax (exp2 domain, one rescale per chunk of 4 keys, 2
+//     with 8-query tiles). The groups' states are merged in group order through shared memory
+//     into the split's partial (max, sum, unnormalised accumulator) in an fp32 workspace.
+//     Each row divides the keys its tile can see evenly between the splits (at least 32 keys a
+//     split), so a row uses every split block whatever its length.
+//   combine kernel: per (row, position, head, element), the splits' partials merged in order.
+// Deterministic: fixed split count, fixed reduction orders.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace surogate::cuda {
+
+struct CachedAttentionShape {
+  int64_t batch = 0;     // B
+  int64_t sequence = 0;  // T
+  int64_t slots = 0;     // N
+  int64_t capacity = 0;  // S
+  int q_heads = 0, kv_heads = 0;
+  int head_dim = 0;      // a multiple of 8, at most 256
+  int window = 0;        // 0 = full causal
+  float scale = 0.0f;    // 0 means 1 / sqrt(head_dim)
+};
+
+// Splits of the key range for a shape on a GPU with `multiprocessors` SMs: enough blocks for about
+// four per SM, no more than the capacity has 32-key pieces, at most 256.
+int cached_attention_splits(const CachedAttentionShape& shape, int multiprocessors);
+// The same for the current device.
+int cached_attention_splits(const CachedAttentionShape& shape);
+
+// fp32 workspace floats cached_attention_forward needs with `splits`.
+int64_t cached_attention_workspace_floats(const CachedAttentionShape& shape, int splits);
+
+// T is float, __nv_bfloat16 or __half.
+template <typename T>
+void cached_attention_append(T* k_cache, T* v_cache, const T* k, const T* v, const int32_t* slot_ids,
+                             const int32_t* cache_lengths, const int32_t* new_lengths,
+                             const CachedAttentionShape& shape, cudaStream_t stream);
+
+// Reads the cache after the append (run cached_attention_append first on the same stream).
+template <typename T>
+void cached_attention_forward(T* out, float* workspace, const T* q, const T* k_cache, const T* v_cache,
+                              const int32_t* slot_ids, const int32_t* cache_lengths, const int32_t* new_lengths,
+                              const CachedAttentionShape& shape, int splits, cudaStream_t stream);
+
+}  // namespace surogate::cuda

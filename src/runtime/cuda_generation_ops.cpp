@@ -1,0 +1,87 @@
+// CUDA binders of the generation ops: cached_attention (ops/defs/cached_attention_def.cpp) over
+// cuda/kernels/cached_attention.h, on BF16, F16 or F32 graphs. The op writes its k_cache / v_cache
+// INPUTS in place (the new tokens' keys and values are appended before attending); the plan gives
+// them a persistent home (generate/decode_graph.h). The split kernel's fp32 partials live in the
+// shared scratch; the split count is fixed at load time from the shape and the GPU's SM count, so
+// a captured CUDA graph replays the same launches.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <type_traits>
+
+#include "cuda/kernels/cached_attention.h"
+#include "runtime/cuda_bind_checks.h"
+#include "runtime/cuda_op_table.h"
+
+namespace surogate::runtime {
+namespace {
+
+constexpr size_t kCachedKeys = 3, kCachedValues = 4, kCachedSlots = 5, kCachedLengths = 6, kCachedNew = 7;
+
+// The kernels' shape from the bound types (the op's shape rule has checked them): heads and head
+// size from the cache [N, S, Hkv, D], query heads from q's size, so both q forms (4-D, flat) read
+// the same.
+cuda::CachedAttentionShape cached_shape(const CudaBindContext& ctx) {
+  const graph::Shape& q = ctx.inputs[0].shape;
+  const graph::Shape& cache = ctx.inputs[kCachedKeys].shape;
+  cuda::CachedAttentionShape shape;
+  shape.batch = q[0];
+  shape.sequence = q[1];
+  shape.slots = cache[0];
+  shape.capacity = cache[1];
+  shape.kv_heads = static_cast<int>(cache[2]);
+  shape.head_dim = static_cast<int>(cache[3]);
+  shape.q_heads = static_cast<int>(ctx.inputs[0].numel() / (shape.batch * shape.sequence * shape.head_dim));
+  shape.window = static_cast<int>(ctx.attrs.integer_or("window", 0));
+  shape.scale = static_cast<float>(ctx.attrs.number_or("scale", 0.0));
+  require(ctx, shape.head_dim % 8 == 0 && shape.head_dim <= 256,
+          "the CUDA cached attention takes head_dim a multiple of 8 up to 256, got {}", shape.head_dim);
+  require(ctx, shape.batch <= 65535, "the CUDA cached attention takes at most 65535 rows, got {}", shape.batch);
+  return shape;
+}
+
+template <typename T>
+constexpr DType cached_dtype() {
+  if constexpr (std::is_same_v<T, float>) {
+    return DType::F32;
+  } else {
+    return element_dtype<T>();
+  }
+}
+
+// cached_attention (q, k, v, k_cache, v_cache, slot_ids, cache_lengths, new_lengths) -> out.
+template <typename T>
+CudaKernel bind_cached_attention_typed(const CudaBindContext& ctx) {
+  for (size_t index = 0; index <= kCachedValues; ++index) expect_in(ctx, index, cached_dtype<T>());
+  for (size_t index : {kCachedSlots, kCachedLengths, kCachedNew}) expect_in(ctx, index, DType::I32);
+  expect_out(ctx, 0, cached_dtype<T>());
+  const cuda::CachedAttentionShape shape = cached_shape(ctx);
+  const int splits = cuda::cached_attention_splits(shape);
+  ScratchLayout layout;
+  const size_t workspace = layout.take(sizeof(float) * cuda::cached_attention_workspace_floats(shape, splits));
+  ctx.resources.reserve_scratch(layout.bytes);
+  CudaResources* resources = &ctx.resources;
+  return [=](const CudaKernelArgs& args) {
+    // The caches are inputs written in place (see the top of this file).
+    T* k_cache = args.inputs[kCachedKeys].as<T>();
+    T* v_cache = args.inputs[kCachedValues].as<T>();
+    const int32_t* slots = args.inputs[kCachedSlots].as<const int32_t>();
+    const int32_t* lengths = args.inputs[kCachedLengths].as<const int32_t>();
+    const int32_t* fresh = args.inputs[kCachedNew].as<const int32_t>();
+    cuda::cached_attention_append(k_cache, v_cache, args.inputs[1].as<const T>(), args.inputs[2].as<const T>(), slots,
+                                  lengths, fresh, shape, args.stream);
+    cuda::cached_attention_forward(args.outputs[0].as<T>(), scratch_at<float>(resources, workspace),
+                                   args.inputs[0].as<const T>(), k_cache, v_cache, slots, lengths, fresh, shape, splits,
+                                   args.stream);
+  };
+}
+CudaKernel bind_cached_attention(const CudaBindContext& ctx) {
+  if (ctx.inputs[0].dtype == DType::F32) return bind_cached_attention_typed<float>(ctx);
+  return by_element_type(ctx.inputs[0].dtype, [&]<typename T>() { return bind_cached_attention_typed<T>(ctx); });
+}
+
+}  // namespace
+
+void register_generation_cuda_ops(CudaOpTable& table) { table.add("cached_attention", bind_cached_attention); }
+
+}  // namespace surogate::runtime

@@ -1,0 +1,358 @@
+// The KV-cache attention kernels (cuda/kernels/cached_attention.h) against the reference
+// (ops/cached_attention.h, fp32 in, double sums) on the same values, and the binder through a plan
+// (runtime/cuda_generation_ops.cpp) through a plan whose caches persist between executes.
+// Error measure: max |gpu − ref| / max |ref| over the whole output (tests/cuda/test_helpers.h; a NaN,
+// such as the poison left in an element no kernel wrote, fails). Tolerances:
+//   fp32        1e-5    fp32 math and sums against the reference's double sums
+//   bf16        5e-3    fp32 math on the same bf16 values, one rounding of the output (at most
+//                       2^-8 of |out| ≤ max |out|: bf16's unit roundoff) plus fp32 noise
+//   fp16        1e-3    the same with fp16's unit roundoff (2^-11)
+// The caches after the append equal the reference's bit for bit (a copy, not arithmetic), and
+// padding queries' outputs are exactly zero.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+#include "core/bfloat16.h"
+#include "cuda/kernels/cached_attention.h"
+#include "cuda/test_helpers.h"
+#include "ops/cached_attention.h"
+#include "runtime_cuda/cuda_node_plan.h"
+
+namespace surogate::cuda {
+namespace {
+
+using namespace cuda::testing;
+
+struct Row {
+  int32_t slot, held, fresh;
+};
+struct Case {
+  int64_t sequence = 1, slots = 1, capacity = 1;
+  int q_heads = 1, kv_heads = 1, head_dim = 8, window = 0;
+  std::vector<Row> rows;
+  int64_t batch() const { return static_cast<int64_t>(rows.size()); }
+};
+
+// Host storage of a kernel element type E and its rounding from fp32.
+template <typename E>
+struct Host {
+  using Storage = uint16_t;
+  static Storage encode(float x) {
+    if constexpr (std::is_same_v<E, __half>) {
+      return float_to_f16(x);
+    } else {
+      return float_to_bf16(x);
+    }
+  }
+  static float decode(Storage bits) {
+    if constexpr (std::is_same_v<E, __half>) {
+      return f16_to_float(bits);
+    } else {
+      return bf16_to_float(bits);
+    }
+  }
+};
+template <>
+struct Host<float> {
+  using Storage = float;
+  static float encode(float x) { return x; }
+  static float decode(float x) { return x; }
+};
+
+struct Values {
+  std::vector<float> q, k, v, k_cache, v_cache, out;
+};
+
+// Uniform values rounded to E (exact in E, so the reference sees the GPU's inputs). q is larger
+// than the keys so the softmax is far from flat.
+template <typename E>
+Values random_values(const Case& c) {
+  const int64_t tokens = c.batch() * c.sequence;
+  const int64_t cache = c.slots * c.capacity * c.kv_heads * c.head_dim;
+  auto draw = [](int64_t count, float scale) {
+    std::vector<float> values = random_fp32(static_cast<size_t>(count), -scale, scale);
+    for (float& value : values) value = Host<E>::decode(Host<E>::encode(value));
+    return values;
+  };
+  Values values;
+  values.q = draw(tokens * c.q_heads * c.head_dim, 3.0f);
+  values.k = draw(tokens * c.kv_heads * c.head_dim, 1.0f);
+  values.v = draw(tokens * c.kv_heads * c.head_dim, 1.0f);
+  values.k_cache = draw(cache, 1.0f);
+  values.v_cache = draw(cache, 1.0f);
+  return values;
+}
+
+std::vector<int32_t> column(const Case& c, int32_t Row::* field) {
+  std::vector<int32_t> result;
+  for (const Row& row : c.rows) result.push_back(row.*field);
+  return result;
+}
+
+// The reference on copies of the inputs: out and the caches after the append.
+Values reference(const Case& c, Values values) {
+  const ops::CachedAttentionShape shape{.batch = c.batch(), .sequence = c.sequence, .slots = c.slots,
+                                        .capacity = c.capacity, .query_heads = c.q_heads, .kv_heads = c.kv_heads,
+                                        .head_dim = c.head_dim, .window = c.window};
+  values.out.assign(values.q.size(), 0.0f);
+  ops::cached_attention_forward<float>(shape, values.q.data(), values.k.data(), values.v.data(), values.k_cache.data(),
+                                       values.v_cache.data(), column(c, &Row::slot).data(),
+                                       column(c, &Row::held).data(), column(c, &Row::fresh).data(), values.out.data());
+  return values;
+}
+
+CachedAttentionShape kernel_shape(const Case& c) {
+  return CachedAttentionShape{.batch = c.batch(), .sequence = c.sequence, .slots = c.slots, .capacity = c.capacity,
+                              .q_heads = c.q_heads, .kv_heads = c.kv_heads, .head_dim = c.head_dim, .window = c.window};
+}
+
+template <typename E>
+DeviceBuffer<typename Host<E>::Storage> upload(const std::vector<float>& values) {
+  std::vector<typename Host<E>::Storage> stored(values.size());
+  for (size_t i = 0; i < values.size(); ++i) stored[i] = Host<E>::encode(values[i]);
+  return to_device(stored);
+}
+template <typename E>
+std::vector<float> download(const DeviceBuffer<typename Host<E>::Storage>& buffer) {
+  const auto stored = buffer.download();
+  std::vector<float> values(stored.size());
+  for (size_t i = 0; i < stored.size(); ++i) values[i] = Host<E>::decode(stored[i]);
+  return values;
+}
+template <typename E, typename Storage>
+E* device(DeviceBuffer<Storage>& buffer) {
+  return reinterpret_cast<E*>(buffer.data());
+}
+
+// The append and the attention on the GPU with `splits` (0: the launcher's choice for this GPU);
+// out and the workspace start as NaN poison.
+template <typename E>
+Values run_gpu(const Case& c, const Values& inputs, int splits) {
+  const CachedAttentionShape shape = kernel_shape(c);
+  if (splits == 0) splits = cached_attention_splits(shape);
+  auto q = upload<E>(inputs.q), k = upload<E>(inputs.k), v = upload<E>(inputs.v);
+  auto k_cache = upload<E>(inputs.k_cache), v_cache = upload<E>(inputs.v_cache);
+  DeviceBuffer<typename Host<E>::Storage> out(inputs.q.size());
+  DeviceBuffer<float> workspace(static_cast<size_t>(cached_attention_workspace_floats(shape, splits)));
+  out.poison();
+  workspace.poison();
+  const auto slots = to_device(column(c, &Row::slot)), held = to_device(column(c, &Row::held)),
+             fresh = to_device(column(c, &Row::fresh));
+  cached_attention_append<E>(device<E>(k_cache), device<E>(v_cache), device<E>(k), device<E>(v), slots.data(),
+                             held.data(), fresh.data(), shape, nullptr);
+  cached_attention_forward<E>(device<E>(out), workspace.data(), device<E>(q), device<E>(k_cache), device<E>(v_cache),
+                              slots.data(), held.data(), fresh.data(), shape, splits, nullptr);
+  synchronize();
+  Values result;
+  result.out = download<E>(out);
+  result.k_cache = download<E>(k_cache);
+  result.v_cache = download<E>(v_cache);
+  return result;
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// Every output element of the padding queries (t ≥ n) is exactly zero.
+void expect_padding_zero(const Case& c, const std::vector<float>& out) {
+  const int64_t per_token = int64_t{c.q_heads} * c.head_dim;
+  for (int64_t row = 0; row < c.batch(); ++row) {
+    for (int64_t t = c.rows[static_cast<size_t>(row)].fresh; t < c.sequence; ++t) {
+      const int64_t first = (row * c.sequence + t) * per_token;
+      for (int64_t i = first; i < first + per_token; ++i) {
+        ASSERT_EQ(out[static_cast<size_t>(i)], 0.0f) << "row " << row << " padding position " << t;
+      }
+    }
+  }
+}
+
+template <typename E>
+void expect_matches_reference(const Case& c, std::vector<int> split_counts, double tolerance) {
+  const Values inputs = random_values<E>(c);
+  const Values expected = reference(c, inputs);
+  for (int splits : split_counts) {
+    SCOPED_TRACE(::testing::Message() << "splits " << (splits == 0 ? "auto" : std::to_string(splits)));
+    const Values got = run_gpu<E>(c, inputs, splits);
+    EXPECT_LE(relative_error(got.out, expected.out), tolerance);
+    EXPECT_TRUE(same_bits(got.k_cache, expected.k_cache)) << "k_cache after the append";
+    EXPECT_TRUE(same_bits(got.v_cache, expected.v_cache)) << "v_cache after the append";
+    expect_padding_zero(c, got.out);
+  }
+}
+
+constexpr double kF32Tolerance = 1e-5, kBf16Tolerance = 5e-3, kF16Tolerance = 1e-3;
+
+// Qwen3-8B's heads (32 query, 8 kv, head_dim 128), one new token per row, rows of cache lengths
+// 0, 1, 31, 33, 1000 and 2999 in shuffled slots: lengths around and away from the 32-key pieces
+// and the lane groups' chunks, split 1, 7 (uneven pieces) and 64 ways and as the launcher picks.
+Case qwen3_decode() {
+  return Case{.sequence = 1, .slots = 7, .capacity = 3000, .q_heads = 32, .kv_heads = 8, .head_dim = 128,
+              .rows = {{3, 0, 1}, {0, 1, 1}, {6, 31, 1}, {1, 33, 1}, {5, 1000, 1}, {2, 2999, 1}}};
+}
+
+TEST(CachedAttentionCuda, DecodeMatchesReferenceFp32) {
+  SKIP_WITHOUT_GPU();
+  expect_matches_reference<float>(qwen3_decode(), {1, 7, 64, 0}, kF32Tolerance);
+}
+
+TEST(CachedAttentionCuda, DecodeMatchesReferenceBf16) {
+  SKIP_WITHOUT_GPU();
+  expect_matches_reference<__nv_bfloat16>(qwen3_decode(), {1, 7, 0}, kBf16Tolerance);
+}
+
+TEST(CachedAttentionCuda, DecodeMatchesReferenceFp16) {
+  SKIP_WITHOUT_GPU();
+  expect_matches_reference<__half>(qwen3_decode(), {0}, kF16Tolerance);
+}
+
+// 40 rows (many blocks per split choice), lengths spread over 0..700.
+TEST(CachedAttentionCuda, DecodeManyRowsBf16) {
+  SKIP_WITHOUT_GPU();
+  Case c = qwen3_decode();
+  c.slots = 48;
+  c.capacity = 701;
+  c.rows.clear();
+  for (int32_t row = 0; row < 40; ++row) c.rows.push_back({47 - row, (row * 173) % 701, 1});
+  expect_matches_reference<__nv_bfloat16>(c, {1, 0}, kBf16Tolerance);
+}
+
+// Prefill chunks of 37 positions with padding rows (n < T, n = 0) over caches holding 0..300
+// tokens, for GQA ratios 1, 3, 4 and 8 and head dims 8 (the test fixtures), 64, 80 (not a power
+// of two), 128 and 256.
+struct Heads {
+  int q_heads, kv_heads, head_dim;
+};
+Case prefill(Heads heads) {
+  return Case{.sequence = 37, .slots = 6, .capacity = 340, .q_heads = heads.q_heads, .kv_heads = heads.kv_heads,
+              .head_dim = heads.head_dim,
+              .rows = {{2, 0, 37}, {0, 50, 10}, {5, 7, 0}, {3, 300, 1}, {1, 0, 0}, {4, 303, 37}}};
+}
+const Heads kPrefillHeads[] = {{4, 4, 64}, {6, 2, 128}, {8, 2, 128}, {8, 1, 64}, {4, 2, 8}, {2, 1, 256}, {4, 2, 80}};
+
+TEST(CachedAttentionCuda, PrefillWithPaddingRowsFp32) {
+  SKIP_WITHOUT_GPU();
+  for (Heads heads : kPrefillHeads) {
+    SCOPED_TRACE(::testing::Message() << heads.q_heads << "/" << heads.kv_heads << " heads, D " << heads.head_dim);
+    expect_matches_reference<float>(prefill(heads), {1, 3, 0}, kF32Tolerance);
+  }
+}
+
+TEST(CachedAttentionCuda, PrefillWithPaddingRowsBf16) {
+  SKIP_WITHOUT_GPU();
+  for (Heads heads : kPrefillHeads) {
+    SCOPED_TRACE(::testing::Message() << heads.q_heads << "/" << heads.kv_heads << " heads, D " << heads.head_dim);
+    expect_matches_reference<__nv_bfloat16>(prefill(heads), {1, 0}, kBf16Tolerance);
+  }
+}
+
+// Sliding windows of 1 (a query sees itself only), 16 and 100 tokens, decode and prefill.
+TEST(CachedAttentionCuda, SlidingWindowFp32AndBf16) {
+  SKIP_WITHOUT_GPU();
+  for (int window : {1, 16, 100}) {
+    SCOPED_TRACE(::testing::Message() << "window " << window);
+    Case decode = qwen3_decode();
+    decode.window = window;
+    expect_matches_reference<float>(decode, {1, 7, 0}, kF32Tolerance);
+    Case chunk = prefill({8, 2, 64});
+    chunk.window = window;
+    expect_matches_reference<float>(chunk, {1, 5, 0}, kF32Tolerance);
+    expect_matches_reference<__nv_bfloat16>(chunk, {0}, kBf16Tolerance);
+  }
+}
+
+// A row the reference refuses (L + n > S, or a slot outside [0, N)) is skipped on the device: its
+// slot is left as it was and its outputs are zero; the other rows are unaffected. Expected: the
+// reference with those rows bringing no tokens (and the bad slot swapped for a free one).
+TEST(CachedAttentionCuda, RefusedRowsAreSkipped) {
+  SKIP_WITHOUT_GPU();
+  const Case c{.sequence = 3, .slots = 4, .capacity = 16, .q_heads = 4, .kv_heads = 2, .head_dim = 64,
+               .rows = {{0, 10, 3}, {1, 15, 2}, {9, 0, 1}, {2, 4, 2}}};
+  Case allowed = c;
+  allowed.rows[1].fresh = 0;
+  allowed.rows[2] = {3, 0, 0};
+  const Values inputs = random_values<float>(c);
+  const Values expected = reference(allowed, inputs);
+  const Values got = run_gpu<float>(c, inputs, 0);
+  EXPECT_LE(relative_error(got.out, expected.out), kF32Tolerance);
+  EXPECT_TRUE(same_bits(got.k_cache, expected.k_cache));
+  EXPECT_TRUE(same_bits(got.v_cache, expected.v_cache));
+  expect_padding_zero(allowed, got.out);
+}
+
+// The binder in a one-node BF16 plan: the caches are parameters the op writes in place, so a
+// second execute (decode after a prefill) attends over what the first appended. Each step against
+// the reference continuing from the reference's caches.
+TEST(CachedAttentionCudaBinder, CachesPersistBetweenExecutes) {
+  SKIP_WITHOUT_GPU();
+  Case c{.sequence = 3, .slots = 3, .capacity = 9, .q_heads = 4, .kv_heads = 2, .head_dim = 64, .window = 4};
+  const int64_t rows = 2;
+  runtime::CudaNodePlan gpu;
+  auto operand = [&](const char* name, int heads, int64_t first, int64_t second) {
+    return gpu.operand(name, DType::BF16, {first, second, heads, c.head_dim});
+  };
+  std::vector<graph::TensorId> operands{operand("q", c.q_heads, rows, c.sequence),
+                                        operand("k", c.kv_heads, rows, c.sequence),
+                                        operand("v", c.kv_heads, rows, c.sequence),
+                                        operand("k_cache", c.kv_heads, c.slots, c.capacity),
+                                        operand("v_cache", c.kv_heads, c.slots, c.capacity)};
+  for (const char* name : {"slot_ids", "cache_lengths", "new_lengths"}) {
+    operands.push_back(gpu.builder.input(name, DType::I32, {rows}));
+  }
+  const graph::TensorId out = gpu.builder.op("cached_attention", operands, {{"window", 4}})[0];
+  gpu.load({out});
+
+  c.rows = {{2, 0, 3}, {0, 0, 2}};
+  Values state = random_values<__nv_bfloat16>(c);
+  gpu.write("k_cache", state.k_cache);
+  gpu.write("v_cache", state.v_cache);
+  for (std::vector<Row> step : {std::vector<Row>{{2, 0, 3}, {0, 0, 2}}, std::vector<Row>{{2, 3, 1}, {0, 2, 3}}}) {
+    c.rows = step;
+    SCOPED_TRACE(::testing::Message() << "step with row 0 holding " << step[0].held);
+    const Values fresh = random_values<__nv_bfloat16>(c);
+    state.q = fresh.q;
+    state.k = fresh.k;
+    state.v = fresh.v;
+    gpu.write("q", state.q);
+    gpu.write("k", state.k);
+    gpu.write("v", state.v);
+    const std::vector<int32_t> slots = column(c, &Row::slot), held = column(c, &Row::held),
+                               news = column(c, &Row::fresh);
+    const std::vector<runtime::InputBinding> inputs{
+        {gpu.plan.tensor("slot_ids"), std::as_bytes(std::span<const int32_t>(slots))},
+        {gpu.plan.tensor("cache_lengths"), std::as_bytes(std::span<const int32_t>(held))},
+        {gpu.plan.tensor("new_lengths"), std::as_bytes(std::span<const int32_t>(news))}};
+    gpu.backend.execute(inputs);
+    state = reference(c, state);
+    EXPECT_LE(relative_error(gpu.read(out), state.out), kBf16Tolerance);
+    EXPECT_TRUE(same_bits(gpu.read(gpu.plan.tensor("k_cache")), state.k_cache));
+    EXPECT_TRUE(same_bits(gpu.read(gpu.plan.tensor("v_cache")), state.v_cache));
+    expect_padding_zero(c, gpu.read(out));
+  }
+}
+
+// The split policy (host only, runs without a GPU): a lone decode row spreads over about four
+// blocks per SM, a full batch keeps one split, a long prefill chunk one, and never more splits
+// than the capacity has 32-key pieces.
+TEST(CachedAttentionCudaSplits, FillTheGpuWithoutOverSplitting) {
+  CachedAttentionShape shape{
+      .batch = 1, .sequence = 1, .slots = 64, .capacity = 32768, .q_heads = 32, .kv_heads = 8, .head_dim = 128};
+  EXPECT_EQ(cached_attention_splits(shape, 132), 66);  // 8 blocks × 66 ≥ 4 × 132
+  shape.batch = 64;
+  EXPECT_EQ(cached_attention_splits(shape, 132), 2);  // 512 blocks × 2 ≥ 528
+  shape.sequence = 256;  // a prefill chunk: 64 · 8 · 128 tiles
+  EXPECT_EQ(cached_attention_splits(shape, 132), 1);
+  shape.batch = 1;
+  shape.sequence = 1;
+  shape.capacity = 100;  // four pieces of 32 keys at most
+  EXPECT_EQ(cached_attention_splits(shape, 132), 4);
+  EXPECT_EQ(cached_attention_workspace_floats(shape, 4), 4 * 32 * (128 + 2));
+}
+
+}  // namespace
+}  // namespace surogate::cuda
