@@ -11,7 +11,11 @@
 // A feed() is run as rounds: while some fed slot has more than one token left, prefill rounds
 // (each row up to `chunk` of one slot's tokens; spare rows take slots with a single token left),
 // then one decode round for the slots with one token left; a slot's logits come from the round
-// that feeds its last token. On CUDA the decode plan runs as a captured CUDA graph.
+// that feeds its last token. Padding rows name slots no row of the round names, with no new
+// tokens (the op's rule: no slot twice). On CUDA the decode plan runs as a captured CUDA graph.
+// A model_definition IR is built at its own [B0, T0] and re-inferred at both shapes
+// (generate/batch_reshape.h). Not the same as the full forward: dynamic-NTK RoPE (its scaling
+// follows the longest position fed so far, as in transformers with a cache).
 #pragma once
 
 #include <cstdint>
