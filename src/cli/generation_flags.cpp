@@ -87,7 +87,7 @@ std::unique_ptr<generate::NextTokenModel> open_model(const ModelFlags& flags, in
   }
   options.slots = slots;
   options.max_context = max_context;
-  return generate::open_full_forward_model(model_dir, options);
+  return generate::open_kv_cache_model(model_dir, options);
 }
 
 void report_speed(const generate::GenerationStats& stats) {

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "generate/feed_checks.h"
 #include "generate/next_token_model.h"
 #include "models/model_session.h"
 
@@ -17,22 +18,8 @@ public:
         histories_(static_cast<size_t>(options.slots)) {}
 
   std::vector<float> feed(std::span<const SlotFeed> feeds) override {
+    check_feeds(feeds, *this);
     std::vector<models::TokenSequence> rows;
-    std::vector<bool> seen(histories_.size(), false);
-    for (const SlotFeed& fed : feeds) {
-      check_slot(fed.slot);
-      if (seen[static_cast<size_t>(fed.slot)]) fail_user("slot {} is fed twice in one call", fed.slot);
-      seen[static_cast<size_t>(fed.slot)] = true;
-      if (fed.tokens.empty()) fail_user("slot {} is fed no tokens", fed.slot);
-      std::vector<int32_t>& history = histories_[static_cast<size_t>(fed.slot)];
-      if (static_cast<int64_t>(history.size() + fed.tokens.size()) > max_context()) {
-        fail_user("slot {} would hold {} tokens, more than the context of {}", fed.slot,
-                  history.size() + fed.tokens.size(), max_context());
-      }
-      for (int32_t id : fed.tokens) {
-        if (id < 0 || id >= vocab_size()) fail_user("token id {} is outside the vocabulary [0, {})", id, vocab_size());
-      }
-    }
     for (const SlotFeed& fed : feeds) {
       std::vector<int32_t>& history = histories_[static_cast<size_t>(fed.slot)];
       history.insert(history.end(), fed.tokens.begin(), fed.tokens.end());
@@ -50,11 +37,11 @@ public:
   }
 
   void clear(int64_t slot) override {
-    check_slot(slot);
+    check_slot(slot, slots());
     histories_[static_cast<size_t>(slot)].clear();
   }
   int64_t held(int64_t slot) const override {
-    check_slot(slot);
+    check_slot(slot, slots());
     return static_cast<int64_t>(histories_[static_cast<size_t>(slot)].size());
   }
   int64_t slots() const override { return static_cast<int64_t>(histories_.size()); }
@@ -62,10 +49,6 @@ public:
   int64_t vocab_size() const override { return session_.vocab_size(); }
 
 private:
-  void check_slot(int64_t slot) const {
-    if (slot < 0 || slot >= slots()) fail_user("slot {} is outside [0, {})", slot, slots());
-  }
-
   models::ModelSession session_;
   std::vector<std::vector<int32_t>> histories_;
 };

@@ -44,6 +44,10 @@ public:
   virtual int64_t vocab_size() const = 0;
 };
 
+// The fast model: a KV cache per slot, decode and prefill plans sharing one copy of the weights
+// (generate/kv_cache_model.h says how; the default prefill shape).
+std::unique_ptr<NextTokenModel> open_kv_cache_model(const std::filesystem::path& model_dir,
+                                                    const ModelOptions& options);
 std::unique_ptr<NextTokenModel> open_full_forward_model(const std::filesystem::path& model_dir,
                                                         const ModelOptions& options);
 

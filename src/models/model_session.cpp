@@ -1,6 +1,7 @@
 // A loaded model on a backend; see model_session.h.
 #include "models/model_session.h"
 #include "models/defined_weights.h"
+#include "models/session_loading.h"
 
 #include <algorithm>
 #include <cstring>
@@ -41,27 +42,6 @@ std::vector<float> to_float32(DType source, std::span<const std::byte> values, i
   return io::read_tensor_as_float32(tensor);
 }
 
-// The adapter's LoRA options: rank and scaling as saved, the projections it adapts.
-LoraOptions adapter_options(const PeftAdapter& adapter, const std::filesystem::path& dir) {
-  LoraOptions options;
-  std::set<std::string> modules;
-  for (const AdapterMatrices& matrices : adapter.matrices) {
-    if (options.rank != matrices.rank && !modules.empty()) {
-      fail_user("{}: the adapter mixes ranks {} and {}; surogate.load takes adapters of one rank", dir.string(),
-                options.rank, matrices.rank);
-    }
-    options.rank = matrices.rank;
-    const std::string& hf = matrices.base.hf_name;  // "model.layers.0.self_attn.q_proj.weight"
-    const size_t end = hf.rfind('.');
-    const size_t begin = hf.rfind('.', end - 1);
-    modules.insert(hf.substr(begin + 1, end - begin - 1));
-  }
-  if (modules.empty()) fail_user("{}: the adapter has no lora_A / lora_B tensors", dir.string());
-  options.alpha = adapter.scaling * static_cast<double>(options.rank);  // lora_scaling() gives the saved scaling
-  options.target_modules.assign(modules.begin(), modules.end());
-  return options;
-}
-
 }  // namespace
 
 struct ModelSession::State {
@@ -83,27 +63,9 @@ struct ModelSession::State {
   }
 
   void write_float32(graph::TensorId id, std::span<const float> values) {
-    if (!options.cuda) {
-      backend->write(id, std::as_bytes(values));
-      return;
-    }
-    std::vector<uint16_t> bits(values.size());
-    for (size_t i = 0; i < values.size(); ++i) bits[i] = float_to_bf16(values[i]);
-    backend->write(id, std::as_bytes(std::span<const uint16_t>(bits)));
+    models::write_float32(*backend, plan, id, values);
   }
-
-  std::vector<float> read_float32(graph::TensorId id) const {
-    const graph::TensorType& type = plan.graph.tensor(id).type;
-    std::vector<float> values(static_cast<size_t>(type.numel()));
-    if (type.dtype == DType::F32) {
-      backend->read(id, std::as_writable_bytes(std::span<float>(values)));
-      return values;
-    }
-    std::vector<uint16_t> bits(values.size());
-    backend->read(id, std::as_writable_bytes(std::span<uint16_t>(bits)));
-    for (size_t i = 0; i < bits.size(); ++i) values[i] = bf16_to_float(bits[i]);
-    return values;
-  }
+  std::vector<float> read_float32(graph::TensorId id) const { return models::read_float32(*backend, plan, id); }
 };
 
 ModelSession::ModelSession(const std::filesystem::path& model_dir, const SessionOptions& options)
@@ -119,16 +81,8 @@ ModelSession::ModelSession(const std::filesystem::path& model_dir, const Session
   s.config = load_model_config(model_dir, options.definition);
   DecoderGraphOptions graph_options{options.batch, options.sequence, 1, false};
   if (options.cuda) graph_options.dtype = DType::BF16;
-  graph::Graph graph = build_model_graph(s.config, s.registry, graph_options, options.definition).graph;
-
-  std::optional<PeftAdapter> adapter;
-  std::vector<LoraAdapter> adapters;
-  if (!options.adapter.empty()) {
-    adapter = load_peft_adapter(options.adapter, s.config);
-    const LoraOptions lora = adapter_options(*adapter, options.adapter);
-    adapters = lora_adapters(s.config, lora);
-    graph = apply_lora(graph, s.registry, adapters, lora, false);
-  }
+  SessionGraph session = build_session_graph(s.config, s.registry, graph_options, options.definition, options.adapter);
+  graph::Graph graph = std::move(session.graph);
   {
     // The logits beside the loss: the loss node's hidden state times its head.
     const graph::Node& loss_node = graph.node(graph.tensor(graph.outputs.at(0)).producer);
@@ -151,33 +105,15 @@ ModelSession::ModelSession(const std::filesystem::path& model_dir, const Session
   if (!s.backend) s.backend = std::make_unique<runtime::CpuBackend>();
   s.backend->load(s.plan, s.registry);
 
-  const std::vector<ParameterSpec> specs = parameter_specs(s.config);
-  load_hf_weights(model_dir, specs, [&](const ParameterSpec& spec, const io::SafetensorsTensor& tensor) {
-    const graph::TensorId id = s.plan.tensor(spec.name);
-    if (!options.cuda) {
-      static_cast<runtime::CpuBackend&>(*s.backend).write_converted(id, tensor.dtype, tensor.bytes);
-    } else {
-      s.write_float32(id, io::read_tensor_as_float32(tensor));
-    }
-  });
-  for (const ParameterSpec& spec : specs) {
+  load_session_weights(model_dir, s.config, session, s.plan, *s.backend);
+  for (const ParameterSpec& spec : parameter_specs(s.config)) {
     const graph::TensorId id = s.plan.tensor(spec.name);
     s.tensors.push_back({spec.hf_name, spec.name, s.plan.graph.tensor(id).type.dtype, spec.shape, s.address(id), false});
   }
-  if (adapter) {
-    // Projections the file does not adapt keep A = B = 0 (the backends zero their regions).
-    for (const AdapterMatrices& matrices : adapter->matrices) {
-      for (const LoraAdapter& lora : adapters) {
-        if (lora.base.name != matrices.base.name) continue;
-        s.write_float32(s.plan.tensor(lora.a.name), matrices.a);
-        s.write_float32(s.plan.tensor(lora.b.name), matrices.b);
-      }
-    }
-    for (const LoraAdapter& lora : adapters) {
-      for (const ParameterSpec* spec : {&lora.a, &lora.b}) {
-        const graph::TensorId id = s.plan.tensor(spec->name);
-        s.tensors.push_back({spec->hf_name, spec->name, s.plan.graph.tensor(id).type.dtype, spec->shape, s.address(id), true});
-      }
+  for (const LoraAdapter& lora : session.adapters) {
+    for (const ParameterSpec* spec : {&lora.a, &lora.b}) {
+      const graph::TensorId id = s.plan.tensor(spec->name);
+      s.tensors.push_back({spec->hf_name, spec->name, s.plan.graph.tensor(id).type.dtype, spec->shape, s.address(id), true});
     }
   }
   const float unit_scale = 1.0f;  // the loss output is then the plain sum

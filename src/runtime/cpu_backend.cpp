@@ -5,6 +5,7 @@
 
 #include "core/bfloat16.h"
 #include "core/error.h"
+#include "runtime/shared_parameters.h"
 
 namespace surogate::runtime {
 
@@ -44,7 +45,31 @@ void* CpuBackend::address(TensorId tensor, size_t element_bytes) const {
               format_type(type), element_bytes);
   }
   const compiler::TensorPlacement& placement = plan_->placement(tensor);
+  if (placement.storage == Storage::Parameters && !parameter_addresses_.empty()) {
+    return parameter_addresses_[static_cast<size_t>(tensor)];
+  }
   return base(placement.storage) + placement.offset;
+}
+
+void CpuBackend::share_parameters_with(const CpuBackend& owner) {
+  owner.check_loaded();
+  SUROGATE_CHECK(&owner != this, "a CpuBackend cannot share parameters with itself");
+  parameter_owner_ = &owner;
+}
+
+void CpuBackend::place_parameters(const compiler::ExecutionPlan& plan) {
+  parameter_addresses_.clear();
+  if (parameter_owner_ == nullptr) {
+    parameters_ = AlignedBuffer(plan.memory.parameter_bytes, plan.memory.alignment);
+    return;
+  }
+  const SharedParameters placed = share_parameters(plan, *parameter_owner_->plan_);
+  parameter_addresses_.assign(plan.graph.tensors.size(), nullptr);
+  for (const auto& [id, theirs] : placed.shared) {
+    parameter_addresses_[static_cast<size_t>(id)] = static_cast<std::byte*>(parameter_owner_->address(theirs, 0));
+  }
+  parameters_ = AlignedBuffer(placed.own_bytes, plan.memory.alignment);
+  for (const auto& [id, offset] : placed.own) parameter_addresses_[static_cast<size_t>(id)] = parameters_.data() + offset;
 }
 
 CpuTensorView CpuBackend::view_of(TensorId tensor) const {
@@ -57,7 +82,7 @@ void CpuBackend::load(const compiler::ExecutionPlan& plan, const OpRegistry& reg
   plan_ = &plan;
   const compiler::MemoryPlan& memory = plan.memory;
   arena_ = AlignedBuffer(memory.arena_bytes, memory.alignment);
-  parameters_ = AlignedBuffer(memory.parameter_bytes, memory.alignment);
+  place_parameters(plan);
   gradients_ = AlignedBuffer(memory.gradient_bytes, memory.alignment);
   inputs_ = AlignedBuffer(memory.input_bytes, memory.alignment);
   host_ = AlignedBuffer(memory.host_bytes, memory.alignment);

@@ -41,6 +41,14 @@ public:
   void execute(std::span<const InputBinding> inputs) override;
   void zero_gradients() override;
 
+  // Before load(): every parameter (or constant) of the next plan that `owner`'s loaded plan also
+  // has, by name, dtype and shape, is read and written in place in `owner`'s memory instead of a
+  // copy of its own (CudaBackend::share_parameters_with's rule: the weights held once by two
+  // plans of one model, e.g. generation's decode and prefill plans, which also share their KV
+  // caches that way); the rest get their own zeroed memory. `owner` must stay loaded while this
+  // backend runs.
+  void share_parameters_with(const CpuBackend& owner);
+
   // Writes values stored as `source` dtype (BF16, F16, F32, F64) into a floating tensor,
   // converting to the tensor's dtype: how bf16 checkpoints become fp32 CPU parameters.
   void write_converted(graph::TensorId tensor, DType source, std::span<const std::byte> data);
@@ -71,9 +79,17 @@ private:
   graph::CpuTensorView view_of(graph::TensorId tensor) const;
   void check_loaded() const;
 
+  // Allocates parameters_: the whole Parameters region, or with an owner only the tensors it
+  // does not share, filling parameter_addresses_.
+  void place_parameters(const compiler::ExecutionPlan& plan);
+
   const compiler::ExecutionPlan* plan_ = nullptr;
   AlignedBuffer arena_;
   AlignedBuffer parameters_;
+  const CpuBackend* parameter_owner_ = nullptr;
+  // Per TensorId, filled only with a parameter owner: where each Parameters-region tensor lives
+  // (in the owner's memory, or in parameters_).
+  std::vector<std::byte*> parameter_addresses_;
   AlignedBuffer gradients_;
   AlignedBuffer inputs_;
   AlignedBuffer host_;

@@ -1,6 +1,7 @@
 // CudaBackend: binder check, memory check and allocation, kernel binding at load time; an
 // execute() that only enqueues work on one stream, eagerly or as one captured CUDA graph.
 #include "runtime/cuda_backend.h"
+#include "runtime/shared_parameters.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -78,23 +79,11 @@ size_t CudaBackend::place_parameters(const compiler::ExecutionPlan& plan) {
   parameter_addresses_.clear();
   own_parameter_offsets_.clear();
   if (parameter_owner_ == nullptr) return plan.memory.parameter_bytes;
-  const compiler::ExecutionPlan& owner = *parameter_owner_->plan_;
+  const SharedParameters placed = share_parameters(plan, *parameter_owner_->plan_);
   parameter_addresses_.assign(plan.graph.tensors.size(), nullptr);
-  size_t own_bytes = 0;
-  for (size_t id = 0; id < plan.graph.tensors.size(); ++id) {
-    const compiler::TensorPlacement& placement = plan.memory.placements[id];
-    if (placement.storage != Storage::Parameters) continue;
-    const TensorInfo& tensor = plan.graph.tensors[id];
-    std::optional<TensorId> theirs = owner.graph.find_tensor(tensor.name);
-    if (theirs && owner.placement(*theirs).storage == Storage::Parameters &&
-        owner.graph.tensor(*theirs).type == tensor.type) {
-      parameter_addresses_[id] = parameter_owner_->address(*theirs);
-    } else {
-      own_parameter_offsets_.emplace_back(static_cast<TensorId>(id), own_bytes);
-      own_bytes += compiler::align_up(std::max<size_t>(placement.size_bytes, 1), plan.memory.alignment);
-    }
-  }
-  return own_bytes;
+  for (const auto& [id, theirs] : placed.shared) parameter_addresses_[static_cast<size_t>(id)] = parameter_owner_->address(theirs);
+  own_parameter_offsets_ = placed.own;
+  return placed.own_bytes;
 }
 
 void CudaBackend::allocate(const compiler::ExecutionPlan& plan) {

@@ -31,6 +31,16 @@ void randomize_all(runtime::CpuBackend& backend, const compiler::ExecutionPlan& 
   }
 }
 
+// Runs a toy plan (compiler/toy_ops.h: inputs "x" and "target") on any backend and returns its loss.
+inline float run_toy_loss(runtime::Backend& backend, const compiler::ExecutionPlan& plan, graph::TensorId loss,
+                          std::span<const float> x, std::span<const float> target) {
+  const runtime::InputBinding inputs[] = {{plan.tensor("x"), std::as_bytes(x)}, {plan.tensor("target"), std::as_bytes(target)}};
+  backend.execute(inputs);
+  float value = 0.0f;
+  backend.read(loss, std::as_writable_bytes(std::span<float>(&value, 1)));
+  return value;
+}
+
 template <typename T>
 std::vector<T> read_vector(runtime::CpuBackend& backend, graph::TensorId id) {
   auto view = backend.view<T>(id);

@@ -21,18 +21,12 @@ namespace {
 using compiler::ExecutionPlan;
 using runtime::CpuBackend;
 using runtime::CudaBackend;
-using runtime::InputBinding;
 
 constexpr int64_t kRows = 37, kWidth = 24, kHidden = 40;
 
 float loss_of(CudaBackend& backend, const ExecutionPlan& plan, graph::TensorId loss_id, const std::vector<float>& x) {
   static const std::vector<float> target = random_values<float>(kRows * kWidth, 8, 1.0);
-  const InputBinding inputs[] = {{plan.tensor("x"), std::as_bytes(std::span<const float>(x))},
-                                 {plan.tensor("target"), std::as_bytes(std::span<const float>(target))}};
-  backend.execute(inputs);
-  float loss = 0.0f;
-  backend.read(loss_id, std::as_writable_bytes(std::span<float>(&loss, 1)));
-  return loss;
+  return run_toy_loss(backend, plan, loss_id, x, target);
 }
 
 TEST(CudaParameterSharing, AForwardPlanReadsTheOwnersParametersInPlace) {

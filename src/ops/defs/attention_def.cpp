@@ -21,13 +21,7 @@ using namespace graph;
 
 // Checks q, k, v (indices 0..2) and document_ids (3, when `has_documents`); returns the shape.
 AttentionShape attention_layout(const InferContext& ctx, bool has_documents) {
-  const AttentionHeads heads = attention_heads(ctx);
-  AttentionShape shape;
-  shape.batch = heads.batch;
-  shape.sequence = heads.sequence;
-  shape.query_heads = heads.query_heads;
-  shape.kv_heads = heads.kv_heads;
-  shape.head_dim = heads.head_dim;
+  AttentionShape shape = with_heads<AttentionShape>(attention_heads(ctx));
   if (has_documents) {
     ctx.expect_dtype(3, DType::I32);
     if (ctx.input(3).shape != Shape{shape.batch, shape.sequence}) {

@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstdint>
+#include <tuple>
+#include <utility>
 
 #include "graph/op_registry.h"
 
@@ -48,6 +50,16 @@ inline AttentionHeads attention_heads(const graph::InferContext& ctx) {
     ctx.fail("query heads ({}) must be a multiple of kv heads ({})", heads.query_heads, heads.kv_heads);
   }
   return heads;
+}
+
+// The heads' fields of an op's shape struct (ops::AttentionShape, ops::CachedAttentionShape).
+template <typename OpShape>
+OpShape with_heads(const AttentionHeads& heads) {
+  OpShape shape;
+  std::tie(shape.batch, shape.sequence) = std::pair(heads.batch, heads.sequence);
+  std::tie(shape.query_heads, shape.kv_heads, shape.head_dim) =
+      std::tuple(heads.query_heads, heads.kv_heads, heads.head_dim);
+  return shape;
 }
 
 }  // namespace surogate::ops::defs

@@ -36,13 +36,7 @@ CachedAttentionShape cached_attention_layout(const InferContext& ctx) {
     ctx.fail("cached_attention takes q, k, v, k_cache, v_cache, slot_ids, cache_lengths, new_lengths; got {} inputs",
              ctx.input_count());
   }
-  const AttentionHeads heads = attention_heads(ctx);
-  CachedAttentionShape shape;
-  shape.batch = heads.batch;
-  shape.sequence = heads.sequence;
-  shape.query_heads = heads.query_heads;
-  shape.kv_heads = heads.kv_heads;
-  shape.head_dim = heads.head_dim;
+  CachedAttentionShape shape = with_heads<CachedAttentionShape>(attention_heads(ctx));
   ctx.expect_rank(kKeyCache, 4);
   ctx.expect_same_type(kKeyCache, kValueCache);
   const TensorType& cache = ctx.input(kKeyCache);

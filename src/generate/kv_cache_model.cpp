@@ -1,0 +1,247 @@
+// The KV-cache NextTokenModel; kv_cache_model.h says how it is laid out.
+#include "generate/kv_cache_model.h"
+
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "compiler/execution_plan.h"
+#include "core/error.h"
+#include "generate/batch_reshape.h"
+#include "generate/decode_graph.h"
+#include "generate/feed_checks.h"
+#include "models/defined_weights.h"
+#include "models/model_eval.h"
+#include "models/session_loading.h"
+#include "ops/defs/register_ops.h"
+#include "runtime/cpu_backend.h"
+#include "runtime/shared_parameters.h"
+#if SUROGATE_WITH_CUDA
+#include "runtime/cuda_backend.h"
+#endif
+
+namespace surogate::generate {
+namespace {
+
+// One plan of the decode graph, [rows, sequence], loaded on its backend.
+struct DecodePlan {
+  int64_t rows = 0, sequence = 0;
+  compiler::ExecutionPlan plan;
+  std::unique_ptr<runtime::Backend> backend;
+  graph::TensorId logits = graph::kNoTensor;
+};
+
+// A slot's share of one round: `count` of its feed's tokens from `first` on.
+struct RoundRow {
+  size_t feed = 0;
+  int64_t first = 0, count = 0;
+};
+
+// The I32 inputs of one execute, one vector per graph input (decode_graph.h names them).
+struct RoundInputs {
+  std::vector<int32_t> input_ids, position_ids, document_ids, slot_ids, cache_lengths, new_lengths, last_rows,
+      last_row_positions;
+
+  const std::vector<int32_t>& by_name(const std::string& name) const {
+    if (name == models::kInputIds) return input_ids;
+    if (name == models::kPositionIds) return position_ids;
+    if (name == models::kDocumentIds) return document_ids;
+    if (name == kSlotIds) return slot_ids;
+    if (name == kCacheLengths) return cache_lengths;
+    if (name == kNewLengths) return new_lengths;
+    if (name == kLastRows) return last_rows;
+    SUROGATE_CHECK(name == kLastRowPositions, "the decode graph has an unknown input '{}'", name);
+    return last_row_positions;
+  }
+};
+
+std::unique_ptr<runtime::Backend> make_backend(bool cuda) {
+#if SUROGATE_WITH_CUDA
+  if (cuda) return std::make_unique<runtime::CudaBackend>();
+#endif
+  if (cuda) fail_user("device 'cuda': this surogate was built without the CUDA backend; use the CPU");
+  return std::make_unique<runtime::CpuBackend>();
+}
+
+// Before `shared.load`: its parameters are read from `owner`'s memory.
+void share_parameters(runtime::Backend& shared, const runtime::Backend& owner, bool cuda) {
+#if SUROGATE_WITH_CUDA
+  if (cuda) {
+    static_cast<runtime::CudaBackend&>(shared).share_parameters_with(static_cast<const runtime::CudaBackend&>(owner));
+    return;
+  }
+#endif
+  (void)cuda;
+  static_cast<runtime::CpuBackend&>(shared).share_parameters_with(static_cast<const runtime::CpuBackend&>(owner));
+}
+
+class KvCacheModel final : public NextTokenModel {
+public:
+  KvCacheModel(const std::filesystem::path& model_dir, const ModelOptions& options, const PrefillShape& prefill)
+      : cuda_(options.cuda), held_(static_cast<size_t>(std::max<int64_t>(options.slots, 0)), 0) {
+    if (options.slots < 1 || options.max_context < 1) {
+      fail_user("slots and max_context must be positive (got {} and {})", options.slots, options.max_context);
+    }
+    if (prefill.rows < 0 || prefill.chunk < 0) {
+      fail_user("the prefill shape must not be negative (got {} rows of {} tokens)", prefill.rows, prefill.chunk);
+    }
+    const DecodeShape cache{options.slots, options.max_context};
+    config_ = models::load_model_config(model_dir, options.definition);
+    const int64_t rows = std::min(prefill.rows > 0 ? prefill.rows : 4, options.slots);
+    const int64_t chunk = std::min(prefill.chunk > 0 ? prefill.chunk : 256, options.max_context);
+
+    const models::SessionGraph session = compile(decode_, options, cache, options.slots, 1);
+    decode_.backend->load(decode_.plan, registry_);
+    models::load_session_weights(model_dir, config_, session, decode_.plan, *decode_.backend);
+    if (chunk > 1) {
+      prefill_.emplace();
+      compile(*prefill_, options, cache, rows, chunk);
+      share_parameters(*prefill_->backend, *decode_.backend, cuda_);
+      prefill_->backend->load(prefill_->plan, registry_);
+      const runtime::SharedParameters shared = runtime::share_parameters(prefill_->plan, decode_.plan);
+      SUROGATE_CHECK(shared.own.empty(), "the prefill plan holds '{}' apart from the decode plan",
+                     prefill_->plan.graph.tensor(shared.own.empty() ? 0 : shared.own.front().first).name);
+    }
+#if SUROGATE_WITH_CUDA
+    if (cuda_) static_cast<runtime::CudaBackend&>(*decode_.backend).set_cuda_graphs(true);
+#endif
+  }
+
+  std::vector<float> feed(std::span<const SlotFeed> feeds) override {
+    check_feeds(feeds, *this);
+    const size_t vocab = static_cast<size_t>(vocab_size());
+    std::vector<float> logits(feeds.size() * vocab);
+    std::vector<int64_t> done(feeds.size(), 0);
+    std::vector<size_t> pending(feeds.size());
+    for (size_t i = 0; i < feeds.size(); ++i) pending[i] = i;
+    while (!pending.empty()) {
+      // Slots with more than one token left go through the prefill plan, first; its spare rows
+      // take slots with one token left. When only those remain, one decode round feeds them all.
+      auto left = [&](size_t i) { return static_cast<int64_t>(feeds[i].tokens.size()) - done[i]; };
+      std::stable_partition(pending.begin(), pending.end(), [&](size_t i) { return left(i) > 1; });
+      DecodePlan& step = prefill_ && left(pending.front()) > 1 ? *prefill_ : decode_;
+      std::vector<RoundRow> rows;
+      for (size_t i : pending) {
+        if (static_cast<int64_t>(rows.size()) == step.rows) break;
+        rows.push_back({i, done[i], std::min(left(i), step.sequence)});
+      }
+      const std::vector<float> round = run(step, feeds, rows);
+      for (size_t r = 0; r < rows.size(); ++r) {
+        const RoundRow& row = rows[r];
+        done[row.feed] += row.count;
+        held_[static_cast<size_t>(feeds[row.feed].slot)] += row.count;
+        if (done[row.feed] == static_cast<int64_t>(feeds[row.feed].tokens.size())) {
+          std::copy_n(round.begin() + static_cast<std::ptrdiff_t>(r * vocab), vocab,
+                      logits.begin() + static_cast<std::ptrdiff_t>(row.feed * vocab));
+        }
+      }
+      std::erase_if(pending, [&](size_t i) { return done[i] == static_cast<int64_t>(feeds[i].tokens.size()); });
+    }
+    return logits;
+  }
+
+  void clear(int64_t slot) override {
+    check_slot(slot, slots());
+    held_[static_cast<size_t>(slot)] = 0;  // what the cache holds past held() is never read
+  }
+  int64_t held(int64_t slot) const override {
+    check_slot(slot, slots());
+    return held_[static_cast<size_t>(slot)];
+  }
+  int64_t slots() const override { return static_cast<int64_t>(held_.size()); }
+  int64_t max_context() const override { return capacity_; }
+  int64_t vocab_size() const override { return config_.vocab_size; }
+
+private:
+  // The decode graph of [rows, sequence] compiled into `target` with its (unloaded) backend.
+  models::SessionGraph compile(DecodePlan& target, const ModelOptions& options, const DecodeShape& cache, int64_t rows,
+                               int64_t sequence) {
+    // An IR definition is built at its own [B0, T0], then re-inferred at [rows, sequence].
+    const auto defined = definition_batch_shape(options.definition, registry_);
+    models::DecoderGraphOptions graph_options{defined ? defined->first : rows, defined ? defined->second : sequence, 1,
+                                              false};
+    if (options.cuda) graph_options.dtype = DType::BF16;
+    models::SessionGraph session =
+        models::build_session_graph(config_, registry_, graph_options, options.definition, options.adapter);
+    const std::string& source = options.definition.source;
+    graph::Graph decode =
+        build_decode_graph(reshape_batch(session.graph, registry_, rows, sequence, source), registry_, cache, source);
+    target.rows = rows;
+    target.sequence = sequence;
+    target.plan = compiler::compile_forward(std::move(decode), registry_);
+    target.logits = target.plan.tensor(kDecodeLogits);
+    SUROGATE_CHECK(target.plan.graph.tensor(target.logits).type.numel() == rows * config_.vocab_size,
+                   "the decode logits are {}", format_type(target.plan.graph.tensor(target.logits).type));
+    target.backend = make_backend(options.cuda);
+    capacity_ = cache.capacity;
+    return session;
+  }
+
+  // Runs one round on `step`: row r of `rows` feeds its slot's tokens; the plan's other rows are
+  // padding (no new tokens) over slots no row names. Returns logits [step.rows × vocab].
+  std::vector<float> run(DecodePlan& step, std::span<const SlotFeed> feeds, const std::vector<RoundRow>& rows) {
+    const int64_t width = step.sequence, cells = step.rows * width;
+    RoundInputs in;
+    in.input_ids.assign(static_cast<size_t>(cells), 0);
+    in.position_ids.assign(static_cast<size_t>(cells), 0);
+    in.document_ids.assign(static_cast<size_t>(cells), 1);  // padding: a document of its own
+    in.last_rows.assign(static_cast<size_t>(cells), 0);
+    in.last_row_positions.assign(static_cast<size_t>(cells), 0);
+    std::vector<bool> named(held_.size(), false);
+    for (const RoundRow& row : rows) named[static_cast<size_t>(feeds[row.feed].slot)] = true;
+    size_t spare = 0;  // the next slot a padding row may name
+    for (int64_t r = 0; r < step.rows; ++r) {
+      int64_t slot = 0, count = 0;
+      if (r < static_cast<int64_t>(rows.size())) {
+        const RoundRow& row = rows[static_cast<size_t>(r)];
+        slot = feeds[row.feed].slot;
+        count = row.count;
+        for (int64_t t = 0; t < count; ++t) {
+          const size_t cell = static_cast<size_t>(r * width + t);
+          in.input_ids[cell] = feeds[row.feed].tokens[static_cast<size_t>(row.first + t)];
+          in.position_ids[cell] = static_cast<int32_t>(held_[static_cast<size_t>(slot)] + t);
+          in.document_ids[cell] = 0;
+        }
+      } else {
+        while (named[spare]) ++spare;
+        slot = static_cast<int64_t>(spare++);
+      }
+      in.slot_ids.push_back(static_cast<int32_t>(slot));
+      in.cache_lengths.push_back(static_cast<int32_t>(held_[static_cast<size_t>(slot)]));
+      in.new_lengths.push_back(static_cast<int32_t>(count));
+      in.last_rows[static_cast<size_t>(r)] = static_cast<int32_t>(r * width + std::max<int64_t>(count, 1) - 1);
+    }
+    std::vector<runtime::InputBinding> bindings;
+    for (graph::TensorId id : step.plan.graph.inputs) {
+      const std::vector<int32_t>& values = in.by_name(step.plan.graph.tensor(id).name);
+      bindings.push_back({id, std::as_bytes(std::span<const int32_t>(values))});
+    }
+    step.backend->execute(bindings);
+    return models::read_float32(*step.backend, step.plan, step.logits);
+  }
+
+  bool cuda_ = false;
+  graph::OpRegistry registry_ = ops::make_model_registry();
+  io::ModelConfig config_;
+  int64_t capacity_ = 0;
+  DecodePlan decode_;
+  std::optional<DecodePlan> prefill_;  // absent when prompts go a token at a time
+  std::vector<int64_t> held_;          // tokens each slot's cache holds
+};
+
+}  // namespace
+
+std::unique_ptr<NextTokenModel> open_kv_cache_model(const std::filesystem::path& model_dir, const ModelOptions& options,
+                                                    const PrefillShape& prefill) {
+  return std::make_unique<KvCacheModel>(model_dir, options, prefill);
+}
+
+std::unique_ptr<NextTokenModel> open_kv_cache_model(const std::filesystem::path& model_dir,
+                                                    const ModelOptions& options) {
+  return open_kv_cache_model(model_dir, options, PrefillShape{});
+}
+
+}  // namespace surogate::generate

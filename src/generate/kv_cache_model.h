@@ -1,0 +1,37 @@
+// The fast NextTokenModel (next_token_model.h's open_kv_cache_model): the keys and values of every
+// token fed stay in a KV cache, so a token costs one step over the new tokens only.
+//
+// Two plans of the model's decode graph (generate/decode_graph.h) on one backend kind:
+//   decode  [slots, 1]            — one new token for each slot fed (the rest padding rows);
+//   prefill [rows, chunk]         — prompts, `chunk` tokens of one slot per row and call;
+// compiled from the same forward graph (LoRA applied unmerged), so they name their weights and
+// caches alike. The weights are loaded ONCE, into the decode plan's backend; the prefill backend
+// shares its parameters (Cpu/CudaBackend::share_parameters_with): the weights and the caches — the
+// caches being constants of both graphs, the prefill plan's appends are what the decode plan reads.
+// A feed() is run as rounds: while some fed slot has more than one token left, prefill rounds
+// (each row up to `chunk` of one slot's tokens; spare rows take slots with a single token left),
+// then one decode round for the slots with one token left; a slot's logits come from the round
+// that feeds its last token. Padding rows name slots no row of the round names, with no new
+// tokens (the op's rule: no slot twice). On CUDA the decode plan runs as a captured CUDA graph.
+// A model_definition IR is built at its own [B0, T0] and re-inferred at both shapes
+// (generate/batch_reshape.h). Not the same as the full forward: dynamic-NTK RoPE (its scaling
+// follows the longest position fed so far, as in transformers with a cache).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+
+#include "generate/next_token_model.h"
+
+namespace surogate::generate {
+
+struct PrefillShape {
+  int64_t rows = 0;   // 0: min(slots, 4)
+  int64_t chunk = 0;  // 0: min(max_context, 256); 1: no prefill plan (prompts fed a token at a time)
+};
+
+std::unique_ptr<NextTokenModel> open_kv_cache_model(const std::filesystem::path& model_dir, const ModelOptions& options,
+                                                    const PrefillShape& prefill);
+
+}  // namespace surogate::generate

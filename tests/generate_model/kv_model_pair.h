@@ -1,0 +1,83 @@
+// The KV-cache model and the full-forward oracle opened on one fixture, fed alike, and compared:
+// the check every generate_model test makes.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "generate/kv_cache_model.h"
+#include "generate/next_token_model.h"
+
+namespace surogate::generate::testing {
+
+// fp32 on the CPU: the cache changes the order of no sum that decides a logit beyond the matmuls'
+// blocking over other batch shapes, so the logits agree to rounding: max |fast − oracle| within
+// this fraction of max |oracle|.
+inline constexpr double kRelativeTolerance = 1e-5;
+
+// SUROGATE_FIXTURES_DIR in the environment overrides the build tree's path (the GPU machine runs
+// the binaries from another checkout path; scripts/gpu_check.sh sets it).
+inline std::filesystem::path fixture(const std::string& name) {
+  const char* override_dir = std::getenv("SUROGATE_FIXTURES_DIR");
+  return std::filesystem::path(override_dir && *override_dir ? override_dir : SUROGATE_FIXTURES_DIR) / name;
+}
+
+inline std::vector<int32_t> random_tokens(size_t count, uint32_t seed, int32_t vocab = 96) {
+  std::mt19937 generator(seed);
+  std::uniform_int_distribution<int32_t> token(0, vocab - 1);
+  std::vector<int32_t> tokens(count);
+  for (int32_t& id : tokens) id = token(generator);
+  return tokens;
+}
+
+// max |a − b| / max |b|.
+inline double relative_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  double difference = 0.0, scale = 0.0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    difference = std::max(difference, std::abs(static_cast<double>(a[i]) - b[i]));
+    scale = std::max(scale, std::abs(static_cast<double>(b[i])));
+  }
+  return scale > 0.0 ? difference / scale : difference;
+}
+
+struct ModelPair {
+  std::unique_ptr<NextTokenModel> fast, oracle;
+  double tolerance = kRelativeTolerance;
+
+  ModelPair(const std::string& name, ModelOptions options, const PrefillShape& prefill = {},
+            double relative_tolerance = kRelativeTolerance)
+      : fast(open_kv_cache_model(fixture(name), options, prefill)),
+        oracle(open_full_forward_model(fixture(name), options)),
+        tolerance(relative_tolerance) {}
+
+  // Feeds both; expects the same logits and the same slot contents; returns the oracle's logits.
+  std::vector<float> feed(const std::vector<SlotFeed>& feeds, const std::string& what) {
+    const std::vector<float> got = fast->feed(feeds), expected = oracle->feed(feeds);
+    EXPECT_EQ(got.size(), expected.size()) << what;
+    EXPECT_EQ(expected.size(), feeds.size() * static_cast<size_t>(oracle->vocab_size())) << what;
+    EXPECT_GT(*std::max_element(expected.begin(), expected.end()), 0.0f) << what;
+    if (got.size() == expected.size()) EXPECT_LE(relative_difference(got, expected), tolerance) << what;
+    for (int64_t slot = 0; slot < oracle->slots(); ++slot) EXPECT_EQ(fast->held(slot), oracle->held(slot)) << what;
+    return expected;
+  }
+
+  std::vector<float> feed_one(int64_t slot, std::vector<int32_t> tokens, const std::string& what) {
+    return feed({SlotFeed{slot, std::move(tokens)}}, what);
+  }
+};
+
+// The greedy next token of a logits row.
+inline int32_t argmax(const std::vector<float>& logits, size_t row, size_t vocab) {
+  const auto begin = logits.begin() + static_cast<std::ptrdiff_t>(row * vocab);
+  return static_cast<int32_t>(std::max_element(begin, begin + static_cast<std::ptrdiff_t>(vocab)) - begin);
+}
+
+}  // namespace surogate::generate::testing
