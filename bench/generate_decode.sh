@@ -7,8 +7,9 @@
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
-[[ -x carry/cli/surogate ]] || tar -xJf carry/cli.tar.xz -C carry || exit 1
-[[ -f carry/cli/env.sh ]] && source carry/cli/env.sh
+carried=${CARRIED:-carry/cli}  # the folder scripts/gpu_check.sh --prepare filled (its .tar.xz is carried)
+[[ -x $carried/surogate ]] || tar -xJf "$carried.tar.xz" -C "$(dirname "$carried")" || exit 1
+export LD_LIBRARY_PATH=$root/$carried/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 model=${MODEL:-qwen3-8b}
 prompt=${PROMPT:-512}
 new=${NEW:-256}
@@ -21,7 +22,7 @@ random.seed(0)
 print(json.dumps({"input_ids": [random.randint(1000, 99999) for _ in range(int(sys.argv[1]))]}))
 PY
 gpu=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1)
-line=$(carry/cli/surogate generate --model "$dir" --device cuda --input /tmp/generate_bench/prompt.jsonl \
+line=$("$carried/surogate" generate --model "$dir" --device cuda --input /tmp/generate_bench/prompt.jsonl \
   --output /tmp/generate_bench/out.jsonl --max_new_tokens "$new" --temperature 0 2>&1 >/dev/null | tail -1)
 echo "{\"side\": \"surogate generate\", \"model\": \"$model\", \"gpu\": \"$gpu\", \"date\": \"$(date -u +%F)\", \"prompt\": $prompt, \"new\": $new, \"speed\": \"$line\"}"
 [[ ${PEERS:-1} == 1 ]] && python3 bench/peers/hf_generate.py "$dir" "$prompt" "$new"
