@@ -1,5 +1,5 @@
 // `surogate eval --model DIR --data FILE [--batch-size N] [--seq-len T] [--device cpu|cuda]
-//  [--ir FILE] [--adapter DIR]`: token-weighted mean next-token cross-entropy of a model on
+//  [--ir FILE.json | --model_definition MODEL.py] [--adapter DIR]`: token-weighted mean next-token cross-entropy of a model on
 // JSONL data, printed as one JSON line {"loss", "perplexity", "tokens"}. Rows with "input_ids"
 // are used as they are; other rows (text, instruction, conversation) are formatted and
 // tokenized by the data pipeline's formatter with the model folder's tokenizer, exactly as
@@ -25,6 +25,7 @@
 #include "io/model_config.h"
 #include "models/defined_weights.h"
 #include "models/model_eval.h"
+#include "models/python_definition.h"
 #include "models/token_batches.h"
 #include "models/decoder_graph.h"
 #include "ops/defs/register_ops.h"
@@ -115,13 +116,16 @@ int run_eval(const EvalOptions& options) {
               "adapter_model.safetensors).", options.adapter);
   }
   // An IR file that names its weights (the Python DSL's) brings its own weight table.
-  io::ModelConfig config =
-      options.ir.empty() ? io::load_model_config(options.model_dir)
-                         : models::load_model_config(options.model_dir, {options.ir, "--ir " + options.ir});
+  // A Python DSL file is compiled for the [B, T] of this evaluation once that is known (below).
+  const bool python_file = !options.ir.empty() && models::is_python_definition(options.ir);
+  models::ModelDefinition definition{options.ir, "--ir " + options.ir};
+  definition.model_dir = options.model_dir;
+  io::ModelConfig config = options.ir.empty() ? io::load_model_config(options.model_dir)
+                                              : models::load_model_config(options.model_dir, definition);
   const graph::OpRegistry registry = ops::make_model_registry();
   graph::Graph forward;
   int64_t batch_size = options.batch_size, sequence_length = options.sequence_length;
-  if (!options.ir.empty()) {
+  if (!options.ir.empty() && !python_file) {
     // The graph's shapes are fixed: they are the defaults of --batch-size / --seq-len.
     forward = graph::load_json_ir(options.ir, registry);
     if (std::optional<graph::TensorId> ids = forward.find_tensor(models::kInputIds);
@@ -140,6 +144,12 @@ int run_eval(const EvalOptions& options) {
   if (sequence_length == 0) sequence_length = longest_row;
   check_eval_fits_host(options, config, batch_size, sequence_length, longest_row);
   std::vector<models::TokenBatch> batches = models::pack_token_batches(sequences, batch_size, sequence_length, options.data);
+  if (python_file) {
+    forward = graph::load_json_ir(models::compile_python_definition(options.ir, options.model_dir, batch_size,
+                                                                    sequence_length, options.lmhead_chunks,
+                                                                    "--ir " + options.ir),
+                                  registry);
+  }
   if (options.ir.empty()) {
     forward = models::build_decoder_graph(config, registry,
                                           {.batch = batch_size, .sequence = sequence_length,
@@ -176,7 +186,8 @@ Command register_eval_command(CLI::App& parent) {
       ->check(positive_count());
   app->add_option("--lmhead-chunks", options->lmhead_chunks, "Row chunks of the fused lm head + loss")
       ->check(positive_count());
-  app->add_option("--ir", options->ir, "Build the model from this JSON IR file (see `surogate ir`)");
+  app->add_option("--ir,--model_definition", options->ir,
+                  "Build the model from this JSON IR file (see `surogate ir`) or Python DSL file (model.py)");
   return Command{app, [options] { return run_eval(*options); }};
 }
 

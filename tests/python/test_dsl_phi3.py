@@ -139,3 +139,17 @@ def test_a_broken_python_definition_names_its_line(surogate_bin, example, tmp_pa
     assert result.returncode == 2, result.stderr
     assert f"broken_phi3.py:{line}" in result.stderr and "swiglu_fusedd" in result.stderr, result.stderr
     assert "model_definition" in result.stderr  # which option of the YAML
+
+
+def test_surogate_eval_takes_the_python_file(surogate_bin, example, tmp_path):
+    ex, folder = example
+    rows, labels = held_out_rows(ex, ROWS)
+    data = tmp_path / "held_out.jsonl"
+    data.write_text("".join(json.dumps({"input_ids": r, "labels": l}) + "\n" for r, l in zip(rows, labels)))
+    result = run_surogate(surogate_bin, "eval", "--model", folder, "--data", data, "--model_definition", PHI3,
+                          "--batch-size", 2)
+    assert result.returncode == 0, result.stderr
+    loss = json.loads(result.stdout.strip().splitlines()[-1])["loss"]
+    reference = transformers_loss(transformers.Phi3ForCausalLM.from_pretrained(folder, dtype=torch.float32).eval(),
+                                  rows, labels)
+    assert loss == pytest.approx(reference, rel=RELATIVE_TOLERANCE)
