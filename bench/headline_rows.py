@@ -243,4 +243,21 @@ CONTEXT = Table(
                     'MP_SEQUENCES="131072 262144 524288 786432" bash bench/model_parallel_rows.sh')
         for gpus, length in ((1, 163840), (2, 315392), (4, 630784))))
 
-TABLES = (LORA, FULL, FP8, QLORA, MOE, GPUS, CONTEXT)
+GENERATE = "2026-11-29-h200-generate-decode.jsonl"
+GENERATION = Table(
+    anchor="generation", title="Generation: one request's decode speed",
+    note="`surogate generate --device cuda` on a Qwen3 shape with random bf16 weights, one request, greedy, "
+         "the KV cache (docs/generation.md); the rate is decode tokens/s after the prompt's prefill. The peer: "
+         "transformers' `generate()` in bf16 on the same folder and prompt (its default dynamic cache).",
+    rate_heading="Surogate decode tok/s",
+    rows=(
+        Row(anchor="generate-8b-decode", label="Qwen3-8B, prompt 512, 256 new tokens",
+            ours=Pick(GENERATE, {"engine": "surogate", "prompt": 512}, metric="decode_tok_s"),
+            peers=(Pick(GENERATE, {"engine": "transformers generate"}, metric="decode_tok_s"),), gpu="H200",
+            command="CARRIED=carry/gen MODEL=qwen3-8b bash bench/generate_decode.sh"),
+        Row(anchor="generate-8b-decode-long", label="Qwen3-8B, prompt 128, 512 new tokens",
+            ours=Pick(GENERATE, {"engine": "surogate", "prompt": 128}, metric="decode_tok_s"), gpu="H200",
+            command="CARRIED=carry/gen MODEL=qwen3-8b PEERS=0 PROMPT=128 NEW=512 bash bench/generate_decode.sh"),
+    ))
+
+TABLES = (LORA, FULL, FP8, QLORA, MOE, GPUS, CONTEXT, GENERATION)

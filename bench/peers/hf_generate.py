@@ -3,7 +3,7 @@
 request, the default (dynamic) KV cache. Prints one JSON line: prefill seconds (max_new_tokens=1)
 and decode tokens/s over the rest.
 
-  python3 bench/peers/hf_generate.py MODEL_DIR PROMPT_TOKENS NEW_TOKENS
+  python3 bench/peers/hf_generate.py MODEL_DIR PROMPT_TOKENS NEW_TOKENS [MODEL_NAME GPU]
 """
 import json
 import sys
@@ -25,12 +25,14 @@ def timed(model, ids, new_tokens):
 
 def main() -> None:
     folder, prompt_tokens, new_tokens = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    model_name, gpu = (sys.argv[4], sys.argv[5]) if len(sys.argv) > 5 else ("", "")
     model = transformers.AutoModelForCausalLM.from_pretrained(folder, dtype=torch.bfloat16).cuda().eval()
     ids = torch.randint(1000, 100000, (1, prompt_tokens), generator=torch.Generator().manual_seed(0)).cuda()
     timed(model, ids, 4)  # warm-up
     prefill, _ = timed(model, ids, 1)
     total, generated = timed(model, ids, new_tokens)
-    print(json.dumps({"peer": "transformers generate", "transformers": transformers.__version__,
+    print(json.dumps({"engine": "transformers generate", "model": model_name, "gpu": gpu,
+                      "transformers": transformers.__version__, "prompt": prompt_tokens,
                       "prefill_s": round(prefill, 4), "new_tokens": generated,
                       "decode_tok_s": round((generated - 1) / (total - prefill), 1)}))
 
