@@ -36,6 +36,6 @@ python3 examples/quickstart/make_example.py
 ./build/surogate sft examples/quickstart/config.yaml
 trained=$(date +%s)
 echo "quickstart: built in $((built - started)) s, trained in $((trained - built)) s"
-# Held-out words reversed by greedy decoding (an independent numpy implementation of the model;
-# without numpy + safetensors the verdict uses the run's own eval metrics only).
+# Held-out words reversed by greedy decoding with `surogate generate` on the trained folder, and the
+# run's own eval metrics.
 python3 examples/quickstart/evaluate.py output/quickstart examples/quickstart/generated/valid.jsonl

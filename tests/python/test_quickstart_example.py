@@ -1,7 +1,8 @@
 """The embedded default example (examples/quickstart/): make_example.py writes the same
 well-formed task every time, config.yaml renders it the way evaluate.py decodes it, and
 evaluate.py's verdict (the last line of scripts/quickstart.sh) says "learned" only when the
-thresholds are met. No training here: scripts/quickstart.sh is the end-to-end run."""
+thresholds are met; its answers are `surogate generate`'s (checked against a numpy Llama on a
+briefly trained model). scripts/quickstart.sh is the end-to-end run."""
 import json
 import pathlib
 import subprocess
@@ -118,3 +119,47 @@ def test_verdict_says_learned_only_when_both_thresholds_are_met(tmp_path):
     learned, line = evaluate.verdict({"exact": 200, "exact_match": 1.0}, evaluate.logged_eval(tmp_path / "none"),
                                      200, 0.9, 0.6)
     assert not learned and "no eval records" in line
+
+
+def test_greedy_scores_decode_with_surogate_generate(surogate_bin, tmp_path):
+    """evaluate.py's answers come from `surogate generate`: on a briefly trained model they are the
+    independent numpy Llama's greedy answers (rows whose greedy path passes a near-tie skipped)."""
+    np = pytest.importorskip("numpy")
+    pytest.importorskip("safetensors")
+    import numpy_llama
+    from conftest import make_quickstart_example, quickstart_sft_config, run_surogate
+
+    ex = make_quickstart_example(tmp_path)
+    out = tmp_path / "trained"
+    config = quickstart_sft_config(tmp_path / "q.yaml", ex / "model", out, ex, max_steps=30,
+                                   extra="lora: false\ninit_projections_to_zero: false\n")
+    config.write_text(config.read_text().replace('prompt_format: "reverse: {instruction} = {output}"',
+                                                 f'prompt_format: "{make_example.PROMPT_FORMAT}"'))
+    assert run_surogate(surogate_bin, "sft", config).returncode == 0
+    model_config, weights, vocab = numpy_llama.load_model(out)
+    inverse = {index: token for token, index in vocab.items()}
+    rows = [json.loads(line) for line in (ex / "valid.jsonl").read_text().splitlines()[:24]]
+    expected, clear = [], []
+    for row in rows:
+        ids = [vocab["<s>"]] + [vocab[c] for c in evaluate.prompt_of(row["instruction"])]
+        answer, margin = "", np.inf
+        for _ in range(len(row["instruction"]) + 1):
+            logits = numpy_llama.logits_of(model_config, weights, np.array(ids))[-1]
+            token = int(np.argmax(logits))
+            top2 = np.sort(logits)[-2:]
+            margin = min(margin, top2[1] - top2[0])
+            if token == vocab["</s>"]:
+                break
+            answer += inverse[token]
+            ids.append(token)
+        expected.append(answer)
+        clear.append(margin > 1e-4)
+    kept = [row for row, ok in zip(rows, clear) if ok]
+    assert len(kept) >= 16, "too many near-ties"
+    scores = evaluate.greedy_scores(out, kept, str(surogate_bin))
+    pairs = [(answer, row["output"]) for answer, row, ok in zip(expected, rows, clear) if ok]
+    assert scores["exact"] == sum(answer == target for answer, target in pairs)
+    right = sum(a == b for answer, target in pairs for a, b in zip(answer[:len(target) + 1], target))
+    assert scores["char_accuracy"] == pytest.approx(right / sum(len(target) for _, target in pairs), abs=1e-12)
+    assert 0 < right  # the model learned something: the letters compared are not all wrong
+    assert evaluate.greedy_scores(out, kept, None) == {}

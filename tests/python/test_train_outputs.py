@@ -8,7 +8,6 @@ import json
 import pathlib
 import signal
 import subprocess
-import sys
 import time
 
 import numpy as np
@@ -205,11 +204,10 @@ def test_killing_a_run_at_any_moment_leaves_a_resumable_checkpoint(surogate_bin,
 
 
 def test_trained_model_folder_matches_an_independent_numpy_llama(surogate_bin, tmp_path):
-    """The full fine-tuning output, read with `safetensors` and run by the numpy Llama of
-    examples/quickstart/evaluate.py (float64), gives `surogate eval`'s loss: names, layouts and RoPE
+    """The full fine-tuning output, read with `safetensors` and run by an independent numpy Llama
+    (tests/python/numpy_llama.py, float64), gives `surogate eval`'s loss: names, layouts and RoPE
     convention of the written folder are what a Hugging Face loader expects."""
-    sys.path.insert(0, str(REPO_ROOT / "examples" / "quickstart"))
-    import evaluate as numpy_llama
+    import numpy_llama
 
     ex = make_quickstart_example(tmp_path)
     out = tmp_path / "full"
