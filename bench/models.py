@@ -94,6 +94,32 @@ class Qwen3MoeShape(Qwen3Shape):
         return self.layers * per_layer + self.vocab * self.hidden * (1 if self.tied else 2)
 
 
+@dataclass(frozen=True)
+class GptNeoxShape(Qwen3Shape):
+    """GPT-NeoX (Pythia): LayerNorm with bias, GELU MLP of two matrices, fused qkv, parallel residual,
+    a quarter of each head rotated; no C++ in the engine: trained through examples/dsl/gpt_neox.py.
+    The vocabulary is the Qwen3 tokenizer's, so the bench's data and tokenizer serve it too."""
+    rotary_pct: float = 0.25
+
+    def hf_config(self) -> dict:
+        return {
+            "architectures": ["GPTNeoXForCausalLM"], "model_type": "gpt_neox", "hidden_size": self.hidden,
+            "intermediate_size": self.intermediate, "num_hidden_layers": self.layers,
+            "num_attention_heads": self.heads, "vocab_size": self.vocab, "rotary_pct": self.rotary_pct,
+            "rotary_emb_base": 10000, "max_position_embeddings": 2048, "layer_norm_eps": 1e-5,
+            "use_parallel_residual": True, "hidden_act": "gelu", "tie_word_embeddings": False,
+            "attention_bias": True, "torch_dtype": "bfloat16", "bos_token_id": 151643, "eos_token_id": 151645,
+        }
+
+    def linear_params_per_layer(self) -> int:
+        return 4 * self.hidden * self.hidden + 2 * self.hidden * self.intermediate
+
+    def lora_params_per_layer(self, rank: int) -> int:
+        dims = [(self.hidden, 3 * self.hidden), (self.hidden, self.hidden), (self.hidden, self.intermediate),
+                (self.intermediate, self.hidden)]
+        return sum(rank * (i + o) for i, o in dims)
+
+
 MODELS = {
     "qwen3-0.6b": Qwen3Shape("qwen3-0.6b", 1024, 3072, 28, 16, 8),
     "qwen3-1.7b": Qwen3Shape("qwen3-1.7b", 2048, 6144, 28, 16, 8),
@@ -105,6 +131,8 @@ MODELS = {
     # only with recompute) and a small Qwen3-MoE for the H100 (2.0B parameters, 0.6B active).
     "qwen3-30b-a3b": Qwen3MoeShape("qwen3-30b-a3b", 2048, 6144, 48, 32, 4, tied=False, experts=128,
                                    experts_per_token=8, expert_intermediate=768),
+    # Pythia-1.4B's shape (GPT-NeoX) over the Qwen3 vocabulary: the Python DSL's worked example at size.
+    "gpt-neox-1.4b": GptNeoxShape("gpt-neox-1.4b", 2048, 8192, 24, 16, 16, tied=False),
     "qwen3-moe-2b": Qwen3MoeShape("qwen3-moe-2b", 1024, 3072, 16, 16, 8, tied=False, experts=64,
                                   experts_per_token=8, expert_intermediate=512),
 }

@@ -7,6 +7,7 @@ model.safetensors.index.json, as HF writes them) and the real Qwen3 tokenizer
   python3 bench/cli/make_hf_model.py MODEL OUTPUT_DIR [LAYERS]   (MODEL: qwen3-0.6b, qwen3-8b,
                                                                   qwen3-moe-2b, qwen3-30b-a3b, ...)
 LAYERS, when given, keeps the model's shapes with that many layers (bench/profile_cli.sh).
+GPT-NeoX shapes are built and saved by transformers itself (its random init).
 MoE models get the checkpoint layout transformers saves: one tensor per expert
 (model.layers.N.mlp.experts.E.{gate,up,down}_proj.weight) and the router model.layers.N.mlp.gate.weight.
 
@@ -63,6 +64,15 @@ def main() -> None:
     with tarfile.open(ROOT / "tests/fixtures/tokenizers/qwen3/tokenizer.tar.xz") as archive:
         archive.extractall(out)
     device = "cuda" if torch.cuda.is_available() else "cpu"
+    if config["model_type"] == "gpt_neox":  # no hand-written table: transformers writes its own layout
+        import transformers
+        settings = {k: v for k, v in config.items() if k not in ("architectures", "torch_dtype")}
+        torch.manual_seed(0)
+        with torch.device(device):
+            model = transformers.GPTNeoXForCausalLM(transformers.GPTNeoXConfig(**settings)).to(torch.bfloat16)
+        model.save_pretrained(out, max_shard_size="4GB")
+        print(f"{name}: {sum(p.numel() for p in model.parameters()) * 2 / 2**30:.1f} GiB -> {out}")
+        return
     generator = torch.Generator(device=device).manual_seed(0)
     shards, current, size = [], {}, 0
     for tensor_name, shape in parameter_shapes(config):

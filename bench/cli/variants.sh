@@ -21,6 +21,8 @@ sequence_len: 2048
 max_steps: $steps
 YAML
   [[ "${CLI_DATA:-}" == real ]] && printf 'num_epochs: 20\n'
+  # Architectures without C++ (bench/models.py's GPT-NeoX): their Python DSL definition.
+  grep -q '"model_type": "gpt_neox"' "$2/config.json" 2>/dev/null && printf 'model_definition: %s\n' "$root/examples/dsl/gpt_neox.py"
   [[ -n "${CLI_ACCUM:-}" ]] && printf 'gradient_accumulation_steps: %s\n' "$CLI_ACCUM"
   # VARIANT-fp16: the variant with fp16 training (torch_dtype: float16, dynamic loss scaling).
   if [[ "$1" == *-fp16 ]]; then printf 'torch_dtype: float16\n'; set -- "${1%-fp16}" "${@:2}"; fi
