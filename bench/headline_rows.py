@@ -260,4 +260,22 @@ GENERATION = Table(
             command="CARRIED=carry/gen MODEL=qwen3-8b PEERS=0 PROMPT=128 NEW=512 bash bench/generate_decode.sh"),
     ))
 
-TABLES = (LORA, FULL, FP8, QLORA, MOE, GPUS, CONTEXT, GENERATION)
+DSL_NEOX = "2026-11-29-h200-dsl-gpt-neox.jsonl"
+DSL = Table(
+    anchor="dsl", title="An architecture written in Python alone (the DSL)",
+    note="GPT-NeoX (Pythia-1.4B's shape over the Qwen3 vocabulary, random weights), which the engine has no C++ "
+         "for: `model_definition: examples/dsl/gpt_neox.py` (docs/models.md), through `surogate pt` on packed "
+         "text, seq 2048, micro-batch 2, grad-accum 4, the fast settings. The peer: transformers + PEFT's "
+         "GPTNeoXForCausalLM (SDPA) with the same LoRA (r16, every linear layer).",
+    rows=(
+        Row(anchor="dsl-gpt-neox-lora", label="GPT-NeoX-1.4B LoRA, fast", size_b=1.4,
+            ours=Pick(DSL_NEOX, {"model": "gpt-neox-1.4b", "variant": "fast", "engine": "surogate CLI"}),
+            peers=(Pick(DSL_NEOX, {"model": "gpt-neox-1.4b", "engine": "hf+peft"}),), gpu="H200",
+            command='CLI_MODELS=gpt-neox-1.4b CLI_VARIANTS="fast full-fast" BENCH_BINARY=0 bash bench/run_cli_job.sh'),
+        Row(anchor="dsl-gpt-neox-full", label="GPT-NeoX-1.4B full fine-tuning, fast", size_b=1.4,
+            ours=Pick(DSL_NEOX, {"model": "gpt-neox-1.4b", "variant": "full-fast", "engine": "surogate CLI"}),
+            gpu="H200",
+            command='CLI_MODELS=gpt-neox-1.4b CLI_VARIANTS="fast full-fast" BENCH_BINARY=0 bash bench/run_cli_job.sh'),
+    ))
+
+TABLES = (LORA, FULL, FP8, QLORA, MOE, GPUS, CONTEXT, GENERATION, DSL)
