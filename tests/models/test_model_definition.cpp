@@ -125,10 +125,15 @@ TEST(ModelDefinition, FileIsReadFromDiskAndErrorsNameItAndWhatToChange) {
   const ModelDefinition missing{folder / "absent.json", "model_definition 'absent.json'"};
   EXPECT_NE(error_of([&] { build_model_graph(fixture.config, registry, {2, 8, 1, false}, missing); }).find("not a file"),
             std::string::npos);
-  std::ofstream(folder / "model.py") << "# a DSL file\n";
-  const ModelDefinition python{folder / "model.py", "model_definition 'model.py'"};
-  EXPECT_NE(error_of([&] { build_model_graph(fixture.config, registry, {2, 8, 1, false}, python); }).find("surogate.dsl"),
+  // A Python file is compiled for the model folder it is given (models/python_definition.h): without
+  // one it is refused; a file that defines no model is the DSL's error, named by the option.
+  std::ofstream(folder / "model.py") << "# a DSL file that defines no model\n";
+  ModelDefinition python{folder / "model.py", "model_definition 'model.py'"};
+  EXPECT_NE(error_of([&] { build_model_graph(fixture.config, registry, {2, 8, 1, false}, python); }).find("model folder"),
             std::string::npos);
+  python.model_dir = folder;
+  const std::string compiled = error_of([&] { build_model_graph(fixture.config, registry, {2, 8, 1, false}, python); });
+  EXPECT_EQ(compiled.rfind("model_definition 'model.py': ", 0), 0u) << compiled;
   std::filesystem::remove_all(folder);
 }
 
