@@ -56,6 +56,17 @@ fs::path source_tree_package() {
   return {};
 }
 
+// $SUROGATE_PYTHON; else the python3 beside this executable (a virtual environment's bin/, where
+// `pip install .` put both); else python3 on the PATH.
+std::string python_interpreter() {
+  const char* chosen = std::getenv("SUROGATE_PYTHON");
+  if (chosen != nullptr && *chosen != '\0') return chosen;
+  std::error_code error;
+  const fs::path beside = fs::read_symlink("/proc/self/exe", error).parent_path() / "python3";
+  if (!error && ::access(beside.c_str(), X_OK) == 0) return beside.string();
+  return "python3";
+}
+
 struct Spawned {
   int status = 0;
   std::string stderr_text;
@@ -140,8 +151,7 @@ fs::path compile_python_definition(const fs::path& file, const fs::path& model_d
   const std::string script = text.find(".py:") != std::string::npos ? text.substr(0, text.rfind(':')) : text;
   if (!fs::is_regular_file(script)) fail_user("{}: '{}' is not a file", source, script);
   const fs::path output = scratch.path() / fmt::format("definition-{}.json", compiled.size());
-  const char* chosen = std::getenv("SUROGATE_PYTHON");
-  const std::string python = chosen != nullptr && *chosen != '\0' ? chosen : "python3";
+  const std::string python = python_interpreter();
   const fs::path package = source_tree_package();
   const Spawned run = run_capturing_stderr(
       python,

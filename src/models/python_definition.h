@@ -1,6 +1,7 @@
 // A model written in the Python DSL (`model_definition: model.py` or `model.py:NAME`), turned into
 // the JSON IR the engine reads by running `python -m surogate.dsl` for the model folder and the
-// [B, T] a graph needs. The interpreter is $SUROGATE_PYTHON or python3; the `surogate` package is
+// [B, T] a graph needs. The interpreter is $SUROGATE_PYTHON, the python3 beside this executable (a
+// virtual environment's), or python3 on the PATH; the `surogate` package is
 // the installed one, or python/ of the source tree this binary was built in (found from the
 // executable's path, as build/surogate sits beside python/); the DSL asks this very executable
 // for its ops (SUROGATE_BIN). Each (file, folder, shape) is compiled once per process, into a

@@ -9,7 +9,6 @@
 - The CLI's errors for IR files that do not fit the run.
 """
 import json
-import sys
 
 import numpy as np
 import pytest
@@ -94,8 +93,10 @@ def test_cli_errors_for_definitions_that_do_not_fit(surogate_package, dsl, tmp_p
     ex = make_quickstart_example(tmp_path)
     ir = tmp_path / "small.json"
     dsl.decoder.save(ir, ex / "model", batch=2, seq=32)
+    empty = tmp_path / "empty.py"
+    empty.write_text("# a Python file that defines no model\n")
     for definition, expected in ((ir, "per_device_train_batch_size / sequence_len"),
-                                 (PARALLEL_BLOCK, "surogate.dsl"), (tmp_path / "absent.json", "not a file")):
+                                 (empty, "defines 0 models"), (tmp_path / "absent.json", "not a file")):
         config = tmp_path / "bad.yaml"
         config.write_text(yaml_of(quickstart_options(ex, tmp_path / "out", model_definition=str(definition))))
         result = run_surogate(surogate_package.cli, "sft", config)
@@ -105,8 +106,7 @@ def test_cli_errors_for_definitions_that_do_not_fit(surogate_package, dsl, tmp_p
 
 def parallel_block_logits(config, w, ids):
     """float64 numpy: x + attention(ln1(x)) + mlp(ln2(x)) per layer (examples/dsl/parallel_block.py)."""
-    sys.path.insert(0, str(REPO_ROOT / "examples" / "quickstart"))
-    from evaluate import rms_norm, rope
+    from numpy_llama import rms_norm, rope
 
     hidden = w["model.embed_tokens.weight"][ids]
     T = len(ids)
@@ -151,8 +151,7 @@ def test_a_new_architecture_written_in_python_trains_and_matches_numpy(surogate_
     definition = tmp_path / "parallel_4x64.json"
     dsl.load_definition(PARALLEL_BLOCK).save(definition, out, batch=4, seq=64)
     model = surogate.load(out, batch_size=4, seq_len=64, model_definition=definition)
-    sys.path.insert(0, str(REPO_ROOT / "examples" / "quickstart"))
-    from evaluate import load_model
+    from numpy_llama import load_model
 
     config, weights, _ = load_model(out)
     total, tokens = 0.0, 0

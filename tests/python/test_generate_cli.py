@@ -5,7 +5,6 @@ Prompts whose greedy path passes a near-tie (top-2 margin under 1e-4 in transfor
 are skipped, so fp32 rounding cannot decide a token. Also: the output file's rows, finish reasons,
 seeded sampling reproducible and independent of --batch_size, stop strings, and the errors."""
 import json
-import pathlib
 import shutil
 
 import numpy as np

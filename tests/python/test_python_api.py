@@ -7,7 +7,6 @@ LoRA adapter trained from Python)."""
 import json
 import signal
 import subprocess
-import sys
 import time
 
 import numpy as np
@@ -205,8 +204,7 @@ def test_loaded_model_loss_and_logits_match_the_cli_and_a_numpy_llama(surogate_p
     # One batch of padded rows vs the CLI's packed rows: the same sums in another order (fp32).
     assert loss == pytest.approx(json.loads(cli.stdout.strip().splitlines()[-1])["loss"], rel=1e-5)
 
-    sys.path.insert(0, str(REPO_ROOT / "examples" / "quickstart"))
-    import evaluate as numpy_llama
+    import numpy_llama
 
     config, weights, _ = numpy_llama.load_model(model_dir)
     logits = model.logits(rows)

@@ -15,7 +15,7 @@ import numpy as np
 from safetensors import safe_open
 
 from tiny_model import weight_shapes
-from conftest import REPO_ROOT, make_quickstart_example, read_tensors, run_surogate
+from conftest import make_quickstart_example, read_tensors, run_surogate
 
 
 def test_sft_writes_a_hf_model_folder_log_and_report(surogate_bin, tmp_path):
