@@ -3,8 +3,10 @@
 // (or --served_model_name) and each adapter under its NAME; each is loaded as its own model with
 // --batch_size slots, so N adapters cost N + 1 times the base model's memory. The sampling flags
 // set the defaults of requests that do not say. Ctrl-C (SIGINT) or SIGTERM stops it.
-#include <pthread.h>
 #include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
 
 #include <fstream>
 #include <iostream>
@@ -24,6 +26,8 @@
 namespace surogate::cli {
 namespace {
 namespace fs = std::filesystem;
+
+int stop_pipe[2] = {-1, -1};  // the stop signals' handler writes here (run_serve)
 
 struct ServeArguments {
   ModelFlags model;
@@ -89,21 +93,27 @@ int run_serve(const ServeArguments& arguments) {
   if (base_name.empty()) base_name = fs::absolute(model_dir).lexically_normal().filename().string();
   if (base_name.empty()) base_name = fs::absolute(model_dir).lexically_normal().parent_path().filename().string();
 
-  // SIGINT and SIGTERM are taken by one thread (sigwait), which stops the server; every other
-  // thread, started after this, has them blocked. A write to a closed connection must not kill us.
+  // SIGINT and SIGTERM write their number to a pipe (all a signal handler may safely do, on
+  // whichever thread the signal lands, some of which a library started); a watcher thread reads it
+  // and stops the server. A write to a closed connection must not kill the process either.
   ::signal(SIGPIPE, SIG_IGN);
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  if (::pipe(stop_pipe) != 0) fail_user("serve: cannot create a pipe for the stop signals");
+  struct sigaction action {};
+  action.sa_handler = [](int signal_number) {
+    const char byte = static_cast<char>(signal_number);
+    [[maybe_unused]] const ssize_t written = ::write(stop_pipe[1], &byte, 1);
+  };
+  sigemptyset(&action.sa_mask);
+  ::sigaction(SIGINT, &action, nullptr);
+  ::sigaction(SIGTERM, &action, nullptr);
 
   serve::Server server(model_dir, load_models(arguments, base_name, context), options);
   const int port = server.bind();
-  std::thread watcher([&server, stop_signals] {
-    int signal_number = 0;
-    sigwait(&stop_signals, &signal_number);
-    std::cerr << "stopping (signal " << signal_number << ")\n";
+  std::thread watcher([&server] {
+    char signal_number = 0;
+    while (::read(stop_pipe[0], &signal_number, 1) < 0 && errno == EINTR) {
+    }
+    std::cerr << "stopping (signal " << static_cast<int>(signal_number) << ")\n";
     server.stop();
   });
   std::cout << fmt::format("serving {} on http://{}:{}", base_name, arguments.host, port) << std::endl;

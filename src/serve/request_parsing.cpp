@@ -185,12 +185,15 @@ CompletionRequest parse_request(const std::string& text, Endpoint endpoint) {
   constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
   request.max_tokens = integer_field(body, "max_tokens", 1, kInt32Max);
   if (const auto limit = integer_field(body, "max_completion_tokens", 1, kInt32Max)) request.max_tokens = limit;
-  request.temperature = number_field(body, "temperature", 0.0, 2.0, false);
-  request.top_p = number_field(body, "top_p", 0.0, 1.0, true);
-  request.top_k = integer_field(body, "top_k", -1, kInt32Max);
-  if (request.top_k == -1) request.top_k = 0;  // vLLM spells "off" -1
-  request.min_p = number_field(body, "min_p", 0.0, 1.0, false);
-  request.repetition_penalty = number_field(body, "repetition_penalty", 0.0, 1e9, true);
+  const auto keep = [&request](const char* field, auto value) {
+    if (value) request.sampling[field] = *value;
+  };
+  keep("temperature", number_field(body, "temperature", 0.0, 2.0, false));
+  keep("top_p", number_field(body, "top_p", 0.0, 1.0, true));
+  const std::optional<int64_t> top_k = integer_field(body, "top_k", -1, kInt32Max);
+  keep("top_k", top_k == -1 ? std::optional<int64_t>(0) : top_k);  // vLLM spells "off" -1
+  keep("min_p", number_field(body, "min_p", 0.0, 1.0, false));
+  keep("repetition_penalty", number_field(body, "repetition_penalty", 0.0, 1e9, true));
   request.stop = parse_stop(body);
   if (present(body, "seed")) {
     if (!body.at("seed").is_number_integer()) fail_field("seed", "must be an integer");
@@ -210,16 +213,9 @@ CompletionRequest parse_request(const std::string& text, Endpoint endpoint) {
 }
 
 generate::SamplingOptions request_sampling(const CompletionRequest& request, const generate::SamplingOptions& base) {
-  generate::SamplingOptions options = base;
-  if (request.temperature) {
-    options.temperature = *request.temperature;
-    options.do_sample = *request.temperature > 0.0;
-  }
-  if (request.top_p) options.top_p = *request.top_p;
-  if (request.top_k) options.top_k = *request.top_k;
-  if (request.min_p) options.min_p = *request.min_p;
-  if (request.repetition_penalty) options.repetition_penalty = *request.repetition_penalty;
-  return options;
+  nlohmann::json fields = request.sampling;
+  if (fields.contains("temperature")) fields["do_sample"] = fields["temperature"].get<double>() > 0.0;
+  return generate::sampling_options_from_json(fields, "request", base);
 }
 
 }  // namespace surogate::serve

@@ -11,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "generate/sampling.h"
+#include "generate/generation_defaults.h"
 
 namespace surogate::serve {
 
@@ -25,8 +25,8 @@ struct CompletionRequest {
   std::optional<std::string> prompt_text; // completions: a string ...
   std::vector<int32_t> prompt_ids;        // ... or token ids
   std::optional<int64_t> max_tokens;      // max_tokens or max_completion_tokens
-  std::optional<double> temperature, top_p, min_p, repetition_penalty;
-  std::optional<int64_t> top_k;           // top_k, min_p, repetition_penalty: vLLM's extensions
+  // The sampling fields given, checked: temperature, top_p, and vLLM's top_k, min_p, repetition_penalty.
+  nlohmann::json sampling = nlohmann::json::object();
   std::vector<std::string> stop;
   std::optional<uint64_t> seed;
   int64_t n = 1;

@@ -38,7 +38,8 @@ def adapters(qwen3_chat_model, tmp_path_factory):  # noqa: F811
     for name, seed in (("alpha", 1), ("beta", 2)):
         base = transformers.AutoModelForCausalLM.from_pretrained(qwen3_chat_model, dtype=torch.float32)
         torch.manual_seed(seed)
-        config = peft.LoraConfig(r=4, lora_alpha=16, target_modules=["q_proj", "v_proj", "down_proj"],
+        config = peft.LoraConfig(r=4, lora_alpha=16, target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
+                                                                  "down_proj"],
                                  init_lora_weights=False)
         folder = tmp_path_factory.mktemp(f"adapter_{name}")
         peft.get_peft_model(base, config).save_pretrained(folder)

@@ -35,8 +35,7 @@ TEST(RequestParsing, ChatFieldsAreRead) {
   ASSERT_EQ(request.messages.size(), 1u);
   EXPECT_EQ(request.messages[0]["content"], "hi");
   EXPECT_EQ(request.max_tokens, 7);
-  EXPECT_EQ(request.temperature, 0.5);
-  EXPECT_EQ(request.top_p, 0.9);
+  EXPECT_EQ(request.sampling, (nlohmann::json{{"temperature", 0.5}, {"top_p", 0.9}}));
   EXPECT_EQ(request.stop, (std::vector<std::string>{"a", "b"}));
   EXPECT_EQ(request.seed, 3u);
   EXPECT_EQ(request.n, 2);
@@ -49,7 +48,7 @@ TEST(RequestParsing, ChatFieldsAreRead) {
 TEST(RequestParsing, DefaultsWhenFieldsAreAbsentOrNull) {
   const CompletionRequest request = parse_request(chat(R"(, "temperature": null, "stop": null)"), Endpoint::chat);
   EXPECT_FALSE(request.max_tokens);
-  EXPECT_FALSE(request.temperature);
+  EXPECT_TRUE(request.sampling.empty());
   EXPECT_TRUE(request.stop.empty());
   EXPECT_FALSE(request.seed);
   EXPECT_EQ(request.n, 1);
@@ -127,12 +126,16 @@ TEST(RequestParsing, TemperatureDecidesGreedyOrSampling) {
   base.top_k = 20;
   const CompletionRequest greedy = parse_request(chat(R"(, "temperature": 0)"), Endpoint::chat);
   EXPECT_TRUE(request_sampling(greedy, base).greedy());
-  const CompletionRequest hot = parse_request(chat(R"(, "temperature": 1.2, "top_p": 0.5)"), Endpoint::chat);
+  const CompletionRequest hot =
+      parse_request(chat(R"(, "temperature": 1.2, "top_p": 0.5, "min_p": 0.1, "top_k": -1)"), Endpoint::chat);
   const generate::SamplingOptions options = request_sampling(hot, base);
   EXPECT_FALSE(options.greedy());
   EXPECT_EQ(options.temperature, 1.2);
   EXPECT_EQ(options.top_p, 0.5);
-  EXPECT_EQ(options.top_k, 20);  // the server's default stands
+  EXPECT_EQ(options.min_p, 0.1);
+  EXPECT_EQ(options.top_k, 0);  // vLLM's -1: off
+  const CompletionRequest kept = parse_request(chat(R"(, "temperature": 1.0)"), Endpoint::chat);
+  EXPECT_EQ(request_sampling(kept, base).top_k, 20);  // the server's default stands
   const CompletionRequest plain = parse_request(chat(""), Endpoint::chat);
   EXPECT_EQ(request_sampling(plain, base), base);
 }
