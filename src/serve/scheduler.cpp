@@ -1,6 +1,7 @@
 // The per-model scheduler thread (scheduler.h).
 #include "serve/scheduler.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "core/error.h"
@@ -43,70 +44,111 @@ std::vector<uint64_t> ModelScheduler::submit(std::span<const generate::Generatio
   for (const generate::GenerationRequest& request : requests) {
     generate::check_request(request, "request", *model_, tokenizer_);  // model sizes only: no lock needed
   }
-  std::vector<uint64_t> ids;
+  std::vector<uint64_t> tickets;
   {
     std::lock_guard lock(mutex_);
     if (stopping_) throw std::runtime_error("the server is shutting down");
     for (size_t choice = 0; choice < requests.size(); ++choice) {
-      // The id is known only after submit; the sink reads it from the shared slot.
-      auto id = std::make_shared<uint64_t>(0);
-      const uint64_t assigned = engine_.submit(
-          requests[choice],
-          [this, channel, choice, id](const generate::TokenEvent& event) {
-            channel->push({static_cast<int64_t>(choice), event});
-            if (event.finish) live_.erase(*id);  // on the scheduler thread, under mutex_
-          },
-          top_logprobs);
-      *id = assigned;
-      live_[assigned] = channel;
-      ids.push_back(assigned);
+      const uint64_t ticket = next_ticket_++;
+      pending_.push_back({ticket, requests[choice], top_logprobs, channel, static_cast<int64_t>(choice)});
+      live_[ticket] = channel;
+      tickets.push_back(ticket);
     }
   }
   work_.notify_one();
-  return ids;
+  return tickets;
 }
 
-void ModelScheduler::cancel(std::span<const uint64_t> ids) {
-  std::lock_guard lock(mutex_);
-  for (uint64_t id : ids) {
-    if (live_.erase(id) > 0) engine_.cancel(id);
+void ModelScheduler::cancel(std::span<const uint64_t> tickets) {
+  {
+    std::lock_guard lock(mutex_);
+    for (uint64_t ticket : tickets) {
+      if (live_.erase(ticket) == 0) continue;  // finished already
+      const auto queued = std::find_if(pending_.begin(), pending_.end(),
+                                       [ticket](const Pending& pending) { return pending.ticket == ticket; });
+      if (queued != pending_.end()) {
+        pending_.erase(queued);
+      } else {
+        cancels_.push_back(ticket);
+      }
+    }
   }
+  work_.notify_one();
 }
 
-void ModelScheduler::fail_all(const std::string& why) {
-  for (auto& [id, channel] : live_) channel->fail(why);
+void ModelScheduler::fail_live(const std::string& why) {
+  std::lock_guard lock(mutex_);
+  for (auto& [ticket, channel] : live_) channel->fail(why);
   live_.clear();
-  engine_.clear();
+  pending_.clear();
+  cancels_.clear();
 }
 
 void ModelScheduler::stop(const std::string& why) {
   {
     std::lock_guard lock(mutex_);
-    if (!stopping_) {
-      stopping_ = true;
-      fail_all(why);
-    }
+    stopping_ = true;
   }
+  fail_live(why);
   work_.notify_all();
   if (thread_.joinable()) thread_.join();
 }
 
+void ModelScheduler::take_in() {
+  std::vector<Pending> pending;
+  std::vector<uint64_t> cancels;
+  {
+    std::lock_guard lock(mutex_);
+    pending.swap(pending_);
+    cancels.swap(cancels_);
+  }
+  for (uint64_t ticket : cancels) {
+    const auto found = engine_ids_.find(ticket);
+    if (found == engine_ids_.end()) continue;
+    engine_.cancel(found->second);
+    engine_ids_.erase(found);
+  }
+  for (Pending& item : pending) {
+    const uint64_t ticket = item.ticket;
+    std::shared_ptr<RequestChannel> channel = item.channel;
+    const int64_t choice = item.choice;
+    engine_ids_[ticket] = engine_.submit(
+        item.request,
+        [this, ticket, channel, choice](const generate::TokenEvent& event) {
+          channel->push({choice, event});
+          if (event.finish) {
+            engine_ids_.erase(ticket);  // on the scheduler thread, inside step()
+            std::lock_guard lock(mutex_);
+            live_.erase(ticket);
+          }
+        },
+        item.top_logprobs);
+  }
+}
+
 void ModelScheduler::run() {
-  std::unique_lock lock(mutex_);
   while (true) {
-    work_.wait(lock, [this] { return stopping_ || engine_.has_work(); });
-    if (stopping_) return;
+    {
+      std::unique_lock lock(mutex_);
+      work_.wait(lock, [this] { return stopping_ || !pending_.empty() || !cancels_.empty() || engine_.has_work(); });
+      if (stopping_) break;
+    }
+    take_in();
     try {
       engine_.step();
     } catch (const std::exception& error) {
-      // The engine dropped every sequence; their requests fail, the server goes on.
-      fail_all(std::string("generation failed: ") + error.what());
+      // The engine dropped every sequence; their requests fail (not those queued since), the server goes on.
+      std::lock_guard lock(mutex_);
+      for (const auto& [ticket, id] : engine_ids_) {
+        const auto found = live_.find(ticket);
+        if (found == live_.end()) continue;
+        found->second->fail(std::string("generation failed: ") + error.what());
+        live_.erase(found);
+      }
+      engine_ids_.clear();
     }
-    // Let waiting submits and cancels in between steps.
-    lock.unlock();
-    std::this_thread::yield();
-    lock.lock();
   }
+  engine_.clear();
 }
 
 }  // namespace surogate::serve

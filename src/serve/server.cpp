@@ -26,11 +26,16 @@ void send_error(httplib::Response& response, int status, const std::string& mess
   send_json(response, status, ApiError::error_body(message, type, "", code));
 }
 
-// Runs a route; whatever it throws becomes the answer of this request only.
+// Runs a route after the API key check (in the route, not before routing, so that the body is
+// read and the connection stays usable); whatever it throws becomes the answer of this request only.
 template <typename Route>
-httplib::Server::Handler guarded(Route route) {
-  return [route](const httplib::Request& request, httplib::Response& response) {
+httplib::Server::Handler guarded(const std::string& key, Route route) {
+  return [key, route](const httplib::Request& request, httplib::Response& response) {
     try {
+      if (!key.empty() && !bearer_matches(request.get_header_value("Authorization"), key)) {
+        throw ApiError(401, "Incorrect or missing API key: send `Authorization: Bearer KEY`", "",
+                       "invalid_request_error", "invalid_api_key");
+      }
       route(request, response);
     } catch (const ApiError& error) {
       send_json(response, error.status(), error.body());
@@ -71,14 +76,6 @@ Server::Server(const std::filesystem::path& model_dir, std::vector<ServedModel> 
   http.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
   http.set_payload_max_length(state_->options.max_request_bytes);
   const std::string key = state_->options.api_key;
-  http.set_pre_routing_handler([key](const httplib::Request& request, httplib::Response& response) {
-    if (key.empty() || bearer_matches(request.get_header_value("Authorization"), key)) {
-      return httplib::Server::HandlerResponse::Unhandled;
-    }
-    send_error(response, 401, "Incorrect or missing API key: send `Authorization: Bearer KEY`", "invalid_request_error",
-               "invalid_api_key");
-    return httplib::Server::HandlerResponse::Handled;
-  });
   // Errors cpp-httplib answers itself (no route, a body over the limit) get an OpenAI-style body.
   const size_t limit = state_->options.max_request_bytes;
   http.set_error_handler(httplib::Server::HandlerWithResponse([limit](const httplib::Request& request,
@@ -96,20 +93,20 @@ Server::Server(const std::filesystem::path& model_dir, std::vector<ServedModel> 
     return httplib::Server::HandlerResponse::Handled;
   }));
 
-  http.Get("/health", [](const httplib::Request&, httplib::Response& response) {
+  http.Get("/health", guarded(key, [](const httplib::Request&, httplib::Response& response) {
     send_json(response, 200, {{"status", "ok"}});
-  });
-  http.Get("/v1/models", guarded([&context](const httplib::Request&, httplib::Response& response) {
+  }));
+  http.Get("/v1/models", guarded(key, [&context](const httplib::Request&, httplib::Response& response) {
     Json data = Json::array();
     for (const std::string& name : context.names) {
       data.push_back({{"id", name}, {"object", "model"}, {"created", 0}, {"owned_by", "surogate"}});
     }
     send_json(response, 200, {{"object", "list"}, {"data", data}});
   }));
-  http.Post("/v1/chat/completions", guarded([&context](const httplib::Request& request, httplib::Response& response) {
+  http.Post("/v1/chat/completions", guarded(key, [&context](const httplib::Request& request, httplib::Response& response) {
     handle_completion(context, Endpoint::chat, request, response);
   }));
-  http.Post("/v1/completions", guarded([&context](const httplib::Request& request, httplib::Response& response) {
+  http.Post("/v1/completions", guarded(key, [&context](const httplib::Request& request, httplib::Response& response) {
     handle_completion(context, Endpoint::completions, request, response);
   }));
 }
