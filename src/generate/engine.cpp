@@ -74,10 +74,11 @@ void GenerationEngine::admit() {
     waiting_.pop_front();
     const GenerationRequest& request = sequence.request;
     model_.clear(free_slots_.front());
-    Running run{std::move(sequence), free_slots_.front(), {}, TokenSampler(request.sampling, request.seed),
-                StopConditions({request.eos_ids, request.stop, request.max_new_tokens}, tokenizer_)};
-    run.context = run.sequence.request.prompt;
-    running_.push_back(std::move(run));
+    // The sampler and the stop rules read the request before it moves into the Running.
+    TokenSampler sampler(request.sampling, request.seed);
+    StopConditions stop({request.eos_ids, request.stop, request.max_new_tokens}, tokenizer_);
+    std::vector<int32_t> context = request.prompt;
+    running_.push_back({std::move(sequence), free_slots_.front(), std::move(context), std::move(sampler), std::move(stop)});
     free_slots_.pop_front();
   }
 }
