@@ -17,6 +17,7 @@ LAYERS = [
     ["runtime"],
     ["models"],
     ["data", "generate"],
+    ["serve"],
     ["distributed"],
     ["train"],
     ["gguf"],

@@ -11,6 +11,7 @@ apt_packages=(
   libcurl4-openssl-dev libssl-dev libpcre2-dev libzstd-dev libxxhash-dev libsnappy-dev zlib1g-dev libicu-dev
   clang libclang-rt-14-dev
   libgloo-dev
+  libcpp-httplib-dev  # surogate serve's HTTP server
   python3-venv
 )
 python_packages=(
@@ -28,6 +29,7 @@ python_packages=(
   torch peft
   # The benchmark page's charts (bench/plot_benchmarks.py), drawn by tests/python/test_benchmark_page.py.
   matplotlib
+  openai  # the real client tests/python/test_serve.py talks to `surogate serve` with
 )
 
 missing=()

@@ -13,9 +13,9 @@
 
 namespace surogate::cli {
 
-void add_model_flags(CLI::App& app, ModelFlags& flags) {
+void add_model_flags(CLI::App& app, ModelFlags& flags, bool with_adapter) {
   app.add_option("--model", flags.model, "HF model folder (config.json + safetensors)")->required();
-  app.add_option("--adapter", flags.adapter, "PEFT LoRA adapter folder, applied unmerged");
+  if (with_adapter) app.add_option("--adapter", flags.adapter, "PEFT LoRA adapter folder, applied unmerged");
   app.add_option("--model_definition,--model-definition", flags.model_definition,
                  "The architecture's Python DSL file (or its JSON IR)");
   app.add_option("--device", flags.device, "auto (a GPU when one is visible), cpu or cuda")

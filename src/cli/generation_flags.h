@@ -1,4 +1,4 @@
-// The flags `surogate generate` and `surogate chat` share: which model (folder, adapter, DSL
+// The flags `surogate generate`, `surogate chat` and `surogate serve` share: which model (folder, adapter, DSL
 // definition, device) and how to sample (transformers' names), and the rules that turn them into
 // a loaded model and per-prompt limits.
 #pragma once
@@ -34,7 +34,8 @@ struct SamplingFlags {
   std::optional<bool> enable_thinking;
 };
 
-void add_model_flags(CLI::App& app, ModelFlags& flags);
+// `with_adapter` false leaves --adapter to the command (serve takes NAME=DIR, repeatable).
+void add_model_flags(CLI::App& app, ModelFlags& flags, bool with_adapter = true);
 void add_sampling_flags(CLI::App& app, SamplingFlags& flags);
 
 // The folder's generation_config.json, then the flags. A --temperature given alone decides

@@ -1,0 +1,134 @@
+// The generate loop as an object (engine.h).
+#include "generate/engine.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "core/error.h"
+#include "tokenizer/tokenizer.h"
+
+namespace surogate::generate {
+
+void check_request(const GenerationRequest& request, const std::string& what, const NextTokenModel& model,
+                   const tokenizer::Tokenizer* tokenizer) {
+  if (request.prompt.empty()) fail_user("{}: the prompt has no tokens", what);
+  if (request.max_new_tokens < 1) fail_user("{}: max_new_tokens must be at least 1, got {}", what, request.max_new_tokens);
+  const int64_t needed = static_cast<int64_t>(request.prompt.size()) + request.max_new_tokens;
+  if (needed > model.max_context()) {
+    fail_user("{}: a prompt of {} tokens plus max_new_tokens {} needs {} positions, more than the context of "
+              "{}; lower max_new_tokens or raise the context", what, request.prompt.size(), request.max_new_tokens,
+              needed, model.max_context());
+  }
+  for (int32_t id : request.prompt) {
+    if (id < 0 || id >= model.vocab_size()) {
+      fail_user("{}: token id {} is outside the model's vocabulary [0, {})", what, id, model.vocab_size());
+    }
+  }
+  if (!request.stop.empty() && tokenizer == nullptr) fail_user("{}: stop strings need the model's tokenizer", what);
+  validate(request.sampling);
+}
+
+GenerationEngine::GenerationEngine(NextTokenModel& model, const tokenizer::Tokenizer* tokenizer)
+    : model_(model), tokenizer_(tokenizer) {
+  for (int64_t slot = 0; slot < model.slots(); ++slot) free_slots_.push_back(slot);
+}
+
+uint64_t GenerationEngine::submit(const GenerationRequest& request, TokenSink sink, std::optional<int64_t> top_logprobs) {
+  check_request(request, "request", model_, tokenizer_);
+  if (top_logprobs && *top_logprobs < 0) fail_user("request: top_logprobs must be at least 0, got {}", *top_logprobs);
+  waiting_.push_back({next_id_, request, std::move(sink), top_logprobs});
+  return next_id_++;
+}
+
+void GenerationEngine::cancel(uint64_t id) {
+  auto waiting = std::find_if(waiting_.begin(), waiting_.end(), [id](const Sequence& s) { return s.id == id; });
+  if (waiting != waiting_.end()) {
+    waiting_.erase(waiting);
+    return;
+  }
+  cancelled_.push_back(id);
+}
+
+void GenerationEngine::clear() {
+  waiting_.clear();
+  for (Running& run : running_) free_slots_.push_back(run.slot);
+  running_.clear();
+  cancelled_.clear();
+}
+
+void GenerationEngine::admit() {
+  if (!cancelled_.empty()) {
+    std::vector<Running> kept;
+    for (Running& run : running_) {
+      if (std::find(cancelled_.begin(), cancelled_.end(), run.sequence.id) != cancelled_.end()) {
+        free_slots_.push_back(run.slot);
+      } else {
+        kept.push_back(std::move(run));
+      }
+    }
+    running_ = std::move(kept);
+    cancelled_.clear();
+  }
+  while (!free_slots_.empty() && !waiting_.empty()) {
+    Sequence sequence = std::move(waiting_.front());
+    waiting_.pop_front();
+    const GenerationRequest& request = sequence.request;
+    model_.clear(free_slots_.front());
+    // The sampler and the stop rules read the request before it moves into the Running.
+    TokenSampler sampler(request.sampling, request.seed);
+    StopConditions stop({request.eos_ids, request.stop, request.max_new_tokens}, tokenizer_);
+    std::vector<int32_t> context = request.prompt;
+    running_.push_back({std::move(sequence), free_slots_.front(), std::move(context), std::move(sampler), std::move(stop)});
+    free_slots_.pop_front();
+  }
+}
+
+void GenerationEngine::step() {
+  admit();
+  if (running_.empty()) return;
+  // One call feeds the prompts just admitted and the last token of every other running sequence.
+  std::vector<SlotFeed> feeds;
+  feeds.reserve(running_.size());
+  bool prefill = false;
+  for (Running& run : running_) {
+    feeds.push_back({run.slot, run.fed_prompt ? std::vector<int32_t>{run.context.back()} : run.context});
+    if (!run.fed_prompt) stats_.prompt_tokens += static_cast<int64_t>(run.context.size());
+    prefill = prefill || !run.fed_prompt;
+    run.fed_prompt = true;
+  }
+  const auto started = std::chrono::steady_clock::now();
+  std::vector<float> logits;
+  try {
+    logits = model_.feed(feeds);
+  } catch (...) {
+    clear();
+    throw;
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  (prefill ? stats_.prefill_seconds : stats_.decode_seconds) += seconds;
+  if (!prefill) ++stats_.decode_steps;
+  stats_.generated_tokens += static_cast<int64_t>(running_.size());
+  const size_t vocab = static_cast<size_t>(model_.vocab_size());
+  std::vector<Running> still_running;
+  for (size_t row = 0; row < running_.size(); ++row) {
+    Running& run = running_[row];
+    const std::span<float> row_logits(logits.data() + row * vocab, vocab);
+    TokenEvent event;
+    std::vector<float> raw;
+    if (run.sequence.top_logprobs) raw.assign(row_logits.begin(), row_logits.end());  // choose() changes them
+    event.token = run.sampler.choose(row_logits, run.context);
+    if (run.sequence.top_logprobs) event.logprobs = log_softmax(raw, event.token, *run.sequence.top_logprobs);
+    run.context.push_back(event.token);
+    event.text = run.stop.push(event.token);
+    event.finish = run.stop.finish_reason();
+    run.sequence.sink(event);
+    if (event.finish) {
+      free_slots_.push_back(run.slot);
+    } else {
+      still_running.push_back(std::move(run));
+    }
+  }
+  running_ = std::move(still_running);
+}
+
+}  // namespace surogate::generate

@@ -1,0 +1,90 @@
+// The generate loop as an object that takes requests while it runs, for a server: submit() queues
+// a sequence with a sink that receives its tokens as they come, step() runs one model feed for
+// every admitted sequence (the prompts just admitted are prefilled in that same feed), cancel()
+// drops a sequence, whose slot is freed at the next step. Sequences take free slots in submission
+// order; a finished one frees its slot for the next (continuous batching at step granularity).
+// Each sequence samples with its own TokenSampler and seed, so its tokens do not depend on what
+// else runs beside it. Not thread-safe: one thread (or one lock) drives it.
+//
+//   GenerationEngine engine(model, &tokenizer);
+//   engine.submit(request, [](const TokenEvent& event) { ... }, /*top_logprobs=*/5);
+//   while (engine.has_work()) engine.step();
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "generate/generator.h"
+#include "generate/stop_conditions.h"
+
+namespace surogate::generate {
+
+// One generated token of a sequence.
+struct TokenEvent {
+  int32_t token = 0;
+  std::string text;                      // the text that became final with it (often empty)
+  std::optional<Logprobs> logprobs;      // when the sequence asked for them (unprocessed logits)
+  std::optional<FinishReason> finish;    // set on the sequence's last event
+};
+
+// Called on the thread that runs step(); must not call back into the engine.
+using TokenSink = std::function<void(const TokenEvent&)>;
+
+// UserError naming `what` when the prompt is empty, prompt + max_new_tokens exceeds the model's
+// context, an id is outside the vocabulary, stop strings come without a tokenizer, or a sampling
+// option is out of range. Reads only the model's fixed sizes.
+void check_request(const GenerationRequest& request, const std::string& what, const NextTokenModel& model,
+                   const tokenizer::Tokenizer* tokenizer);
+
+class GenerationEngine {
+ public:
+  // `model` and `tokenizer` (may be null: no text, no stop strings) must outlive the engine.
+  GenerationEngine(NextTokenModel& model, const tokenizer::Tokenizer* tokenizer);
+
+  // Queues a sequence (check_request first: UserError naming "request"); returns its id.
+  // `top_logprobs`: when set, each event carries the chosen token's logprob and the top N.
+  uint64_t submit(const GenerationRequest& request, TokenSink sink, std::optional<int64_t> top_logprobs = {});
+  // The sequence gets no more events; its slot is freed at the next step. Unknown ids are ignored.
+  void cancel(uint64_t id);
+  bool has_work() const { return !waiting_.empty() || !running_.empty(); }
+  // Admits waiting sequences into free slots, then one feed and one token for each running one.
+  // When the feed throws, every sequence is dropped (slots freed) and the exception propagates.
+  void step();
+  // Drops every sequence, waiting or running (no events).
+  void clear();
+
+  const GenerationStats& stats() const { return stats_; }
+
+ private:
+  struct Sequence {
+    uint64_t id = 0;
+    GenerationRequest request;
+    TokenSink sink;
+    std::optional<int64_t> top_logprobs;
+  };
+  struct Running {
+    Sequence sequence;
+    int64_t slot = 0;
+    std::vector<int32_t> context;  // prompt + generated
+    TokenSampler sampler;
+    StopConditions stop;
+    bool fed_prompt = false;
+  };
+
+  void admit();
+
+  NextTokenModel& model_;
+  const tokenizer::Tokenizer* tokenizer_;
+  std::deque<Sequence> waiting_;
+  std::vector<Running> running_;
+  std::deque<int64_t> free_slots_;
+  std::vector<uint64_t> cancelled_;  // running ids to drop at the next step
+  uint64_t next_id_ = 1;
+  GenerationStats stats_;
+};
+
+}  // namespace surogate::generate
