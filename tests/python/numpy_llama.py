@@ -32,14 +32,20 @@ def rope(x, positions, theta):
     return x * cos + rotated * sin
 
 
-def logits_of(config, w, ids):
-    hidden = w["model.embed_tokens.weight"][ids]
-    T = len(ids)
+def embed(w, ids):
+    return w["model.embed_tokens.weight"][ids]
+
+
+def attention_setup(config, T):
+    """(heads, kv_heads, head_dim, eps, theta, positions, causal mask) of a sequence of T tokens."""
     heads, kv_heads = config["num_attention_heads"], config["num_key_value_heads"]
     head_dim = config.get("head_dim", config["hidden_size"] // heads)
     eps, theta = config["rms_norm_eps"], config.get("rope_theta", 10000.0)
-    positions = np.arange(T, dtype=np.float64)
-    mask = np.triu(np.full((T, T), -np.inf), 1)
+    return heads, kv_heads, head_dim, eps, theta, np.arange(T, dtype=np.float64), np.triu(np.full((T, T), -np.inf), 1)
+
+
+def logits_of(config, w, ids):
+    hidden, T, (heads, kv_heads, head_dim, eps, theta, positions, mask) = embed(w, ids), len(ids), attention_setup(config, len(ids))
     for layer in range(config["num_hidden_layers"]):
         p = f"model.layers.{layer}."
         x = rms_norm(hidden, w[p + "input_layernorm.weight"], eps)

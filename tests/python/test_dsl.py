@@ -106,15 +106,9 @@ def test_cli_errors_for_definitions_that_do_not_fit(surogate_package, dsl, tmp_p
 
 def parallel_block_logits(config, w, ids):
     """float64 numpy: x + attention(ln1(x)) + mlp(ln2(x)) per layer (examples/dsl/parallel_block.py)."""
-    from numpy_llama import rms_norm, rope
+    from numpy_llama import attention_setup, embed, rms_norm, rope
 
-    hidden = w["model.embed_tokens.weight"][ids]
-    T = len(ids)
-    heads, kv_heads = config["num_attention_heads"], config["num_key_value_heads"]
-    head_dim = config.get("head_dim", config["hidden_size"] // heads)
-    eps, theta = config["rms_norm_eps"], config.get("rope_theta", 10000.0)
-    positions = np.arange(T, dtype=np.float64)
-    mask = np.triu(np.full((T, T), -np.inf), 1)
+    hidden, T, (heads, kv_heads, head_dim, eps, theta, positions, mask) = embed(w, ids), len(ids), attention_setup(config, len(ids))
     for layer in range(config["num_hidden_layers"]):
         p = f"model.layers.{layer}."
         x = rms_norm(hidden, w[p + "input_layernorm.weight"], eps)
