@@ -16,7 +16,11 @@ namespace {
 using Json = nlohmann::json;
 constexpr std::chrono::milliseconds kPoll(50);
 
-const char* prompt_field(Endpoint endpoint) { return endpoint == Endpoint::chat ? "messages" : "prompt"; }
+// The field an error about prompt `index` names: `messages`, `prompt`, or `prompt[i]` in a list.
+std::string prompt_field(const CompletionRequest& parsed, size_t index) {
+  if (parsed.endpoint == Endpoint::chat) return "messages";
+  return parsed.prompts.size() == 1 ? "prompt" : fmt::format("prompt[{}]", index);
+}
 
 ModelScheduler& pick_model(ServeContext& context, const std::string& name) {
   const auto found = context.schedulers.find(name);
@@ -27,22 +31,39 @@ ModelScheduler& pick_model(ServeContext& context, const std::string& name) {
   return *found->second;
 }
 
-std::vector<int32_t> build_prompt(ServeContext& context, const CompletionRequest& parsed) {
-  if (parsed.endpoint == Endpoint::completions && !parsed.prompt_text) return parsed.prompt_ids;
-  try {
-    std::lock_guard lock(context.prompts_mutex);
-    if (parsed.endpoint == Endpoint::chat) return context.prompts.from_messages(parsed.messages, parsed.enable_thinking);
-    return context.prompts.from_text(*parsed.prompt_text);
-  } catch (const UserError& error) {
-    fail_field(prompt_field(parsed.endpoint), error.what());
+// The request's prompts as token ids: a chat's one conversation, or each completions prompt.
+std::vector<std::vector<int32_t>> build_prompts(ServeContext& context, const CompletionRequest& parsed) {
+  std::vector<std::vector<int32_t>> prompts;
+  if (parsed.endpoint == Endpoint::chat) {
+    try {
+      std::lock_guard lock(context.prompts_mutex);
+      prompts.push_back(context.prompts.from_messages(parsed.messages, parsed.enable_thinking));
+    } catch (const UserError& error) {
+      fail_field("messages", error.what());
+    }
+    return prompts;
   }
+  for (size_t index = 0; index < parsed.prompts.size(); ++index) {
+    const CompletionPrompt& prompt = parsed.prompts[index];
+    if (!prompt.text) {
+      prompts.push_back(prompt.ids);
+      continue;
+    }
+    try {
+      std::lock_guard lock(context.prompts_mutex);
+      prompts.push_back(context.prompts.from_text(*prompt.text));
+    } catch (const UserError& error) {
+      fail_field(prompt_field(parsed, index), error.what());
+    }
+  }
+  return prompts;
 }
 
 // max_tokens, else the folder's generation_config.json limit, else what the context leaves.
-int64_t token_budget(const CompletionRequest& parsed, const generate::GenerationDefaults& defaults,
-                     int64_t prompt_length, int64_t context) {
+int64_t token_budget(const CompletionRequest& parsed, size_t prompt_index,
+                     const generate::GenerationDefaults& defaults, int64_t prompt_length, int64_t context) {
   if (prompt_length >= context) {
-    fail_field(prompt_field(parsed.endpoint),
+    fail_field(prompt_field(parsed, prompt_index),
                fmt::format("the prompt has {} tokens, as many as the server's context of {} or more", prompt_length,
                            context));
   }
@@ -147,29 +168,35 @@ void handle_completion(ServeContext& context, Endpoint endpoint, const httplib::
                        httplib::Response& response) {
   const CompletionRequest parsed = parse_request(request.body, endpoint);
   ModelScheduler& scheduler = pick_model(context, parsed.model);
-  const std::vector<int32_t> prompt = build_prompt(context, parsed);
-  const int64_t budget =
-      token_budget(parsed, context.defaults, static_cast<int64_t>(prompt.size()), scheduler.model().max_context());
+  const std::vector<std::vector<int32_t>> prompts = build_prompts(context, parsed);
   const generate::SamplingOptions sampling = request_sampling(parsed, context.defaults.sampling);
   const uint64_t seed = parsed.seed.value_or(std::random_device{}());
+  // OpenAI's order: prompt i's n choices are choices i * n ... i * n + n - 1.
   std::vector<generate::GenerationRequest> sequences;
-  for (int64_t choice = 0; choice < parsed.n; ++choice) {
-    sequences.push_back({prompt, sampling, seed + static_cast<uint64_t>(choice), budget, context.defaults.eos_token_ids,
-                         parsed.stop});
+  int64_t prompt_tokens = 0;
+  for (size_t index = 0; index < prompts.size(); ++index) {
+    const std::vector<int32_t>& prompt = prompts[index];
+    const int64_t budget = token_budget(parsed, index, context.defaults, static_cast<int64_t>(prompt.size()),
+                                        scheduler.model().max_context());
+    prompt_tokens += static_cast<int64_t>(prompt.size());
+    for (int64_t choice = 0; choice < parsed.n; ++choice) {
+      sequences.push_back({prompt, sampling, seed + sequences.size(), budget, context.defaults.eos_token_ids,
+                           parsed.stop});
+    }
   }
   auto channel = std::make_shared<RequestChannel>();
   std::vector<uint64_t> ids;
   try {
     ids = scheduler.submit(sequences, parsed.logprobs, channel);
   } catch (const UserError& error) {
-    fail_field(prompt_field(endpoint), error.what());
+    fail_field(parsed.endpoint == Endpoint::chat ? "messages" : "prompt", error.what());
   }
   const ResponseHeader header = new_header(endpoint, parsed.model);
-  std::vector<ChoiceState> choices(static_cast<size_t>(parsed.n));
+  std::vector<ChoiceState> choices(sequences.size());
 
   if (parsed.stream) {
     auto state = std::make_shared<StreamState>(StreamState{context, scheduler, header, channel, ids, std::move(choices),
-                                                           static_cast<int64_t>(prompt.size()), parsed.include_usage});
+                                                           prompt_tokens, parsed.include_usage});
     response.set_header("Cache-Control", "no-cache");
     response.set_chunked_content_provider(
         "text/event-stream", [state](size_t, httplib::DataSink& sink) { return state->write_some(sink); },
@@ -189,7 +216,7 @@ void handle_completion(ServeContext& context, Endpoint endpoint, const httplib::
     scheduler.cancel(ids);
     throw ApiError(500, error.what(), "", "server_error");
   }
-  const Usage usage = usage_of(choices, static_cast<int64_t>(prompt.size()));
+  const Usage usage = usage_of(choices, prompt_tokens);
   std::vector<Choice> done;
   for (ChoiceState& state : choices) done.push_back(std::move(state.choice));
   const Json body = complete_response(header, done, usage, *context.tokenizer);

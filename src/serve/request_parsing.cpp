@@ -3,6 +3,8 @@
 
 #include <limits>
 
+#include <fmt/format.h>
+
 #include "serve/api_error.h"
 
 namespace surogate::serve {
@@ -102,23 +104,52 @@ Body parse_messages(const Body& body) {
   return out;
 }
 
+// Token ids of `prompt` (a JSON list of integers), or 400 naming `where`.
+std::vector<int32_t> parse_token_ids(const Body& ids, const std::string& where) {
+  if (ids.empty()) fail_field(where, "must not be an empty list of token ids");
+  std::vector<int32_t> out;
+  for (const Body& id : ids) {
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > std::numeric_limits<int32_t>::max()) {
+      fail_field(where, "token ids must be non-negative integers, got " + id.dump());
+    }
+    out.push_back(id.get<int32_t>());
+  }
+  return out;
+}
+
+CompletionPrompt parse_text_prompt(const Body& text, const std::string& where) {
+  if (text.get<std::string>().empty()) fail_field(where, "must not be empty");
+  return {text.get<std::string>(), {}};
+}
+
+// OpenAI's four forms: "text", [ids], ["text", ...], [[ids], ...].
 void parse_prompt(const Body& body, CompletionRequest& request) {
   if (!present(body, "prompt")) fail_field("prompt", "is required");
   const Body& prompt = body.at("prompt");
   if (prompt.is_string()) {
-    request.prompt_text = prompt.get<std::string>();
-    if (request.prompt_text->empty()) fail_field("prompt", "must not be empty");
+    request.prompts.push_back(parse_text_prompt(prompt, "prompt"));
     return;
   }
-  if (!prompt.is_array() || prompt.empty()) fail_field("prompt", "must be a string or a non-empty list of token ids");
-  for (const Body& id : prompt) {
-    if (id.is_string() || id.is_array()) {
-      fail_field("prompt", "a list of prompts is not supported; send one request per prompt");
+  if (!prompt.is_array() || prompt.empty()) {
+    fail_field("prompt", "must be a string, a non-empty list of token ids, or a list of such prompts");
+  }
+  if (!prompt.front().is_string() && !prompt.front().is_array()) {
+    request.prompts.push_back({std::nullopt, parse_token_ids(prompt, "prompt")});
+    return;
+  }
+  if (prompt.size() > kMaxPrompts) {
+    fail_field("prompt", fmt::format("a list of {} prompts is more than this server's {}", prompt.size(), kMaxPrompts));
+  }
+  for (size_t index = 0; index < prompt.size(); ++index) {
+    const Body& item = prompt[index];
+    const std::string where = fmt::format("prompt[{}]", index);
+    if (item.is_string()) {
+      request.prompts.push_back(parse_text_prompt(item, where));
+    } else if (item.is_array()) {
+      request.prompts.push_back({std::nullopt, parse_token_ids(item, where)});
+    } else {
+      fail_field(where, "must be a string or a list of token ids");
     }
-    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > std::numeric_limits<int32_t>::max()) {
-      fail_field("prompt", "token ids must be non-negative integers, got " + id.dump());
-    }
-    request.prompt_ids.push_back(id.get<int32_t>());
   }
 }
 

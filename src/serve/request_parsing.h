@@ -17,13 +17,18 @@ namespace surogate::serve {
 
 enum class Endpoint { chat, completions };
 
+// One prompt of /v1/completions: text, or token ids when `text` is empty.
+struct CompletionPrompt {
+  std::optional<std::string> text;
+  std::vector<int32_t> ids;
+};
+
 struct CompletionRequest {
   Endpoint endpoint = Endpoint::chat;
   std::string model;
   nlohmann::ordered_json messages;        // chat: [{"role", "content" (text)}, ...]
   std::optional<bool> enable_thinking;    // chat: chat_template_kwargs.enable_thinking (vLLM's extension)
-  std::optional<std::string> prompt_text; // completions: a string ...
-  std::vector<int32_t> prompt_ids;        // ... or token ids
+  std::vector<CompletionPrompt> prompts;  // completions: one or several, each text or token ids
   std::optional<int64_t> max_tokens;      // max_tokens or max_completion_tokens
   // The sampling fields given, checked: temperature, top_p, and vLLM's top_k, min_p, repetition_penalty.
   nlohmann::json sampling = nlohmann::json::object();
@@ -39,6 +44,8 @@ struct CompletionRequest {
 inline constexpr int64_t kMaxChoices = 128;
 inline constexpr int64_t kMaxTopLogprobs = 20;
 inline constexpr size_t kMaxStopStrings = 4;
+// This server's bound on one completions request's list of prompts (OpenAI's is 2,048 entries).
+inline constexpr size_t kMaxPrompts = 128;
 
 // ApiError 400 naming the field (the body itself when it is not a JSON object).
 CompletionRequest parse_request(const std::string& body, Endpoint endpoint);

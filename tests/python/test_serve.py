@@ -158,6 +158,27 @@ def test_completions_from_text_and_from_ids(server, client, hf):
     assert "".join(chunk.choices[0].text for chunk in streamed) == reply.choices[0].text
 
 
+def test_a_list_of_prompts_answers_each_in_openai_order(server, client, hf):
+    tokenizer, model = hf
+    texts = ["The capital of France is", "Once upon a time"]
+    ids = [[9707, 11, 1879, 0, 576], [100, 2000, 5000]]
+    for prompts, as_ids in ((texts, [tokenizer(t)["input_ids"] for t in texts]), (ids, ids)):
+        expected = [tokenizer.decode(hf_greedy(model, p, NEW_TOKENS)[0], skip_special_tokens=True) for p in as_ids]
+        reply = client.completions.create(model=server["base"], prompt=prompts, max_tokens=NEW_TOKENS, temperature=0,
+                                          n=2)
+        # Prompt i's n choices are indices i * n ... i * n + n - 1.
+        by_index = {choice.index: choice.text for choice in reply.choices}
+        assert by_index == {0: expected[0], 1: expected[0], 2: expected[1], 3: expected[1]}
+        assert reply.usage.prompt_tokens == sum(len(p) for p in as_ids)
+        streamed = client.completions.create(model=server["base"], prompt=prompts, max_tokens=NEW_TOKENS,
+                                             temperature=0, stream=True)
+        texts_by_index = {}
+        for chunk in streamed:
+            for choice in chunk.choices:
+                texts_by_index[choice.index] = texts_by_index.get(choice.index, "") + choice.text
+        assert texts_by_index == {0: expected[0], 1: expected[1]}
+
+
 def test_n_choices_with_a_seed_are_reproducible(server, client):
     def ask(n, seed):
         reply = client.completions.create(model=server["base"], prompt="Once upon a time", max_tokens=6,

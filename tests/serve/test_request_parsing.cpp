@@ -66,12 +66,26 @@ TEST(RequestParsing, ContentPartsAreJoinedAndMaxCompletionTokensCounts) {
 
 TEST(RequestParsing, CompletionPromptsAreTextOrIds) {
   const CompletionRequest text = parse_request(R"({"model": "m", "prompt": "hello", "logprobs": 2})", Endpoint::completions);
-  EXPECT_EQ(text.prompt_text, "hello");
+  ASSERT_EQ(text.prompts.size(), 1U);
+  EXPECT_EQ(text.prompts[0].text, "hello");
   EXPECT_EQ(text.logprobs, 2);
   const CompletionRequest ids = parse_request(R"({"model": "m", "prompt": [1, 2, 3], "stop": "x"})", Endpoint::completions);
-  EXPECT_FALSE(ids.prompt_text);
-  EXPECT_EQ(ids.prompt_ids, (std::vector<int32_t>{1, 2, 3}));
+  ASSERT_EQ(ids.prompts.size(), 1U);
+  EXPECT_FALSE(ids.prompts[0].text);
+  EXPECT_EQ(ids.prompts[0].ids, (std::vector<int32_t>{1, 2, 3}));
   EXPECT_EQ(ids.stop, (std::vector<std::string>{"x"}));
+}
+
+TEST(RequestParsing, ACompletionsRequestTakesAListOfPrompts) {
+  const CompletionRequest texts = parse_request(R"({"model": "m", "prompt": ["a", "bc"]})", Endpoint::completions);
+  ASSERT_EQ(texts.prompts.size(), 2U);
+  EXPECT_EQ(texts.prompts[0].text, "a");
+  EXPECT_EQ(texts.prompts[1].text, "bc");
+  const CompletionRequest ids = parse_request(R"({"model": "m", "prompt": [[1, 2], [3]]})", Endpoint::completions);
+  ASSERT_EQ(ids.prompts.size(), 2U);
+  EXPECT_EQ(ids.prompts[0].ids, (std::vector<int32_t>{1, 2}));
+  EXPECT_EQ(ids.prompts[1].ids, (std::vector<int32_t>{3}));
+  EXPECT_FALSE(ids.prompts[1].text);
 }
 
 TEST(RequestParsing, BadFieldsAreNamed) {
@@ -99,7 +113,15 @@ TEST(RequestParsing, BadFieldsAreNamed) {
   EXPECT_EQ(refused_param(chat(R"(, "logprobs": true, "top_logprobs": 21)")), "top_logprobs");
   EXPECT_EQ(refused_param(chat(R"(, "stream": "yes")")), "stream");
   EXPECT_EQ(refused_param(chat(R"(, "stream_options": {"include_usage": true})")), "stream_options");
-  EXPECT_EQ(refused_param(R"({"model": "m", "prompt": ["a", "b"]})", Endpoint::completions), "prompt");
+  EXPECT_EQ(refused_param(R"({"model": "m", "prompt": ["a", ""]})", Endpoint::completions), "prompt[1]");
+  EXPECT_EQ(refused_param(R"({"model": "m", "prompt": ["a", 3]})", Endpoint::completions), "prompt[1]");
+  EXPECT_EQ(refused_param(R"({"model": "m", "prompt": [[1], []]})", Endpoint::completions), "prompt[1]");
+  EXPECT_EQ(refused_param(R"({"model": "m", "prompt": [[1], [-2]]})", Endpoint::completions), "prompt[1]");
+  EXPECT_EQ(refused_param(R"({"model": "m", "prompt": [1, "a"]})", Endpoint::completions), "prompt");
+  std::string prompts = "[";
+  for (size_t index = 0; index <= kMaxPrompts; ++index) prompts += index == 0 ? "\"a\"" : ", \"a\"";
+  prompts += "]";
+  EXPECT_EQ(refused_param(R"({"model": "m", "prompt": )" + prompts + "}", Endpoint::completions), "prompt");
   EXPECT_EQ(refused_param(R"({"model": "m", "prompt": [-1]})", Endpoint::completions), "prompt");
   EXPECT_EQ(refused_param(R"({"model": "m", "prompt": ""})", Endpoint::completions), "prompt");
   EXPECT_EQ(refused_param(R"({"model": "m", "prompt": "a", "logprobs": true})", Endpoint::completions), "logprobs");
