@@ -1,7 +1,8 @@
 // `surogate serve --model DIR [--adapter NAME=DIR ...] [--host 127.0.0.1] [--port 8000]`: an
 // OpenAI-compatible HTTP server (serve/server.h). The base model is served under its folder's name
-// (or --served_model_name) and each adapter under its NAME; each is loaded as its own model with
-// --batch_size slots, so N adapters cost N + 1 times the base model's memory. The sampling flags
+// (or --served_model_name) and each adapter under its NAME; each is its own model with --batch_size
+// slots and its own KV caches, reading the base model's weights in place (one copy of the weights
+// however many adapters; generate::open_kv_cache_adapter). The sampling flags
 // set the defaults of requests that do not say. Ctrl-C (SIGINT) or SIGTERM stops it.
 #include <signal.h>
 #include <unistd.h>
@@ -67,7 +68,8 @@ std::vector<serve::ServedModel> load_models(const ServeArguments& arguments, con
     ModelFlags flags = arguments.model;
     flags.adapter = adapter.substr(equals + 1);
     if (!fs::is_directory(flags.adapter)) fail_user("--adapter {}: {} is not a folder", adapter, flags.adapter);
-    models.push_back({adapter.substr(0, equals), open_model(flags, arguments.batch_size, context)});
+    models.push_back({adapter.substr(0, equals),
+                      open_model(flags, arguments.batch_size, context, models.front().model.get())});
   }
   return models;
 }
@@ -129,7 +131,7 @@ Command register_serve_command(CLI::App& parent) {
   CLI::App* app = parent.add_subcommand("serve", "Serve a model folder (and LoRA adapters) over an OpenAI-compatible HTTP API");
   add_model_flags(*app, arguments->model, /*with_adapter=*/false);
   app->add_option("--adapter", arguments->adapters,
-                  "NAME=DIR: a PEFT LoRA adapter served as model NAME (repeatable; each is loaded as its own model)");
+                  "NAME=DIR: a PEFT LoRA adapter served as model NAME (repeatable; adapters share the base model's weights)");
   app->add_option("--served_model_name,--served-model-name", arguments->served_model_name,
                   "The base model's name in requests and /v1/models (default: the folder's name)");
   app->add_option("--host", arguments->host, "Address to bind (default 127.0.0.1: this machine only)");

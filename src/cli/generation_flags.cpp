@@ -10,6 +10,7 @@
 #include "cli/commands.h"
 #include "core/error.h"
 #include "cuda/device_info.h"
+#include "generate/kv_cache_model.h"
 
 namespace surogate::cli {
 
@@ -72,7 +73,8 @@ int64_t new_token_budget(const SamplingFlags& flags, const generate::GenerationD
   return context > 0 ? std::min(budget, context - prompt_length) : budget;
 }
 
-std::unique_ptr<generate::NextTokenModel> open_model(const ModelFlags& flags, int64_t slots, int64_t max_context) {
+std::unique_ptr<generate::NextTokenModel> open_model(const ModelFlags& flags, int64_t slots, int64_t max_context,
+                                                     const generate::NextTokenModel* weights_of) {
   const std::filesystem::path model_dir(flags.model);
   generate::ModelOptions options;
   options.adapter = flags.adapter;
@@ -87,6 +89,7 @@ std::unique_ptr<generate::NextTokenModel> open_model(const ModelFlags& flags, in
   }
   options.slots = slots;
   options.max_context = max_context;
+  if (weights_of != nullptr) return generate::open_kv_cache_adapter(*weights_of, model_dir, options);
   return generate::open_kv_cache_model(model_dir, options);
 }
 

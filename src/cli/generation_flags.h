@@ -49,8 +49,11 @@ generate::SamplingOptions sampling_options(const SamplingFlags& flags, const gen
 int64_t new_token_budget(const SamplingFlags& flags, const generate::GenerationDefaults& defaults,
                          int64_t prompt_length, int64_t context, const std::string& what);
 
-// The KV-cache model on the device the flags pick (auto: a GPU when one is visible).
-std::unique_ptr<generate::NextTokenModel> open_model(const ModelFlags& flags, int64_t slots, int64_t max_context);
+// The KV-cache model on the device the flags pick (auto: a GPU when one is visible); with
+// `weights_of` (a model open_model returned for the same folder and device), one that reads its
+// weights in place and holds only its adapter and caches.
+std::unique_ptr<generate::NextTokenModel> open_model(const ModelFlags& flags, int64_t slots, int64_t max_context,
+                                                     const generate::NextTokenModel* weights_of = nullptr);
 
 // One line on stderr: prompt tokens and prefill time, generated tokens and decode speed.
 void report_speed(const generate::GenerationStats& stats);

@@ -2,8 +2,11 @@
 #include "generate/kv_cache_model.h"
 
 #include <algorithm>
+#include <memory>
 #include <optional>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -66,22 +69,50 @@ std::unique_ptr<runtime::Backend> make_backend(bool cuda) {
   return std::make_unique<runtime::CpuBackend>();
 }
 
-// Before `shared.load`: its parameters are read from `owner`'s memory.
-void share_parameters(runtime::Backend& shared, const runtime::Backend& owner, bool cuda) {
+// Before `shared.load`: its parameters (those `shareable` accepts, when given) are read from
+// `owner`'s memory.
+void share_parameters(runtime::Backend& shared, const runtime::Backend& owner, bool cuda,
+                      runtime::ShareableParameter shareable = {}) {
 #if SUROGATE_WITH_CUDA
   if (cuda) {
-    static_cast<runtime::CudaBackend&>(shared).share_parameters_with(static_cast<const runtime::CudaBackend&>(owner));
+    static_cast<runtime::CudaBackend&>(shared).share_parameters_with(static_cast<const runtime::CudaBackend&>(owner),
+                                                                     std::move(shareable));
     return;
   }
 #endif
   (void)cuda;
-  static_cast<runtime::CpuBackend&>(shared).share_parameters_with(static_cast<const runtime::CpuBackend&>(owner));
+  static_cast<runtime::CpuBackend&>(shared).share_parameters_with(static_cast<const runtime::CpuBackend&>(owner),
+                                                                  std::move(shareable));
+}
+
+// A slot's KV cache belongs to the model whose sequences fill it: never shared between models.
+bool is_cache(const std::string& name) { return name.ends_with(".k_cache") || name.ends_with(".v_cache"); }
+
+// What a model with `session`'s adapter reads of a base model's weights: all but the caches and
+// its adapter's matrices.
+runtime::ShareableParameter base_weights(const models::SessionGraph& session) {
+  auto adapter = std::make_shared<std::set<std::string>>();
+  for (const models::LoraAdapter& lora : session.adapters) adapter->insert({lora.a.name, lora.b.name});
+  return [adapter](const std::string& name) { return !is_cache(name) && !adapter->contains(name); };
+}
+
+// Checks that a model reading `base`'s weights holds nothing of its own but its caches and its
+// adapter's matrices: anything else would be left unloaded.
+void check_only_adapter_own(const compiler::ExecutionPlan& plan, const compiler::ExecutionPlan& base,
+                            const runtime::ShareableParameter& shareable) {
+  for (const auto& [id, offset] : runtime::share_parameters(plan, base, shareable).own) {
+    const std::string& name = plan.graph.tensor(id).name;
+    SUROGATE_CHECK(!shareable(name), "the adapter's model holds '{}' apart from the base model it shares", name);
+  }
 }
 
 class KvCacheModel final : public NextTokenModel {
 public:
-  KvCacheModel(const std::filesystem::path& model_dir, const ModelOptions& options, const PrefillShape& prefill)
-      : cuda_(options.cuda), held_(static_cast<size_t>(std::max<int64_t>(options.slots, 0)), 0) {
+  // `base` (a model of the same folder, device and definition) present: its decode plan's
+  // weights are read in place, and only the adapter's matrices are loaded.
+  KvCacheModel(const std::filesystem::path& model_dir, const ModelOptions& options, const PrefillShape& prefill,
+               std::shared_ptr<const DecodePlan> base = {})
+      : cuda_(options.cuda), base_(std::move(base)), held_(static_cast<size_t>(std::max<int64_t>(options.slots, 0)), 0) {
     if (options.slots < 1 || options.max_context < 1) {
       fail_user("slots and max_context must be positive (got {} and {})", options.slots, options.max_context);
     }
@@ -93,20 +124,28 @@ public:
     const int64_t rows = std::min(prefill.rows > 0 ? prefill.rows : 4, options.slots);
     const int64_t chunk = std::min(prefill.chunk > 0 ? prefill.chunk : 256, options.max_context);
 
-    const models::SessionGraph session = compile(decode_, options, cache, options.slots, 1);
-    decode_.backend->load(decode_.plan, registry_);
-    models::load_session_weights(model_dir, config_, session, decode_.plan, *decode_.backend);
+    const models::SessionGraph session = compile(*decode_, options, cache, options.slots, 1);
+    if (base_) {
+      const runtime::ShareableParameter shareable = base_weights(session);
+      check_only_adapter_own(decode_->plan, base_->plan, shareable);
+      share_parameters(*decode_->backend, *base_->backend, cuda_, shareable);
+      decode_->backend->load(decode_->plan, registry_);
+      models::load_session_adapter(session, decode_->plan, *decode_->backend);
+    } else {
+      decode_->backend->load(decode_->plan, registry_);
+      models::load_session_weights(model_dir, config_, session, decode_->plan, *decode_->backend);
+    }
     if (chunk > 1) {
       prefill_.emplace();
       compile(*prefill_, options, cache, rows, chunk);
-      share_parameters(*prefill_->backend, *decode_.backend, cuda_);
+      share_parameters(*prefill_->backend, *decode_->backend, cuda_);
       prefill_->backend->load(prefill_->plan, registry_);
-      const runtime::SharedParameters shared = runtime::share_parameters(prefill_->plan, decode_.plan);
+      const runtime::SharedParameters shared = runtime::share_parameters(prefill_->plan, decode_->plan);
       SUROGATE_CHECK(shared.own.empty(), "the prefill plan holds '{}' apart from the decode plan",
                      prefill_->plan.graph.tensor(shared.own.empty() ? 0 : shared.own.front().first).name);
     }
 #if SUROGATE_WITH_CUDA
-    if (cuda_) static_cast<runtime::CudaBackend&>(*decode_.backend).set_cuda_graphs(true);
+    if (cuda_) static_cast<runtime::CudaBackend&>(*decode_->backend).set_cuda_graphs(true);
 #endif
   }
 
@@ -122,7 +161,7 @@ public:
       // take slots with one token left. When only those remain, one decode round feeds them all.
       auto left = [&](size_t i) { return static_cast<int64_t>(feeds[i].tokens.size()) - done[i]; };
       std::stable_partition(pending.begin(), pending.end(), [&](size_t i) { return left(i) > 1; });
-      DecodePlan& step = prefill_ && left(pending.front()) > 1 ? *prefill_ : decode_;
+      DecodePlan& step = prefill_ && left(pending.front()) > 1 ? *prefill_ : *decode_;
       std::vector<RoundRow> rows;
       for (size_t i : pending) {
         if (static_cast<int64_t>(rows.size()) == step.rows) break;
@@ -154,6 +193,10 @@ public:
   int64_t slots() const override { return static_cast<int64_t>(held_.size()); }
   int64_t max_context() const override { return capacity_; }
   int64_t vocab_size() const override { return config_.vocab_size; }
+
+  // What a model sharing this one's weights reads (kept alive by it, whichever is closed first).
+  std::shared_ptr<const DecodePlan> shared_weights() const { return base_ ? base_ : decode_; }
+  bool cuda() const { return cuda_; }
 
 private:
   // The decode graph of [rows, sequence] compiled into `target` with its (unloaded) backend.
@@ -224,10 +267,11 @@ private:
   }
 
   bool cuda_ = false;
+  std::shared_ptr<const DecodePlan> base_;  // whose weights this model reads, if another's
   graph::OpRegistry registry_ = ops::make_model_registry();
   io::ModelConfig config_;
   int64_t capacity_ = 0;
-  DecodePlan decode_;
+  std::shared_ptr<DecodePlan> decode_ = std::make_shared<DecodePlan>();
   std::optional<DecodePlan> prefill_;  // absent when prompts go a token at a time
   std::vector<int64_t> held_;          // tokens each slot's cache holds
 };
@@ -242,6 +286,15 @@ std::unique_ptr<NextTokenModel> open_kv_cache_model(const std::filesystem::path&
 std::unique_ptr<NextTokenModel> open_kv_cache_model(const std::filesystem::path& model_dir,
                                                     const ModelOptions& options) {
   return open_kv_cache_model(model_dir, options, PrefillShape{});
+}
+
+std::unique_ptr<NextTokenModel> open_kv_cache_adapter(const NextTokenModel& base,
+                                                      const std::filesystem::path& model_dir,
+                                                      const ModelOptions& options, const PrefillShape& prefill) {
+  const auto* kv = dynamic_cast<const KvCacheModel*>(&base);
+  SUROGATE_CHECK(kv != nullptr, "open_kv_cache_adapter: the base is not a KV cache model");
+  SUROGATE_CHECK(kv->cuda() == options.cuda, "open_kv_cache_adapter: the base runs on another device");
+  return std::make_unique<KvCacheModel>(model_dir, options, prefill, kv->shared_weights());
 }
 
 }  // namespace surogate::generate

@@ -34,4 +34,12 @@ struct PrefillShape {
 std::unique_ptr<NextTokenModel> open_kv_cache_model(const std::filesystem::path& model_dir, const ModelOptions& options,
                                                     const PrefillShape& prefill);
 
+// A model with `options.adapter` that reads the weights of `base` (a KV cache model of the same
+// folder, device and definition, with or without an adapter of its own) in place: it holds only
+// its adapter's matrices and its own KV caches, so serving N adapters costs one copy of the
+// weights. The shared weights stay alive while either model is open.
+std::unique_ptr<NextTokenModel> open_kv_cache_adapter(const NextTokenModel& base,
+                                                      const std::filesystem::path& model_dir,
+                                                      const ModelOptions& options, const PrefillShape& prefill = {});
+
 }  // namespace surogate::generate

@@ -63,6 +63,10 @@ void load_session_weights(const std::filesystem::path& model_dir, const io::Mode
       write_float32(backend, plan, id, io::read_tensor_as_float32(tensor));
     }
   });
+  load_session_adapter(session, plan, backend);
+}
+
+void load_session_adapter(const SessionGraph& session, const compiler::ExecutionPlan& plan, runtime::Backend& backend) {
   if (!session.adapter) return;
   for (const AdapterMatrices& matrices : session.adapter->matrices) {
     for (const LoraAdapter& lora : session.adapters) {

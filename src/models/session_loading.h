@@ -38,6 +38,8 @@ SessionGraph build_session_graph(const io::ModelConfig& config, const graph::OpR
 // loaded. Projections the adapter does not adapt keep A = B = 0 (backends zero their regions).
 void load_session_weights(const std::filesystem::path& model_dir, const io::ModelConfig& config,
                           const SessionGraph& session, const compiler::ExecutionPlan& plan, runtime::Backend& backend);
+// The adapter's matrices only: for a backend that reads the checkpoint's weights from another's.
+void load_session_adapter(const SessionGraph& session, const compiler::ExecutionPlan& plan, runtime::Backend& backend);
 
 // A floating tensor of the loaded plan as fp32 (F32 read as is, BF16 widened), and fp32 values
 // written into an F32 or BF16 tensor.

@@ -2,6 +2,7 @@
 #include "runtime/cpu_backend.h"
 
 #include <cstring>
+#include <utility>
 
 #include "core/bfloat16.h"
 #include "core/error.h"
@@ -51,10 +52,11 @@ void* CpuBackend::address(TensorId tensor, size_t element_bytes) const {
   return base(placement.storage) + placement.offset;
 }
 
-void CpuBackend::share_parameters_with(const CpuBackend& owner) {
+void CpuBackend::share_parameters_with(const CpuBackend& owner, ShareableParameter shareable) {
   owner.check_loaded();
   SUROGATE_CHECK(&owner != this, "a CpuBackend cannot share parameters with itself");
   parameter_owner_ = &owner;
+  shareable_ = std::move(shareable);
 }
 
 void CpuBackend::place_parameters(const compiler::ExecutionPlan& plan) {
@@ -63,7 +65,7 @@ void CpuBackend::place_parameters(const compiler::ExecutionPlan& plan) {
     parameters_ = AlignedBuffer(plan.memory.parameter_bytes, plan.memory.alignment);
     return;
   }
-  const SharedParameters placed = share_parameters(plan, *parameter_owner_->plan_);
+  const SharedParameters placed = share_parameters(plan, *parameter_owner_->plan_, shareable_);
   parameter_addresses_.assign(plan.graph.tensors.size(), nullptr);
   for (const auto& [id, theirs] : placed.shared) {
     parameter_addresses_[static_cast<size_t>(id)] = static_cast<std::byte*>(parameter_owner_->address(theirs, 0));

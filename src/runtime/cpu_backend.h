@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "runtime/backend.h"
+#include "runtime/shared_parameters.h"
 #include "runtime/step_observer.h"
 
 namespace surogate::runtime {
@@ -47,7 +48,8 @@ public:
   // plans of one model, e.g. generation's decode and prefill plans, which also share their KV
   // caches that way); the rest get their own zeroed memory. `owner` must stay loaded while this
   // backend runs.
-  void share_parameters_with(const CpuBackend& owner);
+  // `shareable` (when given) limits the sharing to the tensors it accepts, by name.
+  void share_parameters_with(const CpuBackend& owner, ShareableParameter shareable = {});
 
   // Writes values stored as `source` dtype (BF16, F16, F32, F64) into a floating tensor,
   // converting to the tensor's dtype: how bf16 checkpoints become fp32 CPU parameters.
@@ -87,6 +89,7 @@ private:
   AlignedBuffer arena_;
   AlignedBuffer parameters_;
   const CpuBackend* parameter_owner_ = nullptr;
+  ShareableParameter shareable_;
   // Per TensorId, filled only with a parameter owner: where each Parameters-region tensor lives
   // (in the owner's memory, or in parameters_).
   std::vector<std::byte*> parameter_addresses_;

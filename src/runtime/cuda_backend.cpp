@@ -12,6 +12,7 @@
 #include <cstring>
 #include <map>
 #include <set>
+#include <utility>
 
 #include "core/error.h"
 
@@ -69,17 +70,18 @@ void CudaBackend::check_bindable(const compiler::ExecutionPlan& plan) const {
   }
 }
 
-void CudaBackend::share_parameters_with(const CudaBackend& owner) {
+void CudaBackend::share_parameters_with(const CudaBackend& owner, ShareableParameter shareable) {
   owner.check_loaded();
   SUROGATE_CHECK(&owner != this, "a CudaBackend cannot share parameters with itself");
   parameter_owner_ = &owner;
+  shareable_ = std::move(shareable);
 }
 
 size_t CudaBackend::place_parameters(const compiler::ExecutionPlan& plan) {
   parameter_addresses_.clear();
   own_parameter_offsets_.clear();
   if (parameter_owner_ == nullptr) return plan.memory.parameter_bytes;
-  const SharedParameters placed = share_parameters(plan, *parameter_owner_->plan_);
+  const SharedParameters placed = share_parameters(plan, *parameter_owner_->plan_, shareable_);
   parameter_addresses_.assign(plan.graph.tensors.size(), nullptr);
   for (const auto& [id, theirs] : placed.shared) parameter_addresses_[static_cast<size_t>(id)] = parameter_owner_->address(theirs);
   own_parameter_offsets_ = placed.own;

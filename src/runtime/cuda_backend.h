@@ -22,6 +22,7 @@
 #include "cuda/device_buffer.h"
 #include "cuda/host_buffer.h"
 #include "runtime/backend.h"
+#include "runtime/shared_parameters.h"
 #include "runtime/cuda_host_copies.h"
 #include "runtime/cuda_op_table.h"
 #include "runtime/step_observer.h"
@@ -58,7 +59,8 @@ public:
   // (the evaluator's forward plan reading the training plan's weights); the rest get their own
   // memory as usual. `owner` must stay loaded while this backend runs; a write() to a shared
   // tensor writes the owner's.
-  void share_parameters_with(const CudaBackend& owner);
+  // `shareable` (when given) limits the sharing to the tensors it accepts, by name.
+  void share_parameters_with(const CudaBackend& owner, ShareableParameter shareable = {});
 
   // debug_time_breakdown: when on, execute() records a CUDA event after every step, and
   // time_breakdown() waits for the stream and returns the milliseconds of each op name summed
@@ -127,6 +129,7 @@ private:
   cuda::DeviceBuffer<std::byte> arena_;
   cuda::DeviceBuffer<std::byte> parameters_;
   const CudaBackend* parameter_owner_ = nullptr;
+  ShareableParameter shareable_;
   std::vector<std::byte*> parameter_addresses_;  // per TensorId; filled only with a parameter owner
   std::vector<std::pair<graph::TensorId, size_t>> own_parameter_offsets_;
   cuda::DeviceBuffer<std::byte> gradients_;

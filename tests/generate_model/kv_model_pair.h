@@ -15,6 +15,11 @@
 
 #include "generate/kv_cache_model.h"
 #include "generate/next_token_model.h"
+#include "io/model_config.h"
+#include "models/adapter_io.h"
+#include "models/defined_weights.h"
+#include "models/lora.h"
+#include "random_values.h"
 
 namespace surogate::generate::testing {
 
@@ -78,6 +83,25 @@ struct ModelPair {
 inline int32_t argmax(const std::vector<float>& logits, size_t row, size_t vocab) {
   const auto begin = logits.begin() + static_cast<std::ptrdiff_t>(row * vocab);
   return static_cast<int32_t>(std::max_element(begin, begin + static_cast<std::ptrdiff_t>(vocab)) - begin);
+}
+
+// A random PEFT adapter of rank 4 on every projection of the fixture, written to `dir`.
+inline void write_random_adapter(const std::filesystem::path& dir, const std::string& name) {
+  const io::ModelConfig config = models::load_model_config(fixture(name), {});
+  models::LoraOptions lora;
+  lora.rank = 4;
+  lora.alpha = 8.0;
+  lora.target_modules = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
+  const std::vector<models::LoraAdapter> adapters = models::lora_adapters(config, lora);
+  std::vector<std::vector<float>> values;
+  uint32_t seed = 40;
+  models::save_peft_adapter(
+      dir, adapters,
+      [&](const models::ParameterSpec& matrix) -> std::span<const float> {
+        values.push_back(surogate::testing::normal_values(static_cast<size_t>(graph::shape_numel(matrix.shape)), seed++, 0.2f));
+        return values.back();
+      },
+      {{"peft_type", "LORA"}, {"r", 4}, {"lora_alpha", 8}, {"target_modules", lora.target_modules}});
 }
 
 }  // namespace surogate::generate::testing

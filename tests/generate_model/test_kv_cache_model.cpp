@@ -4,7 +4,7 @@
 // uneven chunks through a small prefill plan, several slots at once with different lengths, a
 // slot cleared and reused — for dense (Qwen3 q/k norm, Llama GQA, Qwen2 tied + bias), MoE
 // (Qwen3-MoE, Mixtral, Qwen2-MoE shared expert), sliding-window (Mistral) models and an
-// unmerged LoRA adapter.
+// unmerged LoRA adapter (alone, and reading a base model's weights in place).
 #include <filesystem>
 #include <string>
 
@@ -104,29 +104,10 @@ TEST(KvCacheModel, AClearedSlotIsReusedFromNothing) {
   EXPECT_EQ(pair.fast->held(0), 6);
 }
 
-// A random PEFT adapter of rank 4 on every projection of the fixture, written to `dir`.
-void write_random_adapter(const std::filesystem::path& dir, const std::string& name) {
-  const io::ModelConfig config = models::load_model_config(testing::fixture(name), {});
-  models::LoraOptions lora;
-  lora.rank = 4;
-  lora.alpha = 8.0;
-  lora.target_modules = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
-  const std::vector<models::LoraAdapter> adapters = models::lora_adapters(config, lora);
-  std::vector<std::vector<float>> values;
-  uint32_t seed = 40;
-  models::save_peft_adapter(
-      dir, adapters,
-      [&](const models::ParameterSpec& matrix) -> std::span<const float> {
-        values.push_back(surogate::testing::normal_values(static_cast<size_t>(graph::shape_numel(matrix.shape)), seed++, 0.2f));
-        return values.back();
-      },
-      {{"peft_type", "LORA"}, {"r", 4}, {"lora_alpha", 8}, {"target_modules", lora.target_modules}});
-}
-
 TEST(KvCacheModel, AnUnmergedLoraAdapter) {
   const std::filesystem::path dir = std::filesystem::temp_directory_path() / "surogate_kv_cache_adapter";
   std::filesystem::remove_all(dir);
-  write_random_adapter(dir, "llama_gqa_llama3");
+  testing::write_random_adapter(dir, "llama_gqa_llama3");
   ModelPair pair("llama_gqa_llama3", {.adapter = dir, .slots = 2, .max_context = 16}, {.rows = 2, .chunk = 4});
   const std::vector<int32_t> prompt = random_tokens(7, 41);
   const std::vector<float> adapted = pair.feed({{1, prompt}, {0, {5}}}, "with the adapter");
@@ -137,6 +118,36 @@ TEST(KvCacheModel, AnUnmergedLoraAdapter) {
   const std::vector<float> plain = base->feed(std::vector<SlotFeed>{{0, prompt}});
   const std::vector<float> adapted_row(adapted.begin(), adapted.begin() + 96);
   EXPECT_GT(testing::relative_difference(plain, adapted_row), 1e-2);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(KvCacheModel, AnAdapterReadsTheBaseModelsWeightsInPlace) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "surogate_kv_cache_shared_adapter";
+  std::filesystem::remove_all(dir);
+  testing::write_random_adapter(dir, "llama_gqa_llama3");
+  const std::filesystem::path model = testing::fixture("llama_gqa_llama3");
+  const ModelOptions base_options{.slots = 2, .max_context = 16};
+  ModelOptions adapter_options = base_options;
+  adapter_options.adapter = dir;
+  std::unique_ptr<NextTokenModel> base = open_kv_cache_model(model, base_options, {.rows = 2, .chunk = 4});
+  // Nothing but the adapter is loaded into it: right logits mean the base's weights were read.
+  std::unique_ptr<NextTokenModel> shared = open_kv_cache_adapter(*base, model, adapter_options, {.rows = 2, .chunk = 4});
+  std::unique_ptr<NextTokenModel> alone = open_kv_cache_model(model, adapter_options, {.rows = 2, .chunk = 4});
+  std::unique_ptr<NextTokenModel> fresh_base = open_kv_cache_model(model, base_options, {.rows = 2, .chunk = 4});
+  const std::vector<int32_t> prompt = random_tokens(7, 43);
+  // Interleaved: each model's caches are its own, so neither disturbs the other's slots.
+  EXPECT_EQ(shared->feed(std::vector<SlotFeed>{{1, prompt}}), alone->feed(std::vector<SlotFeed>{{1, prompt}}));
+  EXPECT_EQ(base->feed(std::vector<SlotFeed>{{1, {4, 9}}}), fresh_base->feed(std::vector<SlotFeed>{{1, {4, 9}}}));
+  EXPECT_EQ(shared->feed(std::vector<SlotFeed>{{1, {3}}}), alone->feed(std::vector<SlotFeed>{{1, {3}}}));
+  EXPECT_EQ(base->held(1), 2);
+  EXPECT_EQ(shared->held(1), 8);
+  // The weights outlive the model that loaded them while a model reading them is open.
+  base.reset();
+  EXPECT_EQ(shared->feed(std::vector<SlotFeed>{{0, {5, 6}}}), alone->feed(std::vector<SlotFeed>{{0, {5, 6}}}));
+  // A model opened from the adapter's model reads the same base weights.
+  std::unique_ptr<NextTokenModel> second = open_kv_cache_adapter(*shared, model, adapter_options);
+  EXPECT_EQ(second->feed(std::vector<SlotFeed>{{0, prompt}}),
+            open_kv_cache_model(model, adapter_options)->feed(std::vector<SlotFeed>{{0, prompt}}));
   std::filesystem::remove_all(dir);
 }
 

@@ -6,11 +6,15 @@
 //     layer (2^-9 each) growing like √n, ≈ 1e-2 (tests/runtime_cuda/test_decoder_cuda.cpp's
 //     argument); a wrong kernel (wrong slot, position, head, window) is off by order 1;
 //   * against the KV-cache model on the CPU (fp32): < kCudaVersusCpu (5e-2), the same bound plus
-//     the weights' one rounding to bf16.
+//     the weights' one rounding to bf16;
+//   * an adapter's model reading a base model's weights in place against one holding its own.
 // Skips without a GPU.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "cuda/device_info.h"
 #include "kv_model_pair.h"
@@ -45,6 +49,26 @@ TEST_P(KvCacheModelCuda, PrefillAndDecodeGiveTheFullForwardsLogits) {
     // The next tokens: greedy from the oracle, fed to all three models alike.
     feeds = {{2, {argmax(logits, 0, 96)}}, {0, {argmax(logits, 1, 96)}}};
   }
+}
+
+TEST_F(KvCacheModelCuda, AnAdapterReadingTheBaseModelsWeightsEqualsOneHoldingItsOwn) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "surogate_kv_cache_cuda_shared_adapter";
+  std::filesystem::remove_all(dir);
+  testing::write_random_adapter(dir, "llama_gqa_llama3");
+  const std::filesystem::path model = testing::fixture("llama_gqa_llama3");
+  ModelOptions options{.cuda = true, .slots = 2, .max_context = 16};
+  std::unique_ptr<NextTokenModel> base = open_kv_cache_model(model, options);
+  options.adapter = dir;
+  // Only the adapter is loaded into it: right logits mean the base's weights were read on the GPU.
+  std::unique_ptr<NextTokenModel> shared = open_kv_cache_adapter(*base, model, options);
+  std::unique_ptr<NextTokenModel> alone = open_kv_cache_model(model, options);
+  const std::vector<int32_t> prompt = random_tokens(7, 63);
+  for (const std::vector<SlotFeed>& feeds : {std::vector<SlotFeed>{{1, prompt}}, std::vector<SlotFeed>{{1, {3}}, {0, {8}}}}) {
+    base->feed(feeds);  // the base's own caches: the adapter's stay untouched
+    // The same plans and kernels over the same values: equal but for kernel nondeterminism (none expected).
+    EXPECT_LE(testing::relative_difference(shared->feed(feeds), alone->feed(feeds)), 1e-6);
+  }
+  std::filesystem::remove_all(dir);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, KvCacheModelCuda,
