@@ -41,6 +41,7 @@ struct ServeArguments {
   int64_t batch_size = 8;
   int64_t max_context = 0;  // 0: config.json's max_position_embeddings, capped at 8192
   size_t max_request_bytes = 8u << 20;
+  int64_t max_prefill_tokens = generate::kDefaultMaxPrefillTokens;
   bool seed_given = false;
 };
 
@@ -84,6 +85,7 @@ int run_serve(const ServeArguments& arguments) {
   options.port = arguments.port;
   options.api_key = read_api_key(arguments);
   options.max_request_bytes = arguments.max_request_bytes;
+  options.max_prefill_tokens = arguments.max_prefill_tokens;
   options.defaults = generate::read_generation_defaults(model_dir);
   options.defaults.sampling = sampling_options(arguments.sampling, options.defaults);
   if (arguments.sampling.max_new_tokens) options.defaults.max_new_tokens = arguments.sampling.max_new_tokens;
@@ -142,6 +144,10 @@ Command register_serve_command(CLI::App& parent) {
       ->check(positive_count());
   app->add_option("--max_context,--max-context", arguments->max_context,
                   "Tokens a sequence may hold (default: max_position_embeddings, at most 8192)")
+      ->check(positive_count());
+  app->add_option("--max_prefill_tokens,--max-prefill-tokens", arguments->max_prefill_tokens,
+                  "Prompt tokens fed per step beside the decoding sequences: longer prompts come in chunks "
+                  "(default 1024)")
       ->check(positive_count());
   app->add_option("--max_request_bytes,--max-request-bytes", arguments->max_request_bytes,
                   "Larger request bodies get HTTP 413 (default 8 MiB)")

@@ -28,8 +28,10 @@ void check_request(const GenerationRequest& request, const std::string& what, co
   validate(request.sampling);
 }
 
-GenerationEngine::GenerationEngine(NextTokenModel& model, const tokenizer::Tokenizer* tokenizer)
-    : model_(model), tokenizer_(tokenizer) {
+GenerationEngine::GenerationEngine(NextTokenModel& model, const tokenizer::Tokenizer* tokenizer,
+                                   int64_t max_prefill_tokens)
+    : model_(model), tokenizer_(tokenizer), max_prefill_tokens_(max_prefill_tokens) {
+  if (max_prefill_tokens < 1) fail_user("max_prefill_tokens must be at least 1, got {}", max_prefill_tokens);
   for (int64_t slot = 0; slot < model.slots(); ++slot) free_slots_.push_back(slot);
 }
 
@@ -86,15 +88,26 @@ void GenerationEngine::admit() {
 void GenerationEngine::step() {
   admit();
   if (running_.empty()) return;
-  // One call feeds the prompts just admitted and the last token of every other running sequence.
+  // One call feeds the last token of every decoding sequence and the next chunks of the prompts
+  // still coming in, up to max_prefill_tokens of them.
   std::vector<SlotFeed> feeds;
-  feeds.reserve(running_.size());
+  std::vector<size_t> fed_rows;  // the running sequence of each feed
+  int64_t budget = max_prefill_tokens_;
   bool prefill = false;
-  for (Running& run : running_) {
-    feeds.push_back({run.slot, run.fed_prompt ? std::vector<int32_t>{run.context.back()} : run.context});
-    if (!run.fed_prompt) stats_.prompt_tokens += static_cast<int64_t>(run.context.size());
-    prefill = prefill || !run.fed_prompt;
-    run.fed_prompt = true;
+  for (size_t index = 0; index < running_.size(); ++index) {
+    Running& run = running_[index];
+    const size_t left = run.context.size() - run.fed;
+    const bool decoding = run.fed > 0 && left == 1;
+    const size_t take = decoding ? 1 : std::min<size_t>(left, static_cast<size_t>(budget));
+    if (take == 0) continue;
+    if (!decoding) {
+      budget -= static_cast<int64_t>(take);
+      stats_.prompt_tokens += static_cast<int64_t>(take);
+      prefill = true;
+    }
+    const auto first = run.context.begin() + static_cast<std::ptrdiff_t>(run.fed);
+    feeds.push_back({run.slot, std::vector<int32_t>(first, first + static_cast<std::ptrdiff_t>(take))});
+    fed_rows.push_back(index);
   }
   const auto started = std::chrono::steady_clock::now();
   std::vector<float> logits;
@@ -107,11 +120,13 @@ void GenerationEngine::step() {
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   (prefill ? stats_.prefill_seconds : stats_.decode_seconds) += seconds;
   if (!prefill) ++stats_.decode_steps;
-  stats_.generated_tokens += static_cast<int64_t>(running_.size());
   const size_t vocab = static_cast<size_t>(model_.vocab_size());
-  std::vector<Running> still_running;
-  for (size_t row = 0; row < running_.size(); ++row) {
-    Running& run = running_[row];
+  std::vector<bool> finished(running_.size(), false);
+  for (size_t row = 0; row < feeds.size(); ++row) {
+    Running& run = running_[fed_rows[row]];
+    run.fed += feeds[row].tokens.size();
+    if (run.fed < run.context.size()) continue;  // more of its prompt to come: no token yet
+    ++stats_.generated_tokens;
     const std::span<float> row_logits(logits.data() + row * vocab, vocab);
     TokenEvent event;
     std::vector<float> raw;
@@ -122,10 +137,14 @@ void GenerationEngine::step() {
     event.text = run.stop.push(event.token);
     event.finish = run.stop.finish_reason();
     run.sequence.sink(event);
-    if (event.finish) {
-      free_slots_.push_back(run.slot);
+    finished[fed_rows[row]] = event.finish.has_value();
+  }
+  std::vector<Running> still_running;
+  for (size_t index = 0; index < running_.size(); ++index) {
+    if (finished[index]) {
+      free_slots_.push_back(running_[index].slot);
     } else {
-      still_running.push_back(std::move(run));
+      still_running.push_back(std::move(running_[index]));
     }
   }
   running_ = std::move(still_running);

@@ -1,6 +1,8 @@
 // The generate loop as an object that takes requests while it runs, for a server: submit() queues
 // a sequence with a sink that receives its tokens as they come, step() runs one model feed for
-// every admitted sequence (the prompts just admitted are prefilled in that same feed), cancel()
+// every admitted sequence: the last token of each decoding one, and up to max_prefill_tokens of
+// the prompts still being prefilled (in admission order), so a long prompt is fed in chunks over
+// several steps while the others keep decoding (a sequence samples once its prompt is in), cancel()
 // drops a sequence, whose slot is freed at the next step. Sequences take free slots in submission
 // order; a finished one frees its slot for the next (continuous batching at step granularity).
 // Each sequence samples with its own TokenSampler and seed, so its tokens do not depend on what
@@ -40,10 +42,15 @@ using TokenSink = std::function<void(const TokenEvent&)>;
 void check_request(const GenerationRequest& request, const std::string& what, const NextTokenModel& model,
                    const tokenizer::Tokenizer* tokenizer);
 
+// Prompt tokens one step feeds at most (beside one token of every decoding sequence).
+inline constexpr int64_t kDefaultMaxPrefillTokens = 1024;
+
 class GenerationEngine {
  public:
   // `model` and `tokenizer` (may be null: no text, no stop strings) must outlive the engine.
-  GenerationEngine(NextTokenModel& model, const tokenizer::Tokenizer* tokenizer);
+  // UserError when max_prefill_tokens < 1.
+  GenerationEngine(NextTokenModel& model, const tokenizer::Tokenizer* tokenizer,
+                   int64_t max_prefill_tokens = kDefaultMaxPrefillTokens);
 
   // Queues a sequence (check_request first: UserError naming "request"); returns its id.
   // `top_logprobs`: when set, each event carries the chosen token's logprob and the top N.
@@ -51,7 +58,8 @@ class GenerationEngine {
   // The sequence gets no more events; its slot is freed at the next step. Unknown ids are ignored.
   void cancel(uint64_t id);
   bool has_work() const { return !waiting_.empty() || !running_.empty(); }
-  // Admits waiting sequences into free slots, then one feed and one token for each running one.
+  // Admits waiting sequences into free slots, then one feed, and one token for each running one
+  // whose prompt is all in.
   // When the feed throws, every sequence is dropped (slots freed) and the exception propagates.
   void step();
   // Drops every sequence, waiting or running (no events).
@@ -72,13 +80,14 @@ class GenerationEngine {
     std::vector<int32_t> context;  // prompt + generated
     TokenSampler sampler;
     StopConditions stop;
-    bool fed_prompt = false;
+    size_t fed = 0;                // tokens of `context` the slot's cache holds
   };
 
   void admit();
 
   NextTokenModel& model_;
   const tokenizer::Tokenizer* tokenizer_;
+  int64_t max_prefill_tokens_;
   std::deque<Sequence> waiting_;
   std::vector<Running> running_;
   std::deque<int64_t> free_slots_;

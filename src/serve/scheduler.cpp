@@ -33,8 +33,12 @@ std::vector<ChoiceEvent> RequestChannel::take(std::chrono::milliseconds timeout)
   return out;
 }
 
-ModelScheduler::ModelScheduler(std::unique_ptr<generate::NextTokenModel> model, const tokenizer::Tokenizer* tokenizer)
-    : model_(std::move(model)), tokenizer_(tokenizer), engine_(*model_, tokenizer), thread_([this] { run(); }) {}
+ModelScheduler::ModelScheduler(std::unique_ptr<generate::NextTokenModel> model, const tokenizer::Tokenizer* tokenizer,
+                               int64_t max_prefill_tokens)
+    : model_(std::move(model)),
+      tokenizer_(tokenizer),
+      engine_(*model_, tokenizer, max_prefill_tokens),
+      thread_([this] { run(); }) {}
 
 ModelScheduler::~ModelScheduler() { stop(); }
 

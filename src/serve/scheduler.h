@@ -48,8 +48,10 @@ class RequestChannel {
 
 class ModelScheduler {
  public:
-  // `tokenizer` (may be null) must outlive the scheduler. Starts the thread.
-  ModelScheduler(std::unique_ptr<generate::NextTokenModel> model, const tokenizer::Tokenizer* tokenizer);
+  // `tokenizer` (may be null) must outlive the scheduler. Starts the thread. Each step feeds at
+  // most `max_prefill_tokens` prompt tokens beside the decoding sequences (GenerationEngine's).
+  ModelScheduler(std::unique_ptr<generate::NextTokenModel> model, const tokenizer::Tokenizer* tokenizer,
+                 int64_t max_prefill_tokens = generate::kDefaultMaxPrefillTokens);
   ~ModelScheduler();  // stop()s
   ModelScheduler(const ModelScheduler&) = delete;
   ModelScheduler& operator=(const ModelScheduler&) = delete;

@@ -68,7 +68,8 @@ Server::Server(const std::filesystem::path& model_dir, std::vector<ServedModel> 
   for (ServedModel& served : models) {
     if (context.schedulers.count(served.name) > 0) fail_user("two served models are named `{}`", served.name);
     context.names.push_back(served.name);
-    context.schedulers.emplace(served.name, std::make_unique<ModelScheduler>(std::move(served.model), context.tokenizer));
+    context.schedulers.emplace(served.name, std::make_unique<ModelScheduler>(std::move(served.model), context.tokenizer,
+                                                                            state_->options.max_prefill_tokens));
   }
 
   httplib::Server& http = state_->http;

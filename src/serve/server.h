@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "generate/engine.h"
 #include "generate/generation_defaults.h"
 #include "generate/next_token_model.h"
 
@@ -33,6 +34,7 @@ struct ServerOptions {
   int threads = 64;                           // HTTP worker threads (one per open connection)
   generate::GenerationDefaults defaults;      // sampling, EOS ids and max_new_tokens of requests
   std::optional<bool> enable_thinking;        // passed to the chat template unless a request says
+  int64_t max_prefill_tokens = generate::kDefaultMaxPrefillTokens;  // prompt tokens per step
 };
 
 class Server {

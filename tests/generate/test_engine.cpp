@@ -1,6 +1,6 @@
 // The GenerationEngine over a fake model: sequences take slots in order, events come per token
-// with logprobs of the unprocessed logits, a cancelled sequence frees its slot at the next step,
-// a failing feed drops everything and throws.
+// with logprobs of the unprocessed logits, long prompts come in chunks while others decode, a
+// cancelled sequence frees its slot at the next step, a failing feed drops everything and throws.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "core/error.h"
 #include "generate/engine.h"
 
 namespace surogate::generate {
@@ -19,15 +20,17 @@ class CountingModel : public NextTokenModel {
   std::vector<float> feed(std::span<const SlotFeed> feeds) override {
     if (fail) throw std::runtime_error("feed failed");
     std::vector<float> logits;
-    std::vector<int64_t> fed;
+    std::vector<int64_t> fed, lengths;
     for (const SlotFeed& feed : feeds) {
       held_[feed.slot] += static_cast<int64_t>(feed.tokens.size());
       fed.push_back(feed.slot);
+      lengths.push_back(static_cast<int64_t>(feed.tokens.size()));
       for (int32_t token = 0; token < 5; ++token) {
         logits.push_back(token == (feed.tokens.back() + 1) % 5 ? 2.0f : static_cast<float>(token) * 0.1f);
       }
     }
     calls.push_back(fed);
+    sizes.push_back(lengths);
     return logits;
   }
   void clear(int64_t slot) override { held_[slot] = 0; }
@@ -37,6 +40,7 @@ class CountingModel : public NextTokenModel {
   int64_t vocab_size() const override { return 5; }
 
   std::vector<std::vector<int64_t>> calls;  // the slots of each feed
+  std::vector<std::vector<int64_t>> sizes;  // the tokens of each slot fed, per feed
   bool fail = false;
 
  private:
@@ -107,6 +111,40 @@ TEST(GenerationEngine, ACancelledSequenceFreesItsSlotAtTheNextStep) {
   engine.cancel(12345);  // unknown: ignored
   engine.clear();
   EXPECT_FALSE(engine.has_work());
+}
+
+TEST(GenerationEngine, ALongPromptComesInChunksWhileAnotherSequenceDecodes) {
+  CountingModel model;
+  GenerationEngine engine(model, nullptr, /*max_prefill_tokens=*/4);
+  std::vector<int32_t> short_tokens, long_tokens;
+  engine.submit(request(0, 6), [&](const TokenEvent& event) { short_tokens.push_back(event.token); });
+  engine.step();  // the short prompt (1 token) in, its first token out
+  GenerationRequest long_request = request(0, 2);
+  long_request.prompt = {1, 2, 3, 4, 0, 1, 2, 3, 4, 2};
+  engine.submit(long_request, [&](const TokenEvent& event) { long_tokens.push_back(event.token); });
+  while (engine.has_work()) engine.step();
+  // The decoding sequence gets a token every step; the prompt comes 4, 4, 2 tokens at a time, and
+  // its first token is sampled at the step that feeds the last of it.
+  EXPECT_EQ(model.sizes, (std::vector<std::vector<int64_t>>{{1}, {1, 4}, {1, 4}, {1, 2}, {1, 1}, {1}}));
+  EXPECT_EQ(short_tokens, (std::vector<int32_t>{1, 2, 3, 4, 0, 1}));
+  EXPECT_EQ(long_tokens, (std::vector<int32_t>{3, 4}));
+  EXPECT_EQ(engine.stats().prompt_tokens, 11);
+  EXPECT_EQ(engine.stats().generated_tokens, 8);
+}
+
+TEST(GenerationEngine, TheSecondPromptTakesWhatTheFirstLeavesOfTheBudget) {
+  CountingModel model;
+  GenerationEngine engine(model, nullptr, /*max_prefill_tokens=*/5);
+  GenerationRequest first = request(0, 1), second = request(0, 1);
+  first.prompt = {1, 1, 1};
+  second.prompt = {2, 2, 2, 2};
+  std::vector<int32_t> tokens;
+  engine.submit(first, [&](const TokenEvent& event) { tokens.push_back(event.token); });
+  engine.submit(second, [&](const TokenEvent& event) { tokens.push_back(event.token); });
+  while (engine.has_work()) engine.step();
+  EXPECT_EQ(model.sizes, (std::vector<std::vector<int64_t>>{{3, 2}, {2}}));
+  EXPECT_EQ(tokens, (std::vector<int32_t>{2, 3}));
+  EXPECT_THROW(GenerationEngine(model, nullptr, 0), UserError);
 }
 
 TEST(GenerationEngine, AFailingFeedDropsEverySequence) {

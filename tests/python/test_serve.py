@@ -53,7 +53,9 @@ def server(surogate_bin, qwen3_chat_model, adapters, tmp_path_factory):  # noqa:
     key_file.write_text(API_KEY + "\n")
     args = [str(surogate_bin), "serve", "--model", str(qwen3_chat_model), "--device", "cpu", "--port", "0",
             "--batch_size", "4", "--max_context", "256", "--api_key_file", str(key_file),
-            "--max_request_bytes", str(MAX_REQUEST_BYTES)]
+            "--max_request_bytes", str(MAX_REQUEST_BYTES),
+            # Small, so that chat prompts come in chunks while other requests decode.
+            "--max_prefill_tokens", "16"]
     for name, folder in adapters.items():
         args += ["--adapter", f"{name}={folder}"]
     process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
