@@ -4,12 +4,7 @@ streaming gives the same text, completions from text and from ids, n choices wit
 two LoRA adapters by name, concurrent clients, and the errors (400 naming the field, 404, 413, 401);
 a client that disconnects mid-stream does not hurt the next requests; SIGTERM stops it cleanly."""
 import json
-import os
-import re
-import select
-import signal
 import socket
-import subprocess
 import threading
 import time
 import urllib.error
@@ -18,6 +13,7 @@ import urllib.request
 import pytest
 
 from conftest import run_surogate
+from serve_process import serve_process
 from test_generate_cli import hf_greedy, qwen3_chat_model  # noqa: F401 (a fixture)
 
 torch = pytest.importorskip("torch")
@@ -58,19 +54,8 @@ def server(surogate_bin, qwen3_chat_model, adapters, tmp_path_factory):  # noqa:
             "--max_prefill_tokens", "16"]
     for name, folder in adapters.items():
         args += ["--adapter", f"{name}={folder}"]
-    process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    line, deadline = "", time.time() + 180
-    while time.time() < deadline and process.poll() is None:
-        if select.select([process.stdout], [], [], 1.0)[0]:
-            line = process.stdout.readline()
-            break
-    match = re.match(r"serving (\S+) on http://127\.0\.0\.1:(\d+)$", line.strip())
-    if not match:
-        process.kill()
-        pytest.fail(f"no startup line: {line!r} {process.stderr.read()}")
-    yield {"url": f"http://127.0.0.1:{match.group(2)}", "base": match.group(1), "process": process}
-    process.send_signal(signal.SIGTERM)
-    assert process.wait(timeout=60) == 0, process.stderr.read()
+    with serve_process(args) as served:
+        yield served
 
 
 @pytest.fixture(scope="module")
