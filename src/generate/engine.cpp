@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include "core/error.h"
+#include "ops/parallel_for.h"
 #include "tokenizer/tokenizer.h"
 
 namespace surogate::generate {
@@ -110,9 +111,9 @@ void GenerationEngine::step() {
     fed_rows.push_back(index);
   }
   const auto started = std::chrono::steady_clock::now();
-  std::vector<float> logits;
+  std::span<float> logits;
   try {
-    logits = model_.feed(feeds);
+    logits = model_.feed_in_place(feeds);
   } catch (...) {
     clear();
     throw;
@@ -121,23 +122,35 @@ void GenerationEngine::step() {
   (prefill ? stats_.prefill_seconds : stats_.decode_seconds) += seconds;
   if (!prefill) ++stats_.decode_steps;
   const size_t vocab = static_cast<size_t>(model_.vocab_size());
-  std::vector<bool> finished(running_.size(), false);
+  // The rows whose prompt is all in choose a token, each with its own sampler: in parallel (a
+  // large vocabulary makes this the host's main cost of a step), the events then in order.
+  std::vector<size_t> sampled;  // feed rows
   for (size_t row = 0; row < feeds.size(); ++row) {
     Running& run = running_[fed_rows[row]];
     run.fed += feeds[row].tokens.size();
-    if (run.fed < run.context.size()) continue;  // more of its prompt to come: no token yet
-    ++stats_.generated_tokens;
-    const std::span<float> row_logits(logits.data() + row * vocab, vocab);
-    TokenEvent event;
+    if (run.fed == run.context.size()) sampled.push_back(row);  // else more of its prompt to come
+  }
+  std::vector<TokenEvent> events(sampled.size());
+  ops::parallel_for(static_cast<int64_t>(sampled.size()), [&](int64_t index) {
+    const size_t row = sampled[static_cast<size_t>(index)];
+    Running& run = running_[fed_rows[row]];
+    const std::span<float> row_logits = logits.subspan(row * vocab, vocab);
+    TokenEvent& event = events[static_cast<size_t>(index)];
     std::vector<float> raw;
     if (run.sequence.top_logprobs) raw.assign(row_logits.begin(), row_logits.end());  // choose() changes them
     event.token = run.sampler.choose(row_logits, run.context);
     if (run.sequence.top_logprobs) event.logprobs = log_softmax(raw, event.token, *run.sequence.top_logprobs);
+  });
+  std::vector<bool> finished(running_.size(), false);
+  for (size_t index = 0; index < sampled.size(); ++index) {
+    Running& run = running_[fed_rows[sampled[index]]];
+    TokenEvent& event = events[index];
+    ++stats_.generated_tokens;
     run.context.push_back(event.token);
     event.text = run.stop.push(event.token);
     event.finish = run.stop.finish_reason();
     run.sequence.sink(event);
-    finished[fed_rows[row]] = event.finish.has_value();
+    finished[fed_rows[sampled[index]]] = event.finish.has_value();
   }
   std::vector<Running> still_running;
   for (size_t index = 0; index < running_.size(); ++index) {

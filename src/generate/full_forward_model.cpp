@@ -17,7 +17,7 @@ public:
                                                     options.definition}),
         histories_(static_cast<size_t>(options.slots)) {}
 
-  std::vector<float> feed(std::span<const SlotFeed> feeds) override {
+  std::span<float> feed_in_place(std::span<const SlotFeed> feeds) override {
     check_feeds(feeds, *this);
     std::vector<models::TokenSequence> rows;
     for (const SlotFeed& fed : feeds) {
@@ -27,13 +27,13 @@ public:
     }
     const models::SessionOutput output = session_.run(rows, true);
     const size_t vocab = static_cast<size_t>(vocab_size()), sequence = static_cast<size_t>(max_context());
-    std::vector<float> logits(feeds.size() * vocab);
+    logits_.resize(feeds.size() * vocab);
     for (size_t row = 0; row < rows.size(); ++row) {
       const size_t last = rows[row].input_ids.size() - 1;
       const float* from = output.logits.data() + (row * sequence + last) * vocab;
-      std::copy(from, from + vocab, logits.data() + row * vocab);
+      std::copy(from, from + vocab, logits_.data() + row * vocab);
     }
-    return logits;
+    return logits_;
   }
 
   void clear(int64_t slot) override {
@@ -51,6 +51,7 @@ public:
 private:
   models::ModelSession session_;
   std::vector<std::vector<int32_t>> histories_;
+  std::vector<float> logits_;  // the last feed's
 };
 
 }  // namespace

@@ -149,10 +149,10 @@ public:
 #endif
   }
 
-  std::vector<float> feed(std::span<const SlotFeed> feeds) override {
+  std::span<float> feed_in_place(std::span<const SlotFeed> feeds) override {
     check_feeds(feeds, *this);
     const size_t vocab = static_cast<size_t>(vocab_size());
-    std::vector<float> logits(feeds.size() * vocab);
+    logits_.resize(feeds.size() * vocab);
     std::vector<int64_t> done(feeds.size(), 0);
     std::vector<size_t> pending(feeds.size());
     for (size_t i = 0; i < feeds.size(); ++i) pending[i] = i;
@@ -167,19 +167,25 @@ public:
         if (static_cast<int64_t>(rows.size()) == step.rows) break;
         rows.push_back({i, done[i], std::min(left(i), step.sequence)});
       }
-      const std::vector<float> round = run(step, feeds, rows);
+      const std::span<float> round = run(step, feeds, rows);
+      // The usual decode step: one round whose row r is feed r, every feed complete. Its logits
+      // are the answer as they stand (no copy).
+      if (pending.size() == feeds.size() && rows.size() == feeds.size() && done_in_one(feeds, rows)) {
+        for (const RoundRow& row : rows) held_[static_cast<size_t>(feeds[row.feed].slot)] += row.count;
+        return round.first(feeds.size() * vocab);
+      }
       for (size_t r = 0; r < rows.size(); ++r) {
         const RoundRow& row = rows[r];
         done[row.feed] += row.count;
         held_[static_cast<size_t>(feeds[row.feed].slot)] += row.count;
         if (done[row.feed] == static_cast<int64_t>(feeds[row.feed].tokens.size())) {
           std::copy_n(round.begin() + static_cast<std::ptrdiff_t>(r * vocab), vocab,
-                      logits.begin() + static_cast<std::ptrdiff_t>(row.feed * vocab));
+                      logits_.begin() + static_cast<std::ptrdiff_t>(row.feed * vocab));
         }
       }
       std::erase_if(pending, [&](size_t i) { return done[i] == static_cast<int64_t>(feeds[i].tokens.size()); });
     }
-    return logits;
+    return logits_;
   }
 
   void clear(int64_t slot) override {
@@ -223,9 +229,21 @@ private:
     return session;
   }
 
+  // Whether `rows` (the first round of `feeds`) feeds every one whole, row r being feed r.
+  static bool done_in_one(std::span<const SlotFeed> feeds, const std::vector<RoundRow>& rows) {
+    for (size_t r = 0; r < rows.size(); ++r) {
+      if (rows[r].feed != r || rows[r].first != 0 ||
+          rows[r].count != static_cast<int64_t>(feeds[rows[r].feed].tokens.size())) {
+        return false;
+      }
+    }
+    return true;
+  }
+
   // Runs one round on `step`: row r of `rows` feeds its slot's tokens; the plan's other rows are
-  // padding (no new tokens) over slots no row names. Returns logits [step.rows × vocab].
-  std::vector<float> run(DecodePlan& step, std::span<const SlotFeed> feeds, const std::vector<RoundRow>& rows) {
+  // padding (no new tokens) over slots no row names. Returns logits [step.rows × vocab] in
+  // round_, which the next round overwrites.
+  std::span<float> run(DecodePlan& step, std::span<const SlotFeed> feeds, const std::vector<RoundRow>& rows) {
     const int64_t width = step.sequence, cells = step.rows * width;
     RoundInputs in;
     in.input_ids.assign(static_cast<size_t>(cells), 0);
@@ -263,7 +281,13 @@ private:
       bindings.push_back({id, std::as_bytes(std::span<const int32_t>(values))});
     }
     step.backend->execute(bindings);
-    return models::read_float32(*step.backend, step.plan, step.logits);
+    round_.resize(static_cast<size_t>(step.rows * config_.vocab_size));
+    if (step.plan.graph.tensor(step.logits).type.dtype == DType::F32) {
+      step.backend->read(step.logits, std::as_writable_bytes(std::span<float>(round_)));  // into warm pages
+    } else {
+      round_ = models::read_float32(*step.backend, step.plan, step.logits);
+    }
+    return round_;
   }
 
   bool cuda_ = false;
@@ -274,6 +298,9 @@ private:
   std::shared_ptr<DecodePlan> decode_ = std::make_shared<DecodePlan>();
   std::optional<DecodePlan> prefill_;  // absent when prompts go a token at a time
   std::vector<int64_t> held_;          // tokens each slot's cache holds
+  // Kept from step to step: a decode step's logits (tens of MB at a large vocabulary) land in
+  // pages already mapped instead of a fresh allocation's.
+  std::vector<float> round_, logits_;
 };
 
 }  // namespace

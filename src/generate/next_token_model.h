@@ -34,9 +34,16 @@ class NextTokenModel {
 public:
   virtual ~NextTokenModel() = default;
   // Appends each feed's tokens to its slot (each slot at most once per call) and returns the fp32
-  // logits after the last of them, [feeds.size() × vocab_size()] row-major in the feeds' order.
+  // logits after the last of them, [feeds.size() × vocab_size()] row-major in the feeds' order,
+  // in the model's own buffer: valid (and the caller's to change) until the next feed_in_place or
+  // clear. No copy, no allocation per step once the buffer has grown: what the engine calls.
   // UserError when a slot would exceed max_context or an id is outside the vocabulary.
-  virtual std::vector<float> feed(std::span<const SlotFeed> feeds) = 0;
+  virtual std::span<float> feed_in_place(std::span<const SlotFeed> feeds) = 0;
+  // The same logits as a vector of their own.
+  std::vector<float> feed(std::span<const SlotFeed> feeds) {
+    const std::span<const float> logits = feed_in_place(feeds);
+    return {logits.begin(), logits.end()};
+  }
   virtual void clear(int64_t slot) = 0;  // the slot then holds nothing
   virtual int64_t held(int64_t slot) const = 0;
   virtual int64_t slots() const = 0;

@@ -4,6 +4,7 @@
 #include "generate/sampling.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <numeric>
@@ -158,15 +159,25 @@ std::vector<double> softmax_probabilities(std::span<const float> logits) {
 }
 
 int32_t argmax(std::span<const float> logits) {
-  size_t best = 0;
-  float best_logit = -std::numeric_limits<float>::infinity();
-  for (size_t id = 0; id < logits.size(); ++id) {
-    if (logits[id] > best_logit) {  // strictly: the first maximum stays; NaN is never greater
-      best_logit = logits[id];
-      best = id;
+  // The largest value first, in 16 independent lanes (a loop the compiler turns into vector max
+  // instructions: `x > m ? x : m` is their exact rule, NaN never chosen), then its first index.
+  constexpr size_t kLanes = 16;
+  std::array<float, kLanes> lanes;
+  lanes.fill(-std::numeric_limits<float>::infinity());
+  const size_t whole = logits.size() / kLanes * kLanes;
+  for (size_t id = 0; id < whole; id += kLanes) {
+    for (size_t lane = 0; lane < kLanes; ++lane) {
+      const float value = logits[id + lane];
+      lanes[lane] = value > lanes[lane] ? value : lanes[lane];
     }
   }
-  return static_cast<int32_t>(best);
+  float best_logit = -std::numeric_limits<float>::infinity();
+  for (float lane : lanes) best_logit = lane > best_logit ? lane : best_logit;
+  for (size_t id = whole; id < logits.size(); ++id) best_logit = logits[id] > best_logit ? logits[id] : best_logit;
+  for (size_t id = 0; id < logits.size(); ++id) {
+    if (logits[id] == best_logit) return static_cast<int32_t>(id);  // the first maximum
+  }
+  return 0;  // every value NaN or -inf: the first, as before
 }
 
 TokenSampler::TokenSampler(const SamplingOptions& options, uint64_t seed)
@@ -176,11 +187,10 @@ TokenSampler::TokenSampler(const SamplingOptions& options, uint64_t seed)
 
 int32_t TokenSampler::choose(std::span<float> logits, std::span<const int32_t> context) {
   SUROGATE_CHECK(!logits.empty(), "no logits to choose from");
-  for (float logit : logits) {
-    if (std::isnan(logit) || logit == std::numeric_limits<float>::infinity()) {
-      fail_user("the model's logits hold NaN or +inf (a diverged model?): no token can be chosen");
-    }
-  }
+  // !(x < +inf) holds exactly for NaN and +inf; one flag over the row (a loop that vectorizes).
+  bool unusable = false;
+  for (float logit : logits) unusable |= !(logit < std::numeric_limits<float>::infinity());
+  if (unusable) fail_user("the model's logits hold NaN or +inf (a diverged model?): no token can be chosen");
   process_logits(options_, logits, context);
   if (options_.greedy()) return argmax(logits);
   const std::vector<double> probabilities = softmax_probabilities(logits);

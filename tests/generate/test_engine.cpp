@@ -17,9 +17,9 @@ namespace {
 // Vocabulary of 5; the next token's logits favour (last token + 1) % 5. Records each feed.
 class CountingModel : public NextTokenModel {
  public:
-  std::vector<float> feed(std::span<const SlotFeed> feeds) override {
+  std::span<float> feed_in_place(std::span<const SlotFeed> feeds) override {
     if (fail) throw std::runtime_error("feed failed");
-    std::vector<float> logits;
+    logits.clear();
     std::vector<int64_t> fed, lengths;
     for (const SlotFeed& feed : feeds) {
       held_[feed.slot] += static_cast<int64_t>(feed.tokens.size());
@@ -39,6 +39,7 @@ class CountingModel : public NextTokenModel {
   int64_t max_context() const override { return 32; }
   int64_t vocab_size() const override { return 5; }
 
+  std::vector<float> logits;                // the last feed's
   std::vector<std::vector<int64_t>> calls;  // the slots of each feed
   std::vector<std::vector<int64_t>> sizes;  // the tokens of each slot fed, per feed
   bool fail = false;

@@ -151,6 +151,15 @@ TEST(Sampling, GreedyTakesTheFirstMaximum) {
   logits = {1, 3, 2};
   EXPECT_EQ(penalising.choose(logits, std::vector<int32_t>{1}), 2);  // 3 / 3 = 1 < 2
   EXPECT_EQ(argmax(std::vector<float>{std::nanf(""), 1, 2, 2}), 2);
+  // Rows longer than the vectorised lanes: the first maximum wherever it falls, the tail included.
+  for (size_t size : {17u, 151936u}) {
+    std::vector<float> row(size, -1.0f);
+    row[size - 1] = 5.0f;
+    EXPECT_EQ(argmax(row), static_cast<int32_t>(size - 1)) << size;
+    row[size / 3] = 5.0f;
+    row[size / 2] = std::nanf("");
+    EXPECT_EQ(argmax(row), static_cast<int32_t>(size / 3)) << size;
+  }
 }
 
 // The draw as sampling.h defines it: u from the top 53 bits of std::mt19937_64(seed), the first
@@ -211,6 +220,9 @@ TEST(Sampling, NaNOrNothingLeftIsAUserError) {
   TokenSampler sampler(sampling(), 0);
   std::vector<float> logits{1, std::nanf(""), 2};
   EXPECT_NE(error_of([&] { sampler.choose(logits, {}); }).find("NaN"), std::string::npos);
+  logits.assign(40, 0.0f);
+  logits[37] = kInf;  // past the first 16 lanes
+  EXPECT_NE(error_of([&] { sampler.choose(logits, {}); }).find("+inf"), std::string::npos);
   logits = {-kInf, -kInf};
   EXPECT_NE(error_of([&] { sampler.choose(logits, {}); }).find("every logit is -inf"),
             std::string::npos);
