@@ -23,6 +23,7 @@
 #include "runtime/cpu_backend.h"
 #include "runtime/shared_parameters.h"
 #if SUROGATE_WITH_CUDA
+#include "cuda/host_buffer.h"
 #include "runtime/cuda_backend.h"
 #endif
 
@@ -137,12 +138,13 @@ public:
     }
     if (chunk > 1) {
       prefill_.emplace();
-      compile(*prefill_, options, cache, rows, chunk);
-      share_parameters(*prefill_->backend, *decode_->backend, cuda_);
-      prefill_->backend->load(prefill_->plan, registry_);
-      const runtime::SharedParameters shared = runtime::share_parameters(prefill_->plan, decode_->plan);
-      SUROGATE_CHECK(shared.own.empty(), "the prefill plan holds '{}' apart from the decode plan",
-                     prefill_->plan.graph.tensor(shared.own.empty() ? 0 : shared.own.front().first).name);
+      load_prefill(*prefill_, options, cache, rows, chunk);
+      // One prompt alone takes a row of rows × chunk tokens: no padding rows computed for nothing.
+      const int64_t single_chunk = std::min(rows * chunk, options.max_context);
+      if (rows > 1 && single_chunk > chunk) {
+        single_prefill_.emplace();
+        load_prefill(*single_prefill_, options, cache, 1, single_chunk);
+      }
     }
 #if SUROGATE_WITH_CUDA
     if (cuda_) static_cast<runtime::CudaBackend&>(*decode_->backend).set_cuda_graphs(true);
@@ -161,7 +163,10 @@ public:
       // take slots with one token left. When only those remain, one decode round feeds them all.
       auto left = [&](size_t i) { return static_cast<int64_t>(feeds[i].tokens.size()) - done[i]; };
       std::stable_partition(pending.begin(), pending.end(), [&](size_t i) { return left(i) > 1; });
-      DecodePlan& step = prefill_ && left(pending.front()) > 1 ? *prefill_ : *decode_;
+      const auto prompts = std::count_if(pending.begin(), pending.end(), [&](size_t i) { return left(i) > 1; });
+      DecodePlan& step = prompts == 0 || !prefill_ ? *decode_
+                         : prompts == 1 && single_prefill_ ? *single_prefill_
+                                                           : *prefill_;
       std::vector<RoundRow> rows;
       for (size_t i : pending) {
         if (static_cast<int64_t>(rows.size()) == step.rows) break;
@@ -229,6 +234,17 @@ private:
     return session;
   }
 
+  // A prefill plan of [rows, chunk] reading the decode plan's weights and caches.
+  void load_prefill(DecodePlan& target, const ModelOptions& options, const DecodeShape& cache, int64_t rows,
+                    int64_t chunk) {
+    compile(target, options, cache, rows, chunk);
+    share_parameters(*target.backend, *decode_->backend, cuda_);
+    target.backend->load(target.plan, registry_);
+    const runtime::SharedParameters shared = runtime::share_parameters(target.plan, decode_->plan);
+    SUROGATE_CHECK(shared.own.empty(), "the prefill plan holds '{}' apart from the decode plan",
+                   target.plan.graph.tensor(shared.own.empty() ? 0 : shared.own.front().first).name);
+  }
+
   // Whether `rows` (the first round of `feeds`) feeds every one whole, row r being feed r.
   static bool done_in_one(std::span<const SlotFeed> feeds, const std::vector<RoundRow>& rows) {
     for (size_t r = 0; r < rows.size(); ++r) {
@@ -281,12 +297,26 @@ private:
       bindings.push_back({id, std::as_bytes(std::span<const int32_t>(values))});
     }
     step.backend->execute(bindings);
-    round_.resize(static_cast<size_t>(step.rows * config_.vocab_size));
+    const std::span<float> round = round_buffer(static_cast<size_t>(step.rows * config_.vocab_size));
     if (step.plan.graph.tensor(step.logits).type.dtype == DType::F32) {
-      step.backend->read(step.logits, std::as_writable_bytes(std::span<float>(round_)));  // into warm pages
+      step.backend->read(step.logits, std::as_writable_bytes(round));
     } else {
-      round_ = models::read_float32(*step.backend, step.plan, step.logits);
+      const std::vector<float> values = models::read_float32(*step.backend, step.plan, step.logits);
+      std::copy(values.begin(), values.end(), round.begin());
     }
+    return round;
+  }
+
+  // Where a round's logits land, kept from round to round: pages already mapped (and on CUDA
+  // page-locked, so the copy off the GPU runs at the link's speed) rather than a fresh allocation's.
+  std::span<float> round_buffer(size_t count) {
+#if SUROGATE_WITH_CUDA
+    if (cuda_) {
+      if (pinned_round_.size() < count) pinned_round_ = cuda::PinnedHostBuffer<float>(count);
+      return {pinned_round_.data(), count};
+    }
+#endif
+    round_.resize(count);
     return round_;
   }
 
@@ -297,10 +327,14 @@ private:
   int64_t capacity_ = 0;
   std::shared_ptr<DecodePlan> decode_ = std::make_shared<DecodePlan>();
   std::optional<DecodePlan> prefill_;  // absent when prompts go a token at a time
+  std::optional<DecodePlan> single_prefill_;  // [1, rows × chunk]: a round with one prompt in it
   std::vector<int64_t> held_;          // tokens each slot's cache holds
   // Kept from step to step: a decode step's logits (tens of MB at a large vocabulary) land in
   // pages already mapped instead of a fresh allocation's.
   std::vector<float> round_, logits_;
+#if SUROGATE_WITH_CUDA
+  cuda::PinnedHostBuffer<float> pinned_round_;
+#endif
 };
 
 }  // namespace

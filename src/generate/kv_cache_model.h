@@ -1,15 +1,17 @@
 // The fast NextTokenModel (next_token_model.h's open_kv_cache_model): the keys and values of every
 // token fed stay in a KV cache, so a token costs one step over the new tokens only.
 //
-// Two plans of the model's decode graph (generate/decode_graph.h) on one backend kind:
+// Plans of the model's decode graph (generate/decode_graph.h) on one backend kind:
 //   decode  [slots, 1]            — one new token for each slot fed (the rest padding rows);
 //   prefill [rows, chunk]         — prompts, `chunk` tokens of one slot per row and call;
+//   single  [1, rows × chunk]     — a round with one prompt in it (no padding rows computed);
 // compiled from the same forward graph (LoRA applied unmerged), so they name their weights and
-// caches alike. The weights are loaded ONCE, into the decode plan's backend; the prefill backend
-// shares its parameters (Cpu/CudaBackend::share_parameters_with): the weights and the caches — the
+// caches alike. The weights are loaded ONCE, into the decode plan's backend; the prefill backends
+// share its parameters (Cpu/CudaBackend::share_parameters_with): the weights and the caches — the
 // caches being constants of both graphs, the prefill plan's appends are what the decode plan reads.
 // A feed() is run as rounds: while some fed slot has more than one token left, prefill rounds
-// (each row up to `chunk` of one slot's tokens; spare rows take slots with a single token left),
+// (the single plan when only one slot has, else each row up to `chunk` of one slot's tokens;
+// spare rows take slots with a single token left),
 // then one decode round for the slots with one token left; a slot's logits come from the round
 // that feeds its last token. Padding rows name slots no row of the round names, with no new
 // tokens (the op's rule: no slot twice). On CUDA the decode plan runs as a captured CUDA graph.
