@@ -46,10 +46,9 @@ void png_read_from_memory(png_structp png, png_bytep out, png_size_t length) {
 
 // What libpng hands back: rows of `channels` samples of `bytes_per_sample` bytes.
 struct PngPixels {
-  png_uint_32 width = 0;
-  png_uint_32 height = 0;
+  png_uint_32 width = 0, height = 0;
   int channels = 0;
-  int bytes_per_sample = 1;
+  int bytes_per_sample = 1;  // 2 only for 16-bit grey, kept whole for the clamp
   int exif_orientation = 1;
   std::vector<uint8_t> data;
   std::vector<png_bytep> rows;
