@@ -163,6 +163,8 @@ def expected_for(path, config):
 
 
 def main():
+    # expected.json records Pillow 13's resampling pass order, the engine's default.
+    assert int(PIL.__version__.split(".")[0]) >= 13, f"Pillow >= 13 needed, found {PIL.__version__}"
     OUT.mkdir(parents=True, exist_ok=True)
     for name, data in make_images().items():
         (OUT / name).write_bytes(data)

@@ -14,11 +14,14 @@ import pytest
 from conftest import REPO_ROOT, build_binary
 
 PIL = pytest.importorskip("PIL")
-pytest.importorskip("transformers")
+# transformers 5's Pillow backend of the Qwen2-VL processor (4.x named it differently).
+pil_qwen2_vl = pytest.importorskip("transformers.models.qwen2_vl.image_processing_pil_qwen2_vl")
 import PIL.Image  # noqa: E402
 import PIL.ImageOps  # noqa: E402
 from transformers.image_utils import load_image  # noqa: E402
-from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil  # noqa: E402
+
+Qwen2VLImageProcessorPil = pil_qwen2_vl.Qwen2VLImageProcessorPil
+smart_resize = pil_qwen2_vl.smart_resize
 
 FIXTURES = REPO_ROOT / "tests" / "fixtures" / "vision"
 CONFIGS = ("qwen2_5_vl", "qwen3_vl")
@@ -66,7 +69,6 @@ def hf_side(path, config_dir, alpha):
     batch = processor(images=[PIL.Image.fromarray(rgb)], return_tensors="np")
     size = config.get("size", {})
     factor = config["patch_size"] * config["merge_size"]
-    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import smart_resize
     h, w = smart_resize(rgb.shape[0], rgb.shape[1], factor, config.get("min_pixels", size.get("shortest_edge")),
                         config.get("max_pixels", size.get("longest_edge")))
     resized = np.asarray(PIL.Image.fromarray(rgb).resize((w, h), PIL.Image.BICUBIC))
