@@ -4,6 +4,8 @@
 
 #include <zlib.h>
 
+#include <filesystem>
+
 #include "user_error_of.h"
 #include "vision/decode_image.h"
 #include "vision/image_source.h"
@@ -100,6 +102,43 @@ TEST(BadImages, SourcesNameTheField) {
   EXPECT_EQ(empty_struct, "row 9: images[0]: the image struct has neither bytes nor a path");
   const std::string empty = error_of([] { load_image_reference("", "/d", "row 9: image"); });
   EXPECT_EQ(empty, "row 9: image: the image reference is empty");
+}
+
+// Deterministic mutations of every fixture (bit flips, cuts, inserted bytes): each decodes to an
+// image of consistent size or fails with a UserError naming the file; nothing else escapes.
+TEST(BadImages, MutatedFilesDecodeOrFailCleanly) {
+  uint32_t state = 2024;
+  auto next = [&state] {
+    state = state * 1664525u + 1013904223u;
+    return state >> 8;
+  };
+  size_t failures = 0, decoded = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(fixtures_dir())) {
+    const std::string ext = entry.path().extension().string();
+    if (ext != ".png" && ext != ".jpg" && ext != ".webp") continue;
+    const auto original = read_bytes(entry.path());
+    for (int round = 0; round < 60; ++round) {
+      auto bytes = original;
+      const int kind = round % 3;
+      if (kind == 0) {
+        for (int flips = 0; flips < 4; ++flips) bytes[next() % bytes.size()] ^= static_cast<uint8_t>(1u << (next() % 8));
+      } else if (kind == 1) {
+        bytes.resize(next() % bytes.size());
+      } else {
+        bytes.insert(bytes.begin() + static_cast<std::ptrdiff_t>(next() % bytes.size()), static_cast<uint8_t>(next()));
+      }
+      try {
+        const RgbImage image = decode_image(ImageBytes{"m" + ext, bytes}, DecodeOptions{1 << 22});
+        EXPECT_EQ(image.pixels.size(), static_cast<size_t>(image.width) * image.height * 3);
+        ++decoded;
+      } catch (const UserError& error) {
+        EXPECT_EQ(std::string(error.what()).rfind("image m" + ext + ": ", 0), 0u) << error.what();
+        ++failures;
+      }
+    }
+  }
+  EXPECT_GT(failures, 100u);  // the mutations do break files
+  EXPECT_GT(decoded, 10u);    // and some survive (flipped pixel data)
 }
 
 TEST(BadImages, DecodeBase64RoundTripsPaddingAndWhitespace) {
