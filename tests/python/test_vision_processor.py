@@ -127,6 +127,7 @@ def test_fixture_images_equal_transformers_bit_for_bit(tool, tmp_path, config_na
 
 
 def test_exif_orientations_match_load_image(tool, tmp_path):
+    """JPEG's APP1, PNG's eXIf and WebP's EXIF chunk, each orientation 1..8."""
     rng = np.random.default_rng(3)
     image = PIL.Image.fromarray(rng.integers(0, 256, size=(37, 58, 3), dtype=np.uint8))
     for orientation in range(1, 9):
@@ -138,6 +139,9 @@ def test_exif_orientations_match_load_image(tool, tmp_path):
         png = tmp_path / f"o{orientation}.png"
         image.save(png, "PNG", exif=exif.tobytes())
         assert_same(tool, png, "qwen2_5_vl", "drop", tmp_path)
+        webp = tmp_path / f"o{orientation}.webp"
+        image.save(webp, "WEBP", lossless=True, exif=exif.tobytes())
+        assert_same(tool, webp, "qwen3_vl", "drop", tmp_path)
 
 
 def test_truncated_image_is_one_error_naming_the_file(tool, tmp_path):
