@@ -10,6 +10,7 @@ import sys
 LAYERS = [
     ["core"],
     ["quant", "config", "io", "tokenizer", "chat_template"],
+    ["vision"],
     ["cuda"],
     ["graph"],
     ["ops"],

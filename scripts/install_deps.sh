@@ -12,6 +12,7 @@ apt_packages=(
   clang libclang-rt-14-dev
   libgloo-dev
   libcpp-httplib-dev  # surogate serve's HTTP server
+  libpng-dev libjpeg62-turbo-dev libwebp-dev  # src/vision/'s image decoders
   python3-venv
 )
 python_packages=(
@@ -29,6 +30,7 @@ python_packages=(
   torch peft
   # The benchmark page's charts (bench/plot_benchmarks.py), drawn by tests/python/test_benchmark_page.py.
   matplotlib
+  pillow  # the oracle of src/vision/'s image decoding and resizing (scripts/make_vision_fixtures.py, tests/python/test_vision_processor.py)
   openai  # the real client tests/python/test_serve.py talks to `surogate serve` with
 )
 
