@@ -13,7 +13,8 @@
 #include "runtime/cpu_backend.h"
 #include "models/decoder_graph.h"
 #include "train/device/backend_selection.h"
-#include "train/device/cpu_data_parallel_device.h"
+#include "train/device/parallel/rank_engine.h"
+#include "train/device/parallel/data_parallel_device.h"
 #include "train/device/cpu_parameters.h"
 #include "train/device/cpu_pipeline_device.h"
 #include "train/device/fp8_state.h"
@@ -170,7 +171,11 @@ std::unique_ptr<TrainingDevice> make_cpu_training_device(const TrainingDeviceSet
   }
   // offload_quants on one rank: the ZeRO-3 device of a world of one streams the quantized base.
   if (layout.several_ranks() || setup.data_parallel_device ||
-      setup.config->offload_quants) return make_cpu_data_parallel_training_device(setup, layout);
+      setup.config->offload_quants) {
+    return make_data_parallel_training_device(setup, layout, [&](distributed::RankThreads& threads) {
+      return make_cpu_data_parallel_ranks(setup, layout, threads);
+    });
+  }
   return std::make_unique<CpuTrainingDevice>(setup);
 }
 

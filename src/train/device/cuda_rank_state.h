@@ -1,5 +1,5 @@
 // One GPU's training state: what the single-GPU device (cuda_training_device.cpp) holds, and what
-// each rank of the data-parallel device (cuda_data_parallel_device.cpp) holds on its GPU.
+// each rank of the data-parallel device (parallel/cuda_data_parallel_ranks.cpp) holds on its GPU.
 //   - the CudaBackend with the loaded bf16 plan (weights, one micro-batch's bf16 gradients, arena),
 //     or an fp16 plan (torch_dtype: float16: fp16 weights and gradients; fp32 masters and
 //     accumulators, the optimizer stepping the masters only and step() rewriting the fp16 weights
