@@ -222,4 +222,8 @@ private:
 // them. Unit u is the state's trainable entry `first_entry` + u.
 ShardCopies cuda_shard_copies(CudaRankState& state, size_t first_entry = 0);
 
+// UserError (naming `gpus_source`, the `gpus` setting) unless GPUs first_device … first_device +
+// count − 1 are visible: a multi-GPU device's ranks, before any of them loads.
+void check_visible_gpus(int first_device, int count, const std::string& gpus_source);
+
 }  // namespace surogate::train

@@ -39,9 +39,8 @@
 #include "quant/fp8_scaling.h"
 #include "train/device/backend_selection.h"
 #include "train/device/parallel/rank_engine.h"
-#include "train/device/parallel/data_parallel_device.h"
+#include "train/device/parallel/parallel_device.h"
 #include "train/device/cuda_evaluator.h"
-#include "train/device/cuda_pipeline_device.h"
 #include "train/device/cuda_rank_state.h"
 #include "train/device/fp8_delayed_sites.h"
 #include "train/device/fp8_state.h"
@@ -180,15 +179,11 @@ std::unique_ptr<TrainingDevice> make_cuda_training_device(const TrainingDeviceSe
       *setup.config, probe_machine().visible_gpus, distributed::process_placement(setup.world));
   if (layout.pipeline_size > 1) {
     SUROGATE_CHECK(setup.pipeline != nullptr, "a pipeline layout comes with the stages' plans");
-    return make_cuda_pipeline_training_device(setup, layout);
+    return make_parallel_training_device(setup, layout, make_cuda_pipeline_ranks);
   }
   // offload_quants on one rank: the ZeRO-3 device of a world of one streams the quantized base.
   if (layout.several_ranks() || setup.data_parallel_device ||
-      setup.config->offload_quants) {
-    return make_data_parallel_training_device(setup, layout, [&](distributed::RankThreads& threads) {
-      return make_cuda_data_parallel_ranks(setup, layout, threads);
-    });
-  }
+      setup.config->offload_quants) return make_parallel_training_device(setup, layout, make_cuda_data_parallel_ranks);
   return std::make_unique<CudaTrainingDevice>(setup);
 }
 

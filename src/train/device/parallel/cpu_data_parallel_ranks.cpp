@@ -1,5 +1,5 @@
-// The CPU backend's ranks of the data-parallel device (data_parallel_device.cpp says the step's
-// algorithm): the device the trainer drives when `gpus: N` (N > 1) trains on the CPU backend, or
+// The CPU backend's ranks of the parallel device for data parallelism (parallel_device.cpp says the
+// step's algorithm): the device the trainer drives when `gpus: N` (N > 1) trains on the CPU backend, or
 // when the ranks are spread over several processes. Each rank (a thread of this process) has its
 // own CpuBackend (plan, parameters, gradients, activation arena), joined to every rank of the world
 // by gloo (distributed/gloo_communicator.h).
@@ -99,7 +99,7 @@ public:
   }
 
   // ZeRO-2/3: the rank holds its shard's sums; ZeRO-1: every rank holds the same summed gradients.
-  RankMeasure measure(bool counts_replicated) override {
+  RankMeasure measure() override {
     if (sharded) {
       const std::span<const float> shard_sums = sharded->accumulators();
       measure_.squares = ops::sum_of_squares(shard_sums.data(), static_cast<int64_t>(shard_sums.size()));
@@ -160,6 +160,7 @@ public:
   std::unique_ptr<runtime::StepObserver> quantized_gatherer;  // ZeRO-3: the quantized base's gathers
   std::unique_ptr<CpuGradientReducer> reducer;  // the gradient buckets, during the last micro-batch
   std::vector<float> scratch;                   // ZeRO-3: one weight on its way to or from the host
+  bool counts_replicated = false;  // ZeRO-1: the world's first rank counts the summed gradients
 
 private:
   const CpuRanksShared& shared_;
@@ -175,10 +176,11 @@ struct HostCopies {
 
 class CpuDataParallelRanks final : public BackendRanks {
 public:
-  CpuDataParallelRanks(const TrainingDeviceSetup& setup, const distributed::ParallelLayout& layout,
-                       distributed::RankThreads& threads)
-      : layout_(layout), threads_(threads), plan_(*setup.plan) {
-    const Config& config = *setup.config;  // read here only (and by the factory's check)
+  explicit CpuDataParallelRanks(const RanksSetup& made)
+      : layout_(made.layout), threads_(made.threads), plan_(*made.device.plan) {
+    const TrainingDeviceSetup& setup = made.device;
+    const Config& config = *setup.config;  // read here only
+    check_cpu_backend_options(config);
     shared_.plan = &plan_;
     shared_.router_aux_loss = plan_.graph.find_tensor(models::kRouterAuxLoss);
     shared_.max_grad_norm = config.max_grad_norm;
@@ -304,6 +306,7 @@ private:
   void set_up_rank(CpuRankEngine& rank, int r, const distributed::Shard& shard, size_t total,
                    std::span<const graph::TensorId> gradients, const Config& config) {
     rank.shard = shard;
+    rank.counts_replicated = layout_.first_rank + r == 0;
     if (!layout_.shard_gradients) rank.flat.assign(total, 0.0f);
     if (gathered_plan_) {
       rank.gatherer = std::make_unique<CpuWeightGatherer>(gathering_, layout_.first_rank + r, rank.backend, *rank.communicator);
@@ -395,11 +398,6 @@ private:
 
 }  // namespace
 
-std::unique_ptr<BackendRanks> make_cpu_data_parallel_ranks(const TrainingDeviceSetup& setup,
-                                                           const distributed::ParallelLayout& layout,
-                                                           distributed::RankThreads& threads) {
-  check_cpu_backend_options(*setup.config);
-  return std::make_unique<CpuDataParallelRanks>(setup, layout, threads);
-}
+std::unique_ptr<BackendRanks> make_cpu_data_parallel_ranks(const RanksSetup& setup) { return std::make_unique<CpuDataParallelRanks>(setup); }
 
 }  // namespace surogate::train

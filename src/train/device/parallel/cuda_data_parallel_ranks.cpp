@@ -1,4 +1,4 @@
-// The GPUs' ranks of the data-parallel device (data_parallel_device.cpp says the step's algorithm):
+// The GPUs' ranks of the parallel device for data parallelism (parallel_device.cpp says the step's algorithm):
 // the device for `gpus: N` on the CUDA backend, or ranks spread over processes. This process's ranks
 // are threads (rank_threads.h), local rank l on GPU first_device + l with a CudaRankState (its
 // backend, flat fp32 masters and gradient accumulators, optimizer), joined by NCCL with every
@@ -102,7 +102,7 @@ public:
 
   // ZeRO-2/3: each rank counts its shard's squares; ZeRO-1: every rank holds the same summed
   // gradients (NCCL gives every rank the same bits).
-  RankMeasure measure(bool counts_replicated) override {
+  RankMeasure measure() override {
     if (sharded) state->gradient_norm(shard.first_unit, shard.end_unit);
     else state->gradient_norm(0, shared_.trainable_layout->entries.size());
     side_communicator->synchronize();
@@ -159,6 +159,7 @@ public:
   std::unique_ptr<CudaWeightGatherer> gatherer;
   std::unique_ptr<CudaWeightGatherer> quantized_gatherer;  // ZeRO-3: the quantized base's gathers
   cuda::DeviceBuffer<float> scratch;        // ZeRO-3: a chunk of a weight on its way to or from the host
+  bool counts_replicated = false;  // ZeRO-1: the world's first rank counts the summed gradients
 
 private:
   const CudaRanksShared& shared_;
@@ -166,21 +167,16 @@ private:
 
 class CudaDataParallelRanks final : public BackendRanks {
 public:
-  CudaDataParallelRanks(const TrainingDeviceSetup& setup, const distributed::ParallelLayout& layout,
-                        distributed::RankThreads& threads)
-      : layout_(layout), threads_(threads), plan_(*setup.plan),
-        trainable_layout_(cuda_trainable_layout(plan_, setup.specs)) {
+  explicit CudaDataParallelRanks(const RanksSetup& made)
+      : layout_(made.layout), threads_(made.threads), plan_(*made.device.plan),
+        trainable_layout_(cuda_trainable_layout(plan_, made.device.specs)) {
+    const TrainingDeviceSetup& setup = made.device;
     const Config& config = *setup.config;  // read here only
     // Refused up front by the feature-support table (config/feature_support.cpp: the data-parallel
     // device with bf16 masters, offload_master or offload_grads), before anything loads.
     SUROGATE_CHECK(config.master_dtype != MasterDtype::Bf16 && !config.offload_master && !config.offload_grads,
                    "an option the feature-support table refuses on the data-parallel device");
-    int visible = 0;
-    CUDA_CHECK(cudaGetDeviceCount(&visible));
-    if (visible < layout_.first_device + layout_.local_ranks) {
-      fail_user("{}: GPUs {}-{} asked for, {} visible", config.source_of("gpus"), layout_.first_device,
-                layout_.first_device + layout_.local_ranks - 1, visible);
-    }
+    check_visible_gpus(layout_.first_device, layout_.local_ranks, config.source_of("gpus"));
     bf16_gradients_ = config.gradient_dtype == GradientDtype::Bf16;
     optimizer_name_ = to_string(config.optimizer);
     time_breakdown_ = config.debug_time_breakdown;
@@ -341,6 +337,7 @@ private:
       CudaRankEngine& rank = *ranks_[static_cast<size_t>(r)];
       const int global = layout_.first_rank + r;
       rank.shard = shards[static_cast<size_t>(global)];
+      rank.counts_replicated = global == 0;
       TrainingDeviceSetup rank_setup = setup;
       if (gathered_plan_) rank_setup.plan = &*gathered_plan_;
       if (!sequence_tables_.empty()) rank_setup.cuda_ops = sequence_tables_[static_cast<size_t>(r)].get();
@@ -497,10 +494,6 @@ private:
 
 }  // namespace
 
-std::unique_ptr<BackendRanks> make_cuda_data_parallel_ranks(const TrainingDeviceSetup& setup,
-                                                            const distributed::ParallelLayout& layout,
-                                                            distributed::RankThreads& threads) {
-  return std::make_unique<CudaDataParallelRanks>(setup, layout, threads);
-}
+std::unique_ptr<BackendRanks> make_cuda_data_parallel_ranks(const RanksSetup& setup) { return std::make_unique<CudaDataParallelRanks>(setup); }
 
 }  // namespace surogate::train

@@ -1,11 +1,13 @@
-// What a backend gives the one data-parallel device (data_parallel_device.h), so that the step's
-// algorithm — which rank trains which micro-batch, the world's loss and norm, the ZeRO shard step
-// and weight exchange — is written once for the CPU and the GPUs:
-//   - a RankEngine per rank of this process: it keeps its micro-batches, runs them (its replica
-//     reduction's observers, gradient_buckets.h / sharded_gradients.h, sum the gradients over the
-//     ranks as the backward completes them), counts its part of the squared norm, steps the
-//     optimizer for its shard and publishes the shard (ZeRO-1/2: shard_publish.h, or the bucket
-//     staging) so that every rank holds the updated weights;
+// What a backend gives the one parallel device (parallel_device.h), so that the step's algorithm —
+// which rank trains which micro-batch, the world's loss and norm, the ZeRO shard step and weight
+// exchange — is written once for the CPU and the GPUs, for data and for pipeline parallelism:
+//   - a RankEngine per rank of this process: it keeps its micro-batches, runs them (a replica's
+//     whole model, whose reduction observers, gradient_buckets.h / sharded_gradients.h, sum the
+//     gradients over the ranks as the backward completes them; or a pipeline stage in 1F1B order,
+//     whose gradient group sums them after the schedule, pipeline_stage_groups.h), counts its part
+//     of the squared norm, steps the optimizer for its shard and publishes the shard (ZeRO-1/2:
+//     shard_publish.h, or the bucket staging; a pipeline's tied weights) so that every rank holds
+//     the updated weights;
 //   - BackendRanks, the backend's ranks together with the host side the trainer sees (host copies
 //     of the weights, upload / download, the evaluator, the quantized base, fp8_hybrid's state).
 // Every RankEngine call runs on the rank's own thread (distributed/rank_threads.h).
@@ -36,10 +38,10 @@ public:
   // Runs (or enqueues) the kept micro-batches: the gradients add up and the replica reduction sums
   // them over the ranks. Collective.
   virtual void run_micro_batches() = 0;
-  // The rank's part of the step's metrics: its losses, and the squares of the gradients it counts
-  // (sharded accumulators: its shard's; replicated sums: all of them where `counts_replicated`,
-  // which is true on one rank of the world only, else none). Waits for the rank's device.
-  virtual RankMeasure measure(bool counts_replicated) = 0;
+  // The rank's part of the step's metrics: its losses (a pipeline's last stage reports them), and
+  // the squares of the gradients it counts (sharded accumulators: its shard's; sums every rank of a
+  // group holds: all of them on the group's first rank, none elsewhere). Waits for the rank's device.
+  virtual RankMeasure measure() = 0;
   // Whether measure() reported the router aux loss (MoE plans with it).
   virtual bool has_router_aux_loss() const = 0;
   // The world's gradient norm, which clips every rank's step.
@@ -81,16 +83,26 @@ public:
   // The rest of download(): what a backend keeps apart from the host copies (GPUs: rank 0's
   // weights, the optimizer state, fp8_hybrid's state). Collective.
   virtual void download() = 0;
+  // Before each evaluation: what the evaluator reads brought up to date (pipelines: the host
+  // copies), beyond ZeRO-3's shards. Collective.
+  virtual void before_evaluation() {}
   virtual std::vector<std::pair<std::string, double>> time_breakdown() { return {}; }
 };
 
-// The backends' ranks, each made on the device's rank threads: the CPU's (gloo between them) and
-// the GPUs' (local rank l on GPU first_device + l, NCCL between them; only in CUDA builds).
-std::unique_ptr<BackendRanks> make_cpu_data_parallel_ranks(const TrainingDeviceSetup& setup,
-                                                           const distributed::ParallelLayout& layout,
-                                                           distributed::RankThreads& threads);
-std::unique_ptr<BackendRanks> make_cuda_data_parallel_ranks(const TrainingDeviceSetup& setup,
-                                                            const distributed::ParallelLayout& layout,
-                                                            distributed::RankThreads& threads);
+// What a backend's ranks are made from: the device's setup, its layout and its rank threads (each
+// rank's objects are made on its own thread).
+struct RanksSetup {
+  const TrainingDeviceSetup& device;
+  const distributed::ParallelLayout& layout;
+  distributed::RankThreads& threads;
+};
+using MakeRanks = std::unique_ptr<BackendRanks>(const RanksSetup& setup);
+
+// The backends' ranks: a replica's whole model on each (data and sequence parallelism), or one
+// pipeline stage (stages × replicas × sequence ranks, each running one stage of setup.pipeline). The
+// CPU's ranks are joined by gloo; the GPUs' (local rank l on GPU first_device + l) by NCCL, and
+// exist only in CUDA builds.
+MakeRanks make_cpu_data_parallel_ranks, make_cpu_pipeline_ranks;
+MakeRanks make_cuda_data_parallel_ranks, make_cuda_pipeline_ranks;
 
 }  // namespace surogate::train

@@ -1,13 +1,16 @@
-// Data parallelism with ZeRO-1/2/3 on any backend: the TrainingDevice the trainer drives when
-// `gpus: N` (N > 1) trains, or when the ranks are spread over several processes (a launcher or
-// Ray: distributed/process_world.h). This process's ranks are threads (distributed/rank_threads.h),
-// each with a RankEngine of its backend (rank_engine.h: cpu_data_parallel_ranks.cpp on gloo,
-// cuda_data_parallel_ranks.cpp on NCCL); the step's algorithm is here, once:
+// Data, sequence and pipeline parallelism with ZeRO-1/2/3 on any backend: the TrainingDevice the
+// trainer drives when `gpus: N` (N > 1) trains, when the ranks are spread over several processes (a
+// launcher or Ray: distributed/process_world.h), or when pipeline_parallel_size > 1. This process's
+// ranks are threads (distributed/rank_threads.h), each with a RankEngine of its backend
+// (rank_engine.h): a replica's whole model (cpu_data_parallel_ranks.cpp on gloo,
+// cuda_data_parallel_ranks.cpp on NCCL) or one pipeline stage (cpu_pipeline_ranks.cpp,
+// cuda_pipeline_ranks.cpp). The step's algorithm is here, once (a pipeline stage's reduction and
+// publish: those files):
 //
 //   accumulate() × (gradient_accumulation_steps × local ranks): micro-batch i of the window belongs
 //     to replica i mod data (distributed::owner_of_micro_batch); the trainer hands this process only
 //     its own ranks' micro-batches (takes_micro_batch), each kept by every rank of its replica (each
-//     rank of a sequence group its slice); nothing runs yet.
+//     rank of a sequence group its slice, each stage the inputs its plans read); nothing runs yet.
 //   measure(): every rank runs its micro-batches; its replica reduction (gradient_buckets.h under
 //     ZeRO-1: the last micro-batch's buckets all-reduced as the backward completes them;
 //     sharded_gradients.h under ZeRO-2/3: every micro-batch's buckets reduce-scattered into
@@ -30,24 +33,30 @@
 // step changed the weights since: every process makes the same calls, so they all agree, and the
 // leader's last download for the outputs then finds its copies current and calls no collective
 // alone. The whole design, with the reasons: docs/architecture.md, "Data parallelism".
-#include "train/device/parallel/data_parallel_device.h"
+#include "train/device/parallel/parallel_device.h"
 
 #include <algorithm>
 #include <utility>
 #include <vector>
 
 #include "core/error.h"
-#include "train/device/multi_rank_device.h"
 #include "train/device/process_optimizer_state.h"
+#include "train/device/process_window.h"
 
 namespace surogate::train {
 namespace {
 
-class DataParallelDevice final : public MultiRankDevice {
+class ParallelDevice final : public TrainingDevice {
 public:
-  DataParallelDevice(const TrainingDeviceSetup& setup, const distributed::ParallelLayout& layout,
-                     const MakeBackendRanks& make_ranks)
-      : MultiRankDevice(layout, setup.world), optimizer_exchange_(setup.world), ranks_(make_ranks(threads_)) {}
+  // `setup.world` null: one process.
+  ParallelDevice(const TrainingDeviceSetup& setup, const distributed::ParallelLayout& layout,
+                 MakeRanks* make_ranks)
+      : layout_(layout), threads_(layout.local_ranks), window_(layout, setup.world), optimizer_exchange_(setup.world),
+        ranks_(make_ranks({setup, layout_, threads_})) {}
+
+  int data_parallel_ranks() const override { return layout_.data_size; }
+  bool takes_micro_batch(int64_t index) const override { return window_.takes(index); }
+  MicroBatchTotals window_totals(std::span<const MicroBatchTotals> taken) override { return window_.totals(taken); }
 
   std::string description() const override { return ranks_->description(); }
   std::span<const WeightView> weights() const override { return ranks_->weights(); }
@@ -78,8 +87,11 @@ public:
     download_weight_shards();
     ranks_->download();
   }
-  // ZeRO-3: the evaluator reads the host copies.
-  void before_evaluation() override { download_weight_shards(); }
+  // ZeRO-3 and pipelines: the evaluator reads the host copies.
+  void before_evaluation() override {
+    download_weight_shards();
+    ranks_->before_evaluation();
+  }
 
   void accumulate(std::span<const runtime::InputBinding> inputs) override {
     for (const int local : window_.next_local_ranks()) {
@@ -92,7 +104,7 @@ public:
     // Every rank's micro-batches first (on GPUs only enqueued), then each waits for its part.
     threads_.run([&](int r) { ranks_->engine(r).run_micro_batches(); });
     std::vector<RankMeasure> measures(static_cast<size_t>(layout_.local_ranks));
-    threads_.run([&](int r) { measures[static_cast<size_t>(r)] = ranks_->engine(r).measure(layout_.first_rank + r == 0); });
+    threads_.run([&](int r) { measures[static_cast<size_t>(r)] = ranks_->engine(r).measure(); });
     const StepMetrics metrics = window_.measure(measures, ranks_->engine(0).has_router_aux_loss());
     threads_.run([&](int r) { ranks_->engine(r).set_grad_norm(metrics.grad_norm); });
     return metrics;
@@ -135,17 +147,20 @@ private:
     return tensors;
   }
 
+  distributed::ParallelLayout layout_;
+  distributed::RankThreads threads_;
+  ProcessWindow window_;
   ProcessOptimizerState optimizer_exchange_;
-  std::unique_ptr<BackendRanks> ranks_;
+  std::unique_ptr<BackendRanks> ranks_;  // after threads_: released on them
   bool host_current_ = true;  // ZeRO-3: no step since the host copies were uploaded or downloaded
 };
 
 }  // namespace
 
-std::unique_ptr<TrainingDevice> make_data_parallel_training_device(const TrainingDeviceSetup& setup,
-                                                                   const distributed::ParallelLayout& layout,
-                                                                   const MakeBackendRanks& make_ranks) {
-  return std::make_unique<DataParallelDevice>(setup, layout, make_ranks);
+std::unique_ptr<TrainingDevice> make_parallel_training_device(const TrainingDeviceSetup& setup,
+                                                              const distributed::ParallelLayout& layout,
+                                                              MakeRanks* make_ranks) {
+  return std::make_unique<ParallelDevice>(setup, layout, make_ranks);
 }
 
 }  // namespace surogate::train
