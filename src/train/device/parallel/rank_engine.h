@@ -10,7 +10,8 @@
 //     the updated weights;
 //   - BackendRanks, the backend's ranks together with the host side the trainer sees (host copies
 //     of the weights, upload / download, the evaluator, the quantized base, fp8_hybrid's state).
-// Every RankEngine call runs on the rank's own thread (distributed/rank_threads.h).
+// A RankEngine's work (run_micro_batches through zero_gradients) runs on the rank's own thread
+// (distributed/rank_threads.h); take() and the queries run on the trainer's.
 #pragma once
 
 #include <cstddef>
