@@ -1,4 +1,4 @@
-// The CUDA data-parallel device (train/device/cuda_data_parallel_device.cpp) on the quickstart
+// The CUDA data-parallel device (train/device/parallel/cuda_data_parallel_ranks.cpp) on the quickstart
 // model (tiny Llama from scratch, string reversal).
 //
 // World of one (any machine with one GPU): the data-parallel device with one rank — its rank

@@ -13,9 +13,9 @@
 #include "runtime/cpu_backend.h"
 #include "models/decoder_graph.h"
 #include "train/device/backend_selection.h"
-#include "train/device/cpu_data_parallel_device.h"
+#include "train/device/parallel/rank_engine.h"
+#include "train/device/parallel/parallel_device.h"
 #include "train/device/cpu_parameters.h"
-#include "train/device/cpu_pipeline_device.h"
 #include "train/device/fp8_state.h"
 #include "train/device/training_device.h"
 #include "train/fp8_weight_copies.h"
@@ -166,11 +166,11 @@ std::unique_ptr<TrainingDevice> make_cpu_training_device(const TrainingDeviceSet
   const distributed::ParallelLayout layout = distributed::cpu_parallel_layout(*setup.config, distributed::process_placement(setup.world));
   if (layout.pipeline_size > 1) {
     SUROGATE_CHECK(setup.pipeline != nullptr, "a pipeline layout comes with the stages' plans");
-    return make_cpu_pipeline_training_device(setup, layout);
+    return make_parallel_training_device(setup, layout, make_cpu_pipeline_ranks);
   }
   // offload_quants on one rank: the ZeRO-3 device of a world of one streams the quantized base.
   if (layout.several_ranks() || setup.data_parallel_device ||
-      setup.config->offload_quants) return make_cpu_data_parallel_training_device(setup, layout);
+      setup.config->offload_quants) return make_parallel_training_device(setup, layout, make_cpu_data_parallel_ranks);
   return std::make_unique<CpuTrainingDevice>(setup);
 }
 

@@ -529,4 +529,12 @@ ShardCopies cuda_shard_copies(CudaRankState& state, size_t first_entry) {
           }};
 }
 
+void check_visible_gpus(int first_device, int count, const std::string& gpus_source) {
+  int visible = 0;
+  CUDA_CHECK(cudaGetDeviceCount(&visible));
+  if (visible < first_device + count) {
+    fail_user("{}: GPUs {}-{} asked for, {} visible", gpus_source, first_device, first_device + count - 1, visible);
+  }
+}
+
 }  // namespace surogate::train

@@ -1,5 +1,5 @@
 // One GPU's training state: what the single-GPU device (cuda_training_device.cpp) holds, and what
-// each rank of the data-parallel device (cuda_data_parallel_device.cpp) holds on its GPU.
+// each rank of the data-parallel device (parallel/cuda_data_parallel_ranks.cpp) holds on its GPU.
 //   - the CudaBackend with the loaded bf16 plan (weights, one micro-batch's bf16 gradients, arena),
 //     or an fp16 plan (torch_dtype: float16: fp16 weights and gradients; fp32 masters and
 //     accumulators, the optimizer stepping the masters only and step() rewriting the fp16 weights
@@ -221,5 +221,9 @@ private:
 // optimizer updated in place, and the other ranks' units get their bf16 weights rewritten from
 // them. Unit u is the state's trainable entry `first_entry` + u.
 ShardCopies cuda_shard_copies(CudaRankState& state, size_t first_entry = 0);
+
+// UserError (naming `gpus_source`, the `gpus` setting) unless GPUs first_device … first_device +
+// count − 1 are visible: a multi-GPU device's ranks, before any of them loads.
+void check_visible_gpus(int first_device, int count, const std::string& gpus_source);
 
 }  // namespace surogate::train

@@ -2,7 +2,7 @@
 // trainable parameter also has a master copy and a gradient accumulator on the device, and the
 // optimizer (device_optimizer.h: adamw, adamw_8bit or normuon) keeps its state there too. That
 // per-GPU state is a CudaRankState (cuda_rank_state.h), shared with the data-parallel device
-// (cuda_data_parallel_device.cpp, which make_cuda_training_device picks for gpus: N > 1).
+// (parallel/cuda_data_parallel_ranks.cpp, which make_cuda_training_device picks for gpus: N > 1).
 //   master_dtype fp32 (default): an fp32 master per parameter; the bf16 weights are rewritten
 //                                from it (round to nearest) each step;
 //   master_dtype bf16:           no master copy; the optimizer updates the bf16 weights in place
@@ -38,9 +38,9 @@
 #include "distributed/parallel_layout.h"
 #include "quant/fp8_scaling.h"
 #include "train/device/backend_selection.h"
-#include "train/device/cuda_data_parallel_device.h"
+#include "train/device/parallel/rank_engine.h"
+#include "train/device/parallel/parallel_device.h"
 #include "train/device/cuda_evaluator.h"
-#include "train/device/cuda_pipeline_device.h"
 #include "train/device/cuda_rank_state.h"
 #include "train/device/fp8_delayed_sites.h"
 #include "train/device/fp8_state.h"
@@ -179,11 +179,11 @@ std::unique_ptr<TrainingDevice> make_cuda_training_device(const TrainingDeviceSe
       *setup.config, probe_machine().visible_gpus, distributed::process_placement(setup.world));
   if (layout.pipeline_size > 1) {
     SUROGATE_CHECK(setup.pipeline != nullptr, "a pipeline layout comes with the stages' plans");
-    return make_cuda_pipeline_training_device(setup, layout);
+    return make_parallel_training_device(setup, layout, make_cuda_pipeline_ranks);
   }
   // offload_quants on one rank: the ZeRO-3 device of a world of one streams the quantized base.
   if (layout.several_ranks() || setup.data_parallel_device ||
-      setup.config->offload_quants) return make_cuda_data_parallel_training_device(setup, layout);
+      setup.config->offload_quants) return make_parallel_training_device(setup, layout, make_cuda_data_parallel_ranks);
   return std::make_unique<CudaTrainingDevice>(setup);
 }
 

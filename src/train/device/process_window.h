@@ -1,5 +1,5 @@
-// What the multi-rank devices (cpu_data_parallel_device.cpp, cuda_data_parallel_device.cpp,
-// cpu_pipeline_device.cpp, cuda_pipeline_device.cpp) share about a step's window of micro-batches and ranks spread over
+// What the parallel device (parallel/parallel_device.cpp, every backend and strategy) knows about
+// a step's window of micro-batches and ranks spread over
 // processes (distributed/process_world.h): which micro-batches this process's ranks train — micro-
 // batch i belongs to replica i mod data (parallel_layout.h), and every rank of that replica (each
 // rank of its sequence group, each pipeline stage) takes part in it — the window's totals, and sums

@@ -14,8 +14,8 @@
 // waits for the device), then update() (clip to max_grad_norm, optimizer step, zero gradients),
 // or skip_update() when the step is not applied.
 // A data-parallel device (data_parallel_ranks() > 1) takes gradient_accumulation_steps micro-batches
-// per rank each step and spreads them over its ranks (train/device/cpu_data_parallel_device.cpp,
-// train/device/cuda_data_parallel_device.cpp). When the ranks are spread over several processes
+// per rank each step and spreads them over its ranks (train/device/parallel/parallel_device.cpp over the
+// backend's rank engines, parallel/rank_engine.h). When the ranks are spread over several processes
 // (distributed/process_world.h), each process's device is given only the micro-batches its own
 // ranks train (takes_micro_batch), and window_totals() adds up the whole window's counts.
 #pragma once

@@ -1,0 +1,403 @@
+// The CPU backend's ranks of the parallel device for data parallelism (parallel_device.cpp says the
+// step's algorithm): the device the trainer drives when `gpus: N` (N > 1) trains on the CPU backend, or
+// when the ranks are spread over several processes. Each rank (a thread of this process) has its
+// own CpuBackend (plan, parameters, gradients, activation arena), joined to every rank of the world
+// by gloo (distributed/gloo_communicator.h).
+//
+// Replica reduction on a CPU rank:
+//   ZeRO-1: after its micro-batches, a rank's gradients (its backend's, summed over its micro-
+//     batches) go into one flat fp32 buffer (the trainable tensors in plan order), bucket by bucket
+//     during the last micro-batch's backward, each bucket all-reduced with a sum as soon as the
+//     backward has written its last gradient (gradient_buckets.h: CpuGradientReducer). The sum over
+//     ranks is the window's mean, what one rank computes over the same micro-batches up to the
+//     order of the fp32 additions. After the step the flat buffer carries weights: the rank's
+//     shard in, one all-gather, every other shard out (shard_publish.h).
+//   ZeRO-2 (layout.shard_gradients): every micro-batch's buckets are reduce-scattered as the
+//     backward completes them and each rank adds its piece into accumulators of its shard only
+//     (sharded_gradients.h: no full-size flat buffer); update() all-gathers the weights bucket by
+//     bucket through the same staging.
+//   ZeRO-3 (layout.shard_weights): each rank's backend runs the plan with the weights in gather
+//     buffers (compiler/weight_gathering.h, weight_shards.h) and keeps only its pieces of them
+//     (cpu_weight_gatherer.h: the masters of its trainable weights, which its optimizer updates in
+//     place, and its share of the frozen base); its gatherer fills the buffers before the steps that
+//     read them. Gradients as in ZeRO-2; no weights move after the step. The host side then holds
+//     copies of every weight: upload() broadcasts rank 0's tensor by tensor and each owner keeps its
+//     own; download_weight_shards() broadcasts each trainable weight from its owner into them. The
+//     frozen ones never change, so their host copies stay as loaded.
+//
+// Sequence parallelism (layout.sequence_size > 1): the plan is a sequence slice's
+// (distributed/sequence_parallel_graph.h) and each rank's backend binds the exchange ops to its
+// sequence group's gloo communicator (sequence_groups.h); the sums and ZeRO shards run over every
+// rank of the world. Under ZeRO-3 every rank gathers on the schedule of the same slice plan, on the
+// world's communicator, never the group's, so each communicator's collectives come in plan order on
+// every rank (docs/architecture.md, "ZeRO-3").
+//
+// fp8_hybrid: each rank's plan holds the scaling state (models/fp8_recipe.h). Before it is rolled
+// after a step, every rank's state is all-reduced with the max of the amaxes (only this step's
+// row[1] differs between ranks), so every rank rolls the same delayed amaxes and quantizes exactly
+// as one rank running the whole window would (quant/fp8_scaling.h). The FP8 copies of trained
+// weights are rewritten on every rank from its (identical) weights after the all-gather.
+//
+// The host side (ZeRO-1/2) is the first local rank's: weights() and trainable() are its views;
+// upload() broadcasts rank 0's weights (and fp8_hybrid's scaling state) to every rank. The same
+// gloo collectives in the same order run whether the ranks are threads of one process or spread
+// over several, so a run's numbers do not depend on that split.
+#include "train/device/parallel/rank_engine.h"
+#include "train/device/parallel/replica_rank_engine.h"
+
+#include <algorithm>
+#include <set>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "distributed/gloo_communicator.h"
+#include "distributed/shard_placement.h"
+#include "models/decoder_graph.h"
+#include "ops/gradient_norm.h"
+#include "quant/fp8_scaling.h"
+#include "runtime/cpu_backend.h"
+#include "train/device/backend_selection.h"
+#include "train/device/cpu_parameters.h"
+#include "train/device/cpu_quantized_base.h"
+#include "train/device/cpu_weight_gatherer.h"
+#include "train/device/fp8_state.h"
+#include "train/device/scratch_transfer.h"
+#include "train/device/sequence_groups.h"
+#include "train/device/shard_publish.h"
+#include "train/device/sharded_gradients.h"
+#include "train/device/weight_shards.h"
+#include "train/fp8_weight_copies.h"
+#include "train/quantized_weights.h"
+
+namespace surogate::train {
+namespace {
+
+// What every CPU rank engine reads of the ranks it belongs to (written before the engines run).
+struct CpuRanksShared {
+  const compiler::ExecutionPlan* plan = nullptr;       // the trainer's (its inputs' ids)
+  const compiler::ExecutionPlan* rank_plan = nullptr;  // what the ranks run (ZeRO-3: weights in gather buffers)
+  std::optional<graph::TensorId> router_aux_loss;      // MoE plans with the router loss
+  std::optional<Fp8State> fp8;                         // fp8_hybrid's scaling state, in each rank's plan
+  std::vector<Fp8WeightCopy> fp8_copies;               // the trained weights' FP8 copies (full fine-tuning)
+  std::vector<size_t> offsets;                         // each trainable tensor's offset in the flat buffer
+  std::vector<size_t> shard_sizes;                     // the all-gather's pieces, one per rank
+  double max_grad_norm = 0.0;
+};
+
+class CpuRankEngine final : public ReplicaRankEngine {
+public:
+  explicit CpuRankEngine(const CpuRanksShared& shared) : ReplicaRankEngine(*shared.plan, *shared.rank_plan), shared_(shared) {}
+
+  void run_micro_batches() override {
+    run_batches(backend, [&](const MicroBatch& batch, bool) {
+      backend.execute(batch.bindings());
+      measure_.loss += backend.view<float>(shared_.plan->loss)[0];
+      if (shared_.router_aux_loss) measure_.router_aux_loss += backend.view<float>(*shared_.router_aux_loss)[0];
+    });
+  }
+
+  // ZeRO-2/3: the rank holds its shard's sums; ZeRO-1: every rank holds the same summed gradients.
+  RankMeasure measure() override {
+    if (sharded) {
+      const std::span<const float> shard_sums = sharded->accumulators();
+      measure_.squares = ops::sum_of_squares(shard_sums.data(), static_cast<int64_t>(shard_sums.size()));
+    } else {
+      measure_.squares = counts_replicated ? ops::sum_of_squares(flat.data(), static_cast<int64_t>(flat.size())) : 0.0;
+    }
+    return std::exchange(measure_, {});
+  }
+  bool has_router_aux_loss() const override { return shared_.router_aux_loss.has_value(); }
+  void set_grad_norm(double norm) override { grad_norm_ = norm; }
+
+  void step_shard(const OptimizerStep& step) override {
+    if (!optimizer) return;
+    clip_slot_gradients(shard_slots, grad_norm_, shared_.max_grad_norm, step.gradient_scale);
+    optimizer->step(shard_slots, step);
+  }
+
+  // ZeRO-1: through the flat buffer; ZeRO-2 through the bucket staging.
+  void publish_shard() override {
+    if (sharded) {
+      sharded->all_gather(parameters.trainable);
+      return;
+    }
+    train::publish_shard(*communicator, flat.data(), shared_.shard_sizes, DType::F32, shard, parameters.trainable.size(),
+                         cpu_shard_copies(parameters.trainable, shared_.offsets, flat.data()));
+  }
+
+  void finish_update(const OptimizerStep& step) override {
+    refresh_fp8_weight_copies(backend, shared_.fp8_copies);
+    zero_gradients();
+    if (shared_.fp8) {
+      std::span<float> state = backend.view<float>(shared_.fp8->tensor);
+      communicator->all_reduce_amax(state.data(), state.size());
+      quant::roll_fp8_history(state.data(), shared_.fp8->shape.sites, shared_.fp8->shape.history, step.step);
+    }
+  }
+
+  // The flat buffer is overwritten by the next step's reduction.
+  void zero_gradients() override {
+    backend.zero_gradients();
+    if (sharded) sharded->zero();
+  }
+
+  std::vector<StateTensor> optimizer_state() override {
+    return optimizer ? optimizer->state_tensors() : std::vector<StateTensor>{};
+  }
+  size_t gradient_accumulator_bytes() const override { return sharded ? sharded->bytes() : flat.size() * sizeof(float); }
+
+  runtime::CpuBackend backend;
+  CpuParameters parameters;
+  distributed::Shard shard;
+  std::vector<ParameterSlot> shard_slots;  // the shard's slots, gradients read from `flat`
+  std::unique_ptr<Optimizer> optimizer;    // state for the shard's tensors only (none if empty)
+  std::unique_ptr<distributed::Communicator> communicator;
+  std::vector<float> flat;                 // ZeRO-1: gradients in measure(), weights in update()
+  std::unique_ptr<CpuShardedGradients> sharded;  // ZeRO-2/3: the shard's accumulators, reduced every micro-batch
+  std::unique_ptr<CpuWeightGatherer> gatherer;  // ZeRO-3: the rank's pieces and their gathers
+  std::unique_ptr<runtime::StepObserver> quantized_gatherer;  // ZeRO-3: the quantized base's gathers
+  std::unique_ptr<CpuGradientReducer> reducer;  // the gradient buckets, during the last micro-batch
+  std::vector<float> scratch;                   // ZeRO-3: one weight on its way to or from the host
+  bool counts_replicated = false;  // ZeRO-1: the world's first rank counts the summed gradients
+
+private:
+  const CpuRanksShared& shared_;
+  RankMeasure measure_;  // the step's losses and the rank's share of the squares
+  double grad_norm_ = 0.0;
+};
+
+// ZeRO-3's host copies of every weight (the trainer's weights() and trainable()).
+struct HostCopies {
+  std::vector<std::vector<float>> values;
+  std::vector<WeightView> weights, trainable;
+};
+
+class CpuDataParallelRanks final : public BackendRanks {
+public:
+  explicit CpuDataParallelRanks(const RanksSetup& made)
+      : layout_(made.layout), threads_(made.threads), plan_(*made.device.plan) {
+    const TrainingDeviceSetup& setup = made.device;
+    const Config& config = *setup.config;  // read here only
+    check_cpu_backend_options(config);
+    shared_.plan = &plan_;
+    shared_.router_aux_loss = plan_.graph.find_tensor(models::kRouterAuxLoss);
+    shared_.max_grad_norm = config.max_grad_norm;
+    optimizer_name_ = to_string(config.optimizer);
+    std::unique_ptr<distributed::ProcessWorld> alone;
+    distributed::ProcessWorld& world = setup.world != nullptr ? *setup.world : *(alone = distributed::ProcessWorld::single());
+    std::vector<std::unique_ptr<distributed::Communicator>> communicators =
+        distributed::connect_gloo(threads_, world, layout_.first_rank, layout_.world_size);
+    sequence_groups_ = connect_cpu_sequence_groups(threads_, world, layout_);
+    // The flat buffer: every trainable tensor, in spec order; the optimizer's shards over it.
+    std::vector<size_t> sizes;
+    std::vector<graph::TensorId> gradients;
+    size_t total = 0;
+    for (const models::ParameterSpec& spec : setup.specs) {
+      weight_ids_.push_back(plan_.tensor(spec.name));
+      auto gradient = plan_.parameter_gradients.find(weight_ids_.back());
+      if (gradient == plan_.parameter_gradients.end()) continue;
+      trainable_ids_.push_back(weight_ids_.back());
+      gradients.push_back(gradient->second);
+      shared_.offsets.push_back(total);
+      sizes.push_back(static_cast<size_t>(graph::shape_numel(spec.shape)));
+      total += sizes.back();
+    }
+    const std::vector<distributed::Shard> shards = distributed::place_shards(sizes, layout_.world_size);
+    shared_.shard_sizes = distributed::shard_sizes(shards);
+    if (layout_.shard_weights) shard_weights(setup, shards, quantized_base_keeping(config));
+    shared_.rank_plan = gathered_plan_ ? &*gathered_plan_ : &plan_;
+    buckets_ = plan_gradient_buckets(*shared_.rank_plan, gradients, sizes, shards,
+                                     std::max<size_t>(1, setup.gradient_bucket_bytes / sizeof(float)), layout_.shard_gradients);
+    for (int r = 0; r < layout_.local_ranks; ++r) {
+      auto rank = std::make_unique<CpuRankEngine>(shared_);
+      rank->backend.load(*shared_.rank_plan, sequence_groups_.registry(r, *setup.registry));
+      rank->parameters = bind_cpu_parameters(rank->backend, *shared_.rank_plan, setup.specs);
+      rank->communicator = std::move(communicators[static_cast<size_t>(r)]);
+      ranks_.push_back(std::move(rank));
+    }
+    if ((shared_.fp8 = fp8_state(plan_))) {
+      for (auto& rank : ranks_) std::ranges::fill(rank->backend.view<float>(shared_.fp8->tensor), 0.0f);
+    }
+    shared_.fp8_copies = fp8_weight_copies(plan_);
+    for (int r = 0; r < layout_.local_ranks; ++r) {
+      set_up_rank(*ranks_[static_cast<size_t>(r)], r, shards[static_cast<size_t>(layout_.first_rank + r)], total,
+                  gradients, config);
+    }
+  }
+
+  RankEngine& engine(int local_rank) override { return *ranks_[static_cast<size_t>(local_rank)]; }
+
+  std::string description() const override {
+    return fmt::format("CPU backend, fp32 weights, gradients and {} state; {} ({}, gloo)", optimizer_name_,
+                       layout_.describe(), layout_.spans_processes() ? "rank threads in each process" : "threads of this process");
+  }
+  std::span<const WeightView> weights() const override {
+    return gathered_plan_ ? std::span<const WeightView>(host_.weights) : ranks_[0]->parameters.weights;
+  }
+  std::span<const WeightView> trainable() const override {
+    return gathered_plan_ ? std::span<const WeightView>(host_.trainable) : ranks_[0]->parameters.trainable;
+  }
+  bool host_views_are_live() const override { return true; }
+  // The same on every rank after each step's all-reduce: rank 0's.
+  std::optional<StateTensor> fp8_state_tensor() override {
+    if (!shared_.fp8) return std::nullopt;
+    return shared_.fp8->state_tensor(ranks_[0]->backend.view<float>(shared_.fp8->tensor).data());
+  }
+  std::unique_ptr<Evaluator> make_evaluator(const EvaluatorSetup& setup) override {
+    return make_cpu_evaluator(setup, weights(), quantized_);
+  }
+  void store_quantized(const models::QuantizedWeight& weight, QuantizedPieces pieces) override {
+    quantized_.push_back({weight, std::move(pieces)});
+    if (quantized_base_ && quantized_base_->gathered()) {
+      quantized_base_->keep(plan_, weight, quantized_.back().pieces);  // ZeRO-3: shared out, or the host image
+      return;
+    }
+    for (auto& rank : ranks_) write_quantized(rank->backend, plan_, weight, quantized_.back().pieces);
+  }
+
+  // Every rank starts from rank 0's parameters (frozen ones included) and scaling state; the
+  // optimizer state needs nothing (each rank's own shard is what optimizer_state() views).
+  void upload() override {
+    threads_.run([&](int r) {
+      CpuRankEngine& rank = *ranks_[static_cast<size_t>(r)];
+      if (rank.gatherer) {
+        upload_shards(rank);
+      } else {
+        for (const WeightView& weight : rank.parameters.weights) {
+          rank.communicator->broadcast(weight.values.data(), weight.values.size(), DType::F32, 0);
+        }
+      }
+      if (shared_.fp8) {
+        std::span<float> state = rank.backend.view<float>(shared_.fp8->tensor);
+        rank.communicator->broadcast(state.data(), state.size(), DType::F32, 0);
+      }
+      refresh_fp8_weight_copies(rank.backend, shared_.fp8_copies);
+    });
+  }
+  // ZeRO-3: each trainable weight is broadcast from its owner and the first local rank writes the
+  // host copy.
+  void download_weight_shards() override {
+    threads_.run([&](int r) {
+      CpuRankEngine& rank = *ranks_[static_cast<size_t>(r)];
+      std::vector<size_t> counts;
+      std::vector<int> owners;
+      for (size_t unit = 0; unit < trainable_ids_.size(); ++unit) {
+        counts.push_back(host_.trainable[unit].values.size());
+        owners.push_back(rank.gatherer->owner(trainable_ids_[unit]));
+      }
+      download_through_scratch(
+          {*rank.communicator, rank.scratch.data(), scratch_elements_, r == 0}, counts, owners,
+          [&](size_t unit, size_t first, size_t count) {
+            std::copy_n(rank.gatherer->owned(trainable_ids_[unit]).begin() + static_cast<std::ptrdiff_t>(first), count,
+                        rank.scratch.begin());
+          },
+          [&](size_t unit, size_t first, size_t count) {
+            std::copy_n(rank.scratch.begin(), count, host_.trainable[unit].values.begin() + static_cast<std::ptrdiff_t>(first));
+          });
+    });
+  }
+  // ZeRO-1/2: every rank holds the same weights after a step; rank 0's are the host's.
+  void download() override {}
+
+private:
+  // A rank's shard, its replica reduction, ZeRO-3's gatherers and its optimizer.
+  void set_up_rank(CpuRankEngine& rank, int r, const distributed::Shard& shard, size_t total,
+                   std::span<const graph::TensorId> gradients, const Config& config) {
+    rank.shard = shard;
+    rank.counts_replicated = layout_.first_rank + r == 0;
+    if (!layout_.shard_gradients) rank.flat.assign(total, 0.0f);
+    if (gathered_plan_) {
+      rank.gatherer = std::make_unique<CpuWeightGatherer>(gathering_, layout_.first_rank + r, rank.backend, *rank.communicator);
+      rank.scratch.resize(scratch_elements_);
+      rank.first_batches.add(rank.gatherer.get());
+      rank.last_batch.add(rank.gatherer.get());
+      if (quantized_base_->gathered()) {
+        rank.quantized_gatherer = quantized_base_->gatherer(r, rank.backend, *rank.communicator);
+        rank.first_batches.add(rank.quantized_gatherer.get());
+        rank.last_batch.add(rank.quantized_gatherer.get());
+      }
+    }
+    if (layout_.shard_gradients) {
+      std::vector<std::span<float>> views;
+      for (graph::TensorId id : gradients) views.push_back(rank.backend.view<float>(id));
+      rank.sharded = std::make_unique<CpuShardedGradients>(buckets_, std::move(views), rank.shard, *rank.communicator);
+      rank.first_batches.add(rank.sharded.get());
+      rank.last_batch.add(rank.sharded.get());
+    } else {
+      rank.reducer = std::make_unique<CpuGradientReducer>(buckets_, rank.parameters.gradients, shared_.offsets,
+                                                          rank.flat.data(), *rank.communicator);
+      rank.last_batch.add(rank.reducer.get());
+    }
+    for (size_t unit = rank.shard.first_unit; unit < rank.shard.end_unit; ++unit) {
+      ParameterSlot slot = rank.parameters.slots[unit];
+      slot.gradient = rank.sharded ? rank.sharded->accumulator(unit) : rank.flat.data() + shared_.offsets[unit];
+      // ZeRO-3: the master is the rank's own copy, which the gathers read.
+      if (rank.gatherer) slot.master = rank.gatherer->owned(trainable_ids_[unit]).data();
+      rank.shard_slots.push_back(slot);
+    }
+    if (!rank.shard_slots.empty()) rank.optimizer = make_cpu_optimizer(config, rank.shard_slots);
+  }
+
+  // ZeRO-3: the plan with the weights in gather buffers, their schedule and the host copies.
+  void shard_weights(const TrainingDeviceSetup& setup, const std::vector<distributed::Shard>& shards,
+                     const QuantizedBaseKeeping& keeping) {
+    gathered_plan_ = plan_;
+    gathering_ = zero3_gathering(*gathered_plan_, trainable_ids_, shards, layout_.world_size);
+    const std::vector<graph::TensorId> shardable = shardable_weights(plan_);
+    SUROGATE_CHECK(std::set<graph::TensorId>(shardable.begin(), shardable.end()) ==
+                       std::set<graph::TensorId>(weight_ids_.begin(), weight_ids_.end()),
+                   "ZeRO-3 shards exactly the weights the trainer loads");
+    compiler::apply_weight_gathering(*gathered_plan_, gathering_);
+    quantized_base_.emplace(*gathered_plan_, keeping, layout_.world_size, layout_.first_rank, layout_.local_ranks);
+    size_t largest = 0;
+    for (const models::ParameterSpec& spec : setup.specs) {
+      const auto count = static_cast<size_t>(graph::shape_numel(spec.shape));
+      largest = std::max(largest, count);
+      host_.values.emplace_back(count, 0.0f);
+      host_.weights.push_back({spec.name, spec.shape, std::span<float>(host_.values.back())});
+      if (plan_.parameter_gradients.contains(plan_.tensor(spec.name))) host_.trainable.push_back(host_.weights.back());
+    }
+    scratch_elements_ = largest;
+  }
+
+  // ZeRO-3 upload: each weight broadcast from global rank 0's host copy; its owner keeps it.
+  // A chunk is the largest weight: one broadcast per weight.
+  void upload_shards(CpuRankEngine& rank) {
+    std::vector<size_t> counts;
+    for (const WeightView& weight : host_.weights) counts.push_back(weight.values.size());
+    upload_through_scratch(
+        {*rank.communicator, rank.scratch.data(), scratch_elements_}, counts,
+        [&](size_t i, size_t first, size_t count) {
+          std::copy_n(host_.weights[i].values.begin() + static_cast<std::ptrdiff_t>(first), count, rank.scratch.begin());
+        },
+        [&](size_t i, size_t first, size_t count) {
+          const std::span<float> owned = rank.gatherer->owned(weight_ids_[i]);
+          if (!owned.empty()) std::copy_n(rank.scratch.begin(), count, owned.begin() + static_cast<std::ptrdiff_t>(first));
+        });
+  }
+
+  distributed::ParallelLayout layout_;
+  distributed::RankThreads& threads_;
+  const compiler::ExecutionPlan& plan_;
+  CpuRanksShared shared_;
+  SequenceGroups sequence_groups_;  // sequence parallelism: each rank's group and exchange ops
+  std::vector<std::unique_ptr<CpuRankEngine>> ranks_;
+  std::vector<StoredQuantizedWeight> quantized_;  // QLoRA's base, kept for the evaluator's backend
+  std::vector<graph::TensorId> weight_ids_;     // every spec's tensor, in spec order
+  std::vector<graph::TensorId> trainable_ids_;  // the trainable ones (the flat buffer's units)
+  GradientBuckets buckets_;
+  std::optional<compiler::ExecutionPlan> gathered_plan_;  // ZeRO-3: the ranks' plan (weights in gather buffers)
+  compiler::WeightGathering gathering_;
+  std::optional<CpuQuantizedBase> quantized_base_;  // ZeRO-3: where the quantized base stays (persistent_quants)
+  HostCopies host_;                  // ZeRO-3: what weights() and trainable() show
+  size_t scratch_elements_ = 0;      // ZeRO-3: the largest weight
+  std::string optimizer_name_;
+};
+
+}  // namespace
+
+std::unique_ptr<BackendRanks> make_cpu_data_parallel_ranks(const RanksSetup& setup) { return std::make_unique<CpuDataParallelRanks>(setup); }
+
+}  // namespace surogate::train

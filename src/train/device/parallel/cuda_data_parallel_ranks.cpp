@@ -1,0 +1,499 @@
+// The GPUs' ranks of the parallel device for data parallelism (parallel_device.cpp says the step's algorithm):
+// the device for `gpus: N` on the CUDA backend, or ranks spread over processes. This process's ranks
+// are threads (rank_threads.h), local rank l on GPU first_device + l with a CudaRankState (its
+// backend, flat fp32 masters and gradient accumulators, optimizer), joined by NCCL with every
+// collective on the rank's backend stream, so compute and communication stay in order without host
+// waits; the host waits through the communicator, which fails with a message instead of hanging
+// when another rank stopped. A rank makes no call that may wait for the device (allocation, pinned
+// memory) between entering a task and enqueuing its collectives (NCCL's rule for several GPUs
+// driven from one process).
+//
+// Replica reduction on a GPU rank:
+//   ZeRO-1: every micro-batch's bf16 gradients are added into the flat accumulators, and the
+//     accumulators are summed over the ranks in place, in their dtype (fp32, or bf16 with
+//     gradient_dtype bf16), bucket by bucket during the last micro-batch's backward
+//     (cuda_gradient_reducer.h: each bucket's gradients added and all-reduced on the rank's side
+//     stream as soon as the backward has written them). The norm and clip factor come from the
+//     summed buffer (global_grad_norm on the device). After the step an NCCL all-gather of the flat
+//     fp32 masters gives every rank every shard's masters, and each rank rewrites the bf16 weights
+//     of the other shards from them (round to nearest even, as the optimizer kernels do, so every
+//     rank holds the same bits; shard_publish.h).
+//   ZeRO-2 (layout.shard_gradients): every micro-batch's buckets are reduce-scattered on the side
+//     stream as the backward completes them, and each rank adds its piece into accumulators of its
+//     shard only (cuda_sharded_gradients.h: two bucket-sized staging slots instead of full-size
+//     accumulators); each rank takes its shard's norm, the host adds the squares and every rank's
+//     device clip factor is set from the total.
+//   ZeRO-3 (layout.shard_weights): the plan runs with the weights in gather buffers
+//     (compiler/weight_gathering.h, weight_shards.h); the rank keeps its bf16 pieces (CudaWeightShard)
+//     and its shard's fp32 masters, and its gatherer (cuda_weight_gatherer.h) fills the buffers on
+//     the side stream one use ahead; a quantized base likewise (cuda_quantized_base.h). Gradients
+//     as in ZeRO-2; no weights move after the step; upload() / download_weight_shards() broadcast
+//     tensor by tensor between the owners and rank 0's host copies, which the (gathering) evaluator
+//     reads. With an observer the backend runs eagerly: ZeRO-2 and ZeRO-3 give up CUDA graphs, and
+//     ZeRO-1 keeps them for all but each step's last micro-batch.
+//
+// Sequence parallelism (layout.sequence_size > 1): each rank runs a sequence slice's plan whose
+// exchange ops are the group's NCCL all-to-all (distributed/sequence_exchange_cuda.h) on the
+// compute stream; ZeRO shards over every rank of the world, and ZeRO-3's gathers and the bucket
+// reductions stay on the side stream's world communicator, each communicator's collectives
+// enqueued in plan order on every rank (docs/architecture.md, "ZeRO-3"). fp8_hybrid: the ranks'
+// scaling states are max-reduced before each roll, so every GPU quantizes as one GPU would. The
+// host side is rank 0's (weights(), trainable(), the evaluator). master_dtype bf16 is rejected with
+// several GPUs (config/feature_support.cpp).
+#include "train/device/parallel/rank_engine.h"
+#include "train/device/parallel/replica_rank_engine.h"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <optional>
+#include <set>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "cuda/cuda_check.h"
+#include "cuda/kernels/fp8_quantize.h"
+#include "distributed/nccl_communicator.h"
+#include "distributed/sequence_exchange_cuda.h"
+#include "distributed/shard_placement.h"
+#include "train/device/cuda_evaluator.h"
+#include "train/device/cuda_gradient_reducer.h"
+#include "train/device/cuda_quantized_base.h"
+#include "train/device/cuda_rank_state.h"
+#include "train/device/cuda_sharded_gradients.h"
+#include "train/device/cuda_weight_gatherer.h"
+#include "train/device/cuda_weight_transfer.h"
+#include "train/device/fp8_state.h"
+#include "train/device/shard_publish.h"
+#include "train/device/weight_shards.h"
+#include "train/quantized_weights.h"
+
+namespace surogate::train {
+namespace {
+
+// What every GPU rank engine reads of the ranks it belongs to (written before the engines run).
+struct CudaRanksShared {
+  const compiler::ExecutionPlan* plan = nullptr;       // the trainer's (its inputs' ids)
+  const compiler::ExecutionPlan* rank_plan = nullptr;  // what the ranks run (ZeRO-3: weights in gather buffers)
+  const CudaTrainableLayout* trainable_layout = nullptr;
+  std::vector<size_t> shard_sizes;  // the collectives' pieces (elements of the flat buffers), one per rank
+  std::optional<Fp8State> fp8;      // fp8_hybrid's scaling state (in each GPU's plan)
+};
+
+float* fp8_device(const Fp8State& fp8, CudaRankState& state) {
+  return static_cast<float*>(state.backend().device_address(fp8.tensor));
+}
+
+class CudaRankEngine final : public ReplicaRankEngine {
+public:
+  explicit CudaRankEngine(const CudaRanksShared& shared) : ReplicaRankEngine(*shared.plan, *shared.rank_plan), shared_(shared) {}
+
+  // Only enqueued: the last micro-batch's backward reduces the gradient buckets on the side stream
+  // (and under ZeRO-3 every micro-batch gathers its weights there).
+  void run_micro_batches() override {
+    run_batches(state->backend(), [&](const MicroBatch& batch, bool last) {
+      state->accumulate(batch.bindings(), !last && !sharded);
+    });
+    if (sharded) sharded->finish();
+    else reducer->finish();
+  }
+
+  // ZeRO-2/3: each rank counts its shard's squares; ZeRO-1: every rank holds the same summed
+  // gradients (NCCL gives every rank the same bits).
+  RankMeasure measure() override {
+    if (sharded) state->gradient_norm(shard.first_unit, shard.end_unit);
+    else state->gradient_norm(0, shared_.trainable_layout->entries.size());
+    side_communicator->synchronize();
+    communicator->synchronize();
+    const double norm = state->norm();
+    RankMeasure measure{state->loss_sum(), sharded || counts_replicated ? norm * norm : 0.0, 0.0};
+    measure.router_aux_loss = state->router_aux_loss_sum().value_or(0.0);  // after loss_sum()
+    return measure;
+  }
+  bool has_router_aux_loss() const override { return state->router_aux_loss_sum().has_value(); }
+  // ZeRO-2/3: every rank clips by the total (ZeRO-1's clip factor came with its norm).
+  void set_grad_norm(double norm) override {
+    if (sharded) state->set_clip_factor(norm);
+  }
+
+  void step_shard(const OptimizerStep& step) override {
+    // fp16 loss scaling is the CPU emulation's in this build (torch_dtype: float16 is refused on CUDA).
+    SUROGATE_CHECK(step.gradient_scale == 1.0, "no gradient scale on the CUDA backend");
+    state->step(step);
+  }
+  // Every rank's updated masters to every rank, and the bf16 weights from them.
+  void publish_shard() override {
+    train::publish_shard(*communicator, state->masters(), shared_.shard_sizes, DType::F32, shard,
+                         shared_.trainable_layout->entries.size(), cuda_shard_copies(*state));
+  }
+  void finish_update(const OptimizerStep& step) override {
+    state->refresh_fp8_weight_copies();
+    state->zero_accumulators();
+    if (const std::optional<Fp8State>& fp8 = shared_.fp8) {
+      communicator->all_reduce_amax(fp8_device(*fp8, *state), static_cast<size_t>(fp8->shape.floats()));
+      cuda::fp8_roll_history(fp8_device(*fp8, *state), fp8->shape.sites, fp8->shape.history, step.step, state->stream());
+    }
+  }
+  void zero_gradients() override { state->zero_accumulators(); }
+
+  std::vector<StateTensor> optimizer_state() override {
+    return state->optimizer() ? state->optimizer()->state_tensors() : std::vector<StateTensor>{};
+  }
+  size_t gradient_accumulator_bytes() const override {
+    return state->accumulator_bytes() + (sharded ? sharded->staging_bytes() : 0);
+  }
+
+  std::unique_ptr<CudaRankState> state;
+  std::unique_ptr<distributed::Communicator> communicator;  // on the backend's stream
+  std::unique_ptr<distributed::Communicator> sequence;  // sequence parallelism: the rank's group
+  distributed::Shard shard;
+  // The side stream and its own NCCL communicator: the gradient buckets, ZeRO-3's gathers.
+  std::optional<cuda::Stream> side;
+  std::unique_ptr<distributed::Communicator> side_communicator;
+  std::unique_ptr<CudaGradientReducer> reducer;   // ZeRO-1
+  std::unique_ptr<CudaShardedGradients> sharded;  // ZeRO-2/3
+  cuda::DeviceBuffer<__nv_bfloat16> owned;  // ZeRO-3: the rank's pieces of the weights
+  CudaWeightShard weight_shard;
+  std::unique_ptr<CudaWeightGatherer> gatherer;
+  std::unique_ptr<CudaWeightGatherer> quantized_gatherer;  // ZeRO-3: the quantized base's gathers
+  cuda::DeviceBuffer<float> scratch;        // ZeRO-3: a chunk of a weight on its way to or from the host
+  bool counts_replicated = false;  // ZeRO-1: the world's first rank counts the summed gradients
+
+private:
+  const CudaRanksShared& shared_;
+};
+
+class CudaDataParallelRanks final : public BackendRanks {
+public:
+  explicit CudaDataParallelRanks(const RanksSetup& made)
+      : layout_(made.layout), threads_(made.threads), plan_(*made.device.plan),
+        trainable_layout_(cuda_trainable_layout(plan_, made.device.specs)) {
+    const TrainingDeviceSetup& setup = made.device;
+    const Config& config = *setup.config;  // read here only
+    // Refused up front by the feature-support table (config/feature_support.cpp: the data-parallel
+    // device with bf16 masters, offload_master or offload_grads), before anything loads.
+    SUROGATE_CHECK(config.master_dtype != MasterDtype::Bf16 && !config.offload_master && !config.offload_grads,
+                   "an option the feature-support table refuses on the data-parallel device");
+    check_visible_gpus(layout_.first_device, layout_.local_ranks, config.source_of("gpus"));
+    bf16_gradients_ = config.gradient_dtype == GradientDtype::Bf16;
+    optimizer_name_ = to_string(config.optimizer);
+    time_breakdown_ = config.debug_time_breakdown;
+    offload_optimizer_ = config.offload_optimizer;
+    shared_.plan = &plan_;
+    shared_.trainable_layout = &trainable_layout_;
+    host_ = cuda_host_weights(setup.specs, trainable_layout_);  // rank 0's host copies
+    const std::vector<size_t> sizes = trainable_layout_.unit_sizes();
+    const std::vector<distributed::Shard> shards = distributed::place_shards(sizes, layout_.world_size);
+    shared_.shard_sizes = distributed::shard_sizes(shards);
+    std::vector<graph::TensorId> trainable_ids, gradients;
+    for (const CudaTrainable& entry : trainable_layout_.entries) {
+      trainable_ids.push_back(entry.parameter);
+      gradients.push_back(entry.gradient);
+    }
+    if (layout_.shard_weights) {
+      gathered_plan_ = plan_;
+      gathering_ = zero3_gathering(*gathered_plan_, trainable_ids, shards, layout_.world_size);
+      const std::vector<graph::TensorId> shardable = shardable_weights(plan_);
+      SUROGATE_CHECK(std::set<graph::TensorId>(shardable.begin(), shardable.end()) ==
+                         std::set<graph::TensorId>(trainable_layout_.ids.begin(), trainable_layout_.ids.end()),
+                     "ZeRO-3 shards exactly the weights the trainer loads");
+      compiler::apply_weight_gathering(*gathered_plan_, gathering_);
+      quantized_base_.emplace(*gathered_plan_, quantized_base_keeping(config), layout_.world_size, layout_.first_rank,
+                              layout_.local_ranks);
+    }
+    shared_.rank_plan = gathered_plan_ ? &*gathered_plan_ : &plan_;
+    const size_t accumulator_bytes = bf16_gradients_ ? 2 : sizeof(float);
+    buckets_ = plan_gradient_buckets(*shared_.rank_plan, gradients, sizes, shards,
+                                     std::max<size_t>(1, setup.gradient_bucket_bytes / accumulator_bytes),
+                                     layout_.shard_gradients);
+    for (int r = 0; r < layout_.local_ranks; ++r) ranks_.push_back(std::make_unique<CudaRankEngine>(shared_));
+    try {
+      connect_ranks(setup, shards);
+    } catch (...) {
+      release_ranks();
+      throw;
+    }
+    if ((shared_.fp8 = fp8_state(plan_))) fp8_host_.assign(static_cast<size_t>(shared_.fp8->shape.floats()), 0.0f);
+  }
+
+  ~CudaDataParallelRanks() override { release_ranks(); }
+
+  RankEngine& engine(int local_rank) override { return *ranks_[static_cast<size_t>(local_rank)]; }
+
+  std::string description() const override {
+    return fmt::format("CUDA backend, bf16 weights and activations, fp32 master weights, {} gradient accumulation, "
+                       "{} state; {} (GPUs {}-{}, threads of this process, NCCL)",
+                       bf16_gradients_ ? "bf16" : "fp32", optimizer_name_,
+                       layout_.several_ranks() ? layout_.describe() : "a data-parallel world of one",
+                       layout_.first_device, layout_.first_device + layout_.local_ranks - 1);
+  }
+  std::span<const WeightView> weights() const override { return host_.weights; }
+  std::span<const WeightView> trainable() const override { return host_.trainable; }
+  // The host copies are written by download() only, except offload_optimizer's state, which lives
+  // in host memory and is updated there: then a checkpoint copies it.
+  bool host_views_are_live() const override { return offload_optimizer_; }
+  // The same on every GPU after each step's all-reduce; its host copy is rank 0's.
+  std::optional<StateTensor> fp8_state_tensor() override {
+    if (!shared_.fp8) return std::nullopt;
+    return shared_.fp8->state_tensor(fp8_host_.data());
+  }
+
+  std::vector<std::pair<std::string, double>> time_breakdown() override {
+    if (!time_breakdown_) return {};
+    std::vector<std::pair<std::string, double>> times;
+    threads_.run([&](int r) {
+      if (r == 0) times = ranks_[0]->state->backend().time_breakdown();
+    });
+    return times;
+  }
+
+  std::unique_ptr<Evaluator> make_evaluator(const EvaluatorSetup& setup) override {
+    std::unique_ptr<Evaluator> inner;
+    threads_.run([&](int r) {
+      if (r != 0) return;
+      // ZeRO-3: no GPU keeps the whole weights; the evaluator gathers them from the host copies.
+      inner = gathered_plan_ ? make_cuda_gathering_evaluator(setup, ranks_[0]->state->backend(), host_.weights,
+                                                             quantized_pieces())
+                             : make_cuda_evaluator(setup, ranks_[0]->state->backend());
+    });
+    return on_rank_zero(threads_, std::move(inner));
+  }
+
+  void store_quantized(const models::QuantizedWeight& weight, QuantizedPieces pieces) override {
+    if (quantized_base_ && quantized_base_->gathered()) {
+      threads_.run([&](int r) { quantized_base_->keep(r, weight, pieces); });  // ZeRO-3: shared out, or the image
+      return;
+    }
+    threads_.run([&](int r) { write_quantized(ranks_[static_cast<size_t>(r)]->state->backend(), plan_, weight, pieces); });
+  }
+
+  // Rank 0's GPU gets the host copies; every other GPU receives its bf16 weights (frozen ones
+  // included) and fp32 masters. Each rank's optimizer state comes from its own host view.
+  // Rank 0's upload is done before any rank enqueues a broadcast: its pinned staging memory is
+  // allocated and freed on the way, and a rank must not make such calls (which may wait for
+  // every GPU) while a peer's collective waits for it.
+  void upload() override {
+    if (gathered_plan_) {
+      upload_shards();
+      return;
+    }
+    threads_.run([&](int r) {
+      if (r != 0 || layout_.first_rank != 0) return;
+      ranks_[0]->state->upload_weights(host_.weights);
+      upload_fp8_state();
+    });
+    threads_.run([&](int r) {
+      CudaRankEngine& rank = *ranks_[static_cast<size_t>(r)];
+      CudaRankState& state = *rank.state;
+      for (size_t i = 0; i < host_.weights.size(); ++i) {
+        rank.communicator->broadcast(state.backend().device_address(trainable_layout_.ids[i]),
+                                     host_.weights[i].values.size(), DType::BF16, 0);
+      }
+      rank.communicator->broadcast(state.masters(), static_cast<size_t>(trainable_layout_.total), DType::F32, 0);
+      finish_upload(rank);
+    });
+  }
+
+  // ZeRO-3: the trainable weights' masters into the host copies, each from its owner.
+  void download_weight_shards() override {
+    threads_.run([&](int r) {
+      CudaRankEngine& rank = *ranks_[static_cast<size_t>(r)];
+      train::download_weight_shards(transfer(rank, r), trainable_layout_, host_.weights);
+      rank.communicator->synchronize();
+    });
+  }
+
+  // Every GPU holds the same masters after a step; GPU 0's are the host's (ZeRO-3: each trainable
+  // tensor's from its owner, download_weight_shards). Each rank's optimizer state goes to its own
+  // host view.
+  void download() override {
+    threads_.run([&](int r) {
+      CudaRankState& state = *ranks_[static_cast<size_t>(r)]->state;
+      if (r == 0 && !gathered_plan_) state.download_trainable(host_.weights);
+      if (state.optimizer()) state.optimizer()->download(state.stream());
+      if (r == 0 && shared_.fp8) {
+        CUDA_CHECK(cudaMemcpyAsync(fp8_host_.data(), fp8_device(*shared_.fp8, state), fp8_host_.size() * sizeof(float),
+                                   cudaMemcpyDeviceToHost, state.stream()));
+      }
+      state.synchronize();
+    });
+  }
+
+private:
+  // Every rank's state first (no collective yet, so a rank that fails here, e.g. out of memory,
+  // stops the run with its message), then the NCCL world on the ranks' streams.
+  void connect_ranks(const TrainingDeviceSetup& setup, const std::vector<distributed::Shard>& shards) {
+    // Sequence parallelism: each rank binds the exchange ops from a table of its own, whose slot
+    // gets the rank's group communicator once the backends' streams exist (below).
+    for (int r = 0; layout_.sequence_size > 1 && r < layout_.local_ranks; ++r) {
+      sequence_slots_.push_back(std::make_unique<distributed::SequenceGroupSlot>());
+      sequence_tables_.push_back(std::make_unique<runtime::CudaOpTable>(runtime::builtin_cuda_ops()));
+      distributed::add_sequence_exchange_cuda_ops(*sequence_tables_.back(), sequence_slots_.back().get());
+    }
+    threads_.run([&](int r) {
+      CUDA_CHECK(cudaSetDevice(layout_.first_device + r));
+      CudaRankEngine& rank = *ranks_[static_cast<size_t>(r)];
+      const int global = layout_.first_rank + r;
+      rank.shard = shards[static_cast<size_t>(global)];
+      rank.counts_replicated = global == 0;
+      TrainingDeviceSetup rank_setup = setup;
+      if (gathered_plan_) rank_setup.plan = &*gathered_plan_;
+      if (!sequence_tables_.empty()) rank_setup.cuda_ops = sequence_tables_[static_cast<size_t>(r)].get();
+      if (gathered_plan_) {
+        rank.owned = cuda::DeviceBuffer<__nv_bfloat16>(gathering_.owned_elements[static_cast<size_t>(global)]);
+        rank.owned.zero();
+        rank.weight_shard = {&gathering_, global, rank.owned.data()};
+        rank.scratch = cuda::DeviceBuffer<float>(kTransferChunkElements);
+        quantized_base_->allocate(r);
+      }
+      rank.state = std::make_unique<CudaRankState>(rank_setup, trainable_layout_, rank.shard.first_unit,
+                                                   rank.shard.end_unit, gathered_plan_ ? &rank.weight_shard : nullptr,
+                                                   layout_.shard_gradients);
+      rank.side.emplace();
+      CUDA_CHECK(cudaDeviceSynchronize());  // the owned buffer zeroed before anything reads it
+    });
+    std::vector<void*> streams, sides;
+    for (const auto& rank : ranks_) {
+      streams.push_back(rank->state->stream());
+      sides.push_back(rank->side->get());
+    }
+    std::unique_ptr<distributed::ProcessWorld> alone;
+    distributed::ProcessWorld& world = setup.world != nullptr ? *setup.world : *(alone = distributed::ProcessWorld::single());
+    std::vector<std::unique_ptr<distributed::Communicator>> communicators = distributed::connect_nccl_world(
+        threads_, world, layout_.first_rank, layout_.world_size, layout_.first_device, streams);
+    std::vector<std::unique_ptr<distributed::Communicator>> side_communicators = distributed::connect_nccl_world(
+        threads_, world, layout_.first_rank, layout_.world_size, layout_.first_device, sides);
+    threads_.run([&](int r) {
+      CudaRankEngine& rank = *ranks_[static_cast<size_t>(r)];
+      rank.communicator = std::move(communicators[static_cast<size_t>(r)]);
+      rank.side_communicator = std::move(side_communicators[static_cast<size_t>(r)]);
+      set_up_reduction(rank, r);
+    });
+    if (sequence_slots_.empty()) return;
+    std::vector<std::unique_ptr<distributed::Communicator>> groups = distributed::connect_nccl_groups(
+        threads_, world, layout_.first_rank, layout_.world_size, layout_.first_device, streams, [&](int rank) {
+          const distributed::RankPlace place = layout_.place(rank);
+          return distributed::RankGroup{fmt::format("sequence-{}-{}", place.stage, place.replica), place.sequence,
+                                        layout_.sequence_size};
+        });
+    for (size_t r = 0; r < ranks_.size(); ++r) {
+      ranks_[r]->sequence = std::move(groups[r]);
+      sequence_slots_[r]->communicator = ranks_[r]->sequence.get();
+    }
+  }
+
+  // ZeRO-3's gatherers, and the replica reduction (the step observers of each micro-batch).
+  void set_up_reduction(CudaRankEngine& rank, int r) {
+    if (gathered_plan_) {
+      rank.gatherer = std::make_unique<CudaWeightGatherer>(gathering_, rank.state->backend(), rank.side->get(),
+                                                           all_gather_fill(rank.weight_shard, *rank.side_communicator));
+      rank.first_batches.add(rank.gatherer.get());
+      rank.last_batch.add(rank.gatherer.get());
+      if (quantized_base_->gathered()) {
+        rank.quantized_gatherer = std::make_unique<CudaWeightGatherer>(
+            quantized_base_->gathering(), rank.state->backend(), rank.side->get(),
+            quantized_base_->fill(r, *rank.side_communicator));
+        rank.first_batches.add(rank.quantized_gatherer.get());
+        rank.last_batch.add(rank.quantized_gatherer.get());
+      }
+    }
+    if (layout_.shard_gradients) {
+      rank.sharded = std::make_unique<CudaShardedGradients>(buckets_, trainable_layout_, *rank.state, rank.shard,
+                                                            rank.side->get(), *rank.side_communicator);
+      rank.first_batches.add(rank.sharded.get());
+      rank.last_batch.add(rank.sharded.get());
+    } else {
+      rank.reducer = std::make_unique<CudaGradientReducer>(buckets_, *rank.state, rank.side->get(),
+                                                           *rank.side_communicator);
+      rank.last_batch.add(rank.reducer.get());
+    }
+  }
+
+  // Rank 0 (of the world): fp8_hybrid's scaling state from its host copy.
+  void upload_fp8_state() {
+    if (!shared_.fp8) return;
+    CUDA_CHECK(cudaMemcpy(fp8_device(*shared_.fp8, *ranks_[0]->state), fp8_host_.data(),
+                          fp8_host_.size() * sizeof(float), cudaMemcpyHostToDevice));
+  }
+  // Every rank, after its weights: the scaling state from rank 0, the FP8 copies, the optimizer state.
+  void finish_upload(CudaRankEngine& rank) {
+    CudaRankState& state = *rank.state;
+    if (shared_.fp8) rank.communicator->broadcast(fp8_device(*shared_.fp8, state), fp8_host_.size(), DType::F32, 0);
+    state.refresh_fp8_weight_copies();
+    if (state.optimizer()) state.optimizer()->upload(state.stream());
+    rank.communicator->synchronize();
+  }
+
+  // ZeRO-3 (cuda_weight_transfer.h): rank 0 writes fp8_hybrid's scaling state first (as upload()
+  // does otherwise), then every weight reaches its owner.
+  void upload_shards() {
+    threads_.run([&](int r) {
+      if (r == 0 && layout_.first_rank == 0) upload_fp8_state();
+    });
+    threads_.run([&](int r) {
+      CudaRankEngine& rank = *ranks_[static_cast<size_t>(r)];
+      upload_weight_shards(transfer(rank, r), trainable_layout_, host_.weights);
+      finish_upload(rank);
+    });
+  }
+
+  // ZeRO-3 with the quantized base gathered: where the evaluator reads it from (host memory).
+  QuantizedPieceSource quantized_pieces() const {
+    if (!quantized_base_ || !quantized_base_->gathered()) return {};
+    return [this](const std::string& name) { return quantized_base_->host_piece(name); };
+  }
+
+  CudaShardTransfer transfer(CudaRankEngine& rank, int r) {
+    return {*rank.state, *rank.communicator, rank.weight_shard, rank.scratch.data(), r == 0};
+  }
+
+  // Each rank's CUDA objects are released on its own thread (its device current).
+  void release_ranks() noexcept {
+    try {
+      threads_.run([&](int r) {
+        CudaRankEngine& rank = *ranks_[static_cast<size_t>(r)];
+        if (rank.side) rank.side->synchronize();
+        rank.gatherer.reset();
+        rank.quantized_gatherer.reset();
+        if (quantized_base_) quantized_base_->release(r);
+        rank.reducer.reset();
+        rank.sharded.reset();
+        rank.side_communicator.reset();
+        rank.sequence.reset();
+        rank.communicator.reset();
+        rank.state.reset();
+        rank.side.reset();
+        rank.owned = {};
+        rank.scratch = {};
+      });
+    } catch (...) {
+      // Shutting down after a failure: nothing more to report.
+    }
+  }
+
+  distributed::ParallelLayout layout_;
+  distributed::RankThreads& threads_;
+  const compiler::ExecutionPlan& plan_;
+  CudaTrainableLayout trainable_layout_;
+  CudaRanksShared shared_;
+  CudaHostWeights host_;
+  std::vector<std::unique_ptr<CudaRankEngine>> ranks_;
+  // Sequence parallelism: each rank's kernel table and the slot its exchange ops read the group from.
+  std::vector<std::unique_ptr<distributed::SequenceGroupSlot>> sequence_slots_;
+  std::vector<std::unique_ptr<runtime::CudaOpTable>> sequence_tables_;
+  GradientBuckets buckets_;
+  std::optional<compiler::ExecutionPlan> gathered_plan_;  // ZeRO-3: the ranks' plan (weights in gather buffers)
+  compiler::WeightGathering gathering_;
+  std::optional<CudaQuantizedBase> quantized_base_;  // ZeRO-3: where the quantized base stays (persistent_quants)
+  std::vector<float> fp8_host_;  // rank 0's host copy of the fp8 state: zeros at the start, what checkpoints read
+  bool bf16_gradients_ = false, time_breakdown_ = false, offload_optimizer_ = false;
+  std::string optimizer_name_;
+};
+
+}  // namespace
+
+std::unique_ptr<BackendRanks> make_cuda_data_parallel_ranks(const RanksSetup& setup) { return std::make_unique<CudaDataParallelRanks>(setup); }
+
+}  // namespace surogate::train

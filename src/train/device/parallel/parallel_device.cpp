@@ -1,0 +1,166 @@
+// Data, sequence and pipeline parallelism with ZeRO-1/2/3 on any backend: the TrainingDevice the
+// trainer drives when `gpus: N` (N > 1) trains, when the ranks are spread over several processes (a
+// launcher or Ray: distributed/process_world.h), or when pipeline_parallel_size > 1. This process's
+// ranks are threads (distributed/rank_threads.h), each with a RankEngine of its backend
+// (rank_engine.h): a replica's whole model (cpu_data_parallel_ranks.cpp on gloo,
+// cuda_data_parallel_ranks.cpp on NCCL) or one pipeline stage (cpu_pipeline_ranks.cpp,
+// cuda_pipeline_ranks.cpp). The step's algorithm is here, once (a pipeline stage's reduction and
+// publish: those files):
+//
+//   accumulate() × (gradient_accumulation_steps × local ranks): micro-batch i of the window belongs
+//     to replica i mod data (distributed::owner_of_micro_batch); the trainer hands this process only
+//     its own ranks' micro-batches (takes_micro_batch), each kept by every rank of its replica (each
+//     rank of a sequence group its slice, each stage the inputs its plans read); nothing runs yet.
+//   measure(): every rank runs its micro-batches; its replica reduction (gradient_buckets.h under
+//     ZeRO-1: the last micro-batch's buckets all-reduced as the backward completes them;
+//     sharded_gradients.h under ZeRO-2/3: every micro-batch's buckets reduce-scattered into
+//     accumulators of the rank's shard) sums them over the world. The trainer scaled every
+//     micro-batch's loss by 1 / (loss tokens of the whole window), so the sum is the window's mean
+//     gradient. The loss, router aux loss and squares are summed over the world in rank order
+//     (ProcessWindow::measure): ZeRO-2/3 ranks count their shard, ZeRO-1's summed gradients are the
+//     same on every rank and the world's first rank counts them. Every rank clips by the total.
+//   update(): each rank clips and steps the optimizer for its shard only (distributed::place_shards:
+//     a contiguous run of whole tensors; its optimizer holds state for those alone: ZeRO-1), then
+//     ZeRO-1/2 publish the shard (every rank gets every rank's updated weights; ZeRO-3's ranks keep
+//     only their pieces, gathered where the plan reads them); then the FP8 copies, the zeroed
+//     gradients and fp8_hybrid's max-reduced scaling state.
+//
+// The host side is the backend's (BackendRanks). optimizer_state() is the ranks' shards in rank
+// order — the single-rank optimizer's list of tensors, since shards are contiguous runs of whole
+// tensors — so checkpoints have the single-rank format and a run resumes on any number of ranks;
+// across processes the leader gathers the others' shards to save them and scatters them back after
+// a resume (process_optimizer_state.h). ZeRO-3's host copies are brought up to date only when a
+// step changed the weights since: every process makes the same calls, so they all agree, and the
+// leader's last download for the outputs then finds its copies current and calls no collective
+// alone. The whole design, with the reasons: docs/architecture.md, "Data parallelism".
+#include "train/device/parallel/parallel_device.h"
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "core/error.h"
+#include "train/device/process_optimizer_state.h"
+#include "train/device/process_window.h"
+
+namespace surogate::train {
+namespace {
+
+class ParallelDevice final : public TrainingDevice {
+public:
+  // `setup.world` null: one process.
+  ParallelDevice(const TrainingDeviceSetup& setup, const distributed::ParallelLayout& layout,
+                 MakeRanks* make_ranks)
+      : layout_(layout), threads_(layout.local_ranks), window_(layout, setup.world), optimizer_exchange_(setup.world),
+        ranks_(make_ranks({setup, layout_, threads_})) {}
+
+  int data_parallel_ranks() const override { return layout_.data_size; }
+  bool takes_micro_batch(int64_t index) const override { return window_.takes(index); }
+  MicroBatchTotals window_totals(std::span<const MicroBatchTotals> taken) override { return window_.totals(taken); }
+
+  std::string description() const override { return ranks_->description(); }
+  std::span<const WeightView> weights() const override { return ranks_->weights(); }
+  std::span<const WeightView> trainable() const override { return ranks_->trainable(); }
+  bool host_views_are_live() const override { return ranks_->host_views_are_live(); }
+  std::vector<std::pair<std::string, double>> time_breakdown() override { return ranks_->time_breakdown(); }
+  std::unique_ptr<Evaluator> make_evaluator(const EvaluatorSetup& setup) override {
+    return ranks_->make_evaluator(setup);
+  }
+  void store_quantized(const models::QuantizedWeight& weight, QuantizedPieces pieces) override {
+    ranks_->store_quantized(weight, std::move(pieces));
+  }
+
+  // The ranks' shards (gathered to the leader across processes), then fp8_hybrid's scaling state.
+  std::vector<StateTensor> optimizer_state() override {
+    std::vector<StateTensor> tensors = optimizer_exchange_.gather(local_optimizer_state());
+    if (std::optional<StateTensor> fp8 = ranks_->fp8_state_tensor()) tensors.push_back(std::move(*fp8));
+    return tensors;
+  }
+
+  // Across processes the leader first hands back the shards a resume restored into its copies.
+  void upload() override {
+    optimizer_exchange_.scatter(local_optimizer_state());
+    ranks_->upload();
+    host_current_ = true;  // ZeRO-3: the owners hold what the host copies hold
+  }
+  void download() override {
+    download_weight_shards();
+    ranks_->download();
+  }
+  // ZeRO-3 and pipelines: the evaluator reads the host copies.
+  void before_evaluation() override {
+    download_weight_shards();
+    ranks_->before_evaluation();
+  }
+
+  void accumulate(std::span<const runtime::InputBinding> inputs) override {
+    for (const int local : window_.next_local_ranks()) {
+      const int sequence = layout_.place(layout_.first_rank + local).sequence;
+      ranks_->engine(local).take(inputs, sequence, layout_.sequence_size);
+    }
+  }
+
+  StepMetrics measure() override {
+    // Every rank's micro-batches first (on GPUs only enqueued), then each waits for its part.
+    threads_.run([&](int r) { ranks_->engine(r).run_micro_batches(); });
+    std::vector<RankMeasure> measures(static_cast<size_t>(layout_.local_ranks));
+    threads_.run([&](int r) { measures[static_cast<size_t>(r)] = ranks_->engine(r).measure(); });
+    const StepMetrics metrics = window_.measure(measures, ranks_->engine(0).has_router_aux_loss());
+    threads_.run([&](int r) { ranks_->engine(r).set_grad_norm(metrics.grad_norm); });
+    return metrics;
+  }
+
+  void update(const OptimizerStep& step) override {
+    threads_.run([&](int r) {
+      RankEngine& engine = ranks_->engine(r);
+      engine.step_shard(step);
+      if (!layout_.shard_weights) engine.publish_shard();
+      engine.finish_update(step);
+    });
+    host_current_ = false;
+  }
+
+  void skip_update() override {
+    threads_.run([&](int r) { ranks_->engine(r).zero_gradients(); });
+  }
+
+  size_t gradient_accumulator_bytes() const override {
+    size_t largest = 0;
+    for (int r = 0; r < layout_.local_ranks; ++r) largest = std::max(largest, ranks_->engine(r).gradient_accumulator_bytes());
+    return largest;
+  }
+
+private:
+  // ZeRO-3: only when a step changed the weights since the host copies were uploaded or downloaded.
+  void download_weight_shards() {
+    if (!layout_.shard_weights || host_current_) return;
+    host_current_ = true;
+    ranks_->download_weight_shards();
+  }
+
+  // This process's ranks' optimizer state, in rank order.
+  std::vector<StateTensor> local_optimizer_state() {
+    std::vector<StateTensor> tensors;
+    for (int r = 0; r < layout_.local_ranks; ++r) {
+      for (StateTensor& tensor : ranks_->engine(r).optimizer_state()) tensors.push_back(std::move(tensor));
+    }
+    return tensors;
+  }
+
+  distributed::ParallelLayout layout_;
+  distributed::RankThreads threads_;
+  ProcessWindow window_;
+  ProcessOptimizerState optimizer_exchange_;
+  std::unique_ptr<BackendRanks> ranks_;  // after threads_: released on them
+  bool host_current_ = true;  // ZeRO-3: no step since the host copies were uploaded or downloaded
+};
+
+}  // namespace
+
+std::unique_ptr<TrainingDevice> make_parallel_training_device(const TrainingDeviceSetup& setup,
+                                                              const distributed::ParallelLayout& layout,
+                                                              MakeRanks* make_ranks) {
+  return std::make_unique<ParallelDevice>(setup, layout, make_ranks);
+}
+
+}  // namespace surogate::train
