@@ -260,6 +260,24 @@ GENERATION = Table(
             command="CARRIED=carry/gen MODEL=qwen3-8b PEERS=0 PROMPT=128 NEW=512 bash bench/generate_decode.sh"),
     ))
 
+SERVE = "2026-11-29-h200-serve-throughput.jsonl"
+SERVING = Table(
+    anchor="serving", title="Serving: 64 requests at once",
+    note="`surogate serve --device cuda --batch_size 64` on Qwen3-8B's shape with random bf16 weights: 64 "
+         "concurrent streaming completions of 512 random token ids and 256 greedy new tokens "
+         "(bench/serve_concurrent.py); the rate is output tokens/s over the wall time, with time to first "
+         "token (p50 / p99) in the record. The peers, on the same folder and prompts: transformers' "
+         "continuous batching (`generate_batch`) and batched `generate`, each made to produce 256 tokens.",
+    rate_heading="Surogate output tok/s",
+    rows=(
+        Row(anchor="serve-8b-64", label="Qwen3-8B, 64 × (512 prompt + 256 new)",
+            ours=Pick(SERVE, {"engine": "surogate serve"}, metric="output_tok_s"),
+            peers=(Pick(SERVE, {"engine": "transformers generate (batched)"}, metric="output_tok_s"),
+                   Pick(SERVE, {"engine": "transformers generate_batch (continuous batching)"},
+                        metric="output_tok_s")), gpu="H200",
+            command="CARRIED=carry/gen MODEL=qwen3-8b bash bench/serve_throughput.sh"),
+    ))
+
 DSL_NEOX = "2026-11-29-h200-dsl-gpt-neox.jsonl"
 DSL = Table(
     anchor="dsl", title="An architecture written in Python alone (the DSL)",
@@ -278,4 +296,4 @@ DSL = Table(
             command='CLI_MODELS=gpt-neox-1.4b CLI_VARIANTS="fast full-fast" BENCH_BINARY=0 bash bench/run_cli_job.sh'),
     ))
 
-TABLES = (LORA, FULL, FP8, QLORA, MOE, GPUS, CONTEXT, GENERATION, DSL)
+TABLES = (LORA, FULL, FP8, QLORA, MOE, GPUS, CONTEXT, GENERATION, SERVING, DSL)

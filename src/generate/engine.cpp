@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 
 #include "core/error.h"
 #include "ops/parallel_for.h"
@@ -95,11 +96,18 @@ void GenerationEngine::step() {
   std::vector<size_t> fed_rows;  // the running sequence of each feed
   int64_t budget = max_prefill_tokens_;
   bool prefill = false;
+  // Several prompts coming in: each takes at most the model's prefill chunk, so that one round
+  // carries several of them (a lone prompt takes what the budget allows).
+  const auto prompts = std::count_if(running_.begin(), running_.end(), [](const Running& run) {
+    return run.fed == 0 || run.context.size() - run.fed > 1;
+  });
+  const size_t per_prompt =
+      prompts > 1 && model_.prefill_chunk() > 0 ? static_cast<size_t>(model_.prefill_chunk()) : std::numeric_limits<size_t>::max();
   for (size_t index = 0; index < running_.size(); ++index) {
     Running& run = running_[index];
     const size_t left = run.context.size() - run.fed;
     const bool decoding = run.fed > 0 && left == 1;
-    const size_t take = decoding ? 1 : std::min<size_t>(left, static_cast<size_t>(budget));
+    const size_t take = decoding ? 1 : std::min({left, static_cast<size_t>(budget), per_prompt});
     if (take == 0) continue;
     if (!decoding) {
       budget -= static_cast<int64_t>(take);

@@ -2,6 +2,9 @@
 #include "generate/kv_cache_model.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <iostream>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -148,7 +151,22 @@ public:
     }
 #if SUROGATE_WITH_CUDA
     if (cuda_) static_cast<runtime::CudaBackend&>(*decode_->backend).set_cuda_graphs(true);
+    // A developer's measurement (docs/generation.md): each plan's GPU milliseconds per op, summed
+    // over the run and printed when the model closes; the decode plan then runs without its graph.
+    const char* breakdown = std::getenv("SUROGATE_GENERATE_TIME_BREAKDOWN");
+    if (cuda_ && breakdown != nullptr && std::string(breakdown) == "1") {
+      for (DecodePlan* plan : {decode_.get(), prefill_ ? &*prefill_ : nullptr, single_prefill_ ? &*single_prefill_ : nullptr}) {
+        if (plan != nullptr) static_cast<runtime::CudaBackend&>(*plan->backend).set_time_breakdown(true);
+      }
+      time_breakdown_ = true;
+    }
 #endif
+  }
+
+  ~KvCacheModel() override {
+    for (const auto& [name, milliseconds] : breakdown_) {
+      std::cerr << fmt::format("time breakdown: {:<40} {:10.1f} ms\n", name, milliseconds);
+    }
   }
 
   std::span<float> feed_in_place(std::span<const SlotFeed> feeds) override {
@@ -204,6 +222,7 @@ public:
   int64_t slots() const override { return static_cast<int64_t>(held_.size()); }
   int64_t max_context() const override { return capacity_; }
   int64_t vocab_size() const override { return config_.vocab_size; }
+  int64_t prefill_chunk() const override { return prefill_ ? prefill_->sequence : 0; }
 
   // What a model sharing this one's weights reads (kept alive by it, whichever is closed first).
   std::shared_ptr<const DecodePlan> shared_weights() const { return base_ ? base_ : decode_; }
@@ -297,6 +316,14 @@ private:
       bindings.push_back({id, std::as_bytes(std::span<const int32_t>(values))});
     }
     step.backend->execute(bindings);
+#if SUROGATE_WITH_CUDA
+    if (time_breakdown_) {
+      const std::string plan = fmt::format("[{}, {}] ", step.rows, step.sequence);
+      for (const auto& [name, milliseconds] : static_cast<runtime::CudaBackend&>(*step.backend).time_breakdown()) {
+        breakdown_[plan + name] += milliseconds;
+      }
+    }
+#endif
     const std::span<float> round = round_buffer(static_cast<size_t>(step.rows * config_.vocab_size));
     if (step.plan.graph.tensor(step.logits).type.dtype == DType::F32) {
       step.backend->read(step.logits, std::as_writable_bytes(round));
@@ -335,6 +362,8 @@ private:
 #if SUROGATE_WITH_CUDA
   cuda::PinnedHostBuffer<float> pinned_round_;
 #endif
+  bool time_breakdown_ = false;               // SUROGATE_GENERATE_TIME_BREAKDOWN=1
+  std::map<std::string, double> breakdown_;   // "[rows, sequence] op" -> GPU milliseconds
 };
 
 }  // namespace

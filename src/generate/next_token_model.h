@@ -49,6 +49,10 @@ public:
   virtual int64_t slots() const = 0;
   virtual int64_t max_context() const = 0;
   virtual int64_t vocab_size() const = 0;
+  // The prompt tokens of one slot a round computes at most when several prompts come in at once
+  // (0: no such bound). A caller feeding several prompts keeps each to this, so that one round
+  // carries them all instead of padding rows.
+  virtual int64_t prefill_chunk() const { return 0; }
 };
 
 // The fast model: a KV cache per slot, decode and prefill plans sharing one copy of the weights

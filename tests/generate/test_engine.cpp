@@ -38,11 +38,13 @@ class CountingModel : public NextTokenModel {
   int64_t slots() const override { return 2; }
   int64_t max_context() const override { return 32; }
   int64_t vocab_size() const override { return 5; }
+  int64_t prefill_chunk() const override { return chunk; }
 
   std::vector<float> logits;                // the last feed's
   std::vector<std::vector<int64_t>> calls;  // the slots of each feed
   std::vector<std::vector<int64_t>> sizes;  // the tokens of each slot fed, per feed
   bool fail = false;
+  int64_t chunk = 0;  // prefill_chunk()
 
  private:
   std::map<int64_t, int64_t> held_;
@@ -146,6 +148,20 @@ TEST(GenerationEngine, TheSecondPromptTakesWhatTheFirstLeavesOfTheBudget) {
   EXPECT_EQ(model.sizes, (std::vector<std::vector<int64_t>>{{3, 2}, {2}}));
   EXPECT_EQ(tokens, (std::vector<int32_t>{2, 3}));
   EXPECT_THROW(GenerationEngine(model, nullptr, 0), UserError);
+}
+
+TEST(GenerationEngine, SeveralPromptsTakeAChunkEachALoneOneWhatTheBudgetAllows) {
+  CountingModel model;
+  model.chunk = 3;
+  GenerationEngine engine(model, nullptr, /*max_prefill_tokens=*/8);
+  GenerationRequest prompt = request(0, 1);
+  prompt.prompt = {1, 2, 3, 4, 0, 1};
+  engine.submit(prompt, [](const TokenEvent&) {});
+  engine.submit(prompt, [](const TokenEvent&) {});
+  while (engine.has_work()) engine.step();
+  engine.submit(prompt, [](const TokenEvent&) {});
+  while (engine.has_work()) engine.step();
+  EXPECT_EQ(model.sizes, (std::vector<std::vector<int64_t>>{{3, 3}, {3, 3}, {6}}));
 }
 
 TEST(GenerationEngine, AFailingFeedDropsEverySequence) {
