@@ -242,6 +242,9 @@ std::string precheck(const CudnnAttentionShape& shape) {
   if (shape.q_heads <= 0 || shape.kv_heads <= 0 || shape.q_heads % shape.kv_heads != 0) return "heads";
   const int64_t elements = shape.tokens() * shape.q_heads * shape.head_dim;
   if (shape.documents && elements >= (int64_t{1} << 31)) return "more than 2^31 elements with packed documents";
+  // The documents layout has a batch entry per token; kept within a grid dimension's 65535 blocks
+  // whichever axis cuDNN puts the batch on (longer calls run our kernels).
+  if (shape.documents && shape.tokens() > 65535) return "more than 65535 tokens with packed documents";
   return {};
 }
 
@@ -320,6 +323,7 @@ const CudnnAvailability& cudnn_availability() {
     cudaDeviceProp properties{};
     int device = 0;
     if (cudaGetDevice(&device) != cudaSuccess || cudaGetDeviceProperties(&properties, device) != cudaSuccess) {
+      (void)cudaGetLastError();  // not left for a later launch check to find
       a.description = "no CUDA device";
       return a;
     }

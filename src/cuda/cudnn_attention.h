@@ -12,7 +12,8 @@
 //    how many there are: the graph must not depend on the batch's data, CUDA graphs replay it),
 //    per-slot lengths (0 past the last document) and element offsets, computed on the device.
 //    logsumexp is [tokens, q_heads] (ragged Stats). Padding tokens, documents of one token, see only
-//    themselves, as in the CPU op.
+//    themselves, as in the CPU op. At most 65535 tokens per call (the slots stay within one grid
+//    dimension); longer calls are refused (the callers run our kernels).
 // The logsumexp (natural log of the scaled scores' sum of exponentials) is private to this path:
 // its forward and backward agree on the layout; the flash kernels use another ([q_heads, tokens]).
 //

@@ -2,7 +2,10 @@
 
 #include <fmt/format.h>
 
+#include "core/error.h"
+
 #include <cstdio>
+#include <cstdlib>
 #include <mutex>
 #include <set>
 
@@ -13,8 +16,19 @@ std::mutex& path_mutex() {
   static std::mutex mutex;
   return mutex;
 }
+// SUROGATE_ATTENTION=auto|cudnn|surogate picks the backend for a whole process (A/B runs of the
+// same job or test suite without rebuilding); unset is auto.
+AttentionBackend backend_from_environment() {
+  const char* value = std::getenv("SUROGATE_ATTENTION");
+  const std::string text = value == nullptr ? "" : value;
+  if (text.empty() || text == "auto") return AttentionBackend::Auto;
+  if (text == "cudnn") return AttentionBackend::Cudnn;
+  if (text == "surogate") return AttentionBackend::Surogate;
+  fail_user("SUROGATE_ATTENTION is '{}'; it takes auto, cudnn or surogate", text);
+}
+
 AttentionSettings& settings_storage() {
-  static AttentionSettings settings;
+  static AttentionSettings settings{backend_from_environment(), false};
   return settings;
 }
 
@@ -47,7 +61,7 @@ AttentionPath attention_path(cuda::CudnnAttentionShape& shape) {
   const cuda::CudnnAvailability& cudnn = cuda::cudnn_availability();
   std::string refusal;
   if (settings.backend == AttentionBackend::Surogate) {
-    refusal = "attention_backend surogate";
+    refusal = "SUROGATE_ATTENTION=surogate";
   } else if (!cudnn.usable) {
     refusal = cudnn.description;
   } else if (!measured_head_dim(shape.head_dim)) {

@@ -25,7 +25,9 @@ struct AttentionSettings {
   bool deterministic = false;  // cuDNN's deterministic backward (the config's deterministic_attention)
 };
 
-// Process-wide; set before the plans are loaded (binders read it when they bind).
+// Process-wide; set before the plans are loaded (binders read it when they bind). The backend
+// starts as the environment's SUROGATE_ATTENTION (auto, cudnn or surogate; unset: auto; anything
+// else a UserError naming the variable), deterministic as false.
 void set_attention_settings(const AttentionSettings& settings);
 AttentionSettings attention_settings();
 

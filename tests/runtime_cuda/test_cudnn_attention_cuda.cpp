@@ -247,7 +247,7 @@ TEST(CudnnAttentionCuda, DeterministicBackwardRepeatsBitForBit) {
 }
 
 // Where cuDNN is not taken our kernels run, with their own logsumexp layout, and still match: a head
-// dim cuDNN is not used for here (32), and every shape under attention_backend surogate.
+// dim cuDNN is not used for here (32), and every shape under the Surogate backend (SUROGATE_ATTENTION=surogate).
 TEST(CudnnAttentionCuda, FallsBackToOurKernelsWhereCudnnIsNotTaken) {
   SKIP_WITHOUT_GPU();
   std::mt19937 rng(11);
@@ -261,7 +261,32 @@ TEST(CudnnAttentionCuda, FallsBackToOurKernelsWhereCudnnIsNotTaken) {
     SettingsScope scope({AttentionBackend::Surogate, false});
     const GpuResult gpu = check_case({2, 256, 8, 2, 128, 0, true, false, false}, rng);
     EXPECT_FALSE(gpu.path.cudnn) << gpu.path.description;
-    EXPECT_NE(gpu.path.description.find("attention_backend surogate"), std::string::npos) << gpu.path.description;
+    EXPECT_NE(gpu.path.description.find("SUROGATE_ATTENTION=surogate"), std::string::npos) << gpu.path.description;
+  }
+}
+
+// The choice alone (no GPU needed: runs in CI too): our kernels under the Surogate setting, for head
+// dims cuDNN is not used for, and everywhere when no cuDNN is usable here (no GPU, no library, an
+// older GPU), each with its reason; cuDNN only where it is usable.
+TEST(CudnnAttentionPath, OurKernelsWhereCudnnIsNotTakenWithTheReason) {
+  auto path_for = [](AttentionBackend backend, int head_dim) {
+    SettingsScope scope({backend, false});
+    cuda::CudnnAttentionShape shape{2, 64, 4, 2, head_dim, 0, 0.125f, true, false};
+    return attention_path(shape);
+  };
+  const AttentionPath surogate = path_for(AttentionBackend::Surogate, 128);
+  EXPECT_FALSE(surogate.cudnn);
+  EXPECT_EQ(surogate.description, "Surogate's attention kernels (SUROGATE_ATTENTION=surogate)");
+  const AttentionPath small = path_for(AttentionBackend::Cudnn, 32);
+  EXPECT_FALSE(small.cudnn);
+  EXPECT_NE(small.description.find("Surogate's attention kernels"), std::string::npos) << small.description;
+  const cuda::CudnnAvailability& cudnn = cuda::cudnn_availability();
+  if (!cudnn.usable) {
+    const AttentionPath refused = path_for(AttentionBackend::Auto, 128);
+    EXPECT_FALSE(refused.cudnn);
+    EXPECT_EQ(refused.description, "Surogate's attention kernels (" + cudnn.description + ")");
+  } else {
+    EXPECT_NE(small.description.find("head_dim 32"), std::string::npos) << small.description;
   }
 }
 

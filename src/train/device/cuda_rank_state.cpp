@@ -156,7 +156,9 @@ CudaRankState::CudaRankState(const TrainingDeviceSetup& setup, const CudaTrainab
   const compiler::ExecutionPlan& plan = *setup.plan;
   // The attention's path is chosen when the plans bind (runtime/cuda_attention_path.h): before the
   // first load, and the evaluator's plans bind under the same settings.
-  runtime::set_attention_settings({runtime::AttentionBackend::Auto, config_.deterministic_attention});
+  runtime::AttentionSettings attention = runtime::attention_settings();
+  attention.deterministic = config_.deterministic_attention;
+  runtime::set_attention_settings(attention);
   backend_.load(plan, *setup.registry);
   backend_.set_time_breakdown(config_.debug_time_breakdown);
   backend_.set_cuda_graphs(config_.use_cuda_graphs);
