@@ -1,13 +1,20 @@
 """PyTorch's fused attention backends (cuDNN, FlashAttention-2, memory-efficient) at the LoRA
 job's attention shapes, to compare with `cuda_measure`'s rows for our kernels (docs/cuda.md).
 
-    python3 bench/attention_peers.py            # on the GPU machine; prints one JSON line a row
+    python3 bench/attention_peers.py [build/attention_bench]   # on the GPU machine; one JSON line a row
+
+With the path of our attention_bench binary (bench/attention_bench.cpp) it also prints, in the
+same call, our two CUDA paths at the same shapes: cuDNN's fused SDPA through the frontend (plain
+and deterministic backward; "rows": one sequence per batch row as SDPA is given, "documents": the
+decoder's document ids, cuDNN's ragged layout) and our flash kernels.
 
 Causal, bf16, [batch, heads, seq, head_dim] inputs, GQA expanded to the q heads (what SDPA's
 cuDNN and flash paths take). FLOPs: forward 4·B·Hq·S²·D / 2 (causal), backward 2.5× that.
 Each figure is the median of 20 timed calls after 5 warm-ups, with CUDA events.
 """
 import json
+import subprocess
+import sys
 
 import torch
 import torch.nn.functional as F
@@ -61,6 +68,16 @@ def main():
                               "cudnn": torch.backends.cudnn.version(), "torch": torch.__version__,
                               "gpu": torch.cuda.get_device_name()}))
             del out
+    if len(sys.argv) > 1:  # ours, same GPU, same call
+        gpu = torch.cuda.get_device_name()
+        torch.cuda.empty_cache()
+        result = subprocess.run([sys.argv[1]], capture_output=True, text=True, check=False)
+        for line in result.stdout.splitlines():
+            row = json.loads(line)
+            row["gpu"] = gpu
+            print(json.dumps(row))
+        if result.returncode != 0:
+            print(json.dumps({"backend": "surogate", "error": result.stderr.strip().splitlines()[-1:]}))
 
 
 if __name__ == "__main__":

@@ -49,3 +49,6 @@ python3 -m pip install -q --disable-pip-version-check "${python_packages[@]}"
 # CUTLASS's C++ headers for the CUDA build's grouped expert GEMMs (src/cuda/kernels/grouped_gemm.cu); the
 # package's Python tools are not used, so not their dependencies either.
 python3 -m pip install -q --disable-pip-version-check --no-deps "nvidia-cutlass==4.2.0.0"
+# cuDNN's frontend C++ headers for the fused attention (src/cuda/cudnn_attention.cpp); only the
+# headers are used (libcudnn itself comes with the CUDA toolkit or the nvidia-cudnn-cu13 wheel).
+python3 -m pip install -q --disable-pip-version-check --no-deps "nvidia-cudnn-frontend==1.32.0"

@@ -101,6 +101,7 @@ struct Config {
   // Hardware
   int64_t gpus = 1;
   bool use_cuda_graphs = true;
+  bool deterministic_attention = false;  // cuDNN's deterministic attention backward
 
   // Mixed precision and recipes
   Recipe recipe = Recipe::Bf16;

@@ -103,6 +103,7 @@ const FieldTable<Config>& config_fields() {
       // Hardware
       field("gpus", &C::gpus),
       field("use_cuda_graphs", &C::use_cuda_graphs),
+      field("deterministic_attention", &C::deterministic_attention),
       // Recipes
       field("recipe", &C::recipe),
       field("gradient_dtype", &C::gradient_dtype),

@@ -10,10 +10,7 @@
 //  * parameter gradients (d_weight, d_table) are BF16 (F16) tensors in a BF16 (F16) graph; the kernels that
 //    accumulate them in fp32 (embedding, rmsnorm, LM head) do so in scratch, then round once;
 //    linear weight gradients come out of cuBLASLt in bf16 directly (runtime/cuda_linear_ops.cpp).
-//  * attention takes document ids [B, T]; the kernels take cu_seqlens over the B·T flattened
-//    tokens, built per call on the device (cuda/kernels/plain_attention.h). Its logsumexp output is laid
-//    out [Hq, B·T] (the kernels' layout, read only by the CUDA attention_backward), not the CPU's
-//    [B, Hq, T]. Head dims 32/64/128 use the flash kernels, other dims up to 256 a plain kernel.
+//  * the attention ops have their own file, runtime/cuda_attention_ops.cpp.
 #include <algorithm>
 #include <cmath>
 #include <memory>
@@ -21,10 +18,8 @@
 
 #include "core/error.h"
 #include "cuda/cuda_check.h"
-#include "cuda/kernels/attention.h"
 #include "cuda/kernels/elementwise_16bit.h"
 #include "cuda/kernels/embedding.h"
-#include "cuda/kernels/plain_attention.h"
 #include "cuda/kernels/qk_norm_rope.h"
 #include "cuda/kernels/rmsnorm.h"
 #include "cuda/kernels/rope_tables.h"
@@ -320,179 +315,6 @@ CudaKernel bind_rope_with_sign(const CudaBindContext& ctx, float sign) {
 CudaKernel bind_rope(const CudaBindContext& ctx) { return bind_rope_with_sign(ctx, 1.0f); }
 CudaKernel bind_rope_backward(const CudaBindContext& ctx) { return bind_rope_with_sign(ctx, -1.0f); }
 
-// ---- attention ----
-
-struct AttentionLayout {
-  int64_t batch = 0, sequence = 0;
-  int q_heads = 0, kv_heads = 0, head_dim = 0, window = 0;
-  float scale = 0.0f;
-  bool flash = false;
-  int64_t tokens() const { return batch * sequence; }
-};
-
-AttentionLayout attention_layout(const CudaBindContext& ctx) {
-  AttentionLayout layout;
-  const graph::Shape& q = ctx.inputs[0].shape;
-  const graph::Shape& k = ctx.inputs[1].shape;
-  if (q.size() == 4) {
-    layout.q_heads = static_cast<int>(q[2]);
-    layout.kv_heads = static_cast<int>(k[2]);
-    layout.head_dim = static_cast<int>(q[3]);
-  } else {
-    layout.q_heads = static_cast<int>(ctx.attrs.integer("query_heads"));
-    layout.kv_heads = static_cast<int>(ctx.attrs.integer("kv_heads"));
-    layout.head_dim = static_cast<int>(ctx.attrs.integer("head_dim"));
-  }
-  layout.batch = q[0];
-  layout.sequence = q[1];
-  layout.window = static_cast<int>(ctx.attrs.integer_or("window", 0));
-  const double scale = ctx.attrs.number_or("scale", 0.0);
-  layout.scale = static_cast<float>(scale > 0.0 ? scale : 1.0 / std::sqrt(static_cast<double>(layout.head_dim)));
-  layout.flash = layout.head_dim == 32 || layout.head_dim == 64 || layout.head_dim == 128;
-  require(ctx, layout.flash || layout.head_dim <= 256, "the CUDA attention supports head_dim up to 256, got {}",
-          layout.head_dim);
-  require(ctx, layout.tokens() < (int64_t{1} << 31), "the CUDA attention takes fewer than 2^31 tokens per call");
-  return layout;
-}
-
-cuda::AttentionShape flash_shape(const AttentionLayout& layout) {
-  // `documents` is an upper bound: cu_seqlens_from_documents pads past the last document.
-  return cuda::AttentionShape{layout.tokens(), layout.q_heads, layout.kv_heads, layout.head_dim,
-                              static_cast<int>(layout.tokens()), layout.window, layout.scale,
-                              static_cast<int>(layout.sequence)};
-}
-
-k::PlainAttentionShape plain_shape(const AttentionLayout& layout) {
-  return k::PlainAttentionShape{layout.tokens(), layout.q_heads, layout.kv_heads, layout.head_dim, layout.window,
-                                layout.scale};
-}
-
-template <typename T>
-CudaKernel bind_attention_typed(const CudaBindContext& ctx) {
-  expect_in(ctx, 0, element_dtype<T>());
-  expect_out(ctx, 1, DType::F32);
-  const AttentionLayout layout = attention_layout(ctx);
-  const bool has_documents = ctx.inputs.size() == 4;
-  ScratchLayout scratch;
-  const size_t cu = scratch.take(sizeof(int32_t) * (layout.tokens() + 1));
-  ctx.resources.reserve_scratch(scratch.bytes);
-  CudaResources* resources = &ctx.resources;
-  return [=](const CudaKernelArgs& args) {
-    int32_t* cu_seqlens = scratch_at<int32_t>(resources, cu);
-    k::cu_seqlens_from_documents(cu_seqlens, has_documents ? args.inputs[3].as<const int32_t>() : nullptr,
-                                 layout.batch, layout.sequence, args.stream);
-    const T *q = args.inputs[0].as<const T>(), *kk = args.inputs[1].as<const T>(),
-               *v = args.inputs[2].as<const T>();
-    if (layout.flash) {
-      cuda::attention_forward(args.outputs[0].as<T>(), args.outputs[1].as<float>(), q, kk, v, cu_seqlens,
-                              flash_shape(layout), args.stream);
-    } else {
-      k::plain_attention_forward(args.outputs[0].as<T>(), args.outputs[1].as<float>(), q, kk, v, cu_seqlens,
-                                 plain_shape(layout), args.stream);
-    }
-  };
-}
-CudaKernel bind_attention(const CudaBindContext& ctx) {
-  return by_element_type(ctx.inputs[0].dtype, [&]<typename T>() { return bind_attention_typed<T>(ctx); });
-}
-
-// attention_fp8 (q, k, v [, document_ids], state){site, format e4m3} -> (out, logsumexp, q, scale_inv):
-// the flash forward with the FP8 epilogue (cuda/kernels/attention.h); other head sizes run the plain
-// forward, then the site's quantization as quantize_fp8 runs it.
-CudaKernel bind_attention_fp8(const CudaBindContext& ctx) {
-  expect_in(ctx, 0, DType::BF16);
-  expect_out(ctx, 1, DType::F32);
-  const size_t state = ctx.inputs.size() - 1;
-  const AttentionLayout layout = attention_layout(ctx);
-  const bool has_documents = state == 4;
-  const int64_t offset = ctx.attrs.integer("site") * ctx.inputs[state].shape[1];
-  const int64_t site_index = ctx.attrs.integer("site");
-  ScratchLayout scratch;
-  const size_t cu = scratch.take(sizeof(int32_t) * (layout.tokens() + 1));
-  const size_t amax = scratch.take(sizeof(float));
-  ctx.resources.reserve_scratch(scratch.bytes);
-  CudaResources* resources = &ctx.resources;
-  using bf16 = __nv_bfloat16;
-  return [=](const CudaKernelArgs& args) {
-    int32_t* cu_seqlens = scratch_at<int32_t>(resources, cu);
-    k::cu_seqlens_from_documents(cu_seqlens, has_documents ? args.inputs[3].as<const int32_t>() : nullptr,
-                                 layout.batch, layout.sequence, args.stream);
-    const bf16 *q = args.inputs[0].as<const bf16>(), *kk = args.inputs[1].as<const bf16>(),
-               *v = args.inputs[2].as<const bf16>();
-    // The flash kernel's epilogue skips its pending pass when the host knows the delayed amax; the
-    // plain kernel's quantization below keeps its amax pass.
-    const cuda::Fp8Output site{args.inputs[state].as<float>() + offset, scratch_at<float>(resources, amax),
-                               args.outputs[2].as<uint8_t>(), args.outputs[3].as<float>(), cuda::Fp8Target::E4M3,
-                               layout.flash && resources->fp8_delayed(site_index)};
-    if (!site.delayed_known) CUDA_CHECK(cudaMemsetAsync(site.amax, 0, sizeof(float), args.stream));
-    bf16* out = args.outputs[0].as<bf16>();
-    if (layout.flash) {
-      cuda::attention_forward_fp8(out, args.outputs[1].as<float>(), q, kk, v, cu_seqlens, flash_shape(layout), site,
-                                  args.stream);
-      return;
-    }
-    k::plain_attention_forward(out, args.outputs[1].as<float>(), q, kk, v, cu_seqlens, plain_shape(layout), args.stream);
-    const int64_t count = layout.tokens() * layout.q_heads * layout.head_dim;
-    cuda::fp8_record_amax(out, count, site.row, site.amax, args.stream);
-    cuda::fp8_quantize(out, count, cuda::Fp8Target::E4M3, site.row, site.amax, site.q, site.scale_inv, args.stream);
-  };
-}
-
-// attn_bwd_chunks (the node's backward_chunks): the flash backward runs on slices of ceil(B / N)
-// batch rows in turn, so its fp32 workspace (dQ accumulator and delta) is one slice's. Documents
-// never cross a row, so each slice is an independent attention problem: q, k, v, out, d_out and
-// the gradients are contiguous per row; logsumexp ([Hq, B·T]) is read in place with the whole
-// batch's row stride. The plain kernel (other head dims) has no workspace and runs whole.
-template <typename T>
-CudaKernel bind_attention_backward_typed(const CudaBindContext& ctx) {
-  expect_in(ctx, 0, element_dtype<T>());
-  const AttentionLayout layout = attention_layout(ctx);
-  const bool has_documents = ctx.inputs.size() == 7;
-  const size_t base = ctx.inputs.size() - 3;  // out, logsumexp, d_out
-  expect_in(ctx, base + 1, DType::F32);
-  const int64_t chunks = layout.flash ? std::clamp<int64_t>(ctx.attrs.integer_or("backward_chunks", 1), 1, layout.batch) : 1;
-  const int64_t chunk_rows = (layout.batch + chunks - 1) / chunks;
-  AttentionLayout slice_layout = layout;
-  slice_layout.batch = chunk_rows;
-  ScratchLayout scratch;
-  const size_t cu = scratch.take(sizeof(int32_t) * (layout.tokens() + 1));
-  const size_t workspace = scratch.take(
-      layout.flash ? sizeof(float) * cuda::attention_backward_workspace_floats(flash_shape(slice_layout)) : 0);
-  ctx.resources.reserve_scratch(scratch.bytes);
-  CudaResources* resources = &ctx.resources;
-  return [=](const CudaKernelArgs& args) {
-    int32_t* cu_seqlens = scratch_at<int32_t>(resources, cu);
-    const int32_t* documents = has_documents ? args.inputs[3].as<const int32_t>() : nullptr;
-    const T *q = args.inputs[0].as<const T>(), *kk = args.inputs[1].as<const T>(),
-               *v = args.inputs[2].as<const T>(), *out = args.inputs[base].as<const T>(),
-               *dout = args.inputs[base + 2].as<const T>();
-    const float* lse = args.inputs[base + 1].as<const float>();
-    T *dq = args.outputs[0].as<T>(), *dk = args.outputs[1].as<T>(), *dv = args.outputs[2].as<T>();
-    if (layout.flash) {
-      const int64_t q_row = layout.sequence * layout.q_heads * layout.head_dim;
-      const int64_t kv_row = layout.sequence * layout.kv_heads * layout.head_dim;
-      for (int64_t first = 0; first < layout.batch; first += chunk_rows) {
-        AttentionLayout slice = layout;
-        slice.batch = std::min(chunk_rows, layout.batch - first);
-        k::cu_seqlens_from_documents(cu_seqlens, documents ? documents + first * layout.sequence : nullptr, slice.batch,
-                                     layout.sequence, args.stream);
-        cuda::AttentionShape shape = flash_shape(slice);
-        shape.logsumexp_stride = layout.tokens();
-        cuda::attention_backward(dq + first * q_row, dk + first * kv_row, dv + first * kv_row,
-                                 scratch_at<float>(resources, workspace), dout + first * q_row, q + first * q_row,
-                                 kk + first * kv_row, v + first * kv_row, out + first * q_row,
-                                 lse + first * layout.sequence, cu_seqlens, shape, args.stream);
-      }
-    } else {
-      k::cu_seqlens_from_documents(cu_seqlens, documents, layout.batch, layout.sequence, args.stream);
-      k::plain_attention_backward(dq, dk, dv, dout, q, kk, v, out, lse, cu_seqlens, plain_shape(layout), args.stream);
-    }
-  };
-}
-CudaKernel bind_attention_backward(const CudaBindContext& ctx) {
-  return by_element_type(ctx.inputs[0].dtype, [&]<typename T>() { return bind_attention_backward_typed<T>(ctx); });
-}
-
 }  // namespace
 
 void register_model_cuda_ops(CudaOpTable& table) {
@@ -509,9 +331,6 @@ void register_model_cuda_ops(CudaOpTable& table) {
   table.add("rope_cos_sin", bind_rope_cos_sin);
   table.add("rope", bind_rope);
   table.add("rope_backward", bind_rope_backward);
-  table.add("attention", bind_attention);
-  table.add("attention_fp8", bind_attention_fp8);
-  table.add("attention_backward", bind_attention_backward);
 }
 
 }  // namespace surogate::runtime

@@ -42,6 +42,7 @@ const CudaOpTable& builtin_cuda_ops() {
     CudaOpTable built;
     register_core_cuda_ops(built);
     register_model_cuda_ops(built);
+    register_attention_cuda_ops(built);
     register_loss_cuda_ops(built);
     register_linear_cuda_ops(built);
     register_lora_cuda_ops(built);

@@ -147,6 +147,10 @@ void register_core_cuda_ops(CudaOpTable& table);
 // The decoder's model ops and their backward ops on bf16 tensors (runtime/cuda_model_ops.cpp).
 void register_model_cuda_ops(CudaOpTable& table);
 
+// attention, attention_fp8, attention_backward: cuDNN's fused SDPA or our kernels
+// (runtime/cuda_attention_path.h), in runtime/cuda_attention_ops.cpp.
+void register_attention_cuda_ops(CudaOpTable& table);
+
 // lm_head_loss (and its rewritten forms, compiler/loss_input_grad.h: lm_head_loss_with_input_grad
 // for a frozen head, lm_head_loss_with_grads for a trainable one), lm_head_loss_backward,
 // lm_head_accuracy (chunked LM head + cross-entropy on bf16 / fp16), in runtime/cuda_loss_ops.cpp.

@@ -274,6 +274,9 @@ MemoryPrediction predict_training_memory(const Config& config, std::optional<siz
                            {"activations (planned arena)", m.activations},
                            {"batch", m.inputs},
                            {"LM-head workspace", plan.memory.lm_head_workspace}};
+  if (plan.memory.attention_workspace > 0) {
+    prediction.categories.emplace_back("attention workspace (beyond the LM head's)", plan.memory.attention_workspace);
+  }
   prediction.evaluation = evaluates(config);
   if (prediction.evaluation) {
     prediction.categories.emplace_back("evaluation (its arena and LM-head workspace)", plan.memory.evaluation);

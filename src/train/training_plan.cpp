@@ -220,6 +220,9 @@ TrainingPlan plan_training(const Config& config, const io::ModelConfig& model, c
     // offload_quants' image is one per process, in the CPU ranks' own memory.
     if (backend == TrainingBackend::Cpu) candidate.weight_copies += std::exchange(candidate.plan.host_quantized, 0);
     candidate.lm_head_workspace = lm_head_workspace_bytes(plan);
+    // One scratch serves every step (runtime::CudaResources): the attention's counts where it is larger.
+    const size_t attention = backend == TrainingBackend::Cuda ? attention_workspace_bytes(plan) : 0;
+    candidate.attention_workspace = attention > candidate.lm_head_workspace ? attention - candidate.lm_head_workspace : 0;
     return candidate;
   };
   // MoE's router loss is weighted for the step's micro-batches: accumulation × the replicas.

@@ -66,5 +66,18 @@ TEST(LmHeadWorkspace, TheFp32AccumulatorOnlyForATrainableHeadOverSeveralChunks) 
   EXPECT_EQ(lm_head_workspace_bytes(frozen), base(rows / 4));
 }
 
+// The attention backward's scratch (attention_workspace_bytes, mirroring runtime/cuda_attention_ops.cpp):
+// cu_seqlens and cuDNN's document lengths and offsets (20 bytes a token, one more entry), and an fp32
+// dQ accumulator with a row statistic per query head: tokens × Hq × (D + 1) floats. The fixture's
+// 4 query heads of head_dim 4 (hidden 16).
+TEST(AttentionWorkspace, OneFp32DqAccumulatorAndRowStatisticPerQueryHead) {
+  const int64_t tokens = kBatch * kSequence;
+  const compiler::ExecutionPlan training = bf16_plan(1, false);
+  ASSERT_TRUE(has_op(training, "attention_backward"));
+  EXPECT_EQ(attention_workspace_bytes(training), static_cast<size_t>(20 * (tokens + 1) + tokens * 4 * (4 + 1) * 4));
+  // LoRA's plan has the same attention backward.
+  EXPECT_EQ(attention_workspace_bytes(bf16_plan(4, true)), attention_workspace_bytes(training));
+}
+
 }  // namespace
 }  // namespace surogate::train

@@ -14,6 +14,7 @@
 #include "cuda/kernels/fp8_quantize.h"
 #include "cuda/kernels/grad_norm.h"
 #include "ops/parallel_for.h"
+#include "runtime/cuda_attention_path.h"
 #include "train/device/staged_optimizer.h"
 
 namespace surogate::train {
@@ -153,6 +154,11 @@ CudaRankState::CudaRankState(const TrainingDeviceSetup& setup, const CudaTrainab
   SUROGATE_CHECK(!fp16_ || (!bf16_master_ && !bf16_gradients_ && shard == nullptr && !shard_accumulators),
                  "fp16 training keeps fp32 masters and accumulators on one GPU");
   const compiler::ExecutionPlan& plan = *setup.plan;
+  // The attention's path is chosen when the plans bind (runtime/cuda_attention_path.h): before the
+  // first load, and the evaluator's plans bind under the same settings.
+  runtime::AttentionSettings attention = runtime::attention_settings();
+  attention.deterministic = config_.deterministic_attention;
+  runtime::set_attention_settings(attention);
   backend_.load(plan, *setup.registry);
   backend_.set_time_breakdown(config_.debug_time_breakdown);
   backend_.set_cuda_graphs(config_.use_cuda_graphs);

@@ -133,6 +133,20 @@ size_t lm_head_workspace_bytes(const compiler::ExecutionPlan& plan) {
   return 0;
 }
 
+size_t attention_workspace_bytes(const compiler::ExecutionPlan& plan) {
+  size_t largest = 0;
+  for (const graph::Node& node : plan.graph.nodes) {
+    if (node.op != "attention_backward") continue;
+    const graph::TensorType& q = plan.graph.tensor(node.inputs[0]).type;
+    const int64_t tokens = q.shape[0] * q.shape[1];
+    const int64_t width = q.numel() / tokens;  // Hq · D
+    const int64_t heads = q.shape.size() == 4 ? q.shape[2] : node.attrs.value("query_heads", int64_t{1});
+    const auto bytes = static_cast<size_t>(20 * (tokens + 1) + tokens * (width + heads) * 4);
+    largest = std::max(largest, bytes);
+  }
+  return largest;
+}
+
 size_t device_margin_bytes(size_t total_bytes) {
   return std::max<size_t>(size_t{1} << 30, total_bytes / 100 * 2);
 }

@@ -70,6 +70,13 @@ PlanMemory plan_memory(const compiler::ExecutionPlan& plan, const Config& config
 // arena tensor the plan counts). 0 when the plan has no LM head loss.
 size_t lm_head_workspace_bytes(const compiler::ExecutionPlan& plan);
 
+// The scratch the CUDA attention_backward ops of `plan` take at most (runtime/cuda_attention_ops.cpp),
+// on either path: cu_seqlens (and cuDNN's per-document lengths and offsets, 16 bytes a token) and
+// an fp32 dQ accumulator with a row statistic, tokens × query heads × (head_dim + 1) floats (our
+// flash kernels' exactly, per attn_bwd_chunks slice; cuDNN's workspace, counted whole, is of that
+// order). The backend reserves the exact bytes when it binds; this is the prediction's. 0 without one.
+size_t attention_workspace_bytes(const compiler::ExecutionPlan& plan);
+
 // What the CUDA context, cuBLASLt's workspace and the kernels' modules hold (H100, driver 580).
 inline constexpr size_t kCudaContextBytes = size_t{600} << 20;
 
@@ -82,6 +89,7 @@ inline constexpr size_t kSequenceExchangeBufferBytes = size_t{3} << 30;
 struct MemoryEstimate {
   PlanMemory plan;                 // the training plan's regions and its trainable state
   size_t lm_head_workspace = 0;    // the training backend's LM-head scratch
+  size_t attention_workspace = 0;  // CUDA: the steps' shared scratch beyond the LM head's (attention backward)
   size_t evaluation = 0;           // the evaluator's backend: forward arena + LM-head scratch
   size_t context = 0;              // CUDA context and libraries (0 on the CPU)
   size_t collectives = 0;          // GPUs of a sequence group: NCCL's all-to-all buffers
@@ -94,7 +102,9 @@ struct MemoryEstimate {
   // scratch) and its share of the optimizer state; one evaluator serves them all. Each GPU holds
   // the same but its shard of the optimizer state (plan.optimizer is already the largest shard).
   size_t peak() const {
-    return static_cast<size_t>(ranks) * (plan.total() - plan.optimizer + lm_head_workspace + pipeline) + plan.optimizer +
+    return static_cast<size_t>(ranks) * (plan.total() - plan.optimizer + lm_head_workspace + attention_workspace +
+                                         pipeline) +
+           plan.optimizer +
            evaluation + context + collectives + weight_copies;
   }
   // Pinned host memory the offload_* options take (per GPU).

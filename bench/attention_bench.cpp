@@ -1,0 +1,125 @@
+// Attention forward / backward TFLOP/s of the two CUDA paths the runtime chooses between
+// (runtime/cuda_attention_path.h): cuDNN's fused SDPA (cuda/cudnn_attention.h) and our flash
+// kernels (cuda/kernels/attention.h), at the LoRA jobs' shapes, called the way the binders call
+// them. bench/attention_peers.py runs it beside PyTorch's SDPA backends (one JSON line a row).
+//
+//   attention_bench [--repeats 20]
+//
+// Shapes: 2 × 2048 at 32/8 heads (Qwen3-8B job) and 16/8 (0.6B job), 8 × 2048 at 32/8, head_dim
+// 128, bf16, causal. "rows": every batch row one sequence (what PyTorch's SDPA is given);
+// "documents": the same tokens through document ids (one document per row), as the decoder graph
+// passes them: cuDNN's ragged layout with `tokens` document slots, our kernels' padded cu_seqlens.
+// FLOPs: forward 4 · B · Hq · S² · D / 2 (causal), backward 2.5× that. Mean of `repeats` calls after
+// 5 warm-ups (CUDA events). Built beside the CUDA tests (tests/runtime_cuda/CMakeLists.txt).
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cuda/cudnn_attention.h"
+#include "cuda/device_buffer.h"
+#include "cuda/kernels/attention.h"
+#include "cuda/kernels/plain_attention.h"
+#include "cuda_timing.h"
+
+namespace {
+
+using surogate::cuda::DeviceBuffer;
+namespace cuda = surogate::cuda;
+
+constexpr int kHeadDim = 128;
+constexpr int64_t kSequence = 2048;
+
+DeviceBuffer<__nv_bfloat16> random_bf16(size_t count, float scale) {
+  std::mt19937 engine(1234);
+  std::uniform_real_distribution<float> distribution(-scale, scale);
+  std::vector<__nv_bfloat16> host(count);
+  for (auto& value : host) value = __float2bfloat16(distribution(engine));
+  return cuda::to_device(host);
+}
+
+struct Shape {
+  const char* name;
+  int64_t rows;
+  int q_heads, kv_heads;
+};
+
+void print_row(const Shape& s, const char* backend, const char* layout, double forward_us, double backward_us,
+               double forward_flops) {
+  std::printf("{\"shape\": \"%s\", \"backend\": \"%s\", \"layout\": \"%s\", \"fwd_ms\": %.3f, \"bwd_ms\": %.3f, "
+              "\"fwd_tflops\": %.1f, \"bwd_tflops\": %.1f}\n",
+              s.name, backend, layout, forward_us / 1e3, backward_us / 1e3, forward_flops / forward_us / 1e6,
+              2.5 * forward_flops / backward_us / 1e6);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int repeats = 20;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (std::strcmp(argv[i], "--repeats") == 0) repeats = std::atoi(argv[i + 1]);
+  }
+  const cuda::CudnnAvailability& cudnn = cuda::cudnn_availability();
+  std::printf("{\"cudnn\": \"%s\", \"usable\": %s}\n", cudnn.description.c_str(), cudnn.usable ? "true" : "false");
+  for (const Shape& s : {Shape{"2x2048, 32/8 (8B job)", 2, 32, 8}, Shape{"2x2048, 16/8 (0.6B job)", 2, 16, 8},
+                         Shape{"8x2048, 32/8", 8, 32, 8}}) {
+    const int64_t tokens = s.rows * kSequence;
+    const size_t q_count = static_cast<size_t>(tokens * s.q_heads * kHeadDim);
+    const size_t kv_count = static_cast<size_t>(tokens * s.kv_heads * kHeadDim);
+    auto q = random_bf16(q_count, 2.0f), k = random_bf16(kv_count, 2.0f), v = random_bf16(kv_count, 1.0f),
+         dout = random_bf16(q_count, 1.0f);
+    DeviceBuffer<__nv_bfloat16> out(q_count), dq(q_count), dk(kv_count), dv(kv_count);
+    DeviceBuffer<float> lse(static_cast<size_t>(tokens * s.q_heads));
+    auto documents = cuda::to_device(std::vector<int32_t>(static_cast<size_t>(tokens), 0));
+    DeviceBuffer<int32_t> cu(static_cast<size_t>(tokens + 1));
+    cuda::cu_seqlens_from_documents(cu.data(), documents.data(), s.rows, kSequence, nullptr);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(kHeadDim));
+    const double forward_flops = double(s.rows) * s.q_heads * (double(kSequence) * kSequence / 2) * kHeadDim * 4;
+
+    // Ours, as the binder calls it (padded cu_seqlens, rows of 2048 for the backward's order).
+    cuda::AttentionShape ours{tokens, s.q_heads, s.kv_heads, kHeadDim, static_cast<int>(tokens), 0, scale,
+                              static_cast<int>(kSequence)};
+    DeviceBuffer<float> workspace(static_cast<size_t>(cuda::attention_backward_workspace_floats(ours)));
+    const double our_forward = surogate::bench::time_launches(repeats, 1, [&](int) {
+      cuda::attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), cu.data(), ours, nullptr);
+    });
+    const double our_backward = surogate::bench::time_launches(repeats, 1, [&](int) {
+      cuda::attention_backward(dq.data(), dk.data(), dv.data(), workspace.data(), dout.data(), q.data(), k.data(),
+                               v.data(), out.data(), lse.data(), cu.data(), ours, nullptr);
+    });
+    print_row(s, "surogate", "documents", our_forward, our_backward, forward_flops);
+
+    for (const bool with_documents : {false, true}) {
+      for (const bool deterministic : {false, true}) {
+        cuda::CudnnAttentionShape shape{s.rows, kSequence, s.q_heads,      s.kv_heads,   kHeadDim,
+                                        0,      scale,     with_documents, false,        deterministic};
+        const std::string refusal = cuda::cudnn_attention_prepare(shape);
+        const char* backend = deterministic ? "cudnn deterministic" : "cudnn";
+        const char* layout = with_documents ? "documents" : "rows";
+        if (!refusal.empty()) {
+          std::printf("{\"shape\": \"%s\", \"backend\": \"%s\", \"layout\": \"%s\", \"error\": \"%s\"}\n", s.name,
+                      backend, layout, refusal.c_str());
+          continue;
+        }
+        DeviceBuffer<std::byte> space(std::max(cuda::cudnn_attention_forward_workspace(shape),
+                                               cuda::cudnn_attention_backward_workspace(shape)));
+        const double forward = surogate::bench::time_launches(repeats, 1, [&](int) {
+          cuda::cudnn_attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), cu.data(), space.data(),
+                                        shape, nullptr);
+        });
+        const double backward = surogate::bench::time_launches(repeats, 1, [&](int) {
+          cuda::cudnn_attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), q.data(), k.data(), v.data(),
+                                         out.data(), lse.data(), cu.data(), space.data(), shape, nullptr);
+        });
+        print_row(s, backend, layout, forward, backward, forward_flops);
+      }
+    }
+  }
+  return 0;
+}

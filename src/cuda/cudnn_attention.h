@@ -1,0 +1,74 @@
+// Causal GQA attention through cuDNN's fused SDPA (the cuDNN frontend's graph API), forward and
+// backward, with the same mask as the CPU op (ops/attention.h) and our kernels (kernels/attention.h):
+// key j is visible from query i iff j ≤ i, both are in one document, and (window > 0) i − j < window.
+//
+// Layouts: q, out, dq [tokens, q_heads, head_dim]; k, v, dk, dv [tokens, kv_heads, head_dim]
+// (tokens = batch · sequence, row-major, bf16 or fp16). Two ways of telling cuDNN the documents:
+//  * documents == false: every batch row is one sequence (cuDNN's b = batch, s = sequence, no
+//    padding). logsumexp is [batch, q_heads, sequence] (cuDNN's packed Stats, the CPU op's layout).
+//  * documents == true: cu_seqlens (kernels/plain_attention.h: tokens + 1 entries, a document per
+//    run of one id, every padding token its own document, entries past the last repeating
+//    `tokens`) becomes cuDNN's ragged layout: b = `tokens` document slots (the host does not know
+//    how many there are: the graph must not depend on the batch's data, CUDA graphs replay it),
+//    per-slot lengths (0 past the last document) and element offsets, computed on the device.
+//    logsumexp is [tokens, q_heads] (ragged Stats). Padding tokens, documents of one token, see only
+//    themselves, as in the CPU op. At most 65535 tokens per call (the slots stay within one grid
+//    dimension); longer calls are refused (the callers run our kernels).
+// The logsumexp (natural log of the scaled scores' sum of exponentials) is private to this path:
+// its forward and backward agree on the layout; the flash kernels use another ([q_heads, tokens]).
+//
+// Graphs are built once per shape (every field of CudnnAttentionShape) and cached for the process,
+// with one cuDNN handle per device; building happens at bind time, never under stream capture.
+// Compiled in when the cuDNN frontend headers and libcudnn were found (SUROGATE_WITH_CUDNN);
+// otherwise every shape is refused and the callers run the kernels of kernels/attention.h.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <string>
+
+namespace surogate::cuda {
+
+struct CudnnAttentionShape {
+  int64_t batch = 0;
+  int64_t sequence = 0;
+  int q_heads = 0;
+  int kv_heads = 0;
+  int head_dim = 0;
+  int window = 0;             // 0 = unlimited
+  float scale = 0.0f;         // softmax scale (> 0)
+  bool documents = false;     // packed documents through cu_seqlens (the ragged layout above)
+  bool half = false;          // fp16; false: bf16
+  bool deterministic = false; // backward: cuDNN's deterministic algorithm (bitwise repeatable dQ)
+
+  int64_t tokens() const { return batch * sequence; }
+};
+
+// The cuDNN library in use ("cuDNN 9.19.0"), or why there is none: not compiled in, the library
+// refuses the device, … Asked once; says nothing about a given shape.
+struct CudnnAvailability {
+  bool usable = false;
+  std::string description;
+};
+const CudnnAvailability& cudnn_availability();
+
+// Builds (once; cached) the forward and backward graphs of `shape` on the current device. Empty
+// when both are supported, else cuDNN's (or our) reason for refusing it.
+std::string cudnn_attention_prepare(const CudnnAttentionShape& shape);
+
+// Device bytes a prepared shape's forward / backward needs for its workspace (cuDNN's own plus
+// the ragged lengths and offsets of the documents layout). 256-byte aligned.
+size_t cudnn_attention_forward_workspace(const CudnnAttentionShape& shape);
+size_t cudnn_attention_backward_workspace(const CudnnAttentionShape& shape);
+
+// `cu_seqlens` only read when shape.documents. `workspace` holds the bytes above. Enqueued on
+// `stream`, no host synchronisation (capturable).
+void cudnn_attention_forward(void* out, float* logsumexp, const void* q, const void* k, const void* v,
+                             const int32_t* cu_seqlens, void* workspace, const CudnnAttentionShape& shape,
+                             cudaStream_t stream);
+void cudnn_attention_backward(void* dq, void* dk, void* dv, const void* dout, const void* q, const void* k,
+                              const void* v, const void* out, const float* logsumexp, const int32_t* cu_seqlens,
+                              void* workspace, const CudnnAttentionShape& shape, cudaStream_t stream);
+
+}  // namespace surogate::cuda

@@ -1,0 +1,294 @@
+// The CUDA backend's attention and attention_backward on cuDNN's fused SDPA (runtime/
+// cuda_attention_path.h) against the CPU op in double (ops/attention.h, the oracle): packed
+// documents with padding tokens (each sees only itself), GQA, sliding windows, head dims 64 / 128 /
+// 256, bf16 and fp16; the deterministic backward; and the fallback to our kernels where cuDNN is
+// not taken. Tolerances are the flash kernels' (tests/cuda/test_attention.cpp): out 1e-2 relative,
+// logsumexp 1e-4 relative, dq / dk / dv 2e-2 relative (relative_error: the largest deviation over
+// the reference's largest magnitude; a NaN poison left unwritten makes it infinite). fp16 inputs
+// are rounded to fp16 before the reference sees them. Every case prints the path that ran and its
+// errors ("[cudnn attention] ...").
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <span>
+
+#include <nlohmann/json.hpp>
+
+#include "compiler/execution_plan.h"
+#include "core/bfloat16.h"
+#include "cuda/test_helpers.h"
+#include "graph/builder.h"
+#include "ops/attention.h"
+#include "ops/defs/register_ops.h"
+#include "runtime/cuda_attention_path.h"
+#include "runtime/cuda_backend.h"
+
+namespace surogate::runtime {
+namespace {
+
+using cuda::testing::relative_error;
+
+struct Case {
+  int64_t rows, sequence;
+  int q_heads, kv_heads, head_dim, window;
+  bool documents, padding, half;
+};
+
+std::string describe(const Case& c) {
+  return fmt::format("{}x{} Hq {} Hkv {} d {} window {}{}{} {}", c.rows, c.sequence, c.q_heads, c.kv_heads,
+                     c.head_dim, c.window, c.documents ? " documents" : "", c.padding ? "+padding" : "",
+                     c.half ? "fp16" : "bf16");
+}
+
+// Documents of random lengths (1 .. sequence / 2) per row; with padding, runs of id −1 at the end of
+// odd rows and the start of every fourth row (each padding token its own document).
+std::vector<int32_t> make_documents(const Case& c, std::mt19937& rng) {
+  std::vector<int32_t> documents;
+  std::uniform_int_distribution<int64_t> length(1, std::max<int64_t>(1, c.sequence / 2));
+  for (int64_t row = 0; row < c.rows; ++row) {
+    int32_t id = 0;
+    for (int64_t t = 0; t < c.sequence;) {
+      const int64_t end = std::min(c.sequence, t + length(rng));
+      for (; t < end; ++t) documents.push_back(id);
+      ++id;
+    }
+    if (!c.padding) continue;
+    int32_t* row_ids = documents.data() + row * c.sequence;
+    if (row % 2 == 1) std::fill(row_ids + c.sequence - c.sequence / 3, row_ids + c.sequence, -1);
+    if (row % 4 == 2) std::fill(row_ids, row_ids + c.sequence / 4, -1);
+  }
+  return documents;
+}
+
+// Random values rounded to the case's 16-bit type: the floats the reference sees and the bits.
+struct Operand {
+  std::vector<float> values;
+  std::vector<uint16_t> bits;
+};
+Operand random_operand(size_t count, bool half, std::mt19937& rng) {
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  Operand operand{std::vector<float>(count), std::vector<uint16_t>(count)};
+  for (size_t i = 0; i < count; ++i) {
+    const float value = uniform(rng);
+    operand.bits[i] = half ? float_to_f16(value) : float_to_bf16(value);
+    operand.values[i] = half ? f16_to_float(operand.bits[i]) : bf16_to_float(operand.bits[i]);
+  }
+  return operand;
+}
+
+std::vector<double> as_double(const std::vector<float>& values) { return {values.begin(), values.end()}; }
+
+struct GpuResult {
+  AttentionPath path;
+  std::vector<float> out, logsumexp, dq, dk, dv;
+};
+
+// attention then attention_backward (reading the forward's out and logsumexp) in one plan.
+GpuResult run_on_gpu(const Case& c, const std::vector<int32_t>& documents, const Operand& q, const Operand& k,
+                     const Operand& v, const Operand& dout) {
+  GpuResult result;
+  cuda::CudnnAttentionShape shape{c.rows,   c.sequence, c.q_heads, c.kv_heads, c.head_dim,
+                                  c.window, static_cast<float>(1.0 / std::sqrt(double(c.head_dim))),
+                                  c.documents, c.half};
+  result.path = attention_path(shape);
+  const graph::OpRegistry registry = ops::make_model_registry();
+  graph::GraphBuilder b(registry);
+  const DType dtype = c.half ? DType::F16 : DType::BF16;
+  const int64_t q_width = c.q_heads * c.head_dim, kv_width = c.kv_heads * c.head_dim;
+  std::vector<graph::TensorId> inputs = {b.parameter("q", dtype, {c.rows, c.sequence, q_width}, false),
+                                         b.parameter("k", dtype, {c.rows, c.sequence, kv_width}, false),
+                                         b.parameter("v", dtype, {c.rows, c.sequence, kv_width}, false)};
+  if (c.documents) inputs.push_back(b.parameter("documents", DType::I32, {c.rows, c.sequence}, false));
+  const graph::TensorId d_out = b.parameter("d_out", dtype, {c.rows, c.sequence, q_width}, false);
+  const nlohmann::json attrs{{"query_heads", c.q_heads}, {"kv_heads", c.kv_heads}, {"head_dim", c.head_dim},
+                           {"window", c.window}};
+  auto forward = b.op("attention", inputs, attrs, "attention");
+  std::vector<graph::TensorId> backward_inputs = inputs;
+  for (graph::TensorId id : {forward[0], forward[1], d_out}) backward_inputs.push_back(id);
+  auto backward = b.op("attention_backward", backward_inputs, attrs, "attention_backward");
+  const std::vector<graph::TensorId> outputs = {forward[0], forward[1], backward[0], backward[1], backward[2]};
+  for (graph::TensorId id : outputs) b.mark_output(id);
+  const compiler::ExecutionPlan plan = compiler::compile_forward(b.finish(), registry);
+  CudaBackend backend;
+  backend.load(plan, registry);
+  auto write_bits = [&](const char* name, const std::vector<uint16_t>& bits) {
+    backend.write(plan.tensor(name), std::as_bytes(std::span<const uint16_t>(bits)));
+  };
+  write_bits("q", q.bits);
+  write_bits("k", k.bits);
+  write_bits("v", v.bits);
+  write_bits("d_out", dout.bits);
+  if (c.documents) backend.write(plan.tensor("documents"), std::as_bytes(std::span<const int32_t>(documents)));
+  backend.execute({});
+  auto read = [&](graph::TensorId id) {
+    const graph::TensorType& type = plan.graph.tensor(id).type;
+    std::vector<float> values(static_cast<size_t>(type.numel()));
+    if (type.dtype == DType::F32) {
+      backend.read(id, std::as_writable_bytes(std::span<float>(values)));
+      return values;
+    }
+    std::vector<uint16_t> bits(values.size());
+    backend.read(id, std::as_writable_bytes(std::span<uint16_t>(bits)));
+    for (size_t i = 0; i < bits.size(); ++i) values[i] = c.half ? f16_to_float(bits[i]) : bf16_to_float(bits[i]);
+    return values;
+  };
+  result.out = read(outputs[0]);
+  result.logsumexp = read(outputs[1]);
+  result.dq = read(outputs[2]);
+  result.dk = read(outputs[3]);
+  result.dv = read(outputs[4]);
+  return result;
+}
+
+// The CPU logsumexp [B, Hq, T] in the layout the path wrote: cuDNN's [B, Hq, T] or, with
+// documents, [B·T, Hq]; our kernels' [Hq, B·T].
+std::vector<double> in_path_layout(const std::vector<double>& lse, const Case& c, bool cudnn) {
+  std::vector<double> laid(lse.size());
+  const int64_t tokens = c.rows * c.sequence;
+  for (int64_t b = 0; b < c.rows; ++b)
+    for (int64_t h = 0; h < c.q_heads; ++h)
+      for (int64_t t = 0; t < c.sequence; ++t) {
+        const double value = lse[static_cast<size_t>((b * c.q_heads + h) * c.sequence + t)];
+        const int64_t token = b * c.sequence + t;
+        const int64_t at = !cudnn ? h * tokens + token : c.documents ? token * c.q_heads + h
+                                                                     : (b * c.q_heads + h) * c.sequence + t;
+        laid[static_cast<size_t>(at)] = value;
+      }
+  return laid;
+}
+
+struct Errors {
+  double out = 0, logsumexp = 0, dq = 0, dk = 0, dv = 0;
+};
+
+// Runs the case on the GPU and the CPU op; checks the tolerances; returns the GPU result.
+GpuResult check_case(const Case& c, std::mt19937& rng) {
+  const int64_t tokens = c.rows * c.sequence;
+  const size_t q_count = static_cast<size_t>(tokens * c.q_heads * c.head_dim);
+  const size_t kv_count = static_cast<size_t>(tokens * c.kv_heads * c.head_dim);
+  const std::vector<int32_t> documents = c.documents ? make_documents(c, rng) : std::vector<int32_t>{};
+  const Operand q = random_operand(q_count, c.half, rng), k = random_operand(kv_count, c.half, rng),
+                v = random_operand(kv_count, c.half, rng), dout = random_operand(q_count, c.half, rng);
+  GpuResult gpu = run_on_gpu(c, documents, q, k, v, dout);
+
+  const ops::AttentionShape shape{c.rows, c.sequence, c.q_heads, c.kv_heads, c.head_dim, 0.0, c.window};
+  const int32_t* ids = c.documents ? documents.data() : nullptr;
+  std::vector<double> out(q_count), lse(static_cast<size_t>(tokens * c.q_heads)), dq(q_count), dk(kv_count),
+      dv(kv_count);
+  ops::attention_forward(shape, as_double(q.values).data(), as_double(k.values).data(), as_double(v.values).data(),
+                         ids, out.data(), lse.data());
+  // The backward reads the GPU's own (rounded) out, as in a plan; the reference uses the same.
+  ops::attention_backward(shape, as_double(q.values).data(), as_double(k.values).data(), as_double(v.values).data(),
+                          ids, as_double(gpu.out).data(), lse.data(), as_double(dout.values).data(), dq.data(),
+                          dk.data(), dv.data());
+  const Errors e{relative_error(gpu.out, out), relative_error(gpu.logsumexp, in_path_layout(lse, c, gpu.path.cudnn)),
+                 relative_error(gpu.dq, dq), relative_error(gpu.dk, dk), relative_error(gpu.dv, dv)};
+  std::printf("[cudnn attention] %s: %s | max relative error out %.2e lse %.2e dq %.2e dk %.2e dv %.2e\n",
+              describe(c).c_str(), gpu.path.description.c_str(), e.out, e.logsumexp, e.dq, e.dk, e.dv);
+  const std::string where = describe(c) + " on " + gpu.path.description;
+  EXPECT_LT(e.out, 1e-2) << where;
+  EXPECT_LT(e.logsumexp, 1e-4) << where;
+  EXPECT_LT(e.dq, 2e-2) << where;
+  EXPECT_LT(e.dk, 2e-2) << where;
+  EXPECT_LT(e.dv, 2e-2) << where;
+  return gpu;
+}
+
+// Restores the process-wide settings the tests change.
+struct SettingsScope {
+  AttentionSettings saved = attention_settings();
+  explicit SettingsScope(const AttentionSettings& settings) { set_attention_settings(settings); }
+  ~SettingsScope() { set_attention_settings(saved); }
+};
+
+TEST(CudnnAttentionCuda, MatchesTheCpuOp) {
+  SKIP_WITHOUT_GPU();
+  const cuda::CudnnAvailability& cudnn = cuda::cudnn_availability();
+  std::printf("[cudnn attention] library: %s (%s)\n", cudnn.description.c_str(), cudnn.usable ? "usable" : "not used");
+  if (!cudnn.usable) GTEST_SKIP() << "no cuDNN attention here: " << cudnn.description;
+  SettingsScope scope({AttentionBackend::Cudnn, false});
+  std::mt19937 rng(47);
+  const std::vector<Case> cases = {
+      {2, 256, 8, 2, 128, 0, false, false, false},  // GQA 4:1, one sequence per row
+      {2, 300, 4, 4, 64, 0, true, false, false},    // packed documents, MHA, a row not a multiple of 128
+      {4, 200, 8, 2, 128, 0, true, true, false},    // documents and padding tokens
+      {2, 256, 4, 1, 256, 0, true, false, false},   // head_dim 256, one kv head
+      {2, 320, 8, 4, 128, 64, true, true, false},   // sliding window with documents and padding
+      {1, 512, 4, 2, 64, 100, false, false, true},  // fp16, window, no documents
+      {2, 192, 4, 2, 128, 0, true, true, true},     // fp16 with documents and padding
+      {1, 384, 2, 1, 256, 0, false, false, true},   // fp16, head_dim 256
+  };
+  for (const Case& c : cases) {
+    const GpuResult gpu = check_case(c, rng);
+    EXPECT_TRUE(gpu.path.cudnn) << describe(c) << ": expected cuDNN, ran " << gpu.path.description;
+  }
+}
+
+// The deterministic backward: two runs give the same gradient bits, within the same tolerances.
+TEST(CudnnAttentionCuda, DeterministicBackwardRepeatsBitForBit) {
+  SKIP_WITHOUT_GPU();
+  if (!cuda::cudnn_availability().usable) GTEST_SKIP() << cuda::cudnn_availability().description;
+  SettingsScope scope({AttentionBackend::Cudnn, true});
+  for (const Case& c : {Case{2, 512, 8, 2, 128, 0, true, false, false}, Case{1, 640, 4, 4, 64, 0, false, false, true}}) {
+    std::mt19937 first_rng(7), second_rng(7);
+    const GpuResult first = check_case(c, first_rng);
+    const GpuResult second = check_case(c, second_rng);
+    EXPECT_TRUE(first.path.cudnn) << first.path.description;
+    EXPECT_NE(first.path.description.find("deterministic backward: on"), std::string::npos) << first.path.description;
+    auto same_bits = [](const std::vector<float>& a, const std::vector<float>& b) {
+      return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+    };
+    EXPECT_TRUE(same_bits(first.dq, second.dq)) << describe(c) << ": dq differs between runs";
+    EXPECT_TRUE(same_bits(first.dk, second.dk)) << describe(c) << ": dk differs between runs";
+    EXPECT_TRUE(same_bits(first.dv, second.dv)) << describe(c) << ": dv differs between runs";
+  }
+}
+
+// Where cuDNN is not taken our kernels run, with their own logsumexp layout, and still match: a head
+// dim cuDNN is not used for here (32), and every shape under the Surogate backend (SUROGATE_ATTENTION=surogate).
+TEST(CudnnAttentionCuda, FallsBackToOurKernelsWhereCudnnIsNotTaken) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937 rng(11);
+  {
+    SettingsScope scope({AttentionBackend::Cudnn, false});
+    const GpuResult gpu = check_case({2, 130, 4, 2, 32, 0, true, true, false}, rng);
+    EXPECT_FALSE(gpu.path.cudnn) << gpu.path.description;
+    EXPECT_NE(gpu.path.description.find("Surogate's attention kernels"), std::string::npos) << gpu.path.description;
+  }
+  {
+    SettingsScope scope({AttentionBackend::Surogate, false});
+    const GpuResult gpu = check_case({2, 256, 8, 2, 128, 0, true, false, false}, rng);
+    EXPECT_FALSE(gpu.path.cudnn) << gpu.path.description;
+    EXPECT_NE(gpu.path.description.find("SUROGATE_ATTENTION=surogate"), std::string::npos) << gpu.path.description;
+  }
+}
+
+// The choice alone (no GPU needed: runs in CI too): our kernels under the Surogate setting, for head
+// dims cuDNN is not used for, and everywhere when no cuDNN is usable here (no GPU, no library, an
+// older GPU), each with its reason; cuDNN only where it is usable.
+TEST(CudnnAttentionPath, OurKernelsWhereCudnnIsNotTakenWithTheReason) {
+  auto path_for = [](AttentionBackend backend, int head_dim) {
+    SettingsScope scope({backend, false});
+    cuda::CudnnAttentionShape shape{2, 64, 4, 2, head_dim, 0, 0.125f, true, false};
+    return attention_path(shape);
+  };
+  const AttentionPath surogate = path_for(AttentionBackend::Surogate, 128);
+  EXPECT_FALSE(surogate.cudnn);
+  EXPECT_EQ(surogate.description, "Surogate's attention kernels (SUROGATE_ATTENTION=surogate)");
+  const AttentionPath small = path_for(AttentionBackend::Cudnn, 32);
+  EXPECT_FALSE(small.cudnn);
+  EXPECT_NE(small.description.find("Surogate's attention kernels"), std::string::npos) << small.description;
+  const cuda::CudnnAvailability& cudnn = cuda::cudnn_availability();
+  if (!cudnn.usable) {
+    const AttentionPath refused = path_for(AttentionBackend::Auto, 128);
+    EXPECT_FALSE(refused.cudnn);
+    EXPECT_EQ(refused.description, "Surogate's attention kernels (" + cudnn.description + ")");
+  } else {
+    EXPECT_NE(small.description.find("head_dim 32"), std::string::npos) << small.description;
+  }
+}
+
+}  // namespace
+}  // namespace surogate::runtime
