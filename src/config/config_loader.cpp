@@ -74,7 +74,7 @@ void apply_override(const std::string& raw, Config& config) {
   }
   // datasets.0.path / validation_datasets.1.type: edit one field of an existing entry.
   if (head == "datasets" || head == "validation_datasets") {
-    auto& list = head == "datasets" ? config.datasets : config.validation_datasets;
+    auto& list = head == "datasets" ? config.data.datasets : config.eval.validation_datasets;
     auto second_dot = rest.find('.');
     std::string index_text = rest.substr(0, second_dot);
     size_t index = 0;
@@ -159,7 +159,7 @@ std::string dump_config_yaml(const Config& config) {
   emitter << config_detail::encode_fields(config_detail::config_fields(), config);
   std::string text = emitter.c_str();
   text += "\n";
-  for (const auto& note : config.notes) text += "# implied: " + note + "\n";
+  for (const auto& note : config.sources.notes) text += "# implied: " + note + "\n";
   return text;
 }
 

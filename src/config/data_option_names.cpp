@@ -15,7 +15,7 @@ void check_name(const Config& config, const char* key, const std::string& value,
                 const char* what, const char* section) {
   if (std::find(names.begin(), names.end(), value) != names.end()) return;
   auto suggestion = closest_match(value, names);
-  fail_user("{}: unknown {} '{}'{}; the {} are: {} (docs/data.md, \"{}\")", config.source_of(key), key, value,
+  fail_user("{}: unknown {} '{}'{}; the {} are: {} (docs/data.md, \"{}\")", config.sources.of(key), key, value,
             suggestion ? fmt::format(" (did you mean '{}'?)", *suggestion) : std::string(), what,
             fmt::join(names, ", "), section);
 }
@@ -34,9 +34,9 @@ const std::vector<std::string>& agent_template_names() {
 }
 
 void check_data_option_names(const Config& config) {
-  check_name(config, "loss_scale", config.loss_scale, loss_scale_names(), "strategies", "Loss scale");
-  if (config.agent_template) {
-    check_name(config, "agent_template", *config.agent_template, agent_template_names(), "agent templates",
+  check_name(config, "loss_scale", config.data.loss_scale, loss_scale_names(), "strategies", "Loss scale");
+  if (config.data.agent_template) {
+    check_name(config, "agent_template", *config.data.agent_template, agent_template_names(), "agent templates",
                "Agent templates");
   }
 }

@@ -67,11 +67,11 @@ int64_t resolve_warmup_steps(int64_t warmup_steps, double warmup_ratio, int64_t 
 
 LrScheduleSettings lr_schedule_settings(const Config& config, int64_t total_steps) {
   LrScheduleType type = LrScheduleType::Linear;
-  if (config.lr_scheduler_type == LrScheduler::Cosine) type = LrScheduleType::Cosine;
-  if (config.lr_scheduler_type == LrScheduler::Wsd) type = LrScheduleType::Wsd;
-  return {type, config.learning_rate, total_steps,
-          resolve_warmup_steps(config.warmup_steps, config.warmup_ratio, total_steps), config.cooldown_steps,
-          config.final_lr_fraction};
+  if (config.schedule.lr_scheduler_type == LrScheduler::Cosine) type = LrScheduleType::Cosine;
+  if (config.schedule.lr_scheduler_type == LrScheduler::Wsd) type = LrScheduleType::Wsd;
+  return {type, config.optimizer.learning_rate, total_steps,
+          resolve_warmup_steps(config.schedule.warmup_steps, config.schedule.warmup_ratio, total_steps), config.schedule.cooldown_steps,
+          config.schedule.final_lr_fraction};
 }
 
 }  // namespace surogate::train

@@ -8,9 +8,9 @@
 namespace surogate::train {
 
 StepGuard::StepGuard(const Config& config, bool fp16, TrainingState& state)
-    : max_nonfinite_steps_(config.max_nonfinite_steps) {
+    : max_nonfinite_steps_(config.run.max_nonfinite_steps) {
   if (!fp16) return;
-  scaler_.emplace(config.fp16_loss_scale, config.fp16_loss_scale_window);
+  scaler_.emplace(config.precision.fp16_loss_scale, config.precision.fp16_loss_scale_window);
   state.loss_scale = scaler_->to_json();
 }
 

@@ -197,7 +197,7 @@ public:
       }
       if (!rank.shard_slots.empty()) rank.optimizer = make_cpu_optimizer(config_, rank.shard_slots);
     }
-    optimizer_name_ = to_string(config_.optimizer);
+    optimizer_name_ = to_string(config_.optimizer.algorithm);
   }
 
   std::string description() const override {
@@ -324,7 +324,7 @@ public:
     threads_.run([&](int r) {
       CpuReplica& rank = *ranks_[static_cast<size_t>(r)];
       if (rank.optimizer) {
-        clip_slot_gradients(rank.shard_slots, grad_norm_, config_.max_grad_norm, step.gradient_scale);
+        clip_slot_gradients(rank.shard_slots, grad_norm_, config_.optimizer.max_grad_norm, step.gradient_scale);
         rank.optimizer->step(rank.shard_slots, step);
       }
       // ZeRO-1/2: the flat buffer now carries weights: this rank's piece in, every piece out.

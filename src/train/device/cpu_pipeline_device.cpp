@@ -127,7 +127,7 @@ public:
     for (const WeightView& weight : host_weights_) {
       if (trainable.contains(weight.name)) host_trainable_.push_back(weight);
     }
-    optimizer_name_ = to_string(config_.optimizer);
+    optimizer_name_ = to_string(config_.optimizer.algorithm);
   }
 
   std::string description() const override {
@@ -203,7 +203,7 @@ public:
     threads_.run([&](int r) {
       PipelineRank& rank = *ranks_[static_cast<size_t>(r)];
       if (rank.optimizer) {
-        clip_slot_gradients(rank.shard_slots, grad_norm_, config_.max_grad_norm);
+        clip_slot_gradients(rank.shard_slots, grad_norm_, config_.optimizer.max_grad_norm);
         rank.optimizer->step(rank.shard_slots, step);
       }
       publish_shard(*rank.group, rank.flat.data(), rank.shard_sizes, DType::F32, rank.shard, rank.owned.size(),

@@ -116,12 +116,12 @@ public:
         trainable_layout_(cuda_trainable_layout(plan_, setup.specs)) {
     // Refused up front by the feature-support table (config/feature_support.cpp: the data-parallel
     // device with bf16 masters, offload_master or offload_grads), before anything loads.
-    SUROGATE_CHECK(config_.master_dtype != MasterDtype::Bf16 && !config_.offload_master && !config_.offload_grads,
+    SUROGATE_CHECK(config_.precision.master_dtype != MasterDtype::Bf16 && !config_.offload.offload_master && !config_.offload.offload_grads,
                    "an option the feature-support table refuses on the data-parallel device");
     int visible = 0;
     CUDA_CHECK(cudaGetDeviceCount(&visible));
     if (visible < layout_.first_device + layout_.local_ranks) {
-      fail_user("{}: GPUs {}-{} asked for, {} visible", config_.source_of("gpus"), layout_.first_device,
+      fail_user("{}: GPUs {}-{} asked for, {} visible", config_.sources.of("gpus"), layout_.first_device,
                 layout_.first_device + layout_.local_ranks - 1, visible);
     }
     host_ = cuda_host_weights(setup.specs, trainable_layout_);  // rank 0's host copies
@@ -144,7 +144,7 @@ public:
       quantized_base_.emplace(*gathered_plan_, quantized_base_keeping(config_), layout_.world_size, layout_.first_rank,
                               layout_.local_ranks);
     }
-    const size_t accumulator_bytes = config_.gradient_dtype == GradientDtype::Bf16 ? 2 : sizeof(float);
+    const size_t accumulator_bytes = config_.precision.gradient_dtype == GradientDtype::Bf16 ? 2 : sizeof(float);
     buckets_ = plan_gradient_buckets(gathered_plan_ ? *gathered_plan_ : plan_, gradients, sizes, shards,
                                      std::max<size_t>(1, setup.gradient_bucket_bytes / accumulator_bytes),
                                      layout_.shard_gradients);
@@ -155,7 +155,7 @@ public:
       release_ranks();
       throw;
     }
-    optimizer_name_ = to_string(config_.optimizer);
+    optimizer_name_ = to_string(config_.optimizer.algorithm);
     if ((fp8_ = fp8_state(plan_))) fp8_host_.assign(static_cast<size_t>(fp8_->shape.floats()), 0.0f);
   }
 
@@ -164,7 +164,7 @@ public:
   std::string description() const override {
     return fmt::format("CUDA backend, bf16 weights and activations, fp32 master weights, {} gradient accumulation, "
                        "{} state; {} (GPUs {}-{}, threads of this process, NCCL)",
-                       config_.gradient_dtype == GradientDtype::Bf16 ? "bf16" : "fp32", optimizer_name_,
+                       config_.precision.gradient_dtype == GradientDtype::Bf16 ? "bf16" : "fp32", optimizer_name_,
                        layout_.several_ranks() ? layout_.describe() : "a data-parallel world of one",
                        layout_.first_device, layout_.first_device + layout_.local_ranks - 1);
   }
@@ -180,7 +180,7 @@ public:
   }
 
   std::vector<std::pair<std::string, double>> time_breakdown() override {
-    if (!config_.debug_time_breakdown) return {};
+    if (!config_.logging.debug_time_breakdown) return {};
     std::vector<std::pair<std::string, double>> times;
     threads_.run([&](int r) {
       if (r == 0) times = ranks_[0].state->backend().time_breakdown();
@@ -248,7 +248,7 @@ public:
   // own host view.
   // The host copies are written by download() only, except offload_optimizer's state, which lives
   // in host memory and is updated there: then a checkpoint copies it.
-  bool host_views_are_live() const override { return config_.offload_optimizer; }
+  bool host_views_are_live() const override { return config_.offload.offload_optimizer; }
 
   void download() override {
     if (gathered_plan_) download_shards();

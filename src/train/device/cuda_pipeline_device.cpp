@@ -86,11 +86,11 @@ public:
     // Refused up front by the feature-support table (config/feature_support.cpp: the pipeline over
     // processes), before any process loads.
     SUROGATE_CHECK(!layout_.spans_processes(), "a pipeline device over several processes");
-    SUROGATE_CHECK(config_.master_dtype != MasterDtype::Bf16, "bf16 masters on a pipeline device");
+    SUROGATE_CHECK(config_.precision.master_dtype != MasterDtype::Bf16, "bf16 masters on a pipeline device");
     int visible = 0;
     CUDA_CHECK(cudaGetDeviceCount(&visible));
     if (visible < layout_.first_device + layout_.local_ranks) {
-      fail_user("{}: GPUs {}-{} asked for, {} visible", config_.source_of("gpus"), layout_.first_device,
+      fail_user("{}: GPUs {}-{} asked for, {} visible", config_.sources.of("gpus"), layout_.first_device,
                 layout_.first_device + layout_.local_ranks - 1, visible);
     }
     SUROGATE_CHECK(static_cast<int>(pipeline_.stages.size()) == layout_.pipeline_size, "one plan per stage");
@@ -105,7 +105,7 @@ public:
       release_ranks();
       throw;
     }
-    optimizer_name_ = to_string(config_.optimizer);
+    optimizer_name_ = to_string(config_.optimizer.algorithm);
   }
 
   ~CudaPipelineDevice() override { release_ranks(); }
@@ -113,13 +113,13 @@ public:
   std::string description() const override {
     return fmt::format("CUDA backend, bf16 weights and activations, fp32 master weights, {} gradient accumulation, "
                        "{} state; {}: {} (GPUs {}-{}, threads of this process, NCCL)",
-                       config_.gradient_dtype == GradientDtype::Bf16 ? "bf16" : "fp32", optimizer_name_,
+                       config_.precision.gradient_dtype == GradientDtype::Bf16 ? "bf16" : "fp32", optimizer_name_,
                        layout_.describe(), pipeline_.describe(), layout_.first_device,
                        layout_.first_device + layout_.local_ranks - 1);
   }
   std::span<const WeightView> weights() const override { return host_.weights; }
   std::span<const WeightView> trainable() const override { return host_.trainable; }
-  bool host_views_are_live() const override { return config_.offload_optimizer; }
+  bool host_views_are_live() const override { return config_.offload.offload_optimizer; }
 
   std::vector<StateTensor> optimizer_state() override {
     return ranks_optimizer_state(ranks_, [](PipelineStageRank& rank) { return rank.runner->state().optimizer(); });
