@@ -18,6 +18,7 @@
 #include "config/sections/checkpoint.h"
 #include "config/sections/data.h"
 #include "config/sections/dataset.h"
+#include "config/sections/distributed.h"
 #include "config/sections/eval.h"
 #include "config/sections/kernels.h"
 #include "config/sections/logging.h"

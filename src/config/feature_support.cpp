@@ -4,6 +4,9 @@
 // every row and fails for a row it does not know.
 #include "config/feature_support.h"
 
+#include <initializer_list>
+#include <utility>
+
 #include <fmt/format.h>
 
 #include "core/error.h"
@@ -143,18 +146,18 @@ void add_model_parallel_rows(std::vector<SupportRow>& rows) {
     const char* key;
     const char* with_fp8;
     const char* with_offload;
-    int64_t Config::*size;
+    int64_t config::Parallel::*size;
   };
   for (const Split& split : {Split{"sequence_parallel_size", "sequence_parallel_size with fp8_hybrid",
-                                   "sequence_parallel_size with offload_residual", &Config::sequence_parallel_size},
+                                   "sequence_parallel_size with offload_residual", &config::Parallel::sequence_parallel_size},
                              Split{"pipeline_parallel_size", "pipeline_parallel_size with fp8_hybrid",
-                                   "pipeline_parallel_size with offload_residual", &Config::pipeline_parallel_size}}) {
+                                   "pipeline_parallel_size with offload_residual", &config::Parallel::pipeline_parallel_size}}) {
     const auto size = split.size;
-    rows.push_back(option_row(split.with_fp8, [size](const Config& c) { return c.*size > 1 && c.precision.recipe == Recipe::Fp8Hybrid; },
+    rows.push_back(option_row(split.with_fp8, [size](const Config& c) { return c.parallel.*size > 1 && c.precision.recipe == Recipe::Fp8Hybrid; },
                               split.key,
                               "cannot be combined with recipe: fp8_hybrid yet (its quantizers scale by one amax over a "
                               "whole micro-batch's tensor, which the split ranks do not hold); use recipe: bf16"));
-    rows.push_back(option_row(split.with_offload, [size](const Config& c) { return c.*size > 1 && c.offload.offload_residual; },
+    rows.push_back(option_row(split.with_offload, [size](const Config& c) { return c.parallel.*size > 1 && c.offload.offload_residual; },
                               split.key,
                               "cannot be combined with offload_residual yet (the residual checkpoints' host copies are "
                               "not built for split graphs); remove one of the two"));
@@ -314,12 +317,12 @@ void add_cpu_backend_rows(std::vector<SupportRow>& rows) {
                                        "train on a machine with a GPU",
                                        c.sources.of("gradient_dtype"), to_string(*c.precision.gradient_dtype));
                   }});
-  for (const auto& [key, flag] : {std::pair{"offload_master", &Config::offload_master},
-                                  std::pair{"offload_optimizer", &Config::offload_optimizer},
-                                  std::pair{"offload_grads", &Config::offload_grads}}) {
+  for (const auto& [key, flag] : {std::pair{"offload_master", &config::Offload::offload_master},
+                                  std::pair{"offload_optimizer", &config::Offload::offload_optimizer},
+                                  std::pair{"offload_grads", &config::Offload::offload_grads}}) {
     const char* name = key;
-    bool Config::*set = flag;
-    rows.push_back({fmt::format("cpu {}", name), Stage::Backend, Backend::Cpu, [set](const Config& c, const RunShape&) { return c.*set; },
+    bool config::Offload::*set = flag;
+    rows.push_back({fmt::format("cpu {}", name), Stage::Backend, Backend::Cpu, [set](const Config& c, const RunShape&) { return c.offload.*set; },
                     [name](const Config& c, const RunShape&) {
                       return fmt::format("{}: {} moves GPU memory to pinned host memory; it applies to the CUDA backend "
                                          "only, and this run trains on the CPU backend. Remove the option or train on a "
@@ -384,19 +387,23 @@ void add_fp16_cuda_rows(std::vector<SupportRow>& rows) {
       [](const Config& c, const RunShape&) { return c.optimizer.algorithm == Optimizer::NorMuon; },
       [](const Config&, const RunShape&) { return std::string("optimizer: normuon"); },
       fixed("use optimizer: adamw or adamw_8bit")));
-  for (const auto& [key, flag] : {std::pair{"offload_master", &Config::offload_master},
-                                  std::pair{"offload_grads", &Config::offload_grads},
-                                  std::pair{"offload_optimizer", &Config::offload_optimizer},
-                                  std::pair{"offload_residual", &Config::offload_residual},
-                                  std::pair{"offload_quants", &Config::offload_quants},
-                                  std::pair{"qlora_fp8", &Config::qlora_fp8}, std::pair{"qlora_fp4", &Config::qlora_fp4},
-                                  std::pair{"qlora_bnb", &Config::qlora_bnb}}) {
+  // The options are in two sections (offload, quant): each flag read through its own function.
+  using Flag = bool (*)(const Config&);
+  for (const auto& [key, flag] : std::initializer_list<std::pair<const char*, Flag>>{
+           {"offload_master", [](const Config& c) { return c.offload.offload_master; }},
+           {"offload_grads", [](const Config& c) { return c.offload.offload_grads; }},
+           {"offload_optimizer", [](const Config& c) { return c.offload.offload_optimizer; }},
+           {"offload_residual", [](const Config& c) { return c.offload.offload_residual; }},
+           {"offload_quants", [](const Config& c) { return c.offload.offload_quants; }},
+           {"qlora_fp8", [](const Config& c) { return c.quant.qlora_fp8; }},
+           {"qlora_fp4", [](const Config& c) { return c.quant.qlora_fp4; }},
+           {"qlora_bnb", [](const Config& c) { return c.quant.qlora_bnb; }}}) {
     const std::string option = key;
     const bool qlora = option.starts_with("qlora");
-    bool Config::*set = flag;
+    const Flag set = flag;
     rows.push_back(fp16_cuda_row(
         "float16 with " + option, Stage::Backend, key,
-        [set](const Config& c, const RunShape&) { return c.*set; },
+        [set](const Config& c, const RunShape&) { return set(c); },
         [option, qlora](const Config&, const RunShape&) { return fmt::format("{}: true{}", option, qlora ? " (QLoRA)" : ""); },
         fixed(qlora ? std::string("train LoRA without quantization") : "remove " + option)));
   }
@@ -425,12 +432,12 @@ void add_cuda_several_gpu_rows(std::vector<SupportRow>& rows) {
                                        "one GPU",
                                        c.sources.of("master_dtype"), c.parallel.gpus, s.world_size);
                   }});
-  for (const auto& [key, flag] : {std::pair{"offload_master", &Config::offload_master},
-                                  std::pair{"offload_grads", &Config::offload_grads}}) {
+  for (const auto& [key, flag] : {std::pair{"offload_master", &config::Offload::offload_master},
+                                  std::pair{"offload_grads", &config::Offload::offload_grads}}) {
     const std::string option = key;
-    bool Config::*set = flag;
+    bool config::Offload::*set = flag;
     rows.push_back({"cuda " + option + " on several GPUs", Stage::Backend, Backend::Cuda,
-                    [set](const Config& c, const RunShape& s) { return s.several_ranks() && c.*set; },
+                    [set](const Config& c, const RunShape& s) { return s.several_ranks() && c.offload.*set; },
                     [option](const Config& c, const RunShape& s) {
                       return fmt::format("{}: {} is implemented on one GPU only (the data-parallel GPUs exchange masters "
                                          "and gradients in GPU memory); with gpus: {} ({} data-parallel GPUs) remove it — "
@@ -493,12 +500,12 @@ void add_device_rows(std::vector<SupportRow>& rows) {
                                        "device",
                                        c.sources.of("master_dtype"));
                   }});
-  for (const auto& [key, flag] : {std::pair{"offload_master", &Config::offload_master},
-                                  std::pair{"offload_grads", &Config::offload_grads}}) {
+  for (const auto& [key, flag] : {std::pair{"offload_master", &config::Offload::offload_master},
+                                  std::pair{"offload_grads", &config::Offload::offload_grads}}) {
     const std::string option = key;
-    bool Config::*set = flag;
+    bool config::Offload::*set = flag;
     rows.push_back({"cuda data-parallel device with " + option, Stage::Device, Backend::Cuda,
-                    [set](const Config& c, const RunShape& s) { return s.data_parallel_device && c.*set; },
+                    [set](const Config& c, const RunShape& s) { return s.data_parallel_device && c.offload.*set; },
                     [option](const Config& c, const RunShape&) {
                       return fmt::format("{}: {} is implemented on one GPU only, not on the data-parallel device",
                                          c.sources.of(option), option);

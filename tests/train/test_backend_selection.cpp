@@ -243,9 +243,9 @@ namespace surogate::train {
 namespace {
 
 TEST(BackendSelection, OffloadingIsForTheCudaBackendAndMastersAndGradientsForOneGpu) {
-  for (bool Config::*option : {&Config::offload_master, &Config::offload_optimizer, &Config::offload_grads}) {
+  for (bool config::Offload::*option : {&config::Offload::offload_master, &config::Offload::offload_optimizer, &config::Offload::offload_grads}) {
     Config config;
-    config.*option = true;
+    config.offload.*option = true;
     // On one GPU every offload trains on CUDA.
     EXPECT_EQ(choose_training_backend(config, gpus(1)).backend, TrainingBackend::Cuda);
     // The CPU backend refuses each by name.
@@ -255,7 +255,7 @@ TEST(BackendSelection, OffloadingIsForTheCudaBackendAndMastersAndGradientsForOne
     }
     // Several GPUs: the optimizer state offloads per rank; masters and gradients are refused.
     config.parallel.gpus = 2;
-    if (option == &Config::offload_optimizer) {
+    if (option == &config::Offload::offload_optimizer) {
       EXPECT_EQ(choose_training_backend(config, gpus(2)).backend, TrainingBackend::Cuda);
     } else {
       const std::string message = error_of(config, gpus(2));

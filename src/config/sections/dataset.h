@@ -1,4 +1,4 @@
-// One entry of `datasets` / `validation_datasets`, and the `distributed` mapping (multi-node runs).
+// One entry of `datasets` / `validation_datasets`.
 // Fields are named exactly as their options in docs/configuration.md.
 #pragma once
 
@@ -33,13 +33,6 @@ struct DatasetConfig {
   std::optional<std::string> system_field;
   std::optional<std::string> tools_field;
   std::map<std::string, std::string> message_property_mappings = {{"role", "role"}, {"content", "content"}};
-};
-
-struct DistributedConfig {
-  std::string ray_address = "auto";
-  int64_t num_nodes = 1;
-  int64_t gpus_per_node = 0;
-  std::optional<std::string> worker_output_dir;
 };
 
 }  // namespace surogate
