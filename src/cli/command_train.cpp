@@ -97,7 +97,7 @@ int train_or_supervise(const Config& config, const TrainArguments& arguments, co
                                                              config.run.run_name.value_or(options.default_run_name));
     run.checkpoint_dir = config.checkpoint.checkpoint_dir.value_or(config.run.output_dir);
     // Held across every attempt: no other run can take the folders between a crash and its restart.
-    const std::vector<io::FolderLock> locks = train::lock_run_folders(config);
+    const std::vector<io::FolderLock> locks = train::lock_run_folders(config.run, config.checkpoint);
     return train::supervise_training(run);
   }
   if (restarts) {

@@ -119,7 +119,7 @@ Config load_config_from_string(const std::string& yaml_text, const std::string& 
   for (const auto& override_text : overrides) apply_override(override_text, config);
   apply_implications(config);
   validate_config(config, file_label);
-  check_data_option_names(config);
+  check_data_option_names(config.data, config.sources);
   return config;
 }
 

@@ -77,18 +77,18 @@ ParallelLayout layout_of(const Config& config, int local_ranks, const ProcessPla
 
 }  // namespace
 
-void check_nodes_match_processes(const Config& config, const ProcessPlacement& placement) {
-  if (config.distributed.num_nodes > 1 && placement.count != config.distributed.num_nodes) {
+void check_nodes_match_processes(const DistributedConfig& nodes, const ConfigSources& sources,
+                                 const ProcessPlacement& placement) {
+  if (nodes.num_nodes > 1 && placement.count != nodes.num_nodes) {
     if (placement.count == 1) {
       fail_user("{}: distributed.num_nodes: {} trains on {} machines, but this process was started alone: `surogate "
                 "sft` / `surogate pt` start the nodes through Ray themselves, or start one process per node with the "
                 "launcher variables (RANK, WORLD_SIZE={}, MASTER_ADDR, MASTER_PORT)",
-                config.sources.of("distributed.num_nodes"), config.distributed.num_nodes, config.distributed.num_nodes,
-                config.distributed.num_nodes);
+                sources.of("distributed.num_nodes"), nodes.num_nodes, nodes.num_nodes, nodes.num_nodes);
     }
     fail_user("{}: distributed.num_nodes: {} runs one process per node, but the launcher started {} processes "
               "(WORLD_SIZE); make them agree, or leave num_nodes at 1 to run one process per GPU",
-              config.sources.of("distributed.num_nodes"), config.distributed.num_nodes, placement.count);
+              sources.of("distributed.num_nodes"), nodes.num_nodes, placement.count);
   }
 }
 

@@ -42,7 +42,7 @@ TrainingPlan plan_for(const Config& config, const io::ModelConfig& model, const 
   const graph::OpRegistry registry = make_training_registry();
   const auto sequence = static_cast<int64_t>(data::data_settings_from_config(config).sequence_len);
   std::optional<models::LoraSetup> lora;
-  if (config.lora.enabled) lora = lora_setup(config, model, target.backend);
+  if (config.lora.enabled) lora = lora_setup(config.lora, config.sources, model, target.backend);
   return plan_training(config, model, registry, lora ? &*lora : nullptr, target.backend,
                        config.schedule.per_device_train_batch_size, sequence, target.memory);
 }
@@ -56,16 +56,16 @@ struct Lever {
 // Sets an offload_* option, on the CUDA backend and where the feature-support table allows it as
 // the configuration stands (masters need fp32 masters; masters and gradients one GPU; the staged
 // step adamw or adamw_8bit with fp32 masters, unless use_zero_copy is set).
-Lever offload_lever(const char* description, bool Config::*option, bool cuda) {
+Lever offload_lever(const char* description, bool config::Offload::*option, bool cuda) {
   return {description, [option, cuda](Config& c) {
-            if (!cuda || c.*option) return false;
-            if (option != &Config::offload_optimizer && c.parallel.gpus != 1) return false;
-            if (option == &Config::offload_master && c.precision.master_dtype == MasterDtype::Bf16) return false;
-            const bool staged = option != &Config::offload_grads && !c.offload.use_zero_copy;
+            if (!cuda || c.offload.*option) return false;
+            if (option != &config::Offload::offload_optimizer && c.parallel.gpus != 1) return false;
+            if (option == &config::Offload::offload_master && c.precision.master_dtype == MasterDtype::Bf16) return false;
+            const bool staged = option != &config::Offload::offload_grads && !c.offload.use_zero_copy;
             if (staged && (c.optimizer.algorithm == surogate::Optimizer::NorMuon || c.precision.master_dtype == MasterDtype::Bf16)) {
               return false;
             }
-            c.*option = true;
+            c.offload.*option = true;
             return true;
           }};
 }
@@ -104,9 +104,9 @@ std::vector<Lever> levers(int sm, bool cuda) {
          if (c.lora.enabled && c.recompute.recompute_lora) c.kernels.use_cuda_graphs = false;  // as the configuration's implication does
          return true;
        }},
-      offload_lever("offload_optimizer: true (optimizer state in pinned host memory)", &Config::offload_optimizer, cuda),
-      offload_lever("offload_master: true (fp32 master weights in pinned host memory)", &Config::offload_master, cuda),
-      offload_lever("offload_grads: true (gradient accumulators in pinned host memory; slow)", &Config::offload_grads,
+      offload_lever("offload_optimizer: true (optimizer state in pinned host memory)", &config::Offload::offload_optimizer, cuda),
+      offload_lever("offload_master: true (fp32 master weights in pinned host memory)", &config::Offload::offload_master, cuda),
+      offload_lever("offload_grads: true (gradient accumulators in pinned host memory; slow)", &config::Offload::offload_grads,
                     cuda),
       {"zero_level: 2 (each data-parallel rank accumulates only its shard of the gradients)",
        [](Config& c) {
@@ -251,7 +251,7 @@ std::string layout_settings(const LayoutPrediction& layout) {
 }  // namespace
 
 MemoryPrediction predict_training_memory(const Config& config, std::optional<size_t> gpu_memory_bytes) {
-  const io::ModelConfig model = models::load_model_config(config.model.name_or_path, model_definition(config));
+  const io::ModelConfig model = models::load_model_config(config.model.name_or_path, model_definition(config.model, config.sources));
   const Target target = target_device(gpu_memory_bytes);
   const TrainingPlan plan = plan_for(config, model, target);
   MemoryPrediction prediction;

@@ -34,15 +34,16 @@ graph::OpRegistry make_training_registry(distributed::Communicator* sequence_gro
   return registry;
 }
 
-models::LoraSetup lora_setup(const Config& config, const io::ModelConfig& model, TrainingBackend backend) {
+models::LoraSetup lora_setup(const config::Lora& lora, const ConfigSources& sources, const io::ModelConfig& model,
+                             TrainingBackend backend) {
   models::LoraSetup setup;
-  setup.options.rank = config.lora.lora_rank;
-  setup.options.alpha = static_cast<double>(config.lora.lora_alpha);
-  setup.options.dropout = config.lora.lora_dropout;
-  setup.options.target_modules = resolve_lora_targets(config.lora.lora_target_modules, models::lora_module_names(model));
-  if (config.lora.lora_rank <= 0) fail_user("{}: lora_rank must be positive, got {}", config.sources.of("lora_rank"), config.lora.lora_rank);
-  if (!(config.lora.lora_dropout >= 0.0 && config.lora.lora_dropout < 1.0)) {
-    fail_user("{}: lora_dropout must be in [0, 1), got {}", config.sources.of("lora_dropout"), config.lora.lora_dropout);
+  setup.options.rank = lora.lora_rank;
+  setup.options.alpha = static_cast<double>(lora.lora_alpha);
+  setup.options.dropout = lora.lora_dropout;
+  setup.options.target_modules = resolve_lora_targets(lora.lora_target_modules, models::lora_module_names(model));
+  if (lora.lora_rank <= 0) fail_user("{}: lora_rank must be positive, got {}", sources.of("lora_rank"), lora.lora_rank);
+  if (!(lora.lora_dropout >= 0.0 && lora.lora_dropout < 1.0)) {
+    fail_user("{}: lora_dropout must be in [0, 1), got {}", sources.of("lora_dropout"), lora.lora_dropout);
   }
   setup.adapters = models::lora_adapters(model, setup.options);
   if (backend == TrainingBackend::Cuda) {
@@ -53,13 +54,13 @@ models::LoraSetup lora_setup(const Config& config, const io::ModelConfig& model,
   return setup;
 }
 
-std::optional<models::QloraOptions> qlora_options(const Config& config) {
-  if (config.quant.qlora_fp8) return models::QloraOptions{models::WeightFormat::Fp8Block, config.quant.qlora_block_size, false};
-  if (config.quant.qlora_fp4) {
-    return models::QloraOptions{models::WeightFormat::Nvfp4, quant::kNvfp4Block, false, config.quant.qlora_four_over_six};
+std::optional<models::QloraOptions> qlora_options(const config::Quant& quant) {
+  if (quant.qlora_fp8) return models::QloraOptions{models::WeightFormat::Fp8Block, quant.qlora_block_size, false};
+  if (quant.qlora_fp4) {
+    return models::QloraOptions{models::WeightFormat::Nvfp4, quant::kNvfp4Block, false, quant.qlora_four_over_six};
   }
-  if (!config.quant.qlora_bnb) return std::nullopt;
-  return models::QloraOptions{models::WeightFormat::Nf4, config.quant.qlora_bnb_block_size, config.quant.qlora_bnb_double_quant};
+  if (!quant.qlora_bnb) return std::nullopt;
+  return models::QloraOptions{models::WeightFormat::Nf4, quant.qlora_bnb_block_size, quant.qlora_bnb_double_quant};
 }
 
 std::optional<models::Fp8Options> fp8_options(const Config& config, const io::ModelConfig& model) {
@@ -75,12 +76,12 @@ std::optional<models::Fp8Options> fp8_options(const Config& config, const io::Mo
   return options;
 }
 
-models::ModelDefinition model_definition(const Config& config) {
-  if (!config.model.model_definition) return {};
+models::ModelDefinition model_definition(const config::Model& model, const ConfigSources& sources) {
+  if (!model.model_definition) return {};
   models::ModelDefinition definition{
-      *config.model.model_definition,
-      fmt::format("{}: model_definition '{}'", config.sources.of("model_definition"), *config.model.model_definition)};
-  definition.model_dir = config.model.name_or_path;
+      *model.model_definition,
+      fmt::format("{}: model_definition '{}'", sources.of("model_definition"), *model.model_definition)};
+  definition.model_dir = model.name_or_path;
   return definition;
 }
 
@@ -100,12 +101,12 @@ TrainingForward build_training_forward(const Config& config, const io::ModelConf
     options.router_aux_loss_micro_batches =
         std::max<int64_t>(1, config.schedule.gradient_accumulation_steps) * std::max<int64_t>(1, data_parallel_ranks);
   }
-  models::DecoderGraph decoder = models::build_model_graph(model, registry, options, model_definition(config));
+  models::DecoderGraph decoder = models::build_model_graph(model, registry, options, model_definition(config.model, config.sources));
   TrainingForward forward{std::move(decoder.graph), decoder.loss};
   // LoRA: the same graph with adapters on the targeted projections and the base frozen.
   if (lora != nullptr) {
     forward.graph = models::apply_lora(forward.graph, registry, lora->adapters, lora->options, training);
-    if (const auto qlora = qlora_options(config)) {
+    if (const auto qlora = qlora_options(config.quant)) {
       forward.graph = models::apply_qlora_quantization(forward.graph, registry, *qlora);
     }
   }
@@ -126,14 +127,14 @@ TrainingForward build_training_forward(const Config& config, const io::ModelConf
   return forward;
 }
 
-compiler::RecomputePolicy recompute_policy(const Config& config) {
+compiler::RecomputePolicy recompute_policy(const config::Recompute& recompute) {
   compiler::RecomputePolicy policy;
-  policy.rmsnorm = config.recompute.recompute_rmsnorm;
-  policy.qkv = config.recompute.recompute_qkv;
-  policy.att = config.recompute.recompute_att;
-  policy.swiglu = config.recompute.recompute_swiglu;
-  policy.ffn = config.recompute.recompute_ffn;
-  policy.block = config.recompute.recompute_block;
+  policy.rmsnorm = recompute.recompute_rmsnorm;
+  policy.qkv = recompute.recompute_qkv;
+  policy.att = recompute.recompute_att;
+  policy.swiglu = recompute.recompute_swiglu;
+  policy.ffn = recompute.recompute_ffn;
+  policy.block = recompute.recompute_block;
   return policy;
 }
 
@@ -226,7 +227,7 @@ TrainingPlan plan_training(const Config& config, const io::ModelConfig& model, c
   const TrainingForward forward =
       build_training_forward(config, model, registry, lora, backend, batch, sequence, true, layout.data_size);
   compiler::CompileOptions options{
-      .recompute = recompute_policy(config), .alignment = 256, .offload_residual = config.offload.offload_residual};
+      .recompute = recompute_policy(config.recompute), .alignment = 256, .offload_residual = config.offload.offload_residual};
   if (fp8_options(config, model)) options.rewrite_training_graph = models::fuse_fp8_gradients;
   const std::string per_gpu = memory.gpus > 1 ? fmt::format(" (per GPU, {} GPUs)", memory.gpus) : std::string();
   if (config.parallel.pipeline_parallel_size > 1) {

@@ -247,15 +247,15 @@ TEST(PipelineStages, BalancedByCostWithTheEmbeddingAndHeadOnTheEnds) {
   Config config;
   config.parallel.pipeline_parallel_size = 2;
   config.parallel.pipeline_stage_layers = {3, 4};
-  EXPECT_NE(error_of([&] { choose_stages(config, costs); })
+  EXPECT_NE(error_of([&] { choose_stages(config.parallel, config.sources, costs); })
                 .find("pipeline_stage_layers gives the stages 7 layers in all (3 + 4), but the model has 8"),
             std::string::npos);
   config.parallel.pipeline_stage_layers = {3, 5};
-  stages = choose_stages(config, costs);
+  stages = choose_stages(config.parallel, config.sources, costs);
   EXPECT_EQ(stages[1].first, 3);
   config.parallel.pipeline_parallel_size = 9;
   config.parallel.pipeline_stage_layers.clear();
-  EXPECT_NE(error_of([&] { choose_stages(config, costs); }).find("needs at least one layer per stage"), std::string::npos);
+  EXPECT_NE(error_of([&] { choose_stages(config.parallel, config.sources, costs); }).find("needs at least one layer per stage"), std::string::npos);
 }
 
 // A toy "decoder": embedding-like product, two layers of a residual product, and a loss; the

@@ -22,7 +22,7 @@ void schedule_steps(RunContext& run) {
   if (run.state.total_steps <= 0) {
     fail_user("{}: the run has no steps; set num_epochs or max_steps", config.sources.of("num_epochs"));
   }
-  const LrScheduleSettings schedule = lr_schedule_settings(config, run.state.total_steps);
+  const LrScheduleSettings schedule = lr_schedule_settings(config.schedule, config.optimizer.learning_rate, run.state.total_steps);
   run.schedule = std::make_unique<LrSchedule>(schedule);
   run.state.train_seed = static_cast<uint64_t>(config.data.train_seed);
   run.state.schedule = {{"type", std::string(to_string(config.schedule.lr_scheduler_type))},
@@ -40,7 +40,7 @@ void make_evaluator(RunContext& run) {
       {&run.model_config, &run.registry, run.batch, run.sequence, config.kernels.lmhead_chunks, run.cache,
        static_cast<uint64_t>(config.eval.eval_seed), run.pad_id, run.lora ? &*run.lora : nullptr,
        run.qlora ? &*run.qlora : nullptr, run.fp8 ? &*run.fp8 : nullptr, fp16_training(config), config.kernels.use_fused_rope,
-       model_definition(config)});
+       model_definition(config.model, config.sources)});
 }
 
 namespace {
@@ -71,7 +71,7 @@ void resume(RunContext& run) {
 
 void open_checkpoints(RunContext& run) {
   const Config& config = run.config;
-  run.guard = std::make_unique<StepGuard>(config, fp16_training(config), run.state);
+  run.guard = std::make_unique<StepGuard>(config.run, config.precision, fp16_training(config), run.state);
   run.store = std::make_unique<CheckpointStore>(config.checkpoint.checkpoint_dir.value_or(config.run.output_dir),
                                                 static_cast<int>(config.checkpoint.save_total_limit));
   run.writer = std::make_unique<CheckpointWriter>(*run.store, run.options.faults.checkpoint_write_delay);
