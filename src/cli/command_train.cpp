@@ -80,7 +80,8 @@ int train_or_supervise(const Config& config, const TrainArguments& arguments, co
     launch.command = {pretraining ? "pt" : "sft", arguments.config_path};
     launch.command.insert(launch.command.end(), extras.begin(), extras.end());
     launch.num_nodes = config.distributed.num_nodes;
-    launch.gpus_per_node = config.distributed.gpus_per_node > 0 ? config.distributed.gpus_per_node : config.parallel.gpus;
+    launch.gpus_per_node =
+        config.distributed.gpus_per_node > 0 ? config.distributed.gpus_per_node : config.parallel.gpus;
     launch.ray_address = config.distributed.ray_address;
     distributed::launch_through_ray(launch);
   }

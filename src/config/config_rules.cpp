@@ -94,10 +94,13 @@ void validate_dataset(const Config& config, const DatasetConfig& dataset, const 
 
 void apply_implications(Config& config) {
   // recompute_lora only means something with LoRA; it requires (and sets) recompute_block.
-  if (config.lora.enabled) imply(config, config.recompute.recompute_lora, "recompute_lora", config.recompute.recompute_block, "recompute_block");
+  if (config.lora.enabled)
+    imply(config, config.recompute.recompute_lora, "recompute_lora", config.recompute.recompute_block,
+          "recompute_block");
   imply(config, config.recompute.recompute_block, "recompute_block", config.recompute.recompute_att, "recompute_att");
   imply(config, config.recompute.recompute_block, "recompute_block", config.recompute.recompute_ffn, "recompute_ffn");
-  imply(config, config.recompute.recompute_block, "recompute_block", config.recompute.recompute_rmsnorm, "recompute_rmsnorm");
+  imply(config, config.recompute.recompute_block, "recompute_block", config.recompute.recompute_rmsnorm,
+        "recompute_rmsnorm");
   imply(config, config.recompute.recompute_att, "recompute_att", config.recompute.recompute_qkv, "recompute_qkv");
   imply(config, config.recompute.recompute_ffn, "recompute_ffn", config.recompute.recompute_swiglu, "recompute_swiglu");
   imply(config, config.parallel.zero_level >= 2, "zero_level >= 2", config.parallel.shard_gradients, "shard_gradients");
@@ -139,7 +142,8 @@ void apply_implications(Config& config) {
     config.kernels.use_cuda_graphs = false;
     config.sources.notes.push_back("sequence_parallel_size > 1 ⇒ use_cuda_graphs: false");
   }
-  if (config.kernels.use_cuda_graphs && config.lora.enabled && config.recompute.recompute_lora && config.offload.offload_residual) {
+  if (config.kernels.use_cuda_graphs && config.lora.enabled && config.recompute.recompute_lora &&
+      config.offload.offload_residual) {
     config.kernels.use_cuda_graphs = false;
     config.sources.notes.push_back("recompute_lora with offload_residual ⇒ use_cuda_graphs: false");
   }
@@ -192,7 +196,8 @@ void validate_distributed(const Config& config) {
 // fp16's dynamic loss scale (train/fp16_loss_scaler.h); that it only applies to torch_dtype:
 // float16 is in the feature-support table.
 void validate_fp16_loss_scale(const Config& config) {
-  require(std::isfinite(config.precision.fp16_loss_scale) && config.precision.fp16_loss_scale >= 1.0, config, "fp16_loss_scale",
+  require(std::isfinite(config.precision.fp16_loss_scale) && config.precision.fp16_loss_scale >= 1.0, config,
+          "fp16_loss_scale",
           fmt::format("must be a finite number of at least 1 (got {}); powers of two keep the scaling exact",
                       config.precision.fp16_loss_scale));
   require_positive(config, "fp16_loss_scale_window", config.precision.fp16_loss_scale_window);
@@ -216,7 +221,8 @@ void validate_config(const Config& config, const std::string& file_label) {
   if (config.data.max_length) require_positive(config, "max_length", *config.data.max_length);
   require(one_of<int64_t>(config.parallel.zero_level, {1, 2, 3}), config, "zero_level",
           fmt::format("must be 1, 2 or 3 (got {})", config.parallel.zero_level));
-  require(config.parallel.gpus >= 0, config, "gpus", fmt::format("must be 0 (all GPUs) or a positive count (got {})", config.parallel.gpus));
+  require(config.parallel.gpus >= 0, config, "gpus",
+          fmt::format("must be 0 (all GPUs) or a positive count (got {})", config.parallel.gpus));
   require_positive(config, "distributed.num_nodes", config.distributed.num_nodes);
   require(config.distributed.gpus_per_node >= 0, config, "distributed.gpus_per_node", "must not be negative");
   validate_distributed(config);
@@ -225,16 +231,18 @@ void validate_config(const Config& config, const std::string& file_label) {
   require(config.precision.skip_quant_last_layers >= 0, config, "skip_quant_last_layers", "must not be negative");
   validate_fp16_loss_scale(config);
 
-  require(config.optimizer.learning_rate > 0.0, config, "learning_rate", fmt::format("must be positive (got {})", config.optimizer.learning_rate));
+  require(config.optimizer.learning_rate > 0.0, config, "learning_rate",
+          fmt::format("must be positive (got {})", config.optimizer.learning_rate));
   require_fraction(config, "warmup_ratio", config.schedule.warmup_ratio);
   require(config.schedule.warmup_steps >= 0, config, "warmup_steps", "must not be negative");
   require(config.schedule.cooldown_steps >= 0, config, "cooldown_steps", "must not be negative");
   require_fraction(config, "final_lr_fraction", config.schedule.final_lr_fraction);
   require(config.optimizer.weight_decay >= 0.0, config, "weight_decay", "must not be negative");
   require(config.optimizer.max_grad_norm >= 0.0, config, "max_grad_norm", "must not be negative (0 disables clipping)");
-  for (auto [key, value] : {std::pair{"adamw_beta1", config.optimizer.adamw_beta1}, std::pair{"adamw_beta2", config.optimizer.adamw_beta2},
-                            std::pair{"normuon_momentum", config.optimizer.normuon_momentum},
-                            std::pair{"normuon_beta2", config.optimizer.normuon_beta2}}) {
+  for (auto [key, value] :
+       {std::pair{"adamw_beta1", config.optimizer.adamw_beta1}, std::pair{"adamw_beta2", config.optimizer.adamw_beta2},
+        std::pair{"normuon_momentum", config.optimizer.normuon_momentum},
+        std::pair{"normuon_beta2", config.optimizer.normuon_beta2}}) {
     require(value >= 0.0 && value < 1.0, config, key, fmt::format("must be in [0, 1) (got {})", value));
   }
   require(config.optimizer.adamw_epsilon > 0.0, config, "adamw_epsilon", "must be positive");

@@ -92,7 +92,8 @@ std::vector<StageLayers> choose_stages(const config::Parallel& parallel, const C
               "to at most {}", sources.of("pipeline_parallel_size"), stages, layers, layers);
   }
   if (parallel.pipeline_stage_layers.empty()) return balance_stages(costs, stages);
-  const int64_t listed = std::accumulate(parallel.pipeline_stage_layers.begin(), parallel.pipeline_stage_layers.end(), int64_t{0});
+  const int64_t listed =
+      std::accumulate(parallel.pipeline_stage_layers.begin(), parallel.pipeline_stage_layers.end(), int64_t{0});
   if (listed != layers) {
     fail_user("{}: pipeline_stage_layers gives the stages {} layers in all ({}), but the model has {}; make them add up "
               "to {}, or leave the option unset to balance the stages by cost",

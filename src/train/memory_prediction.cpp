@@ -60,9 +60,11 @@ Lever offload_lever(const char* description, bool config::Offload::*option, bool
   return {description, [option, cuda](Config& c) {
             if (!cuda || c.offload.*option) return false;
             if (option != &config::Offload::offload_optimizer && c.parallel.gpus != 1) return false;
-            if (option == &config::Offload::offload_master && c.precision.master_dtype == MasterDtype::Bf16) return false;
+            if (option == &config::Offload::offload_master && c.precision.master_dtype == MasterDtype::Bf16)
+              return false;
             const bool staged = option != &config::Offload::offload_grads && !c.offload.use_zero_copy;
-            if (staged && (c.optimizer.algorithm == surogate::Optimizer::NorMuon || c.precision.master_dtype == MasterDtype::Bf16)) {
+            if (staged && (c.optimizer.algorithm == surogate::Optimizer::NorMuon ||
+                           c.precision.master_dtype == MasterDtype::Bf16)) {
               return false;
             }
             c.offload.*option = true;
@@ -76,12 +78,12 @@ std::vector<Lever> levers(int sm, bool cuda) {
   std::vector<Lever> all = {
       {"recompute_block: true (recompute allowed in every group)",
        [](Config& c) {
-         if (c.recompute.recompute_block && c.recompute.recompute_att && c.recompute.recompute_ffn && c.recompute.recompute_rmsnorm && c.recompute.recompute_qkv &&
-             c.recompute.recompute_swiglu) {
+         if (c.recompute.recompute_block && c.recompute.recompute_att && c.recompute.recompute_ffn &&
+             c.recompute.recompute_rmsnorm && c.recompute.recompute_qkv && c.recompute.recompute_swiglu) {
            return false;
          }
-         c.recompute.recompute_block = c.recompute.recompute_att = c.recompute.recompute_ffn = c.recompute.recompute_rmsnorm = c.recompute.recompute_qkv =
-             c.recompute.recompute_swiglu = true;
+         c.recompute.recompute_block = c.recompute.recompute_att = c.recompute.recompute_ffn =
+             c.recompute.recompute_rmsnorm = c.recompute.recompute_qkv = c.recompute.recompute_swiglu = true;
          return true;
        }},
       {"optimizer: adamw_8bit",
@@ -101,16 +103,21 @@ std::vector<Lever> levers(int sm, bool cuda) {
        [cuda](Config& c) {
          if (!cuda || c.offload.offload_residual) return false;
          c.offload.offload_residual = true;
-         if (c.lora.enabled && c.recompute.recompute_lora) c.kernels.use_cuda_graphs = false;  // as the configuration's implication does
+         if (c.lora.enabled && c.recompute.recompute_lora)
+           c.kernels.use_cuda_graphs = false;  // as the configuration's implication does
          return true;
        }},
-      offload_lever("offload_optimizer: true (optimizer state in pinned host memory)", &config::Offload::offload_optimizer, cuda),
-      offload_lever("offload_master: true (fp32 master weights in pinned host memory)", &config::Offload::offload_master, cuda),
-      offload_lever("offload_grads: true (gradient accumulators in pinned host memory; slow)", &config::Offload::offload_grads,
-                    cuda),
+      offload_lever("offload_optimizer: true (optimizer state in pinned host memory)",
+                    &config::Offload::offload_optimizer, cuda),
+      offload_lever("offload_master: true (fp32 master weights in pinned host memory)",
+                    &config::Offload::offload_master, cuda),
+      offload_lever("offload_grads: true (gradient accumulators in pinned host memory; slow)",
+                    &config::Offload::offload_grads, cuda),
       {"zero_level: 2 (each data-parallel rank accumulates only its shard of the gradients)",
        [](Config& c) {
-         if (c.parallel.shard_gradients || c.parallel.shard_weights || c.parallel.zero_level >= 2 || c.parallel.gpus == 1) return false;
+         if (c.parallel.shard_gradients || c.parallel.shard_weights || c.parallel.zero_level >= 2 ||
+             c.parallel.gpus == 1)
+           return false;
          c.parallel.zero_level = 2;
          c.parallel.shard_gradients = true;
          return true;
@@ -192,7 +199,8 @@ void predict_layouts(const Config& config, const io::ModelConfig& model, const T
       layout.data = ranks / (sequence * pipeline);
       layout.sequence = sequence;
       layout.pipeline = pipeline;
-      layout.configured = sequence == config.parallel.sequence_parallel_size && pipeline == config.parallel.pipeline_parallel_size;
+      layout.configured =
+          sequence == config.parallel.sequence_parallel_size && pipeline == config.parallel.pipeline_parallel_size;
       // The backend's own refusal (3D parallelism on GPUs), listed as the options' rules are.
       if (target.backend == TrainingBackend::Cuda) {
         layout.refusal = cuda_layout_refusal({.world_size = ranks, .data_size = layout.data,
@@ -251,7 +259,8 @@ std::string layout_settings(const LayoutPrediction& layout) {
 }  // namespace
 
 MemoryPrediction predict_training_memory(const Config& config, std::optional<size_t> gpu_memory_bytes) {
-  const io::ModelConfig model = models::load_model_config(config.model.name_or_path, model_definition(config.model, config.sources));
+  const io::ModelConfig model =
+      models::load_model_config(config.model.name_or_path, model_definition(config.model, config.sources));
   const Target target = target_device(gpu_memory_bytes);
   const TrainingPlan plan = plan_for(config, model, target);
   MemoryPrediction prediction;
@@ -260,7 +269,8 @@ MemoryPrediction predict_training_memory(const Config& config, std::optional<siz
   prediction.margin_bytes = plan.margin_bytes;
   prediction.ranks = plan.memory.ranks;
   prediction.gpus = plan.memory.gpus;
-  prediction.shard_gradients = config.parallel.shard_gradients || config.parallel.zero_level >= 2 || config.parallel.shard_weights;
+  prediction.shard_gradients =
+      config.parallel.shard_gradients || config.parallel.zero_level >= 2 || config.parallel.shard_weights;
   prediction.shard_weights = plan.memory.shard_weights;
   prediction.pipeline = plan.pipeline != nullptr;
   const PlanMemory& m = plan.memory.plan;
@@ -294,7 +304,8 @@ MemoryPrediction predict_training_memory(const Config& config, std::optional<siz
   if (plan.memory.weight_copies > 0) {
     prediction.categories.emplace_back("host copies of the weights (one per process)", plan.memory.weight_copies);
   }
-  if (config.logging.debug_memory_breakdown) prediction.breakdown = format_run_memory_breakdown(plan.plan, plan.pipeline.get(), 0);
+  if (config.logging.debug_memory_breakdown)
+    prediction.breakdown = format_run_memory_breakdown(plan.plan, plan.pipeline.get(), 0);
   prediction.total_bytes = plan.memory.peak();
   prediction.host_offloaded_bytes = plan.memory.host_offloaded();
   prediction.host_per_process_bytes = m.host_quantized;

@@ -31,7 +31,8 @@ PipelinePlan plan_pipeline(const Config& config, const graph::Graph& forward, gr
                            const StagePlanFits& fits) {
   PipelinePlan result;
   result.micro_batches = static_cast<int>(std::max<int64_t>(1, config.schedule.gradient_accumulation_steps));
-  result.layers = distributed::choose_stages(config.parallel, config.sources, distributed::layer_costs(forward, layers));
+  result.layers =
+      distributed::choose_stages(config.parallel, config.sources, distributed::layer_costs(forward, layers));
   std::vector<distributed::StageGraph> graphs = distributed::split_pipeline_stages(forward, loss, registry, result.layers);
   const int count = static_cast<int>(graphs.size());
   for (distributed::StageGraph& graph : graphs) {

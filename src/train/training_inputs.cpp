@@ -66,8 +66,9 @@ void validate_datasets(const Config& config, bool pretraining) {
 // would fail only after tokenizing (or training).
 void validate_output_folders(const Config& config) {
   for (const char* key : {"output_dir", "checkpoint_dir"}) {
-    const std::string& folder = std::string(key) == "output_dir" ? config.run.output_dir
-                                                                  : config.checkpoint.checkpoint_dir.value_or(config.run.output_dir);
+    const std::string& folder = std::string(key) == "output_dir"
+                                    ? config.run.output_dir
+                                    : config.checkpoint.checkpoint_dir.value_or(config.run.output_dir);
     if (fs::exists(folder) && !fs::is_directory(folder)) {
       fail_user("{}: {} '{}' is a file; give a folder (it is created when missing)", config.sources.of(key), key,
                 folder);

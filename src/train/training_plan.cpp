@@ -101,7 +101,8 @@ TrainingForward build_training_forward(const Config& config, const io::ModelConf
     options.router_aux_loss_micro_batches =
         std::max<int64_t>(1, config.schedule.gradient_accumulation_steps) * std::max<int64_t>(1, data_parallel_ranks);
   }
-  models::DecoderGraph decoder = models::build_model_graph(model, registry, options, model_definition(config.model, config.sources));
+  models::DecoderGraph decoder =
+      models::build_model_graph(model, registry, options, model_definition(config.model, config.sources));
   TrainingForward forward{std::move(decoder.graph), decoder.loss};
   // LoRA: the same graph with adapters on the targeted projections and the base frozen.
   if (lora != nullptr) {
@@ -115,7 +116,8 @@ TrainingForward build_training_forward(const Config& config, const io::ModelConf
     forward.graph = models::apply_fp8_recipe(forward.graph, registry, *fp8);
   }
   if (training && config.parallel.sequence_parallel_size > 1) {
-    forward.graph = distributed::apply_sequence_parallel(forward.graph, registry, config.parallel.sequence_parallel_size);
+    forward.graph =
+        distributed::apply_sequence_parallel(forward.graph, registry, config.parallel.sequence_parallel_size);
   }
   // fp16 on the CPU backend: rounded to fp16 wherever the GPU graph (the bf16 twin, same names)
   // holds 16-bit values (models/fp16_emulation.h).
@@ -226,8 +228,9 @@ TrainingPlan plan_training(const Config& config, const io::ModelConfig& model, c
   // MoE's router loss is weighted for the step's micro-batches: accumulation × the replicas.
   const TrainingForward forward =
       build_training_forward(config, model, registry, lora, backend, batch, sequence, true, layout.data_size);
-  compiler::CompileOptions options{
-      .recompute = recompute_policy(config.recompute), .alignment = 256, .offload_residual = config.offload.offload_residual};
+  compiler::CompileOptions options{.recompute = recompute_policy(config.recompute),
+                                   .alignment = 256,
+                                   .offload_residual = config.offload.offload_residual};
   if (fp8_options(config, model)) options.rewrite_training_graph = models::fuse_fp8_gradients;
   const std::string per_gpu = memory.gpus > 1 ? fmt::format(" (per GPU, {} GPUs)", memory.gpus) : std::string();
   if (config.parallel.pipeline_parallel_size > 1) {

@@ -266,8 +266,9 @@ TEST(ConfigRules, LoraDtypeBf16KeepsTheAdaptersMastersAndGradientsInBf16) {
   EXPECT_EQ(config.precision.gradient_dtype, GradientDtype::Bf16);
   EXPECT_TRUE(contains(config.sources.of("master_dtype"), "config.yaml:6 (lora_dtype: bf16 ⇒ master_dtype: bf16)"))
       << config.sources.of("master_dtype");
-  EXPECT_NE(std::find(config.sources.notes.begin(), config.sources.notes.end(), "lora_dtype: bf16 ⇒ gradient_dtype: bf16"),
-            config.sources.notes.end());
+  EXPECT_NE(
+      std::find(config.sources.notes.begin(), config.sources.notes.end(), "lora_dtype: bf16 ⇒ gradient_dtype: bf16"),
+      config.sources.notes.end());
   config = load("lora: true\nlora_dtype: bf16\nmaster_dtype: bf16\ngradient_dtype: bf16\n");
   EXPECT_EQ(config.precision.master_dtype, MasterDtype::Bf16);
   EXPECT_FALSE(load("lora: true\n").precision.master_dtype.has_value());  // fp32, the default, implies nothing
@@ -298,7 +299,8 @@ TEST(ConfigRules, OffloadOptionsLoadAndTheirCombinationsAreChecked) {
   Config config = load("offload_master: true\noffload_optimizer: true\noffload_grads: true\n");
   EXPECT_TRUE(config.offload.offload_master && config.offload.offload_optimizer && config.offload.offload_grads);
   EXPECT_FALSE(config.offload.use_zero_copy);
-  EXPECT_TRUE(load("offload_optimizer: true\nuse_zero_copy: true\nuse_write_combined: true\n").offload.use_write_combined);
+  EXPECT_TRUE(
+      load("offload_optimizer: true\nuse_zero_copy: true\nuse_write_combined: true\n").offload.use_write_combined);
   // use_zero_copy / use_write_combined alone modify nothing.
   for (const char* key : {"use_zero_copy", "use_write_combined"}) {
     std::string message = load_error(std::string(kMinimalConfig) + key + ": true\n");
@@ -341,7 +343,8 @@ TEST(ConfigRules, CudaDebugAndGraphOptionsAreAccepted) {
 TEST(ConfigRules, SequenceParallelismTurnsCudaGraphsOff) {
   Config config = load("gpus: 2\nsequence_parallel_size: 2\n");
   EXPECT_FALSE(config.kernels.use_cuda_graphs);
-  EXPECT_NE(std::find(config.sources.notes.begin(), config.sources.notes.end(), "sequence_parallel_size > 1 ⇒ use_cuda_graphs: false"),
+  EXPECT_NE(std::find(config.sources.notes.begin(), config.sources.notes.end(),
+                      "sequence_parallel_size > 1 ⇒ use_cuda_graphs: false"),
             config.sources.notes.end());
   EXPECT_TRUE(load("gpus: 2\n").kernels.use_cuda_graphs);
 }

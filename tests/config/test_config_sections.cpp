@@ -13,13 +13,12 @@ namespace {
 using testing_util::kMinimalConfig;
 
 TEST(ConfigSections, OptionsLandInTheirSections) {
-  const Config config = load_config_from_string(kMinimalConfig, "config.yaml",
-                                                {"--run_name=r", "--save_steps=7", "--sequence_len=512",
-                                                 "--recompute_lora=false", "--offload_optimizer=true", "--gpus=2",
-                                                 "--recipe=fp8_hybrid", "--fp8_amax_history=16", "--lmhead_chunks=2", "--optimizer=adamw",
-                                                 "--warmup_steps=3", "--template=chatml", "--eval_steps=9",
-                                                 "--lora_rank=8", "--qlora_bnb_block_size=128", "--log_gpu_util=5",
-                                                 "--distributed.num_nodes=1"});
+  const Config config = load_config_from_string(
+      kMinimalConfig, "config.yaml",
+      {"--run_name=r", "--save_steps=7", "--sequence_len=512", "--recompute_lora=false", "--offload_optimizer=true",
+       "--gpus=2", "--recipe=fp8_hybrid", "--fp8_amax_history=16", "--lmhead_chunks=2", "--optimizer=adamw",
+       "--warmup_steps=3", "--template=chatml", "--eval_steps=9", "--lora_rank=8", "--qlora_bnb_block_size=128",
+       "--log_gpu_util=5", "--distributed.num_nodes=1"});
   EXPECT_EQ(config.model.name_or_path, "./my-model");  // the option `model`
   EXPECT_EQ(config.run.run_name, "r");
   EXPECT_EQ(config.checkpoint.save_steps, 7);

@@ -255,7 +255,10 @@ TEST(PipelineStages, BalancedByCostWithTheEmbeddingAndHeadOnTheEnds) {
   EXPECT_EQ(stages[1].first, 3);
   config.parallel.pipeline_parallel_size = 9;
   config.parallel.pipeline_stage_layers.clear();
-  EXPECT_NE(error_of([&] { choose_stages(config.parallel, config.sources, costs); }).find("needs at least one layer per stage"), std::string::npos);
+  EXPECT_NE(error_of([&] {
+              choose_stages(config.parallel, config.sources, costs);
+            }).find("needs at least one layer per stage"),
+            std::string::npos);
 }
 
 // A toy "decoder": embedding-like product, two layers of a residual product, and a loss; the

@@ -61,7 +61,9 @@ TEST(ParallelLayoutOverProcesses, NodesAreProcessesAndDriveGpusPerNode) {
   EXPECT_EQ(layout.first_rank, 4);
   EXPECT_EQ(layout.first_device, 0);
   EXPECT_NO_THROW(check_nodes_match_processes(config.distributed, config.sources, {.rank = 1, .count = 2}));
-  EXPECT_NE(error_of([&] { check_nodes_match_processes(config.distributed, config.sources, {}); }).find("this process was started alone"),
+  EXPECT_NE(error_of([&] {
+              check_nodes_match_processes(config.distributed, config.sources, {});
+            }).find("this process was started alone"),
             std::string::npos);
   EXPECT_NE(error_of([&] { check_nodes_match_processes(config.distributed, config.sources, {.rank = 0, .count = 3}); })
                 .find("distributed.num_nodes: 2 runs one process per node, but the launcher started 3 processes"),

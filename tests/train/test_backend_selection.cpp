@@ -243,7 +243,8 @@ namespace surogate::train {
 namespace {
 
 TEST(BackendSelection, OffloadingIsForTheCudaBackendAndMastersAndGradientsForOneGpu) {
-  for (bool config::Offload::*option : {&config::Offload::offload_master, &config::Offload::offload_optimizer, &config::Offload::offload_grads}) {
+  for (bool config::Offload::*option :
+       {&config::Offload::offload_master, &config::Offload::offload_optimizer, &config::Offload::offload_grads}) {
     Config config;
     config.offload.*option = true;
     // On one GPU every offload trains on CUDA.

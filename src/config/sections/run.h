@@ -13,8 +13,8 @@ struct Run {
   std::optional<std::string> run_name;
   bool apply_recommended_values = false;
   std::string output_dir = "output";
-  int64_t max_restarts = 0;                         // addition: restarts from the latest good checkpoint after a failure
-  int64_t max_nonfinite_steps = 1;                  // addition: consecutive non-finite steps skipped before the run fails
+  int64_t max_restarts = 0;         // addition: restarts from the latest good checkpoint after a failure
+  int64_t max_nonfinite_steps = 1;  // addition: consecutive non-finite steps skipped before the run fails
 };
 
 }  // namespace surogate::config

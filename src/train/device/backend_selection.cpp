@@ -64,8 +64,9 @@ BackendChoice choose_training_backend(const Config& config, const MachineOffer& 
     const distributed::ParallelLayout layout = distributed::cpu_parallel_layout(config, placement);
     refuse_unsupported(config, SupportStage::Backend, run_shape(TrainingBackend::Cpu, layout));
     if (layout.several_ranks()) {
-      why += layout.spans_processes() ? fmt::format("; {} on CPU threads", layout.describe())
-                                      : fmt::format("; gpus: {} runs {} on CPU threads", config.parallel.gpus, layout.describe());
+      why += layout.spans_processes()
+                 ? fmt::format("; {} on CPU threads", layout.describe())
+                 : fmt::format("; gpus: {} runs {} on CPU threads", config.parallel.gpus, layout.describe());
     }
     const char* precision = fp16_training(config)
                                 ? "fp16 emulated in fp32: fp16-rounded weight copies, activations and gradients, fp32 "

@@ -63,7 +63,8 @@ std::unique_ptr<Optimizer> make_cpu_optimizer(const Config& config, std::span<co
     case surogate::Optimizer::AdamW: return make_adamw(slots, adamw);
     case surogate::Optimizer::AdamW8bit: return make_adamw_8bit(slots, adamw);
     case surogate::Optimizer::NorMuon:
-      return make_normuon(slots, {config.optimizer.normuon_momentum, config.optimizer.normuon_beta2, config.optimizer.normuon_cautious_wd, adamw});
+      return make_normuon(slots, {config.optimizer.normuon_momentum, config.optimizer.normuon_beta2,
+                                  config.optimizer.normuon_cautious_wd, adamw});
   }
   return make_adamw(slots, adamw);
 }

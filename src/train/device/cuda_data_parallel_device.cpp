@@ -116,7 +116,8 @@ public:
         trainable_layout_(cuda_trainable_layout(plan_, setup.specs)) {
     // Refused up front by the feature-support table (config/feature_support.cpp: the data-parallel
     // device with bf16 masters, offload_master or offload_grads), before anything loads.
-    SUROGATE_CHECK(config_.precision.master_dtype != MasterDtype::Bf16 && !config_.offload.offload_master && !config_.offload.offload_grads,
+    SUROGATE_CHECK(config_.precision.master_dtype != MasterDtype::Bf16 && !config_.offload.offload_master &&
+                       !config_.offload.offload_grads,
                    "an option the feature-support table refuses on the data-parallel device");
     int visible = 0;
     CUDA_CHECK(cudaGetDeviceCount(&visible));

@@ -144,8 +144,8 @@ CudaRankState::CudaRankState(const TrainingDeviceSetup& setup, const CudaTrainab
       fp16_(layout.dtype == DType::F16),
       backend_(setup.cuda_ops != nullptr ? *setup.cuda_ops : runtime::builtin_cuda_ops()),
       losses_(static_cast<size_t>(2 * max_micro_batches_)), norm_(2) {
-  SUROGATE_CHECK(!config_.precision.gradient_dtype || *config_.precision.gradient_dtype == GradientDtype::Fp32 || bf16_gradients_ ||
-                     config_.precision.recipe == Recipe::Fp8Hybrid,
+  SUROGATE_CHECK(!config_.precision.gradient_dtype || *config_.precision.gradient_dtype == GradientDtype::Fp32 ||
+                     bf16_gradients_ || config_.precision.recipe == Recipe::Fp8Hybrid,
                  "gradient_dtype fp8 without recipe fp8_hybrid was rejected when the configuration was loaded");
   SUROGATE_CHECK(first <= end && end <= layout.entries.size(), "the optimizer's tensors are trainable tensors");
   // fp16 training runs the single-GPU dense path with fp32 masters and accumulators
@@ -194,9 +194,10 @@ CudaRankState::CudaRankState(const TrainingDeviceSetup& setup, const CudaTrainab
   // Offloaded state takes no GPU memory but NorMuon's workspaces; staging takes two slots.
   size_t optimizer_bytes = 0;
   if (!parameters.empty()) {
-    optimizer_bytes = !offload_.optimizer                              ? device_optimizer_bytes(config_, parameters)
-                      : config_.optimizer.algorithm == surogate::Optimizer::NorMuon ? device_normuon_workspace_bytes(parameters)
-                                                                         : 0;
+    optimizer_bytes = !offload_.optimizer ? device_optimizer_bytes(config_, parameters)
+                      : config_.optimizer.algorithm == surogate::Optimizer::NorMuon
+                          ? device_normuon_workspace_bytes(parameters)
+                          : 0;
   }
   master_count_ = master_count;
   // The accumulators: every trainable tensor's, or under ZeRO-2/3 only those of [first, end).
@@ -515,12 +516,13 @@ void CudaRankState::check_free_memory(size_t optimizer_bytes) const {
       : bf16_gradients_  ? fmt::format("bf16 gradient accumulators {:.2f} GiB (gradient_dtype: bf16 saves {:.2f} GiB)",
                                     gib(accumulator_bytes), gib(elements * sizeof(float) - accumulator_bytes))
                          : fmt::format("fp32 gradient accumulators {:.2f} GiB", gib(accumulator_bytes));
-  fail_user("training needs {:.2f} GiB more GPU memory than the plan's {:.2f} GiB ({}, {}, {} optimizer state and "
-            "offload staging {:.2f} GiB), but GPU {} has only {:.2f} GiB free of {:.2f} GiB. Train fewer parameters "
-            "(LoRA, a smaller lora_rank), use optimizer: adamw_8bit, master_dtype: bf16 or gradient_dtype: bf16, "
-            "offload_optimizer / offload_master / offload_grads: true, or reduce the micro-batch or sequence length",
-            gib(needed), gib(plan.required_bytes + plan.scratch_bytes), masters, accumulators,
-            to_string(config_.optimizer.algorithm), gib(optimizer_bytes), plan.device, gib(free_bytes), gib(total_bytes));
+  fail_user(
+      "training needs {:.2f} GiB more GPU memory than the plan's {:.2f} GiB ({}, {}, {} optimizer state and "
+      "offload staging {:.2f} GiB), but GPU {} has only {:.2f} GiB free of {:.2f} GiB. Train fewer parameters "
+      "(LoRA, a smaller lora_rank), use optimizer: adamw_8bit, master_dtype: bf16 or gradient_dtype: bf16, "
+      "offload_optimizer / offload_master / offload_grads: true, or reduce the micro-batch or sequence length",
+      gib(needed), gib(plan.required_bytes + plan.scratch_bytes), masters, accumulators,
+      to_string(config_.optimizer.algorithm), gib(optimizer_bytes), plan.device, gib(free_bytes), gib(total_bytes));
 }
 
 ShardCopies cuda_shard_copies(CudaRankState& state, size_t first_entry) {

@@ -56,8 +56,9 @@ std::unique_ptr<DeviceOptimizer> make_device_optimizer(const Config& config, std
     case surogate::Optimizer::AdamW8bit: return make_device_adamw_8bit(std::move(parameters), adamw, seed, memory);
     case surogate::Optimizer::NorMuon:
       return make_device_normuon(std::move(parameters),
-                                 {config.optimizer.normuon_momentum, config.optimizer.normuon_beta2, config.optimizer.normuon_cautious_wd, adamw}, seed,
-                                 memory);
+                                 {config.optimizer.normuon_momentum, config.optimizer.normuon_beta2,
+                                  config.optimizer.normuon_cautious_wd, adamw},
+                                 seed, memory);
   }
   return make_device_adamw(std::move(parameters), adamw, seed, memory);
 }

@@ -54,8 +54,8 @@ SummaryRows run_summary_rows(const RunSummary& run) {
   }
   rows.emplace_back("checkpoints", config.checkpoint.checkpoint_dir.value_or(config.run.output_dir));
   rows.emplace_back("log", result.log_file.string());
-  rows.emplace_back("report",
-                    (std::filesystem::path(config.run.output_dir) / fmt::format("report-{}.html", run.run_name)).string());
+  rows.emplace_back(
+      "report", (std::filesystem::path(config.run.output_dir) / fmt::format("report-{}.html", run.run_name)).string());
   return rows;
 }
 

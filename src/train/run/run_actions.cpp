@@ -58,11 +58,12 @@ void write_outputs(RunContext& run) {
   run.device->download();
   const std::span<const WeightView> weights = run.device->weights();
   if (!run.lora) {
-    save_hf_model(config.run.output_dir, run.model_config, config.model.name_or_path, run.specs, weights.first(run.specs.size()));
+    save_hf_model(config.run.output_dir, run.model_config, config.model.name_or_path, run.specs,
+                  weights.first(run.specs.size()));
     return;
   }
-  LoraSettings settings{static_cast<int>(config.lora.lora_rank), static_cast<int>(config.lora.lora_alpha), config.lora.lora_dropout,
-                        run.lora->options.target_modules};
+  LoraSettings settings{static_cast<int>(config.lora.lora_rank), static_cast<int>(config.lora.lora_alpha),
+                        config.lora.lora_dropout, run.lora->options.target_modules};
   save_peft_output(config.run.output_dir, config.model.name_or_path, run.lora->adapters, weights,
                    peft_adapter_config(settings, config.model.name_or_path));
   if (config.lora.merge_adapter) {

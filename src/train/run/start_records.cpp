@@ -18,11 +18,13 @@ void schedule_steps(RunContext& run) {
   // One step reads accumulation micro-batches per data-parallel rank (effective batch = batch × accumulation × ranks).
   const int64_t steps_per_epoch =
       std::max<int64_t>(1, run.batches_per_epoch / (accumulation * run.device->data_parallel_ranks()));
-  run.state.total_steps = config.schedule.max_steps > 0 ? config.schedule.max_steps : config.schedule.num_epochs * steps_per_epoch;
+  run.state.total_steps =
+      config.schedule.max_steps > 0 ? config.schedule.max_steps : config.schedule.num_epochs * steps_per_epoch;
   if (run.state.total_steps <= 0) {
     fail_user("{}: the run has no steps; set num_epochs or max_steps", config.sources.of("num_epochs"));
   }
-  const LrScheduleSettings schedule = lr_schedule_settings(config.schedule, config.optimizer.learning_rate, run.state.total_steps);
+  const LrScheduleSettings schedule =
+      lr_schedule_settings(config.schedule, config.optimizer.learning_rate, run.state.total_steps);
   run.schedule = std::make_unique<LrSchedule>(schedule);
   run.state.train_seed = static_cast<uint64_t>(config.data.train_seed);
   run.state.schedule = {{"type", std::string(to_string(config.schedule.lr_scheduler_type))},
@@ -39,8 +41,8 @@ void make_evaluator(RunContext& run) {
   run.evaluator = run.device->make_evaluator(
       {&run.model_config, &run.registry, run.batch, run.sequence, config.kernels.lmhead_chunks, run.cache,
        static_cast<uint64_t>(config.eval.eval_seed), run.pad_id, run.lora ? &*run.lora : nullptr,
-       run.qlora ? &*run.qlora : nullptr, run.fp8 ? &*run.fp8 : nullptr, fp16_training(config), config.kernels.use_fused_rope,
-       model_definition(config.model, config.sources)});
+       run.qlora ? &*run.qlora : nullptr, run.fp8 ? &*run.fp8 : nullptr, fp16_training(config),
+       config.kernels.use_fused_rope, model_definition(config.model, config.sources)});
 }
 
 namespace {
@@ -91,9 +93,13 @@ void open_records(RunContext& run) {
     run.gpu_log = std::move(records.gpu_log);
     run.result.log_file = run.log_file->path();
   }
-  run.log("config", {{"run_name", run.run_name}, {"command", run.options.pretraining ? "pt" : "sft"},
-                     {"model", config.model.name_or_path}, {"total_steps", run.state.total_steps}, {"start_step", run.state.step},
-                     {"batch_size", run.batch}, {"sequence_len", run.sequence},
+  run.log("config", {{"run_name", run.run_name},
+                     {"command", run.options.pretraining ? "pt" : "sft"},
+                     {"model", config.model.name_or_path},
+                     {"total_steps", run.state.total_steps},
+                     {"start_step", run.state.step},
+                     {"batch_size", run.batch},
+                     {"sequence_len", run.sequence},
                      {"gradient_accumulation_steps", std::max<int64_t>(1, config.schedule.gradient_accumulation_steps)},
                      {"data_parallel_ranks", run.device->data_parallel_ranks()},
                      {"batches_per_epoch", run.batches_per_epoch},

@@ -47,9 +47,11 @@ ChosenBackend choose_backend(RunContext& run) {
 }
 
 void read_model(RunContext& run) {
-  run.model_config = models::load_model_config(run.config.model.name_or_path, model_definition(run.config.model, run.config.sources));
+  run.model_config =
+      models::load_model_config(run.config.model.name_or_path, model_definition(run.config.model, run.config.sources));
   run.specs = models::parameter_specs(run.model_config);
-  if (run.config.lora.enabled) run.lora = lora_setup(run.config.lora, run.config.sources, run.model_config, run.backend);
+  if (run.config.lora.enabled)
+    run.lora = lora_setup(run.config.lora, run.config.sources, run.model_config, run.backend);
 }
 
 void load_data(RunContext& run) {

@@ -75,12 +75,14 @@ StepOutcome train_step(RunContext& run, const StepWindow& window) {
     run.device->accumulate(bindings);
   }
   outcome.metrics = run.device->measure();
-  if (run.config.logging.debug_time_breakdown) run.time_breakdown.add(run.device->time_breakdown());  // measure() waited
+  if (run.config.logging.debug_time_breakdown)
+    run.time_breakdown.add(run.device->time_breakdown());  // measure() waited
   outcome.learning_rate = run.schedule->learning_rate(run.state.step);
   outcome.verdict = run.guard->judge(injected_loss(run.options.faults, run.state.step + 1, outcome.metrics.loss),
                                      outcome.metrics.grad_norm, run.state, outcome.record);
   if (outcome.verdict.apply) {
-    run.device->update({run.state.step, outcome.learning_rate, run.config.optimizer.weight_decay, outcome.verdict.gradient_scale});
+    run.device->update(
+        {run.state.step, outcome.learning_rate, run.config.optimizer.weight_decay, outcome.verdict.gradient_scale});
   } else {
     run.device->skip_update();
   }
@@ -136,7 +138,8 @@ enum class AfterStep { Continue, StopAfterStep, StopRequested };
 
 AfterStep step_cadence(RunContext& run) {
   const Config& config = run.config;
-  if (config.eval.eval_steps > 0 && run.state.step % config.eval.eval_steps == 0 && run.state.step < run.state.total_steps) {
+  if (config.eval.eval_steps > 0 && run.state.step % config.eval.eval_steps == 0 &&
+      run.state.step < run.state.total_steps) {
     evaluate(run, false);
   }
   if (config.checkpoint.save_steps > 0 && run.state.step % config.checkpoint.save_steps == 0) save_checkpoint(run);
