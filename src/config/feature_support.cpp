@@ -36,8 +36,8 @@ SupportRow option_row(const char* name, std::function<bool(const Config&)> refus
 }
 
 bool fp8_gradient_dtype(const Config& config) {
-  return config.precision.gradient_dtype && (*config.precision.gradient_dtype == GradientDtype::Fp8E4M3 ||
-                                             *config.precision.gradient_dtype == GradientDtype::Fp8E5M2);
+  return config.precision.gradient_dtype &&
+         (*config.precision.gradient_dtype == GradientDtype::Fp8E4M3 || *config.precision.gradient_dtype == GradientDtype::Fp8E5M2);
 }
 
 bool zero3(const Config& config) { return config.parallel.zero_level >= 3 || config.parallel.shard_weights; }
@@ -55,9 +55,7 @@ void add_precision_rows(std::vector<SupportRow>& rows) {
   // after every step, on every rank; ZeRO-3 keeps no rank's whole weights between uses.
   rows.push_back(option_row(
       "fp8_hybrid full fine-tuning with sharded weights",
-      [](const Config& c) {
-        return c.parallel.shard_weights && c.precision.recipe == Recipe::Fp8Hybrid && !c.lora.enabled;
-      },
+      [](const Config& c) { return c.parallel.shard_weights && c.precision.recipe == Recipe::Fp8Hybrid && !c.lora.enabled; },
       [](const Config& c) { return std::string(c.parallel.zero_level >= 3 ? "zero_level" : "shard_weights"); },
       [](const Config&) {
         return std::string("with recipe: fp8_hybrid needs lora: true: full fine-tuning in FP8 keeps an FP8 copy of every "
@@ -72,14 +70,12 @@ void add_precision_rows(std::vector<SupportRow>& rows) {
   rows.push_back(option_row("fp8_amax_history without fp8_hybrid",
                             [not_fp8](const Config& c) { return not_fp8(c) && c.precision.fp8_amax_history != 1024; },
                             "fp8_amax_history", only_fp8));
-  rows.push_back(option_row(
-      "skip_quant_first_layers without fp8_hybrid",
-      [not_fp8](const Config& c) { return not_fp8(c) && c.precision.skip_quant_first_layers != 0; },
-      "skip_quant_first_layers", only_fp8));
-  rows.push_back(option_row(
-      "skip_quant_last_layers without fp8_hybrid",
-      [not_fp8](const Config& c) { return not_fp8(c) && c.precision.skip_quant_last_layers != 0; },
-      "skip_quant_last_layers", only_fp8));
+  rows.push_back(option_row("skip_quant_first_layers without fp8_hybrid",
+                            [not_fp8](const Config& c) { return not_fp8(c) && c.precision.skip_quant_first_layers != 0; },
+                            "skip_quant_first_layers", only_fp8));
+  rows.push_back(option_row("skip_quant_last_layers without fp8_hybrid",
+                            [not_fp8](const Config& c) { return not_fp8(c) && c.precision.skip_quant_last_layers != 0; },
+                            "skip_quant_last_layers", only_fp8));
   rows.push_back(option_row("fp8 gradient_dtype without fp8_hybrid",
                             [not_fp8](const Config& c) { return not_fp8(c) && fp8_gradient_dtype(c); },
                             "gradient_dtype",
@@ -116,13 +112,12 @@ void add_precision_rows(std::vector<SupportRow>& rows) {
       "and test them on (its NVFP4 quantizer is built, emulated exactly on the CPU). Use recipe: bf16 or fp8_hybrid; "
       "for NVFP4's memory saving on the frozen base, qlora_fp4: true works on any GPU"));
   rows.push_back(option_row(
-      "fp4_backend without nvfp4", [](const Config& c) { return c.precision.fp4_backend != Fp4Backend::Cutlass; },
-      "fp4_backend",
+      "fp4_backend without nvfp4", [](const Config& c) { return c.precision.fp4_backend != Fp4Backend::Cutlass; }, "fp4_backend",
       "only applies to recipe: nvfp4 (the FP4 tensor-core matmul's library, Blackwell only), which this version does "
       "not run; qlora_fp4 dequantizes to bf16 and uses no FP4 matmul: remove the option"));
   rows.push_back(option_row(
-      "qlora_four_over_six without qlora_fp4",
-      [](const Config& c) { return !c.quant.qlora_fp4 && !c.quant.qlora_four_over_six; }, "qlora_four_over_six",
+      "qlora_four_over_six without qlora_fp4", [](const Config& c) { return !c.quant.qlora_fp4 && !c.quant.qlora_four_over_six; },
+      "qlora_four_over_six",
       "only applies to qlora_fp4 (the NVFP4 base's block scale rule); set qlora_fp4: true or remove the option"));
 }
 
@@ -158,28 +153,25 @@ void add_model_parallel_rows(std::vector<SupportRow>& rows) {
     const char* with_offload;
     int64_t config::Parallel::*size;
   };
-  for (const Split& split :
-       {Split{"sequence_parallel_size", "sequence_parallel_size with fp8_hybrid",
-              "sequence_parallel_size with offload_residual", &config::Parallel::sequence_parallel_size},
-        Split{"pipeline_parallel_size", "pipeline_parallel_size with fp8_hybrid",
-              "pipeline_parallel_size with offload_residual", &config::Parallel::pipeline_parallel_size}}) {
+  for (const Split& split : {Split{"sequence_parallel_size", "sequence_parallel_size with fp8_hybrid",
+                                   "sequence_parallel_size with offload_residual", &config::Parallel::sequence_parallel_size},
+                             Split{"pipeline_parallel_size", "pipeline_parallel_size with fp8_hybrid",
+                                   "pipeline_parallel_size with offload_residual", &config::Parallel::pipeline_parallel_size}}) {
     const auto size = split.size;
     rows.push_back(option_row(
         split.with_fp8,
         [size](const Config& c) { return c.parallel.*size > 1 && c.precision.recipe == Recipe::Fp8Hybrid; }, split.key,
         "cannot be combined with recipe: fp8_hybrid yet (its quantizers scale by one amax over a "
         "whole micro-batch's tensor, which the split ranks do not hold); use recipe: bf16"));
-    rows.push_back(option_row(
-        split.with_offload, [size](const Config& c) { return c.parallel.*size > 1 && c.offload.offload_residual; },
-        split.key,
-        "cannot be combined with offload_residual yet (the residual checkpoints' host copies are "
-        "not built for split graphs); remove one of the two"));
+    rows.push_back(option_row(split.with_offload, [size](const Config& c) { return c.parallel.*size > 1 && c.offload.offload_residual; },
+                              split.key,
+                              "cannot be combined with offload_residual yet (the residual checkpoints' host copies are "
+                              "not built for split graphs); remove one of the two"));
   }
   // ZeRO-3 shards the weights over all data × sequence ranks (the data-parallel devices); the
   // pipeline devices gather no weights yet.
   rows.push_back(option_row(
-      "pipeline_parallel_size with ZeRO-3",
-      [](const Config& c) { return c.parallel.pipeline_parallel_size > 1 && zero3(c); },
+      "pipeline_parallel_size with ZeRO-3", [](const Config& c) { return c.parallel.pipeline_parallel_size > 1 && zero3(c); },
       [](const Config&) { return std::string("pipeline_parallel_size"); },
       [](const Config& c) {
         return fmt::format("cannot be combined with {} yet (ZeRO-3's weight gathering is built for data and sequence "
@@ -202,19 +194,17 @@ void add_model_parallel_rows(std::vector<SupportRow>& rows) {
 
 // LoRA and QLoRA.
 void add_lora_rows(std::vector<SupportRow>& rows) {
-  rows.push_back(option_row(
-      "merge_adapter without lora", [](const Config& c) { return c.lora.merge_adapter && !c.lora.enabled; },
-      "merge_adapter", "needs lora: true (there is no adapter to merge)"));
+  rows.push_back(option_row("merge_adapter without lora", [](const Config& c) { return c.lora.merge_adapter && !c.lora.enabled; },
+                            "merge_adapter", "needs lora: true (there is no adapter to merge)"));
   const auto bf16_adapters = [](const Config& c) { return c.lora.lora_dtype == LoraDtype::Bf16; };
-  rows.push_back(option_row(
-      "lora_dtype bf16 without lora", [bf16_adapters](const Config& c) { return bf16_adapters(c) && !c.lora.enabled; },
-      "lora_dtype", "bf16 applies to LoRA adapters; with lora: false remove it"));
-  rows.push_back(option_row(
-      "lora_dtype bf16 with fp8_hybrid",
-      [bf16_adapters](const Config& c) { return bf16_adapters(c) && c.precision.recipe == Recipe::Fp8Hybrid; },
-      "lora_dtype",
-      "bf16 does not combine with recipe: fp8_hybrid yet (there gradient_dtype is the FP8 backward "
-      "format); use lora_dtype: fp32 with it"));
+  rows.push_back(option_row("lora_dtype bf16 without lora",
+                            [bf16_adapters](const Config& c) { return bf16_adapters(c) && !c.lora.enabled; }, "lora_dtype",
+                            "bf16 applies to LoRA adapters; with lora: false remove it"));
+  rows.push_back(option_row("lora_dtype bf16 with fp8_hybrid",
+                            [bf16_adapters](const Config& c) { return bf16_adapters(c) && c.precision.recipe == Recipe::Fp8Hybrid; },
+                            "lora_dtype",
+                            "bf16 does not combine with recipe: fp8_hybrid yet (there gradient_dtype is the FP8 backward "
+                            "format); use lora_dtype: fp32 with it"));
   rows.push_back(option_row("lora_dtype bf16 with other master or gradient dtypes",
                             [bf16_adapters](const Config& c) {
                               return bf16_adapters(c) && !(c.precision.master_dtype == MasterDtype::Bf16 &&
@@ -224,8 +214,7 @@ void add_lora_rows(std::vector<SupportRow>& rows) {
                             "bf16 keeps the adapters' masters and gradients in bf16, but master_dtype or gradient_dtype "
                             "is set to another dtype; remove one of them"));
   rows.push_back(option_row(
-      "several qlora modes",
-      [](const Config& c) { return int(c.quant.qlora_fp4) + int(c.quant.qlora_fp8) + int(c.quant.qlora_bnb) > 1; },
+      "several qlora modes", [](const Config& c) { return int(c.quant.qlora_fp4) + int(c.quant.qlora_fp8) + int(c.quant.qlora_bnb) > 1; },
       [](const Config& c) { return std::string(c.quant.qlora_bnb ? "qlora_bnb" : "qlora_fp8"); },
       [](const Config&) {
         return std::string("cannot be combined with another qlora_* mode: choose one of qlora_fp4, qlora_fp8, qlora_bnb");
@@ -244,22 +233,19 @@ void add_lora_rows(std::vector<SupportRow>& rows) {
 // The offload_* options of the CUDA backend (train/device/host_offload_plan.h) and the quantized
 // base's.
 void add_offload_rows(std::vector<SupportRow>& rows) {
-  const auto offloads = [](const Config& c) {
-    return c.offload.offload_master || c.offload.offload_optimizer || c.offload.offload_grads;
-  };
+  const auto offloads = [](const Config& c) { return c.offload.offload_master || c.offload.offload_optimizer || c.offload.offload_grads; };
   const char* only_offloaded =
       "only applies to offloaded buffers: set offload_master, offload_optimizer or offload_grads, or remove it";
-  rows.push_back(option_row(
-      "use_zero_copy without offloading",
-      [offloads](const Config& c) { return c.offload.use_zero_copy && !offloads(c); }, "use_zero_copy",
-      only_offloaded));
+  rows.push_back(option_row("use_zero_copy without offloading",
+                            [offloads](const Config& c) { return c.offload.use_zero_copy && !offloads(c); }, "use_zero_copy",
+                            only_offloaded));
   rows.push_back(option_row("use_write_combined without offloading",
                             [offloads](const Config& c) { return c.offload.use_write_combined && !offloads(c); },
                             "use_write_combined", only_offloaded));
-  rows.push_back(option_row(
-      "offload_master with bf16 masters",
-      [](const Config& c) { return c.offload.offload_master && c.precision.master_dtype == MasterDtype::Bf16; },
-      "offload_master", "offloads the fp32 master weights, and master_dtype: bf16 keeps none; remove one of the two"));
+  rows.push_back(option_row("offload_master with bf16 masters",
+                            [](const Config& c) { return c.offload.offload_master && c.precision.master_dtype == MasterDtype::Bf16; },
+                            "offload_master",
+                            "offloads the fp32 master weights, and master_dtype: bf16 keeps none; remove one of the two"));
   rows.push_back(option_row(
       "staged offload with normuon",
       [](const Config& c) { return staged_offload(c) && c.optimizer.algorithm == Optimizer::NorMuon; },
@@ -270,20 +256,16 @@ void add_offload_rows(std::vector<SupportRow>& rows) {
       }));
   rows.push_back(option_row(
       "staged offload_optimizer with bf16 masters",
-      [](const Config& c) {
-        return staged_offload(c) && c.offload.offload_optimizer && c.precision.master_dtype == MasterDtype::Bf16;
-      },
+      [](const Config& c) { return staged_offload(c) && c.offload.offload_optimizer && c.precision.master_dtype == MasterDtype::Bf16; },
       "offload_optimizer",
       "with master_dtype: bf16 needs use_zero_copy: true (the staged step, use_zero_copy: false, is implemented with "
       "fp32 master weights)"));
-  rows.push_back(option_row(
-      "offload_quants without persistent_quants",
-      [](const Config& c) { return c.offload.offload_quants && !c.offload.persistent_quants; }, "offload_quants",
-      "requires persistent_quants: true (only persistent quantized weights can live in host memory)"));
-  rows.push_back(option_row(
-      "persistent_quants without sharded weights",
-      [](const Config& c) { return c.offload.persistent_quants && !c.parallel.shard_weights; }, "persistent_quants",
-      "requires shard_weights: true (or zero_level: 3)"));
+  rows.push_back(option_row("offload_quants without persistent_quants",
+                            [](const Config& c) { return c.offload.offload_quants && !c.offload.persistent_quants; }, "offload_quants",
+                            "requires persistent_quants: true (only persistent quantized weights can live in host memory)"));
+  rows.push_back(option_row("persistent_quants without sharded weights",
+                            [](const Config& c) { return c.offload.persistent_quants && !c.parallel.shard_weights; }, "persistent_quants",
+                            "requires shard_weights: true (or zero_level: 3)"));
   // offload_quants runs the ZeRO-3 device, a world of one on one GPU, which keeps the fp32 masters
   // and the accumulators in GPU memory (train/device/quantized_base_shards.h).
   struct Partner {
@@ -291,13 +273,11 @@ void add_offload_rows(std::vector<SupportRow>& rows) {
     const char* option;
     bool (*set)(const Config&);
   };
-  for (const Partner& partner : {Partner{"offload_quants with offload_master", "offload_master",
-                                         [](const Config& c) { return c.offload.offload_master; }},
-                                 Partner{"offload_quants with offload_grads", "offload_grads",
-                                         [](const Config& c) { return c.offload.offload_grads; }},
-                                 Partner{"offload_quants with bf16 masters", "master_dtype: bf16", [](const Config& c) {
-                                           return c.precision.master_dtype == MasterDtype::Bf16;
-                                         }}}) {
+  for (const Partner& partner :
+       {Partner{"offload_quants with offload_master", "offload_master", [](const Config& c) { return c.offload.offload_master; }},
+        Partner{"offload_quants with offload_grads", "offload_grads", [](const Config& c) { return c.offload.offload_grads; }},
+        Partner{"offload_quants with bf16 masters", "master_dtype: bf16",
+                [](const Config& c) { return c.precision.master_dtype == MasterDtype::Bf16; }}}) {
     const auto set = partner.set;
     rows.push_back(option_row(partner.name, [set](const Config& c) { return c.offload.offload_quants && set(c); },
                               "offload_quants",
@@ -342,8 +322,7 @@ void add_cpu_backend_rows(std::vector<SupportRow>& rows) {
                   [](const Config& c, const RunShape&) {
                     // fp8 gradients with fp8_hybrid are the recipe's backward format, not an accumulator dtype.
                     const bool fp8_gradients = c.precision.recipe == Recipe::Fp8Hybrid && fp8_gradient_dtype(c);
-                    return c.precision.gradient_dtype && *c.precision.gradient_dtype != GradientDtype::Fp32 &&
-                           !fp8_gradients;
+                    return c.precision.gradient_dtype && *c.precision.gradient_dtype != GradientDtype::Fp32 && !fp8_gradients;
                   },
                   [](const Config& c, const RunShape&) {
                     return fmt::format("{}: gradient_dtype: {} is implemented on the CUDA backend only; the CPU backend "
@@ -388,12 +367,12 @@ void add_pipeline_process_rows(std::vector<SupportRow>& rows) {
 
 // fp16 training on the CUDA backend is the dense model on one GPU with fp32 masters and
 // accumulators, adamw / adamw_8bit, no offloading and no QLoRA: each other partner is a row.
-SupportRow fp16_cuda_row(std::string name, Stage stage, const char* key, std::function<bool(const Config&, const RunShape&)> partner,
-                         std::function<std::string(const Config&, const RunShape&)> what, std::function<std::string(const Config&)> remedy) {
+SupportRow fp16_cuda_row(std::string name, Stage stage, const char* key,
+                         std::function<bool(const Config&, const RunShape&)> partner,
+                         std::function<std::string(const Config&, const RunShape&)> what,
+                         std::function<std::string(const Config&)> remedy) {
   return {std::move(name), stage, Backend::Cuda,
-          [partner](const Config& c, const RunShape& s) {
-            return c.model.torch_dtype == TorchDtype::Float16 && partner(c, s);
-          },
+          [partner](const Config& c, const RunShape& s) { return c.model.torch_dtype == TorchDtype::Float16 && partner(c, s); },
           [key, what, remedy](const Config& c, const RunShape& s) {
             return fmt::format("{}: torch_dtype: float16 with {} is not implemented on the CUDA backend (its fp16 "
                                "training is the dense model on one GPU: fp32 master weights and gradient accumulators, "
@@ -406,29 +385,18 @@ SupportRow fp16_cuda_row(std::string name, Stage stage, const char* key, std::fu
 void add_fp16_cuda_rows(std::vector<SupportRow>& rows) {
   const auto fixed = [](std::string text) { return [text](const Config&) { return text; }; };
   rows.push_back(fp16_cuda_row(
-      "float16 on several GPUs", Stage::Backend, "gpus",
-      [](const Config&, const RunShape& s) { return s.several_ranks(); },
-      [](const Config& c, const RunShape& s) {
-        return fmt::format("gpus: {} ({})", c.parallel.gpus, s.layout_description);
-      },
+      "float16 on several GPUs", Stage::Backend, "gpus", [](const Config&, const RunShape& s) { return s.several_ranks(); },
+      [](const Config& c, const RunShape& s) { return fmt::format("gpus: {} ({})", c.parallel.gpus, s.layout_description); },
       fixed("train on one GPU")));
   rows.push_back(fp16_cuda_row(
       "float16 with master_dtype", Stage::Backend, "master_dtype",
-      [](const Config& c, const RunShape&) {
-        return c.precision.master_dtype && *c.precision.master_dtype != MasterDtype::Fp32;
-      },
-      [](const Config& c, const RunShape&) {
-        return fmt::format("master_dtype: {}", to_string(*c.precision.master_dtype));
-      },
+      [](const Config& c, const RunShape&) { return c.precision.master_dtype && *c.precision.master_dtype != MasterDtype::Fp32; },
+      [](const Config& c, const RunShape&) { return fmt::format("master_dtype: {}", to_string(*c.precision.master_dtype)); },
       fixed("remove master_dtype")));
   rows.push_back(fp16_cuda_row(
       "float16 with gradient_dtype", Stage::Backend, "gradient_dtype",
-      [](const Config& c, const RunShape&) {
-        return c.precision.gradient_dtype && *c.precision.gradient_dtype != GradientDtype::Fp32;
-      },
-      [](const Config& c, const RunShape&) {
-        return fmt::format("gradient_dtype: {}", to_string(*c.precision.gradient_dtype));
-      },
+      [](const Config& c, const RunShape&) { return c.precision.gradient_dtype && *c.precision.gradient_dtype != GradientDtype::Fp32; },
+      [](const Config& c, const RunShape&) { return fmt::format("gradient_dtype: {}", to_string(*c.precision.gradient_dtype)); },
       fixed("remove gradient_dtype")));
   rows.push_back(fp16_cuda_row(
       "float16 with normuon", Stage::Backend, "optimizer",
@@ -467,16 +435,13 @@ void add_cuda_layout_rows(std::vector<SupportRow>& rows) {
   rows.push_back({"cuda sequence with pipeline", Stage::Backend, Backend::Cuda,
                   [](const Config&, const RunShape& s) { return !cuda_sequence_pipeline_refusal(s).empty(); },
                   [](const Config& c, const RunShape& s) {
-                    return fmt::format("{}: {}", c.sources.of("pipeline_parallel_size"),
-                                       cuda_sequence_pipeline_refusal(s));
+                    return fmt::format("{}: {}", c.sources.of("pipeline_parallel_size"), cuda_sequence_pipeline_refusal(s));
                   }});
 }
 
 void add_cuda_several_gpu_rows(std::vector<SupportRow>& rows) {
   rows.push_back({"cuda bf16 masters on several GPUs", Stage::Backend, Backend::Cuda,
-                  [](const Config& c, const RunShape& s) {
-                    return s.several_ranks() && c.precision.master_dtype == MasterDtype::Bf16;
-                  },
+                  [](const Config& c, const RunShape& s) { return s.several_ranks() && c.precision.master_dtype == MasterDtype::Bf16; },
                   [](const Config& c, const RunShape& s) {
                     return fmt::format("{}: master_dtype: bf16 is implemented on one GPU only; with gpus: {} ({} "
                                        "data-parallel GPUs) keep fp32 master weights (remove the option), or train on "
@@ -514,13 +479,12 @@ void add_hardware_rows(std::vector<SupportRow>& rows) {
     int min_sm;
     const char* family;
   };
-  for (const Need& need :
-       {Need{"fp8_hybrid before SM89", "recipe",
-             [](const Config& c) { return c.precision.recipe == Recipe::Fp8Hybrid; }, 89, "Ada, Hopper or Blackwell"},
-        Need{"qlora_fp8 before SM89", "qlora_fp8", [](const Config& c) { return c.quant.qlora_fp8; }, 89,
-             "Ada, Hopper or Blackwell"},
-        Need{"nvfp4 before SM100", "recipe", [](const Config& c) { return c.precision.recipe == Recipe::Nvfp4; }, 100,
-             "Blackwell"}}) {
+  for (const Need& need : {Need{"fp8_hybrid before SM89", "recipe", [](const Config& c) { return c.precision.recipe == Recipe::Fp8Hybrid; },
+                                89, "Ada, Hopper or Blackwell"},
+                           Need{"qlora_fp8 before SM89", "qlora_fp8", [](const Config& c) { return c.quant.qlora_fp8; }, 89,
+                                "Ada, Hopper or Blackwell"},
+                           Need{"nvfp4 before SM100", "recipe", [](const Config& c) { return c.precision.recipe == Recipe::Nvfp4; },
+                                100, "Blackwell"}}) {
     rows.push_back({need.name, Stage::Hardware, Backend::Any,
                     [need](const Config& c, const RunShape& s) { return need.used(c) && s.gpu_sm < need.min_sm; },
                     [need](const Config& c, const RunShape& s) {
