@@ -183,7 +183,7 @@ public:
       parameters.push_back(p);
     }
     Config config;
-    config.optimizer = which;
+    config.optimizer.algorithm = which;
     optimizer_ = train::make_device_optimizer(config, std::move(parameters));
     optimizer_->upload(backend.stream());
     for (const Slot& slot : slots_) {

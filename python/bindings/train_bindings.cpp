@@ -57,7 +57,7 @@ nb::dict summary(const train::TrainingResult& result, const Config& config) {
   out["eval_accuracy"] = result.eval_accuracy;
   out["initial_eval_loss"] = result.initial_eval_loss;
   out["seconds"] = result.seconds;
-  out["output_dir"] = config.output_dir;
+  out["output_dir"] = config.run.output_dir;
   out["log_file"] = result.log_file.string();
   out["report_file"] = result.report_file.empty() ? std::optional<std::string>() : result.report_file.string();
   out["checkpoint"] = result.checkpoint.empty() ? std::optional<std::string>() : result.checkpoint.string();
@@ -104,11 +104,11 @@ nb::dict train(const ConfigSource& source, bool pretraining, const std::string& 
   try {
     nb::gil_scoped_release release;
     config = load(source);
-    if (config.max_restarts > 0) {
+    if (config.run.max_restarts > 0) {
       // Restarts need a supervising process (the CLI's, train/supervise/restart_supervisor.h).
       fail_user("{}: max_restarts restarts the `surogate sft|pt` command after a failure; in Python, catch the "
                 "error and call train() again with resume_from_checkpoint: true",
-                config.source_of("max_restarts"));
+                config.sources.of("max_restarts"));
     }
     train::prepare_training_inputs(config, pretraining);
     result = train::run_training(config, options);
@@ -151,10 +151,10 @@ void bind_training(nb::module_& module) {
         Config config = load(source);
         train::prepare_training_inputs(config, pretraining);
         nb::dict facts;
-        facts["batch"] = config.per_device_train_batch_size;
+        facts["batch"] = config.schedule.per_device_train_batch_size;
         facts["sequence"] = static_cast<int64_t>(data::data_settings_from_config(config).sequence_len);
-        facts["model"] = config.model;
-        facts["output_dir"] = config.output_dir;
+        facts["model"] = config.model.name_or_path;
+        facts["output_dir"] = config.run.output_dir;
         return facts;
       },
       "The micro-batch shape [batch, sequence], model folder and output_dir of the run a configuration describes.");

@@ -28,7 +28,7 @@ int run_tokenize(const TokenizeArguments& arguments, const std::vector<std::stri
   if (!arguments.output.empty()) settings.cache_path = arguments.output;
   // The default cache lives in output_dir: not while a run (or another tokenize) works there.
   std::optional<io::FolderLock> lock;
-  if (arguments.output.empty()) lock.emplace(io::FolderLock::acquire(config.output_dir, "output_dir"));
+  if (arguments.output.empty()) lock.emplace(io::FolderLock::acquire(config.run.output_dir, "output_dir"));
   if (arguments.force) std::filesystem::remove(settings.cache_path);
   const bool terminal = isatty(fileno(stderr)) != 0;
   auto progress = [terminal](const std::string& dataset, uint64_t rows) {

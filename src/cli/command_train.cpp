@@ -67,12 +67,12 @@ int train_or_supervise(const Config& config, const TrainArguments& arguments, co
                        bool pretraining) {
   train::TrainerOptions options;
   options.processes = distributed::read_launcher_environment();
-  if (config.max_restarts > 0 && (options.processes || config.distributed.num_nodes > 1)) {
+  if (config.run.max_restarts > 0 && (options.processes || config.distributed.num_nodes > 1)) {
     // One process of a world cannot restart alone: its peers would wait for it in a collective.
     fail_user("{}: max_restarts restarts a run of one process; this run has several (a launcher's RANK / WORLD_SIZE, "
               "or distributed.num_nodes > 1). Remove it and let the launcher restart the job (torchrun "
               "--max-restarts, srun --requeue)",
-              config.source_of("max_restarts"));
+              config.sources.of("max_restarts"));
   }
   if (config.distributed.num_nodes > 1 && !options.processes) {
     // Several machines and no launcher: Ray starts this command on every node (distributed/ray_launch.h).
@@ -80,24 +80,25 @@ int train_or_supervise(const Config& config, const TrainArguments& arguments, co
     launch.command = {pretraining ? "pt" : "sft", arguments.config_path};
     launch.command.insert(launch.command.end(), extras.begin(), extras.end());
     launch.num_nodes = config.distributed.num_nodes;
-    launch.gpus_per_node = config.distributed.gpus_per_node > 0 ? config.distributed.gpus_per_node : config.gpus;
+    launch.gpus_per_node =
+        config.distributed.gpus_per_node > 0 ? config.distributed.gpus_per_node : config.parallel.gpus;
     launch.ray_address = config.distributed.ray_address;
     distributed::launch_through_ray(launch);
   }
   options.pretraining = pretraining;
   options.default_run_name = fs::path(arguments.config_path).stem().string();
   const std::optional<std::vector<train::RestartRecord>> restarts = train::supervised_restarts();
-  if (!restarts && config.max_restarts > 0) {
+  if (!restarts && config.run.max_restarts > 0) {
     train::SupervisedRun run;
     run.arguments = {pretraining ? "pt" : "sft", arguments.config_path};
     run.arguments.insert(run.arguments.end(), extras.begin(), extras.end());
-    run.max_restarts = static_cast<int>(config.max_restarts);
-    run.log_file = config.log_file ? fs::path(*config.log_file)
-                                   : train::default_log_path(config.output_dir,
-                                                             config.run_name.value_or(options.default_run_name));
-    run.checkpoint_dir = config.checkpoint_dir.value_or(config.output_dir);
+    run.max_restarts = static_cast<int>(config.run.max_restarts);
+    run.log_file = config.logging.log_file ? fs::path(*config.logging.log_file)
+                                   : train::default_log_path(config.run.output_dir,
+                                                             config.run.run_name.value_or(options.default_run_name));
+    run.checkpoint_dir = config.checkpoint.checkpoint_dir.value_or(config.run.output_dir);
     // Held across every attempt: no other run can take the folders between a crash and its restart.
-    const std::vector<io::FolderLock> locks = train::lock_run_folders(config);
+    const std::vector<io::FolderLock> locks = train::lock_run_folders(config.run, config.checkpoint);
     return train::supervise_training(run);
   }
   if (restarts) {

@@ -8,7 +8,40 @@ namespace surogate::config_detail {
 namespace {
 
 // A list of datasets: each entry a mapping decoded through the dataset table.
-Field<Config> dataset_list(std::string name, std::vector<DatasetConfig> Config::*member);
+template <typename Section>
+Field<Config> dataset_list(std::string name, Section Config::*section,
+                           std::vector<DatasetConfig> Section::*member) {
+  return Field<Config>{
+      name,
+      [name, section, member](Config& config, const YAML::Node& node, const Where& where) {
+        auto& list = config.*section.*member;
+        list.clear();
+        if (node.IsNull()) return;
+        if (!node.IsSequence()) type_error(where, "a list of dataset entries", node);
+        for (size_t index = 0; index < node.size(); ++index) {
+          const YAML::Node& entry = node[index];
+          std::string prefix = fmt::format("{}[{}].", name, index);
+          Where entry_where{fmt::format("{}[{}]", name, index), source_of_key(where.file, entry, where.source),
+                            where.file};
+          if (!entry.IsMap()) type_error(entry_where, "a mapping with at least path and type", entry);
+          for (const char* required : {"path", "type"}) {
+            if (!entry[required]) {
+              fail_user("{}: option '{}.{}' is missing: every dataset entry needs path (a local file or folder, "
+                        "or a hub dataset id) and type (one of: {})",
+                        entry_where.source, entry_where.key, required, join_names(enum_names<DatasetType>()));
+            }
+          }
+          DatasetConfig dataset;
+          decode_fields(dataset_fields(), entry, prefix, entry_where, dataset);
+          list.push_back(std::move(dataset));
+        }
+      },
+      [section, member](const Config& config) {
+        YAML::Node list(YAML::NodeType::Sequence);
+        for (const auto& dataset : config.*section.*member) list.push_back(encode_fields(dataset_fields(), dataset));
+        return list;
+      }};
+}
 
 }  // namespace
 
@@ -52,48 +85,48 @@ const FieldTable<Config>& config_fields() {
   using C = Config;
   static const FieldTable<C> table = {
       // General
-      field("run_name", &C::run_name),
-      field("apply_recommended_values", &C::apply_recommended_values),
-      field("num_epochs", &C::num_epochs),
-      field("output_dir", &C::output_dir),
-      field("checkpoint_dir", &C::checkpoint_dir),
-      field("resume_from_checkpoint", &C::resume_from_checkpoint),
-      field("save_steps", &C::save_steps),
-      field("save_total_limit", &C::save_total_limit),
-      field("max_restarts", &C::max_restarts),
-      field("max_nonfinite_steps", &C::max_nonfinite_steps),
+      field("run_name", &C::run, &config::Run::run_name),
+      field("apply_recommended_values", &C::run, &config::Run::apply_recommended_values),
+      field("num_epochs", &C::schedule, &config::Schedule::num_epochs),
+      field("output_dir", &C::run, &config::Run::output_dir),
+      field("checkpoint_dir", &C::checkpoint, &config::Checkpoint::checkpoint_dir),
+      field("resume_from_checkpoint", &C::checkpoint, &config::Checkpoint::resume_from_checkpoint),
+      field("save_steps", &C::checkpoint, &config::Checkpoint::save_steps),
+      field("save_total_limit", &C::checkpoint, &config::Checkpoint::save_total_limit),
+      field("max_restarts", &C::run, &config::Run::max_restarts),
+      field("max_nonfinite_steps", &C::run, &config::Run::max_nonfinite_steps),
       // Model
-      field("model", &C::model),
-      field("model_type", &C::model_type),
-      field("model_definition", &C::model_definition),
-      field("sequence_len", &C::sequence_len),
-      field("max_model_len", &C::max_model_len),
-      field("rope_scaling", &C::rope_scaling),
-      field("torch_dtype", &C::torch_dtype),
+      field("model", &C::model, &config::Model::name_or_path),
+      field("model_type", &C::model, &config::Model::model_type),
+      field("model_definition", &C::model, &config::Model::model_definition),
+      field("sequence_len", &C::model, &config::Model::sequence_len),
+      field("max_model_len", &C::model, &config::Model::max_model_len),
+      field("rope_scaling", &C::model, &config::Model::rope_scaling),
+      field("torch_dtype", &C::model, &config::Model::torch_dtype),
       // Recomputation
-      field("recompute_swiglu", &C::recompute_swiglu),
-      field("recompute_rmsnorm", &C::recompute_rmsnorm),
-      field("recompute_ffn", &C::recompute_ffn),
-      field("recompute_qkv", &C::recompute_qkv),
-      field("recompute_att", &C::recompute_att),
-      field("recompute_block", &C::recompute_block),
-      field("recompute_lora", &C::recompute_lora),
+      field("recompute_swiglu", &C::recompute, &config::Recompute::recompute_swiglu),
+      field("recompute_rmsnorm", &C::recompute, &config::Recompute::recompute_rmsnorm),
+      field("recompute_ffn", &C::recompute, &config::Recompute::recompute_ffn),
+      field("recompute_qkv", &C::recompute, &config::Recompute::recompute_qkv),
+      field("recompute_att", &C::recompute, &config::Recompute::recompute_att),
+      field("recompute_block", &C::recompute, &config::Recompute::recompute_block),
+      field("recompute_lora", &C::recompute, &config::Recompute::recompute_lora),
       // Offloading
-      field("offload_residual", &C::offload_residual),
-      field("offload_master", &C::offload_master),
-      field("offload_quants", &C::offload_quants),
-      field("offload_optimizer", &C::offload_optimizer),
-      field("offload_grads", &C::offload_grads),
-      field("persistent_quants", &C::persistent_quants),
-      field("use_zero_copy", &C::use_zero_copy),
-      field("use_write_combined", &C::use_write_combined),
+      field("offload_residual", &C::offload, &config::Offload::offload_residual),
+      field("offload_master", &C::offload, &config::Offload::offload_master),
+      field("offload_quants", &C::offload, &config::Offload::offload_quants),
+      field("offload_optimizer", &C::offload, &config::Offload::offload_optimizer),
+      field("offload_grads", &C::offload, &config::Offload::offload_grads),
+      field("persistent_quants", &C::offload, &config::Offload::persistent_quants),
+      field("use_zero_copy", &C::offload, &config::Offload::use_zero_copy),
+      field("use_write_combined", &C::offload, &config::Offload::use_write_combined),
       // Multi-GPU
-      field("zero_level", &C::zero_level),
-      field("shard_weights", &C::shard_weights),
-      field("shard_gradients", &C::shard_gradients),
-      field("use_all_to_all_reduce", &C::use_all_to_all_reduce),
-      field("memcpy_all_gather", &C::memcpy_all_gather),
-      field("memcpy_send_recv", &C::memcpy_send_recv),
+      field("zero_level", &C::parallel, &config::Parallel::zero_level),
+      field("shard_weights", &C::parallel, &config::Parallel::shard_weights),
+      field("shard_gradients", &C::parallel, &config::Parallel::shard_gradients),
+      field("use_all_to_all_reduce", &C::parallel, &config::Parallel::use_all_to_all_reduce),
+      field("memcpy_all_gather", &C::parallel, &config::Parallel::memcpy_all_gather),
+      field("memcpy_send_recv", &C::parallel, &config::Parallel::memcpy_send_recv),
       Field<C>{"distributed",
                [](C& config, const YAML::Node& node, const Where& where) {
                  if (!node.IsMap()) type_error(where, "a mapping", node);
@@ -101,135 +134,99 @@ const FieldTable<Config>& config_fields() {
                },
                [](const C& config) { return encode_fields(distributed_fields(), config.distributed); }},
       // Hardware
-      field("gpus", &C::gpus),
-      field("use_cuda_graphs", &C::use_cuda_graphs),
-      field("deterministic_attention", &C::deterministic_attention),
+      field("gpus", &C::parallel, &config::Parallel::gpus),
+      field("use_cuda_graphs", &C::kernels, &config::Kernels::use_cuda_graphs),
+      field("deterministic_attention", &C::kernels, &config::Kernels::deterministic_attention),
       // Recipes
-      field("recipe", &C::recipe),
-      field("gradient_dtype", &C::gradient_dtype),
-      field("master_dtype", &C::master_dtype),
-      field("use_fused_rope", &C::use_fused_rope),
-      field("fp8_amax_history", &C::fp8_amax_history),
-      field("fp4_backend", &C::fp4_backend),
-      field("skip_quant_first_layers", &C::skip_quant_first_layers),
-      field("skip_quant_last_layers", &C::skip_quant_last_layers),
-      field("fp16_loss_scale", &C::fp16_loss_scale),
-      field("fp16_loss_scale_window", &C::fp16_loss_scale_window),
+      field("recipe", &C::precision, &config::Precision::recipe),
+      field("gradient_dtype", &C::precision, &config::Precision::gradient_dtype),
+      field("master_dtype", &C::precision, &config::Precision::master_dtype),
+      field("use_fused_rope", &C::kernels, &config::Kernels::use_fused_rope),
+      field("fp8_amax_history", &C::precision, &config::Precision::fp8_amax_history),
+      field("fp4_backend", &C::precision, &config::Precision::fp4_backend),
+      field("skip_quant_first_layers", &C::precision, &config::Precision::skip_quant_first_layers),
+      field("skip_quant_last_layers", &C::precision, &config::Precision::skip_quant_last_layers),
+      field("fp16_loss_scale", &C::precision, &config::Precision::fp16_loss_scale),
+      field("fp16_loss_scale_window", &C::precision, &config::Precision::fp16_loss_scale_window),
       // Optimizer
-      field("optimizer", &C::optimizer),
-      field("learning_rate", &C::learning_rate),
-      field("lr_scheduler_type", &C::lr_scheduler_type),
-      field("warmup_ratio", &C::warmup_ratio),
-      field("warmup_steps", &C::warmup_steps),
-      field("cooldown_steps", &C::cooldown_steps),
-      field("final_lr_fraction", &C::final_lr_fraction),
-      field("weight_decay", &C::weight_decay),
-      field("max_grad_norm", &C::max_grad_norm),
-      field("adamw_beta1", &C::adamw_beta1),
-      field("adamw_beta2", &C::adamw_beta2),
-      field("adamw_epsilon", &C::adamw_epsilon),
-      field("normuon_momentum", &C::normuon_momentum),
-      field("normuon_beta2", &C::normuon_beta2),
-      field("normuon_cautious_wd", &C::normuon_cautious_wd),
+      field("optimizer", &C::optimizer, &config::Optimizer::algorithm),
+      field("learning_rate", &C::optimizer, &config::Optimizer::learning_rate),
+      field("lr_scheduler_type", &C::schedule, &config::Schedule::lr_scheduler_type),
+      field("warmup_ratio", &C::schedule, &config::Schedule::warmup_ratio),
+      field("warmup_steps", &C::schedule, &config::Schedule::warmup_steps),
+      field("cooldown_steps", &C::schedule, &config::Schedule::cooldown_steps),
+      field("final_lr_fraction", &C::schedule, &config::Schedule::final_lr_fraction),
+      field("weight_decay", &C::optimizer, &config::Optimizer::weight_decay),
+      field("max_grad_norm", &C::optimizer, &config::Optimizer::max_grad_norm),
+      field("adamw_beta1", &C::optimizer, &config::Optimizer::adamw_beta1),
+      field("adamw_beta2", &C::optimizer, &config::Optimizer::adamw_beta2),
+      field("adamw_epsilon", &C::optimizer, &config::Optimizer::adamw_epsilon),
+      field("normuon_momentum", &C::optimizer, &config::Optimizer::normuon_momentum),
+      field("normuon_beta2", &C::optimizer, &config::Optimizer::normuon_beta2),
+      field("normuon_cautious_wd", &C::optimizer, &config::Optimizer::normuon_cautious_wd),
       // Training loop
-      field("per_device_train_batch_size", &C::per_device_train_batch_size),
-      field("gradient_accumulation_steps", &C::gradient_accumulation_steps),
-      field("max_steps", &C::max_steps),
-      field("eval_steps", &C::eval_steps),
+      field("per_device_train_batch_size", &C::schedule, &config::Schedule::per_device_train_batch_size),
+      field("gradient_accumulation_steps", &C::schedule, &config::Schedule::gradient_accumulation_steps),
+      field("max_steps", &C::schedule, &config::Schedule::max_steps),
+      field("eval_steps", &C::eval, &config::Eval::eval_steps),
       // Datasets
-      dataset_list("datasets", &C::datasets),
-      dataset_list("validation_datasets", &C::validation_datasets),
-      field("validation_split_ratio", &C::validation_split_ratio),
-      field("train_seed", &C::train_seed),
-      field("eval_seed", &C::eval_seed),
-      field("dataloader_num_workers", &C::dataloader_num_workers),
-      field("sample_packing", &C::sample_packing),
+      dataset_list("datasets", &C::data, &config::Data::datasets),
+      dataset_list("validation_datasets", &C::eval, &config::Eval::validation_datasets),
+      field("validation_split_ratio", &C::eval, &config::Eval::validation_split_ratio),
+      field("train_seed", &C::data, &config::Data::train_seed),
+      field("eval_seed", &C::eval, &config::Eval::eval_seed),
+      field("dataloader_num_workers", &C::data, &config::Data::dataloader_num_workers),
+      field("sample_packing", &C::data, &config::Data::sample_packing),
       // Memory
-      field("lmhead_chunks", &C::lmhead_chunks),
-      field("attn_bwd_chunks", &C::attn_bwd_chunks),
-      field("init_projections_to_zero", &C::init_projections_to_zero),
+      field("lmhead_chunks", &C::kernels, &config::Kernels::lmhead_chunks),
+      field("attn_bwd_chunks", &C::kernels, &config::Kernels::attn_bwd_chunks),
+      field("init_projections_to_zero", &C::model, &config::Model::init_projections_to_zero),
       // LoRA
-      field("lora", &C::lora),
-      field("lora_rank", &C::lora_rank),
-      field("lora_alpha", &C::lora_alpha),
-      field("lora_dropout", &C::lora_dropout),
-      field("lora_dtype", &C::lora_dtype),
-      field("lora_target_modules", &C::lora_target_modules),
-      field("merge_adapter", &C::merge_adapter),
+      field("lora", &C::lora, &config::Lora::enabled),
+      field("lora_rank", &C::lora, &config::Lora::lora_rank),
+      field("lora_alpha", &C::lora, &config::Lora::lora_alpha),
+      field("lora_dropout", &C::lora, &config::Lora::lora_dropout),
+      field("lora_dtype", &C::lora, &config::Lora::lora_dtype),
+      field("lora_target_modules", &C::lora, &config::Lora::lora_target_modules),
+      field("merge_adapter", &C::lora, &config::Lora::merge_adapter),
       // QLoRA
-      field("qlora_fp4", &C::qlora_fp4),
-      field("qlora_fp8", &C::qlora_fp8),
-      field("qlora_bnb", &C::qlora_bnb),
-      field("qlora_block_size", &C::qlora_block_size),
-      field("qlora_bnb_block_size", &C::qlora_bnb_block_size),
-      field("qlora_bnb_double_quant", &C::qlora_bnb_double_quant),
-      field("qlora_four_over_six", &C::qlora_four_over_six),
+      field("qlora_fp4", &C::quant, &config::Quant::qlora_fp4),
+      field("qlora_fp8", &C::quant, &config::Quant::qlora_fp8),
+      field("qlora_bnb", &C::quant, &config::Quant::qlora_bnb),
+      field("qlora_block_size", &C::quant, &config::Quant::qlora_block_size),
+      field("qlora_bnb_block_size", &C::quant, &config::Quant::qlora_bnb_block_size),
+      field("qlora_bnb_double_quant", &C::quant, &config::Quant::qlora_bnb_double_quant),
+      field("qlora_four_over_six", &C::quant, &config::Quant::qlora_four_over_six),
       // Chat template and lengths
-      field("use_chat_template", &C::use_chat_template),
-      field("template", &C::template_name),
-      field("system", &C::system),
-      field("max_length", &C::max_length),
-      field("truncation_strategy", &C::truncation_strategy),
-      field("padding_side", &C::padding_side),
-      field("padding_free", &C::padding_free),
-      field("loss_scale", &C::loss_scale),
-      field("sequence_parallel_size", &C::sequence_parallel_size),
-      field("pipeline_parallel_size", &C::pipeline_parallel_size),
-      field("pipeline_stage_layers", &C::pipeline_stage_layers),
-      field("response_prefix", &C::response_prefix),
-      field("max_pixels", &C::max_pixels),
-      field("norm_bbox", &C::norm_bbox),
-      field("agent_template", &C::agent_template),
+      field("use_chat_template", &C::data, &config::Data::use_chat_template),
+      field("template", &C::data, &config::Data::template_name),
+      field("system", &C::data, &config::Data::system),
+      field("max_length", &C::data, &config::Data::max_length),
+      field("truncation_strategy", &C::data, &config::Data::truncation_strategy),
+      field("padding_side", &C::data, &config::Data::padding_side),
+      field("padding_free", &C::data, &config::Data::padding_free),
+      field("loss_scale", &C::data, &config::Data::loss_scale),
+      field("sequence_parallel_size", &C::parallel, &config::Parallel::sequence_parallel_size),
+      field("pipeline_parallel_size", &C::parallel, &config::Parallel::pipeline_parallel_size),
+      field("pipeline_stage_layers", &C::parallel, &config::Parallel::pipeline_stage_layers),
+      field("response_prefix", &C::data, &config::Data::response_prefix),
+      field("max_pixels", &C::data, &config::Data::max_pixels),
+      field("norm_bbox", &C::data, &config::Data::norm_bbox),
+      field("agent_template", &C::data, &config::Data::agent_template),
       // Logging
-      field("report_to", &C::report_to),
-      field("log_file", &C::log_file),
-      field("log_gpu_util", &C::log_gpu_util),
-      field("wandb_project", &C::wandb_project),
-      field("wandb_name", &C::wandb_name),
-      field("aim_experiment", &C::aim_experiment),
-      field("aim_repo", &C::aim_repo),
-      field("aim_name", &C::aim_name),
+      field("report_to", &C::logging, &config::Logging::report_to),
+      field("log_file", &C::logging, &config::Logging::log_file),
+      field("log_gpu_util", &C::logging, &config::Logging::log_gpu_util),
+      field("wandb_project", &C::logging, &config::Logging::wandb_project),
+      field("wandb_name", &C::logging, &config::Logging::wandb_name),
+      field("aim_experiment", &C::logging, &config::Logging::aim_experiment),
+      field("aim_repo", &C::logging, &config::Logging::aim_repo),
+      field("aim_name", &C::logging, &config::Logging::aim_name),
       // Debugging
-      field("debug_time_breakdown", &C::debug_time_breakdown),
-      field("debug_memory_breakdown", &C::debug_memory_breakdown),
+      field("debug_time_breakdown", &C::logging, &config::Logging::debug_time_breakdown),
+      field("debug_memory_breakdown", &C::logging, &config::Logging::debug_memory_breakdown),
   };
   return table;
 }
 
-namespace {
-
-Field<Config> dataset_list(std::string name, std::vector<DatasetConfig> Config::*member) {
-  return Field<Config>{
-      name,
-      [name, member](Config& config, const YAML::Node& node, const Where& where) {
-        auto& list = config.*member;
-        list.clear();
-        if (node.IsNull()) return;
-        if (!node.IsSequence()) type_error(where, "a list of dataset entries", node);
-        for (size_t index = 0; index < node.size(); ++index) {
-          const YAML::Node& entry = node[index];
-          std::string prefix = fmt::format("{}[{}].", name, index);
-          Where entry_where{fmt::format("{}[{}]", name, index), source_of_key(where.file, entry, where.source),
-                            where.file};
-          if (!entry.IsMap()) type_error(entry_where, "a mapping with at least path and type", entry);
-          for (const char* required : {"path", "type"}) {
-            if (!entry[required]) {
-              fail_user("{}: option '{}.{}' is missing: every dataset entry needs path (a local file or folder, "
-                        "or a hub dataset id) and type (one of: {})",
-                        entry_where.source, entry_where.key, required, join_names(enum_names<DatasetType>()));
-            }
-          }
-          DatasetConfig dataset;
-          decode_fields(dataset_fields(), entry, prefix, entry_where, dataset);
-          list.push_back(std::move(dataset));
-        }
-      },
-      [member](const Config& config) {
-        YAML::Node list(YAML::NodeType::Sequence);
-        for (const auto& dataset : config.*member) list.push_back(encode_fields(dataset_fields(), dataset));
-        return list;
-      }};
-}
-
-}  // namespace
 }  // namespace surogate::config_detail

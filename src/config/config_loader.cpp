@@ -74,7 +74,7 @@ void apply_override(const std::string& raw, Config& config) {
   }
   // datasets.0.path / validation_datasets.1.type: edit one field of an existing entry.
   if (head == "datasets" || head == "validation_datasets") {
-    auto& list = head == "datasets" ? config.datasets : config.validation_datasets;
+    auto& list = head == "datasets" ? config.data.datasets : config.eval.validation_datasets;
     auto second_dot = rest.find('.');
     std::string index_text = rest.substr(0, second_dot);
     size_t index = 0;
@@ -119,7 +119,7 @@ Config load_config_from_string(const std::string& yaml_text, const std::string& 
   for (const auto& override_text : overrides) apply_override(override_text, config);
   apply_implications(config);
   validate_config(config, file_label);
-  check_data_option_names(config);
+  check_data_option_names(config.data, config.sources);
   return config;
 }
 
@@ -159,20 +159,8 @@ std::string dump_config_yaml(const Config& config) {
   emitter << config_detail::encode_fields(config_detail::config_fields(), config);
   std::string text = emitter.c_str();
   text += "\n";
-  for (const auto& note : config.notes) text += "# implied: " + note + "\n";
+  for (const auto& note : config.sources.notes) text += "# implied: " + note + "\n";
   return text;
-}
-
-std::string Config::source_of(const std::string& key) const {
-  // A key the file does not set (a required field left out of a dataset entry, a default that
-  // conflicts with another option) is reported where its enclosing entry or section is written.
-  for (std::string candidate = key;;) {
-    auto found = sources.find(candidate);
-    if (found != sources.end()) return found->second;
-    const size_t cut = candidate.find_last_of(".[");
-    if (cut == std::string::npos || cut == 0) return "the default";
-    candidate.resize(cut);
-  }
 }
 
 }  // namespace surogate

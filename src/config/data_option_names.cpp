@@ -11,11 +11,11 @@
 namespace surogate {
 namespace {
 
-void check_name(const Config& config, const char* key, const std::string& value, const std::vector<std::string>& names,
-                const char* what, const char* section) {
+void check_name(const ConfigSources& sources, const char* key, const std::string& value,
+                const std::vector<std::string>& names, const char* what, const char* section) {
   if (std::find(names.begin(), names.end(), value) != names.end()) return;
   auto suggestion = closest_match(value, names);
-  fail_user("{}: unknown {} '{}'{}; the {} are: {} (docs/data.md, \"{}\")", config.source_of(key), key, value,
+  fail_user("{}: unknown {} '{}'{}; the {} are: {} (docs/data.md, \"{}\")", sources.of(key), key, value,
             suggestion ? fmt::format(" (did you mean '{}'?)", *suggestion) : std::string(), what,
             fmt::join(names, ", "), section);
 }
@@ -33,10 +33,10 @@ const std::vector<std::string>& agent_template_names() {
   return names;
 }
 
-void check_data_option_names(const Config& config) {
-  check_name(config, "loss_scale", config.loss_scale, loss_scale_names(), "strategies", "Loss scale");
-  if (config.agent_template) {
-    check_name(config, "agent_template", *config.agent_template, agent_template_names(), "agent templates",
+void check_data_option_names(const config::Data& data, const ConfigSources& sources) {
+  check_name(sources, "loss_scale", data.loss_scale, loss_scale_names(), "strategies", "Loss scale");
+  if (data.agent_template) {
+    check_name(sources, "agent_template", *data.agent_template, agent_template_names(), "agent templates",
                "Agent templates");
   }
 }

@@ -6,7 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "config/config.h"
+#include "config/config_sources.h"
+#include "config/sections/data.h"
 
 namespace surogate {
 
@@ -15,6 +16,6 @@ const std::vector<std::string>& loss_scale_names();
 const std::vector<std::string>& agent_template_names();
 
 // UserError naming the option's source and the known names (with a suggestion) for an unknown one.
-void check_data_option_names(const Config& config);
+void check_data_option_names(const config::Data& data, const ConfigSources& sources);
 
 }  // namespace surogate

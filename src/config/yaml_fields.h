@@ -139,6 +139,17 @@ Field<Owner> field(std::string name, Value Owner::*member) {
       [member](const Owner& owner) { return encode(owner.*member); }};
 }
 
+// The option `name` stored in `member` of the section `section` (Config's options are flat in the
+// file and grouped into sections in the struct).
+template <typename Owner, typename Section, typename Value>
+Field<Owner> field(std::string name, Section Owner::*section, Value Section::*member) {
+  return Field<Owner>{name,
+                      [section, member](Owner& owner, const YAML::Node& node, const Where& where) {
+                        decode(node, where, owner.*section.*member);
+                      },
+                      [section, member](const Owner& owner) { return encode(owner.*section.*member); }};
+}
+
 [[noreturn]] void unknown_option(const std::string& key, const std::string& prefix,
                                  const std::vector<std::string>& known, const std::string& source);
 

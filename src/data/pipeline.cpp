@@ -160,18 +160,18 @@ bool train_on_inputs_of(const ConfigType& config) {
 
 DataSettings data_settings_from_config(const Config& config) {
   DataSettings settings;
-  settings.datasets = config.datasets;
-  settings.validation_datasets = config.validation_datasets;
-  settings.validation_split_ratio = config.validation_split_ratio;
-  settings.train_seed = config.train_seed;
-  settings.eval_seed = config.eval_seed;
+  settings.datasets = config.data.datasets;
+  settings.validation_datasets = config.eval.validation_datasets;
+  settings.validation_split_ratio = config.eval.validation_split_ratio;
+  settings.train_seed = config.data.train_seed;
+  settings.eval_seed = config.eval.eval_seed;
   if (settings.datasets.empty()) fail_user("no `datasets` in the config: add at least one dataset entry");
-  if (config.model.empty()) fail_user("`model` is not set: the tokenizer is read from the model folder");
-  settings.tokenizer_dir = io::resolve_model(config.model);
+  if (config.model.name_or_path.empty()) fail_user("`model` is not set: the tokenizer is read from the model folder");
+  settings.tokenizer_dir = io::resolve_model(config.model.name_or_path);
   settings.model_vocabulary = read_model_vocabulary(settings.tokenizer_dir);
   int64_t sequence_len = 0;
-  if (config.sequence_len) {
-    sequence_len = *config.sequence_len;
+  if (config.model.sequence_len) {
+    sequence_len = *config.model.sequence_len;
   } else {
     json model_config = read_json_file(settings.tokenizer_dir / "config.json");
     const json* limit = model_config.is_object() && model_config.contains("max_position_embeddings")
@@ -185,32 +185,32 @@ DataSettings data_settings_from_config(const Config& config) {
     }
   }
   if (sequence_len <= 0) fail_user("sequence_len must be positive (got {})", sequence_len);
-  int64_t max_length = config.max_length.value_or(sequence_len);
+  int64_t max_length = config.data.max_length.value_or(sequence_len);
   if (max_length <= 0 || max_length > sequence_len) {
     fail_user("max_length ({}) must be between 1 and sequence_len ({})", max_length, sequence_len);
   }
   settings.sequence_len = static_cast<size_t>(sequence_len);
   settings.max_length = static_cast<size_t>(max_length);
-  settings.truncation_strategy = config.truncation_strategy;
-  settings.pad_left = config.padding_side == PaddingSide::Left;
-  settings.padding_free = config.padding_free;
-  settings.sample_packing = config.sample_packing;
-  settings.format.use_chat_template = config.use_chat_template;
-  settings.format.system = config.system;
+  settings.truncation_strategy = config.data.truncation_strategy;
+  settings.pad_left = config.data.padding_side == PaddingSide::Left;
+  settings.padding_free = config.data.padding_free;
+  settings.sample_packing = config.data.sample_packing;
+  settings.format.use_chat_template = config.data.use_chat_template;
+  settings.format.system = config.data.system;
   settings.format.train_on_inputs = train_on_inputs_of(config);
-  auto loss_scale = parse_loss_scale(config.loss_scale);
-  if (!loss_scale) fail_user("{}: unknown loss_scale '{}'", config.source_of("loss_scale"), config.loss_scale);
+  auto loss_scale = parse_loss_scale(config.data.loss_scale);
+  if (!loss_scale) fail_user("{}: unknown loss_scale '{}'", config.sources.of("loss_scale"), config.data.loss_scale);
   settings.format.loss_scale = *loss_scale;
-  settings.format.response_prefix = config.response_prefix;
-  if (config.agent_template) {
-    settings.format.agent_template = parse_agent_template(*config.agent_template);
+  settings.format.response_prefix = config.data.response_prefix;
+  if (config.data.agent_template) {
+    settings.format.agent_template = parse_agent_template(*config.data.agent_template);
     if (!settings.format.agent_template) {
-      fail_user("{}: unknown agent_template '{}'", config.source_of("agent_template"), *config.agent_template);
+      fail_user("{}: unknown agent_template '{}'", config.sources.of("agent_template"), *config.data.agent_template);
     }
   }
-  settings.template_name = config.template_name;
-  settings.cache_path = fs::path(config.output_dir) / "tokenized" / "dataset.surotok";
-  settings.workers = format_worker_count(config.dataloader_num_workers);
+  settings.template_name = config.data.template_name;
+  settings.cache_path = fs::path(config.run.output_dir) / "tokenized" / "dataset.surotok";
+  settings.workers = format_worker_count(config.data.dataloader_num_workers);
   return settings;
 }
 

@@ -41,7 +41,7 @@ namespace {
 // The ranks each process drives as `gpus` (or gpus_per_node) asks; 0 = every visible GPU.
 int64_t requested_local_ranks(const Config& config) {
   if (config.distributed.num_nodes > 1 && config.distributed.gpus_per_node > 0) return config.distributed.gpus_per_node;
-  return config.gpus;
+  return config.parallel.gpus;
 }
 
 ParallelLayout layout_of(const Config& config, int local_ranks, const ProcessPlacement& placement) {
@@ -50,8 +50,8 @@ ParallelLayout layout_of(const Config& config, int local_ranks, const ProcessPla
   layout.local_ranks = std::max(1, local_ranks);
   layout.first_rank = placement.rank * layout.local_ranks;
   layout.world_size = layout.local_ranks * placement.count;
-  layout.sequence_size = static_cast<int>(std::max<int64_t>(1, config.sequence_parallel_size));
-  layout.pipeline_size = static_cast<int>(std::max<int64_t>(1, config.pipeline_parallel_size));
+  layout.sequence_size = static_cast<int>(std::max<int64_t>(1, config.parallel.sequence_parallel_size));
+  layout.pipeline_size = static_cast<int>(std::max<int64_t>(1, config.parallel.pipeline_parallel_size));
   const int split = layout.sequence_size * layout.pipeline_size;
   if (layout.world_size % split != 0) {
     const std::string which = layout.sequence_size > 1 && layout.pipeline_size > 1
@@ -61,34 +61,34 @@ ParallelLayout layout_of(const Config& config, int local_ranks, const ProcessPla
                                                          : fmt::format("pipeline_parallel_size: {}", layout.pipeline_size);
     fail_user("{}: {} needs the ranks to be a multiple of {}, but this run has {} rank{}{}; set gpus to a multiple of {} "
               "(the data-parallel replicas are what remains: gpus = data × sequence × pipeline)",
-              config.source_of(layout.sequence_size > 1 ? "sequence_parallel_size" : "pipeline_parallel_size"), which,
+              config.sources.of(layout.sequence_size > 1 ? "sequence_parallel_size" : "pipeline_parallel_size"), which,
               split, layout.world_size, layout.world_size == 1 ? "" : "s",
               layout.spans_processes() ? fmt::format(" ({} processes × {})", layout.processes, layout.local_ranks)
-                                       : fmt::format(" (gpus: {})", config.gpus),
+                                       : fmt::format(" (gpus: {})", config.parallel.gpus),
               split);
   }
   layout.data_size = layout.world_size / split;
-  layout.zero_level = static_cast<int>(config.zero_level);
+  layout.zero_level = static_cast<int>(config.parallel.zero_level);
   // A rank keeps the weights it steps; the others' gradients it never needs (ZeRO-2's reduce-scatter).
-  layout.shard_weights = config.shard_weights || config.zero_level >= 3;
-  layout.shard_gradients = config.shard_gradients || config.zero_level >= 2 || layout.shard_weights;
+  layout.shard_weights = config.parallel.shard_weights || config.parallel.zero_level >= 3;
+  layout.shard_gradients = config.parallel.shard_gradients || config.parallel.zero_level >= 2 || layout.shard_weights;
   return layout;
 }
 
 }  // namespace
 
-void check_nodes_match_processes(const Config& config, const ProcessPlacement& placement) {
-  if (config.distributed.num_nodes > 1 && placement.count != config.distributed.num_nodes) {
+void check_nodes_match_processes(const DistributedConfig& nodes, const ConfigSources& sources,
+                                 const ProcessPlacement& placement) {
+  if (nodes.num_nodes > 1 && placement.count != nodes.num_nodes) {
     if (placement.count == 1) {
       fail_user("{}: distributed.num_nodes: {} trains on {} machines, but this process was started alone: `surogate "
                 "sft` / `surogate pt` start the nodes through Ray themselves, or start one process per node with the "
                 "launcher variables (RANK, WORLD_SIZE={}, MASTER_ADDR, MASTER_PORT)",
-                config.source_of("distributed.num_nodes"), config.distributed.num_nodes, config.distributed.num_nodes,
-                config.distributed.num_nodes);
+                sources.of("distributed.num_nodes"), nodes.num_nodes, nodes.num_nodes, nodes.num_nodes);
     }
     fail_user("{}: distributed.num_nodes: {} runs one process per node, but the launcher started {} processes "
               "(WORLD_SIZE); make them agree, or leave num_nodes at 1 to run one process per GPU",
-              config.source_of("distributed.num_nodes"), config.distributed.num_nodes, placement.count);
+              sources.of("distributed.num_nodes"), nodes.num_nodes, placement.count);
   }
 }
 
@@ -105,7 +105,7 @@ ParallelLayout gpu_parallel_layout(const Config& config, int visible_gpus, const
     if (visible_gpus % sharing != 0 || visible_gpus < sharing) {
       fail_user("{}: gpus: 0 shares the {} visible GPUs among the {} processes of this machine (LOCAL_WORLD_SIZE), "
                 "which does not divide evenly; set gpus to the GPUs each process drives (gpus: 1 for one process "
-                "per GPU)", config.source_of("gpus"), visible_gpus, sharing);
+                "per GPU)", config.sources.of("gpus"), visible_gpus, sharing);
     }
     local = visible_gpus / sharing;
   }

@@ -100,7 +100,8 @@ ParallelLayout gpu_parallel_layout(const Config& config, int visible_gpus, const
 
 // With distributed.num_nodes > 1 each process is one node: a UserError naming the option unless
 // the launcher started exactly num_nodes processes (a lone process means it was not launched).
-void check_nodes_match_processes(const Config& config, const ProcessPlacement& placement);
+void check_nodes_match_processes(const DistributedConfig& nodes, const ConfigSources& sources,
+                                 const ProcessPlacement& placement);
 
 // Which replica trains micro-batch `index` (0-based, within one optimizer step's window); with
 // neither sequence nor pipeline parallelism the replica is the rank.

@@ -83,24 +83,26 @@ std::vector<StageLayers> balance_stages(const LayerCosts& costs, int stages) {
   return result;
 }
 
-std::vector<StageLayers> choose_stages(const Config& config, const LayerCosts& costs) {
+std::vector<StageLayers> choose_stages(const config::Parallel& parallel, const ConfigSources& sources,
+                                       const LayerCosts& costs) {
   const auto layers = static_cast<int64_t>(costs.layers.size());
-  const int stages = static_cast<int>(config.pipeline_parallel_size);
+  const int stages = static_cast<int>(parallel.pipeline_parallel_size);
   if (layers < stages) {
     fail_user("{}: pipeline_parallel_size: {} needs at least one layer per stage, but the model has {} layers; set it "
-              "to at most {}", config.source_of("pipeline_parallel_size"), stages, layers, layers);
+              "to at most {}", sources.of("pipeline_parallel_size"), stages, layers, layers);
   }
-  if (config.pipeline_stage_layers.empty()) return balance_stages(costs, stages);
-  const int64_t listed = std::accumulate(config.pipeline_stage_layers.begin(), config.pipeline_stage_layers.end(), int64_t{0});
+  if (parallel.pipeline_stage_layers.empty()) return balance_stages(costs, stages);
+  const int64_t listed =
+      std::accumulate(parallel.pipeline_stage_layers.begin(), parallel.pipeline_stage_layers.end(), int64_t{0});
   if (listed != layers) {
     fail_user("{}: pipeline_stage_layers gives the stages {} layers in all ({}), but the model has {}; make them add up "
               "to {}, or leave the option unset to balance the stages by cost",
-              config.source_of("pipeline_stage_layers"), listed, fmt::join(config.pipeline_stage_layers, " + "), layers,
+              sources.of("pipeline_stage_layers"), listed, fmt::join(parallel.pipeline_stage_layers, " + "), layers,
               layers);
   }
   std::vector<StageLayers> result;
   int64_t first = 0;
-  for (int64_t count : config.pipeline_stage_layers) {
+  for (int64_t count : parallel.pipeline_stage_layers) {
     result.push_back({first, first + count});
     first += count;
   }

@@ -12,7 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "config/config.h"
+#include "config/config_sources.h"
+#include "config/sections/parallel.h"
 #include "graph/graph.h"
 
 namespace surogate::distributed {
@@ -42,8 +43,9 @@ std::vector<StageLayers> balance_stages(const LayerCosts& costs, int stages);
 
 // The split the configuration asks for: pipeline_stage_layers when set (a UserError naming it when
 // the counts do not add up to `layers`), else balance_stages. Fewer layers than stages is a
-// UserError naming pipeline_parallel_size.
-std::vector<StageLayers> choose_stages(const Config& config, const LayerCosts& costs);
+// UserError naming pipeline_parallel_size (where it was set, from `sources`).
+std::vector<StageLayers> choose_stages(const config::Parallel& parallel, const ConfigSources& sources,
+                                       const LayerCosts& costs);
 
 // "layers 0–13 | 14–27" for messages.
 std::string describe_stages(std::span<const StageLayers> stages);

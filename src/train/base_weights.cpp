@@ -14,10 +14,11 @@ namespace surogate::train {
 void read_base_weights(const Config& config, std::span<const models::ParameterSpec> specs,
                        std::span<const WeightView> views, const WeightWritten& written,
                        const models::Fp8BlockSink& stored_fp8, const models::Bnb4bitSink& stored_bnb) {
-  if (has_safetensors(config.model)) {
-    load_weights(config.model, specs, views, written, stored_fp8, stored_bnb);
+  if (has_safetensors(config.model.name_or_path)) {
+    load_weights(config.model.name_or_path, specs, views, written, stored_fp8, stored_bnb);
   } else {
-    initialize_weights(specs, views, static_cast<uint64_t>(config.train_seed), config.init_projections_to_zero, written);
+    initialize_weights(specs, views, static_cast<uint64_t>(config.data.train_seed),
+                       config.model.init_projections_to_zero, written);
   }
 }
 
@@ -59,15 +60,15 @@ std::vector<std::string> load_base_weights(const BaseWeightSetup& setup, std::sp
         return take(spec.name, [&](const models::QuantizedWeight& weight) { return stored_bnb_pieces(weight, tensor); });
       });
   std::vector<std::string> lines;
-  if (!has_safetensors(config.model)) {
-    lines.push_back(fmt::format("{} has no safetensors: initialising the model from scratch (seed {})", config.model,
-                                config.train_seed));
+  if (!has_safetensors(config.model.name_or_path)) {
+    lines.push_back(fmt::format("{} has no safetensors: initialising the model from scratch (seed {})",
+                                config.model.name_or_path, config.data.train_seed));
   }
   if (dequantized > 0 && model.fp8_block_checkpoint) {
     const io::Fp8BlockCheckpoint& blocks = *model.fp8_block_checkpoint;
-    const char* again = config.qlora_fp8 ? " (qlora_block_size differs: quantized again in its blocks)" : "";
-    lines.push_back(fmt::format("{} is saved in FP8 blocks of {}x{}: {} weights dequantized on load{}", config.model,
-                                blocks.block_rows, blocks.block_cols, dequantized, again));
+    const char* again = config.quant.qlora_fp8 ? " (qlora_block_size differs: quantized again in its blocks)" : "";
+    lines.push_back(fmt::format("{} is saved in FP8 blocks of {}x{}: {} weights dequantized on load{}",
+                                config.model.name_or_path, blocks.block_rows, blocks.block_cols, dequantized, again));
   }
   const models::QloraOptions* qlora = setup.qlora;
   if (dequantized > 0 && model.bnb_4bit_checkpoint) {
@@ -76,8 +77,8 @@ std::vector<std::string> load_base_weights(const BaseWeightSetup& setup, std::sp
                         : qlora->format != models::WeightFormat::Nf4 || bnb.quant_type != "nf4"
                             ? " (the plan's format differs: quantized again)"
                             : " (qlora_bnb_block_size differs: quantized again in its blocks)";
-    lines.push_back(fmt::format("{} is saved in bitsandbytes 4-bit ({}): {} weights dequantized on load{}", config.model,
-                                bnb.quant_type, dequantized, again));
+    lines.push_back(fmt::format("{} is saved in bitsandbytes 4-bit ({}): {} weights dequantized on load{}",
+                                config.model.name_or_path, bnb.quant_type, dequantized, again));
   }
   if (!qlora || setup.quantized.empty()) return lines;
   const size_t count = setup.quantized.size();

@@ -65,13 +65,13 @@ int64_t resolve_warmup_steps(int64_t warmup_steps, double warmup_ratio, int64_t 
   return static_cast<int64_t>(std::ceil(warmup_ratio * static_cast<double>(total_steps)));
 }
 
-LrScheduleSettings lr_schedule_settings(const Config& config, int64_t total_steps) {
+LrScheduleSettings lr_schedule_settings(const config::Schedule& schedule, double learning_rate, int64_t total_steps) {
   LrScheduleType type = LrScheduleType::Linear;
-  if (config.lr_scheduler_type == LrScheduler::Cosine) type = LrScheduleType::Cosine;
-  if (config.lr_scheduler_type == LrScheduler::Wsd) type = LrScheduleType::Wsd;
-  return {type, config.learning_rate, total_steps,
-          resolve_warmup_steps(config.warmup_steps, config.warmup_ratio, total_steps), config.cooldown_steps,
-          config.final_lr_fraction};
+  if (schedule.lr_scheduler_type == LrScheduler::Cosine) type = LrScheduleType::Cosine;
+  if (schedule.lr_scheduler_type == LrScheduler::Wsd) type = LrScheduleType::Wsd;
+  return {type, learning_rate, total_steps,
+          resolve_warmup_steps(schedule.warmup_steps, schedule.warmup_ratio, total_steps), schedule.cooldown_steps,
+          schedule.final_lr_fraction};
 }
 
 }  // namespace surogate::train

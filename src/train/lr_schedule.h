@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "config/config.h"
+#include "config/sections/schedule.h"
 
 namespace surogate::train {
 
@@ -44,8 +44,8 @@ private:
 // Warmup steps from the config: warmup_steps wins when positive, else warmup_ratio * total.
 int64_t resolve_warmup_steps(int64_t warmup_steps, double warmup_ratio, int64_t total_steps);
 
-// The configuration's schedule (lr_scheduler_type, learning_rate, warmup_steps / warmup_ratio,
-// cooldown_steps, final_lr_fraction) over a run of `total_steps`.
-LrScheduleSettings lr_schedule_settings(const Config& config, int64_t total_steps);
+// The configuration's schedule (lr_scheduler_type, warmup_steps / warmup_ratio, cooldown_steps,
+// final_lr_fraction) of the peak `learning_rate` (the optimizer's) over a run of `total_steps`.
+LrScheduleSettings lr_schedule_settings(const config::Schedule& schedule, double learning_rate, int64_t total_steps);
 
 }  // namespace surogate::train

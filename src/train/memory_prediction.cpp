@@ -42,9 +42,9 @@ TrainingPlan plan_for(const Config& config, const io::ModelConfig& model, const 
   const graph::OpRegistry registry = make_training_registry();
   const auto sequence = static_cast<int64_t>(data::data_settings_from_config(config).sequence_len);
   std::optional<models::LoraSetup> lora;
-  if (config.lora) lora = lora_setup(config, model, target.backend);
+  if (config.lora.enabled) lora = lora_setup(config.lora, config.sources, model, target.backend);
   return plan_training(config, model, registry, lora ? &*lora : nullptr, target.backend,
-                       config.per_device_train_batch_size, sequence, target.memory);
+                       config.schedule.per_device_train_batch_size, sequence, target.memory);
 }
 
 // One change to the configuration that saves memory, when it applies.
@@ -56,16 +56,18 @@ struct Lever {
 // Sets an offload_* option, on the CUDA backend and where the feature-support table allows it as
 // the configuration stands (masters need fp32 masters; masters and gradients one GPU; the staged
 // step adamw or adamw_8bit with fp32 masters, unless use_zero_copy is set).
-Lever offload_lever(const char* description, bool Config::*option, bool cuda) {
+Lever offload_lever(const char* description, bool config::Offload::*option, bool cuda) {
   return {description, [option, cuda](Config& c) {
-            if (!cuda || c.*option) return false;
-            if (option != &Config::offload_optimizer && c.gpus != 1) return false;
-            if (option == &Config::offload_master && c.master_dtype == MasterDtype::Bf16) return false;
-            const bool staged = option != &Config::offload_grads && !c.use_zero_copy;
-            if (staged && (c.optimizer == surogate::Optimizer::NorMuon || c.master_dtype == MasterDtype::Bf16)) {
+            if (!cuda || c.offload.*option) return false;
+            if (option != &config::Offload::offload_optimizer && c.parallel.gpus != 1) return false;
+            if (option == &config::Offload::offload_master && c.precision.master_dtype == MasterDtype::Bf16)
+              return false;
+            const bool staged = option != &config::Offload::offload_grads && !c.offload.use_zero_copy;
+            if (staged && (c.optimizer.algorithm == surogate::Optimizer::NorMuon ||
+                           c.precision.master_dtype == MasterDtype::Bf16)) {
               return false;
             }
-            c.*option = true;
+            c.offload.*option = true;
             return true;
           }};
 }
@@ -76,96 +78,101 @@ std::vector<Lever> levers(int sm, bool cuda) {
   std::vector<Lever> all = {
       {"recompute_block: true (recompute allowed in every group)",
        [](Config& c) {
-         if (c.recompute_block && c.recompute_att && c.recompute_ffn && c.recompute_rmsnorm && c.recompute_qkv &&
-             c.recompute_swiglu) {
+         if (c.recompute.recompute_block && c.recompute.recompute_att && c.recompute.recompute_ffn &&
+             c.recompute.recompute_rmsnorm && c.recompute.recompute_qkv && c.recompute.recompute_swiglu) {
            return false;
          }
-         c.recompute_block = c.recompute_att = c.recompute_ffn = c.recompute_rmsnorm = c.recompute_qkv =
-             c.recompute_swiglu = true;
+         c.recompute.recompute_block = c.recompute.recompute_att = c.recompute.recompute_ffn =
+             c.recompute.recompute_rmsnorm = c.recompute.recompute_qkv = c.recompute.recompute_swiglu = true;
          return true;
        }},
       {"optimizer: adamw_8bit",
        [](Config& c) {
-         if (c.optimizer == surogate::Optimizer::AdamW8bit) return false;
-         c.optimizer = surogate::Optimizer::AdamW8bit;
+         if (c.optimizer.algorithm == surogate::Optimizer::AdamW8bit) return false;
+         c.optimizer.algorithm = surogate::Optimizer::AdamW8bit;
          return true;
        }},
       {"master_dtype: bf16",
        [](Config& c) {
          // One GPU's only (backend_selection.cpp refuses it with several).
-         if (c.master_dtype == MasterDtype::Bf16 || c.gpus != 1) return false;
-         c.master_dtype = MasterDtype::Bf16;
+         if (c.precision.master_dtype == MasterDtype::Bf16 || c.parallel.gpus != 1) return false;
+         c.precision.master_dtype = MasterDtype::Bf16;
          return true;
        }},
       {"offload_residual: true (the residual stream's checkpoints in pinned host memory)",
        [cuda](Config& c) {
-         if (!cuda || c.offload_residual) return false;
-         c.offload_residual = true;
-         if (c.lora && c.recompute_lora) c.use_cuda_graphs = false;  // as the configuration's implication does
+         if (!cuda || c.offload.offload_residual) return false;
+         c.offload.offload_residual = true;
+         if (c.lora.enabled && c.recompute.recompute_lora)
+           c.kernels.use_cuda_graphs = false;  // as the configuration's implication does
          return true;
        }},
-      offload_lever("offload_optimizer: true (optimizer state in pinned host memory)", &Config::offload_optimizer, cuda),
-      offload_lever("offload_master: true (fp32 master weights in pinned host memory)", &Config::offload_master, cuda),
-      offload_lever("offload_grads: true (gradient accumulators in pinned host memory; slow)", &Config::offload_grads,
-                    cuda),
+      offload_lever("offload_optimizer: true (optimizer state in pinned host memory)",
+                    &config::Offload::offload_optimizer, cuda),
+      offload_lever("offload_master: true (fp32 master weights in pinned host memory)",
+                    &config::Offload::offload_master, cuda),
+      offload_lever("offload_grads: true (gradient accumulators in pinned host memory; slow)",
+                    &config::Offload::offload_grads, cuda),
       {"zero_level: 2 (each data-parallel rank accumulates only its shard of the gradients)",
        [](Config& c) {
-         if (c.shard_gradients || c.shard_weights || c.zero_level >= 2 || c.gpus == 1) return false;
-         c.zero_level = 2;
-         c.shard_gradients = true;
+         if (c.parallel.shard_gradients || c.parallel.shard_weights || c.parallel.zero_level >= 2 ||
+             c.parallel.gpus == 1)
+           return false;
+         c.parallel.zero_level = 2;
+         c.parallel.shard_gradients = true;
          return true;
        }},
       {"zero_level: 3 (each data-parallel rank keeps its shard of the weights, gathered a layer at a time)",
        [](Config& c) {
-         if (c.shard_weights || c.zero_level >= 3 || c.gpus == 1) return false;
-         c.zero_level = 3;
-         c.shard_weights = c.shard_gradients = true;
+         if (c.parallel.shard_weights || c.parallel.zero_level >= 3 || c.parallel.gpus == 1) return false;
+         c.parallel.zero_level = 3;
+         c.parallel.shard_weights = c.parallel.shard_gradients = true;
          return true;
        }},
       {"lora: true (train adapters, not every weight)",
        [](Config& c) {
-         if (c.lora) return false;
-         c.lora = true;
+         if (c.lora.enabled) return false;
+         c.lora.enabled = true;
          return true;
        }},
       {"qlora_bnb: true (the frozen base in NF4, about 0.28 of its bf16 size)",
        [](Config& c) {
-         if (!c.lora || c.qlora_bnb || c.qlora_fp8 || c.qlora_fp4) return false;
-         c.qlora_bnb = true;
-         c.use_cuda_graphs = false;  // as the configuration's implication does
+         if (!c.lora.enabled || c.quant.qlora_bnb || c.quant.qlora_fp8 || c.quant.qlora_fp4) return false;
+         c.quant.qlora_bnb = true;
+         c.kernels.use_cuda_graphs = false;  // as the configuration's implication does
          return true;
        }},
       {"qlora_fp8: true (the frozen base in FP8 E4M3 blocks, about 0.5 of its bf16 size)",
        [sm](Config& c) {
-         if (sm < 89 || !c.lora || c.qlora_bnb || c.qlora_fp8 || c.qlora_fp4) return false;
-         c.qlora_fp8 = true;
-         c.use_cuda_graphs = false;  // as the configuration's implication does
+         if (sm < 89 || !c.lora.enabled || c.quant.qlora_bnb || c.quant.qlora_fp8 || c.quant.qlora_fp4) return false;
+         c.quant.qlora_fp8 = true;
+         c.kernels.use_cuda_graphs = false;  // as the configuration's implication does
          return true;
        }},
       {"qlora_fp4: true (the frozen base in NVFP4, about 0.28 of its bf16 size, on any GPU)",
        [](Config& c) {
-         if (!c.lora || c.qlora_bnb || c.qlora_fp8 || c.qlora_fp4) return false;
-         c.qlora_fp4 = true;
-         c.use_cuda_graphs = false;  // as the configuration's implication does
+         if (!c.lora.enabled || c.quant.qlora_bnb || c.quant.qlora_fp8 || c.quant.qlora_fp4) return false;
+         c.quant.qlora_fp4 = true;
+         c.kernels.use_cuda_graphs = false;  // as the configuration's implication does
          return true;
        }},
       {"lmhead_chunks: 8",
        [](Config& c) {
-         if (c.lmhead_chunks >= 8) return false;
-         c.lmhead_chunks = 8;
+         if (c.kernels.lmhead_chunks >= 8) return false;
+         c.kernels.lmhead_chunks = 8;
          return true;
        }},
       {"per_device_train_batch_size: 1 (gradient_accumulation_steps raised to keep the batch)",
        [](Config& c) {
-         if (c.per_device_train_batch_size <= 1) return false;
-         c.gradient_accumulation_steps *= c.per_device_train_batch_size;
-         c.per_device_train_batch_size = 1;
+         if (c.schedule.per_device_train_batch_size <= 1) return false;
+         c.schedule.gradient_accumulation_steps *= c.schedule.per_device_train_batch_size;
+         c.schedule.per_device_train_batch_size = 1;
          return true;
        }},
       {"validation_split_ratio: 0 (no held-out evaluation: its forward of the whole sequence on GPU 0 goes)",
        [](Config& c) {
-         if (!c.validation_datasets.empty() || c.validation_split_ratio <= 0.0) return false;
-         c.validation_split_ratio = 0.0;
+         if (!c.eval.validation_datasets.empty() || c.eval.validation_split_ratio <= 0.0) return false;
+         c.eval.validation_split_ratio = 0.0;
          return true;
        }},
   };
@@ -175,7 +182,7 @@ std::vector<Lever> levers(int sm, bool cuda) {
 // The ranks the run has: `gpus` (every visible GPU for 0; one with --gpu-memory, which predicts
 // one GPU of a given size), on CPU ranks `gpus` threads (0 and 1: one).
 int run_ranks(const Config& config, const Target& target) {
-  if (config.gpus > 0) return static_cast<int>(config.gpus);
+  if (config.parallel.gpus > 0) return static_cast<int>(config.parallel.gpus);
   return target.backend == TrainingBackend::Cuda ? std::max(1, target.memory.visible_gpus) : 1;
 }
 
@@ -183,7 +190,7 @@ int run_ranks(const Config& config, const Target& target) {
 void predict_layouts(const Config& config, const io::ModelConfig& model, const Target& target,
                      MemoryPrediction& prediction) {
   const int ranks = run_ranks(config, target);
-  if (ranks == 1 && config.sequence_parallel_size == 1 && config.pipeline_parallel_size == 1) return;
+  if (ranks == 1 && config.parallel.sequence_parallel_size == 1 && config.parallel.pipeline_parallel_size == 1) return;
   prediction.layout_ranks = ranks;
   for (int sequence = 1; sequence <= ranks; ++sequence) {
     for (int pipeline = 1; pipeline <= ranks; ++pipeline) {
@@ -192,7 +199,8 @@ void predict_layouts(const Config& config, const io::ModelConfig& model, const T
       layout.data = ranks / (sequence * pipeline);
       layout.sequence = sequence;
       layout.pipeline = pipeline;
-      layout.configured = sequence == config.sequence_parallel_size && pipeline == config.pipeline_parallel_size;
+      layout.configured =
+          sequence == config.parallel.sequence_parallel_size && pipeline == config.parallel.pipeline_parallel_size;
       // The backend's own refusal (3D parallelism on GPUs), listed as the options' rules are.
       if (target.backend == TrainingBackend::Cuda) {
         layout.refusal = cuda_layout_refusal({.world_size = ranks, .data_size = layout.data,
@@ -203,10 +211,10 @@ void predict_layouts(const Config& config, const io::ModelConfig& model, const T
         }
       }
       Config variant = config;
-      variant.gpus = ranks;
-      variant.sequence_parallel_size = sequence;
-      variant.pipeline_parallel_size = pipeline;
-      if (pipeline != config.pipeline_parallel_size) variant.pipeline_stage_layers.clear();
+      variant.parallel.gpus = ranks;
+      variant.parallel.sequence_parallel_size = sequence;
+      variant.parallel.pipeline_parallel_size = pipeline;
+      if (pipeline != config.parallel.pipeline_parallel_size) variant.parallel.pipeline_stage_layers.clear();
       try {
         validate_config(variant, "");  // a layout the options' rules refuse is listed with their reason
         const TrainingPlan plan = plan_for(variant, model, target);
@@ -251,7 +259,8 @@ std::string layout_settings(const LayoutPrediction& layout) {
 }  // namespace
 
 MemoryPrediction predict_training_memory(const Config& config, std::optional<size_t> gpu_memory_bytes) {
-  const io::ModelConfig model = models::load_model_config(config.model, model_definition(config));
+  const io::ModelConfig model =
+      models::load_model_config(config.model.name_or_path, model_definition(config.model, config.sources));
   const Target target = target_device(gpu_memory_bytes);
   const TrainingPlan plan = plan_for(config, model, target);
   MemoryPrediction prediction;
@@ -260,7 +269,8 @@ MemoryPrediction predict_training_memory(const Config& config, std::optional<siz
   prediction.margin_bytes = plan.margin_bytes;
   prediction.ranks = plan.memory.ranks;
   prediction.gpus = plan.memory.gpus;
-  prediction.shard_gradients = config.shard_gradients || config.zero_level >= 2 || config.shard_weights;
+  prediction.shard_gradients =
+      config.parallel.shard_gradients || config.parallel.zero_level >= 2 || config.parallel.shard_weights;
   prediction.shard_weights = plan.memory.shard_weights;
   prediction.pipeline = plan.pipeline != nullptr;
   const PlanMemory& m = plan.memory.plan;
@@ -281,9 +291,9 @@ MemoryPrediction predict_training_memory(const Config& config, std::optional<siz
   if (prediction.evaluation) {
     prediction.categories.emplace_back("evaluation (its arena and LM-head workspace)", plan.memory.evaluation);
   }
-  if ((prediction.shard_weights || config.offload_quants) && m.quantized_base + m.host_quantized > 0) {
-    prediction.categories.emplace_back(config.offload_quants    ? "quantized base (offload_quants: on the host)"
-                                       : config.persistent_quants ? "quantized base (persistent_quants: whole)"
+  if ((prediction.shard_weights || config.offload.offload_quants) && m.quantized_base + m.host_quantized > 0) {
+    prediction.categories.emplace_back(config.offload.offload_quants    ? "quantized base (offload_quants: on the host)"
+                                       : config.offload.persistent_quants ? "quantized base (persistent_quants: whole)"
                                                                   : "quantized base (this rank's share)",
                                        m.quantized_base);
   }
@@ -297,7 +307,8 @@ MemoryPrediction predict_training_memory(const Config& config, std::optional<siz
   if (plan.memory.weight_copies > 0) {
     prediction.categories.emplace_back("host copies of the weights (one per process)", plan.memory.weight_copies);
   }
-  if (config.debug_memory_breakdown) prediction.breakdown = format_run_memory_breakdown(plan.plan, plan.pipeline.get(), 0);
+  if (config.logging.debug_memory_breakdown)
+    prediction.breakdown = format_run_memory_breakdown(plan.plan, plan.pipeline.get(), 0);
   prediction.total_bytes = plan.memory.peak();
   prediction.host_offloaded_bytes = plan.memory.host_offloaded();
   prediction.host_per_process_bytes = m.host_quantized;

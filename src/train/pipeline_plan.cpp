@@ -30,8 +30,9 @@ PipelinePlan plan_pipeline(const Config& config, const graph::Graph& forward, gr
                            const graph::OpRegistry& registry, const compiler::CompileOptions& options,
                            const StagePlanFits& fits) {
   PipelinePlan result;
-  result.micro_batches = static_cast<int>(std::max<int64_t>(1, config.gradient_accumulation_steps));
-  result.layers = distributed::choose_stages(config, distributed::layer_costs(forward, layers));
+  result.micro_batches = static_cast<int>(std::max<int64_t>(1, config.schedule.gradient_accumulation_steps));
+  result.layers =
+      distributed::choose_stages(config.parallel, config.sources, distributed::layer_costs(forward, layers));
   std::vector<distributed::StageGraph> graphs = distributed::split_pipeline_stages(forward, loss, registry, result.layers);
   const int count = static_cast<int>(graphs.size());
   for (distributed::StageGraph& graph : graphs) {
@@ -46,7 +47,7 @@ PipelinePlan plan_pipeline(const Config& config, const graph::Graph& forward, gr
     }
     const size_t extra = stage.extra_bytes;
     stage.training = compiler::compile_training_to_fit(
-        graph.training, graph.loss, registry, options, layers, config.apply_recommended_values,
+        graph.training, graph.loss, registry, options, layers, config.run.apply_recommended_values,
         [&](const compiler::ExecutionPlan& plan) { return fits(plan, extra); }, &stage.recompute);
     stage.graph = std::move(graph);
     result.stages.push_back(std::move(stage));

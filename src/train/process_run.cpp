@@ -19,23 +19,25 @@ constexpr std::chrono::hours kPatientWait(48);
 
 }  // namespace
 
-std::unique_ptr<distributed::ProcessWorld> connect_processes(const Config& config,
+std::unique_ptr<distributed::ProcessWorld> connect_processes(const DistributedConfig& nodes,
+                                                             const ConfigSources& sources,
                                                              const std::optional<distributed::ProcessWorldSpec>& spec) {
   distributed::ProcessPlacement placement;
   if (spec) placement = {spec->rank, spec->size};
-  distributed::check_nodes_match_processes(config, placement);
+  distributed::check_nodes_match_processes(nodes, sources, placement);
   return spec ? distributed::ProcessWorld::connect(*spec) : distributed::ProcessWorld::single();
 }
 
-std::shared_ptr<data::TokenCache> load_process_token_cache(const Config& config, const std::string& run_name,
+std::shared_ptr<data::TokenCache> load_process_token_cache(const DistributedConfig& nodes,
+                                                           const std::string& run_name,
                                                            data::DataSettings settings,
                                                            distributed::ProcessWorld& world,
                                                            const std::function<void(const std::string&)>& log) {
   auto build = [&] { return data::load_or_build_cache(settings, {}, log); };
   if (world.alone()) return build();
-  if (config.distributed.num_nodes > 1) {
-    const fs::path base = config.distributed.worker_output_dir
-                              ? fs::path(*config.distributed.worker_output_dir)
+  if (nodes.num_nodes > 1) {
+    const fs::path base = nodes.worker_output_dir
+                              ? fs::path(*nodes.worker_output_dir)
                               : fs::path(fmt::format("/tmp/surogate-{}", run_name));
     settings.cache_path = base / fmt::format("node-{}", world.rank()) / "tokenized" / "dataset.surotok";
     return build();

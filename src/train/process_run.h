@@ -28,12 +28,15 @@
 namespace surogate::train {
 
 // This process alone (no spec), or the world the launcher variables describe, after checking
-// distributed.num_nodes against it (before waiting for anyone).
-std::unique_ptr<distributed::ProcessWorld> connect_processes(const Config& config,
+// distributed.num_nodes (`nodes`) against it (before waiting for anyone).
+std::unique_ptr<distributed::ProcessWorld> connect_processes(const DistributedConfig& nodes,
+                                                             const ConfigSources& sources,
                                                              const std::optional<distributed::ProcessWorldSpec>& spec);
 
 // The token cache of this process, built or reused as above (`log` prints the cache's lines).
-std::shared_ptr<data::TokenCache> load_process_token_cache(const Config& config, const std::string& run_name,
+// Multi-node runs (`nodes`: the `distributed` options) keep a cache per node, under worker_output_dir.
+std::shared_ptr<data::TokenCache> load_process_token_cache(const DistributedConfig& nodes,
+                                                           const std::string& run_name,
                                                            data::DataSettings settings,
                                                            distributed::ProcessWorld& world,
                                                            const std::function<void(const std::string&)>& log);

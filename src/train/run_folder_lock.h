@@ -7,11 +7,12 @@
 
 #include <vector>
 
-#include "config/config.h"
+#include "config/sections/checkpoint.h"
+#include "config/sections/run.h"
 #include "io/folder_lock.h"
 
 namespace surogate::train {
 
-std::vector<io::FolderLock> lock_run_folders(const Config& config);
+std::vector<io::FolderLock> lock_run_folders(const config::Run& run, const config::Checkpoint& checkpoint);
 
 }  // namespace surogate::train

@@ -7,10 +7,10 @@
 
 namespace surogate::train {
 
-StepGuard::StepGuard(const Config& config, bool fp16, TrainingState& state)
-    : max_nonfinite_steps_(config.max_nonfinite_steps) {
+StepGuard::StepGuard(const config::Run& run, const config::Precision& precision, bool fp16, TrainingState& state)
+    : max_nonfinite_steps_(run.max_nonfinite_steps) {
   if (!fp16) return;
-  scaler_.emplace(config.fp16_loss_scale, config.fp16_loss_scale_window);
+  scaler_.emplace(precision.fp16_loss_scale, precision.fp16_loss_scale_window);
   state.loss_scale = scaler_->to_json();
 }
 

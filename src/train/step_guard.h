@@ -18,7 +18,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "config/config.h"
+#include "config/sections/precision.h"
+#include "config/sections/run.h"
 #include "train/fp16_loss_scaler.h"
 #include "train/training_state.h"
 
@@ -35,8 +36,9 @@ struct StepVerdict {
 
 class StepGuard {
 public:
-  // fp16: with the loss scaler (its state restored from `state` when it holds one).
-  StepGuard(const Config& config, bool fp16, TrainingState& state);
+  // `run`: max_nonfinite_steps. fp16: with the loss scaler of `precision` (fp16_loss_scale,
+  // fp16_loss_scale_window; its state restored from `state` when it holds one).
+  StepGuard(const config::Run& run, const config::Precision& precision, bool fp16, TrainingState& state);
 
   // The factor the step's loss is multiplied by (the loss scale; 1 without fp16).
   double loss_scale() const { return scaler_ ? scaler_->scale() : 1.0; }

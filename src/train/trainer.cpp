@@ -21,7 +21,7 @@ TrainingResult run_training(const Config& config, const TrainerOptions& options)
     // writer thread has in flight was downloaded whole before the failure: finish it first, so the
     // checkpoint named is the last one on disk (resume_from_checkpoint picks that one).
     if (run->writer) log_saved(*run, run->writer->wait());
-    const CheckpointStore store(config.checkpoint_dir.value_or(config.output_dir), 0);
+    const CheckpointStore store(config.checkpoint.checkpoint_dir.value_or(config.run.output_dir), 0);
     const std::optional<std::filesystem::path> latest = store.latest();
     throw distributed::RankFailure(fmt::format(
         "{}. The run stopped; {}", failure.what(),

@@ -21,22 +21,22 @@ namespace fs = std::filesystem;
 // snapshot, or a clear error asking for a local path), and config.model becomes that snapshot
 // folder so every later stage reads local files only.
 void validate_model_folder(Config& config) {
-  fs::path folder(config.model);
+  fs::path folder(config.model.name_or_path);
   if (!fs::is_directory(folder)) {
     if (fs::exists(folder)) {
       fail_user("{}: model '{}' is a file; give a Hugging Face model folder (holding config.json) or a hub id "
-                "like 'Qwen/Qwen3-0.6B'", config.source_of("model"), config.model);
+                "like 'Qwen/Qwen3-0.6B'", config.sources.of("model"), config.model.name_or_path);
     }
-    if (!io::looks_like_repo_id(config.model)) {
+    if (!io::looks_like_repo_id(config.model.name_or_path)) {
       fail_user("{}: model '{}' is not a local folder (no such path) and not a Hugging Face hub id like "
-                "'Qwen/Qwen3-0.6B'; check the path", config.source_of("model"), config.model);
+                "'Qwen/Qwen3-0.6B'; check the path", config.sources.of("model"), config.model.name_or_path);
     }
     try {
-      folder = io::resolve_model(config.model);
+      folder = io::resolve_model(config.model.name_or_path);
     } catch (const UserError& error) {
-      throw UserError(fmt::format("{}: model: {}", config.source_of("model"), error.what()));
+      throw UserError(fmt::format("{}: model: {}", config.sources.of("model"), error.what()));
     }
-    config.model = folder.string();
+    config.model.name_or_path = folder.string();
   }
   // The IO module's loader checks config.json fully: valid JSON, a supported architecture,
   // required sizes, RoPE settings; its UserErrors name the file and key.
@@ -44,19 +44,19 @@ void validate_model_folder(Config& config) {
 }
 
 void validate_datasets(const Config& config, bool pretraining) {
-  for (const auto* list : {&config.datasets, &config.validation_datasets}) {
-    const char* name = list == &config.datasets ? "datasets" : "validation_datasets";
+  for (const auto* list : {&config.data.datasets, &config.eval.validation_datasets}) {
+    const char* name = list == &config.data.datasets ? "datasets" : "validation_datasets";
     for (size_t i = 0; i < list->size(); ++i) {
       const DatasetConfig& dataset = (*list)[i];
       std::string key = fmt::format("{}[{}]", name, i);
       // A hub id (org/name) or an s3:// / gs:// URL is downloaded by the data pipeline; anything else must exist here.
       if (!fs::exists(dataset.path) && !io::looks_like_repo_id(dataset.path) && !io::is_object_store_url(dataset.path)) {
         fail_user("{}: {}.path '{}' does not exist: give a local file or folder, a hub dataset id (org/name), or an "
-                  "s3:// / gs:// URL", config.source_of(key + ".path"), key, dataset.path);
+                  "s3:// / gs:// URL", config.sources.of(key + ".path"), key, dataset.path);
       }
       if (pretraining && dataset.type != DatasetType::Text) {
         fail_user("{}: {}.type is '{}', but `surogate pt` trains on raw text: use type: text (or `surogate sft`)",
-                  config.source_of(key + ".type"), key, to_string(dataset.type));
+                  config.sources.of(key + ".type"), key, to_string(dataset.type));
       }
     }
   }
@@ -66,10 +66,11 @@ void validate_datasets(const Config& config, bool pretraining) {
 // would fail only after tokenizing (or training).
 void validate_output_folders(const Config& config) {
   for (const char* key : {"output_dir", "checkpoint_dir"}) {
-    const std::string& folder = std::string(key) == "output_dir" ? config.output_dir
-                                                                  : config.checkpoint_dir.value_or(config.output_dir);
+    const std::string& folder = std::string(key) == "output_dir"
+                                    ? config.run.output_dir
+                                    : config.checkpoint.checkpoint_dir.value_or(config.run.output_dir);
     if (fs::exists(folder) && !fs::is_directory(folder)) {
-      fail_user("{}: {} '{}' is a file; give a folder (it is created when missing)", config.source_of(key), key,
+      fail_user("{}: {} '{}' is a file; give a folder (it is created when missing)", config.sources.of(key), key,
                 folder);
     }
   }
@@ -78,10 +79,10 @@ void validate_output_folders(const Config& config) {
 // The IR file itself is read (and verified) where the graph is built; here only that it is there,
 // so a missing file fails before the data is tokenized.
 void validate_model_definition(const Config& config) {
-  if (!config.model_definition) return;
-  if (!fs::is_regular_file(*config.model_definition)) {
+  if (!config.model.model_definition) return;
+  if (!fs::is_regular_file(*config.model.model_definition)) {
     fail_user("{}: model_definition '{}' is not a file; give a JSON IR file (`surogate ir MODEL_DIR -o FILE`, or "
-              "the Python DSL's emit)", config.source_of("model_definition"), *config.model_definition);
+              "the Python DSL's emit)", config.sources.of("model_definition"), *config.model.model_definition);
   }
 }
 

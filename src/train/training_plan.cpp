@@ -34,15 +34,16 @@ graph::OpRegistry make_training_registry(distributed::Communicator* sequence_gro
   return registry;
 }
 
-models::LoraSetup lora_setup(const Config& config, const io::ModelConfig& model, TrainingBackend backend) {
+models::LoraSetup lora_setup(const config::Lora& lora, const ConfigSources& sources, const io::ModelConfig& model,
+                             TrainingBackend backend) {
   models::LoraSetup setup;
-  setup.options.rank = config.lora_rank;
-  setup.options.alpha = static_cast<double>(config.lora_alpha);
-  setup.options.dropout = config.lora_dropout;
-  setup.options.target_modules = resolve_lora_targets(config.lora_target_modules, models::lora_module_names(model));
-  if (config.lora_rank <= 0) fail_user("{}: lora_rank must be positive, got {}", config.source_of("lora_rank"), config.lora_rank);
-  if (!(config.lora_dropout >= 0.0 && config.lora_dropout < 1.0)) {
-    fail_user("{}: lora_dropout must be in [0, 1), got {}", config.source_of("lora_dropout"), config.lora_dropout);
+  setup.options.rank = lora.lora_rank;
+  setup.options.alpha = static_cast<double>(lora.lora_alpha);
+  setup.options.dropout = lora.lora_dropout;
+  setup.options.target_modules = resolve_lora_targets(lora.lora_target_modules, models::lora_module_names(model));
+  if (lora.lora_rank <= 0) fail_user("{}: lora_rank must be positive, got {}", sources.of("lora_rank"), lora.lora_rank);
+  if (!(lora.lora_dropout >= 0.0 && lora.lora_dropout < 1.0)) {
+    fail_user("{}: lora_dropout must be in [0, 1), got {}", sources.of("lora_dropout"), lora.lora_dropout);
   }
   setup.adapters = models::lora_adapters(model, setup.options);
   if (backend == TrainingBackend::Cuda) {
@@ -53,34 +54,34 @@ models::LoraSetup lora_setup(const Config& config, const io::ModelConfig& model,
   return setup;
 }
 
-std::optional<models::QloraOptions> qlora_options(const Config& config) {
-  if (config.qlora_fp8) return models::QloraOptions{models::WeightFormat::Fp8Block, config.qlora_block_size, false};
-  if (config.qlora_fp4) {
-    return models::QloraOptions{models::WeightFormat::Nvfp4, quant::kNvfp4Block, false, config.qlora_four_over_six};
+std::optional<models::QloraOptions> qlora_options(const config::Quant& quant) {
+  if (quant.qlora_fp8) return models::QloraOptions{models::WeightFormat::Fp8Block, quant.qlora_block_size, false};
+  if (quant.qlora_fp4) {
+    return models::QloraOptions{models::WeightFormat::Nvfp4, quant::kNvfp4Block, false, quant.qlora_four_over_six};
   }
-  if (!config.qlora_bnb) return std::nullopt;
-  return models::QloraOptions{models::WeightFormat::Nf4, config.qlora_bnb_block_size, config.qlora_bnb_double_quant};
+  if (!quant.qlora_bnb) return std::nullopt;
+  return models::QloraOptions{models::WeightFormat::Nf4, quant.qlora_bnb_block_size, quant.qlora_bnb_double_quant};
 }
 
 std::optional<models::Fp8Options> fp8_options(const Config& config, const io::ModelConfig& model) {
-  if (config.recipe != Recipe::Fp8Hybrid) return std::nullopt;
+  if (config.precision.recipe != Recipe::Fp8Hybrid) return std::nullopt;
   models::Fp8Options options;
   options.layers = model.num_hidden_layers;
-  options.skip_first_layers = config.skip_quant_first_layers;
-  options.skip_last_layers = config.skip_quant_last_layers;
-  options.amax_history = config.fp8_amax_history;
-  if (config.gradient_dtype == GradientDtype::Fp8E4M3) options.gradient_format = quant::Fp8Format::E4M3;
-  options.trained_weights = !config.lora;  // LoRA's trainable weights are the adapters
-  options.fuse_attention = config.sequence_parallel_size <= 1;  // the exchange reorders o_proj's input
+  options.skip_first_layers = config.precision.skip_quant_first_layers;
+  options.skip_last_layers = config.precision.skip_quant_last_layers;
+  options.amax_history = config.precision.fp8_amax_history;
+  if (config.precision.gradient_dtype == GradientDtype::Fp8E4M3) options.gradient_format = quant::Fp8Format::E4M3;
+  options.trained_weights = !config.lora.enabled;  // LoRA's trainable weights are the adapters
+  options.fuse_attention = config.parallel.sequence_parallel_size <= 1;  // the exchange reorders o_proj's input
   return options;
 }
 
-models::ModelDefinition model_definition(const Config& config) {
-  if (!config.model_definition) return {};
+models::ModelDefinition model_definition(const config::Model& model, const ConfigSources& sources) {
+  if (!model.model_definition) return {};
   models::ModelDefinition definition{
-      *config.model_definition,
-      fmt::format("{}: model_definition '{}'", config.source_of("model_definition"), *config.model_definition)};
-  definition.model_dir = config.model;
+      *model.model_definition,
+      fmt::format("{}: model_definition '{}'", sources.of("model_definition"), *model.model_definition)};
+  definition.model_dir = model.name_or_path;
   return definition;
 }
 
@@ -90,22 +91,23 @@ TrainingForward build_training_forward(const Config& config, const io::ModelConf
                                        bool training, int64_t data_parallel_ranks) {
   // The CUDA backend runs the bf16 recipe: parameters and activations in bf16; fp16 training
   // (torch_dtype: float16) the same graph with F16 for every 16-bit tensor.
-  models::DecoderGraphOptions options{batch, sequence, config.lmhead_chunks, false};
-  options.attention_backward_chunks = config.attn_bwd_chunks;
+  models::DecoderGraphOptions options{batch, sequence, config.kernels.lmhead_chunks, false};
+  options.attention_backward_chunks = config.kernels.attn_bwd_chunks;
   if (backend == TrainingBackend::Cuda) options.dtype = fp16_training(config) ? DType::F16 : DType::BF16;
-  options.fused_rope = config.use_fused_rope;
-  const auto loss_scale = data::parse_loss_scale(config.loss_scale);
+  options.fused_rope = config.kernels.use_fused_rope;
+  const auto loss_scale = data::parse_loss_scale(config.data.loss_scale);
   options.token_weights = training && loss_scale && data::loss_scale_has_weights(*loss_scale);
   if (training) {
     options.router_aux_loss_micro_batches =
-        std::max<int64_t>(1, config.gradient_accumulation_steps) * std::max<int64_t>(1, data_parallel_ranks);
+        std::max<int64_t>(1, config.schedule.gradient_accumulation_steps) * std::max<int64_t>(1, data_parallel_ranks);
   }
-  models::DecoderGraph decoder = models::build_model_graph(model, registry, options, model_definition(config));
+  models::DecoderGraph decoder =
+      models::build_model_graph(model, registry, options, model_definition(config.model, config.sources));
   TrainingForward forward{std::move(decoder.graph), decoder.loss};
   // LoRA: the same graph with adapters on the targeted projections and the base frozen.
   if (lora != nullptr) {
     forward.graph = models::apply_lora(forward.graph, registry, lora->adapters, lora->options, training);
-    if (const auto qlora = qlora_options(config)) {
+    if (const auto qlora = qlora_options(config.quant)) {
       forward.graph = models::apply_qlora_quantization(forward.graph, registry, *qlora);
     }
   }
@@ -113,8 +115,9 @@ TrainingForward build_training_forward(const Config& config, const io::ModelConf
     if (!training) fp8->amax_history = 0;  // evaluation: each tensor at its own scale, no state
     forward.graph = models::apply_fp8_recipe(forward.graph, registry, *fp8);
   }
-  if (training && config.sequence_parallel_size > 1) {
-    forward.graph = distributed::apply_sequence_parallel(forward.graph, registry, config.sequence_parallel_size);
+  if (training && config.parallel.sequence_parallel_size > 1) {
+    forward.graph =
+        distributed::apply_sequence_parallel(forward.graph, registry, config.parallel.sequence_parallel_size);
   }
   // fp16 on the CPU backend: rounded to fp16 wherever the GPU graph (the bf16 twin, same names)
   // holds 16-bit values (models/fp16_emulation.h).
@@ -126,14 +129,14 @@ TrainingForward build_training_forward(const Config& config, const io::ModelConf
   return forward;
 }
 
-compiler::RecomputePolicy recompute_policy(const Config& config) {
+compiler::RecomputePolicy recompute_policy(const config::Recompute& recompute) {
   compiler::RecomputePolicy policy;
-  policy.rmsnorm = config.recompute_rmsnorm;
-  policy.qkv = config.recompute_qkv;
-  policy.att = config.recompute_att;
-  policy.swiglu = config.recompute_swiglu;
-  policy.ffn = config.recompute_ffn;
-  policy.block = config.recompute_block;
+  policy.rmsnorm = recompute.recompute_rmsnorm;
+  policy.qkv = recompute.recompute_qkv;
+  policy.att = recompute.recompute_att;
+  policy.swiglu = recompute.recompute_swiglu;
+  policy.ffn = recompute.recompute_ffn;
+  policy.block = recompute.recompute_block;
   return policy;
 }
 
@@ -166,7 +169,7 @@ void add_evaluation_memory(const Config& config, const io::ModelConfig& model, c
     memory.evaluation += evaluation_gathering(evaluation_plan).region_bytes;
   }
   // Its quantized base too, from a host image, unless the training GPUs keep it whole.
-  if ((memory.shard_weights || config.offload_quants) && backend == TrainingBackend::Cuda &&
+  if ((memory.shard_weights || config.offload.offload_quants) && backend == TrainingBackend::Cuda &&
       quantized_base_keeping(config) != QuantizedBaseKeeping::Whole) {
     memory.evaluation += quantized_base_memory(evaluation_plan, QuantizedBaseKeeping::Offloaded, 1).gathered;
   }
@@ -228,11 +231,12 @@ TrainingPlan plan_training(const Config& config, const io::ModelConfig& model, c
   // MoE's router loss is weighted for the step's micro-batches: accumulation × the replicas.
   const TrainingForward forward =
       build_training_forward(config, model, registry, lora, backend, batch, sequence, true, layout.data_size);
-  compiler::CompileOptions options{
-      .recompute = recompute_policy(config), .alignment = 256, .offload_residual = config.offload_residual};
+  compiler::CompileOptions options{.recompute = recompute_policy(config.recompute),
+                                   .alignment = 256,
+                                   .offload_residual = config.offload.offload_residual};
   if (fp8_options(config, model)) options.rewrite_training_graph = models::fuse_fp8_gradients;
   const std::string per_gpu = memory.gpus > 1 ? fmt::format(" (per GPU, {} GPUs)", memory.gpus) : std::string();
-  if (config.pipeline_parallel_size > 1) {
+  if (config.parallel.pipeline_parallel_size > 1) {
     // Each stage's plan is judged with what the stage holds beside it; the run needs the largest.
     auto stage_estimate = [&](const compiler::ExecutionPlan& plan, size_t extra) {
       MemoryEstimate candidate = estimate(plan);
@@ -267,11 +271,11 @@ TrainingPlan plan_training(const Config& config, const io::ModelConfig& model, c
                         "recompute: as the caller set it (tests)"};
   } else {
     result.plan = compiler::compile_training_to_fit(forward.graph, forward.loss, registry, options,
-                                                    model.num_hidden_layers, config.apply_recommended_values, fits,
+                                                    model.num_hidden_layers, config.run.apply_recommended_values, fits,
                                                     &result.recompute);
   }
   memory = estimate(result.plan);
-  result.message = fmt::format("{}{}; predicted peak {} of the {} {} offers{}", config.apply_recommended_values
+  result.message = fmt::format("{}{}; predicted peak {} of the {} {} offers{}", config.run.apply_recommended_values
                                    ? "apply_recommended_values: " : "",
                                result.recompute.summary, format_memory_size(result.memory.peak()),
                                format_memory_size(device.offered_bytes),

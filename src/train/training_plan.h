@@ -35,12 +35,14 @@ graph::OpRegistry make_training_registry(distributed::Communicator* sequence_gro
 
 // The LoRA adapters and options of the configuration (lora_rank, lora_alpha, lora_dropout,
 // lora_target_modules), with the CUDA backend's faster graph forms on (models/lora.h).
-models::LoraSetup lora_setup(const Config& config, const io::ModelConfig& model, TrainingBackend backend);
+// Out-of-range values are UserErrors naming where they were set (`sources`).
+models::LoraSetup lora_setup(const config::Lora& lora, const ConfigSources& sources, const io::ModelConfig& model,
+                             TrainingBackend backend);
 
 // QLoRA: the format and layout of the frozen base: NF4 under qlora_bnb (qlora_bnb_block_size,
 // qlora_bnb_double_quant), FP8 blocks under qlora_fp8 (qlora_block_size), NVFP4 under qlora_fp4
 // (qlora_four_over_six); nullopt otherwise.
-std::optional<models::QloraOptions> qlora_options(const Config& config);
+std::optional<models::QloraOptions> qlora_options(const config::Quant& quant);
 
 // recipe fp8_hybrid: which projections run in FP8 (skip_quant_first_layers / _last_layers),
 // fp8_amax_history and the backward format (gradient_dtype fp8_e4m3; E5M2 otherwise); nullopt
@@ -49,7 +51,7 @@ std::optional<models::Fp8Options> fp8_options(const Config& config, const io::Mo
 
 // Where the model's graph comes from: the `model_definition` JSON IR file, or (unset) the
 // architecture's built-in builder (models/model_definition.h).
-models::ModelDefinition model_definition(const Config& config);
+models::ModelDefinition model_definition(const config::Model& model, const ConfigSources& sources);
 
 struct TrainingForward {
   graph::Graph graph;
@@ -69,7 +71,7 @@ TrainingForward build_training_forward(const Config& config, const io::ModelConf
                                        bool training = true, int64_t data_parallel_ranks = 1);
 
 // The recompute groups the configuration enables (recompute_* after the implications).
-compiler::RecomputePolicy recompute_policy(const Config& config);
+compiler::RecomputePolicy recompute_policy(const config::Recompute& recompute);
 
 // What the device offers and what it holds beside the training plan (memory_budget.h).
 struct DeviceMemory {

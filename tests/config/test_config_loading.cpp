@@ -10,44 +10,44 @@ using testing_util::load_error;
 
 TEST(ConfigLoading, DefaultsMatchTheReference) {
   Config config = load_config_from_string(kMinimalConfig, "config.yaml");
-  EXPECT_EQ(config.num_epochs, 3);
-  EXPECT_EQ(config.output_dir, "output");
-  EXPECT_EQ(config.save_steps, 50);
-  EXPECT_EQ(config.save_total_limit, 5);
-  EXPECT_EQ(config.optimizer, Optimizer::AdamW8bit);
-  EXPECT_DOUBLE_EQ(config.learning_rate, 2e-4);
-  EXPECT_EQ(config.lr_scheduler_type, LrScheduler::Linear);
-  EXPECT_DOUBLE_EQ(config.weight_decay, 0.1);
-  EXPECT_DOUBLE_EQ(config.max_grad_norm, 1.0);
-  EXPECT_DOUBLE_EQ(config.adamw_beta2, 0.999);
-  EXPECT_DOUBLE_EQ(config.adamw_epsilon, 1e-8);
-  EXPECT_DOUBLE_EQ(config.normuon_momentum, 0.95);
-  EXPECT_EQ(config.per_device_train_batch_size, 2);
-  EXPECT_EQ(config.gradient_accumulation_steps, 4);
-  EXPECT_EQ(config.max_steps, -1);
-  EXPECT_EQ(config.eval_steps, 100);
-  EXPECT_DOUBLE_EQ(config.validation_split_ratio, 0.1);
-  EXPECT_EQ(config.train_seed, 1234);
-  EXPECT_TRUE(config.sample_packing);
-  EXPECT_TRUE(config.lora);
-  EXPECT_EQ(config.lora_rank, 16);
-  EXPECT_EQ(config.lora_alpha, 32);
-  EXPECT_DOUBLE_EQ(config.lora_dropout, 0.05);
-  EXPECT_EQ(config.lora_dtype, LoraDtype::Fp32);
-  EXPECT_EQ(config.lora_target_modules, std::vector<std::string>{"all-linear"});
-  EXPECT_EQ(config.qlora_block_size, 128);
-  EXPECT_EQ(config.qlora_bnb_block_size, 64);
-  EXPECT_EQ(config.recipe, Recipe::Bf16);
-  EXPECT_EQ(config.zero_level, 1);
-  EXPECT_EQ(config.gpus, 1);
-  EXPECT_TRUE(config.use_cuda_graphs);
-  EXPECT_EQ(config.truncation_strategy, TruncationStrategy::Delete);
-  EXPECT_EQ(config.padding_side, PaddingSide::Right);
+  EXPECT_EQ(config.schedule.num_epochs, 3);
+  EXPECT_EQ(config.run.output_dir, "output");
+  EXPECT_EQ(config.checkpoint.save_steps, 50);
+  EXPECT_EQ(config.checkpoint.save_total_limit, 5);
+  EXPECT_EQ(config.optimizer.algorithm, Optimizer::AdamW8bit);
+  EXPECT_DOUBLE_EQ(config.optimizer.learning_rate, 2e-4);
+  EXPECT_EQ(config.schedule.lr_scheduler_type, LrScheduler::Linear);
+  EXPECT_DOUBLE_EQ(config.optimizer.weight_decay, 0.1);
+  EXPECT_DOUBLE_EQ(config.optimizer.max_grad_norm, 1.0);
+  EXPECT_DOUBLE_EQ(config.optimizer.adamw_beta2, 0.999);
+  EXPECT_DOUBLE_EQ(config.optimizer.adamw_epsilon, 1e-8);
+  EXPECT_DOUBLE_EQ(config.optimizer.normuon_momentum, 0.95);
+  EXPECT_EQ(config.schedule.per_device_train_batch_size, 2);
+  EXPECT_EQ(config.schedule.gradient_accumulation_steps, 4);
+  EXPECT_EQ(config.schedule.max_steps, -1);
+  EXPECT_EQ(config.eval.eval_steps, 100);
+  EXPECT_DOUBLE_EQ(config.eval.validation_split_ratio, 0.1);
+  EXPECT_EQ(config.data.train_seed, 1234);
+  EXPECT_TRUE(config.data.sample_packing);
+  EXPECT_TRUE(config.lora.enabled);
+  EXPECT_EQ(config.lora.lora_rank, 16);
+  EXPECT_EQ(config.lora.lora_alpha, 32);
+  EXPECT_DOUBLE_EQ(config.lora.lora_dropout, 0.05);
+  EXPECT_EQ(config.lora.lora_dtype, LoraDtype::Fp32);
+  EXPECT_EQ(config.lora.lora_target_modules, std::vector<std::string>{"all-linear"});
+  EXPECT_EQ(config.quant.qlora_block_size, 128);
+  EXPECT_EQ(config.quant.qlora_bnb_block_size, 64);
+  EXPECT_EQ(config.precision.recipe, Recipe::Bf16);
+  EXPECT_EQ(config.parallel.zero_level, 1);
+  EXPECT_EQ(config.parallel.gpus, 1);
+  EXPECT_TRUE(config.kernels.use_cuda_graphs);
+  EXPECT_EQ(config.data.truncation_strategy, TruncationStrategy::Delete);
+  EXPECT_EQ(config.data.padding_side, PaddingSide::Right);
   EXPECT_EQ(config.distributed.ray_address, "auto");
-  EXPECT_EQ(config.datasets.at(0).split, "train");
-  EXPECT_EQ(config.datasets.at(0).text_field, "text");
-  EXPECT_EQ(config.datasets.at(0).messages_field, "messages");
-  EXPECT_EQ(config.checkpoint_dir, "output");  // follows output_dir
+  EXPECT_EQ(config.data.datasets.at(0).split, "train");
+  EXPECT_EQ(config.data.datasets.at(0).text_field, "text");
+  EXPECT_EQ(config.data.datasets.at(0).messages_field, "messages");
+  EXPECT_EQ(config.checkpoint.checkpoint_dir, "output");  // follows output_dir
 }
 
 TEST(ConfigLoading, UnknownKeySuggestsTheClosestOption) {
@@ -115,13 +115,13 @@ TEST(ConfigLoading, EnumsParseToTheirValues) {
                                               "optimizer: normuon\nlr_scheduler_type: wsd\ntruncation_strategy: split\n"
                                               "padding_side: left\ntorch_dtype: float16\n",
                                           "config.yaml");
-  EXPECT_EQ(config.optimizer, Optimizer::NorMuon);
-  EXPECT_EQ(config.lr_scheduler_type, LrScheduler::Wsd);
-  EXPECT_EQ(config.truncation_strategy, TruncationStrategy::Split);
-  EXPECT_EQ(config.padding_side, PaddingSide::Left);
-  EXPECT_EQ(config.torch_dtype, TorchDtype::Float16);
-  EXPECT_EQ(to_dtype(*config.torch_dtype), DType::F16);
-  EXPECT_EQ(config.datasets[0].type, DatasetType::Text);
+  EXPECT_EQ(config.optimizer.algorithm, Optimizer::NorMuon);
+  EXPECT_EQ(config.schedule.lr_scheduler_type, LrScheduler::Wsd);
+  EXPECT_EQ(config.data.truncation_strategy, TruncationStrategy::Split);
+  EXPECT_EQ(config.data.padding_side, PaddingSide::Left);
+  EXPECT_EQ(config.model.torch_dtype, TorchDtype::Float16);
+  EXPECT_EQ(to_dtype(*config.model.torch_dtype), DType::F16);
+  EXPECT_EQ(config.data.datasets[0].type, DatasetType::Text);
   EXPECT_EQ(to_string(Optimizer::AdamW8bit), "adamw_8bit");
   EXPECT_EQ(enum_from_string<Recipe>("fp8_hybrid"), Recipe::Fp8Hybrid);
   EXPECT_FALSE(enum_from_string<Recipe>("FP8_HYBRID").has_value());
@@ -137,14 +137,14 @@ TEST(ConfigLoading, OverridesReplaceFileValues) {
                                           {"--learning_rate=0.001", "--lora-rank=8", "num_epochs=1",
                                            "--lora_target_modules=[q_proj, v_proj]", "--distributed.ray_address=local",
                                            "--datasets.0.text_field=body"});
-  EXPECT_DOUBLE_EQ(config.learning_rate, 0.001);
-  EXPECT_EQ(config.lora_rank, 8);
-  EXPECT_EQ(config.num_epochs, 1);
-  EXPECT_EQ(config.lora_target_modules, (std::vector<std::string>{"q_proj", "v_proj"}));
+  EXPECT_DOUBLE_EQ(config.optimizer.learning_rate, 0.001);
+  EXPECT_EQ(config.lora.lora_rank, 8);
+  EXPECT_EQ(config.schedule.num_epochs, 1);
+  EXPECT_EQ(config.lora.lora_target_modules, (std::vector<std::string>{"q_proj", "v_proj"}));
   EXPECT_EQ(config.distributed.ray_address, "local");
-  EXPECT_EQ(config.datasets[0].text_field, "body");
-  EXPECT_EQ(config.source_of("learning_rate"), "command line --learning_rate=0.001");
-  EXPECT_EQ(config.source_of("datasets[0].path"), "config.yaml:3");
+  EXPECT_EQ(config.data.datasets[0].text_field, "body");
+  EXPECT_EQ(config.sources.of("learning_rate"), "command line --learning_rate=0.001");
+  EXPECT_EQ(config.sources.of("datasets[0].path"), "config.yaml:3");
 }
 
 TEST(ConfigLoading, OverrideErrorsNameTheCommandLine) {
@@ -169,8 +169,8 @@ TEST(ConfigLoading, DumpRoundTrips) {
   EXPECT_TRUE(contains(dumped, "template: ~") || contains(dumped, "template:"));
   // The dump (minus the implied-notes comments) loads back to the same values.
   Config again = load_config_from_string(dumped, "dump.yaml");
-  EXPECT_DOUBLE_EQ(again.learning_rate, 0.003);
-  EXPECT_EQ(again.run_name, "demo");
+  EXPECT_DOUBLE_EQ(again.optimizer.learning_rate, 0.003);
+  EXPECT_EQ(again.run.run_name, "demo");
   auto without_notes = [](const std::string& text) { return text.substr(0, text.find("# implied:")); };
   EXPECT_EQ(without_notes(dump_config_yaml(again)), without_notes(dumped));
 }

@@ -19,55 +19,55 @@ TEST(ConfigRules, RecomputeHierarchy) {
   Config config = load(
       "lora: false\nrecompute_block: false\nrecompute_att: true\nrecompute_qkv: false\nrecompute_ffn: false\n"
       "recompute_swiglu: false\nrecompute_rmsnorm: false\n");
-  EXPECT_TRUE(config.recompute_att);
-  EXPECT_TRUE(config.recompute_qkv);  // recompute_att ⇒ recompute_qkv
-  EXPECT_FALSE(config.recompute_ffn);
-  EXPECT_FALSE(config.recompute_swiglu);
+  EXPECT_TRUE(config.recompute.recompute_att);
+  EXPECT_TRUE(config.recompute.recompute_qkv);  // recompute_att ⇒ recompute_qkv
+  EXPECT_FALSE(config.recompute.recompute_ffn);
+  EXPECT_FALSE(config.recompute.recompute_swiglu);
 
   config = load("lora: false\nrecompute_block: true\nrecompute_att: false\nrecompute_qkv: false\nrecompute_ffn: false\n"
                 "recompute_swiglu: false\nrecompute_rmsnorm: false\n");
-  EXPECT_TRUE(config.recompute_att && config.recompute_ffn && config.recompute_rmsnorm);
-  EXPECT_TRUE(config.recompute_qkv && config.recompute_swiglu);
+  EXPECT_TRUE(config.recompute.recompute_att && config.recompute.recompute_ffn && config.recompute.recompute_rmsnorm);
+  EXPECT_TRUE(config.recompute.recompute_qkv && config.recompute.recompute_swiglu);
 
   config = load("lora: true\nrecompute_lora: true\nrecompute_block: false\n");
-  EXPECT_TRUE(config.recompute_block);  // recompute_lora ⇒ recompute_block
+  EXPECT_TRUE(config.recompute.recompute_block);  // recompute_lora ⇒ recompute_block
   config = load("lora: false\nrecompute_lora: true\nrecompute_block: false\nrecompute_att: false\n"
                 "recompute_ffn: false\nrecompute_rmsnorm: false\n");
-  EXPECT_FALSE(config.recompute_block);  // only with LoRA
+  EXPECT_FALSE(config.recompute.recompute_block);  // only with LoRA
 }
 
 TEST(ConfigRules, ZeroLevelsShardWhatTheyPromise) {
   // Multi-GPU is not implemented yet, so check the implication directly.
   Config config;
-  config.zero_level = 3;
+  config.parallel.zero_level = 3;
   apply_implications(config);
-  EXPECT_TRUE(config.shard_gradients);
-  EXPECT_TRUE(config.shard_weights);
+  EXPECT_TRUE(config.parallel.shard_gradients);
+  EXPECT_TRUE(config.parallel.shard_weights);
   Config two;
-  two.zero_level = 2;
+  two.parallel.zero_level = 2;
   apply_implications(two);
-  EXPECT_TRUE(two.shard_gradients);
-  EXPECT_FALSE(two.shard_weights);
+  EXPECT_TRUE(two.parallel.shard_gradients);
+  EXPECT_FALSE(two.parallel.shard_weights);
 }
 
 TEST(ConfigRules, DerivedDefaults) {
   Config config = load("output_dir: runs/a\nsequence_len: 512\n");
-  EXPECT_EQ(config.checkpoint_dir, "runs/a");
-  EXPECT_EQ(config.max_length, 512);
+  EXPECT_EQ(config.checkpoint.checkpoint_dir, "runs/a");
+  EXPECT_EQ(config.data.max_length, 512);
   config = load("output_dir: runs/a\ncheckpoint_dir: ckpt\nsequence_len: 512\nmax_length: 256\n");
-  EXPECT_EQ(config.checkpoint_dir, "ckpt");
-  EXPECT_EQ(config.max_length, 256);
+  EXPECT_EQ(config.checkpoint.checkpoint_dir, "ckpt");
+  EXPECT_EQ(config.data.max_length, 256);
 }
 
 TEST(ConfigRules, CudaGraphsOffForQLoRAAndRecomputeLoraWithOffload) {
   Config config;
-  config.qlora_bnb = true;
+  config.quant.qlora_bnb = true;
   apply_implications(config);
-  EXPECT_FALSE(config.use_cuda_graphs);
+  EXPECT_FALSE(config.kernels.use_cuda_graphs);
   Config other;
-  other.offload_residual = true;
+  other.offload.offload_residual = true;
   apply_implications(other);
-  EXPECT_FALSE(other.use_cuda_graphs);
+  EXPECT_FALSE(other.kernels.use_cuda_graphs);
 }
 
 TEST(ConfigRules, ConstraintsBetweenOptions) {
@@ -118,15 +118,15 @@ TEST(ConfigRules, PromptFormatPlaceholdersAreChecked) {
   Config config = load_config_from_string(
       instruction + "    prompt_format: \"{system}{instruction} {input} -> {output} {} { x } {1} {\\\"json\\\": 1}\"\n",
       "config.yaml", {});
-  EXPECT_TRUE(config.datasets[0].prompt_format.has_value());
+  EXPECT_TRUE(config.data.datasets[0].prompt_format.has_value());
 }
 
 TEST(ConfigRules, HardwareGating) {
   Config config = load("");
-  config.recipe = Recipe::Fp8Hybrid;
+  config.precision.recipe = Recipe::Fp8Hybrid;
   EXPECT_THROW(validate_for_hardware(config, 80), UserError);
   EXPECT_NO_THROW(validate_for_hardware(config, 90));
-  config.recipe = Recipe::Nvfp4;
+  config.precision.recipe = Recipe::Nvfp4;
   EXPECT_THROW(validate_for_hardware(config, 90), UserError);
   EXPECT_NO_THROW(validate_for_hardware(config, 100));
   try {
@@ -137,8 +137,8 @@ TEST(ConfigRules, HardwareGating) {
     EXPECT_TRUE(contains(error.what(), "no GPU")) << error.what();
   }
   // qlora_fp4 stores the base in NVFP4 and dequantizes it to bf16: any GPU, or the CPU.
-  config.recipe = Recipe::Bf16;
-  config.qlora_fp4 = true;
+  config.precision.recipe = Recipe::Bf16;
+  config.quant.qlora_fp4 = true;
   EXPECT_NO_THROW(validate_for_hardware(config, 0));
   EXPECT_NO_THROW(validate_for_hardware(config, 80));
 }
@@ -153,8 +153,8 @@ TEST(ConfigRules, Fp4OptionsThatNeedBlackwellOrQloraFp4AreErrors) {
   EXPECT_TRUE(contains(message, "'qlora_four_over_six' only applies to qlora_fp4")) << message;
   Config config = load_config_from_string(std::string(kMinimalConfig) + "lora: true\nqlora_fp4: true\n"
                                           "qlora_four_over_six: false\n", "config.yaml", {});
-  EXPECT_TRUE(config.qlora_fp4);
-  EXPECT_FALSE(config.qlora_four_over_six);
+  EXPECT_TRUE(config.quant.qlora_fp4);
+  EXPECT_FALSE(config.quant.qlora_four_over_six);
 }
 
 TEST(ConfigRules, NotYetImplementedOptionsAreRejectedByName) {
@@ -170,7 +170,7 @@ TEST(ConfigRules, NotYetImplementedOptionsAreRejectedByName) {
   EXPECT_NO_THROW(load("gpus: 1\nrecipe: bf16\noffload_master: false\n"));
   // Implemented since: trackers and GPU sampling; ZeRO-3.
   EXPECT_NO_THROW(load("report_to: [wandb, aim]\nlog_gpu_util: 5\n"));
-  EXPECT_TRUE(load("offload_residual: true\n").offload_residual);  // implemented (compiler/residual_offload.h)
+  EXPECT_TRUE(load("offload_residual: true\n").offload.offload_residual);  // implemented (compiler/residual_offload.h)
   EXPECT_NO_THROW(load("zero_level: 3\n"));
   EXPECT_NO_THROW(load("shard_weights: true\nrecipe: fp8_hybrid\nlora: true\n"));
 }
@@ -211,13 +211,13 @@ TEST(ConfigRules, SequenceAndPipelineParallelism) {
   // Both are implemented (on CPU ranks) and compose with data parallelism and with each other (the
   // CUDA backend refuses the two together: train/device/backend_selection.cpp).
   Config config = load("gpus: 4\nsequence_parallel_size: 2\n");
-  EXPECT_EQ(config.sequence_parallel_size, 2);
+  EXPECT_EQ(config.parallel.sequence_parallel_size, 2);
   config = load("gpus: 8\nsequence_parallel_size: 2\npipeline_parallel_size: 2\n");
-  EXPECT_EQ(config.sequence_parallel_size, 2);
-  EXPECT_EQ(config.pipeline_parallel_size, 2);
+  EXPECT_EQ(config.parallel.sequence_parallel_size, 2);
+  EXPECT_EQ(config.parallel.pipeline_parallel_size, 2);
   config = load("gpus: 4\npipeline_parallel_size: 2\npipeline_stage_layers: [10, 14]\n");
-  EXPECT_EQ(config.pipeline_stage_layers, (std::vector<int64_t>{10, 14}));
-  EXPECT_EQ(load("", {"--pipeline_stage_layers=[3, 5]", "--pipeline_parallel_size=2"}).pipeline_stage_layers,
+  EXPECT_EQ(config.parallel.pipeline_stage_layers, (std::vector<int64_t>{10, 14}));
+  EXPECT_EQ(load("", {"--pipeline_stage_layers=[3, 5]", "--pipeline_parallel_size=2"}).parallel.pipeline_stage_layers,
             (std::vector<int64_t>{3, 5}));
   std::string message = load_error(std::string(kMinimalConfig) + "pipeline_parallel_size: 2\npipeline_stage_layers: [1, 2, 3]\n");
   EXPECT_TRUE(contains(message, "pipeline_stage_layers' lists 3 stages, but pipeline_parallel_size is 2")) << message;
@@ -227,9 +227,9 @@ TEST(ConfigRules, SequenceAndPipelineParallelism) {
   EXPECT_TRUE(contains(message, "'sequence_parallel_size' cannot be combined with recipe: fp8_hybrid")) << message;
   // ZeRO-3 shards the weights over data × sequence ranks; pipeline stages are refused with it.
   config = load("gpus: 4\nsequence_parallel_size: 2\nzero_level: 3\n");
-  EXPECT_EQ(config.sequence_parallel_size, 2);
-  EXPECT_EQ(config.zero_level, 3);
-  EXPECT_TRUE(load("gpus: 2\nsequence_parallel_size: 2\nshard_weights: true\n").shard_weights);
+  EXPECT_EQ(config.parallel.sequence_parallel_size, 2);
+  EXPECT_EQ(config.parallel.zero_level, 3);
+  EXPECT_TRUE(load("gpus: 2\nsequence_parallel_size: 2\nshard_weights: true\n").parallel.shard_weights);
   message = load_error(std::string(kMinimalConfig) + "pipeline_parallel_size: 2\nshard_weights: true\n");
   EXPECT_TRUE(contains(message, "'pipeline_parallel_size' cannot be combined with shard_weights")) << message;
   message = load_error(std::string(kMinimalConfig) + "pipeline_parallel_size: 2\nzero_level: 3\n");
@@ -245,16 +245,16 @@ TEST(ConfigRules, MasterAndGradientDtypesBf16AndFp32AreAcceptedFp8NeedsTheFp8Rec
   // refuses bf16 by name, train/device/backend_selection.h); the fp8 gradient dtypes are the
   // fp8_hybrid recipe's backward formats, an error naming gradient_dtype without it.
   Config config = load("master_dtype: bf16\ngradient_dtype: bf16\n");
-  EXPECT_EQ(config.master_dtype, MasterDtype::Bf16);
-  EXPECT_EQ(config.gradient_dtype, GradientDtype::Bf16);
+  EXPECT_EQ(config.precision.master_dtype, MasterDtype::Bf16);
+  EXPECT_EQ(config.precision.gradient_dtype, GradientDtype::Bf16);
   config = load("master_dtype: fp32\ngradient_dtype: fp32\n");
-  EXPECT_EQ(config.master_dtype, MasterDtype::Fp32);
-  EXPECT_EQ(config.gradient_dtype, GradientDtype::Fp32);
+  EXPECT_EQ(config.precision.master_dtype, MasterDtype::Fp32);
+  EXPECT_EQ(config.precision.gradient_dtype, GradientDtype::Fp32);
   for (const char* fp8 : {"fp8_e4m3", "fp8_e5m2"}) {
     std::string message = load_error(std::string(kMinimalConfig) + "gradient_dtype: " + fp8 + "\n");
     EXPECT_TRUE(contains(message, "gradient_dtype") && contains(message, "set recipe: fp8_hybrid")) << message;
     config = load(std::string("recipe: fp8_hybrid\nlora: true\ngradient_dtype: ") + fp8 + "\n");
-    EXPECT_EQ(config.recipe, Recipe::Fp8Hybrid);
+    EXPECT_EQ(config.precision.recipe, Recipe::Fp8Hybrid);
   }
 }
 
@@ -262,15 +262,16 @@ TEST(ConfigRules, MasterAndGradientDtypesBf16AndFp32AreAcceptedFp8NeedsTheFp8Rec
 // master_dtype / gradient_dtype bf16); contradicting or meaningless combinations name lora_dtype.
 TEST(ConfigRules, LoraDtypeBf16KeepsTheAdaptersMastersAndGradientsInBf16) {
   Config config = load("lora: true\nlora_dtype: bf16\n");
-  EXPECT_EQ(config.master_dtype, MasterDtype::Bf16);
-  EXPECT_EQ(config.gradient_dtype, GradientDtype::Bf16);
-  EXPECT_TRUE(contains(config.source_of("master_dtype"), "config.yaml:6 (lora_dtype: bf16 ⇒ master_dtype: bf16)"))
-      << config.source_of("master_dtype");
-  EXPECT_NE(std::find(config.notes.begin(), config.notes.end(), "lora_dtype: bf16 ⇒ gradient_dtype: bf16"),
-            config.notes.end());
+  EXPECT_EQ(config.precision.master_dtype, MasterDtype::Bf16);
+  EXPECT_EQ(config.precision.gradient_dtype, GradientDtype::Bf16);
+  EXPECT_TRUE(contains(config.sources.of("master_dtype"), "config.yaml:6 (lora_dtype: bf16 ⇒ master_dtype: bf16)"))
+      << config.sources.of("master_dtype");
+  EXPECT_NE(
+      std::find(config.sources.notes.begin(), config.sources.notes.end(), "lora_dtype: bf16 ⇒ gradient_dtype: bf16"),
+      config.sources.notes.end());
   config = load("lora: true\nlora_dtype: bf16\nmaster_dtype: bf16\ngradient_dtype: bf16\n");
-  EXPECT_EQ(config.master_dtype, MasterDtype::Bf16);
-  EXPECT_FALSE(load("lora: true\n").master_dtype.has_value());  // fp32, the default, implies nothing
+  EXPECT_EQ(config.precision.master_dtype, MasterDtype::Bf16);
+  EXPECT_FALSE(load("lora: true\n").precision.master_dtype.has_value());  // fp32, the default, implies nothing
   for (const char* conflict : {"master_dtype: fp32\n", "gradient_dtype: fp32\n", "recipe: fp8_hybrid\n"}) {
     std::string message = load_error(std::string(kMinimalConfig) + "lora: true\nlora_dtype: bf16\n" + conflict);
     EXPECT_TRUE(contains(message, "'lora_dtype'") || contains(message, "lora_dtype:")) << conflict << message;
@@ -281,9 +282,9 @@ TEST(ConfigRules, LoraDtypeBf16KeepsTheAdaptersMastersAndGradientsInBf16) {
 
 TEST(ConfigRules, RestartAndLossScaleOptionsAreChecked) {
   Config config = load("max_restarts: 3\nmax_nonfinite_steps: 0\n");
-  EXPECT_EQ(config.max_restarts, 3);
-  EXPECT_EQ(config.max_nonfinite_steps, 0);
-  EXPECT_EQ(load("").max_nonfinite_steps, 1);
+  EXPECT_EQ(config.run.max_restarts, 3);
+  EXPECT_EQ(config.run.max_nonfinite_steps, 0);
+  EXPECT_EQ(load("").run.max_nonfinite_steps, 1);
   EXPECT_TRUE(contains(load_error(std::string(kMinimalConfig) + "max_restarts: -1\n"), "max_restarts"));
   EXPECT_TRUE(contains(load_error(std::string(kMinimalConfig) + "max_nonfinite_steps: -2\n"), "max_nonfinite_steps"));
   std::string message = load_error(std::string(kMinimalConfig) + "torch_dtype: bfloat16\nfp16_loss_scale: 1024\n");
@@ -296,9 +297,10 @@ TEST(ConfigRules, OffloadOptionsLoadAndTheirCombinationsAreChecked) {
   // The three offloads load (the CUDA device honours them; the CPU backend refuses them by name,
   // train/device/backend_selection.h); staging is the default, zero-copy on request.
   Config config = load("offload_master: true\noffload_optimizer: true\noffload_grads: true\n");
-  EXPECT_TRUE(config.offload_master && config.offload_optimizer && config.offload_grads);
-  EXPECT_FALSE(config.use_zero_copy);
-  EXPECT_TRUE(load("offload_optimizer: true\nuse_zero_copy: true\nuse_write_combined: true\n").use_write_combined);
+  EXPECT_TRUE(config.offload.offload_master && config.offload.offload_optimizer && config.offload.offload_grads);
+  EXPECT_FALSE(config.offload.use_zero_copy);
+  EXPECT_TRUE(
+      load("offload_optimizer: true\nuse_zero_copy: true\nuse_write_combined: true\n").offload.use_write_combined);
   // use_zero_copy / use_write_combined alone modify nothing.
   for (const char* key : {"use_zero_copy", "use_write_combined"}) {
     std::string message = load_error(std::string(kMinimalConfig) + key + ": true\n");
@@ -323,27 +325,28 @@ TEST(ConfigRules, Fp8HybridCombinesWithEveryTrainingModeAndFusedRopeIsAccepted) 
   // use_fused_rope is implemented on both backends.
   for (const char* mode : {"lora: true\n", "lora: false\n", "lora: true\nqlora_bnb: true\n",
                            "lora: true\nqlora_fp8: true\n", "lora: false\ngpus: 2\n"}) {
-    EXPECT_EQ(load(std::string("recipe: fp8_hybrid\n") + mode).recipe, Recipe::Fp8Hybrid) << mode;
+    EXPECT_EQ(load(std::string("recipe: fp8_hybrid\n") + mode).precision.recipe, Recipe::Fp8Hybrid) << mode;
   }
-  EXPECT_TRUE(load("use_fused_rope: true\n").use_fused_rope);
+  EXPECT_TRUE(load("use_fused_rope: true\n").kernels.use_fused_rope);
 }
 
 TEST(ConfigRules, CudaDebugAndGraphOptionsAreAccepted) {
   // Implemented on the CUDA trainer; the CPU backend refuses debug_time_breakdown once the backend
   // is known (a Device row of src/config/feature_support.cpp).
   Config config = load("debug_time_breakdown: true\n");
-  EXPECT_TRUE(config.debug_time_breakdown);
-  EXPECT_TRUE(load("").use_cuda_graphs);
-  EXPECT_FALSE(load("use_cuda_graphs: false\n").use_cuda_graphs);
+  EXPECT_TRUE(config.logging.debug_time_breakdown);
+  EXPECT_TRUE(load("").kernels.use_cuda_graphs);
+  EXPECT_FALSE(load("use_cuda_graphs: false\n").kernels.use_cuda_graphs);
 }
 
 // Sequence parallelism's all-to-alls run inside the plan: its micro-batches run without a graph.
 TEST(ConfigRules, SequenceParallelismTurnsCudaGraphsOff) {
   Config config = load("gpus: 2\nsequence_parallel_size: 2\n");
-  EXPECT_FALSE(config.use_cuda_graphs);
-  EXPECT_NE(std::find(config.notes.begin(), config.notes.end(), "sequence_parallel_size > 1 ⇒ use_cuda_graphs: false"),
-            config.notes.end());
-  EXPECT_TRUE(load("gpus: 2\n").use_cuda_graphs);
+  EXPECT_FALSE(config.kernels.use_cuda_graphs);
+  EXPECT_NE(std::find(config.sources.notes.begin(), config.sources.notes.end(),
+                      "sequence_parallel_size > 1 ⇒ use_cuda_graphs: false"),
+            config.sources.notes.end());
+  EXPECT_TRUE(load("gpus: 2\n").kernels.use_cuda_graphs);
 }
 
 }  // namespace

@@ -39,208 +39,377 @@ std::vector<RowCase> row_cases() {
     return [set](Config& c, RunShape&) { set(c); };
   };
   return {
-      {"fp8_hybrid full fine-tuning with sharded weights", S::Options,
-       options([](Config& c) { c.shard_weights = true; c.recipe = Recipe::Fp8Hybrid; c.lora = false; }),
+      {"fp8_hybrid full fine-tuning with sharded weights", S::Options, options([](Config& c) {
+         c.parallel.shard_weights = true;
+         c.precision.recipe = Recipe::Fp8Hybrid;
+         c.lora.enabled = false;
+       }),
        "option 'shard_weights' with recipe: fp8_hybrid needs lora: true"},
-      {"fp8_amax_history without fp8_hybrid", S::Options, options([](Config& c) { c.fp8_amax_history = 16; }),
+      {"fp8_amax_history without fp8_hybrid", S::Options, options([](Config& c) { c.precision.fp8_amax_history = 16; }),
        "option 'fp8_amax_history' only applies to recipe: fp8_hybrid"},
-      {"skip_quant_first_layers without fp8_hybrid", S::Options, options([](Config& c) { c.skip_quant_first_layers = 1; }),
+      {"skip_quant_first_layers without fp8_hybrid", S::Options,
+       options([](Config& c) { c.precision.skip_quant_first_layers = 1; }),
        "option 'skip_quant_first_layers' only applies to recipe: fp8_hybrid"},
-      {"skip_quant_last_layers without fp8_hybrid", S::Options, options([](Config& c) { c.skip_quant_last_layers = 1; }),
+      {"skip_quant_last_layers without fp8_hybrid", S::Options,
+       options([](Config& c) { c.precision.skip_quant_last_layers = 1; }),
        "option 'skip_quant_last_layers' only applies to recipe: fp8_hybrid"},
       {"fp8 gradient_dtype without fp8_hybrid", S::Options,
-       options([](Config& c) { c.gradient_dtype = GradientDtype::Fp8E5M2; }),
+       options([](Config& c) { c.precision.gradient_dtype = GradientDtype::Fp8E5M2; }),
        "fp8_e4m3 / fp8_e5m2 are the fp8_hybrid recipe's backward-matmul formats"},
-      {"float16 with another recipe", S::Options,
-       options([](Config& c) { c.torch_dtype = TorchDtype::Float16; c.recipe = Recipe::Fp8Hybrid; }),
+      {"float16 with another recipe", S::Options, options([](Config& c) {
+         c.model.torch_dtype = TorchDtype::Float16;
+         c.precision.recipe = Recipe::Fp8Hybrid;
+       }),
        "option 'torch_dtype' float16 (fp16 training with loss scaling) does not combine with recipe: fp8_hybrid"},
-      {"fp16_loss_scale without float16", S::Options, options([](Config& c) { c.fp16_loss_scale = 1024; }),
+      {"fp16_loss_scale without float16", S::Options, options([](Config& c) { c.precision.fp16_loss_scale = 1024; }),
        "option 'fp16_loss_scale' only applies to fp16 training"},
-      {"fp16_loss_scale_window without float16", S::Options, options([](Config& c) { c.fp16_loss_scale_window = 7; }),
+      {"fp16_loss_scale_window without float16", S::Options,
+       options([](Config& c) { c.precision.fp16_loss_scale_window = 7; }),
        "option 'fp16_loss_scale_window' only applies to fp16 training"},
-      {"recipe nvfp4", S::Options, options([](Config& c) { c.recipe = Recipe::Nvfp4; }),
+      {"recipe nvfp4", S::Options, options([](Config& c) { c.precision.recipe = Recipe::Nvfp4; }),
        "option 'recipe' nvfp4 is not implemented yet: its matmuls run on FP4 tensor cores"},
-      {"fp4_backend without nvfp4", S::Options, options([](Config& c) { c.fp4_backend = Fp4Backend::Cudnn; }),
+      {"fp4_backend without nvfp4", S::Options, options([](Config& c) { c.precision.fp4_backend = Fp4Backend::Cudnn; }),
        "option 'fp4_backend' only applies to recipe: nvfp4"},
-      {"qlora_four_over_six without qlora_fp4", S::Options, options([](Config& c) { c.qlora_four_over_six = false; }),
+      {"qlora_four_over_six without qlora_fp4", S::Options,
+       options([](Config& c) { c.quant.qlora_four_over_six = false; }),
        "option 'qlora_four_over_six' only applies to qlora_fp4"},
-      {"cooldown_steps without wsd", S::Options, options([](Config& c) { c.cooldown_steps = 5; }),
+      {"cooldown_steps without wsd", S::Options, options([](Config& c) { c.schedule.cooldown_steps = 5; }),
        "option 'cooldown_steps' only applies to lr_scheduler_type: wsd"},
-      {"attn_bwd_chunks over the micro-batch", S::Options,
-       options([](Config& c) { c.attn_bwd_chunks = 4; c.per_device_train_batch_size = 2; }),
+      {"attn_bwd_chunks over the micro-batch", S::Options, options([](Config& c) {
+         c.kernels.attn_bwd_chunks = 4;
+         c.schedule.per_device_train_batch_size = 2;
+       }),
        "option 'attn_bwd_chunks' splits the attention backward over the micro-batch's rows, so it can be at most "
        "per_device_train_batch_size (2), got 4"},
-      {"sequence_parallel_size with fp8_hybrid", S::Options,
-       options([](Config& c) { c.sequence_parallel_size = 2; c.recipe = Recipe::Fp8Hybrid; }),
+      {"sequence_parallel_size with fp8_hybrid", S::Options, options([](Config& c) {
+         c.parallel.sequence_parallel_size = 2;
+         c.precision.recipe = Recipe::Fp8Hybrid;
+       }),
        "option 'sequence_parallel_size' cannot be combined with recipe: fp8_hybrid yet"},
-      {"sequence_parallel_size with offload_residual", S::Options,
-       options([](Config& c) { c.sequence_parallel_size = 2; c.offload_residual = true; }),
+      {"sequence_parallel_size with offload_residual", S::Options, options([](Config& c) {
+         c.parallel.sequence_parallel_size = 2;
+         c.offload.offload_residual = true;
+       }),
        "option 'sequence_parallel_size' cannot be combined with offload_residual yet"},
-      {"pipeline_parallel_size with fp8_hybrid", S::Options,
-       options([](Config& c) { c.pipeline_parallel_size = 2; c.recipe = Recipe::Fp8Hybrid; }),
+      {"pipeline_parallel_size with fp8_hybrid", S::Options, options([](Config& c) {
+         c.parallel.pipeline_parallel_size = 2;
+         c.precision.recipe = Recipe::Fp8Hybrid;
+       }),
        "option 'pipeline_parallel_size' cannot be combined with recipe: fp8_hybrid yet"},
-      {"pipeline_parallel_size with offload_residual", S::Options,
-       options([](Config& c) { c.pipeline_parallel_size = 2; c.offload_residual = true; }),
+      {"pipeline_parallel_size with offload_residual", S::Options, options([](Config& c) {
+         c.parallel.pipeline_parallel_size = 2;
+         c.offload.offload_residual = true;
+       }),
        "option 'pipeline_parallel_size' cannot be combined with offload_residual yet"},
-      {"pipeline_parallel_size with ZeRO-3", S::Options,
-       options([](Config& c) { c.pipeline_parallel_size = 2; c.zero_level = 3; }),
+      {"pipeline_parallel_size with ZeRO-3", S::Options, options([](Config& c) {
+         c.parallel.pipeline_parallel_size = 2;
+         c.parallel.zero_level = 3;
+       }),
        "option 'pipeline_parallel_size' cannot be combined with zero_level: 3 yet"},
-      {"pipeline_stage_layers for another stage count", S::Options,
-       options([](Config& c) { c.pipeline_parallel_size = 2; c.pipeline_stage_layers = {1, 1, 1}; }),
+      {"pipeline_stage_layers for another stage count", S::Options, options([](Config& c) {
+         c.parallel.pipeline_parallel_size = 2;
+         c.parallel.pipeline_stage_layers = {1, 1, 1};
+       }),
        "option 'pipeline_stage_layers' lists 3 stages, but pipeline_parallel_size is 2"},
-      {"merge_adapter without lora", S::Options, options([](Config& c) { c.merge_adapter = true; c.lora = false; }),
+      {"merge_adapter without lora", S::Options, options([](Config& c) {
+         c.lora.merge_adapter = true;
+         c.lora.enabled = false;
+       }),
        "option 'merge_adapter' needs lora: true"},
-      {"lora_dtype bf16 without lora", S::Options,
-       options([](Config& c) { c.lora_dtype = LoraDtype::Bf16; c.lora = false; }),
+      {"lora_dtype bf16 without lora", S::Options, options([](Config& c) {
+         c.lora.lora_dtype = LoraDtype::Bf16;
+         c.lora.enabled = false;
+       }),
        "option 'lora_dtype' bf16 applies to LoRA adapters; with lora: false remove it"},
-      {"lora_dtype bf16 with fp8_hybrid", S::Options,
-       options([](Config& c) { c.lora_dtype = LoraDtype::Bf16; c.recipe = Recipe::Fp8Hybrid; }),
+      {"lora_dtype bf16 with fp8_hybrid", S::Options, options([](Config& c) {
+         c.lora.lora_dtype = LoraDtype::Bf16;
+         c.precision.recipe = Recipe::Fp8Hybrid;
+       }),
        "option 'lora_dtype' bf16 does not combine with recipe: fp8_hybrid yet"},
-      {"lora_dtype bf16 with other master or gradient dtypes", S::Options,
-       options([](Config& c) { c.lora_dtype = LoraDtype::Bf16; c.master_dtype = MasterDtype::Fp32; }),
+      {"lora_dtype bf16 with other master or gradient dtypes", S::Options, options([](Config& c) {
+         c.lora.lora_dtype = LoraDtype::Bf16;
+         c.precision.master_dtype = MasterDtype::Fp32;
+       }),
        "option 'lora_dtype' bf16 keeps the adapters' masters and gradients in bf16"},
-      {"several qlora modes", S::Options, options([](Config& c) { c.qlora_fp8 = true; c.qlora_bnb = true; }),
+      {"several qlora modes", S::Options, options([](Config& c) {
+         c.quant.qlora_fp8 = true;
+         c.quant.qlora_bnb = true;
+       }),
        "option 'qlora_bnb' cannot be combined with another qlora_* mode"},
-      {"qlora without lora", S::Options, options([](Config& c) { c.qlora_fp4 = true; c.lora = false; }),
+      {"qlora without lora", S::Options, options([](Config& c) {
+         c.quant.qlora_fp4 = true;
+         c.lora.enabled = false;
+       }),
        "option 'qlora_fp4' needs lora: true (QLoRA trains LoRA adapters on a quantized base model)"},
-      {"use_zero_copy without offloading", S::Options, options([](Config& c) { c.use_zero_copy = true; }),
+      {"use_zero_copy without offloading", S::Options, options([](Config& c) { c.offload.use_zero_copy = true; }),
        "option 'use_zero_copy' only applies to offloaded buffers"},
-      {"use_write_combined without offloading", S::Options, options([](Config& c) { c.use_write_combined = true; }),
+      {"use_write_combined without offloading", S::Options,
+       options([](Config& c) { c.offload.use_write_combined = true; }),
        "option 'use_write_combined' only applies to offloaded buffers"},
-      {"offload_master with bf16 masters", S::Options,
-       options([](Config& c) { c.offload_master = true; c.master_dtype = MasterDtype::Bf16; }),
+      {"offload_master with bf16 masters", S::Options, options([](Config& c) {
+         c.offload.offload_master = true;
+         c.precision.master_dtype = MasterDtype::Bf16;
+       }),
        "option 'offload_master' offloads the fp32 master weights, and master_dtype: bf16 keeps none"},
-      {"staged offload with normuon", S::Options,
-       options([](Config& c) { c.offload_optimizer = true; c.optimizer = Optimizer::NorMuon; }),
+      {"staged offload with normuon", S::Options, options([](Config& c) {
+         c.offload.offload_optimizer = true;
+         c.optimizer.algorithm = Optimizer::NorMuon;
+       }),
        "option 'offload_optimizer' with optimizer: normuon needs use_zero_copy: true"},
-      {"staged offload_optimizer with bf16 masters", S::Options,
-       options([](Config& c) { c.offload_optimizer = true; c.master_dtype = MasterDtype::Bf16; }),
+      {"staged offload_optimizer with bf16 masters", S::Options, options([](Config& c) {
+         c.offload.offload_optimizer = true;
+         c.precision.master_dtype = MasterDtype::Bf16;
+       }),
        "option 'offload_optimizer' with master_dtype: bf16 needs use_zero_copy: true"},
-      {"offload_quants without persistent_quants", S::Options, options([](Config& c) { c.offload_quants = true; }),
+      {"offload_quants without persistent_quants", S::Options,
+       options([](Config& c) { c.offload.offload_quants = true; }),
        "option 'offload_quants' requires persistent_quants: true"},
-      {"persistent_quants without sharded weights", S::Options, options([](Config& c) { c.persistent_quants = true; }),
+      {"persistent_quants without sharded weights", S::Options,
+       options([](Config& c) { c.offload.persistent_quants = true; }),
        "option 'persistent_quants' requires shard_weights: true (or zero_level: 3)"},
-      {"offload_quants with offload_master", S::Options,
-       options([](Config& c) {
-         c.offload_quants = c.persistent_quants = c.shard_weights = true;
-         c.offload_master = true;
+      {"offload_quants with offload_master", S::Options, options([](Config& c) {
+         c.offload.offload_quants = c.offload.persistent_quants = c.parallel.shard_weights = true;
+         c.offload.offload_master = true;
        }),
        "option 'offload_quants' cannot be combined with offload_master yet"},
-      {"offload_quants with offload_grads", S::Options,
-       options([](Config& c) {
-         c.offload_quants = c.persistent_quants = c.shard_weights = true;
-         c.offload_grads = true;
+      {"offload_quants with offload_grads", S::Options, options([](Config& c) {
+         c.offload.offload_quants = c.offload.persistent_quants = c.parallel.shard_weights = true;
+         c.offload.offload_grads = true;
        }),
        "option 'offload_quants' cannot be combined with offload_grads yet"},
-      {"offload_quants with bf16 masters", S::Options,
-       options([](Config& c) {
-         c.offload_quants = c.persistent_quants = c.shard_weights = true;
-         c.master_dtype = MasterDtype::Bf16;
+      {"offload_quants with bf16 masters", S::Options, options([](Config& c) {
+         c.offload.offload_quants = c.offload.persistent_quants = c.parallel.shard_weights = true;
+         c.precision.master_dtype = MasterDtype::Bf16;
        }),
        "option 'offload_quants' cannot be combined with master_dtype: bf16 yet"},
-      {"max_pixels", S::Options, options([](Config& c) { c.max_pixels = 1024; }),
+      {"max_pixels", S::Options, options([](Config& c) { c.data.max_pixels = 1024; }),
        "option 'max_pixels' is valid but not implemented yet in this version of Surogate"},
-      {"norm_bbox", S::Options, options([](Config& c) { c.norm_bbox = NormBbox::None; }),
+      {"norm_bbox", S::Options, options([](Config& c) { c.data.norm_bbox = NormBbox::None; }),
        "option 'norm_bbox' is valid but not implemented yet in this version of Surogate"},
       // The Backend stage: the CPU backend.
-      {"cpu master_dtype", S::Backend, [](Config& c, RunShape& s) { c.master_dtype = MasterDtype::Bf16; s = cpu(); },
+      {"cpu master_dtype", S::Backend,
+       [](Config& c, RunShape& s) {
+         c.precision.master_dtype = MasterDtype::Bf16;
+         s = cpu();
+       },
        "master_dtype: bf16 is implemented on the CUDA backend only"},
-      {"cpu gradient_dtype", S::Backend, [](Config& c, RunShape& s) { c.gradient_dtype = GradientDtype::Bf16; s = cpu(); },
+      {"cpu gradient_dtype", S::Backend,
+       [](Config& c, RunShape& s) {
+         c.precision.gradient_dtype = GradientDtype::Bf16;
+         s = cpu();
+       },
        "gradient_dtype: bf16 is implemented on the CUDA backend only"},
-      {"cpu offload_master", S::Backend, [](Config& c, RunShape& s) { c.offload_master = true; s = cpu(); },
+      {"cpu offload_master", S::Backend,
+       [](Config& c, RunShape& s) {
+         c.offload.offload_master = true;
+         s = cpu();
+       },
        "offload_master moves GPU memory to pinned host memory; it applies to the CUDA backend only"},
-      {"cpu offload_optimizer", S::Backend, [](Config& c, RunShape& s) { c.offload_optimizer = true; s = cpu(); },
+      {"cpu offload_optimizer", S::Backend,
+       [](Config& c, RunShape& s) {
+         c.offload.offload_optimizer = true;
+         s = cpu();
+       },
        "offload_optimizer moves GPU memory to pinned host memory"},
-      {"cpu offload_grads", S::Backend, [](Config& c, RunShape& s) { c.offload_grads = true; s = cpu(); },
+      {"cpu offload_grads", S::Backend,
+       [](Config& c, RunShape& s) {
+         c.offload.offload_grads = true;
+         s = cpu();
+       },
        "offload_grads moves GPU memory to pinned host memory"},
       {"cpu pipeline over processes", S::Device,
-       [](Config&, RunShape& s) { s = cpu(); s.world_size = s.pipeline_size = s.processes = 2; },
+       [](Config&, RunShape& s) {
+         s = cpu();
+         s.world_size = s.pipeline_size = s.processes = 2;
+       },
        "pipeline_parallel_size: 2 runs its stages as rank threads of one process in this version; a launcher or Ray "
        "started 2 processes. Start one process with gpus: 2 (the stages × replicas), or use data or sequence "
        "parallelism across processes"},
       // The Backend stage: the CUDA backend.
       {"cuda sequence with pipeline", S::Backend,
-       [](Config&, RunShape& s) { s = cuda(4); s.sequence_size = s.pipeline_size = 2; },
+       [](Config&, RunShape& s) {
+         s = cuda(4);
+         s.sequence_size = s.pipeline_size = 2;
+       },
        "pipeline_parallel_size: 2 with sequence_parallel_size: 2 (3D parallelism) runs on CPU ranks only"},
       {"float16 on several GPUs", S::Backend,
-       [](Config& c, RunShape& s) { c.torch_dtype = TorchDtype::Float16; c.gpus = 2; s = cuda(2); },
+       [](Config& c, RunShape& s) {
+         c.model.torch_dtype = TorchDtype::Float16;
+         c.parallel.gpus = 2;
+         s = cuda(2);
+       },
        "torch_dtype: float16 with gpus: 2 (2 data-parallel ranks, ZeRO-1) is not implemented on the CUDA backend"},
       {"float16 with master_dtype", S::Backend,
-       [](Config& c, RunShape& s) { c.torch_dtype = TorchDtype::Float16; c.master_dtype = MasterDtype::Bf16; s = cuda(); },
+       [](Config& c, RunShape& s) {
+         c.model.torch_dtype = TorchDtype::Float16;
+         c.precision.master_dtype = MasterDtype::Bf16;
+         s = cuda();
+       },
        "torch_dtype: float16 with master_dtype: bf16 is not implemented"},
       {"float16 with gradient_dtype", S::Backend,
-       [](Config& c, RunShape& s) { c.torch_dtype = TorchDtype::Float16; c.gradient_dtype = GradientDtype::Bf16; s = cuda(); },
+       [](Config& c, RunShape& s) {
+         c.model.torch_dtype = TorchDtype::Float16;
+         c.precision.gradient_dtype = GradientDtype::Bf16;
+         s = cuda();
+       },
        "torch_dtype: float16 with gradient_dtype: bf16 is not implemented"},
       {"float16 with normuon", S::Backend,
-       [](Config& c, RunShape& s) { c.torch_dtype = TorchDtype::Float16; c.optimizer = Optimizer::NorMuon; s = cuda(); },
+       [](Config& c, RunShape& s) {
+         c.model.torch_dtype = TorchDtype::Float16;
+         c.optimizer.algorithm = Optimizer::NorMuon;
+         s = cuda();
+       },
        "torch_dtype: float16 with optimizer: normuon is not implemented"},
       {"float16 with offload_master", S::Backend,
-       [](Config& c, RunShape& s) { c.torch_dtype = TorchDtype::Float16; c.offload_master = true; s = cuda(); },
+       [](Config& c, RunShape& s) {
+         c.model.torch_dtype = TorchDtype::Float16;
+         c.offload.offload_master = true;
+         s = cuda();
+       },
        "torch_dtype: float16 with offload_master: true is not implemented"},
       {"float16 with offload_grads", S::Backend,
-       [](Config& c, RunShape& s) { c.torch_dtype = TorchDtype::Float16; c.offload_grads = true; s = cuda(); },
+       [](Config& c, RunShape& s) {
+         c.model.torch_dtype = TorchDtype::Float16;
+         c.offload.offload_grads = true;
+         s = cuda();
+       },
        "; remove offload_grads, or set torch_dtype: bfloat16"},
       {"float16 with offload_optimizer", S::Backend,
-       [](Config& c, RunShape& s) { c.torch_dtype = TorchDtype::Float16; c.offload_optimizer = true; s = cuda(); },
+       [](Config& c, RunShape& s) {
+         c.model.torch_dtype = TorchDtype::Float16;
+         c.offload.offload_optimizer = true;
+         s = cuda();
+       },
        "torch_dtype: float16 with offload_optimizer: true"},
       {"float16 with offload_residual", S::Backend,
-       [](Config& c, RunShape& s) { c.torch_dtype = TorchDtype::Float16; c.offload_residual = true; s = cuda(); },
+       [](Config& c, RunShape& s) {
+         c.model.torch_dtype = TorchDtype::Float16;
+         c.offload.offload_residual = true;
+         s = cuda();
+       },
        "torch_dtype: float16 with offload_residual: true"},
       {"float16 with offload_quants", S::Backend,
-       [](Config& c, RunShape& s) { c.torch_dtype = TorchDtype::Float16; c.offload_quants = true; s = cuda(); },
+       [](Config& c, RunShape& s) {
+         c.model.torch_dtype = TorchDtype::Float16;
+         c.offload.offload_quants = true;
+         s = cuda();
+       },
        "torch_dtype: float16 with offload_quants: true"},
       {"float16 with qlora_fp8", S::Backend,
-       [](Config& c, RunShape& s) { c.torch_dtype = TorchDtype::Float16; c.qlora_fp8 = true; s = cuda(); },
+       [](Config& c, RunShape& s) {
+         c.model.torch_dtype = TorchDtype::Float16;
+         c.quant.qlora_fp8 = true;
+         s = cuda();
+       },
        "torch_dtype: float16 with qlora_fp8: true (QLoRA) is not implemented"},
       {"float16 with qlora_fp4", S::Backend,
-       [](Config& c, RunShape& s) { c.torch_dtype = TorchDtype::Float16; c.qlora_fp4 = true; s = cuda(); },
+       [](Config& c, RunShape& s) {
+         c.model.torch_dtype = TorchDtype::Float16;
+         c.quant.qlora_fp4 = true;
+         s = cuda();
+       },
        "qlora_fp4: true (QLoRA)"},
       {"float16 with qlora_bnb", S::Backend,
-       [](Config& c, RunShape& s) { c.torch_dtype = TorchDtype::Float16; c.qlora_bnb = true; s = cuda(); },
+       [](Config& c, RunShape& s) {
+         c.model.torch_dtype = TorchDtype::Float16;
+         c.quant.qlora_bnb = true;
+         s = cuda();
+       },
        "; train LoRA without quantization, or set torch_dtype: bfloat16"},
       {"float16 with another recipe on CUDA", S::Backend,
-       [](Config& c, RunShape& s) { c.torch_dtype = TorchDtype::Float16; c.recipe = Recipe::Fp8Hybrid; s = cuda(); },
+       [](Config& c, RunShape& s) {
+         c.model.torch_dtype = TorchDtype::Float16;
+         c.precision.recipe = Recipe::Fp8Hybrid;
+         s = cuda();
+       },
        "torch_dtype: float16 with recipe: fp8_hybrid is not implemented"},
       {"cuda bf16 masters on several GPUs", S::Backend,
-       [](Config& c, RunShape& s) { c.master_dtype = MasterDtype::Bf16; c.gpus = 2; s = cuda(2); },
+       [](Config& c, RunShape& s) {
+         c.precision.master_dtype = MasterDtype::Bf16;
+         c.parallel.gpus = 2;
+         s = cuda(2);
+       },
        "master_dtype: bf16 is implemented on one GPU only; with gpus: 2 (2 data-parallel GPUs)"},
       {"cuda offload_master on several GPUs", S::Backend,
-       [](Config& c, RunShape& s) { c.offload_master = true; c.gpus = 2; s = cuda(2); },
+       [](Config& c, RunShape& s) {
+         c.offload.offload_master = true;
+         c.parallel.gpus = 2;
+         s = cuda(2);
+       },
        "offload_master is implemented on one GPU only (the data-parallel GPUs exchange masters and gradients"},
       {"cuda offload_grads on several GPUs", S::Backend,
-       [](Config& c, RunShape& s) { c.offload_grads = true; c.gpus = 2; s = cuda(2); },
+       [](Config& c, RunShape& s) {
+         c.offload.offload_grads = true;
+         c.parallel.gpus = 2;
+         s = cuda(2);
+       },
        "offload_grads is implemented on one GPU only"},
-      {"cuda nvfp4", S::Backend, [](Config& c, RunShape& s) { c.recipe = Recipe::Nvfp4; s = cuda(); },
+      {"cuda nvfp4", S::Backend,
+       [](Config& c, RunShape& s) {
+         c.precision.recipe = Recipe::Nvfp4;
+         s = cuda();
+       },
        "recipe: nvfp4 is not implemented yet on the CUDA backend; use recipe: bf16 or fp8_hybrid"},
       {"cuda pipeline over processes", S::Device,
-       [](Config&, RunShape& s) { s = cuda(2); s.pipeline_size = s.processes = 2; },
+       [](Config&, RunShape& s) {
+         s = cuda(2);
+         s.pipeline_size = s.processes = 2;
+       },
        "(the stages × replicas), or use data parallelism across processes"},
       // The Hardware stage.
-      {"fp8_hybrid before SM89", S::Hardware, [](Config& c, RunShape& s) { c.recipe = Recipe::Fp8Hybrid; s.gpu_sm = 80; },
+      {"fp8_hybrid before SM89", S::Hardware,
+       [](Config& c, RunShape& s) {
+         c.precision.recipe = Recipe::Fp8Hybrid;
+         s.gpu_sm = 80;
+       },
        "option 'recipe' needs a GPU of compute capability SM89+ (Ada, Hopper or Blackwell), but this machine has SM80"},
-      {"qlora_fp8 before SM89", S::Hardware, [](Config& c, RunShape& s) { c.qlora_fp8 = true; s.gpu_sm = 0; },
+      {"qlora_fp8 before SM89", S::Hardware,
+       [](Config& c, RunShape& s) {
+         c.quant.qlora_fp8 = true;
+         s.gpu_sm = 0;
+       },
        "option 'qlora_fp8' needs a GPU of compute capability SM89+ (Ada, Hopper or Blackwell), but this machine has "
        "no GPU"},
-      {"nvfp4 before SM100", S::Hardware, [](Config& c, RunShape& s) { c.recipe = Recipe::Nvfp4; s.gpu_sm = 90; },
+      {"nvfp4 before SM100", S::Hardware,
+       [](Config& c, RunShape& s) {
+         c.precision.recipe = Recipe::Nvfp4;
+         s.gpu_sm = 90;
+       },
        "option 'recipe' needs a GPU of compute capability SM100+ (Blackwell), but this machine has SM90"},
       // The Device stage.
       {"debug_time_breakdown on the CPU backend", S::Device,
-       [](Config& c, RunShape& s) { c.debug_time_breakdown = true; s = cpu(); s.backend_line = "chosen by the caller"; },
+       [](Config& c, RunShape& s) {
+         c.logging.debug_time_breakdown = true;
+         s = cpu();
+         s.backend_line = "chosen by the caller";
+       },
        "debug_time_breakdown needs the CUDA backend (it times each op's kernels with CUDA events), but this run would "
        "train on the CPU backend (chosen by the caller)"},
       {"cuda data-parallel device with bf16 masters", S::Device,
-       [](Config& c, RunShape& s) { c.master_dtype = MasterDtype::Bf16; s = cuda(); s.data_parallel_device = true; },
+       [](Config& c, RunShape& s) {
+         c.precision.master_dtype = MasterDtype::Bf16;
+         s = cuda();
+         s.data_parallel_device = true;
+       },
        "master_dtype: bf16 is implemented on one GPU only, not on the data-parallel device"},
       {"cuda data-parallel device with offload_master", S::Device,
-       [](Config& c, RunShape& s) { c.offload_master = true; s = cuda(); s.data_parallel_device = true; },
+       [](Config& c, RunShape& s) {
+         c.offload.offload_master = true;
+         s = cuda();
+         s.data_parallel_device = true;
+       },
        "offload_master is implemented on one GPU only, not on the data-parallel device"},
       {"cuda data-parallel device with offload_grads", S::Device,
-       [](Config& c, RunShape& s) { c.offload_grads = true; s = cuda(); s.data_parallel_device = true; },
+       [](Config& c, RunShape& s) {
+         c.offload.offload_grads = true;
+         s = cuda();
+         s.data_parallel_device = true;
+       },
        "offload_grads is implemented on one GPU only, not on the data-parallel device"},
       // The Model stage.
       {"float16 with a mixture-of-experts model", S::Model,
        [](Config& c, RunShape& s) {
-         c.torch_dtype = TorchDtype::Float16;
+         c.model.torch_dtype = TorchDtype::Float16;
          s = cuda();
          s.moe = true;
          s.model_type = "qwen3_moe";

@@ -40,8 +40,8 @@ namespace {
 
 TEST(ModelParallelLayout, RanksAreSequenceThenReplicaThenStage) {
   Config config;
-  config.gpus = 8;
-  config.sequence_parallel_size = 2;
+  config.parallel.gpus = 8;
+  config.parallel.sequence_parallel_size = 2;
   ParallelLayout layout = cpu_parallel_layout(config);
   EXPECT_EQ(layout.data_size, 4);
   EXPECT_EQ(layout.sequence_size, 2);
@@ -53,20 +53,20 @@ TEST(ModelParallelLayout, RanksAreSequenceThenReplicaThenStage) {
     EXPECT_EQ(place.replica, rank / 2);
     EXPECT_EQ(layout.rank_at(place), rank);
   }
-  config.sequence_parallel_size = 1;
-  config.pipeline_parallel_size = 4;
+  config.parallel.sequence_parallel_size = 1;
+  config.parallel.pipeline_parallel_size = 4;
   layout = cpu_parallel_layout(config);
   EXPECT_EQ(layout.data_size, 2);
   EXPECT_EQ(layout.gradient_group_size(), 2);
   EXPECT_EQ(layout.place(5).stage, 2);
   EXPECT_EQ(layout.place(5).replica, 1);
   EXPECT_EQ(layout.describe(), "8 ranks (2 data-parallel × 4 pipeline stages), ZeRO-1 (optimizer state sharded)");
-  config.gpus = 6;
+  config.parallel.gpus = 6;
   EXPECT_NE(error_of([&] { cpu_parallel_layout(config); })
                 .find("pipeline_parallel_size: 4 needs the ranks to be a multiple of 4, but this run has 6 ranks"),
             std::string::npos);
-  config.gpus = 4;
-  config.pipeline_parallel_size = 4;
+  config.parallel.gpus = 4;
+  config.parallel.pipeline_parallel_size = 4;
   EXPECT_EQ(cpu_parallel_layout(config).describe(), "4 ranks (4 pipeline stages)");
 }
 
@@ -245,17 +245,20 @@ TEST(PipelineStages, BalancedByCostWithTheEmbeddingAndHeadOnTheEnds) {
   EXPECT_EQ(layer_of("final_norm"), -1);
 
   Config config;
-  config.pipeline_parallel_size = 2;
-  config.pipeline_stage_layers = {3, 4};
-  EXPECT_NE(error_of([&] { choose_stages(config, costs); })
+  config.parallel.pipeline_parallel_size = 2;
+  config.parallel.pipeline_stage_layers = {3, 4};
+  EXPECT_NE(error_of([&] { choose_stages(config.parallel, config.sources, costs); })
                 .find("pipeline_stage_layers gives the stages 7 layers in all (3 + 4), but the model has 8"),
             std::string::npos);
-  config.pipeline_stage_layers = {3, 5};
-  stages = choose_stages(config, costs);
+  config.parallel.pipeline_stage_layers = {3, 5};
+  stages = choose_stages(config.parallel, config.sources, costs);
   EXPECT_EQ(stages[1].first, 3);
-  config.pipeline_parallel_size = 9;
-  config.pipeline_stage_layers.clear();
-  EXPECT_NE(error_of([&] { choose_stages(config, costs); }).find("needs at least one layer per stage"), std::string::npos);
+  config.parallel.pipeline_parallel_size = 9;
+  config.parallel.pipeline_stage_layers.clear();
+  EXPECT_NE(error_of([&] {
+              choose_stages(config.parallel, config.sources, costs);
+            }).find("needs at least one layer per stage"),
+            std::string::npos);
 }
 
 // A toy "decoder": embedding-like product, two layers of a residual product, and a loss; the

@@ -16,7 +16,7 @@ namespace {
 
 TEST(ParallelLayoutOverProcesses, ProcessesHoldConsecutiveRanks) {
   Config config;
-  config.gpus = 2;
+  config.parallel.gpus = 2;
   const ParallelLayout layout = cpu_parallel_layout(config, {.rank = 1, .count = 3});
   EXPECT_EQ(layout.world_size, 6);
   EXPECT_EQ(layout.local_ranks, 2);
@@ -39,7 +39,7 @@ TEST(ParallelLayoutOverProcesses, TheFirstGpuFollowsLocalRankUnlessTheLauncherRe
   // srun --gpus-per-task=1 / Ray: exactly this process's GPU is visible.
   EXPECT_EQ(gpu_parallel_layout(config, 1, {.rank = 5, .count = 8, .local_rank = 5}).first_device, 0);
   // gpus: 0 shares the machine's GPUs among its processes.
-  config.gpus = 0;
+  config.parallel.gpus = 0;
   ParallelLayout layout = gpu_parallel_layout(config, 8, {.rank = 3, .count = 4, .local_rank = 1, .local_count = 2});
   EXPECT_EQ(layout.local_ranks, 4);
   EXPECT_EQ(layout.first_device, 4);
@@ -47,7 +47,7 @@ TEST(ParallelLayoutOverProcesses, TheFirstGpuFollowsLocalRankUnlessTheLauncherRe
   EXPECT_EQ(layout.world_size, 16);
   EXPECT_NE(error_of([&] { gpu_parallel_layout(config, 8, {.rank = 0, .count = 3, .local_count = 3}); }).find("does not divide"),
             std::string::npos);
-  config.gpus = 2;
+  config.parallel.gpus = 2;
   const std::string error = error_of([&] { gpu_parallel_layout(config, 4, {.rank = 2, .count = 4, .local_rank = 2}); });
   EXPECT_NE(error.find("LOCAL_RANK=2 with 2 GPUs per process needs GPUs 4–5, but 4 are visible"), std::string::npos) << error;
 }
@@ -60,10 +60,12 @@ TEST(ParallelLayoutOverProcesses, NodesAreProcessesAndDriveGpusPerNode) {
   EXPECT_EQ(layout.world_size, 8);
   EXPECT_EQ(layout.first_rank, 4);
   EXPECT_EQ(layout.first_device, 0);
-  EXPECT_NO_THROW(check_nodes_match_processes(config, {.rank = 1, .count = 2}));
-  EXPECT_NE(error_of([&] { check_nodes_match_processes(config, {}); }).find("this process was started alone"),
+  EXPECT_NO_THROW(check_nodes_match_processes(config.distributed, config.sources, {.rank = 1, .count = 2}));
+  EXPECT_NE(error_of([&] {
+              check_nodes_match_processes(config.distributed, config.sources, {});
+            }).find("this process was started alone"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { check_nodes_match_processes(config, {.rank = 0, .count = 3}); })
+  EXPECT_NE(error_of([&] { check_nodes_match_processes(config.distributed, config.sources, {.rank = 0, .count = 3}); })
                 .find("distributed.num_nodes: 2 runs one process per node, but the launcher started 3 processes"),
             std::string::npos);
 }

@@ -39,7 +39,7 @@ TEST(BackendSelection, CpuBuildOrNoGpuTrainsOnTheCpuAndSaysWhy) {
   choice = choose_training_backend(config, no_gpu());
   EXPECT_EQ(choice.backend, TrainingBackend::Cpu);
   EXPECT_NE(choice.message.find("no CUDA device is visible"), std::string::npos) << choice.message;
-  config.optimizer = Optimizer::NorMuon;
+  config.optimizer.algorithm = Optimizer::NorMuon;
   EXPECT_EQ(choose_training_backend(config, no_gpu()).backend, TrainingBackend::Cpu);
 }
 
@@ -57,22 +57,22 @@ TEST(BackendSelection, AGpuWithoutBf16TensorCoresTrainsOnTheCpuAndSaysWhy) {
 
 TEST(BackendSelection, OneVisibleGpuTrainsOnCudaWithTheBf16Recipe) {
   Config config;  // gpus: 1, recipe: bf16 (the defaults); the default optimizer is adamw_8bit
-  config.optimizer = Optimizer::AdamW;
+  config.optimizer.algorithm = Optimizer::AdamW;
   BackendChoice choice = choose_training_backend(config, gpus(1));
   EXPECT_EQ(choice.backend, TrainingBackend::Cuda);
   EXPECT_NE(choice.message.find("NVIDIA H100"), std::string::npos) << choice.message;
   EXPECT_NE(choice.message.find("bf16"), std::string::npos) << choice.message;
-  config.gpus = 0;  // all visible GPUs: one
+  config.parallel.gpus = 0;  // all visible GPUs: one
   EXPECT_EQ(choose_training_backend(config, gpus(1)).backend, TrainingBackend::Cuda);
-  config.master_dtype = MasterDtype::Fp32;
-  config.gradient_dtype = GradientDtype::Fp32;
+  config.precision.master_dtype = MasterDtype::Fp32;
+  config.precision.gradient_dtype = GradientDtype::Fp32;
   EXPECT_EQ(choose_training_backend(config, gpus(1)).backend, TrainingBackend::Cuda);
 }
 
 TEST(BackendSelection, EveryOptimizerTrainsOnCudaAndTheMessageNamesIt) {
   for (Optimizer optimizer : {Optimizer::AdamW, Optimizer::AdamW8bit, Optimizer::NorMuon}) {
     Config config;
-    config.optimizer = optimizer;
+    config.optimizer.algorithm = optimizer;
     BackendChoice choice = choose_training_backend(config, gpus(1));
     EXPECT_EQ(choice.backend, TrainingBackend::Cuda) << to_string(optimizer);
     EXPECT_NE(choice.message.find(std::string(to_string(optimizer)) + " state"), std::string::npos) << choice.message;
@@ -81,27 +81,27 @@ TEST(BackendSelection, EveryOptimizerTrainsOnCudaAndTheMessageNamesIt) {
 
 TEST(BackendSelection, SeveralGpusAreDataParallelGpusAndTheirLimitsNameTheOption) {
   Config config;
-  config.optimizer = Optimizer::AdamW;
-  config.gpus = 2;
+  config.optimizer.algorithm = Optimizer::AdamW;
+  config.parallel.gpus = 2;
   BackendChoice choice = choose_training_backend(config, gpus(2));
   EXPECT_EQ(choice.backend, TrainingBackend::Cuda);
   EXPECT_NE(choice.message.find("gpus: 2 runs 2 data-parallel ranks, ZeRO-1"), std::string::npos) << choice.message;
   EXPECT_NE(choice.message.find("GPUs 0-1"), std::string::npos) << choice.message;
   EXPECT_NE(choice.message.find("NCCL"), std::string::npos) << choice.message;
-  config.shard_gradients = true;  // zero_level: 2 implies it
+  config.parallel.shard_gradients = true;  // zero_level: 2 implies it
   EXPECT_NE(choose_training_backend(config, gpus(2)).message.find("ZeRO-2"), std::string::npos);
-  config.shard_gradients = false;
+  config.parallel.shard_gradients = false;
   // More GPUs than visible: an error naming gpus and what is visible.
   const std::string too_many = error_of(config, gpus(1));
   EXPECT_NE(too_many.find("gpus: 2 asks for 2 GPUs, but 1 is visible"), std::string::npos) << too_many;
   // gpus: 0 is every visible GPU.
-  config.gpus = 0;
+  config.parallel.gpus = 0;
   choice = choose_training_backend(config, gpus(4));
   EXPECT_NE(choice.message.find("4 data-parallel ranks"), std::string::npos) << choice.message;
   EXPECT_EQ(choose_training_backend(config, gpus(1)).message.find("data-parallel"), std::string::npos);
   EXPECT_EQ(choose_training_backend(config, no_gpu()).backend, TrainingBackend::Cpu);
   // bf16 masters are one GPU's only.
-  config.master_dtype = MasterDtype::Bf16;
+  config.precision.master_dtype = MasterDtype::Bf16;
   const std::string bf16 = error_of(config, gpus(2));
   EXPECT_NE(bf16.find("master_dtype: bf16 is implemented on one GPU only"), std::string::npos) << bf16;
   EXPECT_EQ(choose_training_backend(config, gpus(1)).backend, TrainingBackend::Cuda);
@@ -121,30 +121,30 @@ TEST(BackendSelection, LoraDtypeBf16TrainsOnCudaAndTheCpuBackendRefusesItByName)
 
 TEST(BackendSelection, GpusOnTheCpuBackendAreDataParallelCpuRanks) {
   Config config;
-  config.optimizer = Optimizer::AdamW;
-  config.gpus = 3;
+  config.optimizer.algorithm = Optimizer::AdamW;
+  config.parallel.gpus = 3;
   BackendChoice choice = choose_training_backend(config, no_gpu());
   EXPECT_EQ(choice.backend, TrainingBackend::Cpu);
   EXPECT_NE(choice.message.find("gpus: 3 runs 3 data-parallel ranks, ZeRO-1"), std::string::npos) << choice.message;
-  config.shard_gradients = true;  // zero_level: 2 implies it
+  config.parallel.shard_gradients = true;  // zero_level: 2 implies it
   EXPECT_NE(choose_training_backend(config, no_gpu()).message.find("3 data-parallel ranks, ZeRO-2"), std::string::npos);
-  config.gpus = 1;  // one GPU: ZeRO-2 has nothing to shard, the run is the single-GPU one
+  config.parallel.gpus = 1;  // one GPU: ZeRO-2 has nothing to shard, the run is the single-GPU one
   EXPECT_EQ(choose_training_backend(config, gpus(1)).message.find("data-parallel"), std::string::npos);
-  config.shard_gradients = false;
-  config.gpus = 0;  // every visible GPU: none, so one rank
+  config.parallel.shard_gradients = false;
+  config.parallel.gpus = 0;  // every visible GPU: none, so one rank
   EXPECT_EQ(choose_training_backend(config, no_gpu()).message.find("data-parallel"), std::string::npos);
 }
 
 // Validated on two GPUs (2026-11-27): both layouts train on the CUDA backend, and on CPU ranks without GPUs.
 TEST(BackendSelection, SequenceAndPipelineParallelGpusTrainOnCuda) {
   Config config;
-  config.gpus = 4;
-  config.sequence_parallel_size = 2;
+  config.parallel.gpus = 4;
+  config.parallel.sequence_parallel_size = 2;
   BackendChoice choice = choose_training_backend(config, gpus(4));
   EXPECT_EQ(choice.backend, TrainingBackend::Cuda);
   EXPECT_NE(choice.message.find("4 ranks (2 data-parallel × 2 sequence-parallel)"), std::string::npos) << choice.message;
-  config.sequence_parallel_size = 1;
-  config.pipeline_parallel_size = 2;
+  config.parallel.sequence_parallel_size = 1;
+  config.parallel.pipeline_parallel_size = 2;
   choice = choose_training_backend(config, gpus(4));
   EXPECT_EQ(choice.backend, TrainingBackend::Cuda);
   EXPECT_NE(choice.message.find("4 ranks (2 data-parallel × 2 pipeline stages)"), std::string::npos) << choice.message;
@@ -156,9 +156,9 @@ TEST(BackendSelection, SequenceAndPipelineParallelGpusTrainOnCuda) {
 // 3D parallelism runs on CPU ranks; on GPUs it is refused.
 TEST(BackendSelection, SequenceTimesPipelineRunsOnCpuRanksAndIsRefusedOnGpus) {
   Config config;
-  config.gpus = 4;
-  config.sequence_parallel_size = 2;
-  config.pipeline_parallel_size = 2;
+  config.parallel.gpus = 4;
+  config.parallel.sequence_parallel_size = 2;
+  config.parallel.pipeline_parallel_size = 2;
   const std::string refusal = error_of(config, gpus(4));
   EXPECT_NE(refusal.find("pipeline_parallel_size: 2 with sequence_parallel_size: 2 (3D parallelism) runs on CPU ranks "
                          "only"), std::string::npos) << refusal;
@@ -169,17 +169,17 @@ TEST(BackendSelection, SequenceTimesPipelineRunsOnCpuRanksAndIsRefusedOnGpus) {
 
 TEST(BackendSelection, WhatTheCudaTrainerLacksIsAClearErrorNamingTheOption) {
   Config config;
-  config.optimizer = Optimizer::AdamW;
-  config.recipe = Recipe::Nvfp4;
+  config.optimizer.algorithm = Optimizer::AdamW;
+  config.precision.recipe = Recipe::Nvfp4;
   EXPECT_NE(error_of(config, gpus(1, 100)).find("recipe: nvfp4 is not implemented yet"), std::string::npos)
       << error_of(config, gpus(1, 100));
 }
 
 TEST(BackendSelection, Fp8HybridNeedsSm89AndTheMessageSaysSo) {
   Config config;
-  config.lora = true;
-  config.recipe = Recipe::Fp8Hybrid;
-  config.gradient_dtype = GradientDtype::Fp8E4M3;
+  config.lora.enabled = true;
+  config.precision.recipe = Recipe::Fp8Hybrid;
+  config.precision.gradient_dtype = GradientDtype::Fp8E4M3;
   const BackendChoice choice = choose_training_backend(config, gpus(1, 90));
   EXPECT_EQ(choice.backend, TrainingBackend::Cuda);
   EXPECT_NE(choice.message.find("fp8_hybrid recipe"), std::string::npos) << choice.message;
@@ -191,8 +191,8 @@ TEST(BackendSelection, Fp8HybridNeedsSm89AndTheMessageSaysSo) {
 
 TEST(BackendSelection, QloraFp8NeedsSm89) {
   Config config;
-  config.lora = true;
-  config.qlora_fp8 = true;
+  config.lora.enabled = true;
+  config.quant.qlora_fp8 = true;
   EXPECT_EQ(choose_training_backend(config, gpus(1, 89)).backend, TrainingBackend::Cuda);
   EXPECT_EQ(choose_training_backend(config, gpus(1, 90)).backend, TrainingBackend::Cuda);
   const std::string message = error_of(config, gpus(1, 80));
@@ -204,14 +204,14 @@ TEST(BackendSelection, QloraFp8NeedsSm89) {
 
 TEST(BackendSelection, Bf16MasterAndGradientsTrainOnCudaAndTheMessageSaysSo) {
   Config config;
-  config.optimizer = Optimizer::AdamW;
-  config.master_dtype = MasterDtype::Bf16;
+  config.optimizer.algorithm = Optimizer::AdamW;
+  config.precision.master_dtype = MasterDtype::Bf16;
   BackendChoice choice = choose_training_backend(config, gpus(1));
   EXPECT_EQ(choice.backend, TrainingBackend::Cuda);
   EXPECT_NE(choice.message.find("bf16 master weights (stochastic rounding"), std::string::npos) << choice.message;
   EXPECT_NE(choice.message.find("fp32 gradient accumulation"), std::string::npos) << choice.message;
-  config.master_dtype.reset();
-  config.gradient_dtype = GradientDtype::Bf16;
+  config.precision.master_dtype.reset();
+  config.precision.gradient_dtype = GradientDtype::Bf16;
   choice = choose_training_backend(config, gpus(1));
   EXPECT_EQ(choice.backend, TrainingBackend::Cuda);
   EXPECT_NE(choice.message.find("fp32 master weights"), std::string::npos) << choice.message;
@@ -220,18 +220,18 @@ TEST(BackendSelection, Bf16MasterAndGradientsTrainOnCudaAndTheMessageSaysSo) {
 
 TEST(BackendSelection, Bf16MasterOrGradientsOnTheCpuBackendIsAnErrorNamingTheOption) {
   Config config;
-  config.master_dtype = MasterDtype::Bf16;
+  config.precision.master_dtype = MasterDtype::Bf16;
   for (const MachineOffer& machine : {cpu_build(), no_gpu()}) {
     const std::string message = error_of(config, machine);
     EXPECT_NE(message.find("master_dtype: bf16"), std::string::npos) << message;
     EXPECT_NE(message.find("implemented on the CUDA backend only"), std::string::npos) << message;
   }
-  config.master_dtype = MasterDtype::Fp32;
-  config.gradient_dtype = GradientDtype::Bf16;
+  config.precision.master_dtype = MasterDtype::Fp32;
+  config.precision.gradient_dtype = GradientDtype::Bf16;
   const std::string message = error_of(config, no_gpu());
   EXPECT_NE(message.find("gradient_dtype: bf16"), std::string::npos) << message;
   EXPECT_NE(message.find("implemented on the CUDA backend only"), std::string::npos) << message;
-  config.gradient_dtype = GradientDtype::Fp32;
+  config.precision.gradient_dtype = GradientDtype::Fp32;
   EXPECT_EQ(choose_training_backend(config, no_gpu()).backend, TrainingBackend::Cpu);
   EXPECT_NO_THROW(check_cpu_backend_options(config));
 }
@@ -243,9 +243,10 @@ namespace surogate::train {
 namespace {
 
 TEST(BackendSelection, OffloadingIsForTheCudaBackendAndMastersAndGradientsForOneGpu) {
-  for (bool Config::*option : {&Config::offload_master, &Config::offload_optimizer, &Config::offload_grads}) {
+  for (bool config::Offload::*option :
+       {&config::Offload::offload_master, &config::Offload::offload_optimizer, &config::Offload::offload_grads}) {
     Config config;
-    config.*option = true;
+    config.offload.*option = true;
     // On one GPU every offload trains on CUDA.
     EXPECT_EQ(choose_training_backend(config, gpus(1)).backend, TrainingBackend::Cuda);
     // The CPU backend refuses each by name.
@@ -254,8 +255,8 @@ TEST(BackendSelection, OffloadingIsForTheCudaBackendAndMastersAndGradientsForOne
       EXPECT_NE(message.find("applies to the CUDA backend only"), std::string::npos) << message;
     }
     // Several GPUs: the optimizer state offloads per rank; masters and gradients are refused.
-    config.gpus = 2;
-    if (option == &Config::offload_optimizer) {
+    config.parallel.gpus = 2;
+    if (option == &config::Offload::offload_optimizer) {
       EXPECT_EQ(choose_training_backend(config, gpus(2)).backend, TrainingBackend::Cuda);
     } else {
       const std::string message = error_of(config, gpus(2));
@@ -267,9 +268,9 @@ TEST(BackendSelection, OffloadingIsForTheCudaBackendAndMastersAndGradientsForOne
 
 TEST(BackendSelection, Fp16TrainsOnOneGpuAndRefusesWhatItsCudaPathLacksByName) {
   Config config;
-  config.torch_dtype = TorchDtype::Float16;
+  config.model.torch_dtype = TorchDtype::Float16;
   for (Optimizer optimizer : {Optimizer::AdamW, Optimizer::AdamW8bit}) {
-    config.optimizer = optimizer;
+    config.optimizer.algorithm = optimizer;
     const BackendChoice choice = choose_training_backend(config, gpus(1));
     EXPECT_EQ(choice.backend, TrainingBackend::Cuda);
     EXPECT_NE(choice.message.find("fp16 weights and activations with dynamic loss scaling"), std::string::npos)
@@ -284,15 +285,15 @@ TEST(BackendSelection, Fp16TrainsOnOneGpuAndRefusesWhatItsCudaPathLacksByName) {
     EXPECT_NE(error.find("torch_dtype: float16 with " + option), std::string::npos) << error;
     EXPECT_NE(error.find("bfloat16"), std::string::npos) << error;
   };
-  refused([](Config& c) { c.gpus = 2; }, "gpus: 2");
-  refused([](Config& c) { c.master_dtype = MasterDtype::Bf16; }, "master_dtype: bf16");
-  refused([](Config& c) { c.gradient_dtype = GradientDtype::Bf16; }, "gradient_dtype: bf16");
-  refused([](Config& c) { c.optimizer = Optimizer::NorMuon; }, "optimizer: normuon");
-  refused([](Config& c) { c.offload_master = true; }, "offload_master: true");
-  refused([](Config& c) { c.offload_optimizer = true; }, "offload_optimizer: true");
-  refused([](Config& c) { c.offload_residual = true; }, "offload_residual: true");
-  refused([](Config& c) { c.lora = true; c.qlora_bnb = true; }, "qlora_bnb: true");
-  refused([](Config& c) { c.lora = true; c.qlora_fp8 = true; }, "qlora_fp8: true");
+  refused([](Config& c) { c.parallel.gpus = 2; }, "gpus: 2");
+  refused([](Config& c) { c.precision.master_dtype = MasterDtype::Bf16; }, "master_dtype: bf16");
+  refused([](Config& c) { c.precision.gradient_dtype = GradientDtype::Bf16; }, "gradient_dtype: bf16");
+  refused([](Config& c) { c.optimizer.algorithm = Optimizer::NorMuon; }, "optimizer: normuon");
+  refused([](Config& c) { c.offload.offload_master = true; }, "offload_master: true");
+  refused([](Config& c) { c.offload.offload_optimizer = true; }, "offload_optimizer: true");
+  refused([](Config& c) { c.offload.offload_residual = true; }, "offload_residual: true");
+  refused([](Config& c) { c.lora.enabled = true; c.quant.qlora_bnb = true; }, "qlora_bnb: true");
+  refused([](Config& c) { c.lora.enabled = true; c.quant.qlora_fp8 = true; }, "qlora_fp8: true");
   // A mixture-of-experts model, once its config is read (before the weights load).
   io::ModelConfig model;
   model.architecture = io::Architecture::Qwen3Moe;

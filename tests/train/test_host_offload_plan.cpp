@@ -27,11 +27,11 @@ std::vector<TrainableExtent> layout(const std::vector<int64_t>& counts) {
 
 Config offload(bool masters, bool optimizer, bool gradients, bool zero_copy = false) {
   Config config;
-  config.optimizer = Optimizer::AdamW;
-  config.offload_master = masters;
-  config.offload_optimizer = optimizer;
-  config.offload_grads = gradients;
-  config.use_zero_copy = zero_copy;
+  config.optimizer.algorithm = Optimizer::AdamW;
+  config.offload.offload_master = masters;
+  config.offload.offload_optimizer = optimizer;
+  config.offload.offload_grads = gradients;
+  config.offload.use_zero_copy = zero_copy;
   return config;
 }
 
@@ -100,9 +100,9 @@ TEST(HostOffloadPlan, SlotsHoldOnlyWhatIsOffloaded) {
 
 TEST(HostOffloadPlan, StagedStateBytesFollowTheDeviceOptimizersLayout) {
   Config config;
-  config.optimizer = Optimizer::AdamW;
+  config.optimizer.algorithm = Optimizer::AdamW;
   EXPECT_EQ(staged_state_bytes(config, 5), 2u * 8 * 4);  // two fp32 moments, rounded to 16-byte vectors
-  config.optimizer = Optimizer::AdamW8bit;
+  config.optimizer.algorithm = Optimizer::AdamW8bit;
   // Two moments of one byte per element (rounded to 16) and an fp32 absmax per block each.
   const int64_t count = 5000;
   const auto blocks = static_cast<size_t>(quantization_blocks(count));

@@ -138,7 +138,7 @@ TEST_F(ModelParallelTest, ZeroThreeGathersASequenceSliceAsTheWholeSequence) {
   const graph::OpRegistry registry = make_training_registry();
   auto gathering_of = [&](int64_t sequence_ranks, compiler::ExecutionPlan& plan) {
     Config variant = base;
-    variant.sequence_parallel_size = sequence_ranks;
+    variant.parallel.sequence_parallel_size = sequence_ranks;
     plan = plan_training(variant, model, registry, nullptr, TrainingBackend::Cpu, 2, 64, DeviceMemory{},
                          compiler::RecomputePolicy::all())
                .plan;

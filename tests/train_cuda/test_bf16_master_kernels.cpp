@@ -122,8 +122,8 @@ struct OneStep {
 // One step of `which` from the same weights and gradients; bf16: bf16 masters and accumulators.
 OneStep one_step(surogate::Optimizer which, bool bf16, uint64_t seed) {
   Config config;
-  config.optimizer = which;
-  config.train_seed = static_cast<int64_t>(seed);
+  config.optimizer.algorithm = which;
+  config.data.train_seed = static_cast<int64_t>(seed);
   std::vector<cuda::DeviceBuffer<float>> masters, gradients;
   std::vector<cuda::DeviceBuffer<__nv_bfloat16>> weights, bf16_gradients;
   std::vector<DeviceParameter> parameters;

@@ -81,9 +81,9 @@ void compare(surogate::Optimizer which, double weight_decay, bool cautious, Tole
   std::string reason;
   if (!cuda::cuda_device_available(&reason)) GTEST_SKIP() << reason;
   Config config;
-  config.optimizer = which;
-  config.normuon_cautious_wd = cautious;
-  AdamWSettings adamw{config.adamw_beta1, config.adamw_beta2, config.adamw_epsilon};
+  config.optimizer.algorithm = which;
+  config.optimizer.normuon_cautious_wd = cautious;
+  AdamWSettings adamw{config.optimizer.adamw_beta1, config.optimizer.adamw_beta2, config.optimizer.adamw_epsilon};
 
   std::vector<std::vector<float>> host_masters, host_gradients(shapes().size());
   std::vector<ParameterSlot> slots;
@@ -116,7 +116,7 @@ void compare(surogate::Optimizer which, double weight_decay, bool cautious, Tole
     case surogate::Optimizer::AdamW: cpu = make_adamw(slots, adamw); break;
     case surogate::Optimizer::AdamW8bit: cpu = make_adamw_8bit(slots, adamw); break;
     case surogate::Optimizer::NorMuon:
-      cpu = make_normuon(slots, {config.normuon_momentum, config.normuon_beta2, cautious, adamw});
+      cpu = make_normuon(slots, {config.optimizer.normuon_momentum, config.optimizer.normuon_beta2, cautious, adamw});
       break;
   }
   std::unique_ptr<DeviceOptimizer> device = make_device_optimizer(config, parameters);

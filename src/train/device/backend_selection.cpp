@@ -43,7 +43,7 @@ void check_device_support(const Config& config, TrainingBackend backend, const d
   // The device the factories build (train/device/training_device.h): the pipeline device for
   // stages, else the data-parallel one for several ranks, when asked for, or for offload_quants.
   shape.data_parallel_device =
-      layout.pipeline_size == 1 && (layout.several_ranks() || data_parallel_device || config.offload_quants);
+      layout.pipeline_size == 1 && (layout.several_ranks() || data_parallel_device || config.offload.offload_quants);
   shape.backend_line = backend_line;
   refuse_unsupported(config, SupportStage::Device, shape);
   // A caller may force the CPU backend on a machine with a GPU: its rows were not judged yet.
@@ -64,8 +64,9 @@ BackendChoice choose_training_backend(const Config& config, const MachineOffer& 
     const distributed::ParallelLayout layout = distributed::cpu_parallel_layout(config, placement);
     refuse_unsupported(config, SupportStage::Backend, run_shape(TrainingBackend::Cpu, layout));
     if (layout.several_ranks()) {
-      why += layout.spans_processes() ? fmt::format("; {} on CPU threads", layout.describe())
-                                      : fmt::format("; gpus: {} runs {} on CPU threads", config.gpus, layout.describe());
+      why += layout.spans_processes()
+                 ? fmt::format("; {} on CPU threads", layout.describe())
+                 : fmt::format("; gpus: {} runs {} on CPU threads", config.parallel.gpus, layout.describe());
     }
     const char* precision = fp16_training(config)
                                 ? "fp16 emulated in fp32: fp16-rounded weight copies, activations and gradients, fp32 "
@@ -74,27 +75,27 @@ BackendChoice choose_training_backend(const Config& config, const MachineOffer& 
     return {TrainingBackend::Cpu, fmt::format("training on the CPU backend ({}): {}", precision, why)};
   }
   const bool per_node = config.distributed.num_nodes > 1 && config.distributed.gpus_per_node > 0;
-  const int64_t requested = per_node ? config.distributed.gpus_per_node : config.gpus;
+  const int64_t requested = per_node ? config.distributed.gpus_per_node : config.parallel.gpus;
   if (requested > machine.visible_gpus) {
     const char* key = per_node ? "distributed.gpus_per_node" : "gpus";
     fail_user("{}: {}: {} asks for {} GPUs, but {} {} visible; set {} to at most {} (0 uses every visible GPU)",
-              config.source_of(key), key, requested, requested, machine.visible_gpus,
+              config.sources.of(key), key, requested, requested, machine.visible_gpus,
               machine.visible_gpus == 1 ? "is" : "are", key, machine.visible_gpus);
   }
   const distributed::ParallelLayout layout = distributed::gpu_parallel_layout(config, machine.visible_gpus, placement);
   refuse_unsupported(config, SupportStage::Backend, run_shape(TrainingBackend::Cuda, layout));
   // qlora_fp8 (and the FP8 / FP4 modes) need SM89+ / SM100+; an unknown SM (0) is not checked.
   if (machine.gpu_sm > 0) validate_for_hardware(config, machine.gpu_sm);
-  const bool fp8 = config.recipe == Recipe::Fp8Hybrid;
+  const bool fp8 = config.precision.recipe == Recipe::Fp8Hybrid;
   const bool fp16 = fp16_training(config);
-  const bool bf16_master = config.master_dtype == MasterDtype::Bf16;
-  const bool bf16_gradients = config.gradient_dtype == GradientDtype::Bf16;
+  const bool bf16_master = config.precision.master_dtype == MasterDtype::Bf16;
+  const bool bf16_gradients = config.precision.gradient_dtype == GradientDtype::Bf16;
   const std::string ranks =
       !layout.several_ranks() ? std::string()
       : layout.spans_processes()
           ? fmt::format("; {} processes run {}, this one on GPUs {}-{} (NCCL)", layout.processes, layout.describe(),
                         layout.first_device, layout.first_device + layout.local_ranks - 1)
-          : fmt::format("; gpus: {} runs {} on GPUs 0-{} (threads of this process, NCCL)", config.gpus,
+          : fmt::format("; gpus: {} runs {} on GPUs 0-{} (threads of this process, NCCL)", config.parallel.gpus,
                         layout.describe(), layout.world_size - 1);
   return {TrainingBackend::Cuda,
           fmt::format("training on the CUDA backend ({}): {}, {}, {} gradient accumulation and {} state{}",
@@ -103,7 +104,7 @@ BackendChoice choose_training_backend(const Config& config, const MachineOffer& 
                       : fp16 ? "fp16 weights and activations with dynamic loss scaling"
                              : "bf16 weights and activations",
                       bf16_master ? "bf16 master weights (stochastic rounding, no fp32 copy)" : "fp32 master weights",
-                      bf16_gradients ? "bf16" : "fp32", to_string(config.optimizer), ranks)};
+                      bf16_gradients ? "bf16" : "fp32", to_string(config.optimizer.algorithm), ranks)};
 }
 
 // The CUDA kernels' matrix products are bf16 tensor-core instructions, SM80+ (a build for SM75
@@ -112,7 +113,7 @@ bool cuda_backend_usable(const MachineOffer& machine) {
   return machine.cuda_built && machine.visible_gpus > 0 && (machine.gpu_sm == 0 || machine.gpu_sm >= kCudaBackendMinimumSm);
 }
 
-bool fp16_training(const Config& config) { return config.torch_dtype == TorchDtype::Float16; }
+bool fp16_training(const Config& config) { return config.model.torch_dtype == TorchDtype::Float16; }
 
 void check_fp16_cuda_model(const Config& config, const io::ModelConfig& model) {
   RunShape shape;

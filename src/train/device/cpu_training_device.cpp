@@ -58,12 +58,12 @@ CpuParameters bind_cpu_parameters(runtime::CpuBackend& backend, const compiler::
 }
 
 std::unique_ptr<Optimizer> make_cpu_optimizer(const Config& config, std::span<const ParameterSlot> slots) {
-  AdamWSettings adamw{config.adamw_beta1, config.adamw_beta2, config.adamw_epsilon};
-  switch (config.optimizer) {
+  AdamWSettings adamw{config.optimizer.adamw_beta1, config.optimizer.adamw_beta2, config.optimizer.adamw_epsilon};
+  switch (config.optimizer.algorithm) {
     case surogate::Optimizer::AdamW: return make_adamw(slots, adamw);
     case surogate::Optimizer::AdamW8bit: return make_adamw_8bit(slots, adamw);
     case surogate::Optimizer::NorMuon:
-      return make_normuon(slots, {config.normuon_momentum, config.normuon_beta2, config.normuon_cautious_wd, adamw});
+      return make_normuon(slots, {config.optimizer.normuon_momentum, config.optimizer.normuon_beta2, config.optimizer.normuon_cautious_wd, adamw});
   }
   return make_adamw(slots, adamw);
 }
@@ -132,7 +132,7 @@ public:
   }
 
   void update(const OptimizerStep& step) override {
-    clip_slot_gradients(parameters_.slots, grad_norm_, config_.max_grad_norm, step.gradient_scale);
+    clip_slot_gradients(parameters_.slots, grad_norm_, config_.optimizer.max_grad_norm, step.gradient_scale);
     optimizer_->step(parameters_.slots, step);
     refresh_fp8_weight_copies(backend_, fp8_copies_);
     backend_.zero_gradients();
@@ -170,7 +170,7 @@ std::unique_ptr<TrainingDevice> make_cpu_training_device(const TrainingDeviceSet
   }
   // offload_quants on one rank: the ZeRO-3 device of a world of one streams the quantized base.
   if (layout.several_ranks() || setup.data_parallel_device ||
-      setup.config->offload_quants) return make_parallel_training_device(setup, layout, make_cpu_data_parallel_ranks);
+      setup.config->offload.offload_quants) return make_parallel_training_device(setup, layout, make_cpu_data_parallel_ranks);
   return std::make_unique<CpuTrainingDevice>(setup);
 }
 

@@ -139,14 +139,14 @@ CudaRankState::Pinned::~Pinned() {
 CudaRankState::CudaRankState(const TrainingDeviceSetup& setup, const CudaTrainableLayout& layout, size_t first, size_t end,
                              const CudaWeightShard* shard, bool shard_accumulators)
     : config_(*setup.config), layout_(layout), shard_(shard),
-      max_micro_batches_(std::max<int64_t>(1, config_.gradient_accumulation_steps)),
-      bf16_master_(config_.master_dtype == MasterDtype::Bf16),
-      bf16_gradients_(config_.gradient_dtype == GradientDtype::Bf16),
+      max_micro_batches_(std::max<int64_t>(1, config_.schedule.gradient_accumulation_steps)),
+      bf16_master_(config_.precision.master_dtype == MasterDtype::Bf16),
+      bf16_gradients_(config_.precision.gradient_dtype == GradientDtype::Bf16),
       fp16_(layout.dtype == DType::F16),
       backend_(setup.cuda_ops != nullptr ? *setup.cuda_ops : runtime::builtin_cuda_ops()),
       losses_(static_cast<size_t>(2 * max_micro_batches_)), norm_(2) {
-  SUROGATE_CHECK(!config_.gradient_dtype || *config_.gradient_dtype == GradientDtype::Fp32 || bf16_gradients_ ||
-                     config_.recipe == Recipe::Fp8Hybrid,
+  SUROGATE_CHECK(!config_.precision.gradient_dtype || *config_.precision.gradient_dtype == GradientDtype::Fp32 ||
+                     bf16_gradients_ || config_.precision.recipe == Recipe::Fp8Hybrid,
                  "gradient_dtype fp8 without recipe fp8_hybrid was rejected when the configuration was loaded");
   SUROGATE_CHECK(first <= end && end <= layout.entries.size(), "the optimizer's tensors are trainable tensors");
   // fp16 training runs the single-GPU dense path with fp32 masters and accumulators
@@ -157,11 +157,11 @@ CudaRankState::CudaRankState(const TrainingDeviceSetup& setup, const CudaTrainab
   // The attention's path is chosen when the plans bind (runtime/cuda_attention_path.h): before the
   // first load, and the evaluator's plans bind under the same settings.
   runtime::AttentionSettings attention = runtime::attention_settings();
-  attention.deterministic = config_.deterministic_attention;
+  attention.deterministic = config_.kernels.deterministic_attention;
   runtime::set_attention_settings(attention);
   backend_.load(plan, *setup.registry);
-  backend_.set_time_breakdown(config_.debug_time_breakdown);
-  backend_.set_cuda_graphs(config_.use_cuda_graphs);
+  backend_.set_time_breakdown(config_.logging.debug_time_breakdown);
+  backend_.set_cuda_graphs(config_.kernels.use_cuda_graphs);
   // A plan whose loss is not an fp32 scalar (a pipeline stage before the last, whose bf16 "loss" only
   // seeds its backward) reports none.
   if (plan.loss != graph::kNoTensor && plan.graph.tensor(plan.loss).type.dtype == DType::F32) loss_ = plan.loss;
@@ -200,9 +200,10 @@ CudaRankState::CudaRankState(const TrainingDeviceSetup& setup, const CudaTrainab
   // Offloaded state takes no GPU memory but NorMuon's workspaces; staging takes two slots.
   size_t optimizer_bytes = 0;
   if (!parameters.empty()) {
-    optimizer_bytes = !offload_.optimizer                              ? device_optimizer_bytes(config_, parameters)
-                      : config_.optimizer == surogate::Optimizer::NorMuon ? device_normuon_workspace_bytes(parameters)
-                                                                         : 0;
+    optimizer_bytes = !offload_.optimizer ? device_optimizer_bytes(config_, parameters)
+                      : config_.optimizer.algorithm == surogate::Optimizer::NorMuon
+                          ? device_normuon_workspace_bytes(parameters)
+                          : 0;
   }
   master_count_ = master_count;
   // The accumulators: every trainable tensor's, or under ZeRO-2/3 only those of [first, end).
@@ -368,7 +369,7 @@ void CudaRankState::gradient_norm(size_t first, size_t end) {
   zero_stale_accumulators();
   cudaStream_t stream = backend_.stream();
   const int tensors = static_cast<int>(end - first);
-  const float max_norm = static_cast<float>(config_.max_grad_norm);
+  const float max_norm = static_cast<float>(config_.optimizer.max_grad_norm);
   if (tensors == 0) {
     norm_.data[0] = 0.0f;
     set_clip_factor(0.0);
@@ -387,7 +388,7 @@ void CudaRankState::gradient_norm(size_t first, size_t end) {
 void CudaRankState::set_clip_factor(double norm) {
   // global_grad_norm's finish, in the same float arithmetic (cuda/kernels/grad_norm.cu).
   const float value = static_cast<float>(norm);
-  const float max_norm = static_cast<float>(config_.max_grad_norm);
+  const float max_norm = static_cast<float>(config_.optimizer.max_grad_norm);
   norm_.data[1] = max_norm > 0.0f ? std::fmin(1.0f, max_norm / (value + 1e-6f)) : 1.0f;
   CUDA_CHECK(cudaMemcpyAsync(norm_result_.data() + 1, norm_.data + 1, sizeof(float), cudaMemcpyHostToDevice,
                              backend_.stream()));
@@ -397,7 +398,7 @@ void CudaRankState::scale_clip_factor(double gradient_scale) {
   // clip_slot_gradients' coefficient (cpu_parameters.h) on the norm read back by norm(), in the
   // float arithmetic of global_grad_norm's finish: the norm measured is the loss-scaled one.
   const float unscaled = static_cast<float>(static_cast<double>(norm()) * gradient_scale);
-  const float max_norm = static_cast<float>(config_.max_grad_norm);
+  const float max_norm = static_cast<float>(config_.optimizer.max_grad_norm);
   const float clip = max_norm > 0.0f ? std::fmin(1.0f, max_norm / (unscaled + 1e-6f)) : 1.0f;
   norm_.data[1] = static_cast<float>(gradient_scale) * clip;
   CUDA_CHECK(cudaMemcpyAsync(norm_result_.data() + 1, norm_.data + 1, sizeof(float), cudaMemcpyHostToDevice,
@@ -521,12 +522,13 @@ void CudaRankState::check_free_memory(size_t optimizer_bytes) const {
       : bf16_gradients_  ? fmt::format("bf16 gradient accumulators {:.2f} GiB (gradient_dtype: bf16 saves {:.2f} GiB)",
                                     gib(accumulator_bytes), gib(elements * sizeof(float) - accumulator_bytes))
                          : fmt::format("fp32 gradient accumulators {:.2f} GiB", gib(accumulator_bytes));
-  fail_user("training needs {:.2f} GiB more GPU memory than the plan's {:.2f} GiB ({}, {}, {} optimizer state and "
-            "offload staging {:.2f} GiB), but GPU {} has only {:.2f} GiB free of {:.2f} GiB. Train fewer parameters "
-            "(LoRA, a smaller lora_rank), use optimizer: adamw_8bit, master_dtype: bf16 or gradient_dtype: bf16, "
-            "offload_optimizer / offload_master / offload_grads: true, or reduce the micro-batch or sequence length",
-            gib(needed), gib(plan.required_bytes + plan.scratch_bytes), masters, accumulators,
-            to_string(config_.optimizer), gib(optimizer_bytes), plan.device, gib(free_bytes), gib(total_bytes));
+  fail_user(
+      "training needs {:.2f} GiB more GPU memory than the plan's {:.2f} GiB ({}, {}, {} optimizer state and "
+      "offload staging {:.2f} GiB), but GPU {} has only {:.2f} GiB free of {:.2f} GiB. Train fewer parameters "
+      "(LoRA, a smaller lora_rank), use optimizer: adamw_8bit, master_dtype: bf16 or gradient_dtype: bf16, "
+      "offload_optimizer / offload_master / offload_grads: true, or reduce the micro-batch or sequence length",
+      gib(needed), gib(plan.required_bytes + plan.scratch_bytes), masters, accumulators,
+      to_string(config_.optimizer.algorithm), gib(optimizer_bytes), plan.device, gib(free_bytes), gib(total_bytes));
 }
 
 ShardCopies cuda_shard_copies(CudaRankState& state, size_t first_entry) {

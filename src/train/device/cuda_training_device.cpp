@@ -74,7 +74,7 @@ public:
   std::span<const WeightView> trainable() const override { return trainable_; }
 
   std::vector<std::pair<std::string, double>> time_breakdown() override {
-    if (!config_.debug_time_breakdown) return {};
+    if (!config_.logging.debug_time_breakdown) return {};
     return rank_->backend().time_breakdown();
   }
 
@@ -113,7 +113,7 @@ public:
 
   // The host copies are written by download() only, except offload_optimizer's state, which lives
   // in host memory and is updated there: then a checkpoint copies it.
-  bool host_views_are_live() const override { return config_.offload_optimizer; }
+  bool host_views_are_live() const override { return config_.offload.offload_optimizer; }
 
   void accumulate(std::span<const runtime::InputBinding> inputs) override {
     if (fp8_delayed_) fp8_delayed_->apply(rank_->backend());
@@ -183,7 +183,7 @@ std::unique_ptr<TrainingDevice> make_cuda_training_device(const TrainingDeviceSe
   }
   // offload_quants on one rank: the ZeRO-3 device of a world of one streams the quantized base.
   if (layout.several_ranks() || setup.data_parallel_device ||
-      setup.config->offload_quants) return make_parallel_training_device(setup, layout, make_cuda_data_parallel_ranks);
+      setup.config->offload.offload_quants) return make_parallel_training_device(setup, layout, make_cuda_data_parallel_ranks);
   return std::make_unique<CudaTrainingDevice>(setup);
 }
 

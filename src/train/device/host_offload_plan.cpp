@@ -22,7 +22,7 @@ constexpr size_t kStateArrays = 4;
 }  // namespace
 
 size_t staged_state_bytes(const Config& config, int64_t count) {
-  switch (config.optimizer) {
+  switch (config.optimizer.algorithm) {
     case surogate::Optimizer::AdamW: return 2 * state_vector_bytes(count, sizeof(float));
     case surogate::Optimizer::AdamW8bit:
       return 2 * state_vector_bytes(count, 1) + 2 * state_vector_bytes(quantization_blocks(count), sizeof(float));
@@ -35,11 +35,11 @@ size_t staged_state_bytes(const Config& config, int64_t count) {
 HostOffloadPlan plan_host_offload(const Config& config, std::span<const TrainableExtent> trainable,
                                   size_t chunk_bytes) {
   HostOffloadPlan plan;
-  plan.masters = config.offload_master;
-  plan.optimizer = config.offload_optimizer;
-  plan.gradients = config.offload_grads;
-  plan.write_combined = config.use_write_combined;
-  plan.staged = (plan.masters || plan.optimizer) && !config.use_zero_copy && !trainable.empty();
+  plan.masters = config.offload.offload_master;
+  plan.optimizer = config.offload.offload_optimizer;
+  plan.gradients = config.offload.offload_grads;
+  plan.write_combined = config.offload.use_write_combined;
+  plan.staged = (plan.masters || plan.optimizer) && !config.offload.use_zero_copy && !trainable.empty();
   if (!plan.staged) return plan;
 
   auto master_bytes = [&](const TrainableExtent& t) { return static_cast<size_t>(t.padded) * sizeof(float); };

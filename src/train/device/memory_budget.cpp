@@ -18,15 +18,15 @@ namespace surogate::train {
 namespace {
 
 size_t master_bytes_per_element(const Config& config) {
-  return config.master_dtype == MasterDtype::Bf16 ? 0 : sizeof(float);
+  return config.precision.master_dtype == MasterDtype::Bf16 ? 0 : sizeof(float);
 }
 size_t accumulator_bytes_per_element(const Config& config) {
-  return config.gradient_dtype == GradientDtype::Bf16 ? 2 : sizeof(float);
+  return config.precision.gradient_dtype == GradientDtype::Bf16 ? 2 : sizeof(float);
 }
 // The optimizer state of `trainable` elements, as the device optimizers lay it out
 // (train/device/device_optimizer.cpp, up to per-tensor rounding to 16 bytes).
 size_t optimizer_bytes(const Config& config, size_t trainable) {
-  switch (config.optimizer) {
+  switch (config.optimizer.algorithm) {
     case surogate::Optimizer::AdamW: return trainable * 2 * sizeof(float);
     case surogate::Optimizer::AdamW8bit:  // two 8-bit moments and their fp32 absmax per block
       return trainable * 2 + 2 * sizeof(float) * static_cast<size_t>(quantization_blocks(static_cast<int64_t>(trainable)));
@@ -97,7 +97,7 @@ PlanMemory plan_memory(const compiler::ExecutionPlan& plan, const Config& config
     for (const distributed::Shard& shard : shards) largest_shard = std::max(largest_shard, shard.size());
     result.masters = largest_shard * master_bytes_per_element(config);
   }
-  if (weight_shards > 1 || config.offload_quants) {
+  if (weight_shards > 1 || config.offload.offload_quants) {
     // The quantized base leaves `weights` (which counts it whole, in the parameter region) for its
     // own category, as the devices keep it (quantized_base_shards.h).
     const QuantizedBaseMemory whole = quantized_base_memory(plan, QuantizedBaseKeeping::Whole, 1);

@@ -11,8 +11,8 @@
 namespace surogate::train {
 
 QuantizedBaseKeeping quantized_base_keeping(const Config& config) {
-  if (!config.persistent_quants) return QuantizedBaseKeeping::Sharded;
-  return config.offload_quants ? QuantizedBaseKeeping::Offloaded : QuantizedBaseKeeping::Whole;
+  if (!config.offload.persistent_quants) return QuantizedBaseKeeping::Sharded;
+  return config.offload.offload_quants ? QuantizedBaseKeeping::Offloaded : QuantizedBaseKeeping::Whole;
 }
 
 std::vector<graph::TensorId> quantized_base_pieces(const compiler::ExecutionPlan& plan) {

@@ -12,17 +12,18 @@ RunRecords open_run_records(const Config& config, const std::string& run_name, b
                             MetricsLog::Observer on_record, int cuda_gpus,
                             const std::function<void(const std::string&)>& message) {
   RunRecords records;
-  records.log = std::make_unique<MetricsLog>(
-      config.log_file ? std::filesystem::path(*config.log_file) : default_log_path(config.output_dir, run_name),
-      std::move(on_record));
-  if (!config.report_to.empty()) {
+  records.log =
+      std::make_unique<MetricsLog>(config.logging.log_file ? std::filesystem::path(*config.logging.log_file)
+                                                           : default_log_path(config.run.output_dir, run_name),
+                                   std::move(on_record));
+  if (!config.logging.report_to.empty()) {
     records.trackers = TrackerFeed::start(tracker_setup(config, run_name, resumed), message);
     if (TrackerFeed* feed = records.trackers.get()) {
       records.log->add_observer([feed](const std::string&, const nlohmann::json& record) { feed->send(record); });
     }
   }
-  GpuUtilizationPlan gpu = gpu_utilization_plan(config.log_gpu_util, config.source_of("log_gpu_util"), cuda_gpus,
-                                                cuda::open_nvml_sampler);
+  GpuUtilizationPlan gpu = gpu_utilization_plan(config.logging.log_gpu_util, config.sources.of("log_gpu_util"),
+                                                cuda_gpus, cuda::open_nvml_sampler);
   records.gpu_log = std::move(gpu.log);
   if (gpu.warning) message(*gpu.warning);
   return records;

@@ -47,15 +47,15 @@ SummaryRows run_summary_rows(const RunSummary& run) {
   rows.emplace_back("time", format_duration(result.seconds));
   for (auto& row : gpu_summary_rows(state.gpu_history)) rows.push_back(std::move(row));
   if (run.lora) {
-    rows.emplace_back("adapter (PEFT)", config.output_dir);
-    if (config.merge_adapter) rows.emplace_back("merged model", merged_model_dir(config.output_dir).string());
+    rows.emplace_back("adapter (PEFT)", config.run.output_dir);
+    if (config.lora.merge_adapter) rows.emplace_back("merged model", merged_model_dir(config.run.output_dir).string());
   } else {
-    rows.emplace_back("model", config.output_dir);
+    rows.emplace_back("model", config.run.output_dir);
   }
-  rows.emplace_back("checkpoints", config.checkpoint_dir.value_or(config.output_dir));
+  rows.emplace_back("checkpoints", config.checkpoint.checkpoint_dir.value_or(config.run.output_dir));
   rows.emplace_back("log", result.log_file.string());
-  rows.emplace_back("report",
-                    (std::filesystem::path(config.output_dir) / fmt::format("report-{}.html", run.run_name)).string());
+  rows.emplace_back(
+      "report", (std::filesystem::path(config.run.output_dir) / fmt::format("report-{}.html", run.run_name)).string());
   return rows;
 }
 

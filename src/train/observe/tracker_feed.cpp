@@ -50,8 +50,8 @@ std::string describe_status(int status) {
 TrackerSetup tracker_setup(const Config& config, const std::string& run_name, bool resumed) {
   namespace fs = std::filesystem;
   nlohmann::json trackers = nlohmann::json::array();
-  for (ReportTarget target : config.report_to) trackers.push_back(std::string(to_string(target)));
-  const fs::path checkpoints = config.checkpoint_dir.value_or(config.output_dir);
+  for (ReportTarget target : config.logging.report_to) trackers.push_back(std::string(to_string(target)));
+  const fs::path checkpoints = config.checkpoint.checkpoint_dir.value_or(config.run.output_dir);
   nlohmann::json start{
       {"type", "start"},
       {"trackers", trackers},
@@ -59,12 +59,15 @@ TrackerSetup tracker_setup(const Config& config, const std::string& run_name, bo
       {"config_yaml", dump_config_yaml(config)},
       {"resumed", resumed},
       {"state_file", (checkpoints / "trackers.json").string()},
-      {"wandb", {{"project", config.wandb_project}, {"name", config.wandb_name.value_or(run_name)}, {"dir", config.output_dir}}},
+      {"wandb",
+       {{"project", config.logging.wandb_project},
+        {"name", config.logging.wandb_name.value_or(run_name)},
+        {"dir", config.run.output_dir}}},
       {"aim",
-       {{"experiment", config.aim_experiment},
-        {"repo", config.aim_repo ? nlohmann::json(*config.aim_repo) : nlohmann::json(nullptr)},
-        {"name", config.aim_name.value_or(run_name)}}}};
-  return {std::move(start), fs::path(config.output_dir) / fmt::format("trackers-{}.log", run_name)};
+       {{"experiment", config.logging.aim_experiment},
+        {"repo", config.logging.aim_repo ? nlohmann::json(*config.logging.aim_repo) : nlohmann::json(nullptr)},
+        {"name", config.logging.aim_name.value_or(run_name)}}}};
+  return {std::move(start), fs::path(config.run.output_dir) / fmt::format("trackers-{}.log", run_name)};
 }
 
 std::unique_ptr<TrackerFeed> TrackerFeed::start(const TrackerSetup& setup, const Warn& warn) {

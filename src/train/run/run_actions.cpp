@@ -58,22 +58,23 @@ void write_outputs(RunContext& run) {
   run.device->download();
   const std::span<const WeightView> weights = run.device->weights();
   if (!run.lora) {
-    save_hf_model(config.output_dir, run.model_config, config.model, run.specs, weights.first(run.specs.size()));
+    save_hf_model(config.run.output_dir, run.model_config, config.model.name_or_path, run.specs,
+                  weights.first(run.specs.size()));
     return;
   }
-  LoraSettings settings{static_cast<int>(config.lora_rank), static_cast<int>(config.lora_alpha), config.lora_dropout,
-                        run.lora->options.target_modules};
-  save_peft_output(config.output_dir, config.model, run.lora->adapters, weights,
-                   peft_adapter_config(settings, config.model));
-  if (config.merge_adapter) {
-    const fs::path merged = merged_model_dir(config.output_dir);
+  LoraSettings settings{static_cast<int>(config.lora.lora_rank), static_cast<int>(config.lora.lora_alpha),
+                        config.lora.lora_dropout, run.lora->options.target_modules};
+  save_peft_output(config.run.output_dir, config.model.name_or_path, run.lora->adapters, weights,
+                   peft_adapter_config(settings, config.model.name_or_path));
+  if (config.lora.merge_adapter) {
+    const fs::path merged = merged_model_dir(config.run.output_dir);
     std::vector<WeightView> merged_views;
     std::vector<std::vector<float>> merged_values =
         merge_into_base(config, run.specs, *run.lora, weights, run.device->trainable(), !run.quantized.empty());
     for (size_t i = 0; i < run.specs.size(); ++i) {
       merged_views.push_back({run.specs[i].name, run.specs[i].shape, merged_values[i]});
     }
-    save_hf_model(merged, run.model_config, config.model, run.specs, merged_views);
+    save_hf_model(merged, run.model_config, config.model.name_or_path, run.specs, merged_views);
     run.message(fmt::format("merged model written to {}", merged.string()));
   }
 }
@@ -103,7 +104,7 @@ void stop_early(RunContext& run) {
 }
 
 void report_time_breakdown(RunContext& run) {
-  if (!run.config.debug_time_breakdown || run.time_breakdown.empty()) return;
+  if (!run.config.logging.debug_time_breakdown || run.time_breakdown.empty()) return;
   run.log("time_breakdown", run.time_breakdown.record());
   run.message(run.time_breakdown.table());
 }
@@ -135,7 +136,7 @@ void finish_run(RunContext& run, RunClock::time_point started) {
   const SummaryRows rows =
       run_summary_rows({&config, &run.state, &run.result, run.guard->summary_rows(run.state), run.options.restarts,
                         run.model_config.vocab_size, run.lora.has_value(), run.run_name});
-  run.result.report_file = fs::path(config.output_dir) / fmt::format("report-{}.html", run.run_name);
+  run.result.report_file = fs::path(config.run.output_dir) / fmt::format("report-{}.html", run.run_name);
   write_html_report(run.result.report_file,
                     fmt::format("Surogate {} run '{}'", run.options.pretraining ? "pt" : "sft", run.run_name),
                     run.state.history, run.state.eval_history, rows, gpu_plot_series(run.state.gpu_history));

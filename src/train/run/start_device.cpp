@@ -85,18 +85,18 @@ void load_weights(RunContext& run) {
   }
   if (run.fp8) run.message(fp8_line(run));
   if (run.lora) {
-    initialize_lora(*run.lora, weights, static_cast<uint64_t>(config.train_seed));
+    initialize_lora(*run.lora, weights, static_cast<uint64_t>(config.data.train_seed));
     int64_t adapter_parameters = 0;
     for (const WeightView& weight : run.device->trainable()) adapter_parameters += static_cast<int64_t>(weight.values.size());
     run.message(fmt::format("LoRA: rank {}, alpha {}, dropout {} on {} ({} projections, {} trainable parameters)",
-                            config.lora_rank, config.lora_alpha, config.lora_dropout,
+                            config.lora.lora_rank, config.lora.lora_alpha, config.lora.lora_dropout,
                             fmt::join(run.lora->options.target_modules, ", "), run.lora->adapters.size(),
                             adapter_parameters));
   }
   run.startup.end_phase("weights");
   run.device->upload();
   run.startup.end_phase("upload");
-  if (config.debug_memory_breakdown) {
+  if (config.logging.debug_memory_breakdown) {
     size_t optimizer_bytes = 0;
     for (const StateTensor& tensor : run.device->optimizer_state()) optimizer_bytes += tensor.size_bytes;
     run.message(format_run_memory_breakdown(run.plan, run.pipeline.get(), optimizer_bytes));

@@ -17,11 +17,11 @@ namespace surogate::train {
 RunContext::RunContext(const Config& config, const TrainerOptions& options)
     : config(config),
       options(options),
-      world(connect_processes(config, options.processes)),
+      world(connect_processes(config.distributed, config.sources, options.processes)),
       display(options.live_progress.value_or(ProgressDisplay::stdout_is_terminal()), !world->leads()),
       registry(make_training_registry()) {
-  run_name = config.run_name.value_or(options.default_run_name);
-  if (world->leads() && !options.output_folders_locked) folder_locks = lock_run_folders(config);
+  run_name = config.run.run_name.value_or(options.default_run_name);
+  if (world->leads() && !options.output_folders_locked) folder_locks = lock_run_folders(config.run, config.checkpoint);
 }
 
 ChosenBackend choose_backend(RunContext& run) {
@@ -47,27 +47,29 @@ ChosenBackend choose_backend(RunContext& run) {
 }
 
 void read_model(RunContext& run) {
-  run.model_config = models::load_model_config(run.config.model, model_definition(run.config));
+  run.model_config =
+      models::load_model_config(run.config.model.name_or_path, model_definition(run.config.model, run.config.sources));
   run.specs = models::parameter_specs(run.model_config);
-  if (run.config.lora) run.lora = lora_setup(run.config, run.model_config, run.backend);
+  if (run.config.lora.enabled)
+    run.lora = lora_setup(run.config.lora, run.config.sources, run.model_config, run.backend);
 }
 
 void load_data(RunContext& run) {
   const Config& config = run.config;
   data::DataSettings data_settings = data::data_settings_from_config(config);
   run.startup.end_phase("model config");
-  run.cache = load_process_token_cache(config, run.run_name, data_settings, *run.world,
+  run.cache = load_process_token_cache(config.distributed, run.run_name, data_settings, *run.world,
                                        [&run](const std::string& line) { run.message(line); });
   run.startup.end_phase("data");
   run.pad_id = run.cache->report().value("pad_id", 0);
-  run.batch = config.per_device_train_batch_size;
+  run.batch = config.schedule.per_device_train_batch_size;
   run.sequence = static_cast<int64_t>(data_settings.sequence_len);
   if (run.cache->train().rows() == 0) {
     fail_user("{}: the training datasets produced no rows after formatting and length checks; see the data report "
-              "above", config.source_of("datasets"));
+              "above", config.sources.of("datasets"));
   }
   run.loader = std::make_unique<data::DataLoader>(run.cache, run.cache->train(), run.batch,
-                                                  static_cast<uint64_t>(config.train_seed), run.pad_id);
+                                                  static_cast<uint64_t>(config.data.train_seed), run.pad_id);
   run.batches_per_epoch = static_cast<int64_t>(run.loader->batches_per_epoch());
 }
 
@@ -91,7 +93,7 @@ void plan_model(RunContext& run, const ChosenBackend& chosen) {
   run.inputs = std::make_unique<BatchInputs>(run.plan);
   if (auto seed = run.plan.graph.find_tensor(models::kDropoutSeed)) run.dropout_seed = *seed;
   // QLoRA: the weights the plan stores quantized reach the device through store_quantized().
-  run.qlora = qlora_options(config);
+  run.qlora = qlora_options(config.quant);
   run.fp8 = fp8_options(config, run.model_config);
   run.quantized = models::quantized_weights(run.plan.graph);
 }

@@ -25,7 +25,7 @@ struct StepWindow {
 
 StepWindow make_window(const RunContext& run) {
   StepWindow window;
-  const int64_t accumulation = std::max<int64_t>(1, run.config.gradient_accumulation_steps);
+  const int64_t accumulation = std::max<int64_t>(1, run.config.schedule.gradient_accumulation_steps);
   window.size = accumulation * run.device->data_parallel_ranks();
   for (int64_t index = 0; index < window.size; ++index) {
     if (run.device->takes_micro_batch(index)) window.indices.push_back(index);
@@ -75,12 +75,14 @@ StepOutcome train_step(RunContext& run, const StepWindow& window) {
     run.device->accumulate(bindings);
   }
   outcome.metrics = run.device->measure();
-  if (run.config.debug_time_breakdown) run.time_breakdown.add(run.device->time_breakdown());  // measure() waited
+  if (run.config.logging.debug_time_breakdown)
+    run.time_breakdown.add(run.device->time_breakdown());  // measure() waited
   outcome.learning_rate = run.schedule->learning_rate(run.state.step);
   outcome.verdict = run.guard->judge(injected_loss(run.options.faults, run.state.step + 1, outcome.metrics.loss),
                                      outcome.metrics.grad_norm, run.state, outcome.record);
   if (outcome.verdict.apply) {
-    run.device->update({run.state.step, outcome.learning_rate, run.config.weight_decay, outcome.verdict.gradient_scale});
+    run.device->update(
+        {run.state.step, outcome.learning_rate, run.config.optimizer.weight_decay, outcome.verdict.gradient_scale});
   } else {
     run.device->skip_update();
   }
@@ -136,10 +138,11 @@ enum class AfterStep { Continue, StopAfterStep, StopRequested };
 
 AfterStep step_cadence(RunContext& run) {
   const Config& config = run.config;
-  if (config.eval_steps > 0 && run.state.step % config.eval_steps == 0 && run.state.step < run.state.total_steps) {
+  if (config.eval.eval_steps > 0 && run.state.step % config.eval.eval_steps == 0 &&
+      run.state.step < run.state.total_steps) {
     evaluate(run, false);
   }
-  if (config.save_steps > 0 && run.state.step % config.save_steps == 0) save_checkpoint(run);
+  if (config.checkpoint.save_steps > 0 && run.state.step % config.checkpoint.save_steps == 0) save_checkpoint(run);
   inject_faults_after_step(run.options.faults, run.state.step);
   if (run.options.stop_after_step && run.state.step == *run.options.stop_after_step) return AfterStep::StopAfterStep;
   if (run.options.stop_requested && run.state.step < run.state.total_steps && run.options.stop_requested()) {

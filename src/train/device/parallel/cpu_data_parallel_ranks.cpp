@@ -183,8 +183,8 @@ public:
     check_cpu_backend_options(config);
     shared_.plan = &plan_;
     shared_.router_aux_loss = plan_.graph.find_tensor(models::kRouterAuxLoss);
-    shared_.max_grad_norm = config.max_grad_norm;
-    optimizer_name_ = to_string(config.optimizer);
+    shared_.max_grad_norm = config.optimizer.max_grad_norm;
+    optimizer_name_ = to_string(config.optimizer.algorithm);
     std::unique_ptr<distributed::ProcessWorld> alone;
     distributed::ProcessWorld& world = setup.world != nullptr ? *setup.world : *(alone = distributed::ProcessWorld::single());
     std::vector<std::unique_ptr<distributed::Communicator>> communicators =

@@ -145,7 +145,7 @@ public:
     const TrainingDeviceSetup& setup = made.device;
     const Config& config = *setup.config;  // read here only
     check_cpu_backend_options(config);
-    optimizer_name_ = to_string(config.optimizer);
+    optimizer_name_ = to_string(config.optimizer.algorithm);
     // Refused up front by the feature-support table (config/feature_support.cpp: the pipeline over
     // processes), before any process loads.
     SUROGATE_CHECK(!layout_.spans_processes(), "a pipeline device over several processes");
@@ -165,7 +165,7 @@ public:
                                                   [&](int rank) { return tied_pair_group(layout_, rank, !tied.empty()); });
     sequence_groups_ = connect_cpu_sequence_groups(threads_, *alone, layout_);
     for (int r = 0; r < layout_.local_ranks; ++r) {
-      auto rank = std::make_unique<CpuStageEngine>(source_, layout_, config.max_grad_norm);
+      auto rank = std::make_unique<CpuStageEngine>(source_, layout_, config.optimizer.max_grad_norm);
       const distributed::RankPlace place = layout_.place(r);
       rank->stage = place.stage;
       rank->replica = place.replica;

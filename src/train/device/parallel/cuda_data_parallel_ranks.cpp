@@ -174,13 +174,13 @@ public:
     const Config& config = *setup.config;  // read here only
     // Refused up front by the feature-support table (config/feature_support.cpp: the data-parallel
     // device with bf16 masters, offload_master or offload_grads), before anything loads.
-    SUROGATE_CHECK(config.master_dtype != MasterDtype::Bf16 && !config.offload_master && !config.offload_grads,
+    SUROGATE_CHECK(config.precision.master_dtype != MasterDtype::Bf16 && !config.offload.offload_master && !config.offload.offload_grads,
                    "an option the feature-support table refuses on the data-parallel device");
-    check_visible_gpus(layout_.first_device, layout_.local_ranks, config.source_of("gpus"));
-    bf16_gradients_ = config.gradient_dtype == GradientDtype::Bf16;
-    optimizer_name_ = to_string(config.optimizer);
-    time_breakdown_ = config.debug_time_breakdown;
-    offload_optimizer_ = config.offload_optimizer;
+    check_visible_gpus(layout_.first_device, layout_.local_ranks, config.sources.of("gpus"));
+    bf16_gradients_ = config.precision.gradient_dtype == GradientDtype::Bf16;
+    optimizer_name_ = to_string(config.optimizer.algorithm);
+    time_breakdown_ = config.logging.debug_time_breakdown;
+    offload_optimizer_ = config.offload.offload_optimizer;
     shared_.plan = &plan_;
     shared_.trainable_layout = &trainable_layout_;
     host_ = cuda_host_weights(setup.specs, trainable_layout_);  // rank 0's host copies

@@ -173,11 +173,11 @@ public:
     // Refused up front by the feature-support table (config/feature_support.cpp: the pipeline over
     // processes), before any process loads.
     SUROGATE_CHECK(!layout_.spans_processes(), "a pipeline device over several processes");
-    SUROGATE_CHECK(config.master_dtype != MasterDtype::Bf16, "bf16 masters on a pipeline device");
-    check_visible_gpus(layout_.first_device, layout_.local_ranks, config.source_of("gpus"));
-    bf16_gradients_ = config.gradient_dtype == GradientDtype::Bf16;
-    offload_optimizer_ = config.offload_optimizer;
-    optimizer_name_ = to_string(config.optimizer);
+    SUROGATE_CHECK(config.precision.master_dtype != MasterDtype::Bf16, "bf16 masters on a pipeline device");
+    check_visible_gpus(layout_.first_device, layout_.local_ranks, config.sources.of("gpus"));
+    bf16_gradients_ = config.precision.gradient_dtype == GradientDtype::Bf16;
+    offload_optimizer_ = config.offload.offload_optimizer;
+    optimizer_name_ = to_string(config.optimizer.algorithm);
     SUROGATE_CHECK(static_cast<int>(pipeline_.stages.size()) == layout_.pipeline_size, "one plan per stage");
     for (const PipelineStagePlan& stage : pipeline_.stages) graphs_.push_back(&stage.graph);
     const std::set<std::string> tied = tied_pipeline_parameters(pipeline_, made.device.specs);
