@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
@@ -36,6 +37,24 @@ AttentionSettings& settings_storage() {
 // (tests/runtime_cuda/test_cudnn_attention_cuda.cpp); the tiny models' dims keep our kernels.
 bool measured_head_dim(int head_dim) { return head_dim == 64 || head_dim == 128 || head_dim == 256; }
 
+// The workspace the memory plan counts for an attention backward (train/device/memory_budget.cpp's
+// attention_workspace_bytes: an fp32 dQ accumulator and the softmax statistics). A shape for which
+// cuDNN asks for more (its ragged layout for packed documents can ask for gigabytes) runs our
+// kernels, so the plan and --dry-run stay true.
+size_t planned_workspace_bytes(const cuda::CudnnAttentionShape& s) {
+  const auto tokens = static_cast<size_t>(s.batch * s.sequence);
+  return 20 * (tokens + 1) + tokens * static_cast<size_t>(s.q_heads) * (static_cast<size_t>(s.head_dim) + 1) * 4;
+}
+
+std::string workspace_refusal(const cuda::CudnnAttentionShape& s) {
+  const size_t needed =
+      std::max(cuda::cudnn_attention_forward_workspace(s), cuda::cudnn_attention_backward_workspace(s));
+  if (needed <= planned_workspace_bytes(s)) return "";
+  return fmt::format("cuDNN asks for a {:.2f} GiB workspace, more than the {:.2f} GiB the memory plan counts",
+                     static_cast<double>(needed) / (1 << 30),
+                     static_cast<double>(planned_workspace_bytes(s)) / (1 << 30));
+}
+
 std::string shape_text(const cuda::CudnnAttentionShape& s) {
   return fmt::format("{}×{} tokens, {}/{} heads, head_dim {}, window {}{}, {}", s.batch, s.sequence, s.q_heads,
                      s.kv_heads, s.head_dim, s.window, s.documents ? ", packed documents" : "",
@@ -64,10 +83,18 @@ AttentionPath attention_path(cuda::CudnnAttentionShape& shape) {
     refusal = "SUROGATE_ATTENTION=surogate";
   } else if (!cudnn.usable) {
     refusal = cudnn.description;
+  } else if (shape.documents && settings.backend == AttentionBackend::Auto) {
+    // Measured on an H200 at the 8B job's shape: the ragged layout (one slot per token, as the
+    // count is not known on the host while CUDA graphs replay) asks for more memory than the GPU
+    // has. Until the slots are bounded, packed documents run our kernels unless forced.
+    refusal = "packed documents: cuDNN's ragged layout here takes one slot per token and a workspace of slots × "
+              "sequence (more than a GPU holds at training sizes); SUROGATE_ATTENTION=cudnn forces it";
   } else if (!measured_head_dim(shape.head_dim)) {
     refusal = fmt::format("head_dim {} (cuDNN runs 64, 128 and 256)", shape.head_dim);
   } else {
     refusal = cuda::cudnn_attention_prepare(shape);
+    // Forced (SUROGATE_ATTENTION=cudnn, the tests) cuDNN runs whatever workspace it asks for.
+    if (refusal.empty() && settings.backend == AttentionBackend::Auto) refusal = workspace_refusal(shape);
   }
   path.cudnn = refusal.empty();
   path.description = path.cudnn ? fmt::format("{} fused SDPA (deterministic backward: {})", cudnn.description,

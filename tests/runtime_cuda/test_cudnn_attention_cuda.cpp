@@ -265,6 +265,24 @@ TEST(CudnnAttentionCuda, FallsBackToOurKernelsWhereCudnnIsNotTaken) {
   }
 }
 
+// Left to choose (auto), packed documents run our kernels, saying why (cuDNN's ragged layout with a
+// slot per token asks for more memory than the GPU has at training sizes); one sequence per row
+// takes cuDNN, its workspace within what the memory plan counts.
+TEST(CudnnAttentionCuda, AutoRefusesAWorkspaceThePlanDoesNotCount) {
+  SKIP_WITHOUT_GPU();
+  if (!cuda::cudnn_availability().usable) GTEST_SKIP() << cuda::cudnn_availability().description;
+  SettingsScope scope({AttentionBackend::Auto, false});
+  cuda::CudnnAttentionShape documents{2, 2048, 32, 8, 128, 0, 0.088f, true, false};
+  const AttentionPath packed = attention_path(documents);
+  EXPECT_FALSE(packed.cudnn) << packed.description;
+  EXPECT_NE(packed.description.find("packed documents"), std::string::npos) << packed.description;
+  cuda::CudnnAttentionShape rows{2, 2048, 32, 8, 128, 0, 0.088f, false, false};
+  const AttentionPath plain = attention_path(rows);
+  std::printf("[cudnn attention] auto, 2x2048 32/8 d128: packed documents -> %s; rows -> %s\n",
+              packed.description.c_str(), plain.description.c_str());
+  EXPECT_TRUE(plain.cudnn) << plain.description;
+}
+
 // The choice alone (no GPU needed: runs in CI too): our kernels under the Surogate setting, for head
 // dims cuDNN is not used for, and everywhere when no cuDNN is usable here (no GPU, no library, an
 // older GPU), each with its reason; cuDNN only where it is usable.
