@@ -8,7 +8,8 @@
 // Shapes: 2 × 2048 at 32/8 heads (Qwen3-8B job) and 16/8 (0.6B job), 8 × 2048 at 32/8, head_dim
 // 128, bf16, causal. "rows": every batch row one sequence (what PyTorch's SDPA is given);
 // "documents": the same tokens through document ids (one document per row), as the decoder graph
-// passes them: cuDNN's ragged layout with `tokens` document slots, our kernels' padded cu_seqlens.
+// passes them: cuDNN's ragged layout with 16 document slots a row (a run whose busiest row holds 16
+// segments), our kernels' padded cu_seqlens. Each cuDNN row gives its workspace in MiB.
 // FLOPs: forward 4 · B · Hq · S² · D / 2 (causal), backward 2.5× that. Mean of `repeats` calls after
 // 5 warm-ups (CUDA events). Built beside the CUDA tests (tests/runtime_cuda/CMakeLists.txt).
 #include <cuda_bf16.h>
@@ -97,8 +98,15 @@ int main(int argc, char** argv) {
 
     for (const bool with_documents : {false, true}) {
       for (const bool deterministic : {false, true}) {
-        cuda::CudnnAttentionShape shape{s.rows, kSequence, s.q_heads,      s.kv_heads,   kHeadDim,
-                                        0,      scale,     with_documents, false,        deterministic};
+        cuda::CudnnAttentionShape shape{.batch = s.rows,
+                                        .sequence = kSequence,
+                                        .q_heads = s.q_heads,
+                                        .kv_heads = s.kv_heads,
+                                        .head_dim = kHeadDim,
+                                        .scale = scale,
+                                        .documents = with_documents,
+                                        .slots = with_documents ? s.rows * 16 : 0,
+                                        .deterministic = deterministic};
         const std::string refusal = cuda::cudnn_attention_prepare(shape);
         const char* backend = deterministic ? "cudnn deterministic" : "cudnn";
         const char* layout = with_documents ? "documents" : "rows";
@@ -116,14 +124,18 @@ int main(int argc, char** argv) {
         }
         DeviceBuffer<std::byte> space(workspace);
         const double forward = surogate::bench::time_launches(repeats, 1, [&](int) {
-          cuda::cudnn_attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), cu.data(), space.data(),
-                                        shape, nullptr);
+          cuda::cudnn_attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), documents.data(),
+                                        space.data(), shape, nullptr);
         });
         const double backward = surogate::bench::time_launches(repeats, 1, [&](int) {
           cuda::cudnn_attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), q.data(), k.data(), v.data(),
-                                         out.data(), lse.data(), cu.data(), space.data(), shape, nullptr);
+                                         out.data(), lse.data(), documents.data(), space.data(), shape, nullptr);
         });
         print_row(s, backend, layout, forward, backward, forward_flops);
+        std::printf("{\"shape\": \"%s\", \"backend\": \"%s\", \"layout\": \"%s\", \"fwd_workspace_mib\": %.2f, "
+                    "\"bwd_workspace_mib\": %.2f}\n",
+                    s.name, backend, layout, cuda::cudnn_attention_forward_workspace(shape) / 1048576.0,
+                    cuda::cudnn_attention_backward_workspace(shape) / 1048576.0);
       }
     }
   }

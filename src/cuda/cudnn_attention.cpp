@@ -8,6 +8,8 @@
 
 #if defined(SUROGATE_WITH_CUDNN)
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cudnn.h>
 #include <cudnn_frontend.h>
 
@@ -36,17 +38,18 @@ size_t aligned(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
 // The ragged description's pieces at the front of the workspace (documents layout only).
 struct RaggedPieces {
-  size_t lengths = 0, q = 0, kv = 0, stats = 0, bytes = 0;
+  size_t lengths = 0, q = 0, kv = 0, stats = 0, overflow = 0, bytes = 0;
 };
 RaggedPieces ragged_pieces(const CudnnAttentionShape& shape) {
   if (!shape.documents) return {};
-  const size_t slots = static_cast<size_t>(shape.tokens());
+  const size_t slots = static_cast<size_t>(shape.slots);
   RaggedPieces p;
   p.lengths = 0;
   p.q = aligned(sizeof(int32_t) * slots);
   p.kv = p.q + aligned(sizeof(int32_t) * (slots + 1));
   p.stats = p.kv + aligned(sizeof(int32_t) * (slots + 1));
-  p.bytes = p.stats + aligned(sizeof(int32_t) * (slots + 1));
+  p.overflow = p.stats + aligned(sizeof(int32_t) * (slots + 1));
+  p.bytes = p.overflow + aligned(sizeof(int32_t));
   return p;
 }
 
@@ -57,10 +60,10 @@ struct Graphs {
 };
 
 // The cache's key: the device (a handle and its plans belong to one) and every field of the shape.
-using CacheKey = std::tuple<int, int64_t, int64_t, int, int, int, int, float, bool, bool, bool>;
+using CacheKey = std::tuple<int, int64_t, int64_t, int, int, int, int, float, bool, int64_t, bool, bool>;
 CacheKey cache_key(int device, const CudnnAttentionShape& s) {
-  return {device, s.batch, s.sequence, s.q_heads, s.kv_heads, s.head_dim, s.window, s.scale, s.documents, s.half,
-          s.deterministic};
+  return {device, s.batch, s.sequence, s.q_heads, s.kv_heads, s.head_dim, s.window, s.scale, s.documents,
+          s.documents ? s.slots : 0, s.half, s.deterministic};
 }
 
 std::mutex& cache_mutex() {
@@ -95,7 +98,7 @@ cudnnHandle_t handle_for(int device) {
 // dims [b, h, s, d] of one of q / k / v / o and their gradients: token-major rows of h · d.
 TensorPtr io_tensor(fe::graph::Graph& graph, const char* name, int64_t uid, const CudnnAttentionShape& shape,
                     int heads) {
-  const int64_t b = shape.documents ? shape.tokens() : shape.batch, s = shape.sequence, d = shape.head_dim;
+  const int64_t b = shape.cudnn_batch(), s = shape.sequence, d = shape.head_dim;
   return graph.tensor(fe::graph::Tensor_attributes()
                           .set_name(name)
                           .set_uid(uid)
@@ -105,7 +108,7 @@ TensorPtr io_tensor(fe::graph::Graph& graph, const char* name, int64_t uid, cons
 
 void describe_io(const TensorPtr& tensor, const char* name, int64_t uid, const CudnnAttentionShape& shape, int heads,
                  const TensorPtr& offsets) {
-  const int64_t b = shape.documents ? shape.tokens() : shape.batch, s = shape.sequence, d = shape.head_dim;
+  const int64_t b = shape.cudnn_batch(), s = shape.sequence, d = shape.head_dim;
   tensor->set_output(true).set_name(name).set_uid(uid).set_dim({b, heads, s, d}).set_stride(
       {s * heads * d, d, heads * d, 1});
   if (offsets) tensor->set_ragged_offset(offsets);
@@ -116,7 +119,7 @@ void describe_stats(const TensorPtr& stats, const CudnnAttentionShape& shape, co
   const int64_t h = shape.q_heads, s = shape.sequence;
   stats->set_uid(kStats).set_name("stats").set_data_type(fe::DataType_t::FLOAT);
   if (shape.documents) {
-    stats->set_dim({shape.tokens(), h, s, 1}).set_stride({s * h, 1, h, 1}).set_ragged_offset(offsets);
+    stats->set_dim({shape.slots, h, s, 1}).set_stride({s * h, 1, h, 1}).set_ragged_offset(offsets);
   } else {
     stats->set_dim({shape.batch, h, s, 1}).set_stride({h * s, s, 1, 1});
   }
@@ -137,7 +140,7 @@ struct RaggedTensors {
 };
 RaggedTensors ragged_tensors(fe::graph::Graph& graph, const CudnnAttentionShape& shape) {
   if (!shape.documents) return {};
-  const int64_t slots = shape.tokens();
+  const int64_t slots = shape.slots;
   return {index_tensor(graph, "seq_len_q", kSeqLenQ, slots), index_tensor(graph, "seq_len_kv", kSeqLenKv, slots),
           index_tensor(graph, "offset_q", kOffsetQ, slots + 1),  index_tensor(graph, "offset_k", kOffsetK, slots + 1),
           index_tensor(graph, "offset_v", kOffsetV, slots + 1),  index_tensor(graph, "offset_o", kOffsetO, slots + 1),
@@ -242,9 +245,11 @@ std::string precheck(const CudnnAttentionShape& shape) {
   if (shape.q_heads <= 0 || shape.kv_heads <= 0 || shape.q_heads % shape.kv_heads != 0) return "heads";
   const int64_t elements = shape.tokens() * shape.q_heads * shape.head_dim;
   if (shape.documents && elements >= (int64_t{1} << 31)) return "more than 2^31 elements with packed documents";
-  // The documents layout has a batch entry per token; kept within a grid dimension's 65535 blocks
-  // whichever axis cuDNN puts the batch on (longer calls run our kernels).
-  if (shape.documents && shape.tokens() > 65535) return "more than 65535 tokens with packed documents";
+  // The documents layout's batch is its slots: kept within a grid dimension's 65535 blocks whichever
+  // axis cuDNN puts the batch on.
+  if (shape.documents && (shape.slots <= 0 || shape.slots > 65535)) {
+    return fmt::format("{} document slots with packed documents (1 to 65535)", shape.slots);
+  }
   return {};
 }
 
@@ -286,9 +291,9 @@ void execute(const fe::graph::Graph& graph, std::unordered_map<int64_t, void*>& 
   if (!result.is_good()) throw CudaError(fmt::format("cuDNN attention execute: {}", result.get_message()));
 }
 
-// Fills the documents layout's lengths and offsets at the workspace's front; adds them to `pack`
-// and returns cuDNN's own workspace (after them).
-void* with_ragged(std::unordered_map<int64_t, void*>& pack, const int32_t* cu_seqlens, void* workspace,
+// Fills the documents layout's lengths, offsets and overflow flag at the workspace's front; adds
+// them to `pack` and returns cuDNN's own workspace (after them).
+void* with_ragged(std::unordered_map<int64_t, void*>& pack, const int32_t* document_ids, void* workspace,
                   const CudnnAttentionShape& shape, cudaStream_t stream) {
   auto* base = static_cast<std::byte*>(workspace);
   if (!shape.documents) return base;
@@ -297,8 +302,9 @@ void* with_ragged(std::unordered_map<int64_t, void*>& pack, const int32_t* cu_se
   auto* q = reinterpret_cast<int32_t*>(base + p.q);
   auto* kv = reinterpret_cast<int32_t*>(base + p.kv);
   auto* stats = reinterpret_cast<int32_t*>(base + p.stats);
-  ragged_attention_offsets(lengths, q, kv, stats, cu_seqlens, shape.tokens(), shape.q_heads * shape.head_dim,
-                           shape.kv_heads * shape.head_dim, shape.q_heads, stream);
+  ragged_segments_from_documents(lengths, q, kv, stats, reinterpret_cast<int32_t*>(base + p.overflow), document_ids,
+                                 shape.batch, shape.sequence, shape.slots, shape.q_heads * shape.head_dim,
+                                 shape.kv_heads * shape.head_dim, shape.q_heads, stream);
   pack[kSeqLenQ] = lengths;
   pack[kSeqLenKv] = lengths;
   pack[kOffsetQ] = q;
@@ -307,6 +313,14 @@ void* with_ragged(std::unordered_map<int64_t, void*>& pack, const int32_t* cu_se
   pack[kOffsetV] = kv;
   pack[kOffsetStats] = stats;
   return base + p.bytes;
+}
+
+const int32_t* overflow_flag(void* workspace, const CudnnAttentionShape& shape) {
+  return reinterpret_cast<const int32_t*>(static_cast<std::byte*>(workspace) + ragged_pieces(shape).overflow);
+}
+
+RaggedPaddingShape padding_shape(const CudnnAttentionShape& shape) {
+  return {shape.tokens(), shape.q_heads, shape.kv_heads, shape.head_dim, shape.scale};
 }
 
 }  // namespace
@@ -354,25 +368,46 @@ size_t cudnn_attention_backward_workspace(const CudnnAttentionShape& shape) {
 }
 
 void cudnn_attention_forward(void* out, float* logsumexp, const void* q, const void* k, const void* v,
-                             const int32_t* cu_seqlens, void* workspace, const CudnnAttentionShape& shape,
+                             const int32_t* document_ids, void* workspace, const CudnnAttentionShape& shape,
                              cudaStream_t stream) {
   const Graphs& graphs = ready(shape);
   std::unordered_map<int64_t, void*> pack = {{kQ, const_cast<void*>(q)}, {kK, const_cast<void*>(k)},
                                               {kV, const_cast<void*>(v)}, {kO, out}, {kStats, logsumexp}};
-  void* own = with_ragged(pack, cu_seqlens, workspace, shape, stream);
+  void* own = with_ragged(pack, document_ids, workspace, shape, stream);
   execute(*graphs.forward, pack, own, stream);
+  if (!shape.documents) return;
+  const int32_t* overflow = overflow_flag(workspace, shape);
+  if (shape.half) {
+    ragged_padding_forward(static_cast<__half*>(out), logsumexp, static_cast<const __half*>(q),
+                           static_cast<const __half*>(k), static_cast<const __half*>(v), document_ids, overflow,
+                           padding_shape(shape), stream);
+  } else {
+    ragged_padding_forward(static_cast<__nv_bfloat16*>(out), logsumexp, static_cast<const __nv_bfloat16*>(q),
+                           static_cast<const __nv_bfloat16*>(k), static_cast<const __nv_bfloat16*>(v), document_ids,
+                           overflow, padding_shape(shape), stream);
+  }
 }
 
 void cudnn_attention_backward(void* dq, void* dk, void* dv, const void* dout, const void* q, const void* k,
-                              const void* v, const void* out, const float* logsumexp, const int32_t* cu_seqlens,
+                              const void* v, const void* out, const float* logsumexp, const int32_t* document_ids,
                               void* workspace, const CudnnAttentionShape& shape, cudaStream_t stream) {
   const Graphs& graphs = ready(shape);
   std::unordered_map<int64_t, void*> pack = {
       {kQ, const_cast<void*>(q)},     {kK, const_cast<void*>(k)},          {kV, const_cast<void*>(v)},
       {kO, const_cast<void*>(out)},   {kDO, const_cast<void*>(dout)},      {kStats, const_cast<float*>(logsumexp)},
       {kDQ, dq},                      {kDK, dk},                           {kDV, dv}};
-  void* own = with_ragged(pack, cu_seqlens, workspace, shape, stream);
+  void* own = with_ragged(pack, document_ids, workspace, shape, stream);
   execute(*graphs.backward, pack, own, stream);
+  if (!shape.documents) return;
+  const int32_t* overflow = overflow_flag(workspace, shape);
+  if (shape.half) {
+    ragged_padding_backward(static_cast<__half*>(dq), static_cast<__half*>(dk), static_cast<__half*>(dv),
+                            static_cast<const __half*>(dout), document_ids, overflow, padding_shape(shape), stream);
+  } else {
+    ragged_padding_backward(static_cast<__nv_bfloat16*>(dq), static_cast<__nv_bfloat16*>(dk),
+                            static_cast<__nv_bfloat16*>(dv), static_cast<const __nv_bfloat16*>(dout), document_ids,
+                            overflow, padding_shape(shape), stream);
+  }
 }
 
 }  // namespace surogate::cuda

@@ -6,14 +6,15 @@
 // (tokens = batch · sequence, row-major, bf16 or fp16). Two ways of telling cuDNN the documents:
 //  * documents == false: every batch row is one sequence (cuDNN's b = batch, s = sequence, no
 //    padding). logsumexp is [batch, q_heads, sequence] (cuDNN's packed Stats, the CPU op's layout).
-//  * documents == true: cu_seqlens (kernels/plain_attention.h: tokens + 1 entries, a document per
-//    run of one id, every padding token its own document, entries past the last repeating
-//    `tokens`) becomes cuDNN's ragged layout: b = `tokens` document slots (the host does not know
-//    how many there are: the graph must not depend on the batch's data, CUDA graphs replay it),
-//    per-slot lengths (0 past the last document) and element offsets, computed on the device.
-//    logsumexp is [tokens, q_heads] (ragged Stats). Padding tokens, documents of one token, see only
-//    themselves, as in the CPU op. At most 65535 tokens per call (the slots stay within one grid
-//    dimension); longer calls are refused (the callers run our kernels).
+//  * documents == true: the per-token document ids [batch, sequence] (−1 for padding) become
+//    cuDNN's ragged layout: b = `slots` segments (documents and padding runs; a new one at every
+//    row start and id change), their lengths and element offsets computed on the device
+//    (kernels/attention_ragged.h), empty slots past the last. The graph cannot depend on the
+//    batch's data (CUDA graphs replay it), so `slots` is a bound the caller knows from its data
+//    (runtime/cuda_attention_path.h: rows × the most segments a row of the run's data has); a
+//    batch with more segments gives NaN outputs, never wrong numbers. cuDNN runs each padding run
+//    as one causal segment; a fix-up after it gives padding tokens the CPU op's meaning (each
+//    sees only itself). logsumexp is [tokens, q_heads] (ragged Stats). At most 65535 slots.
 // The logsumexp (natural log of the scaled scores' sum of exponentials) is private to this path:
 // its forward and backward agree on the layout; the flash kernels use another ([q_heads, tokens]).
 //
@@ -38,11 +39,13 @@ struct CudnnAttentionShape {
   int head_dim = 0;
   int window = 0;             // 0 = unlimited
   float scale = 0.0f;         // softmax scale (> 0)
-  bool documents = false;     // packed documents through cu_seqlens (the ragged layout above)
+  bool documents = false;     // packed documents (the ragged layout above)
+  int64_t slots = 0;          // documents: segment slots per call (> 0)
   bool half = false;          // fp16; false: bf16
   bool deterministic = false; // backward: cuDNN's deterministic algorithm (bitwise repeatable dQ)
 
   int64_t tokens() const { return batch * sequence; }
+  int64_t cudnn_batch() const { return documents ? slots : batch; }  // cuDNN's b
 };
 
 // The cuDNN library in use ("cuDNN 9.19.0"), or why there is none: not compiled in, the library
@@ -58,17 +61,17 @@ const CudnnAvailability& cudnn_availability();
 std::string cudnn_attention_prepare(const CudnnAttentionShape& shape);
 
 // Device bytes a prepared shape's forward / backward needs for its workspace (cuDNN's own plus
-// the ragged lengths and offsets of the documents layout). 256-byte aligned.
+// the documents layout's lengths, offsets and overflow flag). 256-byte aligned.
 size_t cudnn_attention_forward_workspace(const CudnnAttentionShape& shape);
 size_t cudnn_attention_backward_workspace(const CudnnAttentionShape& shape);
 
-// `cu_seqlens` only read when shape.documents. `workspace` holds the bytes above. Enqueued on
+// `document_ids` [batch, sequence] only read when shape.documents. `workspace` holds the bytes above. Enqueued on
 // `stream`, no host synchronisation (capturable).
 void cudnn_attention_forward(void* out, float* logsumexp, const void* q, const void* k, const void* v,
-                             const int32_t* cu_seqlens, void* workspace, const CudnnAttentionShape& shape,
+                             const int32_t* document_ids, void* workspace, const CudnnAttentionShape& shape,
                              cudaStream_t stream);
 void cudnn_attention_backward(void* dq, void* dk, void* dv, const void* dout, const void* q, const void* k,
-                              const void* v, const void* out, const float* logsumexp, const int32_t* cu_seqlens,
+                              const void* v, const void* out, const float* logsumexp, const int32_t* document_ids,
                               void* workspace, const CudnnAttentionShape& shape, cudaStream_t stream);
 
 }  // namespace surogate::cuda

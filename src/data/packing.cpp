@@ -132,6 +132,14 @@ PackedRowsView view_of(const PackedRows& rows) {
                         rows.loss_weights,    rows.row_segment_offsets, rows.segment_lengths};
 }
 
+int64_t most_segments_per_row(const PackedRowsView& rows) {
+  uint64_t most = 0;
+  for (size_t row = 0; row < rows.rows(); ++row) {
+    most = std::max(most, rows.row_segment_offsets[row + 1] - rows.row_segment_offsets[row]);
+  }
+  return static_cast<int64_t>(most);
+}
+
 PackedBatch make_batch(const PackedRowsView& rows, std::span<const uint64_t> row_indices, int32_t pad_id) {
   const size_t T = rows.sequence_length;
   PackedBatch batch;

@@ -68,6 +68,11 @@ struct PackedRowsView {
 };
 PackedRowsView view_of(const PackedRows& rows);
 
+// The most segments (documents and padding runs) any row of `rows` has; 0 without rows. A batch of
+// B rows then has at most B times this many, which is what attention layouts that must be sized
+// before the batches are seen (cuDNN's packed documents) take.
+int64_t most_segments_per_row(const PackedRowsView& rows);
+
 // Every document must have 1..T tokens (fit_to_length guarantees it).
 PackedRows pack_documents(std::vector<TokenizedSample> documents, const PackingOptions& options, PackingStats& stats);
 

@@ -70,15 +70,14 @@ k::PlainAttentionShape plain_shape(const AttentionLayout& layout) {
 
 // The cuDNN shape of this node when its path is cuDNN's (attention_path decides, once per shape).
 std::optional<cuda::CudnnAttentionShape> cudnn_shape(const AttentionLayout& layout, bool documents, DType dtype) {
-  cuda::CudnnAttentionShape shape{layout.batch,    layout.sequence, layout.q_heads, layout.kv_heads,
-                                  layout.head_dim, layout.window,   layout.scale,   documents,
-                                  dtype == DType::F16};
+  cuda::CudnnAttentionShape shape{.batch = layout.batch,   .sequence = layout.sequence, .q_heads = layout.q_heads,
+                                  .kv_heads = layout.kv_heads, .head_dim = layout.head_dim, .window = layout.window,
+                                  .scale = layout.scale,       .documents = documents,      .half = dtype == DType::F16};
   if (!attention_path(shape).cudnn) return std::nullopt;
   return shape;
 }
 
-// The scratch of one attention step: cu_seqlens (our kernels; cuDNN's only with documents) and
-// the path's workspace.
+// The scratch of one attention step: cu_seqlens (our kernels) and the path's workspace.
 struct AttentionScratch {
   size_t cu = 0, workspace = 0;
 };
@@ -107,17 +106,18 @@ CudaKernel bind_attention_typed(const CudaBindContext& ctx) {
       reserve_attention_scratch(ctx, layout, cudnn ? cuda::cudnn_attention_forward_workspace(*cudnn) : 0);
   CudaResources* resources = &ctx.resources;
   return [=](const CudaKernelArgs& args) {
-    int32_t* cu_seqlens = scratch_at<int32_t>(resources, scratch.cu);
-    if (!cudnn || has_documents) {
-      k::cu_seqlens_from_documents(cu_seqlens, documents_input(args, has_documents), layout.batch, layout.sequence,
-                                   args.stream);
-    }
     const T *q = args.inputs[0].as<const T>(), *kk = args.inputs[1].as<const T>(),
                *v = args.inputs[2].as<const T>();
     if (cudnn) {
-      cuda::cudnn_attention_forward(args.outputs[0].data, args.outputs[1].as<float>(), q, kk, v, cu_seqlens,
+      cuda::cudnn_attention_forward(args.outputs[0].data, args.outputs[1].as<float>(), q, kk, v,
+                                    documents_input(args, has_documents),
                                     scratch_at<std::byte>(resources, scratch.workspace), *cudnn, args.stream);
-    } else if (layout.flash) {
+      return;
+    }
+    int32_t* cu_seqlens = scratch_at<int32_t>(resources, scratch.cu);
+    k::cu_seqlens_from_documents(cu_seqlens, documents_input(args, has_documents), layout.batch, layout.sequence,
+                                 args.stream);
+    if (layout.flash) {
       cuda::attention_forward(args.outputs[0].as<T>(), args.outputs[1].as<float>(), q, kk, v, cu_seqlens,
                               flash_shape(layout), args.stream);
     } else {
@@ -150,8 +150,10 @@ CudaKernel bind_attention_fp8(const CudaBindContext& ctx) {
   using bf16 = __nv_bfloat16;
   return [=](const CudaKernelArgs& args) {
     int32_t* cu_seqlens = scratch_at<int32_t>(resources, scratch.cu);
-    k::cu_seqlens_from_documents(cu_seqlens, documents_input(args, has_documents), layout.batch, layout.sequence,
-                                 args.stream);
+    if (!cudnn) {  // cuDNN reads the document ids
+      k::cu_seqlens_from_documents(cu_seqlens, documents_input(args, has_documents), layout.batch, layout.sequence,
+                                   args.stream);
+    }
     const bf16 *q = args.inputs[0].as<const bf16>(), *kk = args.inputs[1].as<const bf16>(),
                *v = args.inputs[2].as<const bf16>();
     // The flash kernel's epilogue skips its pending pass when the host knows the delayed amax; the
@@ -168,7 +170,7 @@ CudaKernel bind_attention_fp8(const CudaBindContext& ctx) {
       return;
     }
     if (cudnn) {
-      cuda::cudnn_attention_forward(out, args.outputs[1].as<float>(), q, kk, v, cu_seqlens,
+      cuda::cudnn_attention_forward(out, args.outputs[1].as<float>(), q, kk, v, documents_input(args, has_documents),
                                     scratch_at<std::byte>(resources, scratch.workspace), *cudnn, args.stream);
     } else {
       k::plain_attention_forward(out, args.outputs[1].as<float>(), q, kk, v, cu_seqlens, plain_shape(layout),
@@ -229,15 +231,13 @@ CudaKernel bind_attention_backward_typed(const CudaBindContext& ctx) {
       }
       return;
     }
-    if (!cudnn || has_documents) {
-      k::cu_seqlens_from_documents(cu_seqlens, documents, layout.batch, layout.sequence, args.stream);
-    }
     if (cudnn) {
-      cuda::cudnn_attention_backward(dq, dk, dv, dout, q, kk, v, out, lse, cu_seqlens,
+      cuda::cudnn_attention_backward(dq, dk, dv, dout, q, kk, v, out, lse, documents,
                                      scratch_at<std::byte>(resources, scratch.workspace), *cudnn, args.stream);
-    } else {
-      k::plain_attention_backward(dq, dk, dv, dout, q, kk, v, out, lse, cu_seqlens, plain_shape(layout), args.stream);
+      return;
     }
+    k::cu_seqlens_from_documents(cu_seqlens, documents, layout.batch, layout.sequence, args.stream);
+    k::plain_attention_backward(dq, dk, dv, dout, q, kk, v, out, lse, cu_seqlens, plain_shape(layout), args.stream);
   };
 }
 CudaKernel bind_attention_backward(const CudaBindContext& ctx) {

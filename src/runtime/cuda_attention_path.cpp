@@ -37,31 +37,34 @@ AttentionSettings& settings_storage() {
 // (tests/runtime_cuda/test_cudnn_attention_cuda.cpp); the tiny models' dims keep our kernels.
 bool measured_head_dim(int head_dim) { return head_dim == 64 || head_dim == 128 || head_dim == 256; }
 
-// The workspace the memory plan counts for an attention backward (train/device/memory_budget.cpp's
-// attention_workspace_bytes: an fp32 dQ accumulator and the softmax statistics). A shape for which
-// cuDNN asks for more (its ragged layout for packed documents can ask for gigabytes) runs our
-// kernels, so the plan and --dry-run stay true.
-size_t planned_workspace_bytes(const cuda::CudnnAttentionShape& s) {
-  const auto tokens = static_cast<size_t>(s.batch * s.sequence);
-  return 20 * (tokens + 1) + tokens * static_cast<size_t>(s.q_heads) * (static_cast<size_t>(s.head_dim) + 1) * 4;
+size_t cudnn_planned_bytes(int64_t tokens, int64_t q_heads, int64_t head_dim) {
+  if (!measured_head_dim(static_cast<int>(head_dim))) return 0;
+  return static_cast<size_t>(tokens * q_heads * (3 * head_dim + 1) * 4 + 2048);
 }
 
 std::string workspace_refusal(const cuda::CudnnAttentionShape& s) {
-  const size_t needed =
-      std::max(cuda::cudnn_attention_forward_workspace(s), cuda::cudnn_attention_backward_workspace(s));
-  if (needed <= planned_workspace_bytes(s)) return "";
+  const size_t needed = std::max(cuda::cudnn_attention_forward_workspace(s),
+                                 cuda::cudnn_attention_backward_workspace(s)) +
+                        sizeof(int32_t) * static_cast<size_t>(s.tokens() + 1);  // the cu_seqlens beside it
+  const size_t planned = planned_attention_scratch_bytes(s.tokens(), s.q_heads, s.head_dim);
+  if (needed <= planned) return "";
   return fmt::format("cuDNN asks for a {:.2f} GiB workspace, more than the {:.2f} GiB the memory plan counts",
-                     static_cast<double>(needed) / (1 << 30),
-                     static_cast<double>(planned_workspace_bytes(s)) / (1 << 30));
+                     static_cast<double>(needed) / (1 << 30), static_cast<double>(planned) / (1 << 30));
 }
 
 std::string shape_text(const cuda::CudnnAttentionShape& s) {
   return fmt::format("{}×{} tokens, {}/{} heads, head_dim {}, window {}{}, {}", s.batch, s.sequence, s.q_heads,
-                     s.kv_heads, s.head_dim, s.window, s.documents ? ", packed documents" : "",
+                     s.kv_heads, s.head_dim, s.window,
+                     s.documents ? fmt::format(", packed documents in {} slots", s.slots) : "",
                      s.half ? "fp16" : "bf16");
 }
 
 }  // namespace
+
+size_t planned_attention_scratch_bytes(int64_t tokens, int64_t q_heads, int64_t head_dim) {
+  const auto ours = static_cast<size_t>(tokens * q_heads * (head_dim + 1) * 4);
+  return static_cast<size_t>(20 * (tokens + 1)) + std::max(ours, cudnn_planned_bytes(tokens, q_heads, head_dim));
+}
 
 void set_attention_settings(const AttentionSettings& settings) {
   std::lock_guard<std::mutex> lock(path_mutex());
@@ -76,6 +79,10 @@ AttentionSettings attention_settings() {
 AttentionPath attention_path(cuda::CudnnAttentionShape& shape) {
   const AttentionSettings settings = attention_settings();
   shape.deterministic = settings.deterministic;
+  if (shape.documents) {
+    shape.slots = settings.segments_per_row > 0 ? std::min(shape.tokens(), shape.batch * settings.segments_per_row)
+                                                : shape.tokens();
+  }
   AttentionPath path;
   const cuda::CudnnAvailability& cudnn = cuda::cudnn_availability();
   std::string refusal;
@@ -83,12 +90,12 @@ AttentionPath attention_path(cuda::CudnnAttentionShape& shape) {
     refusal = "SUROGATE_ATTENTION=surogate";
   } else if (!cudnn.usable) {
     refusal = cudnn.description;
-  } else if (shape.documents && settings.backend == AttentionBackend::Auto) {
-    // Measured on an H200 at the 8B job's shape: the ragged layout (one slot per token, as the
-    // count is not known on the host while CUDA graphs replay) asks for more memory than the GPU
-    // has. Until the slots are bounded, packed documents run our kernels unless forced.
-    refusal = "packed documents: cuDNN's ragged layout here takes one slot per token and a workspace of slots × "
-              "sequence (more than a GPU holds at training sizes); SUROGATE_ATTENTION=cudnn forces it";
+  } else if (shape.documents && settings.segments_per_row <= 0 && settings.backend == AttentionBackend::Auto) {
+    // Measured on an H200 at the 8B job's shape: with a slot per token (all we know without the
+    // data) the ragged layout ran at a sixth of the rows layout's speed and its deterministic
+    // backward asked for a terabyte of workspace.
+    refusal = "packed documents with no bound on their count per row (the run's data sets one); "
+              "SUROGATE_ATTENTION=cudnn forces a slot per token";
   } else if (!measured_head_dim(shape.head_dim)) {
     refusal = fmt::format("head_dim {} (cuDNN runs 64, 128 and 256)", shape.head_dim);
   } else {

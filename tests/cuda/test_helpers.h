@@ -18,6 +18,7 @@
 #include "core/bfloat16.h"
 #include "cuda/device_buffer.h"
 #include "cuda/device_info.h"
+#include "../random_values.h"
 
 namespace surogate::cuda::testing {
 
@@ -32,7 +33,7 @@ namespace surogate::cuda::testing {
 using Bf16 = uint16_t;  // host view of __nv_bfloat16 bits
 
 inline std::mt19937& generator() {
-  static std::mt19937 engine(std::random_device{}());
+  static std::mt19937 engine(::surogate::testing::test_seed(20261129));
   return engine;
 }
 

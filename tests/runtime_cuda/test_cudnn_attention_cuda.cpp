@@ -9,6 +9,8 @@
 // errors ("[cudnn attention] ...").
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <random>
@@ -89,9 +91,15 @@ struct GpuResult {
 GpuResult run_on_gpu(const Case& c, const std::vector<int32_t>& documents, const Operand& q, const Operand& k,
                      const Operand& v, const Operand& dout) {
   GpuResult result;
-  cuda::CudnnAttentionShape shape{c.rows,   c.sequence, c.q_heads, c.kv_heads, c.head_dim,
-                                  c.window, static_cast<float>(1.0 / std::sqrt(double(c.head_dim))),
-                                  c.documents, c.half};
+  cuda::CudnnAttentionShape shape{.batch = c.rows,
+                                  .sequence = c.sequence,
+                                  .q_heads = c.q_heads,
+                                  .kv_heads = c.kv_heads,
+                                  .head_dim = c.head_dim,
+                                  .window = c.window,
+                                  .scale = static_cast<float>(1.0 / std::sqrt(double(c.head_dim))),
+                                  .documents = c.documents,
+                                  .half = c.half};
   result.path = attention_path(shape);
   const graph::OpRegistry registry = ops::make_model_registry();
   graph::GraphBuilder b(registry);
@@ -163,15 +171,41 @@ struct Errors {
   double out = 0, logsumexp = 0, dq = 0, dk = 0, dv = 0;
 };
 
-// Runs the case on the GPU and the CPU op; checks the tolerances; returns the GPU result.
-GpuResult check_case(const Case& c, std::mt19937& rng) {
+// Segments (documents and padding runs) of the busiest row, as data::most_segments_per_row counts them.
+int64_t most_segments(const Case& c, const std::vector<int32_t>& documents) {
+  int64_t most = 0;
+  for (int64_t row = 0; row < c.rows; ++row) {
+    int64_t count = 0;
+    for (int64_t t = 0; t < c.sequence; ++t) {
+      const size_t at = static_cast<size_t>(row * c.sequence + t);
+      count += t == 0 || documents[at] != documents[at - 1] ? 1 : 0;
+    }
+    most = std::max(most, count);
+  }
+  return most;
+}
+
+// How the run bounds cuDNN's document slots: by its data's busiest row (what a training run
+// sets), one short of it (a batch with more segments than the bound), or not at all (a slot per token).
+enum class SlotBound { BusiestRow, OneShort, PerToken };
+
+// Runs the case on the GPU and the CPU op; checks the tolerances (skipped for OneShort, which must
+// give NaN); returns the GPU result.
+GpuResult check_case(const Case& c, std::mt19937& rng, SlotBound bound = SlotBound::BusiestRow) {
   const int64_t tokens = c.rows * c.sequence;
   const size_t q_count = static_cast<size_t>(tokens * c.q_heads * c.head_dim);
   const size_t kv_count = static_cast<size_t>(tokens * c.kv_heads * c.head_dim);
   const std::vector<int32_t> documents = c.documents ? make_documents(c, rng) : std::vector<int32_t>{};
   const Operand q = random_operand(q_count, c.half, rng), k = random_operand(kv_count, c.half, rng),
                 v = random_operand(kv_count, c.half, rng), dout = random_operand(q_count, c.half, rng);
+  AttentionSettings settings = attention_settings();
+  const int64_t busiest = c.documents ? most_segments(c, documents) : 0;
+  settings.segments_per_row = bound == SlotBound::PerToken ? 0 : bound == SlotBound::OneShort ? busiest - 1 : busiest;
+  const AttentionSettings saved = attention_settings();
+  set_attention_settings(settings);
   GpuResult gpu = run_on_gpu(c, documents, q, k, v, dout);
+  set_attention_settings(saved);
+  if (bound == SlotBound::OneShort) return gpu;
 
   const ops::AttentionShape shape{c.rows, c.sequence, c.q_heads, c.kv_heads, c.head_dim, 0.0, c.window};
   const int32_t* ids = c.documents ? documents.data() : nullptr;
@@ -224,6 +258,28 @@ TEST(CudnnAttentionCuda, MatchesTheCpuOp) {
     const GpuResult gpu = check_case(c, rng);
     EXPECT_TRUE(gpu.path.cudnn) << describe(c) << ": expected cuDNN, ran " << gpu.path.description;
   }
+  // Forced without a bound from data: a slot per token.
+  const GpuResult per_token = check_case({2, 200, 8, 2, 128, 0, true, true, false}, rng, SlotBound::PerToken);
+  EXPECT_TRUE(per_token.path.cudnn) << per_token.path.description;
+}
+
+// A batch with more segments than the run's bound gives NaN everywhere (the step's finite check
+// stops the run), never numbers computed over a wrong layout.
+TEST(CudnnAttentionCuda, MoreSegmentsThanTheBoundGiveNaN) {
+  SKIP_WITHOUT_GPU();
+  if (!cuda::cudnn_availability().usable) GTEST_SKIP() << cuda::cudnn_availability().description;
+  SettingsScope scope({AttentionBackend::Cudnn, false});
+  std::mt19937 rng(5);
+  const GpuResult gpu = check_case({2, 256, 8, 2, 128, 0, true, true, false}, rng, SlotBound::OneShort);
+  ASSERT_TRUE(gpu.path.cudnn) << gpu.path.description;
+  auto all_nan = [](const std::vector<float>& values) {
+    return std::all_of(values.begin(), values.end(), [](float value) { return std::isnan(value); });
+  };
+  EXPECT_TRUE(all_nan(gpu.out));
+  EXPECT_TRUE(all_nan(gpu.logsumexp));
+  EXPECT_TRUE(all_nan(gpu.dq));
+  EXPECT_TRUE(all_nan(gpu.dk));
+  EXPECT_TRUE(all_nan(gpu.dv));
 }
 
 // The deterministic backward: two runs give the same gradient bits, within the same tolerances.
@@ -265,22 +321,39 @@ TEST(CudnnAttentionCuda, FallsBackToOurKernelsWhereCudnnIsNotTaken) {
   }
 }
 
-// Left to choose (auto), packed documents run our kernels, saying why (cuDNN's ragged layout with a
-// slot per token asks for more memory than the GPU has at training sizes); one sequence per row
-// takes cuDNN, its workspace within what the memory plan counts.
-TEST(CudnnAttentionCuda, AutoRefusesAWorkspaceThePlanDoesNotCount) {
+// Left to choose (auto): packed documents take cuDNN once the run's data bounds their segments per
+// row, and run our kernels without that bound, saying why; one sequence per row takes cuDNN; each
+// with a workspace within what the memory plan counts (runtime::planned_attention_workspace_bytes).
+TEST(CudnnAttentionCuda, AutoTakesPackedDocumentsOnceTheDataBoundsThem) {
   SKIP_WITHOUT_GPU();
   if (!cuda::cudnn_availability().usable) GTEST_SKIP() << cuda::cudnn_availability().description;
-  SettingsScope scope({AttentionBackend::Auto, false});
-  cuda::CudnnAttentionShape documents{2, 2048, 32, 8, 128, 0, 0.088f, true, false};
-  const AttentionPath packed = attention_path(documents);
-  EXPECT_FALSE(packed.cudnn) << packed.description;
-  EXPECT_NE(packed.description.find("packed documents"), std::string::npos) << packed.description;
-  cuda::CudnnAttentionShape rows{2, 2048, 32, 8, 128, 0, 0.088f, false, false};
-  const AttentionPath plain = attention_path(rows);
-  std::printf("[cudnn attention] auto, 2x2048 32/8 d128: packed documents -> %s; rows -> %s\n",
-              packed.description.c_str(), plain.description.c_str());
-  EXPECT_TRUE(plain.cudnn) << plain.description;
+  for (const int head_dim : {64, 128}) {
+    for (const int q_heads : {16, 32}) {
+      cuda::CudnnAttentionShape documents{.batch = 2, .sequence = 2048, .q_heads = q_heads, .kv_heads = 8,
+                                          .head_dim = head_dim, .scale = 0.088f, .documents = true};
+      cuda::CudnnAttentionShape unbounded = documents, rows = documents;
+      rows.documents = false;
+      AttentionPath bounded_path, unbounded_path, rows_path;
+      {
+        SettingsScope scope({AttentionBackend::Auto, false, 16});
+        bounded_path = attention_path(documents);
+        rows_path = attention_path(rows);
+      }
+      {
+        SettingsScope scope({AttentionBackend::Auto, false, 0});
+        unbounded_path = attention_path(unbounded);
+      }
+      std::printf("[cudnn attention] auto, 2x2048 %d/8 d%d: documents (16 per row) -> %s; unbounded -> %s; rows -> "
+                  "%s\n",
+                  q_heads, head_dim, bounded_path.description.c_str(), unbounded_path.description.c_str(),
+                  rows_path.description.c_str());
+      EXPECT_TRUE(bounded_path.cudnn) << bounded_path.description;
+      EXPECT_EQ(documents.slots, 32);
+      EXPECT_FALSE(unbounded_path.cudnn) << unbounded_path.description;
+      EXPECT_NE(unbounded_path.description.find("no bound"), std::string::npos) << unbounded_path.description;
+      EXPECT_TRUE(rows_path.cudnn) << rows_path.description;
+    }
+  }
 }
 
 // The choice alone (no GPU needed: runs in CI too): our kernels under the Surogate setting, for head
@@ -289,7 +362,8 @@ TEST(CudnnAttentionCuda, AutoRefusesAWorkspaceThePlanDoesNotCount) {
 TEST(CudnnAttentionPath, OurKernelsWhereCudnnIsNotTakenWithTheReason) {
   auto path_for = [](AttentionBackend backend, int head_dim) {
     SettingsScope scope({backend, false});
-    cuda::CudnnAttentionShape shape{2, 64, 4, 2, head_dim, 0, 0.125f, true, false};
+    cuda::CudnnAttentionShape shape{
+        .batch = 2, .sequence = 64, .q_heads = 4, .kv_heads = 2, .head_dim = head_dim, .scale = 0.125f, .documents = true};
     return attention_path(shape);
   };
   const AttentionPath surogate = path_for(AttentionBackend::Surogate, 128);

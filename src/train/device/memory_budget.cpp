@@ -7,6 +7,7 @@
 
 #include "compiler/memory_plan.h"
 #include "distributed/shard_placement.h"
+#include "runtime/cuda_attention_path.h"
 #include "train/device/host_offload_plan.h"
 #include "train/device/quantized_base_shards.h"
 #include "train/device/sharded_gradients.h"
@@ -141,8 +142,7 @@ size_t attention_workspace_bytes(const compiler::ExecutionPlan& plan) {
     const int64_t tokens = q.shape[0] * q.shape[1];
     const int64_t width = q.numel() / tokens;  // Hq · D
     const int64_t heads = q.shape.size() == 4 ? q.shape[2] : node.attrs.value("query_heads", int64_t{1});
-    const auto bytes = static_cast<size_t>(20 * (tokens + 1) + tokens * (width + heads) * 4);
-    largest = std::max(largest, bytes);
+    largest = std::max(largest, runtime::planned_attention_scratch_bytes(tokens, heads, width / heads));
   }
   return largest;
 }

@@ -70,11 +70,9 @@ PlanMemory plan_memory(const compiler::ExecutionPlan& plan, const Config& config
 // arena tensor the plan counts). 0 when the plan has no LM head loss.
 size_t lm_head_workspace_bytes(const compiler::ExecutionPlan& plan);
 
-// The scratch the CUDA attention_backward ops of `plan` take at most (runtime/cuda_attention_ops.cpp),
-// on either path: cu_seqlens (and cuDNN's per-document lengths and offsets, 16 bytes a token) and
-// an fp32 dQ accumulator with a row statistic, tokens × query heads × (head_dim + 1) floats (our
-// flash kernels' exactly, per attn_bwd_chunks slice; cuDNN's workspace, counted whole, is of that
-// order). The backend reserves the exact bytes when it binds; this is the prediction's. 0 without one.
+// The scratch the CUDA attention_backward ops of `plan` take at most, on either path
+// (runtime::planned_attention_scratch_bytes for the largest of them). The backend reserves the
+// exact bytes when it binds; this is the prediction's. 0 without one.
 size_t attention_workspace_bytes(const compiler::ExecutionPlan& plan);
 
 // What the CUDA context, cuBLASLt's workspace and the kernels' modules hold (H100, driver 580).

@@ -3,10 +3,13 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "distributed/process_world.h"
 #include "models/defined_weights.h"
 #include "models/model_spec.h"
+#include "runtime/cuda_attention_path.h"
 #include "train/memory_prediction.h"
 #include "train/process_run.h"
 #include "train/run_folder_lock.h"
@@ -62,6 +65,12 @@ void load_data(RunContext& run) {
                                        [&run](const std::string& line) { run.message(line); });
   run.startup.end_phase("data");
   run.pad_id = run.cache->report().value("pad_id", 0);
+  // cuDNN's packed-documents attention is laid out before any batch is seen: for at most this many
+  // segments per row (runtime/cuda_attention_path.h); the evaluator's rows count too.
+  runtime::AttentionSettings attention = runtime::attention_settings();
+  attention.segments_per_row = std::max<int64_t>({int64_t{1}, data::most_segments_per_row(run.cache->train()),
+                                                  data::most_segments_per_row(run.cache->eval())});
+  runtime::set_attention_settings(attention);
   run.batch = config.schedule.per_device_train_batch_size;
   run.sequence = static_cast<int64_t>(data_settings.sequence_len);
   if (run.cache->train().rows() == 0) {
