@@ -57,13 +57,13 @@ CpuParameters bind_cpu_parameters(runtime::CpuBackend& backend, const compiler::
   return parameters;
 }
 
-std::unique_ptr<Optimizer> make_cpu_optimizer(const Config& config, std::span<const ParameterSlot> slots) {
-  AdamWSettings adamw{config.optimizer.adamw_beta1, config.optimizer.adamw_beta2, config.optimizer.adamw_epsilon};
-  switch (config.optimizer.algorithm) {
+std::unique_ptr<Optimizer> make_cpu_optimizer(const config::Optimizer& optimizer, std::span<const ParameterSlot> slots) {
+  AdamWSettings adamw{optimizer.adamw_beta1, optimizer.adamw_beta2, optimizer.adamw_epsilon};
+  switch (optimizer.algorithm) {
     case surogate::Optimizer::AdamW: return make_adamw(slots, adamw);
     case surogate::Optimizer::AdamW8bit: return make_adamw_8bit(slots, adamw);
     case surogate::Optimizer::NorMuon:
-      return make_normuon(slots, {config.optimizer.normuon_momentum, config.optimizer.normuon_beta2, config.optimizer.normuon_cautious_wd, adamw});
+      return make_normuon(slots, {optimizer.normuon_momentum, optimizer.normuon_beta2, optimizer.normuon_cautious_wd, adamw});
   }
   return make_adamw(slots, adamw);
 }
@@ -88,7 +88,7 @@ public:
     loss_ = plan_.loss;
     router_aux_loss_ = plan_.graph.find_tensor(models::kRouterAuxLoss).value_or(graph::kNoTensor);
     parameters_ = bind_cpu_parameters(backend_, plan_, setup.specs);
-    optimizer_ = make_cpu_optimizer(config_, parameters_.slots);
+    optimizer_ = make_cpu_optimizer(config_.optimizer, parameters_.slots);
     if ((fp8_ = fp8_state(plan_))) {
       std::span<float> values = backend_.view<float>(fp8_->tensor);
       std::fill(values.begin(), values.end(), 0.0f);

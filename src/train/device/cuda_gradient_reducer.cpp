@@ -12,13 +12,13 @@ CudaGradientReducer::CudaGradientReducer(const GradientBuckets& buckets, CudaRan
 }
 
 void CudaGradientReducer::after_step(size_t step) {
-  const DType dtype = state_.accumulator_dtype();
+  const DType dtype = state_.accumulators().dtype();
   for (size_t b : buckets_.ready_after[step]) {
     const GradientBucket& bucket = buckets_.buckets[b];
-    state_.add_gradients(bucket.first_unit, bucket.end_unit);
+    state_.accumulators().add(bucket.first_unit, bucket.end_unit);
     added_[b].record(state_.stream());
     CUDA_CHECK(cudaStreamWaitEvent(side_, added_[b], 0));
-    void* data = static_cast<std::byte*>(state_.accumulators()) + bucket.begin * dtype_size_bytes(dtype);
+    void* data = static_cast<std::byte*>(state_.accumulators().data()) + bucket.begin * dtype_size_bytes(dtype);
     communicator_.all_reduce_sum(data, bucket.size(), dtype);
   }
 }

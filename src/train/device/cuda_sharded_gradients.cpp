@@ -12,7 +12,7 @@ CudaShardedGradients::CudaShardedGradients(const GradientBuckets& buckets, const
                                            CudaRankState& state, const distributed::Shard& shard, cudaStream_t side,
                                            distributed::Communicator& communicator)
     : buckets_(buckets), state_(state), shard_(shard), side_(side), communicator_(communicator),
-      dtype_(state.accumulator_dtype()), reduced_(false) {
+      dtype_(state.accumulators().dtype()), reduced_(false) {
   const size_t element_bytes = dtype_size_bytes(dtype_);
   // Each slot starts 256-byte aligned (NCCL and the kernels like aligned buffers).
   slot_bytes_ = (largest_bucket_elements(buckets.buckets) * element_bytes + 255) / 256 * 256;
@@ -81,7 +81,7 @@ void CudaShardedGradients::after_step(size_t step) {
     if (piece.size() > 0) {
       const std::byte* reduced =
           static_cast<const std::byte*>(slot(static_cast<int>(index))) + (piece.begin - bucket.begin) * element_bytes;
-      std::byte* accumulator = static_cast<std::byte*>(state_.accumulators()) + (piece.begin - shard_.begin) * element_bytes;
+      std::byte* accumulator = static_cast<std::byte*>(state_.accumulators().data()) + (piece.begin - shard_.begin) * element_bytes;
       const auto count = static_cast<int64_t>(piece.size());
       if (dtype_ == DType::BF16) {
         cuda::add_reduced_gradients(reinterpret_cast<const __nv_bfloat16*>(reduced),

@@ -56,7 +56,7 @@ public:
       : plan_(*setup.plan), config_(*setup.config), layout_(cuda_trainable_layout(plan_, setup.specs)),
         host_(cuda_host_weights(setup.specs, layout_)), weights_(host_.weights), trainable_(host_.trainable),
         rank_(std::make_unique<CudaRankState>(setup, layout_, 0, layout_.entries.size())) {
-    rank_->defer_zeroing();  // add_gradients runs after each execute, outside its captured graph
+    rank_->accumulators().defer_zeroing();  // the accumulators are added to after each execute, outside its captured graph
     if ((fp8_ = fp8_state(plan_))) {
       fp8_host_.assign(static_cast<size_t>(fp8_->shape.floats()), 0.0f);
       fp8_delayed_.emplace(fp8_->shape.sites, fp8_->shape.history);
@@ -126,7 +126,7 @@ public:
     StepMetrics metrics;
     metrics.loss = rank_->loss_sum();
     metrics.router_aux_loss = rank_->router_aux_loss_sum();
-    metrics.grad_norm = rank_->norm();
+    metrics.grad_norm = rank_->clip().norm();
     return metrics;
   }
 
@@ -134,10 +134,10 @@ public:
     // fp16 loss scaling: the gradients are S times too large; the optimizer kernels multiply them by
     // 1 / S times the clip coefficient of the unscaled norm (one device factor, as the CPU's one pass).
     SUROGATE_CHECK(step.gradient_scale == 1.0 || rank_->fp16(), "a gradient scale only with an fp16 plan");
-    if (step.gradient_scale != 1.0) rank_->scale_clip_factor(step.gradient_scale);
+    if (step.gradient_scale != 1.0) rank_->clip().scale(step.gradient_scale);
     rank_->step(step);
     rank_->refresh_fp8_weight_copies();
-    rank_->zero_accumulators();
+    rank_->accumulators().zero();
     if (fp8_) {
       cuda::fp8_roll_history(fp8_device(), fp8_->shape.sites, fp8_->shape.history, step.step, rank_->stream());
       fp8_delayed_->after_roll(fp8_device(), rank_->stream());
@@ -145,7 +145,7 @@ public:
   }
 
   void skip_update() override {
-    rank_->zero_accumulators();
+    rank_->accumulators().zero();
     if (fp8_) {
       // Each site's row[1] (this step's amax) back to 0, the history untouched (quant/fp8_scaling.h).
       const size_t row_bytes = static_cast<size_t>(quant::kFp8StateHeader + fp8_->shape.history) * sizeof(float);
