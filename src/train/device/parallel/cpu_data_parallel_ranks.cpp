@@ -8,7 +8,7 @@
 //   ZeRO-1: after its micro-batches, a rank's gradients (its backend's, summed over its micro-
 //     batches) go into one flat fp32 buffer (the trainable tensors in plan order), bucket by bucket
 //     during the last micro-batch's backward, each bucket all-reduced with a sum as soon as the
-//     backward has written its last gradient (gradient_buckets.h: CpuGradientReducer). The sum over
+//     backward has written its last gradient (cpu_gradient_reducer.h). The sum over
 //     ranks is the window's mean, what one rank computes over the same micro-batches up to the
 //     order of the fp32 additions. After the step the flat buffer carries weights: the rank's
 //     shard in, one all-gather, every other shard out (shard_publish.h).
@@ -59,6 +59,7 @@
 #include "quant/fp8_scaling.h"
 #include "runtime/cpu_backend.h"
 #include "train/device/backend_selection.h"
+#include "train/device/cpu_gradient_reducer.h"
 #include "train/device/cpu_parameters.h"
 #include "train/device/cpu_quantized_base.h"
 #include "train/device/cpu_weight_gatherer.h"
