@@ -102,7 +102,8 @@ TEST(HostOffloadPlan, SlotsHoldOnlyWhatIsOffloaded) {
 TEST(HostOffloadPlan, StagedStateBytesFollowTheDeviceOptimizersLayout) {
   Config config;
   config.optimizer.algorithm = Optimizer::AdamW;
-  EXPECT_EQ(staged_state_bytes(config.optimizer.algorithm, 5), 2u * 8 * 4);  // two fp32 moments, rounded to 16-byte vectors
+  // Two fp32 moments, rounded to 16-byte vectors.
+  EXPECT_EQ(staged_state_bytes(config.optimizer.algorithm, 5), 2u * 8 * 4);
   config.optimizer.algorithm = Optimizer::AdamW8bit;
   // Two moments of one byte per element (rounded to 16) and an fp32 absmax per block each.
   const int64_t count = 5000;

@@ -5,7 +5,8 @@
 
 namespace surogate::train {
 
-CpuGradientReducer::CpuGradientReducer(const GradientBuckets& buckets, std::span<const std::span<const float>> gradients,
+CpuGradientReducer::CpuGradientReducer(const GradientBuckets& buckets,
+                                       std::span<const std::span<const float>> gradients,
                                        std::span<const size_t> offsets, float* flat,
                                        distributed::Communicator& communicator)
     : gradients_(gradients), offsets_(offsets), flat_(flat), reduction_(buckets, *this, DType::F32, communicator) {}

@@ -60,8 +60,10 @@ CudaRankState::CudaRankState(const TrainingDeviceSetup& setup, const CudaTrainab
   offload_ = plan_host_offload(config.offload, config.optimizer.algorithm, extents, setup.offload_chunk_bytes);
   // The accumulators: every trainable tensor's, or under ZeRO-2/3 only those of the optimizer's.
   const FlatRun accumulator_run = layout.run(first, end, !shard_accumulators);
-  RankMemoryNeeds needs{master_run.count, accumulator_run.count, layout.total, bf16_master_, bf16_gradients_, &offload_};
-  needs.optimizer_bytes = rank_optimizer_device_bytes(config.optimizer, offload_, parameters) + offload_.staging_bytes();
+  RankMemoryNeeds needs{master_run.count, accumulator_run.count, layout.total, bf16_master_, bf16_gradients_,
+                        &offload_};
+  needs.optimizer_bytes =
+      rank_optimizer_device_bytes(config.optimizer, offload_, parameters) + offload_.staging_bytes();
   needs.optimizer = config.optimizer.algorithm;
   check_rank_memory(needs, backend_);
   counts_ = cuda::GradientCounts(counts);
@@ -74,8 +76,9 @@ CudaRankState::CudaRankState(const TrainingDeviceSetup& setup, const CudaTrainab
   clip_.emplace(layout.entries.size(), config.optimizer.max_grad_norm, backend_.stream());
   fp8_copies_ = fp8_weight_copies(plan);
   if (!fp8_copies_.empty()) fp8_amax_ = cuda::DeviceBuffer<float>(1);
-  optimizer_ = make_rank_optimizer(config.optimizer, static_cast<uint64_t>(config.data.train_seed), std::move(parameters),
-                                   optimized, layout, offload_, masters_, *accumulators_);
+  const auto seed = static_cast<uint64_t>(config.data.train_seed);
+  optimizer_ = make_rank_optimizer(config.optimizer, seed, std::move(parameters), optimized, layout, offload_, masters_,
+                                   *accumulators_);
 }
 
 void CudaRankState::refresh_fp8_weight_copies() {

@@ -53,10 +53,12 @@ namespace {
 class CudaTrainingDevice final : public TrainingDevice {
 public:
   explicit CudaTrainingDevice(const TrainingDeviceSetup& setup)
-      : plan_(*setup.plan), config_(*setup.config), layout_(cuda_trainable_layout(plan_, setup.specs)),
+      : plan_(*setup.plan), logging_(setup.config->logging), offload_(setup.config->offload),
+        layout_(cuda_trainable_layout(plan_, setup.specs)),
         host_(cuda_host_weights(setup.specs, layout_)), weights_(host_.weights), trainable_(host_.trainable),
         rank_(std::make_unique<CudaRankState>(setup, layout_, 0, layout_.entries.size())) {
-    rank_->accumulators().defer_zeroing();  // the accumulators are added to after each execute, outside its captured graph
+    // The accumulators are added to after each execute, outside its captured graph.
+    rank_->accumulators().defer_zeroing();
     if ((fp8_ = fp8_state(plan_))) {
       fp8_host_.assign(static_cast<size_t>(fp8_->shape.floats()), 0.0f);
       fp8_delayed_.emplace(fp8_->shape.sites, fp8_->shape.history);
@@ -74,7 +76,7 @@ public:
   std::span<const WeightView> trainable() const override { return trainable_; }
 
   std::vector<std::pair<std::string, double>> time_breakdown() override {
-    if (!config_.logging.debug_time_breakdown) return {};
+    if (!logging_.debug_time_breakdown) return {};
     return rank_->backend().time_breakdown();
   }
 
@@ -113,7 +115,7 @@ public:
 
   // The host copies are written by download() only, except offload_optimizer's state, which lives
   // in host memory and is updated there: then a checkpoint copies it.
-  bool host_views_are_live() const override { return config_.offload.offload_optimizer; }
+  bool host_views_are_live() const override { return offload_.offload_optimizer; }
 
   void accumulate(std::span<const runtime::InputBinding> inputs) override {
     if (fp8_delayed_) fp8_delayed_->apply(rank_->backend());
@@ -161,7 +163,8 @@ private:
   }
 
   const compiler::ExecutionPlan& plan_;
-  const Config& config_;
+  const config::Logging& logging_;  // the sections the device reads after its construction
+  const config::Offload& offload_;
   CudaTrainableLayout layout_;
   CudaHostWeights host_;
   const std::vector<WeightView>& weights_;

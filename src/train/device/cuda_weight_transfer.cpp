@@ -54,8 +54,8 @@ void download_weight_shards(const CudaShardTransfer& rank, const CudaTrainableLa
   download_through_scratch(
       {rank.communicator, rank.scratch, kTransferChunkElements, rank.writes_host}, counts, owners,
       [&](size_t u, size_t first, size_t count) {
-        CUDA_CHECK(cudaMemcpyAsync(rank.scratch, rank.state.masters().master(u) + first, count * sizeof(float), cudaMemcpyDefault,
-                                   stream));
+        CUDA_CHECK(cudaMemcpyAsync(rank.scratch, rank.state.masters().master(u) + first, count * sizeof(float),
+                                   cudaMemcpyDefault, stream));
       },
       [&](size_t u, size_t first, size_t count) {
         CUDA_CHECK(cudaMemcpyAsync(weights[layout.entries[u].weight].values.data() + first, rank.scratch,

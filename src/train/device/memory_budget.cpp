@@ -101,7 +101,8 @@ PlanMemory plan_memory(const compiler::ExecutionPlan& plan, const TrainingStateO
     // The quantized base leaves `weights` (which counts it whole, in the parameter region) for its
     // own category, as the devices keep it (quantized_base_shards.h).
     const QuantizedBaseMemory whole = quantized_base_memory(plan, QuantizedBaseKeeping::Whole, 1);
-    const QuantizedBaseMemory kept = quantized_base_memory(plan, quantized_base_keeping(options.offload), weight_shards);
+    const QuantizedBaseMemory kept =
+        quantized_base_memory(plan, quantized_base_keeping(options.offload), weight_shards);
     result.weights -= std::min(result.weights, whole.device);
     result.quantized_base = kept.device;
     result.gathered += kept.gathered;

@@ -69,8 +69,8 @@ struct TrainingStateOptions {
   const config::Optimizer& optimizer;
   const config::Offload& offload;
 };
-PlanMemory plan_memory(const compiler::ExecutionPlan& plan, const TrainingStateOptions& options, int optimizer_shards = 1,
-                       int weight_shards = 1, const GradientSharding& gradient_sharding = {});
+PlanMemory plan_memory(const compiler::ExecutionPlan& plan, const TrainingStateOptions& options,
+                       int optimizer_shards = 1, int weight_shards = 1, const GradientSharding& gradient_sharding = {});
 
 // The scratch the CUDA lm_head_loss ops of `plan` take (runtime/cuda_loss_ops.cpp): one chunk of
 // bf16 logits, the per-row losses and, with a trainable head whose rows are split into several

@@ -70,9 +70,11 @@ void CudaGradientAccumulators::add(size_t first, size_t end) {
     cuda::accumulate_fp16_gradients(fp16_gradient_table_.data(), fp32_table_.data(), *counts_, first, end, stream_,
                                     overwrite);
   } else if (bf16_) {
-    cuda::accumulate_bf16_gradients(gradient_table_.data(), bf16_table_.data(), *counts_, first, end, stream_, overwrite);
+    cuda::accumulate_bf16_gradients(gradient_table_.data(), bf16_table_.data(), *counts_, first, end, stream_,
+                                    overwrite);
   } else {
-    cuda::accumulate_bf16_gradients(gradient_table_.data(), fp32_table_.data(), *counts_, first, end, stream_, overwrite);
+    cuda::accumulate_bf16_gradients(gradient_table_.data(), fp32_table_.data(), *counts_, first, end, stream_,
+                                    overwrite);
   }
 }
 

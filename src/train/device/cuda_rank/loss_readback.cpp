@@ -30,7 +30,8 @@ void CudaLossReadback::record(runtime::CudaBackend& backend) {
   }
   if (router_aux_loss_ != graph::kNoTensor) {  // the second half holds the aux losses
     CUDA_CHECK(cudaMemcpyAsync(losses_.data + max_micro_batches_ + micro_batches_,
-                               backend.device_address(router_aux_loss_), sizeof(float), cudaMemcpyDeviceToHost, stream));
+                               backend.device_address(router_aux_loss_), sizeof(float), cudaMemcpyDeviceToHost,
+                               stream));
   }
   ++micro_batches_;
 }

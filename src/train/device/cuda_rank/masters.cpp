@@ -11,7 +11,8 @@ namespace surogate::train {
 namespace {
 
 void copy_floats(float* destination, const float* source, int64_t count, cudaStream_t stream) {
-  CUDA_CHECK(cudaMemcpyAsync(destination, source, static_cast<size_t>(count) * sizeof(float), cudaMemcpyDefault, stream));
+  CUDA_CHECK(
+      cudaMemcpyAsync(destination, source, static_cast<size_t>(count) * sizeof(float), cudaMemcpyDefault, stream));
 }
 
 }  // namespace

@@ -37,10 +37,11 @@ void check_rank_memory(const RankMemoryNeeds& needs, const runtime::CudaBackend&
       : offload.masters ? std::string("fp32 master weights in host memory (offload_master)")
                         : fmt::format("fp32 master weights {:.2f} GiB", gib(master_bytes));
   const std::string accumulators =
-      offload.gradients    ? std::string("gradient accumulators in host memory (offload_grads)")
-      : needs.bf16_gradients ? fmt::format("bf16 gradient accumulators {:.2f} GiB (gradient_dtype: bf16 saves {:.2f} GiB)",
-                                           gib(accumulator_bytes), gib(elements * sizeof(float) - accumulator_bytes))
-                             : fmt::format("fp32 gradient accumulators {:.2f} GiB", gib(accumulator_bytes));
+      offload.gradients ? std::string("gradient accumulators in host memory (offload_grads)")
+      : needs.bf16_gradients
+          ? fmt::format("bf16 gradient accumulators {:.2f} GiB (gradient_dtype: bf16 saves {:.2f} GiB)",
+                        gib(accumulator_bytes), gib(elements * sizeof(float) - accumulator_bytes))
+          : fmt::format("fp32 gradient accumulators {:.2f} GiB", gib(accumulator_bytes));
   fail_user(
       "training needs {:.2f} GiB more GPU memory than the plan's {:.2f} GiB ({}, {}, {} optimizer state and "
       "offload staging {:.2f} GiB), but GPU {} has only {:.2f} GiB free of {:.2f} GiB. Train fewer parameters "

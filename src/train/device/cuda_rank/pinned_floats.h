@@ -13,7 +13,9 @@ namespace surogate::train {
 
 struct PinnedFloats {
   float* data = nullptr;
-  explicit PinnedFloats(size_t count) { CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&data), count * sizeof(float))); }
+  explicit PinnedFloats(size_t count) {
+    CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&data), count * sizeof(float)));
+  }
   ~PinnedFloats() {
     if (data) cudaFreeHost(data);
   }

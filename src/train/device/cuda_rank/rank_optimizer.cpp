@@ -51,7 +51,8 @@ std::unique_ptr<DeviceOptimizer> make_rank_optimizer(const config::Optimizer& op
   }
   if (parameters.empty()) return nullptr;
   if (offload.staged) {
-    return make_staged_optimizer(optimizer, seed, std::move(parameters), offload, masters.present() ? masters.host() : nullptr);
+    float* host_masters = masters.present() ? masters.host() : nullptr;
+    return make_staged_optimizer(optimizer, seed, std::move(parameters), offload, host_masters);
   }
   const StateMemory memory{offload.optimizer ? StateMemory::Place::HostMapped : StateMemory::Place::Device,
                            offload.write_combined, nullptr};

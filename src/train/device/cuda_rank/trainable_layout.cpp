@@ -35,7 +35,8 @@ FlatRun CudaTrainableLayout::run(size_t first, size_t end, bool whole) const {
   return {first, end, base, (end < entries.size() ? entries[end].offset : total) - base};
 }
 
-CudaTrainableLayout cuda_trainable_layout(const compiler::ExecutionPlan& plan, std::span<const models::ParameterSpec> specs) {
+CudaTrainableLayout cuda_trainable_layout(const compiler::ExecutionPlan& plan,
+                                          std::span<const models::ParameterSpec> specs) {
   CudaTrainableLayout layout;
   for (size_t index = 0; index < specs.size(); ++index) {
     const models::ParameterSpec& spec = specs[index];
@@ -47,7 +48,8 @@ CudaTrainableLayout cuda_trainable_layout(const compiler::ExecutionPlan& plan, s
     }
     if (index > 0 && type.dtype != layout.dtype) {
       fail_user("the CUDA trainer needs every parameter in one 16-bit dtype, but parameter '{}' is {} and '{}' {}",
-                spec.name, dtype_safetensors_name(type.dtype), specs.front().name, dtype_safetensors_name(layout.dtype));
+                spec.name, dtype_safetensors_name(type.dtype), specs.front().name,
+                dtype_safetensors_name(layout.dtype));
     }
     layout.dtype = type.dtype;
     layout.ids.push_back(id);

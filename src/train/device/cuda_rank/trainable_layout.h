@@ -49,7 +49,8 @@ struct CudaTrainableLayout {
   // The run of trainable tensors [first, end); every tensor's (the whole layout) when `whole`.
   FlatRun run(size_t first, size_t end, bool whole = false) const;
 };
-CudaTrainableLayout cuda_trainable_layout(const compiler::ExecutionPlan& plan, std::span<const models::ParameterSpec> specs);
+CudaTrainableLayout cuda_trainable_layout(const compiler::ExecutionPlan& plan,
+                                          std::span<const models::ParameterSpec> specs);
 
 // The host fp32 copies a CUDA training device shows the trainer (weights(), trainable()), one per
 // spec. Uninitialised: every value is written (loaded, initialised or restored) before upload(),

@@ -200,8 +200,8 @@ public:
                          std::set<graph::TensorId>(trainable_layout_.ids.begin(), trainable_layout_.ids.end()),
                      "ZeRO-3 shards exactly the weights the trainer loads");
       compiler::apply_weight_gathering(*gathered_plan_, gathering_);
-      quantized_base_.emplace(*gathered_plan_, quantized_base_keeping(config.offload), layout_.world_size, layout_.first_rank,
-                              layout_.local_ranks);
+      quantized_base_.emplace(*gathered_plan_, quantized_base_keeping(config.offload), layout_.world_size,
+                              layout_.first_rank, layout_.local_ranks);
     }
     shared_.rank_plan = gathered_plan_ ? &*gathered_plan_ : &plan_;
     const size_t accumulator_bytes = bf16_gradients_ ? 2 : sizeof(float);
