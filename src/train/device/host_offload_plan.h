@@ -29,7 +29,7 @@
 
 namespace surogate::train {
 
-// One trainable tensor in the rank's flat master / accumulator layout (cuda_rank_state.h).
+// One trainable tensor in the rank's flat master / accumulator layout (cuda_rank/trainable_layout.h).
 struct TrainableExtent {
   int64_t offset = 0;  // first element in the flat buffers
   int64_t padded = 0;  // elements it spans there (its count rounded up for alignment)
