@@ -24,7 +24,8 @@
 //                    updated, bf16 weights rewritten) → fp8_hybrid full fine-tuning: the trained
 //                    weights' FP8 copies rewritten → accumulators marked stale (zeroed by the
 //                    next first micro-batch's overwrite, CudaGradientAccumulators::defer_zeroing) →
-//                    FP8 scaling rolled, its row[0]s copied back for the next micro-batch's launches (fp8_delayed_sites.h)
+//                    FP8 scaling rolled, its row[0]s copied back for the next micro-batch's
+//                    launches (fp8_delayed_sites.h)
 // The host waits only in measure(), to read the loss and grad norm the trainer logs and checks.
 // Host copies: weights() are fp32 (after download(): the fp32 masters, or the bf16 weights
 // widened exactly); frozen weights (the LoRA base) live on the device only in bf16, written once
