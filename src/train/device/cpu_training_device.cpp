@@ -167,13 +167,9 @@ private:
 
 std::unique_ptr<TrainingDevice> make_cpu_training_device(const TrainingDeviceSetup& setup) {
   const distributed::ParallelLayout layout = distributed::cpu_parallel_layout(*setup.config, distributed::process_placement(setup.world));
-  if (layout.pipeline_size > 1) {
-    SUROGATE_CHECK(setup.pipeline != nullptr, "a pipeline layout comes with the stages' plans");
-    return make_parallel_training_device(setup, layout, make_cpu_pipeline_ranks);
+  if (auto device = make_parallel_device_if_needed(setup, layout, make_cpu_pipeline_ranks, make_cpu_data_parallel_ranks)) {
+    return device;
   }
-  // offload_quants on one rank: the ZeRO-3 device of a world of one streams the quantized base.
-  if (layout.several_ranks() || setup.data_parallel_device ||
-      setup.config->offload.offload_quants) return make_parallel_training_device(setup, layout, make_cpu_data_parallel_ranks);
   return std::make_unique<CpuTrainingDevice>(setup);
 }
 

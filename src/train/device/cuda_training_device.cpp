@@ -181,13 +181,9 @@ private:
 std::unique_ptr<TrainingDevice> make_cuda_training_device(const TrainingDeviceSetup& setup) {
   const distributed::ParallelLayout layout = distributed::gpu_parallel_layout(
       *setup.config, probe_machine().visible_gpus, distributed::process_placement(setup.world));
-  if (layout.pipeline_size > 1) {
-    SUROGATE_CHECK(setup.pipeline != nullptr, "a pipeline layout comes with the stages' plans");
-    return make_parallel_training_device(setup, layout, make_cuda_pipeline_ranks);
+  if (auto device = make_parallel_device_if_needed(setup, layout, make_cuda_pipeline_ranks, make_cuda_data_parallel_ranks)) {
+    return device;
   }
-  // offload_quants on one rank: the ZeRO-3 device of a world of one streams the quantized base.
-  if (layout.several_ranks() || setup.data_parallel_device ||
-      setup.config->offload.offload_quants) return make_parallel_training_device(setup, layout, make_cuda_data_parallel_ranks);
   return std::make_unique<CudaTrainingDevice>(setup);
 }
 
