@@ -181,7 +181,8 @@ private:
 std::unique_ptr<TrainingDevice> make_cuda_training_device(const TrainingDeviceSetup& setup) {
   const distributed::ParallelLayout layout = distributed::gpu_parallel_layout(
       *setup.config, probe_machine().visible_gpus, distributed::process_placement(setup.world));
-  if (auto device = make_parallel_device_if_needed(setup, layout, make_cuda_pipeline_ranks, make_cuda_data_parallel_ranks)) {
+  if (auto device = make_parallel_device_if_needed(setup, layout,
+                                                   make_cuda_pipeline_ranks, make_cuda_data_parallel_ranks)) {
     return device;
   }
   return std::make_unique<CudaTrainingDevice>(setup);

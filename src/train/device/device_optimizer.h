@@ -193,4 +193,14 @@ private:
   T* device_base_ = nullptr;
 };
 
+// An optimizer's states, all uploaded or downloaded (their DeviceOptimizer::upload / download).
+template <typename... States>
+void upload_states(cudaStream_t stream, States&... states) {
+  (states.upload(stream), ...);
+}
+template <typename... States>
+void download_states(cudaStream_t stream, States&... states) {
+  (states.download(stream), ...);
+}
+
 }  // namespace surogate::train
