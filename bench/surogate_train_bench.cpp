@@ -184,7 +184,8 @@ public:
     }
     Config config;
     config.optimizer.algorithm = which;
-    optimizer_ = train::make_device_optimizer(config, std::move(parameters));
+    optimizer_ = train::make_device_optimizer(config.optimizer, static_cast<uint64_t>(config.data.train_seed),
+                                              std::move(parameters));
     optimizer_->upload(backend.stream());
     for (const Slot& slot : slots_) {
       cuda::convert_bf16_to_f32(slot.weight, master_.data() + slot.offset, slot.count, backend.stream());

@@ -170,7 +170,7 @@ void add_evaluation_memory(const Config& config, const io::ModelConfig& model, c
   }
   // Its quantized base too, from a host image, unless the training GPUs keep it whole.
   if ((memory.shard_weights || config.offload.offload_quants) && backend == TrainingBackend::Cuda &&
-      quantized_base_keeping(config) != QuantizedBaseKeeping::Whole) {
+      quantized_base_keeping(config.offload) != QuantizedBaseKeeping::Whole) {
     memory.evaluation += quantized_base_memory(evaluation_plan, QuantizedBaseKeeping::Offloaded, 1).gathered;
   }
   if (memory.shard_weights && backend == TrainingBackend::Cpu) {
@@ -217,7 +217,8 @@ TrainingPlan plan_training(const Config& config, const io::ModelConfig& model, c
   // The parts a recompute choice changes are the plan's own; the rest is fixed above.
   auto estimate = [&](const compiler::ExecutionPlan& plan) {
     MemoryEstimate candidate = memory;
-    candidate.plan = plan_memory(plan, config, optimizer_shards, weight_shards, gradient_sharding);
+    candidate.plan = plan_memory(plan, {config.precision, config.optimizer, config.offload}, optimizer_shards,
+                                 weight_shards, gradient_sharding);
     // offload_residual's host region is the device's own memory on the CPU backend.
     if (backend == TrainingBackend::Cpu) candidate.plan.activations += std::exchange(candidate.plan.host_residuals, 0);
     // offload_quants' image is one per process, in the CPU ranks' own memory.

@@ -7,6 +7,7 @@
 #include <numeric>
 #include <vector>
 
+#include "config/config.h"
 #include "train/device/host_offload_plan.h"
 #include "train/optim/quantization_map.h"
 
@@ -25,26 +26,26 @@ std::vector<TrainableExtent> layout(const std::vector<int64_t>& counts) {
   return extents;
 }
 
-Config offload(bool masters, bool optimizer, bool gradients, bool zero_copy = false) {
-  Config config;
-  config.optimizer.algorithm = Optimizer::AdamW;
-  config.offload.offload_master = masters;
-  config.offload.offload_optimizer = optimizer;
-  config.offload.offload_grads = gradients;
-  config.offload.use_zero_copy = zero_copy;
-  return config;
+// The offload options; the optimizer is adamw.
+config::Offload offload(bool masters, bool optimizer, bool gradients, bool zero_copy = false) {
+  config::Offload section;
+  section.offload_master = masters;
+  section.offload_optimizer = optimizer;
+  section.offload_grads = gradients;
+  section.use_zero_copy = zero_copy;
+  return section;
 }
 
 TEST(HostOffloadPlan, NothingOffloadedByDefault) {
-  const HostOffloadPlan plan = plan_host_offload(Config{}, layout({10, 20}));
+  const HostOffloadPlan plan = plan_host_offload(Config{}.offload, Config{}.optimizer.algorithm, layout({10, 20}));
   EXPECT_FALSE(plan.any());
   EXPECT_FALSE(plan.staged);
   EXPECT_EQ(plan.staging_bytes(), 0u);
 }
 
 TEST(HostOffloadPlan, GradientsAndZeroCopyAreNeverStaged) {
-  EXPECT_FALSE(plan_host_offload(offload(false, false, true), layout({10})).staged);
-  const HostOffloadPlan plan = plan_host_offload(offload(true, true, false, true), layout({10, 20}));
+  EXPECT_FALSE(plan_host_offload(offload(false, false, true), Optimizer::AdamW, layout({10})).staged);
+  const HostOffloadPlan plan = plan_host_offload(offload(true, true, false, true), Optimizer::AdamW, layout({10, 20}));
   EXPECT_TRUE(plan.masters && plan.optimizer && !plan.staged);
   EXPECT_TRUE(plan.chunks.empty());
   EXPECT_EQ(plan.staging_bytes(), 0u);
@@ -55,7 +56,7 @@ TEST(HostOffloadPlan, ChunksAreRunsOfWholeTensorsUnderTheChunkSizeThatCoverEvery
   const int64_t m = int64_t{1} << 20;
   const std::vector<int64_t> counts = {8 * m, 8 * m, 3, 8 * m, 40 * m, 1 * m, 7};
   const std::vector<TrainableExtent> extents = layout(counts);
-  const HostOffloadPlan plan = plan_host_offload(offload(true, true, false), extents);
+  const HostOffloadPlan plan = plan_host_offload(offload(true, true, false), Optimizer::AdamW, extents);
   ASSERT_TRUE(plan.staged);
   ASSERT_FALSE(plan.chunks.empty());
   size_t next = 0;
@@ -69,8 +70,8 @@ TEST(HostOffloadPlan, ChunksAreRunsOfWholeTensorsUnderTheChunkSizeThatCoverEvery
     EXPECT_EQ(chunk.master_offset + chunk.master_count, extents[chunk.end - 1].offset + extents[chunk.end - 1].padded);
     size_t bytes = 0, state = 0;
     for (size_t i = chunk.first; i < chunk.end; ++i) {
-      bytes += static_cast<size_t>(extents[i].padded) * 4 + staged_state_bytes(offload(true, true, false), counts[i]);
-      state += staged_state_bytes(offload(true, true, false), counts[i]);
+      bytes += static_cast<size_t>(extents[i].padded) * 4 + staged_state_bytes(Optimizer::AdamW, counts[i]);
+      state += staged_state_bytes(Optimizer::AdamW, counts[i]);
     }
     // Under the chunk size, unless one tensor alone is larger (the 40M one: 480 MiB).
     if (chunk.end - chunk.first > 1) EXPECT_LE(bytes, kOffloadChunkBytes);
@@ -89,11 +90,11 @@ TEST(HostOffloadPlan, ChunksAreRunsOfWholeTensorsUnderTheChunkSizeThatCoverEvery
 
 TEST(HostOffloadPlan, SlotsHoldOnlyWhatIsOffloaded) {
   const std::vector<TrainableExtent> extents = layout({1000, 2000});
-  const HostOffloadPlan masters = plan_host_offload(offload(true, false, false), extents);
+  const HostOffloadPlan masters = plan_host_offload(offload(true, false, false), Optimizer::AdamW, extents);
   EXPECT_TRUE(masters.staged);
   EXPECT_EQ(masters.slot_state_bytes, 0u);
   EXPECT_GE(masters.slot_master_bytes, 3000u * 4);
-  const HostOffloadPlan state = plan_host_offload(offload(false, true, false), extents);
+  const HostOffloadPlan state = plan_host_offload(offload(false, true, false), Optimizer::AdamW, extents);
   EXPECT_EQ(state.slot_master_bytes, 0u);
   EXPECT_GE(state.slot_state_bytes, (1000u + 2000u) * 8);
 }
@@ -101,12 +102,13 @@ TEST(HostOffloadPlan, SlotsHoldOnlyWhatIsOffloaded) {
 TEST(HostOffloadPlan, StagedStateBytesFollowTheDeviceOptimizersLayout) {
   Config config;
   config.optimizer.algorithm = Optimizer::AdamW;
-  EXPECT_EQ(staged_state_bytes(config, 5), 2u * 8 * 4);  // two fp32 moments, rounded to 16-byte vectors
+  // Two fp32 moments, rounded to 16-byte vectors.
+  EXPECT_EQ(staged_state_bytes(config.optimizer.algorithm, 5), 2u * 8 * 4);
   config.optimizer.algorithm = Optimizer::AdamW8bit;
   // Two moments of one byte per element (rounded to 16) and an fp32 absmax per block each.
   const int64_t count = 5000;
   const auto blocks = static_cast<size_t>(quantization_blocks(count));
-  EXPECT_EQ(staged_state_bytes(config, count), 2u * 5008 + 2 * ((blocks + 3) / 4 * 4) * 4);
+  EXPECT_EQ(staged_state_bytes(config.optimizer.algorithm, count), 2u * 5008 + 2 * ((blocks + 3) / 4 * 4) * 4);
 }
 
 }  // namespace

@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "config/config.h"
 #include "core/bfloat16.h"
 #include "core/stochastic_rounding.h"
 #include "cuda/device_buffer.h"
@@ -151,7 +152,8 @@ OneStep one_step(surogate::Optimizer which, bool bf16, uint64_t seed) {
     }
     parameters.push_back(parameter);
   }
-  std::unique_ptr<DeviceOptimizer> optimizer = make_device_optimizer(config, parameters);
+  std::unique_ptr<DeviceOptimizer> optimizer =
+      make_device_optimizer(config.optimizer, static_cast<uint64_t>(config.data.train_seed), parameters);
   optimizer->upload(nullptr);
   cuda::DeviceBuffer<float> clip = cuda::to_device(std::vector<float>{0.5f});
   optimizer->step({0, 1e-2, 0.1}, clip.data(), nullptr);

@@ -32,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "config/config.h"
 #include "core/bfloat16.h"
 #include "cuda/device_buffer.h"
 #include "cuda/device_info.h"
@@ -119,7 +120,8 @@ void compare(surogate::Optimizer which, double weight_decay, bool cautious, Tole
       cpu = make_normuon(slots, {config.optimizer.normuon_momentum, config.optimizer.normuon_beta2, cautious, adamw});
       break;
   }
-  std::unique_ptr<DeviceOptimizer> device = make_device_optimizer(config, parameters);
+  std::unique_ptr<DeviceOptimizer> device =
+      make_device_optimizer(config.optimizer, static_cast<uint64_t>(config.data.train_seed), parameters);
   ASSERT_EQ(device->name(), cpu->name());
   device->upload(nullptr);
   cuda::DeviceBuffer<float> clip = cuda::to_device(std::vector<float>{kClip});

@@ -48,7 +48,7 @@ private:
 // For t in [first, end): accumulators[t][i] += float(gradients[t][i]); gradients[t][i] = 0.
 // With `overwrite` the accumulators are not read: accumulators[t][i] = 0 + float(gradients[t][i]),
 // the bits adding into zeroed accumulators gives (the first micro-batch of a step, which then
-// needs no zeroing pass before it: CudaRankState's deferred zeroing).
+// needs no zeroing pass before it: train/device/cuda_rank/gradient_accumulators.h's deferred zeroing).
 // The pointer tables live on the device and hold every tensor of `counts` (not from `first` on).
 void accumulate_bf16_gradients(__nv_bfloat16* const* gradients, float* const* accumulators, const GradientCounts& counts,
                                size_t first, size_t end, cudaStream_t stream, bool overwrite = false);

@@ -28,7 +28,8 @@ CpuParameters bind_cpu_parameters(runtime::CpuBackend& backend, const compiler::
                                   std::span<const models::ParameterSpec> specs);
 
 // The configured optimizer (adamw, adamw_8bit, normuon) over `slots`.
-std::unique_ptr<Optimizer> make_cpu_optimizer(const Config& config, std::span<const ParameterSlot> slots);
+std::unique_ptr<Optimizer> make_cpu_optimizer(const config::Optimizer& optimizer,
+                                              std::span<const ParameterSlot> slots);
 
 // Scales the slots' gradients by `gradient_scale` (fp16: 1 / the loss scale; `grad_norm` is the
 // norm before it) and by the clip coefficient of the scaled norm, in one pass (no-op when both are

@@ -57,13 +57,15 @@ CpuParameters bind_cpu_parameters(runtime::CpuBackend& backend, const compiler::
   return parameters;
 }
 
-std::unique_ptr<Optimizer> make_cpu_optimizer(const Config& config, std::span<const ParameterSlot> slots) {
-  AdamWSettings adamw{config.optimizer.adamw_beta1, config.optimizer.adamw_beta2, config.optimizer.adamw_epsilon};
-  switch (config.optimizer.algorithm) {
+std::unique_ptr<Optimizer> make_cpu_optimizer(const config::Optimizer& optimizer,
+                                              std::span<const ParameterSlot> slots) {
+  AdamWSettings adamw{optimizer.adamw_beta1, optimizer.adamw_beta2, optimizer.adamw_epsilon};
+  switch (optimizer.algorithm) {
     case surogate::Optimizer::AdamW: return make_adamw(slots, adamw);
     case surogate::Optimizer::AdamW8bit: return make_adamw_8bit(slots, adamw);
     case surogate::Optimizer::NorMuon:
-      return make_normuon(slots, {config.optimizer.normuon_momentum, config.optimizer.normuon_beta2, config.optimizer.normuon_cautious_wd, adamw});
+      return make_normuon(
+          slots, {optimizer.normuon_momentum, optimizer.normuon_beta2, optimizer.normuon_cautious_wd, adamw});
   }
   return make_adamw(slots, adamw);
 }
@@ -82,13 +84,14 @@ namespace {
 
 class CpuTrainingDevice final : public TrainingDevice {
 public:
-  explicit CpuTrainingDevice(const TrainingDeviceSetup& setup) : plan_(*setup.plan), config_(*setup.config) {
-    check_cpu_backend_options(config_);  // also when a caller forces the CPU backend
+  explicit CpuTrainingDevice(const TrainingDeviceSetup& setup)
+      : plan_(*setup.plan), optimizer_settings_(setup.config->optimizer) {
+    check_cpu_backend_options(*setup.config);  // also when a caller forces the CPU backend
     backend_.load(plan_, *setup.registry);
     loss_ = plan_.loss;
     router_aux_loss_ = plan_.graph.find_tensor(models::kRouterAuxLoss).value_or(graph::kNoTensor);
     parameters_ = bind_cpu_parameters(backend_, plan_, setup.specs);
-    optimizer_ = make_cpu_optimizer(config_, parameters_.slots);
+    optimizer_ = make_cpu_optimizer(optimizer_settings_, parameters_.slots);
     if ((fp8_ = fp8_state(plan_))) {
       std::span<float> values = backend_.view<float>(fp8_->tensor);
       std::fill(values.begin(), values.end(), 0.0f);
@@ -132,7 +135,7 @@ public:
   }
 
   void update(const OptimizerStep& step) override {
-    clip_slot_gradients(parameters_.slots, grad_norm_, config_.optimizer.max_grad_norm, step.gradient_scale);
+    clip_slot_gradients(parameters_.slots, grad_norm_, optimizer_settings_.max_grad_norm, step.gradient_scale);
     optimizer_->step(parameters_.slots, step);
     refresh_fp8_weight_copies(backend_, fp8_copies_);
     backend_.zero_gradients();
@@ -149,7 +152,7 @@ public:
 
 private:
   const compiler::ExecutionPlan& plan_;
-  const Config& config_;
+  const config::Optimizer& optimizer_settings_;
   runtime::CpuBackend backend_;
   graph::TensorId loss_ = graph::kNoTensor, router_aux_loss_ = graph::kNoTensor;
   CpuParameters parameters_;
@@ -164,13 +167,10 @@ private:
 
 std::unique_ptr<TrainingDevice> make_cpu_training_device(const TrainingDeviceSetup& setup) {
   const distributed::ParallelLayout layout = distributed::cpu_parallel_layout(*setup.config, distributed::process_placement(setup.world));
-  if (layout.pipeline_size > 1) {
-    SUROGATE_CHECK(setup.pipeline != nullptr, "a pipeline layout comes with the stages' plans");
-    return make_parallel_training_device(setup, layout, make_cpu_pipeline_ranks);
+  if (auto device = make_parallel_device_if_needed(setup, layout,
+                                                   make_cpu_pipeline_ranks, make_cpu_data_parallel_ranks)) {
+    return device;
   }
-  // offload_quants on one rank: the ZeRO-3 device of a world of one streams the quantized base.
-  if (layout.several_ranks() || setup.data_parallel_device ||
-      setup.config->offload.offload_quants) return make_parallel_training_device(setup, layout, make_cpu_data_parallel_ranks);
   return std::make_unique<CpuTrainingDevice>(setup);
 }
 

@@ -7,20 +7,19 @@ namespace surogate::train {
 
 CudaGradientReducer::CudaGradientReducer(const GradientBuckets& buckets, CudaRankState& state, cudaStream_t side,
                                          distributed::Communicator& communicator)
-    : buckets_(buckets), state_(state), side_(side), communicator_(communicator), reduced_(false) {
+    : state_(state), side_(side), reduced_(false),
+      reduction_(buckets, *this, state.accumulators().dtype(), communicator) {
   for (size_t b = 0; b < buckets.buckets.size(); ++b) added_.emplace_back(false);
 }
 
-void CudaGradientReducer::after_step(size_t step) {
-  const DType dtype = state_.accumulator_dtype();
-  for (size_t b : buckets_.ready_after[step]) {
-    const GradientBucket& bucket = buckets_.buckets[b];
-    state_.add_gradients(bucket.first_unit, bucket.end_unit);
-    added_[b].record(state_.stream());
-    CUDA_CHECK(cudaStreamWaitEvent(side_, added_[b], 0));
-    void* data = static_cast<std::byte*>(state_.accumulators()) + bucket.begin * dtype_size_bytes(dtype);
-    communicator_.all_reduce_sum(data, bucket.size(), dtype);
-  }
+// The bucket's gradients added into the accumulators on the compute stream; the side stream, on
+// which the reduction's communicator enqueues, waits for them.
+std::byte* CudaGradientReducer::fill(size_t index, const GradientBucket& bucket) {
+  CudaGradientAccumulators& accumulators = state_.accumulators();
+  accumulators.add(bucket.first_unit, bucket.end_unit);
+  added_[index].record(state_.stream());
+  CUDA_CHECK(cudaStreamWaitEvent(side_, added_[index], 0));
+  return static_cast<std::byte*>(accumulators.data()) + bucket.begin * dtype_size_bytes(accumulators.dtype());
 }
 
 void CudaGradientReducer::finish() {

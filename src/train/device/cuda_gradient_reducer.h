@@ -1,5 +1,6 @@
-// ZeRO-1's gradient buckets (gradient_buckets.h) on a GPU rank: during the last micro-batch of a step,
-// after the step that completes a bucket the observer adds the micro-batch's bf16 gradients of the
+// ZeRO-1's gradient buckets (gradient_buckets.h) on a GPU rank: the buffer operations of the bucket
+// reduction (bucket_reduction.h). During the last micro-batch of a step, after the step that
+// completes a bucket the observer adds the micro-batch's bf16 gradients of the
 // bucket's tensors into the flat accumulators (compute stream), records an event, and the side
 // stream — the one ZeRO-3's gathers use, with its own NCCL communicator — waits for it and sums the
 // bucket's accumulators over the ranks (all-reduce), while the backward goes on with the earlier
@@ -16,28 +17,30 @@
 #include "distributed/communicator.h"
 #include "runtime/step_observer.h"
 #include "train/device/cuda_rank_state.h"
+#include "train/device/bucket_reduction.h"
 #include "train/device/gradient_buckets.h"
 
 namespace surogate::train {
 
-class CudaGradientReducer final : public runtime::StepObserver {
+class CudaGradientReducer final : public runtime::StepObserver, private BucketBuffers {
 public:
   // `communicator` enqueues on `side`.
   CudaGradientReducer(const GradientBuckets& buckets, CudaRankState& state, cudaStream_t side,
                       distributed::Communicator& communicator);
 
   void before_step(size_t) override {}
-  void after_step(size_t step) override;
+  void after_step(size_t step) override { reduction_.after_step(step); }
   // The compute stream waits for every reduction enqueued so far.
   void finish();
 
 private:
-  const GradientBuckets& buckets_;
+  std::byte* fill(size_t index, const GradientBucket& bucket) override;
+
   CudaRankState& state_;
   cudaStream_t side_;
-  distributed::Communicator& communicator_;
   std::vector<cuda::Event> added_;  // one per bucket
   cuda::Event reduced_;
+  BucketReduction reduction_;
 };
 
 }  // namespace surogate::train

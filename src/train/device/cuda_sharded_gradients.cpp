@@ -11,8 +11,8 @@ namespace surogate::train {
 CudaShardedGradients::CudaShardedGradients(const GradientBuckets& buckets, const CudaTrainableLayout& layout,
                                            CudaRankState& state, const distributed::Shard& shard, cudaStream_t side,
                                            distributed::Communicator& communicator)
-    : buckets_(buckets), state_(state), shard_(shard), side_(side), communicator_(communicator),
-      dtype_(state.accumulator_dtype()), reduced_(false) {
+    : state_(state), shard_(shard), side_(side), dtype_(state.accumulators().dtype()), reduced_(false),
+      reduction_(buckets, *this, dtype_, communicator, &shard_) {
   const size_t element_bytes = dtype_size_bytes(dtype_);
   // Each slot starts 256-byte aligned (NCCL and the kernels like aligned buffers).
   slot_bytes_ = (largest_bucket_elements(buckets.buckets) * element_bytes + 255) / 256 * 256;
@@ -53,47 +53,40 @@ CudaShardedGradients::CudaShardedGradients(const GradientBuckets& buckets, const
   }
 }
 
-void CudaShardedGradients::after_step(size_t step) {
-  const size_t element_bytes = dtype_size_bytes(dtype_);
-  for (size_t b : buckets_.ready_after[step]) {
-    const GradientBucket& bucket = buckets_.buckets[b];
-    const auto index = static_cast<size_t>(next_);
-    next_ = (next_ + 1) % kCudaGradientStagingSlots;
-    // Compute stream: the slot's last reduction done (an event never recorded is complete), then
-    // this micro-batch's gradients of the bucket into it (and zeroed in the plan); the padding
-    // between tensors stays zero.
-    cudaStream_t compute = state_.stream();
-    CUDA_CHECK(cudaStreamWaitEvent(compute, free_[index], 0));
-    CUDA_CHECK(cudaMemsetAsync(slot(static_cast<int>(index)), 0, bucket.size() * element_bytes, compute));
-    const size_t first = entries_[b], end = entries_[b + 1];
-    if (dtype_ == DType::BF16) {
-      cuda::accumulate_bf16_gradients(gradient_table_.data(), bf16_tables_[index].data(), counts_, first, end,
-                                              compute);
-    } else {
-      cuda::accumulate_bf16_gradients(gradient_table_.data(), float_tables_[index].data(), counts_, first, end,
-                                              compute);
-    }
-    filled_[index].record(compute);
-    // Side stream: the ranks' sum of each piece to its owner, which adds its own.
-    CUDA_CHECK(cudaStreamWaitEvent(side_, filled_[index], 0));
-    communicator_.reduce_scatter_sum(slot(static_cast<int>(index)), bucket.piece_counts, dtype_);
-    const BucketPiece piece = owned_piece(bucket, shard_);
-    if (piece.size() > 0) {
-      const std::byte* reduced =
-          static_cast<const std::byte*>(slot(static_cast<int>(index))) + (piece.begin - bucket.begin) * element_bytes;
-      std::byte* accumulator = static_cast<std::byte*>(state_.accumulators()) + (piece.begin - shard_.begin) * element_bytes;
-      const auto count = static_cast<int64_t>(piece.size());
-      if (dtype_ == DType::BF16) {
-        cuda::add_reduced_gradients(reinterpret_cast<const __nv_bfloat16*>(reduced),
-                                            reinterpret_cast<__nv_bfloat16*>(accumulator), count, side_);
-      } else {
-        cuda::add_reduced_gradients(reinterpret_cast<const float*>(reduced), reinterpret_cast<float*>(accumulator),
-                                            count, side_);
-      }
-    }
-    free_[index].record(side_);
+std::byte* CudaShardedGradients::fill(size_t b, const GradientBucket& bucket) {
+  const size_t index = current_ = next_;
+  next_ = (next_ + 1) % kCudaGradientStagingSlots;
+  // Compute stream: the slot's last reduction done (an event never recorded is complete), then this
+  // micro-batch's gradients of the bucket into it (and zeroed in the plan); the padding between
+  // tensors stays zero.
+  cudaStream_t compute = state_.stream();
+  CUDA_CHECK(cudaStreamWaitEvent(compute, free_[index], 0));
+  CUDA_CHECK(cudaMemsetAsync(slot(index), 0, bucket.size() * dtype_size_bytes(dtype_), compute));
+  const size_t first = entries_[b], end = entries_[b + 1];
+  if (dtype_ == DType::BF16) {
+    cuda::accumulate_bf16_gradients(gradient_table_.data(), bf16_tables_[index].data(), counts_, first, end, compute);
+  } else {
+    cuda::accumulate_bf16_gradients(gradient_table_.data(), float_tables_[index].data(), counts_, first, end, compute);
+  }
+  filled_[index].record(compute);
+  // Side stream (the reduction's communicator's): the ranks' sum of each piece to its owner.
+  CUDA_CHECK(cudaStreamWaitEvent(side_, filled_[index], 0));
+  return slot(index);
+}
+
+// On the side stream, after the reduce-scatter.
+void CudaShardedGradients::add_piece(const std::byte* reduced, size_t offset, size_t count) {
+  std::byte* accumulator = static_cast<std::byte*>(state_.accumulators().data()) + offset * dtype_size_bytes(dtype_);
+  if (dtype_ == DType::BF16) {
+    cuda::add_reduced_gradients(reinterpret_cast<const __nv_bfloat16*>(reduced),
+                                reinterpret_cast<__nv_bfloat16*>(accumulator), static_cast<int64_t>(count), side_);
+  } else {
+    cuda::add_reduced_gradients(reinterpret_cast<const float*>(reduced), reinterpret_cast<float*>(accumulator),
+                                static_cast<int64_t>(count), side_);
   }
 }
+
+void CudaShardedGradients::release(std::byte*) { free_[current_].record(side_); }
 
 void CudaShardedGradients::finish() {
   reduced_.record(side_);

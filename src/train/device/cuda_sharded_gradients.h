@@ -1,5 +1,6 @@
-// ZeRO-2/3's sharded gradient accumulation on a GPU rank (sharded_gradients.h says what and why).
-// During every micro-batch, after the step that completes a bucket, the observer
+// ZeRO-2/3's sharded gradient accumulation on a GPU rank (sharded_gradients.h says what and why): the
+// buffer operations of the bucket reduction (bucket_reduction.h). During every micro-batch, after
+// the step that completes a bucket,
 //   compute stream: waits until the next staging slot is free, zeroes it, and adds the
 //                   micro-batch's bf16 gradients of the bucket into it (zeroing them for the next
 //                   micro-batch, gradient_accumulate.h; a bucket may be part of one large tensor);
@@ -26,31 +27,33 @@
 #include "distributed/shard_placement.h"
 #include "runtime/step_observer.h"
 #include "train/device/cuda_rank_state.h"
+#include "train/device/bucket_reduction.h"
 #include "train/device/gradient_buckets.h"
 
 namespace surogate::train {
 
-class CudaShardedGradients final : public runtime::StepObserver {
+class CudaShardedGradients final : public runtime::StepObserver, private BucketBuffers {
 public:
   // `state` holds the accumulators of `shard` only; `communicator` enqueues on `side`.
   CudaShardedGradients(const GradientBuckets& buckets, const CudaTrainableLayout& layout, CudaRankState& state,
                        const distributed::Shard& shard, cudaStream_t side, distributed::Communicator& communicator);
 
   void before_step(size_t) override {}
-  void after_step(size_t step) override;
+  void after_step(size_t step) override { reduction_.after_step(step); }
   // The compute stream waits for every reduction enqueued so far.
   void finish();
   // The staging slots' bytes.
   size_t staging_bytes() const { return staging_.size(); }
 
 private:
-  void* slot(int index) { return staging_.data() + static_cast<size_t>(index) * slot_bytes_; }
+  std::byte* slot(size_t index) { return staging_.data() + index * slot_bytes_; }
+  std::byte* fill(size_t index, const GradientBucket& bucket) override;
+  void add_piece(const std::byte* reduced, size_t offset, size_t count) override;
+  void release(std::byte* slot) override;
 
-  const GradientBuckets& buckets_;
   CudaRankState& state_;
   distributed::Shard shard_;
   cudaStream_t side_;
-  distributed::Communicator& communicator_;
   DType dtype_;
   size_t slot_bytes_ = 0;
   cuda::DeviceBuffer<std::byte> staging_;  // the slots, back to back
@@ -63,8 +66,10 @@ private:
   std::vector<cuda::DeviceBuffer<float*>> float_tables_;
   std::vector<cuda::DeviceBuffer<__nv_bfloat16*>> bf16_tables_;
   std::vector<cuda::Event> filled_, free_;  // per slot
-  int next_ = 0;
+  size_t next_ = 0;     // the slot the next bucket fills
+  size_t current_ = 0;  // the slot being reduced
   cuda::Event reduced_;
+  BucketReduction reduction_;
 };
 
 }  // namespace surogate::train

@@ -23,8 +23,9 @@
 //   update():        the optimizer's step (gradients scaled by the device clip factor, masters
 //                    updated, bf16 weights rewritten) → fp8_hybrid full fine-tuning: the trained
 //                    weights' FP8 copies rewritten → accumulators marked stale (zeroed by the
-//                    next first micro-batch's overwrite, CudaRankState::defer_zeroing) → FP8 scaling rolled, its
-//                    row[0]s copied back for the next micro-batch's launches (fp8_delayed_sites.h)
+//                    next first micro-batch's overwrite, CudaGradientAccumulators::defer_zeroing) →
+//                    FP8 scaling rolled, its row[0]s copied back for the next micro-batch's
+//                    launches (fp8_delayed_sites.h)
 // The host waits only in measure(), to read the loss and grad norm the trainer logs and checks.
 // Host copies: weights() are fp32 (after download(): the fp32 masters, or the bf16 weights
 // widened exactly); frozen weights (the LoRA base) live on the device only in bf16, written once
@@ -53,10 +54,12 @@ namespace {
 class CudaTrainingDevice final : public TrainingDevice {
 public:
   explicit CudaTrainingDevice(const TrainingDeviceSetup& setup)
-      : plan_(*setup.plan), config_(*setup.config), layout_(cuda_trainable_layout(plan_, setup.specs)),
+      : plan_(*setup.plan), logging_(setup.config->logging), offload_(setup.config->offload),
+        layout_(cuda_trainable_layout(plan_, setup.specs)),
         host_(cuda_host_weights(setup.specs, layout_)), weights_(host_.weights), trainable_(host_.trainable),
         rank_(std::make_unique<CudaRankState>(setup, layout_, 0, layout_.entries.size())) {
-    rank_->defer_zeroing();  // add_gradients runs after each execute, outside its captured graph
+    // The accumulators are added to after each execute, outside its captured graph.
+    rank_->accumulators().defer_zeroing();
     if ((fp8_ = fp8_state(plan_))) {
       fp8_host_.assign(static_cast<size_t>(fp8_->shape.floats()), 0.0f);
       fp8_delayed_.emplace(fp8_->shape.sites, fp8_->shape.history);
@@ -74,7 +77,7 @@ public:
   std::span<const WeightView> trainable() const override { return trainable_; }
 
   std::vector<std::pair<std::string, double>> time_breakdown() override {
-    if (!config_.logging.debug_time_breakdown) return {};
+    if (!logging_.debug_time_breakdown) return {};
     return rank_->backend().time_breakdown();
   }
 
@@ -113,7 +116,7 @@ public:
 
   // The host copies are written by download() only, except offload_optimizer's state, which lives
   // in host memory and is updated there: then a checkpoint copies it.
-  bool host_views_are_live() const override { return config_.offload.offload_optimizer; }
+  bool host_views_are_live() const override { return offload_.offload_optimizer; }
 
   void accumulate(std::span<const runtime::InputBinding> inputs) override {
     if (fp8_delayed_) fp8_delayed_->apply(rank_->backend());
@@ -126,7 +129,7 @@ public:
     StepMetrics metrics;
     metrics.loss = rank_->loss_sum();
     metrics.router_aux_loss = rank_->router_aux_loss_sum();
-    metrics.grad_norm = rank_->norm();
+    metrics.grad_norm = rank_->clip().norm();
     return metrics;
   }
 
@@ -134,10 +137,10 @@ public:
     // fp16 loss scaling: the gradients are S times too large; the optimizer kernels multiply them by
     // 1 / S times the clip coefficient of the unscaled norm (one device factor, as the CPU's one pass).
     SUROGATE_CHECK(step.gradient_scale == 1.0 || rank_->fp16(), "a gradient scale only with an fp16 plan");
-    if (step.gradient_scale != 1.0) rank_->scale_clip_factor(step.gradient_scale);
+    if (step.gradient_scale != 1.0) rank_->clip().scale(step.gradient_scale);
     rank_->step(step);
     rank_->refresh_fp8_weight_copies();
-    rank_->zero_accumulators();
+    rank_->accumulators().zero();
     if (fp8_) {
       cuda::fp8_roll_history(fp8_device(), fp8_->shape.sites, fp8_->shape.history, step.step, rank_->stream());
       fp8_delayed_->after_roll(fp8_device(), rank_->stream());
@@ -145,7 +148,7 @@ public:
   }
 
   void skip_update() override {
-    rank_->zero_accumulators();
+    rank_->accumulators().zero();
     if (fp8_) {
       // Each site's row[1] (this step's amax) back to 0, the history untouched (quant/fp8_scaling.h).
       const size_t row_bytes = static_cast<size_t>(quant::kFp8StateHeader + fp8_->shape.history) * sizeof(float);
@@ -161,7 +164,8 @@ private:
   }
 
   const compiler::ExecutionPlan& plan_;
-  const Config& config_;
+  const config::Logging& logging_;  // the sections the device reads after its construction
+  const config::Offload& offload_;
   CudaTrainableLayout layout_;
   CudaHostWeights host_;
   const std::vector<WeightView>& weights_;
@@ -177,13 +181,10 @@ private:
 std::unique_ptr<TrainingDevice> make_cuda_training_device(const TrainingDeviceSetup& setup) {
   const distributed::ParallelLayout layout = distributed::gpu_parallel_layout(
       *setup.config, probe_machine().visible_gpus, distributed::process_placement(setup.world));
-  if (layout.pipeline_size > 1) {
-    SUROGATE_CHECK(setup.pipeline != nullptr, "a pipeline layout comes with the stages' plans");
-    return make_parallel_training_device(setup, layout, make_cuda_pipeline_ranks);
+  if (auto device = make_parallel_device_if_needed(setup, layout,
+                                                   make_cuda_pipeline_ranks, make_cuda_data_parallel_ranks)) {
+    return device;
   }
-  // offload_quants on one rank: the ZeRO-3 device of a world of one streams the quantized base.
-  if (layout.several_ranks() || setup.data_parallel_device ||
-      setup.config->offload.offload_quants) return make_parallel_training_device(setup, layout, make_cuda_data_parallel_ranks);
   return std::make_unique<CudaTrainingDevice>(setup);
 }
 

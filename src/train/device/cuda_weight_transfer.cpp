@@ -36,7 +36,7 @@ void upload_weight_shards(const CudaShardTransfer& rank, const CudaTrainableLayo
         if (owned == nullptr) return;
         cuda::round_to_bf16(rank.scratch, owned + first, static_cast<int64_t>(count), stream);
         if (unit_of[i] >= 0) {
-          CUDA_CHECK(cudaMemcpyAsync(rank.state.master(static_cast<size_t>(unit_of[i])) + first, rank.scratch,
+          CUDA_CHECK(cudaMemcpyAsync(rank.state.masters().master(static_cast<size_t>(unit_of[i])) + first, rank.scratch,
                                      count * sizeof(float), cudaMemcpyDefault, stream));
         }
       });
@@ -54,8 +54,8 @@ void download_weight_shards(const CudaShardTransfer& rank, const CudaTrainableLa
   download_through_scratch(
       {rank.communicator, rank.scratch, kTransferChunkElements, rank.writes_host}, counts, owners,
       [&](size_t u, size_t first, size_t count) {
-        CUDA_CHECK(cudaMemcpyAsync(rank.scratch, rank.state.master(u) + first, count * sizeof(float), cudaMemcpyDefault,
-                                   stream));
+        CUDA_CHECK(cudaMemcpyAsync(rank.scratch, rank.state.masters().master(u) + first, count * sizeof(float),
+                                   cudaMemcpyDefault, stream));
       },
       [&](size_t u, size_t first, size_t count) {
         CUDA_CHECK(cudaMemcpyAsync(weights[layout.entries[u].weight].values.data() + first, rank.scratch,

@@ -48,14 +48,8 @@ public:
     return tensors;
   }
 
-  void upload(cudaStream_t stream) override {
-    first_.upload(stream);
-    second_.upload(stream);
-  }
-  void download(cudaStream_t stream) override {
-    first_.download(stream);
-    second_.download(stream);
-  }
+  void upload(cudaStream_t stream) override { upload_states(stream, first_, second_); }
+  void download(cudaStream_t stream) override { download_states(stream, first_, second_); }
 
   void step(const OptimizerStep& step, const float* clip, cudaStream_t stream) override {
     if (table_) {

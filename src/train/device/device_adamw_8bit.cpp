@@ -71,16 +71,10 @@ public:
   }
 
   void upload(cudaStream_t stream) override {
-    first_codes_.upload(stream);
-    second_codes_.upload(stream);
-    first_absmax_.upload(stream);
-    second_absmax_.upload(stream);
+    upload_states(stream, first_codes_, second_codes_, first_absmax_, second_absmax_);
   }
   void download(cudaStream_t stream) override {
-    first_codes_.download(stream);
-    second_codes_.download(stream);
-    first_absmax_.download(stream);
-    second_absmax_.download(stream);
+    download_states(stream, first_codes_, second_codes_, first_absmax_, second_absmax_);
   }
 
   void step(const OptimizerStep& step, const float* clip, cudaStream_t stream) override {

@@ -98,14 +98,8 @@ public:
     return tensors;
   }
 
-  void upload(cudaStream_t stream) override {
-    momentum_.upload(stream);
-    second_moment_.upload(stream);
-  }
-  void download(cudaStream_t stream) override {
-    momentum_.download(stream);
-    second_moment_.download(stream);
-  }
+  void upload(cudaStream_t stream) override { upload_states(stream, momentum_, second_moment_); }
+  void download(cudaStream_t stream) override { download_states(stream, momentum_, second_moment_); }
 
   void step(const OptimizerStep& step, const float* clip, cudaStream_t stream) override {
     for (Group& group : groups_) step_group(group, step, clip, stream);

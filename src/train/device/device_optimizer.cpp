@@ -17,10 +17,10 @@ size_t vector_bytes(int64_t count, size_t element) {
 
 }  // namespace
 
-size_t device_optimizer_bytes(const Config& config, const std::vector<DeviceParameter>& parameters) {
+size_t device_optimizer_bytes(const config::Optimizer& optimizer, const std::vector<DeviceParameter>& parameters) {
   size_t bytes = 0;
   for (const DeviceParameter& p : parameters) {
-    switch (config.optimizer.algorithm) {
+    switch (optimizer.algorithm) {
       case surogate::Optimizer::AdamW: bytes += 2 * vector_bytes(p.size(), sizeof(float)); break;
       case surogate::Optimizer::AdamW8bit:
         bytes += 2 * vector_bytes(p.size(), 1) + 2 * vector_bytes(quantization_blocks(p.size()), sizeof(float));
@@ -32,7 +32,7 @@ size_t device_optimizer_bytes(const Config& config, const std::vector<DevicePara
       }
     }
   }
-  if (config.optimizer.algorithm == surogate::Optimizer::NorMuon) bytes += device_normuon_workspace_bytes(parameters);
+  if (optimizer.algorithm == surogate::Optimizer::NorMuon) bytes += device_normuon_workspace_bytes(parameters);
   return bytes;
 }
 
@@ -47,17 +47,17 @@ void* StagingArena::reserve(void* host, size_t bytes) {
   return device;
 }
 
-std::unique_ptr<DeviceOptimizer> make_device_optimizer(const Config& config, std::vector<DeviceParameter> parameters,
+std::unique_ptr<DeviceOptimizer> make_device_optimizer(const config::Optimizer& optimizer, uint64_t seed,
+                                                       std::vector<DeviceParameter> parameters,
                                                        const StateMemory& memory) {
-  AdamWSettings adamw{config.optimizer.adamw_beta1, config.optimizer.adamw_beta2, config.optimizer.adamw_epsilon};
-  const uint64_t seed = static_cast<uint64_t>(config.data.train_seed);
-  switch (config.optimizer.algorithm) {
+  AdamWSettings adamw{optimizer.adamw_beta1, optimizer.adamw_beta2, optimizer.adamw_epsilon};
+  switch (optimizer.algorithm) {
     case surogate::Optimizer::AdamW: return make_device_adamw(std::move(parameters), adamw, seed, memory);
     case surogate::Optimizer::AdamW8bit: return make_device_adamw_8bit(std::move(parameters), adamw, seed, memory);
     case surogate::Optimizer::NorMuon:
       return make_device_normuon(std::move(parameters),
-                                 {config.optimizer.normuon_momentum, config.optimizer.normuon_beta2,
-                                  config.optimizer.normuon_cautious_wd, adamw},
+                                 {optimizer.normuon_momentum, optimizer.normuon_beta2, optimizer.normuon_cautious_wd,
+                                  adamw},
                                  seed, memory);
   }
   return make_device_adamw(std::move(parameters), adamw, seed, memory);

@@ -19,7 +19,7 @@
 #include <string_view>
 #include <vector>
 
-#include "config/config.h"
+#include "config/sections/optimizer.h"
 #include "cuda/device_buffer.h"
 #include "cuda/host_buffer.h"
 #include "cuda/host_registration.h"
@@ -55,9 +55,9 @@ public:
   virtual void step(const OptimizerStep& step, const float* clip, cudaStream_t stream) = 0;
 };
 
-// Device bytes the optimizer `config` names will allocate for `parameters` (state, workspaces),
+// Device bytes the optimizer `optimizer` names will allocate for `parameters` (state, workspaces),
 // for the out-of-memory report made before anything is allocated.
-size_t device_optimizer_bytes(const Config& config, const std::vector<DeviceParameter>& parameters);
+size_t device_optimizer_bytes(const config::Optimizer& optimizer, const std::vector<DeviceParameter>& parameters);
 // NorMuon's part beyond its state: the stacked directions and Newton–Schulz workspaces.
 size_t device_normuon_workspace_bytes(const std::vector<DeviceParameter>& parameters);
 
@@ -95,8 +95,9 @@ struct StateMemory {
 };
 
 // `parameters` must outlive the optimizer's use of their pointers (the training device's buffers).
-// `rounding_seed` keys the stochastic rounding of bf16 masters (the factory passes train_seed).
-std::unique_ptr<DeviceOptimizer> make_device_optimizer(const Config& config, std::vector<DeviceParameter> parameters,
+// `rounding_seed` keys the stochastic rounding of bf16 masters (the callers pass train_seed).
+std::unique_ptr<DeviceOptimizer> make_device_optimizer(const config::Optimizer& optimizer, uint64_t rounding_seed,
+                                                       std::vector<DeviceParameter> parameters,
                                                        const StateMemory& memory = {});
 std::unique_ptr<DeviceOptimizer> make_device_adamw(std::vector<DeviceParameter> parameters, const AdamWSettings& settings,
                                                    uint64_t rounding_seed = 0, const StateMemory& memory = {});
@@ -191,5 +192,15 @@ private:
   T* host_base_ = nullptr;
   T* device_base_ = nullptr;
 };
+
+// An optimizer's states, all uploaded or downloaded (their DeviceOptimizer::upload / download).
+template <typename... States>
+void upload_states(cudaStream_t stream, States&... states) {
+  (states.upload(stream), ...);
+}
+template <typename... States>
+void download_states(cudaStream_t stream, States&... states) {
+  (states.download(stream), ...);
+}
 
 }  // namespace surogate::train

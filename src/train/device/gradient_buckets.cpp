@@ -2,7 +2,6 @@
 #include "train/device/gradient_buckets.h"
 
 #include <algorithm>
-#include <cstring>
 #include <map>
 
 #include "core/error.h"
@@ -63,21 +62,6 @@ GradientBuckets plan_gradient_buckets(const compiler::ExecutionPlan& plan, std::
     if (!result.ready_after.empty()) result.ready_after[static_cast<size_t>(bucket.ready_step)].push_back(b);
   }
   return result;
-}
-
-CpuGradientReducer::CpuGradientReducer(const GradientBuckets& buckets, std::span<const std::span<const float>> gradients,
-                                       std::span<const size_t> offsets, float* flat,
-                                       distributed::Communicator& communicator)
-    : buckets_(buckets), gradients_(gradients), offsets_(offsets), flat_(flat), communicator_(communicator) {}
-
-void CpuGradientReducer::after_step(size_t step) {
-  for (size_t b : buckets_.ready_after[step]) {
-    const GradientBucket& bucket = buckets_.buckets[b];
-    for (size_t unit = bucket.first_unit; unit < bucket.end_unit; ++unit) {
-      std::memcpy(flat_ + offsets_[unit], gradients_[unit].data(), gradients_[unit].size_bytes());
-    }
-    communicator_.all_reduce_sum(flat_ + bucket.begin, bucket.size(), DType::F32);
-  }
 }
 
 }  // namespace surogate::train

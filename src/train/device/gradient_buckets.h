@@ -8,11 +8,12 @@
 // backward computes the earlier layers the later buckets travel. Every rank runs the same plan,
 // so the buckets are reduced in the same order everywhere.
 //
-// The schedule is plain data; each device runs it with a step observer (runtime/step_observer.h):
-// CPU ranks pack the bucket's gradients into the flat buffer and call gloo at once
-// (CpuGradientReducer, below: the same bucketing logic the GPUs run, tested in CI); GPUs add the
-// micro-batch's bf16 gradients of the bucket into the flat accumulators on the compute stream
-// and reduce them on the rank's side stream, ordered by an event (cuda_gradient_reducer.h).
+// The schedule is plain data; each device runs it with one step observer (bucket_reduction.h: the
+// algorithm written once over Communicator) and its own buffer operations: CPU ranks pack the
+// bucket's gradients into the flat buffer and call gloo at once (cpu_gradient_reducer.h: the same
+// bucketing logic the GPUs run, tested in CI); GPUs add the micro-batch's bf16 gradients of the
+// bucket into the flat accumulators on the compute stream and reduce them on the rank's side
+// stream, ordered by an event (cuda_gradient_reducer.h).
 // That is ZeRO-1's all-reduce of full-size accumulators. ZeRO-2/3 reduce-scatter the same buckets
 // during every micro-batch instead, into accumulators of the rank's shard (sharded_gradients.h).
 #pragma once
@@ -22,9 +23,7 @@
 #include <vector>
 
 #include "compiler/execution_plan.h"
-#include "distributed/communicator.h"
 #include "distributed/shard_placement.h"
-#include "runtime/step_observer.h"
 
 namespace surogate::train {
 
@@ -59,22 +58,5 @@ std::vector<GradientBucket> cut_gradient_buckets(std::span<const size_t> unit_si
 GradientBuckets plan_gradient_buckets(const compiler::ExecutionPlan& plan, std::span<const graph::TensorId> gradients,
                                       std::span<const size_t> unit_sizes, std::span<const distributed::Shard> shards,
                                       size_t bucket_elements, bool split_units = false);
-
-// A CPU rank's ZeRO-1 reducer: after a bucket's ready step, its gradients (the backend's views,
-// which hold the rank's sum over its micro-batches) are packed into `flat` and all-reduced.
-class CpuGradientReducer final : public runtime::StepObserver {
-public:
-  CpuGradientReducer(const GradientBuckets& buckets, std::span<const std::span<const float>> gradients,
-                     std::span<const size_t> offsets, float* flat, distributed::Communicator& communicator);
-  void before_step(size_t) override {}
-  void after_step(size_t step) override;
-
-private:
-  const GradientBuckets& buckets_;
-  std::span<const std::span<const float>> gradients_;
-  std::span<const size_t> offsets_;
-  float* flat_;
-  distributed::Communicator& communicator_;
-};
 
 }  // namespace surogate::train

@@ -21,8 +21,8 @@ constexpr size_t kStateArrays = 4;
 
 }  // namespace
 
-size_t staged_state_bytes(const Config& config, int64_t count) {
-  switch (config.optimizer.algorithm) {
+size_t staged_state_bytes(surogate::Optimizer algorithm, int64_t count) {
+  switch (algorithm) {
     case surogate::Optimizer::AdamW: return 2 * state_vector_bytes(count, sizeof(float));
     case surogate::Optimizer::AdamW8bit:
       return 2 * state_vector_bytes(count, 1) + 2 * state_vector_bytes(quantization_blocks(count), sizeof(float));
@@ -32,18 +32,18 @@ size_t staged_state_bytes(const Config& config, int64_t count) {
   return 0;
 }
 
-HostOffloadPlan plan_host_offload(const Config& config, std::span<const TrainableExtent> trainable,
-                                  size_t chunk_bytes) {
+HostOffloadPlan plan_host_offload(const config::Offload& offload, surogate::Optimizer algorithm,
+                                  std::span<const TrainableExtent> trainable, size_t chunk_bytes) {
   HostOffloadPlan plan;
-  plan.masters = config.offload.offload_master;
-  plan.optimizer = config.offload.offload_optimizer;
-  plan.gradients = config.offload.offload_grads;
-  plan.write_combined = config.offload.use_write_combined;
-  plan.staged = (plan.masters || plan.optimizer) && !config.offload.use_zero_copy && !trainable.empty();
+  plan.masters = offload.offload_master;
+  plan.optimizer = offload.offload_optimizer;
+  plan.gradients = offload.offload_grads;
+  plan.write_combined = offload.use_write_combined;
+  plan.staged = (plan.masters || plan.optimizer) && !offload.use_zero_copy && !trainable.empty();
   if (!plan.staged) return plan;
 
   auto master_bytes = [&](const TrainableExtent& t) { return static_cast<size_t>(t.padded) * sizeof(float); };
-  auto state_bytes = [&](const TrainableExtent& t) { return staged_state_bytes(config, t.count); };
+  auto state_bytes = [&](const TrainableExtent& t) { return staged_state_bytes(algorithm, t.count); };
   auto tensor_bytes = [&](const TrainableExtent& t) {
     return (plan.masters ? master_bytes(t) : 0) + (plan.optimizer ? state_bytes(t) : 0);
   };

@@ -24,11 +24,12 @@
 #include <span>
 #include <vector>
 
-#include "config/config.h"
+#include "config/config_enums.h"
+#include "config/sections/offload.h"
 
 namespace surogate::train {
 
-// One trainable tensor in the rank's flat master / accumulator layout (cuda_rank_state.h).
+// One trainable tensor in the rank's flat master / accumulator layout (cuda_rank/trainable_layout.h).
 struct TrainableExtent {
   int64_t offset = 0;  // first element in the flat buffers
   int64_t padded = 0;  // elements it spans there (its count rounded up for alignment)
@@ -60,13 +61,13 @@ struct HostOffloadPlan {
 // A chunk's masters and state stay under this many bytes unless one tensor alone is larger.
 inline constexpr size_t kOffloadChunkBytes = size_t{256} << 20;
 
-// The plan for the trainable tensors `trainable` (in flat-layout order) of one rank, with chunks of
-// at most `chunk_bytes` (tests make them small).
-HostOffloadPlan plan_host_offload(const Config& config, std::span<const TrainableExtent> trainable,
-                                  size_t chunk_bytes = kOffloadChunkBytes);
+// The plan for the trainable tensors `trainable` (in flat-layout order) of one rank, whose optimizer
+// is `algorithm`, with chunks of at most `chunk_bytes` (tests make them small).
+HostOffloadPlan plan_host_offload(const config::Offload& offload, surogate::Optimizer algorithm,
+                                  std::span<const TrainableExtent> trainable, size_t chunk_bytes = kOffloadChunkBytes);
 
 // GPU bytes a staged optimizer's state for one tensor of `count` elements takes in a slot
 // (adamw, adamw_8bit: MirroredState's 16-byte rounding per tensor, device_optimizer.h).
-size_t staged_state_bytes(const Config& config, int64_t count);
+size_t staged_state_bytes(surogate::Optimizer algorithm, int64_t count);
 
 }  // namespace surogate::train

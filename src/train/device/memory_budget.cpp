@@ -18,16 +18,16 @@ namespace surogate::train {
 
 namespace {
 
-size_t master_bytes_per_element(const Config& config) {
-  return config.precision.master_dtype == MasterDtype::Bf16 ? 0 : sizeof(float);
+size_t master_bytes_per_element(const config::Precision& precision) {
+  return precision.master_dtype == MasterDtype::Bf16 ? 0 : sizeof(float);
 }
-size_t accumulator_bytes_per_element(const Config& config) {
-  return config.precision.gradient_dtype == GradientDtype::Bf16 ? 2 : sizeof(float);
+size_t accumulator_bytes_per_element(const config::Precision& precision) {
+  return precision.gradient_dtype == GradientDtype::Bf16 ? 2 : sizeof(float);
 }
 // The optimizer state of `trainable` elements, as the device optimizers lay it out
 // (train/device/device_optimizer.cpp, up to per-tensor rounding to 16 bytes).
-size_t optimizer_bytes(const Config& config, size_t trainable) {
-  switch (config.optimizer.algorithm) {
+size_t optimizer_bytes(const config::Optimizer& optimizer, size_t trainable) {
+  switch (optimizer.algorithm) {
     case surogate::Optimizer::AdamW: return trainable * 2 * sizeof(float);
     case surogate::Optimizer::AdamW8bit:  // two 8-bit moments and their fp32 absmax per block
       return trainable * 2 + 2 * sizeof(float) * static_cast<size_t>(quantization_blocks(static_cast<int64_t>(trainable)));
@@ -38,7 +38,7 @@ size_t optimizer_bytes(const Config& config, size_t trainable) {
 
 }  // namespace
 
-PlanMemory plan_memory(const compiler::ExecutionPlan& plan, const Config& config, int optimizer_shards,
+PlanMemory plan_memory(const compiler::ExecutionPlan& plan, const TrainingStateOptions& options, int optimizer_shards,
                        int weight_shards, const GradientSharding& gradient_sharding) {
   const compiler::MemoryPlan& memory = plan.memory;
   const size_t alignment = memory.alignment;
@@ -63,21 +63,21 @@ PlanMemory plan_memory(const compiler::ExecutionPlan& plan, const Config& config
   result.gradients = compiler::align_up(memory.gradient_bytes, alignment);
   result.inputs = compiler::align_up(memory.input_bytes, alignment);
   result.host_residuals = memory.host_bytes;
-  result.masters = trainable * master_bytes_per_element(config);
-  result.accumulators = trainable * accumulator_bytes_per_element(config);
+  result.masters = trainable * master_bytes_per_element(options.precision);
+  result.accumulators = trainable * accumulator_bytes_per_element(options.precision);
   if (gradient_sharding.ranks > 1) {
-    const size_t element_bytes = accumulator_bytes_per_element(config);
+    const size_t element_bytes = accumulator_bytes_per_element(options.precision);
     result.accumulators = element_bytes * sharded_accumulator_elements(sizes, gradient_sharding.ranks,
                                                                        std::max<size_t>(1, gradient_sharding.bucket_bytes / element_bytes),
                                                                        gradient_sharding.staging_slots);
   }
-  result.optimizer = optimizer_bytes(config, trainable);
+  result.optimizer = optimizer_bytes(options.optimizer, trainable);
   if (optimizer_shards > 1) {
     result.optimizer = 0;
     for (const distributed::Shard& shard : distributed::place_shards(sizes, optimizer_shards)) {
       size_t elements = 0;
       for (size_t unit = shard.first_unit; unit < shard.end_unit; ++unit) elements += sizes[unit];
-      result.optimizer = std::max(result.optimizer, optimizer_bytes(config, elements));
+      result.optimizer = std::max(result.optimizer, optimizer_bytes(options.optimizer, elements));
     }
   }
   if (weight_shards > 1) {
@@ -96,19 +96,20 @@ PlanMemory plan_memory(const compiler::ExecutionPlan& plan, const Config& config
     result.gathered = gathering.region_bytes;
     size_t largest_shard = 0;
     for (const distributed::Shard& shard : shards) largest_shard = std::max(largest_shard, shard.size());
-    result.masters = largest_shard * master_bytes_per_element(config);
+    result.masters = largest_shard * master_bytes_per_element(options.precision);
   }
-  if (weight_shards > 1 || config.offload.offload_quants) {
+  if (weight_shards > 1 || options.offload.offload_quants) {
     // The quantized base leaves `weights` (which counts it whole, in the parameter region) for its
     // own category, as the devices keep it (quantized_base_shards.h).
     const QuantizedBaseMemory whole = quantized_base_memory(plan, QuantizedBaseKeeping::Whole, 1);
-    const QuantizedBaseMemory kept = quantized_base_memory(plan, quantized_base_keeping(config), weight_shards);
+    const QuantizedBaseMemory kept =
+        quantized_base_memory(plan, quantized_base_keeping(options.offload), weight_shards);
     result.weights -= std::min(result.weights, whole.device);
     result.quantized_base = kept.device;
     result.gathered += kept.gathered;
     result.host_quantized = kept.host;
   }
-  const HostOffloadPlan offload = plan_host_offload(config, extents);
+  const HostOffloadPlan offload = plan_host_offload(options.offload, options.optimizer.algorithm, extents);
   result.staging = offload.staging_bytes();
   if (offload.masters) result.host_masters = std::exchange(result.masters, 0);
   if (offload.gradients) result.host_accumulators = std::exchange(result.accumulators, 0);

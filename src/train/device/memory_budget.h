@@ -13,7 +13,9 @@
 #include <cstdint>
 
 #include "compiler/execution_plan.h"
-#include "config/config.h"
+#include "config/sections/offload.h"
+#include "config/sections/optimizer.h"
+#include "config/sections/precision.h"
 #include "train/device/gradient_buckets.h"
 
 namespace surogate::train {
@@ -61,8 +63,14 @@ struct GradientSharding {
 // (persistent_quants) or nothing on the device and the whole in host_quantized (offload_quants),
 // its per-layer byte buffers in `gathered`.
 // `gradient_sharding` (ZeRO-2/3) shrinks `accumulators` as above.
-PlanMemory plan_memory(const compiler::ExecutionPlan& plan, const Config& config, int optimizer_shards = 1,
-                       int weight_shards = 1, const GradientSharding& gradient_sharding = {});
+// The sections the per-parameter state follows: its dtypes, the optimizer's layout, what is offloaded.
+struct TrainingStateOptions {
+  const config::Precision& precision;
+  const config::Optimizer& optimizer;
+  const config::Offload& offload;
+};
+PlanMemory plan_memory(const compiler::ExecutionPlan& plan, const TrainingStateOptions& options,
+                       int optimizer_shards = 1, int weight_shards = 1, const GradientSharding& gradient_sharding = {});
 
 // The scratch the CUDA lm_head_loss ops of `plan` take (runtime/cuda_loss_ops.cpp): one chunk of
 // bf16 logits, the per-row losses and, with a trainable head whose rows are split into several

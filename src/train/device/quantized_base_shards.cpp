@@ -10,9 +10,9 @@
 
 namespace surogate::train {
 
-QuantizedBaseKeeping quantized_base_keeping(const Config& config) {
-  if (!config.offload.persistent_quants) return QuantizedBaseKeeping::Sharded;
-  return config.offload.offload_quants ? QuantizedBaseKeeping::Offloaded : QuantizedBaseKeeping::Whole;
+QuantizedBaseKeeping quantized_base_keeping(const config::Offload& offload) {
+  if (!offload.persistent_quants) return QuantizedBaseKeeping::Sharded;
+  return offload.offload_quants ? QuantizedBaseKeeping::Offloaded : QuantizedBaseKeeping::Whole;
 }
 
 std::vector<graph::TensorId> quantized_base_pieces(const compiler::ExecutionPlan& plan) {

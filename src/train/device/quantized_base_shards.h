@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "compiler/weight_gathering.h"
-#include "config/config.h"
+#include "config/sections/offload.h"
 #include "models/quantized_weight.h"
 #include "train/quantized_weights.h"
 
@@ -34,7 +34,7 @@ namespace surogate::train {
 enum class QuantizedBaseKeeping { Sharded, Whole, Offloaded };
 
 // How a ZeRO-3 run keeps its quantized base (above), from persistent_quants and offload_quants.
-QuantizedBaseKeeping quantized_base_keeping(const Config& config);
+QuantizedBaseKeeping quantized_base_keeping(const config::Offload& offload);
 
 // The parameters that hold the quantized base (every piece of models::quantized_weights), in
 // tensor order.

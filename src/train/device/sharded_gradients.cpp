@@ -38,7 +38,8 @@ size_t sharded_accumulator_elements(std::span<const size_t> unit_sizes, int rank
 CpuShardedGradients::CpuShardedGradients(const GradientBuckets& buckets, std::vector<std::span<float>> gradients,
                                          const distributed::Shard& shard, distributed::Communicator& communicator)
     : buckets_(buckets), gradients_(std::move(gradients)), shard_(shard), communicator_(communicator),
-      accumulators_(shard.size(), 0.0f), staging_(largest_bucket_elements(buckets.buckets), 0.0f) {
+      accumulators_(shard.size(), 0.0f), staging_(largest_bucket_elements(buckets.buckets), 0.0f),
+      reduction_(buckets, *this, DType::F32, communicator, &shard_) {
   size_t offset = 0;
   for (const std::span<float> gradient : gradients_) {
     offsets_.push_back(offset);
@@ -48,23 +49,22 @@ CpuShardedGradients::CpuShardedGradients(const GradientBuckets& buckets, std::ve
                  "the buckets cover the gradients' flat buffer");
 }
 
-void CpuShardedGradients::after_step(size_t step) {
-  for (size_t b : buckets_.ready_after[step]) {
-    const GradientBucket& bucket = buckets_.buckets[b];
-    // This micro-batch's gradients of the bucket, which leave the plan's tensors zeroed for the
-    // next micro-batch's backward to add into.
-    for (size_t unit = bucket.first_unit; unit < bucket.end_unit; ++unit) {
-      const BucketSegment segment = bucket_segment(bucket, offsets_[unit], gradients_[unit].size());
-      const std::span<float> part = gradients_[unit].subspan(segment.from, segment.count);
-      std::ranges::copy(part, staging_.begin() + static_cast<std::ptrdiff_t>(segment.into));
-      std::ranges::fill(part, 0.0f);
-    }
-    communicator_.reduce_scatter_sum(staging_.data(), bucket.piece_counts, DType::F32);
-    const BucketPiece piece = owned_piece(bucket, shard_);
-    const float* reduced = staging_.data() + (piece.begin - bucket.begin);
-    float* accumulator = accumulators_.data() + (piece.begin - shard_.begin);
-    for (size_t i = 0; i < piece.size(); ++i) accumulator[i] += reduced[i];
+std::byte* CpuShardedGradients::fill(size_t, const GradientBucket& bucket) {
+  // This micro-batch's gradients of the bucket, which leave the plan's tensors zeroed for the
+  // next micro-batch's backward to add into.
+  for (size_t unit = bucket.first_unit; unit < bucket.end_unit; ++unit) {
+    const BucketSegment segment = bucket_segment(bucket, offsets_[unit], gradients_[unit].size());
+    const std::span<float> part = gradients_[unit].subspan(segment.from, segment.count);
+    std::ranges::copy(part, staging_.begin() + static_cast<std::ptrdiff_t>(segment.into));
+    std::ranges::fill(part, 0.0f);
   }
+  return reinterpret_cast<std::byte*>(staging_.data());
+}
+
+void CpuShardedGradients::add_piece(const std::byte* reduced, size_t offset, size_t count) {
+  const auto* values = reinterpret_cast<const float*>(reduced);
+  float* accumulator = accumulators_.data() + offset;
+  for (size_t i = 0; i < count; ++i) accumulator[i] += values[i];
 }
 
 float* CpuShardedGradients::accumulator(size_t unit) {

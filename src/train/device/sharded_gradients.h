@@ -20,8 +20,9 @@
 // the plain device's sums (each gradient gets one `P.grad += dP` per micro-batch, and a sum over
 // one rank leaves it as it is).
 //
-// This file holds the pieces both backends share and the CPU ranks' observer; the GPUs' is
-// cuda_sharded_gradients.h (two staging slots, the reductions on the side stream).
+// The schedule is bucket_reduction.h's, written once; this file holds the pieces both backends
+// share and the CPU ranks' buffer operations; the GPUs' are cuda_sharded_gradients.h (two staging
+// slots, the reductions on the side stream).
 #pragma once
 
 #include <cstddef>
@@ -32,6 +33,7 @@
 #include "distributed/shard_placement.h"
 #include "runtime/step_observer.h"
 #include "train/checkpoint_io.h"
+#include "train/device/bucket_reduction.h"
 #include "train/device/gradient_buckets.h"
 
 namespace surogate::train {
@@ -67,7 +69,7 @@ size_t sharded_accumulator_elements(std::span<const size_t> unit_sizes, int rank
 
 // A CPU rank's ZeRO-2/3 accumulation (the step observer of every micro-batch), and its ZeRO-2
 // weight exchange through the same staging buffer.
-class CpuShardedGradients final : public runtime::StepObserver {
+class CpuShardedGradients final : public runtime::StepObserver, private BucketBuffers {
 public:
   // `gradients`: the backend's gradient of each trainable tensor, in flat order (a unit's size is
   // its gradient's); `shard`: this rank's units.
@@ -75,7 +77,7 @@ public:
                       const distributed::Shard& shard, distributed::Communicator& communicator);
 
   void before_step(size_t) override {}
-  void after_step(size_t step) override;
+  void after_step(size_t step) override { reduction_.after_step(step); }
 
   // The accumulated, summed gradient of `unit` (one of the shard's).
   float* accumulator(size_t unit);
@@ -89,6 +91,9 @@ public:
   void all_gather(std::span<const WeightView> trainable);
 
 private:
+  std::byte* fill(size_t index, const GradientBucket& bucket) override;
+  void add_piece(const std::byte* reduced, size_t offset, size_t count) override;
+
   const GradientBuckets& buckets_;
   std::vector<std::span<float>> gradients_;
   std::vector<size_t> offsets_;  // each unit's start in the flat buffer
@@ -96,6 +101,7 @@ private:
   distributed::Communicator& communicator_;
   std::vector<float> accumulators_;  // the shard's elements [shard.begin, shard.end)
   std::vector<float> staging_;       // one bucket
+  BucketReduction reduction_;
 };
 
 }  // namespace surogate::train

@@ -14,8 +14,8 @@ namespace {
 
 class StagedOptimizer final : public DeviceOptimizer {
 public:
-  StagedOptimizer(const Config& config, std::vector<DeviceParameter> parameters, const HostOffloadPlan& plan,
-                  float* host_masters)
+  StagedOptimizer(const config::Optimizer& optimizer, uint64_t seed, std::vector<DeviceParameter> parameters,
+                  const HostOffloadPlan& plan, float* host_masters)
       : plan_(plan), host_masters_(host_masters), start_(false), loaded_{cuda::Event(false), cuda::Event(false)}, stepped_{cuda::Event(false), cuda::Event(false)},
         stored_{cuda::Event(false), cuda::Event(false)} {
     SUROGATE_CHECK(plan.staged && !plan.chunks.empty(), "a staged optimizer has chunks");
@@ -38,7 +38,7 @@ public:
       arenas_.emplace_back(slot + plan.slot_master_bytes, plan.slot_state_bytes);
       StateMemory memory;
       if (plan.optimizer) memory = {StateMemory::Place::HostStaged, plan.write_combined, &arenas_.back()};
-      chunks_.push_back(make_device_optimizer(config, std::move(members), memory));
+      chunks_.push_back(make_device_optimizer(optimizer, seed, std::move(members), memory));
     }
   }
 
@@ -104,9 +104,10 @@ private:
 
 }  // namespace
 
-std::unique_ptr<DeviceOptimizer> make_staged_optimizer(const Config& config, std::vector<DeviceParameter> parameters,
+std::unique_ptr<DeviceOptimizer> make_staged_optimizer(const config::Optimizer& optimizer, uint64_t rounding_seed,
+                                                       std::vector<DeviceParameter> parameters,
                                                        const HostOffloadPlan& plan, float* host_masters) {
-  return std::make_unique<StagedOptimizer>(config, std::move(parameters), plan, host_masters);
+  return std::make_unique<StagedOptimizer>(optimizer, rounding_seed, std::move(parameters), plan, host_masters);
 }
 
 }  // namespace surogate::train

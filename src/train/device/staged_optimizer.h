@@ -19,7 +19,7 @@
 #include <memory>
 #include <vector>
 
-#include "config/config.h"
+#include "config/sections/optimizer.h"
 #include "train/device/device_optimizer.h"
 #include "train/device/host_offload_plan.h"
 
@@ -28,7 +28,9 @@ namespace surogate::train {
 // `parameters`: the optimizer's tensors in the plan's order, with `master` the host address of
 // each one's fp32 master when the plan offloads masters (in the pinned flat buffer whose element
 // 0 is `host_masters`, at the plan's offsets), else its GPU master (or null with bf16 masters).
-std::unique_ptr<DeviceOptimizer> make_staged_optimizer(const Config& config, std::vector<DeviceParameter> parameters,
+// `optimizer` and `rounding_seed` as make_device_optimizer takes them.
+std::unique_ptr<DeviceOptimizer> make_staged_optimizer(const config::Optimizer& optimizer, uint64_t rounding_seed,
+                                                       std::vector<DeviceParameter> parameters,
                                                        const HostOffloadPlan& plan, float* host_masters);
 
 }  // namespace surogate::train

@@ -8,7 +8,7 @@
 //   ZeRO-1: after its micro-batches, a rank's gradients (its backend's, summed over its micro-
 //     batches) go into one flat fp32 buffer (the trainable tensors in plan order), bucket by bucket
 //     during the last micro-batch's backward, each bucket all-reduced with a sum as soon as the
-//     backward has written its last gradient (gradient_buckets.h: CpuGradientReducer). The sum over
+//     backward has written its last gradient (cpu_gradient_reducer.h). The sum over
 //     ranks is the window's mean, what one rank computes over the same micro-batches up to the
 //     order of the fp32 additions. After the step the flat buffer carries weights: the rank's
 //     shard in, one all-gather, every other shard out (shard_publish.h).
@@ -59,6 +59,7 @@
 #include "quant/fp8_scaling.h"
 #include "runtime/cpu_backend.h"
 #include "train/device/backend_selection.h"
+#include "train/device/cpu_gradient_reducer.h"
 #include "train/device/cpu_parameters.h"
 #include "train/device/cpu_quantized_base.h"
 #include "train/device/cpu_weight_gatherer.h"
@@ -206,7 +207,7 @@ public:
     }
     const std::vector<distributed::Shard> shards = distributed::place_shards(sizes, layout_.world_size);
     shared_.shard_sizes = distributed::shard_sizes(shards);
-    if (layout_.shard_weights) shard_weights(setup, shards, quantized_base_keeping(config));
+    if (layout_.shard_weights) shard_weights(setup, shards, quantized_base_keeping(config.offload));
     shared_.rank_plan = gathered_plan_ ? &*gathered_plan_ : &plan_;
     buckets_ = plan_gradient_buckets(*shared_.rank_plan, gradients, sizes, shards,
                                      std::max<size_t>(1, setup.gradient_bucket_bytes / sizeof(float)), layout_.shard_gradients);
@@ -223,7 +224,7 @@ public:
     shared_.fp8_copies = fp8_weight_copies(plan_);
     for (int r = 0; r < layout_.local_ranks; ++r) {
       set_up_rank(*ranks_[static_cast<size_t>(r)], r, shards[static_cast<size_t>(layout_.first_rank + r)], total,
-                  gradients, config);
+                  gradients, config.optimizer);
     }
   }
 
@@ -304,7 +305,7 @@ public:
 private:
   // A rank's shard, its replica reduction, ZeRO-3's gatherers and its optimizer.
   void set_up_rank(CpuRankEngine& rank, int r, const distributed::Shard& shard, size_t total,
-                   std::span<const graph::TensorId> gradients, const Config& config) {
+                   std::span<const graph::TensorId> gradients, const config::Optimizer& optimizer) {
     rank.shard = shard;
     rank.counts_replicated = layout_.first_rank + r == 0;
     if (!layout_.shard_gradients) rank.flat.assign(total, 0.0f);
@@ -337,7 +338,7 @@ private:
       if (rank.gatherer) slot.master = rank.gatherer->owned(trainable_ids_[unit]).data();
       rank.shard_slots.push_back(slot);
     }
-    if (!rank.shard_slots.empty()) rank.optimizer = make_cpu_optimizer(config, rank.shard_slots);
+    if (!rank.shard_slots.empty()) rank.optimizer = make_cpu_optimizer(optimizer, rank.shard_slots);
   }
 
   // ZeRO-3: the plan with the weights in gather buffers, their schedule and the host copies.

@@ -174,7 +174,7 @@ public:
       rank->world = std::move(world[static_cast<size_t>(r)]);
       rank->group = std::move(groups[static_cast<size_t>(r)]);
       rank->tied_pair = std::move(pairs[static_cast<size_t>(r)]);
-      set_up_rank(*rank, sequence_groups_.registry(r, *setup.registry), setup.specs, tied, config);
+      set_up_rank(*rank, sequence_groups_.registry(r, *setup.registry), setup.specs, tied, config.optimizer);
       ranks_.push_back(std::move(rank));
     }
     std::set<std::string> trainable;
@@ -244,7 +244,7 @@ private:
   }
 
   void set_up_rank(CpuStageEngine& rank, const graph::OpRegistry& registry, std::span<const models::ParameterSpec> specs,
-                   const std::set<std::string>& tied, const Config& config) {
+                   const std::set<std::string>& tied, const config::Optimizer& optimizer) {
     const PipelineStagePlan& plan = pipeline_.stages[static_cast<size_t>(rank.stage)];
     rank.runner = std::make_unique<CpuPipelineStage>(plan, registry, layout_.pipeline_size, boundary_tags_);
     rank.parameters = bind_cpu_parameters(rank.runner->training(), plan.training, stage_parameter_specs(plan, specs));
@@ -273,7 +273,7 @@ private:
       slot.gradient = rank.flat.data() + rank.offsets[unit];
       rank.shard_slots.push_back(slot);
     }
-    if (!rank.shard_slots.empty()) rank.optimizer = make_cpu_optimizer(config, rank.shard_slots);
+    if (!rank.shard_slots.empty()) rank.optimizer = make_cpu_optimizer(optimizer, rank.shard_slots);
   }
 
   distributed::ParallelLayout layout_;

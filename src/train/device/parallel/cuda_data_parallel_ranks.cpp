@@ -107,7 +107,7 @@ public:
     else state->gradient_norm(0, shared_.trainable_layout->entries.size());
     side_communicator->synchronize();
     communicator->synchronize();
-    const double norm = state->norm();
+    const double norm = state->clip().norm();
     RankMeasure measure{state->loss_sum(), sharded || counts_replicated ? norm * norm : 0.0, 0.0};
     measure.router_aux_loss = state->router_aux_loss_sum().value_or(0.0);  // after loss_sum()
     return measure;
@@ -115,7 +115,7 @@ public:
   bool has_router_aux_loss() const override { return state->router_aux_loss_sum().has_value(); }
   // ZeRO-2/3: every rank clips by the total (ZeRO-1's clip factor came with its norm).
   void set_grad_norm(double norm) override {
-    if (sharded) state->set_clip_factor(norm);
+    if (sharded) state->clip().set_from_norm(norm);
   }
 
   void step_shard(const OptimizerStep& step) override {
@@ -125,24 +125,24 @@ public:
   }
   // Every rank's updated masters to every rank, and the bf16 weights from them.
   void publish_shard() override {
-    train::publish_shard(*communicator, state->masters(), shared_.shard_sizes, DType::F32, shard,
+    train::publish_shard(*communicator, state->masters().data(), shared_.shard_sizes, DType::F32, shard,
                          shared_.trainable_layout->entries.size(), cuda_shard_copies(*state));
   }
   void finish_update(const OptimizerStep& step) override {
     state->refresh_fp8_weight_copies();
-    state->zero_accumulators();
+    state->accumulators().zero();
     if (const std::optional<Fp8State>& fp8 = shared_.fp8) {
       communicator->all_reduce_amax(fp8_device(*fp8, *state), static_cast<size_t>(fp8->shape.floats()));
       cuda::fp8_roll_history(fp8_device(*fp8, *state), fp8->shape.sites, fp8->shape.history, step.step, state->stream());
     }
   }
-  void zero_gradients() override { state->zero_accumulators(); }
+  void zero_gradients() override { state->accumulators().zero(); }
 
   std::vector<StateTensor> optimizer_state() override {
     return state->optimizer() ? state->optimizer()->state_tensors() : std::vector<StateTensor>{};
   }
   size_t gradient_accumulator_bytes() const override {
-    return state->accumulator_bytes() + (sharded ? sharded->staging_bytes() : 0);
+    return state->accumulators().bytes() + (sharded ? sharded->staging_bytes() : 0);
   }
 
   std::unique_ptr<CudaRankState> state;
@@ -200,8 +200,8 @@ public:
                          std::set<graph::TensorId>(trainable_layout_.ids.begin(), trainable_layout_.ids.end()),
                      "ZeRO-3 shards exactly the weights the trainer loads");
       compiler::apply_weight_gathering(*gathered_plan_, gathering_);
-      quantized_base_.emplace(*gathered_plan_, quantized_base_keeping(config), layout_.world_size, layout_.first_rank,
-                              layout_.local_ranks);
+      quantized_base_.emplace(*gathered_plan_, quantized_base_keeping(config.offload), layout_.world_size,
+                              layout_.first_rank, layout_.local_ranks);
     }
     shared_.rank_plan = gathered_plan_ ? &*gathered_plan_ : &plan_;
     const size_t accumulator_bytes = bf16_gradients_ ? 2 : sizeof(float);
@@ -291,7 +291,7 @@ public:
         rank.communicator->broadcast(state.backend().device_address(trainable_layout_.ids[i]),
                                      host_.weights[i].values.size(), DType::BF16, 0);
       }
-      rank.communicator->broadcast(state.masters(), static_cast<size_t>(trainable_layout_.total), DType::F32, 0);
+      rank.communicator->broadcast(state.masters().data(), static_cast<size_t>(trainable_layout_.total), DType::F32, 0);
       finish_upload(rank);
     });
   }

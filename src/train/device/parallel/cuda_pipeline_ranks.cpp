@@ -78,11 +78,11 @@ public:
     pending.clear();
     CudaRankState& state = runner->state();
     const double loss = state.loss_sum();  // every stage: it also starts the next step's count
-    const double norm = state.norm();
+    const double norm = state.clip().norm();
     return {runner->last() ? loss : 0.0, layout_.shard_gradients || group_index == 0 ? norm * norm : 0.0};
   }
   bool has_router_aux_loss() const override { return false; }
-  void set_grad_norm(double norm) override { runner->state().set_clip_factor(norm); }
+  void set_grad_norm(double norm) override { runner->state().clip().set_from_norm(norm); }
 
   void step_shard(const OptimizerStep& step) override {
     SUROGATE_CHECK(step.gradient_scale == 1.0, "no gradient scale on the CUDA backend");
@@ -92,21 +92,21 @@ public:
     CudaRankState& state = runner->state();
     if (layout_.gradient_group_size() > 1) {
       // The replicas' stepped shards to every replica, and the bf16 weights from them.
-      train::publish_shard(*group, state.masters() + owned_offset(), shard_sizes, DType::F32, shard,
+      train::publish_shard(*group, state.masters().data() + owned_offset(), shard_sizes, DType::F32, shard,
                            layout.entries.size() - owned_first, cuda_shard_copies(state, owned_first));
     }
     // The first stage owns the tied tensors: the last takes their masters, then its bf16 copies.
-    share_tied_weights(*tied_pair, tied_regions(state.masters(), sizeof(float)), DType::F32);
-    if (stage != 0) state.refresh_weights_from_masters(0, owned_first);
+    share_tied_weights(*tied_pair, tied_regions(state.masters().data(), sizeof(float)), DType::F32);
+    if (stage != 0) state.masters().refresh_weights(0, owned_first, state.stream());
   }
   void finish_update(const OptimizerStep&) override { zero_gradients(); }
-  void zero_gradients() override { runner->state().zero_accumulators(); }
+  void zero_gradients() override { runner->state().accumulators().zero(); }
 
   std::vector<StateTensor> optimizer_state() override {
     DeviceOptimizer* optimizer = runner->state().optimizer();
     return optimizer ? optimizer->state_tensors() : std::vector<StateTensor>{};
   }
-  size_t gradient_accumulator_bytes() const override { return runner->state().accumulator_bytes(); }
+  size_t gradient_accumulator_bytes() const override { return runner->state().accumulators().bytes(); }
 
   int stage = 0, replica = 0, sequence = 0;
   int group_index = 0;                       // in its stage's gradient group (pipeline_stage_groups.h)
@@ -145,9 +145,9 @@ private:
   // of what the rank counts.
   void reduce_gradients() {
     CudaRankState& state = runner->state();
-    const DType dtype = state.accumulator_dtype();
+    const DType dtype = state.accumulators().dtype();
     const size_t element = dtype_size_bytes(dtype);
-    auto* accumulators = static_cast<std::byte*>(state.accumulators());
+    auto* accumulators = static_cast<std::byte*>(state.accumulators().data());
     sum_tied_gradients(*tied_pair, tied_regions(accumulators, element), dtype);
     const CollectiveRegion owned{accumulators + static_cast<size_t>(owned_offset()) * element,
                                  static_cast<size_t>(layout.total - owned_offset())};

@@ -163,4 +163,17 @@ std::unique_ptr<TrainingDevice> make_parallel_training_device(const TrainingDevi
   return std::make_unique<ParallelDevice>(setup, layout, make_ranks);
 }
 
+std::unique_ptr<TrainingDevice> make_parallel_device_if_needed(const TrainingDeviceSetup& setup,
+                                                               const distributed::ParallelLayout& layout,
+                                                               MakeRanks* pipeline_ranks, MakeRanks* data_ranks) {
+  if (layout.pipeline_size > 1) {
+    SUROGATE_CHECK(setup.pipeline != nullptr, "a pipeline layout comes with the stages' plans");
+    return make_parallel_training_device(setup, layout, pipeline_ranks);
+  }
+  if (layout.several_ranks() || setup.data_parallel_device || setup.config->offload.offload_quants) {
+    return make_parallel_training_device(setup, layout, data_ranks);
+  }
+  return nullptr;
+}
+
 }  // namespace surogate::train

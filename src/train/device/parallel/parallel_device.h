@@ -17,4 +17,12 @@ std::unique_ptr<TrainingDevice> make_parallel_training_device(const TrainingDevi
                                                               const distributed::ParallelLayout& layout,
                                                               MakeRanks* make_ranks);
 
+// Which device a backend trains `layout` with, the same choice for every backend: the parallel
+// device over the backend's pipeline ranks (a pipeline layout) or its data-parallel ranks (several
+// ranks, a data-parallel device asked for, or offload_quants, whose streaming of the quantized base
+// is the ZeRO-3 device's, on one rank too); null where the backend's single device serves.
+std::unique_ptr<TrainingDevice> make_parallel_device_if_needed(const TrainingDeviceSetup& setup,
+                                                               const distributed::ParallelLayout& layout,
+                                                               MakeRanks* pipeline_ranks, MakeRanks* data_ranks);
+
 }  // namespace surogate::train

@@ -1,0 +1,107 @@
+// The replica reduction's bucket schedule (train/device/bucket_reduction.h), the one piece both
+// backends run: after each step it reduces exactly the buckets the plan marks ready then, in
+// flat order, at the address the backend's fill() returns; ZeRO-1 all-reduces the bucket in
+// place, ZeRO-2/3 reduce-scatters the slot over the bucket's pieces, hands the backend the rank's
+// own piece (its place in the slot and in the shard) only when it owns one, and frees every slot.
+// A recording communicator and recording buffers check the calls (the collectives' arithmetic is
+// gloo's and NCCL's, tested in tests/distributed and by the data-parallel tests).
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "train/device/bucket_reduction.h"
+
+namespace surogate::train {
+namespace {
+
+// Logs each collective as "<name> <element offset into the flat buffer> <counts>".
+class RecordingCommunicator final : public distributed::Communicator {
+public:
+  RecordingCommunicator(std::vector<std::string>& log, const std::byte* base) : log_(log), base_(base) {}
+  std::string_view name() const override { return "recording"; }
+  int rank() const override { return 1; }
+  int world_size() const override { return 2; }
+  void all_reduce_sum(void* data, size_t count, DType dtype) override {
+    log_.push_back(fmt::format("all_reduce {} {} {}", at(data), count, dtype_size_bytes(dtype)));
+  }
+  void all_reduce_amax(float*, size_t) override { log_.push_back("unexpected"); }
+  void reduce_scatter_sum(void* data, std::span<const size_t> pieces, DType) override {
+    log_.push_back(fmt::format("reduce_scatter {} {}", at(data), fmt::join(pieces, ",")));
+  }
+  void all_gather(void*, std::span<const size_t>, DType) override { log_.push_back("unexpected"); }
+  void broadcast(void*, size_t, DType, int) override { log_.push_back("unexpected"); }
+  void barrier() override { log_.push_back("unexpected"); }
+  void all_to_all(const void*, void*, size_t, DType) override { log_.push_back("unexpected"); }
+  void send(const void*, size_t, DType, int, uint32_t) override { log_.push_back("unexpected"); }
+  void receive(void*, size_t, DType, int, uint32_t) override { log_.push_back("unexpected"); }
+  void wait_sends() override {}
+
+private:
+  size_t at(const void* data) const { return static_cast<size_t>(static_cast<const std::byte*>(data) - base_) / 4; }
+  std::vector<std::string>& log_;
+  const std::byte* base_;
+};
+
+// fill() returns the bucket's place in a flat fp32 buffer (ZeRO-1) or the start of the one slot.
+class RecordingBuffers final : public BucketBuffers {
+public:
+  RecordingBuffers(std::vector<std::string>& log, bool slot) : log_(log), slot_(slot) {}
+  std::byte* base() { return reinterpret_cast<std::byte*>(memory_.data()); }
+  std::byte* fill(size_t index, const GradientBucket& bucket) override {
+    log_.push_back(fmt::format("fill {}", index));
+    return base() + (slot_ ? 0 : bucket.begin * 4);
+  }
+  void add_piece(const std::byte* reduced, size_t offset, size_t count) override {
+    log_.push_back(fmt::format("add {} {} {}", (reduced - base()) / 4, offset, count));
+  }
+  void release(std::byte* slot) override { log_.push_back(fmt::format("release {}", (slot - base()) / 4)); }
+
+private:
+  std::vector<std::string>& log_;
+  bool slot_;
+  std::vector<float> memory_ = std::vector<float>(64);
+};
+
+// Five units (elements [0, 6), [6, 10), [10, 18), [18, 24), [24, 30)) in three buckets: units
+// [0, 2) ready after step 2, units [2, 4) and unit 4 after step 0. Rank 1 of 2 owns units [3, 5):
+// nothing of the first bucket, part of the second, the whole third.
+GradientBuckets three_buckets() {
+  GradientBuckets buckets;
+  buckets.buckets = {{0, 2, 0, 10, 2, {10, 0}}, {2, 4, 10, 24, 0, {8, 6}}, {4, 5, 24, 30, 0, {0, 6}}};
+  buckets.ready_after = {{1, 2}, {}, {0}};
+  return buckets;
+}
+
+TEST(BucketReduction, ZeroOneAllReducesEachReadyBucketInPlaceInFlatOrder) {
+  const GradientBuckets buckets = three_buckets();
+  std::vector<std::string> log;
+  RecordingBuffers buffers(log, false);
+  RecordingCommunicator communicator(log, buffers.base());
+  BucketReduction reduction(buckets, buffers, DType::F32, communicator);
+  for (size_t step = 0; step < 3; ++step) reduction.after_step(step);
+  EXPECT_EQ(log, (std::vector<std::string>{"fill 1", "all_reduce 10 14 4", "fill 2", "all_reduce 24 6 4", "fill 0",
+                                           "all_reduce 0 10 4"}));
+}
+
+TEST(BucketReduction, ZeroTwoReduceScattersTheSlotAndAddsOnlyTheOwnedPiece) {
+  const GradientBuckets buckets = three_buckets();
+  const distributed::Shard shard{3, 5, 18, 30};
+  std::vector<std::string> log;
+  RecordingBuffers buffers(log, true);
+  RecordingCommunicator communicator(log, buffers.base());
+  BucketReduction reduction(buckets, buffers, DType::F32, communicator, &shard);
+  for (size_t step = 0; step < 3; ++step) reduction.after_step(step);
+  EXPECT_EQ(log, (std::vector<std::string>{
+                     // bucket 1: elements [18, 24) are the rank's, at 8 in the slot, 0 in the shard
+                     "fill 1", "reduce_scatter 0 8,6", "add 8 0 6", "release 0",
+                     // bucket 2: all of it, at 0 in the slot, 6 in the shard
+                     "fill 2", "reduce_scatter 0 0,6", "add 0 6 6", "release 0",
+                     // bucket 0: none of it, so nothing added, but the slot is freed
+                     "fill 0", "reduce_scatter 0 10,0", "release 0"}));
+}
+
+}  // namespace
+}  // namespace surogate::train

@@ -1,0 +1,114 @@
+// Pieces of a CUDA rank's state (train/device/cuda_rank/): a layout's runs (what ZeRO's shards and
+// a pipeline stage's optimizer address) from the flat offsets alone, and the gradient accumulators
+// — each add sums the micro-batch's bf16 gradients exactly into fp32 and zeroes them, a deferred
+// zero() makes the next add over every tensor overwrite (no stale sum survives), and any other
+// reader gets zeros. Values are bf16-exact so every sum is exact. The accumulator test needs a
+// GPU (skips with the reason without one); the layout test runs anywhere.
+#include <gtest/gtest.h>
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/bfloat16.h"
+#include "cuda/cuda_check.h"
+#include "cuda/device_buffer.h"
+#include "cuda/device_info.h"
+#include "train/device/cuda_rank/gradient_accumulators.h"
+#include "train/device/cuda_rank/trainable_layout.h"
+
+namespace surogate::train {
+namespace {
+
+// Three trainable tensors of 5, 4 and 7 elements: offsets 0, 8 and 12 (starts rounded to 4).
+CudaTrainableLayout three_tensors() {
+  CudaTrainableLayout layout;
+  layout.entries = {{0, 0, 1, 0, 5}, {1, 2, 3, 8, 4}, {2, 4, 5, 12, 7}};
+  layout.total = 20;
+  return layout;
+}
+
+TEST(CudaRankPieces, ARunIsTheFlatSpanOfItsTensorsPaddingIncluded) {
+  const CudaTrainableLayout layout = three_tensors();
+  const FlatRun whole = layout.run(1, 2, true);
+  EXPECT_EQ(whole.first, 0u);
+  EXPECT_EQ(whole.end, 3u);
+  EXPECT_EQ(whole.base, 0);
+  EXPECT_EQ(whole.count, 20);
+  const FlatRun first = layout.run(0, 1);
+  EXPECT_EQ(first.base, 0);
+  EXPECT_EQ(first.count, 8);  // 5 elements and their padding
+  const FlatRun tail = layout.run(1, 3);
+  EXPECT_EQ(tail.base, 8);
+  EXPECT_EQ(tail.count, 12);
+  EXPECT_TRUE(tail.contains(1) && tail.contains(2) && !tail.contains(0));
+  const FlatRun empty = layout.run(3, 3);  // a rank whose shard holds no tensor
+  EXPECT_EQ(empty.base, 20);
+  EXPECT_EQ(empty.count, 0);
+}
+
+std::vector<float> read(CudaGradientAccumulators& accumulators, size_t count) {
+  std::vector<float> values(count);
+  CUDA_CHECK(cudaMemcpy(values.data(), accumulators.data(), count * sizeof(float), cudaMemcpyDeviceToHost));
+  return values;
+}
+
+TEST(CudaRankPieces, AccumulatorsAddExactlyAndADeferredZeroIsOverwrittenByTheNextAdd) {
+  std::string reason;
+  if (!cuda::cuda_device_available(&reason)) GTEST_SKIP() << reason;
+  const CudaTrainableLayout layout = three_tensors();
+  std::vector<cuda::DeviceBuffer<uint16_t>> gradients;
+  std::vector<__nv_bfloat16*> addresses;
+  for (const CudaTrainable& entry : layout.entries) {
+    gradients.push_back(cuda::DeviceBuffer<uint16_t>(static_cast<size_t>(entry.count)));
+    addresses.push_back(reinterpret_cast<__nv_bfloat16*>(gradients.back().data()));
+  }
+  // Micro-batch m's gradient of element k of tensor t: (m + 1) · (t + 1) · (k + 1) / 4, bf16-exact.
+  const auto micro_batch = [&](int m) {
+    for (size_t t = 0; t < gradients.size(); ++t) {
+      std::vector<uint16_t> bits;
+      for (int64_t k = 0; k < layout.entries[t].count; ++k) {
+        bits.push_back(float_to_bf16(static_cast<float>((m + 1) * static_cast<int>(t + 1) * (k + 1)) / 4.0f));
+      }
+      gradients[t].upload(bits);
+    }
+  };
+  const auto expected = [&](std::vector<int> batches) {
+    std::vector<float> values(static_cast<size_t>(layout.total), 0.0f);
+    for (int m : batches) {
+      for (size_t t = 0; t < layout.entries.size(); ++t) {
+        for (int64_t k = 0; k < layout.entries[t].count; ++k) {
+          values[static_cast<size_t>(layout.entries[t].offset + k)] +=
+              static_cast<float>((m + 1) * static_cast<int>(t + 1) * (k + 1)) / 4.0f;
+        }
+      }
+    }
+    return values;
+  };
+  const cuda::GradientCounts counts(std::vector<int64_t>{5, 4, 7});
+  CudaGradientAccumulators accumulators(layout, layout.run(0, 3, true), false, false, false, false, addresses, false,
+                                        counts, nullptr);
+  EXPECT_EQ(accumulators.dtype(), DType::F32);
+  EXPECT_EQ(accumulators.bytes(), 20u * sizeof(float));
+  micro_batch(0);
+  accumulators.add(0, 3);
+  micro_batch(1);
+  accumulators.add(0, 3);
+  EXPECT_EQ(read(accumulators, 20), expected({0, 1}));
+  // The plan's gradients were zeroed by each add.
+  EXPECT_EQ(gradients[2].download(), std::vector<uint16_t>(7, 0));
+  // Deferred: zero() only marks them; the next add over every tensor overwrites the stale sums.
+  accumulators.defer_zeroing();
+  accumulators.zero();
+  micro_batch(2);
+  accumulators.add(0, 3);
+  EXPECT_EQ(read(accumulators, 20), expected({2}));
+  // Any other reader (here data()) gets zeros when the zeroing is still owed.
+  accumulators.zero();
+  EXPECT_EQ(read(accumulators, 20), std::vector<float>(20, 0.0f));
+}
+
+}  // namespace
+}  // namespace surogate::train
