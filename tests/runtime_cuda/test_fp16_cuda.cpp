@@ -122,8 +122,8 @@ TEST_P(Fp16DecoderOnCuda, LossAndGradientsMatchTheCpuEmulation) {
   }
   // Fresh random weights, rounded to fp16 once: bits for CUDA, their exact values for the CPU.
   // A fixed draw: the errors depend on it. Swept on an H200 (2026-11-29, 24 seeds), qwen2_d8_bias's
-  // worst gradient error ran from 0.85e-2 to 4.1e-2 (hidden size 32: its bias gradients sum 192
-  // tokens' fp16 terms with heavy cancellation), the other models' stay near 2e-3; this draw gives
+  // worst gradient error ran from 0.85e-2 to 4.1e-2, past the tolerance for a third of the draws
+  // (which gradient and why is not isolated yet), the other models' stay near 2e-3; this draw gives
   // 0.97e-2. SUROGATE_TEST_SEED=<n> replays another.
   const uint32_t draw = ::surogate::testing::test_seed(20261129);
   SCOPED_TRACE("SUROGATE_TEST_SEED=" + std::to_string(draw));
