@@ -30,17 +30,25 @@ models::LoraOptions adapter_lora() {
   return lora;
 }
 
-// The stand-in for the trainer: the model and adapter loaded into a forward plan of its own shape.
+// The stand-in for the trainer: the model and adapter loaded into a plan of its own shape — a
+// training plan (forward, backward, LoRA as the trainer applies it), or a forward plan.
 struct Owner {
   graph::OpRegistry registry = ops::make_model_registry();
   models::SessionGraph session;
   compiler::ExecutionPlan plan;
   runtime::CpuBackend backend;
 
-  explicit Owner(const std::filesystem::path& adapter) {
+  explicit Owner(const std::filesystem::path& adapter, bool training = true) {
     const io::ModelConfig config = models::load_model_config(testing::fixture(kFixture), {});
-    session = models::build_session_graph(config, registry, {2, 8, 1, false}, {}, adapter);
-    plan = compiler::compile_forward(session.graph, registry);
+    const models::DecoderGraphOptions shape{2, 8, 1, false};
+    session = models::build_session_graph(config, registry, shape, {}, adapter);
+    if (training && !adapter.empty()) {
+      const models::DecoderGraph decoder = models::build_model_graph(config, registry, shape, {});
+      graph::Graph trained = models::apply_lora(decoder.graph, registry, session.adapters, adapter_lora(), true);
+      plan = compiler::compile_training(std::move(trained), decoder.loss, registry);
+    } else {
+      plan = compiler::compile_forward(session.graph, registry);
+    }
     backend.load(plan, registry);
     models::load_session_weights(testing::fixture(kFixture), config, session, plan, backend);
   }
@@ -74,8 +82,10 @@ protected:
   const std::filesystem::path adapter_ = std::filesystem::temp_directory_path() / "surogate_live_weights_adapter";
 };
 
-TEST_F(LiveWeights, GreedyRolloutsEqualTheGenerateCommandsOnTheSameModelAndAdapter) {
-  Owner owner(adapter_);
+class LiveWeightsOf : public LiveWeights, public ::testing::WithParamInterface<bool> {};
+
+TEST_P(LiveWeightsOf, GreedyRolloutsEqualTheGenerateCommandsOnTheSameModelAndAdapter) {
+  Owner owner(adapter_, GetParam());
   const ModelOptions options{.slots = 3, .max_context = 24};
   std::unique_ptr<NextTokenModel> live = open_kv_cache_on_weights(owner.weights(), testing::fixture(kFixture), options,
                                                                   {.rows = 2, .chunk = 4});
@@ -90,6 +100,9 @@ TEST_F(LiveWeights, GreedyRolloutsEqualTheGenerateCommandsOnTheSameModelAndAdapt
   const std::vector<int32_t> prompt = testing::random_tokens(6, 64);
   EXPECT_EQ(live->feed(std::vector<SlotFeed>{{0, prompt}}), loaded->feed(std::vector<SlotFeed>{{0, prompt}}));
 }
+
+INSTANTIATE_TEST_SUITE_P(Owners, LiveWeightsOf, ::testing::Values(true, false),
+                         [](const ::testing::TestParamInfo<bool>& info) { return info.param ? "TrainingPlan" : "ForwardPlan"; });
 
 TEST_F(LiveWeights, AWriteIntoTheOwnersWeightsIsWhatTheNextFeedComputesWith) {
   Owner owner(adapter_);
