@@ -62,18 +62,27 @@ RewardWorker::RewardWorker(const std::vector<std::string>& functions) {
     fail_user("reward functions need Python 3, and '{}' cannot be started ({}); install Python 3 or set "
               "SUROGATE_PYTHON to the interpreter", python, std::strerror(spawned));
   }
-  for (const std::string& function : functions) ask({{"load", function}}, "reward function '" + function + "'", nullptr);
+  try {
+    for (const std::string& function : functions) ask({{"load", function}}, "reward function '" + function + "'", nullptr);
+  } catch (...) {
+    stop();  // no destructor runs for a constructor that throws
+    throw;
+  }
 }
 
-RewardWorker::~RewardWorker() {
+RewardWorker::~RewardWorker() { stop(); }
+
+void RewardWorker::stop() {
   if (socket_ >= 0) {
     ::shutdown(socket_, SHUT_WR);  // the worker's stdin ends: it exits
     ::close(socket_);
+    socket_ = -1;
   }
   if (pid_ > 0) {
     int status = 0;
     while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
     }
+    pid_ = -1;
   }
 }
 

@@ -37,6 +37,7 @@ private:
   void send_line(const std::string& line, const std::string& what);
   std::string read_line(const std::string& what);
   [[noreturn]] void fail_worker_gone(const std::string& what);
+  void stop();  // closes the worker's stdin and waits for it to exit
 
   pid_t pid_ = -1;
   int socket_ = -1;
