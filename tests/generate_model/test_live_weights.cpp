@@ -3,6 +3,8 @@
 // trainer's. Greedy generation from a model reading it equals the generate command's path (the
 // folder and the adapter loaded by open_kv_cache_model) token for token, and a write into the
 // owner's weights is what the next feed computes with (no copy was taken).
+#include <unistd.h>
+
 #include <filesystem>
 #include <span>
 #include <string>
@@ -79,7 +81,8 @@ protected:
     testing::write_random_adapter(adapter_, kFixture);
   }
   void TearDown() override { std::filesystem::remove_all(adapter_); }
-  const std::filesystem::path adapter_ = std::filesystem::temp_directory_path() / "surogate_live_weights_adapter";
+  // One per test process: ctest runs the cases as processes of their own, side by side.
+  const std::filesystem::path adapter_ = std::filesystem::temp_directory_path() / ("surogate_live_weights_adapter_" + std::to_string(::getpid()));
 };
 
 class LiveWeightsOf : public LiveWeights, public ::testing::WithParamInterface<bool> {};

@@ -5,6 +5,8 @@
 // the next feed computes with. Skips without a GPU.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <memory>
 #include <span>
@@ -50,7 +52,8 @@ protected:
     return {&plan_, backend_.get(), lora};
   }
 
-  const std::filesystem::path adapter_ = std::filesystem::temp_directory_path() / "surogate_live_weights_cuda_adapter";
+  // One per test process: ctest runs the cases as processes of their own, side by side.
+  const std::filesystem::path adapter_ = std::filesystem::temp_directory_path() / ("surogate_live_weights_cuda_adapter_" + std::to_string(::getpid()));
   graph::OpRegistry registry_ = ops::make_model_registry();
   models::SessionGraph session_;
   compiler::ExecutionPlan plan_;

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 
@@ -72,7 +74,8 @@ protected:
     return "";
   }
 
-  const std::filesystem::path dir_ = std::filesystem::temp_directory_path() / "surogate_reward_worker_test";
+  // One per test process: ctest runs the cases as processes of their own, side by side.
+  const std::filesystem::path dir_ = std::filesystem::temp_directory_path() / ("surogate_reward_worker_test_" + std::to_string(::getpid()));
 };
 
 TEST_F(RewardWorkerTest, ScoresWithTrlsArgumentsAndKeepsRunning) {
