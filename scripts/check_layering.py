@@ -18,7 +18,7 @@ LAYERS = [
     ["runtime"],
     ["models"],
     ["data", "generate"],
-    ["serve"],
+    ["serve", "rl"],
     ["distributed"],
     ["train"],
     ["gguf"],

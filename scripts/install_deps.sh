@@ -32,6 +32,7 @@ python_packages=(
   matplotlib
   pillow  # the oracle of src/vision/'s image decoding and resizing (scripts/make_vision_fixtures.py, tests/python/test_vision_processor.py)
   openai  # the real client tests/python/test_serve.py talks to `surogate serve` with
+  "trl==1.16.0"  # the oracle of GRPO's loss and advantages (tests/python/test_grpo_trl.py calls GRPOTrainer._compute_loss)
 )
 
 missing=()

@@ -114,9 +114,10 @@ class KvCacheModel final : public NextTokenModel {
 public:
   // `base` (a model of the same folder, device and definition) present: its decode plan's
   // weights are read in place, and only the adapter's matrices are loaded.
+  // `live` present: every weight is read from its backend in place (open_kv_cache_on_weights).
   KvCacheModel(const std::filesystem::path& model_dir, const ModelOptions& options, const PrefillShape& prefill,
-               std::shared_ptr<const DecodePlan> base = {})
-      : cuda_(options.cuda), base_(std::move(base)), held_(static_cast<size_t>(std::max<int64_t>(options.slots, 0)), 0) {
+               std::shared_ptr<const DecodePlan> base = {}, const LoadedWeights* live = nullptr)
+      : cuda_(options.cuda), base_(std::move(base)), live_lora_(live != nullptr ? live->lora : std::nullopt), held_(static_cast<size_t>(std::max<int64_t>(options.slots, 0)), 0) {
     if (options.slots < 1 || options.max_context < 1) {
       fail_user("slots and max_context must be positive (got {} and {})", options.slots, options.max_context);
     }
@@ -129,7 +130,9 @@ public:
     const int64_t chunk = std::min(prefill.chunk > 0 ? prefill.chunk : 256, options.max_context);
 
     const models::SessionGraph session = compile(*decode_, options, cache, options.slots, 1);
-    if (base_) {
+    if (live != nullptr) {
+      read_live_weights(*live);
+    } else if (base_) {
       const runtime::ShareableParameter shareable = base_weights(session);
       check_only_adapter_own(decode_->plan, base_->plan, shareable);
       share_parameters(*decode_->backend, *base_->backend, cuda_, shareable);
@@ -239,6 +242,10 @@ private:
     if (options.cuda) graph_options.dtype = DType::BF16;
     models::SessionGraph session =
         models::build_session_graph(config_, registry_, graph_options, options.definition, options.adapter);
+    if (live_lora_) {  // the live adapter: its shape from the owner's options, its values the owner's
+      session.adapters = models::lora_adapters(config_, *live_lora_);
+      session.graph = models::apply_lora(session.graph, registry_, session.adapters, *live_lora_, false);
+    }
     const std::string& source = options.definition.source;
     graph::Graph decode =
         build_decode_graph(reshape_batch(session.graph, registry_, rows, sequence, source), registry_, cache, source);
@@ -251,6 +258,27 @@ private:
     target.backend = make_backend(options.cuda);
     capacity_ = cache.capacity;
     return session;
+  }
+
+  // The decode plan reads every weight from `live`'s backend; only the caches are its own.
+  void read_live_weights(const LoadedWeights& live) {
+    SUROGATE_CHECK(live.plan != nullptr && live.backend != nullptr, "open_kv_cache_on_weights: no weights given");
+    const runtime::Backend& owner = *live.backend;
+#if SUROGATE_WITH_CUDA
+    SUROGATE_CHECK(cuda_ == (dynamic_cast<const runtime::CudaBackend*>(&owner) != nullptr),
+                   "open_kv_cache_on_weights: the weights live on another kind of backend");
+#else
+    SUROGATE_CHECK(dynamic_cast<const runtime::CpuBackend*>(&owner) != nullptr,
+                   "open_kv_cache_on_weights: the weights live on another kind of backend");
+#endif
+    const runtime::ShareableParameter shareable = [](const std::string& name) { return !is_cache(name); };
+    for (const auto& [id, offset] : runtime::share_parameters(decode_->plan, *live.plan, shareable).own) {
+      const graph::TensorInfo& tensor = decode_->plan.graph.tensor(id);
+      SUROGATE_CHECK(is_cache(tensor.name), "open_kv_cache_on_weights: the owner holds no '{}' of {}", tensor.name,
+                     format_type(tensor.type));
+    }
+    share_parameters(*decode_->backend, owner, cuda_, shareable);
+    decode_->backend->load(decode_->plan, registry_);
   }
 
   // A prefill plan of [rows, chunk] reading the decode plan's weights and caches.
@@ -349,6 +377,7 @@ private:
 
   bool cuda_ = false;
   std::shared_ptr<const DecodePlan> base_;  // whose weights this model reads, if another's
+  std::optional<models::LoraOptions> live_lora_;  // the live owner's adapter (open_kv_cache_on_weights)
   graph::OpRegistry registry_ = ops::make_model_registry();
   io::ModelConfig config_;
   int64_t capacity_ = 0;
@@ -385,6 +414,13 @@ std::unique_ptr<NextTokenModel> open_kv_cache_adapter(const NextTokenModel& base
   SUROGATE_CHECK(kv != nullptr, "open_kv_cache_adapter: the base is not a KV cache model");
   SUROGATE_CHECK(kv->cuda() == options.cuda, "open_kv_cache_adapter: the base runs on another device");
   return std::make_unique<KvCacheModel>(model_dir, options, prefill, kv->shared_weights());
+}
+
+std::unique_ptr<NextTokenModel> open_kv_cache_on_weights(const LoadedWeights& weights,
+                                                         const std::filesystem::path& model_dir,
+                                                         const ModelOptions& options, const PrefillShape& prefill) {
+  SUROGATE_CHECK(options.adapter.empty(), "open_kv_cache_on_weights: the adapter is the owner's (weights.lora)");
+  return std::make_unique<KvCacheModel>(model_dir, options, prefill, nullptr, &weights);
 }
 
 }  // namespace surogate::generate

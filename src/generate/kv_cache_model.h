@@ -23,8 +23,17 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 
 #include "generate/next_token_model.h"
+#include "models/lora.h"
+
+namespace surogate::compiler {
+struct ExecutionPlan;
+}
+namespace surogate::runtime {
+class Backend;
+}
 
 namespace surogate::generate {
 
@@ -43,5 +52,24 @@ std::unique_ptr<NextTokenModel> open_kv_cache_model(const std::filesystem::path&
 std::unique_ptr<NextTokenModel> open_kv_cache_adapter(const NextTokenModel& base,
                                                       const std::filesystem::path& model_dir,
                                                       const ModelOptions& options, const PrefillShape& prefill = {});
+
+// Weights already loaded on a backend by someone else — GRPO's trainer — for a model to read in
+// place: rollouts sample from the very weights being trained, with no copy and no sync.
+struct LoadedWeights {
+  const compiler::ExecutionPlan* plan = nullptr;  // the plan the weights were loaded with
+  const runtime::Backend* backend = nullptr;      // holds them; stays loaded while the model runs
+  std::optional<models::LoraOptions> lora;        // the unmerged LoRA adapter the owner's graph carries
+};
+
+// A KV cache model whose every weight (the base's and the LoRA adapter's matrices alike) is the
+// owner's memory, matched by name, dtype and shape (runtime/shared_parameters.h): it holds only
+// its KV caches. A write into the owner's weights (an optimizer step) is what the next feed
+// computes with; slots fed before it keep the keys and values of the old weights, so clear them.
+// `options.adapter` must be empty (the adapter is `weights.lora`, live); the backend kind must be
+// `options.cuda`'s. InternalError when the owner lacks a weight the decode graph reads or holds it
+// in another dtype or shape (its name said).
+std::unique_ptr<NextTokenModel> open_kv_cache_on_weights(const LoadedWeights& weights,
+                                                         const std::filesystem::path& model_dir,
+                                                         const ModelOptions& options, const PrefillShape& prefill = {});
 
 }  // namespace surogate::generate

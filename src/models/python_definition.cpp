@@ -58,7 +58,7 @@ fs::path source_tree_package() {
 
 // $SUROGATE_PYTHON; else the python3 beside this executable (a virtual environment's bin/, where
 // `pip install .` put both); else python3 on the PATH.
-std::string python_interpreter() {
+std::string chosen_interpreter() {
   const char* chosen = std::getenv("SUROGATE_PYTHON");
   if (chosen != nullptr && *chosen != '\0') return chosen;
   std::error_code error;
@@ -131,6 +131,10 @@ std::vector<std::string> child_environment(const fs::path& package) {
 
 }  // namespace
 
+std::string python_interpreter() { return chosen_interpreter(); }
+
+std::vector<std::string> python_child_environment() { return child_environment(source_tree_package()); }
+
 bool is_python_definition(const fs::path& file) {
   const std::string text = file.string();
   const size_t colon = text.rfind(':');
@@ -151,7 +155,7 @@ fs::path compile_python_definition(const fs::path& file, const fs::path& model_d
   const std::string script = text.find(".py:") != std::string::npos ? text.substr(0, text.rfind(':')) : text;
   if (!fs::is_regular_file(script)) fail_user("{}: '{}' is not a file", source, script);
   const fs::path output = scratch.path() / fmt::format("definition-{}.json", compiled.size());
-  const std::string python = python_interpreter();
+  const std::string python = chosen_interpreter();
   const fs::path package = source_tree_package();
   const Spawned run = run_capturing_stderr(
       python,

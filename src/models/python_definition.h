@@ -11,8 +11,14 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 namespace surogate::models {
+
+// What every Python helper surogate runs uses (the DSL, GRPO's reward worker): the interpreter
+// chosen as above, and this process's environment with the `surogate` package on PYTHONPATH.
+std::string python_interpreter();
+std::vector<std::string> python_child_environment();
 
 // True for "model.py" and "model.py:NAME".
 bool is_python_definition(const std::filesystem::path& file);
