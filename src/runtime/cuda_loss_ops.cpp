@@ -2,7 +2,9 @@
 // graphs (templates on the 16-bit element type T):
 // lm_head_loss, its frozen-head form lm_head_loss_with_input_grad, its trainable-head form
 // lm_head_loss_with_grads, lm_head_loss_backward and lm_head_accuracy, all over the chunked kernel
-// of cuda/lm_head_loss.h (the [rows, V] logits are never held whole). They write the logsumexp
+// of cuda/lm_head_loss.h (the [rows, V] logits are never held whole); and the preference-tuning ops
+// sequence_logps (its per-row losses summed per sequence; its backward is the same kernel with
+// per-row weights −d_logps[sequence]) and preference_loss (cuda/kernels/preference_loss.h). They write the logsumexp
 // output as zeros: the CUDA backward recomputes each chunk's logits and softmax in its fused
 // kernel and never reads it.
 #include <algorithm>
@@ -10,7 +12,9 @@
 #include "core/error.h"
 #include "cuda/kernels/elementwise_16bit.h"
 #include "cuda/kernels/reductions.h"
+#include "cuda/kernels/preference_loss.h"
 #include "cuda/lm_head_loss.h"
+#include "ops/defs/preference_attrs.h"
 #include "runtime/cuda_bind_checks.h"
 #include "runtime/cuda_op_table.h"
 
@@ -210,6 +214,116 @@ CudaKernel bind_lm_head_accuracy(const CudaBindContext& ctx) {
   return by_element_type(ctx.inputs[0].dtype, [&]<typename T>() { return bind_lm_head_accuracy_typed<T>(ctx); });
 }
 
+// (hidden, weight, targets, sequence_ids){sequences} -> (logps, logit_sums, logsumexp): the chunked
+// kernel forward only, its row losses summed per sequence; logsumexp written as zeros (the backward
+// recomputes the logits).
+template <typename T>
+CudaKernel bind_sequence_logps_typed(const CudaBindContext& ctx) {
+  const LossLayout layout = loss_layout(ctx, element_dtype<T>());
+  expect_in(ctx, 3, DType::I32);
+  expect_out(ctx, 0, DType::F32);
+  expect_out(ctx, 1, DType::F32);
+  const int64_t sequences = ctx.outputs[0].numel();
+  ScratchLayout scratch;
+  const size_t logits = scratch.take(sizeof(T) * layout.chunk_rows * layout.vocab);
+  const size_t row_losses = scratch.take(sizeof(float) * layout.rows);
+  const size_t loss_sum = scratch.take(sizeof(float));
+  const size_t column_means = scratch.take(sizeof(float) * layout.channels);
+  ctx.resources.reserve_scratch(scratch.bytes);
+  const bool logit_sums = ctx.output_read(1);
+  CudaResources* resources = &ctx.resources;
+  return [=](const CudaKernelArgs& args) {
+    cuda::LmHeadLossArgs<T> arguments = loss_arguments<T>(layout, args);
+    arguments.logits_workspace = scratch_at<T>(resources, logits);
+    arguments.row_losses = scratch_at<float>(resources, row_losses);
+    arguments.loss_sum = scratch_at<float>(resources, loss_sum);
+    cuda::lm_head_cross_entropy(resources->matmul(), arguments, args.stream);
+    const int32_t* sequence_ids = args.inputs[3].as<const int32_t>();
+    k::sequence_logps_from_row_losses(arguments.row_losses, arguments.labels, sequence_ids, layout.rows, layout.vocab,
+                                      sequences, args.outputs[0].as<float>(), args.stream);
+    if (logit_sums) {
+      k::sequence_logit_sums(arguments.hidden, arguments.weight, arguments.labels, sequence_ids, layout.rows,
+                             layout.channels, layout.vocab, sequences, scratch_at<float>(resources, column_means),
+                             args.outputs[1].as<float>(), args.stream);
+    }
+    zero_async(args.outputs[2].data, sizeof(float) * layout.rows, args.stream);
+  };
+}
+CudaKernel bind_sequence_logps(const CudaBindContext& ctx) {
+  return by_element_type(ctx.inputs[0].dtype, [&]<typename T>() { return bind_sequence_logps_typed<T>(ctx); });
+}
+
+// (hidden, weight, targets, sequence_ids, logsumexp, d_logps) -> (d_hidden, d_weight): the chunked
+// kernel with per-row weights −d_logps[sequence] and grad_scale 1.
+template <typename T>
+CudaKernel bind_sequence_logps_backward_typed(const CudaBindContext& ctx) {
+  const LossLayout layout = loss_layout(ctx, element_dtype<T>());
+  expect_in(ctx, 3, DType::I32);
+  expect_in(ctx, 5, DType::F32);
+  expect_out(ctx, 0, element_dtype<T>());
+  ScratchLayout scratch;
+  const size_t logits = scratch.take(sizeof(T) * layout.chunk_rows * layout.vocab);
+  const size_t row_losses = scratch.take(sizeof(float) * layout.rows);
+  const size_t weights = scratch.take(sizeof(float) * layout.rows);
+  const size_t scalars = scratch.take(2 * sizeof(float));  // loss_sum, grad_scale
+  const LossWeightGradient weight_gradient(layout, ctx.output_read(1), scratch);
+  ctx.resources.reserve_scratch(scratch.bytes);
+  CudaResources* resources = &ctx.resources;
+  return [=](const CudaKernelArgs& args) {
+    float* grad_scale = scratch_at<float>(resources, scalars) + 1;
+    float* row_weights = scratch_at<float>(resources, weights);
+    k::sequence_token_weights(args.inputs[5].as<const float>(), args.inputs[3].as<const int32_t>(), layout.rows,
+                              row_weights, grad_scale, args.stream);
+    cuda::LmHeadLossArgs<T> arguments = loss_arguments<T>(layout, args);
+    arguments.weights = row_weights;
+    arguments.logits_workspace = scratch_at<T>(resources, logits);
+    arguments.row_losses = scratch_at<float>(resources, row_losses);
+    arguments.loss_sum = scratch_at<float>(resources, scalars);
+    arguments.grad_scale = grad_scale;
+    arguments.dhidden = args.outputs[0].as<T>();
+    T* dweight = weight_gradient.wanted ? args.outputs[1].as<T>() : nullptr;
+    weight_gradient.prepare(arguments, resources, dweight, args.stream);
+    cuda::lm_head_cross_entropy(resources->matmul(), arguments, args.stream);
+    weight_gradient.finish(resources, dweight, args.stream);
+  };
+}
+CudaKernel bind_sequence_logps_backward(const CudaBindContext& ctx) {
+  return by_element_type(ctx.inputs[0].dtype,
+                         [&]<typename T>() { return bind_sequence_logps_backward_typed<T>(ctx); });
+}
+
+cuda::PreferenceLossParams preference_params(const CudaBindContext& ctx) {
+  const ops::PreferenceLossOptions o = ops::defs::preference_loss_options(ctx.attrs);
+  cuda::PreferenceLossParams params;
+  params.type = static_cast<int>(o.type);
+  params.beta = o.beta;
+  params.label_smoothing = o.label_smoothing;
+  params.target_margin = o.target_margin;
+  params.simpo_gamma = o.simpo_gamma;
+  params.orpo_beta = o.orpo_beta;
+  params.desirable_weight = o.desirable_weight;
+  params.undesirable_weight = o.undesirable_weight;
+  params.length_norm = o.length_norm;
+  params.reference_free = o.reference_free;
+  return params;
+}
+
+// preference_loss (logps, reference_logps, lengths, labels, scales) -> loss, and its backward
+// (..., d_loss) -> d_logps: F32 statistics, one block.
+CudaKernel bind_preference_loss(const CudaBindContext& ctx) {
+  for (size_t index = 0; index < 5; ++index) expect_in(ctx, index, DType::F32);
+  const cuda::PreferenceLossParams params = preference_params(ctx);
+  const int64_t pairs = ctx.inputs[3].numel();
+  const bool backward = ctx.inputs.size() == 6;
+  return [=](const CudaKernelArgs& args) {
+    const float* in[5];
+    for (size_t index = 0; index < 5; ++index) in[index] = args.inputs[index].as<const float>();
+    k::preference_loss(params, pairs, in[0], in[1], in[2], in[3], in[4],
+                       backward ? args.inputs[5].as<const float>() : nullptr, backward ? nullptr : args.outputs[0].as<float>(),
+                       backward ? args.outputs[0].as<float>() : nullptr, args.stream);
+  };
+}
+
 }  // namespace
 
 void register_loss_cuda_ops(CudaOpTable& table) {
@@ -218,6 +332,10 @@ void register_loss_cuda_ops(CudaOpTable& table) {
   table.add("lm_head_loss_with_grads", bind_lm_head_loss_with_grads);
   table.add("lm_head_loss_backward", bind_lm_head_loss_backward);
   table.add("lm_head_accuracy", bind_lm_head_accuracy);
+  table.add("sequence_logps", bind_sequence_logps);
+  table.add("sequence_logps_backward", bind_sequence_logps_backward);
+  table.add("preference_loss", bind_preference_loss);
+  table.add("preference_loss_backward", bind_preference_loss);
 }
 
 }  // namespace surogate::runtime
