@@ -32,6 +32,9 @@ python_packages=(
   matplotlib
   pillow  # the oracle of src/vision/'s image decoding and resizing (scripts/make_vision_fixtures.py, tests/python/test_vision_processor.py)
   openai  # the real client tests/python/test_serve.py talks to `surogate serve` with
+  # The oracle of `surogate dpo` (tests/python/test_preference_tuning.py): TRL's tokenization and
+  # losses; 1.16 runs with transformers 5.x and torch 2.x.
+  "trl>=1.16,<2" datasets
 )
 
 missing=()

@@ -1,6 +1,7 @@
 // Per-sequence completion log-probabilities; see preference_logps.h.
 #include "ops/preference_logps.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 

@@ -48,9 +48,10 @@ TEST(PreferenceDefs, ShapeErrorsNameTheInput) {
   EXPECT_THROW(b.op("preference_loss", {logps, other, other, labels, scales}), UserError);  // 3 is not 2·P
   TensorId hidden = b.input("hidden", DType::F32, {4, 2});
   TensorId head = b.input("head", DType::F32, {5, 2});
-  TensorId targets = b.input("targets", DType::I32, {3});
+  TensorId targets = b.input("targets", DType::I32, {4});
+  TensorId sequence_ids = b.input("sequence_ids", DType::I32, {3});
   try {
-    b.op("sequence_logps", {hidden, head, targets, targets}, {{"sequences", 2}});
+    b.op("sequence_logps", {hidden, head, targets, sequence_ids}, {{"sequences", 2}});
     FAIL() << "expected a UserError";
   } catch (const UserError& error) {
     EXPECT_NE(std::string(error.what()).find("one value per row"), std::string::npos) << error.what();

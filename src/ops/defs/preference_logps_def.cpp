@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ops/defs/def_util.h"
+#include "ops/defs/lm_head_inputs.h"
 #include "ops/defs/statistic_dtype.h"
 #include "ops/preference_logps.h"
 
@@ -18,18 +19,10 @@ using namespace graph;
 
 // hidden (0), weight (1), targets (2), sequence_ids (3): the row count.
 int64_t check_logps_inputs(const InferContext& ctx) {
-  ctx.expect_floating(0);
-  ctx.expect_min_rank(0, 1);
-  ctx.expect_rank(1, 2);
-  if (ctx.input(1).dtype != ctx.input(0).dtype) ctx.fail("{} must have the dtype of {}", ctx.input_label(1), ctx.input_label(0));
-  ctx.expect_dim(0, -1, ctx.input(1).shape[1]);
-  ctx.expect_dtype(2, DType::I32);
+  const int64_t rows = check_lm_head_inputs(ctx);
   ctx.expect_dtype(3, DType::I32);
-  const int64_t rows = ctx.input(0).numel() / ctx.input(1).shape[1];
-  for (size_t index : {size_t{2}, size_t{3}}) {
-    if (ctx.input(index).numel() != rows) {
-      ctx.fail("{} must hold one value per row of {} ({} rows)", ctx.input_label(index), ctx.input_label(0), rows);
-    }
+  if (ctx.input(3).numel() != rows) {
+    ctx.fail("{} must hold one value per row of {} ({} rows)", ctx.input_label(3), ctx.input_label(0), rows);
   }
   if (ctx.attrs.integer_or("sequences", 0) < 1) ctx.fail("attribute 'sequences' must be at least 1");
   return rows;

@@ -55,16 +55,28 @@ int64_t check_preference_inputs(const InferContext& ctx) {
   return pairs;
 }
 
-// Runs `body(options, pairs, logps, reference, lengths, labels, scales)` in double on a bound op's inputs.
-template <typename T, typename Body>
-void with_double_inputs(const PreferenceLossOptions& options, const CpuKernelArgs& args, Body body) {
-  const int64_t pairs = args.inputs[3].numel();
-  std::vector<double> values[5];
-  for (size_t i = 0; i < 5; ++i) {
-    const T* data = args.inputs[i].as<T>();
-    values[i].assign(data, data + args.inputs[i].numel());
-  }
-  body(options, pairs, values[0].data(), values[1].data(), values[2].data(), values[3].data(), values[4].data());
+// The CPU kernel of preference_loss (`backward` false: the loss into output 0) and of its backward
+// (d_logps into output 0 for the d_loss of input 5): the inputs in double, ops/preference_loss.h.
+CpuKernel bind_preference(const CpuBindContext& ctx, bool backward) {
+  const PreferenceLossOptions options = preference_loss_options(ctx.attrs);
+  return bind_floating(ctx, ctx.inputs[0].dtype, [=](auto zero) -> CpuKernel {
+    using T = decltype(zero);
+    return [=](const CpuKernelArgs& args) {
+      const int64_t pairs = args.inputs[3].numel();
+      std::vector<double> in[5];
+      for (size_t i = 0; i < 5; ++i) in[i].assign(args.inputs[i].as<T>(), args.inputs[i].as<T>() + args.inputs[i].numel());
+      T* out = args.outputs[0].as<T>();
+      if (!backward) {
+        out[0] = static_cast<T>(preference_loss_forward(options, pairs, in[0].data(), in[1].data(), in[2].data(),
+                                                        in[3].data(), in[4].data()));
+        return;
+      }
+      std::vector<double> d_logps(static_cast<size_t>(2 * pairs));
+      preference_loss_backward(options, pairs, in[0].data(), in[1].data(), in[2].data(), in[3].data(), in[4].data(),
+                               static_cast<double>(args.inputs[5].as<T>()[0]), d_logps.data());
+      for (size_t i = 0; i < d_logps.size(); ++i) out[i] = static_cast<T>(d_logps[i]);
+    };
+  });
 }
 
 void register_preference_loss(OpRegistry& registry) {
@@ -82,20 +94,7 @@ void register_preference_loss(OpRegistry& registry) {
                            ctx.attrs().raw());
         return {if_needed(ctx, 0, grad[0]), std::nullopt, std::nullopt, std::nullopt, std::nullopt};
       },
-      .cpu = [](const CpuBindContext& ctx) {
-        const PreferenceLossOptions options = preference_loss_options(ctx.attrs);
-        return bind_floating(ctx, ctx.inputs[0].dtype, [=](auto zero) -> CpuKernel {
-          using T = decltype(zero);
-          return [=](const CpuKernelArgs& args) {
-            with_double_inputs<T>(options, args, [&](const PreferenceLossOptions& o, int64_t pairs, const double* logps,
-                                                     const double* reference, const double* lengths, const double* labels,
-                                                     const double* scales) {
-              args.outputs[0].as<T>()[0] =
-                  static_cast<T>(preference_loss_forward(o, pairs, logps, reference, lengths, labels, scales));
-            });
-          };
-        });
-      },
+      .cpu = [](const CpuBindContext& ctx) { return bind_preference(ctx, false); },
       // fp32 math on both backends over F32 inputs: tests/runtime_cuda/test_preference_ops_cuda.cpp
       .backend_tolerance = graph::BackendTolerance{.f32 = 1e-5, .bf16 = 1e-5},
   });
@@ -109,23 +108,7 @@ void register_preference_loss(OpRegistry& registry) {
         return std::vector<TensorType>{ctx.input(0)};
       },
       .gradient = {},
-      .cpu = [](const CpuBindContext& ctx) {
-        const PreferenceLossOptions options = preference_loss_options(ctx.attrs);
-        return bind_floating(ctx, ctx.inputs[0].dtype, [=](auto zero) -> CpuKernel {
-          using T = decltype(zero);
-          return [=](const CpuKernelArgs& args) {
-            with_double_inputs<T>(options, args, [&](const PreferenceLossOptions& o, int64_t pairs, const double* logps,
-                                                     const double* reference, const double* lengths, const double* labels,
-                                                     const double* scales) {
-              std::vector<double> d_logps(static_cast<size_t>(2 * pairs));
-              const double d_loss = static_cast<double>(args.inputs[5].as<T>()[0]);
-              preference_loss_backward(o, pairs, logps, reference, lengths, labels, scales, d_loss, d_logps.data());
-              T* out = args.outputs[0].as<T>();
-              for (size_t i = 0; i < d_logps.size(); ++i) out[i] = static_cast<T>(d_logps[i]);
-            });
-          };
-        });
-      },
+      .cpu = [](const CpuBindContext& ctx) { return bind_preference(ctx, true); },
       .backend_tolerance = graph::BackendTolerance{.f32 = 1e-5, .bf16 = 1e-5},
   });
 }

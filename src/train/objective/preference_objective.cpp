@@ -1,6 +1,7 @@
 // The preference objective; see preference_objective.h.
 #include "train/objective/preference_objective.h"
 
+#include <algorithm>
 #include <fstream>
 
 #include <fmt/format.h>
@@ -33,18 +34,12 @@ bool read_reference(const std::filesystem::path& file, const nlohmann::json& key
 }  // namespace
 
 ops::PreferenceLossOptions preference_loss_options(const config::Loss& loss) {
-  ops::PreferenceLossOptions options;
-  SUROGATE_CHECK(ops::parse_preference_loss_type(loss.type, options.type), "loss.type validated");
-  options.beta = loss.dpo_beta;
-  options.label_smoothing = loss.label_smoothing;
-  options.length_norm = loss.length_norm;
-  options.reference_free = loss.reference_free;
-  options.target_margin = loss.target_margin;
-  options.simpo_gamma = loss.simpo_gamma;
-  options.orpo_beta = loss.beta;
-  options.desirable_weight = loss.desirable_weight;
-  options.undesirable_weight = loss.undesirable_weight;
-  return options;
+  ops::PreferenceLossType type = ops::PreferenceLossType::Dpo;
+  SUROGATE_CHECK(ops::parse_preference_loss_type(loss.type, type), "loss.type validated");
+  return {.type = type, .beta = loss.dpo_beta, .label_smoothing = loss.label_smoothing,
+          .length_norm = loss.length_norm, .reference_free = loss.reference_free,
+          .target_margin = loss.target_margin, .simpo_gamma = loss.simpo_gamma, .orpo_beta = loss.beta,
+          .desirable_weight = loss.desirable_weight, .undesirable_weight = loss.undesirable_weight};
 }
 
 PreferenceObjective::PreferenceObjective(const config::Loss& loss, std::filesystem::path reference_file, std::string model)
