@@ -265,10 +265,9 @@ def learnable(tmp_path_factory):
                                       max_position_embeddings=64, tie_word_embeddings=True, bos_token_id=1,
                                       eos_token_id=2, pad_token_id=0)
     transformers.LlamaForCausalLM(config).save_pretrained(folder)
-    rows = [{"prompt": f"{a} {b} =", "chosen": f" {b} yes.", "rejected": f" {b} no."}
-            for a, b in zip(WORDS, WORDS[3:] + WORDS[:3])]
+    rows = [{"prompt": f"{word} =", "chosen": " yes.", "rejected": " no."} for word in WORDS[:24]]
     write_jsonl(folder / "train.jsonl", rows[:16])
-    write_jsonl(folder / "valid.jsonl", rows[16:])
+    write_jsonl(folder / "valid.jsonl", rows[16:])  # prompts the training never saw
     return folder
 
 
