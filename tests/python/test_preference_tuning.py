@@ -199,7 +199,7 @@ def test_losses_log_probs_and_gradients_are_trls(surogate_bin, qwen3_model, trl_
     loss_block = "loss:\n  type: " + loss_type + "\n" + "".join(f"  {k}: {str(v).lower()}\n" for k, v in options.items())
     config = dpo_config(tmp_path / "dpo.yaml", qwen3_model, tmp_path / "out", data,
                         f"lora: false\nlearning_rate: 1e-12\nweight_decay: 0\nmax_grad_norm: 0\n"
-                        f"per_device_train_batch_size: 1\nmax_steps: {len(TEXT_ROWS)}\n{loss_block}")
+                        f"per_device_train_batch_size: 1\ngradient_accumulation_steps: 1\nmax_steps: {len(TEXT_ROWS)}\n{loss_block}")
     result = run_surogate(surogate_bin, "dpo", config)
     assert result.returncode == 0, result.stdout + result.stderr
     steps = read_records(tmp_path / "out", "step")
