@@ -303,3 +303,10 @@ loss:
     evals = read_records(out, "eval")
     assert evals[-1]["eval_rewards/accuracies"] >= 0.9, evals
     assert evals[-1]["eval_pairs"] == 8
+    # Learned, not found: the starting model prefers the rejected answers of the held-out pairs (dpo /
+    # ipo: margin 0 and accuracy 0, the reference is the starting policy), and the margin grew.
+    assert evals[0]["eval_rewards/accuracies"] < 0.5, evals
+    assert evals[-1]["eval_rewards/margins"] > evals[0]["eval_rewards/margins"], evals
+    if loss_type in ("dpo", "ipo"):
+        assert evals[0]["eval_rewards/accuracies"] == 0.0 and abs(evals[0]["eval_rewards/margins"]) < 1e-6, evals
+
