@@ -310,3 +310,21 @@ loss:
     if loss_type in ("dpo", "ipo"):
         assert evals[0]["eval_rewards/accuracies"] == 0.0 and abs(evals[0]["eval_rewards/margins"]) < 1e-6, evals
 
+
+
+def test_resume_reads_the_stored_reference(surogate_bin, qwen3_model, tmp_path):
+    """A resumed run reads the reference log-probabilities stored beside the token cache, and refuses
+    to start without them (it cannot recompute them from trained weights)."""
+    data = write_jsonl(tmp_path / "pairs.jsonl", TEXT_ROWS)
+    out = tmp_path / "out"
+    config = dpo_config(tmp_path / "dpo.yaml", qwen3_model, out, data,
+                        "lora_dropout: 0\nper_device_train_batch_size: 1\ngradient_accumulation_steps: 1\n"
+                        "max_steps: 2\nsave_steps: 2\n")
+    first = run_surogate(surogate_bin, "dpo", config)
+    assert first.returncode == 0 and "reference log-probabilities: computing" in first.stdout, first.stdout + first.stderr
+    resumed = run_surogate(surogate_bin, "dpo", config, "--max_steps=4", "--resume_from_checkpoint=true")
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "reference log-probabilities: read from" in resumed.stdout, resumed.stdout
+    (out / "tokenized" / "reference_logps.json").unlink()
+    missing = run_surogate(surogate_bin, "dpo", config, "--max_steps=5", "--resume_from_checkpoint=true")
+    assert missing.returncode == 2 and "cannot recompute them from trained weights" in missing.stderr, missing.stderr
