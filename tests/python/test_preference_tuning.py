@@ -16,6 +16,7 @@ backend in fp32, with a tiny random Qwen3 model and the real Qwen3 tokenizer:
 import copy
 import json
 import math
+import os
 import pathlib
 import shutil
 import sys
@@ -33,6 +34,9 @@ from tiny_model import TOKENIZER_CONFIG, char_tokenizer, tokenizer_size  # noqa:
 
 RELATIVE = 1e-5
 MAX_LENGTH = 24
+# The comparisons with TRL run on the CPU backend (fp32) even where a GPU is visible; the learnable
+# runs take the machine's backend (CUDA on a GPU machine: the bf16 path end to end).
+CPU_ONLY = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
 
 TEXT_ROWS = [
     {"prompt": "The sky is", "chosen": " blue.", "rejected": " green."},
@@ -200,7 +204,7 @@ def test_losses_log_probs_and_gradients_are_trls(surogate_bin, qwen3_model, trl_
     config = dpo_config(tmp_path / "dpo.yaml", qwen3_model, tmp_path / "out", data,
                         f"lora: false\nlearning_rate: 1e-12\nweight_decay: 0\nmax_grad_norm: 0\n"
                         f"per_device_train_batch_size: 1\ngradient_accumulation_steps: 1\nmax_steps: {len(TEXT_ROWS)}\n{loss_block}")
-    result = run_surogate(surogate_bin, "dpo", config)
+    result = run_surogate(surogate_bin, "dpo", config, env=CPU_ONLY)
     assert result.returncode == 0, result.stdout + result.stderr
     steps = read_records(tmp_path / "out", "step")
     assert len(steps) == len(TEXT_ROWS)
@@ -218,7 +222,7 @@ def test_dpo_with_reference_starts_at_ln2(surogate_bin, qwen3_model, tmp_path):
     data = write_jsonl(tmp_path / "pairs.jsonl", TEXT_ROWS)
     config = dpo_config(tmp_path / "dpo.yaml", qwen3_model, tmp_path / "out", data,
                         "lora: true\nlora_dropout: 0\nper_device_train_batch_size: 2\nmax_steps: 1\n")
-    result = run_surogate(surogate_bin, "dpo", config)
+    result = run_surogate(surogate_bin, "dpo", config, env=CPU_ONLY)
     assert result.returncode == 0, result.stdout + result.stderr
     step = read_records(tmp_path / "out", "step")[0]
     assert step["loss"] == pytest.approx(math.log(2.0), rel=1e-6)
@@ -235,7 +239,7 @@ def test_bad_rows_name_file_and_line(surogate_bin, qwen3_model, tmp_path):
     for name, (bad, message) in cases.items():
         data = write_jsonl(tmp_path / f"{name}.jsonl", [TEXT_ROWS[0], bad])
         config = dpo_config(tmp_path / f"{name}.yaml", qwen3_model, tmp_path / f"out_{name}", data)
-        result = run_surogate(surogate_bin, "dpo", config)
+        result = run_surogate(surogate_bin, "dpo", config, env=CPU_ONLY)
         assert result.returncode == 2, result.stdout + result.stderr
         assert f"{name}.jsonl:2" in result.stderr and message in result.stderr, result.stderr
 
