@@ -55,6 +55,9 @@ json dataset_json(const DatasetConfig& d) {
   j["system_field"] = d.system_field.value_or("");
   j["tools_field"] = d.tools_field.value_or("");
   j["message_property_mappings"] = d.message_property_mappings;
+  if (d.type == DatasetType::Preference || d.type == DatasetType::Kto) {  // only then: other caches keep their key
+    j["preference_fields"] = {d.prompt_field, d.chosen_field, d.rejected_field, d.completion_field, d.label_field};
+  }
   json files = json::array();
   for (const auto& file : select_dataset_files(d)) {
     files.push_back({file.string(), fs::file_size(file),
