@@ -32,7 +32,10 @@ python_packages=(
   matplotlib
   pillow  # the oracle of src/vision/'s image decoding and resizing (scripts/make_vision_fixtures.py, tests/python/test_vision_processor.py)
   openai  # the real client tests/python/test_serve.py talks to `surogate serve` with
-  "trl==1.16.0"  # the oracle of GRPO's loss and advantages (tests/python/test_grpo_trl.py calls GRPOTrainer._compute_loss)
+  # The oracle of `surogate dpo` and GRPO's loss (tests/python/test_preference_tuning.py: TRL's
+  # tokenization and losses; tests/python/test_grpo_trl.py calls GRPOTrainer._compute_loss, a private
+  # method, hence the exact pin). 1.16 runs with transformers 5.x and torch 2.x.
+  "trl==1.16.0" datasets
 )
 
 missing=()

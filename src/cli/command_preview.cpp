@@ -1,6 +1,7 @@
 // `surogate preview config.yaml [-n 3]`: the first N rows of the first dataset exactly as the
 // model sees them: the rendered text, the token ids, and which tokens carry loss (green on a
-// terminal, ⟦…⟧ around loss tokens otherwise). Reads the files directly; no cache is written.
+// terminal, ⟦…⟧ around loss tokens otherwise); a preference pair (type: preference) as its chosen
+// and its rejected sequence. Reads the files directly; no cache is written.
 #include <unistd.h>
 
 #include <cstdio>
@@ -48,6 +49,16 @@ std::string mark_loss(const data::TokenizedSample& sample, const data::TextCodec
   return out;
 }
 
+// One document's ids and its loss marks; `label` names a part of a preference pair ("chosen ").
+void print_document(const data::TokenizedSample& document, const std::string& label, const data::TextCodec& codec,
+                    bool colour) {
+  fmt::print("{}ids: {}\n", label, fmt::join(document.input_ids, " "));
+  size_t loss_tokens = 0;
+  for (int32_t label_id : document.labels) loss_tokens += label_id != data::kIgnoreLabel ? 1 : 0;
+  fmt::print("--- {}loss on {} of {} tokens ({}) ---\n{}\n", label, loss_tokens, document.input_ids.size(),
+             colour ? "green" : "inside ⟦ ⟧", mark_loss(document, codec, colour));
+}
+
 int run_preview(const PreviewArguments& arguments, const std::vector<std::string>& extras) {
   if (arguments.count <= 0) fail_user("-n must be positive (got {})", arguments.count);
   Config config = load_config(arguments.config_path, collect_overrides(extras));
@@ -77,11 +88,20 @@ int run_preview(const PreviewArguments& arguments, const std::vector<std::string
                                                           settings.max_length, documents.size())
                                             : "");
     for (const auto& document : documents) {
-      fmt::print("ids: {}\n", fmt::join(document.input_ids, " "));
-      size_t loss_tokens = 0;
-      for (int32_t label : document.labels) loss_tokens += label != data::kIgnoreLabel ? 1 : 0;
-      fmt::print("--- loss on {} of {} tokens ({}) ---\n{}\n", loss_tokens, document.input_ids.size(),
-                 colour ? "green" : "inside ⟦ ⟧", mark_loss(document, tools.codec, colour));
+      if (document.first_part == 0) {
+        print_document(document, "", tools.codec, colour);
+        continue;
+      }
+      // A preference pair (surogate dpo): the chosen sequence, then the rejected one.
+      const auto split = static_cast<long>(document.first_part);
+      for (const bool chosen : {true, false}) {
+        data::TokenizedSample part;
+        const auto begin = chosen ? 0 : split;
+        const auto end = chosen ? split : static_cast<long>(document.input_ids.size());
+        part.input_ids.assign(document.input_ids.begin() + begin, document.input_ids.begin() + end);
+        part.labels.assign(document.labels.begin() + begin, document.labels.begin() + end);
+        print_document(part, chosen ? "chosen " : "rejected ", tools.codec, colour);
+      }
     }
     fmt::print("\n");
     ++shown;

@@ -1,4 +1,5 @@
-// `surogate sft CONFIG` and `surogate pt CONFIG`: load and validate the run configuration, the
+// `surogate sft CONFIG`, `surogate pt CONFIG` and `surogate dpo CONFIG` (preference tuning,
+// docs/preference-tuning.md): load and validate the run configuration, the
 // model folder and the datasets, then train (train/trainer.h): alone, as one process of several
 // that a launcher started (its variables: distributed/launcher_environment.h), or, with
 // distributed.num_nodes > 1 and no launcher, by handing the run to the Ray driver, which starts
@@ -32,6 +33,7 @@ namespace {
 namespace fs = std::filesystem;
 
 struct TrainArguments {
+  std::string command;  // sft, pt or dpo (the subcommand: restarts and Ray run it again)
   std::string config_path;
   bool dry_run = false;
   std::string gpu_memory;  // --gpu-memory: predict for a GPU of this size (dry run)
@@ -77,7 +79,7 @@ int train_or_supervise(const Config& config, const TrainArguments& arguments, co
   if (config.distributed.num_nodes > 1 && !options.processes) {
     // Several machines and no launcher: Ray starts this command on every node (distributed/ray_launch.h).
     distributed::RayLaunch launch;
-    launch.command = {pretraining ? "pt" : "sft", arguments.config_path};
+    launch.command = {arguments.command, arguments.config_path};
     launch.command.insert(launch.command.end(), extras.begin(), extras.end());
     launch.num_nodes = config.distributed.num_nodes;
     launch.gpus_per_node =
@@ -90,7 +92,7 @@ int train_or_supervise(const Config& config, const TrainArguments& arguments, co
   const std::optional<std::vector<train::RestartRecord>> restarts = train::supervised_restarts();
   if (!restarts && config.run.max_restarts > 0) {
     train::SupervisedRun run;
-    run.arguments = {pretraining ? "pt" : "sft", arguments.config_path};
+    run.arguments = {arguments.command, arguments.config_path};
     run.arguments.insert(run.arguments.end(), extras.begin(), extras.end());
     run.max_restarts = static_cast<int>(config.run.max_restarts);
     run.log_file = config.logging.log_file ? fs::path(*config.logging.log_file)
@@ -119,6 +121,9 @@ int train_or_supervise(const Config& config, const TrainArguments& arguments, co
 
 int run_training_command(const TrainArguments& arguments, const std::vector<std::string>& extras, bool pretraining) {
   Config config = load_config(arguments.config_path, collect_overrides(extras));
+  // surogate dpo: the preference objective (train/objective/); the feature-support table judges
+  // the combinations it cannot run once the backend is chosen.
+  config.loss.preference = arguments.command == "dpo";
   train::prepare_training_inputs(config, pretraining);
   if (!arguments.gpu_memory.empty() && !arguments.dry_run) {
     fail_user("--gpu-memory '{}' predicts memory for a GPU of that size and needs --dry-run; training uses the GPU "
@@ -137,6 +142,7 @@ int run_training_command(const TrainArguments& arguments, const std::vector<std:
 
 Command register_training_command(CLI::App& parent, const char* name, const char* description, bool pretraining) {
   auto arguments = std::make_shared<TrainArguments>();
+  arguments->command = name;
   CLI::App* app = parent.add_subcommand(name, description);
   app->add_option("config", arguments->config_path, "YAML configuration file")->required();
   app->add_flag("--dry-run", arguments->dry_run,
@@ -162,7 +168,14 @@ Command register_pt_command(CLI::App& parent) {
                                    true);
 }
 
+Command register_dpo_command(CLI::App& parent) {
+  return register_training_command(
+      parent, "dpo", "Preference tuning (DPO, IPO, SimPO, ORPO) on {prompt, chosen, rejected} pairs from a YAML config",
+      false);
+}
+
 const CommandRegistration kSftRegistration{70, register_sft_command};
+const CommandRegistration kDpoRegistration{75, register_dpo_command};
 const CommandRegistration kPtRegistration{80, register_pt_command};
 
 }  // namespace surogate::cli

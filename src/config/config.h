@@ -23,6 +23,7 @@
 #include "config/sections/kernels.h"
 #include "config/sections/logging.h"
 #include "config/sections/lora.h"
+#include "config/sections/loss.h"
 #include "config/sections/model.h"
 #include "config/sections/offload.h"
 #include "config/sections/optimizer.h"
@@ -52,6 +53,7 @@ struct Config {
   config::Lora lora;              // lora, lora_rank, ...
   config::Quant quant;            // qlora_*
   config::Logging logging;        // report_to, trackers, log_file, debug breakdowns
+  config::Loss loss;              // the `loss` mapping: preference tuning (surogate dpo)
 
   // Where each explicitly set option came from, and why implications changed values; not an
   // option itself.

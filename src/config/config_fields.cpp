@@ -77,6 +77,28 @@ const FieldTable<DatasetConfig>& dataset_fields() {
       field("system_field", &D::system_field),
       field("tools_field", &D::tools_field),
       field("message_property_mappings", &D::message_property_mappings),
+      field("prompt_field", &D::prompt_field),
+      field("chosen_field", &D::chosen_field),
+      field("rejected_field", &D::rejected_field),
+      field("completion_field", &D::completion_field),
+      field("label_field", &D::label_field),
+  };
+  return table;
+}
+
+const FieldTable<config::Loss>& loss_fields() {
+  using L = config::Loss;
+  static const FieldTable<L> table = {
+      field("type", &L::type),
+      field("dpo_beta", &L::dpo_beta),
+      field("label_smoothing", &L::label_smoothing),
+      field("length_norm", &L::length_norm),
+      field("reference_free", &L::reference_free),
+      field("target_margin", &L::target_margin),
+      field("simpo_gamma", &L::simpo_gamma),
+      field("beta", &L::beta),
+      field("desirable_weight", &L::desirable_weight),
+      field("undesirable_weight", &L::undesirable_weight),
   };
   return table;
 }
@@ -133,6 +155,12 @@ const FieldTable<Config>& config_fields() {
                  decode_fields(distributed_fields(), node, "distributed.", where, config.distributed);
                },
                [](const C& config) { return encode_fields(distributed_fields(), config.distributed); }},
+      Field<C>{"loss",
+               [](C& config, const YAML::Node& node, const Where& where) {
+                 if (!node.IsMap()) type_error(where, "a mapping", node);
+                 decode_fields(loss_fields(), node, "loss.", where, config.loss);
+               },
+               [](const C& config) { return encode_fields(loss_fields(), config.loss); }},
       // Hardware
       field("gpus", &C::parallel, &config::Parallel::gpus),
       field("use_cuda_graphs", &C::kernels, &config::Kernels::use_cuda_graphs),

@@ -10,5 +10,6 @@ namespace surogate::config_detail {
 const FieldTable<Config>& config_fields();
 const FieldTable<DatasetConfig>& dataset_fields();
 const FieldTable<DistributedConfig>& distributed_fields();
+const FieldTable<config::Loss>& loss_fields();  // the `loss` mapping (surogate dpo)
 
 }  // namespace surogate::config_detail

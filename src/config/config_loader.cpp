@@ -72,6 +72,10 @@ void apply_override(const std::string& raw, Config& config) {
                                  config.distributed);
     return;
   }
+  if (head == "loss") {  // surogate dpo's loss mapping: --loss.dpo_beta=0.2
+    config_detail::decode_fields(config_detail::loss_fields(), map, "loss.", Where{"", source, ""}, config.loss);
+    return;
+  }
   // datasets.0.path / validation_datasets.1.type: edit one field of an existing entry.
   if (head == "datasets" || head == "validation_datasets") {
     auto& list = head == "datasets" ? config.data.datasets : config.eval.validation_datasets;
@@ -92,8 +96,8 @@ void apply_override(const std::string& raw, Config& config) {
                                  Where{"", source, ""}, list[index]);
     return;
   }
-  fail_user("{}: '{}' is not a nested option: only distributed.*, datasets.N.* and validation_datasets.N.* "
-            "take a dotted key", source, key);
+  fail_user("{}: '{}' is not a nested option: only distributed.*, loss.*, datasets.N.* and "
+            "validation_datasets.N.* take a dotted key", source, key);
 }
 
 }  // namespace

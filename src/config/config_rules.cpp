@@ -203,6 +203,20 @@ void validate_fp16_loss_scale(const Config& config) {
   require_positive(config, "fp16_loss_scale_window", config.precision.fp16_loss_scale_window);
 }
 
+// The `loss` mapping (surogate dpo): the type's name and each value's range, as TRL checks them.
+void validate_loss(const Config& config) {
+  const config::Loss& loss = config.loss;
+  const bool known = loss.type == "dpo" || loss.type == "ipo" || loss.type == "simpo" || loss.type == "orpo" ||
+                     loss.type == "kto";
+  require(known, config, "loss.type", fmt::format("must be dpo, ipo, simpo, orpo or kto (got '{}')", loss.type));
+  require(loss.dpo_beta > 0.0, config, "loss.dpo_beta", fmt::format("must be positive (got {})", loss.dpo_beta));
+  require(loss.beta > 0.0, config, "loss.beta", fmt::format("must be positive (got {})", loss.beta));
+  require(loss.label_smoothing >= 0.0 && loss.label_smoothing < 0.5, config, "loss.label_smoothing",
+          fmt::format("must be in [0, 0.5) (got {})", loss.label_smoothing));
+  require(loss.desirable_weight > 0.0, config, "loss.desirable_weight", "must be positive");
+  require(loss.undesirable_weight > 0.0, config, "loss.undesirable_weight", "must be positive");
+}
+
 }  // namespace
 
 void validate_config(const Config& config, const std::string& file_label) {
@@ -261,6 +275,7 @@ void validate_config(const Config& config, const std::string& file_label) {
   validate_model_parallel(config);
   require(config.logging.log_gpu_util >= 0, config, "log_gpu_util", "must not be negative");
 
+  validate_loss(config);
   require_positive(config, "lora_rank", config.lora.lora_rank);
   require_positive(config, "lora_alpha", config.lora.lora_alpha);
   require(config.lora.lora_dropout >= 0.0 && config.lora.lora_dropout < 1.0, config, "lora_dropout",

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "config/feature_support_preference.h"
 #include "core/error.h"
 
 namespace surogate {
@@ -531,6 +532,7 @@ void add_device_rows(std::vector<SupportRow>& rows) {
   }
 }
 
+
 void add_backend_rows(std::vector<SupportRow>& rows) {
   add_cpu_backend_rows(rows);
   add_cuda_layout_rows(rows);
@@ -566,6 +568,7 @@ const std::vector<SupportRow>& feature_support_table() {
     add_lora_rows(rows);
     add_offload_rows(rows);
     add_unimplemented_rows(rows);
+    add_preference_rows(rows);
     add_backend_rows(rows);
     return rows;
   }();

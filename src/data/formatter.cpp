@@ -3,6 +3,7 @@
 #include "data/formatter.h"
 
 #include "core/error.h"
+#include "data/preference_formatter.h"
 #include "data/text_checks.h"
 
 namespace surogate::data {
@@ -46,6 +47,8 @@ Formatter::Formatter(DatasetConfig dataset, FormatOptions options, TextCodec cod
     case DatasetType::Instruction: type_ = "instruction"; break;
     case DatasetType::Conversation: type_ = "conversation"; break;
     case DatasetType::Auto: break;
+    case DatasetType::Preference: type_ = "preference"; break;
+    case DatasetType::Kto: type_ = "kto"; break;
   }
   if (type_ == "instruction" && (!dataset_.instruction_field || !dataset_.output_field)) {
     fail_user("dataset {}: type instruction needs instruction_field and output_field", dataset_.path);
@@ -80,6 +83,8 @@ FormattedRow Formatter::format(const Row& row) {
   if (type_.empty()) detect_type(row);
   if (type_ == "text") return format_text(row);
   if (type_ == "instruction") return format_instruction(row);
+  if (type_ == "preference") return format_preference_row(dataset_, codec_, renderer_, row, options_.preference_max_length);
+  if (type_ == "kto") fail_user("{}: type kto datasets are not trained in this version", row.origin.describe());
   return format_conversation(row);
 }
 

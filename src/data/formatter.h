@@ -38,6 +38,8 @@ struct FormatOptions {
   // `agent_template`: tools, tool calls and tool responses written as text in that format before
   // the chat template renders the conversation (data/agent_template.h).
   std::optional<AgentTemplate> agent_template;
+  // type: preference (surogate dpo): each sequence's max_length (a pair's row holds two of them).
+  size_t preference_max_length = 0;
 };
 
 // A formatted row: the text the model sees and its tokens, or the reason it was dropped.

@@ -5,6 +5,7 @@
 #include <map>
 #include <numeric>
 #include <random>
+#include <utility>
 
 #include "core/error.h"
 
@@ -24,6 +25,27 @@ std::vector<size_t> shuffled_order(size_t count, uint64_t seed) {
   return order;
 }
 
+// Tokens [begin, end) of `document` as one segment of the row being written.
+void write_part(PackedRows& out, const TokenizedSample& document, size_t begin, size_t end, bool weighted,
+                PackingStats& stats) {
+  const size_t length = end - begin;
+  out.input_ids.insert(out.input_ids.end(), document.input_ids.begin() + static_cast<long>(begin),
+                       document.input_ids.begin() + static_cast<long>(end));
+  out.labels.insert(out.labels.end(), document.labels.begin() + static_cast<long>(begin),
+                    document.labels.begin() + static_cast<long>(end));
+  out.labels[out.labels.size() - length] = kIgnoreLabel;  // nothing in this document predicts its first token
+  if (weighted) {
+    for (size_t p = begin; p < end; ++p) {
+      const bool labelled = p > begin && document.labels[p] != kIgnoreLabel;
+      out.loss_weights.push_back(!labelled ? 0.0f : document.weights.empty() ? 1.0f : document.weights[p]);
+    }
+  }
+  for (size_t p = 0; p < length; ++p) out.position_ids.push_back(static_cast<int32_t>(p));
+  out.segment_lengths.push_back(static_cast<int32_t>(length));
+  stats.tokens += length;
+  for (size_t p = begin + 1; p < end; ++p) stats.loss_tokens += document.labels[p] != kIgnoreLabel ? 1 : 0;
+}
+
 void write_row(PackedRows& out, const std::vector<const TokenizedSample*>& documents, const PackingOptions& options,
                bool weighted, PackingStats& stats) {
   const size_t T = options.sequence_length;
@@ -41,20 +63,13 @@ void write_row(PackedRows& out, const std::vector<const TokenizedSample*>& docum
   };
   if (options.pad_left) add_padding();
   for (const auto* document : documents) {
+    // A preference pair (sample.h: first_part) is two documents: each restarts its positions and
+    // its first token predicts nothing.
     const size_t length = document->input_ids.size();
-    out.input_ids.insert(out.input_ids.end(), document->input_ids.begin(), document->input_ids.end());
-    out.labels.insert(out.labels.end(), document->labels.begin(), document->labels.end());
-    out.labels[out.labels.size() - length] = kIgnoreLabel;  // nothing in this document predicts its first token
-    if (weighted) {
-      for (size_t p = 0; p < length; ++p) {
-        const bool labelled = p > 0 && document->labels[p] != kIgnoreLabel;
-        out.loss_weights.push_back(!labelled ? 0.0f : document->weights.empty() ? 1.0f : document->weights[p]);
-      }
+    const size_t split = document->first_part > 0 ? static_cast<size_t>(document->first_part) : length;
+    for (const auto& [begin, end] : {std::pair{size_t{0}, split}, std::pair{split, length}}) {
+      if (begin < end) write_part(out, *document, begin, end, weighted, stats);
     }
-    for (size_t p = 0; p < length; ++p) out.position_ids.push_back(static_cast<int32_t>(p));
-    out.segment_lengths.push_back(static_cast<int32_t>(length));
-    stats.tokens += length;
-    for (size_t p = 1; p < length; ++p) stats.loss_tokens += document->labels[p] != kIgnoreLabel ? 1 : 0;
   }
   if (!options.pad_left) add_padding();
   out.row_segment_offsets.push_back(out.segment_lengths.size());
@@ -154,6 +169,7 @@ PackedBatch make_batch(const PackedRowsView& rows, std::span<const uint64_t> row
   int32_t document = 0;
   for (uint64_t row : row_indices) {
     SUROGATE_CHECK(row <= rows.rows(), "row {} of {}", row, rows.rows());
+    batch.rows.push_back(row);
     if (row == rows.rows()) {  // a padding-only row
       batch.input_ids.insert(batch.input_ids.end(), T, pad_id);
       batch.labels.insert(batch.labels.end(), T, kIgnoreLabel);

@@ -94,6 +94,9 @@ struct PackedBatch {
   // empty otherwise, and then every labelled token weighs 1.
   std::vector<float> loss_weights;
   double loss_weight_sum = 0.0;  // Σ weights of labelled tokens (= num_loss_tokens unweighted): the loss normaliser
+  // The packed rows it holds, in order (rows.rows() for a padding-only row): what per-row data kept
+  // beside the cache (a preference run's reference log-probabilities) is looked up by.
+  std::vector<uint64_t> rows;
 };
 
 // Assembles the rows `row_indices` into a batch; an index equal to rows.rows() stands for a row

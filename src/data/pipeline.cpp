@@ -55,6 +55,9 @@ json dataset_json(const DatasetConfig& d) {
   j["system_field"] = d.system_field.value_or("");
   j["tools_field"] = d.tools_field.value_or("");
   j["message_property_mappings"] = d.message_property_mappings;
+  if (d.type == DatasetType::Preference || d.type == DatasetType::Kto) {  // only then: other caches keep their key
+    j["preference_fields"] = {d.prompt_field, d.chosen_field, d.rejected_field, d.completion_field, d.label_field};
+  }
   json files = json::array();
   for (const auto& file : select_dataset_files(d)) {
     files.push_back({file.string(), fs::file_size(file),
@@ -158,6 +161,21 @@ bool train_on_inputs_of(const ConfigType& config) {
 
 }  // namespace
 
+namespace {
+
+// surogate dpo, or (preview, tokenize) datasets of preference pairs.
+bool preference_data(const Config& config) {
+  if (config.loss.preference) return true;
+  for (const auto* list : {&config.data.datasets, &config.eval.validation_datasets}) {
+    for (const DatasetConfig& dataset : *list) {
+      if (dataset.type == DatasetType::Preference) return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
 DataSettings data_settings_from_config(const Config& config) {
   DataSettings settings;
   settings.datasets = config.data.datasets;
@@ -191,10 +209,16 @@ DataSettings data_settings_from_config(const Config& config) {
   }
   settings.sequence_len = static_cast<size_t>(sequence_len);
   settings.max_length = static_cast<size_t>(max_length);
+  if (preference_data(config)) {
+    // One pair per row: the chosen sequence, then the rejected one, each at most max_length
+    // (data/preference_formatter.h); the row is twice that, and nothing is packed beside it.
+    settings.format.preference_max_length = settings.max_length;
+    settings.sequence_len = settings.max_length = 2 * static_cast<size_t>(max_length);
+  }
   settings.truncation_strategy = config.data.truncation_strategy;
   settings.pad_left = config.data.padding_side == PaddingSide::Left;
   settings.padding_free = config.data.padding_free;
-  settings.sample_packing = config.data.sample_packing;
+  settings.sample_packing = config.data.sample_packing && !preference_data(config);  // a pair's row holds it alone
   settings.format.use_chat_template = config.data.use_chat_template;
   settings.format.system = config.data.system;
   settings.format.train_on_inputs = train_on_inputs_of(config);

@@ -31,6 +31,10 @@ struct TokenizedSample {
   // with a label weighs 1, which is every strategy but the weighted ones; else one per token,
   // 0 where the label is kIgnoreLabel. The loss is Σ weight·ce / Σ weight over labelled tokens.
   std::vector<float> weights;
+  // A preference pair (data/preference_formatter.h): the first `first_part` tokens are the chosen
+  // sequence and the rest the rejected one (KTO: the row's, then its mismatched KL completion); the
+  // packer writes them as two documents of one row. 0: one document.
+  int32_t first_part = 0;
   RowOrigin origin;
 };
 

@@ -2,7 +2,9 @@
 // graphs (templates on the 16-bit element type T):
 // lm_head_loss, its frozen-head form lm_head_loss_with_input_grad, its trainable-head form
 // lm_head_loss_with_grads, lm_head_loss_backward and lm_head_accuracy, all over the chunked kernel
-// of cuda/lm_head_loss.h (the [rows, V] logits are never held whole). They write the logsumexp
+// of cuda/lm_head_loss.h (the [rows, V] logits are never held whole); and the preference-tuning ops
+// sequence_logps (its per-row losses summed per sequence; its backward is the same kernel with
+// per-row weights −d_logps[sequence]) and preference_loss (cuda/kernels/preference_loss.h). They write the logsumexp
 // output as zeros: the CUDA backward recomputes each chunk's logits and softmax in its fused
 // kernel and never reads it.
 #include <algorithm>
@@ -10,7 +12,9 @@
 #include "core/error.h"
 #include "cuda/kernels/elementwise_16bit.h"
 #include "cuda/kernels/reductions.h"
+#include "cuda/kernels/preference_loss.h"
 #include "cuda/lm_head_loss.h"
+#include "ops/defs/preference_attrs.h"
 #include "runtime/cuda_bind_checks.h"
 #include "runtime/cuda_op_table.h"
 
@@ -58,6 +62,15 @@ cuda::LmHeadLossArgs<T> loss_arguments(const LossLayout& layout, const CudaKerne
   arguments.vocab = layout.vocab;
   arguments.chunk_rows = layout.chunk_rows;
   return arguments;
+}
+
+// Points the chunked kernel at its scratch: a chunk's logits, the row losses, their sum (offsets).
+template <typename T>
+void use_scratch(cuda::LmHeadLossArgs<T>& arguments, CudaResources* resources, size_t logits, size_t row_losses,
+                 size_t loss_sum) {
+  arguments.logits_workspace = scratch_at<T>(resources, logits);
+  arguments.row_losses = scratch_at<float>(resources, row_losses);
+  arguments.loss_sum = scratch_at<float>(resources, loss_sum);
 }
 
 // Where a binder's weight gradient goes. With the rows in one chunk the weight-gradient GEMM
@@ -118,9 +131,7 @@ CudaKernel bind_lm_head_loss_forward_typed(const CudaBindContext& ctx, bool has_
   CudaResources* resources = &ctx.resources;
   return [=](const CudaKernelArgs& args) {
     cuda::LmHeadLossArgs<T> arguments = loss_arguments<T>(layout, args);
-    arguments.logits_workspace = scratch_at<T>(resources, logits);
-    arguments.row_losses = scratch_at<float>(resources, row_losses);
-    arguments.loss_sum = scratch_at<float>(resources, loss_sum);
+    use_scratch(arguments, resources, logits, row_losses, loss_sum);
     if (input_gradient || weight_gradient.wanted) arguments.grad_scale = args.inputs[3].as<const float>();
     if (input_gradient) arguments.dhidden = args.outputs[2].as<T>();
     T* dweight = weight_gradient.wanted ? args.outputs[3].as<T>() : nullptr;
@@ -143,6 +154,38 @@ CudaKernel bind_lm_head_loss_with_input_grad(const CudaBindContext& ctx) {
 }
 CudaKernel bind_lm_head_loss_with_grads(const CudaBindContext& ctx) { return bind_lm_head_loss_forward(ctx, true, true); }
 
+// The backward of a loss whose forward kept no logits: reserves its scratch at bind time (a chunk of
+// logits, the row losses, {loss_sum, grad_scale}, with `own_weights` per-row weights, the weight
+// gradient's accumulator) and returns the launcher, which lets `prepare(args, grad_scale, weights)`
+// write the gradient scale (and the weights) and then recomputes each chunk's logits: d_hidden into
+// output 0, d_weight into output 1 (nothing when no one reads it: a frozen head, LoRA).
+template <typename T, typename Prepare>
+CudaKernel recomputing_backward(const CudaBindContext& ctx, const LossLayout& layout, bool own_weights, Prepare prepare) {
+  expect_out(ctx, 0, element_dtype<T>());
+  expect_out(ctx, 1, element_dtype<T>());
+  ScratchLayout scratch;
+  const size_t logits = scratch.take(sizeof(T) * layout.chunk_rows * layout.vocab);
+  const size_t row_losses = scratch.take(sizeof(float) * layout.rows);
+  const size_t weights = own_weights ? scratch.take(sizeof(float) * layout.rows) : 0;
+  const size_t scalars = scratch.take(2 * sizeof(float));  // loss_sum, grad_scale
+  const LossWeightGradient weight_gradient(layout, ctx.output_read(1), scratch);
+  ctx.resources.reserve_scratch(scratch.bytes);
+  CudaResources* resources = &ctx.resources;
+  return [=](const CudaKernelArgs& args) {
+    cuda::LmHeadLossArgs<T> arguments = loss_arguments<T>(layout, args);
+    float* row_weights = own_weights ? scratch_at<float>(resources, weights) : nullptr;
+    if (own_weights) arguments.weights = row_weights;
+    arguments.grad_scale = scratch_at<float>(resources, scalars) + 1;
+    prepare(args, scratch_at<float>(resources, scalars) + 1, row_weights);
+    use_scratch(arguments, resources, logits, row_losses, scalars);
+    arguments.dhidden = args.outputs[0].as<T>();
+    T* dweight = weight_gradient.wanted ? args.outputs[1].as<T>() : nullptr;
+    weight_gradient.prepare(arguments, resources, dweight, args.stream);
+    cuda::lm_head_cross_entropy(resources->matmul(), arguments, args.stream);
+    weight_gradient.finish(resources, dweight, args.stream);
+  };
+}
+
 // (hidden, weight, targets, logsumexp, d_loss, scale[, weights]) -> (d_hidden, d_weight): the
 // un-rewritten backward (CompileOptions::loss_input_grad_in_forward off), which recomputes the logits.
 template <typename T>
@@ -151,30 +194,9 @@ CudaKernel bind_lm_head_loss_backward_typed(const CudaBindContext& ctx) {
   find_token_weights(ctx, layout, 6);
   expect_in(ctx, 4, DType::F32);
   expect_in(ctx, 5, DType::F32);
-  expect_out(ctx, 1, element_dtype<T>());
-  ScratchLayout scratch;
-  const size_t logits = scratch.take(sizeof(T) * layout.chunk_rows * layout.vocab);
-  const size_t row_losses = scratch.take(sizeof(float) * layout.rows);
-  const size_t scalars = scratch.take(2 * sizeof(float));  // loss_sum, grad_scale
-  // A frozen head (LoRA, tied or not) has nobody reading d_weight: skip its GEMM per chunk, the
-  // fp32 accumulator and the rounding pass.
-  const LossWeightGradient weight_gradient(layout, ctx.output_read(1), scratch);
-  ctx.resources.reserve_scratch(scratch.bytes);
-  CudaResources* resources = &ctx.resources;
-  return [=](const CudaKernelArgs& args) {
-    float* grad_scale = scratch_at<float>(resources, scalars) + 1;
+  return recomputing_backward<T>(ctx, layout, false, [](const CudaKernelArgs& args, float* grad_scale, float*) {
     k::scalar_product(args.inputs[4].as<const float>(), args.inputs[5].as<const float>(), grad_scale, args.stream);
-    cuda::LmHeadLossArgs<T> arguments = loss_arguments<T>(layout, args);
-    arguments.logits_workspace = scratch_at<T>(resources, logits);
-    arguments.row_losses = scratch_at<float>(resources, row_losses);
-    arguments.loss_sum = scratch_at<float>(resources, scalars);
-    arguments.grad_scale = grad_scale;
-    arguments.dhidden = args.outputs[0].as<T>();
-    T* dweight = weight_gradient.wanted ? args.outputs[1].as<T>() : nullptr;
-    weight_gradient.prepare(arguments, resources, dweight, args.stream);
-    cuda::lm_head_cross_entropy(resources->matmul(), arguments, args.stream);
-    weight_gradient.finish(resources, dweight, args.stream);
-  };
+  });
 }
 CudaKernel bind_lm_head_loss_backward(const CudaBindContext& ctx) {
   return by_element_type(ctx.inputs[0].dtype, [&]<typename T>() { return bind_lm_head_loss_backward_typed<T>(ctx); });
@@ -210,6 +232,90 @@ CudaKernel bind_lm_head_accuracy(const CudaBindContext& ctx) {
   return by_element_type(ctx.inputs[0].dtype, [&]<typename T>() { return bind_lm_head_accuracy_typed<T>(ctx); });
 }
 
+// (hidden, weight, targets, sequence_ids){sequences} -> (logps, logit_sums, logsumexp): the chunked
+// kernel forward only, its row losses summed per sequence; logsumexp written as zeros (the backward
+// recomputes the logits).
+// sequence_logps(_backward)'s layout: the LM head's, with the sequence ids (I32) as input 3.
+LossLayout sequence_layout(const CudaBindContext& ctx, DType dtype) {
+  const LossLayout layout = loss_layout(ctx, dtype);
+  expect_in(ctx, 3, DType::I32);
+  return layout;
+}
+
+template <typename T>
+CudaKernel bind_sequence_logps_typed(const CudaBindContext& ctx) {
+  const LossLayout layout = sequence_layout(ctx, element_dtype<T>());
+  expect_out(ctx, 0, DType::F32);
+  expect_out(ctx, 1, DType::F32);
+  const int64_t sequences = ctx.outputs[0].numel();
+  ScratchLayout scratch;
+  const size_t logits = scratch.take(sizeof(T) * layout.chunk_rows * layout.vocab);
+  const size_t row_losses = scratch.take(sizeof(float) * layout.rows);
+  const size_t loss_sum = scratch.take(sizeof(float));
+  const size_t column_means = scratch.take(sizeof(float) * layout.channels);
+  ctx.resources.reserve_scratch(scratch.bytes);
+  const bool logit_sums = ctx.output_read(1);
+  CudaResources* resources = &ctx.resources;
+  return [=](const CudaKernelArgs& args) {
+    cuda::LmHeadLossArgs<T> arguments = loss_arguments<T>(layout, args);
+    use_scratch(arguments, resources, logits, row_losses, loss_sum);
+    cuda::lm_head_cross_entropy(resources->matmul(), arguments, args.stream);
+    const int32_t* sequence_ids = args.inputs[3].as<const int32_t>();
+    k::sequence_logps_from_row_losses(arguments.row_losses, arguments.labels, sequence_ids, layout.rows, layout.vocab,
+                                      sequences, args.outputs[0].as<float>(), args.stream);
+    if (logit_sums) {
+      k::sequence_logit_sums(arguments.hidden, arguments.weight, arguments.labels, sequence_ids, layout.rows,
+                             layout.channels, layout.vocab, sequences, scratch_at<float>(resources, column_means),
+                             args.outputs[1].as<float>(), args.stream);
+    }
+    zero_async(args.outputs[2].data, sizeof(float) * layout.rows, args.stream);
+  };
+}
+
+// (hidden, weight, targets, sequence_ids, logsumexp, d_logps) -> (d_hidden, d_weight): the chunked
+// kernel with per-row weights −d_logps[sequence] and grad_scale 1.
+template <typename T>
+CudaKernel bind_sequence_logps_backward_typed(const CudaBindContext& ctx) {
+  const LossLayout layout = sequence_layout(ctx, element_dtype<T>());
+  expect_in(ctx, 5, DType::F32);
+  const int64_t rows = layout.rows;
+  return recomputing_backward<T>(ctx, layout, true, [rows](const CudaKernelArgs& args, float* grad_scale, float* weights) {
+    k::sequence_token_weights(args.inputs[5].as<const float>(), args.inputs[3].as<const int32_t>(), rows, weights,
+                              grad_scale, args.stream);
+  });
+}
+CudaKernel bind_sequence_logps(const CudaBindContext& ctx) {
+  return by_element_type(ctx.inputs[0].dtype, [&]<typename T>() { return bind_sequence_logps_typed<T>(ctx); });
+}
+CudaKernel bind_sequence_logps_backward(const CudaBindContext& ctx) {
+  return by_element_type(ctx.inputs[0].dtype,
+                         [&]<typename T>() { return bind_sequence_logps_backward_typed<T>(ctx); });
+}
+
+cuda::PreferenceLossParams preference_params(const CudaBindContext& ctx) {
+  const ops::PreferenceLossOptions o = ops::defs::preference_loss_options(ctx.attrs);
+  return {.type = static_cast<int>(o.type), .beta = o.beta, .label_smoothing = o.label_smoothing,
+          .target_margin = o.target_margin, .simpo_gamma = o.simpo_gamma, .orpo_beta = o.orpo_beta,
+          .desirable_weight = o.desirable_weight, .undesirable_weight = o.undesirable_weight,
+          .length_norm = o.length_norm, .reference_free = o.reference_free};
+}
+
+// preference_loss (logps, reference_logps, lengths, labels, scales) -> loss, and its backward
+// (..., d_loss) -> d_logps: F32 statistics, one block.
+CudaKernel bind_preference_loss(const CudaBindContext& ctx) {
+  for (size_t index = 0; index < 5; ++index) expect_in(ctx, index, DType::F32);
+  const cuda::PreferenceLossParams params = preference_params(ctx);
+  const int64_t pairs = ctx.inputs[3].numel();
+  const bool backward = ctx.inputs.size() == 6;
+  return [=](const CudaKernelArgs& args) {
+    const float* in[5];
+    for (size_t index = 0; index < 5; ++index) in[index] = args.inputs[index].as<const float>();
+    k::preference_loss(params, pairs, in[0], in[1], in[2], in[3], in[4],
+                       backward ? args.inputs[5].as<const float>() : nullptr, backward ? nullptr : args.outputs[0].as<float>(),
+                       backward ? args.outputs[0].as<float>() : nullptr, args.stream);
+  };
+}
+
 }  // namespace
 
 void register_loss_cuda_ops(CudaOpTable& table) {
@@ -218,6 +324,10 @@ void register_loss_cuda_ops(CudaOpTable& table) {
   table.add("lm_head_loss_with_grads", bind_lm_head_loss_with_grads);
   table.add("lm_head_loss_backward", bind_lm_head_loss_backward);
   table.add("lm_head_accuracy", bind_lm_head_accuracy);
+  table.add("sequence_logps", bind_sequence_logps);
+  table.add("sequence_logps_backward", bind_sequence_logps_backward);
+  table.add("preference_loss", bind_preference_loss);
+  table.add("preference_loss_backward", bind_preference_loss);
 }
 
 }  // namespace surogate::runtime

@@ -153,7 +153,8 @@ void register_attention_cuda_ops(CudaOpTable& table);
 
 // lm_head_loss (and its rewritten forms, compiler/loss_input_grad.h: lm_head_loss_with_input_grad
 // for a frozen head, lm_head_loss_with_grads for a trainable one), lm_head_loss_backward,
-// lm_head_accuracy (chunked LM head + cross-entropy on bf16 / fp16), in runtime/cuda_loss_ops.cpp.
+// lm_head_accuracy (chunked LM head + cross-entropy on bf16 / fp16), sequence_logps(_backward) and
+// preference_loss(_backward) (preference tuning), in runtime/cuda_loss_ops.cpp.
 void register_loss_cuda_ops(CudaOpTable& table);
 
 // linear, linear_add and their backward ops, bias_gradient (cuBLASLt, bf16), in

@@ -25,6 +25,7 @@
 #include "train/device/sharded_gradients.h"
 #include "train/device/weight_shards.h"
 #include "train/lora_targets.h"
+#include "train/objective/training_objective.h"
 
 namespace surogate::train {
 
@@ -104,6 +105,11 @@ TrainingForward build_training_forward(const Config& config, const io::ModelConf
   models::DecoderGraph decoder =
       models::build_model_graph(model, registry, options, model_definition(config.model, config.sources));
   TrainingForward forward{std::move(decoder.graph), decoder.loss};
+  // A training mode's loss in place of the token cross-entropy (train/objective/: surogate dpo).
+  if (const auto objective = make_training_objective(config); objective && training) {
+    ObjectiveGraph rewritten = objective->rewrite_loss(std::move(forward.graph), forward.loss, registry, batch, sequence);
+    forward = {std::move(rewritten.graph), rewritten.loss};
+  }
   // LoRA: the same graph with adapters on the targeted projections and the base frozen.
   if (lora != nullptr) {
     forward.graph = models::apply_lora(forward.graph, registry, lora->adapters, lora->options, training);

@@ -351,3 +351,35 @@ TEST(ConfigRules, SequenceParallelismTurnsCudaGraphsOff) {
 
 }  // namespace
 }  // namespace surogate
+
+namespace surogate {
+namespace {
+
+// The `loss` mapping of surogate dpo: TRL's defaults, a set value, each refusal naming the key.
+TEST(ConfigRules, PreferenceLossOptions) {
+  const Config defaults = load_config_from_string(testing_util::kMinimalConfig, "config.yaml");
+  EXPECT_EQ(defaults.loss.type, "dpo");
+  EXPECT_DOUBLE_EQ(defaults.loss.dpo_beta, 0.1);
+  EXPECT_DOUBLE_EQ(defaults.loss.simpo_gamma, 0.5);
+  EXPECT_DOUBLE_EQ(defaults.loss.beta, 0.1);
+  EXPECT_FALSE(defaults.loss.preference);  // set by `surogate dpo`, not an option
+  const Config set = load_config_from_string(std::string(testing_util::kMinimalConfig) +
+                                                 "loss:\n  type: orpo\n  beta: 0.25\n  label_smoothing: 0.1\n",
+                                             "config.yaml", {"--loss.dpo_beta=0.3"});
+  EXPECT_EQ(set.loss.type, "orpo");
+  EXPECT_DOUBLE_EQ(set.loss.beta, 0.25);
+  EXPECT_DOUBLE_EQ(set.loss.label_smoothing, 0.1);
+  EXPECT_DOUBLE_EQ(set.loss.dpo_beta, 0.3);
+  const std::string minimal = testing_util::kMinimalConfig;
+  EXPECT_TRUE(testing_util::contains(testing_util::load_error(minimal + "loss:\n  type: hinge\n"),
+                                     "config.yaml:6: option 'loss.type' must be dpo, ipo, simpo, orpo or kto (got 'hinge')"));
+  EXPECT_TRUE(testing_util::contains(testing_util::load_error(minimal + "loss:\n  dpo_beta: 0\n"),
+                                     "option 'loss.dpo_beta' must be positive"));
+  EXPECT_TRUE(testing_util::contains(testing_util::load_error(minimal + "loss:\n  label_smoothing: 0.5\n"),
+                                     "option 'loss.label_smoothing' must be in [0, 0.5)"));
+  EXPECT_TRUE(testing_util::contains(testing_util::load_error(minimal + "loss:\n  betta: 0.2\n"), "loss.betta"));
+  EXPECT_TRUE(testing_util::contains(testing_util::load_error(minimal + "loss: 3\n"), "a mapping"));
+}
+
+}  // namespace
+}  // namespace surogate

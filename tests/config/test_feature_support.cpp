@@ -406,6 +406,50 @@ std::vector<RowCase> row_cases() {
          s.data_parallel_device = true;
        },
        "offload_grads is implemented on one GPU only, not on the data-parallel device"},
+      // surogate dpo (loss.preference is set by the command, so these rows wait for the Backend stage).
+      {"kto loss", S::Backend,
+       [](Config& c, RunShape& s) {
+         c.loss.preference = true;
+         c.loss.type = "kto";
+         s = cpu();
+       },
+       "option 'loss.type' is kto: the KTO loss op exists"},
+      {"preference datasets outside surogate dpo", S::Backend,
+       [](Config& c, RunShape& s) {
+         c.data.datasets[0].type = DatasetType::Preference;
+         s = cpu();
+       },
+       "type: preference / kto dataset, which only `surogate dpo` trains on"},
+      {"surogate dpo on other datasets", S::Backend,
+       [](Config& c, RunShape& s) {
+         c.loss.preference = true;
+         s = cpu();
+       },
+       "must all be type: preference for `surogate dpo`"},
+      {"surogate dpo with padding_free", S::Backend,
+       [](Config& c, RunShape& s) {
+         c.loss.preference = true;
+         c.data.datasets[0].type = DatasetType::Preference;
+         c.data.padding_free = true;
+         s = cpu();
+       },
+       "option 'padding_free' does not apply to `surogate dpo`"},
+      {"surogate dpo with a loss_scale strategy", S::Backend,
+       [](Config& c, RunShape& s) {
+         c.loss.preference = true;
+         c.data.datasets[0].type = DatasetType::Preference;
+         c.data.loss_scale = "all";
+         s = cpu();
+       },
+       "option 'loss_scale' does not apply to `surogate dpo`"},
+      {"surogate dpo on several ranks", S::Device,
+       [](Config& c, RunShape& s) {
+         c.loss.preference = true;
+         c.data.datasets[0].type = DatasetType::Preference;
+         s = cuda(2);
+         s.data_parallel_device = true;
+       },
+       "`surogate dpo` trains on one device in this version"},
       // The Model stage.
       {"float16 with a mixture-of-experts model", S::Model,
        [](Config& c, RunShape& s) {

@@ -217,6 +217,17 @@ std::vector<SingleOpCase> make_cases() {
       {"lm_head_loss_with_input_grad", {hidden, head, targets, scalar}, {}, {unit, unit, labels(), fixed({0.25})},
        {1}},
       {"lm_head_loss_with_grads", {hidden, head, targets, scalar}, {}, {unit, unit, labels(), fixed({0.25})}, {1}},
+      // Preference tuning: two sequences over the rows (one row of none); logsumexp is backend-private as above.
+      {"sequence_logps", {hidden, head, targets, targets}, {{"sequences", 2}},
+       {unit, unit, labels(), fixed({0, 0, 1, -1, 1, 1})}, {2}},
+      {"preference_loss", {TensorType{kF32, {4}}, TensorType{kF32, {4}}, TensorType{kF32, {4}}, TensorType{kF32, {2}},
+                           TensorType{kF32, {2}}},
+       {{"type", "dpo"}, {"beta", 0.1}},
+       {uniform(-3.0, -1.0), uniform(-3.0, -1.0), fixed({3, 2, 4, 1}), fixed({1}), fixed({0.5, 0.1})}},
+      {"preference_loss_backward", {TensorType{kF32, {4}}, TensorType{kF32, {4}}, TensorType{kF32, {4}},
+                                    TensorType{kF32, {2}}, TensorType{kF32, {2}}, scalar},
+       {{"type", "orpo"}, {"beta", 0.1}},
+       {uniform(-3.0, -1.0), uniform(-3.0, -1.0), fixed({3, 2, 4, 1}), fixed({1}), fixed({0.5, 0.1}), fixed({1})}},
       {"dropout", {x, TensorType{kI32, {}}}, {{"p", 0.1}, {"stream", 3}}, {unit, seed}},
       {"dropout", {f32_x, TensorType{kI32, {}}}, {{"p", 0.1}, {"stream", 3}}, {unit, seed}},
       {"dropout_add", {x, TensorType{kI32, {}}, x}, {{"p", 0.1}, {"stream", 3}}, {unit, seed, unit}},
@@ -304,6 +315,9 @@ const std::map<std::string, std::string>& ops_not_run_alone() {
         "reads the logsumexp its forward wrote, which only the CPU backend writes (the CUDA backward recomputes "
         "it from hidden and weight), so inputs built independently cannot agree; checked through the forward by "
         "tests/runtime_cuda/test_lm_head_grads_cuda.cpp and models_cuda_tests";
+    r["sequence_logps_backward"] =
+        "reads the logsumexp its forward wrote, which only the CPU backend writes (the CUDA backward recomputes the "
+        "logits, as lm_head_loss_backward's); checked through the forward by test_preference_ops_cuda.cpp";
     const std::string host = "an asynchronous host copy, not a kernel of the CUDA table (runtime/cuda_host_copies.h); "
                              "checked by the offload tests of runtime_cuda_tests";
     r["offload_to_host"] = host;

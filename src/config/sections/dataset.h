@@ -33,6 +33,12 @@ struct DatasetConfig {
   std::optional<std::string> system_field;
   std::optional<std::string> tools_field;
   std::map<std::string, std::string> message_property_mappings = {{"role", "role"}, {"content", "content"}};
+  // preference ({prompt, chosen, rejected}) and kto ({prompt, completion, label}): surogate dpo
+  std::string prompt_field = "prompt";
+  std::string chosen_field = "chosen";
+  std::string rejected_field = "rejected";
+  std::string completion_field = "completion";
+  std::string label_field = "label";
 };
 
 }  // namespace surogate

@@ -36,6 +36,7 @@
 
 #include "ops/cross_entropy.h"
 #include "ops/defs/def_util.h"
+#include "ops/defs/lm_head_inputs.h"
 #include "ops/defs/statistic_dtype.h"
 
 namespace surogate::ops::defs {
@@ -44,16 +45,7 @@ using namespace graph;
 
 // hidden (0), weight (1), labels (2): returns the row count.
 int64_t check_loss_inputs(const InferContext& ctx) {
-  ctx.expect_floating(0);
-  ctx.expect_min_rank(0, 1);
-  ctx.expect_rank(1, 2);
-  if (ctx.input(1).dtype != ctx.input(0).dtype) ctx.fail("{} must have the dtype of {}", ctx.input_label(1), ctx.input_label(0));
-  ctx.expect_dim(0, -1, ctx.input(1).shape[1]);
-  ctx.expect_dtype(2, DType::I32);
-  int64_t rows = ctx.input(0).numel() / ctx.input(1).shape[1];
-  if (ctx.input(2).numel() != rows) {
-    ctx.fail("{} must hold one label per row of {} ({} rows)", ctx.input_label(2), ctx.input_label(0), rows);
-  }
+  const int64_t rows = check_lm_head_inputs(ctx);
   int64_t chunks = ctx.attrs.integer_or("chunks", 1);
   if (chunks < 1) ctx.fail("attribute 'chunks' must be at least 1, got {}", chunks);
   return rows;

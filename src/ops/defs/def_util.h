@@ -58,5 +58,7 @@ void register_round_fp16_ops(graph::OpRegistry& registry);     // round_fp16_def
 void register_moe_router_ops(graph::OpRegistry& registry);     // moe_router_def.cpp
 void register_moe_dispatch_ops(graph::OpRegistry& registry);   // moe_dispatch_def.cpp
 void register_expert_linear_ops(graph::OpRegistry& registry);  // expert_linear_def.cpp
+void register_preference_logps_ops(graph::OpRegistry& registry);  // preference_logps_def.cpp
+void register_preference_loss_ops(graph::OpRegistry& registry);    // preference_loss_def.cpp
 
 }  // namespace surogate::ops::defs

@@ -29,6 +29,8 @@ void register_model_ops(graph::OpRegistry& registry) {
   defs::register_moe_router_ops(registry);
   defs::register_moe_dispatch_ops(registry);
   defs::register_expert_linear_ops(registry);
+  defs::register_preference_logps_ops(registry);
+  defs::register_preference_loss_ops(registry);
 }
 
 graph::OpRegistry make_model_registry() {

@@ -126,6 +126,11 @@ public:
     if (router_aux_loss_ != graph::kNoTensor) aux_sum_ += backend_.view<float>(router_aux_loss_)[0];
   }
 
+  std::vector<float> read_output(graph::TensorId tensor) override {
+    const std::span<float> values = backend_.view<float>(tensor);
+    return {values.begin(), values.end()};
+  }
+
   StepMetrics measure() override {
     StepMetrics metrics{loss_sum_, ops::global_norm<float>(parameters_.gradients), std::nullopt};
     if (router_aux_loss_ != graph::kNoTensor) metrics.router_aux_loss = aux_sum_;

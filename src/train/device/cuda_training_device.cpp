@@ -123,6 +123,12 @@ public:
     rank_->accumulate(inputs);
   }
 
+  std::vector<float> read_output(graph::TensorId tensor) override {
+    std::vector<float> values(static_cast<size_t>(plan_.graph.tensor(tensor).type.numel()));
+    rank_->backend().read(tensor, std::as_writable_bytes(std::span<float>(values)));  // waits for the stream
+    return values;
+  }
+
   StepMetrics measure() override {
     rank_->gradient_norm(0, layout_.entries.size());
     rank_->synchronize();

@@ -24,6 +24,11 @@ MicroBatchTotals sum_in_order(std::span<const MicroBatchTotals> batches) {
 
 MicroBatchTotals TrainingDevice::window_totals(std::span<const MicroBatchTotals> taken) { return sum_in_order(taken); }
 
+std::vector<float> TrainingDevice::read_output(graph::TensorId) {
+  SUROGATE_CHECK(false, "read_output on a device of several ranks (refused by the feature-support table)");
+  return {};
+}
+
 ProcessWindow::ProcessWindow(const distributed::ParallelLayout& layout, distributed::ProcessWorld* world)
     : layout_(layout), world_(world) {
   SUROGATE_CHECK(!layout.spans_processes() || (world != nullptr && world->size() == layout.processes),

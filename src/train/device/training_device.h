@@ -107,6 +107,11 @@ public:
   virtual void store_quantized(const models::QuantizedWeight& weight, QuantizedPieces pieces) = 0;
 
   virtual void accumulate(std::span<const runtime::InputBinding> inputs) = 0;
+  // A forward output of the last micro-batch accumulate() ran (an F32 tensor the plan marks as an
+  // output: a training objective's per-sequence log-probabilities, train/objective/), copied to the
+  // host. One device only (the feature-support table refuses objectives on several ranks): the
+  // default is an internal error.
+  virtual std::vector<float> read_output(graph::TensorId tensor);
   virtual StepMetrics measure() = 0;
   virtual void update(const OptimizerStep& step) = 0;
   // Instead of update() for a step that is not applied (a non-finite loss or gradient): the

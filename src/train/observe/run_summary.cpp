@@ -40,9 +40,13 @@ SummaryRows run_summary_rows(const RunSummary& run) {
   if (result.initial_eval_loss) rows.emplace_back("eval loss before training", fmt::format("{:.4f}", *result.initial_eval_loss));
   if (result.eval_loss) {
     rows.emplace_back("final eval loss", fmt::format("{:.4f}", *result.eval_loss));
-    rows.emplace_back("final eval token accuracy",
-                      fmt::format("{:.1f}% (chance {:.1f}%)", 100.0 * *result.eval_accuracy,
-                                  100.0 / static_cast<double>(run.vocab_size)));
+    if (config.loss.preference) {  // surogate dpo: eval_accuracy is the pairs' reward accuracy
+      rows.emplace_back("final eval reward accuracy", fmt::format("{:.1f}%", 100.0 * *result.eval_accuracy));
+    } else {
+      rows.emplace_back("final eval token accuracy",
+                        fmt::format("{:.1f}% (chance {:.1f}%)", 100.0 * *result.eval_accuracy,
+                                    100.0 / static_cast<double>(run.vocab_size)));
+    }
   }
   rows.emplace_back("time", format_duration(result.seconds));
   for (auto& row : gpu_summary_rows(state.gpu_history)) rows.push_back(std::move(row));

@@ -16,7 +16,27 @@
 namespace surogate::train {
 namespace fs = std::filesystem;
 
+// surogate dpo: the objective's metrics on the validation split, through the training device.
+void evaluate_objective(RunContext& run, bool final_eval) {
+  if (run.cache->eval().rows() == 0) return;
+  nlohmann::json record = run.objective->evaluate();
+  record.update({{"step", run.state.step}, {"final", final_eval}});
+  run.state.eval_history.push_back(record);
+  run.log("eval", record);
+  const double loss = record.value("eval_loss", 0.0);
+  if (!run.result.initial_eval_loss) run.result.initial_eval_loss = loss;
+  run.result.eval_loss = loss;
+  run.result.eval_accuracy = record.value("eval_rewards/accuracies", 0.0);
+  run.message(fmt::format("eval @ step {}: loss {:.4f} | reward accuracy {:.1f}% | margin {:.4f} ({} pairs)",
+                          run.state.step, loss, 100.0 * *run.result.eval_accuracy,
+                          record.value("eval_rewards/margins", 0.0), record.value("eval_pairs", int64_t{0})));
+}
+
 void evaluate(RunContext& run, bool final_eval) {
+  if (run.objective) {
+    evaluate_objective(run, final_eval);
+    return;
+  }
   if (run.cache->eval().rows() > 0) run.device->before_evaluation();  // every process: it may be collective
   if (run.evaluator) {
     EvalResult eval = run.evaluator->run();

@@ -35,6 +35,7 @@
 #include "train/device/training_device.h"
 #include "train/evaluator.h"
 #include "train/lr_schedule.h"
+#include "train/objective/training_objective.h"
 #include "train/observe/gpu_utilization.h"
 #include "train/observe/metrics_log.h"
 #include "train/observe/progress_display.h"
@@ -101,6 +102,8 @@ struct RunContext {
   int32_t pad_id = 0;
   std::unique_ptr<Evaluator> evaluator;
   std::unique_ptr<BatchInputs> inputs;
+  // surogate dpo: the training mode's loss, inputs and metrics (train/objective/); null for sft / pt.
+  std::unique_ptr<TrainingObjective> objective;
   std::unique_ptr<LrSchedule> schedule;
   std::unique_ptr<CheckpointStore> store;
   // The run's records (rank 0's process): the JSONL log, report_to, log_gpu_util.

@@ -37,6 +37,7 @@ void schedule_steps(RunContext& run) {
 
 void make_evaluator(RunContext& run) {
   if (run.cache->eval().rows() == 0 || !run.world->leads()) return;
+  if (run.config.loss.preference) return;  // surogate dpo evaluates through its objective (run_actions.cpp)
   const Config& config = run.config;
   run.evaluator = run.device->make_evaluator(
       {&run.model_config, &run.registry, run.batch, run.sequence, config.kernels.lmhead_chunks, run.cache,

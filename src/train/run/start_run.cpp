@@ -107,6 +107,15 @@ void plan_model(RunContext& run, const ChosenBackend& chosen) {
   run.quantized = models::quantized_weights(run.plan.graph);
 }
 
+void prepare_objective(RunContext& run) {
+  run.objective = make_training_objective(run.config);
+  if (!run.objective) return;
+  ObjectiveContext context{&run.plan, run.device.get(), run.inputs.get(), run.cache, run.batch, run.pad_id,
+                           run.state.step > 0, [&run](const std::string& line) { run.message(line); }};
+  run.objective->prepare(context);
+  run.startup.end_phase("reference");
+}
+
 std::unique_ptr<RunContext> start_run(const Config& config, const TrainerOptions& options) {
   auto run = std::make_unique<RunContext>(config, options);
   const ChosenBackend chosen = choose_backend(*run);
@@ -119,6 +128,7 @@ std::unique_ptr<RunContext> start_run(const Config& config, const TrainerOptions
   make_evaluator(*run);
   open_checkpoints(*run);
   open_records(*run);
+  prepare_objective(*run);
   return run;
 }
 

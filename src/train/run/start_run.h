@@ -46,6 +46,9 @@ void open_checkpoints(RunContext& run);
 // The run's records on rank 0's process (the JSONL log, trackers, GPU sampling) and their first
 // lines; the restarts so far.
 void open_records(RunContext& run);
+// surogate dpo: the training objective (train/objective/) and its one-time work (the reference
+// log-probabilities), once the weights, the data and a resumed state are there.
+void prepare_objective(RunContext& run);
 
 // Every step above, in order.
 std::unique_ptr<RunContext> start_run(const Config& config, const TrainerOptions& options);

@@ -66,13 +66,18 @@ StepOutcome train_step(RunContext& run, const StepWindow& window) {
   const float scale = outcome.totals.loss_weight > 0.0
                           ? static_cast<float>(run.guard->loss_scale() / outcome.totals.loss_weight)
                           : 0.0f;
+  if (run.objective) run.objective->begin_window(window.batches, run.guard->loss_scale());
   for (size_t micro = 0; micro < window.batches.size(); ++micro) {
     std::vector<runtime::InputBinding> bindings = run.inputs->bind(window.batches[micro], scale);
+    if (run.objective) {
+      for (const runtime::InputBinding& binding : run.objective->bind(micro)) bindings.push_back(binding);
+    }
     if (run.dropout_seed != graph::kNoTensor) {
       run.dropout_seed_value = dropout_seed(run.state.train_seed, run.state.step, window.indices[micro]);
       bindings.push_back({run.dropout_seed, std::as_bytes(std::span<const int32_t>(&run.dropout_seed_value, 1))});
     }
     run.device->accumulate(bindings);
+    if (run.objective) run.objective->observe(*run.device);
   }
   outcome.metrics = run.device->measure();
   if (run.config.logging.debug_time_breakdown)
@@ -111,6 +116,7 @@ void record_step(RunContext& run, const StepWindow& window, StepOutcome& outcome
   record.update({{"step", run.state.step}, {"epoch", epoch}, {"loss", loss}, {"lr", outcome.learning_rate},
                  {"grad_norm", grad_norm}, {"tokens", tokens}, {"loss_tokens", outcome.totals.loss_tokens},
                  {"tokens_per_second", tokens / std::max(seconds, 1e-9)}, {"step_seconds", seconds}});
+  if (run.objective) record.update(run.objective->step_metrics());  // surogate dpo: TRL's metric names
   if (outcome.metrics.router_aux_loss) {  // MoE: the mean of the micro-batches' load-balancing losses
     record["router_aux_loss"] = *outcome.metrics.router_aux_loss / static_cast<double>(window.size);  // every rank's
   }

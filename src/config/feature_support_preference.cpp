@@ -1,0 +1,66 @@
+// The feature-support table's rows of preference tuning (`surogate dpo`, train/objective/): what
+// this version runs. Kept apart from feature_support.cpp (its size); the table calls
+// add_preference_rows in its order.
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "config/feature_support_preference.h"
+
+namespace surogate {
+namespace {
+
+bool has_dataset_of(const Config& c, bool preference) {
+  for (const auto* list : {&c.data.datasets, &c.eval.validation_datasets}) {
+    for (const DatasetConfig& dataset : *list) {
+      const bool is_preference = dataset.type == DatasetType::Preference || dataset.type == DatasetType::Kto;
+      if (is_preference == preference) return true;
+    }
+  }
+  return false;
+}
+
+// Judged at the Backend stage: `surogate dpo` sets loss.preference after loading the configuration.
+SupportRow preference_row(const char* name, std::function<bool(const Config&)> refuses, const char* key,
+                          const char* text) {
+  return {name, SupportStage::Backend, SupportBackend::Any,
+          [refuses](const Config& config, const RunShape&) { return refuses(config); },
+          [key, text](const Config& config, const RunShape&) { return fmt::format("{}: option '{}' {}", config.sources.of(key), key, text); }};
+}
+
+}  // namespace
+
+void add_preference_rows(std::vector<SupportRow>& rows) {
+  rows.push_back(preference_row(
+      "kto loss", [](const Config& c) { return c.loss.preference && c.loss.type == "kto"; }, "loss.type",
+      "is kto: the KTO loss op exists (ops/preference_loss.h) but its data path (unpaired rows with their mismatched KL "
+      "completions) is not in this version; use dpo, ipo, simpo or orpo on type: preference data"));
+  rows.push_back(preference_row(
+      "preference datasets outside surogate dpo",
+      [](const Config& c) { return !c.loss.preference && has_dataset_of(c, true); }, "datasets",
+      "has a type: preference / kto dataset, which only `surogate dpo` trains on"));
+  rows.push_back(preference_row(
+      "surogate dpo on other datasets", [](const Config& c) { return c.loss.preference && has_dataset_of(c, false); },
+      "datasets", "must all be type: preference for `surogate dpo` ({prompt, chosen, rejected} rows)"));
+  rows.push_back(preference_row(
+      "surogate dpo with padding_free", [](const Config& c) { return c.loss.preference && c.data.padding_free; },
+      "padding_free", "does not apply to `surogate dpo`: each pair is one row (chosen, then rejected); remove it"));
+  rows.push_back(preference_row(
+      "surogate dpo with a loss_scale strategy",
+      [](const Config& c) { return c.loss.preference && c.data.loss_scale != "default"; }, "loss_scale",
+      "does not apply to `surogate dpo`: the loss is the preference loss over whole completions; remove it"));
+  rows.push_back({"surogate dpo on several ranks", SupportStage::Device, SupportBackend::Any,
+                  [](const Config& c, const RunShape& s) {
+                    return c.loss.preference && (s.several_ranks() || s.spans_processes() || s.data_parallel_device);
+                  },
+                  [](const Config& c, const RunShape& s) {
+                    return fmt::format("{}: `surogate dpo` trains on one device in this version (the per-pair "
+                                       "log-probabilities are read back from one device); this run would use {}. Set "
+                                       "gpus: 1",
+                                       c.sources.of("gpus"), s.layout_description);
+                  }});
+}
+
+}  // namespace surogate

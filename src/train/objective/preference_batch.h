@@ -1,0 +1,31 @@
+// One micro-batch of preference pairs as the preference graph's inputs (preference_graph.h). A row
+// of the batch is one pair (data/preference_formatter.h): its first document the chosen sequence,
+// its second the rejected one; a padding row (the last batch of an epoch) is no pair.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "data/packing.h"
+
+namespace surogate::train {
+
+// The reference log-probabilities of one split's rows (row i: chosen at 2i, rejected at 2i + 1).
+using ReferenceLogps = std::vector<float>;
+
+struct PairInputs {
+  int64_t batch = 0;
+  std::vector<int32_t> sequence_ids;  // [B·T]: row r's chosen r, rejected B + r, −1 elsewhere
+  std::vector<float> reference;       // [2B]
+  std::vector<float> lengths;         // [2B] completion tokens (targets) per sequence
+  std::vector<float> labels;          // [B], 0 (KTO's flags are not read from the data yet)
+  int64_t pairs = 0;                  // rows holding a pair
+  double chosen_tokens = 0.0;
+};
+
+// `reference`: the split's table (null: zeros, the reference pass itself or reference-free losses).
+// Targets are the labels shifted as train/batch_inputs.h does.
+PairInputs pair_inputs(const data::PackedBatch& batch, const ReferenceLogps* reference);
+
+}  // namespace surogate::train

@@ -1,0 +1,157 @@
+// The preference objective; see preference_objective.h.
+#include "train/objective/preference_objective.h"
+
+#include <algorithm>
+#include <fstream>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "io/atomic_file.h"
+#include "train/device/training_device.h"
+#include "train/objective/preference_graph.h"
+
+namespace surogate::train {
+namespace {
+
+template <typename T>
+std::span<const std::byte> preference_bytes(const std::vector<T>& values) {
+  return std::as_bytes(std::span<const T>(values));
+}
+
+// The stored reference of this token cache and model, or nothing (missing, or another key).
+bool read_reference(const std::filesystem::path& file, const nlohmann::json& key, ReferenceLogps& train,
+                    ReferenceLogps& eval) {
+  std::ifstream in(file);
+  if (!in) return false;
+  const nlohmann::json stored = nlohmann::json::parse(in, nullptr, false);
+  if (!stored.is_object() || stored.value("key", nlohmann::json()) != key) return false;
+  train = stored.at("train").get<ReferenceLogps>();
+  eval = stored.at("eval").get<ReferenceLogps>();
+  return true;
+}
+
+}  // namespace
+
+ops::PreferenceLossOptions preference_loss_options(const config::Loss& loss) {
+  ops::PreferenceLossType type = ops::PreferenceLossType::Dpo;
+  SUROGATE_CHECK(ops::parse_preference_loss_type(loss.type, type), "loss.type validated");
+  return {.type = type, .beta = loss.dpo_beta, .label_smoothing = loss.label_smoothing,
+          .length_norm = loss.length_norm, .reference_free = loss.reference_free,
+          .target_margin = loss.target_margin, .simpo_gamma = loss.simpo_gamma, .orpo_beta = loss.beta,
+          .desirable_weight = loss.desirable_weight, .undesirable_weight = loss.undesirable_weight};
+}
+
+PreferenceObjective::PreferenceObjective(const config::Loss& loss, std::filesystem::path reference_file, std::string model)
+    : options_(preference_loss_options(loss)),
+      reference_file_(std::move(reference_file)),
+      model_(std::move(model)),
+      metrics_(options_) {}
+
+ObjectiveGraph PreferenceObjective::rewrite_loss(graph::Graph forward, graph::TensorId loss,
+                                                 const graph::OpRegistry& registry, int64_t batch,
+                                                 int64_t sequence) const {
+  return apply_preference_loss(std::move(forward), loss, registry, options_, batch, sequence);
+}
+
+std::vector<runtime::InputBinding> PreferenceObjective::bindings_of(const PairInputs& inputs) {
+  const compiler::ExecutionPlan& plan = *context_.plan;
+  return {{plan.tensor(kSequenceIds), preference_bytes(inputs.sequence_ids)},
+          {plan.tensor(kReferenceLogps), preference_bytes(inputs.reference)},
+          {plan.tensor(kSequenceLengths), preference_bytes(inputs.lengths)},
+          {plan.tensor(kPreferenceLabels), preference_bytes(inputs.labels)},
+          {plan.tensor(kPreferenceScales), std::as_bytes(std::span<const float>(scales_, 2))}};
+}
+
+void PreferenceObjective::read_policy(const PairInputs& inputs, PreferenceMetrics& metrics, ReferenceLogps* logps,
+                                      const data::PackedBatch* batch) {
+  TrainingDevice& device = *context_.device;
+  const std::vector<float> policy = device.read_output(context_.plan->tensor(kPolicyLogps));
+  const std::vector<float> logit_sums = device.read_output(context_.plan->tensor(kPolicyLogitSums));
+  metrics.add(inputs.batch, policy.data(), logit_sums.data(), inputs.reference.data(), inputs.lengths.data());
+  if (logps == nullptr) return;
+  for (int64_t row = 0; row < inputs.batch; ++row) {
+    const uint64_t pair = batch->rows[static_cast<size_t>(row)];
+    if (2 * pair + 1 >= logps->size()) continue;  // a padding row
+    (*logps)[2 * pair] = policy[static_cast<size_t>(row)];
+    (*logps)[2 * pair + 1] = policy[static_cast<size_t>(inputs.batch + row)];
+  }
+}
+
+ReferenceLogps PreferenceObjective::forward_split(const data::PackedRowsView& rows, const ReferenceLogps* reference,
+                                                  PreferenceMetrics* metrics) {
+  ReferenceLogps logps(2 * rows.rows(), 0.0f);
+  PreferenceMetrics discarded(options_);
+  scales_[0] = scales_[1] = 0.0f;  // no loss, no gradient: only the forward's log-probs are read
+  const auto batch = static_cast<uint64_t>(context_.batch);
+  for (uint64_t first = 0; first < rows.rows(); first += batch) {
+    std::vector<uint64_t> indices;
+    for (uint64_t row = first; row < first + batch; ++row) indices.push_back(std::min<uint64_t>(row, rows.rows()));
+    const data::PackedBatch packed = data::make_batch(rows, indices, context_.pad_id);
+    const PairInputs inputs = pair_inputs(packed, reference);
+    std::vector<runtime::InputBinding> bindings = context_.inputs->bind(packed, 0.0f);
+    for (const runtime::InputBinding& binding : bindings_of(inputs)) bindings.push_back(binding);
+    context_.device->accumulate(bindings);
+    read_policy(inputs, metrics != nullptr ? *metrics : discarded, &logps, &packed);
+    context_.device->measure();
+    context_.device->skip_update();
+  }
+  return logps;
+}
+
+void PreferenceObjective::prepare(const ObjectiveContext& context) {
+  context_ = context;
+  if (!ops::preference_loss_uses_reference(options_)) return;
+  const nlohmann::json key{{"token_cache", context.cache->key()}, {"model", model_}};
+  if (read_reference(reference_file_, key, train_reference_, eval_reference_) &&
+      train_reference_.size() == 2 * context.cache->train().rows() &&
+      eval_reference_.size() == 2 * context.cache->eval().rows()) {
+    context.message(fmt::format("reference log-probabilities: read from {}", reference_file_.string()));
+    return;
+  }
+  if (context.resumed) {
+    fail_user("{}: the reference log-probabilities of this run are missing (or belong to other data or another model); "
+              "a resumed `surogate dpo` run cannot recompute them from trained weights. Start the run again without "
+              "resuming", reference_file_.string());
+  }
+  context.message(fmt::format("reference log-probabilities: computing them for {} + {} pairs with the starting weights",
+                              context.cache->train().rows(), context.cache->eval().rows()));
+  train_reference_ = forward_split(context.cache->train(), nullptr, nullptr);
+  eval_reference_ = forward_split(context.cache->eval(), nullptr, nullptr);
+  const nlohmann::json stored{{"key", key}, {"train", train_reference_}, {"eval", eval_reference_}};
+  io::write_text_file_atomically(reference_file_, stored.dump());
+}
+
+void PreferenceObjective::begin_window(std::span<const data::PackedBatch> window, double loss_scale) {
+  window_.clear();
+  int64_t pairs = 0;
+  double chosen_tokens = 0.0;
+  for (const data::PackedBatch& batch : window) {
+    window_.push_back(pair_inputs(batch, ops::preference_loss_uses_reference(options_) ? &train_reference_ : nullptr));
+    pairs += window_.back().pairs;
+    chosen_tokens += window_.back().chosen_tokens;
+  }
+  scales_[0] = pairs > 0 ? static_cast<float>(loss_scale / static_cast<double>(pairs)) : 0.0f;
+  scales_[1] = chosen_tokens > 0.0 ? static_cast<float>(loss_scale / chosen_tokens) : 0.0f;
+}
+
+std::vector<runtime::InputBinding> PreferenceObjective::bind(size_t micro) {
+  current_ = micro;
+  return bindings_of(window_.at(micro));
+}
+
+void PreferenceObjective::observe(TrainingDevice&) { read_policy(window_.at(current_), metrics_, nullptr, nullptr); }
+
+nlohmann::json PreferenceObjective::step_metrics() { return metrics_.take("", false); }
+
+nlohmann::json PreferenceObjective::evaluate() {
+  PreferenceMetrics metrics(options_);
+  const data::PackedRowsView rows = context_.cache->eval();
+  const bool reference = ops::preference_loss_uses_reference(options_);
+  forward_split(rows, reference ? &eval_reference_ : nullptr, &metrics);
+  nlohmann::json record = metrics.take("eval_", true);
+  record["eval_pairs"] = rows.rows();
+  return record;
+}
+
+}  // namespace surogate::train

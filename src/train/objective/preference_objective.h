@@ -1,0 +1,60 @@
+// `surogate dpo`'s training objective (training_objective.h): pairs in, the preference loss
+// (ops/preference_loss.h) out, TRL's metrics in the step and eval records.
+//
+// The reference model costs no second copy of the weights: its log-probabilities are computed once,
+// before the first step, with the weights training starts from (the base model: with LoRA the
+// adapters start at zero, B = 0, so the policy at step 0 IS the base; with full fine-tuning the
+// loaded weights), through the training plan itself with a zero loss scale, and stored beside the
+// token cache (`<output_dir>/tokenized/reference_logps.json`, keyed by the token cache and the
+// model): a resumed run reads them back, and refuses to start when they are missing. Losses that
+// need no reference (simpo, orpo, reference_free) skip the pass.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "config/config.h"
+#include "train/objective/preference_batch.h"
+#include "train/objective/preference_metrics.h"
+#include "train/objective/training_objective.h"
+
+namespace surogate::train {
+
+// The loss section as the ops read it (dpo_beta is β of every type but orpo, whose β is `beta`).
+ops::PreferenceLossOptions preference_loss_options(const config::Loss& loss);
+
+class PreferenceObjective final : public TrainingObjective {
+public:
+  PreferenceObjective(const config::Loss& loss, std::filesystem::path reference_file, std::string model);
+
+  ObjectiveGraph rewrite_loss(graph::Graph forward, graph::TensorId loss, const graph::OpRegistry& registry,
+                              int64_t batch, int64_t sequence) const override;
+  void prepare(const ObjectiveContext& context) override;
+  void begin_window(std::span<const data::PackedBatch> window, double loss_scale) override;
+  std::vector<runtime::InputBinding> bind(size_t micro) override;
+  void observe(TrainingDevice& device) override;
+  nlohmann::json step_metrics() override;
+  nlohmann::json evaluate() override;
+
+private:
+  // Runs every row of `rows` through the device (zero loss scale: no gradient, no update) and
+  // returns each row's chosen and rejected log-probs; with `metrics`, adds each micro-batch to it.
+  ReferenceLogps forward_split(const data::PackedRowsView& rows, const ReferenceLogps* reference,
+                               PreferenceMetrics* metrics);
+  std::vector<runtime::InputBinding> bindings_of(const PairInputs& inputs);
+  void read_policy(const PairInputs& inputs, PreferenceMetrics& metrics, ReferenceLogps* logps,
+                   const data::PackedBatch* batch);
+
+  ops::PreferenceLossOptions options_;
+  std::filesystem::path reference_file_;
+  std::string model_;
+  ObjectiveContext context_;
+  ReferenceLogps train_reference_, eval_reference_;
+  std::vector<PairInputs> window_;
+  float scales_[2] = {0.0f, 0.0f};
+  size_t current_ = 0;  // the micro-batch of the window bound last
+  PreferenceMetrics metrics_;
+};
+
+}  // namespace surogate::train

@@ -1,0 +1,79 @@
+// A training mode's seam: what the step loop asks of a mode whose loss is not the decoder's token
+// cross-entropy. `surogate sft` / `pt` have no objective (the LM head's loss, train/batch_inputs.h);
+// `surogate dpo` runs the preference objective (preference_objective.h); an RL mode (GRPO) is meant
+// to implement the same five calls:
+//   rewrite_loss   the forward graph with the mode's loss in place of the LM-head cross-entropy
+//                  (the graph's "loss"), as the mode's ops compute it;
+//   prepare        what is computed once before the first step (the reference log-probabilities);
+//   begin_window / bind
+//                  the mode's own graph inputs for each micro-batch of an optimizer step's window
+//                  (the window's normaliser known before the first one runs);
+//   observe        after each micro-batch ran: reads back what the mode logs;
+//   step_metrics / evaluate
+//                  the step record's metrics (TRL's names), and the same on the validation split.
+// The objective only builds inputs and reads outputs; the graph's ops compute the loss and its
+// gradients on either backend.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "compiler/execution_plan.h"
+#include "config/config.h"
+#include "data/packing.h"
+#include "data/token_cache.h"
+#include "graph/graph.h"
+#include "graph/op_registry.h"
+#include "runtime/backend.h"
+#include "train/batch_inputs.h"
+
+namespace surogate::train {
+
+class TrainingDevice;  // train/device/training_device.h
+
+// What an objective works with once the run's plan, device and data exist.
+struct ObjectiveContext {
+  const compiler::ExecutionPlan* plan = nullptr;
+  TrainingDevice* device = nullptr;
+  BatchInputs* inputs = nullptr;  // the decoder's inputs (token ids, positions, documents, targets)
+  std::shared_ptr<const data::TokenCache> cache;
+  int64_t batch = 1;
+  int32_t pad_id = 0;
+  bool resumed = false;  // the run continues from a checkpoint (its weights are no longer the reference)
+  std::function<void(const std::string&)> message;
+};
+
+// A rewritten forward graph and its loss.
+struct ObjectiveGraph {
+  graph::Graph graph;
+  graph::TensorId loss = graph::kNoTensor;
+};
+
+class TrainingObjective {
+public:
+  virtual ~TrainingObjective() = default;
+  // `loss`: the forward graph's (the LM head's cross-entropy); micro-batches of [batch, sequence].
+  virtual ObjectiveGraph rewrite_loss(graph::Graph forward, graph::TensorId loss, const graph::OpRegistry& registry,
+                                      int64_t batch, int64_t sequence) const = 0;
+  virtual void prepare(const ObjectiveContext& context) = 0;
+  // `loss_scale`: what the loss is multiplied by (fp16 loss scaling; 1 otherwise).
+  virtual void begin_window(std::span<const data::PackedBatch> window, double loss_scale) = 0;
+  // The bindings of micro-batch `micro` of the window; after BatchInputs::bind of the same batch.
+  virtual std::vector<runtime::InputBinding> bind(size_t micro) = 0;
+  virtual void observe(TrainingDevice& device) = 0;
+  // The metrics of the window's micro-batches since the last call (TRL's names).
+  virtual nlohmann::json step_metrics() = 0;
+  // Every validation row once, with the device's current weights: {"eval_loss", "eval_rewards/..."}.
+  virtual nlohmann::json evaluate() = 0;
+};
+
+// The configuration's objective (loss.preference: the preference objective), or null.
+std::unique_ptr<TrainingObjective> make_training_objective(const Config& config);
+
+}  // namespace surogate::train
