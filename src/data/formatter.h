@@ -38,6 +38,10 @@ struct FormatOptions {
   // `agent_template`: tools, tool calls and tool responses written as text in that format before
   // the chat template renders the conversation (data/agent_template.h).
   std::optional<AgentTemplate> agent_template;
+  // Message contents may be lists of parts ({"type": "text", "text": ...}, {"type": "image"}),
+  // which reach the chat template as they are (image rows, data/image_rows.h); off, a content
+  // must be a string.
+  bool content_parts = false;
 };
 
 // A formatted row: the text the model sees and its tokens, or the reason it was dropped.
