@@ -4,7 +4,8 @@ ms-swift <image> placeholders with an images column, a multi-turn row, a text-on
 Qwen2-VL chat template, and expected.json with what transformers makes of each row:
 Qwen2VLProcessor's rendered text, input_ids (<|image_pad|> expanded), image_grid_thw, and
 Qwen2VLModel.get_rope_index's M-RoPE position ids and deltas; and mrope.json, the multimodal
-rotary embedding applied by transformers at one row's positions (forward and gradient). tests/data/test_image_rows.cpp
+rotary embedding applied by transformers at one row's positions (forward and gradient); and
+vision_rope.json, the vision tower's patch positions, attention segments and rotary tables. tests/data/test_image_rows.cpp
 asserts the engine (data/image_rows.h) gives the same.
 
 The tokenizer is the Qwen3 one of tests/fixtures/tokenizers/qwen3 (its vocabulary and special
@@ -24,6 +25,7 @@ import numpy as np
 import torch
 from transformers import AutoTokenizer, Qwen2VLConfig
 from transformers.image_utils import load_image
+from transformers.vision_utils import get_vision_cu_seqlens, get_vision_position_ids
 from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
 from transformers.models.qwen2_vl.modeling_qwen2_vl import Qwen2VLModel, apply_rotary_pos_emb
 from transformers.models.qwen2_vl.processing_qwen2_vl import Qwen2VLProcessor
@@ -130,47 +132,84 @@ def write_mrope_fixture(model, position_ids):
     (OUT / "mrope.json").write_text(json.dumps(fixture) + "\n")
 
 
-def main():
-    OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / "chat_template.jinja").write_text(TEMPLATE)
-    with open(OUT / "rows.jsonl", "w") as handle:
-        for row in ROWS:
-            handle.write(json.dumps(row) + "\n")
-    config = json.loads((VISION / "qwen2_5_vl" / "preprocessor_config.json").read_text())
+def write_vision_rope_fixture(model):
+    """vision_rope.json: the vision tower's patch positions and attention segments
+    (get_vision_position_ids, get_vision_cu_seqlens) for image grids of the rows and a
+    two-frame grid, and its rotary tables (Qwen2VLVisionRotaryEmbedding of the tiny model,
+    head_dim 16: cos / sin [patches, 16], whose first half is the table the engine keeps)."""
+    grids = [[1, 6, 8], [1, 4, 6], [2, 4, 4]]
+    grid_thw = torch.tensor(grids)
+    positions = get_vision_position_ids(grid_thw, 2)
+    cu_seqlens = get_vision_cu_seqlens(grid_thw)
+    visual = model.visual
+    cos, sin = visual.rotary_pos_emb(torch.zeros(1), positions)
+    half = cos.shape[-1] // 2
+    fixture = {"grid_thw": grids, "merge_size": 2, "head_dim": cos.shape[-1],
+               "theta": visual.config.rope_parameters["rope_theta"],
+               "position_ids": positions.tolist(), "cu_seqlens": cu_seqlens.tolist(),
+               "cos": cos[:, :half].reshape(-1).tolist(), "sin": sin[:, :half].reshape(-1).tolist()}
+    (OUT / "vision_rope.json").write_text(json.dumps(fixture) + "\n")
+
+
+def make_processor(preprocessor_dir):
+    """Qwen2VLProcessor (no video processor) of the Qwen3 tokenizer fixture, the Qwen2-VL
+    template and the preprocessor_config.json of `preprocessor_dir`."""
+    config = json.loads((pathlib.Path(preprocessor_dir) / "preprocessor_config.json").read_text())
     config.pop("image_processor_type")
     image_processor = Qwen2VLImageProcessorPil(**config)
     with tempfile.TemporaryDirectory() as folder:
         with tarfile.open(ROOT / "tests" / "fixtures" / "tokenizers" / "qwen3" / "tokenizer.tar.xz") as archive:
             archive.extractall(folder, filter="data")
         tokenizer = AutoTokenizer.from_pretrained(folder)
-    processor = ImageOnlyProcessor(image_processor=image_processor, tokenizer=tokenizer, chat_template=TEMPLATE)
+    return ImageOnlyProcessor(image_processor=image_processor, tokenizer=tokenizer, chat_template=TEMPLATE)
+
+
+def make_model():
+    """A tiny Qwen2VLModel: get_rope_index and the rotary embeddings read only its config."""
     model_config = Qwen2VLConfig(
         text_config={"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 1,
                      "intermediate_size": 64, "vocab_size": 151936,
                      "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [2, 3, 3]}},
         vision_config={"depth": 1, "embed_dim": 32, "hidden_size": 32, "num_heads": 2, "patch_size": 14,
                        "spatial_merge_size": 2, "temporal_patch_size": 2})
-    model = Qwen2VLModel(model_config).eval()
+    return Qwen2VLModel(model_config).eval()
+
+
+def transformers_row(processor, model, row, base_dir):
+    """What transformers makes of one row: the rendered text, input_ids, image_grid_thw and the
+    M-RoPE position ids [3][tokens] (1-D positions for a text-only row) with their delta."""
+    messages, paths = hf_messages(row)
+    text = processor.apply_chat_template(messages, tokenize=False)
+    images = [load_image(str((pathlib.Path(base_dir) / path).resolve())) for path in paths]
+    batch = processor(text=[text], images=images or None, return_tensors="pt")
+    entry = {"text": text, "input_ids": batch["input_ids"][0].tolist(),
+             "image_grid_thw": batch["image_grid_thw"].tolist() if images else []}
+    if images:
+        positions, deltas = model.get_rope_index(batch["input_ids"], batch["mm_token_type_ids"],
+                                                 image_grid_thw=batch["image_grid_thw"])
+        entry["position_ids"] = positions[:, 0].tolist()
+        entry["delta"] = int(deltas[0, 0])
+    else:
+        length = batch["input_ids"].shape[1]
+        entry["position_ids"] = [list(range(length))] * 3  # text only: transformers' 1-D positions
+        entry["delta"] = 0
+    return entry
+
+
+def main():
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / "chat_template.jinja").write_text(TEMPLATE)
+    with open(OUT / "rows.jsonl", "w") as handle:
+        for row in ROWS:
+            handle.write(json.dumps(row) + "\n")
+    processor = make_processor(VISION / "qwen2_5_vl")
+    model = make_model()
     expected = []
     for row in ROWS:
-        messages, paths = hf_messages(row)
-        text = processor.apply_chat_template(messages, tokenize=False)
-        images = [load_image(str((OUT / path).resolve())) for path in paths]
-        batch = processor(text=[text], images=images or None, return_tensors="pt")
-        entry = {"text": text, "input_ids": batch["input_ids"][0].tolist(),
-                 "image_grid_thw": batch["image_grid_thw"].tolist() if images else []}
-        if images:
-            positions, deltas = model.get_rope_index(batch["input_ids"], batch["mm_token_type_ids"],
-                                                     image_grid_thw=batch["image_grid_thw"])
-            entry["position_ids"] = positions[:, 0].tolist()
-            entry["delta"] = int(deltas[0, 0])
-        else:
-            length = batch["input_ids"].shape[1]
-            entry["position_ids"] = [list(range(length))] * 3  # text only: transformers' 1-D positions
-            entry["delta"] = 0
-        expected.append(entry)
+        expected.append(transformers_row(processor, model, row, OUT))
     (OUT / "expected.json").write_text(json.dumps(expected) + "\n")
     write_mrope_fixture(model, expected[1]["position_ids"])
+    write_vision_rope_fixture(model)
     print("wrote", OUT, [len(e["input_ids"]) for e in expected])
 
 

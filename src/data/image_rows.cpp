@@ -214,6 +214,7 @@ std::optional<ImageSample> ImageRowFormatter::format(const Row& row, std::string
                                                 processor_.config().merge_size, {}, where)
                             .ids;
   result.text = std::move(formatted.text);
+  result.tokenization_differs = formatted.tokenization_differs;
   return result;
 }
 

@@ -57,6 +57,9 @@ struct ImageSample {
   vision::ProcessedImages images;
   std::vector<int32_t> position_ids;  // [3, tokens]: M-RoPE (vision/mrope_positions.h)
   std::string text;                   // the rendered text, one <|image_pad|> per image
+  // The text tokenized span by span (for the loss mask) differs from tokenizing it whole, as
+  // transformers' processor does (FormattedRow::tokenization_differs, docs/data.md).
+  bool tokenization_differs = false;
 };
 
 class ImageRowFormatter {

@@ -4,14 +4,8 @@
 // (scripts/make_vision_row_fixtures.py), with the real Qwen tokenizer and the Qwen2-VL template.
 #include <gtest/gtest.h>
 
-#include <fstream>
-#include <memory>
-#include <sstream>
-
-#include "chat_template/chat_template.h"
-#include "data/image_rows.h"
+#include "qwen2_vl_rows.h"
 #include "test_helpers.h"
-#include "tokenizer/tokenizer.h"
 #include "user_error_of.h"
 #include "vision/mrope_positions.h"
 
@@ -21,31 +15,11 @@ namespace {
 constexpr int32_t kImagePad = 151655;
 const std::filesystem::path kRows = std::filesystem::path(SUROGATE_FIXTURES_DIR) / "vision" / "rows";
 
-std::string read_text(const std::filesystem::path& path) {
-  std::ifstream stream(path, std::ios::binary);
-  std::stringstream text;
-  text << stream.rdbuf();
-  return text.str();
-}
+using testing::read_text;
 
 ImageRowFormatter qwen2_vl_formatter(const std::filesystem::path& base_dir) {
-  auto tokenizer = std::make_shared<tokenizer::Tokenizer>(
-      tokenizer::Tokenizer::load(std::filesystem::path(SUROGATE_TOKENIZERS_DIR) / "qwen3"));
-  TextCodec codec;
-  codec.encode = [tokenizer](std::string_view text, bool special) { return tokenizer->encode(text, special); };
-  codec.decode = [tokenizer](std::span<const int32_t> ids) { return tokenizer->decode(ids, false); };
-  codec.eos_id = tokenizer->eos_token_id();
-  EXPECT_EQ(tokenizer->token_to_id("<|image_pad|>"), kImagePad);
-  auto chat = std::make_shared<chat_template::ChatTemplate>(
-      chat_template::ChatTemplate::from_source(read_text(kRows / "chat_template.jinja"), "qwen2_vl"));
-  ChatRenderer renderer = [chat](const RowValue& messages, const RowValue& tools, bool generation_prompt) {
-    return chat->render({.messages = messages, .tools = tools, .add_generation_prompt = generation_prompt});
-  };
-  ImageRowOptions options;
-  options.base_dir = base_dir;
-  options.image_pad_id = kImagePad;
-  auto processor = vision::ImageProcessorConfig::from_folder(kRows.parent_path() / "qwen2_5_vl");
-  return ImageRowFormatter(DatasetConfig{}, FormatOptions{}, codec, renderer, vision::ImageProcessor(processor), options);
+  return testing::qwen2_vl_formatter(std::filesystem::path(SUROGATE_TOKENIZERS_DIR) / "qwen3",
+                                     kRows / "chat_template.jinja", kRows.parent_path() / "qwen2_5_vl", base_dir);
 }
 
 std::vector<Row> fixture_rows() {

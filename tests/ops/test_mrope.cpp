@@ -93,3 +93,38 @@ TEST(Mrope, SectionsMustCoverTheFrequencies) {
 
 }  // namespace
 }  // namespace surogate::ops
+
+namespace surogate::ops {
+namespace {
+
+// The vision tower's 2-D rotary tables (vision/patch_positions.h): M-RoPE tables with
+// inv_freq = [f, f] and sections [0, q, q] over (frame, row, column) positions equal
+// transformers' Qwen2VLVisionRotaryEmbedding (vision_rope.json; 2e-6 absolute, as above).
+TEST(Mrope, VisionRotaryTablesEqualTransformers) {
+  std::ifstream stream(std::filesystem::path(SUROGATE_FIXTURES_DIR) / "vision" / "rows" / "vision_rope.json");
+  const auto fixture = nlohmann::json::parse(stream);
+  const int64_t head_dim = fixture["head_dim"];
+  const auto& rows_columns = fixture["position_ids"];
+  const auto patches = static_cast<int64_t>(rows_columns.size());
+  std::vector<int32_t> positions(static_cast<size_t>(3 * patches), 0);
+  for (int64_t p = 0; p < patches; ++p) {
+    positions[patches + p] = rows_columns[p][0].get<int32_t>();
+    positions[2 * patches + p] = rows_columns[p][1].get<int32_t>();
+  }
+  RopeFrequencies<float> frequencies = rope_frequencies<float>(default_rope(fixture["theta"], head_dim / 2), patches);
+  const std::vector<float> single = frequencies.inverse_frequency;
+  frequencies.inverse_frequency.insert(frequencies.inverse_frequency.end(), single.begin(), single.end());
+  const std::vector<int64_t> sections{0, head_dim / 4, head_dim / 4};
+  std::vector<float> cos(patches * head_dim / 2), sin(cos.size());
+  mrope_tables(frequencies, positions.data(), patches, sections, cos.data(), sin.data());
+  const auto expected_cos = fixture["cos"].get<std::vector<float>>();
+  const auto expected_sin = fixture["sin"].get<std::vector<float>>();
+  ASSERT_EQ(cos.size(), expected_cos.size());
+  for (size_t i = 0; i < cos.size(); ++i) {
+    ASSERT_NEAR(cos[i], expected_cos[i], 2e-6) << i;
+    ASSERT_NEAR(sin[i], expected_sin[i], 2e-6) << i;
+  }
+}
+
+}  // namespace
+}  // namespace surogate::ops

@@ -277,6 +277,24 @@ TEST(OpsDefs, AttentionGqaDocumentsWindow) {
   EXPECT_EQ(checked, 3u);
 }
 
+// causal: false (a vision tower's attention): every token sees its whole document; the gradient
+// rule passes the attribute to the backward.
+TEST(OpsDefs, BidirectionalAttentionWithinDocuments) {
+  size_t checked = check_gradients(
+      [](GraphBuilder& b) {
+        TensorId docs = b.input("document_ids", DType::I32, {2, 5});
+        TensorId q = b.parameter("q", DType::F64, {2, 5, 2, 3});
+        TensorId k = b.parameter("k", DType::F64, {2, 5, 2, 3});
+        TensorId v = b.parameter("v", DType::F64, {2, 5, 2, 3});
+        return probe_loss(b, b.op("attention", {q, k, v, docs}, {{"causal", false}}));
+      },
+      {{"document_ids", {0, 0, 0, 1, 1, 0, 0, 0, 0, 0}}});
+  EXPECT_EQ(checked, 3u);
+  GraphBuilder b(registry());
+  TensorId q = b.parameter("q", DType::F32, {1, 4, 2, 3});
+  EXPECT_THROW(b.op("attention", {q, q, q}, {{"causal", false}, {"window", 2}}), UserError);
+}
+
 // attn_bwd_chunks: the backward over slices of the batch rows (2 + 1 rows, one row each, more
 // chunks than rows) gives exactly the gradients of one pass (rows are independent).
 TEST(OpsDefs, AttentionBackwardInChunksEqualsOnePass) {
