@@ -81,17 +81,22 @@ def random_row(rng, folder, index):
     return row
 
 
-def test_random_rows_equal_transformers(tmp_path, tokenizers_dir):
+def run_tool(rows, folder, tokenizers_dir):
+    """The engine's output for `rows` (written to folder/rows.jsonl, images relative to it)."""
     tool = build_binary("tests/data/image_rows_tool")
-    rng = np.random.default_rng(41)
-    rows = [random_row(rng, tmp_path, index) for index in range(24)]
-    rows_file = tmp_path / "rows.jsonl"
+    rows_file = folder / "rows.jsonl"
     rows_file.write_text("".join(json.dumps(row) + "\n" for row in rows))
-    template = tmp_path / "qwen2_vl.jinja"
+    template = folder / "qwen2_vl.jinja"
     template.write_text(fixtures.TEMPLATE)
     result = subprocess.run([str(tool), str(tokenizers_dir / "qwen3"), str(template), str(PREPROCESSOR),
                              str(rows_file)], capture_output=True, text=True, check=True)
-    engine = [json.loads(line) for line in result.stdout.splitlines()]
+    return [json.loads(line) for line in result.stdout.splitlines()]
+
+
+def test_random_rows_equal_transformers(tmp_path, tokenizers_dir):
+    rng = np.random.default_rng(41)
+    rows = [random_row(rng, tmp_path, index) for index in range(24)]
+    engine = run_tool(rows, tmp_path, tokenizers_dir)
     assert len(engine) == len(rows)
     processor = fixtures.make_processor(PREPROCESSOR)
     model = fixtures.make_model()
@@ -125,18 +130,12 @@ def test_random_rows_equal_transformers(tmp_path, tokenizers_dir):
 
 
 def test_a_bad_row_is_one_error_naming_row_and_file(tmp_path, tokenizers_dir):
-    tool = build_binary("tests/data/image_rows_tool")
     (tmp_path / "cut.png").write_bytes(b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0")
     rows = [{"messages": [{"role": "user", "content": "<image>hi"}, {"role": "assistant", "content": "x"}],
              "images": ["cut.png"]},
             {"messages": [{"role": "user", "content": "<image><image>"}, {"role": "assistant", "content": "x"}],
              "images": ["cut.png"]}]
+    first, second = (result["error"] for result in run_tool(rows, tmp_path, tokenizers_dir))
     rows_file = tmp_path / "rows.jsonl"
-    rows_file.write_text("".join(json.dumps(row) + "\n" for row in rows))
-    template = tmp_path / "qwen2_vl.jinja"
-    template.write_text(fixtures.TEMPLATE)
-    result = subprocess.run([str(tool), str(tokenizers_dir / "qwen3"), str(template), str(PREPROCESSOR),
-                             str(rows_file)], capture_output=True, text=True, check=True)
-    first, second = (json.loads(line)["error"] for line in result.stdout.splitlines())
     assert f"{rows_file}:1" in first and "cut.png" in first
     assert f"{rows_file}:2" in second and "more image placeholders than the 1 image of 'images'" in second
