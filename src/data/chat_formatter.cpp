@@ -95,6 +95,8 @@ FormattedRow Formatter::format_conversation(const Row& row) const {
       out["content"] = "";
     } else if (*role == "tool_call" && content != message.end() && content->is_object()) {
       out["content"] = *content;  // the call written as an object instead of a JSON string
+    } else if (options_.content_parts && content != message.end() && content->is_array()) {
+      out["content"] = *content;
     } else {
       out["content"] = required_string(message, content_key, origin, "message_property_mappings.content");
     }

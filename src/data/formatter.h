@@ -40,6 +40,10 @@ struct FormatOptions {
   std::optional<AgentTemplate> agent_template;
   // type: preference (surogate dpo): each sequence's max_length (a pair's row holds two of them).
   size_t preference_max_length = 0;
+  // Message contents may be lists of parts ({"type": "text", "text": ...}, {"type": "image"}),
+  // which reach the chat template as they are (image rows, data/image_rows.h); off, a content
+  // must be a string.
+  bool content_parts = false;
 };
 
 // A formatted row: the text the model sees and its tokens, or the reason it was dropped.

@@ -24,11 +24,17 @@ void check_attention_shape(const AttentionShape& shape) {
   SUROGATE_CHECK(shape.kv_heads > 0 && shape.query_heads % shape.kv_heads == 0,
                  "query heads {} must be a multiple of kv heads {}", shape.query_heads,
                  shape.kv_heads);
+  SUROGATE_CHECK(shape.causal || shape.window == 0, "a sliding window needs causal attention");
 }
 
 // First key index visible from query i under the window rule (documents are checked apart).
 int64_t first_visible_key(const AttentionShape& shape, int64_t query) {
   return shape.window > 0 ? std::max<int64_t>(0, query - shape.window + 1) : 0;
+}
+
+// Last key index visible from query i: itself when causal, else the row's last token.
+int64_t last_visible_key(const AttentionShape& shape, int64_t query) {
+  return shape.causal ? query : shape.sequence - 1;
 }
 
 // Padding (document id −1) sees only itself: a padding run is no document, and letting it attend
@@ -65,21 +71,21 @@ void attention_forward(const AttentionShape& shape, const T* q, const T* k, cons
     std::vector<double> accumulator(static_cast<size_t>(dim));
     for (int64_t query = 0; query < sequence; ++query) {
       const T* query_row = q + ((batch * sequence + query) * query_heads + head) * dim;
-      const int64_t first = first_visible_key(shape, query);
+      const int64_t first = first_visible_key(shape, query), last = last_visible_key(shape, query);
       double maximum = -std::numeric_limits<double>::infinity();
-      for (int64_t key = first; key <= query; ++key) {
+      for (int64_t key = first; key <= last; ++key) {
         if (!same_document(row_documents, query, key)) continue;
         const T* key_row = k + ((batch * sequence + key) * kv_heads + kv_head) * dim;
         scores[key] = scale * dot(query_row, key_row, dim);
         maximum = std::max(maximum, scores[key]);
       }
       double sum = 0.0;
-      for (int64_t key = first; key <= query; ++key) {
+      for (int64_t key = first; key <= last; ++key) {
         if (same_document(row_documents, query, key)) sum += std::exp(scores[key] - maximum);
       }
       const double log_normalizer = maximum + std::log(sum);
       std::fill(accumulator.begin(), accumulator.end(), 0.0);
-      for (int64_t key = first; key <= query; ++key) {
+      for (int64_t key = first; key <= last; ++key) {
         if (!same_document(row_documents, query, key)) continue;
         const double probability = std::exp(scores[key] - log_normalizer);
         const T* value_row = v + ((batch * sequence + key) * kv_heads + kv_head) * dim;
@@ -120,7 +126,8 @@ void attention_backward(const AttentionShape& shape, const T* q, const T* k, con
         const double delta = dot(output_gradient, out + q_offset, dim);
         const double log_normalizer = logsumexp[(batch * query_heads + head) * sequence + query];
         std::fill(query_gradient.begin(), query_gradient.end(), 0.0);
-        for (int64_t key = first_visible_key(shape, query); key <= query; ++key) {
+        const int64_t last = last_visible_key(shape, query);
+        for (int64_t key = first_visible_key(shape, query); key <= last; ++key) {
           if (!same_document(row_documents, query, key)) continue;
           const T* key_row = k + kv_offset(key);
           const T* value_row = v + kv_offset(key);

@@ -4,7 +4,8 @@
 // h / (Hq / Hkv) (HF's repeat_kv order).
 //
 // Key j is visible from query i (same batch row) iff all of:
-//   j ≤ i                                     (causal)
+//   j ≤ i                                     (causal; skipped when causal is false: the
+//                                              bidirectional attention of vision towers)
 //   document_ids[b, j] == document_ids[b, i]  (packed sequences; skipped when nullptr)
 //     and ≥ 0, or j == i                      (padding, id −1, sees only itself)
 //   i − window < j                            (sliding window; skipped when window ≤ 0)
@@ -38,6 +39,7 @@ struct AttentionShape {
   int64_t head_dim = 0;     // D
   double scale = 0.0;       // softmax scale; 0 means 1 / sqrt(head_dim)
   int64_t window = 0;       // sliding window in tokens; 0 = full causal
+  bool causal = true;       // false: every key of the document (no window then)
 };
 
 template <typename T>

@@ -11,9 +11,16 @@ constexpr double kSqrtHalf = 0.70710678118654752440;        // 1/√2
 constexpr double kSqrtTwoOverPi = 0.79788456080286535588;   // √(2/π)
 constexpr double kInverseSqrtTwoPi = 0.39894228040143267794;  // 1/√(2π)
 constexpr double kCubic = 0.044715;
+constexpr double kQuick = 1.702;
+
+template <typename T>
+T quick_sigmoid(T x) {
+  return T(1) / (T(1) + std::exp(-T(kQuick) * x));
+}
 
 template <typename T>
 T gelu_value(T x, GeluApproximation approximation) {
+  if (approximation == GeluApproximation::Quick) return x * quick_sigmoid(x);
   if (approximation == GeluApproximation::Tanh) {
     const T inner = T(kSqrtTwoOverPi) * (x + T(kCubic) * x * x * x);
     return T(0.5) * x * (T(1) + std::tanh(inner));
@@ -23,6 +30,10 @@ T gelu_value(T x, GeluApproximation approximation) {
 
 template <typename T>
 T gelu_derivative(T x, GeluApproximation approximation) {
+  if (approximation == GeluApproximation::Quick) {
+    const T s = quick_sigmoid(x);
+    return s + T(kQuick) * x * s * (T(1) - s);
+  }
   if (approximation == GeluApproximation::Tanh) {
     const T square = x * x;
     const T t = std::tanh(T(kSqrtTwoOverPi) * (x + T(kCubic) * square * x));
@@ -38,6 +49,7 @@ T gelu_derivative(T x, GeluApproximation approximation) {
 std::optional<GeluApproximation> gelu_approximation_from_name(std::string_view name) {
   if (name == "none") return GeluApproximation::None;
   if (name == "tanh") return GeluApproximation::Tanh;
+  if (name == "quick") return GeluApproximation::Quick;
   return std::nullopt;
 }
 

@@ -47,6 +47,9 @@ AttentionLayout attention_layout(const CudaBindContext& ctx) {
   layout.batch = q[0];
   layout.sequence = q[1];
   layout.window = static_cast<int>(ctx.attrs.integer_or("window", 0));
+  require(ctx, ctx.attrs.boolean_or("causal", true),
+          "the CUDA attention kernels are causal; bidirectional attention (causal: false, a vision tower's) runs on "
+          "the CPU backend only");
   const double scale = ctx.attrs.number_or("scale", 0.0);
   layout.scale = static_cast<float>(scale > 0.0 ? scale : 1.0 / std::sqrt(static_cast<double>(layout.head_dim)));
   layout.flash = layout.head_dim == 32 || layout.head_dim == 64 || layout.head_dim == 128;

@@ -11,8 +11,14 @@
 namespace surogate::runtime {
 namespace {
 
-// The op's `approximate` attribute (validated by its shape rule): true for the tanh form.
-bool tanh_form(const CudaBindContext& ctx) { return ctx.attrs.string_or("approximate", "none") == "tanh"; }
+// The op's `approximate` attribute (validated by its shape rule): true for the tanh form. The
+// quick form (vision towers) has no CUDA kernel yet.
+bool tanh_form(const CudaBindContext& ctx) {
+  const std::string form = ctx.attrs.string_or("approximate", "none");
+  require(ctx, form != "quick", "the CUDA gelu kernels have no quick form (x · sigmoid(1.702 x)); it runs on the CPU "
+                                "backend only");
+  return form == "tanh";
+}
 
 template <typename T>
 CudaKernel bind_gelu_typed(const CudaBindContext& ctx) {

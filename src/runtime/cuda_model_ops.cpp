@@ -252,27 +252,53 @@ CudaKernel bind_swiglu_fused_backward(const CudaBindContext& ctx) {
 
 // ---- rope ----
 
-CudaKernel bind_rope_cos_sin(const CudaBindContext& ctx) {
-  expect_in(ctx, 0, DType::I32);
+// The inverse frequencies of a table op's 'inv_freq' attribute, on the device.
+std::shared_ptr<cuda::DeviceBuffer<float>> device_inverse_frequency(const CudaBindContext& ctx, std::string_view op) {
   require(ctx, ctx.attrs.has("inv_freq"),
-          "the CUDA backend takes rope_cos_sin with an 'inv_freq' attribute (as models::build_decoder_graph writes "
-          "it); tables from RoPE-config attributes are computed on the CPU backend only");
+          "the CUDA backend takes {} with an 'inv_freq' attribute (as models::build_decoder_graph writes it); "
+          "tables from RoPE-config attributes are computed on the CPU backend only",
+          op);
   std::vector<float> inverse;
   for (const auto& value : ctx.attrs.raw().at("inv_freq")) inverse.push_back(static_cast<float>(value.get<double>()));
-  const float scaling = static_cast<float>(ctx.attrs.number_or("attention_scaling", 1.0));
-  const int half = static_cast<int>(inverse.size());
-  const int64_t tokens = ctx.inputs[0].numel();
+  return std::make_shared<cuda::DeviceBuffer<float>>(cuda::to_device(inverse));
+}
+
+// A kernel writing cos / sin tables in the output dtype (F32, BF16 or F16): tables<Table>(args).
+template <typename Tables>
+CudaKernel bind_table_writer(const CudaBindContext& ctx, Tables tables) {
   const DType dtype = ctx.outputs[0].dtype;
   require(ctx, dtype == DType::F32 || dtype == DType::BF16 || dtype == DType::F16,
           "the CUDA backend writes F32, BF16 or F16 RoPE tables, not {}", dtype_safetensors_name(dtype));
-  auto device_inverse = std::make_shared<cuda::DeviceBuffer<float>>(cuda::to_device(inverse));
-  auto tables = [=]<typename Table>(const CudaKernelArgs& args) {
-    k::rope_tables(args.outputs[0].as<Table>(), args.outputs[1].as<Table>(), args.inputs[0].as<const int32_t>(),
-                   device_inverse->data(), tokens, half, scaling, args.stream);
-  };
   if (dtype == DType::F32) return [=](const CudaKernelArgs& args) { tables.template operator()<float>(args); };
   return by_element_type(dtype, [&]<typename T>() -> CudaKernel {
     return [=](const CudaKernelArgs& args) { tables.template operator()<T>(args); };
+  });
+}
+
+CudaKernel bind_rope_cos_sin(const CudaBindContext& ctx) {
+  expect_in(ctx, 0, DType::I32);
+  auto device_inverse = device_inverse_frequency(ctx, "rope_cos_sin");
+  const float scaling = static_cast<float>(ctx.attrs.number_or("attention_scaling", 1.0));
+  const int half = static_cast<int>(device_inverse->size());
+  const int64_t tokens = ctx.inputs[0].numel();
+  return bind_table_writer(ctx, [=]<typename Table>(const CudaKernelArgs& args) {
+    k::rope_tables(args.outputs[0].as<Table>(), args.outputs[1].as<Table>(), args.inputs[0].as<const int32_t>(),
+                   device_inverse->data(), tokens, half, scaling, args.stream);
+  });
+}
+
+// mrope_cos_sin: position_ids [3, ...], mrope_section [t, h, w] (validated by the op's infer).
+CudaKernel bind_mrope_cos_sin(const CudaBindContext& ctx) {
+  expect_in(ctx, 0, DType::I32);
+  auto device_inverse = device_inverse_frequency(ctx, "mrope_cos_sin");
+  const float scaling = static_cast<float>(ctx.attrs.number_or("attention_scaling", 1.0));
+  const int half = static_cast<int>(device_inverse->size());
+  const int64_t tokens = ctx.inputs[0].numel() / 3;
+  const std::vector<int64_t> sections = ctx.attrs.integers("mrope_section");
+  const int section_t = static_cast<int>(sections.at(0)), section_h = static_cast<int>(sections.at(1));
+  return bind_table_writer(ctx, [=]<typename Table>(const CudaKernelArgs& args) {
+    k::mrope_tables(args.outputs[0].as<Table>(), args.outputs[1].as<Table>(), args.inputs[0].as<const int32_t>(),
+                    device_inverse->data(), tokens, half, section_t, section_h, scaling, args.stream);
   });
 }
 
@@ -329,6 +355,7 @@ void register_model_cuda_ops(CudaOpTable& table) {
   table.add("swiglu_fused", bind_swiglu_fused);
   table.add("swiglu_fused_backward", bind_swiglu_fused_backward);
   table.add("rope_cos_sin", bind_rope_cos_sin);
+  table.add("mrope_cos_sin", bind_mrope_cos_sin);
   table.add("rope", bind_rope);
   table.add("rope_backward", bind_rope_backward);
 }

@@ -1,5 +1,5 @@
 // Attention: forward against a naive softmax over an independently built full mask matrix
-// (GQA ratios 1, 2, 4; packed documents; sliding window), LSE convention, gradients of
+// (GQA ratios 1, 2, 4; packed documents; sliding window; bidirectional), LSE convention, gradients of
 // q, k, v by finite differences, cu_seqlens conversion, float vs double.
 #include <cmath>
 
@@ -14,6 +14,7 @@ using testing::random_vector;
 struct Case {
   int64_t batch, sequence, query_heads, kv_heads, head_dim, window;
   bool documents;
+  bool causal = true;  // false: bidirectional within each document (vision towers)
 };
 
 // Document ids: row 0 holds documents of lengths 3, 1, rest; row 1 a single document.
@@ -30,7 +31,7 @@ std::vector<int32_t> make_documents(const Case& c) {
 // mask[b][i][j] from the rules written out directly.
 bool visible(const Case& c, const std::vector<int32_t>& documents, int64_t b, int64_t i,
              int64_t j) {
-  if (j > i) return false;
+  if (c.causal && j > i) return false;
   if (c.window > 0 && !(i - c.window < j)) return false;
   if (c.documents && documents[b * c.sequence + i] != documents[b * c.sequence + j]) return false;
   return true;
@@ -39,13 +40,15 @@ bool visible(const Case& c, const std::vector<int32_t>& documents, int64_t b, in
 const Case kCases[] = {
     {2, 7, 2, 2, 4, 0, false}, {2, 9, 4, 2, 3, 0, true}, {1, 11, 8, 2, 5, 3, false},
     {2, 8, 4, 1, 4, 2, true},  {1, 5, 3, 3, 6, 0, true},
+    {2, 9, 4, 2, 3, 0, true, false}, {1, 6, 2, 1, 4, 0, false, false},
 };
 
 TEST(Attention, ForwardMatchesNaiveMaskedSoftmax) {
   uint64_t seed = 1;
   for (const Case& c : kCases) {
-    const AttentionShape shape{c.batch,    c.sequence, c.query_heads, c.kv_heads,
-                               c.head_dim, 0.0,        c.window};
+    AttentionShape shape{c.batch,    c.sequence, c.query_heads, c.kv_heads,
+                         c.head_dim, 0.0,        c.window};
+    shape.causal = c.causal;
     const int64_t q_count = c.batch * c.sequence * c.query_heads * c.head_dim;
     const int64_t kv_count = c.batch * c.sequence * c.kv_heads * c.head_dim;
     const std::vector<double> q = random_vector(q_count, ++seed, -2, 2);
@@ -92,8 +95,9 @@ TEST(Attention, ForwardMatchesNaiveMaskedSoftmax) {
 TEST(Attention, GradientsMatchFiniteDifferences) {
   uint64_t seed = 100;
   for (const Case& c : kCases) {
-    const AttentionShape shape{c.batch,    c.sequence, c.query_heads, c.kv_heads,
-                               c.head_dim, 0.0,        c.window};
+    AttentionShape shape{c.batch,    c.sequence, c.query_heads, c.kv_heads,
+                         c.head_dim, 0.0,        c.window};
+    shape.causal = c.causal;
     const int64_t q_count = c.batch * c.sequence * c.query_heads * c.head_dim;
     const int64_t kv_count = c.batch * c.sequence * c.kv_heads * c.head_dim;
     std::vector<double> q = random_vector(q_count, ++seed, -2, 2);
@@ -113,7 +117,7 @@ TEST(Attention, GradientsMatchFiniteDifferences) {
                        weights.data(), d_q.data(), d_k.data(), d_v.data());
     const std::string name = "case Hq=" + std::to_string(c.query_heads) +
                              " Hkv=" + std::to_string(c.kv_heads) +
-                             " window=" + std::to_string(c.window);
+                             " window=" + std::to_string(c.window) + (c.causal ? "" : " bidirectional");
     testing::expect_gradient_matches(loss, q, d_q, ++seed, name + " d_q");
     testing::expect_gradient_matches(loss, k, d_k, ++seed, name + " d_k");
     testing::expect_gradient_matches(loss, v, d_v, ++seed, name + " d_v");

@@ -1,4 +1,4 @@
-// GELU (erf and tanh forms): values against torch's published values and the formulas,
+// GELU (erf, tanh and quick forms): values against torch's published values and the formulas,
 // gradients against finite differences, float against double, the attribute's spellings.
 #include <cmath>
 
@@ -23,10 +23,16 @@ TEST(Gelu, ValuesMatchTorch) {
   for (size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(out[i], erf_expected[i], 1e-15) << x[i];
   gelu_forward(x.data(), static_cast<int64_t>(x.size()), GeluApproximation::Tanh, out.data());
   for (size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(out[i], tanh_expected[i], 1e-15) << x[i];
+  // transformers.activations.QuickGELUActivation()(x) in float64.
+  const std::vector<double> quick_expected = {-0.01807130970778597, -0.1542042340671787, -0.1496115633936199, 0.0,
+                                              0.35038843660638014,  0.8457957659328212,  2.981928690292214};
+  gelu_forward(x.data(), static_cast<int64_t>(x.size()), GeluApproximation::Quick, out.data());
+  for (size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(out[i], quick_expected[i], 1e-15) << x[i];
 }
 
 TEST(Gelu, GradientsMatchFiniteDifferences) {
-  for (GeluApproximation approximation : {GeluApproximation::None, GeluApproximation::Tanh}) {
+  for (GeluApproximation approximation :
+       {GeluApproximation::None, GeluApproximation::Tanh, GeluApproximation::Quick}) {
     std::vector<double> x = random_vector(37, 1, -4, 4);
     const std::vector<double> weights = random_vector(x.size(), 2);
     std::vector<double> out(x.size());
@@ -36,7 +42,7 @@ TEST(Gelu, GradientsMatchFiniteDifferences) {
     };
     std::vector<double> d_x(x.size());
     gelu_backward(weights.data(), x.data(), static_cast<int64_t>(x.size()), approximation, d_x.data());
-    testing::expect_gradient_matches(loss, x, d_x, 3, approximation == GeluApproximation::None ? "erf" : "tanh");
+    testing::expect_gradient_matches(loss, x, d_x, 3, std::to_string(static_cast<int>(approximation)));
   }
 }
 
@@ -51,7 +57,8 @@ TEST(Gelu, BackwardMayWriteIntoItsGradient) {
 TEST(Gelu, FloatAgreesWithDouble) {
   const std::vector<double> x = random_vector(101, 6, -6, 6);
   const std::vector<float> x_float = testing::to_float(x);
-  for (GeluApproximation approximation : {GeluApproximation::None, GeluApproximation::Tanh}) {
+  for (GeluApproximation approximation :
+       {GeluApproximation::None, GeluApproximation::Tanh, GeluApproximation::Quick}) {
     std::vector<double> out(x.size());
     std::vector<float> out_float(x.size());
     gelu_forward(x.data(), static_cast<int64_t>(x.size()), approximation, out.data());
@@ -63,6 +70,7 @@ TEST(Gelu, FloatAgreesWithDouble) {
 TEST(Gelu, AttributeSpellings) {
   EXPECT_EQ(gelu_approximation_from_name("none"), GeluApproximation::None);
   EXPECT_EQ(gelu_approximation_from_name("tanh"), GeluApproximation::Tanh);
+  EXPECT_EQ(gelu_approximation_from_name("quick"), GeluApproximation::Quick);
   EXPECT_EQ(gelu_approximation_from_name("erf"), std::nullopt);
   EXPECT_EQ(gelu_approximation_from_name(""), std::nullopt);
 }

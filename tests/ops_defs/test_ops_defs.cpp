@@ -264,17 +264,29 @@ TEST(OpsDefs, FusedRmsnormRopeShapeRules) {
   EXPECT_THROW(b.op("fused_rmsnorm_rope", {x, b.parameter("w16", DType::F32, {16}), ids}, attrs), UserError);
 }
 
-TEST(OpsDefs, AttentionGqaDocumentsWindow) {
-  size_t checked = check_gradients(
-      [](GraphBuilder& b) {
+// Gradients of attention over two rows of 5 tokens (row 0: documents of 3 and 2 tokens), kv heads 2,
+// head_dim 3, by finite differences; the number of gradients checked.
+size_t attention_gradients_checked(int64_t query_heads, const json& attrs) {
+  return check_gradients(
+      [&](GraphBuilder& b) {
         TensorId docs = b.input("document_ids", DType::I32, {2, 5});
-        TensorId q = b.parameter("q", DType::F64, {2, 5, 4, 3});
+        TensorId q = b.parameter("q", DType::F64, {2, 5, query_heads, 3});
         TensorId k = b.parameter("k", DType::F64, {2, 5, 2, 3});
         TensorId v = b.parameter("v", DType::F64, {2, 5, 2, 3});
-        return probe_loss(b, b.op("attention", {q, k, v, docs}, {{"window", 3}}));
+        return probe_loss(b, b.op("attention", {q, k, v, docs}, attrs));
       },
       {{"document_ids", {0, 0, 0, 1, 1, 0, 0, 0, 0, 0}}});
-  EXPECT_EQ(checked, 3u);
+}
+
+TEST(OpsDefs, AttentionGqaDocumentsWindow) { EXPECT_EQ(attention_gradients_checked(4, {{"window", 3}}), 3u); }
+
+// causal: false (a vision tower's attention): every token sees its whole document; the gradient
+// rule passes the attribute to the backward.
+TEST(OpsDefs, BidirectionalAttentionWithinDocuments) {
+  EXPECT_EQ(attention_gradients_checked(2, {{"causal", false}}), 3u);
+  GraphBuilder b(registry());
+  TensorId q = b.parameter("q", DType::F32, {1, 4, 2, 3});
+  EXPECT_THROW(b.op("attention", {q, q, q}, {{"causal", false}, {"window", 2}}), UserError);
 }
 
 // attn_bwd_chunks: the backward over slices of the batch rows (2 + 1 rows, one row each, more

@@ -93,6 +93,12 @@ std::vector<double> inverse_frequencies() {
   return values;
 }
 
+// Three sections over the head_dim / 2 frequencies, as mrope_section splits them.
+std::vector<int64_t> mrope_section() {
+  const int64_t half = kHeadDim / 2, temporal = half / 4, height = (half - temporal) / 2;
+  return {temporal, height, half - temporal - height};
+}
+
 std::vector<SingleOpCase> make_cases() {
   const TensorType x{kBf16, {kRows, kChannels}};
   const TensorType narrow{kBf16, {kRows, kOut}};
@@ -196,6 +202,10 @@ std::vector<SingleOpCase> make_cases() {
        {unit, unit, unit, uniform(-0.5, 0.5), positive}},
       {"rope_cos_sin", {positions}, {{"inv_freq", inverse_frequencies()}, {"attention_scaling", 1.0}},
        {token_positions}},
+      // M-RoPE: an image's 2 x 3 grid after two text tokens, then text again (vision/mrope_positions.h).
+      {"mrope_cos_sin", {TensorType{kI32, {3, kRows}}},
+       {{"inv_freq", inverse_frequencies()}, {"mrope_section", mrope_section()}},
+       {fixed({0, 1, 2, 2, 2, 5, 0, 1, 2, 2, 3, 5, 0, 1, 2, 3, 4, 5})}},
       {"rope", {x, tables, tables}, {{"heads", kHeads}, {"head_dim", kHeadDim}}, {unit, angles, angles}},
       {"rope_backward", {x, tables, tables}, {{"heads", kHeads}, {"head_dim", kHeadDim}}, {unit, angles, angles}},
       {"fused_rope", {x, positions}, rope_attrs, {unit, token_positions}},

@@ -17,6 +17,12 @@ template <typename T>
 void rope_tables(T* cos, T* sin, const int32_t* position_ids, const float* inv_freq, int64_t tokens, int half,
                  float scaling, cudaStream_t stream);
 
+// M-RoPE tables (ops/mrope.h): position_ids [3, tokens] (temporal, height, width); frequency i
+// reads axis 0 below section_t, axis 1 below section_t + section_h, else axis 2.
+template <typename T>
+void mrope_tables(T* cos, T* sin, const int32_t* position_ids, const float* inv_freq, int64_t tokens, int half,
+                  int section_t, int section_h, float scaling, cudaStream_t stream);
+
 // x [tokens, heads, head_dim] rotated by the tables' angles (sign +1) or their negation (sign −1,
 // the backward); channels past 2·half pass unchanged. Tables in T (float or E).
 template <typename E, typename T>

@@ -3,7 +3,8 @@
 //   attention(q, k, v [, document_ids I32 [B, T]]) -> out (q's type), logsumexp [B, Hq, T]
 //     q [B, T, Hq, D], k, v [B, T, Hkv, D]  (heads from the shapes), or flat
 //     q [B, T, Hq·D], k, v [B, T, Hkv·D] with attrs {query_heads, kv_heads, head_dim}.
-//     attrs: window (0 = full causal), scale (0 = 1/√D).
+//     attrs: window (0 = full causal), scale (0 = 1/√D), causal (true; false: bidirectional
+//     within each document, as vision towers attend; CPU backend only).
 //   attention_backward(q, k, v [, document_ids], out, logsumexp, d_out) -> d_q, d_k, d_v (same attrs).
 //     attr backward_chunks (attn_bwd_chunks, default 1): the backward runs on that many slices of
 //     the batch rows in turn (ceil(B / N) rows each), which caps the GPU kernel's workspace at one
@@ -32,6 +33,8 @@ AttentionShape attention_layout(const InferContext& ctx, bool has_documents) {
   if (shape.window < 0) ctx.fail("attribute 'window' must be 0 (full causal) or positive, got {}", shape.window);
   if (ctx.attrs.integer_or("backward_chunks", 1) < 1) ctx.fail("attribute 'backward_chunks' must be at least 1");
   shape.scale = ctx.attrs.number_or("scale", 0.0);
+  shape.causal = ctx.attrs.boolean_or("causal", true);
+  if (!shape.causal && shape.window != 0) ctx.fail("attribute 'window' needs causal attention (causal: false given)");
   return shape;
 }
 

@@ -42,6 +42,7 @@ void register_swiglu_ops(graph::OpRegistry& registry);         // swiglu_def.cpp
 void register_gelu_ops(graph::OpRegistry& registry);           // gelu_def.cpp
 void register_layernorm_ops(graph::OpRegistry& registry);      // layernorm_def.cpp
 void register_rope_ops(graph::OpRegistry& registry);           // rope_def.cpp
+void register_mrope_ops(graph::OpRegistry& registry);          // mrope_def.cpp
 void register_rmsnorm_rope_ops(graph::OpRegistry& registry);   // rmsnorm_rope_def.cpp
 void register_attention_ops(graph::OpRegistry& registry);      // attention_def.cpp
 void register_cached_attention_ops(graph::OpRegistry& registry);  // cached_attention_def.cpp

@@ -1,6 +1,7 @@
 // Graph ops "gelu" (x -> gelu(x)) and "gelu_backward" (d_out, x -> d_x), over ops/gelu.h.
 //   attr approximate: "none" (default; transformers' "gelu") or "tanh" ("gelu_pytorch_tanh",
-//   "gelu_new"), torch's spelling. Any shape; d_x is written.
+//   "gelu_new"), torch's spelling, or "quick" (x · σ(1.702 x), "quick_gelu"; CPU backend only).
+//   Any shape; d_x is written.
 #include "ops/defs/def_util.h"
 #include "ops/gelu.h"
 
@@ -12,7 +13,8 @@ GeluApproximation approximation_attr(const Attrs& attrs) {
   const std::string name = attrs.string_or("approximate", "none");
   const std::optional<GeluApproximation> approximation = gelu_approximation_from_name(name);
   if (!approximation) {
-    fail_user("{}: attribute 'approximate' must be \"none\" or \"tanh\", got \"{}\"", attrs.where(), name);
+    fail_user("{}: attribute 'approximate' must be \"none\" or \"tanh\" (torch's forms) or \"quick\", got \"{}\"",
+              attrs.where(), name);
   }
   return *approximation;
 }

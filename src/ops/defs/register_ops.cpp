@@ -13,6 +13,7 @@ void register_model_ops(graph::OpRegistry& registry) {
   defs::register_gelu_ops(registry);
   defs::register_layernorm_ops(registry);
   defs::register_rope_ops(registry);
+  defs::register_mrope_ops(registry);
   defs::register_rmsnorm_rope_ops(registry);
   defs::register_attention_ops(registry);
   defs::register_cached_attention_ops(registry);

@@ -9,6 +9,7 @@
 // position_ids holds one id per token of x (tokens = x.numel() / (H·D)). rstd is an extra output
 // for the backward (not differentiable); the backward zero-fills d_weight before accumulating.
 #include "ops/defs/def_util.h"
+#include "ops/defs/inverse_frequency_attr.h"
 #include "ops/defs/norm_weight_grad.h"
 #include "ops/defs/statistic_dtype.h"
 #include "ops/rmsnorm_rope.h"
@@ -16,19 +17,6 @@
 namespace surogate::ops::defs {
 namespace {
 using namespace graph;
-
-std::vector<double> inverse_frequency_attr(const Attrs& attrs) {
-  const nlohmann::json& values = attrs.raw().contains("inv_freq") ? attrs.raw().at("inv_freq") : nlohmann::json();
-  if (!values.is_array() || values.empty()) {
-    fail_user("{}: attribute 'inv_freq' must be a non-empty list of numbers", attrs.where());
-  }
-  std::vector<double> inverse;
-  for (const auto& value : values) {
-    if (!value.is_number()) fail_user("{}: attribute 'inv_freq' must be a list of numbers", attrs.where());
-    inverse.push_back(value.get<double>());
-  }
-  return inverse;
-}
 
 // The frequencies in T's precision, as rope_cos_sin's binder forms them from the same attrs.
 template <typename T>
