@@ -24,10 +24,7 @@ float quantize_fp8_tensor(const float* values, int64_t rows, int64_t columns, ui
   for (uint32_t value : row_amax) amax = std::max(amax, value);
   const float scale = quant::fp8_scale(std::bit_cast<float>(amax), quant::Fp8Format::E4M3);
   parallel_for(rows, [&](int64_t row) {
-    for (int64_t column = 0; column < columns; ++column) {
-      const int64_t i = row * columns + column;
-      codes[i] = quant::fp8_encode(values[i] * scale, quant::Fp8Format::E4M3);
-    }
+    quant::fp8_encode_scaled(values + row * columns, columns, scale, codes + row * columns, quant::Fp8Format::E4M3);
   });
   // The transpose in 64 × 64 tiles (a tile's reads and writes stay in cache).
   constexpr int64_t kTile = 64;

@@ -66,6 +66,10 @@ uint8_t fp8_encode(float x, Fp8Format format) {
   return static_cast<uint8_t>(sign | std::min<uint32_t>(code, l.max_code));
 }
 
+void fp8_encode_scaled(const float* x, int64_t count, float scale, uint8_t* codes, Fp8Format format) {
+  for (int64_t i = 0; i < count; ++i) codes[i] = fp8_encode(x[i] * scale, format);
+}
+
 float fp8_scale(float amax, Fp8Format format) {
   if (!(amax > 0.0f) || !std::isfinite(amax)) return 1.0f;
   return fp8_max(format) / amax;
