@@ -1,10 +1,13 @@
 // How fast the start-up quantizes a frozen base on the host (train/quantized_weights.h), per format,
 // on one synthetic weight (default [12288, 4096], Qwen3-8B's MLP shape, values normal(0, 0.02)
 // rounded to bf16 as a checkpoint holds them):
-//   - "serial": the quantizer's own loop on one thread (quant/*.h), ns per value;
-//   - "all cores": train::quantize_weight as the start-up calls it (every core), GB/s of bf16 in;
-//   - "8B on 16 cores": the serial time scaled to Qwen3-8B's 7.6 G quantized values spread over 16
-//     cores (the H200 host's), the figure to hold against the ~26–31 s the start-up took.
+//   - "serial ns/v": the quantizer's own loop on one thread (quant/*.h), CPU time per value;
+//   - "all cores ns/v": train::quantize_weight as the start-up calls it, the CPU time of every
+//     thread per value (the split's costs count), into pieces reused from the call before as the
+//     start-up's overlapped quantizer does; "GB/s": bf16 in per wall second (meaningful only on an
+//     idle machine);
+//   - "8B on 16 cores s": the all-cores CPU time scaled to Qwen3-8B's 7.57 G quantized values over
+//     the 16 cores of the H200 host, what the start-up spends quantizing if the cores scale.
 // The bf16 → fp32 widening of the safetensors reader (io/safetensors.h) is measured the same way,
 // since every weight passes through it before quantization.
 //   quantize_startup_bench [--rows R] [--cols C] [--repeats N]
@@ -13,7 +16,9 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <ctime>
 #include <functional>
+#include <utility>
 #include <random>
 #include <string>
 #include <thread>
@@ -37,14 +42,24 @@ using namespace surogate;
 constexpr double kQwen3_8bQuantizedValues = 7.57e9;  // 36 layers × 7 projections of Qwen3-8B
 constexpr double kHostCores = 16.0;
 
-double best_seconds(int repeats, const std::function<void()>& body) {
-  double best = 1e30;
+// Seconds of `clock` (CPU time: the box may be shared, so wall time would measure the others too).
+double cpu_seconds(clockid_t clock) {
+  timespec now{};
+  clock_gettime(clock, &now);
+  return static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) * 1e-9;
+}
+
+// The best of `repeats` runs of `body`: {CPU seconds of `clock`, wall seconds}.
+std::pair<double, double> best_seconds(int repeats, clockid_t clock, const std::function<void()>& body) {
+  double best_cpu = 1e30, best_wall = 1e30;
   for (int r = 0; r < repeats; ++r) {
+    const double cpu = cpu_seconds(clock);
     const auto start = std::chrono::steady_clock::now();
     body();
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    best_wall = std::min(best_wall, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    best_cpu = std::min(best_cpu, cpu_seconds(clock) - cpu);
   }
-  return best;
+  return {best_cpu, best_wall};
 }
 
 struct Row {
@@ -106,6 +121,7 @@ int main(int argc, char** argv) {
   const quant::Nvfp4TensorScale nvfp4_scale =
       quant::nvfp4_tensor_scale(quant::amax_of(values), quant::Nvfp4ScaleRule::FourOverSix);
   std::vector<float> widened(static_cast<size_t>(numel));
+  train::QuantizedPieces reused;  // as the start-up's overlapped quantizer keeps them
   std::vector<Row> table = {
       {"bf16 -> fp32 widening (reader)",
        [&] {
@@ -120,7 +136,7 @@ int main(int argc, char** argv) {
          quant::quantize_nf4_blocks(values.data(), nf4.nf4, 0, nf4.nf4.blocks(), codes.data(), scales.data());
          (void)quant::quantize_absmax(std::span<const float>(scales.data(), static_cast<size_t>(nf4.nf4.blocks())));
        },
-       [&] { (void)train::quantize_weight(nf4, values); }},
+       [&] { train::quantize_weight_into(nf4, values, reused); }},
       {"FP8 per tensor + transpose (fp8_hybrid)",
        [&] {
          // The serial reference of ops::quantize_fp8_tensor: amax, codes, transpose.
@@ -130,30 +146,32 @@ int main(int argc, char** argv) {
            for (int64_t c = 0; c < cols; ++c) transposed[c * rows + r] = codes[r * cols + c];
          }
        },
-       [&] { (void)train::quantize_weight(fp8_tensor, values); }},
+       [&] { train::quantize_weight_into(fp8_tensor, values, reused); }},
       {"FP8 blocks 128x128 (qlora_fp8)",
        [&] {
          quant::quantize_fp8_blocks(values.data(), fp8_blocks.fp8_blocks, 0, fp8_blocks.fp8_blocks.row_blocks(),
                                     codes.data(), scales.data());
        },
-       [&] { (void)train::quantize_weight(fp8_blocks, values); }},
+       [&] { train::quantize_weight_into(fp8_blocks, values, reused); }},
       {"NVFP4 Four Over Six (qlora_fp4)",
        [&] {
          quant::quantize_nvfp4_rows(values.data(), nvfp4.nvfp4, nvfp4_scale, quant::Nvfp4ScaleRule::FourOverSix, 0, rows,
                                     codes.data(), scale_codes.data());
        },
-       [&] { (void)train::quantize_weight(nvfp4, values); }},
+       [&] { train::quantize_weight_into(nvfp4, values, reused); }},
   };
   const double gb = static_cast<double>(numel) * 2.0 / 1e9;
   fmt::print("weight [{}, {}] ({:.2f} GB of bf16), {} threads here, best of {}\n", rows, cols, gb,
              std::thread::hardware_concurrency(), repeats);
-  fmt::print("{:<42} {:>14} {:>18} {:>20}\n", "", "serial ns/value", "all cores GB/s", "8B on 16 cores, s");
+  fmt::print("{:<42} {:>12} {:>14} {:>14} {:>16}\n", "", "serial ns/v", "all cores ns/v", "all cores GB/s",
+             "8B on 16 cores s");
   for (const Row& row : table) {
-    const double serial = best_seconds(repeats, row.serial);
-    const double all = best_seconds(repeats, row.all_cores);
-    const double ns = serial / static_cast<double>(numel) * 1e9;
-    fmt::print("{:<42} {:>14.2f} {:>18.2f} {:>20.1f}\n", row.name, ns, gb / all,
-               ns * 1e-9 * kQwen3_8bQuantizedValues / kHostCores);
+    const double serial = best_seconds(repeats, CLOCK_THREAD_CPUTIME_ID, row.serial).first;
+    const auto [all_cpu, all_wall] = best_seconds(repeats, CLOCK_PROCESS_CPUTIME_ID, row.all_cores);
+    const double serial_ns = serial / static_cast<double>(numel) * 1e9;
+    const double all_ns = all_cpu / static_cast<double>(numel) * 1e9;  // CPU time over every thread
+    fmt::print("{:<42} {:>12.2f} {:>14.2f} {:>14.2f} {:>16.1f}\n", row.name, serial_ns, all_ns, gb / all_wall,
+               all_ns * 1e-9 * kQwen3_8bQuantizedValues / kHostCores);
   }
   return 0;
 }

@@ -34,15 +34,31 @@ const std::array<float, 15> kNf4Thresholds = [] {
   return floats;
 }();
 
+// max |x| over `count` values as one chain of std::max(largest, |x|) from 0 finds it: NaNs never
+// win a comparison, so the result is the largest of the others whatever the order, and eight
+// chains side by side (which vectorize) give the same bits.
+float largest_magnitude(const float* x, int64_t count) {
+  constexpr int64_t kLanes = 8;
+  std::array<float, kLanes> lanes{};
+  int64_t i = 0;
+  for (; i + kLanes <= count; i += kLanes) {
+    for (int64_t lane = 0; lane < kLanes; ++lane) lanes[lane] = std::max(lanes[lane], std::fabs(x[i + lane]));
+  }
+  float largest = 0.0f;
+  for (; i < count; ++i) largest = std::max(largest, std::fabs(x[i]));
+  for (float lane : lanes) largest = std::max(largest, lane);
+  return largest;
+}
+
 }  // namespace
 
 uint8_t nf4_code(float x) {
   // bitsandbytes' dQuantizeNF4 walks a search tree over the 15 midpoints with "greater than" at
   // each node; the code it reaches is the number of midpoints x exceeds (0 for a NaN, which exceeds
   // none, as the tree sends it to code 0). Counting needs no branches, so the block loop vectorizes.
-  uint8_t code = 0;
-  for (float threshold : kNf4Thresholds) code = static_cast<uint8_t>(code + (x > threshold ? 1 : 0));
-  return code;
+  int32_t code = 0;  // 32 bits wide like x, so the comparisons' masks add up lane for lane
+  for (float threshold : kNf4Thresholds) code += x > threshold ? 1 : 0;
+  return static_cast<uint8_t>(code);
 }
 
 void quantize_nf4_blocks(const float* values, const Nf4Shape& shape, int64_t first_block, int64_t end_block,
@@ -51,8 +67,7 @@ void quantize_nf4_blocks(const float* values, const Nf4Shape& shape, int64_t fir
   for (int64_t block = first_block; block < end_block; ++block) {
     const int64_t begin = block * block_size;
     const int64_t end = std::min(shape.numel, begin + block_size);
-    float largest = 0.0f;
-    for (int64_t i = begin; i < end; ++i) largest = std::max(largest, std::fabs(values[i]));
+    const float largest = largest_magnitude(values + begin, end - begin);
     absmax[block] = largest;
     const float inverse = 1.0f / largest;  // +inf for a block of zeros, as on the GPU
     // The codes first, in chunks of an even count (a loop without branches, vectorized), then two
