@@ -21,15 +21,6 @@ Range block_range(int64_t index, int64_t block, int64_t size) {
   return {index * block, std::min(size, (index + 1) * block)};
 }
 
-const std::array<float, 256>& decoded_codes() {
-  static const std::array<float, 256> table = [] {
-    std::array<float, 256> values{};
-    for (int code = 0; code < 256; ++code) values[code] = fp8_decode(static_cast<uint8_t>(code), kFormat);
-    return values;
-  }();
-  return table;
-}
-
 }  // namespace
 
 void quantize_fp8_block(const float* values, const Fp8BlockShape& shape, int64_t block_row, int64_t block_col,
@@ -59,7 +50,7 @@ void quantize_fp8_blocks(const float* values, const Fp8BlockShape& shape, int64_
 
 void dequantize_fp8_blocks(const uint8_t* codes, const float* scale_inv, const Fp8BlockShape& shape,
                            int64_t first_block_row, int64_t end_block_row, float* out) {
-  const std::array<float, 256>& decoded = decoded_codes();
+  const std::array<float, 256>& decoded = fp8_decoded(kFormat);
   for (int64_t block_row = first_block_row; block_row < end_block_row; ++block_row) {
     const Range rows = block_range(block_row, shape.block_rows, shape.rows);
     for (int64_t r = rows.begin; r < rows.end; ++r) {

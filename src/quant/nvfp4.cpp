@@ -13,15 +13,6 @@ namespace {
 
 constexpr Fp8Format kScaleFormat = Fp8Format::E4M3;
 
-const std::array<float, 256>& decoded_scales() {
-  static const std::array<float, 256> table = [] {
-    std::array<float, 256> values{};
-    for (int code = 0; code < 256; ++code) values[code] = fp8_decode(static_cast<uint8_t>(code), kScaleFormat);
-    return values;
-  }();
-  return table;
-}
-
 // One block quantized with the limit L (6 or 4): its E4M3 scale code, the value that code stands
 // for, and the block's E2M1 codes (one per value).
 struct Candidate {
@@ -33,7 +24,7 @@ struct Candidate {
 Candidate quantize_block(const float* x, int64_t count, float encode, float scaled_bmax, float limit) {
   Candidate candidate;
   candidate.scale = fp8_encode(scaled_bmax / limit, kScaleFormat);
-  candidate.scale_value = decoded_scales()[candidate.scale];
+  candidate.scale_value = fp8_decoded(kScaleFormat)[candidate.scale];
   if (candidate.scale_value > 0.0f) {
     const float factor = encode / candidate.scale_value;
     for (int64_t i = 0; i < count; ++i) candidate.codes[static_cast<size_t>(i)] = e2m1_encode(x[i] * factor);
@@ -113,7 +104,7 @@ void quantize_nvfp4_rows(const float* values, const Nvfp4Shape& shape, const Nvf
 
 void dequantize_nvfp4_rows(const uint8_t* packed, const uint8_t* block_scales, float decode, const Nvfp4Shape& shape,
                            int64_t first_row, int64_t end_row, float* out) {
-  const std::array<float, 256>& scales = decoded_scales();
+  const std::array<float, 256>& scales = fp8_decoded(kScaleFormat);
   for (int64_t row = first_row; row < end_row; ++row) {
     const uint8_t* packed_row = packed + row * shape.packed_cols();
     const uint8_t* scale_row = block_scales + row * shape.scale_cols();
