@@ -66,6 +66,20 @@ uint8_t fp8_encode(float x, Fp8Format format) {
   return static_cast<uint8_t>(sign | std::min<uint32_t>(code, l.max_code));
 }
 
+const std::array<float, 256>& fp8_decoded(Fp8Format format) {
+  static const auto table_of = [](Fp8Format f) {
+    std::array<float, 256> values{};
+    for (int code = 0; code < 256; ++code) values[code] = fp8_decode(static_cast<uint8_t>(code), f);
+    return values;
+  };
+  static const std::array<float, 256> e4m3 = table_of(Fp8Format::E4M3), e5m2 = table_of(Fp8Format::E5M2);
+  return format == Fp8Format::E4M3 ? e4m3 : e5m2;
+}
+
+void fp8_encode_scaled(const float* x, int64_t count, float scale, uint8_t* codes, Fp8Format format) {
+  for (int64_t i = 0; i < count; ++i) codes[i] = fp8_encode(x[i] * scale, format);
+}
+
 float fp8_scale(float amax, Fp8Format format) {
   if (!(amax > 0.0f) || !std::isfinite(amax)) return 1.0f;
   return fp8_max(format) / amax;

@@ -12,6 +12,7 @@
 // both backends: an amax that is zero or not finite gives scale 1.
 #pragma once
 
+#include <array>
 #include <cstdint>
 
 namespace surogate::quant {
@@ -20,7 +21,12 @@ enum class Fp8Format : uint8_t { E4M3, E5M2 };
 
 float fp8_max(Fp8Format format);  // 448 or 57344
 uint8_t fp8_encode(float x, Fp8Format format);
+// codes[i] = fp8_encode(x[i] · scale) for i < count (the loop beside the encoder, so it inlines:
+// the start-up quantizes billions of values this way).
+void fp8_encode_scaled(const float* x, int64_t count, float scale, uint8_t* codes, Fp8Format format);
 float fp8_decode(uint8_t code, Fp8Format format);
+// fp8_decode of each of the 256 codes, as a table (built once per format).
+const std::array<float, 256>& fp8_decoded(Fp8Format format);
 
 // max / amax in fp32, or 1 when amax is 0, negative, NaN or infinite.
 float fp8_scale(float amax, Fp8Format format);

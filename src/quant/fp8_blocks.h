@@ -32,6 +32,11 @@ struct Fp8BlockShape {
 void quantize_fp8_blocks(const float* values, const Fp8BlockShape& shape, int64_t first_block_row,
                          int64_t end_block_row, uint8_t* codes, float* scale_inv);
 
+// One block (block_row, block_col) of the same: its codes and its scale_inv entry. Blocks are
+// independent (a weight with few block rows still spreads over every core).
+void quantize_fp8_block(const float* values, const Fp8BlockShape& shape, int64_t block_row, int64_t block_col,
+                        uint8_t* codes, float* scale_inv);
+
 // The fp32 values of the block rows [first, end) into `out` (rows × cols floats in all).
 void dequantize_fp8_blocks(const uint8_t* codes, const float* scale_inv, const Fp8BlockShape& shape,
                            int64_t first_block_row, int64_t end_block_row, float* out);

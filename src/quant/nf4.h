@@ -54,6 +54,12 @@ struct QuantizedAbsmax {
   float offset = 0.0f;
 };
 QuantizedAbsmax quantize_absmax(std::span<const float> absmax);
+// Its two parts, for callers that split the work over threads: the offset (one serial sum, so the
+// result does not depend on the split), then the 256-blocks [first_block, end_block) of codes and
+// absmax2, independent of each other.
+float absmax_offset(std::span<const float> absmax);
+void quantize_absmax_blocks(std::span<const float> absmax, float offset, int64_t first_block, int64_t end_block,
+                            uint8_t* codes, float* absmax2);
 
 // A quantized weight as the dequantizer reads it: `absmax` (plain), or `absmax_codes`, `absmax2`
 // and `offset` (double quantization).

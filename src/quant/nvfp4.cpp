@@ -24,7 +24,7 @@ struct Candidate {
 Candidate quantize_block(const float* x, int64_t count, float encode, float scaled_bmax, float limit) {
   Candidate candidate;
   candidate.scale = fp8_encode(scaled_bmax / limit, kScaleFormat);
-  candidate.scale_value = fp8_decode(candidate.scale, kScaleFormat);
+  candidate.scale_value = fp8_decoded(kScaleFormat)[candidate.scale];
   if (candidate.scale_value > 0.0f) {
     const float factor = encode / candidate.scale_value;
     for (int64_t i = 0; i < count; ++i) candidate.codes[static_cast<size_t>(i)] = e2m1_encode(x[i] * factor);
@@ -44,35 +44,23 @@ float squared_error(const Candidate& candidate, const float* x, int64_t count, f
   return error;
 }
 
-const std::array<float, 256>& decoded_scales() {
-  static const std::array<float, 256> table = [] {
-    std::array<float, 256> values{};
-    for (int code = 0; code < 256; ++code) values[code] = fp8_decode(static_cast<uint8_t>(code), kScaleFormat);
-    return values;
-  }();
-  return table;
-}
-
 }  // namespace
 
 const std::array<float, 16> kE2m1Values = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
                                            -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
 
 uint8_t e2m1_encode(float x) {
+  // The grid's magnitudes are 0, 0.5, 1, 1.5, 2, 3, 4, 6 (codes 0–7); the code of a magnitude is
+  // the number of rounding boundaries it reaches. A boundary halfway between two values goes to
+  // the one with the even code: so 0.25, 1.25, 2.5 and 5 (ties to 0, 1, 2 and 4) must be passed,
+  // 0.75, 1.75 and 3.5 (ties to 1, 2 and 4, even codes 2, 4, 6) only reached. Above 6 (infinity
+  // too) saturates at 7; a NaN is +6. No branches, so the block loop vectorizes.
   const uint32_t bits = std::bit_cast<uint32_t>(x);
-  if ((bits & 0x7FFFFFFFu) > 0x7F800000u) return 0x7;  // NaN: +6
+  const uint32_t magnitude_bits = bits & 0x7FFFFFFFu;
+  const float m = std::bit_cast<float>(magnitude_bits);
+  const int code = (m > 0.25f) + (m >= 0.75f) + (m > 1.25f) + (m >= 1.75f) + (m > 2.5f) + (m >= 3.5f) + (m > 5.0f);
   const auto sign = static_cast<uint8_t>((bits >> 31) << 3);
-  const float magnitude = std::fabs(x);
-  if (magnitude <= 0.25f) return sign;               // to zero, the sign kept (0.25 is a tie: to the even 0)
-  if (magnitude > 6.0f) return sign | 0x7;           // saturating (infinity too)
-  // The grid's spacing in the magnitude's range: 0.5 below 2 (the subnormal 0.5 included), 1 in
-  // [2, 4), 2 in [4, 6]. magnitude / step is exact (a power of two); nearbyint rounds ties to even,
-  // and an even count of steps is an even mantissa in every range.
-  const float step = magnitude < 2.0f ? 0.5f : (magnitude < 4.0f ? 1.0f : 2.0f);
-  const auto steps = static_cast<uint8_t>(std::nearbyint(magnitude / step));
-  // Codes 0–4 are 0, 0.5, … 2 (steps of 0.5); 4–6 are 2, 3, 4 (steps of 1); 6–7 are 4, 6 (steps of 2).
-  const uint8_t code = step == 0.5f ? steps : (step == 1.0f ? steps + 2 : steps + 4);
-  return sign | code;
+  return magnitude_bits > 0x7F800000u ? uint8_t{0x7} : static_cast<uint8_t>(sign | code);
 }
 
 Nvfp4TensorScale nvfp4_tensor_scale(float amax, Nvfp4ScaleRule rule) {
@@ -116,7 +104,7 @@ void quantize_nvfp4_rows(const float* values, const Nvfp4Shape& shape, const Nvf
 
 void dequantize_nvfp4_rows(const uint8_t* packed, const uint8_t* block_scales, float decode, const Nvfp4Shape& shape,
                            int64_t first_row, int64_t end_row, float* out) {
-  const std::array<float, 256>& scales = decoded_scales();
+  const std::array<float, 256>& scales = fp8_decoded(kScaleFormat);
   for (int64_t row = first_row; row < end_row; ++row) {
     const uint8_t* packed_row = packed + row * shape.packed_cols();
     const uint8_t* scale_row = block_scales + row * shape.scale_cols();

@@ -6,7 +6,9 @@
 
 #include <fmt/format.h>
 
+#include "ops/parallel_for.h"
 #include "train/model_outputs.h"
+#include "train/overlapped_quantizer.h"
 #include "train/quantized_weights.h"
 
 namespace surogate::train {
@@ -30,10 +32,24 @@ const models::QuantizedWeight* find_quantized(std::span<const models::QuantizedW
   return nullptr;
 }
 
-std::vector<std::string> load_base_weights(const BaseWeightSetup& setup, std::span<const WeightView> views,
+std::vector<std::string> load_base_weights(const BaseWeightSetup& setup, std::span<const WeightView> device_views,
                                            TrainingDevice& device) {
   const Config& config = *setup.config;
   const io::ModelConfig& model = *setup.model;
+  // Each quantized weight is read into one of the quantizer's two scratch buffers instead.
+  OverlappedQuantizer quantizer(
+      [&](const models::QuantizedWeight& weight, const QuantizedPieces& pieces) { device.store_quantized(weight, pieces); },
+      setup.quantized);
+  std::vector<WeightView> views(device_views.begin(), device_views.end());
+  std::vector<const models::QuantizedWeight*> quantized(views.size(), nullptr);
+  std::vector<size_t> ordinal(views.size(), 0);
+  size_t next_ordinal = 0;
+  for (size_t i = 0; i < views.size(); ++i) {
+    quantized[i] = find_quantized(setup.quantized, setup.specs[i].name);
+    if (!quantized[i]) continue;
+    ordinal[i] = next_ordinal++;
+    views[i].values = quantizer.scratch(ordinal[i], quantized[i]->numel());
+  }
   int64_t taken_as_stored = 0, dequantized = 0;
   auto take = [&](const std::string& name, auto stored) {
     const models::QuantizedWeight* weight = find_quantized(setup.quantized, name);
@@ -42,16 +58,15 @@ std::vector<std::string> load_base_weights(const BaseWeightSetup& setup, std::sp
       ++dequantized;
       return false;
     }
-    device.store_quantized(*weight, std::move(*pieces));
+    quantizer.drain();  // the scratch of the weight after this one may be the one in flight
+    device.store_quantized(*weight, *pieces);
     ++taken_as_stored;
     return true;
   };
   read_base_weights(
       config, setup.specs, views,
       [&](size_t index) {
-        if (const models::QuantizedWeight* weight = find_quantized(setup.quantized, setup.specs[index].name)) {
-          device.store_quantized(*weight, quantize_weight(*weight, views[index].values));
-        }
+        if (quantized[index]) quantizer.quantize(ordinal[index], *quantized[index]);
       },
       [&](const models::ParameterSpec& spec, const models::Fp8BlockTensor& tensor) {
         return take(spec.name, [&](const models::QuantizedWeight& weight) { return stored_fp8_pieces(weight, tensor); });
@@ -59,6 +74,7 @@ std::vector<std::string> load_base_weights(const BaseWeightSetup& setup, std::sp
       [&](const models::ParameterSpec& spec, const models::Bnb4bitTensor& tensor) {
         return take(spec.name, [&](const models::QuantizedWeight& weight) { return stored_bnb_pieces(weight, tensor); });
       });
+  quantizer.drain();
   std::vector<std::string> lines;
   if (!has_safetensors(config.model.name_or_path)) {
     lines.push_back(fmt::format("{} has no safetensors: initialising the model from scratch (seed {})",
@@ -79,6 +95,12 @@ std::vector<std::string> load_base_weights(const BaseWeightSetup& setup, std::sp
                             : " (qlora_bnb_block_size differs: quantized again in its blocks)";
     lines.push_back(fmt::format("{} is saved in bitsandbytes 4-bit ({}): {} weights dequantized on load{}",
                                 config.model.name_or_path, bnb.quant_type, dequantized, again));
+  }
+  if (quantizer.weights() > 0) {
+    lines.push_back(fmt::format("base weights quantized on the host: {} weights in {:.1f} s on {} threads, overlapped "
+                                "with reading the next (the reader waited {:.1f} s)",
+                                quantizer.weights(), quantizer.quantizing_seconds(), ops::parallel_thread_count(),
+                                quantizer.waiting_seconds()));
   }
   if (!qlora || setup.quantized.empty()) return lines;
   const size_t count = setup.quantized.size();

@@ -43,10 +43,12 @@ struct BaseWeightSetup {
   bool cuda = false;                                    // dequantized to bf16 (CUDA) or fp32 (CPU)
 };
 
-// Reads the base weights into `views` and hands each quantized one to `device` (store_quantized);
-// returns the lines to print: a model initialised from scratch, checkpoint weights dequantized on
-// load, QLoRA's storage.
-std::vector<std::string> load_base_weights(const BaseWeightSetup& setup, std::span<const WeightView> views,
+// Reads the base weights into `device_views` (spec order; the values of a weight the plan stores
+// quantized are not read: it goes through scratch buffers) and hands each quantized one to `device`
+// (store_quantized), quantized one weight behind the reader (train/overlapped_quantizer.h); returns
+// the lines to print: a model initialised from scratch, checkpoint weights dequantized on load, how
+// long the host quantized, QLoRA's storage.
+std::vector<std::string> load_base_weights(const BaseWeightSetup& setup, std::span<const WeightView> device_views,
                                            TrainingDevice& device);
 
 // merge_adapter: the adapters merged into the base. `weights` are the device's (base then adapters,

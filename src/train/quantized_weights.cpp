@@ -25,6 +25,32 @@ std::vector<std::byte> bytes_of_values(std::span<const T> values) {
   return bytes;
 }
 
+// Piece `index` of `pieces` resized to `count` values of T, its memory kept from the last weight
+// quantized into it (fresh pages cost the start-up more than the quantization: ~0.5 s per GB, one
+// thread); vector storage is aligned for any T.
+template <typename T>
+T* piece(QuantizedPieces& pieces, size_t index, int64_t count) {
+  if (pieces.bytes.size() <= index) pieces.bytes.resize(index + 1);
+  pieces.bytes[index].resize(static_cast<size_t>(count) * sizeof(T));
+  return reinterpret_cast<T*>(pieces.bytes[index].data());
+}
+
+// Double quantization of the absmax values into pieces [first, first + 3): the 8-bit codes, the
+// second-level absmax and the offset (quant/nf4.h), the 256-blocks on all cores.
+void double_quantize_into(QuantizedPieces& pieces, size_t first, std::span<const float> absmax) {
+  const auto count = static_cast<int64_t>(absmax.size());
+  const int64_t blocks = (count + quant::kAbsmaxBlock - 1) / quant::kAbsmaxBlock;
+  const float offset = quant::absmax_offset(absmax);
+  uint8_t* codes = piece<uint8_t>(pieces, first, count);
+  float* absmax2 = piece<float>(pieces, first + 1, blocks);
+  *piece<float>(pieces, first + 2, 1) = offset;
+  constexpr int64_t kBlocksPerTask = 64;
+  ops::parallel_for((blocks + kBlocksPerTask - 1) / kBlocksPerTask, [&](int64_t task) {
+    const int64_t begin = task * kBlocksPerTask;
+    quant::quantize_absmax_blocks(absmax, offset, begin, std::min(blocks, begin + kBlocksPerTask), codes, absmax2);
+  });
+}
+
 // NF4's absmax pieces after the codes: the fp32 absmax, or with double quantization its 8-bit codes,
 // the second-level absmax and the offset (quant/nf4.h).
 void append_absmax(QuantizedPieces& pieces, std::span<const float> absmax, bool double_quant) {
@@ -32,90 +58,105 @@ void append_absmax(QuantizedPieces& pieces, std::span<const float> absmax, bool 
     pieces.bytes.push_back(bytes_of_values<float>(absmax));
     return;
   }
-  const quant::QuantizedAbsmax nested = quant::quantize_absmax(absmax);
-  pieces.bytes.push_back(bytes_of_values<uint8_t>(nested.codes));
-  pieces.bytes.push_back(bytes_of_values<float>(nested.absmax2));
-  pieces.bytes.push_back(bytes_of_values<float>(std::span<const float>(&nested.offset, 1)));
+  double_quantize_into(pieces, pieces.bytes.size(), absmax);
 }
 
-QuantizedPieces quantize_nf4(const models::QuantizedWeight& weight, std::span<const float> values) {
+// Each quantize_<format> writes its pieces into `pieces` and returns how many it wrote.
+size_t quantize_nf4(const models::QuantizedWeight& weight, std::span<const float> values, QuantizedPieces& pieces) {
   const quant::Nf4Shape& shape = weight.nf4;
-  std::vector<uint8_t> packed(static_cast<size_t>(shape.packed_bytes()));
-  std::vector<float> absmax(static_cast<size_t>(shape.blocks()));
+  uint8_t* packed = piece<uint8_t>(pieces, 0, shape.packed_bytes());
+  // Without double quantization the absmax is the second piece; with it, a temporary it is made from.
+  std::vector<float> nested_source(static_cast<size_t>(shape.double_quant ? shape.blocks() : 0));
+  float* absmax = shape.double_quant ? nested_source.data() : piece<float>(pieces, 1, shape.blocks());
   constexpr int64_t kBlocksPerTask = 1024;
   const int64_t tasks = (shape.blocks() + kBlocksPerTask - 1) / kBlocksPerTask;
   ops::parallel_for(tasks, [&](int64_t task) {
     const int64_t first = task * kBlocksPerTask;
-    quant::quantize_nf4_blocks(values.data(), shape, first, std::min(shape.blocks(), first + kBlocksPerTask),
-                               packed.data(), absmax.data());
+    quant::quantize_nf4_blocks(values.data(), shape, first, std::min(shape.blocks(), first + kBlocksPerTask), packed,
+                               absmax);
   });
-  QuantizedPieces pieces;
-  pieces.bytes.push_back(bytes_of_values<uint8_t>(packed));
-  append_absmax(pieces, absmax, shape.double_quant);
-  return pieces;
+  if (!shape.double_quant) return 2;
+  double_quantize_into(pieces, 1, nested_source);
+  return 4;
 }
 
 // Per-tensor E4M3 at scale 448 / amax: the codes [out, in], the same codes transposed [in, out]
 // and scale_inv (models/fp8_recipe.h, ops/fp8_tensor.h).
-QuantizedPieces quantize_fp8_tensor(const models::QuantizedWeight& weight, std::span<const float> values) {
+size_t quantize_fp8_tensor(const models::QuantizedWeight& weight, std::span<const float> values,
+                           QuantizedPieces& pieces) {
   const int64_t rows = weight.shape.at(0), columns = weight.shape.at(1);
-  std::vector<std::byte> codes(values.size()), transposed(values.size());
-  const float scale_inv = ops::quantize_fp8_tensor(values.data(), rows, columns, reinterpret_cast<uint8_t*>(codes.data()),
-                                                   reinterpret_cast<uint8_t*>(transposed.data()));
-  QuantizedPieces pieces;
-  pieces.bytes.push_back(std::move(codes));
-  pieces.bytes.push_back(std::move(transposed));
-  pieces.bytes.push_back(bytes_of_values<float>(std::span<const float>(&scale_inv, 1)));
-  return pieces;
+  const auto count = static_cast<int64_t>(values.size());
+  uint8_t* codes = piece<uint8_t>(pieces, 0, count);
+  uint8_t* transposed = piece<uint8_t>(pieces, 1, count);
+  *piece<float>(pieces, 2, 1) = ops::quantize_fp8_tensor(values.data(), rows, columns, codes, transposed);
+  return 3;
 }
 
-// Square blocks of E4M3 with one scale each (models/qlora.h, quant/fp8_blocks.h).
-QuantizedPieces quantize_fp8_blocks(const models::QuantizedWeight& weight, std::span<const float> values) {
+// Square blocks of E4M3 with one scale each (models/qlora.h, quant/fp8_blocks.h), every block a task.
+size_t quantize_fp8_blocks(const models::QuantizedWeight& weight, std::span<const float> values,
+                           QuantizedPieces& pieces) {
   const quant::Fp8BlockShape& shape = weight.fp8_blocks;
-  std::vector<uint8_t> codes(static_cast<size_t>(shape.numel()));
-  std::vector<float> scale_inv(static_cast<size_t>(shape.blocks()));
-  ops::parallel_for(shape.row_blocks(), [&](int64_t block_row) {
-    quant::quantize_fp8_blocks(values.data(), shape, block_row, block_row + 1, codes.data(), scale_inv.data());
+  uint8_t* codes = piece<uint8_t>(pieces, 0, shape.numel());
+  float* scale_inv = piece<float>(pieces, 1, shape.blocks());
+  ops::parallel_for(shape.blocks(), [&](int64_t block) {
+    quant::quantize_fp8_block(values.data(), shape, block / shape.col_blocks(), block % shape.col_blocks(), codes,
+                              scale_inv);
   });
-  QuantizedPieces pieces;
-  pieces.bytes.push_back(bytes_of_values<uint8_t>(codes));
-  pieces.bytes.push_back(bytes_of_values<float>(scale_inv));
-  return pieces;
+  return 2;
+}
+
+// max |values| as quant::amax_of compares them (bit patterns), on all cores: the maximum does not
+// depend on the order.
+float parallel_amax(std::span<const float> values) {
+  constexpr int64_t kPerTask = int64_t{1} << 20;
+  const auto count = static_cast<int64_t>(values.size());
+  const int64_t tasks = (count + kPerTask - 1) / kPerTask;
+  std::vector<float> partial(static_cast<size_t>(tasks), 0.0f);
+  ops::parallel_for(tasks, [&](int64_t task) {
+    const int64_t begin = task * kPerTask;
+    partial[static_cast<size_t>(task)] =
+        quant::amax_of(values.subspan(static_cast<size_t>(begin), static_cast<size_t>(std::min(kPerTask, count - begin))));
+  });
+  return quant::amax_of(partial);
 }
 
 // NVFP4 (models/qlora.h, quant/nvfp4.h): the packed codes, the E4M3 block scales, the tensor scale.
-QuantizedPieces quantize_nvfp4(const models::QuantizedWeight& weight, std::span<const float> values) {
+size_t quantize_nvfp4(const models::QuantizedWeight& weight, std::span<const float> values, QuantizedPieces& pieces) {
   const quant::Nvfp4Shape& shape = weight.nvfp4;
-  const quant::Nvfp4TensorScale scale = quant::nvfp4_tensor_scale(quant::amax_of(values), weight.nvfp4_rule);
-  std::vector<uint8_t> packed(static_cast<size_t>(shape.packed_bytes()));
-  std::vector<uint8_t> block_scales(static_cast<size_t>(shape.block_scales()));
+  const quant::Nvfp4TensorScale scale = quant::nvfp4_tensor_scale(parallel_amax(values), weight.nvfp4_rule);
+  uint8_t* packed = piece<uint8_t>(pieces, 0, shape.packed_bytes());
+  uint8_t* block_scales = piece<uint8_t>(pieces, 1, shape.block_scales());
+  *piece<float>(pieces, 2, 1) = scale.decode;
   constexpr int64_t kRowsPerTask = 16;
   ops::parallel_for((shape.rows + kRowsPerTask - 1) / kRowsPerTask, [&](int64_t task) {
     const int64_t first = task * kRowsPerTask;
     quant::quantize_nvfp4_rows(values.data(), shape, scale, weight.nvfp4_rule, first,
-                               std::min(shape.rows, first + kRowsPerTask), packed.data(), block_scales.data());
+                               std::min(shape.rows, first + kRowsPerTask), packed, block_scales);
   });
-  QuantizedPieces pieces;
-  pieces.bytes.push_back(bytes_of_values<uint8_t>(packed));
-  pieces.bytes.push_back(bytes_of_values<uint8_t>(block_scales));
-  pieces.bytes.push_back(bytes_of_values<float>(std::span<const float>(&scale.decode, 1)));
-  return pieces;
+  return 3;
 }
 
 }  // namespace
 
-QuantizedPieces quantize_weight(const models::QuantizedWeight& weight, std::span<const float> values) {
+void quantize_weight_into(const models::QuantizedWeight& weight, std::span<const float> values,
+                          QuantizedPieces& pieces) {
   SUROGATE_CHECK(static_cast<int64_t>(values.size()) == weight.numel(), "weight '{}' has {} values, expected {}",
                  weight.name, values.size(), weight.numel());
-  QuantizedPieces pieces;
+  size_t made = 0;
   switch (weight.format) {
-    case models::WeightFormat::Nf4: pieces = quantize_nf4(weight, values); break;
-    case models::WeightFormat::Fp8Tensor: pieces = quantize_fp8_tensor(weight, values); break;
-    case models::WeightFormat::Fp8Block: pieces = quantize_fp8_blocks(weight, values); break;
-    case models::WeightFormat::Nvfp4: pieces = quantize_nvfp4(weight, values); break;
+    case models::WeightFormat::Nf4: made = quantize_nf4(weight, values, pieces); break;
+    case models::WeightFormat::Fp8Tensor: made = quantize_fp8_tensor(weight, values, pieces); break;
+    case models::WeightFormat::Fp8Block: made = quantize_fp8_blocks(weight, values, pieces); break;
+    case models::WeightFormat::Nvfp4: made = quantize_nvfp4(weight, values, pieces); break;
   }
-  SUROGATE_CHECK(pieces.bytes.size() == weight.pieces.size(), "weight '{}': {} pieces quantized, {} named",
-                 weight.name, pieces.bytes.size(), weight.pieces.size());
+  pieces.bytes.resize(made);  // a weight with fewer pieces than the last one quantized into `pieces`
+  SUROGATE_CHECK(made == weight.pieces.size(), "weight '{}': {} pieces quantized, {} named", weight.name, made,
+                 weight.pieces.size());
+}
+
+QuantizedPieces quantize_weight(const models::QuantizedWeight& weight, std::span<const float> values) {
+  QuantizedPieces pieces;
+  quantize_weight_into(weight, values, pieces);
   return pieces;
 }
 

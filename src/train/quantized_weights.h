@@ -22,8 +22,13 @@ struct QuantizedPieces {
   std::vector<std::vector<std::byte>> bytes;
 };
 
-// `values` (the weight's numel floats) in the format `weight` describes.
+// `values` (the weight's numel floats) in the format `weight` describes, on all cores (the bytes
+// do not depend on their number: tests/train/test_quantized_weights.cpp holds them to the quant/
+// functions run on one thread).
 QuantizedPieces quantize_weight(const models::QuantizedWeight& weight, std::span<const float> values);
+// The same into `pieces`, reusing the memory its byte vectors hold from an earlier weight.
+void quantize_weight_into(const models::QuantizedWeight& weight, std::span<const float> values,
+                          QuantizedPieces& pieces);
 
 // A weight the checkpoint already stores in FP8 blocks (models/weight_io.h), as `weight`'s pieces
 // (codes and scale_inv copied as they are) when `weight` is in FP8 blocks of the same size; nullopt

@@ -9,6 +9,7 @@
 * qlora_bnb without lora is one clear error naming the option.
 """
 import json
+import re
 
 import numpy as np
 from safetensors.numpy import save_file
@@ -69,6 +70,9 @@ def test_qlora_computes_with_the_nf4_base_and_merges_into_the_original(surogate_
                                                       lora + "qlora_bnb: true\nqlora_bnb_double_quant: false\n"))
     assert result.returncode == 0, result.stderr + result.stdout
     assert "QLoRA: 14 base weights stored in NF4 (block 64, double quantization off)" in result.stdout + result.stderr
+    # Where the quantization ran and how long it took (overlapped with reading the next weight).
+    assert re.search(r"base weights quantized on the host: 14 weights in \d+\.\d s on \d+ threads, overlapped with "
+                     r"reading the next \(the reader waited \d+\.\d s\)", result.stdout + result.stderr), result.stdout
 
     # The same model with its projections rounded through NF4 here, trained as plain LoRA.
     rounded = tmp_path / "rounded"

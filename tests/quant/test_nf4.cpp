@@ -6,6 +6,8 @@
 // dynamic map equals bitsandbytes' create_dynamic_map(signed=True) bit for bit.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -91,6 +93,100 @@ TEST(Nf4, EveryLevelQuantizesToItsOwnCode) {
   EXPECT_EQ(quant::nf4_code(1.5f), 15);
   EXPECT_EQ(quant::nf4_code(-1.5f), 0);
   EXPECT_EQ(quant::nf4_code(std::numeric_limits<float>::quiet_NaN()), 0);
+}
+
+// bitsandbytes' dQuantizeNF4 as it is written (csrc/kernels.cu): a search tree over double literals.
+uint8_t bitsandbytes_tree(float x) {
+  if (x > 0.03979014977812767) {
+    if (x > 0.3893125355243683) {
+      if (x > 0.6427869200706482) return x > 0.8614784181118011 ? 0b1111 : 0b1110;
+      return x > 0.5016634166240692 ? 0b1101 : 0b1100;
+    }
+    if (x > 0.2035212516784668) return x > 0.2920137718319893 ? 0b1011 : 0b1010;
+    return x > 0.1202552504837513 ? 0b1001 : 0b1000;
+  }
+  if (x > -0.33967943489551544) {
+    if (x > -0.13791173323988914) return x > -0.045525018125772476 ? 0b0111 : 0b0110;
+    return x > -0.23460740596055984 ? 0b0101 : 0b0100;
+  }
+  if (x > -0.6106329262256622) return x > -0.4599952697753906 ? 0b0011 : 0b0010;
+  return x > -0.8480964004993439 ? 0b0001 : 0b0000;
+}
+
+float from_bits(uint32_t bits) {
+  float x;
+  std::memcpy(&x, &bits, 4);
+  return x;
+}
+
+TEST(Nf4, CodeIsBitsandbytesSearchTree) {
+  // nf4_code counts the midpoints x exceeds (as floats); around each midpoint every float within
+  // 4096 ulps, and a sweep over all bit patterns (NaNs, infinities and subnormals among them).
+  const double midpoints[] = {-0.8480964004993439, -0.6106329262256622, -0.4599952697753906, -0.33967943489551544,
+                              -0.23460740596055984, -0.13791173323988914, -0.045525018125772476, 0.03979014977812767,
+                              0.1202552504837513, 0.2035212516784668, 0.2920137718319893, 0.3893125355243683,
+                              0.5016634166240692, 0.6427869200706482, 0.8614784181118011};
+  for (double midpoint : midpoints) {
+    float x = static_cast<float>(midpoint);
+    for (int step = 0; step < 4096; ++step) x = std::nextafter(x, -2.0f);
+    for (int step = 0; step < 8192; ++step, x = std::nextafter(x, 2.0f)) {
+      ASSERT_EQ(quant::nf4_code(x), bitsandbytes_tree(x)) << x;
+    }
+  }
+  for (uint64_t bits = 0; bits <= 0xFFFFFFFFull; bits += 4099) {
+    const float x = from_bits(static_cast<uint32_t>(bits));
+    ASSERT_EQ(quant::nf4_code(x), bitsandbytes_tree(x)) << bits;
+  }
+}
+
+// quantize_nf4_blocks one value at a time, as bitsandbytes' kernel goes (the file comment of nf4.h).
+void quantize_one_at_a_time(const std::vector<float>& values, const quant::Nf4Shape& shape, std::vector<uint8_t>& packed,
+                            std::vector<float>& absmax) {
+  for (int64_t block = 0; block < shape.blocks(); ++block) {
+    const int64_t begin = block * shape.block_size, end = std::min(shape.numel, begin + shape.block_size);
+    float largest = 0.0f;
+    for (int64_t i = begin; i < end; ++i) largest = std::max(largest, std::fabs(values[i]));
+    absmax[block] = largest;
+    for (int64_t i = begin; i < end; i += 2) {
+      const uint8_t high = bitsandbytes_tree(values[i] * (1.0f / largest));
+      const uint8_t low = bitsandbytes_tree((i + 1 < end ? values[i + 1] : 0.0f) * (1.0f / largest));
+      packed[i / 2] = static_cast<uint8_t>(high << 4 | low);
+    }
+  }
+}
+
+TEST(Nf4, BlocksLongerThanAChunkAndOddCountsPackAsOneValueAtATime) {
+  // Blocks of 1024 and 2048 are coded in chunks of 256; an odd count pads its last byte; a block of
+  // zeros (NaN scaled values) codes 0.
+  for (const int64_t block : {64, 512, 1024, 2048}) {
+    for (const int64_t numel : {int64_t{1}, int64_t{255}, int64_t{2049}, int64_t{9001}}) {
+      std::vector<float> values(static_cast<size_t>(numel));
+      for (int64_t i = 0; i < numel; ++i) values[i] = std::sin(0.37f * static_cast<float>(i)) * (i % 7 == 3 ? 3.0f : 1.0f);
+      if (numel > 2048) std::fill(values.begin(), values.begin() + 2048, 0.0f);
+      const quant::Nf4Shape shape{numel, block, false};
+      std::vector<uint8_t> packed(static_cast<size_t>(shape.packed_bytes())), expected_packed(packed.size());
+      std::vector<float> absmax(static_cast<size_t>(shape.blocks())), expected_absmax(absmax.size());
+      quant::quantize_nf4_blocks(values.data(), shape, 0, shape.blocks(), packed.data(), absmax.data());
+      quantize_one_at_a_time(values, shape, expected_packed, expected_absmax);
+      EXPECT_EQ(packed, expected_packed) << "block " << block << ", " << numel << " values";
+      EXPECT_EQ(absmax, expected_absmax) << "block " << block << ", " << numel << " values";
+    }
+  }
+}
+
+TEST(Nf4, AbsmaxInBlockRangesIsTheWholeDoubleQuantization) {
+  std::vector<float> absmax(1000);
+  for (size_t i = 0; i < absmax.size(); ++i) absmax[i] = 0.01f + 0.001f * static_cast<float>((i * 37) % 101);
+  const quant::QuantizedAbsmax whole = quant::quantize_absmax(absmax);
+  const float offset = quant::absmax_offset(absmax);
+  EXPECT_EQ(offset, whole.offset);
+  std::vector<uint8_t> codes(absmax.size());
+  std::vector<float> absmax2(whole.absmax2.size());
+  for (int64_t block = static_cast<int64_t>(absmax2.size()) - 1; block >= 0; --block) {
+    quant::quantize_absmax_blocks(absmax, offset, block, block + 1, codes.data(), absmax2.data());
+  }
+  EXPECT_EQ(codes, whole.codes);
+  EXPECT_EQ(absmax2, whole.absmax2);
 }
 
 }  // namespace

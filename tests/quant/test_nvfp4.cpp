@@ -63,6 +63,20 @@ TEST(Nvfp4, E2m1IsTheNearestValueTiesToEven) {
   for (int code = 0; code < 16; ++code) EXPECT_EQ(e2m1_encode(kE2m1Values[code]), code);
 }
 
+TEST(Nvfp4, E2m1AroundEachRoundingBoundary) {
+  // e2m1_encode counts the boundaries a magnitude reaches: every float within 256 ulps of each
+  // boundary (the ties among them), of either sign.
+  for (const float boundary : {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f, 6.0f}) {
+    for (const float sign : {1.0f, -1.0f}) {
+      float x = sign * boundary;
+      for (int step = 0; step < 256; ++step) x = std::nextafter(x, 0.0f);
+      for (int step = 0; step < 512; ++step, x = std::nextafter(x, sign * 8.0f)) {
+        ASSERT_EQ(e2m1_encode(x), e2m1_by_search(x)) << x;
+      }
+    }
+  }
+}
+
 struct Case {
   const char* name;
   const char* rule;

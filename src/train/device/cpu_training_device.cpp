@@ -112,8 +112,8 @@ public:
   std::unique_ptr<Evaluator> make_evaluator(const EvaluatorSetup& setup) override {
     return make_cpu_evaluator(setup, parameters_.weights, quantized_);
   }
-  void store_quantized(const models::QuantizedWeight& weight, QuantizedPieces pieces) override {
-    quantized_.push_back({weight, std::move(pieces)});
+  void store_quantized(const models::QuantizedWeight& weight, const QuantizedPieces& pieces) override {
+    quantized_.push_back({weight, pieces});  // kept: a copy (the caller reuses its buffers)
     write_quantized(backend_, plan_, weight, quantized_.back().pieces);
   }
   // The host views are the backend's own buffers: only the FP8 copies of trained weights follow.

@@ -103,7 +103,7 @@ public:
     rank_->synchronize();
   }
 
-  void store_quantized(const models::QuantizedWeight& weight, QuantizedPieces pieces) override {
+  void store_quantized(const models::QuantizedWeight& weight, const QuantizedPieces& pieces) override {
     write_quantized(rank_->backend(), plan_, weight, pieces);
   }
 

@@ -103,8 +103,9 @@ public:
 
   // The frozen weights the plan stores quantized (models/quantized_weight.h) are not among weights();
   // each loaded one is handed here once, before upload(), quantized on the host (the trainer:
-  // train/quantized_weights.h), and written to the device (every rank's).
-  virtual void store_quantized(const models::QuantizedWeight& weight, QuantizedPieces pieces) = 0;
+  // train/quantized_weights.h), and written to the device (every rank's). The caller reuses the
+  // pieces' memory for the next weight: a device that keeps them keeps a copy.
+  virtual void store_quantized(const models::QuantizedWeight& weight, const QuantizedPieces& pieces) = 0;
 
   virtual void accumulate(std::span<const runtime::InputBinding> inputs) = 0;
   // A forward output of the last micro-batch accumulate() ran (an F32 tensor the plan marks as an

@@ -1,6 +1,4 @@
 // The start-up steps that fill the device: build_device and load_weights; see start_run.h.
-#include <algorithm>
-
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -63,16 +61,12 @@ void load_weights(RunContext& run) {
   const Config& config = run.config;
   const std::span<const WeightView> weights = run.device->weights();
   // Every base weight is loaded (or initialised) into the device's host copy, or, when the plan
-  // stores it quantized, into one scratch buffer that is quantized onto the device at once.
+  // stores it quantized, into a scratch buffer of load_base_weights' that is quantized onto the device.
   std::vector<WeightView> base_weights;
-  std::vector<float> scratch;
-  for (const models::QuantizedWeight& weight : run.quantized) {
-    scratch.resize(std::max(scratch.size(), static_cast<size_t>(weight.numel())));
-  }
   size_t next_device_weight = 0;
   for (const models::ParameterSpec& spec : run.specs) {
     if (run.quantized_weight(spec.name) != nullptr) {
-      base_weights.push_back({spec.name, spec.shape, std::span<float>(scratch).first(graph::shape_numel(spec.shape))});
+      base_weights.push_back({spec.name, spec.shape, {}});
     } else {
       base_weights.push_back(weights[next_device_weight++]);
     }

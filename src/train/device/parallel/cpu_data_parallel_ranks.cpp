@@ -249,8 +249,8 @@ public:
   std::unique_ptr<Evaluator> make_evaluator(const EvaluatorSetup& setup) override {
     return make_cpu_evaluator(setup, weights(), quantized_);
   }
-  void store_quantized(const models::QuantizedWeight& weight, QuantizedPieces pieces) override {
-    quantized_.push_back({weight, std::move(pieces)});
+  void store_quantized(const models::QuantizedWeight& weight, const QuantizedPieces& pieces) override {
+    quantized_.push_back({weight, pieces});  // kept: a copy (the caller reuses its buffers)
     if (quantized_base_ && quantized_base_->gathered()) {
       quantized_base_->keep(plan_, weight, quantized_.back().pieces);  // ZeRO-3: shared out, or the host image
       return;

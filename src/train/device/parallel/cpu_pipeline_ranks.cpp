@@ -203,8 +203,8 @@ public:
   // The evaluator reads the host copies (as on GPUs).
   void before_evaluation() override { download(); }
 
-  void store_quantized(const models::QuantizedWeight& weight, QuantizedPieces pieces) override {
-    quantized_.push_back({weight, std::move(pieces)});
+  void store_quantized(const models::QuantizedWeight& weight, const QuantizedPieces& pieces) override {
+    quantized_.push_back({weight, pieces});  // kept: a copy (the caller reuses its buffers)
     const QuantizedPieces& stored = quantized_.back().pieces;
     for (auto& rank : ranks_) {
       for (size_t i = 0; i < weight.pieces.size(); ++i) rank->runner->write_weight(weight.pieces[i], stored.bytes[i]);

@@ -261,7 +261,7 @@ public:
     return on_rank_zero(threads_, std::move(inner));
   }
 
-  void store_quantized(const models::QuantizedWeight& weight, QuantizedPieces pieces) override {
+  void store_quantized(const models::QuantizedWeight& weight, const QuantizedPieces& pieces) override {
     if (quantized_base_ && quantized_base_->gathered()) {
       threads_.run([&](int r) { quantized_base_->keep(r, weight, pieces); });  // ZeRO-3: shared out, or the image
       return;

@@ -225,8 +225,8 @@ public:
 
   // Written into every stage that holds the pieces (its forward plan reads them in place); kept
   // for the evaluator, which gathers them.
-  void store_quantized(const models::QuantizedWeight& weight, QuantizedPieces pieces) override {
-    quantized_.push_back({weight, std::move(pieces)});
+  void store_quantized(const models::QuantizedWeight& weight, const QuantizedPieces& pieces) override {
+    quantized_.push_back({weight, pieces});  // kept: a copy (the caller reuses its buffers)
     const StoredQuantizedWeight& stored = quantized_.back();
     for (size_t i = 0; i < weight.pieces.size(); ++i) quantized_pieces_[weight.pieces[i]] = stored.pieces.bytes[i];
     threads_.run([&](int r) {

@@ -66,8 +66,8 @@ public:
   std::unique_ptr<Evaluator> make_evaluator(const EvaluatorSetup& setup) override {
     return ranks_->make_evaluator(setup);
   }
-  void store_quantized(const models::QuantizedWeight& weight, QuantizedPieces pieces) override {
-    ranks_->store_quantized(weight, std::move(pieces));
+  void store_quantized(const models::QuantizedWeight& weight, const QuantizedPieces& pieces) override {
+    ranks_->store_quantized(weight, pieces);
   }
 
   // The ranks' shards (gathered to the leader across processes), then fp8_hybrid's scaling state.

@@ -76,7 +76,7 @@ public:
   // in checkpoints); none without it.
   virtual std::optional<StateTensor> fp8_state_tensor() = 0;
   virtual std::unique_ptr<Evaluator> make_evaluator(const EvaluatorSetup& setup) = 0;
-  virtual void store_quantized(const models::QuantizedWeight& weight, QuantizedPieces pieces) = 0;
+  virtual void store_quantized(const models::QuantizedWeight& weight, const QuantizedPieces& pieces) = 0;
   // The host copies to every rank (each rank's optimizer state from its own host views). Collective.
   virtual void upload() = 0;
   // ZeRO-3: each trainable weight from its owner into the host copies. Collective.
