@@ -135,11 +135,15 @@ TEST(PreferenceOpsCuda, TrainingStepMatchesTheCpu) {
   for (const char* type : {"dpo", "ipo", "simpo", "orpo", "kto"}) {
     for (int64_t chunks : {1, 3}) {
       const std::string what = std::string(type) + ", chunks " + std::to_string(chunks);
+      // Each graph built before it is compiled: the loss id is set by the build (argument order
+      // is unspecified, so one call cannot build and pass it).
       graph::TensorId cpu_loss = graph::kNoTensor, cuda_loss = graph::kNoTensor;
+      graph::Graph cpu_graph = preference_graph(DType::F32, type, chunks, cpu_loss);
+      graph::Graph cuda_graph = preference_graph(DType::BF16, type, chunks, cuda_loss);
       const compiler::ExecutionPlan cpu_plan =
-          compiler::compile_training(preference_graph(DType::F32, type, chunks, cpu_loss), cpu_loss, preference_registry());
-      const compiler::ExecutionPlan cuda_plan = compiler::compile_training(
-          preference_graph(DType::BF16, type, chunks, cuda_loss), cuda_loss, preference_registry());
+          compiler::compile_training(std::move(cpu_graph), cpu_loss, preference_registry());
+      const compiler::ExecutionPlan cuda_plan =
+          compiler::compile_training(std::move(cuda_graph), cuda_loss, preference_registry());
       runtime::CpuBackend cpu;
       cpu.load(cpu_plan, preference_registry());
       runtime::CudaBackend gpu;
