@@ -5,9 +5,13 @@
 
 #include "cuda/cuda_check.h"
 #include "cuda/kernels/attention_ragged.h"
+#include "cuda/kernels/element_type.cuh"
 
 namespace surogate::cuda {
 namespace {
+
+using kernels::from_float;
+using kernels::to_float;
 
 constexpr int kSegmentThreads = 1024;
 
@@ -51,17 +55,6 @@ __global__ void __launch_bounds__(kSegmentThreads)
   }
   __syncthreads();
   for (int64_t i = threadIdx.x; i <= slots; i += kSegmentThreads) q_offsets[i] *= q_row;
-}
-
-template <typename E>
-__device__ __forceinline__ float to_float(E value) {
-  if constexpr (std::is_same_v<E, __half>) return __half2float(value);
-  else return __bfloat162float(value);
-}
-template <typename E>
-__device__ __forceinline__ E from_float(float value) {
-  if constexpr (std::is_same_v<E, __half>) return __float2half_rn(value);
-  else return __float2bfloat16_rn(value);
 }
 
 // One warp per (token, q head).
