@@ -8,5 +8,12 @@ use_carry() {
   if [[ ! -x "$CARRY_DIR/$2" && -f "$CARRY_DIR.tar.xz" ]]; then
     tar -xJf "$CARRY_DIR.tar.xz" -C "$(dirname "$CARRY_DIR")" || return 1
   fi
-  export LD_LIBRARY_PATH="$CARRY_DIR/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+  # A carry stripped of cuDNN (its size) takes the one PyTorch's wheels put on the machine.
+  local cudnn=""
+  if [[ ! -f "$CARRY_DIR/lib/libcudnn.so.9" ]]; then
+    cudnn=$(python3 -c 'import glob, os, site
+print(next((os.path.dirname(p) for r in site.getsitepackages()
+            for p in glob.glob(os.path.join(r, "nvidia", "**", "libcudnn.so.9"), recursive=True)), ""))' 2>/dev/null)
+  fi
+  export LD_LIBRARY_PATH="$CARRY_DIR/lib${cudnn:+:$cudnn}:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 }
