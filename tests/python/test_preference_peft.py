@@ -4,16 +4,17 @@ backend in fp32 with the tiny random Qwen3 and the real Qwen3 tokenizer of test_
 - the held-out pairs' completion log-probabilities that transformers + PEFT compute with the written
   adapter (PeftModel.from_pretrained) are those of the run's last evaluation record
   (eval_logps/chosen, eval_logps/rejected: means over the pairs; eval_loss and eval_rewards/*: the
-  per-pair values through the DPO loss), and the merged model (merge_adapter) gives them too;
+  per-pair values through the DPO loss), and the merged model (merge_adapter) gives them too; so
+  does the model folder a full fine-tuning run writes;
 - the stored reference log-probabilities (tokenized/reference_logps.json, per pair) are PEFT's base
   model with the adapter switched off (`disable_adapter()`, TRL's reference under PEFT);
 - the reference pass runs the forward only, and gives bit for bit what the training plan's forward
   gives: at the first step (the starting weights) the policy's log-probs minus the reference's are
-  exactly 0 (rewards/chosen, rewards/rejected), the loss exactly ln 2 in fp32;
+  exactly 0 (rewards/chosen, rewards/rejected), the loss ln 2;
 - `surogate dpo --dry-run` says which reference the run has, its cost and its memory.
 Tolerances (fp32 on both sides, transformers in float64 after the logits): log-probabilities and
 losses rel 1e-6 (measured ≤ 1e-7); rewards, β times the small difference of two such sums, rel 1e-5
-(measured 8e-7).
+(measured ≤ 3.3e-6).
 """
 import json
 import math
@@ -54,67 +55,82 @@ def pair_logps(model, pairs):
     return [(completion_logps(model, c, lc), completion_logps(model, r, lr)) for c, r, lc, lr in pairs]
 
 
-@pytest.fixture(scope="module")
-def trained(surogate_bin, qwen3_model, tmp_path_factory):
-    """A LoRA DPO run of a few steps with a held-out split and merge_adapter; its folder and pairs."""
-    folder = tmp_path_factory.mktemp("dpo_peft")
+def run_dpo(surogate_bin, model, folder, extra):
+    """A DPO run of four steps with the held-out split; its output folder and the held-out pairs
+    (token ids as the run builds them: test_preference_tuning checks them against TRL's)."""
     train = write_jsonl(folder / "pairs.jsonl", TEXT_ROWS)
     valid = write_jsonl(folder / "valid.jsonl", HELD_OUT)
     out = folder / "out"
-    config = dpo_config(folder / "dpo.yaml", qwen3_model, out, train,
-                        f"validation_datasets:\n  - path: {valid}\n    type: preference\n"
-                        "lora: true\nlora_rank: 4\nlora_alpha: 8\nlora_dropout: 0\nmerge_adapter: true\n"
-                        "learning_rate: 2e-2\nper_device_train_batch_size: 1\ngradient_accumulation_steps: 1\n"
+    config = dpo_config(folder / "dpo.yaml", model, out, train,
+                        f"validation_datasets:\n  - path: {valid}\n    type: preference\n{extra}"
+                        "per_device_train_batch_size: 1\ngradient_accumulation_steps: 1\n"
                         f"max_steps: 4\neval_steps: 4\nloss:\n  type: dpo\n  dpo_beta: {BETA}\n")
     result = run_surogate(surogate_bin, "dpo", config, env=CPU_ONLY)
     assert result.returncode == 0, result.stdout + result.stderr
-    # The held-out pairs' token ids as the run builds them (test_preference_tuning checks them against TRL's).
-    chosen, rejected, losses = preview_pairs(surogate_bin, dpo_config(folder / "valid.yaml", qwen3_model, out, valid))
+    chosen, rejected, losses = preview_pairs(surogate_bin, dpo_config(folder / "valid.yaml", model, out, valid))
     pairs = [(c, r, losses[2 * i], losses[2 * i + 1]) for i, (c, r) in enumerate(zip(chosen, rejected))]
     assert len(pairs) == len(HELD_OUT)
     return out, pairs
+
+
+@pytest.fixture(scope="module")
+def trained(surogate_bin, qwen3_model, tmp_path_factory):
+    """The LoRA run, with merge_adapter."""
+    return run_dpo(surogate_bin, qwen3_model, tmp_path_factory.mktemp("dpo_peft"),
+                   "lora: true\nlora_rank: 4\nlora_alpha: 8\nlora_dropout: 0\nmerge_adapter: true\n"
+                   "learning_rate: 2e-2\n")
 
 
 def hf_base(model_dir):
     return transformers.AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
 
 
-def dpo_loss(policy, reference):
+def stored_reference(out, base):
+    """The stored eval reference per pair, in the order of `base` (the same pairs' log-probs under the
+    starting weights): the file keeps the token cache's row order, not the file's."""
+    stored = json.loads((out / "tokenized" / "reference_logps.json").read_text())["eval"]
+    stored = [(stored[2 * i], stored[2 * i + 1]) for i in range(len(stored) // 2)]
+    order = [min(range(len(stored)), key=lambda i: abs(stored[i][0] - c)) for c, _ in base]
+    assert sorted(order) == list(range(len(base)))
+    reference = [stored[i] for i in order]
+    for mine, theirs in zip(reference, base):
+        assert mine == pytest.approx(theirs, rel=RELATIVE)
+    return reference
+
+
+def expect_last_eval(out, policy, reference):
+    """The run's last eval record is `policy` (per pair) through DPO against `reference`, and moved
+    from the first far beyond the tolerance (the weights were trained)."""
     losses = [-math.log(1.0 / (1.0 + math.exp(-BETA * ((c - c0) - (r - r0)))))
               for (c, r), (c0, r0) in zip(policy, reference)]
-    return sum(losses) / len(losses)
+    mean = lambda values: sum(values) / len(values)  # noqa: E731
+    expected = {"eval_logps/chosen": mean([c for c, _ in policy]), "eval_logps/rejected": mean([r for _, r in policy]),
+                "eval_rewards/chosen": BETA * mean([c - c0 for (c, _), (c0, _) in zip(policy, reference)]),
+                "eval_rewards/rejected": BETA * mean([r - r0 for (_, r), (_, r0) in zip(policy, reference)]),
+                "eval_loss": mean(losses)}
+    first, last = read_records(out, "eval")[0], read_records(out, "eval")[-1]
+    for name, value in expected.items():
+        tolerance = REWARDS_RELATIVE if name.startswith("eval_rewards/") else RELATIVE
+        assert last[name] == pytest.approx(value, rel=tolerance), (name, last, expected)
+    assert abs(last["eval_logps/chosen"] - first["eval_logps/chosen"]) > 1e3 * RELATIVE * abs(first["eval_logps/chosen"])
 
 
 def test_peft_loads_the_adapter_with_the_runs_log_probabilities(trained, qwen3_model):
     out, pairs = trained
     model = peft.PeftModel.from_pretrained(hf_base(qwen3_model), out).eval()
     policy = pair_logps(model, pairs)
-    with model.disable_adapter():
-        base = pair_logps(model, pairs)
-    # Per pair, in the token cache's row order (not the file's): the reference is the base, adapter off.
-    stored = json.loads((out / "tokenized" / "reference_logps.json").read_text())["eval"]
-    stored = [(stored[2 * i], stored[2 * i + 1]) for i in range(len(stored) // 2)]
-    order = [min(range(len(stored)), key=lambda i: abs(stored[i][0] - c)) for c, _ in base]
-    assert sorted(order) == list(range(len(pairs)))
-    reference = [stored[i] for i in order]
-    for mine, theirs in zip(reference, base):
-        assert mine == pytest.approx(theirs, rel=RELATIVE)
-
-    first, last = read_records(out, "eval")[0], read_records(out, "eval")[-1]
-    mean = lambda values: sum(values) / len(values)  # noqa: E731
-    expected = {"eval_logps/chosen": mean([c for c, _ in policy]), "eval_logps/rejected": mean([r for _, r in policy]),
-                "eval_rewards/chosen": BETA * mean([c - c0 for (c, _), (c0, _) in zip(policy, reference)]),
-                "eval_rewards/rejected": BETA * mean([r - r0 for (_, r), (_, r0) in zip(policy, reference)]),
-                "eval_loss": dpo_loss(policy, reference)}
-    for name, value in expected.items():
-        tolerance = REWARDS_RELATIVE if name.startswith("eval_rewards/") else RELATIVE
-        assert last[name] == pytest.approx(value, rel=tolerance), (name, last, expected)
-    # The adapter was trained: the held-out log-probs moved far beyond the tolerance.
-    assert abs(last["eval_logps/chosen"] - first["eval_logps/chosen"]) > 1e3 * RELATIVE * abs(first["eval_logps/chosen"])
-
+    with model.disable_adapter():  # TRL's reference under PEFT: the base, adapter off
+        reference = stored_reference(out, pair_logps(model, pairs))
+    expect_last_eval(out, policy, reference)
     merged = pair_logps(hf_base(out / "merged"), pairs)
     for mine, theirs in zip(merged, policy):
         assert mine == pytest.approx(theirs, rel=RELATIVE)
+
+
+def test_full_fine_tuning_writes_the_model_of_the_runs_log_probabilities(surogate_bin, qwen3_model, tmp_path):
+    out, pairs = run_dpo(surogate_bin, qwen3_model, tmp_path, "lora: false\nlearning_rate: 1e-3\n")
+    reference = stored_reference(out, pair_logps(hf_base(qwen3_model), pairs))
+    expect_last_eval(out, pair_logps(hf_base(out), pairs), reference)
 
 
 def test_the_forward_only_reference_is_the_training_forward_bit_for_bit(trained):
