@@ -22,6 +22,7 @@
 #include "distributed/launcher_environment.h"
 #include "distributed/ray_launch.h"
 #include "train/memory_prediction.h"
+#include "train/objective/preference_reference.h"
 #include "train/observe/metrics_log.h"
 #include "train/supervise/restart_supervisor.h"
 #include "train/run_folder_lock.h"
@@ -136,6 +137,7 @@ int run_training_command(const TrainArguments& arguments, const std::vector<std:
   const train::MemoryPrediction prediction = train::predict_training_memory(config, gpu_memory);
   fmt::print("# {}: configuration is valid (dry run, nothing trained)\n", arguments.config_path);
   fmt::print("{}", train::format_memory_prediction(prediction));
+  if (config.loss.preference) fmt::print("{}", train::describe_preference_reference(config));
   fmt::print("{}", dump_config_yaml(config));
   return 0;
 }

@@ -167,11 +167,21 @@ void CpuBackend::write_converted(TensorId tensor, DType source, std::span<const 
 void CpuBackend::execute(std::span<const InputBinding> inputs) {
   check_loaded();
   for (const InputBinding& input : inputs) write(input.tensor, input.data);
+  run_steps(steps_.size());
+}
+
+void CpuBackend::execute_forward(std::span<const InputBinding> inputs) {
+  check_loaded();
+  for (const InputBinding& input : inputs) write(input.tensor, input.data);
+  run_steps(plan_->forward_steps);
+}
+
+void CpuBackend::run_steps(size_t count) {
   if (observer_ == nullptr) {
-    for (const BoundStep& step : steps_) step.kernel(step.args);
+    for (size_t i = 0; i < count; ++i) steps_[i].kernel(steps_[i].args);
     return;
   }
-  for (size_t i = 0; i < steps_.size(); ++i) {
+  for (size_t i = 0; i < count; ++i) {
     observer_->before_step(i);
     steps_[i].kernel(steps_[i].args);
     observer_->after_step(i);

@@ -41,6 +41,10 @@ public:
   void read(graph::TensorId tensor, std::span<std::byte> data) const override;
   void execute(std::span<const InputBinding> inputs) override;
   void zero_gradients() override;
+  // As execute(), but only the plan's forward steps (those before plan.forward_steps): the forward's
+  // outputs bit for bit as execute() leaves them, with no backward, so no gradient is read or
+  // written (a preference run's reference and evaluation passes, train/objective/).
+  void execute_forward(std::span<const InputBinding> inputs);
 
   // Before load(): every parameter (or constant) of the next plan that `owner`'s loaded plan also
   // has, by name, dtype and shape, is read and written in place in `owner`'s memory instead of a
@@ -80,6 +84,7 @@ private:
   const graph::TensorType& type_of(graph::TensorId tensor) const;
   graph::CpuTensorView view_of(graph::TensorId tensor) const;
   void check_loaded() const;
+  void run_steps(size_t count);
 
   // Allocates parameters_: the whole Parameters region, or with an owner only the tensors it
   // does not share, filling parameter_addresses_.

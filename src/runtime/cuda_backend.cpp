@@ -304,28 +304,47 @@ void CudaBackend::read(TensorId tensor, std::span<std::byte> data) const {
   stream_->synchronize();
 }
 
+void CudaBackend::upload_inputs(std::span<const InputBinding> inputs, cudaStream_t stream) {
+  if (inputs.empty()) return;
+  // The staging buffer is still the source of the previous execute's upload until that copy
+  // has run; it ran before the previous step's kernels, so this wait is normally immediate.
+  if (staged_pending_) staged_->synchronize();
+  for (const InputBinding& input : inputs) {
+    check_size(input.tensor, input.data.size(), "got");
+    const compiler::TensorPlacement& placement = plan_->placement(input.tensor);
+    if (placement.storage != Storage::Inputs) {
+      fail_user("execute(): tensor '{}' is not a graph input; use write() for parameters",
+                plan_->graph.tensor(input.tensor).name);
+    }
+    if (input.data.empty()) continue;
+    std::byte* staged = staging_.get() + placement.offset;
+    std::memcpy(staged, input.data.data(), input.data.size());
+    CUDA_CHECK(cudaMemcpyAsync(address(input.tensor), staged, input.data.size(), cudaMemcpyHostToDevice, stream));
+  }
+  staged_->record(stream);
+  staged_pending_ = true;
+}
+
+void CudaBackend::execute_forward(std::span<const InputBinding> inputs) {
+  check_loaded();
+  for (size_t i = 0; i < plan_->forward_steps; ++i) {
+    SUROGATE_CHECK(!plan_->steps[i].asynchronous || plan_->steps[i].complete_by < plan_->forward_steps,
+                   "execute_forward(): step {} is a copy that completes in the backward", i);
+  }
+  cudaStream_t stream = stream_->get();
+  upload_inputs(inputs, stream);
+  graph_launched_ = false;
+  for (size_t i = 0; i < plan_->forward_steps; ++i) {
+    if (observer_ != nullptr) observer_->before_step(i);
+    if (!host_copies_.launch(i, stream)) steps_[i].kernel(CudaKernelArgs{steps_[i].inputs, steps_[i].outputs, stream});
+    if (observer_ != nullptr) observer_->after_step(i);
+  }
+}
+
 void CudaBackend::execute(std::span<const InputBinding> inputs) {
   check_loaded();
   cudaStream_t stream = stream_->get();
-  if (!inputs.empty()) {
-    // The staging buffer is still the source of the previous execute's upload until that copy
-    // has run; it ran before the previous step's kernels, so this wait is normally immediate.
-    if (staged_pending_) staged_->synchronize();
-    for (const InputBinding& input : inputs) {
-      check_size(input.tensor, input.data.size(), "got");
-      const compiler::TensorPlacement& placement = plan_->placement(input.tensor);
-      if (placement.storage != Storage::Inputs) {
-        fail_user("execute(): tensor '{}' is not a graph input; use write() for parameters",
-                  plan_->graph.tensor(input.tensor).name);
-      }
-      if (input.data.empty()) continue;
-      std::byte* staged = staging_.get() + placement.offset;
-      std::memcpy(staged, input.data.data(), input.data.size());
-      CUDA_CHECK(cudaMemcpyAsync(address(input.tensor), staged, input.data.size(), cudaMemcpyHostToDevice, stream));
-    }
-    staged_->record(stream);
-    staged_pending_ = true;
-  }
+  upload_inputs(inputs, stream);
   graph_launched_ = false;
   const bool timed = time_breakdown_ && step_events_.size() == steps_.size() + 1;
   if (timed || observer_ != nullptr) {

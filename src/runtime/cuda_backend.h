@@ -51,6 +51,11 @@ public:
   void read(graph::TensorId tensor, std::span<std::byte> data) const override;
   void execute(std::span<const InputBinding> inputs) override;
   void zero_gradients() override;
+  // As execute(), but only the plan's forward steps (before plan.forward_steps), eagerly (no graph,
+  // no timing): the forward's outputs as execute() leaves them, with no backward, so no gradient
+  // is read or written. Every asynchronous copy of those steps must complete within them
+  // (offload_residual's complete in the backward: a plan with them is refused).
+  void execute_forward(std::span<const InputBinding> inputs);
 
   const DeviceMemoryReport& memory_report() const { return memory_; }
 
@@ -118,6 +123,7 @@ private:
   void check_size(graph::TensorId tensor, size_t bytes, const char* verb) const;
   void check_loaded() const;
   void launch_steps(cudaStream_t stream) const;
+  void upload_inputs(std::span<const InputBinding> inputs, cudaStream_t stream);
   // Captures launch_steps into graph_ / graph_exec_; false (after one line on stderr, the stream
   // out of capture mode and the error state cleared) when CUDA refuses.
   bool capture_graph(cudaStream_t stream);

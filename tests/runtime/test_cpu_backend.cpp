@@ -1,7 +1,9 @@
 // CpuBackend: executes plans without allocating, gives bit-identical gradients whatever the
-// recompute policy, converts bf16 weights on load, and rejects wrong-sized writes.
+// recompute policy, runs the forward alone (execute_forward), converts bf16 weights on load, and
+// rejects wrong-sized writes.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -88,6 +90,29 @@ TEST(CpuBackend, GradientsAreBitIdenticalUnderEveryRecomputePolicy) {
           << "tensor " << i << " differs";
     }
     EXPECT_LE(bytes, baseline_bytes);
+  }
+}
+
+TEST(CpuBackend, ExecuteForwardGivesExecutesLossBitForBitAndWritesNoGradient) {
+  ExecutionPlan plan = compile_toy(RecomputePolicy::all());
+  ASSERT_LT(plan.forward_steps, plan.steps.size());
+  CpuBackend whole, forward;
+  for (CpuBackend* backend : {&whole, &forward}) {
+    backend->load(plan, toy_registry());
+    randomize_all<float>(*backend, plan, 33);
+  }
+  for (const auto& [parameter, gradient] : plan.parameter_gradients) {
+    std::span<float> values = forward.view<float>(gradient);
+    std::fill(values.begin(), values.end(), 7.0f);  // a sentinel the backward would overwrite
+  }
+  whole.execute({});
+  forward.execute_forward({});
+  const float whole_loss = whole.view<float>(plan.loss)[0], forward_loss = forward.view<float>(plan.loss)[0];
+  EXPECT_EQ(std::memcmp(&whole_loss, &forward_loss, sizeof(float)), 0) << whole_loss << " vs " << forward_loss;
+  for (const auto& [parameter, gradient] : plan.parameter_gradients) {
+    for (float value : forward.view<float>(gradient)) ASSERT_EQ(value, 7.0f) << plan.graph.tensor(gradient).name;
+    const std::span<float> computed = whole.view<float>(gradient);
+    EXPECT_TRUE(std::any_of(computed.begin(), computed.end(), [](float value) { return value != 0.0f; }));
   }
 }
 

@@ -12,6 +12,7 @@
 // execution with one warning line.
 // offload_residual's host copies (runtime/cuda_host_copies.h) on side streams: the same results bit
 // for bit as the plan without them, eagerly, captured in a graph and with the time breakdown.
+// execute_forward: the forward steps alone, the loss of execute() bit for bit, no gradient written.
 // bf16 mul / sum / broadcast (a pipeline stage's loss, sum(t · g)): the gradient of t is g bit for
 // bit (seed 1, broadcast, 1 · g are exact), and the loss is the double sum of the bf16 products
 // rounded to bf16 (within one bf16 rounding, 2^-8 relative, of the sum computed here).
@@ -204,6 +205,43 @@ bool bitwise_equal(const std::vector<std::vector<float>>& a, const std::vector<s
     if (a[i].size() != b[i].size() || std::memcmp(a[i].data(), b[i].data(), a[i].size() * sizeof(float)) != 0) return false;
   }
   return true;
+}
+
+// execute_forward runs the forward steps alone: the loss bit for bit as execute() gives it, no
+// gradient written (a sentinel survives), then a whole execute as on a fresh backend; a plan whose
+// forward starts copies that complete in the backward (offload_residual) is refused.
+TEST(CudaBackend, ExecuteForwardGivesExecutesLossBitForBitAndWritesNoGradient) {
+  SKIP_WITHOUT_GPU();
+  ExecutionPlan plan = compile_toy(RecomputePolicy::all());
+  CpuBackend cpu;
+  cpu.load(plan, toy_registry());
+  randomize_all<float>(cpu, plan, 9);
+  CudaBackend whole(toy_cuda_table()), forward(toy_cuda_table());
+  for (CudaBackend* gpu : {&whole, &forward}) {
+    gpu->load(plan, toy_registry());
+    copy_leaves(cpu, *gpu, plan);
+  }
+  for (const auto& [parameter, gradient] : plan.parameter_gradients) {
+    const std::vector<float> sentinel(static_cast<size_t>(plan.graph.tensor(gradient).type.numel()), 7.0f);
+    forward.write(gradient, std::as_bytes(std::span<const float>(sentinel)));
+  }
+  whole.execute({});
+  forward.execute_forward({});
+  EXPECT_TRUE(bitwise_equal({read_cuda(forward, plan, plan.loss)}, {read_cuda(whole, plan, plan.loss)}));
+  for (const auto& [parameter, gradient] : plan.parameter_gradients) {
+    const std::vector<float> values = read_cuda(forward, plan, gradient);
+    EXPECT_TRUE(std::all_of(values.begin(), values.end(), [](float v) { return v == 7.0f; }))
+        << plan.graph.tensor(gradient).name;
+  }
+  forward.zero_gradients();
+  forward.execute({});
+  EXPECT_TRUE(bitwise_equal(results(forward, plan), results(whole, plan)));
+
+  ExecutionPlan offloaded = compile_toy(RecomputePolicy::none(), true);
+  ASSERT_GT(offloaded.offloaded_tensors, 0u);
+  CudaBackend gpu(toy_cuda_table());
+  gpu.load(offloaded, toy_registry());
+  EXPECT_THROW(gpu.execute_forward({}), InternalError);
 }
 
 TEST(CudaBackend, CudaGraphReplaysAreBitIdenticalToEagerRunsWithNewInputs) {

@@ -126,6 +126,13 @@ public:
     if (router_aux_loss_ != graph::kNoTensor) aux_sum_ += backend_.view<float>(router_aux_loss_)[0];
   }
 
+  bool forward_only(std::span<const runtime::InputBinding> inputs) override {
+    backend_.execute_forward(inputs);
+    // The amaxes the forward recorded belong to no step (as skip_update drops them).
+    if (fp8_) quant::drop_current_amaxes(backend_.view<float>(fp8_->tensor).data(), fp8_->shape.sites, fp8_->shape.history);
+    return true;
+  }
+
   std::vector<float> read_output(graph::TensorId tensor) override {
     const std::span<float> values = backend_.view<float>(tensor);
     return {values.begin(), values.end()};

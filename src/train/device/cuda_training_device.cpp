@@ -123,6 +123,17 @@ public:
     rank_->accumulate(inputs);
   }
 
+  bool forward_only(std::span<const runtime::InputBinding> inputs) override {
+    // offload_residual's copies complete in the backward: such a plan runs whole (zero loss scale).
+    for (size_t i = 0; i < plan_.forward_steps; ++i) {
+      if (plan_.steps[i].asynchronous && plan_.steps[i].complete_by >= plan_.forward_steps) return false;
+    }
+    if (fp8_delayed_) fp8_delayed_->apply(rank_->backend());
+    rank_->backend().execute_forward(inputs);
+    if (fp8_) drop_current_amaxes();  // they belong to no step, as skip_update drops them
+    return true;
+  }
+
   std::vector<float> read_output(graph::TensorId tensor) override {
     std::vector<float> values(static_cast<size_t>(plan_.graph.tensor(tensor).type.numel()));
     rank_->backend().read(tensor, std::as_writable_bytes(std::span<float>(values)));  // waits for the stream
@@ -155,15 +166,16 @@ public:
 
   void skip_update() override {
     rank_->accumulators().zero();
-    if (fp8_) {
-      // Each site's row[1] (this step's amax) back to 0, the history untouched (quant/fp8_scaling.h).
-      const size_t row_bytes = static_cast<size_t>(quant::kFp8StateHeader + fp8_->shape.history) * sizeof(float);
-      CUDA_CHECK(cudaMemset2DAsync(fp8_device() + 1, row_bytes, 0, sizeof(float),
-                                   static_cast<size_t>(fp8_->shape.sites), rank_->stream()));
-    }
+    if (fp8_) drop_current_amaxes();
   }
 
 private:
+  // Each site's row[1] (this step's amax) back to 0, the history untouched (quant/fp8_scaling.h).
+  void drop_current_amaxes() {
+    const size_t row_bytes = static_cast<size_t>(quant::kFp8StateHeader + fp8_->shape.history) * sizeof(float);
+    CUDA_CHECK(cudaMemset2DAsync(fp8_device() + 1, row_bytes, 0, sizeof(float),
+                                 static_cast<size_t>(fp8_->shape.sites), rank_->stream()));
+  }
   float* fp8_device() { return static_cast<float*>(rank_->backend().device_address(fp8_->tensor)); }
   void copy_fp8(float* destination, const float* source, cudaMemcpyKind kind) {
     CUDA_CHECK(cudaMemcpyAsync(destination, source, fp8_host_.size() * sizeof(float), kind, rank_->stream()));

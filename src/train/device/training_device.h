@@ -113,6 +113,13 @@ public:
   // host. One device only (the feature-support table refuses objectives on several ranks): the
   // default is an internal error.
   virtual std::vector<float> read_output(graph::TensorId tensor);
+  // The forward of one micro-batch only, for read_output() (a training objective's reference and
+  // evaluation passes): no backward, no gradient read or written, no loss added to the window's,
+  // the outputs bit for bit those accumulate() gives. For plans whose forward phase computes no
+  // gradient (a preference plan; not an SFT plan, whose LM-head loss gives its gradients in the
+  // forward, compiler/loss_input_grad.h). False where the device has no forward-only path (nothing
+  // ran): the caller runs accumulate() with a zero loss scale, then skip_update().
+  virtual bool forward_only(std::span<const runtime::InputBinding> /*inputs*/) { return false; }
   virtual StepMetrics measure() = 0;
   virtual void update(const OptimizerStep& step) = 0;
   // Instead of update() for a step that is not applied (a non-finite loss or gradient): the

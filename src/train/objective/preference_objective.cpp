@@ -91,10 +91,14 @@ ReferenceLogps PreferenceObjective::forward_split(const data::PackedRowsView& ro
     const PairInputs inputs = pair_inputs(packed, reference);
     std::vector<runtime::InputBinding> bindings = context_.inputs->bind(packed, 0.0f);
     for (const runtime::InputBinding& binding : bindings_of(inputs)) bindings.push_back(binding);
-    context_.device->accumulate(bindings);
+    // The forward only where the device offers it; else the training plan with a zero loss scale.
+    const bool forward_only = context_.device->forward_only(bindings);
+    if (!forward_only) context_.device->accumulate(bindings);
     read_policy(inputs, metrics != nullptr ? *metrics : discarded, &logps, &packed);
-    context_.device->measure();
-    context_.device->skip_update();
+    if (!forward_only) {
+      context_.device->measure();
+      context_.device->skip_update();
+    }
   }
   return logps;
 }

@@ -4,7 +4,8 @@
 // The reference model costs no second copy of the weights: its log-probabilities are computed once,
 // before the first step, with the weights training starts from (the base model: with LoRA the
 // adapters start at zero, B = 0, so the policy at step 0 IS the base; with full fine-tuning the
-// loaded weights), through the training plan itself with a zero loss scale, and stored beside the
+// loaded weights), by the training plan's forward alone where the device offers it
+// (TrainingDevice::forward_only; else the whole plan with a zero loss scale), and stored beside the
 // token cache (`<output_dir>/tokenized/reference_logps.json`, keyed by the token cache and the
 // model): a resumed run reads them back, and refuses to start when they are missing. Losses that
 // need no reference (simpo, orpo, reference_free) skip the pass.
@@ -38,7 +39,7 @@ public:
   nlohmann::json evaluate() override;
 
 private:
-  // Runs every row of `rows` through the device (zero loss scale: no gradient, no update) and
+  // Runs every row of `rows` through the device (forward only, or zero loss scale: no update) and
   // returns each row's chosen and rejected log-probs; with `metrics`, adds each micro-batch to it.
   ReferenceLogps forward_split(const data::PackedRowsView& rows, const ReferenceLogps* reference,
                                PreferenceMetrics* metrics);

@@ -1,17 +1,14 @@
 // The configuration's training objective; see training_objective.h.
 #include "train/objective/training_objective.h"
 
-#include <filesystem>
-
 #include "train/objective/preference_objective.h"
+#include "train/objective/preference_reference.h"
 
 namespace surogate::train {
 
 std::unique_ptr<TrainingObjective> make_training_objective(const Config& config) {
   if (!config.loss.preference) return nullptr;
-  return std::make_unique<PreferenceObjective>(
-      config.loss, std::filesystem::path(config.run.output_dir) / "tokenized" / "reference_logps.json",
-      config.model.name_or_path);
+  return std::make_unique<PreferenceObjective>(config.loss, preference_reference_file(config), config.model.name_or_path);
 }
 
 }  // namespace surogate::train
