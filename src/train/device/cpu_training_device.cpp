@@ -124,6 +124,7 @@ public:
     backend_.execute(inputs);
     loss_sum_ += backend_.view<float>(loss_)[0];
     if (router_aux_loss_ != graph::kNoTensor) aux_sum_ += backend_.view<float>(router_aux_loss_)[0];
+    keep_micro_batch_outputs();
   }
 
   std::vector<float> read_output(graph::TensorId tensor) override {

@@ -121,6 +121,7 @@ public:
   void accumulate(std::span<const runtime::InputBinding> inputs) override {
     if (fp8_delayed_) fp8_delayed_->apply(rank_->backend());
     rank_->accumulate(inputs);
+    keep_micro_batch_outputs();  // surogate dpo only: waits for the stream (read_output)
   }
 
   std::vector<float> read_output(graph::TensorId tensor) override {
