@@ -24,6 +24,9 @@
 //     ZeRO-1/2 publish the shard (every rank gets every rank's updated weights; ZeRO-3's ranks keep
 //     only their pieces, gathered where the plan reads them); then the FP8 copies, the zeroed
 //     gradients and fp8_hybrid's max-reduced scaling state.
+//   kept_outputs() (surogate dpo's per-sequence log-probs, keep_outputs): each rank copies them
+//     after each micro-batch it runs; after measure() they come back in the order accumulate() was
+//     given the micro-batches (this process's ranks only: the objective refuses several processes).
 //
 // The host side is the backend's (BackendRanks). optimizer_state() is the ranks' shards in rank
 // order — the single-rank optimizer's list of tensors, since shards are contiguous runs of whole
