@@ -51,15 +51,30 @@ void add_preference_rows(std::vector<SupportRow>& rows) {
       "surogate dpo with a loss_scale strategy",
       [](const Config& c) { return c.loss.preference && c.data.loss_scale != "default"; }, "loss_scale",
       "does not apply to `surogate dpo`: the loss is the preference loss over whole completions; remove it"));
-  rows.push_back({"surogate dpo on several ranks", SupportStage::Device, SupportBackend::Any,
+  // Data parallelism (ZeRO-1/2/3) runs: every rank's per-pair log-probabilities are read in the
+  // process that drives the ranks (TrainingDevice::kept_outputs). Device rows: judged once the
+  // layout is known.
+  rows.push_back({"surogate dpo with sequence or pipeline parallelism", SupportStage::Device, SupportBackend::Any,
                   [](const Config& c, const RunShape& s) {
-                    return c.loss.preference && (s.several_ranks() || s.spans_processes() || s.data_parallel_device);
+                    return c.loss.preference && (s.sequence_size > 1 || s.pipeline_size > 1);
                   },
                   [](const Config& c, const RunShape& s) {
-                    return fmt::format("{}: `surogate dpo` trains on one device in this version (the per-pair "
-                                       "log-probabilities are read back from one device); this run would use {}. Set "
-                                       "gpus: 1",
-                                       c.sources.of("gpus"), s.layout_description);
+                    const bool sequence = s.sequence_size > 1;
+                    const char* key = sequence ? "sequence_parallel_size" : "pipeline_parallel_size";
+                    return fmt::format("{}: {}: {} is not run by `surogate dpo` in this version, which runs data "
+                                       "parallelism only (a pair's log-probabilities are summed on the one rank that "
+                                       "runs the whole pair); this run would use {}. Set sequence_parallel_size: 1 and "
+                                       "pipeline_parallel_size: 1",
+                                       c.sources.of(key), key, sequence ? s.sequence_size : s.pipeline_size,
+                                       s.layout_description);
+                  }});
+  rows.push_back({"surogate dpo over several processes", SupportStage::Device, SupportBackend::Any,
+                  [](const Config& c, const RunShape& s) { return c.loss.preference && s.spans_processes(); },
+                  [](const Config& c, const RunShape& s) {
+                    return fmt::format("{}: `surogate dpo` runs its data-parallel ranks as threads of one process in "
+                                       "this version (the per-pair log-probabilities are read where the ranks run); a "
+                                       "launcher or Ray started {} processes. Start one process with gpus: {}",
+                                       c.sources.of("gpus"), s.processes, s.world_size);
                   }});
 }
 

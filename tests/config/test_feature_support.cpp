@@ -442,14 +442,23 @@ std::vector<RowCase> row_cases() {
          s = cpu();
        },
        "option 'loss_scale' does not apply to `surogate dpo`"},
-      {"surogate dpo on several ranks", S::Device,
+      {"surogate dpo with sequence or pipeline parallelism", S::Device,
+       [](Config& c, RunShape& s) {
+         c.loss.preference = true;
+         c.data.datasets[0].type = DatasetType::Preference;
+         s = cpu();
+         s.world_size = s.sequence_size = 2;
+       },
+       "sequence_parallel_size: 2 is not run by `surogate dpo` in this version"},
+      {"surogate dpo over several processes", S::Device,
        [](Config& c, RunShape& s) {
          c.loss.preference = true;
          c.data.datasets[0].type = DatasetType::Preference;
          s = cuda(2);
+         s.processes = 2;
          s.data_parallel_device = true;
        },
-       "`surogate dpo` trains on one device in this version"},
+       "a launcher or Ray started 2 processes. Start one process with gpus: 2"},
       // The Model stage.
       {"float16 with a mixture-of-experts model", S::Model,
        [](Config& c, RunShape& s) {
@@ -505,6 +514,20 @@ TEST(FeatureSupport, AValidConfigurationPassesEveryStage) {
       shape.data_parallel_device = shape.several_ranks();
       EXPECT_EQ(first_refusal(config, stage, shape), nullptr);
       EXPECT_NO_THROW(refuse_unsupported(config, stage, shape));
+    }
+  }
+}
+
+// `surogate dpo` on data-parallel ranks of one process (ZeRO-1/2/3, CPU threads or GPUs) runs.
+TEST(FeatureSupport, PreferenceTuningOnDataParallelRanksOfOneProcessPasses) {
+  Config config = valid_config();
+  config.loss.preference = true;
+  config.data.datasets[0].type = DatasetType::Preference;
+  for (RunShape shape : {cpu(), cuda(2)}) {
+    shape.world_size = 2;
+    shape.data_parallel_device = true;
+    for (const SupportStage stage : {SupportStage::Backend, SupportStage::Device}) {
+      EXPECT_EQ(first_refusal(config, stage, shape), nullptr);
     }
   }
 }

@@ -26,6 +26,8 @@
 //   ZeRO-3 checkpoint resuming on the single-GPU device — bit for bit too (gathered weights sit
 //   256-byte aligned, as in the parameter region, so cuBLASLt picks the same algorithms).
 //
+// surogate dpo: a world of one bit for bit, and 2 GPUs against one (the bounds below), at the end.
+//
 // Two or more GPUs (skipped with fewer): gpus: 2 with accumulation A against gpus: 1 with 2A,
 // ZeRO-1 and ZeRO-2. The same micro-batches give the same bf16 gradients on every GPU; only the
 // order of their fp32 additions differs (one accumulator vs two, then NCCL's sum), a few ulp of
@@ -50,6 +52,7 @@
 #include <vector>
 
 #include "io/safetensors.h"
+#include "train/preference_run.h"
 #include "train_cuda/cuda_trainer_fixture.h"
 
 namespace surogate::train {
@@ -268,6 +271,43 @@ TEST_F(CudaDataParallelTest, TwoGpusLoraMatchOneGpuAndWriteTheSingleGpuOutputs) 
   io::SafetensorsFile b = io::SafetensorsFile::open(root_ / "dp2-lora" / "checkpoint-20" / "optimizer.safetensors");
   EXPECT_EQ(a.tensors().size(), b.tensors().size());
   for (const io::SafetensorsTensor& tensor : a.tensors()) EXPECT_EQ(b.tensor(tensor.name).shape, tensor.shape);
+}
+
+// surogate dpo (train/preference_run.h: reversal pairs, LoRA): on a world of one the rank copies
+// each micro-batch's per-sequence log-probs to pinned memory on its stream (cuda_rank/
+// output_readback.h) and the losses, eval loss and checkpoint equal the single-GPU device's bit for
+// bit; on 2 GPUs (ZeRO-1 and ZeRO-3) the run tracks one GPU with twice the accumulation at the
+// bounds above.
+const std::string kPreferenceJob = "max_length: 16\nlora: true\nlora_rank: 8\nlora_alpha: 16\nlora_dropout: 0.0\n"
+                                   "learning_rate: 1e-2\nper_device_train_batch_size: 2\nvalidation_split_ratio: 0.25\n";
+
+TEST_F(CudaDataParallelTest, PreferenceTuningOnAWorldOfOneEqualsTheSingleGpuDevice) {
+  const fs::path pairs = preference_pairs(root_);
+  const std::string job = kPreferenceJob + "max_steps: 6\nsave_steps: 6\n";
+  TrainingResult plain = run_training(as_preference_run(config("dpo-single", job), pairs, "dpo"), on(TrainingBackend::Cuda));
+  TrainingResult world = run_training(as_preference_run(config("dpo-world-of-one", job), pairs, "dpo"), data_parallel());
+  ASSERT_EQ(world.step_losses.size(), plain.step_losses.size());
+  for (size_t i = 0; i < plain.step_losses.size(); ++i) EXPECT_EQ(world.step_losses[i], plain.step_losses[i]) << "step " << i + 1;
+  ASSERT_TRUE(plain.eval_loss && world.eval_loss);
+  EXPECT_EQ(*world.eval_loss, *plain.eval_loss);
+  expect_same_tensors(root_ / "dpo-single" / "checkpoint-6" / "model.safetensors",
+                      root_ / "dpo-world-of-one" / "checkpoint-6" / "model.safetensors");
+}
+
+TEST_F(CudaDataParallelTest, TwoGpusPreferenceTuningMatchesOneGpuWithTwiceTheAccumulation) {
+  if (visible_gpus() < 2) GTEST_SKIP() << "needs 2 GPUs, " << visible_gpus() << " visible";
+  const fs::path pairs = preference_pairs(root_);
+  const std::string common = kPreferenceJob + "max_steps: 20\n";
+  TrainingResult one = run_training(
+      as_preference_run(config("dpo-dp1", common + "gradient_accumulation_steps: 4\n"), pairs, "dpo"), on(TrainingBackend::Cuda));
+  for (const std::string zero : {"1", "3"}) {
+    SCOPED_TRACE("zero_level " + zero);
+    TrainingResult two = run_training(
+        as_preference_run(config("dpo-dp2-z" + zero, common + "gpus: 2\ngradient_accumulation_steps: 2\nzero_level: " + zero + "\n"),
+                          pairs, "dpo"),
+        on(TrainingBackend::Cuda));
+    expect_tracks("dpo-gpus-2-zero-" + zero, one, two, 1e-5, 0.01, 0.005);
+  }
 }
 
 }  // namespace

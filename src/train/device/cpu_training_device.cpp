@@ -124,10 +124,12 @@ public:
     backend_.execute(inputs);
     loss_sum_ += backend_.view<float>(loss_)[0];
     if (router_aux_loss_ != graph::kNoTensor) aux_sum_ += backend_.view<float>(router_aux_loss_)[0];
+    keep_micro_batch_outputs();
   }
 
   bool forward_only(std::span<const runtime::InputBinding> inputs) override {
     backend_.execute_forward(inputs);
+    keep_micro_batch_outputs();
     // The amaxes the forward recorded belong to no step (as skip_update drops them).
     if (fp8_) quant::drop_current_amaxes(backend_.view<float>(fp8_->tensor).data(), fp8_->shape.sites, fp8_->shape.history);
     return true;

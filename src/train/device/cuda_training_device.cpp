@@ -121,6 +121,7 @@ public:
   void accumulate(std::span<const runtime::InputBinding> inputs) override {
     if (fp8_delayed_) fp8_delayed_->apply(rank_->backend());
     rank_->accumulate(inputs);
+    keep_micro_batch_outputs();  // surogate dpo only: waits for the stream (read_output)
   }
 
   bool forward_only(std::span<const runtime::InputBinding> inputs) override {
@@ -131,6 +132,7 @@ public:
     if (fp8_delayed_) fp8_delayed_->apply(rank_->backend());
     rank_->backend().execute_forward(inputs);
     if (fp8_) drop_current_amaxes();  // they belong to no step, as skip_update drops them
+    keep_micro_batch_outputs();
     return true;
   }
 

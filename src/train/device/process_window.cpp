@@ -25,8 +25,15 @@ MicroBatchTotals sum_in_order(std::span<const MicroBatchTotals> batches) {
 MicroBatchTotals TrainingDevice::window_totals(std::span<const MicroBatchTotals> taken) { return sum_in_order(taken); }
 
 std::vector<float> TrainingDevice::read_output(graph::TensorId) {
-  SUROGATE_CHECK(false, "read_output on a device of several ranks (refused by the feature-support table)");
+  SUROGATE_CHECK(false, "read_output on a device of several ranks (kept_outputs() serves them)");
   return {};
+}
+
+void TrainingDevice::keep_micro_batch_outputs() {
+  if (kept_tensors_.empty()) return;
+  KeptOutputs outputs;
+  for (graph::TensorId tensor : kept_tensors_) outputs.push_back(read_output(tensor));
+  kept_.push_back(std::move(outputs));
 }
 
 ProcessWindow::ProcessWindow(const distributed::ParallelLayout& layout, distributed::ProcessWorld* world)

@@ -57,6 +57,9 @@ struct MicroBatchTotals {
   int64_t tokens = 0;
 };
 
+// A micro-batch's values of the outputs keep_outputs() named, in the order named.
+using KeptOutputs = std::vector<std::vector<float>>;
+
 struct StepMetrics {
   double loss = 0.0;       // sum of the micro-batches' losses
   double grad_norm = 0.0;  // global L2 norm of the accumulated gradients, before clipping
@@ -109,13 +112,20 @@ public:
 
   virtual void accumulate(std::span<const runtime::InputBinding> inputs) = 0;
   // A forward output of the last micro-batch accumulate() ran (an F32 tensor the plan marks as an
-  // output: a training objective's per-sequence log-probabilities, train/objective/), copied to the
-  // host. One device only (the feature-support table refuses objectives on several ranks): the
-  // default is an internal error.
+  // output), copied to the host. Single devices only, which run a micro-batch in accumulate(): the
+  // default (a multi-rank device) is an internal error; keep_outputs() serves every device.
   virtual std::vector<float> read_output(graph::TensorId tensor);
-  // The forward of one micro-batch only, for read_output() (a training objective's reference and
-  // evaluation passes): no backward, no gradient read or written, no loss added to the window's,
-  // the outputs bit for bit those accumulate() gives. For plans whose forward phase computes no
+  // A training objective's per-micro-batch outputs (F32 tensors the plan marks as outputs: the
+  // per-sequence log-probabilities, train/objective/), on any device and any number of ranks:
+  // after keep_outputs(tensors), every micro-batch keeps its values of `tensors`, and after
+  // measure() kept_outputs() hands them over (and forgets them): one KeptOutputs per micro-batch
+  // given to accumulate() since the last call, in the order given. A multi-rank device runs its
+  // micro-batches only in measure(), so they cannot be read earlier.
+  virtual void keep_outputs(std::vector<graph::TensorId> tensors) { kept_tensors_ = std::move(tensors); }
+  virtual std::vector<KeptOutputs> kept_outputs() { return std::exchange(kept_, {}); }
+  // The forward of one micro-batch only, its outputs kept as accumulate()'s (a training
+  // objective's reference and evaluation passes): no backward, no gradient read or written, no
+  // loss added to the window's, the outputs bit for bit those accumulate() gives. For plans whose forward phase computes no
   // gradient (a preference plan; not an SFT plan, whose LM-head loss gives its gradients in the
   // forward, compiler/loss_input_grad.h). False where the device has no forward-only path (nothing
   // ran): the caller runs accumulate() with a zero loss scale, then skip_update().
@@ -139,6 +149,14 @@ public:
 
   // The validation evaluator that reads this device's current weights (see train/evaluator.h).
   virtual std::unique_ptr<Evaluator> make_evaluator(const EvaluatorSetup& setup) = 0;
+
+protected:
+  // The single devices, at the end of accumulate(): the micro-batch's kept outputs, through read_output().
+  void keep_micro_batch_outputs();
+
+private:
+  std::vector<graph::TensorId> kept_tensors_;
+  std::vector<KeptOutputs> kept_;
 };
 
 // What both devices are built from. `specs` are every parameter of the plan (base model, then

@@ -63,12 +63,11 @@ std::vector<runtime::InputBinding> PreferenceObjective::bindings_of(const PairIn
           {plan.tensor(kPreferenceScales), std::as_bytes(std::span<const float>(scales_, 2))}};
 }
 
-void PreferenceObjective::read_policy(const PairInputs& inputs, PreferenceMetrics& metrics, ReferenceLogps* logps,
-                                      const data::PackedBatch* batch) {
-  TrainingDevice& device = *context_.device;
-  const std::vector<float> policy = device.read_output(context_.plan->tensor(kPolicyLogps));
-  const std::vector<float> logit_sums = device.read_output(context_.plan->tensor(kPolicyLogitSums));
-  metrics.add(inputs.batch, policy.data(), logit_sums.data(), inputs.reference.data(), inputs.lengths.data());
+void PreferenceObjective::read_policy(const PairInputs& inputs, const KeptOutputs& outputs, PreferenceMetrics& metrics,
+                                      ReferenceLogps* logps, const data::PackedBatch* batch) {
+  SUROGATE_CHECK(outputs.size() == 2, "the policy's log-probs and logit sums of a micro-batch");
+  const std::vector<float>& policy = outputs[0];
+  metrics.add(inputs.batch, policy.data(), outputs[1].data(), inputs.reference.data(), inputs.lengths.data());
   if (logps == nullptr) return;
   for (int64_t row = 0; row < inputs.batch; ++row) {
     const uint64_t pair = batch->rows[static_cast<size_t>(row)];
@@ -78,33 +77,47 @@ void PreferenceObjective::read_policy(const PairInputs& inputs, PreferenceMetric
   }
 }
 
+// One micro-batch per data-parallel rank between two measure() calls (rows past the end are
+// padding), so that every rank runs one; each pair's values do not depend on the rank it ran on.
 ReferenceLogps PreferenceObjective::forward_split(const data::PackedRowsView& rows, const ReferenceLogps* reference,
                                                   PreferenceMetrics* metrics) {
   ReferenceLogps logps(2 * rows.rows(), 0.0f);
   PreferenceMetrics discarded(options_);
   scales_[0] = scales_[1] = 0.0f;  // no loss, no gradient: only the forward's log-probs are read
   const auto batch = static_cast<uint64_t>(context_.batch);
-  for (uint64_t first = 0; first < rows.rows(); first += batch) {
-    std::vector<uint64_t> indices;
-    for (uint64_t row = first; row < first + batch; ++row) indices.push_back(std::min<uint64_t>(row, rows.rows()));
-    const data::PackedBatch packed = data::make_batch(rows, indices, context_.pad_id);
-    const PairInputs inputs = pair_inputs(packed, reference);
-    std::vector<runtime::InputBinding> bindings = context_.inputs->bind(packed, 0.0f);
-    for (const runtime::InputBinding& binding : bindings_of(inputs)) bindings.push_back(binding);
-    // The forward only where the device offers it; else the training plan with a zero loss scale.
-    const bool forward_only = context_.device->forward_only(bindings);
-    if (!forward_only) context_.device->accumulate(bindings);
-    read_policy(inputs, metrics != nullptr ? *metrics : discarded, &logps, &packed);
-    if (!forward_only) {
-      context_.device->measure();
-      context_.device->skip_update();
+  const uint64_t group = batch * static_cast<uint64_t>(std::max(1, context_.device->data_parallel_ranks()));
+  for (uint64_t first = 0; first < rows.rows(); first += group) {
+    std::vector<data::PackedBatch> packed;
+    std::vector<PairInputs> inputs;
+    bool trained = false;
+    for (uint64_t start = first; start < first + group; start += batch) {
+      std::vector<uint64_t> indices;
+      for (uint64_t row = start; row < start + batch; ++row) indices.push_back(std::min<uint64_t>(row, rows.rows()));
+      packed.push_back(data::make_batch(rows, indices, context_.pad_id));
+      inputs.push_back(pair_inputs(packed.back(), reference));
+      std::vector<runtime::InputBinding> bindings = context_.inputs->bind(packed.back(), 0.0f);
+      for (const runtime::InputBinding& binding : bindings_of(inputs.back())) bindings.push_back(binding);
+      // The forward only where the device offers it (one rank); else the training plan with a zero
+      // loss scale, its outputs read after measure().
+      if (!context_.device->forward_only(bindings)) {
+        context_.device->accumulate(bindings);
+        trained = true;
+      }
     }
+    if (trained) context_.device->measure();
+    const std::vector<KeptOutputs> kept = context_.device->kept_outputs();
+    SUROGATE_CHECK(kept.size() == packed.size(), "the kept outputs of every micro-batch");
+    for (size_t micro = 0; micro < packed.size(); ++micro) {
+      read_policy(inputs[micro], kept[micro], metrics != nullptr ? *metrics : discarded, &logps, &packed[micro]);
+    }
+    if (trained) context_.device->skip_update();
   }
   return logps;
 }
 
 void PreferenceObjective::prepare(const ObjectiveContext& context) {
   context_ = context;
+  context.device->keep_outputs({context.plan->tensor(kPolicyLogps), context.plan->tensor(kPolicyLogitSums)});
   if (!ops::preference_loss_uses_reference(options_)) return;
   const nlohmann::json key{{"token_cache", context.cache->key()}, {"model", model_}};
   if (read_reference(reference_file_, key, train_reference_, eval_reference_) &&
@@ -139,12 +152,13 @@ void PreferenceObjective::begin_window(std::span<const data::PackedBatch> window
   scales_[1] = chosen_tokens > 0.0 ? static_cast<float>(loss_scale / chosen_tokens) : 0.0f;
 }
 
-std::vector<runtime::InputBinding> PreferenceObjective::bind(size_t micro) {
-  current_ = micro;
-  return bindings_of(window_.at(micro));
-}
+std::vector<runtime::InputBinding> PreferenceObjective::bind(size_t micro) { return bindings_of(window_.at(micro)); }
 
-void PreferenceObjective::observe(TrainingDevice&) { read_policy(window_.at(current_), metrics_, nullptr, nullptr); }
+void PreferenceObjective::observe(TrainingDevice& device) {
+  const std::vector<KeptOutputs> kept = device.kept_outputs();
+  SUROGATE_CHECK(kept.size() == window_.size(), "the kept outputs of every micro-batch of the window");
+  for (size_t micro = 0; micro < window_.size(); ++micro) read_policy(window_[micro], kept[micro], metrics_, nullptr, nullptr);
+}
 
 nlohmann::json PreferenceObjective::step_metrics() { return metrics_.take("", false); }
 

@@ -18,6 +18,7 @@
 #include "config/config.h"
 #include "train/objective/preference_batch.h"
 #include "train/objective/preference_metrics.h"
+#include "train/device/training_device.h"
 #include "train/objective/training_objective.h"
 
 namespace surogate::train {
@@ -44,8 +45,9 @@ private:
   ReferenceLogps forward_split(const data::PackedRowsView& rows, const ReferenceLogps* reference,
                                PreferenceMetrics* metrics);
   std::vector<runtime::InputBinding> bindings_of(const PairInputs& inputs);
-  void read_policy(const PairInputs& inputs, PreferenceMetrics& metrics, ReferenceLogps* logps,
-                   const data::PackedBatch* batch);
+  // `outputs`: the micro-batch's policy log-probs and logit sums (TrainingDevice::kept_outputs).
+  void read_policy(const PairInputs& inputs, const KeptOutputs& outputs, PreferenceMetrics& metrics,
+                   ReferenceLogps* logps, const data::PackedBatch* batch);
 
   ops::PreferenceLossOptions options_;
   std::filesystem::path reference_file_;
@@ -54,7 +56,6 @@ private:
   ReferenceLogps train_reference_, eval_reference_;
   std::vector<PairInputs> window_;
   float scales_[2] = {0.0f, 0.0f};
-  size_t current_ = 0;  // the micro-batch of the window bound last
   PreferenceMetrics metrics_;
 };
 

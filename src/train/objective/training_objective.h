@@ -8,7 +8,8 @@
 //   begin_window / bind
 //                  the mode's own graph inputs for each micro-batch of an optimizer step's window
 //                  (the window's normaliser known before the first one runs);
-//   observe        after each micro-batch ran: reads back what the mode logs;
+//   observe        after the window's micro-batches ran (the device's measure(), every rank's):
+//                  reads back what the mode logs (TrainingDevice::kept_outputs);
 //   step_metrics / evaluate
 //                  the step record's metrics (TRL's names), and the same on the validation split.
 // The objective only builds inputs and reads outputs; the graph's ops compute the loss and its
@@ -66,6 +67,7 @@ public:
   virtual void begin_window(std::span<const data::PackedBatch> window, double loss_scale) = 0;
   // The bindings of micro-batch `micro` of the window; after BatchInputs::bind of the same batch.
   virtual std::vector<runtime::InputBinding> bind(size_t micro) = 0;
+  // After the device's measure() of the window: every micro-batch's outputs are there.
   virtual void observe(TrainingDevice& device) = 0;
   // The metrics of the window's micro-batches since the last call (TRL's names).
   virtual nlohmann::json step_metrics() = 0;

@@ -77,9 +77,9 @@ StepOutcome train_step(RunContext& run, const StepWindow& window) {
       bindings.push_back({run.dropout_seed, std::as_bytes(std::span<const int32_t>(&run.dropout_seed_value, 1))});
     }
     run.device->accumulate(bindings);
-    if (run.objective) run.objective->observe(*run.device);
   }
   outcome.metrics = run.device->measure();
+  if (run.objective) run.objective->observe(*run.device);  // every rank's micro-batches ran in measure()
   if (run.config.logging.debug_time_breakdown)
     run.time_breakdown.add(run.device->time_breakdown());  // measure() waited
   outcome.learning_rate = run.schedule->learning_rate(run.state.step);

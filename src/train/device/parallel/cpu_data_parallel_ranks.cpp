@@ -96,6 +96,9 @@ public:
       backend.execute(batch.bindings());
       measure_.loss += backend.view<float>(shared_.plan->loss)[0];
       if (shared_.router_aux_loss) measure_.router_aux_loss += backend.view<float>(*shared_.router_aux_loss)[0];
+      if (kept_ids().empty()) return;
+      KeptOutputs& outputs = kept_.emplace_back();
+      for (graph::TensorId id : kept_ids()) outputs.emplace_back(backend.view<float>(id).begin(), backend.view<float>(id).end());
     });
   }
 

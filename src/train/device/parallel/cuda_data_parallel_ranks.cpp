@@ -61,6 +61,7 @@
 #include "train/device/cuda_evaluator.h"
 #include "train/device/cuda_gradient_reducer.h"
 #include "train/device/cuda_quantized_base.h"
+#include "train/device/cuda_rank/output_readback.h"
 #include "train/device/cuda_rank_state.h"
 #include "train/device/cuda_sharded_gradients.h"
 #include "train/device/cuda_weight_gatherer.h"
@@ -80,6 +81,7 @@ struct CudaRanksShared {
   const CudaTrainableLayout* trainable_layout = nullptr;
   std::vector<size_t> shard_sizes;  // the collectives' pieces (elements of the flat buffers), one per rank
   std::optional<Fp8State> fp8;      // fp8_hybrid's scaling state (in each GPU's plan)
+  int64_t max_micro_batches = 1;    // a rank's in one step: gradient_accumulation_steps
 };
 
 float* fp8_device(const Fp8State& fp8, CudaRankState& state) {
@@ -95,6 +97,7 @@ public:
   void run_micro_batches() override {
     run_batches(state->backend(), [&](const MicroBatch& batch, bool last) {
       state->accumulate(batch.bindings(), !last && !sharded);
+      if (outputs) outputs->record(state->backend());
     });
     if (sharded) sharded->finish();
     else reducer->finish();
@@ -144,6 +147,17 @@ public:
   size_t gradient_accumulator_bytes() const override {
     return state->accumulators().bytes() + (sharded ? sharded->staging_bytes() : 0);
   }
+  // surogate dpo's per-sequence outputs, copied after each micro-batch (made on the rank's thread).
+  void keep_outputs(std::span<const graph::TensorId> tensors) override {
+    ReplicaRankEngine::keep_outputs(tensors);
+    outputs.reset();
+    if (kept_ids().empty()) return;
+    outputs = std::make_unique<CudaOutputReadback>(
+        *shared_.rank_plan, std::vector<graph::TensorId>(kept_ids().begin(), kept_ids().end()), shared_.max_micro_batches);
+  }
+  std::vector<KeptOutputs> take_outputs() override {
+    return outputs ? outputs->take(state->stream()) : std::vector<KeptOutputs>{};
+  }
 
   std::unique_ptr<CudaRankState> state;
   std::unique_ptr<distributed::Communicator> communicator;  // on the backend's stream
@@ -160,6 +174,7 @@ public:
   std::unique_ptr<CudaWeightGatherer> quantized_gatherer;  // ZeRO-3: the quantized base's gathers
   cuda::DeviceBuffer<float> scratch;        // ZeRO-3: a chunk of a weight on its way to or from the host
   bool counts_replicated = false;  // ZeRO-1: the world's first rank counts the summed gradients
+  std::unique_ptr<CudaOutputReadback> outputs;  // keep_outputs()'s, when asked for
 
 private:
   const CudaRanksShared& shared_;
@@ -183,6 +198,7 @@ public:
     offload_optimizer_ = config.offload.offload_optimizer;
     shared_.plan = &plan_;
     shared_.trainable_layout = &trainable_layout_;
+    shared_.max_micro_batches = std::max<int64_t>(1, config.schedule.gradient_accumulation_steps);
     host_ = cuda_host_weights(setup.specs, trainable_layout_);  // rank 0's host copies
     const std::vector<size_t> sizes = trainable_layout_.unit_sizes();
     const std::vector<distributed::Shard> shards = distributed::place_shards(sizes, layout_.world_size);

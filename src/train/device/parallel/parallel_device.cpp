@@ -24,6 +24,9 @@
 //     ZeRO-1/2 publish the shard (every rank gets every rank's updated weights; ZeRO-3's ranks keep
 //     only their pieces, gathered where the plan reads them); then the FP8 copies, the zeroed
 //     gradients and fp8_hybrid's max-reduced scaling state.
+//   kept_outputs() (surogate dpo's per-sequence log-probs, keep_outputs): each rank copies them
+//     after each micro-batch it runs; after measure() they come back in the order accumulate() was
+//     given the micro-batches (this process's ranks only: the objective refuses several processes).
 //
 // The host side is the backend's (BackendRanks). optimizer_state() is the ranks' shards in rank
 // order — the single-rank optimizer's list of tensors, since shards are contiguous runs of whole
@@ -94,10 +97,31 @@ public:
   }
 
   void accumulate(std::span<const runtime::InputBinding> inputs) override {
-    for (const int local : window_.next_local_ranks()) {
+    const std::vector<int> locals = window_.next_local_ranks();
+    for (const int local : locals) {
       const int sequence = layout_.place(layout_.first_rank + local).sequence;
       ranks_->engine(local).take(inputs, sequence, layout_.sequence_size);
     }
+    if (keeps_outputs_) given_to_.push_back(locals.front());
+  }
+
+  // Each rank keeps the outputs of the micro-batches it runs; kept_outputs() puts them back in the
+  // order accumulate() was given them (a replica's first local rank reports its micro-batches).
+  void keep_outputs(std::vector<graph::TensorId> tensors) override {
+    keeps_outputs_ = !tensors.empty();
+    threads_.run([&](int r) { ranks_->engine(r).keep_outputs(tensors); });
+  }
+  std::vector<KeptOutputs> kept_outputs() override {
+    std::vector<std::vector<KeptOutputs>> by_rank(static_cast<size_t>(layout_.local_ranks));
+    threads_.run([&](int r) { by_rank[static_cast<size_t>(r)] = ranks_->engine(r).take_outputs(); });
+    std::vector<size_t> next(by_rank.size(), 0);
+    std::vector<KeptOutputs> kept;
+    for (const int local : std::exchange(given_to_, {})) {
+      std::vector<KeptOutputs>& rank = by_rank[static_cast<size_t>(local)];
+      SUROGATE_CHECK(next[static_cast<size_t>(local)] < rank.size(), "a kept output per micro-batch rank {} ran", local);
+      kept.push_back(std::move(rank[next[static_cast<size_t>(local)]++]));
+    }
+    return kept;
   }
 
   StepMetrics measure() override {
@@ -153,6 +177,8 @@ private:
   ProcessOptimizerState optimizer_exchange_;
   std::unique_ptr<BackendRanks> ranks_;  // after threads_: released on them
   bool host_current_ = true;  // ZeRO-3: no step since the host copies were uploaded or downloaded
+  bool keeps_outputs_ = false;
+  std::vector<int> given_to_;  // keep_outputs(): the local rank that runs each micro-batch given since kept_outputs()
 };
 
 }  // namespace

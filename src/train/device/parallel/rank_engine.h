@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/error.h"
 #include "distributed/parallel_layout.h"
 #include "distributed/rank_threads.h"
 #include "runtime/backend.h"
@@ -60,6 +61,14 @@ public:
   virtual std::vector<StateTensor> optimizer_state() = 0;
   // What the rank keeps beside its plan to accumulate gradients (training_device.h).
   virtual size_t gradient_accumulator_bytes() const = 0;
+  // A training objective's outputs (TrainingDevice::keep_outputs, the trainer plan's tensors): each
+  // micro-batch the rank runs keeps their values, and take_outputs() hands over those kept since the
+  // last call, one per micro-batch in the order run (after measure()). Runs on the rank's thread.
+  // The replicas' engines keep them (replica_rank_engine.h); a pipeline stage keeps none.
+  virtual void keep_outputs(std::span<const graph::TensorId> tensors) {
+    SUROGATE_CHECK(tensors.empty(), "a pipeline stage keeps no outputs (surogate dpo is refused with pipelines)");
+  }
+  virtual std::vector<KeptOutputs> take_outputs() { return {}; }
 };
 
 class BackendRanks {

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "compiler/execution_plan.h"
@@ -27,9 +28,20 @@ public:
     pending_.push_back(copy_micro_batch(source_, plan_, inputs, sequence, sequence_ranks));
   }
 
+  // The trainer plan's tensors matched by name in the plan the rank runs (ZeRO-3's is a copy).
+  void keep_outputs(std::span<const graph::TensorId> tensors) override {
+    kept_ids_.clear();
+    for (graph::TensorId tensor : tensors) kept_ids_.push_back(plan_.tensor(source_.graph.tensor(tensor).name));
+  }
+  std::vector<KeptOutputs> take_outputs() override { return std::exchange(kept_, {}); }
+
   runtime::StepObserverList first_batches, last_batch;  // what each micro-batch's execute calls
 
 protected:
+  // keep_outputs()'s tensors in the rank's plan, and the outputs kept since take_outputs().
+  std::span<const graph::TensorId> kept_ids() const { return kept_ids_; }
+  std::vector<KeptOutputs> kept_;
+
   // `run(batch, last)` for each kept micro-batch in order, with `backend`'s step observer set for
   // it; then none is kept.
   template <typename Backend, typename Run>
@@ -49,6 +61,7 @@ private:
   const compiler::ExecutionPlan& source_;
   const compiler::ExecutionPlan& plan_;
   std::vector<MicroBatch> pending_;
+  std::vector<graph::TensorId> kept_ids_;
 };
 
 }  // namespace surogate::train
