@@ -407,13 +407,23 @@ std::vector<RowCase> row_cases() {
        },
        "offload_grads is implemented on one GPU only, not on the data-parallel device"},
       // surogate dpo (loss.preference is set by the command, so these rows wait for the Backend stage).
-      {"kto loss", S::Backend,
+      {"kto with one row per micro-batch", S::Backend,
        [](Config& c, RunShape& s) {
          c.loss.preference = true;
          c.loss.type = "kto";
+         c.data.datasets[0].type = DatasetType::Kto;
+         c.schedule.per_device_train_batch_size = 1;
          s = cpu();
        },
-       "option 'loss.type' is kto: the KTO loss op exists"},
+       "option 'per_device_train_batch_size' must be at least 2 for loss.type kto"},
+      {"kto on other datasets", S::Backend,
+       [](Config& c, RunShape& s) {
+         c.loss.preference = true;
+         c.loss.type = "kto";
+         c.data.datasets[0].type = DatasetType::Preference;
+         s = cpu();
+       },
+       "must all be type: kto for `surogate dpo` with loss.type kto"},
       {"preference datasets outside surogate dpo", S::Backend,
        [](Config& c, RunShape& s) {
          c.data.datasets[0].type = DatasetType::Preference;

@@ -68,7 +68,8 @@ void PreferenceObjective::read_policy(const PairInputs& inputs, PreferenceMetric
   TrainingDevice& device = *context_.device;
   const std::vector<float> policy = device.read_output(context_.plan->tensor(kPolicyLogps));
   const std::vector<float> logit_sums = device.read_output(context_.plan->tensor(kPolicyLogitSums));
-  metrics.add(inputs.batch, policy.data(), logit_sums.data(), inputs.reference.data(), inputs.lengths.data());
+  metrics.add(inputs.batch, policy.data(), logit_sums.data(), inputs.reference.data(), inputs.lengths.data(),
+              inputs.labels.data());
   if (logps == nullptr) return;
   for (int64_t row = 0; row < inputs.batch; ++row) {
     const uint64_t pair = batch->rows[static_cast<size_t>(row)];
@@ -78,8 +79,13 @@ void PreferenceObjective::read_policy(const PairInputs& inputs, PreferenceMetric
   }
 }
 
+const std::string* PreferenceObjective::kto_labels(bool train) const {
+  if (options_.type != ops::PreferenceLossType::Kto) return nullptr;
+  return train ? &train_labels_ : &eval_labels_;
+}
+
 ReferenceLogps PreferenceObjective::forward_split(const data::PackedRowsView& rows, const ReferenceLogps* reference,
-                                                  PreferenceMetrics* metrics) {
+                                                  PreferenceMetrics* metrics, const std::string* kto_labels) {
   ReferenceLogps logps(2 * rows.rows(), 0.0f);
   PreferenceMetrics discarded(options_);
   scales_[0] = scales_[1] = 0.0f;  // no loss, no gradient: only the forward's log-probs are read
@@ -88,7 +94,7 @@ ReferenceLogps PreferenceObjective::forward_split(const data::PackedRowsView& ro
     std::vector<uint64_t> indices;
     for (uint64_t row = first; row < first + batch; ++row) indices.push_back(std::min<uint64_t>(row, rows.rows()));
     const data::PackedBatch packed = data::make_batch(rows, indices, context_.pad_id);
-    const PairInputs inputs = pair_inputs(packed, reference);
+    const PairInputs inputs = pair_inputs(packed, reference, kto_labels);
     std::vector<runtime::InputBinding> bindings = context_.inputs->bind(packed, 0.0f);
     for (const runtime::InputBinding& binding : bindings_of(inputs)) bindings.push_back(binding);
     context_.device->accumulate(bindings);
@@ -101,6 +107,14 @@ ReferenceLogps PreferenceObjective::forward_split(const data::PackedRowsView& ro
 
 void PreferenceObjective::prepare(const ObjectiveContext& context) {
   context_ = context;
+  if (options_.type == ops::PreferenceLossType::Kto) {
+    const nlohmann::json labels = context.cache->report().value("kto_labels", nlohmann::json::object());
+    train_labels_ = labels.value("train", std::string());
+    eval_labels_ = labels.value("eval", std::string());
+    if (train_labels_.size() != context.cache->train().rows() || eval_labels_.size() != context.cache->eval().rows()) {
+      fail_user("loss.type kto: the datasets must be type: kto ({{prompt, completion, label}} rows)");
+    }
+  }
   if (!ops::preference_loss_uses_reference(options_)) return;
   const nlohmann::json key{{"token_cache", context.cache->key()}, {"model", model_}};
   if (read_reference(reference_file_, key, train_reference_, eval_reference_) &&
@@ -116,8 +130,8 @@ void PreferenceObjective::prepare(const ObjectiveContext& context) {
   }
   context.message(fmt::format("reference log-probabilities: computing them for {} + {} pairs with the starting weights",
                               context.cache->train().rows(), context.cache->eval().rows()));
-  train_reference_ = forward_split(context.cache->train(), nullptr, nullptr);
-  eval_reference_ = forward_split(context.cache->eval(), nullptr, nullptr);
+  train_reference_ = forward_split(context.cache->train(), nullptr, nullptr, kto_labels(true));
+  eval_reference_ = forward_split(context.cache->eval(), nullptr, nullptr, kto_labels(false));
   const nlohmann::json stored{{"key", key}, {"train", train_reference_}, {"eval", eval_reference_}};
   io::write_text_file_atomically(reference_file_, stored.dump());
 }
@@ -127,7 +141,8 @@ void PreferenceObjective::begin_window(std::span<const data::PackedBatch> window
   int64_t pairs = 0;
   double chosen_tokens = 0.0;
   for (const data::PackedBatch& batch : window) {
-    window_.push_back(pair_inputs(batch, ops::preference_loss_uses_reference(options_) ? &train_reference_ : nullptr));
+    window_.push_back(pair_inputs(batch, ops::preference_loss_uses_reference(options_) ? &train_reference_ : nullptr,
+                                  kto_labels(true)));
     pairs += window_.back().pairs;
     chosen_tokens += window_.back().chosen_tokens;
   }
@@ -148,7 +163,7 @@ nlohmann::json PreferenceObjective::evaluate() {
   PreferenceMetrics metrics(options_);
   const data::PackedRowsView rows = context_.cache->eval();
   const bool reference = ops::preference_loss_uses_reference(options_);
-  forward_split(rows, reference ? &eval_reference_ : nullptr, &metrics);
+  forward_split(rows, reference ? &eval_reference_ : nullptr, &metrics, kto_labels(false));
   nlohmann::json record = metrics.take("eval_", true);
   record["eval_pairs"] = rows.rows();
   return record;
