@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "data/kto_formatter.h"
 #include "data/kto_rows.h"
+#include "data/packing.h"
 #include "test_helpers.h"
 
 namespace surogate::data {

@@ -160,10 +160,12 @@ def test_loss_kl_and_gradients_are_trls(surogate_bin, qwen3_model, trl_kto, tmp_
         loss = trl_kto._compute_loss(model, batch, False)
         loss.backward()
         norm = math.sqrt(sum(float((p.grad.double() ** 2).sum()) for p in model.parameters() if p.grad is not None))
-        expected = {"loss": float(loss), "grad_norm": norm}
+        expected = {"loss": float(loss.detach()), "grad_norm": norm}
         for name, values in trl_kto._metrics["train"].items():
             if name.split("/")[0] in ("kl", "rewards", "logps", "logits"):
                 expected[name] = values[-1]
+        assert {"kl", "rewards/chosen", "rewards/rejected", "rewards/margins", "logps/chosen", "logps/rejected",
+                "logits/chosen", "logits/rejected"} <= set(expected), expected
         assert expected["kl"] > 0.5  # the reference point is exercised
         for name, value in expected.items():
             assert step[name] == pytest.approx(value, rel=RELATIVE), (name, step, expected)
