@@ -26,6 +26,14 @@ struct RowCase {
 };
 
 RunShape cpu() { return {.backend = SupportBackend::Cpu}; }
+
+// `surogate dpo` with loss.type kto on a dataset of `type`, on the CPU backend.
+void kto_run(Config& c, RunShape& s, DatasetType type) {
+  c.loss.preference = true;
+  c.loss.type = "kto";
+  c.data.datasets[0].type = type;
+  s = cpu();
+}
 RunShape cuda(int ranks = 1) {
   return {.backend = SupportBackend::Cuda, .world_size = ranks, .layout_description = "2 data-parallel ranks, ZeRO-1"};
 }
@@ -409,20 +417,11 @@ std::vector<RowCase> row_cases() {
       // surogate dpo (loss.preference is set by the command, so these rows wait for the Backend stage).
       {"kto with one row per micro-batch", S::Backend,
        [](Config& c, RunShape& s) {
-         c.loss.preference = true;
-         c.loss.type = "kto";
-         c.data.datasets[0].type = DatasetType::Kto;
+         kto_run(c, s, DatasetType::Kto);
          c.schedule.per_device_train_batch_size = 1;
-         s = cpu();
        },
        "option 'per_device_train_batch_size' must be at least 2 for loss.type kto"},
-      {"kto on other datasets", S::Backend,
-       [](Config& c, RunShape& s) {
-         c.loss.preference = true;
-         c.loss.type = "kto";
-         c.data.datasets[0].type = DatasetType::Preference;
-         s = cpu();
-       },
+      {"kto on other datasets", S::Backend, [](Config& c, RunShape& s) { kto_run(c, s, DatasetType::Preference); },
        "must all be type: kto for `surogate dpo` with loss.type kto"},
       {"preference datasets outside surogate dpo", S::Backend,
        [](Config& c, RunShape& s) {

@@ -12,18 +12,14 @@
 #include "data/kto_rows.h"
 #include "data/packing.h"
 #include "test_helpers.h"
+#include "user_error_of.h"
 
 namespace surogate::data {
 namespace {
 
-std::vector<int32_t> kto_bytes(const std::string& text) { return {text.begin(), text.end()}; }
+std::vector<int32_t> kto_bytes(const std::string& text) { return testing::bytes_of(text); }
 
-Row kto_row(RowValue value) {
-  Row row;
-  row.value = std::move(value);
-  row.origin = {"rows.jsonl", 3, true};
-  return row;
-}
+Row kto_row(RowValue value) { return testing::row_at(std::move(value), "rows.jsonl", 3); }
 
 DatasetConfig kto_dataset() {
   DatasetConfig dataset;
@@ -54,13 +50,13 @@ TEST(KtoFormatter, TextRowAsTrlBuildsIt) {
 }
 
 TEST(KtoFormatter, ChatRowUsesTheGenerationPromptAndFieldNames) {
+  const Row row = kto_row({{"question", {{{"role", "user"}, {"content", "hi"}}}},
+                           {"answer", {{{"role", "assistant"}, {"content", "yo"}}}},
+                           {"good", true}});
   DatasetConfig dataset = kto_dataset();
   dataset.prompt_field = "question";
   dataset.completion_field = "answer";
   dataset.label_field = "good";
-  const Row row = kto_row({{"question", {{{"role", "user"}, {"content", "hi"}}}},
-                           {"answer", {{{"role", "assistant"}, {"content", "yo"}}}},
-                           {"good", true}});
   const FormattedRow formatted = format_kto_row(dataset, testing::byte_codec(), testing::chatml_renderer(), row, 64);
   ASSERT_TRUE(formatted.sample);
   EXPECT_EQ(formatted.sample->input_ids, kto_bytes("<|user|>hi<|end|>\n<|assistant|>yo<|end|>\n"));
@@ -70,12 +66,7 @@ TEST(KtoFormatter, ChatRowUsesTheGenerationPromptAndFieldNames) {
 
 TEST(KtoFormatter, BadRowsNameFileAndLine) {
   const auto error = [](RowValue value, size_t max_length = 64) {
-    try {
-      format_kto_row(kto_dataset(), testing::byte_codec(), {}, kto_row(std::move(value)), max_length);
-    } catch (const UserError& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
+    return error_of([&] { format_kto_row(kto_dataset(), testing::byte_codec(), {}, kto_row(value), max_length); });
   };
   EXPECT_NE(error({{"prompt", "a"}, {"completion", "b"}}).find("rows.jsonl:3: the kto row has no 'label'"),
             std::string::npos);

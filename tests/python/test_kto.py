@@ -24,8 +24,8 @@ import math
 import pytest
 
 from conftest import run_surogate
-from test_preference_tuning import (CPU_ONLY, MAX_LENGTH, RELATIVE, WORDS, learnable, qwen3_model,  # noqa: F401
-                                    read_records, write_jsonl)
+from test_preference_tuning import (CPU_ONLY, MAX_LENGTH, RELATIVE, WORDS, assert_bad_rows_refused,  # noqa: F401
+                                    learnable, learnable_config, qwen3_model, read_records, write_jsonl)
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -178,12 +178,8 @@ def test_bad_rows_name_file_and_line(surogate_bin, qwen3_model, tmp_path):  # no
         "empty": ({"prompt": "a", "completion": "", "label": True}, "'completion' (completion_field) is empty"),
         "long_prompt": ({"prompt": "word " * 40, "completion": "x", "label": False}, "fills max_length"),
     }
-    for name, (bad, message) in cases.items():
-        data = write_jsonl(tmp_path / f"{name}.jsonl", [TEXT_ROWS[0], bad])
-        config = kto_config(tmp_path / f"{name}.yaml", qwen3_model, tmp_path / f"out_{name}", data)
-        result = run_surogate(surogate_bin, "dpo", config, env=CPU_ONLY)
-        assert result.returncode == 2, result.stdout + result.stderr
-        assert f"{name}.jsonl:2" in result.stderr and message in result.stderr, result.stderr
+    assert_bad_rows_refused(surogate_bin, tmp_path, TEXT_ROWS[0], cases,
+                            lambda path, out, data: kto_config(path, qwen3_model, out, data))
 
 
 def test_kto_refuses_one_row_per_batch_and_preference_data(surogate_bin, qwen3_model, tmp_path):  # noqa: F811
@@ -211,30 +207,7 @@ def test_learnable_kto_reaches_held_out_accuracy(surogate_bin, learnable, tmp_pa
     write_jsonl(tmp_path / "train.jsonl", unpaired(WORDS[:16]))
     write_jsonl(tmp_path / "valid.jsonl", unpaired(WORDS[16:24]))  # prompts the training never saw
     out = tmp_path / "out"
-    config = tmp_path / "kto.yaml"
-    config.write_text(f"""model: {learnable}
-output_dir: {out}
-log_file: {out}/log.jsonl
-sequence_len: 32
-max_length: 16
-use_chat_template: false
-lora: true
-lora_rank: 8
-lora_alpha: 16
-lora_dropout: 0
-learning_rate: 3e-2
-per_device_train_batch_size: 4
-max_steps: 40
-eval_steps: 40
-datasets:
-  - path: {tmp_path}/train.jsonl
-    type: kto
-validation_datasets:
-  - path: {tmp_path}/valid.jsonl
-    type: kto
-loss:
-  type: kto
-""")
+    config = learnable_config(tmp_path / "kto.yaml", learnable, out, tmp_path, "kto", "kto", 40)
     result = run_surogate(surogate_bin, "dpo", config)
     assert result.returncode == 0, result.stdout + result.stderr
     evals = read_records(out, "eval")
