@@ -46,6 +46,10 @@ void add_preference_rows(std::vector<SupportRow>& rows) {
       "must be at least 2 for loss.type kto: its KL reference point is estimated from the other rows' completions of "
       "the micro-batch (TRL's KTOTrainer requires the same)"));
   rows.push_back(preference_row(
+      "kto reference_free", [](const Config& c) { return is_kto(c) && c.loss.reference_free; }, "loss.reference_free",
+      "does not apply to loss.type kto: its rewards and KL reference point are log-ratios to the reference model "
+      "(TRL's KTOTrainer has no reference-free form); remove it"));
+  rows.push_back(preference_row(
       "preference datasets outside surogate dpo",
       [](const Config& c) { return !c.loss.preference && has_dataset_of(c, true); }, "datasets",
       "has a type: preference / kto dataset, which only `surogate dpo` trains on"));

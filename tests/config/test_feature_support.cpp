@@ -423,6 +423,12 @@ std::vector<RowCase> row_cases() {
        "option 'per_device_train_batch_size' must be at least 2 for loss.type kto"},
       {"kto on other datasets", S::Backend, [](Config& c, RunShape& s) { kto_run(c, s, DatasetType::Preference); },
        "must all be type: kto for `surogate dpo` with loss.type kto"},
+      {"kto reference_free", S::Backend,
+       [](Config& c, RunShape& s) {
+         kto_run(c, s, DatasetType::Kto);
+         c.loss.reference_free = true;
+       },
+       "option 'loss.reference_free' does not apply to loss.type kto"},
       {"preference datasets outside surogate dpo", S::Backend,
        [](Config& c, RunShape& s) {
          c.data.datasets[0].type = DatasetType::Preference;
