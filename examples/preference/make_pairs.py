@@ -1,10 +1,17 @@
 #!/usr/bin/env python3
 """Writes preference pairs for the quickstart's string-reversal model (docs/preference-tuning.md):
 
-  python3 examples/preference/make_pairs.py [OUTPUT_DIR]   (default: examples/preference/generated)
+  python3 examples/preference/make_pairs.py [--kto] [OUTPUT_DIR]   (default: examples/preference/generated)
 
   OUTPUT_DIR/train.jsonl   2000 rows {"prompt": "abc=", "chosen": "cba", "rejected": "cab"}
   OUTPUT_DIR/valid.jsonl   200 held-out rows (words that are not in train.jsonl)
+
+With --kto the same pairs are written unpaired, for `loss.type: kto` (examples/preference/kto.yaml):
+
+  OUTPUT_DIR/train_kto.jsonl   4000 rows {"prompt": "abc=", "completion": "cba", "label": true} and
+                               {"prompt": "abc=", "completion": "cab", "label": false}, shuffled (a
+                               row's KL completion is its predecessor's: not the same prompt's)
+  OUTPUT_DIR/valid_kto.jsonl   400 held-out rows
 
 The chosen completion is the correct reversal, the rejected one a near miss (two neighbouring
 letters of the reversal swapped): the kind of mistake a half-trained reverser makes. Letters and
@@ -39,8 +46,18 @@ def pairs(count: int, rng: random.Random, exclude: set) -> list:
     return rows
 
 
+def unpaired(rows: list, rng: random.Random) -> list:
+    """Each pair as two kto rows (TRL's unpair_preference_dataset), shuffled."""
+    result = [{"prompt": row["prompt"], "completion": row[side], "label": side == "chosen"}
+              for row in rows for side in ("chosen", "rejected")]
+    rng.shuffle(result)
+    return result
+
+
 def main() -> None:
-    out = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else pathlib.Path(__file__).parent / "generated")
+    arguments = [a for a in sys.argv[1:] if a != "--kto"]
+    kto = "--kto" in sys.argv[1:]
+    out = pathlib.Path(arguments[0] if arguments else pathlib.Path(__file__).parent / "generated")
     out.mkdir(parents=True, exist_ok=True)
     rng = random.Random(42)
     train = pairs(TRAIN_ROWS, rng, set())
@@ -48,6 +65,10 @@ def main() -> None:
     for name, rows in (("train.jsonl", train), ("valid.jsonl", valid)):
         (out / name).write_text("".join(json.dumps(row) + "\n" for row in rows))
     print(f"wrote {len(train)} training and {len(valid)} held-out pairs to {out}")
+    if kto:
+        for name, rows in (("train_kto.jsonl", train), ("valid_kto.jsonl", valid)):
+            (out / name).write_text("".join(json.dumps(row) + "\n" for row in unpaired(rows, rng)))
+        print(f"wrote {2 * len(train)} training and {2 * len(valid)} held-out kto rows to {out}")
 
 
 if __name__ == "__main__":

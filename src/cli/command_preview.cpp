@@ -4,6 +4,7 @@
 // and its rejected sequence. Reads the files directly; no cache is written.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include <fmt/format.h>
@@ -87,7 +88,16 @@ int run_preview(const PreviewArguments& arguments, const std::vector<std::string
                tokens > settings.max_length ? fmt::format(" (longer than max_length {}: {} document(s) after truncation)",
                                                           settings.max_length, documents.size())
                                             : "");
-    for (const auto& document : documents) {
+    for (auto& document : documents) {
+      if (document.kto_label >= 0) {
+        // A kto row (surogate dpo, loss.type kto): its sequence as trained, cut to max_length; its KL
+        // sequence pairs it with a neighbour's completion when the split is built (data/kto_rows.h).
+        const size_t trained = std::min(document.input_ids.size(), settings.format.preference_max_length);
+        document.input_ids.resize(trained);
+        document.labels.resize(trained);
+        print_document(document, document.kto_label > 0 ? "desirable " : "undesirable ", tools.codec, colour);
+        continue;
+      }
       if (document.first_part == 0) {
         print_document(document, "", tools.codec, colour);
         continue;

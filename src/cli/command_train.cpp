@@ -172,7 +172,9 @@ Command register_pt_command(CLI::App& parent) {
 
 Command register_dpo_command(CLI::App& parent) {
   return register_training_command(
-      parent, "dpo", "Preference tuning (DPO, IPO, SimPO, ORPO) on {prompt, chosen, rejected} pairs from a YAML config",
+      parent, "dpo",
+      "Preference tuning (DPO, IPO, SimPO, ORPO on {prompt, chosen, rejected} pairs; KTO on {prompt, completion, label} "
+      "rows) from a YAML config",
       false);
 }
 

@@ -9,8 +9,13 @@
 namespace surogate::data {
 
 DataLoader::DataLoader(std::shared_ptr<const TokenCache> cache, PackedRowsView rows, int64_t batch_size, uint64_t seed,
-                       int32_t pad_id)
-    : cache_(std::move(cache)), rows_(rows), batch_size_(static_cast<uint64_t>(batch_size)), seed_(seed), pad_id_(pad_id) {
+                       int32_t pad_id, bool shuffle)
+    : cache_(std::move(cache)),
+      rows_(rows),
+      batch_size_(static_cast<uint64_t>(batch_size)),
+      seed_(seed),
+      pad_id_(pad_id),
+      shuffle_(shuffle) {
   if (batch_size <= 0) fail_user("per_device_train_batch_size must be positive (got {})", batch_size);
   if (rows_.rows() == 0) fail_user("the dataset split is empty: there are no packed rows to train or evaluate on");
 }
@@ -25,7 +30,7 @@ void DataLoader::shuffle_for_epoch() {
   std::seed_seq sequence{static_cast<uint32_t>(seed_), static_cast<uint32_t>(seed_ >> 32),
                          static_cast<uint32_t>(position_.epoch), static_cast<uint32_t>(position_.epoch >> 32)};
   std::mt19937_64 generator(sequence);
-  for (size_t i = order_.size(); i > 1; --i) std::swap(order_[i - 1], order_[generator() % i]);
+  for (size_t i = shuffle_ ? order_.size() : 0; i > 1; --i) std::swap(order_[i - 1], order_[generator() % i]);
   order_epoch_ = position_.epoch;
 }
 

@@ -22,8 +22,9 @@ struct LoaderPosition {
 class DataLoader {
 public:
   // `cache` keeps the mapping alive; `rows` is cache->train() or cache->eval().
+  // `shuffle` false: every epoch takes the rows in their order (KTO, data/kto_rows.h).
   DataLoader(std::shared_ptr<const TokenCache> cache, PackedRowsView rows, int64_t batch_size, uint64_t seed,
-             int32_t pad_id);
+             int32_t pad_id, bool shuffle = true);
 
   uint64_t batches_per_epoch() const;
   // The next batch; moves to the next epoch after the last batch of one.
@@ -42,6 +43,7 @@ private:
   uint64_t batch_size_;
   uint64_t seed_;
   int32_t pad_id_;
+  bool shuffle_ = true;
   LoaderPosition position_;
   std::vector<uint64_t> order_;  // row order of position_.epoch
   uint64_t order_epoch_ = UINT64_MAX;

@@ -3,6 +3,7 @@
 #include "data/formatter.h"
 
 #include "core/error.h"
+#include "data/kto_formatter.h"
 #include "data/preference_formatter.h"
 #include "data/text_checks.h"
 
@@ -84,7 +85,7 @@ FormattedRow Formatter::format(const Row& row) {
   if (type_ == "text") return format_text(row);
   if (type_ == "instruction") return format_instruction(row);
   if (type_ == "preference") return format_preference_row(dataset_, codec_, renderer_, row, options_.preference_max_length);
-  if (type_ == "kto") fail_user("{}: type kto datasets are not trained in this version", row.origin.describe());
+  if (type_ == "kto") return format_kto_row(dataset_, codec_, renderer_, row, options_.preference_max_length);
   return format_conversation(row);
 }
 

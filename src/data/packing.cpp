@@ -90,6 +90,7 @@ PackedRows pack_documents(std::vector<TokenizedSample> documents, const PackingO
   out.sequence_length = T;
   stats.documents += documents.size();
   std::vector<size_t> order = shuffled_order(documents.size(), options.seed);
+  if (options.keep_order) std::iota(order.begin(), order.end(), 0);
   std::vector<std::vector<const TokenizedSample*>> rows;
   switch (options.mode) {
     case PackingMode::OnePerRow:

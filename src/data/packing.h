@@ -30,6 +30,9 @@ struct PackingOptions {
   bool pad_left = false;
   int32_t pad_id = 0;
   uint64_t seed = 0;  // document order before packing
+  // OnePerRow without the shuffle: row i is document i (KTO's rows stay in the chunks their KL
+  // completions were built in, data/kto_rows.h).
+  bool keep_order = false;
 };
 
 // A packed split: rows × T tokens plus each row's segments.

@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "data/dataset_files.h"
 #include "data/format_workers.h"
+#include "data/kto_rows.h"
 #include "data/row_reader.h"
 #include "data/truncation.h"
 #include "io/hf_hub.h"
@@ -168,7 +169,16 @@ bool preference_data(const Config& config) {
   if (config.loss.preference) return true;
   for (const auto* list : {&config.data.datasets, &config.eval.validation_datasets}) {
     for (const DatasetConfig& dataset : *list) {
-      if (dataset.type == DatasetType::Preference) return true;
+      if (dataset.type == DatasetType::Preference || dataset.type == DatasetType::Kto) return true;
+    }
+  }
+  return false;
+}
+
+bool has_kto_data(const Config& config) {
+  for (const auto* list : {&config.data.datasets, &config.eval.validation_datasets}) {
+    for (const DatasetConfig& dataset : *list) {
+      if (dataset.type == DatasetType::Kto) return true;
     }
   }
   return false;
@@ -215,6 +225,7 @@ DataSettings data_settings_from_config(const Config& config) {
     settings.format.preference_max_length = settings.max_length;
     settings.sequence_len = settings.max_length = 2 * static_cast<size_t>(max_length);
   }
+  if (has_kto_data(config)) settings.kto_batch = static_cast<size_t>(config.schedule.per_device_train_batch_size);
   settings.truncation_strategy = config.data.truncation_strategy;
   settings.pad_left = config.data.padding_side == PaddingSide::Left;
   settings.padding_free = config.data.padding_free;
@@ -317,8 +328,15 @@ PreparedData prepare_data(const DataSettings& settings, const TextTools& tools, 
               "max_length / sequence_len ({} / {}) and truncation_strategy",
               details, settings.max_length, settings.sequence_len);
   }
+  if (settings.kto_batch > 0) {
+    // KTO: each row with its KL sequence; the rows keep this order (data/kto_rows.h).
+    add_kl_completions(train_documents, settings.kto_batch, settings.format.preference_max_length);
+    add_kl_completions(eval_documents, settings.kto_batch, settings.format.preference_max_length);
+    prepared.kto_labels = {{"train", kto_label_string(train_documents)}, {"eval", kto_label_string(eval_documents)}};
+  }
   PackingOptions options;
   options.sequence_length = settings.sequence_len;
+  options.keep_order = settings.kto_batch > 0;
   options.mode = settings.sample_packing ? PackingMode::BestFit
                  : settings.padding_free ? PackingMode::Sequential
                                          : PackingMode::OnePerRow;
@@ -341,6 +359,7 @@ json PreparedData::report() const {
                                   {"weighted_rows", d.weighted_rows}});
   }
   report["warnings"] = warnings;
+  if (!kto_labels.is_null()) report["kto_labels"] = kto_labels;
   report["train"] = packing_json(train_packing);
   report["eval"] = packing_json(eval_packing);
   return report;
@@ -365,6 +384,7 @@ uint64_t cache_key(const DataSettings& settings, const TextTools& tools) {
   key["pad_left"] = settings.pad_left;
   key["padding_free"] = settings.padding_free;
   key["sample_packing"] = settings.sample_packing;
+  if (settings.kto_batch > 0) key["kto_batch"] = settings.kto_batch;  // only then: other caches keep their key
   key["use_chat_template"] = settings.format.use_chat_template;
   key["system"] = settings.format.system.value_or("");
   key["train_on_inputs"] = settings.format.train_on_inputs;

@@ -42,6 +42,9 @@ struct DataSettings {
   // The model's vocab_size when the model folder has a config.json: load_text_tools then checks
   // that the tokenizer produces no id beyond it (data/vocabulary_check.h).
   std::optional<ModelVocabulary> model_vocabulary;
+  // type: kto datasets: per_device_train_batch_size, the chunk their KL completions are rotated in
+  // (data/kto_rows.h); 0 otherwise.
+  size_t kto_batch = 0;
   // Threads that format and tokenize rows (dataloader_num_workers, data/format_workers.h). Not
   // part of the cache key: the token cache is the same for every count.
   size_t workers = 1;
@@ -84,6 +87,8 @@ struct PreparedData {
   // Said once per run (load_or_build_cache logs them): a training dataset in which an agent
   // loss_scale strategy found no tool call to weigh.
   std::vector<std::string> warnings;
+  // type: kto: {"train": labels, "eval": labels} (data/kto_rows.h: kto_label_string), in row order.
+  nlohmann::json kto_labels;
   nlohmann::json report() const;
 };
 

@@ -35,6 +35,8 @@ struct TokenizedSample {
   // sequence and the rest the rejected one (KTO: the row's, then its mismatched KL completion); the
   // packer writes them as two documents of one row. 0: one document.
   int32_t first_part = 0;
+  // A `type: kto` row (data/kto_formatter.h): 1 desirable, 0 undesirable; -1 any other document.
+  int8_t kto_label = -1;
   RowOrigin origin;
 };
 

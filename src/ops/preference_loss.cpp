@@ -75,14 +75,6 @@ PairTerms pair_terms(const PreferenceLossOptions& o, double c, double r, double 
   return t;
 }
 
-// KTO's reference point: the mean log-ratio of the KL rows, at least 0.
-double kto_kl(int64_t rows, const double* logps, const double* reference_logps) {
-  if (rows == 0) return 0.0;
-  double sum = 0.0;
-  for (int64_t i = rows; i < 2 * rows; ++i) sum += logps[i] - reference_logps[i];
-  return std::max(0.0, sum / static_cast<double>(rows));
-}
-
 PairTerms kto_terms(const PreferenceLossOptions& o, double c, double c0, double label, double kl) {
   PairTerms t;
   const double ratio = c - (o.reference_free ? 0.0 : c0);
@@ -104,6 +96,17 @@ PairTerms terms_of(const PreferenceLossOptions& o, int64_t pairs, int64_t i, con
 }
 
 }  // namespace
+
+double kto_reference_point(int64_t rows, const double* logps, const double* reference_logps, const double* lengths) {
+  double sum = 0.0;
+  int64_t counted = 0;
+  for (int64_t i = 0; i < rows; ++i) {
+    if (lengths[i] <= 0.0) continue;  // a padding row
+    sum += logps[rows + i] - reference_logps[rows + i];
+    ++counted;
+  }
+  return counted == 0 ? 0.0 : std::max(0.0, sum / static_cast<double>(counted));
+}
 
 bool parse_preference_loss_type(const std::string& name, PreferenceLossType& type) {
   for (PreferenceLossType candidate : {PreferenceLossType::Dpo, PreferenceLossType::Ipo, PreferenceLossType::Simpo,
@@ -135,7 +138,7 @@ bool preference_loss_uses_reference(const PreferenceLossOptions& options) {
 double preference_loss_forward(const PreferenceLossOptions& options, int64_t pairs, const double* logps,
                                const double* reference_logps, const double* lengths, const double* labels,
                                const double scales[2], std::vector<PreferencePairValues>* values) {
-  const double kl = options.type == PreferenceLossType::Kto ? kto_kl(pairs, logps, reference_logps) : 0.0;
+  const double kl = options.type == PreferenceLossType::Kto ? kto_reference_point(pairs, logps, reference_logps, lengths) : 0.0;
   double sum = 0.0, chosen_logps = 0.0;
   if (values != nullptr) values->assign(static_cast<size_t>(pairs), {});
   for (int64_t i = 0; i < pairs; ++i) {
@@ -152,7 +155,7 @@ double preference_loss_forward(const PreferenceLossOptions& options, int64_t pai
 void preference_loss_backward(const PreferenceLossOptions& options, int64_t pairs, const double* logps,
                               const double* reference_logps, const double* lengths, const double* labels,
                               const double scales[2], double d_loss, double* d_logps) {
-  const double kl = options.type == PreferenceLossType::Kto ? kto_kl(pairs, logps, reference_logps) : 0.0;
+  const double kl = options.type == PreferenceLossType::Kto ? kto_reference_point(pairs, logps, reference_logps, lengths) : 0.0;
   for (int64_t i = 0; i < pairs; ++i) {
     const PairTerms t = terms_of(options, pairs, i, logps, reference_logps, lengths, labels, kl);
     d_logps[i] = d_loss * scales[0] * t.d_chosen;

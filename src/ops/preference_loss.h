@@ -20,7 +20,8 @@
 //   orpo   −orpo_beta · ln σ(log_odds), log_odds = (a_c − a_r) − (ln(1 − e^{a_c}) − ln(1 − e^{a_r})),
 //          a = logp / length; plus the NLL term −scales[1]·Σ c (TRL's ORPOTrainer)
 //   kto    w_y · (1 − σ(β·(c − c₀ − kl))) for a desirable row, w_y · (1 − σ(β·(kl − (c − c₀)))) for an
-//          undesirable one, kl = max(0, mean over the KL rows of (logp − logp₀)), not differentiated
+//          undesirable one, kl = max(0, mean over the rows' KL sequences of (logp − logp₀)), not
+//          differentiated (kto_reference_point)
 //          (TRL's KTOTrainer, loss_type "kto")
 #pragma once
 
@@ -50,6 +51,11 @@ bool parse_preference_loss_type(const std::string& name, PreferenceLossType& typ
 const char* preference_loss_type_name(PreferenceLossType type);
 // Whether the loss reads reference log-probabilities (dpo unless reference_free, ipo, kto).
 bool preference_loss_uses_reference(const PreferenceLossOptions& options);
+
+// KTO's reference point: the mean over the rows that hold one (lengths[i] > 0; not the padding rows
+// of an epoch's last batch) of their KL sequences' log-ratio logps[P + i] − reference_logps[P + i],
+// at least 0 (TRL's `kl`, not differentiated).
+double kto_reference_point(int64_t rows, const double* logps, const double* reference_logps, const double* lengths);
 
 // The per-pair values the metrics are made of (TRL's names: rewards/chosen, rewards/rejected, ...).
 struct PreferencePairValues {

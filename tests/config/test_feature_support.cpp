@@ -26,6 +26,14 @@ struct RowCase {
 };
 
 RunShape cpu() { return {.backend = SupportBackend::Cpu}; }
+
+// `surogate dpo` with loss.type kto on a dataset of `type`, on the CPU backend.
+void kto_run(Config& c, RunShape& s, DatasetType type) {
+  c.loss.preference = true;
+  c.loss.type = "kto";
+  c.data.datasets[0].type = type;
+  s = cpu();
+}
 RunShape cuda(int ranks = 1) {
   return {.backend = SupportBackend::Cuda, .world_size = ranks, .layout_description = "2 data-parallel ranks, ZeRO-1"};
 }
@@ -407,13 +415,20 @@ std::vector<RowCase> row_cases() {
        },
        "offload_grads is implemented on one GPU only, not on the data-parallel device"},
       // surogate dpo (loss.preference is set by the command, so these rows wait for the Backend stage).
-      {"kto loss", S::Backend,
+      {"kto with one row per micro-batch", S::Backend,
        [](Config& c, RunShape& s) {
-         c.loss.preference = true;
-         c.loss.type = "kto";
-         s = cpu();
+         kto_run(c, s, DatasetType::Kto);
+         c.schedule.per_device_train_batch_size = 1;
        },
-       "option 'loss.type' is kto: the KTO loss op exists"},
+       "option 'per_device_train_batch_size' must be at least 2 for loss.type kto"},
+      {"kto on other datasets", S::Backend, [](Config& c, RunShape& s) { kto_run(c, s, DatasetType::Preference); },
+       "must all be type: kto for `surogate dpo` with loss.type kto"},
+      {"kto reference_free", S::Backend,
+       [](Config& c, RunShape& s) {
+         kto_run(c, s, DatasetType::Kto);
+         c.loss.reference_free = true;
+       },
+       "option 'loss.reference_free' does not apply to loss.type kto"},
       {"preference datasets outside surogate dpo", S::Backend,
        [](Config& c, RunShape& s) {
          c.data.datasets[0].type = DatasetType::Preference;
@@ -450,6 +465,13 @@ std::vector<RowCase> row_cases() {
          s.world_size = s.sequence_size = 2;
        },
        "sequence_parallel_size: 2 is not run by `surogate dpo` in this version"},
+      {"kto on several ranks", S::Device,
+       [](Config& c, RunShape& s) {
+         kto_run(c, s, DatasetType::Kto);
+         s = cuda(2);
+         s.data_parallel_device = true;
+       },
+       "loss.type kto trains on one device in this version"},
       {"surogate dpo over several processes", S::Device,
        [](Config& c, RunShape& s) {
          c.loss.preference = true;

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "data/sample.h"
 
@@ -38,6 +39,17 @@ inline ChatRenderer chatml_renderer() {
     if (generation_prompt) text += "<|assistant|>";
     return text;
   };
+}
+
+// The ids byte_codec gives `text`: one per byte.
+inline std::vector<int32_t> bytes_of(const std::string& text) { return {text.begin(), text.end()}; }
+
+// A row as a reader returns it from line `line` of `file`.
+inline Row row_at(RowValue value, const std::string& file, size_t line) {
+  Row row;
+  row.value = std::move(value);
+  row.origin = {file, line, true};
+  return row;
 }
 
 inline std::filesystem::path write_file(const std::filesystem::path& path, const std::string& content) {

@@ -14,14 +14,9 @@
 namespace surogate::data {
 namespace {
 
-std::vector<int32_t> bytes_of(const std::string& text) { return {text.begin(), text.end()}; }
+using testing::bytes_of;
 
-Row preference_row(RowValue value) {
-  Row row;
-  row.value = std::move(value);
-  row.origin = {"pairs.jsonl", 7, true};
-  return row;
-}
+Row preference_row(RowValue value) { return testing::row_at(std::move(value), "pairs.jsonl", 7); }
 
 DatasetConfig preference_dataset() {
   DatasetConfig dataset;

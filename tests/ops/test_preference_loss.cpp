@@ -97,6 +97,23 @@ TEST(PreferenceLoss, PaddingPairAddsNothing) {
   }
 }
 
+TEST(PreferenceLoss, KtoReferencePointLeavesPaddingRowsOut) {
+  // Row 0 (desirable) and a padding row; their KL sequences after them. The reference point is row 0's
+  // KL log-ratio (1.0), not the mean with the padding row's 0.
+  const std::vector<double> logps{-3.0, 0.0, -2.0, 0.0}, reference{-3.5, 0.0, -3.0, 0.0}, lengths{2.0, 0.0, 3.0, 0.0};
+  EXPECT_DOUBLE_EQ(kto_reference_point(2, logps.data(), reference.data(), lengths.data()), 1.0);
+  const double scales[2] = {1.0, 0.0};
+  const PreferenceLossOptions options = with_type(PreferenceLossType::Kto);
+  const double both = preference_loss_forward(options, 2, logps.data(), reference.data(), lengths.data(), kLabels.data(), scales);
+  const std::vector<double> one_logps{-3.0, -2.0}, one_reference{-3.5, -3.0}, one_lengths{2.0, 3.0};
+  const double one = preference_loss_forward(options, 1, one_logps.data(), one_reference.data(), one_lengths.data(),
+                                             kLabels.data(), scales);
+  EXPECT_NEAR(both, one, 1e-12);
+  EXPECT_NEAR(one, 1.0 - 1.0 / (1.0 + std::exp(-0.1 * (0.5 - 1.0))), 1e-12);
+  const std::vector<double> below{-3.0, 0.0, -4.0, 0.0};  // a negative mean log-ratio is clamped at 0
+  EXPECT_EQ(kto_reference_point(2, below.data(), reference.data(), lengths.data()), 0.0);
+}
+
 TEST(PreferenceLoss, GradientsMatchCentralDifferences) {
   std::vector<PreferenceLossOptions> cases;
   for (PreferenceLossType type : {PreferenceLossType::Dpo, PreferenceLossType::Ipo, PreferenceLossType::Simpo,

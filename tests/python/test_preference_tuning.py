@@ -236,9 +236,16 @@ def test_bad_rows_name_file_and_line(surogate_bin, qwen3_model, tmp_path):
         "empty": ({"prompt": "a", "chosen": "", "rejected": "b"}, "'chosen' (chosen_field) is empty"),
         "long_prompt": ({"prompt": "word " * 40, "chosen": "x", "rejected": "y"}, "fills max_length"),
     }
+    assert_bad_rows_refused(surogate_bin, tmp_path, TEXT_ROWS[0], cases,
+                            lambda path, out, data: dpo_config(path, qwen3_model, out, data))
+
+
+def assert_bad_rows_refused(surogate_bin, tmp_path, good_row, cases, make_config):
+    """Each case {name: (bad row, message)}: `surogate dpo` on [good_row, bad row] exits 2 with the
+    message and name.jsonl:2 on stderr; make_config(path, out, data) writes the configuration."""
     for name, (bad, message) in cases.items():
-        data = write_jsonl(tmp_path / f"{name}.jsonl", [TEXT_ROWS[0], bad])
-        config = dpo_config(tmp_path / f"{name}.yaml", qwen3_model, tmp_path / f"out_{name}", data)
+        data = write_jsonl(tmp_path / f"{name}.jsonl", [good_row, bad])
+        config = make_config(tmp_path / f"{name}.yaml", tmp_path / f"out_{name}", data)
         result = run_surogate(surogate_bin, "dpo", config, env=CPU_ONLY)
         assert result.returncode == 2, result.stdout + result.stderr
         assert f"{name}.jsonl:2" in result.stderr and message in result.stderr, result.stderr
@@ -275,11 +282,9 @@ def learnable(tmp_path_factory):
     return folder
 
 
-@pytest.mark.parametrize("loss_type", ["dpo", "ipo", "simpo", "orpo"])
-def test_learnable_preferences_reach_held_out_accuracy(surogate_bin, learnable, tmp_path, loss_type):
-    out = tmp_path / "out"
-    config = tmp_path / "dpo.yaml"
-    config.write_text(f"""model: {learnable}
+def learnable_config(path, model, out, data, dataset_type, loss_type, steps):
+    """A short LoRA run on the learnable set: data/train.jsonl, held-out data/valid.jsonl."""
+    path.write_text(f"""model: {model}
 output_dir: {out}
 log_file: {out}/log.jsonl
 sequence_len: 32
@@ -291,17 +296,24 @@ lora_alpha: 16
 lora_dropout: 0
 learning_rate: 3e-2
 per_device_train_batch_size: 4
-max_steps: 20
-eval_steps: 20
+max_steps: {steps}
+eval_steps: {steps}
 datasets:
-  - path: {learnable}/train.jsonl
-    type: preference
+  - path: {data}/train.jsonl
+    type: {dataset_type}
 validation_datasets:
-  - path: {learnable}/valid.jsonl
-    type: preference
+  - path: {data}/valid.jsonl
+    type: {dataset_type}
 loss:
   type: {loss_type}
 """)
+    return path
+
+
+@pytest.mark.parametrize("loss_type", ["dpo", "ipo", "simpo", "orpo"])
+def test_learnable_preferences_reach_held_out_accuracy(surogate_bin, learnable, tmp_path, loss_type):
+    out = tmp_path / "out"
+    config = learnable_config(tmp_path / "dpo.yaml", learnable, out, learnable, "preference", loss_type, 20)
     result = run_surogate(surogate_bin, "dpo", config)
     assert result.returncode == 0, result.stdout + result.stderr
     evals = read_records(out, "eval")

@@ -2,8 +2,9 @@
 // chunked LM-head kernel, its backward with per-row weights −d_logps[sequence], preference_loss on
 // one block) against the fp32 CPU backend on the same bf16-rounded values: a training step of
 //   loss = preference_loss(sequence_logps(hidden, head, targets, sequence_ids), reference, ...)
-// for every loss type, in one chunk and in three. Tolerances as test_lm_head_grads_cuda.cpp's: the
-// loss and the log-probs 1e-2 relative (bf16 logits), each gradient 5e-2 of its largest entry.
+// for every loss type (and KTO with a padding row), in one chunk and in three. Tolerances as
+// test_lm_head_grads_cuda.cpp's: the loss and the log-probs 1e-2 relative (bf16 logits), each
+// gradient 5e-2 of its largest entry.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -63,7 +64,7 @@ struct StepValues {
 
 template <typename Backend>
 StepValues run_step(Backend& backend, const compiler::ExecutionPlan& plan, bool bf16, const std::vector<float>& hidden,
-                    const std::vector<float>& head) {
+                    const std::vector<float>& head, bool padding_row = false) {
   const graph::Graph& g = plan.graph;
   auto write_weights = [&](const char* name, const std::vector<float>& values) {
     if (!bf16) {
@@ -83,7 +84,9 @@ StepValues run_step(Backend& backend, const compiler::ExecutionPlan& plan, bool 
     if (row % 6 != 5) sequence_ids[row] = static_cast<int32_t>(row / 6);
   }
   targets[3] = -100;
-  const std::vector<float> reference{-30.0f, -31.0f, -29.5f, -30.5f}, lengths{4, 5, 5, 5}, labels{1, 0}, scales{0.5f, 0.1f};
+  // padding_row: pair (KTO: row) 1 is a padding row (length 0), which KTO's reference point leaves out.
+  const std::vector<float> reference{-30.0f, -31.0f, -29.5f, -30.5f}, labels{1, 0}, scales{0.5f, 0.1f};
+  const std::vector<float> lengths = padding_row ? std::vector<float>{4, 0, 5, 0} : std::vector<float>{4, 5, 5, 5};
   std::vector<runtime::InputBinding> inputs{
       {g.require_tensor("targets"), std::as_bytes(std::span<const int32_t>(targets))},
       {g.require_tensor("sequence_ids"), std::as_bytes(std::span<const int32_t>(sequence_ids))},
@@ -132,14 +135,16 @@ TEST(PreferenceOpsCuda, TrainingStepMatchesTheCpu) {
   std::vector<float> hidden(kRows * kChannels), head(kVocab * kChannels);
   for (float& value : hidden) value = bf16_to_float(float_to_bf16(normal(rng)));
   for (float& value : head) value = bf16_to_float(float_to_bf16(normal(rng) * 0.2f));
-  for (const char* type : {"dpo", "ipo", "simpo", "orpo", "kto"}) {
+  for (const std::string type : {"dpo", "ipo", "simpo", "orpo", "kto", "kto with a padding row"}) {
     for (int64_t chunks : {1, 3}) {
-      const std::string what = std::string(type) + ", chunks " + std::to_string(chunks);
+      const std::string what = type + ", chunks " + std::to_string(chunks);
+      const bool padding_row = type == "kto with a padding row";
+      const std::string loss_type = padding_row ? "kto" : type;
       // Each graph built before it is compiled: the loss id is set by the build (argument order
       // is unspecified, so one call cannot build and pass it).
       graph::TensorId cpu_loss = graph::kNoTensor, cuda_loss = graph::kNoTensor;
-      graph::Graph cpu_graph = preference_graph(DType::F32, type, chunks, cpu_loss);
-      graph::Graph cuda_graph = preference_graph(DType::BF16, type, chunks, cuda_loss);
+      graph::Graph cpu_graph = preference_graph(DType::F32, loss_type, chunks, cpu_loss);
+      graph::Graph cuda_graph = preference_graph(DType::BF16, loss_type, chunks, cuda_loss);
       const compiler::ExecutionPlan cpu_plan =
           compiler::compile_training(std::move(cpu_graph), cpu_loss, preference_registry());
       const compiler::ExecutionPlan cuda_plan =
@@ -148,8 +153,8 @@ TEST(PreferenceOpsCuda, TrainingStepMatchesTheCpu) {
       cpu.load(cpu_plan, preference_registry());
       runtime::CudaBackend gpu;
       gpu.load(cuda_plan, preference_registry());
-      const StepValues expected = run_step(cpu, cpu_plan, false, hidden, head);
-      const StepValues actual = run_step(gpu, cuda_plan, true, hidden, head);
+      const StepValues expected = run_step(cpu, cpu_plan, false, hidden, head, padding_row);
+      const StepValues actual = run_step(gpu, cuda_plan, true, hidden, head, padding_row);
       EXPECT_NEAR(actual.loss, expected.loss, kLossTolerance * std::max(1.0, std::abs(expected.loss))) << what;
       for (size_t s = 0; s < expected.logps.size(); ++s) {
         EXPECT_NEAR(actual.logps[s], expected.logps[s], kLossTolerance * std::abs(expected.logps[s])) << what << " logps " << s;

@@ -12,7 +12,7 @@ struct Loss {
   double dpo_beta = 0.1;           // β of dpo / ipo / simpo / kto
   double label_smoothing = 0.0;    // dpo / simpo: conservative DPO's ε, in [0, 0.5)
   bool length_norm = false;        // dpo: log-ratios per completion token (TRL's sigmoid_norm)
-  bool reference_free = false;     // dpo / ipo / kto: the reference's log-probs taken as 0
+  bool reference_free = false;     // dpo / ipo: the reference's log-probs taken as 0
   double target_margin = 0.0;      // dpo: subtracted from β·(chosen − rejected) inside the sigmoid
   double simpo_gamma = 0.5;        // simpo: the target reward margin γ
   double beta = 0.1;               // orpo: the odds-ratio term's weight (TRL ORPOConfig.beta)

@@ -121,9 +121,14 @@ __global__ void preference_loss_kernel(PreferenceLossParams params, int64_t pair
                                        const float* scales, const float* d_loss, float* loss, float* d_logps) {
   if (threadIdx.x != 0 || blockIdx.x != 0) return;
   double kl = 0.0;
-  if (params.type == 4 && pairs > 0) {
-    for (int64_t i = pairs; i < 2 * pairs; ++i) kl += static_cast<double>(logps[i]) - static_cast<double>(reference_logps[i]);
-    kl = kl / static_cast<double>(pairs);
+  if (params.type == 4) {  // ops::kto_reference_point: the rows holding one, not the padding rows
+    int64_t counted = 0;
+    for (int64_t i = 0; i < pairs; ++i) {
+      if (lengths[i] <= 0.0f) continue;
+      kl += static_cast<double>(logps[pairs + i]) - static_cast<double>(reference_logps[pairs + i]);
+      ++counted;
+    }
+    kl = counted > 0 ? kl / static_cast<double>(counted) : 0.0;
     kl = kl > 0.0 ? kl : 0.0;
   }
   double sum = 0.0, chosen = 0.0;

@@ -6,7 +6,7 @@
 
 namespace surogate::train {
 
-PairInputs pair_inputs(const data::PackedBatch& batch, const ReferenceLogps* reference) {
+PairInputs pair_inputs(const data::PackedBatch& batch, const ReferenceLogps* reference, const std::string* kto_labels) {
   const int64_t B = batch.batch_size, T = batch.sequence_length;
   PairInputs inputs;
   inputs.batch = B;
@@ -33,6 +33,11 @@ PairInputs pair_inputs(const data::PackedBatch& batch, const ReferenceLogps* ref
     if (inputs.lengths[static_cast<size_t>(row)] <= 0.0f) continue;  // padding: no pair
     ++inputs.pairs;
     inputs.chosen_tokens += inputs.lengths[static_cast<size_t>(row)];
+    if (kto_labels != nullptr && row < static_cast<int64_t>(batch.rows.size())) {
+      const size_t packed = static_cast<size_t>(batch.rows[static_cast<size_t>(row)]);
+      SUROGATE_CHECK(packed < kto_labels->size(), "a kto label for row {}", packed);
+      inputs.labels[static_cast<size_t>(row)] = (*kto_labels)[packed] == '1' ? 1.0f : 0.0f;
+    }
     if (reference != nullptr && row < static_cast<int64_t>(batch.rows.size())) {
       const size_t pair = static_cast<size_t>(batch.rows[static_cast<size_t>(row)]);
       SUROGATE_CHECK(2 * pair + 1 < reference->size(), "a reference for row {}", pair);

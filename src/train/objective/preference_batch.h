@@ -1,10 +1,11 @@
 // One micro-batch of preference pairs as the preference graph's inputs (preference_graph.h). A row
 // of the batch is one pair (data/preference_formatter.h): its first document the chosen sequence,
-// its second the rejected one; a padding row (the last batch of an epoch) is no pair.
+// its second the rejected one (KTO: the row's sequence, then its KL sequence); a padding row (the last batch of an epoch) is no pair.
 #pragma once
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "data/packing.h"
@@ -19,13 +20,15 @@ struct PairInputs {
   std::vector<int32_t> sequence_ids;  // [B·T]: row r's chosen r, rejected B + r, −1 elsewhere
   std::vector<float> reference;       // [2B]
   std::vector<float> lengths;         // [2B] completion tokens (targets) per sequence
-  std::vector<float> labels;          // [B], 0 (KTO's flags are not read from the data yet)
+  std::vector<float> labels;          // [B] KTO: 1 desirable, 0 undesirable (0 for the other losses)
   int64_t pairs = 0;                  // rows holding a pair
   double chosen_tokens = 0.0;
 };
 
 // `reference`: the split's table (null: zeros, the reference pass itself or reference-free losses).
-// Targets are the labels shifted as train/batch_inputs.h does.
-PairInputs pair_inputs(const data::PackedBatch& batch, const ReferenceLogps* reference);
+// Targets are the labels shifted as train/batch_inputs.h does. `kto_labels`: KTO's split labels
+// ('1' / '0' per packed row, data/kto_rows.h), or null.
+PairInputs pair_inputs(const data::PackedBatch& batch, const ReferenceLogps* reference,
+                       const std::string* kto_labels = nullptr);
 
 }  // namespace surogate::train

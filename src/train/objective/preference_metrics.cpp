@@ -6,7 +6,11 @@
 namespace surogate::train {
 
 void PreferenceMetrics::add(int64_t batch, const float* logps, const float* logit_sums, const float* reference,
-                            const float* lengths) {
+                            const float* lengths, const float* kto_labels) {
+  if (options_.type == ops::PreferenceLossType::Kto) {
+    kto_.add(batch, logps, logit_sums, reference, lengths, kto_labels);
+    return;
+  }
   const size_t sequences = static_cast<size_t>(2 * batch);
   std::vector<double> policy(logps, logps + sequences), ref(reference, reference + sequences);
   std::vector<double> counts(lengths, lengths + sequences), labels(static_cast<size_t>(batch), 0.0);
@@ -34,6 +38,7 @@ void PreferenceMetrics::add(int64_t batch, const float* logps, const float* logi
 }
 
 nlohmann::json PreferenceMetrics::take(const std::string& prefix, bool with_loss) {
+  if (options_.type == ops::PreferenceLossType::Kto) return kto_.take(prefix, with_loss);
   const double pairs = pairs_ > 0 ? static_cast<double>(pairs_) : 1.0;
   auto per_token = [](double sum, double tokens) { return tokens > 0.0 ? sum / tokens : 0.0; };
   nlohmann::json record{{prefix + "rewards/chosen", chosen_rewards_ / pairs},

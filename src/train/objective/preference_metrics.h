@@ -10,17 +10,20 @@
 #include <nlohmann/json.hpp>
 
 #include "ops/preference_loss.h"
+#include "train/objective/kto_metrics.h"
 
 namespace surogate::train {
 
 class PreferenceMetrics {
 public:
-  explicit PreferenceMetrics(ops::PreferenceLossOptions options) : options_(options) {}
-  // One micro-batch of `batch` rows: [2B] logps, logit sums, reference logps and lengths.
-  void add(int64_t batch, const float* logps, const float* logit_sums, const float* reference, const float* lengths);
+  explicit PreferenceMetrics(ops::PreferenceLossOptions options) : options_(options), kto_(options) {}
+  // One micro-batch of `batch` rows: [2B] logps, logit sums, reference logps and lengths; [B] labels
+  // (KTO's, whose metrics are KtoMetrics').
+  void add(int64_t batch, const float* logps, const float* logit_sums, const float* reference, const float* lengths,
+           const float* labels);
   // {prefix + name: value}; with_loss adds prefix + "loss". Clears the sums.
   nlohmann::json take(const std::string& prefix, bool with_loss);
-  int64_t pairs() const { return pairs_; }
+  int64_t pairs() const { return options_.type == ops::PreferenceLossType::Kto ? kto_.rows() : pairs_; }
 
 private:
   ops::PreferenceLossOptions options_;
@@ -28,6 +31,7 @@ private:
   double loss_ = 0, chosen_rewards_ = 0, rejected_rewards_ = 0, accuracies_ = 0, margins_ = 0;
   double chosen_logps_ = 0, rejected_logps_ = 0, chosen_logits_ = 0, rejected_logits_ = 0;
   double chosen_tokens_ = 0, rejected_tokens_ = 0;
+  KtoMetrics kto_;
 };
 
 }  // namespace surogate::train

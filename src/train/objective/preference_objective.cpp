@@ -67,7 +67,8 @@ void PreferenceObjective::read_policy(const PairInputs& inputs, const KeptOutput
                                       ReferenceLogps* logps, const data::PackedBatch* batch) {
   SUROGATE_CHECK(outputs.size() == 2, "the policy's log-probs and logit sums of a micro-batch");
   const std::vector<float>& policy = outputs[0];
-  metrics.add(inputs.batch, policy.data(), outputs[1].data(), inputs.reference.data(), inputs.lengths.data());
+  metrics.add(inputs.batch, policy.data(), outputs[1].data(), inputs.reference.data(), inputs.lengths.data(),
+              inputs.labels.data());
   if (logps == nullptr) return;
   for (int64_t row = 0; row < inputs.batch; ++row) {
     const uint64_t pair = batch->rows[static_cast<size_t>(row)];
@@ -77,10 +78,15 @@ void PreferenceObjective::read_policy(const PairInputs& inputs, const KeptOutput
   }
 }
 
+const std::string* PreferenceObjective::kto_labels(bool train) const {
+  if (options_.type != ops::PreferenceLossType::Kto) return nullptr;
+  return train ? &train_labels_ : &eval_labels_;
+}
+
 // One micro-batch per data-parallel rank between two measure() calls (rows past the end are
 // padding), so that every rank runs one; each pair's values do not depend on the rank it ran on.
 ReferenceLogps PreferenceObjective::forward_split(const data::PackedRowsView& rows, const ReferenceLogps* reference,
-                                                  PreferenceMetrics* metrics) {
+                                                  PreferenceMetrics* metrics, const std::string* kto_labels) {
   ReferenceLogps logps(2 * rows.rows(), 0.0f);
   PreferenceMetrics discarded(options_);
   scales_[0] = scales_[1] = 0.0f;  // no loss, no gradient: only the forward's log-probs are read
@@ -94,7 +100,7 @@ ReferenceLogps PreferenceObjective::forward_split(const data::PackedRowsView& ro
       std::vector<uint64_t> indices;
       for (uint64_t row = start; row < start + batch; ++row) indices.push_back(std::min<uint64_t>(row, rows.rows()));
       packed.push_back(data::make_batch(rows, indices, context_.pad_id));
-      inputs.push_back(pair_inputs(packed.back(), reference));
+      inputs.push_back(pair_inputs(packed.back(), reference, kto_labels));
       std::vector<runtime::InputBinding> bindings = context_.inputs->bind(packed.back(), 0.0f);
       for (const runtime::InputBinding& binding : bindings_of(inputs.back())) bindings.push_back(binding);
       // The forward only where the device offers it (one rank); else the training plan with a zero
@@ -118,6 +124,14 @@ ReferenceLogps PreferenceObjective::forward_split(const data::PackedRowsView& ro
 void PreferenceObjective::prepare(const ObjectiveContext& context) {
   context_ = context;
   context.device->keep_outputs({context.plan->tensor(kPolicyLogps), context.plan->tensor(kPolicyLogitSums)});
+  if (options_.type == ops::PreferenceLossType::Kto) {
+    const nlohmann::json labels = context.cache->report().value("kto_labels", nlohmann::json::object());
+    train_labels_ = labels.value("train", std::string());
+    eval_labels_ = labels.value("eval", std::string());
+    if (train_labels_.size() != context.cache->train().rows() || eval_labels_.size() != context.cache->eval().rows()) {
+      fail_user("loss.type kto: the datasets must be type: kto ({{prompt, completion, label}} rows)");
+    }
+  }
   if (!ops::preference_loss_uses_reference(options_)) return;
   const nlohmann::json key{{"token_cache", context.cache->key()}, {"model", model_}};
   if (read_reference(reference_file_, key, train_reference_, eval_reference_) &&
@@ -133,8 +147,8 @@ void PreferenceObjective::prepare(const ObjectiveContext& context) {
   }
   context.message(fmt::format("reference log-probabilities: computing them for {} + {} pairs with the starting weights",
                               context.cache->train().rows(), context.cache->eval().rows()));
-  train_reference_ = forward_split(context.cache->train(), nullptr, nullptr);
-  eval_reference_ = forward_split(context.cache->eval(), nullptr, nullptr);
+  train_reference_ = forward_split(context.cache->train(), nullptr, nullptr, kto_labels(true));
+  eval_reference_ = forward_split(context.cache->eval(), nullptr, nullptr, kto_labels(false));
   const nlohmann::json stored{{"key", key}, {"train", train_reference_}, {"eval", eval_reference_}};
   io::write_text_file_atomically(reference_file_, stored.dump());
 }
@@ -144,7 +158,8 @@ void PreferenceObjective::begin_window(std::span<const data::PackedBatch> window
   int64_t pairs = 0;
   double chosen_tokens = 0.0;
   for (const data::PackedBatch& batch : window) {
-    window_.push_back(pair_inputs(batch, ops::preference_loss_uses_reference(options_) ? &train_reference_ : nullptr));
+    window_.push_back(pair_inputs(batch, ops::preference_loss_uses_reference(options_) ? &train_reference_ : nullptr,
+                                  kto_labels(true)));
     pairs += window_.back().pairs;
     chosen_tokens += window_.back().chosen_tokens;
   }
@@ -166,7 +181,7 @@ nlohmann::json PreferenceObjective::evaluate() {
   PreferenceMetrics metrics(options_);
   const data::PackedRowsView rows = context_.cache->eval();
   const bool reference = ops::preference_loss_uses_reference(options_);
-  forward_split(rows, reference ? &eval_reference_ : nullptr, &metrics);
+  forward_split(rows, reference ? &eval_reference_ : nullptr, &metrics, kto_labels(false));
   nlohmann::json record = metrics.take("eval_", true);
   record["eval_pairs"] = rows.rows();
   return record;

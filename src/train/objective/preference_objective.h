@@ -43,7 +43,9 @@ private:
   // Runs every row of `rows` through the device (forward only, or zero loss scale: no update) and
   // returns each row's chosen and rejected log-probs; with `metrics`, adds each micro-batch to it.
   ReferenceLogps forward_split(const data::PackedRowsView& rows, const ReferenceLogps* reference,
-                               PreferenceMetrics* metrics);
+                               PreferenceMetrics* metrics, const std::string* kto_labels);
+  // KTO's labels of the train or eval split (data/kto_rows.h); null for the other losses.
+  const std::string* kto_labels(bool train) const;
   std::vector<runtime::InputBinding> bindings_of(const PairInputs& inputs);
   // `outputs`: the micro-batch's policy log-probs and logit sums (TrainingDevice::kept_outputs).
   void read_policy(const PairInputs& inputs, const KeptOutputs& outputs, PreferenceMetrics& metrics,
@@ -54,6 +56,7 @@ private:
   std::string model_;
   ObjectiveContext context_;
   ReferenceLogps train_reference_, eval_reference_;
+  std::string train_labels_, eval_labels_;  // KTO: '1' / '0' per packed row, from the token cache's report
   std::vector<PairInputs> window_;
   float scales_[2] = {0.0f, 0.0f};
   PreferenceMetrics metrics_;

@@ -77,8 +77,10 @@ void load_data(RunContext& run) {
     fail_user("{}: the training datasets produced no rows after formatting and length checks; see the data report "
               "above", config.sources.of("datasets"));
   }
+  // KTO keeps its rows in order: each micro-batch is the chunk its KL completions were built in (data/kto_rows.h).
+  const bool kto = config.loss.preference && config.loss.type == "kto";
   run.loader = std::make_unique<data::DataLoader>(run.cache, run.cache->train(), run.batch,
-                                                  static_cast<uint64_t>(config.data.train_seed), run.pad_id);
+                                                  static_cast<uint64_t>(config.data.train_seed), run.pad_id, !kto);
   run.batches_per_epoch = static_cast<int64_t>(run.loader->batches_per_epoch());
 }
 
