@@ -3,11 +3,13 @@
 
 #include <filesystem>
 
+#include "train/objective/grpo_objective.h"
 #include "train/objective/preference_objective.h"
 
 namespace surogate::train {
 
 std::unique_ptr<TrainingObjective> make_training_objective(const Config& config) {
+  if (config.grpo.enabled) return std::make_unique<GrpoObjective>(config);
   if (!config.loss.preference) return nullptr;
   return std::make_unique<PreferenceObjective>(
       config.loss, std::filesystem::path(config.run.output_dir) / "tokenized" / "reference_logps.json",

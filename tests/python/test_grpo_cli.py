@@ -1,0 +1,158 @@
+"""`surogate grpo` end to end on the CPU backend (docs/grpo.md), on the tiny random model of
+examples/grpo/make_example.py (a character tokenizer of digits, "+", "=", " " and the specials):
+
+- the step's loss is TRL's GRPOTrainer._compute_loss on the very completions and advantages the
+  step logged (log_completions with every completion), summed over the step's micro-batches;
+- a toy task learns: a Python reward for answering with the digit 7 rises from chance to > 0.6;
+- a reward function that raises stops the run with exit 2 naming the function and the row;
+- resume is exact: a run killed after step 3 and resumed from its step-2 checkpoint logs the same
+  losses and rewards for steps 3 and 4 as an uninterrupted run (the sampling seeds are in the
+  checkpoint).
+"""
+import json
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import pytest
+
+from conftest import REPO_ROOT, run_surogate
+
+SEVENS = '''
+def sevens(prompts, completions, completion_ids, **kwargs):
+    return [sum(ch == "7" for ch in c) / max(len(c), 1) for c in completions]
+'''
+
+RAISES = '''
+def picky(prompts, completions, answer, **kwargs):
+    for index, c in enumerate(completions):
+        if index == 3:
+            raise ValueError("this row is not welcome")
+    return [0.0 for c in completions]
+'''
+
+
+@pytest.fixture(scope="module")
+def example(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("grpo_example")
+    subprocess.run([sys.executable, str(REPO_ROOT / "examples/grpo/make_example.py"), str(folder)], check=True,
+                   capture_output=True)
+    return folder
+
+
+def grpo_config(path, example, out, rewards, extra=""):
+    path.write_text(f"""model: {example}/model
+output_dir: {out}
+log_file: {out}/log.jsonl
+lora: false
+use_chat_template: false
+datasets:
+  - path: {example}/prompts.jsonl
+    type: prompt
+grpo:
+  num_generations: 4
+  max_prompt_length: 8
+  max_completion_length: 4
+  reward_functions: {json.dumps(rewards)}
+optimizer: adamw
+learning_rate: 1e-2
+weight_decay: 0.0
+lr_scheduler_type: linear
+warmup_steps: 0
+per_device_train_batch_size: 8
+gradient_accumulation_steps: 2
+max_steps: 4
+{extra}""")
+    return path
+
+
+def records(out, kind):
+    return [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()
+            if json.loads(line).get("type") == kind]
+
+
+def test_the_steps_loss_is_trls_on_its_completions(surogate_bin, example, tmp_path):
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("trl")
+    from test_grpo_trl import trl_compute_loss
+
+    (tmp_path / "rewards.py").write_text(SEVENS)
+    out = tmp_path / "out"
+    for loss_type in ("dapo", "grpo", "bnpo", "dr_grpo"):
+        config = grpo_config(tmp_path / "grpo.yaml", example, out, ["rewards.py:sevens", "length_penalty:2"],
+        result = run_surogate(surogate_bin, "grpo", config, f"--grpo.loss_type={loss_type}", "--max_steps=2",
+                              "--grpo.log_completions=true", "--grpo.num_completions_to_print=16")
+        assert result.returncode == 0, result.stdout + result.stderr
+        steps, shown = records(out, "step"), records(out, "completion")
+        assert len(steps) == 2 and len(shown) == 32, (len(steps), len(shown))
+        for step, completions in zip(steps, (shown[:16], shown[16:])):
+            ids = [c["completion_ids"] for c in completions]
+            longest = max(len(i) for i in ids)
+            padded = torch.tensor([i + [0] * (longest - len(i)) for i in ids])
+            mask = torch.tensor([[1] * len(i) + [0] * (longest - len(i)) for i in ids])
+            # The mask ends at the first EOS (</s> = 2), included.
+            for row, i in enumerate(ids):
+                if 2 in i:
+                    mask[row, i.index(2) + 1:] = 0
+            advantages = torch.tensor([c["advantage"] for c in completions], dtype=torch.float32)
+            options = {"temperature": 1.0, "beta": 0.0, "loss_type": loss_type, "epsilon": 0.2,
+                       "epsilon_high": 0.2, "delta": None, "accumulation_steps": 2, "max_completion_length": 4}
+            total = 0.0
+            for micro in range(2):
+                rows = slice(8 * micro, 8 * micro + 8)
+                logits = torch.randn(8, longest, 17)  # the ratio is 1: the loss does not depend on them
+                loss, metrics = trl_compute_loss(logits, padded[rows], mask[rows], advantages[rows], None, None, options)
+                if loss_type == "dapo":  # TRL: the generation batch's tokens, not the micro-batch's
+                    loss = loss * mask[rows].sum().clamp(min=1) / mask.sum().clamp(min=1)
+                total += loss.item()
+                assert metrics["clip_ratio/region_mean"] == 0.0
+            assert step["loss"] == pytest.approx(total, rel=1e-5, abs=1e-7), (loss_type, step["loss"], total)
+            assert step["clip_ratio/region_mean"] == 0.0
+
+
+def test_a_toy_task_learns(surogate_bin, example, tmp_path):
+    (tmp_path / "rewards.py").write_text(SEVENS)
+    out = tmp_path / "out"
+    config = grpo_config(tmp_path / "grpo.yaml", example, out, ["rewards.py:sevens"], "max_steps: 30\n")
+    result = run_surogate(surogate_bin, "grpo", config)
+    assert result.returncode == 0, result.stdout + result.stderr
+    rewards = [step["reward"] for step in records(out, "step")]
+    assert len(rewards) == 30
+    assert sum(rewards[:3]) / 3 < 0.2, rewards  # chance: one token in 17
+    assert sum(rewards[-3:]) / 3 > 0.6, rewards
+    step = records(out, "step")[-1]
+    for name in ("reward_std", "rewards/sevens/mean", "rewards/sevens/std", "frac_reward_zero_std",
+                 "completions/mean_length", "completions/min_length", "completions/max_length",
+                 "clip_ratio/region_mean", "generation_seconds", "training_seconds"):
+        assert name in step, name
+
+
+def test_a_raising_reward_function_stops_the_run_naming_it_and_the_row(surogate_bin, example, tmp_path):
+    (tmp_path / "rewards.py").write_text(RAISES)
+    out = tmp_path / "out"
+    config = grpo_config(tmp_path / "grpo.yaml", example, out, ["rewards.py:picky"])
+    result = run_surogate(surogate_bin, "grpo", config)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "picky" in result.stderr and "raised on row 3" in result.stderr, result.stderr
+    assert "this row is not welcome" in result.stderr and "prompts.jsonl:" in result.stderr, result.stderr
+
+
+def test_resume_is_exact(surogate_bin, example, tmp_path):
+    (tmp_path / "rewards.py").write_text(SEVENS)
+    whole = tmp_path / "whole"
+    config = grpo_config(tmp_path / "whole.yaml", example, whole, ["rewards.py:sevens"], "save_steps: 2\n")
+    assert run_surogate(surogate_bin, "grpo", config).returncode == 0
+    expected = {s["step"]: (s["loss"], s["reward"]) for s in records(whole, "step")}
+
+    cut = tmp_path / "cut"
+    config = grpo_config(tmp_path / "cut.yaml", example, cut, ["rewards.py:sevens"], "save_steps: 2\n")
+    import os
+    env = dict(os.environ, SUROGATE_TEST_FAULTS="crash_after_step=3")
+    killed = run_surogate(surogate_bin, "grpo", config, env=env)
+    assert killed.returncode != 0
+    resumed = run_surogate(surogate_bin, "grpo", config, "--resume_from_checkpoint=true")
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    got = {s["step"]: (s["loss"], s["reward"]) for s in records(cut, "step")}
+    assert sorted(got) == [1, 2, 3, 4]
+    for step in (3, 4):
+        assert got[step] == expected[step], (step, got[step], expected[step])
