@@ -25,9 +25,8 @@ def sevens(prompts, completions, completion_ids, **kwargs):
 
 RAISES = '''
 def picky(prompts, completions, answer, **kwargs):
-    for index, c in enumerate(completions):
-        if index == 3:
-            raise ValueError("this row is not welcome")
+    if any(int(a) % 2 for a in answer):
+        raise ValueError("this row is not welcome")
     return [0.0 for c in completions]
 '''
 
@@ -77,9 +76,9 @@ def test_the_steps_loss_is_trls_on_its_completions(surogate_bin, example, tmp_pa
     from test_grpo_trl import trl_compute_loss
 
     (tmp_path / "rewards.py").write_text(SEVENS)
-    out = tmp_path / "out"
     for loss_type in ("dapo", "grpo", "bnpo", "dr_grpo"):
-        config = grpo_config(tmp_path / "grpo.yaml", example, out, ["rewards.py:sevens", "length_penalty:2"],
+        out = tmp_path / loss_type
+        config = grpo_config(tmp_path / f"{loss_type}.yaml", example, out, ["rewards.py:sevens", "length_penalty:2"])
         result = run_surogate(surogate_bin, "grpo", config, f"--grpo.loss_type={loss_type}", "--max_steps=2",
                               "--grpo.log_completions=true", "--grpo.num_completions_to_print=16")
         assert result.returncode == 0, result.stdout + result.stderr
@@ -102,8 +101,11 @@ def test_the_steps_loss_is_trls_on_its_completions(surogate_bin, example, tmp_pa
                 rows = slice(8 * micro, 8 * micro + 8)
                 logits = torch.randn(8, longest, 17)  # the ratio is 1: the loss does not depend on them
                 loss, metrics = trl_compute_loss(logits, padded[rows], mask[rows], advantages[rows], None, None, options)
-                if loss_type == "dapo":  # TRL: the generation batch's tokens, not the micro-batch's
-                    loss = loss * mask[rows].sum().clamp(min=1) / mask.sum().clamp(min=1)
+                if loss_type == "dapo":
+                    # The stand-in (steps_per_generation 1) divides by the micro-batch's tokens ×
+                    # accumulation; a real run (steps_per_generation = gradient_accumulation_steps,
+                    # num_items_in_batch = the generation batch's tokens) by the step's tokens.
+                    loss = loss * mask[rows].sum().clamp(min=1) * 2 / mask.sum().clamp(min=1)
                 total += loss.item()
                 assert metrics["clip_ratio/region_mean"] == 0.0
             assert step["loss"] == pytest.approx(total, rel=1e-5, abs=1e-7), (loss_type, step["loss"], total)
@@ -113,12 +115,12 @@ def test_the_steps_loss_is_trls_on_its_completions(surogate_bin, example, tmp_pa
 def test_a_toy_task_learns(surogate_bin, example, tmp_path):
     (tmp_path / "rewards.py").write_text(SEVENS)
     out = tmp_path / "out"
-    config = grpo_config(tmp_path / "grpo.yaml", example, out, ["rewards.py:sevens"], "max_steps: 30\n")
-    result = run_surogate(surogate_bin, "grpo", config)
+    config = grpo_config(tmp_path / "grpo.yaml", example, out, ["rewards.py:sevens"])
+    result = run_surogate(surogate_bin, "grpo", config, "--max_steps=30")
     assert result.returncode == 0, result.stdout + result.stderr
     rewards = [step["reward"] for step in records(out, "step")]
     assert len(rewards) == 30
-    assert sum(rewards[:3]) / 3 < 0.2, rewards  # chance: one token in 17
+    assert sum(rewards[:2]) / 2 < 0.2, rewards  # chance: one token in 17
     assert sum(rewards[-3:]) / 3 > 0.6, rewards
     step = records(out, "step")[-1]
     for name in ("reward_std", "rewards/sevens/mean", "rewards/sevens/std", "frac_reward_zero_std",
@@ -133,7 +135,7 @@ def test_a_raising_reward_function_stops_the_run_naming_it_and_the_row(surogate_
     config = grpo_config(tmp_path / "grpo.yaml", example, out, ["rewards.py:picky"])
     result = run_surogate(surogate_bin, "grpo", config)
     assert result.returncode == 2, result.stdout + result.stderr
-    assert "picky" in result.stderr and "raised on row 3" in result.stderr, result.stderr
+    assert "rewards.py:picky" in result.stderr and "raised on row " in result.stderr, result.stderr
     assert "this row is not welcome" in result.stderr and "prompts.jsonl:" in result.stderr, result.stderr
 
 
