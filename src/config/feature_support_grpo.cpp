@@ -1,6 +1,5 @@
 // The feature-support table's rows of `surogate grpo` (train/objective/grpo_objective.h): what this
-// version runs — one device, beta 0, one policy update per generation batch, the completions
-// scored at temperature 1 — and what it refuses, each naming its option. Kept apart from
+// version runs — one device, beta 0, one policy update per generation batch — and what it refuses, each naming its option. Kept apart from
 // feature_support.cpp (its size); the table calls add_grpo_rows in its order.
 #include <algorithm>
 #include <functional>
@@ -84,13 +83,6 @@ void add_grpo_rows(std::vector<SupportRow>& rows) {
       [](const Config& c) {
         return fmt::format("is {}: several policy updates per generation batch (the importance ratio to the old "
                            "log-probabilities) are not in this version; set num_iterations: 1", c.grpo.num_iterations);
-      }));
-  rows.push_back(grpo_row(
-      "surogate grpo with another temperature", true, [](const Config& c) { return c.grpo.temperature != 1.0; },
-      "grpo.temperature",
-      [](const Config& c) {
-        return fmt::format("is {}: TRL scores the completions at the sampling temperature, and this version's loss "
-                           "scores them at 1; set temperature: 1.0 (TRL's default)", c.grpo.temperature);
       }));
   rows.push_back(grpo_row(
       "surogate grpo with a partial group per step", true,

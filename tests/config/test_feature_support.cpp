@@ -492,8 +492,6 @@ std::vector<RowCase> row_cases() {
        "option 'grpo.beta' is 0.04: the KL term to a reference model is not in this version"},
       {"surogate grpo with several iterations", S::Backend, grpo_case([](Config& c) { c.grpo.num_iterations = 2; }),
        "option 'grpo.num_iterations' is 2"},
-      {"surogate grpo with another temperature", S::Backend, grpo_case([](Config& c) { c.grpo.temperature = 0.7; }),
-       "option 'grpo.temperature' is 0.7"},
       {"surogate grpo with a partial group per step", S::Backend,
        grpo_case([](Config& c) {
          c.schedule.per_device_train_batch_size = 3;

@@ -12,7 +12,6 @@ examples/grpo/make_example.py (a character tokenizer of digits, "+", "=", " " an
 import json
 import subprocess
 import sys
-from types import SimpleNamespace
 
 import pytest
 
@@ -112,6 +111,63 @@ def test_the_steps_loss_is_trls_on_its_completions(surogate_bin, example, tmp_pa
             assert step["clip_ratio/region_mean"] == 0.0
 
 
+@pytest.mark.parametrize("loss_type,temperature", [("grpo", 1.0), ("dapo", 0.7), ("bnpo", 1.3)])
+def test_the_steps_gradient_is_trls(surogate_bin, example, tmp_path, loss_type, temperature):
+    """The step's gradient norm equals that of TRL's loss on the same completions, the logits from
+    transformers' Llama with the weights the step started from (one step of another run, saved)."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    pytest.importorskip("trl")
+    from test_grpo_trl import trl_compute_loss
+
+    (tmp_path / "rewards.py").write_text(SEVENS)
+    start = tmp_path / "start"
+    config = grpo_config(tmp_path / "start.yaml", example, start, ["rewards.py:sevens"])
+    assert run_surogate(surogate_bin, "grpo", config, "--max_steps=1").returncode == 0
+    out = tmp_path / "out"
+    config = grpo_config(tmp_path / "grpo.yaml", example, out, ["rewards.py:sevens"]).read_text().replace(f"model: {example}/model", f"model: {start}")
+    (tmp_path / "grpo.yaml").write_text(config)
+    result = run_surogate(surogate_bin, "grpo", tmp_path / "grpo.yaml", "--max_steps=1", f"--grpo.loss_type={loss_type}",
+                          f"--grpo.temperature={temperature}", "--grpo.log_completions=true",
+                          "--grpo.num_completions_to_print=16")
+    assert result.returncode == 0, result.stdout + result.stderr
+    step, shown = records(out, "step")[0], records(out, "completion")
+    assert len(shown) == 16
+    model = transformers.AutoModelForCausalLM.from_pretrained(start, dtype=torch.float32)
+    # transformers' Llama embeds with padding_idx = pad_token_id: no gradient reaches the pad
+    # token's row from its uses as an input. A random model samples <pad> (id 0) inside
+    # completions; Surogate's embedding (as torch's without padding_idx) gives that row its gradient.
+    model.model.embed_tokens.padding_idx = None
+    ids = [c["completion_ids"] for c in shown]
+    longest = max(len(i) for i in ids)
+    padded = torch.tensor([i + [0] * (longest - len(i)) for i in ids])
+    mask = torch.tensor([[1] * len(i) + [0] * (longest - len(i)) for i in ids])
+    for row, i in enumerate(ids):
+        if 2 in i:
+            mask[row, i.index(2) + 1:] = 0
+    rows = []
+    for c in shown:  # each completion's logits, scored by the positions before its tokens
+        sequence = torch.tensor([c["prompt_ids"] + c["completion_ids"]])
+        logits = model(sequence).logits[0, len(c["prompt_ids"]) - 1:-1]
+        rows.append(torch.nn.functional.pad(logits, (0, 0, 0, longest - logits.shape[0])))
+    logits = torch.stack(rows)
+    advantages = torch.tensor([c["advantage"] for c in shown], dtype=torch.float32)
+    options = {"temperature": temperature, "beta": 0.0, "loss_type": loss_type, "epsilon": 0.2, "epsilon_high": 0.2,
+               "delta": None, "accumulation_steps": 2, "max_completion_length": 4}
+    total = 0
+    for micro in range(2):
+        part = slice(8 * micro, 8 * micro + 8)
+        loss, _ = trl_compute_loss(logits[part], padded[part], mask[part], advantages[part], None, None, options)
+        if loss_type == "dapo":  # as in test_the_steps_loss_is_trls_on_its_completions
+            loss = loss * mask[part].sum().clamp(min=1) * 2 / mask.sum().clamp(min=1)
+        total = total + loss
+    total.backward()
+    norm = torch.sqrt(sum((p.grad.double() ** 2).sum() for p in model.parameters() if p.grad is not None)).item()
+    assert norm > 0
+    assert step["grad_norm"] == pytest.approx(norm, rel=1e-5), (step["grad_norm"], norm)
+    assert step["loss"] == pytest.approx(total.item(), rel=1e-5, abs=1e-7)
+
+
 def test_a_toy_task_learns(surogate_bin, example, tmp_path):
     (tmp_path / "rewards.py").write_text(SEVENS)
     out = tmp_path / "out"
@@ -122,6 +178,8 @@ def test_a_toy_task_learns(surogate_bin, example, tmp_path):
     assert len(rewards) == 30
     assert sum(rewards[:2]) / 2 < 0.2, rewards  # chance: one token in 17
     assert sum(rewards[-3:]) / 3 > 0.6, rewards
+    report = next(out.glob("report-*.html")).read_text()
+    assert "Surogate grpo run" in report and 'data-series="mean reward"' in report
     step = records(out, "step")[-1]
     for name in ("reward_std", "rewards/sevens/mean", "rewards/sevens/std", "frac_reward_zero_std",
                  "completions/mean_length", "completions/min_length", "completions/max_length",

@@ -13,6 +13,7 @@
 #include "rl/advantages.h"
 #include "rl/completion_batch.h"
 #include "train/device/training_device.h"
+#include "train/objective/grpo_graph.h"
 #include "train/objective/grpo_window.h"
 #include "train/training_plan.h"
 
@@ -69,7 +70,7 @@ GrpoObjective::~GrpoObjective() = default;
 
 ObjectiveGraph GrpoObjective::rewrite_loss(graph::Graph forward, graph::TensorId loss, const graph::OpRegistry&,
                                            int64_t, int64_t) const {
-  return {std::move(forward), loss};
+  return {apply_grpo_temperature(std::move(forward), loss, config_.grpo.temperature), loss};
 }
 
 void GrpoObjective::prepare(const ObjectiveContext& context) {
@@ -174,6 +175,7 @@ void GrpoObjective::make_window(data::DataLoader& loader, std::span<data::Packed
     const auto shown = std::min<size_t>(static_cast<size_t>(grpo.num_completions_to_print), rollouts.size());
     for (size_t i = 0; i < shown; ++i) {
       context_.log("completion", {{"step_completion", i}, {"prompt", rows.at(rollouts[i].prompt)->text},
+                                  {"prompt_ids", rows.at(rollouts[i].prompt)->prompt_ids},
                                   {"completion", rollouts[i].completion}, {"completion_ids", rollouts[i].completion_ids},
                                   {"finish_reason", rollouts[i].finish_reason},
                                   {"reward", std::isfinite(advantages.rewards[i]) ? nlohmann::json(advantages.rewards[i])

@@ -34,7 +34,8 @@ public:
   explicit GrpoObjective(const Config& config);
   ~GrpoObjective() override;
 
-  // The LM head's cross-entropy stays the loss (weighted per token: the plan has loss_weights).
+  // The LM head's cross-entropy stays the loss (weighted per token: the plan has loss_weights),
+  // its hidden input divided by the temperature (grpo_graph.h).
   ObjectiveGraph rewrite_loss(graph::Graph forward, graph::TensorId loss, const graph::OpRegistry& registry,
                               int64_t batch, int64_t sequence) const override;
   void prepare(const ObjectiveContext& context) override;
