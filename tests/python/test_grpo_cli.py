@@ -69,6 +69,19 @@ def records(out, kind):
             if json.loads(line).get("type") == kind]
 
 
+def completion_tensors(torch, completions):
+    """TRL's completion_ids (right-padded with <pad> = 0), completion_mask (up to and including the
+    first </s> = 2) and advantages of the logged completions."""
+    ids = [c["completion_ids"] for c in completions]
+    longest = max(len(i) for i in ids)
+    padded = torch.tensor([i + [0] * (longest - len(i)) for i in ids])
+    mask = torch.tensor([[1] * len(i) + [0] * (longest - len(i)) for i in ids])
+    for row, i in enumerate(ids):
+        if 2 in i:
+            mask[row, i.index(2) + 1:] = 0
+    return padded, mask, torch.tensor([c["advantage"] for c in completions], dtype=torch.float32)
+
+
 def test_the_steps_loss_is_trls_on_its_completions(surogate_bin, example, tmp_path):
     torch = pytest.importorskip("torch")
     pytest.importorskip("trl")
@@ -84,15 +97,8 @@ def test_the_steps_loss_is_trls_on_its_completions(surogate_bin, example, tmp_pa
         steps, shown = records(out, "step"), records(out, "completion")
         assert len(steps) == 2 and len(shown) == 32, (len(steps), len(shown))
         for step, completions in zip(steps, (shown[:16], shown[16:])):
-            ids = [c["completion_ids"] for c in completions]
-            longest = max(len(i) for i in ids)
-            padded = torch.tensor([i + [0] * (longest - len(i)) for i in ids])
-            mask = torch.tensor([[1] * len(i) + [0] * (longest - len(i)) for i in ids])
-            # The mask ends at the first EOS (</s> = 2), included.
-            for row, i in enumerate(ids):
-                if 2 in i:
-                    mask[row, i.index(2) + 1:] = 0
-            advantages = torch.tensor([c["advantage"] for c in completions], dtype=torch.float32)
+            padded, mask, advantages = completion_tensors(torch, completions)
+            longest = padded.shape[1]
             options = {"temperature": 1.0, "beta": 0.0, "loss_type": loss_type, "epsilon": 0.2,
                        "epsilon_high": 0.2, "delta": None, "accumulation_steps": 2, "max_completion_length": 4}
             total = 0.0
@@ -138,20 +144,14 @@ def test_the_steps_gradient_is_trls(surogate_bin, example, tmp_path, loss_type, 
     # token's row from its uses as an input. A random model samples <pad> (id 0) inside
     # completions; Surogate's embedding (as torch's without padding_idx) gives that row its gradient.
     model.model.embed_tokens.padding_idx = None
-    ids = [c["completion_ids"] for c in shown]
-    longest = max(len(i) for i in ids)
-    padded = torch.tensor([i + [0] * (longest - len(i)) for i in ids])
-    mask = torch.tensor([[1] * len(i) + [0] * (longest - len(i)) for i in ids])
-    for row, i in enumerate(ids):
-        if 2 in i:
-            mask[row, i.index(2) + 1:] = 0
+    padded, mask, advantages = completion_tensors(torch, shown)
+    longest = padded.shape[1]
     rows = []
     for c in shown:  # each completion's logits, scored by the positions before its tokens
         sequence = torch.tensor([c["prompt_ids"] + c["completion_ids"]])
         logits = model(sequence).logits[0, len(c["prompt_ids"]) - 1:-1]
         rows.append(torch.nn.functional.pad(logits, (0, 0, 0, longest - logits.shape[0])))
     logits = torch.stack(rows)
-    advantages = torch.tensor([c["advantage"] for c in shown], dtype=torch.float32)
     options = {"temperature": temperature, "beta": 0.0, "loss_type": loss_type, "epsilon": 0.2, "epsilon_high": 0.2,
                "delta": None, "accumulation_steps": 2, "max_completion_length": 4}
     total = 0
