@@ -38,11 +38,11 @@ def example(tmp_path_factory):
     return folder
 
 
-def grpo_config(path, example, out, rewards, extra=""):
+def grpo_config(path, example, out, rewards, extra="", lora="false"):
     path.write_text(f"""model: {example}/model
 output_dir: {out}
 log_file: {out}/log.jsonl
-lora: false
+lora: {lora}
 use_chat_template: false
 datasets:
   - path: {example}/prompts.jsonl
@@ -168,11 +168,14 @@ def test_the_steps_gradient_is_trls(surogate_bin, example, tmp_path, loss_type, 
     assert step["loss"] == pytest.approx(total.item(), rel=1e-5, abs=1e-7)
 
 
-def test_a_toy_task_learns(surogate_bin, example, tmp_path):
+@pytest.mark.parametrize("lora,temperature", [("false", "1.0"), ("true\nlora_rank: 4", "0.7")], ids=["full", "lora"])
+def test_a_toy_task_learns(surogate_bin, example, tmp_path, lora, temperature):
+    """Full fine-tuning, and LoRA on the random base sampling at 0.7 (the rollouts read the adapter
+    live: the reward measured on them rises)."""
     (tmp_path / "rewards.py").write_text(SEVENS)
     out = tmp_path / "out"
-    config = grpo_config(tmp_path / "grpo.yaml", example, out, ["rewards.py:sevens"])
-    result = run_surogate(surogate_bin, "grpo", config, "--max_steps=30")
+    config = grpo_config(tmp_path / "grpo.yaml", example, out, ["rewards.py:sevens"], lora=lora)
+    result = run_surogate(surogate_bin, "grpo", config, "--max_steps=30", f"--grpo.temperature={temperature}")
     assert result.returncode == 0, result.stdout + result.stderr
     rewards = [step["reward"] for step in records(out, "step")]
     assert len(rewards) == 30
