@@ -1,5 +1,5 @@
-// `surogate sft CONFIG`, `surogate pt CONFIG` and `surogate dpo CONFIG` (preference tuning,
-// docs/preference-tuning.md): load and validate the run configuration, the
+// `surogate sft CONFIG`, `surogate pt CONFIG`, `surogate dpo CONFIG` (preference tuning,
+// docs/preference-tuning.md) and `surogate grpo CONFIG` (docs/grpo.md): load and validate the run configuration, the
 // model folder and the datasets, then train (train/trainer.h): alone, as one process of several
 // that a launcher started (its variables: distributed/launcher_environment.h), or, with
 // distributed.num_nodes > 1 and no launcher, by handing the run to the Ray driver, which starts
@@ -34,7 +34,7 @@ namespace {
 namespace fs = std::filesystem;
 
 struct TrainArguments {
-  std::string command;  // sft, pt or dpo (the subcommand: restarts and Ray run it again)
+  std::string command;  // sft, pt, dpo or grpo (the subcommand: restarts and Ray run it again)
   std::string config_path;
   bool dry_run = false;
   std::string gpu_memory;  // --gpu-memory: predict for a GPU of this size (dry run)
@@ -125,6 +125,10 @@ int run_training_command(const TrainArguments& arguments, const std::vector<std:
   // surogate dpo: the preference objective (train/objective/); the feature-support table judges
   // the combinations it cannot run once the backend is chosen.
   config.loss.preference = arguments.command == "dpo";
+  // surogate grpo: the GRPO objective (train/objective/grpo_objective.h); reward files are relative
+  // to the config file's folder.
+  config.grpo.enabled = arguments.command == "grpo";
+  config.grpo.config_dir = fs::path(arguments.config_path).parent_path().string();
   train::prepare_training_inputs(config, pretraining);
   if (!arguments.gpu_memory.empty() && !arguments.dry_run) {
     fail_user("--gpu-memory '{}' predicts memory for a GPU of that size and needs --dry-run; training uses the GPU "
@@ -178,7 +182,14 @@ Command register_dpo_command(CLI::App& parent) {
       false);
 }
 
+Command register_grpo_command(CLI::App& parent) {
+  return register_training_command(
+      parent, "grpo", "Reinforcement learning (GRPO) on type: prompt rows with reward functions from a YAML config",
+      false);
+}
+
 const CommandRegistration kSftRegistration{70, register_sft_command};
+const CommandRegistration kGrpoRegistration{77, register_grpo_command};
 const CommandRegistration kDpoRegistration{75, register_dpo_command};
 const CommandRegistration kPtRegistration{80, register_pt_command};
 

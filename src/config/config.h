@@ -20,6 +20,7 @@
 #include "config/sections/dataset.h"
 #include "config/sections/distributed.h"
 #include "config/sections/eval.h"
+#include "config/sections/grpo.h"
 #include "config/sections/kernels.h"
 #include "config/sections/logging.h"
 #include "config/sections/lora.h"
@@ -54,6 +55,7 @@ struct Config {
   config::Quant quant;            // qlora_*
   config::Logging logging;        // report_to, trackers, log_file, debug breakdowns
   config::Loss loss;              // the `loss` mapping: preference tuning (surogate dpo)
+  config::Grpo grpo;              // the `grpo` mapping: surogate grpo
 
   // Where each explicitly set option came from, and why implications changed values; not an
   // option itself.

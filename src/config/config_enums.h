@@ -25,7 +25,7 @@ enum class TruncationStrategy { Delete, Left, Right, Split };
 // padding_side.
 enum class PaddingSide { Left, Right };
 // datasets[i].type.
-enum class DatasetType { Text, Instruction, Conversation, Auto, Preference, Kto };
+enum class DatasetType { Text, Instruction, Conversation, Auto, Preference, Kto, Prompt };
 // datasets[i].system_prompt_type.
 enum class SystemPromptType { Field, Fixed };
 // torch_dtype: the dtype the model weights are loaded in.
@@ -64,7 +64,8 @@ SUROGATE_ENUM_NAMES(TruncationStrategy, {TruncationStrategy::Delete, "delete"}, 
 SUROGATE_ENUM_NAMES(PaddingSide, {PaddingSide::Left, "left"}, {PaddingSide::Right, "right"});
 SUROGATE_ENUM_NAMES(DatasetType, {DatasetType::Text, "text"}, {DatasetType::Instruction, "instruction"},
                     {DatasetType::Conversation, "conversation"}, {DatasetType::Auto, "auto"},
-                    {DatasetType::Preference, "preference"}, {DatasetType::Kto, "kto"});
+                    {DatasetType::Preference, "preference"}, {DatasetType::Kto, "kto"},
+                    {DatasetType::Prompt, "prompt"});
 SUROGATE_ENUM_NAMES(SystemPromptType, {SystemPromptType::Field, "field"}, {SystemPromptType::Fixed, "fixed"});
 SUROGATE_ENUM_NAMES(TorchDtype, {TorchDtype::BFloat16, "bfloat16"}, {TorchDtype::Float16, "float16"},
                     {TorchDtype::Float32, "float32"});

@@ -86,6 +86,30 @@ const FieldTable<DatasetConfig>& dataset_fields() {
   return table;
 }
 
+const FieldTable<config::Grpo>& grpo_fields() {
+  using G = config::Grpo;
+  static const FieldTable<G> table = {
+      field("num_generations", &G::num_generations),
+      field("max_prompt_length", &G::max_prompt_length),
+      field("max_completion_length", &G::max_completion_length),
+      field("temperature", &G::temperature),
+      field("top_p", &G::top_p),
+      field("top_k", &G::top_k),
+      field("beta", &G::beta),
+      field("epsilon", &G::epsilon),
+      field("epsilon_high", &G::epsilon_high),
+      field("loss_type", &G::loss_type),
+      field("scale_rewards", &G::scale_rewards),
+      field("num_iterations", &G::num_iterations),
+      field("mask_truncated_completions", &G::mask_truncated_completions),
+      field("reward_functions", &G::reward_functions),
+      field("reward_weights", &G::reward_weights),
+      field("log_completions", &G::log_completions),
+      field("num_completions_to_print", &G::num_completions_to_print),
+  };
+  return table;
+}
+
 const FieldTable<config::Loss>& loss_fields() {
   using L = config::Loss;
   static const FieldTable<L> table = {
@@ -155,6 +179,12 @@ const FieldTable<Config>& config_fields() {
                  decode_fields(distributed_fields(), node, "distributed.", where, config.distributed);
                },
                [](const C& config) { return encode_fields(distributed_fields(), config.distributed); }},
+      Field<C>{"grpo",
+               [](C& config, const YAML::Node& node, const Where& where) {
+                 if (!node.IsMap()) type_error(where, "a mapping", node);
+                 decode_fields(grpo_fields(), node, "grpo.", where, config.grpo);
+               },
+               [](const C& config) { return encode_fields(grpo_fields(), config.grpo); }},
       Field<C>{"loss",
                [](C& config, const YAML::Node& node, const Where& where) {
                  if (!node.IsMap()) type_error(where, "a mapping", node);

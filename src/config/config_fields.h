@@ -11,5 +11,6 @@ const FieldTable<Config>& config_fields();
 const FieldTable<DatasetConfig>& dataset_fields();
 const FieldTable<DistributedConfig>& distributed_fields();
 const FieldTable<config::Loss>& loss_fields();  // the `loss` mapping (surogate dpo)
+const FieldTable<config::Grpo>& grpo_fields();  // the `grpo` mapping (surogate grpo)
 
 }  // namespace surogate::config_detail

@@ -76,6 +76,10 @@ void apply_override(const std::string& raw, Config& config) {
     config_detail::decode_fields(config_detail::loss_fields(), map, "loss.", Where{"", source, ""}, config.loss);
     return;
   }
+  if (head == "grpo") {  // surogate grpo's mapping: --grpo.num_generations=4
+    config_detail::decode_fields(config_detail::grpo_fields(), map, "grpo.", Where{"", source, ""}, config.grpo);
+    return;
+  }
   // datasets.0.path / validation_datasets.1.type: edit one field of an existing entry.
   if (head == "datasets" || head == "validation_datasets") {
     auto& list = head == "datasets" ? config.data.datasets : config.eval.validation_datasets;

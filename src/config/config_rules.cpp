@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "config/feature_support.h"
+#include "config/grpo_rules.h"
 #include "core/error.h"
 
 namespace surogate {
@@ -276,6 +277,7 @@ void validate_config(const Config& config, const std::string& file_label) {
   require(config.logging.log_gpu_util >= 0, config, "log_gpu_util", "must not be negative");
 
   validate_loss(config);
+  validate_grpo(config);
   require_positive(config, "lora_rank", config.lora.lora_rank);
   require_positive(config, "lora_alpha", config.lora.lora_alpha);
   require(config.lora.lora_dropout >= 0.0 && config.lora.lora_dropout < 1.0, config, "lora_dropout",

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "config/feature_support_grpo.h"
 #include "config/feature_support_preference.h"
 #include "core/error.h"
 
@@ -569,6 +570,7 @@ const std::vector<SupportRow>& feature_support_table() {
     add_offload_rows(rows);
     add_unimplemented_rows(rows);
     add_preference_rows(rows);
+    add_grpo_rows(rows);
     add_backend_rows(rows);
     return rows;
   }();

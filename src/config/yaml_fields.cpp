@@ -83,20 +83,33 @@ void decode(const YAML::Node& node, const Where& where, std::vector<std::string>
   }
 }
 
-void decode(const YAML::Node& node, const Where& where, std::vector<int64_t>& out) {
+namespace {
+
+// A list of numbers; a single value stands for a one-element list.
+template <typename T>
+void decode_number_list(const YAML::Node& node, const Where& where, std::vector<T>& out, const char* label) {
   out.clear();
   if (node.IsNull()) return;
-  if (node.IsScalar()) {  // a single value stands for a one-element list
+  if (node.IsScalar()) {
     out.emplace_back();
     decode(node, where, out.back());
     return;
   }
-  if (!node.IsSequence()) type_error(where, "a list of integers", node);
+  if (!node.IsSequence()) type_error(where, label, node);
   for (const auto& item : node) {
-    if (!item.IsScalar()) type_error(where, "a list of integers", node);
+    if (!item.IsScalar()) type_error(where, label, node);
     out.emplace_back();
     decode(item, where, out.back());
   }
+}
+
+}  // namespace
+
+void decode(const YAML::Node& node, const Where& where, std::vector<int64_t>& out) {
+  decode_number_list(node, where, out, "a list of integers");
+}
+void decode(const YAML::Node& node, const Where& where, std::vector<double>& out) {
+  decode_number_list(node, where, out, "a list of numbers");
 }
 
 void decode(const YAML::Node& node, const Where& where, std::map<std::string, std::string>& out) {
@@ -114,6 +127,7 @@ std::string type_label(const double&) { return "a number"; }
 std::string type_label(const std::string&) { return "a string"; }
 std::string type_label(const std::vector<std::string>&) { return "a list of strings"; }
 std::string type_label(const std::vector<int64_t>&) { return "a list of integers"; }
+std::string type_label(const std::vector<double>&) { return "a list of numbers"; }
 std::string type_label(const std::map<std::string, std::string>&) { return "a mapping"; }
 
 YAML::Node encode(bool value) { return YAML::Node(value); }
@@ -133,6 +147,11 @@ YAML::Node encode(const std::vector<std::string>& value) {
 YAML::Node encode(const std::vector<int64_t>& value) {
   YAML::Node list(YAML::NodeType::Sequence);
   for (int64_t item : value) list.push_back(item);
+  return list;
+}
+YAML::Node encode(const std::vector<double>& value) {
+  YAML::Node list(YAML::NodeType::Sequence);
+  for (double item : value) list.push_back(encode(item));
   return list;
 }
 YAML::Node encode(const std::map<std::string, std::string>& value) {

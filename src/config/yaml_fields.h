@@ -43,6 +43,7 @@ void decode(const YAML::Node& node, const Where& where, double& out);
 void decode(const YAML::Node& node, const Where& where, std::string& out);
 void decode(const YAML::Node& node, const Where& where, std::vector<std::string>& out);
 void decode(const YAML::Node& node, const Where& where, std::vector<int64_t>& out);
+void decode(const YAML::Node& node, const Where& where, std::vector<double>& out);
 void decode(const YAML::Node& node, const Where& where, std::map<std::string, std::string>& out);
 
 // An enum option: its value must be one of the spellings of EnumNames<E> (the message lists them
@@ -89,6 +90,7 @@ std::string type_label(const double&);
 std::string type_label(const std::string&);
 std::string type_label(const std::vector<std::string>&);
 std::string type_label(const std::vector<int64_t>&);
+std::string type_label(const std::vector<double>&);
 std::string type_label(const std::map<std::string, std::string>&);
 template <ConfigEnum E>
 std::string type_label(const E&) {
@@ -105,6 +107,7 @@ YAML::Node encode(double value);
 YAML::Node encode(const std::string& value);
 YAML::Node encode(const std::vector<std::string>& value);
 YAML::Node encode(const std::vector<int64_t>& value);
+YAML::Node encode(const std::vector<double>& value);
 YAML::Node encode(const std::map<std::string, std::string>& value);
 template <ConfigEnum E>
 YAML::Node encode(E value) {

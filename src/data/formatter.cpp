@@ -50,6 +50,7 @@ Formatter::Formatter(DatasetConfig dataset, FormatOptions options, TextCodec cod
     case DatasetType::Auto: break;
     case DatasetType::Preference: type_ = "preference"; break;
     case DatasetType::Kto: type_ = "kto"; break;
+    case DatasetType::Prompt: type_ = "prompt"; break;  // surogate grpo reads these itself (data/prompt_rows.h)
   }
   if (type_ == "instruction" && (!dataset_.instruction_field || !dataset_.output_field)) {
     fail_user("dataset {}: type instruction needs instruction_field and output_field", dataset_.path);

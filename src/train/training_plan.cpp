@@ -97,7 +97,8 @@ TrainingForward build_training_forward(const Config& config, const io::ModelConf
   if (backend == TrainingBackend::Cuda) options.dtype = fp16_training(config) ? DType::F16 : DType::BF16;
   options.fused_rope = config.kernels.use_fused_rope;
   const auto loss_scale = data::parse_loss_scale(config.data.loss_scale);
-  options.token_weights = training && loss_scale && data::loss_scale_has_weights(*loss_scale);
+  // surogate grpo weighs each completion token by its advantage (train/objective/grpo_window.h).
+  options.token_weights = training && ((loss_scale && data::loss_scale_has_weights(*loss_scale)) || config.grpo.enabled);
   if (training) {
     options.router_aux_loss_micro_batches =
         std::max<int64_t>(1, config.schedule.gradient_accumulation_steps) * std::max<int64_t>(1, data_parallel_ranks);

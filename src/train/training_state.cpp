@@ -13,7 +13,7 @@
 namespace surogate::train {
 
 nlohmann::json to_json(const TrainingState& state) {
-  return {{"format", "surogate-trainer-state"},
+  nlohmann::json json{{"format", "surogate-trainer-state"},
           {"version", 1},
           {"step", state.step},
           {"total_steps", state.total_steps},
@@ -26,6 +26,8 @@ nlohmann::json to_json(const TrainingState& state) {
           {"skipped_steps", state.skipped_steps},
           {"consecutive_nonfinite_steps", state.consecutive_nonfinite_steps},
           {"loss_scale", state.loss_scale}};
+  if (!state.objective.is_null()) json["objective"] = state.objective;  // surogate grpo: the sampling seeds
+  return json;
 }
 
 namespace {
@@ -78,6 +80,7 @@ TrainingState training_state_from_json(const nlohmann::json& json, const std::st
     state.skipped_steps = json.value("skipped_steps", int64_t{0});
     state.consecutive_nonfinite_steps = json.value("consecutive_nonfinite_steps", int64_t{0});
     state.loss_scale = json.value("loss_scale", nlohmann::json());
+    state.objective = json.value("objective", nlohmann::json());
     return state;
   } catch (const nlohmann::json::exception& error) {
     fail_user("{}: trainer state is damaged ({}); resume from an earlier checkpoint or set "

@@ -26,6 +26,7 @@ struct TrainingState {
   int64_t skipped_steps = 0;                 // steps not applied (non-finite loss or gradient), whole run
   int64_t consecutive_nonfinite_steps = 0;   // non-finite steps since the last applied one
   nlohmann::json loss_scale;                 // fp16: the dynamic loss scale's state; null otherwise
+  nlohmann::json objective;                  // the training mode's (TrainingObjective::checkpoint_state); null if none
 };
 
 nlohmann::json to_json(const TrainingState& state);

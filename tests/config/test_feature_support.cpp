@@ -38,6 +38,24 @@ RunShape cuda(int ranks = 1) {
   return {.backend = SupportBackend::Cuda, .world_size = ranks, .layout_description = "2 data-parallel ranks, ZeRO-1"};
 }
 
+// A `surogate grpo` run every GRPO row accepts: prompt data, a reward, whole groups per step.
+void make_grpo(Config& c) {
+  c.grpo.enabled = true;
+  c.grpo.num_generations = 2;
+  c.grpo.reward_functions = {"exact_match"};
+  c.schedule.per_device_train_batch_size = 2;
+  c.data.datasets[0].type = DatasetType::Prompt;
+}
+
+// A GRPO case of the Backend stage: make_grpo, then `set`, on the CPU.
+std::function<void(Config&, RunShape&)> grpo_case(std::function<void(Config&)> set) {
+  return [set](Config& c, RunShape& s) {
+    make_grpo(c);
+    set(c);
+    s = cpu();
+  };
+}
+
 // A configuration every stage accepts, as loaded (implications applied).
 Config valid_config() { return load_config_from_string(kMinimalConfig, "config.yaml"); }
 
@@ -481,6 +499,62 @@ std::vector<RowCase> row_cases() {
          s.data_parallel_device = true;
        },
        "a launcher or Ray started 2 processes. Start one process with gpus: 2"},
+      // surogate grpo (grpo.enabled is set by the command: the Backend stage).
+      {"grpo options outside surogate grpo", S::Backend,
+       [](Config& c, RunShape& s) {
+         c.sources["grpo.num_generations"] = "config.yaml:9";
+         s = cpu();
+       },
+       "option 'grpo' is read only by `surogate grpo`"},
+      {"prompt datasets outside surogate grpo", S::Backend,
+       [](Config& c, RunShape& s) {
+         c.data.datasets[0].type = DatasetType::Prompt;
+         s = cpu();
+       },
+       "type: prompt dataset, which only `surogate grpo` trains on"},
+      {"surogate grpo on other datasets", S::Backend, grpo_case([](Config& c) { c.data.datasets[0].type = DatasetType::Text; }),
+       "must all be type: prompt for `surogate grpo`"},
+      {"surogate grpo with validation data", S::Backend,
+       grpo_case([](Config& c) { c.eval.validation_datasets.push_back(c.data.datasets[0]); }),
+       "option 'validation_datasets' is not evaluated by `surogate grpo`"},
+      {"surogate grpo without reward functions", S::Backend, grpo_case([](Config& c) { c.grpo.reward_functions.clear(); }),
+       "option 'grpo.reward_functions' is empty"},
+      {"surogate grpo with a KL term", S::Backend, grpo_case([](Config& c) { c.grpo.beta = 0.04; }),
+       "option 'grpo.beta' is 0.04: the KL term to a reference model is not in this version"},
+      {"surogate grpo with several iterations", S::Backend, grpo_case([](Config& c) { c.grpo.num_iterations = 2; }),
+       "option 'grpo.num_iterations' is 2"},
+      {"surogate grpo with a partial group per step", S::Backend,
+       grpo_case([](Config& c) {
+         c.schedule.per_device_train_batch_size = 3;
+         c.schedule.gradient_accumulation_steps = 1;
+       }),
+       "must be a multiple of grpo.num_generations (2)"},
+      {"surogate grpo with sequence_len", S::Backend,
+       grpo_case([](Config& c) { c.sources["sequence_len"] = "config.yaml:3"; }),
+       "option 'sequence_len' does not apply to `surogate grpo`"},
+      {"surogate grpo with padding_free", S::Backend, grpo_case([](Config& c) { c.data.padding_free = true; }),
+       "option 'padding_free' does not apply to `surogate grpo`"},
+      {"surogate grpo with a loss_scale strategy", S::Backend, grpo_case([](Config& c) { c.data.loss_scale = "all"; }),
+       "option 'loss_scale' does not apply to `surogate grpo`"},
+      {"surogate grpo with qlora", S::Backend, grpo_case([](Config& c) { c.quant.qlora_bnb = true; }),
+       "(qlora_*) is not in `surogate grpo` in this version"},
+      {"surogate grpo with a low-precision recipe", S::Backend,
+       grpo_case([](Config& c) { c.precision.recipe = Recipe::Fp8Hybrid; }), "option 'recipe' is not bf16"},
+      {"surogate grpo on several ranks", S::Device,
+       [](Config& c, RunShape& s) {
+         make_grpo(c);
+         s = cuda(2);
+         s.data_parallel_device = true;
+       },
+       "`surogate grpo` trains on one device in this version"},
+      {"surogate grpo on a mixture-of-experts model", S::Model,
+       [](Config& c, RunShape& s) {
+         make_grpo(c);
+         s = cuda();
+         s.moe = true;
+         s.model_type = "qwen3_moe";
+       },
+       "`surogate grpo` on a mixture-of-experts model (qwen3_moe) is not in this version"},
       // The Model stage.
       {"float16 with a mixture-of-experts model", S::Model,
        [](Config& c, RunShape& s) {
@@ -525,6 +599,19 @@ TEST(FeatureSupport, EveryRowHasACaseAndAUniqueName) {
     EXPECT_TRUE(cased.contains(row.name)) << "no case fires the row " << row.name;
   }
   EXPECT_EQ(names, cased);
+}
+
+TEST(FeatureSupport, AValidGrpoRunOnOneDevicePassesEveryStage) {
+  Config config = valid_config();
+  make_grpo(config);
+  for (const SupportStage stage : {SupportStage::Options, SupportStage::Backend, SupportStage::Hardware,
+                                   SupportStage::Device, SupportStage::Model}) {
+    for (RunShape shape : {cpu(), cuda()}) {
+      shape.gpu_sm = shape.backend == SupportBackend::Cuda ? 90 : 0;
+      const SupportRow* row = first_refusal(config, stage, shape);
+      EXPECT_EQ(row, nullptr) << row->name;
+    }
+  }
 }
 
 TEST(FeatureSupport, AValidConfigurationPassesEveryStage) {

@@ -118,6 +118,7 @@ public:
   }
   // The host views are the backend's own buffers: only the FP8 copies of trained weights follow.
   void upload() override { refresh_fp8_weight_copies(backend_, fp8_copies_); }
+  const runtime::Backend* weights_backend() const override { return &backend_; }
   void download() override {}
 
   void accumulate(std::span<const runtime::InputBinding> inputs) override {

@@ -84,6 +84,7 @@ public:
   std::unique_ptr<Evaluator> make_evaluator(const EvaluatorSetup& setup) override {
     return make_cuda_evaluator(setup, rank_->backend());
   }
+  const runtime::Backend* weights_backend() const override { return &rank_->backend(); }
 
   // The CPU optimizers' names, dtypes and shapes, so checkpoints are interchangeable.
   std::vector<StateTensor> optimizer_state() override {

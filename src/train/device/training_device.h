@@ -110,6 +110,11 @@ public:
   // pieces' memory for the next weight: a device that keeps them keeps a copy.
   virtual void store_quantized(const models::QuantizedWeight& weight, const QuantizedPieces& pieces) = 0;
 
+  // The backend holding every weight of the plan, for a model that reads them in place (GRPO's
+  // rollouts: generate/kv_cache_model.h's open_kv_cache_on_weights); null when no single backend
+  // of this process holds them all.
+  virtual const runtime::Backend* weights_backend() const { return nullptr; }
+
   virtual void accumulate(std::span<const runtime::InputBinding> inputs) = 0;
   // A forward output of the last micro-batch accumulate() ran (an F32 tensor the plan marks as an
   // output), copied to the host. Single devices only, which run a micro-batch in accumulate(): the

@@ -27,10 +27,12 @@
 
 #include "compiler/execution_plan.h"
 #include "config/config.h"
+#include "data/data_loader.h"
 #include "data/packing.h"
 #include "data/token_cache.h"
 #include "graph/graph.h"
 #include "graph/op_registry.h"
+#include "models/lora.h"
 #include "runtime/backend.h"
 #include "train/batch_inputs.h"
 
@@ -48,6 +50,10 @@ struct ObjectiveContext {
   int32_t pad_id = 0;
   bool resumed = false;  // the run continues from a checkpoint (its weights are no longer the reference)
   std::function<void(const std::string&)> message;
+  nlohmann::json saved_state;  // what checkpoint_state() returned when the resumed checkpoint was saved
+  const models::LoraSetup* lora = nullptr;  // the LoRA adapters the plan carries, or null
+  bool cuda = false;                        // the device is the CUDA backend's
+  std::function<void(const std::string& type, nlohmann::json record)> log;  // a record of the run's log
 };
 
 // A rewritten forward graph and its loss.
@@ -73,9 +79,18 @@ public:
   virtual nlohmann::json step_metrics() = 0;
   // Every validation row once, with the device's current weights: {"eval_loss", "eval_rewards/..."}.
   virtual nlohmann::json evaluate() = 0;
+  // An RL mode (GRPO) makes each window's micro-batches itself — its prompts read from `loader`,
+  // completions sampled with the current weights and weighed by their rewards — in place of the
+  // step loop's reading them from the loader; `batches` holds one per micro-batch of the window.
+  virtual bool makes_window() const { return false; }
+  virtual void make_window(data::DataLoader& /*loader*/, std::span<data::PackedBatch> /*batches*/) {}
+  // What a checkpoint keeps of the objective for an exact resume (GRPO: the sampling seeds), given
+  // back as ObjectiveContext::saved_state; null when nothing.
+  virtual nlohmann::json checkpoint_state() const { return nullptr; }
 };
 
-// The configuration's objective (loss.preference: the preference objective), or null.
+// The configuration's objective (loss.preference: the preference objective; grpo.enabled: GRPO's),
+// or null.
 std::unique_ptr<TrainingObjective> make_training_objective(const Config& config);
 
 }  // namespace surogate::train

@@ -39,6 +39,11 @@ Series series_of(const nlohmann::json& records, const std::string& key, const st
 
 }  // namespace
 
+Series history_series(const nlohmann::json& records, const std::string& key, const std::string& label,
+                      const std::string& color) {
+  return series_of(records, key, label, color);
+}
+
 std::string svg_line_plot(const std::string& title, const std::vector<Series>& series, int width, int height) {
   const double left = 64, right = 16, top = 28, bottom = 36;
   double min_x = std::numeric_limits<double>::infinity(), max_x = -min_x, min_y = min_x, max_y = -min_x;

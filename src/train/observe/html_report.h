@@ -22,6 +22,10 @@ struct Series {
 
 // One SVG line plot; empty series are skipped; non-finite values are left out.
 // Each line is <polyline data-series="label" data-points="step:value ...">.
+// The points (step, record[key]) of the records that have a number under `key`.
+Series history_series(const nlohmann::json& records, const std::string& key, const std::string& label,
+                      const std::string& color);
+
 std::string svg_line_plot(const std::string& title, const std::vector<Series>& series, int width = 640, int height = 260);
 
 // `history` / `eval_history`: TrainingState's per-step and per-eval records ("step", "loss",

@@ -157,9 +157,13 @@ void finish_run(RunContext& run, RunClock::time_point started) {
       run_summary_rows({&config, &run.state, &run.result, run.guard->summary_rows(run.state), run.options.restarts,
                         run.model_config.vocab_size, run.lora.has_value(), run.run_name});
   run.result.report_file = fs::path(config.run.output_dir) / fmt::format("report-{}.html", run.run_name);
-  write_html_report(run.result.report_file,
-                    fmt::format("Surogate {} run '{}'", run.options.pretraining ? "pt" : "sft", run.run_name),
-                    run.state.history, run.state.eval_history, rows, gpu_plot_series(run.state.gpu_history));
+  auto plots = gpu_plot_series(run.state.gpu_history);
+  if (config.grpo.enabled) {  // surogate grpo: the mean reward over steps, first
+    plots.insert(plots.begin(), {"reward", {history_series(run.state.history, "reward", "mean reward", "#ff7f0e")}});
+  }
+  const char* command = run.options.pretraining ? "pt" : config.grpo.enabled ? "grpo" : "sft";
+  write_html_report(run.result.report_file, fmt::format("Surogate {} run '{}'", command, run.run_name),
+                    run.state.history, run.state.eval_history, rows, plots);
   nlohmann::json summary = nlohmann::json::object();
   for (const auto& [key, value] : rows) summary[key] = value;
   run.log("summary", summary);

@@ -59,6 +59,7 @@ void read_model(RunContext& run) {
 
 void load_data(RunContext& run) {
   const Config& config = run.config;
+  if (config.grpo.enabled) return load_prompts(run);  // surogate grpo: prompts, not documents
   data::DataSettings data_settings = data::data_settings_from_config(config);
   run.startup.end_phase("model config");
   run.cache = load_process_token_cache(config.distributed, run.run_name, data_settings, *run.world,
@@ -113,7 +114,9 @@ void prepare_objective(RunContext& run) {
   run.objective = make_training_objective(run.config);
   if (!run.objective) return;
   ObjectiveContext context{&run.plan, run.device.get(), run.inputs.get(), run.cache, run.batch, run.pad_id,
-                           run.state.step > 0, [&run](const std::string& line) { run.message(line); }};
+                           run.state.step > 0, [&run](const std::string& line) { run.message(line); },
+                           run.state.objective, run.lora ? &*run.lora : nullptr, run.backend == TrainingBackend::Cuda,
+                           [&run](const std::string& type, nlohmann::json record) { run.log(type, std::move(record)); }};
   run.objective->prepare(context);
   run.startup.end_phase("reference");
 }

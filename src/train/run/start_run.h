@@ -29,6 +29,9 @@ ChosenBackend choose_backend(RunContext& run);
 void read_model(RunContext& run);
 // The token cache (tokenized and packed once, memory-mapped here) and the training batches' loader.
 void load_data(RunContext& run);
+// surogate grpo's load_data (start_prompts.cpp): the prompt token cache and a loader of one prompt
+// per batch; rows of max_prompt_length + max_completion_length tokens.
+void load_prompts(RunContext& run);
 // The graph compiled into the plan (the stages' plans for a pipeline), refused before anything
 // loads when it does not fit; the plan's inputs, QLoRA and FP8 options.
 void plan_model(RunContext& run, const ChosenBackend& chosen);

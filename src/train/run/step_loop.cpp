@@ -48,6 +48,18 @@ void read_window(RunContext& run, StepWindow& window) {
   }
 }
 
+// surogate grpo: the objective makes the window (rollouts of its prompts, train/objective/), and its
+// sampling state goes into the next checkpoint; every other mode reads the loader.
+void take_window(RunContext& run, StepWindow& window) {
+  if (!run.objective || !run.objective->makes_window()) return read_window(run, window);
+  run.objective->make_window(*run.loader, window.batches);  // one device: every micro-batch is this process's
+  for (size_t micro = 0; micro < window.batches.size(); ++micro) {
+    const data::PackedBatch& batch = window.batches[micro];
+    window.taken[micro] = {batch.loss_weight_sum, batch.num_loss_tokens, batch.num_tokens};
+  }
+  run.state.objective = run.objective->checkpoint_state();
+}
+
 struct StepOutcome {
   MicroBatchTotals totals;
   StepMetrics metrics;
@@ -181,7 +193,7 @@ TrainingResult run_steps(RunContext& run) {
   StepTiming timing;
   while (run.state.step < run.state.total_steps) {
     const RunClock::time_point step_start = RunClock::now();
-    read_window(run, window);
+    take_window(run, window);
     StepOutcome outcome = train_step(run, window);
     record_step(run, window, outcome, seconds_since(step_start), timing);
     const AfterStep after = step_cadence(run);

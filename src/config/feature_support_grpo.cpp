@@ -1,0 +1,136 @@
+// The feature-support table's rows of `surogate grpo` (train/objective/grpo_objective.h): what this
+// version runs — one device, beta 0, one policy update per generation batch — and what it refuses, each naming its option. Kept apart from
+// feature_support.cpp (its size); the table calls add_grpo_rows in its order.
+#include <algorithm>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "config/feature_support_grpo.h"
+
+namespace surogate {
+namespace {
+
+bool has_prompt_dataset(const Config& c) {
+  for (const auto* list : {&c.data.datasets, &c.eval.validation_datasets}) {
+    for (const DatasetConfig& dataset : *list) {
+      if (dataset.type == DatasetType::Prompt) return true;
+    }
+  }
+  return false;
+}
+
+bool has_other_dataset(const Config& c) {
+  for (const DatasetConfig& dataset : c.data.datasets) {
+    if (dataset.type != DatasetType::Prompt) return true;
+  }
+  return false;
+}
+
+bool sets_grpo_option(const Config& c) {
+  for (const auto& [key, source] : c.sources.by_key) {
+    if (key == "grpo" || key.starts_with("grpo.")) return true;
+  }
+  return false;
+}
+
+// Judged at the Backend stage: `surogate grpo` sets grpo.enabled after loading the configuration.
+// `refuses` sees the configuration only when the run is (or, with `inside` false, is not) grpo.
+SupportRow grpo_row(const char* name, bool inside, std::function<bool(const Config&)> refuses, const char* key,
+                    std::function<std::string(const Config&)> text) {
+  return {name, SupportStage::Backend, SupportBackend::Any,
+          [inside, refuses](const Config& config, const RunShape&) {
+            return config.grpo.enabled == inside && refuses(config);
+          },
+          [key, text](const Config& config, const RunShape&) {
+            return fmt::format("{}: option '{}' {}", config.sources.of(key), key, text(config));
+          }};
+}
+
+std::function<std::string(const Config&)> says(const char* text) {
+  return [text](const Config&) { return std::string(text); };
+}
+
+}  // namespace
+
+void add_grpo_rows(std::vector<SupportRow>& rows) {
+  rows.push_back(grpo_row("grpo options outside surogate grpo", false, sets_grpo_option, "grpo",
+                          says("is read only by `surogate grpo`; remove it (or run `surogate grpo`)")));
+  rows.push_back(grpo_row("prompt datasets outside surogate grpo", false, has_prompt_dataset, "datasets",
+                          says("has a type: prompt dataset, which only `surogate grpo` trains on")));
+  rows.push_back(grpo_row("surogate grpo on other datasets", true, has_other_dataset, "datasets",
+                          says("must all be type: prompt for `surogate grpo` (rows with a prompt and the columns the "
+                               "reward functions read)")));
+  rows.push_back(grpo_row(
+      "surogate grpo with validation data", true,
+      [](const Config& c) { return !c.eval.validation_datasets.empty(); }, "validation_datasets",
+      says("is not evaluated by `surogate grpo` in this version (the prompts are not split either); remove it")));
+  rows.push_back(grpo_row(
+      "surogate grpo without reward functions", true, [](const Config& c) { return c.grpo.reward_functions.empty(); },
+      "grpo.reward_functions",
+      says("is empty: give at least one, e.g. [\"rewards.py:correct_answer\"] or [exact_match] (docs/grpo.md)")));
+  rows.push_back(grpo_row(
+      "surogate grpo with a KL term", true, [](const Config& c) { return c.grpo.beta != 0.0; }, "grpo.beta",
+      [](const Config& c) {
+        return fmt::format("is {}: the KL term to a reference model is not in this version (no reference is kept); "
+                           "set beta: 0 (TRL's default)", c.grpo.beta);
+      }));
+  rows.push_back(grpo_row(
+      "surogate grpo with several iterations", true, [](const Config& c) { return c.grpo.num_iterations != 1; },
+      "grpo.num_iterations",
+      [](const Config& c) {
+        return fmt::format("is {}: several policy updates per generation batch (the importance ratio to the old "
+                           "log-probabilities) are not in this version; set num_iterations: 1", c.grpo.num_iterations);
+      }));
+  rows.push_back(grpo_row(
+      "surogate grpo with a partial group per step", true,
+      [](const Config& c) {
+        const int64_t completions = c.schedule.per_device_train_batch_size *
+                                    std::max<int64_t>(1, c.schedule.gradient_accumulation_steps);
+        return completions % c.grpo.num_generations != 0;
+      },
+      "per_device_train_batch_size",
+      [](const Config& c) {
+        return fmt::format("× gradient_accumulation_steps ({} × {}) counts the completions of a step and must be a "
+                           "multiple of grpo.num_generations ({}), as in TRL",
+                           c.schedule.per_device_train_batch_size, c.schedule.gradient_accumulation_steps,
+                           c.grpo.num_generations);
+      }));
+  rows.push_back(grpo_row("surogate grpo with sequence_len", true,
+                          [](const Config& c) { return c.sources.by_key.contains("sequence_len"); }, "sequence_len",
+                          says("does not apply to `surogate grpo`: a row holds max_prompt_length + "
+                               "max_completion_length tokens; remove it")));
+  rows.push_back(grpo_row("surogate grpo with padding_free", true, [](const Config& c) { return c.data.padding_free; },
+                          "padding_free", says("does not apply to `surogate grpo`: each completion is one row")));
+  rows.push_back(grpo_row(
+      "surogate grpo with a loss_scale strategy", true, [](const Config& c) { return c.data.loss_scale != "default"; },
+      "loss_scale", says("does not apply to `surogate grpo`: the completion tokens are weighed by their advantages")));
+  rows.push_back(grpo_row(
+      "surogate grpo with qlora", true,
+      [](const Config& c) { return c.quant.qlora_bnb || c.quant.qlora_fp8 || c.quant.qlora_fp4; }, "qlora_bnb",
+      says("(qlora_*) is not in `surogate grpo` in this version: rollouts read the trainer's weights in place, and "
+           "quantized base weights are not read there yet; use lora: true")));
+  rows.push_back(grpo_row(
+      "surogate grpo with a low-precision recipe", true, [](const Config& c) { return c.precision.recipe != Recipe::Bf16; },
+      "recipe", says("is not bf16: rollouts read the trainer's weights in place, and fp8 / fp4 copies are not read "
+                     "there yet; use recipe: bf16")));
+  rows.push_back({"surogate grpo on several ranks", SupportStage::Device, SupportBackend::Any,
+                  [](const Config& c, const RunShape& s) {
+                    return c.grpo.enabled && (s.several_ranks() || s.spans_processes() || s.data_parallel_device);
+                  },
+                  [](const Config& c, const RunShape& s) {
+                    return fmt::format("{}: `surogate grpo` trains on one device in this version (rollouts and "
+                                       "rewards run in this process); this run would use {}. Set gpus: 1",
+                                       c.sources.of("gpus"), s.layout_description);
+                  }});
+  rows.push_back({"surogate grpo on a mixture-of-experts model", SupportStage::Model, SupportBackend::Any,
+                  [](const Config& c, const RunShape& s) { return c.grpo.enabled && s.moe; },
+                  [](const Config& c, const RunShape& s) {
+                    return fmt::format("{}: `surogate grpo` on a mixture-of-experts model ({}) is not in this version",
+                                       c.sources.of("model"), s.model_type);
+                  }});
+}
+
+}  // namespace surogate

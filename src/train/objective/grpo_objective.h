@@ -1,0 +1,64 @@
+// `surogate grpo`'s training objective (training_objective.h): each optimizer step takes
+// per_device_train_batch_size × gradient_accumulation_steps / num_generations prompts from the
+// run's loader (the prompt token cache, grpo_prompts.h), samples num_generations completions of
+// each with the weights being trained (generate/kv_cache_model.h's open_kv_cache_on_weights: no
+// copy, the LoRA adapter live; the KV caches cleared before every step's rollouts), scores them
+// with the reward functions (rl/reward_functions.h), computes group advantages
+// (rl/advantages.h) and lays the completions out as the window's micro-batches, weighed so the LM
+// head's weighted cross-entropy has the gradient of TRL's loss (grpo_window.h). The step record
+// gets TRL's metric names (reward, reward_std, rewards/<f>/mean|std, completions/*, clip_ratio/*,
+// frac_reward_zero_std) and the generation / reward / training time split; with log_completions,
+// the first num_completions_to_print completions go to the log as "completions" records.
+//
+// The sampling seeds (rl/group_sampling.h's RolloutSeeds) are the objective's checkpoint state, so
+// a resumed run samples exactly the completions an uninterrupted one would.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "config/config.h"
+#include "generate/next_token_model.h"
+#include "rl/group_sampling.h"
+#include "rl/reward_functions.h"
+#include "tokenizer/tokenizer.h"
+#include "train/objective/grpo_prompts.h"
+#include "train/objective/training_objective.h"
+
+namespace surogate::train {
+
+class GrpoObjective final : public TrainingObjective {
+public:
+  explicit GrpoObjective(const Config& config);
+  ~GrpoObjective() override;
+
+  // The LM head's cross-entropy stays the loss (weighted per token: the plan has loss_weights),
+  // its hidden input divided by the temperature (grpo_graph.h).
+  ObjectiveGraph rewrite_loss(graph::Graph forward, graph::TensorId loss, const graph::OpRegistry& registry,
+                              int64_t batch, int64_t sequence) const override;
+  void prepare(const ObjectiveContext& context) override;
+  void begin_window(std::span<const data::PackedBatch>, double) override {}
+  std::vector<runtime::InputBinding> bind(size_t) override { return {}; }
+  void observe(TrainingDevice&) override {}
+  nlohmann::json step_metrics() override;
+  nlohmann::json evaluate() override { return nlohmann::json::object(); }
+  bool makes_window() const override { return true; }
+  void make_window(data::DataLoader& loader, std::span<data::PackedBatch> batches) override;
+  nlohmann::json checkpoint_state() const override;
+
+private:
+  const Config& config_;
+  ObjectiveContext context_;
+  PromptSet prompts_;
+  std::unique_ptr<rl::RewardFunctions> rewards_;
+  std::unique_ptr<generate::NextTokenModel> model_;
+  std::optional<tokenizer::Tokenizer> tokenizer_;
+  rl::RolloutOptions rollout_;
+  rl::RolloutSeeds seeds_;
+  nlohmann::json metrics_;  // the last window's, for step_metrics
+  std::chrono::steady_clock::time_point window_made_;
+};
+
+}  // namespace surogate::train

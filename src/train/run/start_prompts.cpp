@@ -1,0 +1,32 @@
+// surogate grpo's data step of the start-up (start_run.h's load_prompts): the `type: prompt` rows
+// as a token cache of one prompt per row (train/objective/grpo_prompts.h), walked by the same
+// DataLoader as every other run's data — one prompt per batch — so the loader's position in a
+// checkpoint resumes the prompts exactly. The GRPO objective reads the rows' columns itself.
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "train/objective/grpo_prompts.h"
+#include "train/run/start_run.h"
+
+namespace surogate::train {
+
+void load_prompts(RunContext& run) {
+  const Config& config = run.config;
+  run.startup.end_phase("model config");
+  const PromptSet prompts = read_prompt_rows(config);
+  run.cache = prompt_token_cache(prompts.rows,
+                                 std::filesystem::path(config.run.output_dir) / "tokenized" / "prompts.surotok",
+                                 prompts.pad_id);
+  run.startup.end_phase("data");
+  run.message(fmt::format("prompts: {} rows", prompts.rows.size()));
+  run.pad_id = prompts.pad_id;
+  run.batch = config.schedule.per_device_train_batch_size;  // completions, as in TRL
+  run.sequence = config.grpo.max_prompt_length + config.grpo.max_completion_length;
+  run.loader = std::make_unique<data::DataLoader>(run.cache, run.cache->train(), 1,
+                                                  static_cast<uint64_t>(config.data.train_seed), run.pad_id);
+  // The step loop counts micro-batches of completions: num_generations per prompt.
+  run.batches_per_epoch = static_cast<int64_t>(prompts.rows.size()) * config.grpo.num_generations / run.batch;
+}
+
+}  // namespace surogate::train
