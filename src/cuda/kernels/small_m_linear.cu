@@ -25,20 +25,17 @@ constexpr int kUnroll = 4;
 constexpr int kColumnsPerBlock = kLinearWarps * kColumnsPerWarp;
 constexpr int kElementsPerChunk = 8;  // 16 bytes of 16-bit values
 
-// Σ of the 8 products of two 16-byte chunks, in fp32.
+// The 8 values of a 16-byte chunk as floats.
 template <typename T>
-__device__ __forceinline__ float dot_chunk(const uint4& a, const uint4& b) {
+__device__ __forceinline__ void chunk_to_floats(const uint4& chunk, float (&values)[kElementsPerChunk]) {
   using Pair = typename ElementTraits<T>::Pair;
-  const Pair* pa = reinterpret_cast<const Pair*>(&a);
-  const Pair* pb = reinterpret_cast<const Pair*>(&b);
-  float sum = 0.0f;
+  const Pair* pairs = reinterpret_cast<const Pair*>(&chunk);
 #pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const float2 fa = ElementTraits<T>::to_float2(pa[i]), fb = ElementTraits<T>::to_float2(pb[i]);
-    sum = fmaf(fa.x, fb.x, sum);
-    sum = fmaf(fa.y, fb.y, sum);
+  for (int i = 0; i < kElementsPerChunk / 2; ++i) {
+    const float2 pair = ElementTraits<T>::to_float2(pairs[i]);
+    values[2 * i] = pair.x;
+    values[2 * i + 1] = pair.y;
   }
-  return sum;
 }
 
 // W is read once per call: streamed past L1 (no reuse), x stays cached (every warp reads it).
@@ -80,11 +77,19 @@ __global__ void __launch_bounds__(kLinearWarps * 32)
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t chunk = base + 32 * u;
       if (chunk >= chunks) break;
+      // Each chunk converted once: W's for every row of x, x's for every column.
+      float wf[kColumnsPerWarp][kElementsPerChunk];
+#pragma unroll
+      for (int c = 0; c < kColumnsPerWarp; ++c) chunk_to_floats<T>(w[c][u], wf[c]);
 #pragma unroll
       for (int m = 0; m < M; ++m) {
-        const uint4 xv = __ldg(x_chunks + m * chunks + chunk);
+        float xf[kElementsPerChunk];
+        chunk_to_floats<T>(__ldg(x_chunks + m * chunks + chunk), xf);
 #pragma unroll
-        for (int c = 0; c < kColumnsPerWarp; ++c) sums[c][m] += dot_chunk<T>(w[c][u], xv);
+        for (int c = 0; c < kColumnsPerWarp; ++c) {
+#pragma unroll
+          for (int i = 0; i < kElementsPerChunk; ++i) sums[c][m] = fmaf(wf[c][i], xf[i], sums[c][m]);
+        }
       }
     }
   }
