@@ -4,6 +4,7 @@
 #include "generate/decode_graph.h"
 
 #include <algorithm>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
@@ -171,6 +172,13 @@ Graph build_decode_graph(const Graph& forward, const OpRegistry& registry, const
   const TensorId decode_hidden = copy.mapped(hidden), decode_head = copy.mapped(head);
   GraphBuilder builder(registry, copy.finish());
   add_logits(builder, decode_hidden, decode_head, batch, sequence);
+  return builder.finish();
+}
+
+Graph add_greedy_tokens(Graph decode, const OpRegistry& registry) {
+  const TensorId logits = decode.require_tensor(kDecodeLogits);
+  GraphBuilder builder(registry, std::move(decode));
+  builder.mark_output(builder.op("greedy_tokens", {logits}, nlohmann::json::object(), kDecodeGreedyTokens));
   return builder.finish();
 }
 

@@ -55,9 +55,16 @@ inline constexpr const char* kLastRows = "last_rows";
 inline constexpr const char* kLastRowPositions = "last_row_positions";
 inline constexpr const char* kDecodeLogits = "logits";
 
+// The greedy choice of each row (ops/defs/greedy_tokens_def.cpp), I32 [B] ([B, 1] when T = 1).
+inline constexpr const char* kDecodeGreedyTokens = "greedy_tokens";
+
 // `forward` is the forward graph of a [B, T] batch (its input_ids give B and T); `source` names
 // the definition in errors.
 graph::Graph build_decode_graph(const graph::Graph& forward, const graph::OpRegistry& registry,
                                 const DecodeShape& shape, const std::string& source);
+
+// A decode graph with a second output after its logits: greedy_tokens(logits), so that a round
+// whose every row is greedy copies back the ids alone (generate/kv_cache_model.cpp).
+graph::Graph add_greedy_tokens(graph::Graph decode, const graph::OpRegistry& registry);
 
 }  // namespace surogate::generate

@@ -118,10 +118,22 @@ void GenerationEngine::step() {
     feeds.push_back({run.slot, std::vector<int32_t>(first, first + static_cast<std::ptrdiff_t>(take))});
     fed_rows.push_back(index);
   }
+  // Every row that chooses a token this step greedy, with no penalty and no logprobs: the model
+  // chooses them where its logits are and returns the ids alone (the same tokens: sampling.h's
+  // greedy_choice is choose()'s rule for such a sampler, and a greedy sampler draws nothing).
+  const bool greedy = std::all_of(fed_rows.begin(), fed_rows.end(), [&](size_t index) {
+    const Running& run = running_[index];
+    return run.sampler.options().plain_greedy() && !run.sequence.top_logprobs;
+  });
   const auto started = std::chrono::steady_clock::now();
   std::span<float> logits;
+  std::vector<int32_t> greedy_tokens;
   try {
-    logits = model_.feed_in_place(feeds);
+    if (greedy) {
+      greedy_tokens = model_.feed_greedy(feeds);
+    } else {
+      logits = model_.feed_in_place(feeds);
+    }
   } catch (...) {
     clear();
     throw;
@@ -139,16 +151,23 @@ void GenerationEngine::step() {
     if (run.fed == run.context.size()) sampled.push_back(row);  // else more of its prompt to come
   }
   std::vector<TokenEvent> events(sampled.size());
-  ops::parallel_for(static_cast<int64_t>(sampled.size()), [&](int64_t index) {
-    const size_t row = sampled[static_cast<size_t>(index)];
-    Running& run = running_[fed_rows[row]];
-    const std::span<float> row_logits = logits.subspan(row * vocab, vocab);
-    TokenEvent& event = events[static_cast<size_t>(index)];
-    std::vector<float> raw;
-    if (run.sequence.top_logprobs) raw.assign(row_logits.begin(), row_logits.end());  // choose() changes them
-    event.token = run.sampler.choose(row_logits, run.context);
-    if (run.sequence.top_logprobs) event.logprobs = log_softmax(raw, event.token, *run.sequence.top_logprobs);
-  });
+  if (greedy) {
+    for (size_t index = 0; index < sampled.size(); ++index) {
+      events[index].token = greedy_tokens[sampled[index]];
+      if (events[index].token < 0) fail_unusable_logits();
+    }
+  } else {
+    ops::parallel_for(static_cast<int64_t>(sampled.size()), [&](int64_t index) {
+      const size_t row = sampled[static_cast<size_t>(index)];
+      Running& run = running_[fed_rows[row]];
+      const std::span<float> row_logits = logits.subspan(row * vocab, vocab);
+      TokenEvent& event = events[static_cast<size_t>(index)];
+      std::vector<float> raw;
+      if (run.sequence.top_logprobs) raw.assign(row_logits.begin(), row_logits.end());  // choose() changes them
+      event.token = run.sampler.choose(row_logits, run.context);
+      if (run.sequence.top_logprobs) event.logprobs = log_softmax(raw, event.token, *run.sequence.top_logprobs);
+    });
+  }
   std::vector<bool> finished(running_.size(), false);
   for (size_t index = 0; index < sampled.size(); ++index) {
     Running& run = running_[fed_rows[sampled[index]]];

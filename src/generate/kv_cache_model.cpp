@@ -39,12 +39,14 @@ struct DecodePlan {
   compiler::ExecutionPlan plan;
   std::unique_ptr<runtime::Backend> backend;
   graph::TensorId logits = graph::kNoTensor;
+  graph::TensorId tokens = graph::kNoTensor;  // greedy_tokens(logits), I32 [rows]
 };
 
 // A slot's share of one round: `count` of its feed's tokens from `first` on.
 struct RoundRow {
   size_t feed = 0;
   int64_t first = 0, count = 0;
+  bool completes = false;  // the round feeds the feed's last token (set after the round ran)
 };
 
 // The I32 inputs of one execute, one vector per graph input (decode_graph.h names them).
@@ -176,42 +178,37 @@ public:
     check_feeds(feeds, *this);
     const size_t vocab = static_cast<size_t>(vocab_size());
     logits_.resize(feeds.size() * vocab);
-    std::vector<int64_t> done(feeds.size(), 0);
-    std::vector<size_t> pending(feeds.size());
-    for (size_t i = 0; i < feeds.size(); ++i) pending[i] = i;
-    while (!pending.empty()) {
-      // Slots with more than one token left go through the prefill plan, first; its spare rows
-      // take slots with one token left. When only those remain, one decode round feeds them all.
-      auto left = [&](size_t i) { return static_cast<int64_t>(feeds[i].tokens.size()) - done[i]; };
-      std::stable_partition(pending.begin(), pending.end(), [&](size_t i) { return left(i) > 1; });
-      const auto prompts = std::count_if(pending.begin(), pending.end(), [&](size_t i) { return left(i) > 1; });
-      DecodePlan& step = prompts == 0 || !prefill_ ? *decode_
-                         : prompts == 1 && single_prefill_ ? *single_prefill_
-                                                           : *prefill_;
-      std::vector<RoundRow> rows;
-      for (size_t i : pending) {
-        if (static_cast<int64_t>(rows.size()) == step.rows) break;
-        rows.push_back({i, done[i], std::min(left(i), step.sequence)});
-      }
-      const std::span<float> round = run(step, feeds, rows);
+    std::span<float> whole;  // set when one round fed every feed whole
+    feed_rounds(feeds, [&](const DecodePlan& step, const std::vector<RoundRow>& rows, bool in_one_round) {
+      const std::span<float> round = read_logits(step);
       // The usual decode step: one round whose row r is feed r, every feed complete. Its logits
       // are the answer as they stand (no copy).
-      if (pending.size() == feeds.size() && rows.size() == feeds.size() && done_in_one(feeds, rows)) {
-        for (const RoundRow& row : rows) held_[static_cast<size_t>(feeds[row.feed].slot)] += row.count;
-        return round.first(feeds.size() * vocab);
+      if (in_one_round) {
+        whole = round.first(feeds.size() * vocab);
+        return;
       }
       for (size_t r = 0; r < rows.size(); ++r) {
-        const RoundRow& row = rows[r];
-        done[row.feed] += row.count;
-        held_[static_cast<size_t>(feeds[row.feed].slot)] += row.count;
-        if (done[row.feed] == static_cast<int64_t>(feeds[row.feed].tokens.size())) {
+        if (rows[r].completes) {
           std::copy_n(round.begin() + static_cast<std::ptrdiff_t>(r * vocab), vocab,
-                      logits_.begin() + static_cast<std::ptrdiff_t>(row.feed * vocab));
+                      logits_.begin() + static_cast<std::ptrdiff_t>(rows[r].feed * vocab));
         }
       }
-      std::erase_if(pending, [&](size_t i) { return done[i] == static_cast<int64_t>(feeds[i].tokens.size()); });
-    }
-    return logits_;
+    });
+    return whole.data() != nullptr ? whole : std::span<float>(logits_);
+  }
+
+  // The plans' greedy_tokens output: the ids alone are read back (on CUDA, no logits leave the GPU).
+  std::vector<int32_t> feed_greedy(std::span<const SlotFeed> feeds) override {
+    check_feeds(feeds, *this);
+    std::vector<int32_t> tokens(feeds.size(), 0);
+    feed_rounds(feeds, [&](const DecodePlan& step, const std::vector<RoundRow>& rows, bool) {
+      std::vector<int32_t> round(static_cast<size_t>(step.rows));
+      step.backend->read(step.tokens, std::as_writable_bytes(std::span<int32_t>(round)));
+      for (size_t r = 0; r < rows.size(); ++r) {
+        if (rows[r].completes) tokens[rows[r].feed] = round[r];
+      }
+    });
+    return tokens;
   }
 
   void clear(int64_t slot) override {
@@ -247,12 +244,14 @@ private:
       session.graph = models::apply_lora(session.graph, registry_, session.adapters, *live_lora_, false);
     }
     const std::string& source = options.definition.source;
-    graph::Graph decode =
-        build_decode_graph(reshape_batch(session.graph, registry_, rows, sequence, source), registry_, cache, source);
+    graph::Graph decode = add_greedy_tokens(
+        build_decode_graph(reshape_batch(session.graph, registry_, rows, sequence, source), registry_, cache, source),
+        registry_);
     target.rows = rows;
     target.sequence = sequence;
     target.plan = compiler::compile_forward(std::move(decode), registry_);
     target.logits = target.plan.tensor(kDecodeLogits);
+    target.tokens = target.plan.tensor(kDecodeGreedyTokens);
     SUROGATE_CHECK(target.plan.graph.tensor(target.logits).type.numel() == rows * config_.vocab_size,
                    "the decode logits are {}", format_type(target.plan.graph.tensor(target.logits).type));
     target.backend = make_backend(options.cuda);
@@ -292,6 +291,41 @@ private:
                    target.plan.graph.tensor(shared.own.empty() ? 0 : shared.own.front().first).name);
   }
 
+  // Runs `feeds` as rounds (the top of kv_cache_model.h): prefill rounds while some fed slot has
+  // more than one token left, then one decode round. After each round, `collect(step, rows,
+  // in_one_round)` takes the results of the rows that complete their feed (`completes`);
+  // in_one_round: this round is the only one and its row r is feed r.
+  template <typename Collect>
+  void feed_rounds(std::span<const SlotFeed> feeds, Collect&& collect) {
+    std::vector<int64_t> done(feeds.size(), 0);
+    std::vector<size_t> pending(feeds.size());
+    for (size_t i = 0; i < feeds.size(); ++i) pending[i] = i;
+    while (!pending.empty()) {
+      // Slots with more than one token left go through the prefill plan, first; its spare rows
+      // take slots with one token left. When only those remain, one decode round feeds them all.
+      auto left = [&](size_t i) { return static_cast<int64_t>(feeds[i].tokens.size()) - done[i]; };
+      std::stable_partition(pending.begin(), pending.end(), [&](size_t i) { return left(i) > 1; });
+      const auto prompts = std::count_if(pending.begin(), pending.end(), [&](size_t i) { return left(i) > 1; });
+      DecodePlan& step = prompts == 0 || !prefill_ ? *decode_
+                         : prompts == 1 && single_prefill_ ? *single_prefill_
+                                                           : *prefill_;
+      std::vector<RoundRow> rows;
+      for (size_t i : pending) {
+        if (static_cast<int64_t>(rows.size()) == step.rows) break;
+        rows.push_back({i, done[i], std::min(left(i), step.sequence)});
+      }
+      run(step, feeds, rows);
+      const bool in_one_round = pending.size() == feeds.size() && rows.size() == feeds.size() && done_in_one(feeds, rows);
+      for (RoundRow& row : rows) {
+        done[row.feed] += row.count;
+        held_[static_cast<size_t>(feeds[row.feed].slot)] += row.count;
+        row.completes = done[row.feed] == static_cast<int64_t>(feeds[row.feed].tokens.size());
+      }
+      collect(step, rows, in_one_round);
+      std::erase_if(pending, [&](size_t i) { return done[i] == static_cast<int64_t>(feeds[i].tokens.size()); });
+    }
+  }
+
   // Whether `rows` (the first round of `feeds`) feeds every one whole, row r being feed r.
   static bool done_in_one(std::span<const SlotFeed> feeds, const std::vector<RoundRow>& rows) {
     for (size_t r = 0; r < rows.size(); ++r) {
@@ -304,9 +338,8 @@ private:
   }
 
   // Runs one round on `step`: row r of `rows` feeds its slot's tokens; the plan's other rows are
-  // padding (no new tokens) over slots no row names. Returns logits [step.rows × vocab] in
-  // round_, which the next round overwrites.
-  std::span<float> run(DecodePlan& step, std::span<const SlotFeed> feeds, const std::vector<RoundRow>& rows) {
+  // padding (no new tokens) over slots no row names.
+  void run(DecodePlan& step, std::span<const SlotFeed> feeds, const std::vector<RoundRow>& rows) {
     const int64_t width = step.sequence, cells = step.rows * width;
     RoundInputs in;
     in.input_ids.assign(static_cast<size_t>(cells), 0);
@@ -352,6 +385,10 @@ private:
       }
     }
 #endif
+  }
+
+  // The logits of the round `step` ran, [step.rows × vocab] in round_, which the next round overwrites.
+  std::span<float> read_logits(const DecodePlan& step) {
     const std::span<float> round = round_buffer(static_cast<size_t>(step.rows * config_.vocab_size));
     if (step.plan.graph.tensor(step.logits).type.dtype == DType::F32) {
       step.backend->read(step.logits, std::as_writable_bytes(round));

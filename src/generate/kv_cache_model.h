@@ -15,6 +15,8 @@
 // then one decode round for the slots with one token left; a slot's logits come from the round
 // that feeds its last token. Padding rows name slots no row of the round names, with no new
 // tokens (the op's rule: no slot twice). On CUDA the decode plan runs as a captured CUDA graph.
+// Every plan ends in greedy_tokens over its logits (decode_graph.h's add_greedy_tokens):
+// feed_greedy reads back those ids alone, feed_in_place the logits.
 // A model_definition IR is built at its own [B0, T0] and re-inferred at both shapes
 // (generate/batch_reshape.h). Not the same as the full forward: dynamic-NTK RoPE (its scaling
 // follows the longest position fed so far, as in transformers with a cache).

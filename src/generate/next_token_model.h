@@ -44,6 +44,11 @@ public:
     const std::span<const float> logits = feed_in_place(feeds);
     return {logits.begin(), logits.end()};
   }
+  // Feeds as feed_in_place, returning each feed's greedy choice instead of its logits, in the
+  // feeds' order: sampling.h's greedy_choice (the first index of the largest logit; -1 when they
+  // hold NaN or +inf). The KV cache model computes it where its logits are (on the GPU with
+  // CUDA: only the ids come back); this default takes it from feed_in_place's logits.
+  virtual std::vector<int32_t> feed_greedy(std::span<const SlotFeed> feeds);
   virtual void clear(int64_t slot) = 0;  // the slot then holds nothing
   virtual int64_t held(int64_t slot) const = 0;
   virtual int64_t slots() const = 0;

@@ -10,6 +10,7 @@
 #include <numeric>
 
 #include "core/error.h"
+#include "ops/greedy_tokens.h"
 
 namespace surogate::generate {
 namespace {
@@ -180,6 +181,16 @@ int32_t argmax(std::span<const float> logits) {
   return 0;  // every value NaN or -inf: the first, as before
 }
 
+int32_t greedy_choice(std::span<const float> logits) {
+  int32_t token = 0;
+  ops::greedy_tokens(logits.data(), 1, static_cast<int64_t>(logits.size()), &token);
+  return token;
+}
+
+void fail_unusable_logits() {
+  fail_user("the model's logits hold NaN or +inf (a diverged model?): no token can be chosen");
+}
+
 TokenSampler::TokenSampler(const SamplingOptions& options, uint64_t seed)
     : options_(options), engine_(seed) {
   validate(options_);
@@ -190,7 +201,7 @@ int32_t TokenSampler::choose(std::span<float> logits, std::span<const int32_t> c
   // !(x < +inf) holds exactly for NaN and +inf; one flag over the row (a loop that vectorizes).
   bool unusable = false;
   for (float logit : logits) unusable |= !(logit < std::numeric_limits<float>::infinity());
-  if (unusable) fail_user("the model's logits hold NaN or +inf (a diverged model?): no token can be chosen");
+  if (unusable) fail_unusable_logits();
   process_logits(options_, logits, context);
   if (options_.greedy()) return argmax(logits);
   const std::vector<double> probabilities = softmax_probabilities(logits);

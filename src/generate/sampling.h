@@ -37,6 +37,9 @@ struct SamplingOptions {
 
   // Argmax instead of a draw: do_sample false or temperature 0.
   bool greedy() const { return !do_sample || temperature == 0.0; }
+  // The choice is the argmax of the model's logits as they come (no penalty changes them): what a
+  // model may compute where its logits are (NextTokenModel::feed_greedy).
+  bool plain_greedy() const { return greedy() && repetition_penalty == 1.0; }
   bool operator==(const SamplingOptions&) const = default;
 };
 
@@ -72,6 +75,12 @@ class TokenSampler {
 
 // The first index of the largest logit (NaN is never the largest).
 int32_t argmax(std::span<const float> logits);
+
+// choose() of a plain_greedy() sampler without its UserError: argmax(logits), or -1 when the
+// logits hold NaN or +inf (ops/greedy_tokens.h's rule, which a model applies on its device).
+int32_t greedy_choice(std::span<const float> logits);
+// The UserError choose() raises for logits holding NaN or +inf.
+[[noreturn]] void fail_unusable_logits();
 
 struct TokenLogprob {
   int32_t token = 0;

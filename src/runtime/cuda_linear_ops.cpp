@@ -5,9 +5,11 @@
 // an fp32 accumulation inside cuBLASLt; linear_backward_weight_accumulate adds it into the persistent
 // gradient with beta = 1), linear_backward, linear_backward_low_rank(_accumulate) (both gradients of
 // a narrow product from one pass over d_out, cuda/kernels/low_rank_backward.h) and bias_gradient. All products go
-// through the plan's one Matmul (CudaResources::matmul, cuda/matmul.h).
+// through the plan's one Matmul (CudaResources::matmul, cuda/matmul.h), except linear's and
+// linear_add's products of at most 8 rows (a decode step), which take cuda/kernels/small_m_linear.h.
 #include "cuda/kernels/low_rank_backward.h"
 #include "cuda/kernels/reductions.h"
+#include "cuda/kernels/small_m_linear.h"
 #include "cuda/matmul.h"
 #include "runtime/cuda_bind_checks.h"
 #include "runtime/cuda_op_table.h"
@@ -21,6 +23,18 @@ namespace k = cuda;
 // backward ops) as cuBLASLt's alpha, rounded to float.
 float alpha_of(const CudaBindContext& ctx) { return static_cast<float>(ctx.attrs.number_or("scale", 1.0)); }
 
+// A decode step's product (at most kSmallMLinearMaxRows rows, both sides wider than LoRA's rank
+// matrices, which stay on cuBLASLt): the GEMV-style kernel when the pointers allow its vector
+// loads (checked per call, as a captured graph replays the same pointers), else cuBLASLt.
+cuda::SmallMLinearShape small_m_shape(int64_t rows, int64_t out, int64_t in, float alpha) {
+  return {.rows = rows, .out = out, .in = in, .alpha = alpha};
+}
+bool may_take_small_m(const cuda::SmallMLinearShape& shape) {
+  constexpr int64_t kNarrowest = 256;  // LoRA's A [r, K] and B [N, r] products have r < 256
+  return shape.rows >= 1 && shape.rows <= cuda::kSmallMLinearMaxRows && shape.out >= kNarrowest &&
+         shape.in >= kNarrowest && shape.in % 8 == 0;
+}
+
 template <typename T>
 CudaKernel bind_linear_typed(const CudaBindContext& ctx) {
   expect_in(ctx, 0, element_dtype<T>());
@@ -28,10 +42,18 @@ CudaKernel bind_linear_typed(const CudaBindContext& ctx) {
   const bool has_bias = ctx.inputs.size() == 3;
   cuda::MatmulShape shape{.m = rows, .n = out, .k = in, .transpose_b = true, .has_bias = has_bias};
   const float alpha = alpha_of(ctx);
+  const cuda::SmallMLinearShape small = small_m_shape(rows, out, in, alpha);
+  const bool may_be_small = may_take_small_m(small);
   CudaResources* resources = &ctx.resources;
   return [=](const CudaKernelArgs& args) {
-    resources->matmul().run(shape, args.outputs[0].data, args.inputs[0].as<const T>(), args.inputs[1].as<const T>(),
-                            has_bias ? args.inputs[2].as<const T>() : nullptr, args.stream, alpha);
+    const T* x = args.inputs[0].as<const T>();
+    const T* weight = args.inputs[1].as<const T>();
+    const T* bias = has_bias ? args.inputs[2].as<const T>() : nullptr;
+    if (may_be_small && cuda::small_m_linear_supported(small, x, weight)) {
+      cuda::small_m_linear(args.outputs[0].as<T>(), x, weight, bias, static_cast<const T*>(nullptr), small, args.stream);
+      return;
+    }
+    resources->matmul().run(shape, args.outputs[0].data, x, weight, bias, args.stream, alpha);
   };
 }
 CudaKernel bind_linear(const CudaBindContext& ctx) {
@@ -61,11 +83,22 @@ cuda::MatmulShape weight_gradient_shape(int64_t rows, int64_t out, int64_t in) {
 }
 
 // linear_add (x, W, addend){scale} -> scale·x·Wᵀ + addend, the addend as C.
+// A decode step's adapted projection takes the small-M kernel as linear does.
 template <typename T>
 CudaKernel bind_linear_add_typed(const CudaBindContext& ctx) {
   ctx.expect_all(element_dtype<T>());
   const int64_t in = ctx.inputs[1].shape[1], out = ctx.inputs[1].shape[0], rows = ctx.inputs[0].numel() / in;
-  return bind_product<T>(ctx, {.m = rows, .n = out, .k = in, .transpose_b = true, .has_addend = true});
+  const cuda::MatmulShape shape{.m = rows, .n = out, .k = in, .transpose_b = true, .has_addend = true};
+  const cuda::SmallMLinearShape small = small_m_shape(rows, out, in, alpha_of(ctx));
+  if (!may_take_small_m(small)) return bind_product<T>(ctx, shape);
+  const CudaKernel product = bind_product<T>(ctx, shape);
+  return [=](const CudaKernelArgs& args) {
+    const T* x = args.inputs[0].as<const T>();
+    const T* weight = args.inputs[1].as<const T>();
+    if (!cuda::small_m_linear_supported(small, x, weight)) return product(args);
+    cuda::small_m_linear(args.outputs[0].as<T>(), x, weight, static_cast<const T*>(nullptr), args.inputs[2].as<const T>(),
+                         small, args.stream);
+  };
 }
 CudaKernel bind_linear_add(const CudaBindContext& ctx) {
   return by_element_type(ctx.inputs[0].dtype, [&]<typename T>() { return bind_linear_add_typed<T>(ctx); });

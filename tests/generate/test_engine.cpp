@@ -5,11 +5,13 @@
 
 #include <cmath>
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <vector>
 
 #include "core/error.h"
 #include "generate/engine.h"
+#include "user_error_of.h"
 
 namespace surogate::generate {
 namespace {
@@ -176,6 +178,61 @@ TEST(GenerationEngine, AFailingFeedDropsEverySequence) {
   engine.submit(request(0, 2), [&](const TokenEvent&) { ++events; });
   while (engine.has_work()) engine.step();
   EXPECT_EQ(events, 2);  // both slots are free again
+}
+
+// CountingModel whose greedy choice is its own (last token + 2) % 5, not the logits' argmax, so a
+// test sees which path chose; `unusable` makes it report logits with NaN (-1).
+class DeviceChoiceModel : public CountingModel {
+ public:
+  std::vector<int32_t> feed_greedy(std::span<const SlotFeed> feeds) override {
+    feed_in_place(feeds);
+    ++greedy_calls;
+    std::vector<int32_t> tokens;
+    for (const SlotFeed& feed : feeds) tokens.push_back(unusable ? -1 : (feed.tokens.back() + 2) % 5);
+    return tokens;
+  }
+  int greedy_calls = 0;
+  bool unusable = false;
+};
+
+std::vector<int32_t> generated(DeviceChoiceModel& model, const GenerationRequest& request,
+                               std::optional<int64_t> top_logprobs = {}) {
+  GenerationEngine engine(model, nullptr);
+  std::vector<int32_t> tokens;
+  engine.submit(request, [&](const TokenEvent& event) { tokens.push_back(event.token); }, top_logprobs);
+  while (engine.has_work()) engine.step();
+  return tokens;
+}
+
+TEST(GenerationEngine, PlainGreedyStepsTakeTheModelsGreedyChoice) {
+  DeviceChoiceModel model;
+  EXPECT_EQ(generated(model, request(0, 3)), (std::vector<int32_t>{2, 4, 1}));
+  EXPECT_EQ(model.greedy_calls, 3);
+  // A penalty, a draw or logprobs need the logits: the host chooses (the argmax is last + 1).
+  GenerationRequest penalised = request(0, 2), sampled = request(0, 2);
+  penalised.sampling.repetition_penalty = 1.5;
+  sampled.sampling.do_sample = true;
+  sampled.sampling.top_k = 1;
+  EXPECT_EQ(generated(model, penalised), (std::vector<int32_t>{1, 2}));
+  EXPECT_EQ(generated(model, sampled), (std::vector<int32_t>{1, 2}));
+  EXPECT_EQ(generated(model, request(0, 2), 1), (std::vector<int32_t>{1, 2}));
+  EXPECT_EQ(model.greedy_calls, 3);
+  // A greedy request beside a sampled one: the whole step takes the host's path.
+  GenerationEngine engine(model, nullptr);
+  std::vector<int32_t> tokens;
+  engine.submit(request(0, 2), [&](const TokenEvent& event) { tokens.push_back(event.token); });
+  engine.submit(sampled, [](const TokenEvent&) {});
+  while (engine.has_work()) engine.step();
+  EXPECT_EQ(tokens, (std::vector<int32_t>{1, 2}));
+  EXPECT_EQ(model.greedy_calls, 3);
+}
+
+TEST(GenerationEngine, UnusableLogitsOnTheGreedyPathAreTheSamplersUserError) {
+  DeviceChoiceModel model;
+  model.unusable = true;
+  GenerationEngine engine(model, nullptr);
+  engine.submit(request(0, 2), [](const TokenEvent&) { FAIL() << "no token from unusable logits"; });
+  EXPECT_EQ(error_of([&] { engine.step(); }), error_of([] { fail_unusable_logits(); }));
 }
 
 }  // namespace

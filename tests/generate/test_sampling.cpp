@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <random>
+#include <string>
 #include <vector>
 
 #include "generate/sampling.h"
@@ -160,6 +162,41 @@ TEST(Sampling, GreedyTakesTheFirstMaximum) {
     row[size / 2] = std::nanf("");
     EXPECT_EQ(argmax(row), static_cast<int32_t>(size / 3)) << size;
   }
+}
+
+// greedy_choice (the rule a model applies on its device, NextTokenModel::feed_greedy) is what
+// choose() of a plain greedy sampler returns, and -1 where choose() refuses the logits.
+TEST(Sampling, GreedyChoiceIsChooseOfAPlainGreedySampler) {
+  std::mt19937 random(5);
+  std::uniform_int_distribution<int> level(0, 6);  // few distinct values: many ties at the maximum
+  TokenSampler sampler(SamplingOptions{}, 0);
+  for (size_t size : {1u, 5u, 17u, 1000u, 151936u}) {
+    for (int trial = 0; trial < 4; ++trial) {
+      std::vector<float> row(size);
+      for (float& value : row) value = level(random) == 0 ? -kInf : static_cast<float>(level(random));
+      const int32_t chosen = greedy_choice(row);
+      EXPECT_EQ(chosen, sampler.choose(row, {})) << size;
+      EXPECT_EQ(chosen, argmax(row)) << size;
+    }
+  }
+  EXPECT_EQ(greedy_choice(std::vector<float>{-kInf, -kInf, -kInf}), 0);
+  const std::string refused = error_of([] { fail_unusable_logits(); });
+  EXPECT_NE(refused.find("NaN or +inf"), std::string::npos);
+  for (float bad : {std::nanf(""), kInf}) {
+    std::vector<float> row(40, 1.0f);
+    row[37] = bad;
+    EXPECT_EQ(greedy_choice(row), -1);
+    EXPECT_EQ(error_of([&] { sampler.choose(row, {}); }), refused);
+  }
+  SamplingOptions options;
+  EXPECT_TRUE(options.plain_greedy());
+  options.repetition_penalty = 1.1;
+  EXPECT_FALSE(options.plain_greedy());
+  options.repetition_penalty = 1.0;
+  options.do_sample = true;
+  EXPECT_FALSE(options.plain_greedy());
+  options.temperature = 0.0;
+  EXPECT_TRUE(options.plain_greedy());
 }
 
 // The draw as sampling.h defines it: u from the top 53 bits of std::mt19937_64(seed), the first

@@ -175,6 +175,11 @@ std::vector<SingleOpCase> make_cases() {
        norm_rope_attrs, {unit, unit, unit, positive, token_positions}},
       {"linear", {x, weight}},
       {"linear_add", {x, weight, narrow}},
+      // A decode step's products (≤ 8 rows, both sides ≥ 256; N = 264 ends in a partial block):
+      // the CUDA small-M kernel (cuda/kernels/small_m_linear.h), with a bias, a scale, an addend.
+      {"linear", {TensorType{kBf16, {3, 512}}, TensorType{kBf16, {264, 512}}, TensorType{kBf16, {264}}}},
+      {"linear", {TensorType{kBf16, {1, 1, 512}}, TensorType{kBf16, {264, 512}}}, {{"scale", 0.5}}},
+      {"linear_add", {TensorType{kBf16, {2, 1, 512}}, TensorType{kBf16, {264, 512}}, TensorType{kBf16, {2, 1, 264}}}},
       {"linear_backward_input", {narrow, weight}},
       {"linear_backward_input_add", {narrow, weight, x}},
       {"linear_backward_weight", {narrow, x}},
@@ -221,6 +226,9 @@ std::vector<SingleOpCase> make_cases() {
         TensorType{kBf16, {3, 16, 1, kHeadDim}}, TensorType{kI32, {2}}, TensorType{kI32, {2}}, TensorType{kI32, {2}}},
        {{"window", 6}},
        {unit, unit, unit, unit, unit, fixed({2, 0}), fixed({5, 0}), fixed({4, 3})}},
+      // Generation's greedy choice: the same index on both backends for the same (bf16-exact) values.
+      {"greedy_tokens", {TensorType{kBf16, {kRows, kVocab}}}},
+      {"greedy_tokens", {TensorType{kF32, {2, 1, kVocab}}}},
       // Output 1, logsumexp, is backend-private: the CUDA loss ops write it as zeros (their backward
       // recomputes it, runtime/cuda_loss_ops.cpp), so only the loss and the gradients are compared.
       {"lm_head_loss", {hidden, head, targets, scalar}, {}, {unit, unit, labels(), fixed({0.25})}, {1}},

@@ -1,0 +1,73 @@
+// NextTokenModel::feed_greedy of the KV cache model (the plans' greedy_tokens op, on the device
+// that holds the logits) against the host's choice over feed_in_place's logits (the path every
+// sampled step takes): two models of one fixture fed alike, the same ids token for token. Used on
+// the CPU backend (test_greedy_feed.cpp) and on CUDA (generate_model_cuda's copy).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "generate/generator.h"
+#include "generate/kv_cache_model.h"
+#include "generate/sampling.h"
+#include "kv_model_pair.h"
+
+namespace surogate::generate::testing {
+
+// A model that chooses greedy tokens the default way: the host's greedy_choice over the logits
+// of the model it wraps (which it forwards everything else to).
+class HostChoice final : public NextTokenModel {
+public:
+  explicit HostChoice(NextTokenModel& model) : model_(model) {}
+  std::span<float> feed_in_place(std::span<const SlotFeed> feeds) override { return model_.feed_in_place(feeds); }
+  void clear(int64_t slot) override { model_.clear(slot); }
+  int64_t held(int64_t slot) const override { return model_.held(slot); }
+  int64_t slots() const override { return model_.slots(); }
+  int64_t max_context() const override { return model_.max_context(); }
+  int64_t vocab_size() const override { return model_.vocab_size(); }
+  int64_t prefill_chunk() const override { return model_.prefill_chunk(); }
+
+private:
+  NextTokenModel& model_;
+};
+
+// Feeds prompts of three slots through prefill rounds of [2, 4] (one split over two rounds, one
+// beside a decoding slot), then greedy steps: the device's ids equal the host's at every feed.
+inline void expect_device_greedy_equals_host(const std::string& name, bool cuda) {
+  const ModelOptions options{.cuda = cuda, .slots = 3, .max_context = 32};
+  const PrefillShape prefill{.rows = 2, .chunk = 4};
+  std::unique_ptr<NextTokenModel> device = open_kv_cache_model(fixture(name), options, prefill);
+  std::unique_ptr<NextTokenModel> host_model = open_kv_cache_model(fixture(name), options, prefill);
+  HostChoice host(*host_model);
+  std::vector<SlotFeed> feeds{{2, random_tokens(9, 81)}, {0, random_tokens(3, 82)}};
+  for (int step = 0; step < 8; ++step) {
+    if (step == 3) feeds.push_back({1, random_tokens(6, 83)});  // a prompt beside two decoding slots
+    const std::vector<int32_t> got = device->feed_greedy(feeds), expected = host.feed_greedy(feeds);
+    ASSERT_EQ(got, expected) << name << ": step " << step;
+    for (size_t row = 0; row < feeds.size(); ++row) {
+      ASSERT_GE(got[row], 0) << name << ": step " << step;
+      feeds[row].tokens = {got[row]};
+    }
+  }
+  // The engine's choice (feed_greedy for plain greedy requests) equals the host's, token for token.
+  std::vector<GenerationRequest> requests(4);
+  for (size_t index = 0; index < requests.size(); ++index) {
+    requests[index].prompt = random_tokens(3 + 2 * index, 90 + static_cast<uint32_t>(index));
+    requests[index].max_new_tokens = 10;
+  }
+  for (int64_t slot = 0; slot < options.slots; ++slot) {
+    device->clear(slot);
+    host.clear(slot);
+  }
+  const std::vector<GenerationResult> fast = generate(*device, requests, nullptr);
+  const std::vector<GenerationResult> slow = generate(host, requests, nullptr);
+  for (size_t index = 0; index < requests.size(); ++index) {
+    EXPECT_EQ(fast[index].completion_ids, slow[index].completion_ids) << name << ": request " << index;
+    EXPECT_EQ(fast[index].completion_ids.size(), 10u) << name << ": request " << index;
+  }
+}
+
+}  // namespace surogate::generate::testing

@@ -1,0 +1,17 @@
+// The KV cache model's greedy feed on the CPU backend (greedy_feed_check.h): its ids equal the
+// host's greedy choice over its logits, in prefill and decode rounds and through the engine.
+#include "greedy_feed_check.h"
+
+namespace surogate::generate {
+namespace {
+
+class GreedyFeed : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GreedyFeed, TheModelsIdsEqualTheHostsChoiceOverItsLogits) {
+  testing::expect_device_greedy_equals_host(GetParam(), /*cuda=*/false);
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, GreedyFeed, ::testing::Values("qwen3_qknorm", "qwen3_moe_topk"));
+
+}  // namespace
+}  // namespace surogate::generate
