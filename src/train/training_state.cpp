@@ -14,18 +14,18 @@ namespace surogate::train {
 
 nlohmann::json to_json(const TrainingState& state) {
   nlohmann::json json{{"format", "surogate-trainer-state"},
-          {"version", 1},
-          {"step", state.step},
-          {"total_steps", state.total_steps},
-          {"loader", {{"epoch", state.loader.epoch}, {"index", state.loader.index}}},
-          {"train_seed", state.train_seed},
-          {"schedule", state.schedule},
-          {"history", state.history},
-          {"eval_history", state.eval_history},
-          {"gpu_history", state.gpu_history},
-          {"skipped_steps", state.skipped_steps},
-          {"consecutive_nonfinite_steps", state.consecutive_nonfinite_steps},
-          {"loss_scale", state.loss_scale}};
+                      {"version", 1},
+                      {"step", state.step},
+                      {"total_steps", state.total_steps},
+                      {"loader", {{"epoch", state.loader.epoch}, {"index", state.loader.index}}},
+                      {"train_seed", state.train_seed},
+                      {"schedule", state.schedule},
+                      {"history", state.history},
+                      {"eval_history", state.eval_history},
+                      {"gpu_history", state.gpu_history},
+                      {"skipped_steps", state.skipped_steps},
+                      {"consecutive_nonfinite_steps", state.consecutive_nonfinite_steps},
+                      {"loss_scale", state.loss_scale}};
   if (!state.objective.is_null()) json["objective"] = state.objective;  // surogate grpo: the sampling seeds
   return json;
 }
