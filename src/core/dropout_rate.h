@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <climits>
 #include <cstdint>
 
 namespace surogate {
@@ -16,6 +17,11 @@ namespace surogate {
 inline uint32_t dropout_threshold16(double probability) {
   return static_cast<uint32_t>(std::min(65535.0, std::nearbyint(probability * 65536.0)));
 }
+// The seed value that switches dropout off (every element kept, unscaled): what evaluation and
+// a training objective's reference pass bind, so that a plan built with dropout runs as the model
+// is (train/batch_inputs.h's dropout_seed never gives it).
+inline constexpr int32_t kDropoutOffSeed = INT32_MIN;
+
 // The factor kept elements are multiplied by: 1 / (1 − t/65536), as a double.
 inline double dropout_keep_scale(double probability) {
   return 65536.0 / (65536.0 - static_cast<double>(dropout_threshold16(probability)));

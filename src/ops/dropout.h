@@ -9,7 +9,9 @@
 // The mask is a pure function of (seed, stream, i), so nothing is saved for backward (the
 // gradient is the same dropout applied to d_out), recompute reproduces it exactly, and a training
 // run that feeds the same seed per micro-batch after a resume drops the same elements. `stream`
-// separates the dropout sites of one graph (LoRA uses one per distinct adapter input).
+// separates the dropout sites of one graph (LoRA uses one per distinct adapter input). The graph
+// ops read a bound seed of kDropoutOffSeed (core/dropout_rate.h) as p = 0: evaluation through a
+// training plan.
 #pragma once
 
 #include <cstdint>

@@ -1,8 +1,10 @@
 // PackedBatch → graph inputs; see batch_inputs.h.
 #include "train/batch_inputs.h"
 
+#include <climits>
 #include <span>
 
+#include "core/dropout_rate.h"
 #include "core/error.h"
 #include "data/sample.h"
 
@@ -68,7 +70,8 @@ int32_t dropout_seed(uint64_t train_seed, int64_t step, int64_t micro) {
   value ^= value >> 29;
   value *= 0xbf58476d1ce4e5b9ull;
   value ^= value >> 32;
-  return static_cast<int32_t>(static_cast<uint32_t>(value));
+  const auto seed = static_cast<int32_t>(static_cast<uint32_t>(value));
+  return seed == kDropoutOffSeed ? INT32_MAX : seed;  // the sentinel means "off"
 }
 
 }  // namespace surogate::train

@@ -74,12 +74,14 @@ TEST(LoraCudaKernels, DropoutMaskMatchesCpuBitForBit) {
   std::mt19937 rng(3);
   for (int64_t count : {1, 7, 333, 4096, 4099, 65536}) {
     for (double p : {0.0, 0.1, 0.5}) {
-      for (int32_t seed : {0, 12345, -7}) {
+      // kDropoutOffSeed: dropout switched off (evaluation through a training plan): x itself.
+      for (int32_t seed : {0, 12345, -7, kDropoutOffSeed}) {
+        const double applied = seed == kDropoutOffSeed ? 0.0 : p;
         const uint64_t stream_id = static_cast<uint64_t>(count % 5 + 2);
         SCOPED_TRACE(testing::Message() << "count " << count << " p " << p << " seed " << seed);
         const std::vector<float> x = random_bf16_exact(static_cast<size_t>(count), rng);
         std::vector<float> expected(x.size());
-        ops::dropout_forward(x.data(), count, p, static_cast<uint64_t>(static_cast<uint32_t>(seed)), stream_id,
+        ops::dropout_forward(x.data(), count, applied, static_cast<uint64_t>(static_cast<uint32_t>(seed)), stream_id,
                              expected.data());
 
         cuda::DeviceBuffer<int32_t> seed_buffer = cuda::to_device(std::vector<int32_t>{seed});
@@ -108,7 +110,7 @@ TEST(LoraCudaKernels, DropoutMaskMatchesCpuBitForBit) {
         // dropout_add: addend + dropout(x), fp32 sum, one bf16 rounding (the CPU float op, rounded).
         const std::vector<float> addend = random_bf16_exact(x.size(), rng);
         std::vector<float> expected_sum(x.size());
-        ops::dropout_forward(x.data(), count, p, static_cast<uint64_t>(static_cast<uint32_t>(seed)), stream_id,
+        ops::dropout_forward(x.data(), count, applied, static_cast<uint64_t>(static_cast<uint32_t>(seed)), stream_id,
                              expected_sum.data(), addend.data());
         cuda::DeviceBuffer<float> addend32 = cuda::to_device(addend);
         out32.poison();
@@ -127,8 +129,8 @@ TEST(LoraCudaKernels, DropoutMaskMatchesCpuBitForBit) {
         int64_t sum_mismatches = 0;
         for (size_t i = 0; i < x.size(); ++i) sum_mismatches += sum16[i] != float_to_bf16(expected_sum[i]);
         EXPECT_EQ(sum_mismatches, 0) << "bf16 dropout_add";
-        if (p == 0.0) EXPECT_EQ(dropped, 0);
-        if (p == 0.5 && count >= 4096) EXPECT_NEAR(double(dropped) / double(count), 0.5, 0.05);
+        if (applied == 0.0) EXPECT_EQ(dropped, 0);
+        if (applied == 0.5 && count >= 4096) EXPECT_NEAR(double(dropped) / double(count), 0.5, 0.05);
       }
     }
   }

@@ -36,6 +36,7 @@ template <typename E>
 __global__ void dropout_16bit_kernel(const E* x, const E* addend, const int32_t* seed, uint64_t stream_id,
                                      uint32_t threshold, float keep_scale, E* out, int64_t count, bool vector) {
   const uint64_t base = dropout_base(seed, stream_id);
+  if (*seed == kDropoutOffSeed) threshold = 0, keep_scale = 1.0f;  // dropout off: every element, unscaled
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (vector) {
@@ -64,6 +65,7 @@ __global__ void dropout_16bit_kernel(const E* x, const E* addend, const int32_t*
 __global__ void dropout_f32_kernel(const float* x, const float* addend, const int32_t* seed, uint64_t stream_id,
                                    uint32_t threshold, float keep_scale, float* out, int64_t count) {
   const uint64_t base = dropout_base(seed, stream_id);
+  if (*seed == kDropoutOffSeed) threshold = 0, keep_scale = 1.0f;  // dropout off: every element, unscaled
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride) {
     const uint64_t draws = dropout_draws(base, static_cast<uint64_t>(i) >> 2);

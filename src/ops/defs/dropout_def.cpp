@@ -28,8 +28,10 @@ CpuKernel bind_cpu_dropout(const CpuBindContext& ctx) {
   return bind_floating(ctx, ctx.inputs[0].dtype, [=](auto zero) -> CpuKernel {
     using T = decltype(zero);
     return [=](const CpuKernelArgs& args) {
-      const auto seed = static_cast<uint64_t>(static_cast<uint32_t>(*args.inputs[1].as<int32_t>()));
-      dropout_forward(args.inputs[0].as<T>(), count, p, seed, stream, args.outputs[0].as<T>(),
+      const int32_t bound = *args.inputs[1].as<int32_t>();
+      const auto seed = static_cast<uint64_t>(static_cast<uint32_t>(bound));
+      dropout_forward(args.inputs[0].as<T>(), count, bound == kDropoutOffSeed ? 0.0 : p, seed, stream,
+                      args.outputs[0].as<T>(),
                       with_addend ? args.inputs[2].as<T>() : nullptr);
     };
   });

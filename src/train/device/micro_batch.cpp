@@ -3,6 +3,7 @@
 
 #include <cstring>
 
+#include "core/dropout_rate.h"
 #include "core/error.h"
 #include "models/lora.h"
 
@@ -13,6 +14,15 @@ std::vector<runtime::InputBinding> MicroBatch::bindings() const {
   for (size_t i = 0; i < tensors.size(); ++i) result.push_back({tensors[i], bytes[i]});
   return result;
 }
+
+namespace {
+// A bound dropout seed that switches dropout off (core/dropout_rate.h), kept as it is on every slice.
+bool dropout_off(const std::vector<std::byte>& seed) {
+  int32_t value = 0;
+  std::memcpy(&value, seed.data(), sizeof(value));
+  return value == kDropoutOffSeed;
+}
+}  // namespace
 
 MicroBatch copy_micro_batch(const compiler::ExecutionPlan& source, const compiler::ExecutionPlan& plan,
                             std::span<const runtime::InputBinding> inputs, int sequence, int ranks) {
@@ -25,7 +35,7 @@ MicroBatch copy_micro_batch(const compiler::ExecutionPlan& source, const compile
     batch.tensors.push_back(*id);
     if (input.data.size() == type.size_bytes()) {
       batch.bytes.emplace_back(input.data.begin(), input.data.end());
-      if (name == models::kDropoutSeed && ranks > 1) {
+      if (name == models::kDropoutSeed && ranks > 1 && !dropout_off(batch.bytes.back())) {
         // Each slice draws its own LoRA dropout masks: the ranks of a group index their slices'
         // elements alike, so one seed would give every slice the same mask.
         int32_t seed = 0;

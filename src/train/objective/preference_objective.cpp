@@ -6,8 +6,10 @@
 
 #include <fmt/format.h>
 
+#include "core/dropout_rate.h"
 #include "core/error.h"
 #include "io/atomic_file.h"
+#include "models/lora.h"
 #include "train/device/training_device.h"
 #include "train/objective/preference_graph.h"
 
@@ -103,6 +105,11 @@ ReferenceLogps PreferenceObjective::forward_split(const data::PackedRowsView& ro
       inputs.push_back(pair_inputs(packed.back(), reference, kto_labels));
       std::vector<runtime::InputBinding> bindings = context_.inputs->bind(packed.back(), 0.0f);
       for (const runtime::InputBinding& binding : bindings_of(inputs.back())) bindings.push_back(binding);
+      // The model as it is: LoRA dropout off (the reference pass and evaluation, as PEFT's eval mode).
+      static constexpr int32_t kOff = kDropoutOffSeed;
+      if (auto seed = context_.plan->graph.find_tensor(models::kDropoutSeed)) {
+        bindings.push_back({*seed, std::as_bytes(std::span<const int32_t>(&kOff, 1))});
+      }
       // The forward only where the device offers it (one rank); else the training plan with a zero
       // loss scale, its outputs read after measure().
       if (!context_.device->forward_only(bindings)) {
