@@ -6,7 +6,7 @@
 // gradient with beta = 1), linear_backward, linear_backward_low_rank(_accumulate) (both gradients of
 // a narrow product from one pass over d_out, cuda/kernels/low_rank_backward.h) and bias_gradient. All products go
 // through the plan's one Matmul (CudaResources::matmul, cuda/matmul.h), except linear's and
-// linear_add's products of at most 8 rows (a decode step), which take cuda/kernels/small_m_linear.h.
+// linear_add's products of one or two rows (a decode step) where that is faster: cuda/kernels/small_m_linear.h.
 #include "cuda/kernels/low_rank_backward.h"
 #include "cuda/kernels/reductions.h"
 #include "cuda/kernels/small_m_linear.h"
@@ -29,9 +29,14 @@ float alpha_of(const CudaBindContext& ctx) { return static_cast<float>(ctx.attrs
 cuda::SmallMLinearShape small_m_shape(int64_t rows, int64_t out, int64_t in, float alpha) {
   return {.rows = rows, .out = out, .in = in, .alpha = alpha};
 }
+// Where it beats cuBLASLt (bench/small_m_linear_bench on an H200, 2026-11-29, Qwen3-8B's shapes):
+// at 1 or 2 rows, on weights of at most 4096 x 4096 (q/o 1.02-1.04x, k/v 1.4x) and on the LM head
+// (1.03x); not on the 12288-wide MLP products (0.88x), nor at 4 or more rows (down to 0.69x).
 bool may_take_small_m(const cuda::SmallMLinearShape& shape) {
   constexpr int64_t kNarrowest = 256;  // LoRA's A [r, K] and B [N, r] products have r < 256
-  return shape.rows >= 1 && shape.rows <= cuda::kSmallMLinearMaxRows && shape.out >= kNarrowest &&
+  constexpr int64_t kFastestRows = 2, kSquareWeights = 4096 * 4096, kLmHeadWidth = 32768;
+  const bool faster = shape.out * shape.in <= kSquareWeights || shape.out >= kLmHeadWidth;
+  return shape.rows >= 1 && shape.rows <= kFastestRows && faster && shape.out >= kNarrowest &&
          shape.in >= kNarrowest && shape.in % 8 == 0;
 }
 
