@@ -36,6 +36,8 @@ class Table:
     rows: tuple = field(default_factory=tuple)
     baseline_label: str | None = None  # the baseline column's heading, when rows have one
     rate_heading: str = "Surogate tok/s"
+    unit: str = "tok/s"   # the rates' unit, as the peer column names it
+    rate_digits: int = 0  # decimals of the rates (pairs/s: 2)
 
 
 CLI = "bash bench/run_cli_job.sh"
@@ -244,6 +246,7 @@ CONTEXT = Table(
         for gpus, length in ((1, 163840), (2, 315392), (4, 630784))))
 
 GENERATE = "2026-11-29-h200-generate-decode.jsonl"
+GENERATE_DEVICE_GREEDY = "2026-11-29-h200-generate-decode-device-greedy.jsonl"
 GENERATION = Table(
     anchor="generation", title="Generation: one request's decode speed",
     note="`surogate generate --device cuda` on a Qwen3 shape with random bf16 weights, one request, greedy, "
@@ -252,15 +255,15 @@ GENERATION = Table(
     rate_heading="Surogate decode tok/s",
     rows=(
         Row(anchor="generate-8b-decode", label="Qwen3-8B, prompt 512, 256 new tokens",
-            ours=Pick(GENERATE, {"engine": "surogate", "prompt": 512}, metric="decode_tok_s"),
-            peers=(Pick(GENERATE, {"engine": "transformers generate"}, metric="decode_tok_s"),), gpu="H200",
-            command="CARRIED=carry/gen MODEL=qwen3-8b bash bench/generate_decode.sh"),
+            ours=Pick(GENERATE_DEVICE_GREEDY, {"engine": "surogate", "prompt": 512}, metric="decode_tok_s"),
+            peers=(Pick(GENERATE_DEVICE_GREEDY, {"engine": "transformers generate"}, metric="decode_tok_s"),),
+            gpu="H200", command="CARRIED=carry/g2 MODEL=qwen3-8b bash bench/generate_decode.sh"),
         Row(anchor="generate-8b-decode-long", label="Qwen3-8B, prompt 128, 512 new tokens",
             ours=Pick(GENERATE, {"engine": "surogate", "prompt": 128}, metric="decode_tok_s"), gpu="H200",
             command="CARRIED=carry/gen MODEL=qwen3-8b PEERS=0 PROMPT=128 NEW=512 bash bench/generate_decode.sh"),
     ))
 
-SERVE = "2026-11-29-h200-serve-throughput.jsonl"
+SERVE = "2026-11-29-h200-serve-throughput-device-greedy.jsonl"
 SERVING = Table(
     anchor="serving", title="Serving: 64 requests at once",
     note="`surogate serve --device cuda --batch_size 64` on Qwen3-8B's shape with random bf16 weights: 64 "
@@ -275,7 +278,7 @@ SERVING = Table(
             peers=(Pick(SERVE, {"engine": "transformers generate (batched)"}, metric="output_tok_s"),
                    Pick(SERVE, {"engine": "transformers generate_batch (continuous batching)"},
                         metric="output_tok_s")), gpu="H200",
-            command="CARRIED=carry/gen MODEL=qwen3-8b bash bench/serve_throughput.sh"),
+            command="CARRIED=carry/g2 MODEL=qwen3-8b bash bench/serve_throughput.sh"),
     ))
 
 DSL_NEOX = "2026-11-29-h200-dsl-gpt-neox.jsonl"
@@ -296,4 +299,29 @@ DSL = Table(
             command='CLI_MODELS=gpt-neox-1.4b CLI_VARIANTS="fast full-fast" BENCH_BINARY=0 bash bench/run_cli_job.sh'),
     ))
 
-TABLES = (LORA, FULL, FP8, QLORA, MOE, GPUS, CONTEXT, GENERATION, SERVING, DSL)
+DPO_FILE = "2026-11-29-h200-dpo-vs-trl.jsonl"
+DPO_COMMAND = 'DPO_RUNS="qwen3-8b:lora qwen3-1.7b:full" bash bench/run_dpo_job.sh'
+PREFERENCE = Table(
+    anchor="preference", title="Preference tuning: `surogate dpo` against TRL",
+    note="`surogate dpo` (sigmoid DPO, beta 0.1) on a Qwen3 shape with random bf16 weights and pairs of a "
+         "512-token prompt and 512-token completions (bench/preference/make_pairs.py), 4 pairs per micro-batch, "
+         "2 micro-batches per step, AdamW, recomputation off; pairs/s over the steps after the first two. The "
+         "peers: TRL 1.16's DPOTrainer (+ PEFT for LoRA) with and without Liger-Kernel's fused DPO loss, on the "
+         "same folder and pairs; TRL runs its reference inside every step, ours is computed once per epoch "
+         "(forward only) before the first step: the record's `pairs_per_s_with_reference` charges it "
+         "(docs/preference-tuning.md#speed). Peak memory: nvidia-smi on both sides.",
+    rate_heading="Surogate pairs/s", unit="pairs/s", rate_digits=2,
+    rows=(
+        Row(anchor="dpo-8b-lora", label="Qwen3-8B LoRA r16 DPO", size_b=8.2,
+            ours=Pick(DPO_FILE, {"engine": "surogate dpo", "model": "qwen3-8b"}, metric="pairs_per_s"),
+            peers=(Pick(DPO_FILE, {"engine": "trl-dpo+peft", "model": "qwen3-8b"}, metric="pairs_per_s"),
+                   Pick(DPO_FILE, {"engine": "trl-dpo+peft+liger", "model": "qwen3-8b"}, metric="pairs_per_s")),
+            gpu="H200", command=DPO_COMMAND),
+        Row(anchor="dpo-1.7b-full", label="Qwen3-1.7B full fine-tuning DPO", size_b=1.7,
+            ours=Pick(DPO_FILE, {"engine": "surogate dpo", "model": "qwen3-1.7b"}, metric="pairs_per_s"),
+            peers=(Pick(DPO_FILE, {"engine": "trl-dpo", "model": "qwen3-1.7b"}, metric="pairs_per_s"),
+                   Pick(DPO_FILE, {"engine": "trl-dpo+liger", "model": "qwen3-1.7b"}, metric="pairs_per_s")),
+            gpu="H200", command=DPO_COMMAND),
+    ))
+
+TABLES = (LORA, FULL, FP8, QLORA, MOE, GPUS, CONTEXT, GENERATION, SERVING, PREFERENCE, DSL)

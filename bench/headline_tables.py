@@ -84,14 +84,14 @@ def render_table(table: Table, results: Path = RESULTS) -> str:
     head = ["", table.rate_heading, "peak GiB"]
     if table.baseline_label:
         head += [table.baseline_label, "vs bf16"]
-    head += ["strongest peer, same call", "peer tok/s", "peer peak GiB", "ratio", "GPU", "date", "reproduce"]
+    head += ["strongest peer, same call", f"peer {table.unit}", "peer peak GiB", "ratio", "GPU", "date", "reproduce"]
     lines = [f'### <a id="{table.anchor}"></a>{table.title}', "", table.note, "",
              "| " + " | ".join(head) + " |",
              "| --- | " + " | ".join("---:" if h not in ("strongest peer, same call", "GPU", "date", "reproduce") else "---"
                                    for h in head[1:]) + " |"]
     footnote = False
     for f in rows:
-        cells = [f'<a id="{f.row.anchor}"></a>{f.row.label}', f"**{_n(f.rate)}**", _n(f.peak, 1)]
+        cells = [f'<a id="{f.row.anchor}"></a>{f.row.label}', f"**{_n(f.rate, table.rate_digits)}**", _n(f.peak, 1)]
         if table.baseline_label:
             cells += [_n(f.baseline_rate), f"**{f.rate / f.baseline_rate:.2f}×**" if f.baseline_rate else "—"]
         peer = f.peer or "—"
@@ -99,7 +99,7 @@ def render_table(table: Table, results: Path = RESULTS) -> str:
             peer += " †"
             footnote = True
         ratio = f"**{f.ratio:.2f}×**" if f.ratio else "—"
-        cells += [peer, _n(f.peer_rate), _n(f.peer_peak, 1), ratio, f.row.gpu, f.row.ours.date,
+        cells += [peer, _n(f.peer_rate, table.rate_digits), _n(f.peer_peak, 1), ratio, f.row.gpu, f.row.ours.date,
                   f"`{f.row.command}`"]
         lines.append("| " + " | ".join(cells) + " |")
     if footnote:
