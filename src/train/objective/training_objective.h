@@ -1,7 +1,7 @@
 // A training mode's seam: what the step loop asks of a mode whose loss is not the decoder's token
 // cross-entropy. `surogate sft` / `pt` have no objective (the LM head's loss, train/batch_inputs.h);
-// `surogate dpo` runs the preference objective (preference_objective.h); an RL mode (GRPO) is meant
-// to implement the same five calls:
+// `surogate dpo` runs the preference objective (preference_objective.h: dpo, ipo, simpo, orpo, kto),
+// `surogate grpo` GRPO's (grpo_objective.h, which also makes its own windows: make_window). The calls:
 //   rewrite_loss   the forward graph with the mode's loss in place of the LM-head cross-entropy
 //                  (the graph's "loss"), as the mode's ops compute it;
 //   prepare        what is computed once before the first step (the reference log-probabilities);
