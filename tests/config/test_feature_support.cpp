@@ -11,55 +11,19 @@
 #include "config/config_loader.h"
 #include "config/feature_support.h"
 #include "config_test_util.h"
+#include "feature_support_cases.h"
 #include "core/error.h"
 
 namespace surogate {
 namespace {
 using testing_util::contains;
 using testing_util::kMinimalConfig;
-
-struct RowCase {
-  std::string row;
-  SupportStage stage;
-  std::function<void(Config&, RunShape&)> set;
-  std::string phrase;  // a part of the message
-};
-
-RunShape cpu() { return {.backend = SupportBackend::Cpu}; }
-
-// `surogate dpo` with loss.type kto on a dataset of `type`, on the CPU backend.
-void kto_run(Config& c, RunShape& s, DatasetType type) {
-  c.loss.preference = true;
-  c.loss.type = "kto";
-  c.data.datasets[0].type = type;
-  s = cpu();
-}
-RunShape cuda(int ranks = 1) {
-  return {.backend = SupportBackend::Cuda, .world_size = ranks, .layout_description = "2 data-parallel ranks, ZeRO-1"};
-}
-
-// A `surogate grpo` run every GRPO row accepts: prompt data, a reward, whole groups per step.
-void make_grpo(Config& c) {
-  c.grpo.enabled = true;
-  c.grpo.num_generations = 2;
-  c.grpo.reward_functions = {"exact_match"};
-  c.schedule.per_device_train_batch_size = 2;
-  c.data.datasets[0].type = DatasetType::Prompt;
-}
-
-// A GRPO case of the Backend stage: make_grpo, then `set`, on the CPU.
-std::function<void(Config&, RunShape&)> grpo_case(std::function<void(Config&)> set) {
-  return [set](Config& c, RunShape& s) {
-    make_grpo(c);
-    set(c);
-    s = cpu();
-  };
-}
+using namespace feature_support_test;
 
 // A configuration every stage accepts, as loaded (implications applied).
 Config valid_config() { return load_config_from_string(kMinimalConfig, "config.yaml"); }
 
-std::vector<RowCase> row_cases() {
+std::vector<RowCase> engine_row_cases() {
   using S = SupportStage;
   const auto options = [](std::function<void(Config&)> set) {
     return [set](Config& c, RunShape&) { set(c); };
@@ -433,128 +397,6 @@ std::vector<RowCase> row_cases() {
        },
        "offload_grads is implemented on one GPU only, not on the data-parallel device"},
       // surogate dpo (loss.preference is set by the command, so these rows wait for the Backend stage).
-      {"kto with one row per micro-batch", S::Backend,
-       [](Config& c, RunShape& s) {
-         kto_run(c, s, DatasetType::Kto);
-         c.schedule.per_device_train_batch_size = 1;
-       },
-       "option 'per_device_train_batch_size' must be at least 2 for loss.type kto"},
-      {"kto on other datasets", S::Backend, [](Config& c, RunShape& s) { kto_run(c, s, DatasetType::Preference); },
-       "must all be type: kto for `surogate dpo` with loss.type kto"},
-      {"kto reference_free", S::Backend,
-       [](Config& c, RunShape& s) {
-         kto_run(c, s, DatasetType::Kto);
-         c.loss.reference_free = true;
-       },
-       "option 'loss.reference_free' does not apply to loss.type kto"},
-      {"preference datasets outside surogate dpo", S::Backend,
-       [](Config& c, RunShape& s) {
-         c.data.datasets[0].type = DatasetType::Preference;
-         s = cpu();
-       },
-       "type: preference / kto dataset, which only `surogate dpo` trains on"},
-      {"surogate dpo on other datasets", S::Backend,
-       [](Config& c, RunShape& s) {
-         c.loss.preference = true;
-         s = cpu();
-       },
-       "must all be type: preference for `surogate dpo`"},
-      {"surogate dpo with padding_free", S::Backend,
-       [](Config& c, RunShape& s) {
-         c.loss.preference = true;
-         c.data.datasets[0].type = DatasetType::Preference;
-         c.data.padding_free = true;
-         s = cpu();
-       },
-       "option 'padding_free' does not apply to `surogate dpo`"},
-      {"surogate dpo with a loss_scale strategy", S::Backend,
-       [](Config& c, RunShape& s) {
-         c.loss.preference = true;
-         c.data.datasets[0].type = DatasetType::Preference;
-         c.data.loss_scale = "all";
-         s = cpu();
-       },
-       "option 'loss_scale' does not apply to `surogate dpo`"},
-      {"surogate dpo with sequence or pipeline parallelism", S::Device,
-       [](Config& c, RunShape& s) {
-         c.loss.preference = true;
-         c.data.datasets[0].type = DatasetType::Preference;
-         s = cpu();
-         s.world_size = s.sequence_size = 2;
-       },
-       "sequence_parallel_size: 2 is not run by `surogate dpo` in this version"},
-      {"kto on several ranks", S::Device,
-       [](Config& c, RunShape& s) {
-         kto_run(c, s, DatasetType::Kto);
-         s = cuda(2);
-         s.data_parallel_device = true;
-       },
-       "loss.type kto trains on one device in this version"},
-      {"surogate dpo over several processes", S::Device,
-       [](Config& c, RunShape& s) {
-         c.loss.preference = true;
-         c.data.datasets[0].type = DatasetType::Preference;
-         s = cuda(2);
-         s.processes = 2;
-         s.data_parallel_device = true;
-       },
-       "a launcher or Ray started 2 processes. Start one process with gpus: 2"},
-      // surogate grpo (grpo.enabled is set by the command: the Backend stage).
-      {"grpo options outside surogate grpo", S::Backend,
-       [](Config& c, RunShape& s) {
-         c.sources["grpo.num_generations"] = "config.yaml:9";
-         s = cpu();
-       },
-       "option 'grpo' is read only by `surogate grpo`"},
-      {"prompt datasets outside surogate grpo", S::Backend,
-       [](Config& c, RunShape& s) {
-         c.data.datasets[0].type = DatasetType::Prompt;
-         s = cpu();
-       },
-       "type: prompt dataset, which only `surogate grpo` trains on"},
-      {"surogate grpo on other datasets", S::Backend, grpo_case([](Config& c) { c.data.datasets[0].type = DatasetType::Text; }),
-       "must all be type: prompt for `surogate grpo`"},
-      {"surogate grpo with validation data", S::Backend,
-       grpo_case([](Config& c) { c.eval.validation_datasets.push_back(c.data.datasets[0]); }),
-       "option 'validation_datasets' is not evaluated by `surogate grpo`"},
-      {"surogate grpo without reward functions", S::Backend, grpo_case([](Config& c) { c.grpo.reward_functions.clear(); }),
-       "option 'grpo.reward_functions' is empty"},
-      {"surogate grpo with a KL term", S::Backend, grpo_case([](Config& c) { c.grpo.beta = 0.04; }),
-       "option 'grpo.beta' is 0.04: the KL term to a reference model is not in this version"},
-      {"surogate grpo with several iterations", S::Backend, grpo_case([](Config& c) { c.grpo.num_iterations = 2; }),
-       "option 'grpo.num_iterations' is 2"},
-      {"surogate grpo with a partial group per step", S::Backend,
-       grpo_case([](Config& c) {
-         c.schedule.per_device_train_batch_size = 3;
-         c.schedule.gradient_accumulation_steps = 1;
-       }),
-       "must be a multiple of grpo.num_generations (2)"},
-      {"surogate grpo with sequence_len", S::Backend,
-       grpo_case([](Config& c) { c.sources["sequence_len"] = "config.yaml:3"; }),
-       "option 'sequence_len' does not apply to `surogate grpo`"},
-      {"surogate grpo with padding_free", S::Backend, grpo_case([](Config& c) { c.data.padding_free = true; }),
-       "option 'padding_free' does not apply to `surogate grpo`"},
-      {"surogate grpo with a loss_scale strategy", S::Backend, grpo_case([](Config& c) { c.data.loss_scale = "all"; }),
-       "option 'loss_scale' does not apply to `surogate grpo`"},
-      {"surogate grpo with qlora", S::Backend, grpo_case([](Config& c) { c.quant.qlora_bnb = true; }),
-       "(qlora_*) is not in `surogate grpo` in this version"},
-      {"surogate grpo with a low-precision recipe", S::Backend,
-       grpo_case([](Config& c) { c.precision.recipe = Recipe::Fp8Hybrid; }), "option 'recipe' is not bf16"},
-      {"surogate grpo on several ranks", S::Device,
-       [](Config& c, RunShape& s) {
-         make_grpo(c);
-         s = cuda(2);
-         s.data_parallel_device = true;
-       },
-       "`surogate grpo` trains on one device in this version"},
-      {"surogate grpo on a mixture-of-experts model", S::Model,
-       [](Config& c, RunShape& s) {
-         make_grpo(c);
-         s = cuda();
-         s.moe = true;
-         s.model_type = "qwen3_moe";
-       },
-       "`surogate grpo` on a mixture-of-experts model (qwen3_moe) is not in this version"},
       // The Model stage.
       {"float16 with a mixture-of-experts model", S::Model,
        [](Config& c, RunShape& s) {
@@ -565,6 +407,13 @@ std::vector<RowCase> row_cases() {
        },
        "torch_dtype: float16 with a mixture-of-experts model (qwen3_moe) is not implemented on the CUDA backend"},
   };
+}
+
+// Every row's case: the engine's above, the training modes' in test_feature_support_modes.cpp.
+std::vector<RowCase> row_cases() {
+  std::vector<RowCase> cases = engine_row_cases();
+  for (RowCase& row_case : training_mode_row_cases()) cases.push_back(std::move(row_case));
+  return cases;
 }
 
 TEST(FeatureSupport, EveryRowFiresAloneWithItsMessage) {
