@@ -1,5 +1,5 @@
 // The feature-support table's rows of `surogate grpo` (train/objective/grpo_objective.h): what this
-// version runs — one device, beta 0, one policy update per generation batch — and what it refuses, each naming its option. Kept apart from
+// version runs — one device, beta 0 with full fine-tuning — and what it refuses, each naming its option. Kept apart from
 // feature_support.cpp (its size); the table calls add_grpo_rows in its order.
 #include <algorithm>
 #include <functional>
@@ -72,17 +72,12 @@ void add_grpo_rows(std::vector<SupportRow>& rows) {
       "grpo.reward_functions",
       says("is empty: give at least one, e.g. [\"rewards.py:correct_answer\"] or [exact_match] (docs/grpo.md)")));
   rows.push_back(grpo_row(
-      "surogate grpo with a KL term", true, [](const Config& c) { return c.grpo.beta != 0.0; }, "grpo.beta",
+      "surogate grpo with a KL term and full fine-tuning", true,
+      [](const Config& c) { return c.grpo.beta != 0.0 && !c.lora.enabled; }, "grpo.beta",
       [](const Config& c) {
-        return fmt::format("is {}: the KL term to a reference model is not in this version (no reference is kept); "
-                           "set beta: 0 (TRL's default)", c.grpo.beta);
-      }));
-  rows.push_back(grpo_row(
-      "surogate grpo with several iterations", true, [](const Config& c) { return c.grpo.num_iterations != 1; },
-      "grpo.num_iterations",
-      [](const Config& c) {
-        return fmt::format("is {}: several policy updates per generation batch (the importance ratio to the old "
-                           "log-probabilities) are not in this version; set num_iterations: 1", c.grpo.num_iterations);
+        return fmt::format("is {}: the KL term's reference is the base model without the LoRA adapter, and full "
+                           "fine-tuning keeps no frozen copy of the starting weights in this version; use lora: true "
+                           "or set beta: 0 (TRL's default)", c.grpo.beta);
       }));
   rows.push_back(grpo_row(
       "surogate grpo with a partial group per step", true,

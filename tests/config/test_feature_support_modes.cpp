@@ -117,10 +117,12 @@ std::vector<RowCase> training_mode_row_cases() {
        "option 'validation_datasets' is not evaluated by `surogate grpo`"},
       {"surogate grpo without reward functions", S::Backend, grpo_case([](Config& c) { c.grpo.reward_functions.clear(); }),
        "option 'grpo.reward_functions' is empty"},
-      {"surogate grpo with a KL term", S::Backend, grpo_case([](Config& c) { c.grpo.beta = 0.04; }),
-       "option 'grpo.beta' is 0.04: the KL term to a reference model is not in this version"},
-      {"surogate grpo with several iterations", S::Backend, grpo_case([](Config& c) { c.grpo.num_iterations = 2; }),
-       "option 'grpo.num_iterations' is 2"},
+      {"surogate grpo with a KL term and full fine-tuning", S::Backend,
+       grpo_case([](Config& c) {
+         c.grpo.beta = 0.04;
+         c.lora.enabled = false;
+       }),
+       "option 'grpo.beta' is 0.04: the KL term's reference is the base model without the LoRA adapter"},
       {"surogate grpo with a partial group per step", S::Backend,
        grpo_case([](Config& c) {
          c.schedule.per_device_train_batch_size = 3;

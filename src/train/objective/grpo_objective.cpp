@@ -14,6 +14,8 @@
 #include "rl/completion_batch.h"
 #include "train/device/training_device.h"
 #include "train/objective/grpo_graph.h"
+#include "train/objective/grpo_reference.h"
+#include "train/objective/grpo_token_graph.h"
 #include "train/objective/grpo_window.h"
 #include "train/training_plan.h"
 
@@ -62,15 +64,20 @@ void add_length_metrics(const std::vector<rl::Rollout>& rollouts, nlohmann::json
   metrics["completions/mean_terminated_length"] = terminated > 0 ? terminated_sum / static_cast<double>(terminated) : 0.0;
 }
 
+// The ratio or the KL term is in play: the step trains through grpo_iterations.h.
+bool grpo_uses_iterations(const config::Grpo& grpo) { return grpo.beta != 0.0 || grpo.num_iterations > 1; }
+
 }  // namespace
 
 GrpoObjective::GrpoObjective(const Config& config) : config_(config) {}
 
 GrpoObjective::~GrpoObjective() = default;
 
-ObjectiveGraph GrpoObjective::rewrite_loss(graph::Graph forward, graph::TensorId loss, const graph::OpRegistry&,
-                                           int64_t, int64_t) const {
-  return {apply_grpo_temperature(std::move(forward), loss, config_.grpo.temperature), loss};
+ObjectiveGraph GrpoObjective::rewrite_loss(graph::Graph forward, graph::TensorId loss, const graph::OpRegistry& registry,
+                                           int64_t batch, int64_t sequence) const {
+  graph::Graph scored = apply_grpo_temperature(std::move(forward), loss, config_.grpo.temperature);
+  if (!grpo_uses_iterations(config_.grpo)) return {std::move(scored), loss};
+  return apply_grpo_token_loss(std::move(scored), loss, registry, batch, sequence, config_.grpo.max_completion_length);
 }
 
 void GrpoObjective::prepare(const ObjectiveContext& context) {
@@ -101,9 +108,58 @@ void GrpoObjective::prepare(const ObjectiveContext& context) {
   seeds_ = context.saved_state.is_object() && context.saved_state.contains("rollout_seeds")
                ? rl::RolloutSeeds::from_json(context.saved_state["rollout_seeds"], "trainer_state.json objective")
                : rl::RolloutSeeds(static_cast<uint64_t>(config_.data.train_seed));
+  if (grpo_uses_iterations(grpo)) prepare_iterations(options);
   context.message(fmt::format("surogate grpo: {} prompts, {} completions of each per group, {} per step, rewards: {}",
                               prompts_.rows.size(), grpo.num_generations, completions,
                               fmt::join(grpo.reward_functions, ", ")));
+}
+
+void GrpoObjective::prepare_iterations(const generate::ModelOptions& options) {
+  const config::Grpo& grpo = config_.grpo;
+  const int64_t accumulation = std::max<int64_t>(1, config_.schedule.gradient_accumulation_steps);
+  GrpoIterationSettings settings;
+  settings.num_iterations = grpo.num_iterations;
+  settings.temperature = grpo.temperature;
+  settings.batch = config_.schedule.per_device_train_batch_size;
+  settings.width = grpo.max_completion_length;
+  settings.train_seed = static_cast<uint64_t>(config_.data.train_seed);
+  settings.loss = grpo_loss_options(grpo, accumulation);
+  settings.lay_out = [this, accumulation](const GrpoGeneration& generation) {
+    const config::Grpo& grpo = config_.grpo;
+    GrpoLayout layout;
+    layout.completions = rl::completion_batch(generation.completions, rollout_.eos_ids, prompts_.pad_id,
+                                              grpo.mask_truncated_completions);
+    layout.batches = grpo_window(generation.prompts, generation.completions, layout.completions, generation.advantages,
+                                 grpo_loss_options(grpo, accumulation), config_.schedule.per_device_train_batch_size,
+                                 grpo.max_prompt_length + grpo.max_completion_length, prompts_.pad_id)
+                         .batches;
+    return layout;
+  };
+  if (grpo.beta != 0.0) {
+    // The reference is the base: the same weights read in place without the adapter.
+    reference_ = generate::open_kv_cache_on_weights({context_.plan, context_.device->weights_backend(), std::nullopt},
+                                                    config_.model.name_or_path, options);
+    settings.reference = [this](const GrpoGeneration& generation) {
+      return reference_token_logps(*reference_, generation.prompts, generation.completions,
+                                   config_.grpo.max_completion_length, config_.grpo.temperature);
+    };
+  }
+  const nlohmann::json& saved = context_.saved_state;
+  iterations_ = std::make_unique<GrpoIterations>(
+      context_, std::move(settings),
+      saved.is_object() && saved.contains("grpo_iterations") ? saved["grpo_iterations"] : nlohmann::json());
+}
+
+void GrpoObjective::begin_window(std::span<const data::PackedBatch>, double loss_scale) {
+  if (iterations_) iterations_->begin_window(loss_scale);
+}
+
+std::vector<runtime::InputBinding> GrpoObjective::bind(size_t micro) {
+  return iterations_ ? iterations_->bind(micro) : std::vector<runtime::InputBinding>{};
+}
+
+void GrpoObjective::observe(TrainingDevice& device) {
+  if (iterations_) device.kept_outputs();  // the step's own log-probabilities: its passes before read them
 }
 
 void GrpoObjective::make_window(data::DataLoader& loader, std::span<data::PackedBatch> batches) {
@@ -112,6 +168,11 @@ void GrpoObjective::make_window(data::DataLoader& loader, std::span<data::Packed
   const int64_t batch = config_.schedule.per_device_train_batch_size;
   const auto completions = static_cast<int64_t>(batches.size()) * batch;
   const int64_t prompt_count = completions / grpo.num_generations;
+  if (iterations_ && iterations_->replays()) {  // the buffered generation again: no prompts read
+    iterations_->replay(batches, metrics_);
+    window_made_ = GrpoClock::now();
+    return;
+  }
   std::vector<const data::PromptRow*> rows;
   std::vector<std::vector<int32_t>> prompt_ids;
   for (int64_t p = 0; p < prompt_count; ++p) {
@@ -171,6 +232,7 @@ void GrpoObjective::make_window(data::DataLoader& loader, std::span<data::Packed
     if (value.is_number_float() && !std::isfinite(value.get<double>())) value = nullptr;
   }
   metrics_ = std::move(metrics);
+  if (iterations_) iterations_->start({completion_prompts, completion_ids, advantages.advantages, {}, {}, {}}, batches, metrics_);
   if (grpo.log_completions && context_.log) {
     const auto shown = std::min<size_t>(static_cast<size_t>(grpo.num_completions_to_print), rollouts.size());
     for (size_t i = 0; i < shown; ++i) {
@@ -193,6 +255,10 @@ nlohmann::json GrpoObjective::step_metrics() {
   return metrics;
 }
 
-nlohmann::json GrpoObjective::checkpoint_state() const { return {{"rollout_seeds", seeds_.to_json()}}; }
+nlohmann::json GrpoObjective::checkpoint_state() const {
+  nlohmann::json state{{"rollout_seeds", seeds_.to_json()}};
+  if (iterations_) state["grpo_iterations"] = iterations_->checkpoint_state();
+  return state;
+}
 
 }  // namespace surogate::train

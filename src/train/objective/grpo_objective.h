@@ -10,8 +10,13 @@
 // frac_reward_zero_std) and the generation / reward / training time split; with log_completions,
 // the first num_completions_to_print completions go to the log as "completions" records.
 //
+// With beta ≠ 0 or num_iterations > 1 the step trains through grpo_iterations.h (the importance
+// ratio to the generation's log-probabilities, the KL term to the base without the adapter, each
+// generation trained num_iterations times).
+//
 // The sampling seeds (rl/group_sampling.h's RolloutSeeds) are the objective's checkpoint state, so
-// a resumed run samples exactly the completions an uninterrupted one would.
+// a resumed run samples exactly the completions an uninterrupted one would (and, with iterations,
+// the buffered generation: grpo_iterations.h).
 #pragma once
 
 #include <chrono>
@@ -24,6 +29,7 @@
 #include "rl/group_sampling.h"
 #include "rl/reward_functions.h"
 #include "tokenizer/tokenizer.h"
+#include "train/objective/grpo_iterations.h"
 #include "train/objective/grpo_prompts.h"
 #include "train/objective/training_objective.h"
 
@@ -35,13 +41,15 @@ public:
   ~GrpoObjective() override;
 
   // The LM head's cross-entropy stays the loss (weighted per token: the plan has loss_weights),
-  // its hidden input divided by the temperature (grpo_graph.h).
+  // its hidden input divided by the temperature (grpo_graph.h); with beta ≠ 0 or num_iterations
+  // > 1, the per-token log-probabilities weighed by grpo_iterations.h's coefficients
+  // (grpo_token_graph.h).
   ObjectiveGraph rewrite_loss(graph::Graph forward, graph::TensorId loss, const graph::OpRegistry& registry,
                               int64_t batch, int64_t sequence) const override;
   void prepare(const ObjectiveContext& context) override;
-  void begin_window(std::span<const data::PackedBatch>, double) override {}
-  std::vector<runtime::InputBinding> bind(size_t) override { return {}; }
-  void observe(TrainingDevice&) override {}
+  void begin_window(std::span<const data::PackedBatch>, double loss_scale) override;
+  std::vector<runtime::InputBinding> bind(size_t micro) override;
+  void observe(TrainingDevice& device) override;
   nlohmann::json step_metrics() override;
   nlohmann::json evaluate() override { return nlohmann::json::object(); }
   bool makes_window() const override { return true; }
@@ -49,6 +57,10 @@ public:
   nlohmann::json checkpoint_state() const override;
 
 private:
+  // The iterations' settings and state (grpo_iterations.h), and with beta the reference model:
+  // the KV-cache model on the trainer's weights without the adapter.
+  void prepare_iterations(const generate::ModelOptions& options);
+
   const Config& config_;
   ObjectiveContext context_;
   PromptSet prompts_;
@@ -57,6 +69,9 @@ private:
   std::optional<tokenizer::Tokenizer> tokenizer_;
   rl::RolloutOptions rollout_;
   rl::RolloutSeeds seeds_;
+  // beta ≠ 0 or num_iterations > 1 (grpo_iterations.h), else null; the reference model with beta.
+  std::unique_ptr<GrpoIterations> iterations_;
+  std::unique_ptr<generate::NextTokenModel> reference_;
   nlohmann::json metrics_;  // the last window's, for step_metrics
   std::chrono::steady_clock::time_point window_made_;
 };

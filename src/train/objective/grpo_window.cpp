@@ -62,6 +62,9 @@ GrpoWindow grpo_window(const std::vector<std::vector<int32_t>>& prompts,
                      static_cast<int64_t>(advantages.size()) == B,
                  "a GRPO window of whole micro-batches ({} completions, {} per micro-batch)", B, batch);
   options.token_normalizer = static_cast<double>(std::max<int64_t>(completions.masked_tokens(), 1));
+  // The weights are the ratio-1 ones without the KL term; with beta or num_iterations the step
+  // trains through grpo_iterations.h, which only takes these rows' layout.
+  options.beta = 0.0;
   GrpoWindow window;
   const int64_t micro_batches = B / batch;
   for (int64_t micro = 0; micro < micro_batches; ++micro) {

@@ -25,8 +25,10 @@ void load_prompts(RunContext& run) {
   run.sequence = config.grpo.max_prompt_length + config.grpo.max_completion_length;
   run.loader = std::make_unique<data::DataLoader>(run.cache, run.cache->train(), 1,
                                                   static_cast<uint64_t>(config.data.train_seed), run.pad_id);
-  // The step loop counts micro-batches of completions: num_generations per prompt.
-  run.batches_per_epoch = static_cast<int64_t>(prompts.rows.size()) * config.grpo.num_generations / run.batch;
+  // The step loop counts micro-batches of completions: num_generations per prompt, each generation
+  // trained num_iterations times (TRL's epoch of num_iterations × the steps).
+  run.batches_per_epoch = static_cast<int64_t>(prompts.rows.size()) * config.grpo.num_generations *
+                          config.grpo.num_iterations / run.batch;
 }
 
 }  // namespace surogate::train

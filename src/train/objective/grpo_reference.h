@@ -1,0 +1,24 @@
+// GRPO's reference log-probabilities (beta ≠ 0): each completion token's
+// log_softmax(logits / temperature)[token] under the reference model, the frozen base without the
+// LoRA adapter, as TRL computes ref_per_token_logps with PEFT's adapter disabled. The model is a
+// KV-cache generation model opened on the trainer's weights without the adapter
+// (generate/kv_cache_model.h's open_kv_cache_on_weights, lora unset: no copy of the base); each
+// slot is fed its prompt, then its completion one token at a time, each feed's logits scoring the
+// next completion token (ops/grpo_logprobs.h's token_logprobs_forward).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "generate/next_token_model.h"
+
+namespace surogate::train {
+
+// [B, width] row-major (B = completions.size()), 0 past each completion's end. The slots of
+// `model` are cleared before and after. InternalError when a completion is longer than `width`.
+std::vector<double> reference_token_logps(generate::NextTokenModel& model,
+                                          const std::vector<std::vector<int32_t>>& prompts,
+                                          const std::vector<std::vector<int32_t>>& completions, int64_t width,
+                                          double temperature);
+
+}  // namespace surogate::train
