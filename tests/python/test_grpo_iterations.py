@@ -136,3 +136,24 @@ def test_beta_with_full_fine_tuning_is_refused(surogate_bin, example, tmp_path):
     result = run_surogate(surogate_bin, "grpo", config, "--grpo.beta=0.04")
     assert result.returncode == 2, result.stdout + result.stderr
     assert "option 'grpo.beta' is 0.04" in result.stderr and "use lora: true" in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("lora,extra", [("true\nlora_rank: 4", ("--grpo.beta=0.04", "--grpo.temperature=0.7")),
+                                        ("false", ())],
+                         ids=["lora-dropout-kl", "full"])
+def test_a_toy_task_learns_with_two_iterations(surogate_bin, example, tmp_path, lora, extra):
+    """LoRA with its default dropout (0.05: the step's own masks in the log-prob pass) and the KL
+    term, and full fine-tuning (the trainable head's gradient through the per-token graph)."""
+    (tmp_path / "rewards.py").write_text(SEVENS)
+    out = tmp_path / "out"
+    config = grpo_config(tmp_path / "grpo.yaml", example, out, ["rewards.py:sevens"], lora=lora)
+    result = run_surogate(surogate_bin, "grpo", config, "--max_steps=50", "--grpo.num_iterations=2", *extra)
+    assert result.returncode == 0, result.stdout + result.stderr
+    steps = records(out, "step")
+    assert len(steps) == 50
+    assert all(steps[i]["reward"] == steps[i + 1]["reward"] for i in range(0, 50, 2))  # each generation twice
+    assert ("kl" in steps[-1]) == bool(extra)
+    assert any(step["clip_ratio/region_mean"] > 0 for step in steps[1::2])  # the second iterations clip
+    rewards = [step["reward"] for step in steps]
+    assert sum(rewards[:2]) / 2 < 0.2, rewards  # chance: one token in 17
+    assert sum(rewards[-4:]) / 4 > 0.6, rewards
