@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "graph/builder.h"
+#include "train/objective/sequence_logps_rewrite.h"
 
 namespace surogate::train {
 
@@ -21,21 +22,8 @@ ObjectiveGraph apply_grpo_token_loss(graph::Graph forward, graph::TensorId loss,
       forward.add_tensor({kGrpoTokenIds, {DType::I32, graph::Shape{batch, sequence}}, graph::TensorRole::Input});
   forward.inputs.push_back(token_ids);
   const DType statistic = forward.tensor(loss).type.dtype;
-  // lm_head_loss(hidden, head, targets, scale[, weights]) -> (loss, logsumexp) becomes
-  // sequence_logps(hidden, head, targets, token_ids) -> (logps, logit_sums, logsumexp), as the
-  // preference objective's rewrite (preference_graph.cpp) with one "sequence" per completion token.
-  forward.rename_tensor(loss, kGrpoTokenLogps);
-  forward.tensor(loss).type = {statistic, graph::Shape{tokens}};
-  graph::TensorInfo logit_sums{"grpo_token_logit_sums", {statistic, graph::Shape{tokens}}, graph::TensorRole::Activation};
-  logit_sums.producer = producer;
-  const graph::TensorId logit_sums_id = forward.add_tensor(std::move(logit_sums));
-  graph::Node& node = forward.nodes[static_cast<size_t>(producer)];
-  const int64_t chunks = node.attrs.value("chunks", int64_t{1});
-  node.op = "sequence_logps";
-  node.name = kGrpoTokenLogps;
-  node.inputs = {node.inputs[0], node.inputs[1], node.inputs[2], token_ids};
-  node.outputs = {loss, logit_sums_id, node.outputs[1]};
-  node.attrs = {{"chunks", chunks}, {"sequences", tokens}};
+  // One "sequence" per completion token (the preference objective's rewrite, preference_graph.cpp).
+  rewrite_to_sequence_logps(forward, loss, token_ids, tokens, kGrpoTokenLogps, "grpo_token_logit_sums");
 
   graph::GraphBuilder builder(registry, std::move(forward));
   const graph::TensorId coefficients = builder.input(kGrpoTokenCoefficients, statistic, {tokens});

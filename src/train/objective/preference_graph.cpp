@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "graph/builder.h"
 #include "ops/defs/preference_attrs.h"
+#include "train/objective/sequence_logps_rewrite.h"
 
 namespace surogate::train {
 
@@ -25,18 +26,8 @@ ObjectiveGraph apply_preference_loss(graph::Graph forward, graph::TensorId loss,
       forward.add_tensor({kSequenceIds, {DType::I32, graph::Shape{batch, sequence}}, graph::TensorRole::Input});
   forward.inputs.push_back(sequence_ids);
   const DType statistic = forward.tensor(loss).type.dtype;
-  forward.rename_tensor(loss, kPolicyLogps);
-  forward.tensor(loss).type = {statistic, graph::Shape{sequences}};
-  graph::TensorInfo logit_sums{kPolicyLogitSums, {statistic, graph::Shape{sequences}}, graph::TensorRole::Activation};
-  logit_sums.producer = producer;
-  const graph::TensorId logit_sums_id = forward.add_tensor(std::move(logit_sums));
-  graph::Node& node = forward.nodes[static_cast<size_t>(producer)];
-  const int64_t chunks = node.attrs.value("chunks", int64_t{1});
-  node.op = "sequence_logps";
-  node.name = kPolicyLogps;
-  node.inputs = {node.inputs[0], node.inputs[1], node.inputs[2], sequence_ids};
-  node.outputs = {loss, logit_sums_id, node.outputs[1]};
-  node.attrs = {{"chunks", chunks}, {"sequences", sequences}};
+  const graph::TensorId logit_sums_id =
+      rewrite_to_sequence_logps(forward, loss, sequence_ids, sequences, kPolicyLogps, kPolicyLogitSums);
 
   graph::GraphBuilder builder(registry, std::move(forward));
   const graph::TensorId reference = builder.input(kReferenceLogps, statistic, {sequences});
