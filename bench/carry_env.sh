@@ -17,3 +17,14 @@ print(next((os.path.dirname(p) for r in site.getsitepackages()
   fi
   export LD_LIBRARY_PATH="$CARRY_DIR/lib${cudnn:+:$cudnn}:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 }
+
+# The peers' wheels carried in $root/carry/wheels (trl and the dependencies the machine lacks),
+# installed without their dependencies into FOLDER, which goes first on PYTHONPATH; nothing when
+# no trl wheel was carried.
+#   install_peer_wheels FOLDER
+install_peer_wheels() {
+  ls "$root"/carry/wheels/trl-*.whl >/dev/null 2>&1 || return 0
+  rm -rf "$1"
+  python3 -m pip install -q --no-deps --target "$1" "$root"/carry/wheels/*.whl 2>&1 | tail -2
+  export PYTHONPATH="$1:${PYTHONPATH:-}"
+}

@@ -121,6 +121,9 @@ class GptNeoxShape(Qwen3Shape):
 
 
 MODELS = {
+    # A Qwen3 of a few million parameters (most of them the real vocabulary's embedding): the CPU
+    # smoke tests of the bench scripts (tests/python/test_grpo_bench.py).
+    "qwen3-tiny": Qwen3Shape("qwen3-tiny", 64, 128, 2, 4, 2, head_dim=16),
     "qwen3-0.6b": Qwen3Shape("qwen3-0.6b", 1024, 3072, 28, 16, 8),
     "qwen3-1.7b": Qwen3Shape("qwen3-1.7b", 2048, 6144, 28, 16, 8),
     "qwen3-4b": Qwen3Shape("qwen3-4b", 2560, 9728, 36, 32, 8),

@@ -17,6 +17,7 @@
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 source "$root/bench/carry_env.sh"
+source "$root/bench/mode_yaml.sh"
 use_carry dpo surogate || exit 1
 log="${OUT:-/tmp/dpo_job}"
 work="${DPO_WORK:-/tmp/dpo_work}"
@@ -25,11 +26,7 @@ surogate="$CARRY_DIR/surogate"
 steps="${DPO_STEPS:-6}"
 pairs=$((8 * steps + 16))
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-if ls "$root"/carry/wheels/trl-*.whl >/dev/null 2>&1; then
-  rm -rf /tmp/dpo_peers
-  python3 -m pip install -q --no-deps --target /tmp/dpo_peers "$root"/carry/wheels/*.whl 2>&1 | tail -2
-  export PYTHONPATH="/tmp/dpo_peers:${PYTHONPATH:-}"
-fi
+install_peer_wheels /tmp/dpo_peers
 gpu_index="${CUDA_VISIBLE_DEVICES:-0}"
 gpu_index="${gpu_index%%,*}"
 status=0
@@ -61,14 +58,7 @@ loss:
   type: dpo
   dpo_beta: 0.1
 YAML
-  if [[ "$mode" == lora ]]; then
-    printf 'lora: true\nlora_rank: 16\nlora_alpha: 32\nlora_dropout: 0.0\n' >>"$work/$model-$mode.yaml"
-  else
-    printf 'lora: false\n' >>"$work/$model-$mode.yaml"
-  fi
-  for r in recompute_swiglu recompute_rmsnorm recompute_ffn recompute_qkv recompute_att recompute_block recompute_lora; do
-    [[ "$mode" == full && "$r" == recompute_lora ]] || printf '%s: false\n' "$r" >>"$work/$model-$mode.yaml"
-  done
+  append_mode_yaml "$mode" "$work/$model-$mode.yaml"
   "$surogate" dpo "$work/$model-$mode.yaml" --dry-run >"$work/dryrun.txt" 2>&1 || echo "$model $mode: dry run failed"
   nvidia-smi -i "$gpu_index" --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 >"$work/mem.txt" 2>/dev/null &
   sampler=$!

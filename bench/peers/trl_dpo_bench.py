@@ -11,11 +11,12 @@ sides, as trained) over the steps after --warmup, peak GPU memory.
 
   python3 bench/peers/trl_dpo_bench.py --model-dir DIR --data pairs.jsonl --mode lora --steps 6
 """
-import argparse
 import json
 import os
 import sys
 import time
+
+from trainer_peer import lora_config, print_record, trainer_parser
 
 
 def run(args):
@@ -34,10 +35,7 @@ def run(args):
     tokenizer = transformers.AutoTokenizer.from_pretrained(args.model_dir)
     model = transformers.AutoModelForCausalLM.from_pretrained(args.model_dir, dtype=torch.bfloat16,
                                                               attn_implementation="sdpa").to("cuda")
-    peft_config = None
-    if args.mode == "lora":
-        peft_config = peft.LoraConfig(r=args.lora_rank, lora_alpha=2 * args.lora_rank, lora_dropout=0.0,
-                                      target_modules="all-linear", task_type="CAUSAL_LM")
+    peft_config = lora_config(args)
     config = trl.DPOConfig(
         output_dir="/tmp/trl_dpo_out", per_device_train_batch_size=args.micro_batch,
         gradient_accumulation_steps=args.grad_accum, max_steps=args.steps + args.warmup, learning_rate=1e-5,
@@ -76,25 +74,11 @@ def run(args):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model-dir", required=True)
-    parser.add_argument("--data", required=True)
-    parser.add_argument("--mode", choices=["lora", "full"], default="lora")
-    parser.add_argument("--lora-rank", type=int, default=16)
+    parser = trainer_parser(__doc__, micro_batch=4, grad_accum=2, steps=4, warmup=2)
     parser.add_argument("--max-length", type=int, default=1024)
-    parser.add_argument("--micro-batch", type=int, default=4)
-    parser.add_argument("--grad-accum", type=int, default=2)
-    parser.add_argument("--steps", type=int, default=4)
-    parser.add_argument("--warmup", type=int, default=2)
-    parser.add_argument("--checkpointing", action="store_true")
     parser.add_argument("--liger", action="store_true")
     args = parser.parse_args()
-    try:
-        record = run(args)
-    except Exception as error:  # an out-of-memory is a result too
-        record = {"engine": "trl-dpo", "mode": args.mode, "liger": args.liger,
-                  "error": f"{type(error).__name__}: {error}"[:400]}
-    print(json.dumps(record), flush=True)
+    print_record(run, args, {"engine": "trl-dpo", "mode": args.mode, "liger": args.liger})
 
 
 if __name__ == "__main__":

@@ -29,6 +29,11 @@ bool has_other_dataset(const Config& c) {
   return false;
 }
 
+bool has_other_validation_dataset(const Config& c) {
+  return std::any_of(c.eval.validation_datasets.begin(), c.eval.validation_datasets.end(),
+                     [](const DatasetConfig& dataset) { return dataset.type != DatasetType::Prompt; });
+}
+
 bool sets_grpo_option(const Config& c) {
   for (const auto& [key, source] : c.sources.by_key) {
     if (key == "grpo" || key.starts_with("grpo.")) return true;
@@ -63,10 +68,10 @@ void add_grpo_rows(std::vector<SupportRow>& rows) {
   rows.push_back(grpo_row("surogate grpo on other datasets", true, has_other_dataset, "datasets",
                           says("must all be type: prompt for `surogate grpo` (rows with a prompt and the columns the "
                                "reward functions read)")));
-  rows.push_back(grpo_row(
-      "surogate grpo with validation data", true,
-      [](const Config& c) { return !c.eval.validation_datasets.empty(); }, "validation_datasets",
-      says("is not evaluated by `surogate grpo` in this version (the prompts are not split either); remove it")));
+  rows.push_back(grpo_row("surogate grpo on other validation datasets", true, has_other_validation_dataset,
+                          "validation_datasets",
+                          says("must all be type: prompt for `surogate grpo` (its evaluation samples completions of "
+                               "the validation prompts and scores them)")));
   rows.push_back(grpo_row(
       "surogate grpo without reward functions", true, [](const Config& c) { return c.grpo.reward_functions.empty(); },
       "grpo.reward_functions",

@@ -112,9 +112,11 @@ std::vector<RowCase> training_mode_row_cases() {
        "type: prompt dataset, which only `surogate grpo` trains on"},
       {"surogate grpo on other datasets", S::Backend, grpo_case([](Config& c) { c.data.datasets[0].type = DatasetType::Text; }),
        "must all be type: prompt for `surogate grpo`"},
-      {"surogate grpo with validation data", S::Backend,
-       grpo_case([](Config& c) { c.eval.validation_datasets.push_back(c.data.datasets[0]); }),
-       "option 'validation_datasets' is not evaluated by `surogate grpo`"},
+      {"surogate grpo on other validation datasets", S::Backend, grpo_case([](Config& c) {
+         c.eval.validation_datasets.push_back(c.data.datasets[0]);
+         c.eval.validation_datasets.back().type = DatasetType::Text;
+       }),
+       "option 'validation_datasets' must all be type: prompt for `surogate grpo`"},
       {"surogate grpo without reward functions", S::Backend, grpo_case([](Config& c) { c.grpo.reward_functions.clear(); }),
        "option 'grpo.reward_functions' is empty"},
       {"surogate grpo with a KL term and full fine-tuning", S::Backend,

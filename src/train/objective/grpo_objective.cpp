@@ -13,9 +13,11 @@
 #include "rl/advantages.h"
 #include "rl/completion_batch.h"
 #include "train/device/training_device.h"
+#include "train/objective/grpo_evaluation.h"
 #include "train/objective/grpo_graph.h"
 #include "train/objective/grpo_reference.h"
 #include "train/objective/grpo_token_graph.h"
+#include "train/objective/grpo_metrics.h"
 #include "train/objective/grpo_window.h"
 #include "train/training_plan.h"
 
@@ -40,28 +42,6 @@ ops::GrpoLossOptions grpo_loss_options(const config::Grpo& grpo, int64_t accumul
   options.max_completion_length = grpo.max_completion_length;
   options.accumulation_steps = static_cast<double>(accumulation);
   return options;
-}
-
-// TRL's completions/* metrics: lengths of all completions, and of those that ended (an EOS).
-void add_length_metrics(const std::vector<rl::Rollout>& rollouts, nlohmann::json& metrics) {
-  double sum = 0.0, terminated_sum = 0.0;
-  int64_t least = INT64_MAX, most = 0, terminated = 0;
-  for (const rl::Rollout& rollout : rollouts) {
-    const auto length = static_cast<int64_t>(rollout.completion_ids.size());
-    sum += static_cast<double>(length);
-    least = std::min(least, length);
-    most = std::max(most, length);
-    if (rollout.finish_reason == "stop") {
-      terminated_sum += static_cast<double>(length);
-      ++terminated;
-    }
-  }
-  const double count = static_cast<double>(std::max<size_t>(rollouts.size(), 1));
-  metrics["completions/mean_length"] = sum / count;
-  metrics["completions/min_length"] = rollouts.empty() ? 0 : least;
-  metrics["completions/max_length"] = most;
-  metrics["completions/clipped_ratio"] = 1.0 - static_cast<double>(terminated) / count;
-  metrics["completions/mean_terminated_length"] = terminated > 0 ? terminated_sum / static_cast<double>(terminated) : 0.0;
 }
 
 // The ratio or the KL term is in play: the step trains through grpo_iterations.h.
@@ -187,19 +167,12 @@ void GrpoObjective::make_window(data::DataLoader& loader, std::span<data::Packed
       rl::generate_groups(*model_, prompt_ids, rollout_, seeds_, &*tokenizer_, &stats);
   const double generation_seconds = grpo_seconds(start);
   const GrpoClock::time_point reward_start = GrpoClock::now();
-  rl::RewardBatch reward_batch;
   std::vector<std::vector<int32_t>> completion_ids, completion_prompts;
   for (const rl::Rollout& rollout : rollouts) {
-    const data::PromptRow& row = *rows.at(rollout.prompt);
-    reward_batch.add(row.prompt, row.columns, rollout.completion, rollout.completion_ids, row.origin.describe());
     completion_ids.push_back(rollout.completion_ids);
-    completion_prompts.push_back(row.prompt_ids);
+    completion_prompts.push_back(rows.at(rollout.prompt)->prompt_ids);
   }
-  const std::vector<std::vector<double>> scores = rewards_->score(reward_batch);
-  std::vector<double> weights = grpo.reward_weights;
-  if (weights.empty()) weights.assign(scores.size(), 1.0);
-  const rl::GroupAdvantages advantages =
-      rl::group_advantages(scores, weights, grpo.num_generations, rl::parse_scale_rewards(grpo.scale_rewards));
+  const rl::GroupAdvantages advantages = score_rollouts(rows, rollouts, *rewards_, grpo);
   const rl::CompletionBatch laid_out =
       rl::completion_batch(completion_ids, rollout_.eos_ids, prompts_.pad_id, grpo.mask_truncated_completions);
   GrpoWindow window = grpo_window(completion_prompts, completion_ids, laid_out, advantages.advantages,
@@ -208,9 +181,6 @@ void GrpoObjective::make_window(data::DataLoader& loader, std::span<data::Packed
   for (size_t micro = 0; micro < batches.size(); ++micro) batches[micro] = std::move(window.batches[micro]);
 
   nlohmann::json metrics{{"loss", window.loss},
-                         {"reward", advantages.reward.mean},
-                         {"reward_std", advantages.reward.std},
-                         {"frac_reward_zero_std", advantages.frac_reward_zero_std},
                          {"clip_ratio/low_mean", window.metrics.clip_low_mean},
                          {"clip_ratio/high_mean", window.metrics.clip_high_mean},
                          {"clip_ratio/region_mean", window.metrics.clip_region_mean},
@@ -218,33 +188,15 @@ void GrpoObjective::make_window(data::DataLoader& loader, std::span<data::Packed
                          {"generation_seconds", generation_seconds},
                          {"reward_seconds", grpo_seconds(reward_start)},
                          {"generated_tokens", stats.generated_tokens}};
-  for (size_t f = 0; f < rewards_->specs().size(); ++f) {
-    const std::string& name = rewards_->specs()[f].name;
-    metrics[fmt::format("rewards/{}/mean", name)] = advantages.per_function[f].mean;
-    metrics[fmt::format("rewards/{}/std", name)] = advantages.per_function[f].std;
-  }
+  add_reward_metrics(advantages, rewards_->specs(), metrics);
   add_length_metrics(rollouts, metrics);
   const data::LoaderPosition position = loader.position();
   metrics["epoch"] = static_cast<double>(position.epoch) +
                      static_cast<double>(position.index) / static_cast<double>(std::max<size_t>(prompts_.rows.size(), 1));
-  // JSON has no NaN: a statistic of fewer than two values is null, as TRL's logs print nan.
-  for (auto& [key, value] : metrics.items()) {
-    if (value.is_number_float() && !std::isfinite(value.get<double>())) value = nullptr;
-  }
+  null_non_finite(metrics);
   metrics_ = std::move(metrics);
   if (iterations_) iterations_->start({completion_prompts, completion_ids, advantages.advantages, {}, {}, {}}, batches, metrics_);
-  if (grpo.log_completions && context_.log) {
-    const auto shown = std::min<size_t>(static_cast<size_t>(grpo.num_completions_to_print), rollouts.size());
-    for (size_t i = 0; i < shown; ++i) {
-      context_.log("completion", {{"step_completion", i}, {"prompt", rows.at(rollouts[i].prompt)->text},
-                                  {"prompt_ids", rows.at(rollouts[i].prompt)->prompt_ids},
-                                  {"completion", rollouts[i].completion}, {"completion_ids", rollouts[i].completion_ids},
-                                  {"finish_reason", rollouts[i].finish_reason},
-                                  {"reward", std::isfinite(advantages.rewards[i]) ? nlohmann::json(advantages.rewards[i])
-                                                                                  : nlohmann::json()},
-                                  {"advantage", advantages.advantages[i]}});
-    }
-  }
+  if (grpo.log_completions && context_.log) log_rollouts(context_.log, grpo, rows, rollouts, advantages, {});
   window_made_ = GrpoClock::now();
 }
 
@@ -253,6 +205,11 @@ nlohmann::json GrpoObjective::step_metrics() {
   metrics_ = nlohmann::json::object();
   if (metrics.is_object()) metrics["training_seconds"] = grpo_seconds(window_made_);
   return metrics;
+}
+
+nlohmann::json GrpoObjective::evaluate() {
+  return evaluate_grpo({model_.get(), &*tokenizer_, rewards_.get(), &rollout_, &config_, prompts_.pad_id, context_.log},
+                       prompts_.eval_rows);
 }
 
 nlohmann::json GrpoObjective::checkpoint_state() const {

@@ -51,7 +51,8 @@ public:
   std::vector<runtime::InputBinding> bind(size_t micro) override;
   void observe(TrainingDevice& device) override;
   nlohmann::json step_metrics() override;
-  nlohmann::json evaluate() override { return nlohmann::json::object(); }
+  // The validation prompts' rollouts and rewards under TRL's eval_* names (grpo_evaluation.h).
+  nlohmann::json evaluate() override;
   bool makes_window() const override { return true; }
   void make_window(data::DataLoader& loader, std::span<data::PackedBatch> batches) override;
   nlohmann::json checkpoint_state() const override;

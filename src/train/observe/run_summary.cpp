@@ -40,7 +40,11 @@ SummaryRows run_summary_rows(const RunSummary& run) {
   if (result.initial_eval_loss) rows.emplace_back("eval loss before training", fmt::format("{:.4f}", *result.initial_eval_loss));
   if (result.eval_loss) {
     rows.emplace_back("final eval loss", fmt::format("{:.4f}", *result.eval_loss));
-    if (config.loss.preference) {  // surogate dpo: eval_accuracy is the pairs' reward accuracy
+    if (config.grpo.enabled) {  // surogate grpo: the validation completions' mean reward (grpo_evaluation.h)
+      const nlohmann::json& last = state.eval_history.empty() ? nlohmann::json() : state.eval_history.back();
+      if (last.is_object() && last.contains("eval_reward") && last["eval_reward"].is_number())
+        rows.emplace_back("final eval reward", fmt::format("{:.4f}", last["eval_reward"].get<double>()));
+    } else if (config.loss.preference) {  // surogate dpo: eval_accuracy is the pairs' reward accuracy
       rows.emplace_back("final eval reward accuracy", fmt::format("{:.1f}%", 100.0 * *result.eval_accuracy));
     } else {
       rows.emplace_back("final eval token accuracy",

@@ -16,7 +16,8 @@
 namespace surogate::train {
 namespace fs = std::filesystem;
 
-// surogate dpo: the objective's metrics on the validation split, through the training device.
+// surogate dpo / grpo: the objective's metrics on the validation split (dpo: through the training
+// device; grpo: its rollouts).
 void evaluate_objective(RunContext& run, bool final_eval) {
   if (run.cache->eval().rows() == 0) return;
   nlohmann::json record = run.objective->evaluate();
@@ -26,6 +27,13 @@ void evaluate_objective(RunContext& run, bool final_eval) {
   const double loss = record.value("eval_loss", 0.0);
   if (!run.result.initial_eval_loss) run.result.initial_eval_loss = loss;
   run.result.eval_loss = loss;
+  if (record.contains("eval_reward")) {  // surogate grpo (train/objective/grpo_evaluation.h)
+    const nlohmann::json& reward = record["eval_reward"];
+    run.message(fmt::format("eval @ step {}: reward {} | completion length {:.1f} ({} prompts)", run.state.step,
+                            reward.is_number() ? fmt::format("{:.4f}", reward.get<double>()) : "n/a",
+                            record.value("eval_completions/mean_length", 0.0), record.value("eval_prompts", int64_t{0})));
+    return;
+  }
   run.result.eval_accuracy = record.value("eval_rewards/accuracies", 0.0);
   run.message(fmt::format("eval @ step {}: loss {:.4f} | reward accuracy {:.1f}% | margin {:.4f} ({} pairs)",
                           run.state.step, loss, 100.0 * *run.result.eval_accuracy,

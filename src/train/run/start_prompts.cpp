@@ -1,7 +1,8 @@
 // surogate grpo's data step of the start-up (start_run.h's load_prompts): the `type: prompt` rows
 // as a token cache of one prompt per row (train/objective/grpo_prompts.h), walked by the same
 // DataLoader as every other run's data — one prompt per batch — so the loader's position in a
-// checkpoint resumes the prompts exactly. The GRPO objective reads the rows' columns itself.
+// checkpoint resumes the prompts exactly; the validation prompts are the cache's eval split. The
+// GRPO objective reads the rows' columns itself.
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -15,11 +16,11 @@ void load_prompts(RunContext& run) {
   const Config& config = run.config;
   run.startup.end_phase("model config");
   const PromptSet prompts = read_prompt_rows(config);
-  run.cache = prompt_token_cache(prompts.rows,
-                                 std::filesystem::path(config.run.output_dir) / "tokenized" / "prompts.surotok",
-                                 prompts.pad_id);
+  run.cache = prompt_token_cache(prompts, std::filesystem::path(config.run.output_dir) / "tokenized" / "prompts.surotok");
   run.startup.end_phase("data");
-  run.message(fmt::format("prompts: {} rows", prompts.rows.size()));
+  run.message(prompts.eval_rows.empty()
+                  ? fmt::format("prompts: {} rows", prompts.rows.size())
+                  : fmt::format("prompts: {} rows, {} for evaluation", prompts.rows.size(), prompts.eval_rows.size()));
   run.pad_id = prompts.pad_id;
   run.batch = config.schedule.per_device_train_batch_size;  // completions, as in TRL
   run.sequence = config.grpo.max_prompt_length + config.grpo.max_completion_length;
