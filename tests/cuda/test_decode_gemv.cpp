@@ -13,6 +13,10 @@
 //     equal) within 4e-3 of the largest value (the output's rounding and __expf); against float64
 //     with g and u rounded to bf16 < 1e-2 (one bf16 step of g or u, 2^-8, times silu' ≤ 1.1,
 //     plus the output's rounding).
+//   * with the RMSNorm folded in (DecodeGemvNorm): against rmsnorm_forward then the plain product
+//     < 4e-3 (rstd's sum in another order may move a normalised value by one bf16 step, which moves
+//     a sum far less than the output's rounding; SwiGLU's bound as above, 1e-2), and against a
+//     float64 norm and product on the sampled columns < 4e-3.
 // Every output is poisoned (NaN) first, so an unwritten element fails.
 #include <gtest/gtest.h>
 
@@ -22,6 +26,7 @@
 #include <vector>
 
 #include "cuda/kernels/decode_gemv.h"
+#include "cuda/kernels/rmsnorm.h"
 #include "cuda/kernels/small_m_linear.h"
 #include "hashed_weights.h"
 #include "test_helpers.h"
@@ -195,6 +200,76 @@ TEST(CudaDecodeGemv, SwigluOfGateAndUp) {
   }
 }
 
+// q, k and v with the norm before them folded in, and the MLP's gate / up with its norm.
+TEST(CudaDecodeGemv, RmsnormFoldedIntoTheProduct) {
+  SKIP_WITHOUT_GPU();
+  constexpr int64_t kIn = 4096, kQ = 4096, kKv = 1024, kFfn = 12288;
+  constexpr float kEpsilon = 1e-6f;
+  std::vector<Bf16> weight_bits(static_cast<size_t>((kQ + 2 * kKv) * kIn)), up_bits(static_cast<size_t>(kFfn * kIn));
+  for (size_t i = 0; i < weight_bits.size(); ++i) weight_bits[i] = hashed_bf16(i);
+  for (size_t i = 0; i < up_bits.size(); ++i) up_bits[i] = hashed_bf16(i + weight_bits.size());
+  const DeviceBuffer<Bf16> weights = to_device(weight_bits), up = to_device(up_bits);
+  const std::vector<float> norm_weight = from_bf16(to_bf16(random_fp32(kIn, 0.5f, 1.5f)));
+  const DeviceBuffer<Bf16> device_norm = device_bf16(norm_weight);
+  const DecodeGemvNorm<__nv_bfloat16> norm{.weight = bf16_ptr(device_norm), .epsilon = kEpsilon};
+  for (int64_t rows = 1; rows <= kDecodeGemvMaxRows; ++rows) {
+    const std::string where = "M=" + std::to_string(rows);
+    const std::vector<float> x = from_bf16(to_bf16(random_floats(static_cast<size_t>(rows * kIn), 3.0f)));
+    const DeviceBuffer<Bf16> device_x = device_bf16(x);
+    DeviceBuffer<Bf16> normed_x(static_cast<size_t>(rows * kIn));
+    DeviceBuffer<float> rstd(static_cast<size_t>(rows));
+    rmsnorm_forward(bf16_ptr(normed_x), rstd.data(), bf16_ptr(device_x), bf16_ptr(device_norm), rows, kIn, kEpsilon,
+                    nullptr);
+    const DecodeGemvShape shape{.rows = rows, .in = kIn};
+    const void* pointer[1] = {weights.data()};
+    ASSERT_TRUE(decode_gemv_supported(shape, device_x.data(), pointer, 1, true));
+    // q, k, v: the fused launch against the norm kernel and then the plain launch.
+    DeviceBuffer<Bf16> fused(static_cast<size_t>(rows * (kQ + 2 * kKv))), unfused(fused.size());
+    fused.poison();
+    Weight fused_weights[3], unfused_weights[3];
+    int64_t offset = 0;
+    for (int i = 0; i < 3; ++i) {
+      const int64_t n = i == 0 ? kQ : kKv;
+      fused_weights[i] = {.weight = bf16_ptr(weights) + offset * kIn, .out = bf16_ptr(fused) + rows * offset, .rows = n};
+      unfused_weights[i] = fused_weights[i];
+      unfused_weights[i].out = bf16_ptr(unfused) + rows * offset;
+      offset += n;
+    }
+    decode_gemv(fused_weights, 3, bf16_ptr(device_x), shape, nullptr, norm);
+    decode_gemv(unfused_weights, 3, bf16_ptr(normed_x), shape, nullptr);
+    synchronize();
+    const std::vector<float> got = download_bf16(fused);
+    EXPECT_LT(relative_error(got, download_bf16(unfused)), 4e-3) << where << " against rmsnorm_forward";
+    // float64: the norm, then the q product on the sampled columns.
+    std::vector<float> normed_reference(x.size());
+    for (int64_t m = 0; m < rows; ++m) {
+      double squares = 0.0;
+      for (int64_t k = 0; k < kIn; ++k) squares += static_cast<double>(x[m * kIn + k]) * x[m * kIn + k];
+      const double scale = 1.0 / std::sqrt(squares / kIn + kEpsilon);
+      for (int64_t k = 0; k < kIn; ++k) {
+        normed_reference[m * kIn + k] = static_cast<float>(x[m * kIn + k] * scale * norm_weight[k]);
+      }
+    }
+    std::vector<double> expected;
+    std::vector<float> got_sampled;
+    for (int64_t m = 0; m < rows; ++m) {
+      for (int64_t column : sampled_columns(kQ)) {
+        expected.push_back(gemv_dot(weight_bits, column, normed_reference, m, kIn));
+        got_sampled.push_back(got[static_cast<size_t>(m * kQ + column)]);
+      }
+    }
+    EXPECT_LT(relative_error(got_sampled, expected), 4e-3) << where << " against float64";
+    // gate: the up weights reversed (any other weight will do).
+    const DeviceBuffer<Bf16> gate = to_device(std::vector<Bf16>(up_bits.rbegin(), up_bits.rend()));
+    DeviceBuffer<Bf16> mlp_fused(static_cast<size_t>(rows * kFfn)), mlp_unfused(mlp_fused.size());
+    mlp_fused.poison();
+    decode_gemv_swiglu(bf16_ptr(mlp_fused), bf16_ptr(device_x), bf16_ptr(gate), bf16_ptr(up), kFfn, shape, nullptr, norm);
+    decode_gemv_swiglu(bf16_ptr(mlp_unfused), bf16_ptr(normed_x), bf16_ptr(gate), bf16_ptr(up), kFfn, shape, nullptr);
+    synchronize();
+    EXPECT_LT(relative_error(download_bf16(mlp_fused), download_bf16(mlp_unfused)), 1e-2) << where << " SwiGLU";
+  }
+}
+
 TEST(CudaDecodeGemv, TheShapeRule) {
   SKIP_WITHOUT_GPU();
   DeviceBuffer<Bf16> x(64), w(64 * 64);
@@ -206,6 +281,8 @@ TEST(CudaDecodeGemv, TheShapeRule) {
   EXPECT_FALSE(decode_gemv_supported({.rows = 1, .in = 64}, bf16_ptr(x) + 1, aligned, 1));
   EXPECT_FALSE(decode_gemv_supported({.rows = 1, .in = 64}, x.data(), misaligned, 1));
   EXPECT_FALSE(decode_gemv_supported({.rows = 1, .in = 64}, x.data(), aligned, 4));
+  EXPECT_TRUE(decode_gemv_supported({.rows = 2, .in = 12288}, x.data(), aligned, 1, true));
+  EXPECT_FALSE(decode_gemv_supported({.rows = 2, .in = 12296}, x.data(), aligned, 1, true));
 }
 
 }  // namespace

@@ -2,7 +2,8 @@
 // end to end; for SwiGLU R/2 gate rows and the R/2 up rows of the same columns). Thread t reads
 // 16-byte chunks t, t + 256, ... of every one of its R rows, kLoadsInFlight loads issued before
 // the first is used, and keeps R × M fp32 sums; each warp's shuffle and then the block's fixed-order
-// sum over its warps (shared memory) finish them, and threads 0.. write the epilogue.
+// sum over its warps (shared memory) finish them, and threads 0.. write the epilogue. With a norm,
+// the block first writes T(x · rstd · w) of its M rows to shared memory and reads x from there.
 #include "cuda/kernels/decode_gemv.h"
 
 #include <cuda_bf16.h>
@@ -31,6 +32,8 @@ struct GemvParams {
   int64_t total = 0;   // rows of all weights together (plain) or F (SwiGLU)
   int64_t chunks = 0;  // K / 8
   float alpha = 1.0f;
+  const T* norm_weight = nullptr;  // [K], or null: no norm
+  float epsilon = 0.0f;
 };
 
 template <typename T>
@@ -44,18 +47,74 @@ __device__ __forceinline__ void chunk_floats(const uint4& chunk, float (&values)
   }
 }
 
-// Which weight global row `row` (< total) belongs to, and its row within it.
 template <typename T>
-__device__ __forceinline__ int weight_of(const GemvParams<T>& p, int64_t& row) {
-  int which = 0;
+__device__ __forceinline__ uint4 floats_chunk(const float (&values)[kGemvChunk]) {
+  uint4 chunk;
+  chunk.x = kernels::pack_pair<T>(values[0], values[1]);
+  chunk.y = kernels::pack_pair<T>(values[2], values[3]);
+  chunk.z = kernels::pack_pair<T>(values[4], values[5]);
+  chunk.w = kernels::pack_pair<T>(values[6], values[7]);
+  return chunk;
+}
+
+// rmsnorm.h's forward of x's M rows into `normed` (M × chunks 16-byte chunks of shared memory):
+// the sums of squares in a fixed order (thread, then warp), then T(x · rstd · w).
+template <typename T, int M>
+__device__ void normalise_x(const GemvParams<T>& p, const T* x, uint4* normed) {
+  __shared__ float squares[kGemvWarps][M];
+  const uint4* x_chunks = reinterpret_cast<const uint4*>(x);
+  const uint4* w_chunks = reinterpret_cast<const uint4*>(p.norm_weight);
+  float sums[M];
 #pragma unroll
-  for (int i = 0; i + 1 < kDecodeGemvMaxWeights; ++i) {
-    if (which + 1 < p.count && row >= p.weights[which].rows) {
-      row -= p.weights[which].rows;
-      ++which;
+  for (int m = 0; m < M; ++m) sums[m] = 0.0f;
+  for (int64_t chunk = threadIdx.x; chunk < p.chunks; chunk += kDecodeGemvThreads) {
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+      float values[kGemvChunk];
+      chunk_floats<T>(__ldg(x_chunks + m * p.chunks + chunk), values);
+#pragma unroll
+      for (int i = 0; i < kGemvChunk; ++i) sums[m] = fmaf(values[i], values[i], sums[m]);
     }
   }
-  return which;
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+#pragma unroll
+    for (int offset = 16; offset > 0; offset /= 2) sums[m] += __shfl_down_sync(0xffffffffu, sums[m], offset);
+    if (threadIdx.x % 32 == 0) squares[threadIdx.x / 32][m] = sums[m];
+  }
+  __syncthreads();
+  float rstd[M];
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+    float total = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kGemvWarps; ++w) total += squares[w][m];
+    rstd[m] = rsqrtf(total / static_cast<float>(p.chunks * kGemvChunk) + p.epsilon);
+  }
+  for (int64_t chunk = threadIdx.x; chunk < p.chunks; chunk += kDecodeGemvThreads) {
+    float w[kGemvChunk];
+    chunk_floats<T>(__ldg(w_chunks + chunk), w);
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+      float values[kGemvChunk];
+      chunk_floats<T>(__ldg(x_chunks + m * p.chunks + chunk), values);
+#pragma unroll
+      for (int i = 0; i < kGemvChunk; ++i) values[i] = values[i] * rstd[m] * w[i];
+      normed[m * p.chunks + chunk] = floats_chunk<T>(values);
+    }
+  }
+  __syncthreads();
+}
+
+// The weight global row `row` (< total) belongs to, `row` made its row within it. Constant indices
+// only: a dynamic index into the kernel's parameters would copy them to local memory.
+template <typename T>
+__device__ __forceinline__ DecodeGemvWeight<T> weight_of(const GemvParams<T>& p, int64_t& row) {
+  if (p.count == 1 || row < p.weights[0].rows) return p.weights[0];
+  row -= p.weights[0].rows;
+  if (p.count == 2 || row < p.weights[1].rows) return p.weights[1];
+  row -= p.weights[1].rows;
+  return p.weights[2];
 }
 
 template <typename T, int M, int R, bool kSwiglu>
@@ -63,6 +122,9 @@ __global__ void __launch_bounds__(kDecodeGemvThreads) decode_gemv_kernel(const G
   constexpr int kUnroll = kLoadsInFlight / R > 0 ? kLoadsInFlight / R : 1;
   constexpr int kColumns = kSwiglu ? R / 2 : R;  // outputs per block (and per x row)
   __shared__ float partial[kGemvWarps][R][M];
+  extern __shared__ uint4 normed_x[];  // M × chunks when normed, else empty
+  const bool normed = p.norm_weight != nullptr;
+  if (normed) normalise_x<T, M>(p, x, normed_x);
   const int64_t first = static_cast<int64_t>(blockIdx.x) * kColumns;
   const int64_t chunks = p.chunks;
   const uint4* w_rows[R];
@@ -75,7 +137,7 @@ __global__ void __launch_bounds__(kDecodeGemvThreads) decode_gemv_kernel(const G
     if constexpr (kSwiglu) {
       base = p.weights[r < kColumns ? 0 : 1].weight;
     } else {
-      base = p.weights[weight_of(p, row)].weight;
+      base = weight_of(p, row).weight;
     }
     w_rows[r] = reinterpret_cast<const uint4*>(base + row * chunks * kGemvChunk);
   }
@@ -100,7 +162,9 @@ __global__ void __launch_bounds__(kDecodeGemvThreads) decode_gemv_kernel(const G
       if (chunk >= chunks) break;
       float xf[M][kGemvChunk];
 #pragma unroll
-      for (int m = 0; m < M; ++m) chunk_floats<T>(__ldg(x_chunks + m * chunks + chunk), xf[m]);
+      for (int m = 0; m < M; ++m) {
+        chunk_floats<T>(normed ? normed_x[m * chunks + chunk] : __ldg(x_chunks + m * chunks + chunk), xf[m]);
+      }
 #pragma unroll
       for (int r = 0; r < R; ++r) {
         float wf[kGemvChunk];
@@ -138,9 +202,10 @@ __global__ void __launch_bounds__(kDecodeGemvThreads) decode_gemv_kernel(const G
   };
   if constexpr (kSwiglu) {
     const float gate = to_float(from_float<T>(row_sum(column))), up = to_float(from_float<T>(row_sum(column + kColumns)));
-    p.weights[0].out[m * p.total + row] = from_float<T>(gate / (1.0f + __expf(-gate)) * up);
+    // swiglu.cu's expression: g · sigmoid(g) · u.
+    p.weights[0].out[m * p.total + row] = from_float<T>(gate * (1.0f / (1.0f + __expf(-gate))) * up);
   } else {
-    const DecodeGemvWeight<T>& weight = p.weights[weight_of(p, row)];
+    const DecodeGemvWeight<T> weight = weight_of(p, row);
     float value = row_sum(column);
     if (weight.bias != nullptr) value += to_float(weight.bias[row]);
     if (weight.addend != nullptr) value += to_float(weight.addend[m * weight.rows + row]);
@@ -152,7 +217,8 @@ template <typename T, int M, int R, bool kSwiglu>
 void launch_gemv(const GemvParams<T>& p, const T* x, cudaStream_t stream) {
   constexpr int kColumns = kSwiglu ? R / 2 : R;
   const int64_t blocks = (p.total + kColumns - 1) / kColumns;
-  decode_gemv_kernel<T, M, R, kSwiglu><<<static_cast<unsigned>(blocks), kDecodeGemvThreads, 0, stream>>>(p, x);
+  const size_t shared = p.norm_weight != nullptr ? static_cast<size_t>(M * p.chunks) * sizeof(uint4) : 0;
+  decode_gemv_kernel<T, M, R, kSwiglu><<<static_cast<unsigned>(blocks), kDecodeGemvThreads, shared, stream>>>(p, x);
 }
 
 // Plain GEMVs take 1, 2 or 4 rows per block, SwiGLU 2, 4 or 8 (1, 2 or 4 columns).
@@ -166,7 +232,14 @@ void launch_rows(const GemvParams<T>& p, const T* x, int rows_per_block, cudaStr
 }
 
 template <typename T, bool kSwiglu>
-void launch_decode_gemv(const GemvParams<T>& p, const T* x, const DecodeGemvShape& shape, cudaStream_t stream) {
+void launch_decode_gemv(GemvParams<T>& p, const T* x, const DecodeGemvShape& shape, const DecodeGemvNorm<T>& norm,
+                        cudaStream_t stream) {
+  if (norm.weight != nullptr) {
+    CUDA_REQUIRE(shape.rows * shape.in * 2 <= kDecodeGemvMaxNormBytes, "decode_gemv: M · K too large for the norm");
+    CUDA_REQUIRE(reinterpret_cast<uintptr_t>(norm.weight) % 16 == 0, "decode_gemv: the norm weight is not 16-byte aligned");
+    p.norm_weight = norm.weight;
+    p.epsilon = norm.epsilon;
+  }
   const int64_t w_rows = kSwiglu ? 2 * p.total : p.total;
   const int rows_per_block = shape.rows_per_block != 0 ? shape.rows_per_block : (w_rows >= 8192 ? 4 : 2);
   if (shape.rows == 1) launch_rows<T, 1, kSwiglu>(p, x, rows_per_block, stream);
@@ -176,10 +249,12 @@ void launch_decode_gemv(const GemvParams<T>& p, const T* x, const DecodeGemvShap
 
 }  // namespace
 
-bool decode_gemv_supported(const DecodeGemvShape& shape, const void* x, const void* const* weights, int count) {
+bool decode_gemv_supported(const DecodeGemvShape& shape, const void* x, const void* const* weights, int count,
+                           bool normed) {
   const auto aligned = [](const void* pointer) { return reinterpret_cast<uintptr_t>(pointer) % 16 == 0; };
   if (shape.rows < 1 || shape.rows > kDecodeGemvMaxRows || shape.in <= 0 || shape.in % kGemvChunk != 0) return false;
   if (count < 1 || count > kDecodeGemvMaxWeights || !aligned(x)) return false;
+  if (normed && shape.rows * shape.in * 2 > kDecodeGemvMaxNormBytes) return false;
   for (int i = 0; i < count; ++i) {
     if (!aligned(weights[i])) return false;
   }
@@ -188,7 +263,7 @@ bool decode_gemv_supported(const DecodeGemvShape& shape, const void* x, const vo
 
 template <typename T>
 void decode_gemv(const DecodeGemvWeight<T>* weights, int count, const T* x, const DecodeGemvShape& shape,
-                 cudaStream_t stream) {
+                 cudaStream_t stream, const DecodeGemvNorm<T>& norm) {
   CUDA_REQUIRE(count >= 1 && count <= kDecodeGemvMaxWeights, "decode_gemv: 1 to 3 weights");
   CUDA_REQUIRE(shape.rows >= 1 && shape.rows <= kDecodeGemvMaxRows && shape.in > 0 && shape.in % kGemvChunk == 0,
                "decode_gemv: M must be 1 or 2 and K a positive multiple of 8");
@@ -201,12 +276,12 @@ void decode_gemv(const DecodeGemvWeight<T>* weights, int count, const T* x, cons
     p.weights[i] = weights[i];
     p.total += weights[i].rows;
   }
-  launch_decode_gemv<T, false>(p, x, shape, stream);
+  launch_decode_gemv<T, false>(p, x, shape, norm, stream);
 }
 
 template <typename T>
 void decode_gemv_swiglu(T* out, const T* x, const T* gate, const T* up, int64_t ffn, const DecodeGemvShape& shape,
-                        cudaStream_t stream) {
+                        cudaStream_t stream, const DecodeGemvNorm<T>& norm) {
   CUDA_REQUIRE(shape.rows >= 1 && shape.rows <= kDecodeGemvMaxRows && shape.in > 0 && shape.in % kGemvChunk == 0 &&
                    ffn >= 1,
                "decode_gemv_swiglu: M must be 1 or 2, K a positive multiple of 8 and F positive");
@@ -217,15 +292,16 @@ void decode_gemv_swiglu(T* out, const T* x, const T* gate, const T* up, int64_t 
   p.total = ffn;
   p.chunks = shape.in / kGemvChunk;
   p.alpha = shape.alpha;
-  launch_decode_gemv<T, true>(p, x, shape, stream);
+  launch_decode_gemv<T, true>(p, x, shape, norm, stream);
 }
 
 template void decode_gemv(const DecodeGemvWeight<__nv_bfloat16>*, int, const __nv_bfloat16*, const DecodeGemvShape&,
-                          cudaStream_t);
-template void decode_gemv(const DecodeGemvWeight<__half>*, int, const __half*, const DecodeGemvShape&, cudaStream_t);
+                          cudaStream_t, const DecodeGemvNorm<__nv_bfloat16>&);
+template void decode_gemv(const DecodeGemvWeight<__half>*, int, const __half*, const DecodeGemvShape&, cudaStream_t,
+                          const DecodeGemvNorm<__half>&);
 template void decode_gemv_swiglu(__nv_bfloat16*, const __nv_bfloat16*, const __nv_bfloat16*, const __nv_bfloat16*,
-                                 int64_t, const DecodeGemvShape&, cudaStream_t);
+                                 int64_t, const DecodeGemvShape&, cudaStream_t, const DecodeGemvNorm<__nv_bfloat16>&);
 template void decode_gemv_swiglu(__half*, const __half*, const __half*, const __half*, int64_t, const DecodeGemvShape&,
-                                 cudaStream_t);
+                                 cudaStream_t, const DecodeGemvNorm<__half>&);
 
 }  // namespace surogate::cuda

@@ -7,6 +7,11 @@
 //   * decode_gemv_swiglu: the MLP's gate and up weights [F, K] read together, writing
 //     silu(gate) · up [M, F] — the gate and up products each rounded to T first, as the unfused
 //     linear, linear, swiglu chain rounds them, so the two routes agree to one rounding.
+// Either form may normalise x first (DecodeGemvNorm: the RMSNorm before q/k/v and before gate/up
+// folded into the product): every block recomputes rmsnorm(x) · w of its M rows into shared memory
+// from x in the L2 — T(x · rstd · w), rstd = rsqrt(mean(x²) + eps), rmsnorm.h's forward and its
+// rounding (rstd's fp32 sum in another order: it may differ in the last bit). The residual add
+// belongs in the previous product's addend (o_proj's, down_proj's), so no norm kernel remains.
 // Unlike small_m_linear.h (a warp per few columns), a block of kDecodeGemvThreads threads shares
 // a few rows of W, every thread issuing 8 independent 16-byte loads before it uses one, so the
 // whole GPU keeps megabytes of W in flight; the warps' partial sums meet in shared memory in a
@@ -34,6 +39,16 @@ struct DecodeGemvWeight {
   const T* addend = nullptr; // [M, N] or null (not both with bias; may not alias out)
 };
 
+// RMSNorm of x applied before the product (weight [K]); a null weight: x as it is.
+template <typename T>
+struct DecodeGemvNorm {
+  const T* weight = nullptr;
+  float epsilon = 1e-6f;
+};
+
+// The normalised x lives in shared memory: M · K · 2 bytes, at most 48 KiB (K ≤ 12288 for M = 2).
+inline constexpr int64_t kDecodeGemvMaxNormBytes = 48 * 1024;
+
 struct DecodeGemvShape {
   int64_t rows = 0;  // M, 1..kDecodeGemvMaxRows
   int64_t in = 0;    // K, a positive multiple of 8
@@ -43,17 +58,19 @@ struct DecodeGemvShape {
   int rows_per_block = 0;
 };
 
-// The shape rule and the 16-byte alignment of x and of every weight in [weights, weights + count).
-bool decode_gemv_supported(const DecodeGemvShape& shape, const void* x, const void* const* weights, int count);
+// The shape rule and the 16-byte alignment of x and of every weight in [weights, weights + count);
+// with `normed`, also the norm's shared-memory bound.
+bool decode_gemv_supported(const DecodeGemvShape& shape, const void* x, const void* const* weights, int count,
+                           bool normed = false);
 
 // `count` weights (1..kDecodeGemvMaxWeights), each with rows ≥ 1. T: __nv_bfloat16 or __half.
 template <typename T>
 void decode_gemv(const DecodeGemvWeight<T>* weights, int count, const T* x, const DecodeGemvShape& shape,
-                 cudaStream_t stream);
+                 cudaStream_t stream, const DecodeGemvNorm<T>& norm = {});
 
 // out [M, F] = silu(T(alpha · x · gateᵀ)) · T(alpha · x · upᵀ); gate and up [F, K].
 template <typename T>
 void decode_gemv_swiglu(T* out, const T* x, const T* gate, const T* up, int64_t ffn, const DecodeGemvShape& shape,
-                        cudaStream_t stream);
+                        cudaStream_t stream, const DecodeGemvNorm<T>& norm = {});
 
 }  // namespace surogate::cuda
