@@ -1,6 +1,6 @@
 // Large test weights made on the host cheaply (a 1.2 GB LM head in about a second) and the output
 // columns a CPU reference checks of a wide product (the full product would cost billions of
-// products): shared by the decode linear tests (test_small_m_linear.cpp, test_decode_gemv.cpp).
+// products): shared by the decode linear tests (test_small_m_linear.cpp, runtime_cuda/test_decode_gemv_cuda.cpp).
 #pragma once
 
 #include <algorithm>

@@ -25,11 +25,11 @@
 #include <string>
 #include <vector>
 
+#include "cuda/hashed_weights.h"
 #include "cuda/kernels/decode_gemv.h"
 #include "cuda/kernels/rmsnorm.h"
 #include "cuda/kernels/small_m_linear.h"
-#include "hashed_weights.h"
-#include "test_helpers.h"
+#include "cuda/test_helpers.h"
 
 namespace surogate::cuda::testing {
 namespace {
