@@ -12,7 +12,11 @@
 //    gate, up and SwiGLU in one decode_gemv_swiglu launch against two small_m_linear or two
 //    cuBLASLt products and swiglu_forward; each also with the RMSNorm before it folded in
 //    (DecodeGemvNorm) against rmsnorm_forward and the plain launch.
-// 3. greedy_tokens over one row of 151936 bf16 logits (in the L2, as after the LM head): the
+// 3. A layer's linear chain (no attention), today's kernels against the decode GEMVs: rmsnorm,
+//    q, k, v (small_m_linear), o (small_m_linear), rmsnorm, gate, up (cuBLASLt), swiglu, down
+//    (cuBLASLt) against q/k/v with the norm folded in, o with the residual as its addend,
+//    gate/up/SwiGLU with the norm, down with the residual as its addend; and × 36 (Qwen3-8B).
+// 4. greedy_tokens over one row of 151936 bf16 logits (in the L2, as after the LM head): the
 //    cluster kernel against the one-block one.
 // The H200's HBM peak is about 4.8 TB/s. Built beside the CUDA tests (tests/runtime_cuda/CMakeLists.txt).
 #include <cuda_bf16.h>
@@ -245,9 +249,70 @@ void fused_forms(const std::vector<int64_t>& rows_list, int repeats, surogate::c
   }
 }
 
+void layer_chain(const std::vector<int64_t>& rows_list, int repeats, surogate::cuda::Matmul& matmul) {
+  constexpr int64_t kHidden = 4096, kQ = 4096, kKv = 1024, kFfn = 12288, kLayers = 36;
+  // One layer's weights end to end per copy: q, k, v, o, gate, up, down (386 MiB in bf16).
+  constexpr int64_t kQkv = (kQ + 2 * kKv) * kHidden, kO = kQ * kHidden, kGate = kFfn * kHidden;
+  const auto layers = weight_copies(kQkv + kO + 3 * kGate, 2);
+  const int copies = static_cast<int>(layers.size());
+  constexpr int64_t kMaxRows = surogate::cuda::kDecodeGemvMaxRows;
+  DeviceBuffer<Bf16> x = filled(kMaxRows * kHidden), norm_weight = filled(kHidden), normed = filled(kMaxRows * kHidden),
+                     qkv_out(static_cast<size_t>(kMaxRows * (kQ + 2 * kKv))), h = filled(kMaxRows * kHidden),
+                     gate_up(static_cast<size_t>(kMaxRows * 2 * kFfn)), act = filled(kMaxRows * kFfn),
+                     out(static_cast<size_t>(kMaxRows * kHidden));
+  DeviceBuffer<float> rstd(static_cast<size_t>(kMaxRows));
+  const double bytes = static_cast<double>(kQkv + kO + 3 * kGate) * 2;
+  std::printf("\n3. one layer's linear chain (no attention), %d layer copies\n", copies);
+  for (const int64_t rows : rows_list) {
+    const auto weight = [&](int copy, int64_t offset) { return layers[static_cast<size_t>(copy)].data() + offset; };
+    const auto small_m = [&](Bf16* y, const Bf16* input, const Bf16* w, int64_t n, int64_t k, cudaStream_t stream) {
+      surogate::cuda::small_m_linear(y, input, w, static_cast<const Bf16*>(nullptr), static_cast<const Bf16*>(nullptr),
+                                     {.rows = rows, .out = n, .in = k}, stream);
+    };
+    const double today = time_graph(repeats, copies, [&](int copy, cudaStream_t stream) {
+      surogate::cuda::rmsnorm_forward(normed.data(), rstd.data(), x.data(), norm_weight.data(), rows, kHidden, 1e-6f,
+                                      stream);
+      small_m(qkv_out.data(), normed.data(), weight(copy, 0), kQ, kHidden, stream);
+      small_m(qkv_out.data() + rows * kQ, normed.data(), weight(copy, kQ * kHidden), kKv, kHidden, stream);
+      small_m(qkv_out.data() + rows * (kQ + kKv), normed.data(), weight(copy, (kQ + kKv) * kHidden), kKv, kHidden,
+              stream);
+      small_m(h.data(), x.data(), weight(copy, kQkv), kHidden, kQ, stream);
+      surogate::cuda::rmsnorm_forward(normed.data(), rstd.data(), h.data(), norm_weight.data(), rows, kHidden, 1e-6f,
+                                      stream);
+      for (int half = 0; half < 2; ++half) {
+        matmul.run({.m = rows, .n = kFfn, .k = kHidden, .transpose_b = true}, gate_up.data() + half * rows * kFfn,
+                   normed.data(), weight(copy, kQkv + kO + half * kGate), nullptr, stream);
+      }
+      surogate::cuda::swiglu_forward(act.data(), gate_up.data(), gate_up.data() + rows * kFfn, rows, kFfn, kFfn, stream);
+      matmul.run({.m = rows, .n = kHidden, .k = kFfn, .transpose_b = true}, out.data(), act.data(),
+                 weight(copy, kQkv + kO + 2 * kGate), nullptr, stream);
+    });
+    const surogate::cuda::DecodeGemvNorm<Bf16> norm{.weight = norm_weight.data()};
+    const double decode = time_graph(repeats, copies, [&](int copy, cudaStream_t stream) {
+      const surogate::cuda::DecodeGemvWeight<Bf16> qkv[3] = {
+          {.weight = weight(copy, 0), .out = qkv_out.data(), .rows = kQ},
+          {.weight = weight(copy, kQ * kHidden), .out = qkv_out.data() + rows * kQ, .rows = kKv},
+          {.weight = weight(copy, (kQ + kKv) * kHidden), .out = qkv_out.data() + rows * (kQ + kKv), .rows = kKv}};
+      surogate::cuda::decode_gemv(qkv, 3, x.data(), {.rows = rows, .in = kHidden}, stream, norm);
+      const surogate::cuda::DecodeGemvWeight<Bf16> o{
+          .weight = weight(copy, kQkv), .out = h.data(), .rows = kHidden, .addend = x.data()};
+      surogate::cuda::decode_gemv(&o, 1, x.data(), {.rows = rows, .in = kQ}, stream);
+      surogate::cuda::decode_gemv_swiglu(act.data(), h.data(), weight(copy, kQkv + kO), weight(copy, kQkv + kO + kGate),
+                                         kFfn, {.rows = rows, .in = kHidden}, stream, norm);
+      const surogate::cuda::DecodeGemvWeight<Bf16> down{
+          .weight = weight(copy, kQkv + kO + 2 * kGate), .out = out.data(), .rows = kHidden, .addend = h.data()};
+      surogate::cuda::decode_gemv(&down, 1, act.data(), {.rows = rows, .in = kFfn}, stream);
+    });
+    std::printf("M=%lld today's kernels %s (x%lld: %.2f ms) | decode GEMVs %s (x%lld: %.2f ms)\n",
+                static_cast<long long>(rows), cell(today, bytes).c_str(), static_cast<long long>(kLayers),
+                today * kLayers / 1e3, cell(decode, bytes).c_str(), static_cast<long long>(kLayers),
+                decode * kLayers / 1e3);
+  }
+}
+
 void greedy(int repeats) {
   constexpr int64_t kVocab = 151936;
-  std::printf("\n3. greedy_tokens, one row of %lld bf16 logits (in the L2)\n", static_cast<long long>(kVocab));
+  std::printf("\n4. greedy_tokens, one row of %lld bf16 logits (in the L2)\n", static_cast<long long>(kVocab));
   DeviceBuffer<Bf16> logits = filled(kVocab);
   DeviceBuffer<int32_t> tokens(1);
   const double bytes = static_cast<double>(kVocab) * 2;
@@ -277,6 +342,7 @@ int main(int argc, char** argv) {
   surogate::cuda::Matmul matmul;
   single_weights(rows_list, repeats, matmul);
   fused_forms(rows_list, repeats, matmul);
+  layer_chain(rows_list, repeats, matmul);
   greedy(repeats);
   CUDA_CHECK(cudaDeviceSynchronize());
   return 0;
