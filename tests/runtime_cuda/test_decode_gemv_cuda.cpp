@@ -281,8 +281,9 @@ TEST(CudaDecodeGemv, TheShapeRule) {
   EXPECT_FALSE(decode_gemv_supported({.rows = 1, .in = 64}, bf16_ptr(x) + 1, aligned, 1));
   EXPECT_FALSE(decode_gemv_supported({.rows = 1, .in = 64}, x.data(), misaligned, 1));
   EXPECT_FALSE(decode_gemv_supported({.rows = 1, .in = 64}, x.data(), aligned, 4));
-  EXPECT_TRUE(decode_gemv_supported({.rows = 2, .in = 12288}, x.data(), aligned, 1, true));
-  EXPECT_FALSE(decode_gemv_supported({.rows = 2, .in = 12296}, x.data(), aligned, 1, true));
+  EXPECT_TRUE(decode_gemv_supported({.rows = 2, .in = 8192}, x.data(), aligned, 1, true));
+  EXPECT_FALSE(decode_gemv_supported({.rows = 2, .in = 8200}, x.data(), aligned, 1, true));
+  EXPECT_TRUE(decode_gemv_supported({.rows = 2, .in = 8200}, x.data(), aligned, 1, false));
 }
 
 }  // namespace
