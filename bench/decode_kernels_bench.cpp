@@ -14,8 +14,9 @@
 //    (DecodeGemvNorm) against rmsnorm_forward and the plain launch.
 // 3. A layer's linear chain (no attention), today's kernels against the decode GEMVs: rmsnorm,
 //    q, k, v (small_m_linear), o (small_m_linear), rmsnorm, gate, up (cuBLASLt), swiglu, down
-//    (cuBLASLt) against q/k/v with the norm folded in, o with the residual as its addend,
-//    gate/up/SwiGLU with the norm, down with the residual as its addend; and × 36 (Qwen3-8B).
+//    (cuBLASLt) against the same chain of decode GEMVs (o and down with the residual as addend),
+//    q/k/v and gate/up/SwiGLU separate (as the linear op runs them) or fused, each with and
+//    without the programmatic dependent launch (DecodeGemvShape::overlap_previous); and × 36.
 // 4. greedy_tokens over one row of 151936 bf16 logits (in the L2, as after the LM head): the
 //    cluster kernel against the one-block one.
 // The H200's HBM peak is about 4.8 TB/s. Built beside the CUDA tests (tests/runtime_cuda/CMakeLists.txt).
@@ -287,26 +288,63 @@ void layer_chain(const std::vector<int64_t>& rows_list, int repeats, surogate::c
       matmul.run({.m = rows, .n = kHidden, .k = kFfn, .transpose_b = true}, out.data(), act.data(),
                  weight(copy, kQkv + kO + 2 * kGate), nullptr, stream);
     });
-    const surogate::cuda::DecodeGemvNorm<Bf16> norm{.weight = norm_weight.data()};
-    const double decode = time_graph(repeats, copies, [&](int copy, cudaStream_t stream) {
-      const surogate::cuda::DecodeGemvWeight<Bf16> qkv[3] = {
-          {.weight = weight(copy, 0), .out = qkv_out.data(), .rows = kQ},
-          {.weight = weight(copy, kQ * kHidden), .out = qkv_out.data() + rows * kQ, .rows = kKv},
-          {.weight = weight(copy, (kQ + kKv) * kHidden), .out = qkv_out.data() + rows * (kQ + kKv), .rows = kKv}};
-      surogate::cuda::decode_gemv(qkv, 3, x.data(), {.rows = rows, .in = kHidden}, stream, norm);
-      const surogate::cuda::DecodeGemvWeight<Bf16> o{
-          .weight = weight(copy, kQkv), .out = h.data(), .rows = kHidden, .addend = x.data()};
-      surogate::cuda::decode_gemv(&o, 1, x.data(), {.rows = rows, .in = kQ}, stream);
-      surogate::cuda::decode_gemv_swiglu(act.data(), h.data(), weight(copy, kQkv + kO), weight(copy, kQkv + kO + kGate),
-                                         kFfn, {.rows = rows, .in = kHidden}, stream, norm);
-      const surogate::cuda::DecodeGemvWeight<Bf16> down{
-          .weight = weight(copy, kQkv + kO + 2 * kGate), .out = out.data(), .rows = kHidden, .addend = h.data()};
-      surogate::cuda::decode_gemv(&down, 1, act.data(), {.rows = rows, .in = kFfn}, stream);
-    });
-    std::printf("M=%lld today's kernels %s (x%lld: %.2f ms) | decode GEMVs %s (x%lld: %.2f ms)\n",
-                static_cast<long long>(rows), cell(today, bytes).c_str(), static_cast<long long>(kLayers),
-                today * kLayers / 1e3, cell(decode, bytes).c_str(), static_cast<long long>(kLayers),
-                decode * kLayers / 1e3);
+    // The decode GEMVs without folded norms (they lost): q, k, v and gate, up, SwiGLU as separate
+    // launches (the linear op's route) or fused (three weights in one launch; decode_gemv_swiglu at 8
+    // rows per block), o and down at 4 rows per block with the residual as addend; each with and
+    // without the programmatic dependent launch (PDL: a GEMV's weight loads overlap the kernel before).
+    const auto decode_chain = [&](bool fused, bool overlap) {
+      return time_graph(repeats, copies, [&, fused, overlap](int copy, cudaStream_t stream) {
+        const auto gemv = [&](Bf16* y, const Bf16* input, const Bf16* w, int64_t n, int64_t k, const Bf16* addend,
+                              int rows_per_block) {
+          const surogate::cuda::DecodeGemvWeight<Bf16> product{.weight = w, .out = y, .rows = n, .addend = addend};
+          surogate::cuda::decode_gemv(&product, 1, input,
+                                      {.rows = rows, .in = k, .rows_per_block = rows_per_block, .overlap_previous = overlap},
+                                      stream);
+        };
+        surogate::cuda::rmsnorm_forward(normed.data(), rstd.data(), x.data(), norm_weight.data(), rows, kHidden, 1e-6f,
+                                        stream);
+        Bf16* const q = qkv_out.data();
+        Bf16* const k = q + rows * kQ;
+        Bf16* const v = k + rows * kKv;
+        if (fused) {
+          const surogate::cuda::DecodeGemvWeight<Bf16> qkv[3] = {
+              {.weight = weight(copy, 0), .out = q, .rows = kQ},
+              {.weight = weight(copy, kQ * kHidden), .out = k, .rows = kKv},
+              {.weight = weight(copy, (kQ + kKv) * kHidden), .out = v, .rows = kKv}};
+          surogate::cuda::decode_gemv(qkv, 3, normed.data(), {.rows = rows, .in = kHidden, .overlap_previous = overlap},
+                                      stream);
+        } else {
+          gemv(q, normed.data(), weight(copy, 0), kQ, kHidden, nullptr, 4);
+          gemv(k, normed.data(), weight(copy, kQ * kHidden), kKv, kHidden, nullptr, 2);
+          gemv(v, normed.data(), weight(copy, (kQ + kKv) * kHidden), kKv, kHidden, nullptr, 2);
+        }
+        gemv(h.data(), x.data(), weight(copy, kQkv), kHidden, kQ, x.data(), 4);
+        surogate::cuda::rmsnorm_forward(normed.data(), rstd.data(), h.data(), norm_weight.data(), rows, kHidden, 1e-6f,
+                                        stream);
+        const Bf16* gate = weight(copy, kQkv + kO);
+        const Bf16* up = weight(copy, kQkv + kO + kGate);
+        if (fused) {
+          surogate::cuda::decode_gemv_swiglu(act.data(), normed.data(), gate, up, kFfn,
+                                             {.rows = rows, .in = kHidden, .rows_per_block = 8, .overlap_previous = overlap},
+                                             stream);
+        } else {
+          gemv(gate_up.data(), normed.data(), gate, kFfn, kHidden, nullptr, 4);
+          gemv(gate_up.data() + rows * kFfn, normed.data(), up, kFfn, kHidden, nullptr, 4);
+          surogate::cuda::swiglu_forward(act.data(), gate_up.data(), gate_up.data() + rows * kFfn, rows, kFfn, kFfn,
+                                         stream);
+        }
+        gemv(out.data(), act.data(), weight(copy, kQkv + kO + 2 * kGate), kHidden, kFfn, h.data(), 4);
+      });
+    };
+    const auto row = [&](const char* name, double us) {
+      std::printf("M=%lld %-34s %s (x%lld: %.2f ms)\n", static_cast<long long>(rows), name, cell(us, bytes).c_str(),
+                  static_cast<long long>(kLayers), us * kLayers / 1e3);
+    };
+    row("today's kernels", today);
+    row("decode GEMVs, separate", decode_chain(false, false));
+    row("decode GEMVs, separate, PDL", decode_chain(false, true));
+    row("decode GEMVs, fused q/k/v, SwiGLU", decode_chain(true, false));
+    row("decode GEMVs, fused, PDL", decode_chain(true, true));
   }
 }
 

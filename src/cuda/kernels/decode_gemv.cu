@@ -9,6 +9,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <atomic>
 #include <cstdint>
 
 #include "cuda/cuda_check.h"
@@ -106,6 +107,19 @@ __device__ void normalise_x(const GemvParams<T>& p, const T* x, uint4* normed) {
   __syncthreads();
 }
 
+// griddepcontrol (sm_90+): wait until the grids this one depends on have completed and their
+// writes are visible (returns at once without a programmatic launch); let the next launch begin.
+__device__ __forceinline__ void wait_for_previous_grid() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void allow_next_grid() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 // The weight global row `row` (< total) belongs to, `row` made its row within it. Constant indices
 // only: a dynamic index into the kernel's parameters would copy them to local memory.
 template <typename T>
@@ -124,7 +138,12 @@ __global__ void __launch_bounds__(kDecodeGemvThreads) decode_gemv_kernel(const G
   __shared__ float partial[kGemvWarps][R][M];
   extern __shared__ uint4 normed_x[];  // M × chunks when normed, else empty
   const bool normed = p.norm_weight != nullptr;
-  if (normed) normalise_x<T, M>(p, x, normed_x);
+  // Nothing the previous kernel writes (x, bias, addend) is read before the wait; W is.
+  bool waited = normed;
+  if (normed) {
+    wait_for_previous_grid();
+    normalise_x<T, M>(p, x, normed_x);
+  }
   const int64_t first = static_cast<int64_t>(blockIdx.x) * kColumns;
   const int64_t chunks = p.chunks;
   const uint4* w_rows[R];
@@ -156,6 +175,10 @@ __global__ void __launch_bounds__(kDecodeGemvThreads) decode_gemv_kernel(const G
 #pragma unroll
       for (int r = 0; r < R; ++r) w[r][u] = chunk < chunks ? __ldcs(w_rows[r] + chunk) : make_uint4(0, 0, 0, 0);
     }
+    if (!waited) {  // the first loads are in flight
+      wait_for_previous_grid();
+      waited = true;
+    }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t chunk = start + kDecodeGemvThreads * u;
@@ -177,6 +200,8 @@ __global__ void __launch_bounds__(kDecodeGemvThreads) decode_gemv_kernel(const G
       }
     }
   }
+  if (!waited) wait_for_previous_grid();  // a thread past K's chunks may still write (bias, addend)
+  allow_next_grid();
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
 #pragma unroll
   for (int r = 0; r < R; ++r) {
@@ -213,21 +238,49 @@ __global__ void __launch_bounds__(kDecodeGemvThreads) decode_gemv_kernel(const G
   }
 }
 
+// Whether a launch on `stream` may overlap the previous kernel: sm_90+ (cached per device) and the
+// stream being captured (a graph's first kernel has no kernel before it in the graph, so W written
+// by work before the graph launch is safe; in eager code the previous kernel is unknown).
+bool may_overlap_previous(cudaStream_t stream) {
+  constexpr int kDevices = 64;
+  static std::atomic<int> majors[kDevices];  // 0: not asked yet
+  int device = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  int major = device < kDevices ? majors[device].load(std::memory_order_relaxed) : 0;
+  if (major == 0) {
+    CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    if (device < kDevices) majors[device].store(major, std::memory_order_relaxed);
+  }
+  if (major < 9) return false;
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  CUDA_CHECK(cudaStreamIsCapturing(stream, &status));
+  return status == cudaStreamCaptureStatusActive;
+}
+
 template <typename T, int M, int R, bool kSwiglu>
-void launch_gemv(const GemvParams<T>& p, const T* x, cudaStream_t stream) {
+void launch_gemv(const GemvParams<T>& p, const T* x, bool overlap_previous, cudaStream_t stream) {
   constexpr int kColumns = kSwiglu ? R / 2 : R;
   const int64_t blocks = (p.total + kColumns - 1) / kColumns;
-  const size_t shared = p.norm_weight != nullptr ? static_cast<size_t>(M * p.chunks) * sizeof(uint4) : 0;
-  decode_gemv_kernel<T, M, R, kSwiglu><<<static_cast<unsigned>(blocks), kDecodeGemvThreads, shared, stream>>>(p, x);
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(static_cast<unsigned>(blocks));
+  config.blockDim = dim3(kDecodeGemvThreads);
+  config.dynamicSmemBytes = p.norm_weight != nullptr ? static_cast<size_t>(M * p.chunks) * sizeof(uint4) : 0;
+  config.stream = stream;
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute.val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = &attribute;
+  config.numAttrs = overlap_previous && may_overlap_previous(stream) ? 1 : 0;
+  CUDA_CHECK(cudaLaunchKernelEx(&config, decode_gemv_kernel<T, M, R, kSwiglu>, p, x));
 }
 
 // Plain GEMVs take 1, 2 or 4 rows per block, SwiGLU 2, 4 or 8 (1, 2 or 4 columns).
 template <typename T, int M, bool kSwiglu>
-void launch_rows(const GemvParams<T>& p, const T* x, int rows_per_block, cudaStream_t stream) {
+void launch_rows(const GemvParams<T>& p, const T* x, int rows_per_block, bool overlap, cudaStream_t stream) {
   constexpr int kLeast = kSwiglu ? 2 : 1;
-  if (rows_per_block == kLeast) launch_gemv<T, M, kLeast, kSwiglu>(p, x, stream);
-  else if (rows_per_block == 2 * kLeast) launch_gemv<T, M, 2 * kLeast, kSwiglu>(p, x, stream);
-  else if (rows_per_block == 4 * kLeast) launch_gemv<T, M, 4 * kLeast, kSwiglu>(p, x, stream);
+  if (rows_per_block == kLeast) launch_gemv<T, M, kLeast, kSwiglu>(p, x, overlap, stream);
+  else if (rows_per_block == 2 * kLeast) launch_gemv<T, M, 2 * kLeast, kSwiglu>(p, x, overlap, stream);
+  else if (rows_per_block == 4 * kLeast) launch_gemv<T, M, 4 * kLeast, kSwiglu>(p, x, overlap, stream);
   else CUDA_REQUIRE(false, "decode_gemv: rows_per_block must be 1, 2 or 4 (SwiGLU: 2, 4 or 8)");
 }
 
@@ -242,8 +295,8 @@ void launch_decode_gemv(GemvParams<T>& p, const T* x, const DecodeGemvShape& sha
   }
   const int64_t w_rows = kSwiglu ? 2 * p.total : p.total;
   const int rows_per_block = shape.rows_per_block != 0 ? shape.rows_per_block : (w_rows >= 8192 ? 4 : 2);
-  if (shape.rows == 1) launch_rows<T, 1, kSwiglu>(p, x, rows_per_block, stream);
-  else launch_rows<T, 2, kSwiglu>(p, x, rows_per_block, stream);
+  if (shape.rows == 1) launch_rows<T, 1, kSwiglu>(p, x, rows_per_block, shape.overlap_previous, stream);
+  else launch_rows<T, 2, kSwiglu>(p, x, rows_per_block, shape.overlap_previous, stream);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -15,7 +15,8 @@
 // Unlike small_m_linear.h (a warp per few columns), a block of kDecodeGemvThreads threads shares
 // a few rows of W, every thread issuing 8 independent 16-byte loads before it uses one, so the
 // whole GPU keeps megabytes of W in flight; the warps' partial sums meet in shared memory in a
-// fixed order (deterministic: the same bits every run). Requires K a positive multiple of 8 and
+// fixed order (deterministic: the same bits every run). Every block lets the next launch begin
+// (griddepcontrol.launch_dependents) once its W is read (DecodeGemvShape::overlap_previous). Requires K a positive multiple of 8 and
 // x and every W 16-byte aligned (decode_gemv_supported).
 #pragma once
 
@@ -57,6 +58,12 @@ struct DecodeGemvShape {
   // Rows of W per block (1, 2 or 4); 0 picks by the total N (4 from 8192 rows, 2 below). The bench
   // compares them; more rows per block means fewer, longer blocks.
   int rows_per_block = 0;
+  // Programmatic dependent launch (Hopper PDL): on sm_90+ and only while the stream is being captured
+  // into a graph, the launch may begin before the previous kernel ends; each thread issues its first
+  // W loads and then waits (griddepcontrol.wait) for that kernel before it reads x, the bias or the
+  // addend. Set it only when no kernel of the graph writes W (a parameter, not a dequantized copy).
+  // Outside a capture (eager code, where an optimizer may just have written W) it does nothing.
+  bool overlap_previous = false;
 };
 
 // The shape rule and the 16-byte alignment of x and of every weight in [weights, weights + count);
