@@ -1,10 +1,12 @@
 // What the CUDA microbenchmarks in bench/ share: timing launches with CUDA events and parsing a
-// comma-separated list flag.
+// comma-separated list flag and the decode benches' flags.
 #pragma once
 
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <sstream>
 #include <string>
@@ -36,6 +38,22 @@ inline std::vector<int64_t> parse_list(const std::string& text) {
   std::stringstream stream(text);
   for (std::string item; std::getline(stream, item, ',');) out.push_back(std::stoll(item));
   return out;
+}
+
+// `--rows 1,2,...` and `--repeats N` (the decode benches' flags) into `rows` / `repeats`; false,
+// having named it on stderr, for any other flag.
+inline bool parse_rows_and_repeats(int argc, char** argv, const char* program, std::vector<int64_t>& rows,
+                                   int& repeats) {
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i];
+    if (flag == "--rows") rows = parse_list(argv[i + 1]);
+    else if (flag == "--repeats") repeats = std::atoi(argv[i + 1]);
+    else {
+      std::fprintf(stderr, "%s: unknown flag %s\n", program, flag.c_str());
+      return false;
+    }
+  }
+  return true;
 }
 
 }  // namespace surogate::bench

@@ -42,15 +42,7 @@ constexpr Layer kLayers[] = {{"q_proj/o_proj", 4096, 4096}, {"k_proj/v_proj", 10
 int main(int argc, char** argv) {
   std::vector<int64_t> rows_list = {1, 2, 4, 8};
   int repeats = 100;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string flag = argv[i];
-    if (flag == "--rows") rows_list = surogate::bench::parse_list(argv[i + 1]);
-    else if (flag == "--repeats") repeats = std::atoi(argv[i + 1]);
-    else {
-      std::fprintf(stderr, "small_m_linear_bench: unknown flag %s\n", flag.c_str());
-      return 2;
-    }
-  }
+  if (!surogate::bench::parse_rows_and_repeats(argc, argv, "small_m_linear_bench", rows_list, repeats)) return 2;
   surogate::cuda::Matmul matmul;
   std::printf("%-14s %7s %7s %4s %10s %8s %7s %10s %8s %7s %8s\n", "layer", "N", "K", "M", "kernel us", "GB/s",
               "of 4.8T", "cublas us", "GB/s", "of 4.8T", "speedup");

@@ -276,6 +276,7 @@ void CudaBackend::bind_steps(const OpRegistry& registry) {
     CudaBindContext context{node, input_types, output_types,
                             Attrs(node.attrs, fmt::format("node '{}' (op {})", node.name, node.op)), *resources_};
     for (TensorId id : node.outputs) context.outputs_read.push_back(read.contains(id));
+    for (TensorId id : node.inputs) context.inputs_parameter.push_back(plan.graph.tensor(id).role == TensorRole::Parameter);
     bound.kernel = (*table_.find(node.op))(context);
     SUROGATE_CHECK(static_cast<bool>(bound.kernel), "CUDA binder of op '{}' returned no kernel", node.op);
     steps_.push_back(std::move(bound));

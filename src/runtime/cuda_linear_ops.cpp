@@ -6,7 +6,9 @@
 // gradient with beta = 1), linear_backward, linear_backward_low_rank(_accumulate) (both gradients of
 // a narrow product from one pass over d_out, cuda/kernels/low_rank_backward.h) and bias_gradient. All products go
 // through the plan's one Matmul (CudaResources::matmul, cuda/matmul.h), except linear's and
-// linear_add's products of one or two rows (a decode step) where that is faster: cuda/kernels/small_m_linear.h.
+// linear_add's products of one or two rows (a decode step) where that is faster: cuda/kernels/decode_gemv.h
+// and cuda/kernels/small_m_linear.h.
+#include "cuda/kernels/decode_gemv.h"
 #include "cuda/kernels/low_rank_backward.h"
 #include "cuda/kernels/reductions.h"
 #include "cuda/kernels/small_m_linear.h"
@@ -40,6 +42,45 @@ bool may_take_small_m(const cuda::SmallMLinearShape& shape) {
          shape.in >= kNarrowest && shape.in % 8 == 0;
 }
 
+// Where the decode GEMV beats both (bench/decode_kernels_bench on an H200, 2026-11-29, Qwen3-8B's
+// shapes, µs per graph-replayed launch): at one row every weight narrower than the LM head (q/o 10.99
+// at 4 rows per block vs small_m 11.88; k/v 4.22 vs 8.52; gate or up 49.5 vs cuBLASLt 50.0 for both;
+// down 25.92 at 4 vs cuBLASLt 30.53); at two rows the k/v-sized weights (4.5 vs 8.6) and the
+// down-shaped ones, N < K (26.6 at 4 vs 29.6), not q/o nor gate/up. The LM head stays on small_m.
+// Returns the rows per block, or 0 where the GEMV is not taken.
+int decode_gemv_rows_per_block(int64_t rows, int64_t out, int64_t in) {
+  constexpr int64_t kNarrowest = 256, kLmHeadWidth = 32768, kSquareWeights = 4096 * 4096, kWide = 4096;
+  if (out < kNarrowest || in < kNarrowest || in % 8 != 0 || out >= kLmHeadWidth) return 0;
+  if (rows == 1) return out >= kWide ? 4 : 2;
+  if (rows == 2 && out < in) return 4;
+  if (rows == 2 && out * in < kSquareWeights) return 2;
+  return 0;
+}
+
+// A linear's decode GEMV, decided at bind time; the pointers' alignment is checked per call. Its
+// launch overlaps the previous kernel (PDL) when the weight is a parameter, which nothing before it writes.
+struct DecodeGemvRoute {
+  cuda::DecodeGemvShape shape;
+  int64_t out = 0;
+
+  DecodeGemvRoute(const CudaBindContext& ctx, int64_t rows, int64_t out_features, int64_t in, float alpha)
+      : shape{.rows = rows, .in = in, .alpha = alpha, .rows_per_block = decode_gemv_rows_per_block(rows, out_features, in),
+              .overlap_previous = ctx.input_parameter(1)},
+        out(out_features) {}
+
+  bool taken() const { return shape.rows_per_block != 0; }
+
+  // Runs it and returns true when taken and the pointers allow it.
+  template <typename T>
+  bool run(T* y, const T* x, const T* weight, const T* bias, const T* addend, cudaStream_t stream) const {
+    const void* weights[1] = {weight};
+    if (!taken() || !cuda::decode_gemv_supported(shape, x, weights, 1)) return false;
+    const cuda::DecodeGemvWeight<T> product{.weight = weight, .out = y, .rows = out, .bias = bias, .addend = addend};
+    cuda::decode_gemv(&product, 1, x, shape, stream);
+    return true;
+  }
+};
+
 template <typename T>
 CudaKernel bind_linear_typed(const CudaBindContext& ctx) {
   expect_in(ctx, 0, element_dtype<T>());
@@ -49,11 +90,13 @@ CudaKernel bind_linear_typed(const CudaBindContext& ctx) {
   const float alpha = alpha_of(ctx);
   const cuda::SmallMLinearShape small = small_m_shape(rows, out, in, alpha);
   const bool may_be_small = may_take_small_m(small);
+  const DecodeGemvRoute gemv(ctx, rows, out, in, alpha);
   CudaResources* resources = &ctx.resources;
   return [=](const CudaKernelArgs& args) {
     const T* x = args.inputs[0].as<const T>();
     const T* weight = args.inputs[1].as<const T>();
     const T* bias = has_bias ? args.inputs[2].as<const T>() : nullptr;
+    if (gemv.run(args.outputs[0].as<T>(), x, weight, bias, static_cast<const T*>(nullptr), args.stream)) return;
     if (may_be_small && cuda::small_m_linear_supported(small, x, weight)) {
       cuda::small_m_linear(args.outputs[0].as<T>(), x, weight, bias, static_cast<const T*>(nullptr), small, args.stream);
       return;
@@ -88,21 +131,24 @@ cuda::MatmulShape weight_gradient_shape(int64_t rows, int64_t out, int64_t in) {
 }
 
 // linear_add (x, W, addend){scale} -> scale·x·Wᵀ + addend, the addend as C.
-// A decode step's adapted projection takes the small-M kernel as linear does.
+// A decode step's adapted projection takes the decode GEMV or the small-M kernel as linear does.
 template <typename T>
 CudaKernel bind_linear_add_typed(const CudaBindContext& ctx) {
   ctx.expect_all(element_dtype<T>());
   const int64_t in = ctx.inputs[1].shape[1], out = ctx.inputs[1].shape[0], rows = ctx.inputs[0].numel() / in;
   const cuda::MatmulShape shape{.m = rows, .n = out, .k = in, .transpose_b = true, .has_addend = true};
   const cuda::SmallMLinearShape small = small_m_shape(rows, out, in, alpha_of(ctx));
-  if (!may_take_small_m(small)) return bind_product<T>(ctx, shape);
+  const DecodeGemvRoute gemv(ctx, rows, out, in, alpha_of(ctx));
+  const bool may_be_small = may_take_small_m(small);
+  if (!may_be_small && !gemv.taken()) return bind_product<T>(ctx, shape);
   const CudaKernel product = bind_product<T>(ctx, shape);
   return [=](const CudaKernelArgs& args) {
     const T* x = args.inputs[0].as<const T>();
     const T* weight = args.inputs[1].as<const T>();
-    if (!cuda::small_m_linear_supported(small, x, weight)) return product(args);
-    cuda::small_m_linear(args.outputs[0].as<T>(), x, weight, static_cast<const T*>(nullptr), args.inputs[2].as<const T>(),
-                         small, args.stream);
+    const T* addend = args.inputs[2].as<const T>();
+    if (gemv.run(args.outputs[0].as<T>(), x, weight, static_cast<const T*>(nullptr), addend, args.stream)) return;
+    if (!may_be_small || !cuda::small_m_linear_supported(small, x, weight)) return product(args);
+    cuda::small_m_linear(args.outputs[0].as<T>(), x, weight, static_cast<const T*>(nullptr), addend, small, args.stream);
   };
 }
 CudaKernel bind_linear_add(const CudaBindContext& ctx) {

@@ -119,8 +119,13 @@ struct CudaBindContext {
   // A binder may skip the work of an output nobody reads (the frozen LM head's weight gradient in
   // LoRA plans) and leave it unwritten; empty means every output is read.
   std::vector<bool> outputs_read = {};
+  // Per input: whether it is a parameter of the graph (no forward step writes it, only an optimizer
+  // step after the backward; a dequantized weight is an activation, a KV cache a constant that its
+  // op writes). Empty: none is.
+  std::vector<bool> inputs_parameter = {};
 
   bool output_read(size_t index) const { return outputs_read.empty() || outputs_read[index]; }
+  bool input_parameter(size_t index) const { return index < inputs_parameter.size() && inputs_parameter[index]; }
 
   // UserError naming the node unless every input and output is `dtype`.
   void expect_all(DType dtype) const;

@@ -176,10 +176,12 @@ std::vector<SingleOpCase> make_cases() {
       {"linear", {x, weight}},
       {"linear_add", {x, weight, narrow}},
       // A decode step's products (≤ 2 rows, both sides ≥ 256; N = 264 ends in a partial block):
-      // the CUDA small-M kernel (cuda/kernels/small_m_linear.h), with a bias, a scale, an addend.
+      // on CUDA the decode GEMV (cuda/kernels/decode_gemv.h) with a bias (4 rows per block), a
+      // scale (2), an addend (4); the small-M kernel (cuda/kernels/small_m_linear.h) for an LM-head-wide one.
       {"linear", {TensorType{kBf16, {2, 512}}, TensorType{kBf16, {264, 512}}, TensorType{kBf16, {264}}}},
       {"linear", {TensorType{kBf16, {1, 1, 512}}, TensorType{kBf16, {264, 512}}}, {{"scale", 0.5}}},
       {"linear_add", {TensorType{kBf16, {2, 1, 512}}, TensorType{kBf16, {264, 512}}, TensorType{kBf16, {2, 1, 264}}}},
+      {"linear", {TensorType{kBf16, {1, 256}}, TensorType{kBf16, {32776, 256}}}},
       {"linear_backward_input", {narrow, weight}},
       {"linear_backward_input_add", {narrow, weight, x}},
       {"linear_backward_weight", {narrow, x}},

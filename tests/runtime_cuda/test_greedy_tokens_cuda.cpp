@@ -2,7 +2,8 @@
 // on the same values (bf16-exact, and fp32): rows of a real vocabulary (151936) and of odd sizes,
 // with the maximum tied across threads, warps and one thread's slice (the lowest index wins), NaN
 // or +inf anywhere (-1), -inf beside finite values, a row of -inf only (0) and a constant row (0).
-// Exact: the same index, and the expected one named per row.
+// Exact: the same index, and the expected one named per row. Both paths: greedy_tokens (a cluster of
+// blocks per row on sm_90+, so the ties above also fall across blocks) and greedy_tokens_one_block.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -57,7 +58,7 @@ std::vector<float> values_of(const std::vector<Row>& rows, int64_t vocab) {
   return values;
 }
 
-void check(int64_t vocab, bool bf16) {
+void check(int64_t vocab, bool bf16, bool one_block) {
   const std::vector<Row> rows = rows_of(vocab);
   std::vector<float> values = values_of(rows, vocab);
   if (bf16) values = from_bf16(to_bf16(values));  // the CPU sees the GPU's values exactly
@@ -67,24 +68,29 @@ void check(int64_t vocab, bool bf16) {
   DeviceBuffer<int32_t> tokens(rows.size());
   if (bf16) {
     const DeviceBuffer<Bf16> logits = device_bf16(values);
-    greedy_tokens(tokens.data(), bf16_ptr(logits), count, vocab, nullptr);
+    (one_block ? greedy_tokens_one_block<__nv_bfloat16> : greedy_tokens<__nv_bfloat16>)(tokens.data(), bf16_ptr(logits),
+                                                                                      count, vocab, nullptr);
   } else {
     const DeviceBuffer<float> logits = to_device(values);
-    greedy_tokens(tokens.data(), logits.data(), count, vocab, nullptr);
+    (one_block ? greedy_tokens_one_block<float> : greedy_tokens<float>)(tokens.data(), logits.data(), count, vocab,
+                                                                      nullptr);
   }
   synchronize();
   const std::vector<int32_t> got = tokens.download();
   for (size_t r = 0; r < rows.size(); ++r) {
     EXPECT_EQ(expected[r], rows[r].expected) << "the CPU reference, vocab " << vocab << " row " << r;
-    EXPECT_EQ(got[r], expected[r]) << "vocab " << vocab << " row " << r << (bf16 ? " bf16" : " fp32");
+    EXPECT_EQ(got[r], expected[r]) << "vocab " << vocab << " row " << r << (bf16 ? " bf16" : " fp32")
+                                << (one_block ? " one block" : "");
   }
 }
 
 TEST(CudaGreedyTokens, EqualsTheCpuReferenceWithTiesNanAndInfinities) {
   SKIP_WITHOUT_GPU();
   for (int64_t vocab : {int64_t{151936}, int64_t{1000}, int64_t{600}}) {
-    check(vocab, true);
-    check(vocab, false);
+    for (bool one_block : {false, true}) {
+      check(vocab, true, one_block);
+      check(vocab, false, one_block);
+    }
   }
 }
 
