@@ -27,6 +27,7 @@
 #include <memory>
 #include <optional>
 
+#include "generate/kv_cache_plans.h"
 #include "generate/next_token_model.h"
 #include "models/lora.h"
 
@@ -38,11 +39,6 @@ class Backend;
 }
 
 namespace surogate::generate {
-
-struct PrefillShape {
-  int64_t rows = 0;   // 0: min(slots, 4)
-  int64_t chunk = 0;  // 0: min(max_context, 256); 1: no prefill plan (prompts fed a token at a time)
-};
 
 std::unique_ptr<NextTokenModel> open_kv_cache_model(const std::filesystem::path& model_dir, const ModelOptions& options,
                                                     const PrefillShape& prefill);

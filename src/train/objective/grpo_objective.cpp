@@ -14,6 +14,7 @@
 #include "rl/completion_batch.h"
 #include "train/device/training_device.h"
 #include "train/objective/grpo_graph.h"
+#include "train/objective/grpo_rollout_model.h"
 #include "train/objective/grpo_window.h"
 #include "train/training_plan.h"
 
@@ -92,12 +93,8 @@ void GrpoObjective::prepare(const ObjectiveContext& context) {
   if (context.lora != nullptr) weights.lora = context.lora->options;
   const int64_t completions = config_.schedule.per_device_train_batch_size *
                               std::max<int64_t>(1, config_.schedule.gradient_accumulation_steps);
-  generate::ModelOptions options;
-  options.cuda = context.cuda;
-  options.definition = model_definition(config_.model, config_.sources);
-  options.slots = std::min<int64_t>(completions, 64);
-  options.max_context = grpo.max_prompt_length + grpo.max_completion_length;
-  model_ = generate::open_kv_cache_on_weights(weights, model_dir, options);
+  // The shape the training plan counted (grpo_rollout_model.h).
+  model_ = generate::open_kv_cache_on_weights(weights, model_dir, grpo_rollout_model_options(config_, context.cuda));
   seeds_ = context.saved_state.is_object() && context.saved_state.contains("rollout_seeds")
                ? rl::RolloutSeeds::from_json(context.saved_state["rollout_seeds"], "trainer_state.json objective")
                : rl::RolloutSeeds(static_cast<uint64_t>(config_.data.train_seed));
