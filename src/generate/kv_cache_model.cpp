@@ -115,7 +115,7 @@ public:
   // `live` present: every weight is read from its backend in place (open_kv_cache_on_weights).
   KvCacheModel(const std::filesystem::path& model_dir, const ModelOptions& options, const PrefillShape& prefill,
                std::shared_ptr<const DecodePlan> base = {}, const LoadedWeights* live = nullptr)
-      : cuda_(options.cuda), base_(std::move(base)), live_lora_(live != nullptr ? live->lora : std::nullopt), held_(static_cast<size_t>(std::max<int64_t>(options.slots, 0)), 0) {
+      : cuda_(options.cuda), base_(std::move(base)), live_(live != nullptr ? WeightForms{live->lora, live->qlora, live->fp8} : WeightForms{}), held_(static_cast<size_t>(std::max<int64_t>(options.slots, 0)), 0) {
     if (options.slots < 1 || options.max_context < 1) {
       fail_user("slots and max_context must be positive (got {} and {})", options.slots, options.max_context);
     }
@@ -225,7 +225,7 @@ private:
   // The decode graph of [rows, sequence] compiled into `target` with its (unloaded) backend.
   models::SessionGraph compile(DecodePlan& target, const ModelOptions& options, const DecodeShape& cache, int64_t rows,
                                int64_t sequence) {
-    DecodeGraph decode = build_kv_cache_graph(config_, registry_, options, live_lora_, cache, rows, sequence);
+    DecodeGraph decode = build_kv_cache_graph(config_, registry_, options, live_, cache, rows, sequence);
     target.rows = rows;
     target.sequence = sequence;
     target.plan = compiler::compile_forward(std::move(decode.graph), registry_);
@@ -393,7 +393,7 @@ private:
 
   bool cuda_ = false;
   std::shared_ptr<const DecodePlan> base_;  // whose weights this model reads, if another's
-  std::optional<models::LoraOptions> live_lora_;  // the live owner's adapter (open_kv_cache_on_weights)
+  WeightForms live_;  // how the live owner holds its weights (open_kv_cache_on_weights)
   graph::OpRegistry registry_ = ops::make_model_registry();
   io::ModelConfig config_;
   int64_t capacity_ = 0;

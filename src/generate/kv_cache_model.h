@@ -57,9 +57,12 @@ struct LoadedWeights {
   const compiler::ExecutionPlan* plan = nullptr;  // the plan the weights were loaded with
   const runtime::Backend* backend = nullptr;      // holds them; stays loaded while the model runs
   std::optional<models::LoraOptions> lora;        // the unmerged LoRA adapter the owner's graph carries
+  std::optional<models::QloraOptions> qlora;      // the owner's quantized base (QLoRA)
+  std::optional<models::Fp8Options> fp8;          // the owner's fp8_hybrid recipe (kv_cache_plans.h's WeightForms)
 };
 
-// A KV cache model whose every weight (the base's and the LoRA adapter's matrices alike) is the
+// A KV cache model whose every weight (the base's — bf16, or quantized as QLoRA or the fp8_hybrid
+// recipe stores it, the decode graph rewritten alike — and the LoRA adapter's matrices) is the
 // owner's memory, matched by name, dtype and shape (runtime/shared_parameters.h): it holds only
 // its KV caches. A write into the owner's weights (an optimizer step) is what the next feed
 // computes with; slots fed before it keep the keys and values of the old weights, so clear them.

@@ -38,18 +38,25 @@ KvCachePlanShapes kv_cache_plan_shapes(const ModelOptions& options, const Prefil
 }
 
 DecodeGraph build_kv_cache_graph(const io::ModelConfig& config, const graph::OpRegistry& registry,
-                                 const ModelOptions& options, const std::optional<models::LoraOptions>& live_lora,
-                                 const DecodeShape& cache, int64_t rows, int64_t sequence) {
+                                 const ModelOptions& options, const WeightForms& live, const DecodeShape& cache,
+                                 int64_t rows, int64_t sequence) {
   const auto defined = definition_batch_shape(options.definition, registry);
   models::DecoderGraphOptions graph_options{defined ? defined->first : rows, defined ? defined->second : sequence, 1,
                                             false};
   if (options.cuda) graph_options.dtype = DType::BF16;
   DecodeGraph result;
   result.session = models::build_session_graph(config, registry, graph_options, options.definition, options.adapter);
-  if (live_lora) {  // the live adapter: its shape from the owner's options, its values the owner's
-    result.session.adapters = models::lora_adapters(config, *live_lora);
-    result.session.graph =
-        models::apply_lora(result.session.graph, registry, result.session.adapters, *live_lora, false);
+  graph::Graph& forward = result.session.graph;
+  if (live.lora) {  // the live adapter: its shape from the owner's options, its values the owner's
+    result.session.adapters = models::lora_adapters(config, *live.lora);
+    forward = models::apply_lora(forward, registry, result.session.adapters, *live.lora, false);
+  }
+  if (live.qlora) forward = models::apply_qlora_quantization(forward, registry, *live.qlora);
+  if (live.fp8) {  // as the trainer's evaluation graph: no scaling state, nothing fused into other ops
+    models::Fp8Options fp8 = *live.fp8;
+    fp8.amax_history = 0;
+    fp8.fuse_producers = fp8.fuse_attention = false;
+    forward = models::apply_fp8_recipe(forward, registry, fp8);
   }
   const std::string& source = options.definition.source;
   result.graph = add_greedy_tokens(
@@ -59,13 +66,12 @@ DecodeGraph build_kv_cache_graph(const io::ModelConfig& config, const graph::OpR
 }
 
 KvCacheMemory predict_kv_cache_memory(const io::ModelConfig& config, const ModelOptions& options,
-                                      const std::optional<models::LoraOptions>& live_lora,
-                                      const PrefillShape& prefill) {
+                                      const WeightForms& live, const PrefillShape& prefill) {
   const graph::OpRegistry registry = ops::make_model_registry();
   const KvCachePlanShapes shapes = kv_cache_plan_shapes(options, prefill);
   auto plan = [&](int64_t rows, int64_t sequence) {
     return compiler::compile_forward(
-        build_kv_cache_graph(config, registry, options, live_lora, shapes.cache, rows, sequence).graph, registry);
+        build_kv_cache_graph(config, registry, options, live, shapes.cache, rows, sequence).graph, registry);
   };
   KvCacheMemory memory;
   add_plan_memory(plan(options.slots, 1), true, memory);

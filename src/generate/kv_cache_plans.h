@@ -13,7 +13,9 @@
 #include "graph/graph.h"
 #include "graph/op_registry.h"
 #include "io/model_config.h"
+#include "models/fp8_recipe.h"
 #include "models/lora.h"
+#include "models/qlora.h"
 #include "models/session_loading.h"
 
 namespace surogate::generate {
@@ -37,16 +39,26 @@ struct KvCachePlanShapes {
 };
 KvCachePlanShapes kv_cache_plan_shapes(const ModelOptions& options, const PrefillShape& prefill);
 
-// The forward graph of `options` (its adapter read from disk, or `live_lora`'s matrices applied
-// unmerged) and its decode graph at [rows, sequence] with greedy_tokens (decode_graph.h). An IR
-// definition is built at its own [B0, T0] and re-inferred at [rows, sequence].
+// How a trainer's graph holds the weights a model reads in place (open_kv_cache_on_weights): the
+// decode graph is rewritten as the trainer's was, so that it names, types and shapes them alike.
+struct WeightForms {
+  std::optional<models::LoraOptions> lora;    // the unmerged LoRA adapter, live
+  std::optional<models::QloraOptions> qlora;  // QLoRA's quantized base (after the adapter, as trained)
+  // recipe fp8_hybrid: the projections' FP8 weights, read by linear_fp8 with each activation at its
+  // own scale (amax_history 0, no scaling state: the trainer's evaluation graph)
+  std::optional<models::Fp8Options> fp8;
+};
+
+// The forward graph of `options` (its adapter read from disk, or `live`'s forms applied) and its
+// decode graph at [rows, sequence] with greedy_tokens (decode_graph.h). An IR definition is built
+// at its own [B0, T0] and re-inferred at [rows, sequence].
 struct DecodeGraph {
   models::SessionGraph session;
   graph::Graph graph;
 };
 DecodeGraph build_kv_cache_graph(const io::ModelConfig& config, const graph::OpRegistry& registry,
-                                 const ModelOptions& options, const std::optional<models::LoraOptions>& live_lora,
-                                 const DecodeShape& cache, int64_t rows, int64_t sequence);
+                                 const ModelOptions& options, const WeightForms& live, const DecodeShape& cache,
+                                 int64_t rows, int64_t sequence);
 
 // What the model holds beside the weights it reads, by its plans' memory plans: the caches (every
 // layer's k_cache and v_cache [slots, capacity, Hkv, D] in the graph's dtype: fp32 on the CPU,
@@ -57,7 +69,6 @@ struct KvCacheMemory {
   size_t total() const { return caches + activations; }
 };
 KvCacheMemory predict_kv_cache_memory(const io::ModelConfig& config, const ModelOptions& options,
-                                      const std::optional<models::LoraOptions>& live_lora,
-                                      const PrefillShape& prefill = {});
+                                      const WeightForms& live = {}, const PrefillShape& prefill = {});
 
 }  // namespace surogate::generate

@@ -35,9 +35,9 @@ TEST(KvCachePlans, CachesAreTheFormulasInTheGraphsDtype) {
   ASSERT_EQ(config.num_key_value_heads, 2);
   ASSERT_EQ(config.head_dim, 8);
   // The CPU graph is fp32, the CUDA graph bf16 (planned on any machine: nothing is loaded).
-  EXPECT_EQ(predict_kv_cache_memory(config, options_of(3, 24), std::nullopt).caches,
+  EXPECT_EQ(predict_kv_cache_memory(config, options_of(3, 24)).caches,
             formula_cache_bytes(config, 3, 24, 4));
-  EXPECT_EQ(predict_kv_cache_memory(config, options_of(5, 40, true), std::nullopt).caches,
+  EXPECT_EQ(predict_kv_cache_memory(config, options_of(5, 40, true)).caches,
             formula_cache_bytes(config, 5, 40, 2));
   EXPECT_EQ(formula_cache_bytes(config, 3, 24, 4), size_t{18432});
 }
@@ -48,8 +48,8 @@ TEST(KvCachePlans, LiveLoraKeepsTheCaches) {
   lora.rank = 4;
   lora.alpha = 8.0;
   lora.target_modules = {"q_proj", "v_proj", "down_proj"};
-  const KvCacheMemory plain = predict_kv_cache_memory(config, options_of(4, 32), std::nullopt);
-  const KvCacheMemory adapted = predict_kv_cache_memory(config, options_of(4, 32), lora);
+  const KvCacheMemory plain = predict_kv_cache_memory(config, options_of(4, 32));
+  const KvCacheMemory adapted = predict_kv_cache_memory(config, options_of(4, 32), {.lora = lora});
   EXPECT_EQ(adapted.caches, plain.caches);
   EXPECT_GE(adapted.activations, plain.activations);  // its low-rank products may fit in the arena's slack
   EXPECT_GT(adapted.activations, size_t{0});
@@ -58,12 +58,12 @@ TEST(KvCachePlans, LiveLoraKeepsTheCaches) {
 
 TEST(KvCachePlans, PrefillPlansAddTheirArenas) {
   const io::ModelConfig config = fixture_config();
-  const KvCacheMemory decode_only = predict_kv_cache_memory(config, options_of(4, 32), std::nullopt, {.chunk = 1});
-  const KvCacheMemory with_prefill = predict_kv_cache_memory(config, options_of(4, 32), std::nullopt);
+  const KvCacheMemory decode_only = predict_kv_cache_memory(config, options_of(4, 32), {}, {.chunk = 1});
+  const KvCacheMemory with_prefill = predict_kv_cache_memory(config, options_of(4, 32));
   EXPECT_GT(decode_only.activations, size_t{0});
   EXPECT_GT(with_prefill.activations, decode_only.activations);
   EXPECT_EQ(with_prefill.caches, decode_only.caches);  // the prefill plans read the decode plan's caches
-  const KvCacheMemory more_slots = predict_kv_cache_memory(config, options_of(8, 32), std::nullopt, {.chunk = 1});
+  const KvCacheMemory more_slots = predict_kv_cache_memory(config, options_of(8, 32), {}, {.chunk = 1});
   EXPECT_GT(more_slots.activations, decode_only.activations);
 }
 

@@ -100,3 +100,15 @@ def test_other_dry_runs_have_no_rollout(surogate_bin, tmp_path):
     from test_memory_prediction import write_job
     out = run_surogate(surogate_bin, "pt", write_job(tmp_path, lora=True), "--dry-run", "--gpu-memory", "80GiB").stdout
     assert "rollout" not in out
+
+
+def test_a_quantized_base_keeps_the_cache_and_shrinks_the_weights(surogate_bin, tmp_path):
+    job = write_grpo_job(tmp_path, 256)
+    bf16 = run_surogate(surogate_bin, "grpo", job, "--dry-run", "--gpu-memory", "80GiB").stdout
+    qlora_job = tmp_path / "qlora.yaml"
+    qlora_job.write_text(job.read_text() + "qlora_bnb: true\n")
+    qlora = run_surogate(surogate_bin, "grpo", qlora_job, "--dry-run", "--gpu-memory", "80GiB")
+    assert qlora.returncode == 0, qlora.stderr
+    name = "rollout KV cache (16 × 768 tokens)"
+    assert gib(qlora.stdout, name) == gib(bf16, name)
+    assert gib(qlora.stdout, "weights") < 0.5 * gib(bf16, "weights")

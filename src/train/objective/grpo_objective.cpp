@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "generate/generation_defaults.h"
 #include "generate/kv_cache_model.h"
+#include "models/defined_weights.h"
 #include "rl/advantages.h"
 #include "rl/completion_batch.h"
 #include "train/device/training_device.h"
@@ -89,8 +90,11 @@ void GrpoObjective::prepare(const ObjectiveContext& context) {
   rewards_ = std::make_unique<rl::RewardFunctions>(grpo.reward_functions, std::filesystem::path(grpo.config_dir));
   const runtime::Backend* backend = context.device->weights_backend();
   SUROGATE_CHECK(backend != nullptr, "surogate grpo runs on a device whose weights one backend holds");
-  generate::LoadedWeights weights{context.plan, backend, std::nullopt};
-  if (context.lora != nullptr) weights.lora = context.lora->options;
+  // Read as the trainer holds them: the adapter live, the base bf16 or quantized (grpo_rollout_model.h).
+  const generate::WeightForms forms = grpo_weight_forms(
+      config_, models::load_model_config(model_dir, model_definition(config_.model, config_.sources)),
+      context.lora != nullptr ? &context.lora->options : nullptr);
+  generate::LoadedWeights weights{context.plan, backend, forms.lora, forms.qlora, forms.fp8};
   const int64_t completions = config_.schedule.per_device_train_batch_size *
                               std::max<int64_t>(1, config_.schedule.gradient_accumulation_steps);
   // The shape the training plan counted (grpo_rollout_model.h).

@@ -2,7 +2,6 @@
 #include "train/objective/grpo_rollout_model.h"
 
 #include <algorithm>
-#include <optional>
 
 #include "train/training_plan.h"
 
@@ -27,11 +26,21 @@ generate::ModelOptions grpo_rollout_model_options(const Config& config, bool cud
   return options;
 }
 
+generate::WeightForms grpo_weight_forms(const Config& config, const io::ModelConfig& model,
+                                        const models::LoraOptions* lora) {
+  generate::WeightForms forms;
+  if (lora != nullptr) {
+    forms.lora = *lora;
+    forms.qlora = qlora_options(config.quant);  // the trainer quantizes the base only under LoRA
+  }
+  forms.fp8 = fp8_options(config, model);
+  return forms;
+}
+
 generate::KvCacheMemory predict_grpo_rollout_memory(const Config& config, const io::ModelConfig& model,
                                                     const models::LoraOptions* lora, bool cuda) {
-  std::optional<models::LoraOptions> live;
-  if (lora != nullptr) live = *lora;
-  return generate::predict_kv_cache_memory(model, grpo_rollout_model_options(config, cuda), live);
+  return generate::predict_kv_cache_memory(model, grpo_rollout_model_options(config, cuda),
+                                           grpo_weight_forms(config, model, lora));
 }
 
 }  // namespace surogate::train

@@ -29,8 +29,12 @@ int64_t grpo_rollout_slots(const Config& config);
 // The rollout model's options on the CUDA backend (bf16) or the CPU's (fp32).
 generate::ModelOptions grpo_rollout_model_options(const Config& config, bool cuda);
 
-// What the rollout model holds beside the trainer's weights (generate/kv_cache_plans.h), with the
-// LoRA adapter `lora` applied live (null: full fine-tuning).
+// How the trainer holds the weights the rollouts read: the LoRA adapter `lora` (null: full
+// fine-tuning), QLoRA's quantized base (qlora_* with LoRA), the fp8_hybrid recipe's FP8 weights.
+generate::WeightForms grpo_weight_forms(const Config& config, const io::ModelConfig& model,
+                                        const models::LoraOptions* lora);
+
+// What the rollout model holds beside the trainer's weights (generate/kv_cache_plans.h).
 generate::KvCacheMemory predict_grpo_rollout_memory(const Config& config, const io::ModelConfig& model,
                                                     const models::LoraOptions* lora, bool cuda);
 
