@@ -126,12 +126,6 @@ void add_grpo_rows(std::vector<SupportRow>& rows) {
                                        "rewards run in this process); this run would use {}. Set gpus: 1",
                                        c.sources.of("gpus"), s.layout_description);
                   }});
-  rows.push_back({"surogate grpo on a mixture-of-experts model", SupportStage::Model, SupportBackend::Any,
-                  [](const Config& c, const RunShape& s) { return c.grpo.enabled && s.moe; },
-                  [](const Config& c, const RunShape& s) {
-                    return fmt::format("{}: `surogate grpo` on a mixture-of-experts model ({}) is not in this version",
-                                       c.sources.of("model"), s.model_type);
-                  }});
 }
 
 }  // namespace surogate

@@ -157,14 +157,6 @@ std::vector<RowCase> training_mode_row_cases() {
          s.data_parallel_device = true;
        },
        "`surogate grpo` trains on one device in this version"},
-      {"surogate grpo on a mixture-of-experts model", S::Model,
-       [](Config& c, RunShape& s) {
-         make_grpo(c);
-         s = cuda();
-         s.moe = true;
-         s.model_type = "qwen3_moe";
-       },
-       "`surogate grpo` on a mixture-of-experts model (qwen3_moe) is not in this version"},
   };
 }
 
