@@ -9,6 +9,9 @@ training graph was).
   base (the rounding is visible).
 * recipe fp8_hybrid with LoRA (the frozen base exists only in FP8) and with full fine-tuning (the
   FP8 copies rewritten after every step): the toy task learns, the rollouts reading the FP8 weights.
+* On a machine with a GPU (where the CLI trains on the CUDA backend, in bf16) the comparisons above
+  are skipped; instead each format and the recipe run two steps on the GPU, the rollouts reading
+  the quantized base on the device (the lead's GPU check).
 """
 import subprocess
 import sys
@@ -18,7 +21,7 @@ import pytest
 from safetensors.numpy import save_file
 
 import nvfp4_reference
-from conftest import REPO_ROOT, read_tensors, run_surogate
+from conftest import REPO_ROOT, gpu_visible, read_tensors, run_surogate
 from test_grpo_cli import SEVENS, grpo_config, records
 from test_qlora_cli import PROJECTIONS, nf4_round_trip
 from test_qlora_fp8_cli import copy_folder, fp8_blocks
@@ -56,6 +59,10 @@ def grpo_run(surogate_bin, folder, name, model, extra, lora=LORA, steps=2, *over
     return records(out, "step"), [c["completion_ids"] for c in records(out, "completion")]
 
 
+ON_CPU = pytest.mark.skipif(gpu_visible(), reason="a GPU is visible: the CLI trains in bf16 on it (test_*_on_a_gpu)")
+
+
+@ON_CPU
 @pytest.mark.parametrize("fmt", list(FORMATS))
 def test_qlora_rollouts_read_the_quantized_base(surogate_bin, trained, fmt):
     folder, base = trained
@@ -81,6 +88,7 @@ def test_qlora_rollouts_read_the_quantized_base(surogate_bin, trained, fmt):
         any(p["grad_norm"] != pytest.approx(s["grad_norm"], rel=1e-6) for p, s in zip(plain_steps, steps))
 
 
+@ON_CPU
 @pytest.mark.parametrize("lora,temperature", [("false", "1.0"), (LORA, "0.7")], ids=["full", "lora"])
 def test_fp8_hybrid_rollouts_learn_the_toy_task(surogate_bin, trained, lora, temperature):
     folder, _ = trained
@@ -91,3 +99,17 @@ def test_fp8_hybrid_rollouts_learn_the_toy_task(surogate_bin, trained, lora, tem
     assert len(rewards) == 30
     assert sum(rewards[:2]) / 2 < 0.2, rewards  # chance: one token in 17
     assert sum(rewards[-3:]) / 3 > 0.6, rewards
+
+
+@pytest.mark.skipif(not gpu_visible(), reason="needs a GPU (the CUDA backend's quantized rollouts)")
+@pytest.mark.parametrize("extra,lora", [(FORMATS["qlora_bnb"][0], LORA), ("qlora_bnb: true\n", LORA),
+                                        (FORMATS["qlora_fp4"][0], LORA), (FORMATS["qlora_fp8"][0], LORA),
+                                        ("recipe: fp8_hybrid\n", LORA), ("recipe: fp8_hybrid\n", "false")],
+                         ids=["nf4", "nf4-double-quant", "nvfp4", "fp8-blocks", "fp8-hybrid-lora", "fp8-hybrid-full"])
+def test_quantized_rollouts_run_on_a_gpu(surogate_bin, trained, extra, lora):
+    folder, base = trained
+    name = "gpu-" + extra.split(":")[0] + ("-lora" if lora == LORA else "-full") + str(len(extra))
+    steps, completions = grpo_run(surogate_bin, folder, name, base, extra, lora)
+    assert len(steps) == 2 and len(completions) == 32
+    assert all(np.isfinite(step["grad_norm"]) and step["grad_norm"] > 0 for step in steps), steps
+    assert all(1 <= len(ids) <= 4 for ids in completions)
