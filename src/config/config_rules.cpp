@@ -307,6 +307,7 @@ void validate_for_hardware(const Config& config, int best_sm) {
 }
 
 bool evaluates(const Config& config) {
+  if (config.grpo.enabled) return false;  // surogate grpo splits no prompts off (train/run/start_prompts.cpp)
   return !config.eval.validation_datasets.empty() || config.eval.validation_split_ratio > 0.0;
 }
 

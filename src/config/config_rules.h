@@ -22,7 +22,8 @@ void validate_config(const Config& config, const std::string& file_label);
 void validate_for_hardware(const Config& config, int best_sm);
 
 // Whether the run evaluates: validation_datasets are named, or validation_split_ratio holds rows
-// out. The evaluator (its arena and LM-head scratch, on GPU 0) exists only then.
+// out (never under surogate grpo, which reads neither). The evaluator (its arena and LM-head
+// scratch, on GPU 0) exists only then.
 bool evaluates(const Config& config);
 
 }  // namespace surogate

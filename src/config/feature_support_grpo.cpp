@@ -107,15 +107,16 @@ void add_grpo_rows(std::vector<SupportRow>& rows) {
   rows.push_back(grpo_row(
       "surogate grpo with a loss_scale strategy", true, [](const Config& c) { return c.data.loss_scale != "default"; },
       "loss_scale", says("does not apply to `surogate grpo`: the completion tokens are weighed by their advantages")));
+  // QLoRA's quantized base and fp8_hybrid's FP8 weights are read in place by the rollouts (the
+  // decode graph rewritten as the trainer's: generate/kv_cache_plans.h); these are not.
   rows.push_back(grpo_row(
-      "surogate grpo with qlora", true,
-      [](const Config& c) { return c.quant.qlora_bnb || c.quant.qlora_fp8 || c.quant.qlora_fp4; }, "qlora_bnb",
-      says("(qlora_*) is not in `surogate grpo` in this version: rollouts read the trainer's weights in place, and "
-           "quantized base weights are not read there yet; use lora: true")));
+      "surogate grpo with the nvfp4 recipe", true, [](const Config& c) { return c.precision.recipe == Recipe::Nvfp4; },
+      "recipe", says("is nvfp4: rollouts read the trainer's weights in place, and the nvfp4 recipe's FP4 weights are "
+                     "not read there yet; use recipe: bf16 or fp8_hybrid (or qlora_fp4 for an NVFP4 base)")));
   rows.push_back(grpo_row(
-      "surogate grpo with a low-precision recipe", true, [](const Config& c) { return c.precision.recipe != Recipe::Bf16; },
-      "recipe", says("is not bf16: rollouts read the trainer's weights in place, and fp8 / fp4 copies are not read "
-                     "there yet; use recipe: bf16")));
+      "surogate grpo with offload_quants", true, [](const Config& c) { return c.offload.offload_quants; },
+      "offload_quants", says("keeps the quantized base in host memory, gathered a layer at a time for training; the "
+                             "rollouts read the base in place on the device: remove it")));
   rows.push_back({"surogate grpo on several ranks", SupportStage::Device, SupportBackend::Any,
                   [](const Config& c, const RunShape& s) {
                     return c.grpo.enabled && (s.several_ranks() || s.spans_processes() || s.data_parallel_device);
@@ -124,12 +125,6 @@ void add_grpo_rows(std::vector<SupportRow>& rows) {
                     return fmt::format("{}: `surogate grpo` trains on one device in this version (rollouts and "
                                        "rewards run in this process); this run would use {}. Set gpus: 1",
                                        c.sources.of("gpus"), s.layout_description);
-                  }});
-  rows.push_back({"surogate grpo on a mixture-of-experts model", SupportStage::Model, SupportBackend::Any,
-                  [](const Config& c, const RunShape& s) { return c.grpo.enabled && s.moe; },
-                  [](const Config& c, const RunShape& s) {
-                    return fmt::format("{}: `surogate grpo` on a mixture-of-experts model ({}) is not in this version",
-                                       c.sources.of("model"), s.model_type);
                   }});
 }
 

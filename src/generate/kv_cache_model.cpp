@@ -16,7 +16,6 @@
 
 #include "compiler/execution_plan.h"
 #include "core/error.h"
-#include "generate/batch_reshape.h"
 #include "generate/decode_graph.h"
 #include "generate/feed_checks.h"
 #include "models/defined_weights.h"
@@ -91,15 +90,12 @@ void share_parameters(runtime::Backend& shared, const runtime::Backend& owner, b
                                                                   std::move(shareable));
 }
 
-// A slot's KV cache belongs to the model whose sequences fill it: never shared between models.
-bool is_cache(const std::string& name) { return name.ends_with(".k_cache") || name.ends_with(".v_cache"); }
-
 // What a model with `session`'s adapter reads of a base model's weights: all but the caches and
 // its adapter's matrices.
 runtime::ShareableParameter base_weights(const models::SessionGraph& session) {
   auto adapter = std::make_shared<std::set<std::string>>();
   for (const models::LoraAdapter& lora : session.adapters) adapter->insert({lora.a.name, lora.b.name});
-  return [adapter](const std::string& name) { return !is_cache(name) && !adapter->contains(name); };
+  return [adapter](const std::string& name) { return !is_kv_cache(name) && !adapter->contains(name); };
 }
 
 // Checks that a model reading `base`'s weights holds nothing of its own but its caches and its
@@ -119,17 +115,16 @@ public:
   // `live` present: every weight is read from its backend in place (open_kv_cache_on_weights).
   KvCacheModel(const std::filesystem::path& model_dir, const ModelOptions& options, const PrefillShape& prefill,
                std::shared_ptr<const DecodePlan> base = {}, const LoadedWeights* live = nullptr)
-      : cuda_(options.cuda), base_(std::move(base)), live_lora_(live != nullptr ? live->lora : std::nullopt), held_(static_cast<size_t>(std::max<int64_t>(options.slots, 0)), 0) {
+      : cuda_(options.cuda), base_(std::move(base)), live_(live != nullptr ? WeightForms{live->lora, live->qlora, live->fp8} : WeightForms{}), held_(static_cast<size_t>(std::max<int64_t>(options.slots, 0)), 0) {
     if (options.slots < 1 || options.max_context < 1) {
       fail_user("slots and max_context must be positive (got {} and {})", options.slots, options.max_context);
     }
     if (prefill.rows < 0 || prefill.chunk < 0) {
       fail_user("the prefill shape must not be negative (got {} rows of {} tokens)", prefill.rows, prefill.chunk);
     }
-    const DecodeShape cache{options.slots, options.max_context};
+    const KvCachePlanShapes shapes = kv_cache_plan_shapes(options, prefill);
+    const DecodeShape& cache = shapes.cache;
     config_ = models::load_model_config(model_dir, options.definition);
-    const int64_t rows = std::min(prefill.rows > 0 ? prefill.rows : 4, options.slots);
-    const int64_t chunk = std::min(prefill.chunk > 0 ? prefill.chunk : 256, options.max_context);
 
     const models::SessionGraph session = compile(*decode_, options, cache, options.slots, 1);
     if (live != nullptr) {
@@ -144,15 +139,13 @@ public:
       decode_->backend->load(decode_->plan, registry_);
       models::load_session_weights(model_dir, config_, session, decode_->plan, *decode_->backend);
     }
-    if (chunk > 1) {
+    if (shapes.prefill) {
       prefill_.emplace();
-      load_prefill(*prefill_, options, cache, rows, chunk);
-      // One prompt alone takes a row of rows × chunk tokens: no padding rows computed for nothing.
-      const int64_t single_chunk = std::min(rows * chunk, options.max_context);
-      if (rows > 1 && single_chunk > chunk) {
-        single_prefill_.emplace();
-        load_prefill(*single_prefill_, options, cache, 1, single_chunk);
-      }
+      load_prefill(*prefill_, options, cache, shapes.prefill_rows, shapes.chunk);
+    }
+    if (shapes.single) {  // one prompt alone takes a row of rows × chunk tokens: no padding rows
+      single_prefill_.emplace();
+      load_prefill(*single_prefill_, options, cache, 1, shapes.single_chunk);
     }
 #if SUROGATE_WITH_CUDA
     if (cuda_) static_cast<runtime::CudaBackend&>(*decode_->backend).set_cuda_graphs(true);
@@ -232,31 +225,17 @@ private:
   // The decode graph of [rows, sequence] compiled into `target` with its (unloaded) backend.
   models::SessionGraph compile(DecodePlan& target, const ModelOptions& options, const DecodeShape& cache, int64_t rows,
                                int64_t sequence) {
-    // An IR definition is built at its own [B0, T0], then re-inferred at [rows, sequence].
-    const auto defined = definition_batch_shape(options.definition, registry_);
-    models::DecoderGraphOptions graph_options{defined ? defined->first : rows, defined ? defined->second : sequence, 1,
-                                              false};
-    if (options.cuda) graph_options.dtype = DType::BF16;
-    models::SessionGraph session =
-        models::build_session_graph(config_, registry_, graph_options, options.definition, options.adapter);
-    if (live_lora_) {  // the live adapter: its shape from the owner's options, its values the owner's
-      session.adapters = models::lora_adapters(config_, *live_lora_);
-      session.graph = models::apply_lora(session.graph, registry_, session.adapters, *live_lora_, false);
-    }
-    const std::string& source = options.definition.source;
-    graph::Graph decode = add_greedy_tokens(
-        build_decode_graph(reshape_batch(session.graph, registry_, rows, sequence, source), registry_, cache, source),
-        registry_);
+    DecodeGraph decode = build_kv_cache_graph(config_, registry_, options, live_, cache, rows, sequence);
     target.rows = rows;
     target.sequence = sequence;
-    target.plan = compiler::compile_forward(std::move(decode), registry_);
+    target.plan = compiler::compile_forward(std::move(decode.graph), registry_);
     target.logits = target.plan.tensor(kDecodeLogits);
     target.tokens = target.plan.tensor(kDecodeGreedyTokens);
     SUROGATE_CHECK(target.plan.graph.tensor(target.logits).type.numel() == rows * config_.vocab_size,
                    "the decode logits are {}", format_type(target.plan.graph.tensor(target.logits).type));
     target.backend = make_backend(options.cuda);
     capacity_ = cache.capacity;
-    return session;
+    return std::move(decode.session);
   }
 
   // The decode plan reads every weight from `live`'s backend; only the caches are its own.
@@ -270,10 +249,10 @@ private:
     SUROGATE_CHECK(dynamic_cast<const runtime::CpuBackend*>(&owner) != nullptr,
                    "open_kv_cache_on_weights: the weights live on another kind of backend");
 #endif
-    const runtime::ShareableParameter shareable = [](const std::string& name) { return !is_cache(name); };
+    const runtime::ShareableParameter shareable = [](const std::string& name) { return !is_kv_cache(name); };
     for (const auto& [id, offset] : runtime::share_parameters(decode_->plan, *live.plan, shareable).own) {
       const graph::TensorInfo& tensor = decode_->plan.graph.tensor(id);
-      SUROGATE_CHECK(is_cache(tensor.name), "open_kv_cache_on_weights: the owner holds no '{}' of {}", tensor.name,
+      SUROGATE_CHECK(is_kv_cache(tensor.name), "open_kv_cache_on_weights: the owner holds no '{}' of {}", tensor.name,
                      format_type(tensor.type));
     }
     share_parameters(*decode_->backend, owner, cuda_, shareable);
@@ -414,7 +393,7 @@ private:
 
   bool cuda_ = false;
   std::shared_ptr<const DecodePlan> base_;  // whose weights this model reads, if another's
-  std::optional<models::LoraOptions> live_lora_;  // the live owner's adapter (open_kv_cache_on_weights)
+  WeightForms live_;  // how the live owner holds its weights (open_kv_cache_on_weights)
   graph::OpRegistry registry_ = ops::make_model_registry();
   io::ModelConfig config_;
   int64_t capacity_ = 0;

@@ -27,6 +27,7 @@
 #include <memory>
 #include <optional>
 
+#include "generate/kv_cache_plans.h"
 #include "generate/next_token_model.h"
 #include "models/lora.h"
 
@@ -38,11 +39,6 @@ class Backend;
 }
 
 namespace surogate::generate {
-
-struct PrefillShape {
-  int64_t rows = 0;   // 0: min(slots, 4)
-  int64_t chunk = 0;  // 0: min(max_context, 256); 1: no prefill plan (prompts fed a token at a time)
-};
 
 std::unique_ptr<NextTokenModel> open_kv_cache_model(const std::filesystem::path& model_dir, const ModelOptions& options,
                                                     const PrefillShape& prefill);
@@ -61,9 +57,12 @@ struct LoadedWeights {
   const compiler::ExecutionPlan* plan = nullptr;  // the plan the weights were loaded with
   const runtime::Backend* backend = nullptr;      // holds them; stays loaded while the model runs
   std::optional<models::LoraOptions> lora;        // the unmerged LoRA adapter the owner's graph carries
+  std::optional<models::QloraOptions> qlora;      // the owner's quantized base (QLoRA)
+  std::optional<models::Fp8Options> fp8;          // the owner's fp8_hybrid recipe (kv_cache_plans.h's WeightForms)
 };
 
-// A KV cache model whose every weight (the base's and the LoRA adapter's matrices alike) is the
+// A KV cache model whose every weight (the base's — bf16, or quantized as QLoRA or the fp8_hybrid
+// recipe stores it, the decode graph rewritten alike — and the LoRA adapter's matrices) is the
 // owner's memory, matched by name, dtype and shape (runtime/shared_parameters.h): it holds only
 // its KV caches. A write into the owner's weights (an optimizer step) is what the next feed
 // computes with; slots fed before it keep the keys and values of the old weights, so clear them.

@@ -16,6 +16,7 @@
 #include "io/model_config.h"
 #include "models/defined_weights.h"
 #include "train/device/backend_selection.h"
+#include "train/objective/grpo_rollout_model.h"
 #include "train/pipeline_plan.h"
 #include "train/training_plan.h"
 
@@ -40,7 +41,9 @@ Target target_device(std::optional<size_t> gpu_memory_bytes) {
 // The plan the trainer would compile for `config` on `target`.
 TrainingPlan plan_for(const Config& config, const io::ModelConfig& model, const Target& target) {
   const graph::OpRegistry registry = make_training_registry();
-  const auto sequence = static_cast<int64_t>(data::data_settings_from_config(config).sequence_len);
+  // surogate grpo's rows hold a prompt and its completion (sequence_len does not apply).
+  const auto sequence = config.grpo.enabled ? grpo_row_length(config)
+                                            : static_cast<int64_t>(data::data_settings_from_config(config).sequence_len);
   std::optional<models::LoraSetup> lora;
   if (config.lora.enabled) lora = lora_setup(config.lora, config.sources, model, target.backend);
   return plan_training(config, model, registry, lora ? &*lora : nullptr, target.backend,
@@ -256,6 +259,24 @@ std::string layout_settings(const LayoutPrediction& layout) {
   return "data parallelism alone: only gradients travel";
 }
 
+// surogate grpo: the rollout model's categories and the line that says what its KV cache is.
+void add_rollout_prediction(const Config& config, const io::ModelConfig& model, const Target& target,
+                            const MemoryEstimate& memory, MemoryPrediction& prediction) {
+  const int64_t slots = grpo_rollout_slots(config);
+  const int64_t tokens = grpo_row_length(config);
+  prediction.categories.emplace_back(fmt::format("rollout KV cache ({} × {} tokens)", slots, tokens),
+                                     memory.rollout_caches);
+  prediction.categories.emplace_back("rollout decode and prefill activations", memory.rollout_activations);
+  const bool cuda = target.backend == TrainingBackend::Cuda;
+  prediction.rollout = fmt::format(
+      "rollouts: a KV cache of {} completions at once (per_device_train_batch_size × gradient_accumulation_steps, at "
+      "most {}) × {} tokens (grpo.max_prompt_length {} + grpo.max_completion_length {}) × {} layers × {} KV heads × "
+      "{} × {} (keys and values), beside the trainer's weights{}",
+      slots, kGrpoRolloutSlots, tokens, config.grpo.max_prompt_length, config.grpo.max_completion_length,
+      model.num_hidden_layers, model.num_key_value_heads, model.head_dim, cuda ? "bf16" : "fp32",
+      prediction.ranks > 1 || prediction.gpus > 1 ? ", on every rank" : "");
+}
+
 }  // namespace
 
 MemoryPrediction predict_training_memory(const Config& config, std::optional<size_t> gpu_memory_bytes) {
@@ -300,6 +321,7 @@ MemoryPrediction predict_training_memory(const Config& config, std::optional<siz
   if (plan.memory.pipeline > 0) {
     prediction.categories.emplace_back("pipeline: forward plan, micro-batches in flight", plan.memory.pipeline);
   }
+  if (config.grpo.enabled) add_rollout_prediction(config, model, target, plan.memory, prediction);
   if (plan.memory.context > 0) prediction.categories.emplace_back("CUDA context and libraries", plan.memory.context);
   if (plan.memory.collectives > 0) {
     prediction.categories.emplace_back("NCCL buffers (the sequence group's all-to-alls)", plan.memory.collectives);
@@ -414,6 +436,13 @@ std::string format_memory_prediction(const MemoryPrediction& p) {
                          picked.configured ? ", which the configuration sets" : "");
     } else {
       out += "# no layout of these ranks fits; see the options above, or more ranks\n";
+    }
+  }
+  if (!p.rollout.empty()) {
+    out += fmt::format("# {}\n", p.rollout);
+    if (!p.fits) {
+      out += "# the rollout KV cache shrinks with grpo.max_completion_length (and max_prompt_length) and with "
+             "per_device_train_batch_size (fewer completions at once)\n";
     }
   }
   if (!p.fits) {

@@ -3,7 +3,8 @@
 // would compile (train/training_plan.h: the same graph, the same recompute choice), for the GPU
 // this machine has, for a GPU of `gpu_memory_bytes` (--gpu-memory), or for the CPU backend when
 // no GPU is visible. By category: weights, master weights, optimizer state, gradients and their
-// accumulators, activations, the batch, the LM head's workspace, the evaluator's forward arena and
+// accumulators, activations, the batch, the LM head's workspace, the evaluator's forward arena,
+// `surogate grpo`'s rollout model (its KV cache and decode activations, grpo_rollout_model.h) and
 // (CUDA) the context and libraries; their sum is the predicted peak. With `gpus: N` on GPUs the
 // prediction is per GPU (GPU 0's, which also runs the evaluation): the optimizer state is the
 // largest ZeRO-1 shard's; under ZeRO-3 the weights are the largest rank's shard, beside the
@@ -62,6 +63,7 @@ struct MemoryPrediction {
   std::vector<LayoutPrediction> layouts;                 // empty with one rank and no layout set
   std::optional<size_t> picked_layout;                   // index into layouts
   std::string breakdown;                                 // debug_memory_breakdown: the plan's report (else empty)
+  std::string rollout;                                   // surogate grpo: what the rollout KV cache holds
 };
 
 MemoryPrediction predict_training_memory(const Config& config, std::optional<size_t> gpu_memory_bytes);

@@ -25,6 +25,7 @@
 #include "train/device/sharded_gradients.h"
 #include "train/device/weight_shards.h"
 #include "train/lora_targets.h"
+#include "train/objective/grpo_rollout_model.h"
 #include "train/objective/training_objective.h"
 
 namespace surogate::train {
@@ -220,6 +221,12 @@ TrainingPlan plan_training(const Config& config, const io::ModelConfig& model, c
   if (backend == TrainingBackend::Cuda && layout.sequence_size > 1) memory.collectives = kSequenceExchangeBufferBytes;
   // No validation data, no evaluator: nothing of it is allocated.
   if (evaluates(config)) add_evaluation_memory(config, model, registry, lora, backend, batch, sequence, memory);
+  if (config.grpo.enabled) {  // the rollout model beside the trainer's weights, planned with them
+    const generate::KvCacheMemory rollout = predict_grpo_rollout_memory(
+        config, model, lora != nullptr ? &lora->options : nullptr, backend == TrainingBackend::Cuda);
+    memory.rollout_caches = rollout.caches;
+    memory.rollout_activations = rollout.activations;
+  }
 
   // The parts a recompute choice changes are the plan's own; the rest is fixed above.
   auto estimate = [&](const compiler::ExecutionPlan& plan) {

@@ -463,6 +463,28 @@ TEST(FeatureSupport, AValidGrpoRunOnOneDevicePassesEveryStage) {
   }
 }
 
+// The rollouts read QLoRA's quantized base and fp8_hybrid's FP8 weights in place (tests/python/test_grpo_quantized.py).
+TEST(FeatureSupport, GrpoWithQloraOrFp8RunsOnOneDevice) {
+  for (int variant = 0; variant < 4; ++variant) {
+    Config config = valid_config();
+    make_grpo(config);
+    config.lora.enabled = variant < 3;
+    config.quant.qlora_bnb = variant == 0;
+    config.quant.qlora_fp4 = variant == 1;
+    config.precision.recipe = variant >= 2 ? Recipe::Fp8Hybrid : Recipe::Bf16;
+    for (const SupportStage stage : {SupportStage::Options, SupportStage::Backend, SupportStage::Hardware,
+                                     SupportStage::Device, SupportStage::Model}) {
+      for (RunShape shape : {cpu(), cuda()}) {
+        // The hardware rows judge GPUs only (backend_selection.cpp): the CPU backend emulates FP8.
+        if (stage == SupportStage::Hardware && shape.backend == SupportBackend::Cpu) continue;
+        shape.gpu_sm = shape.backend == SupportBackend::Cuda ? 90 : 0;
+        const SupportRow* row = first_refusal(config, stage, shape);
+        EXPECT_EQ(row, nullptr) << variant << ": " << row->name;
+      }
+    }
+  }
+}
+
 TEST(FeatureSupport, AValidConfigurationPassesEveryStage) {
   const Config config = valid_config();
   for (const SupportStage stage : {SupportStage::Options, SupportStage::Backend, SupportStage::Hardware,

@@ -138,10 +138,22 @@ std::vector<RowCase> training_mode_row_cases() {
        "option 'padding_free' does not apply to `surogate grpo`"},
       {"surogate grpo with a loss_scale strategy", S::Backend, grpo_case([](Config& c) { c.data.loss_scale = "all"; }),
        "option 'loss_scale' does not apply to `surogate grpo`"},
-      {"surogate grpo with qlora", S::Backend, grpo_case([](Config& c) { c.quant.qlora_bnb = true; }),
-       "(qlora_*) is not in `surogate grpo` in this version"},
-      {"surogate grpo with a low-precision recipe", S::Backend,
-       grpo_case([](Config& c) { c.precision.recipe = Recipe::Fp8Hybrid; }), "option 'recipe' is not bf16"},
+      {"surogate grpo with the nvfp4 recipe", S::Backend,
+       [](Config& c, RunShape& s) {
+         make_grpo(c);
+         c.precision.recipe = Recipe::Nvfp4;
+         s = cuda();
+         s.gpu_sm = 100;
+       },
+       "option 'recipe' is nvfp4: rollouts read the trainer's weights in place"},
+      {"surogate grpo with offload_quants", S::Backend,
+       [](Config& c, RunShape& s) {
+         make_grpo(c);
+         c.lora.enabled = c.quant.qlora_bnb = true;
+         c.offload.offload_quants = c.offload.persistent_quants = c.parallel.shard_weights = true;
+         s = cuda();
+       },
+       "option 'offload_quants' keeps the quantized base in host memory"},
       {"surogate grpo on several ranks", S::Device,
        [](Config& c, RunShape& s) {
          make_grpo(c);
@@ -149,14 +161,6 @@ std::vector<RowCase> training_mode_row_cases() {
          s.data_parallel_device = true;
        },
        "`surogate grpo` trains on one device in this version"},
-      {"surogate grpo on a mixture-of-experts model", S::Model,
-       [](Config& c, RunShape& s) {
-         make_grpo(c);
-         s = cuda();
-         s.moe = true;
-         s.model_type = "qwen3_moe";
-       },
-       "`surogate grpo` on a mixture-of-experts model (qwen3_moe) is not in this version"},
   };
 }
 

@@ -101,15 +101,18 @@ struct MemoryEstimate {
   size_t collectives = 0;          // GPUs of a sequence group: NCCL's all-to-all buffers
   size_t weight_copies = 0;        // CPU ranks under ZeRO-3: the host copies of every weight (one per process)
   size_t pipeline = 0;             // pipeline stages: the forward plan and the micro-batches in flight
+  // surogate grpo: each rank's rollout model (train/objective/grpo_rollout_model.h), beside its
+  // trainer's weights: the KV caches, and the decode and prefill plans' arenas and inputs.
+  size_t rollout_caches = 0, rollout_activations = 0;
   int ranks = 1;                   // CPU data parallel (gpus: N on the CPU backend): rank threads
   int gpus = 1;                    // GPU data parallel: the estimate is per GPU (GPU 0's, with the evaluator)
   bool shard_weights = false;      // ZeRO-3 over the ranks or GPUs above
   // Every CPU rank thread holds its own backend (weights, gradients, activations, LM-head
-  // scratch) and its share of the optimizer state; one evaluator serves them all. Each GPU holds
+  // scratch, rollout model) and its share of the optimizer state; one evaluator serves them all. Each GPU holds
   // the same but its shard of the optimizer state (plan.optimizer is already the largest shard).
   size_t peak() const {
     return static_cast<size_t>(ranks) * (plan.total() - plan.optimizer + lm_head_workspace + attention_workspace +
-                                         pipeline) +
+                                         pipeline + rollout_caches + rollout_activations) +
            plan.optimizer +
            evaluation + context + collectives + weight_copies;
   }

@@ -12,8 +12,8 @@ namespace surogate::train {
 
 inline constexpr const char* kGrpoScoredHidden = "grpo_scored_hidden";
 
-// UserError when the loss is not the LM head's cross-entropy alone (a mixture-of-experts model's
-// router loss after it).
+// The LM head's cross-entropy may be a term of `loss` (a mixture-of-experts model's router loss is
+// added after it, unscaled). UserError when the graph has no lm_head_loss node, or several.
 graph::Graph apply_grpo_temperature(graph::Graph forward, graph::TensorId loss, double temperature);
 
 }  // namespace surogate::train

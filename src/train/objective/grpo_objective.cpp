@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "generate/generation_defaults.h"
 #include "generate/kv_cache_model.h"
+#include "models/defined_weights.h"
 #include "rl/advantages.h"
 #include "rl/completion_batch.h"
 #include "train/device/training_device.h"
@@ -18,6 +19,7 @@
 #include "train/objective/grpo_reference.h"
 #include "train/objective/grpo_token_graph.h"
 #include "train/objective/grpo_metrics.h"
+#include "train/objective/grpo_rollout_model.h"
 #include "train/objective/grpo_window.h"
 #include "train/training_plan.h"
 
@@ -75,26 +77,26 @@ void GrpoObjective::prepare(const ObjectiveContext& context) {
   rewards_ = std::make_unique<rl::RewardFunctions>(grpo.reward_functions, std::filesystem::path(grpo.config_dir));
   const runtime::Backend* backend = context.device->weights_backend();
   SUROGATE_CHECK(backend != nullptr, "surogate grpo runs on a device whose weights one backend holds");
-  generate::LoadedWeights weights{context.plan, backend, std::nullopt};
-  if (context.lora != nullptr) weights.lora = context.lora->options;
+  // Read as the trainer holds them: the adapter live, the base bf16 or quantized (grpo_rollout_model.h).
+  const generate::WeightForms forms = grpo_weight_forms(
+      config_, models::load_model_config(model_dir, model_definition(config_.model, config_.sources)),
+      context.lora != nullptr ? &context.lora->options : nullptr);
+  generate::LoadedWeights weights{context.plan, backend, forms.lora, forms.qlora, forms.fp8};
   const int64_t completions = config_.schedule.per_device_train_batch_size *
                               std::max<int64_t>(1, config_.schedule.gradient_accumulation_steps);
-  generate::ModelOptions options;
-  options.cuda = context.cuda;
-  options.definition = model_definition(config_.model, config_.sources);
-  options.slots = std::min<int64_t>(completions, 64);
-  options.max_context = grpo.max_prompt_length + grpo.max_completion_length;
+  // The shape the training plan counted (grpo_rollout_model.h).
+  const generate::ModelOptions options = grpo_rollout_model_options(config_, context.cuda);
   model_ = generate::open_kv_cache_on_weights(weights, model_dir, options);
   seeds_ = context.saved_state.is_object() && context.saved_state.contains("rollout_seeds")
                ? rl::RolloutSeeds::from_json(context.saved_state["rollout_seeds"], "trainer_state.json objective")
                : rl::RolloutSeeds(static_cast<uint64_t>(config_.data.train_seed));
-  if (grpo_uses_iterations(grpo)) prepare_iterations(options);
+  if (grpo_uses_iterations(grpo)) prepare_iterations(options, forms);
   context.message(fmt::format("surogate grpo: {} prompts, {} completions of each per group, {} per step, rewards: {}",
                               prompts_.rows.size(), grpo.num_generations, completions,
                               fmt::join(grpo.reward_functions, ", ")));
 }
 
-void GrpoObjective::prepare_iterations(const generate::ModelOptions& options) {
+void GrpoObjective::prepare_iterations(const generate::ModelOptions& options, const generate::WeightForms& forms) {
   const config::Grpo& grpo = config_.grpo;
   const int64_t accumulation = std::max<int64_t>(1, config_.schedule.gradient_accumulation_steps);
   GrpoIterationSettings settings;
@@ -116,9 +118,11 @@ void GrpoObjective::prepare_iterations(const generate::ModelOptions& options) {
     return layout;
   };
   if (grpo.beta != 0.0) {
-    // The reference is the base: the same weights read in place without the adapter.
-    reference_ = generate::open_kv_cache_on_weights({context_.plan, context_.device->weights_backend(), std::nullopt},
-                                                    config_.model.name_or_path, options);
+    // The reference is the base: the same weights read in place (quantized as the trainer holds
+    // them) without the adapter.
+    reference_ = generate::open_kv_cache_on_weights(
+        {context_.plan, context_.device->weights_backend(), std::nullopt, forms.qlora, forms.fp8},
+        config_.model.name_or_path, options);
     settings.reference = [this](const GrpoGeneration& generation) {
       return reference_token_logps(*reference_, generation.prompts, generation.completions,
                                    config_.grpo.max_completion_length, config_.grpo.temperature);

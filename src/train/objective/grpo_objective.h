@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "config/config.h"
+#include "generate/kv_cache_plans.h"
 #include "generate/next_token_model.h"
 #include "rl/group_sampling.h"
 #include "rl/reward_functions.h"
@@ -60,7 +61,7 @@ public:
 private:
   // The iterations' settings and state (grpo_iterations.h), and with beta the reference model:
   // the KV-cache model on the trainer's weights without the adapter.
-  void prepare_iterations(const generate::ModelOptions& options);
+  void prepare_iterations(const generate::ModelOptions& options, const generate::WeightForms& forms);
 
   const Config& config_;
   ObjectiveContext context_;
