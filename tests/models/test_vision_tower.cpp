@@ -28,16 +28,6 @@ constexpr double kGradientTolerance = 1e-4;
 
 const std::filesystem::path kTowerDir = std::filesystem::path(SUROGATE_FIXTURES_DIR) / "vision" / "tower";
 
-double tower_scaled_error(std::span<const float> actual, std::span<const float> expected) {
-  EXPECT_EQ(actual.size(), expected.size());
-  double diff = 0.0, scale = 0.0;
-  for (size_t i = 0; i < std::min(actual.size(), expected.size()); ++i) {
-    diff = std::max(diff, std::abs(double(actual[i]) - double(expected[i])));
-    scale = std::max(scale, std::abs(double(expected[i])));
-  }
-  return diff / std::max(scale, 1e-30);
-}
-
 std::vector<std::array<int64_t, 3>> grids_of(const io::SafetensorsFile& expected) {
   const std::vector<int32_t> flat = testing::read_ints(expected, "grid_thw");
   std::vector<std::array<int64_t, 3>> grids;
@@ -66,7 +56,7 @@ TEST(VisionTower, FeaturesAndWeightGradientsMatchTransformers) {
   const std::vector<float> projection = io::read_tensor_as_float32(expected.tensor("projection"));
 
   const VisionTowerRun run = testing::run_vision_tower(kTowerDir, config, grids, pixel_values, projection);
-  EXPECT_LT(tower_scaled_error(run.features, io::read_tensor_as_float32(expected.tensor("features"))),
+  EXPECT_LT(testing::scaled_max_error(run.features, io::read_tensor_as_float32(expected.tensor("features"))),
             kFeatureTolerance);
 
   size_t gradients = 0;
@@ -74,7 +64,7 @@ TEST(VisionTower, FeaturesAndWeightGradientsMatchTransformers) {
     const io::SafetensorsTensor* hf = expected.find("grad." + parameter.name);
     if (hf == nullptr) continue;
     ++gradients;
-    EXPECT_LT(tower_scaled_error(run.gradients.at(parameter.name), io::read_tensor_as_float32(*hf)), kGradientTolerance)
+    EXPECT_LT(testing::scaled_max_error(run.gradients.at(parameter.name), io::read_tensor_as_float32(*hf)), kGradientTolerance)
         << parameter.name;
   }
   EXPECT_EQ(gradients, 10u);  // the fixture's GRADIENTS
