@@ -68,14 +68,13 @@ TensorId vision_block(GraphBuilder& b, const TowerParameters& p, const VisionTow
 
 }  // namespace
 
-VisionTowerGraph build_vision_tower_graph(const VisionTowerConfig& config, const graph::OpRegistry& registry,
-                                          int64_t patches, DType dtype, bool trainable) {
+TensorId add_vision_tower(GraphBuilder& b, const VisionTowerConfig& config, int64_t patches, DType dtype,
+                          bool trainable) {
   if (patches <= 0 || patches % config.merge_unit() != 0) {
     fail_user("vision tower: {} patches is not a positive multiple of spatial_merge_size² = {}", patches,
               config.merge_unit());
   }
   const int64_t merged = patches / config.merge_unit();
-  GraphBuilder b(registry);
   TensorId pixel_values = b.input(kVisionPixelValues, dtype, {patches, config.patch_columns()});
   TensorId patch_order = b.input(kVisionPatchOrder, DType::I32, {1, patches});
   TensorId position_ids = b.input(kVisionPositionIds, DType::I32, {3, 1, patches});
@@ -108,8 +107,14 @@ VisionTowerGraph build_vision_tower_graph(const VisionTowerConfig& config, const
   TensorId up = biased_linear(b, p, grouped, "visual.merger.mlp.0", "vision.merger.fc1");
   TensorId activated = b.op("gelu", {up}, nlohmann::json::object(), "vision.merger.gelu");
   TensorId out = biased_linear(b, p, activated, "visual.merger.mlp.2", "vision.merger.fc2");
+  return b.op("embedding", {merged_restore, out}, nlohmann::json::object(), "vision.features");
+}
+
+VisionTowerGraph build_vision_tower_graph(const VisionTowerConfig& config, const graph::OpRegistry& registry,
+                                          int64_t patches, DType dtype, bool trainable) {
+  GraphBuilder b(registry);
   VisionTowerGraph result;
-  result.features = b.op("embedding", {merged_restore, out}, nlohmann::json::object(), "vision.features");
+  result.features = add_vision_tower(b, config, patches, dtype, trainable);
   b.mark_output(result.features);
   result.graph = b.finish();
   return result;

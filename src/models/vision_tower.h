@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "graph/builder.h"
 #include "graph/graph.h"
 #include "graph/op_registry.h"
 #include "io/safetensors.h"
@@ -67,6 +68,11 @@ struct VisionTowerGraph {
 // trainable when `trainable`. `features` is marked as an output.
 VisionTowerGraph build_vision_tower_graph(const VisionTowerConfig& config, const graph::OpRegistry& registry,
                                           int64_t patches, DType dtype, bool trainable = true);
+
+// Adds the tower to `b` (its inputs, named as above, and its parameters) and returns the features,
+// not marked as an output: how the vision-language model (models/vision_model.h) embeds it.
+graph::TensorId add_vision_tower(graph::GraphBuilder& b, const VisionTowerConfig& config, int64_t patches, DType dtype,
+                                 bool trainable);
 
 // Reads every tower parameter from the checkpoint in `model_dir` (single file or sharded), under
 // its `visual.` name or transformers 5's `model.visual.` one, checking the element count; calls

@@ -1,0 +1,98 @@
+#!/usr/bin/env python3
+"""Writes tests/fixtures/vision/vl/: a tiny random Qwen2_5_VLForConditionalGeneration (config.json,
+model.safetensors in fp32 under transformers 5's names: model.visual.*, model.language_model.*,
+lm_head.*) and expected.safetensors: one row of text with two images of different grids, the
+labels (input ids with -100 outside the assistant part), transformers' M-RoPE position ids, the
+fp32 loss (transformers' shifted mean cross-entropy) and the gradients of a few text and tower
+weights. tests/models/test_vision_model.cpp asserts the engine's graph (models/vision_model.h)
+gives the same on the CPU backend.
+
+The tower is the one of make_vision_tower_fixtures.py (depth 4, block 2 fully attending, hidden
+16, patch 4, window 16); the text model has 2 layers, hidden 24, 2 query heads and 1 KV head of
+head_dim 12, M-RoPE sections [2, 2, 2], a vocabulary of 160 holding the vision token ids.
+
+Run from the repository root: python3 scripts/make_vision_model_fixtures.py (transformers 5, torch,
+safetensors). Deterministic (fixed seed, fp32 on the CPU).
+"""
+import json
+import pathlib
+
+import torch
+from safetensors.torch import save_file
+from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
+
+OUT = pathlib.Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "vision" / "vl"
+
+VISION = dict(depth=4, hidden_size=16, intermediate_size=32, num_heads=2, out_hidden_size=24, patch_size=4,
+              window_size=16, fullatt_block_indexes=[2], spatial_merge_size=2, temporal_patch_size=2)
+TEXT = dict(hidden_size=24, intermediate_size=48, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1,
+            vocab_size=160, max_position_embeddings=256, rms_norm_eps=1e-6, bos_token_id=155, eos_token_id=156,
+            rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [2, 2, 2]})
+TOKENS = dict(image_token_id=151, video_token_id=152, vision_start_token_id=153, vision_end_token_id=154)
+GRIDS = [[1, 10, 6], [1, 6, 8]]
+GRADIENTS = ["model.language_model.embed_tokens.weight", "model.language_model.layers.0.self_attn.q_proj.weight",
+             "model.language_model.layers.0.self_attn.k_proj.bias", "model.language_model.layers.1.mlp.down_proj.weight",
+             "model.language_model.norm.weight", "lm_head.weight", "model.visual.patch_embed.proj.weight",
+             "model.visual.blocks.2.attn.qkv.weight", "model.visual.merger.mlp.2.weight"]
+
+
+def random_model(config, seed):
+    torch.manual_seed(seed)
+    model = Qwen2_5_VLForConditionalGeneration(config).float().eval()
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if "norm" in name or "ln_q" in name:
+                parameter.copy_(1.0 + 0.1 * torch.randn_like(parameter))
+            else:
+                parameter.copy_(0.2 * torch.randn_like(parameter))
+    return model
+
+
+def make_row(grids, merge, generator):
+    """Text tokens (ids < 150), each image as vision_start, its pads, vision_end; labels only on
+    the assistant part (the tail after the last image)."""
+    def text(n):
+        return torch.randint(0, 150, (n,), generator=generator).tolist()
+    ids = text(5)
+    for t, h, w in grids:
+        ids += [TOKENS["vision_start_token_id"]] + [TOKENS["image_token_id"]] * (t * h * w // merge ** 2)
+        ids += [TOKENS["vision_end_token_id"]] + text(3)
+    prompt = len(ids)
+    ids += text(9)
+    labels = [-100] * prompt + ids[prompt:]
+    return torch.tensor([ids]), torch.tensor([labels])
+
+
+def main():
+    config = Qwen2_5_VLConfig(vision_config=VISION, text_config=TEXT, **TOKENS)
+    config.architectures = ["Qwen2_5_VLForConditionalGeneration"]
+    config._attn_implementation = "eager"
+    config.vision_config._attn_implementation = "eager"
+    config.text_config._attn_implementation = "eager"
+    model = random_model(config, 0)
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / "config.json").write_text(json.dumps(config.to_dict(), indent=2, sort_keys=True) + "\n")
+    save_file({name: tensor.detach().contiguous() for name, tensor in model.state_dict().items()},
+              str(OUT / "model.safetensors"))
+
+    generator = torch.Generator().manual_seed(1)
+    input_ids, labels = make_row(GRIDS, VISION["spatial_merge_size"], generator)
+    columns = 3 * VISION["temporal_patch_size"] * VISION["patch_size"] ** 2
+    pixel_values = torch.randn(sum(t * h * w for t, h, w in GRIDS), columns, generator=generator)
+    grid_thw = torch.tensor(GRIDS)
+    mm_token_type_ids = (input_ids == TOKENS["image_token_id"]).to(torch.int32)
+    position_ids, _ = model.model.get_rope_index(input_ids, mm_token_type_ids, image_grid_thw=grid_thw)
+    out = model(input_ids=input_ids, pixel_values=pixel_values, image_grid_thw=grid_thw, labels=labels,
+                mm_token_type_ids=mm_token_type_ids)
+    out.loss.backward()
+    parameters = dict(model.named_parameters())
+    expected = {"input_ids": input_ids.to(torch.int32), "labels": labels.to(torch.int32),
+                "position_ids": position_ids.to(torch.int32), "pixel_values": pixel_values,
+                "grid_thw": grid_thw.to(torch.int32), "loss": out.loss.detach().reshape(1),
+                **{"grad." + name: parameters[name].grad.detach().clone() for name in GRADIENTS}}
+    save_file({name: tensor.contiguous() for name, tensor in expected.items()}, str(OUT / "expected.safetensors"))
+    print(f"wrote {OUT}: loss {out.loss.item():.6f}, {input_ids.shape[1]} tokens")
+
+
+if __name__ == "__main__":
+    main()
