@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes tests/fixtures/vision/vl/: a tiny random Qwen2_5_VLForConditionalGeneration (config.json,
 model.safetensors in fp32 under transformers 5's names: model.visual.*, model.language_model.*,
-lm_head.*) and expected.safetensors: one row of text with two images of different grids, the
+lm_head.*) and expected.safetensors: two rows, the first with two images of different grids, the second with a third image, the
 labels (input ids with -100 outside the assistant part), transformers' M-RoPE position ids, the
 fp32 loss (transformers' shifted mean cross-entropy) and the gradients of a few text and tower
 weights. tests/models/test_vision_model.cpp asserts the engine's graph (models/vision_model.h)
@@ -29,7 +29,9 @@ TEXT = dict(hidden_size=24, intermediate_size=48, num_hidden_layers=2, num_atten
             vocab_size=160, max_position_embeddings=256, rms_norm_eps=1e-6, bos_token_id=155, eos_token_id=156,
             rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [2, 2, 2]})
 TOKENS = dict(image_token_id=151, video_token_id=152, vision_start_token_id=153, vision_end_token_id=154)
-GRIDS = [[1, 10, 6], [1, 6, 8]]
+GRIDS = [[1, 10, 6], [1, 6, 8], [1, 6, 8]]
+ROWS = [[0, 1], [2]]  # the images of each row, in GRIDS' order
+LENGTH = 51
 GRADIENTS = ["model.language_model.embed_tokens.weight", "model.language_model.layers.0.self_attn.q_proj.weight",
              "model.language_model.layers.0.self_attn.k_proj.bias", "model.language_model.layers.1.mlp.down_proj.weight",
              "model.language_model.norm.weight", "lm_head.weight", "model.visual.patch_embed.proj.weight",
@@ -48,19 +50,19 @@ def random_model(config, seed):
     return model
 
 
-def make_row(grids, merge, generator):
-    """Text tokens (ids < 150), each image as vision_start, its pads, vision_end; labels only on
-    the assistant part (the tail after the last image)."""
+def make_row(grids, merge, length, generator):
+    """Text tokens (ids < 150) to fill `length`, each image as vision_start, its pads, vision_end;
+    labels only on the assistant part (the last 9 tokens, after the last image)."""
     def text(n):
         return torch.randint(0, 150, (n,), generator=generator).tolist()
-    ids = text(5)
+    body = []
     for t, h, w in grids:
-        ids += [TOKENS["vision_start_token_id"]] + [TOKENS["image_token_id"]] * (t * h * w // merge ** 2)
-        ids += [TOKENS["vision_end_token_id"]] + text(3)
+        body += [TOKENS["vision_start_token_id"]] + [TOKENS["image_token_id"]] * (t * h * w // merge ** 2)
+        body += [TOKENS["vision_end_token_id"]] + text(3)
+    ids = text(length - len(body) - 9) + body
     prompt = len(ids)
     ids += text(9)
-    labels = [-100] * prompt + ids[prompt:]
-    return torch.tensor([ids]), torch.tensor([labels])
+    return ids, [-100] * prompt + ids[prompt:]
 
 
 def main():
@@ -76,7 +78,9 @@ def main():
               str(OUT / "model.safetensors"))
 
     generator = torch.Generator().manual_seed(1)
-    input_ids, labels = make_row(GRIDS, VISION["spatial_merge_size"], generator)
+    rows = [make_row([GRIDS[i] for i in images], VISION["spatial_merge_size"], LENGTH, generator) for images in ROWS]
+    input_ids = torch.tensor([ids for ids, _ in rows])
+    labels = torch.tensor([row_labels for _, row_labels in rows])
     columns = 3 * VISION["temporal_patch_size"] * VISION["patch_size"] ** 2
     pixel_values = torch.randn(sum(t * h * w for t, h, w in GRIDS), columns, generator=generator)
     grid_thw = torch.tensor(GRIDS)

@@ -2,13 +2,14 @@
 // image pads, Qwen2-style text decoder with M-RoPE, LM loss) against transformers'
 // Qwen2_5_VLForConditionalGeneration on tests/fixtures/vision/vl (written by
 // scripts/make_vision_model_fixtures.py: the tower of the vision tower fixture, a 2-layer text
-// model, one row with two images of different grids, labels only on the assistant tail).
+// model, two rows with three images of two grids, labels only on the assistant tails).
 // CPU backend, fp32. Tolerances:
 //   loss:              rel 1e-5
 //   weight gradients:  1e-4 as max |ours − hf| / max |hf| (text and tower weights)
 // The M-RoPE positions of vision/mrope_positions.h equal transformers' get_rope_index exactly.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 
@@ -41,21 +42,40 @@ VisionModelRun run_fixture(const VisionModelConfig& config, const io::Safetensor
   std::vector<std::array<int64_t, 3>> grids;
   for (size_t i = 0; i + 2 < flat_grids.size(); i += 3) grids.push_back({flat_grids[i], flat_grids[i + 1], flat_grids[i + 2]});
   const std::vector<float> pixel_values = io::read_tensor_as_float32(expected.tensor("pixel_values"));
-  const int64_t sequence = static_cast<int64_t>(input_ids.size());
+  const int64_t batch = expected.tensor("input_ids").shape[0], sequence = expected.tensor("input_ids").shape[1];
   const int64_t patches = static_cast<int64_t>(pixel_values.size()) / config.vision.patch_columns();
+  const int merge = static_cast<int>(config.vision.spatial_merge_size);
 
-  const vision::MropePositions positions = vision::mrope_positions(
-      input_ids, config.image_token_id, grids, static_cast<int>(config.vision.spatial_merge_size), {}, "fixture");
-  EXPECT_EQ(positions.ids, testing::read_ints(expected, "position_ids"));
+  // Each row's positions from its own images (the grids in order, as many as its pads take),
+  // laid out [3, B, T].
+  std::vector<int32_t> position_ids(static_cast<size_t>(3 * batch * sequence));
+  size_t next_image = 0;
+  for (int64_t row = 0; row < batch; ++row) {
+    const std::span<const int32_t> ids(input_ids.data() + row * sequence, static_cast<size_t>(sequence));
+    int64_t pads = std::count(ids.begin(), ids.end(), config.image_token_id);
+    const size_t first = next_image;
+    for (; pads > 0 && next_image < grids.size(); ++next_image) {
+      pads -= grids[next_image][0] * grids[next_image][1] * grids[next_image][2] / (merge * merge);
+    }
+    const std::span<const std::array<int64_t, 3>> row_grids(grids.data() + first, next_image - first);
+    const vision::MropePositions positions = vision::mrope_positions(ids, config.image_token_id, row_grids, merge, {}, "fixture");
+    for (int64_t axis = 0; axis < 3; ++axis) {
+      std::copy_n(positions.ids.begin() + axis * sequence, sequence,
+                  position_ids.begin() + (axis * batch + row) * sequence);
+    }
+  }
+  EXPECT_EQ(next_image, grids.size());
+  EXPECT_EQ(position_ids, testing::read_ints(expected, "position_ids"));
   std::vector<int32_t> targets(labels.size(), ops::kIgnoreIndex);
   int64_t scored = 0;
   for (size_t t = 0; t + 1 < labels.size(); ++t) {
+    if ((t + 1) % static_cast<size_t>(sequence) == 0) continue;  // a row's last token predicts nothing
     targets[t] = labels[t + 1];
     scored += targets[t] != ops::kIgnoreIndex;
   }
   const float loss_scale = 1.0f / static_cast<float>(scored);
   const std::vector<int32_t> documents(input_ids.size(), 0);
-  const std::vector<int32_t> splice = vision_splice_index(input_ids, 1, sequence, config.image_token_id,
+  const std::vector<int32_t> splice = vision_splice_index(input_ids, batch, sequence, config.image_token_id,
                                                           patches / config.vision.merge_unit(), "fixture");
   const vision::VisionTowerIndices indices =
       vision::vision_tower_indices(grids, static_cast<int>(config.vision.spatial_merge_size),
@@ -63,6 +83,7 @@ VisionModelRun run_fixture(const VisionModelConfig& config, const io::Safetensor
 
   const graph::OpRegistry registry = ops::make_model_registry();
   DecoderGraphOptions options;
+  options.batch = batch;
   options.sequence = sequence;
   VisionModelGraph model = build_vision_model_graph(config, registry, options, patches, /*train_vision=*/true);
   compiler::ExecutionPlan plan = compiler::compile_training(std::move(model.graph), model.loss, registry);
@@ -81,7 +102,7 @@ VisionModelRun run_fixture(const VisionModelConfig& config, const io::Safetensor
   auto ints = [](const std::vector<int32_t>& values) { return std::as_bytes(std::span<const int32_t>(values)); };
   std::vector<runtime::InputBinding> bindings = testing::vision_tower_bindings(plan, indices, pixel_values);
   bindings.push_back({plan.tensor("input_ids"), ints(input_ids)});
-  bindings.push_back({plan.tensor("position_ids"), ints(positions.ids)});
+  bindings.push_back({plan.tensor("position_ids"), ints(position_ids)});
   bindings.push_back({plan.tensor("document_ids"), ints(documents)});
   bindings.push_back({plan.tensor("targets"), ints(targets)});
   bindings.push_back({plan.tensor("loss_scale"), std::as_bytes(std::span<const float>(&loss_scale, 1))});
