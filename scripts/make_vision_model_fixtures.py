@@ -65,37 +65,49 @@ def make_row(grids, merge, length, generator):
     return ids, [-100] * prompt + ids[prompt:]
 
 
-def main():
-    config = Qwen2_5_VLConfig(vision_config=VISION, text_config=TEXT, **TOKENS)
+def run_model(model, grids, rows, length, seed, gradients):
+    """Rows of `length` tokens (row r holding the images rows[r] of `grids`), random pixel_values;
+    the inputs, transformers' positions, the loss and the gradients of `gradients`."""
+    vision = model.config.vision_config
+    generator = torch.Generator().manual_seed(seed)
+    made = [make_row([grids[i] for i in images], vision.spatial_merge_size, length, generator) for images in rows]
+    input_ids = torch.tensor([ids for ids, _ in made])
+    labels = torch.tensor([row_labels for _, row_labels in made])
+    columns = vision.in_channels * vision.temporal_patch_size * vision.patch_size ** 2
+    pixel_values = torch.randn(sum(t * h * w for t, h, w in grids), columns, generator=generator)
+    grid_thw = torch.tensor(grids)
+    mm_token_type_ids = (input_ids == model.config.image_token_id).to(torch.int32)
+    position_ids, _ = model.model.get_rope_index(input_ids, mm_token_type_ids, image_grid_thw=grid_thw)
+    model.zero_grad()
+    out = model(input_ids=input_ids, pixel_values=pixel_values, image_grid_thw=grid_thw, labels=labels,
+                mm_token_type_ids=mm_token_type_ids)
+    out.loss.backward()
+    parameters = dict(model.named_parameters())
+    return {"input_ids": input_ids.to(torch.int32), "labels": labels.to(torch.int32),
+            "position_ids": position_ids.to(torch.int32), "pixel_values": pixel_values,
+            "grid_thw": grid_thw.to(torch.int32), "loss": out.loss.detach().reshape(1),
+            **{"grad." + name: parameters[name].grad.detach().clone() for name in gradients}}
+
+
+def make_config(vision, text):
+    config = Qwen2_5_VLConfig(vision_config=vision, text_config=text, **TOKENS)
     config.architectures = ["Qwen2_5_VLForConditionalGeneration"]
     config._attn_implementation = "eager"
     config.vision_config._attn_implementation = "eager"
     config.text_config._attn_implementation = "eager"
+    return config
+
+
+def main():
+    config = make_config(VISION, TEXT)
     model = random_model(config, 0)
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "config.json").write_text(json.dumps(config.to_dict(), indent=2, sort_keys=True) + "\n")
     save_file({name: tensor.detach().contiguous() for name, tensor in model.state_dict().items()},
               str(OUT / "model.safetensors"))
-
-    generator = torch.Generator().manual_seed(1)
-    rows = [make_row([GRIDS[i] for i in images], VISION["spatial_merge_size"], LENGTH, generator) for images in ROWS]
-    input_ids = torch.tensor([ids for ids, _ in rows])
-    labels = torch.tensor([row_labels for _, row_labels in rows])
-    columns = 3 * VISION["temporal_patch_size"] * VISION["patch_size"] ** 2
-    pixel_values = torch.randn(sum(t * h * w for t, h, w in GRIDS), columns, generator=generator)
-    grid_thw = torch.tensor(GRIDS)
-    mm_token_type_ids = (input_ids == TOKENS["image_token_id"]).to(torch.int32)
-    position_ids, _ = model.model.get_rope_index(input_ids, mm_token_type_ids, image_grid_thw=grid_thw)
-    out = model(input_ids=input_ids, pixel_values=pixel_values, image_grid_thw=grid_thw, labels=labels,
-                mm_token_type_ids=mm_token_type_ids)
-    out.loss.backward()
-    parameters = dict(model.named_parameters())
-    expected = {"input_ids": input_ids.to(torch.int32), "labels": labels.to(torch.int32),
-                "position_ids": position_ids.to(torch.int32), "pixel_values": pixel_values,
-                "grid_thw": grid_thw.to(torch.int32), "loss": out.loss.detach().reshape(1),
-                **{"grad." + name: parameters[name].grad.detach().clone() for name in GRADIENTS}}
+    expected = run_model(model, GRIDS, ROWS, LENGTH, 1, GRADIENTS)
     save_file({name: tensor.contiguous() for name, tensor in expected.items()}, str(OUT / "expected.safetensors"))
-    print(f"wrote {OUT}: loss {out.loss.item():.6f}, {input_ids.shape[1]} tokens")
+    print(f"wrote {OUT}: loss {expected['loss'].item():.6f}, input ids {tuple(expected['input_ids'].shape)}")
 
 
 if __name__ == "__main__":
