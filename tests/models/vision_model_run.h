@@ -32,7 +32,7 @@ inline std::vector<int32_t> input_ints(const io::SafetensorsFile& inputs, const 
 
 struct VisionModelRun {
   float loss = 0;
-  std::map<std::string, std::vector<float>> gradients;  // by checkpoint name (transformers 5's)
+  std::map<std::string, std::vector<float>> gradients;  // text: the checkpoint's names; tower: model.visual.*
   std::vector<int32_t> position_ids;                     // [3, B, T], vision/mrope_positions.h per row
 };
 
