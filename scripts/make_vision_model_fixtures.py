@@ -16,10 +16,14 @@ safetensors). Deterministic (fixed seed, fp32 on the CPU).
 """
 import json
 import pathlib
+import sys
 
 import torch
 from safetensors.torch import save_file
 from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from make_vision_tower_fixtures import randomize  # noqa: E402
 
 OUT = pathlib.Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "vision" / "vl"
 
@@ -40,14 +44,7 @@ GRADIENTS = ["model.language_model.embed_tokens.weight", "model.language_model.l
 
 def random_model(config, seed):
     torch.manual_seed(seed)
-    model = Qwen2_5_VLForConditionalGeneration(config).float().eval()
-    with torch.no_grad():
-        for name, parameter in model.named_parameters():
-            if "norm" in name or "ln_q" in name:
-                parameter.copy_(1.0 + 0.1 * torch.randn_like(parameter))
-            else:
-                parameter.copy_(0.2 * torch.randn_like(parameter))
-    return model
+    return randomize(Qwen2_5_VLForConditionalGeneration(config).float().eval())
 
 
 def make_row(grids, merge, length, generator):

@@ -42,7 +42,11 @@ def random_tower(vision_config, seed):
     """The tower with every weight random: norms 1 + N(0, 0.1), the rest N(0, 0.2)."""
     torch.manual_seed(seed)
     vision_config._attn_implementation = "eager"
-    model = Qwen2_5_VisionTransformerPretrainedModel(vision_config).float().eval()
+    return randomize(Qwen2_5_VisionTransformerPretrainedModel(vision_config).float().eval())
+
+
+def randomize(model):
+    """Every weight random: norms 1 + N(0, 0.1), the rest N(0, 0.2) (the torch seed set before)."""
     with torch.no_grad():
         for name, parameter in model.named_parameters():
             if "norm" in name or "ln_q" in name:

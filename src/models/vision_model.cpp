@@ -142,11 +142,7 @@ void load_vision_model_text_weights(const std::filesystem::path& model_dir, cons
       fail_user("{}: no tensor {} (nor under model.language_model.); the checkpoint does not hold the text model "
                 "config.json describes", model_dir.string(), spec.hf_name);
     }
-    if (tensor->element_count() != graph::shape_numel(spec.shape) || !dtype_is_floating(tensor->dtype)) {
-      fail_user("{}: tensor {} is {} {}, but config.json implies a float tensor of {} elements",
-                checkpoint.file_of(tensor->name).string(), tensor->name, dtype_safetensors_name(tensor->dtype),
-                graph::format_shape(tensor->shape), graph::shape_numel(spec.shape));
-    }
+    require_float_elements(checkpoint, *tensor, graph::shape_numel(spec.shape), "config.json's text model");
     sink(spec, *tensor);
   }
 }

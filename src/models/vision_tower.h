@@ -19,6 +19,7 @@
 #include <filesystem>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/dtype.h"
@@ -81,5 +82,10 @@ graph::TensorId add_vision_tower(graph::GraphBuilder& b, const VisionTowerConfig
 void load_vision_tower_weights(
     const std::filesystem::path& model_dir, const VisionTowerConfig& config,
     const std::function<void(const VisionTowerParameter&, const io::SafetensorsTensor&)>& sink);
+
+// A UserError naming the file and `tensor` unless it is a float tensor of `elements` elements
+// (`what`: the config section that implies the size).
+void require_float_elements(const io::SafetensorsCheckpoint& checkpoint, const io::SafetensorsTensor& tensor,
+                            int64_t elements, std::string_view what);
 
 }  // namespace surogate::models

@@ -93,12 +93,17 @@ void load_vision_tower_weights(
       fail_user("{}: no tensor {} (nor model.{}); the checkpoint does not hold the vision tower config.json describes",
                 model_dir.string(), parameter.name, parameter.name);
     }
-    if (tensor->element_count() != graph::shape_numel(parameter.shape) || !dtype_is_floating(tensor->dtype)) {
-      fail_user("{}: tensor {} is {} {}, but config.json's vision_config implies a float tensor of {} elements",
-                checkpoint.file_of(tensor->name).string(), tensor->name, dtype_safetensors_name(tensor->dtype),
-                graph::format_shape(tensor->shape), graph::shape_numel(parameter.shape));
-    }
+    require_float_elements(checkpoint, *tensor, graph::shape_numel(parameter.shape), "config.json's vision_config");
     sink(parameter, *tensor);
+  }
+}
+
+void require_float_elements(const io::SafetensorsCheckpoint& checkpoint, const io::SafetensorsTensor& tensor,
+                            int64_t elements, std::string_view what) {
+  if (tensor.element_count() != elements || !dtype_is_floating(tensor.dtype)) {
+    fail_user("{}: tensor {} is {} {}, but {} implies a float tensor of {} elements",
+              checkpoint.file_of(tensor.name).string(), tensor.name, dtype_safetensors_name(tensor.dtype),
+              graph::format_shape(tensor.shape), what, elements);
   }
 }
 
