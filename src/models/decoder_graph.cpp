@@ -45,7 +45,12 @@ DecoderGraph build_decoder_graph(const io::ModelConfig& config, const graph::OpR
   GraphBuilder b(registry);
   const graph::Shape tokens{options.batch, options.sequence};
   TensorId input_ids = b.input("input_ids", DType::I32, tokens);
-  TensorId position_ids = b.input("position_ids", DType::I32, tokens);
+  const bool mrope = !options.mrope_section.empty();
+  if (mrope && (config.qk_norm || options.fused_rope)) {
+    fail_user("config.json: M-RoPE (mrope_section) is built for models without q/k norm and without use_fused_rope");
+  }
+  TensorId position_ids = b.input("position_ids", DType::I32,
+                                  mrope ? graph::Shape{3, options.batch, options.sequence} : tokens);
   TensorId document_ids = b.input("document_ids", DType::I32, tokens);
   TensorId targets = b.input("targets", DType::I32, tokens);
   TensorId loss_scale = b.input("loss_scale", DType::F32, {});
@@ -68,7 +73,9 @@ DecoderGraph build_decoder_graph(const io::ModelConfig& config, const graph::OpR
   // position ids; the other models read cos/sin tables, or with fused_rope compute them inside.
   TensorId cos = graph::kNoTensor, sin = graph::kNoTensor;
   if (!config.qk_norm && !options.fused_rope) {
-    auto tables = b.op("rope_cos_sin", {position_ids}, rope_attrs, "rope");
+    nlohmann::json table_attrs = rope_attrs;
+    if (mrope) table_attrs["mrope_section"] = options.mrope_section;
+    auto tables = b.op(mrope ? "mrope_cos_sin" : "rope_cos_sin", {position_ids}, table_attrs, "rope");
     cos = tables[0];
     sin = tables[1];
   }
@@ -87,6 +94,7 @@ DecoderGraph build_decoder_graph(const io::ModelConfig& config, const graph::OpR
   // ("layers.N.ln2.residual_out"). `pending` is the block output not yet added (none before the
   // first layer's ln1, which is a plain rmsnorm of the embeddings).
   TensorId hidden = b.op("embedding", {input_ids, params.get("embed.weight")}, nlohmann::json::object(), "embed");
+  if (options.splice_embeddings) hidden = options.splice_embeddings(b, hidden);
   TensorId pending = graph::kNoTensor;
   // The load-balancing loss of training graphs (models/moe_block.h).
   std::optional<RouterLoss> router_loss;

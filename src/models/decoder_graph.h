@@ -18,7 +18,10 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <vector>
 
+#include "graph/builder.h"
 #include "graph/graph.h"
 #include "graph/op_registry.h"
 #include "io/model_config.h"
@@ -47,6 +50,13 @@ struct DecoderGraphOptions {
   // Training graphs of MoE models: the micro-batches of one optimizer step (gradient accumulation ×
   // data-parallel ranks); 0 leaves the router loss out (evaluation).
   int64_t router_aux_loss_micro_batches = 0;
+  // Qwen2-VL / Qwen2.5-VL's M-RoPE: position_ids is I32 [3, B, T] (temporal, height, width) and
+  // the rotary tables come from mrope_cos_sin with these sections (models without q/k norm, no
+  // fused_rope). Empty: ordinary positions [B, T].
+  std::vector<int64_t> mrope_section = {};
+  // Returns what the layers read from the token embeddings [B, T, H] (the vision-language model's
+  // splice of image features, models/vision_model.h). Empty: the embeddings themselves.
+  std::function<graph::TensorId(graph::GraphBuilder&, graph::TensorId)> splice_embeddings = {};
 };
 
 struct DecoderGraph {

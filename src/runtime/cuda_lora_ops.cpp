@@ -6,12 +6,14 @@
 //  * `concat` / `split` (ops/defs/concat_split_def.cpp), any dtype: one launch per 8 pieces
 //    (cuda/kernels/piece_copy.h; rows of `outer`, each piece a contiguous run of size · inner
 //    elements), so a piece lands byte for byte where the CPU kernel puts it.
+//  * `reshape` (ops/defs/reshape_def.cpp), any dtype: one device-to-device copy of the bytes.
 // (`scale`, which F32 graphs' rewrite also emits, is a core op: runtime/cuda_core_ops.cpp.)
 #include <algorithm>
 #include <span>
 #include <vector>
 
 #include "core/error.h"
+#include "cuda/cuda_check.h"
 #include "cuda/kernels/dropout.h"
 #include "cuda/kernels/piece_copy.h"
 #include "runtime/cuda_bind_checks.h"
@@ -114,6 +116,14 @@ CudaKernel bind_split(const CudaBindContext& ctx) {
   };
 }
 
+CudaKernel bind_reshape(const CudaBindContext& ctx) {
+  const size_t bytes = static_cast<size_t>(ctx.inputs[0].numel()) * dtype_size_bytes(ctx.inputs[0].dtype);
+  return [bytes](const CudaKernelArgs& args) {
+    if (args.outputs[0].data == args.inputs[0].data) return;
+    CUDA_CHECK(cudaMemcpyAsync(args.outputs[0].data, args.inputs[0].data, bytes, cudaMemcpyDeviceToDevice, args.stream));
+  };
+}
+
 }  // namespace
 
 void register_lora_cuda_ops(CudaOpTable& table) {
@@ -121,6 +131,7 @@ void register_lora_cuda_ops(CudaOpTable& table) {
   table.add("dropout_add", bind_dropout);
   table.add("concat", bind_concat);
   table.add("split", bind_split);
+  table.add("reshape", bind_reshape);
 }
 
 }  // namespace surogate::runtime

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <span>
@@ -35,6 +36,17 @@ struct Fixture {
     return std::count_if(targets.begin(), targets.end(), [](int32_t t) { return t != -100; });
   }
 };
+
+// max |actual − expected| / max |expected|: the error relative to the tensor's scale.
+inline double scaled_max_error(std::span<const float> actual, std::span<const float> expected) {
+  EXPECT_EQ(actual.size(), expected.size());
+  double diff = 0.0, scale = 0.0;
+  for (size_t i = 0; i < std::min(actual.size(), expected.size()); ++i) {
+    diff = std::max(diff, std::abs(double(actual[i]) - double(expected[i])));
+    scale = std::max(scale, std::abs(double(expected[i])));
+  }
+  return diff / std::max(scale, 1e-30);
+}
 
 inline std::vector<int32_t> read_ints(const io::SafetensorsFile& file, const std::string& name) {
   const io::SafetensorsTensor& tensor = file.tensor(name);

@@ -28,20 +28,10 @@ using testing::bindings;
 using testing::Fixture;
 using testing::load_weights;
 using testing::open_fixture;
+using testing::scaled_max_error;
 
 constexpr double kLossTolerance = 1e-5;
 constexpr double kTensorTolerance = 1e-4;
-
-// max |actual − expected| / max |expected|
-double scaled_max_error(std::span<const float> actual, std::span<const float> expected) {
-  EXPECT_EQ(actual.size(), expected.size());
-  double diff = 0.0, scale = 0.0;
-  for (size_t i = 0; i < std::min(actual.size(), expected.size()); ++i) {
-    diff = std::max(diff, std::abs(double(actual[i]) - double(expected[i])));
-    scale = std::max(scale, std::abs(double(expected[i])));
-  }
-  return diff / std::max(scale, 1e-30);
-}
 
 class HfParity : public ::testing::TestWithParam<std::string> {};
 

@@ -193,6 +193,7 @@ std::vector<SingleOpCase> make_cases() {
       {"bias_gradient", {x}},
       {"concat", {TensorType{kBf16, {kRows, 16}}, TensorType{kBf16, {kRows, 48}}}, {{"axis", -1}}},
       {"split", {x}, {{"axis", -1}, {"sizes", {16, 48}}}},
+      {"reshape", {x}, {{"shape", {kRows / 2, 2 * kChannels}}}},
       {"swiglu", {x, x}},
       {"swiglu_backward", {x, x, x}},
       {"swiglu_fused", {TensorType{kBf16, {kRows, 2 * kChannels}}}},

@@ -1,0 +1,123 @@
+// Builds the Qwen2.5-VL vision tower graph; see vision_tower.h.
+#include "models/vision_tower.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "graph/builder.h"
+
+namespace surogate::models {
+namespace {
+using graph::GraphBuilder;
+using graph::TensorId;
+
+// Qwen2_5_VLRMSNorm's eps, fixed in transformers (not in the config).
+constexpr double kVisionNormEps = 1e-6;
+
+struct TowerParameters {
+  std::map<std::string, TensorId> ids;
+  TensorId get(const std::string& name) const { return ids.at(name); }
+};
+
+TensorId biased_linear(GraphBuilder& b, const TowerParameters& p, TensorId x, const std::string& prefix,
+                       const std::string& label) {
+  return b.op("linear", {x, p.get(prefix + ".weight"), p.get(prefix + ".bias")}, nlohmann::json::object(), label);
+}
+
+// Qwen2_5_VLVisionRotaryEmbedding's frequencies: the default RoPE frequencies of dimension
+// head_dim / 2, once for the row and once for the column.
+std::vector<double> vision_inverse_frequencies(const VisionTowerConfig& config) {
+  const int64_t spatial = config.head_dim() / 2;
+  std::vector<double> frequencies;
+  for (int64_t i = 0; i < spatial; i += 2) {
+    // As torch computes it: float32 arange / spatial, base ** that in float32, 1 / that.
+    const float exponent = static_cast<float>(i) / static_cast<float>(spatial);
+    frequencies.push_back(static_cast<double>(1.0f / std::pow(static_cast<float>(config.rope_theta), exponent)));
+  }
+  std::vector<double> both = frequencies;
+  both.insert(both.end(), frequencies.begin(), frequencies.end());
+  return both;
+}
+
+// One Qwen2_5_VLVisionBlock: pre-norm attention and SwiGLU MLP, each added to the stream.
+TensorId vision_block(GraphBuilder& b, const TowerParameters& p, const VisionTowerConfig& config, int64_t block,
+                      TensorId hidden, TensorId cos, TensorId sin, TensorId documents) {
+  const std::string prefix = fmt::format("visual.blocks.{}", block);
+  auto scope = b.scope(fmt::format("vision.blocks.{}", block));
+  const int64_t h = config.hidden_size, heads = config.num_heads, head_dim = config.head_dim();
+  TensorId normed = b.op("rmsnorm", {hidden, p.get(prefix + ".norm1.weight")}, {{"eps", kVisionNormEps}}, "norm1");
+  TensorId qkv = biased_linear(b, p, normed, prefix + ".attn.qkv", "qkv");
+  graph::OpOutputs pieces = b.op("split", {qkv}, {{"axis", -1}, {"sizes", {h, h, h}}}, "qkv_split");
+  const nlohmann::json rope_attrs{{"heads", heads}, {"head_dim", head_dim}};
+  TensorId q = b.op("rope", {pieces[0], cos, sin}, rope_attrs, "q_rope");
+  TensorId k = b.op("rope", {pieces[1], cos, sin}, rope_attrs, "k_rope");
+  const nlohmann::json attention_attrs{
+      {"query_heads", heads}, {"kv_heads", heads}, {"head_dim", head_dim}, {"causal", false}};
+  TensorId context = b.op("attention", {q, k, pieces[2], documents}, attention_attrs, "attention");
+  hidden = b.op("add", {hidden, biased_linear(b, p, context, prefix + ".attn.proj", "proj")}, nlohmann::json::object(), "attention_residual");
+  normed = b.op("rmsnorm", {hidden, p.get(prefix + ".norm2.weight")}, {{"eps", kVisionNormEps}}, "norm2");
+  TensorId gate = biased_linear(b, p, normed, prefix + ".mlp.gate_proj", "gate");
+  TensorId up = biased_linear(b, p, normed, prefix + ".mlp.up_proj", "up");
+  TensorId activated = b.op("swiglu", {gate, up}, nlohmann::json::object(), "swiglu");
+  return b.op("add", {hidden, biased_linear(b, p, activated, prefix + ".mlp.down_proj", "down")}, nlohmann::json::object(), "mlp_residual");
+}
+
+}  // namespace
+
+TensorId add_vision_tower(GraphBuilder& b, const VisionTowerConfig& config, int64_t patches, DType dtype,
+                          bool trainable) {
+  if (patches <= 0 || patches % config.merge_unit() != 0) {
+    fail_user("vision tower: {} patches is not a positive multiple of spatial_merge_size² = {}", patches,
+              config.merge_unit());
+  }
+  const int64_t merged = patches / config.merge_unit();
+  TensorId pixel_values = b.input(kVisionPixelValues, dtype, {patches, config.patch_columns()});
+  TensorId patch_order = b.input(kVisionPatchOrder, DType::I32, {1, patches});
+  TensorId position_ids = b.input(kVisionPositionIds, DType::I32, {3, 1, patches});
+  TensorId window_documents = b.input(kVisionWindowDocuments, DType::I32, {1, patches});
+  TensorId frame_documents = b.input(kVisionFrameDocuments, DType::I32, {1, patches});
+  TensorId merged_restore = b.input(kVisionMergedRestore, DType::I32, {merged});
+  TowerParameters p;
+  for (const VisionTowerParameter& parameter : vision_tower_parameters(config)) {
+    p.ids[parameter.name] = b.parameter(parameter.name, dtype, parameter.shape, trainable);
+  }
+
+  TensorId embedded = b.op("linear", {pixel_values, p.get("visual.patch_embed.proj.weight")},
+                           nlohmann::json::object(), "vision.patch_embed");
+  TensorId hidden = b.op("embedding", {patch_order, embedded}, nlohmann::json::object(), "vision.window_order");
+  const int64_t quarter = config.head_dim() / 4;
+  graph::OpOutputs tables = b.op("mrope_cos_sin", {position_ids},
+                                 {{"inv_freq", vision_inverse_frequencies(config)},
+                                  {"mrope_section", {int64_t{0}, quarter, quarter}},
+                                  {"dtype", std::string(dtype_safetensors_name(dtype))}},
+                                 "vision.rope");
+  for (int64_t block = 0; block < config.depth; ++block) {
+    const bool full = std::find(config.fullatt_block_indexes.begin(), config.fullatt_block_indexes.end(), block) !=
+                      config.fullatt_block_indexes.end();
+    hidden = vision_block(b, p, config, block, hidden, tables[0], tables[1], full ? frame_documents : window_documents);
+  }
+  TensorId normed = b.op("rmsnorm", {hidden, p.get("visual.merger.ln_q.weight")}, {{"eps", kVisionNormEps}},
+                         "vision.merger.ln_q");
+  TensorId grouped = b.op("reshape", {normed}, {{"shape", {merged, config.hidden_size * config.merge_unit()}}},
+                          "vision.merger.group");
+  TensorId up = biased_linear(b, p, grouped, "visual.merger.mlp.0", "vision.merger.fc1");
+  TensorId activated = b.op("gelu", {up}, nlohmann::json::object(), "vision.merger.gelu");
+  TensorId out = biased_linear(b, p, activated, "visual.merger.mlp.2", "vision.merger.fc2");
+  return b.op("embedding", {merged_restore, out}, nlohmann::json::object(), "vision.features");
+}
+
+VisionTowerGraph build_vision_tower_graph(const VisionTowerConfig& config, const graph::OpRegistry& registry,
+                                          int64_t patches, DType dtype, bool trainable) {
+  GraphBuilder b(registry);
+  VisionTowerGraph result;
+  result.features = add_vision_tower(b, config, patches, dtype, trainable);
+  b.mark_output(result.features);
+  result.graph = b.finish();
+  return result;
+}
+
+}  // namespace surogate::models

@@ -1,0 +1,126 @@
+// Runs the Qwen2.5-VL model graph (models/vision_model.h) forward and backward on the CPU backend
+// in fp32 for rows given as transformers gives them (input_ids and labels I32 [B, T], labels -100
+// outside the loss; pixel_values; grid_thw I32 [images, 3], the images in row order): what
+// test_vision_model.cpp checks on the committed fixture and vision_model_tool hands to
+// tests/python/test_vision_model.py. The loss is transformers' mean over the shifted labels
+// (loss_scale = 1 / scored tokens); positions come from vision/mrope_positions.h row by row.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "models/vision_model.h"
+#include "ops/cross_entropy.h"
+#include "vision/mrope_positions.h"
+#include "vision_tower_run.h"
+
+namespace surogate::models::testing {
+
+// An I32 tensor of `inputs` (a UserError naming it otherwise).
+inline std::vector<int32_t> input_ints(const io::SafetensorsFile& inputs, const std::string& name) {
+  const io::SafetensorsTensor& tensor = inputs.tensor(name);
+  if (tensor.dtype != DType::I32) fail_user("inputs: {} must be I32", name);
+  std::vector<int32_t> values(static_cast<size_t>(tensor.element_count()));
+  std::memcpy(values.data(), tensor.bytes.data(), tensor.bytes.size());
+  return values;
+}
+
+struct VisionModelRun {
+  float loss = 0;
+  std::map<std::string, std::vector<float>> gradients;  // text: the checkpoint's names; tower: model.visual.*
+  std::vector<int32_t> position_ids;                     // [3, B, T], vision/mrope_positions.h per row
+};
+
+// Forward and backward of the rows in `inputs` with the weights of model_dir.
+inline VisionModelRun run_vision_model(const std::filesystem::path& model_dir, const VisionModelConfig& config,
+                                       const io::SafetensorsFile& inputs) {
+  const std::vector<int32_t> input_ids = input_ints(inputs, "input_ids");
+  const std::vector<int32_t> labels = input_ints(inputs, "labels");
+  const std::vector<int32_t> flat_grids = input_ints(inputs, "grid_thw");
+  std::vector<std::array<int64_t, 3>> grids;
+  for (size_t i = 0; i + 2 < flat_grids.size(); i += 3) grids.push_back({flat_grids[i], flat_grids[i + 1], flat_grids[i + 2]});
+  const std::vector<float> pixel_values = io::read_tensor_as_float32(inputs.tensor("pixel_values"));
+  const int64_t batch = inputs.tensor("input_ids").shape[0], sequence = inputs.tensor("input_ids").shape[1];
+  const int64_t patches = static_cast<int64_t>(pixel_values.size()) / config.vision.patch_columns();
+  const int merge = static_cast<int>(config.vision.spatial_merge_size);
+
+  // Each row's positions from its own images (the grids in order, as many as its pads take),
+  // laid out [3, B, T].
+  std::vector<int32_t> position_ids(static_cast<size_t>(3 * batch * sequence));
+  size_t next_image = 0;
+  for (int64_t row = 0; row < batch; ++row) {
+    const std::span<const int32_t> ids(input_ids.data() + row * sequence, static_cast<size_t>(sequence));
+    int64_t pads = std::count(ids.begin(), ids.end(), config.image_token_id);
+    const size_t first = next_image;
+    for (; pads > 0 && next_image < grids.size(); ++next_image) {
+      pads -= grids[next_image][0] * grids[next_image][1] * grids[next_image][2] / (merge * merge);
+    }
+    const std::span<const std::array<int64_t, 3>> row_grids(grids.data() + first, next_image - first);
+    const vision::MropePositions positions = vision::mrope_positions(ids, config.image_token_id, row_grids, merge, {}, "inputs");
+    for (int64_t axis = 0; axis < 3; ++axis) {
+      std::copy_n(positions.ids.begin() + axis * sequence, sequence,
+                  position_ids.begin() + (axis * batch + row) * sequence);
+    }
+  }
+  if (next_image != grids.size()) fail_user("inputs: {} grids for {} images in the rows", grids.size(), next_image);
+  std::vector<int32_t> targets(labels.size(), ops::kIgnoreIndex);
+  int64_t scored = 0;
+  for (size_t t = 0; t + 1 < labels.size(); ++t) {
+    if ((t + 1) % static_cast<size_t>(sequence) == 0) continue;  // a row's last token predicts nothing
+    targets[t] = labels[t + 1];
+    scored += targets[t] != ops::kIgnoreIndex;
+  }
+  const float loss_scale = 1.0f / static_cast<float>(scored);
+  const std::vector<int32_t> documents(input_ids.size(), 0);
+  const std::vector<int32_t> splice = vision_splice_index(input_ids, batch, sequence, config.image_token_id,
+                                                          patches / config.vision.merge_unit(), "inputs");
+  const vision::VisionTowerIndices indices =
+      vision::vision_tower_indices(grids, static_cast<int>(config.vision.spatial_merge_size),
+                                   static_cast<int>(config.vision.window_size), static_cast<int>(config.vision.patch_size));
+
+  const graph::OpRegistry registry = ops::make_model_registry();
+  DecoderGraphOptions options;
+  options.batch = batch;
+  options.sequence = sequence;
+  VisionModelGraph model = build_vision_model_graph(config, registry, options, patches, /*train_vision=*/true);
+  compiler::ExecutionPlan plan = compiler::compile_training(std::move(model.graph), model.loss, registry);
+  runtime::CpuBackend backend;
+  backend.load(plan, registry);
+  std::map<std::string, std::string> engine_names;  // checkpoint name → engine name
+  load_vision_model_text_weights(model_dir, config, [&](const ParameterSpec& spec, const io::SafetensorsTensor& t) {
+    backend.write_converted(plan.tensor(spec.name), t.dtype, t.bytes);
+    engine_names[spec.hf_name] = spec.name;
+  });
+  load_vision_tower_weights(model_dir, config.vision, [&](const VisionTowerParameter& parameter, const io::SafetensorsTensor& t) {
+    backend.write_converted(plan.tensor(parameter.name), t.dtype, t.bytes);
+    engine_names["model." + parameter.name] = parameter.name;
+  });
+  backend.zero_gradients();
+  auto ints = [](const std::vector<int32_t>& values) { return std::as_bytes(std::span<const int32_t>(values)); };
+  std::vector<runtime::InputBinding> bindings = vision_tower_bindings(plan, indices, pixel_values);
+  bindings.push_back({plan.tensor("input_ids"), ints(input_ids)});
+  bindings.push_back({plan.tensor("position_ids"), ints(position_ids)});
+  bindings.push_back({plan.tensor("document_ids"), ints(documents)});
+  bindings.push_back({plan.tensor("targets"), ints(targets)});
+  bindings.push_back({plan.tensor("loss_scale"), std::as_bytes(std::span<const float>(&loss_scale, 1))});
+  bindings.push_back({plan.tensor(kVisionSpliceIndex), ints(splice)});
+  backend.execute(bindings);
+
+  VisionModelRun run;
+  run.position_ids = position_ids;
+  backend.read(plan.tensor("loss"), std::as_writable_bytes(std::span<float>(&run.loss, 1)));
+  for (const auto& [hf_name, engine_name] : engine_names) {
+    const graph::TensorId id = plan.tensor(engine_name);
+    std::vector<float>& gradient = run.gradients[hf_name];
+    gradient.resize(static_cast<size_t>(graph::shape_numel(plan.graph.tensor(id).type.shape)));
+    backend.read(plan.parameter_gradients.at(id), std::as_writable_bytes(std::span<float>(gradient)));
+  }
+  return run;
+}
+
+}  // namespace surogate::models::testing
