@@ -51,7 +51,14 @@ DecodeGraph build_kv_cache_graph(const io::ModelConfig& config, const graph::OpR
     result.session.adapters = models::lora_adapters(config, *live.lora);
     forward = models::apply_lora(forward, registry, result.session.adapters, *live.lora, false);
   }
-  if (live.qlora) forward = models::apply_qlora_quantization(forward, registry, *live.qlora);
+  if (live.qlora) {
+    // The base alone (GRPO's reference: the QLoRA base without its adapter) is as frozen as it
+    // is under LoRA, which is what the rewrite quantizes; a decode graph trains nothing.
+    if (!live.lora) {
+      for (graph::TensorInfo& info : forward.tensors) info.trainable = false;
+    }
+    forward = models::apply_qlora_quantization(forward, registry, *live.qlora);
+  }
   if (live.fp8) {  // as the trainer's evaluation graph: no scaling state, nothing fused into other ops
     models::Fp8Options fp8 = *live.fp8;
     fp8.amax_history = 0;

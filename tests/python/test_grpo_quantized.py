@@ -113,3 +113,16 @@ def test_quantized_rollouts_run_on_a_gpu(surogate_bin, trained, extra, lora):
     assert len(steps) == 2 and len(completions) == 32
     assert all(np.isfinite(step["grad_norm"]) and step["grad_norm"] > 0 for step in steps), steps
     assert all(1 <= len(ids) <= 4 for ids in completions)
+
+
+@ON_CPU
+def test_the_kl_reference_of_a_qlora_run_is_its_quantized_base(surogate_bin, trained):
+    """beta > 0 with QLoRA: the reference is the base as the trainer holds it (NF4), without the
+    adapter. At step 1 the adapter is zero, so the policy is that very base and the KL is 0 (up to
+    the two code paths' float sums); a reference read unquantized would be an NF4 rounding away."""
+    folder, base = trained
+    steps, _ = grpo_run(surogate_bin, folder, "qlora-kl", base, FORMATS["qlora_bnb"][0], LORA, 2,
+                        "--grpo.beta=0.04")
+    assert len(steps) == 2
+    assert abs(steps[0]["kl"]) < 1e-6, steps[0]
+    assert steps[1]["kl"] > 1e-6, steps[1]
