@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from conftest import REPO_ROOT, build_binary
+from test_vision_tower import scaled_error  # max |ours - hf| / max |hf|
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers.models.qwen2_5_vl.modeling_qwen2_5_vl")
@@ -28,11 +29,6 @@ spec.loader.exec_module(fixtures)
 
 LOSS_TOLERANCE = 1e-5
 GRADIENT_TOLERANCE = 1e-4
-
-
-def scaled_error(ours, hf):
-    hf = hf.reshape(-1).astype(np.float64)
-    return float(np.max(np.abs(ours.astype(np.float64) - hf)) / max(np.max(np.abs(hf)), 1e-30))
 
 
 def random_case(rng):
