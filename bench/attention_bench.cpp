@@ -3,7 +3,7 @@
 // kernels (cuda/kernels/attention.h), at the LoRA jobs' shapes, called the way the binders call
 // them. bench/attention_peers.py runs it beside PyTorch's SDPA backends (one JSON line a row).
 //
-//   attention_bench [--repeats 20]
+//   attention_bench [--repeats 20] [--vision-only]
 //
 // Shapes: 2 × 2048 at 32/8 heads (Qwen3-8B job) and 16/8 (0.6B job), 8 × 2048 at 32/8, head_dim
 // 128, bf16, causal. "rows": every batch row one sequence (what PyTorch's SDPA is given);
@@ -12,14 +12,25 @@
 // segments), our kernels' padded cu_seqlens. Each cuDNN row gives its workspace in MiB.
 // FLOPs: forward 4 · B · Hq · S² · D / 2 (causal), backward 2.5× that. Mean of `repeats` calls after
 // 5 warm-ups (CUDA events). Built beside the CUDA tests (tests/runtime_cuda/CMakeLists.txt).
+//
+// Vision rows (--vision-only: those alone): the Qwen2.5-VL-7B tower's bidirectional attention on one
+// 980 × 1288 image (grid 70 × 92 = 6440 patches of 14 px; 16 heads, head_dim 80): "window" (the
+// window blocks: windows of 112 px = 64 patches, smaller at the right and bottom edges, the real
+// layout of vision/window_layout.h) and "full" (the full-attention blocks: the whole frame). Ours:
+// the flash kernels at head_dim 128 on zero-padded operands, as the binder runs them (the padding
+// copies not timed); cuDNN at head_dim 80: the documents layout with one slot per window, rows
+// for the full frame. FLOPs: forward 4 · Hq · Σ_documents length² · 80 (no causal half; the
+// useful head dim, not the padded one), backward 2.5× that.
 #include <cuda_bf16.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -28,6 +39,7 @@
 #include "cuda/kernels/attention.h"
 #include "cuda/kernels/plain_attention.h"
 #include "cuda_timing.h"
+#include "vision/window_layout.h"
 
 namespace {
 
@@ -59,15 +71,98 @@ void print_row(const Shape& s, const char* backend, const char* layout, double f
               2.5 * forward_flops / backward_us / 1e6);
 }
 
+// Σ over the documents (runs of one id) of length².
+double squared_lengths(const std::vector<int32_t>& documents) {
+  double total = 0.0;
+  for (size_t start = 0, t = 0; t <= documents.size(); ++t) {
+    if (t == documents.size() || documents[t] != documents[start]) {
+      total += double(t - start) * double(t - start);
+      start = t;
+    }
+  }
+  return total;
+}
+
+void vision_rows(int repeats) {
+  constexpr int kHeads = 16, kVisionDim = 80, kPadded = 128;
+  const std::array<int64_t, 3> grid{1, 70, 92};
+  const surogate::vision::VisionTowerIndices indices =
+      surogate::vision::vision_tower_indices(std::span<const std::array<int64_t, 3>>(&grid, 1), 2, 112, 14);
+  const int64_t tokens = grid[1] * grid[2];
+  const float scale = 1.0f / std::sqrt(static_cast<float>(kVisionDim));
+  for (const bool window : {true, false}) {
+    const std::vector<int32_t>& ids = window ? indices.window_document_ids : indices.frame_document_ids;
+    const int64_t segments = ids.back() - ids.front() + 1;
+    const Shape s{window ? "vision 6440 patches, 16 heads d80: window blocks" : "vision 6440 patches, 16 heads d80: full blocks",
+                  1, kHeads, kHeads};
+    const double forward_flops = 4.0 * kHeads * squared_lengths(ids) * kVisionDim;
+    auto documents = cuda::to_device(ids);
+    DeviceBuffer<int32_t> cu(static_cast<size_t>(tokens + 1));
+    cuda::cu_seqlens_from_documents(cu.data(), documents.data(), 1, tokens, nullptr);
+    {  // ours: zero-padded heads (random values in every column: the kernels' time does not depend on them)
+      const size_t count = static_cast<size_t>(tokens * kHeads * kPadded);
+      auto q = random_bf16(count, 2.0f), k = random_bf16(count, 2.0f), v = random_bf16(count, 1.0f),
+           dout = random_bf16(count, 1.0f);
+      DeviceBuffer<__nv_bfloat16> out(count), dq(count), dk(count), dv(count);
+      DeviceBuffer<float> lse(static_cast<size_t>(tokens * kHeads));
+      cuda::AttentionShape ours{tokens, kHeads, kHeads, kPadded, static_cast<int>(tokens), 0, scale,
+                                static_cast<int>(tokens)};
+      ours.causal = false;
+      DeviceBuffer<float> workspace(static_cast<size_t>(cuda::attention_backward_workspace_floats(ours)));
+      const double forward = surogate::bench::time_launches(repeats, 1, [&](int) {
+        cuda::attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), cu.data(), ours, nullptr);
+      });
+      const double backward = surogate::bench::time_launches(repeats, 1, [&](int) {
+        cuda::attention_backward(dq.data(), dk.data(), dv.data(), workspace.data(), dout.data(), q.data(), k.data(),
+                                 v.data(), out.data(), lse.data(), cu.data(), ours, nullptr);
+      });
+      print_row(s, "surogate (padded to 128)", window ? "documents" : "documents (one)", forward, backward,
+                forward_flops);
+    }
+    const size_t count = static_cast<size_t>(tokens * kHeads * kVisionDim);
+    auto q = random_bf16(count, 2.0f), k = random_bf16(count, 2.0f), v = random_bf16(count, 1.0f),
+         dout = random_bf16(count, 1.0f);
+    DeviceBuffer<__nv_bfloat16> out(count), dq(count), dk(count), dv(count);
+    DeviceBuffer<float> lse(static_cast<size_t>(tokens * kHeads));
+    cuda::CudnnAttentionShape shape{.batch = 1, .sequence = tokens, .q_heads = kHeads, .kv_heads = kHeads,
+                                    .head_dim = kVisionDim, .scale = scale, .documents = window,
+                                    .slots = window ? segments : 0, .causal = false};
+    const std::string refusal = cuda::cudnn_attention_prepare(shape);
+    const char* layout = window ? "documents" : "rows";
+    if (!refusal.empty()) {
+      std::printf("{\"shape\": \"%s\", \"backend\": \"cudnn\", \"layout\": \"%s\", \"error\": \"%s\"}\n", s.name,
+                  layout, refusal.c_str());
+      continue;
+    }
+    DeviceBuffer<std::byte> space(std::max(cuda::cudnn_attention_forward_workspace(shape),
+                                           cuda::cudnn_attention_backward_workspace(shape)));
+    const double forward = surogate::bench::time_launches(repeats, 1, [&](int) {
+      cuda::cudnn_attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), documents.data(),
+                                    space.data(), shape, nullptr);
+    });
+    const double backward = surogate::bench::time_launches(repeats, 1, [&](int) {
+      cuda::cudnn_attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), q.data(), k.data(), v.data(),
+                                     out.data(), lse.data(), documents.data(), space.data(), shape, nullptr);
+    });
+    print_row(s, "cudnn", layout, forward, backward, forward_flops);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int repeats = 20;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (std::strcmp(argv[i], "--repeats") == 0) repeats = std::atoi(argv[i + 1]);
+  bool vision_only = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--repeats") == 0 && i + 1 < argc) repeats = std::atoi(argv[++i]);
+    if (std::strcmp(argv[i], "--vision-only") == 0) vision_only = true;
   }
   const cuda::CudnnAvailability& cudnn = cuda::cudnn_availability();
   std::printf("{\"cudnn\": \"%s\", \"usable\": %s}\n", cudnn.description.c_str(), cudnn.usable ? "true" : "false");
+  if (vision_only) {
+    vision_rows(repeats);
+    return 0;
+  }
   for (const Shape& s : {Shape{"2x2048, 32/8 (8B job)", 2, 32, 8}, Shape{"2x2048, 16/8 (0.6B job)", 2, 16, 8},
                          Shape{"8x2048, 32/8", 8, 32, 8}}) {
     const int64_t tokens = s.rows * kSequence;
@@ -139,5 +234,6 @@ int main(int argc, char** argv) {
       }
     }
   }
+  vision_rows(repeats);  // after the decoder rows: bench/attention_peers.py reads those first
   return 0;
 }

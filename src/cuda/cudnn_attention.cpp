@@ -60,10 +60,10 @@ struct Graphs {
 };
 
 // The cache's key: the device (a handle and its plans belong to one) and every field of the shape.
-using CacheKey = std::tuple<int, int64_t, int64_t, int, int, int, int, float, bool, int64_t, bool, bool>;
+using CacheKey = std::tuple<int, int64_t, int64_t, int, int, int, int, float, bool, int64_t, bool, bool, bool>;
 CacheKey cache_key(int device, const CudnnAttentionShape& s) {
   return {device, s.batch, s.sequence, s.q_heads, s.kv_heads, s.head_dim, s.window, s.scale, s.documents,
-          s.documents ? s.slots : 0, s.half, s.deterministic};
+          s.documents ? s.slots : 0, s.half, s.deterministic, s.causal};
 }
 
 std::mutex& cache_mutex() {
@@ -156,12 +156,14 @@ std::shared_ptr<fe::graph::Graph> new_graph(const CudnnAttentionShape& shape) {
 }
 
 // The mask both directions share: causal from each sequence's (document's) first token, the
-// window as cuDNN's left bound (key j visible iff i − j < window), per-document lengths.
+// window as cuDNN's left bound (key j visible iff i − j < window), per-document lengths. Not
+// causal: no diagonal band, only the lengths (bidirectional within each sequence / document).
 template <typename Attributes>
 void set_mask(Attributes& options, const CudnnAttentionShape& shape, const RaggedTensors& ragged) {
-  options.set_attn_scale(shape.scale)
-      .set_diagonal_alignment(fe::DiagonalAlignment_t::TOP_LEFT)
-      .set_diagonal_band_right_bound(0);
+  options.set_attn_scale(shape.scale);
+  if (shape.causal) {
+    options.set_diagonal_alignment(fe::DiagonalAlignment_t::TOP_LEFT).set_diagonal_band_right_bound(0);
+  }
   if (shape.window > 0) options.set_diagonal_band_left_bound(shape.window);
   if (shape.documents) {
     options.set_padding_mask(true)
@@ -242,6 +244,7 @@ Graphs build(const CudnnAttentionShape& shape, cudnnHandle_t handle) {
 // 256, int32 ragged offsets.
 std::string precheck(const CudnnAttentionShape& shape) {
   if (shape.head_dim % 8 != 0 || shape.head_dim > 256) return fmt::format("head_dim {}", shape.head_dim);
+  if (!shape.causal && shape.window > 0) return "a window needs causal attention";
   if (shape.q_heads <= 0 || shape.kv_heads <= 0 || shape.q_heads % shape.kv_heads != 0) return "heads";
   const int64_t elements = shape.tokens() * shape.q_heads * shape.head_dim;
   if (shape.documents && elements >= (int64_t{1} << 31)) return "more than 2^31 elements with packed documents";

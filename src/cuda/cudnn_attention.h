@@ -1,6 +1,7 @@
 // Causal GQA attention through cuDNN's fused SDPA (the cuDNN frontend's graph API), forward and
 // backward, with the same mask as the CPU op (ops/attention.h) and our kernels (kernels/attention.h):
 // key j is visible from query i iff j ≤ i, both are in one document, and (window > 0) i − j < window.
+// With causal = false (a vision tower's attention; no window) iff both are in one document.
 //
 // Layouts: q, out, dq [tokens, q_heads, head_dim]; k, v, dk, dv [tokens, kv_heads, head_dim]
 // (tokens = batch · sequence, row-major, bf16 or fp16). Two ways of telling cuDNN the documents:
@@ -13,7 +14,7 @@
 //    batch's data (CUDA graphs replay it), so `slots` is a bound the caller knows from its data
 //    (runtime/cuda_attention_path.h: rows × the most segments a row of the run's data has); a
 //    batch with more segments gives NaN outputs, never wrong numbers. cuDNN runs each padding run
-//    as one causal segment; a fix-up after it gives padding tokens the CPU op's meaning (each
+//    as one segment; a fix-up after it gives padding tokens the CPU op's meaning (each
 //    sees only itself). logsumexp is [tokens, q_heads] (ragged Stats). At most 65535 slots.
 // The logsumexp (natural log of the scaled scores' sum of exponentials) is private to this path:
 // its forward and backward agree on the layout; the flash kernels use another ([q_heads, tokens]).
@@ -43,6 +44,7 @@ struct CudnnAttentionShape {
   int64_t slots = 0;          // documents: segment slots per call (> 0)
   bool half = false;          // fp16; false: bf16
   bool deterministic = false; // backward: cuDNN's deterministic algorithm (bitwise repeatable dQ)
+  bool causal = true;         // false: bidirectional within each sequence / document
 
   int64_t tokens() const { return batch * sequence; }
   int64_t cudnn_batch() const { return documents ? slots : batch; }  // cuDNN's b

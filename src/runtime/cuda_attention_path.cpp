@@ -36,6 +36,9 @@ AttentionSettings& settings_storage() {
 // Head dims cuDNN runs here: the ones measured and tested against the CPU op
 // (tests/runtime_cuda/test_cudnn_attention_cuda.cpp); the tiny models' dims keep our kernels.
 bool measured_head_dim(int head_dim) { return head_dim == 64 || head_dim == 128 || head_dim == 256; }
+// Bidirectional attention (causal: false) also runs the Qwen2.5-VL vision tower's head dim on
+// cuDNN (1280 / 16; tests/runtime_cuda/test_bidirectional_attention_cuda.cpp).
+constexpr int kVisionHeadDim = 80;
 
 size_t cudnn_planned_bytes(int64_t tokens, int64_t q_heads, int64_t head_dim) {
   if (!measured_head_dim(static_cast<int>(head_dim))) return 0;
@@ -53,10 +56,10 @@ std::string workspace_refusal(const cuda::CudnnAttentionShape& s) {
 }
 
 std::string shape_text(const cuda::CudnnAttentionShape& s) {
-  return fmt::format("{}×{} tokens, {}/{} heads, head_dim {}, window {}{}, {}", s.batch, s.sequence, s.q_heads,
+  return fmt::format("{}×{} tokens, {}/{} heads, head_dim {}, window {}{}{}, {}", s.batch, s.sequence, s.q_heads,
                      s.kv_heads, s.head_dim, s.window,
                      s.documents ? fmt::format(", packed documents in {} slots", s.slots) : "",
-                     s.half ? "fp16" : "bf16");
+                     s.causal ? "" : ", bidirectional", s.half ? "fp16" : "bf16");
 }
 
 }  // namespace
@@ -79,9 +82,11 @@ AttentionSettings attention_settings() {
 AttentionPath attention_path(cuda::CudnnAttentionShape& shape) {
   const AttentionSettings settings = attention_settings();
   shape.deterministic = settings.deterministic;
+  // The data's bound counts a row's text documents; a bidirectional attention's documents are a
+  // vision tower's windows and frames, which it does not bound: a slot per token there.
+  const int64_t segments_per_row = shape.causal ? settings.segments_per_row : 0;
   if (shape.documents) {
-    shape.slots = settings.segments_per_row > 0 ? std::min(shape.tokens(), shape.batch * settings.segments_per_row)
-                                                : shape.tokens();
+    shape.slots = segments_per_row > 0 ? std::min(shape.tokens(), shape.batch * segments_per_row) : shape.tokens();
   }
   AttentionPath path;
   const cuda::CudnnAvailability& cudnn = cuda::cudnn_availability();
@@ -90,14 +95,17 @@ AttentionPath attention_path(cuda::CudnnAttentionShape& shape) {
     refusal = "SUROGATE_ATTENTION=surogate";
   } else if (!cudnn.usable) {
     refusal = cudnn.description;
-  } else if (shape.documents && settings.segments_per_row <= 0 && settings.backend == AttentionBackend::Auto) {
+  } else if (shape.documents && segments_per_row <= 0 && settings.backend == AttentionBackend::Auto) {
     // Measured on an H200 at the 8B job's shape: with a slot per token (all we know without the
     // data) the ragged layout ran at a sixth of the rows layout's speed and its deterministic
     // backward asked for a terabyte of workspace.
-    refusal = "packed documents with no bound on their count per row (the run's data sets one); "
-              "SUROGATE_ATTENTION=cudnn forces a slot per token";
-  } else if (!measured_head_dim(shape.head_dim)) {
-    refusal = fmt::format("head_dim {} (cuDNN runs 64, 128 and 256)", shape.head_dim);
+    refusal = shape.causal ? "packed documents with no bound on their count per row (the run's data sets one); "
+                             "SUROGATE_ATTENTION=cudnn forces a slot per token"
+                           : "bidirectional attention within documents (a vision tower's windows and frames, "
+                             "not bounded by the data); SUROGATE_ATTENTION=cudnn forces a slot per token";
+  } else if (!measured_head_dim(shape.head_dim) && (shape.causal || shape.head_dim != kVisionHeadDim)) {
+    refusal = fmt::format("head_dim {} (cuDNN runs 64, 128 and 256, and {} bidirectional)", shape.head_dim,
+                          kVisionHeadDim);
   } else {
     refusal = cuda::cudnn_attention_prepare(shape);
     // Forced (SUROGATE_ATTENTION=cudnn, the tests) cuDNN runs whatever workspace it asks for.

@@ -2,7 +2,7 @@
 // the CUDA backend: cuDNN's fused SDPA (cuda/cudnn_attention.h) or our kernels
 // (cuda/kernels/attention.h, plain_attention.h). Chosen once per process from the settings and
 // the cuDNN found at run time, and once per attention shape (cuDNN may refuse a shape: head dims
-// other than 64 / 128 / 256, a GPU older than sm_80, a shape its heuristics have no engine for);
+// other than 64 / 128 / 256 (and 80 for bidirectional attention), a GPU older than sm_80, a shape its heuristics have no engine for);
 // the first choice prints one line on stderr ("attention: ..."), a refused shape one more.
 // A shape's forward and backward always take the same path: the logsumexp between them is laid
 // out differently by the two (each path's own).
@@ -28,7 +28,8 @@ struct AttentionSettings {
   // The most segments (documents and padding runs) one row of this run's data has: cuDNN's packed
   // documents layout takes rows × this many slots (its graph cannot follow each batch). 0: not
   // known (no data seen), and then packed documents run our kernels unless cuDNN is forced, with a
-  // slot per token.
+  // slot per token. Bidirectional attention (causal: false: a vision tower's windows and frames)
+  // ignores it: its documents run our kernels unless cuDNN is forced, with a slot per token.
   int64_t segments_per_row = 0;
 };
 

@@ -11,22 +11,20 @@
 namespace surogate::runtime {
 namespace {
 
-// The op's `approximate` attribute (validated by its shape rule): true for the tanh form. The
-// quick form (vision towers) has no CUDA kernel yet.
-bool tanh_form(const CudaBindContext& ctx) {
+// The op's `approximate` attribute (validated by its shape rule): none, tanh or quick.
+cuda::GeluForm gelu_form(const CudaBindContext& ctx) {
   const std::string form = ctx.attrs.string_or("approximate", "none");
-  require(ctx, form != "quick", "the CUDA gelu kernels have no quick form (x · sigmoid(1.702 x)); it runs on the CPU "
-                                "backend only");
-  return form == "tanh";
+  if (form == "quick") return cuda::GeluForm::Quick;
+  return form == "tanh" ? cuda::GeluForm::Tanh : cuda::GeluForm::Erf;
 }
 
 template <typename T>
 CudaKernel bind_gelu_typed(const CudaBindContext& ctx) {
   expect_in(ctx, 0, element_dtype<T>());
   const int64_t count = ctx.inputs[0].numel();
-  const bool tanh = tanh_form(ctx);
+  const cuda::GeluForm form = gelu_form(ctx);
   return [=](const CudaKernelArgs& args) {
-    cuda::gelu_forward(args.outputs[0].as<T>(), args.inputs[0].as<const T>(), count, tanh, args.stream);
+    cuda::gelu_forward(args.outputs[0].as<T>(), args.inputs[0].as<const T>(), count, form, args.stream);
   };
 }
 CudaKernel bind_gelu(const CudaBindContext& ctx) {
@@ -38,10 +36,10 @@ CudaKernel bind_gelu_backward_typed(const CudaBindContext& ctx) {
   expect_in(ctx, 0, element_dtype<T>());
   expect_in(ctx, 1, element_dtype<T>());
   const int64_t count = ctx.inputs[1].numel();
-  const bool tanh = tanh_form(ctx);
+  const cuda::GeluForm form = gelu_form(ctx);
   return [=](const CudaKernelArgs& args) {
     cuda::gelu_backward(args.outputs[0].as<T>(), args.inputs[0].as<const T>(), args.inputs[1].as<const T>(), count,
-                        tanh, args.stream);
+                        form, args.stream);
   };
 }
 CudaKernel bind_gelu_backward(const CudaBindContext& ctx) {

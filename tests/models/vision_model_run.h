@@ -3,7 +3,8 @@
 // outside the loss; pixel_values; grid_thw I32 [images, 3], the images in row order): what
 // test_vision_model.cpp checks on the committed fixture and vision_model_tool hands to
 // tests/python/test_vision_model.py. The loss is transformers' mean over the shifted labels
-// (loss_scale = 1 / scored tokens); positions come from vision/mrope_positions.h row by row.
+// (loss_scale = 1 / scored tokens); positions come from vision/mrope_positions.h row by row. Also on
+// a given backend in a given precision (run_precision.h: the CUDA comparison).
 #pragma once
 
 #include <algorithm>
@@ -36,9 +37,21 @@ struct VisionModelRun {
   std::vector<int32_t> position_ids;                     // [3, B, T], vision/mrope_positions.h per row
 };
 
+// The training plan of the model (tower trained too) for rows of `sequence` tokens.
+inline compiler::ExecutionPlan vision_model_plan(const VisionModelConfig& config, const graph::OpRegistry& registry,
+                                                 int64_t batch, int64_t sequence, int64_t patches, DType dtype) {
+  DecoderGraphOptions options;
+  options.batch = batch;
+  options.sequence = sequence;
+  options.dtype = dtype;
+  VisionModelGraph model = build_vision_model_graph(config, registry, options, patches, /*train_vision=*/true);
+  return compiler::compile_training(std::move(model.graph), model.loss, registry);
+}
+
 // Forward and backward of the rows in `inputs` with the weights of model_dir.
 inline VisionModelRun run_vision_model(const std::filesystem::path& model_dir, const VisionModelConfig& config,
-                                       const io::SafetensorsFile& inputs) {
+                                       const io::SafetensorsFile& inputs, runtime::Backend& backend,
+                                       const RunPrecision& precision) {
   const std::vector<int32_t> input_ids = input_ints(inputs, "input_ids");
   const std::vector<int32_t> labels = input_ints(inputs, "labels");
   const std::vector<int32_t> flat_grids = input_ints(inputs, "grid_thw");
@@ -84,25 +97,24 @@ inline VisionModelRun run_vision_model(const std::filesystem::path& model_dir, c
                                    static_cast<int>(config.vision.window_size), static_cast<int>(config.vision.patch_size));
 
   const graph::OpRegistry registry = ops::make_model_registry();
-  DecoderGraphOptions options;
-  options.batch = batch;
-  options.sequence = sequence;
-  VisionModelGraph model = build_vision_model_graph(config, registry, options, patches, /*train_vision=*/true);
-  compiler::ExecutionPlan plan = compiler::compile_training(std::move(model.graph), model.loss, registry);
-  runtime::CpuBackend backend;
+  const compiler::ExecutionPlan plan = vision_model_plan(config, registry, batch, sequence, patches, precision.dtype);
   backend.load(plan, registry);
   std::map<std::string, std::string> engine_names;  // checkpoint name → engine name
+  auto write_weight = [&](const std::string& name, const io::SafetensorsTensor& t) {
+    backend.write(plan.tensor(name), HostValues(io::read_tensor_as_float32(t), precision).bytes());
+  };
   load_vision_model_text_weights(model_dir, config, [&](const ParameterSpec& spec, const io::SafetensorsTensor& t) {
-    backend.write_converted(plan.tensor(spec.name), t.dtype, t.bytes);
+    write_weight(spec.name, t);
     engine_names[spec.hf_name] = spec.name;
   });
   load_vision_tower_weights(model_dir, config.vision, [&](const VisionTowerParameter& parameter, const io::SafetensorsTensor& t) {
-    backend.write_converted(plan.tensor(parameter.name), t.dtype, t.bytes);
+    write_weight(parameter.name, t);
     engine_names["model." + parameter.name] = parameter.name;
   });
   backend.zero_gradients();
   auto ints = [](const std::vector<int32_t>& values) { return std::as_bytes(std::span<const int32_t>(values)); };
-  std::vector<runtime::InputBinding> bindings = vision_tower_bindings(plan, indices, pixel_values);
+  const HostValues pixels(pixel_values, precision);
+  std::vector<runtime::InputBinding> bindings = vision_tower_bindings(plan, indices, pixels.bytes());
   bindings.push_back({plan.tensor("input_ids"), ints(input_ids)});
   bindings.push_back({plan.tensor("position_ids"), ints(position_ids)});
   bindings.push_back({plan.tensor("document_ids"), ints(documents)});
@@ -116,11 +128,18 @@ inline VisionModelRun run_vision_model(const std::filesystem::path& model_dir, c
   backend.read(plan.tensor("loss"), std::as_writable_bytes(std::span<float>(&run.loss, 1)));
   for (const auto& [hf_name, engine_name] : engine_names) {
     const graph::TensorId id = plan.tensor(engine_name);
-    std::vector<float>& gradient = run.gradients[hf_name];
-    gradient.resize(static_cast<size_t>(graph::shape_numel(plan.graph.tensor(id).type.shape)));
-    backend.read(plan.parameter_gradients.at(id), std::as_writable_bytes(std::span<float>(gradient)));
+    run.gradients[hf_name] = read_floats(backend, plan.parameter_gradients.at(id),
+                                         static_cast<size_t>(graph::shape_numel(plan.graph.tensor(id).type.shape)),
+                                         precision.dtype);
   }
   return run;
+}
+
+// fp32 on the CPU backend, the fixture's weights as stored.
+inline VisionModelRun run_vision_model(const std::filesystem::path& model_dir, const VisionModelConfig& config,
+                                       const io::SafetensorsFile& inputs) {
+  runtime::CpuBackend backend;
+  return run_vision_model(model_dir, config, inputs, backend, RunPrecision{});
 }
 
 }  // namespace surogate::models::testing

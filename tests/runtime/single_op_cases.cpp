@@ -202,6 +202,8 @@ std::vector<SingleOpCase> make_cases() {
       {"gelu", {x}, {{"approximate", "tanh"}}},
       {"gelu_backward", {x, x}},
       {"gelu_backward", {x, x}, {{"approximate", "tanh"}}},
+      {"gelu", {x}, {{"approximate", "quick"}}},
+      {"gelu_backward", {x, x}, {{"approximate", "quick"}}},
       {"layernorm", {x, norm_weight}, {{"eps", 1e-5}}},
       {"layernorm", {x, norm_weight, norm_weight}, {{"eps", 1e-5}}},
       {"layernorm_backward", {x, x, norm_weight, rstd, rstd}, {{"bias_grad", true}},
@@ -221,6 +223,14 @@ std::vector<SingleOpCase> make_cases() {
       {"attention", {q, kv, kv}},
       {"attention_backward", {q, kv, kv, q, TensorType{kF32, {1, kHeads, 8}}, q}, {},
        {unit, unit, unit, unit, uniform(1.5, 2.5), unit}},
+      // Bidirectional (a vision tower's), whole and within three documents (windows).
+      {"attention", {q, kv, kv}, {{"causal", false}}},
+      {"attention", {q, kv, kv, TensorType{kI32, {1, 8}}}, {{"causal", false}},
+       {unit, unit, unit, fixed({0, 0, 0, 1, 1, 1, 1, 2})}},
+      {"attention_backward", {q, kv, kv, q, TensorType{kF32, {1, kHeads, 8}}, q}, {{"causal", false}},
+       {unit, unit, unit, unit, uniform(2.0, 3.0), unit}},
+      {"attention_backward", {q, kv, kv, TensorType{kI32, {1, 8}}, q, TensorType{kF32, {1, kHeads, 8}}, q},
+       {{"causal", false}}, {unit, unit, unit, fixed({0, 0, 0, 1, 1, 1, 1, 2}), unit, uniform(1.0, 2.0), unit}},
       // Two rows over a cache of 3 slots × 16 positions: slot 2 holding 5 tokens gets 4 new ones,
       // slot 0 (empty) 3 and one padding position; the caches are plain inputs here (written in place).
       {"cached_attention",

@@ -2,7 +2,9 @@
 // cuda_attention_path.h) against the CPU op in double (ops/attention.h, the oracle): packed
 // documents with padding tokens (each sees only itself), GQA, sliding windows, head dims 64 / 128 /
 // 256, bf16 and fp16; the deterministic backward; and the fallback to our kernels where cuDNN is
-// not taken. Tolerances are the flash kernels' (tests/cuda/test_attention.cpp): out 1e-2 relative,
+// not taken; bidirectional attention (causal: false, the vision towers': windows, whole frames,
+// random documents, head dims 64 / 80 / 128 and the padded and plain fallbacks) on every path.
+// The CUDA attention is 16-bit only (bf16, fp16; no fp32 kernels). Tolerances are the flash kernels' (tests/cuda/test_attention.cpp): out 1e-2 relative,
 // logsumexp 1e-4 relative, dq / dk / dv 2e-2 relative (relative_error: the largest deviation over
 // the reference's largest magnitude; a NaN poison left unwritten makes it infinite). fp16 inputs
 // are rounded to fp16 before the reference sees them. Every case prints the path that ran and its
@@ -36,23 +38,27 @@ struct Case {
   int64_t rows, sequence;
   int q_heads, kv_heads, head_dim, window;
   bool documents, padding, half;
+  bool causal = true;  // false: bidirectional within each document (a vision tower's attention)
+  int segment = 0;     // > 0: documents of this many tokens (a row's last one shorter), as vision windows
 };
 
 std::string describe(const Case& c) {
-  return fmt::format("{}x{} Hq {} Hkv {} d {} window {}{}{} {}", c.rows, c.sequence, c.q_heads, c.kv_heads,
-                     c.head_dim, c.window, c.documents ? " documents" : "", c.padding ? "+padding" : "",
-                     c.half ? "fp16" : "bf16");
+  return fmt::format("{}x{} Hq {} Hkv {} d {} window {}{}{}{}{} {}", c.rows, c.sequence, c.q_heads, c.kv_heads,
+                     c.head_dim, c.window, c.documents ? " documents" : "",
+                     c.segment > 0 ? fmt::format(" of {}", c.segment) : "", c.padding ? "+padding" : "",
+                     c.causal ? "" : " bidirectional", c.half ? "fp16" : "bf16");
 }
 
-// Documents of random lengths (1 .. sequence / 2) per row; with padding, runs of id −1 at the end of
-// odd rows and the start of every fourth row (each padding token its own document).
+// Documents of random lengths (1 .. sequence / 2) per row, or of c.segment tokens; with padding,
+// runs of id −1 at the end of odd rows and the start of every fourth row (each padding token its
+// own document).
 std::vector<int32_t> make_documents(const Case& c, std::mt19937& rng) {
   std::vector<int32_t> documents;
   std::uniform_int_distribution<int64_t> length(1, std::max<int64_t>(1, c.sequence / 2));
   for (int64_t row = 0; row < c.rows; ++row) {
     int32_t id = 0;
     for (int64_t t = 0; t < c.sequence;) {
-      const int64_t end = std::min(c.sequence, t + length(rng));
+      const int64_t end = std::min(c.sequence, t + (c.segment > 0 ? c.segment : length(rng)));
       for (; t < end; ++t) documents.push_back(id);
       ++id;
     }
@@ -99,7 +105,8 @@ GpuResult run_on_gpu(const Case& c, const std::vector<int32_t>& documents, const
                                   .window = c.window,
                                   .scale = static_cast<float>(1.0 / std::sqrt(double(c.head_dim))),
                                   .documents = c.documents,
-                                  .half = c.half};
+                                  .half = c.half,
+                                  .causal = c.causal};
   result.path = attention_path(shape);
   const graph::OpRegistry registry = ops::make_model_registry();
   graph::GraphBuilder b(registry);
@@ -111,7 +118,7 @@ GpuResult run_on_gpu(const Case& c, const std::vector<int32_t>& documents, const
   if (c.documents) inputs.push_back(b.parameter("documents", DType::I32, {c.rows, c.sequence}, false));
   const graph::TensorId d_out = b.parameter("d_out", dtype, {c.rows, c.sequence, q_width}, false);
   const nlohmann::json attrs{{"query_heads", c.q_heads}, {"kv_heads", c.kv_heads}, {"head_dim", c.head_dim},
-                           {"window", c.window}};
+                           {"window", c.window}, {"causal", c.causal}};
   auto forward = b.op("attention", inputs, attrs, "attention");
   std::vector<graph::TensorId> backward_inputs = inputs;
   for (graph::TensorId id : {forward[0], forward[1], d_out}) backward_inputs.push_back(id);
@@ -207,7 +214,8 @@ GpuResult check_case(const Case& c, std::mt19937& rng, SlotBound bound = SlotBou
   set_attention_settings(saved);
   if (bound == SlotBound::OneShort) return gpu;
 
-  const ops::AttentionShape shape{c.rows, c.sequence, c.q_heads, c.kv_heads, c.head_dim, 0.0, c.window};
+  ops::AttentionShape shape{c.rows, c.sequence, c.q_heads, c.kv_heads, c.head_dim, 0.0, c.window};
+  shape.causal = c.causal;
   const int32_t* ids = c.documents ? documents.data() : nullptr;
   std::vector<double> out(q_count), lse(static_cast<size_t>(tokens * c.q_heads)), dq(q_count), dk(kv_count),
       dv(kv_count);
@@ -261,6 +269,44 @@ TEST(CudnnAttentionCuda, MatchesTheCpuOp) {
   // Forced without a bound from data: a slot per token.
   const GpuResult per_token = check_case({2, 200, 8, 2, 128, 0, true, true, false}, rng, SlotBound::PerToken);
   EXPECT_TRUE(per_token.path.cudnn) << per_token.path.description;
+}
+
+// Bidirectional attention (causal: false) as the vision towers run it: documents of fixed length
+// (Qwen2.5-VL's windows of 64 patches, the last one shorter), one document per row (a frame's
+// full-attention block), random documents with padding tokens; GQA; bf16 and fp16; head dims 64, 80
+// (the Qwen2.5-VL-7B tower's) and 128 on cuDNN where it takes them and on our kernels: the flash
+// kernels' bidirectional mask (64 / 128), the flash kernels on zero-padded heads (80 → 128, 40 → 64,
+// 8 → 32) and the plain kernel (12, 144). Each path must match the CPU op within the tolerances above.
+std::vector<Case> bidirectional_cases(const std::vector<int>& head_dims) {
+  std::vector<Case> cases;
+  for (const int d : head_dims) {
+    cases.push_back({1, 500, 4, 4, d, 0, true, false, false, false, 64});   // windows of 64, the last of 52
+    cases.push_back({2, 256, 4, 4, d, 0, false, false, false, false});      // a frame per row (no documents)
+    cases.push_back({2, 300, 8, 2, d, 0, true, true, false, false});        // random documents, padding, GQA
+    cases.push_back({1, 320, 2, 2, d, 0, true, false, true, false, 16});    // fp16, windows of 16
+  }
+  return cases;
+}
+
+TEST(BidirectionalAttentionCuda, OurKernelsMatchTheCpuOp) {
+  SKIP_WITHOUT_GPU();
+  SettingsScope scope({AttentionBackend::Surogate, false});
+  std::mt19937 rng(41);
+  for (const Case& c : bidirectional_cases({64, 80, 128, 8, 40, 12, 144})) {
+    const GpuResult gpu = check_case(c, rng);
+    EXPECT_FALSE(gpu.path.cudnn) << gpu.path.description;
+  }
+}
+
+TEST(BidirectionalAttentionCuda, CudnnMatchesTheCpuOp) {
+  SKIP_WITHOUT_GPU();
+  if (!cuda::cudnn_availability().usable) GTEST_SKIP() << cuda::cudnn_availability().description;
+  SettingsScope scope({AttentionBackend::Cudnn, false});
+  std::mt19937 rng(43);
+  for (const Case& c : bidirectional_cases({64, 80, 128})) {
+    const GpuResult gpu = check_case(c, rng);
+    EXPECT_TRUE(gpu.path.cudnn) << describe(c) << ": expected cuDNN, ran " << gpu.path.description;
+  }
 }
 
 // A batch with more segments than the run's bound gives NaN everywhere (the step's finite check

@@ -3,7 +3,8 @@
 // Layouts (row-major, bf16): q, out, dq [tokens, q_heads, head_dim]; k, v, dk, dv
 // [tokens, kv_heads, head_dim]; all tokens of a batch are flattened (B·T) and
 // cu_seqlens (int32 [documents + 1], 0 … tokens) marks the packed documents.
-// A query i sees key j iff j ≤ i, j is in i's document, and (window > 0 only) i − j < window.
+// A query i sees key j iff j ≤ i, j is in i's document, and (window > 0 only) i − j < window;
+// with causal = false (a vision tower's attention, no window) iff j is in i's document.
 // GQA: q head h reads kv head h / (q_heads / kv_heads). logsumexp (fp32 [q_heads, tokens],
 // natural log, of the scaled scores) is saved by the forward for the backward.
 //
@@ -49,6 +50,8 @@ struct AttentionShape {
   int64_t logsumexp_stride = 0;  // backward: floats from one head's logsumexp row to the next; 0 =
                                  // tokens (a backward over a slice of the batch rows, attn_bwd_chunks,
                                  // reads its columns of the whole batch's [q_heads, B·T] logsumexp)
+  bool causal = true;            // false: bidirectional within each document (window must be 0;
+                                 // the default blocks per SM and backward split only)
 };
 
 // How the backward splits its work: one block per (kv head, key block) walking every q head of

@@ -112,7 +112,7 @@ __device__ __forceinline__ int64_t key_block_of(unsigned y, const AttentionShape
 // kWholeGroup: a block owns its keys for every q head of the kv head's group (grid.x = kv heads)
 // and accumulates dK / dV over all of them in registers; otherwise one q head (grid.x = q heads)
 // with fp32 partials summed by sum_group_kernel when the group has several heads.
-template <int kHeadDim, int kWarps, bool kWholeGroup, typename T>
+template <int kHeadDim, int kWarps, bool kWholeGroup, typename T, bool kCausal = true>
 __global__ void __launch_bounds__(kWarps * 32, 1)
     attention_backward_kernel(T* dk, T* dv, float* dk_partial, float* dv_partial,
                               float* dq_accumulator, const T* dout, const T* q,
@@ -157,26 +157,40 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
   load_tile<kHeadDim, kThreadCount>(tile_v, v + first_key * kv_stride + int64_t{kv_head} * kHeadDim, kv_stride,
                                     kBlockKeys, tokens - first_key);
 
-  // Queries that can see some key of this block: from first_key to the end of the last key's
-  // document, cut by the window. Those queries lie in the documents first_document … last_document,
-  // so their per-step searches run over that range only (usually one document: no search).
+  // Queries that can see some key of this block: from first_key (causal) or the first key's
+  // document start (bidirectional) to the end of the last key's document, cut by the window.
+  // Those queries lie in the documents first_document … last_document, so their per-step searches
+  // run over that range only (usually one document: no search).
+  constexpr bool causal = kCausal;  // a template parameter: the causal kernels keep their registers
   const int first_document = document_index(cu_seqlens, 0, shape.documents - 1, first_key);
   const int last_document = document_index(cu_seqlens, first_document, shape.documents - 1, last_key);
+  const int64_t query_begin = causal ? first_key : int64_t{cu_seqlens[first_document]};
   int64_t query_end = cu_seqlens[last_document + 1];
   if (shape.window > 0) query_end = min(query_end, last_key + shape.window);
   query_end = min(query_end, tokens);
 
   const int64_t keys[2] = {first_key + warp * 16 + g, first_key + warp * 16 + g + 8};
+  // Bidirectional: key j is visible from query i iff both start at the same document start (the
+  // lowest key the query sees; no window). −1 for a key past the last token (int32: cu_seqlens' type).
+  int32_t key_document_start[2] = {-1, -1};
+  if (!causal) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      if (keys[r] < tokens) {
+        key_document_start[r] = cu_seqlens[document_index(cu_seqlens, first_document, last_document, keys[r])];
+      }
+    }
+  }
   const float scale_log2 = shape.softmax_scale * kLog2e;
   float grad_k[kOutTiles][4] = {};
   float grad_v[kOutTiles][4] = {};
 
   // Work items: the query steps of each of the block's heads in turn (index = head · steps + step).
-  const int steps = static_cast<int>((query_end - first_key + kBlockQueries - 1) / kBlockQueries);
+  const int steps = static_cast<int>((query_end - query_begin + kBlockQueries - 1) / kBlockQueries);
   const int items = steps * block_heads;
   auto prefetch = [&](int stage, int item) {
     const int head = first_head + item / steps;
-    const int64_t first_query = first_key + int64_t{item % steps} * kBlockQueries;
+    const int64_t first_query = query_begin + int64_t{item % steps} * kBlockQueries;
     const int64_t offset = first_query * q_stride + int64_t{head} * kHeadDim;
     load_tile_async<kHeadDim, kThreadCount>(stage_q(stage), q + offset, q_stride, kBlockQueries, tokens - first_query);
     load_tile_async<kHeadDim, kThreadCount>(stage_do(stage), dout + offset, q_stride, kBlockQueries,
@@ -198,7 +212,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
   for (int item = 0; item < items; ++item) {
     const int stage = item & 1;
     const int head = first_head + item / steps;
-    const int64_t first_query = first_key + int64_t{item % steps} * kBlockQueries;
+    const int64_t first_query = query_begin + int64_t{item % steps} * kBlockQueries;
     if (item + 1 < items) {
       prefetch(stage ^ 1, item + 1);  // that stage's last readers finished before the previous mid barrier
       copy_async_wait<1>();
@@ -212,9 +226,12 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
     const float* tile_delta = stage_delta(stage);
     const int* tile_lowest = stage_lowest(stage);
     // Every key of the block is visible to every query of the step: skip the per-element mask.
-    const bool fully_visible = first_key + kBlockKeys <= tokens && first_query + kBlockQueries <= tokens &&
-                               first_key + kBlockKeys - 1 <= first_query &&
-                               first_key >= tile_lowest[kBlockQueries - 1];
+    // Bidirectional: keys and queries all in one document.
+    const bool fully_visible =
+        causal ? first_key + kBlockKeys <= tokens && first_query + kBlockQueries <= tokens &&
+                     first_key + kBlockKeys - 1 <= first_query && first_key >= tile_lowest[kBlockQueries - 1]
+               : first_key + kBlockKeys <= tokens && first_query + kBlockQueries <= query_end &&
+                     first_document == last_document;
 
     // Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ for the warp's 16 keys × 32 queries.
     float scores[kScoreTiles][4] = {};
@@ -246,7 +263,8 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
         const int column = n * 8 + 2 * t + (e % 2);
         const int64_t query = first_query + column, key = keys[e / 2];
         const bool visible =
-            fully_visible || (key <= query && key >= tile_lowest[column] && query < tokens);
+            fully_visible || (causal ? key <= query && key >= tile_lowest[column] && query < tokens
+                                     : key_document_start[e / 2] == tile_lowest[column]);
         const float probability = visible ? exp2f(scores[n][e] * scale_log2 - tile_lse[column]) : 0.0f;
         scores[n][e] = probability;
         dprobs[n][e] = probability * (dprobs[n][e] - tile_delta[column]);
@@ -341,7 +359,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
   }
 }
 
-template <int kHeadDim, int kWarps, bool kWholeGroup, typename T>
+template <int kHeadDim, int kWarps, bool kWholeGroup, typename T, bool kCausal = true>
 void launch_backward(T* dq, T* dk, T* dv, float* workspace,
                      const T* dout, const T* q, const T* k,
                      const T* v, const T* out, const float* logsumexp,
@@ -363,10 +381,10 @@ void launch_backward(T* dq, T* dk, T* dv, float* workspace,
       delta, dq_accumulator, dout, out, shape.tokens, shape.q_heads);
   CUDA_CHECK_LAUNCH();
   constexpr size_t kShared = backward_shared_bytes<kHeadDim, kWarps>();
-  CUDA_CHECK(cudaFuncSetAttribute(attention_backward_kernel<kHeadDim, kWarps, kWholeGroup, T>,
+  CUDA_CHECK(cudaFuncSetAttribute(attention_backward_kernel<kHeadDim, kWarps, kWholeGroup, T, kCausal>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kShared)));
   const dim3 grid(kWholeGroup ? shape.kv_heads : shape.q_heads, static_cast<unsigned>(key_blocks));
-  attention_backward_kernel<kHeadDim, kWarps, kWholeGroup, T><<<grid, kWarps * 32, kShared, stream>>>(
+  attention_backward_kernel<kHeadDim, kWarps, kWholeGroup, T, kCausal><<<grid, kWarps * 32, kShared, stream>>>(
       dk, dv, dk_partial, dv_partial, dq_accumulator, dout, q, k, v, logsumexp, delta, cu_seqlens, shape);
   CUDA_CHECK_LAUNCH();
   convert_dq_kernel<T><<<static_cast<unsigned>((q_elements / 4 + 255) / 256), 256, 0, stream>>>(dq, dq_accumulator,
@@ -401,6 +419,23 @@ void attention_backward(T* dq, T* dk, T* dv, float* workspace,
   CUDA_REQUIRE(key_block_warps == 0 || key_block_warps == 4 || key_block_warps == 8,
                "attention backward: key_block_warps must be 0 (default), 4 or 8");
   if (shape.tokens == 0) return;
+  if (!shape.causal) {  // bidirectional: the default split only (4 warps, whole GQA groups)
+    switch (shape.head_dim) {
+      case 32:
+        launch_backward<32, 4, true, T, false>(dq, dk, dv, workspace, dout, q, k, v, out, logsumexp, cu_seqlens,
+                                              shape, stream);
+        break;
+      case 64:
+        launch_backward<64, 4, true, T, false>(dq, dk, dv, workspace, dout, q, k, v, out, logsumexp, cu_seqlens,
+                                              shape, stream);
+        break;
+      default:
+        launch_backward<128, 4, true, T, false>(dq, dk, dv, workspace, dout, q, k, v, out, logsumexp, cu_seqlens,
+                                              shape, stream);
+        break;
+    }
+    return;
+  }
   // 4 warps (64 keys, two blocks per SM) measured ~3% faster than 8 on H100 (docs/cuda.md).
   const bool wide = key_block_warps == 8;
   const bool whole_group = blocks == AttentionBackwardBlocks::WholeGroup;

@@ -37,7 +37,7 @@ constexpr size_t forward_shared_bytes() {
 // take 230 registers instead of 179).
 // kFp8: the output's E4M3 codes are also written (T = bf16; fp8_epilogue.cuh: the fp8_hybrid
 // recipe's input of o_proj).
-template <int kHeadDim, int kBlocksPerSm, typename T, bool kFp8 = false>
+template <int kHeadDim, int kBlocksPerSm, typename T, bool kFp8 = false, bool kCausal = true>
 __global__ void __launch_bounds__(kThreads, q_in_stage<kBlocksPerSm>() ? kBlocksPerSm : 0)
     attention_forward_kernel(T* out, float* logsumexp, const T* q, const T* k,
                              const T* v, const int32_t* cu_seqlens, AttentionShape shape, Fp8Output fp8_out) {
@@ -63,20 +63,27 @@ __global__ void __launch_bounds__(kThreads, q_in_stage<kBlocksPerSm>() ? kBlocks
   load_tile<kHeadDim>(tile_q, q + first_query * q_stride + int64_t{head} * kHeadDim, q_stride, kBlockQueries,
                       tokens - first_query);
 
-  // The two rows this thread accumulates, and the lowest key each may see.
+  // The two rows this thread accumulates, and the keys [lowest, end) each may see: up to the row
+  // itself (causal) or to its document's end (bidirectional).
   const int last_document = shape.documents - 1;
-  int64_t rows[2], lowest[2];
+  constexpr bool causal = kCausal;  // a template parameter: the causal kernels keep their registers
+  auto key_limit = [&](int64_t row) {
+    return causal ? row + 1 : int64_t{cu_seqlens[document_index(cu_seqlens, 0, last_document, row) + 1]};
+  };
+  int64_t rows[2], lowest[2], end[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     rows[r] = first_query + warp * 16 + g + 8 * r;
     lowest[r] =
         rows[r] < tokens ? lowest_visible_key(cu_seqlens, 0, last_document, shape.window, rows[r]) : tokens;
+    end[r] = rows[r] < tokens ? key_limit(rows[r]) : 0;
   }
   const int64_t key_begin = lowest_visible_key(cu_seqlens, 0, last_document, shape.window, first_query);
-  const int64_t key_end = min(first_query + kBlockQueries, tokens);
-  // A key tile [first, first + 64) is fully visible to every row when it lies below the first
-  // row and at or above the lowest key the last row may see.
-  const int64_t last_row = key_end - 1;
+  const int64_t last_row = min(first_query + kBlockQueries, tokens) - 1;
+  const int64_t key_end = key_limit(last_row);  // rows ascend: the last row's limit is the highest
+  // A key tile [first, first + 64) is fully visible to every row when it ends at or below the
+  // first row's limit and starts at or above the lowest key the last row may see.
+  const int64_t first_row_end = key_limit(first_query);
   const int64_t last_row_lowest =
       lowest_visible_key(cu_seqlens, 0, last_document, shape.window, last_row);
   const bool rows_complete = first_query + kBlockQueries <= tokens;
@@ -118,7 +125,7 @@ __global__ void __launch_bounds__(kThreads, q_in_stage<kBlocksPerSm>() ? kBlocks
     const T* tile_k = stages + stage * 2 * kBlockKeys * kStride;
     const T* tile_v = tile_k + kBlockKeys * kStride;
     const bool fully_visible =
-        rows_complete && first_key + kBlockKeys - 1 <= first_query && first_key >= last_row_lowest;
+        rows_complete && first_key + kBlockKeys <= first_row_end && first_key >= last_row_lowest;
 
     float scores[kScoreTiles][4] = {};
 #pragma unroll
@@ -150,7 +157,7 @@ __global__ void __launch_bounds__(kThreads, q_in_stage<kBlocksPerSm>() ? kBlocks
         for (int e = 0; e < 4; ++e) {
           const int r = e / 2;
           const int64_t key = first_key + n * 8 + 2 * t + (e % 2);
-          const bool visible = key <= rows[r] && key >= lowest[r] && rows[r] < tokens;
+          const bool visible = key < end[r] && key >= lowest[r];  // end is 0 past the last row
           scores[n][e] = visible ? scores[n][e] * scale_log2 : -INFINITY;
           new_max[r] = fmaxf(new_max[r], scores[n][e]);
         }
@@ -233,17 +240,17 @@ __global__ void __launch_bounds__(kThreads, q_in_stage<kBlocksPerSm>() ? kBlocks
   if constexpr (kFp8) fp8::epilogue_end(site, fp8_bits, fp8_out.row, fp8_out.amax);  // every thread: a barrier
 }
 
-template <int kHeadDim, int kBlocksPerSm, typename T, bool kFp8 = false>
+template <int kHeadDim, int kBlocksPerSm, typename T, bool kFp8 = false, bool kCausal = true>
 void launch_forward(T* out, float* logsumexp, const T* q, const T* k,
                     const T* v, const int32_t* cu_seqlens, const AttentionShape& shape,
                     cudaStream_t stream, const Fp8Output& fp8_out = {}) {
   constexpr size_t kShared = forward_shared_bytes<kHeadDim, kBlocksPerSm>();
-  CUDA_CHECK(cudaFuncSetAttribute(attention_forward_kernel<kHeadDim, kBlocksPerSm, T, kFp8>,
+  CUDA_CHECK(cudaFuncSetAttribute(attention_forward_kernel<kHeadDim, kBlocksPerSm, T, kFp8, kCausal>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kShared)));
   const int64_t query_blocks = (shape.tokens + kBlockQueries - 1) / kBlockQueries;
   CUDA_REQUIRE(query_blocks <= 65535, "attention forward: too many tokens for one launch");
   const dim3 grid(shape.q_heads, static_cast<unsigned>(query_blocks));
-  attention_forward_kernel<kHeadDim, kBlocksPerSm, T, kFp8>
+  attention_forward_kernel<kHeadDim, kBlocksPerSm, T, kFp8, kCausal>
       <<<grid, kThreads, kShared, stream>>>(out, logsumexp, q, k, v, cu_seqlens, shape, fp8_out);
   CUDA_CHECK_LAUNCH();
 }
@@ -257,6 +264,7 @@ void check_attention_shape(const AttentionShape& shape) {
                "attention: q_heads must be a positive multiple of kv_heads");
   CUDA_REQUIRE(shape.documents > 0, "attention: cu_seqlens needs at least one document");
   CUDA_REQUIRE(shape.window >= 0, "attention: window must be 0 (none) or positive");
+  CUDA_REQUIRE(shape.causal || shape.window == 0, "attention: a window needs causal attention");
 }
 
 template <int kBlocksPerSm, typename T>
@@ -278,6 +286,14 @@ void attention_forward(T* out, float* logsumexp, const T* q, const T* k,
   CUDA_REQUIRE(blocks_per_sm == 0 || blocks_per_sm == 2 || blocks_per_sm == 3,
                "attention forward: blocks_per_sm must be 0 (the default), 2 or 3");
   if (shape.tokens == 0) return;
+  if (!shape.causal) {  // bidirectional: the default (3 blocks per SM) kernel only
+    switch (shape.head_dim) {
+      case 32: launch_forward<32, 3, T, false, false>(out, logsumexp, q, k, v, cu_seqlens, shape, stream); break;
+      case 64: launch_forward<64, 3, T, false, false>(out, logsumexp, q, k, v, cu_seqlens, shape, stream); break;
+      default: launch_forward<128, 3, T, false, false>(out, logsumexp, q, k, v, cu_seqlens, shape, stream); break;
+    }
+    return;
+  }
   if (blocks_per_sm == 2) {
     launch_forward_for_head_dim<2>(out, logsumexp, q, k, v, cu_seqlens, shape, stream);
   } else {
@@ -290,6 +306,7 @@ void attention_forward_fp8(__nv_bfloat16* out, float* logsumexp, const __nv_bflo
                            const Fp8Output& fp8_out, cudaStream_t stream) {
   check_attention_shape(shape);
   CUDA_REQUIRE(fp8_out.format == Fp8Target::E4M3, "attention forward: the output's codes are E4M3 (an input)");
+  CUDA_REQUIRE(shape.causal, "attention forward: the FP8 epilogue is causal only");
   if (shape.tokens == 0) return;
   using bf16 = __nv_bfloat16;
   switch (shape.head_dim) {

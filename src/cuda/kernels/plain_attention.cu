@@ -57,10 +57,11 @@ __device__ __forceinline__ int64_t document_of(const int32_t* cu, int64_t tokens
   return surogate::cuda::document_index(cu, 0, static_cast<int>(tokens) - 1, token);
 }
 
-// The (query token, head) a thread of the forward and dq kernels owns, its kv head, and the first
-// key it attends to (its document's start, or the window's); false for threads past the last.
+// The (query token, head) a thread of the forward and dq kernels owns, its kv head, and the keys
+// [low, high) it attends to (from its document's start, or the window's, to itself or, not causal,
+// to its document's end); false for threads past the last.
 struct QueryRow {
-  int64_t i, low;
+  int64_t i, low, high;
   int h, kv;
 };
 __device__ __forceinline__ bool query_row(const int32_t* cu, const PlainAttentionShape& s, QueryRow& row) {
@@ -69,7 +70,9 @@ __device__ __forceinline__ bool query_row(const int32_t* cu, const PlainAttentio
   row.i = index / s.q_heads;
   row.h = static_cast<int>(index % s.q_heads);
   row.kv = row.h / (s.q_heads / s.kv_heads);
-  row.low = cu[document_of(cu, s.tokens, row.i)];
+  const int64_t document = document_of(cu, s.tokens, row.i);
+  row.low = cu[document];
+  row.high = s.causal ? row.i + 1 : cu[document + 1];
   if (s.window > 0 && row.i - s.window + 1 > row.low) row.low = row.i - s.window + 1;
   return true;
 }
@@ -86,7 +89,7 @@ __global__ void plain_attention_forward_kernel(E* out, float* lse, const E* q, c
   float acc[kMaxPlainHeadDim];
   for (int d = 0; d < D; ++d) acc[d] = 0.0f;
   float m = -INFINITY, l = 0.0f;
-  for (int64_t j = low; j <= i; ++j) {
+  for (int64_t j = low; j < query.high; ++j) {
     const E* kj = k + (j * s.kv_heads + kv) * D;
     const E* vj = v + (j * s.kv_heads + kv) * D;
     float score = 0.0f;
@@ -129,7 +132,7 @@ __global__ void plain_attention_dq_kernel(E* dq, const E* dout, const E* q, cons
   const float delta = row_delta(dout + row, out + row, D), l = lse[static_cast<int64_t>(h) * s.tokens + i];
   float acc[kMaxPlainHeadDim];
   for (int d = 0; d < D; ++d) acc[d] = 0.0f;
-  for (int64_t j = low; j <= i; ++j) {
+  for (int64_t j = low; j < query.high; ++j) {
     const E* kj = k + (j * s.kv_heads + kv) * D;
     const E* vj = v + (j * s.kv_heads + kv) * D;
     const float p = expf(dot(q + row, kj, D) * s.scale - l);
@@ -148,14 +151,16 @@ __global__ void plain_attention_dkv_kernel(E* dk, E* dv, const E* dout, const E*
   const int64_t j = index / s.kv_heads;
   const int kv = static_cast<int>(index % s.kv_heads), group = s.q_heads / s.kv_heads;
   const int D = s.head_dim;
-  const int64_t end = cu[document_of(cu, s.tokens, j) + 1];
+  const int64_t document = document_of(cu, s.tokens, j);
+  const int64_t end = cu[document + 1];
   const int64_t last = s.window > 0 ? min(end, j + s.window) : end;  // queries i < j + window see j
+  const int64_t first = s.causal ? j : cu[document];                  // bidirectional: the whole document
   const E* kj = k + (j * s.kv_heads + kv) * D;
   const E* vj = v + (j * s.kv_heads + kv) * D;
   float acc_k[kMaxPlainHeadDim], acc_v[kMaxPlainHeadDim];
   for (int d = 0; d < D; ++d) acc_k[d] = acc_v[d] = 0.0f;
   for (int h = kv * group; h < (kv + 1) * group; ++h) {
-    for (int64_t i = j; i < last; ++i) {
+    for (int64_t i = first; i < last; ++i) {
       const int64_t row = (i * s.q_heads + h) * D;
       const float p = expf(dot(q + row, kj, D) * s.scale - lse[static_cast<int64_t>(h) * s.tokens + i]);
       const float ds = p * (dot(dout + row, vj, D) - row_delta(dout + row, out + row, D));

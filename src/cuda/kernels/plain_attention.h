@@ -19,14 +19,16 @@ namespace surogate::cuda {
 void cu_seqlens_from_documents(int32_t* cu_seqlens, const int32_t* document_ids, int64_t rows, int64_t sequence,
                                cudaStream_t stream);
 
-// Plain causal GQA attention with packed documents and a sliding window, one thread per
-// (query or key, head), fp32 math, E in/out: the fallback for head_dim ∉ {32, 64, 128}
-// (≤ 256). logsumexp fp32 [q_heads, tokens] like the flash kernels. Deterministic.
+// Plain causal GQA attention with packed documents and a sliding window, or bidirectional within
+// each document (causal = false, no window), one thread per (query or key, head), fp32 math, E
+// in/out: the fallback for head_dim ∉ {32, 64, 128} (≤ 256). logsumexp fp32 [q_heads, tokens]
+// like the flash kernels. Deterministic.
 struct PlainAttentionShape {
   int64_t tokens = 0;
   int q_heads = 0, kv_heads = 0, head_dim = 0;
   int window = 0;
   float scale = 0.0f;
+  bool causal = true;
 };
 template <typename E>
 void plain_attention_forward(E* out, float* logsumexp, const E* q, const E* k, const E* v,
