@@ -32,6 +32,7 @@
 #include <random>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cuda/cudnn_attention.h"
@@ -71,6 +72,61 @@ void print_row(const Shape& s, const char* backend, const char* layout, double f
               2.5 * forward_flops / backward_us / 1e6);
 }
 
+// q, k, v, d_out (random) and out, logsumexp, dq, dk, dv of one shape.
+struct Operands {
+  DeviceBuffer<__nv_bfloat16> q, k, v, dout, out, dq, dk, dv;
+  DeviceBuffer<float> lse;
+  Operands(int64_t tokens, int q_heads, int kv_heads, int head_dim)
+      : q(random_bf16(count(tokens, q_heads, head_dim), 2.0f)), k(random_bf16(count(tokens, kv_heads, head_dim), 2.0f)),
+        v(random_bf16(count(tokens, kv_heads, head_dim), 1.0f)), dout(random_bf16(count(tokens, q_heads, head_dim), 1.0f)),
+        out(count(tokens, q_heads, head_dim)), dq(count(tokens, q_heads, head_dim)),
+        dk(count(tokens, kv_heads, head_dim)), dv(count(tokens, kv_heads, head_dim)),
+        lse(static_cast<size_t>(tokens * q_heads)) {}
+  static size_t count(int64_t tokens, int heads, int head_dim) { return static_cast<size_t>(tokens * heads * head_dim); }
+};
+
+// Our kernels' forward and backward means (µs), as the binder calls them.
+std::pair<double, double> time_ours(Operands& o, const int32_t* cu_seqlens, const cuda::AttentionShape& shape,
+                                    int repeats) {
+  DeviceBuffer<float> workspace(static_cast<size_t>(cuda::attention_backward_workspace_floats(shape)));
+  const double forward = surogate::bench::time_launches(repeats, 1, [&](int) {
+    cuda::attention_forward(o.out.data(), o.lse.data(), o.q.data(), o.k.data(), o.v.data(), cu_seqlens, shape,
+                            nullptr);
+  });
+  const double backward = surogate::bench::time_launches(repeats, 1, [&](int) {
+    cuda::attention_backward(o.dq.data(), o.dk.data(), o.dv.data(), workspace.data(), o.dout.data(), o.q.data(),
+                             o.k.data(), o.v.data(), o.out.data(), o.lse.data(), cu_seqlens, shape, nullptr);
+  });
+  return {forward, backward};
+}
+
+// cuDNN's forward and backward means (µs) of a prepared shape.
+std::pair<double, double> time_cudnn(Operands& o, const int32_t* documents, const cuda::CudnnAttentionShape& shape,
+                                     int repeats) {
+  DeviceBuffer<std::byte> space(std::max(cuda::cudnn_attention_forward_workspace(shape),
+                                         cuda::cudnn_attention_backward_workspace(shape)));
+  const double forward = surogate::bench::time_launches(repeats, 1, [&](int) {
+    cuda::cudnn_attention_forward(o.out.data(), o.lse.data(), o.q.data(), o.k.data(), o.v.data(), documents,
+                                  space.data(), shape, nullptr);
+  });
+  const double backward = surogate::bench::time_launches(repeats, 1, [&](int) {
+    cuda::cudnn_attention_backward(o.dq.data(), o.dk.data(), o.dv.data(), o.dout.data(), o.q.data(), o.k.data(),
+                                   o.v.data(), o.out.data(), o.lse.data(), documents, space.data(), shape, nullptr);
+  });
+  return {forward, backward};
+}
+
+std::string fmt_gib(size_t bytes) {
+  char text[64];
+  std::snprintf(text, sizeof(text), "workspace %.1f GiB", static_cast<double>(bytes) / (1 << 30));
+  return text;
+}
+
+void print_refusal(const Shape& s, const char* backend, const char* layout, const std::string& error) {
+  std::printf("{\"shape\": \"%s\", \"backend\": \"%s\", \"layout\": \"%s\", \"error\": \"%s\"}\n", s.name, backend,
+              layout, error.c_str());
+}
+
 // Σ over the documents (runs of one id) of length².
 double squared_lengths(const std::vector<int32_t>& documents) {
   double total = 0.0;
@@ -92,58 +148,32 @@ void vision_rows(int repeats) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(kVisionDim));
   for (const bool window : {true, false}) {
     const std::vector<int32_t>& ids = window ? indices.window_document_ids : indices.frame_document_ids;
-    const int64_t segments = ids.back() - ids.front() + 1;
-    const Shape s{window ? "vision 6440 patches, 16 heads d80: window blocks" : "vision 6440 patches, 16 heads d80: full blocks",
+    const Shape s{window ? "vision 6440 patches, 16 heads d80: window blocks"
+                         : "vision 6440 patches, 16 heads d80: full blocks",
                   1, kHeads, kHeads};
     const double forward_flops = 4.0 * kHeads * squared_lengths(ids) * kVisionDim;
     auto documents = cuda::to_device(ids);
     DeviceBuffer<int32_t> cu(static_cast<size_t>(tokens + 1));
     cuda::cu_seqlens_from_documents(cu.data(), documents.data(), 1, tokens, nullptr);
-    {  // ours: zero-padded heads (random values in every column: the kernels' time does not depend on them)
-      const size_t count = static_cast<size_t>(tokens * kHeads * kPadded);
-      auto q = random_bf16(count, 2.0f), k = random_bf16(count, 2.0f), v = random_bf16(count, 1.0f),
-           dout = random_bf16(count, 1.0f);
-      DeviceBuffer<__nv_bfloat16> out(count), dq(count), dk(count), dv(count);
-      DeviceBuffer<float> lse(static_cast<size_t>(tokens * kHeads));
+    {  // ours: the binder's zero-padded heads (random values in every column: the time does not depend on them)
+      Operands padded(tokens, kHeads, kHeads, kPadded);
       cuda::AttentionShape ours{tokens, kHeads, kHeads, kPadded, static_cast<int>(tokens), 0, scale,
                                 static_cast<int>(tokens)};
       ours.causal = false;
-      DeviceBuffer<float> workspace(static_cast<size_t>(cuda::attention_backward_workspace_floats(ours)));
-      const double forward = surogate::bench::time_launches(repeats, 1, [&](int) {
-        cuda::attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), cu.data(), ours, nullptr);
-      });
-      const double backward = surogate::bench::time_launches(repeats, 1, [&](int) {
-        cuda::attention_backward(dq.data(), dk.data(), dv.data(), workspace.data(), dout.data(), q.data(), k.data(),
-                                 v.data(), out.data(), lse.data(), cu.data(), ours, nullptr);
-      });
-      print_row(s, "surogate (padded to 128)", window ? "documents" : "documents (one)", forward, backward,
-                forward_flops);
+      const auto [forward, backward] = time_ours(padded, cu.data(), ours, repeats);
+      print_row(s, "surogate (padded to 128)", "documents", forward, backward, forward_flops);
     }
-    const size_t count = static_cast<size_t>(tokens * kHeads * kVisionDim);
-    auto q = random_bf16(count, 2.0f), k = random_bf16(count, 2.0f), v = random_bf16(count, 1.0f),
-         dout = random_bf16(count, 1.0f);
-    DeviceBuffer<__nv_bfloat16> out(count), dq(count), dk(count), dv(count);
-    DeviceBuffer<float> lse(static_cast<size_t>(tokens * kHeads));
+    Operands operands(tokens, kHeads, kHeads, kVisionDim);
     cuda::CudnnAttentionShape shape{.batch = 1, .sequence = tokens, .q_heads = kHeads, .kv_heads = kHeads,
                                     .head_dim = kVisionDim, .scale = scale, .documents = window,
-                                    .slots = window ? segments : 0, .causal = false};
+                                    .slots = window ? int64_t{ids.back() - ids.front() + 1} : 0, .causal = false};
+    const char* layout = window ? "documents (a slot per window)" : "rows";
     const std::string refusal = cuda::cudnn_attention_prepare(shape);
-    const char* layout = window ? "documents" : "rows";
     if (!refusal.empty()) {
-      std::printf("{\"shape\": \"%s\", \"backend\": \"cudnn\", \"layout\": \"%s\", \"error\": \"%s\"}\n", s.name,
-                  layout, refusal.c_str());
+      print_refusal(s, "cudnn", layout, refusal);
       continue;
     }
-    DeviceBuffer<std::byte> space(std::max(cuda::cudnn_attention_forward_workspace(shape),
-                                           cuda::cudnn_attention_backward_workspace(shape)));
-    const double forward = surogate::bench::time_launches(repeats, 1, [&](int) {
-      cuda::cudnn_attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), documents.data(),
-                                    space.data(), shape, nullptr);
-    });
-    const double backward = surogate::bench::time_launches(repeats, 1, [&](int) {
-      cuda::cudnn_attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), q.data(), k.data(), v.data(),
-                                     out.data(), lse.data(), documents.data(), space.data(), shape, nullptr);
-    });
+    const auto [forward, backward] = time_cudnn(operands, documents.data(), shape, repeats);
     print_row(s, "cudnn", layout, forward, backward, forward_flops);
   }
 }
@@ -166,12 +196,7 @@ int main(int argc, char** argv) {
   for (const Shape& s : {Shape{"2x2048, 32/8 (8B job)", 2, 32, 8}, Shape{"2x2048, 16/8 (0.6B job)", 2, 16, 8},
                          Shape{"8x2048, 32/8", 8, 32, 8}}) {
     const int64_t tokens = s.rows * kSequence;
-    const size_t q_count = static_cast<size_t>(tokens * s.q_heads * kHeadDim);
-    const size_t kv_count = static_cast<size_t>(tokens * s.kv_heads * kHeadDim);
-    auto q = random_bf16(q_count, 2.0f), k = random_bf16(kv_count, 2.0f), v = random_bf16(kv_count, 1.0f),
-         dout = random_bf16(q_count, 1.0f);
-    DeviceBuffer<__nv_bfloat16> out(q_count), dq(q_count), dk(kv_count), dv(kv_count);
-    DeviceBuffer<float> lse(static_cast<size_t>(tokens * s.q_heads));
+    Operands operands(tokens, s.q_heads, s.kv_heads, kHeadDim);
     auto documents = cuda::to_device(std::vector<int32_t>(static_cast<size_t>(tokens), 0));
     DeviceBuffer<int32_t> cu(static_cast<size_t>(tokens + 1));
     cuda::cu_seqlens_from_documents(cu.data(), documents.data(), s.rows, kSequence, nullptr);
@@ -179,16 +204,9 @@ int main(int argc, char** argv) {
     const double forward_flops = double(s.rows) * s.q_heads * (double(kSequence) * kSequence / 2) * kHeadDim * 4;
 
     // Ours, as the binder calls it (padded cu_seqlens, rows of 2048 for the backward's order).
-    cuda::AttentionShape ours{tokens, s.q_heads, s.kv_heads, kHeadDim, static_cast<int>(tokens), 0, scale,
-                              static_cast<int>(kSequence)};
-    DeviceBuffer<float> workspace(static_cast<size_t>(cuda::attention_backward_workspace_floats(ours)));
-    const double our_forward = surogate::bench::time_launches(repeats, 1, [&](int) {
-      cuda::attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), cu.data(), ours, nullptr);
-    });
-    const double our_backward = surogate::bench::time_launches(repeats, 1, [&](int) {
-      cuda::attention_backward(dq.data(), dk.data(), dv.data(), workspace.data(), dout.data(), q.data(), k.data(),
-                               v.data(), out.data(), lse.data(), cu.data(), ours, nullptr);
-    });
+    const cuda::AttentionShape ours{tokens, s.q_heads, s.kv_heads, kHeadDim, static_cast<int>(tokens), 0, scale,
+                                    static_cast<int>(kSequence)};
+    const auto [our_forward, our_backward] = time_ours(operands, cu.data(), ours, repeats);
     print_row(s, "surogate", "documents", our_forward, our_backward, forward_flops);
 
     for (const bool with_documents : {false, true}) {
@@ -206,26 +224,16 @@ int main(int argc, char** argv) {
         const char* backend = deterministic ? "cudnn deterministic" : "cudnn";
         const char* layout = with_documents ? "documents" : "rows";
         if (!refusal.empty()) {
-          std::printf("{\"shape\": \"%s\", \"backend\": \"%s\", \"layout\": \"%s\", \"error\": \"%s\"}\n", s.name,
-                      backend, layout, refusal.c_str());
+          print_refusal(s, backend, layout, refusal);
           continue;
         }
         const size_t workspace = std::max(cuda::cudnn_attention_forward_workspace(shape),
                                           cuda::cudnn_attention_backward_workspace(shape));
         if (workspace > (size_t{8} << 30)) {  // the ragged layout's, at these sizes: more than a run could spare
-          std::printf("{\"shape\": \"%s\", \"backend\": \"%s\", \"layout\": \"%s\", \"error\": \"workspace %.1f GiB\"}\n",
-                      s.name, backend, layout, static_cast<double>(workspace) / (1 << 30));
+          print_refusal(s, backend, layout, fmt_gib(workspace));
           continue;
         }
-        DeviceBuffer<std::byte> space(workspace);
-        const double forward = surogate::bench::time_launches(repeats, 1, [&](int) {
-          cuda::cudnn_attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), documents.data(),
-                                        space.data(), shape, nullptr);
-        });
-        const double backward = surogate::bench::time_launches(repeats, 1, [&](int) {
-          cuda::cudnn_attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), q.data(), k.data(), v.data(),
-                                         out.data(), lse.data(), documents.data(), space.data(), shape, nullptr);
-        });
+        const auto [forward, backward] = time_cudnn(operands, documents.data(), shape, repeats);
         print_row(s, backend, layout, forward, backward, forward_flops);
         std::printf("{\"shape\": \"%s\", \"backend\": \"%s\", \"layout\": \"%s\", \"fwd_workspace_mib\": %.2f, "
                     "\"bwd_workspace_mib\": %.2f}\n",

@@ -309,6 +309,26 @@ TEST(BidirectionalAttentionCuda, CudnnMatchesTheCpuOp) {
   }
 }
 
+// Left to choose (auto) with the data's bound set: bidirectional attention within documents (a
+// tower's windows, which the text data's bound does not count) runs our kernels, saying why, and
+// would take a slot per token. (Without documents, one frame per row, it takes cuDNN unless cuDNN's
+// workspace is more than the memory plan counts: printed, not asserted.)
+TEST(BidirectionalAttentionCuda, AutoKeepsWindowsOffTheDataBound) {
+  SKIP_WITHOUT_GPU();
+  if (!cuda::cudnn_availability().usable) GTEST_SKIP() << cuda::cudnn_availability().description;
+  SettingsScope scope({AttentionBackend::Auto, false, 16});
+  cuda::CudnnAttentionShape windows{.batch = 1, .sequence = 6440, .q_heads = 16, .kv_heads = 16, .head_dim = 80,
+                                    .scale = 0.112f, .documents = true, .causal = false};
+  cuda::CudnnAttentionShape frame = windows;
+  frame.documents = false;
+  const AttentionPath window_path = attention_path(windows), frame_path = attention_path(frame);
+  std::printf("[cudnn attention] auto, vision 6440 d80: windows -> %s; frame rows -> %s\n",
+              window_path.description.c_str(), frame_path.description.c_str());
+  EXPECT_FALSE(window_path.cudnn) << window_path.description;
+  EXPECT_NE(window_path.description.find("bidirectional"), std::string::npos) << window_path.description;
+  EXPECT_EQ(windows.slots, 6440);
+}
+
 // A batch with more segments than the run's bound gives NaN everywhere (the step's finite check
 // stops the run), never numbers computed over a wrong layout.
 TEST(CudnnAttentionCuda, MoreSegmentsThanTheBoundGiveNaN) {

@@ -70,13 +70,13 @@ __global__ void __launch_bounds__(kThreads, q_in_stage<kBlocksPerSm>() ? kBlocks
   auto key_limit = [&](int64_t row) {
     return causal ? row + 1 : int64_t{cu_seqlens[document_index(cu_seqlens, 0, last_document, row) + 1]};
   };
-  int64_t rows[2], lowest[2], end[2];
+  int64_t rows[2], lowest[2], end[2] = {0, 0};
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     rows[r] = first_query + warp * 16 + g + 8 * r;
     lowest[r] =
         rows[r] < tokens ? lowest_visible_key(cu_seqlens, 0, last_document, shape.window, rows[r]) : tokens;
-    end[r] = rows[r] < tokens ? key_limit(rows[r]) : 0;
+    if constexpr (!causal) end[r] = rows[r] < tokens ? key_limit(rows[r]) : 0;
   }
   const int64_t key_begin = lowest_visible_key(cu_seqlens, 0, last_document, shape.window, first_query);
   const int64_t last_row = min(first_query + kBlockQueries, tokens) - 1;
@@ -157,7 +157,9 @@ __global__ void __launch_bounds__(kThreads, q_in_stage<kBlocksPerSm>() ? kBlocks
         for (int e = 0; e < 4; ++e) {
           const int r = e / 2;
           const int64_t key = first_key + n * 8 + 2 * t + (e % 2);
-          const bool visible = key < end[r] && key >= lowest[r];  // end is 0 past the last row
+          // (end is 0 past the last row)
+          const bool visible = causal ? key <= rows[r] && key >= lowest[r] && rows[r] < tokens
+                                      : key < end[r] && key >= lowest[r];
           scores[n][e] = visible ? scores[n][e] * scale_log2 : -INFINITY;
           new_max[r] = fmaxf(new_max[r], scores[n][e]);
         }
