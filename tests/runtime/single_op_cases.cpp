@@ -232,6 +232,23 @@ std::vector<SingleOpCase> make_cases() {
       // Generation's greedy choice: the same index on both backends for the same (bf16-exact) values.
       {"greedy_tokens", {TensorType{kBf16, {kRows, kVocab}}}},
       {"greedy_tokens", {TensorType{kF32, {2, 1, kVocab}}}},
+      // A decode step's fused products (ops/defs/decode_linear_def.cpp): at one or two rows one
+      // decode GEMV launch on CUDA (q, k, v-like widths, N = 264 ending in a partial block, adapter
+      // addends on some weights); at six rows the cuBLASLt fallback.
+      {"linear_group",
+       {TensorType{kBf16, {1, 1, 512}}, TensorType{kBf16, {264, 512}}, TensorType{kBf16, {72, 512}},
+        TensorType{kBf16, {72, 512}}, TensorType{kBf16, {1, 1, 264}}, TensorType{kBf16, {1, 1, 72}}},
+       {{"addends", {1, 0, 1}}}},
+      {"linear_group", {x, TensorType{kBf16, {kOut, kChannels}}, TensorType{kBf16, {16, kChannels}}}},
+      {"linear_swiglu",
+       {TensorType{kBf16, {2, 512}}, TensorType{kBf16, {264, 512}}, TensorType{kBf16, {264, 512}},
+        TensorType{kBf16, {2, 264}}, TensorType{kBf16, {2, 264}}},
+       {{"addends", {1, 1}}}},
+      // 2 · 4102 gate and up rows: 8 rows per block (4 columns), the last block partial.
+      {"linear_swiglu", {TensorType{kBf16, {1, 512}}, TensorType{kBf16, {4102, 512}}, TensorType{kBf16, {4102, 512}}}},
+      {"linear_swiglu",
+       {x, TensorType{kBf16, {kOut, kChannels}}, TensorType{kBf16, {kOut, kChannels}}, TensorType{kBf16, {kRows, kOut}}},
+       {{"addends", {0, 1}}}},
       // Output 1, logsumexp, is backend-private: the CUDA loss ops write it as zeros (their backward
       // recomputes it, runtime/cuda_loss_ops.cpp), so only the loss and the gradients are compared.
       {"lm_head_loss", {hidden, head, targets, scalar}, {}, {unit, unit, labels(), fixed({0.25})}, {1}},
