@@ -19,10 +19,11 @@
 //    without the programmatic dependent launch (DecodeGemvShape::overlap_previous); and × 36.
 // 4. greedy_tokens over one row of 151936 bf16 logits (in the L2, as after the LM head): the
 //    cluster kernel against the one-block one.
-// 5. The rest of a layer as the decode graph runs it: the cached attention
-//    (append, split-K, combine) at a few context lengths and the q / k norm + RoPE launches, old
-//    and new, and the whole-layer estimate from them and section 3's chains: old (separate
-//    GEMVs) and new (fused), × 36 layers + the LM head and greedy_tokens, as tok/s.
+// 5. The rest of a layer as the decode graph runs it: the cached attention (append, split-K,
+//    combine) at a few context lengths and the q / k norm + RoPE (old: two launches, new:
+//    qk_norm_rope_forward_pair's one), and the whole-layer estimate from them and section 3's
+//    chains: old (separate GEMVs) and new (fused), × 36 layers + the LM head and greedy_tokens,
+//    as steps/s.
 // The H200's HBM peak is about 4.8 TB/s. Built beside the CUDA tests (tests/runtime_cuda/CMakeLists.txt).
 #include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
@@ -383,7 +384,7 @@ void greedy(int repeats) {
 
 // Section 5 (see the top): µs per layer of the kernels between the products, and the estimate.
 struct RestTimes {
-  double attention = 0.0, norm_rope = 0.0;
+  double attention = 0.0, norm_rope = 0.0, norm_rope_pair = 0.0;
 };
 
 // The cached attention of `rows` rows at `context` cached tokens (append, split-K, combine) and the
@@ -405,7 +406,7 @@ RestTimes layer_rest(int64_t rows, int64_t context, int repeats) {
                      v = filled(rows * kKvHeads * kHeadDim), out(static_cast<size_t>(rows * kQHeads * kHeadDim)),
                      q_weight = filled(kHeadDim), k_weight = filled(kHeadDim);
   DeviceBuffer<float> workspace(static_cast<size_t>(surogate::cuda::cached_attention_workspace_floats(shape, splits))),
-      rstd(static_cast<size_t>(rows * kQHeads)), inv_freq(kHeadDim / 2);
+      rstd(static_cast<size_t>(rows * (kQHeads + kKvHeads))), inv_freq(kHeadDim / 2);
   CUDA_CHECK(cudaMemset(inv_freq.data(), 0, inv_freq.bytes()));
   std::vector<int32_t> slots(static_cast<size_t>(rows)), lengths(slots.size(), static_cast<int32_t>(context - 1)),
       fresh(slots.size(), 1);
@@ -433,6 +434,12 @@ RestTimes layer_rest(int64_t rows, int64_t context, int repeats) {
                                          positions.data(), {.tokens = rows, .heads = kKvHeads, .head_dim = kHeadDim},
                                          stream);
   });
+  times.norm_rope_pair = time_graph(repeats, 1, [&](int, cudaStream_t stream) {
+    surogate::cuda::qk_norm_rope_forward_pair(
+        surogate::cuda::QkNormRopeTensor<Bf16>{q.data(), rstd.data(), q.data(), q_weight.data()},
+        surogate::cuda::QkNormRopeTensor<Bf16>{k.data(), rstd.data() + rows * kQHeads, k.data(), k_weight.data()},
+        inv_freq.data(), positions.data(), {.tokens = rows, .heads = kQHeads, .head_dim = kHeadDim}, kKvHeads, stream);
+  });
   return times;
 }
 
@@ -455,14 +462,14 @@ void layer_estimate(const std::vector<ChainTimes>& chains, const std::vector<int
     std::printf("M=%lld LM head + greedy_tokens %8.2f us\n", static_cast<long long>(chain.rows), lm_head);
     for (const int64_t context : contexts) {
       const RestTimes rest = layer_rest(chain.rows, context, repeats);
-      // No new attention or norm + RoPE kernel yet: the new layer uses today's (old = new).
+      // No new attention kernel yet (old = new); the new norm + RoPE is the pair launch.
       const double old_layer = chain.separate + rest.attention + rest.norm_rope;
-      const double new_layer = chain.fused + rest.attention + rest.norm_rope;
+      const double new_layer = chain.fused + rest.attention + rest.norm_rope_pair;
       const auto steps = [&](double layer) { return 1e6 / (static_cast<double>(kLayers) * layer + lm_head); };
       std::printf("M=%lld context %5lld: attention old %6.2f new %6.2f | norm+rope old %5.2f new %5.2f | "
                   "chain old %6.2f new %6.2f | layer old %6.2f new %6.2f | steps/s old %6.1f new %6.1f\n",
                   static_cast<long long>(chain.rows), static_cast<long long>(context), rest.attention, rest.attention,
-                  rest.norm_rope, rest.norm_rope, chain.separate, chain.fused, old_layer, new_layer, steps(old_layer),
+                  rest.norm_rope, rest.norm_rope_pair, chain.separate, chain.fused, old_layer, new_layer, steps(old_layer),
                   steps(new_layer));
     }
   }

@@ -72,6 +72,29 @@ public:
     }
   }
 
+  // q's and k's fused_rmsnorm_rope after a group (Qwen3) become one fused_qk_rmsnorm_rope where the
+  // CUDA pair kernel takes the shape (cuda/kernels/qk_norm_rope.h: head_dim 16 … 256, full rotary).
+  void fuse_norm_ropes() {
+    for (size_t index = 0; index < graph_.nodes.size(); ++index) {
+      if (!replacement_[index] || replacement_[index]->op != "linear_group") continue;
+      const std::vector<TensorId>& products = replacement_[index]->outputs;
+      const std::optional<size_t> q = sole_norm_rope_of(products[0]), k = sole_norm_rope_of(products[1]);
+      if (!q || !k || *q >= *k || !pairs(graph_.nodes[*q], graph_.nodes[*k]) || !readers_after({*q, *k})) continue;
+      const Node &q_node = graph_.nodes[*q], &k_node = graph_.nodes[*k];
+      Node fused;
+      fused.name = k_node.name + ".pair";
+      fused.op = "fused_qk_rmsnorm_rope";
+      fused.recompute_group = k_node.recompute_group;
+      fused.inputs = {q_node.inputs[0], q_node.inputs[1], k_node.inputs[0], k_node.inputs[1], q_node.inputs[2]};
+      fused.attrs = q_node.attrs;
+      fused.attrs["kv_heads"] = k_node.attrs.at("heads");
+      fused.outputs = q_node.outputs;
+      fused.outputs.insert(fused.outputs.end(), k_node.outputs.begin(), k_node.outputs.end());
+      removed_[*q] = true;
+      replacement_[*k] = std::move(fused);
+    }
+  }
+
   Graph rewritten() const {
     std::vector<Node> nodes;
     for (size_t index = 0; index < graph_.nodes.size(); ++index) {
@@ -91,6 +114,29 @@ private:
     const size_t index = static_cast<size_t>(producer);
     if (removed_[index] || !plain_product(graph_, graph_.nodes[index])) return std::nullopt;
     return index;
+  }
+
+  // The fused_rmsnorm_rope that alone reads `id`, as its x.
+  std::optional<size_t> sole_norm_rope_of(TensorId id) const {
+    const std::vector<size_t>& readers = readers_[static_cast<size_t>(id)];
+    if (readers.size() != 1 || graph_.is_output(id)) return std::nullopt;
+    const Node& node = graph_.nodes[readers[0]];
+    if (node.op != "fused_rmsnorm_rope" || node.inputs[0] != id || removed_[readers[0]]) return std::nullopt;
+    return readers[0];
+  }
+
+  // Whether q's and k's norms differ only in their heads, over one position input, in the kernel's shapes.
+  static bool pairs(const Node& q, const Node& k) {
+    nlohmann::json q_rest = q.attrs, k_rest = k.attrs;
+    q_rest.erase("heads");
+    k_rest.erase("heads");
+    if (q.inputs[2] != k.inputs[2] || q_rest != k_rest || !q_rest.contains("head_dim") || !q_rest.contains("inv_freq")) {
+      return false;
+    }
+    const int64_t head_dim = q_rest.at("head_dim").get<int64_t>();
+    const bool kernel_width = head_dim == 16 || head_dim == 32 || head_dim == 64 || head_dim == 128 || head_dim == 256;
+    return kernel_width && q_rest.at("inv_freq").is_array() &&
+           2 * static_cast<int64_t>(q_rest.at("inv_freq").size()) == head_dim;
   }
 
   // The candidates whose output no other candidate reads, directly or through other nodes (a
@@ -121,8 +167,10 @@ private:
   // Whether every reader of the members' outputs comes after the last member (where the group goes).
   bool readers_after(const std::vector<size_t>& members) const {
     for (size_t member : members) {
-      for (size_t reader : readers_[static_cast<size_t>(graph_.nodes[member].outputs.at(0))]) {
-        if (reader <= members.back()) return false;
+      for (TensorId id : graph_.nodes[member].outputs) {
+        for (size_t reader : readers_[static_cast<size_t>(id)]) {
+          if (reader <= members.back()) return false;
+        }
       }
     }
     return true;
@@ -189,6 +237,7 @@ Graph fuse_decode_products(const Graph& decode, const OpRegistry& registry) {
   FusionPlan plan(decode);
   plan.fuse_swiglus();
   plan.fuse_groups();
+  plan.fuse_norm_ropes();
   Graph fused = plan.rewritten();
   verify_graph(fused, registry);  // the fused nodes' types re-inferred against the tensors they write
   return fused;

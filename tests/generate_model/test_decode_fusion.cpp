@@ -1,6 +1,7 @@
 // generate/decode_fusion.h on the fixtures' decode graphs: each layer's q, k, v become one
 // linear_group and its gate, up, swiglu one linear_swiglu, with a bf16 LoRA adapter's outputs as
-// the addends (its own rank-r products stay apart); what is not exact stays unfused.
+// the addends (its own rank-r products stay apart), and Qwen3's q and k norms one pair where the
+// CUDA kernel takes the head size; what is not exact stays unfused.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -31,9 +32,10 @@ io::ModelConfig config_of(const std::string& name) {
 }
 
 // The decode graph of one row of one token in `dtype`, with a rank-4 adapter on every projection
-// when `lora`.
-Graph decode_of(const std::string& name, DType dtype, bool lora) {
-  const io::ModelConfig config = config_of(name);
+// when `lora`; head_dim (all rotated) when given.
+Graph decode_of(const std::string& name, DType dtype, bool lora, int64_t head_dim = 0) {
+  io::ModelConfig config = config_of(name);
+  if (head_dim > 0) config.head_dim = config.rotary_dim = head_dim;
   models::DecoderGraphOptions options{1, 1, 1, false};
   options.dtype = dtype;
   Graph forward = models::build_model_graph(config, registry(), options).graph;
@@ -101,6 +103,25 @@ TEST(DecodeFusion, AdapterOutputsBecomeTheAddendsAndItsRankProductsStayApart) {
   };
   EXPECT_GE(rank_products(decode), static_cast<std::ptrdiff_t>(7 * groups.size()));
   EXPECT_EQ(rank_products(fused), rank_products(decode));
+}
+
+TEST(DecodeFusion, QwenQAndKNormsBecomeOnePairWhereTheKernelTakesTheHeadSize) {
+  // The fixture's head_dim 8 is below the pair kernel's sizes: the two norms stay.
+  const Graph small = fuse_decode_products(decode_of("qwen3_qknorm", DType::BF16, false), registry());
+  EXPECT_TRUE(nodes_of(small, "fused_qk_rmsnorm_rope").empty());
+  EXPECT_EQ(nodes_of(small, "fused_rmsnorm_rope").size(), 4u);
+  const Graph decode = decode_of("qwen3_qknorm", DType::BF16, false, 16);
+  const Graph fused = fuse_decode_products(decode, registry());
+  const auto pairs = nodes_of(fused, "fused_qk_rmsnorm_rope");
+  ASSERT_EQ(pairs.size(), 2u);
+  EXPECT_TRUE(nodes_of(fused, "fused_rmsnorm_rope").empty());
+  const auto norms = nodes_of(decode, "fused_rmsnorm_rope");
+  std::vector<std::string> expected = output_names(decode, *norms[0]);
+  for (const std::string& name : output_names(decode, *norms[1])) expected.push_back(name);
+  EXPECT_EQ(output_names(fused, *pairs[0]), expected);  // q_out, q_rstd, k_out, k_rstd
+  EXPECT_EQ(pairs[0]->attrs.at("heads"), 4);
+  EXPECT_EQ(pairs[0]->attrs.at("kv_heads"), 2);
+  EXPECT_EQ(fused.tensor(pairs[0]->inputs[3]).name, "layers.0.attn.k_norm.weight");
 }
 
 TEST(DecodeFusion, ProductsWithABiasStayUnfused) {

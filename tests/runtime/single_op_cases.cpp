@@ -127,6 +127,8 @@ std::vector<SingleOpCase> make_cases() {
                                   {"attention_scaling", 1.0}};
   nlohmann::json norm_rope_attrs = rope_attrs;
   norm_rope_attrs["eps"] = 1e-6;
+  nlohmann::json qk_norm_rope_attrs = norm_rope_attrs;
+  qk_norm_rope_attrs["kv_heads"] = 1;
   const InputValues token_positions = fixed({0, 1, 2, 3, 0, 1});
   const InputValues positive = uniform(0.5, 1.5);
   const InputValues angles = uniform(-1.0, 1.0);
@@ -171,6 +173,10 @@ std::vector<SingleOpCase> make_cases() {
       {"fused_residual_rmsnorm_backward", {x, x, norm_weight, rstd}, {}, {unit, unit, unit, positive}},
       {"fused_rmsnorm_rope", {x, TensorType{kBf16, {kHeadDim}}, positions}, norm_rope_attrs,
        {unit, unit, token_positions}},
+      // q (2 heads) and k (1 head) of one layer in one pair launch on CUDA.
+      {"fused_qk_rmsnorm_rope",
+       {x, TensorType{kBf16, {kHeadDim}}, TensorType{kBf16, {kRows, kHeadDim}}, TensorType{kBf16, {kHeadDim}}, positions},
+       qk_norm_rope_attrs, {unit, unit, unit, unit, token_positions}},
       {"fused_rmsnorm_rope_backward", {x, x, TensorType{kBf16, {kHeadDim}}, TensorType{kF32, {kRows * kHeads}}, positions},
        norm_rope_attrs, {unit, unit, unit, positive, token_positions}},
       {"linear", {x, weight}},
