@@ -35,7 +35,7 @@ io::ModelConfig config_of(const std::string& name) {
 // when `lora`; head_dim (all rotated) when given.
 Graph decode_of(const std::string& name, DType dtype, bool lora, int64_t head_dim = 0) {
   io::ModelConfig config = config_of(name);
-  if (head_dim > 0) config.head_dim = config.rotary_dim = head_dim;
+  if (head_dim > 0) config.head_dim = config.rope.rotary_dim = head_dim;
   models::DecoderGraphOptions options{1, 1, 1, false};
   options.dtype = dtype;
   Graph forward = models::build_model_graph(config, registry(), options).graph;
