@@ -19,6 +19,11 @@
 //    without the programmatic dependent launch (DecodeGemvShape::overlap_previous); and × 36.
 // 4. greedy_tokens over one row of 151936 bf16 logits (in the L2, as after the LM head): the
 //    cluster kernel against the one-block one.
+// 5. The rest of a layer as the decode graph runs it: the cached attention (append, split-K,
+//    combine) at a few context lengths and the q / k norm + RoPE (old: two launches, new:
+//    qk_norm_rope_forward_pair's one), and the whole-layer estimate from them and section 3's
+//    chains: old (separate GEMVs) and new (fused), × 36 layers + the LM head and greedy_tokens,
+//    as steps/s.
 // The H200's HBM peak is about 4.8 TB/s. Built beside the CUDA tests (tests/runtime_cuda/CMakeLists.txt).
 #include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
@@ -32,8 +37,10 @@
 
 #include "cuda/cuda_check.h"
 #include "cuda/device_buffer.h"
+#include "cuda/kernels/cached_attention.h"
 #include "cuda/kernels/decode_gemv.h"
 #include "cuda/kernels/greedy_tokens.h"
+#include "cuda/kernels/qk_norm_rope.h"
 #include "cuda/kernels/rmsnorm.h"
 #include "cuda/kernels/small_m_linear.h"
 #include "cuda/kernels/swiglu.h"
@@ -250,7 +257,15 @@ void fused_forms(const std::vector<int64_t>& rows_list, int repeats, surogate::c
   }
 }
 
-void layer_chain(const std::vector<int64_t>& rows_list, int repeats, surogate::cuda::Matmul& matmul) {
+// Per row count: the linear chain as the decode graph ran it before the fusion (separate decode
+// GEMVs with PDL) and as it runs it now (q/k/v and gate/up/SwiGLU fused, PDL), µs per layer.
+struct ChainTimes {
+  int64_t rows = 0;
+  double separate = 0.0, fused = 0.0;
+};
+
+std::vector<ChainTimes> layer_chain(const std::vector<int64_t>& rows_list, int repeats, surogate::cuda::Matmul& matmul) {
+  std::vector<ChainTimes> chains;
   constexpr int64_t kHidden = 4096, kQ = 4096, kKv = 1024, kFfn = 12288, kLayers = 36;
   // One layer's weights end to end per copy: q, k, v, o, gate, up, down (386 MiB in bf16).
   constexpr int64_t kQkv = (kQ + 2 * kKv) * kHidden, kO = kQ * kHidden, kGate = kFfn * kHidden;
@@ -342,10 +357,13 @@ void layer_chain(const std::vector<int64_t>& rows_list, int repeats, surogate::c
     };
     row("today's kernels", today);
     row("decode GEMVs, separate", decode_chain(false, false));
-    row("decode GEMVs, separate, PDL", decode_chain(false, true));
+    const ChainTimes times{rows, decode_chain(false, true), decode_chain(true, true)};
+    row("decode GEMVs, separate, PDL (old)", times.separate);
     row("decode GEMVs, fused q/k/v, SwiGLU", decode_chain(true, false));
-    row("decode GEMVs, fused, PDL", decode_chain(true, true));
+    row("decode GEMVs, fused, PDL (new)", times.fused);
+    chains.push_back(times);
   }
+  return chains;
 }
 
 void greedy(int repeats) {
@@ -364,11 +382,107 @@ void greedy(int repeats) {
               cell(cluster, bytes).c_str());
 }
 
+// Section 5 (see the top): µs per layer of the kernels between the products, and the estimate.
+struct RestTimes {
+  double attention = 0.0, norm_rope = 0.0, norm_rope_pair = 0.0;
+};
+
+// The cached attention of `rows` rows at `context` cached tokens (append, split-K, combine) and the
+// q and k norm + RoPE launches, as the decode graph runs them; 36 layers' caches cycled so that the
+// keys and values come from HBM as in a step (the weights between them evict the L2).
+RestTimes layer_rest(int64_t rows, int64_t context, int repeats) {
+  constexpr int kQHeads = 32, kKvHeads = 8, kHeadDim = 128, kLayers = 36;
+  surogate::cuda::CachedAttentionShape shape;
+  shape.batch = shape.slots = rows;
+  shape.sequence = 1;
+  shape.capacity = context;
+  shape.q_heads = kQHeads;
+  shape.kv_heads = kKvHeads;
+  shape.head_dim = kHeadDim;
+  const int splits = surogate::cuda::cached_attention_splits(shape);
+  const int64_t cache = rows * context * kKvHeads * kHeadDim;
+  DeviceBuffer<Bf16> k_caches = filled(kLayers * cache), v_caches = filled(kLayers * cache),
+                     q = filled(rows * kQHeads * kHeadDim), k = filled(rows * kKvHeads * kHeadDim),
+                     v = filled(rows * kKvHeads * kHeadDim), out(static_cast<size_t>(rows * kQHeads * kHeadDim)),
+                     q_weight = filled(kHeadDim), k_weight = filled(kHeadDim);
+  DeviceBuffer<float> workspace(static_cast<size_t>(surogate::cuda::cached_attention_workspace_floats(shape, splits))),
+      rstd(static_cast<size_t>(rows * (kQHeads + kKvHeads))), inv_freq(kHeadDim / 2);
+  CUDA_CHECK(cudaMemset(inv_freq.data(), 0, inv_freq.bytes()));
+  std::vector<int32_t> slots(static_cast<size_t>(rows)), lengths(slots.size(), static_cast<int32_t>(context - 1)),
+      fresh(slots.size(), 1);
+  for (int64_t r = 0; r < rows; ++r) slots[static_cast<size_t>(r)] = static_cast<int32_t>(r);
+  DeviceBuffer<int32_t> slot_ids(slots.size()), cache_lengths(slots.size()), new_lengths(slots.size()),
+      positions(slots.size());
+  CUDA_CHECK(cudaMemcpy(slot_ids.data(), slots.data(), slot_ids.bytes(), cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaMemcpy(cache_lengths.data(), lengths.data(), cache_lengths.bytes(), cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaMemcpy(new_lengths.data(), fresh.data(), new_lengths.bytes(), cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaMemcpy(positions.data(), lengths.data(), positions.bytes(), cudaMemcpyHostToDevice));
+  RestTimes times;
+  times.attention = time_graph(repeats, kLayers, [&](int copy, cudaStream_t stream) {
+    Bf16* k_cache = k_caches.data() + copy * cache;
+    Bf16* v_cache = v_caches.data() + copy * cache;
+    surogate::cuda::cached_attention_append(k_cache, v_cache, k.data(), v.data(), slot_ids.data(), cache_lengths.data(),
+                                            new_lengths.data(), shape, stream);
+    surogate::cuda::cached_attention_forward(out.data(), workspace.data(), q.data(), k_cache, v_cache, slot_ids.data(),
+                                             cache_lengths.data(), new_lengths.data(), shape, splits, stream);
+  });
+  times.norm_rope = time_graph(repeats, 1, [&](int, cudaStream_t stream) {
+    surogate::cuda::qk_norm_rope_forward(q.data(), rstd.data(), q.data(), q_weight.data(), inv_freq.data(),
+                                         positions.data(), {.tokens = rows, .heads = kQHeads, .head_dim = kHeadDim},
+                                         stream);
+    surogate::cuda::qk_norm_rope_forward(k.data(), rstd.data(), k.data(), k_weight.data(), inv_freq.data(),
+                                         positions.data(), {.tokens = rows, .heads = kKvHeads, .head_dim = kHeadDim},
+                                         stream);
+  });
+  times.norm_rope_pair = time_graph(repeats, 1, [&](int, cudaStream_t stream) {
+    surogate::cuda::qk_norm_rope_forward_pair(
+        surogate::cuda::QkNormRopeTensor<Bf16>{q.data(), rstd.data(), q.data(), q_weight.data()},
+        surogate::cuda::QkNormRopeTensor<Bf16>{k.data(), rstd.data() + rows * kQHeads, k.data(), k_weight.data()},
+        inv_freq.data(), positions.data(), {.tokens = rows, .heads = kQHeads, .head_dim = kHeadDim}, kKvHeads, stream);
+  });
+  return times;
+}
+
+void layer_estimate(const std::vector<ChainTimes>& chains, const std::vector<int64_t>& contexts, int repeats) {
+  constexpr int64_t kHidden = 4096, kVocab = 151936, kLayers = 36;
+  std::printf("\n5. a whole layer (µs): linear chain (section 3, PDL) + cached attention + q/k norm + RoPE;\n"
+              "   old = separate q/k/v and gate/up GEMVs, new = fused; per step: x%lld layers + LM head + greedy\n",
+              static_cast<long long>(kLayers));
+  const auto head = weight_copies(kVocab * kHidden);
+  DeviceBuffer<Bf16> x = filled(surogate::cuda::kDecodeGemvMaxRows * kHidden),
+                     logits(static_cast<size_t>(surogate::cuda::kDecodeGemvMaxRows * kVocab));
+  DeviceBuffer<int32_t> tokens(static_cast<size_t>(surogate::cuda::kDecodeGemvMaxRows));
+  for (const ChainTimes& chain : chains) {
+    const double lm_head = time_graph(repeats / 4 + 1, static_cast<int>(head.size()), [&](int copy, cudaStream_t stream) {
+      surogate::cuda::small_m_linear(logits.data(), x.data(), head[static_cast<size_t>(copy)].data(),
+                                     static_cast<const Bf16*>(nullptr), static_cast<const Bf16*>(nullptr),
+                                     {.rows = chain.rows, .out = kVocab, .in = kHidden}, stream);
+      surogate::cuda::greedy_tokens(tokens.data(), logits.data(), chain.rows, kVocab, stream);
+    });
+    std::printf("M=%lld LM head + greedy_tokens %8.2f us\n", static_cast<long long>(chain.rows), lm_head);
+    for (const int64_t context : contexts) {
+      const RestTimes rest = layer_rest(chain.rows, context, repeats);
+      // No new attention kernel yet (old = new); the new norm + RoPE is the pair launch.
+      const double old_layer = chain.separate + rest.attention + rest.norm_rope;
+      const double new_layer = chain.fused + rest.attention + rest.norm_rope_pair;
+      const auto steps = [&](double layer) { return 1e6 / (static_cast<double>(kLayers) * layer + lm_head); };
+      std::printf("M=%lld context %5lld: attention old %6.2f new %6.2f | norm+rope old %5.2f new %5.2f | "
+                  "chain old %6.2f new %6.2f | layer old %6.2f new %6.2f | steps/s old %6.1f new %6.1f\n",
+                  static_cast<long long>(chain.rows), static_cast<long long>(context), rest.attention, rest.attention,
+                  rest.norm_rope, rest.norm_rope_pair, chain.separate, chain.fused, old_layer, new_layer, steps(old_layer),
+                  steps(new_layer));
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::vector<int64_t> rows_list = {1, 2};
   int repeats = 200;
+  // The cached context of section 5: the middle and the end of the 512 + 256 token run of
+  // bench/generate_decode.sh, and a long one.
+  const std::vector<int64_t> contexts = {640, 768, 4096};
   if (!surogate::bench::parse_rows_and_repeats(argc, argv, "decode_kernels_bench", rows_list, repeats)) return 2;
   for (const int64_t rows : rows_list) {
     if (rows < 1 || rows > surogate::cuda::kDecodeGemvMaxRows) {
@@ -380,8 +494,9 @@ int main(int argc, char** argv) {
   surogate::cuda::Matmul matmul;
   single_weights(rows_list, repeats, matmul);
   fused_forms(rows_list, repeats, matmul);
-  layer_chain(rows_list, repeats, matmul);
+  const std::vector<ChainTimes> chains = layer_chain(rows_list, repeats, matmul);
   greedy(repeats);
+  layer_estimate(chains, contexts, repeats);
   CUDA_CHECK(cudaDeviceSynchronize());
   return 0;
 }

@@ -7,6 +7,7 @@
 
 #include "compiler/execution_plan.h"
 #include "generate/batch_reshape.h"
+#include "generate/decode_fusion.h"
 #include "ops/defs/register_ops.h"
 
 namespace surogate::generate {
@@ -69,6 +70,8 @@ DecodeGraph build_kv_cache_graph(const io::ModelConfig& config, const graph::OpR
   result.graph = add_greedy_tokens(
       build_decode_graph(reshape_batch(result.session.graph, registry, rows, sequence, source), registry, cache, source),
       registry);
+  // A CUDA step of one or two rows reads q, k, v in one launch and gate, up in another.
+  if (options.cuda && rows * sequence <= kFusedDecodeRows) result.graph = fuse_decode_products(result.graph, registry);
   return result;
 }
 

@@ -50,7 +50,8 @@ struct WeightForms {
 };
 
 // The forward graph of `options` (its adapter read from disk, or `live`'s forms applied) and its
-// decode graph at [rows, sequence] with greedy_tokens (decode_graph.h). An IR definition is built
+// decode graph at [rows, sequence] with greedy_tokens (decode_graph.h), its products fused
+// (decode_fusion.h) on CUDA at rows · sequence ≤ kFusedDecodeRows. An IR definition is built
 // at its own [B0, T0] and re-inferred at [rows, sequence].
 struct DecodeGraph {
   models::SessionGraph session;

@@ -1,4 +1,5 @@
-// CUDA binders for fused_rmsnorm_rope and its backward (ops/defs/rmsnorm_rope_def.cpp): Qwen3's
+// CUDA binders for fused_rmsnorm_rope, its backward and fused_qk_rmsnorm_rope (a decode step's q and k
+// in one launch; ops/defs/rmsnorm_rope_def.cpp): Qwen3's
 // per-head q/k RMSNorm and RoPE in one pass, on BF16 and F16 graphs (fp32 math inside, fp32 rstd;
 // each binder a template on the 16-bit element type T); and
 // fused_rope and its backward (ops/defs/rope_def.cpp, use_fused_rope): RoPE with cos/sin computed
@@ -96,6 +97,26 @@ CudaKernel bind_fused_rmsnorm_rope_typed(const CudaBindContext& ctx) {
                   scratch_at<const float>(resources, sin), s.tokens, s.heads, s.head_dim, layout.half, 1.0f, args.stream);
   };
 }
+// (q, q_weight, k, k_weight, position_ids) -> (q_out, q_rstd, k_out, k_rstd): one pair launch. The
+// decode rewrite makes the node only where the kernel takes the shape (generate/decode_fusion.h).
+template <typename T>
+CudaKernel bind_fused_qk_rmsnorm_rope_typed(const CudaBindContext& ctx) {
+  const NormRope layout = norm_rope_of(ctx, 0, element_dtype<T>(), 4);
+  expect_input(ctx, 2, element_dtype<T>());
+  expect_input(ctx, 3, element_dtype<T>());
+  require(ctx, layout.fused, "fused_qk_rmsnorm_rope takes head_dim 16, 32, 64, 128 or 256 with full rotary on CUDA");
+  require(ctx, ctx.outputs[1].dtype == DType::F32 && ctx.outputs[3].dtype == DType::F32, "rstd must be F32 in a 16-bit graph");
+  const int k_heads = static_cast<int>(ctx.attrs.integer("kv_heads"));
+  return [=](const CudaKernelArgs& args) {
+    const cuda::QkNormRopeTensor<T> q{args.outputs[0].as<T>(), args.outputs[1].as<float>(), args.inputs[0].as<const T>(),
+                                      args.inputs[1].as<const T>()};
+    const cuda::QkNormRopeTensor<T> k{args.outputs[2].as<T>(), args.outputs[3].as<float>(), args.inputs[2].as<const T>(),
+                                      args.inputs[3].as<const T>()};
+    cuda::qk_norm_rope_forward_pair(q, k, layout.inverse_frequency->data(), args.inputs[4].as<const int32_t>(),
+                                    layout.shape, k_heads, args.stream);
+  };
+}
+
 CudaKernel bind_fused_rmsnorm_rope(const CudaBindContext& ctx) {
   return by_element_type(ctx.inputs[0].dtype, [&]<typename T>() { return bind_fused_rmsnorm_rope_typed<T>(ctx); });
 }
@@ -230,6 +251,9 @@ CudaKernel bind_fused_rope(const CudaBindContext& ctx, float sign) {
 
 void register_fused_cuda_ops(CudaOpTable& table) {
   table.add("fused_rmsnorm_rope", bind_fused_rmsnorm_rope);
+  table.add("fused_qk_rmsnorm_rope", [](const CudaBindContext& ctx) {
+    return by_element_type(ctx.inputs[0].dtype, [&]<typename T>() { return bind_fused_qk_rmsnorm_rope_typed<T>(ctx); });
+  });
   table.add("fused_rmsnorm_rope_backward", bind_fused_rmsnorm_rope_backward);
   table.add("fused_rmsnorm_rope_backward_fp8", bind_fused_rmsnorm_rope_backward_fp8);
   table.add("fused_rope", [](const CudaBindContext& ctx) { return bind_fused_rope(ctx, 1.0f); });

@@ -52,6 +52,7 @@ const CudaOpTable& builtin_cuda_ops() {
     register_moe_cuda_ops(built);
     register_gelu_layernorm_cuda_ops(built);
     register_generation_cuda_ops(built);
+    register_decode_linear_cuda_ops(built);
     return built;
   }();
   return table;

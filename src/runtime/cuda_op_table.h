@@ -193,6 +193,10 @@ void register_gelu_layernorm_cuda_ops(CudaOpTable& table);
 // place; BF16 / F16 / F32), in runtime/cuda_generation_ops.cpp.
 void register_generation_cuda_ops(CudaOpTable& table);
 
+// linear_group and linear_swiglu (a decode step's fused products, ops/defs/decode_linear_def.cpp:
+// one decode_gemv launch at one or two rows, cuBLASLt otherwise), in runtime/cuda_decode_linear_ops.cpp.
+void register_decode_linear_cuda_ops(CudaOpTable& table);
+
 // The table the engine uses: every family registered above, built once on first use.
 const CudaOpTable& builtin_cuda_ops();
 

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
+#include <tuple>
 
 #include "cuda/kernels/qk_norm_rope.h"
 #include "test_helpers.h"
@@ -82,6 +84,47 @@ TEST(CudaQkNormRope, ForwardBackwardMatchesNormThenRope) {
     EXPECT_LT(relative_error(dweight_runs[0], expected_dw), 1e-4) << where;
     EXPECT_EQ(dweight_runs[0], dweight_runs[1]) << "dweight not deterministic, " << where;
     EXPECT_EQ(dx_frozen, dx_with_dweight) << "dx without dweight differs, " << where;
+  }
+}
+
+// The pair launch (q and k of one layer in one grid) equals the two single launches bit for bit,
+// at a decode step's shape (one token, 32 and 8 heads of 128) and at a few tokens of odd heads.
+TEST(CudaQkNormRope, PairLaunchEqualsTheTwoLaunches) {
+  SKIP_WITHOUT_GPU();
+  for (auto [tokens, q_heads, k_heads, head_dim] :
+       {std::tuple<int64_t, int, int, int>{1, 32, 8, 128}, {2, 32, 8, 128}, {7, 3, 1, 64}, {3, 5, 2, 16}}) {
+    const QkNormRopeShape q_shape{.tokens = tokens, .heads = q_heads, .head_dim = head_dim, .epsilon = 1e-6f, .scaling = 1.1f};
+    QkNormRopeShape k_shape = q_shape;
+    k_shape.heads = k_heads;
+    std::vector<float> inv_freq(static_cast<size_t>(head_dim / 2));
+    for (int i = 0; i < head_dim / 2; ++i) inv_freq[i] = std::pow(1e6f, -2.0f * i / head_dim);
+    std::vector<int32_t> positions(static_cast<size_t>(tokens));
+    for (int64_t t = 0; t < tokens; ++t) positions[t] = static_cast<int32_t>(700 + 13 * t);
+    const int64_t q_count = tokens * q_heads * head_dim, k_count = tokens * k_heads * head_dim;
+    auto q_x = device_bf16(random_floats(q_count, 3.0f)), k_x = device_bf16(random_floats(k_count, 3.0f));
+    auto q_w = device_bf16(random_floats(head_dim)), k_w = device_bf16(random_floats(head_dim));
+    auto device_inv_freq = to_device(inv_freq);
+    auto device_positions = to_device(positions);
+    DeviceBuffer<Bf16> q_single(q_count), k_single(k_count), q_pair(q_count), k_pair(k_count);
+    DeviceBuffer<float> q_rstd_single(tokens * q_heads), k_rstd_single(tokens * k_heads), q_rstd_pair(tokens * q_heads),
+        k_rstd_pair(tokens * k_heads);
+    for (auto* buffer : {&q_pair, &k_pair}) buffer->poison();
+    q_rstd_pair.poison();
+    k_rstd_pair.poison();
+    qk_norm_rope_forward(bf16_ptr(q_single), q_rstd_single.data(), bf16_ptr(q_x), bf16_ptr(q_w), device_inv_freq.data(),
+                         device_positions.data(), q_shape, nullptr);
+    qk_norm_rope_forward(bf16_ptr(k_single), k_rstd_single.data(), bf16_ptr(k_x), bf16_ptr(k_w), device_inv_freq.data(),
+                         device_positions.data(), k_shape, nullptr);
+    qk_norm_rope_forward_pair(QkNormRopeTensor<__nv_bfloat16>{bf16_ptr(q_pair), q_rstd_pair.data(), bf16_ptr(q_x), bf16_ptr(q_w)},
+                              QkNormRopeTensor<__nv_bfloat16>{bf16_ptr(k_pair), k_rstd_pair.data(), bf16_ptr(k_x), bf16_ptr(k_w)},
+                              device_inv_freq.data(), device_positions.data(), q_shape, k_heads, nullptr);
+    synchronize();
+    const std::string where = "tokens " + std::to_string(tokens) + " heads " + std::to_string(q_heads) + "/" +
+                              std::to_string(k_heads) + " head_dim " + std::to_string(head_dim);
+    EXPECT_EQ(download_bf16(q_pair), download_bf16(q_single)) << where;
+    EXPECT_EQ(download_bf16(k_pair), download_bf16(k_single)) << where;
+    EXPECT_EQ(q_rstd_pair.download(), q_rstd_single.download()) << where;
+    EXPECT_EQ(k_rstd_pair.download(), k_rstd_single.download()) << where;
   }
 }
 

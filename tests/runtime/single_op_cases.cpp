@@ -127,6 +127,8 @@ std::vector<SingleOpCase> make_cases() {
                                   {"attention_scaling", 1.0}};
   nlohmann::json norm_rope_attrs = rope_attrs;
   norm_rope_attrs["eps"] = 1e-6;
+  nlohmann::json qk_norm_rope_attrs = norm_rope_attrs;
+  qk_norm_rope_attrs["kv_heads"] = 1;
   const InputValues token_positions = fixed({0, 1, 2, 3, 0, 1});
   const InputValues positive = uniform(0.5, 1.5);
   const InputValues angles = uniform(-1.0, 1.0);
@@ -171,6 +173,10 @@ std::vector<SingleOpCase> make_cases() {
       {"fused_residual_rmsnorm_backward", {x, x, norm_weight, rstd}, {}, {unit, unit, unit, positive}},
       {"fused_rmsnorm_rope", {x, TensorType{kBf16, {kHeadDim}}, positions}, norm_rope_attrs,
        {unit, unit, token_positions}},
+      // q (2 heads) and k (1 head) of one layer in one pair launch on CUDA.
+      {"fused_qk_rmsnorm_rope",
+       {x, TensorType{kBf16, {kHeadDim}}, TensorType{kBf16, {kRows, kHeadDim}}, TensorType{kBf16, {kHeadDim}}, positions},
+       qk_norm_rope_attrs, {unit, unit, unit, unit, token_positions}},
       {"fused_rmsnorm_rope_backward", {x, x, TensorType{kBf16, {kHeadDim}}, TensorType{kF32, {kRows * kHeads}}, positions},
        norm_rope_attrs, {unit, unit, unit, positive, token_positions}},
       {"linear", {x, weight}},
@@ -242,6 +248,23 @@ std::vector<SingleOpCase> make_cases() {
       // Generation's greedy choice: the same index on both backends for the same (bf16-exact) values.
       {"greedy_tokens", {TensorType{kBf16, {kRows, kVocab}}}},
       {"greedy_tokens", {TensorType{kF32, {2, 1, kVocab}}}},
+      // A decode step's fused products (ops/defs/decode_linear_def.cpp): at one or two rows one
+      // decode GEMV launch on CUDA (q, k, v-like widths, N = 264 ending in a partial block, adapter
+      // addends on some weights); at six rows the cuBLASLt fallback.
+      {"linear_group",
+       {TensorType{kBf16, {1, 1, 512}}, TensorType{kBf16, {264, 512}}, TensorType{kBf16, {72, 512}},
+        TensorType{kBf16, {72, 512}}, TensorType{kBf16, {1, 1, 264}}, TensorType{kBf16, {1, 1, 72}}},
+       {{"addends", {1, 0, 1}}}},
+      {"linear_group", {x, TensorType{kBf16, {kOut, kChannels}}, TensorType{kBf16, {16, kChannels}}}},
+      {"linear_swiglu",
+       {TensorType{kBf16, {2, 512}}, TensorType{kBf16, {264, 512}}, TensorType{kBf16, {264, 512}},
+        TensorType{kBf16, {2, 264}}, TensorType{kBf16, {2, 264}}},
+       {{"addends", {1, 1}}}},
+      // 2 · 4102 gate and up rows: 8 rows per block (4 columns), the last block partial.
+      {"linear_swiglu", {TensorType{kBf16, {1, 512}}, TensorType{kBf16, {4102, 512}}, TensorType{kBf16, {4102, 512}}}},
+      {"linear_swiglu",
+       {x, TensorType{kBf16, {kOut, kChannels}}, TensorType{kBf16, {kOut, kChannels}}, TensorType{kBf16, {kRows, kOut}}},
+       {{"addends", {0, 1}}}},
       // Output 1, logsumexp, is backend-private: the CUDA loss ops write it as zeros (their backward
       // recomputes it, runtime/cuda_loss_ops.cpp), so only the loss and the gradients are compared.
       {"lm_head_loss", {hidden, head, targets, scalar}, {}, {unit, unit, labels(), fixed({0.25})}, {1}},

@@ -33,13 +33,14 @@ __device__ __forceinline__ void rotation(float (&cosine)[kPackWidth], float (&si
   }
 }
 
+// The forward of block `block` of one tensor's launch (the whole grid, or its part of a pair's).
 template <typename T>
-__global__ void qk_norm_rope_forward_kernel(T* out, float* rstd_out, const T* input,
-                                            const T* weight, const float* inv_freq,
-                                            const int32_t* position_ids, QkNormRopeShape shape) {
+__device__ __forceinline__ void norm_rope_block(T* out, float* rstd_out, const T* input, const T* weight,
+                                                const float* inv_freq, const int32_t* position_ids,
+                                                const QkNormRopeShape& shape, int64_t block) {
   const int lanes = shape.head_dim / 16, half = shape.head_dim / 2;
   const int64_t rows = shape.tokens * shape.heads;
-  const int64_t row = (int64_t{blockIdx.x} * kThreads + threadIdx.x) / lanes;
+  const int64_t row = (block * kThreads + threadIdx.x) / lanes;
   const int lane = threadIdx.x % lanes;
   const bool active = row < rows;  // inactive lanes still join the shuffles
   const int first = lane * kPackWidth;
@@ -68,6 +69,30 @@ __global__ void qk_norm_rope_forward_kernel(T* out, float* rstd_out, const T* in
   }
   kernels::store_x8(out + row * shape.head_dim + first, kernels::pack<T>(y_low));
   kernels::store_x8(out + row * shape.head_dim + first + half, kernels::pack<T>(y_high));
+}
+
+template <typename T>
+__global__ void qk_norm_rope_forward_kernel(T* out, float* rstd_out, const T* input, const T* weight,
+                                            const float* inv_freq, const int32_t* position_ids, QkNormRopeShape shape) {
+  norm_rope_block(out, rstd_out, input, weight, inv_freq, position_ids, shape, blockIdx.x);
+}
+
+// q's blocks first, then k's (`q_blocks` of them for q).
+template <typename T>
+__global__ void qk_norm_rope_pair_kernel(QkNormRopeTensor<T> q, QkNormRopeTensor<T> k, const float* inv_freq,
+                                         const int32_t* position_ids, QkNormRopeShape q_shape, int k_heads,
+                                         int64_t q_blocks) {
+  if (blockIdx.x < q_blocks) {
+    norm_rope_block(q.out, q.rstd, q.input, q.weight, inv_freq, position_ids, q_shape, blockIdx.x);
+    return;
+  }
+  QkNormRopeShape k_shape = q_shape;
+  k_shape.heads = k_heads;
+  norm_rope_block(k.out, k.rstd, k.input, k.weight, inv_freq, position_ids, k_shape, blockIdx.x - q_blocks);
+}
+
+int64_t forward_blocks(const QkNormRopeShape& shape) {
+  return (shape.tokens * shape.heads * (shape.head_dim / 16) + kThreads - 1) / kThreads;
 }
 
 // kFp8: 0, or the FP8 format (1 E4M3, 2 E5M2) dinput's codes are also written in (T = bf16;
@@ -186,10 +211,25 @@ void qk_norm_rope_forward(T* out, float* rstd, const T* input, const T* weight,
                           const float* inv_freq, const int32_t* position_ids, const QkNormRopeShape& shape,
                           cudaStream_t stream) {
   check_shape(shape);
-  const int64_t threads_total = shape.tokens * shape.heads * (shape.head_dim / 16);
-  if (threads_total == 0) return;
-  qk_norm_rope_forward_kernel<T><<<static_cast<unsigned>((threads_total + kThreads - 1) / kThreads), kThreads, 0,
-                                stream>>>(out, rstd, input, weight, inv_freq, position_ids, shape);
+  const int64_t blocks = forward_blocks(shape);
+  if (blocks == 0) return;
+  qk_norm_rope_forward_kernel<T><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(out, rstd, input, weight,
+                                                                                          inv_freq, position_ids, shape);
+  CUDA_CHECK_LAUNCH();
+}
+
+template <typename T>
+void qk_norm_rope_forward_pair(const QkNormRopeTensor<T>& q, const QkNormRopeTensor<T>& k, const float* inv_freq,
+                               const int32_t* position_ids, const QkNormRopeShape& q_shape, int k_heads,
+                               cudaStream_t stream) {
+  QkNormRopeShape k_shape = q_shape;
+  k_shape.heads = k_heads;
+  check_shape(q_shape);
+  check_shape(k_shape);
+  const int64_t q_blocks = forward_blocks(q_shape), blocks = q_blocks + forward_blocks(k_shape);
+  if (blocks == 0) return;
+  qk_norm_rope_pair_kernel<T><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(q, k, inv_freq, position_ids,
+                                                                                       q_shape, k_heads, q_blocks);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -235,6 +275,8 @@ void qk_norm_rope_backward_fp8(__nv_bfloat16* dinput, float* dweight, float* scr
 }
 
 #define INSTANTIATE(T) \
+  template void qk_norm_rope_forward_pair(const QkNormRopeTensor<T>&, const QkNormRopeTensor<T>&, const float*, \
+                                          const int32_t*, const QkNormRopeShape&, int, cudaStream_t); \
   template void qk_norm_rope_forward(T*, float*, const T*, const T*, const float*, const int32_t*, \
                                      const QkNormRopeShape&, cudaStream_t); \
   template void qk_norm_rope_backward(T*, float*, float*, const T*, const T*, const T*, const float*, const float*, \

@@ -37,6 +37,23 @@ void qk_norm_rope_forward(T* out, float* rstd, const T* input, const T* weight,
                           const float* inv_freq, const int32_t* position_ids, const QkNormRopeShape& shape,
                           cudaStream_t stream);
 
+// One tensor of a pair launch: its input, weight [head_dim] and outputs.
+template <typename T>
+struct QkNormRopeTensor {
+  T* out = nullptr;
+  float* rstd = nullptr;
+  const T* input = nullptr;
+  const T* weight = nullptr;
+};
+
+// The forward of q and k of one layer in ONE launch (a decode step's two tiny launches made one:
+// generate/decode_fusion.h): q's blocks then k's, each as qk_norm_rope_forward computes it (the same
+// bits). q_shape is q's; k has k_heads heads and the same tokens, head_dim, epsilon and scaling.
+template <typename T>
+void qk_norm_rope_forward_pair(const QkNormRopeTensor<T>& q, const QkNormRopeTensor<T>& k, const float* inv_freq,
+                               const int32_t* position_ids, const QkNormRopeShape& q_shape, int k_heads,
+                               cudaStream_t stream);
+
 int64_t qk_norm_rope_backward_scratch_floats(const QkNormRopeShape& shape);
 
 template <typename T>

@@ -3,6 +3,8 @@
 //     attrs: heads, head_dim, eps, inv_freq (list of rotary_dim / 2 numbers), attention_scaling (1)
 //   fused_rmsnorm_rope_backward(d_out, x, weight, rstd, position_ids) -> d_x, d_weight (same attrs;
 //     with weight_grad false, for a frozen weight, d_x only: norm_weight_grad.h)
+//   fused_qk_rmsnorm_rope(q, q_weight, k, k_weight, position_ids) -> q_out, q_rstd, k_out, k_rstd:
+//     a layer's two forwards as one node (attrs heads = q's, kv_heads = k's; a decode step's)
 // The rotation's cos/sin come from inv_freq and the position ids inside the op (what the CUDA
 // kernel computes in registers), so no table tensor is read; the decoder passes the frequencies it
 // gives rope_cos_sin, and on the CPU the op equals rmsnorm → rope_cos_sin → rope bit for bit.
@@ -130,8 +132,61 @@ void register_rmsnorm_rope(OpRegistry& registry) {
   });
 }
 
+// The attrs of k in a pair: the pair's with heads = kv_heads.
+nlohmann::json k_attrs(const Attrs& attrs) {
+  nlohmann::json k = attrs.raw();
+  k["heads"] = attrs.integer("kv_heads");
+  return k;
+}
+
+// fused_qk_rmsnorm_rope (q, q_weight, k, k_weight, position_ids) -> q_out, q_rstd, k_out, k_rstd:
+// the two fused_rmsnorm_rope of one attention layer as one node (attrs: fused_rmsnorm_rope's with
+// heads = q's heads, and kv_heads = k's); generate/decode_fusion.h makes it, a CUDA decode step
+// runs it in one launch (cuda/kernels/qk_norm_rope.h's pair). Forward only.
+void register_qk_rmsnorm_rope(OpRegistry& registry) {
+  registry.add(OpDef{
+      .name = "fused_qk_rmsnorm_rope",
+      .inputs = {"q", "q_weight", "k", "k_weight", "position_ids"},
+      .outputs = {"q_out", "q_rstd", "k_out", "k_rstd"},
+      .infer = [](const InferContext& ctx) {
+        const RmsnormRopeShape q = norm_rope_shape(ctx, 0, 1, -1, 4);
+        const std::vector<TensorType> k_inputs{ctx.input(2), ctx.input(3), ctx.input(4)};
+        const std::vector<std::string> k_names{"k", "k_weight", "position_ids"};
+        const nlohmann::json attrs = k_attrs(ctx.attrs);
+        const RmsnormRopeShape k =
+            norm_rope_shape(InferContext("fused_qk_rmsnorm_rope", ctx.where(), k_inputs, k_names, attrs), 0, 1, -1, 2);
+        const DType rstd = statistic_dtype(ctx.input(0).dtype);
+        return std::vector<TensorType>{ctx.input(0), {rstd, Shape{q.tokens * q.heads}}, ctx.input(2),
+                                       {rstd, Shape{k.tokens * k.heads}}};
+      },
+      .gradient = {},
+      .cpu = [](const CpuBindContext& ctx) {
+        const std::vector<std::string> names{"q", "q_weight", "k", "k_weight", "position_ids"};
+        const RmsnormRopeShape q =
+            norm_rope_shape(InferContext(ctx.node.op, ctx.attrs.where(), ctx.inputs, names, ctx.node.attrs), 0, 1, -1, 4);
+        RmsnormRopeShape k = q;
+        k.heads = ctx.attrs.integer("kv_heads");
+        const double eps = ctx.attrs.number("eps");
+        return bind_floating(ctx, ctx.inputs[0].dtype, [&](auto zero) -> CpuKernel {
+          using T = decltype(zero);
+          return [q, k, eps, frequencies = frequencies_of<T>(ctx.attrs)](const CpuKernelArgs& args) {
+            rmsnorm_rope_forward(args.inputs[0].as<T>(), args.inputs[1].as<T>(), frequencies,
+                                 args.inputs[4].as<int32_t>(), q, eps, args.outputs[0].as<T>(), args.outputs[1].as<T>());
+            rmsnorm_rope_forward(args.inputs[2].as<T>(), args.inputs[3].as<T>(), frequencies,
+                                 args.inputs[4].as<int32_t>(), k, eps, args.outputs[2].as<T>(), args.outputs[3].as<T>());
+          };
+        });
+      },
+      // fused_rmsnorm_rope's: rstd 1e-5, out 1e-2
+      .backend_tolerance = graph::BackendTolerance{.f32 = 1e-5, .bf16 = 1e-2},
+  });
+}
+
 }  // namespace
 
-void register_rmsnorm_rope_ops(OpRegistry& registry) { register_rmsnorm_rope(registry); }
+void register_rmsnorm_rope_ops(OpRegistry& registry) {
+  register_rmsnorm_rope(registry);
+  register_qk_rmsnorm_rope(registry);
+}
 
 }  // namespace surogate::ops::defs

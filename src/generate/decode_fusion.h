@@ -1,0 +1,29 @@
+// The decode graph's products fused for a step of one or two rows, where each launch reads its
+// weights once at HBM speed and the launches themselves cost (cuda/kernels/decode_gemv.h):
+//   * swiglu(g, u) whose g and u are products of one x (linear, or linear_add: a LoRA adapter's
+//     output as addend), read by nothing else, becomes linear_swiglu(x, gate, up, addends...);
+//   * two or three more products of one x (q, k, v), independent of each other, become one
+//     linear_group(x, w..., addends...) writing the same tensors;
+//   * the fused_rmsnorm_rope of such a group's first and second outputs (Qwen3's q and k norms),
+//     alike but for their heads, become one fused_qk_rmsnorm_rope (one launch for both on CUDA,
+//     where its kernel takes the head size: 16 to 256, full rotary).
+// Only exact forms are taken: products with no bias and no scale (an adapter's own rank-r
+// products, which feed another member's addend, stay as they are); the fused ops compute what the
+// nodes they replace computed (ops/defs/decode_linear_def.cpp), so the CPU backend gives the same
+// values and the CUDA backend the same up to its kernels' summation order. Forward graphs only.
+#pragma once
+
+#include <cstdint>
+
+#include "graph/graph.h"
+#include "graph/op_registry.h"
+
+namespace surogate::generate {
+
+// The most rows (B · T) of a decode graph whose products the CUDA decode GEMV takes in one launch
+// (cuda::kDecodeGemvMaxRows); kv_cache_plans.cpp fuses the CUDA decode plans up to it.
+inline constexpr int64_t kFusedDecodeRows = 2;
+
+graph::Graph fuse_decode_products(const graph::Graph& decode, const graph::OpRegistry& registry);
+
+}  // namespace surogate::generate

@@ -1,0 +1,135 @@
+// generate/decode_fusion.h on the fixtures' decode graphs: each layer's q, k, v become one
+// linear_group and its gate, up, swiglu one linear_swiglu, with a bf16 LoRA adapter's outputs as
+// the addends (its own rank-r products stay apart), and Qwen3's q and k norms one pair where the
+// CUDA kernel takes the head size; what is not exact stays unfused.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "generate/decode_fusion.h"
+#include "generate/decode_graph.h"
+#include "models/defined_weights.h"
+#include "models/lora.h"
+#include "models/model_definition.h"
+#include "models/model_spec.h"
+#include "ops/defs/register_ops.h"
+
+namespace surogate::generate {
+namespace {
+
+using graph::Graph;
+
+const graph::OpRegistry& registry() {
+  static const graph::OpRegistry built = ops::make_model_registry();
+  return built;
+}
+
+io::ModelConfig config_of(const std::string& name) {
+  return models::load_model_config(std::filesystem::path(SUROGATE_FIXTURES_DIR) / name, {});
+}
+
+// The decode graph of one row of one token in `dtype`, with a rank-4 adapter on every projection
+// when `lora`; head_dim (all rotated) when given.
+Graph decode_of(const std::string& name, DType dtype, bool lora, int64_t head_dim = 0) {
+  io::ModelConfig config = config_of(name);
+  if (head_dim > 0) config.head_dim = config.rope.rotary_dim = head_dim;
+  models::DecoderGraphOptions options{1, 1, 1, false};
+  options.dtype = dtype;
+  Graph forward = models::build_model_graph(config, registry(), options).graph;
+  if (lora) {
+    models::LoraOptions adapter;
+    adapter.rank = 4;
+    adapter.alpha = 8.0;
+    adapter.target_modules = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
+    forward = models::apply_lora(forward, registry(), models::lora_adapters(config, adapter), adapter, false);
+  }
+  return build_decode_graph(forward, registry(), {2, 16}, "the test's definition");
+}
+
+std::vector<const graph::Node*> nodes_of(const Graph& graph, const std::string& op) {
+  std::vector<const graph::Node*> found;
+  for (const graph::Node& node : graph.nodes) {
+    if (node.op == op) found.push_back(&node);
+  }
+  return found;
+}
+
+std::vector<std::string> output_names(const Graph& graph, const graph::Node& node) {
+  std::vector<std::string> names;
+  for (graph::TensorId id : node.outputs) names.push_back(graph.tensor(id).name);
+  return names;
+}
+
+TEST(DecodeFusion, EachLayersQkvAndGateUpSwigluBecomeOneNodeEach) {
+  const Graph decode = decode_of("qwen3_qknorm", DType::BF16, false);  // 2 layers
+  const Graph fused = fuse_decode_products(decode, registry());
+  const auto groups = nodes_of(fused, "linear_group"), swiglus = nodes_of(fused, "linear_swiglu");
+  ASSERT_EQ(groups.size(), 2u);
+  EXPECT_EQ(swiglus.size(), 2u);
+  EXPECT_TRUE(nodes_of(fused, "swiglu").empty());
+  // o_proj, down_proj of each layer and the head remain plain products.
+  EXPECT_EQ(nodes_of(fused, "linear").size(), 5u);
+  EXPECT_EQ(nodes_of(decode, "linear").size(), 15u);
+  // The group writes the tensors q, k and v wrote, so their readers are unchanged.
+  const std::vector<std::string> outputs = output_names(fused, *groups[0]);
+  ASSERT_EQ(outputs.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(fused.tensor(groups[0]->outputs[i]).type, decode.tensor(*decode.find_tensor(outputs[i])).type);
+  EXPECT_EQ(fused.tensor(groups[0]->inputs[1]).name, "layers.0.attn.q_proj.weight");
+  EXPECT_EQ(fused.tensor(swiglus[1]->inputs[2]).name, "layers.1.mlp.up_proj.weight");
+  EXPECT_EQ(output_names(fused, *swiglus[1]), output_names(decode, *nodes_of(decode, "swiglu")[1]));
+  // The products the SwiGLU replaced are gone with their tensors; every parameter stays.
+  EXPECT_EQ(fused.parameters.size(), decode.parameters.size());
+  EXPECT_EQ(fused.tensors.size(), decode.tensors.size() - 4);
+  EXPECT_EQ(fused.tensor(fused.outputs[0]).name, "logits");
+}
+
+TEST(DecodeFusion, AdapterOutputsBecomeTheAddendsAndItsRankProductsStayApart) {
+  const Graph decode = decode_of("llama_gqa_llama3", DType::BF16, true);
+  const Graph fused = fuse_decode_products(decode, registry());
+  const auto groups = nodes_of(fused, "linear_group"), swiglus = nodes_of(fused, "linear_swiglu");
+  ASSERT_EQ(groups.size(), static_cast<size_t>(config_of("llama_gqa_llama3").num_hidden_layers));
+  ASSERT_EQ(swiglus.size(), groups.size());
+  EXPECT_EQ(groups[0]->attrs.at("addends"), nlohmann::json({1, 1, 1}));
+  EXPECT_EQ(groups[0]->inputs.size(), 7u);  // x, 3 weights, 3 adapter outputs
+  EXPECT_EQ(swiglus[0]->attrs.at("addends"), nlohmann::json({1, 1}));
+  // The adapters' own A and B products are all still there, unfused.
+  const auto rank_products = [](const Graph& graph) {
+    return std::count_if(graph.nodes.begin(), graph.nodes.end(), [&](const graph::Node& node) {
+      return node.op == "linear" && graph.tensor(node.inputs[1]).name.find("lora") != std::string::npos;
+    });
+  };
+  EXPECT_GE(rank_products(decode), static_cast<std::ptrdiff_t>(7 * groups.size()));
+  EXPECT_EQ(rank_products(fused), rank_products(decode));
+}
+
+TEST(DecodeFusion, QwenQAndKNormsBecomeOnePairWhereTheKernelTakesTheHeadSize) {
+  // The fixture's head_dim 8 is below the pair kernel's sizes: the two norms stay.
+  const Graph small = fuse_decode_products(decode_of("qwen3_qknorm", DType::BF16, false), registry());
+  EXPECT_TRUE(nodes_of(small, "fused_qk_rmsnorm_rope").empty());
+  EXPECT_EQ(nodes_of(small, "fused_rmsnorm_rope").size(), 4u);
+  const Graph decode = decode_of("qwen3_qknorm", DType::BF16, false, 16);
+  const Graph fused = fuse_decode_products(decode, registry());
+  const auto pairs = nodes_of(fused, "fused_qk_rmsnorm_rope");
+  ASSERT_EQ(pairs.size(), 2u);
+  EXPECT_TRUE(nodes_of(fused, "fused_rmsnorm_rope").empty());
+  const auto norms = nodes_of(decode, "fused_rmsnorm_rope");
+  std::vector<std::string> expected = output_names(decode, *norms[0]);
+  for (const std::string& name : output_names(decode, *norms[1])) expected.push_back(name);
+  EXPECT_EQ(output_names(fused, *pairs[0]), expected);  // q_out, q_rstd, k_out, k_rstd
+  EXPECT_EQ(pairs[0]->attrs.at("heads"), 4);
+  EXPECT_EQ(pairs[0]->attrs.at("kv_heads"), 2);
+  EXPECT_EQ(fused.tensor(pairs[0]->inputs[3]).name, "layers.0.attn.k_norm.weight");
+}
+
+TEST(DecodeFusion, ProductsWithABiasStayUnfused) {
+  // Qwen2's q, k and v have biases (three-input linear): not the fused op's form.
+  const Graph fused = fuse_decode_products(decode_of("qwen2_bias_tied", DType::BF16, false), registry());
+  EXPECT_TRUE(nodes_of(fused, "linear_group").empty());
+  EXPECT_FALSE(nodes_of(fused, "linear_swiglu").empty());
+}
+
+}  // namespace
+}  // namespace surogate::generate
