@@ -63,5 +63,6 @@ void register_expert_linear_ops(graph::OpRegistry& registry);  // expert_linear_
 void register_preference_logps_ops(graph::OpRegistry& registry);  // preference_logps_def.cpp
 void register_preference_loss_ops(graph::OpRegistry& registry);    // preference_loss_def.cpp
 void register_greedy_tokens_ops(graph::OpRegistry& registry);      // greedy_tokens_def.cpp
+void register_sample_tokens_ops(graph::OpRegistry& registry);      // sample_tokens_def.cpp
 
 }  // namespace surogate::ops::defs
