@@ -15,11 +15,7 @@
 #include <cmath>
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define SUROGATE_HOST_DEVICE __host__ __device__
-#else
-#define SUROGATE_HOST_DEVICE
-#endif
+#include "core/host_device.h"
 
 namespace surogate {
 

@@ -27,11 +27,7 @@ int32_t sample_one(const std::vector<float>& logits, const RowSampling& params, 
 }
 
 RowSampling temperature(float t, uint32_t draw = 0, uint64_t seed = 1) {
-  RowSampling params;
-  params.temperature = t;
-  params.draw = draw;
-  params.seed = seed;
-  return params;
+  return RowSampling{.temperature = t, .draw = draw, .seed = seed};
 }
 
 // Random123's known-answer vectors for philox4x32_10 (kat_vectors).

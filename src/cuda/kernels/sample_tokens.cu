@@ -20,6 +20,7 @@
 
 #include "cuda/cuda_check.h"
 #include "cuda/kernels/element_type.cuh"
+#include "cuda/kernels/first_max.cuh"
 
 namespace surogate::cuda {
 namespace {
@@ -31,23 +32,7 @@ constexpr int kSampleWarps = kSampleThreads / 32;
 constexpr int kRadixBins = 256;
 constexpr int32_t kSkipped = -3, kNothing = -2, kUnusable = -1;
 
-struct SampleCandidate {
-  float value;
-  int64_t index;
-  bool unusable;
-};
-
-__device__ __forceinline__ SampleCandidate better_candidate(SampleCandidate a, SampleCandidate b) {
-  const bool take_b = b.value > a.value || (b.value == a.value && b.index < a.index);
-  SampleCandidate out = take_b ? b : a;
-  out.unusable = a.unusable || b.unusable;
-  return out;
-}
-
-__device__ __forceinline__ SampleCandidate shuffle_candidate(SampleCandidate c, int offset) {
-  return {__shfl_down_sync(0xffffffffu, c.value, offset), __shfl_down_sync(0xffffffffu, c.index, offset),
-          __shfl_down_sync(0xffffffffu, static_cast<int>(c.unusable), offset) != 0};
-}
+using kernels::FirstMax;
 
 // The row as the steps see it: processed values, weights relative to the largest, the filters.
 template <typename E>
@@ -245,8 +230,8 @@ __global__ void __launch_bounds__(kSampleThreads)
                          const int32_t* context, int64_t context_width) {
   extern __shared__ uint32_t context_bits[];
   __shared__ uint64_t scratch[kSampleWarps];
-  __shared__ SampleCandidate warp_best[kSampleWarps];
-  __shared__ SampleCandidate best;
+  __shared__ FirstMax warp_best[kSampleWarps];
+  __shared__ FirstMax best;
   const int64_t r = blockIdx.x;
   SampledRow<E> row{logits + r * vocab, vocab, nullptr, params[r]};
   if (row.p.temperature < 0.0f) {
@@ -264,22 +249,16 @@ __global__ void __launch_bounds__(kSampleThreads)
     row.context_bits = context_bits;
   }
   // 1. The largest processed value, its first index, and the flag of the raw values.
-  SampleCandidate mine{-INFINITY, vocab, false};
+  FirstMax mine{-INFINITY, vocab, false};
   for (int64_t i = threadIdx.x; i < vocab; i += kSampleThreads) {
     mine.unusable |= !(row.raw(i) < INFINITY);
     const float x = row.value(i);
     if (x > mine.value || (x == mine.value && mine.index == vocab)) mine = {x, i, mine.unusable};
   }
-  for (int offset = 16; offset > 0; offset /= 2) mine = better_candidate(mine, shuffle_candidate(mine, offset));
-  if (threadIdx.x % 32 == 0) warp_best[threadIdx.x / 32] = mine;
+  mine = kernels::block_first_max<kSampleWarps>(mine, warp_best, vocab);
+  if (threadIdx.x == 0) best = mine;
   __syncthreads();
-  if (threadIdx.x < 32) {
-    mine = threadIdx.x < kSampleWarps ? warp_best[threadIdx.x] : SampleCandidate{-INFINITY, vocab, false};
-    for (int offset = 16; offset > 0; offset /= 2) mine = better_candidate(mine, shuffle_candidate(mine, offset));
-    if (threadIdx.x == 0) best = mine;
-  }
-  __syncthreads();
-  const SampleCandidate top = best;
+  const FirstMax top = best;
   if (top.unusable || row.p.temperature == 0.0f || top.value == -INFINITY) {
     if (threadIdx.x == 0) {
       tokens[r] = top.unusable ? kUnusable
