@@ -30,6 +30,7 @@ using kernels::to_float;
 constexpr int kSampleThreads = 512;
 constexpr int kSampleWarps = kSampleThreads / 32;
 constexpr int kRadixBins = 256;
+constexpr int kSampleUnroll = 4;  // pass 1's loads in flight per thread
 constexpr int32_t kSkipped = -3, kNothing = -2, kUnusable = -1;
 
 using kernels::FirstMax;
@@ -48,10 +49,11 @@ struct SampledRow {
   double min_logit = -INFINITY;
 
   __device__ float raw(int64_t i) const { return to_float(row[i]); }
-  __device__ float value(int64_t i) const {
+  __device__ float process(int64_t i, float raw_value) const {
     const bool in_context = context_bits != nullptr && ((context_bits[i >> 5] >> (i & 31)) & 1u) != 0;
-    return processed_logit(raw(i), in_context, p.repetition_penalty, p.temperature);
+    return processed_logit(raw_value, in_context, p.repetition_penalty, p.temperature);
   }
+  __device__ float value(int64_t i) const { return process(i, raw(i)); }
   __device__ uint64_t weight_of(float x) const {
     return x == -INFINITY ? 0 : sampling_weight(x == largest ? 0.0f : x - largest);
   }
@@ -106,6 +108,7 @@ __device__ int64_t find_crossing(int64_t vocab, bool descending, Value value, Ta
   const auto id_at = [&](int64_t position) { return descending ? vocab - 1 - position : position; };
   const auto chunk_begin = [&](int thread) { return min(vocab, chunk * thread); };
   uint64_t mine = 0;
+#pragma unroll 8
   for (int64_t position = chunk_begin(threadIdx.x); position < chunk_begin(threadIdx.x + 1); ++position) {
     mine += value(id_at(position));
   }
@@ -250,10 +253,21 @@ __global__ void __launch_bounds__(kSampleThreads)
   }
   // 1. The largest processed value, its first index, and the flag of the raw values.
   FirstMax mine{-INFINITY, vocab, false};
-  for (int64_t i = threadIdx.x; i < vocab; i += kSampleThreads) {
-    mine.unusable |= !(row.raw(i) < INFINITY);
-    const float x = row.value(i);
-    if (x > mine.value || (x == mine.value && mine.index == vocab)) mine = {x, i, mine.unusable};
+  for (int64_t start = threadIdx.x; start < vocab; start += kSampleThreads * kSampleUnroll) {
+    float raw[kSampleUnroll];  // the loads first, in flight together
+#pragma unroll
+    for (int u = 0; u < kSampleUnroll; ++u) {
+      const int64_t i = start + static_cast<int64_t>(kSampleThreads) * u;
+      raw[u] = i < vocab ? row.raw(i) : -INFINITY;
+    }
+#pragma unroll
+    for (int u = 0; u < kSampleUnroll; ++u) {
+      const int64_t i = start + static_cast<int64_t>(kSampleThreads) * u;
+      if (i >= vocab) break;
+      mine.unusable |= !(raw[u] < INFINITY);
+      const float x = row.process(i, raw[u]);
+      if (x > mine.value || (x == mine.value && mine.index == vocab)) mine = {x, i, mine.unusable};
+    }
   }
   mine = kernels::block_first_max<kSampleWarps>(mine, warp_best, vocab);
   if (threadIdx.x == 0) best = mine;
