@@ -25,15 +25,14 @@
 namespace surogate::cuda {
 namespace {
 
+using kernels::FirstMax;
 using kernels::to_float;
 
-constexpr int kSampleThreads = 512;
-constexpr int kSampleWarps = kSampleThreads / 32;
-constexpr int kRadixBins = 256;
-constexpr int kSampleUnroll = 4;  // pass 1's loads in flight per thread
+// ops/sample_tokens.h's codes (the CPU op's constants live where nvcc does not look).
 constexpr int32_t kSkipped = -3, kNothing = -2, kUnusable = -1;
-
-using kernels::FirstMax;
+constexpr int kRadixBins = 256;
+constexpr int kSampleThreads = 512, kSampleWarps = kSampleThreads / 32;
+constexpr int kSampleUnroll = 4;  // pass 1's loads in flight per thread
 
 // The row as the steps see it: processed values, weights relative to the largest, the filters.
 template <typename E>
