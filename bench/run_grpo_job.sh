@@ -22,6 +22,8 @@
 # "carry/wheels"].
 # Env: GRPO_RUNS (qwen3-1.7b:lora qwen3-8b:lora), GRPO_STEPS (4, GRPO_WARMUP 1 of them not timed),
 # GRPO_GENERATIONS (8), GRPO_COMPLETION (512), GRPO_MICRO (16), GRPO_ACCUM (32), PEERS=0,
+# GRPO_GENERATION_BATCH (surogate's grpo.generation_batch_size: completions generated at once;
+# unset: 64),
 # GRPO_DEVICE=cpu (the CPU smoke test: no nvidia-smi, TRL in fp32; SUROGATE_BIN names the binary).
 # Records: $OUT/grpo.jsonl (ours), $OUT/peers.jsonl, and a table with the ratios on stdout.
 set -uo pipefail
@@ -42,6 +44,8 @@ steps="${GRPO_STEPS:-4}" warmup="${GRPO_WARMUP:-1}"
 generations="${GRPO_GENERATIONS:-8}" completion="${GRPO_COMPLETION:-512}"
 micro="${GRPO_MICRO:-16}" accum="${GRPO_ACCUM:-32}"
 per_step=$((micro * accum))
+generation_batch=""
+[[ -n "${GRPO_GENERATION_BATCH:-}" ]] && generation_batch="  generation_batch_size: $GRPO_GENERATION_BATCH"
 prompts=$((per_step / generations * steps + 64))
 if [[ "$device" == cuda ]]; then
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
@@ -90,6 +94,7 @@ grpo:
   beta: 0.0
   loss_type: dapo
   reward_functions: ["rewards.py:correct_answer", "rewards.py:boxed_format"]
+$generation_batch
 per_device_train_batch_size: $micro
 gradient_accumulation_steps: $accum
 max_steps: $steps

@@ -106,6 +106,7 @@ const FieldTable<config::Grpo>& grpo_fields() {
       field("reward_weights", &G::reward_weights),
       field("log_completions", &G::log_completions),
       field("num_completions_to_print", &G::num_completions_to_print),
+      field("generation_batch_size", &G::generation_batch_size),
   };
   return table;
 }

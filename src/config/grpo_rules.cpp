@@ -43,6 +43,9 @@ void validate_grpo(const Config& config) {
                fmt::format("has {} weights for {} reward_functions: give one per function (or none: all 1)",
                            g.reward_weights.size(), g.reward_functions.size()));
   require_grpo(g.num_completions_to_print >= 0, config, "num_completions_to_print", "must be 0 or positive");
+  require_grpo(!g.generation_batch_size || *g.generation_batch_size >= 1, config, "generation_batch_size",
+               fmt::format("must be at least 1: the completions generated at once (got {})",
+                           g.generation_batch_size.value_or(0)));
 }
 
 }  // namespace surogate

@@ -12,11 +12,7 @@
 #include <cstdint>
 #include <cstring>
 
-#if defined(__CUDACC__)
-#define SUROGATE_HOST_DEVICE __host__ __device__
-#else
-#define SUROGATE_HOST_DEVICE
-#endif
+#include "core/host_device.h"
 
 namespace surogate {
 

@@ -121,16 +121,35 @@ void GenerationEngine::step() {
   // Every row that chooses a token this step greedy, with no penalty and no logprobs: the model
   // chooses them where its logits are and returns the ids alone (the same tokens: sampling.h's
   // greedy_choice is choose()'s rule for such a sampler, and a greedy sampler draws nothing).
+  // Else, with no logprobs asked: the sampling op where the logits are (feed_sampled). Logprobs
+  // need the unprocessed distribution: those steps take the logits to the host.
+  const auto choosing = [&](size_t row) {
+    const Running& run = running_[fed_rows[row]];
+    return run.fed + feeds[row].tokens.size() == run.context.size();
+  };
   const bool greedy = std::all_of(fed_rows.begin(), fed_rows.end(), [&](size_t index) {
     const Running& run = running_[index];
     return run.sampler.options().plain_greedy() && !run.sequence.top_logprobs;
   });
+  const bool on_host = std::any_of(fed_rows.begin(), fed_rows.end(),
+                                   [&](size_t index) { return running_[index].sequence.top_logprobs.has_value(); });
+  std::vector<RowChoice> choices;
+  if (!greedy && !on_host) {
+    for (size_t row = 0; row < feeds.size(); ++row) {
+      Running& run = running_[fed_rows[row]];
+      RowChoice choice{RowSampling{.temperature = -1.0f}, run.context};  // a prompt chunk: nothing chosen
+      if (choosing(row)) choice.sampling = run.sampler.take_row();
+      choices.push_back(choice);
+    }
+  }
   const auto started = std::chrono::steady_clock::now();
   std::span<float> logits;
-  std::vector<int32_t> greedy_tokens;
+  std::vector<int32_t> chosen;
   try {
     if (greedy) {
-      greedy_tokens = model_.feed_greedy(feeds);
+      chosen = model_.feed_greedy(feeds);
+    } else if (!on_host) {
+      chosen = model_.feed_sampled(feeds, choices);
     } else {
       logits = model_.feed_in_place(feeds);
     }
@@ -142,18 +161,18 @@ void GenerationEngine::step() {
   (prefill ? stats_.prefill_seconds : stats_.decode_seconds) += seconds;
   if (!prefill) ++stats_.decode_steps;
   const size_t vocab = static_cast<size_t>(model_.vocab_size());
-  // The rows whose prompt is all in choose a token, each with its own sampler: in parallel (a
-  // large vocabulary makes this the host's main cost of a step), the events then in order.
+  // The rows whose prompt is all in choose a token, each with its own sampler (on the host: in
+  // parallel, a large vocabulary makes it the host's main cost of a step), the events then in order.
   std::vector<size_t> sampled;  // feed rows
   for (size_t row = 0; row < feeds.size(); ++row) {
-    Running& run = running_[fed_rows[row]];
-    run.fed += feeds[row].tokens.size();
-    if (run.fed == run.context.size()) sampled.push_back(row);  // else more of its prompt to come
+    if (choosing(row)) sampled.push_back(row);  // else more of its prompt to come
   }
+  for (size_t row = 0; row < feeds.size(); ++row) running_[fed_rows[row]].fed += feeds[row].tokens.size();
   std::vector<TokenEvent> events(sampled.size());
-  if (greedy) {
+  if (!on_host) {
     for (size_t index = 0; index < sampled.size(); ++index) {
-      events[index].token = greedy_tokens[sampled[index]];
+      const int32_t token = chosen[sampled[index]];
+      events[index].token = greedy ? token : TokenSampler::check_choice(token);
       if (events[index].token < 0) fail_unusable_logits();
     }
   } else {
@@ -162,10 +181,8 @@ void GenerationEngine::step() {
       Running& run = running_[fed_rows[row]];
       const std::span<float> row_logits = logits.subspan(row * vocab, vocab);
       TokenEvent& event = events[static_cast<size_t>(index)];
-      std::vector<float> raw;
-      if (run.sequence.top_logprobs) raw.assign(row_logits.begin(), row_logits.end());  // choose() changes them
       event.token = run.sampler.choose(row_logits, run.context);
-      if (run.sequence.top_logprobs) event.logprobs = log_softmax(raw, event.token, *run.sequence.top_logprobs);
+      if (run.sequence.top_logprobs) event.logprobs = log_softmax(row_logits, event.token, *run.sequence.top_logprobs);
     });
   }
   std::vector<bool> finished(running_.size(), false);

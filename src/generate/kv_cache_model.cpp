@@ -17,6 +17,7 @@
 #include "compiler/execution_plan.h"
 #include "core/error.h"
 #include "generate/decode_graph.h"
+#include "generate/device_sampling.h"
 #include "generate/feed_checks.h"
 #include "models/defined_weights.h"
 #include "models/model_eval.h"
@@ -202,6 +203,38 @@ public:
       }
     });
     return tokens;
+  }
+
+  // On CUDA the op runs over each round's logits on the GPU (device_sampling.h); on the CPU the
+  // default's host op over feed_in_place's logits.
+  std::vector<int32_t> feed_sampled(std::span<const SlotFeed> feeds, std::span<const RowChoice> choices) override {
+#if SUROGATE_WITH_CUDA
+    if (cuda_) {
+      check_feeds(feeds, *this);
+      SUROGATE_CHECK(choices.size() == feeds.size(), "feed_sampled: {} choices for {} feeds", choices.size(), feeds.size());
+      std::vector<int32_t> tokens(feeds.size(), 0);
+      feed_rounds(feeds, [&](const DecodePlan& step, const std::vector<RoundRow>& rows, bool) {
+        std::vector<RowSampling> params(static_cast<size_t>(step.rows), RowSampling{.temperature = -1.0f});  // skipped
+        std::vector<std::span<const int32_t>> contexts(static_cast<size_t>(step.rows));
+        bool any = false;
+        for (size_t r = 0; r < rows.size(); ++r) {
+          if (!rows[r].completes) continue;
+          params[r] = choices[rows[r].feed].sampling;
+          contexts[r] = choices[rows[r].feed].context;
+          any = true;
+        }
+        if (!any) return;
+        const std::vector<int32_t> chosen = sampling_.choose(static_cast<runtime::CudaBackend&>(*step.backend), step.logits,
+                                                             step.plan.graph.tensor(step.logits).type.dtype,
+                                                             config_.vocab_size, params, contexts);
+        for (size_t r = 0; r < rows.size(); ++r) {
+          if (rows[r].completes) tokens[rows[r].feed] = chosen[r];
+        }
+      });
+      return tokens;
+    }
+#endif
+    return NextTokenModel::feed_sampled(feeds, choices);
   }
 
   void clear(int64_t slot) override {
@@ -406,6 +439,7 @@ private:
   std::vector<float> round_, logits_;
 #if SUROGATE_WITH_CUDA
   cuda::PinnedHostBuffer<float> pinned_round_;
+  DeviceSampling sampling_;  // feed_sampled's buffers on the GPU
 #endif
   bool time_breakdown_ = false;               // SUROGATE_GENERATE_TIME_BREAKDOWN=1
   std::map<std::string, double> breakdown_;   // "[rows, sequence] op" -> GPU milliseconds

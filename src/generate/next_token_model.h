@@ -13,6 +13,7 @@
 #include <span>
 #include <vector>
 
+#include "core/token_draw.h"
 #include "models/model_definition.h"
 
 namespace surogate::generate {
@@ -28,6 +29,14 @@ struct ModelOptions {
 struct SlotFeed {
   int64_t slot = 0;
   std::vector<int32_t> tokens;  // appended after what the slot holds; at least one
+};
+
+// One feed's sampled choice (NextTokenModel::feed_sampled): the op's options for the row
+// (sampling.h's TokenSampler::take_row; temperature < 0: the feed chooses nothing) and the
+// context its repetition penalty reads.
+struct RowChoice {
+  RowSampling sampling;
+  std::span<const int32_t> context;
 };
 
 class NextTokenModel {
@@ -49,6 +58,12 @@ public:
   // hold NaN or +inf). The KV cache model computes it where its logits are (on the GPU with
   // CUDA: only the ids come back); this default takes it from feed_in_place's logits.
   virtual std::vector<int32_t> feed_greedy(std::span<const SlotFeed> feeds);
+  // Feeds as feed_in_place, returning each feed's choice under choices[i] by ops/sample_tokens.h
+  // (its negative codes included: sampling.h's TokenSampler::check_choice reads them). The KV
+  // cache model on CUDA runs the op on the GPU over its logits in place (only the ids come back);
+  // this default runs it on the host over feed_in_place's logits: the same tokens for the same
+  // logits.
+  virtual std::vector<int32_t> feed_sampled(std::span<const SlotFeed> feeds, std::span<const RowChoice> choices);
   virtual void clear(int64_t slot) = 0;  // the slot then holds nothing
   virtual int64_t held(int64_t slot) const = 0;
   virtual int64_t slots() const = 0;

@@ -1,6 +1,6 @@
-// The processors and the draw of sampling.h. Logits stay float as transformers keeps them (a
-// penalty or a temperature is applied in float); the probabilities the filters and the draw use
-// are computed in double, so nothing depends on the order a sum is taken in.
+// The host processors of sampling.h (the reference) and TokenSampler over ops/sample_tokens.h.
+// Logits stay float as transformers keeps them (a penalty or a temperature is applied in float);
+// the probabilities the host filters use are computed in double.
 #include "generate/sampling.h"
 
 #include <algorithm>
@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "ops/greedy_tokens.h"
+#include "ops/sample_tokens.h"
 
 namespace surogate::generate {
 namespace {
@@ -102,11 +103,6 @@ void apply_min_p(double min_p, std::span<float> logits) {
   }
 }
 
-// A uniform double in [0, 1) from the top 53 bits of one draw: defined by us, not by a library.
-double uniform_unit(std::mt19937_64& engine) {
-  return static_cast<double>(engine() >> 11) * 0x1.0p-53;
-}
-
 }  // namespace
 
 void validate(const SamplingOptions& options) {
@@ -191,31 +187,42 @@ void fail_unusable_logits() {
   fail_user("the model's logits hold NaN or +inf (a diverged model?): no token can be chosen");
 }
 
-TokenSampler::TokenSampler(const SamplingOptions& options, uint64_t seed)
-    : options_(options), engine_(seed) {
+RowSampling row_sampling(const SamplingOptions& options, uint64_t seed, uint32_t draw) {
+  RowSampling row;
+  row.temperature = options.greedy() ? 0.0f : static_cast<float>(options.temperature);
+  row.repetition_penalty = static_cast<float>(options.repetition_penalty);
+  row.top_k = static_cast<int32_t>(std::min<int64_t>(options.top_k, std::numeric_limits<int32_t>::max()));
+  row.top_p = static_cast<float>(options.top_p);
+  row.log_min_p = options.min_p > 0.0 ? static_cast<float>(std::log(options.min_p)) : -std::numeric_limits<float>::infinity();
+  row.draw = draw;
+  row.seed = seed;
+  return row;
+}
+
+TokenSampler::TokenSampler(const SamplingOptions& options, uint64_t seed) : options_(options), seed_(seed) {
   validate(options_);
+}
+
+RowSampling TokenSampler::take_row() {
+  const RowSampling row = row_sampling(options_, seed_, draws_);
+  if (!options_.greedy()) ++draws_;
+  return row;
+}
+
+int32_t TokenSampler::check_choice(int32_t token) {
+  if (token == ops::kUnusableRow) fail_unusable_logits();
+  if (token == ops::kNothingToDraw) fail_user("every logit is -inf: no token can be chosen");
+  SUROGATE_CHECK(token >= 0, "the sampling op returned {}", token);
+  return token;
 }
 
 int32_t TokenSampler::choose(std::span<float> logits, std::span<const int32_t> context) {
   SUROGATE_CHECK(!logits.empty(), "no logits to choose from");
-  // !(x < +inf) holds exactly for NaN and +inf; one flag over the row (a loop that vectorizes).
-  bool unusable = false;
-  for (float logit : logits) unusable |= !(logit < std::numeric_limits<float>::infinity());
-  if (unusable) fail_unusable_logits();
-  process_logits(options_, logits, context);
-  if (options_.greedy()) return argmax(logits);
-  const std::vector<double> probabilities = softmax_probabilities(logits);
-  const double target = uniform_unit(engine_);
-  double cumulative = 0.0;
-  size_t last = logits.size();
-  for (size_t id = 0; id < probabilities.size(); ++id) {
-    if (probabilities[id] == 0.0) continue;
-    cumulative += probabilities[id];
-    last = id;
-    if (target < cumulative) return static_cast<int32_t>(id);
-  }
-  if (last == logits.size()) fail_user("every logit is -inf: no token can be chosen");
-  return static_cast<int32_t>(last);  // the sum fell a rounding short of the draw
+  const RowSampling row = take_row();
+  int32_t token = 0;
+  ops::sample_tokens(logits.data(), 1, static_cast<int64_t>(logits.size()), &row, context.data(),
+                     static_cast<int64_t>(context.size()), &token);
+  return check_choice(token);
 }
 
 Logprobs log_softmax(std::span<const float> logits, int32_t chosen, int64_t top_n) {

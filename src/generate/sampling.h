@@ -1,4 +1,4 @@
-// Choosing the next token from a model's logits, exactly as transformers' generate() does:
+// Choosing the next token from a model's logits, with transformers' generate() semantics:
 //   1. repetition_penalty (always, also when greedy; off at 1): each distinct token of the context
 //      (prompt + tokens generated so far) gets logit < 0 ? logit * penalty : logit / penalty;
 //   2. greedy (do_sample false, or temperature 0 — our CLI's convention): the argmax, the first
@@ -7,22 +7,26 @@
 //      off at 0), top_p (sort ascending, drop tokens whose cumulative probability is <= 1 - top_p,
 //      the most likely token always kept; off at 1), min_p (drop tokens whose probability is
 //      < min_p × the largest probability; off at 0). Filtered tokens get -inf;
-//   3. a draw from the softmax of what is left, with our own std::mt19937_64 stream (a uniform
-//      double from the top 53 bits of one draw, no std::*_distribution, whose output differs
-//      between standard libraries): the same seed and the same logits give the same tokens on
-//      every platform (short of a libm whose exp() differs in the last bit, for a draw that
-//      lands within that of a boundary).
+//   3. a draw from what is left: ops/sample_tokens.h, the op a model runs where its logits are
+//      (on the GPU with CUDA), with integer weights (probabilities in units of 2^-40 of the most
+//      likely token's) and the counter-based Philox stream of core/token_draw.h: draw n of a
+//      sequence is a pure function of (seed, n), so the same seed and the same logits give the
+//      same tokens on the CPU and on CUDA, on every platform. top_p and min_p are read as floats.
+//      (Until this op, the draw was std::mt19937_64's over double probabilities on the host: the
+//      tokens of a seed changed once with it.)
+// process_logits (steps 1-2 on the host, in double) is the reference the op's filters are tested
+// against, and what generate_sampling_probe compares with transformers.
 //
 //   TokenSampler sampler(options, seed);             // validates the options (UserError)
-//   std::vector<float> raw = logits;                 // only for logprobs: choose() changes logits
-//   int32_t next = sampler.choose(logits, context);
-//   Logprobs logprobs = log_softmax(raw, next, 5);   // the unprocessed distribution's
+//   int32_t next = sampler.choose(logits, context);   // draw n, then n + 1, ...
+//   Logprobs logprobs = log_softmax(logits, next, 5); // the unprocessed distribution's
 #pragma once
 
 #include <cstdint>
-#include <random>
 #include <span>
 #include <vector>
+
+#include "core/token_draw.h"
 
 namespace surogate::generate {
 
@@ -55,22 +59,34 @@ void process_logits(const SamplingOptions& options, std::span<float> logits,
 // softmax(logits) in double; -inf logits get probability 0.
 std::vector<double> softmax_probabilities(std::span<const float> logits);
 
+// The op's reading of `options` for draw `draw` of the stream `seed` (ops/sample_tokens.h):
+// temperature 0 when greedy(), log_min_p -inf when min_p is 0.
+RowSampling row_sampling(const SamplingOptions& options, uint64_t seed, uint32_t draw);
+
 class TokenSampler {
  public:
-  // Validates `options` (UserError); `seed` starts the random stream of this sampler.
+  // Validates `options` (UserError); `seed` names the random stream of this sampler.
   TokenSampler(const SamplingOptions& options, uint64_t seed);
 
-  // The next token: process_logits (the logits are overwritten with the processed ones), then the
-  // argmax when greedy, else a draw, which takes exactly one number of the stream (greedy takes
-  // none). `context` is the prompt plus the tokens generated so far. UserError when the logits
-  // hold NaN or +inf, or nothing is left to draw (every logit -inf).
+  // The next token, by ops::sample_tokens on the host (the logits are left as they are): the
+  // argmax when greedy, else the draw of index draws(), after which draws() grows by one (greedy
+  // takes none). `context` is the prompt plus the tokens generated so far. UserError when the
+  // logits hold NaN or +inf, or nothing is left to draw (every logit -inf).
   int32_t choose(std::span<float> logits, std::span<const int32_t> context);
 
+  // What a model that samples where its logits are (NextTokenModel::feed_sampled) needs for this
+  // sampler's next choice, which then counts as made (draws() grows unless greedy).
+  RowSampling take_row();
+  // check_choice: the op's token, or the UserError of its negative codes.
+  static int32_t check_choice(int32_t token);
+
   const SamplingOptions& options() const { return options_; }
+  uint32_t draws() const { return draws_; }
 
  private:
   SamplingOptions options_;
-  std::mt19937_64 engine_;  // fully specified by the standard: the same stream everywhere
+  uint64_t seed_ = 0;
+  uint32_t draws_ = 0;  // the index of the next draw in the stream
 };
 
 // The first index of the largest logit (NaN is never the largest).

@@ -1,6 +1,7 @@
 // CUDA binders of the generation ops: cached_attention (ops/defs/cached_attention_def.cpp) over
-// cuda/kernels/cached_attention.h, on BF16, F16 or F32 graphs, and greedy_tokens
-// (ops/defs/greedy_tokens_def.cpp) over cuda/kernels/greedy_tokens.h. The op writes its k_cache / v_cache
+// cuda/kernels/cached_attention.h, on BF16, F16 or F32 graphs, greedy_tokens
+// (ops/defs/greedy_tokens_def.cpp) over cuda/kernels/greedy_tokens.h and sample_tokens
+// (ops/defs/sample_tokens_def.cpp) over cuda/kernels/sample_tokens.h. The attention op writes its k_cache / v_cache
 // INPUTS in place (the new tokens' keys and values are appended before attending); the plan gives
 // them a persistent home (generate/decode_graph.h). The split kernel's fp32 partials live in the
 // shared scratch; the split count is fixed at load time from the shape and the GPU's SM count, so
@@ -12,6 +13,7 @@
 
 #include "cuda/kernels/cached_attention.h"
 #include "cuda/kernels/greedy_tokens.h"
+#include "cuda/kernels/sample_tokens.h"
 #include "runtime/cuda_bind_checks.h"
 #include "runtime/cuda_op_table.h"
 
@@ -97,11 +99,29 @@ CudaKernel bind_greedy_tokens(const CudaBindContext& ctx) {
   return by_element_type(ctx.inputs[0].dtype, [&]<typename T>() { return bind_greedy_tokens_typed<T>(ctx); });
 }
 
+// sample_tokens (logits [..., V], params I32 [..., 8], context I32 [..., C]) -> tokens I32 [...].
+template <typename T>
+CudaKernel bind_sample_tokens_typed(const CudaBindContext& ctx) {
+  expect_in(ctx, 0, cached_dtype<T>());
+  expect_out(ctx, 0, DType::I32);
+  const int64_t vocab = last(ctx.inputs[0]), rows = ctx.inputs[0].numel() / vocab, width = last(ctx.inputs[2]);
+  return [=](const CudaKernelArgs& args) {
+    cuda::sample_tokens(args.outputs[0].as<int32_t>(), args.inputs[0].as<const T>(), rows, vocab,
+                        reinterpret_cast<const RowSampling*>(args.inputs[1].as<const int32_t>()),
+                        args.inputs[2].as<const int32_t>(), width, args.stream);
+  };
+}
+CudaKernel bind_sample_tokens(const CudaBindContext& ctx) {
+  if (ctx.inputs[0].dtype == DType::F32) return bind_sample_tokens_typed<float>(ctx);
+  return by_element_type(ctx.inputs[0].dtype, [&]<typename T>() { return bind_sample_tokens_typed<T>(ctx); });
+}
+
 }  // namespace
 
 void register_generation_cuda_ops(CudaOpTable& table) {
   table.add("cached_attention", bind_cached_attention);
   table.add("greedy_tokens", bind_greedy_tokens);
+  table.add("sample_tokens", bind_sample_tokens);
 }
 
 }  // namespace surogate::runtime

@@ -270,9 +270,10 @@ void add_rollout_prediction(const Config& config, const io::ModelConfig& model, 
   const bool cuda = target.backend == TrainingBackend::Cuda;
   prediction.rollout = fmt::format(
       "rollouts: a KV cache of {} completions at once (per_device_train_batch_size × gradient_accumulation_steps, at "
-      "most {}) × {} tokens (grpo.max_prompt_length {} + grpo.max_completion_length {}) × {} layers × {} KV heads × "
+      "most {}{}) × {} tokens (grpo.max_prompt_length {} + grpo.max_completion_length {}) × {} layers × {} KV heads × "
       "{} × {} (keys and values), beside the trainer's weights{}",
-      slots, kGrpoRolloutSlots, tokens, config.grpo.max_prompt_length, config.grpo.max_completion_length,
+      slots, config.grpo.generation_batch_size.value_or(kGrpoRolloutSlots),
+      config.grpo.generation_batch_size ? ", grpo.generation_batch_size" : "", tokens, config.grpo.max_prompt_length, config.grpo.max_completion_length,
       model.num_hidden_layers, model.num_key_value_heads, model.head_dim, cuda ? "bf16" : "fp32",
       prediction.ranks > 1 || prediction.gpus > 1 ? ", on every rank" : "");
 }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "generate/sampling.h"
+#include "ops/sample_tokens.h"
 #include "user_error_of.h"
 
 namespace surogate::generate {
@@ -199,21 +200,65 @@ TEST(Sampling, GreedyChoiceIsChooseOfAPlainGreedySampler) {
   EXPECT_TRUE(options.plain_greedy());
 }
 
-// The draw as sampling.h defines it: u from the top 53 bits of std::mt19937_64(seed), the first
-// token whose cumulative probability (in id order) exceeds u.
-TEST(Sampling, TheDrawIsTheDocumentedInverseCdfOfTheSeededStream) {
+// The draw as sampling.h defines it: ops::sample_tokens with row_sampling(options, seed, n) for
+// the n-th draw (the op's own test pins the inverse CDF over its integer weights).
+TEST(Sampling, TheDrawIsTheOpsDrawOfTheSeededStream) {
   const std::vector<float> given{std::log(0.1f), -kInf, std::log(0.2f), std::log(0.3f),
                                  std::log(0.4f)};
-  const std::vector<double> probabilities = softmax_probabilities(given);
-  std::mt19937_64 engine(1234);
   TokenSampler sampler(sampling(), 1234);
-  for (int draw = 0; draw < 200; ++draw) {
-    const double u = static_cast<double>(engine() >> 11) / 9007199254740992.0;
-    int32_t expected = 0;
-    for (double cumulative = probabilities[0]; !(u < cumulative);)
-      cumulative += probabilities[++expected];
+  for (uint32_t draw = 0; draw < 200; ++draw) {
+    const RowSampling row = row_sampling(sampling(), 1234, draw);
+    int32_t expected = -5;
+    ops::sample_tokens(given.data(), 1, 5, &row, nullptr, 0, &expected);
     std::vector<float> logits = given;
-    ASSERT_EQ(sampler.choose(logits, {}), expected) << "draw " << draw << ", u " << u;
+    ASSERT_EQ(sampler.choose(logits, {}), expected) << "draw " << draw;
+    EXPECT_EQ(logits, given);  // left as they are
+    EXPECT_EQ(sampler.draws(), draw + 1);
+  }
+}
+
+// The op's filters keep what process_logits keeps (tokens below 2^-40 of the most likely one's
+// probability aside: the op gives them weight 0), and its weights are process_logits'
+// probabilities to 1e-6.
+TEST(Sampling, TheOpsFiltersKeepWhatProcessLogitsKeeps) {
+  std::mt19937 random(17);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  struct Case {
+    double temperature;
+    int64_t top_k;
+    double top_p, min_p, penalty;
+  };
+  const std::vector<Case> cases = {{1.0, 0, 1.0, 0.0, 1.0},   {0.7, 200, 1.0, 0.0, 1.0}, {1.3, 0, 0.9, 0.0, 1.0},
+                                   {1.0, 0, 1.0, 0.05, 1.0},  {0.8, 50, 0.8, 0.02, 1.3}, {2.0, 3000, 0.5, 0.0, 0.7},
+                                   {0.5, 1, 1.0, 0.0, 1.0},   {1.0, 0, 0.01, 0.0, 1.0},  {1.0, 0, 1.0, 1.0, 1.0}};
+  for (size_t c = 0; c < cases.size(); ++c) {
+    SamplingOptions options = sampling();
+    options.temperature = cases[c].temperature;
+    options.top_k = cases[c].top_k;
+    options.top_p = cases[c].top_p;
+    options.min_p = cases[c].min_p;
+    options.repetition_penalty = cases[c].penalty;
+    std::vector<float> logits(3000);
+    for (float& logit : logits) logit = normal(random);
+    logits[11] = -kInf;
+    const std::vector<int32_t> context{5, 9, 9, 2999, 40};
+    const std::vector<float> host = processed(options, logits, context);
+    const std::vector<double> probabilities = softmax_probabilities(host);
+    const RowSampling row = row_sampling(options, 0, 0);
+    std::vector<float> values(logits.size());
+    for (size_t i = 0; i < logits.size(); ++i) {
+      const bool in_context = std::find(context.begin(), context.end(), static_cast<int32_t>(i)) != context.end();
+      values[i] = processed_logit(logits[i], in_context, row.repetition_penalty, row.temperature);
+    }
+    const std::vector<uint64_t> weights = ops::kept_weights(values, row);
+    double total = 0.0;
+    for (uint64_t weight : weights) total += static_cast<double>(weight);
+    const double largest = *std::max_element(values.begin(), values.end());
+    for (size_t i = 0; i < logits.size(); ++i) {
+      if (std::exp(static_cast<double>(values[i]) - largest) < 0x1.01p-40) continue;  // below the op's unit
+      EXPECT_EQ(weights[i] > 0, host[i] != -kInf) << "case " << c << ", token " << i;
+      EXPECT_NEAR(static_cast<double>(weights[i]) / total, probabilities[i], 1e-6) << "case " << c << ", token " << i;
+    }
   }
 }
 

@@ -1,6 +1,6 @@
 """`surogate grpo --dry-run` plans the rollout model with training (train/objective/grpo_rollout_model.h):
 the KV cache of the completions generated at once — per_device_train_batch_size ×
-gradient_accumulation_steps, at most 64 — each of max_prompt_length + max_completion_length
+gradient_accumulation_steps, at most 64 or grpo.generation_batch_size — each of max_prompt_length + max_completion_length
 tokens, K and V for every layer, KV head and head dimension in the graph's dtype, and the decode
 plans' activations, both in the predicted peak; a run whose KV cache does not fit is told which
 options shrink it. A Qwen3-1.7B shape (config only: a dry run loads no weights), the CUDA backend's
@@ -13,7 +13,7 @@ from test_memory_prediction import QWEN3_1_7B, gib
 from tiny_model import write_model
 
 
-def write_grpo_job(tmp_path, max_completion_length, batch=4, accumulation=4, lora=True):
+def write_grpo_job(tmp_path, max_completion_length, batch=4, accumulation=4, lora=True, extra=""):
     model = write_model(tmp_path / "model", vocab_size=151936)
     config = json.loads((model / "config.json").read_text())
     config.update(QWEN3_1_7B)
@@ -35,7 +35,7 @@ grpo:
   max_prompt_length: 512
   max_completion_length: {max_completion_length}
   reward_functions: [exact_match]
-""")
+{extra}""")
     return job
 
 
@@ -78,6 +78,24 @@ def test_the_slots_stop_at_64_completions(surogate_bin, tmp_path):
                        "--gpu-memory", "80GiB").stdout
     cache = gib(out, "rollout KV cache (64 × 640 tokens)")
     assert abs(cache - kv_cache_bytes(64, 640) / 2**30) < 0.005, out
+
+
+def test_generation_batch_size_sets_the_slots(surogate_bin, tmp_path):
+    # 16 × 8 = 128 completions a step: all at once with generation_batch_size 128 (one wave), 32
+    # with 32 (four waves); the cache and the line follow.
+    for size in (128, 32):
+        job = write_grpo_job(tmp_path, 128, batch=16, accumulation=8, extra=f"  generation_batch_size: {size}\n")
+        result = run_surogate(surogate_bin, "grpo", job, "--dry-run", "--gpu-memory", "80GiB")
+        assert result.returncode == 0, result.stderr
+        out = result.stdout
+        cache = gib(out, f"rollout KV cache ({size} × 640 tokens)")
+        assert abs(cache - kv_cache_bytes(size, 640) / 2**30) < 0.005, out
+        assert f"a KV cache of {size} completions at once" in out
+        assert f"at most {size}, grpo.generation_batch_size)" in out
+    job = write_grpo_job(tmp_path, 128, extra="  generation_batch_size: 0\n")
+    refused = run_surogate(surogate_bin, "grpo", job, "--dry-run", "--gpu-memory", "80GiB")
+    assert refused.returncode == 2
+    assert "grpo.generation_batch_size" in refused.stderr and "must be at least 1" in refused.stderr
 
 
 def test_a_kv_cache_that_does_not_fit_names_its_levers(surogate_bin, tmp_path):

@@ -5,6 +5,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+
+#include "core/token_draw.h"
 
 namespace surogate::testing {
 namespace {
@@ -50,6 +53,13 @@ InputValues labels() {
     values[count / 2] = -100;
     return values;
   };
+}
+
+// The 8 I32 words of a RowSampling (sample_tokens' params), floats by their bits.
+InputValues row_sampling_words(const RowSampling& row) {
+  int32_t words[kRowSamplingWords];
+  std::memcpy(words, &row, sizeof(words));
+  return fixed(std::vector<double>(words, words + kRowSamplingWords));
 }
 
 // E4M3 byte codes of finite values: any sign and mantissa, exponent fields 0..11 (magnitudes
@@ -265,6 +275,12 @@ std::vector<SingleOpCase> make_cases() {
       {"linear_swiglu",
        {x, TensorType{kBf16, {kOut, kChannels}}, TensorType{kBf16, {kOut, kChannels}}, TensorType{kBf16, {kRows, kOut}}},
        {{"addends", {0, 1}}}},
+      // Generation's sampled choice: the same token on both backends (every option on; the
+      // context ids include -1 and ids past the vocabulary, which are ignored).
+      {"sample_tokens",
+       {TensorType{kBf16, {kRows, kVocab}}, TensorType{kI32, {kRows, kRowSamplingWords}}, TensorType{kI32, {kRows, 5}}},
+       {},
+       {uniform(-4, 4), row_sampling_words({0.7f, 1.3f, 40, 0.9f, std::log(0.01f), 5, 77}), integers(-1, kVocab + 4)}},
       // Output 1, logsumexp, is backend-private: the CUDA loss ops write it as zeros (their backward
       // recomputes it, runtime/cuda_loss_ops.cpp), so only the loss and the gradients are compared.
       {"lm_head_loss", {hidden, head, targets, scalar}, {}, {unit, unit, labels(), fixed({0.25})}, {1}},

@@ -29,6 +29,9 @@ struct Grpo {
   std::vector<double> reward_weights;         // one per function; empty: all 1
   bool log_completions = false;               // a few sampled completions per step to the log
   int64_t num_completions_to_print = 2;       // how many, with log_completions
+  // Completions generated at once (the rollout model's KV cache slots); unset: the step's
+  // completions, at most 64. A step with more completions runs them in waves.
+  std::optional<int64_t> generation_batch_size;
   // Not an option: set by `surogate grpo` (the GRPO objective, train/objective/grpo_objective.h).
   bool enabled = false;
   std::string config_dir;  // not an option: the config file's folder (relative reward files start there)

@@ -13,6 +13,7 @@
 
 #include "cuda/cuda_check.h"
 #include "cuda/kernels/element_type.cuh"
+#include "cuda/kernels/first_max.cuh"
 
 namespace surogate::cuda {
 namespace {
@@ -24,23 +25,9 @@ constexpr int kGreedyWarps = kGreedyThreads / 32;
 constexpr int kGreedyClusterBlocks = 8;
 constexpr int kGreedyUnroll = 4;  // loads in flight per thread
 
-struct Candidate {
-  float value;
-  int64_t index;
-  bool unusable;
-};
-
-__device__ __forceinline__ Candidate better(Candidate a, Candidate b) {
-  const bool take_b = b.value > a.value || (b.value == a.value && b.index < a.index);
-  Candidate out = take_b ? b : a;
-  out.unusable = a.unusable || b.unusable;
-  return out;
-}
-
-__device__ __forceinline__ Candidate shuffle_down(Candidate c, int offset) {
-  return {__shfl_down_sync(0xffffffffu, c.value, offset), __shfl_down_sync(0xffffffffu, c.index, offset),
-          __shfl_down_sync(0xffffffffu, static_cast<int>(c.unusable), offset) != 0};
-}
+using Candidate = kernels::FirstMax;
+using kernels::better_first_max;
+using kernels::shuffle_first_max;
 
 // The first maximum of row[begin, end) in the block: thread 0's return value (the others' is partial).
 template <typename E>
@@ -67,14 +54,7 @@ __device__ Candidate block_candidate(const E* row, int64_t begin, int64_t end, i
       }
     }
   }
-  for (int offset = 16; offset > 0; offset /= 2) mine = better(mine, shuffle_down(mine, offset));
-  if (threadIdx.x % 32 == 0) warp_best[threadIdx.x / 32] = mine;
-  __syncthreads();
-  if (threadIdx.x < 32) {
-    mine = threadIdx.x < kGreedyWarps ? warp_best[threadIdx.x] : Candidate{-INFINITY, vocab, false};
-    for (int offset = 16; offset > 0; offset /= 2) mine = better(mine, shuffle_down(mine, offset));
-  }
-  return mine;
+  return kernels::block_first_max<kGreedyWarps>(mine, warp_best, vocab);
 }
 
 template <typename E>
@@ -101,7 +81,7 @@ __global__ void __launch_bounds__(kGreedyThreads)
     Candidate mine = threadIdx.x < kGreedyClusterBlocks
                          ? *cluster.map_shared_rank(&cluster_best, static_cast<unsigned>(threadIdx.x))
                          : Candidate{-INFINITY, vocab, false};
-    for (int offset = 16; offset > 0; offset /= 2) mine = better(mine, shuffle_down(mine, offset));
+    for (int offset = 16; offset > 0; offset /= 2) mine = better_first_max(mine, shuffle_first_max(mine, offset));
     if (threadIdx.x == 0) tokens[blockIdx.y] = mine.unusable ? -1 : static_cast<int32_t>(mine.index);
   }
   cluster.sync();  // block 0 has read the others' shared memory before they exit

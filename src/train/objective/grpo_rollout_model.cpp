@@ -14,7 +14,7 @@ int64_t grpo_row_length(const Config& config) {
 int64_t grpo_rollout_slots(const Config& config) {
   const int64_t completions =
       config.schedule.per_device_train_batch_size * std::max<int64_t>(1, config.schedule.gradient_accumulation_steps);
-  return std::min(completions, kGrpoRolloutSlots);
+  return std::min(completions, config.grpo.generation_batch_size.value_or(kGrpoRolloutSlots));
 }
 
 generate::ModelOptions grpo_rollout_model_options(const Config& config, bool cuda) {

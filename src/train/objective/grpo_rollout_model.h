@@ -2,7 +2,8 @@
 // reading the trainer's weights in place, generate/kv_cache_model.h) and as the training plan
 // counts it before anything loads (training_plan.cpp, so the recompute choice and `--dry-run`
 // leave it room): one KV cache slot per completion generated at once — the step's completions
-// (per_device_train_batch_size × gradient_accumulation_steps), at most kGrpoRolloutSlots — each
+// (per_device_train_batch_size × gradient_accumulation_steps), at most grpo.generation_batch_size
+// (unset: kGrpoRolloutSlots) — each
 // holding max_prompt_length + max_completion_length tokens, and the decode and prefill plans'
 // activations. Every data-parallel rank holds its own.
 #pragma once
@@ -17,13 +18,14 @@
 
 namespace surogate::train {
 
-// The most completions generated at once (KV cache slots); a step with more runs them in waves.
+// The most completions generated at once (KV cache slots) unless grpo.generation_batch_size says
+// otherwise; a step with more runs them in waves.
 inline constexpr int64_t kGrpoRolloutSlots = 64;
 
 // The tokens of a GRPO row: the prompt's and the completion's at most.
 int64_t grpo_row_length(const Config& config);
 
-// The slots: the step's completions, at most kGrpoRolloutSlots.
+// The slots: the step's completions, at most grpo.generation_batch_size (unset: kGrpoRolloutSlots).
 int64_t grpo_rollout_slots(const Config& config);
 
 // The rollout model's options on the CUDA backend (bf16) or the CPU's (fp32).
