@@ -1,6 +1,7 @@
 // The feature-support table's rows of `surogate grpo` (train/objective/grpo_objective.h): what this
-// version runs — one device, beta 0 with full fine-tuning — and what it refuses, each naming its option. Kept apart from
-// feature_support.cpp (its size); the table calls add_grpo_rows in its order.
+// version runs — one device or data-parallel ranks of one process (ZeRO-1/2), beta 0 with full
+// fine-tuning — and what it refuses, each naming its option. Kept apart from feature_support.cpp
+// (its size); the table calls add_grpo_rows in its order.
 #include <algorithm>
 #include <functional>
 #include <string>
@@ -93,8 +94,9 @@ void add_grpo_rows(std::vector<SupportRow>& rows) {
       },
       "per_device_train_batch_size",
       [](const Config& c) {
-        return fmt::format("× gradient_accumulation_steps ({} × {}) counts the completions of a step and must be a "
-                           "multiple of grpo.num_generations ({}), as in TRL",
+        return fmt::format("× gradient_accumulation_steps ({} × {}) counts the completions a rank samples each "
+                           "step and must be a multiple of grpo.num_generations ({}): each rank samples whole "
+                           "groups (TRL asks it of the whole step's completions only)",
                            c.schedule.per_device_train_batch_size, c.schedule.gradient_accumulation_steps,
                            c.grpo.num_generations);
       }));
@@ -117,14 +119,42 @@ void add_grpo_rows(std::vector<SupportRow>& rows) {
       "surogate grpo with offload_quants", true, [](const Config& c) { return c.offload.offload_quants; },
       "offload_quants", says("keeps the quantized base in host memory, gathered a layer at a time for training; the "
                              "rollouts read the base in place on the device: remove it")));
-  rows.push_back({"surogate grpo on several ranks", SupportStage::Device, SupportBackend::Any,
+  // Data-parallel ranks of one process (ZeRO-1/2) run: each rank samples its share of the prompts
+  // on its own replica's weights (train/objective/grpo_rank_models.h). Device rows: judged once the
+  // layout is known.
+  rows.push_back({"surogate grpo with sequence or pipeline parallelism", SupportStage::Device, SupportBackend::Any,
                   [](const Config& c, const RunShape& s) {
-                    return c.grpo.enabled && (s.several_ranks() || s.spans_processes() || s.data_parallel_device);
+                    return c.grpo.enabled && (s.sequence_size > 1 || s.pipeline_size > 1);
                   },
                   [](const Config& c, const RunShape& s) {
-                    return fmt::format("{}: `surogate grpo` trains on one device in this version (rollouts and "
-                                       "rewards run in this process); this run would use {}. Set gpus: 1",
-                                       c.sources.of("gpus"), s.layout_description);
+                    const bool sequence = s.sequence_size > 1;
+                    const char* key = sequence ? "sequence_parallel_size" : "pipeline_parallel_size";
+                    return fmt::format("{}: {}: {} is not run by `surogate grpo` in this version, which runs data "
+                                       "parallelism only (a rank's rollouts read the whole model on its device); this "
+                                       "run would use {}. Set sequence_parallel_size: 1 and pipeline_parallel_size: 1",
+                                       c.sources.of(key), key, sequence ? s.sequence_size : s.pipeline_size,
+                                       s.layout_description);
+                  }});
+  rows.push_back({"surogate grpo with sharded weights", SupportStage::Device, SupportBackend::Any,
+                  [](const Config& c, const RunShape& s) {
+                    return c.grpo.enabled && (c.parallel.zero_level >= 3 || c.parallel.shard_weights) &&
+                           (s.several_ranks() || s.data_parallel_device);
+                  },
+                  [](const Config& c, const RunShape&) {
+                    const char* key = c.parallel.zero_level >= 3 ? "zero_level" : "shard_weights";
+                    return fmt::format("{}: option '{}' shards the weights over the ranks (ZeRO-3), and the rollouts "
+                                       "of `surogate grpo` read the whole model in place on each rank (no rank holds "
+                                       "it); use zero_level 1 or 2",
+                                       c.sources.of(key), key);
+                  }});
+  rows.push_back({"surogate grpo over several processes", SupportStage::Device, SupportBackend::Any,
+                  [](const Config& c, const RunShape& s) { return c.grpo.enabled && s.spans_processes(); },
+                  [](const Config& c, const RunShape& s) {
+                    return fmt::format("{}: `surogate grpo` runs its data-parallel ranks as threads of one process in "
+                                       "this version (the rewards and advantages of every rank's completions are "
+                                       "computed where the ranks run); a launcher or Ray started {} processes. Start "
+                                       "one process with gpus: {}",
+                                       c.sources.of("gpus"), s.processes, s.world_size);
                   }});
 }
 

@@ -463,6 +463,24 @@ TEST(FeatureSupport, AValidGrpoRunOnOneDevicePassesEveryStage) {
   }
 }
 
+// `surogate grpo` on data-parallel ranks of one process (ZeRO-1/2, CPU threads or GPUs) runs; ZeRO-3
+// on one rank without the data-parallel device too (the single device holds every weight).
+TEST(FeatureSupport, GrpoOnDataParallelRanksOfOneProcessPasses) {
+  for (const int64_t zero : {1, 2, 3}) {
+    Config config = valid_config();
+    make_grpo(config);
+    config.parallel.zero_level = zero;
+    for (RunShape shape : {cpu(), cuda(2)}) {
+      shape.world_size = zero == 3 ? 1 : 2;
+      shape.data_parallel_device = zero != 3;
+      for (const SupportStage stage : {SupportStage::Backend, SupportStage::Device}) {
+        const SupportRow* row = first_refusal(config, stage, shape);
+        EXPECT_EQ(row, nullptr) << zero << ": " << row->name;
+      }
+    }
+  }
+}
+
 // The rollouts read QLoRA's quantized base and fp8_hybrid's FP8 weights in place (tests/python/test_grpo_quantized.py).
 TEST(FeatureSupport, GrpoWithQloraOrFp8RunsOnOneDevice) {
   for (int variant = 0; variant < 4; ++variant) {

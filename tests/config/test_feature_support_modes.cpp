@@ -154,13 +154,29 @@ std::vector<RowCase> training_mode_row_cases() {
          s = cuda();
        },
        "option 'offload_quants' keeps the quantized base in host memory"},
-      {"surogate grpo on several ranks", S::Device,
+      {"surogate grpo with sequence or pipeline parallelism", S::Device,
        [](Config& c, RunShape& s) {
          make_grpo(c);
+         s = cpu();
+         s.world_size = s.pipeline_size = 2;
+       },
+       "pipeline_parallel_size: 2 is not run by `surogate grpo` in this version"},
+      {"surogate grpo with sharded weights", S::Device,
+       [](Config& c, RunShape& s) {
+         make_grpo(c);
+         c.parallel.zero_level = 3;
          s = cuda(2);
          s.data_parallel_device = true;
        },
-       "`surogate grpo` trains on one device in this version"},
+       "option 'zero_level' shards the weights over the ranks (ZeRO-3), and the rollouts"},
+      {"surogate grpo over several processes", S::Device,
+       [](Config& c, RunShape& s) {
+         make_grpo(c);
+         s = cuda(2);
+         s.processes = 2;
+         s.data_parallel_device = true;
+       },
+       "`surogate grpo` runs its data-parallel ranks as threads of one process in this version"},
   };
 }
 

@@ -29,6 +29,12 @@ std::vector<float> TrainingDevice::read_output(graph::TensorId) {
   return {};
 }
 
+void TrainingDevice::on_weight_ranks(const std::function<void(int, const runtime::Backend&)>& work) {
+  const runtime::Backend* backend = weights_backend();
+  SUROGATE_CHECK(backend != nullptr, "a device whose weights one backend holds");
+  work(0, *backend);
+}
+
 void TrainingDevice::keep_micro_batch_outputs() {
   if (kept_tensors_.empty()) return;
   KeptOutputs outputs;

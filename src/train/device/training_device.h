@@ -20,6 +20,7 @@
 // ranks train (takes_micro_batch), and window_totals() adds up the whole window's counts.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -114,6 +115,15 @@ public:
   // rollouts: generate/kv_cache_model.h's open_kv_cache_on_weights); null when no single backend
   // of this process holds them all.
   virtual const runtime::Backend* weights_backend() const { return nullptr; }
+  // The ranks of this process whose backend each holds every weight of the plan (GRPO's rollouts
+  // on every rank): 1 on a single device with a weights_backend(), a data-parallel device's local
+  // replicas (ZeRO-1/2: identical weights after every step), else 0 (ZeRO-3's shards, pipeline
+  // stages, sequence slices).
+  virtual int weight_ranks() const { return weights_backend() != nullptr ? 1 : 0; }
+  // work(rank, backend) for each of weight_ranks() at once, each on the rank's own thread (its GPU
+  // current) with the backend holding its weights, the last update's writes finished; returns when
+  // all have, rethrowing the first error. A single device: on this thread.
+  virtual void on_weight_ranks(const std::function<void(int rank, const runtime::Backend& weights)>& work);
 
   virtual void accumulate(std::span<const runtime::InputBinding> inputs) = 0;
   // A forward output of the last micro-batch accumulate() ran (an F32 tensor the plan marks as an

@@ -75,18 +75,18 @@ void GrpoObjective::prepare(const ObjectiveContext& context) {
   if (rollout_.eos_ids.empty() && tokenizer_->eos_token_id()) rollout_.eos_ids = {*tokenizer_->eos_token_id()};
   // Loaded before the first rollout: a missing file or function stops the run now.
   rewards_ = std::make_unique<rl::RewardFunctions>(grpo.reward_functions, std::filesystem::path(grpo.config_dir));
-  const runtime::Backend* backend = context.device->weights_backend();
-  SUROGATE_CHECK(backend != nullptr, "surogate grpo runs on a device whose weights one backend holds");
   // Read as the trainer holds them: the adapter live, the base bf16 or quantized (grpo_rollout_model.h).
   const generate::WeightForms forms = grpo_weight_forms(
       config_, models::load_model_config(model_dir, model_definition(config_.model, config_.sources)),
       context.lora != nullptr ? &context.lora->options : nullptr);
-  generate::LoadedWeights weights{context.plan, backend, forms.lora, forms.qlora, forms.fp8};
+  generate::LoadedWeights weights{context.plan, nullptr, forms.lora, forms.qlora, forms.fp8};
   const int64_t completions = config_.schedule.per_device_train_batch_size *
                               std::max<int64_t>(1, config_.schedule.gradient_accumulation_steps);
   // The shape the training plan counted (grpo_rollout_model.h).
   const generate::ModelOptions options = grpo_rollout_model_options(config_, context.cuda);
-  model_ = generate::open_kv_cache_on_weights(weights, model_dir, options);
+  models_ = std::make_unique<GrpoRankModels>(*context.device, weights, model_dir, options);
+  SUROGATE_CHECK(models_->ranks() == context.device->data_parallel_ranks(),
+                 "a rollout model on each of the {} data-parallel ranks", context.device->data_parallel_ranks());
   seeds_ = context.saved_state.is_object() && context.saved_state.contains("rollout_seeds")
                ? rl::RolloutSeeds::from_json(context.saved_state["rollout_seeds"], "trainer_state.json objective")
                : rl::RolloutSeeds(static_cast<uint64_t>(config_.data.train_seed));
@@ -120,12 +120,12 @@ void GrpoObjective::prepare_iterations(const generate::ModelOptions& options, co
   if (grpo.beta != 0.0) {
     // The reference is the base: the same weights read in place (quantized as the trainer holds
     // them) without the adapter.
-    reference_ = generate::open_kv_cache_on_weights(
-        {context_.plan, context_.device->weights_backend(), std::nullopt, forms.qlora, forms.fp8},
+    references_ = std::make_unique<GrpoRankModels>(
+        *context_.device, generate::LoadedWeights{context_.plan, nullptr, std::nullopt, forms.qlora, forms.fp8},
         config_.model.name_or_path, options);
     settings.reference = [this](const GrpoGeneration& generation) {
-      return reference_token_logps(*reference_, generation.prompts, generation.completions,
-                                   config_.grpo.max_completion_length, config_.grpo.temperature);
+      return rank_reference_logps(*references_, generation, config_.schedule.per_device_train_batch_size,
+                                  config_.grpo.max_completion_length, config_.grpo.temperature);
     };
   }
   const nlohmann::json& saved = context_.saved_state;
@@ -164,11 +164,9 @@ void GrpoObjective::make_window(data::DataLoader& loader, std::span<data::Packed
     rows.push_back(&prompts_.rows.at(static_cast<size_t>(one.rows.at(0))));
     prompt_ids.push_back(rows.back()->prompt_ids);
   }
-  // Rollouts with the current weights: every slot cleared (they hold the keys of older weights).
-  for (int64_t slot = 0; slot < model_->slots(); ++slot) model_->clear(slot);
+  // Rollouts with the current weights, each rank its share of the prompts.
   generate::GenerationStats stats;
-  const std::vector<rl::Rollout> rollouts =
-      rl::generate_groups(*model_, prompt_ids, rollout_, seeds_, &*tokenizer_, &stats);
+  const std::vector<rl::Rollout> rollouts = models_->generate(prompt_ids, rollout_, seeds_, &*tokenizer_, &stats);
   const double generation_seconds = grpo_seconds(start);
   const GrpoClock::time_point reward_start = GrpoClock::now();
   std::vector<std::vector<int32_t>> completion_ids, completion_prompts;
@@ -177,9 +175,15 @@ void GrpoObjective::make_window(data::DataLoader& loader, std::span<data::Packed
     completion_prompts.push_back(rows.at(rollout.prompt)->prompt_ids);
   }
   const rl::GroupAdvantages advantages = score_rollouts(rows, rollouts, *rewards_, grpo);
+  // The step's completions in window order: each rank's micro-batches hold the ones it sampled.
+  const std::vector<size_t> order =
+      grpo_window_order(models_->ranks(), static_cast<int64_t>(batches.size()) / models_->ranks(), batch);
+  completion_ids = in_window_order(completion_ids, order);
+  completion_prompts = in_window_order(completion_prompts, order);
+  const std::vector<double> window_advantages = in_window_order(advantages.advantages, order);
   const rl::CompletionBatch laid_out =
       rl::completion_batch(completion_ids, rollout_.eos_ids, prompts_.pad_id, grpo.mask_truncated_completions);
-  GrpoWindow window = grpo_window(completion_prompts, completion_ids, laid_out, advantages.advantages,
+  GrpoWindow window = grpo_window(completion_prompts, completion_ids, laid_out, window_advantages,
                                   grpo_loss_options(grpo, static_cast<int64_t>(batches.size())), batch,
                                   grpo.max_prompt_length + grpo.max_completion_length, prompts_.pad_id);
   for (size_t micro = 0; micro < batches.size(); ++micro) batches[micro] = std::move(window.batches[micro]);
@@ -199,7 +203,7 @@ void GrpoObjective::make_window(data::DataLoader& loader, std::span<data::Packed
                      static_cast<double>(position.index) / static_cast<double>(std::max<size_t>(prompts_.rows.size(), 1));
   null_non_finite(metrics);
   metrics_ = std::move(metrics);
-  if (iterations_) iterations_->start({completion_prompts, completion_ids, advantages.advantages, {}, {}, {}}, batches, metrics_);
+  if (iterations_) iterations_->start({completion_prompts, completion_ids, window_advantages, {}, {}, {}}, batches, metrics_);
   if (grpo.log_completions && context_.log) log_rollouts(context_.log, grpo, rows, rollouts, advantages, {});
   window_made_ = GrpoClock::now();
 }
@@ -212,8 +216,12 @@ nlohmann::json GrpoObjective::step_metrics() {
 }
 
 nlohmann::json GrpoObjective::evaluate() {
-  return evaluate_grpo({model_.get(), &*tokenizer_, rewards_.get(), &rollout_, &config_, prompts_.pad_id, context_.log},
-                       prompts_.eval_rows);
+  nlohmann::json result;
+  models_->on_first([&](generate::NextTokenModel& model) {  // on the first rank's thread
+    result = evaluate_grpo({&model, &*tokenizer_, rewards_.get(), &rollout_, &config_, prompts_.pad_id, context_.log},
+                           prompts_.eval_rows);
+  });
+  return result;
 }
 
 nlohmann::json GrpoObjective::checkpoint_state() const {

@@ -17,6 +17,10 @@
 // The sampling seeds (rl/group_sampling.h's RolloutSeeds) are the objective's checkpoint state, so
 // a resumed run samples exactly the completions an uninterrupted one would (and, with iterations,
 // the buffered generation: grpo_iterations.h).
+//
+// On data-parallel ranks (ZeRO-1/2, one process) each rank samples its share of the step's prompts
+// with its own rollout model over its own replica's weights (grpo_rank_models.h); the rewards,
+// advantages, loss normalisers and records are the whole step's, as TRL's with several processes.
 #pragma once
 
 #include <chrono>
@@ -32,6 +36,7 @@
 #include "tokenizer/tokenizer.h"
 #include "train/objective/grpo_iterations.h"
 #include "train/objective/grpo_prompts.h"
+#include "train/objective/grpo_rank_models.h"
 #include "train/objective/training_objective.h"
 
 namespace surogate::train {
@@ -67,13 +72,13 @@ private:
   ObjectiveContext context_;
   PromptSet prompts_;
   std::unique_ptr<rl::RewardFunctions> rewards_;
-  std::unique_ptr<generate::NextTokenModel> model_;
+  std::unique_ptr<GrpoRankModels> models_;  // one rollout model per rank
   std::optional<tokenizer::Tokenizer> tokenizer_;
   rl::RolloutOptions rollout_;
   rl::RolloutSeeds seeds_;
   // beta ≠ 0 or num_iterations > 1 (grpo_iterations.h), else null; the reference model with beta.
   std::unique_ptr<GrpoIterations> iterations_;
-  std::unique_ptr<generate::NextTokenModel> reference_;
+  std::unique_ptr<GrpoRankModels> references_;
   nlohmann::json metrics_;  // the last window's, for step_metrics
   std::chrono::steady_clock::time_point window_made_;
 };

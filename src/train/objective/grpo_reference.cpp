@@ -47,4 +47,28 @@ std::vector<double> reference_token_logps(generate::NextTokenModel& model,
   return logps;
 }
 
+std::vector<double> rank_reference_logps(GrpoRankModels& models, const GrpoGeneration& generation, int64_t batch,
+                                         int64_t width, double temperature) {
+  const size_t rows = generation.completions.size();
+  std::vector<double> logps(rows * static_cast<size_t>(width), 0.0);
+  const auto ranks = static_cast<size_t>(models.ranks());
+  models.on_each([&](int rank, generate::NextTokenModel& model) {
+    std::vector<size_t> own;
+    for (size_t row = 0; row < rows; ++row) {
+      if ((row / static_cast<size_t>(batch)) % ranks == static_cast<size_t>(rank)) own.push_back(row);
+    }
+    std::vector<std::vector<int32_t>> prompts, completions;
+    for (const size_t row : own) {
+      prompts.push_back(generation.prompts.at(row));
+      completions.push_back(generation.completions.at(row));
+    }
+    const std::vector<double> scored = reference_token_logps(model, prompts, completions, width, temperature);
+    for (size_t i = 0; i < own.size(); ++i) {  // each rank writes only its own rows
+      std::copy_n(scored.begin() + static_cast<std::ptrdiff_t>(i) * width, width,
+                  logps.begin() + static_cast<std::ptrdiff_t>(own[i]) * width);
+    }
+  });
+  return logps;
+}
+
 }  // namespace surogate::train

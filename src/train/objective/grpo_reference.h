@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "generate/next_token_model.h"
+#include "train/objective/grpo_iterations.h"
+#include "train/objective/grpo_rank_models.h"
 
 namespace surogate::train {
 
@@ -20,5 +22,11 @@ std::vector<double> reference_token_logps(generate::NextTokenModel& model,
                                           const std::vector<std::vector<int32_t>>& prompts,
                                           const std::vector<std::vector<int32_t>>& completions, int64_t width,
                                           double temperature);
+
+// The same for a generation in window order (grpo_rank_models.h), every rank at once on its own
+// reference model: rank r scores the rows of the micro-batches it trains (m mod ranks = r, `batch`
+// rows each).
+std::vector<double> rank_reference_logps(GrpoRankModels& models, const GrpoGeneration& generation, int64_t batch,
+                                         int64_t width, double temperature);
 
 }  // namespace surogate::train

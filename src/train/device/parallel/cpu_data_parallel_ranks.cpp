@@ -304,6 +304,8 @@ public:
   }
   // ZeRO-1/2: every rank holds the same weights after a step; rank 0's are the host's.
   void download() override {}
+  bool replicas_hold_weights() const override { return !gathered_plan_ && layout_.sequence_size == 1; }
+  const runtime::Backend& replica_weights(int local_rank) override { return ranks_[static_cast<size_t>(local_rank)]->backend; }
 
 private:
   // A rank's shard, its replica reduction, ZeRO-3's gatherers and its optimizer.

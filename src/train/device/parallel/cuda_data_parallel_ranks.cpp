@@ -336,6 +336,14 @@ public:
       state.synchronize();
     });
   }
+  bool replicas_hold_weights() const override { return !gathered_plan_ && layout_.sequence_size == 1; }
+  // The publish and the FP8 copies were only enqueued on the rank's streams.
+  const runtime::Backend& replica_weights(int local_rank) override {
+    CudaRankEngine& rank = *ranks_[static_cast<size_t>(local_rank)];
+    if (rank.side) rank.side->synchronize();
+    rank.state->synchronize();
+    return rank.state->backend();
+  }
 
 private:
   // Every rank's state first (no collective yet, so a rank that fails here, e.g. out of memory,

@@ -97,6 +97,15 @@ public:
   // copies), beyond ZeRO-3's shards. Collective.
   virtual void before_evaluation() {}
   virtual std::vector<std::pair<std::string, double>> time_breakdown() { return {}; }
+  // Whether every local rank's backend holds every weight of the trainer's plan, as loaded with it
+  // (data-parallel replicas; not ZeRO-3's shards, sequence slices or pipeline stages): GRPO's
+  // rollouts read them in place (TrainingDevice::on_weight_ranks).
+  virtual bool replicas_hold_weights() const { return false; }
+  // That backend of `local_rank`, the rank's writes to it finished (a GPU's stream waited for).
+  // On the rank's thread; only where replicas_hold_weights().
+  virtual const runtime::Backend& replica_weights(int /*local_rank*/) {
+    throw InternalError("replica_weights of ranks that hold no whole replica");
+  }
 };
 
 // What a backend's ranks are made from: the device's setup, its layout and its rank threads (each
