@@ -83,7 +83,7 @@ def test_sft_on_a_vision_language_folder_is_refused_before_any_data(tmp_path, su
     config = write_config(tmp_path, vision_folder(tmp_path, tokenizers_dir), ROWS)
     for extra in ([], ["--dry-run"]):
         result = run_surogate(surogate_bin, "sft", config, *extra)
-        assert result.returncode == 1, result.stderr
+        assert result.returncode == 2, result.stderr  # a UserError
         assert "is a vision-language model (Qwen2_5_VLForConditionalGeneration): training it is not implemented " \
             "yet" in result.stderr
         assert "Traceback" not in result.stderr and "internal error" not in result.stderr
