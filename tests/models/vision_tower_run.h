@@ -24,19 +24,6 @@ struct VisionTowerRun {
   std::map<std::string, std::vector<float>> gradients;   // every parameter's, by checkpoint name
 };
 
-// The tower's inputs (indices must outlive the bindings).
-inline std::vector<runtime::InputBinding> vision_tower_bindings(const compiler::ExecutionPlan& plan,
-                                                               const vision::VisionTowerIndices& indices,
-                                                               std::span<const float> pixel_values) {
-  auto ints = [](const std::vector<int32_t>& values) { return std::as_bytes(std::span<const int32_t>(values)); };
-  return {{plan.tensor(kVisionPixelValues), std::as_bytes(pixel_values)},
-          {plan.tensor(kVisionPatchOrder), ints(indices.patch_order)},
-          {plan.tensor(kVisionPositionIds), ints(indices.position_ids)},
-          {plan.tensor(kVisionWindowDocuments), ints(indices.window_document_ids)},
-          {plan.tensor(kVisionFrameDocuments), ints(indices.frame_document_ids)},
-          {plan.tensor(kVisionMergedRestore), ints(indices.merged_restore)}};
-}
-
 inline VisionTowerRun run_vision_tower(const std::filesystem::path& model_dir, const VisionTowerConfig& config,
                                        std::span<const std::array<int64_t, 3>> grids,
                                        std::span<const float> pixel_values, std::span<const float> projection) {
