@@ -11,6 +11,7 @@
 
 #include "config/feature_support_grpo.h"
 #include "config/feature_support_preference.h"
+#include "config/feature_support_vision.h"
 #include "core/error.h"
 
 namespace surogate {
@@ -302,7 +303,6 @@ void add_unimplemented_rows(std::vector<SupportRow>& rows) {
                                            c.sources.of(key), key);
                       }};
   };
-  rows.push_back(unimplemented("max_pixels", [](const Config& c) { return c.data.max_pixels.has_value(); }));
   rows.push_back(unimplemented("norm_bbox", [](const Config& c) { return c.data.norm_bbox.has_value(); }));
 }
 
@@ -571,6 +571,7 @@ const std::vector<SupportRow>& feature_support_table() {
     add_unimplemented_rows(rows);
     add_preference_rows(rows);
     add_grpo_rows(rows);
+    add_vision_rows(rows);
     add_backend_rows(rows);
     return rows;
   }();

@@ -46,6 +46,8 @@ struct RunShape {
   // Model: a mixture-of-experts model, and its model_type for the message.
   bool moe = false;
   std::string model_type;
+  // Model: the folder is a vision-language model (model_type then holds its architecture).
+  bool vision_language = false;
 
   bool several_ranks() const { return world_size > 1; }
   bool spans_processes() const { return processes > 1; }

@@ -173,7 +173,9 @@ ImageRowFormatter::ImageRowFormatter(DatasetConfig dataset, FormatOptions format
       options_(std::move(options)) {}
 
 std::optional<ImageSample> ImageRowFormatter::format(const Row& row, std::string* drop_reason) {
-  GatheredImages gathered = gather_row_images(row, dataset_, options_);
+  ImageRowOptions options = options_;
+  if (options.base_dir.empty()) options.base_dir = std::filesystem::path(row.origin.file).parent_path();
+  GatheredImages gathered = gather_row_images(row, dataset_, options);
   FormattedRow formatted = formatter_.format(gathered.row);
   if (!formatted.sample) {
     if (drop_reason) *drop_reason = formatted.drop_reason;
@@ -194,7 +196,8 @@ std::optional<ImageSample> ImageRowFormatter::format(const Row& row, std::string
   }
   ImageSample result;
   try {
-    result.images = processor_.process(pixels, names);
+    for (size_t i = 0; i < pixels.size(); ++i) result.resized.push_back(processor_.resize(pixels[i], names[i]));
+    result.images = processor_.patches(result.resized);
   } catch (const UserError& error) {
     fail_user("{}: {}", where, error.what());
   }

@@ -40,7 +40,8 @@ struct RowImage {
 
 struct ImageRowOptions {
   std::string images_field = "images";
-  std::filesystem::path base_dir;  // the dataset file's folder (relative image paths)
+  // The folder relative image paths start from; ImageRowFormatter: empty means each row's file's folder.
+  std::filesystem::path base_dir;
   int32_t image_pad_id = -1;       // the tokenizer's id of <|image_pad|>
 };
 
@@ -55,6 +56,7 @@ GatheredImages gather_row_images(const Row& row, const DatasetConfig& dataset, c
 struct ImageSample {
   TokenizedSample sample;  // <|image_pad|> expanded; no loss on image tokens
   vision::ProcessedImages images;
+  std::vector<vision::RgbImage> resized;  // the uint8 images `images` normalises (what the token cache keeps)
   std::vector<int32_t> position_ids;  // [3, tokens]: M-RoPE (vision/mrope_positions.h)
   std::string text;                   // the rendered text, one <|image_pad|> per image
   // The text tokenized span by span (for the loss mask) differs from tokenizing it whole, as
@@ -70,6 +72,7 @@ class ImageRowFormatter {
                     vision::ImageProcessor processor, ImageRowOptions options);
   // Empty when the row is dropped (drop_reason says why, as Formatter).
   std::optional<ImageSample> format(const Row& row, std::string* drop_reason = nullptr);
+  const std::string& resolved_type() const { return formatter_.resolved_type(); }
 
  private:
   DatasetConfig dataset_;

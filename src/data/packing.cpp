@@ -46,6 +46,39 @@ void write_part(PackedRows& out, const TokenizedSample& document, size_t begin, 
   for (size_t p = begin + 1; p < end; ++p) stats.loss_tokens += document.labels[p] != kIgnoreLabel ? 1 : 0;
 }
 
+// The row just written's M-RoPE positions and images (PackedRows' vision fields): a text document's
+// positions on every axis are its 1-D ones, a document with images brings its own; `start` is the
+// row's first document token (after left padding).
+void add_vision_row(PackedRows& out, const std::vector<const TokenizedSample*>& documents, size_t T, size_t start) {
+  const auto row_begin = static_cast<long>(out.position_ids.size() - T);
+  std::vector<int32_t> positions(3 * T);
+  for (size_t axis = 0; axis < 3; ++axis) {
+    std::copy(out.position_ids.begin() + row_begin, out.position_ids.end(), positions.begin() + static_cast<long>(axis * T));
+  }
+  size_t at = start;
+  for (const auto* document : documents) {
+    const size_t length = document->input_ids.size();
+    if (document->images) {
+      const SampleImages& images = *document->images;
+      SUROGATE_CHECK(images.positions.size() == 3 * length, "{} M-RoPE positions for a document of {} tokens",
+                     images.positions.size(), length);
+      for (size_t axis = 0; axis < 3; ++axis) {
+        std::copy_n(images.positions.begin() + static_cast<long>(axis * length), length,
+                    positions.begin() + static_cast<long>(axis * T + at));
+      }
+      for (const vision::RgbImage& image : images.resized) {
+        out.image_sizes.push_back(image.width);
+        out.image_sizes.push_back(image.height);
+        out.image_pixels.insert(out.image_pixels.end(), image.pixels.begin(), image.pixels.end());
+        out.image_pixel_offsets.push_back(out.image_pixels.size());
+      }
+    }
+    at += length;
+  }
+  out.mrope_positions.insert(out.mrope_positions.end(), positions.begin(), positions.end());
+  out.row_image_offsets.push_back(out.image_sizes.size() / 2);
+}
+
 void write_row(PackedRows& out, const std::vector<const TokenizedSample*>& documents, const PackingOptions& options,
                bool weighted, PackingStats& stats) {
   const size_t T = options.sequence_length;
@@ -72,9 +105,32 @@ void write_row(PackedRows& out, const std::vector<const TokenizedSample*>& docum
     }
   }
   if (!options.pad_left) add_padding();
+  if (options.vision) add_vision_row(out, documents, T, options.pad_left ? T - used : 0);
   out.row_segment_offsets.push_back(out.segment_lengths.size());
   ++stats.rows;
   stats.slots += T;
+}
+
+// A vision-language batch's M-RoPE positions [3, B, T] (zeros for a padding-only row) and images.
+void add_batch_images(const PackedRowsView& rows, std::span<const uint64_t> row_indices, PackedBatch& batch) {
+  const size_t T = rows.sequence_length;
+  const size_t B = row_indices.size();
+  batch.mrope_position_ids.assign(3 * B * T, 0);
+  for (size_t b = 0; b < B; ++b) {
+    const uint64_t row = row_indices[b];
+    if (row == rows.rows()) continue;
+    for (size_t axis = 0; axis < 3; ++axis) {
+      std::copy_n(rows.mrope_positions.begin() + static_cast<long>((row * 3 + axis) * T), T,
+                  batch.mrope_position_ids.begin() + static_cast<long>((axis * B + b) * T));
+    }
+    for (uint64_t image = rows.row_image_offsets[row]; image < rows.row_image_offsets[row + 1]; ++image) {
+      vision::RgbImage& out = batch.images.emplace_back();
+      out.width = rows.image_sizes[2 * image];
+      out.height = rows.image_sizes[2 * image + 1];
+      out.pixels.assign(rows.image_pixels.begin() + static_cast<long>(rows.image_pixel_offsets[image]),
+                        rows.image_pixels.begin() + static_cast<long>(rows.image_pixel_offsets[image + 1]));
+    }
+  }
 }
 
 }  // namespace
@@ -88,6 +144,7 @@ PackedRows pack_documents(std::vector<TokenizedSample> documents, const PackingO
   }
   PackedRows out;
   out.sequence_length = T;
+  if (options.vision) out.row_image_offsets = out.image_pixel_offsets = {0};
   stats.documents += documents.size();
   std::vector<size_t> order = shuffled_order(documents.size(), options.seed);
   if (options.keep_order) std::iota(order.begin(), order.end(), 0);
@@ -144,8 +201,10 @@ PackedRows pack_documents(std::vector<TokenizedSample> documents, const PackingO
 }
 
 PackedRowsView view_of(const PackedRows& rows) {
-  return PackedRowsView{rows.sequence_length, rows.input_ids,          rows.labels,         rows.position_ids,
-                        rows.loss_weights,    rows.row_segment_offsets, rows.segment_lengths};
+  return PackedRowsView{rows.sequence_length,     rows.input_ids,         rows.labels,
+                        rows.position_ids,        rows.loss_weights,      rows.row_segment_offsets,
+                        rows.segment_lengths,     rows.mrope_positions,   rows.row_image_offsets,
+                        rows.image_sizes,         rows.image_pixel_offsets, rows.image_pixels};
 }
 
 int64_t most_segments_per_row(const PackedRowsView& rows) {
@@ -205,6 +264,7 @@ PackedBatch make_batch(const PackedRowsView& rows, std::span<const uint64_t> row
       batch.max_seqlen = std::max(batch.max_seqlen, size);
     }
   }
+  if (rows.vision()) add_batch_images(rows, row_indices, batch);
   for (int32_t label : batch.labels) batch.num_loss_tokens += label != kIgnoreLabel ? 1 : 0;
   batch.loss_weight_sum = static_cast<double>(batch.num_loss_tokens);
   if (!batch.loss_weights.empty()) {

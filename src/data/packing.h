@@ -33,6 +33,9 @@ struct PackingOptions {
   // OnePerRow without the shuffle: row i is document i (KTO's rows stay in the chunks their KL
   // completions were built in, data/kto_rows.h).
   bool keep_order = false;
+  // Vision-language rows (PackedRows' image fields): set for every split of a VL model's data, so
+  // that text-only documents get M-RoPE positions too (equal on the three axes).
+  bool vision = false;
 };
 
 // A packed split: rows × T tokens plus each row's segments.
@@ -46,6 +49,14 @@ struct PackedRows {
   std::vector<float> loss_weights;
   std::vector<uint64_t> row_segment_offsets{0};  // rows + 1 offsets into segment_lengths
   std::vector<int32_t> segment_lengths;          // > 0: a document, < 0: a padding run of -length
+  // Vision-language rows (PackingOptions::vision; all empty otherwise). A row keeps the images of
+  // its documents, in the order of their tokens, and each document's M-RoPE positions as computed
+  // for it alone; padding gets position 0 on every axis.
+  std::vector<int32_t> mrope_positions;     // rows × 3 × T: row r's axis a at [(r·3 + a)·T, +T)
+  std::vector<uint64_t> row_image_offsets;  // rows + 1 offsets into the images
+  std::vector<int32_t> image_sizes;         // images × 2: width, height (the processor's target size)
+  std::vector<uint64_t> image_pixel_offsets;  // images + 1 offsets into image_pixels
+  std::vector<uint8_t> image_pixels;        // each image's height × width × 3 RGB bytes
   size_t rows() const { return row_segment_offsets.size() - 1; }
 };
 
@@ -67,6 +78,13 @@ struct PackedRowsView {
   std::span<const float> loss_weights;  // empty when unweighted
   std::span<const uint64_t> row_segment_offsets;
   std::span<const int32_t> segment_lengths;
+  // Vision-language rows (PackedRows' fields of the same names); empty for text.
+  std::span<const int32_t> mrope_positions;
+  std::span<const uint64_t> row_image_offsets;
+  std::span<const int32_t> image_sizes;
+  std::span<const uint64_t> image_pixel_offsets;
+  std::span<const uint8_t> image_pixels;
+  bool vision() const { return !row_image_offsets.empty(); }
   size_t rows() const { return row_segment_offsets.empty() ? 0 : row_segment_offsets.size() - 1; }
 };
 PackedRowsView view_of(const PackedRows& rows);
@@ -100,6 +118,11 @@ struct PackedBatch {
   // The packed rows it holds, in order (rows.rows() for a padding-only row): what per-row data kept
   // beside the cache (a preference run's reference log-probabilities) is looked up by.
   std::vector<uint64_t> rows;
+  // Vision-language batches (empty for text): the M-RoPE positions [3, B, T] (axis-major) and the
+  // rows' images in order (each at the processor's target size: ImageProcessor::patches gives
+  // pixel_values and grid_thw).
+  std::vector<int32_t> mrope_position_ids;
+  std::vector<vision::RgbImage> images;
 };
 
 // Assembles the rows `row_indices` into a batch; an index equal to rows.rows() stands for a row

@@ -12,12 +12,14 @@
 #include "chat_template/chat_template.h"
 #include "core/error.h"
 #include "data/dataset_files.h"
+#include "data/dataset_formatter.h"
 #include "data/format_workers.h"
 #include "data/kto_rows.h"
 #include "data/row_reader.h"
 #include "data/truncation.h"
 #include "io/hf_hub.h"
 #include "tokenizer/tokenizer.h"
+#include "vision/vision_model_folder.h"
 
 namespace surogate::data {
 namespace {
@@ -76,7 +78,7 @@ std::vector<std::vector<TokenizedSample>> read_dataset(const DatasetConfig& data
   std::vector<fs::path> files = select_dataset_files(dataset);
   report.path = dataset.path;
   report.files = files.size();
-  Formatter formatter(dataset, settings.format, tools.codec, tools.renderer);
+  DatasetFormatter formatter(dataset, settings, tools);
   auto reader = open_row_reader(files);
   LengthStats length_stats;
   std::vector<std::vector<TokenizedSample>> rows;
@@ -90,6 +92,10 @@ std::vector<std::vector<TokenizedSample>> read_dataset(const DatasetConfig& data
     }
     report.tokenization_differs += formatted.tokenization_differs ? 1 : 0;
     report.weighted_rows += formatted.sample->weights.empty() ? 0 : 1;
+    if (formatted.sample->images && formatted.sample->input_ids.size() > settings.max_length) {
+      ++report.dropped["longer than max_length with images (a row with images is never cut)"];
+      return;
+    }
     std::vector<TokenizedSample> documents;
     fit_to_length(std::move(*formatted.sample), settings.max_length, settings.truncation_strategy, documents,
                   length_stats);
@@ -113,7 +119,7 @@ std::vector<std::vector<TokenizedSample>> read_dataset(const DatasetConfig& data
       read_error = std::current_exception();
     }
     if (batch.size() < batch_rows) more = false;
-    for (FormattedRow& formatted : format_rows(formatter, batch, settings.workers)) take(std::move(formatted));
+    for (FormattedRow& formatted : formatter.format_rows(batch, settings.workers)) take(std::move(formatted));
     if (read_error) std::rethrow_exception(read_error);
   }
   if (progress) progress(dataset.path, report.rows_read);
@@ -128,6 +134,18 @@ void flatten(std::vector<std::vector<TokenizedSample>>& rows, std::vector<Tokeni
   for (auto& documents : rows) {
     for (auto& document : documents) out.push_back(std::move(document));
   }
+}
+
+// The image processor's settings: what the cached images and positions depend on.
+json vision_key(const VisionData& vision) {
+  const vision::ImageProcessorConfig& p = vision.processor;
+  return {{"architecture", vision.architecture},
+          {"patch", p.patch_size},
+          {"temporal_patch", p.temporal_patch_size},
+          {"merge", p.merge_size},
+          {"min_pixels", p.min_pixels},
+          {"max_pixels", p.max_pixels},
+          {"resample_order", static_cast<int>(p.resample_order)}};
 }
 
 json packing_json(const PackingStats& stats) {
@@ -173,6 +191,30 @@ bool preference_data(const Config& config) {
     }
   }
   return false;
+}
+
+// The image processor of a vision-language model folder with the config's max_pixels; max_pixels
+// for any other model is a UserError naming it.
+std::optional<VisionData> vision_data(const Config& config, const fs::path& model_dir) {
+  std::optional<std::string> architecture = vision::vision_language_architecture(model_dir);
+  if (!architecture) {
+    if (config.data.max_pixels) {
+      fail_user("{}: max_pixels applies to vision-language models (Qwen2_5_VLForConditionalGeneration); {} is not "
+                "one: remove the option",
+                config.sources.of("max_pixels"), (model_dir / "config.json").string());
+    }
+    return std::nullopt;
+  }
+  VisionData data{*architecture, vision::ImageProcessorConfig::from_folder(model_dir)};
+  if (config.data.max_pixels) {
+    if (*config.data.max_pixels < data.processor.min_pixels) {
+      fail_user("{}: max_pixels ({}) is below the image processor's min_pixels ({}, {}): raise it",
+                config.sources.of("max_pixels"), *config.data.max_pixels, data.processor.min_pixels,
+                (model_dir / "preprocessor_config.json").string());
+    }
+    data.processor.max_pixels = *config.data.max_pixels;
+  }
+  return data;
 }
 
 bool has_kto_data(const Config& config) {
@@ -246,6 +288,7 @@ DataSettings data_settings_from_config(const Config& config) {
   settings.template_name = config.data.template_name;
   settings.cache_path = fs::path(config.run.output_dir) / "tokenized" / "dataset.surotok";
   settings.workers = format_worker_count(config.data.dataloader_num_workers);
+  settings.vision = vision_data(config, settings.tokenizer_dir);
   return settings;
 }
 
@@ -256,6 +299,13 @@ TextTools load_text_tools(const DataSettings& settings) {
   }
   check_special_tokens_exist(*tokenizer, settings.tokenizer_dir);
   TextTools tools;
+  if (settings.vision) {
+    tools.image_pad_id = tokenizer->token_to_id("<|image_pad|>");
+    if (!tools.image_pad_id) {
+      fail_user("{}: the tokenizer has no <|image_pad|> token, which {} needs for images",
+                (settings.tokenizer_dir / "tokenizer.json").string(), settings.vision->architecture);
+    }
+  }
   tools.codec.encode = [tokenizer](std::string_view text, bool special) { return tokenizer->encode(text, special); };
   tools.codec.decode = [tokenizer](std::span<const int32_t> ids) { return tokenizer->decode(ids, false); };
   tools.codec.eos_id = tokenizer->eos_token_id();
@@ -343,6 +393,7 @@ PreparedData prepare_data(const DataSettings& settings, const TextTools& tools, 
   options.pad_left = settings.pad_left;
   options.pad_id = tools.codec.pad_id.value_or(tools.codec.eos_id.value_or(0));
   options.seed = static_cast<uint64_t>(settings.train_seed);
+  options.vision = settings.vision.has_value();
   prepared.train = pack_documents(std::move(train_documents), options, prepared.train_packing);
   options.seed = static_cast<uint64_t>(settings.eval_seed);
   prepared.eval = pack_documents(std::move(eval_documents), options, prepared.eval_packing);
@@ -392,6 +443,7 @@ uint64_t cache_key(const DataSettings& settings, const TextTools& tools) {
   key["response_prefix"] = settings.format.response_prefix.value_or("");
   if (settings.format.agent_template) key["agent_template"] = agent_template_name(*settings.format.agent_template);
   key["template"] = tools.template_identity;
+  if (settings.vision) key["vision"] = vision_key(*settings.vision);  // only then: text caches keep their key
   std::string tokenizer_json = file_bytes(settings.tokenizer_dir / "tokenizer.json");
   std::string tokenizer_config = file_bytes(settings.tokenizer_dir / "tokenizer_config.json");
   key["tokenizer_json"] = XXH3_64bits(tokenizer_json.data(), tokenizer_json.size());

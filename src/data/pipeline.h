@@ -19,8 +19,15 @@
 #include "data/packing.h"
 #include "data/token_cache.h"
 #include "data/vocabulary_check.h"
+#include "vision/image_processor.h"
 
 namespace surogate::data {
+
+// A vision-language model's data (vision/vision_model_folder.h): conversation rows may hold images.
+struct VisionData {
+  std::string architecture;             // config.json's, for messages
+  vision::ImageProcessorConfig processor;  // the folder's preprocessor_config.json, max_pixels applied
+};
 
 // The options the data path depends on, resolved from a Config.
 struct DataSettings {
@@ -48,9 +55,12 @@ struct DataSettings {
   // Threads that format and tokenize rows (dataloader_num_workers, data/format_workers.h). Not
   // part of the cache key: the token cache is the same for every count.
   size_t workers = 1;
+  // Set when the model folder is a vision-language model (part of the cache key).
+  std::optional<VisionData> vision;
 };
 
-// UserError when sequence_len cannot be known (unset and no max_position_embeddings in the
+// UserError when sequence_len cannot be known, when max_pixels is set for a model that is not a
+// vision-language model or is below the processor's min_pixels, (unset and no max_position_embeddings in the
 // model's config.json) or max_length exceeds it.
 DataSettings data_settings_from_config(const Config& config);
 
@@ -59,6 +69,7 @@ struct TextTools {
   TextCodec codec;
   ChatRenderer renderer;  // empty when use_chat_template is false or no template exists
   std::string template_identity;  // for the cache key
+  std::optional<int32_t> image_pad_id;  // <|image_pad|>, read when settings.vision is set
 };
 // UserError (naming tokenizer.json and config.json) when settings.model_vocabulary is set and the
 // tokenizer can produce ids beyond it.

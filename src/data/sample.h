@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -19,10 +20,18 @@
 #include <nlohmann/json.hpp>
 
 #include "data/row_reader.h"
+#include "vision/decoded_image.h"
 
 namespace surogate::data {
 
 inline constexpr int32_t kIgnoreLabel = -100;
+
+// A vision-language document's images (data/image_rows.h): the uint8 images at the processor's
+// target size, in the order of their <|image_pad|> runs, and the document's M-RoPE positions.
+struct SampleImages {
+  std::vector<vision::RgbImage> resized;
+  std::vector<int32_t> positions;  // [3, tokens]: axis-major, each axis restarting at 0
+};
 
 struct TokenizedSample {
   std::vector<int32_t> input_ids;
@@ -38,6 +47,9 @@ struct TokenizedSample {
   // A `type: kto` row (data/kto_formatter.h): 1 desirable, 0 undesirable; -1 any other document.
   int8_t kto_label = -1;
   RowOrigin origin;
+  // A document with images (vision-language datasets); null for text. It is never truncated or
+  // split (an image's tokens cannot be cut): see read_dataset in pipeline.cpp.
+  std::shared_ptr<const SampleImages> images;
 };
 
 // What the formatters need from a tokenizer (tokenizer::Tokenizer is adapted to this in

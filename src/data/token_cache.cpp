@@ -29,6 +29,7 @@ struct Header {
   uint64_t eval_segments;
   uint64_t stats_bytes;
   uint64_t weighted;  // 1: each split stores rows × T float loss weights after its segment table
+  uint64_t vision_bytes;  // > 0: the splits' vision-language fields follow them (token_cache.h)
 };
 static_assert(sizeof(Header) <= kHeaderBytes);
 
@@ -41,6 +42,53 @@ void put(const io::ByteSink& sink, XXH3_state_t* state, const std::vector<T>& va
   if (values.empty()) return;
   sink(values.data(), values.size() * sizeof(T));
   XXH3_64bits_update(state, values.data(), values.size() * sizeof(T));
+}
+
+// The vision block of one split (token_cache.h), in write order.
+uint64_t vision_split_bytes(const PackedRows& rows) {
+  const uint64_t pixels = rows.image_pixels.size();
+  return rows.mrope_positions.size() * 4 + rows.row_image_offsets.size() * 8 + rows.image_sizes.size() * 4 +
+         rows.image_pixel_offsets.size() * 8 + pixels + (8 - pixels % 8) % 8;
+}
+
+void put_vision_split(const io::ByteSink& sink, XXH3_state_t* state, const PackedRows& rows) {
+  put(sink, state, rows.mrope_positions);
+  put(sink, state, rows.row_image_offsets);
+  put(sink, state, rows.image_sizes);
+  put(sink, state, rows.image_pixel_offsets);
+  put(sink, state, rows.image_pixels);
+  put(sink, state, std::vector<uint8_t>((8 - rows.image_pixels.size() % 8) % 8, 0));
+}
+
+// Reads one split's vision block at `cursor` (advanced) into `view`, checking every offset against
+// what remains before `end`; false when the block does not hold together.
+bool take_vision_split(const uint8_t*& cursor, const uint8_t* end, uint64_t rows, uint64_t T, PackedRowsView& view) {
+  auto take = [&]<typename V>(uint64_t count, std::span<const V>& out) {
+    if (count > static_cast<uint64_t>(end - cursor) / sizeof(V)) return false;
+    out = std::span<const V>(reinterpret_cast<const V*>(cursor), count);
+    cursor += count * sizeof(V);
+    return true;
+  };
+  if (!take(rows * 3 * T, view.mrope_positions) || !take(rows + 1, view.row_image_offsets)) return false;
+  for (size_t r = 0; r < rows; ++r) {
+    if (view.row_image_offsets[r] > view.row_image_offsets[r + 1]) return false;
+  }
+  const uint64_t images = view.row_image_offsets[rows];
+  if (view.row_image_offsets[0] != 0 || !take(images * 2, view.image_sizes) ||
+      !take(images + 1, view.image_pixel_offsets) || view.image_pixel_offsets[0] != 0) {
+    return false;
+  }
+  for (uint64_t i = 0; i < images; ++i) {
+    const int64_t width = view.image_sizes[2 * i], height = view.image_sizes[2 * i + 1];
+    if (width <= 0 || height <= 0 ||
+        view.image_pixel_offsets[i + 1] - view.image_pixel_offsets[i] != static_cast<uint64_t>(width * height * 3)) {
+      return false;
+    }
+  }
+  const uint64_t pixels = view.image_pixel_offsets[images];
+  if (!take(pixels, view.image_pixels)) return false;
+  cursor += (8 - pixels % 8) % 8;
+  return cursor <= end;
 }
 
 }  // namespace
@@ -71,8 +119,12 @@ void write_token_cache(const std::filesystem::path& path, uint64_t key, const Pa
     return ones;
   };
   const std::vector<float> train_weights = weights_of(train), eval_weights = weights_of(eval);
+  const bool vision = !train.row_image_offsets.empty();
+  SUROGATE_CHECK(vision == !eval.row_image_offsets.empty(), "train and eval differ in vision (PackingOptions::vision)");
+  header.vision_bytes = vision ? vision_split_bytes(train) + vision_split_bytes(eval) : 0;
   header.payload_bytes = split_bytes(header.train_rows, header.train_segments, T, weighted) +
-                         split_bytes(header.eval_rows, header.eval_segments, T, weighted) + stats.size();
+                         split_bytes(header.eval_rows, header.eval_segments, T, weighted) + header.vision_bytes +
+                         stats.size();
   // The checksum covers the payload, which is written after the header: compute it first.
   auto hash_payload = [&](const io::ByteSink& sink) {
     XXH3_state_t* state = XXH3_createState();
@@ -84,6 +136,10 @@ void write_token_cache(const std::filesystem::path& path, uint64_t key, const Pa
       put(sink, state, rows->row_segment_offsets);
       put(sink, state, rows->segment_lengths);
       put(sink, state, rows == &train ? train_weights : eval_weights);
+    }
+    if (vision) {
+      put_vision_split(sink, state, train);
+      put_vision_split(sink, state, eval);
     }
     sink(stats.data(), stats.size());
     XXH3_64bits_update(state, stats.data(), stats.size());
@@ -136,13 +192,14 @@ std::shared_ptr<TokenCache> TokenCache::open(const std::filesystem::path& path, 
   // Guard the size arithmetic against absurd header values before trusting it.
   if (T == 0 || T > (1ull << 24) || header.train_rows > (1ull << 36) || header.eval_rows > (1ull << 36) ||
       header.train_segments > (1ull << 40) || header.eval_segments > (1ull << 40) ||
-      header.stats_bytes > (1ull << 40)) {
+      header.stats_bytes > (1ull << 40) || header.vision_bytes > (1ull << 48)) {
     problem.reason = "corrupt (impossible sizes in the header)";
     return nullptr;
   }
   const bool weighted = header.weighted == 1;
   uint64_t expected_payload = split_bytes(header.train_rows, header.train_segments, T, weighted) +
-                              split_bytes(header.eval_rows, header.eval_segments, T, weighted) + header.stats_bytes;
+                              split_bytes(header.eval_rows, header.eval_segments, T, weighted) + header.vision_bytes +
+                              header.stats_bytes;
   if (header.payload_bytes != expected_payload || bytes.size() != kHeaderBytes + expected_payload) {
     problem.reason = "corrupt (truncated or wrong size)";
     return nullptr;
@@ -176,6 +233,14 @@ std::shared_ptr<TokenCache> TokenCache::open(const std::filesystem::path& path, 
   };
   cache->train_ = take_split(header.train_rows, header.train_segments);
   cache->eval_ = take_split(header.eval_rows, header.eval_segments);
+  if (header.vision_bytes > 0) {
+    const uint8_t* vision_end = cursor + header.vision_bytes;
+    if (!take_vision_split(cursor, vision_end, header.train_rows, T, cache->train_) ||
+        !take_vision_split(cursor, vision_end, header.eval_rows, T, cache->eval_) || cursor != vision_end) {
+      problem.reason = "corrupt (bad image table)";
+      return nullptr;
+    }
+  }
   cache->report_ = nlohmann::json::parse(reinterpret_cast<const char*>(cursor),
                                          reinterpret_cast<const char*>(cursor) + header.stats_bytes, nullptr, false);
   // Segment tables index the token arrays: check them once so batches never read out of bounds.

@@ -4,9 +4,16 @@
 // Layout (little-endian): a 128-byte header, then the payload.
 //   header: magic "SUROTOK\0", u32 format version, u32 header bytes, u64 key, u64 payload bytes,
 //           u64 payload checksum (XXH3-64 of the payload), u64 T, u64 train rows, u64 train
-//           segments, u64 eval rows, u64 eval segments, u64 stats bytes, zero padding.
+//           segments, u64 eval rows, u64 eval segments, u64 stats bytes, u64 weighted, u64 vision
+//           bytes, zero padding.
 //   payload, per split (train then eval): input_ids, labels, position_ids (rows × T int32),
 //           row_segment_offsets ((rows + 1) uint64), segment_lengths (segments int32);
+//           then, for a vision-language model's data (header u64 vision bytes > 0), per split:
+//           mrope_positions (rows × 3 × T int32), row_image_offsets ((rows + 1) uint64),
+//           image_sizes (images × 2 int32: width, height), image_pixel_offsets ((images + 1)
+//           uint64), image_pixels (uint8 RGB, zero-padded to a multiple of 8 bytes): the images
+//           kept at the processor's target size, 8 times smaller than their float32 pixel_values,
+//           which batches recompute (vision::ImageProcessor::patches);
 //           then the data report as JSON text (stats bytes).
 // The key hashes everything the content depends on (see cache_key in pipeline.cpp); a file with
 // another key is stale, a file whose checksum or size is wrong is corrupt; both are rebuilt.

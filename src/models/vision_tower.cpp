@@ -121,3 +121,19 @@ VisionTowerGraph build_vision_tower_graph(const VisionTowerConfig& config, const
 }
 
 }  // namespace surogate::models
+
+namespace surogate::models {
+
+std::vector<runtime::InputBinding> vision_tower_bindings(const compiler::ExecutionPlan& plan,
+                                                         const vision::VisionTowerIndices& indices,
+                                                         std::span<const std::byte> pixel_values) {
+  auto ints = [](const std::vector<int32_t>& values) { return std::as_bytes(std::span<const int32_t>(values)); };
+  return {{plan.tensor(kVisionPixelValues), pixel_values},
+          {plan.tensor(kVisionPatchOrder), ints(indices.patch_order)},
+          {plan.tensor(kVisionPositionIds), ints(indices.position_ids)},
+          {plan.tensor(kVisionWindowDocuments), ints(indices.window_document_ids)},
+          {plan.tensor(kVisionFrameDocuments), ints(indices.frame_document_ids)},
+          {plan.tensor(kVisionMergedRestore), ints(indices.merged_restore)}};
+}
+
+}  // namespace surogate::models

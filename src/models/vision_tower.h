@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -27,6 +28,9 @@
 #include "graph/graph.h"
 #include "graph/op_registry.h"
 #include "io/safetensors.h"
+#include "compiler/execution_plan.h"
+#include "runtime/backend.h"
+#include "vision/window_layout.h"
 
 namespace surogate::models {
 
@@ -74,6 +78,13 @@ VisionTowerGraph build_vision_tower_graph(const VisionTowerConfig& config, const
 // not marked as an output: how the vision-language model (models/vision_model.h) embeds it.
 graph::TensorId add_vision_tower(graph::GraphBuilder& b, const VisionTowerConfig& config, int64_t patches, DType dtype,
                                  bool trainable);
+
+// The tower's inputs of `plan` bound to `indices` (vision/window_layout.h's vision_tower_indices
+// for the batch's grids) and pixel_values (in the plan's dtype: fp32, or bf16 on CUDA); both must
+// outlive the bindings.
+std::vector<runtime::InputBinding> vision_tower_bindings(const compiler::ExecutionPlan& plan,
+                                                         const vision::VisionTowerIndices& indices,
+                                                         std::span<const std::byte> pixel_values);
 
 // Reads every tower parameter from the checkpoint in `model_dir` (single file or sharded), under
 // its `visual.` name or transformers 5's `model.visual.` one, checking the element count; calls

@@ -3,6 +3,8 @@
 #include "train/training_inputs.h"
 
 #include <filesystem>
+#include <optional>
+#include <string>
 
 #include <fmt/format.h>
 
@@ -11,6 +13,8 @@
 #include "io/hf_hub.h"
 #include "io/model_config.h"
 #include "io/object_store.h"
+#include "config/feature_support.h"
+#include "vision/vision_model_folder.h"
 
 namespace surogate::train {
 namespace {
@@ -37,6 +41,13 @@ void validate_model_folder(Config& config) {
       throw UserError(fmt::format("{}: model: {}", config.sources.of("model"), error.what()));
     }
     config.model.name_or_path = folder.string();
+  }
+  // A vision-language folder: what is not wired for it yet is refused by the feature table first.
+  if (std::optional<std::string> architecture = vision::vision_language_architecture(folder)) {
+    RunShape shape;
+    shape.vision_language = true;
+    shape.model_type = *architecture;
+    refuse_unsupported(config, SupportStage::Model, shape);
   }
   // The IO module's loader checks config.json fully: valid JSON, a supported architecture,
   // required sizes, RoPE settings; its UserErrors name the file and key.

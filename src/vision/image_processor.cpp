@@ -49,11 +49,20 @@ int64_t ImageProcessor::tokens_for_size(int height, int width, const std::string
 
 ProcessedImages ImageProcessor::process(const std::vector<RgbImage>& images, const std::vector<std::string>& names) const {
   SUROGATE_CHECK(names.empty() || names.size() == images.size(), "{} names for {} images", names.size(), images.size());
+  std::vector<RgbImage> resized;
+  resized.reserve(images.size());
+  for (size_t i = 0; i < images.size(); ++i) resized.push_back(resize(images[i], names.empty() ? fmt::format("#{}", i) : names[i]));
+  return patches(resized);
+}
+
+ProcessedImages ImageProcessor::patches(const std::vector<RgbImage>& resized) const {
   ProcessedImages out;
   out.patch_dim = static_cast<int64_t>(kChannels) * config_.temporal_patch_size * config_.patch_size * config_.patch_size;
-  for (size_t i = 0; i < images.size(); ++i) {
-    const std::string name = names.empty() ? fmt::format("#{}", i) : names[i];
-    append_patches(resize(images[i], name), out);
+  const int unit = config_.patch_size * config_.merge_size;
+  for (const RgbImage& image : resized) {
+    SUROGATE_CHECK(image.width > 0 && image.height > 0 && image.width % unit == 0 && image.height % unit == 0,
+                   "image of {} x {} is not at a target size (multiples of {})", image.width, image.height, unit);
+    append_patches(image, out);
   }
   return out;
 }

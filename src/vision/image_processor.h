@@ -58,6 +58,9 @@ class ImageProcessor {
   RgbImage resize(const RgbImage& image, const std::string& image_name) const;
   // `names` (one per image, or empty) name the images in errors.
   ProcessedImages process(const std::vector<RgbImage>& images, const std::vector<std::string>& names = {}) const;
+  // pixel_values of images already at their target size (resize's output, as the token cache
+  // keeps them): process() without the resize. Each side must be a multiple of patch_size · merge_size.
+  ProcessedImages patches(const std::vector<RgbImage>& resized) const;
   int64_t tokens_for_size(int height, int width, const std::string& image_name) const;
 
  private:

@@ -172,8 +172,6 @@ std::vector<RowCase> engine_row_cases() {
          c.precision.master_dtype = MasterDtype::Bf16;
        }),
        "option 'offload_quants' cannot be combined with master_dtype: bf16 yet"},
-      {"max_pixels", S::Options, options([](Config& c) { c.data.max_pixels = 1024; }),
-       "option 'max_pixels' is valid but not implemented yet in this version of Surogate"},
       {"norm_bbox", S::Options, options([](Config& c) { c.data.norm_bbox = NormBbox::None; }),
        "option 'norm_bbox' is valid but not implemented yet in this version of Surogate"},
       // The Backend stage: the CPU backend.
@@ -406,6 +404,12 @@ std::vector<RowCase> engine_row_cases() {
          s.model_type = "qwen3_moe";
        },
        "torch_dtype: float16 with a mixture-of-experts model (qwen3_moe) is not implemented on the CUDA backend"},
+      {"vision-language model training", S::Model,
+       [](Config&, RunShape& s) {
+         s.vision_language = true;
+         s.model_type = "Qwen2_5_VLForConditionalGeneration";
+       },
+       "is a vision-language model (Qwen2_5_VLForConditionalGeneration): training it is not implemented yet"},
   };
 }
 

@@ -27,19 +27,6 @@ struct VisionTowerRun {
   std::map<std::string, std::vector<float>> gradients;   // every parameter's, by checkpoint name
 };
 
-// The tower's inputs (indices must outlive the bindings).
-inline std::vector<runtime::InputBinding> vision_tower_bindings(const compiler::ExecutionPlan& plan,
-                                                               const vision::VisionTowerIndices& indices,
-                                                               std::span<const std::byte> pixel_values) {
-  auto ints = [](const std::vector<int32_t>& values) { return std::as_bytes(std::span<const int32_t>(values)); };
-  return {{plan.tensor(kVisionPixelValues), pixel_values},
-          {plan.tensor(kVisionPatchOrder), ints(indices.patch_order)},
-          {plan.tensor(kVisionPositionIds), ints(indices.position_ids)},
-          {plan.tensor(kVisionWindowDocuments), ints(indices.window_document_ids)},
-          {plan.tensor(kVisionFrameDocuments), ints(indices.frame_document_ids)},
-          {plan.tensor(kVisionMergedRestore), ints(indices.merged_restore)}};
-}
-
 // The training plan of the tower and the loss sum(features · projection) ("projection": an input).
 inline compiler::ExecutionPlan vision_tower_plan(const VisionTowerConfig& config, const graph::OpRegistry& registry,
                                                  int64_t patches, DType dtype) {

@@ -1,0 +1,90 @@
+"""A Qwen2.5-VL folder's image datasets through the CLI (docs/vision.md, "Training data"):
+`surogate preview` shows image rows with each image's <|image_pad|> run summarised, `surogate
+tokenize` caches them and rebuilds when `max_pixels` changes, `max_pixels` for a text model and
+`surogate sft` on the folder (not wired yet) are refused with one clear error."""
+import json
+import pathlib
+import shutil
+
+from conftest import REPO_ROOT, run_surogate
+
+VISION = REPO_ROOT / "tests" / "fixtures" / "vision"
+
+
+def vision_folder(tmp_path, tokenizers_dir):
+    """The fixture model's config.json (the real tokenizer's image id and vocabulary), the real Qwen
+    tokenizer with Qwen2-VL's chat template, the fixture processor (max_pixels 12544)."""
+    folder = tmp_path / "qwen2_5_vl"
+    folder.mkdir()
+    shutil.copy(tokenizers_dir / "qwen3" / "tokenizer.json", folder / "tokenizer.json")
+    tokenizer_config = json.loads((tokenizers_dir / "qwen3" / "tokenizer_config.json").read_text())
+    tokenizer_config["chat_template"] = (VISION / "rows" / "chat_template.jinja").read_text()
+    (folder / "tokenizer_config.json").write_text(json.dumps(tokenizer_config))
+    config = json.loads((VISION / "vl" / "config.json").read_text())
+    config["image_token_id"] = 151655
+    config["text_config"]["vocab_size"] = 151936
+    (folder / "config.json").write_text(json.dumps(config))
+    shutil.copy(VISION / "qwen2_5_vl" / "preprocessor_config.json", folder / "preprocessor_config.json")
+    return folder
+
+
+def write_config(tmp_path, model, rows, **extra):
+    data = tmp_path / "rows.jsonl"
+    data.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    lines = [f"model: {model}", f"output_dir: {tmp_path / 'out'}", "sequence_len: 256",
+             "validation_split_ratio: 0", "datasets:", f"  - path: {data}", "    type: conversation"]
+    lines += [f"{key}: {json.dumps(value)}" for key, value in extra.items()]
+    path = tmp_path / "config.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+ROWS = [
+    {"messages": [{"role": "user", "content": "<image>What is it?"}, {"role": "assistant", "content": "A photo."}],
+     "images": [str(VISION / "photo.jpg")]},
+    {"messages": [{"role": "user", "content": "No image."}, {"role": "assistant", "content": "Only text."}]},
+]
+
+
+def test_preview_summarises_each_images_pad_run(tmp_path, surogate_bin, tokenizers_dir):
+    config = write_config(tmp_path, vision_folder(tmp_path, tokenizers_dir), ROWS)
+    result = run_surogate(surogate_bin, "preview", config, "-n", "2")
+    assert result.returncode == 0, result.stderr
+    # photo.jpg resized under max_pixels 12544 to 112 × 84 (grid 6 × 8 patches, 12 merged tokens).
+    assert "1 image(s), resized to 112×84 (width × height)" in result.stdout
+    assert "<|vision_start|><|image_pad|>×12<|vision_end|>" in result.stdout
+    ids_line = next(line for line in result.stdout.splitlines() if line.startswith("ids: "))
+    assert "151652 151655×12 151653" in ids_line
+    assert result.stdout.count("image(s), resized") == 1  # the text-only row has none
+
+
+def test_tokenize_caches_images_and_max_pixels_rebuilds(tmp_path, surogate_bin, tokenizers_dir):
+    config = write_config(tmp_path, vision_folder(tmp_path, tokenizers_dir), ROWS)
+    first = run_surogate(surogate_bin, "tokenize", config)
+    assert first.returncode == 0, first.stderr
+    assert "2 rows read" in first.stdout
+    again = run_surogate(surogate_bin, "tokenize", config)
+    assert again.returncode == 0 and "up to date" in again.stderr
+    smaller = run_surogate(surogate_bin, "tokenize", config, "--max_pixels=3136")
+    assert smaller.returncode == 0, smaller.stderr
+    assert "stale" in smaller.stderr
+    below = run_surogate(surogate_bin, "tokenize", config, "--max_pixels=1000")
+    assert below.returncode != 0 and "max_pixels (1000) is below the image processor's min_pixels" in below.stderr
+
+
+def test_max_pixels_for_a_text_model_is_refused(tmp_path, surogate_bin, tokenizers_dir):
+    config = write_config(tmp_path, tokenizers_dir / "qwen3", ROWS[1:], max_pixels=100000)
+    result = run_surogate(surogate_bin, "tokenize", config)
+    assert result.returncode != 0
+    assert "max_pixels applies to vision-language models" in result.stderr
+
+
+def test_sft_on_a_vision_language_folder_is_refused_before_any_data(tmp_path, surogate_bin, tokenizers_dir):
+    config = write_config(tmp_path, vision_folder(tmp_path, tokenizers_dir), ROWS)
+    for extra in ([], ["--dry-run"]):
+        result = run_surogate(surogate_bin, "sft", config, *extra)
+        assert result.returncode == 2, result.stderr  # a UserError
+        assert "is a vision-language model (Qwen2_5_VLForConditionalGeneration): training it is not implemented " \
+            "yet" in result.stderr
+        assert "Traceback" not in result.stderr and "internal error" not in result.stderr
+    assert not (tmp_path / "out" / "tokenized").exists()

@@ -1,0 +1,148 @@
+// train/vision_batch_inputs.h: a vision-language PackedBatch turned into the Qwen2.5-VL model
+// graph's inputs (tests/fixtures/vision/vl's config: patch 4, merge 2, window 16, image pad 151).
+// Two rows of T = 6: row 0 holds a 16 × 8 image (grid 1 × 2 × 4: 8 patches, 2 pads), row 1 an
+// 8 × 8 one (4 patches, 1 pad).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "core/error.h"
+#include "models/vision_model.h"
+#include "ops/defs/register_ops.h"
+#include "runtime/cpu_backend.h"
+#include "train/batch_inputs.h"
+#include "train/vision_batch_inputs.h"
+
+namespace surogate::train {
+namespace {
+
+const std::filesystem::path kModelDir = std::filesystem::path(SUROGATE_FIXTURES_DIR) / "vision" / "vl";
+constexpr int32_t kPad = 151;
+
+vision::RgbImage image_of(int width, int height, uint8_t seed) {
+  vision::RgbImage image{width, height, {}};
+  for (int i = 0; i < width * height * 3; ++i) image.pixels.push_back(static_cast<uint8_t>(seed + 7 * i));
+  return image;
+}
+
+vision::ImageProcessor fixture_processor() {
+  vision::ImageProcessorConfig config;
+  config.patch_size = 4;
+  config.merge_size = 2;
+  return vision::ImageProcessor(config);
+}
+
+data::PackedBatch two_rows() {
+  data::PackedBatch batch;
+  batch.batch_size = 2;
+  batch.sequence_length = 6;
+  batch.input_ids = {5, kPad, kPad, 6, 7, 8, /**/ 9, kPad, 10, 11, 0, 0};
+  batch.labels = {-100, -100, -100, 6, 7, 8, /**/ -100, -100, 10, 11, -100, -100};
+  batch.position_ids = {0, 1, 2, 3, 4, 5, /**/ 0, 1, 2, 3, 0, 0};
+  batch.document_ids = {0, 0, 0, 0, 0, 0, /**/ 1, 1, 1, 1, -1, -1};
+  for (int32_t axis = 0; axis < 3; ++axis) {
+    for (int32_t t = 0; t < 12; ++t) batch.mrope_position_ids.push_back(axis * 100 + t);
+  }
+  batch.images = {image_of(16, 8, 1), image_of(8, 8, 2)};
+  return batch;
+}
+
+TEST(VisionBatchInputs, PixelValuesGridsAndSpliceIndexOfTheRowsImages) {
+  const models::VisionModelConfig config = models::VisionModelConfig::from_folder(kModelDir);
+  const vision::ImageProcessor processor = fixture_processor();
+  const data::PackedBatch batch = two_rows();
+  const VisionBatchTensors tensors = vision_batch_tensors(batch, processor, config, "batch 0");
+  EXPECT_EQ(tensors.patches, 12);
+  EXPECT_EQ(tensors.grid_thw, (std::vector<std::array<int64_t, 3>>{{1, 2, 4}, {1, 2, 2}}));
+  EXPECT_EQ(tensors.pixel_values, processor.patches(batch.images).pixel_values);
+  EXPECT_EQ(tensors.pixel_values.size(), 12u * 96u);
+  // Text token (b, t) reads embedding row b·T + t; the k-th pad of the batch row B·T + k.
+  EXPECT_EQ(tensors.splice_index, (std::vector<int32_t>{0, 12, 13, 3, 4, 5, /**/ 6, 14, 8, 9, 10, 11}));
+  EXPECT_EQ(tensors.tower.patch_order.size(), 12u);
+  EXPECT_EQ(tensors.tower.merged_restore.size(), 3u);
+}
+
+TEST(VisionBatchInputs, TextOnlyBatchHasNoPatches) {
+  const models::VisionModelConfig config = models::VisionModelConfig::from_folder(kModelDir);
+  data::PackedBatch batch = two_rows();
+  batch.images.clear();
+  std::replace(batch.input_ids.begin(), batch.input_ids.end(), kPad, 3);
+  const VisionBatchTensors tensors = vision_batch_tensors(batch, fixture_processor(), config, "batch 0");
+  EXPECT_EQ(tensors.patches, 0);
+  EXPECT_TRUE(tensors.pixel_values.empty());
+  EXPECT_EQ(tensors.splice_index, (std::vector<int32_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}));
+}
+
+std::string error_of(const data::PackedBatch& batch, const vision::ImageProcessor& processor) {
+  try {
+    vision_batch_tensors(batch, processor, models::VisionModelConfig::from_folder(kModelDir), "batch 3");
+  } catch (const UserError& error) {
+    return error.what();
+  }
+  return "";
+}
+
+TEST(VisionBatchInputs, MismatchesAreUserErrorsNamingTheBatch) {
+  data::PackedBatch missing_pad = two_rows();
+  missing_pad.input_ids[7] = 3;  // row 1's pad gone: 2 pads for 3 merged patches
+  EXPECT_NE(error_of(missing_pad, fixture_processor()).find("batch 3"), std::string::npos);
+
+  data::PackedBatch no_positions = two_rows();
+  no_positions.mrope_position_ids.clear();
+  EXPECT_NE(error_of(no_positions, fixture_processor()).find("M-RoPE"), std::string::npos);
+
+  vision::ImageProcessorConfig other;  // patch 14: not the tower's patch 4
+  const std::string geometry = error_of(two_rows(), vision::ImageProcessor(other));
+  EXPECT_NE(geometry.find("patch_size 14"), std::string::npos) << geometry;
+}
+
+// Every input of a plan built for the batch's patch count is bound once, with its size; the
+// plan then runs on the CPU backend with the fixture's weights.
+TEST(VisionBatchInputs, BindsEveryInputOfThePlanForItsPatchCount) {
+  const models::VisionModelConfig config = models::VisionModelConfig::from_folder(kModelDir);
+  const data::PackedBatch batch = two_rows();
+  const VisionBatchTensors tensors = vision_batch_tensors(batch, fixture_processor(), config, "batch 0");
+  const graph::OpRegistry registry = ops::make_model_registry();
+  models::DecoderGraphOptions options;
+  options.batch = batch.batch_size;
+  options.sequence = batch.sequence_length;
+  models::VisionModelGraph model =
+      models::build_vision_model_graph(config, registry, options, tensors.patches, /*train_vision=*/false);
+  const compiler::ExecutionPlan plan = compiler::compile_training(std::move(model.graph), model.loss, registry);
+  BatchInputs text(plan);
+  const std::vector<runtime::InputBinding> bindings =
+      vision_batch_bindings(plan, text.bind(batch, 1.0f / 5), tensors, batch.mrope_position_ids);
+
+  std::map<graph::TensorId, size_t> bound;
+  for (const runtime::InputBinding& binding : bindings) {
+    EXPECT_EQ(bound.count(binding.tensor), 0u) << plan.graph.tensor(binding.tensor).name;
+    bound[binding.tensor] = binding.data.size();
+  }
+  ASSERT_EQ(bound.size(), plan.graph.inputs.size());
+  for (graph::TensorId input : plan.graph.inputs) {
+    ASSERT_EQ(bound.count(input), 1u) << plan.graph.tensor(input).name;
+    EXPECT_EQ(bound[input], plan.graph.tensor(input).type.size_bytes()) << plan.graph.tensor(input).name;
+  }
+
+  runtime::CpuBackend backend;
+  backend.load(plan, registry);
+  models::load_vision_model_text_weights(kModelDir, config, [&](const models::ParameterSpec& spec, const io::SafetensorsTensor& t) {
+    backend.write_converted(plan.tensor(spec.name), t.dtype, t.bytes);
+  });
+  models::load_vision_tower_weights(kModelDir, config.vision, [&](const models::VisionTowerParameter& p, const io::SafetensorsTensor& t) {
+    backend.write_converted(plan.tensor(p.name), t.dtype, t.bytes);
+  });
+  backend.zero_gradients();
+  backend.execute(bindings);
+  float loss = 0;
+  backend.read(plan.tensor("loss"), std::as_writable_bytes(std::span<float>(&loss, 1)));
+  // Random weights over a vocabulary of 160: the mean cross-entropy is near ln 160 ≈ 5.08.
+  EXPECT_TRUE(std::isfinite(loss));
+  EXPECT_GT(loss, 3.0f);
+  EXPECT_LT(loss, 8.0f);
+}
+
+}  // namespace
+}  // namespace surogate::train
