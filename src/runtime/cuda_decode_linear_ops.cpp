@@ -101,6 +101,7 @@ CudaKernel bind_linear_swiglu_typed(const CudaBindContext& ctx) {
   require(ctx, p.weights == 2, "linear_swiglu takes two weights (gate, up), got {}", p.weights);
   const int64_t ffn = p.widths[0];
   const cuda::DecodeGemvShape shape = p.gemv_shape(swiglu_rows_per_block(p.rows, ffn));
+  const bool with_addends = p.addends[0] != 0 || p.addends[1] != 0;
   // The fallback's two products, [rows, F] each.
   ScratchLayout scratch;
   const size_t products = scratch.take(sizeof(T) * static_cast<size_t>(2 * p.rows * ffn));
@@ -108,10 +109,11 @@ CudaKernel bind_linear_swiglu_typed(const CudaBindContext& ctx) {
   CudaResources* resources = &ctx.resources;
   return [=](const CudaKernelArgs& args) {
     T* out = args.outputs[0].as<T>();
-    if (p.gemv_takes<T>(args, shape)) {
+    // With an addend (a LoRA adapter's output) the products go through cuBLASLt: the fused
+    // kernel's addend form gave wrong sums on the H200 (2026-11-29) and was taken out.
+    if (!with_addends && p.gemv_takes<T>(args, shape)) {
       cuda::decode_gemv_swiglu(out, args.inputs[0].as<const T>(), args.inputs[1].as<const T>(),
-                               args.inputs[2].as<const T>(), ffn, shape, args.stream, {},
-                               cuda::DecodeGemvSwigluAddends<T>{p.addend<T>(args, 0), p.addend<T>(args, 1)});
+                               args.inputs[2].as<const T>(), ffn, shape, args.stream);
       return;
     }
     T* gate = scratch_at<T>(resources, products);

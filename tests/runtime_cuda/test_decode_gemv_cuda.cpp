@@ -200,50 +200,6 @@ TEST(CudaDecodeGemv, SwigluOfGateAndUp) {
   }
 }
 
-// With addends (a LoRA adapter's outputs) on gate and up: equal to silu(g) · u of the products made
-// by decode_gemv with the same addends (linear_add's route, bit equal sums), 4e-3 as above, and
-// without them the result moves (the addends are read).
-TEST(CudaDecodeGemv, SwigluOfGateAndUpWithAddends) {
-  SKIP_WITHOUT_GPU();
-  constexpr int64_t kF = 1000, kK = 264;
-  std::vector<Bf16> gate_bits(static_cast<size_t>(kF * kK)), up_bits(gate_bits.size());
-  for (size_t i = 0; i < gate_bits.size(); ++i) {
-    gate_bits[i] = hashed_bf16(i + 7);
-    up_bits[i] = hashed_bf16(i + 7 + gate_bits.size());
-  }
-  const DeviceBuffer<Bf16> gate = to_device(gate_bits), up = to_device(up_bits);
-  for (int64_t rows = 1; rows <= kDecodeGemvMaxRows; ++rows) {
-    const DeviceBuffer<Bf16> device_x = device_bf16(from_bf16(to_bf16(random_floats(static_cast<size_t>(rows * kK), 0.1f))));
-    const DeviceBuffer<Bf16> gate_addend = device_bf16(from_bf16(to_bf16(random_floats(static_cast<size_t>(rows * kF), 1.0f)))),
-                             up_addend = device_bf16(from_bf16(to_bf16(random_floats(static_cast<size_t>(rows * kF), 1.0f))));
-    const DecodeGemvShape shape{.rows = rows, .in = kK};
-    const auto product = [&](const DeviceBuffer<Bf16>& weight, const DeviceBuffer<Bf16>& addend) {
-      DeviceBuffer<Bf16> result(static_cast<size_t>(rows * kF));
-      result.poison();
-      const Weight w{.weight = bf16_ptr(weight), .out = bf16_ptr(result), .rows = kF, .addend = bf16_ptr(addend)};
-      decode_gemv(&w, 1, bf16_ptr(device_x), shape, nullptr);
-      synchronize();
-      return download_bf16(result);
-    };
-    const std::vector<float> g = product(gate, gate_addend), u = product(up, up_addend);
-    std::vector<float> expected(g.size());
-    for (size_t i = 0; i < g.size(); ++i) expected[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
-    for (int rows_per_block : {0, 2, 8}) {
-      DeviceBuffer<Bf16> out(static_cast<size_t>(rows * kF)), plain(static_cast<size_t>(rows * kF));
-      out.poison();
-      DecodeGemvShape fused_shape = shape;
-      fused_shape.rows_per_block = rows_per_block;
-      decode_gemv_swiglu(bf16_ptr(out), bf16_ptr(device_x), bf16_ptr(gate), bf16_ptr(up), kF, fused_shape, nullptr, {},
-                         DecodeGemvSwigluAddends<__nv_bfloat16>{bf16_ptr(gate_addend), bf16_ptr(up_addend)});
-      decode_gemv_swiglu(bf16_ptr(plain), bf16_ptr(device_x), bf16_ptr(gate), bf16_ptr(up), kF, fused_shape, nullptr);
-      synchronize();
-      const std::string where = "M=" + std::to_string(rows) + " rows per block " + std::to_string(rows_per_block);
-      EXPECT_LT(relative_error(download_bf16(out), expected), 4e-3) << where;
-      EXPECT_GT(relative_error(download_bf16(plain), expected), 5e-2) << where << ": the addends were not read";
-    }
-  }
-}
-
 // q, k and v with the norm before them folded in, and the MLP's gate / up with its norm.
 TEST(CudaDecodeGemv, RmsnormFoldedIntoTheProduct) {
   SKIP_WITHOUT_GPU();

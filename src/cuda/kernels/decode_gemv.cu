@@ -226,13 +226,7 @@ __global__ void __launch_bounds__(kDecodeGemvThreads) decode_gemv_kernel(const G
     return p.alpha * total;
   };
   if constexpr (kSwiglu) {
-    // Each product rounded as linear / linear_add rounds it: once, after its addend.
-    const auto product = [&](int r, const T* addend) {
-      float value = row_sum(r);
-      if (addend != nullptr) value += to_float(addend[m * p.total + row]);
-      return to_float(from_float<T>(value));
-    };
-    const float gate = product(column, p.weights[0].addend), up = product(column + kColumns, p.weights[1].addend);
+    const float gate = to_float(from_float<T>(row_sum(column))), up = to_float(from_float<T>(row_sum(column + kColumns)));
     // swiglu.cu's expression: g · sigmoid(g) · u.
     p.weights[0].out[m * p.total + row] = from_float<T>(gate * (1.0f / (1.0f + __expf(-gate))) * up);
   } else {
@@ -340,14 +334,14 @@ void decode_gemv(const DecodeGemvWeight<T>* weights, int count, const T* x, cons
 
 template <typename T>
 void decode_gemv_swiglu(T* out, const T* x, const T* gate, const T* up, int64_t ffn, const DecodeGemvShape& shape,
-                        cudaStream_t stream, const DecodeGemvNorm<T>& norm, const DecodeGemvSwigluAddends<T>& addends) {
+                        cudaStream_t stream, const DecodeGemvNorm<T>& norm) {
   CUDA_REQUIRE(shape.rows >= 1 && shape.rows <= kDecodeGemvMaxRows && shape.in > 0 && shape.in % kGemvChunk == 0 &&
                    ffn >= 1,
                "decode_gemv_swiglu: M must be 1 or 2, K a positive multiple of 8 and F positive");
   GemvParams<T> p;
   p.count = 2;
-  p.weights[0] = {.weight = gate, .out = out, .rows = ffn, .addend = addends.gate};
-  p.weights[1] = {.weight = up, .out = out, .rows = ffn, .addend = addends.up};
+  p.weights[0] = {.weight = gate, .out = out, .rows = ffn};
+  p.weights[1] = {.weight = up, .out = out, .rows = ffn};
   p.total = ffn;
   p.chunks = shape.in / kGemvChunk;
   p.alpha = shape.alpha;
@@ -359,9 +353,8 @@ template void decode_gemv(const DecodeGemvWeight<__nv_bfloat16>*, int, const __n
 template void decode_gemv(const DecodeGemvWeight<__half>*, int, const __half*, const DecodeGemvShape&, cudaStream_t,
                           const DecodeGemvNorm<__half>&);
 template void decode_gemv_swiglu(__nv_bfloat16*, const __nv_bfloat16*, const __nv_bfloat16*, const __nv_bfloat16*,
-                                 int64_t, const DecodeGemvShape&, cudaStream_t, const DecodeGemvNorm<__nv_bfloat16>&,
-                                 const DecodeGemvSwigluAddends<__nv_bfloat16>&);
+                                 int64_t, const DecodeGemvShape&, cudaStream_t, const DecodeGemvNorm<__nv_bfloat16>&);
 template void decode_gemv_swiglu(__half*, const __half*, const __half*, const __half*, int64_t, const DecodeGemvShape&,
-                                 cudaStream_t, const DecodeGemvNorm<__half>&, const DecodeGemvSwigluAddends<__half>&);
+                                 cudaStream_t, const DecodeGemvNorm<__half>&);
 
 }  // namespace surogate::cuda

@@ -6,9 +6,7 @@
 //     optional bias [N_i] or addend [M, N_i] per weight;
 //   * decode_gemv_swiglu: the MLP's gate and up weights [F, K] read together, writing
 //     silu(gate) · up [M, F] — the gate and up products each rounded to T first, as the unfused
-//     linear, linear, swiglu chain rounds them, so the two routes agree to one rounding; each
-//     product may take an addend [M, F] before that rounding (a LoRA adapter's output, as
-//     linear_add adds it: T(alpha · x · gateᵀ + addend)).
+//     linear, linear, swiglu chain rounds them, so the two routes agree to one rounding.
 // Either form may normalise x first (DecodeGemvNorm: the RMSNorm before q/k/v and before gate/up
 // folded into the product): every block recomputes rmsnorm(x) · w of its M rows into shared memory
 // from x in the L2 — T(x · rstd · w), rstd = rsqrt(mean(x²) + eps), rmsnorm.h's forward and its
@@ -78,17 +76,9 @@ template <typename T>
 void decode_gemv(const DecodeGemvWeight<T>* weights, int count, const T* x, const DecodeGemvShape& shape,
                  cudaStream_t stream, const DecodeGemvNorm<T>& norm = {});
 
-// The addends of decode_gemv_swiglu's two products, [M, F] each or null (neither may alias out).
-template <typename T>
-struct DecodeGemvSwigluAddends {
-  const T* gate = nullptr;
-  const T* up = nullptr;
-};
-
-// out [M, F] = silu(T(alpha · x · gateᵀ [+ addends.gate])) · T(alpha · x · upᵀ [+ addends.up]); gate and up [F, K].
+// out [M, F] = silu(T(alpha · x · gateᵀ)) · T(alpha · x · upᵀ); gate and up [F, K].
 template <typename T>
 void decode_gemv_swiglu(T* out, const T* x, const T* gate, const T* up, int64_t ffn, const DecodeGemvShape& shape,
-                        cudaStream_t stream, const DecodeGemvNorm<T>& norm = {},
-                        const DecodeGemvSwigluAddends<T>& addends = {});
+                        cudaStream_t stream, const DecodeGemvNorm<T>& norm = {});
 
 }  // namespace surogate::cuda
