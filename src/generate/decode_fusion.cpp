@@ -234,6 +234,10 @@ private:
 }  // namespace
 
 Graph fuse_decode_products(const Graph& decode, const OpRegistry& registry) {
+  // Adapter graphs stay unfused (decode_fusion.h says why).
+  if (std::any_of(decode.nodes.begin(), decode.nodes.end(), [](const Node& node) { return node.op == "linear_add"; })) {
+    return decode;
+  }
   FusionPlan plan(decode);
   plan.fuse_swiglus();
   plan.fuse_groups();

@@ -86,23 +86,16 @@ TEST(DecodeFusion, EachLayersQkvAndGateUpSwigluBecomeOneNodeEach) {
   EXPECT_EQ(fused.tensor(fused.outputs[0]).name, "logits");
 }
 
-TEST(DecodeFusion, AdapterOutputsBecomeTheAddendsAndItsRankProductsStayApart) {
+// With a LoRA adapter (linear_add nodes) the graph is left as it is (decode_fusion.h says why).
+TEST(DecodeFusion, AGraphWithAnAdapterIsLeftUnfused) {
   const Graph decode = decode_of("llama_gqa_llama3", DType::BF16, true);
+  ASSERT_GT(std::count_if(decode.nodes.begin(), decode.nodes.end(),
+                          [](const graph::Node& node) { return node.op == "linear_add"; }),
+            0);
   const Graph fused = fuse_decode_products(decode, registry());
-  const auto groups = nodes_of(fused, "linear_group"), swiglus = nodes_of(fused, "linear_swiglu");
-  ASSERT_EQ(groups.size(), static_cast<size_t>(config_of("llama_gqa_llama3").num_hidden_layers));
-  ASSERT_EQ(swiglus.size(), groups.size());
-  EXPECT_EQ(groups[0]->attrs.at("addends"), nlohmann::json({1, 1, 1}));
-  EXPECT_EQ(groups[0]->inputs.size(), 7u);  // x, 3 weights, 3 adapter outputs
-  EXPECT_EQ(swiglus[0]->attrs.at("addends"), nlohmann::json({1, 1}));
-  // The adapters' own A and B products are all still there, unfused.
-  const auto rank_products = [](const Graph& graph) {
-    return std::count_if(graph.nodes.begin(), graph.nodes.end(), [&](const graph::Node& node) {
-      return node.op == "linear" && graph.tensor(node.inputs[1]).name.find("lora") != std::string::npos;
-    });
-  };
-  EXPECT_GE(rank_products(decode), static_cast<std::ptrdiff_t>(7 * groups.size()));
-  EXPECT_EQ(rank_products(fused), rank_products(decode));
+  EXPECT_EQ(fused.nodes.size(), decode.nodes.size());
+  EXPECT_TRUE(nodes_of(fused, "linear_group").empty());
+  EXPECT_TRUE(nodes_of(fused, "linear_swiglu").empty());
 }
 
 TEST(DecodeFusion, QwenQAndKNormsBecomeOnePairWhereTheKernelTakesTheHeadSize) {
