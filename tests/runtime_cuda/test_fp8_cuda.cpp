@@ -35,6 +35,7 @@
 #include "compiler/execution_plan.h"
 #include "core/bfloat16.h"
 #include "graph/builder.h"
+#include "models/run_precision.h"
 #include "ops/defs/register_ops.h"
 #include "runtime/cpu_backend.h"
 #include "runtime/cuda_backend.h"
@@ -305,15 +306,7 @@ TEST(Fp8Cuda, GraphOpsMatchTheCpuEmulation) {
       backend.write(plan.tensor(name), std::as_bytes(std::span<const uint16_t>(bits)));
     };
     auto read_floats = [&](graph::TensorId id, size_t count) {
-      std::vector<float> values(count);
-      if (!bf16) {
-        backend.read(id, std::as_writable_bytes(std::span<float>(values)));
-        return values;
-      }
-      std::vector<uint16_t> bits(count);
-      backend.read(id, std::as_writable_bytes(std::span<uint16_t>(bits)));
-      for (size_t i = 0; i < count; ++i) values[i] = bf16_to_float(bits[i]);
-      return values;
+      return models::testing::read_floats(backend, id, count, bf16 ? DType::BF16 : DType::F32);
     };
     write_floats("x", x);
     write_floats("addend", addend);
