@@ -90,6 +90,15 @@ def surogate_package(tmp_path_factory):
     return install(tmp_path_factory)
 
 
+def load_script(name: str):
+    """scripts/<name>.py imported as a module (the fixture makers, the repo checks)."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(name, REPO_ROOT / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def build_binary(relative: str) -> pathlib.Path:
     """A program of the tests' build folder (SUROGATE_BUILD_DIR, else build/), e.g.
     "tests/generate/generate_sampling_probe"; the test fails when it is not built."""

@@ -6,24 +6,20 @@ three turns, images in user and assistant turns. The rendered text and grids mus
 input ids too unless the engine reports that its span-wise tokenization differs, the M-RoPE
 position ids equal get_rope_index's on the engine's ids; image tokens carry no loss. tests/data/image_rows_tool runs the
 engine's side; tests/data/test_image_rows.cpp checks the committed fixtures without Python."""
-import importlib.util
 import json
 import subprocess
 
 import numpy as np
 import pytest
 
-from conftest import REPO_ROOT, build_binary
+from conftest import REPO_ROOT, build_binary, load_script
 
 PIL = pytest.importorskip("PIL")
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers.models.qwen2_vl.image_processing_pil_qwen2_vl")
 import PIL.Image  # noqa: E402
 
-spec = importlib.util.spec_from_file_location("make_vision_row_fixtures",
-                                              REPO_ROOT / "scripts" / "make_vision_row_fixtures.py")
-fixtures = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(fixtures)
+fixtures = load_script("make_vision_row_fixtures")
 
 PREPROCESSOR = REPO_ROOT / "tests" / "fixtures" / "vision" / "qwen2_5_vl"
 IMAGE_PAD = 151655

@@ -1,13 +1,10 @@
 """The house is layered (scripts/check_layering.py, docs/contributing.md's layout table): a module
 of src/ includes only modules above it, so a kernel never reaches into the runtime, the runtime
 never into the trainer, and so on."""
-import importlib.util
 
-from conftest import REPO_ROOT
+from conftest import REPO_ROOT, load_script
 
-spec = importlib.util.spec_from_file_location("check_layering", REPO_ROOT / "scripts" / "check_layering.py")
-check_layering = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(check_layering)
+check_layering = load_script("check_layering")
 
 
 def test_the_sources_include_only_modules_above_them():

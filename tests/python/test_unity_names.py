@@ -2,13 +2,10 @@
 anonymous namespace is defined by one source of its module only, so that adding a file (which
 reshuffles the batches of 8) never turns two harmless definitions into a redefinition. Two such
 pairs broke the build this way (hf_hub.cpp / object_store.cpp's kDownloadAttempts)."""
-import importlib.util
 
-from conftest import REPO_ROOT
+from conftest import load_script
 
-spec = importlib.util.spec_from_file_location("check_unity_names", REPO_ROOT / "scripts" / "check_unity_names.py")
-check_unity_names = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(check_unity_names)
+check_unity_names = load_script("check_unity_names")
 
 
 def test_the_sources_follow_the_rule():

@@ -8,24 +8,20 @@ weight's gradient (text and tower) to 1e-4 (max |ours − hf| / max |hf|), the t
 tests/models/test_vision_model.cpp, which checks the committed fixture without Python. The
 checkpoint is written under transformers 5's names (model.language_model.*, model.visual.*) or
 the hub's (model.*, visual.*)."""
-import importlib.util
 import json
 import subprocess
 
 import numpy as np
 import pytest
 
-from conftest import REPO_ROOT, build_binary
+from conftest import REPO_ROOT, build_binary, load_script
 from test_vision_tower import scaled_error  # max |ours - hf| / max |hf|
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers.models.qwen2_5_vl.modeling_qwen2_5_vl")
 safetensors_torch = pytest.importorskip("safetensors.torch")
 
-spec = importlib.util.spec_from_file_location("make_vision_model_fixtures",
-                                              REPO_ROOT / "scripts" / "make_vision_model_fixtures.py")
-fixtures = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(fixtures)
+fixtures = load_script("make_vision_model_fixtures")
 
 LOSS_TOLERANCE = 1e-5
 GRADIENT_TOLERANCE = 1e-4

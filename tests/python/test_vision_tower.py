@@ -6,24 +6,20 @@ must equal transformers' to 1e-5 and the gradients of every weight for the loss
 sum(features · random projection) to 1e-4 (max |ours − hf| / max |hf| over each tensor, the
 tolerances of tests/models/test_vision_tower.cpp, which checks the committed fixture without
 Python)."""
-import importlib.util
 import json
 import subprocess
 
 import numpy as np
 import pytest
 
-from conftest import REPO_ROOT, build_binary
+from conftest import build_binary, load_script
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers.models.qwen2_5_vl.modeling_qwen2_5_vl")
 safetensors_torch = pytest.importorskip("safetensors.torch")
 from transformers import Qwen2_5_VLConfig  # noqa: E402
 
-spec = importlib.util.spec_from_file_location("make_vision_tower_fixtures",
-                                              REPO_ROOT / "scripts" / "make_vision_tower_fixtures.py")
-fixtures = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(fixtures)
+fixtures = load_script("make_vision_tower_fixtures")
 
 FEATURE_TOLERANCE = 1e-5
 GRADIENT_TOLERANCE = 1e-4
