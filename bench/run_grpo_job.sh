@@ -15,7 +15,7 @@
 # Timing: the steps after the first GRPO_WARMUP (1); completions/s = completions per step × timed
 # steps / their seconds; the split: surogate's step records (generation_seconds, reward_seconds,
 # training_seconds: docs/grpo.md#records), TRL's by wrapping its _generate / _calculate_rewards.
-# Peak memory: nvidia-smi sampled every 200 ms (both), and torch's max_memory_allocated (TRL).
+# Peak memory: nvidia-smi sampled every 200 ms (both; the first visible GPU), and torch's max_memory_allocated (TRL).
 # Here, first: BUILD_DIR=build CARRY_DIR=carry/grpo CARRY_BINARIES=surogate scripts/gpu_check.sh
 # --prepare, the peer wheels in carry/wheels (trl, datasets, dill, multiprocess, ...); there:
 # `CARRY_DIR=$PWD/carry/grpo bash bench/run_grpo_job.sh` with carry ["carry/grpo.tar.xz",
@@ -23,7 +23,8 @@
 # Env: GRPO_RUNS (qwen3-1.7b:lora qwen3-8b:lora), GRPO_STEPS (4, GRPO_WARMUP 1 of them not timed),
 # GRPO_GENERATIONS (8), GRPO_COMPLETION (512), GRPO_MICRO (16), GRPO_ACCUM (32), PEERS=0,
 # GRPO_GENERATION_BATCH (surogate's grpo.generation_batch_size: completions generated at once;
-# unset: 64),
+# unset: 64), GRPO_GPUS (surogate's gpus: data-parallel ranks, each sampling and training
+# GRPO_MICRO × GRPO_ACCUM completions a step; unset: one GPU; the peer stays on one),
 # GRPO_DEVICE=cpu (the CPU smoke test: no nvidia-smi, TRL in fp32; SUROGATE_BIN names the binary).
 # Records: $OUT/grpo.jsonl (ours), $OUT/peers.jsonl, and a table with the ratios on stdout.
 set -uo pipefail
@@ -46,7 +47,9 @@ micro="${GRPO_MICRO:-16}" accum="${GRPO_ACCUM:-32}"
 per_step=$((micro * accum))
 generation_batch=""
 [[ -n "${GRPO_GENERATION_BATCH:-}" ]] && generation_batch="  generation_batch_size: $GRPO_GENERATION_BATCH"
-prompts=$((per_step / generations * steps + 64))
+gpus="${GRPO_GPUS:-1}" gpus_line=""
+[[ -n "${GRPO_GPUS:-}" ]] && gpus_line="gpus: $GRPO_GPUS"
+prompts=$((per_step * gpus / generations * steps + 64))
 if [[ "$device" == cuda ]]; then
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
   install_peer_wheels /tmp/grpo_peers
@@ -98,6 +101,7 @@ $generation_batch
 per_device_train_batch_size: $micro
 gradient_accumulation_steps: $accum
 max_steps: $steps
+$gpus_line
 save_steps: 1000
 optimizer: adamw
 learning_rate: 1e-5
@@ -108,7 +112,7 @@ YAML
   "$surogate" grpo "$yaml" >"$log/$model-$mode.log" 2>&1 || { echo "$model $mode: exit $?"; tail -5 "$log/$model-$mode.log"; status=1; }
   stop_sampler
   python3 "$root/bench/grpo/surogate_record.py" "$out/log.jsonl" --model "$model" --mode "$mode" --warmup "$warmup" \
-    --completions-per-step "$per_step" --memory "$work/mem.txt" \
+    --completions-per-step $((per_step * gpus)) --gpus "$gpus" --memory "$work/mem.txt" \
     --output "$log/$model-$mode.log" --dry-run "$work/dryrun.txt" | tee -a "$log/grpo.jsonl"
   if [[ "${PEERS:-1}" != 0 ]]; then
     peer=(python3 "$root/bench/peers/trl_grpo_bench.py" --model-dir "$dir" --data "$data" --rewards "$work/rewards.py"

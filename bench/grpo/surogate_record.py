@@ -51,7 +51,7 @@ def record(args):
     lengths = [r["completions/mean_length"] for r in timed]
     tokens = sum(r["generated_tokens"] for r in timed)
     return {
-        "engine": "surogate grpo", "model": args.model, "mode": args.mode,
+        "engine": "surogate grpo", "model": args.model, "mode": args.mode, "gpus": args.gpus,
         "completions_per_s": args.completions_per_step * len(timed) / seconds, "completion_tokens_per_s": tokens / seconds,
         "step_s": statistics.median(r["step_seconds"] for r in timed),
         "generation_s": statistics.median(r["generation_seconds"] for r in timed),
@@ -74,8 +74,9 @@ def table(ours_path, peers_path):
     for r in ours:
         if "completions_per_s" not in r:
             continue
+        # A peer runs on one GPU: a run on several is shown without a ratio.
         best = max((p for p in peers if p.get("model") == r["model"] and p.get("mode") == r["mode"]
-                    and "completions_per_s" in p), key=lambda p: p["completions_per_s"], default=None)
+                    and "completions_per_s" in p and r.get("gpus", 1) == 1), key=lambda p: p["completions_per_s"], default=None)
         split = f"{r['step_s']:.1f} ({r['generation_s']:.1f} / {r['reward_s']:.2f} / {r['training_s']:.1f})"
         mem = f"{r['peak_mem_gib']:.1f}" if r.get("peak_mem_gib") is not None else "—"
         if best:
@@ -90,7 +91,8 @@ def table(ours_path, peers_path):
                     + (f"{peer_mem:.1f}" if peer_mem is not None else "—") + f" | {ratio:.2f}x |")
         else:
             peer = "— | — | — | — | — |"
-        print(f"| {r['model']} | {r['mode']} | {r['completions_per_s']:.2f} | {split} | {mem} | " + peer)
+        mode = r["mode"] + (f" × {r['gpus']} GPUs" if r.get("gpus", 1) > 1 else "")
+        print(f"| {r['model']} | {mode} | {r['completions_per_s']:.2f} | {split} | {mem} | " + peer)
     for ratio in ratios:
         print(json.dumps(ratio))
 
@@ -103,6 +105,7 @@ def main():
     parser.add_argument("--mode")
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--completions-per-step", type=int, help="per_device_train_batch_size × gradient_accumulation_steps")
+    parser.add_argument("--gpus", type=int, default=1, help="data-parallel GPUs (completions per step counts them all)")
     parser.add_argument("--memory")
     parser.add_argument("--output", help="the run's console output (its plan's predicted peak)")
     parser.add_argument("--dry-run", help="the --dry-run output (its predicted peak)")

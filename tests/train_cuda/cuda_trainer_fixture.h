@@ -44,10 +44,11 @@ protected:
   }
   // Checks `candidate`'s losses track `reference`'s step by step: step 1 within
   // `first_step_tolerance` (0: exactly equal), later steps within `step_tolerance`, the mean over
-  // the last 5 steps within `last_mean_tolerance`, and the candidate's loss fell by 0.3+ nats
-  // (training happened).
+  // the last 5 steps within `last_mean_tolerance`, and the candidate's loss fell by `min_drop`
+  // nats (training happened; 0.3 suits the language-model loss of these jobs).
   static void expect_tracks(const std::string& name, const TrainingResult& reference, const TrainingResult& candidate,
-                            double first_step_tolerance, double step_tolerance, double last_mean_tolerance) {
+                            double first_step_tolerance, double step_tolerance, double last_mean_tolerance,
+                            double min_drop = 0.3) {
     ASSERT_EQ(candidate.step_losses.size(), reference.step_losses.size());
     const size_t steps = reference.step_losses.size();
     double max_delta = 0.0, last_mean = 0.0;
@@ -65,7 +66,7 @@ protected:
     }
     std::printf("%s: max |delta| %.5f, mean |delta| over the last 5 steps %.5f\n", name.c_str(), max_delta, last_mean);
     EXPECT_LT(last_mean, last_mean_tolerance) << name;
-    EXPECT_LT(candidate.step_losses.back(), candidate.step_losses.front() - 0.3) << name;
+    EXPECT_LT(candidate.step_losses.back(), candidate.step_losses.front() - min_drop) << name;
   }
   // Runs `extra` on both backends and checks the CUDA losses track the CPU ones.
   static void expect_tracks_cpu(const std::string& name, const std::string& extra) {

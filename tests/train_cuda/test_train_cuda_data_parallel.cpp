@@ -306,7 +306,9 @@ TEST_F(CudaDataParallelTest, TwoGpusPreferenceTuningMatchesOneGpuWithTwiceTheAcc
         as_preference_run(config("dpo-dp2-z" + zero, common + "gpus: 2\ngradient_accumulation_steps: 2\nzero_level: " + zero + "\n"),
                           pairs, "dpo"),
         on(TrainingBackend::Cuda));
-    expect_tracks("dpo-gpus-2-zero-" + zero, one, two, 1e-5, 0.01, 0.005);
+    // DPO's loss starts at ln 2 = 0.693 and falls more slowly than the language-model loss: one
+    // GPU's run of this job reaches 0.56 at step 20 (H200, 2026-11-29), hence a 0.1-nat drop.
+    expect_tracks("dpo-gpus-2-zero-" + zero, one, two, 1e-5, 0.01, 0.005, 0.1);
   }
 }
 
