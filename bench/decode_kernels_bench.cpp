@@ -410,6 +410,7 @@ RestTimes layer_rest(int64_t rows, int64_t context, int repeats) {
       rstd(static_cast<size_t>(rows * (kQHeads + kKvHeads))), inv_freq(kHeadDim / 2);
   DeviceBuffer<int32_t> tickets(static_cast<size_t>(surogate::cuda::cached_attention_tickets(shape)));
   tickets.zero();
+  CUDA_CHECK(cudaDeviceSynchronize());  // zero before time_graph's own stream uses them
   CUDA_CHECK(cudaMemset(inv_freq.data(), 0, inv_freq.bytes()));
   std::vector<int32_t> slots(static_cast<size_t>(rows)), lengths(slots.size(), static_cast<int32_t>(context - 1)),
       fresh(slots.size(), 1);

@@ -314,11 +314,11 @@ TEST(CachedAttentionCuda, OneLaunchChainedInACapturedGraph) {
   DeviceBuffer<uint16_t> first(inputs.q.size()), second(inputs.q.size());
   DeviceBuffer<float> workspace(static_cast<size_t>(cached_attention_workspace_floats(shape, splits)));
   DeviceBuffer<int32_t> tickets(static_cast<size_t>(cached_attention_tickets(shape)));
-  tickets.zero();
   const auto slots = to_device(column(c, &Row::slot)), held = to_device(column(c, &Row::held)),
              fresh = to_device(column(c, &Row::fresh));
   cudaStream_t stream;
   ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  tickets.zero(stream);
   const auto chain = [&] {
     for (auto [out, query] : {std::pair{device<E>(first), device<E>(q)}, std::pair{device<E>(second), device<E>(first)}}) {
       cached_attention_one_launch<E>(out, workspace.data(), tickets.data(), query, device<E>(k), device<E>(v),
