@@ -12,8 +12,8 @@
 
 #include <memory>
 #include <type_traits>
+#include <vector>
 
-#include "cuda/cuda_check.h"
 #include "cuda/device_buffer.h"
 #include "cuda/kernels/cached_attention.h"
 #include "cuda/kernels/greedy_tokens.h"
@@ -71,9 +71,7 @@ CudaKernel bind_cached_attention_typed(const CudaBindContext& ctx) {
   CudaResources* resources = &ctx.resources;
   // The node's own ticket counters: zero now, and every launch leaves them zero.
   auto tickets = std::make_shared<cuda::DeviceBuffer<int32_t>>(
-      static_cast<size_t>(cuda::cached_attention_tickets(shape)));
-  tickets->zero();
-  CUDA_CHECK(cudaStreamSynchronize(nullptr));
+      cuda::to_device(std::vector<int32_t>(static_cast<size_t>(cuda::cached_attention_tickets(shape)), 0)));
   return [=](const CudaKernelArgs& args) {
     // The caches are inputs written in place (see the top of this file). One launch: the append,
     // the splits and their combine; it may overlap the kernel before it inside a captured graph.
