@@ -188,3 +188,22 @@ def test_the_cuda_backends_step_one_is_the_cpus_within_bf16(run, surogate_bin, m
     for step in range(2):
         assert cuda[step]["loss"] == pytest.approx(run["records"][step]["loss"], rel=1e-2)
         assert cuda[step]["grad_norm"] == pytest.approx(run["records"][step]["grad_norm"], rel=5e-2)
+
+
+def test_dry_run_plans_the_tower_for_every_token_an_image_token(surogate_bin, model_folder, tmp_path):
+    """--dry-run plans a Qwen2.5-VL folder without reading the data (no token cache is made): the
+    whole model, the tower planned for B · T · merge² patches; the activations scale with the batch."""
+    arenas = []
+    for batch in (1, 4):
+        config = tmp_path / f"dry{batch}.yaml"
+        config.write_text(f"model: {model_folder}\noutput_dir: {tmp_path / 'out'}\nsequence_len: 128\n"
+                          f"validation_split_ratio: 0\nper_device_train_batch_size: {batch}\n"
+                          f"datasets:\n  - path: {tmp_path / 'rows.jsonl'}\n    type: conversation\n")
+        (tmp_path / "rows.jsonl").write_text("".join(json.dumps(row) + "\n" for row in ROWS))
+        result = run_surogate(surogate_bin, "sft", config, "--dry-run", env=CPU_ONLY)
+        assert result.returncode == 0, result.stderr
+        assert "configuration is valid (dry run, nothing trained)" in result.stdout
+        line = next(line for line in result.stdout.splitlines() if "activations (planned arena)" in line)
+        arenas.append(float(line.split()[-2]))
+    assert arenas[1] > 3 * arenas[0]
+    assert not (tmp_path / "out" / "tokenized").exists()
