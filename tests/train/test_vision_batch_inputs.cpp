@@ -191,10 +191,12 @@ TEST(VisionBatchInputs, PaddingToThePlansPatchCountChangesNoLossOrGradient) {
   // 8 and 28 padding patches (windows of 4 merged patches: one partial window, then several).
   for (int64_t plan_patches : {20, 40}) {
     const PlanResult padded = run_padded(batch, plan_patches);
-    // The padding rows add exact zeros, but the BLAS products over more rows may block (and so
-    // round) differently: the loss to rel 1e-6, each gradient to 1e-6 of its largest value, or of
-    // 1e-3 × the model's largest for a gradient that is mathematically zero and only rounding
-    // (the k bias: softmax does not change when every score of a query moves by q · b).
+    // The padding rows add exact zeros, but the BLAS products over more rows block (and so round)
+    // differently: the loss to rel 1e-6, each gradient to 1e-5 of its largest value (measured: 1.5e-6
+    // in the tower's weight gradients, the same at both paddings; padding that reached a real patch
+    // would differ at O(1)), or of 1e-3 × the model's largest for a gradient that is mathematically
+    // zero and only rounding (the k bias: softmax does not change when every score of a query moves
+    // by q · b).
     EXPECT_NEAR(padded.loss, exact.loss, 1e-6 * std::abs(exact.loss)) << plan_patches;
     ASSERT_EQ(padded.gradients.size(), exact.gradients.size());
     float model_largest = 0;
@@ -209,7 +211,7 @@ TEST(VisionBatchInputs, PaddingToThePlansPatchCountChangesNoLossOrGradient) {
         largest = std::max(largest, std::abs(values[i]));
         difference = std::max(difference, std::abs(values[i] - other[i]));
       }
-      EXPECT_LE(difference, 1e-6f * std::max(largest, 1e-3f * model_largest)) << name << " at " << plan_patches;
+      EXPECT_LE(difference, 1e-5f * std::max(largest, 1e-3f * model_largest)) << name << " at " << plan_patches;
     }
   }
   // The tower is trained and its gradient is not trivially zero.
