@@ -100,25 +100,58 @@ TEST(VisionBatchInputs, MismatchesAreUserErrorsNamingTheBatch) {
   EXPECT_NE(geometry.find("patch_size 14"), std::string::npos) << geometry;
 }
 
-// Every input of a plan built for the batch's patch count is bound once, with its size; the
-// plan then runs on the CPU backend with the fixture's weights.
-TEST(VisionBatchInputs, BindsEveryInputOfThePlanForItsPatchCount) {
-  const models::VisionModelConfig config = models::VisionModelConfig::from_folder(kModelDir);
-  const data::PackedBatch batch = two_rows();
-  const VisionBatchTensors tensors = vision_batch_tensors(batch, fixture_processor(), config, "batch 0");
-  const graph::OpRegistry registry = ops::make_model_registry();
+// The fixture model's training plan for `batch` (its images padded to `plan_patches` when given),
+// the batch's bindings (the batch must outlive them), and a CPU backend holding the fixture's weights.
+compiler::ExecutionPlan fixture_plan(const models::VisionModelConfig& config, const graph::OpRegistry& registry,
+                                     const data::PackedBatch& batch, int64_t patches, bool train_vision) {
   models::DecoderGraphOptions options;
   options.batch = batch.batch_size;
   options.sequence = batch.sequence_length;
-  models::VisionModelGraph model =
-      models::build_vision_model_graph(config, registry, options, tensors.patches, /*train_vision=*/false);
-  const compiler::ExecutionPlan plan = compiler::compile_training(std::move(model.graph), model.loss, registry);
-  BatchInputs text(plan);
-  const std::vector<runtime::InputBinding> bindings =
-      vision_batch_bindings(plan, text.bind(batch, 1.0f / 5), tensors, batch.mrope_position_ids);
+  models::VisionModelGraph model = models::build_vision_model_graph(config, registry, options, patches, train_vision);
+  return compiler::compile_training(std::move(model.graph), model.loss, registry);
+}
 
+struct FixtureRun {
+  FixtureRun(const data::PackedBatch& batch, std::optional<int64_t> plan_patches, bool train_vision)
+      : config(models::VisionModelConfig::from_folder(kModelDir)),
+        tensors(vision_batch_tensors(batch, fixture_processor(), config, "batch 0", plan_patches)),
+        registry(ops::make_model_registry()),
+        plan(fixture_plan(config, registry, batch, tensors.patches, train_vision)),
+        text(plan),
+        bindings(vision_batch_bindings(plan, text.bind(batch, 1.0f / 5), tensors, batch.mrope_position_ids)) {
+    backend.load(plan, registry);
+    models::load_vision_model_text_weights(kModelDir, config, [&](const models::ParameterSpec& spec, const io::SafetensorsTensor& t) {
+      backend.write_converted(plan.tensor(spec.name), t.dtype, t.bytes);
+    });
+    models::load_vision_tower_weights(kModelDir, config.vision, [&](const models::VisionTowerParameter& p, const io::SafetensorsTensor& t) {
+      backend.write_converted(plan.tensor(p.name), t.dtype, t.bytes);
+    });
+  }
+  float execute() {
+    backend.zero_gradients();
+    backend.execute(bindings);
+    float loss = 0;
+    backend.read(plan.tensor("loss"), std::as_writable_bytes(std::span<float>(&loss, 1)));
+    return loss;
+  }
+
+  models::VisionModelConfig config;
+  VisionBatchTensors tensors;
+  graph::OpRegistry registry;
+  compiler::ExecutionPlan plan;
+  BatchInputs text;
+  std::vector<runtime::InputBinding> bindings;
+  runtime::CpuBackend backend;
+};
+
+// Every input of a plan built for the batch's patch count is bound once, with its size; the
+// plan then runs on the CPU backend with the fixture's weights.
+TEST(VisionBatchInputs, BindsEveryInputOfThePlanForItsPatchCount) {
+  const data::PackedBatch batch = two_rows();
+  FixtureRun run(batch, std::nullopt, /*train_vision=*/false);
+  const compiler::ExecutionPlan& plan = run.plan;
   std::map<graph::TensorId, size_t> bound;
-  for (const runtime::InputBinding& binding : bindings) {
+  for (const runtime::InputBinding& binding : run.bindings) {
     EXPECT_EQ(bound.count(binding.tensor), 0u) << plan.graph.tensor(binding.tensor).name;
     bound[binding.tensor] = binding.data.size();
   }
@@ -127,19 +160,7 @@ TEST(VisionBatchInputs, BindsEveryInputOfThePlanForItsPatchCount) {
     ASSERT_EQ(bound.count(input), 1u) << plan.graph.tensor(input).name;
     EXPECT_EQ(bound[input], plan.graph.tensor(input).type.size_bytes()) << plan.graph.tensor(input).name;
   }
-
-  runtime::CpuBackend backend;
-  backend.load(plan, registry);
-  models::load_vision_model_text_weights(kModelDir, config, [&](const models::ParameterSpec& spec, const io::SafetensorsTensor& t) {
-    backend.write_converted(plan.tensor(spec.name), t.dtype, t.bytes);
-  });
-  models::load_vision_tower_weights(kModelDir, config.vision, [&](const models::VisionTowerParameter& p, const io::SafetensorsTensor& t) {
-    backend.write_converted(plan.tensor(p.name), t.dtype, t.bytes);
-  });
-  backend.zero_gradients();
-  backend.execute(bindings);
-  float loss = 0;
-  backend.read(plan.tensor("loss"), std::as_writable_bytes(std::span<float>(&loss, 1)));
+  const float loss = run.execute();
   // Random weights over a vocabulary of 160: the mean cross-entropy is near ln 160 ≈ 5.08.
   EXPECT_TRUE(std::isfinite(loss));
   EXPECT_GT(loss, 3.0f);
@@ -153,34 +174,13 @@ struct PlanResult {
 };
 
 PlanResult run_padded(const data::PackedBatch& batch, std::optional<int64_t> plan_patches) {
-  const models::VisionModelConfig config = models::VisionModelConfig::from_folder(kModelDir);
-  const VisionBatchTensors tensors = vision_batch_tensors(batch, fixture_processor(), config, "batch 0", plan_patches);
-  const graph::OpRegistry registry = ops::make_model_registry();
-  models::DecoderGraphOptions options;
-  options.batch = batch.batch_size;
-  options.sequence = batch.sequence_length;
-  models::VisionModelGraph model =
-      models::build_vision_model_graph(config, registry, options, tensors.patches, /*train_vision=*/true);
-  const compiler::ExecutionPlan plan = compiler::compile_training(std::move(model.graph), model.loss, registry);
-  BatchInputs text(plan);
-  const std::vector<runtime::InputBinding> bindings =
-      vision_batch_bindings(plan, text.bind(batch, 1.0f / 5), tensors, batch.mrope_position_ids);
-  runtime::CpuBackend backend;
-  backend.load(plan, registry);
-  models::load_vision_model_text_weights(kModelDir, config, [&](const models::ParameterSpec& spec, const io::SafetensorsTensor& t) {
-    backend.write_converted(plan.tensor(spec.name), t.dtype, t.bytes);
-  });
-  models::load_vision_tower_weights(kModelDir, config.vision, [&](const models::VisionTowerParameter& p, const io::SafetensorsTensor& t) {
-    backend.write_converted(plan.tensor(p.name), t.dtype, t.bytes);
-  });
-  backend.zero_gradients();
-  backend.execute(bindings);
+  FixtureRun run(batch, plan_patches, /*train_vision=*/true);
   PlanResult result;
-  backend.read(plan.tensor("loss"), std::as_writable_bytes(std::span<float>(&result.loss, 1)));
-  for (const auto& [parameter, gradient] : plan.parameter_gradients) {
-    std::vector<float> values(static_cast<size_t>(plan.graph.tensor(gradient).type.numel()));
-    backend.read(gradient, std::as_writable_bytes(std::span<float>(values)));
-    result.gradients[plan.graph.tensor(parameter).name] = std::move(values);
+  result.loss = run.execute();
+  for (const auto& [parameter, gradient] : run.plan.parameter_gradients) {
+    std::vector<float> values(static_cast<size_t>(run.plan.graph.tensor(gradient).type.numel()));
+    run.backend.read(gradient, std::as_writable_bytes(std::span<float>(values)));
+    result.gradients[run.plan.graph.tensor(parameter).name] = std::move(values);
   }
   return result;
 }
