@@ -91,3 +91,14 @@ def test_sft_parts_not_wired_for_a_vision_language_folder_are_refused_before_any
             assert "a vision-language model (Qwen2_5_VLForConditionalGeneration), is not implemented yet" in result.stderr
             assert "Traceback" not in result.stderr and "internal error" not in result.stderr
     assert not (tmp_path / "out" / "tokenized").exists()
+
+
+def test_commands_other_than_sft_refuse_a_vision_language_folder_naming_it(tmp_path, surogate_bin, tokenizers_dir):
+    model = vision_folder(tmp_path, tokenizers_dir)
+    data = tmp_path / "eval.jsonl"
+    data.write_text('{"text": "hello"}\n')
+    for args in (["eval", "--model", model, "--data", data], ["generate", "--model", model, "--prompt", "hi"],
+                 ["ir", model]):
+        result = run_surogate(surogate_bin, *args)
+        assert result.returncode == 2, (args, result.stderr)
+        assert "Qwen2_5_VLForConditionalGeneration is a vision-language model; `surogate sft` trains it" in result.stderr
