@@ -1,23 +1,54 @@
-// See feature_support_vision.h. Vision-language models (docs/vision.md): their image data is read,
-// tokenized, cached and previewed; training them is not wired yet.
+// See feature_support_vision.h. Vision-language models (docs/vision.md): `surogate sft` trains a
+// Qwen2.5-VL folder with LoRA on the text model (the tower frozen), on one rank; each row below
+// is a part that is not wired yet.
 #include "config/feature_support_vision.h"
 
 #include <fmt/format.h>
 
+#include "config/config_rules.h"
+
 namespace surogate {
+namespace {
+
+// A row of the Model stage that refuses `what` for a vision-language folder when `refuses`.
+SupportRow vision_row(std::string name, const char* key, std::string what,
+                      std::function<bool(const Config&)> refuses) {
+  return {std::move(name), SupportStage::Model, SupportBackend::Any,
+          [refuses](const Config& c, const RunShape& shape) { return shape.vision_language && refuses(c); },
+          [key, what](const Config& c, const RunShape& shape) {
+            return fmt::format("{}: {} with model '{}', a vision-language model ({}), is not implemented yet in this "
+                               "version of Surogate: `surogate sft` trains it with LoRA on its text model, the vision "
+                               "tower frozen, on one GPU or the CPU, without evaluation (docs/vision.md)",
+                               c.sources.of(key), what, c.model.name_or_path, shape.model_type);
+          }};
+}
+
+}  // namespace
 
 void add_vision_rows(std::vector<SupportRow>& rows) {
-  // The whole Qwen2.5-VL graph exists (models/vision_model.h) but not its session, trainer and
-  // outputs; one row, which the slice that wires them deletes (or narrows to what stays missing).
-  rows.push_back({"vision-language model training", SupportStage::Model, SupportBackend::Any,
-                  [](const Config&, const RunShape& shape) { return shape.vision_language; },
-                  [](const Config& c, const RunShape& shape) {
-                    return fmt::format("{}: model '{}' is a vision-language model ({}): training it is not implemented "
-                                       "yet in this version of Surogate. Its image datasets can be checked with "
-                                       "`surogate preview` and `surogate tokenize` (max_pixels applies); "
-                                       "docs/vision.md lists what is missing",
-                                       c.sources.of("model"), c.model.name_or_path, shape.model_type);
-                  }});
+  rows.push_back(vision_row("vision-language model with a preference or GRPO objective", "model",
+                            "`surogate dpo` / `surogate grpo`",
+                            [](const Config& c) { return c.loss.preference || c.grpo.enabled; }));
+  rows.push_back(vision_row("vision-language model with a model_definition", "model_definition",
+                            "option 'model_definition' (the graph is the built-in Qwen2.5-VL one)",
+                            [](const Config& c) { return c.model.model_definition.has_value(); }));
+  rows.push_back(vision_row("vision-language model on several ranks", "gpus",
+                            "more than one rank (gpus, num_nodes, sequence / pipeline parallelism)",
+                            [](const Config& c) {
+                              return c.parallel.gpus != 1 || c.distributed.num_nodes > 1 ||
+                                     c.parallel.sequence_parallel_size > 1 || c.parallel.pipeline_parallel_size > 1;
+                            }));
+  rows.push_back(vision_row("vision-language model with QLoRA", "qlora_bnb", "QLoRA (qlora_bnb, qlora_fp8, qlora_fp4)",
+                            [](const Config& c) { return c.quant.qlora_bnb || c.quant.qlora_fp8 || c.quant.qlora_fp4; }));
+  rows.push_back(vision_row("vision-language model with an fp8 or fp4 recipe", "recipe", "recipe fp8_hybrid / nvfp4",
+                            [](const Config& c) { return c.precision.recipe != Recipe::Bf16; }));
+  rows.push_back(vision_row("vision-language model full fine-tuning", "lora", "full fine-tuning (lora: false)",
+                            [](const Config& c) { return !c.lora.enabled; }));
+  rows.push_back(vision_row("vision-language model merge_adapter", "merge_adapter",
+                            "merge_adapter (the merged folder)", [](const Config& c) { return c.lora.merge_adapter; }));
+  rows.push_back(vision_row("vision-language model evaluation", "validation_split_ratio",
+                            "evaluation (set validation_split_ratio: 0 and no validation_datasets)",
+                            [](const Config& c) { return evaluates(c); }));
 }
 
 }  // namespace surogate

@@ -61,6 +61,7 @@ std::vector<runtime::InputBinding> BatchInputs::bind(const data::PackedBatch& ba
     }
     bindings.push_back({*loss_weights_id_, bytes_of(loss_weights_)});
   }
+  if (extra_) return extra_(batch, std::move(bindings));
   return bindings;
 }
 

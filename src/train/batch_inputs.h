@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -32,6 +33,12 @@ public:
 
   const std::vector<int32_t>& targets() const { return targets_; }
 
+  // Inputs a model family adds to the text ones (a vision-language plan's images and M-RoPE
+  // positions: train/vision_stage.h): given the batch and bind()'s bindings, all of the plan's.
+  using ExtraInputs = std::function<std::vector<runtime::InputBinding>(const data::PackedBatch&,
+                                                                       std::vector<runtime::InputBinding>)>;
+  void extend(ExtraInputs extra) { extra_ = std::move(extra); }
+
 private:
   graph::TensorId input_ids_, position_ids_, document_ids_, targets_id_, loss_scale_id_;
   std::optional<graph::TensorId> loss_weights_id_;
@@ -39,6 +46,7 @@ private:
   int64_t batch_ = 0, sequence_ = 0;
   std::vector<int32_t> targets_;
   float loss_scale_ = 1.0f;
+  ExtraInputs extra_;
 };
 
 }  // namespace surogate::train

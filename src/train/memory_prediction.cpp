@@ -19,6 +19,7 @@
 #include "train/objective/grpo_rollout_model.h"
 #include "train/pipeline_plan.h"
 #include "train/training_plan.h"
+#include "train/vision_stage.h"
 
 namespace surogate::train {
 namespace {
@@ -46,8 +47,13 @@ TrainingPlan plan_for(const Config& config, const io::ModelConfig& model, const 
                                             : static_cast<int64_t>(data::data_settings_from_config(config).sequence_len);
   std::optional<models::LoraSetup> lora;
   if (config.lora.enabled) lora = lora_setup(config.lora, config.sources, model, target.backend);
+  // A vision-language model: the data is not read here, so the tower is planned for its bound
+  // (every token an image token), which no micro-batch exceeds.
+  const std::shared_ptr<VisionStage> vision = vision_stage(config);
+  if (vision) vision->set_patch_bound(config.schedule.per_device_train_batch_size, sequence);
   return plan_training(config, model, registry, lora ? &*lora : nullptr, target.backend,
-                       config.schedule.per_device_train_batch_size, sequence, target.memory);
+                       config.schedule.per_device_train_batch_size, sequence, target.memory, std::nullopt, nullptr,
+                       vision.get());
 }
 
 // One change to the configuration that saves memory, when it applies.
@@ -281,8 +287,10 @@ void add_rollout_prediction(const Config& config, const io::ModelConfig& model, 
 }  // namespace
 
 MemoryPrediction predict_training_memory(const Config& config, std::optional<size_t> gpu_memory_bytes) {
+  const std::shared_ptr<const VisionStage> vision = vision_stage(config);
   const io::ModelConfig model =
-      models::load_model_config(config.model.name_or_path, model_definition(config.model, config.sources));
+      vision ? vision->text()
+             : models::load_model_config(config.model.name_or_path, model_definition(config.model, config.sources));
   const Target target = target_device(gpu_memory_bytes);
   const TrainingPlan plan = plan_for(config, model, target);
   MemoryPrediction prediction;

@@ -13,6 +13,7 @@
 #include "io/hf_hub.h"
 #include "io/model_config.h"
 #include "io/object_store.h"
+#include "models/vision_model.h"
 #include "config/feature_support.h"
 #include "vision/vision_model_folder.h"
 
@@ -42,12 +43,15 @@ void validate_model_folder(Config& config) {
     }
     config.model.name_or_path = folder.string();
   }
-  // A vision-language folder: what is not wired for it yet is refused by the feature table first.
+  // A vision-language folder: what is not wired for it yet is refused by the feature table first,
+  // then its config.json is read as the vision-language graph reads it.
   if (std::optional<std::string> architecture = vision::vision_language_architecture(folder)) {
     RunShape shape;
     shape.vision_language = true;
     shape.model_type = *architecture;
     refuse_unsupported(config, SupportStage::Model, shape);
+    models::VisionModelConfig::from_folder(folder);
+    return;
   }
   // The IO module's loader checks config.json fully: valid JSON, a supported architecture,
   // required sizes, RoPE settings; its UserErrors name the file and key.

@@ -25,6 +25,7 @@
 #include "train/device/sharded_gradients.h"
 #include "train/device/weight_shards.h"
 #include "train/lora_targets.h"
+#include "train/vision_stage.h"
 #include "train/objective/grpo_rollout_model.h"
 #include "train/objective/training_objective.h"
 
@@ -90,7 +91,7 @@ models::ModelDefinition model_definition(const config::Model& model, const Confi
 TrainingForward build_training_forward(const Config& config, const io::ModelConfig& model,
                                        const graph::OpRegistry& registry, const models::LoraSetup* lora,
                                        TrainingBackend backend, int64_t batch, int64_t sequence,
-                                       bool training, int64_t data_parallel_ranks) {
+                                       bool training, int64_t data_parallel_ranks, const VisionStage* vision) {
   // The CUDA backend runs the bf16 recipe: parameters and activations in bf16; fp16 training
   // (torch_dtype: float16) the same graph with F16 for every 16-bit tensor.
   models::DecoderGraphOptions options{batch, sequence, config.kernels.lmhead_chunks, false};
@@ -105,7 +106,8 @@ TrainingForward build_training_forward(const Config& config, const io::ModelConf
         std::max<int64_t>(1, config.schedule.gradient_accumulation_steps) * std::max<int64_t>(1, data_parallel_ranks);
   }
   models::DecoderGraph decoder =
-      models::build_model_graph(model, registry, options, model_definition(config.model, config.sources));
+      vision != nullptr ? vision->build_graph(registry, options)
+                        : models::build_model_graph(model, registry, options, model_definition(config.model, config.sources));
   TrainingForward forward{std::move(decoder.graph), decoder.loss};
   // A training mode's loss in place of the token cross-entropy (train/objective/: surogate dpo).
   if (const auto objective = make_training_objective(config); objective && training) {
@@ -131,7 +133,7 @@ TrainingForward build_training_forward(const Config& config, const io::ModelConf
   // holds 16-bit values (models/fp16_emulation.h).
   if (backend == TrainingBackend::Cpu && fp16_training(config)) {
     const TrainingForward twin = build_training_forward(config, model, registry, lora, TrainingBackend::Cuda, batch,
-                                                        sequence, training, data_parallel_ranks);
+                                                        sequence, training, data_parallel_ranks, vision);
     forward.graph = models::apply_fp16_emulation(forward.graph, models::sixteen_bit_tensors(twin.graph));
   }
   return forward;
@@ -169,8 +171,9 @@ namespace {
 // own gather buffers); CPU ranks keep host copies of every weight, which their evaluator reads.
 void add_evaluation_memory(const Config& config, const io::ModelConfig& model, const graph::OpRegistry& registry,
                            const models::LoraSetup* lora, TrainingBackend backend, int64_t batch, int64_t sequence,
-                           MemoryEstimate& memory) {
-  const TrainingForward evaluation = build_training_forward(config, model, registry, lora, backend, batch, sequence, false);
+                           const VisionStage* vision, MemoryEstimate& memory) {
+  const TrainingForward evaluation =
+      build_training_forward(config, model, registry, lora, backend, batch, sequence, false, 1, vision);
   const compiler::ExecutionPlan evaluation_plan = compiler::compile_forward(evaluation.graph, registry);
   memory.evaluation = evaluation_plan.memory.arena_bytes + lm_head_workspace_bytes(evaluation_plan);
   if (memory.shard_weights && backend == TrainingBackend::Cuda) {
@@ -193,7 +196,7 @@ void add_evaluation_memory(const Config& config, const io::ModelConfig& model, c
 TrainingPlan plan_training(const Config& config, const io::ModelConfig& model, const graph::OpRegistry& registry,
                            const models::LoraSetup* lora, TrainingBackend backend, int64_t batch, int64_t sequence,
                            const DeviceMemory& device, std::optional<compiler::RecomputePolicy> forced_recompute,
-                           const distributed::ParallelLayout* run_layout) {
+                           const distributed::ParallelLayout* run_layout, const VisionStage* vision) {
   if (backend == TrainingBackend::Cuda) check_fp16_cuda_model(config, model);  // before any weight loads
   TrainingPlan result;
   result.device = device;
@@ -220,7 +223,7 @@ TrainingPlan plan_training(const Config& config, const io::ModelConfig& model, c
   memory.context = backend == TrainingBackend::Cuda ? kCudaContextBytes : 0;
   if (backend == TrainingBackend::Cuda && layout.sequence_size > 1) memory.collectives = kSequenceExchangeBufferBytes;
   // No validation data, no evaluator: nothing of it is allocated.
-  if (evaluates(config)) add_evaluation_memory(config, model, registry, lora, backend, batch, sequence, memory);
+  if (evaluates(config)) add_evaluation_memory(config, model, registry, lora, backend, batch, sequence, vision, memory);
   if (config.grpo.enabled) {  // the rollout model beside the trainer's weights, planned with them
     const generate::KvCacheMemory rollout = predict_grpo_rollout_memory(
         config, model, lora != nullptr ? &lora->options : nullptr, backend == TrainingBackend::Cuda);
@@ -245,7 +248,7 @@ TrainingPlan plan_training(const Config& config, const io::ModelConfig& model, c
   };
   // MoE's router loss is weighted for the step's micro-batches: accumulation × the replicas.
   const TrainingForward forward =
-      build_training_forward(config, model, registry, lora, backend, batch, sequence, true, layout.data_size);
+      build_training_forward(config, model, registry, lora, backend, batch, sequence, true, layout.data_size, vision);
   compiler::CompileOptions options{.recompute = recompute_policy(config.recompute),
                                    .alignment = 256,
                                    .offload_residual = config.offload.offload_residual};

@@ -28,6 +28,8 @@
 
 namespace surogate::train {
 
+class VisionStage;  // train/vision_stage.h: a vision-language folder's graph
+
 // The registry training plans are compiled against: the model ops and sequence parallelism's
 // exchange ops (distributed/sequence_exchange_ops.h), bound to `sequence_group` — null for
 // planning; each rank of a sequence group binds its backend from one made with its communicator.
@@ -64,11 +66,13 @@ struct TrainingForward {
 // runs it), with the quantized base under qlora_bnb / qlora_fp8 / qlora_fp4.
 // Training graphs of MoE models whose config.json sets output_router_logits add the router
 // load-balancing loss weighted for `data_parallel_ranks` × gradient_accumulation_steps micro-batches
-// per optimizer step (models/decoder_graph.h).
+// per optimizer step (models/decoder_graph.h). `vision`: a vision-language folder's stage, whose
+// graph replaces the decoder's (null: the text model's).
 TrainingForward build_training_forward(const Config& config, const io::ModelConfig& model,
                                        const graph::OpRegistry& registry, const models::LoraSetup* lora,
                                        TrainingBackend backend, int64_t batch, int64_t sequence,
-                                       bool training = true, int64_t data_parallel_ranks = 1);
+                                       bool training = true, int64_t data_parallel_ranks = 1,
+                                       const VisionStage* vision = nullptr);
 
 // The recompute groups the configuration enables (recompute_* after the implications).
 compiler::RecomputePolicy recompute_policy(const config::Recompute& recompute);
@@ -106,10 +110,11 @@ struct TrainingPlan {
 // host copies when set; with pipeline_parallel_size > 1, each stage's (train/pipeline_plan.h),
 // judged stage by stage. `layout`: the run's (the trainer's, which knows this process's place
 // among the processes); null: the layout of one process from the configuration (the dry run).
+// `vision`: as for build_training_forward.
 TrainingPlan plan_training(const Config& config, const io::ModelConfig& model, const graph::OpRegistry& registry,
                            const models::LoraSetup* lora, TrainingBackend backend, int64_t batch, int64_t sequence,
                            const DeviceMemory& device,
                            std::optional<compiler::RecomputePolicy> forced_recompute = std::nullopt,
-                           const distributed::ParallelLayout* layout = nullptr);
+                           const distributed::ParallelLayout* layout = nullptr, const VisionStage* vision = nullptr);
 
 }  // namespace surogate::train

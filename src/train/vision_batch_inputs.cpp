@@ -1,6 +1,8 @@
 // See vision_batch_inputs.h.
 #include "train/vision_batch_inputs.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "models/vision_tower.h"
 
@@ -19,10 +21,44 @@ void require_matching_geometry(const vision::ImageProcessorConfig& processor, co
   }
 }
 
+// One image of zero pixels filling the plan's remaining patches: 1 frame, merge patches high.
+void add_padding_image(VisionBatchTensors& tensors, int64_t plan_patches, const models::VisionTowerConfig& tower,
+                       std::vector<std::array<int64_t, 3>>& tower_grids, std::string_view where) {
+  const int64_t padding = plan_patches - tensors.patches;
+  if (padding < 0) {
+    fail_user("{}: the batch's images have {} patches, more than the {} the training plan was built for", where,
+              tensors.patches, plan_patches);
+  }
+  if (padding == 0) return;
+  if (padding % tower.merge_unit() != 0) {
+    fail_user("{}: the plan's {} patches leave {} for padding, not whole merged patches of {}", where, plan_patches,
+              padding, tower.merge_unit());
+  }
+  tower_grids.push_back({1, tower.spatial_merge_size, padding / tower.spatial_merge_size});
+  tensors.pixel_values.resize(static_cast<size_t>(plan_patches * tower.patch_columns()), 0.0f);
+  tensors.padding_patches = padding;
+  tensors.patches = plan_patches;
+}
+
 }  // namespace
 
+int64_t vision_patch_capacity(const data::PackedRowsView& rows, int64_t batch, int64_t patch_size) {
+  if (!rows.vision()) return 0;
+  int64_t most = 0;
+  for (size_t row = 0; row < rows.rows(); ++row) {
+    int64_t patches = 0;
+    for (uint64_t image = rows.row_image_offsets[row]; image < rows.row_image_offsets[row + 1]; ++image) {
+      const int64_t width = rows.image_sizes[2 * image], height = rows.image_sizes[2 * image + 1];
+      patches += (width / patch_size) * (height / patch_size);
+    }
+    most = std::max(most, patches);
+  }
+  return batch * most;
+}
+
 VisionBatchTensors vision_batch_tensors(const data::PackedBatch& batch, const vision::ImageProcessor& processor,
-                                        const models::VisionModelConfig& config, std::string_view where) {
+                                        const models::VisionModelConfig& config, std::string_view where,
+                                        std::optional<int64_t> plan_patches) {
   require_matching_geometry(processor.config(), config.vision, where);
   const int64_t tokens = batch.batch_size * batch.sequence_length;
   if (static_cast<int64_t>(batch.mrope_position_ids.size()) != 3 * tokens) {
@@ -36,10 +72,13 @@ VisionBatchTensors vision_batch_tensors(const data::PackedBatch& batch, const vi
     tensors.grid_thw = std::move(processed.grid_thw);
     tensors.patches = static_cast<int64_t>(tensors.pixel_values.size()) / config.vision.patch_columns();
   }
+  // The splice reads the batch's own merged patches only: the padding image's come after them.
   tensors.splice_index =
       models::vision_splice_index(batch.input_ids, batch.batch_size, batch.sequence_length, config.image_token_id,
                                   tensors.patches / config.vision.merge_unit(), where);
-  tensors.tower = vision::vision_tower_indices(tensors.grid_thw, static_cast<int>(config.vision.spatial_merge_size),
+  std::vector<std::array<int64_t, 3>> tower_grids = tensors.grid_thw;
+  if (plan_patches) add_padding_image(tensors, *plan_patches, config.vision, tower_grids, where);
+  tensors.tower = vision::vision_tower_indices(tower_grids, static_cast<int>(config.vision.spatial_merge_size),
                                                static_cast<int>(config.vision.window_size),
                                                static_cast<int>(config.vision.patch_size));
   return tensors;

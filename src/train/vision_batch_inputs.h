@@ -4,13 +4,20 @@
 // (vision/window_layout.h), the splice index from the rows' <|image_pad|> tokens, and the batch's
 // M-RoPE positions [3, B, T] for the decoder's position_ids.
 //
-// The graph is built for a fixed patch count while each micro-batch's images differ: `patches`
-// is the count a plan must have been built for, so the trainer keeps one plan per patch count
-// (the cache key). A batch without images has 0 patches.
+// The graph is built for a fixed patch count while each micro-batch's images differ. One plan
+// serves every micro-batch: it is built for the most patches any micro-batch can hold
+// (vision_patch_capacity), and each batch's images are padded up to that count by one padding
+// image of zero pixels. The padding image is its own frame and windows, so no real patch attends
+// to it, and its merged features are never spliced into the tokens, so they get no gradient and
+// nothing of the padding reaches the loss or a weight's gradient: the result is the unpadded
+// model's (the tower's weight gradients sum exact zeros for the padding rows). The price is the
+// tower's work on the padding rows. (A plan per patch count would waste nothing but needs a
+// training device that swaps plans over the same parameters.)
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -26,18 +33,27 @@ namespace surogate::train {
 
 struct VisionBatchTensors {
   int64_t patches = 0;                             // pixel_values' rows: the plan's patch count
+  int64_t padding_patches = 0;                     // of which the padding image's (the last rows)
   std::vector<float> pixel_values;                 // [patches, C·T·p·p], the images in row order
-  std::vector<std::array<int64_t, 3>> grid_thw;    // per image
+  std::vector<std::array<int64_t, 3>> grid_thw;    // per image of the batch (the padding image not listed)
   vision::VisionTowerIndices tower;                // the tower's index inputs
   std::vector<int32_t> splice_index;               // I32 [B, T] (models::vision_splice_index)
 };
 
-// The tensors of `batch`. A batch whose image-pad count differs from its images' merged patch
-// count, an image the processor cannot patch (a side not a multiple of patch · merge), a
-// processor whose patch geometry is not the tower's, or M-RoPE positions missing for a batch with
-// images is a UserError naming `where` (the dataset / batch).
+// The tensors of `batch`, for a plan of `plan_patches` patches (padded up to it as above), or
+// (nullopt) of exactly the batch's. A batch whose image-pad count differs from its images' merged
+// patch count, an image the processor cannot patch (a side not a multiple of patch · merge), a
+// processor whose patch geometry is not the tower's, M-RoPE positions missing for a batch with
+// images, or more patches than `plan_patches` (or a padding that is not whole merged patches) is a
+// UserError naming `where` (the dataset / batch).
 VisionBatchTensors vision_batch_tensors(const data::PackedBatch& batch, const vision::ImageProcessor& processor,
-                                        const models::VisionModelConfig& config, std::string_view where);
+                                        const models::VisionModelConfig& config, std::string_view where,
+                                        std::optional<int64_t> plan_patches = std::nullopt);
+
+// The patch count a plan must be built for so that any micro-batch of `batch` rows of `rows`
+// fits: `batch` times the most patches one row's images have (patch_size² pixels each at their
+// stored target size, one frame per image); 0 when no row has an image.
+int64_t vision_patch_capacity(const data::PackedRowsView& rows, int64_t batch, int64_t patch_size);
 
 // `text_bindings` (BatchInputs::bind's, for the same batch) with position_ids bound to
 // mrope_position_ids [3, B, T] instead, and the image inputs and the splice index added: every

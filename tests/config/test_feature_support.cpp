@@ -404,18 +404,47 @@ std::vector<RowCase> engine_row_cases() {
          s.model_type = "qwen3_moe";
        },
        "torch_dtype: float16 with a mixture-of-experts model (qwen3_moe) is not implemented on the CUDA backend"},
-      {"vision-language model training", S::Model,
-       [](Config&, RunShape& s) {
-         s.vision_language = true;
-         s.model_type = "Qwen2_5_VLForConditionalGeneration";
-       },
-       "is a vision-language model (Qwen2_5_VLForConditionalGeneration): training it is not implemented yet"},
+  };
+}
+
+// The vision-language rows (config/feature_support_vision.cpp): each case sets one unwired part on
+// top of what is wired (LoRA, one rank, no evaluation).
+std::vector<RowCase> vision_row_cases() {
+  const auto vision = [](std::function<void(Config&)> set) {
+    return [set](Config& c, RunShape& s) {
+      s.vision_language = true;
+      s.model_type = "Qwen2_5_VLForConditionalGeneration";
+      c.lora.enabled = true;
+      c.eval.validation_split_ratio = 0.0;
+      set(c);
+    };
+  };
+  using S = SupportStage;
+  return {
+      {"vision-language model with a preference or GRPO objective", S::Model,
+       vision([](Config& c) { c.loss.preference = true; }), "`surogate dpo` / `surogate grpo` with model"},
+      {"vision-language model with a model_definition", S::Model,
+       vision([](Config& c) { c.model.model_definition = "graph.json"; }), "option 'model_definition'"},
+      {"vision-language model on several ranks", S::Model, vision([](Config& c) { c.parallel.gpus = 2; }),
+       "more than one rank"},
+      {"vision-language model with QLoRA", S::Model, vision([](Config& c) { c.quant.qlora_bnb = true; }),
+       "QLoRA (qlora_bnb"},
+      {"vision-language model with an fp8 or fp4 recipe", S::Model,
+       vision([](Config& c) { c.precision.recipe = Recipe::Fp8Hybrid; }), "recipe fp8_hybrid / nvfp4"},
+      {"vision-language model full fine-tuning", S::Model, vision([](Config& c) { c.lora.enabled = false; }),
+       "full fine-tuning (lora: false) with model"},
+      {"vision-language model merge_adapter", S::Model, vision([](Config& c) { c.lora.merge_adapter = true; }),
+       "merge_adapter (the merged folder)"},
+      {"vision-language model evaluation", S::Model,
+       vision([](Config& c) { c.eval.validation_split_ratio = 0.1; }),
+       "a vision-language model (Qwen2_5_VLForConditionalGeneration), is not implemented yet"},
   };
 }
 
 // Every row's case: the engine's above, the training modes' in test_feature_support_modes.cpp.
 std::vector<RowCase> row_cases() {
   std::vector<RowCase> cases = engine_row_cases();
+  for (RowCase& row_case : vision_row_cases()) cases.push_back(std::move(row_case));
   for (RowCase& row_case : training_mode_row_cases()) cases.push_back(std::move(row_case));
   return cases;
 }
@@ -518,6 +547,19 @@ TEST(FeatureSupport, AValidConfigurationPassesEveryStage) {
       EXPECT_NO_THROW(refuse_unsupported(config, stage, shape));
     }
   }
+}
+
+// `surogate sft` with LoRA on one rank without evaluation trains a vision-language folder.
+TEST(FeatureSupport, VisionLanguageLoraOnOneRankWithoutEvaluationPasses) {
+  Config config = valid_config();
+  config.eval.validation_split_ratio = 0.0;
+  RunShape shape;
+  shape.vision_language = true;
+  shape.model_type = "Qwen2_5_VLForConditionalGeneration";
+  EXPECT_EQ(first_refusal(config, SupportStage::Model, shape), nullptr);
+  config.eval.validation_split_ratio = 0.1;  // the default evaluates
+  ASSERT_NE(first_refusal(config, SupportStage::Model, shape), nullptr);
+  EXPECT_EQ(first_refusal(config, SupportStage::Model, shape)->name, "vision-language model evaluation");
 }
 
 // `surogate dpo` on data-parallel ranks of one process (ZeRO-1/2/3, CPU threads or GPUs) runs.

@@ -1,7 +1,7 @@
 """A Qwen2.5-VL folder's image datasets through the CLI (docs/vision.md, "Training data"):
 `surogate preview` shows image rows with each image's <|image_pad|> run summarised, `surogate
 tokenize` caches them and rebuilds when `max_pixels` changes, `max_pixels` for a text model and
-`surogate sft` on the folder (not wired yet) are refused with one clear error."""
+the parts of `surogate sft` not wired for the folder yet are refused with one clear error."""
 import json
 import pathlib
 import shutil
@@ -79,12 +79,26 @@ def test_max_pixels_for_a_text_model_is_refused(tmp_path, surogate_bin, tokenize
     assert "max_pixels applies to vision-language models" in result.stderr
 
 
-def test_sft_on_a_vision_language_folder_is_refused_before_any_data(tmp_path, surogate_bin, tokenizers_dir):
+def test_sft_parts_not_wired_for_a_vision_language_folder_are_refused_before_any_data(tmp_path, surogate_bin,
+                                                                                      tokenizers_dir):
     config = write_config(tmp_path, vision_folder(tmp_path, tokenizers_dir), ROWS)
-    for extra in ([], ["--dry-run"]):
-        result = run_surogate(surogate_bin, "sft", config, *extra)
-        assert result.returncode == 2, result.stderr  # a UserError
-        assert "is a vision-language model (Qwen2_5_VLForConditionalGeneration): training it is not implemented " \
-            "yet" in result.stderr
-        assert "Traceback" not in result.stderr and "internal error" not in result.stderr
+    for override, phrase in (("--lora=false", "full fine-tuning (lora: false) with model"),
+                             ("--validation_split_ratio=0.1", "evaluation (set validation_split_ratio: 0")):
+        for flags in ([], ["--dry-run"]):
+            result = run_surogate(surogate_bin, "sft", config, override, *flags)
+            assert result.returncode == 2, result.stderr  # a UserError
+            assert phrase in result.stderr
+            assert "a vision-language model (Qwen2_5_VLForConditionalGeneration), is not implemented yet" in result.stderr
+            assert "Traceback" not in result.stderr and "internal error" not in result.stderr
     assert not (tmp_path / "out" / "tokenized").exists()
+
+
+def test_commands_other_than_sft_refuse_a_vision_language_folder_naming_it(tmp_path, surogate_bin, tokenizers_dir):
+    model = vision_folder(tmp_path, tokenizers_dir)
+    data = tmp_path / "eval.jsonl"
+    data.write_text('{"text": "hello"}\n')
+    for args in (["eval", "--model", model, "--data", data], ["generate", "--model", model, "--prompt", "hi"],
+                 ["ir", model]):
+        result = run_surogate(surogate_bin, *args)
+        assert result.returncode == 2, (args, result.stderr)
+        assert "Qwen2_5_VLForConditionalGeneration is a vision-language model; `surogate sft` trains it" in result.stderr

@@ -47,6 +47,7 @@
 #include "train/trainer.h"
 #include "train/training_plan.h"
 #include "train/training_state.h"
+#include "train/vision_stage.h"
 
 namespace surogate::train {
 
@@ -84,6 +85,7 @@ struct RunContext {
   io::ModelConfig model_config;
   std::vector<models::ParameterSpec> specs;  // the base model's parameters
   std::optional<models::LoraSetup> lora;
+  std::shared_ptr<VisionStage> vision;              // a vision-language folder's graph, weights, images; else null
   std::optional<models::QloraOptions> qlora;        // qlora_bnb, qlora_fp8, qlora_fp4
   std::optional<models::Fp8Options> fp8;            // recipe fp8_hybrid
   std::vector<models::QuantizedWeight> quantized;   // the base weights the plan stores quantized

@@ -50,11 +50,19 @@ ChosenBackend choose_backend(RunContext& run) {
 }
 
 void read_model(RunContext& run) {
-  run.model_config =
-      models::load_model_config(run.config.model.name_or_path, model_definition(run.config.model, run.config.sources));
-  run.specs = models::parameter_specs(run.model_config);
-  if (run.config.lora.enabled)
+  run.vision = vision_stage(run.config);
+  if (run.vision) {
+    run.model_config = run.vision->text();
+    run.specs = run.vision->specs();
+  } else {
+    run.model_config =
+        models::load_model_config(run.config.model.name_or_path, model_definition(run.config.model, run.config.sources));
+    run.specs = models::parameter_specs(run.model_config);
+  }
+  if (run.config.lora.enabled) {
     run.lora = lora_setup(run.config.lora, run.config.sources, run.model_config, run.backend);
+    if (run.vision) run.vision->name_adapters(*run.lora);
+  }
 }
 
 void load_data(RunContext& run) {
@@ -83,6 +91,7 @@ void load_data(RunContext& run) {
   run.loader = std::make_unique<data::DataLoader>(run.cache, run.cache->train(), run.batch,
                                                   static_cast<uint64_t>(config.data.train_seed), run.pad_id, !kto);
   run.batches_per_epoch = static_cast<int64_t>(run.loader->batches_per_epoch());
+  if (run.vision) run.vision->set_plan_patches(run.cache->train(), run.batch);
 }
 
 // Graph → plan → backend; the parameters and gradients live in the backend's regions.
@@ -92,7 +101,7 @@ void plan_model(RunContext& run, const ChosenBackend& chosen) {
   TrainingPlan planned = plan_training(config, run.model_config, run.registry, run.lora ? &*run.lora : nullptr,
                                        run.backend, run.batch, run.sequence,
                                        device_memory(run.backend, chosen.machine, std::nullopt, first_gpu),
-                                       run.options.recompute, &chosen.ranks);
+                                       run.options.recompute, &chosen.ranks, run.vision.get());
   if (!planned.fits()) {
     // Before any weight is loaded or device memory taken: what it needs, and what would fit.
     fail_user("the run does not fit {}; nothing was loaded. The prediction (as `--dry-run` prints it):\n{}",
@@ -103,6 +112,7 @@ void plan_model(RunContext& run, const ChosenBackend& chosen) {
   run.message(planned.message);
   run.startup.end_phase("plan");
   run.inputs = std::make_unique<BatchInputs>(run.plan);
+  if (run.vision) run.inputs->extend(run.vision->batch_inputs(run.plan));
   if (auto seed = run.plan.graph.find_tensor(models::kDropoutSeed)) run.dropout_seed = *seed;
   // QLoRA: the weights the plan stores quantized reach the device through store_quantized().
   run.qlora = qlora_options(config.quant);

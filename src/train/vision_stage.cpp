@@ -1,0 +1,133 @@
+// A vision-language folder as the trainer sees it; see vision_stage.h.
+#include "train/vision_stage.h"
+
+#include <algorithm>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "core/bfloat16.h"
+#include "core/error.h"
+#include "data/pipeline.h"
+#include "io/safetensors.h"
+#include "models/vision_tower.h"
+#include "train/vision_batch_inputs.h"
+#include "vision/vision_model_folder.h"
+
+namespace surogate::train {
+namespace {
+
+// The processor the data pipeline uses for this configuration (the folder's, max_pixels applied).
+vision::ImageProcessor data_processor(const Config& config) {
+  const data::DataSettings settings = data::data_settings_from_config(config);
+  SUROGATE_CHECK(settings.vision.has_value(), "a vision-language folder has the image stage on");
+  return vision::ImageProcessor(settings.vision->processor);
+}
+
+std::vector<models::ParameterSpec> stage_specs(const models::VisionModelConfig& model, const std::string& model_dir) {
+  std::vector<models::ParameterSpec> specs = models::vision_model_text_parameters(model, model_dir);
+  for (const models::VisionTowerParameter& parameter : models::vision_tower_parameters(model.vision)) {
+    specs.push_back({parameter.name, parameter.name, parameter.shape});
+  }
+  return specs;
+}
+
+// What one micro-batch's image inputs point into, kept until the next bind.
+struct BoundImages {
+  VisionBatchTensors tensors;
+  std::vector<uint16_t> pixel_values_bf16;  // the CUDA plan's dtype
+  int64_t micro_batches = 0;
+};
+
+}  // namespace
+
+VisionStage::VisionStage(const Config& config, models::VisionModelConfig model)
+    : model_dir_(config.model.name_or_path),
+      model_(std::move(model)),
+      processor_(data_processor(config)),
+      specs_(stage_specs(model_, model_dir_)) {}
+
+void VisionStage::set_plan_patches(const data::PackedRowsView& rows, int64_t batch) {
+  // A plan needs a tower of at least one merged patch; a split without images binds padding only.
+  plan_patches_ = std::max(vision_patch_capacity(rows, batch, model_.vision.patch_size), model_.vision.merge_unit());
+}
+
+void VisionStage::set_patch_bound(int64_t batch, int64_t sequence) {
+  plan_patches_ = batch * sequence * model_.vision.merge_unit();
+}
+
+models::DecoderGraph VisionStage::build_graph(const graph::OpRegistry& registry,
+                                              const models::DecoderGraphOptions& options) const {
+  SUROGATE_CHECK(plan_patches_ > 0, "the plan's patch count is set before the graph is built");
+  models::VisionModelGraph built =
+      models::build_vision_model_graph(model_, registry, options, plan_patches_, /*train_vision=*/false);
+  models::DecoderGraph graph;
+  graph.graph = std::move(built.graph);
+  graph.loss = built.loss;
+  return graph;
+}
+
+void VisionStage::name_adapters(models::LoraSetup& lora) const {
+  // PEFT names modules by the model transformers builds, whatever the checkpoint's layout: since
+  // transformers 4.52 the text model is model.language_model.
+  for (models::LoraAdapter& adapter : lora.adapters) {
+    std::string& name = adapter.base.hf_name;
+    if (name.starts_with("model.") && !name.starts_with("model.language_model.")) {
+      name = "model.language_model." + name.substr(std::string_view("model.").size());
+    }
+    adapter.a.hf_name = models::peft_key(name, 'A');
+    adapter.b.hf_name = models::peft_key(name, 'B');
+  }
+}
+
+void VisionStage::restrict_adapter_config(nlohmann::json& adapter_config) const {
+  adapter_config["exclude_modules"] = ".*visual.*";
+}
+
+void VisionStage::load_weights(std::span<const WeightView> views) const {
+  std::map<std::string, std::span<float>> by_name;
+  for (const WeightView& view : views) by_name[view.name] = view.values;
+  SUROGATE_CHECK(by_name.size() == specs_.size(), "one weight view per parameter of the vision-language model");
+  models::load_vision_model_text_weights(model_dir_, model_,
+                                         [&](const models::ParameterSpec& spec, const io::SafetensorsTensor& tensor) {
+                                           io::read_tensor_as_float32(tensor, by_name.at(spec.name));
+                                         });
+  // The patch embedding's 5-D Conv3d weight has pixel_values' column order: its bytes are the 2-D weight's.
+  models::load_vision_tower_weights(model_dir_, model_.vision,
+                                    [&](const models::VisionTowerParameter& parameter, const io::SafetensorsTensor& tensor) {
+                                      io::read_tensor_as_float32(tensor, by_name.at(parameter.name));
+                                    });
+}
+
+BatchInputs::ExtraInputs VisionStage::batch_inputs(const compiler::ExecutionPlan& plan) const {
+  const graph::TensorType& pixels = plan.graph.tensor(plan.tensor(models::kVisionPixelValues)).type;
+  const int64_t plan_patches = pixels.shape.at(0);
+  const bool bf16 = pixels.dtype == DType::BF16;
+  auto bound = std::make_shared<BoundImages>();
+  return [&plan, plan_patches, bf16, bound, model = model_, processor = processor_, where = model_dir_](
+             const data::PackedBatch& batch, std::vector<runtime::InputBinding> text) {
+    bound->tensors = vision_batch_tensors(batch, processor, model,
+                                          fmt::format("{}: micro-batch {}", where, bound->micro_batches++), plan_patches);
+    std::vector<runtime::InputBinding> bindings =
+        vision_batch_bindings(plan, std::move(text), bound->tensors, batch.mrope_position_ids);
+    if (!bf16) return bindings;
+    // The CUDA plan reads pixel_values in bf16: the binding points at a rounded copy instead.
+    bound->pixel_values_bf16.resize(bound->tensors.pixel_values.size());
+    std::transform(bound->tensors.pixel_values.begin(), bound->tensors.pixel_values.end(),
+                   bound->pixel_values_bf16.begin(), float_to_bf16);
+    const graph::TensorId pixel_values = plan.tensor(models::kVisionPixelValues);
+    for (runtime::InputBinding& binding : bindings) {
+      if (binding.tensor == pixel_values) {
+        binding.data = std::as_bytes(std::span<const uint16_t>(bound->pixel_values_bf16));
+      }
+    }
+    return bindings;
+  };
+}
+
+std::shared_ptr<VisionStage> vision_stage(const Config& config) {
+  if (!vision::vision_language_architecture(config.model.name_or_path)) return nullptr;
+  return std::make_shared<VisionStage>(config, models::VisionModelConfig::from_folder(config.model.name_or_path));
+}
+
+}  // namespace surogate::train

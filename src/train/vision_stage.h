@@ -1,0 +1,79 @@
+// A vision-language model folder (vision/vision_model_folder.h: Qwen2.5-VL) as the trainer sees
+// it, through one object: the text decoder's config (what LoRA targets, the recompute groups and
+// the memory plan count layers of), the parameters (the text model's under the folder's own
+// names, then the vision tower's), the training graph (models/vision_model.h), the weights read
+// from the folder, and the image inputs each micro-batch binds (train/vision_batch_inputs.h).
+// The trainer asks vision_stage() once; null means a text model and every path stays as it was.
+//
+// The graph is built for a fixed patch count (plan_patches): per_device_train_batch_size times
+// the most patches one packed row of the training split holds, so one plan serves every
+// micro-batch (train/vision_batch_inputs.h pads each batch's images up to it). Before the data is
+// read (the dry run) the bound is every token an image token: B · T · merge².
+// The tower is frozen (no gradients, no optimizer state): LoRA adapts the text projections only
+// (config/feature_support_vision.cpp refuses what is not wired yet: full fine-tuning, ...).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "config/config.h"
+#include "graph/op_registry.h"
+#include "io/model_config.h"
+#include "models/decoder_graph.h"
+#include "models/lora.h"
+#include "models/model_spec.h"
+#include "models/vision_model.h"
+#include "train/batch_inputs.h"
+#include "train/checkpoint_io.h"
+#include "vision/image_processor.h"
+
+namespace surogate::train {
+
+class VisionStage {
+public:
+  VisionStage(const Config& config, models::VisionModelConfig model);
+
+  // The decoder's config, read as Qwen2ForCausalLM (its architecture names the VL class).
+  const io::ModelConfig& text() const { return model_.text; }
+  const models::VisionModelConfig& model() const { return model_; }
+  // The text model's parameters (the folder's checkpoint names: transformers 5's
+  // model.language_model.* or the hub's model.*), then the tower's (visual.*).
+  const std::vector<models::ParameterSpec>& specs() const { return specs_; }
+
+  // The patch count the graphs are built for; set from the training rows before planning.
+  int64_t plan_patches() const { return plan_patches_; }
+  void set_plan_patches(const data::PackedRowsView& rows, int64_t batch);
+  void set_patch_bound(int64_t batch, int64_t sequence);  // the dry run: B · T · merge²
+
+  // The model's forward graph for `options` (the decoder's shape, dtype, kernels options).
+  models::DecoderGraph build_graph(const graph::OpRegistry& registry, const models::DecoderGraphOptions& options) const;
+
+  // The adapters' checkpoint names (and so their PEFT keys) as this folder spells its text model.
+  void name_adapters(models::LoraSetup& lora) const;
+  // adapter_config.json's extra keys: PEFT must not adapt the tower's projections of the same
+  // module names (the vision blocks' gate_proj, up_proj, down_proj).
+  void restrict_adapter_config(nlohmann::json& adapter_config) const;
+
+  // The folder's weights into `views` (specs() order, fp32).
+  void load_weights(std::span<const WeightView> views) const;
+
+  // The image inputs of every micro-batch bound to `plan` (one built by build_graph).
+  BatchInputs::ExtraInputs batch_inputs(const compiler::ExecutionPlan& plan) const;
+
+private:
+  std::string model_dir_;
+  models::VisionModelConfig model_;
+  vision::ImageProcessor processor_;
+  std::vector<models::ParameterSpec> specs_;
+  int64_t plan_patches_ = 0;
+};
+
+// The stage of config.model's folder, or null when it is not a vision-language model.
+std::shared_ptr<VisionStage> vision_stage(const Config& config);
+
+}  // namespace surogate::train

@@ -1,0 +1,209 @@
+"""`surogate sft` on a Qwen2.5-VL folder (docs/vision.md, "Training"): LoRA on the text model, the
+vision tower frozen, on the CPU backend in fp32, against transformers + PEFT computing the same batch.
+
+A tiny random Qwen2_5_VLForConditionalGeneration (tower depth 2 with block 1 fully attending,
+patch 4, window 16; text hidden 24, 2 layers; the real Qwen tokenizer's vocabulary) is written
+with transformers; two image rows (a JPEG scaled down, a PNG scaled up) make one micro-batch of
+two rows. The engine's ids and labels come from tests/data/image_rows_tool (the same formatter
+the run uses); transformers reads the images through its own image processor.
+
+- Step 1's loss is the base model's (LoRA's B starts at 0): transformers' mean cross-entropy over
+  both rows' scored tokens, rel 1e-5 (fp32; the sums run in other orders).
+- Step 1's gradient norm is PEFT's over the adapter matrices with the run's A (unchanged by a
+  step whose gradient for A is 0: B = 0, weight_decay 0) and B = 0, rel 1e-5.
+- The PEFT adapter the run writes loads into transformers (PeftModel.from_pretrained: keys under
+  model.language_model, the tower excluded) and gives the loss the engine logs at step 2 on the
+  same batch (the last step's LR is 0, so the written adapter is the one step 2 used), rel 1e-5.
+- With a GPU: the CUDA backend's two steps are the CPU's within bf16 tolerances.
+"""
+import json
+import math
+import os
+import shutil
+
+import pytest
+
+from conftest import REPO_ROOT, build_binary, gpu_visible, load_script, run_surogate
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+peft = pytest.importorskip("peft")
+PIL = pytest.importorskip("PIL")
+pytest.importorskip("safetensors")
+import PIL.Image  # noqa: E402
+import PIL.ImageOps  # noqa: E402
+from safetensors.torch import save_file  # noqa: E402
+
+VISION = REPO_ROOT / "tests" / "fixtures" / "vision"
+TOKENS = dict(image_token_id=151655, video_token_id=151656, vision_start_token_id=151652, vision_end_token_id=151653)
+PROCESSOR = {"image_processor_type": "Qwen2VLImageProcessor", "do_resize": True, "resample": 3, "do_rescale": True,
+             "rescale_factor": 1 / 255, "do_normalize": True, "do_convert_rgb": True,
+             "image_mean": [0.48145466, 0.4578275, 0.40821073], "image_std": [0.26862954, 0.26130258, 0.27577711],
+             "min_pixels": 256, "max_pixels": 2048, "patch_size": 4, "temporal_patch_size": 2, "merge_size": 2}
+ROWS = [
+    {"messages": [{"role": "user", "content": [{"type": "image", "image": str(VISION / "photo.jpg")},
+                                               {"type": "text", "text": "What is in the picture?"}]},
+                  {"role": "assistant", "content": "A small photo with a few colours."}]},
+    {"messages": [{"role": "user", "content": "<image>Describe it."},
+                  {"role": "assistant", "content": "Some coloured pixels."}],
+     "images": [str(VISION / "rgb_small.png")]},
+]
+RTOL = 1e-5
+CPU_ONLY = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
+
+
+@pytest.fixture(scope="module")
+def model_folder(tmp_path_factory, tokenizers_dir):
+    from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
+    folder = tmp_path_factory.mktemp("vision_sft") / "qwen2_5_vl"
+    folder.mkdir()
+    vision = dict(depth=2, hidden_size=16, intermediate_size=32, num_heads=2, out_hidden_size=24, patch_size=4,
+                  window_size=16, fullatt_block_indexes=[1], spatial_merge_size=2, temporal_patch_size=2)
+    text = dict(hidden_size=24, intermediate_size=48, num_hidden_layers=2, num_attention_heads=2,
+                num_key_value_heads=1, vocab_size=151936, max_position_embeddings=512, rms_norm_eps=1e-6,
+                rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [2, 2, 2]})
+    config = Qwen2_5_VLConfig(vision_config=vision, text_config=text, **TOKENS)
+    config.architectures = ["Qwen2_5_VLForConditionalGeneration"]
+    torch.manual_seed(0)
+    model = load_script("make_vision_tower_fixtures").randomize(Qwen2_5_VLForConditionalGeneration(config).float())
+    (folder / "config.json").write_text(json.dumps(config.to_dict(), indent=2))
+    save_file({name: tensor.detach().contiguous() for name, tensor in model.state_dict().items()},
+              str(folder / "model.safetensors"))
+    (folder / "preprocessor_config.json").write_text(json.dumps(PROCESSOR))
+    shutil.copy(tokenizers_dir / "qwen3" / "tokenizer.json", folder / "tokenizer.json")
+    tokenizer_config = json.loads((tokenizers_dir / "qwen3" / "tokenizer_config.json").read_text())
+    tokenizer_config["chat_template"] = (VISION / "rows" / "chat_template.jinja").read_text()
+    (folder / "tokenizer_config.json").write_text(json.dumps(tokenizer_config))
+    return folder
+
+
+def hf_model(folder):
+    from transformers import Qwen2_5_VLForConditionalGeneration
+    model = Qwen2_5_VLForConditionalGeneration.from_pretrained(folder, dtype=torch.float32, attn_implementation="eager")
+    return model.eval()
+
+
+def engine_rows(folder, tokenizers_dir, tmp_path):
+    """The formatter's ids and labels of ROWS (tests/data/image_rows_tool)."""
+    import subprocess
+    rows_file = tmp_path / "tool_rows.jsonl"
+    rows_file.write_text("".join(json.dumps(row) + "\n" for row in ROWS))
+    result = subprocess.run([str(build_binary("tests/data/image_rows_tool")), str(tokenizers_dir / "qwen3"),
+                             str(VISION / "rows" / "chat_template.jinja"), str(folder), str(rows_file)],
+                            capture_output=True, text=True, check=True)
+    rows = [json.loads(line) for line in result.stdout.splitlines()]
+    assert all("error" not in row for row in rows), rows
+    return rows
+
+
+def image_of(row):
+    content = row["messages"][0]["content"]
+    path = content[0]["image"] if isinstance(content, list) else row["images"][0]
+    return PIL.ImageOps.exif_transpose(PIL.Image.open(path)).convert("RGB")
+
+
+def batch_loss(model, folder, rows):
+    """transformers' loss of the micro-batch: Σ over both rows of the summed cross-entropy / scored tokens."""
+    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
+    settings = dict(PROCESSOR)
+    settings.pop("image_processor_type")
+    processor = Qwen2VLImageProcessorPil(**settings)
+    total, scored = 0.0, 0
+    for row, ours in zip(ROWS, rows):
+        images = processor(images=[image_of(row)], return_tensors="pt")
+        assert images["image_grid_thw"].tolist() == ours["grid_thw"]
+        ids = torch.tensor([ours["input_ids"]])
+        labels = torch.tensor([ours["labels"]])
+        out = model(input_ids=ids, labels=labels, pixel_values=images["pixel_values"],
+                    image_grid_thw=images["image_grid_thw"],
+                    mm_token_type_ids=(ids == TOKENS["image_token_id"]).to(torch.int32))
+        count = int((labels[0, 1:] != -100).sum())
+        total = total + out.loss * count
+        scored += count
+    return total / scored
+
+
+def run_sft(surogate_bin, folder, tmp_path, steps, env=CPU_ONLY, name="cpu"):
+    data = tmp_path / "rows.jsonl"
+    data.write_text("".join(json.dumps(row) + "\n" for row in ROWS))
+    out = tmp_path / f"out_{name}{steps}"
+    config = tmp_path / f"config_{name}{steps}.yaml"
+    config.write_text(f"model: {folder}\noutput_dir: {out}\nlog_file: {out}/log.jsonl\nsequence_len: 128\n"
+                      "sample_packing: false\nvalidation_split_ratio: 0\nper_device_train_batch_size: 2\n"
+                      f"gradient_accumulation_steps: 1\nmax_steps: {steps}\nlora_rank: 4\nlora_alpha: 8\n"
+                      "lora_dropout: 0\noptimizer: adamw\nlearning_rate: 1e-2\nweight_decay: 0\nmax_grad_norm: 0\n"
+                      "warmup_steps: 0\n"
+                      f"datasets:\n  - path: {data}\n    type: conversation\n")
+    result = run_surogate(surogate_bin, "sft", config, env=env)
+    assert result.returncode == 0, result.stderr
+    steps_logged = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
+    return out, [record for record in steps_logged if record.get("type") == "step"]
+
+
+@pytest.fixture(scope="module")
+def run(surogate_bin, model_folder, tmp_path_factory, tokenizers_dir):
+    """Two steps on the same micro-batch (both rows each epoch). The linear schedule's LR is 1e-2 at
+    step 1 and 0 at step 2, so the adapter written at the end is the one step 2 computed with, and
+    its A is the initial one (B = 0 gives A no gradient at step 1)."""
+    tmp_path = tmp_path_factory.mktemp("vision_sft_runs")
+    out, records = run_sft(surogate_bin, model_folder, tmp_path, 2)
+    assert [record["lr"] for record in records] == [pytest.approx(1e-2), 0.0]
+    return {"out": out, "records": records, "rows": engine_rows(model_folder, tokenizers_dir, tmp_path)}
+
+
+def test_step_one_loss_and_gradient_norm_are_transformers_and_peft(run, model_folder):
+    model = peft.PeftModel.from_pretrained(hf_model(model_folder), run["out"], is_trainable=True)
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if "lora_B" in name:
+                parameter.zero_()
+    loss = batch_loss(model, model_folder, run["rows"])
+    loss.backward()
+    adapters = [p for name, p in model.named_parameters() if "lora_" in name]
+    assert adapters and not any("visual" in name for name, _ in model.named_parameters() if "lora_" in name)
+    norm = math.sqrt(sum(float((p.grad.double() ** 2).sum()) for p in adapters if p.grad is not None))
+    assert run["records"][0]["loss"] == pytest.approx(float(loss.detach()), rel=RTOL)
+    assert run["records"][0]["grad_norm"] == pytest.approx(norm, rel=RTOL)
+
+
+def test_the_adapter_loads_into_peft_with_the_next_steps_loss(run, model_folder):
+    config = json.loads((run["out"] / "adapter_config.json").read_text())
+    assert config["exclude_modules"] == ".*visual.*"
+    model = peft.PeftModel.from_pretrained(hf_model(model_folder), run["out"])
+    # The trained B is loaded (not PEFT's zero init): every adapter of the text model is present.
+    lora_b = [p for name, p in model.named_parameters() if "lora_B" in name]
+    assert len(lora_b) == 14 and all(float(p.abs().sum()) > 0 for p in lora_b)
+    with torch.no_grad():
+        loss = batch_loss(model, model_folder, run["rows"])
+    records = run["records"]
+    assert records[1]["loss"] == pytest.approx(float(loss), rel=RTOL)
+    assert records[1]["loss"] != pytest.approx(records[0]["loss"], rel=1e-3)  # the step changed the model
+
+
+@pytest.mark.skipif(not gpu_visible(), reason="needs a GPU")
+def test_the_cuda_backends_step_one_is_the_cpus_within_bf16(run, surogate_bin, model_folder, tmp_path):
+    _, cuda = run_sft(surogate_bin, model_folder, tmp_path, 2, env=dict(os.environ), name="cuda")
+    # bf16 weights and activations against fp32: the loss to rel 1e-2, the gradient norm to 5e-2
+    # (the tolerances of the model's CUDA tests, docs/vision.md).
+    for step in range(2):
+        assert cuda[step]["loss"] == pytest.approx(run["records"][step]["loss"], rel=1e-2)
+        assert cuda[step]["grad_norm"] == pytest.approx(run["records"][step]["grad_norm"], rel=5e-2)
+
+
+def test_dry_run_plans_the_tower_for_every_token_an_image_token(surogate_bin, model_folder, tmp_path):
+    """--dry-run plans a Qwen2.5-VL folder without reading the data (no token cache is made): the
+    whole model, the tower planned for B · T · merge² patches; the activations scale with the batch."""
+    arenas = []
+    for batch in (1, 4):
+        config = tmp_path / f"dry{batch}.yaml"
+        config.write_text(f"model: {model_folder}\noutput_dir: {tmp_path / 'out'}\nsequence_len: 128\n"
+                          f"validation_split_ratio: 0\nper_device_train_batch_size: {batch}\n"
+                          f"datasets:\n  - path: {tmp_path / 'rows.jsonl'}\n    type: conversation\n")
+        (tmp_path / "rows.jsonl").write_text("".join(json.dumps(row) + "\n" for row in ROWS))
+        result = run_surogate(surogate_bin, "sft", config, "--dry-run", env=CPU_ONLY)
+        assert result.returncode == 0, result.stderr
+        assert "configuration is valid (dry run, nothing trained)" in result.stdout
+        line = next(line for line in result.stdout.splitlines() if "activations (planned arena)" in line)
+        arenas.append(float(line.split()[-2]))
+    assert arenas[1] > 3 * arenas[0]
+    assert not (tmp_path / "out" / "tokenized").exists()

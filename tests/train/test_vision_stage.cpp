@@ -1,0 +1,121 @@
+// train/vision_stage.h: a Qwen2.5-VL folder as the trainer sees it, on tests/fixtures/vision/vl
+// (transformers 5's names: model.language_model.*, model.visual.*) with a processor of the
+// tower's patch geometry. tests/python/test_vision_sft.py trains such a folder end to end.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "config/config.h"
+#include "io/safetensors.h"
+#include "models/lora.h"
+#include "ops/defs/register_ops.h"
+#include "train/vision_stage.h"
+
+namespace surogate::train {
+namespace {
+namespace fs = std::filesystem;
+
+const fs::path kVision = fs::path(SUROGATE_FIXTURES_DIR) / "vision";
+
+// The fixture model with a processor of patch 4, merge 2 (the tower's) and a dataset entry.
+Config stage_config() {
+  const fs::path folder = fs::path(::testing::TempDir()) / "vision_stage_model";
+  fs::create_directories(folder);
+  for (const char* file : {"config.json", "model.safetensors"}) {
+    fs::copy_file(kVision / "vl" / file, folder / file, fs::copy_options::overwrite_existing);
+  }
+  std::ofstream(folder / "preprocessor_config.json")
+      << R"({"image_processor_type": "Qwen2VLImageProcessor", "min_pixels": 256, "max_pixels": 2048,)"
+      << R"( "patch_size": 4, "temporal_patch_size": 2, "merge_size": 2})";
+  fs::copy_file(fs::path(SUROGATE_TOKENIZERS_DIR) / "qwen3" / "tokenizer.json", folder / "tokenizer.json",
+                fs::copy_options::overwrite_existing);
+  Config config;
+  config.model.name_or_path = folder.string();
+  config.model.sequence_len = 64;
+  DatasetConfig dataset;
+  dataset.path = (kVision / "rows" / "rows.jsonl").string();
+  dataset.type = DatasetType::Conversation;
+  config.data.datasets = {dataset};
+  return config;
+}
+
+TEST(VisionStage, ATextFolderHasNone) {
+  Config config;
+  config.model.name_or_path = (fs::path(SUROGATE_TOKENIZERS_DIR) / "qwen3").string();
+  EXPECT_EQ(vision_stage(config), nullptr);
+}
+
+TEST(VisionStage, ParametersAreTheTextModelsUnderTheFoldersNamesThenTheTowers) {
+  const auto stage = vision_stage(stage_config());
+  ASSERT_NE(stage, nullptr);
+  const std::vector<models::ParameterSpec>& specs = stage->specs();
+  EXPECT_EQ(specs.front().name, "embed.weight");
+  EXPECT_EQ(specs.front().hf_name, "model.language_model.embed_tokens.weight");
+  EXPECT_EQ(specs.back().name.rfind("visual.", 0), 0u) << specs.back().name;
+  EXPECT_EQ(stage->text().num_hidden_layers, 2);
+}
+
+TEST(VisionStage, AdaptersGetTheLanguageModelsPeftKeys) {
+  const auto stage = vision_stage(stage_config());
+  models::LoraSetup lora;
+  lora.options.target_modules = {"q_proj", "down_proj"};
+  lora.adapters = models::lora_adapters(stage->text(), lora.options);
+  stage->name_adapters(lora);
+  ASSERT_EQ(lora.adapters.size(), 4u);
+  EXPECT_EQ(lora.adapters[0].a.hf_name, "base_model.model.model.language_model.layers.0.self_attn.q_proj.lora_A.weight");
+  EXPECT_EQ(lora.adapters[0].b.hf_name, "base_model.model.model.language_model.layers.0.self_attn.q_proj.lora_B.weight");
+  nlohmann::json adapter_config = nlohmann::json::object();
+  stage->restrict_adapter_config(adapter_config);
+  EXPECT_EQ(adapter_config["exclude_modules"], ".*visual.*");
+}
+
+// Every parameter's values are the checkpoint's (the patch embedding's 5-D weight as 2-D).
+TEST(VisionStage, WeightsAreTheCheckpoints) {
+  const Config config = stage_config();
+  const auto stage = vision_stage(config);
+  std::vector<std::vector<float>> storage;
+  std::vector<WeightView> views;
+  for (const models::ParameterSpec& spec : stage->specs()) storage.emplace_back(graph::shape_numel(spec.shape), -7.0f);
+  for (size_t i = 0; i < storage.size(); ++i) {
+    views.push_back({stage->specs()[i].name, stage->specs()[i].shape, storage[i]});
+  }
+  stage->load_weights(views);
+  const io::SafetensorsCheckpoint checkpoint = io::SafetensorsCheckpoint::open(config.model.name_or_path);
+  for (size_t i = 0; i < views.size(); ++i) {
+    const std::string& hf_name = stage->specs()[i].hf_name;
+    const std::string stored = hf_name.rfind("visual.", 0) == 0 ? "model." + hf_name : hf_name;
+    EXPECT_EQ(io::read_tensor_as_float32(checkpoint.tensor(stored)), storage[i]) << stored;
+  }
+}
+
+// The graph is the whole model for the plan's patch count, the tower frozen.
+TEST(VisionStage, TheGraphHasThePlansPatchesAndAFrozenTower) {
+  const auto stage = vision_stage(stage_config());
+  stage->set_patch_bound(2, 8);  // B · T · merge²
+  EXPECT_EQ(stage->plan_patches(), 64);
+  const graph::OpRegistry registry = ops::make_model_registry();
+  models::DecoderGraphOptions options;
+  options.batch = 2;
+  options.sequence = 8;
+  const models::DecoderGraph graph = stage->build_graph(registry, options);
+  const graph::TensorInfo& pixels = graph.graph.tensors[static_cast<size_t>(*graph.graph.find_tensor("pixel_values"))];
+  EXPECT_EQ(pixels.type.shape.at(0), 64);
+  int frozen = 0, trained = 0;
+  for (graph::TensorId id : graph.graph.parameters) {
+    const graph::TensorInfo& tensor = graph.graph.tensors[static_cast<size_t>(id)];
+    if (tensor.role != graph::TensorRole::Parameter) continue;
+    const bool tower = tensor.name.rfind("visual.", 0) == 0;
+    if (tower) {
+      EXPECT_FALSE(tensor.trainable) << tensor.name;
+      ++frozen;
+    } else if (tensor.trainable) {
+      ++trained;
+    }
+  }
+  EXPECT_GT(frozen, 0);
+  EXPECT_GT(trained, 0);  // the text model's (LoRA freezes them later)
+}
+
+}  // namespace
+}  // namespace surogate::train
