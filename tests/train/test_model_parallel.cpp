@@ -39,6 +39,7 @@
 #include "ops/defs/register_ops.h"
 #include "train/device/micro_batch.h"
 #include "train/device/backend_selection.h"
+#include "train/device/memory_budget.h"
 #include "train/device/weight_shards.h"
 #include "train/training_plan.h"
 #include "cpu_ranks_fixture.h"
@@ -172,6 +173,22 @@ TEST_F(ModelParallelTest, ZeroThreeGathersASequenceSliceAsTheWholeSequence) {
   }
   // 2 layers × 4 exchanges, in the forward, the recompute and the backward.
   EXPECT_EQ(exchanges, 24u);
+}
+
+// On GPUs a sequence group's NCCL all-to-alls hold buffers the plan does not see: one group's per
+// GPU with sequence parallelism alone, two with pipeline stages (a stage's training and forward
+// plans run on two streams, each with a group of its own: cuda_sequence_groups.h).
+TEST_F(ModelParallelTest, GpuPredictionCountsOneSequenceGroupPerStream) {
+  const io::ModelConfig model = io::load_model_config(root_ / "example" / "model");
+  const graph::OpRegistry registry = make_training_registry();
+  auto collectives = [&](const std::string& extra) {
+    const Config variant = config("collectives", "gpus: 4\nsequence_parallel_size: 2\n" + extra);
+    const DeviceMemory device{.name = "a GPU of 80 GiB", .offered_bytes = size_t{80} << 30, .total_bytes = size_t{80} << 30,
+                              .visible_gpus = 4};
+    return plan_training(variant, model, registry, nullptr, TrainingBackend::Cuda, 2, 64, device).memory.collectives;
+  };
+  EXPECT_EQ(collectives(""), kSequenceExchangeBufferBytes);
+  EXPECT_EQ(collectives("pipeline_parallel_size: 2\n"), 2 * kSequenceExchangeBufferBytes);
 }
 
 // 2 replicas × 2 sequence ranks, ZeRO-3 over all four: LoRA with its frozen base sharded too, and
