@@ -230,6 +230,18 @@ TEST_F(ModelParallelTest, TwoStagesFullFineTuningWithTiedEmbeddingsMatchOneRank)
   EXPECT_NEAR(*two.eval_loss, *one.eval_loss, kRelativeTolerance * *one.eval_loss);
 }
 
+// fp16 (torch_dtype: float16, the CPU's emulation with dynamic loss scaling): the stages'
+// gradients come scaled by the loss scale and each rank's step unscales them, as one rank's does.
+// A large adamw_epsilon makes the update depend on the gradients' size, so a stage that stepped the
+// scaled gradients would move its weights far from one rank's.
+TEST_F(ModelParallelTest, TwoStagesInFp16UnscaleTheirGradientsAsOneRank) {
+  const std::string common = "adamw_epsilon: 0.1\nmax_grad_norm: 0\ntorch_dtype: float16\nmax_steps: 3\nsave_steps: 3\n"
+                             "gradient_accumulation_steps: 2\n";
+  TrainingResult one = run_training(config("pp2_fp16_1", common), cpu());
+  TrainingResult two = run_training(config("pp2_fp16_2", common + "gpus: 2\npipeline_parallel_size: 2\n"), cpu());
+  expect_same_training(one, "pp2_fp16_1", two, "pp2_fp16_2", 3);
+}
+
 TEST_F(ModelParallelTest, FourStagesLoraMatchOneRank) {
   const std::string common = kOptimizer + wider_model() + "max_steps: 4\nsave_steps: 4\nlora: true\nlora_rank: 4\nlora_dropout: 0.0\n"
                                              "learning_rate: 1e-2\ngradient_accumulation_steps: 3\n";

@@ -86,7 +86,8 @@ public:
   void set_grad_norm(double norm) override { grad_norm_ = norm; }
   void step(const OptimizerStep& step) override {
     if (!optimizer) return;
-    clip_slot_gradients(shard_slots, grad_norm_, max_grad_norm_);
+    // fp16: the gradients come scaled by the loss scale; the step unscales them, as on one rank.
+    clip_slot_gradients(shard_slots, grad_norm_, max_grad_norm_, step.gradient_scale);
     optimizer->step(shard_slots, step);
   }
   void* owned_weights() override { return flat.data(); }
