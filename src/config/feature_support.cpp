@@ -144,8 +144,7 @@ void add_schedule_rows(std::vector<SupportRow>& rows) {
 }
 
 // Sequence and pipeline parallelism (distributed/parallel_layout.h): what each composes with.
-// They compose with each other on CPU ranks (gpus = data × sequence × pipeline); the CUDA backend
-// refuses the two together (the Backend rows). That the ranks (gpus) are a multiple of their
+// They compose with each other on every backend (gpus = data × sequence × pipeline). That the ranks (gpus) are a multiple of their
 // product, that the heads and sequence_len split over the sequence group, and that
 // pipeline_stage_layers add up to the model's layers depend on the machine or the model: the
 // layout and the graph passes check those, naming the options.
@@ -432,15 +431,6 @@ void add_fp16_cuda_rows(std::vector<SupportRow>& rows) {
       fixed("remove recipe")));
 }
 
-// Several GPUs: what the data-parallel and pipeline devices do not have yet.
-void add_cuda_layout_rows(std::vector<SupportRow>& rows) {
-  rows.push_back({"cuda sequence with pipeline", Stage::Backend, Backend::Cuda,
-                  [](const Config&, const RunShape& s) { return !cuda_sequence_pipeline_refusal(s).empty(); },
-                  [](const Config& c, const RunShape& s) {
-                    return fmt::format("{}: {}", c.sources.of("pipeline_parallel_size"), cuda_sequence_pipeline_refusal(s));
-                  }});
-}
-
 void add_cuda_several_gpu_rows(std::vector<SupportRow>& rows) {
   rows.push_back({"cuda bf16 masters on several GPUs", Stage::Backend, Backend::Cuda,
                   [](const Config& c, const RunShape& s) { return s.several_ranks() && c.precision.master_dtype == MasterDtype::Bf16; },
@@ -536,7 +526,6 @@ void add_device_rows(std::vector<SupportRow>& rows) {
 
 void add_backend_rows(std::vector<SupportRow>& rows) {
   add_cpu_backend_rows(rows);
-  add_cuda_layout_rows(rows);
   add_fp16_cuda_rows(rows);
   add_cuda_several_gpu_rows(rows);
   add_hardware_rows(rows);
@@ -551,14 +540,6 @@ void add_backend_rows(std::vector<SupportRow>& rows) {
 }
 
 }  // namespace
-
-std::string cuda_sequence_pipeline_refusal(const RunShape& shape) {
-  if (shape.sequence_size == 1 || shape.pipeline_size == 1) return {};
-  return fmt::format("pipeline_parallel_size: {} with sequence_parallel_size: {} (3D parallelism) runs on CPU ranks "
-                     "only in this version; the CUDA pipeline device does not split its stages over sequence groups. "
-                     "On GPUs choose one of the two (gpus = data × sequence or data × pipeline)",
-                     shape.pipeline_size, shape.sequence_size);
-}
 
 const std::vector<SupportRow>& feature_support_table() {
   static const std::vector<SupportRow> table = [] {

@@ -72,9 +72,4 @@ const SupportRow* first_refusal(const Config& config, SupportStage stage, const 
 // Throws the UserError of first_refusal, if any.
 void refuse_unsupported(const Config& config, SupportStage stage, const RunShape& shape = {});
 
-// Why the CUDA backend refuses the shape's sequence × pipeline layout (3D parallelism; the CPU
-// ranks run it), without where the options were set; empty when it does not. Its row raises it,
-// and --dry-run's layout table lists it.
-std::string cuda_sequence_pipeline_refusal(const RunShape& shape);
-
 }  // namespace surogate

@@ -210,15 +210,6 @@ void predict_layouts(const Config& config, const io::ModelConfig& model, const T
       layout.pipeline = pipeline;
       layout.configured =
           sequence == config.parallel.sequence_parallel_size && pipeline == config.parallel.pipeline_parallel_size;
-      // The backend's own refusal (3D parallelism on GPUs), listed as the options' rules are.
-      if (target.backend == TrainingBackend::Cuda) {
-        layout.refusal = cuda_layout_refusal({.world_size = ranks, .data_size = layout.data,
-                                              .sequence_size = sequence, .pipeline_size = pipeline});
-        if (!layout.refusal.empty()) {
-          prediction.layouts.push_back(std::move(layout));
-          continue;
-        }
-      }
       Config variant = config;
       variant.parallel.gpus = ranks;
       variant.parallel.sequence_parallel_size = sequence;

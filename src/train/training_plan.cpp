@@ -221,7 +221,10 @@ TrainingPlan plan_training(const Config& config, const io::ModelConfig& model, c
         backend == TrainingBackend::Cuda ? kCudaGradientStagingSlots : kCpuGradientStagingSlots;
   }
   memory.context = backend == TrainingBackend::Cuda ? kCudaContextBytes : 0;
-  if (backend == TrainingBackend::Cuda && layout.sequence_size > 1) memory.collectives = kSequenceExchangeBufferBytes;
+  // A pipeline stage's two plans exchange over two sequence groups, one per stream (cuda_sequence_groups.h).
+  if (backend == TrainingBackend::Cuda && layout.sequence_size > 1) {
+    memory.collectives = kSequenceExchangeBufferBytes * (layout.pipeline_size > 1 ? 2 : 1);
+  }
   // No validation data, no evaluator: nothing of it is allocated.
   if (evaluates(config)) add_evaluation_memory(config, model, registry, lora, backend, batch, sequence, vision, memory);
   if (config.grpo.enabled) {  // the rollout model beside the trainer's weights, planned with them

@@ -214,12 +214,6 @@ std::vector<RowCase> engine_row_cases() {
        "started 2 processes. Start one process with gpus: 2 (the stages × replicas), or use data or sequence "
        "parallelism across processes"},
       // The Backend stage: the CUDA backend.
-      {"cuda sequence with pipeline", S::Backend,
-       [](Config&, RunShape& s) {
-         s = cuda(4);
-         s.sequence_size = s.pipeline_size = 2;
-       },
-       "pipeline_parallel_size: 2 with sequence_parallel_size: 2 (3D parallelism) runs on CPU ranks only"},
       {"float16 on several GPUs", S::Backend,
        [](Config& c, RunShape& s) {
          c.model.torch_dtype = TorchDtype::Float16;

@@ -153,16 +153,17 @@ TEST(BackendSelection, SequenceAndPipelineParallelGpusTrainOnCuda) {
   EXPECT_NE(choice.message.find("4 ranks (2 data-parallel × 2 pipeline stages)"), std::string::npos) << choice.message;
 }
 
-// 3D parallelism runs on CPU ranks; on GPUs it is refused.
-TEST(BackendSelection, SequenceTimesPipelineRunsOnCpuRanksAndIsRefusedOnGpus) {
+// 3D parallelism runs on GPUs and on CPU ranks (the pipeline stage strategy is one for both,
+// train/device/parallel/stage_ranks.h).
+TEST(BackendSelection, SequenceTimesPipelineRunsOnGpusAndOnCpuRanks) {
   Config config;
   config.parallel.gpus = 4;
   config.parallel.sequence_parallel_size = 2;
   config.parallel.pipeline_parallel_size = 2;
-  const std::string refusal = error_of(config, gpus(4));
-  EXPECT_NE(refusal.find("pipeline_parallel_size: 2 with sequence_parallel_size: 2 (3D parallelism) runs on CPU ranks "
-                         "only"), std::string::npos) << refusal;
-  const BackendChoice choice = choose_training_backend(config, no_gpu());
+  BackendChoice choice = choose_training_backend(config, gpus(4));
+  EXPECT_EQ(choice.backend, TrainingBackend::Cuda);
+  EXPECT_NE(choice.message.find("4 ranks (2 sequence-parallel × 2 pipeline stages)"), std::string::npos) << choice.message;
+  choice = choose_training_backend(config, no_gpu());
   EXPECT_EQ(choice.backend, TrainingBackend::Cpu);
   EXPECT_NE(choice.message.find("4 ranks (2 sequence-parallel × 2 pipeline stages)"), std::string::npos) << choice.message;
 }

@@ -39,6 +39,7 @@
 #include "ops/defs/register_ops.h"
 #include "train/device/micro_batch.h"
 #include "train/device/backend_selection.h"
+#include "train/device/memory_budget.h"
 #include "train/device/weight_shards.h"
 #include "train/training_plan.h"
 #include "cpu_ranks_fixture.h"
@@ -174,6 +175,22 @@ TEST_F(ModelParallelTest, ZeroThreeGathersASequenceSliceAsTheWholeSequence) {
   EXPECT_EQ(exchanges, 24u);
 }
 
+// On GPUs a sequence group's NCCL all-to-alls hold buffers the plan does not see: one group's per
+// GPU with sequence parallelism alone, two with pipeline stages (a stage's training and forward
+// plans run on two streams, each with a group of its own: cuda_sequence_groups.h).
+TEST_F(ModelParallelTest, GpuPredictionCountsOneSequenceGroupPerStream) {
+  const io::ModelConfig model = io::load_model_config(root_ / "example" / "model");
+  const graph::OpRegistry registry = make_training_registry();
+  auto collectives = [&](const std::string& extra) {
+    const Config variant = config("collectives", "gpus: 4\nsequence_parallel_size: 2\n" + extra);
+    const DeviceMemory device{.name = "a GPU of 80 GiB", .offered_bytes = size_t{80} << 30, .total_bytes = size_t{80} << 30,
+                              .visible_gpus = 4};
+    return plan_training(variant, model, registry, nullptr, TrainingBackend::Cuda, 2, 64, device).memory.collectives;
+  };
+  EXPECT_EQ(collectives(""), kSequenceExchangeBufferBytes);
+  EXPECT_EQ(collectives("pipeline_parallel_size: 2\n"), 2 * kSequenceExchangeBufferBytes);
+}
+
 // 2 replicas × 2 sequence ranks, ZeRO-3 over all four: LoRA with its frozen base sharded too, and
 // QLoRA with the quantized base shared out over the ranks as bytes. The split runs recompute every
 // block, so each layer's weights are gathered again for a backward whose recompute holds the
@@ -211,6 +228,18 @@ TEST_F(ModelParallelTest, TwoStagesFullFineTuningWithTiedEmbeddingsMatchOneRank)
   expect_same_training(one, "pp2_full_1", two, "pp2_full_2", 5);
   ASSERT_TRUE(one.eval_loss && two.eval_loss);
   EXPECT_NEAR(*two.eval_loss, *one.eval_loss, kRelativeTolerance * *one.eval_loss);
+}
+
+// fp16 (torch_dtype: float16, the CPU's emulation with dynamic loss scaling): the stages'
+// gradients come scaled by the loss scale and each rank's step unscales them, as one rank's does.
+// A large adamw_epsilon makes the update depend on the gradients' size, so a stage that stepped the
+// scaled gradients would move its weights far from one rank's.
+TEST_F(ModelParallelTest, TwoStagesInFp16UnscaleTheirGradientsAsOneRank) {
+  const std::string common = "adamw_epsilon: 0.1\nmax_grad_norm: 0\ntorch_dtype: float16\nmax_steps: 3\nsave_steps: 3\n"
+                             "gradient_accumulation_steps: 2\n";
+  TrainingResult one = run_training(config("pp2_fp16_1", common), cpu());
+  TrainingResult two = run_training(config("pp2_fp16_2", common + "gpus: 2\npipeline_parallel_size: 2\n"), cpu());
+  expect_same_training(one, "pp2_fp16_1", two, "pp2_fp16_2", 3);
 }
 
 TEST_F(ModelParallelTest, FourStagesLoraMatchOneRank) {

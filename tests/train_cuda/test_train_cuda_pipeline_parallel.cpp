@@ -11,8 +11,11 @@
 // 0.01 nats, every later step within 0.03 over 20 steps, the mean of the last 5 within 0.01 — and
 // the final evaluation loss within 0.03 nats. A wrong transfer, gradient sum or tied update moves
 // the loss by 0.3+ nats within these steps. Measured on 2 × H200 (2026-11-27): full 0.00041,
-// LoRA 0. 4 GPUs: 2 replicas × 2 stages with ZeRO-2 and clipping against one GPU, the same
-// tolerances (not run yet: no 4-GPU machine was lent).
+// LoRA 0. 4 GPUs: 2 replicas × 2 stages with ZeRO-2 and clipping against one GPU, and 2 stages ×
+// 2 sequence ranks (3D parallelism: each stage's plans are a sequence slice's, whose exchange ops
+// run on the stage's sequence group, the training and the forward plan each on their own stream's
+// communicator; the bf16 matmuls of a slice have half the rows, as in the sequence-parallel test),
+// full fine-tuning and LoRA, the same tolerances (not run yet: no 4-GPU machine was lent).
 #include <gtest/gtest.h>
 
 #include <cuda_runtime_api.h>
@@ -60,6 +63,23 @@ TEST_F(CudaPipelineParallelTest, TwoReplicasOfTwoStagesWithZeroTwoTrackOneGpu) {
                                                                "gradient_accumulation_steps: 2\n"),
                                      on(TrainingBackend::Cuda));
   expect_tracks("pipeline-data-parallel", one, four, 0.01, 0.03, 0.01);
+}
+
+TEST_F(CudaPipelineParallelTest, TwoStagesOfTwoSequenceRanksTrackOneGpu) {
+  int count = 0;
+  if (!gpus_visible(4, &count)) GTEST_SKIP() << "needs 4 GPUs, " << count << " visible";
+  for (const std::string mode : {"lora: false\n", "lora: true\nlora_rank: 8\nlora_dropout: 0.0\nlearning_rate: 1e-2\n"}) {
+    SCOPED_TRACE(mode);
+    const std::string common = "max_steps: 20\noptimizer: adamw\ngradient_accumulation_steps: 4\n" + mode;
+    const std::string tag = mode.substr(6, 4) == "true" ? "lora" : "full";
+    TrainingResult one = run_training(config("pp1sp1-" + tag, common), on(TrainingBackend::Cuda));
+    TrainingResult four = run_training(
+        config("pp2sp2-" + tag, common + "gpus: 4\npipeline_parallel_size: 2\nsequence_parallel_size: 2\n"),
+        on(TrainingBackend::Cuda));
+    expect_tracks("pipeline-sequence-parallel-" + tag, one, four, 0.01, 0.03, 0.01);
+    ASSERT_TRUE(one.eval_loss && four.eval_loss);
+    EXPECT_LT(std::abs(*four.eval_loss - *one.eval_loss), 0.03) << tag;
+  }
 }
 
 }  // namespace

@@ -123,10 +123,6 @@ void check_fp16_cuda_model(const Config& config, const io::ModelConfig& model) {
   refuse_unsupported(config, SupportStage::Model, shape);
 }
 
-std::string cuda_layout_refusal(const distributed::ParallelLayout& layout) {
-  return cuda_sequence_pipeline_refusal(run_shape(TrainingBackend::Cuda, layout));
-}
-
 MachineOffer probe_machine() {
   cuda::CudaEnvironment environment = cuda::query_cuda_environment();
   MachineOffer offer;

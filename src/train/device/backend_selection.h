@@ -86,9 +86,4 @@ void check_device_support(const Config& config, TrainingBackend backend, const d
 // What this process can use (cuda::query_cuda_environment; safe without a driver).
 MachineOffer probe_machine();
 
-// Sequence and pipeline parallelism together (3D parallelism) run on CPU ranks only: for a GPU
-// layout with both, the reason a CUDA run refuses it (naming both options); empty otherwise.
-// choose_training_backend raises it, and --dry-run's layout table lists it.
-std::string cuda_layout_refusal(const distributed::ParallelLayout& layout);
-
 }  // namespace surogate::train

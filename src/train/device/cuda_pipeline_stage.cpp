@@ -35,7 +35,8 @@ void accumulate(void* destination, const void* source, const graph::TensorType& 
 
 CudaPipelineStage::CudaPipelineStage(const TrainingDeviceSetup& setup, const PipelineStagePlan& plan,
                                      const CudaTrainableLayout& layout, size_t first, size_t end,
-                                     std::vector<const distributed::StageGraph*> stages)
+                                     std::vector<const distributed::StageGraph*> stages,
+                                     const runtime::CudaOpTable* forward_ops)
     : plan_(plan), stages_(std::move(stages)) {
   state_ = std::make_unique<CudaRankState>(setup, layout, first, end);
   const compiler::ExecutionPlan& training = plan_.training;
@@ -49,7 +50,7 @@ CudaPipelineStage::CudaPipelineStage(const TrainingDeviceSetup& setup, const Pip
   }
   if (last()) return;
   const compiler::ExecutionPlan& forward = plan_.forward;
-  forward_.emplace();
+  forward_.emplace(forward_ops != nullptr ? *forward_ops : runtime::builtin_cuda_ops());
   forward_->share_parameters_with(state_->backend());  // the weights, read in place
   forward_->load(forward, *setup.registry);
   training_ready_.emplace();

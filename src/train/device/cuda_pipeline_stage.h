@@ -47,13 +47,18 @@ public:
   // On the current CUDA device. `setup` is the stage's (its training plan and its parameters'
   // specs, in `layout`'s order); the optimizer steps the trainable tensors [first, end) of `layout`.
   // `stages`: every stage's graph (the transfers' program); `layout` and `plan` must outlive the stage.
+  // The training backend binds its kernels from setup.cuda_ops, the forward backend from
+  // `forward_ops` (null: the built-in table; with sequence parallelism each has its own group).
   CudaPipelineStage(const TrainingDeviceSetup& setup, const PipelineStagePlan& plan, const CudaTrainableLayout& layout,
-                    size_t first, size_t end, std::vector<const distributed::StageGraph*> stages);
+                    size_t first, size_t end, std::vector<const distributed::StageGraph*> stages,
+                    const runtime::CudaOpTable* forward_ops = nullptr);
   ~CudaPipelineStage();
   CudaPipelineStage(const CudaPipelineStage&) = delete;
   CudaPipelineStage& operator=(const CudaPipelineStage&) = delete;
 
   CudaRankState& state() { return *state_; }
+  // The forward backend's stream (null on the last stage, which has none).
+  cudaStream_t forward_stream() const { return forward_ ? forward_->stream() : nullptr; }
   bool last() const { return plan_.graph.sent.empty(); }
 
   // The program and receive slots of a step of `micro_batches` (run() makes them for a count it has

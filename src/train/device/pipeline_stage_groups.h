@@ -1,6 +1,7 @@
 // The communicators of a pipeline rank beside the world that carries the stages' transfers, and
 // the gradient and weight exchanges over them, written once for the CPU and the CUDA pipeline
-// devices (parallel/cpu_pipeline_ranks.cpp, parallel/cuda_pipeline_ranks.cpp):
+// ranks (the stage strategy, parallel/stage_ranks.cpp, calls them; each backend's ranks connect
+// the groups):
 //   - the stage's gradient group: every rank of one stage (its data × sequence ranks), which sums
 //     the gradients of the tensors the stage steps, and whose ranks each step a shard of them
 //     (ZeRO-1/2 over the group; the weights come back through publish_shard, shard_publish.h);

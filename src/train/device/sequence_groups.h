@@ -1,4 +1,4 @@
-// Sequence parallelism on the data-parallel devices and the CPU pipeline device
+// Sequence parallelism on the data-parallel and pipeline ranks
 // (docs/architecture.md, "Sequence parallel"): the sequence group of each of this process's ranks —
 // the N ranks of one replica and stage that share each micro-batch's tokens
 // (distributed/parallel_layout.h) — joined by a communicator of its own, and the op registry each
@@ -8,9 +8,11 @@
 #pragma once
 
 #include <memory>
+#include <string_view>
 #include <vector>
 
 #include "distributed/communicator.h"
+#include "distributed/gloo_communicator.h"  // RankGroup
 #include "distributed/parallel_layout.h"
 #include "distributed/process_world.h"
 #include "distributed/rank_threads.h"
@@ -27,6 +29,12 @@ struct SequenceGroups {
     return registries.empty() ? fallback : *registries[static_cast<size_t>(local)];
   }
 };
+
+// World rank `rank`'s sequence group (the ranks of its stage and replica), named `kind`-stage-replica:
+// a rank joined to two groups of the same ranks names them apart (a GPU stage's training and
+// forward streams, cuda_sequence_groups.h).
+distributed::RankGroup sequence_group(const distributed::ParallelLayout& layout, int rank,
+                                      std::string_view kind = "sequence");
 
 // CPU ranks (gloo). Nothing is connected when the layout has no sequence parallelism. Every
 // process calls it, on the threads of its ranks.

@@ -14,19 +14,10 @@
 // of the next stage of its replica and receives its gradient from it, and the ranks of one stage's
 // sequence group run the same 1F1B schedule, so their exchanges come in the same order.
 //
-// A stage rank's part of the device's step:
-//   run_micro_batches(): its micro-batches through its stage in 1F1B order; the trainer scaled each
-//     micro-batch's loss by 1 / (loss tokens of the window), so the gradients add up to the
-//     window's mean as on one rank. A parameter two stages read (the tied embedding) belongs to
-//     the first: the last stage's gradient of it is added to the first's over their tied pair.
-//     Then each stage's gradient group (data × sequence ranks) sums its owned gradients (all-reduce,
-//     or reduce-scatter under ZeRO-2) through one flat fp32 buffer, the trainable tensors of the
-//     stage in plan order. The norm adds the stages' sums of squares (each tensor counted once);
-//     the loss is the last stage's.
-//   step_shard() / publish_shard(): each rank clips and steps the optimizer for its shard of its
-//     stage's tensors (ZeRO-1 over the gradient group: place_shards), an all-gather within the group
-//     gives every rank of the stage its weights (shard_publish.h), the first stage sends the tied
-//     weights to the last, and every stage refreshes its forward plan's copies.
+// A stage rank's part of the device's step is the stage strategy's (stage_ranks.h), written once
+// for CPU and GPU ranks; CpuStageBackend is what it drives here: the stage's CpuBackends, whose
+// fp32 owned gradients are copied into one flat buffer (the trainable tensors the stage steps, in
+// plan order) for the gradient group's sum, and whose weights travel through it for ZeRO-1.
 //
 // The host side holds an fp32 copy of every parameter (weights(), trainable()): upload() writes it
 // into every stage that holds each weight, download() reads each weight back from the first stage
@@ -35,9 +26,11 @@
 // any layout. Stages are rank threads of one process: a pipeline over the processes of a launcher
 // or Ray is refused with a message (not built yet).
 #include "train/device/parallel/rank_engine.h"
+#include "train/device/parallel/stage_ranks.h"
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <set>
 
@@ -59,82 +52,69 @@
 namespace surogate::train {
 namespace {
 
-class CpuStageEngine final : public RankEngine {
+// One stage rank on CPU backends (stage_ranks.h): the stage's runner, its fp32 weights and
+// gradients, and the owned gradients copied into one flat buffer, which then carries the owned
+// weights through ZeRO-1's exchange.
+class CpuStageBackend final : public StageBackend {
 public:
-  CpuStageEngine(const compiler::ExecutionPlan& source, const distributed::ParallelLayout& layout, double max_grad_norm)
-      : source_(source), layout_(layout), max_grad_norm_(max_grad_norm) {}
+  CpuStageBackend(const compiler::ExecutionPlan& source, double max_grad_norm)
+      : source_(source), max_grad_norm_(max_grad_norm) {}
 
-  void take(std::span<const runtime::InputBinding> inputs, int sequence_index, int sequence_ranks) override {
-    pending.push_back(runner->take(source_, inputs, sequence_index, sequence_ranks));
+  StageMicroBatch take(std::span<const runtime::InputBinding> inputs, int sequence, int sequence_ranks) override {
+    return runner->take(source_, inputs, sequence, sequence_ranks);
   }
-  void run_micro_batches() override {
-    measure_.loss = runner->run(pending, *world, [&](int other) { return layout_.rank_at({other, replica, sequence}); });
-    pending.clear();
-    reduce_gradients();
+  void run(std::span<const StageMicroBatch> batches, distributed::Communicator& world,
+           const std::function<int(int)>& peer) override {
+    loss_ = runner->run(batches, world, peer);
   }
-  RankMeasure measure() override { return measure_; }
-  bool has_router_aux_loss() const override { return false; }
+  DType gradient_dtype() const override { return DType::F32; }
+  std::vector<CollectiveRegion> tied_gradients() override { return tied_gradient_regions; }
+  std::vector<CollectiveRegion> tied_weights() override { return tied_weight_regions; }
+  CollectiveRegion owned_gradients() override {
+    for (size_t unit = 0; unit < owned.size(); ++unit) {
+      const std::span<const float> gradient = parameters.gradients[owned[unit]];
+      std::memcpy(flat.data() + offsets[unit], gradient.data(), gradient.size_bytes());
+    }
+    return {flat.data(), flat.size()};
+  }
+  void count_squares(size_t first, size_t end) override {
+    const size_t begin = first < offsets.size() ? offsets[first] : flat.size();
+    const size_t stop = end < offsets.size() ? offsets[end] : flat.size();
+    squares_ = ops::sum_of_squares(flat.data() + begin, static_cast<int64_t>(stop - begin));
+  }
+  RankMeasure measure(distributed::Communicator&) override { return {loss_, squares_, 0.0}; }
   void set_grad_norm(double norm) override { grad_norm_ = norm; }
-
-  void step_shard(const OptimizerStep& step) override {
+  void step(const OptimizerStep& step) override {
     if (!optimizer) return;
-    clip_slot_gradients(shard_slots, grad_norm_, max_grad_norm_);
+    // fp16: the gradients come scaled by the loss scale; the step unscales them, as on one rank.
+    clip_slot_gradients(shard_slots, grad_norm_, max_grad_norm_, step.gradient_scale);
     optimizer->step(shard_slots, step);
   }
-  void publish_shard() override {
-    train::publish_shard(*group, flat.data(), shard_sizes, DType::F32, shard, owned.size(),
-                         cpu_shard_copies(owned_weights, offsets, flat.data()));
-    share_tied_weights(*tied_pair, tied_weights, DType::F32);
-    runner->refresh_forward_weights(true);
-  }
-  void finish_update(const OptimizerStep&) override { zero_gradients(); }
-  // The flat buffers are overwritten by the next step's reduce_gradients.
+  void* owned_weights() override { return flat.data(); }
+  ShardCopies shard_copies() override { return cpu_shard_copies(owned_weights_, offsets, flat.data()); }
+  void refresh_weights() override { runner->refresh_forward_weights(true); }
   void zero_gradients() override { runner->training().zero_gradients(); }
-
   std::vector<StateTensor> optimizer_state() override {
     return optimizer ? optimizer->state_tensors() : std::vector<StateTensor>{};
   }
   size_t gradient_accumulator_bytes() const override { return 0; }
 
-  int stage = 0, replica = 0, sequence = 0;
-  int group_index = 0;                      // in its stage's gradient group: replica · N + sequence
   std::unique_ptr<CpuPipelineStage> runner;
   CpuParameters parameters;                 // the stage's weights (spec order) on its training backend
   std::vector<size_t> owned;                // indices into parameters.trainable this stage steps
-  std::vector<WeightView> owned_weights;    // those tensors
+  std::vector<WeightView> owned_weights_;   // those tensors
   // The parameters shared with the other end of the pipeline: their gradients and weights.
-  std::vector<CollectiveRegion> tied_gradients, tied_weights;
+  std::vector<CollectiveRegion> tied_gradient_regions, tied_weight_regions;
   std::vector<size_t> offsets;              // each owned tensor's offset in `flat`
-  std::vector<size_t> shard_sizes;          // the gradient group's pieces of `flat`
-  distributed::Shard shard;
   std::vector<ParameterSlot> shard_slots;   // gradients read from `flat`
   std::unique_ptr<Optimizer> optimizer;
   std::vector<float> flat;
-  std::unique_ptr<distributed::Communicator> world, group, tied_pair;
-  std::vector<StageMicroBatch> pending;
 
 private:
-  // After the schedule: tied gradients summed into the first stage's, then the stage's gradient
-  // group sums (ZeRO-2: reduce-scatters) the owned gradients, and the rank's share of the squares.
-  void reduce_gradients() {
-    sum_tied_gradients(*tied_pair, tied_gradients, DType::F32);
-    for (size_t unit = 0; unit < owned.size(); ++unit) {
-      const std::span<const float> gradient = parameters.gradients[owned[unit]];
-      std::memcpy(flat.data() + offsets[unit], gradient.data(), gradient.size_bytes());
-    }
-    sum_stage_gradients(*group, {flat.data(), flat.size()}, shard_sizes, DType::F32, layout_.shard_gradients);
-    if (layout_.shard_gradients) {
-      measure_.squares = ops::sum_of_squares(flat.data() + shard.begin, static_cast<int64_t>(shard.size()));
-    } else {
-      // Every rank of the group holds the same sums: its first counts them.
-      measure_.squares = group_index == 0 ? ops::sum_of_squares(flat.data(), static_cast<int64_t>(flat.size())) : 0.0;
-    }
-  }
-
   const compiler::ExecutionPlan& source_;
-  const distributed::ParallelLayout& layout_;
   double max_grad_norm_;
-  RankMeasure measure_;  // the last stage's loss, the rank's share of the squares
+  double loss_ = 0.0;     // the last stage's
+  double squares_ = 0.0;  // of count_squares' units
   double grad_norm_ = 0.0;
 };
 
@@ -165,21 +145,17 @@ public:
                                                   [&](int rank) { return tied_pair_group(layout_, rank, !tied.empty()); });
     sequence_groups_ = connect_cpu_sequence_groups(threads_, *alone, layout_);
     for (int r = 0; r < layout_.local_ranks; ++r) {
-      auto rank = std::make_unique<CpuStageEngine>(source_, layout_, config.optimizer.max_grad_norm);
-      const distributed::RankPlace place = layout_.place(r);
-      rank->stage = place.stage;
-      rank->replica = place.replica;
-      rank->sequence = place.sequence;
-      rank->group_index = stage_group_index(layout_, place);
+      auto rank = std::make_unique<StageRankEngine>(layout_, r);
       rank->world = std::move(world[static_cast<size_t>(r)]);
       rank->group = std::move(groups[static_cast<size_t>(r)]);
       rank->tied_pair = std::move(pairs[static_cast<size_t>(r)]);
-      set_up_rank(*rank, sequence_groups_.registry(r, *setup.registry), setup.specs, tied, config.optimizer);
+      stages_.push_back(set_up_rank(*rank, sequence_groups_.registry(r, *setup.registry), setup.specs, tied,
+                                    config.optimizer));
       ranks_.push_back(std::move(rank));
     }
     std::set<std::string> trainable;
-    for (const auto& rank : ranks_) {
-      for (const WeightView& weight : rank->parameters.trainable) trainable.insert(weight.name);
+    for (const CpuStageBackend* stage : stages_) {
+      for (const WeightView& weight : stage->parameters.trainable) trainable.insert(weight.name);
     }
     for (const WeightView& weight : host_weights_) {
       if (trainable.contains(weight.name)) host_trainable_.push_back(weight);
@@ -206,27 +182,27 @@ public:
   void store_quantized(const models::QuantizedWeight& weight, const QuantizedPieces& pieces) override {
     quantized_.push_back({weight, pieces});  // kept: a copy (the caller reuses its buffers)
     const QuantizedPieces& stored = quantized_.back().pieces;
-    for (auto& rank : ranks_) {
-      for (size_t i = 0; i < weight.pieces.size(); ++i) rank->runner->write_weight(weight.pieces[i], stored.bytes[i]);
+    for (CpuStageBackend* stage : stages_) {
+      for (size_t i = 0; i < weight.pieces.size(); ++i) stage->runner->write_weight(weight.pieces[i], stored.bytes[i]);
     }
   }
 
   void upload() override {
-    for (auto& rank : ranks_) {
-      for (const WeightView& weight : rank->parameters.weights) {
+    for (CpuStageBackend* stage : stages_) {
+      for (const WeightView& weight : stage->parameters.weights) {
         const WeightView& host = host_weights_[host_index_.at(weight.name)];
         std::ranges::copy(host.values, weight.values.begin());
       }
-      rank->runner->refresh_forward_weights(false);
+      stage->runner->refresh_forward_weights(false);
     }
   }
   // Pipeline stages keep whole weights (ZeRO-3 is refused with them).
   void download_weight_shards() override {}
   void download() override {
     std::set<std::string> done;
-    for (auto& rank : ranks_) {
-      if (rank->group_index != 0) continue;
-      for (const WeightView& weight : rank->parameters.weights) {
+    for (size_t r = 0; r < ranks_.size(); ++r) {
+      if (ranks_[r]->group_index != 0) continue;
+      for (const WeightView& weight : stages_[r]->parameters.weights) {
         if (!done.insert(weight.name).second) continue;  // the first stage holding it
         std::ranges::copy(weight.values, host_weights_[host_index_.at(weight.name)].values.begin());
       }
@@ -243,37 +219,42 @@ private:
     }
   }
 
-  void set_up_rank(CpuStageEngine& rank, const graph::OpRegistry& registry, std::span<const models::ParameterSpec> specs,
-                   const std::set<std::string>& tied, const config::Optimizer& optimizer) {
-    const PipelineStagePlan& plan = pipeline_.stages[static_cast<size_t>(rank.stage)];
-    rank.runner = std::make_unique<CpuPipelineStage>(plan, registry, layout_.pipeline_size, boundary_tags_);
-    rank.parameters = bind_cpu_parameters(rank.runner->training(), plan.training, stage_parameter_specs(plan, specs));
+  // The rank's stage on CPU backends: its owned units (the first stage steps the tied ones), its
+  // shard of them and the optimizer over it.
+  CpuStageBackend* set_up_rank(StageRankEngine& rank, const graph::OpRegistry& registry,
+                               std::span<const models::ParameterSpec> specs, const std::set<std::string>& tied,
+                               const config::Optimizer& optimizer) {
+    const int stage_index = rank.place.stage;
+    const PipelineStagePlan& plan = pipeline_.stages[static_cast<size_t>(stage_index)];
+    auto stage = std::make_unique<CpuStageBackend>(source_, optimizer.max_grad_norm);
+    stage->runner = std::make_unique<CpuPipelineStage>(plan, registry, layout_.pipeline_size, boundary_tags_);
+    stage->parameters = bind_cpu_parameters(stage->runner->training(), plan.training, stage_parameter_specs(plan, specs));
     std::vector<size_t> sizes;
     size_t total = 0;
-    for (size_t i = 0; i < rank.parameters.trainable.size(); ++i) {
-      const WeightView& weight = rank.parameters.trainable[i];
+    for (size_t i = 0; i < stage->parameters.trainable.size(); ++i) {
+      const WeightView& weight = stage->parameters.trainable[i];
       if (tied.contains(weight.name)) {
-        const std::span<const float> gradient = rank.parameters.gradients[i];
-        rank.tied_gradients.push_back({const_cast<float*>(gradient.data()), gradient.size()});
-        rank.tied_weights.push_back({weight.values.data(), weight.values.size()});
+        const std::span<const float> gradient = stage->parameters.gradients[i];
+        stage->tied_gradient_regions.push_back({const_cast<float*>(gradient.data()), gradient.size()});
+        stage->tied_weight_regions.push_back({weight.values.data(), weight.values.size()});
       }
-      if (tied.contains(weight.name) && rank.stage != 0) continue;  // the first stage steps it
-      rank.owned.push_back(i);
-      rank.owned_weights.push_back(weight);
-      rank.offsets.push_back(total);
+      if (tied.contains(weight.name) && stage_index != 0) continue;  // the first stage steps it
+      stage->owned.push_back(i);
+      stage->owned_weights_.push_back(weight);
+      stage->offsets.push_back(total);
       sizes.push_back(weight.values.size());
       total += weight.values.size();
     }
-    const std::vector<distributed::Shard> shards = distributed::place_shards(sizes, layout_.gradient_group_size());
-    rank.shard_sizes = distributed::shard_sizes(shards);
-    rank.shard = shards[static_cast<size_t>(rank.group_index)];
-    rank.flat.assign(total, 0.0f);
+    rank.place_shard(sizes);
+    stage->flat.assign(total, 0.0f);
     for (size_t unit = rank.shard.first_unit; unit < rank.shard.end_unit; ++unit) {
-      ParameterSlot slot = rank.parameters.slots[rank.owned[unit]];
-      slot.gradient = rank.flat.data() + rank.offsets[unit];
-      rank.shard_slots.push_back(slot);
+      ParameterSlot slot = stage->parameters.slots[stage->owned[unit]];
+      slot.gradient = stage->flat.data() + stage->offsets[unit];
+      stage->shard_slots.push_back(slot);
     }
-    if (!rank.shard_slots.empty()) rank.optimizer = make_cpu_optimizer(optimizer, rank.shard_slots);
+    if (!stage->shard_slots.empty()) stage->optimizer = make_cpu_optimizer(optimizer, stage->shard_slots);
+    rank.backend = std::move(stage);
+    return static_cast<CpuStageBackend*>(rank.backend.get());
   }
 
   distributed::ParallelLayout layout_;
@@ -282,7 +263,8 @@ private:
   const PipelinePlan& pipeline_;
   std::map<std::string, uint32_t> boundary_tags_;
   SequenceGroups sequence_groups_;  // sequence parallelism: each rank's group and exchange ops
-  std::vector<std::unique_ptr<CpuStageEngine>> ranks_;
+  std::vector<std::unique_ptr<StageRankEngine>> ranks_;
+  std::vector<CpuStageBackend*> stages_;  // each rank's backend (owned by its engine)
   std::vector<std::vector<float>> host_values_;
   std::vector<WeightView> host_weights_, host_trainable_;
   std::map<std::string, size_t> host_index_;

@@ -56,13 +56,13 @@
 #include "cuda/cuda_check.h"
 #include "cuda/kernels/fp8_quantize.h"
 #include "distributed/nccl_communicator.h"
-#include "distributed/sequence_exchange_cuda.h"
 #include "distributed/shard_placement.h"
 #include "train/device/cuda_evaluator.h"
 #include "train/device/cuda_gradient_reducer.h"
 #include "train/device/cuda_quantized_base.h"
 #include "train/device/cuda_rank/output_readback.h"
 #include "train/device/cuda_rank_state.h"
+#include "train/device/cuda_sequence_groups.h"
 #include "train/device/cuda_sharded_gradients.h"
 #include "train/device/cuda_weight_gatherer.h"
 #include "train/device/cuda_weight_transfer.h"
@@ -161,7 +161,6 @@ public:
 
   std::unique_ptr<CudaRankState> state;
   std::unique_ptr<distributed::Communicator> communicator;  // on the backend's stream
-  std::unique_ptr<distributed::Communicator> sequence;  // sequence parallelism: the rank's group
   distributed::Shard shard;
   // The side stream and its own NCCL communicator: the gradient buckets, ZeRO-3's gathers.
   std::optional<cuda::Stream> side;
@@ -184,7 +183,7 @@ class CudaDataParallelRanks final : public BackendRanks {
 public:
   explicit CudaDataParallelRanks(const RanksSetup& made)
       : layout_(made.layout), threads_(made.threads), plan_(*made.device.plan),
-        trainable_layout_(cuda_trainable_layout(plan_, made.device.specs)) {
+        trainable_layout_(cuda_trainable_layout(plan_, made.device.specs)), sequence_groups_(layout_) {
     const TrainingDeviceSetup& setup = made.device;
     const Config& config = *setup.config;  // read here only
     // Refused up front by the feature-support table (config/feature_support.cpp: the data-parallel
@@ -349,13 +348,6 @@ private:
   // Every rank's state first (no collective yet, so a rank that fails here, e.g. out of memory,
   // stops the run with its message), then the NCCL world on the ranks' streams.
   void connect_ranks(const TrainingDeviceSetup& setup, const std::vector<distributed::Shard>& shards) {
-    // Sequence parallelism: each rank binds the exchange ops from a table of its own, whose slot
-    // gets the rank's group communicator once the backends' streams exist (below).
-    for (int r = 0; layout_.sequence_size > 1 && r < layout_.local_ranks; ++r) {
-      sequence_slots_.push_back(std::make_unique<distributed::SequenceGroupSlot>());
-      sequence_tables_.push_back(std::make_unique<runtime::CudaOpTable>(runtime::builtin_cuda_ops()));
-      distributed::add_sequence_exchange_cuda_ops(*sequence_tables_.back(), sequence_slots_.back().get());
-    }
     threads_.run([&](int r) {
       CUDA_CHECK(cudaSetDevice(layout_.first_device + r));
       CudaRankEngine& rank = *ranks_[static_cast<size_t>(r)];
@@ -364,7 +356,7 @@ private:
       rank.counts_replicated = global == 0;
       TrainingDeviceSetup rank_setup = setup;
       if (gathered_plan_) rank_setup.plan = &*gathered_plan_;
-      if (!sequence_tables_.empty()) rank_setup.cuda_ops = sequence_tables_[static_cast<size_t>(r)].get();
+      if (const runtime::CudaOpTable* table = sequence_groups_.table(r)) rank_setup.cuda_ops = table;
       if (gathered_plan_) {
         rank.owned = cuda::DeviceBuffer<__nv_bfloat16>(gathering_.owned_elements[static_cast<size_t>(global)]);
         rank.owned.zero();
@@ -395,17 +387,7 @@ private:
       rank.side_communicator = std::move(side_communicators[static_cast<size_t>(r)]);
       set_up_reduction(rank, r);
     });
-    if (sequence_slots_.empty()) return;
-    std::vector<std::unique_ptr<distributed::Communicator>> groups = distributed::connect_nccl_groups(
-        threads_, world, layout_.first_rank, layout_.world_size, layout_.first_device, streams, [&](int rank) {
-          const distributed::RankPlace place = layout_.place(rank);
-          return distributed::RankGroup{fmt::format("sequence-{}-{}", place.stage, place.replica), place.sequence,
-                                        layout_.sequence_size};
-        });
-    for (size_t r = 0; r < ranks_.size(); ++r) {
-      ranks_[r]->sequence = std::move(groups[r]);
-      sequence_slots_[r]->communicator = ranks_[r]->sequence.get();
-    }
+    sequence_groups_.connect(threads_, world, layout_, streams, "sequence");
   }
 
   // ZeRO-3's gatherers, and the replica reduction (the step observers of each micro-batch).
@@ -485,7 +467,7 @@ private:
         rank.reducer.reset();
         rank.sharded.reset();
         rank.side_communicator.reset();
-        rank.sequence.reset();
+        sequence_groups_.release(r);
         rank.communicator.reset();
         rank.state.reset();
         rank.side.reset();
@@ -504,9 +486,7 @@ private:
   CudaRanksShared shared_;
   CudaHostWeights host_;
   std::vector<std::unique_ptr<CudaRankEngine>> ranks_;
-  // Sequence parallelism: each rank's kernel table and the slot its exchange ops read the group from.
-  std::vector<std::unique_ptr<distributed::SequenceGroupSlot>> sequence_slots_;
-  std::vector<std::unique_ptr<runtime::CudaOpTable>> sequence_tables_;
+  CudaSequenceGroups sequence_groups_;  // sequence parallelism: each rank's kernel table and group
   GradientBuckets buckets_;
   std::optional<compiler::ExecutionPlan> gathered_plan_;  // ZeRO-3: the ranks' plan (weights in gather buffers)
   compiler::WeightGathering gathering_;

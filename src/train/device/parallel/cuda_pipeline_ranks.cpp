@@ -1,27 +1,23 @@
-// Pipeline parallelism on GPUs, composed with data parallelism: the GPUs' ranks of the parallel
-// device (parallel_device.cpp) when pipeline_parallel_size > 1 trains on the CUDA backend
+// Pipeline parallelism on GPUs, composed with data and sequence parallelism: the GPUs' ranks of the
+// parallel device (parallel_device.cpp) when pipeline_parallel_size > 1 trains on the CUDA backend
 // (docs/architecture.md, "Pipeline parallel"); the CPU ranks' stages (cpu_pipeline_ranks.cpp) on
 // GPUs. The ranks are threads of this process (distributed/rank_threads.h); rank r runs stage s of
-// replica d (distributed/parallel_layout.h) on GPU first_device + r (cuda_pipeline_stage.h), joined
+// replica d at sequence index q (distributed/parallel_layout.h) on GPU first_device + r
+// (cuda_pipeline_stage.h; with sequence parallelism its training and forward plans exchange over
+// two sequence groups, one per stream: cuda_sequence_groups.h), joined
 // by NCCL communicators that all enqueue on the rank's training stream, in one order on every rank
 // (the pipeline's transfers, then the tied pair, then the stage's gradient group), so no two NCCL
 // kernels of different communicators wait for each other: the world for the stages' transfers,
 // and the stage's gradient group and tied pair, placed and used as on CPU ranks
 // (pipeline_stage_groups.h; ZeRO-1's weights come back through shard_publish.h).
 //
-// A stage rank's part of the device's step (the CPU stages' steps, on the device):
-//   run_micro_batches(): its micro-batches enqueued in the rounds of distributed/pipeline_rounds.h
-//     (1F1B), each backward adding the stage's bf16 parameter gradients into its accumulators.
-//     A tied parameter belongs to the first stage: the last stage's accumulated gradient of it is
-//     added to the first's (all-reduce over their pair). Then each stage's gradient group sums the
-//     accumulators of the tensors it steps (all-reduce, or reduce-scatter under ZeRO-2), and each
-//     rank takes the norm of its sums (replica 0's, or its shard's); the device adds the squares
-//     and sets every rank's clip factor from the total; the loss is the last stages'.
-//   step_shard() / publish_shard(): each rank steps the optimizer for its shard of its stage's
-//     tensors (ZeRO-1 over the gradient group), an all-gather of the fp32 masters within the group
-//     gives every replica the stage's masters (the bf16 weights rewritten from them;
-//     shard_publish.h), and the first stage broadcasts the tied masters to the last, which rewrites
-//     its bf16 copies from them; then the accumulators are zeroed.
+// A stage rank's part of the device's step is the stage strategy's (stage_ranks.h), written once
+// for CPU and GPU ranks; CudaStageBackend is what it drives here: its micro-batches enqueued in the
+// rounds of distributed/pipeline_rounds.h (1F1B), each backward adding the stage's bf16 parameter
+// gradients into the flat accumulators, which the tied pair and the gradient group sum in place
+// (in their dtype); the norm is taken on the device; ZeRO-1's all-gather carries the fp32 masters
+// (the bf16 weights rewritten from them, shard_publish.h), and the last stage rewrites its bf16
+// copies of the tied tensors from the masters the first stage sends.
 //
 // The host holds an fp32 copy of every parameter (weights(), trainable(); the trainable ones
 // pinned): upload() writes each stage's weights and masters from them, download() reads each
@@ -34,10 +30,12 @@
 // recipe fp8_hybrid, offload_residual and ZeRO-3 with pipeline parallelism, offload_master /
 // offload_grads with several GPUs. Its GPU test passed on 2 × H200 (2026-11-27).
 #include "train/device/parallel/rank_engine.h"
+#include "train/device/parallel/stage_ranks.h"
 
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <set>
 
@@ -50,6 +48,7 @@
 #include "train/device/cuda_evaluator.h"
 #include "train/device/cuda_pipeline_stage.h"
 #include "train/device/cuda_rank_state.h"
+#include "train/device/cuda_sequence_groups.h"
 #include "train/device/pipeline_parameters.h"
 #include "train/device/pipeline_stage_groups.h"
 #include "train/device/shard_publish.h"
@@ -58,58 +57,67 @@
 namespace surogate::train {
 namespace {
 
-class CudaStageEngine final : public RankEngine {
+// One stage rank on a GPU (stage_ranks.h): the stage's runner and its CudaRankState, whose flat
+// accumulators and fp32 masters hold the stage's trainable tensors with the last stage's tied ones
+// first, so that the owned units are one run of each.
+class CudaStageBackend final : public StageBackend {
 public:
-  CudaStageEngine(const compiler::ExecutionPlan& source, const PipelinePlan& pipeline,
-                  const distributed::ParallelLayout& layout)
-      : source_(source), pipeline_(pipeline), layout_(layout) {}
+  CudaStageBackend(const compiler::ExecutionPlan& source, const PipelineStagePlan& plan, int stage)
+      : source_(source), plan_(plan), stage_(stage) {}
 
-  void take(std::span<const runtime::InputBinding> inputs, int sequence_index, int sequence_ranks) override {
-    pending.push_back(take_stage_micro_batch(pipeline_.stages[static_cast<size_t>(stage)], source_, inputs,
-                                             sequence_index, sequence_ranks));
+  StageMicroBatch take(std::span<const runtime::InputBinding> inputs, int sequence, int sequence_ranks) override {
+    return take_stage_micro_batch(plan_, source_, inputs, sequence, sequence_ranks);
   }
-  void run_micro_batches() override {
-    SUROGATE_CHECK(!pending.empty(), "every stage trains gradient_accumulation_steps micro-batches a step");
-    runner->run(pending, *world, [&](int other) { return layout_.rank_at({other, replica, sequence}); });
-    reduce_gradients();
+  void run(std::span<const StageMicroBatch> batches, distributed::Communicator& world,
+           const std::function<int(int)>& peer) override {
+    runner->run(batches, world, peer);
   }
-  RankMeasure measure() override {
-    world->synchronize();  // every communicator enqueues on this stream
-    pending.clear();
+  DType gradient_dtype() const override { return runner->state().accumulators().dtype(); }
+  std::vector<CollectiveRegion> tied_gradients() override {
+    CudaGradientAccumulators& accumulators = runner->state().accumulators();
+    return tied_regions(accumulators.data(), dtype_size_bytes(accumulators.dtype()));
+  }
+  std::vector<CollectiveRegion> tied_weights() override {
+    return tied_regions(runner->state().masters().data(), sizeof(float));
+  }
+  CollectiveRegion owned_gradients() override {
+    CudaGradientAccumulators& accumulators = runner->state().accumulators();
+    const size_t element = dtype_size_bytes(accumulators.dtype());
+    return {static_cast<std::byte*>(accumulators.data()) + static_cast<size_t>(owned_offset()) * element,
+            static_cast<size_t>(layout.total - owned_offset())};
+  }
+  void count_squares(size_t first, size_t end) override {
+    runner->state().gradient_norm(owned_first + first, owned_first + end);
+  }
+  // Every communicator enqueues on the training stream. Every stage reads its loss sum: that also
+  // starts the next step's count.
+  RankMeasure measure(distributed::Communicator& world) override {
+    world.synchronize();
     CudaRankState& state = runner->state();
-    const double loss = state.loss_sum();  // every stage: it also starts the next step's count
+    const double loss = state.loss_sum();
     const double norm = state.clip().norm();
-    return {runner->last() ? loss : 0.0, layout_.shard_gradients || group_index == 0 ? norm * norm : 0.0};
+    return {runner->last() ? loss : 0.0, norm * norm, 0.0};
   }
-  bool has_router_aux_loss() const override { return false; }
   void set_grad_norm(double norm) override { runner->state().clip().set_from_norm(norm); }
-
-  void step_shard(const OptimizerStep& step) override {
+  void step(const OptimizerStep& step) override {
     SUROGATE_CHECK(step.gradient_scale == 1.0, "no gradient scale on the CUDA backend");
     runner->state().step(step);
   }
-  void publish_shard() override {
+  // The masters the optimizer updated in place; the bf16 weights are rewritten from them.
+  void* owned_weights() override { return runner->state().masters().data() + owned_offset(); }
+  ShardCopies shard_copies() override { return cuda_shard_copies(runner->state(), owned_first); }
+  // The last stage's bf16 copies of the tied tensors, from the masters the first stage sent.
+  void refresh_weights() override {
     CudaRankState& state = runner->state();
-    if (layout_.gradient_group_size() > 1) {
-      // The replicas' stepped shards to every replica, and the bf16 weights from them.
-      train::publish_shard(*group, state.masters().data() + owned_offset(), shard_sizes, DType::F32, shard,
-                           layout.entries.size() - owned_first, cuda_shard_copies(state, owned_first));
-    }
-    // The first stage owns the tied tensors: the last takes their masters, then its bf16 copies.
-    share_tied_weights(*tied_pair, tied_regions(state.masters().data(), sizeof(float)), DType::F32);
-    if (stage != 0) state.masters().refresh_weights(0, owned_first, state.stream());
+    if (stage_ != 0) state.masters().refresh_weights(0, owned_first, state.stream());
   }
-  void finish_update(const OptimizerStep&) override { zero_gradients(); }
   void zero_gradients() override { runner->state().accumulators().zero(); }
-
   std::vector<StateTensor> optimizer_state() override {
     DeviceOptimizer* optimizer = runner->state().optimizer();
     return optimizer ? optimizer->state_tensors() : std::vector<StateTensor>{};
   }
   size_t gradient_accumulator_bytes() const override { return runner->state().accumulators().bytes(); }
 
-  int stage = 0, replica = 0, sequence = 0;
-  int group_index = 0;                       // in its stage's gradient group (pipeline_stage_groups.h)
   std::vector<models::ParameterSpec> specs;  // the stage's parameters (the last stage: tied ones first)
   std::vector<WeightView> weights;           // their host copies, in specs order
   std::vector<WeightView> downloads;         // the same, but the last stage's tied ones into `scratch`
@@ -117,11 +125,7 @@ public:
   CudaTrainableLayout layout;
   std::vector<size_t> tied;                  // entries shared with the other end of the pipeline
   size_t owned_first = 0;                    // the first entry the stage steps (after the last stage's tied ones)
-  distributed::Shard shard;                  // over the owned entries (units relative to owned_first)
-  std::vector<size_t> shard_sizes;           // the gradient group's pieces of the owned region
   std::unique_ptr<CudaPipelineStage> runner;
-  std::unique_ptr<distributed::Communicator> world, group, tied_pair;
-  std::vector<StageMicroBatch> pending;
 
 private:
   // The tied entries in a flat buffer of the rank's entries (`base`, `element` bytes each).
@@ -140,35 +144,16 @@ private:
     return owned_first < layout.entries.size() ? layout.entries[owned_first].offset : layout.total;
   }
 
-  // After the schedule, on the rank's stream: tied gradients summed into the first stage's, then
-  // the stage's gradient group sums (ZeRO-2: reduce-scatters) the owned accumulators, and the norm
-  // of what the rank counts.
-  void reduce_gradients() {
-    CudaRankState& state = runner->state();
-    const DType dtype = state.accumulators().dtype();
-    const size_t element = dtype_size_bytes(dtype);
-    auto* accumulators = static_cast<std::byte*>(state.accumulators().data());
-    sum_tied_gradients(*tied_pair, tied_regions(accumulators, element), dtype);
-    const CollectiveRegion owned{accumulators + static_cast<size_t>(owned_offset()) * element,
-                                 static_cast<size_t>(layout.total - owned_offset())};
-    sum_stage_gradients(*group, owned, shard_sizes, dtype, layout_.shard_gradients);
-    // ZeRO-2: the rank's shard (the whole owned run in a group of one); else every owned tensor.
-    if (layout_.shard_gradients) {
-      state.gradient_norm(owned_first + shard.first_unit, owned_first + shard.end_unit);
-    } else {
-      state.gradient_norm(owned_first, layout.entries.size());
-    }
-  }
-
   const compiler::ExecutionPlan& source_;
-  const PipelinePlan& pipeline_;
-  const distributed::ParallelLayout& layout_;
+  const PipelineStagePlan& plan_;
+  int stage_;
 };
 
 class CudaPipelineRanks final : public BackendRanks {
 public:
   explicit CudaPipelineRanks(const RanksSetup& made)
-      : layout_(made.layout), threads_(made.threads), source_(*made.device.plan), pipeline_(*made.device.pipeline) {
+      : layout_(made.layout), threads_(made.threads), source_(*made.device.plan), pipeline_(*made.device.pipeline),
+        training_sequence_(layout_), forward_sequence_(layout_) {
     const Config& config = *made.device.config;  // read here only
     // Refused up front by the feature-support table (config/feature_support.cpp: the pipeline over
     // processes), before any process loads.
@@ -182,8 +167,8 @@ public:
     for (const PipelineStagePlan& stage : pipeline_.stages) graphs_.push_back(&stage.graph);
     const std::set<std::string> tied = tied_pipeline_parameters(pipeline_, made.device.specs);
     for (int r = 0; r < layout_.local_ranks; ++r) {
-      ranks_.push_back(std::make_unique<CudaStageEngine>(source_, pipeline_, layout_));
-      plan_rank(*ranks_.back(), r, made.device.specs, tied);
+      ranks_.push_back(std::make_unique<StageRankEngine>(layout_, r));
+      stages_.push_back(plan_rank(*ranks_.back(), made.device.specs, tied));
     }
     make_host_copies(made.device.specs);
     try {
@@ -217,7 +202,7 @@ public:
       quantized = [this](const std::string& piece) -> std::span<const std::byte> { return quantized_pieces_.at(piece); };
     }
     threads_.run([&](int r) {
-      if (r == 0) inner = make_cuda_gathering_evaluator(setup, ranks_[0]->runner->state().backend(), host_.weights, quantized);
+      if (r == 0) inner = make_cuda_gathering_evaluator(setup, stages_[0]->runner->state().backend(), host_.weights, quantized);
     });
     return on_rank_zero(threads_, std::move(inner));
   }
@@ -230,19 +215,19 @@ public:
     const StoredQuantizedWeight& stored = quantized_.back();
     for (size_t i = 0; i < weight.pieces.size(); ++i) quantized_pieces_[weight.pieces[i]] = stored.pieces.bytes[i];
     threads_.run([&](int r) {
-      CudaStageEngine& rank = *ranks_[static_cast<size_t>(r)];
-      const compiler::ExecutionPlan& plan = pipeline_.stages[static_cast<size_t>(rank.stage)].training;
+      CudaStageBackend& stage = *stages_[static_cast<size_t>(r)];
+      const compiler::ExecutionPlan& plan = pipeline_.stages[static_cast<size_t>(ranks_[static_cast<size_t>(r)]->place.stage)].training;
       if (!weight.pieces.empty() && plan.graph.find_tensor(weight.pieces.front())) {
-        write_quantized(rank.runner->state().backend(), plan, weight, stored.pieces);
+        write_quantized(stage.runner->state().backend(), plan, weight, stored.pieces);
       }
     });
   }
 
   void upload() override {
     threads_.run([&](int r) {
-      CudaStageEngine& rank = *ranks_[static_cast<size_t>(r)];
-      CudaRankState& state = rank.runner->state();
-      state.upload_weights(rank.weights);
+      CudaStageBackend& stage = *stages_[static_cast<size_t>(r)];
+      CudaRankState& state = stage.runner->state();
+      state.upload_weights(stage.weights);
       if (state.optimizer()) state.optimizer()->upload(state.stream());
       state.synchronize();
     });
@@ -251,9 +236,9 @@ public:
   void download_weight_shards() override {}
   void download() override {
     threads_.run([&](int r) {
-      CudaStageEngine& rank = *ranks_[static_cast<size_t>(r)];
-      CudaRankState& state = rank.runner->state();
-      if (rank.group_index == 0) state.download_trainable(rank.downloads);
+      CudaStageBackend& stage = *stages_[static_cast<size_t>(r)];
+      CudaRankState& state = stage.runner->state();
+      if (ranks_[static_cast<size_t>(r)]->group_index == 0) state.download_trainable(stage.downloads);
       if (state.optimizer()) state.optimizer()->download(state.stream());
       state.synchronize();
     });
@@ -263,32 +248,28 @@ private:
   // What a rank holds and steps, from the plans alone: its stage's parameters (the last stage's
   // tied ones first, so that the tensors it steps are one run), their layout, and its shard of the
   // stage's owned tensors over the replicas.
-  void plan_rank(CudaStageEngine& rank, int r, std::span<const models::ParameterSpec> specs,
-                 const std::set<std::string>& tied) {
-    const distributed::RankPlace place = layout_.place(layout_.first_rank + r);
-    rank.stage = place.stage;
-    rank.replica = place.replica;
-    rank.sequence = place.sequence;
-    rank.group_index = stage_group_index(layout_, place);
-    const PipelineStagePlan& plan = pipeline_.stages[static_cast<size_t>(rank.stage)];
-    rank.specs = stage_parameter_specs(plan, specs, rank.stage == 0 ? std::set<std::string>{} : tied);
-    rank.layout = cuda_trainable_layout(plan.training, rank.specs);
-    for (size_t i = 0; i < rank.layout.entries.size(); ++i) {
-      if (tied.contains(rank.specs[rank.layout.entries[i].weight].name)) rank.tied.push_back(i);
+  CudaStageBackend* plan_rank(StageRankEngine& rank, std::span<const models::ParameterSpec> specs,
+                              const std::set<std::string>& tied) {
+    const int stage_index = rank.place.stage;
+    const PipelineStagePlan& plan = pipeline_.stages[static_cast<size_t>(stage_index)];
+    auto stage = std::make_unique<CudaStageBackend>(source_, plan, stage_index);
+    stage->specs = stage_parameter_specs(plan, specs, stage_index == 0 ? std::set<std::string>{} : tied);
+    stage->layout = cuda_trainable_layout(plan.training, stage->specs);
+    for (size_t i = 0; i < stage->layout.entries.size(); ++i) {
+      if (tied.contains(stage->specs[stage->layout.entries[i].weight].name)) stage->tied.push_back(i);
     }
-    rank.owned_first = rank.stage == 0 ? 0 : rank.tied.size();
-    const std::vector<size_t> units = rank.layout.unit_sizes();
-    const std::vector<distributed::Shard> shards = distributed::place_shards(
-        std::span<const size_t>(units).subspan(rank.owned_first), layout_.gradient_group_size());
-    rank.shard = shards[static_cast<size_t>(rank.group_index)];
-    rank.shard_sizes = distributed::shard_sizes(shards);
+    stage->owned_first = stage_index == 0 ? 0 : stage->tied.size();
+    const std::vector<size_t> units = stage->layout.unit_sizes();
+    rank.place_shard(std::span<const size_t>(units).subspan(stage->owned_first));
+    rank.backend = std::move(stage);
+    return static_cast<CudaStageBackend*>(rank.backend.get());
   }
 
   // Host copies of every parameter; each rank's views of its stage's, in its specs' order.
   void make_host_copies(std::span<const models::ParameterSpec> specs) {
     std::set<std::string> trainable;
-    for (const auto& rank : ranks_) {
-      for (const CudaTrainable& entry : rank->layout.entries) trainable.insert(rank->specs[entry.weight].name);
+    for (const CudaStageBackend* stage : stages_) {
+      for (const CudaTrainable& entry : stage->layout.entries) trainable.insert(stage->specs[entry.weight].name);
     }
     CudaTrainableLayout whole;  // only which specs are trainable matters to cuda_host_weights
     std::map<std::string, size_t> index;
@@ -297,17 +278,18 @@ private:
       if (trainable.contains(specs[i].name)) whole.entries.push_back({i, graph::kNoTensor, graph::kNoTensor, 0, 0});
     }
     host_ = cuda_host_weights(specs, whole);
-    for (auto& rank : ranks_) {
-      for (size_t i = 0; i < rank->specs.size(); ++i) {
-        const WeightView& host = host_.weights[index.at(rank->specs[i].name)];
-        rank->weights.push_back(host);
-        rank->downloads.push_back(host);
+    for (size_t r = 0; r < stages_.size(); ++r) {
+      CudaStageBackend& stage = *stages_[r];
+      for (size_t i = 0; i < stage.specs.size(); ++i) {
+        const WeightView& host = host_.weights[index.at(stage.specs[i].name)];
+        stage.weights.push_back(host);
+        stage.downloads.push_back(host);
       }
-      for (size_t entry : rank->stage == 0 ? std::vector<size_t>{} : rank->tied) {
+      for (size_t entry : ranks_[r]->place.stage == 0 ? std::vector<size_t>{} : stage.tied) {
         // The first stage's copy is the one the host reads.
-        const size_t weight = rank->layout.entries[entry].weight;
-        rank->scratch.emplace_back(rank->downloads[weight].values.size());
-        rank->downloads[weight].values = rank->scratch.back();
+        const size_t weight = stage.layout.entries[entry].weight;
+        stage.scratch.emplace_back(stage.downloads[weight].values.size());
+        stage.downloads[weight].values = stage.scratch.back();
       }
     }
   }
@@ -317,25 +299,28 @@ private:
   void connect_ranks(const TrainingDeviceSetup& setup) {
     threads_.run([&](int r) {
       CUDA_CHECK(cudaSetDevice(layout_.first_device + r));
-      CudaStageEngine& rank = *ranks_[static_cast<size_t>(r)];
-      const PipelineStagePlan& plan = pipeline_.stages[static_cast<size_t>(rank.stage)];
+      const StageRankEngine& rank = *ranks_[static_cast<size_t>(r)];
+      CudaStageBackend& stage = *stages_[static_cast<size_t>(r)];
+      const PipelineStagePlan& plan = pipeline_.stages[static_cast<size_t>(rank.place.stage)];
       TrainingDeviceSetup stage_setup = setup;
       stage_setup.plan = &plan.training;
-      stage_setup.specs = rank.specs;
+      stage_setup.specs = stage.specs;
       stage_setup.pipeline = nullptr;
-      rank.runner = std::make_unique<CudaPipelineStage>(stage_setup, plan, rank.layout,
-                                                        rank.owned_first + rank.shard.first_unit,
-                                                        rank.owned_first + rank.shard.end_unit, graphs_);
-      rank.runner->prepare(pipeline_.micro_batches);
+      if (const runtime::CudaOpTable* table = training_sequence_.table(r)) stage_setup.cuda_ops = table;
+      stage.runner = std::make_unique<CudaPipelineStage>(stage_setup, plan, stage.layout,
+                                                         stage.owned_first + rank.shard.first_unit,
+                                                         stage.owned_first + rank.shard.end_unit, graphs_,
+                                                         forward_sequence_.table(r));
+      stage.runner->prepare(pipeline_.micro_batches);
       CUDA_CHECK(cudaDeviceSynchronize());
     });
     std::vector<void*> streams;
-    for (const auto& rank : ranks_) streams.push_back(rank->runner->state().stream());
+    for (const CudaStageBackend* stage : stages_) streams.push_back(stage->runner->state().stream());
     std::unique_ptr<distributed::ProcessWorld> alone = distributed::ProcessWorld::single();
     auto world = distributed::connect_nccl_world(threads_, *alone, 0, layout_.world_size, layout_.first_device, streams);
     auto groups = distributed::connect_nccl_groups(threads_, *alone, 0, layout_.world_size, layout_.first_device, streams,
                                                    [&](int rank) { return stage_gradient_group(layout_, rank); });
-    const bool tied = std::any_of(ranks_.begin(), ranks_.end(), [](const auto& rank) { return !rank->tied.empty(); });
+    const bool tied = std::any_of(stages_.begin(), stages_.end(), [](const CudaStageBackend* stage) { return !stage->tied.empty(); });
     auto pairs = distributed::connect_nccl_groups(threads_, *alone, 0, layout_.world_size, layout_.first_device, streams,
                                                   [&](int rank) { return tied_pair_group(layout_, rank, tied); });
     for (size_t r = 0; r < ranks_.size(); ++r) {
@@ -343,17 +328,28 @@ private:
       ranks_[r]->group = std::move(groups[r]);
       ranks_[r]->tied_pair = std::move(pairs[r]);
     }
+    // Sequence parallelism: each stage's plans exchange over their group on their own stream (the
+    // last stage has no forward plan: its forward group, on the training stream, stays idle).
+    training_sequence_.connect(threads_, *alone, layout_, streams, "sequence");
+    std::vector<void*> forward_streams;
+    for (size_t r = 0; r < stages_.size(); ++r) {
+      cudaStream_t forward = stages_[r]->runner->forward_stream();
+      forward_streams.push_back(forward != nullptr ? forward : streams[r]);
+    }
+    forward_sequence_.connect(threads_, *alone, layout_, forward_streams, "sequence-forward");
   }
 
   // Each rank's CUDA objects are released on its own thread (its device current).
   void release_ranks() noexcept {
     try {
       threads_.run([&](int r) {
-        CudaStageEngine& rank = *ranks_[static_cast<size_t>(r)];
+        StageRankEngine& rank = *ranks_[static_cast<size_t>(r)];
+        forward_sequence_.release(r);
+        training_sequence_.release(r);
         rank.tied_pair.reset();
         rank.group.reset();
         rank.world.reset();
-        rank.runner.reset();
+        rank.backend.reset();
       });
     } catch (...) {
       // Shutting down after a failure: nothing more to report.
@@ -365,7 +361,10 @@ private:
   const compiler::ExecutionPlan& source_;
   const PipelinePlan& pipeline_;
   std::vector<const distributed::StageGraph*> graphs_;
-  std::vector<std::unique_ptr<CudaStageEngine>> ranks_;
+  std::vector<std::unique_ptr<StageRankEngine>> ranks_;
+  std::vector<CudaStageBackend*> stages_;  // each rank's backend (owned by its engine)
+  // Sequence parallelism: each rank's kernel tables and groups, its training and its forward plan's.
+  CudaSequenceGroups training_sequence_, forward_sequence_;
   CudaHostWeights host_;
   std::vector<StoredQuantizedWeight> quantized_;
   std::map<std::string, std::span<const std::byte>> quantized_pieces_;

@@ -3,9 +3,9 @@
 // launcher or Ray: distributed/process_world.h), or when pipeline_parallel_size > 1. This process's
 // ranks are threads (distributed/rank_threads.h), each with a RankEngine of its backend
 // (rank_engine.h): a replica's whole model (cpu_data_parallel_ranks.cpp on gloo,
-// cuda_data_parallel_ranks.cpp on NCCL) or one pipeline stage (cpu_pipeline_ranks.cpp,
-// cuda_pipeline_ranks.cpp). The step's algorithm is here, once (a pipeline stage's reduction and
-// publish: those files):
+// cuda_data_parallel_ranks.cpp on NCCL) or one pipeline stage (stage_ranks.h, over the stage of
+// cpu_pipeline_ranks.cpp or cuda_pipeline_ranks.cpp). The step's algorithm is here, once (a
+// pipeline stage's reduction and publish: stage_ranks.cpp, once for both backends):
 //
 //   accumulate() × (gradient_accumulation_steps × local ranks): micro-batch i of the window belongs
 //     to replica i mod data (distributed::owner_of_micro_batch); the trainer hands this process only

@@ -1,0 +1,59 @@
+// The pipeline stage strategy, written once for every backend; see stage_ranks.h.
+#include "train/device/parallel/stage_ranks.h"
+
+#include "core/error.h"
+
+namespace surogate::train {
+
+StageRankEngine::StageRankEngine(const distributed::ParallelLayout& layout, int local)
+    : place(layout.place(layout.first_rank + local)), group_index(stage_group_index(layout, place)), layout_(layout) {}
+
+void StageRankEngine::place_shard(std::span<const size_t> owned_sizes) {
+  const std::vector<distributed::Shard> shards = distributed::place_shards(owned_sizes, layout_.gradient_group_size());
+  shard = shards[static_cast<size_t>(group_index)];
+  shard_sizes_ = distributed::shard_sizes(shards);
+  units_ = owned_sizes.size();
+}
+
+void StageRankEngine::take(std::span<const runtime::InputBinding> inputs, int sequence_index, int sequence_ranks) {
+  pending_.push_back(backend->take(inputs, sequence_index, sequence_ranks));
+}
+
+// The schedule, then (on the rank's device, in this order) the tied gradients summed into the
+// first stage's, the group's sum (ZeRO-2: reduce-scatter) of the owned ones, and the squares of
+// what the rank holds.
+void StageRankEngine::run_micro_batches() {
+  SUROGATE_CHECK(!pending_.empty(), "every stage trains gradient_accumulation_steps micro-batches a step");
+  backend->run(pending_, *world, [&](int other) { return layout_.rank_at({other, place.replica, place.sequence}); });
+  const DType dtype = backend->gradient_dtype();
+  sum_tied_gradients(*tied_pair, backend->tied_gradients(), dtype);
+  sum_stage_gradients(*group, backend->owned_gradients(), shard_sizes_, dtype, layout_.shard_gradients);
+  if (layout_.shard_gradients) {
+    backend->count_squares(shard.first_unit, shard.end_unit);
+  } else {
+    backend->count_squares(0, units_);
+  }
+}
+
+bool StageRankEngine::counts_squares() const { return layout_.shard_gradients || group_index == 0; }
+
+// The micro-batches are kept until the rank's device finished with them (a GPU reads their inputs
+// asynchronously).
+RankMeasure StageRankEngine::measure() {
+  const RankMeasure measured = backend->measure(*world);
+  pending_.clear();
+  return {measured.loss, counts_squares() ? measured.squares : 0.0, 0.0};
+}
+
+// ZeRO-1: the stepped shards to every rank of the group (nothing to exchange in a group of one),
+// then the tied weights from the first stage to the last.
+void StageRankEngine::publish_shard() {
+  if (layout_.gradient_group_size() > 1) {
+    train::publish_shard(*group, backend->owned_weights(), shard_sizes_, DType::F32, shard, units_,
+                         backend->shard_copies());
+  }
+  share_tied_weights(*tied_pair, backend->tied_weights(), DType::F32);
+  backend->refresh_weights();
+}
+
+}  // namespace surogate::train
