@@ -11,7 +11,7 @@ TRL's GRPOTrainer._compute_loss on those completions with
 - old_logp: the policy at generation time, the adapter's B still 0: the base's logits,
 - ref_logp: the base (PEFT's adapter disabled): the same base logits,
 at rel 1e-5. A run killed after step 1 and resumed trains step 2 exactly as the uninterrupted run
-(the buffered generation is checkpoint state). Full fine-tuning with beta > 0 is refused.
+(the buffered generation is checkpoint state). Full fine-tuning with beta > 0: test_grpo_full_reference.py.
 """
 import os
 import shutil
@@ -128,14 +128,6 @@ def test_resume_between_two_iterations_is_exact(surogate_bin, example, base, tmp
     assert sorted(got) == [2, 3]
     for step in (2, 3):
         assert got[step] == expected[step], (step, got[step], expected[step])
-
-
-def test_beta_with_full_fine_tuning_is_refused(surogate_bin, example, tmp_path):
-    (tmp_path / "rewards.py").write_text(SEVENS)
-    config = grpo_config(tmp_path / "grpo.yaml", example, tmp_path / "out", ["rewards.py:sevens"])
-    result = run_surogate(surogate_bin, "grpo", config, "--grpo.beta=0.04")
-    assert result.returncode == 2, result.stdout + result.stderr
-    assert "option 'grpo.beta' is 0.04" in result.stderr and "use lora: true" in result.stderr, result.stderr
 
 
 @pytest.mark.parametrize("lora,extra", [("true\nlora_rank: 4", ("--grpo.beta=0.04", "--grpo.temperature=0.7")),
