@@ -21,8 +21,8 @@ import shutil
 import pytest
 
 from conftest import run_surogate
-from test_grpo_cli import SEVENS, completion_tensors, example, grpo_config, records  # noqa: F401
-from test_grpo_iterations import base  # noqa: F401
+from test_grpo_cli import SEVENS, completion_logits, completion_tensors, example, grpo_config, records  # noqa: F401
+from test_grpo_iterations import base, trl_step  # noqa: F401
 from test_grpo_memory import categories, write_grpo_job
 from test_memory_prediction import QWEN3_1_7B, gib
 
@@ -59,7 +59,6 @@ def test_the_kl_to_the_starting_weights_is_trls(surogate_bin, example, base, tmp
     pytest.importorskip("trl")
     from safetensors.torch import load_file
     from trl.trainer.utils import selective_log_softmax
-    from test_grpo_trl import trl_compute_loss
 
     out = tmp_path / "out"
     result = run_full(surogate_bin, example, base, out, "--grpo.num_iterations=2", f"--grpo.loss_type={loss_type}",
@@ -73,12 +72,7 @@ def test_the_kl_to_the_starting_weights_is_trls(surogate_bin, example, base, tmp
     longest = padded.shape[1]
 
     def logits_of(model):
-        rows = []
-        for c in shown:  # each completion's logits, scored by the positions before its tokens
-            sequence = torch.tensor([c["prompt_ids"] + c["completion_ids"]])
-            logits = model(sequence).logits[0, len(c["prompt_ids"]) - 1:-1]
-            rows.append(torch.nn.functional.pad(logits, (0, 0, 0, longest - logits.shape[0])))
-        return torch.stack(rows)
+        return completion_logits(torch, model, shown, longest)
 
     starting = transformers.AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
     with torch.no_grad():
@@ -92,17 +86,7 @@ def test_the_kl_to_the_starting_weights_is_trls(surogate_bin, example, base, tmp
     logits = logits_of(policy)
     options = {"temperature": 1.0, "beta": 0.04, "loss_type": loss_type, "epsilon": 0.2, "epsilon_high": 0.2,
                "delta": None, "accumulation_steps": 2, "max_completion_length": 4}
-    total, kl, clipped = 0, 0.0, {"low_mean": 0.0, "high_mean": 0.0, "region_mean": 0.0}
-    for micro in range(2):
-        part = slice(8 * micro, 8 * micro + 8)
-        loss, metrics = trl_compute_loss(logits[part], padded[part], mask[part], advantages[part], base_logps[part],
-                                         base_logps[part], options)
-        if loss_type == "dapo":  # as in test_grpo_cli.py: TRL's num_items_in_batch is the step's tokens
-            loss = loss * mask[part].sum().clamp(min=1) * 2 / mask.sum().clamp(min=1)
-        total = total + loss
-        kl += metrics["kl"] / 2
-        for name in clipped:
-            clipped[name] += metrics[f"clip_ratio/{name}"] / 2
+    total, kl, clipped = trl_step(logits, padded, mask, advantages, base_logps, base_logps, options)
     step = steps[1]
     assert kl > 1e-4  # the weights moved from the starting ones: a KL worth comparing
     assert step["loss"] == pytest.approx(total.item(), rel=1e-5, abs=1e-7), (step["loss"], total.item())
