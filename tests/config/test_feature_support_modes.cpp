@@ -88,15 +88,6 @@ std::vector<RowCase> training_mode_row_cases() {
          s.data_parallel_device = true;
        },
        "loss.type kto trains on one device in this version"},
-      {"surogate dpo over several processes", S::Device,
-       [](Config& c, RunShape& s) {
-         c.loss.preference = true;
-         c.data.datasets[0].type = DatasetType::Preference;
-         s = cuda(2);
-         s.processes = 2;
-         s.data_parallel_device = true;
-       },
-       "a launcher or Ray started 2 processes. Start one process with gpus: 2"},
       // surogate grpo (grpo.enabled is set by the command: the Backend stage).
       {"grpo options outside surogate grpo", S::Backend,
        [](Config& c, RunShape& s) {

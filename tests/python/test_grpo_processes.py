@@ -38,9 +38,11 @@ def write(folder, example, lora):
                        lora=lora)
 
 
-def launch(binary, config, size, *overrides, env=None):
+def launch_command(binary, command, config, size, *overrides, env=None):
+    """The processes of one run of `surogate COMMAND`, started as torchrun would on one machine, CUDA
+    hidden; (exit code, stdout, stderr) of each."""
     port = free_port()
-    processes = [subprocess.Popen([str(binary), "grpo", str(config), *overrides],
+    processes = [subprocess.Popen([str(binary), command, str(config), *overrides],
                                   env=launcher_env(rank, size, port, **CPU_ONLY, **(env or {})),
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for rank in range(size)]
     results = []
@@ -48,6 +50,10 @@ def launch(binary, config, size, *overrides, env=None):
         stdout, stderr = process.communicate(timeout=600)
         results.append((process.returncode, stdout, stderr))
     return results
+
+
+def launch(binary, config, size, *overrides, env=None):
+    return launch_command(binary, "grpo", config, size, *overrides, env=env)
 
 
 def log(out):
