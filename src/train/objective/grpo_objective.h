@@ -19,9 +19,11 @@
 // a resumed run samples exactly the completions an uninterrupted one would (and, with iterations,
 // the buffered generation: grpo_iterations.h).
 //
-// On data-parallel ranks (ZeRO-1/2, one process) each rank samples its share of the step's prompts
-// with its own rollout model over its own replica's weights (grpo_rank_models.h); the rewards,
-// advantages, loss normalisers and records are the whole step's, as TRL's with several processes.
+// On data-parallel ranks (ZeRO-1/2) each rank samples its share of the step's prompts with its own
+// rollout model over its own replica's weights (grpo_rank_models.h); the rewards, advantages, loss
+// normalisers and records are the whole step's, as TRL's with several processes. Over several
+// processes (one update per generation, beta 0) every process gets every process's completions
+// (grpo_process_rollouts.h), computes the same window and keeps its own ranks' micro-batches.
 #pragma once
 
 #include <chrono>

@@ -10,8 +10,9 @@
 // sampling state of every rank is the one RolloutSeeds the checkpoint keeps, and N ranks sample the
 // completions one rank with N times the accumulation samples. The rewards and advantages are then
 // computed over all of them in this process (TRL's gather across processes before the group
-// statistics), and the completions are put in window order (grpo_window_order) so that the
-// data-parallel device trains each rank's on that rank (distributed::owner_of_micro_batch).
+// statistics; over several processes, after grpo_process_rollouts.h brought every process's here),
+// and the completions are put in window order (grpo_window_order) so that the data-parallel device
+// trains each rank's on that rank (distributed::owner_of_micro_batch).
 #pragma once
 
 #include <cstddef>
