@@ -32,15 +32,16 @@ def records(out):
             if r["type"] in ("step", "eval")]
 
 
-@pytest.mark.parametrize("loss_type,lora", [("dpo", True), ("orpo", True), ("dpo", False)],
-                         ids=["dpo-lora", "orpo-lora", "dpo-full"])
-def test_two_processes_equal_two_rank_threads(surogate_bin, pairs, tmp_path, loss_type, lora):
+@pytest.mark.parametrize("loss_type,lora,zero_level", [("dpo", True, 1), ("orpo", True, 2), ("dpo", False, 1),
+                                                       ("dpo", True, 3)],
+                         ids=["dpo-lora", "orpo-lora-zero2", "dpo-full", "dpo-lora-zero3"])
+def test_two_processes_equal_two_rank_threads(surogate_bin, pairs, tmp_path, loss_type, lora, zero_level):
     model, folder = pairs
     config = write_config(tmp_path / "dpo.yaml", model, folder, loss_type)
     if not lora:
         config.write_text(config.read_text().replace("lora: true", "lora: false"))
     outs = {name: tmp_path / name for name in ("threads", "processes")}
-    common = ("--gradient_accumulation_steps=2",)
+    common = ("--gradient_accumulation_steps=2", f"--zero_level={zero_level}")
     threads = run_surogate(surogate_bin, "dpo", config, "--gpus=2", f"--output_dir={outs['threads']}",
                            f"--log_file={outs['threads']}/log.jsonl", *common,
                            env={**os.environ, **CPU_ONLY})
@@ -62,3 +63,29 @@ def test_two_processes_equal_two_rank_threads(surogate_bin, pairs, tmp_path, los
     assert a.keys() == b.keys()
     for name in a:
         assert np.array_equal(a[name], b[name]), name
+
+
+def test_a_resumed_run_of_two_processes_is_exact(surogate_bin, pairs, tmp_path):
+    """Killed after step 3 and resumed from checkpoint-2 (the reference log-probabilities read back
+    from the file): steps 3 and 4 and the final evaluation as the uninterrupted run's."""
+    import shutil
+    model, folder = pairs
+    config = write_config(tmp_path / "dpo.yaml", model, folder, "dpo")
+    common = ("--gradient_accumulation_steps=2", "--save_steps=1")
+
+    def launch(out, *extra, env=None):
+        return launch_command(surogate_bin, "dpo", config, 2, f"--output_dir={out}", f"--log_file={out}/log.jsonl",
+                              *common, *extra, env=env)
+
+    for code, stdout, stderr in launch(tmp_path / "whole"):
+        assert code == 0, stderr + stdout
+    cut = tmp_path / "cut"
+    assert any(code != 0 for code, _, _ in launch(cut, env={"SUROGATE_TEST_FAULTS": "crash_after_step=3"}))
+    (cut / "log.jsonl").unlink()  # only the resumed run's records
+    for checkpoint in sorted(cut.glob("checkpoint-[34]*")):
+        shutil.rmtree(checkpoint)
+    for code, stdout, stderr in launch(cut, "--resume_from_checkpoint=true"):
+        assert code == 0, stderr + stdout
+    expected = [r for r in records(tmp_path / "whole") if r["step"] > 2]
+    assert [r["step"] for r in expected if r["loss"] is not None] == [3, 4]
+    assert records(cut) == expected
