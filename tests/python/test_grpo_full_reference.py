@@ -11,7 +11,9 @@ output of the example's tiny random Llama):
 - a run killed after step 2 and resumed from checkpoint-1 logs steps 2 and 3 (new completions
   each, so each scored by the reference loaded after the resume) exactly as the uninterrupted run:
   the reference after a resume is the starting model, not the checkpoint's weights;
-- `--dry-run` counts the copy (every parameter, fp32 on the CPU backend) and its KV cache, and a
+- a model initialised from scratch (no safetensors in its folder) is refused with exit 2 naming
+  grpo.beta: there are no starting weights to read again;
+- `--dry-run` counts the copy (every parameter, bf16 on a GPU) and its KV cache, and a
   GPU too small for it names `grpo.beta: 0` among the options that make it fit.
 """
 import os
@@ -144,3 +146,12 @@ def test_the_dry_run_counts_the_frozen_copy(surogate_bin, tmp_path):
     assert small.returncode == 0, small.stderr
     assert "does NOT fit" in small.stdout, small.stdout
     assert re.search(r"#   - grpo\.beta: 0 ", small.stdout), small.stdout
+
+
+def test_a_model_initialised_from_scratch_has_no_starting_weights_to_read(surogate_bin, example, tmp_path):
+    (tmp_path / "rewards.py").write_text(SEVENS)
+    config = grpo_config(tmp_path / "grpo.yaml", example, tmp_path / "out", ["rewards.py:sevens"])
+    result = run_surogate(surogate_bin, "grpo", config, "--grpo.beta=0.04", "--max_steps=1")
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "option 'grpo.beta' is 0.04: under full fine-tuning the KL reference is the starting model" in result.stderr
+    assert "has no safetensors" in result.stderr, result.stderr

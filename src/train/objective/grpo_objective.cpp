@@ -22,6 +22,7 @@
 #include "train/objective/grpo_process_rollouts.h"
 #include "train/objective/grpo_rollout_model.h"
 #include "train/objective/grpo_window.h"
+#include "train/model_weights.h"
 #include "train/training_plan.h"
 
 namespace surogate::train {
@@ -131,6 +132,12 @@ void GrpoObjective::prepare_iterations(const generate::ModelOptions& options, co
     // Full fine-tuning: the reference is the starting model, as TRL's frozen copy. Each rank loads
     // the folder's weights again into a model of its own, which the optimizer never writes; after
     // a resume too, so the reference stays the starting weights, not the checkpoint's.
+    if (!has_safetensors(config_.model.name_or_path)) {
+      fail_user("{}: option 'grpo.beta' is {}: under full fine-tuning the KL reference is the starting model, read "
+                "again from the model folder, and {} has no safetensors (the run initialises its weights from "
+                "scratch). Point `model` at a folder with weights, use lora: true, or set beta: 0",
+                config_.sources.of("grpo.beta"), grpo.beta, config_.model.name_or_path);
+    }
     references_ = std::make_unique<GrpoRankModels>(*context_.device, config_.model.name_or_path, options);
     context_.message(fmt::format("surogate grpo: the KL reference is a frozen copy of the starting weights ({}) on "
                                  "each of {} rank(s)",
