@@ -1,6 +1,6 @@
 // The feature-support table's rows of `surogate grpo` (train/objective/grpo_objective.h): what this
-// version runs — one device or data-parallel ranks of one process (ZeRO-1/2), beta 0 with full
-// fine-tuning — and what it refuses, each naming its option. Kept apart from feature_support.cpp
+// version runs — one device, data-parallel ranks (ZeRO-1/2) of one process or of several (one
+// update per generation, no KL term), the KL term with LoRA or full fine-tuning — and what it refuses, each naming its option. Kept apart from feature_support.cpp
 // (its size); the table calls add_grpo_rows in its order.
 #include <algorithm>
 #include <functional>
@@ -78,14 +78,6 @@ void add_grpo_rows(std::vector<SupportRow>& rows) {
       "grpo.reward_functions",
       says("is empty: give at least one, e.g. [\"rewards.py:correct_answer\"] or [exact_match] (docs/grpo.md)")));
   rows.push_back(grpo_row(
-      "surogate grpo with a KL term and full fine-tuning", true,
-      [](const Config& c) { return c.grpo.beta != 0.0 && !c.lora.enabled; }, "grpo.beta",
-      [](const Config& c) {
-        return fmt::format("is {}: the KL term's reference is the base model without the LoRA adapter, and full "
-                           "fine-tuning keeps no frozen copy of the starting weights in this version; use lora: true "
-                           "or set beta: 0 (TRL's default)", c.grpo.beta);
-      }));
-  rows.push_back(grpo_row(
       "surogate grpo with a partial group per step", true,
       [](const Config& c) {
         const int64_t completions = c.schedule.per_device_train_batch_size *
@@ -147,14 +139,23 @@ void add_grpo_rows(std::vector<SupportRow>& rows) {
                                        "it); use zero_level 1 or 2",
                                        c.sources.of(key), key);
                   }});
-  rows.push_back({"surogate grpo over several processes", SupportStage::Device, SupportBackend::Any,
-                  [](const Config& c, const RunShape& s) { return c.grpo.enabled && s.spans_processes(); },
+  // Several processes (a launcher or Ray) run the one-update path: each process samples its ranks'
+  // completions and every process gets all of them (train/objective/grpo_process_rollouts.h). The
+  // ratio and the KL term keep every rank's per-token log-probabilities (and the buffered
+  // generation of the checkpoint) in the process that computes the loss coefficients: not yet.
+  rows.push_back({"surogate grpo with iterations or a KL term over several processes", SupportStage::Device,
+                  SupportBackend::Any,
                   [](const Config& c, const RunShape& s) {
-                    return fmt::format("{}: `surogate grpo` runs its data-parallel ranks as threads of one process in "
-                                       "this version (the rewards and advantages of every rank's completions are "
-                                       "computed where the ranks run); a launcher or Ray started {} processes. Start "
-                                       "one process with gpus: {}",
-                                       c.sources.of("gpus"), s.processes, s.world_size);
+                    return c.grpo.enabled && s.spans_processes() && (c.grpo.beta != 0.0 || c.grpo.num_iterations > 1);
+                  },
+                  [](const Config& c, const RunShape& s) {
+                    const char* key = c.grpo.beta != 0.0 ? "grpo.beta" : "grpo.num_iterations";
+                    return fmt::format("{}: option '{}' is not run by `surogate grpo` over several processes in this "
+                                       "version: the importance ratio and the KL term read every rank's per-token "
+                                       "log-probabilities in one process; a launcher or Ray started {} processes. "
+                                       "Start one process with gpus: {}, or set grpo.beta: 0 and "
+                                       "grpo.num_iterations: 1",
+                                       c.sources.of(key), key, s.processes, s.world_size);
                   }});
 }
 

@@ -67,9 +67,9 @@ void add_preference_rows(std::vector<SupportRow>& rows) {
       "surogate dpo with a loss_scale strategy",
       [](const Config& c) { return c.loss.preference && c.data.loss_scale != "default"; }, "loss_scale",
       "does not apply to `surogate dpo`: the loss is the preference loss over whole completions; remove it"));
-  // Data parallelism (ZeRO-1/2/3) runs: every rank's per-pair log-probabilities are read in the
-  // process that drives the ranks (TrainingDevice::kept_outputs). Device rows: judged once the
-  // layout is known.
+  // Data parallelism (ZeRO-1/2/3) runs, on the ranks of one process or of several: every
+  // process's per-pair log-probabilities and counts reach every process in window order
+  // (train/objective/process_window_rows.h). Device rows: judged once the layout is known.
   rows.push_back({"surogate dpo with sequence or pipeline parallelism", SupportStage::Device, SupportBackend::Any,
                   [](const Config& c, const RunShape& s) {
                     return c.loss.preference && (s.sequence_size > 1 || s.pipeline_size > 1);
@@ -91,14 +91,6 @@ void add_preference_rows(std::vector<SupportRow>& rows) {
                                        "point is each micro-batch's, where TRL's KTOTrainer averages it over its "
                                        "processes; this run would use {}. Set gpus: 1",
                                        c.sources.of("gpus"), s.layout_description);
-                  }});
-  rows.push_back({"surogate dpo over several processes", SupportStage::Device, SupportBackend::Any,
-                  [](const Config& c, const RunShape& s) { return c.loss.preference && s.spans_processes(); },
-                  [](const Config& c, const RunShape& s) {
-                    return fmt::format("{}: `surogate dpo` runs its data-parallel ranks as threads of one process in "
-                                       "this version (the per-pair log-probabilities are read where the ranks run); a "
-                                       "launcher or Ray started {} processes. Start one process with gpus: {}",
-                                       c.sources.of("gpus"), s.processes, s.world_size);
                   }});
 }
 

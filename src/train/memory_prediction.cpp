@@ -138,6 +138,12 @@ std::vector<Lever> levers(int sm, bool cuda) {
          c.parallel.shard_weights = c.parallel.shard_gradients = true;
          return true;
        }},
+      {"grpo.beta: 0 (no KL term: no reference model, nor under full fine-tuning its copy of the starting weights)",
+       [](Config& c) {
+         if (!c.grpo.enabled || c.grpo.beta == 0.0) return false;
+         c.grpo.beta = 0.0;
+         return true;
+       }},
       {"lora: true (train adapters, not every weight)",
        [](Config& c) {
          if (c.lora.enabled) return false;
@@ -264,6 +270,12 @@ void add_rollout_prediction(const Config& config, const io::ModelConfig& model, 
   prediction.categories.emplace_back(fmt::format("rollout KV cache ({} × {} tokens)", slots, tokens),
                                      memory.rollout_caches);
   prediction.categories.emplace_back("rollout decode and prefill activations", memory.rollout_activations);
+  if (memory.reference_weights > 0) {  // full fine-tuning with beta: the frozen starting weights
+    prediction.categories.emplace_back("KL reference: starting weights (grpo.beta)", memory.reference_weights);
+  }
+  if (memory.reference_model > 0) {
+    prediction.categories.emplace_back("KL reference: KV cache and activations", memory.reference_model);
+  }
   const bool cuda = target.backend == TrainingBackend::Cuda;
   prediction.rollout = fmt::format(
       "rollouts: a KV cache of {} completions at once (per_device_train_batch_size × gradient_accumulation_steps, at "

@@ -232,6 +232,10 @@ TrainingPlan plan_training(const Config& config, const io::ModelConfig& model, c
         config, model, lora != nullptr ? &lora->options : nullptr, backend == TrainingBackend::Cuda);
     memory.rollout_caches = rollout.caches;
     memory.rollout_activations = rollout.activations;
+    const GrpoReferenceMemory reference = predict_grpo_reference_memory(
+        config, model, lora != nullptr ? &lora->options : nullptr, backend == TrainingBackend::Cuda);
+    memory.reference_weights = reference.weights;
+    memory.reference_model = reference.model.total();
   }
 
   // The parts a recompute choice changes are the plan's own; the rest is fixed above.

@@ -82,6 +82,17 @@ def completion_tensors(torch, completions):
     return padded, mask, torch.tensor([c["advantage"] for c in completions], dtype=torch.float32)
 
 
+def completion_logits(torch, model, completions, longest):
+    """Each logged completion's logits under `model` (transformers), scored by the positions before
+    its tokens, right-padded to `longest` tokens: [completions, longest, vocab]."""
+    rows = []
+    for c in completions:
+        sequence = torch.tensor([c["prompt_ids"] + c["completion_ids"]])
+        logits = model(sequence).logits[0, len(c["prompt_ids"]) - 1:-1]
+        rows.append(torch.nn.functional.pad(logits, (0, 0, 0, longest - logits.shape[0])))
+    return torch.stack(rows)
+
+
 def test_the_steps_loss_is_trls_on_its_completions(surogate_bin, example, tmp_path):
     torch = pytest.importorskip("torch")
     pytest.importorskip("trl")

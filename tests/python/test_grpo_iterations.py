@@ -11,7 +11,7 @@ TRL's GRPOTrainer._compute_loss on those completions with
 - old_logp: the policy at generation time, the adapter's B still 0: the base's logits,
 - ref_logp: the base (PEFT's adapter disabled): the same base logits,
 at rel 1e-5. A run killed after step 1 and resumed trains step 2 exactly as the uninterrupted run
-(the buffered generation is checkpoint state). Full fine-tuning with beta > 0 is refused.
+(the buffered generation is checkpoint state). Full fine-tuning with beta > 0: test_grpo_full_reference.py.
 """
 import os
 import shutil
@@ -19,7 +19,7 @@ import shutil
 import pytest
 
 from conftest import run_surogate
-from test_grpo_cli import SEVENS, completion_tensors, example, grpo_config, records  # noqa: F401
+from test_grpo_cli import SEVENS, completion_logits, completion_tensors, example, grpo_config, records  # noqa: F401
 
 LORA = "true\nlora_rank: 4\nlora_alpha: 8\nlora_dropout: 0.0"
 ITERATIONS = ("--grpo.num_iterations=2", "--grpo.beta=0.04", "--learning_rate=5e-2")
@@ -43,13 +43,30 @@ def run_iterations(surogate_bin, example, base, folder, *extra, env=None):
                         "--grpo.num_completions_to_print=16", *extra, env=env)
 
 
+def trl_step(logits, padded, mask, advantages, old, ref, options):
+    """TRL's loss (summed), kl and clip_ratio/* (means) of a step of two micro-batches of 8
+    completions (test_grpo_trl.py's trl_compute_loss)."""
+    from test_grpo_trl import trl_compute_loss
+    total, kl, clipped = 0, 0.0, {"low_mean": 0.0, "high_mean": 0.0, "region_mean": 0.0}
+    for micro in range(2):
+        part = slice(8 * micro, 8 * micro + 8)
+        loss, metrics = trl_compute_loss(logits[part], padded[part], mask[part], advantages[part],
+                                         None if old is None else old[part], ref[part], options)
+        if options["loss_type"] == "dapo":  # as in test_grpo_cli.py: TRL's num_items_in_batch is the step's tokens
+            loss = loss * mask[part].sum().clamp(min=1) * 2 / mask.sum().clamp(min=1)
+        total = total + loss
+        kl += metrics["kl"] / 2
+        for name in clipped:
+            clipped[name] += metrics[f"clip_ratio/{name}"] / 2
+    return total, kl, clipped
+
+
 @pytest.mark.parametrize("loss_type", ["grpo", "dapo"])
 def test_the_second_iteration_and_its_kl_are_trls(surogate_bin, example, base, tmp_path, loss_type):
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
     peft = pytest.importorskip("peft")
     pytest.importorskip("trl")
-    from test_grpo_trl import trl_compute_loss
 
     out = tmp_path / "out"
     result = run_iterations(surogate_bin, example, base, out, f"--grpo.loss_type={loss_type}", "--max_steps=2",
@@ -63,12 +80,7 @@ def test_the_second_iteration_and_its_kl_are_trls(surogate_bin, example, base, t
     longest = padded.shape[1]
 
     def logits_of(model):
-        rows = []
-        for c in shown:  # each completion's logits, scored by the positions before its tokens
-            sequence = torch.tensor([c["prompt_ids"] + c["completion_ids"]])
-            logits = model(sequence).logits[0, len(c["prompt_ids"]) - 1:-1]
-            rows.append(torch.nn.functional.pad(logits, (0, 0, 0, longest - logits.shape[0])))
-        return torch.stack(rows)
+        return completion_logits(torch, model, shown, longest)
 
     options = {"temperature": 1.0, "beta": 0.04, "loss_type": loss_type, "epsilon": 0.2, "epsilon_high": 0.2,
                "delta": None, "accumulation_steps": 2, "max_completion_length": 4}
@@ -89,17 +101,7 @@ def test_the_second_iteration_and_its_kl_are_trls(surogate_bin, example, base, t
     for step, old in ((steps[0], None), (steps[1], base_logps)):
         policy.zero_grad()
         current = logits if old is not None else base_logits  # step 1: the policy is the base
-        total, kl, clipped = 0, 0.0, {"low_mean": 0.0, "high_mean": 0.0, "region_mean": 0.0}
-        for micro in range(2):
-            part = slice(8 * micro, 8 * micro + 8)
-            loss, metrics = trl_compute_loss(current[part], padded[part], mask[part], advantages[part],
-                                             None if old is None else old[part], base_logps[part], options)
-            if loss_type == "dapo":  # as in test_grpo_cli.py: TRL's num_items_in_batch is the step's tokens
-                loss = loss * mask[part].sum().clamp(min=1) * 2 / mask.sum().clamp(min=1)
-            total = total + loss
-            kl += metrics["kl"] / 2
-            for name in clipped:
-                clipped[name] += metrics[f"clip_ratio/{name}"] / 2
+        total, kl, clipped = trl_step(current, padded, mask, advantages, old, base_logps, options)
         assert step["loss"] == pytest.approx(total.item(), rel=1e-5, abs=1e-7), (step["loss"], total.item())
         assert step["kl"] == pytest.approx(kl, rel=1e-5, abs=1e-9), (step["kl"], kl)
         for name, value in clipped.items():
@@ -128,14 +130,6 @@ def test_resume_between_two_iterations_is_exact(surogate_bin, example, base, tmp
     assert sorted(got) == [2, 3]
     for step in (2, 3):
         assert got[step] == expected[step], (step, got[step], expected[step])
-
-
-def test_beta_with_full_fine_tuning_is_refused(surogate_bin, example, tmp_path):
-    (tmp_path / "rewards.py").write_text(SEVENS)
-    config = grpo_config(tmp_path / "grpo.yaml", example, tmp_path / "out", ["rewards.py:sevens"])
-    result = run_surogate(surogate_bin, "grpo", config, "--grpo.beta=0.04")
-    assert result.returncode == 2, result.stdout + result.stderr
-    assert "option 'grpo.beta' is 0.04" in result.stderr and "use lora: true" in result.stderr, result.stderr
 
 
 @pytest.mark.parametrize("lora,extra", [("true\nlora_rank: 4", ("--grpo.beta=0.04", "--grpo.temperature=0.7")),

@@ -104,6 +104,9 @@ struct MemoryEstimate {
   // surogate grpo: each rank's rollout model (train/objective/grpo_rollout_model.h), beside its
   // trainer's weights: the KV caches, and the decode and prefill plans' arenas and inputs.
   size_t rollout_caches = 0, rollout_activations = 0;
+  // surogate grpo with beta ≠ 0: each rank's KL reference model (its KV caches and arenas) and,
+  // under full fine-tuning, its frozen copy of the starting weights.
+  size_t reference_weights = 0, reference_model = 0;
   int ranks = 1;                   // CPU data parallel (gpus: N on the CPU backend): rank threads
   int gpus = 1;                    // GPU data parallel: the estimate is per GPU (GPU 0's, with the evaluator)
   bool shard_weights = false;      // ZeRO-3 over the ranks or GPUs above
@@ -112,7 +115,7 @@ struct MemoryEstimate {
   // the same but its shard of the optimizer state (plan.optimizer is already the largest shard).
   size_t peak() const {
     return static_cast<size_t>(ranks) * (plan.total() - plan.optimizer + lm_head_workspace + attention_workspace +
-                                         pipeline + rollout_caches + rollout_activations) +
+                                         pipeline + rollout_caches + rollout_activations + reference_weights + reference_model) +
            plan.optimizer +
            evaluation + context + collectives + weight_copies;
   }

@@ -19,8 +19,10 @@
 #include "train/objective/grpo_reference.h"
 #include "train/objective/grpo_token_graph.h"
 #include "train/objective/grpo_metrics.h"
+#include "train/objective/grpo_process_rollouts.h"
 #include "train/objective/grpo_rollout_model.h"
 #include "train/objective/grpo_window.h"
+#include "train/model_weights.h"
 #include "train/training_plan.h"
 
 namespace surogate::train {
@@ -85,8 +87,11 @@ void GrpoObjective::prepare(const ObjectiveContext& context) {
   // The shape the training plan counted (grpo_rollout_model.h).
   const generate::ModelOptions options = grpo_rollout_model_options(config_, context.cuda);
   models_ = std::make_unique<GrpoRankModels>(*context.device, weights, model_dir, options);
-  SUROGATE_CHECK(models_->ranks() == context.device->data_parallel_ranks(),
+  const int processes = context.world != nullptr ? context.world->size() : 1;
+  SUROGATE_CHECK(models_->ranks() * processes == context.device->data_parallel_ranks(),
                  "a rollout model on each of the {} data-parallel ranks", context.device->data_parallel_ranks());
+  // The iterations keep every rank's log-probabilities in one process (feature_support_grpo.cpp).
+  SUROGATE_CHECK(processes == 1 || !grpo_uses_iterations(grpo), "GRPO iterations in one process");
   seeds_ = context.saved_state.is_object() && context.saved_state.contains("rollout_seeds")
                ? rl::RolloutSeeds::from_json(context.saved_state["rollout_seeds"], "trainer_state.json objective")
                : rl::RolloutSeeds(static_cast<uint64_t>(config_.data.train_seed));
@@ -117,12 +122,28 @@ void GrpoObjective::prepare_iterations(const generate::ModelOptions& options, co
                          .batches;
     return layout;
   };
-  if (grpo.beta != 0.0) {
+  if (grpo.beta != 0.0 && context_.lora != nullptr) {
     // The reference is the base: the same weights read in place (quantized as the trainer holds
     // them) without the adapter.
     references_ = std::make_unique<GrpoRankModels>(
         *context_.device, generate::LoadedWeights{context_.plan, nullptr, std::nullopt, forms.qlora, forms.fp8},
         config_.model.name_or_path, options);
+  } else if (grpo.beta != 0.0) {
+    // Full fine-tuning: the reference is the starting model, as TRL's frozen copy. Each rank loads
+    // the folder's weights again into a model of its own, which the optimizer never writes; after
+    // a resume too, so the reference stays the starting weights, not the checkpoint's.
+    if (!has_safetensors(config_.model.name_or_path)) {
+      fail_user("{}: option 'grpo.beta' is {}: under full fine-tuning the KL reference is the starting model, read "
+                "again from the model folder, and {} has no safetensors (the run initialises its weights from "
+                "scratch). Point `model` at a folder with weights, use lora: true, or set beta: 0",
+                config_.sources.of("grpo.beta"), grpo.beta, config_.model.name_or_path);
+    }
+    references_ = std::make_unique<GrpoRankModels>(*context_.device, config_.model.name_or_path, options);
+    context_.message(fmt::format("surogate grpo: the KL reference is a frozen copy of the starting weights ({}) on "
+                                 "each of {} rank(s)",
+                                 config_.model.name_or_path, references_->ranks()));
+  }
+  if (references_) {
     settings.reference = [this](const GrpoGeneration& generation) {
       return rank_reference_logps(*references_, generation, config_.schedule.per_device_train_batch_size,
                                   config_.grpo.max_completion_length, config_.grpo.temperature);
@@ -150,7 +171,10 @@ void GrpoObjective::make_window(data::DataLoader& loader, std::span<data::Packed
   const config::Grpo& grpo = config_.grpo;
   const GrpoClock::time_point start = GrpoClock::now();
   const int64_t batch = config_.schedule.per_device_train_batch_size;
-  const auto completions = static_cast<int64_t>(batches.size()) * batch;
+  // The whole window: every rank's micro-batches, of every process (`batches` takes this one's).
+  const int all_ranks = context_.device->data_parallel_ranks();
+  const int64_t window_size = std::max<int64_t>(1, config_.schedule.gradient_accumulation_steps) * all_ranks;
+  const int64_t completions = window_size * batch;
   const int64_t prompt_count = completions / grpo.num_generations;
   if (iterations_ && iterations_->replays()) {  // the buffered generation again: no prompts read
     iterations_->replay(batches, metrics_);
@@ -164,9 +188,13 @@ void GrpoObjective::make_window(data::DataLoader& loader, std::span<data::Packed
     rows.push_back(&prompts_.rows.at(static_cast<size_t>(one.rows.at(0))));
     prompt_ids.push_back(rows.back()->prompt_ids);
   }
-  // Rollouts with the current weights, each rank its share of the prompts.
+  // Rollouts with the current weights, each rank its share of the prompts; over several processes
+  // every process's then on every process (grpo_process_rollouts.h).
   generate::GenerationStats stats;
-  const std::vector<rl::Rollout> rollouts = models_->generate(prompt_ids, rollout_, seeds_, &*tokenizer_, &stats);
+  const int first_rank = context_.world != nullptr ? context_.world->rank() * models_->ranks() : 0;
+  std::vector<rl::Rollout> rollouts =
+      models_->generate(prompt_ids, rollout_, seeds_, &*tokenizer_, &stats, first_rank, all_ranks);
+  if (context_.world != nullptr) rollouts = gather_process_rollouts(*context_.world, std::move(rollouts), stats);
   const double generation_seconds = grpo_seconds(start);
   const GrpoClock::time_point reward_start = GrpoClock::now();
   std::vector<std::vector<int32_t>> completion_ids, completion_prompts;
@@ -176,17 +204,23 @@ void GrpoObjective::make_window(data::DataLoader& loader, std::span<data::Packed
   }
   const rl::GroupAdvantages advantages = score_rollouts(rows, rollouts, *rewards_, grpo);
   // The step's completions in window order: each rank's micro-batches hold the ones it sampled.
-  const std::vector<size_t> order =
-      grpo_window_order(models_->ranks(), static_cast<int64_t>(batches.size()) / models_->ranks(), batch);
+  const std::vector<size_t> order = grpo_window_order(all_ranks, window_size / all_ranks, batch);
   completion_ids = in_window_order(completion_ids, order);
   completion_prompts = in_window_order(completion_prompts, order);
   const std::vector<double> window_advantages = in_window_order(advantages.advantages, order);
   const rl::CompletionBatch laid_out =
       rl::completion_batch(completion_ids, rollout_.eos_ids, prompts_.pad_id, grpo.mask_truncated_completions);
   GrpoWindow window = grpo_window(completion_prompts, completion_ids, laid_out, window_advantages,
-                                  grpo_loss_options(grpo, static_cast<int64_t>(batches.size())), batch,
+                                  grpo_loss_options(grpo, window_size), batch,
                                   grpo.max_prompt_length + grpo.max_completion_length, prompts_.pad_id);
-  for (size_t micro = 0; micro < batches.size(); ++micro) batches[micro] = std::move(window.batches[micro]);
+  size_t taken = 0;  // this process's micro-batches, in window order (the step loop's)
+  for (int64_t index = 0; index < window_size; ++index) {
+    if (!context_.device->takes_micro_batch(index)) continue;
+    SUROGATE_CHECK(taken < batches.size(), "{} micro-batches of the window for this process", batches.size());
+    batches[taken++] = std::move(window.batches[static_cast<size_t>(index)]);
+  }
+  SUROGATE_CHECK(taken == batches.size(), "{} micro-batches of the window for this process, not {}", taken,
+                 batches.size());
 
   nlohmann::json metrics{{"loss", window.loss},
                          {"clip_ratio/low_mean", window.metrics.clip_low_mean},

@@ -11,16 +11,19 @@
 // the first num_completions_to_print completions go to the log as "completions" records.
 //
 // With beta ≠ 0 or num_iterations > 1 the step trains through grpo_iterations.h (the importance
-// ratio to the generation's log-probabilities, the KL term to the base without the adapter, each
+// ratio to the generation's log-probabilities, the KL term to the reference — the base without
+// the adapter under LoRA, a frozen copy of the starting weights under full fine-tuning — each
 // generation trained num_iterations times).
 //
 // The sampling seeds (rl/group_sampling.h's RolloutSeeds) are the objective's checkpoint state, so
 // a resumed run samples exactly the completions an uninterrupted one would (and, with iterations,
 // the buffered generation: grpo_iterations.h).
 //
-// On data-parallel ranks (ZeRO-1/2, one process) each rank samples its share of the step's prompts
-// with its own rollout model over its own replica's weights (grpo_rank_models.h); the rewards,
-// advantages, loss normalisers and records are the whole step's, as TRL's with several processes.
+// On data-parallel ranks (ZeRO-1/2) each rank samples its share of the step's prompts with its own
+// rollout model over its own replica's weights (grpo_rank_models.h); the rewards, advantages, loss
+// normalisers and records are the whole step's, as TRL's with several processes. Over several
+// processes (one update per generation, beta 0) every process gets every process's completions
+// (grpo_process_rollouts.h), computes the same window and keeps its own ranks' micro-batches.
 #pragma once
 
 #include <chrono>
@@ -65,7 +68,8 @@ public:
 
 private:
   // The iterations' settings and state (grpo_iterations.h), and with beta the reference model:
-  // the KV-cache model on the trainer's weights without the adapter.
+  // the KV-cache model on the trainer's weights without the adapter (LoRA), or on a copy of the
+  // starting weights loaded from the model folder (full fine-tuning).
   void prepare_iterations(const generate::ModelOptions& options, const generate::WeightForms& forms);
 
   const Config& config_;

@@ -10,8 +10,9 @@
 // sampling state of every rank is the one RolloutSeeds the checkpoint keeps, and N ranks sample the
 // completions one rank with N times the accumulation samples. The rewards and advantages are then
 // computed over all of them in this process (TRL's gather across processes before the group
-// statistics), and the completions are put in window order (grpo_window_order) so that the
-// data-parallel device trains each rank's on that rank (distributed::owner_of_micro_batch).
+// statistics; over several processes, after grpo_process_rollouts.h brought every process's here),
+// and the completions are put in window order (grpo_window_order) so that the data-parallel device
+// trains each rank's on that rank (distributed::owner_of_micro_batch).
 #pragma once
 
 #include <cstddef>
@@ -51,6 +52,11 @@ public:
   // without a backend: the forms the ranks hold them in). InternalError when no rank holds them.
   GrpoRankModels(TrainingDevice& device, generate::LoadedWeights weights, const std::filesystem::path& model_dir,
                  const generate::ModelOptions& options);
+  // One model per weight rank holding weights of its own: the folder's, loaded on the rank's
+  // thread onto its device (generate/kv_cache_model.h's open_kv_cache_model; bf16 on CUDA, fp32 on
+  // the CPU). GRPO's KL reference under full fine-tuning: a frozen copy of the starting weights,
+  // which the optimizer never writes.
+  GrpoRankModels(TrainingDevice& device, const std::filesystem::path& model_dir, const generate::ModelOptions& options);
   ~GrpoRankModels();
 
   int ranks() const { return static_cast<int>(models_.size()); }
@@ -59,9 +65,13 @@ public:
   // seeds: `seeds` advances by all of them), the prompts split evenly over the ranks, each rank's
   // slots cleared first (they hold the keys of older weights). InternalError when the prompts do
   // not split evenly.
+  // Over several processes `prompts` are every process's: the run has `all_ranks` ranks of which
+  // this process's are [first_rank, first_rank + ranks()) (distributed/process_world.h), and only
+  // theirs are sampled — the completions, seeds and prompt indices one process of all_ranks ranks
+  // gives them (grpo_process_rollouts.h gathers the rest); `seeds` still advances by all.
   std::vector<rl::Rollout> generate(const std::vector<std::vector<int32_t>>& prompts, const rl::RolloutOptions& options,
                                     rl::RolloutSeeds& seeds, const tokenizer::Tokenizer* tokenizer,
-                                    generate::GenerationStats* stats);
+                                    generate::GenerationStats* stats, int first_rank = 0, int all_ranks = 0);
 
   // work(model) on the first rank's thread (the evaluation's rollouts).
   void on_first(const std::function<void(generate::NextTokenModel& model)>& work);
@@ -69,6 +79,9 @@ public:
   void on_each(const std::function<void(int rank, generate::NextTokenModel& model)>& work);
 
 private:
+  // open(rank, backend) on every weight rank's thread, one at a time.
+  void open_on_ranks(const std::function<std::unique_ptr<generate::NextTokenModel>(const runtime::Backend&)>& open);
+
   TrainingDevice& device_;
   std::vector<std::unique_ptr<generate::NextTokenModel>> models_;
 };

@@ -1,8 +1,10 @@
 // GRPO's reference log-probabilities (beta ≠ 0): each completion token's
-// log_softmax(logits / temperature)[token] under the reference model, the frozen base without the
-// LoRA adapter, as TRL computes ref_per_token_logps with PEFT's adapter disabled. The model is a
+// log_softmax(logits / temperature)[token] under the reference model, as TRL computes
+// ref_per_token_logps: under LoRA the frozen base without the adapter (PEFT's adapter disabled), a
 // KV-cache generation model opened on the trainer's weights without the adapter
-// (generate/kv_cache_model.h's open_kv_cache_on_weights, lora unset: no copy of the base); each
+// (generate/kv_cache_model.h's open_kv_cache_on_weights, lora unset: no copy of the base); under
+// full fine-tuning TRL's frozen ref_model, a KV-cache model holding the starting weights loaded
+// again from the model folder (open_kv_cache_model; grpo_objective.cpp). Each
 // slot is fed its prompt, then its completion one token at a time, each feed's logits scoring the
 // next completion token (ops/grpo_logprobs.h's token_logprobs_forward).
 #pragma once

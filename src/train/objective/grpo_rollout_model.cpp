@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "models/model_spec.h"
 #include "train/training_plan.h"
 
 namespace surogate::train {
@@ -41,6 +42,23 @@ generate::KvCacheMemory predict_grpo_rollout_memory(const Config& config, const 
                                                     const models::LoraOptions* lora, bool cuda) {
   return generate::predict_kv_cache_memory(model, grpo_rollout_model_options(config, cuda),
                                            grpo_weight_forms(config, model, lora));
+}
+
+GrpoReferenceMemory predict_grpo_reference_memory(const Config& config, const io::ModelConfig& model,
+                                                  const models::LoraOptions* lora, bool cuda) {
+  GrpoReferenceMemory memory;
+  if (config.grpo.beta == 0.0) return memory;
+  const generate::ModelOptions options = grpo_rollout_model_options(config, cuda);
+  if (lora != nullptr) {  // the base without the adapter, read in place as the trainer holds it
+    generate::WeightForms forms = grpo_weight_forms(config, model, lora);
+    forms.lora.reset();
+    memory.model = generate::predict_kv_cache_memory(model, options, forms);
+    return memory;
+  }
+  const size_t dtype_bytes = cuda ? 2 : 4;
+  memory.weights = static_cast<size_t>(models::parameter_count(models::parameter_specs(model))) * dtype_bytes;
+  memory.model = generate::predict_kv_cache_memory(model, options);
+  return memory;
 }
 
 }  // namespace surogate::train

@@ -8,6 +8,7 @@
 // activations. Every data-parallel rank holds its own.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "config/config.h"
@@ -39,5 +40,16 @@ generate::WeightForms grpo_weight_forms(const Config& config, const io::ModelCon
 // What the rollout model holds beside the trainer's weights (generate/kv_cache_plans.h).
 generate::KvCacheMemory predict_grpo_rollout_memory(const Config& config, const io::ModelConfig& model,
                                                     const models::LoraOptions* lora, bool cuda);
+
+// GRPO's KL reference model beside the rollout model (beta ≠ 0; grpo_objective.cpp opens it): its
+// own KV caches and plans (the rollout model's shape), reading the trainer's base in place under
+// LoRA, and under full fine-tuning holding a frozen copy of the starting weights — every parameter
+// in the graph's dtype (bf16 on CUDA, fp32 on the CPU). Nothing with beta 0.
+struct GrpoReferenceMemory {
+  size_t weights = 0;
+  generate::KvCacheMemory model;
+};
+GrpoReferenceMemory predict_grpo_reference_memory(const Config& config, const io::ModelConfig& model,
+                                                  const models::LoraOptions* lora, bool cuda);
 
 }  // namespace surogate::train

@@ -12,6 +12,7 @@
 #include "models/lora.h"
 #include "train/device/training_device.h"
 #include "train/objective/preference_graph.h"
+#include "train/objective/process_window_rows.h"
 
 namespace surogate::train {
 namespace {
@@ -65,19 +66,59 @@ std::vector<runtime::InputBinding> PreferenceObjective::bindings_of(const PairIn
           {plan.tensor(kPreferenceScales), std::as_bytes(std::span<const float>(scales_, 2))}};
 }
 
-void PreferenceObjective::read_policy(const PairInputs& inputs, const KeptOutputs& outputs, PreferenceMetrics& metrics,
-                                      ReferenceLogps* logps, const data::PackedBatch* batch) {
-  SUROGATE_CHECK(outputs.size() == 2, "the policy's log-probs and logit sums of a micro-batch");
-  const std::vector<float>& policy = outputs[0];
-  metrics.add(inputs.batch, policy.data(), outputs[1].data(), inputs.reference.data(), inputs.lengths.data(),
-              inputs.labels.data());
-  if (logps == nullptr) return;
-  for (int64_t row = 0; row < inputs.batch; ++row) {
-    const uint64_t pair = batch->rows[static_cast<size_t>(row)];
-    if (2 * pair + 1 >= logps->size()) continue;  // a padding row
-    (*logps)[2 * pair] = policy[static_cast<size_t>(row)];
-    (*logps)[2 * pair + 1] = policy[static_cast<size_t>(inputs.batch + row)];
+std::vector<int64_t> PreferenceObjective::taken_indices(size_t count) const {
+  std::vector<int64_t> indices;
+  for (int64_t index = 0; indices.size() < count; ++index) {
+    if (context_.device->takes_micro_batch(index)) indices.push_back(index);
   }
+  return indices;
+}
+
+// The row: B, then the packed rows' pair indices [B] (−1 past the batch's rows), the policy's log-probs [2B] and logit sums
+// [2B], the reference [2B], the lengths [2B], the labels [B].
+std::vector<double> PreferenceObjective::policy_row(const PairInputs& inputs, const KeptOutputs& outputs,
+                                                    const data::PackedBatch* batch) const {
+  SUROGATE_CHECK(outputs.size() == 2, "the policy's log-probs and logit sums of a micro-batch");
+  const auto rows = static_cast<size_t>(inputs.batch);
+  std::vector<double> row{static_cast<double>(inputs.batch)};
+  for (size_t r = 0; r < rows; ++r) {  // −1: no pair (a padding row)
+    row.push_back(batch != nullptr && r < batch->rows.size() ? static_cast<double>(batch->rows[r]) : -1.0);
+  }
+  for (const std::vector<float>* part : {&outputs[0], &outputs[1], &inputs.reference, &inputs.lengths}) {
+    SUROGATE_CHECK(part->size() == 2 * rows, "[2B] values of a micro-batch");
+    row.insert(row.end(), part->begin(), part->end());
+  }
+  SUROGATE_CHECK(inputs.labels.size() == rows, "[B] labels of a micro-batch");
+  row.insert(row.end(), inputs.labels.begin(), inputs.labels.end());
+  return row;
+}
+
+void PreferenceObjective::read_policy(const std::vector<double>& row, PreferenceMetrics& metrics,
+                                      ReferenceLogps* logps) const {
+  const auto rows = static_cast<size_t>(row.at(0));
+  SUROGATE_CHECK(row.size() == 1 + 10 * rows, "a policy row of {} pairs", rows);
+  auto floats = [&](size_t from, size_t count) {  // the row's doubles hold floats exactly
+    return std::vector<float>(row.begin() + static_cast<std::ptrdiff_t>(from),
+                              row.begin() + static_cast<std::ptrdiff_t>(from + count));
+  };
+  const std::vector<float> policy = floats(1 + rows, 2 * rows), logit_sums = floats(1 + 3 * rows, 2 * rows),
+                           reference = floats(1 + 5 * rows, 2 * rows), lengths = floats(1 + 7 * rows, 2 * rows),
+                           labels = floats(1 + 9 * rows, rows);
+  metrics.add(static_cast<int64_t>(rows), policy.data(), logit_sums.data(), reference.data(), lengths.data(),
+              labels.data());
+  if (logps == nullptr) return;
+  for (size_t r = 0; r < rows; ++r) {
+    if (row[1 + r] < 0.0) continue;  // a padding row
+    const auto pair = static_cast<uint64_t>(row[1 + r]);
+    if (2 * pair + 1 >= logps->size()) continue;  // a padding row
+    (*logps)[2 * pair] = policy[r];
+    (*logps)[2 * pair + 1] = policy[rows + r];
+  }
+}
+
+void PreferenceObjective::read_window(const std::vector<std::pair<int64_t, std::vector<double>>>& mine,
+                                      PreferenceMetrics& metrics, ReferenceLogps* logps) const {
+  for (const std::vector<double>& row : window_rows(context_.world, mine)) read_policy(row, metrics, logps);
 }
 
 const std::string* PreferenceObjective::kto_labels(bool train) const {
@@ -97,8 +138,12 @@ ReferenceLogps PreferenceObjective::forward_split(const data::PackedRowsView& ro
   for (uint64_t first = 0; first < rows.rows(); first += group) {
     std::vector<data::PackedBatch> packed;
     std::vector<PairInputs> inputs;
+    std::vector<int64_t> places;  // each micro-batch's place in the group (the window of one per rank)
     bool trained = false;
     for (uint64_t start = first; start < first + group; start += batch) {
+      const auto place = static_cast<int64_t>((start - first) / batch);
+      if (!context_.device->takes_micro_batch(place)) continue;  // another process's rank runs it
+      places.push_back(place);
       std::vector<uint64_t> indices;
       for (uint64_t row = start; row < start + batch; ++row) indices.push_back(std::min<uint64_t>(row, rows.rows()));
       packed.push_back(data::make_batch(rows, indices, context_.pad_id));
@@ -120,9 +165,11 @@ ReferenceLogps PreferenceObjective::forward_split(const data::PackedRowsView& ro
     if (trained) context_.device->measure();
     const std::vector<KeptOutputs> kept = context_.device->kept_outputs();
     SUROGATE_CHECK(kept.size() == packed.size(), "the kept outputs of every micro-batch");
+    std::vector<std::pair<int64_t, std::vector<double>>> mine;
     for (size_t micro = 0; micro < packed.size(); ++micro) {
-      read_policy(inputs[micro], kept[micro], metrics != nullptr ? *metrics : discarded, &logps, &packed[micro]);
+      mine.emplace_back(places[micro], policy_row(inputs[micro], kept[micro], &packed[micro]));
     }
+    read_window(mine, metrics != nullptr ? *metrics : discarded, &logps);
     if (trained) context_.device->skip_update();
   }
   return logps;
@@ -162,13 +209,20 @@ void PreferenceObjective::prepare(const ObjectiveContext& context) {
 
 void PreferenceObjective::begin_window(std::span<const data::PackedBatch> window, double loss_scale) {
   window_.clear();
-  int64_t pairs = 0;
-  double chosen_tokens = 0.0;
+  // The whole window's pairs and chosen tokens: every process's micro-batches, in window order.
+  std::vector<std::pair<int64_t, std::vector<double>>> counts;
+  const std::vector<int64_t> indices = taken_indices(window.size());
   for (const data::PackedBatch& batch : window) {
     window_.push_back(pair_inputs(batch, ops::preference_loss_uses_reference(options_) ? &train_reference_ : nullptr,
                                   kto_labels(true)));
-    pairs += window_.back().pairs;
-    chosen_tokens += window_.back().chosen_tokens;
+    counts.emplace_back(indices.at(counts.size()),
+                        std::vector<double>{static_cast<double>(window_.back().pairs), window_.back().chosen_tokens});
+  }
+  int64_t pairs = 0;
+  double chosen_tokens = 0.0;
+  for (const std::vector<double>& row : window_rows(context_.world, counts)) {
+    pairs += static_cast<int64_t>(row[0]);
+    chosen_tokens += row[1];
   }
   scales_[0] = pairs > 0 ? static_cast<float>(loss_scale / static_cast<double>(pairs)) : 0.0f;
   scales_[1] = chosen_tokens > 0.0 ? static_cast<float>(loss_scale / chosen_tokens) : 0.0f;
@@ -179,7 +233,12 @@ std::vector<runtime::InputBinding> PreferenceObjective::bind(size_t micro) { ret
 void PreferenceObjective::observe(TrainingDevice& device) {
   const std::vector<KeptOutputs> kept = device.kept_outputs();
   SUROGATE_CHECK(kept.size() == window_.size(), "the kept outputs of every micro-batch of the window");
-  for (size_t micro = 0; micro < window_.size(); ++micro) read_policy(window_[micro], kept[micro], metrics_, nullptr, nullptr);
+  std::vector<std::pair<int64_t, std::vector<double>>> mine;
+  const std::vector<int64_t> indices = taken_indices(window_.size());
+  for (size_t micro = 0; micro < window_.size(); ++micro) {
+    mine.emplace_back(indices[micro], policy_row(window_[micro], kept[micro], nullptr));
+  }
+  read_window(mine, metrics_, nullptr);
 }
 
 nlohmann::json PreferenceObjective::step_metrics() { return metrics_.take("", false); }

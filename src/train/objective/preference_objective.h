@@ -14,6 +14,8 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "config/config.h"
 #include "train/objective/preference_batch.h"
@@ -47,9 +49,19 @@ private:
   // KTO's labels of the train or eval split (data/kto_rows.h); null for the other losses.
   const std::string* kto_labels(bool train) const;
   std::vector<runtime::InputBinding> bindings_of(const PairInputs& inputs);
-  // `outputs`: the micro-batch's policy log-probs and logit sums (TrainingDevice::kept_outputs).
-  void read_policy(const PairInputs& inputs, const KeptOutputs& outputs, PreferenceMetrics& metrics,
-                   ReferenceLogps* logps, const data::PackedBatch* batch);
+  // The window indices of the first `count` micro-batches this process runs (all of them in one
+  // process; over several, its ranks': TrainingDevice::takes_micro_batch).
+  std::vector<int64_t> taken_indices(size_t count) const;
+  // A micro-batch's values the metrics and the reference table read, as one row of doubles
+  // (process_window_rows.h: every process's, in window order): `outputs` are its policy log-probs
+  // and logit sums (TrainingDevice::kept_outputs), `batch` its packed rows (null: not needed).
+  std::vector<double> policy_row(const PairInputs& inputs, const KeptOutputs& outputs,
+                                 const data::PackedBatch* batch) const;
+  // Adds a policy_row to `metrics` and, with `logps`, writes its pairs' log-probs there.
+  void read_policy(const std::vector<double>& row, PreferenceMetrics& metrics, ReferenceLogps* logps) const;
+  // read_policy of every process's micro-batches of a window, in window order.
+  void read_window(const std::vector<std::pair<int64_t, std::vector<double>>>& mine, PreferenceMetrics& metrics,
+                   ReferenceLogps* logps) const;
 
   ops::PreferenceLossOptions options_;
   std::filesystem::path reference_file_;

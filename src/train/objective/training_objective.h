@@ -36,6 +36,10 @@
 #include "runtime/backend.h"
 #include "train/batch_inputs.h"
 
+namespace surogate::distributed {
+class ProcessWorld;  // distributed/process_world.h
+}
+
 namespace surogate::train {
 
 class TrainingDevice;  // train/device/training_device.h
@@ -54,6 +58,9 @@ struct ObjectiveContext {
   const models::LoraSetup* lora = nullptr;  // the LoRA adapters the plan carries, or null
   bool cuda = false;                        // the device is the CUDA backend's
   std::function<void(const std::string& type, nlohmann::json record)> log;  // a record of the run's log
+  // The processes of the run (distributed/process_world.h; null: this process alone). Every
+  // process runs the objective; the leader's records are the run's.
+  distributed::ProcessWorld* world = nullptr;
 };
 
 // A rewritten forward graph and its loss.

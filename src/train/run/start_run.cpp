@@ -126,7 +126,8 @@ void prepare_objective(RunContext& run) {
   ObjectiveContext context{&run.plan, run.device.get(), run.inputs.get(), run.cache, run.batch, run.pad_id,
                            run.state.step > 0, [&run](const std::string& line) { run.message(line); },
                            run.state.objective, run.lora ? &*run.lora : nullptr, run.backend == TrainingBackend::Cuda,
-                           [&run](const std::string& type, nlohmann::json record) { run.log(type, std::move(record)); }};
+                           [&run](const std::string& type, nlohmann::json record) { run.log(type, std::move(record)); },
+                           run.world.get()};
   run.objective->prepare(context);
   run.startup.end_phase("reference");
 }

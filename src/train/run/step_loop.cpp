@@ -52,7 +52,7 @@ void read_window(RunContext& run, StepWindow& window) {
 // sampling state goes into the next checkpoint; every other mode reads the loader.
 void take_window(RunContext& run, StepWindow& window) {
   if (!run.objective || !run.objective->makes_window()) return read_window(run, window);
-  run.objective->make_window(*run.loader, window.batches);  // one process (grpo refuses several): every micro-batch is its
+  run.objective->make_window(*run.loader, window.batches);  // this process's micro-batches of the window
   for (size_t micro = 0; micro < window.batches.size(); ++micro) {
     const data::PackedBatch& batch = window.batches[micro];
     window.taken[micro] = {batch.loss_weight_sum, batch.num_loss_tokens, batch.num_tokens};
