@@ -19,9 +19,8 @@
 //    without the programmatic dependent launch (DecodeGemvShape::overlap_previous); and × 36.
 // 4. greedy_tokens over one row of 151936 bf16 logits (in the L2, as after the LM head): the
 //    cluster kernel against the one-block one.
-// 5. The rest of a layer as the decode graph runs it: the cached attention at a few context
-//    lengths (old: append, split-K and combine launches; new: cached_attention_one_launch, a
-//    programmatic dependent launch) and the q / k norm + RoPE (old: two launches, new:
+// 5. The rest of a layer as the decode graph runs it: the cached attention (append, split-K,
+//    combine) at a few context lengths and the q / k norm + RoPE (old: two launches, new:
 //    qk_norm_rope_forward_pair's one), and the whole-layer estimate from them and section 3's
 //    chains: old (separate GEMVs) and new (fused), × 36 layers + the LM head and greedy_tokens,
 //    as steps/s.
@@ -385,11 +384,11 @@ void greedy(int repeats) {
 
 // Section 5 (see the top): µs per layer of the kernels between the products, and the estimate.
 struct RestTimes {
-  double attention = 0.0, attention_one = 0.0, norm_rope = 0.0, norm_rope_pair = 0.0;
+  double attention = 0.0, norm_rope = 0.0, norm_rope_pair = 0.0;
 };
 
-// The cached attention of `rows` rows at `context` cached tokens (append, split-K, combine; and in
-// one launch) and the q and k norm + RoPE launches, as the decode graph runs them; 36 layers' caches cycled so that the
+// The cached attention of `rows` rows at `context` cached tokens (append, split-K, combine) and the
+// q and k norm + RoPE launches, as the decode graph runs them; 36 layers' caches cycled so that the
 // keys and values come from HBM as in a step (the weights between them evict the L2).
 RestTimes layer_rest(int64_t rows, int64_t context, int repeats) {
   constexpr int kQHeads = 32, kKvHeads = 8, kHeadDim = 128, kLayers = 36;
@@ -408,9 +407,6 @@ RestTimes layer_rest(int64_t rows, int64_t context, int repeats) {
                      q_weight = filled(kHeadDim), k_weight = filled(kHeadDim);
   DeviceBuffer<float> workspace(static_cast<size_t>(surogate::cuda::cached_attention_workspace_floats(shape, splits))),
       rstd(static_cast<size_t>(rows * (kQHeads + kKvHeads))), inv_freq(kHeadDim / 2);
-  DeviceBuffer<int32_t> tickets(static_cast<size_t>(surogate::cuda::cached_attention_tickets(shape)));
-  tickets.zero();
-  CUDA_CHECK(cudaDeviceSynchronize());  // zero before time_graph's own stream uses them
   CUDA_CHECK(cudaMemset(inv_freq.data(), 0, inv_freq.bytes()));
   std::vector<int32_t> slots(static_cast<size_t>(rows)), lengths(slots.size(), static_cast<int32_t>(context - 1)),
       fresh(slots.size(), 1);
@@ -429,12 +425,6 @@ RestTimes layer_rest(int64_t rows, int64_t context, int repeats) {
                                             new_lengths.data(), shape, stream);
     surogate::cuda::cached_attention_forward(out.data(), workspace.data(), q.data(), k_cache, v_cache, slot_ids.data(),
                                              cache_lengths.data(), new_lengths.data(), shape, splits, stream);
-  });
-  times.attention_one = time_graph(repeats, kLayers, [&](int copy, cudaStream_t stream) {
-    surogate::cuda::cached_attention_one_launch(out.data(), workspace.data(), tickets.data(), q.data(), k.data(),
-                                                v.data(), k_caches.data() + copy * cache, v_caches.data() + copy * cache,
-                                                slot_ids.data(), cache_lengths.data(), new_lengths.data(), shape, splits,
-                                                /*overlap_previous=*/true, stream);
   });
   times.norm_rope = time_graph(repeats, 1, [&](int, cudaStream_t stream) {
     surogate::cuda::qk_norm_rope_forward(q.data(), rstd.data(), q.data(), q_weight.data(), inv_freq.data(),
@@ -472,13 +462,13 @@ void layer_estimate(const std::vector<ChainTimes>& chains, const std::vector<int
     std::printf("M=%lld LM head + greedy_tokens %8.2f us\n", static_cast<long long>(chain.rows), lm_head);
     for (const int64_t context : contexts) {
       const RestTimes rest = layer_rest(chain.rows, context, repeats);
-      // New: the one-launch attention and the pair launch of the norm + RoPE.
+      // No new attention kernel yet (old = new); the new norm + RoPE is the pair launch.
       const double old_layer = chain.separate + rest.attention + rest.norm_rope;
-      const double new_layer = chain.fused + rest.attention_one + rest.norm_rope_pair;
+      const double new_layer = chain.fused + rest.attention + rest.norm_rope_pair;
       const auto steps = [&](double layer) { return 1e6 / (static_cast<double>(kLayers) * layer + lm_head); };
       std::printf("M=%lld context %5lld: attention old %6.2f new %6.2f | norm+rope old %5.2f new %5.2f | "
                   "chain old %6.2f new %6.2f | layer old %6.2f new %6.2f | steps/s old %6.1f new %6.1f\n",
-                  static_cast<long long>(chain.rows), static_cast<long long>(context), rest.attention, rest.attention_one,
+                  static_cast<long long>(chain.rows), static_cast<long long>(context), rest.attention, rest.attention,
                   rest.norm_rope, rest.norm_rope_pair, chain.separate, chain.fused, old_layer, new_layer, steps(old_layer),
                   steps(new_layer));
     }

@@ -3,18 +3,14 @@
 // (ops/defs/greedy_tokens_def.cpp) over cuda/kernels/greedy_tokens.h and sample_tokens
 // (ops/defs/sample_tokens_def.cpp) over cuda/kernels/sample_tokens.h. The attention op writes its k_cache / v_cache
 // INPUTS in place (the new tokens' keys and values are appended before attending); the plan gives
-// them a persistent home (generate/decode_graph.h). The attention runs as one launch
-// (cached_attention_one_launch): its fp32 partials live in the shared scratch, its ticket counters
-// in a buffer of the node's own; the split count is fixed at load time from the shape and the
-// GPU's SM count, so a captured CUDA graph replays the same launches.
+// them a persistent home (generate/decode_graph.h). The split kernel's fp32 partials live in the
+// shared scratch; the split count is fixed at load time from the shape and the GPU's SM count, so
+// a captured CUDA graph replays the same launches.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include <memory>
 #include <type_traits>
-#include <vector>
 
-#include "cuda/device_buffer.h"
 #include "cuda/kernels/cached_attention.h"
 #include "cuda/kernels/greedy_tokens.h"
 #include "cuda/kernels/sample_tokens.h"
@@ -69,19 +65,18 @@ CudaKernel bind_cached_attention_typed(const CudaBindContext& ctx) {
   const size_t workspace = layout.take(sizeof(float) * cuda::cached_attention_workspace_floats(shape, splits));
   ctx.resources.reserve_scratch(layout.bytes);
   CudaResources* resources = &ctx.resources;
-  // The node's own ticket counters: zero now, and every launch leaves them zero.
-  auto tickets = std::make_shared<cuda::DeviceBuffer<int32_t>>(
-      cuda::to_device(std::vector<int32_t>(static_cast<size_t>(cuda::cached_attention_tickets(shape)), 0)));
   return [=](const CudaKernelArgs& args) {
-    // The caches are inputs written in place (see the top of this file). One launch: the append,
-    // the splits and their combine; it may overlap the kernel before it inside a captured graph.
-    cuda::cached_attention_one_launch(args.outputs[0].as<T>(), scratch_at<float>(resources, workspace),
-                                      tickets->data(), args.inputs[0].as<const T>(), args.inputs[1].as<const T>(),
-                                      args.inputs[2].as<const T>(), args.inputs[kCachedKeys].as<T>(),
-                                      args.inputs[kCachedValues].as<T>(), args.inputs[kCachedSlots].as<const int32_t>(),
-                                      args.inputs[kCachedLengths].as<const int32_t>(),
-                                      args.inputs[kCachedNew].as<const int32_t>(), shape, splits,
-                                      /*overlap_previous=*/true, args.stream);
+    // The caches are inputs written in place (see the top of this file).
+    T* k_cache = args.inputs[kCachedKeys].as<T>();
+    T* v_cache = args.inputs[kCachedValues].as<T>();
+    const int32_t* slots = args.inputs[kCachedSlots].as<const int32_t>();
+    const int32_t* lengths = args.inputs[kCachedLengths].as<const int32_t>();
+    const int32_t* fresh = args.inputs[kCachedNew].as<const int32_t>();
+    cuda::cached_attention_append(k_cache, v_cache, args.inputs[1].as<const T>(), args.inputs[2].as<const T>(), slots,
+                                  lengths, fresh, shape, args.stream);
+    cuda::cached_attention_forward(args.outputs[0].as<T>(), scratch_at<float>(resources, workspace),
+                                   args.inputs[0].as<const T>(), k_cache, v_cache, slots, lengths, fresh, shape, splits,
+                                   args.stream);
   };
 }
 CudaKernel bind_cached_attention(const CudaBindContext& ctx) {

@@ -8,16 +8,12 @@
 //                       2^-8 of |out| ≤ max |out|: bf16's unit roundoff) plus fp32 noise
 //   fp16        1e-3    the same with fp16's unit roundoff (2^-11)
 // The caches after the append equal the reference's bit for bit (a copy, not arithmetic), and
-// padding queries' outputs are exactly zero. The one-launch form (cached_attention_one_launch)
-// gives exactly the bits of the three launches on every case.
+// padding queries' outputs are exactly zero.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <gtest/gtest.h>
 
-#include <algorithm>
-#include <cstddef>
 #include <cstring>
-#include <utility>
 #include <type_traits>
 #include <vector>
 
@@ -133,20 +129,10 @@ E* device(DeviceBuffer<Storage>& buffer) {
   return reinterpret_cast<E*>(buffer.data());
 }
 
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
-// The two forms of the launchers: cached_attention_append then cached_attention_forward (three
-// launches), or cached_attention_one_launch.
-enum class Form { kThreeLaunches, kOneLaunch };
-
 // The append and the attention on the GPU with `splits` (0: the launcher's choice for this GPU);
-// out and the workspace start as NaN poison. The one-launch form runs twice on the same tickets
-// (the second appends the same keys again and must give the same bits: the first left its
-// tickets zero), and the tickets are zero at the end.
+// out and the workspace start as NaN poison.
 template <typename E>
-Values run_gpu(const Case& c, const Values& inputs, int splits, Form form = Form::kThreeLaunches) {
+Values run_gpu(const Case& c, const Values& inputs, int splits) {
   const CachedAttentionShape shape = kernel_shape(c);
   if (splits == 0) splits = cached_attention_splits(shape);
   auto q = upload<E>(inputs.q), k = upload<E>(inputs.k), v = upload<E>(inputs.v);
@@ -157,36 +143,20 @@ Values run_gpu(const Case& c, const Values& inputs, int splits, Form form = Form
   workspace.poison();
   const auto slots = to_device(column(c, &Row::slot)), held = to_device(column(c, &Row::held)),
              fresh = to_device(column(c, &Row::fresh));
-  if (form == Form::kThreeLaunches) {
-    cached_attention_append<E>(device<E>(k_cache), device<E>(v_cache), device<E>(k), device<E>(v), slots.data(),
-                               held.data(), fresh.data(), shape, nullptr);
-    cached_attention_forward<E>(device<E>(out), workspace.data(), device<E>(q), device<E>(k_cache),
-                                device<E>(v_cache), slots.data(), held.data(), fresh.data(), shape, splits, nullptr);
-  } else {
-    DeviceBuffer<int32_t> tickets(static_cast<size_t>(cached_attention_tickets(shape)));
-    tickets.zero();
-    std::vector<float> first;
-    for (int launch = 0; launch < 2; ++launch) {
-      cached_attention_one_launch<E>(device<E>(out), workspace.data(), tickets.data(), device<E>(q), device<E>(k),
-                                     device<E>(v), device<E>(k_cache), device<E>(v_cache), slots.data(), held.data(),
-                                     fresh.data(), shape, splits, /*overlap_previous=*/false, nullptr);
-      synchronize();
-      if (launch == 0) {
-        first = download<E>(out);
-        out.poison();
-      }
-    }
-    EXPECT_TRUE(same_bits(download<E>(out), first)) << "a second launch on the same tickets";
-    const std::vector<int32_t> left = tickets.download();
-    EXPECT_EQ(std::count(left.begin(), left.end(), 0), static_cast<std::ptrdiff_t>(left.size()))
-        << "tickets left for the next launch";
-  }
+  cached_attention_append<E>(device<E>(k_cache), device<E>(v_cache), device<E>(k), device<E>(v), slots.data(),
+                             held.data(), fresh.data(), shape, nullptr);
+  cached_attention_forward<E>(device<E>(out), workspace.data(), device<E>(q), device<E>(k_cache), device<E>(v_cache),
+                              slots.data(), held.data(), fresh.data(), shape, splits, nullptr);
   synchronize();
   Values result;
   result.out = download<E>(out);
   result.k_cache = download<E>(k_cache);
   result.v_cache = download<E>(v_cache);
   return result;
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
 // Every output element of the padding queries (t ≥ n) is exactly zero.
@@ -213,12 +183,6 @@ void expect_matches_reference(const Case& c, std::vector<int> split_counts, doub
     EXPECT_TRUE(same_bits(got.k_cache, expected.k_cache)) << "k_cache after the append";
     EXPECT_TRUE(same_bits(got.v_cache, expected.v_cache)) << "v_cache after the append";
     expect_padding_zero(c, got.out);
-    // The one-launch form: the same bits as the three launches (the same expressions in the same
-    // order), hence the same reference check.
-    const Values one = run_gpu<E>(c, inputs, splits, Form::kOneLaunch);
-    EXPECT_TRUE(same_bits(one.out, got.out)) << "one launch against three";
-    EXPECT_TRUE(same_bits(one.k_cache, expected.k_cache)) << "k_cache after the one launch";
-    EXPECT_TRUE(same_bits(one.v_cache, expected.v_cache)) << "v_cache after the one launch";
   }
 }
 
@@ -302,55 +266,6 @@ TEST(CachedAttentionCuda, SlidingWindowFp32AndBf16) {
   }
 }
 
-// Two one-launch attentions in a captured graph, each a programmatic dependent launch on sm_90+,
-// the second reading the first's output as its q and sharing its workspace and tickets: the
-// second must wait for the first (griddepcontrol.wait before any access). Expected: the bits of the
-// same two launches run eagerly.
-TEST(CachedAttentionCuda, OneLaunchChainedInACapturedGraph) {
-  SKIP_WITHOUT_GPU();
-  using E = __nv_bfloat16;
-  const Case c = qwen3_decode();
-  const CachedAttentionShape shape = kernel_shape(c);
-  const int splits = cached_attention_splits(shape);
-  const Values inputs = random_values<E>(c);
-  auto q = upload<E>(inputs.q), k = upload<E>(inputs.k), v = upload<E>(inputs.v);
-  auto k_cache = upload<E>(inputs.k_cache), v_cache = upload<E>(inputs.v_cache);
-  DeviceBuffer<uint16_t> first(inputs.q.size()), second(inputs.q.size());
-  DeviceBuffer<float> workspace(static_cast<size_t>(cached_attention_workspace_floats(shape, splits)));
-  DeviceBuffer<int32_t> tickets(static_cast<size_t>(cached_attention_tickets(shape)));
-  const auto slots = to_device(column(c, &Row::slot)), held = to_device(column(c, &Row::held)),
-             fresh = to_device(column(c, &Row::fresh));
-  cudaStream_t stream;
-  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
-  tickets.zero(stream);
-  const auto chain = [&] {
-    for (auto [out, query] : {std::pair{device<E>(first), device<E>(q)}, std::pair{device<E>(second), device<E>(first)}}) {
-      cached_attention_one_launch<E>(out, workspace.data(), tickets.data(), query, device<E>(k), device<E>(v),
-                                     device<E>(k_cache), device<E>(v_cache), slots.data(), held.data(), fresh.data(),
-                                     shape, splits, /*overlap_previous=*/true, stream);
-    }
-  };
-  chain();
-  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-  const std::vector<float> expected = download<E>(second);
-  first.poison(stream);
-  second.poison(stream);
-  workspace.poison(stream);
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-  chain();
-  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
-  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
-  for (int replay = 0; replay < 3; ++replay) ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
-  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-  EXPECT_TRUE(same_bits(download<E>(second), expected));
-  for (int32_t ticket : tickets.download()) ASSERT_EQ(ticket, 0);
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
-  cudaStreamDestroy(stream);
-}
-
 // A row the reference refuses (L + n > S, or a slot outside [0, N)) is skipped on the device: its
 // slot is left as it was and its outputs are zero; the other rows are unaffected. Expected: the
 // reference with those rows bringing no tokens (and the bad slot swapped for a free one).
@@ -363,13 +278,11 @@ TEST(CachedAttentionCuda, RefusedRowsAreSkipped) {
   allowed.rows[2] = {3, 0, 0};
   const Values inputs = random_values<float>(c);
   const Values expected = reference(allowed, inputs);
-  for (Form form : {Form::kThreeLaunches, Form::kOneLaunch}) {
-    const Values got = run_gpu<float>(c, inputs, 0, form);
-    EXPECT_LE(relative_error(got.out, expected.out), kF32Tolerance);
-    EXPECT_TRUE(same_bits(got.k_cache, expected.k_cache));
-    EXPECT_TRUE(same_bits(got.v_cache, expected.v_cache));
-    expect_padding_zero(allowed, got.out);
-  }
+  const Values got = run_gpu<float>(c, inputs, 0);
+  EXPECT_LE(relative_error(got.out, expected.out), kF32Tolerance);
+  EXPECT_TRUE(same_bits(got.k_cache, expected.k_cache));
+  EXPECT_TRUE(same_bits(got.v_cache, expected.v_cache));
+  expect_padding_zero(allowed, got.out);
 }
 
 // The binder in a one-node BF16 plan: the caches are parameters the op writes in place, so a

@@ -1,6 +1,5 @@
-// Attention over a KV cache: the append, the flash-decoding split kernel and the combine, as two
-// launches after the append or all three in one (see cached_attention.h for the layouts, the
-// semantics and the design).
+// Attention over a KV cache: the append, the flash-decoding split kernel and the combine (see
+// cached_attention.h for the layouts, the semantics and the design).
 #include "cuda/kernels/cached_attention.h"
 
 #include <cuda_bf16.h>
@@ -12,14 +11,95 @@
 #include <type_traits>
 
 #include "cuda/cuda_check.h"
-#include "cuda/kernels/cached_attention_split.cuh"
-#include "cuda/kernels/dependent_launch.cuh"
 #include "cuda/kernels/element_type.cuh"
+#include "cuda/kernels/vector_math.cuh"
 
 namespace surogate::cuda {
 namespace {
 
-using namespace cached_attention_detail;
+constexpr int kCacheWarps = 4;
+constexpr int kCacheThreads = kCacheWarps * 32;
+constexpr int kCacheTileQueries = 8;   // most queries of one kv head per split block
+constexpr int kCacheLaneElements = 8;  // elements of a key (query, value) row per lane
+constexpr int kCacheMinSplitKeys = 32;
+constexpr int kCacheMaxSplits = 256;
+constexpr int kCacheMaxHeadDim = 256;
+// Lane groups of a block × head_dim ≤ kCacheThreads × kCacheLaneElements: the shared accumulators.
+constexpr int kCacheGroupElements = kCacheThreads * kCacheLaneElements;
+constexpr double kCacheLog2e = 1.4426950408889634;
+
+// What the kernels share besides the pointers; built once by the launchers.
+struct CacheLaunch {
+  CachedAttentionShape shape;
+  int group = 0;  // query heads per kv head
+  int lanes = 0;  // lanes per key: D / 8 rounded up to a power of two
+  int tile_queries = 0;  // queries per tile: 1, 2, 4 or 8 (the split kernel's template argument)
+  int tiles = 0;         // query tiles per (row, kv head)
+  int splits = 0;
+  float scale_log2 = 0.0f;  // the softmax scale times log2(e): scores in the exp2 domain
+};
+
+// Row b of the call: where its slot starts in the cache, how many tokens it holds and brings.
+// A row the reference refuses brings nothing and is never appended to (`fresh` 0).
+struct CacheRow {
+  int64_t base = 0;  // element offset of [slot, 0, 0, 0]
+  int64_t held = 0, fresh = 0;
+};
+__device__ __forceinline__ CacheRow cache_row(const CachedAttentionShape& s, const int32_t* slot_ids,
+                                              const int32_t* cache_lengths, const int32_t* new_lengths,
+                                              int64_t row) {
+  const int64_t slot = slot_ids[row], held = cache_lengths[row], fresh = new_lengths[row];
+  CacheRow result;
+  if (slot < 0 || slot >= s.slots || fresh < 0 || fresh > s.sequence || held < 0 || held + fresh > s.capacity) {
+    return result;
+  }
+  result.base = slot * s.capacity * s.kv_heads * s.head_dim;
+  result.held = held;
+  result.fresh = fresh;
+  return result;
+}
+
+// Eight elements as they lie in memory (16 bytes of a 16-bit type, 32 of fp32), converted when
+// used. Typed vectors (float4, kernels::Vec8), never reinterpreted words: no aliasing questions.
+template <typename T>
+struct RawEight {
+  kernels::Vec8<T> vector;
+};
+template <>
+struct RawEight<float> {
+  float4 low, high;
+};
+template <typename T>
+__device__ __forceinline__ RawEight<T> load_eight(const T* address) {
+  RawEight<T> raw;
+  if constexpr (std::is_same_v<T, float>) {
+    raw.low = reinterpret_cast<const float4*>(address)[0];
+    raw.high = reinterpret_cast<const float4*>(address)[1];
+  } else {
+    raw.vector = kernels::load_x8(address);
+  }
+  return raw;
+}
+template <typename T>
+__device__ __forceinline__ void store_eight(T* address, const RawEight<T>& raw) {
+  if constexpr (std::is_same_v<T, float>) {
+    reinterpret_cast<float4*>(address)[0] = raw.low;
+    reinterpret_cast<float4*>(address)[1] = raw.high;
+  } else {
+    kernels::store_x8(address, raw.vector);
+  }
+}
+template <typename T>
+__device__ __forceinline__ void eight_floats(const RawEight<T>& raw, float (&out)[kCacheLaneElements]) {
+  if constexpr (std::is_same_v<T, float>) {
+    const float values[kCacheLaneElements] = {raw.low.x,  raw.low.y,  raw.low.z,  raw.low.w,
+                                              raw.high.x, raw.high.y, raw.high.z, raw.high.w};
+#pragma unroll
+    for (int i = 0; i < kCacheLaneElements; ++i) out[i] = values[i];
+  } else {
+    kernels::unpack(raw.vector, out);
+  }
+}
 
 // One thread per 8 elements of one new token's keys and values.
 template <typename T>
@@ -41,33 +121,192 @@ __global__ void cache_append_kernel(T* k_cache, T* v_cache, const T* k, const T*
   store_eight(v_cache + to, load_eight(v + from));
 }
 
-// The splits' weights for one query: exp2(max_split − max) and 0 for a split that saw no key.
-// Both combines take them in split order with the same expressions, hence the same bits.
-__device__ __forceinline__ float split_weight(float split_max, float maximum) {
-  return split_max == -INFINITY ? 0.0f : exp2f(split_max - maximum);
+// Index of query (row, t, head) in the [B, T, Hq] order of q, out and the partials.
+__device__ __forceinline__ int64_t query_index(const CachedAttentionShape& s, int64_t row, int64_t t, int head) {
+  return (row * s.sequence + t) * s.q_heads + head;
 }
 
-// Two-launch form, blocks: (kv head × query tile, split, row): the split's partials.
+// The scores of a chunk of keys for one query: this lane's partial dot products finished across
+// the lane group (an xor butterfly: every lane of the group ends with the same bits).
+__device__ __forceinline__ float group_dot(const float (&query)[kCacheLaneElements],
+                                           const float (&key)[kCacheLaneElements], int lanes) {
+  float dot = 0.0f;
+#pragma unroll
+  for (int e = 0; e < kCacheLaneElements; ++e) dot = fmaf(query[e], key[e], dot);
+  for (int offset = lanes / 2; offset > 0; offset /= 2) dot += __shfl_xor_sync(0xffffffffu, dot, offset);
+  return dot;
+}
+
+// Merges the lane groups' softmax states into the split's partial for each of the tile's queries:
+// max, sum and unnormalised accumulator (exp2 domain), written to the workspace.
+template <int kQueries>
+struct CacheGroupStates {
+  float maximum[kCacheThreads][kQueries];  // per lane group (at most one per thread)
+  float sum[kCacheThreads][kQueries];
+  float accumulator[kQueries * kCacheGroupElements];  // [group][query][D]
+  float weight[kCacheThreads][kQueries];             // a group's share of the tile's maximum
+  float tile_max[kQueries];
+};
+
+// Blocks: (kv head × query tile, split, row). See cached_attention.h. kQueries per tile; a lane
+// group scores kChunk keys before one rescale (2 with 8 queries, to stay within the registers).
 template <typename T, int kQueries>
 __global__ void __launch_bounds__(kCacheThreads)
-    cache_split_kernel(CachePartials partials, const T* q, const T* k_cache, const T* v_cache,
-                       const int32_t* slot_ids, const int32_t* cache_lengths, const int32_t* new_lengths,
-                       CacheLaunch launch) {
-  __shared__ CacheGroupStates<kQueries> states;
+    cache_split_kernel(float* partial_max, float* partial_sum, float* partial_acc, const T* q, const T* k_cache,
+                       const T* v_cache, const int32_t* slot_ids, const int32_t* cache_lengths,
+                       const int32_t* new_lengths, CacheLaunch launch) {
+  constexpr int kChunk = kQueries >= 8 ? 2 : 4;
+  const CachedAttentionShape& s = launch.shape;
   const int kv_head = static_cast<int>(blockIdx.x / launch.tiles), tile = static_cast<int>(blockIdx.x % launch.tiles);
+  const int split = static_cast<int>(blockIdx.y);
   const int64_t row = blockIdx.z;
-  const CacheRow cache = cache_row(launch.shape, slot_ids, cache_lengths, new_lengths, row);
-  const TileKeys keys = tile_keys<kQueries>(launch, cache, tile);
-  if (keys.queries <= 0) return;  // padding only: the combine writes its zeros
-  split_partials<T, kQueries, false>(states, partials, q, k_cache, v_cache, CacheOneLaunch<T>{}, launch, cache, keys,
-                                     kv_head, static_cast<int>(blockIdx.y), row);
+  const CacheRow cache = cache_row(s, slot_ids, cache_lengths, new_lengths, row);
+  const int group_size = launch.group, dim = s.head_dim;
+  // The tile's queries are (t, g) pairs in order, flattened as t · group + g; the real ones have t < n.
+  const int64_t first_query = int64_t{tile} * kQueries;
+  const int queries = static_cast<int>(min(int64_t{kQueries}, cache.fresh * group_size - first_query));
+  if (queries <= 0) return;  // padding only: the combine writes its zeros
+  const int64_t first_t = first_query / group_size, last_t = (first_query + queries - 1) / group_size;
+
+  // The keys some query of the tile sees, split evenly between the split blocks.
+  const int64_t key_end = cache.held + last_t + 1;
+  const int64_t key_begin = s.window > 0 ? max(int64_t{0}, cache.held + first_t - s.window + 1) : 0;
+  const int64_t per_split =
+      max(int64_t{kCacheMinSplitKeys}, (key_end - key_begin + launch.splits - 1) / launch.splits);
+  const int64_t split_begin = key_begin + split * per_split;
+  const int64_t split_end = min(key_end, split_begin + per_split);
+
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, lanes = launch.lanes;
+  const int groups_per_warp = 32 / lanes, groups = kCacheWarps * groups_per_warp;
+  const int group = warp * groups_per_warp + lane / lanes;
+  const int element = (lane % lanes) * kCacheLaneElements;  // this lane's first element of a row
+  const bool has_elements = element < dim;
+
+  float query[kQueries][kCacheLaneElements];
+  int64_t position[kQueries];
+  float maximum[kQueries], sum[kQueries], acc[kQueries][kCacheLaneElements];
+#pragma unroll
+  for (int j = 0; j < kQueries; ++j) {
+    const int64_t flat = first_query + j, t = flat / group_size;
+    const int head = kv_head * group_size + static_cast<int>(flat % group_size);
+    position[j] = cache.held + t;
+    maximum[j] = -INFINITY;
+    sum[j] = 0.0f;
+#pragma unroll
+    for (int e = 0; e < kCacheLaneElements; ++e) query[j][e] = acc[j][e] = 0.0f;
+    if (j < queries && has_elements) {
+      eight_floats(load_eight(q + query_index(s, row, t, head) * dim + element), query[j]);
+#pragma unroll
+      for (int e = 0; e < kCacheLaneElements; ++e) query[j][e] *= launch.scale_log2;
+    }
+  }
+
+  const int64_t key_stride = int64_t{s.kv_heads} * dim;
+  const T* keys = k_cache + cache.base + int64_t{kv_head} * dim + element;
+  const T* values = v_cache + cache.base + int64_t{kv_head} * dim + element;
+  // Warp-uniform trip count (the shuffles need every lane): a warp's groups take neighbouring chunks.
+  for (int64_t warp_start = split_begin + int64_t{warp} * groups_per_warp * kChunk; warp_start < split_end;
+       warp_start += int64_t{groups} * kChunk) {
+    const int64_t start = warp_start + int64_t{lane / lanes} * kChunk;
+    RawEight<T> key_raw[kChunk], value_raw[kChunk];
+#pragma unroll
+    for (int c = 0; c < kChunk; ++c) {
+      const bool load = has_elements && start + c < split_end;
+      key_raw[c] = load ? load_eight(keys + (start + c) * key_stride) : RawEight<T>{};
+      value_raw[c] = load ? load_eight(values + (start + c) * key_stride) : RawEight<T>{};
+    }
+    float score[kQueries][kChunk];
+#pragma unroll
+    for (int c = 0; c < kChunk; ++c) {
+      float key[kCacheLaneElements];
+      eight_floats(key_raw[c], key);
+      const int64_t key_position = start + c;
+#pragma unroll
+      for (int j = 0; j < kQueries; ++j) {
+        if (j >= queries) continue;
+        const float dot = group_dot(query[j], key, lanes);
+        const bool visible = key_position < split_end && key_position <= position[j] &&
+                             (s.window <= 0 || key_position > position[j] - s.window);
+        score[j][c] = visible ? dot : -INFINITY;
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < kQueries; ++j) {
+      if (j >= queries) continue;
+      float chunk_max = score[j][0];
+#pragma unroll
+      for (int c = 1; c < kChunk; ++c) chunk_max = fmaxf(chunk_max, score[j][c]);
+      const float new_max = fmaxf(maximum[j], chunk_max);
+      if (new_max == -INFINITY) continue;  // nothing visible yet
+      const float correction = exp2f(maximum[j] - new_max);
+      sum[j] *= correction;
+#pragma unroll
+      for (int e = 0; e < kCacheLaneElements; ++e) acc[j][e] *= correction;
+#pragma unroll
+      for (int c = 0; c < kChunk; ++c) {
+        const float probability = exp2f(score[j][c] - new_max);
+        float value[kCacheLaneElements];
+        eight_floats(value_raw[c], value);
+        sum[j] += probability;
+#pragma unroll
+        for (int e = 0; e < kCacheLaneElements; ++e) acc[j][e] = fmaf(probability, value[e], acc[j][e]);
+      }
+      maximum[j] = new_max;
+    }
+  }
+
+  // Merge the lane groups (in group order) into the split's partials.
+  __shared__ CacheGroupStates<kQueries> states;
+#pragma unroll
+  for (int j = 0; j < kQueries; ++j) {
+    if (j >= queries) continue;
+    if (lane % lanes == 0) {
+      states.maximum[group][j] = maximum[j];
+      states.sum[group][j] = sum[j];
+    }
+    if (has_elements) {
+#pragma unroll
+      for (int e = 0; e < kCacheLaneElements; ++e) {
+        states.accumulator[(group * kQueries + j) * dim + element + e] = acc[j][e];
+      }
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x < queries) {
+    float m = -INFINITY;
+    for (int g = 0; g < groups; ++g) m = fmaxf(m, states.maximum[g][threadIdx.x]);
+    states.tile_max[threadIdx.x] = m;
+  }
+  __syncthreads();
+  for (int pair = threadIdx.x; pair < groups * queries; pair += kCacheThreads) {
+    const int g = pair / queries, j = pair % queries;
+    const float m = states.tile_max[j];
+    states.weight[g][j] = m == -INFINITY ? 0.0f : exp2f(states.maximum[g][j] - m);
+  }
+  __syncthreads();
+  const int64_t stride = s.batch * s.sequence * s.q_heads;  // queries per split
+  for (int item = threadIdx.x; item < queries * (dim + 1); item += kCacheThreads) {
+    const int j = item / (dim + 1), d = item % (dim + 1);  // d == dim: the sum
+    const int64_t flat = first_query + j;
+    const int64_t index = int64_t{split} * stride +
+                          query_index(s, row, flat / group_size, kv_head * group_size + static_cast<int>(flat % group_size));
+    float total = 0.0f;
+    if (d == dim) {
+      for (int g = 0; g < groups; ++g) total += states.weight[g][j] * states.sum[g][j];
+      partial_sum[index] = total;
+      partial_max[index] = states.tile_max[j];
+    } else {
+      for (int g = 0; g < groups; ++g) total += states.weight[g][j] * states.accumulator[(g * kQueries + j) * dim + d];
+      partial_acc[index * dim + d] = total;
+    }
+  }
 }
 
-// Two-launch form, one thread per output element: the splits' partials merged in split order;
-// padding queries 0.
+// One thread per output element: the splits' partials merged in split order; padding queries 0.
 template <typename T>
-__global__ void cache_combine_kernel(T* out, CachePartials partials, const int32_t* slot_ids,
-                                     const int32_t* cache_lengths, const int32_t* new_lengths, CacheLaunch launch) {
+__global__ void cache_combine_kernel(T* out, const float* partial_max, const float* partial_sum,
+                                     const float* partial_acc, const int32_t* slot_ids, const int32_t* cache_lengths,
+                                     const int32_t* new_lengths, CacheLaunch launch) {
   const CachedAttentionShape& s = launch.shape;
   const int64_t queries = s.batch * s.sequence * s.q_heads;
   const int64_t index = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -80,113 +319,15 @@ __global__ void cache_combine_kernel(T* out, CachePartials partials, const int32
     return;
   }
   float m = -INFINITY;
-  for (int split = 0; split < launch.splits; ++split) m = fmaxf(m, partials.max[split * queries + query]);
+  for (int split = 0; split < launch.splits; ++split) m = fmaxf(m, partial_max[split * queries + query]);
   float total = 0.0f, accumulated = 0.0f;
   for (int split = 0; split < launch.splits; ++split) {
     const int64_t at = split * queries + query;
-    const float weight = split_weight(partials.max[at], m);
-    total = fmaf(weight, partials.sum[at], total);
-    accumulated = fmaf(weight, partials.acc[at * s.head_dim + d], accumulated);
+    const float weight = partial_max[at] == -INFINITY ? 0.0f : exp2f(partial_max[at] - m);
+    total += weight * partial_sum[at];
+    accumulated += weight * partial_acc[at * s.head_dim + d];
   }
   out[index] = kernels::from_float<T>(accumulated / total);
-}
-
-// One-launch form: block (tile 0, split 0) of each (row, kv head) appends the new tokens.
-template <typename T>
-__device__ __forceinline__ void append_new_tokens(T* k_cache, T* v_cache, const CacheOneLaunch<T>& one,
-                                                  const CachedAttentionShape& s, const CacheRow& cache, int kv_head,
-                                                  int64_t row) {
-  const int parts = s.head_dim / kCacheLaneElements;
-  for (int64_t item = threadIdx.x; item < cache.fresh * parts; item += kCacheThreads) {
-    const int64_t t = item / parts, element = (item % parts) * kCacheLaneElements;
-    const int64_t from = ((row * s.sequence + t) * s.kv_heads + kv_head) * s.head_dim + element;
-    const int64_t to = cache.base + ((cache.held + t) * s.kv_heads + kv_head) * s.head_dim + element;
-    store_eight(k_cache + to, load_eight(one.k + from));
-    store_eight(v_cache + to, load_eight(one.v + from));
-  }
-}
-
-// One-launch form: the last split block of a tile to finish (a ticket taken after its partials are
-// visible) merges the tile's partials as cache_combine_kernel does, skipping the splits past the
-// keys (they saw none: weight 0, the same sums), and writes zeros for the tile's padding queries.
-template <typename T, int kQueries>
-__device__ __forceinline__ void combine_tile(CacheCombineStates<kQueries>& states, const CachePartials& partials,
-                                             const CacheOneLaunch<T>& one, const CacheLaunch& launch,
-                                             const TileKeys& keys, int kv_head, int64_t row) {
-  const CachedAttentionShape& s = launch.shape;
-  const int group_size = launch.group, dim = s.head_dim;
-  const int64_t stride = s.batch * s.sequence * s.q_heads;  // queries per split
-  const int in_tile = static_cast<int>(min(int64_t{kQueries}, s.sequence * group_size - keys.first_query));
-  const int real = max(keys.queries, 0);
-  const int used = real > 0 ? static_cast<int>(min(int64_t{launch.splits},
-                                                   (keys.end - keys.begin + keys.per_split - 1) / keys.per_split))
-                            : 0;
-  const auto index_of = [&](int j) {
-    const int64_t flat = keys.first_query + j;
-    return query_index(s, row, flat / group_size, kv_head * group_size + static_cast<int>(flat % group_size));
-  };
-  if (threadIdx.x < real) {
-    const int j = static_cast<int>(threadIdx.x);
-    const int64_t query = index_of(j);
-    float m = -INFINITY;
-    for (int split = 0; split < used; ++split) m = fmaxf(m, __ldcg(partials.max + split * stride + query));
-    float total = 0.0f;
-    for (int split = 0; split < used; ++split) {
-      const float weight = split_weight(__ldcg(partials.max + split * stride + query), m);
-      states.weight[split][j] = weight;
-      total = fmaf(weight, __ldcg(partials.sum + split * stride + query), total);
-    }
-    states.total[j] = total;
-  }
-  __syncthreads();
-  for (int item = threadIdx.x; item < in_tile * dim; item += kCacheThreads) {
-    const int j = item / dim, d = item % dim;
-    const int64_t query = index_of(j);
-    float value = 0.0f;
-    if (j < real) {
-      float accumulated = 0.0f;
-      for (int split = 0; split < used; ++split) {
-        accumulated = fmaf(states.weight[split][j], __ldcg(partials.acc + (split * stride + query) * dim + d), accumulated);
-      }
-      value = accumulated / states.total[j];
-    }
-    one.out[query * dim + d] = kernels::from_float<T>(value);
-  }
-}
-
-// One-launch form, blocks as the split kernel: the append, the split's partials, and for the last
-// split block of each tile the combine. Waits for the previous kernel before touching memory and
-// lets the next launch begin at once (its blocks wait for this grid to finish).
-template <typename T, int kQueries>
-__global__ void __launch_bounds__(kCacheThreads)
-    cache_one_launch_kernel(CachePartials partials, const T* q, T* k_cache, T* v_cache, const int32_t* slot_ids,
-                            const int32_t* cache_lengths, const int32_t* new_lengths, CacheLaunch launch,
-                            CacheOneLaunch<T> one) {
-  __shared__ CacheShared<kQueries> shared;
-  __shared__ bool last;
-  kernels::wait_for_previous_grid();
-  kernels::allow_next_grid();
-  const int kv_head = static_cast<int>(blockIdx.x / launch.tiles), tile = static_cast<int>(blockIdx.x % launch.tiles);
-  const int split = static_cast<int>(blockIdx.y);
-  const int64_t row = blockIdx.z;
-  const CacheRow cache = cache_row(launch.shape, slot_ids, cache_lengths, new_lengths, row);
-  const TileKeys keys = tile_keys<kQueries>(launch, cache, tile);
-  if (tile == 0 && split == 0) append_new_tokens(k_cache, v_cache, one, launch.shape, cache, kv_head, row);
-  if (keys.queries > 0) {
-    split_partials<T, kQueries, true>(shared.groups, partials, q, k_cache, v_cache, one, launch, cache, keys, kv_head,
-                                      split, row);
-  }
-  __threadfence();  // this block's partials visible before its ticket
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    int32_t* ticket = one.tickets + row * gridDim.x + blockIdx.x;
-    last = atomicAdd(ticket, 1) == launch.splits - 1;
-    if (last) *ticket = 0;  // every split has taken its ticket: zero again for the next launch
-  }
-  __syncthreads();
-  if (!last) return;
-  __threadfence();
-  combine_tile<T, kQueries>(shared.combine, partials, one, launch, keys, kv_head, row);
 }
 
 unsigned blocks_for(int64_t threads) { return static_cast<unsigned>((threads + kCacheThreads - 1) / kCacheThreads); }
@@ -227,16 +368,6 @@ CacheLaunch cache_launch(const CachedAttentionShape& shape, int splits) {
 }
 
 bool aligned_16(const void* pointer) { return reinterpret_cast<uintptr_t>(pointer) % 16 == 0; }
-
-// The workspace's pieces (cached_attention_workspace_floats) and the split grid.
-CachePartials partials_in(float* workspace, const CachedAttentionShape& shape, int splits) {
-  const int64_t queries = shape.batch * shape.sequence * shape.q_heads;
-  return CachePartials{.max = workspace, .sum = workspace + splits * queries, .acc = workspace + 2 * splits * queries};
-}
-dim3 split_grid(const CacheLaunch& launch) {
-  return dim3(static_cast<unsigned>(int64_t{launch.shape.kv_heads} * launch.tiles),
-              static_cast<unsigned>(launch.splits), static_cast<unsigned>(launch.shape.batch));
-}
 
 }  // namespace
 
@@ -279,11 +410,15 @@ void cached_attention_forward(T* out, float* workspace, const T* q, const T* k_c
   const CacheLaunch launch = cache_launch(shape, splits);
   CUDA_REQUIRE(aligned_16(q) && aligned_16(k_cache) && aligned_16(v_cache),
                "cached attention: tensors must be 16-byte aligned");
-  const CachePartials partials = partials_in(workspace, shape, splits);
-  const dim3 grid = split_grid(launch);
+  const int64_t queries = shape.batch * shape.sequence * shape.q_heads;
+  float* partial_max = workspace;
+  float* partial_sum = partial_max + splits * queries;
+  float* partial_acc = partial_sum + splits * queries;
+  const dim3 grid(static_cast<unsigned>(int64_t{shape.kv_heads} * launch.tiles), static_cast<unsigned>(splits),
+                  static_cast<unsigned>(shape.batch));
   auto split = [&](auto kernel) {
-    kernel<<<grid, kCacheThreads, 0, stream>>>(partials, q, k_cache, v_cache, slot_ids, cache_lengths, new_lengths,
-                                               launch);
+    kernel<<<grid, kCacheThreads, 0, stream>>>(partial_max, partial_sum, partial_acc, q, k_cache, v_cache, slot_ids,
+                                               cache_lengths, new_lengths, launch);
   };
   switch (launch.tile_queries) {
     case 1: split(cache_split_kernel<T, 1>); break;
@@ -292,38 +427,8 @@ void cached_attention_forward(T* out, float* workspace, const T* q, const T* k_c
     default: split(cache_split_kernel<T, 8>); break;
   }
   CUDA_CHECK_LAUNCH();
-  const int64_t queries = shape.batch * shape.sequence * shape.q_heads;
   cache_combine_kernel<T><<<blocks_for(queries * shape.head_dim), kCacheThreads, 0, stream>>>(
-      out, partials, slot_ids, cache_lengths, new_lengths, launch);
-  CUDA_CHECK_LAUNCH();
-}
-
-int64_t cached_attention_tickets(const CachedAttentionShape& shape) {
-  return shape.batch * shape.kv_heads * tiles_per_head(shape);
-}
-
-template <typename T>
-void cached_attention_one_launch(T* out, float* workspace, int32_t* tickets, const T* q, const T* k, const T* v,
-                                 T* k_cache, T* v_cache, const int32_t* slot_ids, const int32_t* cache_lengths,
-                                 const int32_t* new_lengths, const CachedAttentionShape& shape, int splits,
-                                 bool overlap_previous, cudaStream_t stream) {
-  CUDA_REQUIRE(splits >= 1 && splits <= kCacheMaxSplits, "cached attention: splits must be 1..256");
-  const CacheLaunch launch = cache_launch(shape, splits);
-  CUDA_REQUIRE(aligned_16(q) && aligned_16(k) && aligned_16(v) && aligned_16(k_cache) && aligned_16(v_cache),
-               "cached attention: tensors must be 16-byte aligned");
-  CUDA_REQUIRE(tickets != nullptr, "cached attention: the one-launch form needs its tickets");
-  const CacheOneLaunch<T> one{.out = out, .tickets = tickets, .k = k, .v = v};
-  const CachePartials partials = partials_in(workspace, shape, splits);
-  auto launch_with = [&](auto kernel) {
-    kernels::launch_dependent(kernel, split_grid(launch), dim3(kCacheThreads), 0, stream, overlap_previous, partials,
-                              q, k_cache, v_cache, slot_ids, cache_lengths, new_lengths, launch, one);
-  };
-  switch (launch.tile_queries) {
-    case 1: launch_with(cache_one_launch_kernel<T, 1>); break;
-    case 2: launch_with(cache_one_launch_kernel<T, 2>); break;
-    case 4: launch_with(cache_one_launch_kernel<T, 4>); break;
-    default: launch_with(cache_one_launch_kernel<T, 8>); break;
-  }
+      out, partial_max, partial_sum, partial_acc, slot_ids, cache_lengths, new_lengths, launch);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -332,10 +437,7 @@ void cached_attention_one_launch(T* out, float* workspace, int32_t* tickets, con
                                            const int32_t*, const CachedAttentionShape&, cudaStream_t);             \
   template void cached_attention_forward<T>(T*, float*, const T*, const T*, const T*, const int32_t*,              \
                                             const int32_t*, const int32_t*, const CachedAttentionShape&, int,      \
-                                            cudaStream_t);                                                     \
-  template void cached_attention_one_launch<T>(T*, float*, int32_t*, const T*, const T*, const T*, T*, T*,         \
-                                               const int32_t*, const int32_t*, const int32_t*,                     \
-                                               const CachedAttentionShape&, int, bool, cudaStream_t);
+                                            cudaStream_t);
 SUROGATE_INSTANTIATE_CACHED_ATTENTION(float)
 SUROGATE_INSTANTIATE_CACHED_ATTENTION(__nv_bfloat16)
 SUROGATE_INSTANTIATE_CACHED_ATTENTION(__half)

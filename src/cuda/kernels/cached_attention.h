@@ -27,16 +27,6 @@
 //     Each row divides the keys its tile can see evenly between the splits (at least 32 keys a
 //     split), so a row uses every split block whatever its length.
 //   combine kernel: per (row, position, head, element), the splits' partials merged in order.
-//   cached_attention_one_launch does the append, the splits and the combine in one launch (a
-//     decode step's attention is small: three launches cost more than its reads): the split
-//     blocks read the new positions' keys and values from k and v (block split 0 of tile 0 also
-//     writes them to the cache), and the last split block of a (row, kv head × tile) to finish
-//     (an atomic ticket counter, taken once the block's partials are visible, zeroed again by
-//     that block) merges the tile's partials in split order, skipping the splits that saw no key:
-//     the same expressions as the combine kernel, so the output has the same bits as the append,
-//     forward pair. It waits (griddepcontrol.wait) before it touches memory and lets the next
-//     launch begin at once, so inside a captured graph on sm_90+ it may be launched
-//     programmatically (cuda/dependent_launch.h).
 // Deterministic: fixed split count, fixed reduction orders.
 #pragma once
 
@@ -77,20 +67,5 @@ template <typename T>
 void cached_attention_forward(T* out, float* workspace, const T* q, const T* k_cache, const T* v_cache,
                               const int32_t* slot_ids, const int32_t* cache_lengths, const int32_t* new_lengths,
                               const CachedAttentionShape& shape, int splits, cudaStream_t stream);
-
-// Ticket counters cached_attention_one_launch needs (int32, one per row, kv head and query tile).
-// They must be zero before the first launch; every launch leaves them zero. One launch at a time
-// may use a set (launches on one stream, or one graph replay at a time).
-int64_t cached_attention_tickets(const CachedAttentionShape& shape);
-
-// The append and the attention (cached_attention_append then cached_attention_forward) in one
-// launch, with the same output bits and caches. workspace: cached_attention_workspace_floats;
-// tickets: see above. overlap_previous: a programmatic dependent launch inside a captured graph on
-// sm_90+ (the kernel waits for the previous one before it reads or writes anything).
-template <typename T>
-void cached_attention_one_launch(T* out, float* workspace, int32_t* tickets, const T* q, const T* k, const T* v,
-                                 T* k_cache, T* v_cache, const int32_t* slot_ids, const int32_t* cache_lengths,
-                                 const int32_t* new_lengths, const CachedAttentionShape& shape, int splits,
-                                 bool overlap_previous, cudaStream_t stream);
 
 }  // namespace surogate::cuda

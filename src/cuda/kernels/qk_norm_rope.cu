@@ -3,7 +3,6 @@
 
 #include "cuda/cuda_check.h"
 #include "cuda/kernels/column_sums.cuh"
-#include "cuda/kernels/dependent_launch.cuh"
 #include "cuda/kernels/fp8_epilogue.cuh"
 #include "cuda/kernels/qk_norm_rope.h"
 #include "cuda/kernels/vector_math.cuh"
@@ -83,10 +82,6 @@ template <typename T>
 __global__ void qk_norm_rope_pair_kernel(QkNormRopeTensor<T> q, QkNormRopeTensor<T> k, const float* inv_freq,
                                          const int32_t* position_ids, QkNormRopeShape q_shape, int k_heads,
                                          int64_t q_blocks) {
-  // A programmatic launch (inside a captured graph on sm_90+) waits here for the kernel before it
-  // (the q/k/v products) and lets the next one (the cached attention) be launched.
-  kernels::wait_for_previous_grid();
-  kernels::allow_next_grid();
   if (blockIdx.x < q_blocks) {
     norm_rope_block(q.out, q.rstd, q.input, q.weight, inv_freq, position_ids, q_shape, blockIdx.x);
     return;
@@ -233,8 +228,8 @@ void qk_norm_rope_forward_pair(const QkNormRopeTensor<T>& q, const QkNormRopeTen
   check_shape(k_shape);
   const int64_t q_blocks = forward_blocks(q_shape), blocks = q_blocks + forward_blocks(k_shape);
   if (blocks == 0) return;
-  kernels::launch_dependent(qk_norm_rope_pair_kernel<T>, dim3(static_cast<unsigned>(blocks)), dim3(kThreads), 0, stream,
-                            /*overlap=*/true, q, k, inv_freq, position_ids, q_shape, k_heads, q_blocks);
+  qk_norm_rope_pair_kernel<T><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(q, k, inv_freq, position_ids,
+                                                                                       q_shape, k_heads, q_blocks);
   CUDA_CHECK_LAUNCH();
 }
 
