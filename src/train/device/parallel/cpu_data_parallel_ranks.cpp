@@ -75,101 +75,88 @@
 namespace surogate::train {
 namespace {
 
-// What every CPU rank engine reads of the ranks it belongs to (written before the engines run).
-struct CpuRanksShared {
-  const compiler::ExecutionPlan* plan = nullptr;       // the trainer's (its inputs' ids)
-  const compiler::ExecutionPlan* rank_plan = nullptr;  // what the ranks run (ZeRO-3: weights in gather buffers)
-  std::optional<graph::TensorId> router_aux_loss;      // MoE plans with the router loss
-  std::optional<Fp8State> fp8;                         // fp8_hybrid's scaling state, in each rank's plan
-  std::vector<Fp8WeightCopy> fp8_copies;               // the trained weights' FP8 copies (full fine-tuning)
-  std::vector<size_t> offsets;                         // each trainable tensor's offset in the flat buffer
-  std::vector<size_t> shard_sizes;                     // the all-gather's pieces, one per rank
+// What every CPU replica reads of the ranks it belongs to, beyond the engines' (written before they run).
+struct CpuReplicaShared {
+  std::optional<graph::TensorId> router_aux_loss;  // MoE plans with the router loss
+  std::vector<Fp8WeightCopy> fp8_copies;           // the trained weights' FP8 copies (full fine-tuning)
+  std::vector<size_t> offsets;                     // each trainable tensor's offset in the flat buffer
   double max_grad_norm = 0.0;
 };
 
-class CpuRankEngine final : public ReplicaRankEngine {
+// One CPU rank of the replica strategy (replica_rank_engine.h): its CpuBackend, the flat fp32
+// buffer (ZeRO-1: the summed gradients, then the weights the world all-gathers) or its shard's
+// accumulators (ZeRO-2/3), and the optimizer over its shard.
+class CpuReplicaBackend final : public ReplicaBackend {
 public:
-  explicit CpuRankEngine(const CpuRanksShared& shared) : ReplicaRankEngine(*shared.plan, *shared.rank_plan), shared_(shared) {}
+  CpuReplicaBackend(const ReplicaShared& replica, const CpuReplicaShared& shared) : replica_(replica), shared_(shared) {}
 
-  void run_micro_batches() override {
-    run_batches(backend, [&](const MicroBatch& batch, bool) {
-      backend.execute(batch.bindings());
-      measure_.loss += backend.view<float>(shared_.plan->loss)[0];
-      if (shared_.router_aux_loss) measure_.router_aux_loss += backend.view<float>(*shared_.router_aux_loss)[0];
-      if (kept_ids().empty()) return;
-      KeptOutputs& outputs = kept_.emplace_back();
-      for (graph::TensorId id : kept_ids()) outputs.emplace_back(backend.view<float>(id).begin(), backend.view<float>(id).end());
-    });
+  void set_step_observer(runtime::StepObserverList* observers) override { backend.set_step_observer(observers); }
+  void run(const MicroBatch& batch, bool) override {
+    backend.execute(batch.bindings());
+    measure_.loss += backend.view<float>(replica_.plan->loss)[0];
+    if (shared_.router_aux_loss) measure_.router_aux_loss += backend.view<float>(*shared_.router_aux_loss)[0];
+    if (kept_ids_.empty()) return;
+    KeptOutputs& outputs = kept_.emplace_back();
+    for (graph::TensorId id : kept_ids_) outputs.emplace_back(backend.view<float>(id).begin(), backend.view<float>(id).end());
   }
-
-  // ZeRO-2/3: the rank holds its shard's sums; ZeRO-1: every rank holds the same summed gradients.
-  RankMeasure measure() override {
+  // ZeRO-2/3: the accumulators are the shard's units exactly; ZeRO-1: the flat buffer's run of them.
+  void count_squares(size_t first, size_t end) override {
     if (sharded) {
       const std::span<const float> shard_sums = sharded->accumulators();
       measure_.squares = ops::sum_of_squares(shard_sums.data(), static_cast<int64_t>(shard_sums.size()));
-    } else {
-      measure_.squares = counts_replicated ? ops::sum_of_squares(flat.data(), static_cast<int64_t>(flat.size())) : 0.0;
+      return;
     }
-    return std::exchange(measure_, {});
+    const size_t begin = first == replica_.units ? flat.size() : shared_.offsets[first];
+    const size_t stop = end == replica_.units ? flat.size() : shared_.offsets[end];
+    measure_.squares = ops::sum_of_squares(flat.data() + begin, static_cast<int64_t>(stop - begin));
   }
+  RankMeasure measure(distributed::Communicator&) override { return std::exchange(measure_, {}); }
   bool has_router_aux_loss() const override { return shared_.router_aux_loss.has_value(); }
   void set_grad_norm(double norm) override { grad_norm_ = norm; }
-
-  void step_shard(const OptimizerStep& step) override {
+  void step(const OptimizerStep& step) override {
     if (!optimizer) return;
     clip_slot_gradients(shard_slots, grad_norm_, shared_.max_grad_norm, step.gradient_scale);
     optimizer->step(shard_slots, step);
   }
-
-  // ZeRO-1: through the flat buffer; ZeRO-2 through the bucket staging.
-  void publish_shard() override {
-    if (sharded) {
-      sharded->all_gather(parameters.trainable);
-      return;
-    }
-    train::publish_shard(*communicator, flat.data(), shared_.shard_sizes, DType::F32, shard, parameters.trainable.size(),
-                         cpu_shard_copies(parameters.trainable, shared_.offsets, flat.data()));
+  // ZeRO-2 has no full-size buffer: its bucket staging carries the weights.
+  void* flat_weights() override { return sharded ? nullptr : flat.data(); }
+  ShardCopies shard_copies() override { return cpu_shard_copies(parameters.trainable, shared_.offsets, flat.data()); }
+  void publish_in_buckets() override { sharded->all_gather(parameters.trainable); }
+  void refresh_fp8_weight_copies() override { train::refresh_fp8_weight_copies(backend, shared_.fp8_copies); }
+  float* fp8_state(const Fp8State& fp8) override { return backend.view<float>(fp8.tensor).data(); }
+  void roll_fp8_history(const Fp8State& fp8, int64_t step) override {
+    quant::roll_fp8_history(fp8_state(fp8), fp8.shape.sites, fp8.shape.history, step);
   }
-
-  void finish_update(const OptimizerStep& step) override {
-    refresh_fp8_weight_copies(backend, shared_.fp8_copies);
-    zero_gradients();
-    if (shared_.fp8) {
-      std::span<float> state = backend.view<float>(shared_.fp8->tensor);
-      communicator->all_reduce_amax(state.data(), state.size());
-      quant::roll_fp8_history(state.data(), shared_.fp8->shape.sites, shared_.fp8->shape.history, step.step);
-    }
-  }
-
   // The flat buffer is overwritten by the next step's reduction.
   void zero_gradients() override {
     backend.zero_gradients();
     if (sharded) sharded->zero();
   }
-
   std::vector<StateTensor> optimizer_state() override {
     return optimizer ? optimizer->state_tensors() : std::vector<StateTensor>{};
   }
   size_t gradient_accumulator_bytes() const override { return sharded ? sharded->bytes() : flat.size() * sizeof(float); }
+  void keep_outputs(std::span<const graph::TensorId> tensors) override { kept_ids_.assign(tensors.begin(), tensors.end()); }
+  std::vector<KeptOutputs> take_outputs() override { return std::exchange(kept_, {}); }
 
   runtime::CpuBackend backend;
   CpuParameters parameters;
-  distributed::Shard shard;
   std::vector<ParameterSlot> shard_slots;  // the shard's slots, gradients read from `flat`
   std::unique_ptr<Optimizer> optimizer;    // state for the shard's tensors only (none if empty)
-  std::unique_ptr<distributed::Communicator> communicator;
   std::vector<float> flat;                 // ZeRO-1: gradients in measure(), weights in update()
   std::unique_ptr<CpuShardedGradients> sharded;  // ZeRO-2/3: the shard's accumulators, reduced every micro-batch
   std::unique_ptr<CpuWeightGatherer> gatherer;  // ZeRO-3: the rank's pieces and their gathers
   std::unique_ptr<runtime::StepObserver> quantized_gatherer;  // ZeRO-3: the quantized base's gathers
   std::unique_ptr<CpuGradientReducer> reducer;  // the gradient buckets, during the last micro-batch
   std::vector<float> scratch;                   // ZeRO-3: one weight on its way to or from the host
-  bool counts_replicated = false;  // ZeRO-1: the world's first rank counts the summed gradients
 
 private:
-  const CpuRanksShared& shared_;
+  const ReplicaShared& replica_;
+  const CpuReplicaShared& shared_;
   RankMeasure measure_;  // the step's losses and the rank's share of the squares
   double grad_norm_ = 0.0;
+  std::vector<graph::TensorId> kept_ids_;  // keep_outputs()'s, in the rank's plan
+  std::vector<KeptOutputs> kept_;          // since take_outputs()
 };
 
 // ZeRO-3's host copies of every weight (the trainer's weights() and trainable()).
@@ -185,9 +172,10 @@ public:
     const TrainingDeviceSetup& setup = made.device;
     const Config& config = *setup.config;  // read here only
     check_cpu_backend_options(config);
-    shared_.plan = &plan_;
-    shared_.router_aux_loss = plan_.graph.find_tensor(models::kRouterAuxLoss);
-    shared_.max_grad_norm = config.optimizer.max_grad_norm;
+    replica_.plan = &plan_;
+    replica_.shard_gradients = layout_.shard_gradients;
+    cpu_.router_aux_loss = plan_.graph.find_tensor(models::kRouterAuxLoss);
+    cpu_.max_grad_norm = config.optimizer.max_grad_norm;
     optimizer_name_ = to_string(config.optimizer.algorithm);
     std::unique_ptr<distributed::ProcessWorld> alone;
     distributed::ProcessWorld& world = setup.world != nullptr ? *setup.world : *(alone = distributed::ProcessWorld::single());
@@ -204,30 +192,34 @@ public:
       if (gradient == plan_.parameter_gradients.end()) continue;
       trainable_ids_.push_back(weight_ids_.back());
       gradients.push_back(gradient->second);
-      shared_.offsets.push_back(total);
+      cpu_.offsets.push_back(total);
       sizes.push_back(static_cast<size_t>(graph::shape_numel(spec.shape)));
       total += sizes.back();
     }
     const std::vector<distributed::Shard> shards = distributed::place_shards(sizes, layout_.world_size);
-    shared_.shard_sizes = distributed::shard_sizes(shards);
+    replica_.shard_sizes = distributed::shard_sizes(shards);
     if (layout_.shard_weights) shard_weights(setup, shards, quantized_base_keeping(config.offload));
-    shared_.rank_plan = gathered_plan_ ? &*gathered_plan_ : &plan_;
-    buckets_ = plan_gradient_buckets(*shared_.rank_plan, gradients, sizes, shards,
+    replica_.rank_plan = gathered_plan_ ? &*gathered_plan_ : &plan_;
+    buckets_ = plan_gradient_buckets(*replica_.rank_plan, gradients, sizes, shards,
                                      std::max<size_t>(1, setup.gradient_bucket_bytes / sizeof(float)), layout_.shard_gradients);
+    replica_.units = trainable_ids_.size();
     for (int r = 0; r < layout_.local_ranks; ++r) {
-      auto rank = std::make_unique<CpuRankEngine>(shared_);
-      rank->backend.load(*shared_.rank_plan, sequence_groups_.registry(r, *setup.registry));
-      rank->parameters = bind_cpu_parameters(rank->backend, *shared_.rank_plan, setup.specs);
-      rank->communicator = std::move(communicators[static_cast<size_t>(r)]);
-      ranks_.push_back(std::move(rank));
+      auto engine = std::make_unique<ReplicaRankEngine>(replica_, layout_.first_rank + r);
+      auto replica = std::make_unique<CpuReplicaBackend>(replica_, cpu_);
+      replica->backend.load(*replica_.rank_plan, sequence_groups_.registry(r, *setup.registry));
+      replica->parameters = bind_cpu_parameters(replica->backend, *replica_.rank_plan, setup.specs);
+      engine->world = std::move(communicators[static_cast<size_t>(r)]);
+      replicas_.push_back(replica.get());
+      engine->backend = std::move(replica);
+      ranks_.push_back(std::move(engine));
     }
-    if ((shared_.fp8 = fp8_state(plan_))) {
-      for (auto& rank : ranks_) std::ranges::fill(rank->backend.view<float>(shared_.fp8->tensor), 0.0f);
+    if ((replica_.fp8 = fp8_state(plan_))) {
+      for (CpuReplicaBackend* replica : replicas_) std::ranges::fill(replica->backend.view<float>(replica_.fp8->tensor), 0.0f);
     }
-    shared_.fp8_copies = fp8_weight_copies(plan_);
+    cpu_.fp8_copies = fp8_weight_copies(plan_);
     for (int r = 0; r < layout_.local_ranks; ++r) {
-      set_up_rank(*ranks_[static_cast<size_t>(r)], r, shards[static_cast<size_t>(layout_.first_rank + r)], total,
-                  gradients, config.optimizer);
+      set_up_rank(*ranks_[static_cast<size_t>(r)], *replicas_[static_cast<size_t>(r)], r,
+                  shards[static_cast<size_t>(layout_.first_rank + r)], total, gradients, config.optimizer);
     }
   }
 
@@ -238,16 +230,16 @@ public:
                        layout_.describe(), layout_.spans_processes() ? "rank threads in each process" : "threads of this process");
   }
   std::span<const WeightView> weights() const override {
-    return gathered_plan_ ? std::span<const WeightView>(host_.weights) : ranks_[0]->parameters.weights;
+    return gathered_plan_ ? std::span<const WeightView>(host_.weights) : replicas_[0]->parameters.weights;
   }
   std::span<const WeightView> trainable() const override {
-    return gathered_plan_ ? std::span<const WeightView>(host_.trainable) : ranks_[0]->parameters.trainable;
+    return gathered_plan_ ? std::span<const WeightView>(host_.trainable) : replicas_[0]->parameters.trainable;
   }
   bool host_views_are_live() const override { return true; }
   // The same on every rank after each step's all-reduce: rank 0's.
   std::optional<StateTensor> fp8_state_tensor() override {
-    if (!shared_.fp8) return std::nullopt;
-    return shared_.fp8->state_tensor(ranks_[0]->backend.view<float>(shared_.fp8->tensor).data());
+    if (!replica_.fp8) return std::nullopt;
+    return replica_.fp8->state_tensor(replicas_[0]->backend.view<float>(replica_.fp8->tensor).data());
   }
   std::unique_ptr<Evaluator> make_evaluator(const EvaluatorSetup& setup) override {
     return make_cpu_evaluator(setup, weights(), quantized_);
@@ -258,33 +250,34 @@ public:
       quantized_base_->keep(plan_, weight, quantized_.back().pieces);  // ZeRO-3: shared out, or the host image
       return;
     }
-    for (auto& rank : ranks_) write_quantized(rank->backend, plan_, weight, quantized_.back().pieces);
+    for (CpuReplicaBackend* replica : replicas_) write_quantized(replica->backend, plan_, weight, quantized_.back().pieces);
   }
 
   // Every rank starts from rank 0's parameters (frozen ones included) and scaling state; the
   // optimizer state needs nothing (each rank's own shard is what optimizer_state() views).
   void upload() override {
     threads_.run([&](int r) {
-      CpuRankEngine& rank = *ranks_[static_cast<size_t>(r)];
+      CpuReplicaBackend& rank = *replicas_[static_cast<size_t>(r)];
+      distributed::Communicator& world = *ranks_[static_cast<size_t>(r)]->world;
       if (rank.gatherer) {
-        upload_shards(rank);
+        upload_shards(rank, world);
       } else {
         for (const WeightView& weight : rank.parameters.weights) {
-          rank.communicator->broadcast(weight.values.data(), weight.values.size(), DType::F32, 0);
+          world.broadcast(weight.values.data(), weight.values.size(), DType::F32, 0);
         }
       }
-      if (shared_.fp8) {
-        std::span<float> state = rank.backend.view<float>(shared_.fp8->tensor);
-        rank.communicator->broadcast(state.data(), state.size(), DType::F32, 0);
+      if (replica_.fp8) {
+        std::span<float> state = rank.backend.view<float>(replica_.fp8->tensor);
+        world.broadcast(state.data(), state.size(), DType::F32, 0);
       }
-      refresh_fp8_weight_copies(rank.backend, shared_.fp8_copies);
+      refresh_fp8_weight_copies(rank.backend, cpu_.fp8_copies);
     });
   }
   // ZeRO-3: each trainable weight is broadcast from its owner and the first local rank writes the
   // host copy.
   void download_weight_shards() override {
     threads_.run([&](int r) {
-      CpuRankEngine& rank = *ranks_[static_cast<size_t>(r)];
+      CpuReplicaBackend& rank = *replicas_[static_cast<size_t>(r)];
       std::vector<size_t> counts;
       std::vector<int> owners;
       for (size_t unit = 0; unit < trainable_ids_.size(); ++unit) {
@@ -292,7 +285,7 @@ public:
         owners.push_back(rank.gatherer->owner(trainable_ids_[unit]));
       }
       download_through_scratch(
-          {*rank.communicator, rank.scratch.data(), scratch_elements_, r == 0}, counts, owners,
+          {*ranks_[static_cast<size_t>(r)]->world, rank.scratch.data(), scratch_elements_, r == 0}, counts, owners,
           [&](size_t unit, size_t first, size_t count) {
             std::copy_n(rank.gatherer->owned(trainable_ids_[unit]).begin() + static_cast<std::ptrdiff_t>(first), count,
                         rank.scratch.begin());
@@ -305,40 +298,40 @@ public:
   // ZeRO-1/2: every rank holds the same weights after a step; rank 0's are the host's.
   void download() override {}
   bool replicas_hold_weights() const override { return !gathered_plan_ && layout_.sequence_size == 1; }
-  const runtime::Backend& replica_weights(int local_rank) override { return ranks_[static_cast<size_t>(local_rank)]->backend; }
+  const runtime::Backend& replica_weights(int local_rank) override { return replicas_[static_cast<size_t>(local_rank)]->backend; }
 
 private:
   // A rank's shard, its replica reduction, ZeRO-3's gatherers and its optimizer.
-  void set_up_rank(CpuRankEngine& rank, int r, const distributed::Shard& shard, size_t total,
-                   std::span<const graph::TensorId> gradients, const config::Optimizer& optimizer) {
-    rank.shard = shard;
-    rank.counts_replicated = layout_.first_rank + r == 0;
+  void set_up_rank(ReplicaRankEngine& engine, CpuReplicaBackend& rank, int r, const distributed::Shard& shard,
+                   size_t total, std::span<const graph::TensorId> gradients, const config::Optimizer& optimizer) {
+    engine.shard = shard;
+    distributed::Communicator& world = *engine.world;
     if (!layout_.shard_gradients) rank.flat.assign(total, 0.0f);
     if (gathered_plan_) {
-      rank.gatherer = std::make_unique<CpuWeightGatherer>(gathering_, layout_.first_rank + r, rank.backend, *rank.communicator);
+      rank.gatherer = std::make_unique<CpuWeightGatherer>(gathering_, layout_.first_rank + r, rank.backend, world);
       rank.scratch.resize(scratch_elements_);
-      rank.first_batches.add(rank.gatherer.get());
-      rank.last_batch.add(rank.gatherer.get());
+      engine.first_batches.add(rank.gatherer.get());
+      engine.last_batch.add(rank.gatherer.get());
       if (quantized_base_->gathered()) {
-        rank.quantized_gatherer = quantized_base_->gatherer(r, rank.backend, *rank.communicator);
-        rank.first_batches.add(rank.quantized_gatherer.get());
-        rank.last_batch.add(rank.quantized_gatherer.get());
+        rank.quantized_gatherer = quantized_base_->gatherer(r, rank.backend, world);
+        engine.first_batches.add(rank.quantized_gatherer.get());
+        engine.last_batch.add(rank.quantized_gatherer.get());
       }
     }
     if (layout_.shard_gradients) {
       std::vector<std::span<float>> views;
       for (graph::TensorId id : gradients) views.push_back(rank.backend.view<float>(id));
-      rank.sharded = std::make_unique<CpuShardedGradients>(buckets_, std::move(views), rank.shard, *rank.communicator);
-      rank.first_batches.add(rank.sharded.get());
-      rank.last_batch.add(rank.sharded.get());
+      rank.sharded = std::make_unique<CpuShardedGradients>(buckets_, std::move(views), engine.shard, world);
+      engine.first_batches.add(rank.sharded.get());
+      engine.last_batch.add(rank.sharded.get());
     } else {
-      rank.reducer = std::make_unique<CpuGradientReducer>(buckets_, rank.parameters.gradients, shared_.offsets,
-                                                          rank.flat.data(), *rank.communicator);
-      rank.last_batch.add(rank.reducer.get());
+      rank.reducer = std::make_unique<CpuGradientReducer>(buckets_, rank.parameters.gradients, cpu_.offsets,
+                                                          rank.flat.data(), world);
+      engine.last_batch.add(rank.reducer.get());
     }
-    for (size_t unit = rank.shard.first_unit; unit < rank.shard.end_unit; ++unit) {
+    for (size_t unit = shard.first_unit; unit < shard.end_unit; ++unit) {
       ParameterSlot slot = rank.parameters.slots[unit];
-      slot.gradient = rank.sharded ? rank.sharded->accumulator(unit) : rank.flat.data() + shared_.offsets[unit];
+      slot.gradient = rank.sharded ? rank.sharded->accumulator(unit) : rank.flat.data() + cpu_.offsets[unit];
       // ZeRO-3: the master is the rank's own copy, which the gathers read.
       if (rank.gatherer) slot.master = rank.gatherer->owned(trainable_ids_[unit]).data();
       rank.shard_slots.push_back(slot);
@@ -370,11 +363,11 @@ private:
 
   // ZeRO-3 upload: each weight broadcast from global rank 0's host copy; its owner keeps it.
   // A chunk is the largest weight: one broadcast per weight.
-  void upload_shards(CpuRankEngine& rank) {
+  void upload_shards(CpuReplicaBackend& rank, distributed::Communicator& world) {
     std::vector<size_t> counts;
     for (const WeightView& weight : host_.weights) counts.push_back(weight.values.size());
     upload_through_scratch(
-        {*rank.communicator, rank.scratch.data(), scratch_elements_}, counts,
+        {world, rank.scratch.data(), scratch_elements_}, counts,
         [&](size_t i, size_t first, size_t count) {
           std::copy_n(host_.weights[i].values.begin() + static_cast<std::ptrdiff_t>(first), count, rank.scratch.begin());
         },
@@ -387,9 +380,11 @@ private:
   distributed::ParallelLayout layout_;
   distributed::RankThreads& threads_;
   const compiler::ExecutionPlan& plan_;
-  CpuRanksShared shared_;
+  ReplicaShared replica_;
+  CpuReplicaShared cpu_;
   SequenceGroups sequence_groups_;  // sequence parallelism: each rank's group and exchange ops
-  std::vector<std::unique_ptr<CpuRankEngine>> ranks_;
+  std::vector<std::unique_ptr<ReplicaRankEngine>> ranks_;
+  std::vector<CpuReplicaBackend*> replicas_;  // each rank's backend (owned by its engine)
   std::vector<StoredQuantizedWeight> quantized_;  // QLoRA's base, kept for the evaluator's backend
   std::vector<graph::TensorId> weight_ids_;     // every spec's tensor, in spec order
   std::vector<graph::TensorId> trainable_ids_;  // the trainable ones (the flat buffer's units)

@@ -74,44 +74,38 @@
 namespace surogate::train {
 namespace {
 
-// What every GPU rank engine reads of the ranks it belongs to (written before the engines run).
-struct CudaRanksShared {
-  const compiler::ExecutionPlan* plan = nullptr;       // the trainer's (its inputs' ids)
-  const compiler::ExecutionPlan* rank_plan = nullptr;  // what the ranks run (ZeRO-3: weights in gather buffers)
-  const CudaTrainableLayout* trainable_layout = nullptr;
-  std::vector<size_t> shard_sizes;  // the collectives' pieces (elements of the flat buffers), one per rank
-  std::optional<Fp8State> fp8;      // fp8_hybrid's scaling state (in each GPU's plan)
-  int64_t max_micro_batches = 1;    // a rank's in one step: gradient_accumulation_steps
-};
-
 float* fp8_device(const Fp8State& fp8, CudaRankState& state) {
   return static_cast<float*>(state.backend().device_address(fp8.tensor));
 }
 
-class CudaRankEngine final : public ReplicaRankEngine {
+// One GPU rank of the replica strategy (replica_rank_engine.h): its CudaRankState, the side stream
+// with its own NCCL communicator (the gradient buckets, ZeRO-3's gathers) and the reduction's
+// objects. Everything is enqueued on the rank's streams.
+class CudaReplicaBackend final : public ReplicaBackend {
 public:
-  explicit CudaRankEngine(const CudaRanksShared& shared) : ReplicaRankEngine(*shared.plan, *shared.rank_plan), shared_(shared) {}
+  // `plan`: the one the rank runs; `max_micro_batches`: a rank's in one step.
+  CudaReplicaBackend(const compiler::ExecutionPlan& plan, int64_t max_micro_batches)
+      : plan_(plan), max_micro_batches_(max_micro_batches) {}
 
+  void set_step_observer(runtime::StepObserverList* observers) override { state->backend().set_step_observer(observers); }
   // Only enqueued: the last micro-batch's backward reduces the gradient buckets on the side stream
   // (and under ZeRO-3 every micro-batch gathers its weights there).
-  void run_micro_batches() override {
-    run_batches(state->backend(), [&](const MicroBatch& batch, bool last) {
-      state->accumulate(batch.bindings(), !last && !sharded);
-      if (outputs) outputs->record(state->backend());
-    });
+  void run(const MicroBatch& batch, bool last) override {
+    state->accumulate(batch.bindings(), !last && !sharded);
+    if (outputs) outputs->record(state->backend());
+  }
+  void finish_batches() override {
     if (sharded) sharded->finish();
     else reducer->finish();
   }
-
-  // ZeRO-2/3: each rank counts its shard's squares; ZeRO-1: every rank holds the same summed
-  // gradients (NCCL gives every rank the same bits).
-  RankMeasure measure() override {
-    if (sharded) state->gradient_norm(shard.first_unit, shard.end_unit);
-    else state->gradient_norm(0, shared_.trainable_layout->entries.size());
+  // The norm of the units and (ZeRO-1) the clip factor from it, on the device; NCCL gives every
+  // ZeRO-1 rank the same summed bits.
+  void count_squares(size_t first, size_t end) override { state->gradient_norm(first, end); }
+  RankMeasure measure(distributed::Communicator& world) override {
     side_communicator->synchronize();
-    communicator->synchronize();
+    world.synchronize();
     const double norm = state->clip().norm();
-    RankMeasure measure{state->loss_sum(), sharded || counts_replicated ? norm * norm : 0.0, 0.0};
+    RankMeasure measure{state->loss_sum(), norm * norm, 0.0};
     measure.router_aux_loss = state->router_aux_loss_sum().value_or(0.0);  // after loss_sum()
     return measure;
   }
@@ -120,27 +114,20 @@ public:
   void set_grad_norm(double norm) override {
     if (sharded) state->clip().set_from_norm(norm);
   }
-
-  void step_shard(const OptimizerStep& step) override {
+  void step(const OptimizerStep& step) override {
     // fp16 loss scaling is the CPU emulation's in this build (torch_dtype: float16 is refused on CUDA).
     SUROGATE_CHECK(step.gradient_scale == 1.0, "no gradient scale on the CUDA backend");
     state->step(step);
   }
   // Every rank's updated masters to every rank, and the bf16 weights from them.
-  void publish_shard() override {
-    train::publish_shard(*communicator, state->masters().data(), shared_.shard_sizes, DType::F32, shard,
-                         shared_.trainable_layout->entries.size(), cuda_shard_copies(*state));
-  }
-  void finish_update(const OptimizerStep& step) override {
-    state->refresh_fp8_weight_copies();
-    state->accumulators().zero();
-    if (const std::optional<Fp8State>& fp8 = shared_.fp8) {
-      communicator->all_reduce_amax(fp8_device(*fp8, *state), static_cast<size_t>(fp8->shape.floats()));
-      cuda::fp8_roll_history(fp8_device(*fp8, *state), fp8->shape.sites, fp8->shape.history, step.step, state->stream());
-    }
+  void* flat_weights() override { return state->masters().data(); }
+  ShardCopies shard_copies() override { return cuda_shard_copies(*state); }
+  void refresh_fp8_weight_copies() override { state->refresh_fp8_weight_copies(); }
+  float* fp8_state(const Fp8State& fp8) override { return fp8_device(fp8, *state); }
+  void roll_fp8_history(const Fp8State& fp8, int64_t step) override {
+    cuda::fp8_roll_history(fp8_device(fp8, *state), fp8.shape.sites, fp8.shape.history, step, state->stream());
   }
   void zero_gradients() override { state->accumulators().zero(); }
-
   std::vector<StateTensor> optimizer_state() override {
     return state->optimizer() ? state->optimizer()->state_tensors() : std::vector<StateTensor>{};
   }
@@ -149,19 +136,16 @@ public:
   }
   // surogate dpo's per-sequence outputs, copied after each micro-batch (made on the rank's thread).
   void keep_outputs(std::span<const graph::TensorId> tensors) override {
-    ReplicaRankEngine::keep_outputs(tensors);
     outputs.reset();
-    if (kept_ids().empty()) return;
-    outputs = std::make_unique<CudaOutputReadback>(
-        *shared_.rank_plan, std::vector<graph::TensorId>(kept_ids().begin(), kept_ids().end()), shared_.max_micro_batches);
+    if (tensors.empty()) return;
+    outputs = std::make_unique<CudaOutputReadback>(plan_, std::vector<graph::TensorId>(tensors.begin(), tensors.end()),
+                                                   max_micro_batches_);
   }
   std::vector<KeptOutputs> take_outputs() override {
     return outputs ? outputs->take(state->stream()) : std::vector<KeptOutputs>{};
   }
 
   std::unique_ptr<CudaRankState> state;
-  std::unique_ptr<distributed::Communicator> communicator;  // on the backend's stream
-  distributed::Shard shard;
   // The side stream and its own NCCL communicator: the gradient buckets, ZeRO-3's gathers.
   std::optional<cuda::Stream> side;
   std::unique_ptr<distributed::Communicator> side_communicator;
@@ -172,11 +156,11 @@ public:
   std::unique_ptr<CudaWeightGatherer> gatherer;
   std::unique_ptr<CudaWeightGatherer> quantized_gatherer;  // ZeRO-3: the quantized base's gathers
   cuda::DeviceBuffer<float> scratch;        // ZeRO-3: a chunk of a weight on its way to or from the host
-  bool counts_replicated = false;  // ZeRO-1: the world's first rank counts the summed gradients
   std::unique_ptr<CudaOutputReadback> outputs;  // keep_outputs()'s, when asked for
 
 private:
-  const CudaRanksShared& shared_;
+  const compiler::ExecutionPlan& plan_;
+  int64_t max_micro_batches_;
 };
 
 class CudaDataParallelRanks final : public BackendRanks {
@@ -195,13 +179,14 @@ public:
     optimizer_name_ = to_string(config.optimizer.algorithm);
     time_breakdown_ = config.logging.debug_time_breakdown;
     offload_optimizer_ = config.offload.offload_optimizer;
-    shared_.plan = &plan_;
-    shared_.trainable_layout = &trainable_layout_;
-    shared_.max_micro_batches = std::max<int64_t>(1, config.schedule.gradient_accumulation_steps);
+    replica_.plan = &plan_;
+    replica_.shard_gradients = layout_.shard_gradients;
+    replica_.units = trainable_layout_.entries.size();
+    max_micro_batches_ = std::max<int64_t>(1, config.schedule.gradient_accumulation_steps);
     host_ = cuda_host_weights(setup.specs, trainable_layout_);  // rank 0's host copies
     const std::vector<size_t> sizes = trainable_layout_.unit_sizes();
     const std::vector<distributed::Shard> shards = distributed::place_shards(sizes, layout_.world_size);
-    shared_.shard_sizes = distributed::shard_sizes(shards);
+    replica_.shard_sizes = distributed::shard_sizes(shards);
     std::vector<graph::TensorId> trainable_ids, gradients;
     for (const CudaTrainable& entry : trainable_layout_.entries) {
       trainable_ids.push_back(entry.parameter);
@@ -218,19 +203,25 @@ public:
       quantized_base_.emplace(*gathered_plan_, quantized_base_keeping(config.offload), layout_.world_size,
                               layout_.first_rank, layout_.local_ranks);
     }
-    shared_.rank_plan = gathered_plan_ ? &*gathered_plan_ : &plan_;
+    replica_.rank_plan = gathered_plan_ ? &*gathered_plan_ : &plan_;
     const size_t accumulator_bytes = bf16_gradients_ ? 2 : sizeof(float);
-    buckets_ = plan_gradient_buckets(*shared_.rank_plan, gradients, sizes, shards,
+    buckets_ = plan_gradient_buckets(*replica_.rank_plan, gradients, sizes, shards,
                                      std::max<size_t>(1, setup.gradient_bucket_bytes / accumulator_bytes),
                                      layout_.shard_gradients);
-    for (int r = 0; r < layout_.local_ranks; ++r) ranks_.push_back(std::make_unique<CudaRankEngine>(shared_));
+    for (int r = 0; r < layout_.local_ranks; ++r) {
+      auto engine = std::make_unique<ReplicaRankEngine>(replica_, layout_.first_rank + r);
+      auto replica = std::make_unique<CudaReplicaBackend>(*replica_.rank_plan, max_micro_batches_);
+      replicas_.push_back(replica.get());
+      engine->backend = std::move(replica);
+      ranks_.push_back(std::move(engine));
+    }
     try {
       connect_ranks(setup, shards);
     } catch (...) {
       release_ranks();
       throw;
     }
-    if ((shared_.fp8 = fp8_state(plan_))) fp8_host_.assign(static_cast<size_t>(shared_.fp8->shape.floats()), 0.0f);
+    if ((replica_.fp8 = fp8_state(plan_))) fp8_host_.assign(static_cast<size_t>(replica_.fp8->shape.floats()), 0.0f);
   }
 
   ~CudaDataParallelRanks() override { release_ranks(); }
@@ -251,15 +242,15 @@ public:
   bool host_views_are_live() const override { return offload_optimizer_; }
   // The same on every GPU after each step's all-reduce; its host copy is rank 0's.
   std::optional<StateTensor> fp8_state_tensor() override {
-    if (!shared_.fp8) return std::nullopt;
-    return shared_.fp8->state_tensor(fp8_host_.data());
+    if (!replica_.fp8) return std::nullopt;
+    return replica_.fp8->state_tensor(fp8_host_.data());
   }
 
   std::vector<std::pair<std::string, double>> time_breakdown() override {
     if (!time_breakdown_) return {};
     std::vector<std::pair<std::string, double>> times;
     threads_.run([&](int r) {
-      if (r == 0) times = ranks_[0]->state->backend().time_breakdown();
+      if (r == 0) times = replicas_[0]->state->backend().time_breakdown();
     });
     return times;
   }
@@ -269,9 +260,9 @@ public:
     threads_.run([&](int r) {
       if (r != 0) return;
       // ZeRO-3: no GPU keeps the whole weights; the evaluator gathers them from the host copies.
-      inner = gathered_plan_ ? make_cuda_gathering_evaluator(setup, ranks_[0]->state->backend(), host_.weights,
+      inner = gathered_plan_ ? make_cuda_gathering_evaluator(setup, replicas_[0]->state->backend(), host_.weights,
                                                              quantized_pieces())
-                             : make_cuda_evaluator(setup, ranks_[0]->state->backend());
+                             : make_cuda_evaluator(setup, replicas_[0]->state->backend());
     });
     return on_rank_zero(threads_, std::move(inner));
   }
@@ -281,7 +272,7 @@ public:
       threads_.run([&](int r) { quantized_base_->keep(r, weight, pieces); });  // ZeRO-3: shared out, or the image
       return;
     }
-    threads_.run([&](int r) { write_quantized(ranks_[static_cast<size_t>(r)]->state->backend(), plan_, weight, pieces); });
+    threads_.run([&](int r) { write_quantized(replicas_[static_cast<size_t>(r)]->state->backend(), plan_, weight, pieces); });
   }
 
   // Rank 0's GPU gets the host copies; every other GPU receives its bf16 weights (frozen ones
@@ -296,27 +287,27 @@ public:
     }
     threads_.run([&](int r) {
       if (r != 0 || layout_.first_rank != 0) return;
-      ranks_[0]->state->upload_weights(host_.weights);
+      replicas_[0]->state->upload_weights(host_.weights);
       upload_fp8_state();
     });
     threads_.run([&](int r) {
-      CudaRankEngine& rank = *ranks_[static_cast<size_t>(r)];
+      CudaReplicaBackend& rank = *replicas_[static_cast<size_t>(r)];
       CudaRankState& state = *rank.state;
+      distributed::Communicator& world = *ranks_[static_cast<size_t>(r)]->world;
       for (size_t i = 0; i < host_.weights.size(); ++i) {
-        rank.communicator->broadcast(state.backend().device_address(trainable_layout_.ids[i]),
+        world.broadcast(state.backend().device_address(trainable_layout_.ids[i]),
                                      host_.weights[i].values.size(), DType::BF16, 0);
       }
-      rank.communicator->broadcast(state.masters().data(), static_cast<size_t>(trainable_layout_.total), DType::F32, 0);
-      finish_upload(rank);
+      world.broadcast(state.masters().data(), static_cast<size_t>(trainable_layout_.total), DType::F32, 0);
+      finish_upload(r);
     });
   }
 
   // ZeRO-3: the trainable weights' masters into the host copies, each from its owner.
   void download_weight_shards() override {
     threads_.run([&](int r) {
-      CudaRankEngine& rank = *ranks_[static_cast<size_t>(r)];
-      train::download_weight_shards(transfer(rank, r), trainable_layout_, host_.weights);
-      rank.communicator->synchronize();
+      train::download_weight_shards(transfer(r), trainable_layout_, host_.weights);
+      ranks_[static_cast<size_t>(r)]->world->synchronize();
     });
   }
 
@@ -325,11 +316,11 @@ public:
   // host view.
   void download() override {
     threads_.run([&](int r) {
-      CudaRankState& state = *ranks_[static_cast<size_t>(r)]->state;
+      CudaRankState& state = *replicas_[static_cast<size_t>(r)]->state;
       if (r == 0 && !gathered_plan_) state.download_trainable(host_.weights);
       if (state.optimizer()) state.optimizer()->download(state.stream());
-      if (r == 0 && shared_.fp8) {
-        CUDA_CHECK(cudaMemcpyAsync(fp8_host_.data(), fp8_device(*shared_.fp8, state), fp8_host_.size() * sizeof(float),
+      if (r == 0 && replica_.fp8) {
+        CUDA_CHECK(cudaMemcpyAsync(fp8_host_.data(), fp8_device(*replica_.fp8, state), fp8_host_.size() * sizeof(float),
                                    cudaMemcpyDeviceToHost, state.stream()));
       }
       state.synchronize();
@@ -338,7 +329,7 @@ public:
   bool replicas_hold_weights() const override { return !gathered_plan_ && layout_.sequence_size == 1; }
   // The publish and the FP8 copies were only enqueued on the rank's streams.
   const runtime::Backend& replica_weights(int local_rank) override {
-    CudaRankEngine& rank = *ranks_[static_cast<size_t>(local_rank)];
+    CudaReplicaBackend& rank = *replicas_[static_cast<size_t>(local_rank)];
     if (rank.side) rank.side->synchronize();
     rank.state->synchronize();
     return rank.state->backend();
@@ -350,10 +341,9 @@ private:
   void connect_ranks(const TrainingDeviceSetup& setup, const std::vector<distributed::Shard>& shards) {
     threads_.run([&](int r) {
       CUDA_CHECK(cudaSetDevice(layout_.first_device + r));
-      CudaRankEngine& rank = *ranks_[static_cast<size_t>(r)];
+      CudaReplicaBackend& rank = *replicas_[static_cast<size_t>(r)];
       const int global = layout_.first_rank + r;
-      rank.shard = shards[static_cast<size_t>(global)];
-      rank.counts_replicated = global == 0;
+      const distributed::Shard& shard = ranks_[static_cast<size_t>(r)]->shard = shards[static_cast<size_t>(global)];
       TrainingDeviceSetup rank_setup = setup;
       if (gathered_plan_) rank_setup.plan = &*gathered_plan_;
       if (const runtime::CudaOpTable* table = sequence_groups_.table(r)) rank_setup.cuda_ops = table;
@@ -364,14 +354,14 @@ private:
         rank.scratch = cuda::DeviceBuffer<float>(kTransferChunkElements);
         quantized_base_->allocate(r);
       }
-      rank.state = std::make_unique<CudaRankState>(rank_setup, trainable_layout_, rank.shard.first_unit,
-                                                   rank.shard.end_unit, gathered_plan_ ? &rank.weight_shard : nullptr,
+      rank.state = std::make_unique<CudaRankState>(rank_setup, trainable_layout_, shard.first_unit,
+                                                   shard.end_unit, gathered_plan_ ? &rank.weight_shard : nullptr,
                                                    layout_.shard_gradients);
       rank.side.emplace();
       CUDA_CHECK(cudaDeviceSynchronize());  // the owned buffer zeroed before anything reads it
     });
     std::vector<void*> streams, sides;
-    for (const auto& rank : ranks_) {
+    for (const CudaReplicaBackend* rank : replicas_) {
       streams.push_back(rank->state->stream());
       sides.push_back(rank->side->get());
     }
@@ -382,54 +372,54 @@ private:
     std::vector<std::unique_ptr<distributed::Communicator>> side_communicators = distributed::connect_nccl_world(
         threads_, world, layout_.first_rank, layout_.world_size, layout_.first_device, sides);
     threads_.run([&](int r) {
-      CudaRankEngine& rank = *ranks_[static_cast<size_t>(r)];
-      rank.communicator = std::move(communicators[static_cast<size_t>(r)]);
-      rank.side_communicator = std::move(side_communicators[static_cast<size_t>(r)]);
-      set_up_reduction(rank, r);
+      ranks_[static_cast<size_t>(r)]->world = std::move(communicators[static_cast<size_t>(r)]);
+      replicas_[static_cast<size_t>(r)]->side_communicator = std::move(side_communicators[static_cast<size_t>(r)]);
+      set_up_reduction(*ranks_[static_cast<size_t>(r)], *replicas_[static_cast<size_t>(r)], r);
     });
     sequence_groups_.connect(threads_, world, layout_, streams, "sequence");
   }
 
   // ZeRO-3's gatherers, and the replica reduction (the step observers of each micro-batch).
-  void set_up_reduction(CudaRankEngine& rank, int r) {
+  void set_up_reduction(ReplicaRankEngine& engine, CudaReplicaBackend& rank, int r) {
     if (gathered_plan_) {
       rank.gatherer = std::make_unique<CudaWeightGatherer>(gathering_, rank.state->backend(), rank.side->get(),
                                                            all_gather_fill(rank.weight_shard, *rank.side_communicator));
-      rank.first_batches.add(rank.gatherer.get());
-      rank.last_batch.add(rank.gatherer.get());
+      engine.first_batches.add(rank.gatherer.get());
+      engine.last_batch.add(rank.gatherer.get());
       if (quantized_base_->gathered()) {
         rank.quantized_gatherer = std::make_unique<CudaWeightGatherer>(
             quantized_base_->gathering(), rank.state->backend(), rank.side->get(),
             quantized_base_->fill(r, *rank.side_communicator));
-        rank.first_batches.add(rank.quantized_gatherer.get());
-        rank.last_batch.add(rank.quantized_gatherer.get());
+        engine.first_batches.add(rank.quantized_gatherer.get());
+        engine.last_batch.add(rank.quantized_gatherer.get());
       }
     }
     if (layout_.shard_gradients) {
-      rank.sharded = std::make_unique<CudaShardedGradients>(buckets_, trainable_layout_, *rank.state, rank.shard,
+      rank.sharded = std::make_unique<CudaShardedGradients>(buckets_, trainable_layout_, *rank.state, engine.shard,
                                                             rank.side->get(), *rank.side_communicator);
-      rank.first_batches.add(rank.sharded.get());
-      rank.last_batch.add(rank.sharded.get());
+      engine.first_batches.add(rank.sharded.get());
+      engine.last_batch.add(rank.sharded.get());
     } else {
       rank.reducer = std::make_unique<CudaGradientReducer>(buckets_, *rank.state, rank.side->get(),
                                                            *rank.side_communicator);
-      rank.last_batch.add(rank.reducer.get());
+      engine.last_batch.add(rank.reducer.get());
     }
   }
 
   // Rank 0 (of the world): fp8_hybrid's scaling state from its host copy.
   void upload_fp8_state() {
-    if (!shared_.fp8) return;
-    CUDA_CHECK(cudaMemcpy(fp8_device(*shared_.fp8, *ranks_[0]->state), fp8_host_.data(),
+    if (!replica_.fp8) return;
+    CUDA_CHECK(cudaMemcpy(fp8_device(*replica_.fp8, *replicas_[0]->state), fp8_host_.data(),
                           fp8_host_.size() * sizeof(float), cudaMemcpyHostToDevice));
   }
   // Every rank, after its weights: the scaling state from rank 0, the FP8 copies, the optimizer state.
-  void finish_upload(CudaRankEngine& rank) {
-    CudaRankState& state = *rank.state;
-    if (shared_.fp8) rank.communicator->broadcast(fp8_device(*shared_.fp8, state), fp8_host_.size(), DType::F32, 0);
+  void finish_upload(int r) {
+    CudaRankState& state = *replicas_[static_cast<size_t>(r)]->state;
+    distributed::Communicator& world = *ranks_[static_cast<size_t>(r)]->world;
+    if (replica_.fp8) world.broadcast(fp8_device(*replica_.fp8, state), fp8_host_.size(), DType::F32, 0);
     state.refresh_fp8_weight_copies();
     if (state.optimizer()) state.optimizer()->upload(state.stream());
-    rank.communicator->synchronize();
+    world.synchronize();
   }
 
   // ZeRO-3 (cuda_weight_transfer.h): rank 0 writes fp8_hybrid's scaling state first (as upload()
@@ -439,9 +429,8 @@ private:
       if (r == 0 && layout_.first_rank == 0) upload_fp8_state();
     });
     threads_.run([&](int r) {
-      CudaRankEngine& rank = *ranks_[static_cast<size_t>(r)];
-      upload_weight_shards(transfer(rank, r), trainable_layout_, host_.weights);
-      finish_upload(rank);
+      upload_weight_shards(transfer(r), trainable_layout_, host_.weights);
+      finish_upload(r);
     });
   }
 
@@ -451,15 +440,16 @@ private:
     return [this](const std::string& name) { return quantized_base_->host_piece(name); };
   }
 
-  CudaShardTransfer transfer(CudaRankEngine& rank, int r) {
-    return {*rank.state, *rank.communicator, rank.weight_shard, rank.scratch.data(), r == 0};
+  CudaShardTransfer transfer(int r) {
+    CudaReplicaBackend& rank = *replicas_[static_cast<size_t>(r)];
+    return {*rank.state, *ranks_[static_cast<size_t>(r)]->world, rank.weight_shard, rank.scratch.data(), r == 0};
   }
 
   // Each rank's CUDA objects are released on its own thread (its device current).
   void release_ranks() noexcept {
     try {
       threads_.run([&](int r) {
-        CudaRankEngine& rank = *ranks_[static_cast<size_t>(r)];
+        CudaReplicaBackend& rank = *replicas_[static_cast<size_t>(r)];
         if (rank.side) rank.side->synchronize();
         rank.gatherer.reset();
         rank.quantized_gatherer.reset();
@@ -468,7 +458,7 @@ private:
         rank.sharded.reset();
         rank.side_communicator.reset();
         sequence_groups_.release(r);
-        rank.communicator.reset();
+        ranks_[static_cast<size_t>(r)]->world.reset();
         rank.state.reset();
         rank.side.reset();
         rank.owned = {};
@@ -483,15 +473,17 @@ private:
   distributed::RankThreads& threads_;
   const compiler::ExecutionPlan& plan_;
   CudaTrainableLayout trainable_layout_;
-  CudaRanksShared shared_;
+  ReplicaShared replica_;
   CudaHostWeights host_;
-  std::vector<std::unique_ptr<CudaRankEngine>> ranks_;
+  std::vector<std::unique_ptr<ReplicaRankEngine>> ranks_;
+  std::vector<CudaReplicaBackend*> replicas_;  // each rank's backend (owned by its engine)
   CudaSequenceGroups sequence_groups_;  // sequence parallelism: each rank's kernel table and group
   GradientBuckets buckets_;
   std::optional<compiler::ExecutionPlan> gathered_plan_;  // ZeRO-3: the ranks' plan (weights in gather buffers)
   compiler::WeightGathering gathering_;
   std::optional<CudaQuantizedBase> quantized_base_;  // ZeRO-3: where the quantized base stays (persistent_quants)
   std::vector<float> fp8_host_;  // rank 0's host copy of the fp8 state: zeros at the start, what checkpoints read
+  int64_t max_micro_batches_ = 1;  // a rank's in one step: gradient_accumulation_steps
   bool bf16_gradients_ = false, time_breakdown_ = false, offload_optimizer_ = false;
   std::string optimizer_name_;
 };
