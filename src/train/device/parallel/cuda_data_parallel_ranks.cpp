@@ -101,6 +101,7 @@ public:
   // The norm of the units and (ZeRO-1) the clip factor from it, on the device; NCCL gives every
   // ZeRO-1 rank the same summed bits.
   void count_squares(size_t first, size_t end) override { state->gradient_norm(first, end); }
+  bool clips_by_own_squares() const override { return true; }
   RankMeasure measure(distributed::Communicator& world) override {
     side_communicator->synchronize();
     world.synchronize();

@@ -30,11 +30,12 @@ void ReplicaRankEngine::run_micro_batches() {
 }
 
 // ZeRO-2/3: the rank holds (and reports) its shard's sums; ZeRO-1: every rank holds the same
-// summed gradients (a GPU clips by its own count of them), the world's first rank reports them.
+// summed gradients, the world's first rank counts and reports them (a GPU counts them too: it clips
+// by its own count).
 RankMeasure ReplicaRankEngine::measure() {
   if (shared_.shard_gradients) {
     backend->count_squares(shard.first_unit, shard.end_unit);
-  } else {
+  } else if (counts_replicated_ || backend->clips_by_own_squares()) {
     backend->count_squares(0, shared_.units);
   }
   RankMeasure measured = backend->measure(*world);

@@ -54,6 +54,9 @@ public:
   // The squares of the summed gradients of the units [first, end) the rank holds (a GPU: enqueued,
   // its clip factor with them).
   virtual void count_squares(size_t first, size_t end) = 0;
+  // Whether the rank clips by its own count of replicated (ZeRO-1) gradients, so counts them though
+  // another rank reports them (a GPU: its clip factor is computed with the squares).
+  virtual bool clips_by_own_squares() const { return false; }
   // Waits for the rank's device (`world`'s collectives included): the step's summed losses and the
   // squares counted; the losses start again from zero.
   virtual RankMeasure measure(distributed::Communicator& world) = 0;
