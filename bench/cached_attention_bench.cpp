@@ -3,7 +3,7 @@
 // against the GPU's (H200: about 4.8 TB/s), and one prefill chunk's throughput.
 //
 //   cached_attention_bench [--rows 1,8,32,64] [--lengths 1024,4096,16384,32768] [--repeats 50]
-//                          [--chunk 512]
+//                          [--chunk 512] [--q_heads 32]
 //
 // Decode: every row holds `length` tokens and brings one, so a launch reads rows · (length + 1) ·
 // 8 heads · 128 · 2 bytes of keys and as many of values. Launches cycle over enough copies of the
@@ -32,7 +32,8 @@ namespace {
 using surogate::cuda::CachedAttentionShape;
 using surogate::cuda::DeviceBuffer;
 
-constexpr int kQueryHeads = 32, kKvHeads = 8, kHeadDim = 128;
+constexpr int kKvHeads = 8, kHeadDim = 128;
+int kQueryHeads = 32;  // --q_heads (Qwen3-1.7B: 16)
 
 struct Timing {
   double microseconds = 0.0;
@@ -86,6 +87,7 @@ int main(int argc, char** argv) {
     else if (flag == "--lengths") lengths = surogate::bench::parse_list(argv[i + 1]);
     else if (flag == "--repeats") repeats = std::atoi(argv[i + 1]);
     else if (flag == "--chunk") chunk = std::stoll(argv[i + 1]);
+    else if (flag == "--q_heads") kQueryHeads = std::atoi(argv[i + 1]);
     else {
       std::fprintf(stderr, "cached_attention_bench: unknown flag %s\n", flag.c_str());
       return 2;

@@ -11,53 +11,14 @@
 #include <type_traits>
 
 #include "cuda/cuda_check.h"
+#include "cuda/kernels/cached_attention_launch.cuh"
 #include "cuda/kernels/element_type.cuh"
 #include "cuda/kernels/vector_math.cuh"
 
 namespace surogate::cuda {
 namespace {
 
-constexpr int kCacheWarps = 4;
-constexpr int kCacheThreads = kCacheWarps * 32;
-constexpr int kCacheTileQueries = 8;   // most queries of one kv head per split block
-constexpr int kCacheLaneElements = 8;  // elements of a key (query, value) row per lane
-constexpr int kCacheMinSplitKeys = 32;
-constexpr int kCacheMaxSplits = 256;
-constexpr int kCacheMaxHeadDim = 256;
-// Lane groups of a block × head_dim ≤ kCacheThreads × kCacheLaneElements: the shared accumulators.
-constexpr int kCacheGroupElements = kCacheThreads * kCacheLaneElements;
-constexpr double kCacheLog2e = 1.4426950408889634;
-
-// What the kernels share besides the pointers; built once by the launchers.
-struct CacheLaunch {
-  CachedAttentionShape shape;
-  int group = 0;  // query heads per kv head
-  int lanes = 0;  // lanes per key: D / 8 rounded up to a power of two
-  int tile_queries = 0;  // queries per tile: 1, 2, 4 or 8 (the split kernel's template argument)
-  int tiles = 0;         // query tiles per (row, kv head)
-  int splits = 0;
-  float scale_log2 = 0.0f;  // the softmax scale times log2(e): scores in the exp2 domain
-};
-
-// Row b of the call: where its slot starts in the cache, how many tokens it holds and brings.
-// A row the reference refuses brings nothing and is never appended to (`fresh` 0).
-struct CacheRow {
-  int64_t base = 0;  // element offset of [slot, 0, 0, 0]
-  int64_t held = 0, fresh = 0;
-};
-__device__ __forceinline__ CacheRow cache_row(const CachedAttentionShape& s, const int32_t* slot_ids,
-                                              const int32_t* cache_lengths, const int32_t* new_lengths,
-                                              int64_t row) {
-  const int64_t slot = slot_ids[row], held = cache_lengths[row], fresh = new_lengths[row];
-  CacheRow result;
-  if (slot < 0 || slot >= s.slots || fresh < 0 || fresh > s.sequence || held < 0 || held + fresh > s.capacity) {
-    return result;
-  }
-  result.base = slot * s.capacity * s.kv_heads * s.head_dim;
-  result.held = held;
-  result.fresh = fresh;
-  return result;
-}
+using namespace cached;
 
 // Eight elements as they lie in memory (16 bytes of a 16-bit type, 32 of fp32), converted when
 // used. Typed vectors (float4, kernels::Vec8), never reinterpreted words: no aliasing questions.
@@ -121,11 +82,6 @@ __global__ void cache_append_kernel(T* k_cache, T* v_cache, const T* k, const T*
   store_eight(v_cache + to, load_eight(v + from));
 }
 
-// Index of query (row, t, head) in the [B, T, Hq] order of q, out and the partials.
-__device__ __forceinline__ int64_t query_index(const CachedAttentionShape& s, int64_t row, int64_t t, int head) {
-  return (row * s.sequence + t) * s.q_heads + head;
-}
-
 // The scores of a chunk of keys for one query: this lane's partial dot products finished across
 // the lane group (an xor butterfly: every lane of the group ends with the same bits).
 __device__ __forceinline__ float group_dot(const float (&query)[kCacheLaneElements],
@@ -146,13 +102,22 @@ struct CacheGroupStates {
   float accumulator[kQueries * kCacheGroupElements];  // [group][query][D]
   float weight[kCacheThreads][kQueries];             // a group's share of the tile's maximum
   float tile_max[kQueries];
+  float tile_sum[kQueries];
 };
+
+// Blocks resident per multiprocessor the split kernel is compiled for: 4-query tiles (decode
+// with GQA 4 in fp32) capped at the registers of three blocks, which measured 1.3× faster on an
+// H200 (2026-11-29, cached_attention_bench) than the two the compiler's choice left room for.
+template <int kQueries>
+constexpr int split_min_blocks() {
+  return kQueries == 4 ? 3 : 1;
+}
 
 // Blocks: (kv head × query tile, split, row). See cached_attention.h. kQueries per tile; a lane
 // group scores kChunk keys before one rescale (2 with 8 queries, to stay within the registers).
 template <typename T, int kQueries>
-__global__ void __launch_bounds__(kCacheThreads)
-    cache_split_kernel(float* partial_max, float* partial_sum, float* partial_acc, const T* q, const T* k_cache,
+__global__ void __launch_bounds__(kCacheThreads, split_min_blocks<kQueries>())
+    cache_split_kernel(T* out, float* partial_max, float* partial_sum, float* partial_acc, const T* q, const T* k_cache,
                        const T* v_cache, const int32_t* slot_ids, const int32_t* cache_lengths,
                        const int32_t* new_lengths, CacheLaunch launch) {
   constexpr int kChunk = kQueries >= 8 ? 2 : 4;
@@ -163,18 +128,20 @@ __global__ void __launch_bounds__(kCacheThreads)
   const CacheRow cache = cache_row(s, slot_ids, cache_lengths, new_lengths, row);
   const int group_size = launch.group, dim = s.head_dim;
   // The tile's queries are (t, g) pairs in order, flattened as t · group + g; the real ones have t < n.
-  const int64_t first_query = int64_t{tile} * kQueries;
-  const int queries = static_cast<int>(min(int64_t{kQueries}, cache.fresh * group_size - first_query));
-  if (queries <= 0) return;  // padding only: the combine writes its zeros
-  const int64_t first_t = first_query / group_size, last_t = (first_query + queries - 1) / group_size;
+  const int first_query = tile * kQueries;
+  const int queries = min(kQueries, static_cast<int>(cache.fresh) * group_size - first_query);
+  const bool direct = launch.splits == 1;  // the output written here, no partials
+  if (direct) zero_padding_queries(out, launch, row, kv_head, first_query, queries, kQueries);
+  if (queries <= 0) return;  // padding only: the combine (or the line above) writes its zeros
+  int64_t first_t = 0, last_t = 0;
+  tile_positions(launch, first_query, queries, first_t, last_t);
 
-  // The keys some query of the tile sees, split evenly between the split blocks.
-  const int64_t key_end = cache.held + last_t + 1;
-  const int64_t key_begin = s.window > 0 ? max(int64_t{0}, cache.held + first_t - s.window + 1) : 0;
-  const int64_t per_split =
-      max(int64_t{kCacheMinSplitKeys}, (key_end - key_begin + launch.splits - 1) / launch.splits);
-  const int64_t split_begin = key_begin + split * per_split;
-  const int64_t split_end = min(key_end, split_begin + per_split);
+  // The keys some query of the tile sees, split evenly between the split blocks; a split past the
+  // last that holds keys writes nothing (the combine does not read it).
+  const SplitKeys range = split_keys(launch, cache, first_t, last_t);
+  if (split >= range.active) return;
+  const int64_t split_begin = range.begin + split * range.per_split;
+  const int64_t split_end = min(range.end, split_begin + range.per_split);
 
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, lanes = launch.lanes;
   const int groups_per_warp = 32 / lanes, groups = kCacheWarps * groups_per_warp;
@@ -187,7 +154,7 @@ __global__ void __launch_bounds__(kCacheThreads)
   float maximum[kQueries], sum[kQueries], acc[kQueries][kCacheLaneElements];
 #pragma unroll
   for (int j = 0; j < kQueries; ++j) {
-    const int64_t flat = first_query + j, t = flat / group_size;
+    const int flat = first_query + j, t = flat / group_size;
     const int head = kv_head * group_size + static_cast<int>(flat % group_size);
     position[j] = cache.held + t;
     maximum[j] = -INFINITY;
@@ -284,19 +251,31 @@ __global__ void __launch_bounds__(kCacheThreads)
     states.weight[g][j] = m == -INFINITY ? 0.0f : exp2f(states.maximum[g][j] - m);
   }
   __syncthreads();
+  if (threadIdx.x < queries) {
+    float total = 0.0f;
+    for (int g = 0; g < groups; ++g) total += states.weight[g][threadIdx.x] * states.sum[g][threadIdx.x];
+    states.tile_sum[threadIdx.x] = total;
+  }
+  __syncthreads();
   const int64_t stride = s.batch * s.sequence * s.q_heads;  // queries per split
   for (int item = threadIdx.x; item < queries * (dim + 1); item += kCacheThreads) {
     const int j = item / (dim + 1), d = item % (dim + 1);  // d == dim: the sum
-    const int64_t flat = first_query + j;
-    const int64_t index = int64_t{split} * stride +
-                          query_index(s, row, flat / group_size, kv_head * group_size + static_cast<int>(flat % group_size));
-    float total = 0.0f;
+    const int flat = first_query + j;
+    const int64_t query =
+        query_index(s, row, flat / group_size, kv_head * group_size + static_cast<int>(flat % group_size));
+    const int64_t index = int64_t{split} * stride + query;
     if (d == dim) {
-      for (int g = 0; g < groups; ++g) total += states.weight[g][j] * states.sum[g][j];
-      partial_sum[index] = total;
+      if (direct) continue;
+      partial_sum[index] = states.tile_sum[j];
       partial_max[index] = states.tile_max[j];
+      continue;
+    }
+    float total = 0.0f;
+    for (int g = 0; g < groups; ++g) total += states.weight[g][j] * states.accumulator[(g * kQueries + j) * dim + d];
+    // One split: the combine's merge of it alone is this division (its weight is exp2(0) = 1).
+    if (direct) {
+      out[query * dim + d] = kernels::from_float<T>(total / states.tile_sum[j]);
     } else {
-      for (int g = 0; g < groups; ++g) total += states.weight[g][j] * states.accumulator[(g * kQueries + j) * dim + d];
       partial_acc[index * dim + d] = total;
     }
   }
@@ -318,10 +297,19 @@ __global__ void cache_combine_kernel(T* out, const float* partial_max, const flo
     out[index] = kernels::from_float<T>(0.0f);
     return;
   }
+  // The splits that hold keys for this query's tile (split_keys, as the split kernel placed them).
+  const int tile_queries = launch.tile_queries;
+  const int head = static_cast<int>(query % s.q_heads);
+  const int flat = static_cast<int>(t) * launch.group + head % launch.group;
+  const int first_query = flat / tile_queries * tile_queries;
+  const int in_tile = min(tile_queries, static_cast<int>(cache.fresh) * launch.group - first_query);
+  int64_t first_t = 0, last_t = 0;
+  tile_positions(launch, first_query, in_tile, first_t, last_t);
+  const int active = split_keys(launch, cache, first_t, last_t).active;
   float m = -INFINITY;
-  for (int split = 0; split < launch.splits; ++split) m = fmaxf(m, partial_max[split * queries + query]);
+  for (int split = 0; split < active; ++split) m = fmaxf(m, partial_max[split * queries + query]);
   float total = 0.0f, accumulated = 0.0f;
-  for (int split = 0; split < launch.splits; ++split) {
+  for (int split = 0; split < active; ++split) {
     const int64_t at = split * queries + query;
     const float weight = partial_max[at] == -INFINITY ? 0.0f : exp2f(partial_max[at] - m);
     total += weight * partial_sum[at];
@@ -354,6 +342,8 @@ CacheLaunch cache_launch(const CachedAttentionShape& shape, int splits) {
   CUDA_REQUIRE(shape.head_dim > 0 && shape.head_dim % kCacheLaneElements == 0 && shape.head_dim <= kCacheMaxHeadDim,
                "cached attention: head_dim must be a multiple of 8, at most 256");
   CUDA_REQUIRE(shape.batch <= 65535, "cached attention: at most 65535 rows per call");
+  CUDA_REQUIRE(shape.capacity < (int64_t{1} << 30) && shape.sequence * shape.q_heads < (int64_t{1} << 30),
+               "cached attention: a row's keys and queries must fit in 2^30");
   CacheLaunch launch;
   launch.shape = shape;
   launch.group = shape.q_heads / shape.kv_heads;
@@ -414,11 +404,25 @@ void cached_attention_forward(T* out, float* workspace, const T* q, const T* k_c
   float* partial_max = workspace;
   float* partial_sum = partial_max + splits * queries;
   float* partial_acc = partial_sum + splits * queries;
+  if (!std::is_same_v<T, float> && tensor_split_takes(shape)) {
+    CacheLaunch tensor = launch;
+    tensor.tile_queries = kTensorTileQueries;
+    tensor.tiles = static_cast<int>((shape.sequence * launch.group + kTensorTileQueries - 1) / kTensorTileQueries);
+    if constexpr (!std::is_same_v<T, float>) {
+      launch_tensor_split(out, partial_max, partial_sum, partial_acc, q, k_cache, v_cache, slot_ids, cache_lengths,
+                          new_lengths, tensor, stream);
+    }
+    if (splits == 1) return;  // the split kernel wrote the output
+    cache_combine_kernel<T><<<blocks_for(queries * shape.head_dim), kCacheThreads, 0, stream>>>(
+        out, partial_max, partial_sum, partial_acc, slot_ids, cache_lengths, new_lengths, tensor);
+    CUDA_CHECK_LAUNCH();
+    return;
+  }
   const dim3 grid(static_cast<unsigned>(int64_t{shape.kv_heads} * launch.tiles), static_cast<unsigned>(splits),
                   static_cast<unsigned>(shape.batch));
   auto split = [&](auto kernel) {
-    kernel<<<grid, kCacheThreads, 0, stream>>>(partial_max, partial_sum, partial_acc, q, k_cache, v_cache, slot_ids,
-                                               cache_lengths, new_lengths, launch);
+    kernel<<<grid, kCacheThreads, 0, stream>>>(out, partial_max, partial_sum, partial_acc, q, k_cache, v_cache,
+                                               slot_ids, cache_lengths, new_lengths, launch);
   };
   switch (launch.tile_queries) {
     case 1: split(cache_split_kernel<T, 1>); break;
@@ -427,6 +431,7 @@ void cached_attention_forward(T* out, float* workspace, const T* q, const T* k_c
     default: split(cache_split_kernel<T, 8>); break;
   }
   CUDA_CHECK_LAUNCH();
+  if (splits == 1) return;  // the split kernel wrote the output
   cache_combine_kernel<T><<<blocks_for(queries * shape.head_dim), kCacheThreads, 0, stream>>>(
       out, partial_max, partial_sum, partial_acc, slot_ids, cache_lengths, new_lengths, launch);
   CUDA_CHECK_LAUNCH();
