@@ -248,6 +248,7 @@ CONTEXT = Table(
 GENERATE = "2026-11-29-h200-generate-decode.jsonl"
 GENERATE_DEVICE_GREEDY = "2026-11-29-h200-generate-decode-device-greedy.jsonl"
 GENERATE_FUSED = "2026-11-29-h200-generate-decode-fused.jsonl"
+TENSOR_ATTENTION = "2026-11-29-h200-tensor-cached-attention.jsonl"  # decode, serve and GRPO after it
 GENERATION = Table(
     anchor="generation", title="Generation: one request's decode speed",
     note="`surogate generate --device cuda` on a Qwen3 shape with random bf16 weights, one request, greedy, "
@@ -256,9 +257,9 @@ GENERATION = Table(
     rate_heading="Surogate decode tok/s",
     rows=(
         Row(anchor="generate-8b-decode", label="Qwen3-8B, prompt 512, 256 new tokens",
-            ours=Pick(GENERATE_FUSED, {"engine": "surogate", "prompt": 512}, metric="decode_tok_s"),
+            ours=Pick(TENSOR_ATTENTION, {"engine": "surogate", "prompt": 512}, metric="decode_tok_s"),
             peers=(Pick(GENERATE_DEVICE_GREEDY, {"engine": "transformers generate"}, metric="decode_tok_s"),),
-            peer_same_call=False, gpu="H200", command="CARRIED=carry/t2 MODEL=qwen3-8b bash bench/generate_decode.sh"),
+            peer_same_call=False, gpu="H200", command="CARRIED=carry/cli MODEL=qwen3-8b bash bench/generate_decode.sh"),
         Row(anchor="generate-8b-decode-long", label="Qwen3-8B, prompt 128, 512 new tokens",
             ours=Pick(GENERATE, {"engine": "surogate", "prompt": 128}, metric="decode_tok_s"), gpu="H200",
             command="CARRIED=carry/gen MODEL=qwen3-8b PEERS=0 PROMPT=128 NEW=512 bash bench/generate_decode.sh"),
@@ -275,11 +276,11 @@ SERVING = Table(
     rate_heading="Surogate output tok/s",
     rows=(
         Row(anchor="serve-8b-64", label="Qwen3-8B, 64 × (512 prompt + 256 new)",
-            ours=Pick(SERVE, {"engine": "surogate serve"}, metric="output_tok_s"),
+            ours=Pick(TENSOR_ATTENTION, {"engine": "surogate serve"}, metric="output_tok_s"),
             peers=(Pick(SERVE, {"engine": "transformers generate (batched)"}, metric="output_tok_s"),
                    Pick(SERVE, {"engine": "transformers generate_batch (continuous batching)"},
-                        metric="output_tok_s")), gpu="H200",
-            command="CARRIED=carry/g2 MODEL=qwen3-8b bash bench/serve_throughput.sh"),
+                        metric="output_tok_s")), peer_same_call=False, gpu="H200",
+            command="CARRIED=carry/cli MODEL=qwen3-8b bash bench/serve_throughput.sh"),
     ))
 
 GRPO_FILE = "2026-11-29-h200-grpo-vs-trl.jsonl"
@@ -297,7 +298,8 @@ GRPO = Table(
     rows=tuple(
         Row(anchor=f"grpo-{size}-lora", label=f"Qwen3-{size.upper()} LoRA GRPO, 512 completions a step",
             size_b=billions,
-            ours=Pick(GRPO_FILE, {"engine": "surogate grpo", "model": f"qwen3-{size}"}, metric="completions_per_s"),
+            ours=Pick(TENSOR_ATTENTION, {"engine": "surogate grpo", "model": f"qwen3-{size}"},
+                      metric="completions_per_s"),
             peers=(Pick(GRPO_FILE, {"engine": "trl-grpo+peft", "model": f"qwen3-{size}"},
                         metric="completions_per_s"),),
             peer_same_call=False, gpu="H200",
