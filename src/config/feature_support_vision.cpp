@@ -5,8 +5,6 @@
 
 #include <fmt/format.h>
 
-#include "config/config_rules.h"
-
 namespace surogate {
 namespace {
 
@@ -18,7 +16,7 @@ SupportRow vision_row(std::string name, const char* key, std::string what,
           [key, what](const Config& c, const RunShape& shape) {
             return fmt::format("{}: {} with model '{}', a vision-language model ({}), is not implemented yet in this "
                                "version of Surogate: `surogate sft` trains it with LoRA on its text model, the vision "
-                               "tower frozen, on one GPU or the CPU, without evaluation (docs/vision.md)",
+                               "tower frozen, on one GPU or the CPU (docs/vision.md)",
                                c.sources.of(key), what, c.model.name_or_path, shape.model_type);
           }};
 }
@@ -46,9 +44,6 @@ void add_vision_rows(std::vector<SupportRow>& rows) {
                             [](const Config& c) { return !c.lora.enabled; }));
   rows.push_back(vision_row("vision-language model merge_adapter", "merge_adapter",
                             "merge_adapter (the merged folder)", [](const Config& c) { return c.lora.merge_adapter; }));
-  rows.push_back(vision_row("vision-language model evaluation", "validation_split_ratio",
-                            "evaluation (set validation_split_ratio: 0 and no validation_datasets)",
-                            [](const Config& c) { return evaluates(c); }));
 }
 
 }  // namespace surogate

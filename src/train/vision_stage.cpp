@@ -47,20 +47,28 @@ VisionStage::VisionStage(const Config& config, models::VisionModelConfig model)
       processor_(data_processor(config)),
       specs_(stage_specs(model_, model_dir_)) {}
 
-void VisionStage::set_plan_patches(const data::PackedRowsView& rows, int64_t batch) {
+void VisionStage::set_plan_patches(const data::PackedRowsView& train, const data::PackedRowsView& eval,
+                                   int64_t batch) {
   // A plan needs a tower of at least one merged patch; a split without images binds padding only.
-  plan_patches_ = std::max(vision_patch_capacity(rows, batch, model_.vision.patch_size), model_.vision.merge_unit());
+  plan_patches_ = std::max(vision_patch_capacity(train, batch, model_.vision.patch_size), model_.vision.merge_unit());
+  eval_patches_ = std::max(vision_patch_capacity(eval, batch, model_.vision.patch_size), model_.vision.merge_unit());
 }
 
 void VisionStage::set_patch_bound(int64_t batch, int64_t sequence) {
   plan_patches_ = batch * sequence * model_.vision.merge_unit();
+  eval_patches_ = plan_patches_;
 }
 
 models::DecoderGraph VisionStage::build_graph(const graph::OpRegistry& registry,
                                               const models::DecoderGraphOptions& options) const {
-  SUROGATE_CHECK(plan_patches_ > 0, "the plan's patch count is set before the graph is built");
+  return build_graph(registry, options, plan_patches_);
+}
+
+models::DecoderGraph VisionStage::build_graph(const graph::OpRegistry& registry,
+                                              const models::DecoderGraphOptions& options, int64_t patches) const {
+  SUROGATE_CHECK(patches > 0, "the plan's patch count is set before the graph is built");
   models::VisionModelGraph built =
-      models::build_vision_model_graph(model_, registry, options, plan_patches_, /*train_vision=*/false);
+      models::build_vision_model_graph(model_, registry, options, patches, /*train_vision=*/false);
   models::DecoderGraph graph;
   graph.graph = std::move(built.graph);
   graph.loss = built.loss;

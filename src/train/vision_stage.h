@@ -45,13 +45,18 @@ public:
   // model.language_model.* or the hub's model.*), then the tower's (visual.*).
   const std::vector<models::ParameterSpec>& specs() const { return specs_; }
 
-  // The patch count the graphs are built for; set from the training rows before planning.
+  // The patch counts the graphs are built for, set from the rows before planning: the training
+  // plan's (the training split) and the evaluator's (the validation split, its own plan).
   int64_t plan_patches() const { return plan_patches_; }
-  void set_plan_patches(const data::PackedRowsView& rows, int64_t batch);
-  void set_patch_bound(int64_t batch, int64_t sequence);  // the dry run: B · T · merge²
+  int64_t eval_patches() const { return eval_patches_; }
+  void set_plan_patches(const data::PackedRowsView& train, const data::PackedRowsView& eval, int64_t batch);
+  void set_patch_bound(int64_t batch, int64_t sequence);  // the dry run: B · T · merge² for both
 
-  // The model's forward graph for `options` (the decoder's shape, dtype, kernels options).
+  // The model's forward graph for `options` (the decoder's shape, dtype, kernels options), at
+  // plan_patches() or at `patches`.
   models::DecoderGraph build_graph(const graph::OpRegistry& registry, const models::DecoderGraphOptions& options) const;
+  models::DecoderGraph build_graph(const graph::OpRegistry& registry, const models::DecoderGraphOptions& options,
+                                   int64_t patches) const;
 
   // The adapters' checkpoint names (and so their PEFT keys) as this folder spells its text model.
   void name_adapters(models::LoraSetup& lora) const;
@@ -71,6 +76,7 @@ private:
   vision::ImageProcessor processor_;
   std::vector<models::ParameterSpec> specs_;
   int64_t plan_patches_ = 0;
+  int64_t eval_patches_ = 0;
 };
 
 // The stage of config.model's folder, or null when it is not a vision-language model.

@@ -82,8 +82,7 @@ def test_max_pixels_for_a_text_model_is_refused(tmp_path, surogate_bin, tokenize
 def test_sft_parts_not_wired_for_a_vision_language_folder_are_refused_before_any_data(tmp_path, surogate_bin,
                                                                                       tokenizers_dir):
     config = write_config(tmp_path, vision_folder(tmp_path, tokenizers_dir), ROWS)
-    for override, phrase in (("--lora=false", "full fine-tuning (lora: false) with model"),
-                             ("--validation_split_ratio=0.1", "evaluation (set validation_split_ratio: 0")):
+    for override, phrase in (("--lora=false", "full fine-tuning (lora: false) with model"),):
         for flags in ([], ["--dry-run"]):
             result = run_surogate(surogate_bin, "sft", config, override, *flags)
             assert result.returncode == 2, result.stderr  # a UserError

@@ -123,7 +123,7 @@ def batch_loss(model, folder, rows):
     return total / scored
 
 
-def run_sft(surogate_bin, folder, tmp_path, steps, env=CPU_ONLY, name="cpu"):
+def run_sft(surogate_bin, folder, tmp_path, steps, env=CPU_ONLY, name="cpu", extra=""):
     data = tmp_path / "rows.jsonl"
     data.write_text("".join(json.dumps(row) + "\n" for row in ROWS))
     out = tmp_path / f"out_{name}{steps}"
@@ -133,11 +133,13 @@ def run_sft(surogate_bin, folder, tmp_path, steps, env=CPU_ONLY, name="cpu"):
                       f"gradient_accumulation_steps: 1\nmax_steps: {steps}\nlora_rank: 4\nlora_alpha: 8\n"
                       "lora_dropout: 0\noptimizer: adamw\nlearning_rate: 1e-2\nweight_decay: 0\nmax_grad_norm: 0\n"
                       "warmup_steps: 0\n"
-                      f"datasets:\n  - path: {data}\n    type: conversation\n")
+                      f"datasets:\n  - path: {data}\n    type: conversation\n{extra}")
     result = run_surogate(surogate_bin, "sft", config, env=env)
     assert result.returncode == 0, result.stderr
-    steps_logged = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
-    return out, [record for record in steps_logged if record.get("type") == "step"]
+    logged = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
+    if extra:
+        return out, logged
+    return out, [record for record in logged if record.get("type") == "step"]
 
 
 @pytest.fixture(scope="module")
@@ -178,6 +180,46 @@ def test_the_adapter_loads_into_peft_with_the_next_steps_loss(run, model_folder)
     records = run["records"]
     assert records[1]["loss"] == pytest.approx(float(loss), rel=RTOL)
     assert records[1]["loss"] != pytest.approx(records[0]["loss"], rel=1e-3)  # the step changed the model
+
+
+def eval_records(logged):
+    return [record for record in logged if record.get("type") == "eval"]
+
+
+def run_with_evaluation(surogate_bin, folder, tmp_path, env=CPU_ONLY, name="cpu"):
+    """The run of the `run` fixture with both rows, in the other order, as validation_datasets."""
+    held_out = tmp_path / "held_out.jsonl"
+    held_out.write_text("".join(json.dumps(row) + "\n" for row in reversed(ROWS)))
+    return run_sft(surogate_bin, folder, tmp_path, 2, env=env, name=f"{name}_eval",
+                   extra=f"validation_datasets:\n  - path: {held_out}\n    type: conversation\n")
+
+
+def test_evaluation_runs_the_held_out_image_rows_through_the_vision_stage(run, surogate_bin, model_folder, tmp_path):
+    """The eval loss at step 0 is the base model's (B = 0) on the held-out rows, transformers' mean
+    cross-entropy over their scored tokens; the final one (after step 2, whose LR is 0) is the
+    written adapter's, which is step 2's training loss on the same two rows. fp32, rel 1e-5."""
+    out, logged = run_with_evaluation(surogate_bin, model_folder, tmp_path)
+    evals = eval_records(logged)
+    assert [(record["step"], record["final"]) for record in evals] == [(0, False), (2, True)]
+    with torch.no_grad():
+        base = batch_loss(hf_model(model_folder), model_folder, run["rows"])
+    scored = sum(sum(1 for label in row["labels"][1:] if label != -100) for row in run["rows"])
+    assert evals[0]["eval_tokens"] == scored
+    assert evals[0]["eval_loss"] == pytest.approx(float(base), rel=RTOL)
+    steps = [record for record in logged if record.get("type") == "step"]
+    assert steps[0]["loss"] == pytest.approx(run["records"][0]["loss"], rel=RTOL)  # evaluating changes no step
+    assert evals[1]["eval_loss"] == pytest.approx(steps[1]["loss"], rel=RTOL)
+    assert evals[1]["eval_loss"] != pytest.approx(evals[0]["eval_loss"], rel=1e-3)
+
+
+@pytest.mark.skipif(not gpu_visible(), reason="needs a GPU")
+def test_the_cuda_evaluator_is_the_cpus_within_bf16(surogate_bin, model_folder, tmp_path):
+    _, cpu = run_with_evaluation(surogate_bin, model_folder, tmp_path)
+    _, cuda = run_with_evaluation(surogate_bin, model_folder, tmp_path, env=dict(os.environ), name="cuda")
+    # bf16 weights and activations against fp32: the loss to rel 1e-2 (the model's CUDA tolerance).
+    for ours, theirs in zip(eval_records(cuda), eval_records(cpu), strict=True):
+        assert ours["eval_tokens"] == theirs["eval_tokens"]
+        assert ours["eval_loss"] == pytest.approx(theirs["eval_loss"], rel=1e-2)
 
 
 @pytest.mark.skipif(not gpu_visible(), reason="needs a GPU")
