@@ -12,6 +12,7 @@
 #include "io/safetensors.h"
 #include "models/vision_tower.h"
 #include "train/vision_batch_inputs.h"
+#include "train/vision_outputs.h"
 #include "vision/vision_model_folder.h"
 
 namespace surogate::train {
@@ -45,7 +46,8 @@ VisionStage::VisionStage(const Config& config, models::VisionModelConfig model)
     : model_dir_(config.model.name_or_path),
       model_(std::move(model)),
       processor_(data_processor(config)),
-      specs_(stage_specs(model_, model_dir_)) {}
+      specs_(stage_specs(model_, model_dir_)),
+      text_parameters_(models::vision_model_text_parameters(model_, model_dir_).size()) {}
 
 void VisionStage::set_plan_patches(const data::PackedRowsView& train, const data::PackedRowsView& eval,
                                    int64_t batch) {
@@ -80,9 +82,7 @@ void VisionStage::name_adapters(models::LoraSetup& lora) const {
   // transformers 4.52 the text model is model.language_model.
   for (models::LoraAdapter& adapter : lora.adapters) {
     std::string& name = adapter.base.hf_name;
-    if (name.starts_with("model.") && !name.starts_with("model.language_model.")) {
-      name = "model.language_model." + name.substr(std::string_view("model.").size());
-    }
+    name = vision_peft_module_path(name);
     adapter.a.hf_name = models::peft_key(name, 'A');
     adapter.b.hf_name = models::peft_key(name, 'B');
   }
@@ -105,6 +105,12 @@ void VisionStage::load_weights(std::span<const WeightView> views) const {
                                     [&](const models::VisionTowerParameter& parameter, const io::SafetensorsTensor& tensor) {
                                       io::read_tensor_as_float32(tensor, by_name.at(parameter.name));
                                     });
+}
+
+void VisionStage::save_model(const std::filesystem::path& output_dir, std::span<const WeightView> weights) const {
+  SUROGATE_CHECK(weights.size() == specs_.size(), "one weight view per parameter of the vision-language model");
+  save_vision_model(output_dir, model_dir_, model_, std::span(specs_).first(text_parameters_),
+                    weights.first(text_parameters_));
 }
 
 BatchInputs::ExtraInputs VisionStage::batch_inputs(const compiler::ExecutionPlan& plan) const {

@@ -9,11 +9,14 @@
 // the most patches one packed row of the training split holds, so one plan serves every
 // micro-batch (train/vision_batch_inputs.h pads each batch's images up to it). Before the data is
 // read (the dry run) the bound is every token an image token: B · T · merge².
-// The tower is frozen (no gradients, no optimizer state): LoRA adapts the text projections only
-// (config/feature_support_vision.cpp refuses what is not wired yet: full fine-tuning, ...).
+// The tower is frozen (no gradients, no optimizer state): LoRA adapts the text projections, full
+// fine-tuning trains the text model (config/feature_support_vision.cpp refuses what is not wired
+// yet: several ranks, QLoRA, ...). The evaluator builds the same model at the validation split's
+// patch count; model folders are written by train/vision_outputs.h.
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <span>
 #include <string>
@@ -66,6 +69,9 @@ public:
 
   // The folder's weights into `views` (specs() order, fp32).
   void load_weights(std::span<const WeightView> views) const;
+  // The trained or merged model as an HF folder (train/vision_outputs.h): `weights` in specs()
+  // order (the tower's, frozen, are not read: the folder's are copied).
+  void save_model(const std::filesystem::path& output_dir, std::span<const WeightView> weights) const;
 
   // The image inputs of every micro-batch bound to `plan` (one built by build_graph).
   BatchInputs::ExtraInputs batch_inputs(const compiler::ExecutionPlan& plan) const;
@@ -75,6 +81,7 @@ private:
   models::VisionModelConfig model_;
   vision::ImageProcessor processor_;
   std::vector<models::ParameterSpec> specs_;
+  size_t text_parameters_ = 0;  // specs_' first ones are the text model's
   int64_t plan_patches_ = 0;
   int64_t eval_patches_ = 0;
 };

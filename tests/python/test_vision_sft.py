@@ -212,6 +212,109 @@ def test_evaluation_runs_the_held_out_image_rows_through_the_vision_stage(run, s
     assert evals[1]["eval_loss"] != pytest.approx(evals[0]["eval_loss"], rel=1e-3)
 
 
+def source_tensors(folder):
+    from safetensors import safe_open
+    tensors = {}
+    for file in sorted(folder.glob("*.safetensors")):
+        with safe_open(str(file), "pt") as handle:
+            tensors.update({name: handle.get_tensor(name) for name in handle.keys()})
+    return tensors
+
+
+def assert_folder_as_the_source(written, source):
+    """The files copied as they are and the tower's tensors byte for byte (names, dtypes, shapes:
+    the patch embedding's 5-D Conv3d weight); every text tensor present under the source's name."""
+    for name in ("config.json", "preprocessor_config.json", "tokenizer.json", "tokenizer_config.json"):
+        assert (written / name).read_bytes() == (source / name).read_bytes(), name
+    ours, theirs = source_tensors(written), source_tensors(source)
+    assert set(ours) == set(theirs)
+    tower = [name for name in theirs if "visual" in name]
+    assert tower and any(theirs[name].dim() == 5 for name in tower)
+    for name in tower:
+        assert ours[name].dtype == theirs[name].dtype and ours[name].shape == theirs[name].shape, name
+        assert torch.equal(ours[name], theirs[name]), name
+    return ours, theirs
+
+
+@pytest.fixture(scope="module")
+def merged_run(surogate_bin, model_folder, tmp_path_factory):
+    """The `run` fixture's run with merge_adapter: output_dir/merged."""
+    tmp_path = tmp_path_factory.mktemp("vision_merge_runs")
+    out, logged = run_sft(surogate_bin, model_folder, tmp_path, 2, name="merge", extra="merge_adapter: true\n")
+    return {"out": out, "records": [record for record in logged if record.get("type") == "step"]}
+
+
+def test_merge_adapter_writes_a_folder_transformers_loads_with_the_engines_loss(merged_run, run, model_folder):
+    """The merged folder: the source's files and tower, the adapted text projections changed, and
+    transformers' loss on the batch is the one the engine logs at step 2 (the merged adapter is the
+    one step 2 used), rel 1e-5 (fp32)."""
+    merged = merged_run["out"] / "merged"
+    ours, theirs = assert_folder_as_the_source(merged, model_folder)
+    changed = [name for name in theirs if "visual" not in name and not torch.equal(ours[name], theirs[name])]
+    assert len(changed) == 14 and all("proj" in name for name in changed)  # the seven projections × 2 layers
+    with torch.no_grad():
+        loss = batch_loss(hf_model(merged), merged, run["rows"])
+    assert merged_run["records"][1]["loss"] == pytest.approx(float(loss), rel=RTOL)
+
+
+def test_surogate_merge_merges_a_runs_adapter_into_the_folder(merged_run, surogate_bin, model_folder, tmp_path):
+    """`surogate merge` on the folder and the run's adapter writes what merge_adapter wrote (the same
+    fp32 sums: the adapter is saved in fp32), and refuses --model_definition for it by name."""
+    output = tmp_path / "merged_cli"
+    result = run_surogate(surogate_bin, "merge", "--model", model_folder, "--adapter", merged_run["out"],
+                          "--output", output)
+    assert result.returncode == 0, result.stderr
+    assert "merged 14 adapted projections" in result.stdout
+    ours, _ = assert_folder_as_the_source(output, model_folder)
+    in_run = source_tensors(merged_run["out"] / "merged")
+    for name, tensor in in_run.items():
+        assert torch.equal(ours[name], tensor), name
+    (tmp_path / "graph.json").write_text("{}")
+    refused = run_surogate(surogate_bin, "merge", "--model", model_folder, "--adapter", merged_run["out"],
+                           "--output", tmp_path / "other", "--model_definition", tmp_path / "graph.json")
+    assert refused.returncode == 2 and "is a vision-language folder" in refused.stderr
+
+
+def test_full_fine_tuning_trains_the_text_model_with_the_tower_frozen(surogate_bin, model_folder, run, tmp_path):
+    """lora: false: step 1's loss and gradient norm are transformers' with the tower's parameters
+    frozen (requires_grad off: the text model's gradients only), rel 1e-5 (fp32); the folder the run
+    writes loads in transformers and gives the loss the engine logs at step 2 (whose LR is 0, so the
+    written weights are the ones step 2 used), rel 1e-5; its tower is the source's byte for byte and
+    every text tensor was trained."""
+    out, logged = run_sft(surogate_bin, model_folder, tmp_path, 2, name="full", extra="lora: false\n")
+    records = [record for record in logged if record.get("type") == "step"]
+    assert [record["lr"] for record in records] == [pytest.approx(1e-2), 0.0]
+    model = hf_model(model_folder)
+    for name, parameter in model.named_parameters():
+        parameter.requires_grad_("visual" not in name)
+    loss = batch_loss(model, model_folder, run["rows"])
+    loss.backward()
+    grads = [p.grad for name, p in model.named_parameters() if "visual" not in name and p.grad is not None]
+    norm = math.sqrt(sum(float((grad.double() ** 2).sum()) for grad in grads))
+    assert records[0]["loss"] == pytest.approx(float(loss.detach()), rel=RTOL)
+    assert records[0]["grad_norm"] == pytest.approx(norm, rel=RTOL)
+    assert not (out / "adapter_config.json").exists()
+    ours, theirs = assert_folder_as_the_source(out, model_folder)
+    assert all(not torch.equal(ours[name], theirs[name]) for name in theirs if "visual" not in name)
+    with torch.no_grad():
+        trained = batch_loss(hf_model(out), out, run["rows"])
+    assert records[1]["loss"] == pytest.approx(float(trained), rel=RTOL)
+    assert records[1]["loss"] != pytest.approx(records[0]["loss"], rel=1e-3)  # the step changed the model
+
+
+@pytest.mark.skipif(not gpu_visible(), reason="needs a GPU")
+def test_the_cuda_backends_full_fine_tuning_is_the_cpus_within_bf16(surogate_bin, model_folder, tmp_path):
+    _, cpu = run_sft(surogate_bin, model_folder, tmp_path, 2, name="full_cpu", extra="lora: false\n")
+    _, cuda = run_sft(surogate_bin, model_folder, tmp_path, 2, env=dict(os.environ), name="full_cuda",
+                      extra="lora: false\n")
+    cpu, cuda = ([record for record in logged if record.get("type") == "step"] for logged in (cpu, cuda))
+    # bf16 weights and activations against fp32: the loss to rel 1e-2, the gradient norm to 5e-2
+    # (the tolerances of the LoRA run above).
+    for step in range(2):
+        assert cuda[step]["loss"] == pytest.approx(cpu[step]["loss"], rel=1e-2)
+        assert cuda[step]["grad_norm"] == pytest.approx(cpu[step]["grad_norm"], rel=5e-2)
+
+
 @pytest.mark.skipif(not gpu_visible(), reason="needs a GPU")
 def test_the_cuda_evaluator_is_the_cpus_within_bf16(surogate_bin, model_folder, tmp_path):
     _, cpu = run_with_evaluation(surogate_bin, model_folder, tmp_path)
