@@ -47,7 +47,7 @@ std::vector<io::TensorToWrite> hf_weight_tensors(std::span<const DType> dtypes,
                                                  std::vector<std::vector<uint16_t>>& converted) {
   SUROGATE_CHECK(specs.size() == weights.size() && specs.size() == dtypes.size(), "one weight view per parameter");
   std::vector<io::TensorToWrite> tensors;
-  converted.reserve(converted.size() + specs.size());  // the spans below point into it
+  converted.reserve(converted.size() + specs.size());  // (a moved inner vector keeps its buffer: spans stay valid)
   for (size_t i = 0; i < specs.size(); ++i) {
     const DType dtype = dtypes[i];
     std::span<const float> values = weights[i].values;
