@@ -352,3 +352,17 @@ def test_dry_run_plans_the_tower_for_every_token_an_image_token(surogate_bin, mo
         arenas.append(float(line.split()[-2]))
     assert arenas[1] > 3 * arenas[0]
     assert not (tmp_path / "out" / "tokenized").exists()
+
+
+def test_dry_run_counts_the_evaluator_of_a_run_that_evaluates(surogate_bin, model_folder, tmp_path):
+    """With evaluation the dry run plans the evaluator's forward of the same model (at the tower's
+    bound, as training's): its arena is a category of the prediction, more than zero."""
+    (tmp_path / "rows.jsonl").write_text("".join(json.dumps(row) + "\n" for row in ROWS))
+    config = tmp_path / "dry_eval.yaml"
+    config.write_text(f"model: {model_folder}\noutput_dir: {tmp_path / 'out'}\nsequence_len: 128\n"
+                      f"validation_split_ratio: 0.5\nper_device_train_batch_size: 2\n"
+                      f"datasets:\n  - path: {tmp_path / 'rows.jsonl'}\n    type: conversation\n")
+    result = run_surogate(surogate_bin, "sft", config, "--dry-run", env=CPU_ONLY)
+    assert result.returncode == 0, result.stderr
+    line = next(line for line in result.stdout.splitlines() if "evaluation (its arena and LM-head workspace)" in line)
+    assert float(line.split()[-2]) > 0, line
