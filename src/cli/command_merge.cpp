@@ -5,20 +5,26 @@
 // tokenizer files (train/model_outputs.h). The adapter is checked against the base model first
 // (models/adapter_io.h), so a mismatched pair is one clear error and nothing is written.
 // `--model_definition FILE` (the Python DSL's model.py, or a JSON IR that names its weights) gives
-// the weight table of an architecture Surogate has no C++ for (models/defined_weights.h).
+// the weight table of an architecture Surogate has no C++ for (models/defined_weights.h). A
+// Qwen2.5-VL folder merges its text model's adapter and keeps its tower (train/vision_outputs.h).
 #include <filesystem>
+#include <map>
 
 #include <fmt/format.h>
 
 #include "cli/commands.h"
 #include "core/error.h"
 #include "io/model_config.h"
+#include "io/safetensors.h"
 #include "models/adapter_io.h"
 #include "models/defined_weights.h"
 #include "models/model_spec.h"
 #include "models/python_definition.h"
+#include "models/vision_model.h"
 #include "models/weight_io.h"
 #include "train/model_outputs.h"
+#include "train/vision_outputs.h"
+#include "vision/vision_model_folder.h"
 
 namespace surogate::cli {
 namespace {
@@ -31,6 +37,30 @@ struct MergeArguments {
   std::string model_definition;
 };
 
+// A Qwen2.5-VL folder (docs/vision.md): the adapter on its text model (PEFT's keys under
+// model.language_model, the tower excluded) merged, the folder written as train/vision_outputs.h does.
+int merge_vision_adapter(const fs::path& model, const fs::path& adapter_dir, const fs::path& output) {
+  const models::VisionModelConfig config = models::VisionModelConfig::from_folder(model);
+  const std::vector<models::ParameterSpec> specs = models::vision_model_text_parameters(config, model);
+  std::vector<models::ParameterSpec> peft_specs = specs;
+  for (models::ParameterSpec& spec : peft_specs) spec.hf_name = train::vision_peft_module_path(spec.hf_name);
+  const models::PeftAdapter adapter = models::load_peft_adapter(adapter_dir, config.text, peft_specs);
+  std::map<std::string, size_t> index;
+  for (size_t i = 0; i < specs.size(); ++i) index[specs[i].name] = i;
+  std::vector<std::vector<float>> weights(specs.size());
+  models::load_vision_model_text_weights(model, config,
+                                         [&](const models::ParameterSpec& spec, const io::SafetensorsTensor& tensor) {
+                                           weights[index.at(spec.name)] = io::read_tensor_as_float32(tensor);
+                                         });
+  models::merge_peft_adapter(adapter, specs, weights);
+  std::vector<train::WeightView> views;
+  for (size_t i = 0; i < specs.size(); ++i) views.push_back({specs[i].name, specs[i].shape, weights[i]});
+  train::save_vision_model(output, model, config, specs, views);
+  fmt::print("merged {} adapted projections (scaling {}) into {} (the vision tower copied unchanged)\n",
+             adapter.matrices.size(), adapter.scaling, output.string());
+  return 0;
+}
+
 int run_merge(const MergeArguments& arguments) {
   const fs::path model(arguments.model), adapter_dir(arguments.adapter), output(arguments.output);
   if (!fs::is_directory(model)) fail_user("--model {}: not a folder; give the base model's Hugging Face folder", arguments.model);
@@ -42,6 +72,13 @@ int run_merge(const MergeArguments& arguments) {
   if (!definition.empty() && !models::is_python_definition(definition) && !fs::is_regular_file(definition)) {
     fail_user("--model_definition {}: not a file; give the model's definition (the DSL's model.py, or its JSON IR)",
               definition);
+  }
+  if (vision::vision_language_architecture(model)) {
+    if (!definition.empty()) {
+      fail_user("--model_definition {}: {} is a vision-language folder, whose weights are the built-in Qwen2.5-VL "
+                "model's; leave --model_definition out", definition, arguments.model);
+    }
+    return merge_vision_adapter(model, adapter_dir, output);
   }
   io::ModelConfig config =
       models::load_model_config(model, {definition, "--model_definition " + definition});

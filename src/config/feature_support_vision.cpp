@@ -1,11 +1,9 @@
 // See feature_support_vision.h. Vision-language models (docs/vision.md): `surogate sft` trains a
-// Qwen2.5-VL folder with LoRA on the text model (the tower frozen), on one rank; each row below
-// is a part that is not wired yet.
+// Qwen2.5-VL folder's text model (LoRA, merge_adapter, or full fine-tuning; the tower frozen), on
+// one rank, evaluating as for text; each row below is a part that is not wired yet.
 #include "config/feature_support_vision.h"
 
 #include <fmt/format.h>
-
-#include "config/config_rules.h"
 
 namespace surogate {
 namespace {
@@ -17,8 +15,8 @@ SupportRow vision_row(std::string name, const char* key, std::string what,
           [refuses](const Config& c, const RunShape& shape) { return shape.vision_language && refuses(c); },
           [key, what](const Config& c, const RunShape& shape) {
             return fmt::format("{}: {} with model '{}', a vision-language model ({}), is not implemented yet in this "
-                               "version of Surogate: `surogate sft` trains it with LoRA on its text model, the vision "
-                               "tower frozen, on one GPU or the CPU, without evaluation (docs/vision.md)",
+                               "version of Surogate: `surogate sft` trains its text model (LoRA or full fine-tuning), the "
+                               "vision tower frozen, on one GPU or the CPU (docs/vision.md)",
                                c.sources.of(key), what, c.model.name_or_path, shape.model_type);
           }};
 }
@@ -42,13 +40,6 @@ void add_vision_rows(std::vector<SupportRow>& rows) {
                             [](const Config& c) { return c.quant.qlora_bnb || c.quant.qlora_fp8 || c.quant.qlora_fp4; }));
   rows.push_back(vision_row("vision-language model with an fp8 or fp4 recipe", "recipe", "recipe fp8_hybrid / nvfp4",
                             [](const Config& c) { return c.precision.recipe != Recipe::Bf16; }));
-  rows.push_back(vision_row("vision-language model full fine-tuning", "lora", "full fine-tuning (lora: false)",
-                            [](const Config& c) { return !c.lora.enabled; }));
-  rows.push_back(vision_row("vision-language model merge_adapter", "merge_adapter",
-                            "merge_adapter (the merged folder)", [](const Config& c) { return c.lora.merge_adapter; }));
-  rows.push_back(vision_row("vision-language model evaluation", "validation_split_ratio",
-                            "evaluation (set validation_split_ratio: 0 and no validation_datasets)",
-                            [](const Config& c) { return evaluates(c); }));
 }
 
 }  // namespace surogate

@@ -197,11 +197,12 @@ ModelConfig parse_model_config(std::string_view json_text, const std::string& so
   model.architecture_class = std::move(architecture.class_name);
   model.model_type = std::move(architecture.model_type);
   model.builtin_refusal = std::move(architecture.refusal);
-  // A vision-language folder (config.json with a vision_config): only `surogate sft` reads it, through
+  // A vision-language folder (config.json with a vision_config): only `surogate sft` / `merge` read it, through
   // models/vision_model.h (which parses its text model here without the vision_config).
   if (config.contains("vision_config")) {
-    fail_user("{}: {} is a vision-language model; `surogate sft` trains it (LoRA, docs/vision.md), other "
-              "commands read text models only so far", source, model.architecture_class);
+    fail_user("{}: {} is a vision-language model; `surogate sft` trains it and `surogate merge` merges an "
+              "adapter into it (docs/vision.md), other commands read text models only so far", source,
+              model.architecture_class);
   }
   CheckpointQuantization quantization = parse_quantization_config(config, source);
   model.fp8_block_checkpoint = quantization.fp8_blocks;

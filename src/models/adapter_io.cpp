@@ -134,6 +134,10 @@ void check_target_modules(const nlohmann::json& config, const fs::path& file, co
 }  // namespace
 
 PeftAdapter load_peft_adapter(const fs::path& dir, const io::ModelConfig& config) {
+  return load_peft_adapter(dir, config, parameter_specs(config));
+}
+
+PeftAdapter load_peft_adapter(const fs::path& dir, const io::ModelConfig& config, std::span<const ParameterSpec> specs) {
   PeftAdapter adapter;
   adapter.config = read_adapter_config(dir / kAdapterConfigFile);
   const double rank = adapter.config["r"].get<double>(), alpha = adapter.config["lora_alpha"].get<double>();
@@ -152,7 +156,6 @@ PeftAdapter load_peft_adapter(const fs::path& dir, const io::ModelConfig& config
     int64_t expert;  // -1: a plain projection
   };
   std::map<std::string, Target> by_key;
-  const std::vector<ParameterSpec> specs = parameter_specs(config);
   for (const ParameterSpec& spec : specs) {
     if (spec.shape.size() != (spec.experts > 0 ? 3u : 2u)) continue;
     const std::vector<HfPiece> pieces = hf_pieces(spec);

@@ -48,6 +48,11 @@ struct PeftAdapter {
 // Reads and validates `dir` against the model described by `config`. UserErrors name the file
 // and the key.
 PeftAdapter load_peft_adapter(const std::filesystem::path& dir, const io::ModelConfig& config);
+// The same against `specs`, the base model's parameters whose hf_name is the module path PEFT's
+// keys name (parameter_specs(config) above; a vision-language model's text model under the module
+// path transformers builds). The matrices' base specs keep their engine names.
+PeftAdapter load_peft_adapter(const std::filesystem::path& dir, const io::ModelConfig& config,
+                              std::span<const ParameterSpec> specs);
 
 // W += scaling · B · A for every adapted projection. `weights[i]` belongs to `specs[i]`.
 void merge_peft_adapter(const PeftAdapter& adapter, std::span<const ParameterSpec> specs,

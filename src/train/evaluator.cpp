@@ -9,6 +9,7 @@
 #include "models/model_definition.h"
 #include "runtime/cpu_backend.h"
 #include "train/fp8_weight_copies.h"
+#include "train/vision_stage.h"
 
 namespace surogate::train {
 
@@ -16,7 +17,10 @@ graph::Graph evaluation_graph(const EvaluatorSetup& setup, DType dtype) {
   models::DecoderGraphOptions options{setup.batch, setup.sequence, setup.lmhead_chunks, true};
   options.dtype = dtype;
   options.fused_rope = setup.fused_rope;
-  models::DecoderGraph decoder = models::build_model_graph(*setup.config, *setup.registry, options, setup.definition);
+  models::DecoderGraph decoder =
+      setup.vision != nullptr
+          ? setup.vision->build_graph(*setup.registry, options, setup.vision->eval_patches())
+          : models::build_model_graph(*setup.config, *setup.registry, options, setup.definition);
   graph::Graph graph = std::move(decoder.graph);
   if (setup.lora) {
     graph = models::apply_lora(graph, *setup.registry, setup.lora->adapters, setup.lora->options, false);
@@ -31,6 +35,12 @@ graph::Graph evaluation_graph(const EvaluatorSetup& setup, DType dtype) {
     graph = models::apply_fp16_emulation(graph, models::sixteen_bit_tensors(evaluation_graph(setup, DType::BF16)));
   }
   return graph;
+}
+
+std::unique_ptr<BatchInputs> evaluation_inputs(const EvaluatorSetup& setup, const compiler::ExecutionPlan& plan) {
+  auto inputs = std::make_unique<BatchInputs>(plan);
+  if (setup.vision != nullptr) inputs->extend(setup.vision->batch_inputs(plan));
+  return inputs;
 }
 
 EvalResult evaluate_split(data::DataLoader& loader, BatchInputs& inputs, const EvaluateBatch& evaluate_batch) {
@@ -67,7 +77,7 @@ public:
     backend_.load(plan_, *setup.registry);
     for (const StoredQuantizedWeight& stored : quantized) write_quantized(backend_, plan_, stored.weight, stored.pieces);
     fp8_copies_ = fp8_weight_copies(plan_);
-    inputs_ = std::make_unique<BatchInputs>(plan_);
+    inputs_ = evaluation_inputs(setup, plan_);
   }
 
   EvalResult run() override {

@@ -29,6 +29,8 @@
 
 namespace surogate::train {
 
+class VisionStage;  // train/vision_stage.h: a vision-language folder's graph and image inputs
+
 struct EvalResult {
   double loss = 0.0;      // mean token cross-entropy
   double accuracy = 0.0;  // fraction of scored tokens predicted exactly (argmax)
@@ -48,6 +50,9 @@ struct EvaluatorSetup {
   bool fp16 = false;  // torch_dtype float16: the F32 graph rounds what fp16 holds (models/fp16_emulation.h)
   bool fused_rope = false;                  // use_fused_rope (models::DecoderGraphOptions::fused_rope)
   models::ModelDefinition definition;       // model_definition: the IR file the graph comes from
+  // A vision-language folder: the graph is its model at the validation split's patch count, and
+  // each batch binds its images through the stage (as training does). Null for a text model.
+  const VisionStage* vision = nullptr;
 };
 
 class Evaluator {
@@ -57,8 +62,8 @@ public:
   virtual EvalResult run() = 0;
 };
 
-// The forward graph both evaluators compile: the decoder with its accuracy output, in `dtype`,
-// with the LoRA adapters (no dropout) when the setup has them.
+// The forward graph both evaluators compile: the decoder (or the vision-language model) with its
+// accuracy output, in `dtype`, with the LoRA adapters (no dropout) when the setup has them.
 graph::Graph evaluation_graph(const EvaluatorSetup& setup, DType dtype);
 
 // One batch: execute the bindings, return {summed loss, correct predictions}.
@@ -66,6 +71,9 @@ using EvaluateBatch = std::function<std::pair<double, double>(std::span<const ru
 
 // Every batch of the split from the start, through `evaluate_batch`, summed into the result.
 EvalResult evaluate_split(data::DataLoader& loader, BatchInputs& inputs, const EvaluateBatch& evaluate_batch);
+
+// The evaluator's batch inputs for `plan`: a vision-language setup's binds the images too.
+std::unique_ptr<BatchInputs> evaluation_inputs(const EvaluatorSetup& setup, const compiler::ExecutionPlan& plan);
 
 // `weights` are the CPU training device's fp32 parameters (its backend's own buffers).
 // `quantized`: the QLoRA base, written into the evaluator's backend once.

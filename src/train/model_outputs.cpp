@@ -41,20 +41,15 @@ nlohmann::json generation_config(const io::ModelConfig& config) {
 
 }  // namespace
 
-void save_hf_model(const fs::path& output_dir, const io::ModelConfig& config, const fs::path& source_model_dir,
-                   std::span<const models::ParameterSpec> specs, std::span<const WeightView> weights,
-                   uint64_t max_shard_bytes) {
-  SUROGATE_CHECK(specs.size() == weights.size(), "one weight view per parameter");
-  fs::create_directories(output_dir);
-  const DType dtype = config.torch_dtype.value_or(DType::F32);
-  if (dtype != DType::F32 && dtype != DType::BF16 && dtype != DType::F16) {
-    fail_user("model torch_dtype {} cannot be written; use float32, bfloat16 or float16", dtype_safetensors_name(dtype));
-  }
-  // Converted copies live until the writer is done.
-  std::vector<std::vector<uint16_t>> converted;
+std::vector<io::TensorToWrite> hf_weight_tensors(std::span<const DType> dtypes,
+                                                 std::span<const models::ParameterSpec> specs,
+                                                 std::span<const WeightView> weights,
+                                                 std::vector<std::vector<uint16_t>>& converted) {
+  SUROGATE_CHECK(specs.size() == weights.size() && specs.size() == dtypes.size(), "one weight view per parameter");
   std::vector<io::TensorToWrite> tensors;
-  converted.reserve(specs.size());
+  converted.reserve(converted.size() + specs.size());  // (a moved inner vector keeps its buffer: spans stay valid)
   for (size_t i = 0; i < specs.size(); ++i) {
+    const DType dtype = dtypes[i];
     std::span<const float> values = weights[i].values;
     std::span<const std::byte> bytes = std::as_bytes(values);
     if (dtype != DType::F32) {
@@ -71,6 +66,11 @@ void save_hf_model(const fs::path& output_dir, const io::ModelConfig& config, co
                                        static_cast<size_t>(graph::shape_numel(piece.shape)) * element)});
     }
   }
+  return tensors;
+}
+
+void write_hf_weights(const fs::path& output_dir, std::span<const io::TensorToWrite> tensors, uint64_t max_shard_bytes) {
+  fs::create_directories(output_dir);
   // Remove weights of an earlier save so a folder never mixes shardings.
   for (const auto& entry : fs::directory_iterator(output_dir)) {
     const std::string name = entry.path().filename().string();
@@ -79,14 +79,35 @@ void save_hf_model(const fs::path& output_dir, const io::ModelConfig& config, co
     }
   }
   io::write_safetensors_sharded(output_dir, tensors, max_shard_bytes, {{"format", "pt"}});
-  io::save_model_config(config, output_dir);
+}
+
+void copy_model_files(const fs::path& output_dir, const fs::path& source_model_dir, const io::ModelConfig& config,
+                      std::span<const char* const> extra_names) {
   const fs::path generation = source_model_dir / "generation_config.json";
   write_file_atomically(output_dir / "generation_config.json",
                         fs::exists(generation) ? read_text(generation) : generation_config(config).dump(2) + "\n");
-  for (const char* name : tokenizer_file_names()) {
-    const fs::path source = source_model_dir / name;
-    if (fs::exists(source)) write_file_atomically(output_dir / name, read_text(source));
+  for (std::span<const char* const> names : {tokenizer_file_names(), extra_names}) {
+    for (const char* name : names) {
+      const fs::path source = source_model_dir / name;
+      if (fs::exists(source)) write_file_atomically(output_dir / name, read_text(source));
+    }
   }
+}
+
+void save_hf_model(const fs::path& output_dir, const io::ModelConfig& config, const fs::path& source_model_dir,
+                   std::span<const models::ParameterSpec> specs, std::span<const WeightView> weights,
+                   uint64_t max_shard_bytes) {
+  const DType dtype = config.torch_dtype.value_or(DType::F32);
+  if (dtype != DType::F32 && dtype != DType::BF16 && dtype != DType::F16) {
+    fail_user("model torch_dtype {} cannot be written; use float32, bfloat16 or float16", dtype_safetensors_name(dtype));
+  }
+  // Converted copies live until the writer is done.
+  std::vector<std::vector<uint16_t>> converted;
+  const std::vector<DType> dtypes(specs.size(), dtype);
+  const std::vector<io::TensorToWrite> tensors = hf_weight_tensors(dtypes, specs, weights, converted);
+  write_hf_weights(output_dir, tensors, max_shard_bytes);
+  io::save_model_config(config, output_dir);
+  copy_model_files(output_dir, source_model_dir, config);
 }
 
 fs::path merged_model_dir(const fs::path& output_dir) { return output_dir / "merged"; }

@@ -106,7 +106,7 @@ TrainingForward build_training_forward(const Config& config, const io::ModelConf
         std::max<int64_t>(1, config.schedule.gradient_accumulation_steps) * std::max<int64_t>(1, data_parallel_ranks);
   }
   models::DecoderGraph decoder =
-      vision != nullptr ? vision->build_graph(registry, options)
+      vision != nullptr ? vision->build_graph(registry, options, training ? vision->plan_patches() : vision->eval_patches())
                         : models::build_model_graph(model, registry, options, model_definition(config.model, config.sources));
   TrainingForward forward{std::move(decoder.graph), decoder.loss};
   // A training mode's loss in place of the token cross-entropy (train/objective/: surogate dpo).

@@ -67,7 +67,7 @@ struct TrainingForward {
 // Training graphs of MoE models whose config.json sets output_router_logits add the router
 // load-balancing loss weighted for `data_parallel_ranks` × gradient_accumulation_steps micro-batches
 // per optimizer step (models/decoder_graph.h). `vision`: a vision-language folder's stage, whose
-// graph replaces the decoder's (null: the text model's).
+// graph replaces the decoder's (null: the text model's), at its training or evaluation patch count.
 TrainingForward build_training_forward(const Config& config, const io::ModelConfig& model,
                                        const graph::OpRegistry& registry, const models::LoraSetup* lora,
                                        TrainingBackend backend, int64_t batch, int64_t sequence,

@@ -12,6 +12,7 @@
 #include "io/safetensors.h"
 #include "models/vision_tower.h"
 #include "train/vision_batch_inputs.h"
+#include "train/vision_outputs.h"
 #include "vision/vision_model_folder.h"
 
 namespace surogate::train {
@@ -45,22 +46,31 @@ VisionStage::VisionStage(const Config& config, models::VisionModelConfig model)
     : model_dir_(config.model.name_or_path),
       model_(std::move(model)),
       processor_(data_processor(config)),
-      specs_(stage_specs(model_, model_dir_)) {}
+      specs_(stage_specs(model_, model_dir_)),
+      text_parameters_(models::vision_model_text_parameters(model_, model_dir_).size()) {}
 
-void VisionStage::set_plan_patches(const data::PackedRowsView& rows, int64_t batch) {
+void VisionStage::set_plan_patches(const data::PackedRowsView& train, const data::PackedRowsView& eval,
+                                   int64_t batch) {
   // A plan needs a tower of at least one merged patch; a split without images binds padding only.
-  plan_patches_ = std::max(vision_patch_capacity(rows, batch, model_.vision.patch_size), model_.vision.merge_unit());
+  plan_patches_ = std::max(vision_patch_capacity(train, batch, model_.vision.patch_size), model_.vision.merge_unit());
+  eval_patches_ = std::max(vision_patch_capacity(eval, batch, model_.vision.patch_size), model_.vision.merge_unit());
 }
 
 void VisionStage::set_patch_bound(int64_t batch, int64_t sequence) {
   plan_patches_ = batch * sequence * model_.vision.merge_unit();
+  eval_patches_ = plan_patches_;
 }
 
 models::DecoderGraph VisionStage::build_graph(const graph::OpRegistry& registry,
                                               const models::DecoderGraphOptions& options) const {
-  SUROGATE_CHECK(plan_patches_ > 0, "the plan's patch count is set before the graph is built");
+  return build_graph(registry, options, plan_patches_);
+}
+
+models::DecoderGraph VisionStage::build_graph(const graph::OpRegistry& registry,
+                                              const models::DecoderGraphOptions& options, int64_t patches) const {
+  SUROGATE_CHECK(patches > 0, "the plan's patch count is set before the graph is built");
   models::VisionModelGraph built =
-      models::build_vision_model_graph(model_, registry, options, plan_patches_, /*train_vision=*/false);
+      models::build_vision_model_graph(model_, registry, options, patches, /*train_vision=*/false);
   models::DecoderGraph graph;
   graph.graph = std::move(built.graph);
   graph.loss = built.loss;
@@ -72,9 +82,7 @@ void VisionStage::name_adapters(models::LoraSetup& lora) const {
   // transformers 4.52 the text model is model.language_model.
   for (models::LoraAdapter& adapter : lora.adapters) {
     std::string& name = adapter.base.hf_name;
-    if (name.starts_with("model.") && !name.starts_with("model.language_model.")) {
-      name = "model.language_model." + name.substr(std::string_view("model.").size());
-    }
+    name = vision_peft_module_path(name);
     adapter.a.hf_name = models::peft_key(name, 'A');
     adapter.b.hf_name = models::peft_key(name, 'B');
   }
@@ -97,6 +105,12 @@ void VisionStage::load_weights(std::span<const WeightView> views) const {
                                     [&](const models::VisionTowerParameter& parameter, const io::SafetensorsTensor& tensor) {
                                       io::read_tensor_as_float32(tensor, by_name.at(parameter.name));
                                     });
+}
+
+void VisionStage::save_model(const std::filesystem::path& output_dir, std::span<const WeightView> weights) const {
+  SUROGATE_CHECK(weights.size() == specs_.size(), "one weight view per parameter of the vision-language model");
+  save_vision_model(output_dir, model_dir_, model_, std::span(specs_).first(text_parameters_),
+                    weights.first(text_parameters_));
 }
 
 BatchInputs::ExtraInputs VisionStage::batch_inputs(const compiler::ExecutionPlan& plan) const {

@@ -9,11 +9,14 @@
 // the most patches one packed row of the training split holds, so one plan serves every
 // micro-batch (train/vision_batch_inputs.h pads each batch's images up to it). Before the data is
 // read (the dry run) the bound is every token an image token: B · T · merge².
-// The tower is frozen (no gradients, no optimizer state): LoRA adapts the text projections only
-// (config/feature_support_vision.cpp refuses what is not wired yet: full fine-tuning, ...).
+// The tower is frozen (no gradients, no optimizer state): LoRA adapts the text projections, full
+// fine-tuning trains the text model (config/feature_support_vision.cpp refuses what is not wired
+// yet: several ranks, QLoRA, ...). The evaluator builds the same model at the validation split's
+// patch count; model folders are written by train/vision_outputs.h.
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <span>
 #include <string>
@@ -45,13 +48,18 @@ public:
   // model.language_model.* or the hub's model.*), then the tower's (visual.*).
   const std::vector<models::ParameterSpec>& specs() const { return specs_; }
 
-  // The patch count the graphs are built for; set from the training rows before planning.
+  // The patch counts the graphs are built for, set from the rows before planning: the training
+  // plan's (the training split) and the evaluator's (the validation split, its own plan).
   int64_t plan_patches() const { return plan_patches_; }
-  void set_plan_patches(const data::PackedRowsView& rows, int64_t batch);
-  void set_patch_bound(int64_t batch, int64_t sequence);  // the dry run: B · T · merge²
+  int64_t eval_patches() const { return eval_patches_; }
+  void set_plan_patches(const data::PackedRowsView& train, const data::PackedRowsView& eval, int64_t batch);
+  void set_patch_bound(int64_t batch, int64_t sequence);  // the dry run: B · T · merge² for both
 
-  // The model's forward graph for `options` (the decoder's shape, dtype, kernels options).
+  // The model's forward graph for `options` (the decoder's shape, dtype, kernels options), at
+  // plan_patches() or at `patches`.
   models::DecoderGraph build_graph(const graph::OpRegistry& registry, const models::DecoderGraphOptions& options) const;
+  models::DecoderGraph build_graph(const graph::OpRegistry& registry, const models::DecoderGraphOptions& options,
+                                   int64_t patches) const;
 
   // The adapters' checkpoint names (and so their PEFT keys) as this folder spells its text model.
   void name_adapters(models::LoraSetup& lora) const;
@@ -61,6 +69,9 @@ public:
 
   // The folder's weights into `views` (specs() order, fp32).
   void load_weights(std::span<const WeightView> views) const;
+  // The trained or merged model as an HF folder (train/vision_outputs.h): `weights` in specs()
+  // order (the tower's, frozen, are not read: the folder's are copied).
+  void save_model(const std::filesystem::path& output_dir, std::span<const WeightView> weights) const;
 
   // The image inputs of every micro-batch bound to `plan` (one built by build_graph).
   BatchInputs::ExtraInputs batch_inputs(const compiler::ExecutionPlan& plan) const;
@@ -70,7 +81,9 @@ private:
   models::VisionModelConfig model_;
   vision::ImageProcessor processor_;
   std::vector<models::ParameterSpec> specs_;
+  size_t text_parameters_ = 0;  // specs_' first ones are the text model's
   int64_t plan_patches_ = 0;
+  int64_t eval_patches_ = 0;
 };
 
 // The stage of config.model's folder, or null when it is not a vision-language model.

@@ -402,7 +402,7 @@ std::vector<RowCase> engine_row_cases() {
 }
 
 // The vision-language rows (config/feature_support_vision.cpp): each case sets one unwired part on
-// top of what is wired (LoRA, one rank, no evaluation).
+// top of what is wired (LoRA, one rank).
 std::vector<RowCase> vision_row_cases() {
   const auto vision = [](std::function<void(Config&)> set) {
     return [set](Config& c, RunShape& s) {
@@ -425,13 +425,6 @@ std::vector<RowCase> vision_row_cases() {
        "QLoRA (qlora_bnb"},
       {"vision-language model with an fp8 or fp4 recipe", S::Model,
        vision([](Config& c) { c.precision.recipe = Recipe::Fp8Hybrid; }), "recipe fp8_hybrid / nvfp4"},
-      {"vision-language model full fine-tuning", S::Model, vision([](Config& c) { c.lora.enabled = false; }),
-       "full fine-tuning (lora: false) with model"},
-      {"vision-language model merge_adapter", S::Model, vision([](Config& c) { c.lora.merge_adapter = true; }),
-       "merge_adapter (the merged folder)"},
-      {"vision-language model evaluation", S::Model,
-       vision([](Config& c) { c.eval.validation_split_ratio = 0.1; }),
-       "a vision-language model (Qwen2_5_VLForConditionalGeneration), is not implemented yet"},
   };
 }
 
@@ -543,17 +536,24 @@ TEST(FeatureSupport, AValidConfigurationPassesEveryStage) {
   }
 }
 
-// `surogate sft` with LoRA on one rank without evaluation trains a vision-language folder.
-TEST(FeatureSupport, VisionLanguageLoraOnOneRankWithoutEvaluationPasses) {
+// `surogate sft` trains a vision-language folder on one rank: LoRA (with merge_adapter or not) or
+// full fine-tuning, with or without evaluation.
+TEST(FeatureSupport, VisionLanguageTrainingOnOneRankPasses) {
   Config config = valid_config();
-  config.eval.validation_split_ratio = 0.0;
   RunShape shape;
   shape.vision_language = true;
   shape.model_type = "Qwen2_5_VLForConditionalGeneration";
-  EXPECT_EQ(first_refusal(config, SupportStage::Model, shape), nullptr);
-  config.eval.validation_split_ratio = 0.1;  // the default evaluates
+  for (const bool lora : {true, false}) {
+    for (const double ratio : {0.0, 0.1}) {  // 0.1, the default, evaluates
+      config.lora.enabled = lora;
+      config.lora.merge_adapter = lora;
+      config.eval.validation_split_ratio = ratio;
+      EXPECT_EQ(first_refusal(config, SupportStage::Model, shape), nullptr) << lora << " " << ratio;
+    }
+  }
+  config.parallel.gpus = 2;  // still refused: one row, named
   ASSERT_NE(first_refusal(config, SupportStage::Model, shape), nullptr);
-  EXPECT_EQ(first_refusal(config, SupportStage::Model, shape)->name, "vision-language model evaluation");
+  EXPECT_EQ(first_refusal(config, SupportStage::Model, shape)->name, "vision-language model on several ranks");
 }
 
 // `surogate dpo` on data-parallel ranks of one process (ZeRO-1/2/3, CPU threads or GPUs) runs.

@@ -3,6 +3,7 @@
 tokenize` caches them and rebuilds when `max_pixels` changes, `max_pixels` for a text model and
 the parts of `surogate sft` not wired for the folder yet are refused with one clear error."""
 import json
+import os
 import pathlib
 import shutil
 
@@ -82,10 +83,11 @@ def test_max_pixels_for_a_text_model_is_refused(tmp_path, surogate_bin, tokenize
 def test_sft_parts_not_wired_for_a_vision_language_folder_are_refused_before_any_data(tmp_path, surogate_bin,
                                                                                       tokenizers_dir):
     config = write_config(tmp_path, vision_folder(tmp_path, tokenizers_dir), ROWS)
-    for override, phrase in (("--lora=false", "full fine-tuning (lora: false) with model"),
-                             ("--validation_split_ratio=0.1", "evaluation (set validation_split_ratio: 0")):
+    # Two CPU ranks (no GPU visible, so a one-GPU machine does not refuse gpus: 2 first).
+    cpu_only = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
+    for override, phrase in (("--gpus=2", "more than one rank (gpus, num_nodes, sequence / pipeline parallelism)"),):
         for flags in ([], ["--dry-run"]):
-            result = run_surogate(surogate_bin, "sft", config, override, *flags)
+            result = run_surogate(surogate_bin, "sft", config, override, *flags, env=cpu_only)
             assert result.returncode == 2, result.stderr  # a UserError
             assert phrase in result.stderr
             assert "a vision-language model (Qwen2_5_VLForConditionalGeneration), is not implemented yet" in result.stderr

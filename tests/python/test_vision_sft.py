@@ -123,7 +123,7 @@ def batch_loss(model, folder, rows):
     return total / scored
 
 
-def run_sft(surogate_bin, folder, tmp_path, steps, env=CPU_ONLY, name="cpu"):
+def run_sft(surogate_bin, folder, tmp_path, steps, env=CPU_ONLY, name="cpu", extra=""):
     data = tmp_path / "rows.jsonl"
     data.write_text("".join(json.dumps(row) + "\n" for row in ROWS))
     out = tmp_path / f"out_{name}{steps}"
@@ -133,11 +133,13 @@ def run_sft(surogate_bin, folder, tmp_path, steps, env=CPU_ONLY, name="cpu"):
                       f"gradient_accumulation_steps: 1\nmax_steps: {steps}\nlora_rank: 4\nlora_alpha: 8\n"
                       "lora_dropout: 0\noptimizer: adamw\nlearning_rate: 1e-2\nweight_decay: 0\nmax_grad_norm: 0\n"
                       "warmup_steps: 0\n"
-                      f"datasets:\n  - path: {data}\n    type: conversation\n")
+                      f"datasets:\n  - path: {data}\n    type: conversation\n{extra}")
     result = run_surogate(surogate_bin, "sft", config, env=env)
     assert result.returncode == 0, result.stderr
-    steps_logged = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
-    return out, [record for record in steps_logged if record.get("type") == "step"]
+    logged = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
+    if extra:
+        return out, logged
+    return out, [record for record in logged if record.get("type") == "step"]
 
 
 @pytest.fixture(scope="module")
@@ -180,6 +182,149 @@ def test_the_adapter_loads_into_peft_with_the_next_steps_loss(run, model_folder)
     assert records[1]["loss"] != pytest.approx(records[0]["loss"], rel=1e-3)  # the step changed the model
 
 
+def eval_records(logged):
+    return [record for record in logged if record.get("type") == "eval"]
+
+
+def run_with_evaluation(surogate_bin, folder, tmp_path, env=CPU_ONLY, name="cpu"):
+    """The run of the `run` fixture with both rows, in the other order, as validation_datasets."""
+    held_out = tmp_path / "held_out.jsonl"
+    held_out.write_text("".join(json.dumps(row) + "\n" for row in reversed(ROWS)))
+    return run_sft(surogate_bin, folder, tmp_path, 2, env=env, name=f"{name}_eval",
+                   extra=f"validation_datasets:\n  - path: {held_out}\n    type: conversation\n")
+
+
+def test_evaluation_runs_the_held_out_image_rows_through_the_vision_stage(run, surogate_bin, model_folder, tmp_path):
+    """The eval loss at step 0 is the base model's (B = 0) on the held-out rows, transformers' mean
+    cross-entropy over their scored tokens; the final one (after step 2, whose LR is 0) is the
+    written adapter's, which is step 2's training loss on the same two rows. fp32, rel 1e-5."""
+    out, logged = run_with_evaluation(surogate_bin, model_folder, tmp_path)
+    evals = eval_records(logged)
+    assert [(record["step"], record["final"]) for record in evals] == [(0, False), (2, True)]
+    with torch.no_grad():
+        base = batch_loss(hf_model(model_folder), model_folder, run["rows"])
+    scored = sum(sum(1 for label in row["labels"][1:] if label != -100) for row in run["rows"])
+    assert evals[0]["eval_tokens"] == scored
+    assert evals[0]["eval_loss"] == pytest.approx(float(base), rel=RTOL)
+    steps = [record for record in logged if record.get("type") == "step"]
+    assert steps[0]["loss"] == pytest.approx(run["records"][0]["loss"], rel=RTOL)  # evaluating changes no step
+    assert evals[1]["eval_loss"] == pytest.approx(steps[1]["loss"], rel=RTOL)
+    assert evals[1]["eval_loss"] != pytest.approx(evals[0]["eval_loss"], rel=1e-3)
+
+
+def source_tensors(folder):
+    from safetensors import safe_open
+    tensors = {}
+    for file in sorted(folder.glob("*.safetensors")):
+        with safe_open(str(file), "pt") as handle:
+            tensors.update({name: handle.get_tensor(name) for name in handle.keys()})
+    return tensors
+
+
+def assert_folder_as_the_source(written, source):
+    """The files copied as they are and the tower's tensors byte for byte (names, dtypes, shapes:
+    the patch embedding's 5-D Conv3d weight); every text tensor present under the source's name."""
+    for name in ("config.json", "preprocessor_config.json", "tokenizer.json", "tokenizer_config.json"):
+        assert (written / name).read_bytes() == (source / name).read_bytes(), name
+    ours, theirs = source_tensors(written), source_tensors(source)
+    assert set(ours) == set(theirs)
+    tower = [name for name in theirs if "visual" in name]
+    assert tower and any(theirs[name].dim() == 5 for name in tower)
+    for name in tower:
+        assert ours[name].dtype == theirs[name].dtype and ours[name].shape == theirs[name].shape, name
+        assert torch.equal(ours[name], theirs[name]), name
+    return ours, theirs
+
+
+@pytest.fixture(scope="module")
+def merged_run(surogate_bin, model_folder, tmp_path_factory):
+    """The `run` fixture's run with merge_adapter: output_dir/merged."""
+    tmp_path = tmp_path_factory.mktemp("vision_merge_runs")
+    out, logged = run_sft(surogate_bin, model_folder, tmp_path, 2, name="merge", extra="merge_adapter: true\n")
+    return {"out": out, "records": [record for record in logged if record.get("type") == "step"]}
+
+
+def test_merge_adapter_writes_a_folder_transformers_loads_with_the_engines_loss(merged_run, run, model_folder):
+    """The merged folder: the source's files and tower, the adapted text projections changed, and
+    transformers' loss on the batch is the one the engine logs at step 2 (the merged adapter is the
+    one step 2 used), rel 1e-5 (fp32)."""
+    merged = merged_run["out"] / "merged"
+    ours, theirs = assert_folder_as_the_source(merged, model_folder)
+    changed = [name for name in theirs if "visual" not in name and not torch.equal(ours[name], theirs[name])]
+    assert len(changed) == 14 and all("proj" in name for name in changed)  # the seven projections × 2 layers
+    with torch.no_grad():
+        loss = batch_loss(hf_model(merged), merged, run["rows"])
+    assert merged_run["records"][1]["loss"] == pytest.approx(float(loss), rel=RTOL)
+
+
+def test_surogate_merge_merges_a_runs_adapter_into_the_folder(merged_run, surogate_bin, model_folder, tmp_path):
+    """`surogate merge` on the folder and the run's adapter writes what merge_adapter wrote (the same
+    fp32 sums: the adapter is saved in fp32), and refuses --model_definition for it by name."""
+    output = tmp_path / "merged_cli"
+    result = run_surogate(surogate_bin, "merge", "--model", model_folder, "--adapter", merged_run["out"],
+                          "--output", output)
+    assert result.returncode == 0, result.stderr
+    assert "merged 14 adapted projections" in result.stdout
+    ours, _ = assert_folder_as_the_source(output, model_folder)
+    in_run = source_tensors(merged_run["out"] / "merged")
+    for name, tensor in in_run.items():
+        assert torch.equal(ours[name], tensor), name
+    (tmp_path / "graph.json").write_text("{}")
+    refused = run_surogate(surogate_bin, "merge", "--model", model_folder, "--adapter", merged_run["out"],
+                           "--output", tmp_path / "other", "--model_definition", tmp_path / "graph.json")
+    assert refused.returncode == 2 and "is a vision-language folder" in refused.stderr
+
+
+def test_full_fine_tuning_trains_the_text_model_with_the_tower_frozen(surogate_bin, model_folder, run, tmp_path):
+    """lora: false: step 1's loss and gradient norm are transformers' with the tower's parameters
+    frozen (requires_grad off: the text model's gradients only), rel 1e-5 (fp32); the folder the run
+    writes loads in transformers and gives the loss the engine logs at step 2 (whose LR is 0, so the
+    written weights are the ones step 2 used), rel 1e-5; its tower is the source's byte for byte and
+    every text tensor was trained."""
+    out, logged = run_sft(surogate_bin, model_folder, tmp_path, 2, name="full", extra="lora: false\n")
+    records = [record for record in logged if record.get("type") == "step"]
+    assert [record["lr"] for record in records] == [pytest.approx(1e-2), 0.0]
+    model = hf_model(model_folder)
+    for name, parameter in model.named_parameters():
+        parameter.requires_grad_("visual" not in name)
+    loss = batch_loss(model, model_folder, run["rows"])
+    loss.backward()
+    grads = [p.grad for name, p in model.named_parameters() if "visual" not in name and p.grad is not None]
+    norm = math.sqrt(sum(float((grad.double() ** 2).sum()) for grad in grads))
+    assert records[0]["loss"] == pytest.approx(float(loss.detach()), rel=RTOL)
+    assert records[0]["grad_norm"] == pytest.approx(norm, rel=RTOL)
+    assert not (out / "adapter_config.json").exists()
+    ours, theirs = assert_folder_as_the_source(out, model_folder)
+    assert all(not torch.equal(ours[name], theirs[name]) for name in theirs if "visual" not in name)
+    with torch.no_grad():
+        trained = batch_loss(hf_model(out), out, run["rows"])
+    assert records[1]["loss"] == pytest.approx(float(trained), rel=RTOL)
+    assert records[1]["loss"] != pytest.approx(records[0]["loss"], rel=1e-3)  # the step changed the model
+
+
+@pytest.mark.skipif(not gpu_visible(), reason="needs a GPU")
+def test_the_cuda_backends_full_fine_tuning_is_the_cpus_within_bf16(surogate_bin, model_folder, tmp_path):
+    _, cpu = run_sft(surogate_bin, model_folder, tmp_path, 2, name="full_cpu", extra="lora: false\n")
+    _, cuda = run_sft(surogate_bin, model_folder, tmp_path, 2, env=dict(os.environ), name="full_cuda",
+                      extra="lora: false\n")
+    cpu, cuda = ([record for record in logged if record.get("type") == "step"] for logged in (cpu, cuda))
+    # bf16 weights and activations against fp32: the loss to rel 1e-2, the gradient norm to 5e-2
+    # (the tolerances of the LoRA run above).
+    for step in range(2):
+        assert cuda[step]["loss"] == pytest.approx(cpu[step]["loss"], rel=1e-2)
+        assert cuda[step]["grad_norm"] == pytest.approx(cpu[step]["grad_norm"], rel=5e-2)
+
+
+@pytest.mark.skipif(not gpu_visible(), reason="needs a GPU")
+def test_the_cuda_evaluator_is_the_cpus_within_bf16(surogate_bin, model_folder, tmp_path):
+    _, cpu = run_with_evaluation(surogate_bin, model_folder, tmp_path)
+    _, cuda = run_with_evaluation(surogate_bin, model_folder, tmp_path, env=dict(os.environ), name="cuda")
+    # bf16 weights and activations against fp32: the loss to rel 1e-2 (the model's CUDA tolerance).
+    for ours, theirs in zip(eval_records(cuda), eval_records(cpu), strict=True):
+        assert ours["eval_tokens"] == theirs["eval_tokens"]
+        assert ours["eval_loss"] == pytest.approx(theirs["eval_loss"], rel=1e-2)
+
+
 @pytest.mark.skipif(not gpu_visible(), reason="needs a GPU")
 def test_the_cuda_backends_step_one_is_the_cpus_within_bf16(run, surogate_bin, model_folder, tmp_path):
     _, cuda = run_sft(surogate_bin, model_folder, tmp_path, 2, env=dict(os.environ), name="cuda")
@@ -207,3 +352,17 @@ def test_dry_run_plans_the_tower_for_every_token_an_image_token(surogate_bin, mo
         arenas.append(float(line.split()[-2]))
     assert arenas[1] > 3 * arenas[0]
     assert not (tmp_path / "out" / "tokenized").exists()
+
+
+def test_dry_run_counts_the_evaluator_of_a_run_that_evaluates(surogate_bin, model_folder, tmp_path):
+    """With evaluation the dry run plans the evaluator's forward of the same model (at the tower's
+    bound, as training's): its arena is a category of the prediction, more than zero."""
+    (tmp_path / "rows.jsonl").write_text("".join(json.dumps(row) + "\n" for row in ROWS))
+    config = tmp_path / "dry_eval.yaml"
+    config.write_text(f"model: {model_folder}\noutput_dir: {tmp_path / 'out'}\nsequence_len: 128\n"
+                      f"validation_split_ratio: 0.5\nper_device_train_batch_size: 2\n"
+                      f"datasets:\n  - path: {tmp_path / 'rows.jsonl'}\n    type: conversation\n")
+    result = run_surogate(surogate_bin, "sft", config, "--dry-run", env=CPU_ONLY)
+    assert result.returncode == 0, result.stderr
+    line = next(line for line in result.stdout.splitlines() if "evaluation (its arena and LM-head workspace)" in line)
+    assert float(line.split()[-2]) > 0, line

@@ -3,8 +3,11 @@
 // tower's patch geometry. tests/python/test_vision_sft.py trains such a folder end to end.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <string>
 
 #include "config/config.h"
 #include "io/safetensors.h"
@@ -115,6 +118,68 @@ TEST(VisionStage, TheGraphHasThePlansPatchesAndAFrozenTower) {
   }
   EXPECT_GT(frozen, 0);
   EXPECT_GT(trained, 0);  // the text model's (LoRA freezes them later)
+  // The evaluator's graph: the same model at its own patch count (the dry run's bound for both).
+  EXPECT_EQ(stage->eval_patches(), 64);
+  const models::DecoderGraph eval = stage->build_graph(registry, options, 12);
+  EXPECT_EQ(eval.graph.tensors[static_cast<size_t>(*eval.graph.find_tensor("pixel_values"))].type.shape.at(0), 12);
+}
+
+std::string file_bytes(const fs::path& path) {
+  std::ifstream stream(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(stream), std::istreambuf_iterator<char>()};
+}
+
+// A trained or merged model folder (train/vision_outputs.h): the source folder with the text
+// weights replaced, each in the source's dtype under its name; the tower byte for byte (the
+// 5-D patch embedding as stored); config.json and the other files as they are.
+TEST(VisionStage, TheSavedModelIsTheSourceWithTheTextWeightsReplaced) {
+  const Config config = stage_config();
+  const auto stage = vision_stage(config);
+  std::vector<std::vector<float>> storage;
+  std::vector<WeightView> views;
+  for (const models::ParameterSpec& spec : stage->specs()) storage.emplace_back(graph::shape_numel(spec.shape));
+  for (size_t i = 0; i < storage.size(); ++i) views.push_back({stage->specs()[i].name, stage->specs()[i].shape, storage[i]});
+  stage->load_weights(views);
+  std::map<std::string, std::vector<float>> trained;  // by checkpoint name
+  for (size_t i = 0; i < storage.size(); ++i) {
+    const models::ParameterSpec& spec = stage->specs()[i];
+    if (spec.name.rfind("visual.", 0) == 0) {
+      std::fill(storage[i].begin(), storage[i].end(), 99.0f);  // never read: the folder's tower is copied
+      continue;
+    }
+    for (size_t k = 0; k < storage[i].size(); ++k) storage[i][k] += 0.25f * static_cast<float>(k % 3);
+    trained[spec.hf_name] = storage[i];
+  }
+  const fs::path out = fs::path(::testing::TempDir()) / "vision_stage_saved";
+  fs::remove_all(out);
+  stage->save_model(out, views);
+  const fs::path source(config.model.name_or_path);
+  for (const char* file : {"config.json", "preprocessor_config.json", "tokenizer.json"}) {
+    EXPECT_EQ(file_bytes(out / file), file_bytes(source / file)) << file;
+  }
+  const io::SafetensorsCheckpoint theirs = io::SafetensorsCheckpoint::open(source);
+  const io::SafetensorsCheckpoint ours = io::SafetensorsCheckpoint::open(out);
+  std::vector<std::string> our_names = ours.tensor_names(), their_names = theirs.tensor_names();
+  std::sort(our_names.begin(), our_names.end());
+  std::sort(their_names.begin(), their_names.end());
+  EXPECT_EQ(our_names, their_names);
+  bool five_dimensional = false;
+  for (const std::string& name : theirs.tensor_names()) {
+    const io::SafetensorsTensor& expected = theirs.tensor(name);
+    const io::SafetensorsTensor* written = ours.find(name);
+    ASSERT_NE(written, nullptr) << name;
+    EXPECT_EQ(written->dtype, expected.dtype) << name;
+    EXPECT_EQ(written->shape, expected.shape) << name;
+    if (name.find("visual.") != std::string::npos) {
+      five_dimensional = five_dimensional || expected.shape.size() == 5;
+      EXPECT_TRUE(std::equal(written->bytes.begin(), written->bytes.end(), expected.bytes.begin(), expected.bytes.end()))
+          << name;
+    } else {
+      ASSERT_TRUE(trained.contains(name)) << name;
+      EXPECT_EQ(io::read_tensor_as_float32(*written), trained.at(name)) << name;  // fp32 fixture: exact
+    }
+  }
+  EXPECT_TRUE(five_dimensional);
 }
 
 }  // namespace

@@ -37,7 +37,7 @@ public:
     correct_ = plan_.tensor("correct");
     backend_.share_parameters_with(training_);  // what the plan keeps whole (all of it without gathering)
     backend_.load(plan_, *setup.registry);
-    inputs_ = std::make_unique<BatchInputs>(plan_);
+    inputs_ = evaluation_inputs(setup, plan_);
     if (gather_from != nullptr) start_gathering(quantized);
   }
   ~CudaEvaluator() override {

@@ -86,8 +86,12 @@ void write_outputs(RunContext& run) {
   run.device->download();
   const std::span<const WeightView> weights = run.device->weights();
   if (!run.lora) {
-    save_hf_model(config.run.output_dir, run.model_config, config.model.name_or_path, run.specs,
-                  weights.first(run.specs.size()));
+    if (run.vision) {
+      run.vision->save_model(config.run.output_dir, weights.first(run.specs.size()));
+    } else {
+      save_hf_model(config.run.output_dir, run.model_config, config.model.name_or_path, run.specs,
+                    weights.first(run.specs.size()));
+    }
     return;
   }
   LoraSettings settings{static_cast<int>(config.lora.lora_rank), static_cast<int>(config.lora.lora_alpha),
@@ -103,7 +107,11 @@ void write_outputs(RunContext& run) {
     for (size_t i = 0; i < run.specs.size(); ++i) {
       merged_views.push_back({run.specs[i].name, run.specs[i].shape, merged_values[i]});
     }
-    save_hf_model(merged, run.model_config, config.model.name_or_path, run.specs, merged_views);
+    if (run.vision) {
+      run.vision->save_model(merged, merged_views);
+    } else {
+      save_hf_model(merged, run.model_config, config.model.name_or_path, run.specs, merged_views);
+    }
     run.message(fmt::format("merged model written to {}", merged.string()));
   }
 }

@@ -43,7 +43,7 @@ void make_evaluator(RunContext& run) {
       {&run.model_config, &run.registry, run.batch, run.sequence, config.kernels.lmhead_chunks, run.cache,
        static_cast<uint64_t>(config.eval.eval_seed), run.pad_id, run.lora ? &*run.lora : nullptr,
        run.qlora ? &*run.qlora : nullptr, run.fp8 ? &*run.fp8 : nullptr, fp16_training(config),
-       config.kernels.use_fused_rope, model_definition(config.model, config.sources)});
+       config.kernels.use_fused_rope, model_definition(config.model, config.sources), run.vision.get()});
 }
 
 namespace {

@@ -91,7 +91,7 @@ void load_data(RunContext& run) {
   run.loader = std::make_unique<data::DataLoader>(run.cache, run.cache->train(), run.batch,
                                                   static_cast<uint64_t>(config.data.train_seed), run.pad_id, !kto);
   run.batches_per_epoch = static_cast<int64_t>(run.loader->batches_per_epoch());
-  if (run.vision) run.vision->set_plan_patches(run.cache->train(), run.batch);
+  if (run.vision) run.vision->set_plan_patches(run.cache->train(), run.cache->eval(), run.batch);
 }
 
 // Graph → plan → backend; the parameters and gradients live in the backend's regions.
