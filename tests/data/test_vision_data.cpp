@@ -280,7 +280,18 @@ TEST(VisionPipeline, MaxPixelsOverridesTheFolderProcessorAndKeysTheCache) {
   EXPECT_NE(error_of([&] { data_settings_from_config(config); }).find("max_pixels (3000) is below"), std::string::npos);
 }
 
-TEST(VisionPipeline, MaxPixelsForATextModelIsRefusedNamingIt) {
+TEST(VisionPipeline, NormBboxDefaultsToTheModelsAndKeysTheCache) {
+  Config config = vision_config(vision_model_folder());
+  const DataSettings folder_settings = data_settings_from_config(config);
+  EXPECT_EQ(folder_settings.vision->norm_bbox, NormBbox::None);  // Qwen2.5-VL: pixels of the resized image
+  config.data.norm_bbox = NormBbox::Norm1000;
+  const DataSettings settings = data_settings_from_config(config);
+  EXPECT_EQ(settings.vision->norm_bbox, NormBbox::Norm1000);
+  const TextTools tools = load_text_tools(settings);
+  EXPECT_NE(cache_key(settings, tools), cache_key(folder_settings, tools));
+}
+
+TEST(VisionPipeline, MaxPixelsOrNormBboxForATextModelIsRefusedNamingIt) {
   const fs::path model = vision_model_folder();
   const fs::path text_model = fs::path(::testing::TempDir()) / "vision_data_text_model";
   fs::create_directories(text_model);
@@ -293,6 +304,10 @@ TEST(VisionPipeline, MaxPixelsForATextModelIsRefusedNamingIt) {
   config.data.max_pixels = 10000;
   const std::string message = error_of([&] { data_settings_from_config(config); });
   EXPECT_NE(message.find("max_pixels applies to vision-language models"), std::string::npos) << message;
+  config.data.max_pixels.reset();
+  config.data.norm_bbox = NormBbox::None;
+  const std::string bbox = error_of([&] { data_settings_from_config(config); });
+  EXPECT_NE(bbox.find("norm_bbox applies to vision-language models"), std::string::npos) << bbox;
 }
 
 TEST(VisionPipeline, ARowWithImagesLongerThanMaxLengthIsDroppedNotCut) {
