@@ -48,12 +48,12 @@ VisionStage::VisionStage(const Config& config, models::VisionModelConfig model)
       specs_(stage_specs(model_, model_dir_)) {}
 
 void VisionStage::set_plan_patches(const data::PackedRowsView& rows, int64_t batch) {
-  // A plan needs a tower of at least one merged patch; a split without images binds padding only.
-  plan_patches_ = std::max(vision_patch_capacity(rows, batch, model_.vision.patch_size), model_.vision.merge_unit());
+  set_plan_patches(vision_patch_capacity(rows, 1, model_.vision.patch_size), batch);
 }
 
-void VisionStage::set_patch_bound(int64_t batch, int64_t sequence) {
-  plan_patches_ = batch * sequence * model_.vision.merge_unit();
+void VisionStage::set_plan_patches(int64_t row_patches, int64_t batch) {
+  // A plan needs a tower of at least one merged patch; a split without images binds padding only.
+  plan_patches_ = std::max(batch * row_patches, model_.vision.merge_unit());
 }
 
 models::DecoderGraph VisionStage::build_graph(const graph::OpRegistry& registry,

@@ -7,8 +7,8 @@
 //
 // The graph is built for a fixed patch count (plan_patches): per_device_train_batch_size times
 // the most patches one packed row of the training split holds, so one plan serves every
-// micro-batch (train/vision_batch_inputs.h pads each batch's images up to it). Before the data is
-// read (the dry run) the bound is every token an image token: B · T · merge².
+// micro-batch (train/vision_batch_inputs.h pads each batch's images up to it). The dry run reads
+// the same rows first (train/vision_memory_plan.h) and plans the same count.
 // The tower is frozen (no gradients, no optimizer state): LoRA adapts the text projections only
 // (config/feature_support_vision.cpp refuses what is not wired yet: full fine-tuning, ...).
 #pragma once
@@ -48,7 +48,8 @@ public:
   // The patch count the graphs are built for; set from the training rows before planning.
   int64_t plan_patches() const { return plan_patches_; }
   void set_plan_patches(const data::PackedRowsView& rows, int64_t batch);
-  void set_patch_bound(int64_t batch, int64_t sequence);  // the dry run: B · T · merge²
+  // The same from the most patches one row holds (the dry run's, train/vision_memory_plan.h).
+  void set_plan_patches(int64_t row_patches, int64_t batch);
 
   // The model's forward graph for `options` (the decoder's shape, dtype, kernels options).
   models::DecoderGraph build_graph(const graph::OpRegistry& registry, const models::DecoderGraphOptions& options) const;
