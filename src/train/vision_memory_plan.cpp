@@ -13,9 +13,15 @@ namespace surogate::train {
 VisionRowImages read_vision_rows(const Config& config) {
   const data::DataSettings settings = data::data_settings_from_config(config);
   SUROGATE_CHECK(settings.vision.has_value(), "read_vision_rows is asked for a vision-language model's data");
-  // The cache's messages (built, rebuilt, stale) are the run's to say; the dry run prints its plan.
-  const auto cache = data::load_or_build_cache(settings, {}, [](const std::string&) {});
-  const data::PackedRowsView rows = cache->train();
+  // The run's token cache when it is up to date, else the rows tokenized here, in memory: the dry
+  // run only reads (it takes no lock on output_dir, docs/training.md), so it writes no cache.
+  const data::TextTools tools = data::load_text_tools(settings);
+  data::TokenCache::Problem problem;
+  const std::shared_ptr<data::TokenCache> cache =
+      data::TokenCache::open(settings.cache_path, data::cache_key(settings, tools), problem);
+  std::optional<data::PreparedData> prepared;
+  if (!cache) prepared = data::prepare_data(settings, tools, {});
+  const data::PackedRowsView rows = cache ? cache->train() : data::view_of(prepared->train);
   if (rows.rows() == 0) {
     fail_user("{}: the training datasets produced no rows after formatting and length checks (`surogate preview` "
               "shows why)", config.sources.of("datasets"));

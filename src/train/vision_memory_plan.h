@@ -3,8 +3,9 @@
 // row of the training split holds) read from the data itself, and, when the plan does not fit,
 // the max_pixels that would bring the count down far enough.
 //
-// The dry run reads the training data as the run does (data::load_or_build_cache: the token cache
-// it builds is the one the run then reuses), so the plan is the run's own, not a bound.
+// The dry run reads the training rows the run would train on (the token cache when it is up to
+// date, else the datasets tokenized in memory: a dry run writes nothing), so the plan is the
+// run's own, not a bound.
 #pragma once
 
 #include <cstdint>
@@ -24,7 +25,8 @@ struct VisionRowImages {
   int64_t row_patches = 0;                      // the most patches one row's images hold
 };
 
-// Builds or reuses the token cache of `config` (a vision-language model's) and reads its training rows.
+// The training rows of `config` (a vision-language model's): its up-to-date token cache's, else
+// tokenized here (data::prepare_data) without writing a cache.
 VisionRowImages read_vision_rows(const Config& config);
 
 // The most patches one row holds once every image is resized again under `max_pixels` (from its
