@@ -40,11 +40,11 @@ Target target_device(std::optional<size_t> gpu_memory_bytes) {
   return {backend, device_memory(backend, machine, gpu_memory_bytes), machine.gpu_sm};
 }
 
-// The plan the trainer would compile for `config` on `target`; `row_patches`: a vision-language
-// model's most patches one packed row holds (train/vision_memory_plan.h), the tower is planned for
+// The plan the trainer would compile for `config` on `target`; `row_patches` (0 for a text model): a
+// vision-language model's most patches one packed row holds (train/vision_memory_plan.h), the tower is planned for
 // per_device_train_batch_size times it, as the trainer plans it.
 TrainingPlan plan_for(const Config& config, const io::ModelConfig& model, const Target& target,
-                      std::optional<int64_t> row_patches) {
+                      int64_t row_patches) {
   const graph::OpRegistry registry = make_training_registry();
   // surogate grpo's rows hold a prompt and its completion (sequence_len does not apply).
   const auto sequence = config.grpo.enabled ? grpo_row_length(config)
@@ -52,7 +52,7 @@ TrainingPlan plan_for(const Config& config, const io::ModelConfig& model, const 
   std::optional<models::LoraSetup> lora;
   if (config.lora.enabled) lora = lora_setup(config.lora, config.sources, model, target.backend);
   const std::shared_ptr<VisionStage> vision = vision_stage(config);
-  if (vision) vision->set_plan_patches(row_patches.value_or(0), config.schedule.per_device_train_batch_size);
+  if (vision) vision->set_plan_patches(row_patches, config.schedule.per_device_train_batch_size);
   return plan_training(config, model, registry, lora ? &*lora : nullptr, target.backend,
                        config.schedule.per_device_train_batch_size, sequence, target.memory, std::nullopt, nullptr,
                        vision.get());
@@ -205,7 +205,7 @@ int run_ranks(const Config& config, const Target& target) {
 
 // Every layout of the run's ranks, predicted; the configured one marked, and the engine's pick.
 void predict_layouts(const Config& config, const io::ModelConfig& model, const Target& target,
-                     std::optional<int64_t> row_patches, MemoryPrediction& prediction) {
+                     int64_t row_patches, MemoryPrediction& prediction) {
   const int ranks = run_ranks(config, target);
   if (ranks == 1 && config.parallel.sequence_parallel_size == 1 && config.parallel.pipeline_parallel_size == 1) return;
   prediction.layout_ranks = ranks;
@@ -311,7 +311,7 @@ MemoryPrediction predict_training_memory(const Config& config, std::optional<siz
   // A vision-language model's tower is planned from the training data's images, as the run plans it.
   std::optional<VisionRowImages> images;
   if (vision) images = read_vision_rows(config);
-  const std::optional<int64_t> row_patches = images ? std::optional(images->row_patches) : std::nullopt;
+  const int64_t row_patches = images ? images->row_patches : 0;  // 0: a text model
   const TrainingPlan plan = plan_for(config, model, target, row_patches);
   MemoryPrediction prediction;
   prediction.device = target.memory.name;
@@ -372,7 +372,11 @@ MemoryPrediction predict_training_memory(const Config& config, std::optional<siz
   prediction.recompute = plan.recompute.summary;
   prediction.fits = plan.fits();
   predict_layouts(config, model, target, row_patches, prediction);
-  if (images) prediction.vision = describe_vision_plan(config, *images, vision->plan_patches());
+  if (images) {  // the count plan_for's stage was given (VisionStage::set_plan_patches)
+    const int64_t planned = std::max(config.schedule.per_device_train_batch_size * images->row_patches,
+                                     vision->model().vision.merge_unit());
+    prediction.vision = describe_vision_plan(config, *images, planned);
+  }
   if (prediction.fits) return prediction;
 
   if (images) {  // the lever of the images' size first: the tower's activations grow with it
