@@ -4,6 +4,13 @@
 // min_pixels 3136), written out here.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "train/memory_prediction.h"
 #include "train/vision_memory_plan.h"
 
 namespace surogate::train {
@@ -39,6 +46,78 @@ TEST(VisionMemoryPlan, TheLargestMaxPixelsThatFits) {
   EXPECT_EQ(judged, 3);  // one plan per distinct patch count (24, 40, 48), not one per probe
   EXPECT_EQ(max_pixels_that_fits(images, [](int64_t patches) { return patches <= 10; }), std::nullopt);
   EXPECT_EQ(max_pixels_that_fits(images, [](int64_t) { return true; }), 12543);
+}
+
+namespace fs = std::filesystem;
+const fs::path kVision = fs::path(SUROGATE_FIXTURES_DIR) / "vision";
+
+std::string read_text(const fs::path& path) {
+  std::ifstream stream(path);
+  std::stringstream text;
+  text << stream.rdbuf();
+  return text.str();
+}
+
+// The fixture Qwen2.5-VL (patch 4, merge 2; the real tokenizer's vocabulary, as the dry run plans
+// it: no weight is read) and the fixture rows (5 images in 3 of 4 rows), one document per row.
+Config dry_run_config() {
+  const fs::path folder = fs::path(::testing::TempDir()) / "vision_memory_plan_model";
+  fs::create_directories(folder);
+  fs::copy_file(kVision / "vl" / "model.safetensors", folder / "model.safetensors", fs::copy_options::overwrite_existing);
+  nlohmann::json config = nlohmann::json::parse(read_text(kVision / "vl" / "config.json"));
+  config["image_token_id"] = 151655;
+  config["text_config"]["vocab_size"] = 151936;
+  std::ofstream(folder / "config.json") << config.dump();
+  std::ofstream(folder / "preprocessor_config.json")
+      << R"({"image_processor_type": "Qwen2VLImageProcessor", "min_pixels": 256, "max_pixels": 2048,)"
+      << R"( "patch_size": 4, "temporal_patch_size": 2, "merge_size": 2})";
+  const fs::path tokenizer = fs::path(SUROGATE_TOKENIZERS_DIR) / "qwen3";
+  fs::copy_file(tokenizer / "tokenizer.json", folder / "tokenizer.json", fs::copy_options::overwrite_existing);
+  nlohmann::json tokenizer_config = nlohmann::json::parse(read_text(tokenizer / "tokenizer_config.json"));
+  tokenizer_config["chat_template"] = read_text(kVision / "rows" / "chat_template.jinja");
+  std::ofstream(folder / "tokenizer_config.json") << tokenizer_config.dump();
+  Config c;
+  c.model.name_or_path = folder.string();
+  c.model.sequence_len = 256;
+  DatasetConfig dataset;
+  dataset.path = (kVision / "rows" / "rows.jsonl").string();
+  dataset.type = DatasetType::Conversation;
+  c.data.datasets = {dataset};
+  c.data.sample_packing = false;  // one document per row: the rows keep their images under any max_pixels
+  c.eval.validation_split_ratio = 0.0;
+  c.schedule.per_device_train_batch_size = 1;
+  c.run.output_dir = (fs::path(::testing::TempDir()) / "vision_memory_plan_run").string();
+  return c;
+}
+
+// A GPU whose memory fits the plan of the smallest images but not the data's: the prediction
+// names max_pixels first, with a value under which the plan fits; a dry run writes no token cache.
+TEST(VisionMemoryPlan, TheDryRunNamesTheMaxPixelsThatFits) {
+  const Config config = dry_run_config();
+  const size_t large = size_t{100} << 30;
+  const MemoryPrediction data = predict_training_memory(config, large);
+  EXPECT_NE(data.vision.find("vision tower planned for"), std::string::npos) << data.vision;
+  // The least each needs: on a GPU that nothing fits (1 GiB, all of it kept free), the plan
+  // recomputes everything it may.
+  const size_t none = size_t{1} << 30;
+  Config smallest = config;
+  smallest.data.max_pixels = 256;
+  const size_t least_small = predict_training_memory(smallest, none).total_bytes;
+  const size_t least_data = predict_training_memory(config, none).total_bytes;
+  ASSERT_GT(least_data, least_small);
+  // 1 GiB is kept free below 50 GiB (device_margin_bytes).
+  const size_t gpu = (size_t{1} << 30) + (least_data + least_small) / 2;
+  const MemoryPrediction tight = predict_training_memory(config, gpu);
+  ASSERT_FALSE(tight.fits);
+  ASSERT_FALSE(tight.suggestions.empty());
+  const std::string& first = tight.suggestions.front();
+  ASSERT_EQ(first.rfind("max_pixels: ", 0), 0u) << first;
+  Config lowered = config;
+  lowered.data.max_pixels = std::stoll(first.substr(std::string("max_pixels: ").size()));
+  EXPECT_LT(*lowered.data.max_pixels, 2048);
+  EXPECT_GE(*lowered.data.max_pixels, 256);
+  EXPECT_TRUE(predict_training_memory(lowered, gpu).fits) << first;
+  EXPECT_FALSE(fs::exists(fs::path(config.run.output_dir) / "tokenized"));
 }
 
 }  // namespace
