@@ -220,4 +220,3 @@ def test_dry_run_plans_the_tower_from_the_datas_images(surogate_bin, model_folde
     result = dry_run(surogate_bin, model_folder, tmp_path, "--max_pixels=512")
     assert result.returncode == 0, result.stderr
     assert "# vision tower planned for 48 patches: per_device_train_batch_size 1 × 48" in result.stdout, result.stdout
-
