@@ -5,13 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
-
-#include <nlohmann/json.hpp>
 
 #include "train/memory_prediction.h"
 #include "train/vision_memory_plan.h"
+#include "vision_model_folder.h"
 
 namespace surogate::train {
 namespace {
@@ -51,31 +48,12 @@ TEST(VisionMemoryPlan, TheLargestMaxPixelsThatFits) {
 namespace fs = std::filesystem;
 const fs::path kVision = fs::path(SUROGATE_FIXTURES_DIR) / "vision";
 
-std::string read_text(const fs::path& path) {
-  std::ifstream stream(path);
-  std::stringstream text;
-  text << stream.rdbuf();
-  return text.str();
-}
-
-// The fixture Qwen2.5-VL (patch 4, merge 2; the real tokenizer's vocabulary, as the dry run plans
-// it: no weight is read) and the fixture rows (5 images in 3 of 4 rows), one document per row.
 Config dry_run_config() {
-  const fs::path folder = fs::path(::testing::TempDir()) / "vision_memory_plan_model";
-  fs::create_directories(folder);
-  fs::copy_file(kVision / "vl" / "model.safetensors", folder / "model.safetensors", fs::copy_options::overwrite_existing);
-  nlohmann::json config = nlohmann::json::parse(read_text(kVision / "vl" / "config.json"));
-  config["image_token_id"] = 151655;
-  config["text_config"]["vocab_size"] = 151936;
-  std::ofstream(folder / "config.json") << config.dump();
-  std::ofstream(folder / "preprocessor_config.json")
-      << R"({"image_processor_type": "Qwen2VLImageProcessor", "min_pixels": 256, "max_pixels": 2048,)"
-      << R"( "patch_size": 4, "temporal_patch_size": 2, "merge_size": 2})";
-  const fs::path tokenizer = fs::path(SUROGATE_TOKENIZERS_DIR) / "qwen3";
-  fs::copy_file(tokenizer / "tokenizer.json", folder / "tokenizer.json", fs::copy_options::overwrite_existing);
-  nlohmann::json tokenizer_config = nlohmann::json::parse(read_text(tokenizer / "tokenizer_config.json"));
-  tokenizer_config["chat_template"] = read_text(kVision / "rows" / "chat_template.jinja");
-  std::ofstream(folder / "tokenizer_config.json") << tokenizer_config.dump();
+  const fs::path folder = surogate::testing::vision_model_folder(
+      "vision_memory_plan_model",
+      R"({"image_processor_type": "Qwen2VLImageProcessor", "min_pixels": 256, "max_pixels": 2048,)"
+      R"( "patch_size": 4, "temporal_patch_size": 2, "merge_size": 2})",
+      /*weights=*/true);
   Config c;
   c.model.name_or_path = folder.string();
   c.model.sequence_len = 256;
