@@ -290,22 +290,6 @@ void add_offload_rows(std::vector<SupportRow>& rows) {
   }
 }
 
-// Options that are valid but not implemented yet in this build: set to anything other than their
-// default, they are refused with a message naming them, never silently ignored.
-void add_unimplemented_rows(std::vector<SupportRow>& rows) {
-  const auto unimplemented = [](const char* key, bool (*used)(const Config&)) {
-    return SupportRow{key, Stage::Options, Backend::Any, [used](const Config& c, const RunShape&) { return used(c); },
-                      [key](const Config& c, const RunShape&) {
-                        return fmt::format("{}: option '{}' is valid but not implemented yet in this version of "
-                                           "Surogate; remove it or set it back to its default (docs/configuration.md "
-                                           "lists what is not implemented yet)",
-                                           c.sources.of(key), key);
-                      }};
-  };
-  rows.push_back(unimplemented("norm_bbox", [](const Config& c) { return c.data.norm_bbox.has_value(); }));
-}
-
-
 // The CPU backend is the fp32 oracle: master_dtype / gradient_dtype other than fp32 and the
 // offload_* options (they move GPU memory to the host) are implemented on the CUDA backend.
 void add_cpu_backend_rows(std::vector<SupportRow>& rows) {
@@ -549,7 +533,6 @@ const std::vector<SupportRow>& feature_support_table() {
     add_model_parallel_rows(rows);
     add_lora_rows(rows);
     add_offload_rows(rows);
-    add_unimplemented_rows(rows);
     add_preference_rows(rows);
     add_grpo_rows(rows);
     add_vision_rows(rows);

@@ -20,6 +20,7 @@ DatasetFormatter::DatasetFormatter(const DatasetConfig& dataset, const DataSetti
   if (!image_rows(dataset, settings)) return;
   ImageRowOptions options;
   options.image_pad_id = tools.image_pad_id.value_or(-1);
+  options.norm_bbox = settings.vision->norm_bbox;
   images_.emplace(dataset, settings.format, tools.codec, tools.renderer, vision::ImageProcessor(settings.vision->processor),
                   options);
 }

@@ -1,6 +1,7 @@
 #include "data/image_rows.h"
 
 #include "core/error.h"
+#include "data/grounding.h"
 #include "vision/decode_image.h"
 #include "vision/image_source.h"
 #include "vision/image_tokens.h"
@@ -10,18 +11,6 @@ namespace surogate::data {
 namespace {
 
 constexpr std::string_view kPlaceholder = "<image>";
-
-// The key holding a message's content: message_property_mappings' target of "content", or
-// ShareGPT's "value" (as Formatter reads it).
-std::string content_key_of(const RowValue& first, const DatasetConfig& dataset) {
-  auto mapped = dataset.message_property_mappings.find("content");
-  std::string key = mapped != dataset.message_property_mappings.end() ? mapped->second : "content";
-  if (key == "content" && first.is_object() && !first.contains("role") && first.contains("from") &&
-      first.contains("value")) {
-    key = "value";
-  }
-  return key;
-}
 
 RowImage column_image(const RowValue& entry, const std::filesystem::path& base_dir, const std::string& field) {
   if (entry.is_string()) {
@@ -127,13 +116,23 @@ RowValue rewrite_parts(const RowValue& parts, const std::string& where, const Im
 
 }  // namespace
 
+std::string message_content_key(const RowValue& first, const DatasetConfig& dataset) {
+  auto mapped = dataset.message_property_mappings.find("content");
+  std::string key = mapped != dataset.message_property_mappings.end() ? mapped->second : "content";
+  if (key == "content" && first.is_object() && !first.contains("role") && first.contains("from") &&
+      first.contains("value")) {
+    key = "value";
+  }
+  return key;
+}
+
 GatheredImages gather_row_images(const Row& row, const DatasetConfig& dataset, const ImageRowOptions& options) {
   GatheredImages gathered{row, {}};
   const std::vector<RowImage> column = column_images(row, options);
   ColumnCursor cursor{column, options.images_field, row.origin};
   auto messages = gathered.row.value.find(dataset.messages_field);
   if (messages != gathered.row.value.end() && messages->is_array() && !messages->empty()) {
-    const std::string key = content_key_of(messages->front(), dataset);
+    const std::string key = message_content_key(messages->front(), dataset);
     for (size_t i = 0; i < messages->size(); ++i) {
       RowValue& message = (*messages)[i];
       if (!message.is_object()) continue;  // Formatter names the bad message
@@ -172,31 +171,64 @@ ImageRowFormatter::ImageRowFormatter(DatasetConfig dataset, FormatOptions format
       processor_(std::move(processor)),
       options_(std::move(options)) {}
 
+namespace {
+
+// The row's images decoded (their sizes kept for grounding) and resized by the processor.
+struct RowPixels {
+  std::vector<GroundingImage> sizes;
+  std::vector<vision::RgbImage> resized;
+};
+
+RowPixels decode_and_resize(const std::vector<RowImage>& images, const vision::ImageProcessor& processor,
+                            const std::string& where) {
+  RowPixels out;
+  for (const RowImage& image : images) {
+    vision::DecodeOptions decode;
+    decode.alpha = image.alpha;
+    vision::RgbImage pixels;
+    try {
+      pixels = vision::decode_image(image.bytes, decode);
+    } catch (const UserError& error) {
+      fail_user("{}: {}", where, error.what());
+    }
+    try {
+      out.resized.push_back(processor.resize(pixels, image.bytes.name));
+    } catch (const UserError& error) {
+      fail_user("{}: {}", where, error.what());
+    }
+    out.sizes.push_back({pixels.width, pixels.height, out.resized.back().width, out.resized.back().height});
+  }
+  return out;
+}
+
+}  // namespace
+
 std::optional<ImageSample> ImageRowFormatter::format(const Row& row, std::string* drop_reason) {
   ImageRowOptions options = options_;
   if (options.base_dir.empty()) options.base_dir = std::filesystem::path(row.origin.file).parent_path();
   GatheredImages gathered = gather_row_images(row, dataset_, options);
+  const std::string where = row.origin.describe();
+  // A grounding row's text depends on its images' sizes: they are decoded before it is formatted
+  // (any other row's after, so that a dropped row decodes nothing).
+  std::optional<RowPixels> pixels;
+  if (has_grounding_objects(gathered.row.value, options.objects_field)) {
+    pixels = decode_and_resize(gathered.images, processor_, where);
+    auto messages = gathered.row.value.find(dataset_.messages_field);
+    const std::string key = messages != gathered.row.value.end() && messages->is_array() && !messages->empty()
+                                ? message_content_key(messages->front(), dataset_)
+                                : "content";
+    render_grounding(gathered.row.value, options.objects_field, dataset_.messages_field, key, pixels->sizes,
+                     options.norm_bbox, where);
+  }
   FormattedRow formatted = formatter_.format(gathered.row);
   if (!formatted.sample) {
     if (drop_reason) *drop_reason = formatted.drop_reason;
     return std::nullopt;
   }
-  const std::string where = row.origin.describe();
-  std::vector<vision::RgbImage> pixels;
-  std::vector<std::string> names;
-  for (const RowImage& image : gathered.images) {
-    vision::DecodeOptions decode;
-    decode.alpha = image.alpha;
-    try {
-      pixels.push_back(vision::decode_image(image.bytes, decode));
-    } catch (const UserError& error) {
-      fail_user("{}: {}", where, error.what());
-    }
-    names.push_back(image.bytes.name);
-  }
+  if (!pixels) pixels = decode_and_resize(gathered.images, processor_, where);
   ImageSample result;
+  result.resized = std::move(pixels->resized);
   try {
-    for (size_t i = 0; i < pixels.size(); ++i) result.resized.push_back(processor_.resize(pixels[i], names[i]));
     result.images = processor_.patches(result.resized);
   } catch (const UserError& error) {
     fail_user("{}: {}", where, error.what());

@@ -14,6 +14,8 @@
 // Parquet image struct {"bytes", "path"} (HF datasets' Image feature). Paths and URIs are
 // converted to RGB as transformers' load_image does (alpha dropped), structs as the processor
 // does with PIL images (alpha over white); see vision/decode_image.h.
+// A row with ms-swift's grounding column (`objects`) gets its <ref-object> / <bbox> placeholders
+// rendered from it (data/grounding.h) against its images' decoded and resized sizes.
 // Errors (one UserError naming the row, and the file where there is one): an unknown part type,
 // an images column that is not a list of those entries, more or fewer images than placeholders,
 // an image that is missing or undecodable, larger than the decoder's limit, or of an aspect
@@ -25,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "config/config_enums.h"
 #include "data/formatter.h"
 #include "vision/decode_image.h"
 #include "vision/decoded_image.h"
@@ -43,7 +46,15 @@ struct ImageRowOptions {
   // The folder relative image paths start from; ImageRowFormatter: empty means each row's file's folder.
   std::filesystem::path base_dir;
   int32_t image_pad_id = -1;       // the tokenizer's id of <|image_pad|>
+  // Grounding (data/grounding.h): the column of ms-swift's objects and how boxes are normalised
+  // (the configuration's norm_bbox, or the model's default_norm_bbox).
+  std::string objects_field = "objects";
+  NormBbox norm_bbox = NormBbox::Norm1000;
 };
+
+// The key holding a message's content: message_property_mappings' target of "content", or
+// ShareGPT's "value" when the first message has "from" / "value" (as Formatter reads it).
+std::string message_content_key(const RowValue& first_message, const DatasetConfig& dataset);
 
 // `row` with its messages in content-part form and the images they refer to, in order. The
 // message content key follows message_property_mappings (ShareGPT's "value" too).

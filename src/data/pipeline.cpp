@@ -14,6 +14,7 @@
 #include "data/dataset_files.h"
 #include "data/dataset_formatter.h"
 #include "data/format_workers.h"
+#include "data/grounding.h"
 #include "data/kto_rows.h"
 #include "data/row_reader.h"
 #include "data/truncation.h"
@@ -145,7 +146,8 @@ json vision_key(const VisionData& vision) {
           {"merge", p.merge_size},
           {"min_pixels", p.min_pixels},
           {"max_pixels", p.max_pixels},
-          {"resample_order", static_cast<int>(p.resample_order)}};
+          {"resample_order", static_cast<int>(p.resample_order)},
+          {"norm_bbox", vision.norm_bbox == NormBbox::None ? "none" : "norm1000"}};
 }
 
 json packing_json(const PackingStats& stats) {
@@ -198,14 +200,17 @@ bool preference_data(const Config& config) {
 std::optional<VisionData> vision_data(const Config& config, const fs::path& model_dir) {
   std::optional<std::string> architecture = vision::vision_language_architecture(model_dir);
   if (!architecture) {
-    if (config.data.max_pixels) {
-      fail_user("{}: max_pixels applies to vision-language models (Qwen2_5_VLForConditionalGeneration); {} is not "
-                "one: remove the option",
-                config.sources.of("max_pixels"), (model_dir / "config.json").string());
+    for (const auto& [set, key] : {std::pair{config.data.max_pixels.has_value(), "max_pixels"},
+                                   std::pair{config.data.norm_bbox.has_value(), "norm_bbox"}}) {
+      if (!set) continue;
+      fail_user("{}: {} applies to vision-language models (Qwen2_5_VLForConditionalGeneration); {} is not one: "
+                "remove the option",
+                config.sources.of(key), key, (model_dir / "config.json").string());
     }
     return std::nullopt;
   }
-  VisionData data{*architecture, vision::ImageProcessorConfig::from_folder(model_dir)};
+  VisionData data{*architecture, vision::ImageProcessorConfig::from_folder(model_dir),
+                  config.data.norm_bbox.value_or(default_norm_bbox(*architecture))};
   if (config.data.max_pixels) {
     if (*config.data.max_pixels < data.processor.min_pixels) {
       fail_user("{}: max_pixels ({}) is below the image processor's min_pixels ({}, {}): raise it",

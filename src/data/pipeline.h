@@ -27,6 +27,7 @@ namespace surogate::data {
 struct VisionData {
   std::string architecture;             // config.json's, for messages
   vision::ImageProcessorConfig processor;  // the folder's preprocessor_config.json, max_pixels applied
+  NormBbox norm_bbox = NormBbox::Norm1000;  // the config's norm_bbox, else the model's (data/grounding.h)
 };
 
 // The options the data path depends on, resolved from a Config.
@@ -59,7 +60,7 @@ struct DataSettings {
   std::optional<VisionData> vision;
 };
 
-// UserError when sequence_len cannot be known, when max_pixels is set for a model that is not a
+// UserError when sequence_len cannot be known, when max_pixels or norm_bbox is set for a model that is not a
 // vision-language model or is below the processor's min_pixels, (unset and no max_position_embeddings in the
 // model's config.json) or max_length exceeds it.
 DataSettings data_settings_from_config(const Config& config);

@@ -19,6 +19,7 @@
 #include "train/objective/grpo_rollout_model.h"
 #include "train/pipeline_plan.h"
 #include "train/training_plan.h"
+#include "train/vision_memory_plan.h"
 #include "train/vision_stage.h"
 
 namespace surogate::train {
@@ -39,18 +40,19 @@ Target target_device(std::optional<size_t> gpu_memory_bytes) {
   return {backend, device_memory(backend, machine, gpu_memory_bytes), machine.gpu_sm};
 }
 
-// The plan the trainer would compile for `config` on `target`.
-TrainingPlan plan_for(const Config& config, const io::ModelConfig& model, const Target& target) {
+// The plan the trainer would compile for `config` on `target`; `row_patches` (0 for a text model): a
+// vision-language model's most patches one packed row holds (train/vision_memory_plan.h), the tower is planned for
+// per_device_train_batch_size times it, as the trainer plans it.
+TrainingPlan plan_for(const Config& config, const io::ModelConfig& model, const Target& target,
+                      int64_t row_patches) {
   const graph::OpRegistry registry = make_training_registry();
   // surogate grpo's rows hold a prompt and its completion (sequence_len does not apply).
   const auto sequence = config.grpo.enabled ? grpo_row_length(config)
                                             : static_cast<int64_t>(data::data_settings_from_config(config).sequence_len);
   std::optional<models::LoraSetup> lora;
   if (config.lora.enabled) lora = lora_setup(config.lora, config.sources, model, target.backend);
-  // A vision-language model: the data is not read here, so the tower is planned for its bound
-  // (every token an image token), which no micro-batch exceeds.
   const std::shared_ptr<VisionStage> vision = vision_stage(config);
-  if (vision) vision->set_patch_bound(config.schedule.per_device_train_batch_size, sequence);
+  if (vision) vision->set_plan_patches(row_patches, config.schedule.per_device_train_batch_size);
   return plan_training(config, model, registry, lora ? &*lora : nullptr, target.backend,
                        config.schedule.per_device_train_batch_size, sequence, target.memory, std::nullopt, nullptr,
                        vision.get());
@@ -203,7 +205,7 @@ int run_ranks(const Config& config, const Target& target) {
 
 // Every layout of the run's ranks, predicted; the configured one marked, and the engine's pick.
 void predict_layouts(const Config& config, const io::ModelConfig& model, const Target& target,
-                     MemoryPrediction& prediction) {
+                     int64_t row_patches, MemoryPrediction& prediction) {
   const int ranks = run_ranks(config, target);
   if (ranks == 1 && config.parallel.sequence_parallel_size == 1 && config.parallel.pipeline_parallel_size == 1) return;
   prediction.layout_ranks = ranks;
@@ -223,7 +225,7 @@ void predict_layouts(const Config& config, const io::ModelConfig& model, const T
       if (pipeline != config.parallel.pipeline_parallel_size) variant.parallel.pipeline_stage_layers.clear();
       try {
         validate_config(variant, "");  // a layout the options' rules refuse is listed with their reason
-        const TrainingPlan plan = plan_for(variant, model, target);
+        const TrainingPlan plan = plan_for(variant, model, target, row_patches);
         layout.peak_bytes = plan.memory.peak();
         layout.fits = plan.fits();
       } catch (const UserError& error) {
@@ -287,6 +289,17 @@ void add_rollout_prediction(const Config& config, const io::ModelConfig& model, 
       prediction.ranks > 1 || prediction.gpus > 1 ? ", on every rank" : "");
 }
 
+// The dry run's line about the vision tower: the patch count it is planned for and where it comes from.
+std::string describe_vision_plan(const Config& config, const VisionRowImages& images, int64_t plan_patches) {
+  size_t count = 0;
+  for (const auto& row : images.rows) count += row.size();
+  return fmt::format("vision tower planned for {} patches: per_device_train_batch_size {} × {}, the most patches one "
+                     "packed row of the training data holds ({} images in {} rows, resized under max_pixels {}; the "
+                     "tower's activations grow with max_pixels)",
+                     plan_patches, config.schedule.per_device_train_batch_size, images.row_patches, count,
+                     images.rows.size(), images.processor.max_pixels);
+}
+
 }  // namespace
 
 MemoryPrediction predict_training_memory(const Config& config, std::optional<size_t> gpu_memory_bytes) {
@@ -295,7 +308,11 @@ MemoryPrediction predict_training_memory(const Config& config, std::optional<siz
       vision ? vision->text()
              : models::load_model_config(config.model.name_or_path, model_definition(config.model, config.sources));
   const Target target = target_device(gpu_memory_bytes);
-  const TrainingPlan plan = plan_for(config, model, target);
+  // A vision-language model's tower is planned from the training data's images, as the run plans it.
+  std::optional<VisionRowImages> images;
+  if (vision) images = read_vision_rows(config);
+  const int64_t row_patches = images ? images->row_patches : 0;  // 0: a text model
+  const TrainingPlan plan = plan_for(config, model, target, row_patches);
   MemoryPrediction prediction;
   prediction.device = target.memory.name;
   prediction.device_bytes = target.memory.offered_bytes;
@@ -354,14 +371,31 @@ MemoryPrediction predict_training_memory(const Config& config, std::optional<siz
   }
   prediction.recompute = plan.recompute.summary;
   prediction.fits = plan.fits();
-  predict_layouts(config, model, target, prediction);
+  predict_layouts(config, model, target, row_patches, prediction);
+  if (images) {  // the count plan_for's stage was given (VisionStage::set_plan_patches)
+    const int64_t planned = std::max(config.schedule.per_device_train_batch_size * images->row_patches,
+                                     vision->model().vision.merge_unit());
+    prediction.vision = describe_vision_plan(config, *images, planned);
+  }
   if (prediction.fits) return prediction;
+
+  if (images) {  // the lever of the images' size first: the tower's activations grow with it
+    const auto fits = [&](int64_t patches) { return plan_for(config, model, target, patches).fits(); };
+    if (const std::optional<int64_t> max_pixels = max_pixels_that_fits(*images, fits)) {
+      prediction.suggestions.push_back(fmt::format(
+          "max_pixels: {} (about: the most patches one row holds goes from {} to {} if the rows keep their images; "
+          "packing may put more images in a row, so check with --dry-run)",
+          *max_pixels, images->row_patches, row_patches_under(*images, *max_pixels)));
+    } else {
+      prediction.vision += fmt::format("; not even max_pixels: {} (min_pixels) makes it fit", images->processor.min_pixels);
+    }
+  }
 
   // Each lever alone, then the levers together in order until the plan fits.
   const std::vector<Lever> all = levers(target.sm, target.backend == TrainingBackend::Cuda);
   for (const Lever& lever : all) {
     Config changed = config;
-    if (lever.apply(changed) && plan_for(changed, model, target).fits()) {
+    if (lever.apply(changed) && plan_for(changed, model, target, row_patches).fits()) {
       prediction.suggestions.push_back(lever.description);
     }
   }
@@ -371,7 +405,7 @@ MemoryPrediction predict_training_memory(const Config& config, std::optional<siz
   for (const Lever& lever : all) {
     if (!lever.apply(combined)) continue;
     names += (names.empty() ? "" : " + ") + lever.description;
-    if (plan_for(combined, model, target).fits()) {
+    if (plan_for(combined, model, target, row_patches).fits()) {
       prediction.suggestions.push_back(names);
       return prediction;
     }
@@ -425,6 +459,7 @@ std::string format_memory_prediction(const MemoryPrediction& p) {
                        format_memory_size(p.host_offloaded_bytes), p.host_offloaded_by, scope);
   }
   out += fmt::format("# {}\n", p.recompute);
+  if (!p.vision.empty()) out += fmt::format("# {}\n", p.vision);
   if (!p.breakdown.empty()) {  // debug_memory_breakdown: what the activation arena holds
     size_t begin = 0;
     while (begin < p.breakdown.size()) {

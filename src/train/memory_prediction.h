@@ -12,7 +12,9 @@
 // the staging slots are a category of their own, the activations are the arena offload_residual
 // leaves on the device, and the pinned host memory is reported beside the peak. When it does not
 // fit, the options that would make it fit are tried on the plan itself (each alone, then
-// together in order) and named.
+// together in order) and named. A vision-language model's tower is planned from the training
+// data's images (the token cache is built or reused, train/vision_memory_plan.h), and when the
+// plan does not fit, the max_pixels that would is named first.
 //
 // With several ranks (gpus: N > 1, or a sequence or pipeline size set), every layout of those N
 // ranks (data × sequence × pipeline, distributed/parallel_layout.h; not sequence and pipeline
@@ -64,6 +66,7 @@ struct MemoryPrediction {
   std::optional<size_t> picked_layout;                   // index into layouts
   std::string breakdown;                                 // debug_memory_breakdown: the plan's report (else empty)
   std::string rollout;                                   // surogate grpo: what the rollout KV cache holds
+  std::string vision;                                    // a vision-language model: the tower's patch count
 };
 
 MemoryPrediction predict_training_memory(const Config& config, std::optional<size_t> gpu_memory_bytes);

@@ -56,8 +56,9 @@ void VisionStage::set_plan_patches(const data::PackedRowsView& train, const data
   eval_patches_ = std::max(vision_patch_capacity(eval, batch, model_.vision.patch_size), model_.vision.merge_unit());
 }
 
-void VisionStage::set_patch_bound(int64_t batch, int64_t sequence) {
-  plan_patches_ = batch * sequence * model_.vision.merge_unit();
+void VisionStage::set_plan_patches(int64_t row_patches, int64_t batch) {
+  // The dry run reads the training rows only: the evaluator is planned at the training count.
+  plan_patches_ = std::max(batch * row_patches, model_.vision.merge_unit());
   eval_patches_ = plan_patches_;
 }
 

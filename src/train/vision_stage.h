@@ -7,8 +7,8 @@
 //
 // The graph is built for a fixed patch count (plan_patches): per_device_train_batch_size times
 // the most patches one packed row of the training split holds, so one plan serves every
-// micro-batch (train/vision_batch_inputs.h pads each batch's images up to it). Before the data is
-// read (the dry run) the bound is every token an image token: B · T · merge².
+// micro-batch (train/vision_batch_inputs.h pads each batch's images up to it). The dry run reads
+// the same rows first (train/vision_memory_plan.h) and plans the same count.
 // The tower is frozen (no gradients, no optimizer state): LoRA adapts the text projections, full
 // fine-tuning trains the text model (config/feature_support_vision.cpp refuses what is not wired
 // yet: several ranks, QLoRA, ...). The evaluator builds the same model at the validation split's
@@ -53,7 +53,9 @@ public:
   int64_t plan_patches() const { return plan_patches_; }
   int64_t eval_patches() const { return eval_patches_; }
   void set_plan_patches(const data::PackedRowsView& train, const data::PackedRowsView& eval, int64_t batch);
-  void set_patch_bound(int64_t batch, int64_t sequence);  // the dry run: B · T · merge² for both
+  // The dry run's (train/vision_memory_plan.h): from the most patches one training row holds, the
+  // evaluator planned at the same count.
+  void set_plan_patches(int64_t row_patches, int64_t batch);
 
   // The model's forward graph for `options` (the decoder's shape, dtype, kernels options), at
   // plan_patches() or at `patches`.

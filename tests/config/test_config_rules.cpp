@@ -158,11 +158,15 @@ TEST(ConfigRules, Fp4OptionsThatNeedBlackwellOrQloraFp4AreErrors) {
 }
 
 TEST(ConfigRules, NotYetImplementedOptionsAreRejectedByName) {
-  std::string message = load_error(std::string(kMinimalConfig) + "norm_bbox: norm1000\n");
-  EXPECT_TRUE(contains(message, "config.yaml:5")) << message;
-  EXPECT_TRUE(contains(message, "'norm_bbox' is valid but not implemented yet")) << message;
-  // Implemented since: max_pixels (vision-language data; for a text model the data path refuses it).
+  // Implemented since: max_pixels and norm_bbox (vision-language data; for a text model the data
+  // path refuses them); an unknown norm_bbox is refused naming the key and the values.
   EXPECT_EQ(load("max_pixels: 1000000\n").data.max_pixels, 1000000);
+  EXPECT_EQ(load("norm_bbox: norm1000\n").data.norm_bbox, NormBbox::Norm1000);
+  EXPECT_EQ(load("norm_bbox: none\n").data.norm_bbox, NormBbox::None);
+  EXPECT_FALSE(load("norm_bbox: null\n").data.norm_bbox.has_value());
+  const std::string unknown = load_error(std::string(kMinimalConfig) + "norm_bbox: norm100\n");
+  EXPECT_TRUE(contains(unknown, "config.yaml:5") && contains(unknown, "norm_bbox") && contains(unknown, "norm1000"))
+      << unknown;
   EXPECT_TRUE(contains(load_error(kMinimalConfig, {"--persistent_quants=true"}), "command line --persistent_quants=true"));
   // s3:// and gs:// paths are implemented; one without a bucket is an error naming the key.
   EXPECT_NO_THROW(load_config_from_string("model: m\ndatasets:\n  - {path: 's3://bucket/k', type: text}\n", "config.yaml"));

@@ -172,8 +172,6 @@ std::vector<RowCase> engine_row_cases() {
          c.precision.master_dtype = MasterDtype::Bf16;
        }),
        "option 'offload_quants' cannot be combined with master_dtype: bf16 yet"},
-      {"norm_bbox", S::Options, options([](Config& c) { c.data.norm_bbox = NormBbox::None; }),
-       "option 'norm_bbox' is valid but not implemented yet in this version of Surogate"},
       // The Backend stage: the CPU backend.
       {"cpu master_dtype", S::Backend,
        [](Config& c, RunShape& s) {

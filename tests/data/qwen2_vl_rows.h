@@ -23,7 +23,8 @@ inline std::string read_text(const std::filesystem::path& path) {
 inline ImageRowFormatter qwen2_vl_formatter(const std::filesystem::path& tokenizer_dir,
                                             const std::filesystem::path& template_file,
                                             const std::filesystem::path& processor_dir,
-                                            const std::filesystem::path& base_dir) {
+                                            const std::filesystem::path& base_dir,
+                                            NormBbox norm_bbox = NormBbox::Norm1000) {
   auto tokenizer = std::make_shared<tokenizer::Tokenizer>(tokenizer::Tokenizer::load(tokenizer_dir));
   TextCodec codec;
   codec.encode = [tokenizer](std::string_view text, bool special) { return tokenizer->encode(text, special); };
@@ -37,6 +38,7 @@ inline ImageRowFormatter qwen2_vl_formatter(const std::filesystem::path& tokeniz
   ImageRowOptions options;
   options.base_dir = base_dir;
   options.image_pad_id = tokenizer->token_to_id("<|image_pad|>").value_or(-1);
+  options.norm_bbox = norm_bbox;
   auto processor = vision::ImageProcessorConfig::from_folder(processor_dir);
   return ImageRowFormatter(DatasetConfig{}, FormatOptions{}, codec, renderer, vision::ImageProcessor(processor), options);
 }

@@ -13,6 +13,7 @@
 #include "qwen2_vl_rows.h"
 #include "test_helpers.h"
 #include "user_error_of.h"
+#include "vision_model_folder.h"
 
 namespace surogate::data {
 namespace {
@@ -159,25 +160,8 @@ TEST(VisionTokenCache, StoresAndChecksTheImages) {
   EXPECT_NE(problem.reason.find("corrupt"), std::string::npos) << problem.reason;
 }
 
-// A Qwen2.5-VL folder for the pipeline: the fixture model's config.json (with the
-// real tokenizer's vocabulary), the real Qwen tokenizer
-// with Qwen2-VL's chat template, the fixture processor (max_pixels 12544).
-fs::path vision_model_folder() {
-  const fs::path folder = fs::path(::testing::TempDir()) / "vision_data_model";
-  fs::create_directories(folder);
-  const fs::path tokenizer = fs::path(SUROGATE_TOKENIZERS_DIR) / "qwen3";
-  fs::copy_file(tokenizer / "tokenizer.json", folder / "tokenizer.json", fs::copy_options::overwrite_existing);
-  json tokenizer_config = json::parse(testing::read_text(tokenizer / "tokenizer_config.json"));
-  tokenizer_config["chat_template"] = testing::read_text(kVision / "rows" / "chat_template.jinja");
-  std::ofstream(folder / "tokenizer_config.json") << tokenizer_config.dump();
-  json config = json::parse(testing::read_text(kVision / "vl" / "config.json"));
-  config["image_token_id"] = 151655;  // the real tokenizer's <|image_pad|>
-  config["text_config"]["vocab_size"] = 151936;
-  std::ofstream(folder / "config.json") << config.dump();
-  fs::copy_file(kVision / "qwen2_5_vl" / "preprocessor_config.json", folder / "preprocessor_config.json",
-                fs::copy_options::overwrite_existing);
-  return folder;
-}
+// A Qwen2.5-VL folder for the pipeline (tests/vision_model_folder.h: the fixture processor, max_pixels 12544).
+fs::path vision_model_folder() { return surogate::testing::vision_model_folder("vision_data_model"); }
 
 Config vision_config(const fs::path& model) {
   Config config;
@@ -280,7 +264,18 @@ TEST(VisionPipeline, MaxPixelsOverridesTheFolderProcessorAndKeysTheCache) {
   EXPECT_NE(error_of([&] { data_settings_from_config(config); }).find("max_pixels (3000) is below"), std::string::npos);
 }
 
-TEST(VisionPipeline, MaxPixelsForATextModelIsRefusedNamingIt) {
+TEST(VisionPipeline, NormBboxDefaultsToTheModelsAndKeysTheCache) {
+  Config config = vision_config(vision_model_folder());
+  const DataSettings folder_settings = data_settings_from_config(config);
+  EXPECT_EQ(folder_settings.vision->norm_bbox, NormBbox::None);  // Qwen2.5-VL: pixels of the resized image
+  config.data.norm_bbox = NormBbox::Norm1000;
+  const DataSettings settings = data_settings_from_config(config);
+  EXPECT_EQ(settings.vision->norm_bbox, NormBbox::Norm1000);
+  const TextTools tools = load_text_tools(settings);
+  EXPECT_NE(cache_key(settings, tools), cache_key(folder_settings, tools));
+}
+
+TEST(VisionPipeline, MaxPixelsOrNormBboxForATextModelIsRefusedNamingIt) {
   const fs::path model = vision_model_folder();
   const fs::path text_model = fs::path(::testing::TempDir()) / "vision_data_text_model";
   fs::create_directories(text_model);
@@ -293,6 +288,10 @@ TEST(VisionPipeline, MaxPixelsForATextModelIsRefusedNamingIt) {
   config.data.max_pixels = 10000;
   const std::string message = error_of([&] { data_settings_from_config(config); });
   EXPECT_NE(message.find("max_pixels applies to vision-language models"), std::string::npos) << message;
+  config.data.max_pixels.reset();
+  config.data.norm_bbox = NormBbox::None;
+  const std::string bbox = error_of([&] { data_settings_from_config(config); });
+  EXPECT_NE(bbox.find("norm_bbox applies to vision-language models"), std::string::npos) << bbox;
 }
 
 TEST(VisionPipeline, ARowWithImagesLongerThanMaxLengthIsDroppedNotCut) {

@@ -59,6 +59,32 @@ def test_preview_summarises_each_images_pad_run(tmp_path, surogate_bin, tokenize
     assert result.stdout.count("image(s), resized") == 1  # the text-only row has none
 
 
+GROUNDING = [
+    {"messages": [{"role": "user", "content": "<image>Find <ref-object>"}, {"role": "assistant", "content": "<bbox>"}],
+     "images": [str(VISION / "photo.jpg")],
+     "objects": {"ref": ["the sky"], "bbox": [[10, 20, 105.5, 156]]}},
+]
+
+
+def test_preview_shows_grounding_rendered_for_each_norm_bbox(tmp_path, surogate_bin, tokenizers_dir):
+    config = write_config(tmp_path, vision_folder(tmp_path, tokenizers_dir), GROUNDING)
+    # Qwen2.5-VL's default (none): pixels of the 112 × 84 resized photo (211 × 157): 10/211·112 = 5.3,
+    # 20/157·84 = 10.7, 105.5/211·112 = 56, 156/157·84 = 83.5 (round half to even).
+    result = run_surogate(surogate_bin, "preview", config, "-n", "1")
+    assert result.returncode == 0, result.stderr
+    assert "Find <|object_ref_start|>the sky<|object_ref_end|>" in result.stdout
+    assert "<|box_start|>(5,11),(56,83)<|box_end|>" in result.stdout
+    result = run_surogate(surogate_bin, "preview", config, "-n", "1", "--norm_bbox=norm1000")
+    assert result.returncode == 0, result.stderr
+    assert "<|box_start|>(47,127),(500,994)<|box_end|>" in result.stdout
+    bad = dict(GROUNDING[0], objects={"ref": ["the sky"], "bbox": [[1, 2, 3]]})
+    (tmp_path / "bad").mkdir()
+    config = write_config(tmp_path / "bad", vision_folder(tmp_path / "bad", tokenizers_dir), [bad])
+    result = run_surogate(surogate_bin, "preview", config, "-n", "1")
+    assert result.returncode == 2
+    assert "rows.jsonl:1: 'objects.bbox[0]' must be a list of 2 numbers" in result.stderr
+
+
 def test_tokenize_caches_images_and_max_pixels_rebuilds(tmp_path, surogate_bin, tokenizers_dir):
     config = write_config(tmp_path, vision_folder(tmp_path, tokenizers_dir), ROWS)
     first = run_surogate(surogate_bin, "tokenize", config)

@@ -335,28 +335,41 @@ def test_the_cuda_backends_step_one_is_the_cpus_within_bf16(run, surogate_bin, m
         assert cuda[step]["grad_norm"] == pytest.approx(run["records"][step]["grad_norm"], rel=5e-2)
 
 
-def test_dry_run_plans_the_tower_for_every_token_an_image_token(surogate_bin, model_folder, tmp_path):
-    """--dry-run plans a Qwen2.5-VL folder without reading the data (no token cache is made): the
-    whole model, the tower planned for B · T · merge² patches; the activations scale with the batch."""
+def dry_run(surogate_bin, model_folder, tmp_path, *flags, batch=1):
+    config = tmp_path / f"dry{batch}.yaml"
+    config.write_text(f"model: {model_folder}\noutput_dir: {tmp_path / 'out'}\nsequence_len: 128\n"
+                      f"validation_split_ratio: 0\nper_device_train_batch_size: {batch}\n"
+                      f"datasets:\n  - path: {tmp_path / 'rows.jsonl'}\n    type: conversation\n")
+    (tmp_path / "rows.jsonl").write_text("".join(json.dumps(row) + "\n" for row in ROWS))
+    return run_surogate(surogate_bin, "sft", config, "--dry-run", *flags, env=CPU_ONLY)
+
+
+def test_dry_run_plans_the_tower_from_the_datas_images(surogate_bin, model_folder, tmp_path):
+    """--dry-run reads the training rows the run would train on (tokenized in memory: no token cache is
+    written) and plans the tower for per_device_train_batch_size × the most patches one packed row holds: the two
+    rows pack into one, photo.jpg resized to 48 × 32 (12 × 8 = 96 patches of 4 pixels) and
+    rgb_small.png to 40 × 24 (10 × 6 = 60): 156. The activations scale with the batch."""
     arenas = []
     for batch in (1, 4):
-        config = tmp_path / f"dry{batch}.yaml"
-        config.write_text(f"model: {model_folder}\noutput_dir: {tmp_path / 'out'}\nsequence_len: 128\n"
-                          f"validation_split_ratio: 0\nper_device_train_batch_size: {batch}\n"
-                          f"datasets:\n  - path: {tmp_path / 'rows.jsonl'}\n    type: conversation\n")
-        (tmp_path / "rows.jsonl").write_text("".join(json.dumps(row) + "\n" for row in ROWS))
-        result = run_surogate(surogate_bin, "sft", config, "--dry-run", env=CPU_ONLY)
+        result = dry_run(surogate_bin, model_folder, tmp_path, batch=batch)
         assert result.returncode == 0, result.stderr
         assert "configuration is valid (dry run, nothing trained)" in result.stdout
+        assert (f"# vision tower planned for {156 * batch} patches: per_device_train_batch_size {batch} × 156, the "
+                "most patches one packed row of the training data holds (2 images in 1 rows, resized under "
+                "max_pixels 2048") in result.stdout, result.stdout
         line = next(line for line in result.stdout.splitlines() if "activations (planned arena)" in line)
         arenas.append(float(line.split()[-2]))
     assert arenas[1] > 3 * arenas[0]
-    assert not (tmp_path / "out" / "tokenized").exists()
+    assert not (tmp_path / "out" / "tokenized").exists()  # a dry run reads, it writes no token cache
+    # max_pixels 512: both images 24 × 16 (6 × 4 = 24 patches each).
+    result = dry_run(surogate_bin, model_folder, tmp_path, "--max_pixels=512")
+    assert result.returncode == 0, result.stderr
+    assert "# vision tower planned for 48 patches: per_device_train_batch_size 1 × 48" in result.stdout, result.stdout
 
 
 def test_dry_run_counts_the_evaluator_of_a_run_that_evaluates(surogate_bin, model_folder, tmp_path):
-    """With evaluation the dry run plans the evaluator's forward of the same model (at the tower's
-    bound, as training's): its arena is a category of the prediction, more than zero."""
+    """With evaluation the dry run plans the evaluator's forward of the same model (at the training rows'
+    patch count, as training's): its arena is a category of the prediction, more than zero."""
     (tmp_path / "rows.jsonl").write_text("".join(json.dumps(row) + "\n" for row in ROWS))
     config = tmp_path / "dry_eval.yaml"
     config.write_text(f"model: {model_folder}\noutput_dir: {tmp_path / 'out'}\nsequence_len: 128\n"

@@ -95,7 +95,9 @@ TEST(VisionStage, WeightsAreTheCheckpoints) {
 // The graph is the whole model for the plan's patch count, the tower frozen.
 TEST(VisionStage, TheGraphHasThePlansPatchesAndAFrozenTower) {
   const auto stage = vision_stage(stage_config());
-  stage->set_patch_bound(2, 8);  // B · T · merge²
+  stage->set_plan_patches(1, 2);  // at least one merged patch (4) per plan, whatever the rows hold
+  EXPECT_EQ(stage->plan_patches(), 4);
+  stage->set_plan_patches(32, 2);  // B × the most patches one row holds
   EXPECT_EQ(stage->plan_patches(), 64);
   const graph::OpRegistry registry = ops::make_model_registry();
   models::DecoderGraphOptions options;
