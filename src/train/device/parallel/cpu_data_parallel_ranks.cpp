@@ -2,7 +2,9 @@
 // step's algorithm): the device the trainer drives when `gpus: N` (N > 1) trains on the CPU backend, or
 // when the ranks are spread over several processes. Each rank (a thread of this process) has its
 // own CpuBackend (plan, parameters, gradients, activation arena), joined to every rank of the world
-// by gloo (distributed/gloo_communicator.h).
+// by gloo (distributed/gloo_communicator.h). A rank is a CpuRank and a CpuReplicaRunner (cpu_rank.h)
+// driven by the replica strategy (replica_rank_engine.h); this file is their host side: the units
+// and shards, the reduction's pieces each ZeRO stage sets up, the host copies and their transfers.
 //
 // Replica reduction on a CPU rank:
 //   ZeRO-1: after its micro-batches, a rank's gradients (its backend's, summed over its micro-
@@ -42,10 +44,13 @@
 // upload() broadcasts rank 0's weights (and fp8_hybrid's scaling state) to every rank. The same
 // gloo collectives in the same order run whether the ranks are threads of one process or spread
 // over several, so a run's numbers do not depend on that split.
+#include "train/device/parallel/cpu_rank.h"
 #include "train/device/parallel/rank_engine.h"
 #include "train/device/parallel/replica_rank_engine.h"
 
 #include <algorithm>
+#include <functional>
+#include <numeric>
 #include <set>
 #include <utility>
 
@@ -55,8 +60,6 @@
 #include "distributed/gloo_communicator.h"
 #include "distributed/shard_placement.h"
 #include "models/decoder_graph.h"
-#include "ops/gradient_norm.h"
-#include "quant/fp8_scaling.h"
 #include "runtime/cpu_backend.h"
 #include "train/device/backend_selection.h"
 #include "train/device/cpu_gradient_reducer.h"
@@ -75,88 +78,17 @@
 namespace surogate::train {
 namespace {
 
-// What every CPU replica reads of the ranks it belongs to, beyond the engines' (written before they run).
+// What every CPU replica reads of the ranks it belongs to (written before they run).
 struct CpuReplicaShared {
   std::optional<graph::TensorId> router_aux_loss;  // MoE plans with the router loss
   std::vector<Fp8WeightCopy> fp8_copies;           // the trained weights' FP8 copies (full fine-tuning)
-  std::vector<size_t> offsets;                     // each trainable tensor's offset in the flat buffer
   double max_grad_norm = 0.0;
 };
 
-// One CPU rank of the replica strategy (replica_rank_engine.h): its CpuBackend, the flat fp32
-// buffer (ZeRO-1: the summed gradients, then the weights the world all-gathers) or its shard's
-// accumulators (ZeRO-2/3), and the optimizer over its shard.
-class CpuReplicaBackend final : public ReplicaBackend {
-public:
-  CpuReplicaBackend(const ReplicaShared& replica, const CpuReplicaShared& shared) : replica_(replica), shared_(shared) {}
-
-  void set_step_observer(runtime::StepObserverList* observers) override { backend.set_step_observer(observers); }
-  void run(const MicroBatch& batch, bool) override {
-    backend.execute(batch.bindings());
-    measure_.loss += backend.view<float>(replica_.plan->loss)[0];
-    if (shared_.router_aux_loss) measure_.router_aux_loss += backend.view<float>(*shared_.router_aux_loss)[0];
-    if (kept_ids_.empty()) return;
-    KeptOutputs& outputs = kept_.emplace_back();
-    for (graph::TensorId id : kept_ids_) outputs.emplace_back(backend.view<float>(id).begin(), backend.view<float>(id).end());
-  }
-  // ZeRO-2/3: the accumulators are the shard's units exactly; ZeRO-1: the flat buffer's run of them.
-  void count_squares(size_t first, size_t end) override {
-    if (sharded) {
-      const std::span<const float> shard_sums = sharded->accumulators();
-      measure_.squares = ops::sum_of_squares(shard_sums.data(), static_cast<int64_t>(shard_sums.size()));
-      return;
-    }
-    const size_t begin = first == replica_.units ? flat.size() : shared_.offsets[first];
-    const size_t stop = end == replica_.units ? flat.size() : shared_.offsets[end];
-    measure_.squares = ops::sum_of_squares(flat.data() + begin, static_cast<int64_t>(stop - begin));
-  }
-  RankMeasure measure(distributed::Communicator&) override { return std::exchange(measure_, {}); }
-  bool has_router_aux_loss() const override { return shared_.router_aux_loss.has_value(); }
-  void set_grad_norm(double norm) override { grad_norm_ = norm; }
-  void step(const OptimizerStep& step) override {
-    if (!optimizer) return;
-    clip_slot_gradients(shard_slots, grad_norm_, shared_.max_grad_norm, step.gradient_scale);
-    optimizer->step(shard_slots, step);
-  }
-  // ZeRO-2 has no full-size buffer: its bucket staging carries the weights.
-  void* flat_weights() override { return sharded ? nullptr : flat.data(); }
-  ShardCopies shard_copies() override { return cpu_shard_copies(parameters.trainable, shared_.offsets, flat.data()); }
-  void publish_in_buckets() override { sharded->all_gather(parameters.trainable); }
-  void refresh_fp8_weight_copies() override { train::refresh_fp8_weight_copies(backend, shared_.fp8_copies); }
-  float* fp8_state(const Fp8State& fp8) override { return backend.view<float>(fp8.tensor).data(); }
-  void roll_fp8_history(const Fp8State& fp8, int64_t step) override {
-    quant::roll_fp8_history(fp8_state(fp8), fp8.shape.sites, fp8.shape.history, step);
-  }
-  // The flat buffer is overwritten by the next step's reduction.
-  void zero_gradients() override {
-    backend.zero_gradients();
-    if (sharded) sharded->zero();
-  }
-  std::vector<StateTensor> optimizer_state() override {
-    return optimizer ? optimizer->state_tensors() : std::vector<StateTensor>{};
-  }
-  size_t gradient_accumulator_bytes() const override { return sharded ? sharded->bytes() : flat.size() * sizeof(float); }
-  void keep_outputs(std::span<const graph::TensorId> tensors) override { kept_ids_.assign(tensors.begin(), tensors.end()); }
-  std::vector<KeptOutputs> take_outputs() override { return std::exchange(kept_, {}); }
-
-  runtime::CpuBackend backend;
-  CpuParameters parameters;
-  std::vector<ParameterSlot> shard_slots;  // the shard's slots, gradients read from `flat`
-  std::unique_ptr<Optimizer> optimizer;    // state for the shard's tensors only (none if empty)
-  std::vector<float> flat;                 // ZeRO-1: gradients in measure(), weights in update()
-  std::unique_ptr<CpuShardedGradients> sharded;  // ZeRO-2/3: the shard's accumulators, reduced every micro-batch
-  std::unique_ptr<CpuWeightGatherer> gatherer;  // ZeRO-3: the rank's pieces and their gathers
-  std::unique_ptr<runtime::StepObserver> quantized_gatherer;  // ZeRO-3: the quantized base's gathers
-  std::unique_ptr<CpuGradientReducer> reducer;  // the gradient buckets, during the last micro-batch
-  std::vector<float> scratch;                   // ZeRO-3: one weight on its way to or from the host
-
-private:
-  const ReplicaShared& replica_;
-  const CpuReplicaShared& shared_;
-  RankMeasure measure_;  // the step's losses and the rank's share of the squares
-  double grad_norm_ = 0.0;
-  std::vector<graph::TensorId> kept_ids_;  // keep_outputs()'s, in the rank's plan
-  std::vector<KeptOutputs> kept_;          // since take_outputs()
+// One replica rank: its runner (the CpuBackend the plan runs on) and its CpuRank (owned by its engine).
+struct CpuReplica {
+  CpuReplicaRunner* runner = nullptr;
+  CpuRank* rank = nullptr;
 };
 
 // ZeRO-3's host copies of every weight (the trainer's weights() and trainable()).
@@ -182,19 +114,16 @@ public:
     std::vector<std::unique_ptr<distributed::Communicator>> communicators =
         distributed::connect_gloo(threads_, world, layout_.first_rank, layout_.world_size);
     sequence_groups_ = connect_cpu_sequence_groups(threads_, world, layout_);
-    // The flat buffer: every trainable tensor, in spec order; the optimizer's shards over it.
+    // The units: every trainable tensor, in spec order; the optimizer's shards over them.
     std::vector<size_t> sizes;
     std::vector<graph::TensorId> gradients;
-    size_t total = 0;
     for (const models::ParameterSpec& spec : setup.specs) {
       weight_ids_.push_back(plan_.tensor(spec.name));
       auto gradient = plan_.parameter_gradients.find(weight_ids_.back());
       if (gradient == plan_.parameter_gradients.end()) continue;
       trainable_ids_.push_back(weight_ids_.back());
       gradients.push_back(gradient->second);
-      cpu_.offsets.push_back(total);
       sizes.push_back(static_cast<size_t>(graph::shape_numel(spec.shape)));
-      total += sizes.back();
     }
     const std::vector<distributed::Shard> shards = distributed::place_shards(sizes, layout_.world_size);
     replica_.shard_sizes = distributed::shard_sizes(shards);
@@ -205,21 +134,25 @@ public:
     replica_.units = trainable_ids_.size();
     for (int r = 0; r < layout_.local_ranks; ++r) {
       auto engine = std::make_unique<ReplicaRankEngine>(replica_, layout_.first_rank + r);
-      auto replica = std::make_unique<CpuReplicaBackend>(replica_, cpu_);
-      replica->backend.load(*replica_.rank_plan, sequence_groups_.registry(r, *setup.registry));
-      replica->parameters = bind_cpu_parameters(replica->backend, *replica_.rank_plan, setup.specs);
+      auto runner = std::make_unique<CpuReplicaRunner>(plan_, cpu_.router_aux_loss, cpu_.fp8_copies);
+      runner->backend.load(*replica_.rank_plan, sequence_groups_.registry(r, *setup.registry));
+      auto rank = std::make_unique<CpuRank>(runner->backend, cpu_.max_grad_norm);
+      rank->parameters = bind_cpu_parameters(runner->backend, *replica_.rank_plan, setup.specs);
       engine->world = std::move(communicators[static_cast<size_t>(r)]);
-      replicas_.push_back(replica.get());
-      engine->backend = std::move(replica);
+      replicas_.push_back({runner.get(), rank.get()});
+      engine->runner = std::move(runner);
+      engine->rank = std::move(rank);
       ranks_.push_back(std::move(engine));
     }
     if ((replica_.fp8 = fp8_state(plan_))) {
-      for (CpuReplicaBackend* replica : replicas_) std::ranges::fill(replica->backend.view<float>(replica_.fp8->tensor), 0.0f);
+      for (const CpuReplica& replica : replicas_) {
+        std::ranges::fill(replica.runner->backend.view<float>(replica_.fp8->tensor), 0.0f);
+      }
     }
     cpu_.fp8_copies = fp8_weight_copies(plan_);
     for (int r = 0; r < layout_.local_ranks; ++r) {
-      set_up_rank(*ranks_[static_cast<size_t>(r)], *replicas_[static_cast<size_t>(r)], r,
-                  shards[static_cast<size_t>(layout_.first_rank + r)], total, gradients, config.optimizer);
+      set_up_rank(*ranks_[static_cast<size_t>(r)], replicas_[static_cast<size_t>(r)], r,
+                  shards[static_cast<size_t>(layout_.first_rank + r)], gradients, config.optimizer);
     }
   }
 
@@ -230,16 +163,16 @@ public:
                        layout_.describe(), layout_.spans_processes() ? "rank threads in each process" : "threads of this process");
   }
   std::span<const WeightView> weights() const override {
-    return gathered_plan_ ? std::span<const WeightView>(host_.weights) : replicas_[0]->parameters.weights;
+    return gathered_plan_ ? std::span<const WeightView>(host_.weights) : replicas_[0].rank->parameters.weights;
   }
   std::span<const WeightView> trainable() const override {
-    return gathered_plan_ ? std::span<const WeightView>(host_.trainable) : replicas_[0]->parameters.trainable;
+    return gathered_plan_ ? std::span<const WeightView>(host_.trainable) : replicas_[0].rank->parameters.trainable;
   }
   bool host_views_are_live() const override { return true; }
   // The same on every rank after each step's all-reduce: rank 0's.
   std::optional<StateTensor> fp8_state_tensor() override {
     if (!replica_.fp8) return std::nullopt;
-    return replica_.fp8->state_tensor(replicas_[0]->backend.view<float>(replica_.fp8->tensor).data());
+    return replica_.fp8->state_tensor(replicas_[0].runner->backend.view<float>(replica_.fp8->tensor).data());
   }
   std::unique_ptr<Evaluator> make_evaluator(const EvaluatorSetup& setup) override {
     return make_cpu_evaluator(setup, weights(), quantized_);
@@ -250,14 +183,15 @@ public:
       quantized_base_->keep(plan_, weight, quantized_.back().pieces);  // ZeRO-3: shared out, or the host image
       return;
     }
-    for (CpuReplicaBackend* replica : replicas_) write_quantized(replica->backend, plan_, weight, quantized_.back().pieces);
+    for (const CpuReplica& replica : replicas_) write_quantized(replica.runner->backend, plan_, weight, quantized_.back().pieces);
   }
 
   // Every rank starts from rank 0's parameters (frozen ones included) and scaling state; the
   // optimizer state needs nothing (each rank's own shard is what optimizer_state() views).
   void upload() override {
     threads_.run([&](int r) {
-      CpuReplicaBackend& rank = *replicas_[static_cast<size_t>(r)];
+      CpuRank& rank = *replicas_[static_cast<size_t>(r)].rank;
+      runtime::CpuBackend& backend = replicas_[static_cast<size_t>(r)].runner->backend;
       distributed::Communicator& world = *ranks_[static_cast<size_t>(r)]->world;
       if (rank.gatherer) {
         upload_shards(rank, world);
@@ -267,17 +201,17 @@ public:
         }
       }
       if (replica_.fp8) {
-        std::span<float> state = rank.backend.view<float>(replica_.fp8->tensor);
+        std::span<float> state = backend.view<float>(replica_.fp8->tensor);
         world.broadcast(state.data(), state.size(), DType::F32, 0);
       }
-      refresh_fp8_weight_copies(rank.backend, cpu_.fp8_copies);
+      refresh_fp8_weight_copies(backend, cpu_.fp8_copies);
     });
   }
   // ZeRO-3: each trainable weight is broadcast from its owner and the first local rank writes the
   // host copy.
   void download_weight_shards() override {
     threads_.run([&](int r) {
-      CpuReplicaBackend& rank = *replicas_[static_cast<size_t>(r)];
+      CpuRank& rank = *replicas_[static_cast<size_t>(r)].rank;
       std::vector<size_t> counts;
       std::vector<int> owners;
       for (size_t unit = 0; unit < trainable_ids_.size(); ++unit) {
@@ -298,45 +232,47 @@ public:
   // ZeRO-1/2: every rank holds the same weights after a step; rank 0's are the host's.
   void download() override {}
   bool replicas_hold_weights() const override { return !gathered_plan_ && layout_.sequence_size == 1; }
-  const runtime::Backend& replica_weights(int local_rank) override { return replicas_[static_cast<size_t>(local_rank)]->backend; }
+  const runtime::Backend& replica_weights(int local_rank) override {
+    return replicas_[static_cast<size_t>(local_rank)].runner->backend;
+  }
 
 private:
   // A rank's shard, its replica reduction, ZeRO-3's gatherers and its optimizer.
-  void set_up_rank(ReplicaRankEngine& engine, CpuReplicaBackend& rank, int r, const distributed::Shard& shard,
-                   size_t total, std::span<const graph::TensorId> gradients, const config::Optimizer& optimizer) {
+  void set_up_rank(ReplicaRankEngine& engine, const CpuReplica& replica, int r, const distributed::Shard& shard,
+                   std::span<const graph::TensorId> gradients, const config::Optimizer& optimizer) {
     engine.shard = shard;
+    CpuRank& rank = *replica.rank;
+    runtime::CpuBackend& backend = replica.runner->backend;
     distributed::Communicator& world = *engine.world;
-    if (!layout_.shard_gradients) rank.flat.assign(total, 0.0f);
+    std::vector<size_t> units(trainable_ids_.size());
+    std::iota(units.begin(), units.end(), size_t{0});
+    rank.set_units(std::move(units), !layout_.shard_gradients);
     if (gathered_plan_) {
-      rank.gatherer = std::make_unique<CpuWeightGatherer>(gathering_, layout_.first_rank + r, rank.backend, world);
+      rank.gatherer = std::make_unique<CpuWeightGatherer>(gathering_, layout_.first_rank + r, backend, world);
       rank.scratch.resize(scratch_elements_);
       engine.first_batches.add(rank.gatherer.get());
       engine.last_batch.add(rank.gatherer.get());
       if (quantized_base_->gathered()) {
-        rank.quantized_gatherer = quantized_base_->gatherer(r, rank.backend, world);
+        rank.quantized_gatherer = quantized_base_->gatherer(r, backend, world);
         engine.first_batches.add(rank.quantized_gatherer.get());
         engine.last_batch.add(rank.quantized_gatherer.get());
       }
     }
     if (layout_.shard_gradients) {
       std::vector<std::span<float>> views;
-      for (graph::TensorId id : gradients) views.push_back(rank.backend.view<float>(id));
+      for (graph::TensorId id : gradients) views.push_back(backend.view<float>(id));
       rank.sharded = std::make_unique<CpuShardedGradients>(buckets_, std::move(views), engine.shard, world);
       engine.first_batches.add(rank.sharded.get());
       engine.last_batch.add(rank.sharded.get());
     } else {
-      rank.reducer = std::make_unique<CpuGradientReducer>(buckets_, rank.parameters.gradients, cpu_.offsets,
+      rank.reducer = std::make_unique<CpuGradientReducer>(buckets_, rank.parameters.gradients, rank.offsets(),
                                                           rank.flat.data(), world);
       engine.last_batch.add(rank.reducer.get());
     }
-    for (size_t unit = shard.first_unit; unit < shard.end_unit; ++unit) {
-      ParameterSlot slot = rank.parameters.slots[unit];
-      slot.gradient = rank.sharded ? rank.sharded->accumulator(unit) : rank.flat.data() + cpu_.offsets[unit];
-      // ZeRO-3: the master is the rank's own copy, which the gathers read.
-      if (rank.gatherer) slot.master = rank.gatherer->owned(trainable_ids_[unit]).data();
-      rank.shard_slots.push_back(slot);
-    }
-    if (!rank.shard_slots.empty()) rank.optimizer = make_cpu_optimizer(optimizer, rank.shard_slots);
+    // ZeRO-3: the master is the rank's own copy, which the gathers read.
+    std::function<float*(size_t)> master;
+    if (rank.gatherer) master = [&](size_t unit) { return rank.gatherer->owned(trainable_ids_[unit]).data(); };
+    rank.make_optimizer(shard, optimizer, master);
   }
 
   // ZeRO-3: the plan with the weights in gather buffers, their schedule and the host copies.
@@ -363,7 +299,7 @@ private:
 
   // ZeRO-3 upload: each weight broadcast from global rank 0's host copy; its owner keeps it.
   // A chunk is the largest weight: one broadcast per weight.
-  void upload_shards(CpuReplicaBackend& rank, distributed::Communicator& world) {
+  void upload_shards(CpuRank& rank, distributed::Communicator& world) {
     std::vector<size_t> counts;
     for (const WeightView& weight : host_.weights) counts.push_back(weight.values.size());
     upload_through_scratch(
@@ -384,7 +320,7 @@ private:
   CpuReplicaShared cpu_;
   SequenceGroups sequence_groups_;  // sequence parallelism: each rank's group and exchange ops
   std::vector<std::unique_ptr<ReplicaRankEngine>> ranks_;
-  std::vector<CpuReplicaBackend*> replicas_;  // each rank's backend (owned by its engine)
+  std::vector<CpuReplica> replicas_;  // each rank's runner and rank (owned by its engine)
   std::vector<StoredQuantizedWeight> quantized_;  // QLoRA's base, kept for the evaluator's backend
   std::vector<graph::TensorId> weight_ids_;     // every spec's tensor, in spec order
   std::vector<graph::TensorId> trainable_ids_;  // the trainable ones (the flat buffer's units)

@@ -15,9 +15,10 @@
 // sequence group run the same 1F1B schedule, so their exchanges come in the same order.
 //
 // A stage rank's part of the device's step is the stage strategy's (stage_ranks.h), written once
-// for CPU and GPU ranks; CpuStageBackend is what it drives here: the stage's CpuBackends, whose
-// fp32 owned gradients are copied into one flat buffer (the trainable tensors the stage steps, in
-// plan order) for the gradient group's sum, and whose weights travel through it for ZeRO-1.
+// for CPU and GPU ranks; it drives here a CpuRank (cpu_rank.h) over the stage's training CpuBackend,
+// whose fp32 owned gradients are copied into one flat buffer (the trainable tensors the stage
+// steps, in plan order) for the gradient group's sum, and whose weights travel through it for
+// ZeRO-1, and a CpuStageRunner (the stage's plans, cpu_pipeline_stage.h).
 //
 // The host side holds an fp32 copy of every parameter (weights(), trainable()): upload() writes it
 // into every stage that holds each weight, download() reads each weight back from the first stage
@@ -25,11 +26,11 @@
 // parameter's name, so a checkpoint holds exactly the tensors of a single-rank run and resumes on
 // any layout. Stages are rank threads of one process: a pipeline over the processes of a launcher
 // or Ray is refused with a message (not built yet).
+#include "train/device/parallel/cpu_rank.h"
 #include "train/device/parallel/rank_engine.h"
 #include "train/device/parallel/stage_ranks.h"
 
 #include <algorithm>
-#include <cstring>
 #include <functional>
 #include <map>
 #include <set>
@@ -39,7 +40,6 @@
 #include "core/error.h"
 #include "distributed/gloo_communicator.h"
 #include "distributed/shard_placement.h"
-#include "ops/gradient_norm.h"
 #include "train/device/backend_selection.h"
 #include "train/device/cpu_parameters.h"
 #include "train/device/cpu_pipeline_stage.h"
@@ -52,70 +52,10 @@
 namespace surogate::train {
 namespace {
 
-// One stage rank on CPU backends (stage_ranks.h): the stage's runner, its fp32 weights and
-// gradients, and the owned gradients copied into one flat buffer, which then carries the owned
-// weights through ZeRO-1's exchange.
-class CpuStageBackend final : public StageBackend {
-public:
-  CpuStageBackend(const compiler::ExecutionPlan& source, double max_grad_norm)
-      : source_(source), max_grad_norm_(max_grad_norm) {}
-
-  StageMicroBatch take(std::span<const runtime::InputBinding> inputs, int sequence, int sequence_ranks) override {
-    return runner->take(source_, inputs, sequence, sequence_ranks);
-  }
-  void run(std::span<const StageMicroBatch> batches, distributed::Communicator& world,
-           const std::function<int(int)>& peer) override {
-    loss_ = runner->run(batches, world, peer);
-  }
-  DType gradient_dtype() const override { return DType::F32; }
-  std::vector<CollectiveRegion> tied_gradients() override { return tied_gradient_regions; }
-  std::vector<CollectiveRegion> tied_weights() override { return tied_weight_regions; }
-  CollectiveRegion owned_gradients() override {
-    for (size_t unit = 0; unit < owned.size(); ++unit) {
-      const std::span<const float> gradient = parameters.gradients[owned[unit]];
-      std::memcpy(flat.data() + offsets[unit], gradient.data(), gradient.size_bytes());
-    }
-    return {flat.data(), flat.size()};
-  }
-  void count_squares(size_t first, size_t end) override {
-    const size_t begin = first < offsets.size() ? offsets[first] : flat.size();
-    const size_t stop = end < offsets.size() ? offsets[end] : flat.size();
-    squares_ = ops::sum_of_squares(flat.data() + begin, static_cast<int64_t>(stop - begin));
-  }
-  RankMeasure measure(distributed::Communicator&) override { return {loss_, squares_, 0.0}; }
-  void set_grad_norm(double norm) override { grad_norm_ = norm; }
-  void step(const OptimizerStep& step) override {
-    if (!optimizer) return;
-    // fp16: the gradients come scaled by the loss scale; the step unscales them, as on one rank.
-    clip_slot_gradients(shard_slots, grad_norm_, max_grad_norm_, step.gradient_scale);
-    optimizer->step(shard_slots, step);
-  }
-  void* owned_weights() override { return flat.data(); }
-  ShardCopies shard_copies() override { return cpu_shard_copies(owned_weights_, offsets, flat.data()); }
-  void refresh_weights() override { runner->refresh_forward_weights(true); }
-  void zero_gradients() override { runner->training().zero_gradients(); }
-  std::vector<StateTensor> optimizer_state() override {
-    return optimizer ? optimizer->state_tensors() : std::vector<StateTensor>{};
-  }
-  size_t gradient_accumulator_bytes() const override { return 0; }
-
-  std::unique_ptr<CpuPipelineStage> runner;
-  CpuParameters parameters;                 // the stage's weights (spec order) on its training backend
-  std::vector<size_t> owned;                // indices into parameters.trainable this stage steps
-  std::vector<WeightView> owned_weights_;   // those tensors
-  // The parameters shared with the other end of the pipeline: their gradients and weights.
-  std::vector<CollectiveRegion> tied_gradient_regions, tied_weight_regions;
-  std::vector<size_t> offsets;              // each owned tensor's offset in `flat`
-  std::vector<ParameterSlot> shard_slots;   // gradients read from `flat`
-  std::unique_ptr<Optimizer> optimizer;
-  std::vector<float> flat;
-
-private:
-  const compiler::ExecutionPlan& source_;
-  double max_grad_norm_;
-  double loss_ = 0.0;     // the last stage's
-  double squares_ = 0.0;  // of count_squares' units
-  double grad_norm_ = 0.0;
+// One stage rank: its runner (the stage's CpuBackends) and its CpuRank (owned by its engine).
+struct CpuStage {
+  CpuStageRunner* runner = nullptr;
+  CpuRank* rank = nullptr;
 };
 
 class CpuPipelineRanks final : public BackendRanks {
@@ -154,8 +94,8 @@ public:
       ranks_.push_back(std::move(rank));
     }
     std::set<std::string> trainable;
-    for (const CpuStageBackend* stage : stages_) {
-      for (const WeightView& weight : stage->parameters.trainable) trainable.insert(weight.name);
+    for (const CpuStage& stage : stages_) {
+      for (const WeightView& weight : stage.rank->parameters.trainable) trainable.insert(weight.name);
     }
     for (const WeightView& weight : host_weights_) {
       if (trainable.contains(weight.name)) host_trainable_.push_back(weight);
@@ -182,18 +122,18 @@ public:
   void store_quantized(const models::QuantizedWeight& weight, const QuantizedPieces& pieces) override {
     quantized_.push_back({weight, pieces});  // kept: a copy (the caller reuses its buffers)
     const QuantizedPieces& stored = quantized_.back().pieces;
-    for (CpuStageBackend* stage : stages_) {
-      for (size_t i = 0; i < weight.pieces.size(); ++i) stage->runner->write_weight(weight.pieces[i], stored.bytes[i]);
+    for (const CpuStage& stage : stages_) {
+      for (size_t i = 0; i < weight.pieces.size(); ++i) stage.runner->stage->write_weight(weight.pieces[i], stored.bytes[i]);
     }
   }
 
   void upload() override {
-    for (CpuStageBackend* stage : stages_) {
-      for (const WeightView& weight : stage->parameters.weights) {
+    for (const CpuStage& stage : stages_) {
+      for (const WeightView& weight : stage.rank->parameters.weights) {
         const WeightView& host = host_weights_[host_index_.at(weight.name)];
         std::ranges::copy(host.values, weight.values.begin());
       }
-      stage->runner->refresh_forward_weights(false);
+      stage.runner->stage->refresh_forward_weights(false);
     }
   }
   // Pipeline stages keep whole weights (ZeRO-3 is refused with them).
@@ -202,7 +142,7 @@ public:
     std::set<std::string> done;
     for (size_t r = 0; r < ranks_.size(); ++r) {
       if (ranks_[r]->group_index != 0) continue;
-      for (const WeightView& weight : stages_[r]->parameters.weights) {
+      for (const WeightView& weight : stages_[r].rank->parameters.weights) {
         if (!done.insert(weight.name).second) continue;  // the first stage holding it
         std::ranges::copy(weight.values, host_weights_[host_index_.at(weight.name)].values.begin());
       }
@@ -221,40 +161,34 @@ private:
 
   // The rank's stage on CPU backends: its owned units (the first stage steps the tied ones), its
   // shard of them and the optimizer over it.
-  CpuStageBackend* set_up_rank(StageRankEngine& rank, const graph::OpRegistry& registry,
-                               std::span<const models::ParameterSpec> specs, const std::set<std::string>& tied,
-                               const config::Optimizer& optimizer) {
-    const int stage_index = rank.place.stage;
+  CpuStage set_up_rank(StageRankEngine& engine, const graph::OpRegistry& registry,
+                       std::span<const models::ParameterSpec> specs, const std::set<std::string>& tied,
+                       const config::Optimizer& optimizer) {
+    const int stage_index = engine.place.stage;
     const PipelineStagePlan& plan = pipeline_.stages[static_cast<size_t>(stage_index)];
-    auto stage = std::make_unique<CpuStageBackend>(source_, optimizer.max_grad_norm);
-    stage->runner = std::make_unique<CpuPipelineStage>(plan, registry, layout_.pipeline_size, boundary_tags_);
-    stage->parameters = bind_cpu_parameters(stage->runner->training(), plan.training, stage_parameter_specs(plan, specs));
-    std::vector<size_t> sizes;
-    size_t total = 0;
-    for (size_t i = 0; i < stage->parameters.trainable.size(); ++i) {
-      const WeightView& weight = stage->parameters.trainable[i];
+    auto runner = std::make_unique<CpuStageRunner>(
+        source_, std::make_unique<CpuPipelineStage>(plan, registry, layout_.pipeline_size, boundary_tags_));
+    auto rank = std::make_unique<CpuRank>(runner->stage->training(), optimizer.max_grad_norm);
+    rank->parameters = bind_cpu_parameters(runner->stage->training(), plan.training, stage_parameter_specs(plan, specs));
+    std::vector<size_t> owned, sizes;
+    for (size_t i = 0; i < rank->parameters.trainable.size(); ++i) {
+      const WeightView& weight = rank->parameters.trainable[i];
       if (tied.contains(weight.name)) {
-        const std::span<const float> gradient = stage->parameters.gradients[i];
-        stage->tied_gradient_regions.push_back({const_cast<float*>(gradient.data()), gradient.size()});
-        stage->tied_weight_regions.push_back({weight.values.data(), weight.values.size()});
+        const std::span<const float> gradient = rank->parameters.gradients[i];
+        rank->tied_gradient_regions.push_back({const_cast<float*>(gradient.data()), gradient.size()});
+        rank->tied_weight_regions.push_back({weight.values.data(), weight.values.size()});
       }
       if (tied.contains(weight.name) && stage_index != 0) continue;  // the first stage steps it
-      stage->owned.push_back(i);
-      stage->owned_weights_.push_back(weight);
-      stage->offsets.push_back(total);
+      owned.push_back(i);
       sizes.push_back(weight.values.size());
-      total += weight.values.size();
     }
-    rank.place_shard(sizes);
-    stage->flat.assign(total, 0.0f);
-    for (size_t unit = rank.shard.first_unit; unit < rank.shard.end_unit; ++unit) {
-      ParameterSlot slot = stage->parameters.slots[stage->owned[unit]];
-      slot.gradient = stage->flat.data() + stage->offsets[unit];
-      stage->shard_slots.push_back(slot);
-    }
-    if (!stage->shard_slots.empty()) stage->optimizer = make_cpu_optimizer(optimizer, stage->shard_slots);
-    rank.backend = std::move(stage);
-    return static_cast<CpuStageBackend*>(rank.backend.get());
+    engine.place_shard(sizes);
+    rank->set_units(std::move(owned), true);
+    rank->make_optimizer(engine.shard, optimizer);
+    const CpuStage stage{runner.get(), rank.get()};
+    engine.runner = std::move(runner);
+    engine.rank = std::move(rank);
+    return stage;
   }
 
   distributed::ParallelLayout layout_;
@@ -264,7 +198,7 @@ private:
   std::map<std::string, uint32_t> boundary_tags_;
   SequenceGroups sequence_groups_;  // sequence parallelism: each rank's group and exchange ops
   std::vector<std::unique_ptr<StageRankEngine>> ranks_;
-  std::vector<CpuStageBackend*> stages_;  // each rank's backend (owned by its engine)
+  std::vector<CpuStage> stages_;  // each rank's runner and rank (owned by its engine)
   std::vector<std::vector<float>> host_values_;
   std::vector<WeightView> host_weights_, host_trainable_;
   std::map<std::string, size_t> host_index_;

@@ -1,7 +1,8 @@
 // The GPUs' ranks of the parallel device for data parallelism (parallel_device.cpp says the step's algorithm):
 // the device for `gpus: N` on the CUDA backend, or ranks spread over processes. This process's ranks
 // are threads (rank_threads.h), local rank l on GPU first_device + l with a CudaRankState (its
-// backend, flat fp32 masters and gradient accumulators, optimizer), joined by NCCL with every
+// backend, flat fp32 masters and gradient accumulators, optimizer) under a CudaRank and a
+// CudaReplicaRunner (cuda_rank.h; this file is their host side), joined by NCCL with every
 // collective on the rank's backend stream, so compute and communication stay in order without host
 // waits; the host waits through the communicator, which fails with a message instead of hanging
 // when another rank stopped. A rank makes no call that may wait for the device (allocation, pinned
@@ -40,6 +41,7 @@
 // scaling states are max-reduced before each roll, so every GPU quantizes as one GPU would. The
 // host side is rank 0's (weights(), trainable(), the evaluator). master_dtype bf16 is rejected with
 // several GPUs (config/feature_support.cpp).
+#include "train/device/parallel/cuda_rank.h"
 #include "train/device/parallel/rank_engine.h"
 #include "train/device/parallel/replica_rank_engine.h"
 
@@ -78,90 +80,11 @@ float* fp8_device(const Fp8State& fp8, CudaRankState& state) {
   return static_cast<float*>(state.backend().device_address(fp8.tensor));
 }
 
-// One GPU rank of the replica strategy (replica_rank_engine.h): its CudaRankState, the side stream
-// with its own NCCL communicator (the gradient buckets, ZeRO-3's gathers) and the reduction's
-// objects. Everything is enqueued on the rank's streams.
-class CudaReplicaBackend final : public ReplicaBackend {
-public:
-  // `plan`: the one the rank runs; `max_micro_batches`: a rank's in one step.
-  CudaReplicaBackend(const compiler::ExecutionPlan& plan, int64_t max_micro_batches)
-      : plan_(plan), max_micro_batches_(max_micro_batches) {}
-
-  void set_step_observer(runtime::StepObserverList* observers) override { state->backend().set_step_observer(observers); }
-  // Only enqueued: the last micro-batch's backward reduces the gradient buckets on the side stream
-  // (and under ZeRO-3 every micro-batch gathers its weights there).
-  void run(const MicroBatch& batch, bool last) override {
-    state->accumulate(batch.bindings(), !last && !sharded);
-    if (outputs) outputs->record(state->backend());
-  }
-  void finish_batches() override {
-    if (sharded) sharded->finish();
-    else reducer->finish();
-  }
-  // The norm of the units and (ZeRO-1) the clip factor from it, on the device; NCCL gives every
-  // ZeRO-1 rank the same summed bits.
-  void count_squares(size_t first, size_t end) override { state->gradient_norm(first, end); }
-  bool clips_by_own_squares() const override { return true; }
-  RankMeasure measure(distributed::Communicator& world) override {
-    side_communicator->synchronize();
-    world.synchronize();
-    const double norm = state->clip().norm();
-    RankMeasure measure{state->loss_sum(), norm * norm, 0.0};
-    measure.router_aux_loss = state->router_aux_loss_sum().value_or(0.0);  // after loss_sum()
-    return measure;
-  }
-  bool has_router_aux_loss() const override { return state->router_aux_loss_sum().has_value(); }
-  // ZeRO-2/3: every rank clips by the total (ZeRO-1's clip factor came with its norm).
-  void set_grad_norm(double norm) override {
-    if (sharded) state->clip().set_from_norm(norm);
-  }
-  void step(const OptimizerStep& step) override {
-    // fp16 loss scaling is the CPU emulation's in this build (torch_dtype: float16 is refused on CUDA).
-    SUROGATE_CHECK(step.gradient_scale == 1.0, "no gradient scale on the CUDA backend");
-    state->step(step);
-  }
-  // Every rank's updated masters to every rank, and the bf16 weights from them.
-  void* flat_weights() override { return state->masters().data(); }
-  ShardCopies shard_copies() override { return cuda_shard_copies(*state); }
-  void refresh_fp8_weight_copies() override { state->refresh_fp8_weight_copies(); }
-  float* fp8_state(const Fp8State& fp8) override { return fp8_device(fp8, *state); }
-  void roll_fp8_history(const Fp8State& fp8, int64_t step) override {
-    cuda::fp8_roll_history(fp8_device(fp8, *state), fp8.shape.sites, fp8.shape.history, step, state->stream());
-  }
-  void zero_gradients() override { state->accumulators().zero(); }
-  std::vector<StateTensor> optimizer_state() override {
-    return state->optimizer() ? state->optimizer()->state_tensors() : std::vector<StateTensor>{};
-  }
-  size_t gradient_accumulator_bytes() const override {
-    return state->accumulators().bytes() + (sharded ? sharded->staging_bytes() : 0);
-  }
-  // surogate dpo's per-sequence outputs, copied after each micro-batch (made on the rank's thread).
-  void keep_outputs(std::span<const graph::TensorId> tensors) override {
-    outputs.reset();
-    if (tensors.empty()) return;
-    outputs = std::make_unique<CudaOutputReadback>(plan_, std::vector<graph::TensorId>(tensors.begin(), tensors.end()),
-                                                   max_micro_batches_);
-  }
-  std::vector<KeptOutputs> take_outputs() override {
-    return outputs ? outputs->take(state->stream()) : std::vector<KeptOutputs>{};
-  }
-
-  std::unique_ptr<CudaRankState> state;
-  // The side stream and its own NCCL communicator: the gradient buckets, ZeRO-3's gathers.
-  std::optional<cuda::Stream> side;
-  std::unique_ptr<distributed::Communicator> side_communicator;
-  std::unique_ptr<CudaGradientReducer> reducer;   // ZeRO-1
-  std::unique_ptr<CudaShardedGradients> sharded;  // ZeRO-2/3
-  cuda::DeviceBuffer<__nv_bfloat16> owned;  // ZeRO-3: the rank's pieces of the weights
-  CudaWeightShard weight_shard;
-  std::unique_ptr<CudaWeightGatherer> gatherer;
-  std::unique_ptr<CudaWeightGatherer> quantized_gatherer;  // ZeRO-3: the quantized base's gathers
-  cuda::DeviceBuffer<float> scratch;        // ZeRO-3: a chunk of a weight on its way to or from the host
-  std::unique_ptr<CudaOutputReadback> outputs;  // keep_outputs()'s, when asked for
-
-private:
-  const compiler::ExecutionPlan& plan_;
-  int64_t max_micro_batches_;
+// One replica rank: its runner (which owns its CudaRankState) and its CudaRank (owned by its engine).
+struct CudaReplica {
+  CudaReplicaRunner* runner = nullptr;
+  CudaRank* rank = nullptr;
+  CudaRankState& state() const { return *runner->state; }
 };
 
 class CudaDataParallelRanks final : public BackendRanks {
@@ -211,9 +134,11 @@ public:
                                      layout_.shard_gradients);
     for (int r = 0; r < layout_.local_ranks; ++r) {
       auto engine = std::make_unique<ReplicaRankEngine>(replica_, layout_.first_rank + r);
-      auto replica = std::make_unique<CudaReplicaBackend>(*replica_.rank_plan, max_micro_batches_);
-      replicas_.push_back(replica.get());
-      engine->backend = std::move(replica);
+      auto runner = std::make_unique<CudaReplicaRunner>(*replica_.rank_plan, max_micro_batches_, layout_.shard_gradients);
+      auto rank = std::make_unique<CudaRank>(trainable_layout_, 0, !layout_.shard_gradients);
+      replicas_.push_back({runner.get(), rank.get()});
+      engine->runner = std::move(runner);
+      engine->rank = std::move(rank);
       ranks_.push_back(std::move(engine));
     }
     try {
@@ -251,7 +176,7 @@ public:
     if (!time_breakdown_) return {};
     std::vector<std::pair<std::string, double>> times;
     threads_.run([&](int r) {
-      if (r == 0) times = replicas_[0]->state->backend().time_breakdown();
+      if (r == 0) times = replicas_[0].state().backend().time_breakdown();
     });
     return times;
   }
@@ -261,9 +186,9 @@ public:
     threads_.run([&](int r) {
       if (r != 0) return;
       // ZeRO-3: no GPU keeps the whole weights; the evaluator gathers them from the host copies.
-      inner = gathered_plan_ ? make_cuda_gathering_evaluator(setup, replicas_[0]->state->backend(), host_.weights,
+      inner = gathered_plan_ ? make_cuda_gathering_evaluator(setup, replicas_[0].state().backend(), host_.weights,
                                                              quantized_pieces())
-                             : make_cuda_evaluator(setup, replicas_[0]->state->backend());
+                             : make_cuda_evaluator(setup, replicas_[0].state().backend());
     });
     return on_rank_zero(threads_, std::move(inner));
   }
@@ -273,7 +198,7 @@ public:
       threads_.run([&](int r) { quantized_base_->keep(r, weight, pieces); });  // ZeRO-3: shared out, or the image
       return;
     }
-    threads_.run([&](int r) { write_quantized(replicas_[static_cast<size_t>(r)]->state->backend(), plan_, weight, pieces); });
+    threads_.run([&](int r) { write_quantized(replicas_[static_cast<size_t>(r)].state().backend(), plan_, weight, pieces); });
   }
 
   // Rank 0's GPU gets the host copies; every other GPU receives its bf16 weights (frozen ones
@@ -288,12 +213,11 @@ public:
     }
     threads_.run([&](int r) {
       if (r != 0 || layout_.first_rank != 0) return;
-      replicas_[0]->state->upload_weights(host_.weights);
+      replicas_[0].state().upload_weights(host_.weights);
       upload_fp8_state();
     });
     threads_.run([&](int r) {
-      CudaReplicaBackend& rank = *replicas_[static_cast<size_t>(r)];
-      CudaRankState& state = *rank.state;
+      CudaRankState& state = replicas_[static_cast<size_t>(r)].state();
       distributed::Communicator& world = *ranks_[static_cast<size_t>(r)]->world;
       for (size_t i = 0; i < host_.weights.size(); ++i) {
         world.broadcast(state.backend().device_address(trainable_layout_.ids[i]),
@@ -317,7 +241,7 @@ public:
   // host view.
   void download() override {
     threads_.run([&](int r) {
-      CudaRankState& state = *replicas_[static_cast<size_t>(r)]->state;
+      CudaRankState& state = replicas_[static_cast<size_t>(r)].state();
       if (r == 0 && !gathered_plan_) state.download_trainable(host_.weights);
       if (state.optimizer()) state.optimizer()->download(state.stream());
       if (r == 0 && replica_.fp8) {
@@ -330,10 +254,10 @@ public:
   bool replicas_hold_weights() const override { return !gathered_plan_ && layout_.sequence_size == 1; }
   // The publish and the FP8 copies were only enqueued on the rank's streams.
   const runtime::Backend& replica_weights(int local_rank) override {
-    CudaReplicaBackend& rank = *replicas_[static_cast<size_t>(local_rank)];
-    if (rank.side) rank.side->synchronize();
-    rank.state->synchronize();
-    return rank.state->backend();
+    const CudaReplica& replica = replicas_[static_cast<size_t>(local_rank)];
+    if (replica.rank->side) replica.rank->side->synchronize();
+    replica.state().synchronize();
+    return replica.state().backend();
   }
 
 private:
@@ -342,7 +266,7 @@ private:
   void connect_ranks(const TrainingDeviceSetup& setup, const std::vector<distributed::Shard>& shards) {
     threads_.run([&](int r) {
       CUDA_CHECK(cudaSetDevice(layout_.first_device + r));
-      CudaReplicaBackend& rank = *replicas_[static_cast<size_t>(r)];
+      CudaRank& rank = *replicas_[static_cast<size_t>(r)].rank;
       const int global = layout_.first_rank + r;
       const distributed::Shard& shard = ranks_[static_cast<size_t>(r)]->shard = shards[static_cast<size_t>(global)];
       TrainingDeviceSetup rank_setup = setup;
@@ -355,16 +279,17 @@ private:
         rank.scratch = cuda::DeviceBuffer<float>(kTransferChunkElements);
         quantized_base_->allocate(r);
       }
-      rank.state = std::make_unique<CudaRankState>(rank_setup, trainable_layout_, shard.first_unit,
-                                                   shard.end_unit, gathered_plan_ ? &rank.weight_shard : nullptr,
-                                                   layout_.shard_gradients);
+      std::unique_ptr<CudaRankState>& state = replicas_[static_cast<size_t>(r)].runner->state;
+      state = std::make_unique<CudaRankState>(rank_setup, trainable_layout_, shard.first_unit, shard.end_unit,
+                                              gathered_plan_ ? &rank.weight_shard : nullptr, layout_.shard_gradients);
+      rank.attach(*state);
       rank.side.emplace();
       CUDA_CHECK(cudaDeviceSynchronize());  // the owned buffer zeroed before anything reads it
     });
     std::vector<void*> streams, sides;
-    for (const CudaReplicaBackend* rank : replicas_) {
-      streams.push_back(rank->state->stream());
-      sides.push_back(rank->side->get());
+    for (const CudaReplica& replica : replicas_) {
+      streams.push_back(replica.state().stream());
+      sides.push_back(replica.rank->side->get());
     }
     std::unique_ptr<distributed::ProcessWorld> alone;
     distributed::ProcessWorld& world = setup.world != nullptr ? *setup.world : *(alone = distributed::ProcessWorld::single());
@@ -374,34 +299,35 @@ private:
         threads_, world, layout_.first_rank, layout_.world_size, layout_.first_device, sides);
     threads_.run([&](int r) {
       ranks_[static_cast<size_t>(r)]->world = std::move(communicators[static_cast<size_t>(r)]);
-      replicas_[static_cast<size_t>(r)]->side_communicator = std::move(side_communicators[static_cast<size_t>(r)]);
-      set_up_reduction(*ranks_[static_cast<size_t>(r)], *replicas_[static_cast<size_t>(r)], r);
+      replicas_[static_cast<size_t>(r)].rank->side_communicator = std::move(side_communicators[static_cast<size_t>(r)]);
+      set_up_reduction(*ranks_[static_cast<size_t>(r)], replicas_[static_cast<size_t>(r)], r);
     });
     sequence_groups_.connect(threads_, world, layout_, streams, "sequence");
   }
 
   // ZeRO-3's gatherers, and the replica reduction (the step observers of each micro-batch).
-  void set_up_reduction(ReplicaRankEngine& engine, CudaReplicaBackend& rank, int r) {
+  void set_up_reduction(ReplicaRankEngine& engine, const CudaReplica& replica, int r) {
+    CudaRank& rank = *replica.rank;
     if (gathered_plan_) {
-      rank.gatherer = std::make_unique<CudaWeightGatherer>(gathering_, rank.state->backend(), rank.side->get(),
+      rank.gatherer = std::make_unique<CudaWeightGatherer>(gathering_, replica.state().backend(), rank.side->get(),
                                                            all_gather_fill(rank.weight_shard, *rank.side_communicator));
       engine.first_batches.add(rank.gatherer.get());
       engine.last_batch.add(rank.gatherer.get());
       if (quantized_base_->gathered()) {
         rank.quantized_gatherer = std::make_unique<CudaWeightGatherer>(
-            quantized_base_->gathering(), rank.state->backend(), rank.side->get(),
+            quantized_base_->gathering(), replica.state().backend(), rank.side->get(),
             quantized_base_->fill(r, *rank.side_communicator));
         engine.first_batches.add(rank.quantized_gatherer.get());
         engine.last_batch.add(rank.quantized_gatherer.get());
       }
     }
     if (layout_.shard_gradients) {
-      rank.sharded = std::make_unique<CudaShardedGradients>(buckets_, trainable_layout_, *rank.state, engine.shard,
+      rank.sharded = std::make_unique<CudaShardedGradients>(buckets_, trainable_layout_, replica.state(), engine.shard,
                                                             rank.side->get(), *rank.side_communicator);
       engine.first_batches.add(rank.sharded.get());
       engine.last_batch.add(rank.sharded.get());
     } else {
-      rank.reducer = std::make_unique<CudaGradientReducer>(buckets_, *rank.state, rank.side->get(),
+      rank.reducer = std::make_unique<CudaGradientReducer>(buckets_, replica.state(), rank.side->get(),
                                                            *rank.side_communicator);
       engine.last_batch.add(rank.reducer.get());
     }
@@ -410,12 +336,12 @@ private:
   // Rank 0 (of the world): fp8_hybrid's scaling state from its host copy.
   void upload_fp8_state() {
     if (!replica_.fp8) return;
-    CUDA_CHECK(cudaMemcpy(fp8_device(*replica_.fp8, *replicas_[0]->state), fp8_host_.data(),
+    CUDA_CHECK(cudaMemcpy(fp8_device(*replica_.fp8, replicas_[0].state()), fp8_host_.data(),
                           fp8_host_.size() * sizeof(float), cudaMemcpyHostToDevice));
   }
   // Every rank, after its weights: the scaling state from rank 0, the FP8 copies, the optimizer state.
   void finish_upload(int r) {
-    CudaRankState& state = *replicas_[static_cast<size_t>(r)]->state;
+    CudaRankState& state = replicas_[static_cast<size_t>(r)].state();
     distributed::Communicator& world = *ranks_[static_cast<size_t>(r)]->world;
     if (replica_.fp8) world.broadcast(fp8_device(*replica_.fp8, state), fp8_host_.size(), DType::F32, 0);
     state.refresh_fp8_weight_copies();
@@ -442,15 +368,16 @@ private:
   }
 
   CudaShardTransfer transfer(int r) {
-    CudaReplicaBackend& rank = *replicas_[static_cast<size_t>(r)];
-    return {*rank.state, *ranks_[static_cast<size_t>(r)]->world, rank.weight_shard, rank.scratch.data(), r == 0};
+    const CudaReplica& replica = replicas_[static_cast<size_t>(r)];
+    return {replica.state(), *ranks_[static_cast<size_t>(r)]->world, replica.rank->weight_shard,
+            replica.rank->scratch.data(), r == 0};
   }
 
   // Each rank's CUDA objects are released on its own thread (its device current).
   void release_ranks() noexcept {
     try {
       threads_.run([&](int r) {
-        CudaReplicaBackend& rank = *replicas_[static_cast<size_t>(r)];
+        CudaRank& rank = *replicas_[static_cast<size_t>(r)].rank;
         if (rank.side) rank.side->synchronize();
         rank.gatherer.reset();
         rank.quantized_gatherer.reset();
@@ -460,7 +387,7 @@ private:
         rank.side_communicator.reset();
         sequence_groups_.release(r);
         ranks_[static_cast<size_t>(r)]->world.reset();
-        rank.state.reset();
+        replicas_[static_cast<size_t>(r)].runner->state.reset();
         rank.side.reset();
         rank.owned = {};
         rank.scratch = {};
@@ -477,7 +404,7 @@ private:
   ReplicaShared replica_;
   CudaHostWeights host_;
   std::vector<std::unique_ptr<ReplicaRankEngine>> ranks_;
-  std::vector<CudaReplicaBackend*> replicas_;  // each rank's backend (owned by its engine)
+  std::vector<CudaReplica> replicas_;  // each rank's runner and rank (owned by its engine)
   CudaSequenceGroups sequence_groups_;  // sequence parallelism: each rank's kernel table and group
   GradientBuckets buckets_;
   std::optional<compiler::ExecutionPlan> gathered_plan_;  // ZeRO-3: the ranks' plan (weights in gather buffers)

@@ -12,7 +12,8 @@
 // (pipeline_stage_groups.h; ZeRO-1's weights come back through shard_publish.h).
 //
 // A stage rank's part of the device's step is the stage strategy's (stage_ranks.h), written once
-// for CPU and GPU ranks; CudaStageBackend is what it drives here: its micro-batches enqueued in the
+// for CPU and GPU ranks; it drives here a CudaRank (cuda_rank.h) and a CudaStageRunner: its
+// micro-batches enqueued in the
 // rounds of distributed/pipeline_rounds.h (1F1B), each backward adding the stage's bf16 parameter
 // gradients into the flat accumulators, which the tied pair and the gradient group sum in place
 // (in their dtype); the norm is taken on the device; ZeRO-1's all-gather carries the fp32 masters
@@ -29,6 +30,7 @@
 // processes (as on CPU ranks), master_dtype: bf16 (the masters are what the stages exchange),
 // recipe fp8_hybrid, offload_residual and ZeRO-3 with pipeline parallelism, offload_master /
 // offload_grads with several GPUs. Its GPU test passed on 2 × H200 (2026-11-27).
+#include "train/device/parallel/cuda_rank.h"
 #include "train/device/parallel/rank_engine.h"
 #include "train/device/parallel/stage_ranks.h"
 
@@ -57,96 +59,18 @@
 namespace surogate::train {
 namespace {
 
-// One stage rank on a GPU (stage_ranks.h): the stage's runner and its CudaRankState, whose flat
-// accumulators and fp32 masters hold the stage's trainable tensors with the last stage's tied ones
-// first, so that the owned units are one run of each.
-class CudaStageBackend final : public StageBackend {
-public:
-  CudaStageBackend(const compiler::ExecutionPlan& source, const PipelineStagePlan& plan, int stage)
-      : source_(source), plan_(plan), stage_(stage) {}
-
-  StageMicroBatch take(std::span<const runtime::InputBinding> inputs, int sequence, int sequence_ranks) override {
-    return take_stage_micro_batch(plan_, source_, inputs, sequence, sequence_ranks);
-  }
-  void run(std::span<const StageMicroBatch> batches, distributed::Communicator& world,
-           const std::function<int(int)>& peer) override {
-    runner->run(batches, world, peer);
-  }
-  DType gradient_dtype() const override { return runner->state().accumulators().dtype(); }
-  std::vector<CollectiveRegion> tied_gradients() override {
-    CudaGradientAccumulators& accumulators = runner->state().accumulators();
-    return tied_regions(accumulators.data(), dtype_size_bytes(accumulators.dtype()));
-  }
-  std::vector<CollectiveRegion> tied_weights() override {
-    return tied_regions(runner->state().masters().data(), sizeof(float));
-  }
-  CollectiveRegion owned_gradients() override {
-    CudaGradientAccumulators& accumulators = runner->state().accumulators();
-    const size_t element = dtype_size_bytes(accumulators.dtype());
-    return {static_cast<std::byte*>(accumulators.data()) + static_cast<size_t>(owned_offset()) * element,
-            static_cast<size_t>(layout.total - owned_offset())};
-  }
-  void count_squares(size_t first, size_t end) override {
-    runner->state().gradient_norm(owned_first + first, owned_first + end);
-  }
-  // Every communicator enqueues on the training stream. Every stage reads its loss sum: that also
-  // starts the next step's count.
-  RankMeasure measure(distributed::Communicator& world) override {
-    world.synchronize();
-    CudaRankState& state = runner->state();
-    const double loss = state.loss_sum();
-    const double norm = state.clip().norm();
-    return {runner->last() ? loss : 0.0, norm * norm, 0.0};
-  }
-  void set_grad_norm(double norm) override { runner->state().clip().set_from_norm(norm); }
-  void step(const OptimizerStep& step) override {
-    SUROGATE_CHECK(step.gradient_scale == 1.0, "no gradient scale on the CUDA backend");
-    runner->state().step(step);
-  }
-  // The masters the optimizer updated in place; the bf16 weights are rewritten from them.
-  void* owned_weights() override { return runner->state().masters().data() + owned_offset(); }
-  ShardCopies shard_copies() override { return cuda_shard_copies(runner->state(), owned_first); }
-  // The last stage's bf16 copies of the tied tensors, from the masters the first stage sent.
-  void refresh_weights() override {
-    CudaRankState& state = runner->state();
-    if (stage_ != 0) state.masters().refresh_weights(0, owned_first, state.stream());
-  }
-  void zero_gradients() override { runner->state().accumulators().zero(); }
-  std::vector<StateTensor> optimizer_state() override {
-    DeviceOptimizer* optimizer = runner->state().optimizer();
-    return optimizer ? optimizer->state_tensors() : std::vector<StateTensor>{};
-  }
-  size_t gradient_accumulator_bytes() const override { return runner->state().accumulators().bytes(); }
-
+// What the host side keeps of one stage rank: its parameters and their host copies, the layout of
+// its CudaRankState (the last stage's tied tensors first, so that the owned ones are one run), its
+// runner and its CudaRank (both owned by its engine).
+struct CudaStage {
   std::vector<models::ParameterSpec> specs;  // the stage's parameters (the last stage: tied ones first)
   std::vector<WeightView> weights;           // their host copies, in specs order
   std::vector<WeightView> downloads;         // the same, but the last stage's tied ones into `scratch`
   std::vector<std::vector<float>> scratch;
   CudaTrainableLayout layout;
-  std::vector<size_t> tied;                  // entries shared with the other end of the pipeline
-  size_t owned_first = 0;                    // the first entry the stage steps (after the last stage's tied ones)
-  std::unique_ptr<CudaPipelineStage> runner;
-
-private:
-  // The tied entries in a flat buffer of the rank's entries (`base`, `element` bytes each).
-  std::vector<CollectiveRegion> tied_regions(void* base, size_t element) const {
-    std::vector<CollectiveRegion> regions;
-    for (size_t index : tied) {
-      const CudaTrainable& entry = layout.entries[index];
-      regions.push_back({static_cast<std::byte*>(base) + static_cast<size_t>(entry.offset) * element,
-                         static_cast<size_t>(entry.count)});
-    }
-    return regions;
-  }
-
-  // The owned tensors' start in the flat buffers (elements).
-  int64_t owned_offset() const {
-    return owned_first < layout.entries.size() ? layout.entries[owned_first].offset : layout.total;
-  }
-
-  const compiler::ExecutionPlan& source_;
-  const PipelineStagePlan& plan_;
-  int stage_;
+  size_t owned_first = 0;  // the first entry the stage steps (after the last stage's tied ones)
+  CudaStageRunner* runner = nullptr;
+  CudaRank* rank = nullptr;
 };
 
 class CudaPipelineRanks final : public BackendRanks {
@@ -169,6 +93,8 @@ public:
     for (int r = 0; r < layout_.local_ranks; ++r) {
       ranks_.push_back(std::make_unique<StageRankEngine>(layout_, r));
       stages_.push_back(plan_rank(*ranks_.back(), made.device.specs, tied));
+      stages_.back()->rank = static_cast<CudaRank*>(ranks_.back()->rank.get());
+      stages_.back()->runner = static_cast<CudaStageRunner*>(ranks_.back()->runner.get());
     }
     make_host_copies(made.device.specs);
     try {
@@ -202,7 +128,7 @@ public:
       quantized = [this](const std::string& piece) -> std::span<const std::byte> { return quantized_pieces_.at(piece); };
     }
     threads_.run([&](int r) {
-      if (r == 0) inner = make_cuda_gathering_evaluator(setup, stages_[0]->runner->state().backend(), host_.weights, quantized);
+      if (r == 0) inner = make_cuda_gathering_evaluator(setup, stages_[0]->rank->state().backend(), host_.weights, quantized);
     });
     return on_rank_zero(threads_, std::move(inner));
   }
@@ -215,18 +141,18 @@ public:
     const StoredQuantizedWeight& stored = quantized_.back();
     for (size_t i = 0; i < weight.pieces.size(); ++i) quantized_pieces_[weight.pieces[i]] = stored.pieces.bytes[i];
     threads_.run([&](int r) {
-      CudaStageBackend& stage = *stages_[static_cast<size_t>(r)];
+      CudaStage& stage = *stages_[static_cast<size_t>(r)];
       const compiler::ExecutionPlan& plan = pipeline_.stages[static_cast<size_t>(ranks_[static_cast<size_t>(r)]->place.stage)].training;
       if (!weight.pieces.empty() && plan.graph.find_tensor(weight.pieces.front())) {
-        write_quantized(stage.runner->state().backend(), plan, weight, stored.pieces);
+        write_quantized(stage.rank->state().backend(), plan, weight, stored.pieces);
       }
     });
   }
 
   void upload() override {
     threads_.run([&](int r) {
-      CudaStageBackend& stage = *stages_[static_cast<size_t>(r)];
-      CudaRankState& state = stage.runner->state();
+      CudaStage& stage = *stages_[static_cast<size_t>(r)];
+      CudaRankState& state = stage.rank->state();
       state.upload_weights(stage.weights);
       if (state.optimizer()) state.optimizer()->upload(state.stream());
       state.synchronize();
@@ -236,8 +162,8 @@ public:
   void download_weight_shards() override {}
   void download() override {
     threads_.run([&](int r) {
-      CudaStageBackend& stage = *stages_[static_cast<size_t>(r)];
-      CudaRankState& state = stage.runner->state();
+      CudaStage& stage = *stages_[static_cast<size_t>(r)];
+      CudaRankState& state = stage.rank->state();
       if (ranks_[static_cast<size_t>(r)]->group_index == 0) state.download_trainable(stage.downloads);
       if (state.optimizer()) state.optimizer()->download(state.stream());
       state.synchronize();
@@ -248,27 +174,31 @@ private:
   // What a rank holds and steps, from the plans alone: its stage's parameters (the last stage's
   // tied ones first, so that the tensors it steps are one run), their layout, and its shard of the
   // stage's owned tensors over the replicas.
-  CudaStageBackend* plan_rank(StageRankEngine& rank, std::span<const models::ParameterSpec> specs,
-                              const std::set<std::string>& tied) {
-    const int stage_index = rank.place.stage;
+  std::unique_ptr<CudaStage> plan_rank(StageRankEngine& engine, std::span<const models::ParameterSpec> specs,
+                                       const std::set<std::string>& tied) {
+    const int stage_index = engine.place.stage;
     const PipelineStagePlan& plan = pipeline_.stages[static_cast<size_t>(stage_index)];
-    auto stage = std::make_unique<CudaStageBackend>(source_, plan, stage_index);
+    auto stage = std::make_unique<CudaStage>();
     stage->specs = stage_parameter_specs(plan, specs, stage_index == 0 ? std::set<std::string>{} : tied);
     stage->layout = cuda_trainable_layout(plan.training, stage->specs);
+    std::vector<size_t> tied_entries;
     for (size_t i = 0; i < stage->layout.entries.size(); ++i) {
-      if (tied.contains(stage->specs[stage->layout.entries[i].weight].name)) stage->tied.push_back(i);
+      if (tied.contains(stage->specs[stage->layout.entries[i].weight].name)) tied_entries.push_back(i);
     }
-    stage->owned_first = stage_index == 0 ? 0 : stage->tied.size();
+    stage->owned_first = stage_index == 0 ? 0 : tied_entries.size();
     const std::vector<size_t> units = stage->layout.unit_sizes();
-    rank.place_shard(std::span<const size_t>(units).subspan(stage->owned_first));
-    rank.backend = std::move(stage);
-    return static_cast<CudaStageBackend*>(rank.backend.get());
+    engine.place_shard(std::span<const size_t>(units).subspan(stage->owned_first));
+    engine.runner = std::make_unique<CudaStageRunner>(source_, plan, stage_index, stage->owned_first);
+    auto rank = std::make_unique<CudaRank>(stage->layout, stage->owned_first, false);
+    rank->tied = std::move(tied_entries);
+    engine.rank = std::move(rank);
+    return stage;
   }
 
   // Host copies of every parameter; each rank's views of its stage's, in its specs' order.
   void make_host_copies(std::span<const models::ParameterSpec> specs) {
     std::set<std::string> trainable;
-    for (const CudaStageBackend* stage : stages_) {
+    for (const std::unique_ptr<CudaStage>& stage : stages_) {
       for (const CudaTrainable& entry : stage->layout.entries) trainable.insert(stage->specs[entry.weight].name);
     }
     CudaTrainableLayout whole;  // only which specs are trainable matters to cuda_host_weights
@@ -279,13 +209,13 @@ private:
     }
     host_ = cuda_host_weights(specs, whole);
     for (size_t r = 0; r < stages_.size(); ++r) {
-      CudaStageBackend& stage = *stages_[r];
+      CudaStage& stage = *stages_[r];
       for (size_t i = 0; i < stage.specs.size(); ++i) {
         const WeightView& host = host_.weights[index.at(stage.specs[i].name)];
         stage.weights.push_back(host);
         stage.downloads.push_back(host);
       }
-      for (size_t entry : ranks_[r]->place.stage == 0 ? std::vector<size_t>{} : stage.tied) {
+      for (size_t entry : ranks_[r]->place.stage == 0 ? std::vector<size_t>{} : stage.rank->tied) {
         // The first stage's copy is the one the host reads.
         const size_t weight = stage.layout.entries[entry].weight;
         stage.scratch.emplace_back(stage.downloads[weight].values.size());
@@ -300,27 +230,29 @@ private:
     threads_.run([&](int r) {
       CUDA_CHECK(cudaSetDevice(layout_.first_device + r));
       const StageRankEngine& rank = *ranks_[static_cast<size_t>(r)];
-      CudaStageBackend& stage = *stages_[static_cast<size_t>(r)];
+      CudaStage& stage = *stages_[static_cast<size_t>(r)];
       const PipelineStagePlan& plan = pipeline_.stages[static_cast<size_t>(rank.place.stage)];
       TrainingDeviceSetup stage_setup = setup;
       stage_setup.plan = &plan.training;
       stage_setup.specs = stage.specs;
       stage_setup.pipeline = nullptr;
       if (const runtime::CudaOpTable* table = training_sequence_.table(r)) stage_setup.cuda_ops = table;
-      stage.runner = std::make_unique<CudaPipelineStage>(stage_setup, plan, stage.layout,
-                                                         stage.owned_first + rank.shard.first_unit,
-                                                         stage.owned_first + rank.shard.end_unit, graphs_,
-                                                         forward_sequence_.table(r));
-      stage.runner->prepare(pipeline_.micro_batches);
+      stage.runner->stage = std::make_unique<CudaPipelineStage>(stage_setup, plan, stage.layout,
+                                                                stage.owned_first + rank.shard.first_unit,
+                                                                stage.owned_first + rank.shard.end_unit, graphs_,
+                                                                forward_sequence_.table(r));
+      stage.rank->attach(stage.runner->stage->state());
+      stage.runner->stage->prepare(pipeline_.micro_batches);
       CUDA_CHECK(cudaDeviceSynchronize());
     });
     std::vector<void*> streams;
-    for (const CudaStageBackend* stage : stages_) streams.push_back(stage->runner->state().stream());
+    for (const std::unique_ptr<CudaStage>& stage : stages_) streams.push_back(stage->rank->state().stream());
     std::unique_ptr<distributed::ProcessWorld> alone = distributed::ProcessWorld::single();
     auto world = distributed::connect_nccl_world(threads_, *alone, 0, layout_.world_size, layout_.first_device, streams);
     auto groups = distributed::connect_nccl_groups(threads_, *alone, 0, layout_.world_size, layout_.first_device, streams,
                                                    [&](int rank) { return stage_gradient_group(layout_, rank); });
-    const bool tied = std::any_of(stages_.begin(), stages_.end(), [](const CudaStageBackend* stage) { return !stage->tied.empty(); });
+    const bool tied = std::any_of(stages_.begin(), stages_.end(),
+                                  [](const std::unique_ptr<CudaStage>& stage) { return !stage->rank->tied.empty(); });
     auto pairs = distributed::connect_nccl_groups(threads_, *alone, 0, layout_.world_size, layout_.first_device, streams,
                                                   [&](int rank) { return tied_pair_group(layout_, rank, tied); });
     for (size_t r = 0; r < ranks_.size(); ++r) {
@@ -333,7 +265,7 @@ private:
     training_sequence_.connect(threads_, *alone, layout_, streams, "sequence");
     std::vector<void*> forward_streams;
     for (size_t r = 0; r < stages_.size(); ++r) {
-      cudaStream_t forward = stages_[r]->runner->forward_stream();
+      cudaStream_t forward = stages_[r]->runner->stage->forward_stream();
       forward_streams.push_back(forward != nullptr ? forward : streams[r]);
     }
     forward_sequence_.connect(threads_, *alone, layout_, forward_streams, "sequence-forward");
@@ -349,7 +281,8 @@ private:
         rank.tied_pair.reset();
         rank.group.reset();
         rank.world.reset();
-        rank.backend.reset();
+        rank.rank.reset();
+        rank.runner.reset();
       });
     } catch (...) {
       // Shutting down after a failure: nothing more to report.
@@ -362,7 +295,7 @@ private:
   const PipelinePlan& pipeline_;
   std::vector<const distributed::StageGraph*> graphs_;
   std::vector<std::unique_ptr<StageRankEngine>> ranks_;
-  std::vector<CudaStageBackend*> stages_;  // each rank's backend (owned by its engine)
+  std::vector<std::unique_ptr<CudaStage>> stages_;  // each rank's (its layout outlives its CudaRank)
   // Sequence parallelism: each rank's kernel tables and groups, its training and its forward plan's.
   CudaSequenceGroups training_sequence_, forward_sequence_;
   CudaHostWeights host_;

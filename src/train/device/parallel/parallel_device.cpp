@@ -1,11 +1,12 @@
 // Data, sequence and pipeline parallelism with ZeRO-1/2/3 on any backend: the TrainingDevice the
 // trainer drives when `gpus: N` (N > 1) trains, when the ranks are spread over several processes (a
 // launcher or Ray: distributed/process_world.h), or when pipeline_parallel_size > 1. This process's
-// ranks are threads (distributed/rank_threads.h), each with a RankEngine of its backend
-// (rank_engine.h): a replica's whole model (cpu_data_parallel_ranks.cpp on gloo,
-// cuda_data_parallel_ranks.cpp on NCCL) or one pipeline stage (stage_ranks.h, over the stage of
-// cpu_pipeline_ranks.cpp or cuda_pipeline_ranks.cpp). The step's algorithm is here, once (a
-// pipeline stage's reduction and publish: stage_ranks.cpp, once for both backends):
+// ranks are threads (distributed/rank_threads.h), each with a RankEngine (rank_engine.h): a
+// replica's whole model (replica_rank_engine.h) or one pipeline stage (stage_ranks.h), each
+// written once over the backend's rank (rank_backend.h: CpuRank on gloo, CudaRank on NCCL) and a
+// runner of its strategy, built by the backend's host side (cpu_data_parallel_ranks.cpp,
+// cuda_data_parallel_ranks.cpp, cpu_pipeline_ranks.cpp, cuda_pipeline_ranks.cpp). The step's
+// algorithm is here, once (a pipeline stage's reduction and publish: stage_ranks.cpp):
 //
 //   accumulate() × (gradient_accumulation_steps × local ranks): micro-batch i of the window belongs
 //     to replica i mod data (distributed::owner_of_micro_batch); the trainer hands this process only

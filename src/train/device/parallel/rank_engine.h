@@ -8,6 +8,8 @@
 //     of the squared norm, steps the optimizer for its shard and publishes the shard (ZeRO-1/2:
 //     shard_publish.h, or the bucket staging; a pipeline's tied weights) so that every rank holds
 //     the updated weights;
+//     Both strategies' engines (replica_rank_engine.h, stage_ranks.h) are written once over one
+//     rank class per backend and a small runner of the strategy (rank_backend.h);
 //   - BackendRanks, the backend's ranks together with the host side the trainer sees (host copies
 //     of the weights, upload / download, the evaluator, the quantized base, fp8_hybrid's state).
 // A RankEngine's work (run_micro_batches through zero_gradients) runs on the rank's own thread

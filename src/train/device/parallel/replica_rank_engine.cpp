@@ -12,7 +12,7 @@ void ReplicaRankEngine::take(std::span<const runtime::InputBinding> inputs, int 
 void ReplicaRankEngine::keep_outputs(std::span<const graph::TensorId> tensors) {
   std::vector<graph::TensorId> ids;
   for (graph::TensorId tensor : tensors) ids.push_back(shared_.rank_plan->tensor(shared_.plan->graph.tensor(tensor).name));
-  backend->keep_outputs(ids);
+  runner->keep_outputs(ids);
 }
 
 // Each kept micro-batch in order with the step observers of its place; then none is kept.
@@ -21,12 +21,12 @@ void ReplicaRankEngine::run_micro_batches() {
   for (size_t index = 0; index < pending_.size(); ++index) {
     const bool last = index + 1 == pending_.size();
     runtime::StepObserverList& observers = last ? last_batch : first_batches;
-    backend->set_step_observer(observers.empty() ? nullptr : &observers);
-    backend->run(pending_[index], last);
+    runner->set_step_observer(observers.empty() ? nullptr : &observers);
+    runner->run(pending_[index], last);
   }
-  backend->set_step_observer(nullptr);
+  runner->set_step_observer(nullptr);
   pending_.clear();
-  backend->finish_batches();
+  rank->finish_reduction();
 }
 
 // ZeRO-2/3: the rank holds (and reports) its shard's sums; ZeRO-1: every rank holds the same
@@ -34,30 +34,31 @@ void ReplicaRankEngine::run_micro_batches() {
 // by its own count).
 RankMeasure ReplicaRankEngine::measure() {
   if (shared_.shard_gradients) {
-    backend->count_squares(shard.first_unit, shard.end_unit);
-  } else if (counts_replicated_ || backend->clips_by_own_squares()) {
-    backend->count_squares(0, shared_.units);
+    rank->count_squares(shard.first_unit, shard.end_unit);
+  } else if (counts_replicated_ || rank->clips_by_own_squares()) {
+    rank->count_squares(0, shared_.units);
   }
-  RankMeasure measured = backend->measure(*world);
-  if (!shared_.shard_gradients && !counts_replicated_) measured.squares = 0.0;
+  const double squares = rank->squares(*world);
+  RankMeasure measured = runner->losses();
+  measured.squares = shared_.shard_gradients || counts_replicated_ ? squares : 0.0;
   return measured;
 }
 
 // ZeRO-1/2: through the flat buffer, or the backend's bucket staging where it has none.
 void ReplicaRankEngine::publish_shard() {
-  if (void* flat = backend->flat_weights()) {
-    train::publish_shard(*world, flat, shared_.shard_sizes, DType::F32, shard, shared_.units, backend->shard_copies());
+  if (void* flat = rank->flat_weights()) {
+    train::publish_shard(*world, flat, shared_.shard_sizes, DType::F32, shard, shared_.units, rank->shard_copies());
   } else {
-    backend->publish_in_buckets();
+    rank->publish_in_buckets();
   }
 }
 
 void ReplicaRankEngine::finish_update(const OptimizerStep& step) {
-  backend->refresh_fp8_weight_copies();
-  backend->zero_gradients();
+  runner->refresh_fp8_weight_copies();
+  rank->zero_gradients();
   if (const std::optional<Fp8State>& fp8 = shared_.fp8) {
-    world->all_reduce_amax(backend->fp8_state(*fp8), static_cast<size_t>(fp8->shape.floats()));
-    backend->roll_fp8_history(*fp8, step.step);
+    world->all_reduce_amax(runner->fp8_state(*fp8), static_cast<size_t>(fp8->shape.floats()));
+    runner->roll_fp8_history(*fp8, step.step);
   }
 }
 

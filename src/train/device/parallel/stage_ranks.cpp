@@ -16,7 +16,7 @@ void StageRankEngine::place_shard(std::span<const size_t> owned_sizes) {
 }
 
 void StageRankEngine::take(std::span<const runtime::InputBinding> inputs, int sequence_index, int sequence_ranks) {
-  pending_.push_back(backend->take(inputs, sequence_index, sequence_ranks));
+  pending_.push_back(runner->take(inputs, sequence_index, sequence_ranks));
 }
 
 // The schedule, then (on the rank's device, in this order) the tied gradients summed into the
@@ -24,14 +24,14 @@ void StageRankEngine::take(std::span<const runtime::InputBinding> inputs, int se
 // what the rank holds.
 void StageRankEngine::run_micro_batches() {
   SUROGATE_CHECK(!pending_.empty(), "every stage trains gradient_accumulation_steps micro-batches a step");
-  backend->run(pending_, *world, [&](int other) { return layout_.rank_at({other, place.replica, place.sequence}); });
-  const DType dtype = backend->gradient_dtype();
-  sum_tied_gradients(*tied_pair, backend->tied_gradients(), dtype);
-  sum_stage_gradients(*group, backend->owned_gradients(), shard_sizes_, dtype, layout_.shard_gradients);
+  runner->run(pending_, *world, [&](int other) { return layout_.rank_at({other, place.replica, place.sequence}); });
+  const DType dtype = rank->gradient_dtype();
+  sum_tied_gradients(*tied_pair, rank->tied_gradients(), dtype);
+  sum_stage_gradients(*group, rank->flat_gradients(), shard_sizes_, dtype, layout_.shard_gradients);
   if (layout_.shard_gradients) {
-    backend->count_squares(shard.first_unit, shard.end_unit);
+    rank->count_squares(shard.first_unit, shard.end_unit);
   } else {
-    backend->count_squares(0, units_);
+    rank->count_squares(0, units_);
   }
 }
 
@@ -40,20 +40,21 @@ bool StageRankEngine::counts_squares() const { return layout_.shard_gradients ||
 // The micro-batches are kept until the rank's device finished with them (a GPU reads their inputs
 // asynchronously).
 RankMeasure StageRankEngine::measure() {
-  const RankMeasure measured = backend->measure(*world);
+  const double squares = rank->squares(*world);
+  const double loss = runner->loss();
   pending_.clear();
-  return {measured.loss, counts_squares() ? measured.squares : 0.0, 0.0};
+  return {loss, counts_squares() ? squares : 0.0, 0.0};
 }
 
 // ZeRO-1: the stepped shards to every rank of the group (nothing to exchange in a group of one),
 // then the tied weights from the first stage to the last.
 void StageRankEngine::publish_shard() {
   if (layout_.gradient_group_size() > 1) {
-    train::publish_shard(*group, backend->owned_weights(), shard_sizes_, DType::F32, shard, units_,
-                         backend->shard_copies());
+    train::publish_shard(*group, rank->flat_weights(), shard_sizes_, DType::F32, shard, units_,
+                         rank->shard_copies());
   }
-  share_tied_weights(*tied_pair, backend->tied_weights(), DType::F32);
-  backend->refresh_weights();
+  share_tied_weights(*tied_pair, rank->tied_weights(), DType::F32);
+  runner->refresh_weights();
 }
 
 }  // namespace surogate::train

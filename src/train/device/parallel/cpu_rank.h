@@ -1,0 +1,148 @@
+// One CPU rank of the parallel device, for both strategies (rank_backend.h): CpuRank, the rank's
+// fp32 parameters on its training CpuBackend, its units (the trainable tensors it steps) packed in
+// one flat fp32 buffer, its shard's optimizer, and the replica reduction's pieces where the host
+// side (cpu_data_parallel_ranks.cpp) sets them up:
+//   ZeRO-1: the gradient buckets all-reduced into the flat buffer during the last micro-batch's
+//     backward (cpu_gradient_reducer.h); after the step the flat buffer carries the weights
+//     through the all-gather (shard_publish.h);
+//   ZeRO-2/3: the shard's accumulators, reduce-scattered every micro-batch (sharded_gradients.h:
+//     no flat buffer), ZeRO-2's weights published bucket by bucket through their staging;
+//   ZeRO-3: the rank's pieces of the weights and their gathers (cpu_weight_gatherer.h).
+// A pipeline stage (cpu_pipeline_ranks.cpp) copies its owned gradients into the flat buffer for its
+// gradient group's sum, and shares its tied tensors' regions with the other end of the pipeline.
+// The runners: CpuReplicaRunner (the whole model's plan on a CpuBackend) and CpuStageRunner (a
+// stage's plans, cpu_pipeline_stage.h).
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "compiler/execution_plan.h"
+#include "runtime/cpu_backend.h"
+#include "train/device/cpu_gradient_reducer.h"
+#include "train/device/cpu_parameters.h"
+#include "train/device/cpu_pipeline_stage.h"
+#include "train/device/cpu_weight_gatherer.h"
+#include "train/device/parallel/rank_backend.h"
+#include "train/device/sharded_gradients.h"
+#include "train/fp8_weight_copies.h"
+
+namespace surogate::train {
+
+class CpuRank final : public RankBackend {
+public:
+  // `training`: the backend whose plan holds the rank's parameters and gradients (must outlive it).
+  CpuRank(runtime::CpuBackend& training, double max_grad_norm) : training_(training), max_grad_norm_(max_grad_norm) {}
+
+  // The rank's units: parameters.trainable[i] for each i of `trainable`, in flat order, each at its
+  // offset of the flat buffer (allocated when `flat_buffer`: ZeRO-2/3 accumulate without one).
+  void set_units(std::vector<size_t> trainable, bool flat_buffer);
+  // The optimizer over the units [shard.first_unit, shard.end_unit): their slots read the summed
+  // gradients from the sharded accumulators or the flat buffer, and (`master`, ZeRO-3) update the
+  // master it gives for a unit instead of the backend's weight.
+  void make_optimizer(const distributed::Shard& shard, const config::Optimizer& optimizer,
+                      const std::function<float*(size_t unit)>& master = {});
+
+  DType gradient_dtype() const override { return DType::F32; }
+  CollectiveRegion flat_gradients() override;
+  std::vector<CollectiveRegion> tied_gradients() override { return tied_gradient_regions; }
+  std::vector<CollectiveRegion> tied_weights() override { return tied_weight_regions; }
+  void count_squares(size_t first, size_t end) override;
+  double squares(distributed::Communicator&) override { return std::exchange(squares_, 0.0); }
+  void set_grad_norm(double norm) override { grad_norm_ = norm; }
+  void step(const OptimizerStep& step) override;
+  // ZeRO-2 has no flat buffer: its bucket staging carries the weights.
+  void* flat_weights() override { return sharded ? nullptr : flat.data(); }
+  ShardCopies shard_copies() override { return cpu_shard_copies(unit_weights_, offsets_, flat.data()); }
+  void publish_in_buckets() override { sharded->all_gather(unit_weights_); }
+  void zero_gradients() override;
+  std::vector<StateTensor> optimizer_state() override {
+    return optimizer ? optimizer->state_tensors() : std::vector<StateTensor>{};
+  }
+  size_t gradient_accumulator_bytes() const override;
+
+  std::span<const size_t> offsets() const { return offsets_; }
+
+  CpuParameters parameters;  // every parameter of the rank's plan (spec order) on its training backend
+  std::vector<float> flat;   // the units' summed gradients, then (ZeRO-1) their weights
+  std::vector<ParameterSlot> shard_slots;  // the shard's slots
+  std::unique_ptr<Optimizer> optimizer;    // state for the shard's tensors only (none if empty)
+  // A pipeline's tensors shared with its other end: their gradients and weights.
+  std::vector<CollectiveRegion> tied_gradient_regions, tied_weight_regions;
+  // The replica reduction's pieces (cpu_data_parallel_ranks.cpp).
+  std::unique_ptr<CpuGradientReducer> reducer;   // ZeRO-1: the buckets, during the last micro-batch
+  std::unique_ptr<CpuShardedGradients> sharded;  // ZeRO-2/3: the shard's accumulators
+  std::unique_ptr<CpuWeightGatherer> gatherer;   // ZeRO-3: the rank's pieces and their gathers
+  std::unique_ptr<runtime::StepObserver> quantized_gatherer;  // ZeRO-3: the quantized base's gathers
+  std::vector<float> scratch;                    // ZeRO-3: one weight on its way to or from the host
+
+private:
+  runtime::CpuBackend& training_;
+  double max_grad_norm_;
+  std::vector<size_t> units_;           // each unit's index in parameters.trainable
+  std::vector<WeightView> unit_weights_;
+  std::vector<size_t> offsets_;         // each unit's offset in `flat`
+  double squares_ = 0.0;                // of count_squares' units
+  double grad_norm_ = 0.0;
+};
+
+// A replica's whole model on a CpuBackend (the trainer's plan, or ZeRO-3's copy with the weights in
+// gather buffers), run one micro-batch at a time.
+class CpuReplicaRunner final : public ReplicaRunner {
+public:
+  // `plan`: the trainer's (its loss); the FP8 copies: the trained weights' (full fine-tuning).
+  CpuReplicaRunner(const compiler::ExecutionPlan& plan, std::optional<graph::TensorId> router_aux_loss,
+                   const std::vector<Fp8WeightCopy>& fp8_copies)
+      : plan_(plan), router_aux_loss_(router_aux_loss), fp8_copies_(fp8_copies) {}
+
+  void set_step_observer(runtime::StepObserverList* observers) override { backend.set_step_observer(observers); }
+  void run(const MicroBatch& batch, bool last) override;
+  RankMeasure losses() override { return std::exchange(losses_, {}); }
+  bool has_router_aux_loss() const override { return router_aux_loss_.has_value(); }
+  void refresh_fp8_weight_copies() override { train::refresh_fp8_weight_copies(backend, fp8_copies_); }
+  float* fp8_state(const Fp8State& fp8) override { return backend.view<float>(fp8.tensor).data(); }
+  void roll_fp8_history(const Fp8State& fp8, int64_t step) override;
+  void keep_outputs(std::span<const graph::TensorId> tensors) override { kept_ids_.assign(tensors.begin(), tensors.end()); }
+  std::vector<KeptOutputs> take_outputs() override { return std::exchange(kept_, {}); }
+
+  runtime::CpuBackend backend;
+
+private:
+  const compiler::ExecutionPlan& plan_;
+  std::optional<graph::TensorId> router_aux_loss_;  // MoE plans with the router loss
+  const std::vector<Fp8WeightCopy>& fp8_copies_;
+  RankMeasure losses_;                     // the step's, so far
+  std::vector<graph::TensorId> kept_ids_;  // keep_outputs()'s, in the rank's plan
+  std::vector<KeptOutputs> kept_;          // since take_outputs()
+};
+
+// A pipeline stage's plans on CpuBackends (cpu_pipeline_stage.h).
+class CpuStageRunner final : public StageRunner {
+public:
+  // `source`: the trainer's plan, for which the inputs are bound.
+  CpuStageRunner(const compiler::ExecutionPlan& source, std::unique_ptr<CpuPipelineStage> stage)
+      : stage(std::move(stage)), source_(source) {}
+
+  StageMicroBatch take(std::span<const runtime::InputBinding> inputs, int sequence, int sequence_ranks) override {
+    return stage->take(source_, inputs, sequence, sequence_ranks);
+  }
+  void run(std::span<const StageMicroBatch> batches, distributed::Communicator& world,
+           const std::function<int(int)>& peer) override {
+    loss_ = stage->run(batches, world, peer);
+  }
+  double loss() override { return loss_; }
+  void refresh_weights() override { stage->refresh_forward_weights(true); }
+
+  std::unique_ptr<CpuPipelineStage> stage;
+
+private:
+  const compiler::ExecutionPlan& source_;
+  double loss_ = 0.0;  // the last stage's
+};
+
+}  // namespace surogate::train

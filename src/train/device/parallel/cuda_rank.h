@@ -1,0 +1,160 @@
+// One GPU rank of the parallel device, for both strategies (rank_backend.h): CudaRank, over the
+// rank's CudaRankState (bf16 weights, fp32 masters, the flat gradient accumulators, the clip factor
+// and the optimizer for its shard). Its units are the state's trainable entries from `first_entry`
+// on (a pipeline's last stage holds its tied tensors first, which the first stage steps), one run of
+// the flat masters and accumulators: the accumulators are summed in place in their dtype (fp32, or
+// bf16 with gradient_dtype bf16), the norm and clip factor are taken on the device, and ZeRO-1's
+// all-gather carries the masters, the bf16 weights rewritten from them (shard_publish.h). The
+// replica reduction's pieces are set up by the host side (cuda_data_parallel_ranks.cpp): the side
+// stream and its NCCL communicator, the ZeRO-1 buckets (cuda_gradient_reducer.h) or ZeRO-2/3's
+// sharded accumulation (cuda_sharded_gradients.h), and ZeRO-3's pieces of the weights and their
+// gatherers (cuda_weight_gatherer.h). Everything is enqueued on the rank's streams.
+// The runners: CudaReplicaRunner (the whole model's plan, owning the state) and CudaStageRunner (a
+// stage's plans, cuda_pipeline_stage.h, whose state the rank uses).
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "cuda/device_buffer.h"
+#include "train/device/cuda_gradient_reducer.h"
+#include "train/device/cuda_pipeline_stage.h"
+#include "train/device/cuda_rank/output_readback.h"
+#include "train/device/cuda_rank_state.h"
+#include "train/device/cuda_sharded_gradients.h"
+#include "train/device/cuda_weight_gatherer.h"
+#include "train/device/parallel/rank_backend.h"
+
+namespace surogate::train {
+
+class CudaRank final : public RankBackend {
+public:
+  // The units: `layout`'s entries from `first_entry` on (`layout` must outlive the rank).
+  // `clips_by_own_squares`: a replica under ZeRO-1, whose summed gradients are the world's.
+  CudaRank(const CudaTrainableLayout& layout, size_t first_entry, bool clips_by_own_squares)
+      : layout_(layout), first_entry_(first_entry), clips_by_own_squares_(clips_by_own_squares) {}
+
+  // The rank's state, once made (on the rank's thread); it must outlive the rank.
+  void attach(CudaRankState& state) { state_ = &state; }
+  CudaRankState& state() { return *state_; }
+
+  DType gradient_dtype() const override { return state_->accumulators().dtype(); }
+  CollectiveRegion flat_gradients() override;
+  std::vector<CollectiveRegion> tied_gradients() override;
+  std::vector<CollectiveRegion> tied_weights() override;
+  void finish_reduction() override;
+  // The norm of the units and (ZeRO-1 replicas) the clip factor from it, on the device; NCCL gives
+  // every such rank the same summed bits.
+  void count_squares(size_t first, size_t end) override { state_->gradient_norm(first_entry_ + first, first_entry_ + end); }
+  bool clips_by_own_squares() const override { return clips_by_own_squares_; }
+  double squares(distributed::Communicator& world) override;
+  // Every rank but a ZeRO-1 replica clips by the world's norm.
+  void set_grad_norm(double norm) override {
+    if (!clips_by_own_squares_) state_->clip().set_from_norm(norm);
+  }
+  void step(const OptimizerStep& step) override;
+  // The masters the optimizer updated in place; the bf16 weights are rewritten from them.
+  void* flat_weights() override { return state_->masters().data() + units_offset(); }
+  ShardCopies shard_copies() override { return cuda_shard_copies(*state_, first_entry_); }
+  void zero_gradients() override { state_->accumulators().zero(); }
+  std::vector<StateTensor> optimizer_state() override {
+    return state_->optimizer() ? state_->optimizer()->state_tensors() : std::vector<StateTensor>{};
+  }
+  size_t gradient_accumulator_bytes() const override {
+    return state_->accumulators().bytes() + (sharded ? sharded->staging_bytes() : 0);
+  }
+
+  std::vector<size_t> tied;  // the entries a pipeline shares with its other end
+  // The replica reduction's pieces (cuda_data_parallel_ranks.cpp).
+  std::optional<cuda::Stream> side;  // the gradient buckets' and ZeRO-3's gathers' stream
+  std::unique_ptr<distributed::Communicator> side_communicator;  // on it
+  std::unique_ptr<CudaGradientReducer> reducer;   // ZeRO-1
+  std::unique_ptr<CudaShardedGradients> sharded;  // ZeRO-2/3
+  cuda::DeviceBuffer<__nv_bfloat16> owned;        // ZeRO-3: the rank's pieces of the weights
+  CudaWeightShard weight_shard;
+  std::unique_ptr<CudaWeightGatherer> gatherer;
+  std::unique_ptr<CudaWeightGatherer> quantized_gatherer;  // ZeRO-3: the quantized base's gathers
+  cuda::DeviceBuffer<float> scratch;  // ZeRO-3: a chunk of a weight on its way to or from the host
+
+private:
+  // The units' start in the flat buffers (elements).
+  int64_t units_offset() const {
+    return first_entry_ < layout_.entries.size() ? layout_.entries[first_entry_].offset : layout_.total;
+  }
+  // The tied entries in a flat buffer of the rank's entries (`base`, `element` bytes each).
+  std::vector<CollectiveRegion> tied_regions(void* base, size_t element) const;
+
+  const CudaTrainableLayout& layout_;
+  size_t first_entry_;
+  bool clips_by_own_squares_;
+  CudaRankState* state_ = nullptr;
+};
+
+// A replica's whole model on a GPU: its CudaRankState, each micro-batch enqueued.
+class CudaReplicaRunner final : public ReplicaRunner {
+public:
+  // `plan`: the one the rank runs; `max_micro_batches`: a rank's in one step; `observers_add`
+  // (ZeRO-2/3): every micro-batch's gradients are added by the reduction's observer, not only the
+  // last one's.
+  CudaReplicaRunner(const compiler::ExecutionPlan& plan, int64_t max_micro_batches, bool observers_add)
+      : plan_(plan), max_micro_batches_(max_micro_batches), observers_add_(observers_add) {}
+
+  void set_step_observer(runtime::StepObserverList* observers) override { state->backend().set_step_observer(observers); }
+  void run(const MicroBatch& batch, bool last) override;
+  RankMeasure losses() override;
+  bool has_router_aux_loss() const override { return state->router_aux_loss_sum().has_value(); }
+  void refresh_fp8_weight_copies() override { state->refresh_fp8_weight_copies(); }
+  float* fp8_state(const Fp8State& fp8) override;
+  void roll_fp8_history(const Fp8State& fp8, int64_t step) override;
+  // surogate dpo's per-sequence outputs, copied after each micro-batch (made on the rank's thread).
+  void keep_outputs(std::span<const graph::TensorId> tensors) override;
+  std::vector<KeptOutputs> take_outputs() override {
+    return outputs ? outputs->take(state->stream()) : std::vector<KeptOutputs>{};
+  }
+
+  std::unique_ptr<CudaRankState> state;
+  std::unique_ptr<CudaOutputReadback> outputs;  // keep_outputs()'s, when asked for
+
+private:
+  const compiler::ExecutionPlan& plan_;
+  int64_t max_micro_batches_;
+  bool observers_add_;
+};
+
+// A pipeline stage's plans on a GPU (cuda_pipeline_stage.h).
+class CudaStageRunner final : public StageRunner {
+public:
+  // `source`: the trainer's plan, for which the inputs are bound; `plan`: the stage's; `first_entry`:
+  // the first of its state's entries the stage steps (after the last stage's tied ones).
+  CudaStageRunner(const compiler::ExecutionPlan& source, const PipelineStagePlan& plan, int stage, size_t first_entry)
+      : source_(source), plan_(plan), stage_(stage), first_entry_(first_entry) {}
+
+  StageMicroBatch take(std::span<const runtime::InputBinding> inputs, int sequence, int sequence_ranks) override {
+    return take_stage_micro_batch(plan_, source_, inputs, sequence, sequence_ranks);
+  }
+  void run(std::span<const StageMicroBatch> batches, distributed::Communicator& world,
+           const std::function<int(int)>& peer) override {
+    stage->run(batches, world, peer);
+  }
+  // Every stage reads its loss sum: that also starts the next step's count.
+  double loss() override;
+  // The last stage's bf16 copies of the tied tensors, from the masters the first stage sent.
+  void refresh_weights() override;
+
+  std::unique_ptr<CudaPipelineStage> stage;
+
+private:
+  const compiler::ExecutionPlan& source_;
+  const PipelineStagePlan& plan_;
+  int stage_;
+  size_t first_entry_;
+};
+
+}  // namespace surogate::train

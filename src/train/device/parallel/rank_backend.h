@@ -1,0 +1,123 @@
+// What one rank of a backend is, for both strategies of the parallel device (parallel_device.cpp):
+// the strategy engines (replica_rank_engine.h: data and sequence parallelism with ZeRO-1/2/3;
+// stage_ranks.h: the 1F1B pipeline) are written once and drive
+//   - a RankBackend, one class per backend (cpu_rank.h: CpuRank; cuda_rank.h: CudaRank): the
+//     rank's trainable units (the trainable tensors it steps, in one order) as a flat view of their
+//     gradients, the squares of a run of units, its shard's optimizer (clip and step), the flat
+//     fp32 weights ZeRO-1's publish all-gathers and how units travel to and from them
+//     (shard_publish.h), and its replica reduction's pieces (the buckets, ZeRO-2/3's sharded
+//     accumulators and ZeRO-3's gatherers, set up by the backend's host side where the strategy
+//     asks for them);
+//   - a runner of the strategy, the small piece that runs the micro-batches: a ReplicaRunner (the
+//     whole model's plan, one micro-batch at a time, with the reduction's step observers) or a
+//     StageRunner (one pipeline stage's plans in 1F1B order: cpu_pipeline_stage.h,
+//     cuda_pipeline_stage.h), each reporting its losses.
+// A new backend is one rank class, its two runners and its host side (rank_engine.h: BackendRanks);
+// a new strategy is one engine over these interfaces. Everything runs on the rank's thread
+// (distributed/rank_threads.h) but StageRunner::take().
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/error.h"
+#include "distributed/communicator.h"
+#include "runtime/step_observer.h"
+#include "train/device/fp8_state.h"
+#include "train/device/micro_batch.h"
+#include "train/device/pipeline_parameters.h"
+#include "train/device/pipeline_stage_groups.h"
+#include "train/device/process_window.h"
+#include "train/device/shard_publish.h"
+#include "train/device/training_device.h"
+
+namespace surogate::train {
+
+class RankBackend {
+public:
+  virtual ~RankBackend() = default;
+
+  // The gradients' dtype in the collectives.
+  virtual DType gradient_dtype() const = 0;
+  // The units' gradients as one flat buffer (a backend whose gradients are not one buffer copies
+  // them into it here): what a pipeline stage's gradient group sums.
+  virtual CollectiveRegion flat_gradients() = 0;
+  // The tensors a pipeline shares with its other end (tied embeddings): their gradients and fp32
+  // weights, in one order on both ends; none elsewhere.
+  virtual std::vector<CollectiveRegion> tied_gradients() = 0;
+  virtual std::vector<CollectiveRegion> tied_weights() = 0;
+  // After a replica's micro-batches: what its reduction still holds handed on (a GPU's last buckets).
+  virtual void finish_reduction() {}
+  // The squares of the summed gradients of the units [first, end) the rank holds (a GPU: enqueued,
+  // with its clip factor).
+  virtual void count_squares(size_t first, size_t end) = 0;
+  // Whether the rank clips by its own count of replicated (ZeRO-1) gradients, so counts them though
+  // another rank reports them (a GPU replica: its clip factor is computed with the squares).
+  virtual bool clips_by_own_squares() const { return false; }
+  // Waits for the rank's device (`world`'s collectives included): the squares counted.
+  virtual double squares(distributed::Communicator& world) = 0;
+  // The world's gradient norm, which clips the step.
+  virtual void set_grad_norm(double norm) = 0;
+  // Clips and steps the optimizer for the rank's shard (nothing when it is empty).
+  virtual void step(const OptimizerStep& step) = 0;
+  // ZeRO-1's exchange: the fp32 flat buffer of the units' weights the group all-gathers and how a
+  // run of units travels between it and the weights (shard_publish.h); null where the rank has none
+  // (ZeRO-2 on CPU ranks), which then publishes through publish_in_buckets().
+  virtual void* flat_weights() = 0;
+  virtual ShardCopies shard_copies() = 0;
+  virtual void publish_in_buckets() { throw InternalError("a rank without a flat weight buffer"); }
+  virtual void zero_gradients() = 0;
+  virtual std::vector<StateTensor> optimizer_state() = 0;
+  // What the rank keeps beside its plan to accumulate gradients (training_device.h).
+  virtual size_t gradient_accumulator_bytes() const = 0;
+};
+
+// A replica's whole model on a rank: one micro-batch at a time (run, or enqueued on the rank's
+// device), its gradients added up, its losses summed.
+class ReplicaRunner {
+public:
+  virtual ~ReplicaRunner() = default;
+
+  // What each execute of the next micro-batches calls (null: nothing).
+  virtual void set_step_observer(runtime::StepObserverList* observers) = 0;
+  // One micro-batch: its gradients added up, its losses summed and keep_outputs()'s tensors kept;
+  // `last`: the step's last one.
+  virtual void run(const MicroBatch& batch, bool last) = 0;
+  // After the rank's device waited (RankBackend::squares): the step's summed losses (squares 0);
+  // they start again from zero.
+  virtual RankMeasure losses() = 0;
+  virtual bool has_router_aux_loss() const = 0;
+  // The FP8 copies of trained weights rewritten from the weights.
+  virtual void refresh_fp8_weight_copies() = 0;
+  // fp8_hybrid's scaling state `fp8` on the rank's device, and its history rolled after `step`.
+  virtual float* fp8_state(const Fp8State& fp8) = 0;
+  virtual void roll_fp8_history(const Fp8State& fp8, int64_t step) = 0;
+  // `tensors` (of the rank's plan) kept after each micro-batch run; take_outputs() hands them over.
+  virtual void keep_outputs(std::span<const graph::TensorId> tensors) = 0;
+  virtual std::vector<KeptOutputs> take_outputs() = 0;
+};
+
+// One pipeline stage on a rank: its plans, in the 1F1B schedule.
+class StageRunner {
+public:
+  virtual ~StageRunner() = default;
+
+  // The micro-batch's inputs the stage's plans read: rank `sequence` of a sequence group of
+  // `sequence_ranks` keeps its slice of the token inputs (micro_batch.h).
+  virtual StageMicroBatch take(std::span<const runtime::InputBinding> inputs, int sequence, int sequence_ranks) = 0;
+  // One step's micro-batches through the stage's schedule (run, or enqueued on the rank's device);
+  // `peer(stage)` is the world rank of that stage in the rank's replica, at its sequence index.
+  virtual void run(std::span<const StageMicroBatch> batches, distributed::Communicator& world,
+                   const std::function<int(int stage)>& peer) = 0;
+  // After the rank's device waited (RankBackend::squares): the step's summed loss on the last
+  // stage, 0 elsewhere.
+  virtual double loss() = 0;
+  // After the weights changed (the group's and the tied pair's exchanges): what reads them rewritten.
+  virtual void refresh_weights() = 0;
+};
+
+}  // namespace surogate::train
