@@ -28,21 +28,6 @@ TensorId biased_linear(GraphBuilder& b, const TowerParameters& p, TensorId x, co
   return b.op("linear", {x, p.get(prefix + ".weight"), p.get(prefix + ".bias")}, nlohmann::json::object(), label);
 }
 
-// Qwen2_5_VLVisionRotaryEmbedding's frequencies: the default RoPE frequencies of dimension
-// head_dim / 2, once for the row and once for the column.
-std::vector<double> vision_inverse_frequencies(const VisionTowerConfig& config) {
-  const int64_t spatial = config.head_dim() / 2;
-  std::vector<double> frequencies;
-  for (int64_t i = 0; i < spatial; i += 2) {
-    // As torch computes it: float32 arange / spatial, base ** that in float32, 1 / that.
-    const float exponent = static_cast<float>(i) / static_cast<float>(spatial);
-    frequencies.push_back(static_cast<double>(1.0f / std::pow(static_cast<float>(config.rope_theta), exponent)));
-  }
-  std::vector<double> both = frequencies;
-  both.insert(both.end(), frequencies.begin(), frequencies.end());
-  return both;
-}
-
 // One Qwen2_5_VLVisionBlock: pre-norm attention and SwiGLU MLP, each added to the stream.
 TensorId vision_block(GraphBuilder& b, const TowerParameters& p, const VisionTowerConfig& config, int64_t block,
                       TensorId hidden, TensorId cos, TensorId sin, TensorId documents) {
@@ -68,6 +53,19 @@ TensorId vision_block(GraphBuilder& b, const TowerParameters& p, const VisionTow
 
 }  // namespace
 
+std::vector<double> vision_inverse_frequencies(int64_t head_dim, double rope_theta) {
+  const int64_t spatial = head_dim / 2;
+  std::vector<double> frequencies;
+  for (int64_t i = 0; i < spatial; i += 2) {
+    // As torch computes it: float32 arange / spatial, base ** that in float32, 1 / that.
+    const float exponent = static_cast<float>(i) / static_cast<float>(spatial);
+    frequencies.push_back(static_cast<double>(1.0f / std::pow(static_cast<float>(rope_theta), exponent)));
+  }
+  std::vector<double> both = frequencies;
+  both.insert(both.end(), frequencies.begin(), frequencies.end());
+  return both;
+}
+
 TensorId add_vision_tower(GraphBuilder& b, const VisionTowerConfig& config, int64_t patches, DType dtype,
                           bool trainable) {
   if (patches <= 0 || patches % config.merge_unit() != 0) {
@@ -91,7 +89,7 @@ TensorId add_vision_tower(GraphBuilder& b, const VisionTowerConfig& config, int6
   TensorId hidden = b.op("embedding", {patch_order, embedded}, nlohmann::json::object(), "vision.window_order");
   const int64_t quarter = config.head_dim() / 4;
   graph::OpOutputs tables = b.op("mrope_cos_sin", {position_ids},
-                                 {{"inv_freq", vision_inverse_frequencies(config)},
+                                 {{"inv_freq", vision_inverse_frequencies(config.head_dim(), config.rope_theta)},
                                   {"mrope_section", {int64_t{0}, quarter, quarter}},
                                   {"dtype", std::string(dtype_safetensors_name(dtype))}},
                                  "vision.rope");

@@ -85,8 +85,13 @@ std::vector<VisionTowerParameter> vision_tower_parameters(const VisionTowerConfi
 void load_vision_tower_weights(
     const std::filesystem::path& model_dir, const VisionTowerConfig& config,
     const std::function<void(const VisionTowerParameter&, const io::SafetensorsTensor&)>& sink) {
+  load_visual_weights(model_dir, vision_tower_parameters(config), sink);
+}
+
+void load_visual_weights(const std::filesystem::path& model_dir, std::span<const VisionTowerParameter> parameters,
+                         const std::function<void(const VisionTowerParameter&, const io::SafetensorsTensor&)>& sink) {
   const io::SafetensorsCheckpoint checkpoint = io::SafetensorsCheckpoint::open(model_dir);
-  for (const VisionTowerParameter& parameter : vision_tower_parameters(config)) {
+  for (const VisionTowerParameter& parameter : parameters) {
     const io::SafetensorsTensor* tensor = checkpoint.find(parameter.name);
     if (tensor == nullptr) tensor = checkpoint.find("model." + parameter.name);
     if (tensor == nullptr) {

@@ -1,0 +1,102 @@
+#!/usr/bin/env python3
+"""Writes tests/fixtures/vision/qwen3_vl_model/: a tiny random Qwen3VLForConditionalGeneration
+(config.json, model.safetensors in fp32 under transformers 5's names: model.visual.*,
+model.language_model.*, lm_head.*) and expected.safetensors: two rows, the first with two images
+of different grids, the second with a two-frame one, the labels (-100 outside the assistant
+tail), transformers' interleaved M-RoPE position ids (get_rope_index), the fp32 loss
+(transformers' shifted mean cross-entropy) and the gradients of a few text and tower weights.
+tests/models/test_qwen3_vl_model.cpp asserts the engine's graph (models/qwen3_vl_model.h) gives
+the same on the CPU backend.
+
+The tower is the one of make_qwen3_vision_tower_fixtures.py (depth 3, DeepStack after blocks
+[2, 0], a 6 × 6 position grid); the text model is Qwen3 (q/k norms) with 2 layers, hidden 24, 2
+query heads and 1 KV head of head_dim 12, interleaved M-RoPE sections [2, 2, 2], a vocabulary of
+160 holding the vision token ids; DeepStack features are added after both text layers.
+
+Run from the repository root: python3 scripts/make_qwen3_vl_model_fixtures.py (transformers 5,
+torch, safetensors). Deterministic (fixed seed, fp32 on the CPU).
+"""
+import json
+import pathlib
+import sys
+
+import torch
+from safetensors.torch import save_file
+from transformers import Qwen3VLConfig, Qwen3VLForConditionalGeneration
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from make_qwen3_vision_tower_fixtures import VISION, randomize  # noqa: E402
+from make_vision_model_fixtures import make_row  # noqa: E402
+
+OUT = pathlib.Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "vision" / "qwen3_vl_model"
+
+TEXT = dict(hidden_size=24, intermediate_size=48, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1,
+            head_dim=12, vocab_size=160, max_position_embeddings=256, rms_norm_eps=1e-6,
+            rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [2, 2, 2],
+                             "mrope_interleaved": True})
+TOKENS = dict(image_token_id=151, video_token_id=152, vision_start_token_id=153, vision_end_token_id=154)
+GRIDS = [[1, 10, 6], [1, 4, 8], [2, 4, 4]]
+ROWS = [[0, 1], [2]]  # the images of each row, in GRIDS' order
+LENGTH = 51
+GRADIENTS = ["model.language_model.embed_tokens.weight", "model.language_model.layers.0.self_attn.q_proj.weight",
+             "model.language_model.layers.0.self_attn.q_norm.weight",
+             "model.language_model.layers.1.self_attn.k_norm.weight",
+             "model.language_model.layers.1.mlp.down_proj.weight", "model.language_model.norm.weight",
+             "lm_head.weight", "model.visual.patch_embed.proj.weight", "model.visual.pos_embed.weight",
+             "model.visual.blocks.1.attn.qkv.weight", "model.visual.merger.linear_fc2.weight",
+             "model.visual.deepstack_merger_list.0.linear_fc1.weight",
+             "model.visual.deepstack_merger_list.1.norm.weight"]
+
+
+def make_config(vision, text):
+    config = Qwen3VLConfig(vision_config=vision, text_config=text, **TOKENS)
+    config.architectures = ["Qwen3VLForConditionalGeneration"]
+    config._attn_implementation = "eager"
+    config.vision_config._attn_implementation = "eager"
+    config.text_config._attn_implementation = "eager"
+    return config
+
+
+def random_model(config, seed):
+    torch.manual_seed(seed)
+    return randomize(Qwen3VLForConditionalGeneration(config).float().eval())
+
+
+def run_model(model, grids, rows, length, seed, gradients):
+    """Rows of `length` tokens (row r holding the images rows[r] of `grids`), random pixel_values;
+    the inputs, transformers' positions, the loss and the gradients of `gradients`."""
+    vision = model.config.vision_config
+    generator = torch.Generator().manual_seed(seed)
+    made = [make_row([grids[i] for i in images], vision.spatial_merge_size, length, generator) for images in rows]
+    input_ids = torch.tensor([ids for ids, _ in made])
+    labels = torch.tensor([row_labels for _, row_labels in made])
+    columns = vision.in_channels * vision.temporal_patch_size * vision.patch_size ** 2
+    pixel_values = torch.randn(sum(t * h * w for t, h, w in grids), columns, generator=generator)
+    grid_thw = torch.tensor(grids)
+    mm_token_type_ids = (input_ids == model.config.image_token_id).to(torch.int32)
+    position_ids, _ = model.model.get_rope_index(input_ids, mm_token_type_ids, image_grid_thw=grid_thw)
+    model.zero_grad()
+    out = model(input_ids=input_ids, pixel_values=pixel_values, image_grid_thw=grid_thw, labels=labels,
+                mm_token_type_ids=mm_token_type_ids)
+    out.loss.backward()
+    parameters = dict(model.named_parameters())
+    return {"input_ids": input_ids.to(torch.int32), "labels": labels.to(torch.int32),
+            "position_ids": position_ids.to(torch.int32), "pixel_values": pixel_values,
+            "grid_thw": grid_thw.to(torch.int32), "loss": out.loss.detach().reshape(1),
+            **{"grad." + name: parameters[name].grad.detach().clone() for name in gradients}}
+
+
+def main():
+    config = make_config(VISION, TEXT)
+    model = random_model(config, 0)
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / "config.json").write_text(json.dumps(config.to_dict(), indent=2, sort_keys=True) + "\n")
+    save_file({name: tensor.detach().contiguous() for name, tensor in model.state_dict().items()},
+              str(OUT / "model.safetensors"))
+    expected = run_model(model, GRIDS, ROWS, LENGTH, 1, GRADIENTS)
+    save_file({name: tensor.contiguous() for name, tensor in expected.items()}, str(OUT / "expected.safetensors"))
+    print(f"wrote {OUT}: loss {expected['loss'].item():.6f}, input ids {tuple(expected['input_ids'].shape)}")
+
+
+if __name__ == "__main__":
+    main()
