@@ -20,12 +20,16 @@ torch, safetensors). Deterministic (fixed seed, fp32 on the CPU).
 """
 import json
 import pathlib
+import sys
 
 import torch
 from safetensors.torch import save_file
 from transformers import Qwen3VLConfig
 from transformers.models.qwen3_vl.modeling_qwen3_vl import Qwen3VLVisionModel
 from transformers.vision_utils import get_vision_interpolation_indices_and_weights
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from make_vision_tower_fixtures import random_pixel_values  # noqa: E402
 
 OUT = pathlib.Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "vision" / "qwen3_tower"
 
@@ -62,10 +66,7 @@ def run_tower(model, grids, seed, gradients):
     """pixel_values, the features, the projections and the gradients of the projected sum."""
     config = model.config
     generator = torch.Generator().manual_seed(seed)
-    patches = sum(t * h * w for t, h, w in grids)
-    columns = config.in_channels * config.temporal_patch_size * config.patch_size ** 2
-    pixel_values = torch.randn(patches, columns, generator=generator)
-    grid_thw = torch.tensor(grids, dtype=torch.int64)
+    pixel_values, grid_thw = random_pixel_values(config, grids, generator)
     model.zero_grad()
     output = model(pixel_values, grid_thw=grid_thw)
     features, deepstack = output.pooler_output, output.deepstack_features

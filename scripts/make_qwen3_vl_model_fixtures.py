@@ -26,7 +26,7 @@ from transformers import Qwen3VLConfig, Qwen3VLForConditionalGeneration
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from make_qwen3_vision_tower_fixtures import VISION, randomize  # noqa: E402
-from make_vision_model_fixtures import make_row  # noqa: E402
+from make_vision_model_fixtures import run_model  # noqa: E402
 
 OUT = pathlib.Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "vision" / "qwen3_vl_model"
 
@@ -60,30 +60,6 @@ def make_config(vision, text):
 def random_model(config, seed):
     torch.manual_seed(seed)
     return randomize(Qwen3VLForConditionalGeneration(config).float().eval())
-
-
-def run_model(model, grids, rows, length, seed, gradients):
-    """Rows of `length` tokens (row r holding the images rows[r] of `grids`), random pixel_values;
-    the inputs, transformers' positions, the loss and the gradients of `gradients`."""
-    vision = model.config.vision_config
-    generator = torch.Generator().manual_seed(seed)
-    made = [make_row([grids[i] for i in images], vision.spatial_merge_size, length, generator) for images in rows]
-    input_ids = torch.tensor([ids for ids, _ in made])
-    labels = torch.tensor([row_labels for _, row_labels in made])
-    columns = vision.in_channels * vision.temporal_patch_size * vision.patch_size ** 2
-    pixel_values = torch.randn(sum(t * h * w for t, h, w in grids), columns, generator=generator)
-    grid_thw = torch.tensor(grids)
-    mm_token_type_ids = (input_ids == model.config.image_token_id).to(torch.int32)
-    position_ids, _ = model.model.get_rope_index(input_ids, mm_token_type_ids, image_grid_thw=grid_thw)
-    model.zero_grad()
-    out = model(input_ids=input_ids, pixel_values=pixel_values, image_grid_thw=grid_thw, labels=labels,
-                mm_token_type_ids=mm_token_type_ids)
-    out.loss.backward()
-    parameters = dict(model.named_parameters())
-    return {"input_ids": input_ids.to(torch.int32), "labels": labels.to(torch.int32),
-            "position_ids": position_ids.to(torch.int32), "pixel_values": pixel_values,
-            "grid_thw": grid_thw.to(torch.int32), "loss": out.loss.detach().reshape(1),
-            **{"grad." + name: parameters[name].grad.detach().clone() for name in gradients}}
 
 
 def main():

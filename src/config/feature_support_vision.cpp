@@ -1,5 +1,5 @@
 // See feature_support_vision.h. Vision-language models (docs/vision.md): `surogate sft` trains a
-// Qwen2.5-VL folder with LoRA on the text model (the tower frozen), on one rank; each row below
+// Qwen2.5-VL or Qwen3-VL folder with LoRA on the text model (the tower frozen), on one rank; each row below
 // is a part that is not wired yet.
 #include "config/feature_support_vision.h"
 
@@ -30,7 +30,7 @@ void add_vision_rows(std::vector<SupportRow>& rows) {
                             "`surogate dpo` / `surogate grpo`",
                             [](const Config& c) { return c.loss.preference || c.grpo.enabled; }));
   rows.push_back(vision_row("vision-language model with a model_definition", "model_definition",
-                            "option 'model_definition' (the graph is the built-in Qwen2.5-VL one)",
+                            "option 'model_definition' (the graph is the built-in Qwen2.5-VL / Qwen3-VL one)",
                             [](const Config& c) { return c.model.model_definition.has_value(); }));
   rows.push_back(vision_row("vision-language model on several ranks", "gpus",
                             "more than one rank (gpus, num_nodes, sequence / pipeline parallelism)",

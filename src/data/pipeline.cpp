@@ -199,7 +199,8 @@ std::optional<VisionData> vision_data(const Config& config, const fs::path& mode
   std::optional<std::string> architecture = vision::vision_language_architecture(model_dir);
   if (!architecture) {
     if (config.data.max_pixels) {
-      fail_user("{}: max_pixels applies to vision-language models (Qwen2_5_VLForConditionalGeneration); {} is not "
+      fail_user("{}: max_pixels applies to vision-language models (Qwen2_5_VLForConditionalGeneration, "
+                "Qwen3VLForConditionalGeneration); {} is not "
                 "one: remove the option",
                 config.sources.of("max_pixels"), (model_dir / "config.json").string());
     }

@@ -200,9 +200,10 @@ ModelConfig parse_model_config(std::string_view json_text, const std::string& so
   // A vision-language folder (config.json with a vision_config): only `surogate sft` reads it, through
   // models/vision_model.h (which parses its text model here without the vision_config).
   if (config.contains("vision_config")) {
-    if (model.architecture_class != "Qwen2_5_VLForConditionalGeneration") {
-      fail_user("{}: {} is a vision-language model surogate does not train yet (only "
-                "Qwen2_5_VLForConditionalGeneration; docs/vision.md)", source, model.architecture_class);
+    if (model.architecture_class != "Qwen2_5_VLForConditionalGeneration" &&
+        model.architecture_class != "Qwen3VLForConditionalGeneration") {
+      fail_user("{}: {} is a vision-language model surogate does not train yet (Qwen2_5_VLForConditionalGeneration "
+                "and Qwen3VLForConditionalGeneration only; docs/vision.md)", source, model.architecture_class);
     }
     fail_user("{}: {} is a vision-language model; `surogate sft` trains it (LoRA, docs/vision.md), other "
               "commands read text models only so far", source, model.architecture_class);

@@ -1,8 +1,9 @@
-// A vision-language model folder (vision/vision_model_folder.h: Qwen2.5-VL) as the trainer sees
-// it, through one object: the text decoder's config (what LoRA targets, the recompute groups and
-// the memory plan count layers of), the parameters (the text model's under the folder's own
-// names, then the vision tower's), the training graph (models/vision_model.h), the weights read
-// from the folder, and the image inputs each micro-batch binds (train/vision_batch_inputs.h).
+// A vision-language model folder (vision/vision_model_folder.h: Qwen2.5-VL or Qwen3-VL) as the
+// trainer sees it, through one object: the text decoder's config (what LoRA targets, the recompute
+// groups and the memory plan count layers of), the parameters (the text model's under the
+// folder's own names, then the vision tower's), the training graph (models/vision_model.h or
+// models/qwen3_vl_model.h), the weights read from the folder, and the image inputs each
+// micro-batch binds (train/vision_batch_inputs.h).
 // The trainer asks vision_stage() once; null means a text model and every path stays as it was.
 //
 // The graph is built for a fixed patch count (plan_patches): per_device_train_batch_size times
@@ -17,6 +18,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -27,6 +29,7 @@
 #include "models/decoder_graph.h"
 #include "models/lora.h"
 #include "models/model_spec.h"
+#include "models/qwen3_vl_model.h"
 #include "models/vision_model.h"
 #include "train/batch_inputs.h"
 #include "train/checkpoint_io.h"
@@ -34,13 +37,20 @@
 
 namespace surogate::train {
 
+// Either family's model config.
+using VisionLanguageModel = std::variant<models::VisionModelConfig, models::Qwen3VLModelConfig>;
+
+// The folder's config.json read as its vision-language graph reads it (`architecture`:
+// vision::vision_language_architecture's answer); UserErrors name the file and key.
+VisionLanguageModel read_vision_language_model(const std::string& model_dir, const std::string& architecture);
+
 class VisionStage {
 public:
-  VisionStage(const Config& config, models::VisionModelConfig model);
+  VisionStage(const Config& config, VisionLanguageModel model);
 
-  // The decoder's config, read as Qwen2ForCausalLM (its architecture names the VL class).
-  const io::ModelConfig& text() const { return model_.text; }
-  const models::VisionModelConfig& model() const { return model_; }
+  // The decoder's config, read as Qwen2ForCausalLM or Qwen3ForCausalLM.
+  const io::ModelConfig& text() const;
+  const VisionLanguageModel& model() const { return model_; }
   // The text model's parameters (the folder's checkpoint names: transformers 5's
   // model.language_model.* or the hub's model.*), then the tower's (visual.*).
   const std::vector<models::ParameterSpec>& specs() const { return specs_; }
@@ -67,7 +77,7 @@ public:
 
 private:
   std::string model_dir_;
-  models::VisionModelConfig model_;
+  VisionLanguageModel model_;
   vision::ImageProcessor processor_;
   std::vector<models::ParameterSpec> specs_;
   int64_t plan_patches_ = 0;

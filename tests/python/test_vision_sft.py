@@ -102,10 +102,10 @@ def image_of(row):
     return PIL.ImageOps.exif_transpose(PIL.Image.open(path)).convert("RGB")
 
 
-def batch_loss(model, folder, rows):
+def batch_loss(model, folder, rows, processor_settings=PROCESSOR):
     """transformers' loss of the micro-batch: Σ over both rows of the summed cross-entropy / scored tokens."""
     from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
-    settings = dict(PROCESSOR)
+    settings = dict(processor_settings)
     settings.pop("image_processor_type")
     processor = Qwen2VLImageProcessorPil(**settings)
     total, scored = 0.0, 0

@@ -1,0 +1,115 @@
+"""`surogate sft` on a Qwen3-VL folder (docs/vision.md, "Training"): LoRA on the Qwen3 text model,
+the vision tower (learned position embeddings, DeepStack mergers) frozen, on the CPU backend in
+fp32, against transformers + PEFT computing the same batch. test_vision_sft.py's checks on a tiny
+random Qwen3VLForConditionalGeneration (tower depth 2 with DeepStack after blocks [1, 0], patch 4,
+a 4 × 4 position grid resampled to each image; text hidden 24, 2 layers of head_dim 12,
+interleaved M-RoPE sections [2, 2, 2]; the real Qwen tokenizer's vocabulary), the processor
+Qwen3-VL's (mean = std = 0.5) at patch 4:
+
+- step 1's loss is transformers' and its gradient norm PEFT's (B = 0), rel 1e-5 (fp32);
+- the PEFT adapter the run writes loads with PeftModel.from_pretrained (the tower excluded) and
+  gives the loss the engine logs at step 2, rel 1e-5;
+- with a GPU: the CUDA backend's two steps are the CPU's within bf16 tolerances.
+"""
+import json
+import math
+import os
+import shutil
+
+import pytest
+
+from conftest import gpu_visible, load_script
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+peft = pytest.importorskip("peft")
+pytest.importorskip("PIL")
+pytest.importorskip("safetensors")
+from safetensors.torch import save_file  # noqa: E402
+from test_vision_sft import RTOL, TOKENS, VISION, batch_loss, engine_rows, run_sft  # noqa: E402
+
+PROCESSOR = {"image_processor_type": "Qwen2VLImageProcessor", "do_resize": True, "resample": 3, "do_rescale": True,
+             "rescale_factor": 1 / 255, "do_normalize": True, "do_convert_rgb": True,
+             "image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5],
+             "min_pixels": 256, "max_pixels": 2048, "patch_size": 4, "temporal_patch_size": 2, "merge_size": 2}
+
+
+@pytest.fixture(scope="module")
+def model_folder(tmp_path_factory, tokenizers_dir):
+    from transformers import Qwen3VLConfig, Qwen3VLForConditionalGeneration
+    folder = tmp_path_factory.mktemp("qwen3_vl_sft") / "qwen3_vl"
+    folder.mkdir()
+    vision = dict(depth=2, hidden_size=16, intermediate_size=32, num_heads=2, out_hidden_size=24, patch_size=4,
+                  spatial_merge_size=2, temporal_patch_size=2, num_position_embeddings=16,
+                  deepstack_visual_indexes=[1, 0])
+    text = dict(hidden_size=24, intermediate_size=48, num_hidden_layers=2, num_attention_heads=2,
+                num_key_value_heads=1, head_dim=12, vocab_size=151936, max_position_embeddings=512,
+                rms_norm_eps=1e-6,
+                rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [2, 2, 2],
+                                 "mrope_interleaved": True})
+    config = Qwen3VLConfig(vision_config=vision, text_config=text, **TOKENS)
+    config.architectures = ["Qwen3VLForConditionalGeneration"]
+    torch.manual_seed(0)
+    model = load_script("make_qwen3_vision_tower_fixtures").randomize(Qwen3VLForConditionalGeneration(config).float())
+    (folder / "config.json").write_text(json.dumps(config.to_dict(), indent=2))
+    save_file({name: tensor.detach().contiguous() for name, tensor in model.state_dict().items()},
+              str(folder / "model.safetensors"))
+    (folder / "preprocessor_config.json").write_text(json.dumps(PROCESSOR))
+    shutil.copy(tokenizers_dir / "qwen3" / "tokenizer.json", folder / "tokenizer.json")
+    tokenizer_config = json.loads((tokenizers_dir / "qwen3" / "tokenizer_config.json").read_text())
+    tokenizer_config["chat_template"] = (VISION / "rows" / "chat_template.jinja").read_text()
+    (folder / "tokenizer_config.json").write_text(json.dumps(tokenizer_config))
+    return folder
+
+
+def hf_model(folder):
+    from transformers import Qwen3VLForConditionalGeneration
+    model = Qwen3VLForConditionalGeneration.from_pretrained(folder, dtype=torch.float32, attn_implementation="eager")
+    return model.eval()
+
+
+@pytest.fixture(scope="module")
+def run(surogate_bin, model_folder, tmp_path_factory, tokenizers_dir):
+    """Two steps on the same micro-batch, as test_vision_sft.py's (step 2's LR is 0)."""
+    tmp_path = tmp_path_factory.mktemp("qwen3_vl_sft_runs")
+    out, records = run_sft(surogate_bin, model_folder, tmp_path, 2)
+    assert [record["lr"] for record in records] == [pytest.approx(1e-2), 0.0]
+    return {"out": out, "records": records, "rows": engine_rows(model_folder, tokenizers_dir, tmp_path)}
+
+
+def test_step_one_loss_and_gradient_norm_are_transformers_and_peft(run, model_folder):
+    model = peft.PeftModel.from_pretrained(hf_model(model_folder), run["out"], is_trainable=True)
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if "lora_B" in name:
+                parameter.zero_()
+    loss = batch_loss(model, model_folder, run["rows"], PROCESSOR)
+    loss.backward()
+    adapters = [p for name, p in model.named_parameters() if "lora_" in name]
+    assert adapters and not any("visual" in name for name, _ in model.named_parameters() if "lora_" in name)
+    norm = math.sqrt(sum(float((p.grad.double() ** 2).sum()) for p in adapters if p.grad is not None))
+    assert run["records"][0]["loss"] == pytest.approx(float(loss.detach()), rel=RTOL)
+    assert run["records"][0]["grad_norm"] == pytest.approx(norm, rel=RTOL)
+
+
+def test_the_adapter_loads_into_peft_with_the_next_steps_loss(run, model_folder):
+    config = json.loads((run["out"] / "adapter_config.json").read_text())
+    assert config["exclude_modules"] == ".*visual.*"
+    model = peft.PeftModel.from_pretrained(hf_model(model_folder), run["out"])
+    lora_b = [p for name, p in model.named_parameters() if "lora_B" in name]
+    assert len(lora_b) == 14 and all(float(p.abs().sum()) > 0 for p in lora_b)
+    with torch.no_grad():
+        loss = batch_loss(model, model_folder, run["rows"], PROCESSOR)
+    records = run["records"]
+    assert records[1]["loss"] == pytest.approx(float(loss), rel=RTOL)
+    assert records[1]["loss"] != pytest.approx(records[0]["loss"], rel=1e-3)  # the step changed the model
+
+
+@pytest.mark.skipif(not gpu_visible(), reason="needs a GPU")
+def test_the_cuda_backends_steps_are_the_cpus_within_bf16(run, surogate_bin, model_folder, tmp_path):
+    _, cuda = run_sft(surogate_bin, model_folder, tmp_path, 2, env=dict(os.environ), name="cuda")
+    # bf16 weights and activations against fp32: the loss to rel 1e-2, the gradient norm to 5e-2
+    # (the tolerances of the model's CUDA tests, docs/vision.md).
+    for step in range(2):
+        assert cuda[step]["loss"] == pytest.approx(run["records"][step]["loss"], rel=1e-2)
+        assert cuda[step]["grad_norm"] == pytest.approx(run["records"][step]["grad_norm"], rel=5e-2)
