@@ -135,7 +135,9 @@ namespace {
 // Qwen3-VL's interleaved M-RoPE (mrope_interleaved) against transformers'
 // Qwen3VLTextRotaryEmbedding at random positions (mrope_interleaved.json, written by
 // scripts/make_interleaved_mrope_fixture.py): Qwen3-VL-8B's head_dim 128 / [24, 20, 20] and a
-// small [2, 5, 5] whose height and width runs reach the last frequency. 2e-6 absolute, as above.
+// small [2, 5, 5] whose height and width runs reach the last frequency, at positions below 400.
+// 2e-6 absolute, as above (at positions in the thousands the last bit of inv_freq, rounded by
+// another pow than torch's, moves float32 angles by more).
 TEST(Mrope, InterleavedTablesEqualTransformers) {
   std::ifstream stream(std::filesystem::path(SUROGATE_FIXTURES_DIR) / "vision" / "rows" / "mrope_interleaved.json");
   const auto fixture = nlohmann::json::parse(stream);
