@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "models/vision_tower_parts.h"
 #include "vision/patch_positions.h"
 #include "vision/position_interpolation.h"
 
@@ -19,14 +20,8 @@ using graph::TensorId;
 // The eps of every nn.LayerNorm of Qwen3VLVisionModel, fixed in transformers (not in the config).
 constexpr double kNormEps = 1e-6;
 
-struct Parameters {
-  std::map<std::string, TensorId> ids;
-  TensorId get(const std::string& name) const { return ids.at(name); }
-};
-
-TensorId linear(GraphBuilder& b, const Parameters& p, TensorId x, const std::string& prefix, const std::string& label) {
-  return b.op("linear", {x, p.get(prefix + ".weight"), p.get(prefix + ".bias")}, nlohmann::json::object(), label);
-}
+using Parameters = vision_parts::TowerParameters;
+constexpr auto linear = vision_parts::biased_linear;
 
 TensorId layernorm(GraphBuilder& b, const Parameters& p, TensorId x, const std::string& prefix, const std::string& label) {
   return b.op("layernorm", {x, p.get(prefix + ".weight"), p.get(prefix + ".bias")}, {{"eps", kNormEps}}, label)[0];

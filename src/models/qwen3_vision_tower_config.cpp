@@ -2,13 +2,13 @@
 // (models/qwen3_vision_tower.h).
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 
 #include <fmt/format.h>
 
 #include "core/error.h"
 #include "io/json_fields.h"
 #include "models/qwen3_vision_tower.h"
+#include "models/vision_tower_parts.h"
 
 namespace surogate::models {
 namespace {
@@ -25,14 +25,7 @@ int64_t whole_square_root(int64_t value) {
 int64_t Qwen3VisionTowerConfig::grid_side() const { return whole_square_root(num_position_embeddings); }
 
 Qwen3VisionTowerConfig Qwen3VisionTowerConfig::from_config_json(const std::filesystem::path& config_json) {
-  std::ifstream stream(config_json);
-  if (!stream) fail_user("{}: not found", config_json.string());
-  const nlohmann::json json = nlohmann::json::parse(stream, nullptr, false);
-  if (json.is_discarded() || !json.is_object()) fail_user("{}: not a JSON object", config_json.string());
-  if (!json.contains("vision_config") || !json["vision_config"].is_object()) {
-    fail_user("{}: no vision_config object; the vision tower needs a vision-language model's config", config_json.string());
-  }
-  const nlohmann::json& vision = json["vision_config"];
+  const nlohmann::json vision = vision_parts::read_vision_config(config_json);
   const io::JsonFields fields(vision, config_json.string(), "vision_config.");
   Qwen3VisionTowerConfig config;
   config.depth = fields.required_positive_integer("depth");
@@ -55,10 +48,7 @@ Qwen3VisionTowerConfig Qwen3VisionTowerConfig::from_config_json(const std::files
     fields.fail("hidden_act", fmt::format("is \"{}\"; the Qwen3-VL vision MLP is built for gelu_pytorch_tanh, "
                                           "gelu_new or gelu", config.hidden_act));
   }
-  if (config.hidden_size % config.num_heads != 0 || config.head_dim() % 4 != 0) {
-    fields.fail("num_heads", fmt::format("gives head_dim {} / {}; the 2-D rotary embedding needs a whole head_dim "
-                                         "that is a multiple of 4", config.hidden_size, config.num_heads));
-  }
+  vision_parts::require_rotary_heads(fields, config.hidden_size, config.num_heads);
   if (vision.contains("deepstack_visual_indexes") && !vision["deepstack_visual_indexes"].is_null()) {
     const nlohmann::json& list = vision["deepstack_visual_indexes"];
     if (!list.is_array()) fields.fail("deepstack_visual_indexes", "must be a list of block indices");
@@ -76,12 +66,7 @@ Qwen3VisionTowerConfig Qwen3VisionTowerConfig::from_config_json(const std::files
       config.deepstack_visual_indexes.push_back(block);
     }
   }
-  if (vision.contains("rope_parameters") && vision["rope_parameters"].is_object()) {
-    const io::JsonFields rope(vision["rope_parameters"], config_json.string(), "vision_config.rope_parameters.");
-    const std::string type = rope.text("rope_type").value_or("axial");
-    if (type != "axial" && type != "default") rope.fail("rope_type", fmt::format("is \"{}\", not axial", type));
-    config.rope_theta = rope.positive_number_or("rope_theta", config.rope_theta);
-  }
+  config.rope_theta = vision_parts::vision_rope_theta(vision, config_json, config.rope_theta);
   return config;
 }
 

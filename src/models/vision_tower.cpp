@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "graph/builder.h"
+#include "models/vision_tower_parts.h"
 
 namespace surogate::models {
 namespace {
@@ -18,15 +19,8 @@ using graph::TensorId;
 // Qwen2_5_VLRMSNorm's eps, fixed in transformers (not in the config).
 constexpr double kVisionNormEps = 1e-6;
 
-struct TowerParameters {
-  std::map<std::string, TensorId> ids;
-  TensorId get(const std::string& name) const { return ids.at(name); }
-};
-
-TensorId biased_linear(GraphBuilder& b, const TowerParameters& p, TensorId x, const std::string& prefix,
-                       const std::string& label) {
-  return b.op("linear", {x, p.get(prefix + ".weight"), p.get(prefix + ".bias")}, nlohmann::json::object(), label);
-}
+using vision_parts::biased_linear;
+using vision_parts::TowerParameters;
 
 // One Qwen2_5_VLVisionBlock: pre-norm attention and SwiGLU MLP, each added to the stream.
 TensorId vision_block(GraphBuilder& b, const TowerParameters& p, const VisionTowerConfig& config, int64_t block,

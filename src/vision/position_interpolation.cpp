@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "vision/patch_positions.h"
 
 namespace surogate::vision {
 namespace {
@@ -34,33 +35,23 @@ AxisTaps axis_taps(int64_t index, int64_t size, int64_t side) {
 
 PositionInterpolation position_interpolation(std::span<const std::array<int64_t, 3>> grid_thw, int64_t side,
                                              int merge_size) {
-  SUROGATE_CHECK(side > 0 && merge_size > 0, "position interpolation: side {} and merge {} must be positive", side,
-                 merge_size);
-  int64_t patches = 0;
-  for (const auto& grid : grid_thw) {
-    SUROGATE_CHECK(grid[1] % merge_size == 0 && grid[2] % merge_size == 0, "grid {}x{} is not a multiple of merge {}",
-                   grid[1], grid[2], merge_size);
-    patches += grid[0] * grid[1] * grid[2];
-  }
+  SUROGATE_CHECK(side > 0, "position interpolation: side {} must be positive", side);
+  // Each patch's row and column in the merge-window order (patch_layout checks the grids).
+  const PatchLayout layout = patch_layout(grid_thw, merge_size);
+  const auto patches = static_cast<int64_t>(layout.position_ids.size() / 3);
   PositionInterpolation result;
   result.taps.resize(static_cast<size_t>(kInterpolationTaps * patches));
   result.weights.resize(static_cast<size_t>(kInterpolationTaps * patches));
-  const int64_t unit = int64_t{merge_size} * merge_size;
   int64_t patch = 0;
   for (const auto& grid : grid_thw) {
-    const int64_t height = grid[1], width = grid[2], blocks_x = width / merge_size;
-    for (int64_t frame = 0; frame < grid[0]; ++frame) {
-      for (int64_t k = 0; k < height * width; ++k, ++patch) {
-        const int64_t block = k / unit, within = k % unit;
-        const int64_t row = (block / blocks_x) * merge_size + within / merge_size;
-        const int64_t column = (block % blocks_x) * merge_size + within % merge_size;
-        const AxisTaps y = axis_taps(row, height, side), x = axis_taps(column, width, side);
-        for (int a = 0; a < 2; ++a) {
-          for (int b = 0; b < 2; ++b) {
-            const auto slot = static_cast<size_t>((a * 2 + b) * patches + patch);
-            result.taps[slot] = static_cast<int32_t>(y.taps[a] * side + x.taps[b]);
-            result.weights[slot] = y.weights[a] * x.weights[b];
-          }
+    for (int64_t k = 0; k < grid[0] * grid[1] * grid[2]; ++k, ++patch) {
+      const AxisTaps y = axis_taps(layout.position_ids[static_cast<size_t>(patches + patch)], grid[1], side);
+      const AxisTaps x = axis_taps(layout.position_ids[static_cast<size_t>(2 * patches + patch)], grid[2], side);
+      for (int a = 0; a < 2; ++a) {
+        for (int b = 0; b < 2; ++b) {
+          const auto slot = static_cast<size_t>((a * 2 + b) * patches + patch);
+          result.taps[slot] = static_cast<int32_t>(y.taps[a] * side + x.taps[b]);
+          result.weights[slot] = y.weights[a] * x.weights[b];
         }
       }
     }

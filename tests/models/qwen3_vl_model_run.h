@@ -66,12 +66,7 @@ inline VisionModelRun run_qwen3_vl_model(const std::filesystem::path& model_dir,
   VisionModelRun run;
   run.position_ids = rows.position_ids;
   backend.read(plan.tensor("loss"), std::as_writable_bytes(std::span<float>(&run.loss, 1)));
-  for (const auto& [hf_name, engine_name] : engine_names) {
-    const graph::TensorId id = plan.tensor(engine_name);
-    run.gradients[hf_name] = read_floats(backend, plan.parameter_gradients.at(id),
-                                         static_cast<size_t>(graph::shape_numel(plan.graph.tensor(id).type.shape)),
-                                         precision.dtype);
-  }
+  run.gradients = named_gradients(backend, plan, engine_names, precision.dtype);
   return run;
 }
 

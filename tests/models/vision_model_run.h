@@ -37,6 +37,21 @@ struct VisionModelRun {
   std::vector<int32_t> position_ids;                     // [3, B, T], vision/mrope_positions.h per row
 };
 
+// Every parameter gradient of `plan`, under the checkpoint names of `engine_names`
+// (checkpoint name → engine name).
+inline std::map<std::string, std::vector<float>> named_gradients(const runtime::Backend& backend,
+                                                                 const compiler::ExecutionPlan& plan,
+                                                                 const std::map<std::string, std::string>& engine_names,
+                                                                 DType dtype) {
+  std::map<std::string, std::vector<float>> gradients;
+  for (const auto& [hf_name, engine_name] : engine_names) {
+    const graph::TensorId id = plan.tensor(engine_name);
+    gradients[hf_name] = read_floats(backend, plan.parameter_gradients.at(id),
+                                     static_cast<size_t>(graph::shape_numel(plan.graph.tensor(id).type.shape)), dtype);
+  }
+  return gradients;
+}
+
 // The training plan of the model (tower trained too) for rows of `sequence` tokens.
 inline compiler::ExecutionPlan vision_model_plan(const VisionModelConfig& config, const graph::OpRegistry& registry,
                                                  int64_t batch, int64_t sequence, int64_t patches, DType dtype) {
@@ -156,12 +171,7 @@ inline VisionModelRun run_vision_model(const std::filesystem::path& model_dir, c
   VisionModelRun run;
   run.position_ids = rows.position_ids;
   backend.read(plan.tensor("loss"), std::as_writable_bytes(std::span<float>(&run.loss, 1)));
-  for (const auto& [hf_name, engine_name] : engine_names) {
-    const graph::TensorId id = plan.tensor(engine_name);
-    run.gradients[hf_name] = read_floats(backend, plan.parameter_gradients.at(id),
-                                         static_cast<size_t>(graph::shape_numel(plan.graph.tensor(id).type.shape)),
-                                         precision.dtype);
-  }
+  run.gradients = named_gradients(backend, plan, engine_names, precision.dtype);
   return run;
 }
 

@@ -187,6 +187,26 @@ PlanResult run_padded(const data::PackedBatch& batch, std::optional<int64_t> pla
   return result;
 }
 
+// Each gradient of `padded` within 1e-5 of its largest value in `exact` (or of 1e-3 × the model's
+// largest, for a gradient that is mathematically zero and only rounding); see the test below.
+void expect_same_gradients(const PlanResult& exact, const PlanResult& padded, int64_t plan_patches) {
+  ASSERT_EQ(padded.gradients.size(), exact.gradients.size());
+  float model_largest = 0;
+  for (const auto& [name, values] : exact.gradients) {
+    for (float value : values) model_largest = std::max(model_largest, std::abs(value));
+  }
+  for (const auto& [name, values] : exact.gradients) {
+    const std::vector<float>& other = padded.gradients.at(name);
+    ASSERT_EQ(other.size(), values.size()) << name;
+    float largest = 0, difference = 0;
+    for (size_t i = 0; i < values.size(); ++i) {
+      largest = std::max(largest, std::abs(values[i]));
+      difference = std::max(difference, std::abs(values[i] - other[i]));
+    }
+    EXPECT_LE(difference, 1e-5f * std::max(largest, 1e-3f * model_largest)) << name << " at " << plan_patches;
+  }
+}
+
 TEST(VisionBatchInputs, PaddingToThePlansPatchCountChangesNoLossOrGradient) {
   const data::PackedBatch batch = two_rows();
   const PlanResult exact = run_padded(batch, std::nullopt);
@@ -200,21 +220,7 @@ TEST(VisionBatchInputs, PaddingToThePlansPatchCountChangesNoLossOrGradient) {
     // zero and only rounding (the k bias: softmax does not change when every score of a query moves
     // by q · b).
     EXPECT_NEAR(padded.loss, exact.loss, 1e-6 * std::abs(exact.loss)) << plan_patches;
-    ASSERT_EQ(padded.gradients.size(), exact.gradients.size());
-    float model_largest = 0;
-    for (const auto& [name, values] : exact.gradients) {
-      for (float value : values) model_largest = std::max(model_largest, std::abs(value));
-    }
-    for (const auto& [name, values] : exact.gradients) {
-      const std::vector<float>& other = padded.gradients.at(name);
-      ASSERT_EQ(other.size(), values.size()) << name;
-      float largest = 0, difference = 0;
-      for (size_t i = 0; i < values.size(); ++i) {
-        largest = std::max(largest, std::abs(values[i]));
-        difference = std::max(difference, std::abs(values[i] - other[i]));
-      }
-      EXPECT_LE(difference, 1e-5f * std::max(largest, 1e-3f * model_largest)) << name << " at " << plan_patches;
-    }
+    expect_same_gradients(exact, padded, plan_patches);
   }
   // The tower is trained and its gradient is not trivially zero.
   const std::vector<float>& patch_embed = exact.gradients.at("visual.patch_embed.proj.weight");
@@ -349,20 +355,7 @@ TEST(VisionBatchInputs, Qwen3VLBindsEveryInputAndPaddingChangesNoLossOrGradient)
     Qwen3FixtureRun padded_run(batch, plan_patches);
     const PlanResult padded = padded_run.execute();
     EXPECT_NEAR(padded.loss, exact.loss, 1e-6 * std::abs(exact.loss)) << plan_patches;
-    float model_largest = 0;
-    for (const auto& [name, values] : exact.gradients) {
-      for (float value : values) model_largest = std::max(model_largest, std::abs(value));
-    }
-    for (const auto& [name, values] : exact.gradients) {
-      const std::vector<float>& other = padded.gradients.at(name);
-      ASSERT_EQ(other.size(), values.size()) << name;
-      float largest = 0, difference = 0;
-      for (size_t i = 0; i < values.size(); ++i) {
-        largest = std::max(largest, std::abs(values[i]));
-        difference = std::max(difference, std::abs(values[i] - other[i]));
-      }
-      EXPECT_LE(difference, 1e-5f * std::max(largest, 1e-3f * model_largest)) << name << " at " << plan_patches;
-    }
+    expect_same_gradients(exact, padded, plan_patches);
   }
   const std::vector<float>& pos_embed = exact.gradients.at("visual.pos_embed.weight");
   EXPECT_TRUE(std::any_of(pos_embed.begin(), pos_embed.end(), [](float value) { return value != 0.0f; }));

@@ -1,0 +1,39 @@
+// What the Qwen2.5-VL and Qwen3-VL towers (vision_tower.cpp, qwen3_vision_tower.cpp) and their
+// config readers share: the parameters by checkpoint name, a linear with bias, and the
+// vision_config object of config.json with its common checks.
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "graph/builder.h"
+#include "io/json_fields.h"
+
+namespace surogate::models::vision_parts {
+
+struct TowerParameters {
+  std::map<std::string, graph::TensorId> ids;
+  graph::TensorId get(const std::string& name) const { return ids.at(name); }
+};
+
+// linear(x, prefix.weight, prefix.bias).
+inline graph::TensorId biased_linear(graph::GraphBuilder& b, const TowerParameters& p, graph::TensorId x,
+                                     const std::string& prefix, const std::string& label) {
+  return b.op("linear", {x, p.get(prefix + ".weight"), p.get(prefix + ".bias")}, nlohmann::json::object(), label);
+}
+
+// config.json's vision_config object; a missing file, bad JSON or no vision_config is a UserError
+// naming the file.
+nlohmann::json read_vision_config(const std::filesystem::path& config_json);
+
+// A head_dim that is not whole or not a multiple of 4 (the 2-D rotary embedding's quarters) is a
+// UserError naming num_heads.
+void require_rotary_heads(const io::JsonFields& fields, int64_t hidden_size, int64_t num_heads);
+
+// vision_config.rope_parameters' rope_theta (rope_type axial or default), else `fallback`.
+double vision_rope_theta(const nlohmann::json& vision, const std::filesystem::path& config_json, double fallback);
+
+}  // namespace surogate::models::vision_parts
