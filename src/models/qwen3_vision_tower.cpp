@@ -36,18 +36,9 @@ TensorId vision_block(GraphBuilder& b, const Parameters& p, const Qwen3VisionTow
                       TensorId hidden, TensorId cos, TensorId sin, TensorId documents) {
   const std::string prefix = fmt::format("visual.blocks.{}", block);
   auto scope = b.scope(fmt::format("vision.blocks.{}", block));
-  const int64_t h = config.hidden_size, heads = config.num_heads, head_dim = config.head_dim();
   TensorId normed = layernorm(b, p, hidden, prefix + ".norm1", "norm1");
-  graph::OpOutputs pieces = b.op("split", {linear(b, p, normed, prefix + ".attn.qkv", "qkv")},
-                                 {{"axis", -1}, {"sizes", {h, h, h}}}, "qkv_split");
-  const nlohmann::json rope_attrs{{"heads", heads}, {"head_dim", head_dim}};
-  TensorId q = b.op("rope", {pieces[0], cos, sin}, rope_attrs, "q_rope");
-  TensorId k = b.op("rope", {pieces[1], cos, sin}, rope_attrs, "k_rope");
-  const nlohmann::json attention_attrs{
-      {"query_heads", heads}, {"kv_heads", heads}, {"head_dim", head_dim}, {"causal", false}};
-  TensorId context = b.op("attention", {q, k, pieces[2], documents}, attention_attrs, "attention");
-  hidden = b.op("add", {hidden, linear(b, p, context, prefix + ".attn.proj", "proj")}, nlohmann::json::object(),
-                "attention_residual");
+  hidden = vision_parts::vision_attention_residual(b, p, hidden, normed, prefix, cos, sin, documents,
+                                                   config.hidden_size, config.num_heads);
   normed = layernorm(b, p, hidden, prefix + ".norm2", "norm2");
   TensorId up = linear(b, p, normed, prefix + ".mlp.linear_fc1", "fc1");
   TensorId activated = b.op("gelu", {up}, {{"approximate", block_approximation(config)}}, "gelu");

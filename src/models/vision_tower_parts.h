@@ -25,6 +25,26 @@ inline graph::TensorId biased_linear(graph::GraphBuilder& b, const TowerParamete
   return b.op("linear", {x, p.get(prefix + ".weight"), p.get(prefix + ".bias")}, nlohmann::json::object(), label);
 }
 
+// A vision block's attention half: hidden + proj(attention(rope(q), rope(k), v)) over `normed`,
+// q / k / v from the biased qkv linear of `prefix` (visual.blocks.N), bidirectional within
+// `documents` (windows or frames), the 2-D rotary tables cos / sin.
+inline graph::TensorId vision_attention_residual(graph::GraphBuilder& b, const TowerParameters& p,
+                                                 graph::TensorId hidden, graph::TensorId normed,
+                                                 const std::string& prefix, graph::TensorId cos, graph::TensorId sin,
+                                                 graph::TensorId documents, int64_t hidden_size, int64_t heads) {
+  const int64_t head_dim = hidden_size / heads;
+  graph::OpOutputs pieces = b.op("split", {biased_linear(b, p, normed, prefix + ".attn.qkv", "qkv")},
+                                 {{"axis", -1}, {"sizes", {hidden_size, hidden_size, hidden_size}}}, "qkv_split");
+  const nlohmann::json rope_attrs{{"heads", heads}, {"head_dim", head_dim}};
+  const graph::TensorId q = b.op("rope", {pieces[0], cos, sin}, rope_attrs, "q_rope");
+  const graph::TensorId k = b.op("rope", {pieces[1], cos, sin}, rope_attrs, "k_rope");
+  const nlohmann::json attention_attrs{
+      {"query_heads", heads}, {"kv_heads", heads}, {"head_dim", head_dim}, {"causal", false}};
+  const graph::TensorId context = b.op("attention", {q, k, pieces[2], documents}, attention_attrs, "attention");
+  return b.op("add", {hidden, biased_linear(b, p, context, prefix + ".attn.proj", "proj")}, nlohmann::json::object(),
+              "attention_residual");
+}
+
 // config.json's vision_config object; a missing file, bad JSON or no vision_config is a UserError
 // naming the file.
 nlohmann::json read_vision_config(const std::filesystem::path& config_json);
