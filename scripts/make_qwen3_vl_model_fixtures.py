@@ -16,17 +16,15 @@ query heads and 1 KV head of head_dim 12, interleaved M-RoPE sections [2, 2, 2],
 Run from the repository root: python3 scripts/make_qwen3_vl_model_fixtures.py (transformers 5,
 torch, safetensors). Deterministic (fixed seed, fp32 on the CPU).
 """
-import json
 import pathlib
 import sys
 
 import torch
-from safetensors.torch import save_file
 from transformers import Qwen3VLConfig, Qwen3VLForConditionalGeneration
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from make_qwen3_vision_tower_fixtures import VISION, randomize  # noqa: E402
-from make_vision_model_fixtures import run_model  # noqa: E402
+from make_vision_model_fixtures import write_fixture  # noqa: E402
 
 OUT = pathlib.Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "vision" / "qwen3_vl_model"
 
@@ -64,14 +62,7 @@ def random_model(config, seed):
 
 def main():
     config = make_config(VISION, TEXT)
-    model = random_model(config, 0)
-    OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / "config.json").write_text(json.dumps(config.to_dict(), indent=2, sort_keys=True) + "\n")
-    save_file({name: tensor.detach().contiguous() for name, tensor in model.state_dict().items()},
-              str(OUT / "model.safetensors"))
-    expected = run_model(model, GRIDS, ROWS, LENGTH, 1, GRADIENTS)
-    save_file({name: tensor.contiguous() for name, tensor in expected.items()}, str(OUT / "expected.safetensors"))
-    print(f"wrote {OUT}: loss {expected['loss'].item():.6f}, input ids {tuple(expected['input_ids'].shape)}")
+    write_fixture(OUT, config, random_model(config, 0), GRIDS, ROWS, LENGTH, GRADIENTS)
 
 
 if __name__ == "__main__":

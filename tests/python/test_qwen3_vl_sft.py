@@ -14,7 +14,6 @@ Qwen3-VL's (mean = std = 0.5) at patch 4:
 import json
 import math
 import os
-import shutil
 
 import pytest
 
@@ -25,8 +24,7 @@ transformers = pytest.importorskip("transformers")
 peft = pytest.importorskip("peft")
 pytest.importorskip("PIL")
 pytest.importorskip("safetensors")
-from safetensors.torch import save_file  # noqa: E402
-from test_vision_sft import RTOL, TOKENS, VISION, batch_loss, engine_rows, run_sft  # noqa: E402
+from test_vision_sft import RTOL, TOKENS, batch_loss, engine_rows, run_sft, write_model_folder  # noqa: E402
 
 PROCESSOR = {"image_processor_type": "Qwen2VLImageProcessor", "do_resize": True, "resample": 3, "do_rescale": True,
              "rescale_factor": 1 / 255, "do_normalize": True, "do_convert_rgb": True,
@@ -51,15 +49,7 @@ def model_folder(tmp_path_factory, tokenizers_dir):
     config.architectures = ["Qwen3VLForConditionalGeneration"]
     torch.manual_seed(0)
     model = load_script("make_qwen3_vision_tower_fixtures").randomize(Qwen3VLForConditionalGeneration(config).float())
-    (folder / "config.json").write_text(json.dumps(config.to_dict(), indent=2))
-    save_file({name: tensor.detach().contiguous() for name, tensor in model.state_dict().items()},
-              str(folder / "model.safetensors"))
-    (folder / "preprocessor_config.json").write_text(json.dumps(PROCESSOR))
-    shutil.copy(tokenizers_dir / "qwen3" / "tokenizer.json", folder / "tokenizer.json")
-    tokenizer_config = json.loads((tokenizers_dir / "qwen3" / "tokenizer_config.json").read_text())
-    tokenizer_config["chat_template"] = (VISION / "rows" / "chat_template.jinja").read_text()
-    (folder / "tokenizer_config.json").write_text(json.dumps(tokenizer_config))
-    return folder
+    return write_model_folder(folder, config, model, PROCESSOR, tokenizers_dir)
 
 
 def hf_model(folder):

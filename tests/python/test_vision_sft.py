@@ -66,10 +66,16 @@ def model_folder(tmp_path_factory, tokenizers_dir):
     config.architectures = ["Qwen2_5_VLForConditionalGeneration"]
     torch.manual_seed(0)
     model = load_script("make_vision_tower_fixtures").randomize(Qwen2_5_VLForConditionalGeneration(config).float())
+    return write_model_folder(folder, config, model, PROCESSOR, tokenizers_dir)
+
+
+def write_model_folder(folder, config, model, processor, tokenizers_dir):
+    """A model folder: config.json, the weights, the processor, the real Qwen tokenizer with
+    Qwen2-VL's chat template."""
     (folder / "config.json").write_text(json.dumps(config.to_dict(), indent=2))
     save_file({name: tensor.detach().contiguous() for name, tensor in model.state_dict().items()},
               str(folder / "model.safetensors"))
-    (folder / "preprocessor_config.json").write_text(json.dumps(PROCESSOR))
+    (folder / "preprocessor_config.json").write_text(json.dumps(processor))
     shutil.copy(tokenizers_dir / "qwen3" / "tokenizer.json", folder / "tokenizer.json")
     tokenizer_config = json.loads((tokenizers_dir / "qwen3" / "tokenizer_config.json").read_text())
     tokenizer_config["chat_template"] = (VISION / "rows" / "chat_template.jinja").read_text()
