@@ -98,12 +98,7 @@ Qwen3VisionTowerOutputs add_qwen3_vision_tower(GraphBuilder& b, const Qwen3Visio
   TensorId embedded = qwen3_tower::linear(b, p, pixel_values, "visual.patch_embed.proj", "vision.patch_embed");
   TensorId hidden = b.op("add", {embedded, qwen3_tower::interpolated_positions(b, p, taps, weights)},
                          nlohmann::json::object(), "vision.positioned");
-  const int64_t quarter = config.head_dim() / 4;
-  graph::OpOutputs tables = b.op("mrope_cos_sin", {position_ids},
-                                 {{"inv_freq", vision_inverse_frequencies(config.head_dim(), config.rope_theta)},
-                                  {"mrope_section", {int64_t{0}, quarter, quarter}},
-                                  {"dtype", std::string(dtype_safetensors_name(dtype))}},
-                                 "vision.rope");
+  graph::OpOutputs tables = vision_parts::vision_rope_tables(b, position_ids, config.head_dim(), config.rope_theta, dtype);
   Qwen3VisionTowerOutputs outputs;
   const std::vector<int64_t>& deepstack = config.deepstack_visual_indexes;
   for (int64_t block = 0; block < config.depth; ++block) {

@@ -39,6 +39,16 @@ TensorId vision_block(GraphBuilder& b, const TowerParameters& p, const VisionTow
 
 }  // namespace
 
+graph::OpOutputs vision_parts::vision_rope_tables(GraphBuilder& b, TensorId position_ids, int64_t head_dim,
+                                                  double rope_theta, DType dtype) {
+  const int64_t quarter = head_dim / 4;
+  return b.op("mrope_cos_sin", {position_ids},
+              {{"inv_freq", vision_inverse_frequencies(head_dim, rope_theta)},
+               {"mrope_section", {int64_t{0}, quarter, quarter}},
+               {"dtype", std::string(dtype_safetensors_name(dtype))}},
+              "vision.rope");
+}
+
 std::vector<double> vision_inverse_frequencies(int64_t head_dim, double rope_theta) {
   const int64_t spatial = head_dim / 2;
   std::vector<double> frequencies;
@@ -73,12 +83,7 @@ TensorId add_vision_tower(GraphBuilder& b, const VisionTowerConfig& config, int6
   TensorId embedded = b.op("linear", {pixel_values, p.get("visual.patch_embed.proj.weight")},
                            nlohmann::json::object(), "vision.patch_embed");
   TensorId hidden = b.op("embedding", {patch_order, embedded}, nlohmann::json::object(), "vision.window_order");
-  const int64_t quarter = config.head_dim() / 4;
-  graph::OpOutputs tables = b.op("mrope_cos_sin", {position_ids},
-                                 {{"inv_freq", vision_inverse_frequencies(config.head_dim(), config.rope_theta)},
-                                  {"mrope_section", {int64_t{0}, quarter, quarter}},
-                                  {"dtype", std::string(dtype_safetensors_name(dtype))}},
-                                 "vision.rope");
+  graph::OpOutputs tables = vision_parts::vision_rope_tables(b, position_ids, config.head_dim(), config.rope_theta, dtype);
   for (int64_t block = 0; block < config.depth; ++block) {
     const bool full = std::find(config.fullatt_block_indexes.begin(), config.fullatt_block_indexes.end(), block) !=
                       config.fullatt_block_indexes.end();

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/dtype.h"
 #include "graph/builder.h"
 #include "io/json_fields.h"
 
@@ -44,6 +45,11 @@ inline graph::TensorId vision_attention_residual(graph::GraphBuilder& b, const T
   return b.op("add", {hidden, biased_linear(b, p, context, prefix + ".attn.proj", "proj")}, nlohmann::json::object(),
               "attention_residual");
 }
+
+// The 2-D rotary tables (cos, sin) of the (frame, row, column) positions: mrope_cos_sin with
+// inv_freq = [f, f] and mrope_section [0, head_dim / 4, head_dim / 4] (vision/patch_positions.h).
+graph::OpOutputs vision_rope_tables(graph::GraphBuilder& b, graph::TensorId position_ids, int64_t head_dim,
+                                    double rope_theta, DType dtype);
 
 // config.json's vision_config object; a missing file, bad JSON or no vision_config is a UserError
 // naming the file.

@@ -11,9 +11,6 @@ Qwen3-VL's (mean = std = 0.5) at patch 4:
   gives the loss the engine logs at step 2, rel 1e-5;
 - with a GPU: the CUDA backend's two steps are the CPU's within bf16 tolerances.
 """
-import json
-import math
-import os
 
 import pytest
 
@@ -24,7 +21,8 @@ transformers = pytest.importorskip("transformers")
 peft = pytest.importorskip("peft")
 pytest.importorskip("PIL")
 pytest.importorskip("safetensors")
-from test_vision_sft import RTOL, TOKENS, batch_loss, engine_rows, run_sft, write_model_folder  # noqa: E402
+from test_vision_sft import (TOKENS, check_adapter_loads, check_cuda_steps, check_step_one, engine_rows,  # noqa: E402
+                             run_sft, write_model_folder)
 
 PROCESSOR = {"image_processor_type": "Qwen2VLImageProcessor", "do_resize": True, "resample": 3, "do_rescale": True,
              "rescale_factor": 1 / 255, "do_normalize": True, "do_convert_rgb": True,
@@ -68,38 +66,13 @@ def run(surogate_bin, model_folder, tmp_path_factory, tokenizers_dir):
 
 
 def test_step_one_loss_and_gradient_norm_are_transformers_and_peft(run, model_folder):
-    model = peft.PeftModel.from_pretrained(hf_model(model_folder), run["out"], is_trainable=True)
-    with torch.no_grad():
-        for name, parameter in model.named_parameters():
-            if "lora_B" in name:
-                parameter.zero_()
-    loss = batch_loss(model, model_folder, run["rows"], PROCESSOR)
-    loss.backward()
-    adapters = [p for name, p in model.named_parameters() if "lora_" in name]
-    assert adapters and not any("visual" in name for name, _ in model.named_parameters() if "lora_" in name)
-    norm = math.sqrt(sum(float((p.grad.double() ** 2).sum()) for p in adapters if p.grad is not None))
-    assert run["records"][0]["loss"] == pytest.approx(float(loss.detach()), rel=RTOL)
-    assert run["records"][0]["grad_norm"] == pytest.approx(norm, rel=RTOL)
+    check_step_one(run, model_folder, hf_model(model_folder), PROCESSOR)
 
 
 def test_the_adapter_loads_into_peft_with_the_next_steps_loss(run, model_folder):
-    config = json.loads((run["out"] / "adapter_config.json").read_text())
-    assert config["exclude_modules"] == ".*visual.*"
-    model = peft.PeftModel.from_pretrained(hf_model(model_folder), run["out"])
-    lora_b = [p for name, p in model.named_parameters() if "lora_B" in name]
-    assert len(lora_b) == 14 and all(float(p.abs().sum()) > 0 for p in lora_b)
-    with torch.no_grad():
-        loss = batch_loss(model, model_folder, run["rows"], PROCESSOR)
-    records = run["records"]
-    assert records[1]["loss"] == pytest.approx(float(loss), rel=RTOL)
-    assert records[1]["loss"] != pytest.approx(records[0]["loss"], rel=1e-3)  # the step changed the model
+    check_adapter_loads(run, model_folder, hf_model(model_folder), PROCESSOR)
 
 
 @pytest.mark.skipif(not gpu_visible(), reason="needs a GPU")
 def test_the_cuda_backends_steps_are_the_cpus_within_bf16(run, surogate_bin, model_folder, tmp_path):
-    _, cuda = run_sft(surogate_bin, model_folder, tmp_path, 2, env=dict(os.environ), name="cuda")
-    # bf16 weights and activations against fp32: the loss to rel 1e-2, the gradient norm to 5e-2
-    # (the tolerances of the model's CUDA tests, docs/vision.md).
-    for step in range(2):
-        assert cuda[step]["loss"] == pytest.approx(run["records"][step]["loss"], rel=1e-2)
-        assert cuda[step]["grad_norm"] == pytest.approx(run["records"][step]["grad_norm"], rel=5e-2)
+    check_cuda_steps(run, surogate_bin, model_folder, tmp_path)
