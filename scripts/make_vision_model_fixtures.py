@@ -95,16 +95,20 @@ def make_config(vision, text):
     return config
 
 
+def write_fixture(out, config, model, grids, rows, length, gradients):
+    """config.json, model.safetensors and expected.safetensors (run_model's) into `out`."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.json").write_text(json.dumps(config.to_dict(), indent=2, sort_keys=True) + "\n")
+    save_file({name: tensor.detach().contiguous() for name, tensor in model.state_dict().items()},
+              str(out / "model.safetensors"))
+    expected = run_model(model, grids, rows, length, 1, gradients)
+    save_file({name: tensor.contiguous() for name, tensor in expected.items()}, str(out / "expected.safetensors"))
+    print(f"wrote {out}: loss {expected['loss'].item():.6f}, input ids {tuple(expected['input_ids'].shape)}")
+
+
 def main():
     config = make_config(VISION, TEXT)
-    model = random_model(config, 0)
-    OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / "config.json").write_text(json.dumps(config.to_dict(), indent=2, sort_keys=True) + "\n")
-    save_file({name: tensor.detach().contiguous() for name, tensor in model.state_dict().items()},
-              str(OUT / "model.safetensors"))
-    expected = run_model(model, GRIDS, ROWS, LENGTH, 1, GRADIENTS)
-    save_file({name: tensor.contiguous() for name, tensor in expected.items()}, str(OUT / "expected.safetensors"))
-    print(f"wrote {OUT}: loss {expected['loss'].item():.6f}, input ids {tuple(expected['input_ids'].shape)}")
+    write_fixture(OUT, config, random_model(config, 0), GRIDS, ROWS, LENGTH, GRADIENTS)
 
 
 if __name__ == "__main__":

@@ -56,14 +56,18 @@ def randomize(model):
     return model
 
 
+def random_pixel_values(config, grids, generator):
+    """Random normal pixel_values for the patches of `grids` and the grids as a tensor."""
+    patches = sum(t * h * w for t, h, w in grids)
+    columns = config.in_channels * config.temporal_patch_size * config.patch_size ** 2
+    return torch.randn(patches, columns, generator=generator), torch.tensor(grids, dtype=torch.int64)
+
+
 def run_tower(model, grids, seed, gradients):
     """pixel_values, the features, the projection and the gradients of sum(features · projection)."""
     config = model.config
     generator = torch.Generator().manual_seed(seed)
-    patches = sum(t * h * w for t, h, w in grids)
-    columns = config.in_channels * config.temporal_patch_size * config.patch_size ** 2
-    pixel_values = torch.randn(patches, columns, generator=generator)
-    grid_thw = torch.tensor(grids, dtype=torch.int64)
+    pixel_values, grid_thw = random_pixel_values(config, grids, generator)
     model.zero_grad()
     features = model(pixel_values, grid_thw=grid_thw).pooler_output
     projection = torch.randn(features.shape, generator=generator)

@@ -9,6 +9,7 @@
 // Qwen2.5-VL folder merges its text model's adapter and keeps its tower (train/vision_outputs.h).
 #include <filesystem>
 #include <map>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -73,7 +74,11 @@ int run_merge(const MergeArguments& arguments) {
     fail_user("--model_definition {}: not a file; give the model's definition (the DSL's model.py, or its JSON IR)",
               definition);
   }
-  if (vision::vision_language_architecture(model)) {
+  if (const std::optional<std::string> architecture = vision::vision_language_architecture(model)) {
+    if (*architecture != "Qwen2_5_VLForConditionalGeneration") {
+      fail_user("{}: surogate merge writes Qwen2.5-VL folders only so far; {} is not one (docs/vision.md)",
+                (model / "config.json").string(), *architecture);
+    }
     if (!definition.empty()) {
       fail_user("--model_definition {}: {} is a vision-language folder, whose weights are the built-in Qwen2.5-VL "
                 "model's; leave --model_definition out", definition, arguments.model);

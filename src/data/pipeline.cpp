@@ -203,8 +203,8 @@ std::optional<VisionData> vision_data(const Config& config, const fs::path& mode
     for (const auto& [set, key] : {std::pair{config.data.max_pixels.has_value(), "max_pixels"},
                                    std::pair{config.data.norm_bbox.has_value(), "norm_bbox"}}) {
       if (!set) continue;
-      fail_user("{}: {} applies to vision-language models (Qwen2_5_VLForConditionalGeneration); {} is not one: "
-                "remove the option",
+      fail_user("{}: {} applies to vision-language models (Qwen2_5_VLForConditionalGeneration, "
+                "Qwen3VLForConditionalGeneration); {} is not one: remove the option",
                 config.sources.of(key), key, (model_dir / "config.json").string());
     }
     return std::nullopt;

@@ -200,8 +200,13 @@ ModelConfig parse_model_config(std::string_view json_text, const std::string& so
   // A vision-language folder (config.json with a vision_config): only `surogate sft` / `merge` read it, through
   // models/vision_model.h (which parses its text model here without the vision_config).
   if (config.contains("vision_config")) {
+    if (model.architecture_class != "Qwen2_5_VLForConditionalGeneration" &&
+        model.architecture_class != "Qwen3VLForConditionalGeneration") {
+      fail_user("{}: {} is a vision-language model surogate does not train yet (Qwen2_5_VLForConditionalGeneration "
+                "and Qwen3VLForConditionalGeneration only; docs/vision.md)", source, model.architecture_class);
+    }
     fail_user("{}: {} is a vision-language model; `surogate sft` trains it and `surogate merge` merges an "
-              "adapter into it (docs/vision.md), other commands read text models only so far", source,
+              "adapter into it (Qwen2.5-VL; docs/vision.md), other commands read text models only so far", source,
               model.architecture_class);
   }
   CheckpointQuantization quantization = parse_quantization_config(config, source);

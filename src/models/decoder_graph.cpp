@@ -46,8 +46,8 @@ DecoderGraph build_decoder_graph(const io::ModelConfig& config, const graph::OpR
   const graph::Shape tokens{options.batch, options.sequence};
   TensorId input_ids = b.input("input_ids", DType::I32, tokens);
   const bool mrope = !options.mrope_section.empty();
-  if (mrope && (config.qk_norm || options.fused_rope)) {
-    fail_user("config.json: M-RoPE (mrope_section) is built for models without q/k norm and without use_fused_rope");
+  if (mrope && (options.fused_rope || (config.qk_norm && config.architecture != io::Architecture::Qwen3))) {
+    fail_user("config.json: M-RoPE (mrope_section) is built for rope tables (not use_fused_rope) and per-head q/k norms");
   }
   TensorId position_ids = b.input("position_ids", DType::I32,
                                   mrope ? graph::Shape{3, options.batch, options.sequence} : tokens);
@@ -72,9 +72,10 @@ DecoderGraph build_decoder_graph(const io::ModelConfig& config, const graph::OpR
   // Qwen3 (q/k norm) rotates inside fused_rmsnorm_rope, from the same frequencies and the
   // position ids; the other models read cos/sin tables, or with fused_rope compute them inside.
   TensorId cos = graph::kNoTensor, sin = graph::kNoTensor;
-  if (!config.qk_norm && !options.fused_rope) {
+  if (mrope || (!config.qk_norm && !options.fused_rope)) {
     nlohmann::json table_attrs = rope_attrs;
     if (mrope) table_attrs["mrope_section"] = options.mrope_section;
+    if (mrope && options.mrope_interleaved) table_attrs["mrope_interleaved"] = true;
     auto tables = b.op(mrope ? "mrope_cos_sin" : "rope_cos_sin", {position_ids}, table_attrs, "rope");
     cos = tables[0];
     sin = tables[1];
@@ -123,7 +124,14 @@ DecoderGraph build_decoder_graph(const io::ModelConfig& config, const graph::OpR
         q = projection(b, params, normed, prefix + ".attn.q_proj", "q");
         k = projection(b, params, normed, prefix + ".attn.k_proj", "k");
         v = projection(b, params, normed, prefix + ".attn.v_proj", "v");
-        if (config.qk_norm) {
+        if (config.qk_norm && mrope) {
+          // M-RoPE's tables differ per axis: the per-head norm (rmsnorm over each head_dim
+          // slice), then rope with the tables, which fused_rmsnorm_rope equals on the CPU.
+          q = b.op("rmsnorm", {q, params.get(prefix + ".attn.q_norm.weight")}, {{"eps", eps}}, "q_norm");
+          k = b.op("rmsnorm", {k, params.get(prefix + ".attn.k_norm.weight")}, {{"eps", eps}}, "k_norm");
+          q = b.op("rope", {q, cos, sin}, {{"heads", q_heads}, {"head_dim", head_dim}}, "q_rope");
+          k = b.op("rope", {k, cos, sin}, {{"heads", kv_heads}, {"head_dim", head_dim}}, "k_rope");
+        } else if (config.qk_norm) {
           q = b.op("fused_rmsnorm_rope", {q, params.get(prefix + ".attn.q_norm.weight"), position_ids},
                    norm_rope_attrs(q_heads), "q_norm_rope");
           k = b.op("fused_rmsnorm_rope", {k, params.get(prefix + ".attn.k_norm.weight"), position_ids},
@@ -178,6 +186,11 @@ DecoderGraph build_decoder_graph(const io::ModelConfig& config, const graph::OpR
       mlp_out = projection(b, params, activated, prefix + ".mlp.down_proj", "down");
     }
     pending = mlp_out;
+    if (static_cast<size_t>(layer) < options.after_layer.size()) {
+      hidden = b.op("add", {hidden, pending}, nlohmann::json::object(), "layer_out");
+      pending = graph::kNoTensor;
+      hidden = options.after_layer[static_cast<size_t>(layer)](b, hidden);
+    }
   }
   TensorId final_hidden = add_and_norm("final_norm.weight", "final_norm");
   TensorId head = config.tie_word_embeddings ? params.get("embed.weight") : params.get("lm_head.weight");

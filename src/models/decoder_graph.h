@@ -51,9 +51,16 @@ struct DecoderGraphOptions {
   // data-parallel ranks); 0 leaves the router loss out (evaluation).
   int64_t router_aux_loss_micro_batches = 0;
   // Qwen2-VL / Qwen2.5-VL's M-RoPE: position_ids is I32 [3, B, T] (temporal, height, width) and
-  // the rotary tables come from mrope_cos_sin with these sections (models without q/k norm, no
-  // fused_rope). Empty: ordinary positions [B, T].
+  // the rotary tables come from mrope_cos_sin with these sections (no fused_rope; a q/k norm is
+  // then rmsnorm per head followed by rope). Empty: ordinary positions [B, T].
   std::vector<int64_t> mrope_section = {};
+  // Qwen3-VL's interleaved M-RoPE layout (mrope_cos_sin's mrope_interleaved; ops/mrope.h).
+  bool mrope_interleaved = false;
+  // Entry i is called with layer i's output stream [B, T, H] (its block outputs added) and returns
+  // what layer i + 1 reads (Qwen3-VL's DeepStack adds image features after its first layers,
+  // models/qwen3_vl_model.h). Layers past the list's end are untouched (and keep the fused
+  // residual add).
+  std::vector<std::function<graph::TensorId(graph::GraphBuilder&, graph::TensorId)>> after_layer = {};
   // Returns what the layers read from the token embeddings [B, T, H] (the vision-language model's
   // splice of image features, models/vision_model.h). Empty: the embeddings themselves.
   std::function<graph::TensorId(graph::GraphBuilder&, graph::TensorId)> splice_embeddings = {};

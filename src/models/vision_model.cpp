@@ -37,13 +37,14 @@ std::vector<int64_t> take_mrope_section(nlohmann::json& text, const char* key) {
 
 }  // namespace
 
-VisionModelConfig VisionModelConfig::from_folder(const std::filesystem::path& model_dir) {
+VisionLanguageText read_vision_language_text(const std::filesystem::path& model_dir, std::string_view architecture,
+                                             std::string_view text_architecture, std::string_view text_model_type) {
   const std::filesystem::path file = model_dir / "config.json";
   const nlohmann::json json = read_json_object(file);
   const nlohmann::json architectures = json.value("architectures", nlohmann::json::array());
-  if (architectures != nlohmann::json::array({"Qwen2_5_VLForConditionalGeneration"})) {
-    fail_user("{}: architectures is {}; the vision-language graph is built for Qwen2_5_VLForConditionalGeneration",
-              file.string(), architectures.dump());
+  if (architectures != nlohmann::json::array({std::string(architecture)})) {
+    fail_user("{}: architectures is {}; the vision-language graph is built for {}", file.string(), architectures.dump(),
+              architecture);
   }
   // transformers 5 nests the text settings under text_config; older configs keep them top-level.
   nlohmann::json text = json.contains("text_config") && json["text_config"].is_object() ? json["text_config"] : json;
@@ -52,30 +53,54 @@ VisionModelConfig VisionModelConfig::from_folder(const std::filesystem::path& mo
   if (!text.contains("tie_word_embeddings") && json.contains("tie_word_embeddings")) {
     text["tie_word_embeddings"] = json["tie_word_embeddings"];
   }
-  VisionModelConfig config;
-  config.mrope_section = take_mrope_section(text, "rope_parameters");
-  if (config.mrope_section.empty()) config.mrope_section = take_mrope_section(text, "rope_scaling");
-  if (config.mrope_section.empty()) {
-    fail_user("{}: no mrope_section (three integers) in rope_parameters or rope_scaling; Qwen2.5-VL's text model "
-              "needs its M-RoPE sections", file.string());
+  VisionLanguageText result;
+  for (const char* key : {"rope_parameters", "rope_scaling"}) {
+    if (!result.mrope_section.empty()) break;
+    // Qwen3-VL's interleaved layout sits beside the sections.
+    if (text.contains(key) && text[key].is_object() && text[key].contains("mrope_interleaved")) {
+      if (!text[key]["mrope_interleaved"].is_boolean()) {
+        fail_user("{}: {}.mrope_interleaved is not a boolean", file.string(), key);
+      }
+      result.mrope_interleaved = text[key]["mrope_interleaved"].get<bool>();
+      text[key].erase("mrope_interleaved");
+    }
+    result.mrope_section = take_mrope_section(text, key);
+  }
+  if (result.mrope_section.empty()) {
+    fail_user("{}: no mrope_section (three integers) in rope_parameters or rope_scaling; {}'s text model needs its "
+              "M-RoPE sections", file.string(), architecture);
   }
   if (text.contains("rope_scaling") && text["rope_scaling"].is_object() &&
       text["rope_scaling"].value("type", text["rope_scaling"].value("rope_type", "")) == "default") {
     text.erase("rope_scaling");  // the legacy parser reads rope_theta; "default" scaling is no scaling
   }
-  text["architectures"] = nlohmann::json::array({"Qwen2ForCausalLM"});
-  text["model_type"] = "qwen2";
-  config.text = io::parse_model_config(text.dump(), file.string() + " (text model)");
-  config.vision = VisionTowerConfig::from_config_json(file);
+  text["architectures"] = nlohmann::json::array({std::string(text_architecture)});
+  text["model_type"] = std::string(text_model_type);
+  result.text = io::parse_model_config(text.dump(), file.string() + " (text model)");
   const nlohmann::json& ids = json.contains("image_token_id") ? json : text;
   if (ids.contains("image_token_id")) {
     if (!ids["image_token_id"].is_number_integer()) fail_user("{}: image_token_id is not an integer", file.string());
-    config.image_token_id = ids["image_token_id"].get<int32_t>();
+    result.image_token_id = ids["image_token_id"].get<int32_t>();
   }
-  if (config.image_token_id < 0 || config.image_token_id >= config.text.vocab_size) {
-    fail_user("{}: image_token_id {} is outside the vocabulary (vocab_size {})", file.string(), config.image_token_id,
-              config.text.vocab_size);
+  if (result.image_token_id < 0 || result.image_token_id >= result.text.vocab_size) {
+    fail_user("{}: image_token_id {} is outside the vocabulary (vocab_size {})", file.string(), result.image_token_id,
+              result.text.vocab_size);
   }
+  return result;
+}
+
+VisionModelConfig VisionModelConfig::from_folder(const std::filesystem::path& model_dir) {
+  const std::filesystem::path file = model_dir / "config.json";
+  VisionLanguageText text =
+      read_vision_language_text(model_dir, "Qwen2_5_VLForConditionalGeneration", "Qwen2ForCausalLM", "qwen2");
+  if (text.mrope_interleaved) {
+    fail_user("{}: mrope_interleaved is true; Qwen2.5-VL's M-RoPE sections are consecutive", file.string());
+  }
+  VisionModelConfig config;
+  config.text = std::move(text.text);
+  config.mrope_section = std::move(text.mrope_section);
+  config.image_token_id = text.image_token_id;
+  config.vision = VisionTowerConfig::from_config_json(file);
   if (config.vision.out_hidden_size != config.text.hidden_size) {
     fail_user("{}: vision_config.out_hidden_size {} differs from the text model's hidden_size {}", file.string(),
               config.vision.out_hidden_size, config.text.hidden_size);
@@ -123,8 +148,13 @@ VisionModelGraph build_vision_model_graph(const VisionModelConfig& config, const
 
 std::vector<ParameterSpec> vision_model_text_parameters(const VisionModelConfig& config,
                                                         const std::filesystem::path& model_dir) {
+  return vision_model_text_parameters(config.text, model_dir);
+}
+
+std::vector<ParameterSpec> vision_model_text_parameters(const io::ModelConfig& text,
+                                                        const std::filesystem::path& model_dir) {
   const io::SafetensorsCheckpoint checkpoint = io::SafetensorsCheckpoint::open(model_dir);
-  std::vector<ParameterSpec> specs = parameter_specs(config.text);
+  std::vector<ParameterSpec> specs = parameter_specs(text);
   for (ParameterSpec& spec : specs) {
     if (!spec.hf_name.starts_with("model.") || checkpoint.contains(spec.hf_name)) continue;
     const std::string nested = "model.language_model." + spec.hf_name.substr(std::string_view("model.").size());
@@ -135,8 +165,13 @@ std::vector<ParameterSpec> vision_model_text_parameters(const VisionModelConfig&
 
 void load_vision_model_text_weights(const std::filesystem::path& model_dir, const VisionModelConfig& config,
                                     const std::function<void(const ParameterSpec&, const io::SafetensorsTensor&)>& sink) {
+  load_vision_model_text_weights(model_dir, config.text, sink);
+}
+
+void load_vision_model_text_weights(const std::filesystem::path& model_dir, const io::ModelConfig& text,
+                                    const std::function<void(const ParameterSpec&, const io::SafetensorsTensor&)>& sink) {
   const io::SafetensorsCheckpoint checkpoint = io::SafetensorsCheckpoint::open(model_dir);
-  for (const ParameterSpec& spec : vision_model_text_parameters(config, model_dir)) {
+  for (const ParameterSpec& spec : vision_model_text_parameters(text, model_dir)) {
     const io::SafetensorsTensor* tensor = checkpoint.find(spec.hf_name);
     if (tensor == nullptr) {
       fail_user("{}: no tensor {} (nor under model.language_model.); the checkpoint does not hold the text model "

@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <functional>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "graph/graph.h"
@@ -38,6 +39,20 @@ struct VisionModelConfig {
   // mrope_section or another architecture is a UserError naming the file and the key.
   static VisionModelConfig from_folder(const std::filesystem::path& model_dir);
 };
+
+// The text side of a vision-language config.json (Qwen2.5-VL's and Qwen3-VL's): the text settings
+// under text_config (transformers 5) or top-level, read as `text_architecture` (model_type
+// `text_model_type`); mrope_section (and Qwen3-VL's mrope_interleaved) from rope_parameters or
+// rope_scaling; image_token_id. Refused, naming config.json: architectures other than
+// [`architecture`], no mrope_section, an image_token_id outside the vocabulary.
+struct VisionLanguageText {
+  io::ModelConfig text;
+  std::vector<int64_t> mrope_section;
+  bool mrope_interleaved = false;
+  int32_t image_token_id = 151655;
+};
+VisionLanguageText read_vision_language_text(const std::filesystem::path& model_dir, std::string_view architecture,
+                                             std::string_view text_architecture, std::string_view text_model_type);
 
 // The splice's index input, I32 [B, T] (see above).
 inline constexpr const char* kVisionSpliceIndex = "vision_splice_index";
@@ -64,10 +79,14 @@ VisionModelGraph build_vision_model_graph(const VisionModelConfig& config, const
 // model_dir spells it: transformers 5's model.language_model.* or the hub's model.*.
 std::vector<ParameterSpec> vision_model_text_parameters(const VisionModelConfig& config,
                                                         const std::filesystem::path& model_dir);
+std::vector<ParameterSpec> vision_model_text_parameters(const io::ModelConfig& text,
+                                                        const std::filesystem::path& model_dir);
 
 // Reads the text decoder's parameters (vision_model_text_parameters) from model_dir, checking
 // each tensor's element count; a missing or mis-sized tensor is a UserError naming it.
 void load_vision_model_text_weights(const std::filesystem::path& model_dir, const VisionModelConfig& config,
+                                    const std::function<void(const ParameterSpec&, const io::SafetensorsTensor&)>& sink);
+void load_vision_model_text_weights(const std::filesystem::path& model_dir, const io::ModelConfig& text,
                                     const std::function<void(const ParameterSpec&, const io::SafetensorsTensor&)>& sink);
 
 }  // namespace surogate::models

@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "graph/builder.h"
+#include "models/vision_tower_parts.h"
 
 namespace surogate::models {
 namespace {
@@ -18,47 +19,17 @@ using graph::TensorId;
 // Qwen2_5_VLRMSNorm's eps, fixed in transformers (not in the config).
 constexpr double kVisionNormEps = 1e-6;
 
-struct TowerParameters {
-  std::map<std::string, TensorId> ids;
-  TensorId get(const std::string& name) const { return ids.at(name); }
-};
-
-TensorId biased_linear(GraphBuilder& b, const TowerParameters& p, TensorId x, const std::string& prefix,
-                       const std::string& label) {
-  return b.op("linear", {x, p.get(prefix + ".weight"), p.get(prefix + ".bias")}, nlohmann::json::object(), label);
-}
-
-// Qwen2_5_VLVisionRotaryEmbedding's frequencies: the default RoPE frequencies of dimension
-// head_dim / 2, once for the row and once for the column.
-std::vector<double> vision_inverse_frequencies(const VisionTowerConfig& config) {
-  const int64_t spatial = config.head_dim() / 2;
-  std::vector<double> frequencies;
-  for (int64_t i = 0; i < spatial; i += 2) {
-    // As torch computes it: float32 arange / spatial, base ** that in float32, 1 / that.
-    const float exponent = static_cast<float>(i) / static_cast<float>(spatial);
-    frequencies.push_back(static_cast<double>(1.0f / std::pow(static_cast<float>(config.rope_theta), exponent)));
-  }
-  std::vector<double> both = frequencies;
-  both.insert(both.end(), frequencies.begin(), frequencies.end());
-  return both;
-}
+using vision_parts::biased_linear;
+using vision_parts::TowerParameters;
 
 // One Qwen2_5_VLVisionBlock: pre-norm attention and SwiGLU MLP, each added to the stream.
 TensorId vision_block(GraphBuilder& b, const TowerParameters& p, const VisionTowerConfig& config, int64_t block,
                       TensorId hidden, TensorId cos, TensorId sin, TensorId documents) {
   const std::string prefix = fmt::format("visual.blocks.{}", block);
   auto scope = b.scope(fmt::format("vision.blocks.{}", block));
-  const int64_t h = config.hidden_size, heads = config.num_heads, head_dim = config.head_dim();
   TensorId normed = b.op("rmsnorm", {hidden, p.get(prefix + ".norm1.weight")}, {{"eps", kVisionNormEps}}, "norm1");
-  TensorId qkv = biased_linear(b, p, normed, prefix + ".attn.qkv", "qkv");
-  graph::OpOutputs pieces = b.op("split", {qkv}, {{"axis", -1}, {"sizes", {h, h, h}}}, "qkv_split");
-  const nlohmann::json rope_attrs{{"heads", heads}, {"head_dim", head_dim}};
-  TensorId q = b.op("rope", {pieces[0], cos, sin}, rope_attrs, "q_rope");
-  TensorId k = b.op("rope", {pieces[1], cos, sin}, rope_attrs, "k_rope");
-  const nlohmann::json attention_attrs{
-      {"query_heads", heads}, {"kv_heads", heads}, {"head_dim", head_dim}, {"causal", false}};
-  TensorId context = b.op("attention", {q, k, pieces[2], documents}, attention_attrs, "attention");
-  hidden = b.op("add", {hidden, biased_linear(b, p, context, prefix + ".attn.proj", "proj")}, nlohmann::json::object(), "attention_residual");
+  hidden = vision_parts::vision_attention_residual(b, p, hidden, normed, prefix, cos, sin, documents, config.hidden_size,
+                                                   config.num_heads);
   normed = b.op("rmsnorm", {hidden, p.get(prefix + ".norm2.weight")}, {{"eps", kVisionNormEps}}, "norm2");
   TensorId gate = biased_linear(b, p, normed, prefix + ".mlp.gate_proj", "gate");
   TensorId up = biased_linear(b, p, normed, prefix + ".mlp.up_proj", "up");
@@ -67,6 +38,29 @@ TensorId vision_block(GraphBuilder& b, const TowerParameters& p, const VisionTow
 }
 
 }  // namespace
+
+graph::OpOutputs vision_parts::vision_rope_tables(GraphBuilder& b, TensorId position_ids, int64_t head_dim,
+                                                  double rope_theta, DType dtype) {
+  const int64_t quarter = head_dim / 4;
+  return b.op("mrope_cos_sin", {position_ids},
+              {{"inv_freq", vision_inverse_frequencies(head_dim, rope_theta)},
+               {"mrope_section", {int64_t{0}, quarter, quarter}},
+               {"dtype", std::string(dtype_safetensors_name(dtype))}},
+              "vision.rope");
+}
+
+std::vector<double> vision_inverse_frequencies(int64_t head_dim, double rope_theta) {
+  const int64_t spatial = head_dim / 2;
+  std::vector<double> frequencies;
+  for (int64_t i = 0; i < spatial; i += 2) {
+    // As torch computes it: float32 arange / spatial, base ** that in float32, 1 / that.
+    const float exponent = static_cast<float>(i) / static_cast<float>(spatial);
+    frequencies.push_back(static_cast<double>(1.0f / std::pow(static_cast<float>(rope_theta), exponent)));
+  }
+  std::vector<double> both = frequencies;
+  both.insert(both.end(), frequencies.begin(), frequencies.end());
+  return both;
+}
 
 TensorId add_vision_tower(GraphBuilder& b, const VisionTowerConfig& config, int64_t patches, DType dtype,
                           bool trainable) {
@@ -89,12 +83,7 @@ TensorId add_vision_tower(GraphBuilder& b, const VisionTowerConfig& config, int6
   TensorId embedded = b.op("linear", {pixel_values, p.get("visual.patch_embed.proj.weight")},
                            nlohmann::json::object(), "vision.patch_embed");
   TensorId hidden = b.op("embedding", {patch_order, embedded}, nlohmann::json::object(), "vision.window_order");
-  const int64_t quarter = config.head_dim() / 4;
-  graph::OpOutputs tables = b.op("mrope_cos_sin", {position_ids},
-                                 {{"inv_freq", vision_inverse_frequencies(config)},
-                                  {"mrope_section", {int64_t{0}, quarter, quarter}},
-                                  {"dtype", std::string(dtype_safetensors_name(dtype))}},
-                                 "vision.rope");
+  graph::OpOutputs tables = vision_parts::vision_rope_tables(b, position_ids, config.head_dim(), config.rope_theta, dtype);
   for (int64_t block = 0; block < config.depth; ++block) {
     const bool full = std::find(config.fullatt_block_indexes.begin(), config.fullatt_block_indexes.end(), block) !=
                       config.fullatt_block_indexes.end();

@@ -50,6 +50,10 @@ struct VisionTowerConfig {
   static VisionTowerConfig from_config_json(const std::filesystem::path& config_json);
 };
 
+// The vision rotary embedding's inv_freq for mrope_cos_sin (Qwen2.5-VL's and Qwen3-VL's): the
+// default RoPE frequencies of dimension head_dim / 2, once for the row and once for the column.
+std::vector<double> vision_inverse_frequencies(int64_t head_dim, double rope_theta);
+
 struct VisionTowerParameter {
   std::string name;    // the checkpoint's name, "visual." + transformers' module path
   graph::Shape shape;  // the graph's shape (the patch embedding flattened to 2-D)
@@ -93,6 +97,10 @@ std::vector<runtime::InputBinding> vision_tower_bindings(const compiler::Executi
 void load_vision_tower_weights(
     const std::filesystem::path& model_dir, const VisionTowerConfig& config,
     const std::function<void(const VisionTowerParameter&, const io::SafetensorsTensor&)>& sink);
+
+// What load_vision_tower_weights does for any list of tower parameters (Qwen3-VL's too).
+void load_visual_weights(const std::filesystem::path& model_dir, std::span<const VisionTowerParameter> parameters,
+                         const std::function<void(const VisionTowerParameter&, const io::SafetensorsTensor&)>& sink);
 
 // A UserError naming the file and `tensor` unless it is a float tensor of `elements` elements
 // (`what`: the config section that implies the size).

@@ -7,10 +7,13 @@
 #include "core/error.h"
 #include "io/json_fields.h"
 #include "models/vision_tower.h"
+#include "models/vision_tower_parts.h"
 
 namespace surogate::models {
 
-VisionTowerConfig VisionTowerConfig::from_config_json(const std::filesystem::path& config_json) {
+namespace vision_parts {
+
+nlohmann::json read_vision_config(const std::filesystem::path& config_json) {
   std::ifstream stream(config_json);
   if (!stream) fail_user("{}: not found", config_json.string());
   const nlohmann::json json = nlohmann::json::parse(stream, nullptr, false);
@@ -18,7 +21,28 @@ VisionTowerConfig VisionTowerConfig::from_config_json(const std::filesystem::pat
   if (!json.contains("vision_config") || !json["vision_config"].is_object()) {
     fail_user("{}: no vision_config object; the vision tower needs a vision-language model's config", config_json.string());
   }
-  const nlohmann::json& vision = json["vision_config"];
+  return json["vision_config"];
+}
+
+void require_rotary_heads(const io::JsonFields& fields, int64_t hidden_size, int64_t num_heads) {
+  if (hidden_size % num_heads != 0 || (hidden_size / num_heads) % 4 != 0) {
+    fields.fail("num_heads", fmt::format("gives head_dim {} / {}; the 2-D rotary embedding needs a whole head_dim "
+                                         "that is a multiple of 4", hidden_size, num_heads));
+  }
+}
+
+double vision_rope_theta(const nlohmann::json& vision, const std::filesystem::path& config_json, double fallback) {
+  if (!vision.contains("rope_parameters") || !vision["rope_parameters"].is_object()) return fallback;
+  const io::JsonFields rope(vision["rope_parameters"], config_json.string(), "vision_config.rope_parameters.");
+  const std::string type = rope.text("rope_type").value_or("axial");
+  if (type != "axial" && type != "default") rope.fail("rope_type", fmt::format("is \"{}\", not axial", type));
+  return rope.positive_number_or("rope_theta", fallback);
+}
+
+}  // namespace vision_parts
+
+VisionTowerConfig VisionTowerConfig::from_config_json(const std::filesystem::path& config_json) {
+  const nlohmann::json vision = vision_parts::read_vision_config(config_json);
   const io::JsonFields fields(vision, config_json.string(), "vision_config.");
   VisionTowerConfig config;
   config.depth = fields.required_positive_integer("depth");
@@ -34,10 +58,7 @@ VisionTowerConfig VisionTowerConfig::from_config_json(const std::filesystem::pat
   config.window_size = fields.positive_integer_or("window_size", config.window_size);
   const std::string act = fields.text("hidden_act").value_or("silu");
   if (act != "silu") fields.fail("hidden_act", fmt::format("is \"{}\"; the Qwen2.5-VL vision MLP is built for silu", act));
-  if (config.hidden_size % config.num_heads != 0 || config.head_dim() % 4 != 0) {
-    fields.fail("num_heads", fmt::format("gives head_dim {} / {}; the 2-D rotary embedding needs a whole head_dim "
-                                         "that is a multiple of 4", config.hidden_size, config.num_heads));
-  }
+  vision_parts::require_rotary_heads(fields, config.hidden_size, config.num_heads);
   if (config.window_size < config.spatial_merge_size * config.patch_size) {
     fields.fail("window_size", fmt::format("is {}, below spatial_merge_size × patch_size = {}", config.window_size,
                                            config.spatial_merge_size * config.patch_size));
@@ -52,12 +73,7 @@ VisionTowerConfig VisionTowerConfig::from_config_json(const std::filesystem::pat
       config.fullatt_block_indexes.push_back(index.get<int64_t>());
     }
   }
-  if (vision.contains("rope_parameters") && vision["rope_parameters"].is_object()) {
-    const io::JsonFields rope(vision["rope_parameters"], config_json.string(), "vision_config.rope_parameters.");
-    const std::string type = rope.text("rope_type").value_or("axial");
-    if (type != "axial" && type != "default") rope.fail("rope_type", fmt::format("is \"{}\", not axial", type));
-    config.rope_theta = rope.positive_number_or("rope_theta", config.rope_theta);
-  }
+  config.rope_theta = vision_parts::vision_rope_theta(vision, config_json, config.rope_theta);
   return config;
 }
 
@@ -85,8 +101,13 @@ std::vector<VisionTowerParameter> vision_tower_parameters(const VisionTowerConfi
 void load_vision_tower_weights(
     const std::filesystem::path& model_dir, const VisionTowerConfig& config,
     const std::function<void(const VisionTowerParameter&, const io::SafetensorsTensor&)>& sink) {
+  load_visual_weights(model_dir, vision_tower_parameters(config), sink);
+}
+
+void load_visual_weights(const std::filesystem::path& model_dir, std::span<const VisionTowerParameter> parameters,
+                         const std::function<void(const VisionTowerParameter&, const io::SafetensorsTensor&)>& sink) {
   const io::SafetensorsCheckpoint checkpoint = io::SafetensorsCheckpoint::open(model_dir);
-  for (const VisionTowerParameter& parameter : vision_tower_parameters(config)) {
+  for (const VisionTowerParameter& parameter : parameters) {
     const io::SafetensorsTensor* tensor = checkpoint.find(parameter.name);
     if (tensor == nullptr) tensor = checkpoint.find("model." + parameter.name);
     if (tensor == nullptr) {

@@ -6,21 +6,30 @@
 //   angle[n, i] = float(position[k(i), n]) · inverse_frequency[i]
 //   cos[n, i] = cos(angle) · attention_scaling, sin likewise
 // (HF's recomposition_frequencies: cat(m[i % 3] for i, m in enumerate(freq.split(section)))).
+// Qwen3-VL's interleaved layout (`mrope_interleaved`, Qwen3VLTextRotaryEmbedding) instead gives
+// frequency i to the height axis when i % 3 == 1 and i < 3 · section_h, to the width axis when
+// i % 3 == 2 and i < 3 · section_w, and to the temporal axis otherwise.
 // With the three axes equal (text) this is ordinary RoPE. The rotation is rope.h's rotate_half
 // rotation on these tables: rope_forward / rope_backward apply them.
 #pragma once
 
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "ops/rope.h"
 
 namespace surogate::ops {
 
-// position_ids: [3, tokens] row-major; sections: sizes summing to inverse_frequency.size()
-// (each section k reads axis k % 3, as transformers). cos / sin: [tokens, rotary_dim / 2].
+// The axis (0 temporal, 1 height, 2 width) each of `frequencies` frequencies turns with: sections
+// consecutive (each section k reads axis k % 3, as transformers) or, with `interleaved`, three
+// sizes [t, h, w] laid out as above. The sizes must sum to `frequencies` (internal error else).
+std::vector<int64_t> mrope_axes(std::span<const int64_t> sections, int64_t frequencies, bool interleaved);
+
+// position_ids: [3, tokens] row-major; sections as mrope_axes reads them. cos / sin: [tokens,
+// rotary_dim / 2].
 template <typename T>
 void mrope_tables(const RopeFrequencies<T>& frequencies, const int32_t* position_ids, int64_t tokens,
-                  std::span<const int64_t> sections, T* cos, T* sin);
+                  std::span<const int64_t> sections, T* cos, T* sin, bool interleaved = false);
 
 }  // namespace surogate::ops

@@ -296,9 +296,12 @@ CudaKernel bind_mrope_cos_sin(const CudaBindContext& ctx) {
   const int64_t tokens = ctx.inputs[0].numel() / 3;
   const std::vector<int64_t> sections = ctx.attrs.integers("mrope_section");
   const int section_t = static_cast<int>(sections.at(0)), section_h = static_cast<int>(sections.at(1));
+  const int section_w = static_cast<int>(sections.at(2));
+  const bool interleaved = ctx.attrs.boolean_or("mrope_interleaved", false);
   return bind_table_writer(ctx, [=]<typename Table>(const CudaKernelArgs& args) {
     k::mrope_tables(args.outputs[0].as<Table>(), args.outputs[1].as<Table>(), args.inputs[0].as<const int32_t>(),
-                    device_inverse->data(), tokens, half, section_t, section_h, scaling, args.stream);
+                    device_inverse->data(), tokens, half, section_t, section_h, section_w, interleaved, scaling,
+                    args.stream);
   });
 }
 

@@ -374,7 +374,7 @@ MemoryPrediction predict_training_memory(const Config& config, std::optional<siz
   predict_layouts(config, model, target, row_patches, prediction);
   if (images) {  // the count plan_for's stage was given (VisionStage::set_plan_patches)
     const int64_t planned = std::max(config.schedule.per_device_train_batch_size * images->row_patches,
-                                     vision->model().vision.merge_unit());
+                                     vision->merge_unit());
     prediction.vision = describe_vision_plan(config, *images, planned);
   }
   if (prediction.fits) return prediction;

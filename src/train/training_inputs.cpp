@@ -14,6 +14,7 @@
 #include "io/model_config.h"
 #include "io/object_store.h"
 #include "models/vision_model.h"
+#include "train/vision_stage.h"
 #include "config/feature_support.h"
 #include "vision/vision_model_folder.h"
 
@@ -50,7 +51,7 @@ void validate_model_folder(Config& config) {
     shape.vision_language = true;
     shape.model_type = *architecture;
     refuse_unsupported(config, SupportStage::Model, shape);
-    models::VisionModelConfig::from_folder(folder);
+    read_vision_language_model(folder.string(), *architecture);
     return;
   }
   // The IO module's loader checks config.json fully: valid JSON, a supported architecture,

@@ -24,6 +24,7 @@
 
 #include "compiler/execution_plan.h"
 #include "data/packing.h"
+#include "models/qwen3_vl_model.h"
 #include "models/vision_model.h"
 #include "runtime/backend.h"
 #include "vision/image_processor.h"
@@ -36,8 +37,10 @@ struct VisionBatchTensors {
   int64_t padding_patches = 0;                     // of which the padding image's (the last rows)
   std::vector<float> pixel_values;                 // [patches, C·T·p·p], the images in row order
   std::vector<std::array<int64_t, 3>> grid_thw;    // per image of the batch (the padding image not listed)
-  vision::VisionTowerIndices tower;                // the tower's index inputs
+  vision::VisionTowerIndices tower;                // Qwen2.5-VL's tower's index inputs
+  models::Qwen3VisionTowerInputs qwen3_tower;      // Qwen3-VL's (the padding image's frame included)
   std::vector<int32_t> splice_index;               // I32 [B, T] (models::vision_splice_index)
+  std::vector<int32_t> deepstack_index;            // I32 [B, T], Qwen3-VL's (models::vision_deepstack_index)
 };
 
 // The tensors of `batch`, for a plan of `plan_patches` patches (padded up to it as above), or
@@ -48,6 +51,13 @@ struct VisionBatchTensors {
 // UserError naming `where` (the dataset / batch).
 VisionBatchTensors vision_batch_tensors(const data::PackedBatch& batch, const vision::ImageProcessor& processor,
                                         const models::VisionModelConfig& config, std::string_view where,
+                                        std::optional<int64_t> plan_patches = std::nullopt);
+
+// The same for a Qwen3-VL plan (models/qwen3_vl_model.h): qwen3_tower and deepstack_index in
+// place of tower. The padding image is its own frame, so no real patch attends to it, and
+// neither the splice nor the DeepStack index reads its merged features.
+VisionBatchTensors vision_batch_tensors(const data::PackedBatch& batch, const vision::ImageProcessor& processor,
+                                        const models::Qwen3VLModelConfig& config, std::string_view where,
                                         std::optional<int64_t> plan_patches = std::nullopt);
 
 // The patch count a plan must be built for so that any micro-batch of `batch` rows of `rows`
@@ -63,5 +73,15 @@ std::vector<runtime::InputBinding> vision_batch_bindings(const compiler::Executi
                                                          std::vector<runtime::InputBinding> text_bindings,
                                                          const VisionBatchTensors& tensors,
                                                          std::span<const int32_t> mrope_position_ids);
+
+// The same for a Qwen3-VL plan (models::build_qwen3_vl_model_graph): pixel_values and the
+// interpolation weights as given (the plan's dtype; must outlive the bindings), the tower's
+// index inputs, the splice and DeepStack indices.
+std::vector<runtime::InputBinding> qwen3_vl_batch_bindings(const compiler::ExecutionPlan& plan,
+                                                           std::vector<runtime::InputBinding> text_bindings,
+                                                           const VisionBatchTensors& tensors,
+                                                           std::span<const int32_t> mrope_position_ids,
+                                                           std::span<const std::byte> pixel_values,
+                                                           std::span<const std::byte> interpolation_weights);
 
 }  // namespace surogate::train

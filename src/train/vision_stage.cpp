@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "data/pipeline.h"
 #include "io/safetensors.h"
+#include "models/qwen3_vision_tower.h"
 #include "models/vision_tower.h"
 #include "train/vision_batch_inputs.h"
 #include "train/vision_outputs.h"
@@ -18,6 +19,13 @@
 namespace surogate::train {
 namespace {
 
+std::vector<models::VisionTowerParameter> tower_parameters(const models::VisionModelConfig& config) {
+  return models::vision_tower_parameters(config.vision);
+}
+std::vector<models::VisionTowerParameter> tower_parameters(const models::Qwen3VLModelConfig& config) {
+  return models::qwen3_vision_tower_parameters(config.vision);
+}
+
 // The processor the data pipeline uses for this configuration (the folder's, max_pixels applied).
 vision::ImageProcessor data_processor(const Config& config) {
   const data::DataSettings settings = data::data_settings_from_config(config);
@@ -25,40 +33,72 @@ vision::ImageProcessor data_processor(const Config& config) {
   return vision::ImageProcessor(settings.vision->processor);
 }
 
-std::vector<models::ParameterSpec> stage_specs(const models::VisionModelConfig& model, const std::string& model_dir) {
-  std::vector<models::ParameterSpec> specs = models::vision_model_text_parameters(model, model_dir);
-  for (const models::VisionTowerParameter& parameter : models::vision_tower_parameters(model.vision)) {
-    specs.push_back({parameter.name, parameter.name, parameter.shape});
-  }
-  return specs;
+std::vector<models::ParameterSpec> stage_specs(const VisionLanguageModel& model, const std::string& model_dir) {
+  return std::visit(
+      [&](const auto& config) {
+        std::vector<models::ParameterSpec> specs = models::vision_model_text_parameters(config.text, model_dir);
+        for (const models::VisionTowerParameter& parameter : tower_parameters(config)) {
+          specs.push_back({parameter.name, parameter.name, parameter.shape});
+        }
+        return specs;
+      },
+      model);
 }
 
 // What one micro-batch's image inputs point into, kept until the next bind.
 struct BoundImages {
   VisionBatchTensors tensors;
   std::vector<uint16_t> pixel_values_bf16;  // the CUDA plan's dtype
+  std::vector<uint16_t> interpolation_weights_bf16;  // Qwen3-VL's, likewise
   int64_t micro_batches = 0;
 };
 
+std::vector<uint16_t> to_bf16(std::span<const float> values) {
+  std::vector<uint16_t> rounded(values.size());
+  std::transform(values.begin(), values.end(), rounded.begin(), float_to_bf16);
+  return rounded;
+}
+
+// `values` as the plan reads them: fp32 as they are, or the bf16 copy made into `storage`.
+std::span<const std::byte> plan_bytes(std::span<const float> values, bool bf16, std::vector<uint16_t>& storage) {
+  if (!bf16) return std::as_bytes(values);
+  storage = to_bf16(values);
+  return std::as_bytes(std::span<const uint16_t>(storage));
+}
+
 }  // namespace
 
-VisionStage::VisionStage(const Config& config, models::VisionModelConfig model)
+VisionLanguageModel read_vision_language_model(const std::string& model_dir, const std::string& architecture) {
+  if (architecture == "Qwen3VLForConditionalGeneration") return models::Qwen3VLModelConfig::from_folder(model_dir);
+  return models::VisionModelConfig::from_folder(model_dir);
+}
+
+VisionStage::VisionStage(const Config& config, VisionLanguageModel model)
     : model_dir_(config.model.name_or_path),
       model_(std::move(model)),
       processor_(data_processor(config)),
       specs_(stage_specs(model_, model_dir_)),
-      text_parameters_(models::vision_model_text_parameters(model_, model_dir_).size()) {}
+      text_parameters_(models::vision_model_text_parameters(text(), model_dir_).size()) {}
+
+const io::ModelConfig& VisionStage::text() const {
+  return std::visit([](const auto& config) -> const io::ModelConfig& { return config.text; }, model_);
+}
+
+int64_t VisionStage::merge_unit() const {
+  return std::visit([](const auto& config) { return config.vision.merge_unit(); }, model_);
+}
 
 void VisionStage::set_plan_patches(const data::PackedRowsView& train, const data::PackedRowsView& eval,
                                    int64_t batch) {
   // A plan needs a tower of at least one merged patch; a split without images binds padding only.
-  plan_patches_ = std::max(vision_patch_capacity(train, batch, model_.vision.patch_size), model_.vision.merge_unit());
-  eval_patches_ = std::max(vision_patch_capacity(eval, batch, model_.vision.patch_size), model_.vision.merge_unit());
+  const int patch_size = std::visit([](const auto& config) { return config.vision.patch_size; }, model_);
+  plan_patches_ = std::max(vision_patch_capacity(train, batch, patch_size), merge_unit());
+  eval_patches_ = std::max(vision_patch_capacity(eval, batch, patch_size), merge_unit());
 }
 
 void VisionStage::set_plan_patches(int64_t row_patches, int64_t batch) {
   // The dry run reads the training rows only: the evaluator is planned at the training count.
-  plan_patches_ = std::max(batch * row_patches, model_.vision.merge_unit());
+  plan_patches_ = std::max(batch * row_patches, merge_unit());
   eval_patches_ = plan_patches_;
 }
 
@@ -70,9 +110,17 @@ models::DecoderGraph VisionStage::build_graph(const graph::OpRegistry& registry,
 models::DecoderGraph VisionStage::build_graph(const graph::OpRegistry& registry,
                                               const models::DecoderGraphOptions& options, int64_t patches) const {
   SUROGATE_CHECK(patches > 0, "the plan's patch count is set before the graph is built");
-  models::VisionModelGraph built =
-      models::build_vision_model_graph(model_, registry, options, patches, /*train_vision=*/false);
   models::DecoderGraph graph;
+  if (const auto* qwen3 = std::get_if<models::Qwen3VLModelConfig>(&model_)) {
+    models::Qwen3VLModelGraph built =
+        models::build_qwen3_vl_model_graph(*qwen3, registry, options, patches, /*train_vision=*/false);
+    graph.graph = std::move(built.graph);
+    graph.loss = built.loss;
+    return graph;
+  }
+  models::VisionModelGraph built = models::build_vision_model_graph(std::get<models::VisionModelConfig>(model_),
+                                                                    registry, options, patches,
+                                                                    /*train_vision=*/false);
   graph.graph = std::move(built.graph);
   graph.loss = built.loss;
   return graph;
@@ -97,52 +145,69 @@ void VisionStage::load_weights(std::span<const WeightView> views) const {
   std::map<std::string, std::span<float>> by_name;
   for (const WeightView& view : views) by_name[view.name] = view.values;
   SUROGATE_CHECK(by_name.size() == specs_.size(), "one weight view per parameter of the vision-language model");
-  models::load_vision_model_text_weights(model_dir_, model_,
-                                         [&](const models::ParameterSpec& spec, const io::SafetensorsTensor& tensor) {
-                                           io::read_tensor_as_float32(tensor, by_name.at(spec.name));
-                                         });
+  auto read = [&](const std::string& name, const io::SafetensorsTensor& tensor) {
+    io::read_tensor_as_float32(tensor, by_name.at(name));
+  };
+  models::load_vision_model_text_weights(model_dir_, text(), [&](const models::ParameterSpec& spec,
+                                                                 const io::SafetensorsTensor& tensor) {
+    read(spec.name, tensor);
+  });
   // The patch embedding's 5-D Conv3d weight has pixel_values' column order: its bytes are the 2-D weight's.
-  models::load_vision_tower_weights(model_dir_, model_.vision,
-                                    [&](const models::VisionTowerParameter& parameter, const io::SafetensorsTensor& tensor) {
-                                      io::read_tensor_as_float32(tensor, by_name.at(parameter.name));
-                                    });
+  const auto tower = [&](const models::VisionTowerParameter& parameter, const io::SafetensorsTensor& tensor) {
+    read(parameter.name, tensor);
+  };
+  if (const auto* qwen3 = std::get_if<models::Qwen3VLModelConfig>(&model_)) {
+    models::load_qwen3_vision_tower_weights(model_dir_, qwen3->vision, tower);
+  } else {
+    models::load_vision_tower_weights(model_dir_, std::get<models::VisionModelConfig>(model_).vision, tower);
+  }
 }
 
 void VisionStage::save_model(const std::filesystem::path& output_dir, std::span<const WeightView> weights) const {
   SUROGATE_CHECK(weights.size() == specs_.size(), "one weight view per parameter of the vision-language model");
-  save_vision_model(output_dir, model_dir_, model_, std::span(specs_).first(text_parameters_),
+  // Qwen3-VL folders are refused full fine-tuning and merge_adapter (config/feature_support_vision.cpp).
+  const auto* qwen25 = std::get_if<models::VisionModelConfig>(&model_);
+  SUROGATE_CHECK(qwen25 != nullptr, "model folders are written for Qwen2.5-VL only");
+  save_vision_model(output_dir, model_dir_, *qwen25, std::span(specs_).first(text_parameters_),
                     weights.first(text_parameters_));
 }
 
 BatchInputs::ExtraInputs VisionStage::batch_inputs(const compiler::ExecutionPlan& plan) const {
   const graph::TensorType& pixels = plan.graph.tensor(plan.tensor(models::kVisionPixelValues)).type;
-  const int64_t plan_patches = pixels.shape.at(0);
+  const int64_t plan_patches = pixels.numel() / pixels.shape.back();  // [P, ·] or Qwen3-VL's [1, P, ·]
   const bool bf16 = pixels.dtype == DType::BF16;
   auto bound = std::make_shared<BoundImages>();
   return [&plan, plan_patches, bf16, bound, model = model_, processor = processor_, where = model_dir_](
              const data::PackedBatch& batch, std::vector<runtime::InputBinding> text) {
-    bound->tensors = vision_batch_tensors(batch, processor, model,
-                                          fmt::format("{}: micro-batch {}", where, bound->micro_batches++), plan_patches);
+    const std::string micro_batch = fmt::format("{}: micro-batch {}", where, bound->micro_batches++);
+    if (const auto* qwen3 = std::get_if<models::Qwen3VLModelConfig>(&model)) {
+      bound->tensors = vision_batch_tensors(batch, processor, *qwen3, micro_batch, plan_patches);
+      const std::span<const std::byte> pixel_values =
+          plan_bytes(bound->tensors.pixel_values, bf16, bound->pixel_values_bf16);
+      const std::span<const std::byte> weights =
+          plan_bytes(bound->tensors.qwen3_tower.interpolation_weights, bf16, bound->interpolation_weights_bf16);
+      return qwen3_vl_batch_bindings(plan, std::move(text), bound->tensors, batch.mrope_position_ids, pixel_values,
+                                     weights);
+    }
+    bound->tensors = vision_batch_tensors(batch, processor, std::get<models::VisionModelConfig>(model), micro_batch,
+                                          plan_patches);
     std::vector<runtime::InputBinding> bindings =
         vision_batch_bindings(plan, std::move(text), bound->tensors, batch.mrope_position_ids);
     if (!bf16) return bindings;
     // The CUDA plan reads pixel_values in bf16: the binding points at a rounded copy instead.
-    bound->pixel_values_bf16.resize(bound->tensors.pixel_values.size());
-    std::transform(bound->tensors.pixel_values.begin(), bound->tensors.pixel_values.end(),
-                   bound->pixel_values_bf16.begin(), float_to_bf16);
+    const std::span<const std::byte> rounded = plan_bytes(bound->tensors.pixel_values, true, bound->pixel_values_bf16);
     const graph::TensorId pixel_values = plan.tensor(models::kVisionPixelValues);
     for (runtime::InputBinding& binding : bindings) {
-      if (binding.tensor == pixel_values) {
-        binding.data = std::as_bytes(std::span<const uint16_t>(bound->pixel_values_bf16));
-      }
+      if (binding.tensor == pixel_values) binding.data = rounded;
     }
     return bindings;
   };
 }
 
 std::shared_ptr<VisionStage> vision_stage(const Config& config) {
-  if (!vision::vision_language_architecture(config.model.name_or_path)) return nullptr;
-  return std::make_shared<VisionStage>(config, models::VisionModelConfig::from_folder(config.model.name_or_path));
+  const std::optional<std::string> architecture = vision::vision_language_architecture(config.model.name_or_path);
+  if (!architecture) return nullptr;
+  return std::make_shared<VisionStage>(config, read_vision_language_model(config.model.name_or_path, *architecture));
 }
 
 }  // namespace surogate::train

@@ -1,8 +1,9 @@
-// A vision-language model folder (vision/vision_model_folder.h: Qwen2.5-VL) as the trainer sees
-// it, through one object: the text decoder's config (what LoRA targets, the recompute groups and
-// the memory plan count layers of), the parameters (the text model's under the folder's own
-// names, then the vision tower's), the training graph (models/vision_model.h), the weights read
-// from the folder, and the image inputs each micro-batch binds (train/vision_batch_inputs.h).
+// A vision-language model folder (vision/vision_model_folder.h: Qwen2.5-VL or Qwen3-VL) as the
+// trainer sees it, through one object: the text decoder's config (what LoRA targets, the recompute
+// groups and the memory plan count layers of), the parameters (the text model's under the
+// folder's own names, then the vision tower's), the training graph (models/vision_model.h or
+// models/qwen3_vl_model.h), the weights read from the folder, and the image inputs each
+// micro-batch binds (train/vision_batch_inputs.h).
 // The trainer asks vision_stage() once; null means a text model and every path stays as it was.
 //
 // The graph is built for a fixed patch count (plan_patches): per_device_train_batch_size times
@@ -11,15 +12,17 @@
 // the same rows first (train/vision_memory_plan.h) and plans the same count.
 // The tower is frozen (no gradients, no optimizer state): LoRA adapts the text projections, full
 // fine-tuning trains the text model (config/feature_support_vision.cpp refuses what is not wired
-// yet: several ranks, QLoRA, ...). The evaluator builds the same model at the validation split's
-// patch count; model folders are written by train/vision_outputs.h.
+// yet: several ranks, QLoRA, Qwen3-VL's evaluation and model folders, ...). The evaluator builds
+// the same model at the validation split's patch count; model folders are written by
+// train/vision_outputs.h.
 #pragma once
 
 #include <cstdint>
-#include <filesystem>
 #include <memory>
 #include <span>
 #include <string>
+#include <filesystem>
+#include <variant>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -30,6 +33,7 @@
 #include "models/decoder_graph.h"
 #include "models/lora.h"
 #include "models/model_spec.h"
+#include "models/qwen3_vl_model.h"
 #include "models/vision_model.h"
 #include "train/batch_inputs.h"
 #include "train/checkpoint_io.h"
@@ -37,13 +41,20 @@
 
 namespace surogate::train {
 
+// Either family's model config.
+using VisionLanguageModel = std::variant<models::VisionModelConfig, models::Qwen3VLModelConfig>;
+
+// The folder's config.json read as its vision-language graph reads it (`architecture`:
+// vision::vision_language_architecture's answer); UserErrors name the file and key.
+VisionLanguageModel read_vision_language_model(const std::string& model_dir, const std::string& architecture);
+
 class VisionStage {
 public:
-  VisionStage(const Config& config, models::VisionModelConfig model);
+  VisionStage(const Config& config, VisionLanguageModel model);
 
-  // The decoder's config, read as Qwen2ForCausalLM (its architecture names the VL class).
-  const io::ModelConfig& text() const { return model_.text; }
-  const models::VisionModelConfig& model() const { return model_; }
+  // The decoder's config, read as Qwen2ForCausalLM or Qwen3ForCausalLM.
+  const io::ModelConfig& text() const;
+  const VisionLanguageModel& model() const { return model_; }
   // The text model's parameters (the folder's checkpoint names: transformers 5's
   // model.language_model.* or the hub's model.*), then the tower's (visual.*).
   const std::vector<models::ParameterSpec>& specs() const { return specs_; }
@@ -52,6 +63,7 @@ public:
   // plan's (the training split) and the evaluator's (the validation split, its own plan).
   int64_t plan_patches() const { return plan_patches_; }
   int64_t eval_patches() const { return eval_patches_; }
+  int64_t merge_unit() const;  // patches per merged token (the least a plan holds)
   void set_plan_patches(const data::PackedRowsView& train, const data::PackedRowsView& eval, int64_t batch);
   // The dry run's (train/vision_memory_plan.h): from the most patches one training row holds, the
   // evaluator planned at the same count.
@@ -72,7 +84,7 @@ public:
   // The folder's weights into `views` (specs() order, fp32).
   void load_weights(std::span<const WeightView> views) const;
   // The trained or merged model as an HF folder (train/vision_outputs.h): `weights` in specs()
-  // order (the tower's, frozen, are not read: the folder's are copied).
+  // order (the tower's, frozen, are not read: the folder's are copied). Qwen2.5-VL only.
   void save_model(const std::filesystem::path& output_dir, std::span<const WeightView> weights) const;
 
   // The image inputs of every micro-batch bound to `plan` (one built by build_graph).
@@ -80,7 +92,7 @@ public:
 
 private:
   std::string model_dir_;
-  models::VisionModelConfig model_;
+  VisionLanguageModel model_;
   vision::ImageProcessor processor_;
   std::vector<models::ParameterSpec> specs_;
   size_t text_parameters_ = 0;  // specs_' first ones are the text model's

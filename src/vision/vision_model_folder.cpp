@@ -10,8 +10,8 @@
 namespace surogate::vision {
 namespace {
 
-// Qwen3VLForConditionalGeneration joins once its tower exists (docs/vision.md, what is missing).
-constexpr std::array<std::string_view, 1> kVisionLanguageArchitectures{"Qwen2_5_VLForConditionalGeneration"};
+constexpr std::array<std::string_view, 2> kVisionLanguageArchitectures{"Qwen2_5_VLForConditionalGeneration",
+                                                                       "Qwen3VLForConditionalGeneration"};
 
 }  // namespace
 

@@ -37,6 +37,21 @@ struct VisionModelRun {
   std::vector<int32_t> position_ids;                     // [3, B, T], vision/mrope_positions.h per row
 };
 
+// Every parameter gradient of `plan`, under the checkpoint names of `engine_names`
+// (checkpoint name → engine name).
+inline std::map<std::string, std::vector<float>> named_gradients(const runtime::Backend& backend,
+                                                                 const compiler::ExecutionPlan& plan,
+                                                                 const std::map<std::string, std::string>& engine_names,
+                                                                 DType dtype) {
+  std::map<std::string, std::vector<float>> gradients;
+  for (const auto& [hf_name, engine_name] : engine_names) {
+    const graph::TensorId id = plan.tensor(engine_name);
+    gradients[hf_name] = read_floats(backend, plan.parameter_gradients.at(id),
+                                     static_cast<size_t>(graph::shape_numel(plan.graph.tensor(id).type.shape)), dtype);
+  }
+  return gradients;
+}
+
 // The training plan of the model (tower trained too) for rows of `sequence` tokens.
 inline compiler::ExecutionPlan vision_model_plan(const VisionModelConfig& config, const graph::OpRegistry& registry,
                                                  int64_t batch, int64_t sequence, int64_t patches, DType dtype) {
@@ -48,49 +63,83 @@ inline compiler::ExecutionPlan vision_model_plan(const VisionModelConfig& config
   return compiler::compile_training(std::move(model.graph), model.loss, registry);
 }
 
-// Forward and backward of the rows in `inputs` with the weights of model_dir.
-inline VisionModelRun run_vision_model(const std::filesystem::path& model_dir, const VisionModelConfig& config,
-                                       const io::SafetensorsFile& inputs, runtime::Backend& backend,
-                                       const RunPrecision& precision) {
-  const std::vector<int32_t> input_ids = input_ints(inputs, "input_ids");
-  const std::vector<int32_t> labels = input_ints(inputs, "labels");
-  const std::vector<int32_t> flat_grids = input_ints(inputs, "grid_thw");
+// The rows of `inputs` as the graph reads them: positions from vision/mrope_positions.h row by
+// row ([3, B, T]), targets shifted, loss_scale = 1 / scored tokens.
+struct VisionRows {
+  std::vector<int32_t> input_ids, labels;
   std::vector<std::array<int64_t, 3>> grids;
-  for (size_t i = 0; i + 2 < flat_grids.size(); i += 3) grids.push_back({flat_grids[i], flat_grids[i + 1], flat_grids[i + 2]});
-  const std::vector<float> pixel_values = io::read_tensor_as_float32(inputs.tensor("pixel_values"));
-  const int64_t batch = inputs.tensor("input_ids").shape[0], sequence = inputs.tensor("input_ids").shape[1];
-  const int64_t patches = static_cast<int64_t>(pixel_values.size()) / config.vision.patch_columns();
-  const int merge = static_cast<int>(config.vision.spatial_merge_size);
+  std::vector<float> pixel_values;
+  int64_t batch = 0, sequence = 0;
+  std::vector<int32_t> position_ids, targets, documents;
+  float loss_scale = 0;
+};
+
+inline VisionRows read_vision_rows(const io::SafetensorsFile& inputs, int32_t image_token_id, int merge) {
+  VisionRows rows;
+  rows.input_ids = input_ints(inputs, "input_ids");
+  rows.labels = input_ints(inputs, "labels");
+  const std::vector<int32_t> flat_grids = input_ints(inputs, "grid_thw");
+  for (size_t i = 0; i + 2 < flat_grids.size(); i += 3) {
+    rows.grids.push_back({flat_grids[i], flat_grids[i + 1], flat_grids[i + 2]});
+  }
+  rows.pixel_values = io::read_tensor_as_float32(inputs.tensor("pixel_values"));
+  rows.batch = inputs.tensor("input_ids").shape[0];
+  rows.sequence = inputs.tensor("input_ids").shape[1];
+  const int64_t batch = rows.batch, sequence = rows.sequence;
+  const auto& grids = rows.grids;
+  const auto& input_ids = rows.input_ids;
 
   // Each row's positions from its own images (the grids in order, as many as its pads take),
   // laid out [3, B, T].
-  std::vector<int32_t> position_ids(static_cast<size_t>(3 * batch * sequence));
+  rows.position_ids.resize(static_cast<size_t>(3 * batch * sequence));
   size_t next_image = 0;
   for (int64_t row = 0; row < batch; ++row) {
     const std::span<const int32_t> ids(input_ids.data() + row * sequence, static_cast<size_t>(sequence));
-    int64_t pads = std::count(ids.begin(), ids.end(), config.image_token_id);
+    int64_t pads = std::count(ids.begin(), ids.end(), image_token_id);
     const size_t first = next_image;
     for (; pads > 0 && next_image < grids.size(); ++next_image) {
       pads -= grids[next_image][0] * grids[next_image][1] * grids[next_image][2] / (merge * merge);
     }
     const std::span<const std::array<int64_t, 3>> row_grids(grids.data() + first, next_image - first);
-    const vision::MropePositions positions = vision::mrope_positions(ids, config.image_token_id, row_grids, merge, {}, "inputs");
+    const vision::MropePositions positions = vision::mrope_positions(ids, image_token_id, row_grids, merge, {}, "inputs");
     for (int64_t axis = 0; axis < 3; ++axis) {
       std::copy_n(positions.ids.begin() + axis * sequence, sequence,
-                  position_ids.begin() + (axis * batch + row) * sequence);
+                  rows.position_ids.begin() + (axis * batch + row) * sequence);
     }
   }
   if (next_image != grids.size()) fail_user("inputs: {} grids for {} images in the rows", grids.size(), next_image);
-  std::vector<int32_t> targets(labels.size(), ops::kIgnoreIndex);
+  rows.targets.assign(rows.labels.size(), ops::kIgnoreIndex);
   int64_t scored = 0;
-  for (size_t t = 0; t + 1 < labels.size(); ++t) {
+  for (size_t t = 0; t + 1 < rows.labels.size(); ++t) {
     if ((t + 1) % static_cast<size_t>(sequence) == 0) continue;  // a row's last token predicts nothing
-    targets[t] = labels[t + 1];
-    scored += targets[t] != ops::kIgnoreIndex;
+    rows.targets[t] = rows.labels[t + 1];
+    scored += rows.targets[t] != ops::kIgnoreIndex;
   }
-  const float loss_scale = 1.0f / static_cast<float>(scored);
-  const std::vector<int32_t> documents(input_ids.size(), 0);
-  const std::vector<int32_t> splice = vision_splice_index(input_ids, batch, sequence, config.image_token_id,
+  rows.loss_scale = 1.0f / static_cast<float>(scored);
+  rows.documents.assign(input_ids.size(), 0);
+  return rows;
+}
+
+// The text rows' bindings of `plan` (input ids, positions, documents, targets, loss scale).
+inline void bind_vision_rows(const compiler::ExecutionPlan& plan, const VisionRows& rows,
+                             std::vector<runtime::InputBinding>& bindings) {
+  auto ints = [](const std::vector<int32_t>& values) { return std::as_bytes(std::span<const int32_t>(values)); };
+  bindings.push_back({plan.tensor("input_ids"), ints(rows.input_ids)});
+  bindings.push_back({plan.tensor("position_ids"), ints(rows.position_ids)});
+  bindings.push_back({plan.tensor("document_ids"), ints(rows.documents)});
+  bindings.push_back({plan.tensor("targets"), ints(rows.targets)});
+  bindings.push_back({plan.tensor("loss_scale"), std::as_bytes(std::span<const float>(&rows.loss_scale, 1))});
+}
+
+// Forward and backward of the rows in `inputs` with the weights of model_dir.
+inline VisionModelRun run_vision_model(const std::filesystem::path& model_dir, const VisionModelConfig& config,
+                                       const io::SafetensorsFile& inputs, runtime::Backend& backend,
+                                       const RunPrecision& precision) {
+  const VisionRows rows = read_vision_rows(inputs, config.image_token_id, static_cast<int>(config.vision.spatial_merge_size));
+  const auto& grids = rows.grids;
+  const int64_t batch = rows.batch, sequence = rows.sequence;
+  const int64_t patches = static_cast<int64_t>(rows.pixel_values.size()) / config.vision.patch_columns();
+  const std::vector<int32_t> splice = vision_splice_index(rows.input_ids, batch, sequence, config.image_token_id,
                                                           patches / config.vision.merge_unit(), "inputs");
   const vision::VisionTowerIndices indices =
       vision::vision_tower_indices(grids, static_cast<int>(config.vision.spatial_merge_size),
@@ -113,25 +162,16 @@ inline VisionModelRun run_vision_model(const std::filesystem::path& model_dir, c
   });
   backend.zero_gradients();
   auto ints = [](const std::vector<int32_t>& values) { return std::as_bytes(std::span<const int32_t>(values)); };
-  const HostValues pixels(pixel_values, precision);
+  const HostValues pixels(rows.pixel_values, precision);
   std::vector<runtime::InputBinding> bindings = vision_tower_bindings(plan, indices, pixels.bytes());
-  bindings.push_back({plan.tensor("input_ids"), ints(input_ids)});
-  bindings.push_back({plan.tensor("position_ids"), ints(position_ids)});
-  bindings.push_back({plan.tensor("document_ids"), ints(documents)});
-  bindings.push_back({plan.tensor("targets"), ints(targets)});
-  bindings.push_back({plan.tensor("loss_scale"), std::as_bytes(std::span<const float>(&loss_scale, 1))});
+  bind_vision_rows(plan, rows, bindings);
   bindings.push_back({plan.tensor(kVisionSpliceIndex), ints(splice)});
   backend.execute(bindings);
 
   VisionModelRun run;
-  run.position_ids = position_ids;
+  run.position_ids = rows.position_ids;
   backend.read(plan.tensor("loss"), std::as_writable_bytes(std::span<float>(&run.loss, 1)));
-  for (const auto& [hf_name, engine_name] : engine_names) {
-    const graph::TensorId id = plan.tensor(engine_name);
-    run.gradients[hf_name] = read_floats(backend, plan.parameter_gradients.at(id),
-                                         static_cast<size_t>(graph::shape_numel(plan.graph.tensor(id).type.shape)),
-                                         precision.dtype);
-  }
+  run.gradients = named_gradients(backend, plan, engine_names, precision.dtype);
   return run;
 }
 

@@ -128,3 +128,55 @@ TEST(Mrope, VisionRotaryTablesEqualTransformers) {
 
 }  // namespace
 }  // namespace surogate::ops
+
+namespace surogate::ops {
+namespace {
+
+// Qwen3-VL's interleaved M-RoPE (mrope_interleaved) against transformers'
+// Qwen3VLTextRotaryEmbedding at random positions (mrope_interleaved.json, written by
+// scripts/make_interleaved_mrope_fixture.py): Qwen3-VL-8B's head_dim 128 / [24, 20, 20] and a
+// small [2, 5, 5] whose height and width runs reach the last frequency, at positions below 400.
+// 2e-6 absolute, as above (at positions in the thousands the last bit of inv_freq, rounded by
+// another pow than torch's, moves float32 angles by more).
+TEST(Mrope, InterleavedTablesEqualTransformers) {
+  std::ifstream stream(std::filesystem::path(SUROGATE_FIXTURES_DIR) / "vision" / "rows" / "mrope_interleaved.json");
+  const auto fixture = nlohmann::json::parse(stream);
+  ASSERT_EQ(fixture["cases"].size(), 2u);
+  for (const auto& spec : fixture["cases"]) {
+    const int64_t head_dim = spec["head_dim"], tokens = spec["tokens"];
+    std::vector<int32_t> positions;
+    for (const auto& axis : spec["position_ids"]) {
+      for (const auto& value : axis) positions.push_back(value.get<int32_t>());
+    }
+    const auto sections = spec["mrope_section"].get<std::vector<int64_t>>();
+    const auto frequencies = rope_frequencies<float>(default_rope(spec["theta"], head_dim), tokens);
+    std::vector<float> cos(static_cast<size_t>(tokens * head_dim / 2)), sin(cos.size());
+    mrope_tables(frequencies, positions.data(), tokens, sections, cos.data(), sin.data(), /*interleaved=*/true);
+    const auto expected_cos = spec["cos"].get<std::vector<float>>();
+    const auto expected_sin = spec["sin"].get<std::vector<float>>();
+    ASSERT_EQ(cos.size(), expected_cos.size());
+    for (size_t i = 0; i < cos.size(); ++i) {
+      ASSERT_NEAR(cos[i], expected_cos[i], 2e-6) << "head_dim " << head_dim << " entry " << i;
+      ASSERT_NEAR(sin[i], expected_sin[i], 2e-6) << "head_dim " << head_dim << " entry " << i;
+    }
+  }
+}
+
+TEST(Mrope, InterleavedAxesFollowTransformersLayout) {
+  // [1, 2, 2] over 5 frequencies: height at i % 3 == 1 below 6 (1, 4), width at i % 3 == 2 (2).
+  const std::vector<int64_t> sections{1, 2, 2};
+  EXPECT_EQ(mrope_axes(sections, 5, true), (std::vector<int64_t>{0, 1, 2, 0, 1}));
+  EXPECT_EQ(mrope_axes(sections, 5, false), (std::vector<int64_t>{0, 1, 1, 2, 2}));
+  // Qwen3-VL's [24, 20, 20]: frequencies 60..63 turn with the temporal axis.
+  const std::vector<int64_t> qwen3{24, 20, 20};
+  const std::vector<int64_t> axes = mrope_axes(qwen3, 64, true);
+  EXPECT_EQ(axes[58], 1);
+  EXPECT_EQ(axes[59], 2);
+  EXPECT_EQ(axes[60], 0);
+  EXPECT_EQ(axes[61], 0);
+  EXPECT_EQ(axes[62], 0);
+  EXPECT_EQ(axes[63], 0);
+}
+
+}  // namespace
+}  // namespace surogate::ops

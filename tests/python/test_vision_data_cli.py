@@ -130,3 +130,18 @@ def test_commands_other_than_sft_refuse_a_vision_language_folder_naming_it(tmp_p
         result = run_surogate(surogate_bin, *args)
         assert result.returncode == 2, (args, result.stderr)
         assert "Qwen2_5_VLForConditionalGeneration is a vision-language model; `surogate sft` trains it" in result.stderr
+
+
+def test_a_vision_language_class_not_trained_is_refused_naming_it(tmp_path, surogate_bin, tokenizers_dir):
+    """A config.json with a vision_config whose class the engine does not train (Qwen2-VL here):
+    one error naming the class and the two that are trained, not a missing text key."""
+    model = pathlib.Path(vision_folder(tmp_path, tokenizers_dir))
+    config = json.loads((model / "config.json").read_text())
+    config["architectures"] = ["Qwen2VLForConditionalGeneration"]
+    (model / "config.json").write_text(json.dumps(config))
+    data = tmp_path / "eval.jsonl"
+    data.write_text('{"text": "hello"}\n')
+    result = run_surogate(surogate_bin, "eval", "--model", model, "--data", data)
+    assert result.returncode == 2, result.stderr
+    assert "Qwen2VLForConditionalGeneration is a vision-language model surogate does not train yet" in result.stderr
+    assert "Qwen3VLForConditionalGeneration" in result.stderr

@@ -66,10 +66,16 @@ def model_folder(tmp_path_factory, tokenizers_dir):
     config.architectures = ["Qwen2_5_VLForConditionalGeneration"]
     torch.manual_seed(0)
     model = load_script("make_vision_tower_fixtures").randomize(Qwen2_5_VLForConditionalGeneration(config).float())
+    return write_model_folder(folder, config, model, PROCESSOR, tokenizers_dir)
+
+
+def write_model_folder(folder, config, model, processor, tokenizers_dir):
+    """A model folder: config.json, the weights, the processor, the real Qwen tokenizer with
+    Qwen2-VL's chat template."""
     (folder / "config.json").write_text(json.dumps(config.to_dict(), indent=2))
     save_file({name: tensor.detach().contiguous() for name, tensor in model.state_dict().items()},
               str(folder / "model.safetensors"))
-    (folder / "preprocessor_config.json").write_text(json.dumps(PROCESSOR))
+    (folder / "preprocessor_config.json").write_text(json.dumps(processor))
     shutil.copy(tokenizers_dir / "qwen3" / "tokenizer.json", folder / "tokenizer.json")
     tokenizer_config = json.loads((tokenizers_dir / "qwen3" / "tokenizer_config.json").read_text())
     tokenizer_config["chat_template"] = (VISION / "rows" / "chat_template.jinja").read_text()
@@ -102,10 +108,10 @@ def image_of(row):
     return PIL.ImageOps.exif_transpose(PIL.Image.open(path)).convert("RGB")
 
 
-def batch_loss(model, folder, rows):
+def batch_loss(model, folder, rows, processor_settings=PROCESSOR):
     """transformers' loss of the micro-batch: Σ over both rows of the summed cross-entropy / scored tokens."""
     from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
-    settings = dict(PROCESSOR)
+    settings = dict(processor_settings)
     settings.pop("image_processor_type")
     processor = Qwen2VLImageProcessorPil(**settings)
     total, scored = 0.0, 0
@@ -153,13 +159,14 @@ def run(surogate_bin, model_folder, tmp_path_factory, tokenizers_dir):
     return {"out": out, "records": records, "rows": engine_rows(model_folder, tokenizers_dir, tmp_path)}
 
 
-def test_step_one_loss_and_gradient_norm_are_transformers_and_peft(run, model_folder):
-    model = peft.PeftModel.from_pretrained(hf_model(model_folder), run["out"], is_trainable=True)
+def check_step_one(run, model_folder, base_model, processor=PROCESSOR):
+    """Step 1's loss is transformers' and its gradient norm PEFT's (the run's A, B = 0), rel 1e-5."""
+    model = peft.PeftModel.from_pretrained(base_model, run["out"], is_trainable=True)
     with torch.no_grad():
         for name, parameter in model.named_parameters():
             if "lora_B" in name:
                 parameter.zero_()
-    loss = batch_loss(model, model_folder, run["rows"])
+    loss = batch_loss(model, model_folder, run["rows"], processor)
     loss.backward()
     adapters = [p for name, p in model.named_parameters() if "lora_" in name]
     assert adapters and not any("visual" in name for name, _ in model.named_parameters() if "lora_" in name)
@@ -168,18 +175,36 @@ def test_step_one_loss_and_gradient_norm_are_transformers_and_peft(run, model_fo
     assert run["records"][0]["grad_norm"] == pytest.approx(norm, rel=RTOL)
 
 
-def test_the_adapter_loads_into_peft_with_the_next_steps_loss(run, model_folder):
+def check_adapter_loads(run, model_folder, base_model, processor=PROCESSOR):
+    """The written adapter loads into PEFT (the tower excluded) and gives step 2's logged loss."""
     config = json.loads((run["out"] / "adapter_config.json").read_text())
     assert config["exclude_modules"] == ".*visual.*"
-    model = peft.PeftModel.from_pretrained(hf_model(model_folder), run["out"])
+    model = peft.PeftModel.from_pretrained(base_model, run["out"])
     # The trained B is loaded (not PEFT's zero init): every adapter of the text model is present.
     lora_b = [p for name, p in model.named_parameters() if "lora_B" in name]
     assert len(lora_b) == 14 and all(float(p.abs().sum()) > 0 for p in lora_b)
     with torch.no_grad():
-        loss = batch_loss(model, model_folder, run["rows"])
+        loss = batch_loss(model, model_folder, run["rows"], processor)
     records = run["records"]
     assert records[1]["loss"] == pytest.approx(float(loss), rel=RTOL)
     assert records[1]["loss"] != pytest.approx(records[0]["loss"], rel=1e-3)  # the step changed the model
+
+
+def check_cuda_steps(run, surogate_bin, model_folder, tmp_path):
+    """The CUDA backend's two steps against the CPU's: bf16 weights and activations against fp32, the
+    loss to rel 1e-2, the gradient norm to 5e-2 (the tolerances of the model's CUDA tests, docs/vision.md)."""
+    _, cuda = run_sft(surogate_bin, model_folder, tmp_path, 2, env=dict(os.environ), name="cuda")
+    for step in range(2):
+        assert cuda[step]["loss"] == pytest.approx(run["records"][step]["loss"], rel=1e-2)
+        assert cuda[step]["grad_norm"] == pytest.approx(run["records"][step]["grad_norm"], rel=5e-2)
+
+
+def test_step_one_loss_and_gradient_norm_are_transformers_and_peft(run, model_folder):
+    check_step_one(run, model_folder, hf_model(model_folder))
+
+
+def test_the_adapter_loads_into_peft_with_the_next_steps_loss(run, model_folder):
+    check_adapter_loads(run, model_folder, hf_model(model_folder))
 
 
 def eval_records(logged):
@@ -327,12 +352,7 @@ def test_the_cuda_evaluator_is_the_cpus_within_bf16(surogate_bin, model_folder, 
 
 @pytest.mark.skipif(not gpu_visible(), reason="needs a GPU")
 def test_the_cuda_backends_step_one_is_the_cpus_within_bf16(run, surogate_bin, model_folder, tmp_path):
-    _, cuda = run_sft(surogate_bin, model_folder, tmp_path, 2, env=dict(os.environ), name="cuda")
-    # bf16 weights and activations against fp32: the loss to rel 1e-2, the gradient norm to 5e-2
-    # (the tolerances of the model's CUDA tests, docs/vision.md).
-    for step in range(2):
-        assert cuda[step]["loss"] == pytest.approx(run["records"][step]["loss"], rel=1e-2)
-        assert cuda[step]["grad_norm"] == pytest.approx(run["records"][step]["grad_norm"], rel=5e-2)
+    check_cuda_steps(run, surogate_bin, model_folder, tmp_path)
 
 
 def dry_run(surogate_bin, model_folder, tmp_path, *flags, batch=1):

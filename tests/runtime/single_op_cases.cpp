@@ -232,6 +232,10 @@ std::vector<SingleOpCase> make_cases() {
       {"mrope_cos_sin", {TensorType{kI32, {3, kRows}}},
        {{"inv_freq", inverse_frequencies()}, {"mrope_section", mrope_section()}},
        {fixed({0, 1, 2, 2, 2, 5, 0, 1, 2, 2, 3, 5, 0, 1, 2, 3, 4, 5})}},
+      // Qwen3-VL's interleaved layout over the same positions.
+      {"mrope_cos_sin", {TensorType{kI32, {3, kRows}}},
+       {{"inv_freq", inverse_frequencies()}, {"mrope_section", mrope_section()}, {"mrope_interleaved", true}},
+       {fixed({0, 1, 2, 2, 2, 5, 0, 1, 2, 2, 3, 5, 0, 1, 2, 3, 4, 5})}},
       {"rope", {x, tables, tables}, {{"heads", kHeads}, {"head_dim", kHeadDim}}, {unit, angles, angles}},
       {"rope_backward", {x, tables, tables}, {{"heads", kHeads}, {"head_dim", kHeadDim}}, {unit, angles, angles}},
       {"fused_rope", {x, positions}, rope_attrs, {unit, token_positions}},

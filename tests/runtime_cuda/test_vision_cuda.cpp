@@ -23,6 +23,7 @@
 #include "cuda/device_info.h"
 #include "models/fixture_util.h"
 #include "models/vision_model_run.h"
+#include "runtime_cuda/vision_cuda_util.h"
 #include "runtime/cuda_attention_path.h"
 #include "runtime/cuda_backend.h"
 #include "runtime/cuda_op_table.h"
@@ -34,14 +35,17 @@ constexpr double kLossTolerance = 1e-2;
 constexpr double kTensorTolerance = 5e-2;
 constexpr double kTowerInModelTolerance = 1e-1;
 
-// SUROGATE_FIXTURES_DIR in the environment overrides the build tree's path (as test_decoder_cuda.cpp).
-std::filesystem::path vision_fixture(const std::string& name) {
-  const char* override_dir = std::getenv("SUROGATE_FIXTURES_DIR");
-  return std::filesystem::path(override_dir && *override_dir ? override_dir : SUROGATE_FIXTURES_DIR) / "vision" / name;
-}
+using testing::vision_fixture;
+const testing::RunPrecision& kCpu = testing::kVisionCpu;
+const testing::RunPrecision& kCuda = testing::kVisionCuda;
 
-const testing::RunPrecision kCpu{DType::F32, true};
-const testing::RunPrecision kCuda{DType::BF16, true};
+// `tower_tolerance` bounds the gradients of the tower's tensors (names holding "visual."), the
+// others kTensorTolerance.
+void expect_gradients_match(const std::map<std::string, std::vector<float>>& got,
+                            const std::map<std::string, std::vector<float>>& want,
+                            double tower_tolerance = kTensorTolerance) {
+  testing::expect_gradients_match(got, want, kTensorTolerance, tower_tolerance);
+}
 
 // Runs `body` once per attention backend choice, the process-wide settings restored after.
 template <typename Body>
@@ -55,23 +59,6 @@ void for_each_attention_backend(Body body) {
     body();
   }
   runtime::set_attention_settings(saved);
-}
-
-// `tower_tolerance` bounds the gradients of the tower's tensors (names holding "visual."), the
-// others kTensorTolerance.
-void expect_gradients_match(const std::map<std::string, std::vector<float>>& got,
-                            const std::map<std::string, std::vector<float>>& want,
-                            double tower_tolerance = kTensorTolerance) {
-  ASSERT_EQ(got.size(), want.size());
-  double worst = 0.0;
-  std::string worst_name;
-  for (const auto& [name, expected] : want) {
-    const double error = testing::scaled_max_error(got.at(name), expected);
-    if (error > worst) worst = error, worst_name = name;
-    const bool tower = name.find("visual.") != std::string::npos;
-    EXPECT_LT(error, tower ? tower_tolerance : kTensorTolerance) << "gradient of " << name;
-  }
-  std::printf("[ measured ] worst gradient error %.2e (%s)\n", worst, worst_name.c_str());
 }
 
 // Every op of the tower's and the model's bf16 training plans has a CUDA binder (no GPU needed).

@@ -1,5 +1,6 @@
 // train/vision_batch_inputs.h: a vision-language PackedBatch turned into the Qwen2.5-VL model
-// graph's inputs (tests/fixtures/vision/vl's config: patch 4, merge 2, window 16, image pad 151).
+// graph's inputs (tests/fixtures/vision/vl's config: patch 4, merge 2, window 16, image pad 151),
+// and into the Qwen3-VL one's (vision/qwen3_vl_model: patch 4, merge 2, image pad 151).
 // Two rows of T = 6: row 0 holds a 16 × 8 image (grid 1 × 2 × 4: 8 patches, 2 pads), row 1 an
 // 8 × 8 one (4 patches, 1 pad).
 #include <gtest/gtest.h>
@@ -11,6 +12,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "models/qwen3_vl_model.h"
 #include "models/vision_model.h"
 #include "ops/defs/register_ops.h"
 #include "runtime/cpu_backend.h"
@@ -185,6 +187,26 @@ PlanResult run_padded(const data::PackedBatch& batch, std::optional<int64_t> pla
   return result;
 }
 
+// Each gradient of `padded` within 1e-5 of its largest value in `exact` (or of 1e-3 × the model's
+// largest, for a gradient that is mathematically zero and only rounding); see the test below.
+void expect_same_gradients(const PlanResult& exact, const PlanResult& padded, int64_t plan_patches) {
+  ASSERT_EQ(padded.gradients.size(), exact.gradients.size());
+  float model_largest = 0;
+  for (const auto& [name, values] : exact.gradients) {
+    for (float value : values) model_largest = std::max(model_largest, std::abs(value));
+  }
+  for (const auto& [name, values] : exact.gradients) {
+    const std::vector<float>& other = padded.gradients.at(name);
+    ASSERT_EQ(other.size(), values.size()) << name;
+    float largest = 0, difference = 0;
+    for (size_t i = 0; i < values.size(); ++i) {
+      largest = std::max(largest, std::abs(values[i]));
+      difference = std::max(difference, std::abs(values[i] - other[i]));
+    }
+    EXPECT_LE(difference, 1e-5f * std::max(largest, 1e-3f * model_largest)) << name << " at " << plan_patches;
+  }
+}
+
 TEST(VisionBatchInputs, PaddingToThePlansPatchCountChangesNoLossOrGradient) {
   const data::PackedBatch batch = two_rows();
   const PlanResult exact = run_padded(batch, std::nullopt);
@@ -198,21 +220,7 @@ TEST(VisionBatchInputs, PaddingToThePlansPatchCountChangesNoLossOrGradient) {
     // zero and only rounding (the k bias: softmax does not change when every score of a query moves
     // by q · b).
     EXPECT_NEAR(padded.loss, exact.loss, 1e-6 * std::abs(exact.loss)) << plan_patches;
-    ASSERT_EQ(padded.gradients.size(), exact.gradients.size());
-    float model_largest = 0;
-    for (const auto& [name, values] : exact.gradients) {
-      for (float value : values) model_largest = std::max(model_largest, std::abs(value));
-    }
-    for (const auto& [name, values] : exact.gradients) {
-      const std::vector<float>& other = padded.gradients.at(name);
-      ASSERT_EQ(other.size(), values.size()) << name;
-      float largest = 0, difference = 0;
-      for (size_t i = 0; i < values.size(); ++i) {
-        largest = std::max(largest, std::abs(values[i]));
-        difference = std::max(difference, std::abs(values[i] - other[i]));
-      }
-      EXPECT_LE(difference, 1e-5f * std::max(largest, 1e-3f * model_largest)) << name << " at " << plan_patches;
-    }
+    expect_same_gradients(exact, padded, plan_patches);
   }
   // The tower is trained and its gradient is not trivially zero.
   const std::vector<float>& patch_embed = exact.gradients.at("visual.patch_embed.proj.weight");
@@ -272,6 +280,85 @@ TEST(VisionBatchInputs, PatchCapacityIsTheBatchTimesTheLargestRow) {
   data::PackedRowsView text;
   text.row_segment_offsets = segments;
   EXPECT_EQ(vision_patch_capacity(text, 2, 4), 0);
+}
+
+// The Qwen3-VL fixture's plan for `batch`, bound as the trainer binds it (fp32 on the CPU).
+struct Qwen3FixtureRun {
+  Qwen3FixtureRun(const data::PackedBatch& batch, std::optional<int64_t> plan_patches)
+      : config(models::Qwen3VLModelConfig::from_folder(kQwen3Dir)),
+        tensors(vision_batch_tensors(batch, fixture_processor(), config, "batch 0", plan_patches)),
+        registry(ops::make_model_registry()),
+        plan(plan_of(config, registry, batch, tensors.patches)),
+        text(plan),
+        bindings(qwen3_vl_batch_bindings(plan, text.bind(batch, 1.0f / 5), tensors, batch.mrope_position_ids,
+                                         std::as_bytes(std::span<const float>(tensors.pixel_values)),
+                                         std::as_bytes(std::span<const float>(tensors.qwen3_tower.interpolation_weights)))) {
+    backend.load(plan, registry);
+    models::load_vision_model_text_weights(kQwen3Dir, config.text, [&](const models::ParameterSpec& spec, const io::SafetensorsTensor& t) {
+      backend.write_converted(plan.tensor(spec.name), t.dtype, t.bytes);
+    });
+    models::load_qwen3_vision_tower_weights(kQwen3Dir, config.vision, [&](const models::VisionTowerParameter& p, const io::SafetensorsTensor& t) {
+      backend.write_converted(plan.tensor(p.name), t.dtype, t.bytes);
+    });
+  }
+  static compiler::ExecutionPlan plan_of(const models::Qwen3VLModelConfig& config, const graph::OpRegistry& registry,
+                                         const data::PackedBatch& batch, int64_t patches) {
+    models::DecoderGraphOptions options;
+    options.batch = batch.batch_size;
+    options.sequence = batch.sequence_length;
+    models::Qwen3VLModelGraph model = models::build_qwen3_vl_model_graph(config, registry, options, patches, true);
+    return compiler::compile_training(std::move(model.graph), model.loss, registry);
+  }
+  PlanResult execute() {
+    backend.zero_gradients();
+    backend.execute(bindings);
+    PlanResult result;
+    backend.read(plan.tensor("loss"), std::as_writable_bytes(std::span<float>(&result.loss, 1)));
+    for (const auto& [parameter, gradient] : plan.parameter_gradients) {
+      std::vector<float> values(static_cast<size_t>(plan.graph.tensor(gradient).type.numel()));
+      backend.read(gradient, std::as_writable_bytes(std::span<float>(values)));
+      result.gradients[plan.graph.tensor(parameter).name] = std::move(values);
+    }
+    return result;
+  }
+
+  static inline const std::filesystem::path kQwen3Dir =
+      std::filesystem::path(SUROGATE_FIXTURES_DIR) / "vision" / "qwen3_vl_model";
+  models::Qwen3VLModelConfig config;
+  VisionBatchTensors tensors;
+  graph::OpRegistry registry;
+  compiler::ExecutionPlan plan;
+  BatchInputs text;
+  std::vector<runtime::InputBinding> bindings;
+  runtime::CpuBackend backend;
+};
+
+// Qwen3-VL: every input bound once at its size, the DeepStack index from the splice, and padding
+// (its own frame, never spliced nor DeepStack-added) changing no loss or gradient, within the
+// Qwen2.5-VL test's bounds (BLAS blocking over more rows).
+TEST(VisionBatchInputs, Qwen3VLBindsEveryInputAndPaddingChangesNoLossOrGradient) {
+  const data::PackedBatch batch = two_rows();
+  Qwen3FixtureRun exact_run(batch, std::nullopt);
+  std::map<graph::TensorId, size_t> bound;
+  for (const runtime::InputBinding& binding : exact_run.bindings) {
+    EXPECT_EQ(bound.count(binding.tensor), 0u) << exact_run.plan.graph.tensor(binding.tensor).name;
+    bound[binding.tensor] = binding.data.size();
+  }
+  ASSERT_EQ(bound.size(), exact_run.plan.graph.inputs.size());
+  for (graph::TensorId input : exact_run.plan.graph.inputs) {
+    EXPECT_EQ(bound[input], exact_run.plan.graph.tensor(input).type.size_bytes()) << exact_run.plan.graph.tensor(input).name;
+  }
+  EXPECT_EQ(exact_run.tensors.deepstack_index, (std::vector<int32_t>{0, 1, 2, 0, 0, 0, /**/ 0, 3, 0, 0, 0, 0}));
+  const PlanResult exact = exact_run.execute();
+  EXPECT_TRUE(std::isfinite(exact.loss));
+  for (int64_t plan_patches : {20, 40}) {
+    Qwen3FixtureRun padded_run(batch, plan_patches);
+    const PlanResult padded = padded_run.execute();
+    EXPECT_NEAR(padded.loss, exact.loss, 1e-6 * std::abs(exact.loss)) << plan_patches;
+    expect_same_gradients(exact, padded, plan_patches);
+  }
+  const std::vector<float>& pos_embed = exact.gradients.at("visual.pos_embed.weight");
+  EXPECT_TRUE(std::any_of(pos_embed.begin(), pos_embed.end(), [](float value) { return value != 0.0f; }));
 }
 
 }  // namespace

@@ -21,12 +21,13 @@ namespace fs = std::filesystem;
 
 const fs::path kVision = fs::path(SUROGATE_FIXTURES_DIR) / "vision";
 
-// The fixture model with a processor of patch 4, merge 2 (the tower's) and a dataset entry.
-Config stage_config() {
-  const fs::path folder = fs::path(::testing::TempDir()) / "vision_stage_model";
+// The fixture model (vision/vl, or vision/qwen3_vl_model) with a processor of patch 4, merge 2
+// (the tower's) and a dataset entry.
+Config stage_config(const std::string& fixture = "vl") {
+  const fs::path folder = fs::path(::testing::TempDir()) / ("vision_stage_model_" + fixture);
   fs::create_directories(folder);
   for (const char* file : {"config.json", "model.safetensors"}) {
-    fs::copy_file(kVision / "vl" / file, folder / file, fs::copy_options::overwrite_existing);
+    fs::copy_file(kVision / fixture / file, folder / file, fs::copy_options::overwrite_existing);
   }
   std::ofstream(folder / "preprocessor_config.json")
       << R"({"image_processor_type": "Qwen2VLImageProcessor", "min_pixels": 256, "max_pixels": 2048,)"
@@ -73,9 +74,12 @@ TEST(VisionStage, AdaptersGetTheLanguageModelsPeftKeys) {
   EXPECT_EQ(adapter_config["exclude_modules"], ".*visual.*");
 }
 
-// Every parameter's values are the checkpoint's (the patch embedding's 5-D weight as 2-D).
-TEST(VisionStage, WeightsAreTheCheckpoints) {
-  const Config config = stage_config();
+// Every parameter's values are the checkpoint's (the patch embedding's 5-D weight as 2-D), for
+// both families.
+class VisionStageFamilies : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(VisionStageFamilies, WeightsAreTheCheckpoints) {
+  const Config config = stage_config(GetParam());
   const auto stage = vision_stage(config);
   std::vector<std::vector<float>> storage;
   std::vector<WeightView> views;
@@ -93,8 +97,8 @@ TEST(VisionStage, WeightsAreTheCheckpoints) {
 }
 
 // The graph is the whole model for the plan's patch count, the tower frozen.
-TEST(VisionStage, TheGraphHasThePlansPatchesAndAFrozenTower) {
-  const auto stage = vision_stage(stage_config());
+TEST_P(VisionStageFamilies, TheGraphHasThePlansPatchesAndAFrozenTower) {
+  const auto stage = vision_stage(stage_config(GetParam()));
   stage->set_plan_patches(1, 2);  // at least one merged patch (4) per plan, whatever the rows hold
   EXPECT_EQ(stage->plan_patches(), 4);
   stage->set_plan_patches(32, 2);  // B × the most patches one row holds
@@ -105,7 +109,7 @@ TEST(VisionStage, TheGraphHasThePlansPatchesAndAFrozenTower) {
   options.sequence = 8;
   const models::DecoderGraph graph = stage->build_graph(registry, options);
   const graph::TensorInfo& pixels = graph.graph.tensors[static_cast<size_t>(*graph.graph.find_tensor("pixel_values"))];
-  EXPECT_EQ(pixels.type.shape.at(0), 64);
+  EXPECT_EQ(pixels.type.numel() / pixels.type.shape.back(), 64);  // [P, ·], Qwen3-VL's [1, P, ·]
   int frozen = 0, trained = 0;
   for (graph::TensorId id : graph.graph.parameters) {
     const graph::TensorInfo& tensor = graph.graph.tensors[static_cast<size_t>(id)];
@@ -120,10 +124,11 @@ TEST(VisionStage, TheGraphHasThePlansPatchesAndAFrozenTower) {
   }
   EXPECT_GT(frozen, 0);
   EXPECT_GT(trained, 0);  // the text model's (LoRA freezes them later)
-  // The evaluator's graph: the same model at its own patch count (the dry run's bound for both).
+  // The evaluator's graph: the same model at its own patch count (the dry run's: the training one).
   EXPECT_EQ(stage->eval_patches(), 64);
   const models::DecoderGraph eval = stage->build_graph(registry, options, 12);
-  EXPECT_EQ(eval.graph.tensors[static_cast<size_t>(*eval.graph.find_tensor("pixel_values"))].type.shape.at(0), 12);
+  const graph::TensorInfo& eval_pixels = eval.graph.tensors[static_cast<size_t>(*eval.graph.find_tensor("pixel_values"))];
+  EXPECT_EQ(eval_pixels.type.numel() / eval_pixels.type.shape.back(), 12);
 }
 
 std::string file_bytes(const fs::path& path) {
@@ -182,6 +187,18 @@ TEST(VisionStage, TheSavedModelIsTheSourceWithTheTextWeightsReplaced) {
     }
   }
   EXPECT_TRUE(five_dimensional);
+}
+
+INSTANTIATE_TEST_SUITE_P(QwenVL, VisionStageFamilies, ::testing::Values("vl", "qwen3_vl_model"));
+
+TEST(VisionStage, AQwen3VLFolderReadsItsTextModelAndTower) {
+  const auto stage = vision_stage(stage_config("qwen3_vl_model"));
+  ASSERT_NE(stage, nullptr);
+  EXPECT_EQ(stage->text().architecture, io::Architecture::Qwen3);
+  EXPECT_TRUE(std::holds_alternative<models::Qwen3VLModelConfig>(stage->model()));
+  const std::vector<models::ParameterSpec>& specs = stage->specs();
+  EXPECT_EQ(specs.front().hf_name, "model.language_model.embed_tokens.weight");
+  EXPECT_EQ(specs.back().name, "visual.deepstack_merger_list.1.linear_fc2.bias");
 }
 
 }  // namespace

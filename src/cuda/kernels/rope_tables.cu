@@ -33,12 +33,20 @@ struct RopeTablesOp {
 
 template <typename T>
 struct MropeTablesOp {
-  T* cos; T* sin; const int32_t* positions; const float* inv_freq; int64_t tokens; int half, section_t, section_h;
+  T* cos; T* sin; const int32_t* positions; const float* inv_freq; int64_t tokens; int half, section_t, section_h,
+      section_w;
+  bool interleaved;
   float scaling;
   __device__ void operator()(int64_t i) const {
     const int64_t token = i / half;
     const int f = static_cast<int>(i % half);
-    const int axis = f < section_t ? 0 : (f < section_t + section_h ? 1 : 2);
+    int axis;
+    if (interleaved) {
+      const int k = f % 3;
+      axis = (k == 1 && f < 3 * section_h) || (k == 2 && f < 3 * section_w) ? k : 0;
+    } else {
+      axis = f < section_t ? 0 : (f < section_t + section_h ? 1 : 2);
+    }
     const float angle = __fmul_rn(static_cast<float>(positions[axis * tokens + token]), inv_freq[f]);
     store(cos, i, __fmul_rn(cosf(angle), scaling));
     store(sin, i, __fmul_rn(sinf(angle), scaling));
@@ -76,9 +84,10 @@ void rope_tables(T* cos, T* sin, const int32_t* position_ids, const float* inv_f
 
 template <typename T>
 void mrope_tables(T* cos, T* sin, const int32_t* position_ids, const float* inv_freq, int64_t tokens, int half,
-                  int section_t, int section_h, float scaling, cudaStream_t stream) {
-  launch(MropeTablesOp<T>{cos, sin, position_ids, inv_freq, tokens, half, section_t, section_h, scaling}, tokens * half,
-         stream);
+                  int section_t, int section_h, int section_w, bool interleaved, float scaling, cudaStream_t stream) {
+  launch(MropeTablesOp<T>{cos, sin, position_ids, inv_freq, tokens, half, section_t, section_h, section_w, interleaved,
+                          scaling},
+         tokens * half, stream);
 }
 
 template <typename E, typename T>
@@ -88,13 +97,13 @@ void rope_apply(E* out, const E* x, const T* cos, const T* sin, int64_t tokens, 
 }
 
 template void rope_tables<float>(float*, float*, const int32_t*, const float*, int64_t, int, float, cudaStream_t);
-template void mrope_tables<float>(float*, float*, const int32_t*, const float*, int64_t, int, int, int, float,
-                                  cudaStream_t);
+template void mrope_tables<float>(float*, float*, const int32_t*, const float*, int64_t, int, int, int, int, bool,
+                                  float, cudaStream_t);
 
 #define INSTANTIATE(E)                                                                                      \
   template void rope_tables<E>(E*, E*, const int32_t*, const float*, int64_t, int, float, cudaStream_t);     \
-  template void mrope_tables<E>(E*, E*, const int32_t*, const float*, int64_t, int, int, int, float,          \
-                                cudaStream_t);                                                              \
+  template void mrope_tables<E>(E*, E*, const int32_t*, const float*, int64_t, int, int, int, int, bool,      \
+                                float, cudaStream_t);                                                       \
   template void rope_apply<E, float>(E*, const E*, const float*, const float*, int64_t, int, int, int, float, \
                                      cudaStream_t);                                                          \
   template void rope_apply<E, E>(E*, const E*, const E*, const E*, int64_t, int, int, int, float, cudaStream_t);

@@ -18,10 +18,12 @@ void rope_tables(T* cos, T* sin, const int32_t* position_ids, const float* inv_f
                  float scaling, cudaStream_t stream);
 
 // M-RoPE tables (ops/mrope.h): position_ids [3, tokens] (temporal, height, width); frequency i
-// reads axis 0 below section_t, axis 1 below section_t + section_h, else axis 2.
+// reads axis 0 below section_t, axis 1 below section_t + section_h, else axis 2; `interleaved`
+// (Qwen3-VL): axis 1 when i % 3 == 1 and i < 3 · section_h, axis 2 when i % 3 == 2 and
+// i < 3 · section_w, else axis 0.
 template <typename T>
 void mrope_tables(T* cos, T* sin, const int32_t* position_ids, const float* inv_freq, int64_t tokens, int half,
-                  int section_t, int section_h, float scaling, cudaStream_t stream);
+                  int section_t, int section_h, int section_w, bool interleaved, float scaling, cudaStream_t stream);
 
 // x [tokens, heads, head_dim] rotated by the tables' angles (sign +1) or their negation (sign −1,
 // the backward); channels past 2·half pass unchanged. Tables in T (float or E).

@@ -2,7 +2,8 @@
 //   mrope_cos_sin(position_ids I32 [3, ...]) -> cos, sin [..., rotary_dim / 2]
 //     attrs {inv_freq: [..], attention_scaling (default 1), mrope_section: [t, h, w] summing to
 //     the frequencies, dtype ("F32" default, "F64" for gradient checks)}. Frequency i of section
-//     k turns with axis k of the positions (temporal, height, width). The rotation is the ordinary
+//     k turns with axis k of the positions (temporal, height, width); with `mrope_interleaved`
+//     true (Qwen3-VL) the axes interleave instead (ops/mrope.h). The rotation is the ordinary
 //     rope / rope_backward op on these tables (no gradient flows to position ids).
 #include "ops/defs/def_util.h"
 #include "ops/defs/inverse_frequency_attr.h"
@@ -56,14 +57,15 @@ void register_mrope(OpRegistry& registry) {
         const auto inverse = inverse_frequency_attr(ctx.attrs);
         const auto sections = mrope_sections(ctx.attrs, inverse.size());
         const double scaling = ctx.attrs.number_or("attention_scaling", 1.0);
+        const bool interleaved = ctx.attrs.boolean_or("mrope_interleaved", false);
         return bind_floating(ctx, ctx.outputs[0].dtype, [&](auto zero) -> CpuKernel {
           using T = decltype(zero);
           RopeFrequencies<T> frequencies;
           for (double value : inverse) frequencies.inverse_frequency.push_back(static_cast<T>(value));
           frequencies.attention_scaling = static_cast<T>(scaling);
-          return [frequencies, sections, tokens](const CpuKernelArgs& args) {
+          return [frequencies, sections, tokens, interleaved](const CpuKernelArgs& args) {
             mrope_tables(frequencies, args.inputs[0].as<int32_t>(), tokens, sections, args.outputs[0].as<T>(),
-                         args.outputs[1].as<T>());
+                         args.outputs[1].as<T>(), interleaved);
           };
         });
       },
