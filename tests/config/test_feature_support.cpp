@@ -423,6 +423,14 @@ std::vector<RowCase> vision_row_cases() {
        "QLoRA (qlora_bnb"},
       {"vision-language model with an fp8 or fp4 recipe", S::Model,
        vision([](Config& c) { c.precision.recipe = Recipe::Fp8Hybrid; }), "recipe fp8_hybrid / nvfp4"},
+      {"Qwen3-VL with full fine-tuning, merge_adapter or evaluation", S::Model,
+       [](Config& c, RunShape& s) {
+         s.vision_language = true;
+         s.model_type = "Qwen3VLForConditionalGeneration";
+         c.lora.enabled = true;
+         c.eval.validation_split_ratio = 0.1;  // the default: Qwen3-VL does not evaluate yet
+       },
+       "evaluation (validation_split_ratio > 0 or validation_datasets; set validation_split_ratio: 0) with model"},
   };
 }
 
@@ -552,6 +560,27 @@ TEST(FeatureSupport, VisionLanguageTrainingOnOneRankPasses) {
   config.parallel.gpus = 2;  // still refused: one row, named
   ASSERT_NE(first_refusal(config, SupportStage::Model, shape), nullptr);
   EXPECT_EQ(first_refusal(config, SupportStage::Model, shape)->name, "vision-language model on several ranks");
+}
+
+// Qwen3-VL: LoRA without evaluation passes; full fine-tuning, merge_adapter and evaluation are refused
+// by one row, named.
+TEST(FeatureSupport, Qwen3VLTrainsLoraWithoutEvaluation) {
+  Config config = valid_config();
+  RunShape shape;
+  shape.vision_language = true;
+  shape.model_type = "Qwen3VLForConditionalGeneration";
+  config.lora.enabled = true;
+  config.eval.validation_split_ratio = 0.0;
+  EXPECT_EQ(first_refusal(config, SupportStage::Model, shape), nullptr);
+  for (const auto& set : std::vector<std::function<void(Config&)>>{
+           [](Config& c) { c.lora.enabled = false; }, [](Config& c) { c.lora.merge_adapter = true; },
+           [](Config& c) { c.eval.validation_split_ratio = 0.1; }}) {
+    Config refused = config;
+    set(refused);
+    const SupportRow* row = first_refusal(refused, SupportStage::Model, shape);
+    ASSERT_NE(row, nullptr);
+    EXPECT_EQ(row->name, "Qwen3-VL with full fine-tuning, merge_adapter or evaluation");
+  }
 }
 
 // `surogate dpo` on data-parallel ranks of one process (ZeRO-1/2/3, CPU threads or GPUs) runs.
