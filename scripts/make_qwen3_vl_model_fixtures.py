@@ -10,7 +10,7 @@ the same on the CPU backend.
 
 The tower is the one of make_qwen3_vision_tower_fixtures.py (depth 3, DeepStack after blocks
 [2, 0], a 6 × 6 position grid); the text model is Qwen3 (q/k norms) with 2 layers, hidden 24, 2
-query heads and 1 KV head of head_dim 12, interleaved M-RoPE sections [2, 2, 2], a vocabulary of
+query heads and 1 KV head of head_dim 16 (the CUDA q/k norms need a multiple of 8), interleaved M-RoPE sections [4, 2, 2], a vocabulary of
 160 holding the vision token ids; DeepStack features are added after both text layers.
 
 Run from the repository root: python3 scripts/make_qwen3_vl_model_fixtures.py (transformers 5,
@@ -29,8 +29,8 @@ from make_vision_model_fixtures import write_fixture  # noqa: E402
 OUT = pathlib.Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "vision" / "qwen3_vl_model"
 
 TEXT = dict(hidden_size=24, intermediate_size=48, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1,
-            head_dim=12, vocab_size=160, max_position_embeddings=256, rms_norm_eps=1e-6,
-            rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [2, 2, 2],
+            head_dim=16, vocab_size=160, max_position_embeddings=256, rms_norm_eps=1e-6,
+            rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [4, 2, 2],
                              "mrope_interleaved": True})
 TOKENS = dict(image_token_id=151, video_token_id=152, vision_start_token_id=153, vision_end_token_id=154)
 GRIDS = [[1, 10, 6], [1, 4, 8], [2, 4, 4]]

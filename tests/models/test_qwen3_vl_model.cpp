@@ -28,8 +28,8 @@ TEST(Qwen3VLModel, ConfigReadsTextModelAndInterleavedSections) {
   EXPECT_EQ(config.text.architecture, io::Architecture::Qwen3);
   EXPECT_TRUE(config.text.qk_norm);
   EXPECT_EQ(config.text.num_hidden_layers, 2);
-  EXPECT_EQ(config.text.head_dim, 12);
-  EXPECT_EQ(config.mrope_section, (std::vector<int64_t>{2, 2, 2}));
+  EXPECT_EQ(config.text.head_dim, 16);
+  EXPECT_EQ(config.mrope_section, (std::vector<int64_t>{4, 2, 2}));
   EXPECT_TRUE(config.mrope_interleaved);
   EXPECT_EQ(config.image_token_id, 151);
   EXPECT_EQ(config.vision.depth, 3);

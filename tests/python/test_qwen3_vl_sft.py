@@ -2,8 +2,8 @@
 the vision tower (learned position embeddings, DeepStack mergers) frozen, on the CPU backend in
 fp32, against transformers + PEFT computing the same batch. test_vision_sft.py's checks on a tiny
 random Qwen3VLForConditionalGeneration (tower depth 2 with DeepStack after blocks [1, 0], patch 4,
-a 4 × 4 position grid resampled to each image; text hidden 24, 2 layers of head_dim 12,
-interleaved M-RoPE sections [2, 2, 2]; the real Qwen tokenizer's vocabulary), the processor
+a 4 × 4 position grid resampled to each image; text hidden 24, 2 layers of head_dim 16 (the CUDA q/k norms need a multiple of 8),
+interleaved M-RoPE sections [4, 2, 2]; the real Qwen tokenizer's vocabulary), the processor
 Qwen3-VL's (mean = std = 0.5) at patch 4:
 
 - step 1's loss is transformers' and its gradient norm PEFT's (B = 0), rel 1e-5 (fp32);
@@ -39,9 +39,9 @@ def model_folder(tmp_path_factory, tokenizers_dir):
                   spatial_merge_size=2, temporal_patch_size=2, num_position_embeddings=16,
                   deepstack_visual_indexes=[1, 0])
     text = dict(hidden_size=24, intermediate_size=48, num_hidden_layers=2, num_attention_heads=2,
-                num_key_value_heads=1, head_dim=12, vocab_size=151936, max_position_embeddings=512,
+                num_key_value_heads=1, head_dim=16, vocab_size=151936, max_position_embeddings=512,
                 rms_norm_eps=1e-6,
-                rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [2, 2, 2],
+                rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [4, 2, 2],
                                  "mrope_interleaved": True})
     config = Qwen3VLConfig(vision_config=vision, text_config=text, **TOKENS)
     config.architectures = ["Qwen3VLForConditionalGeneration"]
