@@ -20,11 +20,13 @@ using graph::TensorId;
 // The eps of every nn.LayerNorm of Qwen3VLVisionModel, fixed in transformers (not in the config).
 constexpr double kNormEps = 1e-6;
 
-using Parameters = vision_parts::TowerParameters;
+using Qwen3TowerParameters = vision_parts::TowerParameters;
 constexpr auto linear = vision_parts::biased_linear;
 
-TensorId layernorm(GraphBuilder& b, const Parameters& p, TensorId x, const std::string& prefix, const std::string& label) {
-  return b.op("layernorm", {x, p.get(prefix + ".weight"), p.get(prefix + ".bias")}, {{"eps", kNormEps}}, label)[0];
+TensorId layernorm(GraphBuilder& b, const Qwen3TowerParameters& p, TensorId x,
+                   const std::string& prefix, const std::string& label) {
+  return b.op("layernorm", {x, p.get(prefix + ".weight"), p.get(prefix + ".bias")},
+              {{"eps", kNormEps}}, label)[0];
 }
 
 std::string block_approximation(const Qwen3VisionTowerConfig& config) {
@@ -32,39 +34,47 @@ std::string block_approximation(const Qwen3VisionTowerConfig& config) {
 }
 
 // Qwen3VLVisionBlock: pre-norm attention within the frame and the GELU MLP, each added.
-TensorId vision_block(GraphBuilder& b, const Parameters& p, const Qwen3VisionTowerConfig& config, int64_t block,
-                      TensorId hidden, TensorId cos, TensorId sin, TensorId documents) {
+TensorId qwen3_vision_block(GraphBuilder& b, const Qwen3TowerParameters& p,
+                            const Qwen3VisionTowerConfig& config, int64_t block, TensorId hidden,
+                            TensorId cos, TensorId sin, TensorId documents) {
   const std::string prefix = fmt::format("visual.blocks.{}", block);
   auto scope = b.scope(fmt::format("vision.blocks.{}", block));
   TensorId normed = layernorm(b, p, hidden, prefix + ".norm1", "norm1");
-  hidden = vision_parts::vision_attention_residual(b, p, hidden, normed, prefix, cos, sin, documents,
-                                                   config.hidden_size, config.num_heads);
+  hidden = vision_parts::vision_attention_residual(b, p, hidden, normed, prefix, cos, sin,
+                                                   documents, config.hidden_size, config.num_heads);
   normed = layernorm(b, p, hidden, prefix + ".norm2", "norm2");
   TensorId up = linear(b, p, normed, prefix + ".mlp.linear_fc1", "fc1");
   TensorId activated = b.op("gelu", {up}, {{"approximate", block_approximation(config)}}, "gelu");
-  return b.op("add", {hidden, linear(b, p, activated, prefix + ".mlp.linear_fc2", "fc2")}, nlohmann::json::object(),
-              "mlp_residual");
+  return b.op("add", {hidden, linear(b, p, activated, prefix + ".mlp.linear_fc2", "fc2")},
+              nlohmann::json::object(), "mlp_residual");
 }
 
 // Qwen3VLVisionPatchMerger: the final one normalises each patch, then groups merge² of them;
 // a DeepStack one (postshuffle) groups first and normalises the group.
-TensorId merger(GraphBuilder& b, const Parameters& p, const Qwen3VisionTowerConfig& config, TensorId hidden,
-                int64_t merged, const std::string& prefix, const std::string& label, bool postshuffle) {
+TensorId merger(GraphBuilder& b, const Qwen3TowerParameters& p,
+                const Qwen3VisionTowerConfig& config, TensorId hidden, int64_t merged,
+                const std::string& prefix, const std::string& label, bool postshuffle) {
   auto scope = b.scope(label);
   const nlohmann::json grouped_shape{{"shape", {merged, config.hidden_size * config.merge_unit()}}};
-  TensorId grouped = postshuffle ? layernorm(b, p, b.op("reshape", {hidden}, grouped_shape, "group"), prefix + ".norm", "norm")
-                                 : b.op("reshape", {layernorm(b, p, hidden, prefix + ".norm", "norm")}, grouped_shape, "group");
+  TensorId grouped = postshuffle
+                         ? layernorm(b, p, b.op("reshape", {hidden}, grouped_shape, "group"),
+                                     prefix + ".norm", "norm")
+                         : b.op("reshape", {layernorm(b, p, hidden, prefix + ".norm", "norm")},
+                                grouped_shape, "group");
   TensorId up = linear(b, p, grouped, prefix + ".linear_fc1", "fc1");
   TensorId activated = b.op("gelu", {up}, nlohmann::json::object(), "gelu");
   return linear(b, p, activated, prefix + ".linear_fc2", "fc2");
 }
 
 // Σ_k embedding(taps_k, pos_embed) · weights_k: the learned table resampled to each grid.
-TensorId interpolated_positions(GraphBuilder& b, const Parameters& p, TensorId taps, TensorId weights) {
+TensorId interpolated_positions(GraphBuilder& b, const Qwen3TowerParameters& p, TensorId taps,
+                                TensorId weights) {
   auto scope = b.scope("vision.pos_embed");
-  TensorId gathered = b.op("embedding", {taps, p.get("visual.pos_embed.weight")}, nlohmann::json::object(), "gather");
+  TensorId gathered = b.op("embedding", {taps, p.get("visual.pos_embed.weight")},
+                           nlohmann::json::object(), "gather");
   TensorId weighted = b.op("mul", {gathered, weights}, nlohmann::json::object(), "weigh");
-  graph::OpOutputs per_tap = b.op("split", {weighted}, {{"axis", 0}, {"sizes", {1, 1, 1, 1}}}, "taps");
+  graph::OpOutputs per_tap =
+      b.op("split", {weighted}, {{"axis", 0}, {"sizes", {1, 1, 1, 1}}}, "taps");
   TensorId sum = b.op("add", {per_tap[0], per_tap[1]}, nlohmann::json::object(), "sum01");
   sum = b.op("add", {sum, per_tap[2]}, nlohmann::json::object(), "sum012");
   return b.op("add", {sum, per_tap[3]}, nlohmann::json::object(), "sum");  // [1, P, H]
@@ -75,34 +85,42 @@ TensorId interpolated_positions(GraphBuilder& b, const Parameters& p, TensorId t
 
 using graph::GraphBuilder;
 using graph::TensorId;
-using qwen3_tower::Parameters;
+using qwen3_tower::Qwen3TowerParameters;
 
-Qwen3VisionTowerOutputs add_qwen3_vision_tower(GraphBuilder& b, const Qwen3VisionTowerConfig& config, int64_t patches,
-                                               DType dtype, bool trainable) {
+Qwen3VisionTowerOutputs add_qwen3_vision_tower(GraphBuilder& b,
+                                               const Qwen3VisionTowerConfig& config,
+                                               int64_t patches, DType dtype, bool trainable) {
   if (patches <= 0 || patches % config.merge_unit() != 0) {
-    fail_user("vision tower: {} patches is not a positive multiple of spatial_merge_size² = {}", patches,
-              config.merge_unit());
+    fail_user("vision tower: {} patches is not a positive multiple of spatial_merge_size² = {}",
+              patches, config.merge_unit());
   }
   const int64_t merged = patches / config.merge_unit(), h = config.hidden_size;
-  // [1, P, ·]: the attention op reads [batch, tokens, ·] (the bytes are pixel_values' [P, C·T·p·p]).
+  // [1, P, ·]: the attention op reads [batch, tokens, ·] (the bytes are pixel_values' [P,
+  // C·T·p·p]).
   TensorId pixel_values = b.input(kVisionPixelValues, dtype, {1, patches, config.patch_columns()});
   TensorId position_ids = b.input(kVisionPositionIds, DType::I32, {3, 1, patches});
   TensorId frame_documents = b.input(kVisionFrameDocuments, DType::I32, {1, patches});
-  TensorId taps = b.input(kVisionInterpolationTaps, DType::I32, {vision::kInterpolationTaps, patches});
-  TensorId weights = b.input(kVisionInterpolationWeights, dtype, {vision::kInterpolationTaps, patches, h});
-  Parameters p;
+  TensorId taps =
+      b.input(kVisionInterpolationTaps, DType::I32, {vision::kInterpolationTaps, patches});
+  TensorId weights =
+      b.input(kVisionInterpolationWeights, dtype, {vision::kInterpolationTaps, patches, h});
+  Qwen3TowerParameters p;
   for (const VisionTowerParameter& parameter : qwen3_vision_tower_parameters(config)) {
     p.ids[parameter.name] = b.parameter(parameter.name, dtype, parameter.shape, trainable);
   }
 
-  TensorId embedded = qwen3_tower::linear(b, p, pixel_values, "visual.patch_embed.proj", "vision.patch_embed");
-  TensorId hidden = b.op("add", {embedded, qwen3_tower::interpolated_positions(b, p, taps, weights)},
-                         nlohmann::json::object(), "vision.positioned");
-  graph::OpOutputs tables = vision_parts::vision_rope_tables(b, position_ids, config.head_dim(), config.rope_theta, dtype);
+  TensorId embedded =
+      qwen3_tower::linear(b, p, pixel_values, "visual.patch_embed.proj", "vision.patch_embed");
+  TensorId hidden =
+      b.op("add", {embedded, qwen3_tower::interpolated_positions(b, p, taps, weights)},
+           nlohmann::json::object(), "vision.positioned");
+  graph::OpOutputs tables = vision_parts::vision_rope_tables(b, position_ids, config.head_dim(),
+                                                             config.rope_theta, dtype);
   Qwen3VisionTowerOutputs outputs;
   const std::vector<int64_t>& deepstack = config.deepstack_visual_indexes;
   for (int64_t block = 0; block < config.depth; ++block) {
-    hidden = qwen3_tower::vision_block(b, p, config, block, hidden, tables[0], tables[1], frame_documents);
+    hidden = qwen3_tower::qwen3_vision_block(b, p, config, block, hidden, tables[0], tables[1],
+                                             frame_documents);
     // As transformers: the features come in block order, each from merger list.index(block)
     // (the list need not be sorted); the text model adds feature i after its layer i.
     const auto found = std::find(deepstack.begin(), deepstack.end(), block);
