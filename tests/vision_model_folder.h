@@ -1,8 +1,12 @@
 // A Qwen2.5-VL folder the data path reads (tests of data_tests and train_tests): the fixture
 // model's config.json with the real tokenizer's image id and vocabulary, the real Qwen tokenizer
 // with Qwen2-VL's chat template, and a preprocessor_config.json (the fixture's, max_pixels 12544,
-// unless given); the fixture's weights when asked for.
+// unless given); the fixture's weights when asked for. The folder is the calling process's own
+// (ctest runs the tests of one binary as parallel processes: a shared folder is rewritten while
+// another test reads it).
 #pragma once
+
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -25,7 +29,7 @@ inline std::filesystem::path vision_model_folder(const std::string& name, const 
                                                  bool weights = false) {
   namespace fs = std::filesystem;
   const fs::path vision = fs::path(SUROGATE_FIXTURES_DIR) / "vision";
-  const fs::path folder = fs::path(::testing::TempDir()) / name;
+  const fs::path folder = fs::path(::testing::TempDir()) / (name + "_" + std::to_string(::getpid()));
   fs::create_directories(folder);
   const fs::path tokenizer = fs::path(SUROGATE_TOKENIZERS_DIR) / "qwen3";
   fs::copy_file(tokenizer / "tokenizer.json", folder / "tokenizer.json", fs::copy_options::overwrite_existing);

@@ -2,6 +2,7 @@
 // document's images and M-RoPE positions with it, the token cache stores and checks them, batches
 // carry them as [3, B, T] positions and the rows' images, and the pipeline formats a Qwen2.5-VL
 // folder's conversation rows through ImageRowFormatter with max_pixels applied.
+#include <unistd.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -131,7 +132,7 @@ TEST(VisionTokenCache, StoresAndChecksTheImages) {
   documents.push_back(image_document(7, {image_of(3, 1, 11)}));
   const PackedRows train = pack(std::move(documents), PackingMode::OnePerRow, false);
   const PackedRows eval = pack({image_document(3, {image_of(1, 1, 5)})}, PackingMode::OnePerRow, false);
-  const fs::path path = fs::path(::testing::TempDir()) / "vision_cache.surotok";
+  const fs::path path = fs::path(::testing::TempDir()) / ("vision_cache.surotok_" + std::to_string(::getpid()));
   write_token_cache(path, 42, train, eval, json{{"x", 1}});
   TokenCache::Problem problem;
   auto cache = TokenCache::open(path, 42, problem);
@@ -173,7 +174,7 @@ Config vision_config(const fs::path& model) {
   config.data.datasets = {dataset};
   config.data.sample_packing = false;
   config.eval.validation_split_ratio = 0.0;
-  config.run.output_dir = (fs::path(::testing::TempDir()) / "vision_data_run").string();
+  config.run.output_dir = (fs::path(::testing::TempDir()) / ("vision_data_run_" + std::to_string(::getpid()))).string();
   return config;
 }
 
@@ -277,7 +278,7 @@ TEST(VisionPipeline, NormBboxDefaultsToTheModelsAndKeysTheCache) {
 
 TEST(VisionPipeline, MaxPixelsOrNormBboxForATextModelIsRefusedNamingIt) {
   const fs::path model = vision_model_folder();
-  const fs::path text_model = fs::path(::testing::TempDir()) / "vision_data_text_model";
+  const fs::path text_model = fs::path(::testing::TempDir()) / ("vision_data_text_model_" + std::to_string(::getpid()));
   fs::create_directories(text_model);
   for (const char* file : {"tokenizer.json", "tokenizer_config.json"}) {
     fs::copy_file(model / file, text_model / file, fs::copy_options::overwrite_existing);

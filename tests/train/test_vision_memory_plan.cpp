@@ -2,6 +2,7 @@
 // once its images are resized again under a smaller max_pixels, and the largest max_pixels under
 // which a plan fits. Expected values from transformers' smart_resize in Python (factor 28,
 // min_pixels 3136), written out here.
+#include <unistd.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -64,7 +65,7 @@ Config dry_run_config() {
   c.data.sample_packing = false;  // one document per row: the rows keep their images under any max_pixels
   c.eval.validation_split_ratio = 0.0;
   c.schedule.per_device_train_batch_size = 1;
-  c.run.output_dir = (fs::path(::testing::TempDir()) / "vision_memory_plan_run").string();
+  c.run.output_dir = (fs::path(::testing::TempDir()) / ("vision_memory_plan_run_" + std::to_string(::getpid()))).string();
   return c;
 }
 

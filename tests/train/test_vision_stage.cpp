@@ -1,6 +1,7 @@
 // train/vision_stage.h: a Qwen2.5-VL folder as the trainer sees it, on tests/fixtures/vision/vl
 // (transformers 5's names: model.language_model.*, model.visual.*) with a processor of the
 // tower's patch geometry. tests/python/test_vision_sft.py trains such a folder end to end.
+#include <unistd.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -157,7 +158,7 @@ TEST(VisionStage, TheSavedModelIsTheSourceWithTheTextWeightsReplaced) {
     for (size_t k = 0; k < storage[i].size(); ++k) storage[i][k] += 0.25f * static_cast<float>(k % 3);
     trained[spec.hf_name] = storage[i];
   }
-  const fs::path out = fs::path(::testing::TempDir()) / "vision_stage_saved";
+  const fs::path out = fs::path(::testing::TempDir()) / ("vision_stage_saved_" + std::to_string(::getpid()));
   fs::remove_all(out);
   stage->save_model(out, views);
   const fs::path source(config.model.name_or_path);
