@@ -35,5 +35,7 @@ inline void make_grpo(Config& c) {
 
 // The rows of the training modes (dpo, kto, grpo): test_feature_support_modes.cpp.
 std::vector<RowCase> training_mode_row_cases();
+// The vision-language rows' (test_feature_support_vision.cpp).
+std::vector<RowCase> vision_row_cases();
 
 }  // namespace surogate::feature_support_test

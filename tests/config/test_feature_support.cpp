@@ -399,41 +399,6 @@ std::vector<RowCase> engine_row_cases() {
   };
 }
 
-// The vision-language rows (config/feature_support_vision.cpp): each case sets one unwired part on
-// top of what is wired (LoRA, one rank).
-std::vector<RowCase> vision_row_cases() {
-  const auto vision = [](std::function<void(Config&)> set) {
-    return [set](Config& c, RunShape& s) {
-      s.vision_language = true;
-      s.model_type = "Qwen2_5_VLForConditionalGeneration";
-      c.lora.enabled = true;
-      c.eval.validation_split_ratio = 0.0;
-      set(c);
-    };
-  };
-  using S = SupportStage;
-  return {
-      {"vision-language model with a preference or GRPO objective", S::Model,
-       vision([](Config& c) { c.loss.preference = true; }), "`surogate dpo` / `surogate grpo` with model"},
-      {"vision-language model with a model_definition", S::Model,
-       vision([](Config& c) { c.model.model_definition = "graph.json"; }), "option 'model_definition'"},
-      {"vision-language model on several ranks", S::Model, vision([](Config& c) { c.parallel.gpus = 2; }),
-       "more than one rank"},
-      {"vision-language model with QLoRA", S::Model, vision([](Config& c) { c.quant.qlora_bnb = true; }),
-       "QLoRA (qlora_bnb"},
-      {"vision-language model with an fp8 or fp4 recipe", S::Model,
-       vision([](Config& c) { c.precision.recipe = Recipe::Fp8Hybrid; }), "recipe fp8_hybrid / nvfp4"},
-      {"Qwen3-VL with full fine-tuning, merge_adapter or evaluation", S::Model,
-       [](Config& c, RunShape& s) {
-         s.vision_language = true;
-         s.model_type = "Qwen3VLForConditionalGeneration";
-         c.lora.enabled = true;
-         c.eval.validation_split_ratio = 0.1;  // the default: Qwen3-VL does not evaluate yet
-       },
-       "evaluation (validation_split_ratio > 0 or validation_datasets; set validation_split_ratio: 0) with model"},
-  };
-}
-
 // Every row's case: the engine's above, the training modes' in test_feature_support_modes.cpp.
 std::vector<RowCase> row_cases() {
   std::vector<RowCase> cases = engine_row_cases();
