@@ -49,6 +49,8 @@ H200_FP8 = "2026-11-28-h200-cli-fp8-line-transposes.jsonl"
 DP = "2026-11-25-h100x2-data-parallel.jsonl"
 LONG = "2026-11-28-h200x4-model-parallel-longest-context.jsonl"
 CONTEXT_PEER = "2026-11-28-h200x4-context-peer.jsonl"
+# One GPU on cuDNN's attention, ours and the peer in the same call (2026-11-30).
+LONG_1GPU = "2026-11-30-h200-long-context-cudnn.jsonl"
 LONGEST = "2026-11-28-h200x4-longest-context-block-inputs.jsonl"
 
 
@@ -189,6 +191,13 @@ MP_PEER = 'MP_PEERS=1 SKIP_MP_CONTEXT=1 SKIP_MP_BUBBLE=1 SKIP_MP_EQUIVALENCE=1 S
 
 def _long_documents(gpus: int, sequence_len: int) -> Row:
     layout = "1 GPU" if gpus == 1 else f"{gpus} GPUs, sequence parallel"
+    if gpus == 1:  # re-measured on cuDNN with the peer in the same call
+        return Row(anchor=f"gpus-1-long-{sequence_len // 1024}k",
+                   label=f"Qwen3-8B LoRA, {sequence_len // 1024}k-token documents, {layout}", gpus=1,
+                   ours=Pick(LONG_1GPU, {"row": "context-run", "gpus": 1, "sequence_len": sequence_len,
+                                         "data": "long documents"}),
+                   peers=(Pick(LONG_1GPU, {"row": "context-peer", "gpus": 1, "sequence_len": sequence_len}),),
+                   gpu="H200", command=f'{MP_LONG.replace("1 2 4", "1")}; {MP_PEER.replace("MP_PEERS=1", "MP_PEERS=1 MP_GPUS=1")}')
     return Row(anchor=f"gpus-{gpus}-long-{sequence_len // 1024}k",
                label=f"Qwen3-8B LoRA, {sequence_len // 1024}k-token documents, {layout}", gpus=gpus,
                ours=Pick(LONG, {"row": "context-run", "gpus": gpus, "sequence_len": sequence_len, "data": "long documents"}),
