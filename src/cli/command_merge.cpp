@@ -6,7 +6,8 @@
 // (models/adapter_io.h), so a mismatched pair is one clear error and nothing is written.
 // `--model_definition FILE` (the Python DSL's model.py, or a JSON IR that names its weights) gives
 // the weight table of an architecture Surogate has no C++ for (models/defined_weights.h). A
-// Qwen2.5-VL folder merges its text model's adapter and keeps its tower (train/vision_outputs.h).
+// Qwen2.5-VL or Qwen3-VL folder merges its text model's adapter and keeps its tower
+// (train/vision_outputs.h).
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -25,6 +26,7 @@
 #include "models/weight_io.h"
 #include "train/model_outputs.h"
 #include "train/vision_outputs.h"
+#include "train/vision_stage.h"
 #include "vision/vision_model_folder.h"
 
 namespace surogate::cli {
@@ -38,25 +40,28 @@ struct MergeArguments {
   std::string model_definition;
 };
 
-// A Qwen2.5-VL folder (docs/vision.md): the adapter on its text model (PEFT's keys under
-// model.language_model, the tower excluded) merged, the folder written as train/vision_outputs.h does.
-int merge_vision_adapter(const fs::path& model, const fs::path& adapter_dir, const fs::path& output) {
-  const models::VisionModelConfig config = models::VisionModelConfig::from_folder(model);
-  const std::vector<models::ParameterSpec> specs = models::vision_model_text_parameters(config, model);
+// A Qwen2.5-VL or Qwen3-VL folder (docs/vision.md; `architecture`: config.json's): the adapter on
+// its text model (PEFT's keys under model.language_model, the tower excluded) merged, the folder
+// written as train/vision_outputs.h does.
+int merge_vision_adapter(const fs::path& model, const std::string& architecture, const fs::path& adapter_dir,
+                         const fs::path& output) {
+  const train::VisionLanguageModel folder = train::read_vision_language_model(model.string(), architecture);
+  const io::ModelConfig& text = train::vision_text_config(folder);
+  const std::vector<models::ParameterSpec> specs = models::vision_model_text_parameters(text, model);
   std::vector<models::ParameterSpec> peft_specs = specs;
   for (models::ParameterSpec& spec : peft_specs) spec.hf_name = train::vision_peft_module_path(spec.hf_name);
-  const models::PeftAdapter adapter = models::load_peft_adapter(adapter_dir, config.text, peft_specs);
+  const models::PeftAdapter adapter = models::load_peft_adapter(adapter_dir, text, peft_specs);
   std::map<std::string, size_t> index;
   for (size_t i = 0; i < specs.size(); ++i) index[specs[i].name] = i;
   std::vector<std::vector<float>> weights(specs.size());
-  models::load_vision_model_text_weights(model, config,
+  models::load_vision_model_text_weights(model, text,
                                          [&](const models::ParameterSpec& spec, const io::SafetensorsTensor& tensor) {
                                            weights[index.at(spec.name)] = io::read_tensor_as_float32(tensor);
                                          });
   models::merge_peft_adapter(adapter, specs, weights);
   std::vector<train::WeightView> views;
   for (size_t i = 0; i < specs.size(); ++i) views.push_back({specs[i].name, specs[i].shape, weights[i]});
-  train::save_vision_model(output, model, config, specs, views);
+  train::save_vision_model(output, model, text, train::vision_tower_parameter_list(folder), specs, views);
   fmt::print("merged {} adapted projections (scaling {}) into {} (the vision tower copied unchanged)\n",
              adapter.matrices.size(), adapter.scaling, output.string());
   return 0;
@@ -75,15 +80,11 @@ int run_merge(const MergeArguments& arguments) {
               definition);
   }
   if (const std::optional<std::string> architecture = vision::vision_language_architecture(model)) {
-    if (*architecture != "Qwen2_5_VLForConditionalGeneration") {
-      fail_user("{}: surogate merge writes Qwen2.5-VL folders only so far; {} is not one (docs/vision.md)",
-                (model / "config.json").string(), *architecture);
-    }
     if (!definition.empty()) {
-      fail_user("--model_definition {}: {} is a vision-language folder, whose weights are the built-in Qwen2.5-VL "
-                "model's; leave --model_definition out", definition, arguments.model);
+      fail_user("--model_definition {}: {} is a vision-language folder, whose weights are the built-in {} "
+                "model's; leave --model_definition out", definition, arguments.model, *architecture);
     }
-    return merge_vision_adapter(model, adapter_dir, output);
+    return merge_vision_adapter(model, *architecture, adapter_dir, output);
   }
   io::ModelConfig config =
       models::load_model_config(model, {definition, "--model_definition " + definition});

@@ -1,7 +1,6 @@
 // See feature_support_vision.h. Vision-language models (docs/vision.md): `surogate sft` trains a
-// Qwen2.5-VL folder's text model (LoRA, merge_adapter, or full fine-tuning; the tower frozen) or a
-// Qwen3-VL folder's (LoRA), on one rank, evaluating as for text (Qwen2.5-VL); each row below is a
-// part that is not wired yet.
+// Qwen2.5-VL or Qwen3-VL folder's text model (LoRA, merge_adapter, or full fine-tuning; the tower
+// frozen) on one rank, evaluating as for text; each row below is a part that is not wired yet.
 #include "config/feature_support_vision.h"
 
 #include <fmt/format.h>
@@ -39,29 +38,6 @@ void add_vision_rows(std::vector<SupportRow>& rows) {
                             }));
   rows.push_back(vision_row("vision-language model with QLoRA", "qlora_bnb", "QLoRA (qlora_bnb, qlora_fp8, qlora_fp4)",
                             [](const Config& c) { return c.quant.qlora_bnb || c.quant.qlora_fp8 || c.quant.qlora_fp4; }));
-  // Qwen3-VL takes LoRA without evaluation so far: its evaluator and model folders are Qwen2.5-VL's
-  // code, not yet run on its graph (train/vision_outputs.h writes Qwen2.5-VL folders only).
-  rows.push_back({"Qwen3-VL with full fine-tuning, merge_adapter or evaluation", SupportStage::Model,
-                  SupportBackend::Any,
-                  [](const Config& c, const RunShape& shape) {
-                    const bool evaluates = c.eval.validation_split_ratio > 0 || !c.eval.validation_datasets.empty();
-                    return shape.vision_language && shape.model_type == "Qwen3VLForConditionalGeneration" &&
-                           (!c.lora.enabled || c.lora.merge_adapter || evaluates);
-                  },
-                  [](const Config& c, const RunShape&) {
-                    const bool evaluates = c.eval.validation_split_ratio > 0 || !c.eval.validation_datasets.empty();
-                    const char* key = !c.lora.enabled ? "lora" : c.lora.merge_adapter ? "merge_adapter"
-                                                                                        : "validation_split_ratio";
-                    const char* what = !c.lora.enabled      ? "full fine-tuning (lora: false)"
-                                       : c.lora.merge_adapter ? "merge_adapter"
-                                       : evaluates            ? "evaluation (validation_split_ratio > 0 or validation_datasets; "
-                                                                "set validation_split_ratio: 0)"
-                                                              : "";
-                    return fmt::format("{}: {} with model '{}', a Qwen3-VL model, is not implemented yet in this "
-                                       "version of Surogate: `surogate sft` trains its text model with LoRA, without "
-                                       "evaluation, the vision tower frozen, on one GPU or the CPU (docs/vision.md)",
-                                       c.sources.of(key), what, c.model.name_or_path);
-                  }});
   rows.push_back(vision_row("vision-language model with an fp8 or fp4 recipe", "recipe", "recipe fp8_hybrid / nvfp4",
                             [](const Config& c) { return c.precision.recipe != Recipe::Bf16; }));
 }

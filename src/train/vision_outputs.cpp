@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "io/safetensors.h"
 #include "io/safetensors_writer.h"
+#include "models/vision_model.h"
 #include "models/vision_tower.h"
 #include "train/model_outputs.h"
 
@@ -27,13 +28,13 @@ std::string vision_peft_module_path(const std::string& checkpoint_name) {
 }
 
 void save_vision_model(const fs::path& output_dir, const fs::path& source_model_dir,
-                       const models::VisionModelConfig& model, std::span<const models::ParameterSpec> text_specs,
-                       std::span<const WeightView> text_weights) {
+                       const io::ModelConfig& text, std::span<const models::VisionTowerParameter> tower,
+                       std::span<const models::ParameterSpec> text_specs, std::span<const WeightView> text_weights) {
   SUROGATE_CHECK(text_specs.size() == text_weights.size(), "one weight view per text parameter");
   // Each text tensor in the dtype the source checkpoint stores it in (its config.json is copied).
   std::map<std::string, DType> stored;
   models::load_vision_model_text_weights(
-      source_model_dir, model, [&](const models::ParameterSpec& spec, const io::SafetensorsTensor& tensor) {
+      source_model_dir, text, [&](const models::ParameterSpec& spec, const io::SafetensorsTensor& tensor) {
         if (tensor.dtype != DType::F32 && tensor.dtype != DType::BF16 && tensor.dtype != DType::F16) {
           fail_user("{}: tensor {} is {}; a trained or merged folder is written in float32, bfloat16 or float16",
                     source_model_dir.string(), tensor.name, dtype_safetensors_name(tensor.dtype));
@@ -45,15 +46,15 @@ void save_vision_model(const fs::path& output_dir, const fs::path& source_model_
   std::vector<std::vector<uint16_t>> converted;
   std::vector<io::TensorToWrite> tensors = hf_weight_tensors(dtypes, text_specs, text_weights, converted);
   // The frozen tower as the folder holds it (moving the outer vector keeps each copy's bytes in place).
-  std::vector<std::vector<std::byte>> tower;
-  models::load_vision_tower_weights(source_model_dir, model.vision,
-                                    [&](const models::VisionTowerParameter&, const io::SafetensorsTensor& tensor) {
-                                      const std::vector<std::byte>& bytes =
-                                          tower.emplace_back(tensor.bytes.begin(), tensor.bytes.end());
-                                      tensors.push_back({tensor.name, tensor.dtype, tensor.shape, bytes});
-                                    });
+  std::vector<std::vector<std::byte>> tower_bytes;
+  models::load_visual_weights(source_model_dir, tower,
+                              [&](const models::VisionTowerParameter&, const io::SafetensorsTensor& tensor) {
+                                const std::vector<std::byte>& bytes =
+                                    tower_bytes.emplace_back(tensor.bytes.begin(), tensor.bytes.end());
+                                tensors.push_back({tensor.name, tensor.dtype, tensor.shape, bytes});
+                              });
   write_hf_weights(output_dir, tensors);
-  copy_model_files(output_dir, source_model_dir, model.text, vision_processor_file_names());
+  copy_model_files(output_dir, source_model_dir, text, vision_processor_file_names());
 }
 
 }  // namespace surogate::train

@@ -19,13 +19,6 @@
 namespace surogate::train {
 namespace {
 
-std::vector<models::VisionTowerParameter> tower_parameters(const models::VisionModelConfig& config) {
-  return models::vision_tower_parameters(config.vision);
-}
-std::vector<models::VisionTowerParameter> tower_parameters(const models::Qwen3VLModelConfig& config) {
-  return models::qwen3_vision_tower_parameters(config.vision);
-}
-
 // The processor the data pipeline uses for this configuration (the folder's, max_pixels applied).
 vision::ImageProcessor data_processor(const Config& config) {
   const data::DataSettings settings = data::data_settings_from_config(config);
@@ -34,15 +27,11 @@ vision::ImageProcessor data_processor(const Config& config) {
 }
 
 std::vector<models::ParameterSpec> stage_specs(const VisionLanguageModel& model, const std::string& model_dir) {
-  return std::visit(
-      [&](const auto& config) {
-        std::vector<models::ParameterSpec> specs = models::vision_model_text_parameters(config.text, model_dir);
-        for (const models::VisionTowerParameter& parameter : tower_parameters(config)) {
-          specs.push_back({parameter.name, parameter.name, parameter.shape});
-        }
-        return specs;
-      },
-      model);
+  std::vector<models::ParameterSpec> specs = models::vision_model_text_parameters(vision_text_config(model), model_dir);
+  for (const models::VisionTowerParameter& parameter : vision_tower_parameter_list(model)) {
+    specs.push_back({parameter.name, parameter.name, parameter.shape});
+  }
+  return specs;
 }
 
 // What one micro-batch's image inputs point into, kept until the next bind.
@@ -73,6 +62,17 @@ VisionLanguageModel read_vision_language_model(const std::string& model_dir, con
   return models::VisionModelConfig::from_folder(model_dir);
 }
 
+const io::ModelConfig& vision_text_config(const VisionLanguageModel& model) {
+  return std::visit([](const auto& config) -> const io::ModelConfig& { return config.text; }, model);
+}
+
+std::vector<models::VisionTowerParameter> vision_tower_parameter_list(const VisionLanguageModel& model) {
+  if (const auto* qwen3 = std::get_if<models::Qwen3VLModelConfig>(&model)) {
+    return models::qwen3_vision_tower_parameters(qwen3->vision);
+  }
+  return models::vision_tower_parameters(std::get<models::VisionModelConfig>(model).vision);
+}
+
 VisionStage::VisionStage(const Config& config, VisionLanguageModel model)
     : model_dir_(config.model.name_or_path),
       model_(std::move(model)),
@@ -80,9 +80,7 @@ VisionStage::VisionStage(const Config& config, VisionLanguageModel model)
       specs_(stage_specs(model_, model_dir_)),
       text_parameters_(models::vision_model_text_parameters(text(), model_dir_).size()) {}
 
-const io::ModelConfig& VisionStage::text() const {
-  return std::visit([](const auto& config) -> const io::ModelConfig& { return config.text; }, model_);
-}
+const io::ModelConfig& VisionStage::text() const { return vision_text_config(model_); }
 
 int64_t VisionStage::merge_unit() const {
   return std::visit([](const auto& config) { return config.vision.merge_unit(); }, model_);
@@ -153,23 +151,16 @@ void VisionStage::load_weights(std::span<const WeightView> views) const {
     read(spec.name, tensor);
   });
   // The patch embedding's 5-D Conv3d weight has pixel_values' column order: its bytes are the 2-D weight's.
-  const auto tower = [&](const models::VisionTowerParameter& parameter, const io::SafetensorsTensor& tensor) {
-    read(parameter.name, tensor);
-  };
-  if (const auto* qwen3 = std::get_if<models::Qwen3VLModelConfig>(&model_)) {
-    models::load_qwen3_vision_tower_weights(model_dir_, qwen3->vision, tower);
-  } else {
-    models::load_vision_tower_weights(model_dir_, std::get<models::VisionModelConfig>(model_).vision, tower);
-  }
+  models::load_visual_weights(model_dir_, vision_tower_parameter_list(model_),
+                              [&](const models::VisionTowerParameter& parameter, const io::SafetensorsTensor& tensor) {
+                                read(parameter.name, tensor);
+                              });
 }
 
 void VisionStage::save_model(const std::filesystem::path& output_dir, std::span<const WeightView> weights) const {
   SUROGATE_CHECK(weights.size() == specs_.size(), "one weight view per parameter of the vision-language model");
-  // Qwen3-VL folders are refused full fine-tuning and merge_adapter (config/feature_support_vision.cpp).
-  const auto* qwen25 = std::get_if<models::VisionModelConfig>(&model_);
-  SUROGATE_CHECK(qwen25 != nullptr, "model folders are written for Qwen2.5-VL only");
-  save_vision_model(output_dir, model_dir_, *qwen25, std::span(specs_).first(text_parameters_),
-                    weights.first(text_parameters_));
+  save_vision_model(output_dir, model_dir_, text(), vision_tower_parameter_list(model_),
+                    std::span(specs_).first(text_parameters_), weights.first(text_parameters_));
 }
 
 BatchInputs::ExtraInputs VisionStage::batch_inputs(const compiler::ExecutionPlan& plan) const {

@@ -11,10 +11,9 @@
 // micro-batch (train/vision_batch_inputs.h pads each batch's images up to it). The dry run reads
 // the same rows first (train/vision_memory_plan.h) and plans the same count.
 // The tower is frozen (no gradients, no optimizer state): LoRA adapts the text projections, full
-// fine-tuning trains the text model (config/feature_support_vision.cpp refuses what is not wired
-// yet: several ranks, QLoRA, Qwen3-VL's evaluation and model folders, ...). The evaluator builds
-// the same model at the validation split's patch count; model folders are written by
-// train/vision_outputs.h.
+// fine-tuning trains the text model, for either family (config/feature_support_vision.cpp refuses
+// what is not wired yet: several ranks, QLoRA, ...). The evaluator builds the same model at the
+// validation split's patch count; model folders are written by train/vision_outputs.h.
 #pragma once
 
 #include <cstdint>
@@ -35,6 +34,7 @@
 #include "models/model_spec.h"
 #include "models/qwen3_vl_model.h"
 #include "models/vision_model.h"
+#include "models/vision_tower.h"
 #include "train/batch_inputs.h"
 #include "train/checkpoint_io.h"
 #include "vision/image_processor.h"
@@ -47,6 +47,10 @@ using VisionLanguageModel = std::variant<models::VisionModelConfig, models::Qwen
 // The folder's config.json read as its vision-language graph reads it (`architecture`:
 // vision::vision_language_architecture's answer); UserErrors name the file and key.
 VisionLanguageModel read_vision_language_model(const std::string& model_dir, const std::string& architecture);
+// Its text decoder (read as Qwen2ForCausalLM or Qwen3ForCausalLM) and its tower's parameters
+// (the checkpoint's visual.* names, models/vision_tower.h or models/qwen3_vision_tower.h).
+const io::ModelConfig& vision_text_config(const VisionLanguageModel& model);
+std::vector<models::VisionTowerParameter> vision_tower_parameter_list(const VisionLanguageModel& model);
 
 class VisionStage {
 public:
@@ -84,7 +88,7 @@ public:
   // The folder's weights into `views` (specs() order, fp32).
   void load_weights(std::span<const WeightView> views) const;
   // The trained or merged model as an HF folder (train/vision_outputs.h): `weights` in specs()
-  // order (the tower's, frozen, are not read: the folder's are copied). Qwen2.5-VL only.
+  // order (the tower's, frozen, are not read: the folder's are copied).
   void save_model(const std::filesystem::path& output_dir, std::span<const WeightView> weights) const;
 
   // The image inputs of every micro-batch bound to `plan` (one built by build_graph).

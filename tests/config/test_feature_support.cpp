@@ -507,44 +507,28 @@ TEST(FeatureSupport, AValidConfigurationPassesEveryStage) {
   }
 }
 
-// `surogate sft` trains a vision-language folder on one rank: LoRA (with merge_adapter or not) or
-// full fine-tuning, with or without evaluation.
+// `surogate sft` trains a vision-language folder (Qwen2.5-VL or Qwen3-VL) on one rank: LoRA (with
+// merge_adapter or not) or full fine-tuning, with or without evaluation.
 TEST(FeatureSupport, VisionLanguageTrainingOnOneRankPasses) {
-  Config config = valid_config();
-  RunShape shape;
-  shape.vision_language = true;
-  shape.model_type = "Qwen2_5_VLForConditionalGeneration";
-  for (const bool lora : {true, false}) {
-    for (const double ratio : {0.0, 0.1}) {  // 0.1, the default, evaluates
-      config.lora.enabled = lora;
-      config.lora.merge_adapter = lora;
-      config.eval.validation_split_ratio = ratio;
-      EXPECT_EQ(first_refusal(config, SupportStage::Model, shape), nullptr) << lora << " " << ratio;
+  for (const char* model_type : {"Qwen2_5_VLForConditionalGeneration", "Qwen3VLForConditionalGeneration"}) {
+    Config config = valid_config();
+    RunShape shape;
+    shape.vision_language = true;
+    shape.model_type = model_type;
+    for (const bool lora : {true, false}) {
+      for (const double ratio : {0.0, 0.1}) {  // 0.1, the default, evaluates
+        config.lora.enabled = lora;
+        config.lora.merge_adapter = lora;
+        config.eval.validation_split_ratio = ratio;
+        EXPECT_EQ(first_refusal(config, SupportStage::Model, shape), nullptr) << model_type << " " << lora << " " << ratio;
+      }
     }
-  }
-  config.parallel.gpus = 2;  // still refused: one row, named
-  ASSERT_NE(first_refusal(config, SupportStage::Model, shape), nullptr);
-  EXPECT_EQ(first_refusal(config, SupportStage::Model, shape)->name, "vision-language model on several ranks");
-}
-
-// Qwen3-VL: LoRA without evaluation passes; full fine-tuning, merge_adapter and evaluation are refused
-// by one row, named.
-TEST(FeatureSupport, Qwen3VLTrainsLoraWithoutEvaluation) {
-  Config config = valid_config();
-  RunShape shape;
-  shape.vision_language = true;
-  shape.model_type = "Qwen3VLForConditionalGeneration";
-  config.lora.enabled = true;
-  config.eval.validation_split_ratio = 0.0;
-  EXPECT_EQ(first_refusal(config, SupportStage::Model, shape), nullptr);
-  for (const auto& set : std::vector<std::function<void(Config&)>>{
-           [](Config& c) { c.lora.enabled = false; }, [](Config& c) { c.lora.merge_adapter = true; },
-           [](Config& c) { c.eval.validation_split_ratio = 0.1; }}) {
-    Config refused = config;
-    set(refused);
-    const SupportRow* row = first_refusal(refused, SupportStage::Model, shape);
-    ASSERT_NE(row, nullptr);
-    EXPECT_EQ(row->name, "Qwen3-VL with full fine-tuning, merge_adapter or evaluation");
+    config.eval.validation_split_ratio = 0.0;
+    config.eval.validation_datasets.push_back(config.data.datasets[0]);  // held-out rows of their own
+    EXPECT_EQ(first_refusal(config, SupportStage::Model, shape), nullptr) << model_type;
+    config.parallel.gpus = 2;  // still refused: one row, named
+    ASSERT_NE(first_refusal(config, SupportStage::Model, shape), nullptr);
+    EXPECT_EQ(first_refusal(config, SupportStage::Model, shape)->name, "vision-language model on several ranks");
   }
 }
 

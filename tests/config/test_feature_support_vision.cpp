@@ -32,14 +32,6 @@ std::vector<RowCase> vision_row_cases() {
        "QLoRA (qlora_bnb"},
       {"vision-language model with an fp8 or fp4 recipe", S::Model,
        vision([](Config& c) { c.precision.recipe = Recipe::Fp8Hybrid; }), "recipe fp8_hybrid / nvfp4"},
-      {"Qwen3-VL with full fine-tuning, merge_adapter or evaluation", S::Model,
-       [](Config& c, RunShape& s) {
-         s.vision_language = true;
-         s.model_type = "Qwen3VLForConditionalGeneration";
-         c.lora.enabled = true;
-         c.eval.validation_split_ratio = 0.1;  // the default: Qwen3-VL does not evaluate yet
-       },
-       "evaluation (validation_split_ratio > 0 or validation_datasets; set validation_split_ratio: 0) with model"},
   };
 }
 

@@ -9,7 +9,17 @@ Qwen3-VL's (mean = std = 0.5) at patch 4:
 - step 1's loss is transformers' and its gradient norm PEFT's (B = 0), rel 1e-5 (fp32);
 - the PEFT adapter the run writes loads with PeftModel.from_pretrained (the tower excluded) and
   gives the loss the engine logs at step 2, rel 1e-5;
-- with a GPU: the CUDA backend's two steps are the CPU's within bf16 tolerances.
+- evaluation (both rows as validation_datasets): the evaluator's graph at the held-out rows' patch
+  count, its DeepStack index and interpolation taps bound: the eval loss at step 0 is transformers'
+  (B = 0) and the final one step 2's training loss, rel 1e-5;
+- merge_adapter: the merged folder loads with Qwen3VLForConditionalGeneration.from_pretrained and
+  gives step 2's loss, rel 1e-5, its tower (position embedding, DeepStack mergers, 5-D patch
+  embedding) the source's byte for byte; `surogate merge` writes the same tensors bit for bit;
+- full fine-tuning (lora: false): step 1's loss and gradient norm are transformers' with the tower's
+  requires_grad off, the written folder loads and gives step 2's loss (rel 1e-5), its tower the
+  source's byte for byte;
+- with a GPU: the CUDA backend's two steps, its eval losses and its full fine-tuning steps are the
+  CPU's within bf16 tolerances.
 """
 
 import pytest
@@ -21,7 +31,9 @@ transformers = pytest.importorskip("transformers")
 peft = pytest.importorskip("peft")
 pytest.importorskip("PIL")
 pytest.importorskip("safetensors")
-from test_vision_sft import (TOKENS, check_adapter_loads, check_cuda_steps, check_step_one, engine_rows,  # noqa: E402
+from test_vision_sft import (TOKENS, check_adapter_loads, check_cuda_evaluator,  # noqa: E402
+                             check_cuda_full_fine_tuning, check_cuda_steps, check_evaluation, check_full_fine_tuning,
+                             check_merged_folder, check_step_one, check_surogate_merge, engine_rows, merge_run,
                              run_sft, write_model_folder)
 
 PROCESSOR = {"image_processor_type": "Qwen2VLImageProcessor", "do_resize": True, "resample": 3, "do_rescale": True,
@@ -76,3 +88,34 @@ def test_the_adapter_loads_into_peft_with_the_next_steps_loss(run, model_folder)
 @pytest.mark.skipif(not gpu_visible(), reason="needs a GPU")
 def test_the_cuda_backends_steps_are_the_cpus_within_bf16(run, surogate_bin, model_folder, tmp_path):
     check_cuda_steps(run, surogate_bin, model_folder, tmp_path)
+
+
+def test_evaluation_runs_the_held_out_image_rows_through_the_qwen3_vl_graph(run, surogate_bin, model_folder, tmp_path):
+    check_evaluation(run, surogate_bin, model_folder, tmp_path, hf_model, PROCESSOR)
+
+
+@pytest.fixture(scope="module")
+def merged_run(surogate_bin, model_folder, tmp_path_factory):
+    return merge_run(surogate_bin, model_folder, tmp_path_factory.mktemp("qwen3_vl_merge_runs"))
+
+
+def test_merge_adapter_writes_a_folder_transformers_loads_with_the_engines_loss(merged_run, run, model_folder):
+    check_merged_folder(merged_run, run, model_folder, hf_model, PROCESSOR)
+
+
+def test_surogate_merge_merges_a_runs_adapter_into_the_folder(merged_run, surogate_bin, model_folder, tmp_path):
+    check_surogate_merge(merged_run, surogate_bin, model_folder, tmp_path)
+
+
+def test_full_fine_tuning_trains_the_text_model_with_the_tower_frozen(surogate_bin, model_folder, run, tmp_path):
+    check_full_fine_tuning(surogate_bin, model_folder, run, tmp_path, hf_model, PROCESSOR)
+
+
+@pytest.mark.skipif(not gpu_visible(), reason="needs a GPU")
+def test_the_cuda_evaluator_is_the_cpus_within_bf16(surogate_bin, model_folder, tmp_path):
+    check_cuda_evaluator(surogate_bin, model_folder, tmp_path)
+
+
+@pytest.mark.skipif(not gpu_visible(), reason="needs a GPU")
+def test_the_cuda_backends_full_fine_tuning_is_the_cpus_within_bf16(surogate_bin, model_folder, tmp_path):
+    check_cuda_full_fine_tuning(surogate_bin, model_folder, tmp_path)

@@ -219,7 +219,7 @@ def run_with_evaluation(surogate_bin, folder, tmp_path, env=CPU_ONLY, name="cpu"
                    extra=f"validation_datasets:\n  - path: {held_out}\n    type: conversation\n")
 
 
-def test_evaluation_runs_the_held_out_image_rows_through_the_vision_stage(run, surogate_bin, model_folder, tmp_path):
+def check_evaluation(run, surogate_bin, model_folder, tmp_path, load=hf_model, processor=PROCESSOR):
     """The eval loss at step 0 is the base model's (B = 0) on the held-out rows, transformers' mean
     cross-entropy over their scored tokens; the final one (after step 2, whose LR is 0) is the
     written adapter's, which is step 2's training loss on the same two rows. fp32, rel 1e-5."""
@@ -227,7 +227,7 @@ def test_evaluation_runs_the_held_out_image_rows_through_the_vision_stage(run, s
     evals = eval_records(logged)
     assert [(record["step"], record["final"]) for record in evals] == [(0, False), (2, True)]
     with torch.no_grad():
-        base = batch_loss(hf_model(model_folder), model_folder, run["rows"])
+        base = batch_loss(load(model_folder), model_folder, run["rows"], processor)
     scored = sum(sum(1 for label in row["labels"][1:] if label != -100) for row in run["rows"])
     assert evals[0]["eval_tokens"] == scored
     assert evals[0]["eval_loss"] == pytest.approx(float(base), rel=RTOL)
@@ -235,6 +235,10 @@ def test_evaluation_runs_the_held_out_image_rows_through_the_vision_stage(run, s
     assert steps[0]["loss"] == pytest.approx(run["records"][0]["loss"], rel=RTOL)  # evaluating changes no step
     assert evals[1]["eval_loss"] == pytest.approx(steps[1]["loss"], rel=RTOL)
     assert evals[1]["eval_loss"] != pytest.approx(evals[0]["eval_loss"], rel=1e-3)
+
+
+def test_evaluation_runs_the_held_out_image_rows_through_the_vision_stage(run, surogate_bin, model_folder, tmp_path):
+    check_evaluation(run, surogate_bin, model_folder, tmp_path)
 
 
 def source_tensors(folder):
@@ -261,15 +265,18 @@ def assert_folder_as_the_source(written, source):
     return ours, theirs
 
 
-@pytest.fixture(scope="module")
-def merged_run(surogate_bin, model_folder, tmp_path_factory):
+def merge_run(surogate_bin, model_folder, tmp_path):
     """The `run` fixture's run with merge_adapter: output_dir/merged."""
-    tmp_path = tmp_path_factory.mktemp("vision_merge_runs")
     out, logged = run_sft(surogate_bin, model_folder, tmp_path, 2, name="merge", extra="merge_adapter: true\n")
     return {"out": out, "records": [record for record in logged if record.get("type") == "step"]}
 
 
-def test_merge_adapter_writes_a_folder_transformers_loads_with_the_engines_loss(merged_run, run, model_folder):
+@pytest.fixture(scope="module")
+def merged_run(surogate_bin, model_folder, tmp_path_factory):
+    return merge_run(surogate_bin, model_folder, tmp_path_factory.mktemp("vision_merge_runs"))
+
+
+def check_merged_folder(merged_run, run, model_folder, load=hf_model, processor=PROCESSOR):
     """The merged folder: the source's files and tower, the adapted text projections changed, and
     transformers' loss on the batch is the one the engine logs at step 2 (the merged adapter is the
     one step 2 used), rel 1e-5 (fp32)."""
@@ -278,11 +285,15 @@ def test_merge_adapter_writes_a_folder_transformers_loads_with_the_engines_loss(
     changed = [name for name in theirs if "visual" not in name and not torch.equal(ours[name], theirs[name])]
     assert len(changed) == 14 and all("proj" in name for name in changed)  # the seven projections × 2 layers
     with torch.no_grad():
-        loss = batch_loss(hf_model(merged), merged, run["rows"])
+        loss = batch_loss(load(merged), merged, run["rows"], processor)
     assert merged_run["records"][1]["loss"] == pytest.approx(float(loss), rel=RTOL)
 
 
-def test_surogate_merge_merges_a_runs_adapter_into_the_folder(merged_run, surogate_bin, model_folder, tmp_path):
+def test_merge_adapter_writes_a_folder_transformers_loads_with_the_engines_loss(merged_run, run, model_folder):
+    check_merged_folder(merged_run, run, model_folder)
+
+
+def check_surogate_merge(merged_run, surogate_bin, model_folder, tmp_path):
     """`surogate merge` on the folder and the run's adapter writes what merge_adapter wrote (the same
     fp32 sums: the adapter is saved in fp32), and refuses --model_definition for it by name."""
     output = tmp_path / "merged_cli"
@@ -300,7 +311,11 @@ def test_surogate_merge_merges_a_runs_adapter_into_the_folder(merged_run, suroga
     assert refused.returncode == 2 and "is a vision-language folder" in refused.stderr
 
 
-def test_full_fine_tuning_trains_the_text_model_with_the_tower_frozen(surogate_bin, model_folder, run, tmp_path):
+def test_surogate_merge_merges_a_runs_adapter_into_the_folder(merged_run, surogate_bin, model_folder, tmp_path):
+    check_surogate_merge(merged_run, surogate_bin, model_folder, tmp_path)
+
+
+def check_full_fine_tuning(surogate_bin, model_folder, run, tmp_path, load=hf_model, processor=PROCESSOR):
     """lora: false: step 1's loss and gradient norm are transformers' with the tower's parameters
     frozen (requires_grad off: the text model's gradients only), rel 1e-5 (fp32); the folder the run
     writes loads in transformers and gives the loss the engine logs at step 2 (whose LR is 0, so the
@@ -309,10 +324,10 @@ def test_full_fine_tuning_trains_the_text_model_with_the_tower_frozen(surogate_b
     out, logged = run_sft(surogate_bin, model_folder, tmp_path, 2, name="full", extra="lora: false\n")
     records = [record for record in logged if record.get("type") == "step"]
     assert [record["lr"] for record in records] == [pytest.approx(1e-2), 0.0]
-    model = hf_model(model_folder)
+    model = load(model_folder)
     for name, parameter in model.named_parameters():
         parameter.requires_grad_("visual" not in name)
-    loss = batch_loss(model, model_folder, run["rows"])
+    loss = batch_loss(model, model_folder, run["rows"], processor)
     loss.backward()
     grads = [p.grad for name, p in model.named_parameters() if "visual" not in name and p.grad is not None]
     norm = math.sqrt(sum(float((grad.double() ** 2).sum()) for grad in grads))
@@ -322,13 +337,16 @@ def test_full_fine_tuning_trains_the_text_model_with_the_tower_frozen(surogate_b
     ours, theirs = assert_folder_as_the_source(out, model_folder)
     assert all(not torch.equal(ours[name], theirs[name]) for name in theirs if "visual" not in name)
     with torch.no_grad():
-        trained = batch_loss(hf_model(out), out, run["rows"])
+        trained = batch_loss(load(out), out, run["rows"], processor)
     assert records[1]["loss"] == pytest.approx(float(trained), rel=RTOL)
     assert records[1]["loss"] != pytest.approx(records[0]["loss"], rel=1e-3)  # the step changed the model
 
 
-@pytest.mark.skipif(not gpu_visible(), reason="needs a GPU")
-def test_the_cuda_backends_full_fine_tuning_is_the_cpus_within_bf16(surogate_bin, model_folder, tmp_path):
+def test_full_fine_tuning_trains_the_text_model_with_the_tower_frozen(surogate_bin, model_folder, run, tmp_path):
+    check_full_fine_tuning(surogate_bin, model_folder, run, tmp_path)
+
+
+def check_cuda_full_fine_tuning(surogate_bin, model_folder, tmp_path):
     _, cpu = run_sft(surogate_bin, model_folder, tmp_path, 2, name="full_cpu", extra="lora: false\n")
     _, cuda = run_sft(surogate_bin, model_folder, tmp_path, 2, env=dict(os.environ), name="full_cuda",
                       extra="lora: false\n")
@@ -341,13 +359,22 @@ def test_the_cuda_backends_full_fine_tuning_is_the_cpus_within_bf16(surogate_bin
 
 
 @pytest.mark.skipif(not gpu_visible(), reason="needs a GPU")
-def test_the_cuda_evaluator_is_the_cpus_within_bf16(surogate_bin, model_folder, tmp_path):
+def test_the_cuda_backends_full_fine_tuning_is_the_cpus_within_bf16(surogate_bin, model_folder, tmp_path):
+    check_cuda_full_fine_tuning(surogate_bin, model_folder, tmp_path)
+
+
+def check_cuda_evaluator(surogate_bin, model_folder, tmp_path):
     _, cpu = run_with_evaluation(surogate_bin, model_folder, tmp_path)
     _, cuda = run_with_evaluation(surogate_bin, model_folder, tmp_path, env=dict(os.environ), name="cuda")
     # bf16 weights and activations against fp32: the loss to rel 1e-2 (the model's CUDA tolerance).
     for ours, theirs in zip(eval_records(cuda), eval_records(cpu), strict=True):
         assert ours["eval_tokens"] == theirs["eval_tokens"]
         assert ours["eval_loss"] == pytest.approx(theirs["eval_loss"], rel=1e-2)
+
+
+@pytest.mark.skipif(not gpu_visible(), reason="needs a GPU")
+def test_the_cuda_evaluator_is_the_cpus_within_bf16(surogate_bin, model_folder, tmp_path):
+    check_cuda_evaluator(surogate_bin, model_folder, tmp_path)
 
 
 @pytest.mark.skipif(not gpu_visible(), reason="needs a GPU")

@@ -139,9 +139,10 @@ std::string file_bytes(const fs::path& path) {
 
 // A trained or merged model folder (train/vision_outputs.h): the source folder with the text
 // weights replaced, each in the source's dtype under its name; the tower byte for byte (the
-// 5-D patch embedding as stored); config.json and the other files as they are.
-TEST(VisionStage, TheSavedModelIsTheSourceWithTheTextWeightsReplaced) {
-  const Config config = stage_config();
+// 5-D patch embedding as stored; Qwen3-VL's position table and DeepStack mergers); config.json
+// and the other files as they are.
+TEST_P(VisionStageFamilies, TheSavedModelIsTheSourceWithTheTextWeightsReplaced) {
+  const Config config = stage_config(GetParam());
   const auto stage = vision_stage(config);
   std::vector<std::vector<float>> storage;
   std::vector<WeightView> views;
@@ -158,7 +159,8 @@ TEST(VisionStage, TheSavedModelIsTheSourceWithTheTextWeightsReplaced) {
     for (size_t k = 0; k < storage[i].size(); ++k) storage[i][k] += 0.25f * static_cast<float>(k % 3);
     trained[spec.hf_name] = storage[i];
   }
-  const fs::path out = fs::path(::testing::TempDir()) / ("vision_stage_saved_" + std::to_string(::getpid()));
+  const fs::path out =
+      fs::path(::testing::TempDir()) / ("vision_stage_saved_" + GetParam() + "_" + std::to_string(::getpid()));
   fs::remove_all(out);
   stage->save_model(out, views);
   const fs::path source(config.model.name_or_path);
