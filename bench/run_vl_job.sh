@@ -62,17 +62,7 @@ else
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 fi
 rows="${VL_ROWS:-$((32 * steps))}"
-gpu_index="${CUDA_VISIBLE_DEVICES:-0}"
-gpu_index="${gpu_index%%,*}"
-# Memory sampling (the GPU only): start_sampler FILE, stop_sampler.
-sampler=""
-start_sampler() {
-  : >"$1"
-  [[ "$device" == cuda ]] || return 0
-  nvidia-smi -i "$gpu_index" --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 >"$1" 2>/dev/null &
-  sampler=$!
-}
-stop_sampler() { [[ -n "$sampler" ]] && { kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null; }; sampler=""; }
+source "$root/bench/memory_sampler.sh"  # start_sampler FILE, stop_sampler (the GPU only)
 
 data="$work/data-$scale-$rows/rows.jsonl"
 [[ -f "$data" ]] || python3 "$root/bench/vision/make_vl_data.py" "$(dirname "$data")" "$rows" --scale "$scale" || exit 1
@@ -126,11 +116,7 @@ YAML
       line=$("${peer[@]}" --checkpointing 2>>"$log/peers.log" | tail -1)
       stop_sampler
     fi
-    # peak_mem_gib: torch's max_memory_allocated; peak_mem_gib_smi: nvidia-smi's, as ours is measured.
-    echo "$line" | python3 -c "import json, sys
-r = json.loads(sys.stdin.read() or '{\"error\": \"no record (see peers.log)\"}'); r['model'] = sys.argv[1]
-mem = [float(x) for x in open(sys.argv[2]).read().split() if x.replace('.', '').isdigit()]
-r['peak_mem_gib_smi'] = max(mem) / 1024 if mem else None; print(json.dumps(r))" "$model" "$work/mem.txt" |
+    echo "$line" | python3 "$root/bench/vision/vl_records.py" peer --model "$model" --memory "$work/mem.txt" |
       tee -a "$log/peers.jsonl"
   fi
   python3 "$root/bench/vision/vl_records.py" combine "$work/ours-$model.json" "$log/peers.jsonl" | tee -a "$log/vl.jsonl"

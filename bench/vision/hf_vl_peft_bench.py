@@ -19,7 +19,8 @@
 
 Prints one JSON record: tokens/s (real tokens: the attention mask's), images/s, the step's
 seconds, peak memory (torch's max_memory_allocated over the timed steps), the padding efficiency
-(real tokens / padded slots) and the mean tokens of a row, which the job compares with Surogate's.
+(real tokens / padded slots) and the mean tokens of an image row over every row it trained (warm-up
+included), which the job sets beside Surogate's mean over its training split.
 An out-of-memory prints {"error": "OutOfMemoryError ..."} instead.
 
   python3 bench/vision/hf_vl_peft_bench.py --model-dir DIR --data rows.jsonl --max-pixels 1003520
@@ -113,7 +114,10 @@ def build_model(folder: pathlib.Path, device: str, rank: int, checkpointing: boo
         except ImportError:
             pass
     dtype = torch.bfloat16 if device == "cuda" else torch.float32
-    model = model_class.from_pretrained(folder, dtype=dtype, attn_implementation=attention).to(device)
+    try:  # straight onto the device (device_map needs accelerate on some transformers versions)
+        model = model_class.from_pretrained(folder, dtype=dtype, attn_implementation=attention, device_map=device)
+    except ImportError:
+        model = model_class.from_pretrained(folder, dtype=dtype, attn_implementation=attention).to(device)
     if checkpointing:
         model.gradient_checkpointing_enable()
         model.enable_input_require_grads()
@@ -182,10 +186,12 @@ def run(args) -> dict:
     tokens, slots, images = (sum(c[k] for c in counts) for k in ("tokens", "slots", "images"))
     return {
         "engine": "hf+peft", "model": args.model_name or folder.name, "mode": "lora", "architecture": architecture,
-        "tokens_per_s": round(tokens / seconds, 1), "images_per_s": round(images / seconds, 3),
+        "tokens_per_s": round(tokens / seconds, 1), "images_per_s": images / seconds,
         "step_s": round(seconds / len(step_seconds), 3), "step_seconds": [round(s, 3) for s in step_seconds],
         "peak_mem_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2) if cuda else None,
-        "padding_efficiency": round(tokens / slots, 3), "tokens_per_image_row": round(tokens / images, 1),
+        "timed_tokens": tokens, "timed_images": images, "padding_efficiency": round(tokens / slots, 3),
+        # Over every row the peer trained (warm-up included), as Surogate's over its split.
+        "tokens_per_image_row": round(sum(len(s["ids"]) for s in samples) / sum(s["images"] for s in samples), 1),
         "rows_per_step": per_step, "micro_batch": args.micro_batch, "grad_accum": args.grad_accum,
         "steps": args.steps, "warmup": args.warmup, "max_pixels": args.max_pixels, "lora_rank": args.lora_rank,
         "attention": attention, "checkpointing": args.checkpointing, "format_s": round(format_s, 1),

@@ -7,6 +7,10 @@
       after the first --warmup; images/s is tokens/s over the training split's tokens per image
       row (`surogate tokenize`'s report: tokens / documents; every row holds one image), the
       epoch's mean, since the step records count tokens, not images; peak memory nvidia-smi's.
+  vl_records.py peer --model M --memory FILE  < the peer's last output line
+      The peer's record (printed) with the model's name and nvidia-smi's peak beside torch's
+      (peak_mem_gib: max_memory_allocated; peak_mem_gib_smi: as ours is measured); a missing line
+      becomes an error record.
   vl_records.py combine OURS_JSON PEER_JSONL
       OURS_JSON's record with the ratios against the peer record of the same model in PEER_JSONL
       (the last one without an error): tokens_per_s_ratio, images_per_s_ratio (printed).
@@ -39,16 +43,16 @@ def surogate(args) -> dict:
     documents, rows, tokens = (int(packed.group(i)) for i in (1, 2, 3)) if packed else (None, None, None)
     per_image = tokens / documents if packed and documents else None
     dry_run = open(args.dry_run).read()
-    predicted = re.search(r"predicted peak\s+([0-9.]+) GiB", dry_run)
+    predicted = re.search(r"predicted peak\s+([0-9.]+) (GiB|MiB)", dry_run)
     patches = re.search(r"vision tower planned for (\d+) patches", dry_run)
-    memory = [float(x) for x in open(args.memory).read().split() if x.replace(".", "").isdigit()]
     record = {"engine": "surogate CLI", "model": args.model, "mode": "lora",
               "tokens_per_s": tokens_per_s,
               "images_per_s": tokens_per_s / per_image if tokens_per_s and per_image else None,
               "step_s": statistics.median(r["step_seconds"] for r in timed) if timed else None,
               "step_tokens_per_s": [r["tokens_per_second"] for r in steps],
-              "peak_mem_gib": max(memory) / 1024 if memory else None,
-              "predicted_peak_gib": float(predicted.group(1)) if predicted else None,
+              "peak_mem_gib": peak_gib(args.memory),
+              "predicted_peak_gib": (float(predicted.group(1)) / (1 if predicted.group(2) == "GiB" else 1024)
+                                     if predicted else None),
               "vision_patches_planned": int(patches.group(1)) if patches else None,
               "tokens_per_image_row": round(per_image, 1) if per_image else None,
               "train_documents": documents, "train_rows": rows,
@@ -61,6 +65,20 @@ def surogate(args) -> dict:
     return record
 
 
+def peak_gib(path):
+    """The largest of nvidia-smi's samples (MiB) in GiB; None without samples (the CPU)."""
+    memory = [float(x) for x in open(path).read().split() if x.replace(".", "").isdigit()]
+    return max(memory) / 1024 if memory else None
+
+
+def peer(args) -> dict:
+    line = sys.stdin.read().strip()
+    record = json.loads(line) if line.startswith("{") else {"engine": "hf+peft", "error": "no record (see peers.log)"}
+    record["model"] = args.model
+    record["peak_mem_gib_smi"] = peak_gib(args.memory)
+    return record
+
+
 def combine(args) -> dict:
     ours = json.load(open(args.ours))
     peers = [p for p in lines(args.peers) if p.get("model") == ours["model"] and "error" not in p]
@@ -69,7 +87,7 @@ def combine(args) -> dict:
         ours["peer"] = peer["engine"]
         for key in ("tokens_per_s", "images_per_s"):
             ours[f"peer_{key}"] = peer.get(key)
-            ours[f"{key}_ratio"] = (round(ours[key] / peer[key], 3)
+            ours[f"{key}_ratio"] = (ours[key] / peer[key]
                                     if isinstance(ours.get(key), (int, float)) and peer.get(key) else None)
     return ours
 
@@ -104,6 +122,9 @@ def main() -> None:
     ours.add_argument("--warmup", type=int, default=2)
     ours.add_argument("--gpu")
     ours.add_argument("--settings", help="a JSON object merged into the record (the run's settings)")
+    theirs = commands.add_parser("peer")
+    theirs.add_argument("--model", required=True)
+    theirs.add_argument("--memory", required=True)
     both = commands.add_parser("combine")
     both.add_argument("ours")
     both.add_argument("peers")
@@ -114,7 +135,7 @@ def main() -> None:
     if args.command == "table":
         table(args)
     else:
-        print(json.dumps(surogate(args) if args.command == "surogate" else combine(args)))
+        print(json.dumps({"surogate": surogate, "peer": peer, "combine": combine}[args.command](args)))
     sys.stdout.flush()
 
 
