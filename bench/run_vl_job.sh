@@ -32,8 +32,9 @@
 # VL_PEER_MICRO (4), VL_PEER_ACCUM (4), VL_PEER_STEPS (3, after 1 untimed), PEERS=0 (no peer),
 # SUROGATE_BIN (the binary; else $CARRY_DIR/surogate), VL_WORK (/tmp/vl_work).
 # VL_TINY=1: the CPU smoke test of the whole job: tiny folders of both families (patch 4),
-# images a tenth of the size, max_pixels 16384, sequence_len 512, both sides on the CPU (the peer
-# in fp32), no nvidia-smi. Here: VL_TINY=1 SUROGATE_BIN=$PWD/build/surogate bash bench/run_vl_job.sh
+# images a tenth of the size, max_pixels 16384, sequence_len 512, 16 rows, 3 steps, both sides on
+# the CPU (the peer in fp32), no nvidia-smi; tests/python/test_vl_bench.py runs it. Here:
+#   VL_TINY=1 SUROGATE_BIN=$PWD/build/surogate bash bench/run_vl_job.sh
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 tiny="${VL_TINY:-0}"
@@ -54,15 +55,17 @@ if [[ "$tiny" == 1 ]]; then
   device=cpu max_pixels="${VL_MAX_PIXELS:-16384}" seq="${VL_SEQ:-512}" scale=0.1
   steps="${VL_STEPS:-3}" warmup="${VL_WARMUP:-1}" accum="${VL_ACCUM:-2}"
   peer_micro="${VL_PEER_MICRO:-2}" peer_accum="${VL_PEER_ACCUM:-2}" peer_steps="${VL_PEER_STEPS:-1}"
+  rows="${VL_ROWS:-16}"
   export CUDA_VISIBLE_DEVICES=""
   gpu=cpu
 else
   device=cuda max_pixels="${VL_MAX_PIXELS:-1003520}" seq="${VL_SEQ:-2048}" scale=1
+  rows="${VL_ROWS:-$((32 * steps))}"
   gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 fi
-rows="${VL_ROWS:-$((32 * steps))}"
 source "$root/bench/memory_sampler.sh"  # start_sampler FILE, stop_sampler (the GPU only)
+source "$root/bench/mode_yaml.sh"       # append_mode_yaml MODE FILE
 
 data="$work/data-$scale-$rows/rows.jsonl"
 [[ -f "$data" ]] || python3 "$root/bench/vision/make_vl_data.py" "$(dirname "$data")" "$rows" --scale "$scale" || exit 1
@@ -70,7 +73,9 @@ status=0
 for model in ${VL_RUNS:-qwen2.5-vl-7b qwen3-vl-8b}; do
   [[ "$tiny" == 1 ]] && model="${model%-*}-tiny"  # qwen2.5-vl-7b -> qwen2.5-vl-tiny
   dir="$work/$model"
-  [[ -f "$dir/config.json" ]] || python3 "$root/bench/vision/make_vl_model.py" "$model" "$dir" || { status=1; continue; }
+  # preprocessor_config.json is the folder's last file: a folder without it was cut short.
+  [[ -f "$dir/preprocessor_config.json" ]] || python3 "$root/bench/vision/make_vl_model.py" "$model" "$dir" ||
+    { status=1; continue; }
   out="$work/out-$model"
   rm -rf "$out"
   yaml="$work/$model.yaml"
@@ -92,15 +97,16 @@ optimizer: adamw
 learning_rate: 1e-4
 warmup_steps: 0
 YAML
-  source "$root/bench/mode_yaml.sh"
   append_mode_yaml lora "$yaml"
   # The token cache first: its report gives the split's tokens per image row; the run reuses it.
-  "$surogate" tokenize "$yaml" >"$work/tokenize.txt" 2>&1 || { echo "$model: tokenize failed"; tail -5 "$work/tokenize.txt"; }
+  "$surogate" tokenize "$yaml" >"$work/tokenize.txt" 2>&1 ||
+    { echo "$model: tokenize failed"; tail -5 "$work/tokenize.txt"; }
   "$surogate" sft "$yaml" --dry-run >"$work/dryrun.txt" 2>&1 || echo "$model: dry run failed"
   start_sampler "$work/mem.txt"
   "$surogate" sft "$yaml" >"$log/$model.log" 2>&1 || { echo "$model: exit $?"; tail -5 "$log/$model.log"; status=1; }
   stop_sampler
-  settings="{\"max_pixels\": $max_pixels, \"sequence_len\": $seq, \"micro_batch\": $micro, \"grad_accum\": $accum, \"lora_rank\": 16, \"dataset_rows\": $rows}"
+  settings="{\"max_pixels\": $max_pixels, \"sequence_len\": $seq, \"micro_batch\": $micro, \"grad_accum\": $accum,
+    \"lora_rank\": 16, \"dataset_rows\": $rows}"
   python3 "$root/bench/vision/vl_records.py" surogate "$out/log.jsonl" --model "$model" --warmup "$warmup" \
     --tokenize-output "$work/tokenize.txt" --dry-run "$work/dryrun.txt" --memory "$work/mem.txt" --gpu "$gpu" \
     --settings "$settings" >"$work/ours-$model.json" || status=1
@@ -119,7 +125,8 @@ YAML
     echo "$line" | python3 "$root/bench/vision/vl_records.py" peer --model "$model" --memory "$work/mem.txt" |
       tee -a "$log/peers.jsonl"
   fi
-  python3 "$root/bench/vision/vl_records.py" combine "$work/ours-$model.json" "$log/peers.jsonl" | tee -a "$log/vl.jsonl"
+  python3 "$root/bench/vision/vl_records.py" combine "$work/ours-$model.json" "$log/peers.jsonl" |
+    tee -a "$log/vl.jsonl"
   rm -rf "$out"
 done
 python3 "$root/bench/vision/vl_records.py" table "$log/vl.jsonl" "$log/peers.jsonl"

@@ -72,7 +72,8 @@ def format_rows(rows, base: pathlib.Path, tokenizer, processor):
         pieces = text.split(IMAGE_PAD)
         if len(pieces) != len(paths) + 1:
             sys.exit(f"hf_vl_peft_bench.py: a row's template gave {len(pieces) - 1} image pads for {len(paths)} images")
-        text = pieces[0] + "".join(IMAGE_PAD * (int(g.prod()) // merge ** 2) + piece for g, piece in zip(grids, pieces[1:]))
+        text = pieces[0] + "".join(IMAGE_PAD * (int(g.prod()) // merge ** 2) + piece
+                                   for g, piece in zip(grids, pieces[1:]))
         ids = tokenizer(text, add_special_tokens=False)["input_ids"]
         # The loss on the assistant turn: everything up to the last assistant header is -100.
         start = max(i for i in range(len(ids) - len(header) + 1) if ids[i:i + len(header)] == header) + len(header)

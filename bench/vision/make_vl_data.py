@@ -40,7 +40,8 @@ def image(size, rng):
     draw = ImageDraw.Draw(picture)
     for _ in range(rng.randint(2, 6)):
         x0, y0 = rng.randrange(width), rng.randrange(height)
-        box = [x0, y0, min(width, x0 + rng.randint(4, max(5, width // 2))), min(height, y0 + rng.randint(4, max(5, height // 2)))]
+        box = [x0, y0, min(width, x0 + rng.randint(4, max(5, width // 2))),
+               min(height, y0 + rng.randint(4, max(5, height // 2)))]
         colour = tuple(rng.randrange(256) for _ in range(3))
         (draw.ellipse if rng.random() < 0.5 else draw.rectangle)(box, fill=colour)
     return picture
@@ -71,7 +72,8 @@ def main() -> None:
         else:
             picture.save(args.output_dir / name, quality=90)
         lines.append(json.dumps({"messages": [
-            {"role": "user", "content": [{"type": "image", "image": name}, {"type": "text", "text": rng.choice(PROMPTS)}]},
+            {"role": "user", "content": [{"type": "image", "image": name},
+                                         {"type": "text", "text": rng.choice(PROMPTS)}]},
             {"role": "assistant", "content": caption(rng)}]}))
     (args.output_dir / "rows.jsonl").write_text("\n".join(lines) + "\n")
     print(f"{args.rows} rows -> {args.output_dir / 'rows.jsonl'}")

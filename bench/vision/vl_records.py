@@ -104,7 +104,8 @@ def table(args) -> None:
     for r in lines(args.vl):
         peer = next((p for p in reversed(peers) if p.get("model") == r["model"] and "error" not in p), {})
         print(f"| {r['model']} | {number(r.get('tokens_per_s'))} | {number(r.get('images_per_s'), 2)} | "
-              f"{number(r.get('peak_mem_gib'), 1)} | {peer.get('engine', '—')} | {number(peer.get('tokens_per_s'))} | "
+              f"{number(r.get('peak_mem_gib'), 1)} | {peer.get('engine', '—')} | "
+              f"{number(peer.get('tokens_per_s'))} | "
               f"{number(peer.get('images_per_s'), 2)} | {number(peer.get('peak_mem_gib'), 1)} / "
               f"{number(peer.get('peak_mem_gib_smi'), 1)} | {number(r.get('tokens_per_s_ratio'), 2)}x | "
               f"{number(r.get('images_per_s_ratio'), 2)}x |")
