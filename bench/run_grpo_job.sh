@@ -54,17 +54,7 @@ if [[ "$device" == cuda ]]; then
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
   install_peer_wheels /tmp/grpo_peers
 fi
-gpu_index="${CUDA_VISIBLE_DEVICES:-0}"
-gpu_index="${gpu_index%%,*}"
-# Memory sampling (the GPU only): start_sampler FILE, stop_sampler.
-sampler=""
-start_sampler() {
-  : >"$1"
-  [[ "$device" == cuda ]] || return 0
-  nvidia-smi -i "$gpu_index" --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 >"$1" 2>/dev/null &
-  sampler=$!
-}
-stop_sampler() { [[ -n "$sampler" ]] && { kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null; }; sampler=""; }
+source "$root/bench/memory_sampler.sh"  # start_sampler FILE, stop_sampler (the GPU only)
 cp "$root/bench/grpo/rewards.py" "$work/rewards.py"
 data="$work/prompts.jsonl"
 python3 "$root/bench/grpo/make_prompts.py" "$data" "$prompts" || exit 1
