@@ -508,18 +508,22 @@ TEST(FeatureSupport, AValidConfigurationPassesEveryStage) {
 }
 
 // `surogate sft` trains a vision-language folder on one rank: LoRA (with merge_adapter or not) or
-// full fine-tuning, with or without evaluation.
+// full fine-tuning, with or without evaluation, the tower frozen or not (freeze_vision, set).
 TEST(FeatureSupport, VisionLanguageTrainingOnOneRankPasses) {
   Config config = valid_config();
   RunShape shape;
   shape.vision_language = true;
   shape.model_type = "Qwen2_5_VLForConditionalGeneration";
+  config.sources["freeze_vision"] = "config.yaml:3";
   for (const bool lora : {true, false}) {
     for (const double ratio : {0.0, 0.1}) {  // 0.1, the default, evaluates
-      config.lora.enabled = lora;
-      config.lora.merge_adapter = lora;
-      config.eval.validation_split_ratio = ratio;
-      EXPECT_EQ(first_refusal(config, SupportStage::Model, shape), nullptr) << lora << " " << ratio;
+      for (const bool freeze : {true, false}) {
+        config.lora.enabled = lora;
+        config.lora.merge_adapter = lora;
+        config.eval.validation_split_ratio = ratio;
+        config.model.freeze_vision = freeze;
+        EXPECT_EQ(first_refusal(config, SupportStage::Model, shape), nullptr) << lora << " " << ratio << " " << freeze;
+      }
     }
   }
   config.parallel.gpus = 2;  // still refused: one row, named

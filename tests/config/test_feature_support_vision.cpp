@@ -40,6 +40,21 @@ std::vector<RowCase> vision_row_cases() {
          c.eval.validation_split_ratio = 0.1;  // the default: Qwen3-VL does not evaluate yet
        },
        "evaluation (validation_split_ratio > 0 or validation_datasets; set validation_split_ratio: 0) with model"},
+      {"Qwen3-VL with a trainable vision tower", S::Model,
+       [](Config& c, RunShape& s) {
+         s.vision_language = true;
+         s.model_type = "Qwen3VLForConditionalGeneration";
+         c.lora.enabled = true;
+         c.eval.validation_split_ratio = 0.0;
+         c.model.freeze_vision = false;
+       },
+       "freeze_vision: false with model"},
+      {"freeze_vision with a text model", S::Model,
+       [](Config& c, RunShape& s) {
+         s.model_type = "qwen3";
+         c.sources["freeze_vision"] = "config.yaml:7";  // set, whatever its value
+       },
+       "config.yaml:7: freeze_vision applies to vision-language models"},
   };
 }
 

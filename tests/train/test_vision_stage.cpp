@@ -71,7 +71,7 @@ TEST(VisionStage, AdaptersGetTheLanguageModelsPeftKeys) {
   EXPECT_EQ(lora.adapters[0].a.hf_name, "base_model.model.model.language_model.layers.0.self_attn.q_proj.lora_A.weight");
   EXPECT_EQ(lora.adapters[0].b.hf_name, "base_model.model.model.language_model.layers.0.self_attn.q_proj.lora_B.weight");
   nlohmann::json adapter_config = nlohmann::json::object();
-  stage->restrict_adapter_config(adapter_config);
+  stage->restrict_adapter_config(adapter_config, lora);
   EXPECT_EQ(adapter_config["exclude_modules"], ".*visual.*");
 }
 
