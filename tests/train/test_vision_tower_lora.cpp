@@ -6,8 +6,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <filesystem>
-#include <fstream>
 #include <string>
 
 #include "config/config.h"
@@ -15,35 +13,23 @@
 #include "ops/defs/register_ops.h"
 #include "train/training_plan.h"
 #include "train/vision_stage.h"
+#include "train/vision_stage_fixture.h"
 #include "train/vision_tower_lora.h"
 
 namespace surogate::train {
 namespace {
-namespace fs = std::filesystem;
-
-const fs::path kVision = fs::path(SUROGATE_FIXTURES_DIR) / "vision";
-
 // The fixture model (vision/vl or vision/qwen3_vl_model) with a processor of the tower's geometry.
 Config tower_config(bool freeze_vision, const std::string& fixture = "vl") {
-  const fs::path folder = fs::path(::testing::TempDir()) / ("vision_tower_lora_" + fixture);
-  fs::create_directories(folder);
-  for (const char* file : {"config.json", "model.safetensors"}) {
-    fs::copy_file(kVision / fixture / file, folder / file, fs::copy_options::overwrite_existing);
-  }
-  std::ofstream(folder / "preprocessor_config.json")
-      << R"({"image_processor_type": "Qwen2VLImageProcessor", "min_pixels": 256, "max_pixels": 2048,)"
-      << R"( "patch_size": 4, "temporal_patch_size": 2, "merge_size": 2})";
-  fs::copy_file(fs::path(SUROGATE_TOKENIZERS_DIR) / "qwen3" / "tokenizer.json", folder / "tokenizer.json",
-                fs::copy_options::overwrite_existing);
-  Config config;
-  config.model.name_or_path = folder.string();
-  config.model.sequence_len = 64;
+  Config config = vision_fixture::vision_stage_config(fixture, "vision_tower_lora_");
   config.model.freeze_vision = freeze_vision;
-  DatasetConfig dataset;
-  dataset.path = (kVision / "rows" / "rows.jsonl").string();
-  dataset.type = DatasetType::Conversation;
-  config.data.datasets = {dataset};
   return config;
+}
+
+// adapter_config.json's exclude_modules the stage writes for `lora`.
+nlohmann::json exclusion(const VisionStage& stage, const models::LoraSetup& lora) {
+  nlohmann::json adapter_config = nlohmann::json::object();
+  stage.restrict_adapter_config(adapter_config, lora);
+  return adapter_config["exclude_modules"];
 }
 
 models::LoraSetup setup_for(const Config& config, const VisionStage& stage) {
@@ -80,9 +66,7 @@ TEST(VisionTowerLora, AllLinearReachesTheTowerAndTheMergerWithTransformersModule
   for (const models::LoraAdapter& adapter : lora.adapters) {
     EXPECT_EQ(adapter.base.name.find("patch_embed"), std::string::npos) << adapter.base.name;
   }
-  nlohmann::json adapter_config = nlohmann::json::object();
-  stage->restrict_adapter_config(adapter_config, lora);
-  EXPECT_EQ(adapter_config["exclude_modules"], ".*visual\\.patch_embed.*");
+  EXPECT_EQ(exclusion(*stage, lora), ".*visual\\.patch_embed.*");
 }
 
 // A name shared by the text model and the tower adapts both (PEFT's suffix match); a tower-only
@@ -105,9 +89,7 @@ TEST(VisionTowerLora, NamedModulesAdaptEveryModuleOfThatName) {
   config.lora.lora_target_modules = {"q_proj"};
   lora = setup_for(config, *stage);
   EXPECT_EQ(count_tower(lora), 0u);
-  nlohmann::json adapter_config = nlohmann::json::object();
-  stage->restrict_adapter_config(adapter_config, lora);
-  EXPECT_EQ(adapter_config["exclude_modules"], ".*visual.*");
+  EXPECT_EQ(exclusion(*stage, lora), ".*visual.*");
 }
 
 TEST(VisionTowerLora, AFrozenTowerTakesNoAdaptersAndRefusesItsModuleNames) {
