@@ -6,8 +6,9 @@
 // (models/adapter_io.h), so a mismatched pair is one clear error and nothing is written.
 // `--model_definition FILE` (the Python DSL's model.py, or a JSON IR that names its weights) gives
 // the weight table of an architecture Surogate has no C++ for (models/defined_weights.h). A
-// Qwen2.5-VL or Qwen3-VL folder merges its text model's adapter and keeps its tower
-// (train/vision_outputs.h).
+// Qwen2.5-VL or Qwen3-VL folder merges its adapter (the text model's projections, and Qwen2.5-VL's
+// tower's when the run adapted them) and writes the folder as train/vision_outputs.h does.
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -27,6 +28,7 @@
 #include "train/model_outputs.h"
 #include "train/vision_outputs.h"
 #include "train/vision_stage.h"
+#include "train/vision_tower_lora.h"
 #include "vision/vision_model_folder.h"
 
 namespace surogate::cli {
@@ -40,30 +42,55 @@ struct MergeArguments {
   std::string model_definition;
 };
 
-// A Qwen2.5-VL or Qwen3-VL folder (docs/vision.md; `architecture`: config.json's): the adapter on
-// its text model (PEFT's keys under model.language_model, the tower excluded) merged, the folder
-// written as train/vision_outputs.h does.
+// A Qwen2.5-VL or Qwen3-VL folder (docs/vision.md; `architecture`: config.json's): the adapter (PEFT's
+// keys under model.language_model for the text model; for Qwen2.5-VL also model.visual for the tower
+// and the merger, which a freeze_vision: false run adapts) merged, the folder written as
+// train/vision_outputs.h does: the tower copied unchanged unless the adapter reaches it.
 int merge_vision_adapter(const fs::path& model, const std::string& architecture, const fs::path& adapter_dir,
                          const fs::path& output) {
   const train::VisionLanguageModel folder = train::read_vision_language_model(model.string(), architecture);
   const io::ModelConfig& text = train::vision_text_config(folder);
-  const std::vector<models::ParameterSpec> specs = models::vision_model_text_parameters(text, model);
+  const std::vector<models::VisionTowerParameter> tower_parameters = train::vision_tower_parameter_list(folder);
+  std::vector<models::ParameterSpec> specs = models::vision_model_text_parameters(text, model);
+  const size_t text_parameters = specs.size();
   std::vector<models::ParameterSpec> peft_specs = specs;
   for (models::ParameterSpec& spec : peft_specs) spec.hf_name = train::vision_peft_module_path(spec.hf_name);
-  const models::PeftAdapter adapter = models::load_peft_adapter(adapter_dir, text, peft_specs);
+  // Qwen3-VL's tower takes no adapters yet: an adapter with tensors on it is refused naming the tensor.
+  std::span<const std::string> tower_modules;
+  if (const auto* qwen25 = std::get_if<models::VisionModelConfig>(&folder)) {
+    tower_modules = train::vision_tower_lora_modules();
+    for (const models::LoraAdapter& projection : train::vision_tower_lora_adapters(qwen25->vision, tower_modules, 1)) {
+      peft_specs.push_back(projection.base);  // the tower's projections under model.visual (not the patch embedding)
+    }
+  }
+  for (const models::VisionTowerParameter& parameter : tower_parameters) {
+    specs.push_back({parameter.name, parameter.name, parameter.shape});
+  }
+  const models::PeftAdapter adapter = models::load_peft_adapter(adapter_dir, text, peft_specs, tower_modules);
   std::map<std::string, size_t> index;
   for (size_t i = 0; i < specs.size(); ++i) index[specs[i].name] = i;
   std::vector<std::vector<float>> weights(specs.size());
-  models::load_vision_model_text_weights(model, text,
-                                         [&](const models::ParameterSpec& spec, const io::SafetensorsTensor& tensor) {
-                                           weights[index.at(spec.name)] = io::read_tensor_as_float32(tensor);
-                                         });
+  const auto read = [&](const std::string& name, const io::SafetensorsTensor& tensor) {
+    weights[index.at(name)] = io::read_tensor_as_float32(tensor);
+  };
+  models::load_vision_model_text_weights(
+      model, text, [&](const models::ParameterSpec& spec, const io::SafetensorsTensor& tensor) { read(spec.name, tensor); });
+  models::load_visual_weights(model, tower_parameters,
+                              [&](const models::VisionTowerParameter& parameter, const io::SafetensorsTensor& tensor) {
+                                read(parameter.name, tensor);
+                              });
   models::merge_peft_adapter(adapter, specs, weights);
   std::vector<train::WeightView> views;
   for (size_t i = 0; i < specs.size(); ++i) views.push_back({specs[i].name, specs[i].shape, weights[i]});
-  train::save_vision_model(output, model, text, train::vision_tower_parameter_list(folder), specs, views);
-  fmt::print("merged {} adapted projections (scaling {}) into {} (the vision tower copied unchanged)\n",
-             adapter.matrices.size(), adapter.scaling, output.string());
+  const std::span<const train::WeightView> all(views);
+  const auto tower = std::count_if(adapter.matrices.begin(), adapter.matrices.end(),
+                                   [](const models::AdapterMatrices& m) { return m.base.name.starts_with("visual."); });
+  train::save_vision_model(output, model, text, tower_parameters, std::span(specs).first(text_parameters),
+                           all.first(text_parameters),
+                           tower > 0 ? all.subspan(text_parameters) : std::span<const train::WeightView>());
+  fmt::print("merged {} adapted projections (scaling {}) into {} ({})\n", adapter.matrices.size(), adapter.scaling,
+             output.string(), tower > 0 ? fmt::format("{} of them on the vision tower", tower)
+                                        : std::string("the vision tower copied unchanged"));
   return 0;
 }
 

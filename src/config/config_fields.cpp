@@ -271,6 +271,7 @@ const FieldTable<Config>& config_fields() {
       field("response_prefix", &C::data, &config::Data::response_prefix),
       field("max_pixels", &C::data, &config::Data::max_pixels),
       field("norm_bbox", &C::data, &config::Data::norm_bbox),
+      field("freeze_vision", &C::model, &config::Model::freeze_vision),
       field("agent_template", &C::data, &config::Data::agent_template),
       // Logging
       field("report_to", &C::logging, &config::Logging::report_to),

@@ -137,7 +137,8 @@ PeftAdapter load_peft_adapter(const fs::path& dir, const io::ModelConfig& config
   return load_peft_adapter(dir, config, parameter_specs(config));
 }
 
-PeftAdapter load_peft_adapter(const fs::path& dir, const io::ModelConfig& config, std::span<const ParameterSpec> specs) {
+PeftAdapter load_peft_adapter(const fs::path& dir, const io::ModelConfig& config, std::span<const ParameterSpec> specs,
+                              std::span<const std::string> other_modules) {
   PeftAdapter adapter;
   adapter.config = read_adapter_config(dir / kAdapterConfigFile);
   const double rank = adapter.config["r"].get<double>(), alpha = adapter.config["lora_alpha"].get<double>();
@@ -213,8 +214,20 @@ PeftAdapter load_peft_adapter(const fs::path& dir, const io::ModelConfig& config
     adapter.matrices.push_back(std::move(entry->second));
   }
   std::set<std::string> adapted;
-  for (const AdapterMatrices& matrices : adapter.matrices) adapted.insert(peft_module_name(matrices.base));
-  check_target_modules(adapter.config, dir / kAdapterConfigFile, lora_module_names(config), adapted);
+  for (const AdapterMatrices& matrices : adapter.matrices) {
+    std::string module = peft_module_name(matrices.base);
+    const std::string& path = matrices.base.hf_name;
+    const std::string stem = path.ends_with(".weight") ? path.substr(0, path.size() - 7) : path;
+    for (size_t i = 0; module.empty() && i < other_modules.size(); ++i) {
+      if (stem.ends_with("." + other_modules[i])) module = other_modules[i];
+    }
+    adapted.insert(module);
+  }
+  std::vector<std::string> projections = lora_module_names(config);
+  for (const std::string& module : other_modules) {
+    if (std::find(projections.begin(), projections.end(), module) == projections.end()) projections.push_back(module);
+  }
+  check_target_modules(adapter.config, dir / kAdapterConfigFile, projections, adapted);
   return adapter;
 }
 

@@ -50,9 +50,11 @@ struct PeftAdapter {
 PeftAdapter load_peft_adapter(const std::filesystem::path& dir, const io::ModelConfig& config);
 // The same against `specs`, the base model's parameters whose hf_name is the module path PEFT's
 // keys name (parameter_specs(config) above; a vision-language model's text model under the module
-// path transformers builds). The matrices' base specs keep their engine names.
+// path transformers builds). The matrices' base specs keep their engine names. `other_modules`:
+// the module names target_modules may also list for projections of `specs` beyond the decoder's
+// (a vision tower's "qkv", "mlp.0"), matched as PEFT matches them, by the module path's suffix.
 PeftAdapter load_peft_adapter(const std::filesystem::path& dir, const io::ModelConfig& config,
-                              std::span<const ParameterSpec> specs);
+                              std::span<const ParameterSpec> specs, std::span<const std::string> other_modules = {});
 
 // W += scaling · B · A for every adapted projection. `weights[i]` belongs to `specs[i]`.
 void merge_peft_adapter(const PeftAdapter& adapter, std::span<const ParameterSpec> specs,

@@ -49,10 +49,10 @@ TrainingPlan plan_for(const Config& config, const io::ModelConfig& model, const 
   // surogate grpo's rows hold a prompt and its completion (sequence_len does not apply).
   const auto sequence = config.grpo.enabled ? grpo_row_length(config)
                                             : static_cast<int64_t>(data::data_settings_from_config(config).sequence_len);
-  std::optional<models::LoraSetup> lora;
-  if (config.lora.enabled) lora = lora_setup(config.lora, config.sources, model, target.backend);
   const std::shared_ptr<VisionStage> vision = vision_stage(config);
   if (vision) vision->set_plan_patches(row_patches, config.schedule.per_device_train_batch_size);
+  std::optional<models::LoraSetup> lora;
+  if (config.lora.enabled) lora = lora_setup(config.lora, config.sources, model, target.backend, vision.get());
   return plan_training(config, model, registry, lora ? &*lora : nullptr, target.backend,
                        config.schedule.per_device_train_batch_size, sequence, target.memory, std::nullopt, nullptr,
                        vision.get());

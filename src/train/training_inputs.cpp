@@ -56,7 +56,10 @@ void validate_model_folder(Config& config) {
   }
   // The IO module's loader checks config.json fully: valid JSON, a supported architecture,
   // required sizes, RoPE settings; its UserErrors name the file and key.
-  io::load_model_config(folder);
+  const io::ModelConfig model = io::load_model_config(folder);
+  RunShape shape;  // a text model: the rows of options that apply to vision-language models only
+  shape.model_type = io::architecture_model_type(model.architecture);
+  refuse_unsupported(config, SupportStage::Model, shape);
 }
 
 void validate_datasets(const Config& config, bool pretraining) {

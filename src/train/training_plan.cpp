@@ -5,6 +5,7 @@
 
 #include "data/loss_scale.h"
 
+#include <algorithm>
 #include <utility>
 
 #include <fmt/format.h>
@@ -38,17 +39,30 @@ graph::OpRegistry make_training_registry(distributed::Communicator* sequence_gro
 }
 
 models::LoraSetup lora_setup(const config::Lora& lora, const ConfigSources& sources, const io::ModelConfig& model,
-                             TrainingBackend backend) {
+                             TrainingBackend backend, const VisionStage* vision) {
   models::LoraSetup setup;
   setup.options.rank = lora.lora_rank;
   setup.options.alpha = static_cast<double>(lora.lora_alpha);
   setup.options.dropout = lora.lora_dropout;
-  setup.options.target_modules = resolve_lora_targets(lora.lora_target_modules, models::lora_module_names(model));
+  const std::vector<std::string> text_modules = models::lora_module_names(model);
+  std::vector<std::string> modules = text_modules;
+  for (const std::string& module : vision ? vision->tower_lora_modules() : std::vector<std::string>{}) {
+    if (std::find(modules.begin(), modules.end(), module) == modules.end()) modules.push_back(module);
+  }
+  setup.options.target_modules = resolve_lora_targets(lora.lora_target_modules, modules);
   if (lora.lora_rank <= 0) fail_user("{}: lora_rank must be positive, got {}", sources.of("lora_rank"), lora.lora_rank);
   if (!(lora.lora_dropout >= 0.0 && lora.lora_dropout < 1.0)) {
     fail_user("{}: lora_dropout must be in [0, 1), got {}", sources.of("lora_dropout"), lora.lora_dropout);
   }
-  setup.adapters = models::lora_adapters(model, setup.options);
+  models::LoraOptions text = setup.options;  // the text model's adapters: its own module names only
+  std::erase_if(text.target_modules, [&](const std::string& module) {
+    return std::find(text_modules.begin(), text_modules.end(), module) == text_modules.end();
+  });
+  setup.adapters = models::lora_adapters(model, text);
+  if (vision != nullptr) {
+    vision->add_tower_adapters(setup);
+    vision->name_adapters(setup);
+  }
   if (backend == TrainingBackend::Cuda) {
     // The bf16 graph's faster LoRA forms (models/lora.h), measured on the H100 (bench/results/HISTORY.md).
     setup.options.batch_shared_inputs = true;

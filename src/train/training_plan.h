@@ -37,9 +37,11 @@ graph::OpRegistry make_training_registry(distributed::Communicator* sequence_gro
 
 // The LoRA adapters and options of the configuration (lora_rank, lora_alpha, lora_dropout,
 // lora_target_modules), with the CUDA backend's faster graph forms on (models/lora.h).
-// Out-of-range values are UserErrors naming where they were set (`sources`).
+// Out-of-range values are UserErrors naming where they were set (`sources`). A vision-language
+// model (`vision`): the target modules may name the tower's when it trains, whose adapters follow
+// the text model's, and every adapter carries its PEFT key (VisionStage::name_adapters).
 models::LoraSetup lora_setup(const config::Lora& lora, const ConfigSources& sources, const io::ModelConfig& model,
-                             TrainingBackend backend);
+                             TrainingBackend backend, const VisionStage* vision = nullptr);
 
 // QLoRA: the format and layout of the frozen base: NF4 under qlora_bnb (qlora_bnb_block_size,
 // qlora_bnb_double_quant), FP8 blocks under qlora_fp8 (qlora_block_size), NVFP4 under qlora_fp4

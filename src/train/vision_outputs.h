@@ -5,10 +5,10 @@
 //
 // The folder is the source folder with the text model's weights replaced: config.json, the
 // processor files, generation_config.json and the tokenizer files copied as they are; each text
-// tensor under the source checkpoint's name and in its dtype; the vision tower (frozen in every
-// run that writes one) copied from the source checkpoint byte for byte, under its names, dtypes
-// and shapes (the patch embedding's 5-D Conv3d weight as stored, not the graph's 2-D one; Qwen3-VL's
-// position embedding and DeepStack mergers among them).
+// tensor under the source checkpoint's name and in its dtype; the vision tower, under the source's
+// names, dtypes and shapes (the patch embedding's 5-D Conv3d weight as stored, not the graph's 2-D
+// one; Qwen3-VL's position embedding and DeepStack mergers among them): copied from the source
+// checkpoint byte for byte when frozen, else written from the trained (or merged) weights.
 #pragma once
 
 #include <filesystem>
@@ -30,11 +30,13 @@ std::span<const char* const> vision_processor_file_names();
 std::string vision_peft_module_path(const std::string& checkpoint_name);
 
 // `text`: the folder's text decoder; `tower`: its tower's parameters (models::vision_tower_parameters
-// or models::qwen3_vision_tower_parameters), copied from the source; `text_specs` / `text_weights`:
-// the text model's parameters (models::vision_model_text_parameters, hf_name the checkpoint's), fp32.
-// A source tensor in a dtype other than float32 / bfloat16 / float16 is a UserError naming it.
+// or models::qwen3_vision_tower_parameters); `text_specs` / `text_weights`: the text model's
+// parameters (models::vision_model_text_parameters, hf_name the checkpoint's), fp32. `tower_weights`:
+// empty (the tower copied from the source), or the tower's in `tower`'s order, fp32. A source tensor
+// in a dtype other than float32 / bfloat16 / float16 is a UserError naming it.
 void save_vision_model(const std::filesystem::path& output_dir, const std::filesystem::path& source_model_dir,
                        const io::ModelConfig& text, std::span<const models::VisionTowerParameter> tower,
-                       std::span<const models::ParameterSpec> text_specs, std::span<const WeightView> text_weights);
+                       std::span<const models::ParameterSpec> text_specs, std::span<const WeightView> text_weights,
+                       std::span<const WeightView> tower_weights = {});
 
 }  // namespace surogate::train

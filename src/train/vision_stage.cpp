@@ -14,6 +14,7 @@
 #include "models/vision_tower.h"
 #include "train/vision_batch_inputs.h"
 #include "train/vision_outputs.h"
+#include "train/vision_tower_lora.h"
 #include "vision/vision_model_folder.h"
 
 namespace surogate::train {
@@ -78,7 +79,8 @@ VisionStage::VisionStage(const Config& config, VisionLanguageModel model)
       model_(std::move(model)),
       processor_(data_processor(config)),
       specs_(stage_specs(model_, model_dir_)),
-      text_parameters_(models::vision_model_text_parameters(text(), model_dir_).size()) {}
+      text_parameters_(models::vision_model_text_parameters(text(), model_dir_).size()),
+      train_tower_(!config.model.freeze_vision) {}
 
 const io::ModelConfig& VisionStage::text() const { return vision_text_config(model_); }
 
@@ -117,17 +119,31 @@ models::DecoderGraph VisionStage::build_graph(const graph::OpRegistry& registry,
     return graph;
   }
   models::VisionModelGraph built = models::build_vision_model_graph(std::get<models::VisionModelConfig>(model_),
-                                                                    registry, options, patches,
-                                                                    /*train_vision=*/false);
+                                                                    registry, options, patches, train_tower_);
   graph.graph = std::move(built.graph);
   graph.loss = built.loss;
   return graph;
+}
+
+std::vector<std::string> VisionStage::tower_lora_modules() const {
+  // Qwen3-VL's trainable tower is refused (config/feature_support_vision.cpp).
+  if (!train_tower_ || !std::holds_alternative<models::VisionModelConfig>(model_)) return {};
+  return vision_tower_lora_modules();
+}
+
+void VisionStage::add_tower_adapters(models::LoraSetup& lora) const {
+  if (tower_lora_modules().empty()) return;
+  for (models::LoraAdapter& adapter : vision_tower_lora_adapters(std::get<models::VisionModelConfig>(model_).vision,
+                                                                 lora.options.target_modules, lora.options.rank)) {
+    lora.adapters.push_back(std::move(adapter));
+  }
 }
 
 void VisionStage::name_adapters(models::LoraSetup& lora) const {
   // PEFT names modules by the model transformers builds, whatever the checkpoint's layout: since
   // transformers 4.52 the text model is model.language_model.
   for (models::LoraAdapter& adapter : lora.adapters) {
+    if (is_vision_tower_adapter(adapter)) continue;
     std::string& name = adapter.base.hf_name;
     name = vision_peft_module_path(name);
     adapter.a.hf_name = models::peft_key(name, 'A');
@@ -135,8 +151,8 @@ void VisionStage::name_adapters(models::LoraSetup& lora) const {
   }
 }
 
-void VisionStage::restrict_adapter_config(nlohmann::json& adapter_config) const {
-  adapter_config["exclude_modules"] = ".*visual.*";
+void VisionStage::restrict_adapter_config(nlohmann::json& adapter_config, const models::LoraSetup& lora) const {
+  exclude_unadapted_vision_modules(adapter_config, lora.adapters);
 }
 
 void VisionStage::load_weights(std::span<const WeightView> views) const {
@@ -159,8 +175,10 @@ void VisionStage::load_weights(std::span<const WeightView> views) const {
 
 void VisionStage::save_model(const std::filesystem::path& output_dir, std::span<const WeightView> weights) const {
   SUROGATE_CHECK(weights.size() == specs_.size(), "one weight view per parameter of the vision-language model");
+  // A trained tower (freeze_vision: false) is written from `weights`; a frozen one copied.
   save_vision_model(output_dir, model_dir_, text(), vision_tower_parameter_list(model_),
-                    std::span(specs_).first(text_parameters_), weights.first(text_parameters_));
+                    std::span(specs_).first(text_parameters_), weights.first(text_parameters_),
+                    train_tower_ ? weights.subspan(text_parameters_) : std::span<const WeightView>());
 }
 
 BatchInputs::ExtraInputs VisionStage::batch_inputs(const compiler::ExecutionPlan& plan) const {

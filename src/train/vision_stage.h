@@ -10,10 +10,13 @@
 // the most patches one packed row of the training split holds, so one plan serves every
 // micro-batch (train/vision_batch_inputs.h pads each batch's images up to it). The dry run reads
 // the same rows first (train/vision_memory_plan.h) and plans the same count.
-// The tower is frozen (no gradients, no optimizer state): LoRA adapts the text projections, full
-// fine-tuning trains the text model, for either family (config/feature_support_vision.cpp refuses
-// what is not wired yet: several ranks, QLoRA, ...). The evaluator builds the same model at the
-// validation split's patch count; model folders are written by train/vision_outputs.h.
+// The tower is frozen by default (no gradients, no optimizer state): LoRA adapts the text
+// projections, full fine-tuning trains the text model, for either family. freeze_vision: false
+// (Qwen2.5-VL) makes the tower's parameters trainable: full fine-tuning trains the tower and the
+// merger too, and LoRA's target modules reach their linear layers (train/vision_tower_lora.h).
+// config/feature_support_vision.cpp refuses what is not wired yet (Qwen3-VL's trainable tower, ...).
+// The evaluator builds the same model at the validation split's patch count; model folders are
+// written by train/vision_outputs.h.
 #pragma once
 
 #include <cstdint>
@@ -79,16 +82,24 @@ public:
   models::DecoderGraph build_graph(const graph::OpRegistry& registry, const models::DecoderGraphOptions& options,
                                    int64_t patches) const;
 
-  // The adapters' checkpoint names (and so their PEFT keys) as this folder spells its text model.
+  // freeze_vision: false (Qwen2.5-VL): the tower and the merger train.
+  bool trains_tower() const { return train_tower_; }
+  // The tower's module names lora_target_modules may name (train/vision_tower_lora.h); none
+  // while the tower is frozen.
+  std::vector<std::string> tower_lora_modules() const;
+  // Appends the adapters on the tower's projections that lora.options.target_modules names.
+  void add_tower_adapters(models::LoraSetup& lora) const;
+  // The text adapters' checkpoint names (and so their PEFT keys) as this folder spells its text
+  // model (the tower's already carry transformers' module path).
   void name_adapters(models::LoraSetup& lora) const;
-  // adapter_config.json's extra keys: PEFT must not adapt the tower's projections of the same
-  // module names (the vision blocks' gate_proj, up_proj, down_proj).
-  void restrict_adapter_config(nlohmann::json& adapter_config) const;
+  // adapter_config.json's extra keys: PEFT must adapt exactly the run's modules (the tower's
+  // gate_proj / up_proj / down_proj share the text model's names; train/vision_tower_lora.h).
+  void restrict_adapter_config(nlohmann::json& adapter_config, const models::LoraSetup& lora) const;
 
   // The folder's weights into `views` (specs() order, fp32).
   void load_weights(std::span<const WeightView> views) const;
   // The trained or merged model as an HF folder (train/vision_outputs.h): `weights` in specs()
-  // order (the tower's, frozen, are not read: the folder's are copied).
+  // order (a frozen tower's are not read: the folder's are copied; a trained one's are written).
   void save_model(const std::filesystem::path& output_dir, std::span<const WeightView> weights) const;
 
   // The image inputs of every micro-batch bound to `plan` (one built by build_graph).
@@ -100,6 +111,7 @@ private:
   vision::ImageProcessor processor_;
   std::vector<models::ParameterSpec> specs_;
   size_t text_parameters_ = 0;  // specs_' first ones are the text model's
+  bool train_tower_ = false;    // !freeze_vision
   int64_t plan_patches_ = 0;
   int64_t eval_patches_ = 0;
 };

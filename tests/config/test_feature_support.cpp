@@ -508,21 +508,30 @@ TEST(FeatureSupport, AValidConfigurationPassesEveryStage) {
 }
 
 // `surogate sft` trains a vision-language folder (Qwen2.5-VL or Qwen3-VL) on one rank: LoRA (with
-// merge_adapter or not) or full fine-tuning, with or without evaluation.
+// merge_adapter or not) or full fine-tuning, with or without evaluation; Qwen2.5-VL's tower frozen or
+// not (freeze_vision, set; Qwen3-VL's trainable tower has its own row).
 TEST(FeatureSupport, VisionLanguageTrainingOnOneRankPasses) {
   for (const char* model_type : {"Qwen2_5_VLForConditionalGeneration", "Qwen3VLForConditionalGeneration"}) {
     Config config = valid_config();
     RunShape shape;
     shape.vision_language = true;
     shape.model_type = model_type;
+    config.sources["freeze_vision"] = "config.yaml:3";
+    const bool trains_tower = shape.model_type == "Qwen2_5_VLForConditionalGeneration";
     for (const bool lora : {true, false}) {
       for (const double ratio : {0.0, 0.1}) {  // 0.1, the default, evaluates
-        config.lora.enabled = lora;
-        config.lora.merge_adapter = lora;
-        config.eval.validation_split_ratio = ratio;
-        EXPECT_EQ(first_refusal(config, SupportStage::Model, shape), nullptr) << model_type << " " << lora << " " << ratio;
+        for (const bool freeze : {true, false}) {
+          if (!freeze && !trains_tower) continue;
+          config.lora.enabled = lora;
+          config.lora.merge_adapter = lora;
+          config.eval.validation_split_ratio = ratio;
+          config.model.freeze_vision = freeze;
+          EXPECT_EQ(first_refusal(config, SupportStage::Model, shape), nullptr)
+              << model_type << " " << lora << " " << ratio << " " << freeze;
+        }
       }
     }
+    config.model.freeze_vision = true;
     config.eval.validation_split_ratio = 0.0;
     config.eval.validation_datasets.push_back(config.data.datasets[0]);  // held-out rows of their own
     EXPECT_EQ(first_refusal(config, SupportStage::Model, shape), nullptr) << model_type;

@@ -32,6 +32,21 @@ std::vector<RowCase> vision_row_cases() {
        "QLoRA (qlora_bnb"},
       {"vision-language model with an fp8 or fp4 recipe", S::Model,
        vision([](Config& c) { c.precision.recipe = Recipe::Fp8Hybrid; }), "recipe fp8_hybrid / nvfp4"},
+      {"Qwen3-VL with a trainable vision tower", S::Model,
+       [](Config& c, RunShape& s) {
+         s.vision_language = true;
+         s.model_type = "Qwen3VLForConditionalGeneration";
+         c.lora.enabled = true;
+         c.eval.validation_split_ratio = 0.0;
+         c.model.freeze_vision = false;
+       },
+       "freeze_vision: false with model"},
+      {"freeze_vision with a text model", S::Model,
+       [](Config& c, RunShape& s) {
+         s.model_type = "qwen3";
+         c.sources["freeze_vision"] = "config.yaml:7";  // set, whatever its value
+       },
+       "config.yaml:7: freeze_vision applies to vision-language models"},
   };
 }
 

@@ -74,6 +74,12 @@ def test_vision_options_for_a_text_model_are_rejected_by_name(surogate_bin, tmp_
     result = run_surogate(surogate_bin, "sft", config, "--dry-run", "--norm_bbox=norm100")
     assert result.returncode == 2
     assert "norm_bbox" in result.stderr and "norm1000" in result.stderr
+    # freeze_vision, set at all (either value), is refused for a text model by its feature-support row.
+    for value in ("true", "false"):
+        result = run_surogate(surogate_bin, "sft", config, "--dry-run", "--norm_bbox=null", f"--freeze_vision={value}")
+        assert result.returncode == 2, result.stdout
+        assert "freeze_vision applies to vision-language models" in result.stderr, result.stderr
+        assert "command line" in result.stderr
 
 
 def test_override_spellings(surogate_bin, tmp_path):

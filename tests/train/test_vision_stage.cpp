@@ -15,34 +15,16 @@
 #include "models/lora.h"
 #include "ops/defs/register_ops.h"
 #include "train/vision_stage.h"
+#include "train/vision_stage_fixture.h"
 
 namespace surogate::train {
 namespace {
 namespace fs = std::filesystem;
 
-const fs::path kVision = fs::path(SUROGATE_FIXTURES_DIR) / "vision";
-
 // The fixture model (vision/vl, or vision/qwen3_vl_model) with a processor of patch 4, merge 2
 // (the tower's) and a dataset entry.
 Config stage_config(const std::string& fixture = "vl") {
-  const fs::path folder = fs::path(::testing::TempDir()) / ("vision_stage_model_" + fixture);
-  fs::create_directories(folder);
-  for (const char* file : {"config.json", "model.safetensors"}) {
-    fs::copy_file(kVision / fixture / file, folder / file, fs::copy_options::overwrite_existing);
-  }
-  std::ofstream(folder / "preprocessor_config.json")
-      << R"({"image_processor_type": "Qwen2VLImageProcessor", "min_pixels": 256, "max_pixels": 2048,)"
-      << R"( "patch_size": 4, "temporal_patch_size": 2, "merge_size": 2})";
-  fs::copy_file(fs::path(SUROGATE_TOKENIZERS_DIR) / "qwen3" / "tokenizer.json", folder / "tokenizer.json",
-                fs::copy_options::overwrite_existing);
-  Config config;
-  config.model.name_or_path = folder.string();
-  config.model.sequence_len = 64;
-  DatasetConfig dataset;
-  dataset.path = (kVision / "rows" / "rows.jsonl").string();
-  dataset.type = DatasetType::Conversation;
-  config.data.datasets = {dataset};
-  return config;
+  return vision_fixture::vision_stage_config(fixture, "vision_stage_model_");
 }
 
 TEST(VisionStage, ATextFolderHasNone) {
@@ -71,7 +53,7 @@ TEST(VisionStage, AdaptersGetTheLanguageModelsPeftKeys) {
   EXPECT_EQ(lora.adapters[0].a.hf_name, "base_model.model.model.language_model.layers.0.self_attn.q_proj.lora_A.weight");
   EXPECT_EQ(lora.adapters[0].b.hf_name, "base_model.model.model.language_model.layers.0.self_attn.q_proj.lora_B.weight");
   nlohmann::json adapter_config = nlohmann::json::object();
-  stage->restrict_adapter_config(adapter_config);
+  stage->restrict_adapter_config(adapter_config, lora);
   EXPECT_EQ(adapter_config["exclude_modules"], ".*visual.*");
 }
 

@@ -22,6 +22,9 @@ struct Model {
   std::optional<std::string> rope_scaling;
   std::optional<TorchDtype> torch_dtype;            // from the model config when unset
   bool init_projections_to_zero = false;
+  // Addition: a vision-language model's vision tower and merger stay frozen (docs/vision.md);
+  // false trains them (full fine-tuning) or lets lora_target_modules reach them (LoRA).
+  bool freeze_vision = true;
 };
 
 }  // namespace surogate::config

@@ -97,7 +97,7 @@ void write_outputs(RunContext& run) {
   LoraSettings settings{static_cast<int>(config.lora.lora_rank), static_cast<int>(config.lora.lora_alpha),
                         config.lora.lora_dropout, run.lora->options.target_modules};
   nlohmann::json adapter_config = peft_adapter_config(settings, config.model.name_or_path);
-  if (run.vision) run.vision->restrict_adapter_config(adapter_config);
+  if (run.vision) run.vision->restrict_adapter_config(adapter_config, *run.lora);
   save_peft_output(config.run.output_dir, config.model.name_or_path, run.lora->adapters, weights, adapter_config);
   if (config.lora.merge_adapter) {
     const fs::path merged = merged_model_dir(config.run.output_dir);

@@ -60,8 +60,7 @@ void read_model(RunContext& run) {
     run.specs = models::parameter_specs(run.model_config);
   }
   if (run.config.lora.enabled) {
-    run.lora = lora_setup(run.config.lora, run.config.sources, run.model_config, run.backend);
-    if (run.vision) run.vision->name_adapters(*run.lora);
+    run.lora = lora_setup(run.config.lora, run.config.sources, run.model_config, run.backend, run.vision.get());
   }
 }
 
