@@ -56,9 +56,10 @@ int merge_vision_adapter(const fs::path& model, const std::string& architecture,
   std::vector<models::ParameterSpec> peft_specs = specs;
   for (models::ParameterSpec& spec : peft_specs) spec.hf_name = train::vision_peft_module_path(spec.hf_name);
   // Qwen3-VL's tower takes no adapters yet: an adapter with tensors on it is refused naming the tensor.
-  std::span<const std::string> tower_modules;
-  if (const auto* qwen25 = std::get_if<models::VisionModelConfig>(&folder)) {
-    tower_modules = train::vision_tower_lora_modules();
+  const auto* qwen25 = std::get_if<models::VisionModelConfig>(&folder);
+  const std::vector<std::string> tower_modules =
+      qwen25 != nullptr ? train::vision_tower_lora_modules() : std::vector<std::string>{};
+  if (qwen25 != nullptr) {
     for (const models::LoraAdapter& projection : train::vision_tower_lora_adapters(qwen25->vision, tower_modules, 1)) {
       peft_specs.push_back(projection.base);  // the tower's projections under model.visual (not the patch embedding)
     }
