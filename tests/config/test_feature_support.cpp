@@ -6,6 +6,7 @@
 #include <functional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "config/config_loader.h"
@@ -507,9 +508,10 @@ TEST(FeatureSupport, AValidConfigurationPassesEveryStage) {
   }
 }
 
-// `surogate sft` trains a vision-language folder on one rank: LoRA (with merge_adapter or not) or
-// full fine-tuning, with or without evaluation.
-TEST(FeatureSupport, VisionLanguageTrainingOnOneRankPasses) {
+// `surogate sft` trains a vision-language folder: LoRA (with merge_adapter or not) or full
+// fine-tuning, with or without evaluation; QLoRA, fp8_hybrid and data-parallel ranks (ZeRO 1/2/3,
+// several nodes) too. Sequence and pipeline parallelism are refused by one row, naming the option.
+TEST(FeatureSupport, VisionLanguageTrainingPasses) {
   Config config = valid_config();
   RunShape shape;
   shape.vision_language = true;
@@ -522,9 +524,33 @@ TEST(FeatureSupport, VisionLanguageTrainingOnOneRankPasses) {
       EXPECT_EQ(first_refusal(config, SupportStage::Model, shape), nullptr) << lora << " " << ratio;
     }
   }
-  config.parallel.gpus = 2;  // still refused: one row, named
-  ASSERT_NE(first_refusal(config, SupportStage::Model, shape), nullptr);
-  EXPECT_EQ(first_refusal(config, SupportStage::Model, shape)->name, "vision-language model on several ranks");
+  for (const auto& set : std::vector<std::function<void(Config&)>>{
+           [](Config& c) { c.quant.qlora_bnb = true; }, [](Config& c) { c.quant.qlora_fp8 = true; },
+           [](Config& c) { c.quant.qlora_fp4 = true; }, [](Config& c) { c.precision.recipe = Recipe::Fp8Hybrid; },
+           [](Config& c) { c.parallel.gpus = 2; },
+           [](Config& c) {
+             c.parallel.gpus = 2;
+             c.parallel.zero_level = 3;
+             c.parallel.shard_weights = c.parallel.shard_gradients = true;
+           },
+           [](Config& c) { c.distributed.num_nodes = 2; }}) {
+    Config passing = config;
+    passing.lora.enabled = true;
+    set(passing);
+    EXPECT_EQ(first_refusal(passing, SupportStage::Model, shape), nullptr);
+  }
+  for (const auto& [set, key] : std::vector<std::pair<std::function<void(Config&)>, std::string>>{
+           {[](Config& c) { c.parallel.sequence_parallel_size = 2; }, "sequence_parallel_size"},
+           {[](Config& c) { c.parallel.pipeline_parallel_size = 2; }, "pipeline_parallel_size"}}) {
+    Config refused = config;
+    set(refused);
+    refused.sources[key] = "config.yaml:7";  // the message names where the option was set
+    const SupportRow* row = first_refusal(refused, SupportStage::Model, shape);
+    ASSERT_NE(row, nullptr) << key;
+    EXPECT_EQ(row->name, "vision-language model with sequence or pipeline parallelism");
+    EXPECT_EQ(row->message(refused, shape).rfind("config.yaml:7: sequence / pipeline parallelism", 0), 0u)
+        << row->message(refused, shape);
+  }
 }
 
 // Qwen3-VL: LoRA without evaluation passes; full fine-tuning, merge_adapter and evaluation are refused
