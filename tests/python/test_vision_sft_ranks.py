@@ -46,7 +46,7 @@ def one_and_two_ranks(surogate_bin, model_folder, tmp_path, name, options, ranks
     two = sft(surogate_bin, model_folder, tmp_path, f"{name}_2",
               {**STEPS, **options, **(ranks_options or {}), "gpus": "2", "gradient_accumulation_steps": "1"},
               rows=RANK_ROWS)
-    assert "2 ranks (" in two[3], two[3]
+    assert "gpus: 2 runs 2 data-parallel ranks" in two[3], two[3]
     for ours, theirs in zip(two[1], one[1], strict=True):
         assert ours["loss"] == pytest.approx(theirs["loss"], rel=RELATIVE)
         assert ours["grad_norm"] == pytest.approx(theirs["grad_norm"], rel=RELATIVE)

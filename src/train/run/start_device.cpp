@@ -71,9 +71,9 @@ void load_weights(RunContext& run) {
       base_weights.push_back(weights[next_device_weight++]);
     }
   }
-  BaseWeightSetup setup{&config, &run.model_config, run.specs, run.quantized, run.qlora ? &*run.qlora : nullptr,
-                        run.backend == TrainingBackend::Cuda};
-  setup.reader = run.base_weight_reader();
+  const BaseWeightSetup setup{&config, &run.model_config, run.specs, run.quantized,
+                              run.qlora ? &*run.qlora : nullptr, run.backend == TrainingBackend::Cuda,
+                              run.base_weight_reader()};
   for (const std::string& line : load_base_weights(setup, base_weights, *run.device)) run.message(line);
   if (run.fp8) run.message(fp8_line(run));
   if (run.lora) {
