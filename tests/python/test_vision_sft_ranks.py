@@ -9,7 +9,13 @@ so the runs differ only by the order of fp32 additions. Stated tolerances (the t
 per-step losses and gradient norms within 2e-4 relative, trained weights within 5e-5 absolute; the
 tower, frozen, is the source's byte for byte. Cases: LoRA with dropout and evaluation (ZeRO-1; the
 eval losses within 2e-4 too), full fine-tuning under ZeRO-2 and ZeRO-3, QLoRA (NF4) under ZeRO-3.
+
+With 2 GPUs: the same comparison on the CUDA backend (LoRA; QLoRA under ZeRO-3), held to the GPU
+data-parallel tolerance of tests/python/test_data_parallel_gpus_cli.py: the same bf16 gradients
+summed in another fp32 order, every step within 0.01 nats, step 1 within 1e-5.
 """
+import os
+
 import json
 
 import numpy as np
@@ -21,6 +27,7 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from test_vision_sft import ROWS, VISION, model_folder  # noqa: E402,F401  (model_folder: the fixture)
+from test_data_parallel_gpus_cli import visible_gpus  # noqa: E402
 from test_vision_sft_quantized import sft  # noqa: E402
 
 RELATIVE = 2e-4
@@ -41,16 +48,21 @@ STEPS = {"per_device_train_batch_size": "1", "max_steps": "4"}  # two epochs of 
 def one_and_two_ranks(surogate_bin, model_folder, tmp_path, name, options, ranks_options=None):  # noqa: F811
     """The run on one rank with accumulation 2 and on two CPU ranks with accumulation 1 (and
     `ranks_options`)."""
-    one = sft(surogate_bin, model_folder, tmp_path, f"{name}_1", {**STEPS, **options, "gradient_accumulation_steps": "2"},
-              rows=RANK_ROWS)
-    two = sft(surogate_bin, model_folder, tmp_path, f"{name}_2",
-              {**STEPS, **options, **(ranks_options or {}), "gpus": "2", "gradient_accumulation_steps": "1"},
-              rows=RANK_ROWS)
-    assert "gpus: 2 runs 2 data-parallel ranks" in two[3], two[3]
+    one, two = runs(surogate_bin, model_folder, tmp_path, name, options, ranks_options)
     for ours, theirs in zip(two[1], one[1], strict=True):
         assert ours["loss"] == pytest.approx(theirs["loss"], rel=RELATIVE)
         assert ours["grad_norm"] == pytest.approx(theirs["grad_norm"], rel=RELATIVE)
     assert len(one[1]) == 4 and one[1][-1]["loss"] < one[1][0]["loss"]
+    return one, two
+
+
+def runs(surogate_bin, model_folder, tmp_path, name, options, ranks_options=None, **env):  # noqa: F811
+    one = sft(surogate_bin, model_folder, tmp_path, f"{name}_1", {**STEPS, **options, "gradient_accumulation_steps": "2"},
+              rows=RANK_ROWS, **env)
+    two = sft(surogate_bin, model_folder, tmp_path, f"{name}_2",
+              {**STEPS, **options, **(ranks_options or {}), "gpus": "2", "gradient_accumulation_steps": "1"},
+              rows=RANK_ROWS, **env)
+    assert "gpus: 2 runs 2 data-parallel ranks" in two[3], two[3]
     return one, two
 
 
@@ -88,3 +100,13 @@ def test_two_ranks_qlora_under_zero_three_match_one_rank(surogate_bin, model_fol
     one, two = one_and_two_ranks(surogate_bin, model_folder, tmp_path, "qlora3",
                                  {"qlora_bnb": "true"}, {"zero_level": "3"})
     assert largest_difference(one, two, "adapter_model.safetensors") < WEIGHTS
+
+
+@pytest.mark.skipif(visible_gpus() < 2, reason=f"needs 2 GPUs, {visible_gpus()} visible")
+@pytest.mark.parametrize("options, ranks_options", [({}, {}), ({"qlora_bnb": "true"}, {"zero_level": "3"})])
+def test_two_gpus_match_one_gpu(options, ranks_options, surogate_bin, model_folder, tmp_path):  # noqa: F811
+    one, two = runs(surogate_bin, model_folder, tmp_path, "gpus", options, ranks_options, env=dict(os.environ))
+    assert "CUDA" in two[3], two[3]
+    assert abs(two[1][0]["loss"] - one[1][0]["loss"]) <= 1e-5
+    for ours, theirs in zip(two[1], one[1], strict=True):
+        assert ours["loss"] == pytest.approx(theirs["loss"], abs=0.01)
