@@ -103,9 +103,10 @@ def full_precision_lora(surogate_bin, model_folder, tmp_path_factory):  # noqa: 
     return train(surogate_bin, model_folder, tmp_path_factory.mktemp("vision_lora"), "lora", "")[1]
 
 
-@pytest.mark.parametrize("mode", list(MODES))
-def test_qlora_trains_exactly_as_lora_on_the_rounded_text_projections(mode, surogate_bin, model_folder,  # noqa: F811
-                                                                      full_precision_lora, tmp_path):
+def check_qlora_against_rounded(surogate_bin, model_folder, tmp_path, mode, full_precision_lora, extra=""):
+    """The QLoRA run in `mode` against LoRA on the folder with the format's rounded text projections:
+    the same steps and adapter, bit for bit; returns the QLoRA run's output and adapter and the
+    folder's weights."""
     options, round_trip, stored_as = MODES[mode]
     weights = read_tensors(model_folder / "model.safetensors")
     rounded = {name: round_trip(value) if is_text_projection(name) else value for name, value in weights.items()}
@@ -114,7 +115,7 @@ def test_qlora_trains_exactly_as_lora_on_the_rounded_text_projections(mode, suro
     shutil.copytree(model_folder, folder)
     save_file(rounded, str(folder / "model.safetensors"))
 
-    qlora_out, qlora, log = train(surogate_bin, model_folder, tmp_path, mode, options + "merge_adapter: true\n")
+    qlora_out, qlora, log = train(surogate_bin, model_folder, tmp_path, mode, options + extra)
     reference_out, reference, _ = train(surogate_bin, folder, tmp_path, "rounded", "")
     assert [(r["loss"], r["grad_norm"]) for r in qlora] == [(r["loss"], r["grad_norm"]) for r in reference]
     assert qlora[0]["loss"] != full_precision_lora[0]["loss"]  # the rounding is visible
@@ -124,7 +125,25 @@ def test_qlora_trains_exactly_as_lora_on_the_rounded_text_projections(mode, suro
     for name in ours:
         np.testing.assert_array_equal(ours[name], theirs[name], err_msg=name)
     assert f"QLoRA: 14 base weights stored in {stored_as}" in log, log
+    return qlora_out, ours, weights
 
+
+def check_fp8_hybrid(surogate_bin, model_folder, tmp_path, mode):
+    """fp8_hybrid puts the text model's 2 layers × 7 projections in FP8 (the tower's linears stay in
+    the graph's dtype) and tracks the fp32 run within 1 %, not equal to it."""
+    _, plain, _ = train(surogate_bin, model_folder, tmp_path, "fp32", mode, steps=4)
+    _, fp8, console = train(surogate_bin, model_folder, tmp_path, "fp8", mode + "recipe: fp8_hybrid\n", steps=4)
+    assert "fp8_hybrid: 14 projections in FP8" in console, console
+    for ours, theirs in zip(fp8, plain, strict=True):
+        assert ours["loss"] == pytest.approx(theirs["loss"], rel=1e-2)
+    assert [r["loss"] for r in fp8] != [r["loss"] for r in plain]  # the quantization is visible
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+def test_qlora_trains_exactly_as_lora_on_the_rounded_text_projections(mode, surogate_bin, model_folder,  # noqa: F811
+                                                                      full_precision_lora, tmp_path):
+    qlora_out, ours, weights = check_qlora_against_rounded(surogate_bin, model_folder, tmp_path, mode,
+                                                           full_precision_lora, "merge_adapter: true\n")
     # merge_adapter: into the folder's full-precision weights; the tower as the source holds it.
     merged = read_tensors(qlora_out / "merged" / "model.safetensors")
     assert merged.keys() == weights.keys()
@@ -141,14 +160,7 @@ def test_qlora_trains_exactly_as_lora_on_the_rounded_text_projections(mode, suro
 @pytest.mark.parametrize("lora", [True, False])
 def test_fp8_hybrid_puts_the_text_projections_in_fp8_and_tracks_the_fp32_run(lora, surogate_bin, model_folder,  # noqa: F811
                                                                              tmp_path):
-    mode = "lora: true\n" if lora else "lora: false\n"
-    _, plain, _ = train(surogate_bin, model_folder, tmp_path, "fp32", mode, steps=4)
-    _, fp8, console = train(surogate_bin, model_folder, tmp_path, "fp8", mode + "recipe: fp8_hybrid\n", steps=4)
-    # The text model's 2 layers × 7 projections; the tower's linears stay in the graph's dtype.
-    assert "fp8_hybrid: 14 projections in FP8" in console, console
-    for ours, theirs in zip(fp8, plain, strict=True):
-        assert ours["loss"] == pytest.approx(theirs["loss"], rel=1e-2)
-    assert [r["loss"] for r in fp8] != [r["loss"] for r in plain]  # the quantization is visible
+    check_fp8_hybrid(surogate_bin, model_folder, tmp_path, "lora: true\n" if lora else "lora: false\n")
 
 
 @pytest.mark.skipif(not gpu_visible(), reason="needs a GPU")
