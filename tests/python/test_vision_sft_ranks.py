@@ -21,12 +21,12 @@ import json
 import numpy as np
 import pytest
 
-from conftest import read_tensors
+from conftest import read_tensors, run_surogate
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from test_vision_sft import ROWS, VISION, model_folder  # noqa: E402,F401  (model_folder: the fixture)
+from test_vision_sft import CPU_ONLY, ROWS, VISION, model_folder  # noqa: E402,F401  (model_folder: the fixture)
 from test_data_parallel_gpus_cli import visible_gpus  # noqa: E402
 from test_vision_sft_quantized import sft  # noqa: E402
 
@@ -110,3 +110,20 @@ def test_two_gpus_match_one_gpu(options, ranks_options, surogate_bin, model_fold
     assert abs(two[1][0]["loss"] - one[1][0]["loss"]) <= 1e-5
     for ours, theirs in zip(two[1], one[1], strict=True):
         assert ours["loss"] == pytest.approx(theirs["loss"], abs=0.01)
+
+
+def test_dry_run_plans_each_rank_with_the_quantized_base(surogate_bin, model_folder, tmp_path):  # noqa: F811
+    """`--dry-run` of a QLoRA run on 2 CPU ranks under ZeRO-3 plans the tower for the training rows'
+    patches, as the run does, and passes without training."""
+    data = tmp_path / "rows.jsonl"
+    data.write_text("".join(json.dumps(row) + "\n" for row in RANK_ROWS))
+    config = tmp_path / "dry.yaml"
+    config.write_text(f"model: {model_folder}\noutput_dir: {tmp_path / 'out'}\nsequence_len: 128\n"
+                      "sample_packing: false\nvalidation_split_ratio: 0\nper_device_train_batch_size: 1\n"
+                      "qlora_bnb: true\ngpus: 2\nzero_level: 3\n"
+                      f"datasets:\n  - path: {data}\n    type: conversation\n")
+    result = run_surogate(surogate_bin, "sft", config, "--dry-run", env=CPU_ONLY)
+    assert result.returncode == 0, result.stderr
+    assert "configuration is valid (dry run, nothing trained)" in result.stdout
+    assert "# vision tower planned for" in result.stdout, result.stdout
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
