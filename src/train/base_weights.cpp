@@ -72,10 +72,12 @@ std::vector<std::string> load_base_weights(const BaseWeightSetup& setup, std::sp
     read_base_weights(
         config, setup.specs, views, written,
         [&](const models::ParameterSpec& spec, const models::Fp8BlockTensor& tensor) {
-          return take(spec.name, [&](const models::QuantizedWeight& weight) { return stored_fp8_pieces(weight, tensor); });
+          return take(spec.name,
+                      [&](const models::QuantizedWeight& weight) { return stored_fp8_pieces(weight, tensor); });
         },
         [&](const models::ParameterSpec& spec, const models::Bnb4bitTensor& tensor) {
-          return take(spec.name, [&](const models::QuantizedWeight& weight) { return stored_bnb_pieces(weight, tensor); });
+          return take(spec.name,
+                      [&](const models::QuantizedWeight& weight) { return stored_bnb_pieces(weight, tensor); });
         });
   }
   quantizer.drain();

@@ -57,8 +57,9 @@ def one_and_two_ranks(surogate_bin, model_folder, tmp_path, name, options, ranks
 
 
 def runs(surogate_bin, model_folder, tmp_path, name, options, ranks_options=None, **env):  # noqa: F811
-    one = sft(surogate_bin, model_folder, tmp_path, f"{name}_1", {**STEPS, **options, "gradient_accumulation_steps": "2"},
-              rows=RANK_ROWS, **env)
+    """The two runs (`env`: the backend's environment, CPU only unless given)."""
+    one = sft(surogate_bin, model_folder, tmp_path, f"{name}_1",
+              {**STEPS, **options, "gradient_accumulation_steps": "2"}, rows=RANK_ROWS, **env)
     two = sft(surogate_bin, model_folder, tmp_path, f"{name}_2",
               {**STEPS, **options, **(ranks_options or {}), "gpus": "2", "gradient_accumulation_steps": "1"},
               rows=RANK_ROWS, **env)
