@@ -1,25 +1,34 @@
 // See feature_support_vision.h. Vision-language models (docs/vision.md): `surogate sft` trains a
-// Qwen2.5-VL or Qwen3-VL folder's text model (LoRA, merge_adapter, or full fine-tuning; the tower
-// frozen, or for Qwen2.5-VL trained too with freeze_vision: false) on one rank, evaluating as for
-// text; each row below is a part that is not wired yet, or freeze_vision where it does not apply.
+// Qwen2.5-VL or Qwen3-VL folder (LoRA, QLoRA, merge_adapter, or full fine-tuning; the tower frozen,
+// or for Qwen2.5-VL trained too with freeze_vision: false), with the bf16 or fp8_hybrid recipe, on
+// one rank or data-parallel ranks (ZeRO 1/2/3), evaluating as for text; each row below is a part
+// that is not wired yet, or freeze_vision where it does not apply.
 #include "config/feature_support_vision.h"
+
+#include <functional>
 
 #include <fmt/format.h>
 
 namespace surogate {
 namespace {
 
-// A row of the Model stage that refuses `what` for a vision-language folder when `refuses`.
-SupportRow vision_row(std::string name, const char* key, std::string what,
+// A row of the Model stage that refuses `what` for a vision-language folder when `refuses`, naming
+// where `key_of` (the option the configuration set) was set.
+SupportRow vision_row(std::string name, std::function<const char*(const Config&)> key_of, std::string what,
                       std::function<bool(const Config&)> refuses) {
   return {std::move(name), SupportStage::Model, SupportBackend::Any,
           [refuses](const Config& c, const RunShape& shape) { return shape.vision_language && refuses(c); },
-          [key, what](const Config& c, const RunShape& shape) {
+          [key_of, what](const Config& c, const RunShape& shape) {
+            const char* key = key_of(c);
             return fmt::format("{}: {} with model '{}', a vision-language model ({}), is not implemented yet in this "
-                               "version of Surogate: `surogate sft` trains its text model (LoRA or full fine-tuning), the "
-                               "vision tower frozen, on one GPU or the CPU (docs/vision.md)",
+                               "version of Surogate: `surogate sft` trains it (LoRA, QLoRA or full fine-tuning; the "
+                               "vision tower frozen or, for Qwen2.5-VL, trained with freeze_vision: false) on one "
+                               "or several data-parallel ranks (docs/vision.md)",
                                c.sources.of(key), what, c.model.name_or_path, shape.model_type);
           }};
+}
+SupportRow vision_row(std::string name, const char* key, std::string what, std::function<bool(const Config&)> refuses) {
+  return vision_row(std::move(name), [key](const Config&) { return key; }, std::move(what), std::move(refuses));
 }
 
 }  // namespace
@@ -31,14 +40,21 @@ void add_vision_rows(std::vector<SupportRow>& rows) {
   rows.push_back(vision_row("vision-language model with a model_definition", "model_definition",
                             "option 'model_definition' (the graph is the built-in Qwen2.5-VL / Qwen3-VL one)",
                             [](const Config& c) { return c.model.model_definition.has_value(); }));
-  rows.push_back(vision_row("vision-language model on several ranks", "gpus",
-                            "more than one rank (gpus, num_nodes, sequence / pipeline parallelism)",
+  // Data parallelism (gpus, num_nodes) works: each rank binds its own micro-batch's images and every
+  // rank plans the same patch count. Sequence parallelism would split a row's tokens, and with them
+  // its image tokens, over the ranks while the tower's features and the [3, B, T] M-RoPE positions are
+  // the whole row's; pipeline stages would need the tower in the first stage and its features carried
+  // to the stage that splices them. Neither is wired.
+  rows.push_back(vision_row("vision-language model with sequence or pipeline parallelism",
                             [](const Config& c) {
-                              return c.parallel.gpus != 1 || c.distributed.num_nodes > 1 ||
-                                     c.parallel.sequence_parallel_size > 1 || c.parallel.pipeline_parallel_size > 1;
+                              return c.parallel.sequence_parallel_size > 1 ? "sequence_parallel_size"
+                                                                            : "pipeline_parallel_size";
+                            },
+                            "sequence / pipeline parallelism (sequence_parallel_size, pipeline_parallel_size; data "
+                            "parallelism with gpus / num_nodes works)",
+                            [](const Config& c) {
+                              return c.parallel.sequence_parallel_size > 1 || c.parallel.pipeline_parallel_size > 1;
                             }));
-  rows.push_back(vision_row("vision-language model with QLoRA", "qlora_bnb", "QLoRA (qlora_bnb, qlora_fp8, qlora_fp4)",
-                            [](const Config& c) { return c.quant.qlora_bnb || c.quant.qlora_fp8 || c.quant.qlora_fp4; }));
   // freeze_vision: false trains Qwen2.5-VL's tower (train/vision_tower_lora.h); Qwen3-VL's is not wired yet.
   rows.push_back({"Qwen3-VL with a trainable vision tower", SupportStage::Model, SupportBackend::Any,
                   [](const Config& c, const RunShape& shape) {
@@ -63,8 +79,6 @@ void add_vision_rows(std::vector<SupportRow>& rows) {
                                        "freeze_vision out (docs/vision.md)",
                                        c.sources.of("freeze_vision"), c.model.name_or_path, shape.model_type);
                   }});
-  rows.push_back(vision_row("vision-language model with an fp8 or fp4 recipe", "recipe", "recipe fp8_hybrid / nvfp4",
-                            [](const Config& c) { return c.precision.recipe != Recipe::Bf16; }));
 }
 
 }  // namespace surogate

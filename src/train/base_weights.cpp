@@ -63,17 +63,23 @@ std::vector<std::string> load_base_weights(const BaseWeightSetup& setup, std::sp
     ++taken_as_stored;
     return true;
   };
-  read_base_weights(
-      config, setup.specs, views,
-      [&](size_t index) {
-        if (quantized[index]) quantizer.quantize(ordinal[index], *quantized[index]);
-      },
-      [&](const models::ParameterSpec& spec, const models::Fp8BlockTensor& tensor) {
-        return take(spec.name, [&](const models::QuantizedWeight& weight) { return stored_fp8_pieces(weight, tensor); });
-      },
-      [&](const models::ParameterSpec& spec, const models::Bnb4bitTensor& tensor) {
-        return take(spec.name, [&](const models::QuantizedWeight& weight) { return stored_bnb_pieces(weight, tensor); });
-      });
+  const WeightWritten written = [&](size_t index) {
+    if (quantized[index]) quantizer.quantize(ordinal[index], *quantized[index]);
+  };
+  if (setup.reader) {
+    setup.reader(views, written);
+  } else {
+    read_base_weights(
+        config, setup.specs, views, written,
+        [&](const models::ParameterSpec& spec, const models::Fp8BlockTensor& tensor) {
+          return take(spec.name,
+                      [&](const models::QuantizedWeight& weight) { return stored_fp8_pieces(weight, tensor); });
+        },
+        [&](const models::ParameterSpec& spec, const models::Bnb4bitTensor& tensor) {
+          return take(spec.name,
+                      [&](const models::QuantizedWeight& weight) { return stored_bnb_pieces(weight, tensor); });
+        });
+  }
   quantizer.drain();
   std::vector<std::string> lines;
   if (!has_safetensors(config.model.name_or_path)) {
@@ -126,7 +132,8 @@ std::vector<std::string> load_base_weights(const BaseWeightSetup& setup, std::sp
 
 std::vector<std::vector<float>> merge_into_base(const Config& config, std::span<const models::ParameterSpec> specs,
                                                 const models::LoraSetup& lora, std::span<const WeightView> weights,
-                                                std::span<const WeightView> trainable, bool quantized_base) {
+                                                std::span<const WeightView> trainable, bool quantized_base,
+                                                const BaseWeightReader& reader) {
   if (!quantized_base) return merge_lora_weights(lora, specs, weights);
   std::vector<std::vector<float>> original(specs.size());
   std::vector<WeightView> sources;
@@ -134,7 +141,11 @@ std::vector<std::vector<float>> merge_into_base(const Config& config, std::span<
     original[i].resize(static_cast<size_t>(graph::shape_numel(specs[i].shape)));
     sources.push_back({specs[i].name, specs[i].shape, original[i]});
   }
-  read_base_weights(config, specs, sources);
+  if (reader) {
+    reader(sources, {});
+  } else {
+    read_base_weights(config, specs, sources);
+  }
   for (const WeightView& adapter : trainable) sources.push_back(adapter);
   return merge_lora_weights(lora, specs, sources);
 }

@@ -4,6 +4,7 @@
 // block size, taken as stored.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -34,6 +35,11 @@ void read_base_weights(const Config& config, std::span<const models::ParameterSp
 const models::QuantizedWeight* find_quantized(std::span<const models::QuantizedWeight> quantized,
                                               const std::string& name);
 
+// Reads the base weights into `views` (spec order), calling `written` with each index once its view
+// holds the values: a vision-language folder's reader (train/vision_stage.h: the text model and the
+// tower by the folder's own names) in place of read_base_weights.
+using BaseWeightReader = std::function<void(std::span<const WeightView> views, const WeightWritten& written)>;
+
 struct BaseWeightSetup {
   const Config* config = nullptr;
   const io::ModelConfig* model = nullptr;
@@ -41,6 +47,7 @@ struct BaseWeightSetup {
   std::span<const models::QuantizedWeight> quantized;  // the plan's quantized weights
   const models::QloraOptions* qlora = nullptr;          // QLoRA's format, or null
   bool cuda = false;                                    // dequantized to bf16 (CUDA) or fp32 (CPU)
+  BaseWeightReader reader;                              // null: read_base_weights (no weight taken as stored)
 };
 
 // Reads the base weights into `device_views` (spec order; the values of a weight the plan stores
@@ -54,9 +61,10 @@ std::vector<std::string> load_base_weights(const BaseWeightSetup& setup, std::sp
 // merge_adapter: the adapters merged into the base. `weights` are the device's (base then adapters,
 // as TrainingDevice::weights()); with a quantized base (QLoRA) the adapters merge into the base as
 // the model folder holds it (full precision; a checkpoint saved in FP8 blocks or bitsandbytes 4-bit
-// dequantized), read again here, not into its quantized approximation.
+// dequantized), read again here (by `reader` when given), not into its quantized approximation.
 std::vector<std::vector<float>> merge_into_base(const Config& config, std::span<const models::ParameterSpec> specs,
                                                 const models::LoraSetup& lora, std::span<const WeightView> weights,
-                                                std::span<const WeightView> trainable, bool quantized_base);
+                                                std::span<const WeightView> trainable, bool quantized_base,
+                                                const BaseWeightReader& reader = {});
 
 }  // namespace surogate::train

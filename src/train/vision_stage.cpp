@@ -155,12 +155,14 @@ void VisionStage::restrict_adapter_config(nlohmann::json& adapter_config, const 
   exclude_unadapted_vision_modules(adapter_config, lora.adapters);
 }
 
-void VisionStage::load_weights(std::span<const WeightView> views) const {
-  std::map<std::string, std::span<float>> by_name;
-  for (const WeightView& view : views) by_name[view.name] = view.values;
+void VisionStage::load_weights(std::span<const WeightView> views, const WeightWritten& written) const {
+  std::map<std::string, size_t> by_name;
+  for (size_t i = 0; i < views.size(); ++i) by_name[views[i].name] = i;
   SUROGATE_CHECK(by_name.size() == specs_.size(), "one weight view per parameter of the vision-language model");
   auto read = [&](const std::string& name, const io::SafetensorsTensor& tensor) {
-    io::read_tensor_as_float32(tensor, by_name.at(name));
+    const size_t index = by_name.at(name);
+    io::read_tensor_as_float32(tensor, views[index].values);
+    if (written) written(index);
   };
   models::load_vision_model_text_weights(model_dir_, text(), [&](const models::ParameterSpec& spec,
                                                                  const io::SafetensorsTensor& tensor) {

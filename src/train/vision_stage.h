@@ -11,10 +11,11 @@
 // micro-batch (train/vision_batch_inputs.h pads each batch's images up to it). The dry run reads
 // the same rows first (train/vision_memory_plan.h) and plans the same count.
 // The tower is frozen by default (no gradients, no optimizer state): LoRA adapts the text
-// projections, full fine-tuning trains the text model, for either family. freeze_vision: false
-// (Qwen2.5-VL) makes the tower's parameters trainable: full fine-tuning trains the tower and the
-// merger too, and LoRA's target modules reach their linear layers (train/vision_tower_lora.h).
-// config/feature_support_vision.cpp refuses what is not wired yet (Qwen3-VL's trainable tower, ...).
+// projections, full fine-tuning trains the text model, QLoRA and fp8_hybrid quantize its projections
+// as a text model's, for either family. freeze_vision: false (Qwen2.5-VL) makes the tower's
+// parameters trainable: full fine-tuning trains the tower and the merger too, and LoRA's target
+// modules reach their linear layers (train/vision_tower_lora.h). config/feature_support_vision.cpp
+// refuses what is not wired yet (sequence / pipeline parallelism, Qwen3-VL's trainable tower, ...).
 // The evaluator builds the same model at the validation split's patch count; model folders are
 // written by train/vision_outputs.h.
 #pragma once
@@ -40,6 +41,7 @@
 #include "models/vision_tower.h"
 #include "train/batch_inputs.h"
 #include "train/checkpoint_io.h"
+#include "train/model_weights.h"
 #include "vision/image_processor.h"
 
 namespace surogate::train {
@@ -96,8 +98,10 @@ public:
   // gate_proj / up_proj / down_proj share the text model's names; train/vision_tower_lora.h).
   void restrict_adapter_config(nlohmann::json& adapter_config, const models::LoraSetup& lora) const;
 
-  // The folder's weights into `views` (specs() order, fp32).
-  void load_weights(std::span<const WeightView> views) const;
+  // The folder's weights into `views` (specs() order, fp32), `written` called with each view's
+  // index once it holds its values (QLoRA and fp8_hybrid quantize the text projections then:
+  // train/base_weights.h; the tower is never quantized, models/qlora.h takes "layers." weights only).
+  void load_weights(std::span<const WeightView> views, const WeightWritten& written = {}) const;
   // The trained or merged model as an HF folder (train/vision_outputs.h): `weights` in specs()
   // order (a frozen tower's are not read: the folder's are copied; a trained one's are written).
   void save_model(const std::filesystem::path& output_dir, std::span<const WeightView> weights) const;

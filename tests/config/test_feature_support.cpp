@@ -6,6 +6,7 @@
 #include <functional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "config/config_loader.h"
@@ -507,10 +508,12 @@ TEST(FeatureSupport, AValidConfigurationPassesEveryStage) {
   }
 }
 
-// `surogate sft` trains a vision-language folder (Qwen2.5-VL or Qwen3-VL) on one rank: LoRA (with
-// merge_adapter or not) or full fine-tuning, with or without evaluation; Qwen2.5-VL's tower frozen or
-// not (freeze_vision, set; Qwen3-VL's trainable tower has its own row).
-TEST(FeatureSupport, VisionLanguageTrainingOnOneRankPasses) {
+// `surogate sft` trains a vision-language folder (Qwen2.5-VL or Qwen3-VL): LoRA (with merge_adapter
+// or not) or full fine-tuning, with or without evaluation; Qwen2.5-VL's tower frozen or not
+// (freeze_vision, set; Qwen3-VL's trainable tower has its own row); QLoRA, fp8_hybrid and
+// data-parallel ranks (ZeRO 1/2/3, several nodes) too. Sequence and pipeline parallelism are refused
+// by one row, naming the option.
+TEST(FeatureSupport, VisionLanguageTrainingPasses) {
   for (const char* model_type : {"Qwen2_5_VLForConditionalGeneration", "Qwen3VLForConditionalGeneration"}) {
     Config config = valid_config();
     RunShape shape;
@@ -535,9 +538,33 @@ TEST(FeatureSupport, VisionLanguageTrainingOnOneRankPasses) {
     config.eval.validation_split_ratio = 0.0;
     config.eval.validation_datasets.push_back(config.data.datasets[0]);  // held-out rows of their own
     EXPECT_EQ(first_refusal(config, SupportStage::Model, shape), nullptr) << model_type;
-    config.parallel.gpus = 2;  // still refused: one row, named
-    ASSERT_NE(first_refusal(config, SupportStage::Model, shape), nullptr);
-    EXPECT_EQ(first_refusal(config, SupportStage::Model, shape)->name, "vision-language model on several ranks");
+    for (const auto& set : std::vector<std::function<void(Config&)>>{
+             [](Config& c) { c.quant.qlora_bnb = true; }, [](Config& c) { c.quant.qlora_fp8 = true; },
+             [](Config& c) { c.quant.qlora_fp4 = true; }, [](Config& c) { c.precision.recipe = Recipe::Fp8Hybrid; },
+             [](Config& c) { c.parallel.gpus = 2; },
+             [](Config& c) {
+               c.parallel.gpus = 2;
+               c.parallel.zero_level = 3;
+               c.parallel.shard_weights = c.parallel.shard_gradients = true;
+             },
+             [](Config& c) { c.distributed.num_nodes = 2; }}) {
+      Config passing = config;
+      passing.lora.enabled = true;
+      set(passing);
+      EXPECT_EQ(first_refusal(passing, SupportStage::Model, shape), nullptr) << model_type;
+    }
+    for (const auto& [set, key] : std::vector<std::pair<std::function<void(Config&)>, std::string>>{
+             {[](Config& c) { c.parallel.sequence_parallel_size = 2; }, "sequence_parallel_size"},
+             {[](Config& c) { c.parallel.pipeline_parallel_size = 2; }, "pipeline_parallel_size"}}) {
+      Config refused = config;
+      set(refused);
+      refused.sources[key] = "config.yaml:7";  // the message names where the option was set
+      const SupportRow* row = first_refusal(refused, SupportStage::Model, shape);
+      ASSERT_NE(row, nullptr) << key;
+      EXPECT_EQ(row->name, "vision-language model with sequence or pipeline parallelism");
+      EXPECT_EQ(row->message(refused, shape).rfind("config.yaml:7: sequence / pipeline parallelism", 0), 0u)
+          << row->message(refused, shape);
+    }
   }
 }
 

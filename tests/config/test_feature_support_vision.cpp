@@ -9,7 +9,7 @@
 namespace surogate::feature_support_test {
 
 // The vision-language rows (config/feature_support_vision.cpp): each case sets one unwired part on
-// top of what is wired (LoRA, one rank).
+// top of what is wired (LoRA).
 std::vector<RowCase> vision_row_cases() {
   const auto vision = [](std::function<void(Config&)> set) {
     return [set](Config& c, RunShape& s) {
@@ -26,12 +26,8 @@ std::vector<RowCase> vision_row_cases() {
        vision([](Config& c) { c.loss.preference = true; }), "`surogate dpo` / `surogate grpo` with model"},
       {"vision-language model with a model_definition", S::Model,
        vision([](Config& c) { c.model.model_definition = "graph.json"; }), "option 'model_definition'"},
-      {"vision-language model on several ranks", S::Model, vision([](Config& c) { c.parallel.gpus = 2; }),
-       "more than one rank"},
-      {"vision-language model with QLoRA", S::Model, vision([](Config& c) { c.quant.qlora_bnb = true; }),
-       "QLoRA (qlora_bnb"},
-      {"vision-language model with an fp8 or fp4 recipe", S::Model,
-       vision([](Config& c) { c.precision.recipe = Recipe::Fp8Hybrid; }), "recipe fp8_hybrid / nvfp4"},
+      {"vision-language model with sequence or pipeline parallelism", S::Model,
+       vision([](Config& c) { c.parallel.sequence_parallel_size = 2; }), "sequence / pipeline parallelism"},
       {"Qwen3-VL with a trainable vision tower", S::Model,
        [](Config& c, RunShape& s) {
          s.vision_language = true;

@@ -109,11 +109,13 @@ def test_max_pixels_for_a_text_model_is_refused(tmp_path, surogate_bin, tokenize
 def test_sft_parts_not_wired_for_a_vision_language_folder_are_refused_before_any_data(tmp_path, surogate_bin,
                                                                                       tokenizers_dir):
     config = write_config(tmp_path, vision_folder(tmp_path, tokenizers_dir), ROWS)
-    # Two CPU ranks (no GPU visible, so a one-GPU machine does not refuse gpus: 2 first).
+    # Two CPU ranks (no GPU visible, so a one-GPU machine does not refuse gpus: 2 first); data
+    # parallelism trains (tests/python/test_vision_sft_ranks.py), sequence parallelism does not.
     cpu_only = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
-    for override, phrase in (("--gpus=2", "more than one rank (gpus, num_nodes, sequence / pipeline parallelism)"),):
+    for overrides, phrase in ((["--gpus=2", "--sequence_parallel_size=2"],
+                               "sequence / pipeline parallelism (sequence_parallel_size"),):
         for flags in ([], ["--dry-run"]):
-            result = run_surogate(surogate_bin, "sft", config, override, *flags, env=cpu_only)
+            result = run_surogate(surogate_bin, "sft", config, *overrides, *flags, env=cpu_only)
             assert result.returncode == 2, result.stderr  # a UserError
             assert phrase in result.stderr
             assert "a vision-language model (Qwen2_5_VLForConditionalGeneration), is not implemented yet" in result.stderr

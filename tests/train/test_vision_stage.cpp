@@ -58,7 +58,7 @@ TEST(VisionStage, AdaptersGetTheLanguageModelsPeftKeys) {
 }
 
 // Every parameter's values are the checkpoint's (the patch embedding's 5-D weight as 2-D), for
-// both families.
+// both families, each reported to the caller once read.
 class VisionStageFamilies : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(VisionStageFamilies, WeightsAreTheCheckpoints) {
@@ -70,7 +70,21 @@ TEST_P(VisionStageFamilies, WeightsAreTheCheckpoints) {
   for (size_t i = 0; i < storage.size(); ++i) {
     views.push_back({stage->specs()[i].name, stage->specs()[i].shape, storage[i]});
   }
-  stage->load_weights(views);
+  // Each view reported once it holds its values, the text model's in specs() order (the order
+  // QLoRA's quantizer takes them in: train/base_weights.h).
+  std::vector<size_t> written;
+  stage->load_weights(views, [&](size_t index) {
+    EXPECT_NE(storage[index].front(), -7.0f) << stage->specs()[index].name << " reported before it was read";
+    written.push_back(index);
+  });
+  const size_t text = static_cast<size_t>(std::count_if(stage->specs().begin(), stage->specs().end(), [](const auto& spec) {
+    return spec.hf_name.rfind("visual.", 0) != 0;
+  }));
+  ASSERT_EQ(written.size(), views.size());
+  EXPECT_TRUE(std::is_sorted(written.begin(), written.begin() + static_cast<std::ptrdiff_t>(text)));
+  std::vector<size_t> sorted = written;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_EQ(std::adjacent_find(sorted.begin(), sorted.end()), sorted.end()) << "a view reported twice";
   const io::SafetensorsCheckpoint checkpoint = io::SafetensorsCheckpoint::open(config.model.name_or_path);
   for (size_t i = 0; i < views.size(); ++i) {
     const std::string& hf_name = stage->specs()[i].hf_name;

@@ -103,7 +103,8 @@ void write_outputs(RunContext& run) {
     const fs::path merged = merged_model_dir(config.run.output_dir);
     std::vector<WeightView> merged_views;
     std::vector<std::vector<float>> merged_values =
-        merge_into_base(config, run.specs, *run.lora, weights, run.device->trainable(), !run.quantized.empty());
+        merge_into_base(config, run.specs, *run.lora, weights, run.device->trainable(), !run.quantized.empty(),
+                        run.base_weight_reader());
     for (size_t i = 0; i < run.specs.size(); ++i) {
       merged_views.push_back({run.specs[i].name, run.specs[i].shape, merged_values[i]});
     }

@@ -131,6 +131,14 @@ struct RunContext {
   const models::QuantizedWeight* quantized_weight(const std::string& name) const {
     return find_quantized(quantized, name);
   }
+  // Where the base weights are read from: a vision-language folder's stage, or (null) the model
+  // folder as read_base_weights reads it.
+  BaseWeightReader base_weight_reader() const {
+    if (!vision) return {};
+    return [stage = vision](std::span<const WeightView> views, const WeightWritten& written) {
+      stage->load_weights(views, written);
+    };
+  }
 };
 
 }  // namespace surogate::train

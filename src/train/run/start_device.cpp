@@ -71,16 +71,10 @@ void load_weights(RunContext& run) {
       base_weights.push_back(weights[next_device_weight++]);
     }
   }
-  if (run.vision) {
-    run.vision->load_weights(base_weights);  // the text model and the tower, by their own names
-  } else {
-    for (const std::string& line :
-         load_base_weights({&config, &run.model_config, run.specs, run.quantized, run.qlora ? &*run.qlora : nullptr,
-                            run.backend == TrainingBackend::Cuda},
-                           base_weights, *run.device)) {
-      run.message(line);
-    }
-  }
+  const BaseWeightSetup setup{&config, &run.model_config, run.specs, run.quantized,
+                              run.qlora ? &*run.qlora : nullptr, run.backend == TrainingBackend::Cuda,
+                              run.base_weight_reader()};
+  for (const std::string& line : load_base_weights(setup, base_weights, *run.device)) run.message(line);
   if (run.fp8) run.message(fp8_line(run));
   if (run.lora) {
     initialize_lora(*run.lora, weights, static_cast<uint64_t>(config.data.train_seed));
