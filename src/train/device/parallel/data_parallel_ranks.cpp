@@ -163,12 +163,12 @@ private:
   distributed::ParallelLayout layout_;
   distributed::RankThreads& threads_;
   const compiler::ExecutionPlan& plan_;
-  std::unique_ptr<RankHost> host_;
   ReplicaUnits units_;
   ReplicaShared replica_;
   GradientBuckets buckets_;
   std::optional<compiler::ExecutionPlan> gathered_plan_;  // ZeRO-3: the ranks' plan (weights in gather buffers)
   compiler::WeightGathering gathering_;
+  std::unique_ptr<RankHost> host_;  // after what it reads, before the engines, whose pieces read it
   HostWeights host_copies_;  // where the ranks' views are not the trainer's
   std::vector<std::unique_ptr<ReplicaRankEngine>> engines_;
 };
