@@ -8,8 +8,9 @@
 //     a rank (the whole set, ZeRO-3's owned pieces, a stage's);
 //   - the evaluator, the quantized base, fp8_hybrid's scaling state, the time breakdown.
 // One class per backend: CpuRankHost (cpu_rank_host.h, gloo), CudaRankHost (cuda_rank_host.h,
-// NCCL). Calls taking a local rank `r` run on that rank's thread (distributed/rank_threads.h), the
-// others on the trainer's.
+// NCCL). The upload, download and replica_backend calls run on local rank `r`'s thread
+// (distributed/rank_threads.h); the others on the trainer's (the make calls and those that reach
+// the ranks run their work on the rank threads themselves).
 #pragma once
 
 #include <cstddef>
@@ -104,8 +105,8 @@ public:
   virtual std::unique_ptr<Evaluator> make_replica_evaluator(const EvaluatorSetup& setup,
                                                             std::span<const WeightView> weights) = 0;
   virtual void store_replica_quantized(const models::QuantizedWeight& weight, const QuantizedPieces& pieces) = 0;
-  // upload(), on the world's first rank before any collective: `host` into its rank (`whole`:
-  // every weight; ZeRO-3: only what is not a weight) and fp8_hybrid's state.
+  // upload(), on the world's first rank before any collective: fp8_hybrid's state into its rank,
+  // and (`whole`: where its weights are neither the host's own nor ZeRO-3's pieces) `host`.
   virtual void load_first_rank(int r, const HostWeights& host, bool whole) = 0;
   // upload(), collective: the world's first rank's weights to every rank.
   virtual void broadcast_weights(int r) = 0;
