@@ -1,5 +1,5 @@
-// The CUDA data-parallel device (train/device/parallel/cuda_data_parallel_ranks.cpp) on the quickstart
-// model (tiny Llama from scratch, string reversal).
+// The CUDA data-parallel device (train/device/parallel/data_parallel_ranks.cpp over cuda_rank_host.h) on
+// the quickstart model (tiny Llama from scratch, string reversal).
 //
 // World of one (any machine with one GPU): the data-parallel device with one rank — its rank
 // thread, CudaRankState, NCCL communicators on the rank's stream and on its side stream, the

@@ -1,4 +1,4 @@
-// Pipeline parallelism on GPUs (the CUDA pipeline device, train/device/parallel/cuda_pipeline_ranks.cpp;
+// Pipeline parallelism on GPUs (the CUDA pipeline device, train/device/parallel/pipeline_ranks.cpp over cuda_rank_host.h;
 // skipped with fewer than 2 GPUs): gpus: 2 with pipeline_parallel_size: 2 against one GPU with the
 // same global batch (gradient_accumulation_steps: 4 on both: one replica), on the quickstart model
 // (tied embeddings: the first stage owns them, the last stage's head gradient is added to them, and

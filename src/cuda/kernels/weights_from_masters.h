@@ -1,7 +1,7 @@
 // The bf16 weights rewritten from their fp32 masters, for many tensors in one launch (grid.y =
 // tensor): weight = bf16(master), rounded to nearest even as the optimizer kernels write it. A
 // data-parallel rank calls it after the all-gather of the masters, for the tensors other ranks
-// updated (train/device/parallel/cuda_data_parallel_ranks.cpp), and under ZeRO-3 for the weights it keeps as they are
+// updated (train/device/parallel/data_parallel_ranks.cpp), and under ZeRO-3 for the weights it keeps as they are
 // uploaded. fp16 training (torch_dtype: float16) rewrites its fp16 weights the same way after
 // every optimizer step (weight = fp16(master), round to nearest even, ±inf past 65504). Plain host
 // launcher; no fmt or graph headers.

@@ -1,4 +1,4 @@
-// One pipeline stage as a CPU rank runs it (train/device/parallel/cpu_pipeline_ranks.cpp): the stage's
+// One pipeline stage as a CPU rank runs it (train/device/parallel/cpu_rank_host_stages.cpp): the stage's
 // training plan on one CpuBackend (its parameters are the rank's masters, its gradients the ones
 // the optimizer reads) and, on every stage but the last, its forward plan on a second CpuBackend
 // whose weights are copies (refresh_forward_weights after every change). run() takes one optimizer

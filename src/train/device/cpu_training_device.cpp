@@ -183,7 +183,7 @@ private:
 std::unique_ptr<TrainingDevice> make_cpu_training_device(const TrainingDeviceSetup& setup) {
   const distributed::ParallelLayout layout = distributed::cpu_parallel_layout(*setup.config, distributed::process_placement(setup.world));
   if (auto device = make_parallel_device_if_needed(setup, layout,
-                                                   make_cpu_pipeline_ranks, make_cpu_data_parallel_ranks)) {
+                                                   make_cpu_rank_host)) {
     return device;
   }
   return std::make_unique<CpuTrainingDevice>(setup);

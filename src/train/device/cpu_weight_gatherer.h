@@ -1,4 +1,4 @@
-// ZeRO-3 on a CPU rank (parallel/cpu_data_parallel_ranks.cpp): the rank's pieces of the gathered weights,
+// ZeRO-3 on a CPU rank (parallel/cpu_rank_host.cpp): the rank's pieces of the gathered weights,
 // fp32 — the masters of its trainable weights, which its optimizer updates in place — and the
 // step observer that fills its backend's gather buffers (compiler/weight_gathering.h) before the
 // steps that read them: the rank copies its piece of the group into the buffer and gloo's

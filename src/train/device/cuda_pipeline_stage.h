@@ -1,4 +1,4 @@
-// One pipeline stage as a GPU rank runs it (train/device/parallel/cuda_pipeline_ranks.cpp), the CUDA
+// One pipeline stage as a GPU rank runs it (train/device/parallel/cuda_rank_host_stages.cpp), the CUDA
 // counterpart of cpu_pipeline_stage.h: the stage's training plan in a CudaRankState (bf16 weights,
 // fp32 masters, gradient accumulators, the optimizer for the rank's tensors) and, on every stage
 // but the last, its forward plan on a second CudaBackend that reads the training backend's

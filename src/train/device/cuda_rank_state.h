@@ -1,5 +1,5 @@
 // One GPU's training state: what the single-GPU device (cuda_training_device.cpp) holds, what each
-// rank of the data-parallel ranks (parallel/cuda_data_parallel_ranks.cpp) and each pipeline stage
+// rank of the data-parallel ranks (parallel/cuda_rank_host.cpp) and each pipeline stage
 // (cuda_pipeline_stage.h) holds on its GPU. It is composed of pieces of one job each
 // (cuda_rank/), which the rank engines use directly:
 //   - the CudaBackend with the loaded bf16 plan (weights, one micro-batch's bf16 gradients, arena),

@@ -2,7 +2,8 @@
 // trainable parameter also has a master copy and a gradient accumulator on the device, and the
 // optimizer (device_optimizer.h: adamw, adamw_8bit or normuon) keeps its state there too. That
 // per-GPU state is a CudaRankState (cuda_rank_state.h), shared with the data-parallel device
-// (parallel/cuda_data_parallel_ranks.cpp, which make_cuda_training_device picks for gpus: N > 1).
+// (parallel/data_parallel_ranks.cpp over cuda_rank_host.h, which make_cuda_training_device picks for
+// gpus: N > 1).
 //   master_dtype fp32 (default): an fp32 master per parameter; the bf16 weights are rewritten
 //                                from it (round to nearest) each step;
 //   master_dtype bf16:           no master copy; the optimizer updates the bf16 weights in place
@@ -203,7 +204,7 @@ std::unique_ptr<TrainingDevice> make_cuda_training_device(const TrainingDeviceSe
   const distributed::ParallelLayout layout = distributed::gpu_parallel_layout(
       *setup.config, probe_machine().visible_gpus, distributed::process_placement(setup.world));
   if (auto device = make_parallel_device_if_needed(setup, layout,
-                                                   make_cuda_pipeline_ranks, make_cuda_data_parallel_ranks)) {
+                                                   make_cuda_rank_host)) {
     return device;
   }
   return std::make_unique<CudaTrainingDevice>(setup);

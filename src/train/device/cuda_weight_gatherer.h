@@ -1,4 +1,4 @@
-// ZeRO-3 on a GPU rank (parallel/cuda_data_parallel_ranks.cpp) and the GPU evaluator under ZeRO-3: the
+// ZeRO-3 on a GPU rank (parallel/cuda_rank_host.cpp) and the GPU evaluator under ZeRO-3: the
 // step observer that fills the backend's gather buffers (compiler/weight_gathering.h) on a side
 // stream, so the next layer's weights arrive while the current one computes.
 //

@@ -1,4 +1,4 @@
-// What the pipeline devices (parallel/cpu_pipeline_ranks.cpp, parallel/cuda_pipeline_ranks.cpp) share about the
+// What the pipeline devices (parallel/pipeline_ranks.cpp and the backends' host sides, cpu_rank_host.h, cuda_rank_host.h) share about the
 // stages' parameters and micro-batches, whatever the backend: which parameters two stages read
 // (tied embeddings: the first stage owns and steps them, the last stage adds its gradient to the
 // first's and takes the updated weight back), which parameters each stage holds, and the inputs of

@@ -1,8 +1,8 @@
 // ZeRO-3 and the quantized base (persistent_quants, offload_quants): where the pieces a device
 // writes itself for a quantized frozen base (QLoRA's NF4 / FP8-block / NVFP4 codes and scales, the
 // FP8 copies of a frozen base under fp8_hybrid with LoRA: models/quantized_weight.h) stay between
-// the steps that read them. Decided here once for the data-parallel ranks (parallel/cpu_ and
-// cuda_data_parallel_ranks.cpp), their evaluators and the memory estimate (memory_budget.h).
+// the steps that read them. Decided here once for the data-parallel ranks (parallel/cpu_rank_host.cpp,
+// cuda_rank_host.cpp), their evaluators and the memory estimate (memory_budget.h).
 //
 //   Sharded (shard_weights alone, the default): the pieces are placed over the ranks by their
 //     bytes (distributed::place_shards, in tensor order: a rank keeps whole pieces) and each

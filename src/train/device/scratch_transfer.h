@@ -1,5 +1,5 @@
 // ZeRO-3's host copies of the weights to and from the ranks that keep them, written once for CPU
-// and GPU ranks (parallel/cpu_data_parallel_ranks.cpp, cuda_weight_transfer.h). The host copies are what
+// and GPU ranks (parallel/cpu_rank_host.cpp, cuda_weight_transfer.h). The host copies are what
 // the trainer loads, checkpoints and evaluates; each rank keeps only its pieces of the weights. A
 // weight travels through each rank's scratch buffer a chunk at a time, one broadcast per chunk over
 // the ranks' communicator; the backend says how a chunk moves between the scratch and its own

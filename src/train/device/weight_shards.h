@@ -1,6 +1,6 @@
 // ZeRO-3 (shard_weights): which weights the ranks of a data-parallel world shard, and which rank
-// keeps each one between uses — decided once here for the devices (parallel/cpu_data_parallel_ranks.cpp,
-// parallel/cuda_data_parallel_ranks.cpp) and for the memory estimate (memory_budget.h).
+// keeps each one between uses — decided once here for the devices (parallel/data_parallel_ranks.cpp,
+// parallel/cpu_rank_host.cpp, parallel/cuda_rank_host.cpp) and for the memory estimate (memory_budget.h).
 //
 // Sharded: every weight the trainer loads — the trainable ones and the frozen base of LoRA,
 // which is most of a LoRA run's memory. Not here: what a device writes itself (the quantized

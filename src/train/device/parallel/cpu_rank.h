@@ -1,14 +1,14 @@
 // One CPU rank of the parallel device, for both strategies (rank_backend.h): CpuRank, the rank's
 // fp32 parameters on its training CpuBackend, its units (the trainable tensors it steps) packed in
 // one flat fp32 buffer, its shard's optimizer, and the replica reduction's pieces where the host
-// side (cpu_data_parallel_ranks.cpp) sets them up:
+// side (cpu_rank_host.cpp) sets them up:
 //   ZeRO-1: the gradient buckets all-reduced into the flat buffer during the last micro-batch's
 //     backward (cpu_gradient_reducer.h); after the step the flat buffer carries the weights
 //     through the all-gather (shard_publish.h);
 //   ZeRO-2/3: the shard's accumulators, reduce-scattered every micro-batch (sharded_gradients.h:
 //     no flat buffer), ZeRO-2's weights published bucket by bucket through their staging;
 //   ZeRO-3: the rank's pieces of the weights and their gathers (cpu_weight_gatherer.h).
-// A pipeline stage (cpu_pipeline_ranks.cpp) copies its owned gradients into the flat buffer for its
+// A pipeline stage (cpu_rank_host_stages.cpp) copies its owned gradients into the flat buffer for its
 // gradient group's sum, and shares its tied tensors' regions with the other end of the pipeline.
 // The runners: CpuReplicaRunner (the whole model's plan on a CpuBackend) and CpuStageRunner (a
 // stage's plans, cpu_pipeline_stage.h).
@@ -74,7 +74,7 @@ public:
   std::unique_ptr<Optimizer> optimizer;    // state for the shard's tensors only (none if empty)
   // A pipeline's tensors shared with its other end: their gradients and weights.
   std::vector<CollectiveRegion> tied_gradient_regions, tied_weight_regions;
-  // The replica reduction's pieces (cpu_data_parallel_ranks.cpp).
+  // The replica reduction's pieces (cpu_rank_host.cpp).
   std::unique_ptr<CpuGradientReducer> reducer;   // ZeRO-1: the buckets, during the last micro-batch
   std::unique_ptr<CpuShardedGradients> sharded;  // ZeRO-2/3: the shard's accumulators
   std::unique_ptr<CpuWeightGatherer> gatherer;   // ZeRO-3: the rank's pieces and their gathers

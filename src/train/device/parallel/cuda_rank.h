@@ -5,7 +5,7 @@
 // the flat masters and accumulators: the accumulators are summed in place in their dtype (fp32, or
 // bf16 with gradient_dtype bf16), the norm and clip factor are taken on the device, and ZeRO-1's
 // all-gather carries the masters, the bf16 weights rewritten from them (shard_publish.h). The
-// replica reduction's pieces are set up by the host side (cuda_data_parallel_ranks.cpp): the side
+// replica reduction's pieces are set up by the host side (cuda_rank_host.cpp): the side
 // stream and its NCCL communicator, the ZeRO-1 buckets (cuda_gradient_reducer.h) or ZeRO-2/3's
 // sharded accumulation (cuda_sharded_gradients.h), and ZeRO-3's pieces of the weights and their
 // gatherers (cuda_weight_gatherer.h). Everything is enqueued on the rank's streams.
@@ -72,7 +72,7 @@ public:
   }
 
   std::vector<size_t> tied;  // the entries a pipeline shares with its other end
-  // The replica reduction's pieces (cuda_data_parallel_ranks.cpp).
+  // The replica reduction's pieces (cuda_rank_host.cpp).
   std::optional<cuda::Stream> side;  // the gradient buckets' and ZeRO-3's gathers' stream
   std::unique_ptr<distributed::Communicator> side_communicator;  // on it
   std::unique_ptr<CudaGradientReducer> reducer;   // ZeRO-1

@@ -4,8 +4,8 @@
 // ranks are threads (distributed/rank_threads.h), each with a RankEngine (rank_engine.h): a
 // replica's whole model (replica_rank_engine.h) or one pipeline stage (stage_ranks.h), each
 // written once over the backend's rank (rank_backend.h: CpuRank on gloo, CudaRank on NCCL) and a
-// runner of its strategy, built by the backend's host side (cpu_data_parallel_ranks.cpp,
-// cuda_data_parallel_ranks.cpp, cpu_pipeline_ranks.cpp, cuda_pipeline_ranks.cpp). The step's
+// runner of its strategy, built by the strategy's ranks (data_parallel_ranks.cpp, pipeline_ranks.cpp)
+// over the backend's host side (rank_host.h: cpu_rank_host.h, cuda_rank_host.h). The step's
 // algorithm is here, once (a pipeline stage's reduction and publish: stage_ranks.cpp):
 //
 //   accumulate() × (gradient_accumulation_steps × local ranks): micro-batch i of the window belongs
@@ -29,7 +29,7 @@
 //     after each micro-batch it runs; after measure() they come back in the order accumulate() was
 //     given the micro-batches (this process's ranks only: the objective refuses several processes).
 //
-// The host side is the backend's (BackendRanks). optimizer_state() is the ranks' shards in rank
+// The host side is the strategy's ranks' (BackendRanks). optimizer_state() is the ranks' shards in rank
 // order — the single-rank optimizer's list of tensors, since shards are contiguous runs of whole
 // tensors — so checkpoints have the single-rank format and a run resumes on any number of ranks;
 // across processes the leader gathers the others' shards to save them and scatters them back after
@@ -40,6 +40,7 @@
 #include "train/device/parallel/parallel_device.h"
 
 #include <algorithm>
+#include <functional>
 #include <utility>
 #include <vector>
 
@@ -54,7 +55,7 @@ class ParallelDevice final : public TrainingDevice {
 public:
   // `setup.world` null: one process.
   ParallelDevice(const TrainingDeviceSetup& setup, const distributed::ParallelLayout& layout,
-                 MakeRanks* make_ranks)
+                 const std::function<std::unique_ptr<BackendRanks>(const RanksSetup&)>& make_ranks)
       : layout_(layout), threads_(layout.local_ranks), window_(layout, setup.world), optimizer_exchange_(setup.world),
         ranks_(make_ranks({setup, layout_, threads_})) {}
 
@@ -190,21 +191,17 @@ private:
 
 }  // namespace
 
-std::unique_ptr<TrainingDevice> make_parallel_training_device(const TrainingDeviceSetup& setup,
-                                                              const distributed::ParallelLayout& layout,
-                                                              MakeRanks* make_ranks) {
-  return std::make_unique<ParallelDevice>(setup, layout, make_ranks);
-}
-
 std::unique_ptr<TrainingDevice> make_parallel_device_if_needed(const TrainingDeviceSetup& setup,
                                                                const distributed::ParallelLayout& layout,
-                                                               MakeRanks* pipeline_ranks, MakeRanks* data_ranks) {
+                                                               MakeRankHost* make_host) {
   if (layout.pipeline_size > 1) {
     SUROGATE_CHECK(setup.pipeline != nullptr, "a pipeline layout comes with the stages' plans");
-    return make_parallel_training_device(setup, layout, pipeline_ranks);
+    return std::make_unique<ParallelDevice>(
+        setup, layout, [&](const RanksSetup& ranks) { return make_pipeline_ranks(ranks, make_host(ranks)); });
   }
   if (layout.several_ranks() || setup.data_parallel_device || setup.config->offload.offload_quants) {
-    return make_parallel_training_device(setup, layout, data_ranks);
+    return std::make_unique<ParallelDevice>(
+        setup, layout, [&](const RanksSetup& ranks) { return make_data_parallel_ranks(ranks, make_host(ranks)); });
   }
   return nullptr;
 }

@@ -12,7 +12,7 @@
 //     whole model's plan, one micro-batch at a time, with the reduction's step observers) or a
 //     StageRunner (one pipeline stage's plans in 1F1B order: cpu_pipeline_stage.h,
 //     cuda_pipeline_stage.h), each reporting its losses.
-// A new backend is one rank class, its two runners and its host side (rank_engine.h: BackendRanks);
+// A new backend is one rank class, its two runners and its host side (rank_host.h: RankHost);
 // a new strategy is one engine over these interfaces. Everything runs on the rank's thread
 // (distributed/rank_threads.h) but StageRunner::take().
 #pragma once

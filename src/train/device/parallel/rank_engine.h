@@ -10,8 +10,14 @@
 //     the updated weights;
 //     Both strategies' engines (replica_rank_engine.h, stage_ranks.h) are written once over one
 //     rank class per backend and a small runner of the strategy (rank_backend.h);
-//   - BackendRanks, the backend's ranks together with the host side the trainer sees (host copies
-//     of the weights, upload / download, the evaluator, the quantized base, fp8_hybrid's state).
+//   - BackendRanks, the ranks together with the host side the trainer sees (host copies of the
+//     weights, upload / download, the evaluator, the quantized base, fp8_hybrid's state): one class
+//     per strategy (data_parallel_ranks.cpp: DataParallelRanks; pipeline_ranks.cpp: PipelineRanks)
+//     holding what does not depend on the backend (which rank holds what, the host-copy policy, the
+//     order of the collectives that move weights) over one host class per backend (rank_host.h:
+//     RankHost; CpuRankHost, CudaRankHost), which makes a rank's objects and copies its weights.
+// A new backend is one rank class and its runners (rank_backend.h) and one host class; a new
+// strategy is one engine and one ranks class.
 // A RankEngine's work (run_micro_batches through zero_gradients) runs on the rank's own thread
 // (distributed/rank_threads.h); take() and the queries run on the trainer's.
 #pragma once
@@ -117,13 +123,5 @@ struct RanksSetup {
   const distributed::ParallelLayout& layout;
   distributed::RankThreads& threads;
 };
-using MakeRanks = std::unique_ptr<BackendRanks>(const RanksSetup& setup);
-
-// The backends' ranks: a replica's whole model on each (data and sequence parallelism), or one
-// pipeline stage (stages × replicas × sequence ranks, each running one stage of setup.pipeline). The
-// CPU's ranks are joined by gloo; the GPUs' (local rank l on GPU first_device + l) by NCCL, and
-// exist only in CUDA builds.
-MakeRanks make_cpu_data_parallel_ranks, make_cpu_pipeline_ranks;
-MakeRanks make_cuda_data_parallel_ranks, make_cuda_pipeline_ranks;
 
 }  // namespace surogate::train
