@@ -97,6 +97,9 @@ CudaKernel bind_linear_fp8(const CudaBindContext& ctx) {
   expect_in(ctx, 0, DType::BF16);
   const std::string extra = ctx.attrs.string_or("extra", "");
   const int64_t out = ctx.inputs[3].shape[0], in = ctx.inputs[3].shape[1], rows = ctx.inputs[1].numel() / in;
+  require(ctx, in % 16 == 0 && out % 16 == 0,
+          "fp8_hybrid's FP8 products (cuBLASLt) take projections whose in and out features are multiples of 16, "
+          "this one is [{}, {}]: set recipe: bf16 for this model", out, in);
   const cuda::Fp8MatmulShape shape{.m = rows, .n = out, .k = in, .a_format = cuda::Fp8Operand::E4M3,
                                    .has_bias = extra == "bias", .has_addend = extra == "addend",
                                    .fast_accumulation = true};

@@ -211,7 +211,9 @@ TrainingPlan plan_training(const Config& config, const io::ModelConfig& model, c
                            const models::LoraSetup* lora, TrainingBackend backend, int64_t batch, int64_t sequence,
                            const DeviceMemory& device, std::optional<compiler::RecomputePolicy> forced_recompute,
                            const distributed::ParallelLayout* run_layout, const VisionStage* vision) {
-  if (backend == TrainingBackend::Cuda) check_fp16_cuda_model(config, model);  // before any weight loads
+  if (backend == TrainingBackend::Cuda) {
+    check_fp16_cuda_model(config, model, vision != nullptr);  // before any weight loads
+  }
   TrainingPlan result;
   result.device = device;
   result.margin_bytes = device_margin_bytes(device.total_bytes);

@@ -115,9 +115,10 @@ bool cuda_backend_usable(const MachineOffer& machine) {
 
 bool fp16_training(const Config& config) { return config.model.torch_dtype == TorchDtype::Float16; }
 
-void check_fp16_cuda_model(const Config& config, const io::ModelConfig& model) {
+void check_fp16_cuda_model(const Config& config, const io::ModelConfig& model, bool vision_language) {
   RunShape shape;
   shape.backend = SupportBackend::Cuda;
+  shape.vision_language = vision_language;  // `model` is then the folder's text decoder
   shape.moe = model.moe.has_value();
   shape.model_type = io::architecture_model_type(model.architecture);
   refuse_unsupported(config, SupportStage::Model, shape);

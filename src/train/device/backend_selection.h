@@ -68,8 +68,9 @@ bool fp16_training(const Config& config);
 RunShape run_shape(TrainingBackend backend, const distributed::ParallelLayout& layout);
 
 // fp16 training on the CUDA backend with a mixture-of-experts model (its CUDA kernels are bf16
-// only): a UserError naming torch_dtype.
-void check_fp16_cuda_model(const Config& config, const io::ModelConfig& model);
+// only): a UserError naming torch_dtype. `vision_language`: `model` is a vision-language folder's text
+// decoder (the Model stage's rows for such folders apply, not those for text models).
+void check_fp16_cuda_model(const Config& config, const io::ModelConfig& model, bool vision_language = false);
 
 // The CPU backend is the fp32 oracle: master_dtype / gradient_dtype other than fp32 and the
 // offload_* options (they move GPU memory to the host) are a UserError naming the option (they
