@@ -358,4 +358,28 @@ PREFERENCE = Table(
             gpu="H200", command=DPO_COMMAND),
     ))
 
-TABLES = (LORA, FULL, FP8, QLORA, MOE, GPUS, CONTEXT, GENERATION, SERVING, PREFERENCE, GRPO, DSL)
+VL_FILE = "2026-11-30-h200-vl-lora.jsonl"
+VL_COMMAND = "CARRY_DIR=$PWD/carry/cli bash bench/run_vl_job.sh"
+
+VISION = Table(
+    anchor="vision", title="Vision-language LoRA against transformers + PEFT",
+    note="`surogate sft` LoRA r16 on the text model's projections (the tower frozen) of Qwen2.5-VL-7B- and "
+         "Qwen3-VL-8B-shaped folders with random bf16 weights, 256 synthetic image–caption rows (one PNG / "
+         "JPEG each, 224² to 1600 × 1200, bench/vision/make_vl_data.py), `max_pixels: 1003520`, sequence_len "
+         "2048 packed, micro-batch 2 × accumulation 4, fast settings; tokens/s are real tokens (image tokens "
+         "included), the median step after two. The peer: the same folder and rows through transformers' "
+         "processor, PEFT LoRA r16 on the same projections, SDPA, 4 rows a micro-batch padded to the longest, "
+         "4 micro-batches a step. Images/s are in the records (`images_per_s`). Peak memory: ours nvidia-smi, "
+         "the peer's torch `max_memory_allocated` (its nvidia-smi peak is in the record).",
+    rows=(
+        Row(anchor="vl-qwen2.5-7b-lora", label="Qwen2.5-VL-7B LoRA", size_b=8.3,
+            ours=Pick(VL_FILE, {"engine": "surogate CLI", "model": "qwen2.5-vl-7b"}),
+            peers=(Pick(VL_FILE, {"engine": "hf+peft", "model": "qwen2.5-vl-7b"}),),
+            gpu="H200", command=f"VL_RUNS=qwen2.5-vl-7b {VL_COMMAND}"),
+        Row(anchor="vl-qwen3-8b-lora", label="Qwen3-VL-8B LoRA", size_b=8.8,
+            ours=Pick(VL_FILE, {"engine": "surogate CLI", "model": "qwen3-vl-8b"}),
+            peers=(Pick(VL_FILE, {"engine": "hf+peft", "model": "qwen3-vl-8b"}),),
+            gpu="H200", command=f"VL_RUNS=qwen3-vl-8b {VL_COMMAND}"),
+    ))
+
+TABLES = (LORA, FULL, FP8, QLORA, MOE, GPUS, CONTEXT, GENERATION, SERVING, PREFERENCE, GRPO, VISION, DSL)

@@ -186,15 +186,11 @@ CudaKernel bind_rmsnorm_backward(const CudaBindContext& ctx) {
 
 // ---- swiglu ----
 
-void check_swiglu_width(const CudaBindContext& ctx, int64_t channels) {
-  require(ctx, channels % 8 == 0, "the CUDA swiglu needs an intermediate size that is a multiple of 8, got {}", channels);
-}
 
 template <typename T>
 CudaKernel bind_swiglu_typed(const CudaBindContext& ctx) {
   expect_in(ctx, 0, element_dtype<T>());
   const int64_t channels = last(ctx.inputs[0]), rows = ctx.inputs[0].numel() / channels;
-  check_swiglu_width(ctx, channels);
   return [=](const CudaKernelArgs& args) {
     cuda::swiglu_forward(args.outputs[0].as<T>(), args.inputs[0].as<const T>(), args.inputs[1].as<const T>(),
                          rows, channels, channels, args.stream);
@@ -208,7 +204,6 @@ template <typename T>
 CudaKernel bind_swiglu_backward_typed(const CudaBindContext& ctx) {
   expect_in(ctx, 0, element_dtype<T>());
   const int64_t channels = last(ctx.inputs[0]), rows = ctx.inputs[0].numel() / channels;
-  check_swiglu_width(ctx, channels);
   return [=](const CudaKernelArgs& args) {
     cuda::swiglu_backward(args.outputs[0].as<T>(), args.outputs[1].as<T>(), args.inputs[0].as<const T>(),
                           args.inputs[1].as<const T>(), args.inputs[2].as<const T>(), rows, channels, channels,
@@ -223,7 +218,6 @@ template <typename T>
 CudaKernel bind_swiglu_fused_typed(const CudaBindContext& ctx) {
   expect_in(ctx, 0, element_dtype<T>());
   const int64_t channels = last(ctx.inputs[0]) / 2, rows = ctx.inputs[0].numel() / (2 * channels);
-  check_swiglu_width(ctx, channels);
   return [=](const CudaKernelArgs& args) {
     const T* gate_up = args.inputs[0].as<const T>();
     cuda::swiglu_forward(args.outputs[0].as<T>(), gate_up, gate_up + channels, rows, channels, 2 * channels,
@@ -238,7 +232,6 @@ template <typename T>
 CudaKernel bind_swiglu_fused_backward_typed(const CudaBindContext& ctx) {
   expect_in(ctx, 0, element_dtype<T>());
   const int64_t channels = last(ctx.inputs[0]), rows = ctx.inputs[0].numel() / channels;
-  check_swiglu_width(ctx, channels);
   return [=](const CudaKernelArgs& args) {
     const T* gate_up = args.inputs[1].as<const T>();
     T* d_gate_up = args.outputs[0].as<T>();

@@ -245,7 +245,8 @@ TEST(CudaRope, ForwardBackwardWithPositionIds) {
 
 TEST(CudaSwiglu, ForwardBackwardFusedAndSeparateLayouts) {
   SKIP_WITHOUT_GPU();
-  for (auto [rows, channels] : {std::pair<int64_t, int64_t>{1, 8}, {37, 72}, {515, 1408}}) {
+  // 12 and 3420 (Qwen2.5-VL-7B's vision MLP) are not multiples of 8: the one-value-per-thread path.
+  for (auto [rows, channels] : {std::pair<int64_t, int64_t>{1, 8}, {37, 72}, {515, 1408}, {3, 12}, {33, 3420}}) {
     for (bool fused : {false, true}) {
       const int64_t stride = fused ? 2 * channels : channels;
       auto gate_up = random_floats(rows * 2 * channels, 4.0f), dout = random_floats(rows * channels);

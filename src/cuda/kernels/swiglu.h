@@ -4,8 +4,9 @@
 // out / dout are bf16 [rows, I]. gate and up are bf16 rows of I channels read with a row stride
 // (`input_stride` elements), so both a fused gate_up projection [rows, 2I] (gate = base,
 // up = base + I, stride 2I) and two separate [rows, I] tensors (stride I) work; dgate / dup are
-// written with the same stride. Elementwise in fp32, one 8-wide vector per thread; I must be a
-// multiple of 8. Nothing is saved beyond the inputs.
+// written with the same stride. Elementwise in fp32, one 8-wide vector per thread where I and the
+// stride are multiples of 8, else one value per thread (the same values). The fp8 forms take
+// multiples of 8 only. Nothing is saved beyond the inputs.
 #pragma once
 
 #include <cuda_bf16.h>
