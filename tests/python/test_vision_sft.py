@@ -54,14 +54,19 @@ CPU_ONLY = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
 
 @pytest.fixture(scope="module")
 def model_folder(tmp_path_factory, tokenizers_dir):
+    return tiny_qwen2_5_vl(tmp_path_factory.mktemp("vision_sft") / "qwen2_5_vl", tokenizers_dir)
+
+
+def tiny_qwen2_5_vl(folder, tokenizers_dir, hidden=24, intermediate=48, mrope_section=(2, 2, 2)):
+    """The tiny random Qwen2.5-VL (2 tower blocks, 2 text layers of 2 heads, one kv head) written to
+    `folder`, its text model `hidden` wide."""
     from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
-    folder = tmp_path_factory.mktemp("vision_sft") / "qwen2_5_vl"
     folder.mkdir()
-    vision = dict(depth=2, hidden_size=16, intermediate_size=32, num_heads=2, out_hidden_size=24, patch_size=4,
+    vision = dict(depth=2, hidden_size=16, intermediate_size=32, num_heads=2, out_hidden_size=hidden, patch_size=4,
                   window_size=16, fullatt_block_indexes=[1], spatial_merge_size=2, temporal_patch_size=2)
-    text = dict(hidden_size=24, intermediate_size=48, num_hidden_layers=2, num_attention_heads=2,
+    text = dict(hidden_size=hidden, intermediate_size=intermediate, num_hidden_layers=2, num_attention_heads=2,
                 num_key_value_heads=1, vocab_size=151936, max_position_embeddings=512, rms_norm_eps=1e-6,
-                rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [2, 2, 2]})
+                rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "mrope_section": list(mrope_section)})
     config = Qwen2_5_VLConfig(vision_config=vision, text_config=text, **TOKENS)
     config.architectures = ["Qwen2_5_VLForConditionalGeneration"]
     torch.manual_seed(0)

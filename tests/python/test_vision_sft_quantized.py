@@ -27,7 +27,7 @@ import shutil
 import numpy as np
 import pytest
 
-from conftest import gpu_visible, load_script, read_tensors, run_surogate
+from conftest import gpu_visible, read_tensors, run_surogate
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
@@ -182,22 +182,9 @@ def fp8_model_folder(tmp_path_factory, tokenizers_dir):
     """The tiny Qwen2.5-VL with text widths cuBLASLt's FP8 products take (multiples of 16: hidden 32,
     head_dim 16, intermediate 64), for fp8_hybrid on the CUDA backend; model_folder's text model is 24
     wide."""
-    import torch
-    from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
-
-    from test_vision_sft import PROCESSOR, TOKENS, write_model_folder
-    folder = tmp_path_factory.mktemp("vision_fp8") / "qwen2_5_vl"
-    folder.mkdir()
-    vision = dict(depth=2, hidden_size=16, intermediate_size=32, num_heads=2, out_hidden_size=32, patch_size=4,
-                  window_size=16, fullatt_block_indexes=[1], spatial_merge_size=2, temporal_patch_size=2)
-    text = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
-                num_key_value_heads=1, vocab_size=151936, max_position_embeddings=512, rms_norm_eps=1e-6,
-                rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [4, 2, 2]})
-    config = Qwen2_5_VLConfig(vision_config=vision, text_config=text, **TOKENS)
-    config.architectures = ["Qwen2_5_VLForConditionalGeneration"]
-    torch.manual_seed(0)
-    model = load_script("make_vision_tower_fixtures").randomize(Qwen2_5_VLForConditionalGeneration(config).float())
-    return write_model_folder(folder, config, model, PROCESSOR, tokenizers_dir)
+    from test_vision_sft import tiny_qwen2_5_vl
+    return tiny_qwen2_5_vl(tmp_path_factory.mktemp("vision_fp8") / "qwen2_5_vl", tokenizers_dir, hidden=32,
+                           intermediate=64, mrope_section=(4, 2, 2))
 
 
 @pytest.mark.skipif(not gpu_visible(), reason="needs a GPU")
