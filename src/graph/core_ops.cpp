@@ -4,6 +4,8 @@
 //   scale(x){factor}       x * factor
 //   scale_by(x, factor)    x * factor for a scalar tensor factor (shape []): F32 for a BF16 / F16 x,
 //                          x's dtype otherwise (the loss gradient d_loss times a saved gradient)
+//   scale_rows(x, factor)  x [..., W] times factor [...] (one value a row of W, x's dtype): the
+//                          Qwen3-VL tower's interpolation weights, uploaded one a patch
 //   fill(){value, shape, dtype}   a tensor filled with `value` (the loss seed, zero gradients)
 //   sum(x)                 the sum of all elements, a scalar (shape [])
 //   broadcast(s){shape}    a scalar s repeated to `shape` (the gradient of sum)
@@ -176,6 +178,46 @@ void register_scale_by(OpRegistry& registry) {
   });
 }
 
+void register_scale_rows(OpRegistry& registry) {
+  registry.add(OpDef{
+      .name = "scale_rows",
+      .inputs = {"x", "factor"},
+      .outputs = {"out"},
+      .infer = [](const InferContext& ctx) {
+        ctx.expect_floating(0);
+        const TensorType& x = ctx.input(0);
+        if (x.shape.empty()) ctx.fail("{} must have a last dimension (the rows' width)", ctx.input_label(0));
+        const Shape rows(x.shape.begin(), x.shape.end() - 1);
+        if (ctx.input(1) != TensorType{x.dtype, rows}) {
+          ctx.fail("{} must be {}{} (one factor a row of {})", ctx.input_label(1), dtype_safetensors_name(x.dtype),
+                   format_shape(rows), ctx.input_label(0));
+        }
+        return std::vector<TensorType>{x};
+      },
+      .gradient = [](GradientContext& ctx) -> InputGradients {
+        if (ctx.needs_input_grad(1)) {
+          fail_user("{}: the factor of scale_rows is not differentiable", ctx.attrs().where());
+        }
+        return {ctx.op("scale_rows", {ctx.output_grad(0), ctx.input(1)}), std::nullopt};
+      },
+      .cpu = [](const CpuBindContext& ctx) {
+        const int64_t count = ctx.outputs[0].numel();
+        const int64_t width = ctx.outputs[0].shape.back();
+        return bind_floating(ctx, ctx.outputs[0].dtype, [count, width](auto zero) -> CpuKernel {
+          using T = decltype(zero);
+          return [count, width](const CpuKernelArgs& args) {
+            const T* x = args.inputs[0].as<T>();
+            const T* factor = args.inputs[1].as<T>();
+            T* out = args.outputs[0].as<T>();
+            for (int64_t i = 0; i < count; ++i) out[i] = x[i] * factor[i / width];
+          };
+        });
+      },
+      // as mul: core-op graphs 1e-6, one bf16 rounding 4e-3
+      .backend_tolerance = BackendTolerance{.f32 = 1e-6, .bf16 = 4e-3},
+  });
+}
+
 void register_fill(OpRegistry& registry) {
   registry.add(OpDef{
       .name = "fill",
@@ -313,6 +355,7 @@ void register_core_ops(OpRegistry& registry) {
   register_mul(registry);
   register_scale(registry);
   register_scale_by(registry);
+  register_scale_rows(registry);
   register_fill(registry);
   register_sum(registry);
   register_broadcast(registry);

@@ -72,7 +72,9 @@ TensorId interpolated_positions(GraphBuilder& b, const Qwen3TowerParameters& p, 
   auto scope = b.scope("vision.pos_embed");
   TensorId gathered = b.op("embedding", {taps, p.get("visual.pos_embed.weight")},
                            nlohmann::json::object(), "gather");
-  TensorId weighted = b.op("mul", {gathered, weights}, nlohmann::json::object(), "weigh");
+  // Each gathered row [tap, patch, ·] times its tap's weight [tap, patch]: one weight a patch is
+  // all the host uploads (broadcast to [4, P, H] it was ~140 MB a micro-batch at Qwen3-VL-8B's shape).
+  TensorId weighted = b.op("scale_rows", {gathered, weights}, nlohmann::json::object(), "weigh");
   graph::OpOutputs per_tap =
       b.op("split", {weighted}, {{"axis", 0}, {"sizes", {1, 1, 1, 1}}}, "taps");
   TensorId sum = b.op("add", {per_tap[0], per_tap[1]}, nlohmann::json::object(), "sum01");
@@ -94,7 +96,7 @@ Qwen3VisionTowerOutputs add_qwen3_vision_tower(GraphBuilder& b,
     fail_user("vision tower: {} patches is not a positive multiple of spatial_merge_size² = {}",
               patches, config.merge_unit());
   }
-  const int64_t merged = patches / config.merge_unit(), h = config.hidden_size;
+  const int64_t merged = patches / config.merge_unit();
   // [1, P, ·]: the attention op reads [batch, tokens, ·] (the bytes are pixel_values' [P,
   // C·T·p·p]).
   TensorId pixel_values = b.input(kVisionPixelValues, dtype, {1, patches, config.patch_columns()});
@@ -103,7 +105,7 @@ Qwen3VisionTowerOutputs add_qwen3_vision_tower(GraphBuilder& b,
   TensorId taps =
       b.input(kVisionInterpolationTaps, DType::I32, {vision::kInterpolationTaps, patches});
   TensorId weights =
-      b.input(kVisionInterpolationWeights, dtype, {vision::kInterpolationTaps, patches, h});
+      b.input(kVisionInterpolationWeights, dtype, {vision::kInterpolationTaps, patches});
   Qwen3TowerParameters p;
   for (const VisionTowerParameter& parameter : qwen3_vision_tower_parameters(config)) {
     p.ids[parameter.name] = b.parameter(parameter.name, dtype, parameter.shape, trainable);
@@ -161,12 +163,7 @@ Qwen3VisionTowerInputs qwen3_vision_tower_inputs(const Qwen3VisionTowerConfig& c
     }
   }
   inputs.interpolation_taps = std::move(interpolation.taps);
-  const auto hidden = static_cast<size_t>(config.hidden_size);
-  inputs.interpolation_weights.resize(interpolation.weights.size() * hidden);
-  for (size_t slot = 0; slot < interpolation.weights.size(); ++slot) {
-    std::fill_n(inputs.interpolation_weights.begin() + static_cast<std::ptrdiff_t>(slot * hidden), hidden,
-                interpolation.weights[slot]);
-  }
+  inputs.interpolation_weights = std::move(interpolation.weights);
   return inputs;
 }
 

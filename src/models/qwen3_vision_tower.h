@@ -13,8 +13,8 @@
 // rotary tables are Qwen2.5-VL's (mrope_cos_sin over (frame, row, column), inv_freq = [f, f],
 // mrope_section = [0, head_dim / 4, head_dim / 4]). Parameters carry the checkpoint's names
 // (`visual.blocks.0.attn.qkv.weight`, ...), the patch embedding's [H, C, T, p, p] weight as the
-// graph's [H, C·T·p·p]. The interpolation weights are an input of [4, P, H] (each patch's weight
-// repeated along the hidden dimension, so that the existing elementwise `mul` applies them).
+// graph's [H, C·T·p·p]. The interpolation weights are an input of [4, P] (one a tap and patch),
+// applied to the gathered rows by `scale_rows`.
 #pragma once
 
 #include <array>
@@ -60,7 +60,7 @@ std::vector<VisionTowerParameter> qwen3_vision_tower_parameters(const Qwen3Visio
 // The graph's inputs besides those of vision_tower.h it shares (pixel_values,
 // vision_position_ids, vision_frame_documents).
 inline constexpr const char* kVisionInterpolationTaps = "vision_interpolation_taps";        // I32 [4, P]
-inline constexpr const char* kVisionInterpolationWeights = "vision_interpolation_weights";  // [4, P, H]
+inline constexpr const char* kVisionInterpolationWeights = "vision_interpolation_weights";  // [4, P]
 
 struct Qwen3VisionTowerOutputs {
   graph::TensorId features = graph::kNoTensor;  // [P / m², out_hidden_size]
@@ -89,7 +89,7 @@ struct Qwen3VisionTowerInputs {
   std::vector<int32_t> position_ids;        // [3, P] (frame, row, column)
   std::vector<int32_t> frame_document_ids;  // [P]
   std::vector<int32_t> interpolation_taps;  // [4, P]
-  std::vector<float> interpolation_weights; // [4, P, H] (fp32; converted to the plan's dtype when bound)
+  std::vector<float> interpolation_weights; // [4, P], a tap's weight a patch (fp32; converted to the plan's dtype when bound)
 };
 Qwen3VisionTowerInputs qwen3_vision_tower_inputs(const Qwen3VisionTowerConfig& config,
                                                  std::span<const std::array<int64_t, 3>> grid_thw);

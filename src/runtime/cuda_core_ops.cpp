@@ -1,4 +1,4 @@
-// CUDA binders for the engine's core ops (graph/core_ops.cpp), fp32; add, scale, scale_by, fill and accumulate
+// CUDA binders for the engine's core ops (graph/core_ops.cpp), fp32; add, scale, scale_by, scale_rows, fill and accumulate
 // also bf16 / fp16 (the residual stream and gradient sums of BF16 / F16 model graphs, fp32-summed,
 // rounded once), and mul, sum and broadcast (a pipeline stage's loss). Each
 // parses its attrs once at load and returns a closure that launches one kernel from
@@ -95,6 +95,25 @@ CudaKernel bind_scale_by(const CudaBindContext& ctx) {
   };
 }
 
+// scale_rows (x [..., W], factor [...]) -> x · factor per row, every tensor F32, BF16 or F16.
+CudaKernel bind_scale_rows(const CudaBindContext& ctx) {
+  const int64_t count = ctx.outputs[0].numel();
+  const int64_t width = ctx.outputs[0].shape.back();
+  if (all_16bit(ctx)) {
+    return by_element_type(ctx.outputs[0].dtype, [&]<typename T>() -> CudaKernel {
+      return [count, width](const CudaKernelArgs& args) {
+        k::scale_rows(args.inputs[0].as<const T>(), args.inputs[1].as<const T>(), args.outputs[0].as<T>(), count, width,
+                      args.stream);
+      };
+    });
+  }
+  ctx.expect_all(DType::F32);
+  return [count, width](const CudaKernelArgs& args) {
+    k::scale_rows(args.inputs[0].as<const float>(), args.inputs[1].as<const float>(), args.outputs[0].as<float>(), count,
+                  width, args.stream);
+  };
+}
+
 CudaKernel bind_fill(const CudaBindContext& ctx) {
   if (all_16bit(ctx)) {
     const int64_t count = ctx.outputs[0].numel();
@@ -168,6 +187,7 @@ void register_core_cuda_ops(CudaOpTable& table) {
   table.add("mul", bind_mul);
   table.add("scale", bind_scale);
   table.add("scale_by", bind_scale_by);
+  table.add("scale_rows", bind_scale_rows);
   table.add("fill", bind_fill);
   table.add("sum", bind_sum);
   table.add("broadcast", bind_broadcast);

@@ -164,6 +164,8 @@ std::vector<SingleOpCase> make_cases() {
       {"scale", {f32_x}, {{"factor", 0.37}}},
       {"scale", {x}, {{"factor", 0.37}}},
       {"scale_by", {f32_x, TensorType{kF32, {}}}},
+      {"scale_rows", {f32_x, TensorType{kF32, {kRows}}}},
+      {"scale_rows", {x, TensorType{kBf16, {kRows}}}},
       {"fill", {}, {{"value", 0.25}, {"shape", {kRows, kChannels}}}},
       {"fill", {}, {{"value", 0.25}, {"shape", {kRows, kChannels}}, {"dtype", "BF16"}}},
       {"sum", {f32_x}},

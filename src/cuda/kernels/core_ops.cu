@@ -1,5 +1,5 @@
 // Core-op kernels: grid-stride elementwise loops and a one-block deterministic sum; fp32, and bf16
-// / fp16 for mul, broadcast and sum (computed in fp32, rounded once).
+// / fp16 for mul, scale_rows, broadcast and sum (computed in fp32, rounded once).
 #include "cuda/kernels/core_ops.h"
 
 #include <algorithm>
@@ -28,6 +28,13 @@ template <typename T>
 struct MulOp {
   const T* a; const T* b; T* out;
   __device__ void operator()(int64_t i) const { out[i] = from_float<T>(__fmul_rn(to_float(a[i]), to_float(b[i]))); }
+};
+template <typename T>
+struct ScaleRowsOp {
+  const T* x; const T* factor; T* out; int64_t width;
+  __device__ void operator()(int64_t i) const {
+    out[i] = from_float<T>(__fmul_rn(to_float(x[i]), to_float(factor[i / width])));
+  }
 };
 struct ScaleOp {
   const float* x; float factor; float* out;
@@ -96,6 +103,11 @@ template <typename E>
 void mul_16bit(const E* a, const E* b, E* out, int64_t count, cudaStream_t stream) {
   launch(MulOp<E>{a, b, out}, count, stream);
 }
+template <typename T>
+void scale_rows(const T* x, const T* factor, T* out, int64_t count, int64_t width, cudaStream_t stream) {
+  launch(ScaleRowsOp<T>{x, factor, out, width}, count, stream);
+}
+template void scale_rows(const float*, const float*, float*, int64_t, int64_t, cudaStream_t);
 template <typename E>
 void broadcast_16bit(const E* scalar, E* out, int64_t count, cudaStream_t stream) {
   launch(BroadcastOp<E>{scalar, out}, count, stream);
@@ -108,6 +120,7 @@ void sum_16bit(const E* x, E* out, int64_t count, cudaStream_t stream) {
 
 #define INSTANTIATE(E)                                                        \
   template void mul_16bit(const E*, const E*, E*, int64_t, cudaStream_t);    \
+  template void scale_rows(const E*, const E*, E*, int64_t, int64_t, cudaStream_t); \
   template void broadcast_16bit(const E*, E*, int64_t, cudaStream_t);        \
   template void sum_16bit(const E*, E*, int64_t, cudaStream_t);
 SUROGATE_FOR_16BIT_TYPES(INSTANTIATE)

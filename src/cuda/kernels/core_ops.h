@@ -1,4 +1,4 @@
-// fp32 kernels for the engine's core ops on the CUDA backend (add, mul, scale, scale_by, fill, sum,
+// fp32 kernels for the engine's core ops on the CUDA backend (add, mul, scale, scale_by, scale_rows, fill, sum,
 // broadcast, accumulate), and bf16 / fp16 (E) mul, broadcast and sum, which BF16 / F16 graphs use where a loss is a
 // product summed (a pipeline stage's loss Σ sum(t · g_t) over the tensors it sends,
 // distributed/pipeline_graph.h, and its gradient: broadcast, then mul; each element computed in
@@ -31,6 +31,10 @@ void sum_f32(const float* x, float* out, int64_t count, cudaStream_t stream);
 
 template <typename E>
 void mul_16bit(const E* a, const E* b, E* out, int64_t count, cudaStream_t stream);
+// out[i] = x[i] * factor[i / width] (scale_rows), each product in fp32 rounded once; T = float, bf16
+// or fp16.
+template <typename T>
+void scale_rows(const T* x, const T* factor, T* out, int64_t count, int64_t width, cudaStream_t stream);
 template <typename E>
 void broadcast_16bit(const E* scalar, E* out, int64_t count, cudaStream_t stream);
 template <typename E>

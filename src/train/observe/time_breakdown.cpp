@@ -31,14 +31,18 @@ nlohmann::json TimeBreakdown::record() const {
 }
 
 std::string TimeBreakdown::table() const {
+  return table(fmt::format("time per micro-batch (mean of {} steps' last micro-batch)", samples_), "ms");
+}
+
+std::string TimeBreakdown::table(std::string_view title, std::string_view unit) const {
   double total = 0.0;
   for (const auto& [op, ms] : mean()) total += ms;
   std::vector<std::pair<std::string, std::string>> rows;
   for (const auto& [op, ms] : mean()) {
-    rows.emplace_back(op, fmt::format("{:9.3f} ms {:5.1f}%", ms, total > 0.0 ? 100.0 * ms / total : 0.0));
+    rows.emplace_back(op, fmt::format("{:9.3f} {} {:5.1f}%", ms, unit, total > 0.0 ? 100.0 * ms / total : 0.0));
   }
-  rows.emplace_back("total", fmt::format("{:9.3f} ms", total));
-  return format_summary_table(fmt::format("time per micro-batch (mean of {} steps' last micro-batch)", samples_), rows);
+  rows.emplace_back("total", fmt::format("{:9.3f} {}", total, unit));
+  return format_summary_table(std::string(title), rows);
 }
 
 }  // namespace surogate::train

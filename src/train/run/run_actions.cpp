@@ -143,8 +143,11 @@ void stop_early(RunContext& run) {
 
 void report_time_breakdown(RunContext& run) {
   if (!run.config.logging.debug_time_breakdown || run.time_breakdown.empty()) return;
-  run.log("time_breakdown", run.time_breakdown.record());
+  nlohmann::json record = run.time_breakdown.record();
+  record["host_phases"] = run.host_phases.record();
+  run.log("time_breakdown", record);
   run.message(run.time_breakdown.table());
+  run.message(run.host_phases.table("host time per step (mean; wall clock)", "ms"));
 }
 
 void fail_diverged(RunContext& run, const StepVerdict& verdict) {

@@ -118,6 +118,7 @@ struct RunContext {
   int64_t last_saved_step = -1;
   std::string run_name;
   TimeBreakdown time_breakdown;  // debug_time_breakdown
+  TimeBreakdown host_phases;     // its host side: milliseconds of each step's phases
   StartupTimer startup;
   std::unique_ptr<StepGuard> guard;  // skipped steps, fp16 loss scaling
   std::vector<std::string> resume_warnings;  // checkpoints skipped on resume, logged once the log is open

@@ -60,6 +60,20 @@ void take_window(RunContext& run, StepWindow& window) {
   run.state.objective = run.objective->checkpoint_state();
 }
 
+// debug_time_breakdown's host side: milliseconds of a step's phases, in order.
+struct HostPhases {
+  std::vector<std::pair<std::string, double>> milliseconds;
+  RunClock::time_point mark = RunClock::now();
+  // The time since the last mark (or the start) added to `phase`.
+  void end(const std::string& phase) {
+    const double ms = 1e3 * seconds_since(mark);
+    mark = RunClock::now();
+    auto it = std::find_if(milliseconds.begin(), milliseconds.end(), [&](const auto& p) { return p.first == phase; });
+    if (it == milliseconds.end()) milliseconds.emplace_back(phase, ms);
+    else it->second += ms;
+  }
+};
+
 struct StepOutcome {
   MicroBatchTotals totals;
   StepMetrics metrics;
@@ -69,7 +83,7 @@ struct StepOutcome {
 };
 
 // Accumulates the window's micro-batches, measures, and applies (or skips) the optimizer step.
-StepOutcome train_step(RunContext& run, const StepWindow& window) {
+StepOutcome train_step(RunContext& run, const StepWindow& window, HostPhases& host) {
   StepOutcome outcome;
   // Σ token weights of the whole window (= loss tokens unless loss_scale weighs tokens).
   outcome.totals = run.device->window_totals(window.taken);
@@ -88,9 +102,12 @@ StepOutcome train_step(RunContext& run, const StepWindow& window) {
       run.dropout_seed_value = dropout_seed(run.state.train_seed, run.state.step, window.indices[micro]);
       bindings.push_back({run.dropout_seed, std::as_bytes(std::span<const int32_t>(&run.dropout_seed_value, 1))});
     }
+    host.end("bind inputs");
     run.device->accumulate(bindings);
+    host.end("accumulate (enqueue or run)");
   }
   outcome.metrics = run.device->measure();
+  host.end("measure (wait for the device)");
   if (run.objective) run.objective->observe(*run.device);  // every rank's micro-batches ran in measure()
   if (run.config.logging.debug_time_breakdown)
     run.time_breakdown.add(run.device->time_breakdown());  // measure() waited
@@ -103,6 +120,7 @@ StepOutcome train_step(RunContext& run, const StepWindow& window) {
   } else {
     run.device->skip_update();
   }
+  host.end("update");
   ++run.state.step;
   run.state.loader = run.loader->position();
   if (auto line = run.guard->message(outcome.verdict, run.state)) run.message(*line);
@@ -193,9 +211,13 @@ TrainingResult run_steps(RunContext& run) {
   StepTiming timing;
   while (run.state.step < run.state.total_steps) {
     const RunClock::time_point step_start = RunClock::now();
+    HostPhases host;
     take_window(run, window);
-    StepOutcome outcome = train_step(run, window);
+    host.end("read micro-batches");
+    StepOutcome outcome = train_step(run, window, host);
     record_step(run, window, outcome, seconds_since(step_start), timing);
+    host.end("record");
+    if (run.config.logging.debug_time_breakdown) run.host_phases.add(host.milliseconds);
     const AfterStep after = step_cadence(run);
     if (after == AfterStep::Continue) continue;
     if (after == AfterStep::StopAfterStep) stop_after_step(run);
