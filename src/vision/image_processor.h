@@ -64,7 +64,9 @@ class ImageProcessor {
   int64_t tokens_for_size(int height, int width, const std::string& image_name) const;
 
  private:
-  void append_patches(const RgbImage& resized, ProcessedImages& out) const;
+  std::array<float, 256 * 3> normalized_values() const;
+  // One image's rows of pixel_values, from `out` on.
+  void write_patches(const RgbImage& resized, const std::array<float, 256 * 3>& table, float* out) const;
   ImageProcessorConfig config_;
 };
 
