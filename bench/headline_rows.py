@@ -358,7 +358,7 @@ PREFERENCE = Table(
             gpu="H200", command=DPO_COMMAND),
     ))
 
-VL_FILE = "2026-11-30-h200-vl-lora.jsonl"
+VL_FILE = "2026-11-30-h200-vl-lora-host.jsonl"
 VL_COMMAND = "CARRY_DIR=$PWD/carry/cli bash bench/run_vl_job.sh"
 
 VISION = Table(
