@@ -10,8 +10,8 @@
 //   ZeRO-3: the rank's pieces of the weights and their gathers (cpu_weight_gatherer.h).
 // A pipeline stage (cpu_rank_host_stages.cpp) copies its owned gradients into the flat buffer for its
 // gradient group's sum, and shares its tied tensors' regions with the other end of the pipeline.
-// The runners: CpuReplicaRunner (the whole model's plan on a CpuBackend) and CpuStageRunner (a
-// stage's plans, cpu_pipeline_stage.h).
+// The replica's runner: CpuReplicaRunner (the whole model's plan on a CpuBackend); a stage's plans
+// are cpu_stage_device.h's under the pipeline stage (pipeline_stage.h).
 #pragma once
 
 #include <cstddef>
@@ -26,7 +26,6 @@
 #include "runtime/cpu_backend.h"
 #include "train/device/cpu_gradient_reducer.h"
 #include "train/device/cpu_parameters.h"
-#include "train/device/cpu_pipeline_stage.h"
 #include "train/device/cpu_weight_gatherer.h"
 #include "train/device/parallel/rank_backend.h"
 #include "train/device/sharded_gradients.h"
@@ -119,30 +118,6 @@ private:
   RankMeasure losses_;                     // the step's, so far
   std::vector<graph::TensorId> kept_ids_;  // keep_outputs()'s, in the rank's plan
   std::vector<KeptOutputs> kept_;          // since take_outputs()
-};
-
-// A pipeline stage's plans on CpuBackends (cpu_pipeline_stage.h).
-class CpuStageRunner final : public StageRunner {
-public:
-  // `source`: the trainer's plan, for which the inputs are bound.
-  CpuStageRunner(const compiler::ExecutionPlan& source, std::unique_ptr<CpuPipelineStage> stage)
-      : stage(std::move(stage)), source_(source) {}
-
-  StageMicroBatch take(std::span<const runtime::InputBinding> inputs, int sequence, int sequence_ranks) override {
-    return stage->take(source_, inputs, sequence, sequence_ranks);
-  }
-  void run(std::span<const StageMicroBatch> batches, distributed::Communicator& world,
-           const std::function<int(int)>& peer) override {
-    loss_ = stage->run(batches, world, peer);
-  }
-  double loss() override { return loss_; }
-  void refresh_weights() override { stage->refresh_forward_weights(true); }
-
-  std::unique_ptr<CpuPipelineStage> stage;
-
-private:
-  const compiler::ExecutionPlan& source_;
-  double loss_ = 0.0;  // the last stage's
 };
 
 }  // namespace surogate::train

@@ -9,7 +9,8 @@
 //     ZeRO-2 then publishes the weights bucket by bucket through their staging), ZeRO-3's rank keeps
 //     its pieces of the weights and gathers them (cpu_weight_gatherer.h; a quantized base:
 //     cpu_quantized_base.h); upload broadcasts the first rank's weights tensor by tensor.
-//   Stages (cpu_rank_host_stages.cpp): a stage's plans on CpuBackends (cpu_pipeline_stage.h),
+//   Stages (cpu_rank_host_stages.cpp): a stage's plans on CpuBackends (cpu_stage_device.h) under
+//     the pipeline stage (pipeline_stage.h),
 //     their weights copied from and to the host copies on the trainer's thread.
 // The evaluator is an fp32 plan on its own CpuBackend that copies the weights in (with the stored
 // quantized base).
@@ -26,6 +27,7 @@
 #include "config/sections/optimizer.h"
 #include "train/device/cpu_quantized_base.h"
 #include "train/device/parallel/cpu_rank.h"
+#include "train/device/parallel/cpu_stage_device.h"
 #include "train/device/parallel/rank_host.h"
 #include "train/device/sequence_groups.h"
 #include "train/fp8_weight_copies.h"
@@ -99,8 +101,8 @@ private:
   std::optional<CpuQuantizedBase> quantized_base_;  // ZeRO-3: where the quantized base stays (persistent_quants)
   size_t scratch_elements_ = 0;                     // ZeRO-3: the largest weight
   // Stages.
-  std::vector<CpuStageRunner*> stages_;
-  std::map<std::string, uint32_t> boundary_tags_;  // each tensor the stages send: its message tag
+  std::vector<CpuStageDevice*> stages_;                // each rank's (owned by its engine's stage)
+  std::vector<const distributed::StageGraph*> graphs_;  // every stage's (the transfers' program)
 };
 
 }  // namespace surogate::train

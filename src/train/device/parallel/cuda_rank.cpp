@@ -80,14 +80,4 @@ void CudaReplicaRunner::keep_outputs(std::span<const graph::TensorId> tensors) {
                                                  max_micro_batches_);
 }
 
-double CudaStageRunner::loss() {
-  const double loss = stage->state().loss_sum();
-  return stage->last() ? loss : 0.0;
-}
-
-void CudaStageRunner::refresh_weights() {
-  CudaRankState& state = stage->state();
-  if (stage_ != 0) state.masters().refresh_weights(0, first_entry_, state.stream());
-}
-
 }  // namespace surogate::train

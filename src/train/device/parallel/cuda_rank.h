@@ -9,8 +9,8 @@
 // stream and its NCCL communicator, the ZeRO-1 buckets (cuda_gradient_reducer.h) or ZeRO-2/3's
 // sharded accumulation (cuda_sharded_gradients.h), and ZeRO-3's pieces of the weights and their
 // gatherers (cuda_weight_gatherer.h). Everything is enqueued on the rank's streams.
-// The runners: CudaReplicaRunner (the whole model's plan, owning the state) and CudaStageRunner (a
-// stage's plans, cuda_pipeline_stage.h, whose state the rank uses).
+// The replica's runner: CudaReplicaRunner (the whole model's plan, owning the state); a stage's
+// plans are cuda_stage_device.h's (whose state the rank uses) under the pipeline stage (pipeline_stage.h).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -25,7 +25,6 @@
 
 #include "cuda/device_buffer.h"
 #include "train/device/cuda_gradient_reducer.h"
-#include "train/device/cuda_pipeline_stage.h"
 #include "train/device/cuda_rank/output_readback.h"
 #include "train/device/cuda_rank_state.h"
 #include "train/device/cuda_sharded_gradients.h"
@@ -126,35 +125,6 @@ private:
   const compiler::ExecutionPlan& plan_;
   int64_t max_micro_batches_;
   bool observers_add_;
-};
-
-// A pipeline stage's plans on a GPU (cuda_pipeline_stage.h).
-class CudaStageRunner final : public StageRunner {
-public:
-  // `source`: the trainer's plan, for which the inputs are bound; `plan`: the stage's; `first_entry`:
-  // the first of its state's entries the stage steps (after the last stage's tied ones).
-  CudaStageRunner(const compiler::ExecutionPlan& source, const PipelineStagePlan& plan, int stage, size_t first_entry)
-      : source_(source), plan_(plan), stage_(stage), first_entry_(first_entry) {}
-
-  StageMicroBatch take(std::span<const runtime::InputBinding> inputs, int sequence, int sequence_ranks) override {
-    return take_stage_micro_batch(plan_, source_, inputs, sequence, sequence_ranks);
-  }
-  void run(std::span<const StageMicroBatch> batches, distributed::Communicator& world,
-           const std::function<int(int)>& peer) override {
-    stage->run(batches, world, peer);
-  }
-  // Every stage reads its loss sum: that also starts the next step's count.
-  double loss() override;
-  // The last stage's bf16 copies of the tied tensors, from the masters the first stage sent.
-  void refresh_weights() override;
-
-  std::unique_ptr<CudaPipelineStage> stage;
-
-private:
-  const compiler::ExecutionPlan& source_;
-  const PipelineStagePlan& plan_;
-  int stage_;
-  size_t first_entry_;
 };
 
 }  // namespace surogate::train

@@ -18,7 +18,8 @@
 //     up CUDA graphs, and ZeRO-1 keeps them for all but each step's last micro-batch. Sequence
 //     parallelism: a slice's plan whose exchange ops are the group's NCCL all-to-all on the compute
 //     stream (cuda_sequence_groups.h).
-//   Stages (cuda_rank_host_stages.cpp): a stage's plans (cuda_pipeline_stage.h), with sequence
+//   Stages (cuda_rank_host_stages.cpp): a stage's plans (cuda_stage_device.h) under the pipeline
+//     stage (pipeline_stage.h), with sequence
 //     parallelism over two sequence groups, one per stream.
 #pragma once
 
@@ -36,6 +37,7 @@
 #include "train/device/cuda_sequence_groups.h"
 #include "train/device/cuda_weight_transfer.h"
 #include "train/device/parallel/cuda_rank.h"
+#include "train/device/parallel/cuda_stage_device.h"
 #include "train/device/parallel/rank_host.h"
 
 namespace surogate::train {
@@ -82,12 +84,13 @@ public:
 
 private:
   // What the host side keeps of one stage rank: its parameters (the last stage: tied ones first),
-  // the layout of its CudaRankState, its runner (owned by its engine) and download scratch.
+  // the layout of its CudaRankState, its pipeline stage and the stage's device (owned by its
+  // engine) and download scratch.
   struct CudaStage {
     std::vector<models::ParameterSpec> specs;
     CudaTrainableLayout layout;  // outlives the stage's CudaRank
     size_t owned_first = 0;      // the first entry the stage steps (after the last stage's tied ones)
-    CudaStageRunner* runner = nullptr;
+    CudaStageDevice* device = nullptr;
     std::vector<std::vector<float>> scratch;  // download_stage(): the weights not the rank's to write
   };
 
@@ -96,7 +99,7 @@ private:
                           ReplicaRankEngine& engine, int r);
   void release_replica(int r);
   void plan_stage(StageRankEngine& engine, const StagePlan& plan);
-  // The rank's CudaPipelineStage on its GPU, before any collective.
+  // The rank's pipeline stage on its GPU, before any collective.
   void make_stage_state(const TrainingDeviceSetup& setup, int r);
   void release_stage(int r);
   // ZeRO-3's gatherers, and the replica reduction (the step observers of each micro-batch).
