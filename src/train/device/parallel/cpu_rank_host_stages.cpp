@@ -9,7 +9,7 @@
 #include "core/error.h"
 #include "distributed/gloo_communicator.h"
 #include "train/device/cpu_parameters.h"
-#include "train/device/parallel/cpu_stage_device.h"
+#include "train/device/parallel/cpu_rank_plans.h"
 #include "train/device/parallel/pipeline_stage.h"
 #include "train/device/pipeline_parameters.h"
 #include "train/device/pipeline_stage_groups.h"
@@ -42,8 +42,8 @@ void CpuRankHost::make_stage(StageRankEngine& engine, const graph::OpRegistry& r
   const int stage_index = engine.place.stage;
   const PipelineStagePlan& stage_plan = plan.pipeline.stages[static_cast<size_t>(stage_index)];
   const StageBoundary boundary = stage_boundary(stage_plan);
-  auto device = std::make_unique<CpuStageDevice>(stage_plan, registry, boundary);
-  CpuStageDevice& stage = *device;
+  auto device = std::make_unique<CpuRankPlans>(stage_plan, registry, boundary);
+  CpuRankPlans& stage = *device;
   auto runner = std::make_unique<PipelineStage>(plan_, stage_plan, graphs_, boundary, std::move(device));
   auto rank = std::make_unique<CpuRank>(stage.training(), optimizer_.max_grad_norm);
   rank->parameters =
@@ -89,7 +89,7 @@ std::unique_ptr<Evaluator> CpuRankHost::make_stage_evaluator(const EvaluatorSetu
 void CpuRankHost::store_stage_quantized(const models::QuantizedWeight& weight, const QuantizedPieces& pieces) {
   quantized_.push_back({weight, pieces});  // kept: a copy (the caller reuses its buffers)
   const QuantizedPieces& stored = quantized_.back().pieces;
-  for (CpuStageDevice* stage : stages_) {
+  for (CpuRankPlans* stage : stages_) {
     for (size_t i = 0; i < weight.pieces.size(); ++i) stage->write_weight(weight.pieces[i], stored.bytes[i]);
   }
 }

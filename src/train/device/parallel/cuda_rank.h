@@ -9,8 +9,7 @@
 // stream and its NCCL communicator, the ZeRO-1 buckets (cuda_gradient_reducer.h) or ZeRO-2/3's
 // sharded accumulation (cuda_sharded_gradients.h), and ZeRO-3's pieces of the weights and their
 // gatherers (cuda_weight_gatherer.h). Everything is enqueued on the rank's streams.
-// The replica's runner: CudaReplicaRunner (the whole model's plan, owning the state); a stage's
-// plans are cuda_stage_device.h's (whose state the rank uses) under the pipeline stage (pipeline_stage.h).
+// The state belongs to the rank's plans (cuda_rank_plans.h).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -25,7 +24,6 @@
 
 #include "cuda/device_buffer.h"
 #include "train/device/cuda_gradient_reducer.h"
-#include "train/device/cuda_rank/output_readback.h"
 #include "train/device/cuda_rank_state.h"
 #include "train/device/cuda_sharded_gradients.h"
 #include "train/device/cuda_weight_gatherer.h"
@@ -94,37 +92,6 @@ private:
   size_t first_entry_;
   bool clips_by_own_squares_;
   CudaRankState* state_ = nullptr;
-};
-
-// A replica's whole model on a GPU: its CudaRankState, each micro-batch enqueued.
-class CudaReplicaRunner final : public ReplicaRunner {
-public:
-  // `plan`: the one the rank runs; `max_micro_batches`: a rank's in one step; `observers_add`
-  // (ZeRO-2/3): every micro-batch's gradients are added by the reduction's observer, not only the
-  // last one's.
-  CudaReplicaRunner(const compiler::ExecutionPlan& plan, int64_t max_micro_batches, bool observers_add)
-      : plan_(plan), max_micro_batches_(max_micro_batches), observers_add_(observers_add) {}
-
-  void set_step_observer(runtime::StepObserverList* observers) override { state->backend().set_step_observer(observers); }
-  void run(const MicroBatch& batch, bool last) override;
-  RankMeasure losses() override;
-  bool has_router_aux_loss() const override { return state->router_aux_loss_sum().has_value(); }
-  void refresh_fp8_weight_copies() override { state->refresh_fp8_weight_copies(); }
-  float* fp8_state(const Fp8State& fp8) override;
-  void roll_fp8_history(const Fp8State& fp8, int64_t step) override;
-  // surogate dpo's per-sequence outputs, copied after each micro-batch (made on the rank's thread).
-  void keep_outputs(std::span<const graph::TensorId> tensors) override;
-  std::vector<KeptOutputs> take_outputs() override {
-    return outputs ? outputs->take(state->stream()) : std::vector<KeptOutputs>{};
-  }
-
-  std::unique_ptr<CudaRankState> state;
-  std::unique_ptr<CudaOutputReadback> outputs;  // keep_outputs()'s, when asked for
-
-private:
-  const compiler::ExecutionPlan& plan_;
-  int64_t max_micro_batches_;
-  bool observers_add_;
 };
 
 }  // namespace surogate::train

@@ -92,10 +92,10 @@ void CudaRankHost::make_stage_state(const TrainingDeviceSetup& setup, int r) {
   stage_setup.pipeline = nullptr;
   if (const runtime::CudaOpTable* table = sequence_groups_.table(r)) stage_setup.cuda_ops = table;
   const StageBoundary boundary = stage_boundary(plan);
-  auto device = std::make_unique<CudaStageDevice>(stage_setup, plan, boundary, stage.layout,
-                                                  stage.owned_first + engine.shard.first_unit,
-                                                  stage.owned_first + engine.shard.end_unit, stage.owned_first,
-                                                  forward_sequence_.table(r));
+  auto device = std::make_unique<CudaRankPlans>(
+      std::make_unique<CudaRankState>(stage_setup, stage.layout, stage.owned_first + engine.shard.first_unit,
+                                      stage.owned_first + engine.shard.end_unit),
+      stage_setup, plan, boundary, stage.owned_first, forward_sequence_.table(r));
   stage.device = device.get();
   ranks_[static_cast<size_t>(r)]->attach(device->state());
   auto runner = std::make_unique<PipelineStage>(plan_, plan, graphs_, boundary, std::move(device));

@@ -1,7 +1,7 @@
 // What the pipeline stage (pipeline_stage.h, the 1F1B algorithm written once) asks of the rank's
-// device: one small class per backend (cpu_stage_device.h, cuda_stage_device.h) holding the
-// stage's plans — its training plan and, on every stage but the last, its forward plan — and
-// doing the few things that differ between backends: running a plan, where a boundary tensor's
+// device, implemented by each backend's plans class (cpu_rank_plans.h, cuda_rank_plans.h), which
+// holds the stage's plans — its training plan and, on every stage but the last, its forward plan —
+// and does the few things that differ between backends: running a plan, where a boundary tensor's
 // bytes are, copying / adding / zeroing them, a send's buffer, a round's group of transfers, the
 // losses and what reads the weights after an update. Boundary tensors are numbered as in the
 // stage's graph (StageBoundary below); memory is the device's (host memory for a CPU, device
