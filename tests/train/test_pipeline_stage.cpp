@@ -57,7 +57,8 @@ public:
   }
   void copy(void* destination, const void* source, size_t bytes) override { std::memcpy(destination, source, bytes); }
   void add(void* destination, const void* source, const graph::TensorType& type) override {
-    for (int64_t i = 0; i < type.numel(); ++i) static_cast<float*>(destination)[i] += static_cast<const float*>(source)[i];
+    float* sum = static_cast<float*>(destination);
+    for (int64_t i = 0; i < type.numel(); ++i) sum[i] += static_cast<const float*>(source)[i];
   }
   void zero(void* destination, size_t bytes) override { std::memset(destination, 0, bytes); }
   // The plans run on while a send is in flight: its data is copied, as on a CPU.

@@ -82,7 +82,9 @@ void CpuRankPlans::run_training(const StageMicroBatch& batch) {
   run_training_plan(bindings);
 }
 
-void CpuRankPlans::copy(void* destination, const void* source, size_t bytes) { std::memcpy(destination, source, bytes); }
+void CpuRankPlans::copy(void* destination, const void* source, size_t bytes) {
+  std::memcpy(destination, source, bytes);
+}
 
 // The CPU's plans are fp32.
 void CpuRankPlans::add(void* destination, const void* source, const graph::TensorType& type) {

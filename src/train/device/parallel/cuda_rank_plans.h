@@ -59,7 +59,9 @@ public:
   cudaStream_t forward_stream() const { return forward_ ? forward_->stream() : nullptr; }
 
   // A replica's (ReplicaRunner).
-  void set_step_observer(runtime::StepObserverList* observers) override { state_->backend().set_step_observer(observers); }
+  void set_step_observer(runtime::StepObserverList* observers) override {
+    state_->backend().set_step_observer(observers);
+  }
   void run(const MicroBatch& batch, bool last) override;
   RankMeasure losses() override;
   bool has_router_aux_loss() const override { return state_->router_aux_loss_sum().has_value(); }

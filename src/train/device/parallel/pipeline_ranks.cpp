@@ -8,8 +8,9 @@
 // for the stages' transfers, one gradient group per stage (its data × sequence ranks), one sequence
 // group per stage and replica (the exchange ops of the stage's plans bind to it) and, when a
 // parameter is read by the first and the last stage (tied embeddings, stepped by the first), one
-// tied pair per replica and sequence index (pipeline_stage_groups.h). This class holds what does not depend on the backend: the tied
-// tensors, the host copies and which rank each weight travels from.
+// tied pair per replica and sequence index (pipeline_stage_groups.h). This class holds what does
+// not depend on the backend: the tied tensors, the host copies and which rank each weight travels
+// from.
 //
 // With sequence_parallel_size N > 1 the stages' graphs are split from the sequence slice's graph
 // (train/training_plan.cpp applies distributed/sequence_parallel_graph.h before the pipeline pass),

@@ -168,7 +168,8 @@ void PipelineStage::backward(int micro_batch, const StageMicroBatch& batch) {
     // The gradient of a tensor read by several later stages is the sum of theirs, in stage order.
     const distributed::BoundaryTensor& tensor = plan_.graph.sent[k];
     void* gradient = device_->sent_gradient(k);
-    device_->copy(gradient, received(true, tensor.name, tensor.to[0], micro_batch), boundary_.sent_types[k].size_bytes());
+    const size_t bytes = boundary_.sent_types[k].size_bytes();
+    device_->copy(gradient, received(true, tensor.name, tensor.to[0], micro_batch), bytes);
     for (size_t i = 1; i < tensor.to.size(); ++i) {
       device_->add(gradient, received(true, tensor.name, tensor.to[i], micro_batch), boundary_.sent_types[k]);
     }
