@@ -1,6 +1,6 @@
 // One GPU's training state: what the single-GPU device (cuda_training_device.cpp) holds, what each
 // rank of the data-parallel ranks (parallel/cuda_rank_host.cpp) and each pipeline stage
-// (cuda_pipeline_stage.h) holds on its GPU. It is composed of pieces of one job each
+// (parallel/cuda_rank_plans.h) holds on its GPU. It is composed of pieces of one job each
 // (cuda_rank/), which the rank engines use directly:
 //   - the CudaBackend with the loaded bf16 plan (weights, one micro-batch's bf16 gradients, arena),
 //     or an fp16 plan (torch_dtype: float16: fp16 weights and gradients; fp32 masters and

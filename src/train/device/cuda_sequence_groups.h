@@ -3,7 +3,7 @@
 // kernel table of its own whose exchange ops (distributed/sequence_exchange_cuda.h) read the rank's
 // sequence group from a slot; the group's NCCL communicator enqueues on the stream of the backend
 // that runs those ops, so it is connected once that backend exists (connect), and the slot set.
-// A pipeline stage runs two plans on two streams (cuda_pipeline_stage.h): it has two of these, the
+// A pipeline stage runs two plans on two streams (parallel/cuda_rank_plans.h): it has two of these, the
 // training backend's and the forward backend's groups, named apart. Compiled only with CUDA.
 #pragma once
 

@@ -1,10 +1,9 @@
-// One CPU rank of the parallel device and its runners; see cpu_rank.h.
+// One CPU rank of the parallel device; see cpu_rank.h.
 #include "train/device/parallel/cpu_rank.h"
 
 #include <cstring>
 
 #include "ops/gradient_norm.h"
-#include "quant/fp8_scaling.h"
 
 namespace surogate::train {
 
@@ -68,19 +67,6 @@ void CpuRank::zero_gradients() {
 size_t CpuRank::gradient_accumulator_bytes() const {
   if (sharded) return sharded->bytes();
   return reducer ? flat.size() * sizeof(float) : 0;
-}
-
-void CpuReplicaRunner::run(const MicroBatch& batch, bool) {
-  backend.execute(batch.bindings());
-  losses_.loss += backend.view<float>(plan_.loss)[0];
-  if (router_aux_loss_) losses_.router_aux_loss += backend.view<float>(*router_aux_loss_)[0];
-  if (kept_ids_.empty()) return;
-  KeptOutputs& outputs = kept_.emplace_back();
-  for (graph::TensorId id : kept_ids_) outputs.emplace_back(backend.view<float>(id).begin(), backend.view<float>(id).end());
-}
-
-void CpuReplicaRunner::roll_fp8_history(const Fp8State& fp8, int64_t step) {
-  quant::roll_fp8_history(fp8_state(fp8), fp8.shape.sites, fp8.shape.history, step);
 }
 
 }  // namespace surogate::train

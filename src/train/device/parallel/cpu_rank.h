@@ -10,8 +10,7 @@
 //   ZeRO-3: the rank's pieces of the weights and their gathers (cpu_weight_gatherer.h).
 // A pipeline stage (cpu_rank_host_stages.cpp) copies its owned gradients into the flat buffer for its
 // gradient group's sum, and shares its tied tensors' regions with the other end of the pipeline.
-// The runners: CpuReplicaRunner (the whole model's plan on a CpuBackend) and CpuStageRunner (a
-// stage's plans, cpu_pipeline_stage.h).
+// The rank's plans, which its training backend belongs to, are cpu_rank_plans.h's.
 #pragma once
 
 #include <cstddef>
@@ -26,7 +25,6 @@
 #include "runtime/cpu_backend.h"
 #include "train/device/cpu_gradient_reducer.h"
 #include "train/device/cpu_parameters.h"
-#include "train/device/cpu_pipeline_stage.h"
 #include "train/device/cpu_weight_gatherer.h"
 #include "train/device/parallel/rank_backend.h"
 #include "train/device/sharded_gradients.h"
@@ -89,60 +87,6 @@ private:
   std::vector<size_t> offsets_;         // each unit's offset in `flat`
   double squares_ = 0.0;                // of count_squares' units
   double grad_norm_ = 0.0;
-};
-
-// A replica's whole model on a CpuBackend (the trainer's plan, or ZeRO-3's copy with the weights in
-// gather buffers), run one micro-batch at a time.
-class CpuReplicaRunner final : public ReplicaRunner {
-public:
-  // `plan`: the trainer's (its loss); the FP8 copies: the trained weights' (full fine-tuning).
-  CpuReplicaRunner(const compiler::ExecutionPlan& plan, std::optional<graph::TensorId> router_aux_loss,
-                   const std::vector<Fp8WeightCopy>& fp8_copies)
-      : plan_(plan), router_aux_loss_(router_aux_loss), fp8_copies_(fp8_copies) {}
-
-  void set_step_observer(runtime::StepObserverList* observers) override { backend.set_step_observer(observers); }
-  void run(const MicroBatch& batch, bool last) override;
-  RankMeasure losses() override { return std::exchange(losses_, {}); }
-  bool has_router_aux_loss() const override { return router_aux_loss_.has_value(); }
-  void refresh_fp8_weight_copies() override { train::refresh_fp8_weight_copies(backend, fp8_copies_); }
-  float* fp8_state(const Fp8State& fp8) override { return backend.view<float>(fp8.tensor).data(); }
-  void roll_fp8_history(const Fp8State& fp8, int64_t step) override;
-  void keep_outputs(std::span<const graph::TensorId> tensors) override { kept_ids_.assign(tensors.begin(), tensors.end()); }
-  std::vector<KeptOutputs> take_outputs() override { return std::exchange(kept_, {}); }
-
-  runtime::CpuBackend backend;
-
-private:
-  const compiler::ExecutionPlan& plan_;
-  std::optional<graph::TensorId> router_aux_loss_;  // MoE plans with the router loss
-  const std::vector<Fp8WeightCopy>& fp8_copies_;
-  RankMeasure losses_;                     // the step's, so far
-  std::vector<graph::TensorId> kept_ids_;  // keep_outputs()'s, in the rank's plan
-  std::vector<KeptOutputs> kept_;          // since take_outputs()
-};
-
-// A pipeline stage's plans on CpuBackends (cpu_pipeline_stage.h).
-class CpuStageRunner final : public StageRunner {
-public:
-  // `source`: the trainer's plan, for which the inputs are bound.
-  CpuStageRunner(const compiler::ExecutionPlan& source, std::unique_ptr<CpuPipelineStage> stage)
-      : stage(std::move(stage)), source_(source) {}
-
-  StageMicroBatch take(std::span<const runtime::InputBinding> inputs, int sequence, int sequence_ranks) override {
-    return stage->take(source_, inputs, sequence, sequence_ranks);
-  }
-  void run(std::span<const StageMicroBatch> batches, distributed::Communicator& world,
-           const std::function<int(int)>& peer) override {
-    loss_ = stage->run(batches, world, peer);
-  }
-  double loss() override { return loss_; }
-  void refresh_weights() override { stage->refresh_forward_weights(true); }
-
-  std::unique_ptr<CpuPipelineStage> stage;
-
-private:
-  const compiler::ExecutionPlan& source_;
-  double loss_ = 0.0;  // the last stage's
 };
 
 }  // namespace surogate::train

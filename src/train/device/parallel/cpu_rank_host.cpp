@@ -90,10 +90,10 @@ void CpuRankHost::make_replicas(const RanksSetup& setup, const ReplicaPlan& plan
   const compiler::ExecutionPlan& rank_plan = *plan.shared.rank_plan;
   for (int r = 0; r < layout_.local_ranks; ++r) {
     ReplicaRankEngine& engine = *engines[static_cast<size_t>(r)];
-    auto runner = std::make_unique<CpuReplicaRunner>(plan_, router_aux_loss_, fp8_copies_);
-    runner->backend.load(rank_plan, sequence_groups_.registry(r, *setup.device.registry));
-    auto rank = std::make_unique<CpuRank>(runner->backend, optimizer_.max_grad_norm);
-    rank->parameters = bind_cpu_parameters(runner->backend, rank_plan, specs_);
+    auto runner = std::make_unique<CpuRankPlans>(plan_, router_aux_loss_, fp8_copies_);
+    runner->training().load(rank_plan, sequence_groups_.registry(r, *setup.device.registry));
+    auto rank = std::make_unique<CpuRank>(runner->training(), optimizer_.max_grad_norm);
+    rank->parameters = bind_cpu_parameters(runner->training(), rank_plan, specs_);
     engine.world = std::move(communicators[static_cast<size_t>(r)]);
     replicas_.push_back(runner.get());
     ranks_.push_back(rank.get());
@@ -102,7 +102,7 @@ void CpuRankHost::make_replicas(const RanksSetup& setup, const ReplicaPlan& plan
     engine.rank = std::move(rank);
   }
   if (fp8_) {
-    for (CpuReplicaRunner* replica : replicas_) std::ranges::fill(replica->backend.view<float>(fp8_->tensor), 0.0f);
+    for (CpuRankPlans* replica : replicas_) std::ranges::fill(replica->training().view<float>(fp8_->tensor), 0.0f);
   }
   fp8_copies_ = fp8_weight_copies(plan_);
   for (int r = 0; r < layout_.local_ranks; ++r) set_up_replica(*engines[static_cast<size_t>(r)], r, plan);
@@ -110,7 +110,7 @@ void CpuRankHost::make_replicas(const RanksSetup& setup, const ReplicaPlan& plan
 
 void CpuRankHost::set_up_replica(ReplicaRankEngine& engine, int r, const ReplicaPlan& plan) {
   CpuRank& rank = *ranks_[static_cast<size_t>(r)];
-  runtime::CpuBackend& backend = replicas_[static_cast<size_t>(r)]->backend;
+  runtime::CpuBackend& backend = replicas_[static_cast<size_t>(r)]->training();
   distributed::Communicator& world = *engine.world;
   std::vector<size_t> units(trainable_ids_.size());
   std::iota(units.begin(), units.end(), size_t{0});
@@ -154,8 +154,8 @@ void CpuRankHost::store_replica_quantized(const models::QuantizedWeight& weight,
     quantized_base_->keep(plan_, weight, quantized_.back().pieces);  // ZeRO-3: shared out, or the host image
     return;
   }
-  for (CpuReplicaRunner* replica : replicas_) {
-    write_quantized(replica->backend, plan_, weight, quantized_.back().pieces);
+  for (CpuRankPlans* replica : replicas_) {
+    write_quantized(replica->training(), plan_, weight, quantized_.back().pieces);
   }
 }
 
@@ -185,7 +185,7 @@ void CpuRankHost::upload_owned(int r, const HostWeights& host) {
 
 // The optimizer state needs nothing: each rank's own shard is what optimizer_state() views.
 void CpuRankHost::finish_upload(int r) {
-  runtime::CpuBackend& backend = replicas_[static_cast<size_t>(r)]->backend;
+  runtime::CpuBackend& backend = replicas_[static_cast<size_t>(r)]->training();
   if (fp8_) {
     std::span<float> state = backend.view<float>(fp8_->tensor);
     worlds_[static_cast<size_t>(r)]->broadcast(state.data(), state.size(), DType::F32, 0);

@@ -1,6 +1,6 @@
 // The CPU backend's host side of the parallel device's ranks, for both strategies (rank_host.h):
 // each rank (a thread of this process) has its own CpuBackends (plan, fp32 parameters, gradients,
-// activation arena) under a CpuRank and a runner (cpu_rank.h), joined to the ranks of the world by
+// activation arena: cpu_rank_plans.h) under a CpuRank (cpu_rank.h), joined to the ranks of the world by
 // gloo (distributed/gloo_communicator.h); sequence parallelism binds the exchange ops of each
 // rank's plans to its sequence group's gloo communicator (sequence_groups.h). The ranks' weights
 // are host memory: a replica's are the trainer's views where no weight is sharded.
@@ -9,8 +9,9 @@
 //     ZeRO-2 then publishes the weights bucket by bucket through their staging), ZeRO-3's rank keeps
 //     its pieces of the weights and gathers them (cpu_weight_gatherer.h; a quantized base:
 //     cpu_quantized_base.h); upload broadcasts the first rank's weights tensor by tensor.
-//   Stages (cpu_rank_host_stages.cpp): a stage's plans on CpuBackends (cpu_pipeline_stage.h),
-//     their weights copied from and to the host copies on the trainer's thread.
+//   Stages (cpu_rank_host_stages.cpp): a stage's plans on CpuBackends (cpu_rank_plans.h) under
+//     the pipeline stage (pipeline_stage.h), their weights copied from and to the host copies on
+//     the trainer's thread.
 // The evaluator is an fp32 plan on its own CpuBackend that copies the weights in (with the stored
 // quantized base).
 #pragma once
@@ -26,6 +27,7 @@
 #include "config/sections/optimizer.h"
 #include "train/device/cpu_quantized_base.h"
 #include "train/device/parallel/cpu_rank.h"
+#include "train/device/parallel/cpu_rank_plans.h"
 #include "train/device/parallel/rank_host.h"
 #include "train/device/sequence_groups.h"
 #include "train/fp8_weight_copies.h"
@@ -61,7 +63,7 @@ public:
   void download_owned(int r, const HostWeights& host) override;
   // Every rank holds the same weights after a step, in host memory.
   void download_replica(int, const HostWeights&, bool) override {}
-  const runtime::Backend& replica_backend(int r) override { return replicas_[static_cast<size_t>(r)]->backend; }
+  const runtime::Backend& replica_backend(int r) override { return replicas_[static_cast<size_t>(r)]->training(); }
 
   void make_stages(const RanksSetup& setup, const StagePlan& plan,
                    std::span<const std::unique_ptr<StageRankEngine>> engines) override;
@@ -88,8 +90,8 @@ private:
   SequenceGroups sequence_groups_;  // sequence parallelism: each rank's group and exchange ops
   std::vector<CpuRank*> ranks_;  // each rank's (owned by its engine)
   std::vector<StoredQuantizedWeight> quantized_;  // QLoRA's base, kept for the evaluator's backend
-  // Replicas: each rank's runner (owned by its engine) and world communicator.
-  std::vector<CpuReplicaRunner*> replicas_;
+  // Replicas: each rank's plans (owned by its engine) and world communicator.
+  std::vector<CpuRankPlans*> replicas_;
   std::vector<distributed::Communicator*> worlds_;
   std::optional<graph::TensorId> router_aux_loss_;  // MoE plans with the router loss
   std::vector<Fp8WeightCopy> fp8_copies_;           // the trained weights' FP8 copies (full fine-tuning)
@@ -99,8 +101,8 @@ private:
   std::optional<CpuQuantizedBase> quantized_base_;  // ZeRO-3: where the quantized base stays (persistent_quants)
   size_t scratch_elements_ = 0;                     // ZeRO-3: the largest weight
   // Stages.
-  std::vector<CpuStageRunner*> stages_;
-  std::map<std::string, uint32_t> boundary_tags_;  // each tensor the stages send: its message tag
+  std::vector<CpuRankPlans*> stages_;                  // each rank's plans (owned by its engine's stage)
+  std::vector<const distributed::StageGraph*> graphs_;  // every stage's (the transfers' program)
 };
 
 }  // namespace surogate::train

@@ -9,7 +9,8 @@
 #include "core/error.h"
 #include "distributed/gloo_communicator.h"
 #include "train/device/cpu_parameters.h"
-#include "train/device/cpu_pipeline_stage.h"
+#include "train/device/parallel/cpu_rank_plans.h"
+#include "train/device/parallel/pipeline_stage.h"
 #include "train/device/pipeline_parameters.h"
 #include "train/device/pipeline_stage_groups.h"
 
@@ -17,11 +18,7 @@ namespace surogate::train {
 
 void CpuRankHost::make_stages(const RanksSetup& setup, const StagePlan& plan,
                               std::span<const std::unique_ptr<StageRankEngine>> engines) {
-  for (const PipelineStagePlan& stage : plan.pipeline.stages) {
-    for (const distributed::BoundaryTensor& tensor : stage.graph.sent) {
-      boundary_tags_.try_emplace(tensor.name, static_cast<uint32_t>(boundary_tags_.size()));
-    }
-  }
+  for (const PipelineStagePlan& stage : plan.pipeline.stages) graphs_.push_back(&stage.graph);
   std::unique_ptr<distributed::ProcessWorld> alone = distributed::ProcessWorld::single();
   auto world = distributed::connect_gloo(threads_, *alone, 0, layout_.world_size);
   auto groups = distributed::connect_gloo_groups(threads_, *alone, 0,
@@ -44,11 +41,13 @@ void CpuRankHost::make_stages(const RanksSetup& setup, const StagePlan& plan,
 void CpuRankHost::make_stage(StageRankEngine& engine, const graph::OpRegistry& registry, const StagePlan& plan) {
   const int stage_index = engine.place.stage;
   const PipelineStagePlan& stage_plan = plan.pipeline.stages[static_cast<size_t>(stage_index)];
-  auto runner = std::make_unique<CpuStageRunner>(
-      plan_, std::make_unique<CpuPipelineStage>(stage_plan, registry, layout_.pipeline_size, boundary_tags_));
-  auto rank = std::make_unique<CpuRank>(runner->stage->training(), optimizer_.max_grad_norm);
-  rank->parameters = bind_cpu_parameters(runner->stage->training(), stage_plan.training,
-                                         stage_parameter_specs(stage_plan, specs_));
+  const StageBoundary boundary = stage_boundary(stage_plan);
+  auto device = std::make_unique<CpuRankPlans>(stage_plan, registry, boundary);
+  CpuRankPlans& stage = *device;
+  auto runner = std::make_unique<PipelineStage>(plan_, stage_plan, graphs_, boundary, std::move(device));
+  auto rank = std::make_unique<CpuRank>(stage.training(), optimizer_.max_grad_norm);
+  rank->parameters =
+      bind_cpu_parameters(stage.training(), stage_plan.training, stage_parameter_specs(stage_plan, specs_));
   std::vector<size_t> owned, sizes;
   for (size_t i = 0; i < rank->parameters.trainable.size(); ++i) {
     const WeightView& weight = rank->parameters.trainable[i];
@@ -64,7 +63,7 @@ void CpuRankHost::make_stage(StageRankEngine& engine, const graph::OpRegistry& r
   engine.place_shard(sizes);
   rank->set_units(std::move(owned), true);
   rank->make_optimizer(engine.shard, optimizer_);
-  stages_.push_back(runner.get());
+  stages_.push_back(&stage);
   ranks_.push_back(rank.get());
   engine.runner = std::move(runner);
   engine.rank = std::move(rank);
@@ -90,8 +89,8 @@ std::unique_ptr<Evaluator> CpuRankHost::make_stage_evaluator(const EvaluatorSetu
 void CpuRankHost::store_stage_quantized(const models::QuantizedWeight& weight, const QuantizedPieces& pieces) {
   quantized_.push_back({weight, pieces});  // kept: a copy (the caller reuses its buffers)
   const QuantizedPieces& stored = quantized_.back().pieces;
-  for (CpuStageRunner* stage : stages_) {
-    for (size_t i = 0; i < weight.pieces.size(); ++i) stage->stage->write_weight(weight.pieces[i], stored.bytes[i]);
+  for (CpuRankPlans* stage : stages_) {
+    for (size_t i = 0; i < weight.pieces.size(); ++i) stage->write_weight(weight.pieces[i], stored.bytes[i]);
   }
 }
 
@@ -99,7 +98,7 @@ void CpuRankHost::store_stage_quantized(const models::QuantizedWeight& weight, c
 void CpuRankHost::upload_stage(int r, std::span<const WeightView> weights) {
   const std::vector<WeightView>& own = ranks_[static_cast<size_t>(r)]->parameters.weights;
   for (size_t i = 0; i < own.size(); ++i) std::ranges::copy(weights[i].values, own[i].values.begin());
-  stages_[static_cast<size_t>(r)]->stage->refresh_forward_weights(false);
+  stages_[static_cast<size_t>(r)]->refresh_forward_weights(false);
 }
 
 void CpuRankHost::download_stage(int r, std::span<const WeightView> weights) {

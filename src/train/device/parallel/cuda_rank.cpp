@@ -1,10 +1,9 @@
-// One GPU rank of the parallel device and its runners; see cuda_rank.h.
+// One GPU rank of the parallel device; see cuda_rank.h.
 #include "train/device/parallel/cuda_rank.h"
 
 #include <cstddef>
 
 #include "core/error.h"
-#include "cuda/kernels/fp8_quantize.h"
 
 namespace surogate::train {
 
@@ -50,44 +49,6 @@ void CudaRank::step(const OptimizerStep& step) {
   // fp16 loss scaling is the CPU emulation's in this build (torch_dtype: float16 is refused on CUDA).
   SUROGATE_CHECK(step.gradient_scale == 1.0, "no gradient scale on the CUDA backend");
   state_->step(step);
-}
-
-// Only enqueued: the last micro-batch's backward reduces the gradient buckets on the side stream
-// (and under ZeRO-3 every micro-batch gathers its weights there).
-void CudaReplicaRunner::run(const MicroBatch& batch, bool last) {
-  state->accumulate(batch.bindings(), !last && !observers_add_);
-  if (outputs) outputs->record(state->backend());
-}
-
-RankMeasure CudaReplicaRunner::losses() {
-  RankMeasure measure{state->loss_sum(), 0.0, 0.0};
-  measure.router_aux_loss = state->router_aux_loss_sum().value_or(0.0);  // after loss_sum()
-  return measure;
-}
-
-float* CudaReplicaRunner::fp8_state(const Fp8State& fp8) {
-  return static_cast<float*>(state->backend().device_address(fp8.tensor));
-}
-
-void CudaReplicaRunner::roll_fp8_history(const Fp8State& fp8, int64_t step) {
-  cuda::fp8_roll_history(fp8_state(fp8), fp8.shape.sites, fp8.shape.history, step, state->stream());
-}
-
-void CudaReplicaRunner::keep_outputs(std::span<const graph::TensorId> tensors) {
-  outputs.reset();
-  if (tensors.empty()) return;
-  outputs = std::make_unique<CudaOutputReadback>(plan_, std::vector<graph::TensorId>(tensors.begin(), tensors.end()),
-                                                 max_micro_batches_);
-}
-
-double CudaStageRunner::loss() {
-  const double loss = stage->state().loss_sum();
-  return stage->last() ? loss : 0.0;
-}
-
-void CudaStageRunner::refresh_weights() {
-  CudaRankState& state = stage->state();
-  if (stage_ != 0) state.masters().refresh_weights(0, first_entry_, state.stream());
 }
 
 }  // namespace surogate::train

@@ -9,8 +9,7 @@
 // stream and its NCCL communicator, the ZeRO-1 buckets (cuda_gradient_reducer.h) or ZeRO-2/3's
 // sharded accumulation (cuda_sharded_gradients.h), and ZeRO-3's pieces of the weights and their
 // gatherers (cuda_weight_gatherer.h). Everything is enqueued on the rank's streams.
-// The runners: CudaReplicaRunner (the whole model's plan, owning the state) and CudaStageRunner (a
-// stage's plans, cuda_pipeline_stage.h, whose state the rank uses).
+// The state belongs to the rank's plans (cuda_rank_plans.h).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -25,8 +24,6 @@
 
 #include "cuda/device_buffer.h"
 #include "train/device/cuda_gradient_reducer.h"
-#include "train/device/cuda_pipeline_stage.h"
-#include "train/device/cuda_rank/output_readback.h"
 #include "train/device/cuda_rank_state.h"
 #include "train/device/cuda_sharded_gradients.h"
 #include "train/device/cuda_weight_gatherer.h"
@@ -95,66 +92,6 @@ private:
   size_t first_entry_;
   bool clips_by_own_squares_;
   CudaRankState* state_ = nullptr;
-};
-
-// A replica's whole model on a GPU: its CudaRankState, each micro-batch enqueued.
-class CudaReplicaRunner final : public ReplicaRunner {
-public:
-  // `plan`: the one the rank runs; `max_micro_batches`: a rank's in one step; `observers_add`
-  // (ZeRO-2/3): every micro-batch's gradients are added by the reduction's observer, not only the
-  // last one's.
-  CudaReplicaRunner(const compiler::ExecutionPlan& plan, int64_t max_micro_batches, bool observers_add)
-      : plan_(plan), max_micro_batches_(max_micro_batches), observers_add_(observers_add) {}
-
-  void set_step_observer(runtime::StepObserverList* observers) override { state->backend().set_step_observer(observers); }
-  void run(const MicroBatch& batch, bool last) override;
-  RankMeasure losses() override;
-  bool has_router_aux_loss() const override { return state->router_aux_loss_sum().has_value(); }
-  void refresh_fp8_weight_copies() override { state->refresh_fp8_weight_copies(); }
-  float* fp8_state(const Fp8State& fp8) override;
-  void roll_fp8_history(const Fp8State& fp8, int64_t step) override;
-  // surogate dpo's per-sequence outputs, copied after each micro-batch (made on the rank's thread).
-  void keep_outputs(std::span<const graph::TensorId> tensors) override;
-  std::vector<KeptOutputs> take_outputs() override {
-    return outputs ? outputs->take(state->stream()) : std::vector<KeptOutputs>{};
-  }
-
-  std::unique_ptr<CudaRankState> state;
-  std::unique_ptr<CudaOutputReadback> outputs;  // keep_outputs()'s, when asked for
-
-private:
-  const compiler::ExecutionPlan& plan_;
-  int64_t max_micro_batches_;
-  bool observers_add_;
-};
-
-// A pipeline stage's plans on a GPU (cuda_pipeline_stage.h).
-class CudaStageRunner final : public StageRunner {
-public:
-  // `source`: the trainer's plan, for which the inputs are bound; `plan`: the stage's; `first_entry`:
-  // the first of its state's entries the stage steps (after the last stage's tied ones).
-  CudaStageRunner(const compiler::ExecutionPlan& source, const PipelineStagePlan& plan, int stage, size_t first_entry)
-      : source_(source), plan_(plan), stage_(stage), first_entry_(first_entry) {}
-
-  StageMicroBatch take(std::span<const runtime::InputBinding> inputs, int sequence, int sequence_ranks) override {
-    return take_stage_micro_batch(plan_, source_, inputs, sequence, sequence_ranks);
-  }
-  void run(std::span<const StageMicroBatch> batches, distributed::Communicator& world,
-           const std::function<int(int)>& peer) override {
-    stage->run(batches, world, peer);
-  }
-  // Every stage reads its loss sum: that also starts the next step's count.
-  double loss() override;
-  // The last stage's bf16 copies of the tied tensors, from the masters the first stage sent.
-  void refresh_weights() override;
-
-  std::unique_ptr<CudaPipelineStage> stage;
-
-private:
-  const compiler::ExecutionPlan& source_;
-  const PipelineStagePlan& plan_;
-  int stage_;
-  size_t first_entry_;
 };
 
 }  // namespace surogate::train

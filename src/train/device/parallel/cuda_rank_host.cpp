@@ -96,15 +96,12 @@ void CudaRankHost::make_replicas(const RanksSetup& setup, const ReplicaPlan& pla
   fp8_ = plan.shared.fp8;
   if (fp8_) fp8_host_.assign(static_cast<size_t>(fp8_->shape.floats()), 0.0f);
   for (const std::unique_ptr<ReplicaRankEngine>& engine : engines) {
-    auto runner =
-        std::make_unique<CudaReplicaRunner>(*plan.shared.rank_plan, max_micro_batches_, layout_.shard_gradients);
     auto rank = std::make_unique<CudaRank>(*trainable_layout_, 0, !layout_.shard_gradients);
-    replicas_.push_back(runner.get());
     ranks_.push_back(rank.get());
     engines_.push_back(engine.get());
-    engine->runner = std::move(runner);
     engine->rank = std::move(rank);
   }
+  replicas_.assign(engines.size(), nullptr);  // made on the ranks' threads
   threads_.run([&](int r) {
     make_replica_state(setup.device, *plan.shared.rank_plan, *engines[static_cast<size_t>(r)], r);
   });
@@ -143,11 +140,13 @@ void CudaRankHost::make_replica_state(const TrainingDeviceSetup& setup, const co
     rank.scratch = cuda::DeviceBuffer<float>(kTransferChunkElements);
     quantized_base_->allocate(r);
   }
-  std::unique_ptr<CudaRankState>& rank_state = replicas_[static_cast<size_t>(r)]->state;
-  rank_state = std::make_unique<CudaRankState>(rank_setup, *trainable_layout_, engine.shard.first_unit,
-                                               engine.shard.end_unit, gathering_ ? &rank.weight_shard : nullptr,
-                                               layout_.shard_gradients);
-  rank.attach(*rank_state);
+  auto plans = std::make_unique<CudaRankPlans>(
+      std::make_unique<CudaRankState>(rank_setup, *trainable_layout_, engine.shard.first_unit, engine.shard.end_unit,
+                                      gathering_ ? &rank.weight_shard : nullptr, layout_.shard_gradients),
+      rank_plan, max_micro_batches_, layout_.shard_gradients);
+  rank.attach(plans->state());
+  replicas_[static_cast<size_t>(r)] = plans.get();
+  engine.runner = std::move(plans);
   rank.side.emplace();
   CUDA_CHECK(cudaDeviceSynchronize());  // the owned buffer zeroed before anything reads it
 }
@@ -288,7 +287,7 @@ void CudaRankHost::release_replica(int r) {
   rank.side_communicator.reset();
   sequence_groups_.release(r);
   engines_[static_cast<size_t>(r)]->world.reset();
-  replicas_[static_cast<size_t>(r)]->state.reset();
+  if (replicas_[static_cast<size_t>(r)] != nullptr) replicas_[static_cast<size_t>(r)]->release_state();
   rank.side.reset();
   rank.owned = {};
   rank.scratch = {};

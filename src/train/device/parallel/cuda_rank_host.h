@@ -1,6 +1,6 @@
 // The GPUs' host side of the parallel device's ranks, for both strategies (rank_host.h): local rank
-// l runs on GPU first_device + l under a CudaRank and a runner (cuda_rank.h) over its
-// CudaRankState (bf16 weights, fp32 masters, flat gradient accumulators, optimizer), joined by NCCL
+// l runs on GPU first_device + l under a CudaRank (cuda_rank.h) over its plans (cuda_rank_plans.h):
+// its CudaRankState (bf16 weights, fp32 masters, flat gradient accumulators, optimizer), joined by NCCL
 // with every collective on the rank's streams, so compute and communication stay in order without
 // host waits; the host waits through the communicator, which fails with a message instead of
 // hanging when another rank stopped. A rank makes no call that may wait for the device
@@ -18,8 +18,8 @@
 //     up CUDA graphs, and ZeRO-1 keeps them for all but each step's last micro-batch. Sequence
 //     parallelism: a slice's plan whose exchange ops are the group's NCCL all-to-all on the compute
 //     stream (cuda_sequence_groups.h).
-//   Stages (cuda_rank_host_stages.cpp): a stage's plans (cuda_pipeline_stage.h), with sequence
-//     parallelism over two sequence groups, one per stream.
+//   Stages (cuda_rank_host_stages.cpp): a stage's plans (cuda_rank_plans.h) under the pipeline
+//     stage (pipeline_stage.h), with sequence parallelism over two sequence groups, one per stream.
 #pragma once
 
 #include <cstdint>
@@ -36,6 +36,7 @@
 #include "train/device/cuda_sequence_groups.h"
 #include "train/device/cuda_weight_transfer.h"
 #include "train/device/parallel/cuda_rank.h"
+#include "train/device/parallel/cuda_rank_plans.h"
 #include "train/device/parallel/rank_host.h"
 
 namespace surogate::train {
@@ -82,12 +83,13 @@ public:
 
 private:
   // What the host side keeps of one stage rank: its parameters (the last stage: tied ones first),
-  // the layout of its CudaRankState, its runner (owned by its engine) and download scratch.
+  // the layout of its CudaRankState, its pipeline stage and the stage's device (owned by its
+  // engine) and download scratch.
   struct CudaStage {
     std::vector<models::ParameterSpec> specs;
     CudaTrainableLayout layout;  // outlives the stage's CudaRank
     size_t owned_first = 0;      // the first entry the stage steps (after the last stage's tied ones)
-    CudaStageRunner* runner = nullptr;
+    CudaRankPlans* device = nullptr;
     std::vector<std::vector<float>> scratch;  // download_stage(): the weights not the rank's to write
   };
 
@@ -96,7 +98,7 @@ private:
                           ReplicaRankEngine& engine, int r);
   void release_replica(int r);
   void plan_stage(StageRankEngine& engine, const StagePlan& plan);
-  // The rank's CudaPipelineStage on its GPU, before any collective.
+  // The rank's pipeline stage on its GPU, before any collective.
   void make_stage_state(const TrainingDeviceSetup& setup, int r);
   void release_stage(int r);
   // ZeRO-3's gatherers, and the replica reduction (the step observers of each micro-batch).
@@ -117,7 +119,7 @@ private:
   // Sequence parallelism: each rank's kernel table and group (a stage's training plan's).
   CudaSequenceGroups sequence_groups_;
   std::optional<CudaTrainableLayout> trainable_layout_;
-  std::vector<CudaReplicaRunner*> replicas_;
+  std::vector<CudaRankPlans*> replicas_;  // each rank's plans (owned by its engine)
   std::vector<ReplicaRankEngine*> engines_;
   const compiler::WeightGathering* gathering_ = nullptr;  // ZeRO-3
   std::optional<CudaQuantizedBase> quantized_base_;  // ZeRO-3: where the quantized base stays (persistent_quants)

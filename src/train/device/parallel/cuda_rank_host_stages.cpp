@@ -18,6 +18,7 @@
 #include "cuda/cuda_check.h"
 #include "distributed/nccl_communicator.h"
 #include "train/device/cuda_evaluator.h"
+#include "train/device/parallel/pipeline_stage.h"
 #include "train/device/pipeline_parameters.h"
 #include "train/device/pipeline_stage_groups.h"
 
@@ -52,7 +53,7 @@ void CudaRankHost::make_stages(const RanksSetup& setup, const StagePlan& plan,
   sequence_groups_.connect(threads_, *alone, layout_, streams, "sequence");
   std::vector<void*> forward_streams;
   for (size_t r = 0; r < stages_.size(); ++r) {
-    cudaStream_t forward = stages_[r]->runner->stage->forward_stream();
+    cudaStream_t forward = stages_[r]->device->forward_stream();
     forward_streams.push_back(forward != nullptr ? forward : streams[r]);
   }
   forward_sequence_.connect(threads_, *alone, layout_, forward_streams, "sequence-forward");
@@ -73,19 +74,16 @@ void CudaRankHost::plan_stage(StageRankEngine& engine, const StagePlan& plan) {
   stage->owned_first = stage_index == 0 ? 0 : tied_entries.size();
   const std::vector<size_t> units = stage->layout.unit_sizes();
   engine.place_shard(std::span<const size_t>(units).subspan(stage->owned_first));
-  auto runner = std::make_unique<CudaStageRunner>(plan_, stage_plan, stage_index, stage->owned_first);
   auto rank = std::make_unique<CudaRank>(stage->layout, stage->owned_first, false);
   rank->tied = std::move(tied_entries);
-  stage->runner = runner.get();
   ranks_.push_back(rank.get());
-  engine.runner = std::move(runner);
   engine.rank = std::move(rank);
   stages_.push_back(std::move(stage));
 }
 
 void CudaRankHost::make_stage_state(const TrainingDeviceSetup& setup, int r) {
   CUDA_CHECK(cudaSetDevice(layout_.first_device + r));
-  const StageRankEngine& engine = *stage_engines_[static_cast<size_t>(r)];
+  StageRankEngine& engine = *stage_engines_[static_cast<size_t>(r)];
   CudaStage& stage = *stages_[static_cast<size_t>(r)];
   const PipelineStagePlan& plan = pipeline_->stages[static_cast<size_t>(engine.place.stage)];
   TrainingDeviceSetup stage_setup = setup;
@@ -93,12 +91,16 @@ void CudaRankHost::make_stage_state(const TrainingDeviceSetup& setup, int r) {
   stage_setup.specs = stage.specs;
   stage_setup.pipeline = nullptr;
   if (const runtime::CudaOpTable* table = sequence_groups_.table(r)) stage_setup.cuda_ops = table;
-  stage.runner->stage = std::make_unique<CudaPipelineStage>(stage_setup, plan, stage.layout,
-                                                            stage.owned_first + engine.shard.first_unit,
-                                                            stage.owned_first + engine.shard.end_unit, graphs_,
-                                                            forward_sequence_.table(r));
-  ranks_[static_cast<size_t>(r)]->attach(stage.runner->stage->state());
-  stage.runner->stage->prepare(pipeline_->micro_batches);
+  const StageBoundary boundary = stage_boundary(plan);
+  auto device = std::make_unique<CudaRankPlans>(
+      std::make_unique<CudaRankState>(stage_setup, stage.layout, stage.owned_first + engine.shard.first_unit,
+                                      stage.owned_first + engine.shard.end_unit),
+      stage_setup, plan, boundary, stage.owned_first, forward_sequence_.table(r));
+  stage.device = device.get();
+  ranks_[static_cast<size_t>(r)]->attach(device->state());
+  auto runner = std::make_unique<PipelineStage>(plan_, plan, graphs_, boundary, std::move(device));
+  runner->prepare(pipeline_->micro_batches);
+  engine.runner = std::move(runner);
   CUDA_CHECK(cudaDeviceSynchronize());
 }
 

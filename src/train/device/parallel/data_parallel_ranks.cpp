@@ -1,7 +1,7 @@
 // The data-parallel strategy's ranks of the parallel device (parallel_device.cpp says the step's
 // algorithm), written once for every backend: each rank (a thread of this process) runs a
 // replica's whole model, a ReplicaRankEngine (replica_rank_engine.h) over its backend's rank and
-// replica runner, which the backend's host side makes (rank_host.h: CpuRankHost on gloo,
+// plans (its ReplicaRunner), which the backend's host side makes (rank_host.h: CpuRankHost on gloo,
 // CudaRankHost on NCCL). This class holds what does not depend on the backend: which rank holds
 // what, the host copies and the order of the collectives that move weights.
 //

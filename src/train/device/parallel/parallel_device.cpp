@@ -3,9 +3,9 @@
 // launcher or Ray: distributed/process_world.h), or when pipeline_parallel_size > 1. This process's
 // ranks are threads (distributed/rank_threads.h), each with a RankEngine (rank_engine.h): a
 // replica's whole model (replica_rank_engine.h) or one pipeline stage (stage_ranks.h), each
-// written once over the backend's rank (rank_backend.h: CpuRank on gloo, CudaRank on NCCL) and a
-// runner of its strategy, built by the strategy's ranks (data_parallel_ranks.cpp, pipeline_ranks.cpp)
-// over the backend's host side (rank_host.h: cpu_rank_host.h, cuda_rank_host.h). The step's
+// written once over the backend's rank (rank_backend.h: CpuRank on gloo, CudaRank on NCCL) and its
+// plans (cpu_rank_plans.h, cuda_rank_plans.h), built by the strategy's ranks
+// (data_parallel_ranks.cpp, pipeline_ranks.cpp) over the backend's host side (rank_host.h: cpu_rank_host.h, cuda_rank_host.h). The step's
 // algorithm is here, once (a pipeline stage's reduction and publish: stage_ranks.cpp):
 //
 //   accumulate() × (gradient_accumulation_steps × local ranks): micro-batch i of the window belongs

@@ -3,13 +3,14 @@
 // "Pipeline parallel"), written once for every backend. The ranks are threads of this process
 // (distributed/rank_threads.h); rank r runs stage s of replica d at sequence index q
 // (distributed/parallel_layout.h), a StageRankEngine (stage_ranks.h) over its backend's rank and
-// stage runner, which the backend's host side makes (rank_host.h: CpuRankHost on gloo, CudaRankHost
-// on NCCL) with its communicators: the world for the stages' transfers, one gradient group per
-// stage (its data × sequence ranks), one sequence group per stage and replica (the exchange ops of
-// the stage's plans bind to it) and, when a parameter is read by the first and the last stage (tied
-// embeddings, stepped by the first), one tied pair per replica and sequence index
-// (pipeline_stage_groups.h). This class holds what does not depend on the backend: the tied
-// tensors, the host copies and which rank each weight travels from.
+// its pipeline stage (pipeline_stage.h, over the backend's plans), which the backend's host side
+// makes (rank_host.h: CpuRankHost on gloo, CudaRankHost on NCCL) with its communicators: the world
+// for the stages' transfers, one gradient group per stage (its data × sequence ranks), one sequence
+// group per stage and replica (the exchange ops of the stage's plans bind to it) and, when a
+// parameter is read by the first and the last stage (tied embeddings, stepped by the first), one
+// tied pair per replica and sequence index (pipeline_stage_groups.h). This class holds what does
+// not depend on the backend: the tied tensors, the host copies and which rank each weight travels
+// from.
 //
 // With sequence_parallel_size N > 1 the stages' graphs are split from the sequence slice's graph
 // (train/training_plan.cpp applies distributed/sequence_parallel_graph.h before the pipeline pass),

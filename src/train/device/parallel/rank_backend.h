@@ -1,19 +1,24 @@
-// What one rank of a backend is, for both strategies of the parallel device (parallel_device.cpp):
-// the strategy engines (replica_rank_engine.h: data and sequence parallelism with ZeRO-1/2/3;
-// stage_ranks.h: the 1F1B pipeline) are written once and drive
-//   - a RankBackend, one class per backend (cpu_rank.h: CpuRank; cuda_rank.h: CudaRank): the
-//     rank's trainable units (the trainable tensors it steps, in one order) as a flat view of their
-//     gradients, the squares of a run of units, its shard's optimizer (clip and step), the flat
-//     fp32 weights ZeRO-1's publish all-gathers and how units travel to and from them
-//     (shard_publish.h), and its replica reduction's pieces (the buckets, ZeRO-2/3's sharded
-//     accumulators and ZeRO-3's gatherers, set up by the backend's host side where the strategy
-//     asks for them);
-//   - a runner of the strategy, the small piece that runs the micro-batches: a ReplicaRunner (the
-//     whole model's plan, one micro-batch at a time, with the reduction's step observers) or a
-//     StageRunner (one pipeline stage's plans in 1F1B order: cpu_pipeline_stage.h,
-//     cuda_pipeline_stage.h), each reporting its losses.
-// A new backend is one rank class, its two runners and its host side (rank_host.h: RankHost);
-// a new strategy is one engine over these interfaces. Everything runs on the rank's thread
+// What one rank of a backend is, for both strategies of the parallel device (parallel_device.cpp).
+// The strategies are written once — the engines (replica_rank_engine.h: data and sequence
+// parallelism with ZeRO-1/2/3; stage_ranks.h: the pipeline) and the pipeline stage's 1F1B
+// algorithm (pipeline_stage.h: the schedule's rounds, receive slots, tags, the gradients summed
+// over later stages, the last stage's loss) — and drive, per backend, one class of each of:
+//   - a RankBackend (cpu_rank.h: CpuRank; cuda_rank.h: CudaRank): the rank's trainable units (the
+//     trainable tensors it steps, in one order) as a flat view of their gradients, the squares of a
+//     run of units, its shard's optimizer (clip and step), the flat fp32 weights ZeRO-1's publish
+//     all-gathers and how units travel to and from them (shard_publish.h), and its replica
+//     reduction's pieces (the buckets, ZeRO-2/3's sharded accumulators and ZeRO-3's gatherers, set
+//     up by the backend's host side where the strategy asks for them);
+//   - the rank's plans (cpu_rank_plans.h: CpuRankPlans; cuda_rank_plans.h: CudaRankPlans): its
+//     training plan (a replica's whole model, or a stage's) and a stage's forward plan, offering
+//     each strategy its primitives: a ReplicaRunner below (run one micro-batch, its losses,
+//     fp8_hybrid's state, kept outputs) and a StageDevice (stage_device.h: run a stage's plans,
+//     a boundary tensor's bytes, copy / add / zero them, a send's buffer, a round's group of
+//     transfers, the loss, refresh what reads the weights);
+//   - a host side (rank_host.h: RankHost: CpuRankHost, CudaRankHost) that makes them.
+// No class is per backend × strategy: a new backend is one rank class, one plans class and one
+// host class; a new strategy is one engine over these interfaces (and, if its plans run their own
+// way, one primitives interface the plans classes implement). Everything runs on the rank's thread
 // (distributed/rank_threads.h) but StageRunner::take().
 #pragma once
 
@@ -76,8 +81,8 @@ public:
   virtual size_t gradient_accumulator_bytes() const = 0;
 };
 
-// A replica's whole model on a rank: one micro-batch at a time (run, or enqueued on the rank's
-// device), its gradients added up, its losses summed.
+// A replica's primitives: its whole model on a rank, one micro-batch at a time (run, or enqueued on
+// the rank's device), its gradients added up, its losses summed.
 class ReplicaRunner {
 public:
   virtual ~ReplicaRunner() = default;
@@ -101,7 +106,8 @@ public:
   virtual std::vector<KeptOutputs> take_outputs() = 0;
 };
 
-// One pipeline stage on a rank: its plans, in the 1F1B schedule.
+// One pipeline stage on a rank: its plans, in the 1F1B schedule (pipeline_stage.h: PipelineStage,
+// for every backend).
 class StageRunner {
 public:
   virtual ~StageRunner() = default;

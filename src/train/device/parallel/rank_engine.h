@@ -8,15 +8,16 @@
 //     of the squared norm, steps the optimizer for its shard and publishes the shard (ZeRO-1/2:
 //     shard_publish.h, or the bucket staging; a pipeline's tied weights) so that every rank holds
 //     the updated weights;
-//     Both strategies' engines (replica_rank_engine.h, stage_ranks.h) are written once over one
-//     rank class per backend and a small runner of the strategy (rank_backend.h);
+//     Both strategies' engines (replica_rank_engine.h, stage_ranks.h, with the stage's 1F1B in
+//     pipeline_stage.h) are written once over one rank class and one plans class per backend
+//     (rank_backend.h);
 //   - BackendRanks, the ranks together with the host side the trainer sees (host copies of the
 //     weights, upload / download, the evaluator, the quantized base, fp8_hybrid's state): one class
 //     per strategy (data_parallel_ranks.cpp: DataParallelRanks; pipeline_ranks.cpp: PipelineRanks)
 //     holding what does not depend on the backend (which rank holds what, the host-copy policy, the
 //     order of the collectives that move weights) over one host class per backend (rank_host.h:
 //     RankHost; CpuRankHost, CudaRankHost), which makes a rank's objects and copies its weights.
-// A new backend is one rank class and its runners (rank_backend.h) and one host class; a new
+// A new backend is one rank class, one plans class (rank_backend.h) and one host class; a new
 // strategy is one engine and one ranks class.
 // A RankEngine's work (run_micro_batches through zero_gradients) runs on the rank's own thread
 // (distributed/rank_threads.h); take() and the queries run on the trainer's.

@@ -2,7 +2,7 @@
 // strategies' ranks (data_parallel_ranks.cpp: DataParallelRanks; pipeline_ranks.cpp: PipelineRanks)
 // ask of a backend, so that which rank holds what, the host-copy policy and the order of the
 // collectives are written once per strategy and the backend only supplies its operations:
-//   - make a rank's objects on its thread (its RankBackend and the strategy's runner, its
+//   - make a rank's objects on its thread (its RankBackend and its plans, its
 //     communicators, the replica reduction's pieces, its optimizer) into the strategy's engine;
 //   - host copies of the weights in the backend's host memory, and copy weights between them and
 //     a rank (the whole set, ZeRO-3's owned pieces, a stage's);
@@ -92,7 +92,7 @@ public:
   virtual ReplicaUnits replica_units() = 0;
   // ZeRO-3: where the quantized base stays, over the ranks' plan `gathered`.
   virtual void shard_quantized_base(compiler::ExecutionPlan& gathered) = 0;
-  // Each local rank's RankBackend and ReplicaRunner into `engines` (their shards set), their world
+  // Each local rank's RankBackend and plans (its ReplicaRunner) into `engines` (their shards set), their world
   // communicators, the replica reduction's step observers and the optimizer of each shard.
   virtual void make_replicas(const RanksSetup& setup, const ReplicaPlan& plan,
                              std::span<const std::unique_ptr<ReplicaRankEngine>> engines) = 0;
@@ -124,7 +124,7 @@ public:
   virtual const runtime::Backend& replica_backend(int r) = 0;
 
   // --- Pipeline stages.
-  // Each local rank's RankBackend and StageRunner into `engines` (placed: their stages) with their
+  // Each local rank's RankBackend and PipelineStage over its plans into `engines` (placed: their stages) with their
   // owned units (the first stage steps the tied ones), its shard of them (place_shard) and its
   // optimizer, and their communicators: the world, the stage's gradient group and the tied pair.
   virtual void make_stages(const RanksSetup& setup, const StagePlan& plan,

@@ -1,7 +1,8 @@
 // The data-parallel replica strategy of the parallel device (parallel_device.cpp), written once for
 // every backend: a ReplicaRankEngine is one rank's part of the step when each rank runs the whole
 // model (data and sequence parallelism, docs/architecture.md), driving the rank of a backend
-// (rank_backend.h: CpuRank, CudaRank) and its ReplicaRunner over the world's communicator:
+// (rank_backend.h: CpuRank, CudaRank) and its plans' ReplicaRunner (cpu_rank_plans.h,
+// cuda_rank_plans.h) over the world's communicator:
 //   run_micro_batches(): the rank's micro-batches, kept from take() (copied, micro_batch.h: the
 //     trainer reuses its buffers), each run with the step observers of its place: the last one's
 //     backward reduces ZeRO-1's gradient buckets (gradient_buckets.h), every one's ZeRO-2/3's

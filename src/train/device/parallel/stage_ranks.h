@@ -2,7 +2,7 @@
 // backend: a StageRankEngine is one rank's part of the step when pipeline_parallel_size > 1
 // (docs/architecture.md, "Pipeline parallel"), driving the rank of a backend (rank_backend.h:
 // CpuRank, CudaRank; its units are the stage's "owned" ones below) and its StageRunner (the stage's
-// plans: cpu_pipeline_stage.h, cuda_pipeline_stage.h) over the rank's communicators
+// plans in 1F1B order: pipeline_stage.h, for every backend) over the rank's communicators
 // (pipeline_stage_groups.h):
 //   run_micro_batches(): the rank's micro-batches through its stage in 1F1B order over the world
 //     (the trainer scaled each micro-batch's loss by 1 / (loss tokens of the window), so the
