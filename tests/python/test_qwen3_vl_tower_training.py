@@ -30,11 +30,12 @@ pytest.importorskip("torch")
 pytest.importorskip("peft")
 pytest.importorskip("transformers")
 from test_qwen3_vl_sft import PROCESSOR, hf_model, tiny_qwen3_vl  # noqa: E402
-from test_vision_sft import engine_rows  # noqa: E402
-from test_vision_tower_training import (TRAIN_TOWER, Tower, assert_merged_folder, check_adapter_loss,  # noqa: E402
-                                        check_adapter_placement, check_full_folder, check_full_gradients,
-                                        check_dry_run_grows, check_lora_gradients, check_surogate_merge,
-                                        check_tower_module_refused_while_frozen, run_both_backends, tower_run)
+# The fixtures rows, full_run and lora_run run on this module's model_folder.
+from test_vision_tower_training import (TRAIN_TOWER, Tower, assert_merged_folder, check_adapter_loss,  # noqa: E402,F401
+                                        check_adapter_placement, check_dry_run_grows, check_full_folder,
+                                        check_full_gradients, check_lora_gradients, check_surogate_merge,
+                                        check_tower_module_refused_while_frozen, full_run, lora_run, rows,
+                                        run_both_backends)
 
 VISUAL = "base_model.model.model.visual"
 # all-linear: the text model's seven per layer; per tower block qkv, proj, linear_fc1, linear_fc2; the
@@ -50,23 +51,6 @@ QWEN3_VL = Tower(hf_model, PROCESSOR, 7 * LAYERS, 4 * 2 + 2 + 2 * 2,
 @pytest.fixture(scope="module")
 def model_folder(tmp_path_factory, tokenizers_dir):
     return tiny_qwen3_vl(tmp_path_factory.mktemp("qwen3_vl_tower") / "qwen3_vl", tokenizers_dir, layers=LAYERS)
-
-
-@pytest.fixture(scope="module")
-def rows(model_folder, tokenizers_dir, tmp_path_factory):  # noqa: F811
-    return engine_rows(model_folder, tokenizers_dir, tmp_path_factory.mktemp("qwen3_tower_rows"))
-
-
-@pytest.fixture(scope="module")
-def full_run(surogate_bin, model_folder, tmp_path_factory):  # noqa: F811
-    return tower_run(surogate_bin, model_folder, tmp_path_factory.mktemp("qwen3_tower_full"), "full", "lora: false\n")
-
-
-@pytest.fixture(scope="module")
-def lora_run(surogate_bin, model_folder, tmp_path_factory):  # noqa: F811
-    """LoRA (all-linear) with the tower adapted, merge_adapter on: the adapter in out, the merged folder in out/merged."""
-    return tower_run(surogate_bin, model_folder, tmp_path_factory.mktemp("qwen3_tower_lora"), "lora",
-                     "merge_adapter: true\n")
 
 
 def test_full_fine_tuning_trains_the_tower_with_transformers_gradients(full_run, model_folder, rows):  # noqa: F811
