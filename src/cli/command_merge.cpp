@@ -55,7 +55,8 @@ int merge_vision_adapter(const fs::path& model, const std::string& architecture,
   const size_t text_parameters = specs.size();
   std::vector<models::ParameterSpec> peft_specs = specs;
   for (models::ParameterSpec& spec : peft_specs) spec.hf_name = train::vision_peft_module_path(spec.hf_name);
-  // The tower's projections under model.visual (not the patch embedding), which a freeze_vision: false run adapts.
+  // The tower's projections under model.visual (not the patch embedding), which a
+  // freeze_vision: false run adapts.
   const std::vector<std::string>& tower_modules = train::vision_tower_lora_modules(folder);
   for (const models::LoraAdapter& projection : train::vision_tower_lora_adapters(folder, tower_modules, 1)) {
     peft_specs.push_back(projection.base);

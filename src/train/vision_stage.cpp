@@ -112,7 +112,8 @@ models::DecoderGraph VisionStage::build_graph(const graph::OpRegistry& registry,
   SUROGATE_CHECK(patches > 0, "the plan's patch count is set before the graph is built");
   models::DecoderGraph graph;
   if (const auto* qwen3 = std::get_if<models::Qwen3VLModelConfig>(&model_)) {
-    models::Qwen3VLModelGraph built = models::build_qwen3_vl_model_graph(*qwen3, registry, options, patches, train_tower_);
+    models::Qwen3VLModelGraph built =
+        models::build_qwen3_vl_model_graph(*qwen3, registry, options, patches, train_tower_);
     graph.graph = std::move(built.graph);
     graph.loss = built.loss;
     return graph;
@@ -131,7 +132,8 @@ std::vector<std::string> VisionStage::tower_lora_modules() const {
 
 void VisionStage::add_tower_adapters(models::LoraSetup& lora) const {
   if (!train_tower_) return;
-  for (models::LoraAdapter& adapter : vision_tower_lora_adapters(model_, lora.options.target_modules, lora.options.rank)) {
+  for (models::LoraAdapter& adapter :
+       vision_tower_lora_adapters(model_, lora.options.target_modules, lora.options.rank)) {
     lora.adapters.push_back(std::move(adapter));
   }
 }

@@ -10,8 +10,9 @@ constexpr std::string_view kWeight = ".weight";
 
 // PEFT's target-module name of a tower parameter, matched as PEFT matches it (the module path's
 // suffix): "qkv" for visual.blocks.N.attn.qkv.weight, "mlp.0" for Qwen2.5-VL's
-// visual.merger.mlp.0.weight, "linear_fc1" for Qwen3-VL's visual.deepstack_merger_list.0.linear_fc1.weight;
-// "" for what is not adapted (norms, biases, the position embedding, the patch embedding).
+// visual.merger.mlp.0.weight, "linear_fc1" for Qwen3-VL's
+// visual.deepstack_merger_list.0.linear_fc1.weight; "" for what is not adapted (norms, biases, the
+// position embedding, the patch embedding).
 std::string tower_module_name(const std::string& parameter, const std::vector<std::string>& known) {
   if (!parameter.ends_with(kWeight) || parameter.starts_with("visual.patch_embed.")) return "";
   const std::string stem = parameter.substr(0, parameter.size() - kWeight.size());
@@ -23,7 +24,8 @@ std::string tower_module_name(const std::string& parameter, const std::vector<st
 }  // namespace
 
 const std::vector<std::string>& vision_tower_lora_modules(const VisionLanguageModel& model) {
-  static const std::vector<std::string> qwen2_5 = {"qkv", "proj", "gate_proj", "up_proj", "down_proj", "mlp.0", "mlp.2"};
+  static const std::vector<std::string> qwen2_5 = {"qkv",       "proj",  "gate_proj", "up_proj",
+                                                   "down_proj", "mlp.0", "mlp.2"};
   static const std::vector<std::string> qwen3 = {"qkv", "proj", "linear_fc1", "linear_fc2"};
   return std::holds_alternative<models::Qwen3VLModelConfig>(model) ? qwen3 : qwen2_5;
 }

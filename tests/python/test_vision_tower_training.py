@@ -50,7 +50,8 @@ class Tower:
 
 # The projections all-linear adapts: the text model's seven per layer, the tower's five per block
 # (attn.qkv, attn.proj, mlp.gate_proj / up_proj / down_proj), the merger's two.
-QWEN2_5_VL = Tower(hf_model, PROCESSOR, 7 * 2, 5 * 2 + 2, frozenset({"qkv", "proj", "mlp.0", "mlp.2", "q_proj", "gate_proj"}),
+QWEN2_5_VL = Tower(hf_model, PROCESSOR, 7 * 2, 5 * 2 + 2,
+                   frozenset({"qkv", "proj", "mlp.0", "mlp.2", "q_proj", "gate_proj"}),
                    frozenset({"base_model.model.model.visual.blocks.1.attn.qkv",
                               "base_model.model.model.visual.merger.mlp.2",
                               "base_model.model.model.language_model.layers.0.self_attn.q_proj"}))
