@@ -6,7 +6,7 @@
 // (models/adapter_io.h), so a mismatched pair is one clear error and nothing is written.
 // `--model_definition FILE` (the Python DSL's model.py, or a JSON IR that names its weights) gives
 // the weight table of an architecture Surogate has no C++ for (models/defined_weights.h). A
-// Qwen2.5-VL or Qwen3-VL folder merges its adapter (the text model's projections, and Qwen2.5-VL's
+// Qwen2.5-VL or Qwen3-VL folder merges its adapter (the text model's projections, and the
 // tower's when the run adapted them) and writes the folder as train/vision_outputs.h does.
 #include <algorithm>
 #include <filesystem>
@@ -43,9 +43,9 @@ struct MergeArguments {
 };
 
 // A Qwen2.5-VL or Qwen3-VL folder (docs/vision.md; `architecture`: config.json's): the adapter (PEFT's
-// keys under model.language_model for the text model; for Qwen2.5-VL also model.visual for the tower
-// and the merger, which a freeze_vision: false run adapts) merged, the folder written as
-// train/vision_outputs.h does: the tower copied unchanged unless the adapter reaches it.
+// keys under model.language_model for the text model, model.visual for the tower and the mergers,
+// which a freeze_vision: false run adapts) merged, the folder written as train/vision_outputs.h
+// does: the tower copied unchanged unless the adapter reaches it.
 int merge_vision_adapter(const fs::path& model, const std::string& architecture, const fs::path& adapter_dir,
                          const fs::path& output) {
   const train::VisionLanguageModel folder = train::read_vision_language_model(model.string(), architecture);
@@ -55,14 +55,11 @@ int merge_vision_adapter(const fs::path& model, const std::string& architecture,
   const size_t text_parameters = specs.size();
   std::vector<models::ParameterSpec> peft_specs = specs;
   for (models::ParameterSpec& spec : peft_specs) spec.hf_name = train::vision_peft_module_path(spec.hf_name);
-  // Qwen3-VL's tower takes no adapters yet: an adapter with tensors on it is refused naming the tensor.
-  const auto* qwen25 = std::get_if<models::VisionModelConfig>(&folder);
-  const std::vector<std::string> tower_modules =
-      qwen25 != nullptr ? train::vision_tower_lora_modules() : std::vector<std::string>{};
-  if (qwen25 != nullptr) {
-    for (const models::LoraAdapter& projection : train::vision_tower_lora_adapters(qwen25->vision, tower_modules, 1)) {
-      peft_specs.push_back(projection.base);  // the tower's projections under model.visual (not the patch embedding)
-    }
+  // The tower's projections under model.visual (not the patch embedding), which a
+  // freeze_vision: false run adapts.
+  const std::vector<std::string>& tower_modules = train::vision_tower_lora_modules(folder);
+  for (const models::LoraAdapter& projection : train::vision_tower_lora_adapters(folder, tower_modules, 1)) {
+    peft_specs.push_back(projection.base);
   }
   for (const models::VisionTowerParameter& parameter : tower_parameters) {
     specs.push_back({parameter.name, parameter.name, parameter.shape});

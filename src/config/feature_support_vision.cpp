@@ -1,6 +1,6 @@
 // See feature_support_vision.h. Vision-language models (docs/vision.md): `surogate sft` trains a
 // Qwen2.5-VL or Qwen3-VL folder (LoRA, QLoRA, merge_adapter, or full fine-tuning; the tower frozen,
-// or for Qwen2.5-VL trained too with freeze_vision: false), with the bf16 or fp8_hybrid recipe, on
+// or trained too with freeze_vision: false), with the bf16 or fp8_hybrid recipe, on
 // one rank or data-parallel ranks (ZeRO 1/2/3), evaluating as for text; each row below is a part
 // that is not wired yet, or freeze_vision where it does not apply.
 #include "config/feature_support_vision.h"
@@ -22,7 +22,7 @@ SupportRow vision_row(std::string name, std::function<const char*(const Config&)
             const char* key = key_of(c);
             return fmt::format("{}: {} with model '{}', a vision-language model ({}), is not implemented yet in this "
                                "version of Surogate: `surogate sft` trains it (LoRA, QLoRA or full fine-tuning; the "
-                               "vision tower frozen or, for Qwen2.5-VL, trained with freeze_vision: false) on one "
+                               "vision tower frozen or trained with freeze_vision: false) on one "
                                "or several data-parallel ranks (docs/vision.md)",
                                c.sources.of(key), what, c.model.name_or_path, shape.model_type);
           }};
@@ -55,19 +55,6 @@ void add_vision_rows(std::vector<SupportRow>& rows) {
                             [](const Config& c) {
                               return c.parallel.sequence_parallel_size > 1 || c.parallel.pipeline_parallel_size > 1;
                             }));
-  // freeze_vision: false trains Qwen2.5-VL's tower (train/vision_tower_lora.h); Qwen3-VL's is not wired yet.
-  rows.push_back({"Qwen3-VL with a trainable vision tower", SupportStage::Model, SupportBackend::Any,
-                  [](const Config& c, const RunShape& shape) {
-                    return shape.vision_language && shape.model_type == "Qwen3VLForConditionalGeneration" &&
-                           !c.model.freeze_vision;
-                  },
-                  [](const Config& c, const RunShape&) {
-                    return fmt::format("{}: freeze_vision: false with model '{}', a Qwen3-VL model, is not implemented "
-                                       "yet in this version of Surogate: its vision tower and DeepStack mergers stay "
-                                       "frozen (set freeze_vision: true or leave it out); Qwen2.5-VL's tower trains "
-                                       "(docs/vision.md)",
-                                       c.sources.of("freeze_vision"), c.model.name_or_path);
-                  }});
   // An option of vision-language models set for a text model is refused, never ignored.
   rows.push_back({"freeze_vision with a text model", SupportStage::Model, SupportBackend::Any,
                   [](const Config& c, const RunShape& shape) {

@@ -127,7 +127,7 @@ models::DecoderGraph VisionStage::build_graph(const graph::OpRegistry& registry,
   models::DecoderGraph graph;
   if (const auto* qwen3 = std::get_if<models::Qwen3VLModelConfig>(&model_)) {
     models::Qwen3VLModelGraph built =
-        models::build_qwen3_vl_model_graph(*qwen3, registry, options, patches, /*train_vision=*/false);
+        models::build_qwen3_vl_model_graph(*qwen3, registry, options, patches, train_tower_);
     graph.graph = std::move(built.graph);
     graph.loss = built.loss;
     return graph;
@@ -140,15 +140,14 @@ models::DecoderGraph VisionStage::build_graph(const graph::OpRegistry& registry,
 }
 
 std::vector<std::string> VisionStage::tower_lora_modules() const {
-  // Qwen3-VL's trainable tower is refused (config/feature_support_vision.cpp).
-  if (!train_tower_ || !std::holds_alternative<models::VisionModelConfig>(model_)) return {};
-  return vision_tower_lora_modules();
+  if (!train_tower_) return {};
+  return vision_tower_lora_modules(model_);
 }
 
 void VisionStage::add_tower_adapters(models::LoraSetup& lora) const {
-  if (tower_lora_modules().empty()) return;
-  for (models::LoraAdapter& adapter : vision_tower_lora_adapters(std::get<models::VisionModelConfig>(model_).vision,
-                                                                 lora.options.target_modules, lora.options.rank)) {
+  if (!train_tower_) return;
+  for (models::LoraAdapter& adapter :
+       vision_tower_lora_adapters(model_, lora.options.target_modules, lora.options.rank)) {
     lora.adapters.push_back(std::move(adapter));
   }
 }

@@ -12,10 +12,10 @@
 // the same rows first (train/vision_memory_plan.h) and plans the same count.
 // The tower is frozen by default (no gradients, no optimizer state): LoRA adapts the text
 // projections, full fine-tuning trains the text model, QLoRA and fp8_hybrid quantize its projections
-// as a text model's, for either family. freeze_vision: false (Qwen2.5-VL) makes the tower's
-// parameters trainable: full fine-tuning trains the tower and the merger too, and LoRA's target
-// modules reach their linear layers (train/vision_tower_lora.h). config/feature_support_vision.cpp
-// refuses what is not wired yet (sequence / pipeline parallelism, Qwen3-VL's trainable tower, ...).
+// as a text model's, for either family. freeze_vision: false makes the tower's parameters
+// trainable: full fine-tuning trains the tower and the merger (Qwen3-VL's DeepStack mergers too),
+// and LoRA's target modules reach their linear layers (train/vision_tower_lora.h).
+// config/feature_support_vision.cpp refuses what is not wired yet (sequence / pipeline parallelism).
 // The evaluator builds the same model at the validation split's patch count; model folders are
 // written by train/vision_outputs.h.
 #pragma once
@@ -84,7 +84,7 @@ public:
   models::DecoderGraph build_graph(const graph::OpRegistry& registry, const models::DecoderGraphOptions& options,
                                    int64_t patches) const;
 
-  // freeze_vision: false (Qwen2.5-VL): the tower and the merger train.
+  // freeze_vision: false: the tower and the merger(s) train.
   bool trains_tower() const { return train_tower_; }
   // The tower's module names lora_target_modules may name (train/vision_tower_lora.h); none
   // while the tower is frozen.
@@ -94,8 +94,8 @@ public:
   // The text adapters' checkpoint names (and so their PEFT keys) as this folder spells its text
   // model (the tower's already carry transformers' module path).
   void name_adapters(models::LoraSetup& lora) const;
-  // adapter_config.json's extra keys: PEFT must adapt exactly the run's modules (the tower's
-  // gate_proj / up_proj / down_proj share the text model's names; train/vision_tower_lora.h).
+  // adapter_config.json's extra keys: PEFT must adapt exactly the run's modules (Qwen2.5-VL's
+  // tower's gate_proj / up_proj / down_proj share the text model's names; train/vision_tower_lora.h).
   void restrict_adapter_config(nlohmann::json& adapter_config, const models::LoraSetup& lora) const;
 
   // The folder's weights into `views` (specs() order, fp32), `written` called with each view's

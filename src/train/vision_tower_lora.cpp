@@ -1,4 +1,4 @@
-// LoRA on the Qwen2.5-VL tower; see vision_tower_lora.h.
+// LoRA on a vision-language model's tower; see vision_tower_lora.h.
 #include "train/vision_tower_lora.h"
 
 #include <algorithm>
@@ -8,33 +8,34 @@ namespace {
 
 constexpr std::string_view kWeight = ".weight";
 
-// PEFT's target-module name of a tower parameter: "qkv" for visual.blocks.N.attn.qkv.weight,
-// "mlp.0" for visual.merger.mlp.0.weight; "" for what is not adapted (norms, biases, the patch
-// embedding).
-std::string tower_module_name(const std::string& parameter) {
+// PEFT's target-module name of a tower parameter, matched as PEFT matches it (the module path's
+// suffix): "qkv" for visual.blocks.N.attn.qkv.weight, "mlp.0" for Qwen2.5-VL's
+// visual.merger.mlp.0.weight, "linear_fc1" for Qwen3-VL's
+// visual.deepstack_merger_list.0.linear_fc1.weight; "" for what is not adapted (norms, biases, the
+// position embedding, the patch embedding).
+std::string tower_module_name(const std::string& parameter, const std::vector<std::string>& known) {
   if (!parameter.ends_with(kWeight) || parameter.starts_with("visual.patch_embed.")) return "";
   const std::string stem = parameter.substr(0, parameter.size() - kWeight.size());
-  if (stem.starts_with("visual.merger.")) {
-    const std::string module = stem.substr(std::string_view("visual.merger.").size());
-    return module.starts_with("mlp.") ? module : "";
-  }
-  const std::string module = stem.substr(stem.rfind('.') + 1);
-  const std::vector<std::string>& known = vision_tower_lora_modules();
-  return std::find(known.begin(), known.end(), module) != known.end() ? module : "";
+  const auto found = std::find_if(known.begin(), known.end(),
+                                  [&](const std::string& module) { return stem.ends_with("." + module); });
+  return found != known.end() ? *found : "";
 }
 
 }  // namespace
 
-const std::vector<std::string>& vision_tower_lora_modules() {
-  static const std::vector<std::string> modules = {"qkv", "proj", "gate_proj", "up_proj", "down_proj", "mlp.0", "mlp.2"};
-  return modules;
+const std::vector<std::string>& vision_tower_lora_modules(const VisionLanguageModel& model) {
+  static const std::vector<std::string> qwen2_5 = {"qkv",       "proj",  "gate_proj", "up_proj",
+                                                   "down_proj", "mlp.0", "mlp.2"};
+  static const std::vector<std::string> qwen3 = {"qkv", "proj", "linear_fc1", "linear_fc2"};
+  return std::holds_alternative<models::Qwen3VLModelConfig>(model) ? qwen3 : qwen2_5;
 }
 
-std::vector<models::LoraAdapter> vision_tower_lora_adapters(const models::VisionTowerConfig& tower,
+std::vector<models::LoraAdapter> vision_tower_lora_adapters(const VisionLanguageModel& model,
                                                             const std::vector<std::string>& targets, int64_t rank) {
+  const std::vector<std::string>& known = vision_tower_lora_modules(model);
   std::vector<models::LoraAdapter> adapters;
-  for (const models::VisionTowerParameter& parameter : models::vision_tower_parameters(tower)) {
-    const std::string module = tower_module_name(parameter.name);
+  for (const models::VisionTowerParameter& parameter : vision_tower_parameter_list(model)) {
+    const std::string module = tower_module_name(parameter.name, known);
     if (module.empty() || std::find(targets.begin(), targets.end(), module) == targets.end()) continue;
     const std::string stem = parameter.name.substr(0, parameter.name.size() - kWeight.size());
     // transformers (4.52 on) builds the tower as model.visual, whatever the checkpoint's layout.

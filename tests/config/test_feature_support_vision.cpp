@@ -28,15 +28,6 @@ std::vector<RowCase> vision_row_cases() {
        vision([](Config& c) { c.model.model_definition = "graph.json"; }), "option 'model_definition'"},
       {"vision-language model with sequence or pipeline parallelism", S::Model,
        vision([](Config& c) { c.parallel.sequence_parallel_size = 2; }), "sequence / pipeline parallelism"},
-      {"Qwen3-VL with a trainable vision tower", S::Model,
-       [](Config& c, RunShape& s) {
-         s.vision_language = true;
-         s.model_type = "Qwen3VLForConditionalGeneration";
-         c.lora.enabled = true;
-         c.eval.validation_split_ratio = 0.0;
-         c.model.freeze_vision = false;
-       },
-       "freeze_vision: false with model"},
       {"freeze_vision with a text model", S::Model,
        [](Config& c, RunShape& s) {
          s.model_type = "qwen3";

@@ -44,13 +44,17 @@ PROCESSOR = {"image_processor_type": "Qwen2VLImageProcessor", "do_resize": True,
 
 @pytest.fixture(scope="module")
 def model_folder(tmp_path_factory, tokenizers_dir):
+    return tiny_qwen3_vl(tmp_path_factory.mktemp("qwen3_vl_sft") / "qwen3_vl", tokenizers_dir)
+
+
+def tiny_qwen3_vl(folder, tokenizers_dir, layers=2):
+    """The tiny random Qwen3-VL above written to `folder`, its text model `layers` deep."""
     from transformers import Qwen3VLConfig, Qwen3VLForConditionalGeneration
-    folder = tmp_path_factory.mktemp("qwen3_vl_sft") / "qwen3_vl"
     folder.mkdir()
     vision = dict(depth=2, hidden_size=16, intermediate_size=32, num_heads=2, out_hidden_size=24, patch_size=4,
                   spatial_merge_size=2, temporal_patch_size=2, num_position_embeddings=16,
                   deepstack_visual_indexes=[1, 0])
-    text = dict(hidden_size=24, intermediate_size=48, num_hidden_layers=2, num_attention_heads=2,
+    text = dict(hidden_size=24, intermediate_size=48, num_hidden_layers=layers, num_attention_heads=2,
                 num_key_value_heads=1, head_dim=16, vocab_size=151936, max_position_embeddings=512,
                 rms_norm_eps=1e-6,
                 rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [4, 2, 2],

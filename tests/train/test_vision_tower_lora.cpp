@@ -1,9 +1,11 @@
-// freeze_vision: false on a Qwen2.5-VL folder (train/vision_tower_lora.h, train/vision_stage.h): the
-// tower's parameters trainable in the graph, LoRA's target modules reaching the tower and the
-// merger, their PEFT keys and adapter_config.json's exclusions, on tests/fixtures/vision/vl (tower
-// depth 4). tests/python/test_vision_tower_training.py trains such a folder end to end against
-// transformers and PEFT.
+// freeze_vision: false (train/vision_tower_lora.h, train/vision_stage.h): the tower's parameters
+// trainable in the graph, LoRA's target modules reaching the tower and the merger(s), their PEFT keys
+// and adapter_config.json's exclusions, on tests/fixtures/vision/vl (Qwen2.5-VL, tower depth 4) and
+// vision/qwen3_vl_model (Qwen3-VL, DeepStack mergers). tests/python/test_vision_tower_training.py and
+// test_qwen3_vl_tower_training.py train such folders end to end against transformers and PEFT.
 #include <gtest/gtest.h>
+
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <string>
@@ -142,11 +144,70 @@ TEST(VisionTowerLora, TheGraphsTowerIsTrainableAndLoraAdaptsIt) {
   EXPECT_EQ(trainable_tower, 2 * count_tower(lora));
 }
 
-// Qwen3-VL's tower is not trainable yet (refused by config/feature_support_vision.cpp): its module
-// names are never offered.
-TEST(VisionTowerLora, Qwen3VLOffersNoTowerModules) {
-  const auto stage = vision_stage(tower_config(false, "qwen3_vl_model"));
-  EXPECT_TRUE(stage->tower_lora_modules().empty());
+// Qwen3-VL (vision/qwen3_vl_model: DeepStack mergers): all-linear reaches every block's qkv, proj,
+// linear_fc1 and linear_fc2, the merger's and each DeepStack merger's linear_fc1 / linear_fc2 (the
+// names they share with the blocks' MLPs), never the patch embedding or the position embedding.
+TEST(VisionTowerLora, Qwen3VLAllLinearReachesTheBlocksTheMergerAndTheDeepStackMergers) {
+  const Config config = tower_config(false, "qwen3_vl_model");
+  const auto stage = vision_stage(config);
+  ASSERT_TRUE(stage->trains_tower());
+  const models::Qwen3VisionTowerConfig& vision = std::get<models::Qwen3VLModelConfig>(stage->model()).vision;
+  const auto deepstack = static_cast<int64_t>(vision.deepstack_visual_indexes.size());
+  ASSERT_GT(deepstack, 0);
+  const models::LoraSetup lora = setup_for(config, *stage);
+  const int64_t layers = stage->text().num_hidden_layers;
+  EXPECT_EQ(lora.options.target_modules,
+            (std::vector<std::string>{"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj",
+                                      "qkv", "proj", "linear_fc1", "linear_fc2"}));
+  EXPECT_EQ(count_tower(lora), static_cast<size_t>(4 * vision.depth + 2 * deepstack + 2));
+  EXPECT_EQ(lora.adapters.size(), static_cast<size_t>(7 * layers) + count_tower(lora));
+  std::vector<std::string> bases;
+  for (const models::LoraAdapter& adapter : lora.adapters) {
+    if (!is_vision_tower_adapter(adapter)) continue;
+    bases.push_back(adapter.base.name);
+    EXPECT_EQ(adapter.base.name.find("patch_embed"), std::string::npos) << adapter.base.name;
+    EXPECT_EQ(adapter.base.name.find("pos_embed"), std::string::npos) << adapter.base.name;
+  }
+  const auto has = [&](const std::string& name) { return std::find(bases.begin(), bases.end(), name) != bases.end(); };
+  EXPECT_TRUE(has("visual.blocks.0.attn.qkv.weight"));
+  EXPECT_TRUE(has("visual.blocks.0.mlp.linear_fc2.weight"));
+  EXPECT_TRUE(has("visual.merger.linear_fc1.weight"));
+  EXPECT_TRUE(has(fmt::format("visual.deepstack_merger_list.{}.linear_fc2.weight", deepstack - 1)));
+  const auto merger = std::find_if(lora.adapters.begin(), lora.adapters.end(), [](const models::LoraAdapter& a) {
+    return a.base.name == "visual.deepstack_merger_list.0.linear_fc1.weight";
+  });
+  ASSERT_NE(merger, lora.adapters.end());
+  EXPECT_EQ(merger->a.hf_name, "base_model.model.model.visual.deepstack_merger_list.0.linear_fc1.lora_A.weight");
+  EXPECT_EQ(merger->a.shape, (graph::Shape{lora.options.rank, vision.hidden_size * vision.merge_unit()}));
+  EXPECT_EQ(exclusion(*stage, lora), ".*visual\\.patch_embed.*");
+  // linear_fc1 alone: each block's MLP, the merger's and every DeepStack merger's.
+  Config named = config;
+  named.lora.lora_target_modules = {"linear_fc1"};
+  EXPECT_EQ(setup_for(named, *stage).adapters.size(), static_cast<size_t>(vision.depth + deepstack + 1));
+}
+
+// The Qwen3-VL graph with freeze_vision: false: every tower parameter (the position embedding and
+// the DeepStack mergers' among them) trainable; frozen, none.
+TEST(VisionTowerLora, Qwen3VLGraphsTowerIsTrainableOnlyWhenAsked) {
+  const graph::OpRegistry registry = ops::make_model_registry();
+  models::DecoderGraphOptions options;
+  options.batch = 1;
+  options.sequence = 8;
+  for (const bool freeze : {false, true}) {
+    const auto stage = vision_stage(tower_config(freeze, "qwen3_vl_model"));
+    EXPECT_TRUE(stage->tower_lora_modules().empty() == freeze);
+    stage->set_plan_patches(16, 1);
+    const models::DecoderGraph graph = stage->build_graph(registry, options);
+    size_t tower = 0, trainable = 0;
+    for (graph::TensorId id : graph.graph.parameters) {
+      const graph::TensorInfo& tensor = graph.graph.tensors[static_cast<size_t>(id)];
+      if (tensor.name.rfind("visual.", 0) != 0) continue;
+      ++tower;
+      trainable += tensor.trainable ? 1 : 0;
+    }
+    EXPECT_EQ(tower, vision_tower_parameter_list(stage->model()).size());
+    EXPECT_EQ(trainable, freeze ? 0u : tower) << freeze;
+  }
 }
 
 }  // namespace
