@@ -44,8 +44,12 @@ PROCESSOR = {"image_processor_type": "Qwen2VLImageProcessor", "do_resize": True,
 
 @pytest.fixture(scope="module")
 def model_folder(tmp_path_factory, tokenizers_dir):
+    return tiny_qwen3_vl(tmp_path_factory.mktemp("qwen3_vl_sft") / "qwen3_vl", tokenizers_dir)
+
+
+def tiny_qwen3_vl(folder, tokenizers_dir):
+    """The tiny random Qwen3-VL described above, written to `folder`."""
     from transformers import Qwen3VLConfig, Qwen3VLForConditionalGeneration
-    folder = tmp_path_factory.mktemp("qwen3_vl_sft") / "qwen3_vl"
     folder.mkdir()
     vision = dict(depth=2, hidden_size=16, intermediate_size=32, num_heads=2, out_hidden_size=24, patch_size=4,
                   spatial_merge_size=2, temporal_patch_size=2, num_position_embeddings=16,

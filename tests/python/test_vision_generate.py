@@ -16,7 +16,7 @@ import shutil
 
 import pytest
 
-from conftest import gpu_visible, load_script, run_surogate
+from conftest import gpu_visible, run_surogate
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -28,6 +28,7 @@ import PIL.ImageOps  # noqa: E402
 from test_vision_sft import PROCESSOR as QWEN2_5_PROCESSOR  # noqa: E402
 from test_vision_sft import TOKENS, VISION, tiny_qwen2_5_vl, write_model_folder  # noqa: E402
 from test_qwen3_vl_sft import PROCESSOR as QWEN3_PROCESSOR  # noqa: E402
+from test_qwen3_vl_sft import tiny_qwen3_vl  # noqa: E402
 
 NEW_TOKENS = 8
 MARGIN = 1e-4
@@ -36,28 +37,8 @@ QUESTIONS = ["What is in the picture?", "Describe it.", "What colour is it?", "I
              "Tell me more.", "Why?", "Where is this?"]
 
 
-def tiny_qwen3_vl(folder, tokenizers_dir):
-    """test_qwen3_vl_sft.py's tiny random Qwen3-VL (DeepStack after tower blocks [1, 0])."""
-    from transformers import Qwen3VLConfig, Qwen3VLForConditionalGeneration
-    folder.mkdir()
-    vision = dict(depth=2, hidden_size=16, intermediate_size=32, num_heads=2, out_hidden_size=24, patch_size=4,
-                  spatial_merge_size=2, temporal_patch_size=2, num_position_embeddings=16,
-                  deepstack_visual_indexes=[1, 0])
-    text = dict(hidden_size=24, intermediate_size=48, num_hidden_layers=2, num_attention_heads=2,
-                num_key_value_heads=1, head_dim=16, vocab_size=151936, max_position_embeddings=512,
-                rms_norm_eps=1e-6,
-                rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [4, 2, 2],
-                                 "mrope_interleaved": True})
-    config = Qwen3VLConfig(vision_config=vision, text_config=text, **TOKENS)
-    config.architectures = ["Qwen3VLForConditionalGeneration"]
-    torch.manual_seed(0)
-    model = load_script("make_qwen3_vision_tower_fixtures").randomize(Qwen3VLForConditionalGeneration(config).float())
-    return write_model_folder(folder, config, model, QWEN3_PROCESSOR, tokenizers_dir)
-
-
 FAMILIES = {
-    "qwen2_5_vl": (lambda folder, tokenizers: tiny_qwen2_5_vl(folder, tokenizers), QWEN2_5_PROCESSOR,
-                   "Qwen2_5_VLForConditionalGeneration"),
+    "qwen2_5_vl": (tiny_qwen2_5_vl, QWEN2_5_PROCESSOR, "Qwen2_5_VLForConditionalGeneration"),
     "qwen3_vl": (tiny_qwen3_vl, QWEN3_PROCESSOR, "Qwen3VLForConditionalGeneration"),
 }
 
