@@ -97,7 +97,10 @@ std::vector<generate::GenerationResult> generate_vision_rows(
   for (size_t index = 0; index < rows.size(); ++index) {
     model.set_images(0, std::move(rows[index].images));
     generate::GenerationStats row_stats;
-    results.push_back(generate::generate(model, std::span(requests).subspan(index, 1), codec, on_text, &row_stats).at(0));
+    // The prompt in one feed: its images' features are spliced over the whole run of image tokens.
+    const int64_t prompt = static_cast<int64_t>(requests[index].prompt.size());
+    results.push_back(
+        generate::generate(model, std::span(requests).subspan(index, 1), codec, on_text, &row_stats, prompt).at(0));
     stats.prompt_tokens += row_stats.prompt_tokens;
     stats.generated_tokens += row_stats.generated_tokens;
     stats.prefill_seconds += row_stats.prefill_seconds;

@@ -2,6 +2,7 @@
 #include "train/vl_generation_model.h"
 
 #include <algorithm>
+#include <numeric>
 #include <variant>
 
 #include <fmt/format.h>
@@ -68,6 +69,7 @@ struct VisionGenerationModel::State {
     std::vector<int32_t> history;
     std::vector<vision::RgbImage> images;
     std::vector<std::array<int64_t, 3>> grid_thw;  // the images'
+    int64_t image_tokens = 0;                      // their <|image_pad|> count (merged patches)
   };
 
   std::filesystem::path model_dir;
@@ -247,6 +249,8 @@ void VisionGenerationModel::set_images(int64_t slot, std::vector<vision::RgbImag
   }
   state_->slots[static_cast<size_t>(slot)].images = std::move(images);
   state_->slots[static_cast<size_t>(slot)].grid_thw = processed.grid_thw;
+  state_->slots[static_cast<size_t>(slot)].image_tokens =
+      std::accumulate(processed.tokens_per_image.begin(), processed.tokens_per_image.end(), int64_t{0});
 }
 
 std::span<float> VisionGenerationModel::feed_in_place(std::span<const generate::SlotFeed> feeds) {
@@ -254,7 +258,16 @@ std::span<float> VisionGenerationModel::feed_in_place(std::span<const generate::
   const size_t vocab = static_cast<size_t>(vocab_size());
   state_->logits.resize(feeds.size() * vocab);
   for (size_t row = 0; row < feeds.size(); ++row) {
-    std::vector<int32_t>& history = state_->slots[static_cast<size_t>(feeds[row].slot)].history;
+    State::GenerationSlot& slot = state_->slots[static_cast<size_t>(feeds[row].slot)];
+    std::vector<int32_t>& history = slot.history;
+    const int32_t pad = state_->image_token_id();
+    const auto pads = std::count(history.begin(), history.end(), pad) +
+                      std::count(feeds[row].tokens.begin(), feeds[row].tokens.end(), pad);
+    if (pads > slot.image_tokens) {
+      fail_user("slot {}: {} image tokens <|image_pad|> (id {}) but its images give {}; an image token after the "
+                "prompt (a completion that writes one) has no image to stand for", feeds[row].slot, pads, pad,
+                slot.image_tokens);
+    }
     history.insert(history.end(), feeds[row].tokens.begin(), feeds[row].tokens.end());
     const std::vector<float> logits = state_->run(feeds[row].slot);
     std::copy(logits.begin(), logits.end(), state_->logits.begin() + static_cast<std::ptrdiff_t>(row * vocab));

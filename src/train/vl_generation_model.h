@@ -10,6 +10,10 @@
 // (the graph is built once for [1, max_context] and `plan_patches` patches; shorter histories and
 // fewer patches are padded, as the trainer pads a micro-batch's images: train/vision_batch_inputs.h).
 // fp32 on the CPU backend, bf16 on CUDA; a PEFT adapter on the text model applied unmerged.
+// A prompt with images is fed whole in one call (generate::generate's max_prefill_tokens at least
+// its length): a history that ends inside an image's tokens, or holds fewer than its images', is a
+// UserError naming the slot. Tokens fed after the prompt are text to the model, as in transformers'
+// decode steps; a generated <|image_pad|> (which no trained model writes) is refused naming the slot.
 #pragma once
 
 #include <array>
