@@ -13,6 +13,7 @@
 #include "data/packing.h"
 #include "generate/feed_checks.h"
 #include "graph/builder.h"
+#include "io/safetensors.h"
 #include "models/adapter_io.h"
 #include "models/lora.h"
 #include "models/session_loading.h"
@@ -38,6 +39,21 @@ std::vector<models::ParameterSpec> peft_text_specs(const io::ModelConfig& text, 
   std::vector<models::ParameterSpec> specs = models::vision_model_text_parameters(text, model_dir);
   for (models::ParameterSpec& spec : specs) spec.hf_name = vision_peft_module_path(spec.hf_name);
   return specs;
+}
+
+// An adapter that reaches the vision tower (a freeze_vision: false run's) is not applied here: one
+// error naming its first tower tensor and the way out, before load_peft_adapter's generic refusal.
+void refuse_tower_adapter(const std::filesystem::path& adapter_dir) {
+  const std::filesystem::path weights = adapter_dir / "adapter_model.safetensors";
+  if (!std::filesystem::exists(weights)) return;  // load_peft_adapter names what is missing
+  const io::SafetensorsFile file = io::SafetensorsFile::open(weights);
+  for (const io::SafetensorsTensor& tensor : file.tensors()) {
+    if (tensor.name.find(".visual.") != std::string::npos) {
+      fail_user("--adapter {}: tensor '{}' adapts the vision tower; `surogate generate` applies adapters of the text "
+                "model only. Merge it (`surogate merge`) and generate from the merged folder", adapter_dir.string(),
+                tensor.name);
+    }
+  }
 }
 
 // The forward graph with the logits of one row's token (kLastRow) beside the loss: the loss node's
@@ -114,7 +130,7 @@ struct VisionGenerationModel::State {
     }
     models::SessionGraph adapter;
     if (!options.adapter.empty()) {
-      // The text model's adapter only: PEFT keys on the tower are refused naming the tensor.
+      refuse_tower_adapter(options.adapter);
       adapter.adapter = models::load_peft_adapter(options.adapter, text(), peft_text_specs(text(), model_dir));
       const models::LoraOptions lora = models::peft_lora_options(*adapter.adapter, options.adapter);
       adapter.adapters = models::lora_adapters(text(), lora);

@@ -190,6 +190,16 @@ def test_greedy_with_a_lora_adapter_matches_peft(surogate_bin, family, tmp_path)
     assert [r["completion_ids"] for r in plain] != [r["completion_ids"] for r in adapted]  # the adapter matters
 
 
+def test_an_adapter_on_the_tower_is_refused_naming_it(surogate_bin, family, tmp_path):
+    base = getattr(transformers, family["architecture"]).from_pretrained(family["folder"], dtype=torch.float32)
+    config = peft.LoraConfig(r=2, lora_alpha=4, target_modules=["q_proj", "qkv"], init_lora_weights=False)
+    peft.get_peft_model(base, config).save_pretrained(tmp_path / "adapter")
+    result = run_surogate(surogate_bin, "generate", "--model", family["folder"], "--adapter", tmp_path / "adapter",
+                          "--prompt", "hi", "--device", "cpu", "--max_new_tokens", 2)
+    assert result.returncode == 2, result.stderr
+    assert "visual.blocks.0.attn.qkv" in result.stderr and "surogate merge" in result.stderr, result.stderr
+
+
 def error_of(surogate_bin, folder, workdir, rows):
     source = workdir / "bad.jsonl"
     source.write_text("".join(json.dumps(row) + "\n" for row in rows))
