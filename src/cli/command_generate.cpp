@@ -5,8 +5,8 @@
 // and "finish_reason", in input order. Sampling defaults come from the folder's
 // generation_config.json, as transformers takes them; --temperature 0 is greedy.
 // On a vision-language folder (Qwen2.5-VL, Qwen3-VL) rows may hold images (train/vl_generation_rows.h)
-// and run one at a time through train/vl_generation_model.h; --max_pixels overrides the folder's
-// image processor.
+// and run in groups of --batch_size through train/vl_generation_model.h; --max_pixels overrides the
+// folder's image processor.
 #include <algorithm>
 #include <fstream>
 #include <functional>
@@ -80,32 +80,48 @@ std::vector<InputRow> read_input_rows(const fs::path& path, const RowPrompt& pro
   return rows;
 }
 
-// A vision-language folder's rows, one at a time (each row's images set on the model's one slot
-// before its prompt), with the plan sized for the row with the most patches.
+// A vision-language folder's rows, in groups of --batch_size: each group's rows take the model's
+// slots in order (row i of the group slot i, its images set there before the group runs; the engine
+// admits them so, all at once), each prompt fed whole (its images' features are spliced over the
+// whole run of image tokens). The plan holds the most patches one group's images have.
 std::vector<generate::GenerationResult> generate_vision_rows(
     const GenerateArguments& arguments, const fs::path& model_dir, const std::string& architecture,
     const vision::ImageProcessorConfig& processor, std::vector<InputRow>& rows,
     const std::vector<generate::GenerationRequest>& requests, int64_t longest, const tokenizer::Tokenizer* codec,
     const generate::TextCallback& on_text, generate::GenerationStats& stats) {
+  const size_t group = static_cast<size_t>(std::min<int64_t>(arguments.batch_size, static_cast<int64_t>(rows.size())));
   train::VisionGenerationOptions options;
   options.adapter = arguments.model.adapter;
   options.cuda = cuda_requested(arguments.model);
+  options.slots = static_cast<int64_t>(group);
   options.max_context = longest;
-  for (const InputRow& row : rows) options.plan_patches = std::max(options.plan_patches, row.patches);
+  for (size_t first = 0; first < rows.size(); first += group) {
+    int64_t patches = 0;
+    for (size_t index = first; index < std::min(rows.size(), first + group); ++index) patches += rows[index].patches;
+    options.plan_patches = std::max(options.plan_patches, patches);
+  }
   train::VisionGenerationModel model(model_dir, architecture, processor, options);
   std::vector<generate::GenerationResult> results;
-  for (size_t index = 0; index < rows.size(); ++index) {
-    model.set_images(0, std::move(rows[index].images));
-    generate::GenerationStats row_stats;
-    // The prompt in one feed: its images' features are spliced over the whole run of image tokens.
-    const int64_t prompt = static_cast<int64_t>(requests[index].prompt.size());
-    results.push_back(
-        generate::generate(model, std::span(requests).subspan(index, 1), codec, on_text, &row_stats, prompt).at(0));
-    stats.prompt_tokens += row_stats.prompt_tokens;
-    stats.generated_tokens += row_stats.generated_tokens;
-    stats.prefill_seconds += row_stats.prefill_seconds;
-    stats.decode_seconds += row_stats.decode_seconds;
-    stats.decode_steps += row_stats.decode_steps;
+  for (size_t first = 0; first < rows.size(); first += group) {
+    const size_t count = std::min(group, rows.size() - first);
+    int64_t prompt_tokens = 0;
+    for (size_t slot = 0; slot < count; ++slot) {
+      model.set_images(static_cast<int64_t>(slot), std::move(rows[first + slot].images));
+      prompt_tokens += static_cast<int64_t>(requests[first + slot].prompt.size());
+    }
+    generate::GenerationStats group_stats;
+    const generate::TextCallback offset = on_text ? generate::TextCallback([&on_text, first](size_t index, const std::string& delta) {
+      on_text(first + index, delta);
+    }) : generate::TextCallback{};
+    for (generate::GenerationResult& result :
+         generate::generate(model, std::span(requests).subspan(first, count), codec, offset, &group_stats, prompt_tokens)) {
+      results.push_back(std::move(result));
+    }
+    stats.prompt_tokens += group_stats.prompt_tokens;
+    stats.generated_tokens += group_stats.generated_tokens;
+    stats.prefill_seconds += group_stats.prefill_seconds;
+    stats.decode_seconds += group_stats.decode_seconds;
+    stats.decode_steps += group_stats.decode_steps;
   }
   return results;
 }

@@ -58,15 +58,15 @@ void refuse_tower_adapter(const std::filesystem::path& adapter_dir) {
 
 // The forward graph with the logits of one row's token (kLastRow) beside the loss: the loss node's
 // hidden states [T, H] gathered at that row, times its head.
-graph::Graph with_last_row_logits(graph::Graph graph, const graph::OpRegistry& registry, int64_t sequence,
-                                  int64_t hidden_size) {
+graph::Graph with_last_row_logits(graph::Graph graph, const graph::OpRegistry& registry, int64_t batch,
+                                  int64_t sequence, int64_t hidden_size) {
   const graph::Node& loss = graph.node(graph.tensor(graph.outputs.at(0)).producer);
   SUROGATE_CHECK(loss.op == "lm_head_loss", "the vision-language graph's loss is lm_head_loss, not '{}'", loss.op);
   const graph::TensorId hidden = loss.inputs.at(0), head = loss.inputs.at(1);
   graph::GraphBuilder builder(registry, std::move(graph));
-  const graph::TensorId last = builder.input(kLastRow, DType::I32, {1});
+  const graph::TensorId last = builder.input(kLastRow, DType::I32, {batch});
   const graph::TensorId rows =
-      builder.op("reshape", {hidden}, {{"shape", {sequence, hidden_size}}}, "generation.hidden_rows");
+      builder.op("reshape", {hidden}, {{"shape", {batch * sequence, hidden_size}}}, "generation.hidden_rows");
   const graph::TensorId row = builder.op("embedding", {last, rows}, nlohmann::json::object(), "generation.last_hidden");
   builder.mark_output(builder.op("linear", {row, head}, nlohmann::json::object(), kGenerationLogits));
   return builder.finish();
@@ -118,7 +118,7 @@ struct VisionGenerationModel::State {
 
   void build() {
     models::DecoderGraphOptions graph_options;
-    graph_options.batch = 1;
+    graph_options.batch = options.slots;
     graph_options.sequence = options.max_context;
     if (options.cuda) graph_options.dtype = DType::BF16;
     graph::Graph graph;
@@ -136,7 +136,7 @@ struct VisionGenerationModel::State {
       adapter.adapters = models::lora_adapters(text(), lora);
       graph = models::apply_lora(graph, registry, adapter.adapters, lora, false);
     }
-    graph = with_last_row_logits(std::move(graph), registry, options.max_context, text().hidden_size);
+    graph = with_last_row_logits(std::move(graph), registry, options.slots, options.max_context, text().hidden_size);
     plan = compiler::compile_forward(std::move(graph), registry);
 #if SUROGATE_WITH_CUDA
     if (options.cuda) backend = std::make_unique<runtime::CudaBackend>();
@@ -167,44 +167,55 @@ struct VisionGenerationModel::State {
                                 });
   }
 
-  // The slot's history as a batch of one row of max_context tokens (the rest padding), its images,
-  // and the M-RoPE positions of the history (transformers' get_rope_index).
-  data::PackedBatch batch_of(int64_t index) const {
-    const GenerationSlot& slot = slots[static_cast<size_t>(index)];
-    const int64_t length = static_cast<int64_t>(slot.history.size()), sequence = options.max_context;
+  // The histories of `fed` (slots, at most the plan's rows) as a batch of max_context-token rows
+  // (the rest of each row, and rows past them, padding), their images in row order, and each
+  // history's M-RoPE positions (transformers' get_rope_index, [3, B, T] axis-major).
+  data::PackedBatch batch_of(std::span<const int64_t> fed) const {
+    const int64_t rows = options.slots, sequence = options.max_context, cells = rows * sequence;
     data::PackedBatch batch;
-    batch.batch_size = 1;
+    batch.batch_size = rows;
     batch.sequence_length = sequence;
-    batch.input_ids.assign(static_cast<size_t>(sequence), 0);
-    batch.labels.assign(static_cast<size_t>(sequence), -100);
-    batch.position_ids.assign(static_cast<size_t>(sequence), 0);
-    batch.document_ids.assign(static_cast<size_t>(sequence), -1);
-    batch.mrope_position_ids.assign(static_cast<size_t>(3 * sequence), 0);
-    std::copy(slot.history.begin(), slot.history.end(), batch.input_ids.begin());
-    const vision::MropePositions positions = vision::mrope_positions(
-        slot.history, image_token_id(), slot.grid_thw, static_cast<int>(merge_size()), {}, fmt::format("slot {}", index));
-    for (int64_t t = 0; t < length; ++t) {
-      batch.position_ids[static_cast<size_t>(t)] = static_cast<int32_t>(t);
-      batch.document_ids[static_cast<size_t>(t)] = 0;
-      for (int64_t axis = 0; axis < 3; ++axis) {
-        batch.mrope_position_ids[static_cast<size_t>(axis * sequence + t)] =
-            positions.ids[static_cast<size_t>(axis * length + t)];
+    batch.input_ids.assign(static_cast<size_t>(cells), 0);
+    batch.labels.assign(static_cast<size_t>(cells), -100);
+    batch.position_ids.assign(static_cast<size_t>(cells), 0);
+    batch.document_ids.assign(static_cast<size_t>(cells), -1);
+    batch.mrope_position_ids.assign(static_cast<size_t>(3 * cells), 0);
+    batch.cu_seqlens = {0};
+    for (int64_t row = 0; row < rows; ++row) {
+      const int64_t length =
+          row < static_cast<int64_t>(fed.size()) ? static_cast<int64_t>(slots[static_cast<size_t>(fed[row])].history.size()) : 0;
+      if (length > 0) {
+        const GenerationSlot& slot = slots[static_cast<size_t>(fed[row])];
+        const vision::MropePositions positions =
+            vision::mrope_positions(slot.history, image_token_id(), slot.grid_thw, static_cast<int>(merge_size()), {},
+                                    fmt::format("slot {}", fed[row]));
+        for (int64_t t = 0; t < length; ++t) {
+          const size_t cell = static_cast<size_t>(row * sequence + t);
+          batch.input_ids[cell] = slot.history[static_cast<size_t>(t)];
+          batch.position_ids[cell] = static_cast<int32_t>(t);
+          batch.document_ids[cell] = static_cast<int32_t>(row);
+          for (int64_t axis = 0; axis < 3; ++axis) {
+            batch.mrope_position_ids[static_cast<size_t>(axis * cells) + cell] =
+                positions.ids[static_cast<size_t>(axis * length + t)];
+          }
+        }
+        batch.images.insert(batch.images.end(), slot.images.begin(), slot.images.end());
+        batch.cu_seqlens.push_back(static_cast<int32_t>(row * sequence + length));
+        batch.num_tokens += length;
       }
+      if (length < sequence) batch.cu_seqlens.push_back(static_cast<int32_t>((row + 1) * sequence));
+      batch.max_seqlen = static_cast<int32_t>(std::max({static_cast<int64_t>(batch.max_seqlen), length, sequence - length}));
     }
-    batch.cu_seqlens = length < sequence ? std::vector<int32_t>{0, static_cast<int32_t>(length), static_cast<int32_t>(sequence)}
-                                         : std::vector<int32_t>{0, static_cast<int32_t>(sequence)};
-    batch.max_seqlen = static_cast<int32_t>(std::max(length, sequence - length));
-    batch.num_tokens = length;
-    batch.images = slot.images;
     return batch;
   }
 
-  // One forward over the slot's history: the logits after its last token.
-  std::vector<float> run(int64_t index) {
-    const data::PackedBatch batch = batch_of(index);
+  // One forward over the histories of `fed`: the logits after each one's last token, [B × vocab]
+  // (rows past fed.size() are padding).
+  std::vector<float> run(std::span<const int64_t> fed) {
+    const data::PackedBatch batch = batch_of(fed);
     BatchInputs text_inputs(plan);
     std::vector<runtime::InputBinding> text_bindings = text_inputs.bind(batch, 1.0f);
-    const std::string where = fmt::format("{}: slot {}", model_dir.string(), index);
+    const std::string where = fmt::format("{}: slots {}", model_dir.string(), fmt::join(fed, ", "));
     const bool bf16 = options.cuda;
     std::vector<uint16_t> pixels_bf16, weights_bf16;
     VisionBatchTensors tensors;
@@ -232,8 +243,12 @@ struct VisionGenerationModel::State {
         }
       }
     }
-    const int32_t last = static_cast<int32_t>(slots[static_cast<size_t>(index)].history.size()) - 1;
-    bindings.push_back({plan.tensor(kLastRow), std::as_bytes(std::span<const int32_t>(&last, 1))});
+    std::vector<int32_t> last(static_cast<size_t>(options.slots), 0);
+    for (size_t row = 0; row < fed.size(); ++row) {
+      last[row] = static_cast<int32_t>(static_cast<int64_t>(row) * options.max_context +
+                                       static_cast<int64_t>(slots[static_cast<size_t>(fed[row])].history.size()) - 1);
+    }
+    bindings.push_back({plan.tensor(kLastRow), std::as_bytes(std::span<const int32_t>(last))});
     backend->execute(bindings);
     return models::read_float32(*backend, plan, plan.tensor(kGenerationLogits));
   }
@@ -271,23 +286,26 @@ void VisionGenerationModel::set_images(int64_t slot, std::vector<vision::RgbImag
 
 std::span<float> VisionGenerationModel::feed_in_place(std::span<const generate::SlotFeed> feeds) {
   generate::check_feeds(feeds, *this);
-  const size_t vocab = static_cast<size_t>(vocab_size());
-  state_->logits.resize(feeds.size() * vocab);
-  for (size_t row = 0; row < feeds.size(); ++row) {
-    State::GenerationSlot& slot = state_->slots[static_cast<size_t>(feeds[row].slot)];
-    std::vector<int32_t>& history = slot.history;
+  std::vector<int64_t> fed;
+  for (const generate::SlotFeed& feed : feeds) {
+    State::GenerationSlot& slot = state_->slots[static_cast<size_t>(feed.slot)];
     const int32_t pad = state_->image_token_id();
-    const auto pads = std::count(history.begin(), history.end(), pad) +
-                      std::count(feeds[row].tokens.begin(), feeds[row].tokens.end(), pad);
+    const auto pads = std::count(slot.history.begin(), slot.history.end(), pad) +
+                      std::count(feed.tokens.begin(), feed.tokens.end(), pad);
     if (pads > slot.image_tokens) {
       fail_user("slot {}: {} image tokens <|image_pad|> (id {}) but its images give {}; an image token after the "
-                "prompt (a completion that writes one) has no image to stand for", feeds[row].slot, pads, pad,
+                "prompt (a completion that writes one) has no image to stand for", feed.slot, pads, pad,
                 slot.image_tokens);
     }
-    history.insert(history.end(), feeds[row].tokens.begin(), feeds[row].tokens.end());
-    const std::vector<float> logits = state_->run(feeds[row].slot);
-    std::copy(logits.begin(), logits.end(), state_->logits.begin() + static_cast<std::ptrdiff_t>(row * vocab));
+    fed.push_back(feed.slot);
   }
+  for (const generate::SlotFeed& feed : feeds) {
+    std::vector<int32_t>& history = state_->slots[static_cast<size_t>(feed.slot)].history;
+    history.insert(history.end(), feed.tokens.begin(), feed.tokens.end());
+  }
+  std::vector<float> logits = state_->run(fed);
+  logits.resize(feeds.size() * static_cast<size_t>(vocab_size()));  // the fed rows'
+  state_->logits = std::move(logits);
   return state_->logits;
 }
 

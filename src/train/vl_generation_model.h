@@ -7,8 +7,9 @@
 // transformers' get_rope_index of that history: for tokens after the prompt the same position on
 // the three axes, one past the last, which is transformers' rope_deltas with a cache. The logits
 // come from the history's last token. No KV cache: a step costs a forward over the whole context
-// (the graph is built once for [1, max_context] and `plan_patches` patches; shorter histories and
-// fewer patches are padded, as the trainer pads a micro-batch's images: train/vision_batch_inputs.h).
+// of every slot fed (one graph, built once for [slots, max_context] and `plan_patches` patches; the
+// slots fed form its rows, in the feeds' order; shorter histories, rows not fed and fewer patches
+// are padded, as the trainer pads a micro-batch's images: train/vision_batch_inputs.h).
 // fp32 on the CPU backend, bf16 on CUDA; a PEFT adapter on the text model applied unmerged.
 // A prompt with images is fed whole in one call (generate::generate's max_prefill_tokens at least
 // its length): a history that ends inside an image's tokens, or holds fewer than its images', is a
@@ -32,9 +33,9 @@ namespace surogate::train {
 struct VisionGenerationOptions {
   std::filesystem::path adapter;  // PEFT LoRA adapter of the text model (as `surogate sft` writes it), or empty
   bool cuda = false;
-  int64_t slots = 1;
+  int64_t slots = 1;               // sequences held, and the rows of one forward
   int64_t max_context = 2048;     // tokens a slot holds (prompt + generated)
-  int64_t plan_patches = 0;       // the most patches one slot's images have (0: prompts without images)
+  int64_t plan_patches = 0;       // the most patches the images of all slots have together (0: no images)
 };
 
 class VisionGenerationModel final : public generate::NextTokenModel {
@@ -48,7 +49,7 @@ public:
 
   // The images (at the processor's target size, in order) of the prompt `slot` is fed next; they
   // stay with the slot until the next set_images (clear() keeps them). UserError when they hold
-  // more patches than the plan's.
+  // more patches than the plan's (and at a feed, when the slots fed hold more together).
   void set_images(int64_t slot, std::vector<vision::RgbImage> images);
 
   std::span<float> feed_in_place(std::span<const generate::SlotFeed> feeds) override;

@@ -3,8 +3,9 @@ greedy generation on the CPU backend in fp32 against transformers' generate(do_s
 the HF image processor's inputs, token for token, for both families (the tiny random Qwen2.5-VL of
 test_vision_sft.py and Qwen3-VL of test_qwen3_vl_sft.py): a row with an image as an HF content part
 (a JPEG scaled down, its path relative to the input file), a row with ms-swift's "<image>"
-placeholder and an images column (a PNG scaled up), a text-only row, and --prompt; the same rows
-with a PEFT LoRA adapter on the text model, applied unmerged. Prompts whose greedy path passes a
+placeholder and an images column (a PNG scaled up), a text-only row, and --prompt, the rows run
+together, in groups of two and one at a time; the same rows with a PEFT LoRA adapter on the text
+model, applied unmerged (an adapter reaching the tower is refused naming its tensor). Prompts whose greedy path passes a
 near-tie (top-2 margin under 1e-4 in transformers' scores) are not used, so fp32 rounding cannot
 decide a token (the row's question is taken from a list until one is clear). Bad input (a missing
 or undecodable image, placeholders that do not match the images) is one error naming the row;
@@ -145,11 +146,15 @@ def generate_rows(surogate_bin, folder, workdir, rows, *args, device="cpu"):
 def test_greedy_with_images_matches_transformers(surogate_bin, family, tmp_path):
     workdir = workdir_with_images(tmp_path)
     chosen = clear_rows(family, family["model"], workdir)
-    out = generate_rows(surogate_bin, family["folder"], workdir, [row for row, _, _ in chosen])
-    for (row, completion, _), written in zip(chosen, out):
-        assert written["messages"] == row["messages"]
-        assert written["completion_ids"] == completion, (family["name"], row)
-        assert written["finish_reason"] == "length"
+    # All rows in one forward per step (--batch_size 8), in groups of two (the last group's second
+    # row padding), and one at a time: each row's completion is transformers'.
+    for batch_size in (8, 2, 1):
+        out = generate_rows(surogate_bin, family["folder"], workdir, [row for row, _, _ in chosen],
+                            "--batch_size", batch_size)
+        for (row, completion, _), written in zip(chosen, out):
+            assert written["messages"] == row["messages"]
+            assert written["completion_ids"] == completion, (family["name"], batch_size, row)
+            assert written["finish_reason"] == "length"
 
 
 def test_a_text_prompt_runs_on_a_vision_language_folder(surogate_bin, family, tmp_path):
