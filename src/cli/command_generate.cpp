@@ -146,6 +146,7 @@ int run_generate(const GenerateArguments& arguments) {
   }
   std::optional<vision::ImageProcessorConfig> processor;
   std::optional<train::VisionPromptRows> vision_rows;
+  std::optional<train::VisionLanguageModel> folder;
   if (vision_language) {
     if (!arguments.model.model_definition.empty()) {
       fail_user("--model_definition: {} is a vision-language folder ({}), which runs its built-in graph; remove the "
@@ -160,8 +161,8 @@ int run_generate(const GenerateArguments& arguments) {
       processor->max_pixels = *arguments.max_pixels;
     }
     const fs::path base_dir = arguments.input.empty() ? fs::current_path() : fs::absolute(arguments.input).parent_path();
-    const train::VisionLanguageModel folder = train::read_vision_language_model(model_dir.string(), *vision_language);
-    const int32_t image_pad = std::visit([](const auto& config) { return config.image_token_id; }, folder);
+    folder = train::read_vision_language_model(model_dir.string(), *vision_language);
+    const int32_t image_pad = std::visit([](const auto& config) { return config.image_token_id; }, *folder);
     vision_rows.emplace(prompts, vision::ImageProcessor(*processor), image_pad, base_dir);
   }
   const RowPrompt prompt_of = [&](nlohmann::ordered_json row, const std::string& file, int64_t line) {
@@ -180,10 +181,8 @@ int run_generate(const GenerateArguments& arguments) {
     rows = read_input_rows(arguments.input, prompt_of);
   }
   std::vector<generate::GenerationRequest> requests;
-  const int64_t context =
-      vision_language ? train::vision_text_config(train::read_vision_language_model(model_dir.string(), *vision_language))
-                            .max_position_embeddings
-                      : io::load_model_config(model_dir).max_position_embeddings;
+  const int64_t context = folder ? train::vision_text_config(*folder).max_position_embeddings
+                                 : io::load_model_config(model_dir).max_position_embeddings;
   int64_t longest = 0;
   for (size_t index = 0; index < rows.size(); ++index) {
     const int64_t prompt_length = static_cast<int64_t>(rows[index].prompt.size());
