@@ -34,6 +34,7 @@ struct ChatArguments {
 int run_chat(const ChatArguments& arguments) {
   const fs::path model_dir(arguments.model.model);
   if (!fs::is_directory(model_dir)) fail_user("--model {}: not a folder; give a Hugging Face model folder", model_dir.string());
+  refuse_vision_language_folder("chat", model_dir);
   const generate::GenerationDefaults defaults = generate::read_generation_defaults(model_dir);
   const generate::SamplingOptions sampling = sampling_options(arguments.sampling, defaults);
   generate::PromptBuilder prompts(model_dir, arguments.sampling.enable_thinking);

@@ -78,6 +78,7 @@ std::vector<serve::ServedModel> load_models(const ServeArguments& arguments, con
 int run_serve(const ServeArguments& arguments) {
   const fs::path model_dir(arguments.model.model);
   if (!fs::is_directory(model_dir)) fail_user("--model {}: not a folder; give a Hugging Face model folder", model_dir.string());
+  refuse_vision_language_folder("serve", model_dir);
   if (!arguments.sampling.stop.empty()) fail_user("--stop: serve takes stop strings per request (the `stop` field)");
   if (arguments.seed_given) fail_user("--seed: serve takes the seed per request (the `seed` field)");
   serve::ServerOptions options;

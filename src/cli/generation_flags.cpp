@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -11,6 +12,7 @@
 #include "core/error.h"
 #include "cuda/device_info.h"
 #include "generate/kv_cache_model.h"
+#include "vision/vision_model_folder.h"
 
 namespace surogate::cli {
 
@@ -73,16 +75,28 @@ int64_t new_token_budget(const SamplingFlags& flags, const generate::GenerationD
   return context > 0 ? std::min(budget, context - prompt_length) : budget;
 }
 
+bool cuda_requested(const ModelFlags& flags) {
+  if (flags.device == "cpu") return false;
+  std::string reason;
+  const bool cuda = cuda::cuda_device_available(&reason);
+  if (flags.device == "cuda" && !cuda) fail_user("--device cuda: {}", reason);
+  return cuda;
+}
+
+void refuse_vision_language_folder(const std::string& command, const std::filesystem::path& model_dir) {
+  if (const std::optional<std::string> architecture = vision::vision_language_architecture(model_dir)) {
+    fail_user("surogate {}: --model {} is a vision-language model ({}); `surogate {}` runs text models only so far. "
+              "`surogate generate` runs this folder, images included (docs/vision.md)",
+              command, model_dir.string(), *architecture, command);
+  }
+}
+
 std::unique_ptr<generate::NextTokenModel> open_model(const ModelFlags& flags, int64_t slots, int64_t max_context,
                                                      const generate::NextTokenModel* weights_of) {
   const std::filesystem::path model_dir(flags.model);
   generate::ModelOptions options;
   options.adapter = flags.adapter;
-  if (flags.device != "cpu") {
-    std::string reason;
-    options.cuda = cuda::cuda_device_available(&reason);
-    if (flags.device == "cuda" && !options.cuda) fail_user("--device cuda: {}", reason);
-  }
+  options.cuda = cuda_requested(flags);
   if (!flags.model_definition.empty()) {
     options.definition = {flags.model_definition, "--model_definition " + flags.model_definition, "--batch_size"};
     options.definition.model_dir = model_dir;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
@@ -48,6 +49,15 @@ generate::SamplingOptions sampling_options(const SamplingFlags& flags, const gen
 // unknown), a flag beyond it is a UserError naming `what` (the row).
 int64_t new_token_budget(const SamplingFlags& flags, const generate::GenerationDefaults& defaults,
                          int64_t prompt_length, int64_t context, const std::string& what);
+
+// Whether the flags pick the CUDA backend (auto: a GPU when one is visible); UserError for
+// --device cuda without one.
+bool cuda_requested(const ModelFlags& flags);
+
+// The one refusal of a vision-language folder (vision/vision_model_folder.h) by a command that
+// runs text models only (`surogate chat`, `surogate serve`): a UserError naming the command, the
+// folder and its architecture.
+void refuse_vision_language_folder(const std::string& command, const std::filesystem::path& model_dir);
 
 // The KV-cache model on the device the flags pick (auto: a GPU when one is visible); with
 // `weights_of` (a model open_model returned for the same folder and device), one that reads its

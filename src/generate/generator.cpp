@@ -9,12 +9,12 @@ namespace surogate::generate {
 
 std::vector<GenerationResult> generate(NextTokenModel& model, std::span<const GenerationRequest> requests,
                                        const tokenizer::Tokenizer* tokenizer, const TextCallback& on_text,
-                                       GenerationStats* stats) {
+                                       GenerationStats* stats, int64_t max_prefill_tokens) {
   for (size_t index = 0; index < requests.size(); ++index) {
     check_request(requests[index], fmt::format("request {}", index), model, tokenizer);
   }
   std::vector<GenerationResult> results(requests.size());
-  GenerationEngine engine(model, tokenizer);
+  GenerationEngine engine(model, tokenizer, max_prefill_tokens > 0 ? max_prefill_tokens : kDefaultMaxPrefillTokens);
   for (size_t index = 0; index < requests.size(); ++index) {
     engine.submit(requests[index], [&results, &on_text, index](const TokenEvent& event) {
       GenerationResult& result = results[index];

@@ -53,9 +53,11 @@ using TextCallback = std::function<void(size_t request, const std::string& delta
 // Runs every request to completion; results in the requests' order. `tokenizer` may be null when no
 // request has stop strings (then `completion` stays empty). UserError naming the request (its index)
 // when its prompt is empty, prompt + max_new_tokens exceeds the model's context, or stop strings
-// come without a tokenizer.
+// come without a tokenizer. `max_prefill_tokens`: the prompt tokens one feed carries at most
+// (engine.h; 0: its default) — a model that must see a prompt whole (a vision-language prompt,
+// whose image features are spliced over the whole run of image tokens) is given its length.
 std::vector<GenerationResult> generate(NextTokenModel& model, std::span<const GenerationRequest> requests,
                                        const tokenizer::Tokenizer* tokenizer, const TextCallback& on_text = {},
-                                       GenerationStats* stats = nullptr);
+                                       GenerationStats* stats = nullptr, int64_t max_prefill_tokens = 0);
 
 }  // namespace surogate::generate

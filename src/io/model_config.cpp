@@ -205,8 +205,9 @@ ModelConfig parse_model_config(std::string_view json_text, const std::string& so
       fail_user("{}: {} is a vision-language model surogate does not train yet (Qwen2_5_VLForConditionalGeneration "
                 "and Qwen3VLForConditionalGeneration only; docs/vision.md)", source, model.architecture_class);
     }
-    fail_user("{}: {} is a vision-language model; `surogate sft` trains it and `surogate merge` merges an "
-              "adapter into it (Qwen2.5-VL; docs/vision.md), other commands read text models only so far", source,
+    fail_user("{}: {} is a vision-language model; `surogate sft` trains it, `surogate merge` merges an "
+              "adapter into it and `surogate generate` runs it (docs/vision.md), other commands read text models "
+              "only so far", source,
               model.architecture_class);
   }
   CheckpointQuantization quantization = parse_quantization_config(config, source);

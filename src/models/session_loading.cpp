@@ -13,10 +13,8 @@
 #include "runtime/cpu_backend.h"
 
 namespace surogate::models {
-namespace {
 
-// The adapter's LoRA options: rank and scaling as saved, the projections it adapts.
-LoraOptions adapter_options(const PeftAdapter& adapter, const std::filesystem::path& dir) {
+LoraOptions peft_lora_options(const PeftAdapter& adapter, const std::filesystem::path& dir) {
   LoraOptions options;
   std::set<std::string> modules;
   for (const AdapterMatrices& matrices : adapter.matrices) {
@@ -36,8 +34,6 @@ LoraOptions adapter_options(const PeftAdapter& adapter, const std::filesystem::p
   return options;
 }
 
-}  // namespace
-
 SessionGraph build_session_graph(const io::ModelConfig& config, const graph::OpRegistry& registry,
                                  const DecoderGraphOptions& options, const ModelDefinition& definition,
                                  const std::filesystem::path& adapter_dir) {
@@ -45,7 +41,7 @@ SessionGraph build_session_graph(const io::ModelConfig& config, const graph::OpR
   session.graph = build_model_graph(config, registry, options, definition).graph;
   if (!adapter_dir.empty()) {
     session.adapter = load_peft_adapter(adapter_dir, config);
-    const LoraOptions lora = adapter_options(*session.adapter, adapter_dir);
+    const LoraOptions lora = peft_lora_options(*session.adapter, adapter_dir);
     session.adapters = lora_adapters(config, lora);
     session.graph = apply_lora(session.graph, registry, session.adapters, lora, false);
   }

@@ -28,6 +28,10 @@ struct SessionGraph {
   std::vector<LoraAdapter> adapters;   // its LoRA parameters in the graph
 };
 
+// A PEFT adapter's LoRA options: rank and scaling as saved, the projections it adapts (UserError
+// naming `dir` for mixed ranks or no matrices).
+LoraOptions peft_lora_options(const PeftAdapter& adapter, const std::filesystem::path& dir);
+
 // The forward graph; `adapter_dir` empty: no adapter. UserErrors name the adapter's files.
 SessionGraph build_session_graph(const io::ModelConfig& config, const graph::OpRegistry& registry,
                                  const DecoderGraphOptions& options, const ModelDefinition& definition,
