@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "vision/sigpipe_blocked.h"
 
 namespace surogate::vision {
 namespace {
@@ -136,6 +137,7 @@ bool is_image_url(std::string_view reference) {
 }
 
 ImageBytes download_image(std::string_view url, std::string_view field, const DownloadLimits& limits) {
+  const SigpipeBlocked no_sigpipe;
   std::string current = requote(url);
   for (int redirects = 0;; ++redirects) {
     auto what = [&] {

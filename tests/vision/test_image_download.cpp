@@ -6,16 +6,19 @@
 #include <arpa/inet.h>
 #include <httplib.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <string>
 #include <thread>
 
 #include "user_error_of.h"
 #include "vision/image_download.h"
 #include "vision/image_source.h"
+#include "vision/sigpipe_blocked.h"
 
 namespace surogate::vision {
 namespace {
@@ -130,6 +133,23 @@ TEST(ImageDownload, EachFailureIsOneErrorNamingFieldAndUrl) {
   const std::string slow = error_of([&] { download_image(server.url("/slow"), field, impatient); });
   EXPECT_EQ(slow, prefix + server.url("/slow") +
                       ": reading the response failed (the connection closed, or no data came for 1 s)");
+}
+
+// A SIGPIPE raised on the thread inside the scope (as OpenSSL's write() to a closed connection
+// raises it) is consumed instead of ending the test process; the thread's mask comes back.
+TEST(ImageDownload, SigpipeInsideADownloadDoesNotEndTheProcess) {
+  sigset_t before;
+  pthread_sigmask(SIG_SETMASK, nullptr, &before);
+  {
+    const SigpipeBlocked blocked;
+    ASSERT_EQ(pthread_kill(pthread_self(), SIGPIPE), 0);
+  }
+  sigset_t after;
+  pthread_sigmask(SIG_SETMASK, nullptr, &after);
+  EXPECT_EQ(sigismember(&after, SIGPIPE), sigismember(&before, SIGPIPE));
+  sigset_t pending;
+  sigpending(&pending);
+  EXPECT_EQ(sigismember(&pending, SIGPIPE), 0);
 }
 
 }  // namespace
