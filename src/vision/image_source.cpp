@@ -4,6 +4,7 @@
 #include <iterator>
 
 #include "core/error.h"
+#include "vision/image_download.h"
 
 namespace surogate::vision {
 namespace {
@@ -67,9 +68,7 @@ std::vector<uint8_t> decode_base64(std::string_view text, std::string_view what)
 ImageBytes load_image_reference(std::string_view reference, const std::filesystem::path& base_dir,
                                 std::string_view field) {
   if (reference.empty()) fail_user("{}: the image reference is empty", field);
-  if (starts_with(reference, "http://") || starts_with(reference, "https://")) {
-    fail_user("{}: image URLs are not downloaded ({}); download the image and give its path", field, reference);
-  }
+  if (is_image_url(reference)) return download_image(reference, field);
   if (starts_with(reference, "data:")) {
     const size_t comma = reference.find(',');
     if (comma == std::string_view::npos || reference.substr(0, comma).find(";base64") == std::string_view::npos) {

@@ -1,7 +1,7 @@
-// Where a dataset row's image comes from: a file path (relative to the dataset file's folder), a
-// data: URI with base64 payload, or a Parquet image struct {bytes, path} (HF datasets' Image
-// feature). http(s) URLs are refused: the engine does not download row images (download them and
-// give their paths). `field` names the row's field in every error (e.g. "row 12: messages[0]...").
+// Where a dataset row's image comes from: a file path (relative to the dataset file's folder), an
+// http:// or https:// URL (downloaded: image_download.h), a data: URI with base64 payload, or a
+// Parquet image struct {bytes, path} (HF datasets' Image feature). `field` names the row's field in
+// every error (e.g. "rows.jsonl:12: messages[0]...").
 #pragma once
 
 #include <cstdint>
