@@ -19,15 +19,8 @@ transformers = pytest.importorskip("transformers")
 peft = pytest.importorskip("peft")
 pytest.importorskip("PIL")
 pytest.importorskip("safetensors")
-from test_vision_sft import PROCESSOR as QWEN2_5_PROCESSOR  # noqa: E402
-from test_vision_sft import RTOL, ROWS, batch_loss, engine_rows, tiny_qwen2_5_vl  # noqa: E402
-from test_qwen3_vl_sft import PROCESSOR as QWEN3_PROCESSOR  # noqa: E402
-from test_qwen3_vl_sft import tiny_qwen3_vl  # noqa: E402
-
-FAMILIES = {
-    "qwen2_5_vl": (tiny_qwen2_5_vl, QWEN2_5_PROCESSOR, "Qwen2_5_VLForConditionalGeneration"),
-    "qwen3_vl": (tiny_qwen3_vl, QWEN3_PROCESSOR, "Qwen3VLForConditionalGeneration"),
-}
+from test_vision_sft import RTOL, ROWS, batch_loss, engine_rows  # noqa: E402
+from test_vision_generate import FAMILIES  # noqa: E402  (both tiny families: maker, processor, class)
 
 
 @pytest.fixture(scope="module", params=sorted(FAMILIES))
