@@ -6,6 +6,7 @@
 // training would see them. Sequences are packed into rows with per-document positions and
 // attention (see models/token_batches.h), so the result equals every sequence evaluated alone.
 // --adapter merges a PEFT LoRA adapter into the fp32 weights first (models/model_eval.h).
+// A vision-language folder (Qwen2.5-VL, Qwen3-VL) is evaluated by command_eval_vision.cpp.
 #include <algorithm>
 #include <cmath>
 #include <iostream>
@@ -15,11 +16,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/command_eval.h"
 #include "cli/commands.h"
 #include "config/config.h"
 #include "core/error.h"
 #include "core/system_info.h"
-#include "data/formatter.h"
+#include "data/dataset_formatter.h"
 #include "data/pipeline.h"
 #include "graph/json_ir.h"
 #include "io/model_config.h"
@@ -29,6 +31,7 @@
 #include "models/token_batches.h"
 #include "models/decoder_graph.h"
 #include "ops/defs/register_ops.h"
+#include "vision/vision_model_folder.h"
 
 namespace surogate::cli {
 
@@ -38,28 +41,15 @@ models::EvalResult evaluate_on_cuda(const graph::OpRegistry& registry, const io:
                                     const std::vector<models::TokenBatch>& batches, int64_t batch_size,
                                     int64_t sequence_length, int64_t lmhead_chunks);
 
-namespace {
-
-struct EvalOptions {
-  std::string model_dir;
-  std::string data;
-  std::string adapter;
-  std::string device = "cpu";
-  std::string ir;
-  int64_t batch_size = 0;       // 0: the --ir graph's batch, else 1
-  int64_t sequence_length = 0;  // 0: the --ir graph's sequence, else the longest sequence in the data
-  int64_t lmhead_chunks = 1;
-};
-
-// Formats and tokenizes rows without "input_ids" the way the data pipeline does for a dataset of
-// type auto (text, instruction or conversation, decided per row), with the model folder's
-// tokenizer and chat template, loaded on the first such row.
-models::RowTokenizer pipeline_row_tokenizer(const std::filesystem::path& model_dir, int64_t vocab_size) {
+models::RowTokenizer pipeline_row_tokenizer(const std::filesystem::path& model_dir, int64_t vocab_size,
+                                            std::optional<data::VisionData> vision,
+                                            std::shared_ptr<RowImagesByLine> images) {
   auto settings = std::make_shared<data::DataSettings>();
   settings->tokenizer_dir = model_dir;
   settings->model_vocabulary = data::ModelVocabulary{vocab_size, model_dir / "config.json"};
+  settings->vision = std::move(vision);
   auto tools = std::make_shared<std::optional<data::TextTools>>();
-  return [settings, tools](const nlohmann::json& row, const std::filesystem::path& path, int64_t line) {
+  return [settings, tools, images](const nlohmann::json& row, const std::filesystem::path& path, int64_t line) {
     const data::RowOrigin origin{path.string(), static_cast<uint64_t>(line), true};
     if (!tools->has_value()) {
       if (!std::filesystem::exists(settings->tokenizer_dir / "tokenizer.json")) {
@@ -69,12 +59,16 @@ models::RowTokenizer pipeline_row_tokenizer(const std::filesystem::path& model_d
       }
       *tools = data::load_text_tools(*settings);
     }
-    data::Formatter formatter(DatasetConfig{}, settings->format, (*tools)->codec, (*tools)->renderer);
+    // A formatter per row: a dataset of type auto decides each row's type (text, instruction, conversation).
+    data::DatasetFormatter formatter(DatasetConfig{}, *settings, **tools);
     data::FormattedRow formatted = formatter.format(data::Row{row, origin});
     if (!formatted.sample) fail_user("{}: the row cannot be evaluated: {}.", origin.describe(), formatted.drop_reason);
+    if (images && formatted.sample->images) (*images)[line] = formatted.sample->images->resized;
     return models::TokenSequence{std::move(formatted.sample->input_ids), std::move(formatted.sample->labels)};
   };
 }
+
+namespace {
 
 // Refuses --seq-len / --batch-size that cannot fit in the host's memory before anything of that
 // size is allocated: with --seq-len 2000000000 the packed inputs alone grew to 24 GB before the
@@ -103,6 +97,14 @@ void check_eval_fits_host(const EvalOptions& options, const io::ModelConfig& con
 }
 
 int run_eval(const EvalOptions& options) {
+  if (std::optional<std::string> architecture = vision::vision_language_architecture(options.model_dir)) {
+    return run_vision_eval(options, *architecture);
+  }
+  if (options.max_pixels) {
+    fail_user("--max_pixels applies to vision-language folders (Qwen2_5_VLForConditionalGeneration, "
+              "Qwen3VLForConditionalGeneration); {} is not one: remove the option",
+              (std::filesystem::path(options.model_dir) / "config.json").string());
+  }
   if (options.device == "cuda" && !options.ir.empty()) {
     fail_user("--device cuda with --ir {}: the CUDA backend evaluates the built-in decoder graph (in BF16); run JSON "
               "IR graphs with --device cpu.", options.ir);
@@ -188,6 +190,9 @@ Command register_eval_command(CLI::App& parent) {
       ->check(positive_count());
   app->add_option("--ir,--model_definition", options->ir,
                   "Build the model from this JSON IR file (see `surogate ir`) or Python DSL file (model.py)");
+  app->add_option("--max_pixels,--max-pixels", options->max_pixels,
+                  "Vision-language folders: the image processor's max_pixels (default: the folder's)")
+      ->check(positive_count());
   return Command{app, [options] { return run_eval(*options); }};
 }
 

@@ -85,6 +85,7 @@ std::vector<TokenSequence> read_token_jsonl(const std::filesystem::path& path, i
       }
     }
     if (sequence.input_ids.empty()) fail_user("{}: the row has no tokens.", where);
+    sequence.line = number;
     sequences.push_back(std::move(sequence));
   }
   if (sequences.empty()) fail_user("{}: the data file holds no rows.", path.string());

@@ -22,6 +22,7 @@ namespace surogate::models {
 struct TokenSequence {
   std::vector<int32_t> input_ids;
   std::vector<int32_t> labels;  // same length; -100 where not scored
+  int64_t line = 0;             // read_token_jsonl's: the row's 1-based line in the file
 };
 
 // Tokenizes a row that has no "input_ids" (a text, instruction or conversation row): the caller

@@ -49,8 +49,8 @@ void refuse_tower_adapter(const std::filesystem::path& adapter_dir) {
   const io::SafetensorsFile file = io::SafetensorsFile::open(weights);
   for (const io::SafetensorsTensor& tensor : file.tensors()) {
     if (tensor.name.find(".visual.") != std::string::npos) {
-      fail_user("--adapter {}: tensor '{}' adapts the vision tower; `surogate generate` applies adapters of the text "
-                "model only. Merge it (`surogate merge`) and generate from the merged folder", adapter_dir.string(),
+      fail_user("--adapter {}: tensor '{}' adapts the vision tower; `surogate generate` and `surogate eval` apply "
+                "adapters of the text model only. Merge it (`surogate merge`) and use the merged folder", adapter_dir.string(),
                 tensor.name);
     }
   }
@@ -167,10 +167,20 @@ struct VisionGenerationModel::State {
                                 });
   }
 
-  // The histories of `fed` (slots, at most the plan's rows) as a batch of max_context-token rows
-  // (the rest of each row, and rows past them, padding), their images in row order, and each
-  // history's M-RoPE positions (transformers' get_rope_index, [3, B, T] axis-major).
-  data::PackedBatch batch_of(std::span<const int64_t> fed) const {
+  // One row of a forward: a token sequence, its unshifted labels (empty: nothing scored), its
+  // images and their grids.
+  struct RowView {
+    std::span<const int32_t> ids;
+    std::span<const int32_t> labels;
+    std::span<const vision::RgbImage> images;
+    std::span<const std::array<int64_t, 3>> grid_thw;
+    std::string name;  // for errors
+  };
+
+  // `views` (at most the plan's rows) as a batch of max_context-token rows (the rest of each row,
+  // and rows past them, padding), their images in row order, and each sequence's M-RoPE positions
+  // (transformers' get_rope_index, [3, B, T] axis-major).
+  data::PackedBatch batch_of(std::span<const RowView> views) const {
     const int64_t rows = options.slots, sequence = options.max_context, cells = rows * sequence;
     data::PackedBatch batch;
     batch.batch_size = rows;
@@ -182,16 +192,19 @@ struct VisionGenerationModel::State {
     batch.mrope_position_ids.assign(static_cast<size_t>(3 * cells), 0);
     batch.cu_seqlens = {0};
     for (int64_t row = 0; row < rows; ++row) {
-      const int64_t length =
-          row < static_cast<int64_t>(fed.size()) ? static_cast<int64_t>(slots[static_cast<size_t>(fed[row])].history.size()) : 0;
+      const int64_t length = row < static_cast<int64_t>(views.size()) ? static_cast<int64_t>(views[row].ids.size()) : 0;
       if (length > 0) {
-        const GenerationSlot& slot = slots[static_cast<size_t>(fed[row])];
-        const vision::MropePositions positions =
-            vision::mrope_positions(slot.history, image_token_id(), slot.grid_thw, static_cast<int>(merge_size()), {},
-                                    fmt::format("slot {}", fed[row]));
+        const RowView& view = views[static_cast<size_t>(row)];
+        const vision::MropePositions positions = vision::mrope_positions(
+            view.ids, image_token_id(), view.grid_thw, static_cast<int>(merge_size()),
+            {}, view.name);
         for (int64_t t = 0; t < length; ++t) {
           const size_t cell = static_cast<size_t>(row * sequence + t);
-          batch.input_ids[cell] = slot.history[static_cast<size_t>(t)];
+          batch.input_ids[cell] = view.ids[static_cast<size_t>(t)];
+          if (!view.labels.empty()) {
+            batch.labels[cell] = view.labels[static_cast<size_t>(t)];
+            if (batch.labels[cell] != -100) ++batch.num_loss_tokens;
+          }
           batch.position_ids[cell] = static_cast<int32_t>(t);
           batch.document_ids[cell] = static_cast<int32_t>(row);
           for (int64_t axis = 0; axis < 3; ++axis) {
@@ -199,7 +212,7 @@ struct VisionGenerationModel::State {
                 positions.ids[static_cast<size_t>(axis * length + t)];
           }
         }
-        batch.images.insert(batch.images.end(), slot.images.begin(), slot.images.end());
+        batch.images.insert(batch.images.end(), view.images.begin(), view.images.end());
         batch.cu_seqlens.push_back(static_cast<int32_t>(row * sequence + length));
         batch.num_tokens += length;
       }
@@ -209,13 +222,32 @@ struct VisionGenerationModel::State {
     return batch;
   }
 
+  std::vector<RowView> slot_views(std::span<const int64_t> fed) const {
+    std::vector<RowView> views;
+    for (int64_t index : fed) {
+      const GenerationSlot& slot = slots[static_cast<size_t>(index)];
+      views.push_back({slot.history, {}, slot.images, slot.grid_thw, fmt::format("slot {}", index)});
+    }
+    return views;
+  }
+
   // One forward over the histories of `fed`: the logits after each one's last token, [B × vocab]
   // (rows past fed.size() are padding).
   std::vector<float> run(std::span<const int64_t> fed) {
-    const data::PackedBatch batch = batch_of(fed);
+    const std::vector<RowView> views = slot_views(fed);
+    std::vector<int32_t> last(static_cast<size_t>(options.slots), 0);
+    for (size_t row = 0; row < views.size(); ++row) {
+      last[row] = static_cast<int32_t>(static_cast<int64_t>(row) * options.max_context +
+                                       static_cast<int64_t>(views[row].ids.size()) - 1);
+    }
+    execute(batch_of(views), last, fmt::format("{}: slots {}", model_dir.string(), fmt::join(fed, ", ")));
+    return models::read_float32(*backend, plan, plan.tensor(kGenerationLogits));
+  }
+
+  // Executes the plan on `batch` (`last`: each row's logits row); returns its scored tokens.
+  int64_t execute(const data::PackedBatch& batch, std::span<const int32_t> last, const std::string& where) {
     BatchInputs text_inputs(plan);
     std::vector<runtime::InputBinding> text_bindings = text_inputs.bind(batch, 1.0f);
-    const std::string where = fmt::format("{}: slots {}", model_dir.string(), fmt::join(fed, ", "));
     const bool bf16 = options.cuda;
     std::vector<uint16_t> pixels_bf16, weights_bf16;
     VisionBatchTensors tensors;
@@ -243,14 +275,10 @@ struct VisionGenerationModel::State {
         }
       }
     }
-    std::vector<int32_t> last(static_cast<size_t>(options.slots), 0);
-    for (size_t row = 0; row < fed.size(); ++row) {
-      last[row] = static_cast<int32_t>(static_cast<int64_t>(row) * options.max_context +
-                                       static_cast<int64_t>(slots[static_cast<size_t>(fed[row])].history.size()) - 1);
-    }
-    bindings.push_back({plan.tensor(kLastRow), std::as_bytes(std::span<const int32_t>(last))});
+    bindings.push_back({plan.tensor(kLastRow), std::as_bytes(last)});
     backend->execute(bindings);
-    return models::read_float32(*backend, plan, plan.tensor(kGenerationLogits));
+    return std::count_if(text_inputs.targets().begin(), text_inputs.targets().end(),
+                         [](int32_t target) { return target >= 0; });
   }
 };
 
@@ -282,6 +310,41 @@ void VisionGenerationModel::set_images(int64_t slot, std::vector<vision::RgbImag
   state_->slots[static_cast<size_t>(slot)].grid_thw = processed.grid_thw;
   state_->slots[static_cast<size_t>(slot)].image_tokens =
       std::accumulate(processed.tokens_per_image.begin(), processed.tokens_per_image.end(), int64_t{0});
+}
+
+SequenceLoss VisionGenerationModel::score(std::span<const ScoredSequence> sequences) {
+  if (static_cast<int64_t>(sequences.size()) > slots()) {
+    fail_user("{} sequences scored at once, more than the {} rows the model was opened for", sequences.size(), slots());
+  }
+  std::vector<std::vector<std::array<int64_t, 3>>> grids;
+  int64_t patches = 0;
+  for (const ScoredSequence& sequence : sequences) {
+    if (sequence.labels.size() != sequence.input_ids.size()) {
+      fail_user("{}: {} labels for {} tokens", sequence.name, sequence.labels.size(), sequence.input_ids.size());
+    }
+    if (static_cast<int64_t>(sequence.input_ids.size()) > max_context()) {
+      fail_user("{}: {} tokens, more than the {} a row holds", sequence.name, sequence.input_ids.size(), max_context());
+    }
+    const vision::ProcessedImages processed =
+        state_->processor.patches({sequence.images.begin(), sequence.images.end()});
+    if (processed.patch_dim > 0) patches += static_cast<int64_t>(processed.pixel_values.size()) / processed.patch_dim;
+    grids.push_back(processed.grid_thw);
+  }
+  if (patches > state_->plan_patches()) {
+    fail_user("{}: the images hold {} patches, more than the {} the model was opened for", sequences.front().name,
+              patches, state_->plan_patches());
+  }
+  std::vector<State::RowView> views;
+  for (size_t index = 0; index < sequences.size(); ++index) {
+    const ScoredSequence& sequence = sequences[index];
+    views.push_back({sequence.input_ids, sequence.labels, sequence.images, grids[index], sequence.name});
+  }
+  const std::vector<int32_t> last(static_cast<size_t>(slots()), 0);
+  SequenceLoss result;
+  result.tokens = state_->execute(state_->batch_of(views), last,
+                                  sequences.empty() ? state_->model_dir.string() : sequences.front().name);
+  result.loss_sum = models::read_float32(*state_->backend, state_->plan, state_->plan.tensor("loss")).at(0);
+  return result;
 }
 
 std::span<float> VisionGenerationModel::feed_in_place(std::span<const generate::SlotFeed> feeds) {

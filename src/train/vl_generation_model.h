@@ -15,12 +15,15 @@
 // its length): a history that ends inside an image's tokens, or holds fewer than its images', is a
 // UserError naming the slot. Tokens fed after the prompt are text to the model, as in transformers'
 // decode steps; a generated <|image_pad|> (which no trained model writes) is refused naming the slot.
+// The same model scores labelled sequences for `surogate eval` (score): the graph's loss output,
+// the trainer's lm_head_loss over the shifted labels, one sequence per row.
 #pragma once
 
 #include <array>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -38,6 +41,21 @@ struct VisionGenerationOptions {
   int64_t plan_patches = 0;       // the most patches the images of all slots have together (0: no images)
 };
 
+// A labelled sequence as the data stage formats a training row (data/image_rows.h): ids with each
+// image's <|image_pad|> run expanded, unshifted labels (data/sample.h), the images at the
+// processor's target size.
+struct ScoredSequence {
+  std::span<const int32_t> input_ids;
+  std::span<const int32_t> labels;
+  std::span<const vision::RgbImage> images;
+  std::string name;  // for errors: the row (file:line)
+};
+
+struct SequenceLoss {
+  double loss_sum = 0.0;  // summed next-token cross-entropy over the scored tokens
+  int64_t tokens = 0;     // scored tokens (labels[t + 1] != -100 inside a sequence)
+};
+
 class VisionGenerationModel final : public generate::NextTokenModel {
 public:
   // `architecture`: vision::vision_language_architecture's answer for `model_dir`; `processor`: the
@@ -51,6 +69,11 @@ public:
   // stay with the slot until the next set_images (clear() keeps them). UserError when they hold
   // more patches than the plan's (and at a feed, when the slots fed hold more together).
   void set_images(int64_t slot, std::vector<vision::RgbImage> images);
+
+  // The loss of up to slots() sequences in one forward, each at most max_context tokens (one row
+  // each; their images together at most the plan's patches), exactly as training scores them. The
+  // slots' histories and images are left as they are. UserError naming the sequence otherwise.
+  SequenceLoss score(std::span<const ScoredSequence> sequences);
 
   std::span<float> feed_in_place(std::span<const generate::SlotFeed> feeds) override;
   void clear(int64_t slot) override;
