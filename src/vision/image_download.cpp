@@ -145,6 +145,11 @@ ImageBytes download_image(std::string_view url, std::string_view field, const Do
                             : fmt::format("{}: downloading image {} (redirected to {})", field, url, current);
     };
     const Url split = split_url(current);
+    // user:password@host: the client would take "user:password@host" for the host name.
+    if (split.origin.find('@') != std::string::npos) {
+      fail_user("{}: credentials in an image URL (user:password@) are not supported; download the image and "
+                "give its path", what());
+    }
     Answer answer = fetch_once(split, limits, what);
     if (answer.status == 200) return ImageBytes{std::string(url), std::move(answer.body)};
     if (!is_redirect(answer.status) || answer.location.empty()) {

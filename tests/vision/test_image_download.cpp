@@ -121,6 +121,10 @@ TEST(ImageDownload, EachFailureIsOneErrorNamingFieldAndUrl) {
   const std::string refused_url = "http://127.0.0.1:" + std::to_string(closed_port()) + "/a.png";
   EXPECT_EQ(error_of([&] { download_image(refused_url, field); }),
             prefix + refused_url + ": could not connect (the connection was refused, or the host was not found)");
+  const std::string with_credentials = "http://user:secret@127.0.0.1:" + std::to_string(closed_port()) + "/a.png";
+  EXPECT_EQ(error_of([&] { download_image(with_credentials, field); }),
+            prefix + with_credentials +
+                ": credentials in an image URL (user:password@) are not supported; download the image and give its path");
   DownloadLimits small;
   small.max_bytes = 4000;
   for (const std::string path : {"/big", "/big-chunked"}) {
