@@ -1,9 +1,12 @@
 // A run configuration over a copy of a vision-language fixture folder (tests/fixtures/vision/vl or
 // vision/qwen3_vl_model) with a processor of the tower's patch geometry (patch 4, merge 2), the
 // Qwen3 tokenizer and the image rows' dataset: what train/vision_stage.h reads. Each test process
-// copies into its own temporary folder, named by `prefix` and the fixture.
+// copies into its own temporary folder, named by `prefix`, the fixture and the process id (ctest
+// runs the tests of one binary as parallel processes: a shared folder raced one writing
+// preprocessor_config.json against another reading it).
 #pragma once
 
+#include <unistd.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -17,7 +20,8 @@ namespace surogate::train::vision_fixture {
 inline Config vision_stage_config(const std::string& fixture, const std::string& prefix) {
   namespace fs = std::filesystem;
   const fs::path vision = fs::path(SUROGATE_FIXTURES_DIR) / "vision";
-  const fs::path folder = fs::path(::testing::TempDir()) / (prefix + fixture);
+  const fs::path folder =
+      fs::path(::testing::TempDir()) / (prefix + fixture + "_" + std::to_string(static_cast<long>(::getpid())));
   fs::create_directories(folder);
   for (const char* file : {"config.json", "model.safetensors"}) {
     fs::copy_file(vision / fixture / file, folder / file, fs::copy_options::overwrite_existing);
