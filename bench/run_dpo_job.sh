@@ -13,7 +13,7 @@
 # there: `CARRY_DIR=$PWD/carry/dpo bash bench/run_dpo_job.sh` with carry ["carry/dpo.tar.xz",
 # "carry/wheels"].
 # Env: DPO_RUNS (qwen3-8b:lora qwen3-1.7b:full), DPO_STEPS (6: the first 2 are not timed),
-# PEERS=0, LIGER=0. Records: $OUT/dpo.jsonl (ours) and $OUT/peers.jsonl.
+# DPO_PAIRS (256), PEERS=0, LIGER=0. Records: $OUT/dpo.jsonl (ours) and $OUT/peers.jsonl.
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 source "$root/bench/carry_env.sh"
@@ -24,7 +24,11 @@ work="${DPO_WORK:-/tmp/dpo_work}"
 mkdir -p "$log" "$work"
 surogate="$CARRY_DIR/surogate"
 steps="${DPO_STEPS:-6}"
-pairs=$((8 * steps + 16))
+# The set (and so the reference pass) holds DPO_PAIRS pairs (256), at least the steps' pairs + 16:
+# over a set this size the reference pass's first launches weigh on its rate as little as on a
+# real dataset's (over 64 pairs they made a third of it, 2026-11-30).
+pairs=${DPO_PAIRS:-256}
+(( pairs < 8 * steps + 16 )) && pairs=$((8 * steps + 16))
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 install_peer_wheels /tmp/dpo_peers
 gpu_index="${CUDA_VISIBLE_DEVICES:-0}"
