@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <map>
-#include <thread>
 
 #include <fmt/format.h>
 
@@ -13,6 +12,7 @@
 #include "io/safetensors.h"
 #include "models/qwen3_vision_tower.h"
 #include "models/vision_tower.h"
+#include "ops/parallel_for.h"
 #include "train/vision_batch_inputs.h"
 #include "train/vision_outputs.h"
 #include "train/vision_tower_lora.h"
@@ -48,19 +48,12 @@ struct BoundImages {
 // time), in contiguous chunks on threads: a micro-batch's pixel values are tens of millions.
 void round_to_bf16(std::span<const float> values, std::vector<uint16_t>& storage) {
   storage.resize(values.size());
-  constexpr size_t kChunk = size_t{1} << 20;
-  const size_t chunks = (values.size() + kChunk - 1) / kChunk;
-  const size_t threads = std::min<size_t>(chunks, std::max(1u, std::thread::hardware_concurrency()));
-  auto round_chunks = [&](size_t first) {
-    for (size_t chunk = first; chunk < chunks; chunk += threads) {
-      const size_t begin = chunk * kChunk, end = std::min(values.size(), begin + kChunk);
-      std::transform(values.begin() + begin, values.begin() + end, storage.begin() + begin, float_to_bf16);
-    }
-  };
-  if (threads <= 1) return round_chunks(0);
-  std::vector<std::thread> workers;
-  for (size_t t = 0; t < threads; ++t) workers.emplace_back(round_chunks, t);
-  for (std::thread& worker : workers) worker.join();
+  constexpr size_t kChunk = size_t{1} << 20;  // a thread's share is whole chunks of a million values
+  const auto chunks = static_cast<int64_t>((values.size() + kChunk - 1) / kChunk);
+  ops::parallel_for(chunks, [&](int64_t chunk) {
+    const size_t begin = static_cast<size_t>(chunk) * kChunk, end = std::min(values.size(), begin + kChunk);
+    std::transform(values.begin() + begin, values.begin() + end, storage.begin() + begin, float_to_bf16);
+  });
 }
 
 // `values` as the plan reads them: fp32 as they are, or the bf16 copy made into `storage`.

@@ -58,7 +58,7 @@ ProcessedImages ImageProcessor::process(const std::vector<RgbImage>& images, con
   return patches(resized);
 }
 
-ProcessedImages ImageProcessor::patches(const std::vector<RgbImage>& resized) const {
+ProcessedImages ImageProcessor::patches(const std::vector<RgbImage>& resized, size_t reserve_values) const {
   ProcessedImages out;
   out.patch_dim = static_cast<int64_t>(kChannels) * config_.temporal_patch_size * config_.patch_size * config_.patch_size;
   const int unit = config_.patch_size * config_.merge_size;
@@ -75,6 +75,7 @@ ProcessedImages ImageProcessor::patches(const std::vector<RgbImage>& resized) co
     out.grid_thw.push_back({1, grid_h, grid_w});
     out.tokens_per_image.push_back(static_cast<int64_t>(grid_h) * grid_w / (config_.merge_size * config_.merge_size));
   }
+  out.pixel_values.reserve(std::max(first_value.back(), reserve_values));
   out.pixel_values.resize(first_value.back());
   const std::array<float, 256 * kChannels> table = normalized_values();
   const size_t threads = std::min<size_t>(resized.size(), std::max(1u, std::thread::hardware_concurrency()));

@@ -60,7 +60,9 @@ class ImageProcessor {
   ProcessedImages process(const std::vector<RgbImage>& images, const std::vector<std::string>& names = {}) const;
   // pixel_values of images already at their target size (resize's output, as the token cache
   // keeps them): process() without the resize. Each side must be a multiple of patch_size · merge_size.
-  ProcessedImages patches(const std::vector<RgbImage>& resized) const;
+  // `reserve_values`: room for that many values allocated at once, for a caller that pads the
+  // result to a fixed size afterwards (the trainer's plan), so the padding does not reallocate.
+  ProcessedImages patches(const std::vector<RgbImage>& resized, size_t reserve_values = 0) const;
   int64_t tokens_for_size(int height, int width, const std::string& image_name) const;
 
  private:
