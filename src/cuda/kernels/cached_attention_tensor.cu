@@ -11,12 +11,19 @@
 //
 // A block (4 warps) takes the keys of one split of one (row, kv head, tile). Each warp steps over
 // 16 keys at a time (the warps interleaved), with its own online softmax (exp2 domain):
-//   scores  S[16 × 16] = Q[16 × D] · K[16 × D]ᵀ, the keys as two n-tiles of 8. The dot product
-//           does not care in which order the head dims are summed, so a lane's B fragment is read
-//           straight from the cache as 16-byte pieces (dims 32p + 8t .. +7 of key g) and the Q
-//           fragments, loaded once, use the same order;
+//   copies  the step's K and V rows go by cp.async into the warp's padded shared tiles, kStages
+//           steps ahead (no registers hold them on the way, and the copies of the next steps fly
+//           while this one is scored);
+//   scores  S[16 × 16] = Q[16 × D] · K[16 × D]ᵀ, the keys as two n-tiles of 8, K's B fragments by
+//           ldmatrix from the tile, Q's A fragments loaded once;
 //   values  O[16 × D] += P[16 × 16] · V[16 × D]: the scores' C fragments are P's A fragment (no
-//           shared memory); V goes through the warp's padded shared tile and ldmatrix.trans.
+//           shared memory); V's B fragments by ldmatrix.trans from its tile.
+// Decode tiles (one position, at most 8 query heads per kv head) have every query in rows 0-7 and
+// use mma_upper_rows: no register holds rows 8-15. Against the kernel this replaced (K loaded
+// straight into registers, V staged through them; 242 registers a thread), on an H200
+// (2026-11-30, cached_attention_bench, µs): 512 rows × 320 tokens 227 → 183 (Qwen3-1.7B's heads)
+// and 235 → 188 (8B's), × 640 371 → 338, 64 rows × 640 66.4 → 60.3, one row × 640 18.7 → 17.7;
+// at 4,096 tokens it reads 3.5 % slower (512 rows 1,964 → 2,035 µs, 88 % of the HBM peak).
 // P enters the product rounded to the element type, as in the training kernels (its row sums stay
 // fp32). The warps' states are then merged in warp order into the split's partials — the same
 // (max, sum, accumulator) the combine reads — or, with one split, into the output.
@@ -37,14 +44,19 @@ namespace surogate::cuda::cached {
 namespace {
 
 constexpr int kStepKeys = 16;  // keys a warp scores per step: two n-tiles of 8
+constexpr int kStages = 3;     // a warp's steps in flight (cp.async into shared memory)
 constexpr int kRows = kTensorTileQueries;
 
-// The block's shared memory: the warps' V tiles while they step, then their states for the merge.
+// The block's shared memory (dynamic: 70 KB at head_dim 128): each warp's two stages of K and V
+// tiles while it steps, then the warps' states for the merge.
 template <typename T, int D>
 struct TensorShared {
-  static constexpr int kRowStride = D + 8;  // V tile row (elements): 16-byte aligned, ldmatrix conflict-free
+  static constexpr int kRowStride = D + 8;  // tile row (elements): 16-byte aligned, ldmatrix conflict-free
   union {
-    T values[kCacheWarps][kStepKeys * kRowStride];
+    struct {
+      T keys[kCacheWarps][kStages][kStepKeys * kRowStride];
+      T values[kCacheWarps][kStages][kStepKeys * kRowStride];
+    } stages;
     struct {
       float accumulator[kCacheWarps][kRows][D];
       float maximum[kCacheWarps][kRows];
@@ -53,20 +65,45 @@ struct TensorShared {
   };
 };
 
-__device__ __forceinline__ uint4 load_piece(const void* address, bool valid) {
-  return valid ? *reinterpret_cast<const uint4*>(address) : make_uint4(0, 0, 0, 0);
+// The rows-0-to-7 form of mma_16816 for tiles whose queries all sit in the first 8 rows (decode:
+// one position, at most 8 query heads per kv head): rows 8-15 of A are zero and their outputs are
+// dropped, so no register holds them across the loop. 242 registers a thread left two blocks an
+// SM at 512 decode rows (2.6 TB/s, Nsight Compute, 2026-11-30); this form and V through cp.async
+// free the room for more.
+template <typename T>
+__device__ __forceinline__ void mma_upper_rows(float (&c)[2], uint32_t a0, uint32_t a2, uint32_t b0, uint32_t b1) {
+#if !SUROGATE_SM80_INSTRUCTIONS
+  __trap();
+#else
+  float dropped2, dropped3;
+  if constexpr (std::is_same_v<T, __half>) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%10,%10};\n"
+        : "+f"(c[0]), "+f"(c[1]), "=f"(dropped2), "=f"(dropped3)
+        : "r"(a0), "r"(0u), "r"(a2), "r"(0u), "r"(b0), "r"(b1), "f"(0.0f));
+  } else {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%10,%10};\n"
+        : "+f"(c[0]), "+f"(c[1]), "=f"(dropped2), "=f"(dropped3)
+        : "r"(a0), "r"(0u), "r"(a2), "r"(0u), "r"(b0), "r"(b1), "f"(0.0f));
+  }
+#endif
 }
 
-template <typename T, int D>
-__global__ void __launch_bounds__(kCacheThreads)
+// kHalves: 2 for tiles with queries in all 16 rows (prefill chunks), 1 when every query of a tile
+// is in rows 0-7 (mma_upper_rows).
+template <typename T, int D, int kHalves>
+__global__ void __launch_bounds__(kCacheThreads, 2)
     tensor_split_kernel(T* out, float* partial_max, float* partial_sum, float* partial_acc, const T* q,
                         const T* k_cache, const T* v_cache, const int32_t* slot_ids, const int32_t* cache_lengths,
                         const int32_t* new_lengths, CacheLaunch launch) {
-  constexpr int kPieces = D / 32;  // 16-byte pieces of a row a lane holds: dims 32p + 8t .. +7
   constexpr int kSteps = D / 16;   // k-steps of the scores' product
   constexpr int kDimTiles = D / 8; // n-tiles of the output
   using Shared = TensorShared<T, D>;
-  __shared__ __align__(16) Shared shared;
+  extern __shared__ __align__(16) unsigned char shared_bytes[];
+  Shared& shared = *reinterpret_cast<Shared*>(shared_bytes);
 
   const CachedAttentionShape& s = launch.shape;
   const int kv_head = static_cast<int>(blockIdx.x) / launch.tiles, tile = static_cast<int>(blockIdx.x) % launch.tiles;
@@ -88,24 +125,22 @@ __global__ void __launch_bounds__(kCacheThreads)
 
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   const int g = lane / 4, t = lane % 4;
-  // The lane's two query rows (g, g + 8): their positions, whether they are real, and the A
-  // fragments of Q in the dims' order described above.
-  int64_t position[2];
-  bool real[2];
-  uint32_t query[kSteps][4];
+  // The lane's two query rows (g, g + 8): their positions, whether they are real, and their A
+  // fragments (k-step k: dims 16k + 2t, +1 and 16k + 8 + 2t, +1).
+  int64_t position[2] = {};
+  bool real[2] = {false, false};
+  uint32_t query[kSteps][4] = {};
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
+  for (int h = 0; h < kHalves; ++h) {
     const int r = g + 8 * h, flat = first_query + r, at = flat / group;
     real[h] = r < queries;
     position[h] = cache.held + at;
-    const T* source = q + query_index(s, row, at, kv_head * group + flat % group) * D + 8 * t;
+    if (!real[h]) continue;
+    const T* source = q + query_index(s, row, at, kv_head * group + flat % group) * D + 2 * t;
 #pragma unroll
-    for (int p = 0; p < kPieces; ++p) {
-      const uint4 piece = load_piece(source + 32 * p, real[h]);
-      query[2 * p][h] = piece.x;
-      query[2 * p][2 + h] = piece.y;
-      query[2 * p + 1][h] = piece.z;
-      query[2 * p + 1][2 + h] = piece.w;
+    for (int k = 0; k < kSteps; ++k) {
+      query[k][h] = attention::load_pair(source + 16 * k);
+      query[k][2 + h] = attention::load_pair(source + 16 * k + 8);
     }
   }
 
@@ -113,34 +148,59 @@ __global__ void __launch_bounds__(kCacheThreads)
 #pragma unroll
   for (int j = 0; j < kDimTiles; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
   float maximum[2] = {-INFINITY, -INFINITY}, sum[2] = {0.0f, 0.0f};
-  T* values_tile = shared.values[warp];
   const int64_t key_stride = int64_t{s.kv_heads} * D;
   const T* keys = k_cache + cache.base + int64_t{kv_head} * D;
   const T* values = v_cache + cache.base + int64_t{kv_head} * D;
-  for (int64_t base = split_begin + int64_t{warp} * kStepKeys; base < split_end;
-       base += int64_t{kCacheWarps} * kStepKeys) {
-    uint4 key_pieces[2][kPieces];
-#pragma unroll
-    for (int n = 0; n < 2; ++n) {
-      const int64_t key = base + 8 * n + g;
-#pragma unroll
-      for (int p = 0; p < kPieces; ++p) {
-        key_pieces[n][p] = load_piece(keys + key * key_stride + 32 * p + 8 * t, key < split_end);
-      }
-    }
+  // The warp's steps of 16 keys, kStages in flight: step i's keys and values land in stage
+  // i % kStages by cp.async while the steps before it are scored (no registers hold them on the way).
+  // Every step commits one group (empty past the end), so "all but the newest kStages - 1 groups
+  // done" always means "this step's are in".
+  const auto issue = [&](int64_t base, int stage) {
 #pragma unroll
     for (int i = lane; i < kStepKeys * (D / 8); i += 32) {
       const int key = i / (D / 8), piece = i % (D / 8);
-      const uint4 value = load_piece(values + (base + key) * key_stride + 8 * piece, base + key < split_end);
-      *reinterpret_cast<uint4*>(values_tile + key * Shared::kRowStride + 8 * piece) = value;
+      const bool valid = base + key < split_end;
+      const int64_t from = (valid ? base + key : split_begin) * key_stride + 8 * piece;
+      attention::copy_async_16(shared.stages.keys[warp][stage] + key * Shared::kRowStride + 8 * piece, keys + from, valid);
+      attention::copy_async_16(shared.stages.values[warp][stage] + key * Shared::kRowStride + 8 * piece, values + from,
+                               valid);
     }
+    attention::copy_async_commit();
+  };
+  const int64_t first_base = split_begin + int64_t{warp} * kStepKeys, stride_keys = int64_t{kCacheWarps} * kStepKeys;
+#pragma unroll
+  for (int ahead = 0; ahead < kStages - 1; ++ahead) {
+    const int64_t base = first_base + ahead * stride_keys;
+    if (base < split_end) issue(base, ahead);
+    else attention::copy_async_commit();
+  }
+  const int matrix = lane / 8;
+  int stage = 0;
+  for (int64_t base = first_base; base < split_end; base += stride_keys, stage = (stage + 1) % kStages) {
+    const int64_t next = base + (kStages - 1) * stride_keys;
+    if (next < split_end) issue(next, (stage + kStages - 1) % kStages);
+    else attention::copy_async_commit();
+    attention::copy_async_wait<kStages - 1>();  // this step's group is in; the later ones may fly
+    __syncwarp();
+    const T* key_tile = shared.stages.keys[warp][stage];
+    const T* value_tile = shared.stages.values[warp][stage];
     float score[2][4] = {};
 #pragma unroll
     for (int k = 0; k < kSteps; ++k) {
+      // Matrices: keys 0-7 × dims 16k..+7, keys 0-7 × +8..+15, keys 8-15 × the same two.
+      uint32_t fragments[4];
+      attention::ldmatrix_x4(fragments, key_tile + ((matrix / 2) * 8 + lane % 8) * Shared::kRowStride + 16 * k +
+                                            (matrix % 2) * 8);
 #pragma unroll
       for (int n = 0; n < 2; ++n) {
-        const uint4& piece = key_pieces[n][k / 2];
-        attention::mma_16816<T>(score[n], query[k], k % 2 == 0 ? piece.x : piece.z, k % 2 == 0 ? piece.y : piece.w);
+        if constexpr (kHalves == 1) {
+          float upper[2] = {score[n][0], score[n][1]};
+          mma_upper_rows<T>(upper, query[k][0], query[k][2], fragments[2 * n], fragments[2 * n + 1]);
+          score[n][0] = upper[0];
+          score[n][1] = upper[1];
+        } else {
+          attention::mma_16816<T>(score[n], query[k], fragments[2 * n], fragments[2 * n + 1]);
+        }
       }
     }
     // Masked, scaled into the exp2 domain; then each row's running max, sum and accumulator.
@@ -156,7 +216,7 @@ __global__ void __launch_bounds__(kCacheThreads)
       }
     }
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
+    for (int h = 0; h < kHalves; ++h) {
       float step_max = fmaxf(fmaxf(score[0][2 * h], score[0][2 * h + 1]), fmaxf(score[1][2 * h], score[1][2 * h + 1]));
       step_max = fmaxf(step_max, __shfl_xor_sync(0xffffffffu, step_max, 1));
       step_max = fmaxf(step_max, __shfl_xor_sync(0xffffffffu, step_max, 2));
@@ -183,28 +243,36 @@ __global__ void __launch_bounds__(kCacheThreads)
                                        attention::pack_x2<T>(score[0][2], score[0][3]),
                                        attention::pack_x2<T>(score[1][0], score[1][1]),
                                        attention::pack_x2<T>(score[1][2], score[1][3])};
-    __syncwarp();  // the warp's V tile is written
-    const int matrix = lane / 8;
 #pragma unroll
     for (int j = 0; j < D / 16; ++j) {
       uint32_t fragments[4];
       attention::ldmatrix_x4_trans(
-          fragments, values_tile + ((matrix % 2) * 8 + lane % 8) * Shared::kRowStride + 16 * j + (matrix / 2) * 8);
-      attention::mma_16816<T>(acc[2 * j], probabilities, fragments[0], fragments[1]);
-      attention::mma_16816<T>(acc[2 * j + 1], probabilities, fragments[2], fragments[3]);
+          fragments, value_tile + ((matrix % 2) * 8 + lane % 8) * Shared::kRowStride + 16 * j + (matrix / 2) * 8);
+      if constexpr (kHalves == 1) {
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          float upper[2] = {acc[2 * j + half][0], acc[2 * j + half][1]};
+          mma_upper_rows<T>(upper, probabilities[0], probabilities[2], fragments[2 * half], fragments[2 * half + 1]);
+          acc[2 * j + half][0] = upper[0];
+          acc[2 * j + half][1] = upper[1];
+        }
+      } else {
+        attention::mma_16816<T>(acc[2 * j], probabilities, fragments[0], fragments[1]);
+        attention::mma_16816<T>(acc[2 * j + 1], probabilities, fragments[2], fragments[3]);
+      }
     }
-    __syncwarp();  // read before the next step overwrites it
+    __syncwarp();  // the stage is read before a later step's copies overwrite it
   }
 
   // A row's sum is spread over the four lanes of its quad.
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
+  for (int h = 0; h < kHalves; ++h) {
     sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 1);
     sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 2);
   }
   __syncthreads();  // every warp is done with its V tile: the merge reuses the memory
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
+  for (int h = 0; h < kHalves; ++h) {
     const int r = g + 8 * h;
     if (t == 0) {
       shared.merge.maximum[warp][r] = maximum[h];
@@ -250,6 +318,29 @@ __global__ void __launch_bounds__(kCacheThreads)
   }
 }
 
+template <typename T>
+struct TensorArgs {
+  T* out;
+  float *partial_max, *partial_sum, *partial_acc;
+  const T *q, *k_cache, *v_cache;
+  const int32_t *slot_ids, *cache_lengths, *new_lengths;
+};
+
+template <typename T, int D, int kHalves>
+void run_tensor_split(const TensorArgs<T>& a, const CacheLaunch& launch, dim3 grid, cudaStream_t stream) {
+  auto kernel = tensor_split_kernel<T, D, kHalves>;
+  constexpr int bytes = static_cast<int>(sizeof(TensorShared<T, D>));
+  // More than the 48 KB a block gets without asking: asked once per kernel, before any launch (a
+  // first launch is eager, never inside a graph capture).
+  static const bool sized = [&] {
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+    return true;
+  }();
+  (void)sized;
+  kernel<<<grid, kCacheThreads, bytes, stream>>>(a.out, a.partial_max, a.partial_sum, a.partial_acc, a.q, a.k_cache,
+                                                 a.v_cache, a.slot_ids, a.cache_lengths, a.new_lengths, launch);
+}
+
 }  // namespace
 
 bool tensor_split_takes(const CachedAttentionShape& shape) {
@@ -274,14 +365,15 @@ void launch_tensor_split(T* out, float* partial_max, float* partial_sum, float* 
   const CachedAttentionShape& shape = launch.shape;
   const dim3 grid(static_cast<unsigned>(int64_t{shape.kv_heads} * launch.tiles), static_cast<unsigned>(launch.splits),
                   static_cast<unsigned>(shape.batch));
-  auto run = [&](auto kernel) {
-    kernel<<<grid, kCacheThreads, 0, stream>>>(out, partial_max, partial_sum, partial_acc, q, k_cache, v_cache,
-                                               slot_ids, cache_lengths, new_lengths, launch);
-  };
+  // Every query of every tile in rows 0-7: one position and at most 8 query heads per kv head.
+  const bool upper_rows = shape.sequence * launch.group <= 8;
+  const TensorArgs<T> args{out, partial_max, partial_sum, partial_acc, q, k_cache, v_cache, slot_ids, cache_lengths,
+                           new_lengths};
   if (shape.head_dim == 64) {
-    run(tensor_split_kernel<T, 64>);
+    upper_rows ? run_tensor_split<T, 64, 1>(args, launch, grid, stream) : run_tensor_split<T, 64, 2>(args, launch, grid, stream);
   } else {
-    run(tensor_split_kernel<T, 128>);
+    upper_rows ? run_tensor_split<T, 128, 1>(args, launch, grid, stream)
+               : run_tensor_split<T, 128, 2>(args, launch, grid, stream);
   }
   CUDA_CHECK_LAUNCH();
 }
