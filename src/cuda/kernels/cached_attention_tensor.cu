@@ -11,8 +11,8 @@
 //
 // A block (4 warps) takes the keys of one split of one (row, kv head, tile). Each warp steps over
 // 16 keys at a time (the warps interleaved), with its own online softmax (exp2 domain):
-//   copies  the step's K and V rows go by cp.async into the warp's padded shared tiles, kStages
-//           steps ahead (no registers hold them on the way, and the copies of the next steps fly
+//   copies  the step's K and V rows go by cp.async into the warp's padded shared tiles, a step
+//           ahead (kStages: no registers hold them on the way, and the next step's copies fly
 //           while this one is scored);
 //   scores  S[16 × 16] = Q[16 × D] · K[16 × D]ᵀ, the keys as two n-tiles of 8, K's B fragments by
 //           ldmatrix from the tile, Q's A fragments loaded once;
@@ -21,9 +21,9 @@
 // Decode tiles (one position, at most 8 query heads per kv head) have every query in rows 0-7 and
 // use mma_upper_rows: no register holds rows 8-15. Against the kernel this replaced (K loaded
 // straight into registers, V staged through them; 242 registers a thread), on an H200
-// (2026-11-30, cached_attention_bench, µs): 512 rows × 320 tokens 227 → 183 (Qwen3-1.7B's heads)
-// and 235 → 188 (8B's), × 640 371 → 338, 64 rows × 640 66.4 → 60.3, one row × 640 18.7 → 17.7;
-// at 4,096 tokens it reads 3.5 % slower (512 rows 1,964 → 2,035 µs, 88 % of the HBM peak).
+// (2026-11-30, cached_attention_bench, µs): 512 rows × 320 tokens 227 → 188 (Qwen3-1.7B's heads)
+// and 235 → 194 (8B's), × 640 371 → 339, 64 rows × 640 66.4 → 60.5, one row × 640 18.7 → 17.5;
+// at 4,096 tokens it reads 3.6 % slower (512 rows 1,964 → 2,035 µs, 88 % of the HBM peak).
 // P enters the product rounded to the element type, as in the training kernels (its row sums stay
 // fp32). The warps' states are then merged in warp order into the split's partials — the same
 // (max, sum, accumulator) the combine reads — or, with one split, into the output.
@@ -44,10 +44,13 @@ namespace surogate::cuda::cached {
 namespace {
 
 constexpr int kStepKeys = 16;  // keys a warp scores per step: two n-tiles of 8
-constexpr int kStages = 3;     // a warp's steps in flight (cp.async into shared memory)
+// A warp's steps in flight (cp.async into shared memory): two keep a block at 70 KB at head_dim 128,
+// inside the 99 KB a block may opt into on sm_86 / sm_89 / sm_120 (three: 104 KB, 2.7 % faster at
+// 512 rows × 320 tokens on an H200, 2026-11-30, but not launchable there).
+constexpr int kStages = 2;
 constexpr int kRows = kTensorTileQueries;
 
-// The block's shared memory (dynamic: 70 KB at head_dim 128): each warp's two stages of K and V
+// The block's shared memory (dynamic: 70 KB at head_dim 128): each warp's kStages stages of K and V
 // tiles while it steps, then the warps' states for the merge.
 template <typename T, int D>
 struct TensorShared {
@@ -330,13 +333,17 @@ template <typename T, int D, int kHalves>
 void run_tensor_split(const TensorArgs<T>& a, const CacheLaunch& launch, dim3 grid, cudaStream_t stream) {
   auto kernel = tensor_split_kernel<T, D, kHalves>;
   constexpr int bytes = static_cast<int>(sizeof(TensorShared<T, D>));
-  // More than the 48 KB a block gets without asking: asked once per kernel, before any launch (a
-  // first launch is eager, never inside a graph capture).
-  static const bool sized = [&] {
+  // More than the 48 KB a block gets without asking: asked once per kernel and device (ranks on
+  // several GPUs may share the process), before its first launch, which is eager (a graph is
+  // captured from the second execute on).
+  static std::atomic<bool> sized[64];
+  int device = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  CUDA_REQUIRE(device >= 0 && device < 64, "cached attention: device index out of range");
+  if (!sized[device].load(std::memory_order_acquire)) {
     CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-    return true;
-  }();
-  (void)sized;
+    sized[device].store(true, std::memory_order_release);
+  }
   kernel<<<grid, kCacheThreads, bytes, stream>>>(a.out, a.partial_max, a.partial_sum, a.partial_acc, a.q, a.k_cache,
                                                  a.v_cache, a.slot_ids, a.cache_lengths, a.new_lengths, launch);
 }
