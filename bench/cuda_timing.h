@@ -1,9 +1,10 @@
-// What the CUDA microbenchmarks in bench/ share: timing launches with CUDA events and parsing a
-// comma-separated list flag and the decode benches' flags.
+// What the CUDA microbenchmarks in bench/ share: timing launches with CUDA events (eager, or captured
+// into a CUDA graph and replayed) and parsing a comma-separated list flag and the decode benches' flags.
 #pragma once
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -31,6 +32,38 @@ inline double time_launches(int repeats, int buffers, const std::function<void(i
   CUDA_CHECK(cudaEventDestroy(start));
   CUDA_CHECK(cudaEventDestroy(stop));
   return 1000.0 * ms / repeats;
+}
+
+// Mean µs of one launch: `repeats` launches (copy i % copies) captured in one graph, replayed
+// once to warm up and then timed over three replays.
+inline double time_graph(int repeats, int copies, const std::function<void(int copy, cudaStream_t stream)>& launch) {
+  cudaStream_t stream;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  for (int i = 0; i < std::min(copies, 2); ++i) launch(i, stream);  // plans and first-touch outside the capture
+  CUDA_CHECK(cudaStreamSynchronize(stream));
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  for (int i = 0; i < repeats; ++i) launch(i % copies, stream);
+  CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  CUDA_CHECK(cudaGraphLaunch(exec, stream));
+  cudaEvent_t start, stop;
+  CUDA_CHECK(cudaEventCreate(&start));
+  CUDA_CHECK(cudaEventCreate(&stop));
+  constexpr int kReplays = 3;
+  CUDA_CHECK(cudaEventRecord(start, stream));
+  for (int i = 0; i < kReplays; ++i) CUDA_CHECK(cudaGraphLaunch(exec, stream));
+  CUDA_CHECK(cudaEventRecord(stop, stream));
+  CUDA_CHECK(cudaEventSynchronize(stop));
+  float ms = 0;
+  CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+  CUDA_CHECK(cudaEventDestroy(start));
+  CUDA_CHECK(cudaEventDestroy(stop));
+  CUDA_CHECK(cudaGraphExecDestroy(exec));
+  CUDA_CHECK(cudaGraphDestroy(graph));
+  CUDA_CHECK(cudaStreamDestroy(stream));
+  return 1000.0 * ms / (kReplays * repeats);
 }
 
 inline std::vector<int64_t> parse_list(const std::string& text) {

@@ -51,41 +51,9 @@ namespace {
 
 using surogate::cuda::DeviceBuffer;
 using Bf16 = __nv_bfloat16;
-using Launch = std::function<void(int copy, cudaStream_t stream)>;
+using surogate::bench::time_graph;
 
 constexpr double kHbmTbs = 4.8;
-
-// Mean µs of one launch: `repeats` launches (copy i % copies) captured in one graph, replayed
-// once to warm up and then timed over three replays.
-double time_graph(int repeats, int copies, const Launch& launch) {
-  cudaStream_t stream;
-  CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  for (int i = 0; i < std::min(copies, 2); ++i) launch(i, stream);  // plans and first-touch outside the capture
-  CUDA_CHECK(cudaStreamSynchronize(stream));
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  for (int i = 0; i < repeats; ++i) launch(i % copies, stream);
-  CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
-  CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-  CUDA_CHECK(cudaGraphLaunch(exec, stream));
-  cudaEvent_t start, stop;
-  CUDA_CHECK(cudaEventCreate(&start));
-  CUDA_CHECK(cudaEventCreate(&stop));
-  constexpr int kReplays = 3;
-  CUDA_CHECK(cudaEventRecord(start, stream));
-  for (int i = 0; i < kReplays; ++i) CUDA_CHECK(cudaGraphLaunch(exec, stream));
-  CUDA_CHECK(cudaEventRecord(stop, stream));
-  CUDA_CHECK(cudaEventSynchronize(stop));
-  float ms = 0;
-  CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-  CUDA_CHECK(cudaEventDestroy(start));
-  CUDA_CHECK(cudaEventDestroy(stop));
-  CUDA_CHECK(cudaGraphExecDestroy(exec));
-  CUDA_CHECK(cudaGraphDestroy(graph));
-  CUDA_CHECK(cudaStreamDestroy(stream));
-  return 1000.0 * ms / (kReplays * repeats);
-}
 
 // `count` copies of `elements` bf16 values (0x3c3c ≈ 0.0115), enough to pass 512 MiB together.
 std::vector<DeviceBuffer<Bf16>> weight_copies(int64_t elements, int minimum_copies = 1) {

@@ -55,6 +55,7 @@ struct CudnnAttentionShape {
 struct CudnnAvailability {
   bool usable = false;
   std::string description;
+  size_t version = 0;  // cudnnGetVersion(): 91900 for 9.19.0; 0 without cuDNN
 };
 const CudnnAvailability& cudnn_availability();
 

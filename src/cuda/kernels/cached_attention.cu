@@ -14,6 +14,7 @@
 #include "cuda/kernels/cached_attention_launch.cuh"
 #include "cuda/kernels/element_type.cuh"
 #include "cuda/kernels/vector_math.cuh"
+#include "cuda/kernels/programmatic_launch.cuh"
 
 namespace surogate::cuda {
 namespace {
@@ -66,6 +67,8 @@ __device__ __forceinline__ void eight_floats(const RawEight<T>& raw, float (&out
 template <typename T>
 __global__ void cache_append_kernel(T* k_cache, T* v_cache, const T* k, const T* v, const int32_t* slot_ids,
                                     const int32_t* cache_lengths, const int32_t* new_lengths, CacheLaunch launch) {
+  wait_for_previous_grid();  // launched programmatically (programmatic_launch.cuh): nothing touched before
+  allow_next_grid();
   const CachedAttentionShape& s = launch.shape;
   const int parts = s.head_dim / kCacheLaneElements;
   const int64_t index = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -120,6 +123,8 @@ __global__ void __launch_bounds__(kCacheThreads, split_min_blocks<kQueries>())
     cache_split_kernel(T* out, float* partial_max, float* partial_sum, float* partial_acc, const T* q, const T* k_cache,
                        const T* v_cache, const int32_t* slot_ids, const int32_t* cache_lengths,
                        const int32_t* new_lengths, CacheLaunch launch) {
+  wait_for_previous_grid();  // launched programmatically (programmatic_launch.cuh): nothing touched before
+  allow_next_grid();
   constexpr int kChunk = kQueries >= 8 ? 2 : 4;
   const CachedAttentionShape& s = launch.shape;
   const int kv_head = static_cast<int>(blockIdx.x / launch.tiles), tile = static_cast<int>(blockIdx.x % launch.tiles);
@@ -286,6 +291,8 @@ template <typename T>
 __global__ void cache_combine_kernel(T* out, const float* partial_max, const float* partial_sum,
                                      const float* partial_acc, const int32_t* slot_ids, const int32_t* cache_lengths,
                                      const int32_t* new_lengths, CacheLaunch launch) {
+  wait_for_previous_grid();  // launched programmatically (programmatic_launch.cuh): nothing touched before
+  allow_next_grid();
   const CachedAttentionShape& s = launch.shape;
   const int64_t queries = s.batch * s.sequence * s.q_heads;
   const int64_t index = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -387,8 +394,8 @@ void cached_attention_append(T* k_cache, T* v_cache, const T* k, const T* v, con
   CUDA_REQUIRE(aligned_16(k_cache) && aligned_16(v_cache) && aligned_16(k) && aligned_16(v),
                "cached attention: tensors must be 16-byte aligned");
   const int64_t threads = shape.batch * shape.sequence * shape.kv_heads * (shape.head_dim / kCacheLaneElements);
-  cache_append_kernel<T><<<blocks_for(threads), kCacheThreads, 0, stream>>>(k_cache, v_cache, k, v, slot_ids,
-                                                                            cache_lengths, new_lengths, launch);
+  launch_programmatic(cache_append_kernel<T>, dim3(blocks_for(threads)), dim3(kCacheThreads), 0, stream, true, k_cache,
+                      v_cache, k, v, slot_ids, cache_lengths, new_lengths, launch);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -413,16 +420,17 @@ void cached_attention_forward(T* out, float* workspace, const T* q, const T* k_c
                           new_lengths, tensor, stream);
     }
     if (splits == 1) return;  // the split kernel wrote the output
-    cache_combine_kernel<T><<<blocks_for(queries * shape.head_dim), kCacheThreads, 0, stream>>>(
-        out, partial_max, partial_sum, partial_acc, slot_ids, cache_lengths, new_lengths, tensor);
+    launch_programmatic(cache_combine_kernel<T>, dim3(blocks_for(queries * shape.head_dim)), dim3(kCacheThreads), 0,
+                        stream, true, out, partial_max, partial_sum, partial_acc, slot_ids, cache_lengths, new_lengths,
+                        tensor);
     CUDA_CHECK_LAUNCH();
     return;
   }
   const dim3 grid(static_cast<unsigned>(int64_t{shape.kv_heads} * launch.tiles), static_cast<unsigned>(splits),
                   static_cast<unsigned>(shape.batch));
   auto split = [&](auto kernel) {
-    kernel<<<grid, kCacheThreads, 0, stream>>>(out, partial_max, partial_sum, partial_acc, q, k_cache, v_cache,
-                                               slot_ids, cache_lengths, new_lengths, launch);
+    launch_programmatic(kernel, grid, dim3(kCacheThreads), 0, stream, true, out, partial_max, partial_sum, partial_acc, q,
+                        k_cache, v_cache, slot_ids, cache_lengths, new_lengths, launch);
   };
   switch (launch.tile_queries) {
     case 1: split(cache_split_kernel<T, 1>); break;
@@ -432,8 +440,9 @@ void cached_attention_forward(T* out, float* workspace, const T* q, const T* k_c
   }
   CUDA_CHECK_LAUNCH();
   if (splits == 1) return;  // the split kernel wrote the output
-  cache_combine_kernel<T><<<blocks_for(queries * shape.head_dim), kCacheThreads, 0, stream>>>(
-      out, partial_max, partial_sum, partial_acc, slot_ids, cache_lengths, new_lengths, launch);
+  launch_programmatic(cache_combine_kernel<T>, dim3(blocks_for(queries * shape.head_dim)), dim3(kCacheThreads), 0,
+                      stream, true, out, partial_max, partial_sum, partial_acc, slot_ids, cache_lengths, new_lengths,
+                      launch);
   CUDA_CHECK_LAUNCH();
 }
 

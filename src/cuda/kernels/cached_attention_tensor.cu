@@ -39,6 +39,7 @@
 #include "cuda/kernels/attention_tiles.cuh"
 #include "cuda/kernels/cached_attention_launch.cuh"
 #include "cuda/kernels/element_type.cuh"
+#include "cuda/kernels/programmatic_launch.cuh"
 
 namespace surogate::cuda::cached {
 namespace {
@@ -102,6 +103,8 @@ __global__ void __launch_bounds__(kCacheThreads, 2)
     tensor_split_kernel(T* out, float* partial_max, float* partial_sum, float* partial_acc, const T* q,
                         const T* k_cache, const T* v_cache, const int32_t* slot_ids, const int32_t* cache_lengths,
                         const int32_t* new_lengths, CacheLaunch launch) {
+  wait_for_previous_grid();  // launched programmatically (programmatic_launch.cuh): nothing touched before
+  allow_next_grid();
   constexpr int kSteps = D / 16;   // k-steps of the scores' product
   constexpr int kDimTiles = D / 8; // n-tiles of the output
   using Shared = TensorShared<T, D>;
@@ -344,8 +347,8 @@ void run_tensor_split(const TensorArgs<T>& a, const CacheLaunch& launch, dim3 gr
     CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
     sized[device].store(true, std::memory_order_release);
   }
-  kernel<<<grid, kCacheThreads, bytes, stream>>>(a.out, a.partial_max, a.partial_sum, a.partial_acc, a.q, a.k_cache,
-                                                 a.v_cache, a.slot_ids, a.cache_lengths, a.new_lengths, launch);
+  launch_programmatic(kernel, grid, dim3(kCacheThreads), bytes, stream, true, a.out, a.partial_max, a.partial_sum,
+                      a.partial_acc, a.q, a.k_cache, a.v_cache, a.slot_ids, a.cache_lengths, a.new_lengths, launch);
 }
 
 }  // namespace

@@ -9,11 +9,11 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include <atomic>
 #include <cstdint>
 
 #include "cuda/cuda_check.h"
 #include "cuda/kernels/element_type.cuh"
+#include "cuda/kernels/programmatic_launch.cuh"
 
 namespace surogate::cuda {
 namespace {
@@ -105,19 +105,6 @@ __device__ void normalise_x(const GemvParams<T>& p, const T* x, uint4* normed) {
     }
   }
   __syncthreads();
-}
-
-// griddepcontrol (sm_90+): wait until the grids this one depends on have completed and their
-// writes are visible (returns at once without a programmatic launch); let the next launch begin.
-__device__ __forceinline__ void wait_for_previous_grid() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void allow_next_grid() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
 }
 
 // The weight global row `row` (< total) belongs to, `row` made its row within it. Constant indices
@@ -238,40 +225,13 @@ __global__ void __launch_bounds__(kDecodeGemvThreads) decode_gemv_kernel(const G
   }
 }
 
-// Whether a launch on `stream` may overlap the previous kernel: sm_90+ (cached per device) and the
-// stream being captured (a graph's first kernel has no kernel before it in the graph, so W written
-// by work before the graph launch is safe; in eager code the previous kernel is unknown).
-bool may_overlap_previous(cudaStream_t stream) {
-  constexpr int kDevices = 64;
-  static std::atomic<int> majors[kDevices];  // 0: not asked yet
-  int device = 0;
-  CUDA_CHECK(cudaGetDevice(&device));
-  int major = device < kDevices ? majors[device].load(std::memory_order_relaxed) : 0;
-  if (major == 0) {
-    CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-    if (device < kDevices) majors[device].store(major, std::memory_order_relaxed);
-  }
-  if (major < 9) return false;
-  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  CUDA_CHECK(cudaStreamIsCapturing(stream, &status));
-  return status == cudaStreamCaptureStatusActive;
-}
-
 template <typename T, int M, int R, bool kSwiglu>
 void launch_gemv(const GemvParams<T>& p, const T* x, bool overlap_previous, cudaStream_t stream) {
   constexpr int kColumns = kSwiglu ? R / 2 : R;
   const int64_t blocks = (p.total + kColumns - 1) / kColumns;
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(static_cast<unsigned>(blocks));
-  config.blockDim = dim3(kDecodeGemvThreads);
-  config.dynamicSmemBytes = p.norm_weight != nullptr ? static_cast<size_t>(M * p.chunks) * sizeof(uint4) : 0;
-  config.stream = stream;
-  cudaLaunchAttribute attribute{};
-  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute.val.programmaticStreamSerializationAllowed = 1;
-  config.attrs = &attribute;
-  config.numAttrs = overlap_previous && may_overlap_previous(stream) ? 1 : 0;
-  CUDA_CHECK(cudaLaunchKernelEx(&config, decode_gemv_kernel<T, M, R, kSwiglu>, p, x));
+  const size_t shared = p.norm_weight != nullptr ? static_cast<size_t>(M * p.chunks) * sizeof(uint4) : 0;
+  launch_programmatic(decode_gemv_kernel<T, M, R, kSwiglu>, dim3(static_cast<unsigned>(blocks)), dim3(kDecodeGemvThreads),
+                      shared, stream, overlap_previous, p, x);
 }
 
 // Plain GEMVs take 1, 2 or 4 rows per block, SwiGLU 2, 4 or 8 (1, 2 or 4 columns).

@@ -16,7 +16,7 @@
 // a few rows of W, every thread issuing 8 independent 16-byte loads before it uses one, so the
 // whole GPU keeps megabytes of W in flight; the warps' partial sums meet in shared memory in a
 // fixed order (deterministic: the same bits every run). Every block lets the next launch begin
-// (griddepcontrol.launch_dependents) once its W is read (DecodeGemvShape::overlap_previous). Requires K a positive multiple of 8 and
+// (programmatic_launch.cuh) once its W is read (DecodeGemvShape::overlap_previous). Requires K a positive multiple of 8 and
 // x and every W 16-byte aligned (decode_gemv_supported).
 #pragma once
 

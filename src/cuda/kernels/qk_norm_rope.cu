@@ -6,6 +6,7 @@
 #include "cuda/kernels/fp8_epilogue.cuh"
 #include "cuda/kernels/qk_norm_rope.h"
 #include "cuda/kernels/vector_math.cuh"
+#include "cuda/kernels/programmatic_launch.cuh"
 
 namespace surogate::cuda {
 namespace {
@@ -82,6 +83,9 @@ template <typename T>
 __global__ void qk_norm_rope_pair_kernel(QkNormRopeTensor<T> q, QkNormRopeTensor<T> k, const float* inv_freq,
                                          const int32_t* position_ids, QkNormRopeShape q_shape, int k_heads,
                                          int64_t q_blocks) {
+  // The decode step's launch (programmatic_launch.cuh): nothing is touched before the wait.
+  wait_for_previous_grid();
+  allow_next_grid();
   if (blockIdx.x < q_blocks) {
     norm_rope_block(q.out, q.rstd, q.input, q.weight, inv_freq, position_ids, q_shape, blockIdx.x);
     return;
@@ -228,8 +232,8 @@ void qk_norm_rope_forward_pair(const QkNormRopeTensor<T>& q, const QkNormRopeTen
   check_shape(k_shape);
   const int64_t q_blocks = forward_blocks(q_shape), blocks = q_blocks + forward_blocks(k_shape);
   if (blocks == 0) return;
-  qk_norm_rope_pair_kernel<T><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(q, k, inv_freq, position_ids,
-                                                                                       q_shape, k_heads, q_blocks);
+  launch_programmatic(qk_norm_rope_pair_kernel<T>, dim3(static_cast<unsigned>(blocks)), dim3(kThreads), 0, stream, true, q,
+                      k, inv_freq, position_ids, q_shape, k_heads, q_blocks);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -4,6 +4,7 @@
 #include "cuda/cuda_check.h"
 #include "cuda/kernels/column_sums.cuh"
 #include "cuda/kernels/fp8_epilogue.cuh"
+#include "cuda/kernels/programmatic_launch.cuh"
 #include "cuda/kernels/rmsnorm.h"
 #include "cuda/kernels/vector_math.cuh"
 
@@ -21,6 +22,9 @@ __global__ void rmsnorm_forward_kernel(T* out, T* residual_out, float* rstd_out,
                                        const T* residual_in, const T* input,
                                        const T* weight, int channels, float epsilon, Fp8Output fp8_out) {
   __shared__ float scratch[32];
+  // Launched programmatically (programmatic_launch.cuh): nothing is touched before the wait.
+  wait_for_previous_grid();
+  allow_next_grid();
   const int64_t row_offset = static_cast<int64_t>(blockIdx.x) * channels;
   const int vectors = channels / kPackWidth;
   float values[kMaxVectorsPerThread][kPackWidth];
@@ -197,8 +201,9 @@ void rmsnorm_forward(T* out, float* rstd, const T* input, const T* weight,
                      int64_t rows, int64_t channels, float epsilon, cudaStream_t stream) {
   check_shape(channels);
   if (rows == 0) return;
-  rmsnorm_forward_kernel<false, false, T><<<static_cast<unsigned>(rows), threads_for(channels), 0, stream>>>(
-      out, nullptr, rstd, nullptr, input, weight, static_cast<int>(channels), epsilon, Fp8Output{});
+  launch_programmatic(rmsnorm_forward_kernel<false, false, T>, dim3(static_cast<unsigned>(rows)), dim3(threads_for(channels)),
+                      0, stream, true, out, nullptr, rstd, nullptr, input, weight, static_cast<int>(channels), epsilon,
+                      Fp8Output{});
   CUDA_CHECK_LAUNCH();
 }
 
@@ -209,8 +214,9 @@ void residual_rmsnorm_forward(T* out, T* residual_out, float* rstd,
                               cudaStream_t stream) {
   check_shape(channels);
   if (rows == 0) return;
-  rmsnorm_forward_kernel<true, false, T><<<static_cast<unsigned>(rows), threads_for(channels), 0, stream>>>(
-      out, residual_out, rstd, residual_in, input, weight, static_cast<int>(channels), epsilon, Fp8Output{});
+  launch_programmatic(rmsnorm_forward_kernel<true, false, T>, dim3(static_cast<unsigned>(rows)), dim3(threads_for(channels)),
+                      0, stream, true, out, residual_out, rstd, residual_in, input, weight, static_cast<int>(channels),
+                      epsilon, Fp8Output{});
   CUDA_CHECK_LAUNCH();
 }
 
