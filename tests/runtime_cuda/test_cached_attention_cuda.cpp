@@ -349,9 +349,11 @@ TEST(CachedAttentionCudaSplits, FillTheGpuWithoutOverSplitting) {
   EXPECT_EQ(cached_attention_splits(shape, 132), 1);
   shape.batch = 1;
   shape.sequence = 1;
-  shape.capacity = 100;  // four pieces of 32 keys at most
+  shape.capacity = 400;  // four pieces of 128 keys at most
   EXPECT_EQ(cached_attention_splits(shape, 132), 4);
   EXPECT_EQ(cached_attention_workspace_floats(shape, 4), 4 * 32 * (128 + 2));
+  shape.capacity = 100;  // one split: the split kernel writes the output
+  EXPECT_EQ(cached_attention_splits(shape, 132), 1);
 }
 
 }  // namespace

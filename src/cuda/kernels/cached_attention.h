@@ -24,7 +24,7 @@
 //     group, which keeps its own online softmax (exp2 domain, one rescale per chunk of 4 keys, 2
 //     with 8-query tiles). The groups' states are merged in group order through shared memory
 //     into the split's partial (max, sum, unnormalised accumulator) in an fp32 workspace.
-//     Each row divides the keys its tile can see evenly between the splits (at least 32 keys a
+//     Each row divides the keys its tile can see evenly between the splits (at least 128 keys a
 //     split), so a row uses every split block whatever its length.
 //   tensor-core split kernel (cached_attention_tensor.cu): bf16 / fp16 with head_dim 64 or 128
 //     on sm_80 and later take it instead: tiles of 16 queries as the rows of mma.sync m16n8k16
@@ -33,7 +33,7 @@
 //     value product. On an H200 it reads the cache 1.6× (GQA 2) to 4.3× (GQA 4) faster than the
 //     CUDA-core kernel at 512 decode rows.
 //   Only the splits that hold keys for a tile run and are combined (split_keys in
-//   cached_attention_launch.cuh: at least 32 keys a split); with one split the split kernel
+//   cached_attention_launch.cuh: at least 128 keys a split); with one split the split kernel
 //   writes the output itself and no combine runs.
 //   combine kernel: per (row, position, head, element), the splits' partials merged in order.
 // Deterministic: fixed split count, fixed reduction orders.

@@ -18,7 +18,11 @@ constexpr int kCacheThreads = kCacheWarps * 32;
 constexpr int kCacheTileQueries = 8;   // most queries of one kv head per CUDA-core split block
 constexpr int kTensorTileQueries = 16;  // queries of one kv head per tensor-core split block (the mma's M)
 constexpr int kCacheLaneElements = 8;  // elements of a key (query, value) row per lane
-constexpr int kCacheMinSplitKeys = 32;
+// At least this many keys a split. 128 rather than 32 (2026-11-30, bench/decode_layer_bench.cpp
+// on an H200, one Qwen3-8B request): fewer, longer splits and a shorter combine took a layer from
+// 117.1 to 113.1 µs at 640 cached tokens and 135.9 to 124.2 at 4,096 (64: 114.2 / 135.9). Rows
+// enough to fill the GPU (64 and more at these lengths) split less than this anyway.
+constexpr int kCacheMinSplitKeys = 128;
 constexpr int kCacheMaxSplits = 256;
 constexpr int kCacheMaxHeadDim = 256;
 // Lane groups of a block × head_dim ≤ kCacheThreads × kCacheLaneElements: the shared accumulators.
