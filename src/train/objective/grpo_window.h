@@ -24,6 +24,11 @@
 
 namespace surogate::train {
 
+// A window row holds one prompt + completion, then its padding if any: at most this many segments
+// (documents and padding runs), the bound cuDNN's packed-documents attention is laid out for
+// (train/run/start_prompts.cpp sets it before the plan).
+inline constexpr int64_t kGrpoSegmentsPerRow = 2;
+
 struct GrpoWindow {
   std::vector<data::PackedBatch> batches;
   double loss = 0.0;            // TRL's loss of the step (Σ of its micro-batches')

@@ -7,7 +7,9 @@
 
 #include <fmt/format.h>
 
+#include "runtime/cuda_attention_path.h"
 #include "train/objective/grpo_prompts.h"
+#include "train/objective/grpo_window.h"
 #include "train/run/start_run.h"
 
 namespace surogate::train {
@@ -22,6 +24,12 @@ void load_prompts(RunContext& run) {
                   ? fmt::format("prompts: {} rows", prompts.rows.size())
                   : fmt::format("prompts: {} rows, {} for evaluation", prompts.rows.size(), prompts.eval_rows.size()));
   run.pad_id = prompts.pad_id;
+  // Every row the GRPO step trains on is one prompt + completion and its padding (grpo_window.cpp's
+  // add_row): at most two segments, the bound cuDNN's packed-documents attention is laid out for
+  // (runtime/cuda_attention_path.h); without one the training graph ran our attention kernels.
+  runtime::AttentionSettings attention = runtime::attention_settings();
+  attention.segments_per_row = kGrpoSegmentsPerRow;
+  runtime::set_attention_settings(attention);
   run.batch = config.schedule.per_device_train_batch_size;  // completions, as in TRL
   run.sequence = config.grpo.max_prompt_length + config.grpo.max_completion_length;
   run.loader = std::make_unique<data::DataLoader>(run.cache, run.cache->train(), 1,
