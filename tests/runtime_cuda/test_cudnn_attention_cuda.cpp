@@ -257,6 +257,7 @@ TEST(CudnnAttentionCuda, MatchesTheCpuOp) {
       {2, 300, 4, 4, 64, 0, true, false, false},    // packed documents, MHA, a row not a multiple of 128
       {4, 200, 8, 2, 128, 0, true, true, false},    // documents and padding tokens
       {2, 256, 4, 1, 256, 0, true, false, false},   // head_dim 256, one kv head
+      {2, 256, 4, 1, 256, 0, false, false, false},  // the same, one sequence per row (no documents)
       {2, 320, 8, 4, 128, 64, true, true, false},   // sliding window with documents and padding
       {1, 512, 4, 2, 64, 100, false, false, true},  // fp16, window, no documents
       {2, 192, 4, 2, 128, 0, true, true, true},     // fp16 with documents and padding
