@@ -4,34 +4,13 @@
 
 #include <curl/curl.h>
 
+#include <cctype>
 #include <cstdio>
-#include <mutex>
+
+#include "io/curl_session.h"
 
 namespace surogate::io {
 namespace {
-
-void global_curl_init() {
-  static std::once_flag once;
-  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
-}
-
-size_t collect_header(char* data, size_t size, size_t count, void* user) {
-  auto* headers = static_cast<std::map<std::string, std::string>*>(user);
-  std::string line(data, size * count);
-  if (line.rfind("HTTP/", 0) == 0) {
-    headers->clear();
-    return size * count;
-  }
-  size_t colon = line.find(':');
-  if (colon == std::string::npos) return size * count;
-  std::string name = line.substr(0, colon);
-  for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  std::string value = line.substr(colon + 1);
-  while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.erase(value.begin());
-  while (!value.empty() && (value.back() == '\r' || value.back() == '\n' || value.back() == ' ')) value.pop_back();
-  (*headers)[name] = value;
-  return size * count;
-}
 
 size_t collect_body(char* data, size_t size, size_t count, void* user) {
   static_cast<std::string*>(user)->append(data, size * count);
@@ -100,7 +79,7 @@ class HeaderList {
 
 HttpClient::HttpClient(std::optional<std::string> token, long timeout_seconds)
     : handle_(std::make_unique<Handle>()), token_(std::move(token)), timeout_seconds_(timeout_seconds) {
-  global_curl_init();
+  curl_global_once();
   handle_->curl = curl_easy_init();
   SUROGATE_CHECK(handle_->curl != nullptr, "curl_easy_init failed");
 }
@@ -122,7 +101,8 @@ void prepare(CURL* curl, const std::string& url, long timeout_seconds, HeaderLis
   curl_easy_setopt(curl, CURLOPT_LOW_SPEED_LIMIT, 1L);
   curl_easy_setopt(curl, CURLOPT_LOW_SPEED_TIME, timeout_seconds);
   curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, collect_header);
+  curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, collect_curl_header);
+  use_ca_environment(curl);
   curl_easy_setopt(curl, CURLOPT_HEADERDATA, &response_headers);
   headers.add("Accept-Encoding: identity");
   if (aws) {

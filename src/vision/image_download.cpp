@@ -1,20 +1,19 @@
 #include "vision/image_download.h"
 
-#include <httplib.h>
-
 #include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
+#include "io/http_get.h"
 #include "vision/sigpipe_blocked.h"
 
 namespace surogate::vision {
 namespace {
 
-// A URL split into what cpp-httplib's client takes: the origin ("https://host:port") and the
-// request target ("/path?query", the fragment dropped).
+// A URL split into its origin ("https://host:port") and request target ("/path?query", the
+// fragment dropped): what a redirect's Location resolves against.
 struct Url {
   std::string origin;
   std::string target;
@@ -59,75 +58,48 @@ std::string resolve_location(const Url& from, const std::string& location) {
   return from.origin + path.substr(0, path.rfind('/') + 1) + location;
 }
 
-bool is_redirect(int status) {
+bool is_redirect(long status) {
   return status == 301 || status == 302 || status == 303 || status == 307 || status == 308;
 }
 
-std::string describe(httplib::Error error, const DownloadLimits& limits) {
-  switch (error) {
-    case httplib::Error::Connection:
+std::string describe(io::HttpGetFailure failure, const DownloadLimits& limits, const std::string& detail) {
+  switch (failure) {
+    case io::HttpGetFailure::kConnect:
       return "could not connect (the connection was refused, or the host was not found)";
-    case httplib::Error::ConnectionTimeout:
+    case io::HttpGetFailure::kConnectTimeout:
       return fmt::format("no connection within {} s", limits.connect_timeout_s);
-    case httplib::Error::Read:
+    case io::HttpGetFailure::kRead:
       return fmt::format("reading the response failed (the connection closed, or no data came for {} s)",
                          limits.read_timeout_s);
-    case httplib::Error::SSLConnection:
+    case io::HttpGetFailure::kTlsHandshake:
       return "the TLS handshake failed";
-    case httplib::Error::SSLServerVerification:
+    case io::HttpGetFailure::kCertificate:
       return "the server's certificate was not verified against the system's CA certificates (OpenSSL's "
              "SSL_CERT_FILE / SSL_CERT_DIR name others)";
-    case httplib::Error::SSLLoadingCerts:
-      return "the system's CA certificates could not be loaded";
-    default:
-      return httplib::to_string(error);
+    case io::HttpGetFailure::kCaCertificates:
+      return "the CA certificates could not be loaded";
+    case io::HttpGetFailure::kOverCap: {
+      const size_t mib = size_t{1} << 20;
+      return fmt::format("the body is larger than the {} allowed for a downloaded image",
+                         limits.max_bytes % mib == 0 ? fmt::format("{} MiB", limits.max_bytes / mib)
+                                                     : fmt::format("{} bytes", limits.max_bytes));
+    }
+    case io::HttpGetFailure::kOther:
+      break;
   }
+  return detail;
 }
 
-// What one request brought back: its status, a redirect's Location, a 200's body (capped).
-struct Answer {
-  int status = 0;
-  std::string location;
-  std::vector<uint8_t> body;
-  bool over_cap = false;
-};
-
-Answer fetch_once(const Url& url, const DownloadLimits& limits, const std::function<std::string()>& what) {
-  httplib::Client client(url.origin);
-  if (!client.is_valid()) fail_user("{}: not a URL this client can open", what());
-  client.set_connection_timeout(limits.connect_timeout_s);
-  client.set_read_timeout(limits.read_timeout_s);
-  client.set_follow_location(false);  // followed here, to count them and name where they led
-  client.set_url_encode(false);       // requote() did what is needed
-  Answer answer;
-  auto on_headers = [&](const httplib::Response& response) {
-    answer.status = response.status;
-    if (is_redirect(response.status)) answer.location = response.get_header_value("Location");
-    if (response.status == 200 && response.has_header("Content-Length") &&
-        response.get_header_value<uint64_t>("Content-Length") > limits.max_bytes) {
-      answer.over_cap = true;
-      return false;
-    }
-    return true;
-  };
-  auto on_body = [&](const char* data, size_t size) {
-    if (answer.status != 200) return true;  // an error page or a redirect's body: not kept
-    if (answer.body.size() + size > limits.max_bytes) {
-      answer.over_cap = true;
-      return false;
-    }
-    answer.body.insert(answer.body.end(), data, data + size);
-    return true;
-  };
-  const httplib::Result result = client.Get(url.target, on_headers, on_body);
-  if (answer.over_cap) {
-    const size_t mib = size_t{1} << 20;
-    fail_user("{}: the body is larger than the {} allowed for a downloaded image", what(),
-              limits.max_bytes % mib == 0 ? fmt::format("{} MiB", limits.max_bytes / mib)
-                                          : fmt::format("{} bytes", limits.max_bytes));
+io::HttpGetAnswer fetch_once(const std::string& url, const DownloadLimits& limits,
+                             const std::function<std::string()>& what) {
+  const io::HttpGetLimits bounds{.max_bytes = limits.max_bytes,
+                                 .connect_timeout_s = limits.connect_timeout_s,
+                                 .read_timeout_s = limits.read_timeout_s};
+  try {
+    return io::http_get(url, bounds);
+  } catch (const io::HttpGetError& error) {
+    fail_user("{}: {}", what(), describe(error.failure(), limits, error.what()));
   }
-  if (!result) fail_user("{}: {}", what(), describe(result.error(), limits));
-  return answer;
 }
 
 }  // namespace
@@ -150,7 +122,7 @@ ImageBytes download_image(std::string_view url, std::string_view field, const Do
       fail_user("{}: credentials in an image URL (user:password@) are not supported; download the image and "
                 "give its path", what());
     }
-    Answer answer = fetch_once(split, limits, what);
+    io::HttpGetAnswer answer = fetch_once(current, limits, what);
     if (answer.status == 200) return ImageBytes{std::string(url), std::move(answer.body)};
     if (!is_redirect(answer.status) || answer.location.empty()) {
       fail_user("{}: the server answered HTTP status {}{}", what(), answer.status,

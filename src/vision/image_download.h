@@ -1,6 +1,6 @@
-// A row image given by an http:// or https:// URL, fetched with cpp-httplib's client (Debian's
-// build, with OpenSSL: https verifies the server's certificate against the system's CA store, which
-// OpenSSL's SSL_CERT_FILE / SSL_CERT_DIR variables can replace). Redirects are followed up to a
+// A row image given by an http:// or https:// URL, fetched with io/http_get.h (libcurl with
+// OpenSSL: https verifies the server's certificate against the system's CA store, which OpenSSL's
+// SSL_CERT_FILE / SSL_CERT_DIR variables can replace). Redirects are followed here up to a
 // limit, the body is capped, and every failure (a status other than 200, a refused connection or an
 // unknown host, a timeout, a body over the cap, too many redirects, a certificate refused) is one
 // UserError naming `field` (the dataset file and row) and the URL. Decoding is the caller's: the

@@ -106,3 +106,15 @@ def build_binary(relative: str) -> pathlib.Path:
     if not path.exists():
         pytest.fail(f"{path} not built: build the {path.name} target first")
     return path
+
+
+def self_signed_certificate(folder: pathlib.Path):
+    """(certificate, key) files of a self-signed certificate for 127.0.0.1 made with the openssl
+    command in `folder`; skips the test without the command."""
+    if shutil.which("openssl") is None:
+        pytest.skip("the openssl command is needed to make a test certificate")
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=127.0.0.1",
+                    "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+                   check=True, capture_output=True)
+    return cert, key

@@ -26,8 +26,9 @@ LFS_SUFFIXES = (".safetensors", ".bin", ".parquet")
 
 
 class FakeHub:
-    def __init__(self, files, repo_id="org/tiny", repo_type="models", commit=None, lifetime_seconds=120):
+    def __init__(self, files, repo_id="org/tiny", repo_type="models", commit=None, lifetime_seconds=120, tls=None):
         self.files = dict(files)  # name -> bytes
+        self.tls = tls  # (certificate file, key file): serve https
         self.repo_id = repo_id
         self.repo_type = repo_type
         self.commit = commit or hashlib.sha1(repr(sorted(self.files)).encode()).hexdigest()
@@ -53,6 +54,11 @@ class FakeHub:
         Handler.hub = hub
         self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
+        if self.tls is not None:
+            import ssl
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(*self.tls)
+            self._server.socket = context.wrap_socket(self._server.socket, server_side=True)
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
         self._timer = threading.Timer(self.lifetime_seconds, self.stop)
@@ -77,7 +83,7 @@ class FakeHub:
     @property
     def url(self):
         host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"{'https' if self.tls else 'http'}://{host}:{port}"
 
     def add_revision(self, name, files):
         """Serves `files` on branch `name` (e.g. "refs/convert/parquet") under a commit of its own."""

@@ -7,7 +7,7 @@ import pathlib
 
 import pytest
 
-from conftest import run_surogate
+from conftest import run_surogate, self_signed_certificate
 from fake_hub_server import FakeHub
 from tiny_model import char_tokenizer
 
@@ -372,3 +372,20 @@ def test_training_config_with_a_hub_dataset_id(surogate_bin, tmp_path, tokenizer
         snapshot = tmp_path / "cache" / "datasets--org--data" / "snapshots" / hub.commit
         assert (snapshot / "data" / "train.jsonl").read_bytes() == files["data/train.jsonl"]
         assert "5" in online.stdout
+
+
+def test_https_hub_trusts_the_ca_that_ssl_cert_file_names(surogate_bin, tmp_path):
+    """A hub behind a private CA (a self-signed certificate for 127.0.0.1): refused against the
+    system's CAs, downloaded once SSL_CERT_FILE names the certificate (io/curl_session.h)."""
+    cert, key = self_signed_certificate(tmp_path)
+    with FakeHub(model_files(), repo_id="org/tiny", tls=(str(cert), str(key))) as server:
+        assert server.url.startswith("https://")
+        env = hub_env(tmp_path, server.url)
+        env.pop("SSL_CERT_FILE", None)
+        env.pop("SSL_CERT_DIR", None)
+        refused = download(surogate_bin, env, "org/tiny")
+        assert refused.returncode != 0
+        assert "certificate" in refused.stderr, refused.stderr
+        trusted = download(surogate_bin, dict(env, SSL_CERT_FILE=str(cert)), "org/tiny")
+        assert trusted.returncode == 0, trusted.stderr
+        assert (pathlib.Path(trusted.stdout.strip()) / "model.safetensors").read_bytes() == server.files["model.safetensors"]

@@ -6,7 +6,6 @@ and a body that is not an image each stop the command with exit 2 and one error 
 dataset row and the URL; https verifies the server's certificate (OpenSSL's SSL_CERT_FILE)."""
 import http.server
 import json
-import shutil
 import socket
 import ssl
 import subprocess
@@ -14,7 +13,7 @@ import threading
 
 import pytest
 
-from conftest import build_binary, run_surogate
+from conftest import build_binary, run_surogate, self_signed_certificate
 from test_vision_data_cli import VISION, vision_folder, write_config
 
 PHOTO = (VISION / "photo.jpg").read_bytes()
@@ -138,12 +137,7 @@ def test_each_failed_download_is_one_error_naming_row_and_url(server, tmp_path, 
 def tls_server(tmp_path):
     """An https server on 127.0.0.1 with a self-signed certificate for that address; yields its
     base URL and the certificate file."""
-    if shutil.which("openssl") is None:
-        pytest.skip("the openssl command is needed to make a test certificate")
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=127.0.0.1",
-                    "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
-                   check=True, capture_output=True)
+    cert, key = self_signed_certificate(tmp_path)
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(cert, key)
