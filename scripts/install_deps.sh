@@ -11,7 +11,7 @@ apt_packages=(
   libcurl4-openssl-dev libssl-dev libpcre2-dev libzstd-dev libxxhash-dev libsnappy-dev zlib1g-dev libicu-dev
   clang libclang-rt-14-dev
   libgloo-dev
-  libcpp-httplib-dev  # surogate serve's HTTP server, row images downloaded by URL
+  libcpp-httplib-dev  # surogate serve's HTTP server (and the image-download tests' local server)
   libpng-dev libjpeg62-turbo-dev libwebp-dev  # src/vision/'s image decoders
   python3-venv
 )
