@@ -2,6 +2,7 @@
 // execute() that only enqueues work on one stream, eagerly or as one captured CUDA graph.
 #include "runtime/cuda_backend.h"
 #include "runtime/shared_parameters.h"
+#include "runtime/upload_ranges.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -310,6 +311,8 @@ void CudaBackend::upload_inputs(std::span<const InputBinding> inputs, cudaStream
   // The staging buffer is still the source of the previous execute's upload until that copy
   // has run; it ran before the previous step's kernels, so this wait is normally immediate.
   if (staged_pending_) staged_->synchronize();
+  std::vector<ByteRange> bound;
+  std::vector<bool> is_bound(plan_->graph.tensors.size(), false);
   for (const InputBinding& input : inputs) {
     check_size(input.tensor, input.data.size(), "got");
     const compiler::TensorPlacement& placement = plan_->placement(input.tensor);
@@ -318,9 +321,22 @@ void CudaBackend::upload_inputs(std::span<const InputBinding> inputs, cudaStream
                 plan_->graph.tensor(input.tensor).name);
     }
     if (input.data.empty()) continue;
-    std::byte* staged = staging_.get() + placement.offset;
-    std::memcpy(staged, input.data.data(), input.data.size());
-    CUDA_CHECK(cudaMemcpyAsync(address(input.tensor), staged, input.data.size(), cudaMemcpyHostToDevice, stream));
+    std::memcpy(staging_.get() + placement.offset, input.data.data(), input.data.size());
+    bound.push_back({placement.offset, placement.offset + input.data.size()});
+    is_bound[static_cast<size_t>(input.tensor)] = true;
+  }
+  // The staging buffer mirrors the inputs region: the bound inputs go up in as few copies as the
+  // unbound ones between them allow (upload_ranges.h).
+  std::vector<ByteRange> unbound;
+  for (TensorId id : plan_->graph.inputs) {
+    const compiler::TensorPlacement& placement = plan_->placement(id);
+    if (is_bound[static_cast<size_t>(id)] || placement.storage != Storage::Inputs) continue;
+    unbound.push_back({placement.offset, placement.offset + plan_->graph.tensor(id).type.size_bytes()});
+  }
+  std::byte* region = base(Storage::Inputs);
+  for (const ByteRange& range : upload_ranges(std::move(bound), unbound)) {
+    CUDA_CHECK(cudaMemcpyAsync(region + range.begin, staging_.get() + range.begin, range.end - range.begin,
+                               cudaMemcpyHostToDevice, stream));
   }
   staged_->record(stream);
   staged_pending_ = true;
