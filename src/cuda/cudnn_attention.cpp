@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "cuda/cuda_check.h"
+#include "cuda/device_attributes.h"
 
 #if defined(SUROGATE_WITH_CUDNN)
 
@@ -73,12 +74,6 @@ std::mutex& cache_mutex() {
 std::map<CacheKey, Graphs>& graph_cache() {
   static std::map<CacheKey, Graphs> cache;
   return cache;
-}
-
-int current_device() {
-  int device = 0;
-  CUDA_CHECK(cudaGetDevice(&device));
-  return device;
 }
 
 // One handle per device, made on first use (never under capture: binders prepare shapes first).

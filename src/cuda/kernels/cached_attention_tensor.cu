@@ -36,6 +36,7 @@
 #include <cstdint>
 
 #include "cuda/cuda_check.h"
+#include "cuda/device_attributes.h"
 #include "cuda/kernels/attention_tiles.cuh"
 #include "cuda/kernels/cached_attention_launch.cuh"
 #include "cuda/kernels/element_type.cuh"
@@ -340,8 +341,7 @@ void run_tensor_split(const TensorArgs<T>& a, const CacheLaunch& launch, dim3 gr
   // several GPUs may share the process), before its first launch, which is eager (a graph is
   // captured from the second execute on).
   static std::atomic<bool> sized[64];
-  int device = 0;
-  CUDA_CHECK(cudaGetDevice(&device));
+  const int device = current_device();
   CUDA_REQUIRE(device >= 0 && device < 64, "cached attention: device index out of range");
   if (!sized[device].load(std::memory_order_acquire)) {
     CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
@@ -356,16 +356,7 @@ void run_tensor_split(const TensorArgs<T>& a, const CacheLaunch& launch, dim3 gr
 bool tensor_split_takes(const CachedAttentionShape& shape) {
   if (shape.head_dim != 64 && shape.head_dim != 128) return false;
   // mma.sync on bf16 / fp16 operands: sm_80 and later (the kernel traps on older builds' targets).
-  static std::atomic<int> majors[64];
-  int device = 0;
-  CUDA_CHECK(cudaGetDevice(&device));
-  if (device < 0 || device >= 64) return false;
-  int major = majors[device].load(std::memory_order_relaxed);
-  if (major == 0) {
-    CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-    majors[device].store(major, std::memory_order_relaxed);
-  }
-  return major >= 8;
+  return current_compute_major() >= 8;
 }
 
 template <typename T>

@@ -12,6 +12,7 @@
 #include <cuda_fp16.h>
 
 #include "cuda/cuda_check.h"
+#include "cuda/device_attributes.h"
 #include "cuda/kernels/element_type.cuh"
 #include "cuda/kernels/first_max.cuh"
 
@@ -92,10 +93,7 @@ __global__ void __launch_bounds__(kGreedyThreads)
 
 // Clusters where the GPU has them (compute capability 9 and later) and the rows fit grid.y.
 bool use_clusters(int64_t rows) {
-  int device = 0, major = 0;
-  CUDA_CHECK(cudaGetDevice(&device));
-  CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-  return major >= 9 && rows <= 65535;
+  return current_compute_major() >= 9 && rows <= 65535;
 }
 
 template <typename E>
