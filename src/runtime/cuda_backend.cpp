@@ -312,7 +312,6 @@ void CudaBackend::upload_inputs(std::span<const InputBinding> inputs, cudaStream
   // has run; it ran before the previous step's kernels, so this wait is normally immediate.
   if (staged_pending_) staged_->synchronize();
   std::vector<ByteRange> bound;
-  std::vector<bool> is_bound(plan_->graph.tensors.size(), false);
   for (const InputBinding& input : inputs) {
     check_size(input.tensor, input.data.size(), "got");
     const compiler::TensorPlacement& placement = plan_->placement(input.tensor);
@@ -323,14 +322,15 @@ void CudaBackend::upload_inputs(std::span<const InputBinding> inputs, cudaStream
     if (input.data.empty()) continue;
     std::memcpy(staging_.get() + placement.offset, input.data.data(), input.data.size());
     bound.push_back({placement.offset, placement.offset + input.data.size()});
-    is_bound[static_cast<size_t>(input.tensor)] = true;
   }
   // The staging buffer mirrors the inputs region: the bound inputs go up in as few copies as the
   // unbound ones between them allow (upload_ranges.h).
   std::vector<ByteRange> unbound;
-  for (TensorId id : plan_->graph.inputs) {
+  for (TensorId id : plan_->graph.inputs) {  // a handful: no per-call table over every tensor
+    const bool given = std::any_of(inputs.begin(), inputs.end(),
+                                   [id](const InputBinding& input) { return input.tensor == id && !input.data.empty(); });
     const compiler::TensorPlacement& placement = plan_->placement(id);
-    if (is_bound[static_cast<size_t>(id)] || placement.storage != Storage::Inputs) continue;
+    if (given || placement.storage != Storage::Inputs) continue;
     unbound.push_back({placement.offset, placement.offset + plan_->graph.tensor(id).type.size_bytes()});
   }
   std::byte* region = base(Storage::Inputs);
