@@ -259,6 +259,7 @@ GENERATE_DEVICE_GREEDY = "2026-11-29-h200-generate-decode-device-greedy.jsonl"
 GENERATE_FUSED = "2026-11-29-h200-generate-decode-fused.jsonl"
 TENSOR_ATTENTION = "2026-11-29-h200-tensor-cached-attention.jsonl"  # decode, serve and GRPO after it
 PROGRAMMATIC_CHAIN = "2026-11-30-h200-decode-programmatic-chain.jsonl"  # one request's decode after it
+SPLITS_CUDNN_GRPO = "2026-11-30-h200-splits-cudnn-grpo.jsonl"  # decode and GRPO after 128-key splits, cuDNN training
 GENERATION = Table(
     anchor="generation", title="Generation: one request's decode speed",
     note="`surogate generate --device cuda` on a Qwen3 shape with random bf16 weights, one request, greedy, "
@@ -267,7 +268,7 @@ GENERATION = Table(
     rate_heading="Surogate decode tok/s",
     rows=(
         Row(anchor="generate-8b-decode", label="Qwen3-8B, prompt 512, 256 new tokens",
-            ours=Pick(PROGRAMMATIC_CHAIN, {"engine": "surogate", "prompt": 512}, metric="decode_tok_s"),
+            ours=Pick(SPLITS_CUDNN_GRPO, {"engine": "surogate", "prompt": 512}, metric="decode_tok_s"),
             peers=(Pick(GENERATE_DEVICE_GREEDY, {"engine": "transformers generate"}, metric="decode_tok_s"),),
             peer_same_call=False, gpu="H200", command="CARRIED=carry/cli MODEL=qwen3-8b bash bench/generate_decode.sh"),
         Row(anchor="generate-8b-decode-long", label="Qwen3-8B, prompt 128, 512 new tokens",
@@ -308,7 +309,7 @@ GRPO = Table(
     rows=tuple(
         Row(anchor=f"grpo-{size}-lora", label=f"Qwen3-{size.upper()} LoRA GRPO, 512 completions a step",
             size_b=billions,
-            ours=Pick(TENSOR_ATTENTION, {"engine": "surogate grpo", "model": f"qwen3-{size}"},
+            ours=Pick(SPLITS_CUDNN_GRPO, {"engine": "surogate grpo", "model": f"qwen3-{size}"},
                       metric="completions_per_s"),
             peers=(Pick(GRPO_FILE, {"engine": "trl-grpo+peft", "model": f"qwen3-{size}"},
                         metric="completions_per_s"),),
