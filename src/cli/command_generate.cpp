@@ -117,11 +117,7 @@ std::vector<generate::GenerationResult> generate_vision_rows(
          generate::generate(model, std::span(requests).subspan(first, count), codec, offset, &group_stats, prompt_tokens)) {
       results.push_back(std::move(result));
     }
-    stats.prompt_tokens += group_stats.prompt_tokens;
-    stats.generated_tokens += group_stats.generated_tokens;
-    stats.prefill_seconds += group_stats.prefill_seconds;
-    stats.decode_seconds += group_stats.decode_seconds;
-    stats.decode_steps += group_stats.decode_steps;
+    stats += group_stats;
   }
   return results;
 }

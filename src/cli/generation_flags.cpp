@@ -109,10 +109,12 @@ std::unique_ptr<generate::NextTokenModel> open_model(const ModelFlags& flags, in
 
 void report_speed(const generate::GenerationStats& stats) {
   const double rate = stats.decode_seconds > 0 ? static_cast<double>(stats.decode_steps) / stats.decode_seconds : 0.0;
-  std::cerr << fmt::format("generated {} tokens for {} prompt tokens: prefill {:.3f} s, decode {:.3f} s ({} steps, "
+  const std::string shared =
+      stats.shared_prompt_tokens > 0 ? fmt::format(" (and {} shared)", stats.shared_prompt_tokens) : std::string();
+  std::cerr << fmt::format("generated {} tokens for {} prompt tokens{}: prefill {:.3f} s, decode {:.3f} s ({} steps, "
                            "{:.1f} steps/s)\n",
-                           stats.generated_tokens, stats.prompt_tokens, stats.prefill_seconds, stats.decode_seconds,
-                           stats.decode_steps, rate);
+                           stats.generated_tokens, stats.prompt_tokens, shared, stats.prefill_seconds,
+                           stats.decode_seconds, stats.decode_steps, rate);
 }
 
 }  // namespace surogate::cli

@@ -82,14 +82,51 @@ void GenerationEngine::admit() {
     TokenSampler sampler(request.sampling, request.seed);
     StopConditions stop({request.eos_ids, request.stop, request.max_new_tokens}, tokenizer_);
     std::vector<int32_t> context = request.prompt;
-    running_.push_back({std::move(sequence), free_slots_.front(), std::move(context), std::move(sampler), std::move(stop)});
+    const uint64_t source = model_.copies_prefixes() && context.size() > 1 ? prompt_source(context) : 0;
+    running_.push_back({std::move(sequence), free_slots_.front(), std::move(context), std::move(sampler), std::move(stop),
+                        0, source});
     free_slots_.pop_front();
   }
+}
+
+uint64_t GenerationEngine::prompt_source(const std::vector<int32_t>& prompt) const {
+  for (const Running& run : running_) {
+    if (run.prompt_from == 0 && run.sequence.request.prompt == prompt) return run.sequence.id;
+  }
+  return 0;
+}
+
+void GenerationEngine::copy_shared_prompts() {
+  std::vector<PrefixCopy> copies;
+  int64_t shared = 0;
+  for (Running& run : running_) {
+    if (run.prompt_from == 0) continue;
+    const auto source = std::find_if(running_.begin(), running_.end(),
+                                     [&](const Running& other) { return other.sequence.id == run.prompt_from; });
+    const size_t tokens = run.context.size() - 1;  // the prompt but its last token, which the sequence feeds
+    if (source == running_.end()) {
+      run.prompt_from = 0;  // finished or cancelled before it held the prompt: fed as any prompt
+    } else if (source->fed >= tokens) {
+      copies.push_back({source->slot, run.slot, static_cast<int64_t>(tokens)});
+      run.fed = tokens;
+      run.prompt_from = 0;
+      shared += static_cast<int64_t>(tokens);
+    }
+  }
+  if (copies.empty()) return;
+  try {
+    model_.copy_prefixes(copies);
+  } catch (...) {
+    clear();
+    throw;
+  }
+  stats_.shared_prompt_tokens += shared;
 }
 
 void GenerationEngine::step() {
   admit();
   if (running_.empty()) return;
+  copy_shared_prompts();
   // One call feeds the last token of every decoding sequence and the next chunks of the prompts
   // still coming in, up to max_prefill_tokens of them.
   std::vector<SlotFeed> feeds;
@@ -99,12 +136,13 @@ void GenerationEngine::step() {
   // Several prompts coming in: each takes at most the model's prefill chunk, so that one round
   // carries several of them (a lone prompt takes what the budget allows).
   const auto prompts = std::count_if(running_.begin(), running_.end(), [](const Running& run) {
-    return run.fed == 0 || run.context.size() - run.fed > 1;
+    return run.prompt_from == 0 && (run.fed == 0 || run.context.size() - run.fed > 1);
   });
   const size_t per_prompt =
       prompts > 1 && model_.prefill_chunk() > 0 ? static_cast<size_t>(model_.prefill_chunk()) : std::numeric_limits<size_t>::max();
   for (size_t index = 0; index < running_.size(); ++index) {
     Running& run = running_[index];
+    if (run.prompt_from != 0) continue;  // waits for the prompt it shares
     const size_t left = run.context.size() - run.fed;
     const bool decoding = run.fed > 0 && left == 1;
     const size_t take = decoding ? 1 : std::min({left, static_cast<size_t>(budget), per_prompt});
@@ -113,11 +151,14 @@ void GenerationEngine::step() {
       budget -= static_cast<int64_t>(take);
       stats_.prompt_tokens += static_cast<int64_t>(take);
       prefill = true;
+    } else if (run.context.size() == run.sequence.request.prompt.size()) {
+      ++stats_.prompt_tokens;  // the last token of a prompt the rest of which was copied
     }
     const auto first = run.context.begin() + static_cast<std::ptrdiff_t>(run.fed);
     feeds.push_back({run.slot, std::vector<int32_t>(first, first + static_cast<std::ptrdiff_t>(take))});
     fed_rows.push_back(index);
   }
+  if (feeds.empty()) return;  // (not reached: a sequence waits only on one that is fed)
   // Every row that chooses a token this step greedy, with no penalty and no logprobs: the model
   // chooses them where its logits are and returns the ids alone (the same tokens: sampling.h's
   // greedy_choice is choose()'s rule for such a sampler, and a greedy sampler draws nothing).

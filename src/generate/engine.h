@@ -6,7 +6,12 @@
 // drops a sequence, whose slot is freed at the next step. Sequences take free slots in submission
 // order; a finished one frees its slot for the next (continuous batching at step granularity).
 // Each sequence samples with its own TokenSampler and seed, so its tokens do not depend on what
-// else runs beside it. Not thread-safe: one thread (or one lock) drives it.
+// else runs beside it. A prompt several sequences share (a GRPO group, `n` completions of one
+// request, the same prompt twice in a file) is computed once, when the model copies prefixes
+// (NextTokenModel::copies_prefixes): a sequence admitted while another running one has the same
+// prompt waits until that one's cache holds the prompt, takes all of it but the last token by
+// copy_prefixes, and feeds the last token itself, beside the decoding ones (if the other one is
+// gone by then, it feeds its prompt as usual). Not thread-safe: one thread (or one lock) drives it.
 //
 //   GenerationEngine engine(model, &tokenizer);
 //   engine.submit(request, [](const TokenEvent& event) { ... }, /*top_logprobs=*/5);
@@ -81,9 +86,15 @@ class GenerationEngine {
     TokenSampler sampler;
     StopConditions stop;
     size_t fed = 0;                // tokens of `context` the slot's cache holds
+    uint64_t prompt_from = 0;      // the running sequence whose prompt it copies (0: none, or done)
   };
 
   void admit();
+  // The running sequence (not itself waiting for a copy) with this prompt, or 0.
+  uint64_t prompt_source(const std::vector<int32_t>& prompt) const;
+  // The copies of the sequences whose prompt's source now holds it (those whose source is gone
+  // feed their prompt instead).
+  void copy_shared_prompts();
 
   NextTokenModel& model_;
   const tokenizer::Tokenizer* tokenizer_;

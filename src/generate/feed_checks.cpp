@@ -30,4 +30,20 @@ void check_feeds(std::span<const SlotFeed> feeds, const NextTokenModel& model) {
   }
 }
 
+void check_prefix_copies(std::span<const PrefixCopy> copies, const NextTokenModel& model) {
+  const auto slots = static_cast<size_t>(model.slots());
+  std::vector<bool> source(slots, false), destination(slots, false);
+  for (const PrefixCopy& copy : copies) {
+    SUROGATE_CHECK(copy.from >= 0 && copy.from < model.slots() && copy.to >= 0 && copy.to < model.slots(),
+                   "copy_prefixes: slot {} or {} is outside [0, {})", copy.from, copy.to, model.slots());
+    SUROGATE_CHECK(copy.tokens >= 0 && copy.tokens <= model.held(copy.from),
+                   "copy_prefixes: slot {} holds {} tokens, {} asked for", copy.from, model.held(copy.from), copy.tokens);
+    SUROGATE_CHECK(!destination[static_cast<size_t>(copy.to)], "copy_prefixes: slot {} is a destination twice", copy.to);
+    source[static_cast<size_t>(copy.from)] = destination[static_cast<size_t>(copy.to)] = true;
+  }
+  for (size_t slot = 0; slot < slots; ++slot) {
+    SUROGATE_CHECK(!(source[slot] && destination[slot]), "copy_prefixes: slot {} is both a source and a destination", slot);
+  }
+}
+
 }  // namespace surogate::generate

@@ -12,5 +12,9 @@ namespace surogate::generate {
 
 void check_slot(int64_t slot, int64_t slots);
 void check_feeds(std::span<const SlotFeed> feeds, const NextTokenModel& model);
+// copy_prefixes' rule (next_token_model.h): slots inside [0, slots), each `from` holding at
+// least its `tokens`, no slot both a source and a destination, no destination twice.
+// InternalError naming the slot.
+void check_prefix_copies(std::span<const PrefixCopy> copies, const NextTokenModel& model);
 
 }  // namespace surogate::generate

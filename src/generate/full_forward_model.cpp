@@ -36,6 +36,14 @@ public:
     return logits_;
   }
 
+  bool copies_prefixes() const override { return true; }
+  void copy_prefixes(std::span<const PrefixCopy> copies) override {
+    check_prefix_copies(copies, *this);
+    for (const PrefixCopy& copy : copies) {
+      const std::vector<int32_t>& from = histories_[static_cast<size_t>(copy.from)];
+      histories_[static_cast<size_t>(copy.to)].assign(from.begin(), from.begin() + copy.tokens);
+    }
+  }
   void clear(int64_t slot) override {
     check_slot(slot, slots());
     histories_[static_cast<size_t>(slot)].clear();

@@ -39,11 +39,23 @@ struct GenerationResult {
 // Where the time went: feed calls that held a prompt count as prefill (with the decode tokens fed
 // beside it), the others as decode.
 struct GenerationStats {
-  int64_t prompt_tokens = 0;
+  int64_t prompt_tokens = 0;         // computed
+  int64_t shared_prompt_tokens = 0;  // not computed: taken from a sequence with the same prompt (engine.h)
   int64_t generated_tokens = 0;
   double prefill_seconds = 0.0;
   double decode_seconds = 0.0;
   int64_t decode_steps = 0;
+
+  // Another run's (a group of requests, a rank) added to these.
+  GenerationStats& operator+=(const GenerationStats& other) {
+    prompt_tokens += other.prompt_tokens;
+    shared_prompt_tokens += other.shared_prompt_tokens;
+    generated_tokens += other.generated_tokens;
+    prefill_seconds += other.prefill_seconds;
+    decode_seconds += other.decode_seconds;
+    decode_steps += other.decode_steps;
+    return *this;
+  }
 };
 
 // Called as text becomes final: (request index, text delta). Deltas of one request concatenate to

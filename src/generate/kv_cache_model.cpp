@@ -128,6 +128,9 @@ public:
     config_ = models::load_model_config(model_dir, options.definition);
 
     const models::SessionGraph session = compile(*decode_, options, cache, options.slots, 1);
+    for (size_t id = 0; id < decode_->plan.graph.tensors.size(); ++id) {
+      if (is_kv_cache(decode_->plan.graph.tensors[id].name)) cache_tensors_.push_back(static_cast<graph::TensorId>(id));
+    }
     if (live != nullptr) {
       read_live_weights(*live);
     } else if (base_) {
@@ -237,6 +240,25 @@ public:
     return NextTokenModel::feed_sampled(feeds, choices);
   }
 
+  // Every layer's key and value rows of the copied tokens, in one call on the decode plan's
+  // backend (whose caches the prefill plans share).
+  bool copies_prefixes() const override { return true; }
+  void copy_prefixes(std::span<const PrefixCopy> copies) override {
+    check_prefix_copies(copies, *this);
+    std::vector<runtime::ByteMove> moves;
+    moves.reserve(copies.size() * cache_tensors_.size());
+    for (graph::TensorId tensor : cache_tensors_) {
+      const graph::TensorType& type = decode_->plan.graph.tensor(tensor).type;  // [slots, capacity, Hkv, D]
+      const size_t slot_bytes = type.size_bytes() / held_.size();
+      const size_t token_bytes = slot_bytes / static_cast<size_t>(capacity_);
+      for (const PrefixCopy& copy : copies) {
+        moves.push_back({tensor, static_cast<size_t>(copy.from) * slot_bytes, static_cast<size_t>(copy.to) * slot_bytes,
+                         static_cast<size_t>(copy.tokens) * token_bytes});
+      }
+    }
+    decode_->backend->copy_within(moves);
+    for (const PrefixCopy& copy : copies) held_[static_cast<size_t>(copy.to)] = copy.tokens;
+  }
   void clear(int64_t slot) override {
     check_slot(slot, slots());
     held_[static_cast<size_t>(slot)] = 0;  // what the cache holds past held() is never read
@@ -434,6 +456,7 @@ private:
   std::optional<DecodePlan> prefill_;  // absent when prompts go a token at a time
   std::optional<DecodePlan> single_prefill_;  // [1, rows × chunk]: a round with one prompt in it
   std::vector<int64_t> held_;          // tokens each slot's cache holds
+  std::vector<graph::TensorId> cache_tensors_;  // the decode plan's k_cache / v_cache, every layer
   // Kept from step to step: a decode step's logits (tens of MB at a large vocabulary) land in
   // pages already mapped instead of a fresh allocation's.
   std::vector<float> round_, logits_;

@@ -31,4 +31,8 @@ std::vector<int32_t> NextTokenModel::feed_sampled(std::span<const SlotFeed> feed
   return tokens;
 }
 
+void NextTokenModel::copy_prefixes(std::span<const PrefixCopy>) {
+  SUROGATE_CHECK(false, "this model does not copy prefixes between slots (copies_prefixes() is false)");
+}
+
 }  // namespace surogate::generate

@@ -31,6 +31,11 @@ struct SlotFeed {
   std::vector<int32_t> tokens;  // appended after what the slot holds; at least one
 };
 
+// Slot `to` takes the first `tokens` of what slot `from` holds (NextTokenModel::copy_prefixes).
+struct PrefixCopy {
+  int64_t from = 0, to = 0, tokens = 0;
+};
+
 // One feed's sampled choice (NextTokenModel::feed_sampled): the op's options for the row
 // (sampling.h's TokenSampler::take_row; temperature < 0: the feed chooses nothing) and the
 // context its repetition penalty reads.
@@ -64,6 +69,15 @@ public:
   // this default runs it on the host over feed_in_place's logits: the same tokens for the same
   // logits.
   virtual std::vector<int32_t> feed_sampled(std::span<const SlotFeed> feeds, std::span<const RowChoice> choices);
+  // Whether copy_prefixes works: a model whose slots hold nothing but what their tokens
+  // determine (not a vision-language prompt's image features). The engine then computes a prompt
+  // that several sequences share once (engine.h).
+  virtual bool copies_prefixes() const { return false; }
+  // Each copy's `to` slot then holds the first `tokens` of what its `from` slot holds, as if they
+  // had been fed to it (what it held before is dropped); the `from` slots are unchanged.
+  // InternalError when the model does not copy prefixes, a `from` slot holds fewer tokens, a slot
+  // is both a source and a destination or a destination twice.
+  virtual void copy_prefixes(std::span<const PrefixCopy> copies);
   virtual void clear(int64_t slot) = 0;  // the slot then holds nothing
   virtual int64_t held(int64_t slot) const = 0;
   virtual int64_t slots() const = 0;

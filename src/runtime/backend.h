@@ -21,6 +21,13 @@ struct InputBinding {
   std::span<const std::byte> data;
 };
 
+// One copy inside a tensor for copy_within(): `bytes` bytes from byte offset `from` to byte
+// offset `to` of the same tensor.
+struct ByteMove {
+  graph::TensorId tensor = graph::kNoTensor;
+  size_t from = 0, to = 0, bytes = 0;
+};
+
 class Backend {
 public:
   virtual ~Backend() = default;
@@ -33,6 +40,10 @@ public:
   // The byte count must equal the tensor's size (UserError otherwise).
   virtual void write(graph::TensorId tensor, std::span<const std::byte> data) = 0;
   virtual void read(graph::TensorId tensor, std::span<std::byte> data) const = 0;
+  // Copies ranges inside tensors on the device (generation's KV caches: a prompt's keys and values
+  // handed from one slot to another), all done when it returns. No move's destination may overlap
+  // another move's source or destination; a range outside its tensor is an InternalError.
+  virtual void copy_within(std::span<const ByteMove> moves) = 0;
 
   // Writes the given inputs (inputs not given keep their last values), then runs every step of
   // the plan in order.

@@ -6,6 +6,7 @@
 
 #include "core/bfloat16.h"
 #include "core/error.h"
+#include "runtime/byte_moves.h"
 #include "runtime/shared_parameters.h"
 
 namespace surogate::runtime {
@@ -129,6 +130,14 @@ void CpuBackend::read(TensorId tensor, std::span<std::byte> data) const {
               type.size_bytes(), data.size());
   }
   std::memcpy(data.data(), address(tensor, 0), data.size());
+}
+
+void CpuBackend::copy_within(std::span<const ByteMove> moves) {
+  check_byte_moves(*plan_, moves);
+  for (const ByteMove& move : moves) {
+    auto* data = static_cast<std::byte*>(address(move.tensor, 0));
+    std::memcpy(data + move.to, data + move.from, move.bytes);
+  }
 }
 
 void CpuBackend::write_converted(TensorId tensor, DType source, std::span<const std::byte> data) {

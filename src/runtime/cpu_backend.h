@@ -39,6 +39,7 @@ public:
   void load(const compiler::ExecutionPlan& plan, const graph::OpRegistry& registry) override;
   void write(graph::TensorId tensor, std::span<const std::byte> data) override;
   void read(graph::TensorId tensor, std::span<std::byte> data) const override;
+  void copy_within(std::span<const ByteMove> moves) override;
   void execute(std::span<const InputBinding> inputs) override;
   void zero_gradients() override;
   // As execute(), but only the plan's forward steps (those before plan.forward_steps): the forward's

@@ -1,6 +1,7 @@
 // CudaBackend: binder check, memory check and allocation, kernel binding at load time; an
 // execute() that only enqueues work on one stream, eagerly or as one captured CUDA graph.
 #include "runtime/cuda_backend.h"
+#include "runtime/byte_moves.h"
 #include "runtime/shared_parameters.h"
 #include "runtime/upload_ranges.h"
 
@@ -16,6 +17,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "cuda/kernels/range_copy.h"
 
 namespace surogate::runtime {
 
@@ -303,6 +305,27 @@ void CudaBackend::read(TensorId tensor, std::span<std::byte> data) const {
   check_size(tensor, data.size(), "asked for");
   if (data.empty()) return;
   CUDA_CHECK(cudaMemcpyAsync(data.data(), address(tensor), data.size(), cudaMemcpyDefault, stream_->get()));
+  stream_->synchronize();
+}
+
+void CudaBackend::copy_within(std::span<const ByteMove> moves) {
+  check_byte_moves(*plan_, moves);
+  cuda::RangeCopyBatch batch;
+  auto launch = [&] {
+    cuda::copy_ranges(batch, stream_->get());
+    batch = {};
+  };
+  for (const ByteMove& move : moves) {
+    if (move.bytes == 0) continue;
+    std::byte* data = address(move.tensor);
+    batch.from[batch.count] = data + move.from;
+    batch.to[batch.count] = data + move.to;
+    batch.bytes[batch.count] = static_cast<int64_t>(move.bytes);
+    batch.largest = std::max(batch.largest, static_cast<int64_t>(move.bytes));
+    if (++batch.count == cuda::RangeCopyBatch::kMaxRanges) launch();
+  }
+  launch();
+  // Done when it returns: another plan's backend (its own stream) reads what was copied next.
   stream_->synchronize();
 }
 

@@ -1,6 +1,7 @@
 // The GenerationEngine over a fake model: sequences take slots in order, events come per token
 // with logprobs of the unprocessed logits, long prompts come in chunks while others decode, a
-// cancelled sequence frees its slot at the next step, a failing feed drops everything and throws.
+// prompt several sequences share is fed once and copied, a cancelled sequence frees its slot at
+// the next step, a failing feed drops everything and throws.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -48,8 +49,25 @@ class CountingModel : public NextTokenModel {
   bool fail = false;
   int64_t chunk = 0;  // prefill_chunk()
 
- private:
+ protected:
   std::map<int64_t, int64_t> held_;
+};
+
+// CountingModel with three slots that copies prefixes (recording each call's copies).
+class SharingModel : public CountingModel {
+ public:
+  int64_t slots() const override { return 3; }
+  bool copies_prefixes() const override { return true; }
+  void copy_prefixes(std::span<const PrefixCopy> copies) override {
+    std::vector<std::vector<int64_t>> call;
+    for (const PrefixCopy& copy : copies) {
+      EXPECT_GE(held(copy.from), copy.tokens);
+      held_[copy.to] = copy.tokens;
+      call.push_back({copy.from, copy.to, copy.tokens});
+    }
+    copied.push_back(call);
+  }
+  std::vector<std::vector<std::vector<int64_t>>> copied;  // {from, to, tokens} of each call
 };
 
 GenerationRequest request(int32_t first, int64_t new_tokens) {
@@ -164,6 +182,41 @@ TEST(GenerationEngine, SeveralPromptsTakeAChunkEachALoneOneWhatTheBudgetAllows) 
   engine.submit(prompt, [](const TokenEvent&) {});
   while (engine.has_work()) engine.step();
   EXPECT_EQ(model.sizes, (std::vector<std::vector<int64_t>>{{3, 3}, {3, 3}, {6}}));
+}
+
+TEST(GenerationEngine, APromptSharedBySequencesIsFedOnceAndCopied) {
+  SharingModel model;
+  GenerationEngine engine(model, nullptr);
+  GenerationRequest shared = request(0, 3);
+  shared.prompt = {1, 2, 3, 4};
+  std::map<int, std::vector<int32_t>> tokens;
+  for (int index = 0; index < 3; ++index) {
+    engine.submit(shared, [&, index](const TokenEvent& event) { tokens[index].push_back(event.token); });
+  }
+  while (engine.has_work()) engine.step();
+  // The first feeds the prompt while the others wait; they then take its first three tokens and
+  // feed the fourth beside its decode.
+  EXPECT_EQ(model.calls, (std::vector<std::vector<int64_t>>{{0}, {0, 1, 2}, {0, 1, 2}, {1, 2}}));
+  EXPECT_EQ(model.sizes, (std::vector<std::vector<int64_t>>{{4}, {1, 1, 1}, {1, 1, 1}, {1, 1}}));
+  EXPECT_EQ(model.copied, (std::vector<std::vector<std::vector<int64_t>>>{{{0, 1, 3}, {0, 2, 3}}}));
+  for (int index = 0; index < 3; ++index) EXPECT_EQ(tokens[index], (std::vector<int32_t>{0, 1, 2})) << index;
+  EXPECT_EQ(engine.stats().prompt_tokens, 6);  // 4 + the last token of each copied prompt
+  EXPECT_EQ(engine.stats().shared_prompt_tokens, 6);
+}
+
+TEST(GenerationEngine, ASequenceWhosePromptsSourceFinishedFirstFeedsItsOwn) {
+  SharingModel model;
+  GenerationEngine engine(model, nullptr);
+  GenerationRequest once = request(0, 1), twice = request(0, 2);
+  once.prompt = twice.prompt = {2, 2, 2};
+  std::vector<int32_t> tokens;
+  engine.submit(once, [](const TokenEvent&) {});  // done at the step that feeds its prompt
+  engine.submit(twice, [&](const TokenEvent& event) { tokens.push_back(event.token); });
+  while (engine.has_work()) engine.step();
+  EXPECT_TRUE(model.copied.empty());
+  EXPECT_EQ(model.sizes, (std::vector<std::vector<int64_t>>{{3}, {3}, {1}}));
+  EXPECT_EQ(tokens, (std::vector<int32_t>{3, 4}));
+  EXPECT_EQ(engine.stats().shared_prompt_tokens, 0);
 }
 
 TEST(GenerationEngine, AFailingFeedDropsEverySequence) {

@@ -77,7 +77,27 @@ struct ModelPair {
   std::vector<float> feed_one(int64_t slot, std::vector<int32_t> tokens, const std::string& what) {
     return feed({SlotFeed{slot, std::move(tokens)}}, what);
   }
+
+  // Copies prefixes in both (the oracle copies token histories); expects the same slot contents.
+  void copy(const std::vector<PrefixCopy>& copies, const std::string& what) {
+    fast->copy_prefixes(copies);
+    oracle->copy_prefixes(copies);
+    for (int64_t slot = 0; slot < oracle->slots(); ++slot) EXPECT_EQ(fast->held(slot), oracle->held(slot)) << what;
+  }
 };
+
+// Slot 0 takes a 9-token prompt; slot 2 (which held other tokens) takes its first 8 and slot 3
+// its first 5 by copy_prefixes, then each is fed the rest of its own way: the logits of the copied
+// slots must be the oracle's (which copies the token histories), and slot 0 keeps its own.
+inline void copied_prefixes_give_the_oracles_logits(ModelPair& pair) {
+  const std::vector<int32_t> prompt = random_tokens(9, 31);
+  pair.feed({{0, prompt}, {2, random_tokens(4, 32)}}, "the prompt, and other tokens in slot 2");
+  pair.copy({{0, 2, 8}, {0, 3, 5}}, "8 tokens to slot 2, 5 to slot 3");
+  EXPECT_EQ(pair.fast->held(2), 8);
+  EXPECT_EQ(pair.fast->held(3), 5);
+  pair.feed({{2, {prompt[8]}}, {3, {prompt[5], 7, 8}}, {0, {5}}},
+            "slot 2 the prompt's last token, slot 3 three more, slot 0 one more");
+}
 
 // The greedy next token of a logits row.
 inline int32_t argmax(const std::vector<float>& logits, size_t row, size_t vocab) {

@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/error.h"
 #include "graph/json_ir.h"
 #include "io/model_config.h"
 #include "kv_model_pair.h"
@@ -71,6 +72,23 @@ TEST(KvCacheModel, WithoutAPrefillPlanAPromptGoesATokenAtATime) {
   ModelPair pair("mistral_sliding", {.slots = 1, .max_context = 16}, {.chunk = 1});
   pair.feed_one(0, random_tokens(9, 3), "9 tokens through the decode plan");
   pair.feed_one(0, {4, 5}, "two more");
+}
+
+TEST(KvCacheModel, APrefixCopiedFromAnotherSlotGivesTheLogitsOfFeedingIt) {
+  ModelPair pair("qwen3_qknorm", {.slots = 4, .max_context = 24}, {.rows = 2, .chunk = 4});
+  testing::copied_prefixes_give_the_oracles_logits(pair);
+}
+
+TEST(KvCacheModel, ABadPrefixCopyIsRefusedAndChangesNothing) {
+  ModelPair pair("llama_gqa_llama3", {.slots = 3, .max_context = 16});
+  pair.feed_one(0, random_tokens(5, 2), "five tokens");
+  EXPECT_TRUE(pair.fast->copies_prefixes());
+  EXPECT_THROW(pair.fast->copy_prefixes(std::vector<PrefixCopy>{{0, 1, 6}}), InternalError);  // slot 0 holds 5
+  EXPECT_THROW(pair.fast->copy_prefixes(std::vector<PrefixCopy>{{0, 0, 2}}), InternalError);  // onto itself
+  EXPECT_THROW(pair.fast->copy_prefixes(std::vector<PrefixCopy>{{0, 1, 2}, {0, 1, 3}}), InternalError);
+  EXPECT_THROW(pair.fast->copy_prefixes(std::vector<PrefixCopy>{{0, 3, 2}}), InternalError);  // no slot 3
+  EXPECT_EQ(pair.fast->held(1), 0);
+  EXPECT_EQ(pair.fast->held(0), 5);
 }
 
 TEST(KvCacheModel, SlotsFedTogetherWithDifferentLengths) {

@@ -7,7 +7,8 @@
 //     argument); a wrong kernel (wrong slot, position, head, window) is off by order 1;
 //   * against the KV-cache model on the CPU (fp32): < kCudaVersusCpu (5e-2), the same bound plus
 //     the weights' one rounding to bf16;
-//   * an adapter's model reading a base model's weights in place against one holding its own.
+//   * an adapter's model reading a base model's weights in place against one holding its own;
+//   * a prefix copied from one slot to others (copy_prefixes) against feeding it.
 // Skips without a GPU.
 #include <gtest/gtest.h>
 
@@ -49,6 +50,12 @@ TEST_P(KvCacheModelCuda, PrefillAndDecodeGiveTheFullForwardsLogits) {
     // The next tokens: greedy from the oracle, fed to all three models alike.
     feeds = {{2, {argmax(logits, 0, 96)}}, {0, {argmax(logits, 1, 96)}}};
   }
+}
+
+// copy_prefixes on the GPU (one launch of range copies over every layer's caches).
+TEST_P(KvCacheModelCuda, APrefixCopiedFromAnotherSlotGivesTheLogitsOfFeedingIt) {
+  ModelPair pair(GetParam(), {.cuda = true, .slots = 4, .max_context = 24}, {.rows = 2, .chunk = 4}, kCudaTolerance);
+  testing::copied_prefixes_give_the_oracles_logits(pair);
 }
 
 TEST_F(KvCacheModelCuda, AnAdapterReadingTheBaseModelsWeightsEqualsOneHoldingItsOwn) {

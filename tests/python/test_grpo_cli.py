@@ -126,6 +126,10 @@ def test_the_steps_loss_is_trls_on_its_completions(surogate_bin, example, tmp_pa
                 assert metrics["clip_ratio/region_mean"] == 0.0
             assert step["loss"] == pytest.approx(total, rel=1e-5, abs=1e-7), (loss_type, step["loss"], total)
             assert step["clip_ratio/region_mean"] == 0.0
+            # A group's prompt is computed once: the others copy all of it but its last token.
+            prompts = sum(len(c["prompt_ids"]) for c in completions)
+            assert step["prompt_tokens"] + step["shared_prompt_tokens"] == prompts, (step, prompts)
+            assert 0 < step["shared_prompt_tokens"] < prompts, step
 
 
 @pytest.mark.parametrize("loss_type,temperature", [("grpo", 1.0), ("dapo", 0.7), ("bnpo", 1.3)])

@@ -10,8 +10,10 @@
 #include <new>
 
 #include "compiler/engine_test_util.h"
+#include "runtime/byte_move_case.h"
 #include "compiler/toy_ops.h"
 #include "core/bfloat16.h"
+#include "core/error.h"
 
 // Counts heap allocations while `g_counting` is set: the step loop must make none.
 namespace {
@@ -42,6 +44,33 @@ ExecutionPlan compile_toy(const RecomputePolicy& policy) {
   CompileOptions options;
   options.recompute = policy;
   return compiler::compile_training(std::move(model.graph), model.loss, toy_registry(), options);
+}
+
+TEST(CpuBackend, CopyWithinMovesTheRangesAndRefusesOverlappingDestinations) {
+  OpRegistry registry;
+  register_core_ops(registry);
+  const ExecutionPlan plan = byte_move_plan(registry);
+  CpuBackend backend;
+  backend.load(plan, registry);
+  const TensorId table = plan.tensor("table");
+  const std::vector<std::byte> bytes = byte_move_table();
+  backend.write(table, bytes);
+  const std::vector<runtime::ByteMove> moves = byte_moves(table);
+  backend.copy_within(moves);
+  std::vector<std::byte> got(bytes.size());
+  backend.read(table, got);
+  EXPECT_EQ(got, expected_after_moves(bytes, moves));
+  // Refused before anything is copied: a destination over another move's source, one past the
+  // tensor's end, a move over itself.
+  backend.write(table, bytes);
+  for (const std::vector<runtime::ByteMove>& bad : {
+           std::vector<runtime::ByteMove>{{table, 0, 8192, 4096}, {table, 8192, 20000, 16}},
+           std::vector<runtime::ByteMove>{{table, 0, bytes.size() - 8, 16}},
+           std::vector<runtime::ByteMove>{{table, 0, 100, 200}}}) {
+    EXPECT_THROW(backend.copy_within(bad), InternalError);
+  }
+  backend.read(table, got);
+  EXPECT_EQ(got, bytes);
 }
 
 TEST(CpuBackend, ExecuteDoesNotAllocate) {

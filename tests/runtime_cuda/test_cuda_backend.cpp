@@ -30,6 +30,7 @@
 #include "core/bfloat16.h"
 #include "cuda/cuda_check.h"
 #include "cuda/device_info.h"
+#include "runtime/byte_move_case.h"
 #include "runtime/cuda_backend.h"
 #include "runtime_cuda/toy_cuda_ops.h"
 
@@ -111,6 +112,23 @@ TEST(CudaBackend, RefusesOpsWithoutBinderAtLoad) {
     EXPECT_NE(message.find("toy_norm"), std::string::npos) << message;
     EXPECT_NE(message.find("no kernel"), std::string::npos) << message;
   }
+}
+
+TEST(CudaBackend, CopyWithinMovesTheRangesAsTheCpuDoes) {
+  SKIP_WITHOUT_GPU();
+  OpRegistry registry;
+  register_core_ops(registry);
+  const ExecutionPlan plan = byte_move_plan(registry);
+  CudaBackend backend;
+  backend.load(plan, registry);
+  const TensorId table = plan.tensor("table");
+  const std::vector<std::byte> bytes = byte_move_table();
+  backend.write(table, bytes);
+  const std::vector<runtime::ByteMove> moves = byte_moves(table);
+  backend.copy_within(moves);
+  std::vector<std::byte> got(bytes.size());
+  backend.read(table, got);
+  EXPECT_EQ(got, expected_after_moves(bytes, moves));
 }
 
 TEST(CudaBackend, CoreOpGraphMatchesCpu) {

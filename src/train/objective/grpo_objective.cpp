@@ -86,7 +86,7 @@ void GrpoObjective::prepare(const ObjectiveContext& context) {
                               std::max<int64_t>(1, config_.schedule.gradient_accumulation_steps);
   // The shape the training plan counted (grpo_rollout_model.h).
   const generate::ModelOptions options = grpo_rollout_model_options(config_, context.cuda);
-  models_ = std::make_unique<GrpoRankModels>(*context.device, weights, model_dir, options);
+  models_ = std::make_unique<GrpoRankModels>(*context.device, weights, model_dir, options, grpo_prefill_shape(config_));
   const int processes = context.world != nullptr ? context.world->size() : 1;
   SUROGATE_CHECK(models_->ranks() * processes == context.device->data_parallel_ranks(),
                  "a rollout model on each of the {} data-parallel ranks", context.device->data_parallel_ranks());
@@ -229,7 +229,9 @@ void GrpoObjective::make_window(data::DataLoader& loader, std::span<data::Packed
                          {"num_tokens", laid_out.masked_tokens()},
                          {"generation_seconds", generation_seconds},
                          {"reward_seconds", grpo_seconds(reward_start)},
-                         {"generated_tokens", stats.generated_tokens}};
+                         {"generated_tokens", stats.generated_tokens},
+                         {"prompt_tokens", stats.prompt_tokens},
+                         {"shared_prompt_tokens", stats.shared_prompt_tokens}};
   add_reward_metrics(advantages, rewards_->specs(), metrics);
   add_length_metrics(rollouts, metrics);
   const data::LoaderPosition position = loader.position();

@@ -26,7 +26,7 @@ nlohmann::json rollouts_json(const std::vector<rl::Rollout>& rollouts, const gen
   }
   return {{"rollouts", std::move(list)},
           {"stats", {stats.prompt_tokens, stats.generated_tokens, stats.prefill_seconds, stats.decode_seconds,
-                     stats.decode_steps}}};
+                     stats.decode_steps, stats.shared_prompt_tokens}}};
 }
 
 }  // namespace
@@ -52,6 +52,7 @@ std::vector<rl::Rollout> gather_process_rollouts(distributed::ProcessWorld& worl
     stats.prefill_seconds += counts[2].get<double>();
     stats.decode_seconds += counts[3].get<double>();
     stats.decode_steps += counts[4].get<int64_t>();
+    stats.shared_prompt_tokens += counts[5].get<int64_t>();
   }
   return rollouts;
 }

@@ -20,12 +20,13 @@ std::vector<size_t> grpo_window_order(int64_t ranks, int64_t accumulation, int64
 }
 
 GrpoRankModels::GrpoRankModels(TrainingDevice& device, generate::LoadedWeights weights,
-                               const std::filesystem::path& model_dir, const generate::ModelOptions& options)
+                               const std::filesystem::path& model_dir, const generate::ModelOptions& options,
+                               const generate::PrefillShape& prefill)
     : device_(device) {
   open_on_ranks([&](const runtime::Backend& backend) {
     generate::LoadedWeights own = weights;
     own.backend = &backend;
-    return generate::open_kv_cache_on_weights(own, model_dir, options);
+    return generate::open_kv_cache_on_weights(own, model_dir, options, prefill);
   });
 }
 
@@ -89,12 +90,7 @@ std::vector<rl::Rollout> GrpoRankModels::generate(const std::vector<std::vector<
       rollout.prompt += (first + r) * share;
       rollouts.push_back(std::move(rollout));
     }
-    if (stats == nullptr) continue;
-    stats->prompt_tokens += rank_stats[r].prompt_tokens;
-    stats->generated_tokens += rank_stats[r].generated_tokens;
-    stats->prefill_seconds += rank_stats[r].prefill_seconds;
-    stats->decode_seconds += rank_stats[r].decode_seconds;
-    stats->decode_steps += rank_stats[r].decode_steps;
+    if (stats != nullptr) *stats += rank_stats[r];
   }
   return rollouts;
 }

@@ -49,9 +49,10 @@ std::vector<T> in_window_order(const std::vector<T>& values, const std::vector<s
 class GrpoRankModels {
 public:
   // One model per weight rank of `device`, opened on the rank's thread over its backend (`weights`
-  // without a backend: the forms the ranks hold them in). InternalError when no rank holds them.
+  // without a backend: the forms the ranks hold them in), with `prefill`'s plan (default: the
+  // KV cache model's). InternalError when no rank holds them.
   GrpoRankModels(TrainingDevice& device, generate::LoadedWeights weights, const std::filesystem::path& model_dir,
-                 const generate::ModelOptions& options);
+                 const generate::ModelOptions& options, const generate::PrefillShape& prefill = {});
   // One model per weight rank holding weights of its own: the folder's, loaded on the rank's
   // thread onto its device (generate/kv_cache_model.h's open_kv_cache_model; bf16 on CUDA, fp32 on
   // the CPU). GRPO's KL reference under full fine-tuning: a frozen copy of the starting weights,

@@ -27,6 +27,12 @@ generate::ModelOptions grpo_rollout_model_options(const Config& config, bool cud
   return options;
 }
 
+generate::PrefillShape grpo_prefill_shape(const Config& config) {
+  const int64_t chunk = std::clamp<int64_t>(config.grpo.max_prompt_length, 1, 256);
+  const int64_t rows = std::min(std::max<int64_t>(kGrpoPrefillTokens / chunk, 4), grpo_rollout_slots(config));
+  return {rows, chunk};
+}
+
 generate::WeightForms grpo_weight_forms(const Config& config, const io::ModelConfig& model,
                                         const models::LoraOptions* lora) {
   generate::WeightForms forms;
@@ -41,7 +47,7 @@ generate::WeightForms grpo_weight_forms(const Config& config, const io::ModelCon
 generate::KvCacheMemory predict_grpo_rollout_memory(const Config& config, const io::ModelConfig& model,
                                                     const models::LoraOptions* lora, bool cuda) {
   return generate::predict_kv_cache_memory(model, grpo_rollout_model_options(config, cuda),
-                                           grpo_weight_forms(config, model, lora));
+                                           grpo_weight_forms(config, model, lora), grpo_prefill_shape(config));
 }
 
 GrpoReferenceMemory predict_grpo_reference_memory(const Config& config, const io::ModelConfig& model,

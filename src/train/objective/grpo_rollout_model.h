@@ -32,6 +32,16 @@ int64_t grpo_rollout_slots(const Config& config);
 // The rollout model's options on the CUDA backend (bf16) or the CPU's (fp32).
 generate::ModelOptions grpo_rollout_model_options(const Config& config, bool cuda);
 
+// The prompt tokens a rollout model's prefill round computes (rows × chunk): the KV cache model's
+// default plan's (4 × 256).
+inline constexpr int64_t kGrpoPrefillTokens = 1024;
+
+// The rollout model's prefill plan: rows of max_prompt_length tokens (at most 256; a prompt is cut
+// to max_prompt_length, so each takes one row with no padding past that), as many rows as make
+// kGrpoPrefillTokens (at least 4, at most the slots): 64-token prompts go 16 to a round, where the
+// default plan's 4 rows of 256 computed 16 times the tokens.
+generate::PrefillShape grpo_prefill_shape(const Config& config);
+
 // How the trainer holds the weights the rollouts read: the LoRA adapter `lora` (null: full
 // fine-tuning), QLoRA's quantized base (qlora_* with LoRA), the fp8_hybrid recipe's FP8 weights.
 generate::WeightForms grpo_weight_forms(const Config& config, const io::ModelConfig& model,

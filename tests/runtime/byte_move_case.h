@@ -1,0 +1,51 @@
+// One case for Backend::copy_within on every backend: a plan whose one parameter is 600 rows of
+// 4,096 bytes, filled with distinct bytes, and moves that exercise the copy's paths — 140
+// row-sized moves at offsets and sizes that are not multiples of 16 (more than one launch of
+// range copies on CUDA), and one 400 KB move from source rows the others also read (a range
+// shared by several blocks). `expected_after_moves` applies them to the bytes on the host.
+#pragma once
+
+#include <cstddef>
+#include <cstring>
+#include <vector>
+
+#include "compiler/execution_plan.h"
+#include "graph/builder.h"
+#include "runtime/backend.h"
+
+namespace surogate::testing {
+
+inline constexpr size_t kMoveRowBytes = 4096;
+inline constexpr int64_t kMoveRows = 600;
+
+// The plan: "table" F32 [600, 1024], reduced to a loss so that it compiles.
+inline compiler::ExecutionPlan byte_move_plan(const graph::OpRegistry& registry) {
+  graph::GraphBuilder b(registry);
+  const graph::TensorId table = b.parameter("table", DType::F32, {kMoveRows, 1024});
+  const graph::TensorId loss = b.op("sum", {table}, {}, "loss");
+  b.mark_output(loss);
+  return compiler::compile_training(b.finish(), loss, registry);
+}
+
+inline std::vector<std::byte> byte_move_table() {
+  std::vector<std::byte> bytes(static_cast<size_t>(kMoveRows) * kMoveRowBytes);
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<std::byte>((i * 131 + i / 4096) % 251);
+  return bytes;
+}
+
+inline std::vector<runtime::ByteMove> byte_moves(graph::TensorId table) {
+  std::vector<runtime::ByteMove> moves;
+  for (size_t k = 0; k < 140; ++k) {  // rows 0..139 → 150..289, shifted by 0, 1 or 2 bytes
+    moves.push_back({table, k * kMoveRowBytes + k % 3, (150 + k) * kMoveRowBytes + k % 3, kMoveRowBytes - 3});
+  }
+  moves.push_back({table, 0, 400 * kMoveRowBytes, 100 * kMoveRowBytes});  // rows 0..99 → 400..499
+  return moves;
+}
+
+inline std::vector<std::byte> expected_after_moves(std::vector<std::byte> bytes, const std::vector<runtime::ByteMove>& moves) {
+  const std::vector<std::byte> before = bytes;  // no destination is a source: order does not matter
+  for (const runtime::ByteMove& move : moves) std::memcpy(bytes.data() + move.to, before.data() + move.from, move.bytes);
+  return bytes;
+}
+
+}  // namespace surogate::testing
