@@ -19,6 +19,7 @@
 #include "generate/decode_graph.h"
 #include "generate/device_sampling.h"
 #include "generate/feed_checks.h"
+#include "generate/step_timing.h"
 #include "models/defined_weights.h"
 #include "models/model_eval.h"
 #include "models/session_loading.h"
@@ -163,12 +164,14 @@ public:
       time_breakdown_ = true;
     }
 #endif
+    if (StepTiming::requested()) timing_.emplace();
   }
 
   ~KvCacheModel() override {
     for (const auto& [name, milliseconds] : breakdown_) {
       std::cerr << fmt::format("time breakdown: {:<40} {:10.1f} ms\n", name, milliseconds);
     }
+    if (timing_) std::cerr << timing_->summary();
   }
 
   std::span<float> feed_in_place(std::span<const SlotFeed> feeds) override {
@@ -331,6 +334,9 @@ private:
   // in_one_round: this round is the only one and its row r is feed r.
   template <typename Collect>
   void feed_rounds(std::span<const SlotFeed> feeds, Collect&& collect) {
+    if (timing_) timing_->call_started();
+    int rounds = 0;
+    bool decode_round = false;
     std::vector<int64_t> done(feeds.size(), 0);
     std::vector<size_t> pending(feeds.size());
     for (size_t i = 0; i < feeds.size(); ++i) pending[i] = i;
@@ -349,6 +355,8 @@ private:
         rows.push_back({i, done[i], std::min(left(i), step.sequence)});
       }
       run(step, feeds, rows);
+      ++rounds;
+      decode_round = &step == decode_.get();
       const bool in_one_round = pending.size() == feeds.size() && rows.size() == feeds.size() && done_in_one(feeds, rows);
       for (RoundRow& row : rows) {
         done[row.feed] += row.count;
@@ -358,6 +366,7 @@ private:
       collect(step, rows, in_one_round);
       std::erase_if(pending, [&](size_t i) { return done[i] == static_cast<int64_t>(feeds[i].tokens.size()); });
     }
+    if (timing_) timing_->call_returned(rounds == 1 && decode_round);
   }
 
   // Whether `rows` (the first round of `feeds`) feeds every one whole, row r being feed r.
@@ -410,7 +419,9 @@ private:
       const std::vector<int32_t>& values = in.by_name(step.plan.graph.tensor(id).name);
       bindings.push_back({id, std::as_bytes(std::span<const int32_t>(values))});
     }
+    if (timing_) timing_->execute_started();
     step.backend->execute(bindings);
+    if (timing_) timing_->execute_returned();
 #if SUROGATE_WITH_CUDA
     if (time_breakdown_) {
       const std::string plan = fmt::format("[{}, {}] ", step.rows, step.sequence);
@@ -465,6 +476,7 @@ private:
   DeviceSampling sampling_;  // feed_sampled's buffers on the GPU
 #endif
   bool time_breakdown_ = false;               // SUROGATE_GENERATE_TIME_BREAKDOWN=1
+  std::optional<StepTiming> timing_;          // SUROGATE_GENERATE_STEP_TIMING=1
   std::map<std::string, double> breakdown_;   // "[rows, sequence] op" -> GPU milliseconds
 };
 
