@@ -2,6 +2,7 @@
 #include "train/objective/grpo_reference.h"
 
 #include <algorithm>
+#include <map>
 
 #include "core/error.h"
 #include "ops/grpo_logprobs.h"
@@ -16,31 +17,63 @@ std::vector<double> reference_token_logps(generate::NextTokenModel& model,
   SUROGATE_CHECK(static_cast<int64_t>(prompts.size()) == count, "a prompt per completion");
   std::vector<double> logps(static_cast<size_t>(count * width), 0.0);
   std::vector<float> row_logp, row_logsumexp;
+  // One feed call; each feed's logits score its owner's completion token k.
+  struct Round {
+    std::vector<generate::SlotFeed> feeds;
+    std::vector<int32_t> labels;
+    std::vector<int64_t> owners;
+  };
+  const auto score = [&](const Round& round, int64_t k) {
+    if (round.feeds.empty()) return;
+    const std::span<const float> logits = model.feed_in_place(round.feeds);
+    const ops::TokenLogprobShape shape{static_cast<int64_t>(round.feeds.size()), model.vocab_size(), temperature};
+    row_logp.assign(round.feeds.size(), 0.0f);
+    row_logsumexp.assign(round.feeds.size(), 0.0f);
+    ops::token_logprobs_forward<float>(shape, logits.data(), round.labels.data(), row_logp.data(), row_logsumexp.data());
+    for (size_t i = 0; i < round.owners.size(); ++i) logps[static_cast<size_t>(round.owners[i] * width + k)] = row_logp[i];
+  };
   for (int64_t first = 0; first < count; first += model.slots()) {
     const int64_t last = std::min(count, first + model.slots());
     for (int64_t slot = 0; slot < model.slots(); ++slot) model.clear(slot);
-    // Round k feeds each completion still longer than k: its prompt (k = 0) or its token k − 1,
-    // and scores its token k with the logits after that feed.
-    for (int64_t k = 0;; ++k) {
-      std::vector<generate::SlotFeed> feeds;
-      std::vector<int32_t> labels;
-      std::vector<int64_t> owners;
+    // Round 0 feeds each prompt and scores the completion's first token. A prompt that several
+    // completions share (a GRPO group) is computed once: the others copy all of it but its last
+    // token (generate/engine.h's rule) and feed that token in a second call.
+    Round prompts_round, last_tokens;
+    std::vector<generate::PrefixCopy> copies;
+    std::map<std::vector<int32_t>, int64_t> fed_prompts;  // prompt → the slot that computes it
+    for (int64_t b = first; b < last; ++b) {
+      const std::vector<int32_t>& completion = completions[static_cast<size_t>(b)];
+      SUROGATE_CHECK(static_cast<int64_t>(completion.size()) <= width, "a completion of at most {} tokens", width);
+      if (completion.empty()) continue;
+      const std::vector<int32_t>& prompt = prompts[static_cast<size_t>(b)];
+      const auto source = model.copies_prefixes() && prompt.size() > 1 ? fed_prompts.find(prompt) : fed_prompts.end();
+      if (source == fed_prompts.end()) {
+        fed_prompts.emplace(prompt, b - first);
+        prompts_round.feeds.push_back({b - first, prompt});
+        prompts_round.labels.push_back(completion.front());
+        prompts_round.owners.push_back(b);
+      } else {
+        copies.push_back({source->second, b - first, static_cast<int64_t>(prompt.size()) - 1});
+        last_tokens.feeds.push_back({b - first, {prompt.back()}});
+        last_tokens.labels.push_back(completion.front());
+        last_tokens.owners.push_back(b);
+      }
+    }
+    score(prompts_round, 0);
+    if (!copies.empty()) model.copy_prefixes(copies);
+    score(last_tokens, 0);
+    // Round k ≥ 1 feeds each completion still longer than k its token k − 1 and scores its token k.
+    for (int64_t k = 1;; ++k) {
+      Round round;
       for (int64_t b = first; b < last; ++b) {
         const std::vector<int32_t>& completion = completions[static_cast<size_t>(b)];
-        SUROGATE_CHECK(static_cast<int64_t>(completion.size()) <= width, "a completion of at most {} tokens", width);
         if (static_cast<int64_t>(completion.size()) <= k) continue;
-        feeds.push_back({b - first, k == 0 ? prompts[static_cast<size_t>(b)]
-                                           : std::vector<int32_t>{completion[static_cast<size_t>(k - 1)]}});
-        labels.push_back(completion[static_cast<size_t>(k)]);
-        owners.push_back(b);
+        round.feeds.push_back({b - first, {completion[static_cast<size_t>(k - 1)]}});
+        round.labels.push_back(completion[static_cast<size_t>(k)]);
+        round.owners.push_back(b);
       }
-      if (feeds.empty()) break;
-      const std::span<const float> logits = model.feed_in_place(feeds);
-      const ops::TokenLogprobShape shape{static_cast<int64_t>(feeds.size()), model.vocab_size(), temperature};
-      row_logp.assign(feeds.size(), 0.0f);
-      row_logsumexp.assign(feeds.size(), 0.0f);
-      ops::token_logprobs_forward<float>(shape, logits.data(), labels.data(), row_logp.data(), row_logsumexp.data());
-      for (size_t i = 0; i < owners.size(); ++i) logps[static_cast<size_t>(owners[i] * width + k)] = row_logp[i];
+      if (round.feeds.empty()) break;
+      score(round, k);
     }
   }
   for (int64_t slot = 0; slot < model.slots(); ++slot) model.clear(slot);

@@ -6,7 +6,8 @@
 // full fine-tuning TRL's frozen ref_model, a KV-cache model holding the starting weights loaded
 // again from the model folder (open_kv_cache_model; grpo_objective.cpp). Each
 // slot is fed its prompt, then its completion one token at a time, each feed's logits scoring the
-// next completion token (ops/grpo_logprobs.h's token_logprobs_forward).
+// next completion token (ops/grpo_logprobs.h's token_logprobs_forward). A prompt several
+// completions share is computed once (NextTokenModel::copy_prefixes, where the model copies).
 #pragma once
 
 #include <cstdint>
