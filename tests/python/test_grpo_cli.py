@@ -205,6 +205,31 @@ def test_a_toy_task_learns(surogate_bin, example, tmp_path, lora, temperature):
         assert name in step, name
 
 
+def test_rows_are_as_long_as_the_longest_prompt_not_the_bound(surogate_bin, example, tmp_path):
+    """max_prompt_length far above the data's prompts: the rows are planned for the longest prompt
+    (said once at start-up), and the run is the one with max_prompt_length set to that length: the
+    same completions, the same losses."""
+    (tmp_path / "rewards.py").write_text(SEVENS)
+
+    def run(bound):
+        out = tmp_path / f"out-{bound}"
+        config = grpo_config(tmp_path / f"grpo-{bound}.yaml", example, out, ["rewards.py:sevens"])
+        result = run_surogate(surogate_bin, "grpo", config, "--max_steps=2", "--grpo.log_completions=true",
+                              "--grpo.num_completions_to_print=16", f"--grpo.max_prompt_length={bound}")
+        assert result.returncode == 0, result.stdout + result.stderr
+        return result.stdout + result.stderr, records(out, "step"), records(out, "completion")
+
+    text, steps, shown = run(64)
+    longest = max(len(c["prompt_ids"]) for c in shown)
+    assert (f"the longest has {longest} tokens; rows of {longest} + grpo.max_completion_length 4 tokens "
+            f"(grpo.max_prompt_length 64 bounds them)") in text, text
+    exact_text, exact_steps, exact_shown = run(longest)
+    assert "the longest has" not in exact_text, exact_text
+    assert [c["completion_ids"] for c in shown] == [c["completion_ids"] for c in exact_shown]
+    for step, exact in zip(steps, exact_steps):
+        assert step["loss"] == pytest.approx(exact["loss"], rel=1e-5, abs=1e-7), (step, exact)
+
+
 def test_a_raising_reward_function_stops_the_run_naming_it_and_the_row(surogate_bin, example, tmp_path):
     (tmp_path / "rewards.py").write_text(RAISES)
     out = tmp_path / "out"

@@ -44,6 +44,14 @@ void hold_out(std::vector<data::PromptRow>& rows, double ratio, int64_t seed, Pr
 
 }  // namespace
 
+int64_t longest_prompt(const PromptSet& prompts) {
+  size_t longest = 1;
+  for (const auto* rows : {&prompts.rows, &prompts.eval_rows}) {
+    for (const data::PromptRow& row : *rows) longest = std::max(longest, row.prompt_ids.size());
+  }
+  return static_cast<int64_t>(longest);
+}
+
 PromptSet read_prompt_rows(const Config& config) {
   const data::DataSettings settings = data::data_settings_from_config(config);
   const data::TextTools tools = data::load_text_tools(settings);

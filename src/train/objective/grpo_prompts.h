@@ -29,6 +29,9 @@ struct PromptSet {
 // data pipeline holds rows out (a permutation seeded with eval_seed).
 PromptSet read_prompt_rows(const Config& config);
 
+// The most tokens of any prompt of the set, training or validation (at least 1).
+int64_t longest_prompt(const PromptSet& prompts);
+
 // The prompts as a token cache at `path` (rewritten when its key differs): train row i holds
 // prompt i's ids, left-aligned in rows of the longest prompt's length; the eval split the
 // validation prompts alike.

@@ -77,7 +77,9 @@ struct RunContext {
 
   // First, so released last: the folders stay locked until every write is done.
   std::vector<io::FolderLock> folder_locks;
-  const Config& config;
+  // The run's own copy of the configuration: load_prompts settles grpo.max_prompt_length from the
+  // prompts (start_prompts.cpp) before anything is planned.
+  Config config;
   TrainerOptions options;
   std::unique_ptr<distributed::ProcessWorld> world;
   ProgressDisplay display;

@@ -15,9 +15,20 @@
 namespace surogate::train {
 
 void load_prompts(RunContext& run) {
-  const Config& config = run.config;
   run.startup.end_phase("model config");
-  const PromptSet prompts = read_prompt_rows(config);
+  const PromptSet prompts = read_prompt_rows(run.config);
+  // Rows as long as the data needs: every prompt is already cut to max_prompt_length, so the
+  // longest one bounds them all, and the training rows, the rollouts' KV cache slots and prefill
+  // rows are planned for it instead of the option's bound (`--dry-run`, which reads no data, plans
+  // for the bound). The same on every process and on resume: it depends on the data alone.
+  const int64_t longest = longest_prompt(prompts);
+  if (longest < run.config.grpo.max_prompt_length) {
+    run.message(fmt::format("prompts: the longest has {} tokens; rows of {} + grpo.max_completion_length {} tokens "
+                            "(grpo.max_prompt_length {} bounds them)",
+                            longest, longest, run.config.grpo.max_completion_length, run.config.grpo.max_prompt_length));
+    run.config.grpo.max_prompt_length = longest;
+  }
+  const Config& config = run.config;
   run.cache = prompt_token_cache(prompts, std::filesystem::path(config.run.output_dir) / "tokenized" / "prompts.surotok");
   run.startup.end_phase("data");
   run.message(prompts.eval_rows.empty()
