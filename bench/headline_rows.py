@@ -261,6 +261,7 @@ TENSOR_ATTENTION = "2026-11-29-h200-tensor-cached-attention.jsonl"  # decode, se
 PROGRAMMATIC_CHAIN = "2026-11-30-h200-decode-programmatic-chain.jsonl"  # one request's decode after it
 SPLITS_CUDNN_GRPO = "2026-11-30-h200-splits-cudnn-grpo.jsonl"  # decode and GRPO after 128-key splits, cuDNN training
 GRPO_SHARED_PROMPTS = "2026-11-30-h200-grpo-shared-prompts.jsonl"  # GRPO after a group's prompt is computed once
+GRPO_LONGEST_PROMPT = "2026-11-30-h200-grpo-rows-of-the-longest-prompt.jsonl"  # and rows of the longest prompt
 GENERATION = Table(
     anchor="generation", title="Generation: one request's decode speed",
     note="`surogate generate --device cuda` on a Qwen3 shape with random bf16 weights, one request, greedy, "
@@ -310,7 +311,7 @@ GRPO = Table(
     rows=tuple(
         Row(anchor=f"grpo-{size}-lora", label=f"Qwen3-{size.upper()} LoRA GRPO, 512 completions a step",
             size_b=billions,
-            ours=Pick(GRPO_SHARED_PROMPTS, {"engine": "surogate grpo", "model": f"qwen3-{size}"},
+            ours=Pick(GRPO_LONGEST_PROMPT, {"engine": "surogate grpo", "model": f"qwen3-{size}"},
                       metric="completions_per_s"),
             peers=(Pick(GRPO_FILE, {"engine": "trl-grpo+peft", "model": f"qwen3-{size}"},
                         metric="completions_per_s"),),
