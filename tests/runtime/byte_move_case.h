@@ -9,6 +9,8 @@
 #include <cstring>
 #include <vector>
 
+#include <gtest/gtest.h>
+
 #include "compiler/execution_plan.h"
 #include "graph/builder.h"
 #include "runtime/backend.h"
@@ -46,6 +48,19 @@ inline std::vector<std::byte> expected_after_moves(std::vector<std::byte> bytes,
   const std::vector<std::byte> before = bytes;  // no destination is a source: order does not matter
   for (const runtime::ByteMove& move : moves) std::memcpy(bytes.data() + move.to, before.data() + move.from, move.bytes);
   return bytes;
+}
+
+// On `backend` (loaded with byte_move_plan): the table written, the moves made, the table read
+// back equals the host's result.
+inline void expect_moves_made(runtime::Backend& backend, const compiler::ExecutionPlan& plan) {
+  const graph::TensorId table = plan.tensor("table");
+  const std::vector<std::byte> bytes = byte_move_table();
+  backend.write(table, bytes);
+  const std::vector<runtime::ByteMove> moves = byte_moves(table);
+  backend.copy_within(moves);
+  std::vector<std::byte> got(bytes.size());
+  backend.read(table, got);
+  EXPECT_EQ(got, expected_after_moves(bytes, moves));
 }
 
 }  // namespace surogate::testing

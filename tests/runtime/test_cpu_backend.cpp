@@ -52,16 +52,12 @@ TEST(CpuBackend, CopyWithinMovesTheRangesAndRefusesOverlappingDestinations) {
   const ExecutionPlan plan = byte_move_plan(registry);
   CpuBackend backend;
   backend.load(plan, registry);
-  const TensorId table = plan.tensor("table");
-  const std::vector<std::byte> bytes = byte_move_table();
-  backend.write(table, bytes);
-  const std::vector<runtime::ByteMove> moves = byte_moves(table);
-  backend.copy_within(moves);
-  std::vector<std::byte> got(bytes.size());
-  backend.read(table, got);
-  EXPECT_EQ(got, expected_after_moves(bytes, moves));
+  expect_moves_made(backend, plan);
   // Refused before anything is copied: a destination over another move's source, one past the
   // tensor's end, a move over itself.
+  const TensorId table = plan.tensor("table");
+  const std::vector<std::byte> bytes = byte_move_table();
+  std::vector<std::byte> got(bytes.size());
   backend.write(table, bytes);
   for (const std::vector<runtime::ByteMove>& bad : {
            std::vector<runtime::ByteMove>{{table, 0, 8192, 4096}, {table, 8192, 20000, 16}},

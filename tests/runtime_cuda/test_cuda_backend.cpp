@@ -121,14 +121,7 @@ TEST(CudaBackend, CopyWithinMovesTheRangesAsTheCpuDoes) {
   const ExecutionPlan plan = byte_move_plan(registry);
   CudaBackend backend;
   backend.load(plan, registry);
-  const TensorId table = plan.tensor("table");
-  const std::vector<std::byte> bytes = byte_move_table();
-  backend.write(table, bytes);
-  const std::vector<runtime::ByteMove> moves = byte_moves(table);
-  backend.copy_within(moves);
-  std::vector<std::byte> got(bytes.size());
-  backend.read(table, got);
-  EXPECT_EQ(got, expected_after_moves(bytes, moves));
+  expect_moves_made(backend, plan);
 }
 
 TEST(CudaBackend, CoreOpGraphMatchesCpu) {
