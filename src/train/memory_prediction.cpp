@@ -289,6 +289,29 @@ void add_rollout_prediction(const Config& config, const io::ModelConfig& model, 
       prediction.ranks > 1 || prediction.gpus > 1 ? ", on every rank" : "");
 }
 
+// surogate grpo with grpo.generation_batch_size unset and more completions a step than the
+// default slots: the largest generation batch (the step's completions, halved while above the
+// default) with which the run still fits under the same recompute choice — fewer waves of
+// rollouts, the training unchanged — as a line to set; empty when none.
+std::string larger_generation_batch(const Config& config, const io::ModelConfig& model, const Target& target,
+                                    const TrainingPlan& plan) {
+  const int64_t completions =
+      config.schedule.per_device_train_batch_size * std::max<int64_t>(1, config.schedule.gradient_accumulation_steps);
+  if (config.grpo.generation_batch_size || completions <= kGrpoRolloutSlots) return {};
+  const auto waves = [&](int64_t slots) { return (completions + slots - 1) / slots; };
+  for (int64_t slots = completions; slots > kGrpoRolloutSlots; slots = (slots + 1) / 2) {
+    Config larger = config;
+    larger.grpo.generation_batch_size = slots;
+    const TrainingPlan candidate = plan_for(larger, model, target, 0);
+    if (!candidate.fits() || candidate.recompute.summary != plan.recompute.summary) continue;
+    return fmt::format("grpo.generation_batch_size: {} also fits (the step's {} completions in {} wave{} of rollouts "
+                       "instead of {}; predicted peak {}): faster where the memory is free",
+                       slots, completions, waves(slots), waves(slots) == 1 ? "" : "s", waves(kGrpoRolloutSlots),
+                       format_memory_size(candidate.memory.peak()));
+  }
+  return {};
+}
+
 // The dry run's line about the vision tower: the patch count it is planned for and where it comes from.
 std::string describe_vision_plan(const Config& config, const VisionRowImages& images, int64_t plan_patches) {
   size_t count = 0;
@@ -377,6 +400,7 @@ MemoryPrediction predict_training_memory(const Config& config, std::optional<siz
                                      vision->merge_unit());
     prediction.vision = describe_vision_plan(config, *images, planned);
   }
+  if (config.grpo.enabled && prediction.fits) prediction.rollout_hint = larger_generation_batch(config, model, target, plan);
   if (prediction.fits) return prediction;
 
   if (images) {  // the lever of the images' size first: the tower's activations grow with it
@@ -487,6 +511,7 @@ std::string format_memory_prediction(const MemoryPrediction& p) {
   }
   if (!p.rollout.empty()) {
     out += fmt::format("# {}\n", p.rollout);
+    if (!p.rollout_hint.empty()) out += fmt::format("# {}\n", p.rollout_hint);
     if (!p.fits) {
       out += "# the rollout KV cache shrinks with grpo.max_completion_length (and max_prompt_length) and with "
              "per_device_train_batch_size (fewer completions at once)\n";

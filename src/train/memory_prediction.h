@@ -66,6 +66,7 @@ struct MemoryPrediction {
   std::optional<size_t> picked_layout;                   // index into layouts
   std::string breakdown;                                 // debug_memory_breakdown: the plan's report (else empty)
   std::string rollout;                                   // surogate grpo: what the rollout KV cache holds
+  std::string rollout_hint;                              // and, unset, the larger generation batch that fits
   std::string vision;                                    // a vision-language model: the tower's patch count
 };
 

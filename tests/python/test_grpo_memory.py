@@ -78,6 +78,19 @@ def test_the_slots_stop_at_64_completions(surogate_bin, tmp_path):
                        "--gpu-memory", "80GiB").stdout
     cache = gib(out, "rollout KV cache (64 × 640 tokens)")
     assert abs(cache - kv_cache_bytes(64, 640) / 2**30) < 0.005, out
+    # 128 completions at once fit 80 GiB beside the same training plan: said, with that peak.
+    hint = re.search(r"# grpo.generation_batch_size: 128 also fits \(the step's 128 completions in 1 wave of "
+                     r"rollouts instead of 2; predicted peak ([0-9.]+) GiB\)", out)
+    assert hint, out
+    set_128 = run_surogate(surogate_bin, "grpo", write_grpo_job(tmp_path, 128, batch=16, accumulation=8,
+                                                               extra="  generation_batch_size: 128\n"),
+                           "--dry-run", "--gpu-memory", "80GiB").stdout
+    assert abs(float(hint[1]) - gib(set_128, "predicted peak")) < 0.01, set_128
+    assert "also fits" not in set_128  # set: no hint
+    # Where it would not fit (the 64-slot run barely does), no hint.
+    tight = run_surogate(surogate_bin, "grpo", write_grpo_job(tmp_path, 128, batch=16, accumulation=8), "--dry-run",
+                         "--gpu-memory", f"{gib(out, 'predicted peak') + 1.2:.2f}GiB").stdout
+    assert ": fits" in tight and "also fits" not in tight, tight
 
 
 def test_generation_batch_size_sets_the_slots(surogate_bin, tmp_path):

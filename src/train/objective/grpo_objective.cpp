@@ -99,6 +99,13 @@ void GrpoObjective::prepare(const ObjectiveContext& context) {
   context.message(fmt::format("surogate grpo: {} prompts, {} completions of each per group, {} per step, rewards: {}",
                               prompts_.rows.size(), grpo.num_generations, completions,
                               fmt::join(grpo.reward_functions, ", ")));
+  if (options.slots < completions) {  // rollouts in waves
+    const int64_t waves = (completions + options.slots - 1) / options.slots;
+    context.message(fmt::format("rollouts: {} completions at once, {} waves a step{}", options.slots, waves,
+                                grpo.generation_batch_size
+                                    ? std::string()
+                                    : "; `--dry-run` says whether a larger grpo.generation_batch_size fits"));
+  }
 }
 
 void GrpoObjective::prepare_iterations(const generate::ModelOptions& options, const generate::WeightForms& forms) {
