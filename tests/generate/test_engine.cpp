@@ -219,6 +219,25 @@ TEST(GenerationEngine, ASequenceWhosePromptsSourceFinishedFirstFeedsItsOwn) {
   EXPECT_EQ(engine.stats().shared_prompt_tokens, 0);
 }
 
+TEST(GenerationEngine, CancellingTheSourceOrTheWaitingSequenceBeforeTheCopy) {
+  SharingModel model;
+  GenerationEngine engine(model, nullptr);
+  GenerationRequest shared = request(0, 2);
+  shared.prompt = {3, 3, 3, 3};
+  std::vector<int32_t> kept;
+  const uint64_t source = engine.submit(shared, [](const TokenEvent&) {});
+  engine.submit(shared, [&](const TokenEvent& event) { kept.push_back(event.token); });
+  const uint64_t dropped = engine.submit(shared, [](const TokenEvent&) { FAIL() << "cancelled while waiting"; });
+  engine.step();  // the source feeds the prompt; the other two wait for it
+  engine.cancel(source);
+  engine.cancel(dropped);
+  while (engine.has_work()) engine.step();
+  // The source gone before the copy: the remaining one feeds its whole prompt; nothing is copied.
+  EXPECT_TRUE(model.copied.empty());
+  EXPECT_EQ(model.sizes, (std::vector<std::vector<int64_t>>{{4}, {4}, {1}}));
+  EXPECT_EQ(kept, (std::vector<int32_t>{4, 0}));
+}
+
 TEST(GenerationEngine, AFailingFeedDropsEverySequence) {
   CountingModel model;
   GenerationEngine engine(model, nullptr);
