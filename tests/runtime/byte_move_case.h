@@ -13,21 +13,13 @@
 
 #include "compiler/execution_plan.h"
 #include "graph/builder.h"
+#include "graph/op_registry.h"
 #include "runtime/backend.h"
 
 namespace surogate::testing {
 
 inline constexpr size_t kMoveRowBytes = 4096;
 inline constexpr int64_t kMoveRows = 600;
-
-// The plan: "table" F32 [600, 1024], reduced to a loss so that it compiles.
-inline compiler::ExecutionPlan byte_move_plan(const graph::OpRegistry& registry) {
-  graph::GraphBuilder b(registry);
-  const graph::TensorId table = b.parameter("table", DType::F32, {kMoveRows, 1024});
-  const graph::TensorId loss = b.op("sum", {table}, {}, "loss");
-  b.mark_output(loss);
-  return compiler::compile_training(b.finish(), loss, registry);
-}
 
 inline std::vector<std::byte> byte_move_table() {
   std::vector<std::byte> bytes(static_cast<size_t>(kMoveRows) * kMoveRowBytes);
@@ -50,17 +42,33 @@ inline std::vector<std::byte> expected_after_moves(std::vector<std::byte> bytes,
   return bytes;
 }
 
-// On `backend` (loaded with byte_move_plan): the table written, the moves made, the table read
-// back equals the host's result.
-inline void expect_moves_made(runtime::Backend& backend, const compiler::ExecutionPlan& plan) {
-  const graph::TensorId table = plan.tensor("table");
-  const std::vector<std::byte> bytes = byte_move_table();
-  backend.write(table, bytes);
-  const std::vector<runtime::ByteMove> moves = byte_moves(table);
-  backend.copy_within(moves);
-  std::vector<std::byte> got(bytes.size());
-  backend.read(table, got);
-  EXPECT_EQ(got, expected_after_moves(bytes, moves));
-}
+// The plan: "table" F32 [600, 1024], reduced to a loss so that it compiles, with its registry.
+struct ByteMoveCase {
+  graph::OpRegistry registry;
+  compiler::ExecutionPlan plan;
+
+  ByteMoveCase() {
+    graph::register_core_ops(registry);
+    graph::GraphBuilder b(registry);
+    const graph::TensorId table = b.parameter("table", DType::F32, {kMoveRows, 1024});
+    const graph::TensorId loss = b.op("sum", {table}, {}, "loss");
+    b.mark_output(loss);
+    plan = compiler::compile_training(b.finish(), loss, registry);
+  }
+
+  // `backend` loaded with the plan, the table written, the moves made: the table read back equals
+  // the host's result.
+  void expect_moves_made(runtime::Backend& backend) const {
+    backend.load(plan, registry);
+    const graph::TensorId table = plan.tensor("table");
+    const std::vector<std::byte> bytes = byte_move_table();
+    backend.write(table, bytes);
+    const std::vector<runtime::ByteMove> moves = byte_moves(table);
+    backend.copy_within(moves);
+    std::vector<std::byte> got(bytes.size());
+    backend.read(table, got);
+    EXPECT_EQ(got, expected_after_moves(bytes, moves));
+  }
+};
 
 }  // namespace surogate::testing

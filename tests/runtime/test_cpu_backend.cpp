@@ -47,15 +47,12 @@ ExecutionPlan compile_toy(const RecomputePolicy& policy) {
 }
 
 TEST(CpuBackend, CopyWithinMovesTheRangesAndRefusesOverlappingDestinations) {
-  OpRegistry registry;
-  register_core_ops(registry);
-  const ExecutionPlan plan = byte_move_plan(registry);
+  const ByteMoveCase moves;
   CpuBackend backend;
-  backend.load(plan, registry);
-  expect_moves_made(backend, plan);
+  moves.expect_moves_made(backend);
   // Refused before anything is copied: a destination over another move's source, one past the
   // tensor's end, a move over itself.
-  const TensorId table = plan.tensor("table");
+  const TensorId table = moves.plan.tensor("table");
   const std::vector<std::byte> bytes = byte_move_table();
   std::vector<std::byte> got(bytes.size());
   backend.write(table, bytes);

@@ -116,12 +116,9 @@ TEST(CudaBackend, RefusesOpsWithoutBinderAtLoad) {
 
 TEST(CudaBackend, CopyWithinMovesTheRangesAsTheCpuDoes) {
   SKIP_WITHOUT_GPU();
-  OpRegistry registry;
-  register_core_ops(registry);
-  const ExecutionPlan plan = byte_move_plan(registry);
+  const ByteMoveCase moves;
   CudaBackend backend;
-  backend.load(plan, registry);
-  expect_moves_made(backend, plan);
+  moves.expect_moves_made(backend);
 }
 
 TEST(CudaBackend, CoreOpGraphMatchesCpu) {
