@@ -77,12 +77,15 @@ __global__ void cache_append_kernel(T* k_cache, T* v_cache, const T* k, const T*
   const int64_t token_head = index / parts;  // (row · T + t) · Hkv + kv head
   const int kv_head = static_cast<int>(token_head % s.kv_heads);
   const int64_t token = token_head / s.kv_heads, t = token % s.sequence, row = token / s.sequence;
+  // The key and value loaded beside the row's place in the cache: one trip to memory, not two.
+  const int64_t from = token_head * s.head_dim + part * kCacheLaneElements;
+  const auto key = load_eight(k + from);
+  const auto value = load_eight(v + from);
   const CacheRow cache = cache_row(s, slot_ids, cache_lengths, new_lengths, row);
   if (t >= cache.fresh) return;
-  const int64_t from = token_head * s.head_dim + part * kCacheLaneElements;
   const int64_t to = cache.base + ((cache.held + t) * s.kv_heads + kv_head) * s.head_dim + part * kCacheLaneElements;
-  store_eight(k_cache + to, load_eight(k + from));
-  store_eight(v_cache + to, load_eight(v + from));
+  store_eight(k_cache + to, key);
+  store_eight(v_cache + to, value);
 }
 
 // The scores of a chunk of keys for one query: this lane's partial dot products finished across
@@ -287,6 +290,8 @@ __global__ void __launch_bounds__(kCacheThreads, split_min_blocks<kQueries>())
 }
 
 // One thread per output element: the splits' partials merged in split order; padding queries 0.
+constexpr int kCombineHeld = 8;  // splits the combine holds in registers
+
 template <typename T>
 __global__ void cache_combine_kernel(T* out, const float* partial_max, const float* partial_sum,
                                      const float* partial_acc, const int32_t* slot_ids, const int32_t* cache_lengths,
@@ -299,6 +304,18 @@ __global__ void cache_combine_kernel(T* out, const float* partial_max, const flo
   if (index >= queries * s.head_dim) return;
   const int64_t query = index / s.head_dim, d = index % s.head_dim;
   const int64_t token = query / s.q_heads, t = token % s.sequence, row = token / s.sequence;
+  // Up to kCombineHeld splits' partials loaded beside the row's cache entry (one trip to memory;
+  // a split past the active ones is read and never used: the workspace holds every launched split).
+  const int held = min(launch.splits, kCombineHeld);
+  float maxima[kCombineHeld], sums[kCombineHeld], accumulators[kCombineHeld];
+#pragma unroll
+  for (int split = 0; split < kCombineHeld; ++split) {
+    if (split >= held) break;
+    const int64_t at = split * queries + query;
+    maxima[split] = partial_max[at];
+    sums[split] = partial_sum[at];
+    accumulators[split] = partial_acc[at * s.head_dim + d];
+  }
   const CacheRow cache = cache_row(s, slot_ids, cache_lengths, new_lengths, row);
   if (t >= cache.fresh) {
     out[index] = kernels::from_float<T>(0.0f);
@@ -313,14 +330,29 @@ __global__ void cache_combine_kernel(T* out, const float* partial_max, const flo
   int64_t first_t = 0, last_t = 0;
   tile_positions(launch, first_query, in_tile, first_t, last_t);
   const int active = split_keys(launch, cache, first_t, last_t).active;
-  float m = -INFINITY;
-  for (int split = 0; split < active; ++split) m = fmaxf(m, partial_max[split * queries + query]);
-  float total = 0.0f, accumulated = 0.0f;
-  for (int split = 0; split < active; ++split) {
-    const int64_t at = split * queries + query;
-    const float weight = partial_max[at] == -INFINITY ? 0.0f : exp2f(partial_max[at] - m);
-    total += weight * partial_sum[at];
-    accumulated += weight * partial_acc[at * s.head_dim + d];
+  float m = -INFINITY, total = 0.0f, accumulated = 0.0f;
+  if (active <= held) {
+    // The partials already in registers (one request's decode has a few splits); the same
+    // arithmetic in the same order as the loop below.
+#pragma unroll
+    for (int split = 0; split < kCombineHeld; ++split) {
+      if (split < active) m = fmaxf(m, maxima[split]);
+    }
+#pragma unroll
+    for (int split = 0; split < kCombineHeld; ++split) {
+      if (split >= active) break;
+      const float weight = maxima[split] == -INFINITY ? 0.0f : exp2f(maxima[split] - m);
+      total += weight * sums[split];
+      accumulated += weight * accumulators[split];
+    }
+  } else {
+    for (int split = 0; split < active; ++split) m = fmaxf(m, partial_max[split * queries + query]);
+    for (int split = 0; split < active; ++split) {
+      const int64_t at = split * queries + query;
+      const float weight = partial_max[at] == -INFINITY ? 0.0f : exp2f(partial_max[at] - m);
+      total += weight * partial_sum[at];
+      accumulated += weight * partial_acc[at * s.head_dim + d];
+    }
   }
   out[index] = kernels::from_float<T>(accumulated / total);
 }

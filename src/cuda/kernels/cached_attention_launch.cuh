@@ -62,7 +62,8 @@ __device__ __forceinline__ CacheRow cache_row(const CachedAttentionShape& s, con
 
 // The keys a query tile sees and how the split blocks share them: each split takes `per_split`
 // keys from `begin` (at least kCacheMinSplitKeys), so only the first `active` splits hold any. The
-// split kernel and the combine compute it alike: splits past `active` neither run nor are read.
+// split kernel and the combine compute it alike: splits past `active` do not run, and their
+// partials are never used (the combine may load them beside the active ones' and drop them).
 struct SplitKeys {
   int64_t begin = 0, end = 0;
   int per_split = 1, active = 0;  // int: a row's keys fit (cache_launch checks the capacity)

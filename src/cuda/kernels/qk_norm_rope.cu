@@ -45,10 +45,17 @@ __device__ __forceinline__ void norm_rope_block(T* out, float* rstd_out, const T
   const int lane = threadIdx.x % lanes;
   const bool active = row < rows;  // inactive lanes still join the shuffles
   const int first = lane * kPackWidth;
+  // Every load at once (the row, the weight, the position, the frequencies) and the angles before
+  // the sum: one trip to memory, the sine / cosine beside the shuffles (a decode step's launch is
+  // that latency).
   float low[kPackWidth] = {}, high[kPackWidth] = {};
+  float w_low[kPackWidth] = {}, w_high[kPackWidth] = {}, cosine[kPackWidth] = {}, sine[kPackWidth] = {};
   if (active) {
     kernels::unpack(kernels::load_x8(input + row * shape.head_dim + first), low);
     kernels::unpack(kernels::load_x8(input + row * shape.head_dim + first + half), high);
+    kernels::unpack(kernels::load_x8(weight + first), w_low);
+    kernels::unpack(kernels::load_x8(weight + first + half), w_high);
+    rotation(cosine, sine, inv_freq, first, static_cast<float>(position_ids[row / shape.heads]), shape.scaling, 1.0f);
   }
   float sum = 0.0f;
 #pragma unroll
@@ -57,10 +64,6 @@ __device__ __forceinline__ void norm_rope_block(T* out, float* rstd_out, const T
   if (!active) return;
   const float rstd = rsqrtf(sum / shape.head_dim + shape.epsilon);
   if (lane == 0) rstd_out[row] = rstd;
-  float w_low[kPackWidth], w_high[kPackWidth], cosine[kPackWidth], sine[kPackWidth];
-  kernels::unpack(kernels::load_x8(weight + first), w_low);
-  kernels::unpack(kernels::load_x8(weight + first + half), w_high);
-  rotation(cosine, sine, inv_freq, first, static_cast<float>(position_ids[row / shape.heads]), shape.scaling, 1.0f);
   float y_low[kPackWidth], y_high[kPackWidth];
 #pragma unroll
   for (int i = 0; i < kPackWidth; ++i) {

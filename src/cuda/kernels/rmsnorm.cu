@@ -18,7 +18,7 @@ constexpr int64_t kBackwardPartials = 512;
 
 // kFp8: also the E4M3 codes of `out` for the fp8_hybrid recipe (fp8_epilogue.cuh), T = bf16.
 template <bool kResidual, bool kFp8, typename T>
-__global__ void rmsnorm_forward_kernel(T* out, T* residual_out, float* rstd_out,
+__global__ void __launch_bounds__(1024) rmsnorm_forward_kernel(T* out, T* residual_out, float* rstd_out,
                                        const T* residual_in, const T* input,
                                        const T* weight, int channels, float epsilon, Fp8Output fp8_out) {
   __shared__ float scratch[32];
@@ -27,35 +27,49 @@ __global__ void rmsnorm_forward_kernel(T* out, T* residual_out, float* rstd_out,
   allow_next_grid();
   const int64_t row_offset = static_cast<int64_t>(blockIdx.x) * channels;
   const int vectors = channels / kPackWidth;
-  float values[kMaxVectorsPerThread][kPackWidth];
+  // Every load of the row first, packed (4 registers a vector): one trip to memory rather than one
+  // per vector, which a store to residual_out between them (it may alias, for all the compiler
+  // knows) would otherwise order. A decode step's norm is that latency (2026-11-30).
+  kernels::Vec8<T> packed[kMaxVectorsPerThread], w_packed[kMaxVectorsPerThread];
+  [[maybe_unused]] kernels::Vec8<T> residual_packed[kMaxVectorsPerThread];
+#pragma unroll
+  for (int v = 0; v < kMaxVectorsPerThread; ++v) {
+    const int vector = threadIdx.x + v * blockDim.x;
+    if (vector >= vectors) continue;
+    packed[v] = kernels::load_x8(input + row_offset + vector * kPackWidth);
+    if constexpr (kResidual) residual_packed[v] = kernels::load_x8(residual_in + row_offset + vector * kPackWidth);
+    w_packed[v] = kernels::load_x8(weight + vector * kPackWidth);
+  }
   float sum_squares = 0.0f;
 #pragma unroll
   for (int v = 0; v < kMaxVectorsPerThread; ++v) {
     const int vector = threadIdx.x + v * blockDim.x;
     if (vector >= vectors) continue;
-    const int64_t offset = row_offset + vector * kPackWidth;
-    kernels::unpack(kernels::load_x8(input + offset), values[v]);
+    float values[kPackWidth];
+    kernels::unpack(packed[v], values);
     if constexpr (kResidual) {
       float residual[kPackWidth];
-      kernels::unpack(kernels::load_x8(residual_in + offset), residual);
+      kernels::unpack(residual_packed[v], residual);
 #pragma unroll
-      for (int i = 0; i < kPackWidth; ++i) values[v][i] += residual[i];
-      kernels::Vec8<T> rounded = kernels::pack<T>(values[v]);
-      kernels::store_x8(residual_out + offset, rounded);
-      kernels::unpack(rounded, values[v]);  // normalise exactly what was saved
+      for (int i = 0; i < kPackWidth; ++i) values[i] += residual[i];
+      packed[v] = kernels::pack<T>(values);
+      kernels::store_x8(residual_out + row_offset + vector * kPackWidth, packed[v]);
+      kernels::unpack(packed[v], values);  // normalise exactly what was saved
     }
 #pragma unroll
-    for (int i = 0; i < kPackWidth; ++i) sum_squares += values[v][i] * values[v][i];
+    for (int i = 0; i < kPackWidth; ++i) sum_squares += values[i] * values[i];
   }
   sum_squares = kernels::block_sum(sum_squares, scratch);
   const float rstd = rsqrtf(sum_squares / channels + epsilon);
   if (threadIdx.x == 0) rstd_out[blockIdx.x] = rstd;
+  float values[kMaxVectorsPerThread][kPackWidth];
 #pragma unroll
   for (int v = 0; v < kMaxVectorsPerThread; ++v) {
     const int vector = threadIdx.x + v * blockDim.x;
     if (vector >= vectors) continue;
     float w[kPackWidth];
-    kernels::unpack(kernels::load_x8(weight + vector * kPackWidth), w);
+    kernels::unpack(packed[v], values[v]);
+    kernels::unpack(w_packed[v], w);
 #pragma unroll
     for (int i = 0; i < kPackWidth; ++i) values[v][i] = values[v][i] * rstd * w[i];
     if (out != nullptr) kernels::store_x8(out + row_offset + vector * kPackWidth, kernels::pack<T>(values[v]));
