@@ -3,7 +3,7 @@
 // one CUDA graph and replayed, so that what one kernel leaves in flight reaches the next as in a
 // real step (decode_kernels_bench.cpp times the kernels apart). A layer, as the graph has it:
 //   ln1 = residual add + RMSNorm, q/k/v (one decode_gemv), q and k norm + RoPE (one launch), the
-//   cached attention (append, split, combine), o_proj, ln2 = residual add + RMSNorm,
+//   cached attention (the split with the append folded in, the combine), o_proj, ln2 = residual add + RMSNorm,
 //   gate/up/SwiGLU (one launch), down_proj; every GEMV with the programmatic dependent launch.
 // Every kernel of the chain is launched programmatically (cuda/kernels/programmatic_launch.cuh),
 // as in a captured decode step. Variants, each its own graph:
@@ -16,6 +16,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -52,6 +53,9 @@ DeviceBuffer<Bf16> filled(int64_t elements) {
 struct Variant {
   std::string name;
   bool skip_norms = false, skip_append = false, skip_rope = false, skip_attention = false;
+  // Choices the graph makes, varied: rows per block of q/k/v (0: the kernel's rule) and of o_proj,
+  // and the cached attention's splits (0: cached_attention_splits' choice).
+  int qkv_rows = 4, o_rows = 4, splits = 0;
 };
 
 struct Layers {
@@ -79,7 +83,7 @@ struct Layers {
     shape.kv_heads = kKvHeads;
     shape.head_dim = kHeadDim;
     splits = surogate::cuda::cached_attention_splits(shape);
-    workspace = DeviceBuffer<float>(static_cast<size_t>(surogate::cuda::cached_attention_workspace_floats(shape, splits)));
+    workspace = DeviceBuffer<float>(static_cast<size_t>(surogate::cuda::cached_attention_workspace_floats(shape, std::max(splits, 32))));
     CUDA_CHECK(cudaMemset(inv_freq.data(), 0, inv_freq.bytes()));
     const int32_t zero = 0, held = static_cast<int32_t>(context - 1), one = 1;
     CUDA_CHECK(cudaMemcpy(slot_ids.data(), &zero, 4, cudaMemcpyHostToDevice));
@@ -101,7 +105,6 @@ struct Layers {
     const Bf16* gate = o_weight + kOElements;
     const Bf16* up = gate + kGateElements;
     const Bf16* down = up + kGateElements;
-    const surogate::cuda::DecodeGemvShape shape4{.rows = 1, .in = kHidden, .overlap_previous = true};
     // ln1: stream_a + pending -> stream_b
     norm(variant, stream_a.data(), stream_b.data(), stream);
     Bf16* q = qkv.data();
@@ -110,7 +113,9 @@ struct Layers {
     const surogate::cuda::DecodeGemvWeight<Bf16> qkv_weights[3] = {{.weight = w, .out = q, .rows = kQ},
                                                                    {.weight = w + kQ * kHidden, .out = k, .rows = kKv},
                                                                    {.weight = w + (kQ + kKv) * kHidden, .out = v, .rows = kKv}};
-    surogate::cuda::decode_gemv(qkv_weights, 3, normed.data(), shape4, stream);
+    surogate::cuda::decode_gemv(qkv_weights, 3, normed.data(),
+                                {.rows = 1, .in = kHidden, .rows_per_block = variant.qkv_rows, .overlap_previous = true},
+                                stream);
     if (!variant.skip_rope) {
       surogate::cuda::qk_norm_rope_forward_pair(
           surogate::cuda::QkNormRopeTensor<Bf16>{q, rstd.data(), q, q_norm.data()},
@@ -120,17 +125,20 @@ struct Layers {
     }
     Bf16* k_cache = k_caches[static_cast<size_t>(index)].data();
     Bf16* v_cache = v_caches[static_cast<size_t>(index)].data();
-    if (!variant.skip_append && !variant.skip_attention) {
-      surogate::cuda::cached_attention_append(k_cache, v_cache, k, v, slot_ids.data(), cache_lengths.data(),
-                                              new_lengths.data(), this->shape, stream);
-    }
-    if (!variant.skip_attention) {
+    // The append folded into the attention's launch (cached_attention_append_forward), as the op
+    // runs it; "no append" attends without it.
+    if (!variant.skip_attention && !variant.skip_append) {
+      surogate::cuda::cached_attention_append_forward(attention.data(), workspace.data(), q, k, v, k_cache, v_cache,
+                                                      slot_ids.data(), cache_lengths.data(), new_lengths.data(),
+                                                      this->shape, variant.splits > 0 ? variant.splits : splits, stream);
+    } else if (!variant.skip_attention) {
       surogate::cuda::cached_attention_forward(attention.data(), workspace.data(), q, k_cache, v_cache, slot_ids.data(),
-                                               cache_lengths.data(), new_lengths.data(), this->shape, splits, stream);
+                                               cache_lengths.data(), new_lengths.data(), this->shape,
+                                               variant.splits > 0 ? variant.splits : splits, stream);
     }
     const surogate::cuda::DecodeGemvWeight<Bf16> o{.weight = o_weight, .out = pending.data(), .rows = kHidden};
-    surogate::cuda::decode_gemv(&o, 1, attention.data(), {.rows = 1, .in = kQ, .rows_per_block = 4, .overlap_previous = true},
-                                stream);
+    surogate::cuda::decode_gemv(&o, 1, attention.data(),
+                                {.rows = 1, .in = kQ, .rows_per_block = variant.o_rows, .overlap_previous = true}, stream);
     // ln2: stream_b + pending -> stream_a
     norm(variant, stream_b.data(), stream_a.data(), stream);
     surogate::cuda::decode_gemv_swiglu(act.data(), normed.data(), gate, up, kFfn,
@@ -163,6 +171,8 @@ int main(int argc, char** argv) {
   heads.clear();
   const std::vector<Variant> variants = {
       {.name = "as the decode graph runs it"},
+      {.name = "q/k/v 2 rows a block", .qkv_rows = 2},
+      {.name = "16 splits", .splits = 16},
       {.name = "no norms", .skip_norms = true},
       {.name = "no append", .skip_append = true},
       {.name = "no q/k norm+rope", .skip_rope = true},

@@ -64,13 +64,20 @@ struct FusedProducts {
   }
 };
 
+// Rows of W per block for a group (q, k and v): 4 at one row from 4096 weight rows (Qwen3-8B's
+// 6,144: its decode layer 110.3 → 109.6 µs at 640 cached tokens, 118.8 → 118.4 at 4,096;
+// bench/decode_layer_bench, 2026-11-30; one row a block 116.0); otherwise the kernel's own rule.
+int group_rows_per_block(int64_t rows, int64_t total) { return rows == 1 && total >= 4096 ? 4 : 0; }
+
 template <typename T>
 CudaKernel bind_linear_group_typed(const CudaBindContext& ctx) {
   ctx.expect_all(element_dtype<T>());
   const FusedProducts p(ctx);
   require(ctx, p.weights >= 2 && p.weights <= static_cast<size_t>(cuda::kDecodeGemvMaxWeights),
           "linear_group takes 2 or 3 weights, got {}", p.weights);
-  const cuda::DecodeGemvShape shape = p.gemv_shape(0);
+  int64_t total = 0;
+  for (int64_t width : p.widths) total += width;
+  const cuda::DecodeGemvShape shape = p.gemv_shape(group_rows_per_block(p.rows, total));
   CudaResources* resources = &ctx.resources;
   return [=](const CudaKernelArgs& args) {
     if (p.gemv_takes<T>(args, shape)) {

@@ -72,11 +72,10 @@ CudaKernel bind_cached_attention_typed(const CudaBindContext& ctx) {
     const int32_t* slots = args.inputs[kCachedSlots].as<const int32_t>();
     const int32_t* lengths = args.inputs[kCachedLengths].as<const int32_t>();
     const int32_t* fresh = args.inputs[kCachedNew].as<const int32_t>();
-    cuda::cached_attention_append(k_cache, v_cache, args.inputs[1].as<const T>(), args.inputs[2].as<const T>(), slots,
-                                  lengths, fresh, shape, args.stream);
-    cuda::cached_attention_forward(args.outputs[0].as<T>(), scratch_at<float>(resources, workspace),
-                                   args.inputs[0].as<const T>(), k_cache, v_cache, slots, lengths, fresh, shape, splits,
-                                   args.stream);
+    cuda::cached_attention_append_forward(args.outputs[0].as<T>(), scratch_at<float>(resources, workspace),
+                                          args.inputs[0].as<const T>(), args.inputs[1].as<const T>(),
+                                          args.inputs[2].as<const T>(), k_cache, v_cache, slots, lengths, fresh, shape,
+                                          splits, args.stream);
   };
 }
 CudaKernel bind_cached_attention(const CudaBindContext& ctx) {

@@ -13,7 +13,9 @@
 #include <cuda_fp16.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -155,6 +157,31 @@ Values run_gpu(const Case& c, const Values& inputs, int splits) {
   return result;
 }
 
+// The same through cached_attention_append_forward (the append folded into the split launch for
+// steps of at most two tokens on the tensor-core kernel).
+template <typename E>
+Values run_gpu_folded(const Case& c, const Values& inputs, int splits) {
+  const CachedAttentionShape shape = kernel_shape(c);
+  if (splits == 0) splits = cached_attention_splits(shape);
+  auto q = upload<E>(inputs.q), k = upload<E>(inputs.k), v = upload<E>(inputs.v);
+  auto k_cache = upload<E>(inputs.k_cache), v_cache = upload<E>(inputs.v_cache);
+  DeviceBuffer<typename Host<E>::Storage> out(inputs.q.size());
+  DeviceBuffer<float> workspace(static_cast<size_t>(cached_attention_workspace_floats(shape, splits)));
+  out.poison();
+  workspace.poison();
+  const auto slots = to_device(column(c, &Row::slot)), held = to_device(column(c, &Row::held)),
+             fresh = to_device(column(c, &Row::fresh));
+  cached_attention_append_forward<E>(device<E>(out), workspace.data(), device<E>(q), device<E>(k), device<E>(v),
+                                     device<E>(k_cache), device<E>(v_cache), slots.data(), held.data(), fresh.data(),
+                                     shape, splits, nullptr);
+  synchronize();
+  Values result;
+  result.out = download<E>(out);
+  result.k_cache = download<E>(k_cache);
+  result.v_cache = download<E>(v_cache);
+  return result;
+}
+
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
@@ -288,6 +315,39 @@ TEST(CachedAttentionCuda, RefusedRowsAreSkipped) {
 // The binder in a one-node BF16 plan: the caches are parameters the op writes in place, so a
 // second execute (decode after a prefill) attends over what the first appended. Each step against
 // the reference continuing from the reference's caches.
+// The append folded into the split launch gives the bits of the two launches: one and two rows
+// (one refused, its slot out of range), one row of two tokens (the second padding), a window,
+// 8B's and 1.7B's heads, one split and several; and steps of more tokens (not folded) alike.
+TEST(CachedAttentionCuda, AppendFoldedIntoTheSplitEqualsTheTwoLaunches) {
+  SKIP_WITHOUT_GPU();
+  const std::vector<Case> cases = {
+      {.sequence = 1, .slots = 3, .capacity = 700, .q_heads = 32, .kv_heads = 8, .head_dim = 128, .rows = {{1, 639, 1}}},
+      {.sequence = 1, .slots = 3, .capacity = 700, .q_heads = 16, .kv_heads = 8, .head_dim = 128,
+       .rows = {{2, 300, 1}, {5, 10, 1}}},
+      {.sequence = 2, .slots = 2, .capacity = 300, .q_heads = 16, .kv_heads = 8, .head_dim = 64, .rows = {{0, 200, 1}}},
+      {.sequence = 1, .slots = 2, .capacity = 300, .q_heads = 8, .kv_heads = 2, .head_dim = 64, .window = 64,
+       .rows = {{1, 250, 1}, {0, 0, 1}}},
+      {.sequence = 1, .slots = 4, .capacity = 200, .q_heads = 16, .kv_heads = 8, .head_dim = 128,
+       .rows = {{0, 100, 1}, {1, 50, 1}, {2, 150, 1}, {3, 199, 1}}},
+  };
+  for (const Case& c : cases) {
+    const Values inputs = random_values<__nv_bfloat16>(c);
+    for (int splits : {0, 1, 3}) {
+      const Values two = run_gpu<__nv_bfloat16>(c, inputs, splits);
+      const Values folded = run_gpu_folded<__nv_bfloat16>(c, inputs, splits);
+      const std::string where = std::to_string(c.q_heads) + "/" + std::to_string(c.kv_heads) + " heads of " +
+                                std::to_string(c.head_dim) + ", " + std::to_string(c.batch()) + " rows of " +
+                                std::to_string(c.sequence) + ", splits " + std::to_string(splits);
+      EXPECT_TRUE(same_bits(folded.out, two.out)) << where << ": out";
+      EXPECT_TRUE(same_bits(folded.k_cache, two.k_cache)) << where << ": k cache";
+      EXPECT_TRUE(same_bits(folded.v_cache, two.v_cache)) << where << ": v cache";
+      // (RefusedRowsAreSkipped checks the two launches' refusal against the reference.)
+      const bool refused = std::any_of(c.rows.begin(), c.rows.end(), [&](const Row& row) { return row.slot >= c.slots; });
+      if (!refused) EXPECT_LT(relative_error(folded.out, reference(c, inputs).out), 5e-3) << where << ": against the reference";
+    }
+  }
+}
+
 TEST(CachedAttentionCudaBinder, CachesPersistBetweenExecutes) {
   SKIP_WITHOUT_GPU();
   Case c{.sequence = 3, .slots = 3, .capacity = 9, .q_heads = 4, .kv_heads = 2, .head_dim = 64, .window = 4};

@@ -431,10 +431,13 @@ void cached_attention_append(T* k_cache, T* v_cache, const T* k, const T* v, con
   CUDA_CHECK_LAUNCH();
 }
 
+namespace {
+
+// The forward, with the append folded into the tensor-core split kernel when `append` is set.
 template <typename T>
-void cached_attention_forward(T* out, float* workspace, const T* q, const T* k_cache, const T* v_cache,
-                              const int32_t* slot_ids, const int32_t* cache_lengths, const int32_t* new_lengths,
-                              const CachedAttentionShape& shape, int splits, cudaStream_t stream) {
+void forward(T* out, float* workspace, const T* q, const T* k_cache, const T* v_cache, const int32_t* slot_ids,
+             const int32_t* cache_lengths, const int32_t* new_lengths, const CachedAttentionShape& shape, int splits,
+             cudaStream_t stream, const FoldedAppend<T>& append) {
   CUDA_REQUIRE(splits >= 1 && splits <= kCacheMaxSplits, "cached attention: splits must be 1..256");
   const CacheLaunch launch = cache_launch(shape, splits);
   CUDA_REQUIRE(aligned_16(q) && aligned_16(k_cache) && aligned_16(v_cache),
@@ -449,7 +452,7 @@ void cached_attention_forward(T* out, float* workspace, const T* q, const T* k_c
     tensor.tiles = static_cast<int>((shape.sequence * launch.group + kTensorTileQueries - 1) / kTensorTileQueries);
     if constexpr (!std::is_same_v<T, float>) {
       launch_tensor_split(out, partial_max, partial_sum, partial_acc, q, k_cache, v_cache, slot_ids, cache_lengths,
-                          new_lengths, tensor, stream);
+                          new_lengths, tensor, stream, append);
     }
     if (splits == 1) return;  // the split kernel wrote the output
     launch_programmatic(cache_combine_kernel<T>, dim3(blocks_for(queries * shape.head_dim)), dim3(kCacheThreads), 0,
@@ -478,12 +481,47 @@ void cached_attention_forward(T* out, float* workspace, const T* q, const T* k_c
   CUDA_CHECK_LAUNCH();
 }
 
+}  // namespace
+
+template <typename T>
+void cached_attention_forward(T* out, float* workspace, const T* q, const T* k_cache, const T* v_cache,
+                              const int32_t* slot_ids, const int32_t* cache_lengths, const int32_t* new_lengths,
+                              const CachedAttentionShape& shape, int splits, cudaStream_t stream) {
+  forward(out, workspace, q, k_cache, v_cache, slot_ids, cache_lengths, new_lengths, shape, splits, stream,
+          FoldedAppend<T>{});
+}
+
+template <typename T>
+void cached_attention_append_forward(T* out, float* workspace, const T* q, const T* k, const T* v, T* k_cache,
+                                     T* v_cache, const int32_t* slot_ids, const int32_t* cache_lengths,
+                                     const int32_t* new_lengths, const CachedAttentionShape& shape, int splits,
+                                     cudaStream_t stream) {
+  if constexpr (!std::is_same_v<T, float>) {
+    if (shape.batch * shape.sequence <= kCachedAttentionFoldedTokens && tensor_split_takes(shape)) {
+      CUDA_REQUIRE(aligned_16(k) && aligned_16(v), "cached attention: tensors must be 16-byte aligned");
+      FoldedAppend<T> append;
+      append.k = k;
+      append.v = v;
+      append.k_cache = k_cache;
+      append.v_cache = v_cache;
+      forward(out, workspace, q, k_cache, v_cache, slot_ids, cache_lengths, new_lengths, shape, splits, stream, append);
+      return;
+    }
+  }
+  cached_attention_append(k_cache, v_cache, k, v, slot_ids, cache_lengths, new_lengths, shape, stream);
+  cached_attention_forward(out, workspace, q, k_cache, v_cache, slot_ids, cache_lengths, new_lengths, shape, splits,
+                           stream);
+}
+
 #define SUROGATE_INSTANTIATE_CACHED_ATTENTION(T)                                                                   \
   template void cached_attention_append<T>(T*, T*, const T*, const T*, const int32_t*, const int32_t*,            \
                                            const int32_t*, const CachedAttentionShape&, cudaStream_t);             \
   template void cached_attention_forward<T>(T*, float*, const T*, const T*, const T*, const int32_t*,              \
                                             const int32_t*, const int32_t*, const CachedAttentionShape&, int,      \
-                                            cudaStream_t);
+                                            cudaStream_t);                                                         \
+  template void cached_attention_append_forward<T>(T*, float*, const T*, const T*, const T*, T*, T*,               \
+                                                   const int32_t*, const int32_t*, const int32_t*,                 \
+                                                   const CachedAttentionShape&, int, cudaStream_t);
 SUROGATE_INSTANTIATE_CACHED_ATTENTION(float)
 SUROGATE_INSTANTIATE_CACHED_ATTENTION(__nv_bfloat16)
 SUROGATE_INSTANTIATE_CACHED_ATTENTION(__half)

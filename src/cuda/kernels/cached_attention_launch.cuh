@@ -112,9 +112,23 @@ __device__ __forceinline__ void zero_padding_queries(T* out, const CacheLaunch& 
 // 128 on sm_80 and later, tiles of 16 queries: whether it takes `shape` on this GPU, and its launch
 // (the same partials as the CUDA-core kernel, or the output itself when launch.splits is 1).
 bool tensor_split_takes(const CachedAttentionShape& shape);
+
+// The append folded into the tensor-core split kernel (cached_attention_append_forward): the split
+// blocks read the step's new keys and values from k / v instead of the cache, and the first split
+// of each (row, kv head) writes them to the caches, which no block of the launch reads at those
+// positions. All null: the append ran before (cached_attention_append).
+template <typename T>
+struct FoldedAppend {
+  const T* k = nullptr;
+  const T* v = nullptr;
+  T* k_cache = nullptr;
+  T* v_cache = nullptr;
+};
+
 template <typename T>
 void launch_tensor_split(T* out, float* partial_max, float* partial_sum, float* partial_acc, const T* q,
                          const T* k_cache, const T* v_cache, const int32_t* slot_ids, const int32_t* cache_lengths,
-                         const int32_t* new_lengths, const CacheLaunch& launch, cudaStream_t stream);
+                         const int32_t* new_lengths, const CacheLaunch& launch, cudaStream_t stream,
+                         const FoldedAppend<T>& append = {});
 
 }  // namespace surogate::cuda::cached

@@ -103,7 +103,7 @@ template <typename T, int D, int kHalves>
 __global__ void __launch_bounds__(kCacheThreads, 2)
     tensor_split_kernel(T* out, float* partial_max, float* partial_sum, float* partial_acc, const T* q,
                         const T* k_cache, const T* v_cache, const int32_t* slot_ids, const int32_t* cache_lengths,
-                        const int32_t* new_lengths, CacheLaunch launch) {
+                        const int32_t* new_lengths, CacheLaunch launch, FoldedAppend<T> append) {
   wait_for_previous_grid();  // launched programmatically (programmatic_launch.cuh): nothing touched before
   allow_next_grid();
   constexpr int kSteps = D / 16;   // k-steps of the scores' product
@@ -117,6 +117,20 @@ __global__ void __launch_bounds__(kCacheThreads, 2)
   const int split = static_cast<int>(blockIdx.y);
   const int64_t row = blockIdx.z;
   const CacheRow cache = cache_row(s, slot_ids, cache_lengths, new_lengths, row);
+  const bool folded = append.k != nullptr;
+  if (folded && split == 0 && tile == 0) {
+    // The row's new keys and values of this kv head into the caches (cached_attention_append's
+    // copy); nothing in this launch reads them from there.
+    for (int64_t i = threadIdx.x; i < cache.fresh * (D / 8); i += kCacheThreads) {
+      const int64_t t = i / (D / 8), piece = i % (D / 8);
+      const int64_t from = ((row * s.sequence + t) * s.kv_heads + kv_head) * D + 8 * piece;
+      const int64_t to = cache.base + ((cache.held + t) * s.kv_heads + kv_head) * D + 8 * piece;
+      const uint4 key = *reinterpret_cast<const uint4*>(append.k + from);
+      const uint4 value = *reinterpret_cast<const uint4*>(append.v + from);
+      *reinterpret_cast<uint4*>(append.k_cache + to) = key;
+      *reinterpret_cast<uint4*>(append.v_cache + to) = value;
+    }
+  }
   const int group = launch.group;
   const int first_query = tile * kRows;
   const int queries = min(kRows, static_cast<int>(cache.fresh) * group - first_query);
@@ -167,10 +181,15 @@ __global__ void __launch_bounds__(kCacheThreads, 2)
     for (int i = lane; i < kStepKeys * (D / 8); i += 32) {
       const int key = i / (D / 8), piece = i % (D / 8);
       const bool valid = base + key < split_end;
-      const int64_t from = (valid ? base + key : split_begin) * key_stride + 8 * piece;
-      attention::copy_async_16(shared.stages.keys[warp][stage] + key * Shared::kRowStride + 8 * piece, keys + from, valid);
-      attention::copy_async_16(shared.stages.values[warp][stage] + key * Shared::kRowStride + 8 * piece, values + from,
-                               valid);
+      const int64_t position = valid ? base + key : split_begin;
+      // A new token's key and value: from k / v when the append is folded in (not yet in the cache).
+      const bool fresh = folded && position >= cache.held;
+      const int64_t at = fresh ? ((row * s.sequence + (position - cache.held)) * s.kv_heads + kv_head) * D + 8 * piece
+                               : position * key_stride + 8 * piece;
+      attention::copy_async_16(shared.stages.keys[warp][stage] + key * Shared::kRowStride + 8 * piece,
+                               (fresh ? append.k : keys) + at, valid);
+      attention::copy_async_16(shared.stages.values[warp][stage] + key * Shared::kRowStride + 8 * piece,
+                               (fresh ? append.v : values) + at, valid);
     }
     attention::copy_async_commit();
   };
@@ -331,6 +350,7 @@ struct TensorArgs {
   float *partial_max, *partial_sum, *partial_acc;
   const T *q, *k_cache, *v_cache;
   const int32_t *slot_ids, *cache_lengths, *new_lengths;
+  FoldedAppend<T> append;
 };
 
 template <typename T, int D, int kHalves>
@@ -348,7 +368,8 @@ void run_tensor_split(const TensorArgs<T>& a, const CacheLaunch& launch, dim3 gr
     sized[device].store(true, std::memory_order_release);
   }
   launch_programmatic(kernel, grid, dim3(kCacheThreads), bytes, stream, true, a.out, a.partial_max, a.partial_sum,
-                      a.partial_acc, a.q, a.k_cache, a.v_cache, a.slot_ids, a.cache_lengths, a.new_lengths, launch);
+                      a.partial_acc, a.q, a.k_cache, a.v_cache, a.slot_ids, a.cache_lengths, a.new_lengths, launch,
+                      a.append);
 }
 
 }  // namespace
@@ -362,14 +383,15 @@ bool tensor_split_takes(const CachedAttentionShape& shape) {
 template <typename T>
 void launch_tensor_split(T* out, float* partial_max, float* partial_sum, float* partial_acc, const T* q,
                          const T* k_cache, const T* v_cache, const int32_t* slot_ids, const int32_t* cache_lengths,
-                         const int32_t* new_lengths, const CacheLaunch& launch, cudaStream_t stream) {
+                         const int32_t* new_lengths, const CacheLaunch& launch, cudaStream_t stream,
+                         const FoldedAppend<T>& append) {
   const CachedAttentionShape& shape = launch.shape;
   const dim3 grid(static_cast<unsigned>(int64_t{shape.kv_heads} * launch.tiles), static_cast<unsigned>(launch.splits),
                   static_cast<unsigned>(shape.batch));
   // Every query of every tile in rows 0-7: one position and at most 8 query heads per kv head.
   const bool upper_rows = shape.sequence * launch.group <= 8;
-  const TensorArgs<T> args{out, partial_max, partial_sum, partial_acc, q, k_cache, v_cache, slot_ids, cache_lengths,
-                           new_lengths};
+  const TensorArgs<T> args{out,      partial_max,   partial_sum, partial_acc, q,     k_cache,
+                           v_cache,  slot_ids,      cache_lengths, new_lengths, append};
   if (shape.head_dim == 64) {
     upper_rows ? run_tensor_split<T, 64, 1>(args, launch, grid, stream) : run_tensor_split<T, 64, 2>(args, launch, grid, stream);
   } else {
@@ -381,9 +403,10 @@ void launch_tensor_split(T* out, float* partial_max, float* partial_sum, float* 
 
 template void launch_tensor_split<__nv_bfloat16>(__nv_bfloat16*, float*, float*, float*, const __nv_bfloat16*,
                                                  const __nv_bfloat16*, const __nv_bfloat16*, const int32_t*,
-                                                 const int32_t*, const int32_t*, const CacheLaunch&, cudaStream_t);
+                                                 const int32_t*, const int32_t*, const CacheLaunch&, cudaStream_t,
+                                                 const FoldedAppend<__nv_bfloat16>&);
 template void launch_tensor_split<__half>(__half*, float*, float*, float*, const __half*, const __half*, const __half*,
                                           const int32_t*, const int32_t*, const int32_t*, const CacheLaunch&,
-                                          cudaStream_t);
+                                          cudaStream_t, const FoldedAppend<__half>&);
 
 }  // namespace surogate::cuda::cached

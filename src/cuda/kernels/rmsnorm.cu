@@ -17,34 +17,43 @@ constexpr int kMaxVectorsPerThread = 4;
 constexpr int64_t kBackwardPartials = 512;
 
 // kFp8: also the E4M3 codes of `out` for the fp8_hybrid recipe (fp8_epilogue.cuh), T = bf16.
-template <bool kResidual, bool kFp8, typename T>
+// kStaged: every load of the row first, packed (4 registers a vector) — one trip to memory rather
+// than one per vector, which a store to residual_out between them (it may alias, for all the
+// compiler knows) otherwise orders. A few rows (a decode step's norm) are that latency: Qwen3-8B's
+// decode layer 114.7 → 110.7 µs with the q/k norm's loads alike (2026-11-30, decode_layer_bench);
+// many rows are bandwidth, where the registers cost occupancy (16,384 × 4,096: 0.081 → 0.097 ms),
+// so they keep the loads where they are used (launch_forward picks by the row count). Same bits either way.
+template <bool kResidual, bool kFp8, typename T, bool kStaged = false>
 __global__ void __launch_bounds__(1024) rmsnorm_forward_kernel(T* out, T* residual_out, float* rstd_out,
-                                       const T* residual_in, const T* input,
-                                       const T* weight, int channels, float epsilon, Fp8Output fp8_out) {
+                                                               const T* residual_in, const T* input, const T* weight,
+                                                               int channels, float epsilon, Fp8Output fp8_out) {
   __shared__ float scratch[32];
   // Launched programmatically (programmatic_launch.cuh): nothing is touched before the wait.
   wait_for_previous_grid();
   allow_next_grid();
   const int64_t row_offset = static_cast<int64_t>(blockIdx.x) * channels;
   const int vectors = channels / kPackWidth;
-  // Every load of the row first, packed (4 registers a vector): one trip to memory rather than one
-  // per vector, which a store to residual_out between them (it may alias, for all the compiler
-  // knows) would otherwise order. A decode step's norm is that latency (2026-11-30).
   kernels::Vec8<T> packed[kMaxVectorsPerThread], w_packed[kMaxVectorsPerThread];
   [[maybe_unused]] kernels::Vec8<T> residual_packed[kMaxVectorsPerThread];
+  if constexpr (kStaged) {
 #pragma unroll
-  for (int v = 0; v < kMaxVectorsPerThread; ++v) {
-    const int vector = threadIdx.x + v * blockDim.x;
-    if (vector >= vectors) continue;
-    packed[v] = kernels::load_x8(input + row_offset + vector * kPackWidth);
-    if constexpr (kResidual) residual_packed[v] = kernels::load_x8(residual_in + row_offset + vector * kPackWidth);
-    w_packed[v] = kernels::load_x8(weight + vector * kPackWidth);
+    for (int v = 0; v < kMaxVectorsPerThread; ++v) {
+      const int vector = threadIdx.x + v * blockDim.x;
+      if (vector >= vectors) continue;
+      packed[v] = kernels::load_x8(input + row_offset + vector * kPackWidth);
+      if constexpr (kResidual) residual_packed[v] = kernels::load_x8(residual_in + row_offset + vector * kPackWidth);
+      w_packed[v] = kernels::load_x8(weight + vector * kPackWidth);
+    }
   }
   float sum_squares = 0.0f;
 #pragma unroll
   for (int v = 0; v < kMaxVectorsPerThread; ++v) {
     const int vector = threadIdx.x + v * blockDim.x;
     if (vector >= vectors) continue;
+    if constexpr (!kStaged) {
+      packed[v] = kernels::load_x8(input + row_offset + vector * kPackWidth);
+      if constexpr (kResidual) residual_packed[v] = kernels::load_x8(residual_in + row_offset + vector * kPackWidth);
+    }
     float values[kPackWidth];
     kernels::unpack(packed[v], values);
     if constexpr (kResidual) {
@@ -67,6 +76,7 @@ __global__ void __launch_bounds__(1024) rmsnorm_forward_kernel(T* out, T* residu
   for (int v = 0; v < kMaxVectorsPerThread; ++v) {
     const int vector = threadIdx.x + v * blockDim.x;
     if (vector >= vectors) continue;
+    if constexpr (!kStaged) w_packed[v] = kernels::load_x8(weight + vector * kPackWidth);
     float w[kPackWidth];
     kernels::unpack(packed[v], values[v]);
     kernels::unpack(w_packed[v], w);
@@ -203,6 +213,20 @@ int threads_for(int64_t channels) {
   return static_cast<int>(std::clamp<int64_t>((per_thread + 31) / 32 * 32, 32, 1024));
 }
 
+// Rows at most this many take the staged forward (rmsnorm_forward_kernel's kStaged).
+constexpr int64_t kStagedRows = 256;
+
+// The plain or residual forward (kResidual), staged for few rows.
+template <bool kResidual, typename T>
+void launch_forward(T* out, T* residual_out, float* rstd, const T* residual_in, const T* input, const T* weight,
+                    int64_t rows, int64_t channels, float epsilon, cudaStream_t stream) {
+  auto kernel = rows <= kStagedRows ? rmsnorm_forward_kernel<kResidual, false, T, true>
+                                    : rmsnorm_forward_kernel<kResidual, false, T, false>;
+  launch_programmatic(kernel, dim3(static_cast<unsigned>(rows)), dim3(threads_for(channels)), 0, stream, true, out,
+                      residual_out, rstd, residual_in, input, weight, static_cast<int>(channels), epsilon, Fp8Output{});
+  CUDA_CHECK_LAUNCH();
+}
+
 void check_shape(int64_t channels) {
   CUDA_REQUIRE(channels % kPackWidth == 0, "rmsnorm: channels must be a multiple of 8");
   CUDA_REQUIRE(channels <= 1024 * kMaxVectorsPerThread * kPackWidth, "rmsnorm: channels must be at most 32768");
@@ -215,10 +239,8 @@ void rmsnorm_forward(T* out, float* rstd, const T* input, const T* weight,
                      int64_t rows, int64_t channels, float epsilon, cudaStream_t stream) {
   check_shape(channels);
   if (rows == 0) return;
-  launch_programmatic(rmsnorm_forward_kernel<false, false, T>, dim3(static_cast<unsigned>(rows)), dim3(threads_for(channels)),
-                      0, stream, true, out, nullptr, rstd, nullptr, input, weight, static_cast<int>(channels), epsilon,
-                      Fp8Output{});
-  CUDA_CHECK_LAUNCH();
+  launch_forward<false>(out, static_cast<T*>(nullptr), rstd, static_cast<const T*>(nullptr), input, weight, rows, channels,
+                        epsilon, stream);
 }
 
 template <typename T>
@@ -228,10 +250,7 @@ void residual_rmsnorm_forward(T* out, T* residual_out, float* rstd,
                               cudaStream_t stream) {
   check_shape(channels);
   if (rows == 0) return;
-  launch_programmatic(rmsnorm_forward_kernel<true, false, T>, dim3(static_cast<unsigned>(rows)), dim3(threads_for(channels)),
-                      0, stream, true, out, residual_out, rstd, residual_in, input, weight, static_cast<int>(channels),
-                      epsilon, Fp8Output{});
-  CUDA_CHECK_LAUNCH();
+  launch_forward<true>(out, residual_out, rstd, residual_in, input, weight, rows, channels, epsilon, stream);
 }
 
 void rmsnorm_forward_fp8(__nv_bfloat16* out, float* rstd, const __nv_bfloat16* input, const __nv_bfloat16* weight,
