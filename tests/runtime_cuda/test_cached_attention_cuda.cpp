@@ -132,9 +132,10 @@ E* device(DeviceBuffer<Storage>& buffer) {
 }
 
 // The append and the attention on the GPU with `splits` (0: the launcher's choice for this GPU);
-// out and the workspace start as NaN poison.
+// out and the workspace start as NaN poison. `folded`: through cached_attention_append_forward (the
+// append folded into the split launch for steps of at most two tokens on the tensor-core kernel).
 template <typename E>
-Values run_gpu(const Case& c, const Values& inputs, int splits) {
+Values run_gpu(const Case& c, const Values& inputs, int splits, bool folded = false) {
   const CachedAttentionShape shape = kernel_shape(c);
   if (splits == 0) splits = cached_attention_splits(shape);
   auto q = upload<E>(inputs.q), k = upload<E>(inputs.k), v = upload<E>(inputs.v);
@@ -145,35 +146,16 @@ Values run_gpu(const Case& c, const Values& inputs, int splits) {
   workspace.poison();
   const auto slots = to_device(column(c, &Row::slot)), held = to_device(column(c, &Row::held)),
              fresh = to_device(column(c, &Row::fresh));
-  cached_attention_append<E>(device<E>(k_cache), device<E>(v_cache), device<E>(k), device<E>(v), slots.data(),
-                             held.data(), fresh.data(), shape, nullptr);
-  cached_attention_forward<E>(device<E>(out), workspace.data(), device<E>(q), device<E>(k_cache), device<E>(v_cache),
-                              slots.data(), held.data(), fresh.data(), shape, splits, nullptr);
-  synchronize();
-  Values result;
-  result.out = download<E>(out);
-  result.k_cache = download<E>(k_cache);
-  result.v_cache = download<E>(v_cache);
-  return result;
-}
-
-// The same through cached_attention_append_forward (the append folded into the split launch for
-// steps of at most two tokens on the tensor-core kernel).
-template <typename E>
-Values run_gpu_folded(const Case& c, const Values& inputs, int splits) {
-  const CachedAttentionShape shape = kernel_shape(c);
-  if (splits == 0) splits = cached_attention_splits(shape);
-  auto q = upload<E>(inputs.q), k = upload<E>(inputs.k), v = upload<E>(inputs.v);
-  auto k_cache = upload<E>(inputs.k_cache), v_cache = upload<E>(inputs.v_cache);
-  DeviceBuffer<typename Host<E>::Storage> out(inputs.q.size());
-  DeviceBuffer<float> workspace(static_cast<size_t>(cached_attention_workspace_floats(shape, splits)));
-  out.poison();
-  workspace.poison();
-  const auto slots = to_device(column(c, &Row::slot)), held = to_device(column(c, &Row::held)),
-             fresh = to_device(column(c, &Row::fresh));
-  cached_attention_append_forward<E>(device<E>(out), workspace.data(), device<E>(q), device<E>(k), device<E>(v),
-                                     device<E>(k_cache), device<E>(v_cache), slots.data(), held.data(), fresh.data(),
-                                     shape, splits, nullptr);
+  if (folded) {
+    cached_attention_append_forward<E>(device<E>(out), workspace.data(), device<E>(q), device<E>(k), device<E>(v),
+                                       device<E>(k_cache), device<E>(v_cache), slots.data(), held.data(), fresh.data(),
+                                       shape, splits, nullptr);
+  } else {
+    cached_attention_append<E>(device<E>(k_cache), device<E>(v_cache), device<E>(k), device<E>(v), slots.data(),
+                               held.data(), fresh.data(), shape, nullptr);
+    cached_attention_forward<E>(device<E>(out), workspace.data(), device<E>(q), device<E>(k_cache), device<E>(v_cache),
+                                slots.data(), held.data(), fresh.data(), shape, splits, nullptr);
+  }
   synchronize();
   Values result;
   result.out = download<E>(out);
@@ -334,7 +316,7 @@ TEST(CachedAttentionCuda, AppendFoldedIntoTheSplitEqualsTheTwoLaunches) {
     const Values inputs = random_values<__nv_bfloat16>(c);
     for (int splits : {0, 1, 3}) {
       const Values two = run_gpu<__nv_bfloat16>(c, inputs, splits);
-      const Values folded = run_gpu_folded<__nv_bfloat16>(c, inputs, splits);
+      const Values folded = run_gpu<__nv_bfloat16>(c, inputs, splits, true);
       const std::string where = std::to_string(c.q_heads) + "/" + std::to_string(c.kv_heads) + " heads of " +
                                 std::to_string(c.head_dim) + ", " + std::to_string(c.batch()) + " rows of " +
                                 std::to_string(c.sequence) + ", splits " + std::to_string(splits);
