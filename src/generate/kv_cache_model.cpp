@@ -17,6 +17,7 @@
 #include "compiler/execution_plan.h"
 #include "core/error.h"
 #include "generate/decode_graph.h"
+#include "generate/decode_run_ahead.h"
 #include "generate/device_sampling.h"
 #include "generate/feed_checks.h"
 #include "generate/step_timing.h"
@@ -165,9 +166,22 @@ public:
     }
 #endif
     if (StepTiming::requested()) timing_.emplace();
+#if SUROGATE_WITH_CUDA
+    // One sequence's greedy steps run one ahead (decode_run_ahead.h): not on a trainer's live
+    // weights (a step left in flight would run beside its optimizer), nor while measuring.
+    if (cuda_ && live == nullptr && !time_breakdown_ && !timing_) {
+      const graph::TensorId input_ids = decode_->plan.tensor(models::kInputIds);
+      SUROGATE_CHECK(decode_->plan.graph.tensor(input_ids).type.size_bytes() ==
+                         decode_->plan.graph.tensor(decode_->tokens).type.size_bytes(),
+                     "the decode plan's input_ids and greedy ids differ in size");
+      run_ahead_.emplace(static_cast<runtime::CudaBackend&>(*decode_->backend), decode_->tokens, input_ids,
+                         decode_->rows);
+    }
+#endif
   }
 
   ~KvCacheModel() override {
+    drop_ahead();
     for (const auto& [name, milliseconds] : breakdown_) {
       std::cerr << fmt::format("time breakdown: {:<40} {:10.1f} ms\n", name, milliseconds);
     }
@@ -176,6 +190,7 @@ public:
 
   std::span<float> feed_in_place(std::span<const SlotFeed> feeds) override {
     check_feeds(feeds, *this);
+    drop_ahead();
     const size_t vocab = static_cast<size_t>(vocab_size());
     logits_.resize(feeds.size() * vocab);
     std::span<float> whole;  // set when one round fed every feed whole
@@ -200,6 +215,10 @@ public:
   // The plans' greedy_tokens output: the ids alone are read back (on CUDA, no logits leave the GPU).
   std::vector<int32_t> feed_greedy(std::span<const SlotFeed> feeds) override {
     check_feeds(feeds, *this);
+#if SUROGATE_WITH_CUDA
+    if (run_ahead_ && runs_ahead(feeds)) return {feed_ahead(feeds[0])};
+#endif
+    drop_ahead();
     std::vector<int32_t> tokens(feeds.size(), 0);
     feed_rounds(feeds, [&](const DecodePlan& step, const std::vector<RoundRow>& rows, bool) {
       std::vector<int32_t> round(static_cast<size_t>(step.rows));
@@ -217,6 +236,7 @@ public:
 #if SUROGATE_WITH_CUDA
     if (cuda_) {
       check_feeds(feeds, *this);
+      drop_ahead();
       SUROGATE_CHECK(choices.size() == feeds.size(), "feed_sampled: {} choices for {} feeds", choices.size(), feeds.size());
       std::vector<int32_t> tokens(feeds.size(), 0);
       feed_rounds(feeds, [&](const DecodePlan& step, const std::vector<RoundRow>& rows, bool) {
@@ -248,6 +268,7 @@ public:
   bool copies_prefixes() const override { return true; }
   void copy_prefixes(std::span<const PrefixCopy> copies) override {
     check_prefix_copies(copies, *this);
+    drop_ahead();
     std::vector<runtime::ByteMove> moves;
     moves.reserve(copies.size() * cache_tensors_.size());
     for (graph::TensorId tensor : cache_tensors_) {
@@ -264,6 +285,7 @@ public:
   }
   void clear(int64_t slot) override {
     check_slot(slot, slots());
+    drop_ahead();
     held_[static_cast<size_t>(slot)] = 0;  // what the cache holds past held() is never read
   }
   int64_t held(int64_t slot) const override {
@@ -369,6 +391,46 @@ private:
     if (timing_) timing_->call_returned(rounds == 1 && decode_round);
   }
 
+  // A step launched ahead that the engine did not ask for: waited for and dropped (its cache write
+  // lies past held(), never read; nothing else runs beside it after this).
+  void drop_ahead() {
+#if SUROGATE_WITH_CUDA
+    if (ahead_) run_ahead_->settle();
+#endif
+    ahead_.reset();
+  }
+
+#if SUROGATE_WITH_CUDA
+  // One slot fed one token, with room in its cache for the step after: that step may run ahead.
+  bool runs_ahead(std::span<const SlotFeed> feeds) const {
+    return feeds.size() == 1 && feeds[0].tokens.size() == 1 &&
+           held_[static_cast<size_t>(feeds[0].slot)] + 2 <= capacity_;
+  }
+
+  // The step `feed` asks for — already in flight when the last call launched it on the id the
+  // engine now feeds — and, before its id is read, the next one on that id (decode_run_ahead.h).
+  int32_t feed_ahead(const SlotFeed& feed) {
+    const std::vector<RoundRow> rows{RoundRow{.feed = 0, .first = 0, .count = 1}};
+    const std::span<const SlotFeed> feeds(&feed, 1);
+    int buffer = 0;
+    if (ahead_ && ahead_->slot == feed.slot && ahead_->token == feed.tokens[0]) {
+      buffer = ahead_->buffer;
+    } else {
+      drop_ahead();
+      run(*decode_, feeds, rows);
+      run_ahead_->read_ids(buffer);
+    }
+    ahead_.reset();
+    ++held_[static_cast<size_t>(feed.slot)];
+    run_ahead_->feed_ids_forward();
+    run(*decode_, feeds, rows, true);
+    run_ahead_->read_ids(1 - buffer);
+    const int32_t id = run_ahead_->wait(buffer)[0];
+    ahead_ = Ahead{.slot = feed.slot, .token = id, .buffer = 1 - buffer};
+    return id;
+  }
+#endif
+
   // Whether `rows` (the first round of `feeds`) feeds every one whole, row r being feed r.
   static bool done_in_one(std::span<const SlotFeed> feeds, const std::vector<RoundRow>& rows) {
     for (size_t r = 0; r < rows.size(); ++r) {
@@ -382,7 +444,10 @@ private:
 
   // Runs one round on `step`: row r of `rows` feeds its slot's tokens; the plan's other rows are
   // padding (no new tokens) over slots no row names.
-  void run(DecodePlan& step, std::span<const SlotFeed> feeds, const std::vector<RoundRow>& rows) {
+  // `ids_on_device`: input_ids is not given (the step run ahead: DecodeRunAhead::feed_ids_forward
+  // put the previous step's ids there).
+  void run(DecodePlan& step, std::span<const SlotFeed> feeds, const std::vector<RoundRow>& rows,
+           bool ids_on_device = false) {
     const int64_t width = step.sequence, cells = step.rows * width;
     RoundInputs in;
     in.input_ids.assign(static_cast<size_t>(cells), 0);
@@ -416,6 +481,7 @@ private:
     }
     std::vector<runtime::InputBinding> bindings;
     for (graph::TensorId id : step.plan.graph.inputs) {
+      if (ids_on_device && step.plan.graph.tensor(id).name == models::kInputIds) continue;
       const std::vector<int32_t>& values = in.by_name(step.plan.graph.tensor(id).name);
       bindings.push_back({id, std::as_bytes(std::span<const int32_t>(values))});
     }
@@ -475,6 +541,17 @@ private:
   cuda::PinnedHostBuffer<float> pinned_round_;
   DeviceSampling sampling_;  // feed_sampled's buffers on the GPU
 #endif
+#if SUROGATE_WITH_CUDA
+  std::optional<DecodeRunAhead> run_ahead_;  // one sequence's greedy steps run one ahead (after decode_)
+#endif
+  // The step launched ahead: the slot it feeds, the id it was given (the engine's next token, if
+  // the engine asks for that step) and the host buffer its ids will reach.
+  struct Ahead {
+    int64_t slot = 0;
+    int32_t token = 0;
+    int buffer = 0;
+  };
+  std::optional<Ahead> ahead_;
   bool time_breakdown_ = false;               // SUROGATE_GENERATE_TIME_BREAKDOWN=1
   std::optional<StepTiming> timing_;          // SUROGATE_GENERATE_STEP_TIMING=1
   std::map<std::string, double> breakdown_;   // "[rows, sequence] op" -> GPU milliseconds

@@ -70,4 +70,33 @@ inline void expect_device_greedy_equals_host(const std::string& name, bool cuda)
   }
 }
 
+// One sequence fed a token at a time (on CUDA each step launched before the last one's id is read:
+// generate/decode_run_ahead.h) equals the host's choice at every step, including when the engine
+// feeds another token than the id the step ahead was given, when another slot is cleared or fed
+// beside it, and up to the cache's last position (where no step is left to run ahead).
+inline void expect_one_sequence_step_by_step_equals_host(const std::string& name, bool cuda) {
+  const ModelOptions options{.cuda = cuda, .slots = 2, .max_context = 24};
+  const PrefillShape prefill{.rows = 2, .chunk = 4};
+  std::unique_ptr<NextTokenModel> device = open_kv_cache_model(fixture(name), options, prefill);
+  std::unique_ptr<NextTokenModel> host_model = open_kv_cache_model(fixture(name), options, prefill);
+  HostChoice host(*host_model);
+  std::vector<SlotFeed> feeds{{1, random_tokens(5, 71)}};
+  for (int step = 0; device->held(1) < options.max_context; ++step) {
+    const std::string where = name + ": step " + std::to_string(step) + ", " + std::to_string(device->held(1)) + " held";
+    const std::vector<int32_t> got = device->feed_greedy(feeds), expected = host.feed_greedy(feeds);
+    ASSERT_EQ(got, expected) << where;
+    ASSERT_EQ(device->held(1), host.held(1)) << where;
+    const int32_t id = got[0];  // slot 1's: always the first feed
+    ASSERT_GE(id, 0) << where;
+    feeds = {{1, {id}}};
+    if (step == 4) feeds = {{1, {(id + 1) % static_cast<int32_t>(device->vocab_size())}}};  // not the id given ahead
+    if (step == 7) {  // the other slot cleared, then a prompt of its fed beside this one for a step
+      device->clear(0);
+      host.clear(0);
+    }
+    if (step == 8) feeds.push_back({0, random_tokens(3, 72)});
+  }
+  EXPECT_EQ(device->held(1), options.max_context) << name;
+}
+
 }  // namespace surogate::generate::testing

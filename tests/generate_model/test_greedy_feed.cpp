@@ -11,6 +11,11 @@ TEST_P(GreedyFeed, TheModelsIdsEqualTheHostsChoiceOverItsLogits) {
   testing::expect_device_greedy_equals_host(GetParam(), /*cuda=*/false);
 }
 
+// The scenario the CUDA run-ahead is checked on (generate_model_cuda), here on the CPU's path.
+TEST_P(GreedyFeed, OneSequenceStepByStepEqualsTheHostsChoice) {
+  testing::expect_one_sequence_step_by_step_equals_host(GetParam(), /*cuda=*/false);
+}
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, GreedyFeed, ::testing::Values("qwen3_qknorm", "qwen3_moe_topk"));
 
 }  // namespace
