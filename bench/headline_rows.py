@@ -271,7 +271,7 @@ GENERATION = Table(
     rate_heading="Surogate decode tok/s",
     rows=(
         Row(anchor="generate-8b-decode", label="Qwen3-8B, prompt 512, 256 new tokens",
-            ours=Pick(DECODE_LATENCY, {"engine": "surogate", "commit": "bd0cd0e"}, metric="decode_tok_s"),
+            ours=Pick(DECODE_LATENCY, {"engine": "surogate", "commit": "d51678d"}, metric="decode_tok_s"),
             peers=(Pick(GENERATE_DEVICE_GREEDY, {"engine": "transformers generate"}, metric="decode_tok_s"),),
             peer_same_call=False, gpu="H200", command="CARRIED=carry/cli MODEL=qwen3-8b bash bench/generate_decode.sh"),
         Row(anchor="generate-8b-decode-long", label="Qwen3-8B, prompt 128, 512 new tokens",
