@@ -34,18 +34,27 @@ private:
   NextTokenModel& model_;
 };
 
+// Two KV cache models of one fixture opened alike: the one under test and one whose tokens the
+// host chooses over its logits.
+struct DeviceAndHost {
+  std::unique_ptr<NextTokenModel> device, host_model;
+  HostChoice host;
+  DeviceAndHost(const std::string& name, const ModelOptions& options, const PrefillShape& prefill)
+      : device(open_kv_cache_model(fixture(name), options, prefill)),
+        host_model(open_kv_cache_model(fixture(name), options, prefill)), host(*host_model) {}
+};
+
 // Feeds prompts of three slots through prefill rounds of [2, 4] (one split over two rounds, one
 // beside a decoding slot), then greedy steps: the device's ids equal the host's at every feed.
 inline void expect_device_greedy_equals_host(const std::string& name, bool cuda) {
   const ModelOptions options{.cuda = cuda, .slots = 3, .max_context = 32};
-  const PrefillShape prefill{.rows = 2, .chunk = 4};
-  std::unique_ptr<NextTokenModel> device = open_kv_cache_model(fixture(name), options, prefill);
-  std::unique_ptr<NextTokenModel> host_model = open_kv_cache_model(fixture(name), options, prefill);
-  HostChoice host(*host_model);
+  DeviceAndHost models(name, options, {.rows = 2, .chunk = 4});
+  NextTokenModel& device = *models.device;
+  HostChoice& host = models.host;
   std::vector<SlotFeed> feeds{{2, random_tokens(9, 81)}, {0, random_tokens(3, 82)}};
   for (int step = 0; step < 8; ++step) {
     if (step == 3) feeds.push_back({1, random_tokens(6, 83)});  // a prompt beside two decoding slots
-    const std::vector<int32_t> got = device->feed_greedy(feeds), expected = host.feed_greedy(feeds);
+    const std::vector<int32_t> got = device.feed_greedy(feeds), expected = host.feed_greedy(feeds);
     ASSERT_EQ(got, expected) << name << ": step " << step;
     for (size_t row = 0; row < feeds.size(); ++row) {
       ASSERT_GE(got[row], 0) << name << ": step " << step;
@@ -59,10 +68,10 @@ inline void expect_device_greedy_equals_host(const std::string& name, bool cuda)
     requests[index].max_new_tokens = 10;
   }
   for (int64_t slot = 0; slot < options.slots; ++slot) {
-    device->clear(slot);
+    device.clear(slot);
     host.clear(slot);
   }
-  const std::vector<GenerationResult> fast = generate(*device, requests, nullptr);
+  const std::vector<GenerationResult> fast = generate(device, requests, nullptr);
   const std::vector<GenerationResult> slow = generate(host, requests, nullptr);
   for (size_t index = 0; index < requests.size(); ++index) {
     EXPECT_EQ(fast[index].completion_ids, slow[index].completion_ids) << name << ": request " << index;
@@ -76,27 +85,26 @@ inline void expect_device_greedy_equals_host(const std::string& name, bool cuda)
 // beside it, and up to the cache's last position (where no step is left to run ahead).
 inline void expect_one_sequence_step_by_step_equals_host(const std::string& name, bool cuda) {
   const ModelOptions options{.cuda = cuda, .slots = 2, .max_context = 24};
-  const PrefillShape prefill{.rows = 2, .chunk = 4};
-  std::unique_ptr<NextTokenModel> device = open_kv_cache_model(fixture(name), options, prefill);
-  std::unique_ptr<NextTokenModel> host_model = open_kv_cache_model(fixture(name), options, prefill);
-  HostChoice host(*host_model);
+  DeviceAndHost models(name, options, {.rows = 2, .chunk = 4});
+  NextTokenModel& device = *models.device;
+  HostChoice& host = models.host;
   std::vector<SlotFeed> feeds{{1, random_tokens(5, 71)}};
-  for (int step = 0; device->held(1) < options.max_context; ++step) {
-    const std::string where = name + ": step " + std::to_string(step) + ", " + std::to_string(device->held(1)) + " held";
-    const std::vector<int32_t> got = device->feed_greedy(feeds), expected = host.feed_greedy(feeds);
+  for (int step = 0; device.held(1) < options.max_context; ++step) {
+    const std::string where = name + ": step " + std::to_string(step) + ", " + std::to_string(device.held(1)) + " held";
+    const std::vector<int32_t> got = device.feed_greedy(feeds), expected = host.feed_greedy(feeds);
     ASSERT_EQ(got, expected) << where;
-    ASSERT_EQ(device->held(1), host.held(1)) << where;
+    ASSERT_EQ(device.held(1), host.held(1)) << where;
     const int32_t id = got[0];  // slot 1's: always the first feed
     ASSERT_GE(id, 0) << where;
     feeds = {{1, {id}}};
-    if (step == 4) feeds = {{1, {(id + 1) % static_cast<int32_t>(device->vocab_size())}}};  // not the id given ahead
+    if (step == 4) feeds = {{1, {(id + 1) % static_cast<int32_t>(device.vocab_size())}}};  // not the id given ahead
     if (step == 7) {  // the other slot cleared, then a prompt of its fed beside this one for a step
-      device->clear(0);
+      device.clear(0);
       host.clear(0);
     }
     if (step == 8) feeds.push_back({0, random_tokens(3, 72)});
   }
-  EXPECT_EQ(device->held(1), options.max_context) << name;
+  EXPECT_EQ(device.held(1), options.max_context) << name;
 }
 
 }  // namespace surogate::generate::testing

@@ -36,10 +36,9 @@ inline SamplingOptions sampled_options(size_t row) {
 
 inline void expect_device_sampled_equals_host(const std::string& name, bool cuda) {
   const ModelOptions options{.cuda = cuda, .slots = 3, .max_context = 40};
-  const PrefillShape prefill{.rows = 2, .chunk = 4};
-  std::unique_ptr<NextTokenModel> device = open_kv_cache_model(fixture(name), options, prefill);
-  std::unique_ptr<NextTokenModel> host_model = open_kv_cache_model(fixture(name), options, prefill);
-  HostChoice host(*host_model);
+  DeviceAndHost models(name, options, {.rows = 2, .chunk = 4});
+  NextTokenModel& device = *models.device;
+  HostChoice& host = models.host;
   std::vector<SlotFeed> feeds{{2, random_tokens(9, 81)}, {0, random_tokens(3, 82)}};
   std::map<int64_t, std::vector<int32_t>> contexts;  // per slot: every token fed
   for (int step = 0; step < 10; ++step) {
@@ -52,7 +51,7 @@ inline void expect_device_sampled_equals_host(const std::string& name, bool cuda
                                       static_cast<uint32_t>(step)),
                          context});
     }
-    const std::vector<int32_t> got = device->feed_sampled(feeds, choices), expected = host.feed_sampled(feeds, choices);
+    const std::vector<int32_t> got = device.feed_sampled(feeds, choices), expected = host.feed_sampled(feeds, choices);
     ASSERT_EQ(got, expected) << name << ": step " << step;
     for (size_t row = 0; row < feeds.size(); ++row) {
       ASSERT_GE(got[row], 0) << name << ": step " << step;
@@ -71,7 +70,7 @@ inline void expect_device_sampled_equals_host(const std::string& name, bool cuda
     for (int64_t slot = 0; slot < options.slots; ++slot) model.clear(slot);
     return generate(model, requests, nullptr);
   };
-  const std::vector<GenerationResult> fast = run(*device), slow = run(host), again = run(*device);
+  const std::vector<GenerationResult> fast = run(device), slow = run(host), again = run(device);
   for (size_t index = 0; index < requests.size(); ++index) {
     EXPECT_EQ(fast[index].completion_ids, slow[index].completion_ids) << name << ": request " << index;
     EXPECT_EQ(fast[index].completion_ids, again[index].completion_ids) << name << ": request " << index;
@@ -82,9 +81,9 @@ inline void expect_device_sampled_equals_host(const std::string& name, bool cuda
   // seed draws it (qwen2_bias_tied on CUDA did, 2026-11-29).
   requests.resize(1);
   requests[0].sampling.temperature = 3.0;
-  const std::vector<GenerationResult> first_seed = run(*device);
+  const std::vector<GenerationResult> first_seed = run(device);
   requests[0].seed = 8;
-  EXPECT_NE(run(*device)[0].completion_ids, first_seed[0].completion_ids) << name;
+  EXPECT_NE(run(device)[0].completion_ids, first_seed[0].completion_ids) << name;
 }
 
 }  // namespace surogate::generate::testing
