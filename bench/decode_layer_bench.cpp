@@ -56,6 +56,9 @@ struct Variant {
   // Choices the graph makes, varied: rows per block of q/k/v (0: the kernel's rule) and of o_proj,
   // and the cached attention's splits (0: cached_attention_splits' choice).
   int qkv_rows = 4, o_rows = 4, splits = 0;
+  // The q/k norm + RoPE done by the attention's split blocks (cached_attention_norm_rope_append_forward)
+  // rather than its own launch before.
+  bool fold_qk_norm = true;
 };
 
 struct Layers {
@@ -67,6 +70,7 @@ struct Layers {
   DeviceBuffer<float> rstd{static_cast<size_t>(kQHeads + kKvHeads + 1)}, inv_freq{static_cast<size_t>(kHeadDim / 2)},
       workspace;
   DeviceBuffer<int32_t> slot_ids{1}, cache_lengths{1}, new_lengths{1}, positions{1};
+  DeviceBuffer<unsigned char> norm_scratch;
   surogate::cuda::CachedAttentionShape shape;
   int splits = 0;
 
@@ -83,6 +87,7 @@ struct Layers {
     shape.kv_heads = kKvHeads;
     shape.head_dim = kHeadDim;
     splits = surogate::cuda::cached_attention_splits(shape);
+    norm_scratch = DeviceBuffer<unsigned char>(static_cast<size_t>(surogate::cuda::cached_attention_norm_rope_scratch_bytes(shape)));
     workspace = DeviceBuffer<float>(static_cast<size_t>(surogate::cuda::cached_attention_workspace_floats(shape, std::max(splits, 32))));
     CUDA_CHECK(cudaMemset(inv_freq.data(), 0, inv_freq.bytes()));
     const int32_t zero = 0, held = static_cast<int32_t>(context - 1), one = 1;
@@ -116,7 +121,7 @@ struct Layers {
     surogate::cuda::decode_gemv(qkv_weights, 3, normed.data(),
                                 {.rows = 1, .in = kHidden, .rows_per_block = variant.qkv_rows, .overlap_previous = true},
                                 stream);
-    if (!variant.skip_rope) {
+    if (!variant.skip_rope && !variant.fold_qk_norm) {
       surogate::cuda::qk_norm_rope_forward_pair(
           surogate::cuda::QkNormRopeTensor<Bf16>{q, rstd.data(), q, q_norm.data()},
           surogate::cuda::QkNormRopeTensor<Bf16>{k, rstd.data() + kQHeads, k, k_norm.data()}, inv_freq.data(),
@@ -127,7 +132,14 @@ struct Layers {
     Bf16* v_cache = v_caches[static_cast<size_t>(index)].data();
     // The append folded into the attention's launch (cached_attention_append_forward), as the op
     // runs it; "no append" attends without it.
-    if (!variant.skip_attention && !variant.skip_append) {
+    if (!variant.skip_attention && !variant.skip_append && !variant.skip_rope && variant.fold_qk_norm) {
+      const surogate::cuda::CachedNormRope<Bf16> norm{.q_weight = q_norm.data(), .k_weight = k_norm.data(),
+                                                      .inv_freq = inv_freq.data(), .position_ids = positions.data()};
+      surogate::cuda::cached_attention_norm_rope_append_forward(
+          attention.data(), workspace.data(), norm_scratch.data(), q, k, v, k_cache, v_cache, slot_ids.data(),
+          cache_lengths.data(), new_lengths.data(), norm, this->shape, variant.splits > 0 ? variant.splits : splits,
+          stream);
+    } else if (!variant.skip_attention && !variant.skip_append) {
       surogate::cuda::cached_attention_append_forward(attention.data(), workspace.data(), q, k, v, k_cache, v_cache,
                                                       slot_ids.data(), cache_lengths.data(), new_lengths.data(),
                                                       this->shape, variant.splits > 0 ? variant.splits : splits, stream);
@@ -171,10 +183,11 @@ int main(int argc, char** argv) {
   heads.clear();
   const std::vector<Variant> variants = {
       {.name = "as the decode graph runs it"},
+      {.name = "q/k norm + RoPE launched apart", .fold_qk_norm = false},
       {.name = "q/k/v 2 rows a block", .qkv_rows = 2},
       {.name = "16 splits", .splits = 16},
       {.name = "no norms", .skip_norms = true},
-      {.name = "no append", .skip_append = true},
+      {.name = "no append", .skip_append = true, .fold_qk_norm = false},
       {.name = "no q/k norm+rope", .skip_rope = true},
       {.name = "no attention", .skip_attention = true},
       {.name = "the four products alone", .skip_norms = true, .skip_rope = true, .skip_attention = true}};

@@ -95,6 +95,42 @@ public:
     }
   }
 
+  // Such a pair read by one cached_attention alone (q_out as its q, k_out as its k; the rstd read by
+  // nothing) becomes one qk_norm_rope_cached_attention in the attention's place: on CUDA the
+  // attention's split blocks normalise their queries and new keys themselves.
+  void fuse_attention_norms() {
+    for (size_t index = 0; index < graph_.nodes.size(); ++index) {
+      if (!replacement_[index] || replacement_[index]->op != "fused_qk_rmsnorm_rope") continue;
+      const Node& pair = *replacement_[index];
+      const TensorId q_out = pair.outputs[0], q_rstd = pair.outputs[1], k_out = pair.outputs[2], k_rstd = pair.outputs[3];
+      if (!unread(q_rstd) || !unread(k_rstd) || graph_.is_output(q_out) || graph_.is_output(k_out)) continue;
+      const std::vector<size_t>& q_readers = readers_[static_cast<size_t>(q_out)];
+      if (q_readers.size() != 1 || readers_[static_cast<size_t>(k_out)] != q_readers) continue;
+      const size_t attention = q_readers[0];
+      const Node& cached = graph_.nodes[attention];
+      if (cached.op != "cached_attention" || removed_[attention] || replacement_[attention] ||
+          cached.inputs[0] != q_out || cached.inputs[1] != k_out || cached.inputs[2] == q_out || cached.inputs[2] == k_out) {
+        continue;
+      }
+      Node fused;
+      fused.name = cached.name;
+      fused.op = "qk_norm_rope_cached_attention";
+      fused.recompute_group = cached.recompute_group;
+      fused.inputs = cached.inputs;
+      fused.inputs[0] = pair.inputs[0];  // q before its norm
+      fused.inputs[1] = pair.inputs[2];  // k before its norm
+      fused.inputs.insert(fused.inputs.end(), {pair.inputs[1], pair.inputs[3], pair.inputs[4]});
+      fused.attrs = cached.attrs;
+      for (const char* key : {"eps", "inv_freq", "attention_scaling"}) {
+        if (pair.attrs.contains(key)) fused.attrs[key] = pair.attrs.at(key);
+      }
+      fused.outputs = cached.outputs;
+      replacement_[index].reset();
+      removed_[index] = true;
+      replacement_[attention] = std::move(fused);
+    }
+  }
+
   Graph rewritten() const {
     std::vector<Node> nodes;
     for (size_t index = 0; index < graph_.nodes.size(); ++index) {
@@ -115,6 +151,8 @@ private:
     if (removed_[index] || !plain_product(graph_, graph_.nodes[index])) return std::nullopt;
     return index;
   }
+
+  bool unread(TensorId id) const { return readers_[static_cast<size_t>(id)].empty() && !graph_.is_output(id); }
 
   // The fused_rmsnorm_rope that alone reads `id`, as its x.
   std::optional<size_t> sole_norm_rope_of(TensorId id) const {
@@ -242,6 +280,7 @@ Graph fuse_decode_products(const Graph& decode, const OpRegistry& registry) {
   plan.fuse_swiglus();
   plan.fuse_groups();
   plan.fuse_norm_ropes();
+  plan.fuse_attention_norms();
   Graph fused = plan.rewritten();
   verify_graph(fused, registry);  // the fused nodes' types re-inferred against the tensors they write
   return fused;

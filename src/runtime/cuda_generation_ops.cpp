@@ -1,5 +1,6 @@
 // CUDA binders of the generation ops: cached_attention (ops/defs/cached_attention_def.cpp) over
-// cuda/kernels/cached_attention.h, on BF16, F16 or F32 graphs, greedy_tokens
+// cuda/kernels/cached_attention.h, on BF16, F16 or F32 graphs, qk_norm_rope_cached_attention (the
+// q/k norm + RoPE folded into the attention's launch where it can be) on BF16 and F16, greedy_tokens
 // (ops/defs/greedy_tokens_def.cpp) over cuda/kernels/greedy_tokens.h and sample_tokens
 // (ops/defs/sample_tokens_def.cpp) over cuda/kernels/sample_tokens.h. The attention op writes its k_cache / v_cache
 // INPUTS in place (the new tokens' keys and values are appended before attending); the plan gives
@@ -9,7 +10,9 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <memory>
 #include <type_traits>
+#include <vector>
 
 #include "cuda/kernels/cached_attention.h"
 #include "cuda/kernels/greedy_tokens.h"
@@ -83,6 +86,52 @@ CudaKernel bind_cached_attention(const CudaBindContext& ctx) {
   return by_element_type(ctx.inputs[0].dtype, [&]<typename T>() { return bind_cached_attention_typed<T>(ctx); });
 }
 
+// qk_norm_rope_cached_attention (q, k, v, k_cache, v_cache, slot_ids, cache_lengths, new_lengths,
+// q_weight, k_weight, position_ids) -> out. A head size the q/k norm kernels do not take is refused
+// (generate/decode_fusion.h makes the node only where they do).
+template <typename T>
+CudaKernel bind_qk_norm_rope_cached_attention_typed(const CudaBindContext& ctx) {
+  constexpr size_t kQWeight = 8, kKWeight = 9, kPositions = 10;
+  for (size_t index : {size_t{0}, size_t{1}, size_t{2}, kCachedKeys, kCachedValues, kQWeight, kKWeight}) {
+    expect_in(ctx, index, element_dtype<T>());
+  }
+  for (size_t index : {kCachedSlots, kCachedLengths, kCachedNew, kPositions}) expect_in(ctx, index, DType::I32);
+  expect_out(ctx, 0, element_dtype<T>());
+  const cuda::CachedAttentionShape shape = cached_shape(ctx);
+  require(ctx, cuda::cached_attention_norm_rope_takes(shape),
+          "qk_norm_rope_cached_attention takes head_dim 16, 32, 64, 128 or 256 on CUDA, got {}", shape.head_dim);
+  std::vector<float> inverse;
+  for (const auto& value : ctx.attrs.raw().at("inv_freq")) inverse.push_back(static_cast<float>(value.get<double>()));
+  const auto inverse_frequency = std::make_shared<cuda::DeviceBuffer<float>>(cuda::to_device(inverse));
+  const float epsilon = static_cast<float>(ctx.attrs.number_or("eps", 0.0));
+  const float scaling = static_cast<float>(ctx.attrs.number_or("attention_scaling", 1.0));
+  const int splits = cuda::cached_attention_splits(shape);
+  ScratchLayout layout;
+  const size_t workspace = layout.take(sizeof(float) * cuda::cached_attention_workspace_floats(shape, splits));
+  const size_t normed = layout.take(static_cast<size_t>(cuda::cached_attention_norm_rope_scratch_bytes(shape)));
+  ctx.resources.reserve_scratch(layout.bytes);
+  CudaResources* resources = &ctx.resources;
+  return [=](const CudaKernelArgs& args) {
+    const cuda::CachedNormRope<T> norm{.q_weight = args.inputs[kQWeight].as<const T>(),
+                                       .k_weight = args.inputs[kKWeight].as<const T>(),
+                                       .inv_freq = inverse_frequency->data(),
+                                       .position_ids = args.inputs[kPositions].as<const int32_t>(),
+                                       .epsilon = epsilon,
+                                       .scaling = scaling};
+    // The caches are inputs written in place (see the top of this file).
+    cuda::cached_attention_norm_rope_append_forward(
+        args.outputs[0].as<T>(), scratch_at<float>(resources, workspace), scratch_at<unsigned char>(resources, normed),
+        args.inputs[0].as<const T>(), args.inputs[1].as<const T>(), args.inputs[2].as<const T>(),
+        args.inputs[kCachedKeys].as<T>(), args.inputs[kCachedValues].as<T>(), args.inputs[kCachedSlots].as<const int32_t>(),
+        args.inputs[kCachedLengths].as<const int32_t>(), args.inputs[kCachedNew].as<const int32_t>(), norm, shape, splits,
+        args.stream);
+  };
+}
+CudaKernel bind_qk_norm_rope_cached_attention(const CudaBindContext& ctx) {
+  return by_element_type(ctx.inputs[0].dtype,
+                         [&]<typename T>() { return bind_qk_norm_rope_cached_attention_typed<T>(ctx); });
+}
+
 // greedy_tokens (logits [..., V]) -> tokens I32 [...].
 template <typename T>
 CudaKernel bind_greedy_tokens_typed(const CudaBindContext& ctx) {
@@ -119,6 +168,7 @@ CudaKernel bind_sample_tokens(const CudaBindContext& ctx) {
 
 void register_generation_cuda_ops(CudaOpTable& table) {
   table.add("cached_attention", bind_cached_attention);
+  table.add("qk_norm_rope_cached_attention", bind_qk_norm_rope_cached_attention);
   table.add("greedy_tokens", bind_greedy_tokens);
   table.add("sample_tokens", bind_sample_tokens);
 }

@@ -1,7 +1,7 @@
 // generate/decode_fusion.h on the fixtures' decode graphs: each layer's q, k, v become one
 // linear_group and its gate, up, swiglu one linear_swiglu, with a bf16 LoRA adapter's outputs as
-// the addends (its own rank-r products stay apart), and Qwen3's q and k norms one pair where the
-// CUDA kernel takes the head size; what is not exact stays unfused.
+// the addends (its own rank-r products stay apart), and Qwen3's q and k norms folded into the
+// attention where the CUDA kernel takes the head size; what is not exact stays unfused.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -98,23 +98,41 @@ TEST(DecodeFusion, AGraphWithAnAdapterIsLeftUnfused) {
   EXPECT_TRUE(nodes_of(fused, "linear_swiglu").empty());
 }
 
-TEST(DecodeFusion, QwenQAndKNormsBecomeOnePairWhereTheKernelTakesTheHeadSize) {
-  // The fixture's head_dim 8 is below the pair kernel's sizes: the two norms stay.
+TEST(DecodeFusion, QwenQAndKNormsFoldIntoTheAttentionWhereTheKernelTakesTheHeadSize) {
+  // The fixture's head_dim 8 is below the pair kernel's sizes: the two norms and the attention stay.
   const Graph small = fuse_decode_products(decode_of("qwen3_qknorm", DType::BF16, false), registry());
-  EXPECT_TRUE(nodes_of(small, "fused_qk_rmsnorm_rope").empty());
+  EXPECT_TRUE(nodes_of(small, "qk_norm_rope_cached_attention").empty());
   EXPECT_EQ(nodes_of(small, "fused_rmsnorm_rope").size(), 4u);
+  EXPECT_EQ(nodes_of(small, "cached_attention").size(), 2u);
+  // At 16 the q and k norms become one pair, which the attention, their only reader, takes in.
   const Graph decode = decode_of("qwen3_qknorm", DType::BF16, false, 16);
   const Graph fused = fuse_decode_products(decode, registry());
-  const auto pairs = nodes_of(fused, "fused_qk_rmsnorm_rope");
-  ASSERT_EQ(pairs.size(), 2u);
+  const auto attentions = nodes_of(fused, "qk_norm_rope_cached_attention");
+  ASSERT_EQ(attentions.size(), 2u);
   EXPECT_TRUE(nodes_of(fused, "fused_rmsnorm_rope").empty());
-  const auto norms = nodes_of(decode, "fused_rmsnorm_rope");
-  std::vector<std::string> expected = output_names(decode, *norms[0]);
-  for (const std::string& name : output_names(decode, *norms[1])) expected.push_back(name);
-  EXPECT_EQ(output_names(fused, *pairs[0]), expected);  // q_out, q_rstd, k_out, k_rstd
-  EXPECT_EQ(pairs[0]->attrs.at("heads"), 4);
-  EXPECT_EQ(pairs[0]->attrs.at("kv_heads"), 2);
-  EXPECT_EQ(fused.tensor(pairs[0]->inputs[3]).name, "layers.0.attn.k_norm.weight");
+  EXPECT_TRUE(nodes_of(fused, "fused_qk_rmsnorm_rope").empty());
+  EXPECT_TRUE(nodes_of(fused, "cached_attention").empty());
+  const graph::Node& first = *attentions[0];
+  // q and k as the projections wrote them (the group's first two outputs), v, the caches and the
+  // rows as cached_attention read them, then the norms' weights and the positions.
+  const graph::Node& group = *nodes_of(fused, "linear_group")[0];
+  EXPECT_EQ(first.inputs[0], group.outputs[0]);
+  EXPECT_EQ(first.inputs[1], group.outputs[1]);
+  EXPECT_EQ(first.inputs[2], group.outputs[2]);
+  EXPECT_EQ(fused.tensor(first.inputs[3]).name, "layers.0.k_cache");
+  EXPECT_EQ(fused.tensor(first.inputs[8]).name, "layers.0.attn.q_norm.weight");
+  EXPECT_EQ(fused.tensor(first.inputs[9]).name, "layers.0.attn.k_norm.weight");
+  const graph::Node& cached = *nodes_of(decode, "cached_attention")[0];
+  EXPECT_EQ(fused.tensor(first.inputs[10]).name, decode.tensor(nodes_of(decode, "fused_rmsnorm_rope")[0]->inputs[2]).name);
+  EXPECT_EQ(output_names(fused, first), output_names(decode, cached));
+  EXPECT_EQ(first.attrs.at("query_heads"), 4);
+  EXPECT_EQ(first.attrs.at("kv_heads"), 2);
+  EXPECT_EQ(first.attrs.at("inv_freq").size(), 8u);
+  EXPECT_TRUE(first.attrs.contains("eps"));
+  // The normalised q and k and the rstd are no tensors of the fused graph any more.
+  for (const std::string& name : output_names(decode, *nodes_of(decode, "fused_rmsnorm_rope")[0])) {
+    EXPECT_FALSE(fused.find_tensor(name)) << name;
+  }
 }
 
 TEST(DecodeFusion, ProductsWithABiasStayUnfused) {

@@ -95,10 +95,10 @@ Routing routing() {
   return r;
 }
 
-std::vector<double> inverse_frequencies() {
+std::vector<double> inverse_frequencies(int64_t head_dim = kHeadDim) {
   std::vector<double> values;
-  for (int64_t i = 0; i < kHeadDim / 2; ++i) {
-    values.push_back(static_cast<float>(1.0 / std::pow(10000.0, 2.0 * static_cast<double>(i) / kHeadDim)));
+  for (int64_t i = 0; i < head_dim / 2; ++i) {
+    values.push_back(static_cast<float>(1.0 / std::pow(10000.0, 2.0 * static_cast<double>(i) / head_dim)));
   }
   return values;
 }
@@ -261,6 +261,23 @@ std::vector<SingleOpCase> make_cases() {
         TensorType{kBf16, {3, 16, 1, kHeadDim}}, TensorType{kI32, {2}}, TensorType{kI32, {2}}, TensorType{kI32, {2}}},
        {{"window", 6}},
        {unit, unit, unit, unit, unit, fixed({2, 0}), fixed({5, 0}), fixed({4, 3})}},
+      // The same with the q/k norm + RoPE before it as one node (decode_fusion.h): through the pair
+      // launch and the attention on CUDA (head_dim 32); and one token of one row at head_dim 64 over
+      // a slot holding 40, 4 / 2 heads, where the attention's split blocks normalise themselves.
+      {"qk_norm_rope_cached_attention",
+       {TensorType{kBf16, {2, 4, kHeads, kHeadDim}}, TensorType{kBf16, {2, 4, 1, kHeadDim}},
+        TensorType{kBf16, {2, 4, 1, kHeadDim}}, TensorType{kBf16, {3, 16, 1, kHeadDim}},
+        TensorType{kBf16, {3, 16, 1, kHeadDim}}, TensorType{kI32, {2}}, TensorType{kI32, {2}}, TensorType{kI32, {2}},
+        TensorType{kBf16, {kHeadDim}}, TensorType{kBf16, {kHeadDim}}, TensorType{kI32, {8}}},
+       {{"window", 6}, {"eps", 1e-6}, {"inv_freq", inverse_frequencies()}, {"attention_scaling", 1.0}},
+       {unit, unit, unit, unit, unit, fixed({2, 0}), fixed({5, 0}), fixed({4, 3}), positive, positive,
+        fixed({5, 6, 7, 8, 0, 1, 2, 3})}},
+      {"qk_norm_rope_cached_attention",
+       {TensorType{kBf16, {1, 1, 4, 64}}, TensorType{kBf16, {1, 1, 2, 64}}, TensorType{kBf16, {1, 1, 2, 64}},
+        TensorType{kBf16, {2, 48, 2, 64}}, TensorType{kBf16, {2, 48, 2, 64}}, TensorType{kI32, {1}}, TensorType{kI32, {1}},
+        TensorType{kI32, {1}}, TensorType{kBf16, {64}}, TensorType{kBf16, {64}}, TensorType{kI32, {1}}},
+       {{"eps", 1e-6}, {"inv_freq", inverse_frequencies(64)}, {"attention_scaling", 1.0}},
+       {unit, unit, unit, unit, unit, fixed({1}), fixed({40}), fixed({1}), positive, positive, fixed({40})}},
       // Generation's greedy choice: the same index on both backends for the same (bf16-exact) values.
       {"greedy_tokens", {TensorType{kBf16, {kRows, kVocab}}}},
       {"greedy_tokens", {TensorType{kF32, {2, 1, kVocab}}}},

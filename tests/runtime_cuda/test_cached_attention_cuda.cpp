@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <type_traits>
@@ -21,6 +22,7 @@
 
 #include "core/bfloat16.h"
 #include "cuda/kernels/cached_attention.h"
+#include "cuda/kernels/qk_norm_rope.h"
 #include "cuda/test_helpers.h"
 #include "ops/cached_attention.h"
 #include "runtime_cuda/cuda_node_plan.h"
@@ -326,6 +328,106 @@ TEST(CachedAttentionCuda, AppendFoldedIntoTheSplitEqualsTheTwoLaunches) {
       // (RefusedRowsAreSkipped checks the two launches' refusal against the reference.)
       const bool refused = std::any_of(c.rows.begin(), c.rows.end(), [&](const Row& row) { return row.slot >= c.slots; });
       if (!refused) EXPECT_LT(relative_error(folded.out, reference(c, inputs).out), 5e-3) << where << ": against the reference";
+    }
+  }
+}
+
+// Qwen3's q/k norm + RoPE before the attention: per-head weights, the frequencies and positions.
+struct NormRopeInputs {
+  std::vector<float> q_weight, k_weight, inv_freq;
+  std::vector<int32_t> positions;  // [B · T]
+};
+
+NormRopeInputs random_norm_rope(const Case& c) {
+  NormRopeInputs n;
+  n.q_weight = random_fp32(static_cast<size_t>(c.head_dim), 0.5f, 1.5f);
+  n.k_weight = random_fp32(static_cast<size_t>(c.head_dim), 0.5f, 1.5f);
+  for (float* w : {n.q_weight.data(), n.k_weight.data()}) {
+    for (int i = 0; i < c.head_dim; ++i) w[i] = bf16_to_float(float_to_bf16(w[i]));
+  }
+  for (int i = 0; i < c.head_dim / 2; ++i) n.inv_freq.push_back(std::pow(1e6f, -2.0f * i / c.head_dim));
+  // Positions of the new tokens: the cache's (held + t), but the op reads them from position_ids.
+  for (const Row& row : c.rows) {
+    for (int64_t t = 0; t < c.sequence; ++t) n.positions.push_back(row.held + static_cast<int32_t>(t) + 3);
+  }
+  return n;
+}
+
+// Through cached_attention_norm_rope_append_forward, or (`one_launch` false) the decode graph's
+// chain before it: qk_norm_rope_forward_pair, then cached_attention_append_forward.
+Values run_norm_rope_gpu(const Case& c, const Values& inputs, const NormRopeInputs& n, int splits, bool one_launch) {
+  using E = __nv_bfloat16;
+  const CachedAttentionShape shape = kernel_shape(c);
+  if (splits == 0) splits = cached_attention_splits(shape);
+  auto q = upload<E>(inputs.q), k = upload<E>(inputs.k), v = upload<E>(inputs.v);
+  auto k_cache = upload<E>(inputs.k_cache), v_cache = upload<E>(inputs.v_cache);
+  auto q_weight = upload<E>(n.q_weight), k_weight = upload<E>(n.k_weight);
+  const auto inv_freq = to_device(n.inv_freq);
+  const auto positions = to_device(n.positions);
+  DeviceBuffer<uint16_t> out(inputs.q.size()), q_normed(inputs.q.size()), k_normed(inputs.k.size());
+  DeviceBuffer<float> workspace(static_cast<size_t>(cached_attention_workspace_floats(shape, splits)));
+  DeviceBuffer<float> rstd(static_cast<size_t>(c.batch() * c.sequence * (c.q_heads + c.kv_heads)));
+  DeviceBuffer<unsigned char> scratch(static_cast<size_t>(cached_attention_norm_rope_scratch_bytes(shape)));
+  out.poison();
+  workspace.poison();
+  const auto slots = to_device(column(c, &Row::slot)), held = to_device(column(c, &Row::held)),
+             fresh = to_device(column(c, &Row::fresh));
+  const CachedNormRope<E> norm{.q_weight = device<E>(q_weight), .k_weight = device<E>(k_weight),
+                               .inv_freq = inv_freq.data(), .position_ids = positions.data(), .epsilon = 1e-6f};
+  if (one_launch) {
+    cached_attention_norm_rope_append_forward<E>(device<E>(out), workspace.data(), scratch.data(), device<E>(q),
+                                                 device<E>(k), device<E>(v), device<E>(k_cache), device<E>(v_cache),
+                                                 slots.data(), held.data(), fresh.data(), norm, shape, splits, nullptr);
+  } else {
+    const QkNormRopeShape q_shape{.tokens = c.batch() * c.sequence, .heads = c.q_heads, .head_dim = c.head_dim};
+    qk_norm_rope_forward_pair(QkNormRopeTensor<E>{device<E>(q_normed), rstd.data(), device<E>(q), norm.q_weight},
+                              QkNormRopeTensor<E>{device<E>(k_normed), rstd.data() + q_shape.tokens * c.q_heads,
+                                                  device<E>(k), norm.k_weight},
+                              norm.inv_freq, norm.position_ids, q_shape, c.kv_heads, nullptr);
+    cached_attention_append_forward<E>(device<E>(out), workspace.data(), device<E>(q_normed), device<E>(k_normed),
+                                       device<E>(v), device<E>(k_cache), device<E>(v_cache), slots.data(), held.data(),
+                                       fresh.data(), shape, splits, nullptr);
+  }
+  synchronize();
+  Values result;
+  result.out = download<E>(out);
+  result.k_cache = download<E>(k_cache);
+  result.v_cache = download<E>(v_cache);
+  return result;
+}
+
+// The q/k norm + RoPE done by the split blocks gives the bits of the pair launch and the attention
+// after it: one and two rows (one refused), one row of two tokens (the second padding), a window,
+// 8B's and 1.7B's heads, head_dim 64 and 128, one split and several; and steps the launch does not
+// fold (more tokens: through the scratch) alike.
+TEST(CachedAttentionCuda, QkNormRopeFoldedIntoTheSplitEqualsThePairLaunchAndTheAttention) {
+  SKIP_WITHOUT_GPU();
+  const std::vector<Case> cases = {
+      {.sequence = 1, .slots = 3, .capacity = 700, .q_heads = 32, .kv_heads = 8, .head_dim = 128, .rows = {{1, 639, 1}}},
+      {.sequence = 1, .slots = 3, .capacity = 700, .q_heads = 16, .kv_heads = 8, .head_dim = 128,
+       .rows = {{2, 300, 1}, {5, 10, 1}}},
+      {.sequence = 2, .slots = 2, .capacity = 300, .q_heads = 16, .kv_heads = 8, .head_dim = 64, .rows = {{0, 200, 1}}},
+      {.sequence = 2, .slots = 2, .capacity = 300, .q_heads = 32, .kv_heads = 4, .head_dim = 128, .rows = {{1, 17, 2}}},
+      {.sequence = 1, .slots = 2, .capacity = 300, .q_heads = 8, .kv_heads = 2, .head_dim = 64, .window = 64,
+       .rows = {{1, 250, 1}, {0, 0, 1}}},
+      {.sequence = 1, .slots = 4, .capacity = 200, .q_heads = 16, .kv_heads = 8, .head_dim = 128,
+       .rows = {{0, 100, 1}, {1, 50, 1}, {2, 150, 1}, {3, 199, 1}}},
+      {.sequence = 5, .slots = 2, .capacity = 64, .q_heads = 8, .kv_heads = 2, .head_dim = 256, .rows = {{1, 9, 5}}},
+  };
+  for (const Case& c : cases) {
+    const Values inputs = random_values<__nv_bfloat16>(c);
+    const NormRopeInputs norm = random_norm_rope(c);
+    for (int splits : {0, 1, 3}) {
+      const Values chain = run_norm_rope_gpu(c, inputs, norm, splits, false);
+      const Values one = run_norm_rope_gpu(c, inputs, norm, splits, true);
+      const std::string where = std::to_string(c.q_heads) + "/" + std::to_string(c.kv_heads) + " heads of " +
+                                std::to_string(c.head_dim) + ", " + std::to_string(c.batch()) + " rows of " +
+                                std::to_string(c.sequence) + ", splits " + std::to_string(splits);
+      EXPECT_TRUE(same_bits(one.out, chain.out)) << where << ": out";
+      EXPECT_TRUE(same_bits(one.k_cache, chain.k_cache)) << where << ": k cache";
+      EXPECT_TRUE(same_bits(one.v_cache, chain.v_cache)) << where << ": v cache";
+      // Not the un-normalised attention: the norm is in there.
+      EXPECT_FALSE(same_bits(one.out, run_gpu<__nv_bfloat16>(c, inputs, splits).out)) << where;
     }
   }
 }

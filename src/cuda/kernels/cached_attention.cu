@@ -15,6 +15,7 @@
 #include "cuda/kernels/element_type.cuh"
 #include "cuda/kernels/vector_math.cuh"
 #include "cuda/kernels/programmatic_launch.cuh"
+#include "cuda/kernels/qk_norm_rope.h"
 
 namespace surogate::cuda {
 namespace {
@@ -512,6 +513,76 @@ void cached_attention_append_forward(T* out, float* workspace, const T* q, const
   cached_attention_forward(out, workspace, q, k_cache, v_cache, slot_ids, cache_lengths, new_lengths, shape, splits,
                            stream);
 }
+
+bool cached_attention_norm_rope_takes(const CachedAttentionShape& shape) {
+  const int d = shape.head_dim;
+  return d == 16 || d == 32 || d == 64 || d == 128 || d == 256;
+}
+
+namespace {
+
+// The unfolded path's scratch: q and k normalised, then their rstd (qk_norm_rope writes it).
+struct NormRopeScratch {
+  int64_t q_elements = 0, k_elements = 0, k_offset = 0, rstd_offset = 0, bytes = 0;
+  explicit NormRopeScratch(const CachedAttentionShape& s) {
+    const int64_t tokens = s.batch * s.sequence;
+    q_elements = tokens * s.q_heads * s.head_dim;
+    k_elements = tokens * s.kv_heads * s.head_dim;
+    const auto rounded = [](int64_t bytes) { return (bytes + 255) / 256 * 256; };
+    k_offset = rounded(q_elements * 2);
+    rstd_offset = k_offset + rounded(k_elements * 2);
+    bytes = rstd_offset + rounded(tokens * (s.q_heads + s.kv_heads) * 4);
+  }
+};
+
+}  // namespace
+
+int64_t cached_attention_norm_rope_scratch_bytes(const CachedAttentionShape& shape) {
+  return NormRopeScratch(shape).bytes;
+}
+
+template <typename T>
+void cached_attention_norm_rope_append_forward(T* out, float* workspace, void* scratch, const T* q, const T* k,
+                                               const T* v, T* k_cache, T* v_cache, const int32_t* slot_ids,
+                                               const int32_t* cache_lengths, const int32_t* new_lengths,
+                                               const CachedNormRope<T>& norm, const CachedAttentionShape& shape,
+                                               int splits, cudaStream_t stream) {
+  CUDA_REQUIRE(cached_attention_norm_rope_takes(shape), "cached attention: the folded q/k norm takes head_dim 16 to 256");
+  if (shape.batch * shape.sequence <= kCachedAttentionFoldedTokens && tensor_split_takes(shape)) {
+    CUDA_REQUIRE(aligned_16(k) && aligned_16(v) && aligned_16(norm.q_weight) && aligned_16(norm.k_weight),
+                 "cached attention: tensors must be 16-byte aligned");
+    FoldedAppend<T> append;
+    append.k = k;
+    append.v = v;
+    append.k_cache = k_cache;
+    append.v_cache = v_cache;
+    append.norm = norm;
+    forward(out, workspace, q, k_cache, v_cache, slot_ids, cache_lengths, new_lengths, shape, splits, stream, append);
+    return;
+  }
+  const NormRopeScratch layout(shape);
+  auto* bytes = static_cast<unsigned char*>(scratch);
+  T* q_normed = reinterpret_cast<T*>(bytes);
+  T* k_normed = reinterpret_cast<T*>(bytes + layout.k_offset);
+  float* rstd = reinterpret_cast<float*>(bytes + layout.rstd_offset);
+  const QkNormRopeShape q_shape{.tokens = shape.batch * shape.sequence, .heads = shape.q_heads,
+                                .head_dim = shape.head_dim, .epsilon = norm.epsilon, .scaling = norm.scaling};
+  qk_norm_rope_forward_pair(QkNormRopeTensor<T>{q_normed, rstd, q, norm.q_weight},
+                            QkNormRopeTensor<T>{k_normed, rstd + q_shape.tokens * shape.q_heads, k, norm.k_weight},
+                            norm.inv_freq, norm.position_ids, q_shape, shape.kv_heads, stream);
+  cached_attention_append_forward(out, workspace, q_normed, k_normed, v, k_cache, v_cache, slot_ids, cache_lengths,
+                                  new_lengths, shape, splits, stream);
+}
+
+template void cached_attention_norm_rope_append_forward<__nv_bfloat16>(
+    __nv_bfloat16*, float*, void*, const __nv_bfloat16*, const __nv_bfloat16*, const __nv_bfloat16*, __nv_bfloat16*,
+    __nv_bfloat16*, const int32_t*, const int32_t*, const int32_t*, const CachedNormRope<__nv_bfloat16>&,
+    const CachedAttentionShape&, int, cudaStream_t);
+template void cached_attention_norm_rope_append_forward<__half>(__half*, float*, void*, const __half*, const __half*,
+                                                                const __half*, __half*, __half*, const int32_t*,
+                                                                const int32_t*, const int32_t*,
+                                                                const CachedNormRope<__half>&,
+                                                                const CachedAttentionShape&, int, cudaStream_t);
 
 #define SUROGATE_INSTANTIATE_CACHED_ATTENTION(T)                                                                   \
   template void cached_attention_append<T>(T*, T*, const T*, const T*, const int32_t*, const int32_t*,            \

@@ -90,4 +90,38 @@ void cached_attention_append_forward(T* out, float* workspace, const T* q, const
                                      const int32_t* new_lengths, const CachedAttentionShape& shape, int splits,
                                      cudaStream_t stream);
 
+// Qwen3's per-head q and k RMSNorm + RoPE (qk_norm_rope.h's forward: full rotary) applied by the
+// attention itself (cached_attention_norm_rope_append_forward).
+template <typename T>
+struct CachedNormRope {
+  const T* q_weight = nullptr;            // [D]
+  const T* k_weight = nullptr;            // [D]
+  const float* inv_freq = nullptr;        // [D / 2], on the device
+  const int32_t* position_ids = nullptr;  // [B · T]
+  float epsilon = 1e-6f;
+  float scaling = 1.0f;  // HF attention_scaling on cos / sin
+};
+
+// Whether cached_attention_norm_rope_append_forward takes the head size (qk_norm_rope.h's kernels:
+// 16, 32, 64, 128 or 256).
+bool cached_attention_norm_rope_takes(const CachedAttentionShape& shape);
+
+// Bytes of scratch cached_attention_norm_rope_append_forward may use beside the workspace (the
+// normalised q and k and their rstd, where the norm is not folded into the attention's launch).
+int64_t cached_attention_norm_rope_scratch_bytes(const CachedAttentionShape& shape);
+
+// qk_norm_rope_forward_pair of q and k with `norm`, then cached_attention_append_forward of the
+// results: the same bits as those calls. A step of at most kCachedAttentionFoldedTokens tokens on
+// the tensor-core split kernel is ONE launch: each split block normalises and rotates its tile's
+// queries and the row's new keys into shared memory (every block its own copy; a decode step's
+// q/k norm launch was 2.9 µs of a Qwen3-8B layer, 2026-11-30), the first split of each (row, kv
+// head) writing the keys to the cache. Other steps run the pair launch into `scratch`, then the
+// attention. T is __nv_bfloat16 or __half; q, k, v are read only.
+template <typename T>
+void cached_attention_norm_rope_append_forward(T* out, float* workspace, void* scratch, const T* q, const T* k,
+                                               const T* v, T* k_cache, T* v_cache, const int32_t* slot_ids,
+                                               const int32_t* cache_lengths, const int32_t* new_lengths,
+                                               const CachedNormRope<T>& norm, const CachedAttentionShape& shape,
+                                               int splits, cudaStream_t stream);
+
 }  // namespace surogate::cuda

@@ -116,13 +116,16 @@ bool tensor_split_takes(const CachedAttentionShape& shape);
 // The append folded into the tensor-core split kernel (cached_attention_append_forward): the split
 // blocks read the step's new keys and values from k / v instead of the cache, and the first split
 // of each (row, kv head) writes them to the caches, which no block of the launch reads at those
-// positions. All null: the append ran before (cached_attention_append).
+// positions. All null: the append ran before (cached_attention_append). With norm.q_weight set,
+// the blocks also normalise and rotate their queries and the new keys (q and k as the q/k norm +
+// RoPE received them) in shared memory first.
 template <typename T>
 struct FoldedAppend {
   const T* k = nullptr;
   const T* v = nullptr;
   T* k_cache = nullptr;
   T* v_cache = nullptr;
+  CachedNormRope<T> norm;
 };
 
 template <typename T>

@@ -41,6 +41,7 @@
 #include "cuda/kernels/cached_attention_launch.cuh"
 #include "cuda/kernels/element_type.cuh"
 #include "cuda/kernels/programmatic_launch.cuh"
+#include "cuda/kernels/qk_norm_rope_row.cuh"
 
 namespace surogate::cuda::cached {
 namespace {
@@ -68,7 +69,46 @@ struct TensorShared {
       float sum[kCacheWarps][kRows];
     } merge;
   };
+  // With the q/k norm folded in (FoldedAppend::norm), the launch asks for the normalised rows too,
+  // after this struct: the tile's kRows queries, then the row's new keys (at most kMaxFreshKeys).
+  static constexpr int kMaxFreshKeys = static_cast<int>(kCachedAttentionFoldedTokens);
+  static constexpr int kNormedOffset = (static_cast<int>(sizeof(TensorShared)) + 15) / 16 * 16;
+  static constexpr int kNormedBytes = kNormedOffset + (kRows + kMaxFreshKeys) * D * static_cast<int>(sizeof(T));
 };
+
+// The row's `fresh` new keys of kv head `kv_head`, then the tile's `queries` query rows, through
+// qk_norm_rope's forward (qk_norm_rope_row.cuh, as the decode pair launch computes them) into
+// shared memory: head_dim / 16 lanes a row, every thread in every pass (the shuffles).
+template <typename T, int D>
+__device__ void normalise_rows(T* normed_queries, T* normed_keys, const T* q, const T* k, const CachedNormRope<T>& norm,
+                               const CacheLaunch& launch, int64_t row, int kv_head, int first_query, int queries,
+                               int fresh) {
+  constexpr int kLanes = D / 16, kPerPass = kCacheThreads / kLanes;
+  const CachedAttentionShape& s = launch.shape;
+  const int rows = fresh + max(queries, 0);
+  for (int pass = 0; pass * kPerPass < rows; ++pass) {
+    const int item = pass * kPerPass + static_cast<int>(threadIdx.x) / kLanes;
+    const bool active = item < rows, key = item < fresh;
+    int64_t t = 0;
+    const T* input = q;
+    const T* weight = norm.q_weight;
+    T* output = normed_queries;
+    if (active && key) {
+      t = item;
+      input = k + ((row * s.sequence + t) * s.kv_heads + kv_head) * D;
+      weight = norm.k_weight;
+      output = normed_keys + item * D;
+    } else if (active) {
+      const int r = item - fresh, flat = first_query + r;
+      t = flat / launch.group;
+      input = q + query_index(s, row, t, kv_head * launch.group + flat % launch.group) * D;
+      output = normed_queries + r * D;
+    }
+    norm_rope::row_forward<T, true>(output, nullptr, input, weight, norm.inv_freq, norm.position_ids + row * s.sequence + t,
+                                    D, norm.epsilon, norm.scaling, static_cast<int>(threadIdx.x) % kLanes, active);
+  }
+  __syncthreads();
+}
 
 // The rows-0-to-7 form of mma_16816 for tiles whose queries all sit in the first 8 rows (decode:
 // one position, at most 8 query heads per kv head): rows 8-15 of A are zero and their outputs are
@@ -118,6 +158,16 @@ __global__ void __launch_bounds__(kCacheThreads, 2)
   const int64_t row = blockIdx.z;
   const CacheRow cache = cache_row(s, slot_ids, cache_lengths, new_lengths, row);
   const bool folded = append.k != nullptr;
+  const bool normed = append.norm.q_weight != nullptr;  // only with `folded`
+  T* normed_queries = reinterpret_cast<T*>(shared_bytes + Shared::kNormedOffset);  // [kRows][D]
+  T* normed_keys = normed_queries + kRows * D;                                      // [kMaxFreshKeys][D]
+  const int group = launch.group;
+  const int first_query = tile * kRows;
+  const int queries = min(kRows, static_cast<int>(cache.fresh) * group - first_query);
+  if (normed) {
+    normalise_rows<T, D>(normed_queries, normed_keys, q, append.k, append.norm, launch, row, kv_head, first_query, queries,
+                         static_cast<int>(cache.fresh));
+  }
   if (folded && split == 0 && tile == 0) {
     // The row's new keys and values of this kv head into the caches (cached_attention_append's
     // copy); nothing in this launch reads them from there.
@@ -125,15 +175,12 @@ __global__ void __launch_bounds__(kCacheThreads, 2)
       const int64_t t = i / (D / 8), piece = i % (D / 8);
       const int64_t from = ((row * s.sequence + t) * s.kv_heads + kv_head) * D + 8 * piece;
       const int64_t to = cache.base + ((cache.held + t) * s.kv_heads + kv_head) * D + 8 * piece;
-      const uint4 key = *reinterpret_cast<const uint4*>(append.k + from);
+      const uint4 key = *reinterpret_cast<const uint4*>(normed ? normed_keys + t * D + 8 * piece : append.k + from);
       const uint4 value = *reinterpret_cast<const uint4*>(append.v + from);
       *reinterpret_cast<uint4*>(append.k_cache + to) = key;
       *reinterpret_cast<uint4*>(append.v_cache + to) = value;
     }
   }
-  const int group = launch.group;
-  const int first_query = tile * kRows;
-  const int queries = min(kRows, static_cast<int>(cache.fresh) * group - first_query);
   const bool direct = launch.splits == 1;  // the output written here, no partials
   if (direct) zero_padding_queries(out, launch, row, kv_head, first_query, queries, kRows);
   if (queries <= 0) return;  // padding only: the combine (or the line above) writes its zeros
@@ -157,7 +204,7 @@ __global__ void __launch_bounds__(kCacheThreads, 2)
     real[h] = r < queries;
     position[h] = cache.held + at;
     if (!real[h]) continue;
-    const T* source = q + query_index(s, row, at, kv_head * group + flat % group) * D + 2 * t;
+    const T* source = normed ? normed_queries + r * D + 2 * t : q + query_index(s, row, at, kv_head * group + flat % group) * D + 2 * t;
 #pragma unroll
     for (int k = 0; k < kSteps; ++k) {
       query[k][h] = attention::load_pair(source + 16 * k);
@@ -186,8 +233,14 @@ __global__ void __launch_bounds__(kCacheThreads, 2)
       const bool fresh = folded && position >= cache.held;
       const int64_t at = fresh ? ((row * s.sequence + (position - cache.held)) * s.kv_heads + kv_head) * D + 8 * piece
                                : position * key_stride + 8 * piece;
-      attention::copy_async_16(shared.stages.keys[warp][stage] + key * Shared::kRowStride + 8 * piece,
-                               (fresh ? append.k : keys) + at, valid);
+      T* key_target = shared.stages.keys[warp][stage] + key * Shared::kRowStride + 8 * piece;
+      if (fresh && normed) {  // the normalised key from shared memory (cp.async reads only global)
+        *reinterpret_cast<uint4*>(key_target) =
+            valid ? *reinterpret_cast<const uint4*>(normed_keys + (position - cache.held) * D + 8 * piece)
+                  : make_uint4(0, 0, 0, 0);
+      } else {
+        attention::copy_async_16(key_target, (fresh ? append.k : keys) + at, valid);
+      }
       attention::copy_async_16(shared.stages.values[warp][stage] + key * Shared::kRowStride + 8 * piece,
                                (fresh ? append.v : values) + at, valid);
     }
@@ -356,7 +409,8 @@ struct TensorArgs {
 template <typename T, int D, int kHalves>
 void run_tensor_split(const TensorArgs<T>& a, const CacheLaunch& launch, dim3 grid, cudaStream_t stream) {
   auto kernel = tensor_split_kernel<T, D, kHalves>;
-  constexpr int bytes = static_cast<int>(sizeof(TensorShared<T, D>));
+  constexpr int kPlain = static_cast<int>(sizeof(TensorShared<T, D>)), kNormed = TensorShared<T, D>::kNormedBytes;
+  const int bytes = a.append.norm.q_weight != nullptr ? kNormed : kPlain;
   // More than the 48 KB a block gets without asking: asked once per kernel and device (ranks on
   // several GPUs may share the process), before its first launch, which is eager (a graph is
   // captured from the second execute on).
@@ -364,7 +418,7 @@ void run_tensor_split(const TensorArgs<T>& a, const CacheLaunch& launch, dim3 gr
   const int device = current_device();
   CUDA_REQUIRE(device >= 0 && device < 64, "cached attention: device index out of range");
   if (!sized[device].load(std::memory_order_acquire)) {
-    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kNormed));
     sized[device].store(true, std::memory_order_release);
   }
   launch_programmatic(kernel, grid, dim3(kCacheThreads), bytes, stream, true, a.out, a.partial_max, a.partial_sum,

@@ -5,6 +5,7 @@
 #include "cuda/kernels/column_sums.cuh"
 #include "cuda/kernels/fp8_epilogue.cuh"
 #include "cuda/kernels/qk_norm_rope.h"
+#include "cuda/kernels/qk_norm_rope_row.cuh"
 #include "cuda/kernels/vector_math.cuh"
 #include "cuda/kernels/programmatic_launch.cuh"
 
@@ -16,68 +17,22 @@ using kernels::kPackWidth;
 constexpr int kThreads = 256;
 constexpr int kMaxBackwardBlocks = 256;
 
-// Sum over the `lanes` consecutive lanes (a power of two ≤ 32) that share one row.
-__device__ __forceinline__ float group_sum(float value, int lanes) {
-  for (int offset = lanes / 2; offset > 0; offset /= 2) value += __shfl_xor_sync(0xffffffffu, value, offset);
-  return value;
-}
-
-// cos / sin of this lane's 8 angles (sine negated for the backward).
-__device__ __forceinline__ void rotation(float (&cosine)[kPackWidth], float (&sine)[kPackWidth], const float* inv_freq,
-                                         int first, float position, float scaling, float sine_sign) {
-#pragma unroll
-  for (int i = 0; i < kPackWidth; ++i) {
-    float s, c;
-    sincosf(position * inv_freq[first + i], &s, &c);
-    cosine[i] = c * scaling;
-    sine[i] = s * scaling * sine_sign;
-  }
-}
+using norm_rope::group_sum;
+using norm_rope::rotation;
 
 // The forward of block `block` of one tensor's launch (the whole grid, or its part of a pair's).
 template <typename T, bool kEarly>
 __device__ __forceinline__ void norm_rope_block(T* out, float* rstd_out, const T* input, const T* weight,
                                                 const float* inv_freq, const int32_t* position_ids,
                                                 const QkNormRopeShape& shape, int64_t block) {
-  const int lanes = shape.head_dim / 16, half = shape.head_dim / 2;
+  const int lanes = shape.head_dim / 16;
   const int64_t rows = shape.tokens * shape.heads;
   const int64_t row = (block * kThreads + threadIdx.x) / lanes;
-  const int lane = threadIdx.x % lanes;
   const bool active = row < rows;  // inactive lanes still join the shuffles
-  const int first = lane * kPackWidth;
-  // kEarly (the decode step's pair launch): every load at once (the row, the weight, the position,
-  // the frequencies) and the angles before the sum — one trip to memory, the sine / cosine beside
-  // the shuffles, for a launch that is all latency. Many rows (training) keep the weight and the
-  // angles after the sum, which measured faster there (16,384 × 32 heads: 0.110 against 0.116 ms).
-  float low[kPackWidth] = {}, high[kPackWidth] = {};
-  float w_low[kPackWidth] = {}, w_high[kPackWidth] = {}, cosine[kPackWidth] = {}, sine[kPackWidth] = {};
-  const auto weight_and_angles = [&] {
-    kernels::unpack(kernels::load_x8(weight + first), w_low);
-    kernels::unpack(kernels::load_x8(weight + first + half), w_high);
-    rotation(cosine, sine, inv_freq, first, static_cast<float>(position_ids[row / shape.heads]), shape.scaling, 1.0f);
-  };
-  if (active) {
-    kernels::unpack(kernels::load_x8(input + row * shape.head_dim + first), low);
-    kernels::unpack(kernels::load_x8(input + row * shape.head_dim + first + half), high);
-    if constexpr (kEarly) weight_and_angles();
-  }
-  float sum = 0.0f;
-#pragma unroll
-  for (int i = 0; i < kPackWidth; ++i) sum += low[i] * low[i] + high[i] * high[i];
-  sum = group_sum(sum, lanes);
-  if (!active) return;
-  const float rstd = rsqrtf(sum / shape.head_dim + shape.epsilon);
-  if (lane == 0) rstd_out[row] = rstd;
-  if constexpr (!kEarly) weight_and_angles();
-  float y_low[kPackWidth], y_high[kPackWidth];
-#pragma unroll
-  for (int i = 0; i < kPackWidth; ++i) {
-    const float n_low = low[i] * rstd * w_low[i], n_high = high[i] * rstd * w_high[i];
-    y_low[i] = n_low * cosine[i] - n_high * sine[i];
-    y_high[i] = n_high * cosine[i] + n_low * sine[i];
-  }
-  kernels::store_x8(out + row * shape.head_dim + first, kernels::pack<T>(y_low));
-  kernels::store_x8(out + row * shape.head_dim + first + half, kernels::pack<T>(y_high));
+  const int64_t at = active ? row : 0;
+  norm_rope::row_forward<T, kEarly>(out + at * shape.head_dim, rstd_out + at, input + at * shape.head_dim, weight,
+                                    inv_freq, position_ids + at / shape.heads, shape.head_dim, shape.epsilon,
+                                    shape.scaling, static_cast<int>(threadIdx.x % lanes), active);
 }
 
 template <typename T>

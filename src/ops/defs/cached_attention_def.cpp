@@ -19,20 +19,39 @@
 // position bounds (slot in [0, N), no slot twice, L + n ≤ S) are checked by the CPU kernel
 // (ops::check_cache_rows, UserError); the caller (generate/kv_cache_model.cpp) checks them first.
 //
+// Graph op "qk_norm_rope_cached_attention": Qwen3's q and k norms + RoPE (fused_qk_rmsnorm_rope's
+// forward) feeding cached_attention, as one node:
+//   qk_norm_rope_cached_attention(q, k, v, k_cache, v_cache, slot_ids, cache_lengths, new_lengths,
+//                                 q_weight, k_weight, position_ids) -> out
+//     q, k the projections before their norms; q_weight, k_weight [head_dim] in q's dtype;
+//     position_ids I32 of B · T elements ([B, T] or flat); attrs cached_attention's and the norm's eps, inv_freq (head_dim / 2
+//     frequencies: full rotary) and attention_scaling. The same IN-PLACE caches as cached_attention.
+// generate/decode_fusion.h makes it for a CUDA decode step, where the attention's split blocks
+// normalise and rotate their own queries and new keys (cuda/kernels/cached_attention.h): one launch
+// less. The CPU kernel is the two ops' kernels in turn, so it computes what they computed.
+//
 // Forward only: generation needs no gradient (`.gradient = {}`: autodiff refuses a graph that
 // would need one through it).
 #include "ops/cached_attention.h"
 #include "ops/defs/attention_heads.h"
 #include "ops/defs/def_util.h"
+#include "ops/defs/inverse_frequency_attr.h"
+#include "ops/rmsnorm_rope.h"
 
 namespace surogate::ops::defs {
 namespace {
 using namespace graph;
 
 constexpr size_t kKeyCache = 3, kValueCache = 4, kSlotIds = 5, kCacheLengths = 6, kNewLengths = 7;
+constexpr size_t kQWeight = 8, kKWeight = 9, kPositionIds = 10;  // qk_norm_rope_cached_attention's
+
+const std::vector<std::string> kCachedAttentionInputs{"q",       "k",       "v",           "k_cache",
+                                                      "v_cache", "slot_ids", "cache_lengths", "new_lengths"};
+const std::vector<std::string> kNormedInputs{"q",           "k",           "v",        "k_cache",  "v_cache",     "slot_ids",
+                                             "cache_lengths", "new_lengths", "q_weight", "k_weight", "position_ids"};
 
 CachedAttentionShape cached_attention_layout(const InferContext& ctx) {
-  if (ctx.input_count() != 8) {
+  if (ctx.input_count() != 8 && ctx.input_count() != 11) {
     ctx.fail("cached_attention takes q, k, v, k_cache, v_cache, slot_ids, cache_lengths, new_lengths; got {} inputs",
              ctx.input_count());
   }
@@ -58,10 +77,75 @@ CachedAttentionShape cached_attention_layout(const InferContext& ctx) {
   return shape;
 }
 
+// qk_norm_rope_cached_attention's layout: cached_attention's, then the norm's weights, positions and attrs.
+CachedAttentionShape normed_layout(const InferContext& ctx) {
+  if (ctx.input_count() != kNormedInputs.size()) {
+    ctx.fail("qk_norm_rope_cached_attention takes {} inputs; got {}", kNormedInputs.size(), ctx.input_count());
+  }
+  const CachedAttentionShape shape = cached_attention_layout(ctx);
+  for (size_t index : {kQWeight, kKWeight}) {
+    if (ctx.input(index) != TensorType{ctx.input(0).dtype, Shape{shape.head_dim}}) {
+      ctx.fail("{} must be {}[{}] (q's dtype, head dim)", ctx.input_label(index), dtype_safetensors_name(ctx.input(0).dtype),
+               shape.head_dim);
+    }
+  }
+  ctx.expect_dtype(kPositionIds, DType::I32);
+  if (ctx.input(kPositionIds).numel() != shape.batch * shape.sequence) {
+    ctx.fail("{} must hold one position per token ({})", ctx.input_label(kPositionIds), shape.batch * shape.sequence);
+  }
+  if (!(ctx.attrs.number("eps") >= 0.0)) ctx.fail("attribute 'eps' must be non-negative");
+  if (2 * static_cast<int64_t>(inverse_frequency_attr(ctx.attrs).size()) != shape.head_dim) {
+    ctx.fail("attribute 'inv_freq' must hold head_dim / 2 = {} frequencies (full rotary)", shape.head_dim / 2);
+  }
+  return shape;
+}
+
+void register_qk_norm_rope_cached_attention(OpRegistry& registry) {
+  registry.add(OpDef{
+      .name = "qk_norm_rope_cached_attention",
+      .inputs = kNormedInputs,
+      .outputs = {"out"},
+      .infer = [](const InferContext& ctx) {
+        normed_layout(ctx);
+        return std::vector<TensorType>{ctx.input(0)};
+      },
+      .gradient = {},
+      .cpu = [](const CpuBindContext& ctx) {
+        const InferContext infer(ctx.node.op, ctx.attrs.where(), ctx.inputs, kNormedInputs, ctx.node.attrs);
+        const CachedAttentionShape shape = normed_layout(infer);
+        const double eps = ctx.attrs.number("eps");
+        return bind_floating(ctx, ctx.inputs[0].dtype, [&](auto zero) -> CpuKernel {
+          using T = decltype(zero);
+          return [shape, eps, frequencies = frequencies_from_attrs<T>(ctx.attrs)](const CpuKernelArgs& args) {
+            const int64_t tokens = shape.batch * shape.sequence;
+            const RmsnormRopeShape q_shape{tokens, shape.query_heads, shape.head_dim};
+            const RmsnormRopeShape k_shape{tokens, shape.kv_heads, shape.head_dim};
+            std::vector<T> q(static_cast<size_t>(tokens * shape.query_heads * shape.head_dim));
+            std::vector<T> k(static_cast<size_t>(tokens * shape.kv_heads * shape.head_dim));
+            std::vector<T> rstd(static_cast<size_t>(tokens * (shape.query_heads + shape.kv_heads)));
+            const int32_t* positions = args.inputs[kPositionIds].as<int32_t>();
+            rmsnorm_rope_forward(args.inputs[0].as<T>(), args.inputs[kQWeight].as<T>(), frequencies, positions, q_shape,
+                                 eps, q.data(), rstd.data());
+            rmsnorm_rope_forward(args.inputs[1].as<T>(), args.inputs[kKWeight].as<T>(), frequencies, positions, k_shape,
+                                 eps, k.data(), rstd.data() + tokens * shape.query_heads);
+            // k_cache / v_cache are written in place (see the top of this file).
+            cached_attention_forward(shape, q.data(), k.data(), args.inputs[2].as<T>(), args.inputs[kKeyCache].as<T>(),
+                                     args.inputs[kValueCache].as<T>(), args.inputs[kSlotIds].as<int32_t>(),
+                                     args.inputs[kCacheLengths].as<int32_t>(), args.inputs[kNewLengths].as<int32_t>(),
+                                     args.outputs[0].as<T>());
+          };
+        });
+      },
+      // cached_attention's bounds: the norm's rounding (1e-2 in bf16) moves the scores less than
+      // the attention's own bf16 output rounding does.
+      .backend_tolerance = graph::BackendTolerance{.f32 = 1e-4, .bf16 = 2e-2},
+  });
+}
+
 void register_cached_attention(OpRegistry& registry) {
   registry.add(OpDef{
       .name = "cached_attention",
-      .inputs = {"q", "k", "v", "k_cache", "v_cache", "slot_ids", "cache_lengths", "new_lengths"},
+      .inputs = kCachedAttentionInputs,
       .outputs = {"out"},
       .infer = [](const InferContext& ctx) {
         cached_attention_layout(ctx);
@@ -69,9 +153,7 @@ void register_cached_attention(OpRegistry& registry) {
       },
       .gradient = {},
       .cpu = [](const CpuBindContext& ctx) {
-        const std::vector<std::string> names{"q", "k", "v", "k_cache", "v_cache", "slot_ids", "cache_lengths",
-                                             "new_lengths"};
-        const InferContext infer(ctx.node.op, ctx.attrs.where(), ctx.inputs, names, ctx.node.attrs);
+        const InferContext infer(ctx.node.op, ctx.attrs.where(), ctx.inputs, kCachedAttentionInputs, ctx.node.attrs);
         const CachedAttentionShape shape = cached_attention_layout(infer);
         return bind_floating(ctx, ctx.inputs[0].dtype, [=](auto zero) -> CpuKernel {
           using T = decltype(zero);
@@ -92,6 +174,9 @@ void register_cached_attention(OpRegistry& registry) {
 
 }  // namespace
 
-void register_cached_attention_ops(OpRegistry& registry) { register_cached_attention(registry); }
+void register_cached_attention_ops(OpRegistry& registry) {
+  register_cached_attention(registry);
+  register_qk_norm_rope_cached_attention(registry);
+}
 
 }  // namespace surogate::ops::defs

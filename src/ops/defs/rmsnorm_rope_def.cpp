@@ -20,15 +20,6 @@ namespace surogate::ops::defs {
 namespace {
 using namespace graph;
 
-// The frequencies in T's precision, as rope_cos_sin's binder forms them from the same attrs.
-template <typename T>
-RopeFrequencies<T> frequencies_of(const Attrs& attrs) {
-  RopeFrequencies<T> frequencies;
-  for (double value : inverse_frequency_attr(attrs)) frequencies.inverse_frequency.push_back(static_cast<T>(value));
-  frequencies.attention_scaling = static_cast<T>(attrs.number_or("attention_scaling", 1.0));
-  return frequencies;
-}
-
 // Checks x (x_index), weight, rstd (when rstd_index >= 0) and position_ids against the attrs.
 RmsnormRopeShape norm_rope_shape(const InferContext& ctx, size_t x_index, size_t weight_index, int rstd_index,
                                  size_t positions_index) {
@@ -96,7 +87,7 @@ void register_rmsnorm_rope(OpRegistry& registry) {
         const double eps = ctx.attrs.number("eps");
         return bind_floating(ctx, ctx.inputs[0].dtype, [&](auto zero) -> CpuKernel {
           using T = decltype(zero);
-          return [shape, eps, frequencies = frequencies_of<T>(ctx.attrs)](const CpuKernelArgs& args) {
+          return [shape, eps, frequencies = frequencies_from_attrs<T>(ctx.attrs)](const CpuKernelArgs& args) {
             rmsnorm_rope_forward(args.inputs[0].as<T>(), args.inputs[1].as<T>(), frequencies,
                                  args.inputs[2].as<int32_t>(), shape, eps, args.outputs[0].as<T>(), args.outputs[1].as<T>());
           };
@@ -119,7 +110,7 @@ void register_rmsnorm_rope(OpRegistry& registry) {
         const RmsnormRopeShape shape = bound_shape(ctx, true);
         return bind_floating(ctx, ctx.inputs[1].dtype, [&](auto zero) -> CpuKernel {
           using T = decltype(zero);
-          return [shape, frequencies = frequencies_of<T>(ctx.attrs)](const CpuKernelArgs& args) {
+          return [shape, frequencies = frequencies_from_attrs<T>(ctx.attrs)](const CpuKernelArgs& args) {
             T* d_weight = weight_gradient_out<T>(args);
             rmsnorm_rope_backward(args.inputs[0].as<T>(), args.inputs[1].as<T>(), args.inputs[2].as<T>(),
                                   args.inputs[3].as<T>(), frequencies, args.inputs[4].as<int32_t>(), shape,
@@ -169,7 +160,7 @@ void register_qk_rmsnorm_rope(OpRegistry& registry) {
         const double eps = ctx.attrs.number("eps");
         return bind_floating(ctx, ctx.inputs[0].dtype, [&](auto zero) -> CpuKernel {
           using T = decltype(zero);
-          return [q, k, eps, frequencies = frequencies_of<T>(ctx.attrs)](const CpuKernelArgs& args) {
+          return [q, k, eps, frequencies = frequencies_from_attrs<T>(ctx.attrs)](const CpuKernelArgs& args) {
             rmsnorm_rope_forward(args.inputs[0].as<T>(), args.inputs[1].as<T>(), frequencies,
                                  args.inputs[4].as<int32_t>(), q, eps, args.outputs[0].as<T>(), args.outputs[1].as<T>());
             rmsnorm_rope_forward(args.inputs[2].as<T>(), args.inputs[3].as<T>(), frequencies,
