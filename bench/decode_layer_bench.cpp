@@ -55,7 +55,7 @@ struct Variant {
   bool skip_norms = false, skip_append = false, skip_rope = false, skip_attention = false;
   // Choices the graph makes, varied: rows per block of q/k/v (0: the kernel's rule) and of o_proj,
   // and the cached attention's splits (0: cached_attention_splits' choice).
-  int qkv_rows = 4, o_rows = 4, splits = 0;
+  int qkv_rows = 4, o_rows = 4, splits = 0, swiglu_rows = 8, down_rows = 4;
   // The q/k norm + RoPE done by the attention's split blocks (cached_attention_norm_rope_append_forward)
   // rather than its own launch before.
   bool fold_qk_norm = true;
@@ -154,9 +154,9 @@ struct Layers {
     // ln2: stream_b + pending -> stream_a
     norm(variant, stream_b.data(), stream_a.data(), stream);
     surogate::cuda::decode_gemv_swiglu(act.data(), normed.data(), gate, up, kFfn,
-                                       {.rows = 1, .in = kHidden, .rows_per_block = 8, .overlap_previous = true}, stream);
+                                       {.rows = 1, .in = kHidden, .rows_per_block = variant.swiglu_rows, .overlap_previous = true}, stream);
     const surogate::cuda::DecodeGemvWeight<Bf16> d{.weight = down, .out = pending.data(), .rows = kHidden};
-    surogate::cuda::decode_gemv(&d, 1, act.data(), {.rows = 1, .in = kFfn, .rows_per_block = 4, .overlap_previous = true},
+    surogate::cuda::decode_gemv(&d, 1, act.data(), {.rows = 1, .in = kFfn, .rows_per_block = variant.down_rows, .overlap_previous = true},
                                 stream);
   }
 };
@@ -185,6 +185,11 @@ int main(int argc, char** argv) {
       {.name = "as the decode graph runs it"},
       {.name = "q/k norm + RoPE launched apart", .fold_qk_norm = false},
       {.name = "q/k/v 2 rows a block", .qkv_rows = 2},
+      {.name = "q/k/v 8 rows a block", .qkv_rows = 8},
+      {.name = "o_proj 8 rows a block", .o_rows = 8},
+      {.name = "down 8 rows a block", .down_rows = 8},
+      {.name = "q/k/v, o_proj, down 8", .qkv_rows = 8, .o_rows = 8, .down_rows = 8},
+      {.name = "gate/up 16 rows a block", .swiglu_rows = 16},
       {.name = "16 splits", .splits = 16},
       {.name = "no norms", .skip_norms = true},
       {.name = "no append", .skip_append = true, .fold_qk_norm = false},

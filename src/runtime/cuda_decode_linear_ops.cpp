@@ -65,8 +65,11 @@ struct FusedProducts {
 };
 
 // Rows of W per block for a group (q, k and v): 4 at one row from 4096 weight rows (Qwen3-8B's
-// 6,144: its decode layer 110.3 → 109.6 µs at 640 cached tokens, 118.8 → 118.4 at 4,096;
-// bench/decode_layer_bench, 2026-11-30; one row a block 116.0); otherwise the kernel's own rule.
+// 6,144: its decode layer 110.3 → 109.6 µs at 640 cached tokens against 2, one row a block 116.0;
+// bench/decode_layer_bench, 2026-11-30); otherwise the kernel's own rule. 8 (with o_proj and
+// down_proj at 8) measured 2.7 µs a layer faster, but the captured decode step then gave other
+// tokens on every run (the eager step the right ones): kept at 4 until that is understood
+// (bench/results/HISTORY.md, 2026-11-30 night).
 int group_rows_per_block(int64_t rows, int64_t total) { return rows == 1 && total >= 4096 ? 4 : 0; }
 
 template <typename T>

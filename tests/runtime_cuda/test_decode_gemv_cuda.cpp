@@ -85,7 +85,7 @@ TEST(CudaDecodeGemv, QwenShapesAgainstTheCpuProductAndSmallM) {
                      static_cast<const __nv_bfloat16*>(nullptr), {.rows = rows, .out = s.out, .in = s.in}, nullptr);
       synchronize();
       EXPECT_LT(relative_error(got, download_bf16(small_m)), 1e-2) << where << " against small_m_linear";
-      for (int rows_per_block : {1, 2, 4}) {
+      for (int rows_per_block : {1, 2, 4, 8}) {
         EXPECT_EQ(run_gemv(weight, s.out, device_x, {.rows = rows, .in = s.in, .rows_per_block = rows_per_block}), got)
             << where << " rows per block " << rows_per_block << ": not the same bits";
       }
@@ -179,7 +179,7 @@ TEST(CudaDecodeGemv, SwigluOfGateAndUp) {
           expected.push_back(gd / (1.0 + std::exp(-gd)) * ud);
         }
       }
-      for (int rows_per_block : {0, 2, 4, 8}) {
+      for (int rows_per_block : {0, 2, 4, 8, 16}) {
         const std::string where = "F=" + std::to_string(s.out) + " K=" + std::to_string(s.in) +
                                   " M=" + std::to_string(rows) + " rows per block " + std::to_string(rows_per_block);
         DeviceBuffer<Bf16> out(static_cast<size_t>(rows * s.out));

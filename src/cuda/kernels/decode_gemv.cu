@@ -234,14 +234,15 @@ void launch_gemv(const GemvParams<T>& p, const T* x, bool overlap_previous, cuda
                       shared, stream, overlap_previous, p, x);
 }
 
-// Plain GEMVs take 1, 2 or 4 rows per block, SwiGLU 2, 4 or 8 (1, 2 or 4 columns).
+// Plain GEMVs take 1, 2, 4 or 8 rows per block, SwiGLU 2, 4, 8 or 16 (1, 2, 4 or 8 columns).
 template <typename T, int M, bool kSwiglu>
 void launch_rows(const GemvParams<T>& p, const T* x, int rows_per_block, bool overlap, cudaStream_t stream) {
   constexpr int kLeast = kSwiglu ? 2 : 1;
   if (rows_per_block == kLeast) launch_gemv<T, M, kLeast, kSwiglu>(p, x, overlap, stream);
   else if (rows_per_block == 2 * kLeast) launch_gemv<T, M, 2 * kLeast, kSwiglu>(p, x, overlap, stream);
   else if (rows_per_block == 4 * kLeast) launch_gemv<T, M, 4 * kLeast, kSwiglu>(p, x, overlap, stream);
-  else CUDA_REQUIRE(false, "decode_gemv: rows_per_block must be 1, 2 or 4 (SwiGLU: 2, 4 or 8)");
+  else if (rows_per_block == 8 * kLeast) launch_gemv<T, M, 8 * kLeast, kSwiglu>(p, x, overlap, stream);
+  else CUDA_REQUIRE(false, "decode_gemv: rows_per_block must be 1, 2, 4 or 8 (SwiGLU: 2, 4, 8 or 16)");
 }
 
 template <typename T, bool kSwiglu>

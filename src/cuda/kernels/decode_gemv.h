@@ -55,7 +55,7 @@ struct DecodeGemvShape {
   int64_t rows = 0;  // M, 1..kDecodeGemvMaxRows
   int64_t in = 0;    // K, a positive multiple of 8
   float alpha = 1.0f;
-  // Rows of W per block (1, 2 or 4); 0 picks by the total N (4 from 8192 rows, 2 below). The bench
+  // Rows of W per block (1, 2, 4 or 8; SwiGLU twice that); 0 picks by the total N (4 from 8192 rows, 2 below). The bench
   // compares them; more rows per block means fewer, longer blocks.
   int rows_per_block = 0;
   // Programmatic dependent launch (Hopper PDL): on sm_90+ and only while the stream is being captured
