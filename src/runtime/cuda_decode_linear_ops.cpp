@@ -68,7 +68,9 @@ struct FusedProducts {
 // 6,144: its decode layer 110.3 → 109.6 µs at 640 cached tokens against 2, one row a block 116.0;
 // bench/decode_layer_bench, 2026-11-30); otherwise the kernel's own rule. 8 (with o_proj and
 // down_proj at 8) measured 2.7 µs a layer faster, but the captured decode step then gave other
-// tokens on every run (the eager step the right ones): kept at 4 until that is understood
+// tokens on every run (the eager step the right ones): at 8 rows the compiler had moved the
+// kernel's non-coherent load of x above its programmatic wait (decode_gemv.cu now loads x with
+// __ldcg). Kept at 4 until the fixed kernel is measured and the step's tokens checked on a GPU
 // (bench/results/HISTORY.md, 2026-11-30 night).
 int group_rows_per_block(int64_t rows, int64_t total) { return rows == 1 && total >= 4096 ? 4 : 0; }
 

@@ -49,7 +49,7 @@ bool may_take_small_m(const cuda::SmallMLinearShape& shape) {
 // down-shaped ones, N < K (26.6 at 4 vs 29.6), not q/o nor gate/up. The LM head stays on small_m.
 // 8 rows a block for o_proj and down_proj measured faster in a whole Qwen3-8B layer (0.9 and 0.5
 // µs, bench/decode_layer_bench.cpp, 2026-11-30) but the captured decode step then went
-// nondeterministic (cuda_decode_linear_ops.cpp's group_rows_per_block says more): not taken.
+// nondeterministic (cuda_decode_linear_ops.cpp's group_rows_per_block says why): not taken yet.
 // Returns the rows per block, or 0 where the GEMV is not taken.
 int decode_gemv_rows_per_block(int64_t rows, int64_t out, int64_t in) {
   constexpr int64_t kNarrowest = 256, kLmHeadWidth = 32768, kSquareWeights = 4096 * 4096, kWide = 4096;

@@ -7,6 +7,10 @@
 //     once without a programmatic launch). A kernel that waits first thing is safe after any
 //     kernel; decode_gemv.h reads its weights before the wait, which only weights no kernel of
 //     the graph writes allow;
+//   * what another kernel writes is never read with __ldg / ld.global.nc (nor through a const
+//     __restrict__ pointer the compiler may turn into one): such a load promises the memory does
+//     not change while the kernel lives, so the compiler may hoist it above the wait — it did in
+//     decode_gemv.cu at 8 rows a block (2026-11-30), and the step read the previous x;
 //   * allow_next_grid() lets the next programmatic launch begin (once every block has called it
 //     or ended); it never makes this kernel's writes visible early, the next kernel's wait does.
 // Completion is transitive: a kernel cannot complete before its wait returned, so after a wait
