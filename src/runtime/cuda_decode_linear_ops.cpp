@@ -70,7 +70,7 @@ struct FusedProducts {
 // down_proj at 8) measured 2.7 µs a layer faster, but the captured decode step then gave other
 // tokens on every run (the eager step the right ones): at 8 rows the compiler had moved the
 // kernel's non-coherent load of x above its programmatic wait (decode_gemv.cu now loads x with
-// __ldcg). Kept at 4 until the fixed kernel is measured and the step's tokens checked on a GPU
+// __ldca). Kept at 4 until the fixed kernel is measured and the step's tokens checked on a GPU
 // (bench/results/HISTORY.md, 2026-11-30 night).
 int group_rows_per_block(int64_t rows, int64_t total) { return rows == 1 && total >= 4096 ? 4 : 0; }
 

@@ -4,7 +4,7 @@
 // the first is used, and keeps R × M fp32 sums; each warp's shuffle and then the block's fixed-order
 // sum over its warps (shared memory) finish them, and threads 0.. write the epilogue. With a norm,
 // the block first writes T(x · rstd · w) of its M rows to shared memory and reads x from there.
-// x (the previous kernel's output) is read with __ldcg, never __ldg: a non-coherent load promises
+// x (the previous kernel's output) is read with __ldca, never __ldg: a non-coherent load promises
 // memory no one writes while the kernel lives, so the compiler may move it above the programmatic
 // wait — and did, at 8 rows a block (2026-11-30: the captured decode step read the previous x and
 // chose other tokens; the SASS had x's LDG.E.128.CONSTANT before the ACQBULK).
@@ -76,7 +76,7 @@ __device__ void normalise_x(const GemvParams<T>& p, const T* x, uint4* normed) {
 #pragma unroll
     for (int m = 0; m < M; ++m) {
       float values[kGemvChunk];
-      chunk_floats<T>(__ldcg(x_chunks + m * p.chunks + chunk), values);
+      chunk_floats<T>(__ldca(x_chunks + m * p.chunks + chunk), values);
 #pragma unroll
       for (int i = 0; i < kGemvChunk; ++i) sums[m] = fmaf(values[i], values[i], sums[m]);
     }
@@ -102,7 +102,7 @@ __device__ void normalise_x(const GemvParams<T>& p, const T* x, uint4* normed) {
 #pragma unroll
     for (int m = 0; m < M; ++m) {
       float values[kGemvChunk];
-      chunk_floats<T>(__ldcg(x_chunks + m * p.chunks + chunk), values);
+      chunk_floats<T>(__ldca(x_chunks + m * p.chunks + chunk), values);
 #pragma unroll
       for (int i = 0; i < kGemvChunk; ++i) values[i] = values[i] * rstd[m] * w[i];
       normed[m * p.chunks + chunk] = floats_chunk<T>(values);
@@ -177,7 +177,7 @@ __global__ void __launch_bounds__(kDecodeGemvThreads) decode_gemv_kernel(const G
       float xf[M][kGemvChunk];
 #pragma unroll
       for (int m = 0; m < M; ++m) {
-        chunk_floats<T>(normed ? normed_x[m * chunks + chunk] : __ldcg(x_chunks + m * chunks + chunk), xf[m]);
+        chunk_floats<T>(normed ? normed_x[m * chunks + chunk] : __ldca(x_chunks + m * chunks + chunk), xf[m]);
       }
 #pragma unroll
       for (int r = 0; r < R; ++r) {
