@@ -133,21 +133,44 @@ E* device(DeviceBuffer<Storage>& buffer) {
   return reinterpret_cast<E*>(buffer.data());
 }
 
-// The append and the attention on the GPU with `splits` (0: the launcher's choice for this GPU);
-// out and the workspace start as NaN poison. `folded`: through cached_attention_append_forward (the
+// A case's tensors on the GPU, with `splits` (0: the launcher's choice for this GPU); out and the
+// workspace start as NaN poison.
+template <typename E>
+struct OnDevice {
+  CachedAttentionShape shape;
+  int splits;
+  DeviceBuffer<typename Host<E>::Storage> q, k, v, k_cache, v_cache, out;
+  DeviceBuffer<float> workspace;
+  DeviceBuffer<int32_t> slots, held, fresh;
+
+  OnDevice(const Case& c, const Values& inputs, int split_count)
+      : shape(kernel_shape(c)), splits(split_count == 0 ? cached_attention_splits(shape) : split_count),
+        q(upload<E>(inputs.q)), k(upload<E>(inputs.k)), v(upload<E>(inputs.v)), k_cache(upload<E>(inputs.k_cache)),
+        v_cache(upload<E>(inputs.v_cache)), out(inputs.q.size()),
+        workspace(static_cast<size_t>(cached_attention_workspace_floats(shape, splits))),
+        slots(to_device(column(c, &Row::slot))), held(to_device(column(c, &Row::held))),
+        fresh(to_device(column(c, &Row::fresh))) {
+    out.poison();
+    workspace.poison();
+  }
+
+  // out and the caches once the launches are done.
+  Values result() {
+    synchronize();
+    Values values;
+    values.out = download<E>(out);
+    values.k_cache = download<E>(k_cache);
+    values.v_cache = download<E>(v_cache);
+    return values;
+  }
+};
+
+// The append and the attention on the GPU. `folded`: through cached_attention_append_forward (the
 // append folded into the split launch for steps of at most two tokens on the tensor-core kernel).
 template <typename E>
-Values run_gpu(const Case& c, const Values& inputs, int splits, bool folded = false) {
-  const CachedAttentionShape shape = kernel_shape(c);
-  if (splits == 0) splits = cached_attention_splits(shape);
-  auto q = upload<E>(inputs.q), k = upload<E>(inputs.k), v = upload<E>(inputs.v);
-  auto k_cache = upload<E>(inputs.k_cache), v_cache = upload<E>(inputs.v_cache);
-  DeviceBuffer<typename Host<E>::Storage> out(inputs.q.size());
-  DeviceBuffer<float> workspace(static_cast<size_t>(cached_attention_workspace_floats(shape, splits)));
-  out.poison();
-  workspace.poison();
-  const auto slots = to_device(column(c, &Row::slot)), held = to_device(column(c, &Row::held)),
-             fresh = to_device(column(c, &Row::fresh));
+Values run_gpu(const Case& c, const Values& inputs, int split_count, bool folded = false) {
+  OnDevice<E> d(c, inputs, split_count);
+  auto& [shape, splits, q, k, v, k_cache, v_cache, out, workspace, slots, held, fresh] = d;
   if (folded) {
     cached_attention_append_forward<E>(device<E>(out), workspace.data(), device<E>(q), device<E>(k), device<E>(v),
                                        device<E>(k_cache), device<E>(v_cache), slots.data(), held.data(), fresh.data(),
@@ -158,12 +181,7 @@ Values run_gpu(const Case& c, const Values& inputs, int splits, bool folded = fa
     cached_attention_forward<E>(device<E>(out), workspace.data(), device<E>(q), device<E>(k_cache), device<E>(v_cache),
                                 slots.data(), held.data(), fresh.data(), shape, splits, nullptr);
   }
-  synchronize();
-  Values result;
-  result.out = download<E>(out);
-  result.k_cache = download<E>(k_cache);
-  result.v_cache = download<E>(v_cache);
-  return result;
+  return d.result();
 }
 
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
@@ -296,15 +314,11 @@ TEST(CachedAttentionCuda, RefusedRowsAreSkipped) {
   expect_padding_zero(allowed, got.out);
 }
 
-// The binder in a one-node BF16 plan: the caches are parameters the op writes in place, so a
-// second execute (decode after a prefill) attends over what the first appended. Each step against
-// the reference continuing from the reference's caches.
-// The append folded into the split launch gives the bits of the two launches: one and two rows
-// (one refused, its slot out of range), one row of two tokens (the second padding), a window,
-// 8B's and 1.7B's heads, one split and several; and steps of more tokens (not folded) alike.
-TEST(CachedAttentionCuda, AppendFoldedIntoTheSplitEqualsTheTwoLaunches) {
-  SKIP_WITHOUT_GPU();
-  const std::vector<Case> cases = {
+// Steps the folded launches are checked on: one and two rows (one refused, its slot out of range),
+// one row of two tokens (the second padding), a window, 8B's and 1.7B's heads, head_dim 64 and
+// 128; four rows (not folded) too.
+std::vector<Case> folded_step_cases() {
+  return {
       {.sequence = 1, .slots = 3, .capacity = 700, .q_heads = 32, .kv_heads = 8, .head_dim = 128, .rows = {{1, 639, 1}}},
       {.sequence = 1, .slots = 3, .capacity = 700, .q_heads = 16, .kv_heads = 8, .head_dim = 128,
        .rows = {{2, 300, 1}, {5, 10, 1}}},
@@ -314,7 +328,13 @@ TEST(CachedAttentionCuda, AppendFoldedIntoTheSplitEqualsTheTwoLaunches) {
       {.sequence = 1, .slots = 4, .capacity = 200, .q_heads = 16, .kv_heads = 8, .head_dim = 128,
        .rows = {{0, 100, 1}, {1, 50, 1}, {2, 150, 1}, {3, 199, 1}}},
   };
-  for (const Case& c : cases) {
+}
+
+// The append folded into the split launch gives the bits of the two launches on folded_step_cases,
+// one split and several; steps of more tokens (not folded) alike.
+TEST(CachedAttentionCuda, AppendFoldedIntoTheSplitEqualsTheTwoLaunches) {
+  SKIP_WITHOUT_GPU();
+  for (const Case& c : folded_step_cases()) {
     const Values inputs = random_values<__nv_bfloat16>(c);
     for (int splits : {0, 1, 3}) {
       const Values two = run_gpu<__nv_bfloat16>(c, inputs, splits);
@@ -355,23 +375,16 @@ NormRopeInputs random_norm_rope(const Case& c) {
 
 // Through cached_attention_norm_rope_append_forward, or (`one_launch` false) the decode graph's
 // chain before it: qk_norm_rope_forward_pair, then cached_attention_append_forward.
-Values run_norm_rope_gpu(const Case& c, const Values& inputs, const NormRopeInputs& n, int splits, bool one_launch) {
+Values run_norm_rope_gpu(const Case& c, const Values& inputs, const NormRopeInputs& n, int split_count, bool one_launch) {
   using E = __nv_bfloat16;
-  const CachedAttentionShape shape = kernel_shape(c);
-  if (splits == 0) splits = cached_attention_splits(shape);
-  auto q = upload<E>(inputs.q), k = upload<E>(inputs.k), v = upload<E>(inputs.v);
-  auto k_cache = upload<E>(inputs.k_cache), v_cache = upload<E>(inputs.v_cache);
+  OnDevice<E> d(c, inputs, split_count);
+  auto& [shape, splits, q, k, v, k_cache, v_cache, out, workspace, slots, held, fresh] = d;
   auto q_weight = upload<E>(n.q_weight), k_weight = upload<E>(n.k_weight);
   const auto inv_freq = to_device(n.inv_freq);
   const auto positions = to_device(n.positions);
-  DeviceBuffer<uint16_t> out(inputs.q.size()), q_normed(inputs.q.size()), k_normed(inputs.k.size());
-  DeviceBuffer<float> workspace(static_cast<size_t>(cached_attention_workspace_floats(shape, splits)));
+  DeviceBuffer<uint16_t> q_normed(inputs.q.size()), k_normed(inputs.k.size());
   DeviceBuffer<float> rstd(static_cast<size_t>(c.batch() * c.sequence * (c.q_heads + c.kv_heads)));
   DeviceBuffer<unsigned char> scratch(static_cast<size_t>(cached_attention_norm_rope_scratch_bytes(shape)));
-  out.poison();
-  workspace.poison();
-  const auto slots = to_device(column(c, &Row::slot)), held = to_device(column(c, &Row::held)),
-             fresh = to_device(column(c, &Row::fresh));
   const CachedNormRope<E> norm{.q_weight = device<E>(q_weight), .k_weight = device<E>(k_weight),
                                .inv_freq = inv_freq.data(), .position_ids = positions.data(), .epsilon = 1e-6f};
   if (one_launch) {
@@ -388,32 +401,19 @@ Values run_norm_rope_gpu(const Case& c, const Values& inputs, const NormRopeInpu
                                        device<E>(v), device<E>(k_cache), device<E>(v_cache), slots.data(), held.data(),
                                        fresh.data(), shape, splits, nullptr);
   }
-  synchronize();
-  Values result;
-  result.out = download<E>(out);
-  result.k_cache = download<E>(k_cache);
-  result.v_cache = download<E>(v_cache);
-  return result;
+  return d.result();
 }
 
 // The q/k norm + RoPE done by the split blocks gives the bits of the pair launch and the attention
-// after it: one and two rows (one refused), one row of two tokens (the second padding), a window,
-// 8B's and 1.7B's heads, head_dim 64 and 128, one split and several; and steps the launch does not
+// after it, on folded_step_cases and two more, one split and several; steps the launch does not
 // fold (more tokens: through the scratch) alike.
 TEST(CachedAttentionCuda, QkNormRopeFoldedIntoTheSplitEqualsThePairLaunchAndTheAttention) {
   SKIP_WITHOUT_GPU();
-  const std::vector<Case> cases = {
-      {.sequence = 1, .slots = 3, .capacity = 700, .q_heads = 32, .kv_heads = 8, .head_dim = 128, .rows = {{1, 639, 1}}},
-      {.sequence = 1, .slots = 3, .capacity = 700, .q_heads = 16, .kv_heads = 8, .head_dim = 128,
-       .rows = {{2, 300, 1}, {5, 10, 1}}},
-      {.sequence = 2, .slots = 2, .capacity = 300, .q_heads = 16, .kv_heads = 8, .head_dim = 64, .rows = {{0, 200, 1}}},
-      {.sequence = 2, .slots = 2, .capacity = 300, .q_heads = 32, .kv_heads = 4, .head_dim = 128, .rows = {{1, 17, 2}}},
-      {.sequence = 1, .slots = 2, .capacity = 300, .q_heads = 8, .kv_heads = 2, .head_dim = 64, .window = 64,
-       .rows = {{1, 250, 1}, {0, 0, 1}}},
-      {.sequence = 1, .slots = 4, .capacity = 200, .q_heads = 16, .kv_heads = 8, .head_dim = 128,
-       .rows = {{0, 100, 1}, {1, 50, 1}, {2, 150, 1}, {3, 199, 1}}},
-      {.sequence = 5, .slots = 2, .capacity = 64, .q_heads = 8, .kv_heads = 2, .head_dim = 256, .rows = {{1, 9, 5}}},
-  };
+  std::vector<Case> cases = folded_step_cases();
+  // Two tokens of a row filling all 16 rows of a tile (GQA 8), and five (not folded) at head_dim 256.
+  cases.push_back(
+      {.sequence = 2, .slots = 2, .capacity = 300, .q_heads = 32, .kv_heads = 4, .head_dim = 128, .rows = {{1, 17, 2}}});
+  cases.push_back({.sequence = 5, .slots = 2, .capacity = 64, .q_heads = 8, .kv_heads = 2, .head_dim = 256, .rows = {{1, 9, 5}}});
   for (const Case& c : cases) {
     const Values inputs = random_values<__nv_bfloat16>(c);
     const NormRopeInputs norm = random_norm_rope(c);
@@ -432,6 +432,9 @@ TEST(CachedAttentionCuda, QkNormRopeFoldedIntoTheSplitEqualsThePairLaunchAndTheA
   }
 }
 
+// The binder in a one-node BF16 plan: the caches are parameters the op writes in place, so a
+// second execute (decode after a prefill) attends over what the first appended. Each step against
+// the reference continuing from the reference's caches.
 TEST(CachedAttentionCudaBinder, CachesPersistBetweenExecutes) {
   SKIP_WITHOUT_GPU();
   Case c{.sequence = 3, .slots = 3, .capacity = 9, .q_heads = 4, .kv_heads = 2, .head_dim = 64, .window = 4};

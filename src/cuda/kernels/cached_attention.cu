@@ -434,6 +434,12 @@ void cached_attention_append(T* k_cache, T* v_cache, const T* k, const T* v, con
 
 namespace {
 
+// Whether a step's append (and q/k norm) go into the tensor-core split launch: at most
+// kCachedAttentionFoldedTokens tokens on the tensor-core kernel.
+bool append_folds(const CachedAttentionShape& shape) {
+  return shape.batch * shape.sequence <= kCachedAttentionFoldedTokens && tensor_split_takes(shape);
+}
+
 // The forward, with the append folded into the tensor-core split kernel when `append` is set.
 template <typename T>
 void forward(T* out, float* workspace, const T* q, const T* k_cache, const T* v_cache, const int32_t* slot_ids,
@@ -498,14 +504,10 @@ void cached_attention_append_forward(T* out, float* workspace, const T* q, const
                                      const int32_t* new_lengths, const CachedAttentionShape& shape, int splits,
                                      cudaStream_t stream) {
   if constexpr (!std::is_same_v<T, float>) {
-    if (shape.batch * shape.sequence <= kCachedAttentionFoldedTokens && tensor_split_takes(shape)) {
+    if (append_folds(shape)) {
       CUDA_REQUIRE(aligned_16(k) && aligned_16(v), "cached attention: tensors must be 16-byte aligned");
-      FoldedAppend<T> append;
-      append.k = k;
-      append.v = v;
-      append.k_cache = k_cache;
-      append.v_cache = v_cache;
-      forward(out, workspace, q, k_cache, v_cache, slot_ids, cache_lengths, new_lengths, shape, splits, stream, append);
+      forward(out, workspace, q, k_cache, v_cache, slot_ids, cache_lengths, new_lengths, shape, splits, stream,
+              FoldedAppend<T>{k, v, k_cache, v_cache});
       return;
     }
   }
@@ -548,16 +550,11 @@ void cached_attention_norm_rope_append_forward(T* out, float* workspace, void* s
                                                const CachedNormRope<T>& norm, const CachedAttentionShape& shape,
                                                int splits, cudaStream_t stream) {
   CUDA_REQUIRE(cached_attention_norm_rope_takes(shape), "cached attention: the folded q/k norm takes head_dim 16 to 256");
-  if (shape.batch * shape.sequence <= kCachedAttentionFoldedTokens && tensor_split_takes(shape)) {
+  if (append_folds(shape)) {
     CUDA_REQUIRE(aligned_16(k) && aligned_16(v) && aligned_16(norm.q_weight) && aligned_16(norm.k_weight),
                  "cached attention: tensors must be 16-byte aligned");
-    FoldedAppend<T> append;
-    append.k = k;
-    append.v = v;
-    append.k_cache = k_cache;
-    append.v_cache = v_cache;
-    append.norm = norm;
-    forward(out, workspace, q, k_cache, v_cache, slot_ids, cache_lengths, new_lengths, shape, splits, stream, append);
+    forward(out, workspace, q, k_cache, v_cache, slot_ids, cache_lengths, new_lengths, shape, splits, stream,
+            FoldedAppend<T>{k, v, k_cache, v_cache, norm});
     return;
   }
   const NormRopeScratch layout(shape);
