@@ -69,12 +69,15 @@ struct TensorShared {
       float sum[kCacheWarps][kRows];
     } merge;
   };
-  // With the q/k norm folded in (FoldedAppend::norm), the launch asks for the normalised rows too,
-  // after this struct: the tile's kRows queries, then the row's new keys (at most kMaxFreshKeys).
-  static constexpr int kMaxFreshKeys = static_cast<int>(kCachedAttentionFoldedTokens);
-  static constexpr int kNormedOffset = (static_cast<int>(sizeof(TensorShared)) + 15) / 16 * 16;
-  static constexpr int kNormedBytes = kNormedOffset + (kRows + kMaxFreshKeys) * D * static_cast<int>(sizeof(T));
 };
+
+// With the q/k norm folded in (FoldedAppend::norm) the launch asks for the normalised rows too,
+// after TensorShared: the tile's kRows queries, then the row's new keys (at most kMaxFreshKeys).
+constexpr int kMaxFreshKeys = static_cast<int>(kCachedAttentionFoldedTokens);
+template <typename T, int D>
+constexpr int kNormedOffset = (static_cast<int>(sizeof(TensorShared<T, D>)) + 15) / 16 * 16;
+template <typename T, int D>
+constexpr int kNormedBytes = kNormedOffset<T, D> + (kRows + kMaxFreshKeys) * D * static_cast<int>(sizeof(T));
 
 // The row's `fresh` new keys of kv head `kv_head`, then the tile's `queries` query rows, through
 // qk_norm_rope's forward (qk_norm_rope_row.cuh, as the decode pair launch computes them) into
@@ -159,7 +162,7 @@ __global__ void __launch_bounds__(kCacheThreads, 2)
   const CacheRow cache = cache_row(s, slot_ids, cache_lengths, new_lengths, row);
   const bool folded = append.k != nullptr;
   const bool normed = append.norm.q_weight != nullptr;  // only with `folded`
-  T* normed_queries = reinterpret_cast<T*>(shared_bytes + Shared::kNormedOffset);  // [kRows][D]
+  T* normed_queries = reinterpret_cast<T*>(shared_bytes + kNormedOffset<T, D>);  // [kRows][D]
   T* normed_keys = normed_queries + kRows * D;                                      // [kMaxFreshKeys][D]
   const int group = launch.group;
   const int first_query = tile * kRows;
@@ -409,7 +412,7 @@ struct TensorArgs {
 template <typename T, int D, int kHalves>
 void run_tensor_split(const TensorArgs<T>& a, const CacheLaunch& launch, dim3 grid, cudaStream_t stream) {
   auto kernel = tensor_split_kernel<T, D, kHalves>;
-  constexpr int kPlain = static_cast<int>(sizeof(TensorShared<T, D>)), kNormed = TensorShared<T, D>::kNormedBytes;
+  constexpr int kPlain = static_cast<int>(sizeof(TensorShared<T, D>)), kNormed = kNormedBytes<T, D>;
   const int bytes = a.append.norm.q_weight != nullptr ? kNormed : kPlain;
   // More than the 48 KB a block gets without asking: asked once per kernel and device (ranks on
   // several GPUs may share the process), before its first launch, which is eager (a graph is
