@@ -95,38 +95,34 @@ public:
     }
   }
 
-  // Such a pair read by one cached_attention alone (q_out as its q, k_out as its k; the rstd read by
-  // nothing) becomes one qk_norm_rope_cached_attention in the attention's place: on CUDA the
-  // attention's split blocks normalise their queries and new keys themselves.
+  // A cached_attention whose q and k are each the output of a fused_rmsnorm_rope it alone reads
+  // (Qwen3's q and k norms, alike but for their heads, their rstd read by nothing) becomes one
+  // qk_norm_rope_cached_attention in the attention's place: on CUDA the attention's split blocks
+  // normalise their queries and new keys themselves. Runs before fuse_norm_ropes, which pairs the
+  // norms this leaves; it needs no group, so a graph with an adapter takes it too (the same kernels' bits).
   void fuse_attention_norms() {
-    for (size_t index = 0; index < graph_.nodes.size(); ++index) {
-      if (!replacement_[index] || replacement_[index]->op != "fused_qk_rmsnorm_rope") continue;
-      const Node& pair = *replacement_[index];
-      const TensorId q_out = pair.outputs[0], q_rstd = pair.outputs[1], k_out = pair.outputs[2], k_rstd = pair.outputs[3];
-      if (!unread(q_rstd) || !unread(k_rstd) || graph_.is_output(q_out) || graph_.is_output(k_out)) continue;
-      const std::vector<size_t>& q_readers = readers_[static_cast<size_t>(q_out)];
-      if (q_readers.size() != 1 || readers_[static_cast<size_t>(k_out)] != q_readers) continue;
-      const size_t attention = q_readers[0];
+    for (size_t attention = 0; attention < graph_.nodes.size(); ++attention) {
       const Node& cached = graph_.nodes[attention];
-      if (cached.op != "cached_attention" || removed_[attention] || replacement_[attention] ||
-          cached.inputs[0] != q_out || cached.inputs[1] != k_out || cached.inputs[2] == q_out || cached.inputs[2] == k_out) {
-        continue;
-      }
+      if (cached.op != "cached_attention" || removed_[attention] || replacement_[attention]) continue;
+      const std::optional<size_t> q = norm_read_only_by(cached.inputs[0], attention);
+      const std::optional<size_t> k = norm_read_only_by(cached.inputs[1], attention);
+      if (!q || !k || *q == *k || cached.inputs[2] == cached.inputs[0] || cached.inputs[2] == cached.inputs[1]) continue;
+      const Node &q_node = graph_.nodes[*q], &k_node = graph_.nodes[*k];
+      if (!pairs(q_node, k_node)) continue;
       Node fused;
       fused.name = cached.name;
       fused.op = "qk_norm_rope_cached_attention";
       fused.recompute_group = cached.recompute_group;
       fused.inputs = cached.inputs;
-      fused.inputs[0] = pair.inputs[0];  // q before its norm
-      fused.inputs[1] = pair.inputs[2];  // k before its norm
-      fused.inputs.insert(fused.inputs.end(), {pair.inputs[1], pair.inputs[3], pair.inputs[4]});
+      fused.inputs[0] = q_node.inputs[0];  // q before its norm
+      fused.inputs[1] = k_node.inputs[0];  // k before its norm
+      fused.inputs.insert(fused.inputs.end(), {q_node.inputs[1], k_node.inputs[1], q_node.inputs[2]});
       fused.attrs = cached.attrs;
       for (const char* key : {"eps", "inv_freq", "attention_scaling"}) {
-        if (pair.attrs.contains(key)) fused.attrs[key] = pair.attrs.at(key);
+        if (q_node.attrs.contains(key)) fused.attrs[key] = q_node.attrs.at(key);
       }
       fused.outputs = cached.outputs;
-      replacement_[index].reset();
-      removed_[index] = true;
+      removed_[*q] = removed_[*k] = true;
       replacement_[attention] = std::move(fused);
     }
   }
@@ -153,6 +149,20 @@ private:
   }
 
   bool unread(TensorId id) const { return readers_[static_cast<size_t>(id)].empty() && !graph_.is_output(id); }
+
+  // The fused_rmsnorm_rope writing `id` (its out) when `reader` alone reads it and nothing reads its rstd.
+  std::optional<size_t> norm_read_only_by(TensorId id, size_t reader) const {
+    const NodeId producer = graph_.tensor(id).producer;
+    if (producer == kNoNode || graph_.is_output(id)) return std::nullopt;
+    const size_t index = static_cast<size_t>(producer);
+    const Node& node = graph_.nodes[index];
+    if (node.op != "fused_rmsnorm_rope" || removed_[index] || node.outputs[0] != id || !unread(node.outputs[1])) {
+      return std::nullopt;
+    }
+    const std::vector<size_t>& readers = readers_[static_cast<size_t>(id)];
+    if (readers.size() != 1 || readers[0] != reader) return std::nullopt;
+    return index;
+  }
 
   // The fused_rmsnorm_rope that alone reads `id`, as its x.
   std::optional<size_t> sole_norm_rope_of(TensorId id) const {
@@ -272,15 +282,15 @@ private:
 }  // namespace
 
 Graph fuse_decode_products(const Graph& decode, const OpRegistry& registry) {
-  // Adapter graphs stay unfused (decode_fusion.h says why).
-  if (std::any_of(decode.nodes.begin(), decode.nodes.end(), [](const Node& node) { return node.op == "linear_add"; })) {
-    return decode;
-  }
   FusionPlan plan(decode);
-  plan.fuse_swiglus();
-  plan.fuse_groups();
-  plan.fuse_norm_ropes();
+  // Adapter graphs keep their products unfused (decode_fusion.h says why); the q/k norms still go
+  // into the attention, which computes what the norm kernels computed, bit for bit.
+  if (std::none_of(decode.nodes.begin(), decode.nodes.end(), [](const Node& node) { return node.op == "linear_add"; })) {
+    plan.fuse_swiglus();
+    plan.fuse_groups();
+  }
   plan.fuse_attention_norms();
+  plan.fuse_norm_ropes();
   Graph fused = plan.rewritten();
   verify_graph(fused, registry);  // the fused nodes' types re-inferred against the tensors they write
   return fused;

@@ -86,8 +86,9 @@ TEST(DecodeFusion, EachLayersQkvAndGateUpSwigluBecomeOneNodeEach) {
   EXPECT_EQ(fused.tensor(fused.outputs[0]).name, "logits");
 }
 
-// With a LoRA adapter (linear_add nodes) the graph is left as it is (decode_fusion.h says why).
-TEST(DecodeFusion, AGraphWithAnAdapterIsLeftUnfused) {
+// With a LoRA adapter (linear_add nodes) the products are left as they are (decode_fusion.h says
+// why): Llama's graph, which has no q/k norms, comes back node for node.
+TEST(DecodeFusion, AGraphWithAnAdapterKeepsItsProductsUnfused) {
   const Graph decode = decode_of("llama_gqa_llama3", DType::BF16, true);
   ASSERT_GT(std::count_if(decode.nodes.begin(), decode.nodes.end(),
                           [](const graph::Node& node) { return node.op == "linear_add"; }),
@@ -96,6 +97,22 @@ TEST(DecodeFusion, AGraphWithAnAdapterIsLeftUnfused) {
   EXPECT_EQ(fused.nodes.size(), decode.nodes.size());
   EXPECT_TRUE(nodes_of(fused, "linear_group").empty());
   EXPECT_TRUE(nodes_of(fused, "linear_swiglu").empty());
+}
+
+// Qwen3 with an adapter: the products stay, the q and k norms go into the attention all the same.
+TEST(DecodeFusion, AGraphWithAnAdapterStillFoldsTheQkNormsIntoTheAttention) {
+  const Graph decode = decode_of("qwen3_qknorm", DType::BF16, true, 16);
+  const Graph fused = fuse_decode_products(decode, registry());
+  EXPECT_EQ(nodes_of(fused, "qk_norm_rope_cached_attention").size(), 2u);
+  EXPECT_TRUE(nodes_of(fused, "cached_attention").empty());
+  EXPECT_TRUE(nodes_of(fused, "fused_rmsnorm_rope").empty());
+  EXPECT_TRUE(nodes_of(fused, "linear_group").empty());
+  EXPECT_EQ(nodes_of(fused, "linear_add").size(), nodes_of(decode, "linear_add").size());
+  EXPECT_EQ(nodes_of(fused, "linear").size(), nodes_of(decode, "linear").size());
+  // q as its linear_add wrote it, with the adapter's output in.
+  const graph::Node& attention = *nodes_of(fused, "qk_norm_rope_cached_attention")[0];
+  EXPECT_EQ(fused.nodes[static_cast<size_t>(fused.tensor(attention.inputs[0]).producer)].op, "linear_add");
+  EXPECT_EQ(fused.tensor(attention.inputs[8]).name, "layers.0.attn.q_norm.weight");
 }
 
 TEST(DecodeFusion, QwenQAndKNormsFoldIntoTheAttentionWhereTheKernelTakesTheHeadSize) {
@@ -133,6 +150,19 @@ TEST(DecodeFusion, QwenQAndKNormsFoldIntoTheAttentionWhereTheKernelTakesTheHeadS
   for (const std::string& name : output_names(decode, *nodes_of(decode, "fused_rmsnorm_rope")[0])) {
     EXPECT_FALSE(fused.find_tensor(name)) << name;
   }
+}
+
+// When something besides the attention reads a normalised q (here: it is made a graph output), the
+// attention keeps its q and k, and the two norms after the group become one pair.
+TEST(DecodeFusion, NormsTheAttentionCannotTakeBecomeOnePair) {
+  Graph decode = decode_of("qwen3_qknorm", DType::BF16, false, 16);
+  const graph::Node& q_norm = *nodes_of(decode, "fused_rmsnorm_rope")[0];
+  decode.outputs.push_back(q_norm.outputs[0]);
+  const Graph fused = fuse_decode_products(decode, registry());
+  EXPECT_EQ(nodes_of(fused, "fused_qk_rmsnorm_rope").size(), 1u);  // layer 0's
+  EXPECT_EQ(nodes_of(fused, "cached_attention").size(), 1u);
+  EXPECT_EQ(nodes_of(fused, "qk_norm_rope_cached_attention").size(), 1u);  // layer 1's
+  EXPECT_EQ(nodes_of(fused, "fused_qk_rmsnorm_rope")[0]->outputs[0], *fused.find_tensor(decode.tensor(q_norm.outputs[0]).name));
 }
 
 TEST(DecodeFusion, ProductsWithABiasStayUnfused) {
