@@ -182,6 +182,7 @@ private:
       return false;
     }
     const int64_t head_dim = q_rest.at("head_dim").get<int64_t>();
+    // cuda/kernels/qk_norm_rope.h's qk_norm_rope_takes (this layer builds without the CUDA headers).
     const bool kernel_width = head_dim == 16 || head_dim == 32 || head_dim == 64 || head_dim == 128 || head_dim == 256;
     return kernel_width && q_rest.at("inv_freq").is_array() &&
            2 * static_cast<int64_t>(q_rest.at("inv_freq").size()) == head_dim;

@@ -1,7 +1,8 @@
 // Load-time checks and small helpers shared by the CUDA binders of the model ops
-// (runtime/cuda_model_ops.cpp, runtime/cuda_linear_ops.cpp): dtype expectations and conditions
-// that fail with a UserError naming the node, an async zero fill, and the dispatch of a binder
-// templated on the graph's 16-bit element type (BF16 → __nv_bfloat16, F16 → __half).
+// (runtime/cuda_model_ops.cpp, runtime/cuda_linear_ops.cpp, ...): dtype expectations and conditions
+// that fail with a UserError naming the node, an async zero fill, the dispatch of a binder
+// templated on the graph's 16-bit element type (BF16 → __nv_bfloat16, F16 → __half), and the
+// RoPE ops' inverse frequencies on the device.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -9,7 +10,9 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <memory>
 #include <type_traits>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -58,6 +61,18 @@ inline int64_t last(const graph::TensorType& type) { return type.shape.empty() ?
 
 inline void zero_async(void* pointer, size_t bytes, cudaStream_t stream) {
   if (bytes > 0) CUDA_CHECK(cudaMemsetAsync(pointer, 0, bytes, stream));
+}
+
+// The node's 'inv_freq' attribute (the RoPE ops', as models::build_decoder_graph writes it) in fp32
+// on the device, for the kernels that compute cos / sin themselves.
+inline std::shared_ptr<cuda::DeviceBuffer<float>> device_inverse_frequency(const CudaBindContext& ctx) {
+  require(ctx, ctx.attrs.has("inv_freq"),
+          "the CUDA backend takes {} with an 'inv_freq' attribute (as models::build_decoder_graph writes it); "
+          "tables from RoPE-config attributes are computed on the CPU backend only",
+          ctx.node.op);
+  std::vector<float> inverse;
+  for (const auto& value : ctx.attrs.raw().at("inv_freq")) inverse.push_back(static_cast<float>(value.get<double>()));
+  return std::make_shared<cuda::DeviceBuffer<float>>(cuda::to_device(inverse));
 }
 
 }  // namespace surogate::runtime

@@ -55,17 +55,14 @@ NormRope norm_rope_of(const CudaBindContext& ctx, size_t x_index, DType dtype, s
   expect_input(ctx, positions, DType::I32);
   NormRope layout;
   const int64_t heads = ctx.attrs.integer("heads"), head_dim = ctx.attrs.integer("head_dim");
-  std::vector<float> inverse;
-  for (const auto& value : ctx.attrs.raw().at("inv_freq")) inverse.push_back(static_cast<float>(value.get<double>()));
-  layout.half = static_cast<int>(inverse.size());
+  layout.inverse_frequency = device_inverse_frequency(ctx);
+  layout.half = static_cast<int>(layout.inverse_frequency->size());
   layout.shape = cuda::QkNormRopeShape{ctx.inputs[x_index].numel() / (heads * head_dim), static_cast<int>(heads),
                                        static_cast<int>(head_dim), static_cast<float>(ctx.attrs.number_or("eps", 0.0)),
                                        static_cast<float>(ctx.attrs.number_or("attention_scaling", 1.0))};
-  const bool kernel_width = head_dim == 16 || head_dim == 32 || head_dim == 64 || head_dim == 128 || head_dim == 256;
-  layout.fused = kernel_width && 2 * layout.half == head_dim;
+  layout.fused = cuda::qk_norm_rope_takes(head_dim) && 2 * layout.half == head_dim;
   require(ctx, layout.fused || (head_dim % 8 == 0 && head_dim <= 32768),
           "the CUDA q/k norm + RoPE needs a head_dim that is a multiple of 8, got {}", head_dim);
-  layout.inverse_frequency = std::make_shared<cuda::DeviceBuffer<float>>(cuda::to_device(inverse));
   return layout;
 }
 
@@ -214,16 +211,12 @@ template <typename T>
 CudaKernel bind_fused_rope_typed(const CudaBindContext& ctx, float sign) {
   expect_input(ctx, 0, element_dtype<T>());
   expect_input(ctx, 1, DType::I32);
-  require(ctx, ctx.attrs.has("inv_freq"),
-          "the CUDA backend takes fused_rope with an 'inv_freq' attribute (as models::build_decoder_graph writes it)");
-  std::vector<float> inverse;
-  for (const auto& value : ctx.attrs.raw().at("inv_freq")) inverse.push_back(static_cast<float>(value.get<double>()));
+  auto inverse_frequency = device_inverse_frequency(ctx);
   const int heads = static_cast<int>(ctx.attrs.integer("heads")), head_dim = static_cast<int>(ctx.attrs.integer("head_dim"));
-  const int half = static_cast<int>(inverse.size());
+  const int half = static_cast<int>(inverse_frequency->size());
   const int64_t tokens = ctx.inputs[0].numel() / (int64_t{heads} * head_dim);
   const float scaling = static_cast<float>(ctx.attrs.number_or("attention_scaling", 1.0));
   require(ctx, head_dim % 8 == 0, "the CUDA RoPE needs a head_dim that is a multiple of 8, got {}", head_dim);
-  auto inverse_frequency = std::make_shared<cuda::DeviceBuffer<float>>(cuda::to_device(inverse));
   if ((2 * half) % 16 == 0) {
     return [=](const CudaKernelArgs& args) {
       const auto launch = sign > 0.0f ? &cuda::rope_forward<T> : &cuda::rope_backward<T>;

@@ -100,9 +100,7 @@ CudaKernel bind_qk_norm_rope_cached_attention_typed(const CudaBindContext& ctx) 
   const cuda::CachedAttentionShape shape = cached_shape(ctx);
   require(ctx, cuda::cached_attention_norm_rope_takes(shape),
           "qk_norm_rope_cached_attention takes head_dim 16, 32, 64, 128 or 256 on CUDA, got {}", shape.head_dim);
-  std::vector<float> inverse;
-  for (const auto& value : ctx.attrs.raw().at("inv_freq")) inverse.push_back(static_cast<float>(value.get<double>()));
-  const auto inverse_frequency = std::make_shared<cuda::DeviceBuffer<float>>(cuda::to_device(inverse));
+  const auto inverse_frequency = device_inverse_frequency(ctx);
   const float epsilon = static_cast<float>(ctx.attrs.number_or("eps", 0.0));
   const float scaling = static_cast<float>(ctx.attrs.number_or("attention_scaling", 1.0));
   const int splits = cuda::cached_attention_splits(shape);

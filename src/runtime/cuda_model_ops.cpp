@@ -245,17 +245,6 @@ CudaKernel bind_swiglu_fused_backward(const CudaBindContext& ctx) {
 
 // ---- rope ----
 
-// The inverse frequencies of a table op's 'inv_freq' attribute, on the device.
-std::shared_ptr<cuda::DeviceBuffer<float>> device_inverse_frequency(const CudaBindContext& ctx, std::string_view op) {
-  require(ctx, ctx.attrs.has("inv_freq"),
-          "the CUDA backend takes {} with an 'inv_freq' attribute (as models::build_decoder_graph writes it); "
-          "tables from RoPE-config attributes are computed on the CPU backend only",
-          op);
-  std::vector<float> inverse;
-  for (const auto& value : ctx.attrs.raw().at("inv_freq")) inverse.push_back(static_cast<float>(value.get<double>()));
-  return std::make_shared<cuda::DeviceBuffer<float>>(cuda::to_device(inverse));
-}
-
 // A kernel writing cos / sin tables in the output dtype (F32, BF16 or F16): tables<Table>(args).
 template <typename Tables>
 CudaKernel bind_table_writer(const CudaBindContext& ctx, Tables tables) {
@@ -270,7 +259,7 @@ CudaKernel bind_table_writer(const CudaBindContext& ctx, Tables tables) {
 
 CudaKernel bind_rope_cos_sin(const CudaBindContext& ctx) {
   expect_in(ctx, 0, DType::I32);
-  auto device_inverse = device_inverse_frequency(ctx, "rope_cos_sin");
+  auto device_inverse = device_inverse_frequency(ctx);
   const float scaling = static_cast<float>(ctx.attrs.number_or("attention_scaling", 1.0));
   const int half = static_cast<int>(device_inverse->size());
   const int64_t tokens = ctx.inputs[0].numel();
@@ -283,7 +272,7 @@ CudaKernel bind_rope_cos_sin(const CudaBindContext& ctx) {
 // mrope_cos_sin: position_ids [3, ...], mrope_section [t, h, w] (validated by the op's infer).
 CudaKernel bind_mrope_cos_sin(const CudaBindContext& ctx) {
   expect_in(ctx, 0, DType::I32);
-  auto device_inverse = device_inverse_frequency(ctx, "mrope_cos_sin");
+  auto device_inverse = device_inverse_frequency(ctx);
   const float scaling = static_cast<float>(ctx.attrs.number_or("attention_scaling", 1.0));
   const int half = static_cast<int>(device_inverse->size());
   const int64_t tokens = ctx.inputs[0].numel() / 3;

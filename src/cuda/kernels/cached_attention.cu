@@ -331,29 +331,28 @@ __global__ void cache_combine_kernel(T* out, const float* partial_max, const flo
   int64_t first_t = 0, last_t = 0;
   tile_positions(launch, first_query, in_tile, first_t, last_t);
   const int active = split_keys(launch, cache, first_t, last_t).active;
+  // The first splits' partials from the registers, any past kCombineHeld from memory: split order
+  // either way (the same bits whichever way a split's partials came).
+  const int in_registers = min(active, held);
   float m = -INFINITY, total = 0.0f, accumulated = 0.0f;
-  if (active <= held) {
-    // The partials already in registers (one request's decode has a few splits); the same
-    // arithmetic in the same order as the loop below.
 #pragma unroll
-    for (int split = 0; split < kCombineHeld; ++split) {
-      if (split < active) m = fmaxf(m, maxima[split]);
-    }
+  for (int split = 0; split < kCombineHeld; ++split) {
+    if (split < in_registers) m = fmaxf(m, maxima[split]);
+  }
+  for (int split = in_registers; split < active; ++split) m = fmaxf(m, partial_max[split * queries + query]);
+  const auto add = [&](float split_max, float split_sum, float split_acc) {
+    const float weight = split_max == -INFINITY ? 0.0f : exp2f(split_max - m);
+    total += weight * split_sum;
+    accumulated += weight * split_acc;
+  };
 #pragma unroll
-    for (int split = 0; split < kCombineHeld; ++split) {
-      if (split >= active) break;
-      const float weight = maxima[split] == -INFINITY ? 0.0f : exp2f(maxima[split] - m);
-      total += weight * sums[split];
-      accumulated += weight * accumulators[split];
-    }
-  } else {
-    for (int split = 0; split < active; ++split) m = fmaxf(m, partial_max[split * queries + query]);
-    for (int split = 0; split < active; ++split) {
-      const int64_t at = split * queries + query;
-      const float weight = partial_max[at] == -INFINITY ? 0.0f : exp2f(partial_max[at] - m);
-      total += weight * partial_sum[at];
-      accumulated += weight * partial_acc[at * s.head_dim + d];
-    }
+  for (int split = 0; split < kCombineHeld; ++split) {
+    if (split >= in_registers) break;
+    add(maxima[split], sums[split], accumulators[split]);
+  }
+  for (int split = in_registers; split < active; ++split) {
+    const int64_t at = split * queries + query;
+    add(partial_max[at], partial_sum[at], partial_acc[at * s.head_dim + d]);
   }
   out[index] = kernels::from_float<T>(accumulated / total);
 }
@@ -516,10 +515,7 @@ void cached_attention_append_forward(T* out, float* workspace, const T* q, const
                            stream);
 }
 
-bool cached_attention_norm_rope_takes(const CachedAttentionShape& shape) {
-  const int d = shape.head_dim;
-  return d == 16 || d == 32 || d == 64 || d == 128 || d == 256;
-}
+bool cached_attention_norm_rope_takes(const CachedAttentionShape& shape) { return qk_norm_rope_takes(shape.head_dim); }
 
 namespace {
 

@@ -24,6 +24,11 @@
 
 namespace surogate::cuda {
 
+// The head sizes the fused kernels take (head_dim / 16 lanes a row: a power of two ≤ 16).
+inline bool qk_norm_rope_takes(int64_t head_dim) {
+  return head_dim == 16 || head_dim == 32 || head_dim == 64 || head_dim == 128 || head_dim == 256;
+}
+
 struct QkNormRopeShape {
   int64_t tokens = 0;
   int heads = 0;

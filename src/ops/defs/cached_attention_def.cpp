@@ -50,11 +50,8 @@ const std::vector<std::string> kCachedAttentionInputs{"q",       "k",       "v",
 const std::vector<std::string> kNormedInputs{"q",           "k",           "v",        "k_cache",  "v_cache",     "slot_ids",
                                              "cache_lengths", "new_lengths", "q_weight", "k_weight", "position_ids"};
 
+// Inputs 0..7 as cached_attention takes them (OpRegistry::infer has checked the input count).
 CachedAttentionShape cached_attention_layout(const InferContext& ctx) {
-  if (ctx.input_count() != 8 && ctx.input_count() != 11) {
-    ctx.fail("cached_attention takes q, k, v, k_cache, v_cache, slot_ids, cache_lengths, new_lengths; got {} inputs",
-             ctx.input_count());
-  }
   CachedAttentionShape shape = with_heads<CachedAttentionShape>(attention_heads(ctx));
   ctx.expect_rank(kKeyCache, 4);
   ctx.expect_same_type(kKeyCache, kValueCache);
@@ -79,9 +76,6 @@ CachedAttentionShape cached_attention_layout(const InferContext& ctx) {
 
 // qk_norm_rope_cached_attention's layout: cached_attention's, then the norm's weights, positions and attrs.
 CachedAttentionShape normed_layout(const InferContext& ctx) {
-  if (ctx.input_count() != kNormedInputs.size()) {
-    ctx.fail("qk_norm_rope_cached_attention takes {} inputs; got {}", kNormedInputs.size(), ctx.input_count());
-  }
   const CachedAttentionShape shape = cached_attention_layout(ctx);
   for (size_t index : {kQWeight, kKWeight}) {
     if (ctx.input(index) != TensorType{ctx.input(0).dtype, Shape{shape.head_dim}}) {
