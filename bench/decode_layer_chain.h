@@ -44,8 +44,8 @@ inline DeviceBuffer<Bf16> filled(int64_t elements) {
 struct Variant {
   std::string name;
   bool skip_norms = false, skip_append = false, skip_rope = false, skip_attention = false;
-  // Choices the graph makes, varied: rows per block of q/k/v (0: the kernel's rule) and of o_proj,
-  // and the cached attention's splits (0: cached_attention_splits' choice).
+  // Choices the graph makes, varied: rows a block of q/k/v, o_proj, gate/up/SwiGLU and down_proj
+  // (0: the kernel's rule) and the cached attention's splits (0: cached_attention_splits' choice).
   int qkv_rows = 4, o_rows = 4, splits = 0, swiglu_rows = 8, down_rows = 4;
   // The q/k norm + RoPE done by the attention's split blocks (cached_attention_norm_rope_append_forward)
   // rather than its own launch before.

@@ -314,6 +314,20 @@ TEST(CachedAttentionCuda, RefusedRowsAreSkipped) {
   expect_padding_zero(allowed, got.out);
 }
 
+// A case and split count, for failure messages.
+std::string describe(const Case& c, int splits) {
+  return std::to_string(c.q_heads) + "/" + std::to_string(c.kv_heads) + " heads of " + std::to_string(c.head_dim) +
+         ", " + std::to_string(c.batch()) + " rows of " + std::to_string(c.sequence) + ", splits " +
+         std::to_string(splits);
+}
+
+// out and both caches the same bits in `got` as in `expected`.
+void expect_same_bits(const Values& got, const Values& expected, const std::string& where) {
+  EXPECT_TRUE(same_bits(got.out, expected.out)) << where << ": out";
+  EXPECT_TRUE(same_bits(got.k_cache, expected.k_cache)) << where << ": k cache";
+  EXPECT_TRUE(same_bits(got.v_cache, expected.v_cache)) << where << ": v cache";
+}
+
 // Steps the folded launches are checked on: one and two rows (one refused, its slot out of range),
 // one row of two tokens (the second padding), a window, 8B's and 1.7B's heads, head_dim 64 and
 // 128; four rows (not folded) too.
@@ -339,12 +353,8 @@ TEST(CachedAttentionCuda, AppendFoldedIntoTheSplitEqualsTheTwoLaunches) {
     for (int splits : {0, 1, 3}) {
       const Values two = run_gpu<__nv_bfloat16>(c, inputs, splits);
       const Values folded = run_gpu<__nv_bfloat16>(c, inputs, splits, true);
-      const std::string where = std::to_string(c.q_heads) + "/" + std::to_string(c.kv_heads) + " heads of " +
-                                std::to_string(c.head_dim) + ", " + std::to_string(c.batch()) + " rows of " +
-                                std::to_string(c.sequence) + ", splits " + std::to_string(splits);
-      EXPECT_TRUE(same_bits(folded.out, two.out)) << where << ": out";
-      EXPECT_TRUE(same_bits(folded.k_cache, two.k_cache)) << where << ": k cache";
-      EXPECT_TRUE(same_bits(folded.v_cache, two.v_cache)) << where << ": v cache";
+      const std::string where = describe(c, splits);
+      expect_same_bits(folded, two, where);
       // (RefusedRowsAreSkipped checks the two launches' refusal against the reference.)
       const bool refused = std::any_of(c.rows.begin(), c.rows.end(), [&](const Row& row) { return row.slot >= c.slots; });
       if (!refused) EXPECT_LT(relative_error(folded.out, reference(c, inputs).out), 5e-3) << where << ": against the reference";
@@ -420,12 +430,8 @@ TEST(CachedAttentionCuda, QkNormRopeFoldedIntoTheSplitEqualsThePairLaunchAndTheA
     for (int splits : {0, 1, 3}) {
       const Values chain = run_norm_rope_gpu(c, inputs, norm, splits, false);
       const Values one = run_norm_rope_gpu(c, inputs, norm, splits, true);
-      const std::string where = std::to_string(c.q_heads) + "/" + std::to_string(c.kv_heads) + " heads of " +
-                                std::to_string(c.head_dim) + ", " + std::to_string(c.batch()) + " rows of " +
-                                std::to_string(c.sequence) + ", splits " + std::to_string(splits);
-      EXPECT_TRUE(same_bits(one.out, chain.out)) << where << ": out";
-      EXPECT_TRUE(same_bits(one.k_cache, chain.k_cache)) << where << ": k cache";
-      EXPECT_TRUE(same_bits(one.v_cache, chain.v_cache)) << where << ": v cache";
+      const std::string where = describe(c, splits);
+      expect_same_bits(one, chain, where);
       // Not the un-normalised attention: the norm is in there.
       EXPECT_FALSE(same_bits(one.out, run_gpu<__nv_bfloat16>(c, inputs, splits).out)) << where;
     }
