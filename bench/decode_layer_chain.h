@@ -46,7 +46,7 @@ struct Variant {
   bool skip_norms = false, skip_append = false, skip_rope = false, skip_attention = false;
   // Choices the graph makes, varied: rows a block of q/k/v, o_proj, gate/up/SwiGLU and down_proj
   // (0: the kernel's rule) and the cached attention's splits (0: cached_attention_splits' choice).
-  int qkv_rows = 4, o_rows = 4, splits = 0, swiglu_rows = 8, down_rows = 4;
+  int qkv_rows = 8, o_rows = 8, splits = 0, swiglu_rows = 8, down_rows = 8;
   // The q/k norm + RoPE done by the attention's split blocks (cached_attention_norm_rope_append_forward)
   // rather than its own launch before.
   bool fold_qk_norm = true;

@@ -64,15 +64,13 @@ struct FusedProducts {
   }
 };
 
-// Rows of W per block for a group (q, k and v): 4 at one row from 4096 weight rows (Qwen3-8B's
-// 6,144: its decode layer 110.3 → 109.6 µs at 640 cached tokens against 2, one row a block 116.0;
-// bench/decode_layer_bench, 2026-11-30); otherwise the kernel's own rule. 8 (with o_proj and
-// down_proj at 8) measured 2.7 µs a layer faster, but the captured decode step then gave other
-// tokens on every run (the eager step the right ones): at 8 rows the compiler had moved the
-// kernel's non-coherent load of x above its programmatic wait (decode_gemv.cu now loads x with
-// __ldca). Kept at 4 until the fixed kernel is measured and the step's tokens checked on a GPU
-// (bench/results/HISTORY.md, 2026-11-30 night).
-int group_rows_per_block(int64_t rows, int64_t total) { return rows == 1 && total >= 4096 ? 4 : 0; }
+// Rows of W per block for a group (q, k and v): 8 at one row from 4096 weight rows (Qwen3-8B's
+// 6,144; with o_proj and down_proj at 8 a decode layer 108.6 → 106.0 µs at 640 cached tokens
+// against 4; bench/decode_layer_bench, 2026-11-30); otherwise the kernel's own rule. The first
+// measurement of 8 gave wrong, nondeterministic tokens from the captured step on: the compiler had
+// moved the kernel's non-coherent load of x above its programmatic wait, which decode_gemv.cu's
+// __ldca now rules out (programmatic_launch.cuh; DecodeLayerChainCuda checks the captured chain).
+int group_rows_per_block(int64_t rows, int64_t total) { return rows == 1 && total >= 4096 ? 8 : 0; }
 
 template <typename T>
 CudaKernel bind_linear_group_typed(const CudaBindContext& ctx) {

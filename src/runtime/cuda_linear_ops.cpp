@@ -47,14 +47,14 @@ bool may_take_small_m(const cuda::SmallMLinearShape& shape) {
 // at 4 rows per block vs small_m 11.88; k/v 4.22 vs 8.52; gate or up 49.5 vs cuBLASLt 50.0 for both;
 // down 25.92 at 4 vs cuBLASLt 30.53); at two rows the k/v-sized weights (4.5 vs 8.6) and the
 // down-shaped ones, N < K (26.6 at 4 vs 29.6), not q/o nor gate/up. The LM head stays on small_m.
-// 8 rows a block for o_proj and down_proj measured faster in a whole Qwen3-8B layer (0.9 and 0.5
-// µs, bench/decode_layer_bench.cpp, 2026-11-30) but the captured decode step then went
-// nondeterministic (cuda_decode_linear_ops.cpp's group_rows_per_block says why): not taken yet.
+// At one row 8 rows a block for the 4096-wide ones (o_proj, down_proj; q/k/v go through
+// linear_group): 0.9 and 0.5 µs faster in a whole Qwen3-8B layer than 4 (bench/decode_layer_bench,
+// 2026-11-30; cuda_decode_linear_ops.cpp's group_rows_per_block tells what this once broke).
 // Returns the rows per block, or 0 where the GEMV is not taken.
 int decode_gemv_rows_per_block(int64_t rows, int64_t out, int64_t in) {
   constexpr int64_t kNarrowest = 256, kLmHeadWidth = 32768, kSquareWeights = 4096 * 4096, kWide = 4096;
   if (out < kNarrowest || in < kNarrowest || in % 8 != 0 || out >= kLmHeadWidth) return 0;
-  if (rows == 1) return out >= kWide ? 4 : 2;
+  if (rows == 1) return out >= kWide ? 8 : 2;
   if (rows == 2 && out < in) return 4;
   if (rows == 2 && out * in < kSquareWeights) return 2;
   return 0;
