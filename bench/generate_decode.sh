@@ -35,4 +35,5 @@ print(json.dumps({"engine": "surogate", "model": model, "gpu": gpu, "commit": co
                   "new": int(new), "prefill_s": float(m[1]), "decode_s": float(m[2]), "decode_steps": int(m[3]),
                   "decode_tok_s": float(m[4])}))
 PY
-[[ ${PEERS:-1} == 1 ]] && python3 bench/peers/hf_generate.py "$dir" "$prompt" "$new" "$model" "$gpu"
+# (an if, not `[[ ]] &&`: with PEERS=0 the script must still exit 0 — bench/decode_ab.sh reads its status)
+if [[ ${PEERS:-1} == 1 ]]; then python3 bench/peers/hf_generate.py "$dir" "$prompt" "$new" "$model" "$gpu"; fi

@@ -264,6 +264,7 @@ GRPO_SHARED_PROMPTS = "2026-11-30-h200-grpo-shared-prompts.jsonl"  # GRPO after 
 GRPO_LONGEST_PROMPT = "2026-11-30-h200-grpo-rows-of-the-longest-prompt.jsonl"  # and rows of the longest prompt
 DECODE_LATENCY = "2026-11-30-h200-decode-latency-chains.jsonl"  # one request's decode, short kernels' loads together
 DECODE_QK_FOLDED = "2026-11-30-h200-decode-qk-norm-folded.jsonl"  # and the q/k norm done by the attention
+DECODE_8_ROWS = "2026-11-30-h200-decode-8-rows.jsonl"  # and 8 rows a block for the one-row GEMVs; the peer in the same call
 GENERATION = Table(
     anchor="generation", title="Generation: one request's decode speed",
     note="`surogate generate --device cuda` on a Qwen3 shape with random bf16 weights, one request, greedy, "
@@ -272,9 +273,9 @@ GENERATION = Table(
     rate_heading="Surogate decode tok/s",
     rows=(
         Row(anchor="generate-8b-decode", label="Qwen3-8B, prompt 512, 256 new tokens",
-            ours=Pick(DECODE_QK_FOLDED, {"engine": "surogate", "commit": "34b7728"}, metric="decode_tok_s"),
-            peers=(Pick(GENERATE_DEVICE_GREEDY, {"engine": "transformers generate"}, metric="decode_tok_s"),),
-            peer_same_call=False, gpu="H200", command="CARRIED=carry/cli MODEL=qwen3-8b bash bench/generate_decode.sh"),
+            ours=Pick(DECODE_8_ROWS, {"engine": "surogate", "commit": "b61bc0e"}, metric="decode_tok_s"),
+            peers=(Pick(DECODE_8_ROWS, {"engine": "transformers generate"}, metric="decode_tok_s"),),
+            gpu="H200", command="CARRIED=carry/cli MODEL=qwen3-8b bash bench/generate_decode.sh"),
         Row(anchor="generate-8b-decode-long", label="Qwen3-8B, prompt 128, 512 new tokens",
             ours=Pick(GENERATE, {"engine": "surogate", "prompt": 128}, metric="decode_tok_s"), gpu="H200",
             command="CARRIED=carry/gen MODEL=qwen3-8b PEERS=0 PROMPT=128 NEW=512 bash bench/generate_decode.sh"),

@@ -5,7 +5,8 @@
 // stream restored: a kernel reading its predecessor's output before its wait — as decode_gemv's
 // non-coherent load of x did at 8 rows a block until 2026-11-30 — reads the poison or a stale value,
 // and the stream after the last layer differs. Two layers with hashed weights, 640 cached tokens; the
-// default blocking, 8 rows a block (16 for SwiGLU), and the q/k norm launched apart.
+// default blocking (8 rows a block since 2026-11-30), 4 rows a block with SwiGLU at 16, and the q/k
+// norm launched apart.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -118,7 +119,7 @@ TEST(DecodeLayerChainCuda, CapturedWithProgrammaticLaunchesEqualsTheEagerChain) 
   ChainRunner runner;
   const std::vector<chain::Variant> variants = {
       {.name = "as the decode graph runs it"},
-      {.name = "8 rows a block", .qkv_rows = 8, .o_rows = 8, .swiglu_rows = 16, .down_rows = 8},
+      {.name = "4 rows a block, SwiGLU 16", .qkv_rows = 4, .o_rows = 4, .swiglu_rows = 16, .down_rows = 4},
       {.name = "the q/k norm launched apart", .fold_qk_norm = false}};
   for (const chain::Variant& variant : variants) {
     const ChainOutput eager = runner.eager(variant);
