@@ -20,7 +20,8 @@
 # --prepare, the peer wheels in carry/wheels (trl, datasets, dill, multiprocess, ...); there:
 # `CARRY_DIR=$PWD/carry/grpo bash bench/run_grpo_job.sh` with carry ["carry/grpo.tar.xz",
 # "carry/wheels"].
-# Env: GRPO_RUNS (qwen3-1.7b:lora qwen3-8b:lora), GRPO_STEPS (4, GRPO_WARMUP 1 of them not timed),
+# Env: GRPO_RUNS (qwen3-1.7b:lora qwen3-8b:lora; MODEL:MODE[:RECIPE], e.g. qwen3-8b:lora:fp8_hybrid
+# runs ours with that `recipe`, the peer as ever in bf16), GRPO_STEPS (4, GRPO_WARMUP 1 of them not timed),
 # GRPO_GENERATIONS (8), GRPO_COMPLETION (512), GRPO_MICRO (16), GRPO_ACCUM (32), PEERS=0,
 # GRPO_GENERATION_BATCH (surogate's grpo.generation_batch_size: completions generated at once;
 # unset: 64), GRPO_GPUS (surogate's gpus: data-parallel ranks, each sampling and training
@@ -60,7 +61,9 @@ data="$work/prompts.jsonl"
 python3 "$root/bench/grpo/make_prompts.py" "$data" "$prompts" || exit 1
 status=0
 for run in ${GRPO_RUNS:-qwen3-1.7b:lora qwen3-8b:lora}; do
-  model="${run%%:*}" mode="${run##*:}"
+  model="${run%%:*}" rest="${run#*:}"
+  mode="${rest%%:*}" recipe=""
+  [[ "$rest" == *:* ]] && recipe="${rest#*:}"
   dir="$work/$model"
   [[ -f "$dir/config.json" ]] || python3 "$root/bench/cli/make_hf_model.py" "$model" "$dir" || { status=1; continue; }
   # The EOS no model emits (see the top): every completion runs to max_completion_length.
@@ -97,11 +100,12 @@ optimizer: adamw
 learning_rate: 1e-5
 YAML
   append_mode_yaml "$mode" "$yaml"
+  [[ -n "$recipe" ]] && echo "recipe: $recipe" >>"$yaml"
   "$surogate" grpo "$yaml" --dry-run >"$work/dryrun.txt" 2>&1 || echo "$model $mode: dry run failed"
   start_sampler "$work/mem.txt"
   "$surogate" grpo "$yaml" >"$log/$model-$mode.log" 2>&1 || { echo "$model $mode: exit $?"; tail -5 "$log/$model-$mode.log"; status=1; }
   stop_sampler
-  python3 "$root/bench/grpo/surogate_record.py" "$out/log.jsonl" --model "$model" --mode "$mode" --warmup "$warmup" \
+  python3 "$root/bench/grpo/surogate_record.py" "$out/log.jsonl" --model "$model" --mode "$mode" --recipe "${recipe:-bf16}" --warmup "$warmup" \
     --completions-per-step $((per_step * gpus)) --gpus "$gpus" --memory "$work/mem.txt" \
     --output "$log/$model-$mode.log" --dry-run "$work/dryrun.txt" | tee -a "$log/grpo.jsonl"
   if [[ "${PEERS:-1}" != 0 ]]; then

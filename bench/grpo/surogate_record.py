@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """bench/run_grpo_job.sh's reader of `surogate grpo`'s log, and its table.
 
-  surogate_record.py LOG.jsonl --model M --mode lora --completions-per-step N [--warmup 1] [--memory mem.txt]
+  surogate_record.py LOG.jsonl --model M --mode lora [--recipe fp8_hybrid] --completions-per-step N [--warmup 1] [--memory mem.txt]
                      [--output run.log] [--dry-run dryrun.txt]
       prints one JSON record: completions/s over the steps after the warm-up (completions per step ×
       steps / their step_seconds), the medians of the whole step and of its split (the step
@@ -51,7 +51,7 @@ def record(args):
     lengths = [r["completions/mean_length"] for r in timed]
     tokens = sum(r["generated_tokens"] for r in timed)
     return {
-        "engine": "surogate grpo", "model": args.model, "mode": args.mode, "gpus": args.gpus,
+        "engine": "surogate grpo", "model": args.model, "mode": args.mode, "recipe": args.recipe, "gpus": args.gpus,
         "completions_per_s": args.completions_per_step * len(timed) / seconds, "completion_tokens_per_s": tokens / seconds,
         "step_s": statistics.median(r["step_seconds"] for r in timed),
         "generation_s": statistics.median(r["generation_seconds"] for r in timed),
@@ -82,7 +82,7 @@ def table(ours_path, peers_path):
         if best:
             peer_mem = best.get("peak_mem_gib_smi") or best.get("peak_mem_gib")
             ratio = r["completions_per_s"] / best["completions_per_s"]
-            ratios.append({"model": r["model"], "mode": r["mode"], "completions_per_s_ratio": ratio,
+            ratios.append({"model": r["model"], "mode": r["mode"], "recipe": r.get("recipe", "bf16"), "completions_per_s_ratio": ratio,
                            "step_s_ratio": best["step_s"] / r["step_s"],
                            "generation_s_ratio": best["generation_s"] / max(r["generation_s"], 1e-9),
                            "training_s_ratio": best["training_s"] / max(r["training_s"], 1e-9)})
@@ -91,7 +91,8 @@ def table(ours_path, peers_path):
                     + (f"{peer_mem:.1f}" if peer_mem is not None else "—") + f" | {ratio:.2f}x |")
         else:
             peer = "— | — | — | — | — |"
-        mode = r["mode"] + (f" × {r['gpus']} GPUs" if r.get("gpus", 1) > 1 else "")
+        mode = r["mode"] + (f" ({r['recipe']})" if r.get("recipe", "bf16") != "bf16" else "")
+        mode += f" × {r['gpus']} GPUs" if r.get("gpus", 1) > 1 else ""
         print(f"| {r['model']} | {mode} | {r['completions_per_s']:.2f} | {split} | {mem} | " + peer)
     for ratio in ratios:
         print(json.dumps(ratio))
@@ -103,6 +104,7 @@ def main():
     parser.add_argument("--table", action="store_true")
     parser.add_argument("--model")
     parser.add_argument("--mode")
+    parser.add_argument("--recipe", default="bf16", help="the run's `recipe` (the peer runs bf16)")
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--completions-per-step", type=int, help="per_device_train_batch_size × gradient_accumulation_steps")
     parser.add_argument("--gpus", type=int, default=1, help="data-parallel GPUs (completions per step counts them all)")
