@@ -300,6 +300,7 @@ SERVING = Table(
     ))
 
 GRPO_FILE = "2026-11-29-h200-grpo-vs-trl.jsonl"
+GRPO_FP8 = "2026-11-30-h200-grpo-fp8-hybrid.jsonl"  # recipe fp8_hybrid, the peer in the same call
 GRPO = Table(
     anchor="grpo", title="Reinforcement learning: `surogate grpo` against TRL",
     note="`surogate grpo` with LoRA r16 (every linear layer) on a Qwen3 shape with random bf16 weights: 64 "
@@ -307,8 +308,8 @@ GRPO = Table(
          "two Python reward functions, temperature 1, loss_type dapo, beta 0, AdamW, all 512 completions "
          "generated at once (`grpo.generation_batch_size: 512`); completions/s over the steps after the first "
          "(bench/run_grpo_job.sh). The peer: TRL 1.16's GRPOTrainer + PEFT generating with transformers (no vLLM "
-         "wheel can be carried), the same folder, prompts, rewards and shapes, measured in another call the same "
-         "day. Peak memory: ours nvidia-smi's, TRL's torch's max_memory_allocated (its nvidia-smi peak, the "
+         "wheel can be carried), the same folder, prompts, rewards and shapes, in bf16 (rows marked † measured in "
+         "another call the same day). Peak memory: ours nvidia-smi's, TRL's torch's max_memory_allocated (its nvidia-smi peak, the "
          "caching allocator's, is 139 GiB on both sizes). The records carry the generation / training split.",
     rate_heading="Surogate completions/s", unit="completions/s", rate_digits=2,
     rows=tuple(
@@ -320,7 +321,17 @@ GRPO = Table(
                         metric="completions_per_s"),),
             peer_same_call=False, gpu="H200",
             command=f"GRPO_RUNS=qwen3-{size}:lora GRPO_GENERATION_BATCH=512 bash bench/run_grpo_job.sh")
-        for size, billions in (("1.7b", 1.7), ("8b", 8.2))))
+        for size, billions in (("1.7b", 1.7), ("8b", 8.2))) + tuple(
+        # The fast setting: `recipe: fp8_hybrid` (the rollouts read the FP8 weights the step trains
+        # through); the peer in bf16 in the same call.
+        Row(anchor=f"grpo-{size}-lora-fp8", label=f"Qwen3-{size.upper()} LoRA GRPO, `recipe: fp8_hybrid`",
+            ours=Pick(GRPO_FP8, {"engine": "surogate grpo", "model": f"qwen3-{size}", "call": call},
+                      metric="completions_per_s"),
+            peers=(Pick(GRPO_FP8, {"engine": "trl-grpo+peft", "model": f"qwen3-{size}", "call": call},
+                        metric="completions_per_s"),),
+            gpu="H200",
+            command=f"GRPO_RUNS=qwen3-{size}:lora:fp8_hybrid GRPO_STEPS=3 GRPO_GENERATION_BATCH=512 bash bench/run_grpo_job.sh")
+        for size, call in (("1.7b", 3), ("8b", 2))))
 
 DSL_NEOX = "2026-11-29-h200-dsl-gpt-neox.jsonl"
 DSL = Table(
