@@ -50,7 +50,9 @@ DecodeGraph build_kv_cache_graph(const io::ModelConfig& config, const graph::OpR
   graph::Graph& forward = result.session.graph;
   if (live.lora) {  // the live adapter: its shape from the owner's options, its values the owner's
     result.session.adapters = models::lora_adapters(config, *live.lora);
-    forward = models::apply_lora(forward, registry, result.session.adapters, *live.lora, false);
+    models::LoraOptions lora = *live.lora;
+    lora.fuse_inference_products = true;  // 16-bit graphs only (models/lora.h), as an adapter loaded from disk
+    forward = models::apply_lora(forward, registry, result.session.adapters, lora, false);
   }
   if (live.qlora) {
     // The base alone (GRPO's reference: the QLoRA base without its adapter) is as frozen as it

@@ -144,6 +144,9 @@ graph::Graph apply_lora(const graph::Graph& forward, const graph::OpRegistry& re
     }
   }
   std::unordered_map<TensorId, TensorId> batched_down;  // base weight → its piece of a shared x·Aᵀ
+  // Forward-only graphs with fuse_inference_products: base weight → its adapter's low_rank_products output.
+  const bool fused_products = options.fuse_inference_products && !training;
+  std::unordered_map<TensorId, TensorId> fused_up;
   // Adapter input → its dropped copy: the adapters that read one input (q/k/v, gate/up) share one
   // mask, drawn once (and the low-rank products stay batchable); see lora.h.
   std::map<std::pair<TensorId, std::string>, TensorId> dropped_inputs;
@@ -187,6 +190,29 @@ graph::Graph apply_lora(const graph::Graph& forward, const graph::OpRegistry& re
       x = found->second;
     }
     ++stream;
+    if (fused_products && addend_into_base) {
+      // Forward-only graphs: the adapter's products (of every member of its shared-input group,
+      // when each of them takes the addend form) as one low_rank_products node at its first member.
+      if (!fused_up.contains(node.inputs[1])) {
+        std::vector<size_t> members{n};
+        if (auto shared = shared_input_groups.find(n); shared != shared_input_groups.end()) {
+          const bool all_addends = std::all_of(shared->second.begin(), shared->second.end(), [&](size_t member) {
+            return forward.nodes[member].inputs.size() == 2;
+          });
+          if (all_addends) members = shared->second;
+        }
+        std::vector<TensorId> factors{x};
+        for (size_t member : members) factors.push_back(by_base.at(forward.nodes[member].inputs[1]).a);
+        for (size_t member : members) factors.push_back(by_base.at(forward.nodes[member].inputs[1]).b);
+        graph::OpOutputs ups = builder.op("low_rank_products", factors, {{"scale", scaling}}, "lora_products");
+        for (size_t i = 0; i < members.size(); ++i) fused_up[forward.nodes[members[i]].inputs[1]] = ups[i];
+      }
+      graph::Node base = node;
+      base.op = "linear_add";
+      base.inputs.push_back(fused_up.at(node.inputs[1]));
+      builder.mutable_graph().add_node(base);
+      continue;
+    }
     if (auto shared = shared_input_groups.find(n); shared != shared_input_groups.end()) {
       std::vector<TensorId> a_matrices;
       std::vector<int64_t> ranks;

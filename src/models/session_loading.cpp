@@ -41,7 +41,8 @@ SessionGraph build_session_graph(const io::ModelConfig& config, const graph::OpR
   session.graph = build_model_graph(config, registry, options, definition).graph;
   if (!adapter_dir.empty()) {
     session.adapter = load_peft_adapter(adapter_dir, config);
-    const LoraOptions lora = peft_lora_options(*session.adapter, adapter_dir);
+    LoraOptions lora = peft_lora_options(*session.adapter, adapter_dir);
+    lora.fuse_inference_products = true;  // 16-bit graphs only (lora.h): as the live adapter of a rollout
     session.adapters = lora_adapters(config, lora);
     session.graph = apply_lora(session.graph, registry, session.adapters, lora, false);
   }

@@ -1,4 +1,5 @@
-// CUDA binders of the decode step's fused products (ops/defs/decode_linear_def.cpp) on BF16 and
+// CUDA binders of the decode step's fused products (ops/defs/decode_linear_def.cpp, and an unmerged
+// adapter's low_rank_products at the end of the file) on BF16 and
 // F16 graphs: linear_group (2 or 3 weights against one x: q, k and v) and linear_swiglu (gate and
 // up read together, silu(gate) · up written), each ONE decode_gemv launch (cuda/kernels/decode_gemv.h)
 // when x has one or two rows and the pointers allow its 16-byte loads (checked per call: a captured
@@ -6,9 +7,13 @@
 // (linear_swiglu's two products into the scratch, then cuda/kernels/swiglu.h), so the op is right
 // wherever a graph puts it. The launch overlaps the previous kernel (PDL) when every weight is a
 // parameter of the graph, which nothing before it in the step writes.
+#include <algorithm>
+#include <memory>
 #include <vector>
 
+#include "cuda/device_buffer.h"
 #include "cuda/kernels/decode_gemv.h"
+#include "cuda/kernels/low_rank_products.h"
 #include "cuda/kernels/swiglu.h"
 #include "cuda/matmul.h"
 #include "runtime/cuda_bind_checks.h"
@@ -137,11 +142,67 @@ CudaKernel bind_linear_swiglu(const CudaBindContext& ctx) {
   return by_element_type(ctx.inputs[0].dtype, [&]<typename T>() { return bind_linear_swiglu_typed<T>(ctx); });
 }
 
+// low_rank_products (ops/defs/low_rank_products_def.cpp): an unmerged adapter's two products in
+// two launches (cuda/kernels/low_rank_products.h) where its shapes and the pointers allow, else
+// x · A_iᵀ into the scratch and scale · (that) · B_iᵀ on cuBLASLt, as linear and linear{scale} run.
+template <typename T>
+CudaKernel bind_low_rank_products_typed(const CudaBindContext& ctx) {
+  ctx.expect_all(element_dtype<T>());
+  const size_t adapters = (ctx.inputs.size() - 1) / 2;
+  require(ctx, adapters >= 1 && adapters <= static_cast<size_t>(cuda::kLowRankMaxAdapters),
+          "low_rank_products takes 1 to {} adapters, got {}", cuda::kLowRankMaxAdapters, adapters);
+  const int64_t in = ctx.inputs[1].shape[1], rows = ctx.inputs[0].numel() / in;
+  std::vector<int64_t> ranks, widths;
+  int64_t total = 0;
+  for (size_t i = 0; i < adapters; ++i) {
+    ranks.push_back(ctx.inputs[1 + i].shape[0]);
+    widths.push_back(ctx.inputs[1 + adapters + i].shape[0]);
+    total += ranks.back();
+  }
+  const bool kernel_shapes = cuda::low_rank_products_supported(rows, in, ranks.data(), widths.data(), static_cast<int>(adapters));
+  const auto scale = static_cast<float>(ctx.attrs.number_or("scale", 1.0));
+  // The kernels' partial sums, or the fallback's u [rows, r_i] per adapter, one after another.
+  ScratchLayout scratch;
+  const size_t hidden = scratch.take(std::max(cuda::low_rank_products_scratch_bytes(rows, total, in),
+                                              sizeof(T) * static_cast<size_t>(rows * total)));
+  ctx.resources.reserve_scratch(scratch.bytes);
+  CudaResources* resources = &ctx.resources;
+  // The kernels' row-tile counters: this node's own (zero between launches), a few bytes.
+  auto counters = std::make_shared<cuda::DeviceBuffer<int>>(
+      cuda::to_device(std::vector<int>(static_cast<size_t>(std::max<int64_t>(cuda::low_rank_products_counters(rows), 1)), 0)));
+  return [=](const CudaKernelArgs& args) {
+    T* u = scratch_at<T>(resources, hidden);  // the kernels' partial sums and u
+    const T* x = args.inputs[0].as<const T>();
+    cuda::LowRankAdapter<T> list[cuda::kLowRankMaxAdapters];
+    for (size_t i = 0; i < adapters; ++i) {
+      list[i] = {.a = args.inputs[1 + i].as<const T>(), .b = args.inputs[1 + adapters + i].as<const T>(),
+                 .out = args.outputs[i].as<T>(), .rank = ranks[i], .width = widths[i]};
+    }
+    if (kernel_shapes && cuda::low_rank_products_aligned(list, static_cast<int>(adapters), x, u)) {
+      cuda::low_rank_products(list, static_cast<int>(adapters), x, {.rows = rows, .in = in, .scale = scale}, u,
+                              counters->data(), args.stream);
+      return;
+    }
+    T* piece = u;
+    for (size_t i = 0; i < adapters; ++i) {
+      resources->matmul().run(cuda::MatmulShape{.m = rows, .n = ranks[i], .k = in, .transpose_b = true}, piece, x,
+                              list[i].a, nullptr, args.stream);
+      resources->matmul().run(cuda::MatmulShape{.m = rows, .n = widths[i], .k = ranks[i], .transpose_b = true},
+                              list[i].out, piece, list[i].b, nullptr, args.stream, scale);
+      piece += rows * ranks[i];
+    }
+  };
+}
+CudaKernel bind_low_rank_products(const CudaBindContext& ctx) {
+  return by_element_type(ctx.inputs[0].dtype, [&]<typename T>() { return bind_low_rank_products_typed<T>(ctx); });
+}
+
 }  // namespace
 
 void register_decode_linear_cuda_ops(CudaOpTable& table) {
   table.add("linear_group", bind_linear_group);
   table.add("linear_swiglu", bind_linear_swiglu);
+  table.add("low_rank_products", bind_low_rank_products);
 }
 
 }  // namespace surogate::runtime

@@ -194,7 +194,9 @@ void register_gelu_layernorm_cuda_ops(CudaOpTable& table);
 void register_generation_cuda_ops(CudaOpTable& table);
 
 // linear_group and linear_swiglu (a decode step's fused products, ops/defs/decode_linear_def.cpp:
-// one decode_gemv launch at one or two rows, cuBLASLt otherwise), in runtime/cuda_decode_linear_ops.cpp.
+// one decode_gemv launch at one or two rows, cuBLASLt otherwise) and low_rank_products (an
+// unmerged adapter's two products, ops/defs/low_rank_products_def.cpp), in
+// runtime/cuda_decode_linear_ops.cpp.
 void register_decode_linear_cuda_ops(CudaOpTable& table);
 
 // The table the engine uses: every family registered above, built once on first use.

@@ -298,6 +298,18 @@ std::vector<SingleOpCase> make_cases() {
       {"linear_swiglu",
        {x, TensorType{kBf16, {kOut, kChannels}}, TensorType{kBf16, {kOut, kChannels}}, TensorType{kBf16, {kRows, kOut}}},
        {{"addends", {0, 1}}}},
+      // An unmerged adapter's two products (ops/defs/low_rank_products_def.cpp): on CUDA the two
+      // kernels (three adapters of ranks 16, 16, 32 over 37 rows — not a multiple of 16 — widths
+      // ending in a partial 128-column chunk; one adapter of rank 64 over 130 rows), and the
+      // cuBLASLt fallback (rank 8: not a multiple of 16).
+      {"low_rank_products",
+       {TensorType{kBf16, {37, 512}}, TensorType{kBf16, {16, 512}}, TensorType{kBf16, {16, 512}},
+        TensorType{kBf16, {32, 512}}, TensorType{kBf16, {264, 16}}, TensorType{kBf16, {72, 16}},
+        TensorType{kBf16, {136, 32}}},
+       {{"scale", 2.0}}},
+      {"low_rank_products", {TensorType{kBf16, {2, 65, 256}}, TensorType{kBf16, {64, 256}}, TensorType{kBf16, {1000, 64}}},
+       {{"scale", 0.5}}},
+      {"low_rank_products", {x, TensorType{kBf16, {8, kChannels}}, TensorType{kBf16, {kOut, 8}}}, {{"scale", 2.0}}},
       // Generation's sampled choice: the same token on both backends (every option on; the
       // context ids include -1 and ids past the vocabulary, which are ignored).
       {"sample_tokens",

@@ -243,5 +243,41 @@ TEST(LoraGraph, MergedWeightsGiveTheAdapterGraphsLoss) {
   EXPECT_NEAR(actual, expected, 1e-5 * std::abs(expected));
 }
 
+// Forward-only 16-bit graphs with fuse_inference_products (generation's decode graphs): each group
+// of adapters on one input (q/k/v, gate/up; o and down alone) is one low_rank_products node whose
+// outputs are the base products' addends, with no concat, split or rank-r linear left; q/k/v with
+// a bias keep the unfused form (their base nodes have no addend); a training graph is unchanged.
+TEST(LoraGraph, ForwardOnlyGraphsFuseEachInputsAdapters) {
+  auto build = [](bool qkv_bias, bool batch, bool training) {
+    io::ModelConfig config = tiny_llama();
+    config.qkv_bias = qkv_bias;
+    config.o_proj_bias = false;
+    graph::OpRegistry registry = ops::make_model_registry();
+    models::DecoderGraphOptions shape{kBatch, kSequence, 1, false};
+    shape.dtype = DType::BF16;
+    graph::Graph forward = models::build_decoder_graph(config, registry, shape).graph;
+    models::LoraOptions lora = all_linear(batch);
+    lora.fuse_inference_products = true;
+    return models::apply_lora(forward, registry, models::lora_adapters(config, lora), lora, training);
+  };
+  const graph::Graph batched = build(false, true, false), separate = build(false, false, false);
+  EXPECT_EQ(count_ops(batched, "low_rank_products"), 4 * 2);  // q/k/v, o, gate/up, down × 2 layers
+  EXPECT_EQ(count_ops(separate, "low_rank_products"), 7 * 2);
+  for (const graph::Graph* graph : {&batched, &separate}) {
+    EXPECT_EQ(count_ops(*graph, "concat"), 0);
+    EXPECT_EQ(count_ops(*graph, "split"), 0);
+    EXPECT_EQ(count_ops(*graph, "linear_add"), 7 * 2);
+    for (const graph::Node& node : graph->nodes) {
+      if (node.op != "linear_add") continue;
+      const graph::NodeId producer = graph->tensor(node.inputs[2]).producer;
+      ASSERT_NE(producer, graph::kNoNode) << node.name;
+      EXPECT_EQ(graph->nodes[producer].op, "low_rank_products") << node.name;
+    }
+  }
+  const graph::Graph biased = build(true, true, false);
+  EXPECT_EQ(count_ops(biased, "low_rank_products"), 3 * 2);  // o, gate/up, down; q/k/v keep their biases
+  EXPECT_EQ(count_ops(build(false, true, true), "low_rank_products"), 0);
+}
+
 }  // namespace
 }  // namespace surogate::train

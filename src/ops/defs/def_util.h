@@ -64,6 +64,7 @@ void register_preference_logps_ops(graph::OpRegistry& registry);  // preference_
 void register_preference_loss_ops(graph::OpRegistry& registry);    // preference_loss_def.cpp
 void register_greedy_tokens_ops(graph::OpRegistry& registry);      // greedy_tokens_def.cpp
 void register_decode_linear_ops(graph::OpRegistry& registry);      // decode_linear_def.cpp
+void register_low_rank_products_ops(graph::OpRegistry& registry);  // low_rank_products_def.cpp
 void register_sample_tokens_ops(graph::OpRegistry& registry);      // sample_tokens_def.cpp
 
 }  // namespace surogate::ops::defs

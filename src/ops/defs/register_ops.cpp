@@ -35,6 +35,7 @@ void register_model_ops(graph::OpRegistry& registry) {
   defs::register_preference_loss_ops(registry);
   defs::register_greedy_tokens_ops(registry);
   defs::register_decode_linear_ops(registry);
+  defs::register_low_rank_products_ops(registry);
   defs::register_sample_tokens_ops(registry);
 }
 
