@@ -8,10 +8,11 @@
 #include "cuda/kernels/low_rank_products.h"
 
 #include <cuda_bf16.h>
-#include <cstddef>
 #include <cuda_fp16.h>
 
-#include "cuda/cuda_check.h"
+#include <cstddef>
+
+#include "cuda/cublaslt_plan.h"
 #include "cuda/kernels/attention_tiles.cuh"
 #include "cuda/kernels/element_type.cuh"
 #include "cuda/kernels/programmatic_launch.cuh"
@@ -194,7 +195,7 @@ __global__ void __launch_bounds__(kUpWarps * 32) low_rank_up_kernel(const UpPara
   }
 }
 
-bool aligned_to(const void* pointer, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(pointer) % bytes == 0; }
+bool aligned_to(const void* pointer, uint32_t bytes) { return pointer_alignment(pointer) >= bytes; }
 
 }  // namespace
 

@@ -13,9 +13,11 @@
 // concat / product / split / one product per B that the unfused graph runs (6 launches for q, k
 // and v, about 5 µs each at 512 rows), bench/lora_products_bench.cpp times both.
 // Both kernels wait for the previous grid before they read x or u and let the next launch begin
-// at once (programmatic_launch.cuh), so they may always overlap the kernel before them. Requires (low_rank_products_supported): M ≤ kLowRankMaxRows, K a multiple of 32,
-// every r_i a multiple of 16, Σ r_i ≤ kLowRankMaxTotalRank, every N_i a multiple of 8, x, every
-// A_i and the scratch 16-byte aligned, every output 16-byte aligned, every B_i 8-byte aligned.
+// at once (programmatic_launch.cuh), so they may always overlap the kernel before them.
+// Requires (low_rank_products_supported): M ≤ kLowRankMaxRows, K a multiple of 32, every r_i a
+// multiple of 16 up to 64, Σ r_i ≤ kLowRankMaxTotalRank, every N_i a multiple of 8; x, every A_i,
+// every output and the scratch 16-byte aligned, every B_i 8-byte aligned
+// (low_rank_products_aligned).
 #pragma once
 
 #include <cuda_runtime_api.h>
