@@ -3,13 +3,14 @@
 // against the GPU's (H200: about 4.8 TB/s), and one prefill chunk's throughput.
 //
 //   cached_attention_bench [--rows 1,8,32,64] [--lengths 1024,4096,16384,32768] [--repeats 50]
-//                          [--chunk 512] [--q_heads 32]
+//                          [--chunk 512] [--q_heads 32] [--kernel auto|rows]
 //
 // Decode: every row holds `length` tokens and brings one, so a launch reads rows · (length + 1) ·
 // 8 heads · 128 · 2 bytes of keys and as many of values. Launches cycle over enough copies of the
 // slots to pass 256 MiB, so the cache comes from DRAM, not the L2. Prints µs per call (append +
 // attention, the op as the binder runs it), GB/s of K + V read and the split count the launcher
-// picked. Prefill: one row, `chunk` new tokens after `length` − chunk cached, TFLOP/s of the
+// picked, or `rows` where the many-rows kernel ran (`--kernel rows`: it alone, whatever the row
+// count; `auto`: as cached_attention_forward picks). Prefill: one row, `chunk` new tokens after `length` − chunk cached, TFLOP/s of the
 // 4 · Hq · D flops per (query, visible key). Built beside the CUDA tests
 // (tests/runtime_cuda/CMakeLists.txt); run on the GPU machine.
 #include <cuda_bf16.h>
@@ -34,6 +35,7 @@ using surogate::cuda::DeviceBuffer;
 
 constexpr int kKvHeads = 8, kHeadDim = 128;
 int kQueryHeads = 32;  // --q_heads (Qwen3-1.7B: 16)
+bool kForceRows = false;  // --kernel rows
 
 struct Timing {
   double microseconds = 0.0;
@@ -65,12 +67,19 @@ Timing time_call(int64_t rows, int64_t sequence, int64_t held, int copies, int r
   const auto fresh = surogate::cuda::to_device(std::vector<int32_t>(static_cast<size_t>(rows), static_cast<int32_t>(sequence)));
   Timing timing;
   timing.splits = splits;
+  const bool rows_kernel = sequence == 1 && (kForceRows || surogate::cuda::cached_attention_uses_rows_kernel(shape));
+  if (rows_kernel) timing.splits = 0;
   timing.microseconds = surogate::bench::time_launches(repeats, copies, [&](int copy) {
     const int32_t* slots = slot_sets[static_cast<size_t>(copy)].data();
     surogate::cuda::cached_attention_append(k_cache.data(), v_cache.data(), k.data(), v.data(), slots, lengths.data(),
                                             fresh.data(), shape, nullptr);
-    surogate::cuda::cached_attention_forward(out.data(), workspace.data(), q.data(), k_cache.data(), v_cache.data(),
-                                             slots, lengths.data(), fresh.data(), shape, splits, nullptr);
+    if (rows_kernel) {
+      surogate::cuda::cached_attention_rows_forward(out.data(), q.data(), k_cache.data(), v_cache.data(), slots,
+                                                    lengths.data(), fresh.data(), shape, nullptr);
+    } else {
+      surogate::cuda::cached_attention_forward(out.data(), workspace.data(), q.data(), k_cache.data(), v_cache.data(),
+                                               slots, lengths.data(), fresh.data(), shape, splits, nullptr);
+    }
   });
   return timing;
 }
@@ -88,6 +97,9 @@ int main(int argc, char** argv) {
     else if (flag == "--repeats") repeats = std::atoi(argv[i + 1]);
     else if (flag == "--chunk") chunk = std::stoll(argv[i + 1]);
     else if (flag == "--q_heads") kQueryHeads = std::atoi(argv[i + 1]);
+    else if (flag == "--kernel" && (std::string(argv[i + 1]) == "rows" || std::string(argv[i + 1]) == "auto")) {
+      kForceRows = std::string(argv[i + 1]) == "rows";
+    }
     else {
       std::fprintf(stderr, "cached_attention_bench: unknown flag %s\n", flag.c_str());
       return 2;
@@ -100,8 +112,9 @@ int main(int argc, char** argv) {
       const int copies = static_cast<int>(std::max<int64_t>(1, (int64_t{256} << 20) / bytes + 1));
       const Timing timing = time_call(rows, 1, length, copies, repeats);
       const double gigabytes_per_second = bytes / timing.microseconds / 1e3;
-      std::printf("%-8lld %-8lld %8d %10.2f %8.1f %7.1f%%\n", static_cast<long long>(rows),
-                  static_cast<long long>(length), timing.splits, timing.microseconds, gigabytes_per_second,
+      const std::string kernel = timing.splits == 0 ? "rows" : std::to_string(timing.splits);
+      std::printf("%-8lld %-8lld %8s %10.2f %8.1f %7.1f%%\n", static_cast<long long>(rows),
+                  static_cast<long long>(length), kernel.c_str(), timing.microseconds, gigabytes_per_second,
                   100.0 * gigabytes_per_second / 4800.0);
     }
   }

@@ -452,6 +452,12 @@ void forward(T* out, float* workspace, const T* q, const T* k_cache, const T* v_
   float* partial_max = workspace;
   float* partial_sum = partial_max + splits * queries;
   float* partial_acc = partial_sum + splits * queries;
+  if constexpr (!std::is_same_v<T, float>) {
+    if (append.k == nullptr && aligned_16(out) && cached_attention_uses_rows_kernel(shape)) {
+      launch_tensor_rows(out, q, k_cache, v_cache, slot_ids, cache_lengths, new_lengths, launch, stream);
+      return;
+    }
+  }
   if (!std::is_same_v<T, float> && tensor_split_takes(shape)) {
     CacheLaunch tensor = launch;
     tensor.tile_queries = kTensorTileQueries;
@@ -488,6 +494,33 @@ void forward(T* out, float* workspace, const T* q, const T* k_cache, const T* v_
 }
 
 }  // namespace
+
+bool cached_attention_uses_rows_kernel(const CachedAttentionShape& shape) {
+  // (row, kv head) items for at least a quarter of its resident warps. Fewer leave most warps idle,
+  // where the split kernel shares a row's keys between blocks; from 64 rows of 8 kv heads (0.39 of
+  // its 1,320 warps on an H200) up it read faster than the split kernel at every length measured
+  // (2026-12-01, cached_attention_bench: 64 rows × 320 tokens 43.6 → 30.3 µs, × 2,048 147.4 → 135.8;
+  // 128 rows 63.1 → 51.2 and 274.5 → 262.6; 256 rows 115.3 → 94.8 and 541.3 → 516.7).
+  return tensor_rows_fits(shape) &&
+         4 * shape.batch * shape.kv_heads >= tensor_rows_resident_warps<__nv_bfloat16>(shape.head_dim);
+}
+
+template <typename T>
+void cached_attention_rows_forward(T* out, const T* q, const T* k_cache, const T* v_cache, const int32_t* slot_ids,
+                                   const int32_t* cache_lengths, const int32_t* new_lengths,
+                                   const CachedAttentionShape& shape, cudaStream_t stream, int64_t grid_warps) {
+  const CacheLaunch launch = cache_launch(shape, 1);
+  CUDA_REQUIRE(aligned_16(q) && aligned_16(k_cache) && aligned_16(v_cache) && aligned_16(out),
+               "cached attention: tensors must be 16-byte aligned");
+  launch_tensor_rows(out, q, k_cache, v_cache, slot_ids, cache_lengths, new_lengths, launch, stream, grid_warps);
+}
+template void cached_attention_rows_forward<__nv_bfloat16>(__nv_bfloat16*, const __nv_bfloat16*, const __nv_bfloat16*,
+                                                           const __nv_bfloat16*, const int32_t*, const int32_t*,
+                                                           const int32_t*, const CachedAttentionShape&, cudaStream_t,
+                                                           int64_t);
+template void cached_attention_rows_forward<__half>(__half*, const __half*, const __half*, const __half*, const int32_t*,
+                                                    const int32_t*, const int32_t*, const CachedAttentionShape&,
+                                                    cudaStream_t, int64_t);
 
 template <typename T>
 void cached_attention_forward(T* out, float* workspace, const T* q, const T* k_cache, const T* v_cache,

@@ -36,7 +36,12 @@
 //   cached_attention_launch.cuh: at least 128 keys a split); with one split the split kernel
 //   writes the output itself and no combine runs.
 //   combine kernel: per (row, position, head, element), the splits' partials merged in order.
-// Deterministic: fixed split count, fixed reduction orders.
+//   many-rows kernel (cached_attention_rows.cu): with (row, kv head) items for at least a quarter
+//     of its resident warps (from about 40 decode rows: GRPO's rollouts, a busy server) and at
+//     most 8 queries per kv head, each warp streams whole items' keys on tensor cores, the next
+//     item's first keys in flight while one ends: no splits, no combine.
+// Deterministic: fixed split count, fixed reduction orders; which kernel runs depends on the shape
+// and the GPU only.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -76,6 +81,19 @@ template <typename T>
 void cached_attention_forward(T* out, float* workspace, const T* q, const T* k_cache, const T* v_cache,
                               const int32_t* slot_ids, const int32_t* cache_lengths, const int32_t* new_lengths,
                               const CachedAttentionShape& shape, int splits, cudaStream_t stream);
+
+// Whether cached_attention_forward runs the many-rows kernel for `shape` on the current device
+// (bf16 / fp16; the split kernels otherwise).
+bool cached_attention_uses_rows_kernel(const CachedAttentionShape& shape);
+
+// The many-rows kernel alone, whatever the row count (tests, benches): bf16 / fp16, head_dim 64 or
+// 128, at most 8 queries per kv head (sequence · q_heads / kv_heads), sm_80 and later; reads the
+// cache after the append, as cached_attention_forward does. `grid_warps` 0: as many warps as are
+// resident; fewer give each warp more (row, kv head) items (at most 32 a warp) — the same bits.
+template <typename T>
+void cached_attention_rows_forward(T* out, const T* q, const T* k_cache, const T* v_cache, const int32_t* slot_ids,
+                                   const int32_t* cache_lengths, const int32_t* new_lengths,
+                                   const CachedAttentionShape& shape, cudaStream_t stream, int64_t grid_warps = 0);
 
 // The append and the forward, the same bits as the two calls. A step of at most
 // kCachedAttentionFoldedTokens tokens (B · T: a decode step of one or two rows) on the tensor-core

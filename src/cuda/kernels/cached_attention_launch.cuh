@@ -134,4 +134,17 @@ void launch_tensor_split(T* out, float* partial_max, float* partial_sum, float* 
                          const int32_t* new_lengths, const CacheLaunch& launch, cudaStream_t stream,
                          const FoldedAppend<T>& append = {});
 
+// The many-rows kernel (cached_attention_rows.cu): one warp per (row, kv head) at a time, whole
+// key ranges, no splits. Whether it takes `shape` on this GPU (bf16 / fp16 with head_dim 64 or 128,
+// at most 8 queries per kv head, sm_80 and later), its resident warps on this device (asked of
+// the driver once) and its launch (the output itself, padding queries zeroed) on `grid_warps`
+// warps (0: as many as are resident; never fewer than one for every 32 items).
+bool tensor_rows_fits(const CachedAttentionShape& shape);
+template <typename T>
+int64_t tensor_rows_resident_warps(int head_dim);
+template <typename T>
+void launch_tensor_rows(T* out, const T* q, const T* k_cache, const T* v_cache, const int32_t* slot_ids,
+                        const int32_t* cache_lengths, const int32_t* new_lengths, const CacheLaunch& launch,
+                        cudaStream_t stream, int64_t grid_warps = 0);
+
 }  // namespace surogate::cuda::cached

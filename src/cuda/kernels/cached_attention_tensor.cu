@@ -14,10 +14,8 @@
 //   copies  the step's K and V rows go by cp.async into the warp's padded shared tiles, a step
 //           ahead (kStages: no registers hold them on the way, and the next step's copies fly
 //           while this one is scored);
-//   scores  S[16 × 16] = Q[16 × D] · K[16 × D]ᵀ, the keys as two n-tiles of 8, K's B fragments by
-//           ldmatrix from the tile, Q's A fragments loaded once;
-//   values  O[16 × D] += P[16 × 16] · V[16 × D]: the scores' C fragments are P's A fragment (no
-//           shared memory); V's B fragments by ldmatrix.trans from its tile.
+//   step    scores, softmax and values on tensor cores (cached_attention_step.cuh, shared with
+//           the many-rows kernel cached_attention_rows.cu), Q's A fragments loaded once.
 // Decode tiles (one position, at most 8 query heads per kv head) have every query in rows 0-7 and
 // use mma_upper_rows: no register holds rows 8-15. Against the kernel this replaced (K loaded
 // straight into registers, V staged through them; 242 registers a thread), on an H200
@@ -39,6 +37,7 @@
 #include "cuda/device_attributes.h"
 #include "cuda/kernels/attention_tiles.cuh"
 #include "cuda/kernels/cached_attention_launch.cuh"
+#include "cuda/kernels/cached_attention_step.cuh"
 #include "cuda/kernels/element_type.cuh"
 #include "cuda/kernels/programmatic_launch.cuh"
 #include "cuda/kernels/qk_norm_rope_row.cuh"
@@ -46,7 +45,6 @@
 namespace surogate::cuda::cached {
 namespace {
 
-constexpr int kStepKeys = 16;  // keys a warp scores per step: two n-tiles of 8
 // A warp's steps in flight (cp.async into shared memory): two keep a block at 70 KB at head_dim 128,
 // inside the 99 KB a block may opt into on sm_86 / sm_89 / sm_120 (three: 104 KB, 2.7 % faster at
 // 512 rows × 320 tokens on an H200, 2026-11-30, but not launchable there).
@@ -57,7 +55,7 @@ constexpr int kRows = kTensorTileQueries;
 // tiles while it steps, then the warps' states for the merge.
 template <typename T, int D>
 struct TensorShared {
-  static constexpr int kRowStride = D + 8;  // tile row (elements): 16-byte aligned, ldmatrix conflict-free
+  static constexpr int kRowStride = kTensorRowStride<D>;
   union {
     struct {
       T keys[kCacheWarps][kStages][kStepKeys * kRowStride];
@@ -113,33 +111,6 @@ __device__ void normalise_rows(T* normed_queries, T* normed_keys, const T* q, co
   __syncthreads();
 }
 
-// The rows-0-to-7 form of mma_16816 for tiles whose queries all sit in the first 8 rows (decode:
-// one position, at most 8 query heads per kv head): rows 8-15 of A are zero and their outputs are
-// dropped, so no register holds them across the loop. 242 registers a thread left two blocks an
-// SM at 512 decode rows (2.6 TB/s, Nsight Compute, 2026-11-30); this form and V through cp.async
-// free the room for more.
-template <typename T>
-__device__ __forceinline__ void mma_upper_rows(float (&c)[2], uint32_t a0, uint32_t a2, uint32_t b0, uint32_t b1) {
-#if !SUROGATE_SM80_INSTRUCTIONS
-  __trap();
-#else
-  float dropped2, dropped3;
-  if constexpr (std::is_same_v<T, __half>) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%10,%10};\n"
-        : "+f"(c[0]), "+f"(c[1]), "=f"(dropped2), "=f"(dropped3)
-        : "r"(a0), "r"(0u), "r"(a2), "r"(0u), "r"(b0), "r"(b1), "f"(0.0f));
-  } else {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%10,%10};\n"
-        : "+f"(c[0]), "+f"(c[1]), "=f"(dropped2), "=f"(dropped3)
-        : "r"(a0), "r"(0u), "r"(a2), "r"(0u), "r"(b0), "r"(b1), "f"(0.0f));
-  }
-#endif
-}
-
 // kHalves: 2 for tiles with queries in all 16 rows (prefill chunks), 1 when every query of a tile
 // is in rows 0-7 (mma_upper_rows).
 template <typename T, int D, int kHalves>
@@ -150,7 +121,6 @@ __global__ void __launch_bounds__(kCacheThreads, 2)
   wait_for_previous_grid();  // launched programmatically (programmatic_launch.cuh): nothing touched before
   allow_next_grid();
   constexpr int kSteps = D / 16;   // k-steps of the scores' product
-  constexpr int kDimTiles = D / 8; // n-tiles of the output
   using Shared = TensorShared<T, D>;
   extern __shared__ __align__(16) unsigned char shared_bytes[];
   Shared& shared = *reinterpret_cast<Shared*>(shared_bytes);
@@ -198,15 +168,17 @@ __global__ void __launch_bounds__(kCacheThreads, 2)
   const int g = lane / 4, t = lane % 4;
   // The lane's two query rows (g, g + 8): their positions, whether they are real, and their A
   // fragments (k-step k: dims 16k + 2t, +1 and 16k + 8 + 2t, +1).
-  int64_t position[2] = {};
-  bool real[2] = {false, false};
+  StepMask mask;
+  mask.end = split_end;
+  mask.window = s.window;
+  mask.scale_log2 = launch.scale_log2;
   uint32_t query[kSteps][4] = {};
 #pragma unroll
   for (int h = 0; h < kHalves; ++h) {
     const int r = g + 8 * h, flat = first_query + r, at = flat / group;
-    real[h] = r < queries;
-    position[h] = cache.held + at;
-    if (!real[h]) continue;
+    mask.real[h] = r < queries;
+    mask.position[h] = cache.held + at;
+    if (!mask.real[h]) continue;
     const T* source = normed ? normed_queries + r * D + 2 * t : q + query_index(s, row, at, kv_head * group + flat % group) * D + 2 * t;
 #pragma unroll
     for (int k = 0; k < kSteps; ++k) {
@@ -215,10 +187,8 @@ __global__ void __launch_bounds__(kCacheThreads, 2)
     }
   }
 
-  float acc[kDimTiles][4];
-#pragma unroll
-  for (int j = 0; j < kDimTiles; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
-  float maximum[2] = {-INFINITY, -INFINITY}, sum[2] = {0.0f, 0.0f};
+  WarpSoftmax<D> state;
+  state.reset();
   const int64_t key_stride = int64_t{s.kv_heads} * D;
   const T* keys = k_cache + cache.base + int64_t{kv_head} * D;
   const T* values = v_cache + cache.base + int64_t{kv_head} * D;
@@ -256,7 +226,6 @@ __global__ void __launch_bounds__(kCacheThreads, 2)
     if (base < split_end) issue(base, ahead);
     else attention::copy_async_commit();
   }
-  const int matrix = lane / 8;
   int stage = 0;
   for (int64_t base = first_base; base < split_end; base += stride_keys, stage = (stage + 1) % kStages) {
     const int64_t next = base + (kStages - 1) * stride_keys;
@@ -264,106 +233,29 @@ __global__ void __launch_bounds__(kCacheThreads, 2)
     else attention::copy_async_commit();
     attention::copy_async_wait<kStages - 1>();  // this step's group is in; the later ones may fly
     __syncwarp();
-    const T* key_tile = shared.stages.keys[warp][stage];
-    const T* value_tile = shared.stages.values[warp][stage];
-    float score[2][4] = {};
-#pragma unroll
-    for (int k = 0; k < kSteps; ++k) {
-      // Matrices: keys 0-7 × dims 16k..+7, keys 0-7 × +8..+15, keys 8-15 × the same two.
-      uint32_t fragments[4];
-      attention::ldmatrix_x4(fragments, key_tile + ((matrix / 2) * 8 + lane % 8) * Shared::kRowStride + 16 * k +
-                                            (matrix % 2) * 8);
-#pragma unroll
-      for (int n = 0; n < 2; ++n) {
-        if constexpr (kHalves == 1) {
-          float upper[2] = {score[n][0], score[n][1]};
-          mma_upper_rows<T>(upper, query[k][0], query[k][2], fragments[2 * n], fragments[2 * n + 1]);
-          score[n][0] = upper[0];
-          score[n][1] = upper[1];
-        } else {
-          attention::mma_16816<T>(score[n], query[k], fragments[2 * n], fragments[2 * n + 1]);
-        }
-      }
-    }
-    // Masked, scaled into the exp2 domain; then each row's running max, sum and accumulator.
-#pragma unroll
-    for (int n = 0; n < 2; ++n) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int h = e / 2;
-        const int64_t key = base + 8 * n + 2 * t + e % 2;
-        const bool visible = real[h] && key < split_end && key <= position[h] &&
-                             (s.window <= 0 || key > position[h] - s.window);
-        score[n][e] = visible ? score[n][e] * launch.scale_log2 : -INFINITY;
-      }
-    }
-#pragma unroll
-    for (int h = 0; h < kHalves; ++h) {
-      float step_max = fmaxf(fmaxf(score[0][2 * h], score[0][2 * h + 1]), fmaxf(score[1][2 * h], score[1][2 * h + 1]));
-      step_max = fmaxf(step_max, __shfl_xor_sync(0xffffffffu, step_max, 1));
-      step_max = fmaxf(step_max, __shfl_xor_sync(0xffffffffu, step_max, 2));
-      const float new_max = fmaxf(maximum[h], step_max);
-      const float correction = new_max == -INFINITY ? 1.0f : exp2f(maximum[h] - new_max);
-      float step_sum = 0.0f;
-#pragma unroll
-      for (int n = 0; n < 2; ++n) {
-#pragma unroll
-        for (int e = 2 * h; e < 2 * h + 2; ++e) {
-          score[n][e] = new_max == -INFINITY ? 0.0f : exp2f(score[n][e] - new_max);
-          step_sum += score[n][e];
-        }
-      }
-      sum[h] = sum[h] * correction + step_sum;
-#pragma unroll
-      for (int j = 0; j < kDimTiles; ++j) {
-        acc[j][2 * h] *= correction;
-        acc[j][2 * h + 1] *= correction;
-      }
-      maximum[h] = new_max;
-    }
-    const uint32_t probabilities[4] = {attention::pack_x2<T>(score[0][0], score[0][1]),
-                                       attention::pack_x2<T>(score[0][2], score[0][3]),
-                                       attention::pack_x2<T>(score[1][0], score[1][1]),
-                                       attention::pack_x2<T>(score[1][2], score[1][3])};
-#pragma unroll
-    for (int j = 0; j < D / 16; ++j) {
-      uint32_t fragments[4];
-      attention::ldmatrix_x4_trans(
-          fragments, value_tile + ((matrix % 2) * 8 + lane % 8) * Shared::kRowStride + 16 * j + (matrix / 2) * 8);
-      if constexpr (kHalves == 1) {
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          float upper[2] = {acc[2 * j + half][0], acc[2 * j + half][1]};
-          mma_upper_rows<T>(upper, probabilities[0], probabilities[2], fragments[2 * half], fragments[2 * half + 1]);
-          acc[2 * j + half][0] = upper[0];
-          acc[2 * j + half][1] = upper[1];
-        }
-      } else {
-        attention::mma_16816<T>(acc[2 * j], probabilities, fragments[0], fragments[1]);
-        attention::mma_16816<T>(acc[2 * j + 1], probabilities, fragments[2], fragments[3]);
-      }
-    }
+    tensor_step<T, D, kHalves>(state, query, shared.stages.keys[warp][stage], shared.stages.values[warp][stage], base,
+                               mask, lane);
     __syncwarp();  // the stage is read before a later step's copies overwrite it
   }
 
   // A row's sum is spread over the four lanes of its quad.
 #pragma unroll
   for (int h = 0; h < kHalves; ++h) {
-    sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 1);
-    sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 2);
+    state.sum[h] += __shfl_xor_sync(0xffffffffu, state.sum[h], 1);
+    state.sum[h] += __shfl_xor_sync(0xffffffffu, state.sum[h], 2);
   }
   __syncthreads();  // every warp is done with its V tile: the merge reuses the memory
 #pragma unroll
   for (int h = 0; h < kHalves; ++h) {
     const int r = g + 8 * h;
     if (t == 0) {
-      shared.merge.maximum[warp][r] = maximum[h];
-      shared.merge.sum[warp][r] = sum[h];
+      shared.merge.maximum[warp][r] = state.maximum[h];
+      shared.merge.sum[warp][r] = state.sum[h];
     }
 #pragma unroll
-    for (int j = 0; j < kDimTiles; ++j) {
-      shared.merge.accumulator[warp][r][8 * j + 2 * t] = acc[j][2 * h];
-      shared.merge.accumulator[warp][r][8 * j + 2 * t + 1] = acc[j][2 * h + 1];
+    for (int j = 0; j < D / 8; ++j) {
+      shared.merge.accumulator[warp][r][8 * j + 2 * t] = state.acc[j][2 * h];
+      shared.merge.accumulator[warp][r][8 * j + 2 * t + 1] = state.acc[j][2 * h + 1];
     }
   }
   __syncthreads();
