@@ -300,8 +300,7 @@ SERVING = Table(
     ))
 
 GRPO_FILE = "2026-11-29-h200-grpo-vs-trl.jsonl"
-GRPO_FP8 = "2026-11-30-h200-grpo-fp8-hybrid.jsonl"  # recipe fp8_hybrid, the peer in the same call
-GRPO_FP8_LOW_RANK = "2026-11-30-h200-grpo-low-rank-products.jsonl"  # the same, the adapters' products in two launches
+GRPO_FP8_ROWS = "2026-12-01-h200-grpo-rows-kernel.jsonl"  # the same, the rollouts' attention on the many-rows kernel
 GRPO = Table(
     anchor="grpo", title="Reinforcement learning: `surogate grpo` against TRL",
     note="`surogate grpo` with LoRA r16 (every linear layer) on a Qwen3 shape with random bf16 weights: 64 "
@@ -332,7 +331,7 @@ GRPO = Table(
                         metric="completions_per_s"),),
             gpu="H200",
             command=f"GRPO_RUNS=qwen3-{size}:lora:fp8_hybrid GRPO_STEPS=3 GRPO_GENERATION_BATCH=512 bash bench/run_grpo_job.sh")
-        for size, file, call in (("1.7b", GRPO_FP8_LOW_RANK, 1), ("8b", GRPO_FP8, 2))))
+        for size, file, call in (("1.7b", GRPO_FP8_ROWS, 1), ("8b", GRPO_FP8_ROWS, 2))))
 
 DSL_NEOX = "2026-11-29-h200-dsl-gpt-neox.jsonl"
 DSL = Table(
