@@ -315,9 +315,9 @@ GRPO = Table(
     rows=tuple(
         Row(anchor=f"grpo-{size}-lora", label=f"Qwen3-{size.upper()} LoRA GRPO, 512 completions a step",
             size_b=billions,
-            ours=Pick(GRPO_LONGEST_PROMPT, {"engine": "surogate grpo", "model": f"qwen3-{size}"},
+            ours=Pick(GRPO_FP8_ROWS, {"engine": "surogate grpo", "model": f"qwen3-{size}", "call": 3},
                       metric="completions_per_s"),
-            peers=(Pick(GRPO_FILE, {"engine": "trl-grpo+peft", "model": f"qwen3-{size}"},
+            peers=(Pick(GRPO_FP8_ROWS, {"engine": "trl-grpo+peft", "model": f"qwen3-{size}"},
                         metric="completions_per_s"),),
             peer_same_call=False, gpu="H200",
             command=f"GRPO_RUNS=qwen3-{size}:lora GRPO_GENERATION_BATCH=512 bash bench/run_grpo_job.sh")
