@@ -1,5 +1,5 @@
-// The KV-cache attention kernels (cuda/kernels/cached_attention.h: the split kernels and the
-// many-rows kernel) against the reference
+// The KV-cache attention kernels (cuda/kernels/cached_attention.h: the split kernels; the
+// many-rows kernel in test_cached_attention_rows_cuda.cpp) against the reference
 // (ops/cached_attention.h, fp32 in, double sums) on the same values, and the binder through a plan
 // (runtime/cuda_generation_ops.cpp) through a plan whose caches persist between executes.
 // Error measure: max |gpu − ref| / max |ref| over the whole output (tests/cuda/test_helpers.h; a NaN,
@@ -25,6 +25,7 @@
 #include "cuda/kernels/cached_attention.h"
 #include "cuda/kernels/qk_norm_rope.h"
 #include "cuda/test_helpers.h"
+#include "runtime_cuda/cached_attention_cases.h"
 #include "ops/cached_attention.h"
 #include "runtime_cuda/cuda_node_plan.h"
 
@@ -32,187 +33,7 @@ namespace surogate::cuda {
 namespace {
 
 using namespace cuda::testing;
-
-struct Row {
-  int32_t slot, held, fresh;
-};
-struct Case {
-  int64_t sequence = 1, slots = 1, capacity = 1;
-  int q_heads = 1, kv_heads = 1, head_dim = 8, window = 0;
-  std::vector<Row> rows;
-  int64_t batch() const { return static_cast<int64_t>(rows.size()); }
-};
-
-// Host storage of a kernel element type E and its rounding from fp32.
-template <typename E>
-struct Host {
-  using Storage = uint16_t;
-  static Storage encode(float x) {
-    if constexpr (std::is_same_v<E, __half>) {
-      return float_to_f16(x);
-    } else {
-      return float_to_bf16(x);
-    }
-  }
-  static float decode(Storage bits) {
-    if constexpr (std::is_same_v<E, __half>) {
-      return f16_to_float(bits);
-    } else {
-      return bf16_to_float(bits);
-    }
-  }
-};
-template <>
-struct Host<float> {
-  using Storage = float;
-  static float encode(float x) { return x; }
-  static float decode(float x) { return x; }
-};
-
-struct Values {
-  std::vector<float> q, k, v, k_cache, v_cache, out;
-};
-
-// Uniform values rounded to E (exact in E, so the reference sees the GPU's inputs). q is larger
-// than the keys so the softmax is far from flat.
-template <typename E>
-Values random_values(const Case& c) {
-  const int64_t tokens = c.batch() * c.sequence;
-  const int64_t cache = c.slots * c.capacity * c.kv_heads * c.head_dim;
-  auto draw = [](int64_t count, float scale) {
-    std::vector<float> values = random_fp32(static_cast<size_t>(count), -scale, scale);
-    for (float& value : values) value = Host<E>::decode(Host<E>::encode(value));
-    return values;
-  };
-  Values values;
-  values.q = draw(tokens * c.q_heads * c.head_dim, 3.0f);
-  values.k = draw(tokens * c.kv_heads * c.head_dim, 1.0f);
-  values.v = draw(tokens * c.kv_heads * c.head_dim, 1.0f);
-  values.k_cache = draw(cache, 1.0f);
-  values.v_cache = draw(cache, 1.0f);
-  return values;
-}
-
-std::vector<int32_t> column(const Case& c, int32_t Row::* field) {
-  std::vector<int32_t> result;
-  for (const Row& row : c.rows) result.push_back(row.*field);
-  return result;
-}
-
-// The reference on copies of the inputs: out and the caches after the append.
-Values reference(const Case& c, Values values) {
-  const ops::CachedAttentionShape shape{.batch = c.batch(), .sequence = c.sequence, .slots = c.slots,
-                                        .capacity = c.capacity, .query_heads = c.q_heads, .kv_heads = c.kv_heads,
-                                        .head_dim = c.head_dim, .window = c.window};
-  values.out.assign(values.q.size(), 0.0f);
-  ops::cached_attention_forward<float>(shape, values.q.data(), values.k.data(), values.v.data(), values.k_cache.data(),
-                                       values.v_cache.data(), column(c, &Row::slot).data(),
-                                       column(c, &Row::held).data(), column(c, &Row::fresh).data(), values.out.data());
-  return values;
-}
-
-CachedAttentionShape kernel_shape(const Case& c) {
-  return CachedAttentionShape{.batch = c.batch(), .sequence = c.sequence, .slots = c.slots, .capacity = c.capacity,
-                              .q_heads = c.q_heads, .kv_heads = c.kv_heads, .head_dim = c.head_dim, .window = c.window};
-}
-
-template <typename E>
-DeviceBuffer<typename Host<E>::Storage> upload(const std::vector<float>& values) {
-  std::vector<typename Host<E>::Storage> stored(values.size());
-  for (size_t i = 0; i < values.size(); ++i) stored[i] = Host<E>::encode(values[i]);
-  return to_device(stored);
-}
-template <typename E>
-std::vector<float> download(const DeviceBuffer<typename Host<E>::Storage>& buffer) {
-  const auto stored = buffer.download();
-  std::vector<float> values(stored.size());
-  for (size_t i = 0; i < stored.size(); ++i) values[i] = Host<E>::decode(stored[i]);
-  return values;
-}
-template <typename E, typename Storage>
-E* device(DeviceBuffer<Storage>& buffer) {
-  return reinterpret_cast<E*>(buffer.data());
-}
-
-// A case's tensors on the GPU, with `splits` (0: the launcher's choice for this GPU); out and the
-// workspace start as NaN poison.
-template <typename E>
-struct OnDevice {
-  CachedAttentionShape shape;
-  int splits;
-  DeviceBuffer<typename Host<E>::Storage> q, k, v, k_cache, v_cache, out;
-  DeviceBuffer<float> workspace;
-  DeviceBuffer<int32_t> slots, held, fresh;
-
-  OnDevice(const Case& c, const Values& inputs, int split_count)
-      : shape(kernel_shape(c)), splits(split_count == 0 ? cached_attention_splits(shape) : split_count),
-        q(upload<E>(inputs.q)), k(upload<E>(inputs.k)), v(upload<E>(inputs.v)), k_cache(upload<E>(inputs.k_cache)),
-        v_cache(upload<E>(inputs.v_cache)), out(inputs.q.size()),
-        workspace(static_cast<size_t>(cached_attention_workspace_floats(shape, splits))),
-        slots(to_device(column(c, &Row::slot))), held(to_device(column(c, &Row::held))),
-        fresh(to_device(column(c, &Row::fresh))) {
-    out.poison();
-    workspace.poison();
-  }
-
-  // out and the caches once the launches are done.
-  Values result() {
-    synchronize();
-    Values values;
-    values.out = download<E>(out);
-    values.k_cache = download<E>(k_cache);
-    values.v_cache = download<E>(v_cache);
-    return values;
-  }
-};
-
-// The append and the attention on the GPU. `folded`: through cached_attention_append_forward (the
-// append folded into the split launch for steps of at most two tokens on the tensor-core kernel).
-template <typename E>
-Values run_gpu(const Case& c, const Values& inputs, int split_count, bool folded = false) {
-  OnDevice<E> d(c, inputs, split_count);
-  auto& [shape, splits, q, k, v, k_cache, v_cache, out, workspace, slots, held, fresh] = d;
-  if (folded) {
-    cached_attention_append_forward<E>(device<E>(out), workspace.data(), device<E>(q), device<E>(k), device<E>(v),
-                                       device<E>(k_cache), device<E>(v_cache), slots.data(), held.data(), fresh.data(),
-                                       shape, splits, nullptr);
-  } else {
-    cached_attention_append<E>(device<E>(k_cache), device<E>(v_cache), device<E>(k), device<E>(v), slots.data(),
-                               held.data(), fresh.data(), shape, nullptr);
-    cached_attention_forward<E>(device<E>(out), workspace.data(), device<E>(q), device<E>(k_cache), device<E>(v_cache),
-                                slots.data(), held.data(), fresh.data(), shape, splits, nullptr);
-  }
-  return d.result();
-}
-
-// The append, then the many-rows kernel alone on `grid_warps` warps (0: as many as are resident).
-template <typename E>
-Values run_rows_kernel(const Case& c, const Values& inputs, int64_t grid_warps) {
-  OnDevice<E> d(c, inputs, 1);
-  auto& [shape, splits, q, k, v, k_cache, v_cache, out, workspace, slots, held, fresh] = d;
-  cached_attention_append<E>(device<E>(k_cache), device<E>(v_cache), device<E>(k), device<E>(v), slots.data(),
-                             held.data(), fresh.data(), shape, nullptr);
-  cached_attention_rows_forward<E>(device<E>(out), device<E>(q), device<E>(k_cache), device<E>(v_cache), slots.data(),
-                                   held.data(), fresh.data(), shape, nullptr, grid_warps);
-  return d.result();
-}
-
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
-// Every output element of the padding queries (t ≥ n) is exactly zero.
-void expect_padding_zero(const Case& c, const std::vector<float>& out) {
-  const int64_t per_token = int64_t{c.q_heads} * c.head_dim;
-  for (int64_t row = 0; row < c.batch(); ++row) {
-    for (int64_t t = c.rows[static_cast<size_t>(row)].fresh; t < c.sequence; ++t) {
-      const int64_t first = (row * c.sequence + t) * per_token;
-      for (int64_t i = first; i < first + per_token; ++i) {
-        ASSERT_EQ(out[static_cast<size_t>(i)], 0.0f) << "row " << row << " padding position " << t;
-      }
-    }
-  }
-}
+using namespace cached_attention_cases;
 
 template <typename E>
 void expect_matches_reference(const Case& c, std::vector<int> split_counts, double tolerance) {
@@ -226,16 +47,6 @@ void expect_matches_reference(const Case& c, std::vector<int> split_counts, doub
     EXPECT_TRUE(same_bits(got.v_cache, expected.v_cache)) << "v_cache after the append";
     expect_padding_zero(c, got.out);
   }
-}
-
-constexpr double kF32Tolerance = 1e-5, kBf16Tolerance = 5e-3, kF16Tolerance = 1e-3;
-
-// Qwen3-8B's heads (32 query, 8 kv, head_dim 128), one new token per row, rows of cache lengths
-// 0, 1, 31, 33, 1000 and 2999 in shuffled slots: lengths around and away from the 32-key pieces
-// and the lane groups' chunks, split 1, 7 (uneven pieces) and 64 ways and as the launcher picks.
-Case qwen3_decode() {
-  return Case{.sequence = 1, .slots = 7, .capacity = 3000, .q_heads = 32, .kv_heads = 8, .head_dim = 128,
-              .rows = {{3, 0, 1}, {0, 1, 1}, {6, 31, 1}, {1, 33, 1}, {5, 1000, 1}, {2, 2999, 1}}};
 }
 
 TEST(CachedAttentionCuda, DecodeMatchesReferenceFp32) {
@@ -325,100 +136,6 @@ TEST(CachedAttentionCuda, RefusedRowsAreSkipped) {
   EXPECT_TRUE(same_bits(got.k_cache, expected.k_cache));
   EXPECT_TRUE(same_bits(got.v_cache, expected.v_cache));
   expect_padding_zero(allowed, got.out);
-}
-
-// A case and split count, for failure messages.
-std::string describe(const Case& c, int splits) {
-  return std::to_string(c.q_heads) + "/" + std::to_string(c.kv_heads) + " heads of " + std::to_string(c.head_dim) +
-         ", " + std::to_string(c.batch()) + " rows of " + std::to_string(c.sequence) + ", splits " +
-         std::to_string(splits);
-}
-
-// out and both caches the same bits in `got` as in `expected`.
-void expect_same_bits(const Values& got, const Values& expected, const std::string& where) {
-  EXPECT_TRUE(same_bits(got.out, expected.out)) << where << ": out";
-  EXPECT_TRUE(same_bits(got.k_cache, expected.k_cache)) << where << ": k cache";
-  EXPECT_TRUE(same_bits(got.v_cache, expected.v_cache)) << where << ": v cache";
-}
-
-// The many-rows kernel (cached_attention_rows.cu) against the reference: 8B's heads (GQA 4) over
-// lengths 0..2999, 1.7B's (GQA 2), head_dim 64 with GQA 4, two new tokens a row with GQA 4 (8
-// queries: the most a warp's tile takes) with padding rows, windows of 1 and 100 tokens, and a
-// refused row (its slot out of range, L + n > S). On 3 warps (many items each, rows of one step
-// and of none between them), 7, and as many as are resident: the same bits each time.
-template <typename E>
-void expect_rows_kernel_matches_reference(const Case& c, double tolerance) {
-  const Values inputs = random_values<E>(c);
-  Case allowed = c;  // refused rows bring nothing (the bad slot swapped for one no row uses)
-  for (Row& row : allowed.rows) {
-    if (row.slot >= c.slots || row.held + row.fresh > c.capacity) row = {static_cast<int32_t>(c.slots - 1), 0, 0};
-  }
-  const Values expected = reference(allowed, inputs);
-  const Values first = run_rows_kernel<E>(c, inputs, 3);
-  EXPECT_LE(relative_error(first.out, expected.out), tolerance);
-  expect_padding_zero(allowed, first.out);
-  for (int64_t warps : {7, 0}) {
-    const Values again = run_rows_kernel<E>(c, inputs, warps);
-    EXPECT_TRUE(same_bits(again.out, first.out)) << warps << " warps";
-  }
-}
-
-std::vector<Case> rows_kernel_cases() {
-  Case many = qwen3_decode();
-  many.slots = 60;
-  many.capacity = 701;
-  many.rows.clear();
-  for (int32_t row = 0; row < 59; ++row) many.rows.push_back({58 - row, (row * 173) % 701, 1});
-  many.rows[5].held = 15;  // one step
-  many.rows[6].held = 16;  // 17 keys: two steps
-  many.rows[9] = {70, 3, 1};  // refused: no such slot
-  Case light = many;
-  light.q_heads = 16;
-  Case narrow = many;
-  narrow.q_heads = 8;
-  narrow.kv_heads = 2;
-  narrow.head_dim = 64;
-  Case pairs{.sequence = 2, .slots = 5, .capacity = 300, .q_heads = 8, .kv_heads = 2, .head_dim = 128,
-             .rows = {{0, 200, 2}, {1, 0, 2}, {2, 17, 1}, {3, 5, 0}, {4, 299, 2}}};
-  std::vector<Case> cases = {qwen3_decode(), many, light, narrow, pairs};
-  for (int window : {1, 100}) {
-    Case windowed = light;
-    windowed.window = window;
-    cases.push_back(windowed);
-  }
-  return cases;
-}
-
-TEST(CachedAttentionCuda, RowsKernelMatchesReferenceBf16AndFp16) {
-  SKIP_WITHOUT_GPU();
-  for (const Case& c : rows_kernel_cases()) {
-    SCOPED_TRACE(::testing::Message() << describe(c, 0) << ", window " << c.window);
-    expect_rows_kernel_matches_reference<__nv_bfloat16>(c, kBf16Tolerance);
-    expect_rows_kernel_matches_reference<__half>(c, kF16Tolerance);
-  }
-}
-
-// cached_attention_forward runs the many-rows kernel where it has items for a quarter of its
-// resident warps (512 decode rows of Qwen3-1.7B's heads on an H200) — the bits of the kernel
-// alone — and the split kernels for one row, a prefill chunk and more than 8 queries per kv head.
-TEST(CachedAttentionCuda, ForwardPicksTheRowsKernelForManyRows) {
-  SKIP_WITHOUT_GPU();
-  Case c{.sequence = 1, .slots = 512, .capacity = 40, .q_heads = 16, .kv_heads = 8, .head_dim = 128};
-  for (int32_t row = 0; row < 512; ++row) c.rows.push_back({511 - row, (row * 7) % 40, 1});
-  ASSERT_TRUE(cached_attention_uses_rows_kernel(kernel_shape(c)));
-  const Values inputs = random_values<__nv_bfloat16>(c);
-  const Values forward = run_gpu<__nv_bfloat16>(c, inputs, 0);
-  expect_same_bits(forward, run_rows_kernel<__nv_bfloat16>(c, inputs, 0), "512 rows");
-  EXPECT_LE(relative_error(forward.out, reference(c, inputs).out), kBf16Tolerance);
-  CachedAttentionShape shape = kernel_shape(c);
-  shape.batch = 1;
-  EXPECT_FALSE(cached_attention_uses_rows_kernel(shape));
-  shape.batch = 512;
-  shape.sequence = 37;
-  EXPECT_FALSE(cached_attention_uses_rows_kernel(shape));
-  shape.sequence = 1;
-  shape.q_heads = 72;  // 9 queries per kv head
-  EXPECT_FALSE(cached_attention_uses_rows_kernel(shape));
 }
 
 // Steps the folded launches are checked on: one and two rows (one refused, its slot out of range),

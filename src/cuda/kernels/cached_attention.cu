@@ -359,64 +359,7 @@ __global__ void cache_combine_kernel(T* out, const float* partial_max, const flo
 
 unsigned blocks_for(int64_t threads) { return static_cast<unsigned>((threads + kCacheThreads - 1) / kCacheThreads); }
 
-// Queries per tile: the (position, head) pairs of one kv head, up to 8, as a power of two (decode
-// with GQA 4 takes tiles of 4: fewer registers than 8).
-int tile_queries(const CachedAttentionShape& shape) {
-  const int64_t pairs = shape.sequence * (shape.q_heads / shape.kv_heads);
-  int queries = 1;
-  while (queries < kCacheTileQueries && queries < pairs) queries *= 2;
-  return queries;
-}
-
-int64_t tiles_per_head(const CachedAttentionShape& shape) {
-  const int queries = tile_queries(shape);
-  return (shape.sequence * (shape.q_heads / shape.kv_heads) + queries - 1) / queries;
-}
-
-CacheLaunch cache_launch(const CachedAttentionShape& shape, int splits) {
-  CUDA_REQUIRE(shape.batch > 0 && shape.sequence > 0 && shape.slots > 0 && shape.capacity > 0,
-               "cached attention: empty shape");
-  CUDA_REQUIRE(shape.kv_heads > 0 && shape.q_heads % shape.kv_heads == 0,
-               "cached attention: query heads must be a multiple of kv heads");
-  CUDA_REQUIRE(shape.head_dim > 0 && shape.head_dim % kCacheLaneElements == 0 && shape.head_dim <= kCacheMaxHeadDim,
-               "cached attention: head_dim must be a multiple of 8, at most 256");
-  CUDA_REQUIRE(shape.batch <= 65535, "cached attention: at most 65535 rows per call");
-  CUDA_REQUIRE(shape.capacity < (int64_t{1} << 30) && shape.sequence * shape.q_heads < (int64_t{1} << 30),
-               "cached attention: a row's keys and queries must fit in 2^30");
-  CacheLaunch launch;
-  launch.shape = shape;
-  launch.group = shape.q_heads / shape.kv_heads;
-  launch.lanes = 1;
-  while (launch.lanes * kCacheLaneElements < shape.head_dim) launch.lanes *= 2;
-  launch.tile_queries = tile_queries(shape);
-  launch.tiles = static_cast<int>(tiles_per_head(shape));
-  launch.splits = splits;
-  const double scale = shape.scale != 0.0f ? shape.scale : 1.0 / std::sqrt(static_cast<double>(shape.head_dim));
-  launch.scale_log2 = static_cast<float>(scale * kCacheLog2e);
-  return launch;
-}
-
-bool aligned_16(const void* pointer) { return reinterpret_cast<uintptr_t>(pointer) % 16 == 0; }
-
 }  // namespace
-
-int cached_attention_splits(const CachedAttentionShape& shape, int multiprocessors) {
-  const int64_t blocks = shape.batch * shape.kv_heads * tiles_per_head(shape);
-  const int64_t wanted = (4 * int64_t{std::max(multiprocessors, 1)} + blocks - 1) / std::max<int64_t>(blocks, 1);
-  const int64_t most = std::min<int64_t>(kCacheMaxSplits, (shape.capacity + kCacheMinSplitKeys - 1) / kCacheMinSplitKeys);
-  return static_cast<int>(std::clamp<int64_t>(wanted, 1, std::max<int64_t>(most, 1)));
-}
-
-int cached_attention_splits(const CachedAttentionShape& shape) {
-  int device = 0, count = 0;
-  CUDA_CHECK(cudaGetDevice(&device));
-  CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
-  return cached_attention_splits(shape, count);
-}
-
-int64_t cached_attention_workspace_floats(const CachedAttentionShape& shape, int splits) {
-  return int64_t{splits} * shape.batch * shape.sequence * shape.q_heads * (shape.head_dim + 2);
-}
 
 template <typename T>
 void cached_attention_append(T* k_cache, T* v_cache, const T* k, const T* v, const int32_t* slot_ids,
@@ -494,33 +437,6 @@ void forward(T* out, float* workspace, const T* q, const T* k_cache, const T* v_
 }
 
 }  // namespace
-
-bool cached_attention_uses_rows_kernel(const CachedAttentionShape& shape) {
-  // (row, kv head) items for at least a quarter of its resident warps. Fewer leave most warps idle,
-  // where the split kernel shares a row's keys between blocks; from 64 rows of 8 kv heads (0.39 of
-  // its 1,320 warps on an H200) up it read faster than the split kernel at every length measured
-  // (2026-12-01, cached_attention_bench: 64 rows × 320 tokens 43.6 → 30.3 µs, × 2,048 147.4 → 135.8;
-  // 128 rows 63.1 → 51.2 and 274.5 → 262.6; 256 rows 115.3 → 94.8 and 541.3 → 516.7).
-  return tensor_rows_fits(shape) &&
-         4 * shape.batch * shape.kv_heads >= tensor_rows_resident_warps<__nv_bfloat16>(shape.head_dim);
-}
-
-template <typename T>
-void cached_attention_rows_forward(T* out, const T* q, const T* k_cache, const T* v_cache, const int32_t* slot_ids,
-                                   const int32_t* cache_lengths, const int32_t* new_lengths,
-                                   const CachedAttentionShape& shape, cudaStream_t stream, int64_t grid_warps) {
-  const CacheLaunch launch = cache_launch(shape, 1);
-  CUDA_REQUIRE(aligned_16(q) && aligned_16(k_cache) && aligned_16(v_cache) && aligned_16(out),
-               "cached attention: tensors must be 16-byte aligned");
-  launch_tensor_rows(out, q, k_cache, v_cache, slot_ids, cache_lengths, new_lengths, launch, stream, grid_warps);
-}
-template void cached_attention_rows_forward<__nv_bfloat16>(__nv_bfloat16*, const __nv_bfloat16*, const __nv_bfloat16*,
-                                                           const __nv_bfloat16*, const int32_t*, const int32_t*,
-                                                           const int32_t*, const CachedAttentionShape&, cudaStream_t,
-                                                           int64_t);
-template void cached_attention_rows_forward<__half>(__half*, const __half*, const __half*, const __half*, const int32_t*,
-                                                    const int32_t*, const int32_t*, const CachedAttentionShape&,
-                                                    cudaStream_t, int64_t);
 
 template <typename T>
 void cached_attention_forward(T* out, float* workspace, const T* q, const T* k_cache, const T* v_cache,

@@ -1,7 +1,8 @@
 // What the cached-attention kernels share (cached_attention.cu: the append, the CUDA-core split
-// kernel and the combine; cached_attention_tensor.cu: the tensor-core split kernel): the launch
-// parameters, each row's place in the cache and how a tile's keys are split between the blocks.
-// Internal to those two files.
+// kernel and the combine; cached_attention_tensor.cu: the tensor-core split kernel;
+// cached_attention_rows.cu: the many-rows kernel; cached_attention_launch.cu: the launch
+// parameters and the split policy): the launch parameters, each row's place in the cache and how
+// a tile's keys are split between the blocks. Internal to those files.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -39,6 +40,11 @@ struct CacheLaunch {
   int splits = 0;
   float scale_log2 = 0.0f;  // the softmax scale times log2(e): scores in the exp2 domain
 };
+
+// The launch parameters of `shape` with `splits` (the shape checked: UserError-style CUDA_REQUIRE
+// naming what is wrong), and whether a pointer is 16-byte aligned (the kernels' vector loads).
+CacheLaunch cache_launch(const CachedAttentionShape& shape, int splits);
+inline bool aligned_16(const void* pointer) { return reinterpret_cast<uintptr_t>(pointer) % 16 == 0; }
 
 // Row b of the call: where its slot starts in the cache, how many tokens it holds and brings.
 // A row the reference refuses brings nothing and is never appended to (`fresh` 0).
@@ -134,14 +140,10 @@ void launch_tensor_split(T* out, float* partial_max, float* partial_sum, float* 
                          const int32_t* new_lengths, const CacheLaunch& launch, cudaStream_t stream,
                          const FoldedAppend<T>& append = {});
 
-// The many-rows kernel (cached_attention_rows.cu): one warp per (row, kv head) at a time, whole
-// key ranges, no splits. Whether it takes `shape` on this GPU (bf16 / fp16 with head_dim 64 or 128,
-// at most 8 queries per kv head, sm_80 and later), its resident warps on this device (asked of
-// the driver once) and its launch (the output itself, padding queries zeroed) on `grid_warps`
-// warps (0: as many as are resident; never fewer than one for every 32 items).
-bool tensor_rows_fits(const CachedAttentionShape& shape);
-template <typename T>
-int64_t tensor_rows_resident_warps(int head_dim);
+// The many-rows kernel (cached_attention_rows.cu; cached_attention_uses_rows_kernel says when):
+// one warp per (row, kv head) at a time, whole key ranges, no splits. Its launch writes the output
+// itself, padding queries zeroed, on `grid_warps` warps (0: as many as are resident; never fewer
+// than one for every 32 items).
 template <typename T>
 void launch_tensor_rows(T* out, const T* q, const T* k_cache, const T* v_cache, const int32_t* slot_ids,
                         const int32_t* cache_lengths, const int32_t* new_lengths, const CacheLaunch& launch,

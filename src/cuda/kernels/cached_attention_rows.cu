@@ -38,7 +38,8 @@
 #include "cuda/kernels/element_type.cuh"
 #include "cuda/kernels/programmatic_launch.cuh"
 
-namespace surogate::cuda::cached {
+namespace surogate::cuda {
+namespace cached {
 namespace {
 
 // A warp's steps in flight: while it waits for a step, that step and the next are on their way.
@@ -260,18 +261,27 @@ int64_t resident_warps(int head_dim) {
   return head_dim == 64 ? rows_resident_warps<T, 64>() : rows_resident_warps<T, 128>();
 }
 
-}  // namespace
-
+// bf16 / fp16 with head_dim 64 or 128, at most 8 queries per kv head, sm_80 and later.
 bool tensor_rows_fits(const CachedAttentionShape& shape) {
   if (shape.head_dim != 64 && shape.head_dim != 128) return false;
   if (shape.sequence * (shape.q_heads / shape.kv_heads) > kRowsQueries) return false;
   return current_compute_major() >= 8;  // mma.sync, cp.async
 }
 
-template <typename T>
-int64_t tensor_rows_resident_warps(int head_dim) {
-  return resident_warps<T>(head_dim);
+}  // namespace
+}  // namespace cached
+
+bool cached_attention_uses_rows_kernel(const CachedAttentionShape& shape) {
+  // (row, kv head) items for at least a quarter of its resident warps. Fewer leave most warps idle,
+  // where the split kernel shares a row's keys between blocks; from 64 rows of 8 kv heads (0.39 of
+  // its 1,320 warps on an H200) up it read faster than the split kernel at every length measured
+  // (2026-12-01, cached_attention_bench: 64 rows × 320 tokens 43.6 → 30.3 µs, × 2,048 147.4 → 135.8;
+  // 128 rows 63.1 → 51.2 and 274.5 → 262.6; 256 rows 115.3 → 94.8 and 541.3 → 516.7).
+  return cached::tensor_rows_fits(shape) &&
+         4 * shape.batch * shape.kv_heads >= cached::resident_warps<__nv_bfloat16>(shape.head_dim);
 }
+
+namespace cached {
 
 template <typename T>
 void launch_tensor_rows(T* out, const T* q, const T* k_cache, const T* v_cache, const int32_t* slot_ids,
@@ -298,11 +308,30 @@ void launch_tensor_rows(T* out, const T* q, const T* k_cache, const T* v_cache, 
 }
 
 #define SUROGATE_INSTANTIATE_ROWS(T)                                                                              \
-  template int64_t tensor_rows_resident_warps<T>(int);                                                            \
   template void launch_tensor_rows<T>(T*, const T*, const T*, const T*, const int32_t*, const int32_t*,            \
                                       const int32_t*, const CacheLaunch&, cudaStream_t, int64_t);
 SUROGATE_INSTANTIATE_ROWS(__nv_bfloat16)
 SUROGATE_INSTANTIATE_ROWS(__half)
 #undef SUROGATE_INSTANTIATE_ROWS
 
-}  // namespace surogate::cuda::cached
+}  // namespace cached
+
+template <typename T>
+void cached_attention_rows_forward(T* out, const T* q, const T* k_cache, const T* v_cache, const int32_t* slot_ids,
+                                   const int32_t* cache_lengths, const int32_t* new_lengths,
+                                   const CachedAttentionShape& shape, cudaStream_t stream, int64_t grid_warps) {
+  const cached::CacheLaunch launch = cached::cache_launch(shape, 1);
+  CUDA_REQUIRE(cached::aligned_16(q) && cached::aligned_16(k_cache) && cached::aligned_16(v_cache) &&
+                   cached::aligned_16(out),
+               "cached attention: tensors must be 16-byte aligned");
+  cached::launch_tensor_rows(out, q, k_cache, v_cache, slot_ids, cache_lengths, new_lengths, launch, stream, grid_warps);
+}
+template void cached_attention_rows_forward<__nv_bfloat16>(__nv_bfloat16*, const __nv_bfloat16*, const __nv_bfloat16*,
+                                                           const __nv_bfloat16*, const int32_t*, const int32_t*,
+                                                           const int32_t*, const CachedAttentionShape&, cudaStream_t,
+                                                           int64_t);
+template void cached_attention_rows_forward<__half>(__half*, const __half*, const __half*, const __half*, const int32_t*,
+                                                    const int32_t*, const int32_t*, const CachedAttentionShape&,
+                                                    cudaStream_t, int64_t);
+
+}  // namespace surogate::cuda
