@@ -12,8 +12,8 @@
 # --prepare, the peer wheels in carry/wheels (trl, datasets, dill, multiprocess, liger_kernel);
 # there: `CARRY_DIR=$PWD/carry/dpo bash bench/run_dpo_job.sh` with carry ["carry/dpo.tar.xz",
 # "carry/wheels"].
-# Env: DPO_RUNS (qwen3-8b:lora qwen3-1.7b:full), DPO_STEPS (6: the first 2 are not timed),
-# DPO_PAIRS (256), PEERS=0, LIGER=0. Records: $OUT/dpo.jsonl (ours) and $OUT/peers.jsonl.
+# Env: DPO_RUNS (qwen3-8b:lora qwen3-1.7b:full; model:mode:recipe runs ours with that `recipe`), DPO_STEPS (6: the first 2 are not timed),
+# DPO_PAIRS (256), PEERS=0, LIGER=0 (LIGER=only: the Liger peer alone, the stronger one). Records: $OUT/dpo.jsonl (ours) and $OUT/peers.jsonl.
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 source "$root/bench/carry_env.sh"
@@ -35,7 +35,10 @@ gpu_index="${CUDA_VISIBLE_DEVICES:-0}"
 gpu_index="${gpu_index%%,*}"
 status=0
 for run in ${DPO_RUNS:-qwen3-8b:lora qwen3-1.7b:full}; do
-  model="${run%%:*}" mode="${run##*:}"
+  # model:mode[:recipe]: the recipe is ours alone (the peers run bf16).
+  model="${run%%:*}" rest="${run#*:}"
+  mode="${rest%%:*}" recipe=""
+  [[ "$rest" == *:* ]] && recipe="${rest#*:}"
   dir="$work/$model"
   [[ -f "$dir/config.json" ]] || python3 "$root/bench/cli/make_hf_model.py" "$model" "$dir" || { status=1; continue; }
   data="$work/$model-pairs.jsonl"
@@ -63,14 +66,16 @@ loss:
   dpo_beta: 0.1
 YAML
   append_mode_yaml "$mode" "$work/$model-$mode.yaml"
+  [[ -n "$recipe" ]] && echo "recipe: $recipe" >>"$work/$model-$mode.yaml"
   "$surogate" dpo "$work/$model-$mode.yaml" --dry-run >"$work/dryrun.txt" 2>&1 || echo "$model $mode: dry run failed"
   nvidia-smi -i "$gpu_index" --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 >"$work/mem.txt" 2>/dev/null &
   sampler=$!
   "$surogate" dpo "$work/$model-$mode.yaml" >"$log/$model-$mode.log" 2>&1 || { echo "$model $mode: exit $?"; status=1; }
   kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null
-  python3 - "$out/log.jsonl" "$model" "$mode" "$work/mem.txt" "$pairs" "$work/dryrun.txt" <<'PY' | tee -a "$log/dpo.jsonl"
+  python3 - "$out/log.jsonl" "$model" "$mode" "$work/mem.txt" "$pairs" "$work/dryrun.txt" "${recipe:-bf16}" <<'PY' | tee -a "$log/dpo.jsonl"
 import json, re, statistics, sys
 path, model, mode, mem_path, dataset_pairs = sys.argv[1:6]
+recipe = sys.argv[7]
 records = [json.loads(l) for l in open(path) if l.startswith("{")]
 steps = [r for r in records if r.get("type") == "step" or ("step_seconds" in r and "step" in r and "loss" in r)]
 startup = next((r for r in records if "total_seconds" in r), {})
@@ -82,7 +87,7 @@ trained = pairs_per_step * len(timed)
 with_reference = trained / (step_s * len(timed) + reference_s * trained / int(dataset_pairs)) if timed else 0.0
 mem = [float(x) for x in open(mem_path).read().split() if x.replace(".", "").isdigit()]
 predicted = re.search(r"predicted peak\s+([0-9.]+) GiB", open(sys.argv[6]).read())
-print(json.dumps({"engine": "surogate dpo", "model": model, "mode": mode, "pairs_per_s": pairs_per_step / step_s,
+print(json.dumps({"engine": "surogate dpo", "model": model, "mode": mode, "recipe": recipe, "pairs_per_s": pairs_per_step / step_s,
                   "pairs_per_s_with_reference": with_reference, "step_s": step_s,
                   "tokens_per_s": statistics.median([r["tokens_per_second"] for r in steps[2:]]) if len(steps) > 2 else None,
                   "reference_pass_s": reference_s, "reference_pairs": int(dataset_pairs),
@@ -92,9 +97,11 @@ print(json.dumps({"engine": "surogate dpo", "model": model, "mode": mode, "pairs
                   "metrics": {k: v for k, v in (steps[-1] if steps else {}).items() if "/" in k},
                   "startup": startup}))
 PY
-  if [[ "${PEERS:-1}" != 0 ]]; then
+  # The peers run bf16 whatever our recipe: once per model and mode, beside the entry without one.
+  if [[ "${PEERS:-1}" != 0 && -z "$recipe" ]]; then
     for liger in "" --liger; do
       [[ -n "$liger" ]] && { [[ "${LIGER:-1}" != 0 ]] && python3 -c "import liger_kernel" 2>/dev/null || continue; }
+      [[ -z "$liger" && "${LIGER:-1}" == only ]] && continue
       nvidia-smi -i "$gpu_index" --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 >"$work/mem.txt" 2>/dev/null &
       sampler=$!
       line=$(python3 "$root/bench/peers/trl_dpo_bench.py" --model-dir "$dir" --data "$data" --mode "$mode" $liger 2>>"$log/peers.log" | tail -1)

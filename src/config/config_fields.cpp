@@ -124,6 +124,7 @@ const FieldTable<config::Loss>& loss_fields() {
       field("beta", &L::beta),
       field("desirable_weight", &L::desirable_weight),
       field("undesirable_weight", &L::undesirable_weight),
+      field("share_prompts", &L::share_prompts),
   };
   return table;
 }

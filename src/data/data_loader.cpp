@@ -5,6 +5,7 @@
 #include <random>
 
 #include "core/error.h"
+#include "data/prompt_sharing.h"
 
 namespace surogate::data {
 
@@ -44,7 +45,7 @@ PackedBatch DataLoader::next() {
   }
   PackedBatch batch = make_batch(rows_, indices, pad_id_);
   skip();
-  return batch;
+  return shared_length_ > 0 ? data::share_prompts(batch, shared_length_) : batch;
 }
 
 void DataLoader::skip() {

@@ -33,6 +33,9 @@ public:
   // a process of a data-parallel world skips the micro-batches other processes' ranks train.
   void skip();
   LoaderPosition position() const { return position_; }
+  // From now on next() gives each batch in prompt sharing's layout of `shared_length` tokens a row
+  // (data/prompt_sharing.h: `surogate dpo`'s pairs).
+  void share_prompts(int64_t shared_length) { shared_length_ = shared_length; }
   void seek(LoaderPosition position);
 
 private:
@@ -44,6 +47,7 @@ private:
   uint64_t seed_;
   int32_t pad_id_;
   bool shuffle_ = true;
+  int64_t shared_length_ = 0;  // 0: the rows as packed
   LoaderPosition position_;
   std::vector<uint64_t> order_;  // row order of position_.epoch
   uint64_t order_epoch_ = UINT64_MAX;

@@ -97,6 +97,18 @@ int64_t most_segments_per_row(const PackedRowsView& rows);
 // Every document must have 1..T tokens (fit_to_length guarantees it).
 PackedRows pack_documents(std::vector<TokenizedSample> documents, const PackingOptions& options, PackingStats& stats);
 
+// Prompt sharing's tables (data/prompt_sharing.h) of a batch in the shared layout [B, T]: how its
+// tokens map to and from the rows as packed, [B, E] (E = expanded_length), where attention runs.
+// Indices are flat over the whole batch (b·T + i, b·E + j); −1 is none.
+struct SharedPromptLayout {
+  int64_t expanded_length = 0;                 // E
+  std::vector<int32_t> expanded_document_ids;  // [B*E] the packed rows' document ids
+  std::vector<int32_t> expand_index;           // [B*E] the shared token each packed token copies
+  std::vector<int32_t> expand_sources;         // [B*T*2] the packed tokens that copy each shared token
+  std::vector<int32_t> take_index;             // [B*T] the packed token whose attention output a shared token takes
+  std::vector<int32_t> take_sources;           // [B*E] the shared token that takes a packed token's output
+};
+
 // A micro-batch of B rows of T tokens, flattened row-major.
 struct PackedBatch {
   int64_t batch_size = 0;       // B
@@ -123,6 +135,8 @@ struct PackedBatch {
   // pixel_values and grid_thw).
   std::vector<int32_t> mrope_position_ids;
   std::vector<vision::RgbImage> images;
+  // A preference batch in the shared layout (data/prompt_sharing.h); expanded_length 0 otherwise.
+  SharedPromptLayout shared_prompts;
 };
 
 // Assembles the rows `row_indices` into a batch; an index equal to rows.rows() stands for a row

@@ -53,6 +53,7 @@ const CudaOpTable& builtin_cuda_ops() {
     register_gelu_layernorm_cuda_ops(built);
     register_generation_cuda_ops(built);
     register_decode_linear_cuda_ops(built);
+    register_gather_rows_cuda_ops(built);
     return built;
   }();
   return table;

@@ -199,6 +199,10 @@ void register_generation_cuda_ops(CudaOpTable& table);
 // runtime/cuda_decode_linear_ops.cpp.
 void register_decode_linear_cuda_ops(CudaOpTable& table);
 
+// gather_rows and gather_rows_sum (prompt sharing's moves between a micro-batch's two layouts,
+// ops/defs/gather_rows_def.cpp), in runtime/cuda_gather_rows_ops.cpp.
+void register_gather_rows_cuda_ops(CudaOpTable& table);
+
 // The table the engine uses: every family registered above, built once on first use.
 const CudaOpTable& builtin_cuda_ops();
 

@@ -230,6 +230,36 @@ def test_dpo_with_reference_starts_at_ln2(surogate_bin, qwen3_model, tmp_path):
     assert (tmp_path / "out" / "tokenized" / "reference_logps.json").exists()
 
 
+@pytest.mark.parametrize("backend", ["cpu", "machine"])
+def test_shared_prompts_train_as_whole_pairs(surogate_bin, qwen3_model, tmp_path, backend):
+    """loss.share_prompts (the default): each pair's prompt once in a shorter row, its completions
+    attending to it; three steps of full fine-tuning give the records of the two-document rows: on
+    the CPU backend (fp32) to rel 1e-5, on a GPU (bf16, products of other row counts) to rel 2e-2."""
+    from conftest import gpu_visible
+    if backend == "machine" and not gpu_visible():
+        pytest.skip("no GPU: the CPU backend's case covers the layout")
+    relative = RELATIVE if backend == "cpu" else 2e-2
+    data = write_jsonl(tmp_path / "pairs.jsonl", TEXT_ROWS)
+    runs = {}
+    for shared in (True, False):
+        out = tmp_path / f"out_{shared}"
+        config = dpo_config(tmp_path / f"dpo_{shared}.yaml", qwen3_model, out, data,
+                            "lora: false\nlearning_rate: 1e-3\nper_device_train_batch_size: 2\nmax_steps: 3\n"
+                            f"loss:\n  type: dpo\n  share_prompts: {str(shared).lower()}\n")
+        result = run_surogate(surogate_bin, "dpo", config, env=CPU_ONLY if backend == "cpu" else None)
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert ("share their prompts: rows of" in result.stdout) == shared, result.stdout
+        runs[shared] = read_records(out, "step")
+    assert len(runs[True]) == len(runs[False]) == 3
+    for with_sharing, without in zip(runs[True], runs[False]):
+        # On a GPU the small differences (margins, mean logits) are at bf16's noise: the sums only.
+        names = ("loss", "grad_norm", "logps/chosen", "logps/rejected")
+        if backend == "cpu":
+            names += ("logits/chosen", "logits/rejected", "rewards/margins")
+        for name in names:
+            assert with_sharing[name] == pytest.approx(without[name], rel=relative, abs=1e-9), (name, with_sharing, without)
+
+
 def test_bad_rows_name_file_and_line(surogate_bin, qwen3_model, tmp_path):
     cases = {
         "no_chosen": ({"prompt": "a", "rejected": "b"}, "has no 'chosen'"),

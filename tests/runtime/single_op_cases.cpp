@@ -212,6 +212,16 @@ std::vector<SingleOpCase> make_cases() {
       {"concat", {TensorType{kBf16, {kRows, 16}}, TensorType{kBf16, {kRows, 48}}}, {{"axis", -1}}},
       {"split", {x}, {{"axis", -1}, {"sizes", {16, 48}}}},
       {"reshape", {x}, {{"shape", {kRows / 2, 2 * kChannels}}}},
+      // Prompt sharing's gathers (data/prompt_sharing.h): 4 shared tokens, 6 packed ones (token 0
+      // copied twice, one padding); 16-byte rows and 6-byte ones (the element-wise path).
+      {"gather_rows", {TensorType{kBf16, {1, 4, 8, 8}}, TensorType{kI32, {1, 6}}, TensorType{kI32, {1, 4, 2}}}, {},
+       {unit, fixed({0, 1, 2, 0, 3, -1}), fixed({0, 3, 1, -1, 2, -1, 4, -1})}},
+      {"gather_rows", {TensorType{kBf16, {1, 4, 3}}, TensorType{kI32, {1, 6}}, TensorType{kI32, {1, 4, 2}}}, {},
+       {unit, fixed({0, 1, 2, 0, 3, -1}), fixed({0, 3, 1, -1, 2, -1, 4, -1})}},
+      {"gather_rows_sum", {TensorType{kBf16, {1, 6, 64}}, TensorType{kI32, {1, 4, 2}}}, {},
+       {unit, fixed({0, 3, 1, -1, 2, -1, 4, -1})}},
+      {"gather_rows_sum", {TensorType{kBf16, {1, 6, 3}}, TensorType{kI32, {1, 4, 2}}}, {},
+       {unit, fixed({0, 3, 1, -1, 2, -1, 4, -1})}},
       {"swiglu", {x, x}},
       {"swiglu_backward", {x, x, x}},
       {"swiglu_fused", {TensorType{kBf16, {kRows, 2 * kChannels}}}},

@@ -18,6 +18,9 @@ struct Loss {
   double beta = 0.1;               // orpo: the odds-ratio term's weight (TRL ORPOConfig.beta)
   double desirable_weight = 1.0;   // kto
   double undesirable_weight = 1.0; // kto
+  // Each pair's prompt computed once, its two completions attending to it (data/prompt_sharing.h);
+  // the same log-probabilities, fewer tokens through every projection.
+  bool share_prompts = true;
   // Not an option: set by `surogate dpo` (the preference objective, train/objective/).
   bool preference = false;
 };

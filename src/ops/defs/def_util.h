@@ -50,6 +50,7 @@ void register_cross_entropy_ops(graph::OpRegistry& registry);  // cross_entropy_
 void register_dropout_ops(graph::OpRegistry& registry);        // dropout_def.cpp
 void register_concat_split_ops(graph::OpRegistry& registry);   // concat_split_def.cpp
 void register_reshape_ops(graph::OpRegistry& registry);        // reshape_def.cpp
+void register_gather_rows_ops(graph::OpRegistry& registry);    // gather_rows_def.cpp
 void register_dequantize_ops(graph::OpRegistry& registry);     // dequantize_nf4_def.cpp
 void register_fp8_ops(graph::OpRegistry& registry);            // fp8_linear_def.cpp
 void register_fp8_output_ops(graph::OpRegistry& registry);     // fp8_output_def.cpp (after rmsnorm, swiglu)

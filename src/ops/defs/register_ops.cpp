@@ -21,6 +21,7 @@ void register_model_ops(graph::OpRegistry& registry) {
   defs::register_dropout_ops(registry);
   defs::register_concat_split_ops(registry);
   defs::register_reshape_ops(registry);
+  defs::register_gather_rows_ops(registry);
   defs::register_dequantize_ops(registry);
   defs::register_dequantize_fp8_blocks_ops(registry);
   defs::register_dequantize_fp4_ops(registry);

@@ -14,6 +14,7 @@ PairInputs pair_inputs(const data::PackedBatch& batch, const ReferenceLogps* ref
   inputs.reference.assign(static_cast<size_t>(2 * B), 0.0f);
   inputs.lengths.assign(static_cast<size_t>(2 * B), 0.0f);
   inputs.labels.assign(static_cast<size_t>(B), 0.0f);
+  if (batch.shared_prompts.expanded_length > 0) inputs.shared_prompts = &batch.shared_prompts;
   for (int64_t row = 0; row < B; ++row) {
     const size_t start = static_cast<size_t>(row * T);
     int32_t chosen_document = -1, rejected_document = -1;

@@ -23,6 +23,8 @@ struct PairInputs {
   std::vector<float> labels;          // [B] KTO: 1 desirable, 0 undesirable (0 for the other losses)
   int64_t pairs = 0;                  // rows holding a pair
   double chosen_tokens = 0.0;
+  // The batch's prompt-sharing tables (data/prompt_sharing.h), or null: the batch must outlive it.
+  const data::SharedPromptLayout* shared_prompts = nullptr;
 };
 
 // `reference`: the split's table (null: zeros, the reference pass itself or reference-free losses).

@@ -11,7 +11,9 @@
 #include "io/atomic_file.h"
 #include "models/lora.h"
 #include "train/device/training_device.h"
+#include "data/prompt_sharing.h"
 #include "train/objective/preference_graph.h"
+#include "train/objective/prompt_sharing_graph.h"
 #include "train/objective/process_window_rows.h"
 
 namespace surogate::train {
@@ -45,8 +47,11 @@ ops::PreferenceLossOptions preference_loss_options(const config::Loss& loss) {
           .desirable_weight = loss.desirable_weight, .undesirable_weight = loss.undesirable_weight};
 }
 
-PreferenceObjective::PreferenceObjective(const config::Loss& loss, std::filesystem::path reference_file, std::string model)
+PreferenceObjective::PreferenceObjective(const config::Loss& loss, std::filesystem::path reference_file, std::string model,
+                                         int64_t packed_length)
     : options_(preference_loss_options(loss)),
+      share_prompts_(loss.share_prompts),
+      packed_length_(packed_length),
       reference_file_(std::move(reference_file)),
       model_(std::move(model)),
       metrics_(options_) {}
@@ -54,16 +59,35 @@ PreferenceObjective::PreferenceObjective(const config::Loss& loss, std::filesyst
 ObjectiveGraph PreferenceObjective::rewrite_loss(graph::Graph forward, graph::TensorId loss,
                                                  const graph::OpRegistry& registry, int64_t batch,
                                                  int64_t sequence) const {
-  return apply_preference_loss(std::move(forward), loss, registry, options_, batch, sequence);
+  ObjectiveGraph result = apply_preference_loss(std::move(forward), loss, registry, options_, batch, sequence);
+  if (share_prompts_) result.graph = apply_prompt_sharing(result.graph, registry, batch, sequence, packed_length_);
+  return result;
+}
+
+data::PackedBatch PreferenceObjective::plan_batch(data::PackedBatch packed) const {
+  if (!share_prompts_) return packed;
+  const graph::Shape& shape = context_.plan->graph.tensor(context_.plan->tensor(kSharedTakeIndex)).type.shape;
+  return data::share_prompts(packed, shape[1]);
 }
 
 std::vector<runtime::InputBinding> PreferenceObjective::bindings_of(const PairInputs& inputs) {
   const compiler::ExecutionPlan& plan = *context_.plan;
-  return {{plan.tensor(kSequenceIds), preference_bytes(inputs.sequence_ids)},
-          {plan.tensor(kReferenceLogps), preference_bytes(inputs.reference)},
-          {plan.tensor(kSequenceLengths), preference_bytes(inputs.lengths)},
-          {plan.tensor(kPreferenceLabels), preference_bytes(inputs.labels)},
-          {plan.tensor(kPreferenceScales), std::as_bytes(std::span<const float>(scales_, 2))}};
+  std::vector<runtime::InputBinding> bindings{
+      {plan.tensor(kSequenceIds), preference_bytes(inputs.sequence_ids)},
+      {plan.tensor(kReferenceLogps), preference_bytes(inputs.reference)},
+      {plan.tensor(kSequenceLengths), preference_bytes(inputs.lengths)},
+      {plan.tensor(kPreferenceLabels), preference_bytes(inputs.labels)},
+      {plan.tensor(kPreferenceScales), std::as_bytes(std::span<const float>(scales_, 2))}};
+  if (share_prompts_) {
+    const data::SharedPromptLayout* layout = inputs.shared_prompts;
+    SUROGATE_CHECK(layout != nullptr && layout->expanded_length == packed_length_, "a batch in the shared layout");
+    bindings.insert(bindings.end(), {{plan.tensor(kExpandedDocumentIds), preference_bytes(layout->expanded_document_ids)},
+                                     {plan.tensor(kSharedExpandIndex), preference_bytes(layout->expand_index)},
+                                     {plan.tensor(kSharedExpandSources), preference_bytes(layout->expand_sources)},
+                                     {plan.tensor(kSharedTakeIndex), preference_bytes(layout->take_index)},
+                                     {plan.tensor(kSharedTakeSources), preference_bytes(layout->take_sources)}});
+  }
+  return bindings;
 }
 
 std::vector<int64_t> PreferenceObjective::taken_indices(size_t count) const {
@@ -137,6 +161,7 @@ ReferenceLogps PreferenceObjective::forward_split(const data::PackedRowsView& ro
   const uint64_t group = batch * static_cast<uint64_t>(std::max(1, context_.device->data_parallel_ranks()));
   for (uint64_t first = 0; first < rows.rows(); first += group) {
     std::vector<data::PackedBatch> packed;
+    packed.reserve(static_cast<size_t>(group / batch));  // inputs keep pointers to their batch's sharing tables
     std::vector<PairInputs> inputs;
     std::vector<int64_t> places;  // each micro-batch's place in the group (the window of one per rank)
     bool trained = false;
@@ -146,7 +171,7 @@ ReferenceLogps PreferenceObjective::forward_split(const data::PackedRowsView& ro
       places.push_back(place);
       std::vector<uint64_t> indices;
       for (uint64_t row = start; row < start + batch; ++row) indices.push_back(std::min<uint64_t>(row, rows.rows()));
-      packed.push_back(data::make_batch(rows, indices, context_.pad_id));
+      packed.push_back(plan_batch(data::make_batch(rows, indices, context_.pad_id)));
       inputs.push_back(pair_inputs(packed.back(), reference, kto_labels));
       std::vector<runtime::InputBinding> bindings = context_.inputs->bind(packed.back(), 0.0f);
       for (const runtime::InputBinding& binding : bindings_of(inputs.back())) bindings.push_back(binding);

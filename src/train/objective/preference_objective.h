@@ -9,6 +9,10 @@
 // token cache (`<output_dir>/tokenized/reference_logps.json`, keyed by the token cache and the
 // model): a resumed run reads them back, and refuses to start when they are missing. Losses that
 // need no reference (simpo, orpo, reference_free) skip the pass.
+//
+// With loss.share_prompts (the default) the plan's rows hold each pair's prompt once
+// (data/prompt_sharing.h, prompt_sharing_graph.h): the step loop's loader yields them so
+// (start_run.cpp), and the reference pass and evaluation lay their batches out the same way.
 #pragma once
 
 #include <filesystem>
@@ -30,7 +34,10 @@ ops::PreferenceLossOptions preference_loss_options(const config::Loss& loss);
 
 class PreferenceObjective final : public TrainingObjective {
 public:
-  PreferenceObjective(const config::Loss& loss, std::filesystem::path reference_file, std::string model);
+  // `packed_length`: the rows' tokens as packed (sequence_len); with loss.share_prompts the plan's
+  // rows are shorter (prompt_sharing_graph.h) and this is where its attention runs.
+  PreferenceObjective(const config::Loss& loss, std::filesystem::path reference_file, std::string model,
+                      int64_t packed_length);
 
   ObjectiveGraph rewrite_loss(graph::Graph forward, graph::TensorId loss, const graph::OpRegistry& registry,
                               int64_t batch, int64_t sequence) const override;
@@ -63,7 +70,12 @@ private:
   void read_window(const std::vector<std::pair<int64_t, std::vector<double>>>& mine, PreferenceMetrics& metrics,
                    ReferenceLogps* logps) const;
 
+  // A batch of packed rows as the plan takes it: in the shared layout with loss.share_prompts.
+  data::PackedBatch plan_batch(data::PackedBatch packed) const;
+
   ops::PreferenceLossOptions options_;
+  bool share_prompts_ = false;
+  int64_t packed_length_ = 0;
   std::filesystem::path reference_file_;
   std::string model_;
   ObjectiveContext context_;

@@ -4,8 +4,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <numeric>
 
 #include "core/error.h"
+#include "data/prompt_sharing.h"
 #include "distributed/process_world.h"
 #include "models/defined_weights.h"
 #include "models/model_spec.h"
@@ -64,6 +66,24 @@ void read_model(RunContext& run) {
   }
 }
 
+namespace {
+
+// surogate dpo with loss.share_prompts: the plan's rows are the longest pair of the data with its
+// prompt once (data/prompt_sharing.h), rounded up so that a micro-batch holds a multiple of 16
+// tokens (FP8 products take 16-row tiles).
+void share_pair_prompts(RunContext& run) {
+  const int64_t longest = std::max<int64_t>(
+      {int64_t{1}, data::longest_shared_row(run.cache->train()), data::longest_shared_row(run.cache->eval())});
+  const int64_t multiple = 16 / std::gcd<int64_t>(run.batch, 16);
+  const int64_t shared = std::min(run.sequence, (longest + multiple - 1) / multiple * multiple);
+  run.message(fmt::format("preference pairs share their prompts: rows of {} tokens instead of {} (loss.share_prompts)",
+                          shared, run.sequence));
+  run.sequence = shared;
+  run.loader->share_prompts(shared);
+}
+
+}  // namespace
+
 void load_data(RunContext& run) {
   const Config& config = run.config;
   if (config.grpo.enabled) return load_prompts(run);  // surogate grpo: prompts, not documents
@@ -90,6 +110,7 @@ void load_data(RunContext& run) {
   run.loader = std::make_unique<data::DataLoader>(run.cache, run.cache->train(), run.batch,
                                                   static_cast<uint64_t>(config.data.train_seed), run.pad_id, !kto);
   run.batches_per_epoch = static_cast<int64_t>(run.loader->batches_per_epoch());
+  if (config.loss.preference && config.loss.share_prompts) share_pair_prompts(run);
   if (run.vision) run.vision->set_plan_patches(run.cache->train(), run.cache->eval(), run.batch);
 }
 
