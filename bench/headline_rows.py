@@ -351,30 +351,33 @@ DSL = Table(
             command='CLI_MODELS=gpt-neox-1.4b CLI_VARIANTS="fast full-fast" BENCH_BINARY=0 bash bench/run_cli_job.sh'),
     ))
 
-DPO_FILE = "2026-11-29-h200-dpo-vs-trl.jsonl"
-DPO_COMMAND = 'DPO_RUNS="qwen3-8b:lora qwen3-1.7b:full" bash bench/run_dpo_job.sh'
+DPO_FILE = "2026-12-01-h200-dpo-prompt-sharing.jsonl"  # loss.share_prompts on (the default)
+DPO_COMMAND = 'LIGER=only DPO_RUNS="qwen3-8b:lora qwen3-8b:lora:fp8_hybrid qwen3-1.7b:full qwen3-1.7b:full:fp8_hybrid" bash bench/run_dpo_job.sh'
 PREFERENCE = Table(
     anchor="preference", title="Preference tuning: `surogate dpo` against TRL",
     note="`surogate dpo` (sigmoid DPO, beta 0.1) on a Qwen3 shape with random bf16 weights and pairs of a "
          "512-token prompt and 512-token completions (bench/preference/make_pairs.py), 4 pairs per micro-batch, "
-         "2 micro-batches per step, AdamW, recomputation off; pairs/s over the steps after the first two. The "
-         "peers: TRL 1.16's DPOTrainer (+ PEFT for LoRA) with and without Liger-Kernel's fused DPO loss, on the "
-         "same folder and pairs; TRL runs its reference inside every step, ours is computed once per epoch "
-         "(forward only) before the first step: the record's `pairs_per_s_with_reference` charges it "
-         "(docs/preference-tuning.md#speed). Peak memory: nvidia-smi on both sides.",
+         "2 micro-batches per step, AdamW, recomputation off, each pair's prompt computed once "
+         "(`loss.share_prompts`, the default: docs/preference-tuning.md#prompt-sharing); pairs/s over the steps "
+         "after the first two. The peer: TRL 1.16's DPOTrainer (+ PEFT for LoRA) with Liger-Kernel's fused DPO "
+         "loss (the stronger of the two, 2026-11-29), in bf16, on the same folder and pairs; TRL runs its "
+         "reference inside every step, ours is computed once per epoch (forward only) before the first step: "
+         "the record's `pairs_per_s_with_reference` charges it (docs/preference-tuning.md#speed). With "
+         "`recipe: fp8_hybrid` the first step's loss is not ln 2 (docs/preference-tuning.md#fp8). Peak memory: "
+         "nvidia-smi on both sides.",
     rate_heading="Surogate pairs/s", unit="pairs/s", rate_digits=2,
-    rows=(
-        Row(anchor="dpo-8b-lora", label="Qwen3-8B LoRA r16 DPO", size_b=8.2,
-            ours=Pick(DPO_FILE, {"engine": "surogate dpo", "model": "qwen3-8b"}, metric="pairs_per_s"),
-            peers=(Pick(DPO_FILE, {"engine": "trl-dpo+peft", "model": "qwen3-8b"}, metric="pairs_per_s"),
-                   Pick(DPO_FILE, {"engine": "trl-dpo+peft+liger", "model": "qwen3-8b"}, metric="pairs_per_s")),
-            gpu="H200", command=DPO_COMMAND),
-        Row(anchor="dpo-1.7b-full", label="Qwen3-1.7B full fine-tuning DPO", size_b=1.7,
-            ours=Pick(DPO_FILE, {"engine": "surogate dpo", "model": "qwen3-1.7b"}, metric="pairs_per_s"),
-            peers=(Pick(DPO_FILE, {"engine": "trl-dpo", "model": "qwen3-1.7b"}, metric="pairs_per_s"),
-                   Pick(DPO_FILE, {"engine": "trl-dpo+liger", "model": "qwen3-1.7b"}, metric="pairs_per_s")),
-            gpu="H200", command=DPO_COMMAND),
-    ))
+    rows=tuple(
+        Row(anchor=f"dpo-{size}-{mode}{'-fp8' if recipe == 'fp8_hybrid' else ''}",
+            label=f"Qwen3-{size.upper()} {'LoRA r16' if mode == 'lora' else 'full fine-tuning'} DPO"
+                  + (", `recipe: fp8_hybrid`" if recipe == "fp8_hybrid" else ""),
+            size_b=billions,
+            ours=Pick(DPO_FILE, {"engine": "surogate dpo", "model": f"qwen3-{size}", "recipe": recipe, "call": call},
+                      metric="pairs_per_s"),
+            peers=(Pick(DPO_FILE, {"engine": f"trl-dpo{'+peft' if mode == 'lora' else ''}+liger",
+                                   "model": f"qwen3-{size}", "call": call}, metric="pairs_per_s"),),
+            gpu="H200", command=DPO_COMMAND)
+        for size, billions, mode, call in (("8b", 8.2, "lora", 3), ("1.7b", 1.7, "full", 2))
+        for recipe in ("bf16", "fp8_hybrid")))
 
 VL_FILE = "2026-11-30-h200-vl-lora-host.jsonl"
 VL_COMMAND = "CARRY_DIR=$PWD/carry/cli bash bench/run_vl_job.sh"
