@@ -230,6 +230,35 @@ def test_dpo_with_reference_starts_at_ln2(surogate_bin, qwen3_model, tmp_path):
     assert (tmp_path / "out" / "tokenized" / "reference_logps.json").exists()
 
 
+def test_fp8_hybrid_starts_at_ln2(surogate_bin, qwen3_model, tmp_path):
+    """recipe fp8_hybrid (the CPU backend's exact emulation): the FP8 scales are calibrated before the
+    reference pass, so the first step's policy log-probabilities are the reference's bits although its
+    micro-batches hold other pairs than the pass's (without the calibration each micro-batch scaled
+    by its own amax and the first loss was 0.74 on such a model)."""
+    rows = [{"prompt": f"Say {w} and", "chosen": f" {w} it is, {w}.", "rejected": f" no {w}, never" * (1 + i % 3)}
+            for i, w in enumerate(WORDS[:12])]
+    data = write_jsonl(tmp_path / "pairs.jsonl", rows)
+    config = dpo_config(tmp_path / "dpo.yaml", qwen3_model, tmp_path / "out", data,
+                        "recipe: fp8_hybrid\nlora: false\nlearning_rate: 1e-4\nper_device_train_batch_size: 2\n"
+                        "gradient_accumulation_steps: 2\nmax_steps: 2\n")
+    result = run_surogate(surogate_bin, "dpo", config, env=CPU_ONLY)
+    assert result.returncode == 0, result.stdout + result.stderr
+    first = read_records(tmp_path / "out", "step")[0]
+    assert first["loss"] == pytest.approx(math.log(2.0), rel=1e-6), first
+    assert first["rewards/chosen"] == 0.0 and first["rewards/rejected"] == 0.0, first
+    assert "the FP8 scales from a forward over the 12 training pairs" in result.stdout, result.stdout
+    # Two CPU ranks of one micro-batch each quantize as the one rank of two micro-batches: the
+    # reference pass's amaxes are dropped on both (TrainingDevice::skip_update), so every step's
+    # scales match (before, the ranks' steps 2 and 3 drifted: 0.676 against 0.647).
+    ranks = run_surogate(surogate_bin, "dpo", config, "--gpus=2", "--gradient_accumulation_steps=1",
+                         "--output_dir", str(tmp_path / "ranks"), "--log_file", str(tmp_path / "ranks" / "log.jsonl"),
+                         env=CPU_ONLY)
+    assert ranks.returncode == 0, ranks.stdout + ranks.stderr
+    for one, two in zip(read_records(tmp_path / "out", "step"), read_records(tmp_path / "ranks", "step"), strict=True):
+        for name in ("loss", "grad_norm", "logps/chosen", "logps/rejected"):
+            assert two[name] == pytest.approx(one[name], rel=1e-6), (name, one, two)
+
+
 @pytest.mark.parametrize("backend", ["cpu", "machine"])
 def test_shared_prompts_train_as_whole_pairs(surogate_bin, qwen3_model, tmp_path, backend):
     """loss.share_prompts (the default): each pair's prompt once in a shorter row, its completions

@@ -132,7 +132,9 @@ public:
     backend_.execute_forward(inputs);
     keep_micro_batch_outputs();
     // The amaxes the forward recorded belong to no step (as skip_update drops them).
-    if (fp8_) quant::drop_current_amaxes(backend_.view<float>(fp8_->tensor).data(), fp8_->shape.sites, fp8_->shape.history);
+    if (fp8_ && !keep_fp8_amaxes_) {
+      quant::drop_current_amaxes(backend_.view<float>(fp8_->tensor).data(), fp8_->shape.sites, fp8_->shape.history);
+    }
     return true;
   }
 
@@ -162,7 +164,16 @@ public:
 
   void skip_update() override {
     backend_.zero_gradients();
-    if (fp8_) quant::drop_current_amaxes(backend_.view<float>(fp8_->tensor).data(), fp8_->shape.sites, fp8_->shape.history);
+    if (fp8_ && !keep_fp8_amaxes_) {
+      quant::drop_current_amaxes(backend_.view<float>(fp8_->tensor).data(), fp8_->shape.sites, fp8_->shape.history);
+    }
+  }
+
+  void keep_fp8_amaxes(bool keep) override { keep_fp8_amaxes_ = keep; }
+  void calibrate_fp8_scaling() override {
+    if (!fp8_) return;
+    quant::roll_fp8_history(backend_.view<float>(fp8_->tensor).data(), fp8_->shape.sites, fp8_->shape.history,
+                            fp8_->shape.history - 1);
   }
 
 private:
@@ -174,6 +185,7 @@ private:
   std::vector<StoredQuantizedWeight> quantized_;  // QLoRA's base, kept for the evaluator's backend
   std::unique_ptr<Optimizer> optimizer_;
   std::optional<Fp8State> fp8_;  // fp8_hybrid's scaling state, in the backend's memory
+  bool keep_fp8_amaxes_ = false;  // calibration (keep_fp8_amaxes)
   std::vector<Fp8WeightCopy> fp8_copies_;  // fp8_hybrid full fine-tuning: the trained weights' FP8 copies
   double loss_sum_ = 0.0, grad_norm_ = 0.0, aux_sum_ = 0.0;
 };

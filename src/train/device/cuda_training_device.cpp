@@ -133,7 +133,7 @@ public:
     }
     if (fp8_delayed_) fp8_delayed_->apply(rank_->backend());
     rank_->backend().execute_forward(inputs);
-    if (fp8_) drop_current_amaxes();  // they belong to no step, as skip_update drops them
+    if (fp8_ && !keep_fp8_amaxes_) drop_current_amaxes();  // they belong to no step, as skip_update drops them
     keep_micro_batch_outputs();
     return true;
   }
@@ -170,7 +170,15 @@ public:
 
   void skip_update() override {
     rank_->accumulators().zero();
-    if (fp8_) drop_current_amaxes();
+    if (fp8_ && !keep_fp8_amaxes_) drop_current_amaxes();
+  }
+
+  void keep_fp8_amaxes(bool keep) override { keep_fp8_amaxes_ = keep; }
+  void calibrate_fp8_scaling() override {
+    if (!fp8_) return;
+    cuda::fp8_roll_history(fp8_device(), fp8_->shape.sites, fp8_->shape.history, fp8_->shape.history - 1,
+                           rank_->stream());
+    fp8_delayed_->after_roll(fp8_device(), rank_->stream());
   }
 
 private:
@@ -196,6 +204,7 @@ private:
   std::optional<Fp8State> fp8_;   // fp8_hybrid's scaling state (in the plan's parameters)
   std::vector<float> fp8_host_;   // its host copy: zeros at the start, what checkpoints read and restore
   std::optional<Fp8DelayedSites> fp8_delayed_;  // which of its sites the kernels may skip checking
+  bool keep_fp8_amaxes_ = false;  // calibration (keep_fp8_amaxes)
 };
 
 }  // namespace

@@ -151,6 +151,15 @@ public:
   // accumulated gradients are zeroed, the weights and optimizer state stay as they are, and a
   // quantized recipe's amaxes recorded during the step are dropped.
   virtual void skip_update() = 0;
+  // fp8_hybrid's calibration (nothing on a plan without FP8 scaling state), which `surogate dpo`
+  // runs before its reference pass so that the pass and the first steps quantize at the same
+  // scales (train/objective/preference_objective.h): while keep_fp8_amaxes(true) holds,
+  // forward_only() and skip_update() leave the amaxes recorded since the last roll in place;
+  // calibrate_fp8_scaling() then moves them (every rank's max) into the history as the step before
+  // the first (slot history − 1), so that every step from the first scales by them (or a larger
+  // later amax) instead of each tensor's own amax. Collective on several ranks.
+  virtual void keep_fp8_amaxes(bool keep) = 0;
+  virtual void calibrate_fp8_scaling() = 0;
 
   // What one rank keeps beside its plan to accumulate gradients across micro-batches, in bytes
   // (a data-parallel device: its largest local rank's; ZeRO-2/3: the shard's accumulators and the

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "io/atomic_file.h"
 #include "models/lora.h"
+#include "train/device/fp8_state.h"
 #include "train/device/training_device.h"
 #include "data/prompt_sharing.h"
 #include "train/objective/preference_graph.h"
@@ -212,7 +213,12 @@ void PreferenceObjective::prepare(const ObjectiveContext& context) {
     }
   }
   if (!ops::preference_loss_uses_reference(options_)) return;
-  const nlohmann::json key{{"token_cache", context.cache->key()}, {"model", model_}};
+  const bool fp8 = fp8_state(*context.plan).has_value();
+  // A fresh fp8_hybrid run calibrates first, whether it reads the reference or computes it: the
+  // stored values were computed at the scales the calibration gives (the same data and weights).
+  if (fp8 && !context.resumed) calibrate_fp8_scaling();
+  nlohmann::json key{{"token_cache", context.cache->key()}, {"model", model_}};
+  if (fp8) key["recipe"] = "fp8_hybrid";  // its values carry FP8's rounding (bf16 runs keep the older key)
   if (read_reference(reference_file_, key, train_reference_, eval_reference_) &&
       train_reference_.size() == 2 * context.cache->train().rows() &&
       eval_reference_.size() == 2 * context.cache->eval().rows()) {
@@ -230,6 +236,15 @@ void PreferenceObjective::prepare(const ObjectiveContext& context) {
   eval_reference_ = forward_split(context.cache->eval(), nullptr, nullptr, kto_labels(false));
   const nlohmann::json stored{{"key", key}, {"train", train_reference_}, {"eval", eval_reference_}};
   io::write_text_file_atomically(reference_file_, stored.dump());
+}
+
+void PreferenceObjective::calibrate_fp8_scaling() {
+  context_.message(fmt::format("fp8_hybrid: the FP8 scales from a forward over the {} training pairs, shared by the "
+                               "reference pass and the first steps", context_.cache->train().rows()));
+  context_.device->keep_fp8_amaxes(true);
+  forward_split(context_.cache->train(), nullptr, nullptr, kto_labels(true));
+  context_.device->keep_fp8_amaxes(false);
+  context_.device->calibrate_fp8_scaling();
 }
 
 void PreferenceObjective::begin_window(std::span<const data::PackedBatch> window, double loss_scale) {

@@ -47,6 +47,10 @@ void CpuRankPlans::roll_fp8_history(const Fp8State& fp8, int64_t step) {
   quant::roll_fp8_history(fp8_state(fp8), fp8.shape.sites, fp8.shape.history, step);
 }
 
+void CpuRankPlans::drop_fp8_amaxes(const Fp8State& fp8) {
+  quant::drop_current_amaxes(fp8_state(fp8), fp8.shape.sites, fp8.shape.history);
+}
+
 void CpuRankPlans::refresh_forward_weights(bool trained_only) {
   for (const auto* weights : {&trained_weights_, &frozen_weights_}) {
     if (trained_only && weights == &frozen_weights_) continue;

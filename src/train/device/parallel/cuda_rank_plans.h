@@ -68,6 +68,7 @@ public:
   void refresh_fp8_weight_copies() override { state_->refresh_fp8_weight_copies(); }
   float* fp8_state(const Fp8State& fp8) override;
   void roll_fp8_history(const Fp8State& fp8, int64_t step) override;
+  void drop_fp8_amaxes(const Fp8State& fp8) override;
   // surogate dpo's per-sequence outputs, copied after each micro-batch (made on the rank's thread).
   void keep_outputs(std::span<const graph::TensorId> tensors) override;
   std::vector<KeptOutputs> take_outputs() override {

@@ -153,7 +153,15 @@ public:
   }
 
   void skip_update() override {
-    threads_.run([&](int r) { ranks_->engine(r).zero_gradients(); });
+    threads_.run([&](int r) {
+      ranks_->engine(r).zero_gradients();
+      if (!keep_fp8_amaxes_) ranks_->engine(r).drop_fp8_amaxes();
+    });
+  }
+
+  void keep_fp8_amaxes(bool keep) override { keep_fp8_amaxes_ = keep; }
+  void calibrate_fp8_scaling() override {
+    threads_.run([&](int r) { ranks_->engine(r).calibrate_fp8_scaling(); });
   }
 
   size_t gradient_accumulator_bytes() const override {
@@ -186,6 +194,7 @@ private:
   std::unique_ptr<BackendRanks> ranks_;  // after threads_: released on them
   bool host_current_ = true;  // ZeRO-3: no step since the host copies were uploaded or downloaded
   bool keeps_outputs_ = false;
+  bool keep_fp8_amaxes_ = false;  // fp8_hybrid calibration (keep_fp8_amaxes)
   std::vector<int> given_to_;  // keep_outputs(): the local rank that runs each micro-batch given since kept_outputs()
 };
 

@@ -64,8 +64,14 @@ public:
   // After the weights changed: the FP8 copies of trained weights rewritten, the gradients zeroed,
   // and fp8_hybrid's scaling state max-reduced over the world and rolled. Collective.
   virtual void finish_update(const OptimizerStep& step) = 0;
+  // fp8_hybrid's calibration (TrainingDevice::calibrate_fp8_scaling): the recorded amaxes
+  // max-reduced over the world and rolled into the history's last slot. Collective.
+  virtual void calibrate_fp8_scaling() = 0;
   // The gradients zeroed (a step not applied).
   virtual void zero_gradients() = 0;
+  // fp8_hybrid's amaxes recorded since the last roll dropped (a step not applied; nothing without
+  // the recipe).
+  virtual void drop_fp8_amaxes() = 0;
   // The state tensors of the rank's optimizer (none when its shard is empty).
   virtual std::vector<StateTensor> optimizer_state() = 0;
   // What the rank keeps beside its plan to accumulate gradients (training_device.h).

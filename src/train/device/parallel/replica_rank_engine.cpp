@@ -56,9 +56,17 @@ void ReplicaRankEngine::publish_shard() {
 void ReplicaRankEngine::finish_update(const OptimizerStep& step) {
   runner->refresh_fp8_weight_copies();
   rank->zero_gradients();
+  roll_fp8(step.step);
+}
+
+void ReplicaRankEngine::calibrate_fp8_scaling() {
+  if (shared_.fp8) roll_fp8(shared_.fp8->shape.history - 1);
+}
+
+void ReplicaRankEngine::roll_fp8(int64_t step) {
   if (const std::optional<Fp8State>& fp8 = shared_.fp8) {
     world->all_reduce_amax(runner->fp8_state(*fp8), static_cast<size_t>(fp8->shape.floats()));
-    runner->roll_fp8_history(*fp8, step.step);
+    runner->roll_fp8_history(*fp8, step);
   }
 }
 

@@ -62,6 +62,10 @@ public:
   void step_shard(const OptimizerStep& step) override { rank->step(step); }
   void publish_shard() override;
   void finish_update(const OptimizerStep& step) override;
+  void calibrate_fp8_scaling() override;
+  void drop_fp8_amaxes() override {
+    if (shared_.fp8) runner->drop_fp8_amaxes(*shared_.fp8);
+  }
   void zero_gradients() override { rank->zero_gradients(); }
   std::vector<StateTensor> optimizer_state() override { return rank->optimizer_state(); }
   size_t gradient_accumulator_bytes() const override { return rank->gradient_accumulator_bytes(); }
@@ -76,6 +80,9 @@ public:
   runtime::StepObserverList first_batches, last_batch;  // what each micro-batch's execute calls
 
 private:
+  // fp8_hybrid: the world's recorded amaxes max-reduced and rolled into the slot of `step`.
+  void roll_fp8(int64_t step);
+
   const ReplicaShared& shared_;
   bool counts_replicated_;  // ZeRO-1: the world's first rank reports the summed gradients' squares
   std::vector<MicroBatch> pending_;

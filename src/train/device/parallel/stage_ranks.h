@@ -54,6 +54,9 @@ public:
   void step_shard(const OptimizerStep& step) override { rank->step(step); }
   void publish_shard() override;
   void finish_update(const OptimizerStep&) override { zero_gradients(); }
+  // Pipelines run no fp8_hybrid (config/feature_support.cpp refuses the recipe with them).
+  void calibrate_fp8_scaling() override {}
+  void drop_fp8_amaxes() override {}
   // The flat buffers are overwritten by the next step's reduction.
   void zero_gradients() override { rank->zero_gradients(); }
   std::vector<StateTensor> optimizer_state() override { return rank->optimizer_state(); }
