@@ -17,12 +17,12 @@ float amax_of(std::span<const float> values) {
   return std::bit_cast<float>(best);
 }
 
-void roll_fp8_history(float* state, int64_t sites, int64_t history, int64_t step) {
+void roll_fp8_history(float* state, int64_t sites, int64_t history, int64_t step, float headroom) {
   const int64_t width = kFp8StateHeader + history;
   for (int64_t site = 0; site < sites; ++site) {
     float* row = state + site * width;
     float* slots = row + kFp8StateHeader;
-    slots[step % history] = row[1];
+    slots[step % history] = row[1] * headroom;
     row[1] = 0.0f;
     float largest = 0.0f;
     for (int64_t i = 0; i < history; ++i) largest = amax_max(largest, slots[i]);

@@ -42,8 +42,14 @@ inline bool has_delayed_amax(float delayed) { return delayed > 0.0f; }
 inline float scaling_amax(const float* row, float amax) { return has_delayed_amax(row[0]) ? row[0] : amax; }
 
 // After optimizer step `step`: for each of `sites` rows of `state`, the history slot of `step`
-// takes row[1], row[1] becomes 0 and row[0] the history's maximum.
-void roll_fp8_history(float* state, int64_t sites, int64_t history, int64_t step);
+// takes row[1] (times `headroom`), row[1] becomes 0 and row[0] the history's maximum.
+void roll_fp8_history(float* state, int64_t sites, int64_t history, int64_t step, float headroom = 1.0f);
+
+// The headroom of a calibration's amaxes (TrainingDevice::calibrate_fp8_scaling): twice the
+// calibrating forward's, so that the steps after it, whose amaxes differ by a few percent (their
+// tensors are quantized at the calibrated scales, not at their own), keep the calibrated scales
+// (one of E4M3's binades given up), as Transformer Engine's `margin` 1 does.
+inline constexpr float kFp8CalibrationHeadroom = 2.0f;
 
 // Per site of a [sites, width] state (width = kFp8StateHeader + history; width 1 for a copy of
 // the rows' first floats only): whether it scales by its delayed amax (has_delayed_amax(row[0])).

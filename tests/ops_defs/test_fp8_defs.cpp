@@ -86,6 +86,16 @@ TEST(OpsDefsFp8, RollMovesTheStepsAmaxIntoTheHistory) {
   EXPECT_EQ(row, (std::vector<float>{2.0f, 0.0f, 2.0f, 1.0f, 0.0f}));
 }
 
+// A calibration (TrainingDevice::calibrate_fp8_scaling) rolls into the last slot with headroom.
+TEST(OpsDefsFp8, CalibrationRollsWithHeadroomIntoTheLastSlot) {
+  std::vector<float> row{0.0f, 3.0f, 0.0f, 0.0f, 0.0f};
+  quant::roll_fp8_history(row.data(), 1, 3, 2, quant::kFp8CalibrationHeadroom);
+  EXPECT_EQ(row, (std::vector<float>{6.0f, 0.0f, 0.0f, 0.0f, 6.0f}));
+  row[1] = 5.0f;  // step 0: below the calibration, which keeps the scale
+  quant::roll_fp8_history(row.data(), 1, 3, 0);
+  EXPECT_EQ(row, (std::vector<float>{6.0f, 0.0f, 5.0f, 0.0f, 6.0f}));
+}
+
 // The host's view of which sites scale by a delayed amax (the CUDA producers skip their pending
 // pass for those): row[0] > 0, not 0, NaN or a negative; from whole rows or from row[0]s alone.
 TEST(OpsDefsFp8, DelayedAmaxSitesAreTheRowsWithAPositiveRowZero) {

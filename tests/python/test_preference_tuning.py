@@ -232,20 +232,24 @@ def test_dpo_with_reference_starts_at_ln2(surogate_bin, qwen3_model, tmp_path):
 
 def test_fp8_hybrid_starts_at_ln2(surogate_bin, qwen3_model, tmp_path):
     """recipe fp8_hybrid (the CPU backend's exact emulation): the FP8 scales are calibrated before the
-    reference pass, so the first step's policy log-probabilities are the reference's bits although its
+    reference pass, so the policy's log-probabilities are the reference's bits although its
     micro-batches hold other pairs than the pass's (without the calibration each micro-batch scaled
-    by its own amax and the first loss was 0.74 on such a model)."""
+    by its own amax and the first loss was 0.698), and with the calibration's headroom the scales
+    stay put over the next steps (without it the later steps' amaxes moved them: 0.691, 0.698, ...):
+    at a learning rate too small to move a weight every step's loss is ln 2."""
     rows = [{"prompt": f"Say {w} and", "chosen": f" {w} it is, {w}.", "rejected": f" no {w}, never" * (1 + i % 3)}
             for i, w in enumerate(WORDS[:12])]
     data = write_jsonl(tmp_path / "pairs.jsonl", rows)
     config = dpo_config(tmp_path / "dpo.yaml", qwen3_model, tmp_path / "out", data,
-                        "recipe: fp8_hybrid\nlora: false\nlearning_rate: 1e-4\nper_device_train_batch_size: 2\n"
-                        "gradient_accumulation_steps: 2\nmax_steps: 2\n")
+                        "recipe: fp8_hybrid\nlora: false\nlearning_rate: 1e-12\nper_device_train_batch_size: 2\n"
+                        "gradient_accumulation_steps: 2\nmax_steps: 4\n")
     result = run_surogate(surogate_bin, "dpo", config, env=CPU_ONLY)
     assert result.returncode == 0, result.stdout + result.stderr
-    first = read_records(tmp_path / "out", "step")[0]
-    assert first["loss"] == pytest.approx(math.log(2.0), rel=1e-6), first
-    assert first["rewards/chosen"] == 0.0 and first["rewards/rejected"] == 0.0, first
+    steps = read_records(tmp_path / "out", "step")
+    assert len(steps) == 4
+    for step in steps:
+        assert step["loss"] == pytest.approx(math.log(2.0), rel=1e-6), step
+        assert step["rewards/chosen"] == 0.0 and step["rewards/rejected"] == 0.0, step
     assert "the FP8 scales from a forward over the 12 training pairs" in result.stdout, result.stdout
     # Two CPU ranks of one micro-batch each quantize as the one rank of two micro-batches: the
     # reference pass's amaxes are dropped on both (TrainingDevice::skip_update), so every step's

@@ -172,6 +172,12 @@ TEST(Fp8Cuda, RollHistoryMatchesCpuReference) {
     cuda::fp8_roll_history(device.data(), sites, history, step, nullptr);
     ASSERT_EQ(device.download(), state) << "step " << step;
   }
+  // A calibration's roll (the last slot, with headroom) after fresh amaxes.
+  for (int64_t site = 0; site < sites; ++site) state[static_cast<size_t>(site * (history + 2) + 1)] = amax(rng);
+  device = cuda::to_device(state);
+  quant::roll_fp8_history(state.data(), sites, history, history - 1, quant::kFp8CalibrationHeadroom);
+  cuda::fp8_roll_history(device.data(), sites, history, history - 1, nullptr, quant::kFp8CalibrationHeadroom);
+  ASSERT_EQ(device.download(), state) << "calibration";
 }
 
 void check_product(int64_t m, int64_t n, int64_t k, quant::Fp8Format a_format, bool bias, bool addend,

@@ -72,12 +72,12 @@ __global__ void quantize(const __nv_bfloat16* x, int64_t n, float format_max, fl
   record_block_max(bits, row + 1);
 }
 
-__global__ void roll(float* state, int64_t history, int64_t step) {
+__global__ void roll(float* state, int64_t history, int64_t step, float headroom) {
   float* row = state + int64_t{blockIdx.x} * (history + 2);
   float* slots = row + 2;
   __shared__ float current;
   if (threadIdx.x == 0) {
-    current = row[1];
+    current = row[1] * headroom;
     slots[step % history] = current;
   }
   __syncthreads();
@@ -135,9 +135,10 @@ void fp8_quantize_pending(const __nv_bfloat16* x, int64_t n, const Fp8Output& si
   CUDA_CHECK(cudaGetLastError());
 }
 
-void fp8_roll_history(float* state, int64_t sites, int64_t history, int64_t step, cudaStream_t stream) {
+void fp8_roll_history(float* state, int64_t sites, int64_t history, int64_t step, cudaStream_t stream,
+                      float headroom) {
   if (sites == 0) return;
-  roll<<<static_cast<unsigned>(sites), kThreads, 0, stream>>>(state, history, step);
+  roll<<<static_cast<unsigned>(sites), kThreads, 0, stream>>>(state, history, step, headroom);
   CUDA_CHECK(cudaGetLastError());
 }
 

@@ -9,7 +9,8 @@
 // Run one after the other on a stream, the pair quantizes like the CPU reference, bit for bit
 // (tests/runtime_cuda/test_fp8_cuda.cpp). `row` is a site's row of the scaling state, or two
 // zeroed floats of scratch for current scaling (evaluation graphs; then amax may be row + 1).
-//   fp8_roll_history    after an optimizer step: quant::roll_fp8_history on the device.
+//   fp8_roll_history    after an optimizer step (or a calibration, with headroom):
+//                       quant::roll_fp8_history on the device.
 //   fp8_quantize_weight a bf16 weight [rows, columns] in the per-tensor format of ops/fp8_tensor.h:
 //                       E4M3 codes at scale 448 / max |w|, the codes transposed, scale_inv (`amax`
 //                       is one float of scratch); bit for bit the CPU function.
@@ -60,7 +61,8 @@ struct Fp8Output {
   bool needs_bf16(bool read) const { return read || !delayed_known; }
 };
 void fp8_quantize_pending(const __nv_bfloat16* x, int64_t n, const Fp8Output& site, cudaStream_t stream);
-void fp8_roll_history(float* state, int64_t sites, int64_t history, int64_t step, cudaStream_t stream);
+void fp8_roll_history(float* state, int64_t sites, int64_t history, int64_t step, cudaStream_t stream,
+                      float headroom = 1.0f);
 void fp8_quantize_weight(const __nv_bfloat16* w, int64_t rows, int64_t columns, float* amax, uint8_t* codes,
                          uint8_t* transposed, float* scale_inv, cudaStream_t stream);
 void fp8_transpose(const uint8_t* in, int64_t rows, int64_t columns, uint8_t* out, cudaStream_t stream);

@@ -173,7 +173,7 @@ public:
   void calibrate_fp8_scaling() override {
     if (!fp8_) return;
     quant::roll_fp8_history(backend_.view<float>(fp8_->tensor).data(), fp8_->shape.sites, fp8_->shape.history,
-                            fp8_->shape.history - 1);
+                            fp8_->shape.history - 1, quant::kFp8CalibrationHeadroom);
   }
 
 private:

@@ -177,7 +177,7 @@ public:
   void calibrate_fp8_scaling() override {
     if (!fp8_) return;
     cuda::fp8_roll_history(fp8_device(), fp8_->shape.sites, fp8_->shape.history, fp8_->shape.history - 1,
-                           rank_->stream());
+                           rank_->stream(), quant::kFp8CalibrationHeadroom);
     fp8_delayed_->after_roll(fp8_device(), rank_->stream());
   }
 

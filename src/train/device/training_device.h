@@ -155,9 +155,10 @@ public:
   // runs before its reference pass so that the pass and the first steps quantize at the same
   // scales (train/objective/preference_objective.h): while keep_fp8_amaxes(true) holds,
   // forward_only() and skip_update() leave the amaxes recorded since the last roll in place;
-  // calibrate_fp8_scaling() then moves them (every rank's max) into the history as the step before
-  // the first (slot history − 1), so that every step from the first scales by them (or a larger
-  // later amax) instead of each tensor's own amax. Collective on several ranks.
+  // calibrate_fp8_scaling() then moves them (every rank's max, times quant::kFp8CalibrationHeadroom)
+  // into the history as the step before the first (slot history − 1), so that every step from the
+  // first scales by them (or a larger later amax) instead of each tensor's own amax. Collective on
+  // several ranks.
   virtual void keep_fp8_amaxes(bool keep) = 0;
   virtual void calibrate_fp8_scaling() = 0;
 

@@ -43,8 +43,8 @@ void CpuRankPlans::run_training_plan(std::span<const runtime::InputBinding> bind
 
 void CpuRankPlans::run(const MicroBatch& batch, bool) { run_training_plan(batch.bindings()); }
 
-void CpuRankPlans::roll_fp8_history(const Fp8State& fp8, int64_t step) {
-  quant::roll_fp8_history(fp8_state(fp8), fp8.shape.sites, fp8.shape.history, step);
+void CpuRankPlans::roll_fp8_history(const Fp8State& fp8, int64_t step, float headroom) {
+  quant::roll_fp8_history(fp8_state(fp8), fp8.shape.sites, fp8.shape.history, step, headroom);
 }
 
 void CpuRankPlans::drop_fp8_amaxes(const Fp8State& fp8) {

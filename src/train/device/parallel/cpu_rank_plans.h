@@ -52,7 +52,7 @@ public:
   bool has_router_aux_loss() const override { return router_aux_loss_.has_value(); }
   void refresh_fp8_weight_copies() override { train::refresh_fp8_weight_copies(training_, *fp8_copies_); }
   float* fp8_state(const Fp8State& fp8) override { return training_.view<float>(fp8.tensor).data(); }
-  void roll_fp8_history(const Fp8State& fp8, int64_t step) override;
+  void roll_fp8_history(const Fp8State& fp8, int64_t step, float headroom = 1.0f) override;
   void drop_fp8_amaxes(const Fp8State& fp8) override;
   void keep_outputs(std::span<const graph::TensorId> tensors) override { kept_ids_.assign(tensors.begin(), tensors.end()); }
   std::vector<KeptOutputs> take_outputs() override { return std::exchange(kept_, {}); }

@@ -53,8 +53,8 @@ float* CudaRankPlans::fp8_state(const Fp8State& fp8) {
   return static_cast<float*>(state_->backend().device_address(fp8.tensor));
 }
 
-void CudaRankPlans::roll_fp8_history(const Fp8State& fp8, int64_t step) {
-  cuda::fp8_roll_history(fp8_state(fp8), fp8.shape.sites, fp8.shape.history, step, state_->stream());
+void CudaRankPlans::roll_fp8_history(const Fp8State& fp8, int64_t step, float headroom) {
+  cuda::fp8_roll_history(fp8_state(fp8), fp8.shape.sites, fp8.shape.history, step, state_->stream(), headroom);
 }
 
 void CudaRankPlans::drop_fp8_amaxes(const Fp8State& fp8) {

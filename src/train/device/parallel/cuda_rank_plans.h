@@ -67,7 +67,7 @@ public:
   bool has_router_aux_loss() const override { return state_->router_aux_loss_sum().has_value(); }
   void refresh_fp8_weight_copies() override { state_->refresh_fp8_weight_copies(); }
   float* fp8_state(const Fp8State& fp8) override;
-  void roll_fp8_history(const Fp8State& fp8, int64_t step) override;
+  void roll_fp8_history(const Fp8State& fp8, int64_t step, float headroom = 1.0f) override;
   void drop_fp8_amaxes(const Fp8State& fp8) override;
   // surogate dpo's per-sequence outputs, copied after each micro-batch (made on the rank's thread).
   void keep_outputs(std::span<const graph::TensorId> tensors) override;

@@ -100,7 +100,7 @@ public:
   virtual void refresh_fp8_weight_copies() = 0;
   // fp8_hybrid's scaling state `fp8` on the rank's device, and its history rolled after `step`.
   virtual float* fp8_state(const Fp8State& fp8) = 0;
-  virtual void roll_fp8_history(const Fp8State& fp8, int64_t step) = 0;
+  virtual void roll_fp8_history(const Fp8State& fp8, int64_t step, float headroom = 1.0f) = 0;
   // Each site's amax recorded since the last roll back to 0, the history untouched (a step not applied).
   virtual void drop_fp8_amaxes(const Fp8State& fp8) = 0;
   // `tensors` (of the rank's plan) kept after each micro-batch run; take_outputs() hands them over.

@@ -1,6 +1,8 @@
 // The data-parallel replica strategy, written once for every backend; see replica_rank_engine.h.
 #include "train/device/parallel/replica_rank_engine.h"
 
+#include "quant/fp8_scaling.h"
+
 #include "core/error.h"
 
 namespace surogate::train {
@@ -56,17 +58,17 @@ void ReplicaRankEngine::publish_shard() {
 void ReplicaRankEngine::finish_update(const OptimizerStep& step) {
   runner->refresh_fp8_weight_copies();
   rank->zero_gradients();
-  roll_fp8(step.step);
+  roll_fp8(step.step, 1.0f);
 }
 
 void ReplicaRankEngine::calibrate_fp8_scaling() {
-  if (shared_.fp8) roll_fp8(shared_.fp8->shape.history - 1);
+  if (shared_.fp8) roll_fp8(shared_.fp8->shape.history - 1, quant::kFp8CalibrationHeadroom);
 }
 
-void ReplicaRankEngine::roll_fp8(int64_t step) {
+void ReplicaRankEngine::roll_fp8(int64_t step, float headroom) {
   if (const std::optional<Fp8State>& fp8 = shared_.fp8) {
     world->all_reduce_amax(runner->fp8_state(*fp8), static_cast<size_t>(fp8->shape.floats()));
-    runner->roll_fp8_history(*fp8, step);
+    runner->roll_fp8_history(*fp8, step, headroom);
   }
 }
 

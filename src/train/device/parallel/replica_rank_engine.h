@@ -81,7 +81,7 @@ public:
 
 private:
   // fp8_hybrid: the world's recorded amaxes max-reduced and rolled into the slot of `step`.
-  void roll_fp8(int64_t step);
+  void roll_fp8(int64_t step, float headroom);
 
   const ReplicaShared& shared_;
   bool counts_replicated_;  // ZeRO-1: the world's first rank reports the summed gradients' squares
