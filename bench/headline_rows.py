@@ -352,7 +352,7 @@ DSL = Table(
     ))
 
 DPO_FILE = "2026-12-01-h200-dpo-prompt-sharing.jsonl"  # loss.share_prompts on (the default)
-DPO_COMMAND = 'LIGER=only DPO_RUNS="qwen3-8b:lora qwen3-8b:lora:fp8_hybrid qwen3-1.7b:full qwen3-1.7b:full:fp8_hybrid" bash bench/run_dpo_job.sh'
+DPO_COMMAND = 'LIGER=only DPO_RUNS="qwen3-8b:lora:fp8_hybrid qwen3-8b:lora qwen3-1.7b:full:fp8_hybrid qwen3-1.7b:full" bash bench/run_dpo_job.sh'
 PREFERENCE = Table(
     anchor="preference", title="Preference tuning: `surogate dpo` against TRL",
     note="`surogate dpo` (sigmoid DPO, beta 0.1) on a Qwen3 shape with random bf16 weights and pairs of a "
@@ -363,7 +363,7 @@ PREFERENCE = Table(
          "loss (the stronger of the two, 2026-11-29), in bf16, on the same folder and pairs; TRL runs its "
          "reference inside every step, ours is computed once per epoch (forward only) before the first step: "
          "the record's `pairs_per_s_with_reference` charges it (docs/preference-tuning.md#speed). With "
-         "`recipe: fp8_hybrid` the first step's loss is not ln 2 (docs/preference-tuning.md#fp8). Peak memory: "
+         "`recipe: fp8_hybrid` the FP8 scales are calibrated before the reference pass (docs/preference-tuning.md#fp8). Peak memory: "
          "nvidia-smi on both sides.",
     rate_heading="Surogate pairs/s", unit="pairs/s", rate_digits=2,
     rows=tuple(
@@ -376,7 +376,7 @@ PREFERENCE = Table(
             peers=(Pick(DPO_FILE, {"engine": f"trl-dpo{'+peft' if mode == 'lora' else ''}+liger",
                                    "model": f"qwen3-{size}", "call": call}, metric="pairs_per_s"),),
             gpu="H200", command=DPO_COMMAND)
-        for size, billions, mode, call in (("8b", 8.2, "lora", 3), ("1.7b", 1.7, "full", 2))
+        for size, billions, mode, call in (("8b", 8.2, "lora", 5), ("1.7b", 1.7, "full", 5))
         for recipe in ("bf16", "fp8_hybrid")))
 
 VL_FILE = "2026-11-30-h200-vl-lora-host.jsonl"
