@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "distributed/sequence_exchange_ops.h"
+#include "graph/node_rebuild.h"
 #include "graph/verifier.h"
 
 namespace surogate::distributed {
@@ -88,14 +89,7 @@ private:
   }
 
   // Re-infers the node's output types from its (retyped) inputs and appends it.
-  void add_inferred(const Node& node) {
-    std::vector<TensorType> inputs;
-    for (TensorId id : node.inputs) inputs.push_back(graph_.tensor(id).type);
-    const std::vector<TensorType> outputs = registry_.infer(node.op, "node '" + node.name + "'", inputs, node.attrs);
-    SUROGATE_CHECK(outputs.size() == node.outputs.size(), "node '{}' keeps its outputs", node.name);
-    for (size_t i = 0; i < outputs.size(); ++i) graph_.tensor(node.outputs[i]).type = outputs[i];
-    graph_.add_node(node);
-  }
+  void add_inferred(const Node& node) { append_inferred(graph_, registry_, node); }
 
   TensorId new_activation(const std::string& name) {
     SUROGATE_CHECK(!graph_.find_tensor(name), "sequence-parallel tensor name '{}' is free", name);

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "graph/node_rebuild.h"
 #include "graph/verifier.h"
 
 namespace surogate::train {
@@ -49,14 +50,7 @@ private:
     return id;
   }
 
-  void add_inferred(const Node& node) {
-    std::vector<TensorType> inputs;
-    for (TensorId id : node.inputs) inputs.push_back(graph_.tensor(id).type);
-    const std::vector<TensorType> outputs = registry_.infer(node.op, "node '" + node.name + "'", inputs, node.attrs);
-    SUROGATE_CHECK(outputs.size() == node.outputs.size(), "node '{}' keeps its outputs", node.name);
-    for (size_t i = 0; i < outputs.size(); ++i) graph_.tensor(node.outputs[i]).type = outputs[i];
-    graph_.add_node(node);
-  }
+  void add_inferred(const Node& node) { append_inferred(graph_, registry_, node); }
 
   // gather_rows(input, index, sources) into `output` (a new tensor, or the attention's own output).
   TensorId gather(const Node& around, TensorId input, TensorId index, TensorId sources, TensorId output,
