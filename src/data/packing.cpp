@@ -207,6 +207,20 @@ PackedRowsView view_of(const PackedRows& rows) {
                         rows.image_sizes,         rows.image_pixel_offsets, rows.image_pixels};
 }
 
+PackedRowsView first_rows(const PackedRowsView& rows, size_t count) {
+  SUROGATE_CHECK(!rows.vision(), "first_rows of text rows");
+  count = std::min(count, rows.rows());
+  const size_t tokens = count * rows.sequence_length;
+  PackedRowsView first = rows;
+  first.input_ids = rows.input_ids.first(tokens);
+  first.labels = rows.labels.first(tokens);
+  first.position_ids = rows.position_ids.first(tokens);
+  if (!rows.loss_weights.empty()) first.loss_weights = rows.loss_weights.first(tokens);
+  first.row_segment_offsets = rows.row_segment_offsets.first(count + 1);
+  first.segment_lengths = rows.segment_lengths.first(rows.row_segment_offsets[count]);
+  return first;
+}
+
 int64_t most_segments_per_row(const PackedRowsView& rows) {
   uint64_t most = 0;
   for (size_t row = 0; row < rows.rows(); ++row) {

@@ -88,6 +88,8 @@ struct PackedRowsView {
   size_t rows() const { return row_segment_offsets.empty() ? 0 : row_segment_offsets.size() - 1; }
 };
 PackedRowsView view_of(const PackedRows& rows);
+// The first min(count, rows()) rows of `rows` (text rows only: a vision view's images are not cut).
+PackedRowsView first_rows(const PackedRowsView& rows, size_t count);
 
 // The most segments (documents and padding runs) any row of `rows` has; 0 without rows. A batch of
 // B rows then has at most B times this many, which is what attention layouts that must be sized

@@ -40,19 +40,15 @@ int64_t shared_tokens(const std::vector<DocumentRun>& runs, int64_t prefix) {
   return tokens;
 }
 
-// The documents of row `row` of a batch: the runs of equal non-negative document ids.
+// The documents of row `row` of a batch: its segments (cu_seqlens; none crosses a row) that are
+// not padding.
 std::vector<DocumentRun> batch_runs(const PackedBatch& batch, int64_t row) {
   std::vector<DocumentRun> runs;
   const int64_t T = batch.sequence_length;
-  int32_t current = -1;
-  for (int64_t i = 0; i < T; ++i) {
-    const int32_t document = batch.document_ids[static_cast<size_t>(row * T + i)];
-    if (document >= 0 && document == current) {
-      ++runs.back().length;
-    } else if (document >= 0) {
-      runs.push_back({row * T + i, 1});
-    }
-    current = document;
+  for (size_t s = 0; s + 1 < batch.cu_seqlens.size(); ++s) {
+    const int64_t start = batch.cu_seqlens[s], end = batch.cu_seqlens[s + 1];
+    if (start < row * T || start >= (row + 1) * T || batch.document_ids[static_cast<size_t>(start)] < 0) continue;
+    runs.push_back({start, end - start});
   }
   return runs;
 }

@@ -127,6 +127,21 @@ TEST(Packing, BatchCuSeqlensAndDocumentIdsAreExact) {
   }
 }
 
+TEST(Packing, FirstRowsViewTheLeadingRows) {
+  std::vector<TokenizedSample> documents = {document(0, 3), document(10, 2), document(20, 4)};
+  PackingStats stats;
+  PackedRows rows = pack_documents(documents, PackingOptions{5, PackingMode::Sequential, false, testing::kPad, 0}, stats);
+  ASSERT_EQ(rows.rows(), 2u);
+  const PackedRowsView first = first_rows(view_of(rows), 1);
+  EXPECT_EQ(first.rows(), 1u);
+  EXPECT_EQ(first.input_ids.size(), 5u);
+  const PackedBatch whole = make_batch(view_of(rows), std::vector<uint64_t>{0}, testing::kPad);
+  const PackedBatch cut = make_batch(first, std::vector<uint64_t>{0}, testing::kPad);
+  EXPECT_EQ(cut.input_ids, whole.input_ids);
+  EXPECT_EQ(cut.cu_seqlens, whole.cu_seqlens);
+  EXPECT_EQ(first_rows(view_of(rows), 10).rows(), 2u);  // at most every row
+}
+
 PackedRows small_rows(size_t count, size_t T) {
   std::vector<TokenizedSample> documents;
   for (size_t i = 0; i < count; ++i) documents.push_back(document(static_cast<int32_t>(i * 10), T));

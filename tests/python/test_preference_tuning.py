@@ -250,7 +250,7 @@ def test_fp8_hybrid_starts_at_ln2(surogate_bin, qwen3_model, tmp_path):
     for step in steps:
         assert step["loss"] == pytest.approx(math.log(2.0), rel=1e-6), step
         assert step["rewards/chosen"] == 0.0 and step["rewards/rejected"] == 0.0, step
-    assert "the FP8 scales from a forward over the 12 training pairs" in result.stdout, result.stdout
+    assert "the FP8 scales from a forward over 12 training pairs" in result.stdout, result.stdout
     # Two CPU ranks of one micro-batch each quantize as the one rank of two micro-batches: the
     # reference pass's amaxes are dropped on both (TrainingDevice::skip_update), so every step's
     # scales match (before, the ranks' steps 2 and 3 drifted: 0.676 against 0.647).

@@ -10,9 +10,9 @@
 #include "core/error.h"
 #include "io/atomic_file.h"
 #include "models/lora.h"
+#include "data/prompt_sharing.h"
 #include "train/device/fp8_state.h"
 #include "train/device/training_device.h"
-#include "data/prompt_sharing.h"
 #include "train/objective/preference_graph.h"
 #include "train/objective/prompt_sharing_graph.h"
 #include "train/objective/process_window_rows.h"
@@ -239,10 +239,11 @@ void PreferenceObjective::prepare(const ObjectiveContext& context) {
 }
 
 void PreferenceObjective::calibrate_fp8_scaling() {
-  context_.message(fmt::format("fp8_hybrid: the FP8 scales from a forward over the {} training pairs, shared by the "
-                               "reference pass and the first steps", context_.cache->train().rows()));
+  const data::PackedRowsView pairs = data::first_rows(context_.cache->train(), kFp8CalibrationPairs);
+  context_.message(fmt::format("fp8_hybrid: the FP8 scales from a forward over {} training pairs, shared by the "
+                               "reference pass and the first steps", pairs.rows()));
   context_.device->keep_fp8_amaxes(true);
-  forward_split(context_.cache->train(), nullptr, nullptr, kto_labels(true));
+  forward_split(pairs, nullptr, nullptr, kto_labels(true));
   context_.device->keep_fp8_amaxes(false);
   context_.device->calibrate_fp8_scaling();
 }

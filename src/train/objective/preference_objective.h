@@ -9,7 +9,7 @@
 // token cache (`<output_dir>/tokenized/reference_logps.json`, keyed by the token cache and the
 // model): a resumed run reads them back, and refuses to start when they are missing. Losses that
 // need no reference (simpo, orpo, reference_free) skip the pass. Under recipe fp8_hybrid a
-// forward over the training pairs first calibrates the FP8 scales (calibrate_fp8_scaling).
+// forward over the first training pairs first calibrates the FP8 scales (calibrate_fp8_scaling).
 //
 // With loss.share_prompts (the default) the plan's rows hold each pair's prompt once
 // (data/prompt_sharing.h, prompt_sharing_graph.h): the step loop's loader yields them so
@@ -54,11 +54,15 @@ private:
   // returns each row's chosen and rejected log-probs; with `metrics`, adds each micro-batch to it.
   ReferenceLogps forward_split(const data::PackedRowsView& rows, const ReferenceLogps* reference,
                                PreferenceMetrics* metrics, const std::string* kto_labels);
-  // fp8_hybrid: a forward over the training split whose amaxes become the scaling history's first
-  // value (TrainingDevice::calibrate_fp8_scaling), so that the reference pass and the policy's
-  // first steps quantize every tensor at the same scale: at step 0 the two log-probabilities are
-  // the same bits (the loss ln 2), as in bf16, whichever pairs share a micro-batch.
+  // fp8_hybrid: a forward over the first kFp8CalibrationPairs training pairs whose amaxes (with
+  // headroom) become the scaling history's first value (TrainingDevice::calibrate_fp8_scaling), so
+  // that the reference pass and the policy's steps quantize every tensor at the same scale: at
+  // step 0 the two log-probabilities are the same bits (the loss ln 2), as in bf16, whichever pairs
+  // share a micro-batch. A sample, not the whole set: the pass would otherwise cost as much as the
+  // reference pass itself; a later pair whose amax passes twice the sample's raises that site's
+  // scale from then on.
   void calibrate_fp8_scaling();
+  static constexpr size_t kFp8CalibrationPairs = 256;
   // KTO's labels of the train or eval split (data/kto_rows.h); null for the other losses.
   const std::string* kto_labels(bool train) const;
   std::vector<runtime::InputBinding> bindings_of(const PairInputs& inputs);
