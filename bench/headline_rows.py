@@ -49,8 +49,10 @@ H200_FP8 = "2026-11-28-h200-cli-fp8-line-transposes.jsonl"
 DP = "2026-11-25-h100x2-data-parallel.jsonl"
 LONG = "2026-11-28-h200x4-model-parallel-longest-context.jsonl"
 CONTEXT_PEER = "2026-11-28-h200x4-context-peer.jsonl"
-# One GPU on cuDNN's attention, ours and the peer in the same call (2026-11-30).
-LONG_1GPU = "2026-11-30-h200-long-context-cudnn.jsonl"
+# One GPU on cuDNN's attention (the rows layout for whole-row documents), ours and the peer in the same call.
+LONG_1GPU = "2026-12-01-h200-long-documents-rows-layout.jsonl"
+LONG_1GPU_COMMAND = ('SKIP_MP_BUBBLE=1 SKIP_MP_EQUIVALENCE=1 SKIP_MP_BEYOND=1 MP_GPUS=1 MP_SEQUENCES=1048576 MP_PEERS=1 '
+                     'bash bench/model_parallel_rows.sh')
 LONGEST = "2026-11-28-h200x4-longest-context-block-inputs.jsonl"
 
 
@@ -197,7 +199,7 @@ def _long_documents(gpus: int, sequence_len: int) -> Row:
                    ours=Pick(LONG_1GPU, {"row": "context-run", "gpus": 1, "sequence_len": sequence_len,
                                          "data": "long documents"}),
                    peers=(Pick(LONG_1GPU, {"row": "context-peer", "gpus": 1, "sequence_len": sequence_len}),),
-                   gpu="H200", command=f'{MP_LONG.replace("1 2 4", "1")}; {MP_PEER.replace("MP_PEERS=1", "MP_PEERS=1 MP_GPUS=1")}')
+                   gpu="H200", command=LONG_1GPU_COMMAND)
     return Row(anchor=f"gpus-{gpus}-long-{sequence_len // 1024}k",
                label=f"Qwen3-8B LoRA, {sequence_len // 1024}k-token documents, {layout}", gpus=gpus,
                ours=Pick(LONG, {"row": "context-run", "gpus": gpus, "sequence_len": sequence_len, "data": "long documents"}),

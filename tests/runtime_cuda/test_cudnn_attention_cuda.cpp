@@ -90,6 +90,7 @@ std::vector<double> as_double(const std::vector<float>& values) { return {values
 
 struct GpuResult {
   AttentionPath path;
+  bool ragged = false;  // cuDNN's packed-documents layout (false: one sequence per row)
   std::vector<float> out, logsumexp, dq, dk, dv;
 };
 
@@ -108,6 +109,7 @@ GpuResult run_on_gpu(const Case& c, const std::vector<int32_t>& documents, const
                                   .half = c.half,
                                   .causal = c.causal};
   result.path = attention_path(shape);
+  result.ragged = shape.documents;
   const graph::OpRegistry registry = ops::make_model_registry();
   graph::GraphBuilder b(registry);
   const DType dtype = c.half ? DType::F16 : DType::BF16;
@@ -157,9 +159,9 @@ GpuResult run_on_gpu(const Case& c, const std::vector<int32_t>& documents, const
   return result;
 }
 
-// The CPU logsumexp [B, Hq, T] in the layout the path wrote: cuDNN's [B, Hq, T] or, with
-// documents, [B·T, Hq]; our kernels' [Hq, B·T].
-std::vector<double> in_path_layout(const std::vector<double>& lse, const Case& c, bool cudnn) {
+// The CPU logsumexp [B, Hq, T] in the layout the path wrote: cuDNN's [B, Hq, T] or, in its
+// packed-documents layout, [B·T, Hq]; our kernels' [Hq, B·T].
+std::vector<double> in_path_layout(const std::vector<double>& lse, const Case& c, const GpuResult& gpu) {
   std::vector<double> laid(lse.size());
   const int64_t tokens = c.rows * c.sequence;
   for (int64_t b = 0; b < c.rows; ++b)
@@ -167,8 +169,9 @@ std::vector<double> in_path_layout(const std::vector<double>& lse, const Case& c
       for (int64_t t = 0; t < c.sequence; ++t) {
         const double value = lse[static_cast<size_t>((b * c.q_heads + h) * c.sequence + t)];
         const int64_t token = b * c.sequence + t;
-        const int64_t at = !cudnn ? h * tokens + token : c.documents ? token * c.q_heads + h
-                                                                     : (b * c.q_heads + h) * c.sequence + t;
+        const int64_t at = !gpu.path.cudnn ? h * tokens + token
+                           : gpu.ragged    ? token * c.q_heads + h
+                                           : (b * c.q_heads + h) * c.sequence + t;
         laid[static_cast<size_t>(at)] = value;
       }
   return laid;
@@ -225,7 +228,7 @@ GpuResult check_case(const Case& c, std::mt19937& rng, SlotBound bound = SlotBou
   ops::attention_backward(shape, as_double(q.values).data(), as_double(k.values).data(), as_double(v.values).data(),
                           ids, as_double(gpu.out).data(), lse.data(), as_double(dout.values).data(), dq.data(),
                           dk.data(), dv.data());
-  const Errors e{relative_error(gpu.out, out), relative_error(gpu.logsumexp, in_path_layout(lse, c, gpu.path.cudnn)),
+  const Errors e{relative_error(gpu.out, out), relative_error(gpu.logsumexp, in_path_layout(lse, c, gpu)),
                  relative_error(gpu.dq, dq), relative_error(gpu.dk, dk), relative_error(gpu.dv, dv)};
   std::printf("[cudnn attention] %s: %s | max relative error out %.2e lse %.2e dq %.2e dk %.2e dv %.2e\n",
               describe(c).c_str(), gpu.path.description.c_str(), e.out, e.logsumexp, e.dq, e.dk, e.dv);
@@ -262,6 +265,7 @@ TEST(CudnnAttentionCuda, MatchesTheCpuOp) {
       {1, 512, 4, 2, 64, 100, false, false, true},  // fp16, window, no documents
       {2, 192, 4, 2, 128, 0, true, true, true},     // fp16 with documents and padding
       {1, 384, 2, 1, 256, 0, false, false, true},   // fp16, head_dim 256
+      {2, 256, 8, 2, 128, 0, true, false, false, true, 256},  // documents, each filling its row
   };
   for (const Case& c : cases) {
     const GpuResult gpu = check_case(c, rng);
@@ -269,6 +273,8 @@ TEST(CudnnAttentionCuda, MatchesTheCpuOp) {
     const bool refused = c.documents && c.head_dim > 128 && cudnn.version < 91900;
     EXPECT_EQ(gpu.path.cudnn, !refused) << describe(c) << ": " << (refused ? "expected our kernels" : "expected cuDNN")
                                         << ", ran " << gpu.path.description;
+    // One document a row (the data's bound is 1) runs the rows layout; several, the ragged one.
+    if (gpu.path.cudnn) EXPECT_EQ(gpu.ragged, c.documents && c.segment != c.sequence) << describe(c);
   }
   // Forced without a bound from data: a slot per token.
   const GpuResult per_token = check_case({2, 200, 8, 2, 128, 0, true, true, false}, rng, SlotBound::PerToken);
@@ -440,6 +446,16 @@ TEST(CudnnAttentionPath, OurKernelsWhereCudnnIsNotTakenWithTheReason) {
   EXPECT_FALSE(surogate.cudnn);
   EXPECT_EQ(surogate.description, "Surogate's attention kernels (SUROGATE_ATTENTION=surogate)");
   const AttentionPath small = path_for(AttentionBackend::Cudnn, 32);
+  // Documents each filling its row (the data's bound is one segment a row) take the rows layout,
+  // which has the same causal mask; more segments keep the packed-documents layout and its slots.
+  for (const int64_t segments : {1, 3}) {
+    SettingsScope scope({AttentionBackend::Auto, false, segments});
+    cuda::CudnnAttentionShape shape{
+        .batch = 2, .sequence = 64, .q_heads = 4, .kv_heads = 2, .head_dim = 128, .scale = 0.125f, .documents = true};
+    attention_path(shape);
+    EXPECT_EQ(shape.documents, segments > 1) << segments << " segments a row";
+    if (segments > 1) EXPECT_EQ(shape.slots, 6);
+  }
   EXPECT_FALSE(small.cudnn);
   EXPECT_NE(small.description.find("Surogate's attention kernels"), std::string::npos) << small.description;
   const cuda::CudnnAvailability& cudnn = cuda::cudnn_availability();
