@@ -3,7 +3,7 @@
 // kernels (cuda/kernels/attention.h), at the LoRA jobs' shapes, called the way the binders call
 // them. bench/attention_peers.py runs it beside PyTorch's SDPA backends (one JSON line a row).
 //
-//   attention_bench [--repeats 20] [--vision-only]
+//   attention_bench [--repeats 20] [--vision-only] [--short-documents-only]
 //
 // Shapes: 2 × 2048 at 32/8 heads (Qwen3-8B job) and 16/8 (0.6B job), 8 × 2048 at 32/8, head_dim
 // 128, bf16, causal. "rows": every batch row one sequence (what PyTorch's SDPA is given);
@@ -12,6 +12,12 @@
 // segments), our kernels' padded cu_seqlens. Each cuDNN row gives its workspace in MiB.
 // FLOPs: forward 4 · B · Hq · S² · D / 2 (causal), backward 2.5× that. Mean of `repeats` calls after
 // 5 warm-ups (CUDA events). Built beside the CUDA tests (tests/runtime_cuda/CMakeLists.txt).
+//
+// Short documents (--short-documents-only: those alone): the 8B and 0.6B job shapes over what the
+// CLI benchmark's packed text gives, documents of 60 to 700 tokens one after another (a row's last
+// cut at its end): our kernels and cuDNN's packed-documents layout with rows × the busiest row's
+// segments as slots (what a training run sets, runtime/cuda_attention_path.h). FLOPs: forward
+// 4 · Hq · Σ_documents length² / 2 · D (the work the documents' masks leave), backward 2.5× that.
 //
 // Vision rows (--vision-only: those alone): the Qwen2.5-VL-7B tower's bidirectional attention on one
 // 980 × 1288 image (grid 70 × 92 = 6440 patches of 14 px; 16 heads, head_dim 80): "window" (the
@@ -139,6 +145,61 @@ double squared_lengths(const std::vector<int32_t>& documents) {
   return total;
 }
 
+// Document ids of `rows` rows: documents of 60 to 700 tokens back to back, a new one at every row start.
+std::vector<int32_t> short_documents(int64_t rows) {
+  std::mt19937 engine(2048);
+  std::uniform_int_distribution<int64_t> length(60, 700);
+  std::vector<int32_t> ids;
+  int32_t id = 0;
+  for (int64_t row = 0; row < rows; ++row) {
+    for (int64_t t = 0; t < kSequence; ++id) {
+      const int64_t end = std::min(kSequence, t + length(engine));
+      for (; t < end; ++t) ids.push_back(id);
+    }
+  }
+  return ids;
+}
+
+void short_document_rows(int repeats) {
+  for (const Shape& s : {Shape{"2x2048, 32/8 (8B job), documents of 60-700", 2, 32, 8},
+                         Shape{"2x2048, 16/8 (0.6B job), documents of 60-700", 2, 16, 8}}) {
+    const int64_t tokens = s.rows * kSequence;
+    const std::vector<int32_t> ids = short_documents(s.rows);
+    int64_t busiest = 0;
+    for (int64_t row = 0; row < s.rows; ++row) {
+      int64_t segments = 0;
+      for (int64_t t = 0, start = 0; t <= kSequence; ++t) {
+        const size_t at = static_cast<size_t>(row * kSequence + t);
+        if (t == kSequence || (t > start && ids[at] != ids[at - 1])) {
+          ++segments;
+          start = t;
+        }
+      }
+      busiest = std::max(busiest, segments);
+    }
+    const float scale = 1.0f / std::sqrt(static_cast<float>(kHeadDim));
+    const double forward_flops = 4.0 * s.q_heads * squared_lengths(ids) / 2 * kHeadDim;
+    Operands operands(tokens, s.q_heads, s.kv_heads, kHeadDim);
+    auto documents = cuda::to_device(ids);
+    DeviceBuffer<int32_t> cu(static_cast<size_t>(tokens + 1));
+    cuda::cu_seqlens_from_documents(cu.data(), documents.data(), s.rows, kSequence, nullptr);
+    const cuda::AttentionShape ours{tokens, s.q_heads, s.kv_heads, kHeadDim, static_cast<int>(tokens), 0, scale,
+                                    static_cast<int>(kSequence)};
+    const auto [our_forward, our_backward] = time_ours(operands, cu.data(), ours, repeats);
+    print_row(s, "surogate", "documents", our_forward, our_backward, forward_flops);
+    const cuda::CudnnAttentionShape shape{.batch = s.rows, .sequence = kSequence, .q_heads = s.q_heads,
+                                          .kv_heads = s.kv_heads, .head_dim = kHeadDim, .scale = scale,
+                                          .documents = true, .slots = s.rows * busiest};
+    const std::string refusal = cuda::cudnn_attention_prepare(shape);
+    if (!refusal.empty()) {
+      print_refusal(s, "cudnn", "documents", refusal);
+      continue;
+    }
+    const auto [forward, backward] = time_cudnn(operands, documents.data(), shape, repeats);
+    print_row(s, "cudnn", "documents", forward, backward, forward_flops);
+  }
+}
+
 void vision_rows(int repeats) {
   constexpr int kHeads = 16, kVisionDim = 80, kPadded = 128;
   const std::array<int64_t, 3> grid{1, 70, 92};
@@ -182,15 +243,20 @@ void vision_rows(int repeats) {
 
 int main(int argc, char** argv) {
   int repeats = 20;
-  bool vision_only = false;
+  bool vision_only = false, short_documents_only = false;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--repeats") == 0 && i + 1 < argc) repeats = std::atoi(argv[++i]);
     if (std::strcmp(argv[i], "--vision-only") == 0) vision_only = true;
+    if (std::strcmp(argv[i], "--short-documents-only") == 0) short_documents_only = true;
   }
   const cuda::CudnnAvailability& cudnn = cuda::cudnn_availability();
   std::printf("{\"cudnn\": \"%s\", \"usable\": %s}\n", cudnn.description.c_str(), cudnn.usable ? "true" : "false");
   if (vision_only) {
     vision_rows(repeats);
+    return 0;
+  }
+  if (short_documents_only) {
+    short_document_rows(repeats);
     return 0;
   }
   for (const Shape& s : {Shape{"2x2048, 32/8 (8B job)", 2, 32, 8}, Shape{"2x2048, 16/8 (0.6B job)", 2, 16, 8},
@@ -242,6 +308,7 @@ int main(int argc, char** argv) {
       }
     }
   }
+  short_document_rows(repeats);
   vision_rows(repeats);  // after the decoder rows: bench/attention_peers.py reads those first
   return 0;
 }
