@@ -56,15 +56,20 @@ LONG_1GPU_COMMAND = ('SKIP_MP_BUBBLE=1 SKIP_MP_EQUIVALENCE=1 SKIP_MP_BEYOND=1 MP
 LONGEST = "2026-11-28-h200x4-longest-context-block-inputs.jsonl"
 
 
-def _lora_defaults(size: str, billions: float) -> Row:
+# LoRA by size on one H200, ours and both peers in the same call (2026-12-01, two calls: 8B + 0.6B, 1.7B + 4B).
+LORA_H200 = "2026-12-01-h200-cli-lora-by-size.jsonl"
+
+
+def _lora(size: str, billions: float, variant: str) -> Row:
     model = f"qwen3-{size.lower()}"
+    call_models = "qwen3-8b qwen3-0.6b" if model in ("qwen3-8b", "qwen3-0.6b") else "qwen3-1.7b qwen3-4b"
     return Row(
-        anchor=f"lora-{size.lower()}-defaults", label=f"Qwen3-{size} LoRA, defaults", size_b=billions,
-        ours=Pick(LIGER_CALL, {"model": model, "variant": "defaults"}),
-        peers=(Pick(LIGER_PEERS, {"model": model, "engine": "hf+peft"}),
-               Pick(LIGER_PEERS, {"model": model, "engine": "hf+peft+liger"})),
-        gpu="H100 80GB",
-        command=f'CLI_MODELS={model} CLI_VARIANTS=defaults BENCH_BINARY=0 {CLI}  (Liger-Kernel wheel carried)')
+        anchor=f"lora-{size.lower()}-{variant}", label=f"Qwen3-{size} LoRA, {variant}", size_b=billions,
+        ours=Pick(LORA_H200, {"model": model, "variant": variant}),
+        peers=(Pick(LORA_H200, {"model": model, "engine": "hf+peft"}),
+               Pick(LORA_H200, {"model": model, "engine": "hf+peft+liger"})),
+        gpu="H200",
+        command=f'CLI_MODELS="{call_models}" CLI_VARIANTS="defaults fast" BENCH_BINARY=0 {CLI}  (Liger-Kernel wheel carried)')
 
 
 LORA = Table(
@@ -72,28 +77,10 @@ LORA = Table(
     note="Qwen3 shapes (random weights, the real tokenizer, packed text), seq 2048, micro-batch 2, "
          "grad-accum 4, LoRA r16 on every linear layer, through `surogate pt`. **defaults** are the "
          "reference's (dropout 0.05, recompute allowed, adamw_8bit); **fast** turns recompute off and "
-         "dropout to 0. The peers: transformers + PEFT, and with Liger-Kernel where it was carried.",
+         "dropout to 0. The peers: transformers + PEFT, and with Liger-Kernel (the stronger of the two is shown).",
     rows=(
-        _lora_defaults("0.6B", 0.6),
-        Row(anchor="lora-0.6b-fast", label="Qwen3-0.6B LoRA, fast", size_b=0.6,
-            ours=Pick("2026-11-25-h100-cli-0.6b-8b-first.jsonl", {"model": "qwen3-0.6b", "variant": "fast"}),
-            peers=(Pick(H100_PEERS, {"model": "qwen3-0.6b"}),), gpu="H100 80GB",
-            command=CLI),
-        _lora_defaults("1.7B", 1.7),
-        Row(anchor="lora-1.7b-fast", label="Qwen3-1.7B LoRA, fast", size_b=1.7,
-            ours=Pick(H100_JOB, {"model": "qwen3-1.7b", "variant": "fast"}),
-            peers=(Pick(H100_PEERS, {"model": "qwen3-1.7b"}),), gpu="H100 80GB",
-            command=f'CLI_MODELS="qwen3-1.7b qwen3-4b" CLI_VARIANTS="defaults fast" BENCH_BINARY=0 {CLI}'),
-        _lora_defaults("4B", 4),
-        Row(anchor="lora-4b-fast", label="Qwen3-4B LoRA, fast", size_b=4,
-            ours=Pick(H100_JOB, {"model": "qwen3-4b", "variant": "fast"}),
-            peers=(Pick(H100_PEERS, {"model": "qwen3-4b"}),), gpu="H100 80GB",
-            command=f'CLI_MODELS="qwen3-1.7b qwen3-4b" CLI_VARIANTS="defaults fast" BENCH_BINARY=0 {CLI}'),
-        _lora_defaults("8B", 8),
-        Row(anchor="lora-8b-fast", label="Qwen3-8B LoRA, fast", size_b=8,
-            ours=Pick(H100_JOB, {"model": "qwen3-8b", "variant": "fast"}),
-            peers=(Pick(H100_PEERS, {"model": "qwen3-8b"}, nth=1),), gpu="H100 80GB",
-            command=f'CLI_MODELS=qwen3-8b CLI_VARIANTS="defaults fast fast-long" {CLI}'),
+        *(_lora(size, billions, variant) for size, billions in (("0.6B", 0.6), ("1.7B", 1.7), ("4B", 4), ("8B", 8))
+          for variant in ("defaults", "fast")),
         Row(anchor="lora-14b-fast", label="Qwen3-14B LoRA, fast", size_b=14,
             ours=Pick(H200_FP8, {"model": "qwen3-14b", "variant": "fast"}), gpu="H200",
             command=f'CLI_MODELS=qwen3-14b CLI_VARIANTS="fast fp8-fast" CLI_STEPS=6 PEERS=0 BENCH_BINARY=0 {CLI}'),

@@ -56,7 +56,7 @@ def tokens_by_size(f: dict[str, Figures], out: Path) -> None:
     sizes = ("0.6b", "1.7b", "4b", "8b")
     _bars(lora, [f"{s.upper()}" for s in sizes],
           [(f[f"lora-{s}-defaults"].rate, f[f"lora-{s}-defaults"].peer_rate) for s in sizes],
-          "tokens/s", "Qwen3 LoRA r16, defaults, one H100 (ratio over the strongest peer)")
+          "tokens/s", "Qwen3 LoRA r16, defaults, one H200 (ratio over the strongest peer)")
     _bars(full, ["0.6B", "1.7B"], [(f["full-0.6b"].rate, f["full-0.6b"].peer_rate),
                                    (f["full-1.7b-fast"].rate, f["full-1.7b-fast"].peer_rate)],
           "tokens/s", "Qwen3 full fine-tuning, one H100")
@@ -106,7 +106,7 @@ def memory(f: dict[str, Figures], out: Path) -> None:
                "lora-8b-fast", "full-1.7b-fast", "qlora-8b", "moe-2b-defaults"]
     names = ["0.6B LoRA", "1.7B LoRA", "4B LoRA", "8B LoRA", "8B LoRA fast", "1.7B full", "8B QLoRA", "MoE 2B LoRA"]
     _bars(ax, names, [(f[a].peak, f[a].peer_peak) for a in anchors], "peak GiB",
-          "Peak GPU memory on one H100, Surogate against the row's strongest peer (labels: Surogate / peer GiB)")
+          "Peak GPU memory on one GPU (H100 or H200, as each row), Surogate against the row's strongest peer (labels: Surogate / peer GiB)")
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(out, dpi=110)
