@@ -50,9 +50,9 @@ DP = "2026-11-25-h100x2-data-parallel.jsonl"
 LONG = "2026-11-28-h200x4-model-parallel-longest-context.jsonl"
 CONTEXT_PEER = "2026-11-28-h200x4-context-peer.jsonl"
 # One GPU on cuDNN's attention (the rows layout for whole-row documents), ours and the peer in the same call.
-LONG_1GPU = "2026-12-01-h200-long-documents-rows-layout.jsonl"
+LONG_1GPU = "2026-12-01-h200-long-documents-six-steps.jsonl"
 LONG_1GPU_COMMAND = ('SKIP_MP_BUBBLE=1 SKIP_MP_EQUIVALENCE=1 SKIP_MP_BEYOND=1 MP_GPUS=1 MP_SEQUENCES=1048576 MP_PEERS=1 '
-                     'bash bench/model_parallel_rows.sh')
+                     'MP_STEPS=6 bash bench/model_parallel_rows.sh')
 LONGEST = "2026-11-28-h200x4-longest-context-block-inputs.jsonl"
 
 

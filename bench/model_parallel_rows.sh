@@ -19,7 +19,7 @@
 #   4. beyond one GPU: Qwen3-14B (MP_BEYOND_MODEL) full fine-tuning, pipeline on every visible GPU against ZeRO-3
 #      (zero_level: 3) on the same GPUs: tokens/s and peak memory per GPU.
 #   5. (MP_PEERS=1) the long-context peer: transformers + PEFT with torch context parallelism on the
-#      same GPU counts (bench/peers/hf_context_parallel.py), tokens/s at MP_CONTEXT_RATE_SEQUENCE and,
+#      same GPU counts (bench/peers/hf_context_parallel.py, MP_STEPS steps as ours), tokens/s at MP_CONTEXT_RATE_SEQUENCE and,
 #      on the most GPUs, at MP_PEER_LONG_SEQUENCES (comma-separated; each run capped by MP_PEER_TIMEOUT, 300 s).
 # A run this build refuses (ZeRO-3 until it lands) is
 # recorded as {"refused": "<the error>"} rather than failing the command, so the rows show what this
@@ -227,7 +227,7 @@ if [[ "${MP_PEERS:-0}" == 1 ]] && dir=$(model_dir qwen3-8b); then
     lengths="${MP_CONTEXT_RATE_SEQUENCE:-32768}"
     (( gpus == most )) && [[ -n "${MP_PEER_LONG_SEQUENCES:-}" ]] && lengths="$lengths,${MP_PEER_LONG_SEQUENCES}"
     timeout "${MP_PEER_TIMEOUT:-300}" python3 -m torch.distributed.run --standalone --nproc_per_node "$gpus" \
-      "$root/bench/peers/hf_context_parallel.py" --model "$dir" --sequences "${lengths// /}" \
+      "$root/bench/peers/hf_context_parallel.py" --model "$dir" --sequences "${lengths// /}" --steps "$steps" \
       --time-limit "$(( ${MP_PEER_TIMEOUT:-300} - 20 ))" >"$log/peer-g$gpus.txt" 2>&1
     grep '^{' "$log/peer-g$gpus.txt" | python3 -c '
 import json, sys
