@@ -87,9 +87,9 @@ AttentionPath attention_path(cuda::CudnnAttentionShape& shape) {
   const int64_t segments_per_row = shape.causal ? settings.segments_per_row : 0;
   if (shape.documents && segments_per_row == 1) {
     // Every row of the run's data is one document filling it (long documents cut into whole rows):
-    // the rows layout has the same causal mask and runs 1.3× faster than the ragged one (494 against
-    // 379 TFLOP/s forward at the 8B shape, docs/benchmarks.md#training-limits). A row of padding
-    // alone is one segment too: its tokens share one id and position, so attending causally among
+    // the rows layout has the same causal mask without the segment scan and the padding fix-up,
+    // and its deterministic backward fits the memory plan (docs/cuda.md). A row of padding alone
+    // is one segment too: its tokens share one id and position, so attending causally among
     // themselves gives each its own value, as seeing only itself does.
     shape.documents = false;
   }
