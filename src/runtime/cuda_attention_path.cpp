@@ -87,8 +87,8 @@ AttentionPath attention_path(cuda::CudnnAttentionShape& shape) {
   const int64_t segments_per_row = shape.causal ? settings.segments_per_row : 0;
   if (shape.documents && segments_per_row == 1) {
     // Every row of the run's data is one document filling it (long documents cut into whole rows):
-    // the rows layout has the same causal mask without the segment scan and the padding fix-up,
-    // and its deterministic backward fits the memory plan (docs/cuda.md). A row of padding alone
+    // the rows layout has the same causal mask without the segment scan and the padding fix-up
+    // (docs/cuda.md, "Documents that fill their rows"). A row of padding alone
     // is one segment too: its tokens share one id and position, so attending causally among
     // themselves gives each its own value, as seeing only itself does.
     shape.documents = false;
