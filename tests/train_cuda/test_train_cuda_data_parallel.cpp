@@ -17,7 +17,8 @@
 //   (normuon, full), ZeRO-2 with gradient_dtype bf16 over 3 micro-batches (bf16 staging: a copy of
 //   the bf16 gradient, added into the bf16 accumulator as the single GPU adds it), gradient_dtype
 //   bf16 (bf16 all-reduce), pt, fp8_hybrid full fine-tuning (the
-//   scaling state's all-reduce max over one rank changes nothing); a checkpoint of the
+//   scaling state's all-reduce max over one rank changes nothing), fp8_hybrid DPO (the
+//   calibration's kept amaxes, the reference pass's dropped ones); a checkpoint of the
 //   data-parallel device resumes on the single-GPU device exactly (the single-GPU format).
 //   ZeRO-3: the weights in gather buffers filled on the side stream one use ahead (the rank's own
 //   bf16 pieces copied in and all-gathered over one rank), the optimizer writing the rank's own
@@ -45,6 +46,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -292,6 +294,23 @@ TEST_F(CudaDataParallelTest, PreferenceTuningOnAWorldOfOneEqualsTheSingleGpuDevi
   EXPECT_EQ(*world.eval_loss, *plain.eval_loss);
   expect_same_tensors(root_ / "dpo-single" / "checkpoint-6" / "model.safetensors",
                       root_ / "dpo-world-of-one" / "checkpoint-6" / "model.safetensors");
+}
+
+// fp8_hybrid DPO: the calibrating forward keeps its amaxes, the reference pass and evaluation drop
+// theirs (TrainingDevice::keep_fp8_amaxes / calibrate_fp8_scaling), on both devices alike.
+TEST_F(CudaDataParallelTest, Fp8PreferenceTuningOnAWorldOfOneEqualsTheSingleGpuDevice) {
+  const fs::path pairs = preference_pairs(root_);
+  const std::string job = kPreferenceJob + "max_steps: 4\nrecipe: fp8_hybrid\n";
+  TrainingResult plain =
+      run_training(as_preference_run(config("dpo-fp8-single", job), pairs, "dpo"), on(TrainingBackend::Cuda));
+  TrainingResult world =
+      run_training(as_preference_run(config("dpo-fp8-world-of-one", job), pairs, "dpo"), data_parallel());
+  ASSERT_EQ(world.step_losses.size(), plain.step_losses.size());
+  ASSERT_FALSE(plain.step_losses.empty());
+  EXPECT_NEAR(plain.step_losses[0], std::log(2.0), 1e-6);  // calibrated: the reference's scales
+  for (size_t i = 0; i < plain.step_losses.size(); ++i) EXPECT_EQ(world.step_losses[i], plain.step_losses[i]) << "step " << i + 1;
+  ASSERT_TRUE(plain.eval_loss && world.eval_loss);
+  EXPECT_EQ(*world.eval_loss, *plain.eval_loss);
 }
 
 TEST_F(CudaDataParallelTest, TwoGpusPreferenceTuningMatchesOneGpuWithTwiceTheAccumulation) {

@@ -142,4 +142,10 @@ void fp8_roll_history(float* state, int64_t sites, int64_t history, int64_t step
   CUDA_CHECK(cudaGetLastError());
 }
 
+void fp8_drop_current_amaxes(float* state, int64_t sites, int64_t history, cudaStream_t stream) {
+  if (sites == 0) return;
+  const size_t row_bytes = static_cast<size_t>(history + 2) * sizeof(float);  // rows as roll's: 2 floats, then the history
+  CUDA_CHECK(cudaMemset2DAsync(state + 1, row_bytes, 0, sizeof(float), static_cast<size_t>(sites), stream));
+}
+
 }  // namespace surogate::cuda

@@ -11,6 +11,8 @@
 // zeroed floats of scratch for current scaling (evaluation graphs; then amax may be row + 1).
 //   fp8_roll_history    after an optimizer step (or a calibration, with headroom):
 //                       quant::roll_fp8_history on the device.
+//   fp8_drop_current_amaxes  quant::drop_current_amaxes on the device (a step skipped, a
+//                       forward that belongs to no step): every site's row[1] back to 0.
 //   fp8_quantize_weight a bf16 weight [rows, columns] in the per-tensor format of ops/fp8_tensor.h:
 //                       E4M3 codes at scale 448 / max |w|, the codes transposed, scale_inv (`amax`
 //                       is one float of scratch); bit for bit the CPU function.
@@ -63,6 +65,7 @@ struct Fp8Output {
 void fp8_quantize_pending(const __nv_bfloat16* x, int64_t n, const Fp8Output& site, cudaStream_t stream);
 void fp8_roll_history(float* state, int64_t sites, int64_t history, int64_t step, cudaStream_t stream,
                       float headroom = 1.0f);
+void fp8_drop_current_amaxes(float* state, int64_t sites, int64_t history, cudaStream_t stream);
 void fp8_quantize_weight(const __nv_bfloat16* w, int64_t rows, int64_t columns, float* amax, uint8_t* codes,
                          uint8_t* transposed, float* scale_inv, cudaStream_t stream);
 void fp8_transpose(const uint8_t* in, int64_t rows, int64_t columns, uint8_t* out, cudaStream_t stream);

@@ -182,11 +182,8 @@ public:
   }
 
 private:
-  // Each site's row[1] (this step's amax) back to 0, the history untouched (quant/fp8_scaling.h).
   void drop_current_amaxes() {
-    const size_t row_bytes = static_cast<size_t>(quant::kFp8StateHeader + fp8_->shape.history) * sizeof(float);
-    CUDA_CHECK(cudaMemset2DAsync(fp8_device() + 1, row_bytes, 0, sizeof(float),
-                                 static_cast<size_t>(fp8_->shape.sites), rank_->stream()));
+    cuda::fp8_drop_current_amaxes(fp8_device(), fp8_->shape.sites, fp8_->shape.history, rank_->stream());
   }
   float* fp8_device() { return static_cast<float*>(rank_->backend().device_address(fp8_->tensor)); }
   void copy_fp8(float* destination, const float* source, cudaMemcpyKind kind) {

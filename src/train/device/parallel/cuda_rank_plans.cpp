@@ -9,7 +9,6 @@
 #include "cuda/kernels/elementwise_16bit.h"
 #include "cuda/kernels/fp8_quantize.h"
 #include "distributed/nccl_group.h"
-#include "quant/fp8_scaling.h"
 
 namespace surogate::train {
 
@@ -58,10 +57,7 @@ void CudaRankPlans::roll_fp8_history(const Fp8State& fp8, int64_t step, float he
 }
 
 void CudaRankPlans::drop_fp8_amaxes(const Fp8State& fp8) {
-  // row[1] of every [2 + history]-float row (quant/fp8_scaling.h)
-  const size_t row_bytes = static_cast<size_t>(quant::kFp8StateHeader + fp8.shape.history) * sizeof(float);
-  CUDA_CHECK(cudaMemset2DAsync(fp8_state(fp8) + 1, row_bytes, 0, sizeof(float), static_cast<size_t>(fp8.shape.sites),
-                               state_->stream()));
+  cuda::fp8_drop_current_amaxes(fp8_state(fp8), fp8.shape.sites, fp8.shape.history, state_->stream());
 }
 
 void CudaRankPlans::keep_outputs(std::span<const graph::TensorId> tensors) {

@@ -1,9 +1,8 @@
 // The data-parallel replica strategy, written once for every backend; see replica_rank_engine.h.
 #include "train/device/parallel/replica_rank_engine.h"
 
-#include "quant/fp8_scaling.h"
-
 #include "core/error.h"
+#include "quant/fp8_scaling.h"
 
 namespace surogate::train {
 
