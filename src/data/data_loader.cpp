@@ -45,7 +45,7 @@ PackedBatch DataLoader::next() {
   }
   PackedBatch batch = make_batch(rows_, indices, pad_id_);
   skip();
-  return shared_length_ > 0 ? data::share_prompts(batch, shared_length_) : batch;
+  return shared_length_ > 0 ? data::share_prompts(batch, shared_length_, pad_id_) : batch;
 }
 
 void DataLoader::skip() {

@@ -71,13 +71,10 @@ int64_t longest_shared_row(const PackedRowsView& rows) {
   return longest;
 }
 
-PackedBatch share_prompts(const PackedBatch& expanded, int64_t shared_length) {
+PackedBatch share_prompts(const PackedBatch& expanded, int64_t shared_length, int32_t pad_id) {
   SUROGATE_CHECK(expanded.mrope_position_ids.empty() && expanded.images.empty(),
                  "prompt sharing of text rows only");
   const int64_t B = expanded.batch_size, E = expanded.sequence_length, T = shared_length;
-  const auto padded = std::find(expanded.document_ids.begin(), expanded.document_ids.end(), -1);
-  const int32_t pad_id =
-      padded == expanded.document_ids.end() ? 0 : expanded.input_ids[static_cast<size_t>(padded - expanded.document_ids.begin())];
   const bool weighted = !expanded.loss_weights.empty();
 
   PackedBatch shared;

@@ -31,7 +31,8 @@ namespace surogate::data {
 int64_t longest_shared_row(const PackedRowsView& rows);
 
 // `expanded` (rows of two documents) in the shared layout of `shared_length` tokens (at least every
-// row's; a row that does not fit is an internal error). Fills the result's `shared_prompts`.
-PackedBatch share_prompts(const PackedBatch& expanded, int64_t shared_length);
+// row's; a row that does not fit is an internal error), padded with `pad_id`. Fills the result's
+// `shared_prompts`.
+PackedBatch share_prompts(const PackedBatch& expanded, int64_t shared_length, int32_t pad_id);
 
 }  // namespace surogate::data

@@ -39,7 +39,7 @@ TEST(PromptSharing, APairHoldsItsPromptOnce) {
   // As packed: [7 8 9 1 2 | 7 8 9 3 | pad pad pad]; shared: the prefix {7, 8}, A = {9, 1, 2}, B = {9, 3}.
   EXPECT_EQ(longest_shared_row(view_of(rows)), 7);
   const PackedBatch packed = make_batch(view_of(rows), std::vector<uint64_t>{0}, testing::kPad);
-  const PackedBatch shared = share_prompts(packed, 8);
+  const PackedBatch shared = share_prompts(packed, 8, testing::kPad);
   EXPECT_EQ(shared.sequence_length, 8);
   EXPECT_EQ(shared.input_ids, (std::vector<int32_t>{7, 8, 9, 1, 2, 9, 3, testing::kPad}));
   EXPECT_EQ(shared.labels, (std::vector<int32_t>{I, I, I, 1, 2, I, 3, I}));
@@ -94,7 +94,7 @@ TEST(PromptSharing, RowsOfABatchAndPaddingRows) {
   EXPECT_EQ(longest_shared_row(view_of(rows)), 3 + 4 + 2);  // row 0: prefix 3, A 4, B 2
   // Rows 0, 1 and a padding row (index rows() = 2).
   const PackedBatch packed = make_batch(view_of(rows), std::vector<uint64_t>{0, 1, 2}, testing::kPad);
-  const PackedBatch shared = share_prompts(packed, 9);
+  const PackedBatch shared = share_prompts(packed, 9, testing::kPad);
   expect_consistent(packed, shared);
   // Row 1: prompt {5} alone shares nothing (its last token stays in both), shared [5 6 | 5 11 12].
   EXPECT_EQ(std::vector<int32_t>(shared.input_ids.begin() + 9, shared.input_ids.begin() + 14),
@@ -107,7 +107,7 @@ TEST(PromptSharing, LeftPaddedRowsAndCommonCompletionStarts) {
   const PackedRows rows = pack_pairs({pair_of({7, 8}, {1, 2}, {1, 3})}, 10, true);
   EXPECT_EQ(longest_shared_row(view_of(rows)), 1 + 3 + 3);
   const PackedBatch packed = make_batch(view_of(rows), std::vector<uint64_t>{0}, testing::kPad);
-  const PackedBatch shared = share_prompts(packed, 7);
+  const PackedBatch shared = share_prompts(packed, 7, testing::kPad);
   EXPECT_EQ(shared.input_ids, (std::vector<int32_t>{7, 8, 1, 2, 8, 1, 3}));
   expect_consistent(packed, shared);
 }

@@ -68,7 +68,7 @@ ObjectiveGraph PreferenceObjective::rewrite_loss(graph::Graph forward, graph::Te
 data::PackedBatch PreferenceObjective::plan_batch(data::PackedBatch packed) const {
   if (!share_prompts_) return packed;
   const graph::Shape& shape = context_.plan->graph.tensor(context_.plan->tensor(kSharedTakeIndex)).type.shape;
-  return data::share_prompts(packed, shape[1]);
+  return data::share_prompts(packed, shape[1], context_.pad_id);
 }
 
 std::vector<runtime::InputBinding> PreferenceObjective::bindings_of(const PairInputs& inputs) {
