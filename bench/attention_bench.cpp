@@ -3,7 +3,7 @@
 // kernels (cuda/kernels/attention.h), at the LoRA jobs' shapes, called the way the binders call
 // them. bench/attention_peers.py runs it beside PyTorch's SDPA backends (one JSON line a row).
 //
-//   attention_bench [--repeats 20] [--vision-only] [--short-documents-only]
+//   attention_bench [--repeats 20] [--vision-only] [--short-documents-only] [--plans]
 //
 // Shapes: 2 × 2048 at 32/8 heads (Qwen3-8B job) and 16/8 (0.6B job), 8 × 2048 at 32/8, head_dim
 // 128, bf16, causal. "rows": every batch row one sequence (what PyTorch's SDPA is given);
@@ -18,6 +18,11 @@
 // cut at its end): our kernels and cuDNN's packed-documents layout with rows × the busiest row's
 // segments as slots (what a training run sets, runtime/cuda_attention_path.h). FLOPs: forward
 // 4 · Hq · Σ_documents length² / 2 · D (the work the documents' masks leave), backward 2.5× that.
+//
+// Every plan (--plans: those alone): each plan cuDNN offers (cudnn_attention_time_plans) for the
+// rows layout at the 8B job's shape (2 × 2048) and at one 32,768-token row (the long-documents job),
+// forward and backward, with its TFLOP/s: whether the heuristic's first plan, the one training
+// runs, is the fastest.
 //
 // Vision rows (--vision-only: those alone): the Qwen2.5-VL-7B tower's bidirectional attention on one
 // 980 × 1288 image (grid 70 × 92 = 6440 patches of 14 px; 16 heads, head_dim 80): "window" (the
@@ -241,18 +246,48 @@ void vision_rows(int repeats) {
 
 }  // namespace
 
+// --plans: one JSON line a plan.
+void plan_rows(int repeats) {
+  struct PlanShape {
+    const char* name;
+    int64_t rows, sequence;
+  };
+  for (const PlanShape& s : {PlanShape{"2x2048, 32/8 (8B job)", 2, 2048}, PlanShape{"1x32768, 32/8 (8B, 32k documents)", 1, 32768}}) {
+    const cuda::CudnnAttentionShape shape{.batch = s.rows,
+                                          .sequence = s.sequence,
+                                          .q_heads = 32,
+                                          .kv_heads = 8,
+                                          .head_dim = kHeadDim,
+                                          .scale = 1.0f / std::sqrt(static_cast<float>(kHeadDim))};
+    const double forward_flops = double(s.rows) * 32 * (double(s.sequence) * s.sequence / 2) * kHeadDim * 4;
+    for (const cuda::CudnnPlanTime& plan : cuda::cudnn_attention_time_plans(shape, repeats)) {
+      const double flops = forward_flops * (plan.backward ? 2.5 : 1.0);
+      std::printf("{\"shape\": \"%s\", \"direction\": \"%s\", \"plan\": %lld, \"name\": \"%s\", \"ms\": %.3f, "
+                  "\"tflops\": %.0f, \"workspace_mib\": %.1f, \"failure\": \"%s\"}\n",
+                  s.name, plan.backward ? "backward" : "forward", static_cast<long long>(plan.index), plan.name.c_str(),
+                  plan.milliseconds, plan.failure.empty() ? flops / plan.milliseconds / 1e9 : 0.0,
+                  plan.workspace / 1048576.0, plan.failure.c_str());
+    }
+  }
+}
+
 int main(int argc, char** argv) {
   int repeats = 20;
-  bool vision_only = false, short_documents_only = false;
+  bool vision_only = false, short_documents_only = false, plans_only = false;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--repeats") == 0 && i + 1 < argc) repeats = std::atoi(argv[++i]);
     if (std::strcmp(argv[i], "--vision-only") == 0) vision_only = true;
     if (std::strcmp(argv[i], "--short-documents-only") == 0) short_documents_only = true;
+    if (std::strcmp(argv[i], "--plans") == 0) plans_only = true;
   }
   const cuda::CudnnAvailability& cudnn = cuda::cudnn_availability();
   std::printf("{\"cudnn\": \"%s\", \"usable\": %s}\n", cudnn.description.c_str(), cudnn.usable ? "true" : "false");
   if (vision_only) {
     vision_rows(repeats);
+    return 0;
+  }
+  if (plans_only) {
+    plan_rows(repeats);
     return 0;
   }
   if (short_documents_only) {

@@ -29,6 +29,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace surogate::cuda {
 
@@ -76,5 +77,19 @@ void cudnn_attention_forward(void* out, float* logsumexp, const void* q, const v
 void cudnn_attention_backward(void* dq, void* dk, void* dv, const void* dout, const void* q, const void* k,
                               const void* v, const void* out, const float* logsumexp, const int32_t* document_ids,
                               void* workspace, const CudnnAttentionShape& shape, cudaStream_t stream);
+
+// Measurement (bench/attention_bench.cpp --plans): every plan cuDNN offers for a rows-layout shape
+// (heuristic modes A, B and its fallback list), forward then backward, each run once and then
+// `repeats` times back to back on fresh device buffers of constant values. Training runs the
+// first forward and first backward plan (mode A's choice). Empty without cuDNN.
+struct CudnnPlanTime {
+  bool backward = false;
+  int64_t index = 0;
+  std::string name;        // cuDNN's engine and knobs, e.g. "eng6_k24=26"
+  double milliseconds = 0;  // mean of the repeats
+  int64_t workspace = 0;    // bytes
+  std::string failure;      // non-empty: the plan did not run
+};
+std::vector<CudnnPlanTime> cudnn_attention_time_plans(const CudnnAttentionShape& shape, int repeats);
 
 }  // namespace surogate::cuda
