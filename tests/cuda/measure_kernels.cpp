@@ -334,9 +334,10 @@ int main() {
         }),
         "TB/s   ", 2.0 * rows * vocab * 2);
   }
-  {  // The fused low-rank backward (LoRA's B product) at the 8B job's shapes, with the launcher's
-     // tiling and with every other (column tiles x token tiles x stages). Rate: dy bytes per second.
-    const int64_t tokens = 4096;
+  // The fused low-rank backward (LoRA's B product) at the 8B job's shapes (a micro-batch of 4,096
+  // tokens, and one 32,768-token row), with the launcher's tiling and with every other (column
+  // tiles x token tiles x stages). Rate: dy bytes per second.
+  for (const int64_t tokens : {int64_t{4096}, int64_t{32768}}) {
     auto dy = random_bf16(tokens * 12288, 1.0f), x = random_bf16(tokens * 16, 1.0f), w = random_bf16(12288 * 16, 1.0f);
     DeviceBuffer<__nv_bfloat16> dx(tokens * 16), dw(12288 * 16);
     for (int64_t columns : {int64_t{1024}, int64_t{4096}, int64_t{12288}}) {
@@ -349,7 +350,7 @@ int main() {
                                          .accumulate = true, .tiling = tiling};
         DeviceBuffer<float> workspace(low_rank_backward_workspace_floats(shape));
         char label[96];
-        std::snprintf(label, sizeof label, "low-rank bwd dy[4096,%ld] r16, tiling %d/%d/%d%s", long(columns),
+        std::snprintf(label, sizeof label, "low-rank bwd dy[%ld,%ld] r16, tiling %d/%d/%d%s", long(tokens), long(columns),
                       tiling.column_tiles, tiling.token_tiles, tiling.stages, tiling.column_tiles ? "" : " (auto)");
         row(label, median_ms([&] {
               low_rank_backward(dx.data(), dw.data(), workspace.data(), dy.data(), x.data(), w.data(), shape, nullptr);
