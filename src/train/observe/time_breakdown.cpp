@@ -11,15 +11,24 @@ namespace surogate::train {
 
 void TimeBreakdown::add(const std::vector<std::pair<std::string, double>>& breakdown) {
   if (breakdown.empty()) return;
-  for (const auto& [op, ms] : breakdown) milliseconds_[op] += ms;
-  ++samples_;
+  std::map<std::string, double>& tally = has_warm_up_ ? milliseconds_ : warm_up_;
+  for (const auto& [op, ms] : breakdown) tally[op] += ms;
+  if (has_warm_up_) ++samples_;
+  has_warm_up_ = true;
 }
 
 std::vector<std::pair<std::string, double>> TimeBreakdown::mean() const {
+  const std::map<std::string, double>& tally = samples_ > 0 ? milliseconds_ : warm_up_;
+  const double count = samples_ > 0 ? static_cast<double>(samples_) : 1.0;
   std::vector<std::pair<std::string, double>> mean;
-  for (const auto& [op, ms] : milliseconds_) mean.emplace_back(op, ms / static_cast<double>(samples_));
+  for (const auto& [op, ms] : tally) mean.emplace_back(op, ms / count);
   std::sort(mean.begin(), mean.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
   return mean;
+}
+
+std::string TimeBreakdown::averaged_over() const {
+  if (samples_ == 0) return "the first step only, its warm-up included";
+  return fmt::format("{} step{} after the first, its warm-up left out", samples_, samples_ == 1 ? "" : "s");
 }
 
 nlohmann::json TimeBreakdown::record() const {
@@ -27,11 +36,11 @@ nlohmann::json TimeBreakdown::record() const {
   for (const auto& [op, ms] : mean()) total += ms;
   nlohmann::json ops = nlohmann::json::array();
   for (const auto& [op, ms] : mean()) ops.push_back({{"op", op}, {"ms", ms}, {"percent", total > 0.0 ? 100.0 * ms / total : 0.0}});
-  return {{"micro_batches", samples_}, {"total_ms", total}, {"ops", ops}};
+  return {{"micro_batches", samples_ > 0 ? samples_ : 1}, {"warm_up_left_out", samples_ > 0}, {"total_ms", total}, {"ops", ops}};
 }
 
 std::string TimeBreakdown::table() const {
-  return table(fmt::format("time per micro-batch (mean of {} steps' last micro-batch)", samples_), "ms");
+  return table("time per micro-batch (each step's last)", "ms");
 }
 
 std::string TimeBreakdown::table(std::string_view title, std::string_view unit) const {
@@ -42,7 +51,7 @@ std::string TimeBreakdown::table(std::string_view title, std::string_view unit) 
     rows.emplace_back(op, fmt::format("{:9.3f} {} {:5.1f}%", ms, unit, total > 0.0 ? 100.0 * ms / total : 0.0));
   }
   rows.emplace_back("total", fmt::format("{:9.3f} {}", total, unit));
-  return format_summary_table(std::string(title), rows);
+  return format_summary_table(fmt::format("{}: mean of {}", title, averaged_over()), rows);
 }
 
 }  // namespace surogate::train

@@ -147,7 +147,7 @@ void report_time_breakdown(RunContext& run) {
   record["host_phases"] = run.host_phases.record();
   run.log("time_breakdown", record);
   run.message(run.time_breakdown.table());
-  run.message(run.host_phases.table("host time per step (mean; wall clock)", "ms"));
+  run.message(run.host_phases.table("host time per step (wall clock)", "ms"));
 }
 
 void fail_diverged(RunContext& run, const StepVerdict& verdict) {
