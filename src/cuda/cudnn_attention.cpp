@@ -6,6 +6,7 @@
 
 #include "cuda/cuda_check.h"
 #include "cuda/device_attributes.h"
+#include "cuda/device_buffer.h"
 
 #if defined(SUROGATE_WITH_CUDNN)
 
@@ -437,13 +438,11 @@ std::vector<CudnnPlanTime> cudnn_attention_time_plans(const CudnnAttentionShape&
   CUDA_REQUIRE(graphs.refusal.empty(), "cudnn_attention_time_plans: cuDNN refused the shape");
   const size_t q_bytes = static_cast<size_t>(shape.tokens() * shape.q_heads * shape.head_dim) * 2;
   const size_t kv_bytes = static_cast<size_t>(shape.tokens() * shape.kv_heads * shape.head_dim) * 2;
-  std::vector<void*> owned;
+  std::vector<DeviceBuffer<std::byte>> owned;
   auto buffer = [&](size_t bytes, int byte) {
-    void* pointer = nullptr;
-    CUDA_CHECK(cudaMalloc(&pointer, bytes));
-    CUDA_CHECK(cudaMemset(pointer, byte, bytes));
-    owned.push_back(pointer);
-    return pointer;
+    owned.emplace_back(bytes);
+    CUDA_CHECK(cudaMemset(owned.back().data(), byte, bytes));
+    return static_cast<void*>(owned.back().data());
   };
   // Every input one value (0x3c3c: 0.0115 in bf16, 1.06 in fp16): the plans' relative speed, not
   // the power a real run's data draws.
@@ -452,9 +451,7 @@ std::vector<CudnnPlanTime> cudnn_attention_time_plans(const CudnnAttentionShape&
       {kO, buffer(q_bytes, 0x3c)},  {kDO, buffer(q_bytes, 0x3c)}, {kDQ, buffer(q_bytes, 0)},
       {kDK, buffer(kv_bytes, 0)},   {kDV, buffer(kv_bytes, 0)},
       {kStats, buffer(static_cast<size_t>(shape.tokens() * shape.q_heads) * sizeof(float), 0)}};
-  cudaEvent_t start = nullptr, stop = nullptr;
-  CUDA_CHECK(cudaEventCreate(&start));
-  CUDA_CHECK(cudaEventCreate(&stop));
+  const Event start, stop;
   if (cudnnSetStream(handle, nullptr) != CUDNN_STATUS_SUCCESS) throw CudaError("cudnnSetStream failed");
   std::vector<CudnnPlanTime> times;
   for (const bool backward : {false, true}) {
@@ -469,26 +466,21 @@ std::vector<CudnnPlanTime> cudnn_attention_time_plans(const CudnnAttentionShape&
         times.push_back(time);
         continue;
       }
-      void* workspace = time.workspace > 0 ? buffer(static_cast<size_t>(time.workspace), 0) : nullptr;
-      fe::error_t status = graph.execute_plan_at_index(handle, pack, workspace, index);  // the warm-up
+      DeviceBuffer<std::byte> workspace(static_cast<size_t>(std::max<int64_t>(time.workspace, 1)));
+      fe::error_t status = graph.execute_plan_at_index(handle, pack, workspace.data(), index);  // the warm-up
       if (!status.is_good()) {
         time.failure = status.get_message();
         times.push_back(time);
         continue;
       }
-      CUDA_CHECK(cudaEventRecord(start));
-      for (int r = 0; r < repeats; ++r) (void)graph.execute_plan_at_index(handle, pack, workspace, index);
-      CUDA_CHECK(cudaEventRecord(stop));
-      CUDA_CHECK(cudaEventSynchronize(stop));
-      float milliseconds = 0.0f;
-      CUDA_CHECK(cudaEventElapsedTime(&milliseconds, start, stop));
-      time.milliseconds = milliseconds / std::max(repeats, 1);
+      start.record(nullptr);
+      for (int r = 0; r < repeats; ++r) (void)graph.execute_plan_at_index(handle, pack, workspace.data(), index);
+      stop.record(nullptr);
+      stop.synchronize();
+      time.milliseconds = stop.elapsed_ms_since(start) / std::max(repeats, 1);
       times.push_back(time);
     }
   }
-  CUDA_CHECK(cudaEventDestroy(start));
-  CUDA_CHECK(cudaEventDestroy(stop));
-  for (void* pointer : owned) CUDA_CHECK(cudaFree(pointer));
   return times;
 }
 
