@@ -35,7 +35,7 @@ public:
 
 private:
   std::vector<std::pair<std::string, double>> mean() const;  // largest first
-  std::string averaged_over() const;                         // "3 steps after the first (its warm-up left out)"
+  std::string averaged_over() const;                         // "3 steps after the first, its warm-up left out"
 
   std::map<std::string, double> warm_up_;
   bool has_warm_up_ = false;
