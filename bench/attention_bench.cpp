@@ -150,38 +150,33 @@ double squared_lengths(const std::vector<int32_t>& documents) {
   return total;
 }
 
-// Document ids of `rows` rows: documents of 60 to 700 tokens back to back, a new one at every row start.
-std::vector<int32_t> short_documents(int64_t rows) {
+// Document ids of `rows` rows: documents of 60 to 700 tokens back to back, a new one at every row
+// start; and the most documents a row holds (the slots bound a training run sets).
+struct ShortDocuments {
+  std::vector<int32_t> ids;
+  int64_t busiest_row = 0;
+};
+ShortDocuments short_documents(int64_t rows) {
   std::mt19937 engine(2048);
   std::uniform_int_distribution<int64_t> length(60, 700);
-  std::vector<int32_t> ids;
+  ShortDocuments documents;
   int32_t id = 0;
   for (int64_t row = 0; row < rows; ++row) {
-    for (int64_t t = 0; t < kSequence; ++id) {
+    int64_t in_row = 0;
+    for (int64_t t = 0; t < kSequence; ++id, ++in_row) {
       const int64_t end = std::min(kSequence, t + length(engine));
-      for (; t < end; ++t) ids.push_back(id);
+      for (; t < end; ++t) documents.ids.push_back(id);
     }
+    documents.busiest_row = std::max(documents.busiest_row, in_row);
   }
-  return ids;
+  return documents;
 }
 
 void short_document_rows(int repeats) {
   for (const Shape& s : {Shape{"2x2048, 32/8 (8B job), documents of 60-700", 2, 32, 8},
                          Shape{"2x2048, 16/8 (0.6B job), documents of 60-700", 2, 16, 8}}) {
     const int64_t tokens = s.rows * kSequence;
-    const std::vector<int32_t> ids = short_documents(s.rows);
-    int64_t busiest = 0;
-    for (int64_t row = 0; row < s.rows; ++row) {
-      int64_t segments = 0;
-      for (int64_t t = 0, start = 0; t <= kSequence; ++t) {
-        const size_t at = static_cast<size_t>(row * kSequence + t);
-        if (t == kSequence || (t > start && ids[at] != ids[at - 1])) {
-          ++segments;
-          start = t;
-        }
-      }
-      busiest = std::max(busiest, segments);
-    }
+    const auto [ids, busiest] = short_documents(s.rows);
     const float scale = 1.0f / std::sqrt(static_cast<float>(kHeadDim));
     const double forward_flops = 4.0 * s.q_heads * squared_lengths(ids) / 2 * kHeadDim;
     Operands operands(tokens, s.q_heads, s.kv_heads, kHeadDim);
@@ -244,8 +239,6 @@ void vision_rows(int repeats) {
   }
 }
 
-}  // namespace
-
 // --plans: one JSON line a plan.
 void plan_rows(int repeats) {
   struct PlanShape {
@@ -270,6 +263,8 @@ void plan_rows(int repeats) {
     }
   }
 }
+
+}  // namespace
 
 int main(int argc, char** argv) {
   int repeats = 20;
