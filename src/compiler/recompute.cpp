@@ -131,9 +131,11 @@ bool RecomputePolicy::recomputes(std::string_view group) const {
 }
 
 bool RecomputePolicy::keeps_outputs_of(const graph::Node& producer) const {
-  if (keep_expensive_layers <= 0 || !is_expensive_to_recompute(producer.op)) return false;
+  if (keep_expensive_layers <= 0 && keep_all_layers <= 0) return false;
   const int64_t layer = layer_of(producer);
-  return layer >= 0 && layer < keep_expensive_layers;
+  if (layer < 0) return false;
+  if (layer < keep_all_layers && producer.recompute_group != "dequant") return true;
+  return layer < keep_expensive_layers && is_expensive_to_recompute(producer.op);
 }
 
 bool is_expensive_to_recompute(std::string_view op) {

@@ -28,6 +28,9 @@
 // — for the layers [0, keep_expensive_layers) and recompute only the cheap ops around them
 // (norms, RoPE, SwiGLU, dropout, concat / split). compiler/recompute_choice.h picks the largest
 // count whose plan fits the device; 0 recomputes everything the options enable.
+// keep_all_layers goes the other way from there: the layers [0, keep_all_layers) keep every
+// output, cheap ones included, so nothing of theirs is re-run (a quantized weight's dequantized
+// copy excepted); the choice uses it when every layer's expensive outputs fit with memory to spare.
 #pragma once
 
 #include <string>
@@ -47,6 +50,7 @@ struct RecomputePolicy {
   bool ffn = false;
   bool block = false;
   int64_t keep_expensive_layers = 0;
+  int64_t keep_all_layers = 0;
   // With `block`: the residual stream inside each block (ln2's residual_out, after attention) is
   // recomputed too, by re-running ln2's fused add + norm from the block's input and the
   // recomputed attention half; only each block's input stays a checkpoint. Saves one hidden-size

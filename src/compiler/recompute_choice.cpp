@@ -11,6 +11,11 @@ namespace {
 std::string describe(const ExecutionPlan& plan, const RecomputePolicy& policy, int64_t layers) {
   const std::string arena = fmt::format("activation arena {}", format_memory_size(plan.memory.arena_bytes));
   if (!policy.any()) return fmt::format("recompute: none needed — every activation is kept ({})", arena);
+  if (policy.keep_expensive_layers >= layers && policy.keep_all_layers > 0) {
+    return fmt::format("recompute: norms, RoPE, SwiGLU and dropout re-run in the backward in {} of {} layers, every "
+                       "activation kept in the other {} (more would not fit); matmul and attention outputs kept in "
+                       "all layers ({})", layers - policy.keep_all_layers, layers, policy.keep_all_layers, arena);
+  }
   if (policy.keep_expensive_layers >= layers) {
     return fmt::format("recompute: norms, RoPE, SwiGLU and dropout re-run in the backward; matmul and attention "
                        "outputs kept in all {} layers, as memory allows ({})", layers, arena);
@@ -62,7 +67,25 @@ ExecutionPlan compile_training_to_fit(const graph::Graph& forward, graph::Tensor
     RecomputePolicy keeping = allowed;
     keeping.keep_expensive_layers = layers;
     ExecutionPlan plan = compile(keeping);
-    if (fits(plan)) return finish(std::move(plan), keeping, true);
+    if (fits(plan)) {
+      // Memory between this plan and keeping everything: the largest number of layers that keep
+      // their cheap outputs too, by bisection. Invariant: `low` layers fit (0: this plan), `high`
+      // are taken not to (all of them is the plan that keeps everything, which did not fit).
+      int64_t low = 0, high = layers;
+      while (high - low > 1) {
+        RecomputePolicy trial = keeping;
+        trial.keep_all_layers = low + (high - low) / 2;
+        ExecutionPlan candidate = compile(trial);
+        if (fits(candidate)) {
+          low = trial.keep_all_layers;
+          plan = std::move(candidate);
+        } else {
+          high = trial.keep_all_layers;
+        }
+      }
+      keeping.keep_all_layers = low;
+      return finish(std::move(plan), keeping, true);
+    }
   }
   ExecutionPlan literal = compile(allowed);
   if (!fits(literal)) {

@@ -5,7 +5,8 @@
 // costs a bandwidth pass. The plans tried, fastest first:
 //   1. nothing recomputed; if that plan fits, done;
 //   2. the cheap ops of every enabled group re-run, every layer's matmul and attention outputs
-//      kept;
+//      kept; when that fits, as many layers as fit (by bisection) keep their cheap outputs too
+//      and re-run nothing;
 //   3. otherwise the literal plan (everything enabled recomputed); if even that does not fit and
 //      recompute_block is on (without offload_residual), the residual stream inside each block is
 //      recomputed too (RecomputePolicy::block_inputs_only: only each block's input kept), if that

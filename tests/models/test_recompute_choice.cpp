@@ -1,11 +1,14 @@
 // The memory-driven recompute choice (compiler/recompute_choice.h) on a real decoder: keeping the
 // matmul and attention outputs leaves only cheap ops in the recompute phase and gradients
 // bit-identical; the choice recomputes nothing when everything fits, keeps every layer's
-// expensive outputs when that fits, the literal options when only they fit, the largest fitting
-// layer count in between, and `recommended` allows every group.
+// expensive outputs when that fits and every output of as many layers as fit beside them, the
+// literal options when only they fit, the largest fitting layer count in between, and
+// `recommended` allows every group.
 #include <gtest/gtest.h>
 
 #include <cstring>
+
+#include <fmt/format.h>
 
 #include "compiler/recompute_choice.h"
 #include "models/decoder_graph.h"
@@ -99,6 +102,70 @@ TEST(RecomputeChoice, KeepingExpensiveOutputsKeepsTheFp8Matmuls) {
   EXPECT_GT(cheap.recomputed_nodes, 0u);
 }
 
+// keep_all_layers: the kept layers re-run nothing, the others only their cheap ops, and the
+// gradients are those of the plan that keeps everything, bit for bit.
+TEST(RecomputeChoice, KeepingEveryOutputOfALayerReRunsNothingOfIt) {
+  Decoder model;
+  ASSERT_GE(model.layers(), 2);
+  compiler::RecomputePolicy partly = compiler::RecomputePolicy::all();
+  partly.keep_expensive_layers = model.layers();
+  partly.keep_all_layers = 1;
+  compiler::RecomputePolicy cheap = partly;
+  cheap.keep_all_layers = 0;
+  const compiler::ExecutionPlan saved = compile(model, compiler::RecomputePolicy::none());
+  const compiler::ExecutionPlan plan = compile(model, partly);
+  int in_kept_layer = 0, in_other_layers = 0;
+  for (const graph::Node& node : plan.graph.nodes) {
+    if (node.phase != graph::NodePhase::Recompute) continue;
+    (compiler::layer_of(node) == 0 ? in_kept_layer : in_other_layers) += 1;
+    EXPECT_FALSE(compiler::is_expensive_to_recompute(node.op)) << node.name;
+  }
+  EXPECT_EQ(in_kept_layer, 0);
+  EXPECT_GT(in_other_layers, 0);
+  EXPECT_LT(plan.recomputed_nodes, compile(model, cheap).recomputed_nodes);
+  const auto want = run_step(model, saved), got = run_step(model, plan);
+  ASSERT_EQ(want.size(), got.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    ASSERT_EQ(want[i].size(), got[i].size());
+    EXPECT_EQ(std::memcmp(want[i].data(), got[i].data(), want[i].size() * sizeof(float)), 0)
+        << "result " << i << " (0 = loss, then gradients) differs";
+  }
+}
+
+// Memory between the plan that re-runs every layer's cheap ops and the one that keeps everything:
+// the choice keeps every output of the largest number of layers that fits (one more would not).
+TEST(RecomputeChoice, KeepsEveryOutputOfAsManyLayersAsFit) {
+  Decoder model;
+  constexpr int64_t kLayers = 8;
+  model.fixture.config.num_hidden_layers = kLayers;
+  model.decoder = build_decoder_graph(model.fixture.config, model.registry,
+                                      {.batch = model.fixture.batch, .sequence = model.fixture.sequence});
+  auto arena_of = [&](int64_t kept) {
+    compiler::RecomputePolicy policy = compiler::RecomputePolicy::all();
+    policy.keep_expensive_layers = kLayers;
+    policy.keep_all_layers = kept;
+    return compile(model, policy).memory.arena_bytes;
+  };
+  const size_t cheap_everywhere = arena_of(0), saved = compile(model, compiler::RecomputePolicy::none()).memory.arena_bytes;
+  ASSERT_LT(cheap_everywhere, saved);
+  const size_t limit = arena_of(kLayers / 2);
+  ASSERT_LT(limit, saved);
+  ASSERT_LT(cheap_everywhere, limit);
+  compiler::RecomputeChoice choice;
+  const compiler::CompileOptions options{.recompute = compiler::RecomputePolicy::all()};
+  const compiler::ExecutionPlan plan = compiler::compile_training_to_fit(
+      model.decoder.graph, model.decoder.loss, model.registry, options, kLayers, false,
+      [limit](const compiler::ExecutionPlan& candidate) { return candidate.memory.arena_bytes <= limit; }, &choice);
+  EXPECT_TRUE(choice.fits);
+  EXPECT_EQ(choice.policy.keep_expensive_layers, kLayers);
+  EXPECT_GE(choice.policy.keep_all_layers, kLayers / 2);
+  EXPECT_LT(choice.policy.keep_all_layers, kLayers);
+  EXPECT_LE(plan.memory.arena_bytes, limit);
+  EXPECT_GT(arena_of(choice.policy.keep_all_layers + 1), limit);
+  EXPECT_NE(choice.summary.find(fmt::format("every activation kept in the other {}", choice.policy.keep_all_layers)),
+            std::string::npos) << choice.summary;
+}
+
 TEST(RecomputeChoice, LayerOfANodeComesFromItsScope) {
   graph::Node node;
   node.name = "layers.12.attn.q";
@@ -139,8 +206,8 @@ TEST(RecomputeChoice, PicksTheLargestKeptLayerCountThatFits) {
   compiler::compile_training_to_fit(model.decoder.graph, model.decoder.loss, model.registry, options, layers, false,
                                     under(all_kept), &choice);
   EXPECT_EQ(choice.policy.keep_expensive_layers, layers);
+  EXPECT_EQ(choice.policy.keep_all_layers, 0) << "no room for a layer's cheap outputs";
   EXPECT_TRUE(choice.fits);
-  EXPECT_EQ(choice.compiled_plans, 2);
   EXPECT_NE(choice.summary.find("all"), std::string::npos) << choice.summary;
   // Room for the literal plan only.
   compiler::compile_training_to_fit(model.decoder.graph, model.decoder.loss, model.registry, options, layers, false,
