@@ -50,9 +50,9 @@ DP = "2026-11-25-h100x2-data-parallel.jsonl"
 LONG = "2026-11-28-h200x4-model-parallel-longest-context.jsonl"
 CONTEXT_PEER = "2026-11-28-h200x4-context-peer.jsonl"
 # One GPU on cuDNN's attention (the rows layout for whole-row documents), ours and the peer in the same call.
-LONG_1GPU = "2026-12-01-h200-long-documents-six-steps.jsonl"
-LONG_1GPU_COMMAND = ('SKIP_MP_BUBBLE=1 SKIP_MP_EQUIVALENCE=1 SKIP_MP_BEYOND=1 MP_GPUS=1 MP_SEQUENCES=1048576 MP_PEERS=1 '
-                     'MP_STEPS=6 bash bench/model_parallel_rows.sh')
+LONG_1GPU = "2026-12-01-h200-long-context-partial-keep.jsonl"
+LONG_1GPU_COMMAND = ('SKIP_MP_BUBBLE=1 SKIP_MP_EQUIVALENCE=1 SKIP_MP_BEYOND=1 MP_GPUS=1 MP_SEQUENCES="131072 262144" '
+                     'MP_PEERS=1 MP_STEPS=6 bash bench/model_parallel_rows.sh')
 LONGEST = "2026-11-28-h200x4-longest-context-block-inputs.jsonl"
 
 
@@ -111,11 +111,12 @@ FULL = Table(
     ))
 
 
-def _fp8(anchor: str, label: str, model: str, fp8: str, bf16: str, steps: int, nth: int | None = None) -> Row:
+def _fp8(anchor: str, label: str, model: str, fp8: str, bf16: str, steps: int, nth: int | None = None,
+         file: str = H200_FP8) -> Row:
     pick = {"model": model, "variant": fp8}
     base = {"model": model, "variant": bf16}
-    return Row(anchor=anchor, label=label, ours=Pick(H200_FP8, pick, nth=nth),
-               baseline=Pick(H200_FP8, base, nth=nth), gpu="H200",
+    return Row(anchor=anchor, label=label, ours=Pick(file, pick, nth=nth),
+               baseline=Pick(file, base, nth=nth), gpu="H200",
                command=f'CLI_MODELS={model} CLI_VARIANTS="{bf16} {fp8}" CLI_STEPS={steps} PEERS=0 BENCH_BINARY=0 {CLI}')
 
 
@@ -129,7 +130,8 @@ FP8 = Table(
         _fp8("fp8-1.7b-full-defaults", "Qwen3-1.7B full, defaults", "qwen3-1.7b", "full-fp8", "full", 6),
         _fp8("fp8-4b-lora-fast", "Qwen3-4B LoRA, fast", "qwen3-4b", "fp8-fast", "fast", 6),
         _fp8("fp8-4b-lora-defaults", "Qwen3-4B LoRA, defaults", "qwen3-4b", "fp8", "defaults", 6),
-        _fp8("fp8-8b-lora-fast", "Qwen3-8B LoRA, fast", "qwen3-8b", "fp8-fast", "fast", 8),
+        _fp8("fp8-8b-lora-fast", "Qwen3-8B LoRA, fast", "qwen3-8b", "fp8-fast", "fast", 8,
+             file="2026-12-01-h200-cli-fp8-8b.jsonl"),
         _fp8("fp8-14b-lora-fast", "Qwen3-14B LoRA, fast", "qwen3-14b", "fp8-fast", "fast", 6),
     ))
 
@@ -230,17 +232,19 @@ GPUS = Table(
 
 CONTEXT = Table(
     anchor="context", title="Longest context (Qwen3-8B LoRA)",
-    note="The longest `sequence_len` that trains (the dry run bisected to 4,096 tokens, then 3 steps), "
-         "packed documents, micro-batch 1, `sequence_parallel_size` = GPUs, the reference's defaults "
-         "otherwise. Tok/s is the median of the 3 steps (the last row of the epoch is mostly padding). "
+    note="The longest `sequence_len` that trains (the dry run bisected to 4,096 tokens, then 3 steps; "
+         "6 on one GPU), packed documents, micro-batch 1, `sequence_parallel_size` = GPUs, the reference's "
+         "defaults otherwise. Tok/s is the median of the steps (the last row of the epoch is mostly padding). "
          "The peer's longest context was not measured.",
     rate_heading="Surogate tok/s (median step)",
     rows=tuple(
         Row(anchor=f"context-{gpus}-gpu", label=f"{gpus} GPU{'s' if gpus > 1 else ''}: **{length:,} tokens**",
             gpus=gpus, gpu="H200" if gpus == 1 else f"{gpus} × H200",
-            ours=Pick(LONGEST, {"row": "context-run", "gpus": gpus, "sequence_len": length}, metric="median_step"),
-            command=f'SKIP_MP_BUBBLE=1 SKIP_MP_EQUIVALENCE=1 SKIP_MP_BEYOND=1 MP_GPUS="{gpus}" '
-                    'MP_SEQUENCES="131072 262144 524288 786432" bash bench/model_parallel_rows.sh')
+            ours=Pick(LONG_1GPU if gpus == 1 else LONGEST,
+                      {"row": "context-run", "gpus": gpus, "sequence_len": length}, metric="median_step"),
+            command=LONG_1GPU_COMMAND if gpus == 1 else
+            f'SKIP_MP_BUBBLE=1 SKIP_MP_EQUIVALENCE=1 SKIP_MP_BEYOND=1 MP_GPUS="{gpus}" '
+            'MP_SEQUENCES="131072 262144 524288 786432" bash bench/model_parallel_rows.sh')
         for gpus, length in ((1, 163840), (2, 315392), (4, 630784))))
 
 GENERATE = "2026-11-29-h200-generate-decode.jsonl"
