@@ -56,6 +56,12 @@ LONG_1GPU_COMMAND = ('SKIP_MP_BUBBLE=1 SKIP_MP_EQUIVALENCE=1 SKIP_MP_BEYOND=1 MP
 LONGEST = "2026-11-28-h200x4-longest-context-block-inputs.jsonl"
 
 
+# Full fine-tuning on one H200, transformers (and with Liger) in the same call (2026-12-01).
+FULL_H200 = "2026-12-01-h200-cli-full-with-peers.jsonl"
+FULL_H200_COMMAND = ('CLI_MODELS="qwen3-0.6b qwen3-1.7b" CLI_VARIANTS=full-fast CLI_STEPS=8 BENCH_BINARY=0 '
+                     f'{CLI}  (Liger-Kernel wheel carried)')
+
+
 # LoRA by size on one H200, ours and both peers in the same call (2026-12-01, two calls: 8B + 0.6B, 1.7B + 4B).
 LORA_H200 = "2026-12-01-h200-cli-lora-by-size.jsonl"
 
@@ -88,17 +94,19 @@ LORA = Table(
 
 FULL = Table(
     anchor="full", title="Full fine-tuning by model size (one GPU)",
-    note="The same job with every weight trained (fp32 masters, adamw_8bit through the CLI; the "
-         "bench binary's row runs AdamW, as its peer). The peer: transformers, fused AdamW.",
+    note="The same job with every weight trained (fp32 masters, adamw_8bit, through the CLI). The peer: "
+         "transformers (a bf16 model, fused AdamW), and with Liger-Kernel (the stronger of the two is shown).",
     rows=(
-        Row(anchor="full-0.6b", label="Qwen3-0.6B full, bench binary", size_b=0.6,
-            ours=Pick("2026-11-23-h100-job-with-peers.jsonl", {"model": "qwen3-0.6b", "mode": "full", "engine": "surogate"}),
-            peers=(Pick("2026-11-23-h100-job-with-peers.jsonl", {"model": "qwen3-0.6b", "mode": "full", "engine": "hf"}),),
-            gpu="H100 80GB", command="SKIP_TESTS=1 BENCH_STEPS=6 BENCH_WARMUP=2 PEER_STEPS=5 bash bench/run_lora_job.sh"),
+        Row(anchor="full-0.6b", label="Qwen3-0.6B full, fast", size_b=0.6,
+            ours=Pick(FULL_H200, {"model": "qwen3-0.6b", "variant": "full-fast"}),
+            peers=(Pick(FULL_H200, {"model": "qwen3-0.6b", "engine": "hf"}),
+                   Pick(FULL_H200, {"model": "qwen3-0.6b", "engine": "hf+liger"})), gpu="H200",
+            command=FULL_H200_COMMAND),
         Row(anchor="full-1.7b-fast", label="Qwen3-1.7B full, fast", size_b=1.7,
-            ours=Pick(DP, {"model": "qwen3-1.7b", "gpus": 1, "engine": "surogate CLI"}),
-            peers=(Pick(DP, {"model": "qwen3-1.7b", "gpus": 1, "engine": "hf"}),), gpu="H100 80GB",
-            command='DP_GPUS="1 2" DP_MODELS=qwen3-1.7b:full DP_ZERO="1 2 3" bash bench/run_multi_gpu.sh'),
+            ours=Pick(FULL_H200, {"model": "qwen3-1.7b", "variant": "full-fast"}),
+            peers=(Pick(FULL_H200, {"model": "qwen3-1.7b", "engine": "hf"}),
+                   Pick(FULL_H200, {"model": "qwen3-1.7b", "engine": "hf+liger"})), gpu="H200",
+            command=FULL_H200_COMMAND),
         Row(anchor="full-1.7b-defaults-h200", label="Qwen3-1.7B full, defaults", size_b=1.7,
             ours=Pick(H200_FP8, {"model": "qwen3-1.7b", "variant": "full"}), gpu="H200",
             command=f'CLI_MODELS=qwen3-1.7b CLI_VARIANTS="full full-fp8" CLI_STEPS=6 PEERS=0 BENCH_BINARY=0 {CLI}'),

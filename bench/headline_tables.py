@@ -25,6 +25,7 @@ END = "<!-- END headline tables -->"
 
 PEER_NAMES = {
     "hf": "transformers",
+    "hf+liger": "transformers + Liger",
     "hf+peft": "transformers + PEFT",
     "hf+peft+liger": "transformers + PEFT + Liger",
     "hf+peft+bnb-nf4": "transformers + PEFT + bitsandbytes",

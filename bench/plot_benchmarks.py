@@ -59,7 +59,7 @@ def tokens_by_size(f: dict[str, Figures], out: Path) -> None:
           "tokens/s", "Qwen3 LoRA r16, defaults, one H200 (ratio over the strongest peer)")
     _bars(full, ["0.6B", "1.7B"], [(f["full-0.6b"].rate, f["full-0.6b"].peer_rate),
                                    (f["full-1.7b-fast"].rate, f["full-1.7b-fast"].peer_rate)],
-          "tokens/s", "Qwen3 full fine-tuning, one H100")
+          "tokens/s", "Qwen3 full fine-tuning, fast, one H200")
     lora.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(out, dpi=110)

@@ -5,8 +5,9 @@
 # with the reference's defaults (LoRA r16 all-linear, lora_dropout 0.05, every recompute_* on,
 # adamw_8bit; seq 2048, micro-batch 2, grad-accum 4) and with the fast settings (recompute off,
 # lora_dropout 0), the bench binary on the fast settings (the CLI and it must agree within 3 %),
-# and transformers + PEFT on the same GPU (bench/peers/peer_run.sh; PEERS=0 skips), also with
-# Liger-Kernel when it is importable (the table's ratio is against the stronger of the two).
+# and transformers + PEFT on the same GPU (bench/peers/peer_run.sh; PEERS=0 skips; transformers
+# alone, every weight trained, for the full-* variants), also with Liger-Kernel when it is
+# importable (the table's ratio is against the stronger of the two).
 # Prints tokens/s (median of the steps after the first two), MFU against the measured bf16 matmul
 # ceiling, peak GPU memory (nvidia-smi, sampled), and the start-up: seconds from the command to
 # the first step, as the trainer logs it ("startup" record: data, plan, weights, upload, first
@@ -121,11 +122,18 @@ PY
       bash "$root/bench/run_surogate.sh" --mode lora "$model" >>"$log/bench.log" 2>&1 || status=1
   fi
   if [[ "${PEERS:-1}" != 0 ]]; then
-    peer_run "$model" lora --steps "${PEER_STEPS:-5}" 2>>"$log/peers.log" >>"$log/peers.jsonl"
-    # With Liger-Kernel importable (its wheel carried, see bench/results/HISTORY.md): the peer with it too.
-    if python3 -c "import liger_kernel" 2>/dev/null; then
-      peer_run "$model" lora --steps "${PEER_STEPS:-5}" --liger 2>>"$log/peers.log" >>"$log/peers.jsonl"
-    fi
+    # The peer in LoRA mode for the LoRA variants, in full mode (transformers, every weight) for full-*.
+    modes=""
+    for variant in ${CLI_VARIANTS:-defaults fast fast-long}; do
+      case "$variant" in full*) [[ "$modes" == *full* ]] || modes+=" full" ;; *) [[ "$modes" == *lora* ]] || modes+=" lora" ;; esac
+    done
+    for mode in $modes; do
+      peer_run "$model" "$mode" --steps "${PEER_STEPS:-5}" 2>>"$log/peers.log" >>"$log/peers.jsonl"
+      # With Liger-Kernel importable (its wheel carried, see bench/results/HISTORY.md): the peer with it too.
+      if python3 -c "import liger_kernel" 2>/dev/null; then
+        peer_run "$model" "$mode" --steps "${PEER_STEPS:-5}" --liger 2>>"$log/peers.log" >>"$log/peers.jsonl"
+      fi
+    done
   fi
   rm -rf "$work/out-$model"
 done
@@ -142,15 +150,16 @@ def load(name):
     return rows
 cli, binary, peers = load("cli.jsonl"), load("surogate.jsonl"), load("peers.jsonl")
 peer = {}
-for r in peers:  # the strongest peer of each model (HF + PEFT, or with Liger when it ran)
-    if "tokens_per_s" in r and r["tokens_per_s"] > peer.get(r["model"], {}).get("tokens_per_s", 0):
-        peer[r["model"]] = r
+for r in peers:  # the strongest peer of each model and mode (HF + PEFT, or with Liger when it ran)
+    key = (r.get("model"), r.get("mode", "lora"))
+    if "tokens_per_s" in r and r["tokens_per_s"] > peer.get(key, {}).get("tokens_per_s", 0):
+        peer[key] = r
 bench = {r["model"]: r for r in binary if "tokens_per_s" in r}
 print("| model | settings | CLI tok/s | MFU | peak GiB | command → first step s | bench binary tok/s | CLI / binary | peer | peer tok/s | CLI / peer |")
 print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: |")
 for r in cli:
     b = bench.get(r["model"]) if r["variant"] == "fast-long" else None
-    p = peer.get(r["model"])
+    p = peer.get((r["model"], "full" if r["variant"].startswith("full") else "lora"))
     first = r["command_to_first_step_s"]
     print(f"| {r['model']} | {r['variant']} | {r['tokens_per_s']:.0f} | {100*r['mfu']:.1f}% | {r['peak_mem_gib']:.1f} | "
           f"{first:.1f} | " if first is not None else f"| {r['model']} | {r['variant']} | {r['tokens_per_s']:.0f} | — | — | — | ", end="")
