@@ -1,6 +1,8 @@
 // The memory-driven recompute choice; see recompute_choice.h.
 #include "compiler/recompute_choice.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "core/strings.h"
@@ -8,15 +10,37 @@
 namespace surogate::compiler {
 namespace {
 
-std::string describe(const ExecutionPlan& plan, const RecomputePolicy& policy, int64_t layers) {
+// The decoder layers `forward` holds, [first, end): all of them, or a pipeline stage's range.
+// Counts below are of these layers; the policy's fields hold layer indices (first + count).
+struct LayerRange {
+  int64_t first = 0, end = 0;
+  int64_t count() const { return end - first; }
+};
+
+LayerRange layer_range(const graph::Graph& forward, int64_t layers) {
+  LayerRange range{layers, 0};
+  for (const graph::Node& node : forward.nodes) {
+    const int64_t layer = layer_of(node);
+    if (layer < 0) continue;
+    range.first = std::min(range.first, layer);
+    range.end = std::max(range.end, layer + 1);
+  }
+  if (range.end <= range.first) return {0, layers};
+  return range;
+}
+
+std::string describe(const ExecutionPlan& plan, const RecomputePolicy& policy, const LayerRange& range) {
   const std::string arena = fmt::format("activation arena {}", format_memory_size(plan.memory.arena_bytes));
+  const int64_t layers = range.count();
+  const int64_t expensive = std::max<int64_t>(0, policy.keep_expensive_layers - range.first);
+  const int64_t whole = std::max<int64_t>(0, policy.keep_all_layers - range.first);
   if (!policy.any()) return fmt::format("recompute: none needed — every activation is kept ({})", arena);
-  if (policy.keep_expensive_layers >= layers && policy.keep_all_layers > 0) {
+  if (expensive >= layers && whole > 0) {
     return fmt::format("recompute: norms, RoPE, SwiGLU and dropout re-run in the backward in {} of {} layers, every "
                        "activation kept in the other {} (more would not fit); matmul and attention outputs kept in "
-                       "all layers ({})", layers - policy.keep_all_layers, layers, policy.keep_all_layers, arena);
+                       "all layers ({})", layers - whole, layers, whole, arena);
   }
-  if (policy.keep_expensive_layers >= layers) {
+  if (expensive >= layers) {
     return fmt::format("recompute: norms, RoPE, SwiGLU and dropout re-run in the backward; matmul and attention "
                        "outputs kept in all {} layers, as memory allows ({})", layers, arena);
   }
@@ -24,13 +48,13 @@ std::string describe(const ExecutionPlan& plan, const RecomputePolicy& policy, i
     return fmt::format("recompute: everything, matmuls and attention included, and the residual stream inside each "
                        "block: only each block's input is kept ({})", arena);
   }
-  if (policy.keep_expensive_layers <= 0) {
+  if (expensive <= 0) {
     return fmt::format("recompute: everything the recompute_* options enable, matmuls and attention included ({})",
                        arena);
   }
   return fmt::format("recompute: norms, RoPE, SwiGLU and dropout re-run in the backward; matmul and attention outputs "
-                     "kept in {} of {} layers (more would not fit), re-run in the others ({})",
-                     policy.keep_expensive_layers, layers, arena);
+                     "kept in {} of {} layers (more would not fit), re-run in the others ({})", expensive, layers,
+                     arena);
 }
 
 }  // namespace
@@ -42,7 +66,8 @@ ExecutionPlan compile_training_to_fit(const graph::Graph& forward, graph::Tensor
   RecomputeChoice local;
   RecomputeChoice& out = choice != nullptr ? *choice : local;
   out = {};
-  out.layers = layers;
+  const LayerRange range = layer_range(forward, layers);
+  out.layers = range.count();
   auto compile = [&](const RecomputePolicy& policy) {
     CompileOptions with = options;
     with.recompute = policy;
@@ -52,8 +77,23 @@ ExecutionPlan compile_training_to_fit(const graph::Graph& forward, graph::Tensor
   auto finish = [&](ExecutionPlan plan, const RecomputePolicy& policy, bool fitted) {
     out.policy = policy;
     out.fits = fitted;
-    out.summary = describe(plan, policy, layers);
+    out.summary = describe(plan, policy, range);
     return plan;
+  };
+  // The largest count in (low, high) of the graph's layers whose plan fits, by bisection, given
+  // that `low` fits (its plan in `best`) and `high` is taken not to; `with(count)` is the policy.
+  auto largest_fitting = [&](int64_t low, int64_t high, ExecutionPlan& best, auto with) {
+    while (high - low > 1) {
+      const int64_t middle = low + (high - low) / 2;
+      ExecutionPlan candidate = compile(with(middle));
+      if (fits(candidate)) {
+        low = middle;
+        best = std::move(candidate);
+      } else {
+        high = middle;
+      }
+    }
+    return low;
   };
 
   RecomputePolicy allowed = recommended ? RecomputePolicy::all() : options.recompute;
@@ -63,27 +103,19 @@ ExecutionPlan compile_training_to_fit(const graph::Graph& forward, graph::Tensor
     const bool fitted = fits(nothing);
     return finish(std::move(nothing), RecomputePolicy::none(), fitted);
   }
-  if (layers > 0) {
+  if (range.count() > 0) {
     RecomputePolicy keeping = allowed;
-    keeping.keep_expensive_layers = layers;
+    keeping.keep_expensive_layers = range.end;
     ExecutionPlan plan = compile(keeping);
     if (fits(plan)) {
-      // Memory between this plan and keeping everything: the largest number of layers that keep
-      // their cheap outputs too, by bisection. Invariant: `low` layers fit (0: this plan), `high`
-      // are taken not to (all of them is the plan that keeps everything, which did not fit).
-      int64_t low = 0, high = layers;
-      while (high - low > 1) {
+      // Memory between this plan and keeping everything: as many layers as fit keep their cheap
+      // outputs too (all of them is the plan that keeps everything, which did not fit).
+      const int64_t whole = largest_fitting(0, range.count(), plan, [&](int64_t count) {
         RecomputePolicy trial = keeping;
-        trial.keep_all_layers = low + (high - low) / 2;
-        ExecutionPlan candidate = compile(trial);
-        if (fits(candidate)) {
-          low = trial.keep_all_layers;
-          plan = std::move(candidate);
-        } else {
-          high = trial.keep_all_layers;
-        }
-      }
-      keeping.keep_all_layers = low;
+        trial.keep_all_layers = range.first + count;
+        return trial;
+      });
+      keeping.keep_all_layers = whole > 0 ? range.first + whole : 0;
       return finish(std::move(plan), keeping, true);
     }
   }
@@ -101,23 +133,15 @@ ExecutionPlan compile_training_to_fit(const graph::Graph& forward, graph::Tensor
     if (fits(plan)) return finish(std::move(plan), deeper, true);
     return finish(std::move(literal), allowed, false);
   }
-  // Invariant: keeping `low` layers fits (low = 0 is the literal plan), keeping `high` does not.
-  int64_t low = 0, high = layers;
+  // Keeping no layer's expensive outputs is the literal plan, which fits; keeping all of them did not.
   ExecutionPlan best = std::move(literal);
-  while (high - low > 1) {
-    const int64_t middle = low + (high - low) / 2;
+  const int64_t kept = largest_fitting(0, range.count(), best, [&](int64_t count) {
     RecomputePolicy trial = allowed;
-    trial.keep_expensive_layers = middle;
-    ExecutionPlan candidate = compile(trial);
-    if (fits(candidate)) {
-      low = middle;
-      best = std::move(candidate);
-    } else {
-      high = middle;
-    }
-  }
+    trial.keep_expensive_layers = range.first + count;
+    return trial;
+  });
   RecomputePolicy chosen = allowed;
-  chosen.keep_expensive_layers = low;
+  chosen.keep_expensive_layers = kept > 0 ? range.first + kept : 0;
   return finish(std::move(best), chosen, true);
 }
 

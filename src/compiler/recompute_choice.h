@@ -13,6 +13,8 @@
 //      fits; when nothing fits, the literal plan is returned (the device then reports what it
 //      needs, before any weight is loaded);
 //   4. otherwise the largest number of layers that keep their expensive outputs, by bisection.
+// The layer counts are of the decoder layers the graph holds (a pipeline stage's range; `layers`,
+// the model's count, when the graph names none), so a stage's summary speaks of its own layers.
 // With `recommended` (apply_recommended_values) every group is allowed, whatever the options say.
 // `fits` is the device's test (train/device/memory_budget.h); a caller with no limit passes
 // one that always says yes.
@@ -27,7 +29,7 @@ namespace surogate::compiler {
 
 struct RecomputeChoice {
   RecomputePolicy policy;  // what the returned plan was compiled with
-  int64_t layers = 0;      // of the model
+  int64_t layers = 0;      // the graph's decoder layers (a pipeline stage's own), which the summary counts
   bool fits = true;        // whether the returned plan passed `fits`
   int compiled_plans = 0;  // how many plans were compiled to decide
   std::string summary;     // one line for the log: what is recomputed and what is kept

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "compiler/recompute_choice.h"
 #include "config/config.h"
 #include "core/error.h"
 #include "distributed/gloo_communicator.h"
@@ -316,6 +317,24 @@ TEST(PipelineGraph, StagesSendTheStreamRecomputeBatchTensorsAndShareTiedWeights)
   EXPECT_EQ(stages[0].forward.tensor(stages[0].forward.outputs.at(0)).name, "layers.0.out");
   EXPECT_TRUE(stages[1].forward.nodes.empty());
   EXPECT_EQ(stages[1].training.tensor(stages[1].loss).name, "loss");
+}
+
+// A stage's recompute choice counts the stage's own layers (layer 1 of 2 here), not the model's.
+TEST(PipelineGraph, AStagesRecomputeChoiceCountsItsOwnLayers) {
+  ToyGraph toy = toy_graph();
+  const std::vector<StageLayers> layers = {{0, 1}, {1, 2}};
+  const std::vector<StageGraph> stages = split_pipeline_stages(toy.graph, toy.loss, toy.registry, layers);
+  ASSERT_EQ(stages.size(), 2u);
+  const compiler::CompileOptions options{.recompute = compiler::RecomputePolicy::all()};
+  for (int stage = 0; stage < 2; ++stage) {
+    compiler::RecomputeChoice choice;
+    int compiled = 0;  // everything but the plan that recomputes nothing fits
+    compiler::compile_training_to_fit(stages[stage].training, stages[stage].loss, toy.registry, options, 2, false,
+                                      [&](const compiler::ExecutionPlan&) { return compiled++ > 0; }, &choice);
+    EXPECT_EQ(choice.layers, 1) << "stage " << stage;
+    EXPECT_EQ(choice.policy.keep_expensive_layers, stage + 1) << "stage " << stage;
+    EXPECT_NE(choice.summary.find("kept in all 1 layers"), std::string::npos) << choice.summary;
+  }
 }
 
 TEST(SequenceParallelGraph, TokenInputsSplitAndAttentionIsWrapped) {
