@@ -73,6 +73,12 @@ void CudaBackend::check_bindable(const compiler::ExecutionPlan& plan) const {
   }
 }
 
+void CudaBackend::share_activation_memory_with(CudaBackend& owner) {
+  owner.check_loaded();
+  SUROGATE_CHECK(&owner != this, "a CudaBackend cannot share its activation memory with itself");
+  activation_owner_ = &owner;
+}
+
 void CudaBackend::share_parameters_with(const CudaBackend& owner, ShareableParameter shareable) {
   owner.check_loaded();
   SUROGATE_CHECK(&owner != this, "a CudaBackend cannot share parameters with itself");
@@ -102,12 +108,17 @@ void CudaBackend::allocate(const compiler::ExecutionPlan& plan) {
   CUDA_CHECK(cudaGetDevice(&memory_.device));
   // Release what an earlier load() held before measuring what is free.
   arena_ = {};
+  borrowed_arena_ = nullptr;
   parameters_ = {};
   gradients_ = {};
   inputs_ = {};
   host_ = {};
   const size_t alignment = memory.alignment;
-  const size_t arena = compiler::align_up(memory.arena_bytes, alignment);
+  size_t arena = compiler::align_up(memory.arena_bytes, alignment);
+  if (activation_owner_ != nullptr && arena <= activation_owner_->arena_.bytes()) {
+    borrowed_arena_ = activation_owner_->arena_.data();
+    arena = 0;
+  }
   const size_t parameters = compiler::align_up(place_parameters(plan), alignment);
   const size_t gradients = compiler::align_up(memory.gradient_bytes, alignment);
   const size_t inputs = compiler::align_up(memory.input_bytes, alignment);
@@ -149,7 +160,7 @@ void CudaBackend::allocate(const compiler::ExecutionPlan& plan) {
 
 std::byte* CudaBackend::base(Storage storage) const {
   switch (storage) {
-    case Storage::Arena: return const_cast<std::byte*>(arena_.data());
+    case Storage::Arena: return borrowed_arena_ != nullptr ? borrowed_arena_ : const_cast<std::byte*>(arena_.data());
     case Storage::Parameters: return const_cast<std::byte*>(parameters_.data());
     case Storage::Gradients: return const_cast<std::byte*>(gradients_.data());
     case Storage::Inputs: return const_cast<std::byte*>(inputs_.data());
@@ -203,16 +214,22 @@ void CudaBackend::load(const compiler::ExecutionPlan& plan, const OpRegistry& re
 
 void CudaBackend::allocate_scratch() {
   const size_t request = resources_->scratch_request();
-  size_t free_bytes = 0, total_bytes = 0;
-  CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
-  if (request > free_bytes) {
-    fail_user("the plan's kernels need {} of GPU scratch (the largest step's temporaries: fp32 weight-gradient "
-              "accumulators, attention workspace, LM-head logits chunk) after the plan's {} were allocated, but GPU "
-              "{} has only {} free. Reduce the micro-batch or sequence length, or raise lmhead_chunks",
-              format_bytes(request), format_bytes(memory_.required_bytes), memory_.device, format_bytes(free_bytes));
+  const CudaResources* owner = activation_owner_ != nullptr ? activation_owner_->resources_.get() : nullptr;
+  scratch_borrowed_ = owner != nullptr && request <= owner->scratch_bytes();
+  if (scratch_borrowed_) {
+    resources_->borrow_scratch(owner->scratch(), owner->scratch_bytes());
+  } else {
+    size_t free_bytes = 0, total_bytes = 0;
+    CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+    if (request > free_bytes) {
+      fail_user("the plan's kernels need {} of GPU scratch (the largest step's temporaries: fp32 weight-gradient "
+                "accumulators, attention workspace, LM-head logits chunk) after the plan's {} were allocated, but GPU "
+                "{} has only {} free. Reduce the micro-batch or sequence length, or raise lmhead_chunks",
+                format_bytes(request), format_bytes(memory_.required_bytes), memory_.device, format_bytes(free_bytes));
+    }
+    resources_->allocate_scratch();
   }
-  resources_->allocate_scratch();
-  memory_.scratch_bytes = resources_->scratch_bytes();
+  memory_.scratch_bytes = resources_->owned_scratch_bytes();
   step_events_.clear();
   if (time_breakdown_) {
     for (size_t i = 0; i <= steps_.size(); ++i) step_events_.emplace_back(true);

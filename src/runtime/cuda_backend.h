@@ -67,6 +67,16 @@ public:
   // tensor writes the owner's.
   // `shareable` (when given) limits the sharing to the tensors it accepts, by name.
   void share_parameters_with(const CudaBackend& owner, ShareableParameter shareable = {});
+  // Before load(): the activation arena and the steps' scratch are `owner`'s (loaded first) where
+  // they fit in it — each region whole, or allocated as usual — instead of memory of this
+  // backend's own (the evaluator's forward plan in the training plan's memory, which holds nothing
+  // between the training's executes). The two backends must never run at the same time: the
+  // caller orders them (the evaluator waits for the training stream, and reads its results back
+  // before the training runs again). `owner` must stay loaded while this backend runs.
+  void share_activation_memory_with(CudaBackend& owner);
+  // Whether the loaded plan's arena / scratch are the activation owner's (for tests and reports).
+  bool borrows_arena() const { return borrowed_arena_ != nullptr; }
+  bool borrows_scratch() const { return scratch_borrowed_; }
 
   // debug_time_breakdown: when on, execute() records a CUDA event after every step, and
   // time_breakdown() waits for the stream and returns the milliseconds of each op name summed
@@ -97,7 +107,7 @@ public:
   // on stream() (the trainer's gradient accumulation and optimizer step).
   void* device_address(graph::TensorId tensor) const { return address(tensor); }
   // The activation arena's start (ZeRO-3's gather buffers lie at fixed offsets in it).
-  std::byte* arena_data() { return arena_.data(); }
+  std::byte* arena_data() { return borrowed_arena_ != nullptr ? borrowed_arena_ : arena_.data(); }
 
 private:
   struct BoundStep {
@@ -134,6 +144,9 @@ private:
   const compiler::ExecutionPlan* plan_ = nullptr;
   DeviceMemoryReport memory_;
   cuda::DeviceBuffer<std::byte> arena_;
+  CudaBackend* activation_owner_ = nullptr;  // share_activation_memory_with
+  std::byte* borrowed_arena_ = nullptr;      // the owner's arena, when this plan's fits in it
+  bool scratch_borrowed_ = false;
   cuda::DeviceBuffer<std::byte> parameters_;
   const CudaBackend* parameter_owner_ = nullptr;
   ShareableParameter shareable_;

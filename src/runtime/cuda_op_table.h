@@ -64,9 +64,24 @@ public:
   }
   void reserve_scratch(size_t bytes) { scratch_request_ = std::max(scratch_request_, bytes); }
   size_t scratch_request() const { return scratch_request_; }
-  void allocate_scratch() { scratch_ = cuda::DeviceBuffer<std::byte>(scratch_request_); }
-  std::byte* scratch() const { return const_cast<std::byte*>(scratch_.data()); }
-  size_t scratch_bytes() const { return scratch_.bytes(); }
+  void allocate_scratch() {
+    borrowed_scratch_ = nullptr;
+    scratch_ = cuda::DeviceBuffer<std::byte>(scratch_request_);
+  }
+  // Instead of allocate_scratch: the steps' temporaries in `bytes` (≥ the request) of another
+  // backend's scratch, which must outlive this one and never run at the same time (CudaBackend::
+  // share_activation_memory_with).
+  void borrow_scratch(std::byte* scratch, size_t bytes) {
+    scratch_ = {};
+    borrowed_scratch_ = scratch;
+    borrowed_scratch_bytes_ = bytes;
+  }
+  std::byte* scratch() const {
+    return borrowed_scratch_ != nullptr ? borrowed_scratch_ : const_cast<std::byte*>(scratch_.data());
+  }
+  // The scratch's capacity, its own or borrowed; owned_scratch_bytes: only what it allocated.
+  size_t scratch_bytes() const { return borrowed_scratch_ != nullptr ? borrowed_scratch_bytes_ : scratch_.bytes(); }
+  size_t owned_scratch_bytes() const { return scratch_.bytes(); }
 
   // fp8_hybrid: whether the host knows that scaling-state row `site` has a delayed amax
   // (row[0] > 0, read back after the last roll; train/device/fp8_delayed_sites.h). Its producers
@@ -89,6 +104,8 @@ private:
   std::unique_ptr<cuda::Fp8Matmul> fp8_matmul_;
   size_t scratch_request_ = 0;
   cuda::DeviceBuffer<std::byte> scratch_;
+  std::byte* borrowed_scratch_ = nullptr;
+  size_t borrowed_scratch_bytes_ = 0;
 };
 
 // Carves one step's temporaries out of the shared scratch (256-byte aligned pieces): a binder

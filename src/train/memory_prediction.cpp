@@ -362,7 +362,10 @@ MemoryPrediction predict_training_memory(const Config& config, std::optional<siz
   }
   prediction.evaluation = evaluates(config);
   if (prediction.evaluation) {
-    prediction.categories.emplace_back("evaluation (its arena and LM-head workspace)", plan.memory.evaluation);
+    // On a GPU the evaluator reuses the training's arena and scratch where it fits in them: only
+    // what does not is counted (usually nothing but its batch on one GPU).
+    prediction.categories.emplace_back("evaluation (outside the training's memory)",
+                                       plan.memory.evaluation());
   }
   if ((prediction.shard_weights || config.offload.offload_quants) && m.quantized_base + m.host_quantized > 0) {
     prediction.categories.emplace_back(config.offload.offload_quants    ? "quantized base (offload_quants: on the host)"

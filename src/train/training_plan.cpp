@@ -189,15 +189,23 @@ void add_evaluation_memory(const Config& config, const io::ModelConfig& model, c
   const TrainingForward evaluation =
       build_training_forward(config, model, registry, lora, backend, batch, sequence, false, 1, vision);
   const compiler::ExecutionPlan evaluation_plan = compiler::compile_forward(evaluation.graph, registry);
-  memory.evaluation = evaluation_plan.memory.arena_bytes + lm_head_workspace_bytes(evaluation_plan);
+  memory.evaluation_arena = evaluation_plan.memory.arena_bytes;
+  memory.evaluation_scratch = lm_head_workspace_bytes(evaluation_plan);
+  bool gathering = false;
   if (memory.shard_weights && backend == TrainingBackend::Cuda) {
-    memory.evaluation += evaluation_gathering(evaluation_plan).region_bytes;
+    memory.evaluation_other += evaluation_gathering(evaluation_plan).region_bytes;
+    gathering = true;
   }
   // Its quantized base too, from a host image, unless the training GPUs keep it whole.
   if ((memory.shard_weights || config.offload.offload_quants) && backend == TrainingBackend::Cuda &&
       quantized_base_keeping(config.offload) != QuantizedBaseKeeping::Whole) {
-    memory.evaluation += quantized_base_memory(evaluation_plan, QuantizedBaseKeeping::Offloaded, 1).gathered;
+    memory.evaluation_other += quantized_base_memory(evaluation_plan, QuantizedBaseKeeping::Offloaded, 1).gathered;
+    gathering = true;
   }
+  // A GPU's evaluator that reads the weights in place also borrows the training's arena and
+  // scratch (train/device/cuda_evaluator.h); a pipeline's stages gather theirs.
+  memory.evaluation_shares_training_memory =
+      backend == TrainingBackend::Cuda && !gathering && config.parallel.pipeline_parallel_size <= 1;
   if (memory.shard_weights && backend == TrainingBackend::Cpu) {
     for (graph::TensorId id : shardable_weights(evaluation_plan)) {
       memory.weight_copies += evaluation_plan.graph.tensor(id).type.size_bytes();

@@ -429,5 +429,5 @@ def test_dry_run_counts_the_evaluator_of_a_run_that_evaluates(surogate_bin, mode
                       f"datasets:\n  - path: {tmp_path / 'rows.jsonl'}\n    type: conversation\n")
     result = run_surogate(surogate_bin, "sft", config, "--dry-run", env=CPU_ONLY)
     assert result.returncode == 0, result.stderr
-    line = next(line for line in result.stdout.splitlines() if "evaluation (its arena and LM-head workspace)" in line)
+    line = next(line for line in result.stdout.splitlines() if "evaluation (outside the training's memory)" in line)
     assert float(line.split()[-2]) > 0, line

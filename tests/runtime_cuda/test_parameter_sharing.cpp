@@ -3,6 +3,10 @@
 // the sharing backend's loss equals, bit for bit, that of a backend holding its own copy of the
 // same parameters (same kernels, same inputs); it allocates none of the shared parameters'
 // memory; and it sees a parameter written into the owner afterwards without any copy.
+// CudaBackend::share_activation_memory_with (how that evaluator also runs in the training's arena
+// and scratch): the borrowing backend's loss is the one of a backend with memory of its own, bit
+// for bit, it allocates no arena, the owner's next execute gives the same loss as before the
+// borrower ran in its memory, and a plan whose arena does not fit in the owner's gets its own.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -74,6 +78,60 @@ TEST(CudaParameterSharing, AForwardPlanReadsTheOwnersParametersInPlace) {
   const float changed_loss = loss_of(shared, forward, loss, x);
   EXPECT_NE(changed_loss, shared_loss);
   EXPECT_EQ(changed_loss, loss_of(copied, forward, loss, x));
+}
+
+TEST(CudaActivationSharing, AForwardPlanRunsInTheOwnersArenaAndScratch) {
+  std::string reason;
+  if (!cuda::cuda_device_available(&reason)) GTEST_SKIP() << reason;
+  ToyModel training_model = build_toy_transformer(3, kRows, kWidth, kHidden, DType::F32);
+  const std::string training_loss_name = training_model.graph.tensor(training_model.loss).name;
+  ExecutionPlan training = compiler::compile_training(std::move(training_model.graph), training_model.loss,
+                                                      toy_registry(), {});
+  ToyModel forward_model = build_toy_transformer(3, kRows, kWidth, kHidden, DType::F32);
+  const std::string loss_name = forward_model.graph.tensor(forward_model.loss).name;
+  ExecutionPlan forward = compiler::compile_forward(std::move(forward_model.graph), toy_registry());
+  ASSERT_LE(forward.memory.arena_bytes, training.memory.arena_bytes);
+  ASSERT_GT(forward.memory.arena_bytes, 0u);
+
+  CpuBackend cpu;
+  cpu.load(training, toy_registry());
+  randomize_all<float>(cpu, training, 21);
+  CudaBackend owner(toy_cuda_table());
+  owner.load(training, toy_registry());
+  for (graph::TensorId id : training.graph.parameters) owner.write(id, std::as_bytes(cpu.view<float>(id)));
+  CudaBackend borrowing(toy_cuda_table());
+  borrowing.share_parameters_with(owner);
+  borrowing.share_activation_memory_with(owner);
+  borrowing.load(forward, toy_registry());
+  CudaBackend own(toy_cuda_table());
+  own.share_parameters_with(owner);
+  own.load(forward, toy_registry());
+
+  EXPECT_TRUE(borrowing.borrows_arena());
+  EXPECT_EQ(borrowing.arena_data(), owner.arena_data());
+  EXPECT_FALSE(own.borrows_arena());
+  EXPECT_EQ(borrowing.memory_report().required_bytes + compiler::align_up(forward.memory.arena_bytes, 256),
+            own.memory_report().required_bytes)
+      << "the borrowing backend allocated an arena";
+  const std::vector<float> x = random_values<float>(kRows * kWidth, 7, 0.5);
+  const float before = loss_of(owner, training, training.tensor(training_loss_name), x);
+  const float borrowed = loss_of(borrowing, forward, forward.tensor(loss_name), x);
+  EXPECT_NE(borrowed, 0.0f);
+  EXPECT_EQ(borrowed, loss_of(own, forward, forward.tensor(loss_name), x));
+  EXPECT_EQ(loss_of(owner, training, training.tensor(training_loss_name), x), before)
+      << "the owner's step changed after another plan ran in its memory";
+
+  // A plan larger than the owner's arena gets its own.
+  ToyModel small_model = build_toy_transformer(1, 4, kWidth, kHidden, DType::F32);
+  ExecutionPlan small = compiler::compile_forward(std::move(small_model.graph), toy_registry());
+  ASSERT_LT(small.memory.arena_bytes, forward.memory.arena_bytes);
+  CudaBackend small_owner(toy_cuda_table());
+  small_owner.load(small, toy_registry());
+  CudaBackend larger(toy_cuda_table());
+  larger.share_activation_memory_with(small_owner);
+  larger.load(forward, toy_registry());
+  EXPECT_FALSE(larger.borrows_arena());
+  EXPECT_NE(larger.arena_data(), small_owner.arena_data());
 }
 
 }  // namespace

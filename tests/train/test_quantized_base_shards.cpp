@@ -137,14 +137,14 @@ TEST_F(QuantizedBaseShardsTest, TheMemoryEstimateFollowsEachMode) {
   auto rest = [](std::map<std::string, size_t>& bytes, const std::string& base_line) {
     // The evaluator gathers the quantized base too unless the training GPUs keep it whole.
     return bytes.at("peak") - bytes.at(base_line) - bytes.at("gathered weights (per-layer buffers)") -
-           bytes.at("evaluation (its arena and LM-head workspace)");
+           bytes.at("evaluation (outside the training's memory)");
   };
   EXPECT_EQ(rest(sharded, "quantized base (this rank's share)"), rest(whole, "quantized base (persistent_quants: whole)"));
   EXPECT_EQ(rest(offloaded, "quantized base (offload_quants: on the host)"),
             rest(whole, "quantized base (persistent_quants: whole)"));
   EXPECT_GT(sharded.at("gathered weights (per-layer buffers)"), whole.at("gathered weights (per-layer buffers)"));
-  EXPECT_GT(sharded.at("evaluation (its arena and LM-head workspace)"),
-            whole.at("evaluation (its arena and LM-head workspace)"));
+  EXPECT_GT(sharded.at("evaluation (outside the training's memory)"),
+            whole.at("evaluation (outside the training's memory)"));
   // One GPU with offload_quants: nothing of the base on the device either.
   auto single = predicted(config("memory_single", job + "zero_level: 3\npersistent_quants: true\noffload_quants: true\n"));
   EXPECT_EQ(single.at("quantized base (offload_quants: on the host)"), 0u);

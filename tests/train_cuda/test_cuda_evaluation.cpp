@@ -9,10 +9,17 @@
 //     losses do: tests/train_cuda/test_train_cuda.cpp), |Δ accuracy| < 0.02.
 // A GPU evaluator reading stale or wrong weights misses these by a wide margin: the eval loss
 // falls by more than 0.3 nats over the run.
+// The evaluator runs in the training backend's arena and scratch (CudaBackend::
+// share_activation_memory_with): evaluating after every step changes no bit of the training
+// (per-step losses, final eval loss, checkpoint: tolerance none), in full fine-tuning with CUDA
+// graphs, LoRA with dropout, and fp8_hybrid; an evaluation that overwrote something the training
+// keeps between its steps would change them.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <initializer_list>
 #include <string>
+#include <utility>
 
 #include "cuda/device_info.h"
 #include "train_cuda/cuda_trainer_fixture.h"
@@ -36,6 +43,18 @@ protected:
     EXPECT_LT(*cuda.eval_loss, *cuda.initial_eval_loss - 0.3);
   }
 };
+
+TEST_F(CudaEvaluationTest, EvaluatingAfterEveryStepChangesNoTrainingBit) {
+  const std::string deterministic = "deterministic_attention: true\n";
+  for (const auto& [name, job] : std::initializer_list<std::pair<std::string, std::string>>{
+           {"every-full", "optimizer: adamw\ngradient_accumulation_steps: 2\nuse_cuda_graphs: true\n"},
+           {"every-lora", "optimizer: adamw_8bit\nlora: true\nlora_rank: 8\nlora_alpha: 16\nlora_dropout: 0.1\n"
+                          "learning_rate: 1e-2\n"},
+           {"every-fp8", "optimizer: adamw\nrecipe: fp8_hybrid\n"}}) {
+    expect_same_training(name, deterministic + job, "eval_steps: 1\n", on(TrainingBackend::Cuda),
+                         on(TrainingBackend::Cuda));
+  }
+}
 
 TEST_F(CudaEvaluationTest, FullFineTuningEvaluatesOnTheGpuLikeTheCpu) { expect_matches_cpu("eval-full", ""); }
 

@@ -36,6 +36,10 @@ public:
     loss_ = plan_.tensor("loss");
     correct_ = plan_.tensor("correct");
     backend_.share_parameters_with(training_);  // what the plan keeps whole (all of it without gathering)
+    // Its activations and scratch in the training's (they hold nothing between the training's
+    // executes, and run() waits for the training stream and reads its results back before
+    // returning). Not with gathering: the training plan's gather buffers lie in its arena.
+    if (gather_from == nullptr) backend_.share_activation_memory_with(training_);
     backend_.load(plan_, *setup.registry);
     inputs_ = evaluation_inputs(setup, plan_);
     if (gather_from != nullptr) start_gathering(quantized);

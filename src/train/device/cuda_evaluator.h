@@ -1,8 +1,10 @@
 // The GPU evaluator: the bf16 forward plan (decoder + accuracy, LoRA without dropout) on its own
 // CudaBackend whose parameters are the training backend's, read in place (no second copy of the
-// weights, nothing to upload before an evaluation). Only the activations, scratch and inputs of
-// a forward micro-batch are allocated. run() waits for the training stream first, so the last
-// optimizer step's weights are what it reads.
+// weights, nothing to upload before an evaluation). Its activation arena and scratch are the
+// training backend's too where they fit in them (CudaBackend::share_activation_memory_with; the
+// training holds nothing there between its executes), so usually only the inputs of a forward
+// micro-batch are allocated. run() waits for the training stream first, so the last optimizer
+// step's weights are what it reads, and reads each micro-batch's results back before the next.
 #pragma once
 
 #include <cstddef>

@@ -96,7 +96,12 @@ struct MemoryEstimate {
   PlanMemory plan;                 // the training plan's regions and its trainable state
   size_t lm_head_workspace = 0;    // the training backend's LM-head scratch
   size_t attention_workspace = 0;  // CUDA: the steps' shared scratch beyond the LM head's (attention backward)
-  size_t evaluation = 0;           // the evaluator's backend: forward arena + LM-head scratch
+  // The evaluator's backend: its forward arena and LM-head scratch (and, gathering, its buffers).
+  // On a GPU whose evaluator shares the training backend's memory (CudaBackend::
+  // share_activation_memory_with), a region that fits in the training's costs nothing: see
+  // evaluation().
+  size_t evaluation_arena = 0, evaluation_scratch = 0, evaluation_other = 0;
+  bool evaluation_shares_training_memory = false;
   size_t context = 0;              // CUDA context and libraries (0 on the CPU)
   size_t collectives = 0;          // GPUs of a sequence group: NCCL's all-to-all buffers
   size_t weight_copies = 0;        // CPU ranks under ZeRO-3: the host copies of every weight (one per process)
@@ -113,11 +118,19 @@ struct MemoryEstimate {
   // Every CPU rank thread holds its own backend (weights, gradients, activations, LM-head
   // scratch, rollout model) and its share of the optimizer state; one evaluator serves them all. Each GPU holds
   // the same but its shard of the optimizer state (plan.optimizer is already the largest shard).
+  // What the evaluator adds to the peak: each region whole unless it fits in the training's (the
+  // arena in the plan's, the scratch in the one the LM head and attention share).
+  size_t evaluation() const {
+    const bool arena_fits = evaluation_shares_training_memory && evaluation_arena <= plan.activations;
+    const bool scratch_fits =
+        evaluation_shares_training_memory && evaluation_scratch <= lm_head_workspace + attention_workspace;
+    return (arena_fits ? 0 : evaluation_arena) + (scratch_fits ? 0 : evaluation_scratch) + evaluation_other;
+  }
   size_t peak() const {
     return static_cast<size_t>(ranks) * (plan.total() - plan.optimizer + lm_head_workspace + attention_workspace +
                                          pipeline + rollout_caches + rollout_activations + reference_weights + reference_model) +
            plan.optimizer +
-           evaluation + context + collectives + weight_copies;
+           evaluation() + context + collectives + weight_copies;
   }
   // Pinned host memory the offload_* options take (per GPU).
   size_t host_offloaded() const { return plan.host(); }
