@@ -22,6 +22,13 @@ cmake --build "$build_dir" -j "$jobs"
 
 export SUROGATE_BIN="$PWD/$build_dir/surogate" SUROGATE_BUILD_DIR="$PWD/$build_dir"
 status=0
+# The CPU-only build (SUROGATE_CUDA_ARCHS=cpu in scripts/quickstart.sh, or a machine without nvcc):
+# the CLI must build and link without the CUDA sources (it once did not: the trainer called a
+# function only a CUDA source defined).
+cmake -S . -B "$build_dir-cpu-only" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSUROGATE_CUDA=OFF -DSUROGATE_TESTS=OFF \
+  -DSUROGATE_WARNINGS_AS_ERRORS="${SUROGATE_WARNINGS_AS_ERRORS:-ON}" >/dev/null
+{ cmake --build "$build_dir-cpu-only" -j "$jobs" --target surogate && "$build_dir-cpu-only/surogate" --version; } ||
+  { echo "the CPU-only build (SUROGATE_CUDA=OFF) failed" >&2; status=1; }
 (cd "$build_dir" && ctest --output-on-failure -j "$jobs" --timeout 600) || status=1
 python3 -m pytest -q tests/python || status=1
 exit $status

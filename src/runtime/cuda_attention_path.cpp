@@ -17,33 +17,9 @@ std::mutex& path_mutex() {
   static std::mutex mutex;
   return mutex;
 }
-// SUROGATE_ATTENTION=auto|cudnn|surogate picks the backend for a whole process (A/B runs of the
-// same job or test suite without rebuilding); unset is auto.
-AttentionBackend backend_from_environment() {
-  const char* value = std::getenv("SUROGATE_ATTENTION");
-  const std::string text = value == nullptr ? "" : value;
-  if (text.empty() || text == "auto") return AttentionBackend::Auto;
-  if (text == "cudnn") return AttentionBackend::Cudnn;
-  if (text == "surogate") return AttentionBackend::Surogate;
-  fail_user("SUROGATE_ATTENTION is '{}'; it takes auto, cudnn or surogate", text);
-}
-
-AttentionSettings& settings_storage() {
-  static AttentionSettings settings{backend_from_environment(), false};
-  return settings;
-}
-
-// Head dims cuDNN runs here: the ones measured and tested against the CPU op
-// (tests/runtime_cuda/test_cudnn_attention_cuda.cpp); the tiny models' dims keep our kernels.
-bool measured_head_dim(int head_dim) { return head_dim == 64 || head_dim == 128 || head_dim == 256; }
 // Bidirectional attention (causal: false) also runs the Qwen2.5-VL vision tower's head dim on
 // cuDNN (1280 / 16; tests/runtime_cuda/test_bidirectional_attention_cuda.cpp).
 constexpr int kVisionHeadDim = 80;
-
-size_t cudnn_planned_bytes(int64_t tokens, int64_t q_heads, int64_t head_dim) {
-  if (!measured_head_dim(static_cast<int>(head_dim))) return 0;
-  return static_cast<size_t>(tokens * q_heads * (3 * head_dim + 1) * 4 + 2048);
-}
 
 std::string workspace_refusal(const cuda::CudnnAttentionShape& s) {
   const size_t needed = std::max(cuda::cudnn_attention_forward_workspace(s),
@@ -63,21 +39,6 @@ std::string shape_text(const cuda::CudnnAttentionShape& s) {
 }
 
 }  // namespace
-
-size_t planned_attention_scratch_bytes(int64_t tokens, int64_t q_heads, int64_t head_dim) {
-  const auto ours = static_cast<size_t>(tokens * q_heads * (head_dim + 1) * 4);
-  return static_cast<size_t>(20 * (tokens + 1)) + std::max(ours, cudnn_planned_bytes(tokens, q_heads, head_dim));
-}
-
-void set_attention_settings(const AttentionSettings& settings) {
-  std::lock_guard<std::mutex> lock(path_mutex());
-  settings_storage() = settings;
-}
-
-AttentionSettings attention_settings() {
-  std::lock_guard<std::mutex> lock(path_mutex());
-  return settings_storage();
-}
 
 AttentionPath attention_path(cuda::CudnnAttentionShape& shape) {
   const AttentionSettings settings = attention_settings();
@@ -111,7 +72,7 @@ AttentionPath attention_path(cuda::CudnnAttentionShape& shape) {
                              "SUROGATE_ATTENTION=cudnn forces a slot per token"
                            : "bidirectional attention within documents (a vision tower's windows and frames, "
                              "not bounded by the data); SUROGATE_ATTENTION=cudnn forces a slot per token";
-  } else if (!measured_head_dim(shape.head_dim) && (shape.causal || shape.head_dim != kVisionHeadDim)) {
+  } else if (!cudnn_measured_head_dim(shape.head_dim) && (shape.causal || shape.head_dim != kVisionHeadDim)) {
     refusal = fmt::format("head_dim {} (cuDNN runs 64, 128 and 256, and {} bidirectional)", shape.head_dim,
                           kVisionHeadDim);
   } else {

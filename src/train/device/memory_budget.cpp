@@ -7,7 +7,7 @@
 
 #include "compiler/memory_plan.h"
 #include "distributed/shard_placement.h"
-#include "runtime/cuda_attention_path.h"
+#include "runtime/attention_settings.h"
 #include "train/device/host_offload_plan.h"
 #include "train/device/quantized_base_shards.h"
 #include "train/device/sharded_gradients.h"

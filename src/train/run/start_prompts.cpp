@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "runtime/cuda_attention_path.h"
+#include "runtime/attention_settings.h"
 #include "train/objective/grpo_prompts.h"
 #include "train/objective/grpo_window.h"
 #include "train/run/start_run.h"

@@ -11,7 +11,7 @@
 #include "distributed/process_world.h"
 #include "models/defined_weights.h"
 #include "models/model_spec.h"
-#include "runtime/cuda_attention_path.h"
+#include "runtime/attention_settings.h"
 #include "train/memory_prediction.h"
 #include "train/process_run.h"
 #include "train/run_folder_lock.h"
