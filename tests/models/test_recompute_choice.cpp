@@ -51,6 +51,17 @@ std::vector<std::vector<float>> run_step(Decoder& model, const compiler::Executi
   return results;
 }
 
+// One training step of `want` and of `got`: the same loss and gradients, bit for bit.
+void expect_same_step(Decoder& model, const compiler::ExecutionPlan& want_plan, const compiler::ExecutionPlan& got_plan) {
+  const auto want = run_step(model, want_plan), got = run_step(model, got_plan);
+  ASSERT_EQ(want.size(), got.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    ASSERT_EQ(want[i].size(), got[i].size());
+    EXPECT_EQ(std::memcmp(want[i].data(), got[i].data(), want[i].size() * sizeof(float)), 0)
+        << "result " << i << " (0 = loss, then gradients) differs";
+  }
+}
+
 compiler::ExecutionPlan compile(Decoder& model, compiler::RecomputePolicy policy) {
   return compiler::compile_training(model.decoder.graph, model.decoder.loss, model.registry, {.recompute = policy});
 }
@@ -71,13 +82,7 @@ TEST(RecomputeChoice, KeepingExpensiveOutputsRecomputesOnlyCheapOpsWithTheSameGr
   EXPECT_LT(cheap.recomputed_nodes, literal.recomputed_nodes);
   EXPECT_LE(literal.memory.peak_live_bytes, cheap.memory.peak_live_bytes);
   EXPECT_LT(cheap.memory.peak_live_bytes, saved.memory.peak_live_bytes);
-  const auto want = run_step(model, saved), got = run_step(model, cheap);
-  ASSERT_EQ(want.size(), got.size());
-  for (size_t i = 0; i < want.size(); ++i) {
-    ASSERT_EQ(want[i].size(), got[i].size());
-    EXPECT_EQ(std::memcmp(want[i].data(), got[i].data(), want[i].size() * sizeof(float)), 0)
-        << "result " << i << " (0 = loss, then gradients) differs";
-  }
+  expect_same_step(model, saved, cheap);
 }
 
 // fp8_hybrid's products (linear_fp8) are matmuls too: keeping every layer's expensive outputs
@@ -123,13 +128,7 @@ TEST(RecomputeChoice, KeepingEveryOutputOfALayerReRunsNothingOfIt) {
   EXPECT_EQ(in_kept_layer, 0);
   EXPECT_GT(in_other_layers, 0);
   EXPECT_LT(plan.recomputed_nodes, compile(model, cheap).recomputed_nodes);
-  const auto want = run_step(model, saved), got = run_step(model, plan);
-  ASSERT_EQ(want.size(), got.size());
-  for (size_t i = 0; i < want.size(); ++i) {
-    ASSERT_EQ(want[i].size(), got[i].size());
-    EXPECT_EQ(std::memcmp(want[i].data(), got[i].data(), want[i].size() * sizeof(float)), 0)
-        << "result " << i << " (0 = loss, then gradients) differs";
-  }
+  expect_same_step(model, saved, plan);
 }
 
 // Memory between the plan that re-runs every layer's cheap ops and the one that keeps everything:

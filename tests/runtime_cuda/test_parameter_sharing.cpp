@@ -33,24 +33,45 @@ float loss_of(CudaBackend& backend, const ExecutionPlan& plan, graph::TensorId l
   return run_toy_loss(backend, plan, loss_id, x, target);
 }
 
+// The toy transformer's training plan and its forward plan (the evaluator's), with their losses.
+struct Plans {
+  ExecutionPlan training, forward;
+  graph::TensorId training_loss = graph::kNoTensor, forward_loss = graph::kNoTensor;
+};
+
+Plans toy_plans() {
+  Plans plans;
+  ToyModel training_model = build_toy_transformer(3, kRows, kWidth, kHidden, DType::F32);
+  const std::string training_loss = training_model.graph.tensor(training_model.loss).name;
+  plans.training = compiler::compile_training(std::move(training_model.graph), training_model.loss, toy_registry(), {});
+  ToyModel forward_model = build_toy_transformer(3, kRows, kWidth, kHidden, DType::F32);
+  const std::string forward_loss = forward_model.graph.tensor(forward_model.loss).name;
+  plans.forward = compiler::compile_forward(std::move(forward_model.graph), toy_registry());
+  plans.training_loss = plans.training.tensor(training_loss);
+  plans.forward_loss = plans.forward.tensor(forward_loss);
+  return plans;
+}
+
+// `cpu` and `owner` loaded with the training plan, the owner's parameters `cpu`'s random ones.
+void load_owner(CpuBackend& cpu, CudaBackend& owner, const ExecutionPlan& training) {
+  cpu.load(training, toy_registry());
+  randomize_all<float>(cpu, training, 21);
+  owner.load(training, toy_registry());
+  for (graph::TensorId id : training.graph.parameters) owner.write(id, std::as_bytes(cpu.view<float>(id)));
+}
+
 TEST(CudaParameterSharing, AForwardPlanReadsTheOwnersParametersInPlace) {
   std::string reason;
   if (!cuda::cuda_device_available(&reason)) GTEST_SKIP() << reason;
-  ToyModel training_model = build_toy_transformer(3, kRows, kWidth, kHidden, DType::F32);
-  ExecutionPlan training = compiler::compile_training(std::move(training_model.graph), training_model.loss,
-                                                      toy_registry(), {});
-  ToyModel forward_model = build_toy_transformer(3, kRows, kWidth, kHidden, DType::F32);
-  const std::string loss_name = forward_model.graph.tensor(forward_model.loss).name;
-  ExecutionPlan forward = compiler::compile_forward(std::move(forward_model.graph), toy_registry());
+  const Plans plans = toy_plans();
+  const ExecutionPlan& training = plans.training;
+  const ExecutionPlan& forward = plans.forward;
   ASSERT_FALSE(forward.graph.parameters.empty());
-  const graph::TensorId loss = forward.tensor(loss_name);
+  const graph::TensorId loss = plans.forward_loss;
 
   CpuBackend cpu;  // the source of random parameters
-  cpu.load(training, toy_registry());
-  randomize_all<float>(cpu, training, 21);
   CudaBackend owner(toy_cuda_table());
-  owner.load(training, toy_registry());
-  for (graph::TensorId id : training.graph.parameters) owner.write(id, std::as_bytes(cpu.view<float>(id)));
+  load_owner(cpu, owner, training);
 
   CudaBackend shared(toy_cuda_table());
   shared.share_parameters_with(owner);
@@ -83,22 +104,15 @@ TEST(CudaParameterSharing, AForwardPlanReadsTheOwnersParametersInPlace) {
 TEST(CudaActivationSharing, AForwardPlanRunsInTheOwnersArenaAndScratch) {
   std::string reason;
   if (!cuda::cuda_device_available(&reason)) GTEST_SKIP() << reason;
-  ToyModel training_model = build_toy_transformer(3, kRows, kWidth, kHidden, DType::F32);
-  const std::string training_loss_name = training_model.graph.tensor(training_model.loss).name;
-  ExecutionPlan training = compiler::compile_training(std::move(training_model.graph), training_model.loss,
-                                                      toy_registry(), {});
-  ToyModel forward_model = build_toy_transformer(3, kRows, kWidth, kHidden, DType::F32);
-  const std::string loss_name = forward_model.graph.tensor(forward_model.loss).name;
-  ExecutionPlan forward = compiler::compile_forward(std::move(forward_model.graph), toy_registry());
+  const Plans plans = toy_plans();
+  const ExecutionPlan& training = plans.training;
+  const ExecutionPlan& forward = plans.forward;
   ASSERT_LE(forward.memory.arena_bytes, training.memory.arena_bytes);
   ASSERT_GT(forward.memory.arena_bytes, 0u);
 
   CpuBackend cpu;
-  cpu.load(training, toy_registry());
-  randomize_all<float>(cpu, training, 21);
   CudaBackend owner(toy_cuda_table());
-  owner.load(training, toy_registry());
-  for (graph::TensorId id : training.graph.parameters) owner.write(id, std::as_bytes(cpu.view<float>(id)));
+  load_owner(cpu, owner, training);
   CudaBackend borrowing(toy_cuda_table());
   borrowing.share_parameters_with(owner);
   borrowing.share_activation_memory_with(owner);
@@ -114,11 +128,11 @@ TEST(CudaActivationSharing, AForwardPlanRunsInTheOwnersArenaAndScratch) {
             own.memory_report().required_bytes)
       << "the borrowing backend allocated an arena";
   const std::vector<float> x = random_values<float>(kRows * kWidth, 7, 0.5);
-  const float before = loss_of(owner, training, training.tensor(training_loss_name), x);
-  const float borrowed = loss_of(borrowing, forward, forward.tensor(loss_name), x);
+  const float before = loss_of(owner, training, plans.training_loss, x);
+  const float borrowed = loss_of(borrowing, forward, plans.forward_loss, x);
   EXPECT_NE(borrowed, 0.0f);
-  EXPECT_EQ(borrowed, loss_of(own, forward, forward.tensor(loss_name), x));
-  EXPECT_EQ(loss_of(owner, training, training.tensor(training_loss_name), x), before)
+  EXPECT_EQ(borrowed, loss_of(own, forward, plans.forward_loss, x));
+  EXPECT_EQ(loss_of(owner, training, plans.training_loss, x), before)
       << "the owner's step changed after another plan ran in its memory";
 
   // A plan larger than the owner's arena gets its own.
