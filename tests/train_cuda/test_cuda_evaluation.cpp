@@ -12,8 +12,9 @@
 // The evaluator runs in the training backend's arena and scratch (CudaBackend::
 // share_activation_memory_with): evaluating after every step changes no bit of the training
 // (per-step losses, final eval loss, checkpoint: tolerance none), in full fine-tuning with CUDA
-// graphs, LoRA with dropout, and fp8_hybrid; an evaluation that overwrote something the training
-// keeps between its steps would change them.
+// graphs, LoRA with dropout, and fp8_hybrid; nor does it against a run with no evaluator at all
+// (the evaluation before the first step included); an evaluation that overwrote something the
+// training keeps between its steps would change them.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -53,6 +54,30 @@ TEST_F(CudaEvaluationTest, EvaluatingAfterEveryStepChangesNoTrainingBit) {
            {"every-fp8", "optimizer: adamw\nrecipe: fp8_hybrid\n"}}) {
     expect_same_training(name, deterministic + job, "eval_steps: 1\n", on(TrainingBackend::Cuda),
                          on(TrainingBackend::Cuda));
+  }
+}
+
+// The same against a run with no evaluator at all (no validation data; the held-out rows come from
+// validation_datasets, so the training rows are the same): the evaluation before the first step
+// writes the training's arena too, and the training must not notice.
+TEST_F(CudaEvaluationTest, EvaluatingChangesNoTrainingBitAgainstARunWithoutAnEvaluator) {
+  const std::string job = "deterministic_attention: true\noptimizer: adamw\ngradient_accumulation_steps: 2\n"
+                          "validation_split_ratio: 0\nsave_steps: 6\nmax_steps: 6\n";
+  const std::string validation =
+      "validation_datasets: [{path: " + (root_ / "example" / "train.jsonl").string() +
+      ", type: instruction, instruction_field: instruction, output_field: output, "
+      "prompt_format: \"reverse: {instruction} = {output}\"}]\neval_steps: 1\n";
+  TrainingResult without = run_training(config("no-evaluator", job), on(TrainingBackend::Cuda));
+  TrainingResult with = run_training(config("evaluator", job + validation), on(TrainingBackend::Cuda));
+  EXPECT_FALSE(without.eval_loss);
+  ASSERT_TRUE(with.eval_loss && with.initial_eval_loss);
+  ASSERT_EQ(with.step_losses.size(), without.step_losses.size());
+  for (size_t i = 0; i < without.step_losses.size(); ++i) {
+    EXPECT_EQ(with.step_losses[i], without.step_losses[i]) << "step " << i + 1;
+  }
+  EXPECT_LT(*with.eval_loss, *with.initial_eval_loss);
+  for (const char* file : {"model.safetensors", "optimizer.safetensors"}) {
+    expect_same_tensors(root_ / "no-evaluator" / "checkpoint-6" / file, root_ / "evaluator" / "checkpoint-6" / file);
   }
 }
 
