@@ -215,8 +215,7 @@ void CudaBackend::load(const compiler::ExecutionPlan& plan, const OpRegistry& re
 void CudaBackend::allocate_scratch() {
   const size_t request = resources_->scratch_request();
   const CudaResources* owner = activation_owner_ != nullptr ? activation_owner_->resources_.get() : nullptr;
-  scratch_borrowed_ = owner != nullptr && request <= owner->scratch_bytes();
-  if (scratch_borrowed_) {
+  if (owner != nullptr && request <= owner->scratch_bytes()) {
     resources_->borrow_scratch(owner->scratch(), owner->scratch_bytes());
   } else {
     size_t free_bytes = 0, total_bytes = 0;

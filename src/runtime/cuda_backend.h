@@ -74,9 +74,8 @@ public:
   // caller orders them (the evaluator waits for the training stream, and reads its results back
   // before the training runs again). `owner` must stay loaded while this backend runs.
   void share_activation_memory_with(CudaBackend& owner);
-  // Whether the loaded plan's arena / scratch are the activation owner's (for tests and reports).
+  // Whether the loaded plan's arena is the activation owner's (for tests).
   bool borrows_arena() const { return borrowed_arena_ != nullptr; }
-  bool borrows_scratch() const { return scratch_borrowed_; }
 
   // debug_time_breakdown: when on, execute() records a CUDA event after every step, and
   // time_breakdown() waits for the stream and returns the milliseconds of each op name summed
@@ -146,7 +145,6 @@ private:
   cuda::DeviceBuffer<std::byte> arena_;
   CudaBackend* activation_owner_ = nullptr;  // share_activation_memory_with
   std::byte* borrowed_arena_ = nullptr;      // the owner's arena, when this plan's fits in it
-  bool scratch_borrowed_ = false;
   cuda::DeviceBuffer<std::byte> parameters_;
   const CudaBackend* parameter_owner_ = nullptr;
   ShareableParameter shareable_;
