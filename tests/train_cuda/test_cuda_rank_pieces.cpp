@@ -2,12 +2,13 @@
 // a pipeline stage's optimizer address) from the flat offsets alone, and the gradient accumulators
 // — each add sums the micro-batch's bf16 gradients exactly into fp32 and zeroes them, a deferred
 // zero() makes the next add over every tensor overwrite (no stale sum survives), and any other
-// reader gets zeros. Values are bf16-exact so every sum is exact. The accumulator test needs a
-// GPU (skips with the reason without one); the layout test runs anywhere.
+// reader gets zeros. Values are bf16-exact so every sum is exact. Then ZeRO-1's bf16 publish
+// through the masters. The GPU tests skip with the reason without one; the layout test runs anywhere.
 #include <gtest/gtest.h>
 
 #include <cuda_runtime_api.h>
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -17,6 +18,7 @@
 #include "cuda/device_buffer.h"
 #include "cuda/device_info.h"
 #include "train/device/cuda_rank/gradient_accumulators.h"
+#include "train/device/cuda_rank/masters.h"
 #include "train/device/cuda_rank/trainable_layout.h"
 
 namespace surogate::train {
@@ -108,6 +110,53 @@ TEST(CudaRankPieces, AccumulatorsAddExactlyAndADeferredZeroIsOverwrittenByTheNex
   // Any other reader (here data()) gets zeros when the zeroing is still owed.
   accumulators.zero();
   EXPECT_EQ(read(accumulators, 20), std::vector<float>(20, 0.0f));
+}
+
+// ZeRO-1's bf16 publish on a GPU replica (train/device/shard_publish.h), the all-gather aside: the
+// rank rounds its shard's masters into the flat publish buffer exactly as the old fp32 publish's
+// refresh rounded them on every other rank (so a replica trains the same bits), and copies the
+// other units' bf16 weights out of the buffer unchanged, leaving its own weights alone.
+TEST(CudaRankPieces, TheBf16PublishRoundsTheShardsMastersAsTheRefreshDidAndCopiesTheOtherUnitsOut) {
+  std::string reason;
+  if (!cuda::cuda_device_available(&reason)) GTEST_SKIP() << reason;
+  const CudaTrainableLayout layout = three_tensors();
+  constexpr uint16_t kUntouched = 0x7f7f;
+  std::vector<cuda::DeviceBuffer<uint16_t>> weights;
+  std::vector<__nv_bfloat16*> addresses;
+  for (const CudaTrainable& entry : layout.entries) {
+    weights.push_back(cuda::DeviceBuffer<uint16_t>(static_cast<size_t>(entry.count)));
+    weights.back().upload(std::vector<uint16_t>(static_cast<size_t>(entry.count), kUntouched));
+    addresses.push_back(reinterpret_cast<__nv_bfloat16*>(weights.back().data()));
+  }
+  const cuda::GradientCounts counts(std::vector<int64_t>{5, 4, 7});
+  CudaMasters masters(layout, layout.run(0, 3, true), false, false, false, addresses, false, counts);
+  // Masters that need rounding, ties to even among them: 1 + 2^-8 is halfway between two bf16 values.
+  std::vector<float> values(20, 0.0f);
+  for (int64_t k = 0; k < 5; ++k) values[static_cast<size_t>(k)] = 1.0f + std::ldexp(1.0f, -8) * static_cast<float>(k + 1) / 3.0f;
+  values[4] = 1.0f + std::ldexp(1.0f, -8);
+  CUDA_CHECK(cudaMemcpy(masters.data(), values.data(), values.size() * sizeof(float), cudaMemcpyHostToDevice));
+  cuda::DeviceBuffer<uint16_t> flat(20);
+  flat.upload(std::vector<uint16_t>(20, 0));
+  masters.set_publish_buffer(reinterpret_cast<__nv_bfloat16*>(flat.data()));
+
+  // This rank's shard is unit 0; the other rank's piece (units 1 and 2) arrives as the all-gather
+  // would leave it.
+  masters.round_into_publish_buffer(0, 1, nullptr);
+  std::vector<uint16_t> gathered = flat.download();
+  for (size_t i = 8; i < 20; ++i) gathered[i] = float_to_bf16(static_cast<float>(i) - 9.5f);
+  flat.upload(gathered);
+  masters.weights_from_publish_buffer(1, 3, nullptr);
+  CUDA_CHECK(cudaDeviceSynchronize());
+
+  EXPECT_EQ(weights[0].download(), std::vector<uint16_t>(5, kUntouched));  // its own: the optimizer's
+  EXPECT_EQ(weights[1].download(), std::vector<uint16_t>(gathered.begin() + 8, gathered.begin() + 12));
+  EXPECT_EQ(weights[2].download(), std::vector<uint16_t>(gathered.begin() + 12, gathered.begin() + 19));
+  // The published unit 0 is what the fp32 publish's refresh wrote on the other ranks, bit for bit.
+  masters.refresh_weights(0, 1, nullptr);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  const std::vector<uint16_t> refreshed = weights[0].download();
+  EXPECT_EQ(std::vector<uint16_t>(gathered.begin(), gathered.begin() + 5), refreshed);
+  EXPECT_EQ(refreshed[4], float_to_bf16(1.0f));  // the tie went to even
 }
 
 }  // namespace

@@ -3,9 +3,12 @@
 // contiguous run of whole units of one flat buffer: distributed::place_shards), the rank's updated
 // units go into its piece of the flat buffer, one all-gather over the group gives every rank every
 // piece, and each rank takes the other ranks' units back out of it. The backend says how a run of
-// units travels between its tensors and the flat buffer (CPU ranks: fp32 copies; GPUs: the flat
-// buffer is the fp32 masters the optimizer updates in place, and the bf16 weights are rewritten
-// from them).
+// units travels between its tensors and the flat buffer, and in which dtype: CPU ranks: fp32
+// copies; a GPU replica: its bf16 weights, rounded from the fp32 masters the optimizer updated into
+// the gradient accumulators' memory (free after the step), half the bytes of the masters, copied
+// out of it — the other units' fp32 masters stay behind until a download gathers them; a GPU
+// pipeline stage: the flat buffer is the fp32 masters the optimizer updates in place, and the bf16
+// weights are rewritten from them.
 #pragma once
 
 #include <cstddef>
@@ -19,6 +22,12 @@
 
 namespace surogate::train {
 
+// The flat buffer a group all-gathers (null: none) and its elements' dtype.
+struct PublishedWeights {
+  void* data = nullptr;
+  DType dtype = DType::F32;
+};
+
 // How units [first, end) of the flat buffer travel: `into_flat` (null: the rank's updated units
 // already are in the flat buffer) and `from_flat`.
 struct ShardCopies {
@@ -27,7 +36,8 @@ struct ShardCopies {
 };
 
 // `flat`: the group's flat buffer of `units` units, in `dtype`, whose piece of rank g holds
-// `pieces[g]` elements; `shard`: this rank's units (the piece it publishes).
+// `pieces[g]` elements; `shard`: this rank's units (the piece it publishes). A group of one has
+// nothing to exchange: nothing is copied.
 void publish_shard(distributed::Communicator& group, void* flat, std::span<const size_t> pieces, DType dtype,
                    const distributed::Shard& shard, size_t units, const ShardCopies& copies);
 

@@ -68,6 +68,27 @@ void CudaMasters::refresh_weights(size_t first, size_t end, cudaStream_t stream)
                              tensors, stream);
 }
 
+void CudaMasters::set_publish_buffer(__nv_bfloat16* flat) {
+  SUROGATE_CHECK(present() && !sharded_ && !fp16_, "the 16-bit publish rounds every fp32 master into bf16");
+  std::vector<const __nv_bfloat16*> sources;
+  for (const CudaTrainable& entry : layout_->entries) sources.push_back(flat + entry.offset);
+  publish_table_ = cuda::to_device(sources);
+  publish_buffer_ = flat;
+}
+
+void CudaMasters::round_into_publish_buffer(size_t first, size_t end, cudaStream_t stream) {
+  SUROGATE_CHECK(publish_buffer_ != nullptr, "a publish buffer was set");
+  const FlatRun run = layout_->run(first, end);
+  cuda::round_to_bf16(data_ + (run.base - run_.base), publish_buffer_ + run.base, run.count, stream);
+}
+
+void CudaMasters::weights_from_publish_buffer(size_t first, size_t end, cudaStream_t stream) {
+  SUROGATE_CHECK(publish_buffer_ != nullptr, "a publish buffer was set");
+  if (first == end) return;
+  cuda::weights_from_flat(weight_table_.data() + first, publish_table_.data() + first, counts_->counts() + first,
+                          static_cast<int>(end - first), stream);
+}
+
 void CudaMasters::upload(std::span<const WeightView> weights, cudaStream_t stream) {
   SUROGATE_CHECK(!sharded_, "ZeRO-3 uploads through the data-parallel device");
   for (const CudaTrainable& entry : layout_->entries) {

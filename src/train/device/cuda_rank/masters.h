@@ -3,7 +3,9 @@
 // trainable tensor's, or under ZeRO-3 only those of the rank's optimizer shard — on the GPU, or in
 // mapped pinned host memory with offload_master (host_offload_plan.h). The optimizer steps them in
 // place; this piece moves them between the host copies and the device, and rewrites the plan's
-// 16-bit weights from them (fp16 plans after each step, ZeRO-1's publish of the other ranks' units).
+// 16-bit weights from them (fp16 plans after each step, a pipeline group's publish of the other
+// ranks' units) or rounds them into ZeRO-1's 16-bit publish buffer and copies the other ranks'
+// weights out of it (a data-parallel replica's publish).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -48,6 +50,17 @@ public:
   // The 16-bit weights of tensors [first, end) rewritten from their masters (round to nearest
   // even, as the optimizer kernels write them), on `stream`. Not with ZeRO-3's run.
   void refresh_weights(size_t first, size_t end, cudaStream_t stream);
+  // ZeRO-1's 16-bit publish (train/device/shard_publish.h) goes through `flat`, a bf16 buffer of the
+  // whole flat layout (each tensor at its offset). Builds the table the copies address: an
+  // allocation, so it is called before any collective, never between a rank's collectives.
+  void set_publish_buffer(__nv_bfloat16* flat);
+  __nv_bfloat16* publish_buffer() const { return publish_buffer_; }
+  // The masters of tensors [first, end) rounded into the publish buffer, padding included (one
+  // contiguous run; round to nearest even, as refresh_weights and the optimizer kernels round).
+  void round_into_publish_buffer(size_t first, size_t end, cudaStream_t stream);
+  // The bf16 weights of tensors [first, end) copied out of the publish buffer.
+  void weights_from_publish_buffer(size_t first, size_t end, cudaStream_t stream);
+
   // Host → device from the trainable tensors' host copies (`weights` in spec order), and back.
   // Enqueued on `stream`; not with ZeRO-3's run.
   void upload(std::span<const WeightView> weights, cudaStream_t stream);
@@ -66,6 +79,8 @@ private:
   cuda::DeviceBuffer<float*> master_table_;
   cuda::DeviceBuffer<__nv_bfloat16*> weight_table_;
   cuda::DeviceBuffer<__half*> fp16_weight_table_;  // the same addresses, as fp16 tensors
+  __nv_bfloat16* publish_buffer_ = nullptr;
+  cuda::DeviceBuffer<const __nv_bfloat16*> publish_table_;  // each tensor's place in it
 };
 
 }  // namespace surogate::train

@@ -55,7 +55,7 @@ public:
   void set_grad_norm(double norm) override { grad_norm_ = norm; }
   void step(const OptimizerStep& step) override;
   // ZeRO-2 has no flat buffer: its bucket staging carries the weights.
-  void* flat_weights() override { return sharded ? nullptr : flat.data(); }
+  PublishedWeights published_weights() override { return {sharded ? nullptr : flat.data(), DType::F32}; }
   ShardCopies shard_copies() override { return cpu_shard_copies(unit_weights_, offsets_, flat.data()); }
   void publish_in_buckets() override { sharded->all_gather(unit_weights_); }
   void zero_gradients() override;

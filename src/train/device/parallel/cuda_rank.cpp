@@ -2,6 +2,7 @@
 #include "train/device/parallel/cuda_rank.h"
 
 #include <cstddef>
+#include <utility>
 
 #include "core/error.h"
 
@@ -43,6 +44,34 @@ double CudaRank::squares(distributed::Communicator& world) {
   world.synchronize();
   const double norm = state_->clip().norm();
   return norm * norm;
+}
+
+void CudaRank::publish_bf16() {
+  SUROGATE_CHECK(first_entry_ == 0 && state_->accumulators().bytes() >= static_cast<size_t>(layout_.total) * 2,
+                 "a replica's full-size accumulators hold its bf16 publish");
+  state_->masters().set_publish_buffer(static_cast<__nv_bfloat16*>(state_->accumulators().data()));
+  publishes_bf16_ = true;
+}
+
+PublishedWeights CudaRank::published_weights() {
+  if (publishes_bf16_) return {state_->masters().publish_buffer(), DType::BF16};
+  return {state_->masters().data() + units_offset(), DType::F32};
+}
+
+ShardCopies CudaRank::shard_copies() {
+  if (!publishes_bf16_) return cuda_shard_copies(*state_, first_entry_);
+  return {[this](size_t first, size_t end) {
+            state_->masters().round_into_publish_buffer(first, end, state_->stream());
+            masters_stale_ = true;
+          },
+          [this](size_t first, size_t end) {
+            state_->masters().weights_from_publish_buffer(first, end, state_->stream());
+          }};
+}
+
+void* CudaRank::take_stale_masters() {
+  if (!std::exchange(masters_stale_, false)) return nullptr;
+  return state_->masters().data();
 }
 
 void CudaRank::step(const OptimizerStep& step) {

@@ -4,7 +4,9 @@
 // on (a pipeline's last stage holds its tied tensors first, which the first stage steps), one run of
 // the flat masters and accumulators: the accumulators are summed in place in their dtype (fp32, or
 // bf16 with gradient_dtype bf16), the norm and clip factor are taken on the device, and ZeRO-1's
-// all-gather carries the masters, the bf16 weights rewritten from them (shard_publish.h). The
+// all-gather (shard_publish.h) carries a replica's bf16 weights, rounded from its shard's masters
+// into the accumulators' memory (the other units' masters gathered only before a download), or a
+// pipeline stage's masters, the bf16 weights rewritten from them. The
 // replica reduction's pieces are set up by the host side (cuda_rank_host.cpp): the side
 // stream and its NCCL communicator, the ZeRO-1 buckets (cuda_gradient_reducer.h) or ZeRO-2/3's
 // sharded accumulation (cuda_sharded_gradients.h), and ZeRO-3's pieces of the weights and their
@@ -57,9 +59,15 @@ public:
     if (!clips_by_own_squares_) state_->clip().set_from_norm(norm);
   }
   void step(const OptimizerStep& step) override;
-  // The masters the optimizer updated in place; the bf16 weights are rewritten from them.
-  void* flat_weights() override { return state_->masters().data() + units_offset(); }
-  ShardCopies shard_copies() override { return cuda_shard_copies(*state_, first_entry_); }
+  // A replica under ZeRO-1 (publish_bf16()): its bf16 weights, rounded from the masters into the
+  // accumulators' memory; else the masters the optimizer updated in place, the bf16 weights
+  // rewritten from them.
+  PublishedWeights published_weights() override;
+  ShardCopies shard_copies() override;
+  void* take_stale_masters() override;
+  // ZeRO-1 replicas: publish bf16 weights through the full-size gradient accumulators, free after
+  // the step (set up before any collective: it allocates).
+  void publish_bf16();
   void zero_gradients() override { state_->accumulators().zero(); }
   std::vector<StateTensor> optimizer_state() override {
     return state_->optimizer() ? state_->optimizer()->state_tensors() : std::vector<StateTensor>{};
@@ -92,6 +100,8 @@ private:
   size_t first_entry_;
   bool clips_by_own_squares_;
   CudaRankState* state_ = nullptr;
+  bool publishes_bf16_ = false;
+  bool masters_stale_ = false;  // a bf16 publish left the other ranks' units' masters behind
 };
 
 }  // namespace surogate::train

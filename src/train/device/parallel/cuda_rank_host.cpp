@@ -176,6 +176,7 @@ void CudaRankHost::set_up_reduction(ReplicaRankEngine& engine, int r, const Repl
     rank.reducer =
         std::make_unique<CudaGradientReducer>(plan.buckets, rank_state, rank.side->get(), *rank.side_communicator);
     engine.last_batch.add(rank.reducer.get());
+    rank.publish_bf16();
   }
 }
 
@@ -243,8 +244,9 @@ void CudaRankHost::download_owned(int r, const HostWeights& host) {
   engines_[static_cast<size_t>(r)]->world->synchronize();
 }
 
-// Every GPU holds the same masters after a step; GPU 0's are the host's. Each rank's optimizer
-// state goes to its own host view.
+// Every GPU holds the same masters after a step (their stale units gathered first,
+// DataParallelRanks::download); GPU 0's are the host's. Each rank's optimizer state goes to its own
+// host view.
 void CudaRankHost::download_replica(int r, const HostWeights& host, bool whole) {
   CudaRankState& rank_state = state(r);
   if (r == 0 && whole) rank_state.download_trainable(host.weights);

@@ -11,9 +11,10 @@
 //     dtype), bucket by bucket during the last micro-batch's backward, each bucket all-reduced with
 //     a sum as soon as the backward has written its last gradient (gradient_buckets.h,
 //     bucket_reduction.h). The sum over ranks is the window's mean, what one rank computes over
-//     the same micro-batches up to the order of the additions. After the step the flat buffer of
-//     fp32 weights (GPUs: the masters, the bf16 weights rewritten from them) carries them: the
-//     rank's shard in, one all-gather, every other shard out (shard_publish.h).
+//     the same micro-batches up to the order of the additions. After the step a flat buffer
+//     carries the weights: the rank's shard in, one all-gather, every other shard out
+//     (shard_publish.h) — CPU ranks' fp32 weights; a GPU's bf16 weights rounded from its masters
+//     into its accumulators' memory, the other units' fp32 masters gathered before a download.
 //   ZeRO-2 (layout.shard_gradients): every micro-batch's buckets are reduce-scattered as the
 //     backward completes them and each rank adds its piece into accumulators of its shard only
 //     (sharded_gradients.h); the ZeRO-1 publish, or (CPU, no flat buffer) its bucket staging.
@@ -128,9 +129,13 @@ public:
   void download_weight_shards() override {
     threads_.run([&](int r) { host_->download_owned(r, host_copies_); });
   }
-  // ZeRO-1/2: every rank holds the same weights after a step; the first local rank's are the host's.
+  // ZeRO-1/2: every rank holds the same weights after a step (a GPU's fp32 masters once the world
+  // gathered those its bf16 publish left behind); the first local rank's are the host's.
   void download() override {
-    threads_.run([&](int r) { host_->download_replica(r, host_copies_, !gathered_plan_ && !views_are_ranks()); });
+    threads_.run([&](int r) {
+      engines_[static_cast<size_t>(r)]->gather_stale_masters();
+      host_->download_replica(r, host_copies_, !gathered_plan_ && !views_are_ranks());
+    });
   }
   bool replicas_hold_weights() const override { return !gathered_plan_ && layout_.sequence_size == 1; }
   const runtime::Backend& replica_weights(int local_rank) override { return host_->replica_backend(local_rank); }

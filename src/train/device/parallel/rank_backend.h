@@ -69,11 +69,16 @@ public:
   virtual void set_grad_norm(double norm) = 0;
   // Clips and steps the optimizer for the rank's shard (nothing when it is empty).
   virtual void step(const OptimizerStep& step) = 0;
-  // ZeRO-1's exchange: the fp32 flat buffer of the units' weights the group all-gathers and how a
-  // run of units travels between it and the weights (shard_publish.h); null where the rank has none
-  // (ZeRO-2 on CPU ranks), which then publishes through publish_in_buckets().
-  virtual void* flat_weights() = 0;
+  // ZeRO-1's exchange: the flat buffer of the units' weights the group all-gathers (fp32, or a
+  // replica's bf16 weights on GPUs) and how a run of units travels between it and the weights
+  // (shard_publish.h); no data where the rank has none (ZeRO-2 on CPU ranks), which then publishes
+  // through publish_in_buckets().
+  virtual PublishedWeights published_weights() = 0;
   virtual ShardCopies shard_copies() = 0;
+  // Where the publish carried rounded weights, the other ranks' units' fp32 masters were left as
+  // they were: the flat fp32 masters the world all-gathers before anything reads them (a
+  // download), once; null when they are current.
+  virtual void* take_stale_masters() { return nullptr; }
   virtual void publish_in_buckets() { throw InternalError("a rank without a flat weight buffer"); }
   virtual void zero_gradients() = 0;
   virtual std::vector<StateTensor> optimizer_state() = 0;

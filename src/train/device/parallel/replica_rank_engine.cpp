@@ -47,11 +47,16 @@ RankMeasure ReplicaRankEngine::measure() {
 
 // ZeRO-1/2: through the flat buffer, or the backend's bucket staging where it has none.
 void ReplicaRankEngine::publish_shard() {
-  if (void* flat = rank->flat_weights()) {
-    train::publish_shard(*world, flat, shared_.shard_sizes, DType::F32, shard, shared_.units, rank->shard_copies());
+  if (const PublishedWeights flat = rank->published_weights(); flat.data != nullptr) {
+    train::publish_shard(*world, flat.data, shared_.shard_sizes, flat.dtype, shard, shared_.units,
+                         rank->shard_copies());
   } else {
     rank->publish_in_buckets();
   }
+}
+
+void ReplicaRankEngine::gather_stale_masters() {
+  if (void* masters = rank->take_stale_masters()) world->all_gather(masters, shared_.shard_sizes, DType::F32);
 }
 
 void ReplicaRankEngine::finish_update(const OptimizerStep& step) {

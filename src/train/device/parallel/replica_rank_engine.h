@@ -11,8 +11,9 @@
 //     (ZeRO-2/3), or all of them (ZeRO-1: every rank holds the same sums; the world's first rank
 //     reports them).
 //   step_shard() / publish_shard(): each rank clips and steps its shard; ZeRO-1/2 then give every
-//     rank every shard's weights (shard_publish.h: the backend's fp32 flat buffer all-gathered, or,
-//     where it has none, its bucket staging).
+//     rank every shard's weights (shard_publish.h: the backend's flat buffer all-gathered — fp32,
+//     or a GPU's bf16 weights, whose other units' fp32 masters gather_stale_masters() brings up to
+//     date before a download — or, where it has none, its bucket staging).
 //   finish_update(): the FP8 copies of trained weights rewritten, the gradients zeroed, and
 //     fp8_hybrid's scaling state max-reduced over the world and rolled, so every rank quantizes as
 //     one rank running the whole window would (quant/fp8_scaling.h).
@@ -61,6 +62,9 @@ public:
   void set_grad_norm(double norm) override { rank->set_grad_norm(norm); }
   void step_shard(const OptimizerStep& step) override { rank->step(step); }
   void publish_shard() override;
+  // Before a download: the world's fp32 masters where the publish left other ranks' behind
+  // (RankBackend::take_stale_masters). Collective.
+  void gather_stale_masters();
   void finish_update(const OptimizerStep& step) override;
   void calibrate_fp8_scaling() override;
   void drop_fp8_amaxes() override {

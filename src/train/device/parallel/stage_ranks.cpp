@@ -46,13 +46,11 @@ RankMeasure StageRankEngine::measure() {
   return {loss, counts_squares() ? squares : 0.0, 0.0};
 }
 
-// ZeRO-1: the stepped shards to every rank of the group (nothing to exchange in a group of one),
-// then the tied weights from the first stage to the last.
+// ZeRO-1: the stepped shards to every rank of the group, then the tied weights from the first
+// stage to the last.
 void StageRankEngine::publish_shard() {
-  if (layout_.gradient_group_size() > 1) {
-    train::publish_shard(*group, rank->flat_weights(), shard_sizes_, DType::F32, shard, units_,
-                         rank->shard_copies());
-  }
+  const PublishedWeights flat = rank->published_weights();
+  train::publish_shard(*group, flat.data, shard_sizes_, flat.dtype, shard, units_, rank->shard_copies());
   share_tied_weights(*tied_pair, rank->tied_weights(), DType::F32);
   runner->refresh_weights();
 }
