@@ -8,12 +8,13 @@ own NCCL_HOSTID, so NCCL takes them for two hosts with one GPU each and joins th
 the loopback (NCCL_SOCKET_IFNAME=lo). The launcher variables say one process per machine
 (LOCAL_RANK 0), so both train on GPU 0.
 
-Against one process with twice the gradient accumulation, the same tolerance as the 2-GPU tests
-(test_data_parallel_gpus_cli.py: the order of the fp32 additions differs, which can flip an
-isolated bf16 weight): step 1 within 1e-5, every step within 0.01 nats. The written weights agree
-too: in the last checkpoint (fp32 masters) every tensor's mean |two − one| is under a tenth of its
-mean change over the last six steps, and in the outputs under a tenth of the smallest such change
-(measured on an H200, 2026-12-01: ZeRO-1 0.00 %, ZeRO-2 and ZeRO-3 0.90 % of it); a weight whose
+Full fine-tuning under ZeRO-1, 2 and 3 and LoRA under ZeRO-1, against one process with twice the
+gradient accumulation, with the same tolerance as the 2-GPU tests (test_data_parallel_gpus_cli.py:
+the order of the fp32 additions differs, which can flip an isolated bf16 weight): step 1 within
+1e-5, every step within 0.01 nats. The written weights agree too: in the last checkpoint (fp32
+masters) every tensor's mean |two − one| is under a tenth of its mean change over the last half of
+the steps, and in the outputs under a tenth of the smallest such change
+(measured on an H200, 2026-12-01: ZeRO-1 0.00 %, full and LoRA; ZeRO-2 and ZeRO-3 0.90 %); a weight whose
 fp32 master another rank stepped but the writing rank never gathered differs by about its whole
 change (with ZeRO-1's gather before the download removed, final_norm.weight differed by 4x it)."""
 import json
@@ -34,17 +35,13 @@ def write_config(tmp_path, extra):
     ex = make_quickstart_example(tmp_path)
     config = tmp_path / "dp.yaml"
     config.write_text(f"""model: {ex / 'model'}
-lora: false
 sequence_len: 64
 use_chat_template: false
 optimizer: adamw
-learning_rate: 3e-3
 warmup_steps: 3
 per_device_train_batch_size: 4
-max_steps: 12
 validation_split_ratio: 0.02
 eval_steps: 1000
-save_steps: 6
 gpus: 1
 {extra}datasets:
   - path: {ex / 'train.jsonl'}
@@ -74,9 +71,17 @@ def step_losses(out):
     return [r for r in records if r["type"] == "config"][0], [r["loss"] for r in records if r["type"] == "step"]
 
 
-@pytest.mark.parametrize("zero", ["1", "2", "3"])
-def test_two_processes_on_one_gpu_match_one_process_and_write_its_weights(surogate_bin, tmp_path, zero):
-    config, _ = write_config(tmp_path, "max_grad_norm: 0.5\n")
+# Full fine-tuning with clipping writes model.safetensors; LoRA (its adapters the ranks' units)
+# adapter_model.safetensors. Each saves halfway and at the end.
+FULL = ("lora: false\nlearning_rate: 3e-3\nmax_grad_norm: 0.5\nmax_steps: 12\nsave_steps: 6\n", 12, "model.safetensors")
+LORA = ("lora: true\nlora_rank: 8\nlora_alpha: 16\nlora_dropout: 0.0\nlearning_rate: 1e-2\nmax_steps: 20\n"
+        "save_steps: 10\n", 20, "adapter_model.safetensors")
+
+
+@pytest.mark.parametrize("mode,zero", [("full", "1"), ("full", "2"), ("full", "3"), ("lora", "1")])
+def test_two_processes_on_one_gpu_match_one_process_and_write_its_weights(surogate_bin, tmp_path, mode, zero):
+    extra, steps, output = FULL if mode == "full" else LORA
+    config, _ = write_config(tmp_path, extra)
     one_out, two_out = tmp_path / "one", tmp_path / "two"
     result = run_surogate(surogate_bin, "sft", config, f"--output_dir={one_out}", "--gradient_accumulation_steps=2")
     assert result.returncode == 0, result.stderr + result.stdout
@@ -95,16 +100,17 @@ def test_two_processes_on_one_gpu_match_one_process_and_write_its_weights(suroga
     record, two = step_losses(two_out)
     assert record["data_parallel_ranks"] == 2
     _, one = step_losses(one_out)
-    assert len(one) == len(two) == 12
+    assert len(one) == len(two) == steps
     assert abs(one[0] - two[0]) <= 1e-5, (one, two)
     assert all(abs(a - b) <= 0.01 for a, b in zip(one, two)), (one, two)
     assert two[-1] < two[0] - 0.3, two  # it trained
 
-    # The model starts from random weights; the one process's step-6 checkpoint is the start the last
-    # six steps moved every weight from. The checkpoints hold the fp32 masters (the ones the rank
-    # writing them gathered), the outputs the weights as transformers reads them.
-    halfway = read_tensors(one_out / "checkpoint-6" / "model.safetensors")
-    one_end, two_end = (read_tensors(out / "checkpoint-12" / "model.safetensors") for out in (one_out, two_out))
+    # The model starts from random weights (LoRA's B from zeros); the one process's halfway checkpoint
+    # is the start the last half of the steps moved every trained weight from. The checkpoints hold
+    # the fp32 masters (the ones the rank writing them gathered), the outputs the weights as
+    # transformers (PEFT) reads them.
+    halfway = read_tensors(one_out / f"checkpoint-{steps // 2}" / "model.safetensors")
+    one_end, two_end = (read_tensors(out / f"checkpoint-{steps}" / "model.safetensors") for out in (one_out, two_out))
     assert one_end.keys() == two_end.keys() == halfway.keys()
     changes, worst = {}, 0.0
     for name, trained in one_end.items():
@@ -113,8 +119,8 @@ def test_two_processes_on_one_gpu_match_one_process_and_write_its_weights(suroga
         disagreement = mean_abs(two_end[name], trained)
         worst = max(worst, disagreement / changes[name])
         assert disagreement < 0.1 * changes[name], f"{name}: ranks differ by {disagreement:.3g}, training moved it {changes[name]:.3g}"
-    print(f"ZeRO-{zero}: the ranks' masters differ by at most {worst:.2%} of the last six steps' change")
-    one_output, two_output = read_tensors(one_out / "model.safetensors"), read_tensors(two_out / "model.safetensors")
+    print(f"{mode}, ZeRO-{zero}: the ranks' masters differ by at most {worst:.2%} of the last half's change")
+    one_output, two_output = read_tensors(one_out / output), read_tensors(two_out / output)
     assert one_output.keys() == two_output.keys()
     for name, weight in one_output.items():
         assert mean_abs(two_output[name], weight) < 0.1 * min(changes.values()), name
