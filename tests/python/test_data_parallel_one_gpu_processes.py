@@ -19,44 +19,15 @@ fp32 master another rank stepped but the writing rank never gathered differs by 
 change (with ZeRO-1's gather before the download removed, final_norm.weight differed by 4x it)."""
 import json
 import os
-import socket
 import subprocess
 
 import numpy as np
 import pytest
 
-from conftest import make_quickstart_example, read_tensors, run_surogate
-from test_data_parallel_gpus_cli import visible_gpus
+from conftest import read_tensors, run_surogate
+from test_data_parallel_gpus_cli import free_port, visible_gpus, write_config
 
 pytestmark = pytest.mark.skipif(visible_gpus() < 1, reason="needs a GPU")
-
-
-def write_config(tmp_path, extra):
-    ex = make_quickstart_example(tmp_path)
-    config = tmp_path / "dp.yaml"
-    config.write_text(f"""model: {ex / 'model'}
-sequence_len: 64
-use_chat_template: false
-optimizer: adamw
-warmup_steps: 3
-per_device_train_batch_size: 4
-validation_split_ratio: 0.02
-eval_steps: 1000
-gpus: 1
-{extra}datasets:
-  - path: {ex / 'train.jsonl'}
-    type: instruction
-    instruction_field: instruction
-    output_field: output
-    prompt_format: "reverse: {{instruction}} = {{output}}"
-""")
-    return config, ex
-
-
-def free_port():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def one_gpu_rank_env(rank, port):
@@ -73,22 +44,24 @@ def step_losses(out):
 
 # Full fine-tuning with clipping writes model.safetensors; LoRA (its adapters the ranks' units)
 # adapter_model.safetensors. Each saves halfway and at the end.
-FULL = ("lora: false\nlearning_rate: 3e-3\nmax_grad_norm: 0.5\nmax_steps: 12\nsave_steps: 6\n", 12, "model.safetensors")
-LORA = ("lora: true\nlora_rank: 8\nlora_alpha: 16\nlora_dropout: 0.0\nlearning_rate: 1e-2\nmax_steps: 20\n"
-        "save_steps: 10\n", 20, "adapter_model.safetensors")
+FULL = ("lora: false\nmax_grad_norm: 0.5\n", [], 12, "model.safetensors")
+LORA = ("lora: true\nlora_rank: 8\nlora_alpha: 16\nlora_dropout: 0.0\n", ["--learning_rate=1e-2"], 20,
+        "adapter_model.safetensors")
 
 
 @pytest.mark.parametrize("mode,zero", [("full", "1"), ("full", "2"), ("full", "3"), ("lora", "1")])
 def test_two_processes_on_one_gpu_match_one_process_and_write_its_weights(surogate_bin, tmp_path, mode, zero):
-    extra, steps, output = FULL if mode == "full" else LORA
-    config, _ = write_config(tmp_path, extra)
+    extra, overrides, steps, output = FULL if mode == "full" else LORA
+    config = write_config(tmp_path, extra)
+    overrides = [*overrides, "--gpus=1", f"--max_steps={steps}", f"--save_steps={steps // 2}"]
     one_out, two_out = tmp_path / "one", tmp_path / "two"
-    result = run_surogate(surogate_bin, "sft", config, f"--output_dir={one_out}", "--gradient_accumulation_steps=2")
+    result = run_surogate(surogate_bin, "sft", config, f"--output_dir={one_out}", "--gradient_accumulation_steps=2",
+                          *overrides)
     assert result.returncode == 0, result.stderr + result.stdout
 
     port = free_port()
     processes = [subprocess.Popen([str(surogate_bin), "sft", str(config), f"--output_dir={two_out}",
-                                   "--gradient_accumulation_steps=1", f"--zero_level={zero}"],
+                                   "--gradient_accumulation_steps=1", f"--zero_level={zero}", *overrides],
                                   env=one_gpu_rank_env(rank, port), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                   text=True) for rank in range(2)]
     outputs = [process.communicate(timeout=600) for process in processes]

@@ -13,35 +13,24 @@
 #include <fmt/format.h>
 
 #include "train/device/bucket_reduction.h"
+#include "train/logging_communicator.h"
 
 namespace surogate::train {
 namespace {
 
-// Logs each collective as "<name> <element offset into the flat buffer> <counts>".
-class RecordingCommunicator final : public distributed::Communicator {
+// Logs each collective as "<name> <element offset into the flat buffer> <counts>" (rank 1 of 2).
+class RecordingCommunicator final : public LoggingCommunicator {
 public:
-  RecordingCommunicator(std::vector<std::string>& log, const std::byte* base) : log_(log), base_(base) {}
-  std::string_view name() const override { return "recording"; }
-  int rank() const override { return 1; }
-  int world_size() const override { return 2; }
+  RecordingCommunicator(std::vector<std::string>& log, const std::byte* base) : LoggingCommunicator(log, 2), base_(base) {}
   void all_reduce_sum(void* data, size_t count, DType dtype) override {
-    log_.push_back(fmt::format("all_reduce {} {} {}", at(data), count, dtype_size_bytes(dtype)));
+    log(fmt::format("all_reduce {} {} {}", at(data), count, dtype_size_bytes(dtype)));
   }
-  void all_reduce_amax(float*, size_t) override { log_.push_back("unexpected"); }
   void reduce_scatter_sum(void* data, std::span<const size_t> pieces, DType) override {
-    log_.push_back(fmt::format("reduce_scatter {} {}", at(data), fmt::join(pieces, ",")));
+    log(fmt::format("reduce_scatter {} {}", at(data), fmt::join(pieces, ",")));
   }
-  void all_gather(void*, std::span<const size_t>, DType) override { log_.push_back("unexpected"); }
-  void broadcast(void*, size_t, DType, int) override { log_.push_back("unexpected"); }
-  void barrier() override { log_.push_back("unexpected"); }
-  void all_to_all(const void*, void*, size_t, DType) override { log_.push_back("unexpected"); }
-  void send(const void*, size_t, DType, int, uint32_t) override { log_.push_back("unexpected"); }
-  void receive(void*, size_t, DType, int, uint32_t) override { log_.push_back("unexpected"); }
-  void wait_sends() override {}
 
 private:
   size_t at(const void* data) const { return static_cast<size_t>(static_cast<const std::byte*>(data) - base_) / 4; }
-  std::vector<std::string>& log_;
   const std::byte* base_;
 };
 

@@ -11,32 +11,18 @@
 #include <fmt/format.h>
 
 #include "train/device/shard_publish.h"
+#include "train/logging_communicator.h"
 
 namespace surogate::train {
 namespace {
 
-class GatherRecorder final : public distributed::Communicator {
+// Logs each all-gather as "all_gather <buffer given> <pieces> <element bytes>".
+class GatherRecorder final : public LoggingCommunicator {
 public:
-  GatherRecorder(std::vector<std::string>& log, int world_size) : log_(log), world_size_(world_size) {}
-  std::string_view name() const override { return "recording"; }
-  int rank() const override { return 0; }
-  int world_size() const override { return world_size_; }
-  void all_reduce_sum(void*, size_t, DType) override { log_.push_back("unexpected"); }
-  void all_reduce_amax(float*, size_t) override { log_.push_back("unexpected"); }
-  void reduce_scatter_sum(void*, std::span<const size_t>, DType) override { log_.push_back("unexpected"); }
+  using LoggingCommunicator::LoggingCommunicator;
   void all_gather(void* data, std::span<const size_t> pieces, DType dtype) override {
-    log_.push_back(fmt::format("all_gather {} {} {}", data != nullptr, fmt::join(pieces, ","), dtype_size_bytes(dtype)));
+    log(fmt::format("all_gather {} {} {}", data != nullptr, fmt::join(pieces, ","), dtype_size_bytes(dtype)));
   }
-  void broadcast(void*, size_t, DType, int) override { log_.push_back("unexpected"); }
-  void barrier() override { log_.push_back("unexpected"); }
-  void all_to_all(const void*, void*, size_t, DType) override { log_.push_back("unexpected"); }
-  void send(const void*, size_t, DType, int, uint32_t) override { log_.push_back("unexpected"); }
-  void receive(void*, size_t, DType, int, uint32_t) override { log_.push_back("unexpected"); }
-  void wait_sends() override {}
-
-private:
-  std::vector<std::string>& log_;
-  int world_size_;
 };
 
 ShardCopies recording_copies(std::vector<std::string>& log) {
