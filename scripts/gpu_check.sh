@@ -12,7 +12,9 @@
 #                                    and print a short table. Logs go to $OUT when it is set.
 #                                    Also runs tests/runtime_cuda (runtime_cuda_tests and
 #                                    models_cuda_tests: decoder fixtures, CUDA bf16 vs CPU fp32)
-#                                    tests/train_cuda (TRAIN_FILTER=gtest filter) and, with
+#                                    tests/train_cuda (TRAIN_FILTER=gtest filter), the data-parallel
+#                                    ranks' NCCL path as two processes on one GPU
+#                                    (tests/python/test_data_parallel_one_gpu_processes.py) and, with
 #                                    BENCH_MODELS="qwen3-0.6b ...", bench/run_surogate.sh.
 #                                    SKIP_MEASURE=1 / SKIP_SANITIZER=1 skip those parts.
 #
@@ -109,6 +111,15 @@ if [[ -x "$carry/train_cuda_tests" ]]; then
   train_status="exit ${PIPESTATUS[0]}"
 fi
 
+ranks_status="not run (no carried surogate, or no pytest)"
+if [[ -x "$carry/surogate" ]] && python3 -c 'import pytest, safetensors' 2>/dev/null; then
+  section "tests/python/test_data_parallel_one_gpu_processes.py (two NCCL ranks sharing this GPU)"
+  SUROGATE_BIN="$carry/surogate" python3 -m pytest -q -p no:cacheprovider \
+    "$root/tests/python/test_data_parallel_one_gpu_processes.py" 2>&1 | tee "$log_dir/one_gpu_ranks.log" | tail -20
+  ranks_exit=${PIPESTATUS[0]}
+  ranks_status="$(tail -1 "$log_dir/one_gpu_ranks.log") (exit $ranks_exit)"
+fi
+
 bench_status="not run (BENCH_MODELS empty)"
 if [[ -n "${BENCH_MODELS:-}" && -x "$carry/surogate_train_bench" ]]; then
   section "bench/run_surogate.sh $BENCH_MODELS"
@@ -145,6 +156,7 @@ printf '| tests/cuda | %s |\n' "$(grep -E '^\[  (PASSED|FAILED) ' "$log_dir/cuda
 printf '| tests/runtime_cuda | %s |\n' "$runtime_status"
 printf '| models_cuda_tests | %s |\n' "$models_status"
 printf '| train_cuda_tests | %s |\n' "$train_status"
+printf '| two ranks on one GPU | %s |\n' "$ranks_status"
 printf '| bench | %s |\n' "$bench_status"
 printf '| measurements | exit %s |\n' "$measure_status"
 printf '| memcheck | %s |\n' "$memcheck_status"
