@@ -1,7 +1,7 @@
 // The bf16 weights rewritten from their fp32 masters, for many tensors in one launch (grid.y =
 // tensor): weight = bf16(master), rounded to nearest even as the optimizer kernels write it. A
-// pipeline stage's rank calls it after the all-gather of its group's masters, for the tensors
-// other ranks updated (train/device/shard_publish.h); a data-parallel replica all-gathers the
+// ZeRO-2 replica or a pipeline stage's rank calls it after the all-gather of the masters, for the
+// tensors other ranks updated (train/device/shard_publish.h); a ZeRO-1 replica all-gathers the
 // rounded weights instead and copies them out with weights_from_flat; under ZeRO-3 a rank rounds
 // the weights it keeps as they are uploaded. fp16 training (torch_dtype: float16) rewrites its fp16 weights the same way after
 // every optimizer step (weight = fp16(master), round to nearest even, ±inf past 65504). Plain host

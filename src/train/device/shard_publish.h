@@ -4,11 +4,11 @@
 // units go into its piece of the flat buffer, one all-gather over the group gives every rank every
 // piece, and each rank takes the other ranks' units back out of it. The backend says how a run of
 // units travels between its tensors and the flat buffer, and in which dtype: CPU ranks: fp32
-// copies; a GPU replica: its bf16 weights, rounded from the fp32 masters the optimizer updated into
-// the gradient accumulators' memory (free after the step), half the bytes of the masters, copied
-// out of it — the other units' fp32 masters stay behind until a download gathers them; a GPU
-// pipeline stage: the flat buffer is the fp32 masters the optimizer updates in place, and the bf16
-// weights are rewritten from them.
+// copies; a GPU replica under ZeRO-1: its bf16 weights, rounded from the fp32 masters the
+// optimizer updated into the gradient accumulators' memory (free after the step), half the bytes
+// of the masters, copied out of it — the other units' fp32 masters stay behind until a download
+// gathers them; a GPU under ZeRO-2 or in a pipeline stage: the flat buffer is the fp32 masters the
+// optimizer updates in place, and the bf16 weights are rewritten from them.
 #pragma once
 
 #include <cstddef>
