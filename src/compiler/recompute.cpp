@@ -131,18 +131,20 @@ bool RecomputePolicy::recomputes(std::string_view group) const {
 }
 
 bool RecomputePolicy::keeps_outputs_of(const graph::Node& producer) const {
-  if (keep_expensive_layers <= 0 && keep_all_layers <= 0) return false;
+  if (keep_expensive_layers <= 0 && keep_all_layers <= 0 && keep_attention_layers <= 0) return false;
   const int64_t layer = layer_of(producer);
   if (layer < 0) return false;
   if (layer < keep_all_layers && producer.recompute_group != "dequant") return true;
+  if (layer < keep_attention_layers && is_attention(producer.op)) return true;
   return layer < keep_expensive_layers && is_expensive_to_recompute(producer.op);
 }
+
+bool is_attention(std::string_view op) { return op == "attention" || op == "attention_fp8"; }
 
 bool is_expensive_to_recompute(std::string_view op) {
   // linear_fp8 / attention_fp8: fp8_hybrid's products and its attention (models/fp8_recipe.h,
   // models/fp8_fusion.h), as expensive as the others.
-  return op == "linear" || op == "linear_add" || op == "linear_fp8" || op == "attention" || op == "attention_fp8" ||
-         op == "expert_linear";
+  return op == "linear" || op == "linear_add" || op == "linear_fp8" || is_attention(op) || op == "expert_linear";
 }
 
 int64_t layer_of(const graph::Node& node) {

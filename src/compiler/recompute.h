@@ -31,6 +31,12 @@
 // keep_all_layers goes the other way from there: the layers [0, keep_all_layers) keep every
 // output, cheap ones included, so nothing of theirs is re-run (a quantized weight's dequantized
 // copy excepted); the choice uses it when every layer's expensive outputs fit with memory to spare.
+// keep_attention_layers keeps attention's outputs alone (its output and log-sum-exp) in the layers
+// [0, keep_attention_layers) when the rest of them is recomputed: the backward then re-runs the
+// products and norms that give attention its inputs but not attention itself. Over documents of S
+// tokens attention's forward costs about S FLOPs per byte it writes, a product about its input
+// width (the hidden size), so at long context this is the cheapest memory to keep; the choice
+// spends on it what its other tiers leave.
 #pragma once
 
 #include <string>
@@ -51,6 +57,7 @@ struct RecomputePolicy {
   bool block = false;
   int64_t keep_expensive_layers = 0;
   int64_t keep_all_layers = 0;
+  int64_t keep_attention_layers = 0;
   // With `block`: the residual stream inside each block (ln2's residual_out, after attention) is
   // recomputed too, by re-running ln2's fused add + norm from the block's input and the
   // recomputed attention half; only each block's input stays a checkpoint. Saves one hidden-size
@@ -69,6 +76,8 @@ struct RecomputePolicy {
 
 // Matmuls and attention: re-running them costs real compute (see keep_expensive_layers).
 bool is_expensive_to_recompute(std::string_view op);
+// Attention (bf16 or fp8_hybrid's): what keep_attention_layers keeps.
+bool is_attention(std::string_view op);
 // The decoder layer a node belongs to, from its scope ("layers.3.q" → 3; the backward's
 // "grad.layers.3.…" and recompute's "recompute.layers.3.…" too); -1 outside the layers.
 int64_t layer_of(const graph::Node& node);

@@ -34,6 +34,15 @@ std::string describe(const ExecutionPlan& plan, const RecomputePolicy& policy, c
   const int64_t layers = range.count();
   const int64_t expensive = std::max<int64_t>(0, policy.keep_expensive_layers - range.first);
   const int64_t whole = std::max<int64_t>(0, policy.keep_all_layers - range.first);
+  const int64_t attention = std::min(layers, std::max<int64_t>(0, policy.keep_attention_layers - range.first));
+  // The layers that keep attention's outputs beyond those keeping every expensive output.
+  const std::string attention_kept =
+      attention > expensive
+          ? fmt::format("; attention's outputs kept in {} of the {} layers that re-run their matmuls ({}), so attention "
+                        "itself is re-run only in the other {}",
+                        attention - expensive, layers - expensive,
+                        attention == layers ? "all of them" : "more would not fit", layers - attention)
+          : std::string();
   if (!policy.any()) return fmt::format("recompute: none needed — every activation is kept ({})", arena);
   if (expensive >= layers && whole > 0) {
     return fmt::format("recompute: norms, RoPE, SwiGLU and dropout re-run in the backward in {} of {} layers, every "
@@ -46,15 +55,15 @@ std::string describe(const ExecutionPlan& plan, const RecomputePolicy& policy, c
   }
   if (policy.block_inputs_only) {
     return fmt::format("recompute: everything, matmuls and attention included, and the residual stream inside each "
-                       "block: only each block's input is kept ({})", arena);
+                       "block: only each block's input is kept{} ({})", attention_kept, arena);
   }
   if (expensive <= 0) {
-    return fmt::format("recompute: everything the recompute_* options enable, matmuls and attention included ({})",
-                       arena);
+    return fmt::format("recompute: everything the recompute_* options enable, matmuls and attention included{} ({})",
+                       attention_kept, arena);
   }
   return fmt::format("recompute: norms, RoPE, SwiGLU and dropout re-run in the backward; matmul and attention outputs "
-                     "kept in {} of {} layers (more would not fit), re-run in the others ({})", expensive, layers,
-                     arena);
+                     "kept in {} of {} layers (more would not fit), re-run in the others{} ({})", expensive, layers,
+                     attention_kept, arena);
 }
 
 }  // namespace
@@ -96,6 +105,22 @@ ExecutionPlan compile_training_to_fit(const graph::Graph& forward, graph::Tensor
     return low;
   };
 
+  // What the tiers below leave: attention's outputs kept in as many more layers as fit, from the
+  // first that does not keep them already (recompute.h, keep_attention_layers). `plan` fits with
+  // `policy` and becomes the plan of the returned policy.
+  auto keep_attention = [&](ExecutionPlan& plan, RecomputePolicy policy) {
+    if (!policy.recomputes("att") || range.count() == 0) return policy;
+    const int64_t already = std::clamp<int64_t>(policy.keep_expensive_layers - range.first, 0, range.count());
+    if (already == range.count()) return policy;
+    const int64_t kept = largest_fitting(already, range.count() + 1, plan, [&](int64_t count) {
+      RecomputePolicy trial = policy;
+      trial.keep_attention_layers = range.first + count;
+      return trial;
+    });
+    if (kept > already) policy.keep_attention_layers = range.first + kept;
+    return policy;
+  };
+
   RecomputePolicy allowed = recommended ? RecomputePolicy::all() : options.recompute;
   allowed.keep_expensive_layers = 0;
   ExecutionPlan nothing = compile(RecomputePolicy::none());
@@ -130,7 +155,10 @@ ExecutionPlan compile_training_to_fit(const graph::Graph& forward, graph::Tensor
     RecomputePolicy deeper = allowed;
     deeper.block_inputs_only = true;
     ExecutionPlan plan = compile(deeper);
-    if (fits(plan)) return finish(std::move(plan), deeper, true);
+    if (fits(plan)) {
+      const RecomputePolicy chosen = keep_attention(plan, deeper);
+      return finish(std::move(plan), chosen, true);
+    }
     return finish(std::move(literal), allowed, false);
   }
   // Keeping no layer's expensive outputs is the literal plan, which fits; keeping all of them did not.
@@ -142,6 +170,7 @@ ExecutionPlan compile_training_to_fit(const graph::Graph& forward, graph::Tensor
   });
   RecomputePolicy chosen = allowed;
   chosen.keep_expensive_layers = kept > 0 ? range.first + kept : 0;
+  chosen = keep_attention(best, chosen);
   return finish(std::move(best), chosen, true);
 }
 

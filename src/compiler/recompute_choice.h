@@ -13,6 +13,9 @@
 //      fits; when nothing fits, the literal plan is returned (the device then reports what it
 //      needs, before any weight is loaded);
 //   4. otherwise the largest number of layers that keep their expensive outputs, by bisection.
+// What tiers 3 and 4 leave (a layer's expensive outputs no longer fit, or none do) keeps
+// attention's outputs alone in as many more layers as fit (RecomputePolicy::keep_attention_layers,
+// by bisection): at long context re-running attention is most of what recomputing a layer costs.
 // The layer counts are of the decoder layers the graph holds (a pipeline stage's range; `layers`,
 // the model's count, when the graph names none), so a stage's summary speaks of its own layers.
 // With `recommended` (apply_recommended_values) every group is allowed, whatever the options say.

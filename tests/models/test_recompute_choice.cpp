@@ -2,8 +2,9 @@
 // matmul and attention outputs leaves only cheap ops in the recompute phase and gradients
 // bit-identical; the choice recomputes nothing when everything fits, keeps every layer's
 // expensive outputs when that fits and every output of as many layers as fit beside them, the
-// literal options when only they fit, the largest fitting layer count in between, and
-// `recommended` allows every group.
+// literal options when only they fit, the largest fitting layer count in between, attention's
+// outputs alone in as many more layers as the last tiers leave room for, and `recommended` allows
+// every group.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -163,6 +164,103 @@ TEST(RecomputeChoice, KeepsEveryOutputOfAsManyLayersAsFit) {
   EXPECT_GT(arena_of(choice.policy.keep_all_layers + 1), limit);
   EXPECT_NE(choice.summary.find(fmt::format("every activation kept in the other {}", choice.policy.keep_all_layers)),
             std::string::npos) << choice.summary;
+}
+
+// keep_attention_layers: under the literal plan and under "only each block's input", the layers
+// that keep attention's outputs re-run their products and norms (attention's inputs) but not
+// attention; the others re-run attention too; the gradients are those of the plan that keeps
+// everything, bit for bit.
+TEST(RecomputeChoice, KeepingAttentionsOutputsReRunsItsInputsButNotAttention) {
+  Decoder model;
+  ASSERT_GE(model.layers(), 2);
+  const compiler::ExecutionPlan saved = compile(model, compiler::RecomputePolicy::none());
+  for (const bool inputs_only : {false, true}) {
+    compiler::RecomputePolicy policy = compiler::RecomputePolicy::all();
+    policy.block_inputs_only = inputs_only;
+    const compiler::ExecutionPlan everything = compile(model, policy);
+    policy.keep_attention_layers = 1;
+    const compiler::ExecutionPlan plan = compile(model, policy);
+    int attention_in_kept = 0, attention_in_others = 0, products_in_kept = 0;
+    for (const graph::Node& node : plan.graph.nodes) {
+      if (node.phase != graph::NodePhase::Recompute) continue;
+      const bool kept_layer = compiler::layer_of(node) == 0;
+      if (compiler::is_attention(node.op)) (kept_layer ? attention_in_kept : attention_in_others) += 1;
+      if (kept_layer && compiler::is_expensive_to_recompute(node.op) && !compiler::is_attention(node.op)) {
+        ++products_in_kept;
+      }
+    }
+    EXPECT_EQ(attention_in_kept, 0) << "inputs_only " << inputs_only;
+    EXPECT_EQ(attention_in_others, model.layers() - 1) << "inputs_only " << inputs_only;
+    EXPECT_GT(products_in_kept, 0) << "the products that give attention its inputs still re-run";
+    EXPECT_LT(plan.recomputed_nodes, everything.recomputed_nodes);
+    EXPECT_GT(plan.memory.peak_live_bytes, everything.memory.peak_live_bytes) << "the kept outputs take memory";
+    expect_same_step(model, saved, plan);
+  }
+}
+
+// What the last tiers leave goes to attention's outputs: with room for "only each block's input"
+// and attention's outputs of some layers, the choice keeps them in the largest number of layers
+// that fits; between the literal plan's tiers, the layers past those keeping every expensive
+// output keep attention's outputs as far as memory allows.
+TEST(RecomputeChoice, SpendsWhatTheLastTiersLeaveOnAttentionsOutputs) {
+  Decoder model;
+  constexpr int64_t kLayers = 32;
+  model.fixture.config.num_hidden_layers = kLayers;
+  model.decoder = build_decoder_graph(model.fixture.config, model.registry,
+                                      {.batch = model.fixture.batch, .sequence = model.fixture.sequence});
+  const compiler::CompileOptions options{.recompute = compiler::RecomputePolicy::all()};
+  auto peak_of = [&](compiler::RecomputePolicy policy) { return compile(model, policy).memory.peak_live_bytes; };
+  auto under = [](size_t limit) {
+    return [limit](const compiler::ExecutionPlan& plan) { return plan.memory.peak_live_bytes <= limit; };
+  };
+  compiler::RecomputePolicy deeper = compiler::RecomputePolicy::all();
+  deeper.block_inputs_only = true;
+  auto deeper_keeping = [&](int64_t layers) {
+    compiler::RecomputePolicy policy = deeper;
+    policy.keep_attention_layers = layers;
+    return peak_of(policy);
+  };
+  const size_t limit = deeper_keeping(kLayers / 4);
+  ASSERT_LT(deeper_keeping(0), limit);
+  ASSERT_LT(limit, peak_of(compiler::RecomputePolicy::all())) << "the literal plan must not fit";
+  compiler::RecomputeChoice choice;
+  compiler::compile_training_to_fit(model.decoder.graph, model.decoder.loss, model.registry, options, kLayers, false,
+                                    under(limit), &choice);
+  EXPECT_TRUE(choice.fits);
+  EXPECT_TRUE(choice.policy.block_inputs_only);
+  EXPECT_GE(choice.policy.keep_attention_layers, kLayers / 4);
+  ASSERT_LT(choice.policy.keep_attention_layers, kLayers);
+  EXPECT_GT(deeper_keeping(choice.policy.keep_attention_layers + 1), limit) << "one more layer would have fit";
+  EXPECT_NE(choice.summary.find("only each block's input is kept; attention's outputs kept in " +
+                                std::to_string(choice.policy.keep_attention_layers) + " of the 32 layers"),
+            std::string::npos) << choice.summary;
+
+  // The literal plan fits and half the layers keep every expensive output: two more layers' worth
+  // of attention's outputs fit beside them, a third layer's expensive outputs do not.
+  auto literal_keeping = [&](int64_t expensive, int64_t attention) {
+    compiler::RecomputePolicy policy = compiler::RecomputePolicy::all();
+    policy.keep_expensive_layers = expensive;
+    policy.keep_attention_layers = attention;
+    return peak_of(policy);
+  };
+  const size_t between = literal_keeping(kLayers / 2, kLayers / 2 + 2);
+  ASSERT_LT(between, literal_keeping(kLayers / 2 + 1, 0));
+  compiler::compile_training_to_fit(model.decoder.graph, model.decoder.loss, model.registry, options, kLayers, false,
+                                    under(between), &choice);
+  EXPECT_TRUE(choice.fits);
+  EXPECT_FALSE(choice.policy.block_inputs_only);
+  EXPECT_EQ(choice.policy.keep_expensive_layers, kLayers / 2);
+  EXPECT_GE(choice.policy.keep_attention_layers, kLayers / 2 + 2);
+  if (choice.policy.keep_attention_layers < kLayers) {
+    EXPECT_GT(literal_keeping(kLayers / 2, choice.policy.keep_attention_layers + 1), between);
+  }
+  EXPECT_NE(choice.summary.find("attention itself is re-run only in the other"), std::string::npos) << choice.summary;
+
+  // Without an attention group to recompute there is nothing to keep.
+  compiler::CompileOptions no_attention{.recompute = {.rmsnorm = true, .swiglu = true, .ffn = true}};
+  compiler::compile_training_to_fit(model.decoder.graph, model.decoder.loss, model.registry, no_attention, kLayers,
+                                    false, under(0), &choice);
+  EXPECT_EQ(choice.policy.keep_attention_layers, 0);
 }
 
 TEST(RecomputeChoice, LayerOfANodeComesFromItsScope) {
