@@ -30,6 +30,11 @@ struct Decoder {
   DecoderGraph decoder =
       build_decoder_graph(fixture.config, registry, {.batch = fixture.batch, .sequence = fixture.sequence});
   int64_t layers() const { return fixture.config.num_hidden_layers; }
+  // The same decoder `count` layers deep, for plans (the fixture's weights cover its own layers).
+  void deepen(int64_t count) {
+    fixture.config.num_hidden_layers = count;
+    decoder = build_decoder_graph(fixture.config, registry, {.batch = fixture.batch, .sequence = fixture.sequence});
+  }
 };
 
 // Loss, then every parameter gradient, after one training step of `plan`.
@@ -137,9 +142,7 @@ TEST(RecomputeChoice, KeepingEveryOutputOfALayerReRunsNothingOfIt) {
 TEST(RecomputeChoice, KeepsEveryOutputOfAsManyLayersAsFit) {
   Decoder model;
   constexpr int64_t kLayers = 8;
-  model.fixture.config.num_hidden_layers = kLayers;
-  model.decoder = build_decoder_graph(model.fixture.config, model.registry,
-                                      {.batch = model.fixture.batch, .sequence = model.fixture.sequence});
+  model.deepen(kLayers);
   auto arena_of = [&](int64_t kept) {
     compiler::RecomputePolicy policy = compiler::RecomputePolicy::all();
     policy.keep_expensive_layers = kLayers;
@@ -205,9 +208,7 @@ TEST(RecomputeChoice, KeepingAttentionsOutputsReRunsItsInputsButNotAttention) {
 TEST(RecomputeChoice, SpendsWhatTheLastTiersLeaveOnAttentionsOutputs) {
   Decoder model;
   constexpr int64_t kLayers = 32;
-  model.fixture.config.num_hidden_layers = kLayers;
-  model.decoder = build_decoder_graph(model.fixture.config, model.registry,
-                                      {.batch = model.fixture.batch, .sequence = model.fixture.sequence});
+  model.deepen(kLayers);
   const compiler::CompileOptions options{.recompute = compiler::RecomputePolicy::all()};
   auto peak_of = [&](compiler::RecomputePolicy policy) { return compile(model, policy).memory.peak_live_bytes; };
   auto under = [](size_t limit) {
@@ -334,9 +335,7 @@ TEST(RecomputeChoice, PicksTheLargestKeptLayerCountThatFits) {
 // with offload_residual, which moves the stream to the host instead.
 TEST(RecomputeChoice, KeepsOnlyEachBlocksInputWhenTheLiteralPlanDoesNotFit) {
   Decoder model;
-  model.fixture.config.num_hidden_layers = 32;
-  model.decoder = build_decoder_graph(model.fixture.config, model.registry,
-                                      {.batch = model.fixture.batch, .sequence = model.fixture.sequence});
+  model.deepen(32);
   const compiler::CompileOptions options{.recompute = compiler::RecomputePolicy::all()};
   compiler::RecomputePolicy deeper = compiler::RecomputePolicy::all();
   deeper.block_inputs_only = true;
