@@ -31,7 +31,9 @@
 # stage counts, "1 2 4"), MP_MICRO (its micro-batch counts, "1 4 8"; one stage always runs M = 1,
 # the theory's baseline), MP_STEPS (3), SKIP_MP_* =1 for a row
 # (SKIP_MP_CONTEXT, SKIP_MP_EQUIVALENCE, SKIP_MP_BUBBLE, SKIP_MP_BEYOND), MP_CONTEXT_OPTIONS (YAML lines
-# added to the context row's runs, e.g. "lmhead_chunks: 16"; unset: the reference's defaults).
+# added to the context row's runs, e.g. "lmhead_chunks: 16"; unset: the reference's defaults),
+# MP_CONTEXT_LAYOUT (sequence: sequence_parallel_size = GPUs, the default; data: 1, so each GPU
+# trains its own rows, as `gpus: N` does by default: the 128k goal's data-parallel figure).
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 source "$root/bench/carry_env.sh"
@@ -122,7 +124,9 @@ context_yaml() {  # gpus sequence data → the row's configuration on stdout
   local name="context-g$1-s$2-$3" data="$work/text.jsonl" extra=()
   [[ $3 == long ]] && data="$work/long.jsonl" && extra=("truncation_strategy: split")
   [[ -n "${MP_CONTEXT_OPTIONS:-}" ]] && extra+=("${MP_CONTEXT_OPTIONS}")  # e.g. "lmhead_chunks: 16"
-  yaml "$dir" "$work/out-$name" "$name" "$2" "$1" "sequence_parallel_size: $1" "gradient_accumulation_steps: 1" \
+  local split=$1
+  [[ "${MP_CONTEXT_LAYOUT:-sequence}" == data ]] && split=1  # each GPU its own rows
+  yaml "$dir" "$work/out-$name" "$name" "$2" "$1" "sequence_parallel_size: $split" "gradient_accumulation_steps: 1" \
     ${extra[@]+"${extra[@]}"} | sed "s|$work/text.jsonl|$data|"
 }
 if [[ "${SKIP_MP_CONTEXT:-0}" != 1 ]] && dir=$(model_dir qwen3-8b); then
@@ -149,7 +153,7 @@ if [[ "${SKIP_MP_CONTEXT:-0}" != 1 ]] && dir=$(model_dir qwen3-8b); then
     if (( longest > 0 )); then  # trains there: packed rows (the memory is the same as one document's)
       context_yaml "$gpus" "$longest" packed >"$work/context-g$gpus-longest.yaml"
       run_row "$work/context-g$gpus-longest.yaml" \
-        "{\"row\": \"context-run\", \"model\": \"qwen3-8b\", \"sequence_len\": $longest, \"data\": \"packed\", \"options\": \"${MP_CONTEXT_OPTIONS:-}\"}" "$gpus" |
+        "{\"row\": \"context-run\", \"model\": \"qwen3-8b\", \"sequence_len\": $longest, \"data\": \"packed\", \"layout\": \"${MP_CONTEXT_LAYOUT:-sequence}\", \"options\": \"${MP_CONTEXT_OPTIONS:-}\"}" "$gpus" |
         tee -a "$records"
     fi
     # Tokens/s at MP_CONTEXT_RATE_SEQUENCE (32k) and at MP_CONTEXT_LONG_SEQUENCE (on the most GPUs
@@ -159,7 +163,7 @@ if [[ "${SKIP_MP_CONTEXT:-0}" != 1 ]] && dir=$(model_dir qwen3-8b); then
     for sequence in $lengths; do
       context_yaml "$gpus" "$sequence" long >"$work/context-g$gpus-s$sequence-long.yaml"
       run_row "$work/context-g$gpus-s$sequence-long.yaml" \
-        "{\"row\": \"context-run\", \"model\": \"qwen3-8b\", \"sequence_len\": $sequence, \"data\": \"long documents\", \"options\": \"${MP_CONTEXT_OPTIONS:-}\"}" \
+        "{\"row\": \"context-run\", \"model\": \"qwen3-8b\", \"sequence_len\": $sequence, \"data\": \"long documents\", \"layout\": \"${MP_CONTEXT_LAYOUT:-sequence}\", \"options\": \"${MP_CONTEXT_OPTIONS:-}\"}" \
         "$gpus" | tee -a "$records"
     done
     rm -rf "$work"/out-context-*
