@@ -340,9 +340,10 @@ def residual_job(tmp_path, offload):
 
 
 def test_offload_residual_moves_the_residual_stream_to_host_memory(surogate_bin, tmp_path):
-    # 10 GiB: neither run fits, so both recompute everything (the literal plan) and compare alike.
-    plain = run_surogate(surogate_bin, "pt", residual_job(tmp_path, False), "--dry-run", "--gpu-memory", "10GiB").stdout
-    result = run_surogate(surogate_bin, "pt", residual_job(tmp_path, True), "--dry-run", "--gpu-memory", "10GiB")
+    # 8 GiB: neither run fits, so both recompute everything (the literal plan) and compare alike
+    # (where one fits, what is left keeps attention's outputs in some layers: compiler/recompute_choice.h).
+    plain = run_surogate(surogate_bin, "pt", residual_job(tmp_path, False), "--dry-run", "--gpu-memory", "8GiB").stdout
+    result = run_surogate(surogate_bin, "pt", residual_job(tmp_path, True), "--dry-run", "--gpu-memory", "8GiB")
     assert result.returncode == 0, result.stderr
     out = result.stdout
     assert "everything the recompute_* options enable" in plain and "everything the recompute_* options enable" in out
