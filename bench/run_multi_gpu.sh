@@ -27,7 +27,10 @@
 # Env: DP_MODELS ("qwen3-8b:lora qwen3-1.7b:full"), DP_GPUS ("1 2 4", capped at the visible GPUs),
 # DP_ZERO ("1 2 3"), DP_STEPS (10), TEST_TIMEOUT (300 s a suite; a train_cuda_tests run past it leaves every
 # thread's backtrace in $OUT/stall-train_cuda_tests.txt, bench/watchdog.sh), RUN_TIMEOUT (240 s a run),
-# DP_TEST_FILTER, DP_PYTEST=0 (skip the CLI's pytest file), SKIP_TESTS=1, SKIP_SCALING=1, PEERS=0, PEER_STEPS (5), MP=1 (also the
+# DP_TEST_FILTER, DP_PYTEST=0 (skip the CLI's pytest file), SKIP_TESTS=1, SKIP_SCALING=1, PEERS=0, PEER_STEPS (5),
+# DP_OPTIONS (YAML lines added to every scaling run; "debug_time_breakdown: true" records each run's
+# device_phases_ms: the first GPU's time per step in each phase of the data-parallel step — the
+# breakdown runs eagerly, so take the rates from a run without it), MP=1 (also the
 # sequence- and pipeline-parallel rows: bench/model_parallel_rows.sh, its header lists them and
 # their settings). Records: $OUT/multi_gpu.jsonl, $OUT/model_parallel.jsonl. A device call has 10 minutes: the tests, then one model per call, e.g.
 #   SKIP_SCALING=1 bash bench/run_multi_gpu.sh
@@ -94,6 +97,8 @@ YAML
   for r in recompute_swiglu recompute_rmsnorm recompute_ffn recompute_qkv recompute_att recompute_block recompute_lora; do
     printf '%s: false\n' "$r"
   done
+  [[ -n "${DP_OPTIONS:-}" ]] && printf '%s\n' "$DP_OPTIONS"
+  return 0
 }
 
 [[ "${SKIP_SCALING:-0}" == 1 ]] && exit $status
@@ -134,10 +139,16 @@ for line in open(mem):
     if len(parts) == 2 and parts[0].isdigit() and parts[1].isdigit() and int(parts[0]) < gpus:
         peaks[int(parts[0])] = max(peaks.get(int(parts[0]), 0), int(parts[1]))
 predicted = re.search(r"predicted peak\s+([0-9.]+) GiB", open(dry).read())
-print(json.dumps({"engine": "surogate CLI", "model": model, "mode": mode, "gpus": gpus, "zero_level": zero,
-                  "tokens_per_s": tps, "tokens_per_s_per_gpu": tps / gpus, "steps": len(steps),
-                  "peak_mem_gib_per_gpu": [round(peaks[i] / 1024, 2) for i in sorted(peaks)],
-                  "predicted_peak_gib_per_gpu": float(predicted.group(1)) if predicted else None}))
+record = {"engine": "surogate CLI", "model": model, "mode": mode, "gpus": gpus, "zero_level": zero,
+          "tokens_per_s": tps, "tokens_per_s_per_gpu": tps / gpus, "steps": len(steps),
+          "peak_mem_gib_per_gpu": [round(peaks[i] / 1024, 2) for i in sorted(peaks)],
+          "predicted_peak_gib_per_gpu": float(predicted.group(1)) if predicted else None}
+# DP_OPTIONS="debug_time_breakdown: true": the first GPU's milliseconds per step in each phase of the
+# data-parallel step (what the scaling loses, and where).
+breakdown = next((r for r in records if r.get("type") == "time_breakdown"), None)
+if breakdown and "device_phases" in breakdown:
+    record["device_phases_ms"] = {row["op"]: round(row["ms"], 3) for row in breakdown["device_phases"]["ops"]}
+print(json.dumps(record))
 PY
     done
   done

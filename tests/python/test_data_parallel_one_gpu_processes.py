@@ -136,3 +136,36 @@ def test_two_processes_on_one_gpu_match_one_process_and_write_its_weights(suroga
 
 def mean_abs(a, b):
     return float(np.abs(a.astype(np.float64) - b.astype(np.float64)).mean())
+
+
+# What debug_time_breakdown adds on the parallel device: the first rank's GPU time per step in
+# each phase of the data-parallel step (train/device/cuda_rank/step_phases.h), a table in the
+# output and `device_phases` in the log's time_breakdown record.
+STEP_PHASES = {"micro-batches (the reduction overlapping their backward)", "gradient reduction left after the backward",
+               "gradient norm", "optimizer (clip and step the shard)", "weight exchange (publish)",
+               "FP8 copies, zeroing, amax exchange"}
+
+
+def test_the_time_breakdown_gives_each_phase_of_the_data_parallel_step(surogate_bin, tmp_path):
+    config = write_config(tmp_path, FULL[0])
+    out = tmp_path / "two"
+    port = free_port()
+    processes = [subprocess.Popen([str(surogate_bin), "sft", str(config), f"--output_dir={out}", "--gpus=1",
+                                   "--gradient_accumulation_steps=2", "--max_steps=6", "--debug_time_breakdown=true"],
+                                  env=one_gpu_rank_env(rank, port), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  text=True) for rank in range(2)]
+    outputs = [process.communicate(timeout=600) for process in processes]
+    for process, (stdout, stderr) in zip(processes, outputs):
+        assert process.returncode == 0, stderr + stdout
+    assert "GPU time per step on the first rank, by phase of the data-parallel step" in outputs[0][0], outputs[0][0]
+    records = [json.loads(line) for line in next(out.glob("log-*.jsonl")).read_text().splitlines()]
+    breakdown = next(r for r in records if r["type"] == "time_breakdown")
+    phases = {row["op"]: row["ms"] for row in breakdown["device_phases"]["ops"]}
+    assert set(phases) == STEP_PHASES, phases
+    assert breakdown["device_phases"]["warm_up_left_out"]  # steps 2-5 (the last step's phases are never read)
+    assert all(ms >= 0 for ms in phases.values()), phases
+    assert phases["micro-batches (the reduction overlapping their backward)"] > 0 and phases["weight exchange (publish)"] > 0
+    # Milliseconds of one step's GPU work: within the host's step time (the GPU cannot be busier than
+    # the steps are long; seconds or several steps' sums would not be).
+    step_ms = 1000 * sum(r["step_seconds"] for r in records if r["type"] == "step") / 6
+    assert breakdown["device_phases"]["total_ms"] <= 1.2 * step_ms, (phases, step_ms)

@@ -171,6 +171,10 @@ public:
   // debug_time_breakdown: milliseconds per "phase:op" of the last micro-batch run (waits for it);
   // empty on devices without per-op timing (the CPU).
   virtual std::vector<std::pair<std::string, double>> time_breakdown() { return {}; }
+  // debug_time_breakdown on the parallel device: the first rank's GPU milliseconds in each phase of
+  // the last complete step (train/device/cuda_rank/step_phases.h), after measure() waited; empty
+  // elsewhere and at the first step.
+  virtual std::vector<std::pair<std::string, double>> step_phases() { return {}; }
 
   // The validation evaluator that reads this device's current weights (see train/evaluator.h).
   virtual std::unique_ptr<Evaluator> make_evaluator(const EvaluatorSetup& setup) = 0;

@@ -145,9 +145,13 @@ void report_time_breakdown(RunContext& run) {
   if (!run.config.logging.debug_time_breakdown || run.time_breakdown.empty()) return;
   nlohmann::json record = run.time_breakdown.record();
   record["host_phases"] = run.host_phases.record();
+  if (!run.device_phases.empty()) record["device_phases"] = run.device_phases.record();
   run.log("time_breakdown", record);
   run.message(run.time_breakdown.table());
   run.message(run.host_phases.table("host time per step (wall clock)", "ms"));
+  if (!run.device_phases.empty()) {
+    run.message(run.device_phases.table("GPU time per step on the first rank, by phase of the data-parallel step", "ms"));
+  }
 }
 
 void fail_diverged(RunContext& run, const StepVerdict& verdict) {

@@ -121,6 +121,7 @@ struct RunContext {
   std::string run_name;
   TimeBreakdown time_breakdown;  // debug_time_breakdown
   TimeBreakdown host_phases;     // its host side: milliseconds of each step's phases
+  TimeBreakdown device_phases;   // the parallel device's first rank: GPU milliseconds of each step's phases
   StartupTimer startup;
   std::unique_ptr<StepGuard> guard;  // skipped steps, fp16 loss scaling
   std::vector<std::string> resume_warnings;  // checkpoints skipped on resume, logged once the log is open

@@ -109,8 +109,10 @@ StepOutcome train_step(RunContext& run, const StepWindow& window, HostPhases& ho
   outcome.metrics = run.device->measure();
   host.end("measure (wait for the device)");
   if (run.objective) run.objective->observe(*run.device);  // every rank's micro-batches ran in measure()
-  if (run.config.logging.debug_time_breakdown)
+  if (run.config.logging.debug_time_breakdown) {
     run.time_breakdown.add(run.device->time_breakdown());  // measure() waited
+    run.device_phases.add(run.device->step_phases());      // the step before this one's
+  }
   outcome.learning_rate = run.schedule->learning_rate(run.state.step);
   outcome.verdict = run.guard->judge(injected_loss(run.options.faults, run.state.step + 1, outcome.metrics.loss),
                                      outcome.metrics.grad_norm, run.state, outcome.record);

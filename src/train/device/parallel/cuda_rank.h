@@ -26,6 +26,7 @@
 
 #include "cuda/device_buffer.h"
 #include "train/device/cuda_gradient_reducer.h"
+#include "train/device/cuda_rank/step_phases.h"
 #include "train/device/cuda_rank_state.h"
 #include "train/device/cuda_sharded_gradients.h"
 #include "train/device/cuda_weight_gatherer.h"
@@ -72,6 +73,12 @@ public:
   std::vector<StateTensor> optimizer_state() override {
     return state_->optimizer() ? state_->optimizer()->state_tensors() : std::vector<StateTensor>{};
   }
+  void begin_step_phases() override {
+    if (step_phases) step_phases->begin_step();
+  }
+  void end_step_phase(const char* phase) override {
+    if (step_phases) step_phases->end_phase(phase);
+  }
   size_t gradient_accumulator_bytes() const override {
     return state_->accumulators().bytes() + (sharded ? sharded->staging_bytes() : 0);
   }
@@ -87,6 +94,7 @@ public:
   std::unique_ptr<CudaWeightGatherer> gatherer;
   std::unique_ptr<CudaWeightGatherer> quantized_gatherer;  // ZeRO-3: the quantized base's gathers
   cuda::DeviceBuffer<float> scratch;  // ZeRO-3: a chunk of a weight on its way to or from the host
+  std::optional<CudaStepPhases> step_phases;  // debug_time_breakdown (cuda_rank_host.cpp)
 
 private:
   // The units' start in the flat buffers (elements).

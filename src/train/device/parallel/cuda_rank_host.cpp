@@ -73,6 +73,15 @@ std::vector<std::pair<std::string, double>> CudaRankHost::time_breakdown() {
   return times;
 }
 
+std::vector<std::pair<std::string, double>> CudaRankHost::step_phases() {
+  if (ranks_.empty() || !ranks_[0]->step_phases) return {};
+  std::vector<std::pair<std::string, double>> phases;
+  threads_.run([&](int r) {
+    if (r == 0) phases = ranks_[0]->step_phases->previous();
+  });
+  return phases;
+}
+
 ReplicaUnits CudaRankHost::replica_units() {
   trainable_layout_ = cuda_trainable_layout(plan_, specs_);
   ReplicaUnits units{trainable_layout_->ids, {}, {}, trainable_layout_->unit_sizes(),
@@ -148,6 +157,7 @@ void CudaRankHost::make_replica_state(const TrainingDeviceSetup& setup, const co
   replicas_[static_cast<size_t>(r)] = plans.get();
   engine.runner = std::move(plans);
   rank.side.emplace();
+  if (time_breakdown_ && r == 0) rank.step_phases.emplace(rank.state().stream());  // the first rank's, reported
   CUDA_CHECK(cudaDeviceSynchronize());  // the owned buffer zeroed before anything reads it
 }
 

@@ -52,6 +52,7 @@ public:
   bool host_views_are_live() const override { return offload_optimizer_; }
   void release() noexcept override;
   std::vector<std::pair<std::string, double>> time_breakdown() override;
+  std::vector<std::pair<std::string, double>> step_phases() override;
 
   ReplicaUnits replica_units() override;
   void shard_quantized_base(compiler::ExecutionPlan& gathered) override;

@@ -108,6 +108,7 @@ public:
     host_->store_replica_quantized(weight, pieces);
   }
   std::vector<std::pair<std::string, double>> time_breakdown() override { return host_->time_breakdown(); }
+  std::vector<std::pair<std::string, double>> step_phases() override { return host_->step_phases(); }
 
   // Every rank starts from the world's first rank's weights (frozen ones included; ZeRO-3: each
   // owner its pieces) and scaling state; each rank's optimizer state comes from its own host views.

@@ -68,6 +68,7 @@ public:
   std::span<const WeightView> trainable() const override { return ranks_->trainable(); }
   bool host_views_are_live() const override { return ranks_->host_views_are_live(); }
   std::vector<std::pair<std::string, double>> time_breakdown() override { return ranks_->time_breakdown(); }
+  std::vector<std::pair<std::string, double>> step_phases() override { return ranks_->step_phases(); }
   // GRPO's rollouts: each replica's own weights, on its rank's thread.
   int weight_ranks() const override { return ranks_->replicas_hold_weights() ? layout_.local_ranks : 0; }
   void on_weight_ranks(const std::function<void(int, const runtime::Backend&)>& work) override {

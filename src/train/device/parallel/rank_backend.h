@@ -84,6 +84,10 @@ public:
   virtual std::vector<StateTensor> optimizer_state() = 0;
   // What the rank keeps beside its plan to accumulate gradients (training_device.h).
   virtual size_t gradient_accumulator_bytes() const = 0;
+  // debug_time_breakdown: a step starts, and where one of its phases ends (a GPU marks its compute
+  // stream, cuda_rank/step_phases.h); nothing on a rank that does not time them.
+  virtual void begin_step_phases() {}
+  virtual void end_step_phase(const char* phase) { (void)phase; }
 };
 
 // A replica's primitives: its whole model on a rank, one micro-batch at a time (run, or enqueued on

@@ -112,6 +112,7 @@ public:
   // copies), beyond ZeRO-3's shards. Collective.
   virtual void before_evaluation() {}
   virtual std::vector<std::pair<std::string, double>> time_breakdown() { return {}; }
+  virtual std::vector<std::pair<std::string, double>> step_phases() { return {}; }
   // Whether every local rank's backend holds every weight of the trainer's plan, as loaded with it
   // (data-parallel replicas; not ZeRO-3's shards, sequence slices or pipeline stages): GRPO's
   // rollouts read them in place (TrainingDevice::on_weight_ranks).

@@ -86,6 +86,8 @@ public:
   // Before the engines are destroyed: each rank's objects released on its own thread.
   virtual void release() noexcept {}
   virtual std::vector<std::pair<std::string, double>> time_breakdown() { return {}; }
+  // The first rank's phases of the last complete replica step (TrainingDevice::step_phases).
+  virtual std::vector<std::pair<std::string, double>> step_phases() { return {}; }
 
   // --- Replicas (data and sequence parallelism).
   // The trainable units of the trainer's plan.

@@ -19,6 +19,7 @@ void ReplicaRankEngine::keep_outputs(std::span<const graph::TensorId> tensors) {
 // Each kept micro-batch in order with the step observers of its place; then none is kept.
 void ReplicaRankEngine::run_micro_batches() {
   SUROGATE_CHECK(!pending_.empty(), "every rank trains gradient_accumulation_steps micro-batches a step");
+  rank->begin_step_phases();
   for (size_t index = 0; index < pending_.size(); ++index) {
     const bool last = index + 1 == pending_.size();
     runtime::StepObserverList& observers = last ? last_batch : first_batches;
@@ -27,7 +28,9 @@ void ReplicaRankEngine::run_micro_batches() {
   }
   runner->set_step_observer(nullptr);
   pending_.clear();
+  rank->end_step_phase("micro-batches (the reduction overlapping their backward)");
   rank->finish_reduction();
+  rank->end_step_phase("gradient reduction left after the backward");
 }
 
 // ZeRO-2/3: the rank holds (and reports) its shard's sums; ZeRO-1: every rank holds the same
@@ -39,6 +42,7 @@ RankMeasure ReplicaRankEngine::measure() {
   } else if (counts_replicated_ || rank->clips_by_own_squares()) {
     rank->count_squares(0, shared_.units);
   }
+  rank->end_step_phase("gradient norm");
   const double squares = rank->squares(*world);
   RankMeasure measured = runner->losses();
   measured.squares = shared_.shard_gradients || counts_replicated_ ? squares : 0.0;
@@ -53,6 +57,7 @@ void ReplicaRankEngine::publish_shard() {
   } else {
     rank->publish_in_buckets();
   }
+  rank->end_step_phase("weight exchange (publish)");
 }
 
 void ReplicaRankEngine::gather_stale_masters() {
@@ -63,6 +68,7 @@ void ReplicaRankEngine::finish_update(const OptimizerStep& step) {
   runner->refresh_fp8_weight_copies();
   rank->zero_gradients();
   roll_fp8(step.step, 1.0f);
+  rank->end_step_phase("FP8 copies, zeroing, amax exchange");
 }
 
 void ReplicaRankEngine::calibrate_fp8_scaling() {

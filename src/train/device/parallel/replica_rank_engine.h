@@ -60,7 +60,10 @@ public:
   RankMeasure measure() override;
   bool has_router_aux_loss() const override { return runner->has_router_aux_loss(); }
   void set_grad_norm(double norm) override { rank->set_grad_norm(norm); }
-  void step_shard(const OptimizerStep& step) override { rank->step(step); }
+  void step_shard(const OptimizerStep& step) override {
+    rank->step(step);
+    rank->end_step_phase("optimizer (clip and step the shard)");
+  }
   void publish_shard() override;
   // Before a download: the world's fp32 masters where the publish left other ranks' behind
   // (RankBackend::take_stale_masters). Collective.
