@@ -41,6 +41,18 @@ def one_gpu_rank_env(rank, port):
                 NCCL_SOCKET_IFNAME="lo", NCCL_IB_DISABLE="1")
 
 
+def train_as_two_processes(surogate_bin, config, out, *overrides):
+    """`surogate sft` as ranks 0 and 1 on GPU 0, both finished with exit 0; rank 0's output."""
+    port = free_port()
+    processes = [subprocess.Popen([str(surogate_bin), "sft", str(config), f"--output_dir={out}", *overrides],
+                                  env=one_gpu_rank_env(rank, port), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  text=True) for rank in range(2)]
+    outputs = [process.communicate(timeout=600) for process in processes]
+    for process, (stdout, stderr) in zip(processes, outputs):
+        assert process.returncode == 0, stderr + stdout
+    return outputs[0][0]
+
+
 def step_losses(out):
     records = [json.loads(line) for line in next(out.glob("log-*.jsonl")).read_text().splitlines()]
     return [r for r in records if r["type"] == "config"][0], [r["loss"] for r in records if r["type"] == "step"]
@@ -78,17 +90,10 @@ def test_two_processes_on_one_gpu_match_one_process_and_write_its_weights(suroga
                           *overrides)
     assert result.returncode == 0, result.stderr + result.stdout
 
-    port = free_port()
-    processes = [subprocess.Popen([str(surogate_bin), "sft", str(config), f"--output_dir={two_out}",
-                                   f"--gradient_accumulation_steps={accumulation}", f"--zero_level={zero}", *split,
-                                   *overrides],
-                                  env=one_gpu_rank_env(rank, port), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                  text=True) for rank in range(2)]
-    outputs = [process.communicate(timeout=600) for process in processes]
-    for process, (stdout, stderr) in zip(processes, outputs):
-        assert process.returncode == 0, stderr + stdout
-    assert says.format(zero=zero) in outputs[0][0], outputs[0][0]
-    assert "NCCL" in outputs[0][0]
+    stdout = train_as_two_processes(surogate_bin, config, two_out, f"--gradient_accumulation_steps={accumulation}",
+                                    f"--zero_level={zero}", *split, *overrides)
+    assert says.format(zero=zero) in stdout, stdout
+    assert "NCCL" in stdout
 
     record, two = step_losses(two_out)
     assert record["data_parallel_ranks"] == replicas
@@ -149,15 +154,9 @@ STEP_PHASES = {"micro-batches (the reduction overlapping their backward)", "grad
 def test_the_time_breakdown_gives_each_phase_of_the_data_parallel_step(surogate_bin, tmp_path):
     config = write_config(tmp_path, FULL[0])
     out = tmp_path / "two"
-    port = free_port()
-    processes = [subprocess.Popen([str(surogate_bin), "sft", str(config), f"--output_dir={out}", "--gpus=1",
-                                   "--gradient_accumulation_steps=2", "--max_steps=6", "--debug_time_breakdown=true"],
-                                  env=one_gpu_rank_env(rank, port), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                  text=True) for rank in range(2)]
-    outputs = [process.communicate(timeout=600) for process in processes]
-    for process, (stdout, stderr) in zip(processes, outputs):
-        assert process.returncode == 0, stderr + stdout
-    assert "GPU time per step on the first rank, by phase of the data-parallel step" in outputs[0][0], outputs[0][0]
+    stdout = train_as_two_processes(surogate_bin, config, out, "--gpus=1", "--gradient_accumulation_steps=2",
+                                    "--max_steps=6", "--debug_time_breakdown=true")
+    assert "GPU time per step on the first rank, by phase of the data-parallel step" in stdout, stdout
     records = [json.loads(line) for line in next(out.glob("log-*.jsonl")).read_text().splitlines()]
     breakdown = next(r for r in records if r["type"] == "time_breakdown")
     phases = {row["op"]: row["ms"] for row in breakdown["device_phases"]["ops"]}
