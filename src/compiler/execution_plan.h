@@ -64,6 +64,10 @@ struct CompileOptions {
   // over forward and backward nodes together (models/fp8_fusion.h's fuse_fp8_gradients). Empty:
   // none.
   std::function<graph::Graph(graph::Graph)> rewrite_training_graph = {};
+  // Read by the recompute choice only (compiler/recompute_choice.h), to weigh re-running attention
+  // against re-running products: the training data's attention span (data/packing.h), 0 when it is
+  // not known (the dry run), which takes documents as long as the rows.
+  int64_t attention_span = 0;
 };
 
 // Training: forward + derived backward, recompute (and the residual offload) applied, memory planned.

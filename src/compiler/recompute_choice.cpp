@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "compiler/recompute_cost.h"
 #include "core/strings.h"
 
 namespace surogate::compiler {
@@ -29,20 +30,26 @@ LayerRange layer_range(const graph::Graph& forward, int64_t layers) {
   return range;
 }
 
-std::string describe(const ExecutionPlan& plan, const RecomputePolicy& policy, const LayerRange& range) {
+// `attention_first`: when the choice kept attention's outputs before any layer's matmul outputs,
+// why (appended to what it says of attention).
+std::string describe(const ExecutionPlan& plan, const RecomputePolicy& policy, const LayerRange& range,
+                     const std::string& attention_first = {}) {
   const std::string arena = fmt::format("activation arena {}", format_memory_size(plan.memory.arena_bytes));
   const int64_t layers = range.count();
   const int64_t expensive = std::max<int64_t>(0, policy.keep_expensive_layers - range.first);
   const int64_t whole = std::max<int64_t>(0, policy.keep_all_layers - range.first);
   const int64_t attention = std::min(layers, std::max<int64_t>(0, policy.keep_attention_layers - range.first));
   // The layers that keep attention's outputs beyond those keeping every expensive output.
-  const std::string attention_kept =
-      attention > expensive
-          ? fmt::format("; attention's outputs kept in {} of the {} layers that re-run their matmuls ({}), so attention "
-                        "itself is re-run only in the other {}",
-                        attention - expensive, layers - expensive,
-                        attention == layers ? "all of them" : "more would not fit", layers - attention)
-          : std::string();
+  std::string attention_kept;
+  if (attention > expensive && attention == layers) {
+    attention_kept = fmt::format("; attention's outputs kept in the other {} layers too, so attention itself is never "
+                                 "re-run{}",
+                                 layers - expensive, attention_first);
+  } else if (attention > expensive) {
+    attention_kept = fmt::format("; attention's outputs kept in {} of the {} layers that re-run their matmuls (more "
+                                 "would not fit), so attention itself is re-run only in the other {}{}",
+                                 attention - expensive, layers - expensive, layers - attention, attention_first);
+  }
   if (!policy.any()) return fmt::format("recompute: none needed — every activation is kept ({})", arena);
   if (expensive >= layers && whole > 0) {
     return fmt::format("recompute: norms, RoPE, SwiGLU and dropout re-run in the backward in {} of {} layers, every "
@@ -162,7 +169,13 @@ ExecutionPlan compile_training_to_fit(const graph::Graph& forward, graph::Tensor
     return finish(std::move(literal), allowed, false);
   }
   // Keeping no layer's expensive outputs is the literal plan, which fits; keeping all of them did not.
-  ExecutionPlan best = std::move(literal);
+  // Two orders spend the memory between: the products' outputs (with attention's) of as many layers
+  // as fit, then attention's alone in more; or attention's alone in as many layers as fit, then, if
+  // that is all of them, the products' too. Each byte kept saves about the FLOPs per byte of what
+  // it holds — a product's input width, attention's span (recompute_cost.h) — so whichever
+  // re-runs fewer FLOPs is taken: products first for short packed documents, attention first for
+  // documents longer than about the hidden size.
+  ExecutionPlan best = literal;
   const int64_t kept = largest_fitting(0, range.count(), best, [&](int64_t count) {
     RecomputePolicy trial = allowed;
     trial.keep_expensive_layers = range.first + count;
@@ -171,6 +184,30 @@ ExecutionPlan compile_training_to_fit(const graph::Graph& forward, graph::Tensor
   RecomputePolicy chosen = allowed;
   chosen.keep_expensive_layers = kept > 0 ? range.first + kept : 0;
   chosen = keep_attention(best, chosen);
+  if (!allowed.recomputes("att") || range.count() == 0) return finish(std::move(best), chosen, true);
+
+  ExecutionPlan first = std::move(literal);
+  RecomputePolicy attention_first = keep_attention(first, allowed);
+  if (attention_first.keep_attention_layers >= range.end) {
+    const int64_t products = largest_fitting(0, range.count(), first, [&](int64_t count) {
+      RecomputePolicy trial = attention_first;
+      trial.keep_expensive_layers = range.first + count;
+      return trial;
+    });
+    if (products > 0) attention_first.keep_expensive_layers = range.first + products;
+  }
+  if (recompute_flops(first.graph, options.attention_span) < recompute_flops(best.graph, options.attention_span)) {
+    out.policy = attention_first;
+    out.fits = true;
+    out.summary = describe(first, attention_first, range,
+                           options.attention_span > 0
+                               ? fmt::format(" — before any matmul's: over the data's documents attention re-runs "
+                                             "{} FLOPs a byte it keeps, a matmul its input width",
+                                             options.attention_span)
+                               : " — before any matmul's: taking documents as long as the rows (the data is not "
+                                 "read), attention re-runs more FLOPs a byte it keeps than a matmul");
+    return first;
+  }
   return finish(std::move(best), chosen, true);
 }
 

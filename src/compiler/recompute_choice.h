@@ -16,6 +16,11 @@
 // What tiers 3 and 4 leave (a layer's expensive outputs no longer fit, or none do) keeps
 // attention's outputs alone in as many more layers as fit (RecomputePolicy::keep_attention_layers,
 // by bisection): at long context re-running attention is most of what recomputing a layer costs.
+// Tier 4 also tries the other order — attention's outputs in as many layers as fit first, then, if
+// that is every layer, the expensive outputs of as many as fit beside them — and takes whichever
+// plan re-runs fewer FLOPs (compiler/recompute_cost.h), weighing attention by the data's span
+// (CompileOptions::attention_span): over documents longer than about a product's input width
+// attention's outputs are the cheaper memory to keep.
 // The layer counts are of the decoder layers the graph holds (a pipeline stage's range; `layers`,
 // the model's count, when the graph names none), so a stage's summary speaks of its own layers.
 // With `recommended` (apply_recommended_values) every group is allowed, whatever the options say.

@@ -2,6 +2,7 @@
 #include "data/packing.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <numeric>
 #include <random>
@@ -227,6 +228,16 @@ int64_t most_segments_per_row(const PackedRowsView& rows) {
     most = std::max(most, rows.row_segment_offsets[row + 1] - rows.row_segment_offsets[row]);
   }
   return static_cast<int64_t>(most);
+}
+
+int64_t attention_span(const PackedRowsView& rows) {
+  const uint64_t tokens = rows.rows() * rows.sequence_length;
+  if (tokens == 0) return 0;
+  double squares = 0.0;  // up to rows · T² (10⁵ rows of 10⁵ tokens: 10¹⁵), exact in a double
+  for (int32_t length : rows.segment_lengths) {
+    if (length > 0) squares += static_cast<double>(length) * static_cast<double>(length);
+  }
+  return static_cast<int64_t>(std::llround(squares / static_cast<double>(tokens)));
 }
 
 PackedBatch make_batch(const PackedRowsView& rows, std::span<const uint64_t> row_indices, int32_t pad_id) {

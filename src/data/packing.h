@@ -96,6 +96,13 @@ PackedRowsView first_rows(const PackedRowsView& rows, size_t count);
 // before the batches are seen (cuDNN's packed documents) take.
 int64_t most_segments_per_row(const PackedRowsView& rows);
 
+// Σ ℓ² over the documents of `rows` (ℓ: a document's tokens) divided by all their tokens, padding
+// included: what causal attention's work per token scales with (its forward is 2 · ℓ² · heads ·
+// head_dim FLOPs a document), so a row that is one document gives the row's length and rows of
+// short packed documents far less. 0 without rows. The recompute choice weighs re-running
+// attention by it (compiler/recompute_choice.h).
+int64_t attention_span(const PackedRowsView& rows);
+
 // Every document must have 1..T tokens (fit_to_length guarantees it).
 PackedRows pack_documents(std::vector<TokenizedSample> documents, const PackingOptions& options, PackingStats& stats);
 

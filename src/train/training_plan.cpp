@@ -218,7 +218,8 @@ void add_evaluation_memory(const Config& config, const io::ModelConfig& model, c
 TrainingPlan plan_training(const Config& config, const io::ModelConfig& model, const graph::OpRegistry& registry,
                            const models::LoraSetup* lora, TrainingBackend backend, int64_t batch, int64_t sequence,
                            const DeviceMemory& device, std::optional<compiler::RecomputePolicy> forced_recompute,
-                           const distributed::ParallelLayout* run_layout, const VisionStage* vision) {
+                           const distributed::ParallelLayout* run_layout, const VisionStage* vision,
+                           int64_t attention_span) {
   if (backend == TrainingBackend::Cuda) {
     check_fp16_cuda_model(config, model, vision != nullptr);  // before any weight loads
   }
@@ -282,7 +283,8 @@ TrainingPlan plan_training(const Config& config, const io::ModelConfig& model, c
       build_training_forward(config, model, registry, lora, backend, batch, sequence, true, layout.data_size, vision);
   compiler::CompileOptions options{.recompute = recompute_policy(config.recompute),
                                    .alignment = 256,
-                                   .offload_residual = config.offload.offload_residual};
+                                   .offload_residual = config.offload.offload_residual,
+                                   .attention_span = attention_span};
   if (fp8_options(config, model)) options.rewrite_training_graph = models::fuse_fp8_gradients;
   const std::string per_gpu = memory.gpus > 1 ? fmt::format(" (per GPU, {} GPUs)", memory.gpus) : std::string();
   if (config.parallel.pipeline_parallel_size > 1) {

@@ -112,11 +112,14 @@ struct TrainingPlan {
 // host copies when set; with pipeline_parallel_size > 1, each stage's (train/pipeline_plan.h),
 // judged stage by stage. `layout`: the run's (the trainer's, which knows this process's place
 // among the processes); null: the layout of one process from the configuration (the dry run).
-// `vision`: as for build_training_forward.
+// `vision`: as for build_training_forward. `attention_span`: the training rows' (data/packing.h),
+// which the recompute choice weighs re-running attention by; 0 (the dry run, which reads no data):
+// documents as long as the rows.
 TrainingPlan plan_training(const Config& config, const io::ModelConfig& model, const graph::OpRegistry& registry,
                            const models::LoraSetup* lora, TrainingBackend backend, int64_t batch, int64_t sequence,
                            const DeviceMemory& device,
                            std::optional<compiler::RecomputePolicy> forced_recompute = std::nullopt,
-                           const distributed::ParallelLayout* layout = nullptr, const VisionStage* vision = nullptr);
+                           const distributed::ParallelLayout* layout = nullptr, const VisionStage* vision = nullptr,
+                           int64_t attention_span = 0);
 
 }  // namespace surogate::train

@@ -142,6 +142,20 @@ TEST(Packing, FirstRowsViewTheLeadingRows) {
   EXPECT_EQ(first_rows(view_of(rows), 10).rows(), 2u);  // at most every row
 }
 
+// Σ ℓ² over the documents / every token, padding included: what the recompute choice weighs
+// re-running attention by.
+TEST(Packing, AttentionSpanWeighsDocumentsByTheirSquaredLength) {
+  std::vector<TokenizedSample> documents = {document(0, 3), document(10, 2), document(20, 4)};
+  PackingStats stats;
+  PackedRows rows = pack_documents(documents, PackingOptions{5, PackingMode::Sequential, false, testing::kPad, 0}, stats);
+  ASSERT_EQ(rows.rows(), 2u);  // [3, 2] and [4, one pad]
+  EXPECT_EQ(attention_span(view_of(rows)), 3);  // (9 + 4 + 16) / 10 = 2.9
+  std::vector<TokenizedSample> whole = {document(0, 5), document(10, 5)};
+  PackedRows full = pack_documents(whole, PackingOptions{5, PackingMode::OnePerRow, false, testing::kPad, 0}, stats);
+  EXPECT_EQ(attention_span(view_of(full)), 5) << "a row that is one document: the row's length";
+  EXPECT_EQ(attention_span(first_rows(view_of(full), 0)), 0);
+}
+
 PackedRows small_rows(size_t count, size_t T) {
   std::vector<TokenizedSample> documents;
   for (size_t i = 0; i < count; ++i) documents.push_back(document(static_cast<int32_t>(i * 10), T));

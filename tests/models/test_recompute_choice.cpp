@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "compiler/recompute_choice.h"
+#include "compiler/recompute_cost.h"
 #include "models/decoder_graph.h"
 #include "models/fp8_recipe.h"
 #include "models/model_spec.h"
@@ -262,6 +263,65 @@ TEST(RecomputeChoice, SpendsWhatTheLastTiersLeaveOnAttentionsOutputs) {
   compiler::compile_training_to_fit(model.decoder.graph, model.decoder.loss, model.registry, no_attention, kLayers,
                                     false, under(0), &choice);
   EXPECT_EQ(choice.policy.keep_attention_layers, 0);
+}
+
+// Between the literal plan and every layer's expensive outputs, the memory goes first to what saves
+// the most FLOPs a byte (recompute_cost.h): over long documents attention's outputs in every layer,
+// then the products' of as many layers as fit beside them; over short ones the products' first
+// (then attention's in more layers, as above). Gradients stay bit-identical either way.
+TEST(RecomputeChoice, KeepsAttentionFirstOverLongDocuments) {
+  Decoder model;
+  constexpr int64_t kLayers = 32;
+  model.deepen(kLayers);
+  auto plan_of = [&](int64_t expensive, int64_t attention) {
+    compiler::RecomputePolicy policy = compiler::RecomputePolicy::all();
+    policy.keep_expensive_layers = expensive;
+    policy.keep_attention_layers = attention;
+    return compile(model, policy);
+  };
+  auto peak_of = [&](int64_t expensive, int64_t attention) {
+    return plan_of(expensive, attention).memory.peak_live_bytes;
+  };
+  auto under = [](size_t limit) {
+    return [limit](const compiler::ExecutionPlan& plan) { return plan.memory.peak_live_bytes <= limit; };
+  };
+  const size_t limit = peak_of(kLayers / 4, kLayers);  // attention everywhere, a quarter keeps its products
+  ASSERT_LT(limit, peak_of(kLayers, kLayers)) << "every layer's expensive outputs must not fit";
+
+  compiler::CompileOptions options{.recompute = compiler::RecomputePolicy::all(), .attention_span = 1 << 20};
+  compiler::RecomputeChoice longer, shorter;
+  const compiler::ExecutionPlan long_plan = compiler::compile_training_to_fit(
+      model.decoder.graph, model.decoder.loss, model.registry, options, kLayers, false, under(limit), &longer);
+  EXPECT_TRUE(longer.fits);
+  EXPECT_EQ(longer.policy.keep_attention_layers, kLayers);
+  EXPECT_GE(longer.policy.keep_expensive_layers, kLayers / 4);
+  EXPECT_GT(peak_of(longer.policy.keep_expensive_layers + 1, kLayers), limit) << "one more layer would have fit";
+  EXPECT_NE(longer.summary.find("attention's outputs kept in the other " +
+                                std::to_string(kLayers - longer.policy.keep_expensive_layers) +
+                                " layers too, so attention itself is never re-run — before any matmul's: over the "
+                                "data's documents attention re-runs 1048576 FLOPs a byte it keeps"),
+            std::string::npos) << longer.summary;
+
+  options.attention_span = 1;
+  const compiler::ExecutionPlan short_plan = compiler::compile_training_to_fit(
+      model.decoder.graph, model.decoder.loss, model.registry, options, kLayers, false, under(limit), &shorter);
+  EXPECT_TRUE(shorter.fits);
+  EXPECT_GT(shorter.policy.keep_expensive_layers, longer.policy.keep_expensive_layers)
+      << "products first keeps more layers' products";
+  EXPECT_GT(peak_of(shorter.policy.keep_expensive_layers + 1, shorter.policy.keep_expensive_layers + 1), limit);
+  EXPECT_EQ(shorter.summary.find("before any matmul's"), std::string::npos) << shorter.summary;
+  // Each took the order that re-runs fewer FLOPs at its span.
+  EXPECT_LT(compiler::recompute_flops(long_plan.graph, 1 << 20), compiler::recompute_flops(short_plan.graph, 1 << 20));
+  EXPECT_LT(compiler::recompute_flops(short_plan.graph, 1), compiler::recompute_flops(long_plan.graph, 1));
+
+  // The mix the long documents' order makes (attention kept beyond the layers keeping products), on
+  // the fixture's own layers: the same step as keeping everything.
+  Decoder own;
+  compiler::RecomputePolicy mix = compiler::RecomputePolicy::all();
+  mix.keep_expensive_layers = 1;
+  mix.keep_attention_layers = own.layers();
+  ASSERT_GT(own.layers(), 1);
+  expect_same_step(own, compile(own, compiler::RecomputePolicy::none()), compile(own, mix));
 }
 
 TEST(RecomputeChoice, LayerOfANodeComesFromItsScope) {

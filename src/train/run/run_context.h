@@ -103,6 +103,7 @@ struct RunContext {
   std::unique_ptr<data::DataLoader> loader;
   int64_t batch = 0;      // per_device_train_batch_size
   int64_t sequence = 0;   // the plan's row length: sequence_len, or prompt sharing's shorter rows (start_run.cpp)
+  int64_t attention_span = 0;  // the training rows' (data/packing.h), for the recompute choice; 0: not known
   int32_t pad_id = 0;
   std::unique_ptr<Evaluator> evaluator;
   std::unique_ptr<BatchInputs> inputs;

@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "core/error.h"
+#include "data/packing.h"
 #include "data/prompt_sharing.h"
 #include "distributed/process_world.h"
 #include "models/defined_weights.h"
@@ -99,6 +100,7 @@ void load_data(RunContext& run) {
   attention.segments_per_row = std::max<int64_t>({int64_t{1}, data::most_segments_per_row(run.cache->train()),
                                                   data::most_segments_per_row(run.cache->eval())});
   runtime::set_attention_settings(attention);
+  run.attention_span = data::attention_span(run.cache->train());
   run.batch = config.schedule.per_device_train_batch_size;
   run.sequence = static_cast<int64_t>(data_settings.sequence_len);
   if (run.cache->train().rows() == 0) {
@@ -121,7 +123,7 @@ void plan_model(RunContext& run, const ChosenBackend& chosen) {
   TrainingPlan planned = plan_training(config, run.model_config, run.registry, run.lora ? &*run.lora : nullptr,
                                        run.backend, run.batch, run.sequence,
                                        device_memory(run.backend, chosen.machine, std::nullopt, first_gpu),
-                                       run.options.recompute, &chosen.ranks, run.vision.get());
+                                       run.options.recompute, &chosen.ranks, run.vision.get(), run.attention_span);
   if (!planned.fits()) {
     // Before any weight is loaded or device memory taken: what it needs, and what would fit.
     fail_user("the run does not fit {}; nothing was loaded. The prediction (as `--dry-run` prints it):\n{}",
