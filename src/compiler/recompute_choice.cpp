@@ -90,10 +90,10 @@ ExecutionPlan compile_training_to_fit(const graph::Graph& forward, graph::Tensor
     ++out.compiled_plans;
     return compile_training(forward, loss, registry, with);
   };
-  auto finish = [&](ExecutionPlan plan, const RecomputePolicy& policy, bool fitted) {
+  auto finish = [&](ExecutionPlan plan, const RecomputePolicy& policy, bool fitted, const std::string& note = {}) {
     out.policy = policy;
     out.fits = fitted;
-    out.summary = describe(plan, policy, range);
+    out.summary = describe(plan, policy, range, note);
     return plan;
   };
   // The largest count in (low, high) of the graph's layers whose plan fits, by bisection, given
@@ -197,16 +197,13 @@ ExecutionPlan compile_training_to_fit(const graph::Graph& forward, graph::Tensor
     if (products > 0) attention_first.keep_expensive_layers = range.first + products;
   }
   if (recompute_flops(first.graph, options.attention_span) < recompute_flops(best.graph, options.attention_span)) {
-    out.policy = attention_first;
-    out.fits = true;
-    out.summary = describe(first, attention_first, range,
-                           options.attention_span > 0
-                               ? fmt::format(" — before any matmul's: over the data's documents attention re-runs "
-                                             "{} FLOPs a byte it keeps, a matmul its input width",
-                                             options.attention_span)
-                               : " — before any matmul's: taking documents as long as the rows (the data is not "
-                                 "read), attention re-runs more FLOPs a byte it keeps than a matmul");
-    return first;
+    const std::string why =
+        options.attention_span > 0
+            ? fmt::format(" — before any matmul's: over the data's documents a byte of attention's outputs kept saves "
+                          "re-running {} FLOPs, a matmul's its input width", options.attention_span)
+            : " — before any matmul's: taking documents as long as the rows (the data is not read), a byte of "
+              "attention's outputs kept saves more re-run FLOPs than a matmul's";
+    return finish(std::move(first), attention_first, true, why);
   }
   return finish(std::move(best), chosen, true);
 }

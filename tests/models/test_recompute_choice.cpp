@@ -299,7 +299,7 @@ TEST(RecomputeChoice, KeepsAttentionFirstOverLongDocuments) {
   EXPECT_NE(longer.summary.find("attention's outputs kept in the other " +
                                 std::to_string(kLayers - longer.policy.keep_expensive_layers) +
                                 " layers too, so attention itself is never re-run — before any matmul's: over the "
-                                "data's documents attention re-runs 1048576 FLOPs a byte it keeps"),
+                                "data's documents a byte of attention's outputs kept saves re-running 1048576 FLOPs"),
             std::string::npos) << longer.summary;
 
   options.attention_span = 1;
