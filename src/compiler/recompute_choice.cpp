@@ -184,7 +184,10 @@ ExecutionPlan compile_training_to_fit(const graph::Graph& forward, graph::Tensor
   RecomputePolicy chosen = allowed;
   chosen.keep_expensive_layers = kept > 0 ? range.first + kept : 0;
   chosen = keep_attention(best, chosen);
-  if (!allowed.recomputes("att") || range.count() == 0) return finish(std::move(best), chosen, true);
+  // Attention kept in every layer already: the other order would reach the same plan.
+  if (!allowed.recomputes("att") || range.count() == 0 || chosen.keep_attention_layers >= range.end) {
+    return finish(std::move(best), chosen, true);
+  }
 
   ExecutionPlan first = std::move(literal);
   RecomputePolicy attention_first = keep_attention(first, allowed);
