@@ -39,8 +39,9 @@ if [[ "${1:-}" == "--prepare" ]]; then
   for binary in "${binaries[@]}"; do cp "$build/$binary" "$carry/"; strip --strip-debug "$carry/${binary##*/}"; done
   for binary in "${binaries[@]}"; do ldd "$carry/${binary##*/}"; done | awk '/=> \// {print $3}' | sort -u | while read -r lib; do
     case "$(basename "$lib")" in
-      # NCCL (218 MiB) too: the GPU image has it in ldconfig (docs/cuda.md), same soname.
-      libc.so*|libm.so*|libdl.so*|librt.so*|libpthread.so*|ld-linux*|libstdc++*|libgcc_s*|libcuda*|libcublas*|libnccl*) ;;
+      # NCCL (218 MiB) too: the GPU image has it in ldconfig (docs/cuda.md), same soname; and NVRTC
+      # (104 MiB, cuDNN's runtime compilation), which its CUDA toolkit has in /usr/local/cuda/lib64.
+      libc.so*|libm.so*|libdl.so*|librt.so*|libpthread.so*|ld-linux*|libstdc++*|libgcc_s*|libcuda*|libcublas*|libnccl*|libnvrtc*) ;;
       *) cp -L "$lib" "$carry/lib/" ;;
     esac
   done

@@ -69,7 +69,7 @@ struct ParallelLayout {
   int first_device = 0;      // GPUs: the CUDA device of this process's first rank
   int processes = 1;
   int zero_level = 1;            // 1: optimizer state sharded; 2: and gradients; 3: and weights
-  bool shard_gradients = false;  // zero_level >= 2, shard_gradients or shard_weights: reduce-scatter, not all-reduce
+  bool shard_gradients = false;  // zero_level >= 2, shard_gradients or shard_weights: every micro-batch reduce-scattered into sharded accumulators
   bool shard_weights = false;    // zero_level 3 or shard_weights: weights sharded, gathered per layer
   bool several_ranks() const { return world_size > 1; }
   bool spans_processes() const { return processes > 1; }

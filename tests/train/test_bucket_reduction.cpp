@@ -1,8 +1,10 @@
 // The replica reduction's bucket schedule (train/device/bucket_reduction.h), the one piece both
 // backends run: after each step it reduces exactly the buckets the plan marks ready then, in
-// flat order, at the address the backend's fill() returns; ZeRO-1 all-reduces the bucket in
-// place, ZeRO-2/3 reduce-scatters the slot over the bucket's pieces, hands the backend the rank's
-// own piece (its place in the slot and in the shard) only when it owns one, and frees every slot.
+// flat order, at the address the backend's fill() returns, as a reduce-scatter over the bucket's
+// pieces (each rank receives the sums of its shard alone; never an all-reduce, which moves more
+// bytes): ZeRO-1 in place in the flat buffer, whose buffers take no further call; ZeRO-2/3 in the
+// slot, handing the backend the rank's own piece (its place in the slot and in the shard) only
+// when it owns one, and freeing every slot.
 // A recording communicator and recording buffers check the calls (the collectives' arithmetic is
 // gloo's and NCCL's, tested in tests/distributed and by the data-parallel tests).
 #include <gtest/gtest.h>
@@ -34,14 +36,31 @@ private:
   const std::byte* base_;
 };
 
-// fill() returns the bucket's place in a flat fp32 buffer (ZeRO-1) or the start of the one slot.
-class RecordingBuffers final : public BucketBuffers {
+// ZeRO-1's buffers: fill() returns the bucket's place in a flat fp32 buffer, and the reduced piece
+// stays there (add_piece and release are the interface's, doing nothing).
+class FlatBuffers final : public BucketBuffers {
 public:
-  RecordingBuffers(std::vector<std::string>& log, bool slot) : log_(log), slot_(slot) {}
+  explicit FlatBuffers(std::vector<std::string>& log) : log_(log) {}
   std::byte* base() { return reinterpret_cast<std::byte*>(memory_.data()); }
   std::byte* fill(size_t index, const GradientBucket& bucket) override {
     log_.push_back(fmt::format("fill {}", index));
-    return base() + (slot_ ? 0 : bucket.begin * 4);
+    return base() + bucket.begin * 4;
+  }
+
+private:
+  std::vector<std::string>& log_;
+  std::vector<float> memory_ = std::vector<float>(64);
+};
+
+// ZeRO-2/3's buffers: fill() returns the start of the one slot; the piece added and the slot freed
+// are logged.
+class RecordingBuffers final : public BucketBuffers {
+public:
+  explicit RecordingBuffers(std::vector<std::string>& log) : log_(log) {}
+  std::byte* base() { return reinterpret_cast<std::byte*>(memory_.data()); }
+  std::byte* fill(size_t index, const GradientBucket&) override {
+    log_.push_back(fmt::format("fill {}", index));
+    return base();
   }
   void add_piece(const std::byte* reduced, size_t offset, size_t count) override {
     log_.push_back(fmt::format("add {} {} {}", (reduced - base()) / 4, offset, count));
@@ -50,7 +69,6 @@ public:
 
 private:
   std::vector<std::string>& log_;
-  bool slot_;
   std::vector<float> memory_ = std::vector<float>(64);
 };
 
@@ -64,24 +82,27 @@ GradientBuckets three_buckets() {
   return buckets;
 }
 
-TEST(BucketReduction, ZeroOneAllReducesEachReadyBucketInPlaceInFlatOrder) {
+TEST(BucketReduction, ZeroOneReduceScattersEachReadyBucketInPlaceInFlatOrder) {
   const GradientBuckets buckets = three_buckets();
+  const distributed::Shard shard{3, 5, 18, 30};
   std::vector<std::string> log;
-  RecordingBuffers buffers(log, false);
+  FlatBuffers buffers(log);
   RecordingCommunicator communicator(log, buffers.base());
-  BucketReduction reduction(buckets, buffers, DType::F32, communicator);
+  BucketReduction reduction(buckets, buffers, DType::F32, communicator, shard);
   for (size_t step = 0; step < 3; ++step) reduction.after_step(step);
-  EXPECT_EQ(log, (std::vector<std::string>{"fill 1", "all_reduce 10 14 4", "fill 2", "all_reduce 24 6 4", "fill 0",
-                                           "all_reduce 0 10 4"}));
+  // Each bucket at its place in the flat buffer, over its pieces: the rank's own sums land where
+  // its optimizer reads them.
+  EXPECT_EQ(log, (std::vector<std::string>{"fill 1", "reduce_scatter 10 8,6", "fill 2", "reduce_scatter 24 0,6",
+                                           "fill 0", "reduce_scatter 0 10,0"}));
 }
 
 TEST(BucketReduction, ZeroTwoReduceScattersTheSlotAndAddsOnlyTheOwnedPiece) {
   const GradientBuckets buckets = three_buckets();
   const distributed::Shard shard{3, 5, 18, 30};
   std::vector<std::string> log;
-  RecordingBuffers buffers(log, true);
+  RecordingBuffers buffers(log);
   RecordingCommunicator communicator(log, buffers.base());
-  BucketReduction reduction(buckets, buffers, DType::F32, communicator, &shard);
+  BucketReduction reduction(buckets, buffers, DType::F32, communicator, shard);
   for (size_t step = 0; step < 3; ++step) reduction.after_step(step);
   EXPECT_EQ(log, (std::vector<std::string>{
                      // bucket 1: elements [18, 24) are the rank's, at 8 in the slot, 0 in the shard

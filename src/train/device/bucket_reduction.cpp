@@ -10,14 +10,10 @@ void BucketReduction::after_step(size_t step) {
   for (size_t b : buckets_.ready_after[step]) {
     const GradientBucket& bucket = buckets_.buckets[b];
     std::byte* data = buffers_.fill(b, bucket);
-    if (shard_ == nullptr) {
-      communicator_.all_reduce_sum(data, bucket.size(), dtype_);
-      continue;
-    }
     communicator_.reduce_scatter_sum(data, bucket.piece_counts, dtype_);
-    const BucketPiece piece = owned_piece(bucket, *shard_);
+    const BucketPiece piece = owned_piece(bucket, shard_);
     if (piece.size() > 0) {
-      buffers_.add_piece(data + (piece.begin - bucket.begin) * element, piece.begin - shard_->begin, piece.size());
+      buffers_.add_piece(data + (piece.begin - bucket.begin) * element, piece.begin - shard_.begin, piece.size());
     }
     buffers_.release(data);
   }

@@ -1,12 +1,18 @@
 // The replica reduction's bucket schedule, written once over distributed::Communicator for every
 // backend (gradient_buckets.h says why buckets, sharded_gradients.h why ZeRO-2/3 shard them). After
-// the step of a micro-batch that completes a bucket:
+// the step of a micro-batch that completes a bucket, the bucket is reduce-scattered over the ranks:
+// each rank receives the world's sums of its piece (its optimizer shard within the bucket) alone,
+// since it steps only those: half the bytes of an all-reduce. On NCCL's ring an all-reduce sends
+// 2(N-1)/N of a bucket from each GPU; a bucket with one owner (whole tensors: most have one) goes
+// to it as a reduce, the whole bucket from every other GPU, (N-1)/N of the buffer from each GPU
+// over all buckets, and a bucket takes 1 / (2(N-1)/N) of an all-reduce's time on the wire (two
+// thirds on 4 GPUs, the same on 2);
 //   ZeRO-1 (the last micro-batch only): the backend brings the bucket's gradients into its flat
-//     buffer, and the ranks' sums are all-reduced there, in place;
+//     buffer, the full-size accumulators, and the rank's piece is reduced there, in place (the
+//     other pieces are left undefined: nothing reads them before the next step zeroes them);
 //   ZeRO-2/3 (every micro-batch): the backend stages this micro-batch's gradients of the bucket in
-//     a slot (zeroing the plan's), the slot is reduce-scattered over the ranks (each rank's piece:
-//     its shard within the bucket), and the backend adds the rank's reduced piece into its shard's
-//     accumulators and frees the slot.
+//     a slot (zeroing the plan's), the slot is reduce-scattered, and the backend adds the rank's
+//     reduced piece into its shard's accumulators and frees the slot.
 // A backend supplies only those buffer operations (BucketBuffers): CPU ranks copy and add on the
 // host (gloo blocks), GPUs enqueue on the compute and side streams, ordered by events.
 #pragma once
@@ -28,7 +34,8 @@ public:
   // element: ZeRO-1 in the flat buffer, ZeRO-2/3 in a staging slot.
   virtual std::byte* fill(size_t index, const GradientBucket& bucket) = 0;
   // ZeRO-2/3: the rank's reduced piece (`count` elements at `reduced`, in the slot) added into its
-  // shard's accumulators, `offset` elements from the shard's start.
+  // shard's accumulators, `offset` elements from the shard's start. ZeRO-1's piece is already
+  // where its accumulators are: nothing to do.
   virtual void add_piece(const std::byte* /*reduced*/, size_t /*offset*/, size_t /*count*/) {}
   // ZeRO-2/3: the slot fill() returned may be filled again (after the piece was added).
   virtual void release(std::byte* /*slot*/) {}
@@ -36,10 +43,10 @@ public:
 
 class BucketReduction final : public runtime::StepObserver {
 public:
-  // `shard` null: ZeRO-1's all-reduce; else ZeRO-2/3's reduce-scatter into this rank's `shard`.
-  // `buckets`, `buffers`, `communicator` and `shard` must outlive the reduction.
+  // Reduces into this rank's `shard` (of the units the buckets cut). `buckets`, `buffers`,
+  // `communicator` and `shard` must outlive the reduction.
   BucketReduction(const GradientBuckets& buckets, BucketBuffers& buffers, DType dtype,
-                  distributed::Communicator& communicator, const distributed::Shard* shard = nullptr)
+                  distributed::Communicator& communicator, const distributed::Shard& shard)
       : buckets_(buckets), buffers_(buffers), dtype_(dtype), communicator_(communicator), shard_(shard) {}
 
   void before_step(size_t) override {}
@@ -50,7 +57,7 @@ private:
   BucketBuffers& buffers_;
   DType dtype_;
   distributed::Communicator& communicator_;
-  const distributed::Shard* shard_;
+  const distributed::Shard& shard_;
 };
 
 }  // namespace surogate::train

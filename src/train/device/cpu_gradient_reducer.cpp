@@ -7,9 +7,9 @@ namespace surogate::train {
 
 CpuGradientReducer::CpuGradientReducer(const GradientBuckets& buckets,
                                        std::span<const std::span<const float>> gradients,
-                                       std::span<const size_t> offsets, float* flat,
+                                       std::span<const size_t> offsets, float* flat, const distributed::Shard& shard,
                                        distributed::Communicator& communicator)
-    : gradients_(gradients), offsets_(offsets), flat_(flat), reduction_(buckets, *this, DType::F32, communicator) {}
+    : gradients_(gradients), offsets_(offsets), flat_(flat), reduction_(buckets, *this, DType::F32, communicator, shard) {}
 
 std::byte* CpuGradientReducer::fill(size_t, const GradientBucket& bucket) {
   for (size_t unit = bucket.first_unit; unit < bucket.end_unit; ++unit) {

@@ -5,10 +5,11 @@
 
 namespace surogate::train {
 
-CudaGradientReducer::CudaGradientReducer(const GradientBuckets& buckets, CudaRankState& state, cudaStream_t side,
+CudaGradientReducer::CudaGradientReducer(const GradientBuckets& buckets, CudaRankState& state,
+                                         const distributed::Shard& shard, cudaStream_t side,
                                          distributed::Communicator& communicator)
     : state_(state), side_(side), reduced_(false),
-      reduction_(buckets, *this, state.accumulators().dtype(), communicator) {
+      reduction_(buckets, *this, state.accumulators().dtype(), communicator, shard) {
   for (size_t b = 0; b < buckets.buckets.size(); ++b) added_.emplace_back(false);
 }
 

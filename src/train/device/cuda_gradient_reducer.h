@@ -3,9 +3,9 @@
 // completes a bucket the observer adds the micro-batch's bf16 gradients of the
 // bucket's tensors into the flat accumulators (compute stream), records an event, and the side
 // stream — the one ZeRO-3's gathers use, with its own NCCL communicator — waits for it and sums the
-// bucket's accumulators over the ranks (all-reduce), while the backward goes on with the earlier
-// layers. finish() makes the compute stream wait for the last reduction before anything reads the
-// summed gradients. ZeRO-2/3 reduce every micro-batch into sharded accumulators instead
+// rank's piece of the bucket's accumulators over the ranks (reduce-scatter: each rank receives the
+// sums of its optimizer shard alone), while the backward goes on with the earlier layers. finish()
+// makes the compute stream wait for the last reduction before anything reads the summed gradients. ZeRO-2/3 reduce every micro-batch into sharded accumulators instead
 // (cuda_sharded_gradients.h).
 #pragma once
 
@@ -24,9 +24,9 @@ namespace surogate::train {
 
 class CudaGradientReducer final : public runtime::StepObserver, private BucketBuffers {
 public:
-  // `communicator` enqueues on `side`.
-  CudaGradientReducer(const GradientBuckets& buckets, CudaRankState& state, cudaStream_t side,
-                      distributed::Communicator& communicator);
+  // `communicator` enqueues on `side`; `shard` (the rank's optimizer shard) must outlive the reducer.
+  CudaGradientReducer(const GradientBuckets& buckets, CudaRankState& state, const distributed::Shard& shard,
+                      cudaStream_t side, distributed::Communicator& communicator);
 
   void before_step(size_t) override {}
   void after_step(size_t step) override { reduction_.after_step(step); }

@@ -12,7 +12,7 @@ CudaShardedGradients::CudaShardedGradients(const GradientBuckets& buckets, const
                                            CudaRankState& state, const distributed::Shard& shard, cudaStream_t side,
                                            distributed::Communicator& communicator)
     : state_(state), shard_(shard), side_(side), dtype_(state.accumulators().dtype()), reduced_(false),
-      reduction_(buckets, *this, dtype_, communicator, &shard_) {
+      reduction_(buckets, *this, dtype_, communicator, shard_) {
   const size_t element_bytes = dtype_size_bytes(dtype_);
   // Each slot starts 256-byte aligned (NCCL and the kernels like aligned buffers).
   slot_bytes_ = (largest_bucket_elements(buckets.buckets) * element_bytes + 255) / 256 * 256;

@@ -13,7 +13,7 @@
 // side stream reduces the other, and waits only when it gets two buckets ahead. finish() makes
 // the compute stream wait for the last reduction before the norm and the optimizer read the
 // accumulators. The slots hold the accumulator dtype (fp32; bf16 with gradient_dtype bf16), so
-// the ranks' sums are taken in the dtype ZeRO-1's all-reduce uses.
+// the ranks' sums are taken in the dtype ZeRO-1's reduction uses.
 #pragma once
 
 #include <cuda_bf16.h>

@@ -1,7 +1,8 @@
 // Gradient communication in buckets, overlapped with the backward. A data-parallel rank's
 // gradients are one flat buffer (the trainable tensors in the device's order); instead of one
-// all-reduce (or ZeRO-2 reduce-scatter) of the whole buffer after the last micro-batch, the
-// buffer is cut into buckets of whole tensors (about kGradientBucketBytes each, in flat order),
+// reduce-scatter of the whole buffer after the last micro-batch (each rank receiving the sums of
+// the tensors it steps), the buffer is cut into buckets of whole tensors (about
+// kGradientBucketBytes each, in flat order),
 // and each bucket is reduced as soon as the last micro-batch's backward has written the last of
 // its gradients: the plan says at which step that is (the last step with one of the bucket's
 // gradient tensors as output). The later layers' gradients are complete first, so while the
@@ -14,8 +15,9 @@
 // bucketing logic the GPUs run, tested in CI); GPUs add the micro-batch's bf16 gradients of the
 // bucket into the flat accumulators on the compute stream and reduce them on the rank's side
 // stream, ordered by an event (cuda_gradient_reducer.h).
-// That is ZeRO-1's all-reduce of full-size accumulators. ZeRO-2/3 reduce-scatter the same buckets
-// during every micro-batch instead, into accumulators of the rank's shard (sharded_gradients.h).
+// That is ZeRO-1's reduce-scatter in full-size accumulators. ZeRO-2/3 reduce-scatter the same
+// buckets during every micro-batch instead, into accumulators of the rank's shard
+// (sharded_gradients.h).
 #pragma once
 
 #include <cstddef>
@@ -34,7 +36,7 @@ struct GradientBucket {
   size_t first_unit = 0, end_unit = 0;  // the trainable tensors [first_unit, end_unit)
   size_t begin = 0, end = 0;            // their elements [begin, end) of the flat buffer (split: a part of one)
   int ready_step = 0;                   // the last step writing one of their gradients
-  std::vector<size_t> piece_counts;     // per rank: its shard's elements within the bucket (ZeRO-2/3)
+  std::vector<size_t> piece_counts;     // per rank: its shard's elements within the bucket
   size_t size() const { return end - begin; }
 };
 

@@ -27,13 +27,9 @@ void sum_tied_gradients(distributed::Communicator& pair, std::span<const Collect
 }
 
 void sum_stage_gradients(distributed::Communicator& group, CollectiveRegion owned, std::span<const size_t> pieces,
-                         DType dtype, bool shard_gradients) {
+                         DType dtype) {
   if (group.world_size() == 1) return;
-  if (shard_gradients) {
-    group.reduce_scatter_sum(owned.data, pieces, dtype);
-  } else {
-    group.all_reduce_sum(owned.data, owned.count, dtype);
-  }
+  group.reduce_scatter_sum(owned.data, pieces, dtype);
 }
 
 void share_tied_weights(distributed::Communicator& pair, std::span<const CollectiveRegion> tied, DType dtype) {

@@ -35,11 +35,12 @@ struct CollectiveRegion {
 };
 
 // After the schedule, in this order: each tied tensor's gradient summed over the pair, then the
-// stage's owned gradients (`owned`, the group's flat buffer) summed over the group: reduce-scattered
-// into each rank's piece (`shard_gradients`, ZeRO-2) or all-reduced. Nothing for a group of one.
+// stage's owned gradients (`owned`, the group's flat buffer) summed over the group, reduce-scattered
+// into each rank's piece (`pieces`: the ranks' shards, which each steps alone; the other pieces are
+// left undefined). Nothing for a group of one.
 void sum_tied_gradients(distributed::Communicator& pair, std::span<const CollectiveRegion> tied, DType dtype);
 void sum_stage_gradients(distributed::Communicator& group, CollectiveRegion owned, std::span<const size_t> pieces,
-                         DType dtype, bool shard_gradients);
+                         DType dtype);
 // After the step: the first stage's tied weights to the last stage.
 void share_tied_weights(distributed::Communicator& pair, std::span<const CollectiveRegion> tied, DType dtype);
 

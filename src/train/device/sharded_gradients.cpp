@@ -39,7 +39,7 @@ CpuShardedGradients::CpuShardedGradients(const GradientBuckets& buckets, std::ve
                                          const distributed::Shard& shard, distributed::Communicator& communicator)
     : buckets_(buckets), gradients_(std::move(gradients)), shard_(shard), communicator_(communicator),
       accumulators_(shard.size(), 0.0f), staging_(largest_bucket_elements(buckets.buckets), 0.0f),
-      reduction_(buckets, *this, DType::F32, communicator, &shard_) {
+      reduction_(buckets, *this, DType::F32, communicator, shard_) {
   size_t offset = 0;
   for (const std::span<float> gradient : gradients_) {
     offsets_.push_back(offset);

@@ -2,8 +2,9 @@
 // fp32 parameters on its training CpuBackend, its units (the trainable tensors it steps) packed in
 // one flat fp32 buffer, its shard's optimizer, and the replica reduction's pieces where the host
 // side (cpu_rank_host.cpp) sets them up:
-//   ZeRO-1: the gradient buckets all-reduced into the flat buffer during the last micro-batch's
-//     backward (cpu_gradient_reducer.h); after the step the flat buffer carries the weights
+//   ZeRO-1: the gradient buckets reduce-scattered in the flat buffer during the last micro-batch's
+//     backward (cpu_gradient_reducer.h: the shard's run of it holds the world's sums, which its
+//     optimizer steps); after the step the flat buffer carries the weights
 //     through the all-gather (shard_publish.h);
 //   ZeRO-2/3: the shard's accumulators, reduce-scattered every micro-batch (sharded_gradients.h:
 //     no flat buffer), ZeRO-2's weights published bucket by bucket through their staging;

@@ -134,7 +134,7 @@ void CpuRankHost::set_up_replica(ReplicaRankEngine& engine, int r, const Replica
     engine.last_batch.add(rank.sharded.get());
   } else {
     rank.reducer = std::make_unique<CpuGradientReducer>(plan.buckets, rank.parameters.gradients, rank.offsets(),
-                                                        rank.flat.data(), world);
+                                                        rank.flat.data(), engine.shard, world);
     engine.last_batch.add(rank.reducer.get());
   }
   // ZeRO-3: the master is the rank's own copy, which the gathers read.

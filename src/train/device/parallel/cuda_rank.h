@@ -37,9 +37,7 @@ namespace surogate::train {
 class CudaRank final : public RankBackend {
 public:
   // The units: `layout`'s entries from `first_entry` on (`layout` must outlive the rank).
-  // `clips_by_own_squares`: a replica under ZeRO-1, whose summed gradients are the world's.
-  CudaRank(const CudaTrainableLayout& layout, size_t first_entry, bool clips_by_own_squares)
-      : layout_(layout), first_entry_(first_entry), clips_by_own_squares_(clips_by_own_squares) {}
+  CudaRank(const CudaTrainableLayout& layout, size_t first_entry) : layout_(layout), first_entry_(first_entry) {}
 
   // The rank's state, once made (on the rank's thread); it must outlive the rank.
   void attach(CudaRankState& state) { state_ = &state; }
@@ -50,15 +48,11 @@ public:
   std::vector<CollectiveRegion> tied_gradients() override;
   std::vector<CollectiveRegion> tied_weights() override;
   void finish_reduction() override;
-  // The norm of the units and (ZeRO-1 replicas) the clip factor from it, on the device; NCCL gives
-  // every such rank the same summed bits.
+  // The norm of the units (the rank's shard), on the device.
   void count_squares(size_t first, size_t end) override { state_->gradient_norm(first_entry_ + first, first_entry_ + end); }
-  bool clips_by_own_squares() const override { return clips_by_own_squares_; }
   double squares(distributed::Communicator& world) override;
-  // Every rank but a ZeRO-1 replica clips by the world's norm.
-  void set_grad_norm(double norm) override {
-    if (!clips_by_own_squares_) state_->clip().set_from_norm(norm);
-  }
+  // The clip factor from the world's norm, on the device.
+  void set_grad_norm(double norm) override { state_->clip().set_from_norm(norm); }
   void step(const OptimizerStep& step) override;
   // A replica under ZeRO-1 (publish_bf16()): its bf16 weights, rounded from the masters into the
   // accumulators' memory; else the masters the optimizer updated in place, the bf16 weights
@@ -106,7 +100,6 @@ private:
 
   const CudaTrainableLayout& layout_;
   size_t first_entry_;
-  bool clips_by_own_squares_;
   CudaRankState* state_ = nullptr;
   bool publishes_bf16_ = false;
   bool masters_stale_ = false;  // a bf16 publish left the other ranks' units' masters behind

@@ -105,7 +105,7 @@ void CudaRankHost::make_replicas(const RanksSetup& setup, const ReplicaPlan& pla
   fp8_ = plan.shared.fp8;
   if (fp8_) fp8_host_.assign(static_cast<size_t>(fp8_->shape.floats()), 0.0f);
   for (const std::unique_ptr<ReplicaRankEngine>& engine : engines) {
-    auto rank = std::make_unique<CudaRank>(*trainable_layout_, 0, !layout_.shard_gradients);
+    auto rank = std::make_unique<CudaRank>(*trainable_layout_, 0);
     ranks_.push_back(rank.get());
     engines_.push_back(engine.get());
     engine->rank = std::move(rank);
@@ -184,7 +184,8 @@ void CudaRankHost::set_up_reduction(ReplicaRankEngine& engine, int r, const Repl
     engine.last_batch.add(rank.sharded.get());
   } else {
     rank.reducer =
-        std::make_unique<CudaGradientReducer>(plan.buckets, rank_state, rank.side->get(), *rank.side_communicator);
+        std::make_unique<CudaGradientReducer>(plan.buckets, rank_state, engine.shard, rank.side->get(),
+                                              *rank.side_communicator);
     engine.last_batch.add(rank.reducer.get());
     rank.publish_bf16();
   }

@@ -74,7 +74,7 @@ void CudaRankHost::plan_stage(StageRankEngine& engine, const StagePlan& plan) {
   stage->owned_first = stage_index == 0 ? 0 : tied_entries.size();
   const std::vector<size_t> units = stage->layout.unit_sizes();
   engine.place_shard(std::span<const size_t>(units).subspan(stage->owned_first));
-  auto rank = std::make_unique<CudaRank>(stage->layout, stage->owned_first, false);
+  auto rank = std::make_unique<CudaRank>(stage->layout, stage->owned_first);
   rank->tied = std::move(tied_entries);
   ranks_.push_back(rank.get());
   engine.rank = std::move(rank);

@@ -8,10 +8,11 @@
 // Replica reduction (the backends' reducers, each over its buffers):
 //   ZeRO-1: after its micro-batches, a rank's gradients (summed over its micro-batches) go into
 //     one flat buffer of the trainable tensors in plan order (fp32; on GPUs the accumulators'
-//     dtype), bucket by bucket during the last micro-batch's backward, each bucket all-reduced with
-//     a sum as soon as the backward has written its last gradient (gradient_buckets.h,
-//     bucket_reduction.h). The sum over ranks is the window's mean, what one rank computes over
-//     the same micro-batches up to the order of the additions. After the step a flat buffer
+//     dtype), bucket by bucket during the last micro-batch's backward, each bucket reduce-scattered
+//     with a sum as soon as the backward has written its last gradient (gradient_buckets.h,
+//     bucket_reduction.h): a rank receives the sums of its shard, the tensors it steps, alone. The
+//     sum over ranks is the window's mean, what one rank computes over the same micro-batches up
+//     to the order of the additions. After the step a flat buffer
 //     carries the weights: the rank's shard in, one all-gather, every other shard out
 //     (shard_publish.h) — CPU ranks' fp32 weights; a GPU's bf16 weights rounded from its masters
 //     into its accumulators' memory, the other units' fp32 masters gathered before a download.
@@ -62,7 +63,6 @@ public:
     units_ = host_->replica_units();
     const std::vector<distributed::Shard> shards = distributed::place_shards(units_.sizes, layout_.world_size);
     replica_.plan = &plan_;
-    replica_.shard_gradients = layout_.shard_gradients;
     replica_.units = units_.trainable.size();
     replica_.shard_sizes = distributed::shard_sizes(shards);
     if (layout_.shard_weights) shard_weights(shards);
@@ -73,7 +73,7 @@ public:
                                      std::max<size_t>(1, setup.gradient_bucket_bytes / units_.gradient_bytes),
                                      layout_.shard_gradients);
     for (int r = 0; r < layout_.local_ranks; ++r) {
-      auto engine = std::make_unique<ReplicaRankEngine>(replica_, layout_.first_rank + r);
+      auto engine = std::make_unique<ReplicaRankEngine>(replica_);
       engine->shard = shards[static_cast<size_t>(layout_.first_rank + r)];
       engines_.push_back(std::move(engine));
     }

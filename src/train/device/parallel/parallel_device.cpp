@@ -13,13 +13,13 @@
 //     its own ranks' micro-batches (takes_micro_batch), each kept by every rank of its replica (each
 //     rank of a sequence group its slice, each stage the inputs its plans read); nothing runs yet.
 //   measure(): every rank runs its micro-batches; its replica reduction (gradient_buckets.h under
-//     ZeRO-1: the last micro-batch's buckets all-reduced as the backward completes them;
+//     ZeRO-1: the last micro-batch's buckets reduce-scattered as the backward completes them;
 //     sharded_gradients.h under ZeRO-2/3: every micro-batch's buckets reduce-scattered into
 //     accumulators of the rank's shard) sums them over the world. The trainer scaled every
 //     micro-batch's loss by 1 / (loss tokens of the whole window), so the sum is the window's mean
 //     gradient. The loss, router aux loss and squares are summed over the world in rank order
-//     (ProcessWindow::measure): ZeRO-2/3 ranks count their shard, ZeRO-1's summed gradients are the
-//     same on every rank and the world's first rank counts them. Every rank clips by the total.
+//     (ProcessWindow::measure): every rank counts its shard's (the only sums it received). Every
+//     rank clips by the total.
 //   update(): each rank clips and steps the optimizer for its shard only (distributed::place_shards:
 //     a contiguous run of whole tensors; its optimizer holds state for those alone: ZeRO-1), then
 //     ZeRO-1/2 publish the shard (every rank gets every rank's updated weights; ZeRO-3's ranks keep

@@ -57,12 +57,9 @@ public:
   virtual std::vector<CollectiveRegion> tied_weights() = 0;
   // After a replica's micro-batches: what its reduction still holds handed on (a GPU's last buckets).
   virtual void finish_reduction() {}
-  // The squares of the summed gradients of the units [first, end) the rank holds (a GPU: enqueued,
-  // with its clip factor).
+  // The squares of the summed gradients of the units [first, end) the rank holds, its shard (a
+  // GPU: enqueued).
   virtual void count_squares(size_t first, size_t end) = 0;
-  // Whether the rank clips by its own count of replicated (ZeRO-1) gradients, so counts them though
-  // another rank reports them (a GPU replica: its clip factor is computed with the squares).
-  virtual bool clips_by_own_squares() const { return false; }
   // Waits for the rank's device (`world`'s collectives included): the squares counted.
   virtual double squares(distributed::Communicator& world) = 0;
   // The world's gradient norm, which clips the step.

@@ -33,19 +33,15 @@ void ReplicaRankEngine::run_micro_batches() {
   rank->end_step_phase("gradient reduction left after the backward");
 }
 
-// ZeRO-2/3: the rank holds (and reports) its shard's sums; ZeRO-1: every rank holds the same
-// summed gradients, the world's first rank counts and reports them (a GPU counts them too: it clips
-// by its own count).
+// Every rank holds the world's sums of its shard's gradients alone (the reduction is a
+// reduce-scatter at every ZeRO level): it counts and reports their squares, whose sum over the
+// world is the norm every rank clips by.
 RankMeasure ReplicaRankEngine::measure() {
-  if (shared_.shard_gradients) {
-    rank->count_squares(shard.first_unit, shard.end_unit);
-  } else if (counts_replicated_ || rank->clips_by_own_squares()) {
-    rank->count_squares(0, shared_.units);
-  }
+  rank->count_squares(shard.first_unit, shard.end_unit);
   rank->end_step_phase("gradient norm");
   const double squares = rank->squares(*world);
   RankMeasure measured = runner->losses();
-  measured.squares = shared_.shard_gradients || counts_replicated_ ? squares : 0.0;
+  measured.squares = squares;
   return measured;
 }
 

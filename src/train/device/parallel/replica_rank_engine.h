@@ -5,11 +5,10 @@
 // cuda_rank_plans.h) over the world's communicator:
 //   run_micro_batches(): the rank's micro-batches, kept from take() (copied, micro_batch.h: the
 //     trainer reuses its buffers), each run with the step observers of its place: the last one's
-//     backward reduces ZeRO-1's gradient buckets (gradient_buckets.h), every one's ZeRO-2/3's
+//     backward reduce-scatters ZeRO-1's gradient buckets (gradient_buckets.h), every one's ZeRO-2/3's
 //     (sharded_gradients.h) and runs ZeRO-3's gathers.
-//   measure(): the rank's losses and the squares of the summed gradients it counts: its shard's
-//     (ZeRO-2/3), or all of them (ZeRO-1: every rank holds the same sums; the world's first rank
-//     reports them).
+//   measure(): the rank's losses and the squares of its shard's summed gradients (every level
+//     reduce-scatters: a rank receives the world's sums of the tensors it steps alone).
 //   step_shard() / publish_shard(): each rank clips and steps its shard; ZeRO-1/2 then give every
 //     rank every shard's weights (shard_publish.h: the backend's flat buffer all-gathered — fp32,
 //     or a GPU's bf16 weights, whose other units' fp32 masters gather_stale_masters() brings up to
@@ -46,14 +45,12 @@ struct ReplicaShared {
   std::vector<size_t> shard_sizes;  // the all-gather's pieces (elements of the flat buffer), one per rank
   size_t units = 0;                 // the trainable units
   std::optional<Fp8State> fp8;      // fp8_hybrid's scaling state, in each rank's plan
-  bool shard_gradients = false;     // ZeRO-2/3
 };
 
 class ReplicaRankEngine final : public RankEngine {
 public:
-  // World rank `global_rank`'s engine; `shared` must outlive it.
-  ReplicaRankEngine(const ReplicaShared& shared, int global_rank)
-      : shared_(shared), counts_replicated_(global_rank == 0) {}
+  // `shared` must outlive the engine.
+  explicit ReplicaRankEngine(const ReplicaShared& shared) : shared_(shared) {}
 
   void take(std::span<const runtime::InputBinding> inputs, int sequence, int sequence_ranks) override;
   void run_micro_batches() override;
@@ -91,7 +88,6 @@ private:
   void roll_fp8(int64_t step, float headroom);
 
   const ReplicaShared& shared_;
-  bool counts_replicated_;  // ZeRO-1: the world's first rank reports the summed gradients' squares
   std::vector<MicroBatch> pending_;
 };
 

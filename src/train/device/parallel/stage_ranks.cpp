@@ -20,22 +20,16 @@ void StageRankEngine::take(std::span<const runtime::InputBinding> inputs, int se
 }
 
 // The schedule, then (on the rank's device, in this order) the tied gradients summed into the
-// first stage's, the group's sum (ZeRO-2: reduce-scatter) of the owned ones, and the squares of
-// what the rank holds.
+// first stage's, the group's sums of the owned ones (reduce-scattered: the rank's shard), and their
+// squares.
 void StageRankEngine::run_micro_batches() {
   SUROGATE_CHECK(!pending_.empty(), "every stage trains gradient_accumulation_steps micro-batches a step");
   runner->run(pending_, *world, [&](int other) { return layout_.rank_at({other, place.replica, place.sequence}); });
   const DType dtype = rank->gradient_dtype();
   sum_tied_gradients(*tied_pair, rank->tied_gradients(), dtype);
-  sum_stage_gradients(*group, rank->flat_gradients(), shard_sizes_, dtype, layout_.shard_gradients);
-  if (layout_.shard_gradients) {
-    rank->count_squares(shard.first_unit, shard.end_unit);
-  } else {
-    rank->count_squares(0, units_);
-  }
+  sum_stage_gradients(*group, rank->flat_gradients(), shard_sizes_, dtype);
+  rank->count_squares(shard.first_unit, shard.end_unit);
 }
-
-bool StageRankEngine::counts_squares() const { return layout_.shard_gradients || group_index == 0; }
 
 // The micro-batches are kept until the rank's device finished with them (a GPU reads their inputs
 // asynchronously).
@@ -43,7 +37,7 @@ RankMeasure StageRankEngine::measure() {
   const double squares = rank->squares(*world);
   const double loss = runner->loss();
   pending_.clear();
-  return {loss, counts_squares() ? squares : 0.0, 0.0};
+  return {loss, squares, 0.0};
 }
 
 // ZeRO-1: the stepped shards to every rank of the group, then the tied weights from the first

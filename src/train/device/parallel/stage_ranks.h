@@ -10,8 +10,8 @@
 //     stage read (tied embeddings) belongs to the first: the last stage's gradient of it is added
 //     to the first's over their tied pair. Then the stage's gradient group (data × sequence ranks)
 //     sums the gradients of the tensors the stage steps, the "owned" units, as one flat buffer
-//     (all-reduce, or reduce-scatter under ZeRO-2), and the rank counts the squares of what it
-//     holds: its shard's (ZeRO-2), or all of them (the group's first rank reports them).
+//     (reduce-scatter: each rank receives the sums of its shard, the tensors it steps, alone), and
+//     the rank counts their squares.
 //   measure(): the last stage's losses, the rank's share of the squares.
 //   step_shard() / publish_shard(): each rank steps the optimizer for its shard of the owned units
 //     (ZeRO-1 over the gradient group: place_shards), an all-gather of the fp32 weights within the
@@ -70,9 +70,6 @@ public:
   std::unique_ptr<distributed::Communicator> world, group, tied_pair;
 
 private:
-  // Whether the rank reports the squares it counts (ZeRO-2: its shard; else the group's first).
-  bool counts_squares() const;
-
   const distributed::ParallelLayout& layout_;
   std::vector<size_t> shard_sizes_;  // the gradient group's pieces of the owned flat buffer
   size_t units_ = 0;                 // the owned units
