@@ -4,9 +4,9 @@
 // each rank receives the world's sums of its piece (its optimizer shard within the bucket) alone,
 // since it steps only those: half the bytes of an all-reduce. On NCCL's ring an all-reduce sends
 // 2(N-1)/N of a bucket from each GPU; a bucket with one owner (whole tensors: most have one) goes
-// to it as a reduce, the whole bucket from every other GPU, (N-1)/N of the buffer from each GPU
-// over all buckets, and a bucket takes 1 / (2(N-1)/N) of an all-reduce's time on the wire (two
-// thirds on 4 GPUs, the same on 2);
+// to it as a reduce, the whole bucket from every other GPU — (N-1)/N of the buffer from each GPU
+// over all buckets — in the bucket's time on the wire, where an all-reduce takes 2(N-1)/N of it
+// (two thirds on 4 GPUs, the same on 2);
 //   ZeRO-1 (the last micro-batch only): the backend brings the bucket's gradients into its flat
 //     buffer, the full-size accumulators, and the rank's piece is reduced there, in place (the
 //     other pieces are left undefined: nothing reads them before the next step zeroes them);

@@ -2,8 +2,9 @@
 // reduction (bucket_reduction.h). After a bucket's ready step, its gradients (the backend's views,
 // which hold the rank's sum over its micro-batches) are packed into the flat buffer, where the
 // reduction sums the rank's piece over the ranks (gloo's reduce-scatter, at once): the flat
-// buffer's run of the rank's optimizer shard, which its optimizer steps, holds the world's sums. ZeRO-2/3 reduce every micro-batch into sharded
-// accumulators instead (CpuShardedGradients, sharded_gradients.h).
+// buffer's run of the rank's optimizer shard, which its optimizer steps, holds the world's sums.
+// ZeRO-2/3 reduce every micro-batch into sharded accumulators instead (CpuShardedGradients,
+// sharded_gradients.h).
 #pragma once
 
 #include <span>

@@ -1,12 +1,12 @@
 // ZeRO-1's gradient buckets (gradient_buckets.h) on a GPU rank: the buffer operations of the bucket
 // reduction (bucket_reduction.h). During the last micro-batch of a step, after the step that
-// completes a bucket the observer adds the micro-batch's bf16 gradients of the
-// bucket's tensors into the flat accumulators (compute stream), records an event, and the side
-// stream — the one ZeRO-3's gathers use, with its own NCCL communicator — waits for it and sums the
-// rank's piece of the bucket's accumulators over the ranks (reduce-scatter: each rank receives the
-// sums of its optimizer shard alone), while the backward goes on with the earlier layers. finish()
-// makes the compute stream wait for the last reduction before anything reads the summed gradients. ZeRO-2/3 reduce every micro-batch into sharded accumulators instead
-// (cuda_sharded_gradients.h).
+// completes a bucket the observer adds the micro-batch's bf16 gradients of the bucket's tensors
+// into the flat accumulators (compute stream), records an event, and the side stream — the one
+// ZeRO-3's gathers use, with its own NCCL communicator — waits for it and sums the rank's piece of
+// the bucket's accumulators over the ranks (reduce-scatter: each rank receives the sums of its
+// optimizer shard alone), while the backward goes on with the earlier layers. finish() makes the
+// compute stream wait for the last reduction before anything reads the summed gradients. ZeRO-2/3
+// reduce every micro-batch into sharded accumulators instead (cuda_sharded_gradients.h).
 #pragma once
 
 #include <cuda_runtime_api.h>

@@ -1,12 +1,11 @@
-// Gradient communication in buckets, overlapped with the backward. A data-parallel rank's
-// gradients are one flat buffer (the trainable tensors in the device's order); instead of one
-// reduce-scatter of the whole buffer after the last micro-batch (each rank receiving the sums of
-// the tensors it steps), the buffer is cut into buckets of whole tensors (about
-// kGradientBucketBytes each, in flat order),
-// and each bucket is reduced as soon as the last micro-batch's backward has written the last of
-// its gradients: the plan says at which step that is (the last step with one of the bucket's
-// gradient tensors as output). The later layers' gradients are complete first, so while the
-// backward computes the earlier layers the later buckets travel. Every rank runs the same plan,
+// Gradient communication in buckets, overlapped with the backward. A data-parallel rank's gradients
+// are one flat buffer (the trainable tensors in the device's order); instead of one reduce-scatter
+// of the whole buffer after the last micro-batch (each rank receiving the sums of the tensors it
+// steps), the buffer is cut into buckets of whole tensors (about kGradientBucketBytes each, in flat
+// order), and each bucket is reduced as soon as the last micro-batch's backward has written the
+// last of its gradients: the plan says at which step that is (the last step with one of the
+// bucket's gradient tensors as output). The later layers' gradients are complete first, so while
+// the backward computes the earlier layers the later buckets travel. Every rank runs the same plan,
 // so the buckets are reduced in the same order everywhere.
 //
 // The schedule is plain data; each device runs it with one step observer (bucket_reduction.h: the
