@@ -120,8 +120,8 @@ StepMetrics ProcessWindow::measure(std::span<const RankMeasure> local, bool rout
   StepMetrics metrics;
   metrics.loss = sum_over_ranks(losses);
   if (router_aux) metrics.router_aux_loss = sum_over_ranks(aux_losses);
-  // A float's square is exact in double and sqrt rounds correctly, so where one rank reports the
-  // squares of a norm the others share, this is that norm to the bit.
+  // A float's square is exact in double and sqrt rounds correctly, so with one rank (or one shard
+  // holding every gradient) this is the rank's norm to the bit.
   metrics.grad_norm = std::sqrt(sum_over_ranks(squares));
   return metrics;
 }

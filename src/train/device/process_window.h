@@ -21,7 +21,7 @@ namespace surogate::train {
 // One rank's part of a step's metrics (what each multi-rank device's measure() collects).
 struct RankMeasure {
   double loss = 0.0;     // Σ of its micro-batches' losses (0 where another rank reports them)
-  double squares = 0.0;  // its share of the squared gradient norm (0 where another rank holds the same sums)
+  double squares = 0.0;  // its share of the squared gradient norm: its shard's sums' squares
   double router_aux_loss = 0.0;
 };
 

@@ -50,8 +50,8 @@ public:
   // them over the ranks. Collective.
   virtual void run_micro_batches() = 0;
   // The rank's part of the step's metrics: its losses (a pipeline's last stage reports them), and
-  // the squares of the gradients it counts (sharded accumulators: its shard's; sums every rank of a
-  // group holds: all of them on the group's first rank, none elsewhere). Waits for the rank's device.
+  // the squares of its shard's summed gradients (the only sums it receives: the reduction is a
+  // reduce-scatter). Waits for the rank's device.
   virtual RankMeasure measure() = 0;
   // Whether measure() reported the router aux loss (MoE plans with it).
   virtual bool has_router_aux_loss() const = 0;
