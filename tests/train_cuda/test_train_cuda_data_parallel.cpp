@@ -3,20 +3,20 @@
 //
 // World of one (any machine with one GPU): the data-parallel device with one rank — its rank
 // thread, CudaRankState, NCCL communicators on the rank's stream and on its side stream, the
-// gradient buckets (4 KiB here, so a dozen or more) added and all-reduced on the side stream
+// gradient buckets (4 KiB here, so a dozen or more) added and reduce-scattered on the side stream
 // during the last micro-batch's backward (ZeRO-1), or under ZeRO-2/3 staged and reduce-scattered
 // on the side stream during every micro-batch into the shard's accumulators (two staging slots,
 // tensors larger than a bucket split: cuda_sharded_gradients.h), all-gather of the masters —
 // against the plain single-GPU device.
 // Tolerance: none. One rank's collectives copy or leave its buffers unchanged (a sum over one
-// rank), the grad norm and clip factor are the same kernel's (ZeRO-2: the host's sqrt of the
-// squared float norm is that float exactly, and its clip factor is global_grad_norm's formula in
+// rank), the grad norm is the same kernel's and the clip factor its formula (the host's sqrt of
+// the squared float norm is that float exactly, and the factor is global_grad_norm's formula in
 // the same float arithmetic), and the same kernels run in the same order: per-step losses equal
 // bit for bit, and the checkpoints' weights and optimizer state byte for byte.
 //   full fine-tuning (adamw, ZeRO-1), LoRA with dropout (adamw_8bit), QLoRA, ZeRO-2 with clipping
 //   (normuon, full), ZeRO-2 with gradient_dtype bf16 over 3 micro-batches (bf16 staging: a copy of
 //   the bf16 gradient, added into the bf16 accumulator as the single GPU adds it), gradient_dtype
-//   bf16 (bf16 all-reduce), pt, fp8_hybrid full fine-tuning (the
+//   bf16 (bf16 reduce-scatter), pt, fp8_hybrid full fine-tuning (the
 //   scaling state's all-reduce max over one rank changes nothing), fp8_hybrid DPO (the
 //   calibration's kept amaxes, the reference pass's dropped ones); a checkpoint of the
 //   data-parallel device resumes on the single-GPU device exactly (the single-GPU format).
