@@ -8,14 +8,20 @@ use_carry() {
   if [[ ! -x "$CARRY_DIR/$2" && -f "$CARRY_DIR.tar.xz" ]]; then
     tar -xJf "$CARRY_DIR.tar.xz" -C "$(dirname "$CARRY_DIR")" || return 1
   fi
-  # A carry stripped of cuDNN (its size) takes the one PyTorch's wheels put on the machine.
+  export LD_LIBRARY_PATH="$(carry_library_path "$CARRY_DIR"):${LD_LIBRARY_PATH:-}"
+}
+
+# The library folders a carried binary folder runs with: its lib/, cuDNN (a carry stripped of it,
+# for its size, takes the one PyTorch's wheels put on the machine) and the CUDA toolkit's.
+#   carry_library_path FOLDER
+carry_library_path() {
   local cudnn=""
-  if [[ ! -f "$CARRY_DIR/lib/libcudnn.so.9" ]]; then
+  if [[ ! -f "$1/lib/libcudnn.so.9" ]]; then
     cudnn=$(python3 -c 'import glob, os, site
 print(next((os.path.dirname(p) for r in site.getsitepackages()
             for p in glob.glob(os.path.join(r, "nvidia", "**", "libcudnn.so.9"), recursive=True)), ""))' 2>/dev/null)
   fi
-  export LD_LIBRARY_PATH="$CARRY_DIR/lib${cudnn:+:$cudnn}:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+  echo "$1/lib${cudnn:+:$cudnn}:/usr/local/cuda/lib64"
 }
 
 # The peers' wheels carried in $root/carry/wheels (trl and the dependencies the machine lacks),

@@ -19,6 +19,7 @@
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
+source bench/carry_env.sh
 [[ -x carry/dp/surogate || ! -f carry/dp.tar.xz ]] || tar -xJf carry/dp.tar.xz -C carry || exit 1
 if [[ -f carry/surogate-before.xz && ! -x carry/before/surogate ]]; then
   mkdir -p carry/before && cp -r carry/dp/lib carry/before/ &&
@@ -28,9 +29,6 @@ out="${OUT:-/tmp/one_gpu_ranks}" work=/tmp/one_gpu_ranks_work model="${MODEL:-qw
 mkdir -p "$out" "$work"
 [[ -f "$work/text.jsonl" ]] || python3 bench/cli/make_text_data.py "$work/text.jsonl" 2000 50 600
 [[ -f "$work/$model/config.json" ]] || python3 bench/cli/make_hf_model.py "$model" "$work/$model" || exit 1
-cudnn=$(python3 -c 'import glob, os, site
-print(next((os.path.dirname(p) for r in site.getsitepackages()
-            for p in glob.glob(os.path.join(r, "nvidia", "**", "libcudnn.so.9"), recursive=True)), ""))' 2>/dev/null)
 port=29631
 for binary in ${BINARIES:-carry/before carry/dp}; do
   name=$(basename "$binary")
@@ -58,7 +56,7 @@ YAML
   done
   port=$((port + 1))
   for rank in 0 1; do
-    LD_LIBRARY_PATH="$root/$binary/lib${cudnn:+:$cudnn}:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}" \
+    LD_LIBRARY_PATH="$(carry_library_path "$root/$binary"):${LD_LIBRARY_PATH:-}" \
       RANK=$rank WORLD_SIZE=2 LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
       NCCL_HOSTID="bench-host-$rank" NCCL_SOCKET_IFNAME=lo NCCL_IB_DISABLE=1 \
       timeout 400 "$root/$binary/surogate" pt "$work/$name.yaml" --gpus=1 >"$out/$name-rank$rank.log" 2>&1 &
