@@ -15,7 +15,9 @@
 #   bash bench/one_gpu_ranks_phases.sh           (BINARIES="carry/before carry/dp": folders with a
 #                                                 `surogate` and its lib/; carry/before is made from
 #                                                 the .xz and carry/dp's lib/)
-# Env: BINARIES, STEPS (6), MODEL (qwen3-0.6b), ZERO (1). Records: $OUT/one_gpu_ranks.jsonl.
+# Env: BINARIES, STEPS (6), MODEL (qwen3-0.6b), ZERO (1), EXTRA (more config lines, e.g.
+# "deterministic_attention: true", with which two binaries doing the same math log the same losses
+# bit for bit). Records: $OUT/one_gpu_ranks.jsonl.
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -50,6 +52,7 @@ save_steps: 1000
 lora: false
 zero_level: ${ZERO:-1}
 debug_time_breakdown: true
+${EXTRA:-}
 YAML
   for r in recompute_swiglu recompute_rmsnorm recompute_ffn recompute_qkv recompute_att recompute_block; do
     printf '%s: false\n' "$r" >>"$work/$name.yaml"
@@ -62,7 +65,7 @@ YAML
       timeout 400 "$root/$binary/surogate" pt "$work/$name.yaml" --gpus=1 >"$out/$name-rank$rank.log" 2>&1 &
   done
   wait
-  python3 - "$run/log.jsonl" "$name" "$model" <<'PY' | tee -a "$out/one_gpu_ranks.jsonl"
+  python3 - "$run/log.jsonl" "$name" "$model" "${EXTRA:-}" <<'PY' | tee -a "$out/one_gpu_ranks.jsonl"
 import json, statistics, sys
 path, name, model = sys.argv[1:4]
 records = [json.loads(l) for l in open(path) if l.startswith("{")]
@@ -70,7 +73,8 @@ steps = [r for r in records if r.get("type") == "step"]
 breakdown = next((r for r in records if r.get("type") == "time_breakdown"), {})
 phases = {row["op"]: round(row["ms"], 1) for row in breakdown.get("device_phases", {}).get("ops", [])}
 print(json.dumps({"binary": name, "model": model, "setup": "2 processes on one GPU, NCCL over loopback sockets, ZeRO-1 full",
+                  "extra": sys.argv[4],
                   "median_step_s": round(statistics.median(r["step_seconds"] for r in steps[2:] or steps), 3) if steps else None,
-                  "losses": [round(r["loss"], 5) for r in steps], "device_phases_ms": phases}))
+                  "losses": [r["loss"] for r in steps], "device_phases_ms": phases}))
 PY
 done

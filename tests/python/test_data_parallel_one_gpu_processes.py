@@ -71,23 +71,27 @@ LORA = ("lora: true\nlora_rank: 8\nlora_alpha: 16\nlora_dropout: 0.0\n", ["--lea
 # data-parallel replicas of one micro-batch each (the one process accumulates two); or one replica
 # whose two sequence ranks share each micro-batch (the one process accumulates the same two).
 # Pipeline stages run as rank threads of one process only (a launcher's processes are refused).
+# "accumulating": each replica accumulates two micro-batches (the one process four), so ZeRO-1's
+# publish, overlapped with the next step's first micro-batch, is waited for by a micro-batch that is
+# not the step's last (the others run as CUDA graphs).
 LAYOUTS = {
-    "data": ([], 1, 2, "2 data-parallel ranks (2 processes × 1 rank), ZeRO-{zero}"),
-    "sequence": (["--sequence_parallel_size=2"], 2, 1, "2 ranks (2 sequence-parallel) (2 processes × 1 rank)"),
+    "data": ([], 1, 2, 2, "2 data-parallel ranks (2 processes × 1 rank), ZeRO-{zero}"),
+    "accumulating": ([], 2, 4, 2, "2 data-parallel ranks (2 processes × 1 rank), ZeRO-{zero}"),
+    "sequence": (["--sequence_parallel_size=2"], 2, 2, 1, "2 ranks (2 sequence-parallel) (2 processes × 1 rank)"),
 }
 
 
 @pytest.mark.parametrize("mode,zero,layout", [("full", "1", "data"), ("full", "2", "data"), ("full", "3", "data"),
-                                              ("lora", "1", "data"), ("full", "1", "sequence"),
-                                              ("lora", "1", "sequence")])
+                                              ("lora", "1", "data"), ("full", "1", "accumulating"),
+                                              ("full", "1", "sequence"), ("lora", "1", "sequence")])
 def test_two_processes_on_one_gpu_match_one_process_and_write_its_weights(surogate_bin, tmp_path, mode, zero, layout):
     extra, overrides, steps, output = FULL if mode == "full" else LORA
-    split, accumulation, replicas, says = LAYOUTS[layout]
+    split, accumulation, one_accumulation, replicas, says = LAYOUTS[layout]
     config = write_config(tmp_path, extra)
     overrides = [*overrides, "--gpus=1", f"--max_steps={steps}", f"--save_steps={steps // 2}"]
     one_out, two_out = tmp_path / "one", tmp_path / "two"
-    result = run_surogate(surogate_bin, "sft", config, f"--output_dir={one_out}", "--gradient_accumulation_steps=2",
-                          *overrides)
+    result = run_surogate(surogate_bin, "sft", config, f"--output_dir={one_out}",
+                          f"--gradient_accumulation_steps={one_accumulation}", *overrides)
     assert result.returncode == 0, result.stderr + result.stdout
 
     stdout = train_as_two_processes(surogate_bin, config, two_out, f"--gradient_accumulation_steps={accumulation}",
@@ -102,6 +106,8 @@ def test_two_processes_on_one_gpu_match_one_process_and_write_its_weights(suroga
     assert abs(one[0] - two[0]) <= 1e-5, (one, two)
     assert all(abs(a - b) <= 0.01 for a, b in zip(one, two)), (one, two)
     assert two[-1] < two[0] - 0.3, two  # it trained
+    # The final evaluation reads the first rank's weights after the last publish.
+    assert abs(final_eval_loss(one_out) - final_eval_loss(two_out)) <= 0.01
 
     # The model starts from random weights (LoRA's B from zeros); the one process's halfway checkpoint
     # is the start the last half of the steps moved every trained weight from. The checkpoints hold
@@ -137,6 +143,11 @@ def test_two_processes_on_one_gpu_match_one_process_and_write_its_weights(suroga
     for name, weight in one_output.items():
         allowed = max(0.1 * min(changes.values()), 2 * mean_abs(floor_output[name], weight) if floor_output else 0.0)
         assert mean_abs(two_output[name], weight) < allowed, name
+
+
+def final_eval_loss(out):
+    records = [json.loads(line) for line in next(out.glob("log-*.jsonl")).read_text().splitlines()]
+    return [r for r in records if r["type"] == "eval"][-1]["eval_loss"]
 
 
 def mean_abs(a, b):

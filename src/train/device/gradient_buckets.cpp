@@ -64,4 +64,24 @@ GradientBuckets plan_gradient_buckets(const compiler::ExecutionPlan& plan, std::
   return result;
 }
 
+std::vector<std::vector<size_t>> publish_waits(const compiler::ExecutionPlan& plan,
+                                               std::span<const GradientBucket> buckets,
+                                               std::span<const graph::TensorId> weights) {
+  // The first step reading each tensor.
+  std::map<graph::TensorId, size_t> first_read;
+  for (size_t step = 0; step < plan.steps.size(); ++step) {
+    for (graph::TensorId id : plan.graph.node(plan.steps[step].node).inputs) first_read.try_emplace(id, step);
+  }
+  std::vector<std::vector<size_t>> waits(std::max<size_t>(plan.steps.size(), 1));
+  for (size_t b = 0; b < buckets.size(); ++b) {
+    size_t first = plan.steps.size();
+    for (size_t unit = buckets[b].first_unit; unit < buckets[b].end_unit; ++unit) {
+      SUROGATE_CHECK(unit < weights.size(), "a weight per unit of the publish buckets");
+      if (auto read = first_read.find(weights[unit]); read != first_read.end()) first = std::min(first, read->second);
+    }
+    waits[first == plan.steps.size() ? 0 : first].push_back(b);
+  }
+  return waits;
+}
+
 }  // namespace surogate::train

@@ -60,4 +60,13 @@ GradientBuckets plan_gradient_buckets(const compiler::ExecutionPlan& plan, std::
                                       std::span<const size_t> unit_sizes, std::span<const distributed::Shard> shards,
                                       size_t bucket_elements, bool split_units = false);
 
+// ZeRO-1's publish in the same buckets (shard_publish.h), overlapped on a GPU with the next step's
+// first micro-batch (cuda_publish_overlap.h): per step of `plan`, the buckets it is the first step
+// to read a weight of (`weights`: each unit's tensor in the plan, flat order), i.e. the buckets
+// whose exchange the micro-batch waits for before that step. A bucket whose weights no step reads
+// is waited for before step 0.
+std::vector<std::vector<size_t>> publish_waits(const compiler::ExecutionPlan& plan,
+                                               std::span<const GradientBucket> buckets,
+                                               std::span<const graph::TensorId> weights);
+
 }  // namespace surogate::train

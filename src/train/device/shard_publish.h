@@ -9,6 +9,12 @@
 // of the masters, copied out of it — the other units' fp32 masters stay behind until a download
 // gathers them; a GPU under ZeRO-2 or in a pipeline stage: the flat buffer is the fp32 masters the
 // optimizer updates in place, and the bf16 weights are rewritten from them.
+//
+// ZeRO-1 replicas publish in buckets (publish_shard_in_buckets): the gradient buckets' runs of
+// whole units (gradient_buckets.h), each exchanged on its own in flat order, so a GPU can run the
+// exchange on its side stream while the next step's first micro-batch waits for each bucket only
+// before the step that first reads its weights (cuda_publish_overlap.h). CPU ranks publish in the
+// same buckets, so CI runs the GPUs' algorithm.
 #pragma once
 
 #include <cstddef>
@@ -19,6 +25,7 @@
 #include "distributed/communicator.h"
 #include "distributed/shard_placement.h"
 #include "train/checkpoint_io.h"
+#include "train/device/gradient_buckets.h"
 
 namespace surogate::train {
 
@@ -40,6 +47,14 @@ struct ShardCopies {
 // nothing to exchange: nothing is copied.
 void publish_shard(distributed::Communicator& group, void* flat, std::span<const size_t> pieces, DType dtype,
                    const distributed::Shard& shard, size_t units, const ShardCopies& copies);
+
+// The same exchange bucket by bucket, in order: for each of `buckets` (runs of whole units of the
+// flat buffer, piece_counts per rank) the rank's units of it go in, the bucket's pieces are
+// all-gathered in place and its other units come out; then `published(b)`. A group of one
+// exchanges nothing.
+void publish_shard_in_buckets(distributed::Communicator& group, void* flat, std::span<const GradientBucket> buckets,
+                              DType dtype, const distributed::Shard& shard, const ShardCopies& copies,
+                              const std::function<void(size_t bucket)>& published);
 
 // CPU ranks: unit u is `weights[u]`, at `offsets[u]` of the fp32 buffer `flat`.
 ShardCopies cpu_shard_copies(std::span<const WeightView> weights, std::span<const size_t> offsets, float* flat);

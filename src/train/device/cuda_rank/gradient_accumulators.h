@@ -54,6 +54,7 @@ public:
   void add(size_t first, size_t end);
   void zero();
   void defer_zeroing() { defer_zeroing_ = true; }
+  bool defers_zeroing() const { return defer_zeroing_; }
   // The memset zero() deferred, if it is still owed.
   void zero_stale();
 

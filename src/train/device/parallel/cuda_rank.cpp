@@ -60,16 +60,19 @@ PublishedWeights CudaRank::published_weights() {
 
 ShardCopies CudaRank::shard_copies() {
   if (!publishes_bf16_) return cuda_shard_copies(*state_, first_entry_);
-  return {[this](size_t first, size_t end) {
-            state_->masters().round_into_publish_buffer(first, end, state_->stream());
+  // On the stream the publish's communicator enqueues on.
+  cudaStream_t stream = publish_overlap ? side->get() : state_->stream();
+  return {[this, stream](size_t first, size_t end) {
+            state_->masters().round_into_publish_buffer(first, end, stream);
             masters_stale_ = true;
           },
-          [this](size_t first, size_t end) {
-            state_->masters().weights_from_publish_buffer(first, end, state_->stream());
+          [this, stream](size_t first, size_t end) {
+            state_->masters().weights_from_publish_buffer(first, end, stream);
           }};
 }
 
 void* CudaRank::take_stale_masters() {
+  settle_publish();
   if (!std::exchange(masters_stale_, false)) return nullptr;
   return state_->masters().data();
 }
@@ -77,6 +80,7 @@ void* CudaRank::take_stale_masters() {
 void CudaRank::step(const OptimizerStep& step) {
   // fp16 loss scaling is the CPU emulation's in this build (torch_dtype: float16 is refused on CUDA).
   SUROGATE_CHECK(step.gradient_scale == 1.0, "no gradient scale on the CUDA backend");
+  settle_publish();
   state_->step(step);
 }
 

@@ -5,8 +5,9 @@
 // the flat masters and accumulators: the accumulators are summed in place in their dtype (fp32, or
 // bf16 with gradient_dtype bf16), the norm and clip factor are taken on the device, and ZeRO-1's
 // all-gather (shard_publish.h) carries a replica's bf16 weights, rounded from its shard's masters
-// into the accumulators' memory (the other units' masters gathered only before a download), or a
-// pipeline stage's masters, the bf16 weights rewritten from them. The
+// into the accumulators' memory (the other units' masters gathered only before a download) on the
+// side stream while the next micro-batch computes (cuda_publish_overlap.h), or a pipeline stage's
+// masters, the bf16 weights rewritten from them. The
 // replica reduction's pieces are set up by the host side (cuda_rank_host.cpp): the side
 // stream and its NCCL communicator, the ZeRO-1 buckets (cuda_gradient_reducer.h) or ZeRO-2/3's
 // sharded accumulation (cuda_sharded_gradients.h), and ZeRO-3's pieces of the weights and their
@@ -26,6 +27,7 @@
 
 #include "cuda/device_buffer.h"
 #include "train/device/cuda_gradient_reducer.h"
+#include "train/device/cuda_publish_overlap.h"
 #include "train/device/cuda_rank/step_phases.h"
 #include "train/device/cuda_rank_state.h"
 #include "train/device/cuda_sharded_gradients.h"
@@ -49,7 +51,10 @@ public:
   std::vector<CollectiveRegion> tied_weights() override;
   void finish_reduction() override;
   // The norm of the units (the rank's shard), on the device.
-  void count_squares(size_t first, size_t end) override { state_->gradient_norm(first_entry_ + first, first_entry_ + end); }
+  void count_squares(size_t first, size_t end) override {
+    settle_publish();
+    state_->gradient_norm(first_entry_ + first, first_entry_ + end);
+  }
   double squares(distributed::Communicator& world) override;
   // The clip factor from the world's norm, on the device.
   void set_grad_norm(double norm) override { state_->clip().set_from_norm(norm); }
@@ -63,7 +68,27 @@ public:
   // ZeRO-1 replicas: publish bf16 weights through the full-size gradient accumulators, free after
   // the step (set up before any collective: it allocates).
   void publish_bf16();
-  void zero_gradients() override { state_->accumulators().zero(); }
+  // With `publish_overlap` set: the publish on the side stream (cuda_publish_overlap.h).
+  distributed::Communicator* publish_group() override {
+    return publish_overlap ? side_communicator.get() : nullptr;
+  }
+  void begin_publish() override {
+    if (publish_overlap) publish_overlap->begin();
+  }
+  void bucket_published(size_t bucket) override {
+    if (publish_overlap) publish_overlap->published(bucket);
+  }
+  runtime::StepObserver* publish_waits() override {
+    return publish_overlap && publish_overlap->in_flight() ? publish_overlap.get() : nullptr;
+  }
+  void settle_publish() override {
+    if (publish_overlap) publish_overlap->settle();
+  }
+  // Deferred zeroing (a ZeRO-1 replica's) only marks the accumulators: the publish may go on.
+  void zero_gradients() override {
+    if (!state_->accumulators().defers_zeroing()) settle_publish();
+    state_->accumulators().zero();
+  }
   std::vector<StateTensor> optimizer_state() override {
     return state_->optimizer() ? state_->optimizer()->state_tensors() : std::vector<StateTensor>{};
   }
@@ -85,6 +110,7 @@ public:
   std::unique_ptr<CudaShardedGradients> sharded;  // ZeRO-2/3
   cuda::DeviceBuffer<__nv_bfloat16> owned;        // ZeRO-3: the rank's pieces of the weights
   CudaWeightShard weight_shard;
+  std::unique_ptr<CudaPublishOverlap> publish_overlap;  // ZeRO-1 replicas of a world of several
   std::unique_ptr<CudaWeightGatherer> gatherer;
   std::unique_ptr<CudaWeightGatherer> quantized_gatherer;  // ZeRO-3: the quantized base's gathers
   cuda::DeviceBuffer<float> scratch;  // ZeRO-3: a chunk of a weight on its way to or from the host

@@ -188,6 +188,14 @@ void CudaRankHost::set_up_reduction(ReplicaRankEngine& engine, int r, const Repl
                                               *rank.side_communicator);
     engine.last_batch.add(rank.reducer.get());
     rank.publish_bf16();
+    // The accumulators are the publish's buffer until the next micro-batch's forward is over: no
+    // memset after the step, the next first add overwrites them.
+    rank_state.accumulators().defer_zeroing();
+    if (layout_.world_size > 1 && !plan.shared.publish_buckets.empty()) {
+      rank.publish_overlap = std::make_unique<CudaPublishOverlap>(
+          *plan.shared.rank_plan, plan.shared.publish_buckets, plan.units.trainable, rank_state.stream(),
+          rank.side->get());
+    }
   }
 }
 
@@ -296,6 +304,7 @@ void CudaRankHost::release_replica(int r) {
   rank.quantized_gatherer.reset();
   if (quantized_base_) quantized_base_->release(r);
   rank.reducer.reset();
+  rank.publish_overlap.reset();
   rank.sharded.reset();
   rank.side_communicator.reset();
   sequence_groups_.release(r);

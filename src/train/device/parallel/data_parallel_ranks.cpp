@@ -72,6 +72,7 @@ public:
     buckets_ = plan_gradient_buckets(*replica_.rank_plan, units_.gradients, units_.sizes, shards,
                                      std::max<size_t>(1, setup.gradient_bucket_bytes / units_.gradient_bytes),
                                      layout_.shard_gradients);
+    if (!layout_.shard_gradients) replica_.publish_buckets = buckets_.buckets;  // ZeRO-1
     for (int r = 0; r < layout_.local_ranks; ++r) {
       auto engine = std::make_unique<ReplicaRankEngine>(replica_);
       engine->shard = shards[static_cast<size_t>(layout_.first_rank + r)];
@@ -116,6 +117,7 @@ public:
   // and frees pinned staging memory on the way, which may wait for every GPU).
   void upload() override {
     threads_.run([&](int r) {
+      engines_[static_cast<size_t>(r)]->settle_publish();
       if (layout_.first_rank + r == 0) host_->load_first_rank(r, host_copies_, !gathered_plan_ && !views_are_ranks());
     });
     threads_.run([&](int r) {
@@ -137,6 +139,10 @@ public:
       engines_[static_cast<size_t>(r)]->gather_stale_masters();
       host_->download_replica(r, host_copies_, !gathered_plan_ && !views_are_ranks());
     });
+  }
+  // The evaluator reads the first rank's weights once its stream is done (cuda_evaluator.h).
+  void before_evaluation() override {
+    threads_.run([&](int r) { engines_[static_cast<size_t>(r)]->settle_publish(); });
   }
   bool replicas_hold_weights() const override { return !gathered_plan_ && layout_.sequence_size == 1; }
   const runtime::Backend& replica_weights(int local_rank) override { return host_->replica_backend(local_rank); }

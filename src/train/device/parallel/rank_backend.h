@@ -77,6 +77,19 @@ public:
   // download), once; null when they are current.
   virtual void* take_stale_masters() { return nullptr; }
   virtual void publish_in_buckets() { throw InternalError("a rank without a flat weight buffer"); }
+  // ZeRO-1's publish in buckets (shard_publish.h: publish_shard_in_buckets), which a GPU replica
+  // runs on its side stream while the next step's first micro-batch computes
+  // (cuda_publish_overlap.h): the communicator it runs on (null: the world's), begin_publish()
+  // before its first bucket and bucket_published(b) after each. CPU ranks run it in place.
+  virtual distributed::Communicator* publish_group() { return nullptr; }
+  virtual void begin_publish() {}
+  virtual void bucket_published(size_t bucket) { (void)bucket; }
+  // While a publish may be in flight: the step observer that the next micro-batch runs with (it
+  // waits for each bucket before the first step reading its weights); null when none is.
+  virtual runtime::StepObserver* publish_waits() { return nullptr; }
+  // The publish finished before whatever the rank enqueues next (the optimizer, the norm, the FP8
+  // copies, zeroing, a download, an upload, an evaluation); nothing where it runs in place.
+  virtual void settle_publish() {}
   virtual void zero_gradients() = 0;
   virtual std::vector<StateTensor> optimizer_state() = 0;
   // What the rank keeps beside its plan to accumulate gradients (training_device.h).

@@ -20,10 +20,18 @@ void ReplicaRankEngine::keep_outputs(std::span<const graph::TensorId> tensors) {
 void ReplicaRankEngine::run_micro_batches() {
   SUROGATE_CHECK(!pending_.empty(), "every rank trains gradient_accumulation_steps micro-batches a step");
   rank->begin_step_phases();
+  // The first micro-batch after a publish still in flight waits for its buckets as it reads them.
+  runtime::StepObserverList after_publish;
+  if (runtime::StepObserver* waits = rank->publish_waits()) after_publish.add(waits);
   for (size_t index = 0; index < pending_.size(); ++index) {
     const bool last = index + 1 == pending_.size();
     runtime::StepObserverList& observers = last ? last_batch : first_batches;
-    runner->set_step_observer(observers.empty() ? nullptr : &observers);
+    if (index == 0 && !after_publish.empty()) {
+      after_publish.add(&observers);
+      runner->set_step_observer(&after_publish);
+    } else {
+      runner->set_step_observer(observers.empty() ? nullptr : &observers);
+    }
     runner->run(pending_[index], last);
   }
   runner->set_step_observer(nullptr);
@@ -45,22 +53,32 @@ RankMeasure ReplicaRankEngine::measure() {
   return measured;
 }
 
-// ZeRO-1/2: through the flat buffer, or the backend's bucket staging where it has none.
+// ZeRO-1: through the flat buffer in the gradient buckets; ZeRO-2: in one exchange, or through the
+// backend's bucket staging where it has no flat buffer.
 void ReplicaRankEngine::publish_shard() {
-  if (const PublishedWeights flat = rank->published_weights(); flat.data != nullptr) {
+  if (const PublishedWeights flat = rank->published_weights(); flat.data == nullptr) {
+    rank->publish_in_buckets();
+  } else if (shared_.publish_buckets.empty()) {
     train::publish_shard(*world, flat.data, shared_.shard_sizes, flat.dtype, shard, shared_.units,
                          rank->shard_copies());
   } else {
-    rank->publish_in_buckets();
+    distributed::Communicator* group = rank->publish_group();
+    rank->begin_publish();
+    train::publish_shard_in_buckets(group != nullptr ? *group : *world, flat.data, shared_.publish_buckets,
+                                    flat.dtype, shard, rank->shard_copies(),
+                                    [this](size_t bucket) { rank->bucket_published(bucket); });
   }
   rank->end_step_phase("weight exchange (publish)");
 }
 
 void ReplicaRankEngine::gather_stale_masters() {
+  rank->settle_publish();
   if (void* masters = rank->take_stale_masters()) world->all_gather(masters, shared_.shard_sizes, DType::F32);
 }
 
 void ReplicaRankEngine::finish_update(const OptimizerStep& step) {
+  // fp8_hybrid: the FP8 copies read every weight, so they wait for the whole publish.
+  if (shared_.fp8) rank->settle_publish();
   runner->refresh_fp8_weight_copies();
   rank->zero_gradients();
   roll_fp8(step.step, 1.0f);

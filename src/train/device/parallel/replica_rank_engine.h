@@ -12,7 +12,10 @@
 //   step_shard() / publish_shard(): each rank clips and steps its shard; ZeRO-1/2 then give every
 //     rank every shard's weights (shard_publish.h: the backend's flat buffer all-gathered — fp32,
 //     or a GPU's bf16 weights, whose other units' fp32 masters gather_stale_masters() brings up to
-//     date before a download — or, where it has none, its bucket staging).
+//     date before a download — or, where it has none, its bucket staging). ZeRO-1 publishes in the
+//     gradient buckets, which a GPU runs on its side stream: the next step's first micro-batch
+//     waits for each bucket before the step that first reads its weights (the backend's
+//     publish_waits()), and everything else that reads the weights settles the publish first.
 //   finish_update(): the FP8 copies of trained weights rewritten, the gradients zeroed, and
 //     fp8_hybrid's scaling state max-reduced over the world and rolled, so every rank quantizes as
 //     one rank running the whole window would (quant/fp8_scaling.h).
@@ -31,6 +34,7 @@
 #include "distributed/shard_placement.h"
 #include "runtime/step_observer.h"
 #include "train/device/fp8_state.h"
+#include "train/device/gradient_buckets.h"
 #include "train/device/micro_batch.h"
 #include "train/device/parallel/rank_backend.h"
 #include "train/device/parallel/rank_engine.h"
@@ -44,6 +48,7 @@ struct ReplicaShared {
   const compiler::ExecutionPlan* rank_plan = nullptr;  // what the ranks run (ZeRO-3: weights in gather buffers)
   std::vector<size_t> shard_sizes;  // the all-gather's pieces (elements of the flat buffer), one per rank
   size_t units = 0;                 // the trainable units
+  std::span<const GradientBucket> publish_buckets;  // ZeRO-1: the publish's buckets (empty: one exchange)
   std::optional<Fp8State> fp8;      // fp8_hybrid's scaling state, in each rank's plan
 };
 
@@ -65,6 +70,9 @@ public:
   // Before a download: the world's fp32 masters where the publish left other ranks' behind
   // (RankBackend::take_stale_masters). Collective.
   void gather_stale_masters();
+  // Before the host reads or writes the rank's weights (an evaluation, an upload): the publish
+  // finished.
+  void settle_publish() { rank->settle_publish(); }
   void finish_update(const OptimizerStep& step) override;
   void calibrate_fp8_scaling() override;
   void drop_fp8_amaxes() override {
