@@ -3,13 +3,19 @@
 // — each add sums the micro-batch's bf16 gradients exactly into fp32 and zeroes them, a deferred
 // zero() makes the next add over every tensor overwrite (no stale sum survives), and any other
 // reader gets zeros. Values are bf16-exact so every sum is exact. Then ZeRO-1's bf16 publish
-// through the masters. The GPU tests skip with the reason without one; the layout test runs anywhere.
+// through the masters, and its overlap with the next micro-batch (cuda_publish_overlap.h): with the
+// side stream held up by a host function, the compute stream reads each bucket only after the
+// bucket's exchange (a wait before its first reader's step), settle() orders it after the last
+// bucket, and once a micro-batch has run or the publish settled nothing waits any more. The GPU
+// tests skip with the reason without one; the layout test runs anywhere.
 #include <gtest/gtest.h>
 
 #include <cuda_runtime_api.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -20,6 +26,7 @@
 #include "train/device/cuda_rank/gradient_accumulators.h"
 #include "train/device/cuda_rank/masters.h"
 #include "train/device/cuda_rank/trainable_layout.h"
+#include "train/device/cuda_publish_overlap.h"
 
 namespace surogate::train {
 namespace {
@@ -157,6 +164,71 @@ TEST(CudaRankPieces, TheBf16PublishRoundsTheShardsMastersAsTheRefreshDidAndCopie
   const std::vector<uint16_t> refreshed = weights[0].download();
   EXPECT_EQ(std::vector<uint16_t>(gathered.begin(), gathered.begin() + 5), refreshed);
   EXPECT_EQ(refreshed[4], float_to_bf16(1.0f));  // the tie went to even
+}
+
+// Holds up the stream it is enqueued on (a host function blocks the stream until it returns).
+void CUDART_CB hold_stream(void*) { std::this_thread::sleep_for(std::chrono::milliseconds(150)); }
+
+TEST(CudaRankPieces, TheOverlappedPublishIsReadOnlyAfterEachBucketsExchangeAndSettleWaitsForAll) {
+  std::string reason;
+  if (!cuda::cuda_device_available(&reason)) GTEST_SKIP() << reason;
+  // Two units read by steps 0 and 2 of a three-step plan, one bucket each.
+  compiler::ExecutionPlan plan;
+  std::vector<graph::TensorId> weights;
+  for (int w = 0; w < 2; ++w) {
+    weights.push_back(plan.graph.add_tensor({"w" + std::to_string(w), {}, graph::TensorRole::Parameter}));
+  }
+  for (int step = 0; step < 3; ++step) {
+    graph::Node node{"step" + std::to_string(step), "toy"};
+    if (step != 1) node.inputs.push_back(weights[static_cast<size_t>(step / 2)]);
+    plan.steps.push_back({plan.graph.add_node(std::move(node))});
+  }
+  const std::vector<GradientBucket> buckets = {{0, 1, 0, 4, 0, {4, 0}}, {1, 2, 4, 8, 0, {0, 4}}};
+  cuda::Stream compute, side;
+  CudaPublishOverlap overlap(plan, buckets, weights, compute.get(), side.get());
+  EXPECT_FALSE(overlap.in_flight());
+  overlap.settle();  // before any publish: nothing to wait for
+
+  // The buckets' weights (4 floats each), written by the exchange on the side stream, and what the
+  // compute stream read of them; `arriving` holds what two exchanges bring (10, 11 and 20, 21).
+  cuda::DeviceBuffer<float> published(8), read(8), arriving(16);
+  published.upload(std::vector<float>(8, 0.0f));
+  arriving.upload(std::vector<float>{10, 10, 10, 10, 11, 11, 11, 11, 20, 20, 20, 20, 21, 21, 21, 21});
+  const auto exchange = [&](size_t which) {
+    overlap.begin();
+    for (size_t b = 0; b < buckets.size(); ++b) {
+      CUDA_CHECK(cudaLaunchHostFunc(side.get(), hold_stream, nullptr));
+      CUDA_CHECK(cudaMemcpyAsync(published.data() + 4 * b, arriving.data() + 8 * which + 4 * b, 4 * sizeof(float),
+                                 cudaMemcpyDeviceToDevice, side.get()));
+      overlap.published(b);
+    }
+  };
+  const auto read_bucket = [&](size_t b) {
+    CUDA_CHECK(cudaMemcpyAsync(read.data() + 4 * b, published.data() + 4 * b, 4 * sizeof(float),
+                               cudaMemcpyDeviceToDevice, compute.get()));
+  };
+
+  // A micro-batch after the exchange: each bucket is waited for before its first reader.
+  exchange(0);
+  EXPECT_TRUE(overlap.in_flight());
+  for (size_t step = 0; step < 3; ++step) {
+    overlap.before_step(step);
+    if (step != 1) read_bucket(step / 2);
+    overlap.after_step(step);
+  }
+  EXPECT_FALSE(overlap.in_flight());
+  CUDA_CHECK(cudaStreamSynchronize(compute.get()));
+  EXPECT_EQ(read.download(), (std::vector<float>{10, 10, 10, 10, 11, 11, 11, 11}));
+
+  // Anything else settles first: the compute stream is then behind the last bucket.
+  exchange(1);
+  overlap.settle();
+  EXPECT_FALSE(overlap.in_flight());
+  read_bucket(1);
+  read_bucket(0);
+  CUDA_CHECK(cudaStreamSynchronize(compute.get()));
+  EXPECT_EQ(read.download(), (std::vector<float>{20, 20, 20, 20, 21, 21, 21, 21}));
+  CUDA_CHECK(cudaStreamSynchronize(side.get()));
 }
 
 }  // namespace
