@@ -15,7 +15,8 @@
 #   bash bench/one_gpu_ranks_phases.sh           (BINARIES="carry/before carry/dp": folders with a
 #                                                 `surogate` and its lib/; carry/before is made from
 #                                                 the .xz and carry/dp's lib/)
-# Env: BINARIES, STEPS (6), MODEL (qwen3-0.6b), ZERO (1), EXTRA (more config lines, e.g.
+# Env: BINARIES, STEPS (6), MODEL (qwen3-0.6b), ZERO (1), LORA (0; 1: LoRA rank 16 on every
+# linear layer instead of full fine-tuning — the weight exchange then carries the adapters), EXTRA (more config lines, e.g.
 # "deterministic_attention: true", with which two binaries doing the same math log the same losses
 # bit for bit). Records: $OUT/one_gpu_ranks.jsonl.
 set -uo pipefail
@@ -49,7 +50,9 @@ gradient_accumulation_steps: 2
 optimizer: adamw_8bit
 max_steps: ${STEPS:-6}
 save_steps: 1000
-lora: false
+lora: $([[ "${LORA:-0}" == 1 ]] && echo "true
+lora_rank: 16
+lora_alpha: 32" || echo false)
 zero_level: ${ZERO:-1}
 debug_time_breakdown: true
 ${EXTRA:-}
@@ -65,14 +68,14 @@ YAML
       timeout 400 "$root/$binary/surogate" pt "$work/$name.yaml" --gpus=1 >"$out/$name-rank$rank.log" 2>&1 &
   done
   wait
-  python3 - "$run/log.jsonl" "$name" "$model" "${EXTRA:-}" <<'PY' | tee -a "$out/one_gpu_ranks.jsonl"
+  python3 - "$run/log.jsonl" "$name" "$model" "${EXTRA:-}" "${LORA:-0}" <<'PY' | tee -a "$out/one_gpu_ranks.jsonl"
 import json, statistics, sys
 path, name, model = sys.argv[1:4]
 records = [json.loads(l) for l in open(path) if l.startswith("{")]
 steps = [r for r in records if r.get("type") == "step"]
 breakdown = next((r for r in records if r.get("type") == "time_breakdown"), {})
 phases = {row["op"]: round(row["ms"], 1) for row in breakdown.get("device_phases", {}).get("ops", [])}
-print(json.dumps({"binary": name, "model": model, "setup": "2 processes on one GPU, NCCL over loopback sockets, ZeRO-1 full",
+print(json.dumps({"binary": name, "model": model, "setup": "2 processes on one GPU, NCCL over loopback sockets, ZeRO-1 " + ("LoRA" if sys.argv[5] == "1" else "full"),
                   "extra": sys.argv[4],
                   "median_step_s": round(statistics.median(r["step_seconds"] for r in steps[2:] or steps), 3) if steps else None,
                   "losses": [r["loss"] for r in steps], "device_phases_ms": phases}))
